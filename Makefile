@@ -1,0 +1,82 @@
+# Entry points. Everything real lives in CMake; this file wires the
+# configurations together and installs what a fresh Debian machine lacks.
+#
+#   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
+#                 threaded tests, libFuzzer smoke run of every fuzz target
+#   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
+#   make build    a plain optimised build in build/release
+#   make bench    build and run the benchmarks (release build)
+
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+ASAN_DIR := build/asan
+TSAN_DIR := build/tsan
+FUZZ_DIR := build/fuzz
+REL_DIR := build/release
+FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader
+
+.PHONY: all deps build test test-asan test-tsan fuzz fuzz-smoke bench clean
+
+all: build
+
+deps:
+	@sh deploy/deps.sh
+
+build: deps
+	cmake -S . -B $(REL_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(REL_DIR) -j $(JOBS)
+
+test: deps test-asan test-tsan fuzz-smoke
+	@echo "make test: all suites passed"
+
+test-asan:
+	cmake -S . -B $(ASAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTG_SANITIZE=ON -DTG_BENCH=ON
+	cmake --build $(ASAN_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer: the tests labelled "tsan" (multi-threaded writers/readers).
+test-tsan:
+	cmake -S . -B $(TSAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTG_TSAN=ON -DTG_BENCH=OFF
+	cmake --build $(TSAN_DIR) -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 \
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure -L tsan
+
+# Each target runs on a scratch copy of its corpus, so new inputs found while
+# fuzzing never end up in the tree by accident.
+define run_fuzzers
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  work=$(FUZZ_DIR)/work/$$t; rm -rf $$work; mkdir -p $$work; \
+	  cp tests/fuzz/corpus/$$t/* $$work/; \
+	  echo "fuzz: $$t for $(1)s"; \
+	  if ! $(FUZZ_DIR)/tests/fuzz/$$t -max_total_time=$(1) -print_final_stats=1 \
+	      -artifact_prefix=$(FUZZ_DIR)/ $$work > $(FUZZ_DIR)/$$t.log 2>&1; then \
+	    tail -n 60 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t FAILED"; exit 1; fi; \
+	  grep -E 'stat::number_of_executed_units' $(FUZZ_DIR)/$$t.log || true; \
+	done
+endef
+
+fuzz-smoke: FORCE_FUZZ_BUILD
+	$(call run_fuzzers,$(FUZZ_SMOKE_SECONDS))
+
+fuzz: FORCE_FUZZ_BUILD
+	$(call run_fuzzers,$(FUZZ_SECONDS))
+
+.PHONY: FORCE_FUZZ_BUILD
+FORCE_FUZZ_BUILD: deps
+	CC=clang cmake -S . -B $(FUZZ_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTG_FUZZ=ON -DTG_TESTS=OFF -DTG_BENCH=OFF
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+
+bench: build
+	@for b in $(REL_DIR)/tests/bench/bench_*; do \
+	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; } || true; done
+
+clean:
+	rm -rf build

@@ -1,0 +1,144 @@
+/* Frame decoder state machine and IPCFrame encode/decode. */
+#include "abi/ipc_frame.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi/pb_wire.h"
+#include "tracegate/error.h"
+
+void tg_frame_decoder_init(tg_frame_decoder_t *d) {
+  memset(d, 0, sizeof(*d));
+}
+
+void tg_frame_decoder_free(tg_frame_decoder_t *d) {
+  free(d->buf);
+  d->buf = NULL;
+  d->have = 0;
+}
+
+/* Emits one payload, counting zero-length frames as skipped. */
+static int emit(tg_frame_decoder_t *d, const uint8_t *p, uint32_t n,
+                tg_frame_cb cb, void *ctx) {
+  if (n == 0) {
+    d->empty_frames++;
+    return 0;
+  }
+  d->frames++;
+  return cb(ctx, p, n);
+}
+
+int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
+                          size_t len, tg_frame_cb cb, void *ctx) {
+  if (d->error) return d->error;
+
+  /* 1. Complete a frame left partial by an earlier call. The length is
+   * checked as soon as its 4 bytes are in, before anything is copied. */
+  while (d->have > 0 && len > 0) {
+    if (d->have < TG_IPC_FRAME_HEADER_SIZE) {
+      size_t k = TG_IPC_FRAME_HEADER_SIZE - d->have;
+      if (k > len) k = len;
+      memcpy(d->buf + d->have, data, k);
+      d->have += k;
+      data += k;
+      len -= k;
+      if (d->have < TG_IPC_FRAME_HEADER_SIZE) return 0;
+      if (tg_pb_read_le32(d->buf) > TG_IPC_FRAME_MAX_PAYLOAD) {
+        d->have = 0;
+        return d->error = TG_EFRAME_TOO_LARGE;
+      }
+    }
+    uint32_t flen = tg_pb_read_le32(d->buf);
+    size_t need = TG_IPC_FRAME_HEADER_SIZE + flen - d->have;
+    size_t k = len < need ? len : need;
+    memcpy(d->buf + d->have, data, k);
+    d->have += k;
+    data += k;
+    len -= k;
+    if (k < need) return 0; /* input exhausted mid-frame */
+    d->have = 0;
+    int rv = emit(d, d->buf + TG_IPC_FRAME_HEADER_SIZE, flen, cb, ctx);
+    if (rv) return rv;
+  }
+
+  /* 2. Whole frames straight from the input, no copy. */
+  while (len >= TG_IPC_FRAME_HEADER_SIZE) {
+    uint32_t flen = tg_pb_read_le32(data);
+    if (flen > TG_IPC_FRAME_MAX_PAYLOAD) return d->error = TG_EFRAME_TOO_LARGE;
+    if (len - TG_IPC_FRAME_HEADER_SIZE < flen) break;
+    int rv = emit(d, data + TG_IPC_FRAME_HEADER_SIZE, flen, cb, ctx);
+    if (rv) return rv;
+    data += TG_IPC_FRAME_HEADER_SIZE + flen;
+    len -= TG_IPC_FRAME_HEADER_SIZE + flen;
+  }
+
+  /* 3. Keep the tail of a split frame. */
+  if (len > 0) {
+    if (len >= TG_IPC_FRAME_HEADER_SIZE &&
+        tg_pb_read_le32(data) > TG_IPC_FRAME_MAX_PAYLOAD)
+      return d->error = TG_EFRAME_TOO_LARGE;
+    if (!d->buf) {
+      d->buf = malloc(TG_IPC_FRAME_BUFFER_SIZE);
+      if (!d->buf) return -ENOMEM;
+    }
+    memcpy(d->buf, data, len);
+    d->have = len;
+  }
+  return 0;
+}
+
+tg_ipc_frame_t *tg_ipc_frame_unpack(const uint8_t *payload, size_t len) {
+  return perfetto__protos__ipcframe__unpack(NULL, len, payload);
+}
+
+void tg_ipc_frame_free(tg_ipc_frame_t *f) {
+  if (f) perfetto__protos__ipcframe__free_unpacked(f, NULL);
+}
+
+int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out) {
+  size_t n = perfetto__protos__ipcframe__get_packed_size(f);
+  if (n > TG_IPC_FRAME_MAX_PAYLOAD) return TG_EFRAME_TOO_LARGE;
+  uint8_t *p = tg_buf_reserve(out, TG_IPC_FRAME_HEADER_SIZE + n);
+  if (!p) return -ENOMEM;
+  tg_pb_write_le32(p, (uint32_t)n);
+  size_t packed = perfetto__protos__ipcframe__pack(f, p + TG_IPC_FRAME_HEADER_SIZE);
+  if (packed != n) return TG_EPROTO_ENCODE;
+  tg_buf_commit(out, TG_IPC_FRAME_HEADER_SIZE + n);
+  return 0;
+}
+
+/* IPCFrame field numbers (wire_protocol.proto). */
+enum {
+  IPC_FRAME_REQUEST_ID = 2,
+  IPC_FRAME_INVOKE_METHOD_REPLY = 6,
+  INVOKE_REPLY_SUCCESS = 1,
+  INVOKE_REPLY_HAS_MORE = 2,
+  INVOKE_REPLY_REPLY_PROTO = 3,
+};
+
+void tg_ipc_reply_begin(tg_ipc_reply_writer_t *rw, uint8_t *space,
+                        size_t space_len, uint64_t request_id, bool success,
+                        bool has_more) {
+  if (space_len > TG_IPC_FRAME_BUFFER_SIZE)
+    space_len = TG_IPC_FRAME_BUFFER_SIZE;
+  rw->frame = space;
+  tg_pbw_init(&rw->body, space + TG_IPC_FRAME_HEADER_SIZE,
+              space_len - TG_IPC_FRAME_HEADER_SIZE, NULL, NULL);
+  tg_pbw_append_varint(&rw->body, IPC_FRAME_REQUEST_ID, request_id);
+  tg_pbw_begin_nested(&rw->body, IPC_FRAME_INVOKE_METHOD_REPLY);
+  tg_pbw_append_bool(&rw->body, INVOKE_REPLY_SUCCESS, success);
+  if (has_more) tg_pbw_append_bool(&rw->body, INVOKE_REPLY_HAS_MORE, true);
+  tg_pbw_begin_nested(&rw->body, INVOKE_REPLY_REPLY_PROTO);
+}
+
+int tg_ipc_reply_end(tg_ipc_reply_writer_t *rw, size_t *frame_len) {
+  tg_pbw_end_nested(&rw->body); /* reply_proto */
+  tg_pbw_end_nested(&rw->body); /* msg_invoke_method_reply */
+  int err = tg_pbw_error(&rw->body);
+  if (err) return err;
+  uint64_t n = tg_pbw_written(&rw->body);
+  tg_pb_write_le32(rw->frame, (uint32_t)n);
+  *frame_len = TG_IPC_FRAME_HEADER_SIZE + (size_t)n;
+  return 0;
+}

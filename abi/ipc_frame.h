@@ -1,0 +1,97 @@
+/* IPC framing: a byte stream of [u32 little-endian length][IPCFrame bytes].
+ *
+ *   04 00 00 00 A0 A1 A2 A3   05 00 00 00 B0 B1 B2 B3 B4
+ *   { len: 4  } [ frame 1 ]   { len: 5  } [  frame 2   ]
+ *
+ * Same wire as Perfetto's IPC layer (the producer and consumer sockets, and
+ * our relay's TLS stream). A length above TG_IPC_FRAME_MAX_PAYLOAD cannot be
+ * resynchronised from, so the decoder reports it and the connection closes.
+ * A zero length is skipped. A payload that is not a valid IPCFrame is the
+ * dispatcher's business: the framing is intact, so the stream continues.
+ *
+ * The decoder accepts input in pieces of any size (down to single bytes) and
+ * only copies bytes of frames that arrive split; whole frames in the input
+ * are handed to the callback in place.
+ */
+#ifndef TRACEGATE_ABI_IPC_FRAME_H
+#define TRACEGATE_ABI_IPC_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/pb_writer.h"
+#include "ipc/wire_protocol.pb-c.h"
+#include "tracegate/buf.h"
+
+#define TG_IPC_FRAME_HEADER_SIZE 4u
+#define TG_IPC_FRAME_MAX_PAYLOAD 131068u /* 128 KiB including the header */
+#define TG_IPC_FRAME_BUFFER_SIZE \
+  (TG_IPC_FRAME_HEADER_SIZE + TG_IPC_FRAME_MAX_PAYLOAD)
+
+_Static_assert(TG_IPC_FRAME_BUFFER_SIZE == 128 * 1024,
+               "frame buffer is 128 KiB");
+
+typedef Perfetto__Protos__IPCFrame tg_ipc_frame_t;
+
+/* Called once per complete frame. |payload| is valid only during the call.
+ * Return 0 to continue; anything else stops the decoder, which returns that
+ * value from tg_frame_decoder_feed() and drops the rest of the input (the
+ * caller is closing the connection). */
+typedef int (*tg_frame_cb)(void *ctx, const uint8_t *payload, size_t len);
+
+typedef struct tg_frame_decoder {
+  uint8_t *buf;  /* partial frame; TG_IPC_FRAME_BUFFER_SIZE, lazily */
+  size_t have;   /* bytes in |buf| (header included) */
+  int error;     /* sticky TG_EFRAME_TOO_LARGE */
+  uint64_t frames;
+  uint64_t empty_frames;
+} tg_frame_decoder_t;
+
+void tg_frame_decoder_init(tg_frame_decoder_t *d);
+void tg_frame_decoder_free(tg_frame_decoder_t *d);
+
+/* Feeds |len| bytes. Returns 0, TG_EFRAME_TOO_LARGE (sticky: close the
+ * connection), -ENOMEM, or the callback's non-zero return value. */
+int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
+                          size_t len, tg_frame_cb cb, void *ctx);
+
+/* Bytes of an incomplete frame currently held (for memory accounting). */
+static inline size_t tg_frame_decoder_pending(const tg_frame_decoder_t *d) {
+  return d->have;
+}
+
+/* Unpacks an IPCFrame payload with protobuf-c. Returns NULL for garbage.
+ * The result is owned by the caller: free it with tg_ipc_frame_free(). */
+tg_ipc_frame_t *tg_ipc_frame_unpack(const uint8_t *payload, size_t len);
+void tg_ipc_frame_free(tg_ipc_frame_t *f);
+
+/* Appends [len][frame] to |out|. Returns 0, TG_EFRAME_TOO_LARGE,
+ * TG_EPROTO_ENCODE or a tg_buf error. */
+int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out);
+
+/* --- writing reply frames in place ----------------------------------------
+ * ReadBuffers replies are large and hot: they are serialised directly into
+ * the connection's output buffer with the pb writer, with no intermediate
+ * protobuf-c structures:
+ *
+ *   tg_ipc_reply_writer_t rw;
+ *   tg_ipc_reply_begin(&rw, out_space, space_len, request_id, true, more);
+ *   tg_pbw_append_bytes(&rw.body, ...);     // fields of the reply message
+ *   tg_ipc_reply_end(&rw, &frame_len);      // back-fills both lengths
+ */
+typedef struct tg_ipc_reply_writer {
+  tg_pbw_t body;       /* write the reply message's fields here */
+  uint8_t *frame;      /* start of the 4-byte frame length */
+} tg_ipc_reply_writer_t;
+
+/* |space| must hold at least 32 bytes; the frame never exceeds
+ * min(space_len, TG_IPC_FRAME_BUFFER_SIZE) bytes. */
+void tg_ipc_reply_begin(tg_ipc_reply_writer_t *rw, uint8_t *space,
+                        size_t space_len, uint64_t request_id, bool success,
+                        bool has_more);
+/* Returns 0 with the whole frame's length (header included) in |frame_len|,
+ * or the writer's error (TG_ENO_SPACE when the body did not fit). */
+int tg_ipc_reply_end(tg_ipc_reply_writer_t *rw, size_t *frame_len);
+
+#endif /* TRACEGATE_ABI_IPC_FRAME_H */

@@ -1,0 +1,44 @@
+/* Growable byte buffer with a hard cap.
+ *
+ * Data lives in [data + off, data + len); consumed bytes at the front are
+ * reclaimed lazily (by compaction when more room is needed), so consuming is
+ * O(1). The cap bounds memory for buffers fed by untrusted peers.
+ * The buffer owns |data|; tg_buf_free() releases it.
+ */
+#ifndef TRACEGATE_BUF_H
+#define TRACEGATE_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracegate/export.h"
+
+typedef struct tg_buf {
+  uint8_t *data;
+  size_t off; /* first unconsumed byte */
+  size_t len; /* end of valid bytes */
+  size_t cap; /* allocated size */
+  size_t max; /* hard limit on cap; 0 = SIZE_MAX */
+} tg_buf_t;
+
+TG_EXPORT void tg_buf_init(tg_buf_t *b, size_t max);
+TG_EXPORT void tg_buf_free(tg_buf_t *b);
+
+static inline size_t tg_buf_size(const tg_buf_t *b) { return b->len - b->off; }
+static inline uint8_t *tg_buf_begin(const tg_buf_t *b) {
+  return b->data + b->off;
+}
+
+/* Makes room for |n| more bytes after the valid ones and returns a pointer to
+ * it, or NULL (-ENOMEM or the cap) without changing the contents. The pointer
+ * is valid until the next call that may grow the buffer. */
+TG_EXPORT uint8_t *tg_buf_reserve(tg_buf_t *b, size_t n);
+/* Marks |n| reserved bytes as valid. */
+static inline void tg_buf_commit(tg_buf_t *b, size_t n) { b->len += n; }
+/* Returns 0 or -ENOBUFS (cap) / -ENOMEM. */
+TG_EXPORT int tg_buf_append(tg_buf_t *b, const void *p, size_t n);
+/* Drops |n| bytes from the front (n <= size). */
+TG_EXPORT void tg_buf_consume(tg_buf_t *b, size_t n);
+static inline void tg_buf_reset(tg_buf_t *b) { b->off = b->len = 0; }
+
+#endif /* TRACEGATE_BUF_H */

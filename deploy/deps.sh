@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages tracegate needs to build and test, and only
+# those that are missing. Used by `make` targets; safe to run repeatedly.
+set -eu
+
+PKGS="cmake ninja-build pkg-config gcc make python3
+libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
+clang libclang-rt-14-dev openssl"
+
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || {
+    echo "deps: need root (or sudo) to install:$missing" >&2
+    exit 1
+  }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,276 @@
+/* Frame codec: the [u32 LE len][IPCFrame] stream decoder and the encoders. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "abi/ipc_frame.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/error.h"
+
+/* Collects every frame the decoder emits, concatenated, with their sizes. */
+typedef struct collected {
+  uint8_t bytes[300000];
+  size_t len;
+  size_t sizes[16];
+  size_t count;
+  int stop_with; /* non-zero: return it from the callback */
+} collected_t;
+
+static int collect(void *ctx, const uint8_t *p, size_t n) {
+  collected_t *c = ctx;
+  assert_true(c->count < 16);
+  assert_true(c->len + n <= sizeof(c->bytes));
+  memcpy(c->bytes + c->len, p, n);
+  c->len += n;
+  c->sizes[c->count++] = n;
+  return c->stop_with;
+}
+
+static size_t put_frame(uint8_t *out, const uint8_t *payload, uint32_t n) {
+  tg_pb_write_le32(out, n);
+  if (n) memcpy(out + 4, payload, n);
+  return 4 + n;
+}
+
+/* Three frames of 1, 300 and 5000 bytes with distinct contents. */
+static size_t make_stream(uint8_t *s, uint8_t *payloads, size_t *total) {
+  size_t off = 0, poff = 0;
+  const uint32_t sizes[] = {1, 300, 5000};
+  for (int f = 0; f < 3; f++) {
+    for (uint32_t i = 0; i < sizes[f]; i++)
+      payloads[poff + i] = (uint8_t)(f * 31 + i * 7);
+    off += put_frame(s + off, payloads + poff, sizes[f]);
+    poff += sizes[f];
+  }
+  *total = poff;
+  return off;
+}
+
+static void frame_split_at_every_byte_offset(void **state) {
+  (void)state;
+  static uint8_t stream[6000], payloads[6000];
+  size_t total;
+  size_t n = make_stream(stream, payloads, &total);
+  static collected_t c;
+  for (size_t cut = 0; cut <= n; cut++) {
+    memset(&c, 0, sizeof(c));
+    tg_frame_decoder_t d;
+    tg_frame_decoder_init(&d);
+    assert_int_equal(tg_frame_decoder_feed(&d, stream, cut, collect, &c), 0);
+    assert_int_equal(
+        tg_frame_decoder_feed(&d, stream + cut, n - cut, collect, &c), 0);
+    assert_int_equal(c.count, 3);
+    assert_int_equal(c.sizes[0], 1);
+    assert_int_equal(c.sizes[1], 300);
+    assert_int_equal(c.sizes[2], 5000);
+    assert_memory_equal(c.bytes, payloads, total);
+    assert_int_equal(tg_frame_decoder_pending(&d), 0);
+    tg_frame_decoder_free(&d);
+  }
+}
+
+static void frame_one_byte_at_a_time(void **state) {
+  (void)state;
+  static uint8_t stream[6000], payloads[6000];
+  size_t total;
+  size_t n = make_stream(stream, payloads, &total);
+  static collected_t c;
+  memset(&c, 0, sizeof(c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(tg_frame_decoder_feed(&d, stream + i, 1, collect, &c), 0);
+  assert_int_equal(c.count, 3);
+  assert_memory_equal(c.bytes, payloads, total);
+  assert_int_equal(d.frames, 3);
+  tg_frame_decoder_free(&d);
+}
+
+static void frame_rejects_oversized_length(void **state) {
+  (void)state;
+  uint8_t hdr[4];
+  tg_pb_write_le32(hdr, TG_IPC_FRAME_MAX_PAYLOAD + 1);
+  collected_t *c = calloc(1, sizeof(*c));
+  /* Whole header at once. */
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  assert_int_equal(tg_frame_decoder_feed(&d, hdr, 4, collect, c),
+                   TG_EFRAME_TOO_LARGE);
+  /* Sticky: a valid frame afterwards is not accepted. */
+  uint8_t ok[5];
+  put_frame(ok, (const uint8_t *)"x", 1);
+  assert_int_equal(tg_frame_decoder_feed(&d, ok, 5, collect, c),
+                   TG_EFRAME_TOO_LARGE);
+  assert_int_equal(c->count, 0);
+  tg_frame_decoder_free(&d);
+
+  /* Header split across calls, and a huge length (no allocation attempt). */
+  tg_pb_write_le32(hdr, 0xFFFFFFFFu);
+  tg_frame_decoder_init(&d);
+  assert_int_equal(tg_frame_decoder_feed(&d, hdr, 3, collect, c), 0);
+  assert_int_equal(tg_frame_decoder_feed(&d, hdr + 3, 1, collect, c),
+                   TG_EFRAME_TOO_LARGE);
+  tg_frame_decoder_free(&d);
+  free(c);
+}
+
+static void frame_accepts_exactly_the_cap(void **state) {
+  (void)state;
+  size_t n = TG_IPC_FRAME_MAX_PAYLOAD;
+  uint8_t *s = malloc(4 + n);
+  memset(s + 4, 0xAB, n);
+  tg_pb_write_le32(s, (uint32_t)n);
+  collected_t *c = calloc(1, sizeof(*c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  /* Split in the middle so the frame goes through the internal buffer. */
+  assert_int_equal(tg_frame_decoder_feed(&d, s, 1000, collect, c), 0);
+  assert_int_equal(tg_frame_decoder_feed(&d, s + 1000, 4 + n - 1000, collect, c),
+                   0);
+  assert_int_equal(c->count, 1);
+  assert_int_equal(c->sizes[0], n);
+  assert_int_equal(c->bytes[n - 1], 0xAB);
+  tg_frame_decoder_free(&d);
+  free(c);
+  free(s);
+}
+
+static void frame_skips_zero_length(void **state) {
+  (void)state;
+  uint8_t s[32];
+  size_t n = put_frame(s, NULL, 0);
+  n += put_frame(s + n, (const uint8_t *)"abc", 3);
+  n += put_frame(s + n, NULL, 0);
+  collected_t *c = calloc(1, sizeof(*c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  for (size_t i = 0; i < n; i++) /* also split: zero frames via the buffer */
+    assert_int_equal(tg_frame_decoder_feed(&d, s + i, 1, collect, c), 0);
+  assert_int_equal(c->count, 1);
+  assert_memory_equal(c->bytes, "abc", 3);
+  assert_int_equal(d.empty_frames, 2);
+  tg_frame_decoder_free(&d);
+  free(c);
+}
+
+static void frame_garbage_then_valid_frame(void **state) {
+  (void)state;
+  /* A well-framed payload that is not an IPCFrame (a group wire type and a
+   * truncated varint), then a real BindService frame. */
+  static const uint8_t garbage[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0B, 0x80};
+  Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  Perfetto__Protos__IPCFrame__BindService bind =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+  bind.service_name = "ConsumerPort";
+  f.has_request_id = 1;
+  f.request_id = 9;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+  f.msg_bind_service = &bind;
+  tg_buf_t out;
+  tg_buf_init(&out, 0);
+  uint8_t hdr[4];
+  tg_pb_write_le32(hdr, sizeof(garbage));
+  assert_int_equal(tg_buf_append(&out, hdr, 4), 0);
+  assert_int_equal(tg_buf_append(&out, garbage, sizeof(garbage)), 0);
+  assert_int_equal(tg_ipc_frame_append(&f, &out), 0);
+
+  collected_t *c = calloc(1, sizeof(*c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  assert_int_equal(
+      tg_frame_decoder_feed(&d, tg_buf_begin(&out), tg_buf_size(&out), collect, c),
+      0);
+  assert_int_equal(c->count, 2);
+  assert_null(tg_ipc_frame_unpack(c->bytes, c->sizes[0]));
+  tg_ipc_frame_t *g = tg_ipc_frame_unpack(c->bytes + c->sizes[0], c->sizes[1]);
+  assert_non_null(g);
+  assert_int_equal(g->request_id, 9);
+  assert_int_equal(g->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE);
+  assert_string_equal(g->msg_bind_service->service_name, "ConsumerPort");
+  tg_ipc_frame_free(g);
+  tg_frame_decoder_free(&d);
+  tg_buf_free(&out);
+  free(c);
+}
+
+static void frame_callback_stop_is_returned(void **state) {
+  (void)state;
+  uint8_t s[32];
+  size_t n = put_frame(s, (const uint8_t *)"a", 1);
+  n += put_frame(s + n, (const uint8_t *)"b", 1);
+  collected_t *c = calloc(1, sizeof(*c));
+  c->stop_with = 7;
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  assert_int_equal(tg_frame_decoder_feed(&d, s, n, collect, c), 7);
+  assert_int_equal(c->count, 1); /* the second frame was not delivered */
+  tg_frame_decoder_free(&d);
+  free(c);
+}
+
+/* Reply frames written in place must decode with protobuf-c, redundant
+ * 4-byte varint lengths included. */
+static void reply_writer_output_decodes_with_protobuf_c(void **state) {
+  (void)state;
+  uint8_t space[4096];
+  tg_ipc_reply_writer_t rw;
+  tg_ipc_reply_begin(&rw, space, sizeof(space), 77, true, true);
+  /* ReadBuffersResponse { slices=2 { data=1, last_slice_for_packet=2 } } */
+  tg_pbw_begin_nested(&rw.body, 2);
+  tg_pbw_append_bytes(&rw.body, 1, "hello", 5);
+  tg_pbw_append_bool(&rw.body, 2, true);
+  tg_pbw_end_nested(&rw.body);
+  size_t flen = 0;
+  assert_int_equal(tg_ipc_reply_end(&rw, &flen), 0);
+  assert_int_equal(tg_pb_read_le32(space), flen - 4);
+
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(space + 4, flen - 4);
+  assert_non_null(f);
+  assert_int_equal(f->request_id, 77);
+  assert_int_equal(f->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+  Perfetto__Protos__IPCFrame__InvokeMethodReply *r = f->msg_invoke_method_reply;
+  assert_true(r->success);
+  assert_true(r->has_more);
+  Perfetto__Protos__ReadBuffersResponse *rb =
+      perfetto__protos__read_buffers_response__unpack(
+          NULL, r->reply_proto.len, r->reply_proto.data);
+  assert_non_null(rb);
+  assert_int_equal(rb->n_slices, 1);
+  assert_int_equal(rb->slices[0]->data.len, 5);
+  assert_memory_equal(rb->slices[0]->data.data, "hello", 5);
+  assert_true(rb->slices[0]->last_slice_for_packet);
+  perfetto__protos__read_buffers_response__free_unpacked(rb, NULL);
+  tg_ipc_frame_free(f);
+}
+
+static void reply_writer_reports_no_space(void **state) {
+  (void)state;
+  uint8_t space[64];
+  tg_ipc_reply_writer_t rw;
+  tg_ipc_reply_begin(&rw, space, sizeof(space), 1, true, false);
+  static const uint8_t big[100] = {0};
+  tg_pbw_append_bytes(&rw.body, 1, big, sizeof(big));
+  size_t flen = 0;
+  assert_int_equal(tg_ipc_reply_end(&rw, &flen), TG_ENO_SPACE);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(frame_split_at_every_byte_offset),
+      cmocka_unit_test(frame_one_byte_at_a_time),
+      cmocka_unit_test(frame_rejects_oversized_length),
+      cmocka_unit_test(frame_accepts_exactly_the_cap),
+      cmocka_unit_test(frame_skips_zero_length),
+      cmocka_unit_test(frame_garbage_then_valid_frame),
+      cmocka_unit_test(frame_callback_stop_is_returned),
+      cmocka_unit_test(reply_writer_output_decodes_with_protobuf_c),
+      cmocka_unit_test(reply_writer_reports_no_space),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
