@@ -57,7 +57,9 @@ int tg_smb_chunk_locate(const tg_smb_t *smb, size_t page_idx,
 }
 
 int tg_smb_try_partition_page(tg_smb_t *smb, size_t page_idx, unsigned layout) {
-  if (page_idx >= smb->num_pages || tg_smb_layout_num_chunks(layout) == 0)
+  /* Checked before any masking: 9 must not pass as 1. */
+  if (page_idx >= smb->num_pages || layout < TG_PAGE_DIV_1 ||
+      layout > TG_PAGE_DIV_14)
     return -EINVAL;
   uint32_t expected = 0;
   /* acq_rel: acquire pairs with the service's release of the last chunk (so

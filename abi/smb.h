@@ -225,9 +225,9 @@ int tg_smb_try_acquire_chunk_for_reading(tg_smb_t *smb, size_t page_idx,
                                          tg_smb_chunk_t *out);
 
 /* BeingRead -> Free; when that frees the page's last chunk, the bitmap
- * becomes 0 (not partitioned). Returns 0 or TG_ECHUNK_STATE (a producer
- * scribbled on the bitmap meanwhile: the chunk stays as the producer left
- * it, the service just forgets it). */
+ * becomes 0 (not partitioned). Returns 0, or TG_ECHUNK_STATE / -EINVAL when
+ * a producer scribbled on the bitmap meanwhile (state or layout changed):
+ * the chunk stays as the producer left it, the service just forgets it. */
 int tg_smb_release_chunk_as_free(tg_smb_t *smb, const tg_smb_chunk_t *c);
 
 /* Locates chunk |chunk_idx| of a page for a read that does not take

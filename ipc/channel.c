@@ -1,0 +1,323 @@
+/* tg_ipc_chan: recvmsg/sendmsg on a uv_poll_t, frames in, frames out. */
+#include "ipc/channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+/* Output above this pauses producers of bulk data (on_drain resumes them). */
+#define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static void update_poll(tg_ipc_chan_t *ch) {
+  if (ch->state != TG_CHAN_OPEN) return;
+  int ev = 0;
+  if (!ch->reading_paused) ev |= UV_READABLE;
+  if (tg_buf_size(&ch->out) > 0) ev |= UV_WRITABLE;
+  if (ev == ch->poll_events) return;
+  ch->poll_events = ev;
+  if (ev)
+    uv_poll_start(&ch->poll, ev, on_poll);
+  else
+    uv_poll_stop(&ch->poll);
+}
+
+static void close_in_fds(tg_ipc_chan_t *ch) {
+  for (unsigned i = 0; i < ch->n_in_fds; i++) close(ch->in_fds[i]);
+  ch->n_in_fds = 0;
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  tg_ipc_chan_t *ch = h->data;
+  ch->state = TG_CHAN_CLOSED;
+  close(ch->fd);
+  ch->fd = -1;
+  close_in_fds(ch);
+  for (unsigned i = 0; i < ch->n_out_fds; i++) close(ch->out_fds[i].fd);
+  ch->n_out_fds = 0;
+  tg_frame_decoder_free(&ch->dec);
+  tg_buf_free(&ch->out);
+  free(ch->rbuf);
+  ch->rbuf = NULL;
+  ch->cbs->on_close(ch, ch->close_status);
+}
+
+void tg_ipc_chan_close(tg_ipc_chan_t *ch, int status) {
+  if (ch->state != TG_CHAN_OPEN) return;
+  ch->state = TG_CHAN_CLOSING;
+  ch->close_status = status;
+  uv_poll_stop(&ch->poll);
+  uv_close((uv_handle_t *)&ch->poll, on_handle_closed);
+}
+
+int tg_ipc_chan_open(uv_loop_t *loop, tg_ipc_chan_t *ch, int fd,
+                     const tg_ipc_chan_cbs_t *cbs, void *data) {
+  memset(ch, 0, sizeof(*ch));
+  ch->fd = fd;
+  ch->cbs = cbs;
+  ch->data = data;
+  ch->high_water = DEFAULT_HIGH_WATER;
+  tg_frame_decoder_init(&ch->dec);
+  tg_buf_init(&ch->out, 0);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  struct ucred cred;
+  socklen_t clen = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+    ch->peer_pid = cred.pid;
+    ch->peer_uid = cred.uid;
+    ch->peer_gid = cred.gid;
+  } else {
+    ch->peer_pid = -1;
+    ch->peer_uid = (uid_t)-1;
+    ch->peer_gid = (gid_t)-1;
+  }
+  ch->rbuf = malloc(TG_IPC_READ_CHUNK);
+  if (!ch->rbuf) {
+    close(fd);
+    return -ENOMEM;
+  }
+  int rv = uv_poll_init(loop, &ch->poll, fd);
+  if (rv < 0) {
+    free(ch->rbuf);
+    close(fd);
+    return rv;
+  }
+  ch->poll.data = ch;
+  ch->state = TG_CHAN_OPEN;
+  update_poll(ch);
+  return 0;
+}
+
+static int on_decoded(void *ctx, const uint8_t *p, size_t n) {
+  tg_ipc_chan_t *ch = ctx;
+  if (ch->state != TG_CHAN_OPEN) return 1;
+  int rv = ch->cbs->on_frame(ch, p, n);
+  if (ch->state != TG_CHAN_OPEN) return 1;
+  return rv;
+}
+
+static void do_read(tg_ipc_chan_t *ch) {
+  /* Bounded per wakeup so one busy peer cannot monopolise the loop. */
+  for (int round = 0; round < 16 && ch->state == TG_CHAN_OPEN &&
+                      !ch->reading_paused;
+       round++) {
+    union {
+      struct cmsghdr align;
+      char buf[CMSG_SPACE(sizeof(int) * TG_IPC_MAX_FDS_IN_FLIGHT)];
+    } cbuf;
+    struct iovec iov = {.iov_base = ch->rbuf, .iov_len = TG_IPC_READ_CHUNK};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = cbuf.buf,
+                         .msg_controllen = sizeof(cbuf.buf)};
+    ssize_t n = recvmsg(ch->fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      tg_ipc_chan_close(ch, -errno);
+      return;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      int fds[TG_IPC_MAX_FDS_IN_FLIGHT];
+      if (nfds > TG_IPC_MAX_FDS_IN_FLIGHT) nfds = TG_IPC_MAX_FDS_IN_FLIGHT;
+      memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
+      for (size_t i = 0; i < nfds; i++) {
+        if (ch->n_in_fds < TG_IPC_MAX_FDS_IN_FLIGHT)
+          ch->in_fds[ch->n_in_fds++] = fds[i];
+        else
+          close(fds[i]); /* more than any method takes: drop it */
+      }
+    }
+    if (msg.msg_flags & MSG_CTRUNC) {
+      TG_WARN("ipc: peer pid %d sent truncated control data; closing",
+              (int)ch->peer_pid);
+      tg_ipc_chan_close(ch, -EBADMSG);
+      return;
+    }
+    if (n == 0) {
+      tg_ipc_chan_close(ch, TG_EPEER_CLOSED);
+      return;
+    }
+    int rv = tg_frame_decoder_feed(&ch->dec, ch->rbuf, (size_t)n, on_decoded, ch);
+    if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
+      TG_WARN("ipc: peer pid %d: %s; closing", (int)ch->peer_pid,
+              tg_strerror(rv));
+      tg_ipc_chan_close(ch, rv);
+      return;
+    }
+    if (ch->state != TG_CHAN_OPEN) return;
+    if (tg_frame_decoder_pending(&ch->dec) == 0) close_in_fds(ch);
+    if ((size_t)n < TG_IPC_READ_CHUNK) return; /* drained the socket */
+  }
+}
+
+/* Sends as much of the output queue as the socket takes, attaching each
+ * queued fd to the first byte of its frame. */
+static int do_write(tg_ipc_chan_t *ch) {
+  while (tg_buf_size(&ch->out) > 0) {
+    size_t len = tg_buf_size(&ch->out);
+    union {
+      struct cmsghdr align;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } cbuf;
+    struct msghdr msg = {0};
+    struct iovec iov = {.iov_base = tg_buf_begin(&ch->out)};
+    bool with_fd = false;
+    if (ch->n_out_fds > 0) {
+      uint64_t at = ch->out_fds[0].at;
+      if (at == ch->out_sent) {
+        with_fd = true;
+        memset(&cbuf, 0, sizeof(cbuf));
+        msg.msg_control = cbuf.buf;
+        msg.msg_controllen = sizeof(cbuf.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &ch->out_fds[0].fd, sizeof(int));
+        if (ch->n_out_fds > 1 && ch->out_fds[1].at - at < len)
+          len = (size_t)(ch->out_fds[1].at - at);
+      } else if (at - ch->out_sent < len) {
+        len = (size_t)(at - ch->out_sent); /* stop before the fd's frame */
+      }
+    }
+    iov.iov_len = len;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    ssize_t n = sendmsg(ch->fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      return -errno;
+    }
+    if (with_fd) {
+      close(ch->out_fds[0].fd);
+      memmove(&ch->out_fds[0], &ch->out_fds[1],
+              (ch->n_out_fds - 1) * sizeof(ch->out_fds[0]));
+      ch->n_out_fds--;
+    }
+    tg_buf_consume(&ch->out, (size_t)n);
+    ch->out_sent += (uint64_t)n;
+  }
+  return 0;
+}
+
+static void after_output_change(tg_ipc_chan_t *ch) {
+  int rv = do_write(ch);
+  if (rv < 0) {
+    tg_ipc_chan_close(ch, rv);
+    return;
+  }
+  size_t pending = tg_buf_size(&ch->out);
+  if (pending > ch->high_water) ch->above_high_water = true;
+  update_poll(ch);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  tg_ipc_chan_t *ch = h->data;
+  if (status < 0) {
+    tg_ipc_chan_close(ch, status);
+    return;
+  }
+  if (events & UV_WRITABLE) {
+    int rv = do_write(ch);
+    if (rv < 0) {
+      tg_ipc_chan_close(ch, rv);
+      return;
+    }
+    if (ch->above_high_water && tg_buf_size(&ch->out) <= ch->high_water / 4) {
+      ch->above_high_water = false;
+      if (ch->cbs->on_drain) ch->cbs->on_drain(ch);
+      if (ch->state != TG_CHAN_OPEN) return;
+    }
+  }
+  if ((events & (UV_READABLE | UV_DISCONNECT)) && ch->state == TG_CHAN_OPEN)
+    do_read(ch);
+  update_poll(ch);
+}
+
+int tg_ipc_chan_send(tg_ipc_chan_t *ch, const uint8_t *frame, size_t len,
+                     int fd) {
+  if (ch->state != TG_CHAN_OPEN) {
+    if (fd >= 0) close(fd);
+    return -EPIPE;
+  }
+  if (fd >= 0) {
+    if (ch->n_out_fds >= TG_IPC_MAX_FDS_IN_FLIGHT) {
+      close(fd);
+      return -EMFILE;
+    }
+    ch->out_fds[ch->n_out_fds].at = ch->out_sent + tg_buf_size(&ch->out);
+    ch->out_fds[ch->n_out_fds++].fd = fd;
+  }
+  int rv = tg_buf_append(&ch->out, frame, len);
+  if (rv < 0) {
+    if (fd >= 0) close(ch->out_fds[--ch->n_out_fds].fd);
+    return rv;
+  }
+  after_output_change(ch);
+  return 0;
+}
+
+uint8_t *tg_ipc_chan_reserve(tg_ipc_chan_t *ch, size_t n) {
+  if (ch->state != TG_CHAN_OPEN) return NULL;
+  return tg_buf_reserve(&ch->out, n);
+}
+
+void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n) {
+  if (ch->state != TG_CHAN_OPEN || n == 0) return;
+  tg_buf_commit(&ch->out, n);
+  after_output_change(ch);
+}
+
+int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch) {
+  if (ch->n_in_fds == 0) return -1;
+  int fd = ch->in_fds[0];
+  memmove(&ch->in_fds[0], &ch->in_fds[1], (ch->n_in_fds - 1) * sizeof(int));
+  ch->n_in_fds--;
+  return fd;
+}
+
+void tg_ipc_chan_pause_reading(tg_ipc_chan_t *ch, bool paused) {
+  ch->reading_paused = paused;
+  update_poll(ch);
+}
+
+int tg_ipc_connect_unix(const char *addr) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  size_t n = strlen(addr);
+  socklen_t salen;
+  if (addr[0] == '@') {
+    if (n > sizeof(sa.sun_path)) return -ENAMETOOLONG;
+    memcpy(sa.sun_path + 1, addr + 1, n - 1); /* sun_path[0] = 0: abstract */
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+  } else {
+    if (n >= sizeof(sa.sun_path)) return -ENAMETOOLONG;
+    memcpy(sa.sun_path, addr, n);
+    salen = (socklen_t)sizeof(sa);
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, salen) < 0) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  return fd;
+}

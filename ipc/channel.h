@@ -1,0 +1,122 @@
+/* A framed IPC channel over a connected UNIX stream socket, on libuv.
+ *
+ * Owns the socket fd, a frame decoder for input and a byte queue for
+ * output. It drives the fd with a uv_poll_t and does its own recvmsg() and
+ * sendmsg(), because frames may carry file descriptors (SCM_RIGHTS): the
+ * SMB memfd to a producer, an output file from a consumer. libuv's streams
+ * only pass sockets and pipes, not arbitrary fds.
+ *
+ * Lifetime: tg_ipc_chan_close() is idempotent; the on_close callback runs
+ * from the libuv close callback, after which the owner may free the memory
+ * holding the channel. Callbacks never run inside tg_ipc_chan_send().
+ *
+ * File descriptors received are kept in arrival order until a frame handler
+ * claims one with tg_ipc_chan_take_fd(); those still unclaimed when no
+ * partial frame is pending are closed (a peer cannot make us hoard fds).
+ */
+#ifndef TRACEGATE_IPC_CHANNEL_H
+#define TRACEGATE_IPC_CHANNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "abi/ipc_frame.h"
+#include "tracegate/buf.h"
+
+#define TG_IPC_MAX_FDS_IN_FLIGHT 4
+#define TG_IPC_READ_CHUNK (64 * 1024)
+
+typedef struct tg_ipc_chan tg_ipc_chan_t;
+
+typedef struct tg_ipc_chan_cbs {
+  /* One complete frame payload (an IPCFrame), valid during the call. Return
+   * non-zero to stop processing input (e.g. after closing the channel). */
+  int (*on_frame)(tg_ipc_chan_t *ch, const uint8_t *payload, size_t len);
+  /* The output queue fell below the low-water mark after having been above
+   * the high-water mark (resume producing). Optional. */
+  void (*on_drain)(tg_ipc_chan_t *ch);
+  /* The channel is closed and its handle released; |status| is why (0 for a
+   * local close, TG_EPEER_CLOSED, a frame error, -errno). Required. */
+  void (*on_close)(tg_ipc_chan_t *ch, int status);
+} tg_ipc_chan_cbs_t;
+
+enum tg_ipc_chan_state { TG_CHAN_OPEN, TG_CHAN_CLOSING, TG_CHAN_CLOSED };
+
+typedef struct tg_ipc_fd_mark {
+  uint64_t at; /* absolute output offset of the frame the fd rides with */
+  int fd;      /* owned by the channel until sent */
+} tg_ipc_fd_mark_t;
+
+struct tg_ipc_chan {
+  uv_poll_t poll;
+  int fd;
+  enum tg_ipc_chan_state state;
+  int close_status;
+  int poll_events;
+  const tg_ipc_chan_cbs_t *cbs;
+  void *data; /* owner's, untouched by the channel */
+
+  tg_frame_decoder_t dec;
+  uint8_t *rbuf;
+
+  int in_fds[TG_IPC_MAX_FDS_IN_FLIGHT];
+  unsigned n_in_fds;
+
+  tg_buf_t out;
+  uint64_t out_sent; /* absolute offset of tg_buf_begin(&out) */
+  tg_ipc_fd_mark_t out_fds[TG_IPC_MAX_FDS_IN_FLIGHT];
+  unsigned n_out_fds;
+  size_t high_water;
+  bool above_high_water;
+  bool reading_paused;
+
+  /* Peer credentials from SO_PEERCRED at open time (trusted). */
+  pid_t peer_pid;
+  uid_t peer_uid;
+  gid_t peer_gid;
+};
+
+/* Takes ownership of |fd| (a connected SOCK_STREAM UNIX socket; it is made
+ * non-blocking and close-on-exec). |cbs| must outlive the channel. Returns 0
+ * or a negative error (then |fd| is closed and no callback runs). */
+int tg_ipc_chan_open(uv_loop_t *loop, tg_ipc_chan_t *ch, int fd,
+                     const tg_ipc_chan_cbs_t *cbs, void *data);
+
+/* Queues a whole frame ([len][IPCFrame], as built by tg_ipc_frame_append or
+ * the reply writer) and tries to send at once. |fd| >= 0 rides with the
+ * frame's first byte; ownership passes to the channel (closed after being
+ * sent, or on close). Returns 0, -EPIPE when closing, -ENOMEM. */
+int tg_ipc_chan_send(tg_ipc_chan_t *ch, const uint8_t *frame, size_t len,
+                     int fd);
+
+/* Zero-copy sending: reserve |n| bytes at the end of the output queue, write
+ * whole frames into them, then tg_ipc_chan_commit() what was written. */
+uint8_t *tg_ipc_chan_reserve(tg_ipc_chan_t *ch, size_t n);
+void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n);
+
+/* Bytes queued and not yet written to the socket. */
+static inline size_t tg_ipc_chan_pending(const tg_ipc_chan_t *ch) {
+  return tg_buf_size(&ch->out);
+}
+
+/* Removes and returns the oldest received fd (the caller owns it), or -1. */
+int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch);
+
+/* Stop/resume reading input (backpressure toward the peer). */
+void tg_ipc_chan_pause_reading(tg_ipc_chan_t *ch, bool paused);
+
+void tg_ipc_chan_close(tg_ipc_chan_t *ch, int status);
+
+static inline bool tg_ipc_chan_is_open(const tg_ipc_chan_t *ch) {
+  return ch->state == TG_CHAN_OPEN;
+}
+
+/* Connects a UNIX stream socket to |addr| ("@name" for the abstract
+ * namespace, else a path). Blocking connect (UNIX connects complete or fail
+ * at once). Returns the fd or a negative error. */
+int tg_ipc_connect_unix(const char *addr);
+
+#endif /* TRACEGATE_IPC_CHANNEL_H */

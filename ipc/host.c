@@ -1,0 +1,390 @@
+/* tg_ipc_host: listener, BindService, method dispatch, replies. */
+#include "ipc/host.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define MAX_SERVICES 32
+
+struct tg_ipc_host {
+  uv_loop_t *loop;
+  uv_poll_t listen_poll;
+  int listen_fd;
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1]; /* "" if abstract */
+  const tg_ipc_service_def_t *services;
+  size_t n_services;
+  size_t max_conns;
+  size_t n_conns;
+  tg_list_t conns;
+  uint64_t next_conn_id;
+  bool closing;
+  bool listener_closed;
+  void (*done)(void *);
+  void *done_arg;
+  tg_ipc_host_stats_t stats;
+};
+
+static const tg_ipc_chan_cbs_t conn_cbs;
+
+static void maybe_finish_close(tg_ipc_host_t *h) {
+  if (!h->closing || !h->listener_closed || h->n_conns > 0) return;
+  void (*done)(void *) = h->done;
+  void *arg = h->done_arg;
+  free(h);
+  if (done) done(arg);
+}
+
+static void send_frame(tg_ipc_host_conn_t *c, const tg_ipc_frame_t *f, int fd) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  int rv = tg_ipc_frame_append(f, &b);
+  if (rv == 0) {
+    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(&b), tg_buf_size(&b), fd);
+    fd = -1; /* owned by the channel now, sent or closed */
+  }
+  if (rv < 0)
+    TG_WARN("ipc: conn %llu: cannot send reply: %s",
+            (unsigned long long)c->id, tg_strerror(rv));
+  if (fd >= 0) close(fd);
+  tg_buf_free(&b);
+}
+
+static void send_request_error(tg_ipc_host_conn_t *c, uint64_t request_id,
+                               const char *why) {
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = (char *)why;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  send_frame(c, &f, -1);
+}
+
+int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
+                 const ProtobufCMessage *msg, int fd) {
+  tg_ipc_host_conn_t *c = call->conn;
+  if (call->drop_reply || !tg_ipc_chan_is_open(&c->chan)) {
+    if (fd >= 0) close(fd);
+    return call->drop_reply ? 0 : -EPIPE;
+  }
+  uint8_t stack[1024];
+  uint8_t *body = stack;
+  size_t n = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+  if (n > sizeof(stack)) {
+    body = malloc(n);
+    if (!body) {
+      if (fd >= 0) close(fd);
+      return -ENOMEM;
+    }
+  }
+  if (msg) protobuf_c_message_pack(msg, body);
+  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  r.has_has_more = has_more;
+  r.has_more = has_more;
+  r.has_reply_proto = 1;
+  r.reply_proto.data = body;
+  r.reply_proto.len = n;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = call->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  f.msg_invoke_method_reply = &r;
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  int rv = tg_ipc_frame_append(&f, &b);
+  if (body != stack) free(body);
+  if (rv == 0) {
+    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(&b), tg_buf_size(&b), fd);
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  tg_buf_free(&b);
+  return rv;
+}
+
+static void handle_bind(tg_ipc_host_conn_t *c, uint64_t request_id,
+                        const char *name) {
+  tg_ipc_host_t *h = c->host;
+  Perfetto__Protos__IPCFrame__BindServiceReply reply =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo
+      infos[64];
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *ptrs[64];
+  reply.has_success = 1;
+  reply.success = 0;
+  for (size_t i = 0; name && i < h->n_services; i++) {
+    const tg_ipc_service_def_t *s = &h->services[i];
+    if (strcmp(s->name, name) != 0) continue;
+    size_t nm = s->n_methods < 64 ? s->n_methods : 64;
+    for (size_t m = 0; m < nm; m++) {
+      Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi =
+          PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__METHOD_INFO__INIT;
+      mi.has_id = 1;
+      mi.id = (uint32_t)(m + 1);
+      mi.name = (char *)s->methods[m].name;
+      infos[m] = mi;
+      ptrs[m] = &infos[m];
+    }
+    reply.success = 1;
+    reply.has_service_id = 1;
+    reply.service_id = (uint32_t)(i + 1);
+    reply.n_methods = nm;
+    reply.methods = ptrs;
+    c->bound |= 1u << i;
+    break;
+  }
+  if (!reply.success)
+    TG_INFO("ipc: conn %llu (pid %d) asked for unknown service '%s'",
+            (unsigned long long)c->id, (int)c->chan.peer_pid,
+            name ? name : "");
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  f.msg_bind_service_reply = &reply;
+  send_frame(c, &f, -1);
+}
+
+static void handle_invoke(tg_ipc_host_conn_t *c, uint64_t request_id,
+                          const Perfetto__Protos__IPCFrame__InvokeMethod *im) {
+  tg_ipc_host_t *h = c->host;
+  tg_ipc_call_t call = {.conn = c,
+                        .request_id = request_id,
+                        .drop_reply = im->has_drop_reply && im->drop_reply};
+  uint32_t sid = im->service_id, mid = im->method_id;
+  if (sid == 0 || sid > h->n_services || !(c->bound & (1u << (sid - 1)))) {
+    h->stats.requests_unknown++;
+    tg_ipc_reply(&call, false, false, NULL, -1);
+    return;
+  }
+  const tg_ipc_service_def_t *s = &h->services[sid - 1];
+  if (mid == 0 || mid > s->n_methods || !s->methods[mid - 1].fn) {
+    h->stats.requests_unknown++;
+    TG_INFO("ipc: conn %llu: %s method id %u is not supported",
+            (unsigned long long)c->id, s->name, mid);
+    tg_ipc_reply(&call, false, false, NULL, -1);
+    return;
+  }
+  s->methods[mid - 1].fn(s->ctx, call, im->args_proto.data, im->args_proto.len);
+}
+
+static int on_frame(tg_ipc_chan_t *ch, const uint8_t *p, size_t n) {
+  tg_ipc_host_conn_t *c = ch->data;
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(p, n);
+  if (!f) {
+    c->host->stats.frames_undecodable++;
+    TG_DEBUG("ipc: conn %llu: dropped an undecodable frame of %zu bytes",
+             (unsigned long long)c->id, n);
+    return 0;
+  }
+  uint64_t rid = f->request_id;
+  switch (f->msg_case) {
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE:
+      handle_bind(c, rid, f->msg_bind_service->service_name);
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD:
+      handle_invoke(c, rid, f->msg_invoke_method);
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY:
+      /* Only meaningful on TCP; on a UNIX socket the kernel's SO_PEERCRED
+       * is the identity, so a claimed one is ignored. */
+      TG_DEBUG("ipc: conn %llu: ignoring SetPeerIdentity on a UNIX socket",
+               (unsigned long long)c->id);
+      break;
+    default:
+      c->host->stats.requests_unknown++;
+      send_request_error(c, rid, "unknown frame kind");
+      break;
+  }
+  tg_ipc_frame_free(f);
+  return 0;
+}
+
+static void on_conn_closed(tg_ipc_chan_t *ch, int status) {
+  tg_ipc_host_conn_t *c = ch->data;
+  tg_ipc_host_t *h = c->host;
+  if (status != 0 && status != TG_EPEER_CLOSED)
+    TG_INFO("ipc: conn %llu (pid %d) closed: %s", (unsigned long long)c->id,
+            (int)ch->peer_pid, tg_strerror(status));
+  for (size_t i = 0; i < h->n_services; i++)
+    if ((c->bound & (1u << i)) && h->services[i].on_disconnect)
+      h->services[i].on_disconnect(h->services[i].ctx, c);
+  tg_list_remove(&c->node);
+  h->n_conns--;
+  free(c);
+  maybe_finish_close(h);
+}
+
+static void on_conn_drain(tg_ipc_chan_t *ch) {
+  tg_ipc_host_conn_t *c = ch->data;
+  tg_ipc_host_t *h = c->host;
+  for (size_t i = 0; i < h->n_services && tg_ipc_chan_is_open(ch); i++)
+    if ((c->bound & (1u << i)) && h->services[i].on_drain)
+      h->services[i].on_drain(h->services[i].ctx, c);
+}
+
+static const tg_ipc_chan_cbs_t conn_cbs = {
+    .on_frame = on_frame,
+    .on_drain = on_conn_drain,
+    .on_close = on_conn_closed,
+};
+
+static void on_listen_readable(uv_poll_t *p, int status, int events) {
+  (void)events;
+  tg_ipc_host_t *h = p->data;
+  if (status < 0) return;
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+        TG_WARN("ipc: accept on %s: %s", h->path, strerror(errno));
+      return;
+    }
+    if (h->n_conns >= h->max_conns) {
+      h->stats.connections_refused++;
+      TG_WARN("ipc: %s: refusing a connection: %zu connections already",
+              h->path, h->n_conns);
+      close(fd);
+      continue;
+    }
+    tg_ipc_host_conn_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+      close(fd);
+      continue;
+    }
+    c->host = h;
+    c->id = ++h->next_conn_id;
+    tg_list_init(&c->node);
+    if (tg_ipc_chan_open(h->loop, &c->chan, fd, &conn_cbs, c) < 0) {
+      free(c);
+      continue;
+    }
+    tg_list_insert_tail(&h->conns, &c->node);
+    h->n_conns++;
+    h->stats.connections_accepted++;
+  }
+}
+
+/* Is something listening on |sa|? Used to tell a live service from a stale
+ * socket file left behind by a crash. */
+static bool someone_listens(const struct sockaddr_un *sa, socklen_t len) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool live = connect(fd, (const struct sockaddr *)sa, len) == 0;
+  close(fd);
+  return live;
+}
+
+int tg_ipc_host_listen(uv_loop_t *loop, const char *addr, mode_t mode,
+                       const tg_ipc_service_def_t *services, size_t n,
+                       size_t max_conns, tg_ipc_host_t **out) {
+  if (n > MAX_SERVICES) return -EINVAL;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  size_t len = strlen(addr);
+  socklen_t salen;
+  bool abstract = addr[0] == '@';
+  if (abstract) {
+    if (len > sizeof(sa.sun_path)) return -ENAMETOOLONG;
+    memcpy(sa.sun_path + 1, addr + 1, len - 1);
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+  } else {
+    if (len == 0 || len >= sizeof(sa.sun_path)) return -ENAMETOOLONG;
+    memcpy(sa.sun_path, addr, len);
+    salen = (socklen_t)sizeof(sa);
+    struct stat st;
+    if (lstat(addr, &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) return -EEXIST;
+      if (someone_listens(&sa, salen)) return -EADDRINUSE;
+      TG_INFO("ipc: removing stale socket %s", addr);
+      unlink(addr);
+    }
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  int err;
+  if (bind(fd, (struct sockaddr *)&sa, salen) < 0) {
+    err = -errno;
+    goto fail;
+  }
+  if (!abstract && chmod(addr, mode) < 0) {
+    err = -errno;
+    unlink(addr);
+    goto fail;
+  }
+  if (listen(fd, 128) < 0) {
+    err = -errno;
+    goto fail_unlink;
+  }
+  tg_ipc_host_t *h = calloc(1, sizeof(*h));
+  if (!h) {
+    err = -ENOMEM;
+    goto fail_unlink;
+  }
+  h->loop = loop;
+  h->listen_fd = fd;
+  if (!abstract) memcpy(h->path, addr, len + 1);
+  h->services = services;
+  h->n_services = n;
+  h->max_conns = max_conns ? max_conns : 1024;
+  tg_list_init(&h->conns);
+  err = uv_poll_init(loop, &h->listen_poll, fd);
+  if (err < 0) {
+    free(h);
+    goto fail_unlink;
+  }
+  h->listen_poll.data = h;
+  uv_poll_start(&h->listen_poll, UV_READABLE, on_listen_readable);
+  *out = h;
+  return 0;
+
+fail_unlink:
+  if (!abstract) unlink(addr);
+fail:
+  close(fd);
+  return err;
+}
+
+static void on_listener_closed(uv_handle_t *hd) {
+  tg_ipc_host_t *h = hd->data;
+  close(h->listen_fd);
+  h->listener_closed = true;
+  maybe_finish_close(h);
+}
+
+void tg_ipc_host_close(tg_ipc_host_t *h, void (*done)(void *), void *arg) {
+  if (h->closing) return;
+  h->closing = true;
+  h->done = done;
+  h->done_arg = arg;
+  if (h->path[0]) unlink(h->path);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &h->conns) {
+    tg_ipc_host_conn_t *c = TG_CONTAINER_OF(it, tg_ipc_host_conn_t, node);
+    tg_ipc_chan_close(&c->chan, 0);
+  }
+  uv_poll_stop(&h->listen_poll);
+  uv_close((uv_handle_t *)&h->listen_poll, on_listener_closed);
+}
+
+const tg_ipc_host_stats_t *tg_ipc_host_stats(const tg_ipc_host_t *h) {
+  return &h->stats;
+}
+
+void tg_ipc_host_conn_close(tg_ipc_host_conn_t *conn, int status) {
+  tg_ipc_chan_close(&conn->chan, status);
+}

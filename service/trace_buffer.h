@@ -1,0 +1,134 @@
+/* The central trace buffer: where committed SMB chunks live until read.
+ *
+ * One per TraceConfig.buffers entry. Producers' chunks are copied in whole
+ * (CommitData moves, or scraping on flush), validated on the copy, indexed
+ * by {producer, writer, chunk id}, and read out packet by packet:
+ *
+ *   ring:  [rec hdr][chunk payload][rec hdr][chunk payload][pad] ...
+ *            ^ oldest record                 ^ write position
+ *
+ * - A sequence is {producer id, writer id}. Its packets come out in chunk id
+ *   order (ids wrap at 2^32; "newer" uses serial-number arithmetic), with
+ *   fragments reassembled across chunks by the continuation flags. Only
+ *   whole packets are returned. A missing next chunk, a chunk that still
+ *   needs patching, or an incomplete (scraped) chunk stalls that sequence
+ *   only; the others keep flowing.
+ * - RING_BUFFER overwrites the oldest whole records; DISCARD refuses new
+ *   chunks once full. Every loss is counted in tg_trace_buffer_stats_t and
+ *   flagged on the next packet read from the sequence that lost data
+ *   (previous_packet_dropped).
+ * - A chunk committed again with the same key (scraped first, then complete)
+ *   replaces the earlier copy in place; fragments already read from it are
+ *   not returned twice.
+ * - Reads are destructive.
+ *
+ * Input is untrusted: the chunk bytes come from a producer's SMB or IPC.
+ * The buffer never trusts a size, count or flag it did not validate.
+ * Not thread-safe: the service uses it from its event loop only.
+ * The fast path (copy_chunk, read_packet) does no allocation.
+ */
+#ifndef TRACEGATE_SERVICE_TRACE_BUFFER_H
+#define TRACEGATE_SERVICE_TRACE_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum tg_fill_policy {
+  TG_FILL_RING_BUFFER = 1,
+  TG_FILL_DISCARD = 2,
+} tg_fill_policy_t;
+
+/* Mirrors TraceStats.BufferStats (same names). */
+typedef struct tg_trace_buffer_stats {
+  uint64_t buffer_size;
+  uint64_t bytes_written;
+  uint64_t bytes_overwritten;
+  uint64_t bytes_read;
+  uint64_t padding_bytes_written;
+  uint64_t chunks_written;
+  uint64_t chunks_rewritten;
+  uint64_t chunks_overwritten;
+  uint64_t chunks_discarded;
+  uint64_t chunks_read;
+  uint64_t chunks_committed_out_of_order;
+  uint64_t write_wrap_count;
+  uint64_t patches_succeeded;
+  uint64_t patches_failed;
+  uint64_t abi_violations;
+  uint64_t trace_writer_packet_loss;
+} tg_trace_buffer_stats_t;
+
+typedef struct tg_trace_buffer tg_trace_buffer_t;
+
+/* Trusted facts about a producer, supplied by the service (from SO_PEERCRED
+ * and its own numbering), never by the producer. */
+typedef struct tg_producer_ident {
+  uint16_t producer_id; /* 1..65535, unique while the producer is connected */
+  uid_t uid;
+  pid_t pid;
+} tg_producer_ident_t;
+
+/* A packet returned by tg_trace_buffer_read_packet(): up to
+ * TG_PACKET_MAX_SLICES pieces whose concatenation is the TracePacket bytes.
+ * The pointers point into the buffer and stay valid until the next call
+ * that modifies the buffer (copy_chunk, patch, read_packet, free). */
+#define TG_PACKET_MAX_SLICES 16
+typedef struct tg_packet {
+  const uint8_t *slice[TG_PACKET_MAX_SLICES];
+  size_t slice_len[TG_PACKET_MAX_SLICES];
+  unsigned num_slices;
+  size_t size;                  /* sum of slice_len */
+  tg_producer_ident_t producer; /* who wrote it */
+  uint16_t writer_id;
+  bool previous_packet_dropped; /* data was lost on this sequence before it */
+} tg_packet_t;
+
+/* |size| is rounded down to a multiple of 8 and must be at least 4 KiB.
+ * Returns NULL on allocation failure or a bad size. Free with
+ * tg_trace_buffer_free(). */
+tg_trace_buffer_t *tg_trace_buffer_new(size_t size, tg_fill_policy_t policy);
+void tg_trace_buffer_free(tg_trace_buffer_t *tb);
+
+/* Copies one chunk (8-byte header + payload, exactly as in the SMB) from
+ * |chunk_untrusted|, which the caller has already copied out of shared
+ * memory (the buffer reads it once, but makes no other assumption).
+ * |complete| is false for chunks scraped while BeingWritten. Returns 0 if
+ * stored, TG_EABI_VIOLATION if the chunk was malformed (counted; the sound
+ * leading fragments are still stored when there are any), TG_ENO_SPACE when
+ * DISCARD refused it or it can never fit (counted as chunks_discarded). */
+int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
+                               const tg_producer_ident_t *producer,
+                               const uint8_t *chunk_untrusted, size_t size,
+                               bool complete);
+
+/* Applies 4-byte patches to a stored chunk. |offsets[i]| is from the start
+ * of the chunk payload (after the 8-byte chunk header); each patch must lie
+ * entirely within the chunk's payload. Returns 0 if the chunk was found and
+ * every patch applied (patches_succeeded), TG_EABI_VIOLATION / -ENOENT
+ * otherwise (patches_failed; nothing applied). |has_more| false clears the
+ * chunk's needs-patching flag so its sequence can be read past it. */
+int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
+                          uint16_t writer_id, uint32_t chunk_id,
+                          const uint32_t *offsets, const uint8_t (*data)[4],
+                          size_t n, bool has_more);
+
+/* Reads the next complete packet of any sequence. Returns 1 with |out|
+ * filled, 0 when nothing is readable now. Packets larger than
+ * TG_PACKET_MAX_SLICES fragments are dropped and counted
+ * (trace_writer_packet_loss) rather than returned. */
+int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out);
+
+/* Marks every chunk of |producer_id| as complete-and-final for reading:
+ * called when the producer disconnects, so that what it committed can be
+ * read out to the end and its incomplete trailing packet is counted as lost
+ * instead of stalling the sequence forever. */
+void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
+
+const tg_trace_buffer_stats_t *tg_trace_buffer_stats(const tg_trace_buffer_t *tb);
+size_t tg_trace_buffer_size(const tg_trace_buffer_t *tb);
+/* Bytes of records not yet fully read (0 when everything was read). */
+size_t tg_trace_buffer_used(const tg_trace_buffer_t *tb);
+
+#endif /* TRACEGATE_SERVICE_TRACE_BUFFER_H */
