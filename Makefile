@@ -16,7 +16,8 @@ ASAN_DIR := build/asan
 TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
-FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader
+FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
+                fuzz_trace_buffer
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-smoke bench clean
 

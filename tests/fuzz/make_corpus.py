@@ -4,7 +4,7 @@
     python3 tests/fuzz/make_corpus.py
 
 Deterministic: rerunning it reproduces the committed files byte for byte
-(stale files in the three corpus directories are removed first). Seeds are
+(stale files in the corpus directories are removed first). Seeds are
 small (< 1 KiB) hand-built wire bytes; each name says what it exercises.
 """
 import os
@@ -215,6 +215,84 @@ def pb_corpus():
     }
 
 
+# --- trace buffer programs (see fuzz_trace_buffer.c) -----------------------
+
+TB_RAW, TB_BUILT, TB_PATCH, TB_READ, TB_GONE = range(5)
+INCOMPLETE = 0x80
+
+
+def tb_built(producer, chunk_id, writer, flags, sizes, pad=0):
+    """A chunk built by the harness: ids are signed bytes (-1 = 0xFFFFFFFF),
+    sizes 0xFF = drop marker, 0xFE = runs past the end."""
+    return bytes([TB_BUILT, producer, chunk_id & 0xFF,
+                  (writer - 1) | (flags << 2), len(sizes)] + sizes + [pad])
+
+
+def tb_raw(producer, chunk):
+    return bytes([TB_RAW, producer]) + struct.pack("<H", len(chunk)) + chunk
+
+
+def tb_patch(producer, writer, chunk_id, patches, has_more=False):
+    out = bytes([TB_PATCH, producer - 1, writer, chunk_id & 0xFF,
+                 len(patches) | (0x80 if has_more else 0)])
+    for off, data in patches:
+        out += struct.pack("<H", off) + data
+    return out
+
+
+def tb_read(n=16):
+    return bytes([TB_READ, n - 1])
+
+
+def tb_gone(producer):
+    return bytes([TB_GONE, producer - 1])
+
+
+def trace_buffer_corpus():
+    ring_4k, discard_4k, ring_16k = 0x00, 0x01, 0x06
+    wrap = b"".join(tb_built(0, i, 1 + i % 3, 0, [200, 100], 200) +
+                    (tb_read(2) if i % 3 == 0 else b"") for i in range(12))
+    return {
+        "fragmented_across_three_chunks": bytes([ring_16k]) +
+            tb_built(0, 0, 1, LAST_CONT, [10, 20]) +
+            tb_built(0, 1, 1, FIRST_CONT | LAST_CONT, [30]) +
+            tb_built(0, 2, 1, FIRST_CONT, [5, 7]) + tb_read(),
+        "stall_then_continue": bytes([ring_16k]) +
+            tb_built(0, 0, 1, LAST_CONT, [10, 20]) +
+            tb_built(1, 0, 1, 0, [9, 9]) + tb_read() +
+            tb_built(0, 1, 1, FIRST_CONT, [5]) + tb_read(),
+        "ring_wraps": bytes([ring_4k]) + wrap + tb_read(),
+        "discard_fills_up": bytes([discard_4k]) + wrap + tb_read() +
+            tb_built(0, 20, 1, 0, [50], 100) + tb_read(),
+        "needs_patching_then_patched": bytes([ring_16k]) +
+            tb_built(0, 3, 2, NEEDS_PATCHING | LAST_CONT, [16, 16]) +
+            tb_built(0, 4, 2, FIRST_CONT, [8]) + tb_read() +
+            tb_patch(1, 2, 3, [(24, b"\x01\x02\x03\x04")], True) +
+            tb_patch(1, 2, 3, [(0, b"\x88\x80\x80\x00")]) +
+            tb_patch(2, 2, 3, [(60000, b"abcd")]) + tb_read(),
+        "scraped_then_complete": bytes([ring_16k]) +
+            tb_built(INCOMPLETE, 7, 1, 0, [12, 12, 0], 10) + tb_read() +
+            tb_built(0, 7, 1, 0, [12, 12, 12], 10) + tb_read(),
+        "producer_gone_mid_packet": bytes([ring_16k]) +
+            tb_built(0, 0, 1, LAST_CONT, [10, 20]) +
+            tb_built(INCOMPLETE | 1, 0, 3, 0, [4, 0]) + tb_read() +
+            tb_gone(1) + tb_read() + tb_built(0, 1, 1, FIRST_CONT, [6]),
+        "drop_marker_and_overflow": bytes([ring_16k]) +
+            tb_built(0, 0, 1, LAST_CONT, [10, 20]) +
+            tb_built(0, 1, 1, FIRST_CONT, [0xFF]) +
+            tb_built(0, 2, 1, 0, [3, 0xFE, 4]) + tb_read(),
+        "chunk_ids_wrap_out_of_order": bytes([ring_16k]) +
+            tb_built(2, 1, 2, 0, [5]) + tb_built(2, -2, 2, 0, [6]) +
+            tb_built(2, 0, 2, FIRST_CONT, [7]) +
+            tb_built(2, -1, 2, LAST_CONT, [8]) + tb_read(),
+        "raw_chunks": bytes([ring_4k]) +
+            tb_raw(0, chunk_header(1, 1, 2, 0) + fragment(b"abc") +
+                   fragment(b"defg")) +
+            tb_raw(1, chunk_header(2, 0, 1, 0) + fragment(b"x")) +
+            tb_raw(2, b"\x01\x02\x03") + tb_read(),
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -230,6 +308,7 @@ def main():
     write("fuzz_frame_decoder", frame_corpus())
     write("fuzz_chunk_validator", chunk_corpus())
     write("fuzz_pb_reader", pb_corpus())
+    write("fuzz_trace_buffer", trace_buffer_corpus())
     return 0
 
 

@@ -1,0 +1,755 @@
+/* ConsumerPort: the consumer socket's methods.
+ *
+ * Consumers are trusted (the socket is owner/group only) but still sent
+ * garbage-proof replies: every request decodes or fails explicitly. One
+ * connection owns at most one session; a consumer that goes away without
+ * Detach ends its session.
+ *
+ * ReadBuffers streams: packets are serialised straight into the socket's
+ * output queue as ReadBuffersResponse slices in frames of at most 128 KiB,
+ * with no intermediate copy of the packet bytes; when the peer reads slowly
+ * the job pauses at the high-water mark and resumes on drain.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/ipc_frame.h"
+#include "common/observable_events.pb-c.h"
+#include "common/tracing_service_capabilities.pb-c.h"
+#include "common/tracing_service_state.pb-c.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "service/service.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define MAX_DETACH_KEY 256
+/* Room kept free at the end of a frame for the closing bytes. */
+#define FRAME_TAIL_RESERVE 32
+/* Per-slice overhead: slice tag + 4-byte size, data tag + len, bool. */
+#define SLICE_OVERHEAD 16
+
+typedef struct tg_consumer {
+  tg_service_t *svc;
+  tg_ipc_host_conn_t *conn;
+  tg_list_t node;
+  tg_session_t *session;
+  bool observing;
+  tg_ipc_call_t observe_call;
+  uint32_t observe_mask; /* bit per ObservableEvents.Type */
+  bool reading;          /* a ReadBuffers is in progress */
+  tg_ipc_call_t read_call;
+  uint64_t read_budget;  /* bytes this ReadBuffers may still send */
+} tg_consumer_t;
+
+static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
+
+static tg_consumer_t *consumer_of(tg_service_t *svc, tg_ipc_call_t call) {
+  tg_consumer_t *c = call.conn->user;
+  if (c) return c;
+  c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->svc = svc;
+  c->conn = call.conn;
+  tg_list_insert_tail(&svc->consumers, &c->node);
+  call.conn->user = c;
+  return c;
+}
+
+/* --- ReadBuffers ------------------------------------------------------------- */
+
+typedef struct frame_sink {
+  tg_consumer_t *c;
+  tg_ipc_reply_writer_t rw;
+  bool open;
+  uint8_t *space;
+  int err;
+} frame_sink_t;
+
+static bool frame_open(frame_sink_t *f) {
+  f->space = tg_ipc_chan_reserve(&f->c->conn->chan, TG_IPC_FRAME_BUFFER_SIZE);
+  if (!f->space) {
+    f->err = -ENOMEM;
+    return false;
+  }
+  tg_ipc_reply_begin(&f->rw, f->space, TG_IPC_FRAME_BUFFER_SIZE,
+                     f->c->read_call.request_id, true, true);
+  f->open = true;
+  return true;
+}
+
+static void frame_close(frame_sink_t *f) {
+  if (!f->open) return;
+  f->open = false;
+  size_t len = 0;
+  int rv = tg_ipc_reply_end(&f->rw, &len);
+  if (rv < 0) {
+    f->err = rv;
+    return;
+  }
+  tg_ipc_chan_commit(&f->c->conn->chan, len);
+}
+
+static size_t frame_room(const frame_sink_t *f) {
+  size_t room = (size_t)(f->rw.body.end - f->rw.body.cur);
+  return room > FRAME_TAIL_RESERVE + SLICE_OVERHEAD
+             ? room - FRAME_TAIL_RESERVE - SLICE_OVERHEAD : 0;
+}
+
+/* Emits one packet as one or more slices; a slice never crosses a frame. */
+static int frame_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
+                      unsigned n, size_t total) {
+  frame_sink_t *f = ctx;
+  unsigned pi = 0;
+  size_t poff = 0, left = total;
+  while (left > 0 || total == 0) {
+    if (!f->open && !frame_open(f)) return 1;
+    size_t room = frame_room(f);
+    if (room < 64 && room < left) { /* not worth a slice: next frame */
+      frame_close(f);
+      if (f->err) return 1;
+      continue;
+    }
+    size_t take = left < room ? left : room;
+    tg_pbw_t *w = &f->rw.body;
+    tg_pbw_begin_nested(w, 2); /* slices */
+    uint8_t hdr[6];
+    uint8_t *h = tg_pb_write_varint(hdr, TG_PB_TAG(1, TG_PB_WT_LEN));
+    h = tg_pb_write_varint(h, take);
+    tg_pbw_append_raw(w, hdr, (size_t)(h - hdr));
+    size_t k = take;
+    while (k > 0) {
+      size_t avail = lens[pi] - poff;
+      size_t c = k < avail ? k : avail;
+      tg_pbw_append_raw(w, pieces[pi] + poff, c);
+      k -= c;
+      poff += c;
+      if (poff == lens[pi]) {
+        pi++;
+        poff = 0;
+      }
+    }
+    left -= take;
+    if (left == 0) tg_pbw_append_bool(w, 2, true); /* last_slice_for_packet */
+    tg_pbw_end_nested(w);
+    if (total == 0) break;
+  }
+  (void)n;
+  if (f->c->read_budget <= total) {
+    f->c->read_budget = 0;
+    return 1;
+  }
+  f->c->read_budget -= total;
+  /* Stop at the high-water mark; on_drain resumes. */
+  return f->c->conn->chan.above_high_water ||
+         tg_ipc_chan_pending(&f->c->conn->chan) > f->c->conn->chan.high_water;
+}
+
+static void read_job_run(tg_consumer_t *c) {
+  tg_session_t *s = c->session;
+  frame_sink_t f = {.c = c};
+  int more = s ? tg__readout_drain(s, frame_emit, &f) : 0;
+  frame_close(&f);
+  if (f.err) {
+    TG_WARN("consumer: ReadBuffers failed: %s", tg_strerror(f.err));
+    c->reading = false;
+    tg_ipc_host_conn_close(c->conn, f.err);
+    return;
+  }
+  bool paused = more && c->read_budget > 0 &&
+                (c->conn->chan.above_high_water ||
+                 tg_ipc_chan_pending(&c->conn->chan) > c->conn->chan.high_water);
+  if (paused) {
+    c->conn->chan.above_high_water = true; /* makes the channel call on_drain */
+    return;
+  }
+  c->reading = false;
+  Perfetto__Protos__ReadBuffersResponse r = PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__INIT;
+  tg_ipc_reply(&c->read_call, true, false, &r.base, -1);
+}
+
+static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
+  (void)ctx;
+  tg_consumer_t *c = conn->user;
+  if (c && c->reading) read_job_run(c);
+}
+
+static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                           size_t len) {
+  (void)args;
+  (void)len;
+  tg_consumer_t *c = consumer_of(ctx, call);
+  if (!c || !c->session || c->reading || call.drop_reply) {
+    fail(call);
+    return;
+  }
+  c->reading = true;
+  c->read_call = call;
+  /* Bounded: with producers still writing, a read must end some time. */
+  uint64_t budget = 1u << 20;
+  for (size_t i = 0; i < c->session->n_buffers; i++)
+    budget += tg_trace_buffer_size(c->session->buffers[i].tb);
+  c->read_budget = budget;
+  read_job_run(c);
+}
+
+/* --- session control ------------------------------------------------------------ */
+
+static void enable_reply_error(tg_ipc_call_t call, const char *error) {
+  Perfetto__Protos__EnableTracingResponse r =
+      PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+  r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+  r.disabled = 1;
+  r.error = (char *)error;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                             size_t len) {
+  tg_service_t *svc = ctx;
+  tg_consumer_t *c = consumer_of(svc, call);
+  int fd = tg_ipc_chan_take_fd(&call.conn->chan);
+  Perfetto__Protos__EnableTracingRequest *req =
+      perfetto__protos__enable_tracing_request__unpack(NULL, len, args);
+  if (!c || !req) {
+    if (fd >= 0) close(fd);
+    if (req) perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  if (req->has_attach_notification_only && req->attach_notification_only) {
+    /* After Attach: the consumer wants the end-of-tracing notification. */
+    if (fd >= 0) close(fd);
+    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+    if (!c->session || c->session->has_enable_call) {
+      enable_reply_error(call, "attach_notification_only: no attached session");
+      return;
+    }
+    c->session->has_enable_call = true;
+    c->session->enable_call = call;
+    if (c->session->state == TG_SESSION_DISABLED)
+      tg__session_notify_disabled(c->session, NULL);
+    return;
+  }
+  if (c->session) {
+    if (fd >= 0) close(fd);
+    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+    enable_reply_error(call, "this connection already has a tracing session");
+    return;
+  }
+  if (!req->trace_config) {
+    if (fd >= 0) close(fd);
+    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+    enable_reply_error(call, "trace_config: missing");
+    return;
+  }
+  /* The session keeps the config bytes exactly as sent (with unknown
+   * fields): re-pack the message protobuf-c decoded, unknowns included. */
+  size_t clen = perfetto__protos__trace_config__get_packed_size(req->trace_config);
+  uint8_t *cbytes = malloc(clen ? clen : 1);
+  char err[512] = "";
+  tg_session_t *s = NULL;
+  if (cbytes) {
+    perfetto__protos__trace_config__pack(req->trace_config, cbytes);
+    s = tg__session_create(svc, cbytes, clen, fd, err, sizeof(err));
+  } else {
+    snprintf(err, sizeof(err), "out of memory");
+  }
+  free(cbytes);
+  perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+  if (!s) {
+    if (fd >= 0) close(fd);
+    TG_INFO("consumer pid %d: config refused: %s", (int)call.conn->chan.peer_pid, err);
+    enable_reply_error(call, err);
+    return;
+  }
+  c->session = s;
+  s->consumer = call.conn;
+  s->consumer_uid = call.conn->chan.peer_uid;
+  s->has_enable_call = true;
+  s->enable_call = call;
+  if (tg__session_waits_for_trigger(s))
+    tg__session_arm_trigger_timeout(s);
+  else if (!(s->config->has_deferred_start && s->config->deferred_start))
+    tg__session_start(s);
+}
+
+static void m_start_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                            size_t len) {
+  (void)args;
+  (void)len;
+  tg_consumer_t *c = consumer_of(ctx, call);
+  if (!c || !c->session || c->session->state != TG_SESSION_CONFIGURED) {
+    fail(call);
+    return;
+  }
+  tg__session_start(c->session);
+  Perfetto__Protos__StartTracingResponse r = PERFETTO__PROTOS__START_TRACING_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+static void m_disable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                              size_t len) {
+  (void)args;
+  (void)len;
+  tg_consumer_t *c = consumer_of(ctx, call);
+  if (!c || !c->session) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__DisableTracingResponse r =
+      PERFETTO__PROTOS__DISABLE_TRACING_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+  tg__session_disable(c->session);
+}
+
+static void m_free_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                           size_t len) {
+  (void)args;
+  (void)len;
+  tg_consumer_t *c = consumer_of(ctx, call);
+  if (!c || !c->session) {
+    fail(call);
+    return;
+  }
+  tg_session_t *s = c->session;
+  c->session = NULL;
+  c->reading = false;
+  Perfetto__Protos__FreeBuffersResponse r = PERFETTO__PROTOS__FREE_BUFFERS_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+  tg__session_free(s);
+}
+
+static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                    size_t len) {
+  tg_consumer_t *c = consumer_of(ctx, call);
+  Perfetto__Protos__FlushRequest *req =
+      perfetto__protos__flush_request__unpack(NULL, len, args);
+  if (!c || !c->session || !req || c->session->state != TG_SESSION_STARTED) {
+    if (req) perfetto__protos__flush_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  uint32_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
+  perfetto__protos__flush_request__free_unpacked(req, NULL);
+  tg__session_flush(c->session, timeout, &call, NULL);
+}
+
+/* Only the producer filters of data sources may change: the service
+ * re-matches producers, sets up new instances and leaves the rest. */
+static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
+                                  const uint8_t *args, size_t len) {
+  tg_consumer_t *c = consumer_of(ctx, call);
+  Perfetto__Protos__ChangeTraceConfigRequest *req =
+      perfetto__protos__change_trace_config_request__unpack(NULL, len, args);
+  if (!c || !c->session || !req || !req->trace_config) {
+    if (req) perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__TraceConfig *old = c->session->config, *neu = req->trace_config;
+  for (size_t i = 0; i < old->n_data_sources; i++) {
+    Perfetto__Protos__TraceConfig__DataSource *od = old->data_sources[i];
+    for (size_t j = 0; j < neu->n_data_sources; j++) {
+      Perfetto__Protos__TraceConfig__DataSource *nd = neu->data_sources[j];
+      if (!od->config || !nd->config || !od->config->name || !nd->config->name ||
+          strcmp(od->config->name, nd->config->name))
+        continue;
+      /* Swap the filter arrays: the request frees the old ones. */
+#define SWAP(a, b) do { __typeof__(a) t_ = (a); (a) = (b); (b) = t_; } while (0)
+      SWAP(od->n_producer_name_filter, nd->n_producer_name_filter);
+      SWAP(od->producer_name_filter, nd->producer_name_filter);
+      SWAP(od->n_producer_name_regex_filter, nd->n_producer_name_regex_filter);
+      SWAP(od->producer_name_regex_filter, nd->producer_name_regex_filter);
+#undef SWAP
+      break;
+    }
+  }
+  perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &c->svc->producers) {
+    tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
+    for (size_t d = 0; d < p->n_ds; d++)
+      tg__session_on_data_source_registered(c->svc, p, &p->ds[d]);
+  }
+  Perfetto__Protos__ChangeTraceConfigResponse r =
+      PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+/* --- detach / attach ------------------------------------------------------------- */
+
+static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                     size_t len) {
+  tg_service_t *svc = ctx;
+  tg_consumer_t *c = consumer_of(svc, call);
+  Perfetto__Protos__DetachRequest *req =
+      perfetto__protos__detach_request__unpack(NULL, len, args);
+  bool ok = c && c->session && req && req->key && req->key[0] &&
+            strlen(req->key) <= MAX_DETACH_KEY;
+  if (ok) {
+    tg_list_t *it, *tmp;
+    tg_list_foreach_safe(it, tmp, &svc->sessions) {
+      tg_session_t *o = TG_CONTAINER_OF(it, tg_session_t, node);
+      if (o->detach_key && o->consumer_uid == call.conn->chan.peer_uid &&
+          !strcmp(o->detach_key, req->key))
+        ok = false; /* the key is taken */
+    }
+  }
+  if (ok) {
+    tg_session_t *s = c->session;
+    s->detach_key = strdup(req->key);
+    s->consumer = NULL;
+    s->has_enable_call = false; /* the call dies with this connection */
+    c->session = NULL;
+    c->reading = false;
+    TG_INFO("session %llu detached", (unsigned long long)s->id);
+  }
+  if (req) perfetto__protos__detach_request__free_unpacked(req, NULL);
+  Perfetto__Protos__DetachResponse r = PERFETTO__PROTOS__DETACH_RESPONSE__INIT;
+  tg_ipc_reply(&call, ok, false, &r.base, -1);
+}
+
+static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                     size_t len) {
+  tg_service_t *svc = ctx;
+  tg_consumer_t *c = consumer_of(svc, call);
+  Perfetto__Protos__AttachRequest *req =
+      perfetto__protos__attach_request__unpack(NULL, len, args);
+  tg_session_t *found = NULL;
+  if (c && !c->session && req && req->key) {
+    tg_list_t *it, *tmp;
+    tg_list_foreach_safe(it, tmp, &svc->sessions) {
+      tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+      /* Same key and same uid: one user cannot take another's session. */
+      if (s->detach_key && !s->consumer && !strcmp(s->detach_key, req->key) &&
+          s->consumer_uid == call.conn->chan.peer_uid) {
+        found = s;
+        break;
+      }
+    }
+  }
+  if (req) perfetto__protos__attach_request__free_unpacked(req, NULL);
+  if (!found) {
+    fail(call);
+    return;
+  }
+  free(found->detach_key);
+  found->detach_key = NULL;
+  found->consumer = call.conn;
+  c->session = found;
+  TG_INFO("session %llu attached", (unsigned long long)found->id);
+  Perfetto__Protos__AttachResponse r = PERFETTO__PROTOS__ATTACH_RESPONSE__INIT;
+  r.trace_config = found->config;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+/* --- queries ------------------------------------------------------------------------ */
+
+static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                              size_t len) {
+  (void)args;
+  (void)len;
+  tg_consumer_t *c = consumer_of(ctx, call);
+  Perfetto__Protos__TraceStats *st = c && c->session ? tg__readout_stats_new(c->session) : NULL;
+  if (!st) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__GetTraceStatsResponse r = PERFETTO__PROTOS__GET_TRACE_STATS_RESPONSE__INIT;
+  r.trace_stats = st;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+  tg__readout_stats_free(st);
+}
+
+static const char *session_state_name(enum tg_session_state st) {
+  switch (st) {
+    case TG_SESSION_CONFIGURED: return "CONFIGURED";
+    case TG_SESSION_STARTED: return "STARTED";
+    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
+    default: return "DISABLED";
+  }
+}
+
+static void m_query_service_state(void *ctx, tg_ipc_call_t call,
+                                  const uint8_t *args, size_t len) {
+  tg_service_t *svc = ctx;
+  Perfetto__Protos__QueryServiceStateRequest *req =
+      perfetto__protos__query_service_state_request__unpack(NULL, len, args);
+  if (!req) {
+    fail(call);
+    return;
+  }
+  bool sessions_only = req->has_sessions_only && req->sessions_only;
+  perfetto__protos__query_service_state_request__free_unpacked(req, NULL);
+
+  size_t np = svc->n_producers, nd = 0, ns = svc->n_sessions;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->producers) {
+    nd += TG_CONTAINER_OF(it, tg_producer_t, node)->n_ds;
+  }
+  Perfetto__Protos__TracingServiceState st = PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
+  Perfetto__Protos__TracingServiceState__Producer *prod = calloc(np + 1, sizeof(*prod));
+  Perfetto__Protos__TracingServiceState__Producer **pprod = calloc(np + 1, sizeof(void *));
+  Perfetto__Protos__TracingServiceState__DataSource *ds = calloc(nd + 1, sizeof(*ds));
+  Perfetto__Protos__TracingServiceState__DataSource **pds = calloc(nd + 1, sizeof(void *));
+  Perfetto__Protos__DataSourceDescriptor *desc = calloc(nd + 1, sizeof(*desc));
+  Perfetto__Protos__TracingServiceState__TracingSession *ses = calloc(ns + 1, sizeof(*ses));
+  Perfetto__Protos__TracingServiceState__TracingSession **pses = calloc(ns + 1, sizeof(void *));
+  uint32_t *sizes = calloc(ns * TG_SERVICE_MAX_BUFFERS_PER_SESSION + 1, sizeof(uint32_t));
+  if (!prod || !pprod || !ds || !pds || !desc || !ses || !pses || !sizes) {
+    fail(call);
+    goto out;
+  }
+  size_t ip = 0, id = 0;
+  if (!sessions_only) {
+    tg_list_foreach_safe(it, tmp, &svc->producers) {
+      tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
+      perfetto__protos__tracing_service_state__producer__init(&prod[ip]);
+      prod[ip].has_id = 1;
+      prod[ip].id = p->ident.producer_id;
+      prod[ip].name = p->name;
+      prod[ip].has_pid = 1;
+      prod[ip].pid = p->ident.pid;
+      prod[ip].has_uid = 1;
+      prod[ip].uid = (int32_t)p->ident.uid;
+      pprod[ip] = &prod[ip];
+      ip++;
+      for (size_t k = 0; k < p->n_ds; k++) {
+        perfetto__protos__tracing_service_state__data_source__init(&ds[id]);
+        perfetto__protos__data_source_descriptor__init(&desc[id]);
+        desc[id].name = p->ds[k].name;
+        desc[id].has_will_notify_on_stop = 1;
+        desc[id].will_notify_on_stop = p->ds[k].will_notify_on_stop;
+        desc[id].has_will_notify_on_start = 1;
+        desc[id].will_notify_on_start = p->ds[k].will_notify_on_start;
+        ds[id].ds_descriptor = &desc[id];
+        ds[id].has_producer_id = 1;
+        ds[id].producer_id = p->ident.producer_id;
+        pds[id] = &ds[id];
+        id++;
+      }
+    }
+  }
+  size_t is = 0, started = 0;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    Perfetto__Protos__TracingServiceState__TracingSession *t = &ses[is];
+    perfetto__protos__tracing_service_state__tracing_session__init(t);
+    t->has_id = 1;
+    t->id = s->id;
+    t->has_consumer_uid = 1;
+    t->consumer_uid = (int32_t)s->consumer_uid;
+    t->state = (char *)session_state_name(s->state);
+    t->unique_session_name = s->config->unique_session_name;
+    t->n_buffer_size_kb = s->n_buffers;
+    t->buffer_size_kb = &sizes[is * TG_SERVICE_MAX_BUFFERS_PER_SESSION];
+    for (size_t b = 0; b < s->n_buffers; b++)
+      t->buffer_size_kb[b] = (uint32_t)(tg_trace_buffer_size(s->buffers[b].tb) / 1024);
+    t->has_duration_ms = s->config->has_duration_ms;
+    t->duration_ms = s->config->duration_ms;
+    t->has_num_data_sources = 1;
+    t->num_data_sources = (uint32_t)s->config->n_data_sources;
+    if (s->state == TG_SESSION_STARTED) started++;
+    pses[is] = t;
+    is++;
+  }
+  st.n_producers = ip;
+  st.producers = pprod;
+  st.n_data_sources = id;
+  st.data_sources = pds;
+  st.n_tracing_sessions = is;
+  st.tracing_sessions = pses;
+  st.has_supports_tracing_sessions = 1;
+  st.supports_tracing_sessions = 1;
+  st.has_num_sessions = 1;
+  st.num_sessions = (int32_t)is;
+  st.has_num_sessions_started = 1;
+  st.num_sessions_started = (int32_t)started;
+  st.tracing_service_version = "tracegate 0.1.0";
+  Perfetto__Protos__QueryServiceStateResponse r =
+      PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+  r.service_state = &st;
+  if (perfetto__protos__query_service_state_response__get_packed_size(&r) >
+      TG_IPC_FRAME_MAX_PAYLOAD - 64) {
+    /* Too big for one frame: answer with the sessions only rather than a
+     * frame the peer would have to reject. */
+    st.n_producers = 0;
+    st.n_data_sources = 0;
+  }
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+out:
+  free(prod);
+  free(pprod);
+  free(ds);
+  free(pds);
+  free(desc);
+  free(ses);
+  free(pses);
+  free(sizes);
+}
+
+static const Perfetto__Protos__ObservableEvents__Type observable_types[] = {
+    PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_DATA_SOURCES_INSTANCES,
+    PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
+};
+
+static void m_query_capabilities(void *ctx, tg_ipc_call_t call,
+                                 const uint8_t *args, size_t len) {
+  (void)ctx;
+  (void)args;
+  (void)len;
+  Perfetto__Protos__TracingServiceCapabilities cap =
+      PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
+  cap.has_has_query_capabilities = 1;
+  cap.has_query_capabilities = 1;
+  cap.n_observable_events = 2;
+  cap.observable_events = (Perfetto__Protos__ObservableEvents__Type *)observable_types;
+  cap.has_has_trace_config_output_path = 1;
+  cap.has_trace_config_output_path = 0;
+  cap.has_has_clone_session = 1;
+  cap.has_clone_session = 0;
+  Perfetto__Protos__QueryCapabilitiesResponse r =
+      PERFETTO__PROTOS__QUERY_CAPABILITIES_RESPONSE__INIT;
+  r.capabilities = &cap;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                             size_t len) {
+  tg_consumer_t *c = consumer_of(ctx, call);
+  Perfetto__Protos__ObserveEventsRequest *req =
+      perfetto__protos__observe_events_request__unpack(NULL, len, args);
+  if (!c || !req || call.drop_reply) {
+    if (req) perfetto__protos__observe_events_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  uint32_t mask = 0;
+  for (size_t i = 0; i < req->n_events_to_observe; i++)
+    if ((unsigned)req->events_to_observe[i] < 32) mask |= 1u << req->events_to_observe[i];
+  perfetto__protos__observe_events_request__free_unpacked(req, NULL);
+  if (c->observing) /* a new request replaces the old stream */
+    tg_ipc_reply(&c->observe_call, true, false, NULL, -1);
+  c->observing = mask != 0;
+  c->observe_mask = mask;
+  c->observe_call = call;
+  if (!mask) tg_ipc_reply(&call, true, false, NULL, -1);
+}
+
+static void send_event(tg_consumer_t *c, const Perfetto__Protos__ObservableEvents *ev) {
+  Perfetto__Protos__ObserveEventsResponse r =
+      PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+  r.events = (Perfetto__Protos__ObservableEvents *)ev;
+  tg_ipc_reply(&c->observe_call, true, true, &r.base, -1);
+}
+
+void tg__consumer_notify_instance_state(tg_service_t *svc, tg_ds_instance_t *inst) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (!c->observing || c->session != inst->session ||
+        !(c->observe_mask & (1u << 1)))
+      continue;
+    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
+    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
+    ch.producer_name = inst->producer ? inst->producer->name : "";
+    ch.data_source_name = inst->name;
+    ch.has_state = 1;
+    ch.state = inst->state == TG_DS_STARTED
+                   ? PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STARTED
+                   : PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STOPPED;
+    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.n_instance_state_changes = 1;
+    ev.instance_state_changes = &pch;
+    send_event(c, &ev);
+  }
+  if (inst->state == TG_DS_STARTED) tg__consumer_notify_all_started(inst->session);
+}
+
+void tg__consumer_notify_all_started(tg_session_t *s) {
+  if (s->state != TG_SESSION_STARTED) return;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
+    if (inst->state != TG_DS_STARTED) return;
+  }
+  tg__readout_service_event(s, 1 /* all_data_sources_started */);
+  tg_list_foreach_safe(it, tmp, &s->svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 2))) continue;
+    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.has_all_data_sources_started = 1;
+    ev.all_data_sources_started = 1;
+    send_event(c, &ev);
+  }
+}
+
+/* --- disconnect ---------------------------------------------------------------------- */
+
+void tg__consumer_forget_session(tg_service_t *svc, tg_session_t *s) {
+  /* A ReadBuffers still in progress ends at its next drain (no session). */
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (c->session == s) c->session = NULL;
+  }
+}
+
+static void on_consumer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
+  tg_service_t *svc = ctx;
+  tg_consumer_t *c = conn->user;
+  /* Forget every call that points at this connection. */
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (s->has_enable_call && s->enable_call.conn == conn) s->has_enable_call = false;
+    tg_list_t *jt, *jtmp;
+    tg_list_foreach_safe(jt, jtmp, &s->flushes) {
+      tg_pending_flush_t *f = TG_CONTAINER_OF(jt, tg_pending_flush_t, node);
+      if (f->has_call && f->call.conn == conn) f->has_call = false;
+    }
+    if (s->consumer == conn) s->consumer = NULL;
+  }
+  if (!c) return;
+  conn->user = NULL;
+  if (c->session) {
+    TG_INFO("consumer went away: ending session %llu",
+            (unsigned long long)c->session->id);
+    tg__session_free(c->session);
+  }
+  tg_list_remove(&c->node);
+  free(c);
+}
+
+static const tg_ipc_method_def_t consumer_methods[] = {
+    {"EnableTracing", m_enable_tracing},
+    {"DisableTracing", m_disable_tracing},
+    {"ReadBuffers", m_read_buffers},
+    {"FreeBuffers", m_free_buffers},
+    {"Flush", m_flush},
+    {"StartTracing", m_start_tracing},
+    {"ChangeTraceConfig", m_change_trace_config},
+    {"Detach", m_detach},
+    {"Attach", m_attach},
+    {"GetTraceStats", m_get_trace_stats},
+    {"ObserveEvents", m_observe_events},
+    {"QueryServiceState", m_query_service_state},
+    {"QueryCapabilities", m_query_capabilities},
+    /* Not supported yet: the host answers them with an explicit failure. */
+    {"SaveTraceForBugreport", NULL},
+    {"CloneSession", NULL},
+};
+
+void tg__consumer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {
+  memset(def, 0, sizeof(*def));
+  def->name = "ConsumerPort";
+  def->methods = consumer_methods;
+  def->n_methods = sizeof(consumer_methods) / sizeof(consumer_methods[0]);
+  def->ctx = svc;
+  def->on_disconnect = on_consumer_disconnect;
+  def->on_drain = on_consumer_drain;
+}

@@ -1,0 +1,102 @@
+/* tracegated: the per-host tracing service. Wires flags, signals and the
+ * service together; everything else lives in the other files of service/. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "service/service.h"
+#include "tracegate/flags.h"
+#include "tracegate/log.h"
+
+static uv_signal_t sig_int, sig_term;
+static tg_service_t service;
+static uv_loop_t *loop;
+
+static void on_stopped(void *arg) {
+  (void)arg;
+  uv_close((uv_handle_t *)&sig_int, NULL);
+  uv_close((uv_handle_t *)&sig_term, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)h;
+  TG_INFO("%s: ending sessions and shutting down", strsignal(signum));
+  tg_service_stop(&service, on_stopped, NULL);
+}
+
+int main(int argc, char **argv) {
+  const char *producer_socket = tg_service_default_socket(true);
+  const char *consumer_socket = tg_service_default_socket(false);
+  unsigned producer_mode = 0666, consumer_mode = 0660;
+  uint64_t max_producers = 1024, max_consumers = 64;
+  int log_level = TG_LOG_INFO;
+  bool version = false;
+  uint64_t ready_fd = 0;
+  const tg_flag_t flags[] = {
+      {"producer-socket", TG_FLAG_STRING, &producer_socket, "PATH",
+       "producer socket: a path or @abstract name", 0, 0},
+      {"consumer-socket", TG_FLAG_STRING, &consumer_socket, "PATH",
+       "consumer socket: a path or @abstract name", 0, 0},
+      {"producer-socket-mode", TG_FLAG_OCTAL, &producer_mode, "MODE",
+       "permissions of the producer socket (producers are untrusted)", 0, 0},
+      {"consumer-socket-mode", TG_FLAG_OCTAL, &consumer_mode, "MODE",
+       "permissions of the consumer socket (consumers are trusted)", 0, 0},
+      {"max-producers", TG_FLAG_UINT, &max_producers, "N",
+       "producer connections accepted at once", 1, 65535},
+      {"max-consumers", TG_FLAG_UINT, &max_consumers, "N",
+       "consumer connections accepted at once", 1, 4096},
+      {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
+       "error, warn, info or debug", 0, 0},
+      {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
+       "write \"ready\\n\" to this fd once both sockets listen, then close "
+       "it (0: none)", 0, 1024},
+      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit", 0, 0},
+  };
+  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
+  int rv = tg_flags_parse("tracegated", flags, nflags, argc, argv, NULL, 0, NULL);
+  if (rv == 1) {
+    tg_flags_usage(stdout, "tracegated", "[options]", flags, nflags);
+    printf("\nThe local tracing service: producers write into shared memory, "
+           "consumers\nrecord sessions. Speaks Perfetto's producer and consumer "
+           "protocols.\nSIGINT/SIGTERM end every session cleanly.\n");
+    return 0;
+  }
+  if (rv < 0) return 2;
+  if (version) {
+    printf("tracegated 0.1.0\n");
+    return 0;
+  }
+  tg_log_set_prefix("tracegated");
+  tg_log_set_level((tg_log_level_t)log_level);
+  signal(SIGPIPE, SIG_IGN);
+
+  loop = uv_default_loop();
+  tg_service_options_t opt = {
+      .producer_socket = producer_socket,
+      .consumer_socket = consumer_socket,
+      .producer_mode = producer_mode,
+      .consumer_mode = consumer_mode,
+      .max_producers = max_producers,
+      .max_consumers = max_consumers,
+  };
+  if (tg_service_start(&service, loop, &opt) < 0) return 1;
+  uv_signal_init(loop, &sig_int);
+  uv_signal_init(loop, &sig_term);
+  uv_signal_start(&sig_int, on_signal, SIGINT);
+  uv_signal_start(&sig_term, on_signal, SIGTERM);
+  if (ready_fd > 0) {
+    /* Supervisors and tests wait on this instead of polling the sockets. */
+    ssize_t w = write((int)ready_fd, "ready\n", 6);
+    (void)w;
+    close((int)ready_fd);
+  }
+  uv_run(loop, UV_RUN_DEFAULT);
+  rv = uv_loop_close(loop);
+  if (rv != 0) TG_WARN("loop closed with handles open: %s", uv_strerror(rv));
+  TG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,846 @@
+/* ProducerPort: the producer socket's 12 methods, the SMB and commits.
+ *
+ * Producers are untrusted. Every index, id and size in their requests is
+ * checked; their SMB is read only through the abi/ state machine and copied
+ * before it is parsed; they may only write into buffers of sessions they
+ * have a data source instance in, and only patch their own chunks (the
+ * producer id comes from the connection, never from the request).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc/producer_port.pb-c.h"
+#include "service/service.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define MAX_NAME_LEN 256
+
+static tg_producer_t *producer_of(tg_ipc_call_t call) {
+  return call.conn->user;
+}
+
+tg_producer_t *tg__producer_by_id(tg_service_t *svc, uint16_t id) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->producers) {
+    tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
+    if (p->ident.producer_id == id) return p;
+  }
+  return NULL;
+}
+
+static uint16_t allocate_producer_id(tg_service_t *svc) {
+  /* Ids are not reused until they wrap, so a late patch or commit can never
+   * be attributed to a newer producer that got a dead one's id. */
+  for (int i = 0; i < 65535; i++) {
+    uint16_t id = (uint16_t)(svc->last_producer_id + 1);
+    if (id == 0) id = 1;
+    svc->last_producer_id = id;
+    if (!tg__producer_by_id(svc, id)) return id;
+  }
+  return 0;
+}
+
+/* Producers bind on connect: the conn->user slot is set at first call. */
+static tg_producer_t *producer_get_or_create(void *ctx, tg_ipc_call_t call) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = call.conn->user;
+  if (p) return p;
+  if (svc->n_producers >= svc->opt.max_producers) return NULL;
+  uint16_t id = allocate_producer_id(svc);
+  if (!id) return NULL;
+  p = calloc(1, sizeof(*p));
+  if (!p) return NULL;
+  p->svc = svc;
+  p->conn = call.conn;
+  p->ident.producer_id = id;
+  p->ident.uid = call.conn->chan.peer_uid;
+  p->ident.pid = call.conn->chan.peer_pid;
+  p->smb_fd = -1;
+  p->pending_smb_fd = -1;
+  tg_list_init(&p->instances);
+  tg_buf_init(&p->pending_cmds, 4u << 20);
+  tg_list_insert_tail(&svc->producers, &p->node);
+  svc->n_producers++;
+  svc->producers_seen++;
+  call.conn->user = p;
+  return p;
+}
+
+static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
+
+/* --- async commands ------------------------------------------------------ */
+
+static void send_command(tg_producer_t *p,
+                         const Perfetto__Protos__GetAsyncCommandResponse *cmd,
+                         int fd) {
+  if (p->has_async_call && tg_buf_size(&p->pending_cmds) == 0) {
+    if (tg_ipc_reply(&p->async_call, true, true, &cmd->base, fd) < 0)
+      TG_WARN("producer %u (%s): could not send a command",
+              p->ident.producer_id, p->name ? p->name : "?");
+    return;
+  }
+  /* No stream yet: keep the command for when GetAsyncCommand arrives. */
+  size_t n = perfetto__protos__get_async_command_response__get_packed_size(cmd);
+  uint8_t *dst = tg_buf_reserve(&p->pending_cmds, 4 + n);
+  if (!dst) {
+    TG_WARN("producer %u: command queue full; closing", p->ident.producer_id);
+    if (fd >= 0) close(fd);
+    tg_ipc_host_conn_close(p->conn, -ENOBUFS);
+    return;
+  }
+  memcpy(dst, &(uint32_t){(uint32_t)n}, 4);
+  perfetto__protos__get_async_command_response__pack(cmd, dst + 4);
+  tg_buf_commit(&p->pending_cmds, 4 + n);
+  if (fd >= 0) {
+    if (p->pending_smb_fd >= 0) close(p->pending_smb_fd);
+    p->pending_smb_fd = fd;
+  }
+}
+
+static void flush_pending_commands(tg_producer_t *p) {
+  bool first = true;
+  while (tg_buf_size(&p->pending_cmds) >= 4) {
+    uint8_t *b = tg_buf_begin(&p->pending_cmds);
+    uint32_t n;
+    memcpy(&n, b, 4);
+    Perfetto__Protos__GetAsyncCommandResponse *cmd =
+        perfetto__protos__get_async_command_response__unpack(NULL, n, b + 4);
+    int fd = first ? p->pending_smb_fd : -1;
+    if (first) p->pending_smb_fd = -1;
+    first = false;
+    if (cmd) {
+      tg_ipc_reply(&p->async_call, true, true, &cmd->base, fd);
+      perfetto__protos__get_async_command_response__free_unpacked(cmd, NULL);
+    } else if (fd >= 0) {
+      close(fd);
+    }
+    tg_buf_consume(&p->pending_cmds, 4 + n);
+  }
+}
+
+/* --- SMB ------------------------------------------------------------------ */
+
+static bool valid_page_size(size_t ps) {
+  return ps >= TG_SMB_MIN_PAGE_SIZE && ps <= TG_SMB_MAX_PAGE_SIZE &&
+         (ps & (ps - 1)) == 0;
+}
+
+/* Size and page size from the session's producers[] entry, else the
+ * producer's hints, each validated and clamped (invalid -> defaults). */
+static void smb_geometry(const tg_producer_t *p, const tg_session_t *s,
+                         size_t *size, size_t *page) {
+  size_t sz = p->smb_size_hint, ps = p->page_size_hint;
+  const Perfetto__Protos__TraceConfig *cfg = s->config;
+  for (size_t i = 0; cfg && i < cfg->n_producers; i++) {
+    const Perfetto__Protos__TraceConfig__ProducerConfig *pc = cfg->producers[i];
+    if (!pc->producer_name || !p->name || strcmp(pc->producer_name, p->name))
+      continue;
+    if (pc->has_shm_size_kb && pc->shm_size_kb) sz = (size_t)pc->shm_size_kb * 1024;
+    if (pc->has_page_size_kb && pc->page_size_kb) ps = (size_t)pc->page_size_kb * 1024;
+  }
+  if (!valid_page_size(ps)) ps = TG_SMB_DEFAULT_PAGE_SIZE;
+  if (sz == 0) sz = TG_SMB_DEFAULT_SIZE;
+  if (sz > TG_SMB_MAX_SIZE) sz = TG_SMB_MAX_SIZE;
+  sz -= sz % ps;
+  if (sz < ps) sz = ps;
+  *size = sz;
+  *page = ps;
+}
+
+static int smb_create(tg_producer_t *p, tg_session_t *s) {
+  size_t size, page;
+  smb_geometry(p, s, &size, &page);
+  int fd = memfd_create("tracegate-smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -errno;
+  int err;
+  if (ftruncate(fd, (off_t)size) < 0) goto fail_errno;
+  /* Sealed so the producer cannot shrink it under our mapping (SIGBUS). */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+    goto fail_errno;
+  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) goto fail_errno;
+  tg_smb_init(&p->smb, map, size, page);
+  p->smb_map = map;
+  p->smb_fd = fd;
+  TG_INFO("producer %u (%s, pid %d): SMB %zu KiB, pages of %zu KiB",
+          p->ident.producer_id, p->name ? p->name : "?", (int)p->ident.pid,
+          size / 1024, page / 1024);
+  return 0;
+fail_errno:
+  err = -errno;
+  close(fd);
+  return err;
+}
+
+/* --- instances ------------------------------------------------------------ */
+
+static void send_ds_command(tg_ds_instance_t *inst,
+                            const Perfetto__Protos__DataSourceConfig *cfg,
+                            bool start) {
+  Perfetto__Protos__DataSourceConfig c = *cfg;
+  c.has_target_buffer = 1;
+  c.target_buffer = inst->target_buffer;
+  c.has_tracing_session_id = 1;
+  c.tracing_session_id = inst->session->id;
+  Perfetto__Protos__GetAsyncCommandResponse cmd =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+  Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource setup =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;
+  Perfetto__Protos__GetAsyncCommandResponse__StartDataSource st =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+  if (start) {
+    st.has_new_instance_id = 1;
+    st.new_instance_id = inst->id;
+    st.config = &c;
+    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+    cmd.start_data_source = &st;
+  } else {
+    setup.has_new_instance_id = 1;
+    setup.new_instance_id = inst->id;
+    setup.config = &c;
+    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
+    cmd.setup_data_source = &setup;
+  }
+  send_command(inst->producer, &cmd, -1);
+}
+
+int tg__producer_setup_instance(tg_ds_instance_t *inst,
+                                const Perfetto__Protos__DataSourceConfig *cfg) {
+  tg_producer_t *p = inst->producer;
+  if (!p->smb_map) {
+    int rv = smb_create(p, inst->session);
+    if (rv < 0) {
+      TG_ERROR("producer %u: cannot create its SMB: %s", p->ident.producer_id,
+               tg_strerror(rv));
+      return rv;
+    }
+  }
+  if (!p->smb_sent) {
+    int fd = dup(p->smb_fd);
+    if (fd < 0) return -errno;
+    Perfetto__Protos__GetAsyncCommandResponse cmd =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    st.has_shared_buffer_page_size_kb = 1;
+    st.shared_buffer_page_size_kb = (uint32_t)(p->smb.page_size / 1024);
+    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    cmd.setup_tracing = &st;
+    send_command(p, &cmd, fd);
+    p->smb_sent = true;
+  }
+  send_ds_command(inst, cfg, false);
+  return 0;
+}
+
+void tg__producer_start_instance(tg_ds_instance_t *inst,
+                                 const Perfetto__Protos__DataSourceConfig *cfg) {
+  inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
+  send_ds_command(inst, cfg, true);
+  if (inst->state == TG_DS_STARTED)
+    tg__consumer_notify_instance_state(inst->producer->svc, inst);
+}
+
+void tg__producer_stop_instance(tg_ds_instance_t *inst) {
+  Perfetto__Protos__GetAsyncCommandResponse cmd =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+  Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+  st.has_instance_id = 1;
+  st.instance_id = inst->id;
+  cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+  cmd.stop_data_source = &st;
+  send_command(inst->producer, &cmd, -1);
+}
+
+void tg__producer_flush(tg_producer_t *p, uint64_t flush_id,
+                        const uint64_t *ids, size_t n) {
+  Perfetto__Protos__GetAsyncCommandResponse cmd =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+  Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+  fl.n_data_source_ids = n;
+  fl.data_source_ids = (uint64_t *)ids;
+  fl.has_request_id = 1;
+  fl.request_id = flush_id;
+  cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+  cmd.flush = &fl;
+  send_command(p, &cmd, -1);
+}
+
+void tg__producer_clear_incremental_state(tg_producer_t *p, const uint64_t *ids,
+                                          size_t n) {
+  Perfetto__Protos__GetAsyncCommandResponse cmd =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+  Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState c =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CLEAR_INCREMENTAL_STATE__INIT;
+  c.n_data_source_ids = n;
+  c.data_source_ids = (uint64_t *)ids;
+  cmd.cmd_case =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE;
+  cmd.clear_incremental_state = &c;
+  send_command(p, &cmd, -1);
+}
+
+static tg_ds_instance_t *instance_by_id(tg_producer_t *p, uint64_t id) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->id == id) return inst;
+  }
+  return NULL;
+}
+
+/* The producer may write into |buffer_id| only if one of its instances
+ * targets a buffer of the same session. */
+static tg_session_t *allowed_session(tg_producer_t *p, uint32_t buffer_id) {
+  tg_session_t *s = tg__session_by_buffer(p->svc, buffer_id);
+  if (!s) return NULL;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->session == s) return s;
+  }
+  return NULL;
+}
+
+/* --- commits and scraping ------------------------------------------------- */
+
+static void commit_move(tg_producer_t *p,
+                        const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
+  tg_service_t *svc = p->svc;
+  tg_session_t *s = m->has_target_buffer ? allowed_session(p, m->target_buffer) : NULL;
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, m->target_buffer) : NULL;
+
+  if (m->has_data) { /* chunk bytes inline (producers without an SMB) */
+    if (!tb) {
+      svc->chunks_discarded++;
+      return;
+    }
+    if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
+        m->data.len > TG_SMB_MAX_PAGE_SIZE) {
+      p->abi_violations++;
+      return;
+    }
+    tg_trace_buffer_copy_chunk(tb, &p->ident, m->data.data, m->data.len,
+                               !(m->has_chunk_incomplete && m->chunk_incomplete));
+    return;
+  }
+  if (!p->smb_map || !m->has_page || !m->has_chunk) {
+    p->abi_violations++;
+    return;
+  }
+  tg_smb_chunk_t c;
+  int rv = tg_smb_try_acquire_chunk_for_reading(&p->smb, m->page, m->chunk, &c);
+  if (rv < 0) {
+    p->abi_violations++;
+    TG_DEBUG("producer %u: commit of page %u chunk %u refused: %s",
+             p->ident.producer_id, m->page, m->chunk, tg_strerror(rv));
+    return;
+  }
+  /* The trace buffer copies the bytes once, then validates its copy. */
+  if (tb)
+    tg_trace_buffer_copy_chunk(tb, &p->ident, c.begin, c.size, true);
+  else
+    svc->chunks_discarded++;
+  tg_smb_release_chunk_as_free(&p->smb, &c);
+}
+
+static void commit_patch(tg_producer_t *p,
+                         const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp) {
+  tg_session_t *s = cp->has_target_buffer ? allowed_session(p, cp->target_buffer) : NULL;
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, cp->target_buffer) : NULL;
+  if (!tb || cp->writer_id == 0 || cp->writer_id > 0xFFFF || cp->n_patches > 1024) {
+    p->svc->patches_discarded++;
+    return;
+  }
+  uint32_t offsets[64];
+  uint8_t data[64][4];
+  size_t done = 0;
+  /* Batches of 64; a has_more_patches=false only with the last batch. */
+  while (done < cp->n_patches || (done == 0 && cp->n_patches == 0)) {
+    size_t n = 0;
+    bool bad = false;
+    for (; n < 64 && done + n < cp->n_patches; n++) {
+      const Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch *pt =
+          cp->patches[done + n];
+      if (!pt->has_offset || !pt->has_data || pt->data.len != 4) {
+        bad = true;
+        break;
+      }
+      offsets[n] = pt->offset;
+      memcpy(data[n], pt->data.data, 4);
+    }
+    if (bad) {
+      p->svc->patches_discarded++;
+      return;
+    }
+    done += n;
+    bool last = done >= cp->n_patches;
+    bool more = last ? (cp->has_has_more_patches && cp->has_more_patches) : true;
+    tg_trace_buffer_patch(tb, p->ident.producer_id, (uint16_t)cp->writer_id,
+                          cp->chunk_id, offsets, (const uint8_t(*)[4])data, n,
+                          more);
+    if (n == 0) break;
+  }
+}
+
+static uint32_t writer_target(const tg_producer_t *p, uint16_t writer_id) {
+  for (size_t i = 0; i < p->n_writers; i++)
+    if (p->writers[i].writer_id == writer_id) return p->writers[i].target_buffer;
+  return 0;
+}
+
+void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
+  if (!p->smb_map) return;
+  uint8_t copy[TG_SMB_MAX_PAGE_SIZE];
+  for (size_t pg = 0; pg < p->smb.num_pages; pg++) {
+    uint32_t bm = tg_smb_page_bitmap(&p->smb, pg);
+    unsigned layout = tg_smb_bitmap_layout(bm);
+    unsigned nchunks = tg_smb_layout_num_chunks(layout);
+    for (unsigned ci = 0; ci < nchunks; ci++) {
+      unsigned st = tg_smb_bitmap_chunk_state(bm, ci);
+      if (st != TG_CHUNK_BEING_WRITTEN && st != TG_CHUNK_COMPLETE) continue;
+      tg_smb_chunk_t c;
+      if (tg_smb_chunk_locate(&p->smb, pg, ci, bm, &c) < 0) continue;
+      memcpy(copy, c.begin, c.size); /* one read of hostile memory */
+      uint16_t writer_id = (uint16_t)(copy[4] | (copy[5] << 8));
+      uint32_t target = writer_target(p, writer_id);
+      if (!target) continue;
+      tg_session_t *s = allowed_session(p, target);
+      if (!s || (session && s != session)) continue;
+      tg_trace_buffer_t *tb = tg__session_buffer(s, target);
+      if (tb)
+        tg_trace_buffer_copy_chunk(tb, &p->ident, copy, c.size,
+                                   st == TG_CHUNK_COMPLETE);
+    }
+  }
+}
+
+/* --- methods ---------------------------------------------------------------- */
+
+static void m_initialize_connection(void *ctx, tg_ipc_call_t call,
+                                    const uint8_t *args, size_t len) {
+  tg_producer_t *p = producer_get_or_create(ctx, call);
+  if (!p) {
+    fail(call);
+    tg_ipc_host_conn_close(call.conn, -EMFILE);
+    return;
+  }
+  Perfetto__Protos__InitializeConnectionRequest *req =
+      perfetto__protos__initialize_connection_request__unpack(NULL, len, args);
+  if (!req || p->initialized) {
+    if (req) perfetto__protos__initialize_connection_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  /* A producer-provided SMB is not supported: close its fd, if any, and
+   * say so in the reply; the service's own SMB is used. */
+  int fd = tg_ipc_chan_take_fd(&call.conn->chan);
+  if (fd >= 0) close(fd);
+  p->initialized = true;
+  const char *name = req->producer_name ? req->producer_name : "";
+  p->name = strndup(name, MAX_NAME_LEN);
+  p->page_size_hint = req->has_shared_memory_page_size_hint_bytes
+                          ? req->shared_memory_page_size_hint_bytes : 0;
+  p->smb_size_hint = req->has_shared_memory_size_hint_bytes
+                         ? req->shared_memory_size_hint_bytes : 0;
+  TG_INFO("producer %u connected: '%s' pid %d uid %u sdk '%s'",
+          p->ident.producer_id, p->name ? p->name : "", (int)p->ident.pid,
+          (unsigned)p->ident.uid, req->sdk_version ? req->sdk_version : "");
+  perfetto__protos__initialize_connection_request__free_unpacked(req, NULL);
+  Perfetto__Protos__InitializeConnectionResponse resp =
+      PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
+  resp.has_using_shmem_provided_by_producer = 1;
+  resp.using_shmem_provided_by_producer = 0;
+  tg_ipc_reply(&call, true, false, &resp.base, -1);
+}
+
+/* Every other method needs an initialized producer. */
+static tg_producer_t *ready_producer(tg_ipc_call_t call) {
+  tg_producer_t *p = producer_of(call);
+  return p && p->initialized ? p : NULL;
+}
+
+static void register_ds_reply(tg_ipc_call_t call, const char *error) {
+  Perfetto__Protos__RegisterDataSourceResponse r =
+      PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+  r.error = (char *)error;
+  tg_ipc_reply(&call, error == NULL, false, &r.base, -1);
+}
+
+static tg_registered_ds_t *ds_by_name(tg_producer_t *p, const char *name) {
+  for (size_t i = 0; i < p->n_ds; i++)
+    if (strcmp(p->ds[i].name, name) == 0) return &p->ds[i];
+  return NULL;
+}
+
+static void ds_fill(tg_registered_ds_t *d,
+                    const Perfetto__Protos__DataSourceDescriptor *desc) {
+  d->id = desc->has_id ? desc->id : 0;
+  d->will_notify_on_start = desc->has_will_notify_on_start && desc->will_notify_on_start;
+  d->will_notify_on_stop = desc->has_will_notify_on_stop && desc->will_notify_on_stop;
+  d->handles_incremental_state_clear = desc->has_handles_incremental_state_clear &&
+                                       desc->handles_incremental_state_clear;
+  d->no_flush = desc->has_no_flush && desc->no_flush;
+}
+
+static void m_register_data_source(void *ctx, tg_ipc_call_t call,
+                                   const uint8_t *args, size_t len) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__RegisterDataSourceRequest *req =
+      perfetto__protos__register_data_source_request__unpack(NULL, len, args);
+  const Perfetto__Protos__DataSourceDescriptor *d =
+      req ? req->data_source_descriptor : NULL;
+  const char *err = NULL;
+  if (!d || !d->name || !d->name[0] || strlen(d->name) > MAX_NAME_LEN)
+    err = "data source descriptor needs a name of 1..256 bytes";
+  else if (ds_by_name(p, d->name))
+    err = "a data source with this name is already registered";
+  else if (p->n_ds >= TG_SERVICE_MAX_DATA_SOURCES_PER_PRODUCER)
+    err = "too many data sources for one producer";
+  if (err) {
+    register_ds_reply(call, err);
+    if (req) perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
+    return;
+  }
+  tg_registered_ds_t *nds = realloc(p->ds, (p->n_ds + 1) * sizeof(*nds));
+  if (!nds) {
+    register_ds_reply(call, "out of memory");
+    perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
+    return;
+  }
+  /* Instances point at entries of this array: fix them after a move. */
+  if (nds != p->ds) {
+    tg_list_t *it, *tmp;
+    tg_list_foreach_safe(it, tmp, &p->instances) {
+      tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+      if (inst->ds) inst->ds = nds + (inst->ds - p->ds);
+    }
+  }
+  p->ds = nds;
+  tg_registered_ds_t *ds = &p->ds[p->n_ds];
+  memset(ds, 0, sizeof(*ds));
+  ds->name = strdup(d->name);
+  ds_fill(ds, d);
+  p->n_ds++;
+  svc->data_sources_seen++;
+  TG_INFO("producer %u registered data source '%s'", p->ident.producer_id,
+          ds->name);
+  perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
+  register_ds_reply(call, NULL);
+  tg__session_on_data_source_registered(svc, p, ds);
+}
+
+static void m_update_data_source(void *ctx, tg_ipc_call_t call,
+                                 const uint8_t *args, size_t len) {
+  (void)ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__UpdateDataSourceRequest *req =
+      perfetto__protos__update_data_source_request__unpack(NULL, len, args);
+  const Perfetto__Protos__DataSourceDescriptor *d =
+      req ? req->data_source_descriptor : NULL;
+  tg_registered_ds_t *ds = d && d->name ? ds_by_name(p, d->name) : NULL;
+  if (ds) ds_fill(ds, d);
+  if (req) perfetto__protos__update_data_source_request__free_unpacked(req, NULL);
+  Perfetto__Protos__UpdateDataSourceResponse r =
+      PERFETTO__PROTOS__UPDATE_DATA_SOURCE_RESPONSE__INIT;
+  tg_ipc_reply(&call, ds != NULL, false, &r.base, -1);
+}
+
+static void remove_instance(tg_ds_instance_t *inst) {
+  /* What it wrote before stopping may still sit in the SMB. */
+  if (inst->producer) tg__producer_scrape(inst->producer, inst->session);
+  tg_list_remove(&inst->producer_node);
+  inst->producer = NULL;
+  inst->ds = NULL;
+  tg__session_instance_stopped(inst);
+}
+
+static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
+                                     const uint8_t *args, size_t len) {
+  (void)ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__UnregisterDataSourceRequest *req =
+      perfetto__protos__unregister_data_source_request__unpack(NULL, len, args);
+  tg_registered_ds_t *ds =
+      req && req->data_source_name ? ds_by_name(p, req->data_source_name) : NULL;
+  if (req) perfetto__protos__unregister_data_source_request__free_unpacked(req, NULL);
+  if (!ds) {
+    fail(call);
+    return;
+  }
+  /* Its running instances end as if stopped. */
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->ds == ds) remove_instance(inst);
+  }
+  size_t idx = (size_t)(ds - p->ds);
+  free(ds->name);
+  memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*ds));
+  p->n_ds--;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->ds && inst->ds > ds) inst->ds--;
+  }
+  Perfetto__Protos__UnregisterDataSourceResponse r =
+      PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                          size_t len) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__CommitDataRequest *req =
+      perfetto__protos__commit_data_request__unpack(NULL, len, args);
+  if (!req) {
+    p->abi_violations++;
+    {
+    fail(call);
+    return;
+  }
+  }
+  p->commits++;
+  for (size_t i = 0; i < req->n_chunks_to_move; i++)
+    commit_move(p, req->chunks_to_move[i]);
+  for (size_t i = 0; i < req->n_chunks_to_patch; i++)
+    commit_patch(p, req->chunks_to_patch[i]);
+  bool ack = req->has_flush_request_id && req->flush_request_id;
+  uint64_t flush_id = req->flush_request_id;
+  perfetto__protos__commit_data_request__free_unpacked(req, NULL);
+  Perfetto__Protos__CommitDataResponse r = PERFETTO__PROTOS__COMMIT_DATA_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+  /* Moves first, then patches, then the flush acknowledgement. */
+  if (ack) tg__session_flush_ack(svc, p, flush_id);
+}
+
+static void m_get_async_command(void *ctx, tg_ipc_call_t call,
+                                const uint8_t *args, size_t len) {
+  (void)ctx;
+  (void)args;
+  (void)len;
+  tg_producer_t *p = ready_producer(call);
+  if (!p || p->has_async_call || call.drop_reply) {
+    fail(call);
+    return;
+  }
+  p->has_async_call = true;
+  p->async_call = call;
+  flush_pending_commands(p);
+}
+
+static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
+                                    const uint8_t *args, size_t len) {
+  (void)ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__RegisterTraceWriterRequest *req =
+      perfetto__protos__register_trace_writer_request__unpack(NULL, len, args);
+  bool ok = req && req->has_trace_writer_id && req->trace_writer_id > 0 &&
+            req->trace_writer_id <= 0xFFFF;
+  if (ok) {
+    uint16_t wid = (uint16_t)req->trace_writer_id;
+    size_t i = 0;
+    while (i < p->n_writers && p->writers[i].writer_id != wid) i++;
+    if (i == p->n_writers) {
+      if (p->n_writers >= TG_SERVICE_MAX_WRITERS_PER_PRODUCER) {
+        ok = false;
+      } else {
+        tg_writer_reg_t *w = realloc(p->writers, (p->n_writers + 1) * sizeof(*w));
+        if (!w) {
+          ok = false;
+        } else {
+          p->writers = w;
+          p->n_writers++;
+        }
+      }
+    }
+    if (ok) {
+      p->writers[i].writer_id = wid;
+      p->writers[i].target_buffer = req->has_target_buffer ? req->target_buffer : 0;
+    }
+  }
+  if (req) perfetto__protos__register_trace_writer_request__free_unpacked(req, NULL);
+  Perfetto__Protos__RegisterTraceWriterResponse r =
+      PERFETTO__PROTOS__REGISTER_TRACE_WRITER_RESPONSE__INIT;
+  tg_ipc_reply(&call, ok, false, &r.base, -1);
+}
+
+static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
+                                      const uint8_t *args, size_t len) {
+  (void)ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__UnregisterTraceWriterRequest *req =
+      perfetto__protos__unregister_trace_writer_request__unpack(NULL, len, args);
+  bool ok = false;
+  if (req && req->has_trace_writer_id) {
+    for (size_t i = 0; i < p->n_writers; i++) {
+      if (p->writers[i].writer_id != req->trace_writer_id) continue;
+      p->writers[i] = p->writers[--p->n_writers];
+      ok = true;
+      break;
+    }
+  }
+  if (req) perfetto__protos__unregister_trace_writer_request__free_unpacked(req, NULL);
+  Perfetto__Protos__UnregisterTraceWriterResponse r =
+      PERFETTO__PROTOS__UNREGISTER_TRACE_WRITER_RESPONSE__INIT;
+  tg_ipc_reply(&call, ok, false, &r.base, -1);
+}
+
+static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                             size_t len) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__NotifyDataSourceStartedRequest *req =
+      perfetto__protos__notify_data_source_started_request__unpack(NULL, len, args);
+  tg_ds_instance_t *inst =
+      req && req->has_data_source_id ? instance_by_id(p, req->data_source_id) : NULL;
+  if (req) perfetto__protos__notify_data_source_started_request__free_unpacked(req, NULL);
+  if (inst && inst->state == TG_DS_STARTING) {
+    inst->state = TG_DS_STARTED;
+    tg__consumer_notify_instance_state(svc, inst);
+  }
+  Perfetto__Protos__NotifyDataSourceStartedResponse r =
+      PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_RESPONSE__INIT;
+  tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
+}
+
+static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                             size_t len) {
+  (void)ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__NotifyDataSourceStoppedRequest *req =
+      perfetto__protos__notify_data_source_stopped_request__unpack(NULL, len, args);
+  tg_ds_instance_t *inst =
+      req && req->has_data_source_id ? instance_by_id(p, req->data_source_id) : NULL;
+  if (req) perfetto__protos__notify_data_source_stopped_request__free_unpacked(req, NULL);
+  Perfetto__Protos__NotifyDataSourceStoppedResponse r =
+      PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_RESPONSE__INIT;
+  tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
+  if (inst) remove_instance(inst);
+}
+
+
+static void m_activate_triggers(void *ctx, tg_ipc_call_t call,
+                                const uint8_t *args, size_t len) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = ready_producer(call);
+  if (!p) {
+    fail(call);
+    return;
+  }
+  Perfetto__Protos__ActivateTriggersRequest *req =
+      perfetto__protos__activate_triggers_request__unpack(NULL, len, args);
+  if (!req) {
+    fail(call);
+    return;
+  }
+  for (size_t i = 0; i < req->n_trigger_names && i < 64; i++)
+    if (req->trigger_names[i]) tg__session_on_trigger(svc, p, req->trigger_names[i]);
+  perfetto__protos__activate_triggers_request__free_unpacked(req, NULL);
+  Perfetto__Protos__ActivateTriggersResponse r =
+      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_RESPONSE__INIT;
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+static void m_sync(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                   size_t len) {
+  (void)ctx;
+  (void)args;
+  (void)len;
+  /* Requests are handled in order on one thread: by the time this runs,
+   * everything the producer sent before it has been processed. */
+  Perfetto__Protos__SyncResponse r = PERFETTO__PROTOS__SYNC_RESPONSE__INIT;
+  tg_ipc_reply(&call, ready_producer(call) != NULL, false, &r.base, -1);
+}
+
+static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
+  tg_service_t *svc = ctx;
+  tg_producer_t *p = conn->user;
+  if (!p) return;
+  conn->user = NULL;
+  TG_INFO("producer %u ('%s', pid %d) disconnected", p->ident.producer_id,
+          p->name ? p->name : "", (int)p->ident.pid);
+  /* Salvage what it wrote but did not commit, then let its sequences be
+   * read to the end. */
+  tg__producer_scrape(p, NULL);
+  tg__session_on_producer_gone(svc, p);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    remove_instance(inst);
+  }
+  if (p->smb_map) munmap(p->smb_map, p->smb.size);
+  if (p->smb_fd >= 0) close(p->smb_fd);
+  if (p->pending_smb_fd >= 0) close(p->pending_smb_fd);
+  tg_buf_free(&p->pending_cmds);
+  for (size_t i = 0; i < p->n_ds; i++) free(p->ds[i].name);
+  free(p->ds);
+  free(p->writers);
+  free(p->name);
+  tg_list_remove(&p->node);
+  svc->n_producers--;
+  free(p);
+}
+
+static const tg_ipc_method_def_t producer_methods[] = {
+    {"InitializeConnection", m_initialize_connection},
+    {"RegisterDataSource", m_register_data_source},
+    {"UnregisterDataSource", m_unregister_data_source},
+    {"CommitData", m_commit_data},
+    {"GetAsyncCommand", m_get_async_command},
+    {"RegisterTraceWriter", m_register_trace_writer},
+    {"UnregisterTraceWriter", m_unregister_trace_writer},
+    {"NotifyDataSourceStarted", m_notify_started},
+    {"NotifyDataSourceStopped", m_notify_stopped},
+    {"ActivateTriggers", m_activate_triggers},
+    {"Sync", m_sync},
+    {"UpdateDataSource", m_update_data_source},
+};
+
+void tg__producer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {
+  memset(def, 0, sizeof(*def));
+  def->name = "ProducerPort";
+  def->methods = producer_methods;
+  def->n_methods = sizeof(producer_methods) / sizeof(producer_methods[0]);
+  def->ctx = svc;
+  def->on_disconnect = on_producer_disconnect;
+}

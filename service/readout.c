@@ -1,0 +1,486 @@
+/* Read-out: from trace buffers to TracePackets a consumer or file gets.
+ *
+ * Producer packets are checked (top-level fields must parse; fields only
+ * the service may write are refused) and get the trusted fields appended:
+ * trusted_uid, trusted_packet_sequence_id, trusted_pid and, after a loss,
+ * previous_packet_dropped. Appending is safe because protobuf's last value
+ * wins and the producer's own copies were refused. No copy of the packet
+ * is made: its slices are handed to the emitter as they lie in the buffer.
+ *
+ * Service packets (trusted_packet_sequence_id 1) are queued in the session
+ * and come first: the trace config, clock snapshots, system info, sync
+ * markers, service events and, at the end, the trace stats.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/pb_writer.h"
+#include "common/system_info.pb-c.h"
+#include "service/service.h"
+#include "tracegate/log.h"
+
+enum {
+  PKT_TIMESTAMP = 8,
+  PKT_TRUSTED_UID = 3,
+  PKT_TRUSTED_SEQ_ID = 10,
+  PKT_TRUSTED_PID = 79,
+  PKT_PREVIOUS_PACKET_DROPPED = 42,
+  PKT_CLOCK_SNAPSHOT = 6,
+  PKT_TRACE_CONFIG = 33,
+  PKT_TRACE_STATS = 35,
+  PKT_SYNC_MARKER = 36,
+  PKT_SYSTEM_INFO = 45,
+  PKT_SERVICE_EVENT = 69,
+  PKT_TIMESTAMP_CLOCK_ID = 58,
+  SERVICE_SEQUENCE_ID = 1,
+  SYNC_MARKER_PERIOD_NS = 5000000000ull,
+  BUILTIN_CLOCK_REALTIME = 1,
+  BUILTIN_CLOCK_MONOTONIC = 3,
+  BUILTIN_CLOCK_MONOTONIC_COARSE = 4,
+  BUILTIN_CLOCK_MONOTONIC_RAW = 5,
+  BUILTIN_CLOCK_REALTIME_COARSE = 2,
+  BUILTIN_CLOCK_BOOTTIME = 6,
+};
+
+static const uint8_t sync_marker[16] = {0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d,
+                                        0x42, 0xba, 0x81, 0xdc, 0x33, 0x32,
+                                        0x6d, 0x57, 0xa0, 0x79};
+
+static uint64_t now_ns(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Fields a producer must not write: the service owns them. */
+static bool reserved_field(uint32_t id) {
+  switch (id) {
+    case 3: case 10: case 33: case 35: case 36: case 50: case 69: case 79:
+    case 98:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* --- service packets --------------------------------------------------------- */
+
+/* Starts a service packet in a scratch buffer: [u32 len][packet]. */
+static uint8_t *service_packet_begin(tg_session_t *s, tg_pbw_t *w, size_t cap) {
+  uint8_t *p = tg_buf_reserve(&s->service_packets, 4 + cap);
+  if (!p) return NULL;
+  tg_pbw_init(w, p + 4, cap, NULL, NULL);
+  tg_pbw_append_varint(w, PKT_TIMESTAMP, now_ns(CLOCK_BOOTTIME));
+  tg_pbw_append_varint(w, PKT_TRUSTED_UID, (uint64_t)getuid());
+  tg_pbw_append_varint(w, PKT_TRUSTED_SEQ_ID, SERVICE_SEQUENCE_ID);
+  tg_pbw_append_varint(w, PKT_TRUSTED_PID, (uint64_t)getpid());
+  return p;
+}
+
+static void service_packet_end(tg_session_t *s, tg_pbw_t *w, uint8_t *p) {
+  if (!p) return;
+  if (tg_pbw_error(w)) {
+    TG_WARN("session %llu: a service packet did not fit; dropped",
+            (unsigned long long)s->id);
+    return;
+  }
+  uint32_t n = (uint32_t)tg_pbw_written(w);
+  memcpy(p, &n, 4);
+  tg_buf_commit(&s->service_packets, 4 + n);
+}
+
+static void queue_message(tg_session_t *s, uint32_t field,
+                          const ProtobufCMessage *m) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, n + 64);
+  if (!p) return;
+  /* Packed straight into place: [tag][redundant len][message]. */
+  if (tg_pbw_begin_nested(&w, field) == 0 && (size_t)(w.end - w.cur) >= n) {
+    protobuf_c_message_pack(m, w.cur);
+    w.cur += n;
+    tg_pbw_end_nested(&w);
+  }
+  service_packet_end(s, &w, p);
+}
+
+void tg__readout_clock_snapshot(tg_session_t *s) {
+  static const struct {
+    clockid_t id;
+    uint32_t builtin;
+  } clocks[] = {
+      {CLOCK_BOOTTIME, BUILTIN_CLOCK_BOOTTIME},
+      {CLOCK_MONOTONIC, BUILTIN_CLOCK_MONOTONIC},
+      {CLOCK_MONOTONIC_COARSE, BUILTIN_CLOCK_MONOTONIC_COARSE},
+      {CLOCK_MONOTONIC_RAW, BUILTIN_CLOCK_MONOTONIC_RAW},
+      {CLOCK_REALTIME, BUILTIN_CLOCK_REALTIME},
+      {CLOCK_REALTIME_COARSE, BUILTIN_CLOCK_REALTIME_COARSE},
+  };
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, 256);
+  if (!p) return;
+  tg_pbw_begin_nested(&w, PKT_CLOCK_SNAPSHOT);
+  for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+    tg_pbw_begin_nested(&w, 1); /* clocks */
+    tg_pbw_append_varint(&w, 1, clocks[i].builtin);
+    tg_pbw_append_varint(&w, 2, now_ns(clocks[i].id));
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_append_varint(&w, 2, BUILTIN_CLOCK_BOOTTIME); /* primary_trace_clock */
+  tg_pbw_end_nested(&w);
+  service_packet_end(s, &w, p);
+}
+
+static void read_machine_id(char *out, size_t n) {
+  out[0] = 0;
+  FILE *f = fopen("/etc/machine-id", "r");
+  if (!f) f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (fgets(out, (int)n, f)) out[strcspn(out, "\r\n")] = 0;
+  fclose(f);
+}
+
+static void queue_system_info(tg_session_t *s) {
+  struct utsname u;
+  Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
+  Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
+  char host[256] = "", mid[64];
+  if (uname(&u) == 0) {
+    un.sysname = u.sysname;
+    un.version = u.version;
+    un.release = u.release;
+    un.machine = u.machine;
+    si.utsname = &un;
+  }
+  gethostname(host, sizeof(host) - 1);
+  read_machine_id(mid, sizeof(mid));
+  si.tracegate_hostname = host;
+  si.tracegate_machine_id = mid;
+  si.tracing_service_version = "tracegate 0.1.0";
+  si.has_page_size = 1;
+  si.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+  si.has_num_cpus = 1;
+  si.num_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_CONF);
+  si.has_hz = 1;
+  si.hz = sysconf(_SC_CLK_TCK);
+  queue_message(s, PKT_SYSTEM_INFO, &si.base);
+}
+
+static void queue_sync_marker(tg_session_t *s) {
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, 64);
+  if (!p) return;
+  tg_pbw_append_bytes(&w, PKT_SYNC_MARKER, sync_marker, sizeof(sync_marker));
+  service_packet_end(s, &w, p);
+  s->last_sync_marker_ns = now_ns(CLOCK_MONOTONIC);
+}
+
+void tg__readout_preamble(tg_session_t *s) {
+  if (s->preamble_done) return;
+  s->preamble_done = true;
+  queue_sync_marker(s);
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, s->config_len + 64);
+  if (p) {
+    tg_pbw_append_bytes(&w, PKT_TRACE_CONFIG, s->config_bytes, s->config_len);
+    service_packet_end(s, &w, p);
+  }
+  queue_system_info(s);
+  tg__readout_clock_snapshot(s);
+}
+
+void tg__readout_service_event(tg_session_t *s, int event_field) {
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, 64);
+  if (!p) return;
+  tg_pbw_begin_nested(&w, PKT_SERVICE_EVENT);
+  tg_pbw_append_bool(&w, (uint32_t)event_field, true);
+  tg_pbw_end_nested(&w);
+  service_packet_end(s, &w, p);
+}
+
+Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
+  Perfetto__Protos__TraceStats *st = calloc(1, sizeof(*st));
+  if (!st) return NULL;
+  perfetto__protos__trace_stats__init(st);
+  st->buffer_stats = calloc(s->n_buffers ? s->n_buffers : 1, sizeof(void *));
+  Perfetto__Protos__TraceStats__BufferStats *bs =
+      calloc(s->n_buffers ? s->n_buffers : 1, sizeof(*bs));
+  if (!st->buffer_stats || !bs) {
+    free(bs);
+    free(st->buffer_stats);
+    free(st);
+    return NULL;
+  }
+  for (size_t i = 0; i < s->n_buffers; i++) {
+    const tg_trace_buffer_stats_t *b = tg_trace_buffer_stats(s->buffers[i].tb);
+    perfetto__protos__trace_stats__buffer_stats__init(&bs[i]);
+#define SET(f)          \
+  bs[i].has_##f = 1;    \
+  bs[i].f = b->f;
+    SET(buffer_size) SET(bytes_written) SET(bytes_overwritten) SET(bytes_read)
+    SET(padding_bytes_written) SET(chunks_written) SET(chunks_rewritten)
+    SET(chunks_overwritten) SET(chunks_discarded) SET(chunks_read)
+    SET(chunks_committed_out_of_order) SET(write_wrap_count)
+    SET(patches_succeeded) SET(patches_failed) SET(abi_violations)
+    SET(trace_writer_packet_loss)
+#undef SET
+    st->buffer_stats[i] = &bs[i];
+  }
+  st->n_buffer_stats = s->n_buffers;
+  tg_service_t *svc = s->svc;
+  size_t nds = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->producers) {
+    nds += TG_CONTAINER_OF(it, tg_producer_t, node)->n_ds;
+  }
+#define SETG(f, v) \
+  st->has_##f = 1; \
+  st->f = (v);
+  SETG(producers_connected, (uint32_t)svc->n_producers)
+  SETG(producers_seen, svc->producers_seen)
+  SETG(data_sources_registered, (uint32_t)nds)
+  SETG(data_sources_seen, svc->data_sources_seen)
+  SETG(tracing_sessions, (uint32_t)svc->n_sessions)
+  SETG(total_buffers, (uint32_t)s->n_buffers)
+  SETG(chunks_discarded, svc->chunks_discarded)
+  SETG(patches_discarded, svc->patches_discarded)
+  SETG(invalid_packets, s->invalid_packets)
+  SETG(flushes_requested, s->flushes_requested)
+  SETG(flushes_succeeded, s->flushes_succeeded)
+  SETG(flushes_failed, s->flushes_failed)
+#undef SETG
+  return st;
+}
+
+void tg__readout_stats_free(Perfetto__Protos__TraceStats *st) {
+  if (!st) return;
+  /* One array holds every BufferStats; [0] points at its start. */
+  if (st->buffer_stats) free(st->buffer_stats[0]);
+  free(st->buffer_stats);
+  free(st);
+}
+
+void tg__readout_trace_stats(tg_session_t *s) {
+  if (s->stats_emitted) return;
+  s->stats_emitted = true;
+  Perfetto__Protos__TraceStats *st = tg__readout_stats_new(s);
+  if (!st) return;
+  queue_message(s, PKT_TRACE_STATS, &st->base);
+  tg__readout_stats_free(st);
+}
+
+/* --- producer packets -------------------------------------------------------- */
+
+/* A byte cursor over a packet's slices, for the top-level field scan. */
+typedef struct slice_cursor {
+  const tg_packet_t *pkt;
+  unsigned slice;
+  size_t off;
+  uint64_t pos; /* bytes consumed */
+} slice_cursor_t;
+
+static int cursor_byte(slice_cursor_t *c) {
+  while (c->slice < c->pkt->num_slices && c->off >= c->pkt->slice_len[c->slice]) {
+    c->slice++;
+    c->off = 0;
+  }
+  if (c->slice >= c->pkt->num_slices) return -1;
+  c->pos++;
+  return c->pkt->slice[c->slice][c->off++];
+}
+
+static bool cursor_varint(slice_cursor_t *c, uint64_t *v) {
+  *v = 0;
+  for (int i = 0; i < 10; i++) {
+    int b = cursor_byte(c);
+    if (b < 0) return false;
+    *v |= (uint64_t)(b & 0x7F) << (7 * i);
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+static bool cursor_skip(slice_cursor_t *c, uint64_t n) {
+  if (n > c->pkt->size - c->pos) return false;
+  c->pos += n;
+  while (n > 0) {
+    size_t avail = c->pkt->slice_len[c->slice] - c->off;
+    if (n < avail) {
+      c->off += n;
+      return true;
+    }
+    n -= avail;
+    c->slice++;
+    c->off = 0;
+  }
+  return true;
+}
+
+/* True if the packet's top level parses and holds no reserved field. */
+static bool packet_acceptable(const tg_packet_t *pkt) {
+  slice_cursor_t c = {pkt, 0, 0, 0};
+  while (c.pos < pkt->size) {
+    uint64_t tag, v;
+    if (!cursor_varint(&c, &tag)) return false;
+    uint32_t id = (uint32_t)(tag >> 3);
+    if (id == 0 || tag > 0xFFFFFFFFull || reserved_field(id)) return false;
+    bool ok;
+    switch (tag & 7) {
+      case 0: ok = cursor_varint(&c, &v); break;
+      case 1: ok = cursor_skip(&c, 8); break;
+      case 5: ok = cursor_skip(&c, 4); break;
+      case 2: ok = cursor_varint(&c, &v) && cursor_skip(&c, v); break;
+      default: ok = false; break;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+  if (s->preamble_done &&
+      now_ns(CLOCK_MONOTONIC) - s->last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
+    queue_sync_marker(s);
+    tg__readout_clock_snapshot(s);
+  }
+  /* 1. Service packets. */
+  while (tg_buf_size(&s->service_packets) >= 4) {
+    uint8_t *b = tg_buf_begin(&s->service_packets);
+    uint32_t n;
+    memcpy(&n, b, 4);
+    const uint8_t *piece = b + 4;
+    size_t len = n;
+    int stop = emit(ctx, &piece, &len, 1, n);
+    tg_buf_consume(&s->service_packets, 4 + n);
+    s->packets_read++;
+    s->bytes_read += n;
+    if (stop) return 1;
+  }
+  /* 2. Producer packets, round robin over the buffers. */
+  bool any = true;
+  while (any) {
+    any = false;
+    for (size_t i = 0; i < s->n_buffers; i++) {
+      tg_packet_t pkt;
+      if (tg_trace_buffer_read_packet(s->buffers[i].tb, &pkt) != 1) continue;
+      any = true;
+      if (!packet_acceptable(&pkt)) {
+        s->invalid_packets++;
+        continue;
+      }
+      uint8_t suffix[48];
+      uint8_t *q = suffix;
+      q = tg_pb_write_varint(q, TG_PB_TAG(PKT_TRUSTED_UID, 0));
+      q = tg_pb_write_varint(q, (uint64_t)pkt.producer.uid);
+      q = tg_pb_write_varint(q, TG_PB_TAG(PKT_TRUSTED_SEQ_ID, 0));
+      q = tg_pb_write_varint(
+          q, tg__session_sequence_id(s, pkt.producer.producer_id, pkt.writer_id));
+      q = tg_pb_write_varint(q, TG_PB_TAG(PKT_TRUSTED_PID, 0));
+      q = tg_pb_write_varint(q, (uint64_t)pkt.producer.pid);
+      if (pkt.previous_packet_dropped) {
+        q = tg_pb_write_varint(q, TG_PB_TAG(PKT_PREVIOUS_PACKET_DROPPED, 0));
+        q = tg_pb_write_varint(q, 1);
+      }
+      const uint8_t *pieces[TG_PACKET_MAX_SLICES + 1];
+      size_t lens[TG_PACKET_MAX_SLICES + 1];
+      for (unsigned k = 0; k < pkt.num_slices; k++) {
+        pieces[k] = pkt.slice[k];
+        lens[k] = pkt.slice_len[k];
+      }
+      pieces[pkt.num_slices] = suffix;
+      lens[pkt.num_slices] = (size_t)(q - suffix);
+      size_t total = pkt.size + (size_t)(q - suffix);
+      s->packets_read++;
+      s->bytes_read += total;
+      if (emit(ctx, pieces, lens, pkt.num_slices + 1, total)) return 1;
+    }
+  }
+  return 0;
+}
+
+/* --- write_into_file ------------------------------------------------------------ */
+
+typedef struct file_sink {
+  tg_session_t *s;
+  uint8_t buf[1 << 20];
+  size_t len;
+  int err;
+} file_sink_t;
+
+static int file_flush(file_sink_t *f) {
+  size_t off = 0;
+  while (off < f->len) {
+    ssize_t n = write(f->s->write_fd, f->buf + off, f->len - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return f->err = -errno;
+    }
+    off += (size_t)n;
+  }
+  f->s->file_bytes += f->len;
+  f->len = 0;
+  return 0;
+}
+
+static int file_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
+                     unsigned n, size_t total) {
+  file_sink_t *f = ctx;
+  tg_session_t *s = f->s;
+  size_t hdr = 1 + tg_pb_varint_size(total);
+  uint64_t max = s->config->has_max_file_size_bytes ? s->config->max_file_size_bytes : 0;
+  if (max && s->file_bytes + f->len + hdr + total > max) {
+    s->file_limit_hit = true;
+    return 1;
+  }
+  if (f->len + hdr + total > sizeof(f->buf) && file_flush(f) < 0) return 1;
+  /* Trace.packet = field 1: [0x0A][varint len][packet]. */
+  if (hdr + total > sizeof(f->buf)) { /* huge packet: write through */
+    uint8_t h[11];
+    h[0] = 0x0A;
+    size_t hl = (size_t)(tg_pb_write_varint(h + 1, total) - h);
+    memcpy(f->buf, h, hl);
+    f->len = hl;
+    if (file_flush(f) < 0) return 1;
+    for (unsigned i = 0; i < n; i++) {
+      memcpy(f->buf, pieces[i], lens[i]);
+      f->len = lens[i];
+      if (file_flush(f) < 0) return 1;
+    }
+    return 0;
+  }
+  f->buf[f->len++] = 0x0A;
+  f->len = (size_t)(tg_pb_write_varint(f->buf + f->len, total) - f->buf);
+  for (unsigned i = 0; i < n; i++) {
+    memcpy(f->buf + f->len, pieces[i], lens[i]);
+    f->len += lens[i];
+  }
+  return 0;
+}
+
+void tg__readout_write_file(tg_session_t *s) {
+  if (s->write_fd < 0 || s->file_limit_hit) return;
+  file_sink_t *f = malloc(sizeof(*f));
+  if (!f) return;
+  f->s = s;
+  f->len = 0;
+  f->err = 0;
+  while (tg__readout_drain(s, file_emit, f) == 1 && !s->file_limit_hit && !f->err) {
+  }
+  if (!f->err) file_flush(f);
+  if (f->err)
+    TG_ERROR("session %llu: writing the trace file failed: %s",
+             (unsigned long long)s->id, strerror(-f->err));
+  bool stop = s->file_limit_hit || f->err;
+  free(f);
+  if (stop && s->state == TG_SESSION_STARTED) {
+    TG_INFO("session %llu: %s; stopping", (unsigned long long)s->id,
+            s->file_limit_hit ? "max_file_size_bytes reached" : "file error");
+    tg__session_disable(s);
+  }
+}

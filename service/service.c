@@ -1,0 +1,77 @@
+/* tracegated's lifetime: both sockets up, everything torn down in order. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service/service.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+const char *tg_service_default_socket(bool producer) {
+  const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
+                                    : "PERFETTO_CONSUMER_SOCK_NAME");
+  if (env && env[0]) return env;
+  if (access("/run/perfetto/", W_OK | X_OK) == 0)
+    return producer ? "/run/perfetto/traced-producer.sock"
+                    : "/run/perfetto/traced-consumer.sock";
+  return producer ? "/tmp/perfetto-producer" : "/tmp/perfetto-consumer";
+}
+
+int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
+                     const tg_service_options_t *opt) {
+  memset(svc, 0, sizeof(*svc));
+  svc->loop = loop;
+  svc->opt = *opt;
+  if (!svc->opt.max_producers) svc->opt.max_producers = 1024;
+  if (!svc->opt.max_consumers) svc->opt.max_consumers = 64;
+  tg_list_init(&svc->producers);
+  tg_list_init(&svc->sessions);
+  tg_list_init(&svc->consumers);
+  tg__producer_port_bind(svc, &svc->producer_def);
+  tg__consumer_port_bind(svc, &svc->consumer_def);
+  int rv = tg_ipc_host_listen(loop, opt->producer_socket, opt->producer_mode,
+                              &svc->producer_def, 1, svc->opt.max_producers,
+                              &svc->producer_host);
+  if (rv < 0) {
+    TG_ERROR("cannot listen on producer socket %s: %s", opt->producer_socket,
+             rv == -EADDRINUSE ? "another service is running there"
+                               : tg_strerror(rv));
+    return rv;
+  }
+  rv = tg_ipc_host_listen(loop, opt->consumer_socket, opt->consumer_mode,
+                          &svc->consumer_def, 1, svc->opt.max_consumers,
+                          &svc->consumer_host);
+  if (rv < 0) {
+    TG_ERROR("cannot listen on consumer socket %s: %s", opt->consumer_socket,
+             rv == -EADDRINUSE ? "another service is running there"
+                               : tg_strerror(rv));
+    tg_ipc_host_close(svc->producer_host, NULL, NULL);
+    svc->producer_host = NULL;
+    return rv;
+  }
+  svc->hosts_open = 2;
+  TG_INFO("listening: producers on %s, consumers on %s", opt->producer_socket,
+          opt->consumer_socket);
+  return 0;
+}
+
+static void on_host_closed(void *arg) {
+  tg_service_t *svc = arg;
+  if (--svc->hosts_open == 0 && svc->stopped) svc->stopped(svc->stopped_arg);
+}
+
+void tg_service_stop(tg_service_t *svc, void (*done)(void *), void *arg) {
+  if (svc->stopping) return;
+  svc->stopping = true;
+  svc->stopped = done;
+  svc->stopped_arg = arg;
+  /* Sessions first: their files get everything written so far. */
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    tg__session_free(s);
+  }
+  tg_ipc_host_close(svc->consumer_host, on_host_closed, svc);
+  tg_ipc_host_close(svc->producer_host, on_host_closed, svc);
+}

@@ -1,0 +1,609 @@
+/* tracegated in a child process, and the raw producer/consumer steps. */
+#include "test_service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/pb_wire.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "ipc/producer_port.pb-c.h"
+#include "trace/test_event.pb-c.h"
+
+#ifndef TRACEGATED_PATH
+#error "TRACEGATED_PATH must name the tracegated binary"
+#endif
+
+int test_service_prepare(test_service_t *ts) {
+  memset(ts, 0, sizeof(*ts));
+  ts->exit_status = -1;
+  snprintf(ts->dir, sizeof(ts->dir), "/tmp/tg-test-XXXXXX");
+  if (!mkdtemp(ts->dir)) return -1;
+  snprintf(ts->producer_sock, sizeof(ts->producer_sock), "%s/producer", ts->dir);
+  snprintf(ts->consumer_sock, sizeof(ts->consumer_sock), "%s/consumer", ts->dir);
+  return 0;
+}
+
+/* Forks tracegated on |ts|'s paths; |ready_fd| and |err_fd| (or -1) are
+ * the child's ready pipe and stderr. */
+static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
+  char fdarg[16];
+  snprintf(fdarg, sizeof(fdarg), "%d", ready_fd);
+  const char *lvl = getenv("TG_TEST_LOG_LEVEL");
+  execl(TRACEGATED_PATH, "tracegated", "--producer-socket", ts->producer_sock,
+        "--consumer-socket", ts->consumer_sock, "--ready-fd", fdarg,
+        "--log-level", lvl ? lvl : "warn", (char *)NULL);
+  _exit(127);
+}
+
+int test_service_launch(test_service_t *ts) {
+  int pfd[2];
+  if (pipe(pfd) < 0) return -1;
+  pid_t pid = spawn(ts, pfd[1], -1);
+  close(pfd[1]);
+  if (pid < 0) {
+    close(pfd[0]);
+    return -1;
+  }
+  ts->pid = pid;
+  /* Wait for "ready" (or EOF if it died), bounded. */
+  struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+  char buf[8] = "";
+  int ok = poll(&p, 1, 10000) == 1 && read(pfd[0], buf, sizeof(buf)) > 0 &&
+           !strncmp(buf, "ready", 5);
+  close(pfd[0]);
+  if (!ok) {
+    test_service_stop(ts);
+    return -1;
+  }
+  return 0;
+}
+
+int test_service_start(test_service_t *ts) {
+  if (test_service_prepare(ts) < 0) return -1;
+  return test_service_launch(ts);
+}
+
+/* Waits for |pid| to exit, up to |timeout_ms| (a pidfd: the exit is an
+ * event, no polling loop); SIGKILLs it after that. Returns the wait status,
+ * or -1 if it had to be killed. */
+static int reap(pid_t pid, int timeout_ms) {
+  int status = -1;
+  int pidfd = pidfd_open(pid, 0);
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  bool killed = false;
+  if (pidfd < 0 || poll(&p, 1, timeout_ms) != 1) {
+    kill(pid, SIGKILL);
+    killed = true;
+  }
+  if (pidfd >= 0) close(pidfd);
+  waitpid(pid, &status, 0);
+  return killed ? -1 : status;
+}
+
+int test_service_terminate(test_service_t *ts) {
+  if (ts->pid <= 0) return -1;
+  kill(ts->pid, SIGTERM);
+  int status = reap(ts->pid, 10000);
+  ts->pid = 0;
+  ts->exit_status = status;
+  return status;
+}
+
+int test_service_setup(void **state) {
+  test_service_t *ts = calloc(1, sizeof(*ts));
+  if (!ts || test_service_start(ts) < 0) {
+    free(ts);
+    return -1;
+  }
+  *state = ts;
+  return 0;
+}
+
+int test_service_teardown(void **state) {
+  test_service_t *ts = *state;
+  if (ts->pid > 0) test_service_terminate(ts);
+  int status = ts->exit_status;
+  test_service_stop(ts);
+  free(ts);
+  return status == 0 ? 0 : -1;
+}
+
+int test_service_stop(test_service_t *ts) {
+  int status = ts->pid > 0 ? test_service_terminate(ts) : ts->exit_status;
+  unlink(ts->producer_sock);
+  unlink(ts->consumer_sock);
+  rmdir(ts->dir);
+  return status;
+}
+
+int test_service_run_again(const test_service_t *ts, char *err, size_t errlen) {
+  int efd[2], rfd[2];
+  if (pipe(efd) < 0) return -1;
+  if (pipe(rfd) < 0) {
+    close(efd[0]);
+    close(efd[1]);
+    return -1;
+  }
+  pid_t pid = spawn(ts, rfd[1], efd[1]);
+  close(efd[1]);
+  close(rfd[1]);
+  close(rfd[0]); /* a second service must not get as far as "ready" */
+  int status = pid < 0 ? -1 : reap(pid, 10000);
+  /* The child is gone: its stderr pipe holds all it wrote, then EOF. */
+  size_t got = 0;
+  ssize_t r;
+  while (errlen > 1 && got < errlen - 1 &&
+         (r = read(efd[0], err + got, errlen - 1 - got)) > 0)
+    got += (size_t)r;
+  if (errlen) err[got] = 0;
+  close(efd[0]);
+  return status;
+}
+
+/* --- producer --------------------------------------------------------------------- */
+
+int raw_producer_connect(raw_producer_t *p, const test_service_t *ts,
+                         const char *name, const char *ds_name, uint32_t page_kb,
+                         uint32_t smb_kb, bool will_notify_on_stop) {
+  memset(p, 0, sizeof(*p));
+  if (raw_connect(&p->conn, ts->producer_sock) < 0) return -1;
+  if (raw_bind(&p->conn, "ProducerPort") < 0) return -1;
+  Perfetto__Protos__InitializeConnectionRequest init =
+      PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+  init.producer_name = (char *)name;
+  if (page_kb) {
+    init.has_shared_memory_page_size_hint_bytes = 1;
+    init.shared_memory_page_size_hint_bytes = page_kb * 1024;
+  }
+  if (smb_kb) {
+    init.has_shared_memory_size_hint_bytes = 1;
+    init.shared_memory_size_hint_bytes = smb_kb * 1024;
+  }
+  if (raw_call(&p->conn, "InitializeConnection", &init.base, -1, NULL, NULL, 5000) != 1)
+    return -1;
+  Perfetto__Protos__GetAsyncCommandRequest gac =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
+  p->async_req = raw_invoke(&p->conn, "GetAsyncCommand", &gac.base, -1, false);
+  if (p->async_req <= 0) return -1;
+  if (!ds_name) return 0;
+  Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+  d.name = (char *)ds_name;
+  d.has_will_notify_on_stop = 1;
+  d.will_notify_on_stop = will_notify_on_stop;
+  Perfetto__Protos__RegisterDataSourceRequest r =
+      PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+  r.data_source_descriptor = &d;
+  return raw_call(&p->conn, "RegisterDataSource", &r.base, -1, NULL, NULL, 5000) == 1
+             ? 0 : -1;
+}
+
+int raw_producer_poll(raw_producer_t *p, int timeout_ms) {
+  raw_frame_t f;
+  int rv = raw_wait(&p->conn, (uint64_t)p->async_req, timeout_ms, &f);
+  if (rv != 1) return rv;
+  rv = -1;
+  if (f.frame->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY) {
+    ProtobufCBinaryData *b = &f.frame->msg_invoke_method_reply->reply_proto;
+    Perfetto__Protos__GetAsyncCommandResponse *cmd =
+        perfetto__protos__get_async_command_response__unpack(NULL, b->len, b->data);
+    if (cmd) {
+      rv = 1;
+      switch (cmd->cmd_case) {
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING: {
+          int fd = raw_take_fd(&p->conn);
+          if (fd < 0) {
+            rv = -1;
+            break;
+          }
+          off_t sz = lseek(fd, 0, SEEK_END);
+          p->smb_map = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+          close(fd);
+          if (p->smb_map == MAP_FAILED) {
+            p->smb_map = NULL;
+            rv = -1;
+            break;
+          }
+          p->smb_size = (size_t)sz;
+          tg_smb_init(&p->smb, p->smb_map, p->smb_size,
+                      cmd->setup_tracing->shared_buffer_page_size_kb * 1024);
+          break;
+        }
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE:
+          p->instance_id = cmd->setup_data_source->new_instance_id;
+          p->target_buffer = cmd->setup_data_source->config->target_buffer;
+          break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE:
+          p->instance_id = cmd->start_data_source->new_instance_id;
+          p->target_buffer = cmd->start_data_source->config->target_buffer;
+          p->started = true;
+          break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE:
+          p->stopped = true;
+          break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
+          p->last_flush_id = cmd->flush->request_id;
+          break;
+        default:
+          break;
+      }
+      perfetto__protos__get_async_command_response__free_unpacked(cmd, NULL);
+    }
+  }
+  tg_ipc_frame_free(f.frame);
+  if (f.fd >= 0) close(f.fd);
+  return rv;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int raw_producer_wait_started(raw_producer_t *p, int timeout_ms) {
+  int64_t deadline = mono_ms() + timeout_ms;
+  while (!p->started) {
+    int64_t left = deadline - mono_ms();
+    if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return -1;
+  }
+  return p->smb_map ? 0 : -1;
+}
+
+int raw_producer_write_chunk_ex(raw_producer_t *p, uint32_t page, unsigned chunk,
+                                unsigned layout, uint16_t writer, uint32_t chunk_id,
+                                unsigned flags, const uint8_t *const *frags,
+                                const size_t *lens, unsigned n, bool complete) {
+  if (tg_smb_page_bitmap(&p->smb, page) == 0)
+    tg_smb_try_partition_page(&p->smb, page, layout);
+  tg_smb_chunk_t c;
+  if (tg_smb_try_acquire_chunk_for_writing(&p->smb, page, chunk, chunk_id, writer, &c) < 0)
+    return -1;
+  size_t off = TG_SMB_CHUNK_HEADER_SIZE;
+  for (unsigned i = 0; i < n; i++) {
+    if (off + 4 + lens[i] > c.size) return -1;
+    tg_pb_write_redundant_varint(c.begin + off, (uint32_t)lens[i]);
+    memcpy(c.begin + off + 4, frags[i], lens[i]);
+    off += 4 + lens[i];
+  }
+  tg_smb_chunk_set_packets(&c, n, flags);
+  if (!complete) return 0;
+  return tg_smb_release_chunk_as_complete(&p->smb, &c) < 0 ? -1 : 0;
+}
+
+int raw_producer_write_chunk(raw_producer_t *p, uint32_t page, unsigned chunk,
+                             unsigned layout, uint16_t writer, uint32_t chunk_id,
+                             unsigned flags, const uint8_t *const *frags,
+                             const size_t *lens, unsigned n) {
+  return raw_producer_write_chunk_ex(p, page, chunk, layout, writer, chunk_id,
+                                     flags, frags, lens, n, true);
+}
+
+int raw_producer_write_chunk_raw(raw_producer_t *p, uint32_t page, unsigned chunk,
+                                 unsigned layout, uint16_t writer,
+                                 uint32_t chunk_id, unsigned count, unsigned flags,
+                                 const uint8_t *payload, size_t len) {
+  if (tg_smb_page_bitmap(&p->smb, page) == 0)
+    tg_smb_try_partition_page(&p->smb, page, layout);
+  tg_smb_chunk_t c;
+  if (tg_smb_try_acquire_chunk_for_writing(&p->smb, page, chunk, chunk_id, writer, &c) < 0)
+    return -1;
+  if (TG_SMB_CHUNK_HEADER_SIZE + len > c.size) return -1;
+  memcpy(c.begin + TG_SMB_CHUNK_HEADER_SIZE, payload, len);
+  tg_smb_chunk_set_packets(&c, count, flags);
+  return tg_smb_release_chunk_as_complete(&p->smb, &c) < 0 ? -1 : 0;
+}
+
+int raw_producer_write_packets(raw_producer_t *p, uint32_t page, unsigned chunk,
+                               uint16_t writer, uint32_t chunk_id,
+                               const char *str, uint32_t first_value, unsigned n) {
+  enum { MAX = 32 };
+  uint8_t pk[MAX][256];
+  const uint8_t *frags[MAX];
+  size_t lens[MAX];
+  if (n > MAX) return -1;
+  for (unsigned i = 0; i < n; i++) {
+    lens[i] = make_test_packet(pk[i], sizeof(pk[i]), str, first_value + i);
+    if (!lens[i]) return -1;
+    frags[i] = pk[i];
+  }
+  return raw_producer_write_chunk(p, page, chunk, TG_PAGE_DIV_4, writer, chunk_id,
+                                  0, frags, lens, n);
+}
+
+int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
+                        const uint32_t *chunks, size_t n, uint64_t flush_id) {
+  raw_move_t mv[64];
+  if (n > 64) return -1;
+  for (size_t i = 0; i < n; i++)
+    mv[i] = (raw_move_t){pages[i], chunks[i], p->target_buffer};
+  return raw_producer_commit_ex(p, mv, n, NULL, 0, flush_id, false);
+}
+
+int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
+                           size_t n_moves, const raw_patch_t *patches,
+                           size_t n_patches, uint64_t flush_id, bool drop_reply) {
+  enum { MAX = 64 };
+  Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+  Perfetto__Protos__CommitDataRequest__ChunksToMove mv[MAX], *pmv[MAX];
+  Perfetto__Protos__CommitDataRequest__ChunkToPatch cp[MAX], *pcp[MAX];
+  Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch pt[MAX], *ppt[MAX];
+  if (n_moves > MAX || n_patches > MAX) return -1;
+  for (size_t i = 0; i < n_moves; i++) {
+    perfetto__protos__commit_data_request__chunks_to_move__init(&mv[i]);
+    mv[i].has_page = mv[i].has_chunk = mv[i].has_target_buffer = 1;
+    mv[i].page = moves[i].page;
+    mv[i].chunk = moves[i].chunk;
+    mv[i].target_buffer = moves[i].target_buffer;
+    pmv[i] = &mv[i];
+  }
+  for (size_t i = 0; i < n_patches; i++) {
+    perfetto__protos__commit_data_request__chunk_to_patch__init(&cp[i]);
+    perfetto__protos__commit_data_request__chunk_to_patch__patch__init(&pt[i]);
+    pt[i].has_offset = pt[i].has_data = 1;
+    pt[i].offset = patches[i].offset;
+    pt[i].data.data = (uint8_t *)patches[i].data;
+    pt[i].data.len = 4;
+    ppt[i] = &pt[i];
+    cp[i].has_target_buffer = cp[i].has_writer_id = cp[i].has_chunk_id = 1;
+    cp[i].target_buffer = patches[i].target_buffer;
+    cp[i].writer_id = patches[i].writer_id;
+    cp[i].chunk_id = patches[i].chunk_id;
+    cp[i].n_patches = 1;
+    cp[i].patches = &ppt[i];
+    cp[i].has_has_more_patches = 1;
+    cp[i].has_more_patches = patches[i].has_more;
+    pcp[i] = &cp[i];
+  }
+  req.n_chunks_to_move = n_moves;
+  req.chunks_to_move = pmv;
+  req.n_chunks_to_patch = n_patches;
+  req.chunks_to_patch = pcp;
+  if (flush_id) {
+    req.has_flush_request_id = 1;
+    req.flush_request_id = flush_id;
+  }
+  if (drop_reply)
+    return raw_invoke(&p->conn, "CommitData", &req.base, -1, true) > 0 ? 0 : -1;
+  return raw_call(&p->conn, "CommitData", &req.base, -1, NULL, NULL, 5000) == 1 ? 0 : -1;
+}
+
+int raw_producer_register_writer(raw_producer_t *p, uint16_t writer) {
+  Perfetto__Protos__RegisterTraceWriterRequest req =
+      PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+  req.has_trace_writer_id = req.has_target_buffer = 1;
+  req.trace_writer_id = writer;
+  req.target_buffer = p->target_buffer;
+  return raw_call(&p->conn, "RegisterTraceWriter", &req.base, -1, NULL, NULL, 5000) == 1
+             ? 0 : -1;
+}
+
+uint64_t raw_producer_wait_flush(raw_producer_t *p, uint64_t after_id,
+                                 int timeout_ms) {
+  int64_t deadline = mono_ms() + timeout_ms;
+  while (p->last_flush_id <= after_id) {
+    int64_t left = deadline - mono_ms();
+    if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return 0;
+  }
+  return p->last_flush_id;
+}
+
+int raw_producer_wait_stopped(raw_producer_t *p, int timeout_ms) {
+  int64_t deadline = mono_ms() + timeout_ms;
+  while (!p->stopped) {
+    int64_t left = deadline - mono_ms();
+    if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return -1;
+  }
+  return 0;
+}
+
+void raw_producer_close(raw_producer_t *p) {
+  if (p->smb_map) munmap(p->smb_map, p->smb_size);
+  p->smb_map = NULL;
+  raw_close(&p->conn);
+}
+
+size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v) {
+  Perfetto__Protos__TestEvent ev = PERFETTO__PROTOS__TEST_EVENT__INIT;
+  ev.str = (char *)s;
+  ev.has_seq_value = 1;
+  ev.seq_value = v;
+  Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+  pk.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING;
+  pk.for_testing = &ev;
+  size_t n = perfetto__protos__trace_packet__get_packed_size(&pk);
+  if (n > cap) return 0;
+  return perfetto__protos__trace_packet__pack(&pk, out);
+}
+
+size_t test_packets(Perfetto__Protos__TracePacket **pk, size_t n,
+                    Perfetto__Protos__TracePacket **out, size_t max) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING) continue;
+    if (k < max) out[k] = pk[i];
+    k++;
+  }
+  return k < max ? k : max;
+}
+
+const Perfetto__Protos__TraceStats *find_trace_stats(
+    Perfetto__Protos__TracePacket **pk, size_t n) {
+  const Perfetto__Protos__TraceStats *st = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS)
+      st = pk[i]->trace_stats;
+  return st;
+}
+
+/* --- consumer --------------------------------------------------------------------- */
+
+int raw_consumer_connect(raw_consumer_t *c, const test_service_t *ts) {
+  memset(c, 0, sizeof(*c));
+  if (raw_connect(&c->conn, ts->consumer_sock) < 0) return -1;
+  return raw_bind(&c->conn, "ConsumerPort");
+}
+
+int raw_consumer_enable(raw_consumer_t *c, const Perfetto__Protos__TraceConfig *cfg,
+                        int fd) {
+  Perfetto__Protos__EnableTracingRequest req =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  req.trace_config = (Perfetto__Protos__TraceConfig *)cfg;
+  c->enable_req = raw_invoke(&c->conn, "EnableTracing", &req.base, fd, false);
+  return c->enable_req > 0 ? 0 : -1;
+}
+
+int raw_consumer_wait_disabled(raw_consumer_t *c, int timeout_ms, char *err,
+                               size_t errlen) {
+  raw_frame_t f;
+  if (raw_wait(&c->conn, (uint64_t)c->enable_req, timeout_ms, &f) != 1) return -1;
+  int rv = -1;
+  if (f.frame->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY) {
+    ProtobufCBinaryData *b = &f.frame->msg_invoke_method_reply->reply_proto;
+    Perfetto__Protos__EnableTracingResponse *r =
+        perfetto__protos__enable_tracing_response__unpack(NULL, b->len, b->data);
+    if (r) {
+      rv = r->error && r->error[0] ? 0 : 1;
+      if (err && errlen) snprintf(err, errlen, "%s", r->error ? r->error : "");
+      perfetto__protos__enable_tracing_response__free_unpacked(r, NULL);
+    }
+  }
+  tg_ipc_frame_free(f.frame);
+  if (f.fd >= 0) close(f.fd);
+  return rv;
+}
+
+Perfetto__Protos__TracePacket **raw_consumer_read(raw_consumer_t *c, size_t *n) {
+  Perfetto__Protos__ReadBuffersRequest req = PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+  int64_t rid = raw_invoke(&c->conn, "ReadBuffers", &req.base, -1, false);
+  if (rid <= 0) return NULL;
+  size_t cap = 64, count = 0;
+  Perfetto__Protos__TracePacket **out = calloc(cap, sizeof(*out));
+  tg_buf_t cur;
+  tg_buf_init(&cur, 0);
+  bool more = true, ok = true;
+  while (more && ok) {
+    raw_frame_t f;
+    if (raw_wait(&c->conn, (uint64_t)rid, 10000, &f) != 1) {
+      ok = false;
+      break;
+    }
+    Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+        f.frame->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY
+            ? f.frame->msg_invoke_method_reply : NULL;
+    if (!r || !r->success) {
+      ok = false;
+    } else {
+      more = r->has_more;
+      Perfetto__Protos__ReadBuffersResponse *rb =
+          perfetto__protos__read_buffers_response__unpack(NULL, r->reply_proto.len,
+                                                          r->reply_proto.data);
+      for (size_t i = 0; rb && i < rb->n_slices; i++) {
+        tg_buf_append(&cur, rb->slices[i]->data.data, rb->slices[i]->data.len);
+        if (!rb->slices[i]->last_slice_for_packet) continue;
+        if (count == cap) out = realloc(out, (cap *= 2) * sizeof(*out));
+        out[count] = perfetto__protos__trace_packet__unpack(NULL, tg_buf_size(&cur),
+                                                            tg_buf_begin(&cur));
+        if (!out[count]) ok = false;
+        else count++;
+        tg_buf_reset(&cur);
+      }
+      if (rb) perfetto__protos__read_buffers_response__free_unpacked(rb, NULL);
+      else ok = false;
+    }
+    tg_ipc_frame_free(f.frame);
+    if (f.fd >= 0) close(f.fd);
+  }
+  tg_buf_free(&cur);
+  if (!ok) {
+    free_packets(out, count);
+    return NULL;
+  }
+  *n = count;
+  return out;
+}
+
+void free_packets(Perfetto__Protos__TracePacket **pk, size_t n) {
+  for (size_t i = 0; pk && i < n; i++)
+    perfetto__protos__trace_packet__free_unpacked(pk[i], NULL);
+  free(pk);
+}
+
+int raw_consumer_disable(raw_consumer_t *c, int timeout_ms) {
+  Perfetto__Protos__DisableTracingRequest req =
+      PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+  if (raw_call(&c->conn, "DisableTracing", &req.base, -1, NULL, NULL, timeout_ms) != 1)
+    return -1;
+  return raw_consumer_wait_disabled(c, timeout_ms, NULL, 0) == 1 ? 0 : -1;
+}
+
+Perfetto__Protos__GetTraceStatsResponse *raw_consumer_stats(raw_consumer_t *c) {
+  Perfetto__Protos__GetTraceStatsRequest req =
+      PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
+  ProtobufCMessage *r = NULL;
+  if (raw_call(&c->conn, "GetTraceStats", &req.base, -1,
+               &perfetto__protos__get_trace_stats_response__descriptor, &r,
+               5000) != 1) {
+    if (r) protobuf_c_message_free_unpacked(r, NULL);
+    return NULL;
+  }
+  return (Perfetto__Protos__GetTraceStatsResponse *)r;
+}
+
+Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(raw_consumer_t *c,
+                                                                int timeout_ms) {
+  Perfetto__Protos__QueryServiceStateRequest req =
+      PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+  ProtobufCMessage *r = NULL;
+  if (raw_call(&c->conn, "QueryServiceState", &req.base, -1,
+               &perfetto__protos__query_service_state_response__descriptor, &r,
+               timeout_ms) != 1) {
+    if (r) protobuf_c_message_free_unpacked(r, NULL);
+    return NULL;
+  }
+  return (Perfetto__Protos__QueryServiceStateResponse *)r;
+}
+
+void raw_consumer_close(raw_consumer_t *c) { raw_close(&c->conn); }
+
+void simple_config(Perfetto__Protos__TraceConfig *cfg,
+                   Perfetto__Protos__TraceConfig__BufferConfig *buf,
+                   Perfetto__Protos__TraceConfig__BufferConfig **bufp,
+                   Perfetto__Protos__TraceConfig__DataSource *ds,
+                   Perfetto__Protos__TraceConfig__DataSource **dsp,
+                   Perfetto__Protos__DataSourceConfig *dsc, uint32_t kb,
+                   int policy, const char *ds_name) {
+  perfetto__protos__trace_config__init(cfg);
+  perfetto__protos__trace_config__buffer_config__init(buf);
+  perfetto__protos__trace_config__data_source__init(ds);
+  perfetto__protos__data_source_config__init(dsc);
+  buf->has_size_kb = 1;
+  buf->size_kb = kb;
+  buf->has_fill_policy = 1;
+  buf->fill_policy = policy;
+  *bufp = buf;
+  dsc->name = (char *)ds_name;
+  ds->config = dsc;
+  *dsp = ds;
+  cfg->n_buffers = 1;
+  cfg->buffers = bufp;
+  cfg->n_data_sources = 1;
+  cfg->data_sources = dsp;
+}
+
+void simple_cfg_init(simple_cfg_t *sc, uint32_t kb, int policy, const char *ds_name) {
+  simple_config(&sc->cfg, &sc->buf, &sc->bufp, &sc->ds, &sc->dsp, &sc->dsc, kb,
+                policy, ds_name);
+}

@@ -1,0 +1,186 @@
+/* Runs a real tracegated on temporary sockets for integration tests, and
+ * the raw producer/consumer steps most tests share. */
+#ifndef TRACEGATE_TESTS_TEST_SERVICE_H
+#define TRACEGATE_TESTS_TEST_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "abi/smb.h"
+#include "config/trace_config.pb-c.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "raw_ipc.h"
+#include "trace/trace_packet.pb-c.h"
+
+typedef struct test_service {
+  pid_t pid;
+  char dir[64];
+  char producer_sock[128];
+  char consumer_sock[128];
+  int exit_status; /* wait status, once terminated */
+} test_service_t;
+
+/* Starts tracegated (path from the TRACEGATED_PATH build definition) and
+ * waits for its ready signal. Returns 0 or -1. */
+int test_service_start(test_service_t *ts);
+/* The two halves of test_service_start: make the directory and socket
+ * paths, then run tracegated on them. */
+int test_service_prepare(test_service_t *ts);
+int test_service_launch(test_service_t *ts);
+/* A cmocka fixture: *state = a started test_service_t; the teardown fails
+ * unless the service exited with status 0 on SIGTERM (also when the test
+ * terminated it itself). */
+int test_service_setup(void **state);
+int test_service_teardown(void **state);
+/* SIGTERM, wait (bounded), remove the directory. Returns the exit status. */
+int test_service_stop(test_service_t *ts);
+/* SIGTERM and wait for the exit (bounded), keeping the directory; returns
+ * the wait status. test_service_stop() then only cleans up. */
+int test_service_terminate(test_service_t *ts);
+/* Runs another tracegated on |ts|'s socket paths and waits (bounded) for
+ * it to exit on its own. Returns the wait status (or -1 if it had to be
+ * killed); its stderr goes to |err|. */
+int test_service_run_again(const test_service_t *ts, char *err, size_t errlen);
+
+/* A producer that writes its SMB by hand. */
+typedef struct raw_producer {
+  raw_conn_t conn;
+  int64_t async_req;
+  uint8_t *smb_map;
+  size_t smb_size;
+  tg_smb_t smb;
+  uint64_t instance_id;
+  uint32_t target_buffer;
+  bool started;
+  bool stopped;
+  uint64_t last_flush_id;
+} raw_producer_t;
+
+/* Connects, initializes (|page_kb|, |smb_kb| hints; 0 for defaults), opens
+ * the command stream and registers |ds_name|. Returns 0 or -1. */
+int raw_producer_connect(raw_producer_t *p, const test_service_t *ts,
+                         const char *name, const char *ds_name,
+                         uint32_t page_kb, uint32_t smb_kb,
+                         bool will_notify_on_stop);
+/* Processes commands until the data source has started (or stopped, or a
+ * flush arrived: see the fields). Returns 1 if something arrived, 0 on
+ * timeout, -1 on error. Flush requests are NOT acked automatically. */
+int raw_producer_poll(raw_producer_t *p, int timeout_ms);
+int raw_producer_wait_started(raw_producer_t *p, int timeout_ms);
+/* Writes one chunk with the given fragments into (page, chunk) and marks it
+ * Complete. Fragments: |frags[i]| of |lens[i]| bytes. The page is
+ * partitioned with |layout| if it is free. Returns 0 or -1. */
+int raw_producer_write_chunk(raw_producer_t *p, uint32_t page, unsigned chunk,
+                             unsigned layout, uint16_t writer, uint32_t chunk_id,
+                             unsigned flags, const uint8_t *const *frags,
+                             const size_t *lens, unsigned n);
+/* Like raw_producer_write_chunk; with |complete| false the chunk is left
+ * BeingWritten (as by a writer that has not finished it). */
+int raw_producer_write_chunk_ex(raw_producer_t *p, uint32_t page, unsigned chunk,
+                                unsigned layout, uint16_t writer,
+                                uint32_t chunk_id, unsigned flags,
+                                const uint8_t *const *frags, const size_t *lens,
+                                unsigned n, bool complete);
+/* Writes |payload| verbatim after a header claiming |count| packets and
+ * |flags| (garbage tests), and marks the chunk Complete. */
+int raw_producer_write_chunk_raw(raw_producer_t *p, uint32_t page, unsigned chunk,
+                                 unsigned layout, uint16_t writer,
+                                 uint32_t chunk_id, unsigned count, unsigned flags,
+                                 const uint8_t *payload, size_t len);
+/* One chunk of |n| test packets ("str", first_value, first_value + 1...). */
+int raw_producer_write_packets(raw_producer_t *p, uint32_t page, unsigned chunk,
+                               uint16_t writer, uint32_t chunk_id,
+                               const char *str, uint32_t first_value, unsigned n);
+/* CommitData moving |n| (page, chunk) pairs; optional flush ack id. */
+int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
+                        const uint32_t *chunks, size_t n, uint64_t flush_id);
+/* A patch of one chunk: one 4-byte patch at |offset| of its payload. */
+typedef struct raw_patch {
+  uint32_t target_buffer;
+  uint32_t writer_id;
+  uint32_t chunk_id;
+  uint32_t offset;
+  uint8_t data[4];
+  bool has_more;
+} raw_patch_t;
+typedef struct raw_move {
+  uint32_t page;
+  uint32_t chunk;
+  uint32_t target_buffer;
+} raw_move_t;
+/* The general CommitData. With |drop_reply| nothing is awaited (returns 0
+ * once sent). Returns 0 or -1. */
+int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
+                           size_t n_moves, const raw_patch_t *patches,
+                           size_t n_patches, uint64_t flush_id, bool drop_reply);
+/* RegisterTraceWriter |writer| -> the producer's target buffer (what makes
+ * its BeingWritten chunks scrapable). Returns 0 or -1. */
+int raw_producer_register_writer(raw_producer_t *p, uint16_t writer);
+/* Polls commands until a Flush newer than |after_id| arrives; returns its
+ * id, or 0 on timeout/error. */
+uint64_t raw_producer_wait_flush(raw_producer_t *p, uint64_t after_id,
+                                 int timeout_ms);
+/* Polls commands until StopDataSource arrives. Returns 0 or -1. */
+int raw_producer_wait_stopped(raw_producer_t *p, int timeout_ms);
+void raw_producer_close(raw_producer_t *p);
+
+/* Serialises a TracePacket with for_testing {str = s, seq_value = v}. */
+size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v);
+/* The producer packets (for_testing) among |pk|, in order; at most |max|. */
+size_t test_packets(Perfetto__Protos__TracePacket **pk, size_t n,
+                    Perfetto__Protos__TracePacket **out, size_t max);
+/* The last trace_stats packet among |pk|, or NULL. */
+const Perfetto__Protos__TraceStats *find_trace_stats(
+    Perfetto__Protos__TracePacket **pk, size_t n);
+
+/* A consumer that records one session. */
+typedef struct raw_consumer {
+  raw_conn_t conn;
+  int64_t enable_req;
+} raw_consumer_t;
+
+int raw_consumer_connect(raw_consumer_t *c, const test_service_t *ts);
+/* Sends EnableTracing (the reply comes when tracing ends). */
+int raw_consumer_enable(raw_consumer_t *c, const Perfetto__Protos__TraceConfig *cfg,
+                        int fd);
+/* Waits for the EnableTracing reply; returns 1 if disabled without error,
+ * 0 if it carried an error (copied into |err|), -1 on timeout/EOF. */
+int raw_consumer_wait_disabled(raw_consumer_t *c, int timeout_ms, char *err,
+                               size_t errlen);
+/* ReadBuffers to the end; returns the packets unpacked (caller frees with
+ * free_packets), or NULL on error. */
+Perfetto__Protos__TracePacket **raw_consumer_read(raw_consumer_t *c, size_t *n);
+void free_packets(Perfetto__Protos__TracePacket **pk, size_t n);
+/* DisableTracing, then the EnableTracing reply. Returns 0 or -1. */
+int raw_consumer_disable(raw_consumer_t *c, int timeout_ms);
+/* GetTraceStats; the caller frees the result with
+ * perfetto__protos__get_trace_stats_response__free_unpacked. */
+Perfetto__Protos__GetTraceStatsResponse *raw_consumer_stats(raw_consumer_t *c);
+/* QueryServiceState; free with
+ * perfetto__protos__query_service_state_response__free_unpacked. */
+Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(
+    raw_consumer_t *c, int timeout_ms);
+void raw_consumer_close(raw_consumer_t *c);
+
+/* A config: one buffer of |kb| KiB with |policy|, one data source. */
+void simple_config(Perfetto__Protos__TraceConfig *cfg,
+                   Perfetto__Protos__TraceConfig__BufferConfig *buf,
+                   Perfetto__Protos__TraceConfig__BufferConfig **bufp,
+                   Perfetto__Protos__TraceConfig__DataSource *ds,
+                   Perfetto__Protos__TraceConfig__DataSource **dsp,
+                   Perfetto__Protos__DataSourceConfig *dsc, uint32_t kb,
+                   int policy, const char *ds_name);
+
+/* simple_config() in one object that holds every part. Not movable: it
+ * points into itself. */
+typedef struct simple_cfg {
+  Perfetto__Protos__TraceConfig cfg;
+  Perfetto__Protos__TraceConfig__BufferConfig buf, *bufp;
+  Perfetto__Protos__TraceConfig__DataSource ds, *dsp;
+  Perfetto__Protos__DataSourceConfig dsc;
+} simple_cfg_t;
+void simple_cfg_init(simple_cfg_t *sc, uint32_t kb, int policy, const char *ds_name);
+
+#endif /* TRACEGATE_TESTS_TEST_SERVICE_H */
