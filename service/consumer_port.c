@@ -656,7 +656,7 @@ void tg__consumer_notify_instance_state(tg_service_t *svc, tg_ds_instance_t *ins
     Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
         PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
     Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
-    ch.producer_name = inst->producer ? inst->producer->name : "";
+    ch.producer_name = inst->producer_name;
     ch.data_source_name = inst->name;
     ch.has_state = 1;
     ch.state = inst->state == TG_DS_STARTED

@@ -618,10 +618,8 @@ static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *args,
       perfetto__protos__commit_data_request__unpack(NULL, len, args);
   if (!req) {
     p->abi_violations++;
-    {
     fail(call);
     return;
-  }
   }
   p->commits++;
   for (size_t i = 0; i < req->n_chunks_to_move; i++)

@@ -343,26 +343,9 @@ static bool packet_acceptable(const tg_packet_t *pkt) {
   return true;
 }
 
-int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
-  if (s->preamble_done &&
-      now_ns(CLOCK_MONOTONIC) - s->last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
-    queue_sync_marker(s);
-    tg__readout_clock_snapshot(s);
-  }
-  /* 1. Service packets. */
-  while (tg_buf_size(&s->service_packets) >= 4) {
-    uint8_t *b = tg_buf_begin(&s->service_packets);
-    uint32_t n;
-    memcpy(&n, b, 4);
-    const uint8_t *piece = b + 4;
-    size_t len = n;
-    int stop = emit(ctx, &piece, &len, 1, n);
-    tg_buf_consume(&s->service_packets, 4 + n);
-    s->packets_read++;
-    s->bytes_read += n;
-    if (stop) return 1;
-  }
-  /* 2. Producer packets, round robin over the buffers. */
+/* Emits producer packets until the buffers are empty (0) or |emit| asks
+ * to stop (1). */
+static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   bool any = true;
   while (any) {
     any = false;
@@ -402,6 +385,35 @@ int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
     }
   }
   return 0;
+}
+
+int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+  if (s->preamble_done &&
+      now_ns(CLOCK_MONOTONIC) - s->last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
+    queue_sync_marker(s);
+    tg__readout_clock_snapshot(s);
+  }
+  for (;;) {
+    /* 1. Service packets. */
+    while (tg_buf_size(&s->service_packets) >= 4) {
+      uint8_t *b = tg_buf_begin(&s->service_packets);
+      uint32_t n;
+      memcpy(&n, b, 4);
+      const uint8_t *piece = b + 4;
+      size_t len = n;
+      int stop = emit(ctx, &piece, &len, 1, n);
+      tg_buf_consume(&s->service_packets, 4 + n);
+      s->packets_read++;
+      s->bytes_read += n;
+      if (stop) return 1;
+    }
+    /* 2. Producer packets, round robin over the buffers. */
+    int rv = drain_buffers(s, emit, ctx);
+    if (rv) return rv;
+    /* 3. A disabled session ends with its trace stats, once. */
+    if (s->state != TG_SESSION_DISABLED || s->stats_emitted) return 0;
+    tg__readout_trace_stats(s);
+  }
 }
 
 /* --- write_into_file ------------------------------------------------------------ */

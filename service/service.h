@@ -108,6 +108,7 @@ struct tg_ds_instance {
   tg_list_t session_node;
   const tg_registered_ds_t *ds; /* valid while the producer lives */
   char *name;
+  char *producer_name; /* copied: events outlive the producer */
   uint32_t target_buffer;
   enum tg_ds_state state;
   bool will_notify_on_stop;

@@ -157,6 +157,7 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
   inst->session = s;
   inst->ds = ds;
   inst->name = strdup(ds->name);
+  inst->producer_name = strdup(p->name ? p->name : "");
   uint32_t local = cds->config->has_target_buffer ? cds->config->target_buffer : 0;
   inst->target_buffer = s->buffers[local].global_id; /* validated at create */
   inst->will_notify_on_stop = ds->will_notify_on_stop;
@@ -169,6 +170,7 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
     inst->producer = NULL;
     tg_list_remove(&inst->session_node);
     free(inst->name);
+    free(inst->producer_name);
     free(inst);
     return;
   }
@@ -523,7 +525,8 @@ static void finalize_disable(tg_session_t *s) {
   s->state = TG_SESSION_DISABLED;
   uv_timer_stop(&s->stop_timer);
   tg__readout_service_event(s, 5 /* tracing_disabled */);
-  tg__readout_trace_stats(s);
+  /* The trace stats packet comes from the read-out that drains the
+   * session, so it also counts what read-out itself refused. */
   if (s->write_fd >= 0) {
     tg__readout_write_file(s);
     close(s->write_fd);
@@ -547,6 +550,7 @@ static void on_stop_timeout(uv_timer_t *t) {
     }
     tg_list_remove(&inst->session_node);
     free(inst->name);
+    free(inst->producer_name);
     free(inst);
   }
   finalize_disable(s);
@@ -558,6 +562,7 @@ void tg__session_instance_stopped(tg_ds_instance_t *inst) {
   tg__consumer_notify_instance_state(s->svc, inst);
   tg_list_remove(&inst->session_node);
   free(inst->name);
+  free(inst->producer_name);
   free(inst);
   if (s->state == TG_SESSION_DISABLING && tg_list_empty(&s->instances))
     finalize_disable(s);
@@ -719,6 +724,7 @@ void tg__session_free(tg_session_t *s) {
     if (inst->producer) tg_list_remove(&inst->producer_node);
     tg_list_remove(&inst->session_node);
     free(inst->name);
+    free(inst->producer_name);
     free(inst);
   }
   if (s->state != TG_SESSION_DISABLED) finalize_disable(s);

@@ -66,6 +66,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "abi/pb_wire.h"
 #include "abi/smb.h"
@@ -869,11 +870,18 @@ tg_trace_buffer_t *tg_trace_buffer_new(size_t size, tg_fill_policy_t policy) {
   if (policy != TG_FILL_RING_BUFFER && policy != TG_FILL_DISCARD) return NULL;
   tg_trace_buffer_t *tb = calloc(1, sizeof(*tb));
   if (!tb) return NULL;
-  tb->ring = malloc(size);
-  if (!tb->ring) {
+  /* Anonymous mapping, committed lazily as records land. Huge pages: the
+   * first write to each page faults and the kernel zeroes it, and with 4 KiB
+   * pages those faults cost more than the copies themselves on a large
+   * buffer; 2 MiB pages cut their number 512-fold. */
+  void *ring = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (ring == MAP_FAILED) {
     free(tb);
     return NULL;
   }
+  madvise(ring, size, MADV_HUGEPAGE); /* advisory: fine if unsupported */
+  tb->ring = ring;
   tb->size = size;
   tb->policy = policy;
   tb->free_seq = tb->ready_head = tb->ready_tail = tb->cache_seq = -1;
@@ -886,7 +894,7 @@ void tg_trace_buffer_free(tg_trace_buffer_t *tb) {
   for (uint32_t i = 0; i < tb->nseqs; i++) free(tb->seqs[i].q);
   free(tb->seqs);
   free(tb->ht);
-  free(tb->ring);
+  munmap(tb->ring, tb->size);
   free(tb);
 }
 

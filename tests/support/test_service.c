@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,8 +37,13 @@ int test_service_prepare(test_service_t *ts) {
 /* Forks tracegated on |ts|'s paths; |ready_fd| and |err_fd| (or -1) are
  * the child's ready pipe and stderr. */
 static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd) {
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0) return pid;
+  /* A test that crashes must not leave a service behind (holding ctest's
+   * output pipe open). */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
   if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
   char fdarg[16];
   snprintf(fdarg, sizeof(fdarg), "%d", ready_fd);
@@ -323,24 +329,15 @@ int raw_producer_write_packets(raw_producer_t *p, uint32_t page, unsigned chunk,
                                   0, frags, lens, n);
 }
 
-int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
-                        const uint32_t *chunks, size_t n, uint64_t flush_id) {
-  raw_move_t mv[64];
-  if (n > 64) return -1;
-  for (size_t i = 0; i < n; i++)
-    mv[i] = (raw_move_t){pages[i], chunks[i], p->target_buffer};
-  return raw_producer_commit_ex(p, mv, n, NULL, 0, flush_id, false);
-}
-
 int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
                            size_t n_moves, const raw_patch_t *patches,
                            size_t n_patches, uint64_t flush_id, bool drop_reply) {
   enum { MAX = 64 };
+  if (n_moves > MAX || n_patches > MAX) return -1;
   Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
   Perfetto__Protos__CommitDataRequest__ChunksToMove mv[MAX], *pmv[MAX];
   Perfetto__Protos__CommitDataRequest__ChunkToPatch cp[MAX], *pcp[MAX];
   Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch pt[MAX], *ppt[MAX];
-  if (n_moves > MAX || n_patches > MAX) return -1;
   for (size_t i = 0; i < n_moves; i++) {
     perfetto__protos__commit_data_request__chunks_to_move__init(&mv[i]);
     mv[i].has_page = mv[i].has_chunk = mv[i].has_target_buffer = 1;
@@ -352,8 +349,9 @@ int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
   for (size_t i = 0; i < n_patches; i++) {
     perfetto__protos__commit_data_request__chunk_to_patch__init(&cp[i]);
     perfetto__protos__commit_data_request__chunk_to_patch__patch__init(&pt[i]);
-    pt[i].has_offset = pt[i].has_data = 1;
+    pt[i].has_offset = 1;
     pt[i].offset = patches[i].offset;
+    pt[i].has_data = 1;
     pt[i].data.data = (uint8_t *)patches[i].data;
     pt[i].data.len = 4;
     ppt[i] = &pt[i];
@@ -380,13 +378,34 @@ int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
   return raw_call(&p->conn, "CommitData", &req.base, -1, NULL, NULL, 5000) == 1 ? 0 : -1;
 }
 
+static int commit_moves(raw_producer_t *p, const uint32_t *pages,
+                        const uint32_t *chunks, size_t n, uint64_t flush_id,
+                        bool drop_reply) {
+  raw_move_t mv[64];
+  if (n > 64) return -1;
+  for (size_t i = 0; i < n; i++)
+    mv[i] = (raw_move_t){pages[i], chunks[i], p->target_buffer};
+  return raw_producer_commit_ex(p, mv, n, NULL, 0, flush_id, drop_reply);
+}
+
+int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
+                        const uint32_t *chunks, size_t n, uint64_t flush_id) {
+  return commit_moves(p, pages, chunks, n, flush_id, false);
+}
+
+int raw_producer_commit_async(raw_producer_t *p, const uint32_t *pages,
+                              const uint32_t *chunks, size_t n) {
+  return commit_moves(p, pages, chunks, n, 0, true);
+}
+
 int raw_producer_register_writer(raw_producer_t *p, uint16_t writer) {
-  Perfetto__Protos__RegisterTraceWriterRequest req =
+  Perfetto__Protos__RegisterTraceWriterRequest r =
       PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
-  req.has_trace_writer_id = req.has_target_buffer = 1;
-  req.trace_writer_id = writer;
-  req.target_buffer = p->target_buffer;
-  return raw_call(&p->conn, "RegisterTraceWriter", &req.base, -1, NULL, NULL, 5000) == 1
+  r.has_trace_writer_id = 1;
+  r.trace_writer_id = writer;
+  r.has_target_buffer = 1;
+  r.target_buffer = p->target_buffer;
+  return raw_call(&p->conn, "RegisterTraceWriter", &r.base, -1, NULL, NULL, 5000) == 1
              ? 0 : -1;
 }
 

@@ -96,6 +96,9 @@ int raw_producer_write_packets(raw_producer_t *p, uint32_t page, unsigned chunk,
 /* CommitData moving |n| (page, chunk) pairs; optional flush ack id. */
 int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
                         const uint32_t *chunks, size_t n, uint64_t flush_id);
+/* The same without waiting: drop_reply=true, as SDK producers do. */
+int raw_producer_commit_async(raw_producer_t *p, const uint32_t *pages,
+                              const uint32_t *chunks, size_t n);
 /* A patch of one chunk: one 4-byte patch at |offset| of its payload. */
 typedef struct raw_patch {
   uint32_t target_buffer;

@@ -1,0 +1,178 @@
+/* tracegated end to end: write_into_file. The service writes the trace into
+ * a file descriptor the consumer passed, periodically, at the end, at its
+ * size limit and when the service itself is told to stop. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_service.h"
+#include "trace/test_event.pb-c.h"
+#include "trace/trace.pb-c.h"
+
+#define LONG_STR \
+  "0123456789012345678901234567890123456789012345678901234567890123456789012345678"
+
+/* An unlinked temporary file in the service's directory. */
+static int temp_file(const test_service_t *ts) {
+  char path[160];
+  snprintf(path, sizeof(path), "%s/trace-XXXXXX", ts->dir);
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  return fd;
+}
+
+/* Decodes the whole file as a perfetto.protos.Trace. */
+static Perfetto__Protos__Trace *read_trace(int fd, size_t *size) {
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  *size = (size_t)st.st_size;
+  uint8_t *b = malloc(*size ? *size : 1);
+  assert_non_null(b);
+  assert_int_equal(pread(fd, b, *size, 0), (ssize_t)*size);
+  Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, *size, b);
+  free(b);
+  assert_non_null(t);
+  return t;
+}
+
+static void file_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
+                         simple_cfg_t *sc, int fd, uint32_t period_ms,
+                         uint64_t max_size) {
+  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "file.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(c, ts), 0);
+  simple_cfg_init(sc, 256, 1, "file.ds");
+  sc->cfg.has_write_into_file = 1;
+  sc->cfg.write_into_file = 1;
+  sc->cfg.has_file_write_period_ms = 1;
+  sc->cfg.file_write_period_ms = period_ms;
+  if (max_size) {
+    sc->cfg.has_max_file_size_bytes = 1;
+    sc->cfg.max_file_size_bytes = max_size;
+  }
+  assert_int_equal(raw_consumer_enable(c, &sc->cfg, fd), 0);
+  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+}
+
+static void commit_packets(raw_producer_t *p, uint32_t chunk_id, uint32_t first,
+                           unsigned n) {
+  assert_int_equal(raw_producer_write_packets(p, 0, 0, 1, chunk_id, LONG_STR, first, n), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+/* Checks the file's test packets are first..first+k-1 and returns k;
+ * |has_config| / |has_stats| say which service packets were there. */
+static size_t check_trace(const Perfetto__Protos__Trace *t, uint32_t first,
+                          bool *has_config, bool *has_stats) {
+  size_t k = 0;
+  *has_config = *has_stats = false;
+  for (size_t i = 0; i < t->n_packet; i++) {
+    const Perfetto__Protos__TracePacket *pk = t->packet[i];
+    *has_config |= pk->trace_config != NULL;
+    *has_stats |= pk->trace_stats != NULL;
+    if (pk->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING) continue;
+    assert_int_equal(pk->for_testing->seq_value, first + k);
+    assert_true(pk->trusted_packet_sequence_id > 1);
+    k++;
+  }
+  return k;
+}
+
+static void write_into_file_yields_a_decodable_trace(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int fd = temp_file(ts);
+  file_session(ts, &p, &c, &sc, fd, 100, 0);
+  commit_packets(&p, 0, 0, 5);
+  commit_packets(&p, 1, 5, 5);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+
+  size_t size = 0;
+  Perfetto__Protos__Trace *t = read_trace(fd, &size);
+  bool has_config, has_stats;
+  assert_int_equal(check_trace(t, 0, &has_config, &has_stats), 10);
+  assert_true(has_config);
+  assert_true(has_stats);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  close(fd);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void max_file_size_stops_the_session(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int fd = temp_file(ts);
+  const uint64_t max = 8192;
+  file_session(ts, &p, &c, &sc, fd, 100, max);
+  /* ~18 KiB of packets: more than the file may hold. */
+  for (uint32_t id = 0; id < 20; id++) commit_packets(&p, id, id * 10, 10);
+
+  /* No DisableTracing: the periodic write reaches the limit and ends it. */
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  size_t size = 0;
+  Perfetto__Protos__Trace *t = read_trace(fd, &size);
+  assert_true(size <= max);
+  bool has_config, has_stats;
+  size_t k = check_trace(t, 0, &has_config, &has_stats);
+  assert_true(k > 0);
+  assert_true(k < 200);
+  assert_true(has_config);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  close(fd);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void sigterm_writes_out_the_file_of_a_running_session(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int fd = temp_file(ts);
+  /* A period far beyond the test: only the shutdown writes the file. */
+  file_session(ts, &p, &c, &sc, fd, 600000, 0);
+  commit_packets(&p, 0, 0, 7);
+
+  int status = test_service_terminate(ts);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+
+  size_t size = 0;
+  Perfetto__Protos__Trace *t = read_trace(fd, &size);
+  bool has_config, has_stats;
+  assert_int_equal(check_trace(t, 0, &has_config, &has_stats), 7);
+  assert_true(has_config);
+  assert_true(has_stats);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  close(fd);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(write_into_file_yields_a_decodable_trace,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(max_file_size_stops_the_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(sigterm_writes_out_the_file_of_a_running_session,
+                                      test_service_setup, test_service_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
