@@ -174,6 +174,7 @@ struct tg_session {
   uv_timer_t period_timer; /* flush_period_ms */
   uv_timer_t file_timer;   /* file_write_period_ms */
   uv_timer_t stop_timer;   /* data source stop timeout */
+  uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
 

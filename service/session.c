@@ -339,6 +339,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   timer_init(s, &s->period_timer);
   timer_init(s, &s->file_timer);
   timer_init(s, &s->stop_timer);
+  timer_init(s, &s->clear_timer);
   s->state = TG_SESSION_CONFIGURED;
   tg_list_insert_tail(&svc->sessions, &s->node);
   svc->n_sessions++;
@@ -362,6 +363,7 @@ fail:
 
 static void on_duration_elapsed(uv_timer_t *t);
 static void on_flush_period(uv_timer_t *t);
+static void on_clear_period(uv_timer_t *t);
 static void on_file_period(uv_timer_t *t);
 
 bool tg__session_waits_for_trigger(const tg_session_t *s) {
@@ -389,6 +391,13 @@ void tg__session_start(tg_session_t *s) {
     uint64_t p = c->flush_period_ms < MIN_FLUSH_PERIOD_MS ? MIN_FLUSH_PERIOD_MS
                                                           : c->flush_period_ms;
     uv_timer_start(&s->period_timer, on_flush_period, p, p);
+  }
+  const Perfetto__Protos__TraceConfig__IncrementalStateConfig *ic =
+      c->incremental_state_config;
+  if (ic && ic->has_clear_period_ms && ic->clear_period_ms > 0) {
+    uint64_t p = ic->clear_period_ms < MIN_FLUSH_PERIOD_MS ? MIN_FLUSH_PERIOD_MS
+                                                           : ic->clear_period_ms;
+    uv_timer_start(&s->clear_timer, on_clear_period, p, p);
   }
   if (s->write_fd >= 0) {
     uint64_t p = c->has_file_write_period_ms && c->file_write_period_ms
@@ -513,6 +522,28 @@ static void on_flush_period(uv_timer_t *t) {
   if (s->state == TG_SESSION_STARTED) tg__session_flush(s, 0, NULL, NULL);
 }
 
+/* Asks every producer to drop its interned data and descriptors, so that a
+ * ring buffer that wrapped still holds a self-contained tail of the trace.
+ * Only instances whose descriptor says they handle it are named. */
+static void on_clear_period(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (s->state != TG_SESSION_STARTED) return;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->svc->producers) {
+    tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
+    uint64_t ids[64];
+    size_t n = 0;
+    tg_list_t *jt, *jtmp;
+    tg_list_foreach_safe(jt, jtmp, &p->instances) {
+      tg_ds_instance_t *inst = TG_CONTAINER_OF(jt, tg_ds_instance_t, producer_node);
+      if (inst->session == s && inst->ds && inst->ds->handles_incremental_state_clear &&
+          n < 64)
+        ids[n++] = inst->id;
+    }
+    if (n) tg__producer_clear_incremental_state(p, ids, n);
+  }
+}
+
 static void on_file_period(uv_timer_t *t) {
   tg_session_t *s = t->data;
   tg__readout_write_file(s);
@@ -573,6 +604,7 @@ void tg__session_disable(tg_session_t *s) {
   s->state = TG_SESSION_DISABLING;
   uv_timer_stop(&s->duration_timer);
   uv_timer_stop(&s->period_timer);
+  uv_timer_stop(&s->clear_timer);
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
@@ -745,4 +777,5 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->period_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->file_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
 }
