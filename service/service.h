@@ -107,6 +107,7 @@ struct tg_ds_instance {
   tg_list_t producer_node;
   tg_list_t session_node;
   const tg_registered_ds_t *ds; /* valid while the producer lives */
+  size_t cfg_index;             /* its entry in TraceConfig.data_sources */
   char *name;
   char *producer_name; /* copied: events outlive the producer */
   uint32_t target_buffer;

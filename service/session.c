@@ -150,12 +150,19 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
   if (!cds->config || !cds->config->name || strcmp(cds->config->name, ds->name))
     return;
   if (!producer_matches(cds, p)) return;
+  /* Re-matching (ChangeTraceConfig) must not set up a second instance. */
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->instances) {
+    const tg_ds_instance_t *o = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
+    if (o->producer == p && o->ds == ds && o->cfg_index == cfg_idx) return;
+  }
   tg_ds_instance_t *inst = calloc(1, sizeof(*inst));
   if (!inst) return;
   inst->id = ++s->svc->last_instance_id;
   inst->producer = p;
   inst->session = s;
   inst->ds = ds;
+  inst->cfg_index = cfg_idx;
   inst->name = strdup(ds->name);
   inst->producer_name = strdup(p->name ? p->name : "");
   uint32_t local = cds->config->has_target_buffer ? cds->config->target_buffer : 0;
@@ -198,13 +205,12 @@ void tg__session_on_data_source_registered(tg_service_t *svc, tg_producer_t *p,
   }
 }
 
+/* The config entry the instance was made from (two entries may name the
+ * same data source with different configs). */
 static const Perfetto__Protos__DataSourceConfig *instance_config(
     tg_session_t *s, tg_ds_instance_t *inst) {
-  for (size_t c = 0; c < s->config->n_data_sources; c++) {
-    const Perfetto__Protos__DataSourceConfig *dc = s->config->data_sources[c]->config;
-    if (dc && dc->name && !strcmp(dc->name, inst->name)) return dc;
-  }
-  return NULL;
+  if (inst->cfg_index >= s->config->n_data_sources) return NULL;
+  return s->config->data_sources[inst->cfg_index]->config;
 }
 
 /* --- create / start ------------------------------------------------------- */

@@ -223,6 +223,7 @@ int raw_producer_poll(raw_producer_t *p, int timeout_ms) {
             break;
           }
           p->smb_size = (size_t)sz;
+          p->page_size_kb = cmd->setup_tracing->shared_buffer_page_size_kb;
           tg_smb_init(&p->smb, p->smb_map, p->smb_size,
                       cmd->setup_tracing->shared_buffer_page_size_kb * 1024);
           break;
@@ -230,6 +231,7 @@ int raw_producer_poll(raw_producer_t *p, int timeout_ms) {
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE:
           p->instance_id = cmd->setup_data_source->new_instance_id;
           p->target_buffer = cmd->setup_data_source->config->target_buffer;
+          p->setups++;
           break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE:
           p->instance_id = cmd->start_data_source->new_instance_id;
@@ -242,6 +244,15 @@ int raw_producer_poll(raw_producer_t *p, int timeout_ms) {
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
           p->last_flush_id = cmd->flush->request_id;
           break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE: {
+          const Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState *c =
+              cmd->clear_incremental_state;
+          size_t n = c->n_data_source_ids < 8 ? c->n_data_source_ids : 8;
+          if (n) memcpy(p->last_clear_ids, c->data_source_ids, n * sizeof(uint64_t));
+          p->n_last_clear_ids = n;
+          p->clears++;
+          break;
+        }
         default:
           break;
       }

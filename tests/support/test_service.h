@@ -56,6 +56,11 @@ typedef struct raw_producer {
   bool started;
   bool stopped;
   uint64_t last_flush_id;
+  unsigned setups;       /* SetupDataSource commands seen */
+  uint32_t page_size_kb; /* from SetupTracing */
+  unsigned clears;       /* ClearIncrementalState commands seen */
+  uint64_t last_clear_ids[8]; /* the last one's data_source_ids (first 8) */
+  size_t n_last_clear_ids;
 } raw_producer_t;
 
 /* Connects, initializes (|page_kb|, |smb_kb| hints; 0 for defaults), opens
@@ -64,9 +69,10 @@ int raw_producer_connect(raw_producer_t *p, const test_service_t *ts,
                          const char *name, const char *ds_name,
                          uint32_t page_kb, uint32_t smb_kb,
                          bool will_notify_on_stop);
-/* Processes commands until the data source has started (or stopped, or a
- * flush arrived: see the fields). Returns 1 if something arrived, 0 on
- * timeout, -1 on error. Flush requests are NOT acked automatically. */
+/* Processes one command (recorded in the fields above: setups, starts,
+ * stops, flushes, incremental state clears). Returns 1 if something
+ * arrived, 0 on timeout, -1 on error. Flush requests are NOT acked
+ * automatically. */
 int raw_producer_poll(raw_producer_t *p, int timeout_ms);
 int raw_producer_wait_started(raw_producer_t *p, int timeout_ms);
 /* Writes one chunk with the given fragments into (page, chunk) and marks it
