@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "abi/smb.h"
+#include "common/commit_data_request.pb-c.h"
 #include "common/trace_stats.pb-c.h"
 #include "config/trace_config.pb-c.h"
 #include "ipc/host.h"
@@ -247,6 +248,16 @@ void tg__producer_clear_incremental_state(tg_producer_t *p,
  * |session| into its buffers (flush timeouts, disable, disconnect). */
 void tg__producer_scrape(tg_producer_t *p, tg_session_t *session);
 tg_producer_t *tg__producer_by_id(tg_service_t *svc, uint16_t id);
+
+/* --- producer_smb.c ---------------------------------------------------- */
+/* Creates |p|'s SMB (sealed memfd, mapped shared) sized for session |s|. */
+int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s);
+/* The session owning |buffer_id| if |p| has an instance in it, else NULL. */
+tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id);
+void tg__producer_commit_move(
+    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunksToMove *m);
+void tg__producer_commit_patch(
+    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp);
 
 /* --- session.c -------------------------------------------------------- */
 /* Validates and creates a session from |cfg_bytes| (a TraceConfig). On

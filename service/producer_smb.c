@@ -1,0 +1,199 @@
+/* A producer's shared memory buffer: creating it, moving committed chunks
+ * into the trace buffers, applying patches, and scraping chunks the
+ * producer did not commit (flush timeouts, stop, disconnect).
+ *
+ * The SMB is the producer's to scribble on: state words are read as
+ * snapshots, chunks are copied once and validated only as copies, and a
+ * producer may only write into buffers of sessions it takes part in.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/commit_data_request.pb-c.h"
+#include "service/service.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+/* --- SMB ------------------------------------------------------------------ */
+
+static bool valid_page_size(size_t ps) {
+  return ps >= TG_SMB_MIN_PAGE_SIZE && ps <= TG_SMB_MAX_PAGE_SIZE &&
+         (ps & (ps - 1)) == 0;
+}
+
+/* Size and page size from the session's producers[] entry, else the
+ * producer's hints, each validated and clamped (invalid -> defaults). */
+static void smb_geometry(const tg_producer_t *p, const tg_session_t *s,
+                         size_t *size, size_t *page) {
+  size_t sz = p->smb_size_hint, ps = p->page_size_hint;
+  const Perfetto__Protos__TraceConfig *cfg = s->config;
+  for (size_t i = 0; cfg && i < cfg->n_producers; i++) {
+    const Perfetto__Protos__TraceConfig__ProducerConfig *pc = cfg->producers[i];
+    if (!pc->producer_name || !p->name || strcmp(pc->producer_name, p->name))
+      continue;
+    if (pc->has_shm_size_kb && pc->shm_size_kb) sz = (size_t)pc->shm_size_kb * 1024;
+    if (pc->has_page_size_kb && pc->page_size_kb) ps = (size_t)pc->page_size_kb * 1024;
+  }
+  if (!valid_page_size(ps)) ps = TG_SMB_DEFAULT_PAGE_SIZE;
+  if (sz == 0) sz = TG_SMB_DEFAULT_SIZE;
+  if (sz > TG_SMB_MAX_SIZE) sz = TG_SMB_MAX_SIZE;
+  sz -= sz % ps;
+  if (sz < ps) sz = ps;
+  *size = sz;
+  *page = ps;
+}
+
+int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s) {
+  size_t size, page;
+  smb_geometry(p, s, &size, &page);
+  int fd = memfd_create("tracegate-smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -errno;
+  int err;
+  if (ftruncate(fd, (off_t)size) < 0) goto fail_errno;
+  /* Sealed so the producer cannot shrink it under our mapping (SIGBUS). */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+    goto fail_errno;
+  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) goto fail_errno;
+  tg_smb_init(&p->smb, map, size, page);
+  p->smb_map = map;
+  p->smb_fd = fd;
+  TG_INFO("producer %u (%s, pid %d): SMB %zu KiB, pages of %zu KiB",
+          p->ident.producer_id, p->name ? p->name : "?", (int)p->ident.pid,
+          size / 1024, page / 1024);
+  return 0;
+fail_errno:
+  err = -errno;
+  close(fd);
+  return err;
+}
+
+/* The producer may write into |buffer_id| only if one of its instances
+ * targets a buffer of the same session. */
+tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id) {
+  tg_session_t *s = tg__session_by_buffer(p->svc, buffer_id);
+  if (!s) return NULL;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->session == s) return s;
+  }
+  return NULL;
+}
+
+/* --- commits and scraping ------------------------------------------------- */
+
+void tg__producer_commit_move(tg_producer_t *p,
+                        const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
+  tg_service_t *svc = p->svc;
+  tg_session_t *s = m->has_target_buffer ? tg__producer_allowed_session(p, m->target_buffer) : NULL;
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, m->target_buffer) : NULL;
+
+  if (m->has_data) { /* chunk bytes inline (producers without an SMB) */
+    if (!tb) {
+      svc->chunks_discarded++;
+      return;
+    }
+    if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
+        m->data.len > TG_SMB_MAX_PAGE_SIZE) {
+      p->abi_violations++;
+      return;
+    }
+    tg_trace_buffer_copy_chunk(tb, &p->ident, m->data.data, m->data.len,
+                               !(m->has_chunk_incomplete && m->chunk_incomplete));
+    return;
+  }
+  if (!p->smb_map || !m->has_page || !m->has_chunk) {
+    p->abi_violations++;
+    return;
+  }
+  tg_smb_chunk_t c;
+  int rv = tg_smb_try_acquire_chunk_for_reading(&p->smb, m->page, m->chunk, &c);
+  if (rv < 0) {
+    p->abi_violations++;
+    TG_DEBUG("producer %u: commit of page %u chunk %u refused: %s",
+             p->ident.producer_id, m->page, m->chunk, tg_strerror(rv));
+    return;
+  }
+  /* The trace buffer copies the bytes once, then validates its copy. */
+  if (tb)
+    tg_trace_buffer_copy_chunk(tb, &p->ident, c.begin, c.size, true);
+  else
+    svc->chunks_discarded++;
+  tg_smb_release_chunk_as_free(&p->smb, &c);
+}
+
+void tg__producer_commit_patch(tg_producer_t *p,
+                         const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp) {
+  tg_session_t *s = cp->has_target_buffer ? tg__producer_allowed_session(p, cp->target_buffer) : NULL;
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, cp->target_buffer) : NULL;
+  if (!tb || cp->writer_id == 0 || cp->writer_id > 0xFFFF || cp->n_patches > 1024) {
+    p->svc->patches_discarded++;
+    return;
+  }
+  uint32_t offsets[64];
+  uint8_t data[64][4];
+  size_t done = 0;
+  /* Batches of 64; a has_more_patches=false only with the last batch. */
+  while (done < cp->n_patches || (done == 0 && cp->n_patches == 0)) {
+    size_t n = 0;
+    bool bad = false;
+    for (; n < 64 && done + n < cp->n_patches; n++) {
+      const Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch *pt =
+          cp->patches[done + n];
+      if (!pt->has_offset || !pt->has_data || pt->data.len != 4) {
+        bad = true;
+        break;
+      }
+      offsets[n] = pt->offset;
+      memcpy(data[n], pt->data.data, 4);
+    }
+    if (bad) {
+      p->svc->patches_discarded++;
+      return;
+    }
+    done += n;
+    bool last = done >= cp->n_patches;
+    bool more = last ? (cp->has_has_more_patches && cp->has_more_patches) : true;
+    tg_trace_buffer_patch(tb, p->ident.producer_id, (uint16_t)cp->writer_id,
+                          cp->chunk_id, offsets, (const uint8_t(*)[4])data, n,
+                          more);
+    if (n == 0) break;
+  }
+}
+
+static uint32_t writer_target(const tg_producer_t *p, uint16_t writer_id) {
+  for (size_t i = 0; i < p->n_writers; i++)
+    if (p->writers[i].writer_id == writer_id) return p->writers[i].target_buffer;
+  return 0;
+}
+
+void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
+  if (!p->smb_map) return;
+  uint8_t copy[TG_SMB_MAX_PAGE_SIZE];
+  for (size_t pg = 0; pg < p->smb.num_pages; pg++) {
+    uint32_t bm = tg_smb_page_bitmap(&p->smb, pg);
+    unsigned layout = tg_smb_bitmap_layout(bm);
+    unsigned nchunks = tg_smb_layout_num_chunks(layout);
+    for (unsigned ci = 0; ci < nchunks; ci++) {
+      unsigned st = tg_smb_bitmap_chunk_state(bm, ci);
+      if (st != TG_CHUNK_BEING_WRITTEN && st != TG_CHUNK_COMPLETE) continue;
+      tg_smb_chunk_t c;
+      if (tg_smb_chunk_locate(&p->smb, pg, ci, bm, &c) < 0) continue;
+      memcpy(copy, c.begin, c.size); /* one read of hostile memory */
+      uint16_t writer_id = (uint16_t)(copy[4] | (copy[5] << 8));
+      uint32_t target = writer_target(p, writer_id);
+      if (!target) continue;
+      tg_session_t *s = tg__producer_allowed_session(p, target);
+      if (!s || (session && s != session)) continue;
+      tg_trace_buffer_t *tb = tg__session_buffer(s, target);
+      if (tb)
+        tg_trace_buffer_copy_chunk(tb, &p->ident, copy, c.size,
+                                   st == TG_CHUNK_COMPLETE);
+    }
+  }
+}
+
