@@ -72,90 +72,7 @@
 #include "abi/smb.h"
 #include "tracegate/error.h"
 
-#define MIN_BUFFER_SIZE 4096u
-/* Index entries keep record offsets in 8-byte units in 32 bits. */
-#define MAX_BUFFER_SIZE ((uint64_t)UINT32_MAX * 8u)
-
-enum rec_flags {
-  R_LIVE = 1u << 0,         /* in its sequence's index */
-  R_FIRST_CONT = 1u << 1,   /* header: fragment 0 continues from id - 1 */
-  R_NEEDS_PATCH = 1u << 2,  /* header; cleared by a final patch */
-  R_INCOMPLETE = 1u << 3,   /* scraped while being written */
-  R_FINAL = 1u << 4,        /* producer gone: nothing more will come */
-  R_CONT = 1u << 5,         /* the last readable fragment goes on in id + 1 */
-  R_DROP_END = 1u << 6,     /* a lost packet follows the readable fragments */
-  R_DROP_COUNTED = 1u << 7, /* ... and was counted */
-  R_BAD = 1u << 8,          /* the copy failed validation */
-};
-
-typedef struct rec {
-  uint32_t rec_size;   /* header + reserved chunk bytes, multiple of 8 */
-  uint32_t chunk_cap;  /* chunk bytes reserved: size of the first copy */
-  uint32_t chunk_size; /* chunk bytes of the current copy */
-  uint32_t chunk_id;
-  uint32_t seq;      /* index in tb->seqs while R_LIVE */
-  uint32_t read_off; /* chunk offset of the next unread fragment's header */
-  uint32_t uid;
-  int32_t pid;
-  uint16_t producer_id;
-  uint16_t writer_id;
-  uint16_t nreadable; /* leading fragments the reader may take now */
-  uint16_t nread;     /* of which already consumed */
-  uint16_t flags;     /* enum rec_flags */
-  uint16_t reserved[3];
-} rec_t;
-_Static_assert(sizeof(rec_t) % 8 == 0, "records stay 8-byte aligned");
-_Static_assert(sizeof(uid_t) == 4 && sizeof(pid_t) == 4, "uid/pid fit");
-
-typedef struct ent {
-  uint32_t id;
-  uint32_t off8; /* record offset / 8 */
-} ent_t;
-
-typedef struct seq {
-  ent_t *q; /* ring deque, sorted by chunk id; capacity a power of two */
-  uint32_t qcap, qhead, qlen;
-  uint32_t key;          /* producer_id << 16 | writer_id */
-  uint32_t last_id;      /* the chunk before the next expected one */
-  uint32_t lost_id;      /* the newest chunk discarded, if has_lost */
-  uint32_t resume_id;    /* evicted while scraped and read in part ... */
-  uint16_t resume_nread; /* ... this many fragments */
-  int32_t prev, next;    /* ready list, or free list (next) when unused */
-  bool used, has_last, has_lost, loss, gone, ready, resume;
-} seq_t;
-
-struct tg_trace_buffer {
-  uint8_t *ring;
-  size_t size;
-  size_t head, wr, wrap_at;
-  bool wrapped;
-  size_t live_bytes;
-  tg_fill_policy_t policy;
-
-  seq_t *seqs;
-  uint32_t nseqs, seqs_cap;
-  int32_t free_seq;
-  int32_t *ht; /* seq index or -1 */
-  uint32_t ht_cap, ht_used;
-  int32_t ready_head, ready_tail;
-  uint32_t cache_key;
-  int32_t cache_seq;
-
-  tg_trace_buffer_stats_t stats;
-};
-
-/* --- records and ring ---------------------------------------------------- */
-
-static inline rec_t *rec_at(const tg_trace_buffer_t *tb, size_t off) {
-  return (rec_t *)(void *)(tb->ring + off);
-}
-static inline uint8_t *rec_chunk(rec_t *r) { return (uint8_t *)(r + 1); }
-static inline rec_t *ent_rec(const tg_trace_buffer_t *tb, const ent_t *e) {
-  return rec_at(tb, (size_t)e->off8 * 8u);
-}
-static inline size_t rec_size_for(size_t chunk_size) {
-  return sizeof(rec_t) + ((chunk_size + 7u) & ~(size_t)7u);
-}
+#include "service/trace_buffer_internal.h"
 
 static bool ring_empty(const tg_trace_buffer_t *tb) {
   return !tb->wrapped && tb->head == tb->wr;
@@ -172,16 +89,13 @@ static void head_pop(tg_trace_buffer_t *tb) {
 }
 
 /* Reclaims records at the head that were read to the end. */
-static void release_read_records(tg_trace_buffer_t *tb) {
+void tg__tb_release_read_records(tg_trace_buffer_t *tb) {
   while (!ring_empty(tb) && !(rec_at(tb, tb->head)->flags & R_LIVE))
     head_pop(tb);
 }
 
 /* --- sequence deque ------------------------------------------------------ */
 
-static inline ent_t *q_at(const seq_t *s, uint32_t i) {
-  return &s->q[(s->qhead + i) & (s->qcap - 1)];
-}
 
 static int q_reserve(seq_t *s) {
   if (s->qlen < s->qcap) return 0;
@@ -208,7 +122,7 @@ static void q_insert(seq_t *s, uint32_t pos, ent_t e) {
   s->qlen++;
 }
 
-static void q_erase(seq_t *s, uint32_t pos) {
+void tg__tb_q_erase(seq_t *s, uint32_t pos) {
   if (pos == 0) {
     s->qhead = (s->qhead + 1) & (s->qcap - 1);
   } else {
@@ -309,7 +223,7 @@ static int32_t seq_create(tg_trace_buffer_t *tb, uint32_t key) {
   return idx;
 }
 
-static void ready_add(tg_trace_buffer_t *tb, seq_t *s) {
+void tg__tb_ready_add(tg_trace_buffer_t *tb, seq_t *s) {
   if (s->ready) return;
   int32_t idx = (int32_t)(s - tb->seqs);
   s->ready = true;
@@ -322,7 +236,7 @@ static void ready_add(tg_trace_buffer_t *tb, seq_t *s) {
   tb->ready_tail = idx;
 }
 
-static void ready_remove(tg_trace_buffer_t *tb, seq_t *s) {
+void tg__tb_ready_remove(tg_trace_buffer_t *tb, seq_t *s) {
   if (!s->ready) return;
   if (s->prev >= 0)
     tb->seqs[s->prev].next = s->next;
@@ -339,9 +253,9 @@ static void ready_remove(tg_trace_buffer_t *tb, seq_t *s) {
 /* Forgets an empty sequence of a producer that is gone, so that sequences
  * of departed producers do not accumulate. Linear probing, backward-shift
  * deletion. */
-static void seq_free(tg_trace_buffer_t *tb, seq_t *s) {
+void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s) {
   int32_t idx = (int32_t)(s - tb->seqs);
-  ready_remove(tb, s);
+  tg__tb_ready_remove(tb, s);
   uint32_t mask = tb->ht_cap - 1;
   uint32_t i = hash_key(s->key) & mask;
   while (tb->ht[i] != idx) i = (i + 1) & mask;
@@ -371,7 +285,7 @@ static void seq_free(tg_trace_buffer_t *tb, seq_t *s) {
  * re-commit, a patch or producer_gone. Keeps the read progress. Returns the
  * validation result; violations are counted for every new copy
  * (|new_copy|) and otherwise only when the chunk was sound before. */
-static int rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
+int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
   const uint8_t *c = rec_chunk(r);
   bool incomplete = (r->flags & R_INCOMPLETE) != 0;
   bool final = (r->flags & R_FINAL) != 0;
@@ -430,7 +344,7 @@ static int rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
 
 /* Fragment at chunk offset |off|. The analysis vouched for it; the check
  * is a second line of defence. */
-static bool frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
+bool tg__tb_frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
                     uint32_t *next) {
   uint8_t *c = rec_chunk(r);
   if (off > r->chunk_size) return false;
@@ -440,7 +354,7 @@ static bool frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
   return true;
 }
 
-static void rec_truncate(tg_trace_buffer_t *tb, rec_t *r) {
+void tg__tb_rec_truncate(tg_trace_buffer_t *tb, rec_t *r) {
   tb->stats.abi_violations++;
   r->nreadable = r->nread;
   r->flags &= (uint16_t)~R_CONT;
@@ -470,14 +384,14 @@ static void evict_head(tg_trace_buffer_t *tb) {
         s->resume_id = r->chunk_id;
         s->resume_nread = r->nread;
       }
-      q_erase(s, i);
+      tg__tb_q_erase(s, i);
       break;
     }
     s->loss = true;
     if (s->qlen == 0 && s->gone)
-      seq_free(tb, s);
+      tg__tb_seq_free(tb, s);
     else
-      ready_add(tb, s); /* a stall on this chunk may be over */
+      tg__tb_ready_add(tb, s); /* a stall on this chunk may be over */
   }
   head_pop(tb);
 }
@@ -486,7 +400,7 @@ static void evict_head(tg_trace_buffer_t *tb) {
  * oldest records in RING_BUFFER mode. |need| <= tb->size. */
 static bool make_room(tg_trace_buffer_t *tb, size_t need, size_t *off) {
   for (;;) {
-    release_read_records(tb);
+    tg__tb_release_read_records(tb);
     if (!tb->wrapped) {
       if (tb->size - tb->wr >= need) break;
       if (tb->head < need && tb->policy == TG_FILL_DISCARD) return false;
@@ -521,7 +435,7 @@ static int discard(tg_trace_buffer_t *tb, seq_t *s, uint32_t id, int err) {
     s->has_lost = true;
     s->lost_id = id;
   }
-  ready_add(tb, s);
+  tg__tb_ready_add(tb, s);
   return err;
 }
 
@@ -609,8 +523,8 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
   r->uid = (uint32_t)producer->uid;
   r->pid = (int32_t)producer->pid;
   tb->stats.bytes_written += size;
-  int rv = rec_analyze(tb, r, true);
-  ready_add(tb, s);
+  int rv = tg__tb_rec_analyze(tb, r, true);
+  tg__tb_ready_add(tb, s);
   return rv;
 }
 
@@ -633,233 +547,14 @@ int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
   }
   uint8_t *p = rec_chunk(r) + TG_SMB_CHUNK_HEADER_SIZE;
   for (size_t i = 0; i < n; i++) memcpy(p + offsets[i], data[i], 4);
-  if (n) rec_analyze(tb, r, false); /* a patch may hit a size header */
+  if (n) tg__tb_rec_analyze(tb, r, false); /* a patch may hit a size header */
   if (!has_more) r->flags &= (uint16_t)~R_NEEDS_PATCH;
   tb->stats.patches_succeeded++;
-  ready_add(tb, s);
+  tg__tb_ready_add(tb, s);
   return 0;
 fail:
   tb->stats.patches_failed++;
   return err;
-}
-
-/* --- reading ------------------------------------------------------------- */
-
-enum { RD_STALL = 0, RD_PACKET = 1, RD_AGAIN = 2 };
-
-/* The reader consumes the first thing of the front chunk |e|: a jump in
- * ids from the last chunk consumed is a gap. Called only when something
- * is consumed, so a stalled front chunk can still be preceded by a late
- * out-of-order one. */
-static void seq_enter(seq_t *s, const ent_t *e) {
-  if (s->has_last && e->id != s->last_id + 1u) s->loss = true;
-  s->has_last = true;
-  s->last_id = e->id - 1u;
-}
-
-/* The front chunk was read to the end. */
-static void seq_pop_read(tg_trace_buffer_t *tb, seq_t *s) {
-  ent_t *e = q_at(s, 0);
-  rec_t *r = ent_rec(tb, e);
-  r->flags &= (uint16_t)~R_LIVE;
-  tb->live_bytes -= r->rec_size;
-  tb->stats.chunks_read++;
-  tb->stats.bytes_read += r->chunk_size;
-  s->has_last = true;
-  s->last_id = e->id;
-  q_erase(s, 0);
-}
-
-static void emit(seq_t *s, const rec_t *r, tg_packet_t *out) {
-  out->producer.producer_id = r->producer_id;
-  out->producer.uid = (uid_t)r->uid;
-  out->producer.pid = (pid_t)r->pid;
-  out->writer_id = r->writer_id;
-  out->previous_packet_dropped = s->loss;
-  s->loss = false;
-}
-
-/* The front chunk's next fragment (|d|, |len|, ending at |next|) starts a
- * packet that continues in the following chunks. Walks them without
- * consuming anything until the packet is complete, then consumes it. */
-static int reassemble(tg_trace_buffer_t *tb, seq_t *s, const uint8_t *d,
-                      size_t len, uint32_t next, tg_packet_t *out) {
-  rec_t *r0 = ent_rec(tb, q_at(s, 0));
-  unsigned n = 0;
-  bool overflow = false;
-  size_t total = len;
-  if (len) {
-    out->slice[n] = d;
-    out->slice_len[n++] = len;
-  }
-  uint32_t prev_id = q_at(s, 0)->id;
-  uint32_t i = 1;
-  uint32_t end_next = 0;
-  for (;; i++) {
-    if (i >= s->qlen) {
-      /* Chunks come in id order: if a newer one was discarded, the next
-       * one will not come either. */
-      if (s->has_lost && (int32_t)(s->lost_id - prev_id) > 0) goto drop;
-      if (!s->gone) return RD_STALL; /* the next chunk is not there yet */
-      tb->stats.trace_writer_packet_loss++;
-      goto drop;
-    }
-    const ent_t *e = q_at(s, i);
-    rec_t *r = ent_rec(tb, e);
-    if (e->id != prev_id + 1u) goto drop; /* a gap: it can never complete */
-    if (r->flags & R_NEEDS_PATCH) return RD_STALL;
-    if (r->nreadable == 0 || r->nread != 0) {
-      if ((r->flags & R_INCOMPLETE) && !(r->flags & R_FINAL)) return RD_STALL;
-      goto drop; /* drop marker or malformed: counted already */
-    }
-    if (!(r->flags & R_FIRST_CONT)) {
-      tb->stats.abi_violations++; /* promised a continuation, none came */
-      goto drop;
-    }
-    const uint8_t *fd;
-    size_t flen;
-    uint32_t fnext;
-    if (!frag_at(r, r->read_off, &fd, &flen, &fnext)) {
-      rec_truncate(tb, r);
-      goto drop;
-    }
-    total += flen;
-    if (flen) {
-      if (n < TG_PACKET_MAX_SLICES) {
-        out->slice[n] = fd;
-        out->slice_len[n++] = flen;
-      } else {
-        overflow = true;
-      }
-    }
-    prev_id = e->id;
-    if (r->nreadable == 1 && (r->flags & R_CONT)) continue; /* middle */
-    end_next = fnext;
-    break;
-  }
-  /* Complete: chunks 0 .. i-1 are used up, chunk i gives its first fragment. */
-  if (r0->nread == 0) seq_enter(s, q_at(s, 0));
-  emit(s, r0, out);
-  r0->nread++;
-  for (uint32_t k = 0; k < i; k++) seq_pop_read(tb, s);
-  rec_t *last = ent_rec(tb, q_at(s, 0));
-  last->nread = 1;
-  last->read_off = end_next;
-  if (overflow) {
-    tb->stats.trace_writer_packet_loss++;
-    s->loss = true;
-    return RD_AGAIN;
-  }
-  if (total == 0) {
-    s->loss = out->previous_packet_dropped; /* nothing to emit: keep it */
-    return RD_AGAIN;
-  }
-  out->num_slices = n;
-  out->size = total;
-  return RD_PACKET;
-
-drop:
-  if (r0->nread == 0) seq_enter(s, q_at(s, 0));
-  r0->nread++;
-  r0->read_off = next;
-  s->loss = true;
-  return RD_AGAIN;
-}
-
-/* Retires front chunks with nothing left to read right after a packet, so
- * that overwriting them later is not counted as a loss. */
-static void seq_trim(tg_trace_buffer_t *tb, seq_t *s) {
-  while (s->qlen) {
-    const ent_t *e = q_at(s, 0);
-    rec_t *r = ent_rec(tb, e);
-    if (r->nread < r->nreadable || (r->flags & R_NEEDS_PATCH) ||
-        ((r->flags & R_INCOMPLETE) && !(r->flags & R_FINAL)))
-      return;
-    if (r->nread == 0) seq_enter(s, e);
-    if (r->flags & R_DROP_END) s->loss = true;
-    seq_pop_read(tb, s);
-  }
-}
-
-/* Next packet of |s|, or RD_STALL when it has nothing readable now. */
-static int seq_read(tg_trace_buffer_t *tb, seq_t *s, tg_packet_t *out) {
-  while (s->qlen) {
-    const ent_t *e = q_at(s, 0);
-    rec_t *r = ent_rec(tb, e);
-    if (r->flags & R_NEEDS_PATCH) return RD_STALL;
-    if (r->nread < r->nreadable) {
-      const uint8_t *d;
-      size_t len;
-      uint32_t next;
-      if (!frag_at(r, r->read_off, &d, &len, &next)) {
-        rec_truncate(tb, r);
-        continue;
-      }
-      if (r->nread == 0 && (r->flags & R_FIRST_CONT)) {
-        /* Continues a packet whose start we do not have. */
-        seq_enter(s, e);
-        r->nread++;
-        r->read_off = next;
-        s->loss = true;
-        continue;
-      }
-      if (r->nread + 1u == r->nreadable && (r->flags & R_CONT)) {
-        int rv = reassemble(tb, s, d, len, next, out);
-        if (rv == RD_AGAIN) continue;
-        return rv;
-      }
-      if (r->nread == 0) seq_enter(s, e);
-      r->nread++;
-      r->read_off = next;
-      if (len == 0) continue; /* an empty packet says nothing */
-      out->slice[0] = d;
-      out->slice_len[0] = len;
-      out->num_slices = 1;
-      out->size = len;
-      emit(s, r, out);
-      return RD_PACKET;
-    }
-    if ((r->flags & R_INCOMPLETE) && !(r->flags & R_FINAL))
-      return RD_STALL; /* the rest comes with the complete copy */
-    seq_trim(tb, s);
-  }
-  return RD_STALL;
-}
-
-int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out) {
-  int rv = 0;
-  while (tb->ready_head >= 0) {
-    seq_t *s = &tb->seqs[tb->ready_head];
-    if (seq_read(tb, s, out) == RD_PACKET) {
-      seq_trim(tb, s);
-      ready_remove(tb, s); /* round robin: to the back of the line */
-      ready_add(tb, s);
-      rv = 1;
-      break;
-    }
-    ready_remove(tb, s);
-    if (s->qlen == 0 && s->gone) seq_free(tb, s);
-  }
-  release_read_records(tb);
-  return rv;
-}
-
-void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb,
-                                   uint16_t producer_id) {
-  for (uint32_t i = 0; i < tb->nseqs; i++) {
-    seq_t *s = &tb->seqs[i];
-    if (!s->used || s->key >> 16 != producer_id) continue;
-    s->gone = true;
-    for (uint32_t k = 0; k < s->qlen; k++) {
-      rec_t *r = ent_rec(tb, q_at(s, k));
-      r->flags |= R_FINAL;
-      if (r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) rec_analyze(tb, r, false);
-    }
-    if (s->qlen == 0)
-      seq_free(tb, s);
-    else
-      ready_add(tb, s);
-  }
 }
 
 /* --- lifetime and accessors ---------------------------------------------- */

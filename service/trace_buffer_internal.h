@@ -1,0 +1,113 @@
+/* The trace buffer's private layout, shared by trace_buffer.c (writing,
+ * index, lifetime) and trace_buffer_read.c (reading). Nothing else
+ * includes it: the public contract is trace_buffer.h. */
+#ifndef TRACEGATE_SERVICE_TRACE_BUFFER_INTERNAL_H
+#define TRACEGATE_SERVICE_TRACE_BUFFER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/smb.h"
+#include "service/trace_buffer.h"
+
+#define MIN_BUFFER_SIZE 4096u
+/* Index entries keep record offsets in 8-byte units in 32 bits. */
+#define MAX_BUFFER_SIZE ((uint64_t)UINT32_MAX * 8u)
+
+enum rec_flags {
+  R_LIVE = 1u << 0,         /* in its sequence's index */
+  R_FIRST_CONT = 1u << 1,   /* header: fragment 0 continues from id - 1 */
+  R_NEEDS_PATCH = 1u << 2,  /* header; cleared by a final patch */
+  R_INCOMPLETE = 1u << 3,   /* scraped while being written */
+  R_FINAL = 1u << 4,        /* producer gone: nothing more will come */
+  R_CONT = 1u << 5,         /* the last readable fragment goes on in id + 1 */
+  R_DROP_END = 1u << 6,     /* a lost packet follows the readable fragments */
+  R_DROP_COUNTED = 1u << 7, /* ... and was counted */
+  R_BAD = 1u << 8,          /* the copy failed validation */
+};
+
+typedef struct rec {
+  uint32_t rec_size;   /* header + reserved chunk bytes, multiple of 8 */
+  uint32_t chunk_cap;  /* chunk bytes reserved: size of the first copy */
+  uint32_t chunk_size; /* chunk bytes of the current copy */
+  uint32_t chunk_id;
+  uint32_t seq;      /* index in tb->seqs while R_LIVE */
+  uint32_t read_off; /* chunk offset of the next unread fragment's header */
+  uint32_t uid;
+  int32_t pid;
+  uint16_t producer_id;
+  uint16_t writer_id;
+  uint16_t nreadable; /* leading fragments the reader may take now */
+  uint16_t nread;     /* of which already consumed */
+  uint16_t flags;     /* enum rec_flags */
+  uint16_t reserved[3];
+} rec_t;
+_Static_assert(sizeof(rec_t) % 8 == 0, "records stay 8-byte aligned");
+_Static_assert(sizeof(uid_t) == 4 && sizeof(pid_t) == 4, "uid/pid fit");
+
+typedef struct ent {
+  uint32_t id;
+  uint32_t off8; /* record offset / 8 */
+} ent_t;
+
+typedef struct seq {
+  ent_t *q; /* ring deque, sorted by chunk id; capacity a power of two */
+  uint32_t qcap, qhead, qlen;
+  uint32_t key;          /* producer_id << 16 | writer_id */
+  uint32_t last_id;      /* the chunk before the next expected one */
+  uint32_t lost_id;      /* the newest chunk discarded, if has_lost */
+  uint32_t resume_id;    /* evicted while scraped and read in part ... */
+  uint16_t resume_nread; /* ... this many fragments */
+  int32_t prev, next;    /* ready list, or free list (next) when unused */
+  bool used, has_last, has_lost, loss, gone, ready, resume;
+} seq_t;
+
+struct tg_trace_buffer {
+  uint8_t *ring;
+  size_t size;
+  size_t head, wr, wrap_at;
+  bool wrapped;
+  size_t live_bytes;
+  tg_fill_policy_t policy;
+
+  seq_t *seqs;
+  uint32_t nseqs, seqs_cap;
+  int32_t free_seq;
+  int32_t *ht; /* seq index or -1 */
+  uint32_t ht_cap, ht_used;
+  int32_t ready_head, ready_tail;
+  uint32_t cache_key;
+  int32_t cache_seq;
+
+  tg_trace_buffer_stats_t stats;
+};
+
+/* --- records and ring ---------------------------------------------------- */
+
+static inline rec_t *rec_at(const tg_trace_buffer_t *tb, size_t off) {
+  return (rec_t *)(void *)(tb->ring + off);
+}
+static inline uint8_t *rec_chunk(rec_t *r) { return (uint8_t *)(r + 1); }
+static inline rec_t *ent_rec(const tg_trace_buffer_t *tb, const ent_t *e) {
+  return rec_at(tb, (size_t)e->off8 * 8u);
+}
+static inline size_t rec_size_for(size_t chunk_size) {
+  return sizeof(rec_t) + ((chunk_size + 7u) & ~(size_t)7u);
+}
+
+static inline ent_t *q_at(const seq_t *s, uint32_t i) {
+  return &s->q[(s->qhead + i) & (s->qcap - 1)];
+}
+
+bool tg__tb_frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
+                    uint32_t *next);
+void tg__tb_q_erase(seq_t *s, uint32_t pos);
+void tg__tb_ready_add(tg_trace_buffer_t *tb, seq_t *s);
+void tg__tb_ready_remove(tg_trace_buffer_t *tb, seq_t *s);
+int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy);
+void tg__tb_rec_truncate(tg_trace_buffer_t *tb, rec_t *r);
+void tg__tb_release_read_records(tg_trace_buffer_t *tb);
+void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s);
+
+#endif /* TRACEGATE_SERVICE_TRACE_BUFFER_INTERNAL_H */
