@@ -100,6 +100,7 @@ void tg__producer_commit_move(tg_producer_t *p,
     if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
         m->data.len > TG_SMB_MAX_PAGE_SIZE) {
       p->abi_violations++;
+      tg_trace_buffer_note_abi_violation(tb);
       return;
     }
     tg_trace_buffer_copy_chunk(tb, &p->ident, m->data.data, m->data.len,
@@ -108,12 +109,15 @@ void tg__producer_commit_move(tg_producer_t *p,
   }
   if (!p->smb_map || !m->has_page || !m->has_chunk) {
     p->abi_violations++;
+    if (tb) tg_trace_buffer_note_abi_violation(tb);
     return;
   }
   tg_smb_chunk_t c;
   int rv = tg_smb_try_acquire_chunk_for_reading(&p->smb, m->page, m->chunk, &c);
   if (rv < 0) {
+    /* Not Complete, or out of range: counted where the data was headed. */
     p->abi_violations++;
+    if (tb) tg_trace_buffer_note_abi_violation(tb);
     TG_DEBUG("producer %u: commit of page %u chunk %u refused: %s",
              p->ident.producer_id, m->page, m->chunk, tg_strerror(rv));
     return;

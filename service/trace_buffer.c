@@ -593,6 +593,10 @@ void tg_trace_buffer_free(tg_trace_buffer_t *tb) {
   free(tb);
 }
 
+void tg_trace_buffer_note_abi_violation(tg_trace_buffer_t *tb) {
+  tb->stats.abi_violations++;
+}
+
 const tg_trace_buffer_stats_t *tg_trace_buffer_stats(
     const tg_trace_buffer_t *tb) {
   return &tb->stats;

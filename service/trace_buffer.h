@@ -126,6 +126,10 @@ int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out);
  * instead of stalling the sequence forever. */
 void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
 
+/* Counts an ABI violation found outside the buffer but aimed at it (e.g. a
+ * CommitData for a chunk the producer does not have Complete). */
+void tg_trace_buffer_note_abi_violation(tg_trace_buffer_t *tb);
+
 const tg_trace_buffer_stats_t *tg_trace_buffer_stats(const tg_trace_buffer_t *tb);
 size_t tg_trace_buffer_size(const tg_trace_buffer_t *tb);
 /* Bytes of records not yet fully read (0 when everything was read). */

@@ -179,6 +179,9 @@ static void bogus_commits_store_nothing(void **state) {
   /* Only the good producer's two chunks ever reached the buffer. */
   assert_int_equal(st->buffer_stats[0]->chunks_written, 2);
   assert_true(st->chunks_discarded > 0); /* the commit into a foreign buffer */
+  /* The 7 moves aimed at this buffer, sent singly and then batched, each
+   * count as an ABI violation of the buffer they targeted. */
+  assert_int_equal(st->buffer_stats[0]->abi_violations, 14);
   Perfetto__Protos__TracePacket *tp[64];
   size_t k = test_packets(out, n, tp, 64);
   for (size_t i = 0; i < k; i++) assert_string_equal(tp[i]->for_testing->str, "good");
@@ -186,6 +189,7 @@ static void bogus_commits_store_nothing(void **state) {
 
   st = expect_intact(&c2, "other", 0, 6, &out, &n);
   assert_int_equal(st->buffer_stats[0]->chunks_written, 2);
+  assert_int_equal(st->buffer_stats[0]->abi_violations, 0);
   k = test_packets(out, n, tp, 64);
   for (size_t i = 0; i < k; i++) assert_string_equal(tp[i]->for_testing->str, "other");
   free_packets(out, n);
