@@ -569,17 +569,24 @@ static void m_query_service_state(void *ctx, tg_ipc_call_t call,
   st.has_num_sessions_started = 1;
   st.num_sessions_started = (int32_t)started;
   st.tracing_service_version = "tracegate 0.1.0";
+  /* A streaming method: consumers merge the replies, so a large state goes
+   * out in batches that each fit a frame (sessions with the first). */
   Perfetto__Protos__QueryServiceStateResponse r =
       PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
   r.service_state = &st;
-  if (perfetto__protos__query_service_state_response__get_packed_size(&r) >
-      TG_IPC_FRAME_MAX_PAYLOAD - 64) {
-    /* Too big for one frame: answer with the sessions only rather than a
-     * frame the peer would have to reject. */
-    st.n_producers = 0;
-    st.n_data_sources = 0;
-  }
-  tg_ipc_reply(&call, true, false, &r.base, -1);
+  enum { BATCH = 128 }; /* names <= 256 B: a batch stays far below a frame */
+  size_t sent_p = 0, sent_d = 0;
+  do {
+    st.n_producers = ip - sent_p < BATCH ? ip - sent_p : BATCH;
+    st.producers = pprod + sent_p;
+    st.n_data_sources = id - sent_d < BATCH ? id - sent_d : BATCH;
+    st.data_sources = pds + sent_d;
+    sent_p += st.n_producers;
+    sent_d += st.n_data_sources;
+    bool more = sent_p < ip || sent_d < id;
+    tg_ipc_reply(&call, true, more, &r.base, -1);
+    st.n_tracing_sessions = 0; /* only in the first reply */
+  } while (sent_p < ip || sent_d < id);
 out:
   free(prod);
   free(pprod);

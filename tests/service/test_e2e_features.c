@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -704,6 +705,32 @@ static void sync_marker_and_service_events_are_in_the_trace(void **state) {
   raw_producer_close(&p);
 }
 
+/* QueryServiceState is a stream: a state too large for one reply comes in
+ * several, and merging them gives every producer and data source once. */
+static void large_service_state_is_streamed_in_several_replies(void **state) {
+  test_service_t *ts = *state;
+  enum { N = 140 }; /* above one batch of 128 */
+  raw_producer_t *p = calloc(N, sizeof(*p));
+  assert_non_null(p);
+  for (int i = 0; i < N; i++) {
+    char name[32], ds[32];
+    snprintf(name, sizeof(name), "many.%d", i);
+    snprintf(ds, sizeof(ds), "many.ds.%d", i);
+    assert_int_equal(raw_producer_connect(&p[i], ts, name, ds, 4, 64, false), 0);
+  }
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  size_t np, nd, ns, replies;
+  assert_int_equal(raw_consumer_query_all(&c, 10000, &np, &nd, &ns, &replies), 0);
+  assert_int_equal(np, N);
+  assert_int_equal(nd, N);
+  assert_int_equal(ns, 0);
+  assert_true(replies >= 2);
+  raw_consumer_close(&c);
+  for (int i = 0; i < N; i++) raw_producer_close(&p[i]);
+  free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(deferred_start_waits_for_start_tracing,
@@ -727,6 +754,9 @@ int main(void) {
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(
           query_capabilities_and_service_state_describe_the_service,
+          test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          large_service_state_is_streamed_in_several_replies,
           test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(large_packet_is_sliced_across_read_buffers_replies,
                                       test_service_setup, test_service_teardown),

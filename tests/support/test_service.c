@@ -606,6 +606,39 @@ Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(raw_consumer_t *
   return (Perfetto__Protos__QueryServiceStateResponse *)r;
 }
 
+int raw_consumer_query_all(raw_consumer_t *c, int timeout_ms, size_t *producers,
+                           size_t *data_sources, size_t *sessions,
+                           size_t *replies) {
+  Perfetto__Protos__QueryServiceStateRequest req =
+      PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+  int64_t rid = raw_invoke(&c->conn, "QueryServiceState", &req.base, -1, false);
+  if (rid <= 0) return -1;
+  *producers = *data_sources = *sessions = *replies = 0;
+  for (bool more = true; more;) {
+    raw_frame_t f;
+    if (raw_wait(&c->conn, (uint64_t)rid, timeout_ms, &f) != 1) return -1;
+    Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+        f.frame->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY
+            ? f.frame->msg_invoke_method_reply : NULL;
+    Perfetto__Protos__QueryServiceStateResponse *q =
+        r && r->success ? perfetto__protos__query_service_state_response__unpack(
+                              NULL, r->reply_proto.len, r->reply_proto.data)
+                        : NULL;
+    more = r && r->has_more;
+    if (q && q->service_state) {
+      *producers += q->service_state->n_producers;
+      *data_sources += q->service_state->n_data_sources;
+      *sessions += q->service_state->n_tracing_sessions;
+    }
+    (*replies)++;
+    if (q) perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+    tg_ipc_frame_free(f.frame);
+    if (f.fd >= 0) close(f.fd);
+    if (!q) return -1;
+  }
+  return 0;
+}
+
 void raw_consumer_close(raw_consumer_t *c) { raw_close(&c->conn); }
 
 void simple_config(Perfetto__Protos__TraceConfig *cfg,

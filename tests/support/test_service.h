@@ -171,6 +171,12 @@ Perfetto__Protos__GetTraceStatsResponse *raw_consumer_stats(raw_consumer_t *c);
  * perfetto__protos__query_service_state_response__free_unpacked. */
 Perfetto__Protos__QueryServiceStateResponse *raw_consumer_query(
     raw_consumer_t *c, int timeout_ms);
+/* QueryServiceState read to its last reply (a streaming method): adds up
+ * the producers, data sources and sessions of every reply and counts the
+ * replies. Returns 0 or -1. */
+int raw_consumer_query_all(raw_consumer_t *c, int timeout_ms, size_t *producers,
+                           size_t *data_sources, size_t *sessions,
+                           size_t *replies);
 void raw_consumer_close(raw_consumer_t *c);
 
 /* A config: one buffer of |kb| KiB with |policy|, one data source. */
