@@ -287,6 +287,13 @@ static tg_producer_t *ready_producer(tg_ipc_call_t call) {
   return p && p->initialized ? p : NULL;
 }
 
+/* ready_producer(), answering the call with a failure when there is none. */
+static tg_producer_t *ready_or_fail(tg_ipc_call_t call) {
+  tg_producer_t *p = ready_producer(call);
+  if (!p) fail(call);
+  return p;
+}
+
 static void register_ds_reply(tg_ipc_call_t call, const char *error) {
   Perfetto__Protos__RegisterDataSourceResponse r =
       PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
@@ -313,11 +320,8 @@ static void ds_fill(tg_registered_ds_t *d,
 static void m_register_data_source(void *ctx, tg_ipc_call_t call,
                                    const uint8_t *args, size_t len) {
   tg_service_t *svc = ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__RegisterDataSourceRequest *req =
       perfetto__protos__register_data_source_request__unpack(NULL, len, args);
   const Perfetto__Protos__DataSourceDescriptor *d =
@@ -365,11 +369,8 @@ static void m_register_data_source(void *ctx, tg_ipc_call_t call,
 static void m_update_data_source(void *ctx, tg_ipc_call_t call,
                                  const uint8_t *args, size_t len) {
   (void)ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__UpdateDataSourceRequest *req =
       perfetto__protos__update_data_source_request__unpack(NULL, len, args);
   const Perfetto__Protos__DataSourceDescriptor *d =
@@ -394,11 +395,8 @@ static void remove_instance(tg_ds_instance_t *inst) {
 static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
                                      const uint8_t *args, size_t len) {
   (void)ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__UnregisterDataSourceRequest *req =
       perfetto__protos__unregister_data_source_request__unpack(NULL, len, args);
   tg_registered_ds_t *ds =
@@ -430,11 +428,8 @@ static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
 static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                           size_t len) {
   tg_service_t *svc = ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__CommitDataRequest *req =
       perfetto__protos__commit_data_request__unpack(NULL, len, args);
   if (!req) {
@@ -474,11 +469,8 @@ static void m_get_async_command(void *ctx, tg_ipc_call_t call,
 static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
                                     const uint8_t *args, size_t len) {
   (void)ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__RegisterTraceWriterRequest *req =
       perfetto__protos__register_trace_writer_request__unpack(NULL, len, args);
   bool ok = req && req->has_trace_writer_id && req->trace_writer_id > 0 &&
@@ -514,11 +506,8 @@ static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
 static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
                                       const uint8_t *args, size_t len) {
   (void)ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__UnregisterTraceWriterRequest *req =
       perfetto__protos__unregister_trace_writer_request__unpack(NULL, len, args);
   bool ok = false;
@@ -539,11 +528,8 @@ static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
 static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
   tg_service_t *svc = ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__NotifyDataSourceStartedRequest *req =
       perfetto__protos__notify_data_source_started_request__unpack(NULL, len, args);
   tg_ds_instance_t *inst =
@@ -561,11 +547,8 @@ static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
   (void)ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__NotifyDataSourceStoppedRequest *req =
       perfetto__protos__notify_data_source_stopped_request__unpack(NULL, len, args);
   tg_ds_instance_t *inst =
@@ -581,11 +564,8 @@ static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 static void m_activate_triggers(void *ctx, tg_ipc_call_t call,
                                 const uint8_t *args, size_t len) {
   tg_service_t *svc = ctx;
-  tg_producer_t *p = ready_producer(call);
-  if (!p) {
-    fail(call);
-    return;
-  }
+  tg_producer_t *p = ready_or_fail(call);
+  if (!p) return;
   Perfetto__Protos__ActivateTriggersRequest *req =
       perfetto__protos__activate_triggers_request__unpack(NULL, len, args);
   if (!req) {

@@ -503,6 +503,16 @@ void tg__session_flush(tg_session_t *s, uint32_t timeout_ms,
   uv_timer_start(&f->timer, on_flush_timeout, timeout_ms, 0);
 }
 
+/* |producer_id| answered (or can no longer answer) flush |f|. */
+static void flush_producer_done(tg_pending_flush_t *f, uint16_t producer_id) {
+  for (size_t i = 0; i < f->n_waiting; i++) {
+    if (f->waiting[i] != producer_id) continue;
+    f->waiting[i] = f->waiting[--f->n_waiting];
+    break;
+  }
+  if (f->n_waiting == 0) flush_complete(f, true);
+}
+
 void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p, uint64_t flush_id) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
@@ -512,13 +522,7 @@ void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p, uint64_t flush_i
       tg_pending_flush_t *f = TG_CONTAINER_OF(jt, tg_pending_flush_t, node);
       /* Acks are cumulative: a producer that answers flush N has also
        * committed what earlier flushes asked for. */
-      if (f->request_id > flush_id) continue;
-      for (size_t i = 0; i < f->n_waiting; i++) {
-        if (f->waiting[i] != p->ident.producer_id) continue;
-        f->waiting[i] = f->waiting[--f->n_waiting];
-        break;
-      }
-      if (f->n_waiting == 0) flush_complete(f, true);
+      if (f->request_id <= flush_id) flush_producer_done(f, p->ident.producer_id);
     }
   }
 }
@@ -727,13 +731,8 @@ void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p) {
       tg_trace_buffer_producer_gone(s->buffers[i].tb, p->ident.producer_id);
     tg_list_t *jt, *jtmp;
     tg_list_foreach_safe(jt, jtmp, &s->flushes) {
-      tg_pending_flush_t *f = TG_CONTAINER_OF(jt, tg_pending_flush_t, node);
-      for (size_t k = 0; k < f->n_waiting; k++) {
-        if (f->waiting[k] != p->ident.producer_id) continue;
-        f->waiting[k] = f->waiting[--f->n_waiting];
-        break;
-      }
-      if (f->n_waiting == 0) flush_complete(f, true);
+      flush_producer_done(TG_CONTAINER_OF(jt, tg_pending_flush_t, node),
+                          p->ident.producer_id);
     }
   }
 }
