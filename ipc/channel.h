@@ -102,6 +102,13 @@ static inline size_t tg_ipc_chan_pending(const tg_ipc_chan_t *ch) {
   return tg_buf_size(&ch->out);
 }
 
+/* True from the moment queued output passes the high-water mark until it
+ * drains below the low-water mark; on_drain fires when it turns false.
+ * Producers of bulk output stop while it is true. */
+static inline bool tg_ipc_chan_congested(const tg_ipc_chan_t *ch) {
+  return ch->above_high_water;
+}
+
 /* Removes and returns the oldest received fd (the caller owns it), or -1. */
 int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch);
 

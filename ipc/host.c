@@ -70,13 +70,43 @@ static void send_request_error(tg_ipc_host_conn_t *c, uint64_t request_id,
   send_frame(c, &f, -1);
 }
 
-int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
-                 const ProtobufCMessage *msg, int fd) {
+int tg_ipc_reply_bytes(const tg_ipc_call_t *call, bool success, bool has_more,
+                       const uint8_t *reply, size_t len, int fd) {
   tg_ipc_host_conn_t *c = call->conn;
   if (call->drop_reply || !tg_ipc_chan_is_open(&c->chan)) {
     if (fd >= 0) close(fd);
     return call->drop_reply ? 0 : -EPIPE;
   }
+  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  r.has_has_more = has_more;
+  r.has_more = has_more;
+  r.has_reply_proto = 1;
+  r.reply_proto.data = (uint8_t *)reply;
+  r.reply_proto.len = len;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = call->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  f.msg_invoke_method_reply = &r;
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  int rv = tg_ipc_frame_append(&f, &b);
+  if (rv == 0) {
+    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(&b), tg_buf_size(&b), fd);
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  tg_buf_free(&b);
+  return rv;
+}
+
+int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
+                 const ProtobufCMessage *msg, int fd) {
+  if (call->drop_reply || !tg_ipc_chan_is_open(&call->conn->chan))
+    return tg_ipc_reply_bytes(call, success, has_more, NULL, 0, fd);
   uint8_t stack[1024];
   uint8_t *body = stack;
   size_t n = msg ? protobuf_c_message_get_packed_size(msg) : 0;
@@ -88,30 +118,8 @@ int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
     }
   }
   if (msg) protobuf_c_message_pack(msg, body);
-  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
-      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
-  r.has_success = 1;
-  r.success = success;
-  r.has_has_more = has_more;
-  r.has_more = has_more;
-  r.has_reply_proto = 1;
-  r.reply_proto.data = body;
-  r.reply_proto.len = n;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = call->request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
-  f.msg_invoke_method_reply = &r;
-  tg_buf_t b;
-  tg_buf_init(&b, 0);
-  int rv = tg_ipc_frame_append(&f, &b);
+  int rv = tg_ipc_reply_bytes(call, success, has_more, body, n, fd);
   if (body != stack) free(body);
-  if (rv == 0) {
-    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(&b), tg_buf_size(&b), fd);
-  } else if (fd >= 0) {
-    close(fd);
-  }
-  tg_buf_free(&b);
   return rv;
 }
 

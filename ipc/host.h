@@ -91,6 +91,10 @@ const tg_ipc_host_stats_t *tg_ipc_host_stats(const tg_ipc_host_t *host);
 int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
                  const ProtobufCMessage *msg, int fd);
 
+/* The same with the reply message already serialised (|reply| is copied). */
+int tg_ipc_reply_bytes(const tg_ipc_call_t *call, bool success, bool has_more,
+                       const uint8_t *reply, size_t len, int fd);
+
 /* Closes one connection (its services' on_disconnect run first). */
 void tg_ipc_host_conn_close(tg_ipc_host_conn_t *conn, int status);
 

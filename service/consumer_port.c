@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
 #include "common/observable_events.pb-c.h"
 #include "common/tracing_service_capabilities.pb-c.h"
 #include "common/tracing_service_state.pb-c.h"
@@ -143,8 +144,7 @@ static int frame_emit(void *ctx, const uint8_t *const *pieces, const size_t *len
   }
   f->c->read_budget -= total;
   /* Stop at the high-water mark; on_drain resumes. */
-  return f->c->conn->chan.above_high_water ||
-         tg_ipc_chan_pending(&f->c->conn->chan) > f->c->conn->chan.high_water;
+  return tg_ipc_chan_congested(&f->c->conn->chan);
 }
 
 static void read_job_run(tg_consumer_t *c) {
@@ -158,13 +158,8 @@ static void read_job_run(tg_consumer_t *c) {
     tg_ipc_host_conn_close(c->conn, f.err);
     return;
   }
-  bool paused = more && c->read_budget > 0 &&
-                (c->conn->chan.above_high_water ||
-                 tg_ipc_chan_pending(&c->conn->chan) > c->conn->chan.high_water);
-  if (paused) {
-    c->conn->chan.above_high_water = true; /* makes the channel call on_drain */
-    return;
-  }
+  /* Congested: on_drain resumes the job. */
+  if (more && c->read_budget > 0 && tg_ipc_chan_congested(&c->conn->chan)) return;
   c->reading = false;
   Perfetto__Protos__ReadBuffersResponse r = PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__INIT;
   tg_ipc_reply(&c->read_call, true, false, &r.base, -1);
@@ -206,23 +201,50 @@ static void enable_reply_error(tg_ipc_call_t call, const char *error) {
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
 
+/* EnableTracingRequest {trace_config = 1, attach_notification_only = 2},
+ * read with the field reader: the config bytes go to the session exactly
+ * as sent, unknown fields included, without a decode/re-encode round. */
+typedef struct enable_args {
+  const uint8_t *config;
+  size_t config_len;
+  bool has_config;
+  bool attach_notification_only;
+} enable_args_t;
+
+static int parse_enable_args(const uint8_t *args, size_t len, enable_args_t *out) {
+  memset(out, 0, sizeof(*out));
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, args, len);
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    if (f.id == 1 && f.type == TG_PB_WT_LEN) {
+      /* Repeated occurrences would have to be merged; nobody sends them. */
+      if (out->has_config) return -1;
+      out->has_config = true;
+      out->config = f.data;
+      out->config_len = f.size;
+    } else if (f.id == 2 && f.type == TG_PB_WT_VARINT) {
+      out->attach_notification_only = f.value != 0;
+    }
+  }
+  return rv;
+}
+
 static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
   tg_service_t *svc = ctx;
   tg_consumer_t *c = consumer_of(svc, call);
   int fd = tg_ipc_chan_take_fd(&call.conn->chan);
-  Perfetto__Protos__EnableTracingRequest *req =
-      perfetto__protos__enable_tracing_request__unpack(NULL, len, args);
-  if (!c || !req) {
+  enable_args_t req;
+  if (!c || parse_enable_args(args, len, &req) < 0) {
     if (fd >= 0) close(fd);
-    if (req) perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
     fail(call);
     return;
   }
-  if (req->has_attach_notification_only && req->attach_notification_only) {
+  if (req.attach_notification_only) {
     /* After Attach: the consumer wants the end-of-tracing notification. */
     if (fd >= 0) close(fd);
-    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
     if (!c->session || c->session->has_enable_call) {
       enable_reply_error(call, "attach_notification_only: no attached session");
       return;
@@ -233,34 +255,19 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
       tg__session_notify_disabled(c->session, NULL);
     return;
   }
-  if (c->session) {
+  const char *refusal = c->session ? "this connection already has a tracing session"
+                        : !req.has_config ? "trace_config: missing"
+                                          : NULL;
+  if (refusal) {
     if (fd >= 0) close(fd);
-    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
-    enable_reply_error(call, "this connection already has a tracing session");
+    enable_reply_error(call, refusal);
     return;
   }
-  if (!req->trace_config) {
-    if (fd >= 0) close(fd);
-    perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
-    enable_reply_error(call, "trace_config: missing");
-    return;
-  }
-  /* The session keeps the config bytes exactly as sent (with unknown
-   * fields): re-pack the message protobuf-c decoded, unknowns included. */
-  size_t clen = perfetto__protos__trace_config__get_packed_size(req->trace_config);
-  uint8_t *cbytes = malloc(clen ? clen : 1);
   char err[512] = "";
-  tg_session_t *s = NULL;
-  if (cbytes) {
-    perfetto__protos__trace_config__pack(req->trace_config, cbytes);
-    s = tg__session_create(svc, cbytes, clen, fd, err, sizeof(err));
-  } else {
-    snprintf(err, sizeof(err), "out of memory");
-  }
-  free(cbytes);
-  perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+  /* The session owns |fd| from here on, whatever the outcome. */
+  tg_session_t *s =
+      tg__session_create(svc, req.config, req.config_len, fd, err, sizeof(err));
   if (!s) {
-    if (fd >= 0) close(fd);
     TG_INFO("consumer pid %d: config refused: %s", (int)call.conn->chan.peer_pid, err);
     enable_reply_error(call, err);
     return;
@@ -368,12 +375,7 @@ static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
     }
   }
   perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &c->svc->producers) {
-    tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
-    for (size_t d = 0; d < p->n_ds; d++)
-      tg__session_on_data_source_registered(c->svc, p, &p->ds[d]);
-  }
+  tg__session_rematch(c->session);
   Perfetto__Protos__ChangeTraceConfigResponse r =
       PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);

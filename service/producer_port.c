@@ -108,17 +108,10 @@ static void flush_pending_commands(tg_producer_t *p) {
     uint8_t *b = tg_buf_begin(&p->pending_cmds);
     uint32_t n;
     memcpy(&n, b, 4);
-    Perfetto__Protos__GetAsyncCommandResponse *cmd =
-        perfetto__protos__get_async_command_response__unpack(NULL, n, b + 4);
-    int fd = first ? p->pending_smb_fd : -1;
+    int fd = first ? p->pending_smb_fd : -1; /* SetupTracing comes first */
     if (first) p->pending_smb_fd = -1;
     first = false;
-    if (cmd) {
-      tg_ipc_reply(&p->async_call, true, true, &cmd->base, fd);
-      perfetto__protos__get_async_command_response__free_unpacked(cmd, NULL);
-    } else if (fd >= 0) {
-      close(fd);
-    }
+    tg_ipc_reply_bytes(&p->async_call, true, true, b + 4, n, fd);
     tg_buf_consume(&p->pending_cmds, 4 + n);
   }
 }

@@ -260,8 +260,10 @@ void tg__producer_commit_patch(
     tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp);
 
 /* --- session.c -------------------------------------------------------- */
-/* Validates and creates a session from |cfg_bytes| (a TraceConfig). On
- * failure returns NULL and a message in |err|. */
+/* Validates and creates a session from |cfg_bytes| (a TraceConfig; copied).
+ * Takes ownership of |write_fd| (-1 for none) in every outcome: kept for
+ * write_into_file, closed otherwise. On failure returns NULL and a message
+ * naming the field in |err|. */
 tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
                                  size_t cfg_len, int write_fd, char *err,
                                  size_t errlen);
@@ -276,6 +278,9 @@ void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
                            uint64_t flush_id);
 /* A producer acked StopDataSource (or went away). */
 void tg__session_instance_stopped(tg_ds_instance_t *inst);
+/* The session's producer filters changed: instantiate its data sources on
+ * producers that match now (existing instances stay). */
+void tg__session_rematch(tg_session_t *s);
 /* A producer registered a data source: existing sessions may want it. */
 void tg__session_on_data_source_registered(tg_service_t *svc,
                                            tg_producer_t *p,

@@ -111,6 +111,26 @@ static void timer_init(tg_session_t *s, uv_timer_t *t) {
 
 /* --- instances ---------------------------------------------------------------- */
 
+/* Compiles |pat| to match whole names only (as std::regex_match does in
+ * Perfetto). Returns 0 or -1 (invalid pattern, out of memory). */
+static int compile_whole_name(regex_t *re, const char *pat) {
+  size_t n = strlen(pat);
+  char *anchored = malloc(n + 5);
+  if (!anchored) return -1;
+  snprintf(anchored, n + 5, "^(%s)$", pat);
+  int rv = regcomp(re, anchored, REG_EXTENDED | REG_NOSUB) == 0 ? 0 : -1;
+  free(anchored);
+  return rv;
+}
+
+static bool whole_name_matches(const char *pat, const char *name) {
+  regex_t re;
+  if (!pat || compile_whole_name(&re, pat) < 0) return false;
+  bool ok = regexec(&re, name, 0, NULL, 0) == 0;
+  regfree(&re);
+  return ok;
+}
+
 static bool producer_matches(const Perfetto__Protos__TraceConfig__DataSource *ds,
                              const tg_producer_t *p) {
   const char *name = p->name ? p->name : "";
@@ -119,28 +139,19 @@ static bool producer_matches(const Perfetto__Protos__TraceConfig__DataSource *ds
   for (size_t i = 0; i < ds->n_producer_name_filter; i++)
     if (ds->producer_name_filter[i] && !strcmp(ds->producer_name_filter[i], name))
       return true;
-  for (size_t i = 0; i < ds->n_producer_name_regex_filter; i++) {
-    regex_t re;
-    const char *pat = ds->producer_name_regex_filter[i];
-    if (!pat || regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) != 0) continue;
-    regmatch_t m[1];
-    bool ok = regexec(&re, name, 1, m, 0) == 0;
-    /* Whole-name match, as with std::regex_match. */
-    if (ok) {
-      regex_t full;
-      char *anch = malloc(strlen(pat) + 5);
-      if (anch) {
-        sprintf(anch, "^(%s)$", pat);
-        ok = regcomp(&full, anch, REG_EXTENDED | REG_NOSUB) == 0 &&
-             regexec(&full, name, 0, NULL, 0) == 0;
-        regfree(&full);
-        free(anch);
-      }
-    }
-    regfree(&re);
-    if (ok) return true;
-  }
+  for (size_t i = 0; i < ds->n_producer_name_regex_filter; i++)
+    if (whole_name_matches(ds->producer_name_regex_filter[i], name)) return true;
   return false;
+}
+
+/* Unlinks |inst| from its producer (if still attached) and its session,
+ * and frees it. */
+static void instance_destroy(tg_ds_instance_t *inst) {
+  if (inst->producer) tg_list_remove(&inst->producer_node);
+  tg_list_remove(&inst->session_node);
+  free(inst->name);
+  free(inst->producer_name);
+  free(inst);
 }
 
 static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
@@ -173,12 +184,7 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
   tg_list_insert_tail(&s->instances, &inst->session_node);
   tg_list_insert_tail(&p->instances, &inst->producer_node);
   if (tg__producer_setup_instance(inst, cds->config) < 0) {
-    tg_list_remove(&inst->producer_node);
-    inst->producer = NULL;
-    tg_list_remove(&inst->session_node);
-    free(inst->name);
-    free(inst->producer_name);
-    free(inst);
+    instance_destroy(inst);
     return;
   }
   if (s->state == TG_SESSION_STARTED) tg__producer_start_instance(inst, cds->config);
@@ -192,6 +198,11 @@ static void instantiate_all(tg_session_t *s) {
       for (size_t c = 0; c < s->config->n_data_sources; c++)
         maybe_instantiate(s, c, p, &p->ds[d]);
   }
+}
+
+void tg__session_rematch(tg_session_t *s) {
+  if (s->freeing || s->state >= TG_SESSION_DISABLING) return;
+  instantiate_all(s);
 }
 
 void tg__session_on_data_source_registered(tg_service_t *svc, tg_producer_t *p,
@@ -261,7 +272,7 @@ static int validate(tg_service_t *svc, const Perfetto__Protos__TraceConfig *c,
     for (size_t r = 0; r < d->n_producer_name_regex_filter; r++) {
       regex_t re;
       const char *pat = d->producer_name_regex_filter[r];
-      if (!pat || regcomp(&re, pat, REG_EXTENDED | REG_NOSUB) != 0) {
+      if (!pat || compile_whole_name(&re, pat) < 0) {
         config_error(err, n,
                      "data_sources[%zu].producer_name_regex_filter[%zu]: not a "
                      "valid regular expression",
@@ -270,6 +281,20 @@ static int validate(tg_service_t *svc, const Perfetto__Protos__TraceConfig *c,
       }
       regfree(&re);
     }
+  }
+  const Perfetto__Protos__TraceConfig__TriggerConfig *tc = c->trigger_config;
+  for (size_t i = 0; tc && i < tc->n_triggers; i++) {
+    regex_t re;
+    const char *pat = tc->triggers[i]->producer_name_regex;
+    if (!pat || !pat[0]) continue;
+    if (compile_whole_name(&re, pat) < 0) {
+      config_error(err, n,
+                   "trigger_config.triggers[%zu].producer_name_regex: not a "
+                   "valid regular expression",
+                   i);
+      return -EINVAL;
+    }
+    regfree(&re);
   }
   if (c->has_write_into_file && c->write_into_file && write_fd < 0) {
     config_error(err, n,
@@ -306,11 +331,18 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
       perfetto__protos__trace_config__unpack(NULL, cfg_len, cfg_bytes);
   if (!cfg) {
     config_error(err, errlen, "trace_config: does not decode as a TraceConfig");
+    if (write_fd >= 0) close(write_fd);
     return NULL;
   }
   if (validate(svc, cfg, write_fd, err, errlen) < 0) {
     perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+    if (write_fd >= 0) close(write_fd);
     return NULL;
+  }
+  /* A file descriptor the config does not write into is not kept. */
+  if (write_fd >= 0 && !(cfg->has_write_into_file && cfg->write_into_file)) {
+    close(write_fd);
+    write_fd = -1;
   }
   tg_session_t *s = calloc(1, sizeof(*s));
   if (!s) goto oom;
@@ -321,7 +353,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   if (!s->config_bytes) goto oom;
   memcpy(s->config_bytes, cfg_bytes, cfg_len);
   s->config_len = cfg_len;
-  s->write_fd = cfg->has_write_into_file && cfg->write_into_file ? write_fd : -1;
+  s->write_fd = write_fd;
   s->seqs.next = 1; /* sequence 1 is the service's own */
   tg_list_init(&s->instances);
   tg_list_init(&s->flushes);
@@ -357,6 +389,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
 oom:
   config_error(err, errlen, "out of memory");
 fail:
+  if (write_fd >= 0) close(write_fd);
   if (s) {
     for (size_t i = 0; i < s->n_buffers; i++) tg_trace_buffer_free(s->buffers[i].tb);
     tg_buf_free(&s->service_packets);
@@ -416,6 +449,34 @@ void tg__session_start(tg_session_t *s) {
 }
 
 /* --- flush -------------------------------------------------------------------- */
+
+static bool wants_flush(const tg_ds_instance_t *inst) {
+  return !(inst->ds && inst->ds->no_flush);
+}
+
+static bool handles_clear(const tg_ds_instance_t *inst) {
+  return inst->ds && inst->ds->handles_incremental_state_clear;
+}
+
+/* The ids of |p|'s instances in |s| that |want| accepts, as a malloc'ed
+ * array the caller frees; NULL (and *n = 0) when there are none. */
+static uint64_t *instance_ids(tg_producer_t *p, tg_session_t *s,
+                              bool (*want)(const tg_ds_instance_t *), size_t *n) {
+  size_t count = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->session == s && want(inst)) count++;
+  }
+  *n = 0;
+  uint64_t *ids = count ? malloc(count * sizeof(*ids)) : NULL;
+  if (!ids) return NULL;
+  tg_list_foreach_safe(it, tmp, &p->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    if (inst->session == s && want(inst)) ids[(*n)++] = inst->id;
+  }
+  return ids;
+}
 
 static void on_flush_closed(uv_handle_t *h) {
   tg_pending_flush_t *f = h->data;
@@ -480,17 +541,12 @@ void tg__session_flush(tg_session_t *s, uint32_t timeout_ms,
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->svc->producers) {
     tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
-    uint64_t ids[64];
-    size_t n = 0;
-    tg_list_t *jt, *jtmp;
-    tg_list_foreach_safe(jt, jtmp, &p->instances) {
-      tg_ds_instance_t *inst = TG_CONTAINER_OF(jt, tg_ds_instance_t, producer_node);
-      if (inst->session != s || (inst->ds && inst->ds->no_flush)) continue;
-      if (n < 64) ids[n++] = inst->id;
-    }
-    if (n == 0) continue;
+    size_t n;
+    uint64_t *ids = instance_ids(p, s, wants_flush, &n);
+    if (!ids) continue;
     f->waiting[f->n_waiting++] = p->ident.producer_id;
     tg__producer_flush(p, f->request_id, ids, n);
+    free(ids);
   }
   if (f->n_waiting == 0) { /* no producer to wait for */
     flush_complete(f, true);
@@ -541,16 +597,11 @@ static void on_clear_period(uv_timer_t *t) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->svc->producers) {
     tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
-    uint64_t ids[64];
-    size_t n = 0;
-    tg_list_t *jt, *jtmp;
-    tg_list_foreach_safe(jt, jtmp, &p->instances) {
-      tg_ds_instance_t *inst = TG_CONTAINER_OF(jt, tg_ds_instance_t, producer_node);
-      if (inst->session == s && inst->ds && inst->ds->handles_incremental_state_clear &&
-          n < 64)
-        ids[n++] = inst->id;
-    }
-    if (n) tg__producer_clear_incremental_state(p, ids, n);
+    size_t n;
+    uint64_t *ids = instance_ids(p, s, handles_clear, &n);
+    if (!ids) continue;
+    tg__producer_clear_incremental_state(p, ids, n);
+    free(ids);
   }
 }
 
@@ -584,15 +635,8 @@ static void on_stop_timeout(uv_timer_t *t) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
-    if (inst->producer) {
-      tg__producer_scrape(inst->producer, s);
-      tg_list_remove(&inst->producer_node);
-      inst->producer = NULL;
-    }
-    tg_list_remove(&inst->session_node);
-    free(inst->name);
-    free(inst->producer_name);
-    free(inst);
+    if (inst->producer) tg__producer_scrape(inst->producer, s);
+    instance_destroy(inst);
   }
   finalize_disable(s);
 }
@@ -601,10 +645,7 @@ void tg__session_instance_stopped(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
   inst->state = TG_DS_STOPPED; /* observers are told it stopped, not its last state */
   tg__consumer_notify_instance_state(s->svc, inst);
-  tg_list_remove(&inst->session_node);
-  free(inst->name);
-  free(inst->producer_name);
-  free(inst);
+  instance_destroy(inst);
   if (s->state == TG_SESSION_DISABLING && tg_list_empty(&s->instances))
     finalize_disable(s);
 }
@@ -667,17 +708,7 @@ void tg__session_notify_disabled(tg_session_t *s, const char *error) {
 static bool trigger_producer_ok(const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t,
                                 const tg_producer_t *p) {
   if (!t->producer_name_regex || !t->producer_name_regex[0]) return true;
-  regex_t re;
-  char *anch = malloc(strlen(t->producer_name_regex) + 5);
-  if (!anch) return false;
-  sprintf(anch, "^(%s)$", t->producer_name_regex);
-  bool ok = regcomp(&re, anch, REG_EXTENDED | REG_NOSUB) == 0;
-  if (ok) {
-    ok = regexec(&re, p->name ? p->name : "", 0, NULL, 0) == 0;
-    regfree(&re);
-  }
-  free(anch);
-  return ok;
+  return whole_name_matches(t->producer_name_regex, p->name ? p->name : "");
 }
 
 void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *name) {
@@ -757,12 +788,7 @@ void tg__session_free(tg_session_t *s) {
   /* Whatever is still waiting is abandoned now. */
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->instances) {
-    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
-    if (inst->producer) tg_list_remove(&inst->producer_node);
-    tg_list_remove(&inst->session_node);
-    free(inst->name);
-    free(inst->producer_name);
-    free(inst);
+    instance_destroy(TG_CONTAINER_OF(it, tg_ds_instance_t, session_node));
   }
   if (s->state != TG_SESSION_DISABLED) finalize_disable(s);
   tg_list_foreach_safe(it, tmp, &s->flushes) {

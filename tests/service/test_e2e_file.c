@@ -1,6 +1,7 @@
 /* tracegated end to end: write_into_file. The service writes the trace into
  * a file descriptor the consumer passed, periodically, at the end, at its
  * size limit and when the service itself is told to stop. */
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -165,6 +166,32 @@ static void sigterm_writes_out_the_file_of_a_running_session(void **state) {
   raw_producer_close(&p);
 }
 
+/* A file descriptor sent with a config that does not write into a file is
+ * not kept: the service closes its copy at once. Sent as the write end of
+ * a pipe, whose read end sees EOF only when every copy is closed. */
+static void unused_file_descriptor_is_closed(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "test.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "test.ds"); /* no write_into_file */
+  int pfd[2];
+  assert_int_equal(pipe(pfd), 0);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, pfd[1]), 0);
+  close(pfd[1]);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+  assert_int_equal(poll(&pl, 1, 5000), 1);
+  char b;
+  assert_int_equal(read(pfd[0], &b, 1), 0); /* EOF: no copy left open */
+  close(pfd[0]);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(write_into_file_yields_a_decodable_trace,
@@ -172,6 +199,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(max_file_size_stops_the_session,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(sigterm_writes_out_the_file_of_a_running_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(unused_file_descriptor_is_closed,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

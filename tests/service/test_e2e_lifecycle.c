@@ -351,6 +351,23 @@ static void invalid_configs_are_refused_naming_the_field(void **state) {
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
   assert_non_null(strstr(err, "write_into_file"));
 
+  simple_cfg_init(&sc, 64, 1, "x.ds");
+  Perfetto__Protos__TraceConfig__TriggerConfig tc =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *ptr = &tr;
+  tr.name = "go";
+  tr.producer_name_regex = "prod(";
+  tc.has_trigger_mode = 1;
+  tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+  tc.n_triggers = 1;
+  tc.triggers = &ptr;
+  sc.cfg.trigger_config = &tc;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "producer_name_regex"));
+
   /* None of them left a session behind. */
   Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
   assert_non_null(q);
