@@ -17,7 +17,7 @@ TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer
+                fuzz_trace_buffer fuzz_pbtxt
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-smoke bench clean
 
@@ -53,6 +53,7 @@ test-tsan:
 # fuzzing never end up in the tree by accident.
 define run_fuzzers
 	@set -e; for t in $(FUZZ_TARGETS); do \
+	  [ -x $(FUZZ_DIR)/tests/fuzz/$$t ] || { echo "fuzz: $$t not built"; exit 1; }; \
 	  work=$(FUZZ_DIR)/work/$$t; rm -rf $$work; mkdir -p $$work; \
 	  cp tests/fuzz/corpus/$$t/* $$work/; \
 	  echo "fuzz: $$t for $(1)s"; \

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "abi/pb_wire.h"
+#include "tracegate/export.h"
 
 #define TG_PBW_MAX_DEPTH 16
 
@@ -62,7 +63,7 @@ struct tg_pbw {
 
 /* |buf| is borrowed for the writer's lifetime (and what refill hands in). A
  * NULL |refill| makes running out of room a TG_ENO_SPACE error. */
-void tg_pbw_init(tg_pbw_t *w, uint8_t *buf, size_t len, tg_pbw_refill_fn refill,
+TG_EXPORT void tg_pbw_init(tg_pbw_t *w, uint8_t *buf, size_t len, tg_pbw_refill_fn refill,
                  void *refill_ctx);
 
 /* Total payload bytes written since init, across segments. */
@@ -72,8 +73,8 @@ static inline uint64_t tg_pbw_written(const tg_pbw_t *w) {
 static inline int tg_pbw_error(const tg_pbw_t *w) { return w->error; }
 
 /* Slow paths (out of line). */
-void tg_pbw__append_slow(tg_pbw_t *w, const void *data, size_t n);
-int tg_pbw__ensure_contiguous(tg_pbw_t *w, size_t n);
+TG_EXPORT void tg_pbw__append_slow(tg_pbw_t *w, const void *data, size_t n);
+TG_EXPORT int tg_pbw__ensure_contiguous(tg_pbw_t *w, size_t n);
 
 /* Raw bytes, split across segments if needed. */
 static inline void tg_pbw_append_raw(tg_pbw_t *w, const void *data, size_t n) {
@@ -166,9 +167,9 @@ static inline void tg_pbw_append_string(tg_pbw_t *w, uint32_t field,
 
 /* Opens a nested message (or a bytes field written in place) under |field|.
  * Returns 0, or the sticky error (then the matching end_nested is a no-op). */
-int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field);
+TG_EXPORT int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field);
 /* Closes the innermost nested message and back-fills its size. Returns its
  * size in bytes, or a negative error. */
-int64_t tg_pbw_end_nested(tg_pbw_t *w);
+TG_EXPORT int64_t tg_pbw_end_nested(tg_pbw_t *w);
 
 #endif /* TRACEGATE_ABI_PB_WRITER_H */

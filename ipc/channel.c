@@ -321,3 +321,13 @@ int tg_ipc_connect_unix(const char *addr) {
   }
   return fd;
 }
+
+const char *tg_ipc_default_socket(bool producer) {
+  const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
+                                    : "PERFETTO_CONSUMER_SOCK_NAME");
+  if (env && env[0]) return env;
+  if (access("/run/perfetto/", W_OK | X_OK) == 0)
+    return producer ? "/run/perfetto/traced-producer.sock"
+                    : "/run/perfetto/traced-consumer.sock";
+  return producer ? "/tmp/perfetto-producer" : "/tmp/perfetto-consumer";
+}

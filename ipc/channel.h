@@ -126,4 +126,11 @@ static inline bool tg_ipc_chan_is_open(const tg_ipc_chan_t *ch) {
  * at once). Returns the fd or a negative error. */
 int tg_ipc_connect_unix(const char *addr);
 
+/* The default socket of the service, as every Perfetto client finds it:
+ * $PERFETTO_PRODUCER_SOCK_NAME / $PERFETTO_CONSUMER_SOCK_NAME when set,
+ * else /run/perfetto/traced-{producer,consumer}.sock when /run/perfetto/ is
+ * accessible, else /tmp/perfetto-{producer,consumer}. Static or environment
+ * storage: do not free. */
+const char *tg_ipc_default_socket(bool producer);
+
 #endif /* TRACEGATE_IPC_CHANNEL_H */

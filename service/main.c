@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "ipc/channel.h"
 #include "service/service.h"
 #include "tracegate/flags.h"
 #include "tracegate/log.h"
@@ -29,8 +30,8 @@ static void on_signal(uv_signal_t *h, int signum) {
 }
 
 int main(int argc, char **argv) {
-  const char *producer_socket = tg_service_default_socket(true);
-  const char *consumer_socket = tg_service_default_socket(false);
+  const char *producer_socket = tg_ipc_default_socket(true);
+  const char *consumer_socket = tg_ipc_default_socket(false);
   unsigned producer_mode = 0666, consumer_mode = 0660;
   uint64_t max_producers = 1024, max_consumers = 64;
   int log_level = TG_LOG_INFO;

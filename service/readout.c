@@ -370,18 +370,14 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
         q = tg_pb_write_varint(q, TG_PB_TAG(PKT_PREVIOUS_PACKET_DROPPED, 0));
         q = tg_pb_write_varint(q, 1);
       }
-      const uint8_t *pieces[TG_PACKET_MAX_SLICES + 1];
-      size_t lens[TG_PACKET_MAX_SLICES + 1];
-      for (unsigned k = 0; k < pkt.num_slices; k++) {
-        pieces[k] = pkt.slice[k];
-        lens[k] = pkt.slice_len[k];
-      }
-      pieces[pkt.num_slices] = suffix;
-      lens[pkt.num_slices] = (size_t)(q - suffix);
+      /* The slice table has a spare entry for the trusted suffix. */
+      pkt.slice[pkt.num_slices] = suffix;
+      pkt.slice_len[pkt.num_slices] = (size_t)(q - suffix);
       size_t total = pkt.size + (size_t)(q - suffix);
       s->packets_read++;
       s->bytes_read += total;
-      if (emit(ctx, pieces, lens, pkt.num_slices + 1, total)) return 1;
+      if (emit(ctx, pkt.slice, pkt.slice_len, pkt.num_slices + 1, total))
+        return 1;
     }
   }
   return 0;

@@ -8,16 +8,6 @@
 #include "tracegate/error.h"
 #include "tracegate/log.h"
 
-const char *tg_service_default_socket(bool producer) {
-  const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
-                                    : "PERFETTO_CONSUMER_SOCK_NAME");
-  if (env && env[0]) return env;
-  if (access("/run/perfetto/", W_OK | X_OK) == 0)
-    return producer ? "/run/perfetto/traced-producer.sock"
-                    : "/run/perfetto/traced-consumer.sock";
-  return producer ? "/tmp/perfetto-producer" : "/tmp/perfetto-consumer";
-}
-
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                      const tg_service_options_t *opt) {
   memset(svc, 0, sizeof(*svc));

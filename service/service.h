@@ -226,7 +226,6 @@ struct tg_service {
 /* The default socket path for |producer| or consumer: the env variable
  * Perfetto's tools honour, else /run/perfetto/traced-*.sock when
  * /run/perfetto/ is usable, else /tmp/perfetto-*. */
-const char *tg_service_default_socket(bool producer);
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                      const tg_service_options_t *opt);
 /* Ends every session (files flushed), closes sockets; |done| when closed. */

@@ -564,6 +564,11 @@ static void flush_producer_done(tg_pending_flush_t *f, uint16_t producer_id) {
   for (size_t i = 0; i < f->n_waiting; i++) {
     if (f->waiting[i] != producer_id) continue;
     f->waiting[i] = f->waiting[--f->n_waiting];
+    /* Threads that were idle still hold partial chunks the producer could
+     * not commit for them: read those too, as Perfetto's service does
+     * when a flush completes. */
+    tg_producer_t *p = tg__producer_by_id(f->session->svc, producer_id);
+    if (p) tg__producer_scrape(p, f->session);
     break;
   }
   if (f->n_waiting == 0) flush_complete(f, true);

@@ -55,7 +55,7 @@
  * complete copy does not return them twice.
  *
  * Losses. Writer drop markers, packets that can never complete after
- * producer_gone and packets of more than TG_PACKET_MAX_SLICES fragments
+ * producer_gone and packets whose slice table cannot grow
  * count as trace_writer_packet_loss. Gaps and orphan continuations are only
  * flagged: the chunk behind them was counted already (overwritten,
  * discarded or malformed). Unlike Perfetto, the first packet of a sequence
@@ -589,6 +589,8 @@ void tg_trace_buffer_free(tg_trace_buffer_t *tb) {
   for (uint32_t i = 0; i < tb->nseqs; i++) free(tb->seqs[i].q);
   free(tb->seqs);
   free(tb->ht);
+  free(tb->pk_slices);
+  free(tb->pk_lens);
   munmap(tb->ring, tb->size);
   free(tb);
 }

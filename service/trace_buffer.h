@@ -70,14 +70,16 @@ typedef struct tg_producer_ident {
   pid_t pid;
 } tg_producer_ident_t;
 
-/* A packet returned by tg_trace_buffer_read_packet(): up to
- * TG_PACKET_MAX_SLICES pieces whose concatenation is the TracePacket bytes.
- * The pointers point into the buffer and stay valid until the next call
- * that modifies the buffer (copy_chunk, patch, read_packet, free). */
-#define TG_PACKET_MAX_SLICES 16
+/* A packet returned by tg_trace_buffer_read_packet(): |num_slices| pieces
+ * whose concatenation is the TracePacket bytes, one per fragment, however
+ * many chunks the packet spans. The arrays and the bytes belong to the
+ * buffer and stay valid until the next call that modifies it (copy_chunk,
+ * patch, read_packet, free). The arrays have one spare entry at index
+ * |num_slices|, for a reader that appends a piece of its own (the
+ * service's trusted fields). */
 typedef struct tg_packet {
-  const uint8_t *slice[TG_PACKET_MAX_SLICES];
-  size_t slice_len[TG_PACKET_MAX_SLICES];
+  const uint8_t **slice;
+  size_t *slice_len;
   unsigned num_slices;
   size_t size;                  /* sum of slice_len */
   tg_producer_ident_t producer; /* who wrote it */
@@ -115,8 +117,8 @@ int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
                           size_t n, bool has_more);
 
 /* Reads the next complete packet of any sequence. Returns 1 with |out|
- * filled, 0 when nothing is readable now. Packets larger than
- * TG_PACKET_MAX_SLICES fragments are dropped and counted
+ * filled, 0 when nothing is readable now. A packet whose slice table
+ * cannot grow (out of memory) is dropped and counted
  * (trace_writer_packet_loss) rather than returned. */
 int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out);
 

@@ -80,6 +80,13 @@ struct tg_trace_buffer {
   uint32_t cache_key;
   int32_t cache_seq;
 
+  /* The slice table handed out with each packet: grown (doubling) to the
+   * largest packet seen, so reading allocates nothing in steady state.
+   * One entry more than pk_cap, spare for the reader. */
+  const uint8_t **pk_slices;
+  size_t *pk_lens;
+  uint32_t pk_cap;
+
   tg_trace_buffer_stats_t stats;
 };
 

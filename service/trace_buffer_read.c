@@ -1,6 +1,7 @@
 /* Reading the trace buffer: packets in order per sequence, fragments
  * reassembled, losses flagged, sequences of departed producers unblocked.
  * See trace_buffer.c for the layout and the stall-vs-gap rules. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "service/trace_buffer_internal.h"
@@ -41,6 +42,30 @@ static void emit(seq_t *s, const rec_t *r, tg_packet_t *out) {
   s->loss = false;
 }
 
+/* Makes room for slice |n| of the packet being assembled. */
+static bool slices_reserve(tg_trace_buffer_t *tb, uint32_t n) {
+  if (n < tb->pk_cap) return true;
+  uint32_t cap = tb->pk_cap ? tb->pk_cap * 2 : 16;
+  while (cap <= n) cap *= 2;
+  const uint8_t **sl = realloc(tb->pk_slices, (cap + 1) * sizeof(*sl));
+  if (!sl) return false;
+  tb->pk_slices = sl;
+  size_t *ln = realloc(tb->pk_lens, (cap + 1) * sizeof(*ln));
+  if (!ln) return false;
+  tb->pk_lens = ln;
+  tb->pk_cap = cap;
+  return true;
+}
+
+static bool slice_push(tg_trace_buffer_t *tb, unsigned *n, const uint8_t *d,
+                       size_t len) {
+  if (!slices_reserve(tb, *n)) return false;
+  tb->pk_slices[*n] = d;
+  tb->pk_lens[*n] = len;
+  (*n)++;
+  return true;
+}
+
 /* The front chunk's next fragment (|d|, |len|, ending at |next|) starts a
  * packet that continues in the following chunks. Walks them without
  * consuming anything until the packet is complete, then consumes it. */
@@ -50,10 +75,7 @@ static int reassemble(tg_trace_buffer_t *tb, seq_t *s, const uint8_t *d,
   unsigned n = 0;
   bool overflow = false;
   size_t total = len;
-  if (len) {
-    out->slice[n] = d;
-    out->slice_len[n++] = len;
-  }
+  if (len && !slice_push(tb, &n, d, len)) overflow = true;
   uint32_t prev_id = q_at(s, 0)->id;
   uint32_t i = 1;
   uint32_t end_next = 0;
@@ -86,14 +108,7 @@ static int reassemble(tg_trace_buffer_t *tb, seq_t *s, const uint8_t *d,
       goto drop;
     }
     total += flen;
-    if (flen) {
-      if (n < TG_PACKET_MAX_SLICES) {
-        out->slice[n] = fd;
-        out->slice_len[n++] = flen;
-      } else {
-        overflow = true;
-      }
-    }
+    if (flen && !overflow && !slice_push(tb, &n, fd, flen)) overflow = true;
     prev_id = e->id;
     if (r->nreadable == 1 && (r->flags & R_CONT)) continue; /* middle */
     end_next = fnext;
@@ -116,6 +131,8 @@ static int reassemble(tg_trace_buffer_t *tb, seq_t *s, const uint8_t *d,
     s->loss = out->previous_packet_dropped; /* nothing to emit: keep it */
     return RD_AGAIN;
   }
+  out->slice = tb->pk_slices;
+  out->slice_len = tb->pk_lens;
   out->num_slices = n;
   out->size = total;
   return RD_PACKET;
@@ -174,8 +191,14 @@ static int seq_read(tg_trace_buffer_t *tb, seq_t *s, tg_packet_t *out) {
       r->nread++;
       r->read_off = next;
       if (len == 0) continue; /* an empty packet says nothing */
-      out->slice[0] = d;
-      out->slice_len[0] = len;
+      unsigned n = 0;
+      if (!slice_push(tb, &n, d, len)) {
+        tb->stats.trace_writer_packet_loss++;
+        s->loss = true;
+        continue;
+      }
+      out->slice = tb->pk_slices;
+      out->slice_len = tb->pk_lens;
       out->num_slices = 1;
       out->size = len;
       emit(s, r, out);

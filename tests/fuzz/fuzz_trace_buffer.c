@@ -54,12 +54,11 @@ static int read_some(tg_trace_buffer_t *tb, unsigned count) {
   int got = 0;
   for (unsigned i = 0; i < count; i++) {
     tg_packet_t pkt;
-    memset(&pkt, 0xA5, sizeof(pkt));
+    memset(&pkt, 0, sizeof(pkt));
     int rv = tg_trace_buffer_read_packet(tb, &pkt);
     if (rv == 0) break;
     if (rv != 1) __builtin_trap();
-    if (pkt.num_slices == 0 || pkt.num_slices > TG_PACKET_MAX_SLICES)
-      __builtin_trap();
+    if (pkt.num_slices == 0 || !pkt.slice || !pkt.slice_len) __builtin_trap();
     if (pkt.writer_id == 0 || pkt.producer.producer_id == 0 ||
         pkt.producer.producer_id > 3)
       __builtin_trap();

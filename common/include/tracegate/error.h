@@ -29,7 +29,14 @@
   X(PEER_CLOSED, -20014, "peer closed the connection")                        \
   X(DENIED, -20015, "permission denied by policy")                            \
   X(TIMEOUT, -20016, "operation timed out")                                   \
-  X(TLS, -20017, "TLS failure")
+  X(TLS, -20017, "TLS failure")                                               \
+  X(TLS_HANDSHAKE, -20030, "TLS handshake failed")                            \
+  X(TLS_CERT, -20031, "peer certificate rejected")                            \
+  X(TLS_NOT_TLS, -20032, "peer does not speak TLS")                           \
+  X(TLS_PEER_ALERT, -20033, "peer aborted the TLS connection with an alert")  \
+  X(PARSE, -20018, "text does not parse")                                     \
+  X(REMOTE_FAILED, -20040, "the remote side answered with a failure")         \
+  X(NOT_CONNECTED, -20041, "not connected to the service")
 
 enum {
 #define TG__ERR_ENUM(name, value, msg) TG_E##name = (value),

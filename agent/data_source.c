@@ -1,0 +1,262 @@
+/* Data sources: the registry, instance slots, and each thread's trace
+ * writers.
+ *
+ * The hot path (tg_ds_packet_begin/end) looks up the calling thread's
+ * writer for {data source, instance} in a thread-local table and checks it
+ * against the instance's generation with one acquire load. Only when the
+ * writer is missing or stale (first packet, new session, reconnect) does the
+ * slow path take tg__agent_lock to build a new one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent_internal.h"
+
+pthread_mutex_t tg__agent_lock = PTHREAD_MUTEX_INITIALIZER;
+_Atomic uint64_t tg__agent_packets_written;
+_Atomic uint64_t tg__agent_packets_dropped;
+
+static tg_ds_t g_ds[TG_DS_MAX];
+static _Atomic size_t g_n_ds;
+
+size_t tg__ds_count(void) {
+  return atomic_load_explicit(&g_n_ds, memory_order_acquire);
+}
+
+tg_ds_t *tg__ds_at(size_t i) { return &g_ds[i]; }
+
+tg_ds_t *tg__ds_by_name(const char *name, size_t len) {
+  size_t n = tg__ds_count();
+  for (size_t i = 0; i < n; i++)
+    if (strlen(g_ds[i].name) == len && memcmp(g_ds[i].name, name, len) == 0)
+      return &g_ds[i];
+  return NULL;
+}
+
+int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out) {
+  if (!opts || !opts->name || !opts->name[0] ||
+      strlen(opts->name) >= TG_DS_NAME_MAX || !out)
+    return -EINVAL;
+  pthread_mutex_lock(&tg__agent_lock);
+  int rv = 0;
+  size_t n = atomic_load_explicit(&g_n_ds, memory_order_relaxed);
+  if (tg__ds_by_name(opts->name, strlen(opts->name))) {
+    rv = -EEXIST;
+  } else if (n == TG_DS_MAX) {
+    rv = -ENOSPC;
+  } else {
+    tg_ds_t *ds = &g_ds[n];
+    memset(ds, 0, sizeof(*ds));
+    ds->idx = (uint32_t)n;
+    memcpy(ds->name, opts->name, strlen(opts->name) + 1);
+    ds->handles_incremental_state_clear = opts->handles_incremental_state_clear;
+    ds->cbs = opts->cbs;
+    atomic_store_explicit(&g_n_ds, n + 1, memory_order_release);
+    *out = ds;
+  }
+  pthread_mutex_unlock(&tg__agent_lock);
+  if (rv == 0) tg__agent_wake(); /* registers it if connected */
+  return rv;
+}
+
+/* --- instance transitions (agent's thread) ------------------------------- */
+
+void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
+                       uint16_t target_buffer, tg_arbiter_t *arb) {
+  pthread_mutex_lock(&tg__agent_lock);
+  tg_ds_inst_t *in = &ds->inst[inst];
+  in->in_use = true;
+  in->started = false;
+  in->instance_id = instance_id;
+  in->target_buffer = target_buffer;
+  if (arb) tg_arbiter_ref(arb);
+  in->arb = arb;
+  pthread_mutex_unlock(&tg__agent_lock);
+}
+
+void tg__ds_inst_start(tg_ds_t *ds, unsigned inst) {
+  pthread_mutex_lock(&tg__agent_lock);
+  tg_ds_inst_t *in = &ds->inst[inst];
+  if (!in->started) {
+    in->started = true;
+    atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
+    atomic_fetch_or_explicit(&ds->hot.enabled_mask, (uint8_t)(1u << inst),
+                             memory_order_release);
+  }
+  pthread_mutex_unlock(&tg__agent_lock);
+}
+
+void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst) {
+  pthread_mutex_lock(&tg__agent_lock);
+  tg_ds_inst_t *in = &ds->inst[inst];
+  atomic_fetch_and_explicit(&ds->hot.enabled_mask, (uint8_t) ~(1u << inst),
+                            memory_order_release);
+  if (in->started)
+    atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
+  in->started = false;
+  in->in_use = false;
+  tg_arbiter_t *arb = in->arb;
+  in->arb = NULL;
+  in->instance_id = 0;
+  pthread_mutex_unlock(&tg__agent_lock);
+  if (arb) tg_arbiter_unref(arb);
+}
+
+void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {
+  atomic_fetch_add_explicit(&ds->inst[inst].incr_generation, 1,
+                            memory_order_release);
+}
+
+/* --- per-thread writers -------------------------------------------------- */
+
+typedef struct writer_slot {
+  tg_trace_writer_t *w;
+  uint32_t generation;
+  uint32_t incr_seen;
+  bool incr_fresh; /* no packet reported the clear yet */
+  void *user;
+  void (*user_dtor)(void *);
+} writer_slot_t;
+
+typedef struct thread_writers {
+  writer_slot_t slots[TG_DS_MAX * TG_DS_MAX_INSTANCES];
+} thread_writers_t;
+
+static _Thread_local thread_writers_t *t_writers;
+static pthread_key_t g_thread_key;
+static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
+
+static void slot_release(writer_slot_t *s) {
+  if (s->user_dtor && s->user) s->user_dtor(s->user);
+  s->user = NULL;
+  s->user_dtor = NULL;
+  if (s->w) {
+    atomic_fetch_add_explicit(&tg__agent_packets_written,
+                              s->w->packets_written, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tg__agent_packets_dropped,
+                              s->w->packets_dropped, memory_order_relaxed);
+    tg_trace_writer_fini(s->w);
+    free(s->w);
+    s->w = NULL;
+  }
+}
+
+/* Thread exit: return every chunk this thread holds, so nothing it wrote is
+ * stranded in the SMB. */
+static void on_thread_exit(void *p) {
+  thread_writers_t *tw = p;
+  for (size_t i = 0; i < TG_DS_MAX * TG_DS_MAX_INSTANCES; i++)
+    slot_release(&tw->slots[i]);
+  free(tw);
+  t_writers = NULL;
+}
+
+static void make_thread_key(void) {
+  pthread_key_create(&g_thread_key, on_thread_exit);
+}
+
+static thread_writers_t *thread_writers(void) {
+  if (t_writers) return t_writers;
+  pthread_once(&g_thread_key_once, make_thread_key);
+  thread_writers_t *tw = calloc(1, sizeof(*tw));
+  if (!tw) return NULL;
+  pthread_setspecific(g_thread_key, tw);
+  t_writers = tw;
+  return tw;
+}
+
+/* The slot's writer is missing or belongs to an older instance: build one
+ * for the current generation, or report that the instance is not active. */
+static writer_slot_t *slot_refresh(tg_ds_t *ds, unsigned inst) {
+  thread_writers_t *tw = thread_writers();
+  if (!tw) return NULL;
+  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  tg_ds_inst_t *in = &ds->inst[inst];
+  uint32_t gen = atomic_load_explicit(&in->generation, memory_order_acquire);
+  if (s->w && s->generation == gen) return s;
+  slot_release(s);
+  if (!(gen & 1u)) return NULL;
+
+  pthread_mutex_lock(&tg__agent_lock);
+  gen = atomic_load_explicit(&in->generation, memory_order_acquire);
+  tg_arbiter_t *arb = in->started ? in->arb : NULL;
+  uint16_t target = in->target_buffer;
+  tg_trace_writer_t *w = NULL;
+  if (arb && !tg_arbiter_is_shut_down(arb)) {
+    w = malloc(sizeof(*w));
+    if (w && tg_trace_writer_init(w, arb, target) < 0) {
+      free(w);
+      w = NULL;
+    }
+  }
+  pthread_mutex_unlock(&tg__agent_lock);
+  if (!w) return NULL;
+  s->w = w;
+  s->generation = gen;
+  s->incr_seen = atomic_load_explicit(&in->incr_generation,
+                                      memory_order_acquire);
+  s->incr_fresh = true;
+  return s;
+}
+
+bool tg__ds_prepare(tg_ds_t *ds, unsigned inst) {
+  if (inst >= TG_DS_MAX_INSTANCES) return false;
+  thread_writers_t *tw = t_writers;
+  if (__builtin_expect(tw != NULL, 1)) {
+    writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
+                                        memory_order_acquire);
+    if (__builtin_expect(s->w && s->generation == gen, 1)) return true;
+  }
+  return slot_refresh(ds, inst) != NULL;
+}
+
+tg_pbw_t *tg_ds_packet_begin(tg_ds_t *ds, unsigned inst) {
+  if (inst >= TG_DS_MAX_INSTANCES) return NULL;
+  thread_writers_t *tw = t_writers;
+  if (__builtin_expect(tw != NULL, 1)) {
+    writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
+                                        memory_order_acquire);
+    if (__builtin_expect(s->w && s->generation == gen, 1))
+      return tg_trace_writer_begin_packet(s->w);
+  }
+  writer_slot_t *s = slot_refresh(ds, inst);
+  return s ? tg_trace_writer_begin_packet(s->w) : NULL;
+}
+
+void tg_ds_packet_end(tg_ds_t *ds, unsigned inst) {
+  thread_writers_t *tw = t_writers;
+  if (!tw || inst >= TG_DS_MAX_INSTANCES) return;
+  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  if (s->w) tg_trace_writer_end_packet(s->w);
+}
+
+void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
+  thread_writers_t *tw = t_writers;
+  if (!tw || inst >= TG_DS_MAX_INSTANCES) return;
+  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  if (s->w) tg_trace_writer_flush(s->w);
+  tg__agent_wake();
+}
+
+bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {
+  thread_writers_t *tw = t_writers;
+  if (!tw || inst >= TG_DS_MAX_INSTANCES) return false;
+  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  uint32_t g = atomic_load_explicit(&ds->inst[inst].incr_generation,
+                                    memory_order_acquire);
+  if (s->incr_seen == g && !s->incr_fresh) return false;
+  s->incr_seen = g;
+  s->incr_fresh = false;
+  return true;
+}
+
+void **tg_ds_writer_user(tg_ds_t *ds, unsigned inst, void (*dtor)(void *)) {
+  thread_writers_t *tw = t_writers;
+  if (!tw || inst >= TG_DS_MAX_INSTANCES) return NULL;
+  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  s->user_dtor = dtor;
+  return &s->user;
+}

@@ -1,0 +1,215 @@
+/* libtracegate-agent: contribute trace data to the host's tracing service.
+ *
+ * The agent is a producer in Perfetto's sense. It connects to the service's
+ * producer socket (tracegated, or Perfetto's traced: the protocol and the
+ * shared memory layout are the same), registers the application's data
+ * sources, and writes TracePackets straight into the shared memory buffer
+ * (SMB) the service hands out. Writing a packet takes no lock, makes no
+ * system call and allocates nothing; the agent's own thread talks to the
+ * service in the background.
+ *
+ *   tg_agent_init(&opts);                    // once per process
+ *   tg_ds_register(&ds_opts, &ds);           // e.g. "com.example.frames"
+ *   ...
+ *   TG_DS_TRACE(ds, inst, pbw) {             // for each active instance
+ *     tg_pbw_append_varint(pbw, 8, ts);      // TracePacket.timestamp
+ *   }
+ *
+ * For slices, instants and counters use tracegate/track_event.h instead.
+ *
+ * Threads: every function may be called from any thread. Data source
+ * callbacks run on the agent's thread, one at a time. A thread that writes
+ * gets one trace writer per data source instance, created on first use and
+ * released when the thread exits or the instance stops.
+ *
+ * Ownership: strings and option structs passed in are copied; nothing the
+ * agent returns is to be freed by the caller except where stated.
+ */
+#ifndef TRACEGATE_AGENT_H
+#define TRACEGATE_AGENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/pb_writer.h"
+#include "tracegate/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a writer does when the SMB has no free chunk. */
+typedef enum tg_agent_full_policy {
+  /* Drop the packet, count it, and mark the next packet of the sequence
+   * with previous_packet_dropped. The app never waits. */
+  TG_AGENT_FULL_DROP = 0,
+  /* Wait until the service frees a chunk. No loss, but the writing thread
+   * blocks while the service is slow (never when disconnected: then the
+   * packet is dropped). */
+  TG_AGENT_FULL_STALL = 1,
+} tg_agent_full_policy_t;
+
+typedef enum tg_agent_log_level {
+  TG_AGENT_LOG_ERROR = 0,
+  TG_AGENT_LOG_WARN = 1,
+  TG_AGENT_LOG_INFO = 2,
+  TG_AGENT_LOG_DEBUG = 3,
+} tg_agent_log_level_t;
+
+/* |msg| is valid during the call only. Called from the agent's thread (and
+ * rarely from writer threads). */
+typedef void (*tg_agent_log_fn)(void *ctx, tg_agent_log_level_t level,
+                                const char *msg);
+
+typedef struct tg_agent_options {
+  /* Producer socket: a path or "@abstract". NULL: $PERFETTO_PRODUCER_SOCK_NAME,
+   * else /run/perfetto/traced-producer.sock when /run/perfetto/ is
+   * accessible, else /tmp/perfetto-producer. */
+  const char *socket_path;
+  /* Shown by the service (tracegate query). NULL: "tracegate-agent:<comm>". */
+  const char *producer_name;
+  /* Hints sent to the service; 0 lets the service choose (256 KiB, 4 KiB).
+   * Invalid values are ignored by the service. */
+  size_t smb_size_hint;
+  size_t smb_page_size_hint;
+  tg_agent_full_policy_t on_smb_full;
+  /* Optional log sink; NULL logs nothing. Messages above |log_level| are
+   * not formatted. */
+  tg_agent_log_fn log;
+  void *log_ctx;
+  tg_agent_log_level_t log_level;
+  /* Reconnect backoff when the service is absent or goes away: starts at
+   * |reconnect_min_ms| (0: 100) and doubles up to |reconnect_max_ms|
+   * (0: 5000). */
+  uint32_t reconnect_min_ms;
+  uint32_t reconnect_max_ms;
+} tg_agent_options_t;
+
+/* Starts the agent's thread, which connects in the background (and keeps
+ * reconnecting with backoff). |opts| may be NULL for defaults; it is copied.
+ * Returns 0, -EALREADY if the agent is running, or a negative error
+ * (-ENOMEM, thread creation failure). */
+TG_EXPORT int tg_agent_init(const tg_agent_options_t *opts);
+
+/* Stops every instance (their on_stop callbacks run), disconnects, joins the
+ * agent's thread and frees what it owns. Data source handles stay valid (a
+ * later tg_agent_init re-registers them). Writer threads that are writing
+ * during shutdown drop their packets. */
+TG_EXPORT void tg_agent_shutdown(void);
+
+/* True while connected to a service (for tests and status displays). */
+TG_EXPORT bool tg_agent_connected(void);
+
+/* Counters of the agent since the process started, for tests, stats and
+ * benches. Packet counts include a writer's packets once the writer is
+ * released (its thread exited, or its instance stopped and the thread wrote
+ * again); SMB counters are current as of the agent's last commit. */
+typedef struct tg_agent_stats {
+  uint64_t connects;          /* successful connections */
+  uint64_t disconnects;       /* lost connections */
+  uint64_t packets_written;   /* packets completed into the SMB */
+  uint64_t packets_dropped;   /* packets lost to a full SMB (drop policy) */
+  uint64_t chunks_committed;
+  uint64_t commits_sent;      /* CommitData requests */
+  uint64_t patches_sent;
+  uint64_t flushes_acked;
+  uint64_t stalls;            /* times a writer waited for a chunk */
+} tg_agent_stats_t;
+TG_EXPORT void tg_agent_get_stats(tg_agent_stats_t *out);
+
+/* Waits until the agent is connected and every data source registered, or
+ * |timeout_ms| passes. Returns 0 or TG_ETIMEOUT. For tests and tools. */
+TG_EXPORT int tg_agent_wait_connected(uint32_t timeout_ms);
+
+/* --- data sources -------------------------------------------------------- */
+
+/* At most this many concurrent instances of one data source (sessions that
+ * enabled it at the same time), as in Perfetto's SDK. */
+#define TG_DS_MAX_INSTANCES 8
+#define TG_DS_MAX 64
+
+typedef struct tg_ds tg_ds_t;
+
+/* Callbacks run on the agent's thread. |inst| is the instance slot
+ * (0..TG_DS_MAX_INSTANCES-1); |cfg| is the serialized DataSourceConfig the
+ * session sent (valid during the call). All optional. */
+typedef struct tg_ds_callbacks {
+  void (*on_setup)(void *ctx, unsigned inst, const uint8_t *cfg, size_t len);
+  /* The instance is enabled when this runs: it may write packets. */
+  void (*on_start)(void *ctx, unsigned inst, const uint8_t *cfg, size_t len);
+  /* After on_stop returns, the instance's writers are released and further
+   * packets for it are dropped silently. */
+  void (*on_stop)(void *ctx, unsigned inst);
+  /* The service asks for a flush: commit what is buffered. Packets written
+   * before the callback returns are part of the flush. */
+  void (*on_flush)(void *ctx, unsigned inst);
+  /* Incremental state (interning tables, descriptors) must be re-emitted.
+   * The agent also bumps the instance's incremental-state generation that
+   * tg_ds_incremental_state_cleared() reports to writers. */
+  void (*on_clear_incremental_state)(void *ctx, unsigned inst);
+  void *ctx;
+} tg_ds_callbacks_t;
+
+typedef struct tg_ds_options {
+  const char *name; /* e.g. "track_event", "linux.sys_stats"; copied */
+  bool handles_incremental_state_clear;
+  tg_ds_callbacks_t cbs;
+} tg_ds_options_t;
+
+/* Registers a data source (also before tg_agent_init; registration reaches
+ * the service once connected). |*out| lives until process exit. Returns 0,
+ * -EINVAL (no name, name too long), -EEXIST, -ENOSPC (TG_DS_MAX reached). */
+TG_EXPORT int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out);
+
+/* The hot-path view of a data source: one bit per active instance. */
+struct tg_ds_hot {
+  _Atomic uint8_t enabled_mask;
+};
+
+/* Bit i set: instance i is started. One relaxed load. */
+static inline uint8_t tg_ds_enabled_mask(const tg_ds_t *ds) {
+  return atomic_load_explicit(&((const struct tg_ds_hot *)ds)->enabled_mask,
+                              memory_order_relaxed);
+}
+
+/* Begins a TracePacket for instance |inst| on the calling thread's writer
+ * and returns the writer to put its fields into (TracePacket field numbers),
+ * or NULL when the instance is not active or this thread cannot trace now
+ * (then do not call end). The packet is private until tg_ds_packet_end(). */
+TG_EXPORT tg_pbw_t *tg_ds_packet_begin(tg_ds_t *ds, unsigned inst);
+TG_EXPORT void tg_ds_packet_end(tg_ds_t *ds, unsigned inst);
+
+/* Commits the calling thread's partial chunk of instance |inst| now (e.g.
+ * before the thread sleeps for long). */
+TG_EXPORT void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst);
+
+/* True once per incremental-state clear (and on a writer's first packet) for
+ * the calling thread's writer of |inst|: the caller must then re-emit its
+ * interned data and set SEQ_INCREMENTAL_STATE_CLEARED on the packet. */
+TG_EXPORT bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst);
+
+/* Per-thread, per-instance user slot that lives as long as the writer
+ * (reset to NULL when the writer is recreated). For interning tables. The
+ * |dtor| runs when the writer is released, on the writer's thread or the
+ * agent's. */
+TG_EXPORT void **tg_ds_writer_user(tg_ds_t *ds, unsigned inst,
+                                   void (*dtor)(void *));
+
+/* Iterates over the active instances of |ds| and writes one packet to each:
+ *   TG_DS_TRACE(ds, inst, pbw) { ...fields into pbw... }
+ * The block runs once per active instance with |pbw| set; costs one relaxed
+ * load and a branch when no instance is active. */
+#define TG_DS_TRACE(ds, inst, pbw)                                          \
+  for (uint8_t tg__m = tg_ds_enabled_mask(ds), inst = 0; tg__m;             \
+       tg__m = (uint8_t)(tg__m >> 1), inst++)                               \
+    if (tg__m & 1u)                                                         \
+      for (tg_pbw_t *pbw = tg_ds_packet_begin((ds), inst); pbw;             \
+           tg_ds_packet_end((ds), inst), pbw = NULL)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRACEGATE_AGENT_H */

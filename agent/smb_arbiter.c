@@ -1,0 +1,596 @@
+/* The producer side of one SMB (agent/smb_arbiter.h).
+ *
+ * Owns the mapping, the writer id space and the pending CommitData batch.
+ * Chunk acquisition never takes a lock: writers race on the page bitmaps
+ * with CAS (abi/smb.c), starting at a shared round-robin cursor. The batch
+ * (moves, patches, writer events) sits behind one mutex that writers take
+ * once per chunk; the agent's thread copies what it takes out under the
+ * mutex and serializes it outside, so a large commit never holds writers up.
+ *
+ * Ordering rule of the batch: a patch must not reach the service before the
+ * move of the chunk it patches (the service would not find the chunk). Each
+ * patch remembers how many moves had been queued when it was added; it is
+ * sent only once those moves have been taken.
+ */
+#include "agent/smb_arbiter.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "abi/pb_wire.h"
+#include "abi/pb_writer.h"
+#include "tracegate/error.h"
+
+/* Stall backoff: a few yields, then sleeps from 50 us doubling to 1 ms. */
+#define STALL_YIELDS 4u
+#define STALL_SLEEP_MIN_NS 50000L
+#define STALL_SLEEP_MAX_NS 1000000L
+/* While stalled, wake the agent again every this many sleeps at the cap,
+ * in case its thread consumed the first wake without freeing anything. */
+#define STALL_REWAKE_EVERY 16u
+
+/* CommitDataRequest field numbers (docs PROTOCOL.md section 6). */
+enum {
+  CDR_CHUNKS_TO_MOVE = 1,
+  CDR_CHUNKS_TO_PATCH = 2,
+  CDR_FLUSH_REQUEST_ID = 3,
+  MOVE_PAGE = 1,
+  MOVE_CHUNK = 2,
+  MOVE_TARGET_BUFFER = 3,
+  PATCHG_TARGET_BUFFER = 1,
+  PATCHG_WRITER_ID = 2,
+  PATCHG_CHUNK_ID = 3,
+  PATCHG_PATCHES = 4,
+  PATCHG_HAS_MORE = 5,
+  PATCH_OFFSET = 1,
+  PATCH_DATA = 2,
+};
+
+typedef struct move {
+  uint32_t page;
+  uint16_t chunk;
+  uint16_t target_buffer;
+} move_t;
+
+typedef struct patch {
+  uint64_t move_seq; /* moves queued when it was added */
+  uint32_t chunk_id;
+  uint32_t offset;
+  uint16_t target_buffer;
+  uint16_t writer_id;
+  uint8_t data[4];
+  bool more;
+} patch_t;
+
+/* A FIFO of fixed-size elements in one array: [head, len) are queued. */
+typedef struct fifo {
+  uint8_t *v;
+  size_t head, len, cap, esz;
+} fifo_t;
+
+struct tg_arbiter {
+  tg_smb_t smb;
+  void (*free_fn)(void *base, size_t size);
+  bool stall_when_full;
+  unsigned layout;
+  unsigned chunks_per_page;
+  void (*wake)(void *ctx);
+  void *wake_ctx;
+  size_t commit_threshold;
+
+  _Atomic uint32_t refs;
+  _Atomic bool shut_down;
+  _Atomic size_t cursor; /* page where the next search starts */
+  _Atomic uint64_t stalls;
+  _Atomic size_t pending; /* moves + patches queued (mirror, for polling) */
+
+  pthread_mutex_t mu; /* guards everything below */
+  fifo_t moves;
+  fifo_t patches;
+  fifo_t events;
+  uint64_t moves_queued; /* ever */
+  uint64_t moves_taken;
+  uint64_t chunks_committed;
+  uint64_t patches_committed;
+  uint64_t writer_ids[(TG_WRITER_ID_MAX + 1) / 64]; /* bit set: in use */
+  unsigned writer_ids_used;
+  uint16_t last_writer_id;
+
+  /* The agent thread's copy of what one take_commit serializes. */
+  move_t *take_moves;
+  size_t take_moves_cap;
+  patch_t *take_patches;
+  size_t take_patches_cap;
+};
+
+/* --- FIFO ----------------------------------------------------------------- */
+
+static int fifo_init(fifo_t *f, size_t esz, size_t cap) {
+  f->esz = esz;
+  f->head = f->len = 0;
+  f->cap = cap ? cap : 16;
+  f->v = malloc(f->cap * esz);
+  return f->v ? 0 : -ENOMEM;
+}
+
+static size_t fifo_count(const fifo_t *f) { return f->len - f->head; }
+
+static void *fifo_at(const fifo_t *f, size_t i) {
+  return f->v + (f->head + i) * f->esz;
+}
+
+/* A slot at the back, or NULL when out of memory. */
+static void *fifo_push(fifo_t *f) {
+  if (f->len == f->cap) {
+    if (f->head) { /* reclaim the taken front first */
+      memmove(f->v, f->v + f->head * f->esz, fifo_count(f) * f->esz);
+      f->len -= f->head;
+      f->head = 0;
+    }
+    if (f->len * 2 > f->cap) { /* more than half live: grow */
+      uint8_t *nv = realloc(f->v, f->cap * 2 * f->esz);
+      if (!nv) {
+        if (f->len == f->cap) return NULL;
+      } else {
+        f->v = nv;
+        f->cap *= 2;
+      }
+    }
+  }
+  return f->v + f->len++ * f->esz;
+}
+
+static void fifo_pop(fifo_t *f, size_t n) {
+  f->head += n;
+  if (f->head == f->len) f->head = f->len = 0;
+}
+
+/* Room for |n| elements in an agent-side array. */
+static int take_reserve(void **arr, size_t *cap, size_t esz, size_t n) {
+  if (n <= *cap) return 0;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < n) ncap *= 2;
+  void *na = realloc(*arr, ncap * esz);
+  if (!na) return -ENOMEM;
+  *arr = na;
+  *cap = ncap;
+  return 0;
+}
+
+/* --- lifetime ------------------------------------------------------------- */
+
+static unsigned default_layout(size_t page_size) {
+  if (page_size <= 8192) return TG_PAGE_DIV_1;
+  if (page_size <= 16384) return TG_PAGE_DIV_2;
+  return TG_PAGE_DIV_4;
+}
+
+int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
+  if (!opts || !out || opts->layout > TG_PAGE_DIV_14) return -EINVAL;
+  tg_arbiter_t *arb = calloc(1, sizeof(*arb));
+  if (!arb) return -ENOMEM;
+  int rv =
+      tg_smb_init(&arb->smb, opts->smb_base, opts->smb_size, opts->page_size);
+  if (rv < 0) goto fail;
+  arb->free_fn = opts->free_fn;
+  arb->stall_when_full = opts->stall_when_full;
+  arb->layout = opts->layout ? opts->layout : default_layout(opts->page_size);
+  arb->chunks_per_page = tg_smb_layout_num_chunks(arb->layout);
+  arb->wake = opts->wake;
+  arb->wake_ctx = opts->wake_ctx;
+  size_t total_chunks = arb->smb.num_pages * arb->chunks_per_page;
+  arb->commit_threshold = opts->commit_threshold;
+  if (arb->commit_threshold == 0) arb->commit_threshold = total_chunks / 4;
+  if (arb->commit_threshold == 0) arb->commit_threshold = 1;
+  atomic_init(&arb->refs, 1);
+  atomic_init(&arb->shut_down, false);
+  atomic_init(&arb->cursor, 0);
+  atomic_init(&arb->stalls, 0);
+  atomic_init(&arb->pending, 0);
+  rv = -ENOMEM;
+  /* Moves never outnumber the chunks unless the service frees chunks it
+   * was not told about: sized so that chunk_return does not allocate. */
+  if (fifo_init(&arb->moves, sizeof(move_t), total_chunks) < 0 ||
+      fifo_init(&arb->patches, sizeof(patch_t), 64) < 0 ||
+      fifo_init(&arb->events, sizeof(tg_arbiter_writer_event_t), 16) < 0)
+    goto fail;
+  if (pthread_mutex_init(&arb->mu, NULL) != 0) goto fail;
+  *out = arb;
+  return 0;
+fail:
+  free(arb->moves.v);
+  free(arb->patches.v);
+  free(arb->events.v);
+  free(arb);
+  return rv;
+}
+
+void tg_arbiter_ref(tg_arbiter_t *arb) {
+  atomic_fetch_add_explicit(&arb->refs, 1, memory_order_relaxed);
+}
+
+void tg_arbiter_unref(tg_arbiter_t *arb) {
+  if (!arb) return;
+  /* acq_rel: the last owner sees every other owner's writes before freeing. */
+  if (atomic_fetch_sub_explicit(&arb->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  if (arb->free_fn)
+    arb->free_fn(arb->smb.base, arb->smb.size);
+  else
+    munmap(arb->smb.base, arb->smb.size);
+  pthread_mutex_destroy(&arb->mu);
+  free(arb->moves.v);
+  free(arb->patches.v);
+  free(arb->events.v);
+  free(arb->take_moves);
+  free(arb->take_patches);
+  free(arb);
+}
+
+void tg_arbiter_shutdown(tg_arbiter_t *arb) {
+  /* Release pairs with the acquire in tg_arbiter_is_shut_down(). */
+  atomic_store_explicit(&arb->shut_down, true, memory_order_release);
+}
+
+bool tg_arbiter_is_shut_down(const tg_arbiter_t *arb) {
+  return atomic_load_explicit(&arb->shut_down, memory_order_acquire);
+}
+
+const tg_smb_t *tg_arbiter_smb(const tg_arbiter_t *arb) { return &arb->smb; }
+
+/* --- writer ids ----------------------------------------------------------- */
+
+static bool id_used(const tg_arbiter_t *arb, unsigned id) {
+  return (arb->writer_ids[id / 64] >> (id % 64)) & 1u;
+}
+
+int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer) {
+  int rv = -EBUSY;
+  pthread_mutex_lock(&arb->mu);
+  if (arb->writer_ids_used < TG_WRITER_ID_MAX) {
+    /* The cursor only advances: an id comes back only after a wrap, so a
+     * late chunk of a dead writer is not mistaken for a new writer's. */
+    unsigned id = arb->last_writer_id;
+    do {
+      id = id >= TG_WRITER_ID_MAX ? 1 : id + 1;
+    } while (id_used(arb, id));
+    tg_arbiter_writer_event_t *ev = fifo_push(&arb->events);
+    if (!ev) {
+      rv = -ENOMEM;
+    } else {
+      *ev = (tg_arbiter_writer_event_t){true, (uint16_t)id, target_buffer};
+      arb->writer_ids[id / 64] |= 1ull << (id % 64);
+      arb->writer_ids_used++;
+      arb->last_writer_id = (uint16_t)id;
+      rv = (int)id;
+    }
+  }
+  pthread_mutex_unlock(&arb->mu);
+  return rv;
+}
+
+void tg_arbiter_writer_unregister(tg_arbiter_t *arb, uint16_t writer_id) {
+  if (writer_id == 0 || writer_id > TG_WRITER_ID_MAX) return;
+  pthread_mutex_lock(&arb->mu);
+  if (id_used(arb, writer_id)) {
+    arb->writer_ids[writer_id / 64] &= ~(1ull << (writer_id % 64));
+    arb->writer_ids_used--;
+    tg_arbiter_writer_event_t *ev = fifo_push(&arb->events);
+    if (ev) *ev = (tg_arbiter_writer_event_t){false, writer_id, 0};
+  }
+  pthread_mutex_unlock(&arb->mu);
+}
+
+size_t tg_arbiter_take_writer_events(tg_arbiter_t *arb,
+                                     tg_arbiter_writer_event_t *out,
+                                     size_t max) {
+  pthread_mutex_lock(&arb->mu);
+  size_t n = fifo_count(&arb->events);
+  if (n > max) n = max;
+  for (size_t i = 0; i < n; i++)
+    out[i] = *(tg_arbiter_writer_event_t *)fifo_at(&arb->events, i);
+  fifo_pop(&arb->events, n);
+  pthread_mutex_unlock(&arb->mu);
+  return n;
+}
+
+/* --- chunks --------------------------------------------------------------- */
+
+/* One pass over every page from the cursor. Returns 0 with |out| filled, or
+ * TG_ENO_SPACE when no page had a chunk for us. */
+static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
+                      tg_smb_chunk_t *out) {
+  size_t n = arb->smb.num_pages;
+  size_t start = atomic_load_explicit(&arb->cursor, memory_order_relaxed);
+  if (start >= n) start = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t pg = start + i < n ? start + i : start + i - n;
+    uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
+    if (bm == 0) {
+      if (tg_smb_try_partition_page(&arb->smb, pg, arb->layout) == 0)
+        bm = (uint32_t)arb->layout << TG_SMB_LAYOUT_SHIFT;
+      else
+        bm = tg_smb_page_bitmap(&arb->smb, pg); /* someone else did */
+    }
+    if (tg_smb_bitmap_layout(bm) != arb->layout) continue;
+    for (unsigned c = 0; c < arb->chunks_per_page; c++) {
+      if (tg_smb_bitmap_chunk_state(bm, c) != TG_CHUNK_FREE) continue;
+      if (tg_smb_try_acquire_chunk_for_writing(&arb->smb, pg, c, chunk_id,
+                                               writer_id, out) == 0) {
+        /* Relaxed: the cursor is a hint; the bitmaps carry the ordering. */
+        size_t next = c + 1 < arb->chunks_per_page ? pg : pg + 1;
+        atomic_store_explicit(&arb->cursor, next < n ? next : 0,
+                              memory_order_relaxed);
+        return 0;
+      }
+    }
+  }
+  return TG_ENO_SPACE;
+}
+
+static void wake(tg_arbiter_t *arb) {
+  if (arb->wake) arb->wake(arb->wake_ctx);
+}
+
+int tg_arbiter_chunk_get(tg_arbiter_t *arb, uint16_t writer_id,
+                         uint32_t chunk_id, tg_smb_chunk_t *out) {
+  long sleep_ns = STALL_SLEEP_MIN_NS;
+  unsigned at_cap = 0;
+  for (unsigned attempt = 0;; attempt++) {
+    if (tg_arbiter_is_shut_down(arb)) return TG_ENO_SPACE;
+    if (scan_pages(arb, writer_id, chunk_id, out) == 0) return 0;
+    if (!arb->stall_when_full) return TG_ENO_SPACE;
+    if (attempt == 0) {
+      atomic_fetch_add_explicit(&arb->stalls, 1, memory_order_relaxed);
+      wake(arb);
+    }
+    if (attempt < STALL_YIELDS) {
+      sched_yield();
+      continue;
+    }
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+    if (sleep_ns < STALL_SLEEP_MAX_NS) {
+      sleep_ns *= 2;
+      if (sleep_ns > STALL_SLEEP_MAX_NS) sleep_ns = STALL_SLEEP_MAX_NS;
+    } else if (++at_cap % STALL_REWAKE_EVERY == 0) {
+      wake(arb);
+    }
+  }
+}
+
+int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
+                             uint32_t chunk_id, tg_smb_chunk_t *out) {
+  if (tg_arbiter_is_shut_down(arb)) return TG_ENO_SPACE;
+  return scan_pages(arb, writer_id, chunk_id, out);
+}
+
+bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb) {
+  return arb->stall_when_full;
+}
+
+void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
+                             uint16_t target_buffer) {
+  /* Release: the service's acquire-for-reading sees the chunk's bytes. A
+   * failure means someone scribbled on our page word: nothing to commit. */
+  if (tg_smb_release_chunk_as_complete(&arb->smb, c) != 0) return;
+  bool do_wake = false;
+  pthread_mutex_lock(&arb->mu);
+  move_t *m = fifo_push(&arb->moves);
+  if (m) { /* else lost to OOM: the service scrapes it on flush */
+    *m = (move_t){c->page_idx, c->chunk_idx, target_buffer};
+    arb->moves_queued++;
+    atomic_fetch_add_explicit(&arb->pending, 1, memory_order_relaxed);
+    do_wake = fifo_count(&arb->moves) >= arb->commit_threshold;
+  }
+  pthread_mutex_unlock(&arb->mu);
+  if (do_wake) wake(arb);
+}
+
+void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
+                          uint16_t writer_id, uint32_t chunk_id,
+                          uint32_t offset, const uint8_t data[4], bool more) {
+  pthread_mutex_lock(&arb->mu);
+  patch_t *p = fifo_push(&arb->patches);
+  if (p) {
+    *p = (patch_t){.move_seq = arb->moves_queued,
+                   .chunk_id = chunk_id,
+                   .offset = offset,
+                   .target_buffer = target_buffer,
+                   .writer_id = writer_id,
+                   .more = more};
+    memcpy(p->data, data, 4);
+    atomic_fetch_add_explicit(&arb->pending, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&arb->mu);
+}
+
+/* --- CommitData ----------------------------------------------------------- */
+
+void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out) {
+  tg_arbiter_t *a = (tg_arbiter_t *)arb; /* the mutex is not logically state */
+  pthread_mutex_lock(&a->mu);
+  out->chunks_committed = a->chunks_committed;
+  out->patches = a->patches_committed;
+  pthread_mutex_unlock(&a->mu);
+  out->stalls = atomic_load_explicit(&arb->stalls, memory_order_relaxed);
+}
+
+bool tg_arbiter_commit_pending(const tg_arbiter_t *arb) {
+  /* Relaxed: a hint for a timer; take_commit reads the batch under the lock. */
+  return atomic_load_explicit(&arb->pending, memory_order_relaxed) != 0;
+}
+
+/* Encoded sizes, matching what serialize() writes: every nested message
+ * gets a 4-byte redundant length (the zero-copy writer's format). */
+#define NESTED_OVERHEAD (1u + TG_PB_REDUNDANT_VARINT_SIZE) /* tag < 16 */
+
+static size_t uint_field_size(uint64_t v) { return 1 + tg_pb_varint_size(v); }
+
+static size_t move_size(const move_t *m) {
+  return NESTED_OVERHEAD + uint_field_size(m->page) +
+         uint_field_size(m->chunk) + uint_field_size(m->target_buffer);
+}
+
+static size_t patch_group_head_size(const patch_t *p) {
+  return NESTED_OVERHEAD + uint_field_size(p->target_buffer) +
+         uint_field_size(p->writer_id) + uint_field_size(p->chunk_id) +
+         2u /* has_more_patches */;
+}
+
+static size_t patch_size(const patch_t *p) {
+  return NESTED_OVERHEAD + uint_field_size(p->offset) + 2u + 4u;
+}
+
+static bool same_chunk(const patch_t *a, const patch_t *b) {
+  return a->target_buffer == b->target_buffer && a->writer_id == b->writer_id &&
+         a->chunk_id == b->chunk_id;
+}
+
+/* A patch group is a run of patches of the same chunk, cut after one whose
+ * |more| is false. Returns the run length starting at |p[0]| (<= n). */
+static size_t group_len(const patch_t *p, size_t n) {
+  size_t k = 1;
+  while (k < n && p[k - 1].more && same_chunk(&p[0], &p[k])) k++;
+  return k;
+}
+
+/* Writes the taken moves and patches; |cut_more| forces has_more_patches on
+ * the last group (it was split by the size cap). Returns items written. */
+static int serialize(tg_pbw_t *w, const move_t *moves, size_t nmoves,
+                     const patch_t *patches, size_t npatches, bool cut_more,
+                     uint64_t flush_request_id) {
+  int items = 0;
+  for (size_t i = 0; i < nmoves; i++, items++) {
+    tg_pbw_begin_nested(w, CDR_CHUNKS_TO_MOVE);
+    tg_pbw_append_varint(w, MOVE_PAGE, moves[i].page);
+    tg_pbw_append_varint(w, MOVE_CHUNK, moves[i].chunk);
+    tg_pbw_append_varint(w, MOVE_TARGET_BUFFER, moves[i].target_buffer);
+    tg_pbw_end_nested(w);
+  }
+  for (size_t i = 0; i < npatches; items++) {
+    const patch_t *g = &patches[i];
+    size_t k = group_len(g, npatches - i);
+    bool more = g[k - 1].more || (cut_more && i + k == npatches);
+    tg_pbw_begin_nested(w, CDR_CHUNKS_TO_PATCH);
+    tg_pbw_append_varint(w, PATCHG_TARGET_BUFFER, g->target_buffer);
+    tg_pbw_append_varint(w, PATCHG_WRITER_ID, g->writer_id);
+    tg_pbw_append_varint(w, PATCHG_CHUNK_ID, g->chunk_id);
+    for (size_t j = 0; j < k; j++) {
+      tg_pbw_begin_nested(w, PATCHG_PATCHES);
+      tg_pbw_append_varint(w, PATCH_OFFSET, g[j].offset);
+      tg_pbw_append_bytes(w, PATCH_DATA, g[j].data, 4);
+      tg_pbw_end_nested(w);
+    }
+    tg_pbw_append_bool(w, PATCHG_HAS_MORE, more);
+    tg_pbw_end_nested(w);
+    i += k;
+  }
+  if (flush_request_id)
+    tg_pbw_append_varint(w, CDR_FLUSH_REQUEST_ID, flush_request_id);
+  return tg_pbw_error(w) ? tg_pbw_error(w) : items;
+}
+
+int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
+                           size_t max_bytes, tg_buf_t *out) {
+  size_t flush_size = flush_request_id ? uint_field_size(flush_request_id) : 0;
+  size_t total = 0, nmoves = 0, npatches = 0;
+  bool cut_more = false, emptied;
+  int rv = 0;
+
+  pthread_mutex_lock(&arb->mu);
+  size_t moves_avail = fifo_count(&arb->moves);
+  size_t patches_avail = fifo_count(&arb->patches);
+  if (take_reserve((void **)&arb->take_moves, &arb->take_moves_cap,
+                   sizeof(move_t), moves_avail) < 0 ||
+      take_reserve((void **)&arb->take_patches, &arb->take_patches_cap,
+                   sizeof(patch_t), patches_avail) < 0) {
+    pthread_mutex_unlock(&arb->mu);
+    return -ENOMEM;
+  }
+  /* Moves first, in order, as many as fit. */
+  for (; nmoves < moves_avail; nmoves++) {
+    const move_t *m = fifo_at(&arb->moves, nmoves);
+    size_t s = move_size(m);
+    if (total + s > max_bytes) break;
+    total += s;
+    arb->take_moves[nmoves] = *m;
+  }
+  /* Then whole patch groups whose chunks' moves are out; a group too big
+   * for an empty request on its own is split (has_more_patches on the cut).
+   */
+  uint64_t moves_out = arb->moves_taken + nmoves;
+  while (npatches < patches_avail) {
+    const patch_t *g = fifo_at(&arb->patches, npatches);
+    if (g->move_seq > moves_out) break;
+    size_t glen = 1;
+    size_t gsize = patch_group_head_size(g) + patch_size(g);
+    while (npatches + glen < patches_avail) {
+      const patch_t *prev = fifo_at(&arb->patches, npatches + glen - 1);
+      const patch_t *p = fifo_at(&arb->patches, npatches + glen);
+      if (!prev->more || !same_chunk(g, p) || p->move_seq > moves_out) break;
+      gsize += patch_size(p);
+      glen++;
+    }
+    if (total + gsize > max_bytes) {
+      if (total != 0) break;
+      /* Alone and too big: take the patches that fit. */
+      size_t whole = glen;
+      gsize = patch_group_head_size(g);
+      for (glen = 0; glen < whole; glen++) {
+        size_t s = patch_size(fifo_at(&arb->patches, npatches + glen));
+        if (gsize + s > max_bytes) break;
+        gsize += s;
+      }
+      if (glen == 0) break;
+      cut_more = true;
+    }
+    for (size_t j = 0; j < glen; j++)
+      arb->take_patches[npatches + j] =
+          *(patch_t *)fifo_at(&arb->patches, npatches + j);
+    npatches += glen;
+    total += gsize;
+    if (cut_more) break;
+  }
+  emptied = nmoves == moves_avail && npatches == patches_avail;
+  /* The flush id acknowledges everything committed before it: only in the
+   * request that leaves nothing behind. */
+  if (emptied && flush_size && total + flush_size > max_bytes) emptied = false;
+  if (nmoves + npatches == 0 && !(emptied && flush_size)) {
+    pthread_mutex_unlock(&arb->mu);
+    return moves_avail + patches_avail ? TG_ENO_SPACE : 0;
+  }
+  uint64_t fid = emptied ? flush_request_id : 0;
+  if (fid) total += flush_size;
+  /* Reserved before anything leaves the batch: on failure nothing is lost. */
+  uint8_t *dst = tg_buf_reserve(out, total);
+  if (!dst) {
+    pthread_mutex_unlock(&arb->mu);
+    return -ENOMEM;
+  }
+  fifo_pop(&arb->moves, nmoves);
+  fifo_pop(&arb->patches, npatches);
+  arb->moves_taken += nmoves;
+  arb->chunks_committed += nmoves;
+  arb->patches_committed += npatches;
+  atomic_fetch_sub_explicit(&arb->pending, nmoves + npatches,
+                            memory_order_relaxed);
+  pthread_mutex_unlock(&arb->mu);
+
+  /* Outside the lock: writers keep returning chunks meanwhile. */
+  tg_pbw_t w;
+  tg_pbw_init(&w, dst, total, NULL, NULL);
+  rv = serialize(&w, arb->take_moves, nmoves, arb->take_patches, npatches,
+                 cut_more, fid);
+  if (rv < 0) return rv;
+  assert((size_t)(w.cur - dst) == total); /* the size functions are exact */
+  tg_buf_commit(out, total);
+  return rv;
+}

@@ -1,0 +1,149 @@
+/* The producer side of one SMB: hands chunks to trace writers, takes them
+ * back, and batches what the service must be told (CommitData) for the
+ * agent's thread to send.
+ *
+ * Any thread may call the writer-facing functions; the agent's thread calls
+ * the service-facing ones. Chunk acquisition is lock-free (CAS on the page
+ * bitmaps, see abi/smb.h). Returning a chunk and adding a patch take a short
+ * mutex once per chunk, never per packet.
+ *
+ * Lifetime: the arbiter owns the SMB mapping and unmaps it when the last
+ * reference goes. The agent creates it on SetupTracing and calls
+ * tg_arbiter_shutdown() when the connection is lost: from then on writers
+ * get no chunks (they drop), stalled writers wake up, and each writer lets
+ * go of its reference when it is recreated or destroyed.
+ */
+#ifndef TRACEGATE_AGENT_SMB_ARBITER_H
+#define TRACEGATE_AGENT_SMB_ARBITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/smb.h"
+#include "tracegate/buf.h"
+
+typedef struct tg_arbiter tg_arbiter_t;
+
+#define TG_WRITER_ID_MAX 32767u
+
+typedef struct tg_arbiter_opts {
+  /* The mapping (mmap'ed shared memfd); ownership passes to the arbiter,
+   * which munmap()s it on free. Tests may pass a malloc'ed block with
+   * |free_fn| = free instead. */
+  void *smb_base;
+  size_t smb_size;
+  size_t page_size;
+  void (*free_fn)(void *base, size_t size); /* NULL: munmap */
+  bool stall_when_full;                    /* else drop */
+  /* Page layout for new pages (TG_PAGE_DIV_*); 0 picks chunks of about
+   * 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for 16 KiB, DIV_4 for 32 KiB). */
+  unsigned layout;
+  /* Called from a writer's thread when the pending commit batch reaches
+   * |commit_threshold| chunks (0: a quarter of the SMB's chunks), and when a
+   * writer starts to stall; must be async-signal-cheap (uv_async_send). */
+  void (*wake)(void *ctx);
+  void *wake_ctx;
+  size_t commit_threshold;
+} tg_arbiter_opts_t;
+
+/* Returns 0 or -EINVAL (bad geometry) / -ENOMEM. The new arbiter has one
+ * reference, the caller's. On failure the mapping is NOT freed. */
+int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out);
+void tg_arbiter_ref(tg_arbiter_t *arb);
+void tg_arbiter_unref(tg_arbiter_t *arb);
+
+/* The connection is gone: no more chunks are handed out, stalls end. */
+void tg_arbiter_shutdown(tg_arbiter_t *arb);
+bool tg_arbiter_is_shut_down(const tg_arbiter_t *arb);
+
+const tg_smb_t *tg_arbiter_smb(const tg_arbiter_t *arb);
+
+/* --- writer-facing (any thread) ------------------------------------------- */
+
+/* Allocates a writer id (1..TG_WRITER_ID_MAX, not reused until it wraps)
+ * and queues RegisterTraceWriter{writer_id, target_buffer} for the service.
+ * Returns the id or -EBUSY when all ids are taken. */
+int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer);
+/* Queues UnregisterTraceWriter and frees the id. */
+void tg_arbiter_writer_unregister(tg_arbiter_t *arb, uint16_t writer_id);
+
+/* Acquires a Free chunk (partitioning a free page if needed) for writing,
+ * with its header written (chunk_id, writer_id, no packets). When none is
+ * free: drop policy returns TG_ENO_SPACE at once; stall policy wakes the
+ * agent, waits with backoff until a chunk frees up, counting one stall,
+ * and returns TG_ENO_SPACE only after shutdown. */
+int tg_arbiter_chunk_get(tg_arbiter_t *arb, uint16_t writer_id,
+                         uint32_t chunk_id, tg_smb_chunk_t *out);
+
+/* One pass over the SMB without waiting, whatever the policy: 0 with |out|
+ * filled, or TG_ENO_SPACE. For a writer that would rather not block while
+ * it holds a chunk (see trace_writer.c). */
+int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
+                             uint32_t chunk_id, tg_smb_chunk_t *out);
+
+/* The policy the arbiter was made with (opts.stall_when_full). */
+bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb);
+
+/* Releases |c| as Complete and queues it for CommitData (chunks_to_move
+ * {page, chunk, target_buffer}). May call wake. */
+void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
+                             uint16_t target_buffer);
+
+/* Queues a patch: 4 bytes at |offset| from the start of the chunk's payload
+ * (just after its 8-byte header) of chunk {writer_id, chunk_id}. Patches of
+ * the same chunk queued in a row are sent together; |more| is
+ * has_more_patches (more patches for this chunk will follow). */
+void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
+                          uint16_t writer_id, uint32_t chunk_id,
+                          uint32_t offset, const uint8_t data[4], bool more);
+
+/* --- agent-facing (agent's thread) --------------------------------------- */
+
+typedef struct tg_arbiter_stats {
+  uint64_t chunks_committed; /* moves serialized by take_commit */
+  uint64_t patches;          /* patches (not groups) serialized */
+  uint64_t stalls;           /* chunk_get calls that had to wait */
+} tg_arbiter_stats_t;
+void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out);
+
+/* A pending trace writer (un)registration, in the order they happened. */
+typedef struct tg_arbiter_writer_event {
+  bool registered; /* false: unregistered */
+  uint16_t writer_id;
+  uint16_t target_buffer;
+} tg_arbiter_writer_event_t;
+
+/* Moves up to |max| queued writer events into |out|; returns how many. The
+ * agent sends them before the next CommitData so that the service knows a
+ * writer's target buffer before it scrapes or receives its chunks. */
+size_t tg_arbiter_take_writer_events(tg_arbiter_t *arb,
+                                     tg_arbiter_writer_event_t *out,
+                                     size_t max);
+
+/* Serializes the pending batch as a CommitDataRequest (chunks_to_move,
+ * then chunks_to_patch, then flush_request_id) appended to |out|, and takes
+ * what it serialized out of the batch. The result never exceeds |max_bytes|:
+ * what does not fit stays queued, in order, for the next call. A patch is
+ * never sent before the move of the chunk it patches.
+ *
+ * |flush_request_id| (0: none) is written only by a call that empties the
+ * batch, so that it acknowledges everything committed before the flush;
+ * while a call leaves something queued, call again with the same id
+ * (check tg_arbiter_commit_pending()).
+ *
+ * Returns the number of chunks plus patch groups serialized, or a negative
+ * error: -ENOMEM (nothing taken), TG_ENO_SPACE when |max_bytes| cannot hold
+ * even the first pending item. Returns 0 with nothing appended when the
+ * batch is empty and |flush_request_id| is 0; 0 with the flush id alone
+ * appended when the batch is empty and the id is not.
+ *
+ * Agent's thread only: one caller at a time. */
+int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
+                           size_t max_bytes, tg_buf_t *out);
+
+/* True when moves or patches are pending (one relaxed atomic load; for the
+ * agent's commit timer; writer events are not counted). */
+bool tg_arbiter_commit_pending(const tg_arbiter_t *arb);
+
+#endif /* TRACEGATE_AGENT_SMB_ARBITER_H */

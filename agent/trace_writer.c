@@ -1,0 +1,315 @@
+/* Trace writer slow paths (agent/trace_writer.h): chunk changes, packet
+ * fragmentation, patches of nested sizes, and dropping.
+ *
+ * The writer is always in one of three places:
+ *   - in a chunk: pbw.cur/end inside w->chunk (between packets too, so the
+ *     next begin_packet takes the inline fast path);
+ *   - nowhere: no chunk, pbw.cur == pbw.end == w->scratch (room 0, so every
+ *     begin_packet comes here);
+ *   - dropping: inside a packet that lost its chunk, pbw.cur/end cycle over
+ *     w->scratch until end_packet.
+ * It never writes into a chunk it has returned: every pointer into one (the
+ * open fragment's size, nested size fields) is moved or cleared first.
+ */
+#include "agent/trace_writer.h"
+
+#include <string.h>
+
+#include "tracegate/error.h"
+
+static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous);
+
+static uint8_t *chunk_payload(const tg_smb_chunk_t *c) {
+  return c->begin + TG_SMB_CHUNK_HEADER_SIZE;
+}
+static uint8_t *chunk_end(const tg_smb_chunk_t *c) {
+  return c->begin + c->size;
+}
+
+static void go_nowhere(tg_trace_writer_t *w) {
+  w->pbw.cur = w->pbw.end = w->pbw.seg_start = w->scratch;
+}
+
+static void go_scratch(tg_trace_writer_t *w) {
+  w->pbw.cur = w->pbw.seg_start = w->scratch;
+  w->pbw.end = w->scratch + sizeof(w->scratch);
+}
+
+int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
+                         uint16_t target_buffer) {
+  memset(w, 0, sizeof(*w));
+  int id = tg_arbiter_writer_register(arb, target_buffer);
+  if (id < 0) return id;
+  tg_arbiter_ref(arb);
+  w->arb = arb;
+  w->writer_id = (uint16_t)id;
+  w->target_buffer = target_buffer;
+  tg_pbw_init(&w->pbw, w->scratch, 0, tw_refill, w);
+  return 0;
+}
+
+void tg_trace_writer_fini(tg_trace_writer_t *w) {
+  if (!w->arb) return;
+  if (w->in_packet) tg_trace_writer_end_packet(w);
+  tg_trace_writer_flush(w);
+  tg_arbiter_writer_unregister(w->arb, w->writer_id);
+  tg_arbiter_unref(w->arb);
+  w->arb = NULL;
+}
+
+/* --- chunks --------------------------------------------------------------- */
+
+/* A chunk with the next id; |wait|: by the arbiter's policy, else one try. */
+static bool take_chunk(tg_trace_writer_t *w, tg_smb_chunk_t *out, bool wait) {
+  int rv =
+      wait ? tg_arbiter_chunk_get(w->arb, w->writer_id, w->next_chunk_id, out)
+           : tg_arbiter_chunk_try_get(w->arb, w->writer_id, w->next_chunk_id,
+                                      out);
+  return rv == 0;
+}
+
+/* Makes |c| the current chunk. Ids stay consecutive: only chunks we got
+ * use one, and the current chunk's id is always next_chunk_id - 1. */
+static void use_chunk(tg_trace_writer_t *w, const tg_smb_chunk_t *c,
+                      unsigned flags) {
+  w->next_chunk_id++;
+  w->chunk = *c;
+  w->has_chunk = true;
+  w->chunk_packets = 0;
+  w->chunk_flags = flags;
+  w->pbw.cur = w->pbw.seg_start = chunk_payload(c);
+  w->pbw.end = chunk_end(c);
+}
+
+/* Publishes the final count and flags and hands the chunk to the arbiter
+ * (Complete, queued for CommitData). */
+static void give_back_chunk(tg_trace_writer_t *w) {
+  if (w->preopened) {
+    /* The fragment opened for a packet that never came is not sent. */
+    w->preopened = false;
+    w->chunk_packets--;
+    w->pbw.cur -= TG_PACKET_HEADER_SIZE;
+  }
+  tg_smb_chunk_set_packets(&w->chunk, w->chunk_packets, w->chunk_flags);
+  tg_arbiter_chunk_return(w->arb, &w->chunk, w->target_buffer);
+  w->has_chunk = false;
+}
+
+/* Opens a fragment at |p| in the current chunk (size 0 until it is closed;
+ * the count published includes it, so a scraping service stops there). */
+static void open_fragment(tg_trace_writer_t *w, uint8_t *p) {
+  tg_pb_write_redundant_varint(p, 0);
+  w->frag_size = p;
+  w->chunk_packets++;
+  tg_smb_chunk_set_packets(&w->chunk, w->chunk_packets, w->chunk_flags);
+  w->pbw.cur = w->pbw.seg_start = p + TG_PACKET_HEADER_SIZE;
+  w->pbw.end = chunk_end(&w->chunk);
+}
+
+static void close_fragment(tg_trace_writer_t *w) {
+  tg_pb_write_redundant_varint(
+      w->frag_size,
+      (uint32_t)(w->pbw.cur - w->frag_size - TG_PACKET_HEADER_SIZE));
+}
+
+/* --- patch slots ---------------------------------------------------------- */
+
+static bool slot_open(const tg_trace_writer_t *w, const tg_tw_patch_slot_t *s) {
+  for (unsigned i = 0; i < w->pbw.depth; i++)
+    if (w->pbw.nest[i].size_field == s->bytes) return true;
+  return false;
+}
+
+/* Queues the patches of used slots: all of them (|all|), or only those whose
+ * nested message is closed (its size is final). Patches of one chunk go in a
+ * row; the last one says has_more_patches when an open slot of the same
+ * chunk will send another later. */
+static void flush_slots(tg_trace_writer_t *w, bool all) {
+  enum { N = TG_PBW_MAX_DEPTH };
+  bool send[N];
+  for (unsigned i = 0; i < N; i++)
+    send[i] =
+        w->patch_slots[i].used && (all || !slot_open(w, &w->patch_slots[i]));
+  for (unsigned i = 0; i < N; i++) {
+    if (!send[i]) continue;
+    uint32_t id = w->patch_slots[i].chunk_id;
+    bool later = false;
+    for (unsigned k = 0; k < N; k++)
+      if (w->patch_slots[k].used && !send[k] &&
+          w->patch_slots[k].chunk_id == id)
+        later = true;
+    for (unsigned j = i; j < N; j++) {
+      if (!send[j] || w->patch_slots[j].chunk_id != id) continue;
+      bool last = true;
+      for (unsigned k = j + 1; k < N; k++)
+        if (send[k] && w->patch_slots[k].chunk_id == id) last = false;
+      tg_tw_patch_slot_t *s = &w->patch_slots[j];
+      tg_arbiter_patch_add(w->arb, w->target_buffer, w->writer_id, id,
+                           s->offset, s->bytes, last ? later : true);
+      s->used = false;
+      send[j] = false;
+    }
+  }
+}
+
+static tg_tw_patch_slot_t *slot_alloc(tg_trace_writer_t *w) {
+  for (int pass = 0; pass < 2; pass++) {
+    for (unsigned i = 0; i < TG_PBW_MAX_DEPTH; i++)
+      if (!w->patch_slots[i].used) return &w->patch_slots[i];
+    /* At most depth - 1 slots belong to open messages while one is being
+     * moved: sending the closed ones frees at least one. */
+    flush_slots(w, false);
+  }
+  return NULL; /* unreachable */
+}
+
+/* The current chunk is leaving: size fields of open nested messages that lie
+ * in it move to patch slots. Returns true if any did. */
+static bool move_size_fields(tg_trace_writer_t *w) {
+  uintptr_t lo = (uintptr_t)w->chunk.begin;
+  uintptr_t hi = lo + w->chunk.size;
+  bool any = false;
+  for (unsigned i = 0; i < w->pbw.depth; i++) {
+    uint8_t *sf = w->pbw.nest[i].size_field;
+    if (!sf || (uintptr_t)sf < lo || (uintptr_t)sf >= hi) continue;
+    tg_tw_patch_slot_t *s = slot_alloc(w);
+    if (!s) { /* cannot happen; never write into a returned chunk */
+      w->pbw.nest[i].size_field = NULL;
+      continue;
+    }
+    memcpy(s->bytes, sf, sizeof(s->bytes));
+    s->chunk_id = w->next_chunk_id - 1u; /* the current chunk's id */
+    s->offset = (uint32_t)(sf - chunk_payload(&w->chunk));
+    s->used = true;
+    w->pbw.nest[i].size_field = s->bytes;
+    any = true;
+  }
+  return any;
+}
+
+/* --- dropping ------------------------------------------------------------- */
+
+/* The packet cannot be stored. Its fragment in the current chunk becomes a
+ * drop marker (the service then discards the fragments it already has in
+ * earlier chunks too), the chunk leaves, and the rest of the packet goes to
+ * scratch. */
+static void drop_packet(tg_trace_writer_t *w) {
+  if (w->has_chunk && w->frag_size) {
+    tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
+    give_back_chunk(w);
+  }
+  w->frag_size = NULL;
+  for (unsigned i = 0; i < w->pbw.depth; i++) w->pbw.nest[i].size_field = NULL;
+  /* Chunks this packet left wait for these patches in the service: send
+   * them (the content no longer matters) so their sequence moves on. */
+  flush_slots(w, true);
+  w->dropping = true;
+  w->end_slow = true;
+  go_scratch(w);
+}
+
+/* --- packets -------------------------------------------------------------- */
+
+tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
+  if (w->in_packet) {
+    tg_trace_writer_end_packet(w);
+    if (w->preopened) return tg_trace_writer_begin_packet(w);
+  }
+  if (w->has_chunk &&
+      ((size_t)(chunk_end(&w->chunk) - w->pbw.cur) < TG_TW_MIN_PACKET_ROOM ||
+       w->chunk_packets >= TG_CHUNK_MAX_PACKETS)) {
+    give_back_chunk(w);
+    go_nowhere(w);
+  }
+  w->in_packet = true;
+  w->end_slow = false;
+  w->pbw.error = 0;
+  w->pbw.depth = 0;
+  w->pbw.seg_base = 0;
+  if (!w->has_chunk) {
+    tg_smb_chunk_t c;
+    if (!take_chunk(w, &c, true)) {
+      w->frag_size = NULL; /* no fragment anywhere to mark */
+      w->dropping = true;
+      w->end_slow = true;
+      go_scratch(w);
+      return &w->pbw;
+    }
+    use_chunk(w, &c, 0);
+  }
+  open_fragment(w, w->pbw.cur);
+  if (w->prev_dropped) {
+    /* First field, so that the service and readers see it up front. Fits:
+     * the fragment has at least 4 bytes of room. */
+    w->prev_dropped = false;
+    tg_pbw_append_bool(&w->pbw, TG_TRACE_PACKET_PREVIOUS_PACKET_DROPPED, true);
+  }
+  return &w->pbw;
+}
+
+void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
+  if (!w->in_packet) return;
+  if (w->pbw.error && !w->dropping) drop_packet(w);
+  if (w->dropping) {
+    w->dropping = false;
+    w->packets_dropped++;
+    w->prev_dropped = true;
+    w->pbw.error = 0;
+    go_nowhere(w);
+  } else {
+    close_fragment(w);
+    flush_slots(w, true);
+    w->packets_written++;
+  }
+  w->in_packet = false;
+  w->end_slow = false;
+  w->pbw.depth = 0;
+}
+
+void tg_trace_writer_flush(tg_trace_writer_t *w) {
+  if (w->in_packet || !w->has_chunk) return;
+  give_back_chunk(w);
+  go_nowhere(w);
+}
+
+/* The pb writer ran out of room. In a packet with a chunk: continue it in
+ * the next chunk, or drop it if there is none.
+ *
+ * The next chunk is tried before the current one leaves, so that a packet
+ * that cannot go on can still be marked dropped in the chunk holding its
+ * last fragment. In stall mode a failed try returns the current chunk
+ * before waiting: a writer must not wait while holding a chunk, or writers
+ * as many as the SMB's chunks, each holding one, would wait for ever. */
+static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous) {
+  tg_trace_writer_t *w = ctx;
+  /* Every chunk holds far more than a fragment header plus the 4 bytes a
+   * size field needs, so a fresh chunk always satisfies |min_contiguous|. */
+  (void)min_contiguous;
+  if (!w->in_packet || w->dropping || !w->has_chunk) {
+    go_scratch(w); /* bytes nobody will read */
+    return 0;
+  }
+  tg_smb_chunk_t next;
+  bool have_next = take_chunk(w, &next, false);
+  if (!have_next && !tg_arbiter_stalls_when_full(w->arb)) {
+    drop_packet(w);
+    return 0;
+  }
+  close_fragment(w);
+  w->chunk_flags |= TG_CHUNK_LAST_PACKET_CONTINUES;
+  if (move_size_fields(w)) {
+    w->chunk_flags |= TG_CHUNK_NEEDS_PATCHING;
+    w->end_slow = true;
+  }
+  give_back_chunk(w);
+  if (!have_next && !take_chunk(w, &next, true)) {
+    /* Shut down while stalled. The fragments out say "continues": the
+     * service drops the packet when it sees the producer gone. */
+    w->frag_size = NULL;
+    drop_packet(w);
+    return 0;
+  }
+  use_chunk(w, &next, TG_CHUNK_FIRST_PACKET_CONTINUES);
+  open_fragment(w, pbw->cur);
+  return 0;
+}

@@ -1,0 +1,166 @@
+/* A trace writer: one sequence of TracePackets ({producer, writer_id} in
+ * the service), written by one thread straight into SMB chunks.
+ *
+ * A packet is written with the zero-copy protobuf writer (abi/pb_writer.h)
+ * into fragments: [4-byte size][TracePacket bytes]. When a packet does not
+ * fit in the rest of a chunk, the refill hook closes the fragment (its size
+ * is known then), returns the chunk with LAST_PACKET_CONTINUES, takes the
+ * next chunk (chunk_id + 1) and opens a continuation fragment
+ * (FIRST_PACKET_CONTINUES), so packets of any size, also larger than the
+ * whole SMB, go through. Sizes of nested messages that are still open when
+ * their chunk leaves are written later as CommitData patches (the chunk is
+ * flagged NEEDS_PATCHING); sizes whose chunk is still held are written in
+ * place.
+ *
+ * When no chunk can be had (drop policy, or shut down): the packet is lost.
+ * If part of it was already in a chunk, that fragment's size is set to
+ * TG_PACKET_SIZE_DROP so that the service discards the whole packet; the
+ * rest goes to a scratch buffer. The next packet that gets through carries
+ * previous_packet_dropped = true (TracePacket field 42) as its first field.
+ * In stall mode a writer never waits while it holds a chunk: it returns the
+ * current one (LAST_PACKET_CONTINUES) first, so any number of writers can
+ * share an SMB of any size without deadlock.
+ *
+ * Not thread-safe: one thread per writer. The fast path of begin/end takes
+ * no lock, makes no syscall and does not allocate.
+ */
+#ifndef TRACEGATE_AGENT_TRACE_WRITER_H
+#define TRACEGATE_AGENT_TRACE_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "abi/pb_writer.h"
+#include "abi/smb.h"
+#include "agent/smb_arbiter.h"
+
+/* TracePacket.previous_packet_dropped */
+#define TG_TRACE_PACKET_PREVIOUS_PACKET_DROPPED 42
+
+/* Where a nested size field went when its chunk left: end_nested writes the
+ * final size into |bytes|, and the writer sends it as a CommitData patch at
+ * the end of the packet (or earlier, when it needs the slot back). The slots
+ * are a pool: at most TG_PBW_MAX_DEPTH nested messages are open at once. */
+typedef struct tg_tw_patch_slot {
+  uint8_t bytes[4];
+  uint32_t chunk_id;
+  uint32_t offset; /* from the chunk payload start */
+  bool used;
+} tg_tw_patch_slot_t;
+
+typedef struct tg_trace_writer {
+  tg_pbw_t pbw;      /* first: the public API hands out &w->pbw */
+  tg_arbiter_t *arb; /* one reference held */
+  uint16_t writer_id;
+  uint16_t target_buffer;
+  uint32_t next_chunk_id;
+
+  tg_smb_chunk_t chunk; /* valid when has_chunk */
+  bool has_chunk;
+  unsigned chunk_packets; /* fragments begun in this chunk */
+  unsigned chunk_flags;   /* TG_CHUNK_* flags for the header */
+  uint8_t *frag_size;     /* size header of the open fragment */
+
+  bool in_packet;
+  /* The next packet's fragment is already open (size 0, counted): a
+   * scraping service then knows every packet before it is complete, so a
+   * flush brings in even the last packet of a thread that went idle. */
+  bool preopened;
+  bool end_slow;     /* end_packet has work beyond the size */
+  bool dropping;     /* current packet is being discarded */
+  bool prev_dropped; /* mark the next packet */
+  uint64_t packets_written;
+  uint64_t packets_dropped;
+
+  tg_tw_patch_slot_t patch_slots[TG_PBW_MAX_DEPTH];
+  uint8_t scratch[256]; /* sink for a dropped packet's bytes */
+} tg_trace_writer_t;
+
+/* Registers a writer id with |arb| (takes a reference). Returns 0 or the
+ * error of tg_arbiter_writer_register. No chunk is taken until the first
+ * packet. */
+int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
+                         uint16_t target_buffer);
+
+/* Finishes a packet still open, returns the current chunk (Complete),
+ * unregisters the writer id and drops the reference. */
+void tg_trace_writer_fini(tg_trace_writer_t *w);
+
+/* A packet does not start in a chunk with less room than this: the chunk
+ * is returned and the packet starts in a fresh one. */
+#define TG_TW_MIN_PACKET_ROOM 8u
+
+/* Slow paths of begin/end (trace_writer.c). */
+tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w);
+void tg__trace_writer_end_slow(tg_trace_writer_t *w);
+
+/* Starts a packet; returns the pb writer positioned at the TracePacket's
+ * first field (valid until end_packet). Never fails: a packet that cannot be
+ * stored is counted as dropped at end time. Calling it inside a packet ends
+ * that packet first.
+ *
+ * Fast path: the fragment opened by the previous end_packet is taken as
+ * it is; else, when the current chunk has room, a fragment is opened and
+ * the chunk's new fragment count published (one release store). */
+static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
+  if (__builtin_expect(w->preopened, 1)) {
+    w->preopened = false;
+    w->pbw.seg_start = w->pbw.cur;
+    w->pbw.seg_base = 0;
+    w->pbw.depth = 0;
+    w->in_packet = true;
+    return &w->pbw;
+  }
+  uint8_t *p = w->pbw.cur;
+  /* Without a chunk, cur == end: the room check fails. */
+  if (__builtin_expect(!w->in_packet &&
+                           (size_t)(w->pbw.end - p) >= TG_TW_MIN_PACKET_ROOM &&
+                           w->chunk_packets < TG_CHUNK_MAX_PACKETS,
+                       1)) {
+    memcpy(p, "\x80\x80\x80\x00", 4); /* size 0: being written */
+    w->frag_size = p;
+    w->pbw.cur = w->pbw.seg_start = p + TG_PACKET_HEADER_SIZE;
+    w->pbw.seg_base = 0;
+    w->pbw.depth = 0;
+    w->in_packet = true;
+    tg_smb_chunk_set_packets(&w->chunk, ++w->chunk_packets, w->chunk_flags);
+    return &w->pbw;
+  }
+  return tg__trace_writer_begin_slow(w);
+}
+
+/* Finishes the packet: writes its last fragment's size, sends the patches
+ * of nested sizes that left with earlier chunks, bumps counters, and opens
+ * the next fragment when the chunk has room for one. A packet
+ * whose pb writer failed (nesting too deep, a nested message of 256 MiB or
+ * more) is dropped. Outside a packet it does nothing. */
+static inline void tg_trace_writer_end_packet(tg_trace_writer_t *w) {
+  if (__builtin_expect(w->in_packet && !w->end_slow && !w->pbw.error, 1)) {
+    tg_pb_write_redundant_varint(
+        w->frag_size,
+        (uint32_t)(w->pbw.cur - w->frag_size - TG_PACKET_HEADER_SIZE));
+    w->in_packet = false;
+    w->packets_written++;
+    /* Open the next packet's fragment now (see |preopened|). */
+    uint8_t *p = w->pbw.cur;
+    if ((size_t)(w->pbw.end - p) >= TG_TW_MIN_PACKET_ROOM &&
+        w->chunk_packets < TG_CHUNK_MAX_PACKETS) {
+      memcpy(p, "\x80\x80\x80\x00", 4); /* size 0: being written */
+      w->frag_size = p;
+      w->pbw.cur = p + TG_PACKET_HEADER_SIZE;
+      w->preopened = true;
+      tg_smb_chunk_set_packets(&w->chunk, ++w->chunk_packets, w->chunk_flags);
+    }
+    return;
+  }
+  tg__trace_writer_end_slow(w);
+}
+
+/* Returns the partial chunk now (Complete, queued for commit). Inside a
+ * packet it does nothing: the chunk leaves when the packet is done or
+ * moves on. */
+void tg_trace_writer_flush(tg_trace_writer_t *w);
+
+#endif /* TRACEGATE_AGENT_TRACE_WRITER_H */

@@ -1,0 +1,419 @@
+/* The "track_event" data source: category enablement per session, and the
+ * packets of slices, instants and counters with per-sequence interning.
+ *
+ * Packets written per thread and session (one sequence):
+ *   after a clear:  TrackDescriptor(process), TrackDescriptor(thread),
+ *                   the first flagged SEQ_INCREMENTAL_STATE_CLEARED;
+ *   per event:      timestamp, TrackEvent{type, category_iids, name_iid,
+ *                   track_uuid, debug_annotations}, InternedData with the
+ *                   names first seen in this event, SEQ_NEEDS_INCREMENTAL_STATE;
+ *   new counter:    TrackDescriptor(counter track) before its first value.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent_internal.h"
+#include "config/data_source_config.pb-c.h"
+#include "tracegate/track_event.h"
+
+/* TracePacket fields */
+#define F_TIMESTAMP 8
+#define F_TRACK_EVENT 11
+#define F_INTERNED_DATA 12
+#define F_SEQUENCE_FLAGS 13
+#define F_TRACK_DESCRIPTOR 60
+#define SEQ_CLEARED 1u
+#define SEQ_NEEDS_STATE 2u
+/* TrackEvent */
+#define TE_CATEGORY_IIDS 3
+#define TE_DEBUG_ANNOTATIONS 4
+#define TE_TYPE 9
+#define TE_NAME_IID 10
+#define TE_TRACK_UUID 11
+#define TE_NAME 23
+#define TE_COUNTER_VALUE 30
+/* DebugAnnotation */
+#define DA_NAME_IID 1
+#define DA_BOOL 2
+#define DA_UINT 3
+#define DA_INT 4
+#define DA_DOUBLE 5
+#define DA_STRING 6
+#define DA_NAME 10
+/* InternedData */
+#define ID_EVENT_CATEGORIES 1
+#define ID_EVENT_NAMES 2
+#define ID_DEBUG_ANNOTATION_NAMES 3
+/* TrackDescriptor */
+#define TD_UUID 1
+#define TD_NAME 2
+#define TD_PROCESS 3
+#define TD_THREAD 4
+#define TD_PARENT_UUID 5
+#define TD_COUNTER 8
+
+#define INTERN_SLOTS 512 /* per sequence; names beyond it go inline */
+
+/* --- registry and enablement -------------------------------------------- */
+
+static tg_ds_t *g_te_ds;
+static tg_category_t *g_cats[TG_TRACK_EVENT_MAX_CATEGORIES];
+static size_t g_n_cats;
+/* Each started instance's TrackEventConfig patterns (agent's thread). */
+static Perfetto__Protos__DataSourceConfig *g_inst_cfg[TG_DS_MAX_INSTANCES];
+
+static bool match_any(char **patterns, size_t n, const char *name,
+                      bool *exact) {
+  bool hit = false;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(patterns[i], name) == 0) {
+      if (exact) *exact = true;
+      return true;
+    }
+    if (fnmatch(patterns[i], name, 0) == 0) hit = true;
+  }
+  return hit;
+}
+
+/* Perfetto's rules, simplified: no track_event_config or no patterns at
+ * all enables everything; else a category is on when an enabled pattern
+ * matches it and no disabled pattern does, unless it is named exactly. */
+static bool category_on(const Perfetto__Protos__DataSourceConfig *cfg,
+                        const char *name) {
+  const Perfetto__Protos__TrackEventConfig *te =
+      cfg ? cfg->track_event_config : NULL;
+  if (!te || (te->n_enabled_categories == 0 && te->n_disabled_categories == 0))
+    return true;
+  bool exact = false;
+  if (!match_any(te->enabled_categories, te->n_enabled_categories, name,
+                 &exact))
+    return false;
+  if (exact) return true;
+  return !match_any(te->disabled_categories, te->n_disabled_categories, name,
+                    NULL);
+}
+
+static void apply_instance(unsigned inst) {
+  for (size_t i = 0; i < g_n_cats; i++) {
+    tg_category_t *c = g_cats[i];
+    uint8_t bit = (uint8_t)(1u << inst);
+    if (g_inst_cfg[inst] && category_on(g_inst_cfg[inst], c->name))
+      atomic_fetch_or_explicit(&c->enabled, bit, memory_order_relaxed);
+    else
+      atomic_fetch_and_explicit(&c->enabled, (uint8_t)~bit,
+                                memory_order_relaxed);
+  }
+}
+
+static void te_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
+                        size_t len) {
+  (void)ctx;
+  pthread_mutex_lock(&tg__agent_lock);
+  if (g_inst_cfg[inst])
+    perfetto__protos__data_source_config__free_unpacked(g_inst_cfg[inst], NULL);
+  g_inst_cfg[inst] =
+      cfg ? perfetto__protos__data_source_config__unpack(NULL, len, cfg) : NULL;
+  if (!g_inst_cfg[inst])
+    tg__agent_log(TG_AGENT_LOG_WARN,
+                  "track_event: instance %u has an undecodable config; all "
+                  "categories on",
+                  inst);
+  apply_instance(inst);
+  pthread_mutex_unlock(&tg__agent_lock);
+}
+
+static void te_on_stop(void *ctx, unsigned inst) {
+  (void)ctx;
+  pthread_mutex_lock(&tg__agent_lock);
+  if (g_inst_cfg[inst])
+    perfetto__protos__data_source_config__free_unpacked(g_inst_cfg[inst], NULL);
+  g_inst_cfg[inst] = NULL;
+  for (size_t i = 0; i < g_n_cats; i++)
+    atomic_fetch_and_explicit(&g_cats[i]->enabled, (uint8_t) ~(1u << inst),
+                              memory_order_relaxed);
+  pthread_mutex_unlock(&tg__agent_lock);
+}
+
+int tg_track_event_register(tg_category_t *const *cats, size_t n) {
+  int rv = 0;
+  if (!g_te_ds) {
+    tg_ds_options_t o = {
+        .name = "track_event",
+        .handles_incremental_state_clear = true,
+        .cbs = {.on_start = te_on_start, .on_stop = te_on_stop},
+    };
+    rv = tg_ds_register(&o, &g_te_ds);
+    if (rv == -EEXIST) rv = 0;
+    if (rv < 0) return rv;
+  }
+  pthread_mutex_lock(&tg__agent_lock);
+  if (g_n_cats + n > TG_TRACK_EVENT_MAX_CATEGORIES) {
+    rv = -ENOSPC;
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      tg_category_t *c = cats[i];
+      c->iid = (uint32_t)(g_n_cats + 1);
+      g_cats[g_n_cats++] = c;
+      for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
+        if (g_inst_cfg[k] && category_on(g_inst_cfg[k], c->name))
+          atomic_fetch_or_explicit(&c->enabled, (uint8_t)(1u << k),
+                                   memory_order_relaxed);
+    }
+  }
+  pthread_mutex_unlock(&tg__agent_lock);
+  return rv;
+}
+
+/* --- per-sequence state ---------------------------------------------------- */
+
+typedef struct intern_slot {
+  const void *key; /* a name's address, or a category */
+  uint32_t iid;
+  uint8_t kind;
+} intern_slot_t;
+
+enum { K_NAME = 1, K_ARG_NAME, K_CATEGORY, K_COUNTER };
+
+typedef struct seq_state {
+  intern_slot_t slots[INTERN_SLOTS];
+  size_t used;
+  uint32_t next_iid[K_COUNTER + 1];
+} seq_state_t;
+
+static _Thread_local int32_t t_tid;
+
+uint64_t tg_track_event_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t process_uuid(void) {
+  /* Stable for the process, distinct across processes and hosts' pids. */
+  return 0x7467000000000000ull ^ ((uint64_t)getpid() << 20);
+}
+
+static uint64_t thread_uuid(int32_t tid) {
+  return process_uuid() ^ ((uint64_t)(uint32_t)tid + 1);
+}
+
+static uint64_t counter_uuid(const char *name) {
+  return process_uuid() ^ 0x0000800000000000ull ^
+         ((uint64_t)(uintptr_t)name & 0x7FFFFFFFFFFull);
+}
+
+/* Finds or adds |key|; returns its iid, setting |*fresh| when it is new on
+ * this sequence, or 0 when the table is full (the caller sends it inline). */
+static uint32_t intern(seq_state_t *s, uint8_t kind, const void *key,
+                       bool *fresh) {
+  size_t h = (((uintptr_t)key >> 3) * 0x9E3779B97F4A7C15ull + kind) >> 20;
+  for (size_t i = 0; i < INTERN_SLOTS; i++) {
+    intern_slot_t *e = &s->slots[(h + i) & (INTERN_SLOTS - 1)];
+    if (e->key == key && e->kind == kind) {
+      *fresh = false;
+      return e->iid;
+    }
+    if (!e->key) {
+      if (s->used >= INTERN_SLOTS * 3 / 4) return 0;
+      e->key = key;
+      e->kind = kind;
+      e->iid = kind == K_CATEGORY ? ((const tg_category_t *)key)->iid
+                                  : ++s->next_iid[kind];
+      s->used++;
+      *fresh = true;
+      return e->iid;
+    }
+  }
+  return 0;
+}
+
+static void thread_name(char *out, size_t n) {
+  out[0] = 0;
+  if (pthread_getname_np(pthread_self(), out, n) != 0) out[0] = 0;
+}
+
+/* Descriptors for the process and thread tracks, in the first packet of a
+ * (re)started sequence. */
+static void write_descriptors(unsigned inst, int32_t tid) {
+  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
+  if (!w) return;
+  char comm[64] = "";
+  FILE *f = fopen("/proc/self/comm", "r");
+  if (f) {
+    if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
+    fclose(f);
+  }
+  tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_CLEARED);
+  tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(w, TD_UUID, process_uuid());
+  tg_pbw_begin_nested(w, TD_PROCESS);
+  tg_pbw_append_int(w, 1 /* pid */, getpid());
+  tg_pbw_append_string(w, 6 /* process_name */, comm);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  tg_ds_packet_end(g_te_ds, inst);
+
+  w = tg_ds_packet_begin(g_te_ds, inst);
+  if (!w) return;
+  char tname[32];
+  thread_name(tname, sizeof(tname));
+  tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(w, TD_UUID, thread_uuid(tid));
+  tg_pbw_append_varint(w, TD_PARENT_UUID, process_uuid());
+  tg_pbw_begin_nested(w, TD_THREAD);
+  tg_pbw_append_int(w, 1 /* pid */, getpid());
+  tg_pbw_append_int(w, 2 /* tid */, tid);
+  if (tname[0]) tg_pbw_append_string(w, 5 /* thread_name */, tname);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  tg_ds_packet_end(g_te_ds, inst);
+}
+
+static void write_counter_descriptor(unsigned inst, const char *name) {
+  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
+  if (!w) return;
+  tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(w, TD_UUID, counter_uuid(name));
+  tg_pbw_append_varint(w, TD_PARENT_UUID, process_uuid());
+  tg_pbw_append_string(w, TD_NAME, name);
+  tg_pbw_begin_nested(w, TD_COUNTER);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  tg_ds_packet_end(g_te_ds, inst);
+}
+
+/* The calling thread's state for the sequence of |inst|; after a clear (or
+ * on the sequence's first event) it is reset and the descriptors written. */
+static seq_state_t *sequence(unsigned inst, int32_t tid, bool *cleared) {
+  void **user = tg_ds_writer_user(g_te_ds, inst, free);
+  if (!user) return NULL;
+  seq_state_t *s = *user;
+  *cleared = tg_ds_incremental_state_cleared(g_te_ds, inst);
+  if (!s) {
+    s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    *user = s;
+    *cleared = true;
+  } else if (*cleared) {
+    memset(s, 0, sizeof(*s));
+  }
+  if (*cleared) write_descriptors(inst, tid);
+  return s;
+}
+
+typedef struct pending_intern {
+  uint8_t field; /* InternedData field */
+  uint32_t iid;
+  const char *name;
+} pending_intern_t;
+
+static void emit_one(unsigned inst, tg_category_t *cat, int type,
+                     const char *name, int64_t value, const tg_arg_t *args,
+                     size_t n_args, int32_t tid, uint64_t ts) {
+  if (!tg__ds_prepare(g_te_ds, inst)) return;
+  bool cleared = false;
+  seq_state_t *s = sequence(inst, tid, &cleared);
+  if (!s) return;
+  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
+  if (!w) return;
+
+  pending_intern_t fresh[2 + 16];
+  size_t n_fresh = 0;
+  bool is_new;
+
+  if (type == TG_TE_COUNTER) {
+    uint32_t ciid = intern(s, K_COUNTER, name, &is_new);
+    if (ciid && is_new) {
+      tg_ds_packet_end(g_te_ds, inst);
+      write_counter_descriptor(inst, name);
+      w = tg_ds_packet_begin(g_te_ds, inst);
+      if (!w) return;
+    }
+  }
+
+  tg_pbw_append_varint(w, F_TIMESTAMP, ts);
+  tg_pbw_begin_nested(w, F_TRACK_EVENT);
+  tg_pbw_append_varint(w, TE_TYPE, (uint64_t)type);
+  uint32_t cat_iid = intern(s, K_CATEGORY, cat, &is_new);
+  if (cat_iid) {
+    tg_pbw_append_varint(w, TE_CATEGORY_IIDS, cat_iid);
+    if (is_new)
+      fresh[n_fresh++] = (pending_intern_t){ID_EVENT_CATEGORIES, cat_iid,
+                                            cat->name};
+  } else {
+    tg_pbw_append_string(w, 22 /* categories */, cat->name);
+  }
+  if (type == TG_TE_COUNTER) {
+    tg_pbw_append_varint(w, TE_TRACK_UUID, counter_uuid(name));
+    tg_pbw_append_int(w, TE_COUNTER_VALUE, value);
+  } else {
+    tg_pbw_append_varint(w, TE_TRACK_UUID, thread_uuid(tid));
+    if (name) {
+      uint32_t iid = intern(s, K_NAME, name, &is_new);
+      if (iid) {
+        tg_pbw_append_varint(w, TE_NAME_IID, iid);
+        if (is_new)
+          fresh[n_fresh++] = (pending_intern_t){ID_EVENT_NAMES, iid, name};
+      } else {
+        tg_pbw_append_string(w, TE_NAME, name);
+      }
+    }
+  }
+  for (size_t i = 0; i < n_args; i++) {
+    const tg_arg_t *a = &args[i];
+    tg_pbw_begin_nested(w, TE_DEBUG_ANNOTATIONS);
+    uint32_t iid = a->name ? intern(s, K_ARG_NAME, a->name, &is_new) : 0;
+    if (iid) {
+      tg_pbw_append_varint(w, DA_NAME_IID, iid);
+      if (is_new && n_fresh < sizeof(fresh) / sizeof(fresh[0]))
+        fresh[n_fresh++] =
+            (pending_intern_t){ID_DEBUG_ANNOTATION_NAMES, iid, a->name};
+    } else {
+      tg_pbw_append_string(w, DA_NAME, a->name ? a->name : "?");
+    }
+    switch (a->type) {
+      case TG_ARG_TYPE_INT: tg_pbw_append_int(w, DA_INT, a->v.i); break;
+      case TG_ARG_TYPE_UINT: tg_pbw_append_varint(w, DA_UINT, a->v.u); break;
+      case TG_ARG_TYPE_DOUBLE: tg_pbw_append_double(w, DA_DOUBLE, a->v.d); break;
+      case TG_ARG_TYPE_BOOL: tg_pbw_append_bool(w, DA_BOOL, a->v.b); break;
+      case TG_ARG_TYPE_STRING:
+        tg_pbw_append_string(w, DA_STRING, a->v.s ? a->v.s : "");
+        break;
+      default: break;
+    }
+    tg_pbw_end_nested(w);
+  }
+  tg_pbw_end_nested(w);
+
+  if (n_fresh) {
+    tg_pbw_begin_nested(w, F_INTERNED_DATA);
+    for (size_t i = 0; i < n_fresh; i++) {
+      tg_pbw_begin_nested(w, fresh[i].field);
+      tg_pbw_append_varint(w, 1 /* iid */, fresh[i].iid);
+      tg_pbw_append_string(w, 2 /* name */, fresh[i].name);
+      tg_pbw_end_nested(w);
+    }
+    tg_pbw_end_nested(w);
+  }
+  tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_NEEDS_STATE);
+  tg_ds_packet_end(g_te_ds, inst);
+}
+
+void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
+                 const tg_arg_t *args, size_t n_args) {
+  if (!g_te_ds) return;
+  if (n_args > 16) n_args = 16; /* bounded interning per event */
+  if (!t_tid) t_tid = (int32_t)syscall(SYS_gettid);
+  uint64_t ts = tg_track_event_now();
+  uint8_t mask = atomic_load_explicit(&cat->enabled, memory_order_relaxed) &
+                 tg_ds_enabled_mask(g_te_ds);
+  for (unsigned k = 0; mask; k++, mask >>= 1)
+    if (mask & 1u) emit_one(k, cat, type, name, value, args, n_args, t_tid, ts);
+}

@@ -1,0 +1,290 @@
+/* tg_ipc_client: numbered requests out, replies routed back by id. */
+#include "ipc/client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi/ipc_frame.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+typedef enum { CALL_BIND, CALL_INVOKE } call_kind_t;
+
+typedef struct pending_call {
+  tg_list_t node;
+  uint64_t request_id;
+  call_kind_t kind;
+  tg_ipc_bind_cb bind_cb;
+  tg_ipc_reply_cb reply_cb; /* NULL after cancel */
+  void *ctx;
+  char service[TG_IPC_METHOD_NAME_MAX];
+} pending_call_t;
+
+static pending_call_t *find_call(tg_ipc_client_t *c, uint64_t id) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &c->pending) {
+    pending_call_t *pc = TG_CONTAINER_OF(it, pending_call_t, node);
+    if (pc->request_id == id) return pc;
+  }
+  return NULL;
+}
+
+static void finish_call(pending_call_t *pc) {
+  tg_list_remove(&pc->node);
+  free(pc);
+}
+
+static void on_bind_reply(tg_ipc_client_t *c, pending_call_t *pc,
+                          const Perfetto__Protos__IPCFrame__BindServiceReply *r) {
+  if (!r->success) {
+    if (pc->bind_cb) pc->bind_cb(c, pc->ctx, TG_EUNKNOWN_SERVICE, NULL);
+    return;
+  }
+  if (c->n_services >= TG_IPC_CLIENT_MAX_SERVICES) {
+    if (pc->bind_cb) pc->bind_cb(c, pc->ctx, -ENOSPC, NULL);
+    return;
+  }
+  tg_ipc_remote_service_t *svc = &c->services[c->n_services];
+  memset(svc, 0, sizeof(*svc));
+  svc->id = r->service_id;
+  snprintf(svc->name, sizeof(svc->name), "%s", pc->service);
+  for (size_t i = 0; i < r->n_methods; i++) {
+    const Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *m =
+        r->methods[i];
+    /* Names that do not fit are methods we never call: skip them. */
+    if (!m->name || strlen(m->name) >= TG_IPC_METHOD_NAME_MAX || m->id == 0)
+      continue;
+    if (svc->n_methods == TG_IPC_CLIENT_MAX_METHODS) break;
+    svc->methods[svc->n_methods].id = m->id;
+    memcpy(svc->methods[svc->n_methods].name, m->name, strlen(m->name) + 1);
+    svc->n_methods++;
+  }
+  c->n_services++;
+  if (pc->bind_cb) pc->bind_cb(c, pc->ctx, 0, svc);
+}
+
+static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
+  tg_ipc_client_t *c = t->data;
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
+  if (!f) {
+    c->frames_undecodable++;
+    TG_WARN("ipc client: dropped an undecodable frame of %zu bytes", len);
+    return 0;
+  }
+  pending_call_t *pc = find_call(c, f->request_id);
+  if (!pc) {
+    c->replies_unmatched++;
+    tg_ipc_frame_free(f);
+    return 0;
+  }
+  switch (f->msg_case) {
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY:
+      if (pc->kind != CALL_BIND) break;
+      on_bind_reply(c, pc, f->msg_bind_service_reply);
+      finish_call(pc);
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY: {
+      if (pc->kind != CALL_INVOKE) break;
+      const Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+          f->msg_invoke_method_reply;
+      bool more = r->has_more;
+      tg_ipc_reply_cb cb = pc->reply_cb;
+      void *ctx = pc->ctx;
+      if (!more) finish_call(pc);
+      if (cb)
+        cb(c, ctx, r->success ? 0 : TG_EREMOTE_FAILED, more,
+           r->has_reply_proto ? r->reply_proto.data : NULL,
+           r->has_reply_proto ? r->reply_proto.len : 0);
+      break;
+    }
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR: {
+      tg_ipc_reply_cb rcb = pc->kind == CALL_INVOKE ? pc->reply_cb : NULL;
+      tg_ipc_bind_cb bcb = pc->kind == CALL_BIND ? pc->bind_cb : NULL;
+      void *ctx = pc->ctx;
+      TG_WARN("ipc client: request %llu refused: %s",
+              (unsigned long long)f->request_id,
+              f->msg_request_error->error ? f->msg_request_error->error : "");
+      finish_call(pc);
+      if (rcb) rcb(c, ctx, TG_EUNKNOWN_METHOD, false, NULL, 0);
+      if (bcb) bcb(c, ctx, TG_EUNKNOWN_SERVICE, NULL);
+      break;
+    }
+    default:
+      c->replies_unmatched++;
+      break;
+  }
+  tg_ipc_frame_free(f);
+  /* A callback may have closed the client: stop reading this input. */
+  return c->closing ? 1 : 0;
+}
+
+static void on_drain(tg_transport_t *t) {
+  tg_ipc_client_t *c = t->data;
+  if (c->cbs->on_drain) c->cbs->on_drain(c);
+}
+
+static void on_close(tg_transport_t *t, int status) {
+  tg_ipc_client_t *c = t->data;
+  c->closing = true;
+  int err = status ? status : TG_EPEER_CLOSED;
+  while (!tg_list_empty(&c->pending)) {
+    pending_call_t *pc = TG_CONTAINER_OF(c->pending.next, pending_call_t, node);
+    tg_list_remove(&pc->node);
+    if (pc->kind == CALL_BIND && pc->bind_cb)
+      pc->bind_cb(c, pc->ctx, err, NULL);
+    if (pc->kind == CALL_INVOKE && pc->reply_cb)
+      pc->reply_cb(c, pc->ctx, err, false, NULL, 0);
+    free(pc);
+  }
+  c->cbs->on_close(c, status);
+}
+
+static const tg_transport_cbs_t client_transport_cbs = {
+    .on_frame = on_frame,
+    .on_drain = on_drain,
+    .on_close = on_close,
+};
+
+void tg_ipc_client_init(tg_ipc_client_t *c, tg_transport_t *t,
+                        const tg_ipc_client_cbs_t *cbs, void *data) {
+  memset(c, 0, sizeof(*c));
+  c->t = t;
+  c->cbs = cbs;
+  c->data = data;
+  c->next_request_id = 1;
+  tg_list_init(&c->pending);
+  t->cbs = &client_transport_cbs;
+  t->data = c;
+}
+
+static int send_frame(tg_ipc_client_t *c, const tg_ipc_frame_t *f, int fd) {
+  tg_buf_t out;
+  tg_buf_init(&out, TG_IPC_FRAME_BUFFER_SIZE);
+  int rv = tg_ipc_frame_append(f, &out);
+  if (rv == 0) rv = tg_transport_send(c->t, tg_buf_begin(&out),
+                                      tg_buf_size(&out), fd);
+  else if (fd >= 0)
+    close(fd);
+  tg_buf_free(&out);
+  return rv;
+}
+
+static pending_call_t *new_call(tg_ipc_client_t *c, call_kind_t kind,
+                                void *ctx) {
+  pending_call_t *pc = calloc(1, sizeof(*pc));
+  if (!pc) return NULL;
+  pc->kind = kind;
+  pc->ctx = ctx;
+  pc->request_id = c->next_request_id++;
+  return pc;
+}
+
+int tg_ipc_client_bind(tg_ipc_client_t *c, const char *service,
+                       tg_ipc_bind_cb cb, void *ctx) {
+  if (c->closing) return -EPIPE;
+  if (!service || strlen(service) >= TG_IPC_METHOD_NAME_MAX) return -EINVAL;
+  pending_call_t *pc = new_call(c, CALL_BIND, ctx);
+  if (!pc) return -ENOMEM;
+  pc->bind_cb = cb;
+  snprintf(pc->service, sizeof(pc->service), "%s", service);
+
+  Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  Perfetto__Protos__IPCFrame__BindService b =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+  b.service_name = (char *)service;
+  f.has_request_id = true;
+  f.request_id = pc->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+  f.msg_bind_service = &b;
+  int rv = send_frame(c, &f, -1);
+  if (rv < 0) {
+    free(pc);
+    return rv;
+  }
+  tg_list_insert_tail(&c->pending, &pc->node);
+  return 0;
+}
+
+uint32_t tg_ipc_method_id(const tg_ipc_remote_service_t *svc,
+                          const char *method) {
+  for (size_t i = 0; i < svc->n_methods; i++)
+    if (strcmp(svc->methods[i].name, method) == 0) return svc->methods[i].id;
+  return 0;
+}
+
+int tg_ipc_client_invoke_id(tg_ipc_client_t *c, uint32_t service_id,
+                            uint32_t method_id, const uint8_t *args,
+                            size_t args_len, int fd, tg_ipc_reply_cb cb,
+                            void *ctx, uint64_t *request_id) {
+  if (c->closing) {
+    if (fd >= 0) close(fd);
+    return -EPIPE;
+  }
+  pending_call_t *pc = new_call(c, CALL_INVOKE, ctx);
+  if (!pc) {
+    if (fd >= 0) close(fd);
+    return -ENOMEM;
+  }
+  pc->reply_cb = cb;
+
+  Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  Perfetto__Protos__IPCFrame__InvokeMethod m =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  m.has_service_id = m.has_method_id = m.has_args_proto = true;
+  m.service_id = service_id;
+  m.method_id = method_id;
+  m.args_proto.data = (uint8_t *)args;
+  m.args_proto.len = args_len;
+  if (!cb) m.has_drop_reply = m.drop_reply = true;
+  f.has_request_id = true;
+  f.request_id = pc->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  f.msg_invoke_method = &m;
+  int rv = send_frame(c, &f, fd);
+  if (rv < 0) {
+    free(pc);
+    return rv;
+  }
+  if (request_id) *request_id = pc->request_id;
+  if (cb)
+    tg_list_insert_tail(&c->pending, &pc->node);
+  else
+    free(pc); /* no reply will come */
+  return 0;
+}
+
+int tg_ipc_client_invoke(tg_ipc_client_t *c,
+                         const tg_ipc_remote_service_t *svc,
+                         const char *method, const uint8_t *args,
+                         size_t args_len, int fd, tg_ipc_reply_cb cb,
+                         void *ctx, uint64_t *request_id) {
+  uint32_t mid = tg_ipc_method_id(svc, method);
+  if (mid == 0) {
+    TG_WARN("ipc client: service %s has no method %s", svc->name, method);
+    if (fd >= 0) close(fd);
+    return -ENOENT;
+  }
+  return tg_ipc_client_invoke_id(c, svc->id, mid, args, args_len, fd, cb, ctx,
+                                 request_id);
+}
+
+void tg_ipc_client_cancel(tg_ipc_client_t *c, uint64_t request_id) {
+  pending_call_t *pc = find_call(c, request_id);
+  if (pc) {
+    pc->reply_cb = NULL;
+    pc->bind_cb = NULL;
+  }
+}
+
+int tg_ipc_client_take_fd(tg_ipc_client_t *c) {
+  return tg_transport_take_fd(c->t);
+}
+
+void tg_ipc_client_close(tg_ipc_client_t *c, int status) {
+  if (c->closing) return;
+  c->closing = true;
+  tg_transport_close(c->t, status);
+}

@@ -1,0 +1,79 @@
+/* A framed transport: whatever carries [u32 len][IPCFrame] frames between
+ * two peers. The IPC client (ipc/client.h) and the relay speak to a
+ * transport, not to a socket, so the same protocol code runs over a UNIX
+ * channel (ipc/channel.h, with fd passing), TLS over TCP (relay/tls_chan.h)
+ * or a pipe pair (the relay's --stdio mode).
+ *
+ * An implementation embeds tg_transport_t as its first member and fills
+ * |ops|; the owner sets |cbs| and |data| before the first callback can run
+ * (i.e. before returning to the loop). Callback rules are those of
+ * tg_ipc_chan_t: never run inside send(); on_close runs once, from the loop,
+ * after which the owner may free the transport's memory.
+ */
+#ifndef TRACEGATE_IPC_TRANSPORT_H
+#define TRACEGATE_IPC_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tg_transport tg_transport_t;
+
+typedef struct tg_transport_cbs {
+  /* One complete frame payload (an IPCFrame, without the length prefix),
+   * valid during the call. Return non-zero to stop reading further frames
+   * from the current input (e.g. after closing the transport). */
+  int (*on_frame)(tg_transport_t *t, const uint8_t *payload, size_t len);
+  /* Queued output fell below the low-water mark after having been above
+   * the high-water mark. Optional. */
+  void (*on_drain)(tg_transport_t *t);
+  /* Closed and released; |status| says why (0 for a local close,
+   * TG_EPEER_CLOSED, a TLS or frame error, -errno). Required. */
+  void (*on_close)(tg_transport_t *t, int status);
+} tg_transport_cbs_t;
+
+typedef struct tg_transport_ops {
+  /* Queues one whole frame ([len][IPCFrame]) and copies it. |fd| >= 0 rides
+   * with the frame (ownership passes to the transport); transports that
+   * cannot carry fds close it and return -EOPNOTSUPP. Returns 0, -EPIPE when
+   * closing, -ENOMEM. */
+  int (*send)(tg_transport_t *t, const uint8_t *frame, size_t len, int fd);
+  /* Removes and returns the oldest fd received with the current frame, or
+   * -1. Transports without fd passing always return -1. */
+  int (*take_fd)(tg_transport_t *t);
+  /* True while queued output is above the high-water mark. */
+  bool (*congested)(const tg_transport_t *t);
+  /* Bytes queued and not yet written. */
+  size_t (*pending)(const tg_transport_t *t);
+  void (*pause_reading)(tg_transport_t *t, bool paused);
+  /* Idempotent; on_close follows from the loop. */
+  void (*close)(tg_transport_t *t, int status);
+} tg_transport_ops_t;
+
+struct tg_transport {
+  const tg_transport_ops_t *ops;
+  const tg_transport_cbs_t *cbs; /* set by the owner; must outlive it */
+  void *data;                    /* owner's */
+};
+
+static inline int tg_transport_send(tg_transport_t *t, const uint8_t *frame,
+                                    size_t len, int fd) {
+  return t->ops->send(t, frame, len, fd);
+}
+static inline int tg_transport_take_fd(tg_transport_t *t) {
+  return t->ops->take_fd(t);
+}
+static inline bool tg_transport_congested(const tg_transport_t *t) {
+  return t->ops->congested(t);
+}
+static inline size_t tg_transport_pending(const tg_transport_t *t) {
+  return t->ops->pending(t);
+}
+static inline void tg_transport_pause_reading(tg_transport_t *t, bool p) {
+  t->ops->pause_reading(t, p);
+}
+static inline void tg_transport_close(tg_transport_t *t, int status) {
+  t->ops->close(t, status);
+}
+
+#endif /* TRACEGATE_IPC_TRANSPORT_H */

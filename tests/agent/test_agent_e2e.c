@@ -1,0 +1,457 @@
+/* libtracegate-agent end to end against a real tracegated: the agent in
+ * this process, the service in a child, a raw consumer recording.
+ *
+ * The agent is a process singleton, so every test initialises it and
+ * shuts it down again; data sources stay registered across tests. */
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_service.h"
+#include "trace/test_event.pb-c.h"
+#include "tracegate/agent.h"
+#include "tracegate/track_event.h"
+
+#define DS_NAME "test.agent"
+#define WAIT_MS 10000
+
+/* --- a data source whose start/stop the test can wait for ---------------- */
+
+static tg_ds_t *g_ds;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_starts, g_stops, g_flushes, g_clears;
+
+static void bump(int *counter) {
+  pthread_mutex_lock(&g_mu);
+  (*counter)++;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void on_start(void *ctx, unsigned inst, const uint8_t *c, size_t n) {
+  (void)ctx, (void)inst, (void)c, (void)n;
+  bump(&g_starts);
+}
+static void on_stop(void *ctx, unsigned inst) {
+  (void)ctx, (void)inst;
+  bump(&g_stops);
+}
+static void on_flush(void *ctx, unsigned inst) {
+  (void)ctx, (void)inst;
+  bump(&g_flushes);
+}
+static void on_clear(void *ctx, unsigned inst) {
+  (void)ctx, (void)inst;
+  bump(&g_clears);
+}
+
+/* Waits until |*counter| >= |target|; false on timeout. */
+static bool wait_count(int *counter, int target) {
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += WAIT_MS / 1000;
+  pthread_mutex_lock(&g_mu);
+  int rv = 0;
+  while (*counter < target && rv == 0)
+    rv = pthread_cond_timedwait(&g_cv, &g_mu, &dl);
+  bool ok = *counter >= target;
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+
+static int counter_now(int *counter) {
+  pthread_mutex_lock(&g_mu);
+  int v = *counter;
+  pthread_mutex_unlock(&g_mu);
+  return v;
+}
+
+static void register_ds_once(void) {
+  if (g_ds) return;
+  tg_ds_options_t o = {
+      .name = DS_NAME,
+      .handles_incremental_state_clear = true,
+      .cbs = {.on_start = on_start,
+              .on_stop = on_stop,
+              .on_flush = on_flush,
+              .on_clear_incremental_state = on_clear},
+  };
+  assert_int_equal(tg_ds_register(&o, &g_ds), 0);
+}
+
+/* The agent's log on stderr, shown by ctest when a test fails. */
+static void test_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
+  (void)ctx;
+  fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
+}
+
+static void start_agent(const test_service_t *ts, tg_agent_full_policy_t pol,
+                        size_t smb_kb) {
+  register_ds_once();
+  tg_agent_options_t o = {
+      .socket_path = ts->producer_sock,
+      .producer_name = "agent-e2e",
+      .smb_size_hint = smb_kb * 1024,
+      .on_smb_full = pol,
+      .reconnect_min_ms = 20,
+      .reconnect_max_ms = 200,
+      .log = test_log,
+      .log_level = TG_AGENT_LOG_INFO,
+  };
+  assert_int_equal(tg_agent_init(&o), 0);
+  assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
+}
+
+/* --- writing ------------------------------------------------------------- */
+
+static void write_test_packet(tg_pbw_t *w, const char *str, uint32_t seq) {
+  tg_pbw_append_varint(w, 8 /* timestamp */, tg_track_event_now());
+  tg_pbw_begin_nested(w, 900 /* for_testing */);
+  tg_pbw_append_string(w, 1, str);
+  tg_pbw_append_varint(w, 2, seq);
+  tg_pbw_end_nested(w);
+}
+
+typedef struct writer_job {
+  char tag[16];
+  uint32_t count;
+  size_t pad; /* extra bytes of str */
+  _Atomic uint32_t done;
+} writer_job_t;
+
+static void *writer_main(void *arg) {
+  writer_job_t *j = arg;
+  char *str = malloc(sizeof(j->tag) + j->pad + 1);
+  size_t tl = strlen(j->tag);
+  memcpy(str, j->tag, tl);
+  memset(str + tl, 'x', j->pad);
+  str[tl + j->pad] = 0;
+  str[tl] = j->pad ? ':' : 0;
+  for (uint32_t i = 0; i < j->count; i++) {
+    TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, str, i); }
+    atomic_store(&j->done, i + 1);
+  }
+  free(str);
+  return NULL;
+}
+
+/* --- recording ----------------------------------------------------------- */
+
+typedef struct recording {
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  Perfetto__Protos__TracePacket **pk;
+  size_t n;
+} recording_t;
+
+static void record_begin(recording_t *r, const test_service_t *ts,
+                         uint32_t buf_kb) {
+  memset(r, 0, sizeof(*r));
+  int starts = counter_now(&g_starts);
+  assert_int_equal(raw_consumer_connect(&r->c, ts), 0);
+  simple_cfg_init(&r->sc, buf_kb, 2 /* DISCARD */, DS_NAME);
+  assert_int_equal(raw_consumer_enable(&r->c, &r->sc.cfg, -1), 0);
+  assert_true(wait_count(&g_starts, starts + 1));
+}
+
+static void record_end(recording_t *r) {
+  int stops = counter_now(&g_stops);
+  assert_int_equal(raw_consumer_disable(&r->c, WAIT_MS), 0);
+  assert_true(wait_count(&g_stops, stops + 1));
+  r->pk = raw_consumer_read(&r->c, &r->n);
+  assert_non_null(r->pk);
+}
+
+static void record_free(recording_t *r) {
+  free_packets(r->pk, r->n);
+  raw_consumer_close(&r->c);
+}
+
+static bool is_test_packet(const Perfetto__Protos__TracePacket *p) {
+  return p && p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
+         p->for_testing->str;
+}
+
+/* Counts the test packets whose str starts with |tag|, checking that their
+ * seq_values run 0, 1, 2... in order. Returns how many; |*dropped_marks|
+ * gets the packets flagged previous_packet_dropped on that sequence. */
+static uint32_t check_sequence(const recording_t *r, const char *tag,
+                               bool expect_contiguous,
+                               uint32_t *dropped_marks) {
+  uint32_t next = 0, n = 0, marks = 0;
+  size_t tl = strlen(tag);
+  for (size_t i = 0; i < r->n; i++) {
+    const Perfetto__Protos__TracePacket *p = r->pk[i];
+    if (!is_test_packet(p)) continue;
+    const char *s = p->for_testing->str;
+    if (strncmp(s, tag, tl) != 0 || (s[tl] != 0 && s[tl] != ':')) continue;
+    if (p->has_previous_packet_dropped && p->previous_packet_dropped) marks++;
+    if (expect_contiguous) {
+      assert_int_equal(p->for_testing->seq_value, next);
+    } else {
+      assert_true(p->for_testing->seq_value >= next);
+    }
+    next = p->for_testing->seq_value + 1;
+    n++;
+  }
+  if (dropped_marks) *dropped_marks = marks;
+  return n;
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+static void four_threads_arrive_complete_and_in_order(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_STALL, 0);
+  recording_t r;
+  record_begin(&r, ts, 64 * 1024); /* holds all ~37 MB */
+
+  writer_job_t jobs[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    memset(&jobs[i], 0, sizeof(jobs[i]));
+    snprintf(jobs[i].tag, sizeof(jobs[i].tag), "t%d", i);
+    jobs[i].count = 20000;
+    jobs[i].pad = (size_t)i * 300; /* thread 3: packets of ~900 B */
+    assert_int_equal(pthread_create(&th[i], NULL, writer_main, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  record_end(&r);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(check_sequence(&r, jobs[i].tag, true, NULL), 20000);
+  record_free(&r);
+
+  tg_agent_stats_t st;
+  tg_agent_get_stats(&st);
+  assert_true(st.packets_written >= 80000);
+  assert_true(st.chunks_committed > 0);
+  tg_agent_shutdown();
+}
+
+static void large_packet_arrives_intact(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_STALL, 256);
+  recording_t r;
+  record_begin(&r, ts, 16 * 1024);
+  writer_job_t j = {.tag = "big", .count = 3, .pad = 5u << 20};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, writer_main, &j), 0);
+  pthread_join(th, NULL);
+  record_end(&r);
+  assert_int_equal(check_sequence(&r, "big", true, NULL), 3);
+  for (size_t i = 0; i < r.n; i++) {
+    const Perfetto__Protos__TracePacket *p = r.pk[i];
+    if (!is_test_packet(p) || strncmp(p->for_testing->str, "big", 3)) continue;
+    const char *s = p->for_testing->str;
+    size_t len = strlen(s);
+    assert_int_equal(len, 3 + (5u << 20)); /* "big:xxx...", ':' over an x */
+    for (size_t k = 4; k < len; k++)
+      if (s[k] != 'x') fail_msg("byte %zu of the large packet is %#x", k, s[k]);
+  }
+  record_free(&r);
+  tg_agent_shutdown();
+}
+
+/* A writer in two phases: |count| packets, then (after |go|) |count2|
+ * more on the same thread, i.e. the same sequence. */
+typedef struct phased_job {
+  writer_job_t a;
+  uint32_t count2;
+  sem_t phase1_done, go;
+} phased_job_t;
+
+static void *phased_main(void *arg) {
+  phased_job_t *j = arg;
+  char str[1100];
+  memset(str, 'x', sizeof(str) - 1);
+  str[sizeof(str) - 1] = 0;
+  memcpy(str, "ex:", 3);
+  uint32_t total = j->a.count + j->count2;
+  for (uint32_t i = 0; i < total; i++) {
+    if (i == j->a.count) {
+      sem_post(&j->phase1_done);
+      sem_wait(&j->go);
+    }
+    TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, str, i); }
+    atomic_store(&j->a.done, i + 1);
+  }
+  return NULL;
+}
+
+/* A consumer Flush: when it is answered, the service has taken every
+ * commit the agent sent before it (one ordered socket). */
+static void flush_roundtrip(recording_t *r) {
+  Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+  fr.has_timeout_ms = true;
+  fr.timeout_ms = 5000;
+  int64_t rid = raw_invoke(&r->c.conn, "Flush", &fr.base, -1, false);
+  assert_true(rid > 0);
+  raw_frame_t f;
+  assert_int_equal(raw_wait(&r->c.conn, (uint64_t)rid, WAIT_MS, &f), 1);
+  assert_true(f.frame->msg_invoke_method_reply->success);
+  tg_ipc_frame_free(f.frame);
+}
+
+/* With the service frozen (SIGSTOP) nobody frees chunks: a writer that
+ * produces more than the SMB holds must drop (drop policy) or wait (stall
+ * policy). */
+static void exhaustion(test_service_t *ts, tg_agent_full_policy_t pol) {
+  tg_agent_stats_t before;
+  tg_agent_get_stats(&before);
+  start_agent(ts, pol, 64);
+  recording_t r;
+  record_begin(&r, ts, 32 * 1024);
+  /* 4000 packets of ~1 KiB: ~4 MiB through a 64 KiB SMB, then 100 more
+   * once the service is back. */
+  phased_job_t j = {.a = {.count = 4000}, .count2 = 100};
+  sem_init(&j.phase1_done, 0, 0);
+  sem_init(&j.go, 0, 0);
+  kill(ts->pid, SIGSTOP);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, phased_main, &j), 0);
+  if (pol == TG_AGENT_FULL_STALL) {
+    /* The writer fills the SMB and then waits: its progress stops short
+     * of the end (bounded wait for it to stop moving). */
+    uint32_t seen = 0;
+    for (int i = 0; i < 400; i++) {
+      struct timespec d = {0, 5 * 1000 * 1000};
+      nanosleep(&d, NULL);
+      uint32_t now = atomic_load(&j.a.done);
+      if (now == seen && now > 0) break;
+      seen = now;
+    }
+    assert_true(atomic_load(&j.a.done) < j.a.count);
+    kill(ts->pid, SIGCONT);
+    sem_wait(&j.phase1_done);
+  } else {
+    sem_wait(&j.phase1_done); /* drop mode never blocks */
+    kill(ts->pid, SIGCONT);
+    flush_roundtrip(&r); /* the SMB is drained again */
+  }
+  sem_post(&j.go);
+  pthread_join(th, NULL);
+  record_end(&r);
+
+  uint32_t marks = 0;
+  uint32_t got = check_sequence(&r, "ex", pol == TG_AGENT_FULL_STALL, &marks);
+  tg_agent_stats_t st;
+  tg_agent_get_stats(&st);
+  uint64_t dropped = st.packets_dropped - before.packets_dropped;
+  if (pol == TG_AGENT_FULL_STALL) {
+    assert_int_equal(got, 4100);
+    assert_int_equal(dropped, 0);
+    assert_true(st.stalls > before.stalls);
+  } else {
+    assert_true(got < 4100);
+    assert_true(dropped > 0);
+    assert_int_equal(got + dropped, 4100);
+    /* The first packet after the loss says so. */
+    assert_true(marks >= 1);
+  }
+  record_free(&r);
+  sem_destroy(&j.phase1_done);
+  sem_destroy(&j.go);
+  tg_agent_shutdown();
+}
+
+static void smb_full_with_drop_counts_loss(void **state) {
+  exhaustion(*state, TG_AGENT_FULL_DROP);
+}
+
+static void smb_full_with_stall_loses_nothing(void **state) {
+  exhaustion(*state, TG_AGENT_FULL_STALL);
+}
+
+static void reconnects_after_service_restart(void **state) {
+  test_service_t *ts = *state;
+  tg_agent_stats_t before;
+  tg_agent_get_stats(&before);
+  start_agent(ts, TG_AGENT_FULL_DROP, 0);
+
+  assert_int_equal(test_service_terminate(ts), 0);
+  /* A thread keeps writing while the service is away: no crash. */
+  writer_job_t j = {.tag = "gone", .count = 1000};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, writer_main, &j), 0);
+  pthread_join(th, NULL);
+
+  assert_int_equal(test_service_launch(ts), 0);
+  assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
+  recording_t r;
+  record_begin(&r, ts, 4 * 1024);
+  writer_job_t j2 = {.tag = "back", .count = 500};
+  assert_int_equal(pthread_create(&th, NULL, writer_main, &j2), 0);
+  pthread_join(th, NULL);
+  record_end(&r);
+  assert_int_equal(check_sequence(&r, "back", true, NULL), 500);
+  record_free(&r);
+
+  tg_agent_stats_t st;
+  tg_agent_get_stats(&st);
+  assert_true(st.connects - before.connects >= 2);
+  assert_true(st.disconnects - before.disconnects >= 1);
+  tg_agent_shutdown();
+}
+
+static void flush_commits_partial_chunks(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_DROP, 0);
+  recording_t r;
+  record_begin(&r, ts, 4 * 1024);
+  /* This thread writes 3 small packets and stays alive holding its
+   * partial chunk; a consumer Flush must still bring them in. */
+  for (uint32_t i = 0; i < 3; i++)
+    TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, "idle", i); }
+  int flushes = counter_now(&g_flushes);
+  flush_roundtrip(&r);
+  assert_true(counter_now(&g_flushes) > flushes);
+  /* Read before stopping: only the flush can have brought them. */
+  r.pk = raw_consumer_read(&r.c, &r.n);
+  assert_non_null(r.pk);
+  assert_int_equal(check_sequence(&r, "idle", true, NULL), 3);
+  tg_agent_stats_t st;
+  tg_agent_get_stats(&st);
+  assert_true(st.flushes_acked > 0);
+  free_packets(r.pk, r.n);
+  r.pk = NULL;
+  assert_int_equal(raw_consumer_disable(&r.c, WAIT_MS), 0);
+  raw_consumer_close(&r.c);
+  tg_agent_shutdown();
+}
+
+/* A failed test leaves the agent running: stop it before the service. */
+static int teardown(void **state) {
+  tg_agent_shutdown();
+  return test_service_teardown(state);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(four_threads_arrive_complete_and_in_order,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(large_packet_arrives_intact,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(smb_full_with_drop_counts_loss,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(smb_full_with_stall_loses_nothing,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(reconnects_after_service_restart,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(flush_commits_partial_chunks,
+                                      test_service_setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
