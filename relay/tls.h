@@ -1,0 +1,150 @@
+/* TLS for the relay and the remote consumer: mbedtls behind a small API,
+ * on memory buffers, with no I/O of its own.
+ *
+ * A tg_tls_config_t is loaded once from PEM files (certificate, key, CA,
+ * optional CRL) and shared by many sessions. Policy is fixed here, not in
+ * callers: TLS 1.2 only, ECDHE key exchange with AEAD ciphers only
+ * (AES-GCM, CHACHA20-POLY1305), no renegotiation, no session resumption,
+ * the peer's certificate always verified against the CA (and CRL); a server
+ * requires a client certificate unless told otherwise.
+ *
+ *   socket --ciphertext--> tg_tls_feed() --> [in] --> mbedtls
+ *   mbedtls --> [out] --> tg_tls_out() --ciphertext--> socket
+ *   tg_tls_read() <-- plaintext          plaintext --> tg_tls_write()
+ *
+ * The caller moves ciphertext between the socket and the two buffers and
+ * drives the state machine: tg_tls_handshake() until it returns 0, then
+ * tg_tls_read() until -EAGAIN after each feed (mbedtls may hold decrypted
+ * bytes beyond what one call returns). Writing never blocks: records go to
+ * the output buffer, which the caller drains at its own pace.
+ *
+ * Errors are translated at this boundary into tracegate codes
+ * (tracegate/error.h); the raw mbedtls value and its text are kept for logs
+ * (tg_tls_last_error()). Nothing here logs: the transport knows the peer
+ * address and logs once with it.
+ *
+ * Threads: a config and its sessions belong to one thread (the loop's);
+ * tg_tls_config_reload_crl() must be called on that thread too.
+ */
+#ifndef TRACEGATE_RELAY_TLS_H
+#define TRACEGATE_RELAY_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracegate/buf.h"
+
+/* Longest identity tg_tls_peer_identity() returns (an X.509 CN is <= 64). */
+#define TG_TLS_IDENTITY_MAX 255
+
+typedef struct tg_tls_config tg_tls_config_t;
+typedef struct tg_tls_session tg_tls_session_t;
+
+typedef enum tg_tls_client_auth {
+  /* Server: a client certificate signed by the CA is mandatory (default). */
+  TG_TLS_CLIENT_CERT_REQUIRED = 0,
+  /* Server: no client certificate is asked for (e.g. behind another
+   * authenticating layer). Never the default: zero means required. */
+  TG_TLS_CLIENT_CERT_NONE = 1,
+} tg_tls_client_auth_t;
+
+typedef struct tg_tls_opts {
+  bool server;
+  /* PEM files, read during tg_tls_config_new() only (the paths are copied
+   * for tg_tls_config_reload_crl()). A server needs cert_file and key_file;
+   * a client may omit both (then it has no certificate to offer). ca_file
+   * is required: it verifies the peer. crl_file is optional. */
+  const char *cert_file;
+  const char *key_file;
+  const char *ca_file;
+  const char *crl_file;
+  /* Server only. Zero-initialised options require client certificates. */
+  tg_tls_client_auth_t client_auth;
+} tg_tls_opts_t;
+
+/* Loads and checks every file, seeds the DRBG. On success *out owns the
+ * config (free with tg_tls_config_free() after the last session using it
+ * is freed). On failure returns TG_EBAD_CONFIG, -ENOMEM or TG_ETLS and
+ * writes a NUL-terminated message naming the file and the reason into
+ * |err| (|errlen| bytes, may be 0). */
+int tg_tls_config_new(const tg_tls_opts_t *opts, tg_tls_config_t **out,
+                      char *err, size_t errlen);
+void tg_tls_config_free(tg_tls_config_t *cfg);
+
+/* Re-reads the CRL (SIGHUP): from |path|, or the configured crl_file when
+ * NULL. Handshakes that verify a certificate from now on use the new list;
+ * established sessions are not re-checked and keep working. On failure the
+ * old list stays in force and |err| says why (TG_EBAD_CONFIG, -ENOMEM). */
+int tg_tls_config_reload_crl(tg_tls_config_t *cfg, const char *path,
+                             char *err, size_t errlen);
+
+bool tg_tls_config_is_server(const tg_tls_config_t *cfg);
+
+/* A new session on |cfg| (borrowed; must outlive the session). Clients
+ * pass the name the server's certificate must carry, |hostname| (copied;
+ * required for clients: it is sent as SNI and matched against the DNS SANs,
+ * or the CN when there are none; mbedtls 2.28 does not match IP SANs).
+ * |in_max| caps buffered ciphertext input (0: 1 MiB). */
+int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
+                       size_t in_max, tg_tls_session_t **out);
+void tg_tls_session_free(tg_tls_session_t *s);
+
+/* Ciphertext input. Either append with tg_tls_feed() (copies), or write
+ * straight into tg_tls_in() with tg_buf_reserve()/tg_buf_commit(); the
+ * buffer is owned by the session. Returns 0, -ENOBUFS (over |in_max|) or
+ * -ENOMEM. */
+int tg_tls_feed(tg_tls_session_t *s, const uint8_t *data, size_t len);
+tg_buf_t *tg_tls_in(tg_tls_session_t *s);
+
+/* Ciphertext output waiting to be sent, owned by the session. The caller
+ * sends from tg_buf_begin() and tg_buf_consume()s what was sent, or swaps
+ * the whole buffer out with tg_tls_swap_out() (zero-copy hand-over to an
+ * asynchronous write): *other (empty, possibly with a spare allocation)
+ * becomes the session's output buffer and the pending bytes move to it. */
+tg_buf_t *tg_tls_out(tg_tls_session_t *s);
+void tg_tls_swap_out(tg_tls_session_t *s, tg_buf_t *other);
+
+/* Advances the handshake with the input buffered so far. Returns 0 once it
+ * is complete and the peer verified (idempotent afterwards), -EAGAIN when
+ * it needs more input (send tg_tls_out() first), or a failure:
+ * TG_ETLS_CERT (peer certificate missing, untrusted, expired, revoked,
+ * wrong name, no usable identity), TG_ETLS_PEER_ALERT (the peer refused
+ * us), TG_ETLS_HANDSHAKE (protocol error, no common cipher), -ENOMEM.
+ * After a failure the session is dead: only free it. */
+int tg_tls_handshake(tg_tls_session_t *s);
+bool tg_tls_handshake_done(const tg_tls_session_t *s);
+
+/* Decrypts into |buf| (|cap| > 0 bytes). Returns 0 with *n > 0, -EAGAIN
+ * (no complete record buffered), TG_EPEER_CLOSED (close_notify received),
+ * TG_ETLS_PEER_ALERT, TG_ETLS (bad record: tampering or not TLS). Call
+ * again after 0: more may be buffered. Only after the handshake. */
+int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n);
+
+/* Encrypts all |len| bytes into records of up to 16 KiB appended to the
+ * output buffer. Returns 0, -ENOMEM or TG_ETLS. Only after the handshake. */
+int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len);
+
+/* Queues a close_notify alert (best effort, for an orderly local close). */
+void tg_tls_close_notify(tg_tls_session_t *s);
+
+/* After a successful handshake: the peer certificate's subject CN, else its
+ * first DNS SAN, restricted to printable ASCII without spaces; NULL when
+ * the peer sent no certificate (server without client auth) or it names
+ * nothing usable. Owned by the session. */
+const char *tg_tls_peer_identity(const tg_tls_session_t *s);
+
+/* Why the last failure happened, for logs: mbedtls's text, with the
+ * certificate verification flags spelt out ("certificate has expired",
+ * "revoked", "CN mismatch"...). Empty string if none. Owned by the
+ * session, valid until its next call. */
+const char *tg_tls_last_error(const tg_tls_session_t *s);
+
+/* The raw mbedtls error behind the last failure (0 if none). */
+int tg_tls_last_mbedtls_error(const tg_tls_session_t *s);
+
+/* The negotiated ciphersuite's mbedtls name ("TLS-ECDHE-ECDSA-WITH-..."),
+ * or "none" before the handshake. */
+const char *tg_tls_ciphersuite(const tg_tls_session_t *s);
+
+#endif /* TRACEGATE_RELAY_TLS_H */

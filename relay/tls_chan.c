@@ -1,0 +1,846 @@
+/* tg_tls_chan: libuv TCP + relay/tls.h sessions + the IPC frame codec. */
+#include "relay/tls_chan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
+#define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+/* Ciphertext read from the socket per read call. */
+#define READ_CHUNK (128u * 1024)
+/* Plaintext decrypted per decoder feed; bounds what a pause lets through. */
+#define PLAIN_CAP (256u * 1024)
+/* Records encrypted per uv_write: big writes, few syscalls and wakeups,
+ * while control frames still wait behind at most this much. */
+#define WRITE_BATCH (256u * 1024)
+/* Ciphertext the session may buffer unread (we stop reading while paused,
+ * so this is one read chunk plus a record, with room to spare). */
+#define TLS_IN_MAX (1024u * 1024)
+
+enum chan_state {
+  ST_RESOLVING,
+  ST_CONNECTING,
+  ST_HANDSHAKE,
+  ST_OPEN,
+  ST_CLOSING,
+  ST_CLOSED
+};
+
+struct tg_tls_chan {
+  tg_transport_t base; /* first: the channel is its transport */
+  uv_loop_t *loop;
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* handshake timeout, then idle timeout */
+  uv_idle_t kick;   /* processes buffered input after a resume */
+  uv_getaddrinfo_t gai;
+  uv_connect_t conn;
+  uv_write_t wreq;
+
+  enum chan_state state;
+  bool server;
+  bool silent;      /* failed inside accept/connect: no owner callbacks */
+  bool gai_pending; /* the getaddrinfo callback has yet to run */
+  bool tcp_closing; /* closing the socket to retry another address */
+  bool sniffed;     /* server: first input bytes looked like TLS */
+  bool hs_reported; /* on_handshake has run */
+  bool reading;     /* uv_read_start in effect */
+  bool reading_paused;
+  bool eof_pending; /* peer closed while paused with input left */
+  bool writing;     /* wreq in flight over wbuf */
+  bool above_high_water;
+  int handles_open;
+  int close_status;
+
+  tg_tls_chan_opts_t opts;
+  tg_tls_session_t *tls;
+  struct addrinfo *ai_list, *ai_next;
+  uint64_t last_activity;
+
+  tg_frame_decoder_t dec;
+  uint8_t *plain; /* PLAIN_CAP, allocated after the handshake */
+  tg_buf_t ctl;   /* control frames not yet encrypted */
+  tg_buf_t bulk;  /* bulk frames not yet encrypted */
+  tg_buf_t wbuf;  /* ciphertext owned by the write in flight */
+
+  char peer[320];
+  char identity[TG_TLS_IDENTITY_MAX + 1];
+  char why[600];
+  char suite[64];
+};
+
+static const tg_transport_ops_t chan_ops;
+
+static void chan_close(tg_tls_chan_t *ch, int status);
+static void pump_output(tg_tls_chan_t *ch);
+static void process_input(tg_tls_chan_t *ch);
+
+static const char *role(const tg_tls_chan_t *ch) {
+  return ch->server ? "client" : "server";
+}
+
+static void set_why(tg_tls_chan_t *ch, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_why(tg_tls_chan_t *ch, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ch->why, sizeof(ch->why), fmt, ap);
+  va_end(ap);
+}
+
+static size_t queued_out(const tg_tls_chan_t *ch) {
+  size_t n = tg_buf_size(&ch->ctl) + tg_buf_size(&ch->bulk);
+  if (ch->tls) n += tg_buf_size(tg_tls_out(ch->tls));
+  if (ch->writing) n += tg_buf_size(&ch->wbuf);
+  return n;
+}
+
+/* --- closing ------------------------------------------------------------- */
+
+static void finish(tg_tls_chan_t *ch) {
+  if (ch->handles_open > 0 || ch->gai_pending) return;
+  ch->state = ST_CLOSED;
+  if (ch->ai_list) uv_freeaddrinfo(ch->ai_list);
+  ch->ai_list = ch->ai_next = NULL;
+  tg_frame_decoder_free(&ch->dec);
+  free(ch->plain);
+  ch->plain = NULL;
+  tg_buf_free(&ch->ctl);
+  tg_buf_free(&ch->bulk);
+  tg_buf_free(&ch->wbuf);
+  tg_tls_session_free(ch->tls);
+  ch->tls = NULL;
+  if (ch->silent) {
+    free(ch);
+    return;
+  }
+  ch->base.cbs->on_close(&ch->base, ch->close_status); /* may free ch */
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  tg_tls_chan_t *ch = h->data;
+  ch->handles_open--;
+  finish(ch);
+}
+
+static void chan_close(tg_tls_chan_t *ch, int status) {
+  if (ch->state >= ST_CLOSING) return;
+  if (ch->state == ST_OPEN || ch->state == ST_HANDSHAKE) {
+    /* Best effort, never waiting: a close_notify for an orderly local
+     * close, and whatever ciphertext (an alert) is still unsent. */
+    if (ch->state == ST_OPEN && status == 0) tg_tls_close_notify(ch->tls);
+    tg_buf_t *out = tg_tls_out(ch->tls);
+    if (!ch->writing && tg_buf_size(out) > 0) {
+      uv_buf_t b = uv_buf_init((char *)tg_buf_begin(out),
+                               (unsigned)tg_buf_size(out));
+      (void)uv_try_write((uv_stream_t *)&ch->tcp, &b, 1);
+    }
+  }
+  ch->state = ST_CLOSING;
+  ch->close_status = status;
+  if (ch->gai_pending) uv_cancel((uv_req_t *)&ch->gai);
+  if (!ch->tcp_closing) uv_close((uv_handle_t *)&ch->tcp, on_handle_closed);
+  uv_close((uv_handle_t *)&ch->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&ch->kick, on_handle_closed);
+}
+
+/* Ends the handshake phase with a failure: one log line, on_handshake, then
+ * close with the same status. */
+static void fail_handshake(tg_tls_chan_t *ch, int status) {
+  if (ch->state >= ST_CLOSING) return;
+  TG_WARN("tls: %s %s refused: %s: %s", role(ch), ch->peer,
+          tg_strerror(status), ch->why[0] ? ch->why : "no details");
+  if (!ch->hs_reported) {
+    ch->hs_reported = true;
+    ch->opts.on_handshake(ch, status);
+  }
+  chan_close(ch, status);
+}
+
+static void fail_open(tg_tls_chan_t *ch, int status, const char *what) {
+  if (ch->state >= ST_CLOSING) return;
+  if (ch->why[0] == 0) set_why(ch, "%s", what);
+  TG_WARN("tls: %s %s (%s): %s: %s; closing", role(ch), ch->peer,
+          ch->identity[0] ? ch->identity : "-", what, tg_strerror(status));
+  chan_close(ch, status);
+}
+
+/* --- output -------------------------------------------------------------- */
+
+static void on_written(uv_write_t *req, int status);
+
+/* Hands the session's ciphertext to one uv_write (zero-copy swap). */
+static int start_write(tg_tls_chan_t *ch) {
+  tg_buf_t *out = tg_tls_out(ch->tls);
+  if (ch->writing || tg_buf_size(out) == 0) return 0;
+  tg_buf_reset(&ch->wbuf);
+  tg_tls_swap_out(ch->tls, &ch->wbuf);
+  uv_buf_t b = uv_buf_init((char *)tg_buf_begin(&ch->wbuf),
+                           (unsigned)tg_buf_size(&ch->wbuf));
+  int rv = uv_write(&ch->wreq, (uv_stream_t *)&ch->tcp, &b, 1, on_written);
+  if (rv < 0) return rv;
+  ch->writing = true;
+  return 0;
+}
+
+/* Encrypts the control queue whole, then whole bulk frames until about
+ * WRITE_BATCH bytes of records are pending. */
+static int encrypt_batch(tg_tls_chan_t *ch) {
+  int rv;
+  if (tg_buf_size(&ch->ctl) > 0) {
+    rv = tg_tls_write(ch->tls, tg_buf_begin(&ch->ctl), tg_buf_size(&ch->ctl));
+    if (rv) return rv;
+    tg_buf_reset(&ch->ctl);
+  }
+  size_t have = tg_buf_size(tg_tls_out(ch->tls));
+  size_t avail = tg_buf_size(&ch->bulk);
+  if (avail == 0 || have >= WRITE_BATCH) return 0;
+  size_t budget = WRITE_BATCH - have;
+  const uint8_t *p = tg_buf_begin(&ch->bulk);
+  size_t span = 0;
+  /* The queue holds whole frames validated by send(), so the walk lands
+   * exactly on |avail|. */
+  while (span < avail && span < budget)
+    span += TG_IPC_FRAME_HEADER_SIZE + tg_pb_read_le32(p + span);
+  rv = tg_tls_write(ch->tls, p, span);
+  if (rv) return rv;
+  tg_buf_consume(&ch->bulk, span);
+  return 0;
+}
+
+/* Only from loop callbacks while handshaking (a failure then reports
+ * through on_handshake); from send() only once open. */
+static void pump_output(tg_tls_chan_t *ch) {
+  if (ch->state != ST_OPEN && ch->state != ST_HANDSHAKE) return;
+  if (ch->writing) return;
+  if (ch->state == ST_OPEN) {
+    int rv = encrypt_batch(ch);
+    if (rv) {
+      set_why(ch, "%s", tg_tls_last_error(ch->tls));
+      fail_open(ch, rv, "encrypting output failed");
+      return;
+    }
+  }
+  int rv = start_write(ch);
+  if (rv == 0) return;
+  if (ch->state == ST_HANDSHAKE) {
+    set_why(ch, "write: %s", uv_strerror(rv));
+    fail_handshake(ch, rv);
+  } else {
+    fail_open(ch, rv, "write failed");
+  }
+}
+
+static void on_written(uv_write_t *req, int status) {
+  tg_tls_chan_t *ch = req->data;
+  ch->writing = false;
+  if (ch->state >= ST_CLOSING) return;
+  if (status < 0) {
+    fail_open(ch, status, "write failed");
+    return;
+  }
+  tg_buf_reset(&ch->wbuf); /* keep the allocation for the next swap */
+  ch->last_activity = uv_now(ch->loop);
+  pump_output(ch);
+  if (ch->state != ST_OPEN) return;
+  if (ch->above_high_water && queued_out(ch) <= ch->opts.high_water / 4) {
+    ch->above_high_water = false;
+    if (ch->base.cbs->on_drain) ch->base.cbs->on_drain(&ch->base);
+  }
+}
+
+static bool frame_ok(const uint8_t *frame, size_t len) {
+  return len >= TG_IPC_FRAME_HEADER_SIZE && len <= TG_IPC_FRAME_BUFFER_SIZE &&
+         tg_pb_read_le32(frame) == len - TG_IPC_FRAME_HEADER_SIZE;
+}
+
+static int queue_frame(tg_tls_chan_t *ch, tg_buf_t *q, const uint8_t *frame,
+                       size_t len) {
+  if (ch->state >= ST_CLOSING) return -EPIPE;
+  if (!frame_ok(frame, len)) return -EINVAL;
+  size_t queued = queued_out(ch);
+  if (len > ch->opts.max_queued || queued > ch->opts.max_queued - len)
+    return -ENOBUFS;
+  int rv = tg_buf_append(q, frame, len);
+  if (rv) return rv;
+  if (queued + len > ch->opts.high_water) ch->above_high_water = true;
+  /* With a write in flight the write callback batches what accumulates;
+   * before the handshake, handshake_done() sends the queue. */
+  if (!ch->writing && ch->state == ST_OPEN) pump_output(ch);
+  return 0;
+}
+
+static int t_send(tg_transport_t *t, const uint8_t *frame, size_t len,
+                  int fd) {
+  if (fd >= 0) {
+    close(fd); /* fds cannot cross a network */
+    return -EOPNOTSUPP;
+  }
+  tg_tls_chan_t *ch = (tg_tls_chan_t *)t;
+  return queue_frame(ch, &ch->bulk, frame, len);
+}
+
+int tg_tls_chan_send_priority(tg_tls_chan_t *ch, const uint8_t *frame,
+                              size_t len) {
+  return queue_frame(ch, &ch->ctl, frame, len);
+}
+
+static int t_take_fd(tg_transport_t *t) {
+  (void)t;
+  return -1;
+}
+
+static bool t_congested(const tg_transport_t *t) {
+  return ((const tg_tls_chan_t *)t)->above_high_water;
+}
+
+static size_t t_pending(const tg_transport_t *t) {
+  return queued_out((const tg_tls_chan_t *)t);
+}
+
+/* --- input --------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  tg_tls_chan_t *ch = h->data;
+  uint8_t *p = tg_buf_reserve(tg_tls_in(ch->tls), READ_CHUNK);
+  /* NULL makes libuv report UV_ENOBUFS to on_read. */
+  *buf = uv_buf_init((char *)p, p ? READ_CHUNK : 0);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void update_reading(tg_tls_chan_t *ch) {
+  bool want = ch->state == ST_HANDSHAKE ||
+              (ch->state == ST_OPEN && !ch->reading_paused && !ch->eof_pending);
+  if (want == ch->reading) return;
+  if (want) {
+    int rv = uv_read_start((uv_stream_t *)&ch->tcp, on_alloc, on_read);
+    if (rv) {
+      fail_open(ch, rv, "cannot start reading");
+      return;
+    }
+  } else {
+    uv_read_stop((uv_stream_t *)&ch->tcp);
+  }
+  ch->reading = want;
+}
+
+static int on_decoded(void *ctx, const uint8_t *payload, size_t len) {
+  tg_tls_chan_t *ch = ctx;
+  if (ch->state != ST_OPEN) return 1;
+  int rv = ch->base.cbs->on_frame(&ch->base, payload, len);
+  if (ch->state != ST_OPEN) return 1;
+  return rv;
+}
+
+/* Decrypts and dispatches until the session holds nothing complete, the
+ * owner pauses, or the channel closes. */
+static void read_app(tg_tls_chan_t *ch) {
+  while (ch->state == ST_OPEN && !ch->reading_paused) {
+    size_t have = 0;
+    int rv = 0;
+    while (have < PLAIN_CAP) {
+      size_t k = 0;
+      rv = tg_tls_read(ch->tls, ch->plain + have, PLAIN_CAP - have, &k);
+      if (rv) break;
+      have += k;
+    }
+    if (have > 0) {
+      int frv = tg_frame_decoder_feed(&ch->dec, ch->plain, have, on_decoded, ch);
+      if (ch->state != ST_OPEN) return;
+      if (frv == TG_EFRAME_TOO_LARGE) {
+        set_why(ch, "frame length over %u bytes", TG_IPC_FRAME_MAX_PAYLOAD);
+        fail_open(ch, frv, "oversized frame");
+        return;
+      }
+      if (frv == -ENOMEM) {
+        fail_open(ch, frv, "no memory for a split frame");
+        return;
+      }
+      if (frv != 0) {
+        /* The decoder dropped the rest of this input: the stream cannot
+         * continue in sync. Owners return non-zero only when closing. */
+        fail_open(ch, -ECONNABORTED, "frame handler stopped mid-input");
+        return;
+      }
+    }
+    if (rv == -EAGAIN) break;
+    if (rv == TG_EPEER_CLOSED) {
+      TG_DEBUG("tls: %s %s (%s): close_notify", role(ch), ch->peer,
+               ch->identity);
+      chan_close(ch, TG_EPEER_CLOSED);
+      return;
+    }
+    if (rv < 0) {
+      set_why(ch, "%s", tg_tls_last_error(ch->tls));
+      TG_WARN("tls: %s %s (%s): %s: %s; closing", role(ch), ch->peer,
+              ch->identity, tg_strerror(rv), ch->why);
+      chan_close(ch, rv);
+      return;
+    }
+  }
+  if (ch->state != ST_OPEN) return;
+  if (ch->eof_pending && !ch->reading_paused) {
+    /* Every complete record is consumed; a partial one never will be. */
+    chan_close(ch, TG_EPEER_CLOSED);
+    return;
+  }
+  pump_output(ch); /* reading may have queued alerts */
+}
+
+static void on_kick(uv_idle_t *h) {
+  tg_tls_chan_t *ch = h->data;
+  uv_idle_stop(h);
+  if (ch->state == ST_OPEN && !ch->reading_paused) read_app(ch);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void handshake_done(tg_tls_chan_t *ch) {
+  ch->state = ST_OPEN;
+  uv_timer_stop(&ch->timer);
+  const char *id = tg_tls_peer_identity(ch->tls);
+  snprintf(ch->identity, sizeof(ch->identity), "%s", id ? id : "");
+  snprintf(ch->suite, sizeof(ch->suite), "%s", tg_tls_ciphersuite(ch->tls));
+  TG_INFO("tls: %s %s: verified, identity '%s', %s", role(ch), ch->peer,
+          ch->identity, ch->suite);
+  ch->plain = malloc(PLAIN_CAP);
+  if (!ch->plain) {
+    fail_handshake(ch, -ENOMEM);
+    return;
+  }
+  ch->hs_reported = true;
+  ch->opts.on_handshake(ch, 0);
+  if (ch->state != ST_OPEN) return;
+  ch->last_activity = uv_now(ch->loop);
+  if (ch->opts.idle_timeout_ms)
+    uv_timer_start(&ch->timer, on_timer, ch->opts.idle_timeout_ms, 0);
+  update_reading(ch);
+  pump_output(ch); /* frames queued before the handshake */
+}
+
+/* A server's first bytes must start a TLS handshake record (type 22,
+ * version 3.x); anything else is refused with what it looked like. */
+static bool sniff_tls(tg_tls_chan_t *ch) {
+  tg_buf_t *in = tg_tls_in(ch->tls);
+  size_t n = tg_buf_size(in);
+  const uint8_t *p_untrusted = tg_buf_begin(in);
+  if (n == 0) return true;
+  if (p_untrusted[0] == 0x16 && (n < 2 || p_untrusted[1] == 0x03)) {
+    if (n >= 2) ch->sniffed = true;
+    return true;
+  }
+  char hex[3 * 8 + 1] = "";
+  size_t k = n < 8 ? n : 8;
+  for (size_t i = 0; i < k; i++)
+    snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", p_untrusted[i]);
+  if (k) hex[3 * k - 1] = 0;
+  bool ipc_like = n >= 4 && tg_pb_read_le32(p_untrusted) <= TG_IPC_FRAME_MAX_PAYLOAD;
+  set_why(ch, "first bytes %s are not a TLS handshake record%s", hex,
+          ipc_like ? " (a plain IPC frame? the client must use TLS)" : "");
+  return false;
+}
+
+static void process_handshake(tg_tls_chan_t *ch) {
+  if (ch->server && !ch->sniffed && !sniff_tls(ch)) {
+    fail_handshake(ch, TG_ETLS_NOT_TLS);
+    return;
+  }
+  int rv = tg_tls_handshake(ch->tls);
+  pump_output(ch); /* handshake messages, or the alert that says why */
+  if (ch->state != ST_HANDSHAKE) return;
+  if (rv == -EAGAIN) return;
+  if (rv < 0) {
+    set_why(ch, "%s", tg_tls_last_error(ch->tls));
+    fail_handshake(ch, rv);
+    return;
+  }
+  handshake_done(ch);
+}
+
+static void process_input(tg_tls_chan_t *ch) {
+  if (ch->state == ST_HANDSHAKE) process_handshake(ch);
+  if (ch->state == ST_OPEN && !ch->reading_paused) read_app(ch);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  tg_tls_chan_t *ch = s->data;
+  if (ch->state >= ST_CLOSING) return;
+  if (nread > 0) {
+    tg_buf_commit(tg_tls_in(ch->tls), (size_t)nread);
+    ch->last_activity = uv_now(ch->loop);
+    process_input(ch);
+    return;
+  }
+  if (nread == 0) return;
+  if (nread == UV_EOF) {
+    if (ch->state == ST_HANDSHAKE) {
+      set_why(ch, "closed the connection during the handshake");
+      fail_handshake(ch, TG_EPEER_CLOSED);
+      return;
+    }
+    if (ch->reading_paused) {
+      ch->eof_pending = true; /* deliver what is buffered first */
+      update_reading(ch);
+      return;
+    }
+    TG_DEBUG("tls: %s %s (%s): connection closed", role(ch), ch->peer,
+             ch->identity);
+    chan_close(ch, TG_EPEER_CLOSED);
+    return;
+  }
+  if (nread == UV_ENOBUFS) set_why(ch, "input buffer full");
+  else set_why(ch, "read: %s", uv_strerror((int)nread));
+  if (ch->state == ST_HANDSHAKE)
+    fail_handshake(ch, (int)nread);
+  else
+    fail_open(ch, (int)nread, "read failed");
+}
+
+static void t_pause_reading(tg_transport_t *t, bool paused) {
+  tg_tls_chan_t *ch = (tg_tls_chan_t *)t;
+  if (ch->state >= ST_CLOSING || ch->reading_paused == paused) return;
+  ch->reading_paused = paused;
+  if (ch->state != ST_OPEN) return; /* the handshake reads regardless */
+  update_reading(ch);
+  /* Input left in the session is processed from the loop, not inside
+   * this call. */
+  if (!paused) uv_idle_start(&ch->kick, on_kick);
+}
+
+/* --- timers -------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t) {
+  tg_tls_chan_t *ch = t->data;
+  if (ch->state < ST_OPEN) {
+    set_why(ch, "no verified peer within %" PRIu32 " ms",
+            ch->opts.handshake_timeout_ms);
+    fail_handshake(ch, TG_ETIMEOUT);
+    return;
+  }
+  if (ch->state != ST_OPEN || ch->opts.idle_timeout_ms == 0) return;
+  uint64_t idle = uv_now(ch->loop) - ch->last_activity;
+  if (idle >= ch->opts.idle_timeout_ms) {
+    set_why(ch, "idle for %" PRIu64 " ms", idle);
+    fail_open(ch, TG_ETIMEOUT, "idle timeout");
+    return;
+  }
+  uv_timer_start(t, on_timer, ch->opts.idle_timeout_ms - idle, 0);
+}
+
+/* --- construction -------------------------------------------------------- */
+
+static void t_close(tg_transport_t *t, int status) {
+  chan_close((tg_tls_chan_t *)t, status);
+}
+
+static const tg_transport_ops_t chan_ops = {
+    .send = t_send,
+    .take_fd = t_take_fd,
+    .congested = t_congested,
+    .pending = t_pending,
+    .pause_reading = t_pause_reading,
+    .close = t_close,
+};
+
+static int chan_new(uv_loop_t *loop, tg_tls_config_t *cfg, const char *hostname,
+                    const tg_tls_chan_opts_t *opts,
+                    const tg_transport_cbs_t *cbs, void *data,
+                    tg_tls_chan_t **out) {
+  *out = NULL;
+  if (!opts || !opts->on_handshake || !cbs || !cbs->on_frame ||
+      !cbs->on_close)
+    return -EINVAL;
+  tg_tls_chan_t *ch = calloc(1, sizeof(*ch));
+  if (!ch) return -ENOMEM;
+  ch->base.ops = &chan_ops;
+  ch->base.cbs = cbs;
+  ch->base.data = data;
+  ch->loop = loop;
+  ch->server = tg_tls_config_is_server(cfg);
+  ch->opts = *opts;
+  if (!ch->opts.handshake_timeout_ms)
+    ch->opts.handshake_timeout_ms = DEFAULT_HANDSHAKE_TIMEOUT_MS;
+  if (!ch->opts.high_water) ch->opts.high_water = DEFAULT_HIGH_WATER;
+  if (!ch->opts.max_queued)
+    ch->opts.max_queued = ch->opts.high_water > SIZE_MAX / 16
+                              ? SIZE_MAX
+                              : 16 * ch->opts.high_water;
+  tg_frame_decoder_init(&ch->dec);
+  tg_buf_init(&ch->ctl, 0);
+  tg_buf_init(&ch->bulk, 0);
+  tg_buf_init(&ch->wbuf, 0);
+  int rv = tg_tls_session_new(cfg, hostname, TLS_IN_MAX, &ch->tls);
+  if (rv) {
+    free(ch);
+    return rv;
+  }
+  rv = uv_tcp_init(loop, &ch->tcp);
+  if (rv) {
+    tg_tls_session_free(ch->tls);
+    free(ch);
+    return rv;
+  }
+  uv_timer_init(loop, &ch->timer);
+  uv_idle_init(loop, &ch->kick);
+  ch->tcp.data = ch->timer.data = ch->kick.data = ch;
+  ch->gai.data = ch->conn.data = ch->wreq.data = ch;
+  ch->handles_open = 3;
+  *out = ch;
+  return 0;
+}
+
+/* Undoes chan_new after a synchronous failure: no owner callback runs and
+ * the memory goes with the last close callback. */
+static void abort_silently(tg_tls_chan_t *ch) {
+  ch->silent = true;
+  chan_close(ch, 0);
+}
+
+static void format_addr(const struct sockaddr *sa, char *buf, size_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+    uv_ip4_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin_port);
+    snprintf(buf, len, "%s:%d", ip, port);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+    uv_ip6_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+    snprintf(buf, len, "[%s]:%d", ip, port);
+  } else {
+    snprintf(buf, len, "(family %d)", (int)sa->sa_family);
+  }
+}
+
+int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
+                       const tg_tls_chan_opts_t *opts,
+                       const tg_transport_cbs_t *cbs, void *data,
+                       tg_tls_chan_t **out) {
+  if (!tg_tls_config_is_server(cfg)) return -EINVAL;
+  tg_tls_chan_t *ch;
+  int rv = chan_new(server->loop, cfg, NULL, opts, cbs, data, &ch);
+  if (rv) return rv;
+  rv = uv_accept(server, (uv_stream_t *)&ch->tcp);
+  if (rv) {
+    abort_silently(ch);
+    return rv;
+  }
+  struct sockaddr_storage ss;
+  int sl = sizeof(ss);
+  if (uv_tcp_getpeername(&ch->tcp, (struct sockaddr *)&ss, &sl) == 0)
+    format_addr((struct sockaddr *)&ss, ch->peer, sizeof(ch->peer));
+  else
+    snprintf(ch->peer, sizeof(ch->peer), "(unknown peer)");
+  uv_tcp_nodelay(&ch->tcp, 1);
+  ch->state = ST_HANDSHAKE;
+  uv_timer_start(&ch->timer, on_timer, ch->opts.handshake_timeout_ms, 0);
+  rv = uv_read_start((uv_stream_t *)&ch->tcp, on_alloc, on_read);
+  if (rv) {
+    abort_silently(ch);
+    return rv;
+  }
+  ch->reading = true;
+  *out = ch;
+  return 0;
+}
+
+/* --- client: resolve, connect (each address in turn), handshake ---------- */
+
+static void try_connect(tg_tls_chan_t *ch, int last_err);
+
+static void on_retry_closed(uv_handle_t *h) {
+  tg_tls_chan_t *ch = h->data;
+  ch->tcp_closing = false;
+  if (ch->state >= ST_CLOSING) {
+    ch->handles_open--;
+    finish(ch);
+    return;
+  }
+  int rv = uv_tcp_init(ch->loop, &ch->tcp);
+  if (rv) {
+    /* No socket handle any more: account for it as closed. */
+    ch->handles_open--;
+    ch->tcp_closing = true;
+    set_why(ch, "uv_tcp_init: %s", uv_strerror(rv));
+    fail_handshake(ch, rv);
+    return;
+  }
+  ch->tcp.data = ch;
+  try_connect(ch, 0);
+}
+
+/* Moves on to the next address on a fresh socket (a socket whose connect
+ * failed cannot be reused, and the next address may be another family). */
+static void retry_or_fail(tg_tls_chan_t *ch, int err) {
+  if (ch->ai_next) {
+    TG_DEBUG("tls: server %s: %s; trying the next address", ch->peer,
+             uv_strerror(err));
+    ch->tcp_closing = true;
+    uv_close((uv_handle_t *)&ch->tcp, on_retry_closed);
+    return;
+  }
+  set_why(ch, "cannot connect: %s", uv_strerror(err));
+  fail_handshake(ch, err);
+}
+
+static void on_connected(uv_connect_t *req, int status) {
+  tg_tls_chan_t *ch = req->data;
+  if (ch->state != ST_CONNECTING) return; /* closing: UV_ECANCELED */
+  if (status < 0) {
+    retry_or_fail(ch, status);
+    return;
+  }
+  uv_freeaddrinfo(ch->ai_list);
+  ch->ai_list = ch->ai_next = NULL;
+  uv_tcp_nodelay(&ch->tcp, 1);
+  ch->state = ST_HANDSHAKE;
+  update_reading(ch);
+  if (ch->state == ST_HANDSHAKE) process_handshake(ch); /* ClientHello */
+}
+
+static void try_connect(tg_tls_chan_t *ch, int last_err) {
+  size_t base_len = strcspn(ch->peer, " ");
+  while (ch->ai_next) {
+    struct addrinfo *ai = ch->ai_next;
+    ch->ai_next = ai->ai_next;
+    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+    char addr[80];
+    format_addr(ai->ai_addr, addr, sizeof(addr));
+    snprintf(ch->peer + base_len, sizeof(ch->peer) - base_len, " (%s)", addr);
+    int rv = uv_tcp_connect(&ch->conn, &ch->tcp, ai->ai_addr, on_connected);
+    if (rv == 0) {
+      ch->state = ST_CONNECTING;
+      return;
+    }
+    retry_or_fail(ch, rv);
+    return;
+  }
+  set_why(ch, "no usable address%s%s", last_err ? ": " : "",
+          last_err ? uv_strerror(last_err) : "");
+  fail_handshake(ch, last_err ? last_err : UV_EAI_NONAME);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status,
+                        struct addrinfo *res) {
+  tg_tls_chan_t *ch = req->data;
+  ch->gai_pending = false;
+  if (ch->state >= ST_CLOSING) {
+    if (res) uv_freeaddrinfo(res);
+    finish(ch);
+    return;
+  }
+  if (status < 0) {
+    set_why(ch, "cannot resolve: %s", uv_strerror(status));
+    fail_handshake(ch, status);
+    return;
+  }
+  ch->ai_list = ch->ai_next = res;
+  try_connect(ch, 0);
+}
+
+/* Splits "host:port" / "[v6]:port" into |host| and |port|. */
+static int split_hostport(const char *hp, char *host, size_t hostlen,
+                          char *port, size_t portlen) {
+  const char *h = hp, *colon;
+  size_t hl;
+  if (hp[0] == '[') {
+    const char *end = strchr(hp, ']');
+    if (!end || end[1] != ':') return -EINVAL;
+    h = hp + 1;
+    hl = (size_t)(end - h);
+    colon = end + 1;
+  } else {
+    colon = strrchr(hp, ':');
+    if (!colon || memchr(hp, ':', (size_t)(colon - hp))) return -EINVAL;
+    hl = (size_t)(colon - hp);
+  }
+  const char *p = colon + 1;
+  size_t pl = strlen(p);
+  if (hl == 0 || hl >= hostlen || pl == 0 || pl >= portlen ||
+      strspn(p, "0123456789") != pl)
+    return -EINVAL;
+  long v = strtol(p, NULL, 10);
+  if (v < 1 || v > 65535) return -EINVAL;
+  memcpy(host, h, hl);
+  host[hl] = 0;
+  memcpy(port, p, pl + 1);
+  return 0;
+}
+
+int tg_tls_chan_connect(uv_loop_t *loop, const char *hostport,
+                        tg_tls_config_t *cfg, const char *expected_hostname,
+                        const tg_tls_chan_opts_t *opts,
+                        const tg_transport_cbs_t *cbs, void *data,
+                        tg_tls_chan_t **out) {
+  *out = NULL;
+  if (tg_tls_config_is_server(cfg) || !hostport) return -EINVAL;
+  char host[256], port[8];
+  int rv = split_hostport(hostport, host, sizeof(host), port, sizeof(port));
+  if (rv) return rv;
+  const char *name = expected_hostname ? expected_hostname : host;
+  tg_tls_chan_t *ch;
+  rv = chan_new(loop, cfg, name, opts, cbs, data, &ch);
+  if (rv) return rv;
+  snprintf(ch->peer, sizeof(ch->peer), "%s", hostport);
+  ch->state = ST_RESOLVING;
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_protocol = IPPROTO_TCP;
+  hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+  rv = uv_getaddrinfo(loop, &ch->gai, on_resolved, host, port, &hints);
+  if (rv) {
+    abort_silently(ch);
+    return rv;
+  }
+  ch->gai_pending = true;
+  uv_timer_start(&ch->timer, on_timer, ch->opts.handshake_timeout_ms, 0);
+  *out = ch;
+  return 0;
+}
+
+/* --- accessors ----------------------------------------------------------- */
+
+void tg_tls_chan_free(tg_tls_chan_t *ch) {
+  if (!ch) return;
+  /* Everything else went in finish(); only the struct is left. */
+  free(ch);
+}
+
+tg_transport_t *tg_tls_chan_transport(tg_tls_chan_t *ch) { return &ch->base; }
+
+tg_tls_chan_t *tg_tls_chan_from_transport(tg_transport_t *t) {
+  return t && t->ops == &chan_ops ? (tg_tls_chan_t *)t : NULL;
+}
+
+const char *tg_tls_chan_peer_identity(const tg_tls_chan_t *ch) {
+  return ch->identity[0] ? ch->identity : NULL;
+}
+
+const char *tg_tls_chan_peer_addr(const tg_tls_chan_t *ch) { return ch->peer; }
+
+const char *tg_tls_chan_error(const tg_tls_chan_t *ch) { return ch->why; }
+
+const char *tg_tls_chan_ciphersuite(const tg_tls_chan_t *ch) {
+  return ch->suite[0] ? ch->suite : "none";
+}
+
+bool tg_tls_chan_is_open(const tg_tls_chan_t *ch) {
+  return ch->state == ST_OPEN;
+}

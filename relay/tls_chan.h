@@ -1,0 +1,129 @@
+/* tg_tls_chan: framed IPC over mutual TLS over TCP, on libuv.
+ *
+ * The network transport of tracegate-relay (server side) and of the remote
+ * consumer (client side). It implements tg_transport_t (ipc/transport.h):
+ * [u32 LE len][IPCFrame] frames in both directions, carried inside TLS 1.2
+ * (relay/tls.h). There is no plain-TCP mode: a channel delivers nothing
+ * until the handshake has completed and the peer's certificate is verified.
+ *
+ *   socket -> ciphertext -> mbedtls -> plaintext -> frame decoder -> on_frame
+ *   send() -> [control queue] \
+ *   send() -> [bulk queue]    -+-> encrypt (16 KiB records) -> uv_write
+ *
+ * Lifecycle, one enum state per channel:
+ *   (client) RESOLVING -> CONNECTING -> HANDSHAKE -> OPEN -> CLOSING -> CLOSED
+ *   (server)                           HANDSHAKE -> OPEN -> CLOSING -> CLOSED
+ * opts->on_handshake(ch, status) runs once when the handshake ends: 0 when
+ * the peer is verified (read its identity now and decide), or why it
+ * failed: TG_ETLS_CERT, TG_ETLS_NOT_TLS, TG_ETLS_PEER_ALERT,
+ * TG_ETLS_HANDSHAKE, TG_ETIMEOUT, TG_EPEER_CLOSED, or a -errno / UV_E*
+ * from resolving or connecting. A failure is followed by on_close with the
+ * same status. A channel closed locally before its handshake ended gets
+ * only on_close.
+ *
+ * Output: two plaintext queues, encrypted lazily when the socket can take
+ * more (one uv_write in flight, up to ~256 KiB of records per write).
+ * Control frames (tg_tls_chan_send_priority) go out before bulk frames
+ * that are queued but not yet encrypted; bulk frames keep their order and
+ * are never split by a control frame. Frames may be queued before the
+ * handshake completes; they are sent after it.
+ *
+ * Input: reading stops while paused (tg_transport_pause_reading); frames
+ * already decrypted in the current batch (at most 256 KiB) are still
+ * delivered, the rest waits for the resume.
+ *
+ * Every refusal is logged once (TG_LOG) with the peer address and why.
+ * Callbacks never run inside a call made by the owner (send, close,
+ * pause_reading, accept, connect); they run from the loop.
+ */
+#ifndef TRACEGATE_RELAY_TLS_CHAN_H
+#define TRACEGATE_RELAY_TLS_CHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "ipc/transport.h"
+#include "relay/tls.h"
+
+typedef struct tg_tls_chan tg_tls_chan_t;
+
+typedef void (*tg_tls_chan_handshake_cb)(tg_tls_chan_t *ch, int status);
+
+typedef struct tg_tls_chan_opts {
+  /* From accept (server) or from the connect call (client: covers resolving
+   * and connecting too) to a verified peer. 0: 10 s. */
+  uint32_t handshake_timeout_ms;
+  /* After the handshake: close with TG_ETIMEOUT when nothing was received
+   * and no write completed for this long. 0: never. */
+  uint32_t idle_timeout_ms;
+  /* congested() turns true above this many queued bytes and on_drain fires
+   * once it falls to a quarter of it. 0: 4 MiB. */
+  size_t high_water;
+  /* Hard cap on queued output; send() beyond it fails with -ENOBUFS.
+   * 0: 16 x high_water. */
+  size_t max_queued;
+  tg_tls_chan_handshake_cb on_handshake; /* required */
+} tg_tls_chan_opts_t;
+
+/* Accepts a pending connection on |server| (a listening uv_tcp_t) and
+ * starts a server-side handshake. |cfg| (a server config), |cbs| and |data|
+ * are borrowed and must outlive the channel; |opts| is copied. On success
+ * *out is the new channel, owned by the caller: free it with
+ * tg_tls_chan_free() after (or inside) its on_close. On failure (-EINVAL,
+ * -ENOMEM, a UV_E* from uv_accept) no callback runs and nothing is left to
+ * free. */
+int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
+                       const tg_tls_chan_opts_t *opts,
+                       const tg_transport_cbs_t *cbs, void *data,
+                       tg_tls_chan_t **out);
+
+/* Connects to |hostport| ("host:port", "1.2.3.4:port" or "[v6addr]:port";
+ * every resolved address is tried in turn) and runs a client handshake.
+ * The server's certificate must carry |expected_hostname| as a DNS SAN (or
+ * CN); NULL means the host part of |hostport|. mbedtls 2.28 does not match
+ * IP SANs, so pass the certificate's DNS name when connecting by address.
+ * Ownership as for tg_tls_chan_accept(); success is reported by
+ * opts->on_handshake(ch, 0). Returns -EINVAL for a malformed |hostport| or
+ * a server config, -ENOMEM, or a UV_E* from uv_getaddrinfo. */
+int tg_tls_chan_connect(uv_loop_t *loop, const char *hostport,
+                        tg_tls_config_t *cfg, const char *expected_hostname,
+                        const tg_tls_chan_opts_t *opts,
+                        const tg_transport_cbs_t *cbs, void *data,
+                        tg_tls_chan_t **out);
+
+/* Releases a channel whose on_close has run (may be called inside it). */
+void tg_tls_chan_free(tg_tls_chan_t *ch);
+
+/* The channel as a tg_transport_t (same object), and back. */
+tg_transport_t *tg_tls_chan_transport(tg_tls_chan_t *ch);
+tg_tls_chan_t *tg_tls_chan_from_transport(tg_transport_t *t);
+
+/* Like tg_transport_send() without fd, but the frame overtakes bulk frames
+ * not yet encrypted (RELAY.md: control replies are not stuck behind
+ * ReadBuffers data). For small frames. Returns 0, -EINVAL (not one whole
+ * frame of at most TG_IPC_FRAME_BUFFER_SIZE bytes), -EPIPE (closing),
+ * -ENOBUFS (over max_queued), -ENOMEM. */
+int tg_tls_chan_send_priority(tg_tls_chan_t *ch, const uint8_t *frame,
+                              size_t len);
+
+/* The peer's identity (certificate CN, else first DNS SAN) once the
+ * handshake succeeded, else NULL. Owned by the channel, valid until
+ * tg_tls_chan_free(). */
+const char *tg_tls_chan_peer_identity(const tg_tls_chan_t *ch);
+
+/* The peer's address for logs: "1.2.3.4:5678" or "[::1]:5678" (clients:
+ * "name:port (address)"). Owned by the channel. */
+const char *tg_tls_chan_peer_addr(const tg_tls_chan_t *ch);
+
+/* Why the handshake or connection failed, in words (certificate
+ * verification details included), or "". Owned by the channel. */
+const char *tg_tls_chan_error(const tg_tls_chan_t *ch);
+
+/* Negotiated ciphersuite name, or "none". */
+const char *tg_tls_chan_ciphersuite(const tg_tls_chan_t *ch);
+
+bool tg_tls_chan_is_open(const tg_tls_chan_t *ch);
+
+#endif /* TRACEGATE_RELAY_TLS_CHAN_H */

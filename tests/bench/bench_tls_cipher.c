@@ -1,0 +1,348 @@
+/* TLS throughput: the raw AEAD ciphers against the whole tls_chan path.
+ *
+ * 1. Raw mbedtls encryption of 16 KiB records (a TLS record's payload),
+ *    AES-128-GCM, AES-256-GCM and CHACHA20-POLY1305, over ~1 GiB each.
+ * 2. tg_tls_chan over loopback: a server on its own loop and thread, a
+ *    client on the main thread sending ~1 GiB of 64 KiB frames as fast as
+ *    congested()/on_drain allow, mutual TLS with certificates made by
+ *    deploy/certs/tg-certs. Timed from the client's verified handshake to
+ *    the server's last byte.
+ * Prints MB/s for each and the ratio chan / raw for the negotiated cipher:
+ * the relay's target is >= 80% of the raw cipher's speed.
+ *
+ * Wall-clock figures depend on having two idle cores. Each figure is also
+ * given per CPU-second of the thread doing the work (CLOCK_THREAD_CPUTIME),
+ * which does not move when other processes share the machine; for the
+ * channel that is the slower of its two sides (sender encrypts, receiver
+ * decrypts), so "cpu ratio" is the transport's own efficiency.
+ *
+ * usage: bench_tls_cipher [MiB]   (default 1024)
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include <mbedtls/chachapoly.h>
+#include <mbedtls/gcm.h>
+
+#include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
+#include "relay/tls.h"
+#include "relay/tls_chan.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define RECORD (16 * 1024)
+#define FRAME_PAYLOAD (64 * 1024)
+
+static double mbps(uint64_t bytes, uint64_t ns) {
+  return ns ? (double)bytes / 1e6 / ((double)ns / 1e9) : 0;
+}
+
+/* CPU time of the calling thread, ns. */
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct rate {
+  double wall; /* MB/s */
+  double cpu;  /* MB per CPU-second */
+} rate_t;
+
+/* --- raw ciphers ------------------------------------------------------------ */
+
+static uint8_t rec_in[RECORD], rec_out[RECORD];
+
+static rate_t bench_gcm(unsigned keybits, uint64_t total) {
+  rate_t r = {0, 0};
+  mbedtls_gcm_context g;
+  mbedtls_gcm_init(&g);
+  uint8_t key[32] = {1, 2, 3}, iv[12] = {0}, tag[16];
+  if (mbedtls_gcm_setkey(&g, MBEDTLS_CIPHER_ID_AES, key, keybits) != 0) {
+    mbedtls_gcm_free(&g);
+    return r;
+  }
+  uint8_t aad[13] = {0};
+  uint64_t n = total / RECORD, t0 = uv_hrtime(), c0 = cpu_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    memcpy(iv + 4, &i, 8); /* explicit nonce, as TLS 1.2 GCM does */
+    mbedtls_gcm_crypt_and_tag(&g, MBEDTLS_GCM_ENCRYPT, RECORD, iv, sizeof(iv),
+                              aad, sizeof(aad), rec_in, rec_out, sizeof(tag),
+                              tag);
+  }
+  r.wall = mbps(n * RECORD, uv_hrtime() - t0);
+  r.cpu = mbps(n * RECORD, cpu_ns() - c0);
+  mbedtls_gcm_free(&g);
+  return r;
+}
+
+static rate_t bench_chachapoly(uint64_t total) {
+  rate_t r = {0, 0};
+#if defined(MBEDTLS_CHACHAPOLY_C)
+  mbedtls_chachapoly_context c;
+  mbedtls_chachapoly_init(&c);
+  uint8_t key[32] = {1, 2, 3}, nonce[12] = {0}, tag[16], aad[13] = {0};
+  mbedtls_chachapoly_setkey(&c, key);
+  uint64_t n = total / RECORD, t0 = uv_hrtime(), c0 = cpu_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    memcpy(nonce + 4, &i, 8);
+    mbedtls_chachapoly_encrypt_and_tag(&c, RECORD, nonce, aad, sizeof(aad),
+                                       rec_in, rec_out, tag);
+  }
+  r.wall = mbps(n * RECORD, uv_hrtime() - t0);
+  r.cpu = mbps(n * RECORD, cpu_ns() - c0);
+  mbedtls_chachapoly_free(&c);
+#else
+  (void)total;
+#endif
+  return r;
+}
+
+/* --- tls_chan over loopback --------------------------------------------------- */
+
+typedef struct server {
+  uv_loop_t loop;
+  uv_tcp_t listener;
+  tg_tls_config_t *cfg;
+  tg_tls_chan_t *ch;
+  uint64_t want, got;
+  _Atomic uint64_t t_end;
+  uint64_t cpu_start, cpu_used; /* the server thread's */
+  int status;
+  char suite[64];
+} server_t;
+
+typedef struct client {
+  uv_loop_t loop;
+  tg_tls_chan_t *ch;
+  uint64_t total, sent_frames, frames;
+  uint64_t t_start;
+  uint64_t cpu_start, cpu_used; /* the main thread's */
+  int hs_status, close_status;
+  uint8_t *frame;
+  size_t frame_len;
+} client_t;
+
+static int srv_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
+  server_t *s = t->data;
+  (void)p;
+  s->got += n + TG_IPC_FRAME_HEADER_SIZE;
+  if (s->got >= s->want) {
+    atomic_store_explicit(&s->t_end, uv_hrtime(), memory_order_relaxed);
+    s->cpu_used = cpu_ns() - s->cpu_start;
+    tg_transport_close(t, 0);
+    return 1;
+  }
+  return 0;
+}
+
+static void srv_close(tg_transport_t *t, int status) {
+  server_t *s = t->data;
+  s->status = status;
+  if (!uv_is_closing((uv_handle_t *)&s->listener))
+    uv_close((uv_handle_t *)&s->listener, NULL);
+}
+
+static const tg_transport_cbs_t srv_cbs = {.on_frame = srv_frame,
+                                           .on_close = srv_close};
+
+static void srv_handshake(tg_tls_chan_t *ch, int status) {
+  server_t *s = tg_tls_chan_transport(ch)->data;
+  snprintf(s->suite, sizeof(s->suite), "%s", tg_tls_chan_ciphersuite(ch));
+  s->cpu_start = cpu_ns();
+  if (status) fprintf(stderr, "server handshake: %s\n", tg_strerror(status));
+}
+
+static void srv_accept(uv_stream_t *l, int status) {
+  server_t *s = l->data;
+  if (status < 0 || s->ch) return;
+  tg_tls_chan_opts_t o = {.on_handshake = srv_handshake};
+  if (tg_tls_chan_accept(l, s->cfg, &o, &srv_cbs, s, &s->ch) != 0)
+    uv_close((uv_handle_t *)l, NULL);
+}
+
+static void *srv_thread(void *arg) {
+  server_t *s = arg;
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+static void cli_pump(client_t *c) {
+  tg_transport_t *t = tg_tls_chan_transport(c->ch);
+  while (c->sent_frames < c->frames && !tg_transport_congested(t)) {
+    if (tg_transport_send(t, c->frame, c->frame_len, -1) != 0) return;
+    c->sent_frames++;
+  }
+}
+
+static int cli_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
+  (void)t, (void)p, (void)n;
+  return 0;
+}
+
+static void cli_drain(tg_transport_t *t) { cli_pump(t->data); }
+
+static void cli_close(tg_transport_t *t, int status) {
+  client_t *c = t->data;
+  c->close_status = status;
+  if (c->cpu_start) c->cpu_used = cpu_ns() - c->cpu_start;
+}
+
+static const tg_transport_cbs_t cli_cbs = {
+    .on_frame = cli_frame, .on_drain = cli_drain, .on_close = cli_close};
+
+static void cli_handshake(tg_tls_chan_t *ch, int status) {
+  client_t *c = tg_tls_chan_transport(ch)->data;
+  c->hs_status = status;
+  if (status) {
+    fprintf(stderr, "client handshake: %s: %s\n", tg_strerror(status),
+            tg_tls_chan_error(ch));
+    return;
+  }
+  c->t_start = uv_hrtime();
+  c->cpu_start = cpu_ns();
+  cli_pump(c);
+}
+
+static int make_certs(char *dir, size_t len) {
+  snprintf(dir, len, "/tmp/tg-bench-tls-XXXXXX");
+  if (!mkdtemp(dir)) return -1;
+  char cmd[1024];
+  snprintf(cmd, sizeof(cmd),
+           "(cd '%s' && T='%s' && sh $T ca pki && sh $T host pki relay.test && "
+           "sh $T client pki bench) >/dev/null",
+           dir, TG_CERTS_TOOL);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static tg_tls_config_t *load(const char *dir, bool server, const char *name) {
+  char cert[256], key[256], ca[256];
+  snprintf(cert, sizeof(cert), "%s/pki/%s.pem", dir, name);
+  snprintf(key, sizeof(key), "%s/pki/%s.key", dir, name);
+  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", dir);
+  tg_tls_opts_t o = {.server = server, .cert_file = cert, .key_file = key,
+                     .ca_file = ca};
+  tg_tls_config_t *cfg = NULL;
+  char err[256];
+  if (tg_tls_config_new(&o, &cfg, err, sizeof(err)) != 0)
+    fprintf(stderr, "tls config: %s\n", err);
+  return cfg;
+}
+
+/* Frames (headers included) through the channel: wall MB/s, and MB per
+ * CPU-second of the slower side; zeros on failure. */
+static rate_t bench_chan(const char *dir, uint64_t total, char *suite,
+                         size_t suite_len, double *cpu_send, double *cpu_recv) {
+  server_t *s = calloc(1, sizeof(*s));
+  client_t *c = calloc(1, sizeof(*c));
+  rate_t r = {0, 0};
+  if (!s || !c) goto out;
+  s->cfg = load(dir, true, "relay.test");
+  tg_tls_config_t *ccfg = load(dir, false, "bench");
+  if (!s->cfg || !ccfg) goto out;
+
+  c->frame_len = FRAME_PAYLOAD + TG_IPC_FRAME_HEADER_SIZE;
+  c->frame = malloc(c->frame_len);
+  c->frames = total / c->frame_len;
+  s->want = c->frames * c->frame_len;
+  memset(c->frame, 0x5a, c->frame_len);
+  tg_pb_write_le32(c->frame, FRAME_PAYLOAD);
+
+  uv_loop_init(&s->loop);
+  uv_tcp_init(&s->loop, &s->listener);
+  s->listener.data = s;
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  uv_tcp_bind(&s->listener, (struct sockaddr *)&a, 0);
+  if (uv_listen((uv_stream_t *)&s->listener, 4, srv_accept) != 0) goto out;
+  int sl = sizeof(a);
+  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&a, &sl);
+  char hp[64];
+  snprintf(hp, sizeof(hp), "127.0.0.1:%d", ntohs(a.sin_port));
+  pthread_t th;
+  pthread_create(&th, NULL, srv_thread, s); /* the loop moves to the thread */
+
+  uv_loop_init(&c->loop);
+  tg_tls_chan_opts_t o = {.on_handshake = cli_handshake};
+  if (tg_tls_chan_connect(&c->loop, hp, ccfg, "relay.test", &o, &cli_cbs, c,
+                          &c->ch) == 0) {
+    uv_run(&c->loop, UV_RUN_DEFAULT); /* ends when the server hangs up */
+    tg_tls_chan_free(c->ch);
+  }
+  pthread_join(th, NULL);
+  tg_tls_chan_free(s->ch);
+  uv_loop_close(&s->loop);
+  uv_loop_close(&c->loop);
+  uint64_t t_end = atomic_load_explicit(&s->t_end, memory_order_relaxed);
+  if (s->got >= s->want && c->t_start && t_end > c->t_start) {
+    r.wall = mbps(s->got, t_end - c->t_start);
+    *cpu_send = mbps(s->got, c->cpu_used);
+    *cpu_recv = mbps(s->got, s->cpu_used);
+    r.cpu = *cpu_send < *cpu_recv ? *cpu_send : *cpu_recv;
+  } else
+    fprintf(stderr, "chan: got %" PRIu64 " of %" PRIu64 " bytes (server %s)\n",
+            s->got, s->want, tg_strerror(s->status));
+  snprintf(suite, suite_len, "%s", s->suite);
+  tg_tls_config_free(ccfg);
+out:
+  if (s) tg_tls_config_free(s->cfg);
+  if (c) free(c->frame);
+  free(s);
+  free(c);
+  return r;
+}
+
+int main(int argc, char **argv) {
+  uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 1024;
+  if (mib == 0) mib = 1024;
+  uint64_t total = mib << 20;
+  tg_log_set_level(TG_LOG_WARN);
+  memset(rec_in, 0xa5, sizeof(rec_in));
+
+  printf("bench_tls_cipher: %" PRIu64 " MiB each, 16 KiB records, "
+         "64 KiB frames\n", mib);
+  printf("  %-34s %10s %14s\n", "", "MB/s", "MB/CPU-second");
+  rate_t g128 = bench_gcm(128, total);
+  printf("  %-34s %10.0f %14.0f\n", "raw AES-128-GCM encrypt", g128.wall,
+         g128.cpu);
+  rate_t g256 = bench_gcm(256, total);
+  printf("  %-34s %10.0f %14.0f\n", "raw AES-256-GCM encrypt", g256.wall,
+         g256.cpu);
+  rate_t cc = bench_chachapoly(total);
+  if (cc.wall > 0)
+    printf("  %-34s %10.0f %14.0f\n", "raw CHACHA20-POLY1305 encrypt",
+           cc.wall, cc.cpu);
+
+  char dir[64];
+  if (make_certs(dir, sizeof(dir)) != 0) {
+    fprintf(stderr, "bench_tls_cipher: cannot make certificates\n");
+    return 1;
+  }
+  char suite[64] = "";
+  double cpu_send = 0, cpu_recv = 0;
+  rate_t chan = bench_chan(dir, total, suite, sizeof(suite), &cpu_send,
+                           &cpu_recv);
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+  if (chan.wall <= 0) return 1;
+  rate_t raw = strstr(suite, "AES-256-GCM") ? g256
+               : strstr(suite, "CHACHA20")  ? cc
+                                            : g128;
+  printf("  tls_chan loopback, 2 threads       %10.0f %14.0f\n", chan.wall,
+         chan.cpu);
+  printf("    (%s; sender %.0f, receiver %.0f MB/CPU-s)\n", suite, cpu_send,
+         cpu_recv);
+  printf("  ratio chan / raw cipher            %10.2f %14.2f  "
+         "(target >= 0.80)\n",
+         raw.wall > 0 ? chan.wall / raw.wall : 0,
+         raw.cpu > 0 ? chan.cpu / raw.cpu : 0);
+  return 0;
+}
