@@ -17,7 +17,8 @@ TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer fuzz_pbtxt
+                fuzz_trace_buffer fuzz_pbtxt fuzz_proc_parsers \
+                fuzz_slice_reassembler
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-smoke bench clean
 

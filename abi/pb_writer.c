@@ -71,7 +71,7 @@ int tg_pbw__ensure_contiguous(tg_pbw_t *w, size_t n) {
   return 0;
 }
 
-int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field) {
+int tg_pbw__begin_nested_slow(tg_pbw_t *w, uint32_t field) {
   if (w->error) return w->error;
   if (w->depth >= TG_PBW_MAX_DEPTH) {
     pbw_fail(w, TG_ENESTING_TOO_DEEP);
@@ -90,7 +90,7 @@ int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field) {
   return 0;
 }
 
-int64_t tg_pbw_end_nested(tg_pbw_t *w) {
+int64_t tg_pbw__end_nested_slow(tg_pbw_t *w) {
   if (w->depth == 0) {
     pbw_fail(w, -EINVAL); /* programmer error: unbalanced nesting */
     return w->error;

@@ -165,11 +165,43 @@ static inline void tg_pbw_append_string(tg_pbw_t *w, uint32_t field,
   tg_pbw_append_bytes(w, field, s, strlen(s));
 }
 
+/* Slow paths of the two below (out of line). */
+TG_EXPORT int tg_pbw__begin_nested_slow(tg_pbw_t *w, uint32_t field);
+TG_EXPORT int64_t tg_pbw__end_nested_slow(tg_pbw_t *w);
+
 /* Opens a nested message (or a bytes field written in place) under |field|.
- * Returns 0, or the sticky error (then the matching end_nested is a no-op). */
-TG_EXPORT int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field);
+ * Returns 0, or the sticky error (then the matching end_nested is a no-op).
+ * Inline when the tag and the size field fit in the current segment. */
+static inline int tg_pbw_begin_nested(tg_pbw_t *w, uint32_t field) {
+  if (__builtin_expect(!w->error && w->depth < TG_PBW_MAX_DEPTH &&
+                           (size_t)(w->end - w->cur) >=
+                               5 + TG_PB_REDUNDANT_VARINT_SIZE,
+                       1)) {
+    uint8_t *p = tg_pb_write_varint(w->cur, TG_PB_TAG(field, TG_PB_WT_LEN));
+    tg_pbw_nest_t *nest = &w->nest[w->depth++];
+    nest->size_field = p;
+    tg_pb_write_redundant_varint(p, 0);
+    w->cur = p + TG_PB_REDUNDANT_VARINT_SIZE;
+    nest->start = tg_pbw_written(w);
+    return 0;
+  }
+  return tg_pbw__begin_nested_slow(w, field);
+}
+
 /* Closes the innermost nested message and back-fills its size. Returns its
  * size in bytes, or a negative error. */
-TG_EXPORT int64_t tg_pbw_end_nested(tg_pbw_t *w);
+static inline int64_t tg_pbw_end_nested(tg_pbw_t *w) {
+  if (__builtin_expect(w->depth != 0 && !w->error, 1)) {
+    tg_pbw_nest_t *nest = &w->nest[w->depth - 1];
+    uint64_t size = tg_pbw_written(w) - nest->start;
+    if (__builtin_expect(size <= TG_PB_MAX_REDUNDANT_VARINT, 1)) {
+      w->depth--;
+      if (nest->size_field)
+        tg_pb_write_redundant_varint(nest->size_field, (uint32_t)size);
+      return (int64_t)size;
+    }
+  }
+  return tg_pbw__end_nested_slow(w);
+}
 
 #endif /* TRACEGATE_ABI_PB_WRITER_H */

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "agent/agent_internal.h"
+#include "agent/clock.h"
 #include "config/data_source_config.pb-c.h"
 #include "ipc/client.h"
 #include "ipc/producer_port.pb-c.h"
@@ -55,6 +56,7 @@ typedef struct agent {
   uv_async_t async;
   uv_timer_t reconnect_timer;
   uv_timer_t commit_timer;
+  uv_timer_t clock_timer;
   _Atomic bool stop_requested;
   bool stopping;
 
@@ -665,6 +667,7 @@ static void begin_stop(void) {
   g.stopping = true;
   uv_timer_stop(&g.reconnect_timer);
   uv_timer_stop(&g.commit_timer);
+  uv_timer_stop(&g.clock_timer);
   if (g.conn) {
     commit_all(0);
     tg_ipc_client_close(&g.conn->client, 0);
@@ -692,8 +695,17 @@ static void on_commit_timer(uv_timer_t *t) {
   else if (g.arb) send_writer_events();
 }
 
+static void on_clock_timer(uv_timer_t *t) {
+  (void)t;
+  tg__clock_calibrate();
+}
+
 static void *agent_thread(void *arg) {
   (void)arg;
+  if (tg__clock_tsc_usable()) {
+    tg__clock_calibrate(); /* first sample; the line starts 50 ms later */
+    uv_timer_start(&g.clock_timer, on_clock_timer, 50, 1000);
+  }
   connect_now();
   uv_run(&g.loop, UV_RUN_DEFAULT);
   return NULL;
@@ -745,6 +757,7 @@ int tg_agent_init(const tg_agent_options_t *opts) {
   uv_async_init(&g.loop, &g.async, on_async);
   uv_timer_init(&g.loop, &g.reconnect_timer);
   uv_timer_init(&g.loop, &g.commit_timer);
+  uv_timer_init(&g.loop, &g.clock_timer);
   __atomic_store_n(&g.running, true, __ATOMIC_RELEASE);
   rv = -pthread_create(&g.thread, NULL, agent_thread, NULL);
   if (rv < 0) {
@@ -771,6 +784,7 @@ void tg_agent_shutdown(void) {
   __atomic_store_n(&g.running, false, __ATOMIC_RELEASE);
   uv_loop_close(&g.loop);
   tg_buf_free(&g.commit_buf);
+  tg__clock_reset();
   set_ready(false);
   tg_log_set_sink(NULL, NULL);
   pthread_mutex_unlock(&g_life_mu);

@@ -59,10 +59,22 @@ void tg__ds_inst_start(tg_ds_t *ds, unsigned inst);
 void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst);
 void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst);
 
-/* Makes sure the calling thread has a current writer for |inst| (creating
- * it if needed) without starting a packet. False when the instance is not
- * active. */
-bool tg__ds_prepare(tg_ds_t *ds, unsigned inst);
+/* The calling thread's writer for one {data source, instance}. */
+typedef struct tg__writer_slot {
+  tg_trace_writer_t *w;
+  uint32_t generation;
+  uint32_t incr_seen;
+  bool incr_fresh; /* no packet reported the clear yet */
+  void *user;
+  void (*user_dtor)(void *);
+} tg__writer_slot_t;
+
+/* The calling thread's slot for |inst| (inst < TG_DS_MAX_INSTANCES) with a
+ * current writer, created if needed; NULL when the instance is not active.
+ * The slot's memory is the thread's for its life; |w| may change on the
+ * next call. For track_event's hot path: one lookup per event. */
+tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst);
+
 
 /* Counters the writer threads bump (relaxed). */
 extern _Atomic uint64_t tg__agent_packets_written;

@@ -110,20 +110,17 @@ void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {
 
 /* --- per-thread writers -------------------------------------------------- */
 
-typedef struct writer_slot {
-  tg_trace_writer_t *w;
-  uint32_t generation;
-  uint32_t incr_seen;
-  bool incr_fresh; /* no packet reported the clear yet */
-  void *user;
-  void (*user_dtor)(void *);
-} writer_slot_t;
+typedef tg__writer_slot_t writer_slot_t;
 
 typedef struct thread_writers {
   writer_slot_t slots[TG_DS_MAX * TG_DS_MAX_INSTANCES];
 } thread_writers_t;
 
-static _Thread_local thread_writers_t *t_writers;
+/* initial-exec: a plain %fs-relative load even in libtracegate-agent.so,
+ * instead of a __tls_get_addr call per packet. The library is linked, not
+ * dlopen()ed late, so glibc's static TLS reserve holds this pointer. */
+static _Thread_local thread_writers_t *t_writers
+    __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_thread_key;
 static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
 
@@ -200,16 +197,15 @@ static writer_slot_t *slot_refresh(tg_ds_t *ds, unsigned inst) {
   return s;
 }
 
-bool tg__ds_prepare(tg_ds_t *ds, unsigned inst) {
-  if (inst >= TG_DS_MAX_INSTANCES) return false;
+tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst) {
   thread_writers_t *tw = t_writers;
   if (__builtin_expect(tw != NULL, 1)) {
     writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
     uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
                                         memory_order_acquire);
-    if (__builtin_expect(s->w && s->generation == gen, 1)) return true;
+    if (__builtin_expect(s->w && s->generation == gen, 1)) return s;
   }
-  return slot_refresh(ds, inst) != NULL;
+  return slot_refresh(ds, inst);
 }
 
 tg_pbw_t *tg_ds_packet_begin(tg_ds_t *ds, unsigned inst) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/agent_internal.h"
+#include "agent/clock.h"
 #include "config/data_source_config.pb-c.h"
 #include "tracegate/track_event.h"
 
@@ -60,6 +61,9 @@
 #define TD_COUNTER 8
 
 #define INTERN_SLOTS 512 /* per sequence; names beyond it go inline */
+
+static _Thread_local int32_t t_tid __attribute__((tls_model("initial-exec")));
+static void after_fork_in_child(void);
 
 /* --- registry and enablement -------------------------------------------- */
 
@@ -144,6 +148,7 @@ static void te_on_stop(void *ctx, unsigned inst) {
 int tg_track_event_register(tg_category_t *const *cats, size_t n) {
   int rv = 0;
   if (!g_te_ds) {
+    pthread_atfork(NULL, NULL, after_fork_in_child);
     tg_ds_options_t o = {
         .name = "track_event",
         .handles_incremental_state_clear = true,
@@ -187,21 +192,43 @@ typedef struct seq_state {
   uint32_t next_iid[K_COUNTER + 1];
 } seq_state_t;
 
-static _Thread_local int32_t t_tid;
+uint64_t tg_track_event_now(void) { return tg__clock_now(); }
 
-uint64_t tg_track_event_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/* The pid and the calling thread's track, cached: getpid() and gettid()
+ * are system calls, far too dear per event. A forked child clears the
+ * cache (pthread_atfork). */
+static _Atomic int32_t g_pid;
+static _Thread_local uint64_t t_thread_uuid
+    __attribute__((tls_model("initial-exec")));
+static _Thread_local int32_t t_uuid_pid
+    __attribute__((tls_model("initial-exec")));
+
+static void after_fork_in_child(void) {
+  atomic_store_explicit(&g_pid, 0, memory_order_relaxed);
+  t_tid = 0;
+}
+
+static int32_t cached_pid(void) {
+  int32_t pid = atomic_load_explicit(&g_pid, memory_order_relaxed);
+  if (__builtin_expect(pid == 0, 0)) {
+    pid = (int32_t)getpid();
+    atomic_store_explicit(&g_pid, pid, memory_order_relaxed);
+  }
+  return pid;
 }
 
 static uint64_t process_uuid(void) {
   /* Stable for the process, distinct across processes and hosts' pids. */
-  return 0x7467000000000000ull ^ ((uint64_t)getpid() << 20);
+  return 0x7467000000000000ull ^ ((uint64_t)(uint32_t)cached_pid() << 20);
 }
 
 static uint64_t thread_uuid(int32_t tid) {
-  return process_uuid() ^ ((uint64_t)(uint32_t)tid + 1);
+  int32_t pid = cached_pid();
+  if (__builtin_expect(t_uuid_pid != pid || !t_thread_uuid, 0)) {
+    t_thread_uuid = process_uuid() ^ ((uint64_t)(uint32_t)tid + 1);
+    t_uuid_pid = pid;
+  }
+  return t_thread_uuid;
 }
 
 static uint64_t counter_uuid(const char *name) {
@@ -254,7 +281,7 @@ static void write_descriptors(unsigned inst, int32_t tid) {
   tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
   tg_pbw_append_varint(w, TD_UUID, process_uuid());
   tg_pbw_begin_nested(w, TD_PROCESS);
-  tg_pbw_append_int(w, 1 /* pid */, getpid());
+  tg_pbw_append_int(w, 1 /* pid */, cached_pid());
   tg_pbw_append_string(w, 6 /* process_name */, comm);
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
@@ -268,7 +295,7 @@ static void write_descriptors(unsigned inst, int32_t tid) {
   tg_pbw_append_varint(w, TD_UUID, thread_uuid(tid));
   tg_pbw_append_varint(w, TD_PARENT_UUID, process_uuid());
   tg_pbw_begin_nested(w, TD_THREAD);
-  tg_pbw_append_int(w, 1 /* pid */, getpid());
+  tg_pbw_append_int(w, 1 /* pid */, cached_pid());
   tg_pbw_append_int(w, 2 /* tid */, tid);
   if (tname[0]) tg_pbw_append_string(w, 5 /* thread_name */, tname);
   tg_pbw_end_nested(w);
@@ -317,12 +344,17 @@ typedef struct pending_intern {
 static void emit_one(unsigned inst, tg_category_t *cat, int type,
                      const char *name, int64_t value, const tg_arg_t *args,
                      size_t n_args, int32_t tid, uint64_t ts) {
-  if (!tg__ds_prepare(g_te_ds, inst)) return;
-  bool cleared = false;
-  seq_state_t *s = sequence(inst, tid, &cleared);
-  if (!s) return;
-  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
-  if (!w) return;
+  tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
+  if (!sl) return;
+  seq_state_t *s = sl->user;
+  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
+                                       memory_order_acquire);
+  if (__builtin_expect(!s || sl->incr_fresh || sl->incr_seen != incr, 0)) {
+    bool cleared = false;
+    s = sequence(inst, tid, &cleared);
+    if (!s || !sl->w) return;
+  }
+  tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
 
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
@@ -331,10 +363,10 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   if (type == TG_TE_COUNTER) {
     uint32_t ciid = intern(s, K_COUNTER, name, &is_new);
     if (ciid && is_new) {
-      tg_ds_packet_end(g_te_ds, inst);
+      tg_trace_writer_end_packet(sl->w);
       write_counter_descriptor(inst, name);
-      w = tg_ds_packet_begin(g_te_ds, inst);
-      if (!w) return;
+      if (!sl->w) return;
+      w = tg_trace_writer_begin_packet(sl->w);
     }
   }
 
@@ -403,15 +435,15 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     tg_pbw_end_nested(w);
   }
   tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_NEEDS_STATE);
-  tg_ds_packet_end(g_te_ds, inst);
+  tg_trace_writer_end_packet(sl->w);
 }
 
 void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
                  const tg_arg_t *args, size_t n_args) {
   if (!g_te_ds) return;
   if (n_args > 16) n_args = 16; /* bounded interning per event */
-  if (!t_tid) t_tid = (int32_t)syscall(SYS_gettid);
-  uint64_t ts = tg_track_event_now();
+  if (__builtin_expect(!t_tid, 0)) t_tid = (int32_t)syscall(SYS_gettid);
+  uint64_t ts = tg__clock_now();
   uint8_t mask = atomic_load_explicit(&cat->enabled, memory_order_relaxed) &
                  tg_ds_enabled_mask(g_te_ds);
   for (unsigned k = 0; mask; k++, mask >>= 1)

@@ -118,7 +118,8 @@ int tg_ipc_reply(const tg_ipc_call_t *call, bool success, bool has_more,
     }
   }
   if (msg) protobuf_c_message_pack(msg, body);
-  int rv = tg_ipc_reply_bytes(call, success, has_more, body, n, fd);
+  int rv = tg_ipc_reply_bytes(call, success, has_more, msg ? body : NULL, n,
+                              fd);
   if (body != stack) free(body);
   return rv;
 }

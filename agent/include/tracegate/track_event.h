@@ -100,7 +100,9 @@ enum tg_track_event_type {
 TG_EXPORT void tg__te_emit(tg_category_t *cat, int type, const char *name,
                            int64_t value, const tg_arg_t *args, size_t n_args);
 
-/* CLOCK_BOOTTIME in nanoseconds. */
+/* CLOCK_BOOTTIME in nanoseconds, the clock of every event: read from the
+ * TSC, calibrated against CLOCK_BOOTTIME each second, when the kernel
+ * trusts the TSC; else clock_gettime(). */
 TG_EXPORT uint64_t tg_track_event_now(void);
 
 static inline bool tg_category_enabled(const tg_category_t *cat) {

@@ -32,7 +32,8 @@ typedef struct tg_flag {
 
 /* Parses argv[1..] (flags as "--name value" or "--name=value"). Positional
  * arguments are collected into |pos| (at most |max_pos|; NULL if none are
- * allowed). Returns 0, 1 when --help was given (usage printed to stdout), or
+ * allowed). Returns 0, 1 when --help was given (the caller prints
+ * tg_flags_usage() with its synopsis and exits 0), or
  * -EINVAL after printing "prog: --flag: why" to stderr. */
 TG_EXPORT int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
                              int argc, char **argv, char **pos, size_t max_pos,

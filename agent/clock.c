@@ -1,0 +1,104 @@
+/* Calibrating the TSC against CLOCK_BOOTTIME (see clock.h). */
+#include "agent/clock.h"
+
+#include <stdio.h>
+#include <string.h>
+
+tg__clock_calib_t tg__clock;
+
+#define SNAP_NS 1000000ull     /* larger errors jump instead of slewing */
+#define PERIOD_NS 1000000000ull /* the line aims one second ahead */
+
+/* The previous sample, agent's thread only. */
+static uint64_t g_prev_tsc, g_prev_ns;
+
+static bool file_has(const char *path, const char *word) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), f)) {
+    for (char *p = strstr(line, word); p && !found; p = strstr(p + 1, word)) {
+      size_t n = strlen(word);
+      bool left = p == line || p[-1] == ' ' || p[-1] == '\t';
+      bool right = p[n] == 0 || p[n] == ' ' || p[n] == '\n';
+      found = left && right;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+bool tg__clock_tsc_usable(void) {
+#if defined(__x86_64__)
+  /* The kernel's own verdict: it only keeps "tsc" as its clocksource when
+   * the TSC is invariant and synchronised across CPUs. */
+  return file_has("/sys/devices/system/clocksource/clocksource0/"
+                  "current_clocksource",
+                  "tsc") &&
+         file_has("/proc/cpuinfo", "constant_tsc") &&
+         file_has("/proc/cpuinfo", "nonstop_tsc");
+#else
+  return false;
+#endif
+}
+
+static void publish(uint64_t base_tsc, uint64_t base_ns, uint64_t mult) {
+  uint32_t s = atomic_load_explicit(&tg__clock.seq, memory_order_relaxed);
+  atomic_store_explicit(&tg__clock.seq, s | 1u, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&tg__clock.base_tsc, base_tsc, memory_order_relaxed);
+  atomic_store_explicit(&tg__clock.base_ns, base_ns, memory_order_relaxed);
+  atomic_store_explicit(&tg__clock.mult, mult, memory_order_relaxed);
+  /* Never 0 again once published: 0 means "not calibrated". */
+  atomic_store_explicit(&tg__clock.seq, (s | 1u) + 1u, memory_order_release);
+}
+
+void tg__clock_calibrate(void) {
+#if defined(__x86_64__)
+  uint64_t tsc = __rdtsc();
+  uint64_t ns = tg__clock_boottime();
+  if (g_prev_tsc == 0 || tsc <= g_prev_tsc || ns <= g_prev_ns) {
+    g_prev_tsc = tsc;
+    g_prev_ns = ns;
+    return;
+  }
+  /* Measured rate since the previous sample. */
+  uint64_t rate = (uint64_t)(((unsigned __int128)(ns - g_prev_ns) << 32) /
+                             (tsc - g_prev_tsc));
+  g_prev_tsc = tsc;
+  g_prev_ns = ns;
+  uint32_t seq = atomic_load_explicit(&tg__clock.seq, memory_order_relaxed);
+  if (seq == 0) {
+    publish(tsc, ns, rate);
+    return;
+  }
+  /* Continue the current line from here, and aim at the real clock one
+   * period ahead: continuous timestamps, converging error. */
+  uint64_t base_tsc = atomic_load_explicit(&tg__clock.base_tsc,
+                                           memory_order_relaxed);
+  uint64_t base_ns = atomic_load_explicit(&tg__clock.base_ns,
+                                          memory_order_relaxed);
+  uint64_t mult = atomic_load_explicit(&tg__clock.mult, memory_order_relaxed);
+  uint64_t here = base_ns + (uint64_t)(((unsigned __int128)(tsc - base_tsc) *
+                                        mult) >> 32);
+  int64_t err = (int64_t)(ns - here);
+  if (err > (int64_t)SNAP_NS || err < -(int64_t)SNAP_NS) {
+    publish(tsc, ns, rate);
+    return;
+  }
+  /* ticks in one period at the measured rate; the new slope covers
+   * PERIOD_NS + err over them. */
+  uint64_t ticks = (uint64_t)(((unsigned __int128)PERIOD_NS << 32) / rate);
+  if (ticks == 0) return;
+  uint64_t slope = (uint64_t)((((unsigned __int128)(int64_t)(PERIOD_NS + err))
+                               << 32) /
+                              ticks);
+  publish(tsc, here, slope);
+#endif
+}
+
+void tg__clock_reset(void) {
+  atomic_store_explicit(&tg__clock.seq, 0, memory_order_release);
+  g_prev_tsc = g_prev_ns = 0;
+}

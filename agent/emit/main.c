@@ -1,0 +1,208 @@
+/* tracegate-emit: flags, signals and the agent around the writer threads
+ * of worker.c. Prints a one-line summary to stderr at exit. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/emit/emit.h"
+#include "ipc/channel.h"
+#include "tracegate/error.h"
+#include "tracegate/flags.h"
+#include "tracegate/log.h"
+#include "tracegate/track_event.h"
+
+#define MAX_THREADS 256
+
+static void on_start(void *ctx, unsigned inst, const uint8_t *cfg,
+                     size_t len) {
+  (void)inst;
+  (void)cfg;
+  (void)len;
+  emit_shared_t *sh = ctx;
+  atomic_fetch_add(&sh->starts, 1);
+  pthread_mutex_lock(&sh->mu);
+  pthread_cond_broadcast(&sh->cv);
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static void on_stop(void *ctx, unsigned inst) {
+  (void)inst;
+  emit_shared_t *sh = ctx;
+  atomic_fetch_add(&sh->stops, 1);
+}
+
+/* The agent routes every log line of the process here once it runs: lines
+ * of TG_LOG arrive formatted, the agent's own ones bare. */
+static void agent_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
+  (void)ctx;
+  bool formatted = strlen(msg) > 24 && msg[4] == '-' && msg[10] == 'T' &&
+                   msg[0] >= '0' && msg[0] <= '9';
+  if (formatted) {
+    fprintf(stderr, "%s\n", msg);
+    return;
+  }
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  fprintf(stderr, "tracegate-emit %s %s\n",
+          names[level <= TG_AGENT_LOG_DEBUG ? level : 0], msg);
+}
+
+/* Whether the process is done, checked every few ms by main(). */
+static bool finished(const emit_shared_t *sh, uint64_t duration_s,
+                     bool exit_when_stopped) {
+  uint64_t first = atomic_load(&sh->first_start_ns);
+  if (duration_s && first &&
+      emit_now_ns() - first >= duration_s * UINT64_C(1000000000))
+    return true;
+  if (!exit_when_stopped || emit_active(sh)) return false;
+  if (sh->opts->track_events) return first != 0;
+  unsigned starts = atomic_load(&sh->starts);
+  return starts > 0 && atomic_load(&sh->stops) >= starts;
+}
+
+static void print_summary(const emit_worker_t *w, size_t n) {
+  char line[4096];
+  size_t off = 0;
+  uint64_t total = 0;
+  off += (size_t)snprintf(line, sizeof(line), "tracegate-emit: packets");
+  for (size_t i = 0; i < n; i++) {
+    total += w[i].packets;
+    if (off < sizeof(line))
+      off += (size_t)snprintf(line + off, sizeof(line) - off, " t%zu=%llu", i,
+                              (unsigned long long)w[i].packets);
+  }
+  tg_agent_stats_t st;
+  tg_agent_get_stats(&st);
+  if (off >= sizeof(line)) off = sizeof(line) - 1;
+  fprintf(stderr, "%s total=%llu; agent: written=%llu dropped=%llu stalls=%llu\n",
+          line, (unsigned long long)total,
+          (unsigned long long)st.packets_written,
+          (unsigned long long)st.packets_dropped, (unsigned long long)st.stalls);
+}
+
+int main(int argc, char **argv) {
+  const char *socket_path = tg_ipc_default_socket(true);
+  const char *name = "tracegate-emit";
+  const char *ds_name = "tracegate.emit";
+  emit_opts_t o = {.size = 64, .large_size = 5u << 20};
+  uint64_t threads = 1, duration = 0, smb_kb = 0;
+  bool stall = false, exit_when_stopped = false;
+  int log_level = TG_LOG_WARN;
+  const tg_flag_t flags[] = {
+      {"socket", TG_FLAG_STRING, &socket_path, "PATH",
+       "producer socket of the service: a path or @abstract name", 0, 0},
+      {"name", TG_FLAG_STRING, &name, "NAME", "producer name", 0, 0},
+      {"data-source", TG_FLAG_STRING, &ds_name, "NAME",
+       "data source to register (raw packets)", 0, 0},
+      {"rate", TG_FLAG_UINT, &o.rate, "N",
+       "packets per second per thread, 0: as fast as possible", 0, 100000000},
+      {"size", TG_FLAG_UINT, &o.size, "BYTES",
+       "payload bytes of each packet (for_testing.str)", 0, 64u << 20},
+      {"threads", TG_FLAG_UINT, &threads, "N", "writer threads", 1, MAX_THREADS},
+      {"large-every", TG_FLAG_UINT, &o.large_every, "N",
+       "every Nth packet is a large one, 0: never", 0, 0},
+      {"large-size", TG_FLAG_UINT, &o.large_size, "BYTES",
+       "payload bytes of a large packet", 0, 256u << 20},
+      {"count", TG_FLAG_UINT, &o.count, "N",
+       "packets per thread and session, then wait, 0: no limit", 0, 0},
+      {"duration", TG_FLAG_UINT, &duration, "SECONDS",
+       "exit this long after writing began, 0: run until stopped", 0, 0},
+      {"track-events", TG_FLAG_BOOL, &o.track_events, NULL,
+       "write track event slices and counters (category \"emit\") instead of "
+       "raw packets", 0, 0},
+      {"smb-kb", TG_FLAG_UINT, &smb_kb, "KB",
+       "shared memory buffer size to ask for, 0: the service's choice", 0,
+       1u << 20},
+      {"stall", TG_FLAG_BOOL, &stall, NULL,
+       "wait for room when the SMB is full instead of dropping", 0, 0},
+      {"exit-when-stopped", TG_FLAG_BOOL, &exit_when_stopped, NULL,
+       "exit once the session stopped after having started", 0, 0},
+      {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
+       "error, warn, info or debug", 0, 0},
+  };
+  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
+  int rv = tg_flags_parse("tracegate-emit", flags, nflags, argc, argv, NULL, 0,
+                          NULL);
+  if (rv == 1) {
+    tg_flags_usage(stdout, "tracegate-emit", "[options]", flags, nflags);
+    printf("\nA load generator. Raw packets are TracePacket.for_testing with "
+           "seq_value =\nthe thread's sequence number (from 0 each session) "
+           "and str = \"t<thread>:\"\npadded to --size. At exit it prints "
+           "packets per thread and the agent's\nwritten/dropped counts to "
+           "stderr.\n");
+    return 0;
+  }
+  if (rv < 0) return 2;
+  tg_log_set_prefix("tracegate-emit");
+  tg_log_set_level((tg_log_level_t)log_level);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+  static emit_shared_t sh;
+  sh.opts = &o;
+  pthread_mutex_init(&sh.mu, NULL);
+  pthread_cond_init(&sh.cv, NULL);
+  if (o.track_events) {
+    rv = emit_register_category();
+  } else {
+    tg_ds_options_t dso = {
+        .name = ds_name,
+        .cbs = {.on_start = on_start, .on_stop = on_stop, .ctx = &sh},
+    };
+    rv = tg_ds_register(&dso, &sh.ds);
+  }
+  if (rv < 0) {
+    TG_ERROR("cannot register the data source: %s", tg_strerror(rv));
+    return 1;
+  }
+  tg_agent_options_t ao = {
+      .socket_path = socket_path,
+      .producer_name = name,
+      .smb_size_hint = (size_t)smb_kb * 1024,
+      .on_smb_full = stall ? TG_AGENT_FULL_STALL : TG_AGENT_FULL_DROP,
+      .log = agent_log,
+      .log_level = (tg_agent_log_level_t)log_level,
+  };
+  if ((rv = tg_agent_init(&ao)) < 0) {
+    TG_ERROR("cannot start the agent: %s", tg_strerror(rv));
+    return 1;
+  }
+
+  emit_worker_t *w = calloc((size_t)threads, sizeof(*w));
+  size_t started = 0;
+  for (; w && started < threads; started++) {
+    if (emit_worker_init(&w[started], &sh, (unsigned)started) < 0) break;
+    if (pthread_create(&w[started].thread, NULL, emit_worker_main,
+                       &w[started]) != 0) {
+      emit_worker_free(&w[started]);
+      break;
+    }
+  }
+  if (started < threads) {
+    TG_ERROR("could only start %zu of %llu writer threads", started,
+             (unsigned long long)threads);
+    atomic_store(&sh.quit, true);
+  }
+
+  while (!atomic_load(&sh.quit)) {
+    struct timespec tick = {.tv_nsec = 5000000L};
+    int sig = sigtimedwait(&sigs, NULL, &tick);
+    if (sig > 0 || finished(&sh, duration, exit_when_stopped)) break;
+  }
+  atomic_store(&sh.quit, true);
+  pthread_mutex_lock(&sh.mu);
+  pthread_cond_broadcast(&sh.cv);
+  pthread_mutex_unlock(&sh.mu);
+  for (size_t i = 0; i < started; i++) pthread_join(w[i].thread, NULL);
+  tg_agent_shutdown();
+  if (w) print_summary(w, started);
+  for (size_t i = 0; i < started; i++) emit_worker_free(&w[i]);
+  free(w);
+  return started == threads ? 0 : 1;
+}

@@ -1,0 +1,11 @@
+/* tracegate-probes' data sources, wired together by main.c. */
+#ifndef TRACEGATE_PROBES_PROBES_H
+#define TRACEGATE_PROBES_PROBES_H
+
+#include "agent/probes/sampler.h"
+
+/* "linux.sys_stats" and "linux.process_stats". */
+extern const tg_probe_ops_t tg_sys_stats_probe;
+extern const tg_probe_ops_t tg_process_stats_probe;
+
+#endif /* TRACEGATE_PROBES_PROBES_H */

@@ -1,0 +1,274 @@
+/* "linux.process_stats": a ProcessTree entry for every process the first
+ * time it is seen (all of them at start with scan_all_processes_on_start),
+ * and a ProcessStats of every process each proc_stats_poll_ms. Runs on the
+ * sampler thread.
+ *
+ * A process may exit at any point of a round: a file that is gone, empty
+ * or half-written only drops that process from the round, quietly.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/probes/probes.h"
+#include "agent/probes/probes_config.h"
+#include "agent/probes/probes_packets.h"
+#include "agent/probes/proc_pid.h"
+#include "agent/probes/proc_read.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+_Static_assert(sizeof(tg_process_stats_cfg_t) <= TG_PROBE_CFG_MAX,
+               "config does not fit the sampler's slot");
+
+#define STATUS_CAP (64u << 10)
+/* Longer command lines are cut (ARG_MAX allows megabytes). */
+#define CMDLINE_CAP (16u << 10)
+/* All cmdlines of one round. */
+#define ARENA_CAP (64u << 20)
+
+typedef struct pid_array {
+  int32_t *v;
+  size_t n, cap;
+} pid_array_t;
+
+typedef struct proc_stats {
+  tg_process_stats_cfg_t cfg;
+  uint64_t ns_per_tick;
+  bool first_round;
+  uint64_t due_ms;
+  pid_array_t seen;  /* sorted: pids with a ProcessTree entry */
+  pid_array_t cur;   /* this round's listing */
+  int32_t *fresh;    /* cur minus seen */
+  size_t cap_fresh;
+  tg_buf_t file;
+  tg_buf_t arena;    /* cmdlines and names of this round's entries */
+  tg_proc_entry_t *entries;
+  size_t n_entries, cap_entries;
+  /* Per entry, where its cmdline and name start in the arena (which may
+   * move while it grows). */
+  struct arena_off {
+    size_t cmdline, name;
+  } *offs;
+  size_t cap_offs;
+  tg_proc_counters_t *counters;
+  size_t n_counters, cap_counters;
+  int last_list_err;
+} proc_stats_t;
+
+static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
+  return tg_process_stats_cfg_parse(cfg, len, out);
+}
+
+static int create(const void *cfg, void **state) {
+  proc_stats_t *ps = calloc(1, sizeof(*ps));
+  if (!ps) return -ENOMEM;
+  memcpy(&ps->cfg, cfg, sizeof(ps->cfg));
+  ps->ns_per_tick = tg_probes_ns_per_tick();
+  ps->first_round = true;
+  tg_buf_init(&ps->file, STATUS_CAP);
+  tg_buf_init(&ps->arena, ARENA_CAP);
+  if (!ps->cfg.poll_ms && !ps->cfg.scan_all_on_start)
+    TG_INFO("linux.process_stats: neither proc_stats_poll_ms nor "
+            "scan_all_processes_on_start set; nothing to record");
+  *state = ps;
+  return 0;
+}
+
+static void destroy(void *state) {
+  proc_stats_t *ps = state;
+  free(ps->seen.v);
+  free(ps->cur.v);
+  free(ps->fresh);
+  tg_buf_free(&ps->file);
+  tg_buf_free(&ps->arena);
+  free(ps->entries);
+  free(ps->offs);
+  free(ps->counters);
+  free(ps);
+}
+
+static int reserve(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap : 64;
+  while (ncap < need) ncap *= 2;
+  void *p = realloc(*arr, ncap * elem);
+  if (!p) return -ENOMEM;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+/* Reads /proc/<pid>/<name> into ps->file. */
+static int read_pid_file(proc_stats_t *ps, int32_t pid, const char *name,
+                         size_t cap) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+  ps->file.max = cap;
+  return tg_proc_read_file(path, &ps->file);
+}
+
+static int add_entry(proc_stats_t *ps, const tg_pid_status_t *st) {
+  size_t n = ps->n_entries;
+  int rv = reserve((void **)&ps->entries, &ps->cap_entries, n + 1,
+                   sizeof(*ps->entries));
+  if (rv == 0)
+    rv = reserve((void **)&ps->offs, &ps->cap_offs, n + 1, sizeof(*ps->offs));
+  if (rv < 0) return rv;
+  /* Cmdline: a truncated one (-ENOBUFS) is kept; an unreadable one is
+   * empty, and the entry falls back to the name. */
+  size_t cmd_off = tg_buf_size(&ps->arena), cmd_len = 0;
+  rv = read_pid_file(ps, st->pid, "cmdline", CMDLINE_CAP);
+  if (rv == 0 || rv == -ENOBUFS) {
+    cmd_len = tg_buf_size(&ps->file);
+    if (tg_buf_append(&ps->arena, tg_buf_begin(&ps->file), cmd_len) < 0)
+      return -ENOMEM;
+  } else if (tg_proc_vanished(rv)) {
+    return rv;
+  }
+  size_t name_off = tg_buf_size(&ps->arena);
+  if (tg_buf_append(&ps->arena, st->name, strlen(st->name) + 1) < 0)
+    return -ENOMEM;
+  ps->entries[n] = (tg_proc_entry_t){
+      .pid = st->pid,
+      .ppid = st->ppid,
+      .has_uid = (st->present & TG_PID_STATUS_UID) != 0,
+      .uid = st->uid,
+      .cmdline_len = cmd_len,
+  };
+  ps->offs[n].cmdline = cmd_off;
+  ps->offs[n].name = name_off;
+  ps->n_entries++;
+  return 0;
+}
+
+static int add_counters(proc_stats_t *ps, const tg_pid_status_t *st) {
+  tg_proc_counters_t c = {.pid = st->pid};
+  tg_proc_counters_from_status(&c, st);
+  int64_t adj;
+  if (read_pid_file(ps, st->pid, "oom_score_adj", STATUS_CAP) == 0 &&
+      tg_oom_score_adj_parse((const char *)tg_buf_begin(&ps->file),
+                             tg_buf_size(&ps->file), &adj) == 0) {
+    c.has_oom_score_adj = true;
+    c.oom_score_adj = adj;
+  }
+  if (ps->cfg.record_runtime) {
+    tg_pid_stat_t pst;
+    if (read_pid_file(ps, st->pid, "stat", STATUS_CAP) == 0 &&
+        tg_pid_stat_parse((const char *)tg_buf_begin(&ps->file),
+                          tg_buf_size(&ps->file), &pst) == 0) {
+      c.has_runtime = true;
+      c.utime_ticks = pst.utime;
+      c.stime_ticks = pst.stime;
+    }
+  }
+  /* Kernel threads have no memory counters: nothing to say about them. */
+  if (!c.present && !c.has_runtime) return 0;
+  int rv = reserve((void **)&ps->counters, &ps->cap_counters,
+                   ps->n_counters + 1, sizeof(*ps->counters));
+  if (rv < 0) return rv;
+  ps->counters[ps->n_counters++] = c;
+  return 0;
+}
+
+/* Reads every listed process; fills entries (new ones) and counters.
+ * Leaves in ps->cur the pids that are now "seen". */
+static void collect(proc_stats_t *ps, bool tree, bool stats) {
+  size_t n_fresh = 0;
+  if (reserve((void **)&ps->fresh, &ps->cap_fresh, ps->cur.n,
+              sizeof(*ps->fresh)) == 0)
+    n_fresh = tg_pids_new(ps->seen.v, ps->seen.n, ps->cur.v, ps->cur.n,
+                          ps->fresh);
+  else
+    tree = false;
+  size_t keep = 0, f = 0;
+  for (size_t i = 0; i < ps->cur.n; i++) {
+    int32_t pid = ps->cur.v[i];
+    bool is_new = f < n_fresh && ps->fresh[f] == pid;
+    if (is_new) f++;
+    if (!(tree && is_new) && !stats) {
+      if (!is_new) ps->cur.v[keep++] = pid;
+      continue;
+    }
+    tg_pid_status_t st;
+    int rv = read_pid_file(ps, pid, "status", STATUS_CAP);
+    if (rv == 0)
+      rv = tg_pid_status_parse((const char *)tg_buf_begin(&ps->file),
+                               tg_buf_size(&ps->file), &st);
+    if (rv < 0) {
+      /* Gone, or a half-written status of a dying process. A new one is
+       * not "seen" yet: it gets its entry when it reads well. */
+      if (!tg_proc_vanished(rv))
+        TG_DEBUG("linux.process_stats: pid %d: status: %s", (int)pid,
+                 tg_strerror(rv));
+      if (!is_new) ps->cur.v[keep++] = pid;
+      continue;
+    }
+    if (tree && is_new) {
+      if (add_entry(ps, &st) < 0) continue;
+    }
+    if (!is_new || tree) ps->cur.v[keep++] = pid;
+    if (stats) add_counters(ps, &st);
+  }
+  ps->cur.n = keep;
+  /* The arena is complete: point the entries into it. */
+  const char *base = (const char *)tg_buf_begin(&ps->arena);
+  for (size_t i = 0; i < ps->n_entries; i++) {
+    ps->entries[i].cmdline = base + ps->offs[i].cmdline;
+    ps->entries[i].name = base + ps->offs[i].name;
+  }
+}
+
+static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
+  proc_stats_t *ps = state;
+  const tg_process_stats_cfg_t *c = &ps->cfg;
+  bool stats = c->poll_ms > 0;
+  /* Without polling, only the dump at start. */
+  bool tree = stats || (ps->first_round && c->scan_all_on_start);
+  if (!tree) return UINT64_MAX;
+
+  uint64_t ts = tg_probes_boottime_ns();
+  ps->n_entries = ps->n_counters = 0;
+  tg_buf_reset(&ps->arena);
+  int rv = tg_proc_list_pids("/proc", &ps->cur.v, &ps->cur.n, &ps->cur.cap);
+  if (rv != ps->last_list_err && rv < 0)
+    TG_WARN("linux.process_stats: listing /proc: %s", tg_strerror(rv));
+  ps->last_list_err = rv;
+  if (rv == 0) {
+    collect(ps, tree, stats);
+    uint64_t end = tg_probes_boottime_ns();
+    if (ps->n_entries) {
+      tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
+      if (w) {
+        tg_probes_write_process_tree(w, ts, ps->entries, ps->n_entries, end);
+        tg_ds_packet_end(ds, inst);
+      }
+    }
+    if (stats && ps->n_counters) {
+      tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
+      if (w) {
+        tg_probes_write_process_stats(w, ts, ps->counters, ps->n_counters,
+                                      end, ps->ns_per_tick);
+        tg_ds_packet_end(ds, inst);
+      }
+    }
+    /* What this round saw becomes the reference for "new". */
+    pid_array_t t = ps->seen;
+    ps->seen = ps->cur;
+    ps->cur = t;
+  }
+  ps->first_round = false;
+  if (!stats) return UINT64_MAX;
+  uint64_t next = (ps->due_ms ? ps->due_ms : now) + c->poll_ms;
+  ps->due_ms = next <= now ? now + c->poll_ms : next;
+  return ps->due_ms;
+}
+
+const tg_probe_ops_t tg_process_stats_probe = {
+    .name = "linux.process_stats",
+    .parse_cfg = parse_cfg,
+    .create = create,
+    .tick = tick,
+    .destroy = destroy,
+};

@@ -1,0 +1,58 @@
+/* The probes' sampler thread: runs every active data source instance on
+ * its own schedule.
+ *
+ * Data source callbacks run on the agent's thread and must stay quick, so
+ * they only record what changed (under a mutex) and wake the sampler. The
+ * sampler thread owns every instance's state: it creates it when it sees
+ * the start, runs the instance's rounds (reading /proc, writing packets),
+ * and destroys it when it sees the stop. Nothing else touches that state,
+ * so a stop can never free what a round is using.
+ */
+#ifndef TRACEGATE_PROBES_SAMPLER_H
+#define TRACEGATE_PROBES_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracegate/agent.h"
+
+/* Room for a parsed config (tg_sys_stats_cfg_t, tg_process_stats_cfg_t). */
+#define TG_PROBE_CFG_MAX 64
+
+typedef struct tg_probe_ops {
+  const char *name; /* the data source name, e.g. "linux.sys_stats" */
+  /* Agent thread, under the sampler's mutex: parse the DataSourceConfig
+   * into |out| (TG_PROBE_CFG_MAX bytes). Returns 0 or a negative error
+   * (then the instance stays idle). */
+  int (*parse_cfg)(const uint8_t *cfg, size_t len, void *out);
+  /* Sampler thread: build an instance's state from its config. */
+  int (*create)(const void *cfg, void **state);
+  /* Sampler thread: one round at |now_ms| (CLOCK_MONOTONIC) for instance
+   * |inst| of |ds|. Returns when the next round is due (absolute ms), or
+   * UINT64_MAX for never. */
+  uint64_t (*tick)(void *state, tg_ds_t *ds, unsigned inst, uint64_t now_ms);
+  void (*destroy)(void *state);
+} tg_probe_ops_t;
+
+typedef struct tg_sampler tg_sampler_t;
+
+/* Returns 0, -ENOMEM. */
+int tg_sampler_new(tg_sampler_t **out);
+/* Registers |ops| as a data source whose callbacks feed this sampler.
+ * |ops| is borrowed for the sampler's life. Before tg_sampler_start.
+ * Returns 0, -ENOSPC, or tg_ds_register's error. */
+int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops);
+/* Starts the thread. Returns 0 or -errno. */
+int tg_sampler_start(tg_sampler_t *s);
+/* Stops and joins the thread (if started), destroys every instance's
+ * state and frees |s|. Call after tg_agent_shutdown(), whose on_stop
+ * callbacks still reach the sampler. */
+void tg_sampler_free(tg_sampler_t *s);
+
+/* CLOCK_MONOTONIC and CLOCK_BOOTTIME now. */
+uint64_t tg_probes_now_ms(void);
+uint64_t tg_probes_boottime_ns(void);
+/* Nanoseconds per clock tick (USER_HZ) of /proc/stat and /proc/<pid>/stat. */
+uint64_t tg_probes_ns_per_tick(void);
+
+#endif /* TRACEGATE_PROBES_SAMPLER_H */

@@ -1,0 +1,71 @@
+/* Line and number scanning for /proc text; see text.h. */
+#include "agent/probes/text.h"
+
+#include <string.h>
+
+#include "tracegate/error.h"
+
+bool tg__text_next_line(tg__text_t *t, const char **line, size_t *len) {
+  if (t->p >= t->end) return false;
+  const char *nl = memchr(t->p, '\n', (size_t)(t->end - t->p));
+  const char *stop = nl ? nl : t->end;
+  *line = t->p;
+  *len = (size_t)(stop - t->p);
+  t->p = nl ? nl + 1 : t->end;
+  return true;
+}
+
+void tg__skip_blanks(const char **p, const char *end) {
+  const char *q = *p;
+  while (q < end && (*q == ' ' || *q == '\t')) q++;
+  *p = q;
+}
+
+int tg__parse_u64(const char **p, const char *end, uint64_t *out) {
+  const char *q = *p;
+  tg__skip_blanks(&q, end);
+  if (q >= end || *q < '0' || *q > '9') return TG_EPARSE;
+  uint64_t v = 0;
+  while (q < end && *q >= '0' && *q <= '9') {
+    unsigned d = (unsigned)(*q - '0');
+    if (v > (UINT64_MAX - d) / 10) return TG_EPARSE;
+    v = v * 10 + d;
+    q++;
+  }
+  *out = v;
+  *p = q;
+  return 0;
+}
+
+int tg__parse_i64(const char **p, const char *end, int64_t *out) {
+  const char *q = *p;
+  tg__skip_blanks(&q, end);
+  bool neg = q < end && *q == '-';
+  if (neg) q++;
+  uint64_t u;
+  if (q >= end || *q < '0' || *q > '9') return TG_EPARSE;
+  if (tg__parse_u64(&q, end, &u) < 0) return TG_EPARSE;
+  if (neg ? u > (uint64_t)INT64_MAX + 1 : u > (uint64_t)INT64_MAX)
+    return TG_EPARSE;
+  *out = neg ? (int64_t)(0 - u) : (int64_t)u;
+  *p = q;
+  return 0;
+}
+
+bool tg__next_word(const char **p, const char *end, const char **w,
+                   size_t *n) {
+  const char *q = *p;
+  tg__skip_blanks(&q, end);
+  if (q >= end) return false;
+  const char *s = q;
+  while (q < end && *q != ' ' && *q != '\t') q++;
+  *w = s;
+  *n = (size_t)(q - s);
+  *p = q;
+  return true;
+}
+
+bool tg__only_blanks(const char *p, const char *end) {
+  tg__skip_blanks(&p, end);
+  return p >= end;
+}

@@ -1,0 +1,51 @@
+/* Bounded scanning of /proc text for the probes' parsers.
+ *
+ * /proc content is read with one read() loop and may end anywhere (a process
+ * exits mid-read, a buffer cap is hit), so nothing here assumes a NUL
+ * terminator or a final newline: every pointer stays inside [p, end).
+ */
+#ifndef TRACEGATE_PROBES_TEXT_H
+#define TRACEGATE_PROBES_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tg__text {
+  const char *p;
+  const char *end;
+} tg__text_t;
+
+static inline void tg__text_init(tg__text_t *t, const char *s, size_t len) {
+  t->p = s;
+  t->end = s + len;
+}
+
+/* The next line without its '\n' in [*line, *line + *len). False at the end
+ * of the text. */
+bool tg__text_next_line(tg__text_t *t, const char **line, size_t *len);
+
+/* Skips spaces and tabs. */
+void tg__skip_blanks(const char **p, const char *end);
+
+/* Parses a decimal unsigned number after optional blanks; *p moves past it.
+ * Returns 0, or TG_EPARSE (no digits, overflow) with *p unchanged. */
+int tg__parse_u64(const char **p, const char *end, uint64_t *out);
+/* The same with an optional leading '-'. */
+int tg__parse_i64(const char **p, const char *end, int64_t *out);
+
+/* The next blank-separated word after optional blanks, or false. */
+bool tg__next_word(const char **p, const char *end, const char **w, size_t *n);
+
+/* True if only blanks remain. */
+bool tg__only_blanks(const char *p, const char *end);
+
+/* True if [w, w + n) equals the C string |lit| (|w| may hold NULs). */
+static inline bool tg__word_is(const char *w, size_t n, const char *lit) {
+  size_t i = 0;
+  for (; i < n; i++)
+    if (lit[i] == '\0' || lit[i] != w[i]) return false;
+  return lit[i] == '\0';
+}
+
+#endif /* TRACEGATE_PROBES_TEXT_H */

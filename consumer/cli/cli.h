@@ -1,0 +1,180 @@
+/* The `tracegate` CLI's shared helpers: argument units, the connection to
+ * the service, the trace config, the output file, progress and summaries.
+ * Each subcommand lives in its own file and only meets the others here. */
+#ifndef TRACEGATE_CONSUMER_CLI_CLI_H
+#define TRACEGATE_CONSUMER_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "common/trace_stats.pb-c.h"
+#include "common/tracing_service_state.pb-c.h"
+#include "config/trace_config.pb-c.h"
+#include "consumer/consumer.h"
+#include "tracegate/buf.h"
+#include "tracegate/flags.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_ABORTED 130 /* a second Ctrl-C */
+
+/* Every message the CLI prints starts with this. */
+#define CLI_PROG "tracegate"
+
+/* --- subcommands (one file each) --------------------------------------- */
+
+int cli_record_main(int argc, char **argv);
+int cli_query_main(int argc, char **argv);
+int cli_stats_main(int argc, char **argv);
+
+/* --- args.c --------------------------------------------------------------- */
+
+/* A short flag of Perfetto's CLI and the long flag it stands for. */
+typedef struct cli_short_flag {
+  char letter;
+  const char *name;
+} cli_short_flag_t;
+
+/* Parses argv[1..] with |flags| after rewriting "-x V" / "-xV" for the
+ * letters of |shorts| into "--name V". Prints usage (|synopsis|, |about|,
+ * |shorts|) on --help. Returns 0 to go on, 1 after --help, -1 after an
+ * error was printed. */
+int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
+                    const tg_flag_t *flags, size_t n,
+                    const cli_short_flag_t *shorts, size_t n_shorts, int argc,
+                    char **argv, char **pos, size_t max_pos, size_t *n_pos);
+void cli_usage(FILE *out, const char *prog, const char *synopsis,
+               const char *about, const tg_flag_t *flags, size_t n,
+               const cli_short_flag_t *shorts, size_t n_shorts);
+
+/* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
+int cli_parse_duration_ms(const char *s, uint64_t *ms);
+/* "64mb", "512kb", "1gb", "4096" (bytes); suffixes b/k/kb/m/mb/g/gb, any
+ * case, binary multiples (Perfetto's -b). */
+int cli_parse_size(const char *s, uint64_t *bytes);
+void cli_format_bytes(char *out, size_t n, uint64_t bytes);
+void cli_format_ms(char *out, size_t n, uint64_t ms);
+uint64_t cli_now_ms(void);
+
+/* --- conn.c --------------------------------------------------------------- */
+
+/* A connection for the one-shot commands, with a synchronous feel: each
+ * step runs the loop until its callback fired. */
+typedef struct cli_conn {
+  uv_loop_t *loop;
+  tg_consumer_t *c; /* NULL once closed */
+  const char *addr;
+  bool ready;
+  bool closed;
+  int close_status;
+  char close_msg[512];
+  /* Optional: told when the connection closes (record uses it). */
+  void (*on_close)(struct cli_conn *cc, int status, const char *msg);
+  void *data;
+} cli_conn_t;
+
+/* Connects to |addr| and waits until ConsumerPort is bound. Prints
+ * "cannot connect to the tracing service at ADDR: ... (is tracegated
+ * running?)" and returns -1 on failure. */
+int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr);
+/* Runs the loop until *|flag| is true or the connection closed. Returns 0
+ * if the flag was set. */
+int cli_wait(cli_conn_t *cc, const bool *flag);
+/* Closes the connection (if open) and runs the loop until it is gone. */
+void cli_disconnect(cli_conn_t *cc);
+/* Closes every remaining handle and the loop; false if something leaked. */
+bool cli_loop_close(uv_loop_t *loop);
+
+/* --- query.c ------------------------------------------------------------- */
+
+/* QueryServiceState, merged; prints why and returns NULL on failure. Free
+ * with perfetto__protos__tracing_service_state__free_unpacked. */
+Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc);
+/* The sessions table (only session |id| when |filter|). */
+void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *st,
+                        bool filter, uint64_t id);
+
+/* --- config.c ----------------------------------------------------------- */
+
+/* Reads |path| ("-" = stdin) as text (|txt|) or binary TraceConfig and
+ * returns it decoded (free with perfetto__protos__trace_config__free_unpacked).
+ * Errors are printed as "PATH: line L, column C: msg". */
+Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt);
+/* The quick form: one ring buffer of |buffer_bytes|, one data source per
+ * name, |duration_ms| (0: until stopped). Same ownership as above. */
+Perfetto__Protos__TraceConfig *cli_config_quick(char **names, size_t n,
+                                                uint64_t buffer_bytes,
+                                                uint64_t duration_ms);
+/* Sets buffers[0].size_kb (adding a buffer if there is none). */
+int cli_config_set_buffer(Perfetto__Protos__TraceConfig *cfg, uint64_t bytes);
+/* Serialises |cfg| (unknown fields included) into |out|. */
+int cli_config_pack(const Perfetto__Protos__TraceConfig *cfg, tg_buf_t *out);
+
+/* --- output.c ------------------------------------------------------------- */
+
+/* The trace file: written to a temporary file next to |path| and renamed
+ * over it only when complete. Either the CLI appends packets (remote
+ * service: Trace.packet fields), or the service writes into the fd
+ * (write_into_file) and the CLI only scans what arrived. */
+typedef struct cli_output {
+  char *path;
+  char *tmp;
+  int fd;
+  uint8_t *buf; /* pending writes */
+  size_t len;
+  uint64_t bytes;   /* written or, for service-written files, seen */
+  uint64_t packets; /* idem */
+  uint64_t scan_off;
+  bool by_service; /* write_into_file: the service writes, we scan */
+  int err;         /* first error (negative errno or TG_E*) */
+} cli_output_t;
+
+/* Creates the temporary file. Prints "cannot write PATH: why" and returns
+ * -1 when |path| cannot be written. */
+int cli_output_open(cli_output_t *o, const char *path);
+/* Appends one TracePacket as a Trace.packet field. Returns 0 or the error
+ * (also kept in o->err). */
+int cli_output_packet(cli_output_t *o, const uint8_t *p, size_t n);
+/* Counts the whole packets the service wrote so far. Returns 0, or
+ * TG_EPROTO_DECODE if the file holds something else than packets. */
+int cli_output_scan(cli_output_t *o);
+/* Finishes: writes what is pending, syncs, checks the file holds at least
+ * one whole packet and nothing else, and renames it to the final path.
+ * Prints why not and returns -1 on failure (the temporary file is then
+ * removed). Closes |o| either way. */
+int cli_output_commit(cli_output_t *o);
+/* After a failure: renames the file anyway if it holds packets (saying
+ * so), else removes it. Closes |o|. */
+void cli_output_keep_partial(cli_output_t *o);
+/* Renames now (the service goes on writing into the same file). */
+int cli_output_rename_now(cli_output_t *o);
+/* Removes the temporary file. Idempotent. */
+void cli_output_discard(cli_output_t *o);
+
+/* --- progress.c ----------------------------------------------------------- */
+
+/* The loss counters of a TraceStats: every non-zero one, by name. */
+typedef struct cli_loss {
+  size_t n;
+  struct {
+    char name[64];
+    uint64_t value;
+  } items[64];
+  uint64_t total;
+} cli_loss_t;
+
+void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
+/* The live line on a terminal (\r, erase, text; no newline). */
+void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
+                        uint64_t bytes, uint64_t packets, uint64_t loss);
+void cli_progress_clear(FILE *tty);
+/* Prints every non-zero loss counter, or "no data loss". */
+void cli_loss_print(FILE *out, const cli_loss_t *loss);
+/* A TraceStats as a table: a column per buffer, then the global counters. */
+void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
+
+#endif /* TRACEGATE_CONSUMER_CLI_CLI_H */

@@ -1,0 +1,163 @@
+/* `tracegate query`: the service's producers, data sources and tracing
+ * sessions as tables (QueryServiceState, its replies merged). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/cli/cli.h"
+#include "ipc/channel.h"
+#include "tracegate/error.h"
+
+/* Names come from producers: print them without control characters. */
+static void put_name(FILE *out, const char *s) {
+  if (!s || !*s) {
+    fputs("-", out);
+    return;
+  }
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    fputc(ch < 0x20 || ch == 0x7f ? '?' : ch, out);
+  }
+}
+
+static const char *producer_name(const Perfetto__Protos__TracingServiceState *st,
+                                 int32_t id) {
+  for (size_t i = 0; i < st->n_producers; i++)
+    if (st->producers[i]->id == id) return st->producers[i]->name;
+  return NULL;
+}
+
+void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *st,
+                        bool filter, uint64_t id) {
+  fprintf(out, "%-8s %-7s %-28s %-14s %-10s %-8s %s\n", "ID", "UID", "STATE",
+          "BUFFERS_KB", "DURATION", "SOURCES", "NAME");
+  for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+    const Perfetto__Protos__TracingServiceState__TracingSession *s =
+        st->tracing_sessions[i];
+    if (filter && s->id != id) continue;
+    char bufs[64] = "", dur[32];
+    size_t off = 0;
+    for (size_t b = 0; b < s->n_buffer_size_kb && off < sizeof(bufs); b++)
+      off += (size_t)snprintf(bufs + off, sizeof(bufs) - off, "%s%u", b ? "," : "",
+                              s->buffer_size_kb[b]);
+    if (s->has_duration_ms && s->duration_ms) cli_format_ms(dur, sizeof(dur), s->duration_ms);
+    else snprintf(dur, sizeof(dur), "-");
+    fprintf(out, "%-8" PRIu64 " %-7d ", s->id, s->consumer_uid);
+    char state[64];
+    snprintf(state, sizeof(state), "%s", s->state ? s->state : "-");
+    fprintf(out, "%-28s %-14s %-10s %-8u ", state, bufs[0] ? bufs : "-", dur,
+            s->num_data_sources);
+    put_name(out, s->unique_session_name);
+    fputc('\n', out);
+  }
+}
+
+static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *st) {
+  if (st->tracing_service_version) {
+    fputs("service: ", out);
+    put_name(out, st->tracing_service_version);
+    fputc('\n', out);
+  }
+  fprintf(out, "\nPRODUCERS (%zu)\n", st->n_producers);
+  fprintf(out, "%-6s %-8s %-7s %s\n", "ID", "PID", "UID", "NAME");
+  for (size_t i = 0; i < st->n_producers; i++) {
+    const Perfetto__Protos__TracingServiceState__Producer *p = st->producers[i];
+    fprintf(out, "%-6d %-8d %-7d ", p->id, p->pid, p->uid);
+    put_name(out, p->name);
+    fputc('\n', out);
+  }
+  fprintf(out, "\nDATA SOURCES (%zu)\n", st->n_data_sources);
+  fprintf(out, "%-40s %-9s %s\n", "NAME", "PRODUCER", "PRODUCER_NAME");
+  for (size_t i = 0; i < st->n_data_sources; i++) {
+    const Perfetto__Protos__TracingServiceState__DataSource *d = st->data_sources[i];
+    const char *name = d->ds_descriptor ? d->ds_descriptor->name : NULL;
+    /* Pad by hand: the name is printed through put_name. */
+    size_t len = name ? strlen(name) : 1;
+    put_name(out, name);
+    fprintf(out, "%*s %-9d ", len < 40 ? (int)(40 - len) : 0, "", d->producer_id);
+    put_name(out, producer_name(st, d->producer_id));
+    fputc('\n', out);
+  }
+  fprintf(out, "\nTRACING SESSIONS (%zu, %d started)\n", st->n_tracing_sessions,
+          st->num_sessions_started);
+  cli_print_sessions(out, st, false, 0);
+}
+
+typedef struct query_wait {
+  bool done;
+  int status;
+  char msg[512];
+  Perfetto__Protos__TracingServiceState *state; /* a packed copy, unpacked */
+} query_wait_t;
+
+static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     bool has_more, const Perfetto__Protos__TracingServiceState *st) {
+  (void)c;
+  (void)has_more; /* merged: one call */
+  query_wait_t *w = ctx;
+  w->done = true;
+  w->status = status;
+  snprintf(w->msg, sizeof(w->msg), "%s", msg);
+  if (status) return;
+  /* |st| is borrowed: keep a copy for after the callback. */
+  size_t n = perfetto__protos__tracing_service_state__get_packed_size(st);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) return;
+  perfetto__protos__tracing_service_state__pack(st, buf);
+  w->state = perfetto__protos__tracing_service_state__unpack(NULL, n, buf);
+  free(buf);
+}
+
+Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
+  query_wait_t w;
+  memset(&w, 0, sizeof(w));
+  int rv = tg_consumer_query_service_state(cc->c, false, true, on_state, &w);
+  if (rv < 0) {
+    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n", tg_strerror(rv));
+    return NULL;
+  }
+  cli_wait(cc, &w.done);
+  if (!w.done || w.status) {
+    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n",
+            w.done ? w.msg : cc->close_msg);
+    return NULL;
+  }
+  if (!w.state) fprintf(stderr, CLI_PROG ": out of memory\n");
+  return w.state;
+}
+
+static const char about[] =
+    "Lists the producers connected to the service, the data sources they\n"
+    "offer, and the tracing sessions, as tables.\n"
+    "\n"
+    "example:\n"
+    "  " CLI_PROG " query\n";
+
+int cli_query_main(int argc, char **argv) {
+  const char *prog = CLI_PROG " query";
+  const char *socket = tg_ipc_default_socket(false);
+  const tg_flag_t flags[] = {
+      {"socket", TG_FLAG_STRING, &socket, "PATH",
+       "the service's consumer socket ('@name': abstract)", 0, 0},
+  };
+  int rv = cli_parse_flags(prog, "[--socket PATH]", about, flags, 1, NULL, 0,
+                           argc, argv, NULL, 0, NULL);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
+  cli_conn_t cc;
+  memset(&cc, 0, sizeof(cc));
+  int code = CLI_EXIT_FAIL;
+  if (cli_connect(&cc, &loop, socket) == 0) {
+    Perfetto__Protos__TracingServiceState *st = cli_query_state(&cc);
+    if (st) {
+      print_state(stdout, st);
+      perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+      code = CLI_EXIT_OK;
+    }
+  }
+  cli_disconnect(&cc);
+  if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
+  return code;
+}

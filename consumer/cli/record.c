@@ -1,0 +1,213 @@
+/* `tracegate record`: flags, their checks, the config and the output file;
+ * then the connection, handed to record_flow.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer/cli/record.h"
+#include "ipc/channel.h"
+
+#define DEFAULT_BUFFER "32mb"
+#define DEFAULT_QUICK_DURATION_MS 10000
+#define DEFAULT_FILE_WRITE_PERIOD_MS 500
+
+static const char synopsis[] =
+    "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
+    "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]";
+
+static const char about[] =
+    "Records a trace from the tracing service into OUT, a Perfetto trace file\n"
+    "(open it at ui.perfetto.dev or with trace_processor).\n"
+    "\n"
+    "The config is a TraceConfig file (binary, or text with --txt; '-' reads\n"
+    "stdin), or is built from the DATA_SOURCE names given: one ring buffer of\n"
+    "-b SIZE (default " DEFAULT_BUFFER "), -t DURATION (default 10s). With a config,\n"
+    "-t and -b override its duration_ms and the size of its first buffer.\n"
+    "DURATION: 500ms, 10s, 2m, 1h (0 = until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "\n"
+    "Ctrl-C stops the trace cleanly and keeps the file; a second Ctrl-C\n"
+    "aborts. On a terminal a progress line shows the time, the bytes and\n"
+    "packets written and the data lost; a summary names every loss counter\n"
+    "that is not zero. The exit status is 0 only if the trace was written.\n"
+    "\n"
+    "A local service writes the trace into OUT itself (write_into_file, the\n"
+    "file passed over the socket); otherwise, or with --read-buffers, the\n"
+    "trace is read over the connection every 500ms and written by " CLI_PROG ".\n"
+    "\n"
+    "--detach KEY starts the session and leaves it running under KEY; later\n"
+    "--attach KEY takes it back and waits for its end (or stops it at once\n"
+    "with --stop, or after -t), then writes OUT.\n"
+    "\n"
+    "examples:\n"
+    "  " CLI_PROG " record -o trace.pftrace -t 10s track_event tracegate.probes\n"
+    "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace\n"
+    "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace --detach nightly\n"
+    "  " CLI_PROG " record --attach nightly --stop -o trace.pftrace\n";
+
+static const cli_short_flag_t shorts[] = {
+    {'c', "config"}, {'o', "out"}, {'t', "time"}, {'b', "buffer"}};
+
+static int usage_error(const char *prog, const char *msg) {
+  fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
+  return CLI_EXIT_USAGE;
+}
+
+static int parse_args(record_opts_t *o, const char *prog, int argc,
+                      char **argv) {
+  memset(o, 0, sizeof(*o));
+  o->socket = tg_ipc_default_socket(false);
+  const tg_flag_t flags[] = {
+      {"config", TG_FLAG_STRING, &o->config, "FILE",
+       "-c: the TraceConfig file ('-' reads stdin)", 0, 0},
+      {"txt", TG_FLAG_BOOL, &o->txt, NULL,
+       "the config is in protobuf text format", 0, 0},
+      {"out", TG_FLAG_STRING, &o->out, "FILE", "-o: the trace file to write", 0, 0},
+      {"time", TG_FLAG_STRING, &o->time, "DURATION",
+       "-t: how long to trace (10s, 500ms, 2m; 0 = until Ctrl-C)", 0, 0},
+      {"buffer", TG_FLAG_STRING, &o->buffer, "SIZE",
+       "-b: the buffer size (64mb, 512kb; default " DEFAULT_BUFFER ")", 0, 0},
+      {"detach", TG_FLAG_STRING, &o->detach, "KEY",
+       "start the session, leave it running under KEY and exit", 0, 0},
+      {"attach", TG_FLAG_STRING, &o->attach, "KEY",
+       "take over the detached session KEY and record it", 0, 0},
+      {"stop", TG_FLAG_BOOL, &o->stop, NULL,
+       "with --attach: stop the session at once and write OUT", 0, 0},
+      {"read-buffers", TG_FLAG_BOOL, &o->read_buffers, NULL,
+       "stream the trace over the connection even from a local service", 0, 0},
+      {"socket", TG_FLAG_STRING, &o->socket, "PATH",
+       "the service's consumer socket ('@name': abstract)", 0, 0},
+  };
+  int rv = cli_parse_flags(prog, synopsis, about, flags,
+                           sizeof(flags) / sizeof(flags[0]), shorts,
+                           sizeof(shorts) / sizeof(shorts[0]), argc, argv, o->ds,
+                           RECORD_MAX_DATA_SOURCES, &o->n_ds);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+
+  if (o->time) {
+    rv = cli_parse_duration_ms(o->time, &o->duration_ms);
+    if (rv < 0) {
+      fprintf(stderr, "%s: --time: '%s' is not a duration like 10s, 500ms, 2m%s\n",
+              prog, o->time, rv == -ERANGE ? " (at most 49 days)" : "");
+      return CLI_EXIT_USAGE;
+    }
+    o->has_duration = true;
+  }
+  if (o->buffer) {
+    if (cli_parse_size(o->buffer, &o->buffer_bytes) < 0 ||
+        o->buffer_bytes < 4096 || o->buffer_bytes / 1024 > UINT32_MAX) {
+      fprintf(stderr, "%s: --buffer: '%s' is not a size like 64mb or 512kb "
+              "(at least 4kb)\n", prog, o->buffer);
+      return CLI_EXIT_USAGE;
+    }
+    o->has_buffer = true;
+  }
+  if (o->attach && o->detach)
+    return usage_error(prog, "--attach and --detach exclude each other");
+  if (o->stop && !o->attach) return usage_error(prog, "--stop needs --attach KEY");
+  if (o->attach && (o->config || o->n_ds))
+    return usage_error(prog, "--attach records the detached session's config: "
+                             "no -c or data sources");
+  if (o->attach && o->has_buffer)
+    return usage_error(prog, "--attach cannot change the buffer size");
+  if (o->config && o->n_ds)
+    return usage_error(prog, "give either -c CONFIG or data source names, not both");
+  if (o->txt && !o->config) return usage_error(prog, "--txt needs -c CONFIG");
+  if (!o->attach && !o->config && !o->n_ds)
+    return usage_error(prog, "nothing to record: give -c CONFIG or data source names");
+  if (!o->out && !o->detach && !o->attach)
+    return usage_error(prog, "-o OUT is required");
+  return -1; /* go on */
+}
+
+static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
+  Perfetto__Protos__TraceConfig *cfg;
+  if (o->config) {
+    cfg = cli_config_load(o->config, o->txt);
+    if (!cfg) return NULL;
+    if (o->has_duration) {
+      cfg->has_duration_ms = 1;
+      cfg->duration_ms = (uint32_t)o->duration_ms;
+    }
+    if (o->has_buffer && cli_config_set_buffer(cfg, o->buffer_bytes) < 0) {
+      perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+      fprintf(stderr, CLI_PROG ": out of memory\n");
+      return NULL;
+    }
+    return cfg;
+  }
+  uint64_t size = o->buffer_bytes;
+  if (!o->has_buffer) cli_parse_size(DEFAULT_BUFFER, &size);
+  return cli_config_quick(o->ds, o->n_ds, size,
+                          o->has_duration ? o->duration_ms
+                                          : DEFAULT_QUICK_DURATION_MS);
+}
+
+/* The output mode is known once connected: a transport that carries fds
+ * reaches a local service, which writes the trace into our file. */
+static void choose_mode(record_t *r) {
+  Perfetto__Protos__TraceConfig *cfg = r->cfg;
+  r->file_mode = r->has_out && !r->o.read_buffers &&
+                 tg_consumer_can_pass_fds(r->conn.c);
+  cfg->has_write_into_file = 1;
+  cfg->write_into_file = r->file_mode;
+  if (r->file_mode && !cfg->has_file_write_period_ms) {
+    cfg->has_file_write_period_ms = 1;
+    cfg->file_write_period_ms = DEFAULT_FILE_WRITE_PERIOD_MS;
+  }
+}
+
+static void on_conn_close(cli_conn_t *cc, int status, const char *msg);
+
+int cli_record_main(int argc, char **argv) {
+  const char *prog = CLI_PROG " record";
+  record_t *r = calloc(1, sizeof(*r));
+  if (!r) return CLI_EXIT_FAIL;
+  int rc = parse_args(&r->o, prog, argc, argv);
+  if (rc >= 0) {
+    free(r);
+    return rc;
+  }
+  r->exit_code = CLI_EXIT_FAIL;
+  r->tty = isatty(STDERR_FILENO);
+  if (!r->o.attach) {
+    r->cfg = make_config(&r->o);
+    if (!r->cfg) goto out;
+  }
+  /* Checked before any session exists. */
+  if (r->o.out) {
+    if (cli_output_open(&r->out, r->o.out) < 0) goto out;
+    r->has_out = true;
+  }
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) < 0) goto out;
+  r->loop = &loop;
+  r->conn.on_close = on_conn_close;
+  r->conn.data = r;
+  if (cli_connect(&r->conn, &loop, r->o.socket) == 0) {
+    if (!r->o.attach) choose_mode(r);
+    record_begin(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  cli_disconnect(&r->conn);
+  if (!cli_loop_close(&loop)) {
+    fprintf(stderr, CLI_PROG ": internal error: handles left open\n");
+    r->exit_code = CLI_EXIT_FAIL;
+  }
+out:
+  if (r->has_out) {
+    /* Success committed the file already; what is left is a failure. */
+    if (r->keep_partial && !r->watch_only) cli_output_keep_partial(&r->out);
+    else cli_output_discard(&r->out);
+  }
+  if (r->cfg) perfetto__protos__trace_config__free_unpacked(r->cfg, NULL);
+  rc = r->exit_code;
+  free(r);
+  return rc;
+}
+
+static void on_conn_close(cli_conn_t *cc, int status, const char *msg) {
+  (void)status;
+  record_on_conn_lost(cc->data, msg);
+}

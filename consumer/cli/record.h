@@ -1,0 +1,74 @@
+/* `tracegate record`: shared by record.c (flags, config, setup) and
+ * record_flow.c (the recording itself, driven by the loop). */
+#ifndef TRACEGATE_CONSUMER_CLI_RECORD_H
+#define TRACEGATE_CONSUMER_CLI_RECORD_H
+
+#include "consumer/cli/cli.h"
+
+#define RECORD_MAX_DATA_SOURCES 64
+
+typedef struct record_opts {
+  const char *socket;
+  const char *config;
+  const char *out;
+  const char *time;
+  const char *buffer;
+  const char *detach;
+  const char *attach;
+  bool txt;
+  bool stop;
+  bool read_buffers; /* never write_into_file */
+  char *ds[RECORD_MAX_DATA_SOURCES];
+  size_t n_ds;
+  uint64_t duration_ms; /* -t, parsed */
+  bool has_duration;
+  uint64_t buffer_bytes; /* -b, parsed */
+  bool has_buffer;
+} record_opts_t;
+
+typedef enum record_phase {
+  PH_STARTING, /* connected; enabling or attaching */
+  PH_TRACING,
+  PH_STOPPING, /* flush + disable sent, waiting for the end */
+  PH_DRAINING, /* tracing ended: final reads */
+  PH_STATS,    /* final GetTraceStats */
+  PH_DONE,
+} record_phase_t;
+
+typedef struct record {
+  record_opts_t o;
+  uv_loop_t *loop;
+  cli_conn_t conn;
+  cli_output_t out;
+  bool has_out;    /* |out| is open */
+  bool watch_only; /* attached write_into_file session: |out| is read-only */
+  Perfetto__Protos__TraceConfig *cfg; /* enabled, or returned by Attach */
+  bool file_mode; /* the service writes the trace into our file */
+  bool tty;       /* stderr is a terminal: live progress */
+  bool progress_shown;
+  record_phase_t phase;
+  uv_signal_t sigint;
+  uv_timer_t tick;    /* progress (terminal only) */
+  uv_timer_t reader;  /* periodic ReadBuffers (not in file mode) */
+  uv_timer_t stopper; /* client-side -t with --attach */
+  uv_timer_t guard;   /* bounds stopping and draining */
+  uint64_t t0;
+  uint64_t duration_ms; /* for the progress line; 0 = open-ended */
+  bool reading;
+  bool stats_pending;
+  bool stop_wanted; /* Ctrl-C before tracing began */
+  unsigned drain_reads;
+  uint64_t packets_before_read;
+  cli_loss_t loss;
+  unsigned sigints;
+  bool keep_partial; /* on failure, keep what was recorded */
+  int exit_code;
+} record_t;
+
+/* record_flow.c: starts the session on the connected |r| (handles are
+ * initialised here); the loop then runs until everything is closed. */
+void record_begin(record_t *r);
+/* The connection closed: a failure unless the recording was over. */
+void record_on_conn_lost(record_t *r, const char *msg);
+
+#endif /* TRACEGATE_CONSUMER_CLI_RECORD_H */

@@ -1,0 +1,135 @@
+/* `tracegate stats`: the buffer statistics of a tracing session.
+ *
+ * GetTraceStats only answers for the session of the asking connection, so
+ * a detached session is attached, asked, and detached again under the same
+ * key (it goes on running). Without a key the service's view of its
+ * sessions (QueryServiceState) is what there is. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/cli/cli.h"
+#include "ipc/channel.h"
+#include "tracegate/error.h"
+
+typedef struct step {
+  bool done;
+  int status;
+  char msg[512];
+} step_t;
+
+static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  step_t *s = ctx;
+  s->done = true;
+  s->status = status;
+  snprintf(s->msg, sizeof(s->msg), "%s", msg);
+}
+
+static void on_attached(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg, const uint8_t *cfg, size_t len) {
+  (void)cfg;
+  (void)len;
+  on_done(c, ctx, status, msg);
+}
+
+static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st) {
+  on_done(c, ctx, status, msg);
+  if (status == 0) cli_stats_print(stdout, st);
+}
+
+/* Runs one call to its end; prints "what: why" on failure. */
+static int finish_step(cli_conn_t *cc, step_t *s, int rv, const char *what) {
+  if (rv == 0) cli_wait(cc, &s->done);
+  if (rv == 0 && s->done && s->status == 0) return 0;
+  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
+          rv < 0 ? tg_strerror(rv) : s->done ? s->msg : cc->close_msg);
+  return -1;
+}
+
+static int stats_of_detached(cli_conn_t *cc, const char *key) {
+  step_t a = {0}, st = {0}, d = {0};
+  if (finish_step(cc, &a, tg_consumer_attach(cc->c, key, on_attached, &a),
+                  "cannot attach to the session") < 0)
+    return CLI_EXIT_FAIL;
+  int code = CLI_EXIT_OK;
+  fprintf(stdout, "session '%s'\n\n", key);
+  if (finish_step(cc, &st, tg_consumer_get_trace_stats(cc->c, on_stats, &st),
+                  "cannot get the statistics") < 0)
+    code = CLI_EXIT_FAIL;
+  /* Give the session back, or it ends when this connection closes. */
+  if (finish_step(cc, &d, tg_consumer_detach(cc->c, key, on_done, &d),
+                  "cannot detach again (the session ends now)") < 0)
+    code = CLI_EXIT_FAIL;
+  return code;
+}
+
+static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
+  Perfetto__Protos__TracingServiceState *st = cli_query_state(cc);
+  if (!st) return CLI_EXIT_FAIL;
+  int code = CLI_EXIT_OK;
+  bool found = !filter;
+  for (size_t i = 0; filter && i < st->n_tracing_sessions; i++)
+    if (st->tracing_sessions[i]->id == id) found = true;
+  if (!found) {
+    fprintf(stderr, CLI_PROG ": no tracing session %" PRIu64 "\n", id);
+    code = CLI_EXIT_FAIL;
+  } else if (st->n_tracing_sessions == 0) {
+    printf("no tracing sessions\n");
+  } else {
+    printf("TRACING SESSIONS (%zu, %d started)\n", st->n_tracing_sessions,
+           st->num_sessions_started);
+    cli_print_sessions(stdout, st, filter, id);
+    printf("\nper-buffer counters: " CLI_PROG " stats --attach KEY (a detached "
+           "session),\nor the trace_stats packet at the end of a trace file\n");
+  }
+  perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+  return code;
+}
+
+static const char about[] =
+    "Shows the buffer statistics of a tracing session. With --attach KEY,\n"
+    "the detached session KEY is attached, asked for its statistics\n"
+    "(GetTraceStats: one column per buffer) and detached again; it keeps\n"
+    "running. Otherwise the service's sessions are listed (all, or the one\n"
+    "given with --session) with their state and buffer sizes.\n"
+    "\n"
+    "examples:\n"
+    "  " CLI_PROG " stats\n"
+    "  " CLI_PROG " stats --attach nightly\n";
+
+int cli_stats_main(int argc, char **argv) {
+  const char *prog = CLI_PROG " stats";
+  const char *socket = tg_ipc_default_socket(false);
+  const char *key = NULL;
+  uint64_t session = 0;
+  const tg_flag_t flags[] = {
+      {"session", TG_FLAG_UINT, &session, "ID",
+       "only the session with this id (see " CLI_PROG " query)", 1, 0},
+      {"attach", TG_FLAG_STRING, &key, "KEY",
+       "the detached session KEY: its per-buffer counters", 0, 0},
+      {"socket", TG_FLAG_STRING, &socket, "PATH",
+       "the service's consumer socket ('@name': abstract)", 0, 0},
+  };
+  int rv = cli_parse_flags(prog, "[--session ID | --attach KEY] [--socket PATH]",
+                           about, flags, sizeof(flags) / sizeof(flags[0]), NULL,
+                           0, argc, argv, NULL, 0, NULL);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  if (key && session) {
+    fprintf(stderr, "%s: --session and --attach exclude each other (see --help)\n",
+            prog);
+    return CLI_EXIT_USAGE;
+  }
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
+  cli_conn_t cc;
+  memset(&cc, 0, sizeof(cc));
+  int code = CLI_EXIT_FAIL;
+  if (cli_connect(&cc, &loop, socket) == 0)
+    code = key ? stats_of_detached(&cc, key) : stats_of_service(&cc, session != 0, session);
+  cli_disconnect(&cc);
+  if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
+  return code;
+}

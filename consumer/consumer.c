@@ -1,0 +1,456 @@
+/* tg_consumer: the connection, the bind to ConsumerPort, the call plumbing
+ * and the session-control calls. ReadBuffers lives in consumer_read.c, the
+ * queries in consumer_query.c. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi/pb_wire.h"
+#include "consumer/consumer_internal.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define MAX_DETACH_KEY 256
+
+/* --- messages ------------------------------------------------------------ */
+
+/* Copies untrusted text, replacing control bytes (terminal escapes) so it
+ * can be printed as is. */
+static void sanitize(char *dst, size_t n, const char *src) {
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < n; i++) {
+    unsigned char ch = (unsigned char)src[i];
+    dst[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+  }
+  if (n) dst[i] = 0;
+}
+
+int tg__failure(const tg__call_t *call, int status, const char *remote,
+                char *msg, size_t n) {
+  const char *m = call->method;
+  char text[256];
+  switch (status) {
+    case 0:
+      if (n) msg[0] = 0;
+      break;
+    case TG_EREMOTE_FAILED:
+      if (remote && remote[0]) {
+        sanitize(text, sizeof(text), remote);
+        snprintf(msg, n, "the service refused %s: %s", m, text);
+      } else {
+        snprintf(msg, n, "the service refused %s", m);
+      }
+      break;
+    case TG_EUNKNOWN_METHOD:
+      snprintf(msg, n, "the service rejected the %s request", m);
+      break;
+    case TG_EPEER_CLOSED:
+      snprintf(msg, n, "lost the connection to the service before %s finished (%s)",
+               m, tg_strerror(call->c->raw_status));
+      break;
+    case -ECANCELED:
+      snprintf(msg, n, "%s was cancelled: the consumer was closed", m);
+      break;
+    default:
+      snprintf(msg, n, "%s failed: %s", m, tg_strerror(status));
+      break;
+  }
+  return status;
+}
+
+ProtobufCMessage *tg__unpack(const ProtobufCMessageDescriptor *d,
+                             const uint8_t *reply, size_t len) {
+  static const uint8_t empty[1];
+  return protobuf_c_message_unpack(d, NULL, len, reply ? reply : empty);
+}
+
+/* --- calls ----------------------------------------------------------------- */
+
+tg__call_t *tg__call_new(tg_consumer_t *c, const char *method, void *ctx,
+                         tg__reply_fn on_reply) {
+  tg__call_t *call = calloc(1, sizeof(*call));
+  if (!call) return NULL;
+  call->c = c;
+  call->method = method;
+  call->ctx = ctx;
+  call->on_reply = on_reply;
+  return call;
+}
+
+void tg__call_free(tg__call_t *call) {
+  if (!call) return;
+  if (call->c->enable_call == call) call->c->enable_call = NULL;
+  if (call->has_ra) tg_slice_reassembler_free(&call->ra);
+  if (call->has_merged) tg_buf_free(&call->merged);
+  free(call);
+}
+
+void tg__call_cancel(tg__call_t *call) {
+  tg_ipc_client_cancel(&call->c->client, call->request_id);
+}
+
+static int classify(tg_consumer_t *c, int status) {
+  if (status == 0 || status == TG_EREMOTE_FAILED || status == TG_EUNKNOWN_METHOD)
+    return status;
+  c->raw_status = status;
+  return c->local_close ? -ECANCELED : TG_EPEER_CLOSED;
+}
+
+static void on_ipc_reply(tg_ipc_client_t *cl, void *ctx, int status,
+                         bool has_more, const uint8_t *reply, size_t len) {
+  tg__call_t *call = ctx;
+  call->on_reply(call, classify(cl->data, status), has_more, reply, len);
+}
+
+int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd) {
+  tg_consumer_t *c = call->c;
+  int rv;
+  if (!tg_consumer_ready(c)) {
+    rv = TG_ENOT_CONNECTED;
+  } else if (tg_ipc_method_id(c->svc, call->method) == 0) {
+    rv = TG_ENOT_SUPPORTED;
+  } else {
+    rv = tg_ipc_client_invoke(&c->client, c->svc, call->method, args, len, fd,
+                              on_ipc_reply, call, &call->request_id);
+    fd = -1; /* the client took it, whatever the outcome */
+  }
+  if (rv < 0) {
+    if (fd >= 0) close(fd);
+    tg__call_free(call);
+  }
+  return rv;
+}
+
+int tg__invoke_msg(tg__call_t *call, const ProtobufCMessage *msg) {
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) {
+    tg__call_free(call);
+    return -ENOMEM;
+  }
+  protobuf_c_message_pack(msg, buf);
+  int rv = tg__invoke(call, buf, n, -1);
+  free(buf);
+  return rv;
+}
+
+/* --- connection ------------------------------------------------------------ */
+
+static void on_client_close(tg_ipc_client_t *cl, int status) {
+  tg_consumer_t *c = cl->data;
+  c->state = TG__CONSUMER_CLOSING;
+  char msg[TG__MSG_MAX] = "";
+  int st = 0;
+  if (c->bind_status) {
+    st = c->bind_status;
+    snprintf(msg, sizeof(msg), "%s", c->bind_msg);
+  } else if (!c->local_close) {
+    /* However it broke, the connection is lost: TG_EPEER_CLOSED, with the
+     * transport's reason in the message. */
+    st = TG_EPEER_CLOSED;
+    if (status == 0 || status == TG_EPEER_CLOSED)
+      snprintf(msg, sizeof(msg), "the service closed the connection");
+    else
+      snprintf(msg, sizeof(msg), "lost the connection to the service (%s)",
+               tg_strerror(status));
+  }
+  c->cbs->on_close(c, st, msg);
+  free(c);
+}
+
+static const tg_ipc_client_cbs_t client_cbs = {.on_close = on_client_close};
+
+static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
+                     const tg_ipc_remote_service_t *svc) {
+  (void)ctx;
+  tg_consumer_t *c = cl->data;
+  char msg[TG__MSG_MAX] = "";
+  if (status == 0) {
+    c->svc = svc;
+    c->state = TG__CONSUMER_READY;
+  } else if (status == TG_EUNKNOWN_SERVICE) {
+    snprintf(msg, sizeof(msg),
+             "the peer does not offer ConsumerPort (not a tracing service's "
+             "consumer socket?)");
+  } else {
+    status = c->local_close ? -ECANCELED : status;
+    snprintf(msg, sizeof(msg), "binding ConsumerPort failed: %s",
+             tg_strerror(status));
+  }
+  if (status && !c->local_close) {
+    c->bind_status = status;
+    snprintf(c->bind_msg, sizeof(c->bind_msg), "%s", msg);
+  }
+  if (c->cbs->on_ready) c->cbs->on_ready(c, status, msg);
+  if (status) tg_ipc_client_close(&c->client, status);
+}
+
+static int start(uv_loop_t *loop, tg_consumer_t *c, tg_transport_t *t,
+                 const tg_consumer_cbs_t *cbs, void *data) {
+  c->loop = loop;
+  c->t = t;
+  c->cbs = cbs;
+  c->data = data;
+  c->max_packet = TG_CONSUMER_DEFAULT_MAX_PACKET;
+  c->state = TG__CONSUMER_BINDING;
+  tg_ipc_client_init(&c->client, t, &client_cbs, c);
+  return tg_ipc_client_bind(&c->client, "ConsumerPort", on_bound, NULL);
+}
+
+static void on_close_after_failed_start(tg_consumer_t *c, int status,
+                                        const char *msg) {
+  (void)c;
+  (void)status;
+  (void)msg;
+}
+
+static const tg_consumer_cbs_t failed_start_cbs = {
+    .on_close = on_close_after_failed_start};
+
+int tg_consumer_connect(uv_loop_t *loop, const char *addr,
+                        const tg_consumer_cbs_t *cbs, void *data,
+                        tg_consumer_t **out) {
+  tg_consumer_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  int rv = tg_unix_transport_connect(loop, &c->own_tr, addr);
+  if (rv < 0) {
+    free(c);
+    return rv;
+  }
+  c->can_pass_fds = true;
+  rv = start(loop, c, &c->own_tr.base, cbs, data);
+  if (rv < 0) {
+    /* The channel is open: it must close through the loop, which then
+     * frees |c| silently. */
+    c->cbs = &failed_start_cbs;
+    c->local_close = true;
+    tg_ipc_client_close(&c->client, rv);
+    return rv;
+  }
+  *out = c;
+  return 0;
+}
+
+int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t, bool can_pass_fds,
+                     const tg_consumer_cbs_t *cbs, void *data,
+                     tg_consumer_t **out) {
+  tg_consumer_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  c->can_pass_fds = can_pass_fds;
+  const tg_transport_cbs_t *old_cbs = t->cbs;
+  void *old_data = t->data;
+  int rv = start(loop, c, t, cbs, data);
+  if (rv < 0) {
+    /* The transport is the caller's: hand it back as it was. */
+    t->cbs = old_cbs;
+    t->data = old_data;
+    free(c);
+    return rv;
+  }
+  *out = c;
+  return 0;
+}
+
+void tg_consumer_close(tg_consumer_t *c) {
+  if (c->local_close || c->state == TG__CONSUMER_CLOSING) return;
+  c->local_close = true;
+  c->state = TG__CONSUMER_CLOSING;
+  tg_ipc_client_close(&c->client, -ECANCELED);
+}
+
+void *tg_consumer_data(const tg_consumer_t *c) { return c->data; }
+void tg_consumer_set_data(tg_consumer_t *c, void *data) { c->data = data; }
+bool tg_consumer_ready(const tg_consumer_t *c) {
+  /* The client knows first: its pending calls fail before on_close. */
+  return c->state == TG__CONSUMER_READY && !c->client.closing;
+}
+bool tg_consumer_can_pass_fds(const tg_consumer_t *c) { return c->can_pass_fds; }
+void tg_consumer_set_max_packet(tg_consumer_t *c, size_t max) {
+  c->max_packet = max ? max : TG_CONSUMER_DEFAULT_MAX_PACKET;
+}
+
+/* --- calls without a result ------------------------------------------------ */
+
+static void on_done_reply(tg__call_t *call, int status, bool has_more,
+                          const uint8_t *reply, size_t len) {
+  (void)reply;
+  (void)len;
+  if (has_more) return; /* not a streaming method: wait for the last reply */
+  char msg[TG__MSG_MAX];
+  status = tg__failure(call, status, NULL, msg, sizeof(msg));
+  tg_consumer_done_cb cb = call->cb.done;
+  void *ctx = call->ctx;
+  tg_consumer_t *c = call->c;
+  tg__call_free(call);
+  cb(c, ctx, status, msg);
+}
+
+static int simple_call(tg_consumer_t *c, const char *method,
+                       const ProtobufCMessage *req, tg_consumer_done_cb cb,
+                       void *ctx) {
+  if (!cb) return -EINVAL;
+  tg__call_t *call = tg__call_new(c, method, ctx, on_done_reply);
+  if (!call) return -ENOMEM;
+  call->cb.done = cb;
+  return tg__invoke_msg(call, req);
+}
+
+int tg_consumer_start_tracing(tg_consumer_t *c, tg_consumer_done_cb cb,
+                              void *ctx) {
+  Perfetto__Protos__StartTracingRequest r =
+      PERFETTO__PROTOS__START_TRACING_REQUEST__INIT;
+  return simple_call(c, "StartTracing", &r.base, cb, ctx);
+}
+
+int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
+                      tg_consumer_done_cb cb, void *ctx) {
+  Perfetto__Protos__FlushRequest r = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+  if (timeout_ms) {
+    r.has_timeout_ms = 1;
+    r.timeout_ms = timeout_ms;
+  }
+  return simple_call(c, "Flush", &r.base, cb, ctx);
+}
+
+int tg_consumer_disable_tracing(tg_consumer_t *c, tg_consumer_done_cb cb,
+                                void *ctx) {
+  Perfetto__Protos__DisableTracingRequest r =
+      PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+  return simple_call(c, "DisableTracing", &r.base, cb, ctx);
+}
+
+int tg_consumer_free_buffers(tg_consumer_t *c, tg_consumer_done_cb cb,
+                             void *ctx) {
+  Perfetto__Protos__FreeBuffersRequest r =
+      PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
+  return simple_call(c, "FreeBuffers", &r.base, cb, ctx);
+}
+
+/* --- EnableTracing ----------------------------------------------------------- */
+
+static void on_enable_reply(tg__call_t *call, int status, bool has_more,
+                            const uint8_t *reply, size_t len) {
+  if (has_more) return;
+  char msg[TG__MSG_MAX];
+  char *remote = NULL;
+  /* The service says why in EnableTracingResponse.error, with success
+   * true (a refused config) or false (tracing failed). */
+  if (status == 0 || status == TG_EREMOTE_FAILED) {
+    Perfetto__Protos__EnableTracingResponse *r =
+        (Perfetto__Protos__EnableTracingResponse *)tg__unpack(
+            &perfetto__protos__enable_tracing_response__descriptor, reply, len);
+    if (r && r->error && r->error[0]) {
+      remote = strdup(r->error);
+      status = TG_EREMOTE_FAILED;
+    } else if (!r && status == 0) {
+      status = TG_EPROTO_DECODE;
+    }
+    if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
+  }
+  status = tg__failure(call, status, remote, msg, sizeof(msg));
+  free(remote);
+  tg_consumer_done_cb cb = call->cb.done;
+  void *ctx = call->ctx;
+  tg_consumer_t *c = call->c;
+  tg__call_free(call);
+  cb(c, ctx, status, msg);
+}
+
+static int enable(tg_consumer_t *c, const uint8_t *config, size_t len,
+                  bool has_config, bool attach_only, int fd,
+                  tg_consumer_done_cb cb, void *ctx) {
+  if (!cb || (has_config && !config && len)) {
+    if (fd >= 0) close(fd);
+    return -EINVAL;
+  }
+  if (c->enable_call) {
+    if (fd >= 0) close(fd);
+    return -EBUSY;
+  }
+  tg__call_t *call = tg__call_new(c, "EnableTracing", ctx, on_enable_reply);
+  /* EnableTracingRequest{trace_config = 1, attach_notification_only = 2},
+   * written by hand: the config goes out exactly as given. */
+  uint8_t *req = malloc(len + 2 * TG_PB_MAX_VARINT_SIZE + 4);
+  if (!call || !req) {
+    free(call);
+    free(req);
+    if (fd >= 0) close(fd);
+    return -ENOMEM;
+  }
+  call->cb.done = cb;
+  uint8_t *p = req;
+  if (has_config) {
+    p = tg_pb_write_varint(p, TG_PB_TAG(1, TG_PB_WT_LEN));
+    p = tg_pb_write_varint(p, len);
+    if (len) memcpy(p, config, len);
+    p += len;
+  }
+  if (attach_only) {
+    p = tg_pb_write_varint(p, TG_PB_TAG(2, TG_PB_WT_VARINT));
+    *p++ = 1;
+  }
+  int rv = tg__invoke(call, req, (size_t)(p - req), fd);
+  free(req);
+  if (rv == 0) c->enable_call = call;
+  return rv;
+}
+
+int tg_consumer_enable_tracing(tg_consumer_t *c, const uint8_t *config,
+                               size_t len, int fd, tg_consumer_done_cb on_ended,
+                               void *ctx) {
+  if (fd >= 0 && !c->can_pass_fds) {
+    close(fd);
+    return -EOPNOTSUPP;
+  }
+  return enable(c, config, len, true, false, fd, on_ended, ctx);
+}
+
+int tg_consumer_notify_on_end(tg_consumer_t *c, tg_consumer_done_cb on_ended,
+                              void *ctx) {
+  return enable(c, NULL, 0, false, true, -1, on_ended, ctx);
+}
+
+/* --- Detach ------------------------------------------------------------------- */
+
+static void on_detach_reply(tg__call_t *call, int status, bool has_more,
+                            const uint8_t *reply, size_t len) {
+  (void)reply;
+  (void)len;
+  if (has_more) return;
+  tg_consumer_t *c = call->c;
+  char msg[TG__MSG_MAX];
+  if (status == TG_EREMOTE_FAILED)
+    snprintf(msg, sizeof(msg),
+             "the service refused Detach (no session on this connection, or "
+             "the key is already in use)");
+  else
+    status = tg__failure(call, status, NULL, msg, sizeof(msg));
+  /* The session's end is no longer reported on this connection. */
+  tg__call_t *en = status == 0 ? c->enable_call : NULL;
+  if (en) {
+    tg__call_cancel(en);
+    tg_consumer_done_cb ecb = en->cb.done;
+    void *ectx = en->ctx;
+    tg__call_free(en);
+    ecb(c, ectx, -ECANCELED, "detached");
+  }
+  tg_consumer_done_cb cb = call->cb.done;
+  void *ctx = call->ctx;
+  tg__call_free(call);
+  cb(c, ctx, status, msg);
+}
+
+int tg_consumer_detach(tg_consumer_t *c, const char *key,
+                       tg_consumer_done_cb cb, void *ctx) {
+  if (!cb || !key || !key[0] || strlen(key) > MAX_DETACH_KEY) return -EINVAL;
+  tg__call_t *call = tg__call_new(c, "Detach", ctx, on_detach_reply);
+  if (!call) return -ENOMEM;
+  call->cb.done = cb;
+  Perfetto__Protos__DetachRequest r = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  r.key = (char *)key;
+  return tg__invoke_msg(call, &r.base);
+}

@@ -1,0 +1,201 @@
+/* The consumer library: Perfetto's ConsumerPort on libuv, over any framed
+ * transport (a local UNIX socket, or TLS to a relay).
+ *
+ * A tg_consumer_t is one connection bound to "ConsumerPort" (method ids come
+ * from the BindServiceReply). Each call sends one request and reports its
+ * outcome to a callback; the service allows one tracing session per
+ * connection, so a connection is also "the session" for the session calls.
+ *
+ * Rules every call follows:
+ * - It returns 0 and its callback runs exactly once later (once per reply
+ *   for the streaming calls, the last one with has_more == false), or it
+ *   returns a negative error and its callback never runs.
+ * - Callbacks never run inside the call that asked for them; they run from
+ *   the loop.
+ * - A failure is a status (negative: -errno or TG_E*, tracegate/error.h)
+ *   plus |msg|, a human-readable sentence without trailing newline, e.g.
+ *   "the service refused: buffers: at least one buffer is required". |msg|
+ *   is never NULL ("" on success) and is valid during the callback only.
+ *   Text that came from the service is stripped of control characters.
+ * - TG_EREMOTE_FAILED: the service answered with a failure.
+ *   TG_EPEER_CLOSED: the connection was lost before the answer (every
+ *   pending callback gets it, then on_close runs).
+ *   -ECANCELED: tg_consumer_close() was called before the answer.
+ *   TG_ENOT_CONNECTED (returned): not bound yet, or closing.
+ * - Pointers passed to a callback (packets, decoded messages) are borrowed
+ *   for the duration of the callback.
+ * - A callback may call any function of this API, including
+ *   tg_consumer_close().
+ */
+#ifndef TRACEGATE_CONSUMER_CONSUMER_H
+#define TRACEGATE_CONSUMER_CONSUMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/observable_events.pb-c.h"
+#include "common/trace_stats.pb-c.h"
+#include "common/tracing_service_capabilities.pb-c.h"
+#include "common/tracing_service_state.pb-c.h"
+#include "ipc/transport.h"
+#include "tracegate/export.h"
+
+typedef struct tg_consumer tg_consumer_t;
+
+/* Default cap on one reassembled packet (ReadBuffers). */
+#define TG_CONSUMER_DEFAULT_MAX_PACKET (64u << 20)
+/* Cap on a merged QueryServiceState answer. */
+#define TG_CONSUMER_MAX_STATE_BYTES (32u << 20)
+
+typedef struct tg_consumer_cbs {
+  /* The bind to ConsumerPort finished. On error (the host does not offer
+   * ConsumerPort, or the connection failed) on_close follows. Optional. */
+  void (*on_ready)(tg_consumer_t *c, int status, const char *msg);
+  /* The connection is closed and every pending callback has run. |status|
+   * is 0 after tg_consumer_close(), the bind's error if the bind failed,
+   * else TG_EPEER_CLOSED (the transport's reason in |msg|). The consumer's
+   * memory is freed when this returns. Required. */
+  void (*on_close)(tg_consumer_t *c, int status, const char *msg);
+} tg_consumer_cbs_t;
+
+/* Connects to the service's consumer socket |addr| (a path or "@abstract";
+ * borrowed for the call) and binds ConsumerPort. The library allocates the
+ * consumer and its UNIX transport (which passes file descriptors); *out is
+ * valid until on_close returns. |cbs| must outlive the consumer; |data| is
+ * the owner's (tg_consumer_data). Returns 0 or a negative error (-ENOENT,
+ * -ECONNREFUSED, -EACCES... from connect(2)); then no callback runs and
+ * nothing is left to the caller (what was opened is released by the loop). */
+TG_EXPORT int tg_consumer_connect(uv_loop_t *loop, const char *addr,
+                                  const tg_consumer_cbs_t *cbs, void *data,
+                                  tg_consumer_t **out);
+
+/* The same over a transport the caller opened (TLS to a relay, a pipe).
+ * The consumer takes over |t|'s callbacks; |t| stays the caller's memory
+ * and must stay valid until on_close, after which the caller frees it (the
+ * transport itself is closed by then). |can_pass_fds| says whether the
+ * transport carries file descriptors (write_into_file needs them). On
+ * error |t| is handed back as it was (its cbs and data restored). */
+TG_EXPORT int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t,
+                               bool can_pass_fds, const tg_consumer_cbs_t *cbs,
+                               void *data, tg_consumer_t **out);
+
+/* Closes the connection: pending callbacks run with -ECANCELED, then
+ * on_close(status 0). Idempotent; safe inside any callback. */
+TG_EXPORT void tg_consumer_close(tg_consumer_t *c);
+
+TG_EXPORT void *tg_consumer_data(const tg_consumer_t *c);
+TG_EXPORT void tg_consumer_set_data(tg_consumer_t *c, void *data);
+/* True once bound and until closing. */
+TG_EXPORT bool tg_consumer_ready(const tg_consumer_t *c);
+/* True if the transport carries file descriptors (EnableTracing's fd). */
+TG_EXPORT bool tg_consumer_can_pass_fds(const tg_consumer_t *c);
+/* Caps one reassembled ReadBuffers packet (default
+ * TG_CONSUMER_DEFAULT_MAX_PACKET); a bigger one fails the read. */
+TG_EXPORT void tg_consumer_set_max_packet(tg_consumer_t *c, size_t max);
+
+/* --- callbacks ---------------------------------------------------------- */
+
+/* Outcome of a call without a result. */
+typedef void (*tg_consumer_done_cb)(tg_consumer_t *c, void *ctx, int status,
+                                    const char *msg);
+/* One whole TracePacket (its serialised bytes, without the Trace.packet
+ * tag). Return 0 to go on, or a negative error to stop the read: the
+ * read's done callback then gets that error. */
+typedef int (*tg_consumer_packet_cb)(tg_consumer_t *c, void *ctx,
+                                     const uint8_t *packet, size_t len);
+typedef void (*tg_consumer_stats_cb)(tg_consumer_t *c, void *ctx, int status,
+                                     const char *msg,
+                                     const Perfetto__Protos__TraceStats *stats);
+/* |config|: the session's TraceConfig, serialised as the service sent it. */
+typedef void (*tg_consumer_attach_cb)(tg_consumer_t *c, void *ctx, int status,
+                                      const char *msg, const uint8_t *config,
+                                      size_t len);
+/* |state| is NULL on error. */
+typedef void (*tg_consumer_state_cb)(
+    tg_consumer_t *c, void *ctx, int status, const char *msg, bool has_more,
+    const Perfetto__Protos__TracingServiceState *state);
+typedef void (*tg_consumer_caps_cb)(
+    tg_consumer_t *c, void *ctx, int status, const char *msg,
+    const Perfetto__Protos__TracingServiceCapabilities *caps);
+/* |events| may be NULL (the last reply of a stream carries none). */
+typedef void (*tg_consumer_events_cb)(
+    tg_consumer_t *c, void *ctx, int status, const char *msg, bool has_more,
+    const Perfetto__Protos__ObservableEvents *events);
+
+/* --- the session -------------------------------------------------------- */
+
+/* EnableTracing with a serialised TraceConfig (|config|, borrowed for the
+ * call: sent as is, unknown fields included). |fd| >= 0 is the output file
+ * for write_into_file; its ownership passes to the library (closed once
+ * sent, or on error) — dup() it first to keep a handle. |on_ended| runs
+ * when tracing ENDS: status 0; or TG_EREMOTE_FAILED with the service's
+ * reason ("the service refused: ...") when it refused the config or
+ * tracing failed; or -ECANCELED after a successful tg_consumer_detach()
+ * (msg "detached"): the end is then no longer reported here. */
+TG_EXPORT int tg_consumer_enable_tracing(tg_consumer_t *c,
+                                         const uint8_t *config, size_t len,
+                                         int fd, tg_consumer_done_cb on_ended,
+                                         void *ctx);
+/* EnableTracing{attach_notification_only}: after tg_consumer_attach(), asks
+ * for the end of the attached session, reported like on_ended above (at
+ * once if it already ended). */
+TG_EXPORT int tg_consumer_notify_on_end(tg_consumer_t *c,
+                                        tg_consumer_done_cb on_ended,
+                                        void *ctx);
+/* StartTracing, for a config with deferred_start. */
+TG_EXPORT int tg_consumer_start_tracing(tg_consumer_t *c,
+                                        tg_consumer_done_cb cb, void *ctx);
+/* Flush: asks every data source to commit what it holds; done when all
+ * acknowledged (status 0) or after |timeout_ms| (0: the config's or the
+ * service's default) with TG_EREMOTE_FAILED. */
+TG_EXPORT int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
+                                tg_consumer_done_cb cb, void *ctx);
+/* DisableTracing: stops the data sources; the end itself is reported to
+ * the EnableTracing callback. */
+TG_EXPORT int tg_consumer_disable_tracing(tg_consumer_t *c,
+                                          tg_consumer_done_cb cb, void *ctx);
+/* ReadBuffers: drains the session's buffers (destructive). Slices are
+ * reassembled into whole packets, each handed to |on_packet| in order;
+ * |on_done| follows once. Memory is bounded by the largest packet (see
+ * tg_consumer_set_max_packet); a malformed stream fails the read with
+ * TG_EPROTO_DECODE, a too large packet with TG_ENO_SPACE. One read at a
+ * time per connection (the service refuses a second one). */
+TG_EXPORT int tg_consumer_read_buffers(tg_consumer_t *c,
+                                       tg_consumer_packet_cb on_packet,
+                                       tg_consumer_done_cb on_done, void *ctx);
+/* FreeBuffers: ends the session and frees its buffers. */
+TG_EXPORT int tg_consumer_free_buffers(tg_consumer_t *c,
+                                       tg_consumer_done_cb cb, void *ctx);
+TG_EXPORT int tg_consumer_get_trace_stats(tg_consumer_t *c,
+                                          tg_consumer_stats_cb cb, void *ctx);
+/* Detach: the session outlives this connection under |key| (borrowed for
+ * the call; 1..256 bytes). On success the EnableTracing callback runs first
+ * with -ECANCELED ("detached"), then |cb|. */
+TG_EXPORT int tg_consumer_detach(tg_consumer_t *c, const char *key,
+                                 tg_consumer_done_cb cb, void *ctx);
+/* Attach: takes over the detached session |key| of the same uid; |cb| gets
+ * its TraceConfig. */
+TG_EXPORT int tg_consumer_attach(tg_consumer_t *c, const char *key,
+                                 tg_consumer_attach_cb cb, void *ctx);
+
+/* --- the service -------------------------------------------------------- */
+
+/* QueryServiceState. The service streams a large state in several replies:
+ * with |merge| the library merges them (up to TG_CONSUMER_MAX_STATE_BYTES)
+ * and calls |cb| once; otherwise |cb| runs per reply. */
+TG_EXPORT int tg_consumer_query_service_state(tg_consumer_t *c,
+                                              bool sessions_only, bool merge,
+                                              tg_consumer_state_cb cb,
+                                              void *ctx);
+TG_EXPORT int tg_consumer_query_capabilities(tg_consumer_t *c,
+                                             tg_consumer_caps_cb cb, void *ctx);
+/* ObserveEvents: a stream of events of the given types (|types| borrowed
+ * for the call) until the connection closes or a new ObserveEvents (or one
+ * with no types) replaces it. */
+TG_EXPORT int tg_consumer_observe_events(
+    tg_consumer_t *c, const Perfetto__Protos__ObservableEvents__Type *types,
+    size_t n, tg_consumer_events_cb cb, void *ctx);
+
+#endif /* TRACEGATE_CONSUMER_CONSUMER_H */

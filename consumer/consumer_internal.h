@@ -1,0 +1,100 @@
+/* Shared by the consumer library's files: the connection and the pending
+ * call record. Not installed; nothing outside the consumer/ sources includes it. */
+#ifndef TRACEGATE_CONSUMER_CONSUMER_INTERNAL_H
+#define TRACEGATE_CONSUMER_CONSUMER_INTERNAL_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "consumer/consumer.h"
+#include "consumer/slice_reassembler.h"
+#include "ipc/client.h"
+#include "ipc/unix_transport.h"
+#include "tracegate/buf.h"
+
+#define TG__MSG_MAX 512
+
+enum tg__consumer_state {
+  TG__CONSUMER_BINDING,
+  TG__CONSUMER_READY,
+  TG__CONSUMER_CLOSING,
+};
+
+typedef struct tg__call tg__call_t;
+
+struct tg_consumer {
+  uv_loop_t *loop;
+  tg_transport_t *t;
+  tg_ipc_client_t client;
+  tg_unix_transport_t own_tr; /* used by tg_consumer_connect() only */
+  const tg_ipc_remote_service_t *svc;
+  enum tg__consumer_state state;
+  bool local_close;
+  bool can_pass_fds;
+  size_t max_packet;
+  const tg_consumer_cbs_t *cbs;
+  void *data;
+  tg__call_t *enable_call; /* the pending EnableTracing, if any */
+  int raw_status;          /* the connection error behind TG_EPEER_CLOSED */
+  int bind_status;         /* why the bind failed, reported by on_close */
+  char bind_msg[TG__MSG_MAX];
+};
+
+/* Handles one reply of the call's request; owns |call| and frees it (with
+ * tg__call_free) on the last one. |status| is already classified:
+ * 0, TG_EREMOTE_FAILED, TG_EUNKNOWN_METHOD, TG_EPEER_CLOSED or -ECANCELED. */
+typedef void (*tg__reply_fn)(tg__call_t *call, int status, bool has_more,
+                             const uint8_t *reply, size_t len);
+
+struct tg__call {
+  tg_consumer_t *c;
+  const char *method; /* static string */
+  uint64_t request_id;
+  void *ctx;
+  tg__reply_fn on_reply;
+  bool cancelled; /* the request's later replies are ignored */
+  union {
+    tg_consumer_done_cb done;
+    tg_consumer_stats_cb stats;
+    tg_consumer_attach_cb attach;
+    tg_consumer_state_cb state;
+    tg_consumer_caps_cb caps;
+    tg_consumer_events_cb events;
+  } cb;
+  /* ReadBuffers */
+  tg_consumer_packet_cb on_packet;
+  tg_slice_reassembler_t ra;
+  bool has_ra;
+  int read_err;
+  /* QueryServiceState with merge */
+  bool merge;
+  tg_buf_t merged;
+  bool has_merged;
+};
+
+tg__call_t *tg__call_new(tg_consumer_t *c, const char *method, void *ctx,
+                         tg__reply_fn on_reply);
+void tg__call_free(tg__call_t *call);
+/* Stops routing the request's replies to the call (the call stays the
+ * caller's to free). */
+void tg__call_cancel(tg__call_t *call);
+
+/* Sends |args| (|len| bytes, borrowed) for |call|. On error frees |call|,
+ * closes |fd| and returns a negative error (no callback runs). */
+int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd);
+/* Packs |msg| and sends it like tg__invoke. */
+int tg__invoke_msg(tg__call_t *call, const ProtobufCMessage *msg);
+
+/* Fills |msg| for a failed |status| of |method| and returns the status to
+ * report. |remote| (may be NULL): the service's own words, sanitised. */
+int tg__failure(const tg__call_t *call, int status, const char *remote,
+                char *msg, size_t n);
+
+/* Unpacks |reply| (NULL/0 means an empty message). */
+ProtobufCMessage *tg__unpack(const ProtobufCMessageDescriptor *d,
+                             const uint8_t *reply, size_t len);
+
+/* The reply handlers of consumer_read.c / consumer_query.c. */
+void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
+                       const uint8_t *reply, size_t len);
+
+#endif /* TRACEGATE_CONSUMER_CONSUMER_INTERNAL_H */

@@ -1,0 +1,82 @@
+/* ReadBuffers: the streamed replies go through the slice reassembler and
+ * come out as whole packets, each handed to the caller in order. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "consumer/consumer_internal.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/error.h"
+
+static int emit_packet(void *ctx, const uint8_t *p, size_t n) {
+  tg__call_t *call = ctx;
+  tg_consumer_t *c = call->c;
+  /* Re-checked after each call into user code: it may have closed us. */
+  int rv = c->local_close ? -ECANCELED : call->on_packet(c, call->ctx, p, n);
+  if (rv == 0 && c->local_close) rv = -ECANCELED;
+  if (rv > 0) rv = -ECANCELED;
+  call->read_err = rv;
+  return rv;
+}
+
+static void read_failure(tg__call_t *call, int err, char *msg, size_t n) {
+  if (call->read_err == -ECANCELED && call->c->local_close)
+    tg__failure(call, -ECANCELED, NULL, msg, n);
+  else if (call->read_err)
+    snprintf(msg, n, "reading the trace stopped: %s", tg_strerror(err));
+  else if (err == TG_EPROTO_DECODE)
+    snprintf(msg, n, "malformed ReadBuffers reply from the service (%llu "
+             "whole packets before it)",
+             (unsigned long long)call->ra.packets);
+  else if (err == TG_ENO_SPACE)
+    snprintf(msg, n, "a trace packet exceeds the %zu-byte limit",
+             call->ra.max_packet);
+  else
+    tg__failure(call, err, NULL, msg, n);
+}
+
+void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
+                       const uint8_t *reply, size_t len) {
+  static const uint8_t empty[1];
+  char msg[TG__MSG_MAX] = "";
+  int err = status;
+  if (status == 0) {
+    err = tg_slice_reassembler_feed(&call->ra, reply ? reply : empty,
+                                    reply ? len : 0, emit_packet, call);
+    if (err == 0 && !has_more) {
+      err = tg_slice_reassembler_finish(&call->ra);
+      if (err) snprintf(msg, sizeof(msg),
+                        "the ReadBuffers stream ended inside a packet");
+    } else if (err) {
+      read_failure(call, err, msg, sizeof(msg));
+    }
+  } else if (status == TG_EREMOTE_FAILED) {
+    snprintf(msg, sizeof(msg),
+             "the service refused ReadBuffers (no tracing session on this "
+             "connection, or a read already in progress)");
+  } else {
+    tg__failure(call, status, NULL, msg, sizeof(msg));
+  }
+  if (err == 0 && has_more) return;
+  /* A stream that failed on our side: its remaining replies are ignored. */
+  if (has_more) tg__call_cancel(call);
+  tg_consumer_done_cb cb = call->cb.done;
+  void *ctx = call->ctx;
+  tg_consumer_t *c = call->c;
+  tg__call_free(call);
+  cb(c, ctx, err, msg);
+}
+
+int tg_consumer_read_buffers(tg_consumer_t *c, tg_consumer_packet_cb on_packet,
+                             tg_consumer_done_cb on_done, void *ctx) {
+  if (!on_packet || !on_done) return -EINVAL;
+  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, tg__on_read_reply);
+  if (!call) return -ENOMEM;
+  call->cb.done = on_done;
+  call->on_packet = on_packet;
+  tg_slice_reassembler_init(&call->ra, c->max_packet);
+  call->has_ra = true;
+  Perfetto__Protos__ReadBuffersRequest r =
+      PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+  return tg__invoke_msg(call, &r.base);
+}

@@ -1,0 +1,12 @@
+# The ready producers of agent/: tracegate-probes' parsers, encoders and
+# config readers (tg_probes_core), and both tools end to end against a real
+# tracegated. Included from tests/agent/CMakeLists.txt.
+tg_add_test(test_probes SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_probes.c
+            LIBS tg_probes_core)
+
+tg_add_test(test_tools_e2e SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_tools_e2e.c
+            LIBS tg_test_support tg_proto)
+target_compile_definitions(test_tools_e2e PRIVATE
+                           PROBES_PATH="$<TARGET_FILE:tracegate-probes>"
+                           EMIT_PATH="$<TARGET_FILE:tracegate-emit>")
+add_dependencies(test_tools_e2e tracegate-probes tracegate-emit)

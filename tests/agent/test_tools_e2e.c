@@ -1,0 +1,555 @@
+/* tracegate-probes and tracegate-emit end to end: a real tracegated in a
+ * child, the tool in another child, and a raw consumer recording what the
+ * tool writes into the shared memory buffer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_service.h"
+#include "trace/test_event.pb-c.h"
+
+#ifndef PROBES_PATH
+#error "PROBES_PATH must name the tracegate-probes binary"
+#endif
+#ifndef EMIT_PATH
+#error "EMIT_PATH must name the tracegate-emit binary"
+#endif
+
+#define WAIT_MS 20000
+
+/* --- children ------------------------------------------------------------ */
+
+/* Runs |path| with |args| (NULL-terminated), stderr into |err_path|. */
+static pid_t spawn_tool(const char *path, const char *const *args,
+                        const char *err_path) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) dup2(fd, STDERR_FILENO);
+  char *argv[32];
+  size_t n = 0;
+  argv[n++] = (char *)path;
+  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  execv(path, argv);
+  _exit(127);
+}
+
+/* The child's wait status, or -1 if it did not exit within |ms| (then it
+ * is killed). */
+static int wait_exit(pid_t pid, int ms) {
+  int pidfd = pidfd_open(pid, 0);
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  bool killed = pidfd < 0 || poll(&p, 1, ms) != 1;
+  if (killed) kill(pid, SIGKILL);
+  if (pidfd >= 0) close(pidfd);
+  int status = -1;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return killed ? -1 : status;
+}
+
+static void read_text(const char *path, char *out, size_t cap) {
+  out[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = 0;
+  fclose(f);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t boottime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* --- recording ----------------------------------------------------------- */
+
+/* TracePacket.data is a oneof: a member is valid only for its case. */
+static const Perfetto__Protos__SysStats *sys_stats_of(
+    const Perfetto__Protos__TracePacket *p) {
+  return p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_SYS_STATS
+             ? p->sys_stats
+             : NULL;
+}
+static const Perfetto__Protos__ProcessTree *tree_of(
+    const Perfetto__Protos__TracePacket *p) {
+  return p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE
+             ? p->process_tree
+             : NULL;
+}
+static const Perfetto__Protos__ProcessStats *stats_of(
+    const Perfetto__Protos__TracePacket *p) {
+  return p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_STATS
+             ? p->process_stats
+             : NULL;
+}
+static const Perfetto__Protos__TestEvent *test_of(
+    const Perfetto__Protos__TracePacket *p) {
+  return p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING
+             ? p->for_testing
+             : NULL;
+}
+static const Perfetto__Protos__TrackEvent *track_event_of(
+    const Perfetto__Protos__TracePacket *p) {
+  return p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT
+             ? p->track_event
+             : NULL;
+}
+
+typedef struct packets {
+  Perfetto__Protos__TracePacket **pk;
+  size_t n, cap;
+} packets_t;
+
+/* Appends what the session's buffer holds now (ReadBuffers drains it). */
+static void read_more(raw_consumer_t *c, packets_t *all) {
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(c, &n);
+  assert_non_null(pk);
+  for (size_t i = 0; i < n; i++) {
+    if (all->n == all->cap) {
+      all->cap = all->cap ? all->cap * 2 : 1024;
+      all->pk = realloc(all->pk, all->cap * sizeof(*all->pk));
+      assert_non_null(all->pk);
+    }
+    all->pk[all->n++] = pk[i];
+  }
+  free(pk);
+}
+
+static void packets_free(packets_t *all) {
+  free_packets(all->pk, all->n);
+  memset(all, 0, sizeof(*all));
+}
+
+/* Waits until the service lists at least |n| data sources. */
+static bool wait_data_sources(raw_consumer_t *c, size_t n) {
+  uint64_t end = now_ms() + WAIT_MS;
+  while (now_ms() < end) {
+    size_t p, d, s, r;
+    if (raw_consumer_query_all(c, WAIT_MS, &p, &d, &s, &r) == 0 && d >= n)
+      return true;
+    sleep_ms(20);
+  }
+  return false;
+}
+
+/* A consumer Flush: producers commit what they buffered. */
+static void flush(raw_consumer_t *c) {
+  Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+  fr.has_timeout_ms = true;
+  fr.timeout_ms = 5000;
+  int64_t rid = raw_invoke(&c->conn, "Flush", &fr.base, -1, false);
+  assert_true(rid > 0);
+  raw_frame_t f;
+  assert_int_equal(raw_wait(&c->conn, (uint64_t)rid, WAIT_MS, &f), 1);
+  tg_ipc_frame_free(f.frame);
+}
+
+/* --- tracegate-probes ---------------------------------------------------- */
+
+typedef struct session {
+  raw_consumer_t c;
+  Perfetto__Protos__TraceConfig cfg;
+  Perfetto__Protos__TraceConfig__BufferConfig buf, *bufp;
+  Perfetto__Protos__TraceConfig__DataSource ds[2], *dsp[2];
+  Perfetto__Protos__DataSourceConfig dsc[2];
+  Perfetto__Protos__SysStatsConfig sys;
+  Perfetto__Protos__ProcessStatsConfig ps;
+  packets_t got;
+} session_t;
+
+/* A session with sys_stats (|stat| or meminfo only) and, if |procs|,
+ * process_stats. */
+static void session_begin(session_t *s, const test_service_t *ts, bool stat,
+                          bool procs) {
+  memset(s, 0, sizeof(*s));
+  perfetto__protos__trace_config__init(&s->cfg);
+  perfetto__protos__trace_config__buffer_config__init(&s->buf);
+  s->buf.has_size_kb = true;
+  s->buf.size_kb = 16 * 1024;
+  s->buf.has_fill_policy = true;
+  s->buf.fill_policy = PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
+  s->bufp = &s->buf;
+  s->cfg.n_buffers = 1;
+  s->cfg.buffers = &s->bufp;
+
+  perfetto__protos__sys_stats_config__init(&s->sys);
+  if (stat) {
+    s->sys.has_stat_period_ms = true;
+    s->sys.stat_period_ms = 100;
+  } else {
+    s->sys.has_meminfo_period_ms = true;
+    s->sys.meminfo_period_ms = 100;
+  }
+  perfetto__protos__process_stats_config__init(&s->ps);
+  s->ps.has_proc_stats_poll_ms = true;
+  s->ps.proc_stats_poll_ms = 200;
+  s->ps.has_scan_all_processes_on_start = true;
+  s->ps.scan_all_processes_on_start = true;
+  s->ps.has_record_process_runtime = true;
+  s->ps.record_process_runtime = true;
+  for (int i = 0; i < 2; i++) {
+    perfetto__protos__trace_config__data_source__init(&s->ds[i]);
+    perfetto__protos__data_source_config__init(&s->dsc[i]);
+    s->ds[i].config = &s->dsc[i];
+    s->dsp[i] = &s->ds[i];
+  }
+  s->dsc[0].name = "linux.sys_stats";
+  s->dsc[0].sys_stats_config = &s->sys;
+  s->dsc[1].name = "linux.process_stats";
+  s->dsc[1].process_stats_config = &s->ps;
+  s->cfg.n_data_sources = procs ? 2 : 1;
+  s->cfg.data_sources = s->dsp;
+
+  assert_int_equal(raw_consumer_connect(&s->c, ts), 0);
+  assert_int_equal(raw_consumer_enable(&s->c, &s->cfg, -1), 0);
+}
+
+static size_t count_sys_stats(const packets_t *p, size_t *with_cpu,
+                              size_t *with_mem) {
+  size_t n = 0;
+  *with_cpu = *with_mem = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    const Perfetto__Protos__SysStats *s = sys_stats_of(p->pk[i]);
+    if (!s) continue;
+    n++;
+    if (s->n_cpu_stat) (*with_cpu)++;
+    if (s->n_meminfo) (*with_mem)++;
+  }
+  return n;
+}
+
+static const Perfetto__Protos__ProcessTree__Process *find_tree(
+    const packets_t *p, int32_t pid) {
+  for (size_t i = 0; i < p->n; i++) {
+    const Perfetto__Protos__ProcessTree *t = tree_of(p->pk[i]);
+    for (size_t k = 0; t && k < t->n_processes; k++)
+      if (t->processes[k]->pid == pid) return t->processes[k];
+  }
+  return NULL;
+}
+
+static size_t count_stats_of(const packets_t *p, int32_t pid,
+                             const Perfetto__Protos__ProcessStats__Process **last) {
+  size_t n = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    const Perfetto__Protos__ProcessStats *s = stats_of(p->pk[i]);
+    for (size_t k = 0; s && k < s->n_processes; k++) {
+      if (s->processes[k]->pid != pid) continue;
+      n++;
+      if (last) *last = s->processes[k];
+    }
+  }
+  return n;
+}
+
+static void probes_record_two_sessions_with_their_own_configs(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
+                        NULL};
+  uint64_t t_before = boottime_ns();
+  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
+  assert_true(probes > 0);
+
+  session_t a, b;
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  assert_true(wait_data_sources(&q, 2));
+  raw_consumer_close(&q);
+  session_begin(&a, ts, true, false); /* cpu times only */
+  session_begin(&b, ts, false, true); /* meminfo + processes */
+
+  uint64_t end = now_ms() + WAIT_MS;
+  size_t a_sys = 0, a_cpu = 0, a_mem = 0, b_sys = 0, b_cpu = 0, b_mem = 0;
+  size_t stats_of_probes = 0;
+  while (now_ms() < end) {
+    sleep_ms(100);
+    read_more(&a.c, &a.got);
+    read_more(&b.c, &b.got);
+    a_sys = count_sys_stats(&a.got, &a_cpu, &a_mem);
+    b_sys = count_sys_stats(&b.got, &b_cpu, &b_mem);
+    stats_of_probes = count_stats_of(&b.got, probes, NULL);
+    if (a_sys >= 4 && b_sys >= 4 && stats_of_probes >= 3 &&
+        find_tree(&b.got, probes))
+      break;
+  }
+  assert_int_equal(raw_consumer_disable(&a.c, WAIT_MS), 0);
+  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
+  read_more(&a.c, &a.got);
+  read_more(&b.c, &b.got);
+  uint64_t t_after = boottime_ns();
+  a_sys = count_sys_stats(&a.got, &a_cpu, &a_mem);
+  b_sys = count_sys_stats(&b.got, &b_cpu, &b_mem);
+
+  /* Each session got what its own config asked for. */
+  assert_true(a_sys >= 4);
+  assert_int_equal(a_cpu, a_sys);
+  assert_int_equal(a_mem, 0);
+  assert_true(b_sys >= 4);
+  assert_int_equal(b_mem, b_sys);
+  assert_int_equal(b_cpu, 0);
+  assert_null(find_tree(&a.got, probes));
+
+  /* Timestamps are CLOCK_BOOTTIME and ordered. */
+  uint64_t prev = 0;
+  for (size_t i = 0; i < a.got.n; i++) {
+    const Perfetto__Protos__TracePacket *p = a.got.pk[i];
+    if (!sys_stats_of(p)) continue;
+    assert_true(p->has_timestamp);
+    assert_true(p->timestamp >= t_before && p->timestamp <= t_after);
+    assert_true(p->timestamp > prev);
+    assert_true(p->sys_stats->collection_end_timestamp >= p->timestamp);
+    prev = p->timestamp;
+    const Perfetto__Protos__SysStats__CpuTimes *c0 = p->sys_stats->cpu_stat[0];
+    assert_true(c0->has_user_ns && c0->has_idle_ns);
+  }
+  for (size_t i = 0; i < b.got.n; i++) {
+    const Perfetto__Protos__SysStats *s = sys_stats_of(b.got.pk[i]);
+    if (!s) continue;
+    bool total = false;
+    for (size_t k = 0; k < s->n_meminfo; k++)
+      if (s->meminfo[k]->key ==
+              PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_TOTAL &&
+          s->meminfo[k]->value > 0)
+        total = true;
+    assert_true(total);
+  }
+
+  /* The probes see themselves and this test. */
+  const Perfetto__Protos__ProcessTree__Process *me = find_tree(&b.got, probes);
+  assert_non_null(me);
+  assert_int_equal(me->ppid, getpid());
+  assert_true(me->n_cmdline >= 3);
+  assert_non_null(strstr(me->cmdline[0], "tracegate-probes"));
+  assert_string_equal(me->cmdline[1], "--socket");
+  assert_non_null(find_tree(&b.got, getpid()));
+  const Perfetto__Protos__ProcessStats__Process *last = NULL;
+  assert_true(count_stats_of(&b.got, probes, &last) >= 3);
+  assert_true(last->has_vm_rss_kb && last->vm_rss_kb > 0);
+  assert_true(last->has_runtime_user_mode && last->has_runtime_kernel_mode);
+  /* Each process's tree entry comes once per session. */
+  size_t entries = 0;
+  for (size_t i = 0; i < b.got.n; i++) {
+    const Perfetto__Protos__ProcessTree *t = tree_of(b.got.pk[i]);
+    for (size_t k = 0; t && k < t->n_processes; k++)
+      if (t->processes[k]->pid == probes) entries++;
+  }
+  assert_int_equal(entries, 1);
+
+  packets_free(&a.got);
+  packets_free(&b.got);
+  raw_consumer_close(&a.c);
+  raw_consumer_close(&b.c);
+
+  kill(probes, SIGTERM);
+  int status = wait_exit(probes, WAIT_MS);
+  char err[4096];
+  read_text(err_path, err, sizeof(err));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("tracegate-probes exit status %#x; stderr:\n%s", status, err);
+}
+
+/* --- tracegate-emit ------------------------------------------------------ */
+
+static void emit_delivers_every_packet_in_order(void **state) {
+  test_service_t *ts = *state;
+  enum { THREADS = 4, COUNT = 3000, SIZE = 300, LARGE_EVERY = 1000 };
+  const uint32_t large = 300000;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/emit.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--threads", "4",
+                        "--count", "3000", "--size", "300",
+                        "--large-every", "1000", "--large-size", "300000",
+                        "--stall", "--exit-when-stopped", NULL};
+  pid_t emit = spawn_tool(EMIT_PATH, args, err_path);
+  assert_true(emit > 0);
+
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_true(wait_data_sources(&c, 1));
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 32 * 1024,
+                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
+                  "tracegate.emit");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+
+  packets_t got = {0};
+  uint64_t end = now_ms() + WAIT_MS;
+  size_t test_packets = 0;
+  while (now_ms() < end && test_packets < THREADS * COUNT) {
+    sleep_ms(50);
+    flush(&c);
+    read_more(&c, &got);
+    test_packets = 0;
+    for (size_t i = 0; i < got.n; i++)
+      if (test_of(got.pk[i])) test_packets++;
+  }
+  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  read_more(&c, &got);
+
+  uint32_t next[THREADS] = {0};
+  for (size_t i = 0; i < got.n; i++) {
+    const Perfetto__Protos__TestEvent *t = test_of(got.pk[i]);
+    if (!t) continue;
+    assert_non_null(t->str);
+    unsigned idx;
+    assert_int_equal(sscanf(t->str, "t%u:", &idx), 1);
+    assert_true(idx < THREADS);
+    assert_int_equal(t->seq_value, next[idx]);
+    next[idx]++;
+    size_t want = (t->seq_value + 1) % LARGE_EVERY == 0 ? large : SIZE;
+    assert_int_equal(strlen(t->str), want);
+    assert_true(got.pk[i]->has_timestamp);
+  }
+  for (unsigned i = 0; i < THREADS; i++) assert_int_equal(next[i], COUNT);
+  packets_free(&got);
+  raw_consumer_close(&c);
+
+  /* --exit-when-stopped: it leaves by itself, with its summary. */
+  int status = wait_exit(emit, WAIT_MS);
+  char err[4096];
+  read_text(err_path, err, sizeof(err));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
+  assert_non_null(strstr(err, "t0=3000 t1=3000 t2=3000 t3=3000 total=12000"));
+  assert_non_null(strstr(err, "dropped=0"));
+}
+
+static void emit_track_events_reach_the_session(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/emit-te.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--track-events",
+                        "--threads", "2", "--count", "50", "--size", "20",
+                        "--exit-when-stopped", NULL};
+  pid_t emit = spawn_tool(EMIT_PATH, args, err_path);
+  assert_true(emit > 0);
+
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_true(wait_data_sources(&c, 1));
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 4 * 1024,
+                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
+                  "track_event");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+
+  packets_t got = {0};
+  size_t begins = 0, ends = 0, counters = 0;
+  uint64_t end = now_ms() + WAIT_MS;
+  while (now_ms() < end) {
+    sleep_ms(50);
+    flush(&c);
+    read_more(&c, &got);
+    begins = ends = counters = 0;
+    for (size_t i = 0; i < got.n; i++) {
+      const Perfetto__Protos__TrackEvent *te = track_event_of(got.pk[i]);
+      if (!te) continue;
+      begins += te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
+      ends += te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END;
+      counters += te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER;
+    }
+    if (begins == 100 && ends == 100 && counters == 100) break;
+  }
+  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  assert_int_equal(begins, 100);
+  assert_int_equal(ends, 100);
+  assert_int_equal(counters, 100);
+  packets_free(&got);
+  raw_consumer_close(&c);
+
+  int status = wait_exit(emit, WAIT_MS);
+  char err[4096];
+  read_text(err_path, err, sizeof(err));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
+}
+
+static void emit_exits_on_sigterm_while_writing(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/emit-term.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--rate", "2000",
+                        "--threads", "2", NULL};
+  pid_t emit = spawn_tool(EMIT_PATH, args, err_path);
+  assert_true(emit > 0);
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_true(wait_data_sources(&c, 1));
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 4 * 1024,
+                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__RING_BUFFER,
+                  "tracegate.emit");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  /* Wait until it writes, then stop it mid-stream. */
+  packets_t got = {0};
+  uint64_t end = now_ms() + WAIT_MS;
+  while (now_ms() < end && got.n == 0) {
+    sleep_ms(50);
+    flush(&c);
+    read_more(&c, &got);
+  }
+  assert_true(got.n > 0);
+  kill(emit, SIGTERM);
+  int status = wait_exit(emit, WAIT_MS);
+  char err[4096];
+  read_text(err_path, err, sizeof(err));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
+  assert_non_null(strstr(err, "tracegate-emit: packets t0="));
+  packets_free(&got);
+  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  raw_consumer_close(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(
+          probes_record_two_sessions_with_their_own_configs,
+          test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(emit_delivers_every_packet_in_order,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(emit_track_events_reach_the_session,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(emit_exits_on_sigterm_while_writing,
+                                      test_service_setup,
+                                      test_service_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

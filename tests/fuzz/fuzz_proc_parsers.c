@@ -1,0 +1,116 @@
+/* Fuzzes tracegate-probes' /proc parsers and config readers
+ * (agent/probes/): the first byte picks the parser, the rest is the file.
+ *
+ * Parsing must succeed or return TG_EPARSE / TG_EBAD_CONFIG, never crash
+ * or read out of bounds; what parses must encode into a TracePacket that
+ * protobuf-c decodes again.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/probes/meminfo.h"
+#include "agent/probes/probes_config.h"
+#include "agent/probes/probes_packets.h"
+#include "agent/probes/proc_pid.h"
+#include "agent/probes/proc_stat.h"
+#include "trace/trace_packet.pb-c.h"
+#include "tracegate/error.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define OUT_SIZE (4u << 20)
+
+static void check_decodes(const uint8_t *out, tg_pbw_t *w) {
+  if (tg_pbw_error(w) != 0) return; /* out of room: a clean error */
+  Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(
+      NULL, (size_t)tg_pbw_written(w), out);
+  if (!p) __builtin_trap();
+  perfetto__protos__trace_packet__free_unpacked(p, NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  unsigned which = data[0] % 7;
+  /* An exact-size copy, so ASan sees any read past the end. */
+  size_t n = size - 1;
+  char *text = malloc(n ? n : 1);
+  if (!text) return 0;
+  memcpy(text, data + 1, n);
+  static uint8_t *out;
+  if (!out) out = malloc(OUT_SIZE);
+  tg_pbw_t w;
+  tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
+  int rv = 0;
+  switch (which) {
+    case 0: {
+      tg_proc_stat_t st = {0};
+      rv = tg_proc_stat_parse(text, n, &st);
+      if (rv == 0) {
+        tg_sys_stats_sample_t s = {.stat = &st, .stat_mask = ~0u,
+                                   .ns_per_tick = 10000000};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      tg_proc_stat_free(&st);
+      break;
+    }
+    case 1: {
+      tg_meminfo_t m;
+      rv = tg_meminfo_parse(text, n, &m);
+      if (rv == 0) {
+        tg_sys_stats_sample_t s = {.meminfo = &m, .meminfo_mask = ~UINT64_C(0)};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 2: {
+      tg_pid_stat_t ps;
+      rv = tg_pid_stat_parse(text, n, &ps);
+      if (rv == 0 && strlen(ps.comm) >= TG_PROC_NAME_MAX) __builtin_trap();
+      break;
+    }
+    case 3: {
+      tg_pid_status_t st;
+      rv = tg_pid_status_parse(text, n, &st);
+      if (rv == 0) {
+        tg_proc_counters_t c = {.pid = st.pid};
+        tg_proc_counters_from_status(&c, &st);
+        tg_probes_write_process_stats(&w, 1, &c, 1, 2, 1);
+        check_decodes(out, &w);
+        /* The rest of the input doubles as a cmdline. */
+        tg_proc_entry_t e = {.pid = st.pid, .ppid = st.ppid, .cmdline = text,
+                             .cmdline_len = n, .name = st.name};
+        tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
+        tg_probes_write_process_tree(&w, 1, &e, 1, 2);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 4: {
+      int64_t v;
+      rv = tg_oom_score_adj_parse(text, n, &v);
+      if (rv == 0 && (v < -1000 || v > 1000)) __builtin_trap();
+      break;
+    }
+    case 5: {
+      tg_sys_stats_cfg_t c;
+      rv = tg_sys_stats_cfg_parse((const uint8_t *)text, n, &c);
+      if (rv != 0 && rv != TG_EBAD_CONFIG) __builtin_trap();
+      rv = 0;
+      break;
+    }
+    case 6: {
+      tg_process_stats_cfg_t c;
+      rv = tg_process_stats_cfg_parse((const uint8_t *)text, n, &c);
+      if (rv != 0 && rv != TG_EBAD_CONFIG) __builtin_trap();
+      rv = 0;
+      break;
+    }
+  }
+  if (rv != 0 && rv != TG_EPARSE && rv != -12 /* ENOMEM */) __builtin_trap();
+  free(text);
+  return 0;
+}
