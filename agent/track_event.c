@@ -86,22 +86,26 @@ static bool match_any(char **patterns, size_t n, const char *name,
   return hit;
 }
 
-/* Perfetto's rules, simplified: no track_event_config or no patterns at
- * all enables everything; else a category is on when an enabled pattern
- * matches it and no disabled pattern does, unless it is named exactly. */
+/* Perfetto's TrackEventConfig rules, in order: a category named exactly in
+ * enabled_categories is on; named exactly in disabled_categories, off; then
+ * matched by an enabled pattern, on; by a disabled pattern, off; anything
+ * else is on. So "disabled: *" plus an enabled list records just the list,
+ * and no track_event_config at all records everything. */
 static bool category_on(const Perfetto__Protos__DataSourceConfig *cfg,
                         const char *name) {
   const Perfetto__Protos__TrackEventConfig *te =
       cfg ? cfg->track_event_config : NULL;
-  if (!te || (te->n_enabled_categories == 0 && te->n_disabled_categories == 0))
-    return true;
+  if (!te) return true;
   bool exact = false;
-  if (!match_any(te->enabled_categories, te->n_enabled_categories, name,
-                 &exact))
-    return false;
-  if (exact) return true;
-  return !match_any(te->disabled_categories, te->n_disabled_categories, name,
-                    NULL);
+  bool en = match_any(te->enabled_categories, te->n_enabled_categories, name,
+                      &exact);
+  if (en && exact) return true;
+  bool dis_exact = false;
+  bool dis = match_any(te->disabled_categories, te->n_disabled_categories,
+                       name, &dis_exact);
+  if (dis && dis_exact) return false;
+  if (en) return true;
+  return !dis;
 }
 
 static void apply_instance(unsigned inst) {
@@ -354,21 +358,20 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     s = sequence(inst, tid, &cleared);
     if (!s || !sl->w) return;
   }
-  tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
-
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
   bool is_new;
 
   if (type == TG_TE_COUNTER) {
+    /* A counter's track is described once per sequence, before its first
+     * value. */
     uint32_t ciid = intern(s, K_COUNTER, name, &is_new);
     if (ciid && is_new) {
-      tg_trace_writer_end_packet(sl->w);
       write_counter_descriptor(inst, name);
       if (!sl->w) return;
-      w = tg_trace_writer_begin_packet(sl->w);
     }
   }
+  tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
 
   tg_pbw_append_varint(w, F_TIMESTAMP, ts);
   tg_pbw_begin_nested(w, F_TRACK_EVENT);

@@ -126,7 +126,8 @@ int main(void) {
     return 1;
   }
 
-  /* One session: a 64 MiB ring, track_event with only "bench" enabled,
+  /* One session: a 64 MiB ring, track_event with only "bench" enabled
+   * (Perfetto's idiom: disable "*", enable the list),
    * and the raw data source. */
   raw_consumer_t c;
   simple_cfg_t sc;
@@ -135,8 +136,11 @@ int main(void) {
   Perfetto__Protos__TrackEventConfig te =
       PERFETTO__PROTOS__TRACK_EVENT_CONFIG__INIT;
   char *enabled[] = {"bench"};
+  char *disabled[] = {"*"};
   te.n_enabled_categories = 1;
   te.enabled_categories = enabled;
+  te.n_disabled_categories = 1;
+  te.disabled_categories = disabled;
   sc.dsc.track_event_config = &te;
   Perfetto__Protos__TraceConfig__DataSource ds2 =
       PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT;

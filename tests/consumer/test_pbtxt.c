@@ -316,6 +316,496 @@ static void two_buffers_route_two_data_sources(void **state) {
   free_cfg(cfg);
 }
 
+/* Perfetto's Android system-trace config (docs: "Recording system traces",
+ * the record page's default): ftrace with atrace, process and sys stats,
+ * power, logcat, package list. */
+static void android_system_trace_config_from_perfetto_docs(void **state) {
+  (void)state;
+  cfg_t *cfg = parse_cfg(
+      "buffers: {\n"
+      "    size_kb: 63488\n"
+      "    fill_policy: DISCARD\n"
+      "}\n"
+      "buffers: {\n"
+      "    size_kb: 2048\n"
+      "    fill_policy: DISCARD\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"android.packages_list\"\n"
+      "        target_buffer: 1\n"
+      "        packages_list_config {\n"
+      "            package_name_filter: \"com.android.systemui\"\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"linux.process_stats\"\n"
+      "        target_buffer: 1\n"
+      "        process_stats_config {\n"
+      "            scan_all_processes_on_start: true\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"android.log\"\n"
+      "        android_log_config {\n"
+      "            log_ids: LID_EVENTS\n"
+      "            log_ids: LID_CRASH\n"
+      "            log_ids: LID_KERNEL\n"
+      "            log_ids: LID_DEFAULT\n"
+      "            log_ids: LID_SYSTEM\n"
+      "            min_prio: PRIO_INFO\n"
+      "            filter_tags: \"ActivityManager\"\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"android.power\"\n"
+      "        android_power_config {\n"
+      "            battery_poll_ms: 1000\n"
+      "            battery_counters: BATTERY_COUNTER_CAPACITY_PERCENT\n"
+      "            battery_counters: BATTERY_COUNTER_CHARGE\n"
+      "            battery_counters: BATTERY_COUNTER_CURRENT\n"
+      "            collect_power_rails: true\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"linux.sys_stats\"\n"
+      "        sys_stats_config {\n"
+      "            meminfo_period_ms: 1000\n"
+      "            meminfo_counters: MEMINFO_MEM_AVAILABLE\n"
+      "            meminfo_counters: MEMINFO_SWAP_CACHED\n"
+      "            vmstat_period_ms: 1000\n"
+      "            vmstat_counters: VMSTAT_NR_FREE_PAGES\n"
+      "            vmstat_counters: VMSTAT_PGFAULT\n"
+      "            stat_period_ms: 1000\n"
+      "            stat_counters: STAT_CPU_TIMES\n"
+      "            stat_counters: STAT_FORK_COUNT\n"
+      "            cpufreq_period_ms: 1000\n"
+      "            devfreq_period_ms: 1000\n"
+      "            buddyinfo_period_ms: 2000\n"
+      "            diskstat_period_ms: 2000\n"
+      "            psi_period_ms: 1000\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "data_sources: {\n"
+      "    config {\n"
+      "        name: \"linux.ftrace\"\n"
+      "        ftrace_config {\n"
+      "            ftrace_events: \"sched/sched_switch\"\n"
+      "            ftrace_events: \"power/suspend_resume\"\n"
+      "            ftrace_events: \"sched/sched_waking\"\n"
+      "            ftrace_events: \"power/cpu_frequency\"\n"
+      "            ftrace_events: \"power/cpu_idle\"\n"
+      "            ftrace_events: \"task/task_newtask\"\n"
+      "            ftrace_events: \"ftrace/print\"\n"
+      "            atrace_categories: \"gfx\"\n"
+      "            atrace_categories: \"view\"\n"
+      "            atrace_categories: \"wm\"\n"
+      "            atrace_apps: \"*\"\n"
+      "            buffer_size_kb: 2048\n"
+      "            drain_period_ms: 250\n"
+      "            compact_sched {\n"
+      "                enabled: true\n"
+      "            }\n"
+      "            symbolize_ksyms: true\n"
+      "        }\n"
+      "    }\n"
+      "}\n"
+      "duration_ms: 10000\n");
+  assert_int_equal(cfg->n_buffers, 2);
+  assert_int_equal(cfg->n_data_sources, 6);
+  Perfetto__Protos__DataSourceConfig *ds[6];
+  for (size_t i = 0; i < 6; i++) ds[i] = cfg->data_sources[i]->config;
+
+  assert_string_equal(ds[0]->name, "android.packages_list");
+  assert_int_equal(ds[0]->target_buffer, 1);
+  assert_non_null(ds[0]->packages_list_config);
+  assert_int_equal(ds[0]->packages_list_config->n_package_name_filter, 1);
+  assert_string_equal(ds[0]->packages_list_config->package_name_filter[0],
+                      "com.android.systemui");
+
+  assert_true(ds[1]->process_stats_config->scan_all_processes_on_start);
+
+  Perfetto__Protos__AndroidLogConfig *log = ds[2]->android_log_config;
+  assert_non_null(log);
+  assert_int_equal(log->n_log_ids, 5);
+  assert_int_equal(log->log_ids[0],
+                   PERFETTO__PROTOS__ANDROID_LOG_ID__LID_EVENTS);
+  assert_int_equal(log->log_ids[3],
+                   PERFETTO__PROTOS__ANDROID_LOG_ID__LID_DEFAULT);
+  assert_int_equal(log->log_ids[4],
+                   PERFETTO__PROTOS__ANDROID_LOG_ID__LID_SYSTEM);
+  assert_true(log->has_min_prio);
+  assert_int_equal(log->min_prio,
+                   PERFETTO__PROTOS__ANDROID_LOG_PRIORITY__PRIO_INFO);
+  assert_int_equal(log->n_filter_tags, 1);
+  assert_string_equal(log->filter_tags[0], "ActivityManager");
+
+  Perfetto__Protos__AndroidPowerConfig *pw = ds[3]->android_power_config;
+  assert_non_null(pw);
+  assert_int_equal(pw->battery_poll_ms, 1000);
+  assert_int_equal(pw->n_battery_counters, 3);
+  assert_int_equal(
+      pw->battery_counters[0],
+      PERFETTO__PROTOS__ANDROID_POWER_CONFIG__BATTERY_COUNTERS__BATTERY_COUNTER_CAPACITY_PERCENT);
+  assert_int_equal(
+      pw->battery_counters[1],
+      PERFETTO__PROTOS__ANDROID_POWER_CONFIG__BATTERY_COUNTERS__BATTERY_COUNTER_CHARGE);
+  assert_int_equal(
+      pw->battery_counters[2],
+      PERFETTO__PROTOS__ANDROID_POWER_CONFIG__BATTERY_COUNTERS__BATTERY_COUNTER_CURRENT);
+  assert_true(pw->has_collect_power_rails && pw->collect_power_rails);
+
+  Perfetto__Protos__SysStatsConfig *sys = ds[4]->sys_stats_config;
+  assert_int_equal(sys->meminfo_period_ms, 1000);
+  assert_int_equal(sys->n_meminfo_counters, 2);
+  assert_int_equal(sys->meminfo_counters[1],
+                   PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_SWAP_CACHED);
+  assert_int_equal(sys->vmstat_period_ms, 1000);
+  assert_int_equal(sys->n_vmstat_counters, 2);
+  assert_int_equal(sys->vmstat_counters[0],
+                   PERFETTO__PROTOS__VMSTAT_COUNTERS__VMSTAT_NR_FREE_PAGES);
+  assert_int_equal(sys->vmstat_counters[1],
+                   PERFETTO__PROTOS__VMSTAT_COUNTERS__VMSTAT_PGFAULT);
+  assert_int_equal(sys->n_stat_counters, 2);
+  assert_int_equal(sys->cpufreq_period_ms, 1000);
+  assert_int_equal(sys->devfreq_period_ms, 1000);
+  assert_int_equal(sys->buddyinfo_period_ms, 2000);
+  assert_int_equal(sys->diskstat_period_ms, 2000);
+  assert_int_equal(sys->psi_period_ms, 1000);
+
+  Perfetto__Protos__FtraceConfig *ft = ds[5]->ftrace_config;
+  assert_non_null(ft);
+  assert_int_equal(ft->n_ftrace_events, 7);
+  assert_string_equal(ft->ftrace_events[0], "sched/sched_switch");
+  assert_string_equal(ft->ftrace_events[6], "ftrace/print");
+  assert_int_equal(ft->n_atrace_categories, 3);
+  assert_string_equal(ft->atrace_categories[2], "wm");
+  assert_int_equal(ft->n_atrace_apps, 1);
+  assert_string_equal(ft->atrace_apps[0], "*");
+  assert_int_equal(ft->buffer_size_kb, 2048);
+  assert_int_equal(ft->drain_period_ms, 250);
+  assert_non_null(ft->compact_sched);
+  assert_true(ft->compact_sched->has_enabled && ft->compact_sched->enabled);
+  assert_true(ft->has_symbolize_ksyms && ft->symbolize_ksyms);
+  assert_int_equal(cfg->duration_ms, 10000);
+  free_cfg(cfg);
+}
+
+/* Perfetto's memory-profiling docs: native and Java heap profiles next to
+ * rss_stat ftrace events and polled memory counters, with a print filter. */
+static void memory_profiling_config_from_perfetto_docs(void **state) {
+  (void)state;
+  cfg_t *cfg = parse_cfg(
+      "buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"android.heapprofd\"\n"
+      "    target_buffer: 0\n"
+      "    heapprofd_config {\n"
+      "      sampling_interval_bytes: 4096\n"
+      "      process_cmdline: \"com.google.android.apps.nexuslauncher\"\n"
+      "      shmem_size_bytes: 8388608\n"
+      "      block_client: true\n"
+      "      heaps: \"libc.malloc\"\n"
+      "      heaps: \"com.android.art\"\n"
+      "      heap_sampling_intervals: 4096\n"
+      "      heap_sampling_intervals: 65536\n"
+      "      continuous_dump_config {\n"
+      "        dump_phase_ms: 0\n"
+      "        dump_interval_ms: 1000\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"android.java_hprof\"\n"
+      "    java_hprof_config {\n"
+      "      process_cmdline: \"com.google.android.apps.nexuslauncher\"\n"
+      "      dump_smaps: true\n"
+      "      ignored_types: \"sun.misc.Cleaner\"\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"linux.ftrace\"\n"
+      "    ftrace_config {\n"
+      "      ftrace_events: \"kmem/rss_stat\"\n"
+      "      ftrace_events: \"mm_event/mm_event_record\"\n"
+      "      ftrace_events: \"oom/oom_score_adj_update\"\n"
+      "      throttle_rss_stat: true\n"
+      "      ksyms_mem_policy: KSYMS_RETAIN\n"
+      "      print_filter {\n"
+      "        rules { prefix: \"noisy:\" allow: false }\n"
+      "        rules {\n"
+      "          atrace_msg { type: \"C\" prefix: \"mem.\" }\n"
+      "          allow: true\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"linux.process_stats\"\n"
+      "    process_stats_config {\n"
+      "      scan_all_processes_on_start: true\n"
+      "      proc_stats_poll_ms: 100\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "duration_ms: 30000\n");
+  assert_int_equal(cfg->n_data_sources, 4);
+  Perfetto__Protos__HeapprofdConfig *hp =
+      cfg->data_sources[0]->config->heapprofd_config;
+  assert_non_null(hp);
+  assert_true(hp->sampling_interval_bytes == 4096);
+  assert_int_equal(hp->n_process_cmdline, 1);
+  assert_string_equal(hp->process_cmdline[0],
+                      "com.google.android.apps.nexuslauncher");
+  assert_true(hp->shmem_size_bytes == 8388608);
+  assert_true(hp->block_client);
+  assert_int_equal(hp->n_heaps, 2);
+  assert_string_equal(hp->heaps[1], "com.android.art");
+  assert_int_equal(hp->n_heap_sampling_intervals, 2);
+  assert_true(hp->heap_sampling_intervals[1] == 65536);
+  assert_non_null(hp->continuous_dump_config);
+  assert_true(hp->continuous_dump_config->has_dump_phase_ms);
+  assert_int_equal(hp->continuous_dump_config->dump_phase_ms, 0);
+  assert_int_equal(hp->continuous_dump_config->dump_interval_ms, 1000);
+
+  Perfetto__Protos__JavaHprofConfig *jh =
+      cfg->data_sources[1]->config->java_hprof_config;
+  assert_non_null(jh);
+  assert_int_equal(jh->n_process_cmdline, 1);
+  assert_true(jh->dump_smaps);
+  assert_int_equal(jh->n_ignored_types, 1);
+  assert_string_equal(jh->ignored_types[0], "sun.misc.Cleaner");
+
+  Perfetto__Protos__FtraceConfig *ft =
+      cfg->data_sources[2]->config->ftrace_config;
+  assert_int_equal(ft->n_ftrace_events, 3);
+  assert_string_equal(ft->ftrace_events[0], "kmem/rss_stat");
+  assert_true(ft->throttle_rss_stat);
+  assert_int_equal(
+      ft->ksyms_mem_policy,
+      PERFETTO__PROTOS__FTRACE_CONFIG__KSYMS_MEM_POLICY__KSYMS_RETAIN);
+  Perfetto__Protos__FtraceConfig__PrintFilter *pf = ft->print_filter;
+  assert_non_null(pf);
+  assert_int_equal(pf->n_rules, 2);
+  assert_int_equal(
+      pf->rules[0]->match_case,
+      PERFETTO__PROTOS__FTRACE_CONFIG__PRINT_FILTER__RULE__MATCH_PREFIX);
+  assert_string_equal(pf->rules[0]->prefix, "noisy:");
+  assert_true(pf->rules[0]->has_allow && !pf->rules[0]->allow);
+  assert_int_equal(
+      pf->rules[1]->match_case,
+      PERFETTO__PROTOS__FTRACE_CONFIG__PRINT_FILTER__RULE__MATCH_ATRACE_MSG);
+  assert_string_equal(pf->rules[1]->atrace_msg->type, "C");
+  assert_string_equal(pf->rules[1]->atrace_msg->prefix, "mem.");
+  assert_true(pf->rules[1]->allow);
+
+  assert_int_equal(
+      cfg->data_sources[3]->config->process_stats_config->proc_stats_poll_ms,
+      100);
+  assert_int_equal(cfg->duration_ms, 30000);
+  free_cfg(cfg);
+}
+
+/* CPU profiling on Linux (docs: "CPU profiling", traced_perf) alongside
+ * Chrome, GPU counters and the inode map, with the session-wide options
+ * long-running and Android deployments set. */
+static void cpu_profiling_and_session_options_from_perfetto_docs(void **state) {
+  (void)state;
+  cfg_t *cfg = parse_cfg(
+      "buffers { size_kb: 131072 fill_policy: DISCARD }\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"linux.perf\"\n"
+      "    perf_event_config {\n"
+      "      timebase {\n"
+      "        counter: SW_CPU_CLOCK\n"
+      "        frequency: 100\n"
+      "        timestamp_clock: PERF_CLOCK_MONOTONIC\n"
+      "      }\n"
+      "      followers { counter: HW_INSTRUCTIONS }\n"
+      "      followers { tracepoint { name: \"sched/sched_switch\" } }\n"
+      "      callstack_sampling {\n"
+      "        scope {\n"
+      "          target_cmdline: \"surfaceflinger\"\n"
+      "          target_cmdline: \"system_server\"\n"
+      "        }\n"
+      "        kernel_frames: true\n"
+      "        user_frames: UNWIND_DWARF\n"
+      "      }\n"
+      "      ring_buffer_pages: 2048\n"
+      "      max_daemon_memory_kb: 1048576\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"org.chromium.trace_event\"\n"
+      "    chrome_config {\n"
+      "      trace_config: "
+      "\"{\\\"record_mode\\\":\\\"record-until-full\\\"}\"\n"
+      "      privacy_filtering_enabled: true\n"
+      "      client_priority: USER_INITIATED\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"gpu.counters\"\n"
+      "    gpu_counter_config {\n"
+      "      counter_period_ns: 1000000\n"
+      "      counter_ids: 1\n"
+      "      counter_ids: 3\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "data_sources {\n"
+      "  config {\n"
+      "    name: \"linux.inode_file_map\"\n"
+      "    inode_file_config {\n"
+      "      scan_interval_ms: 1000\n"
+      "      mount_point_mapping {\n"
+      "        mountpoint: \"/data\"\n"
+      "        scan_roots: \"/data/app\"\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "builtin_data_sources {\n"
+      "  primary_trace_clock: BUILTIN_CLOCK_MONOTONIC\n"
+      "  snapshot_interval_ms: 5000\n"
+      "}\n"
+      "producers {\n"
+      "  producer_name: \"perfetto.traced_probes\"\n"
+      "  shm_size_kb: 4096\n"
+      "  page_size_kb: 4\n"
+      "}\n"
+      "statsd_metadata {\n"
+      "  triggering_alert_id: 42\n"
+      "  triggering_config_uid: 1000\n"
+      "}\n"
+      "data_source_stop_timeout_ms: 5000\n"
+      "incremental_state_config { clear_period_ms: 5000 }\n"
+      "unique_session_name: \"cpu_profile\"\n"
+      "notify_traceur: true\n"
+      "compression_type: COMPRESSION_TYPE_DEFLATE\n"
+      "incident_report_config { skip_incidentd: true }\n"
+      "trace_filter {\n"
+      "  bytecode_v2: \"\\x0b\\x01\"\n"
+      "  string_filter_chain {\n"
+      "    rules {\n"
+      "      policy: SFP_MATCH_REDACT_GROUPS\n"
+      "      regex_pattern: \"^secret=(.*)$\"\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "duration_ms: 20000\n");
+  assert_int_equal(cfg->n_data_sources, 4);
+  Perfetto__Protos__PerfEventConfig *pe =
+      cfg->data_sources[0]->config->perf_event_config;
+  assert_non_null(pe);
+  assert_non_null(pe->timebase);
+  assert_int_equal(pe->timebase->event_case,
+                   PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER);
+  assert_int_equal(pe->timebase->counter,
+                   PERFETTO__PROTOS__PERF_EVENTS__COUNTER__SW_CPU_CLOCK);
+  assert_int_equal(pe->timebase->interval_case,
+                   PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY);
+  assert_true(pe->timebase->frequency == 100);
+  assert_int_equal(
+      pe->timebase->timestamp_clock,
+      PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_MONOTONIC);
+  assert_int_equal(pe->n_followers, 2);
+  assert_int_equal(pe->followers[0]->event_case,
+                   PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_COUNTER);
+  assert_int_equal(pe->followers[0]->counter,
+                   PERFETTO__PROTOS__PERF_EVENTS__COUNTER__HW_INSTRUCTIONS);
+  assert_int_equal(pe->followers[1]->event_case,
+                   PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_TRACEPOINT);
+  assert_string_equal(pe->followers[1]->tracepoint->name, "sched/sched_switch");
+  Perfetto__Protos__PerfEventConfig__CallstackSampling *cs =
+      pe->callstack_sampling;
+  assert_non_null(cs);
+  assert_int_equal(cs->scope->n_target_cmdline, 2);
+  assert_string_equal(cs->scope->target_cmdline[1], "system_server");
+  assert_true(cs->kernel_frames);
+  assert_int_equal(
+      cs->user_frames,
+      PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_DWARF);
+  assert_int_equal(pe->ring_buffer_pages, 2048);
+  assert_int_equal(pe->max_daemon_memory_kb, 1048576);
+
+  Perfetto__Protos__ChromeConfig *cc =
+      cfg->data_sources[1]->config->chrome_config;
+  assert_non_null(cc);
+  assert_string_equal(cc->trace_config,
+                      "{\"record_mode\":\"record-until-full\"}");
+  assert_true(cc->privacy_filtering_enabled);
+  assert_int_equal(
+      cc->client_priority,
+      PERFETTO__PROTOS__CHROME_CONFIG__CLIENT_PRIORITY__USER_INITIATED);
+
+  Perfetto__Protos__GpuCounterConfig *gc =
+      cfg->data_sources[2]->config->gpu_counter_config;
+  assert_true(gc->counter_period_ns == 1000000);
+  assert_int_equal(gc->n_counter_ids, 2);
+  assert_int_equal(gc->counter_ids[1], 3);
+
+  Perfetto__Protos__InodeFileConfig *ic =
+      cfg->data_sources[3]->config->inode_file_config;
+  assert_int_equal(ic->scan_interval_ms, 1000);
+  assert_int_equal(ic->n_mount_point_mapping, 1);
+  assert_string_equal(ic->mount_point_mapping[0]->mountpoint, "/data");
+  assert_string_equal(ic->mount_point_mapping[0]->scan_roots[0], "/data/app");
+
+  assert_int_equal(cfg->builtin_data_sources->primary_trace_clock,
+                   PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_MONOTONIC);
+  assert_int_equal(cfg->builtin_data_sources->snapshot_interval_ms, 5000);
+  assert_int_equal(cfg->n_producers, 1);
+  assert_string_equal(cfg->producers[0]->producer_name,
+                      "perfetto.traced_probes");
+  assert_int_equal(cfg->producers[0]->shm_size_kb, 4096);
+  assert_int_equal(cfg->producers[0]->page_size_kb, 4);
+  assert_true(cfg->statsd_metadata->triggering_alert_id == 42);
+  assert_int_equal(cfg->statsd_metadata->triggering_config_uid, 1000);
+  assert_int_equal(cfg->data_source_stop_timeout_ms, 5000);
+  assert_int_equal(cfg->incremental_state_config->clear_period_ms, 5000);
+  assert_string_equal(cfg->unique_session_name, "cpu_profile");
+  assert_true(cfg->has_notify_traceur && cfg->notify_traceur);
+  assert_int_equal(
+      cfg->compression_type,
+      PERFETTO__PROTOS__TRACE_CONFIG__COMPRESSION_TYPE__COMPRESSION_TYPE_DEFLATE);
+  assert_true(cfg->incident_report_config->skip_incidentd);
+  Perfetto__Protos__TraceConfig__TraceFilter *tf = cfg->trace_filter;
+  assert_non_null(tf);
+  assert_true(tf->has_bytecode_v2);
+  assert_int_equal(tf->bytecode_v2.len, 2);
+  assert_memory_equal(tf->bytecode_v2.data, "\x0b\x01", 2);
+  assert_int_equal(tf->string_filter_chain->n_rules, 1);
+  assert_int_equal(
+      tf->string_filter_chain->rules[0]->policy,
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_POLICY__SFP_MATCH_REDACT_GROUPS);
+  assert_string_equal(tf->string_filter_chain->rules[0]->regex_pattern,
+                      "^secret=(.*)$");
+  assert_int_equal(cfg->duration_ms, 20000);
+  free_cfg(cfg);
+}
+
 /* --- syntax ----------------------------------------------------------------
  */
 
@@ -836,6 +1326,9 @@ int main(void) {
       cmocka_unit_test(track_event_config_from_perfetto_docs),
       cmocka_unit_test(long_trace_into_file_with_trigger),
       cmocka_unit_test(two_buffers_route_two_data_sources),
+      cmocka_unit_test(android_system_trace_config_from_perfetto_docs),
+      cmocka_unit_test(memory_profiling_config_from_perfetto_docs),
+      cmocka_unit_test(cpu_profiling_and_session_options_from_perfetto_docs),
       cmocka_unit_test(comments_separators_and_brace_forms),
       cmocka_unit_test(list_syntax_for_scalars_and_messages),
       cmocka_unit_test(string_escapes_each_kind),
