@@ -2,10 +2,12 @@
  * packets of slices, instants and counters with per-sequence interning.
  *
  * Packets written per thread and session (one sequence):
- *   after a clear:  TrackDescriptor(process), TrackDescriptor(thread),
- *                   the first flagged SEQ_INCREMENTAL_STATE_CLEARED;
+ *   after a clear:  TrackDescriptor(process) with TracePacketDefaults
+ *                   {track_uuid: the thread's track}, flagged
+ *                   SEQ_INCREMENTAL_STATE_CLEARED; TrackDescriptor(thread);
  *   per event:      timestamp, TrackEvent{type, category_iids, name_iid,
- *                   track_uuid, debug_annotations}, InternedData with the
+ *                   debug_annotations} (track_uuid only for counters, the
+ *                   thread's track is the default), InternedData with the
  *                   names first seen in this event, SEQ_NEEDS_INCREMENTAL_STATE;
  *   new counter:    TrackDescriptor(counter track) before its first value.
  */
@@ -30,6 +32,9 @@
 #define F_INTERNED_DATA 12
 #define F_SEQUENCE_FLAGS 13
 #define F_TRACK_DESCRIPTOR 60
+#define F_TRACE_PACKET_DEFAULTS 59
+#define TPD_TRACK_EVENT_DEFAULTS 11
+#define TED_TRACK_UUID 11
 #define SEQ_CLEARED 1u
 #define SEQ_NEEDS_STATE 2u
 /* TrackEvent */
@@ -282,6 +287,13 @@ static void write_descriptors(unsigned inst, int32_t tid) {
     fclose(f);
   }
   tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_CLEARED);
+  /* Events on this thread's track leave track_uuid out: the default of
+   * the sequence says it, as Perfetto's SDK does. */
+  tg_pbw_begin_nested(w, F_TRACE_PACKET_DEFAULTS);
+  tg_pbw_begin_nested(w, TPD_TRACK_EVENT_DEFAULTS);
+  tg_pbw_append_varint(w, TED_TRACK_UUID, thread_uuid(tid));
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
   tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
   tg_pbw_append_varint(w, TD_UUID, process_uuid());
   tg_pbw_begin_nested(w, TD_PROCESS);
@@ -389,7 +401,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     tg_pbw_append_varint(w, TE_TRACK_UUID, counter_uuid(name));
     tg_pbw_append_int(w, TE_COUNTER_VALUE, value);
   } else {
-    tg_pbw_append_varint(w, TE_TRACK_UUID, thread_uuid(tid));
+    /* The thread's track: implied by the sequence's defaults. */
     if (name) {
       uint32_t iid = intern(s, K_NAME, name, &is_new);
       if (iid) {

@@ -125,13 +125,16 @@ static void on_track_event(trace_t *t, seq_state_t *s, uint64_t ts,
   else if (te->name_field_case ==
            PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
     e->name = te->name;
-  assert_true(te->has_track_uuid);
-  const track_t *tr = find_track(s, te->track_uuid);
+  /* Like trace processor: without its own track_uuid an event is on the
+   * sequence's default track (TracePacketDefaults). */
+  uint64_t uuid = te->has_track_uuid ? te->track_uuid : s->default_track;
+  if (!uuid) fail_msg("sequence %u: an event with no track", s->id);
+  const track_t *tr = find_track(s, uuid);
   if (!tr)
     fail_msg(
         "sequence %u: track %llx has no descriptor on this sequence "
         "since its last clear",
-        s->id, (unsigned long long)te->track_uuid);
+        s->id, (unsigned long long)uuid);
   e->track_kind = tr->kind;
   e->tid = tr->tid;
   if (e->type == TG_TE_COUNTER) {
@@ -208,8 +211,13 @@ void te_decode(Perfetto__Protos__TracePacket *const *pk, size_t n,
       memset(&sq->cats, 0, sizeof(sq->cats));
       memset(&sq->anns, 0, sizeof(sq->anns));
       sq->n_tracks = 0;
+      sq->default_track = 0;
       sq->clears++;
     }
+    const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
+    if (d && d->track_event_defaults &&
+        d->track_event_defaults->has_track_uuid)
+      sq->default_track = d->track_event_defaults->track_uuid;
     if ((flags & SEQ_NEEDS_STATE) && sq->clears == 0)
       fail_msg(
           "sequence %u: packet %zu needs incremental state before any "

@@ -42,6 +42,7 @@ typedef struct seq_state {
   unsigned thread_descriptors;
   uint64_t last_ts;
   int32_t tid; /* of the thread descriptors, 0 before one */
+  uint64_t default_track; /* TracePacketDefaults' track_uuid, 0: none */
 } seq_state_t;
 
 typedef struct arg {
