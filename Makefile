@@ -1,6 +1,9 @@
 # Entry points. Everything real lives in CMake; this file wires the
 # configurations together and installs what a fresh Debian machine lacks.
 #
+#   make demo     deps, release build, then a fleet trace on loopback: two
+#                 hosts (service, probes, app, relay each) recorded through
+#                 mutual TLS into demo.pftrace (deploy/demo/demo.sh)
 #   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
 #                 threaded tests, libFuzzer smoke run of every fuzz target
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
@@ -17,10 +20,10 @@ TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer fuzz_pbtxt fuzz_proc_parsers \
+                fuzz_trace_buffer fuzz_pbtxt fuzz_relay_filter fuzz_proc_parsers \
                 fuzz_slice_reassembler
 
-.PHONY: all deps build test test-asan test-tsan fuzz fuzz-smoke bench clean
+.PHONY: all deps build demo test test-asan test-tsan fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -30,6 +33,9 @@ deps:
 build: deps
 	cmake -S . -B $(REL_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(REL_DIR) -j $(JOBS)
+
+demo: build
+	@sh deploy/demo/demo.sh $(REL_DIR) demo.pftrace
 
 test: deps test-asan test-tsan fuzz-smoke
 	@echo "make test: all suites passed"

@@ -293,6 +293,96 @@ def trace_buffer_corpus():
     }
 
 
+# --- relay frame filter (see fuzz_relay_filter.c) ---------------------------
+
+RF_CLIENT, RF_SERVICE = 0, 1
+CP = 1            # ConsumerPort's id in the harness's synthetic bind
+RELAY = 1000      # TracegateRelay
+(M_ENABLE, M_DISABLE, M_READ, M_FREE, M_FLUSH, M_START, M_CHANGE, M_DETACH,
+ M_ATTACH, M_STATS, M_OBSERVE, M_QUERY, M_CAPS, M_BUGREPORT,
+ M_CLONE) = range(1, 16)
+
+
+def rf(direction, payload):
+    """One record: [dir][u16 LE len][IPCFrame payload]."""
+    return bytes([direction]) + struct.pack("<H", len(payload)) + payload
+
+
+def rf_call(request_id, service, method, args=b"", drop=False):
+    body = (f_varint(1, service) + f_varint(2, method) + f_len(3, args) +
+            (f_varint(4, 1) if drop else b""))
+    return rf(RF_CLIENT, ipc_frame(request_id, 5, body))
+
+
+def rf_reply(request_id, body=b"", success=True, more=False):
+    msg = f_varint(1, 1 if success else 0) + \
+        (f_varint(2, 1) if more else b"") + f_len(3, body)
+    return rf(RF_SERVICE, ipc_frame(request_id, 6, msg))
+
+
+def trace_config(extra=b""):
+    # buffers { size_kb: 1024 } data_sources { config { name: "test.ds" } }
+    return (f_len(1, f_varint(1, 1024)) +
+            f_len(2, f_len(1, f_len(1, b"test.ds"))) + extra)
+
+
+def enable_args(extra=b""):
+    return f_len(1, trace_config(extra))
+
+
+def relay_filter_corpus():
+    slices = f_len(2, f_len(1, b"\x0a\x02hi") + f_varint(2, 1))
+    return {
+        "bind_and_query": rf(RF_CLIENT, bind_service(2, "ConsumerPort")) +
+            rf(RF_SERVICE, bind_service_reply(2)) +
+            rf_call(3, CP, M_QUERY) + rf_reply(3, b"", more=True) +
+            rf_reply(3),
+        "enable_then_disabled": rf_call(4, CP, M_ENABLE, enable_args()) +
+            rf_call(5, CP, M_FLUSH, f_varint(1, 1000)) + rf_reply(5) +
+            rf_call(6, CP, M_DISABLE) + rf_reply(6) +
+            rf_reply(4, f_varint(1, 1)),
+        "enable_write_into_file": rf_call(7, CP, M_ENABLE,
+                                          enable_args(f_varint(8, 1))),
+        "enable_output_path": rf_call(8, CP, M_ENABLE,
+                                      enable_args(f_len(29, b"/tmp/t"))),
+        "enable_bad_args": rf_call(9, CP, M_ENABLE, b"\x0a\x7f\x08"),
+        "detach_with_key": rf_call(10, CP, M_DETACH, f_len(1, b"k")) +
+            rf_reply(10) + rf_call(11, CP, M_ATTACH, f_len(1, b"k")) +
+            rf_reply(11, f_len(1, trace_config())),
+        "attach_foreign_key": rf_call(12, CP, M_ATTACH, f_len(1, b"bob/k")) +
+            rf_call(13, CP, M_ATTACH, f_len(1, b"")) +
+            rf_call(14, CP, M_DETACH, f_len(1, b"a b")),
+        "relay_service_calls": rf(RF_CLIENT, bind_service(15,
+                                                          "TracegateRelay")) +
+            rf_call(16, RELAY, 1) + rf_call(17, RELAY, 2) +
+            rf_call(18, RELAY, 3, f_len(1, b"resume")) +
+            rf_call(19, RELAY, 3, f_len(1, b"x/y")) + rf_call(20, RELAY, 9),
+        "session_key_enable_then_drop": rf_call(21, RELAY, 3,
+                                                f_len(1, b"r1")) +
+            rf_call(22, CP, M_ENABLE, enable_args()) +
+            rf_reply(2**64 - 1, b"", True),
+        "read_buffers_stream": rf_call(23, CP, M_READ) +
+            rf_reply(23, slices, more=True) + rf_reply(23, slices) +
+            rf_reply(23, slices),
+        "client_sends_replies_and_identity": rf(RF_CLIENT,
+                                                bind_service_reply(24)) +
+            rf(RF_CLIENT, ipc_frame(25, 6, f_varint(1, 1))) +
+            rf(RF_CLIENT, ipc_frame(26, 7, f_len(1, b"err"))) +
+            rf(RF_CLIENT, ipc_frame(27, 8, f_varint(2, 0) +
+                                    f_len(4, b"root"))) +
+            rf(RF_CLIENT, f_len(1, b"data_for_testing")),
+        "unknown_service_and_methods": rf(RF_CLIENT,
+                                          bind_service(28, "ProducerPort")) +
+            rf_call(29, 5, 1) + rf_call(30, CP, 99) +
+            rf_call(31, CP, M_BUGREPORT) + rf_call(32, CP, M_CLONE, b"",
+                                                   drop=True),
+        "garbage": rf(RF_CLIENT, b"\xff" * 9) +
+            rf(RF_CLIENT, b"\x1a\x10\x0a") +
+            rf(RF_SERVICE, b"\x10\x80\x80") +
+            rf(RF_CLIENT, invoke_method(33, CP, M_QUERY, b"") + b"\x98\x06"),
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -309,6 +399,7 @@ def main():
     write("fuzz_chunk_validator", chunk_corpus())
     write("fuzz_pb_reader", pb_corpus())
     write("fuzz_trace_buffer", trace_buffer_corpus())
+    write("fuzz_relay_filter", relay_filter_corpus())
     return 0
 
 

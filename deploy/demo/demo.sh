@@ -1,0 +1,106 @@
+#!/bin/sh
+# make demo: a fleet trace in one command, on loopback.
+#
+# Two "hosts", each a tracegated with tracegate-probes, a tracegate-emit and
+# a tracegate-relay on a port of its own, recorded for a few seconds through
+# mutual TLS by one `tracegate record` into one merged trace. Everything it
+# starts, it stops: at the end, on error and on Ctrl-C.
+#
+# usage: deploy/demo/demo.sh BUILD_DIR [OUT]   (OUT default: demo.pftrace)
+set -eu
+
+BUILD=${1:?usage: demo.sh BUILD_DIR [OUT]}
+OUT=${2:-demo.pftrace}
+SECONDS_TO_RECORD=${DEMO_SECONDS:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+
+TRACEGATED=$BUILD/service/tracegated
+PROBES=$BUILD/agent/probes/tracegate-probes
+EMIT=$BUILD/agent/emit/tracegate-emit
+RELAY=$BUILD/relay/tracegate-relay
+CLI=$BUILD/consumer/tracegate
+for b in "$TRACEGATED" "$PROBES" "$EMIT" "$RELAY" "$CLI"; do
+  [ -x "$b" ] || { echo "demo: $b is missing (build first)" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d /tmp/tracegate-demo.XXXXXX)
+PIDS=""
+cleanup() {
+  status=$?
+  trap - EXIT INT TERM
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'echo; echo "demo: interrupted, stopping everything"; exit 130' INT TERM
+
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Waits (bounded) until FILE holds a line starting with "ready".
+wait_ready() {
+  i=0
+  while ! grep -q '^ready' "$1" 2>/dev/null; do
+    i=$((i + 1))
+    if [ "$i" -gt 100 ]; then
+      echo "demo: $2 did not come up; its log:" >&2
+      cat "$3" >&2 || true
+      exit 1
+    fi
+    sleep 0.1
+  done
+}
+
+step "throw-away certificates in $WORK/certs"
+CERTS=$WORK/certs
+"$TOP/deploy/certs/tg-certs" ca "$CERTS" >/dev/null
+"$TOP/deploy/certs/tg-certs" host "$CERTS" localhost --ip 127.0.0.1 >/dev/null
+"$TOP/deploy/certs/tg-certs" client "$CERTS" demo-operator --role record \
+  >/dev/null
+
+PORTS=""
+for h in 1 2; do
+  H=$WORK/host$h
+  mkdir -p "$H"
+  step "host$h: tracegated, tracegate-probes, tracegate-emit, tracegate-relay"
+  "$TRACEGATED" --producer-socket "$H/producer" --consumer-socket "$H/consumer" \
+    --log-level warn --ready-fd 3 3>"$H/service.ready" 2>"$H/service.log" &
+  PIDS="$PIDS $!"
+  wait_ready "$H/service.ready" "host$h tracegated" "$H/service.log"
+  "$PROBES" --socket "$H/producer" --name "host$h-probes" --log-level warn \
+    2>"$H/probes.log" &
+  PIDS="$PIDS $!"
+  "$EMIT" --socket "$H/producer" --name "host$h-app" --track-events \
+    --threads 2 --rate 2000 --log-level warn 2>"$H/emit.log" &
+  PIDS="$PIDS $!"
+  "$RELAY" --listen 127.0.0.1:0 --consumer-socket "$H/consumer" \
+    --cert "$CERTS/localhost.pem" --key "$CERTS/localhost.key" \
+    --ca "$CERTS/ca.pem" --authz "$CERTS/authz" --log-level warn \
+    --audit-log "$H/audit.log" --ready-fd 3 3>"$H/relay.ready" \
+    2>"$H/relay.log" &
+  PIDS="$PIDS $!"
+  wait_ready "$H/relay.ready" "host$h relay" "$H/relay.log"
+  port=$(sed -n 's/^ready \([0-9]*\).*/\1/p' "$H/relay.ready")
+  PORTS="$PORTS $port"
+  echo "    relay of host$h listening on localhost:$port (mutual TLS)"
+done
+
+HOSTS=""
+for p in $PORTS; do HOSTS="$HOSTS -H localhost:$p"; done
+
+step "recording ${SECONDS_TO_RECORD}s from both hosts through TLS into $OUT"
+# shellcheck disable=SC2086
+"$CLI" record $HOSTS --cert "$CERTS/demo-operator.pem" \
+  --key "$CERTS/demo-operator.key" --ca "$CERTS/ca.pem" \
+  --txt -c "$HERE/demo.pbtxt" -t "${SECONDS_TO_RECORD}s" --merge -o "$OUT"
+
+step "done"
+size=$(wc -c <"$OUT")
+cat <<EOF
+$OUT: $size bytes, one timeline with a track group per host.
+Open it: go to https://ui.perfetto.dev, click "Open trace file" and pick
+$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT"), or query it with
+trace_processor_shell $OUT.
+EOF

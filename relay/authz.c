@@ -1,0 +1,246 @@
+/* The authorization file: "identity role" lines, and the role table. */
+#include "relay/authz.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracegate/error.h"
+
+/* A file larger than this is surely not an authorization file. */
+#define AUTHZ_FILE_MAX (4u * 1024 * 1024)
+
+typedef struct authz_entry {
+  char *identity;
+  tg_authz_role_t role;
+} authz_entry_t;
+
+struct tg_authz {
+  authz_entry_t *entries;
+  size_t n;
+};
+
+/* Methods per role (ConsumerPort names, consumer_port.proto). */
+static const char *const observe_methods[] = {
+    "QueryServiceState", "QueryCapabilities", "GetTraceStats", "ObserveEvents",
+};
+static const char *const record_methods[] = {
+    "EnableTracing", "StartTracing", "ChangeTraceConfig", "Flush",
+    "DisableTracing", "ReadBuffers", "FreeBuffers", "Detach",
+    "Attach", "CloneSession",
+};
+
+static bool in_list(const char *const *list, size_t n, const char *m) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(list[i], m)) return true;
+  return false;
+}
+
+bool tg_authz_allows(tg_authz_role_t role, const char *method) {
+  if (!method) return false;
+  if (role >= TG_ROLE_OBSERVE &&
+      in_list(observe_methods,
+              sizeof(observe_methods) / sizeof(observe_methods[0]), method))
+    return true;
+  if (role >= TG_ROLE_RECORD &&
+      in_list(record_methods,
+              sizeof(record_methods) / sizeof(record_methods[0]), method))
+    return true;
+  return false;
+}
+
+const char *tg_authz_role_name(tg_authz_role_t role) {
+  switch (role) {
+    case TG_ROLE_OBSERVE:
+      return "observe";
+    case TG_ROLE_RECORD:
+      return "record";
+    default:
+      return "none";
+  }
+}
+
+int tg_authz_parse_role(const char *s, tg_authz_role_t *out) {
+  if (!strcmp(s, "observe")) *out = TG_ROLE_OBSERVE;
+  else if (!strcmp(s, "record")) *out = TG_ROLE_RECORD;
+  else return -EINVAL;
+  return 0;
+}
+
+void tg_authz_free(tg_authz_t *a) {
+  if (!a) return;
+  for (size_t i = 0; i < a->n; i++) free(a->entries[i].identity);
+  free(a->entries);
+  free(a);
+}
+
+static int fail(char *err, size_t errlen, int rv, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rv, const char *fmt, ...) {
+  if (errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return rv;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* Splits |line| (|n| bytes, no newline) into whitespace-separated words;
+ * returns how many there were (at most |max| are recorded). */
+static size_t split_words(const char *line, size_t n, const char **w,
+                          size_t *wl, size_t max) {
+  size_t k = 0, i = 0;
+  while (i < n) {
+    while (i < n && is_space(line[i])) i++;
+    if (i == n) break;
+    size_t start = i;
+    while (i < n && !is_space(line[i])) i++;
+    if (k < max) {
+      w[k] = line + start;
+      wl[k] = i - start;
+    }
+    k++;
+  }
+  return k;
+}
+
+static int add_entry(tg_authz_t *a, size_t *cap, const char *id, size_t idlen,
+                     tg_authz_role_t role) {
+  if (a->n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    authz_entry_t *ne = realloc(a->entries, nc * sizeof(*ne));
+    if (!ne) return -ENOMEM;
+    a->entries = ne;
+    *cap = nc;
+  }
+  char *copy = malloc(idlen + 1);
+  if (!copy) return -ENOMEM;
+  memcpy(copy, id, idlen);
+  copy[idlen] = 0;
+  a->entries[a->n].identity = copy;
+  a->entries[a->n].role = role;
+  a->n++;
+  return 0;
+}
+
+static const authz_entry_t *find(const tg_authz_t *a, const char *id,
+                                 size_t idlen) {
+  for (size_t i = 0; i < a->n; i++)
+    if (strlen(a->entries[i].identity) == idlen &&
+        !memcmp(a->entries[i].identity, id, idlen))
+      return &a->entries[i];
+  return NULL;
+}
+
+int tg_authz_parse(const char *text, size_t len, const char *name,
+                   tg_authz_t **out, char *err, size_t errlen) {
+  *out = NULL;
+  tg_authz_t *a = calloc(1, sizeof(*a));
+  if (!a) return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
+  size_t cap = 0, lineno = 0, off = 0;
+  int rv = 0;
+  while (off < len) {
+    lineno++;
+    const char *line = text + off;
+    const char *nl = memchr(line, '\n', len - off);
+    size_t n = nl ? (size_t)(nl - line) : len - off;
+    off += n + (nl ? 1 : 0);
+    /* Comments run to the end of the line. */
+    const char *hash = memchr(line, '#', n);
+    if (hash) n = (size_t)(hash - line);
+    const char *w[3];
+    size_t wl[3];
+    size_t k = split_words(line, n, w, wl, 3);
+    if (k == 0) continue;
+    for (size_t i = 0; i < n; i++) {
+      unsigned char c = (unsigned char)line[i];
+      if (c == 0 || (c < 0x20 && c != '\t' && c != '\r') || c >= 0x7f) {
+        rv = fail(err, errlen, TG_EPARSE,
+                  "%s:%zu: byte 0x%02x is not printable ASCII", name, lineno,
+                  c);
+        goto out;
+      }
+    }
+    if (k != 2) {
+      rv = fail(err, errlen, TG_EPARSE,
+                "%s:%zu: expected \"identity role\", found %zu word%s", name,
+                lineno, k, k == 1 ? "" : "s");
+      goto out;
+    }
+    if (wl[0] > TG_AUTHZ_IDENTITY_MAX) {
+      rv = fail(err, errlen, TG_EPARSE,
+                "%s:%zu: identity longer than %d characters", name, lineno,
+                TG_AUTHZ_IDENTITY_MAX);
+      goto out;
+    }
+    char role_s[16];
+    tg_authz_role_t role;
+    snprintf(role_s, sizeof(role_s), "%.*s", (int)(wl[1] < 15 ? wl[1] : 15),
+             w[1]);
+    if (wl[1] >= sizeof(role_s) || tg_authz_parse_role(role_s, &role) < 0) {
+      rv = fail(err, errlen, TG_EPARSE,
+                "%s:%zu: role '%.*s' is not observe or record", name, lineno,
+                (int)(wl[1] < 32 ? wl[1] : 32), w[1]);
+      goto out;
+    }
+    const authz_entry_t *dup = find(a, w[0], wl[0]);
+    if (dup) {
+      /* Two lines for one identity: which one wins would be a guess. */
+      rv = fail(err, errlen, TG_EPARSE,
+                "%s:%zu: identity '%.*s' is listed twice", name, lineno,
+                (int)wl[0], w[0]);
+      goto out;
+    }
+    rv = add_entry(a, &cap, w[0], wl[0], role);
+    if (rv < 0) {
+      fail(err, errlen, rv, "%s: out of memory", name);
+      goto out;
+    }
+  }
+out:
+  if (rv < 0) {
+    tg_authz_free(a);
+    return rv;
+  }
+  *out = a;
+  return 0;
+}
+
+int tg_authz_load(const char *path, tg_authz_t **out, char *err,
+                  size_t errlen) {
+  *out = NULL;
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return fail(err, errlen, TG_EBAD_CONFIG, "%s: %s", path, strerror(errno));
+  char *buf = malloc(AUTHZ_FILE_MAX + 1);
+  if (!buf) {
+    fclose(f);
+    return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+  }
+  size_t n = fread(buf, 1, AUTHZ_FILE_MAX + 1, f);
+  int rerr = ferror(f);
+  fclose(f);
+  int rv;
+  if (rerr)
+    rv = fail(err, errlen, TG_EBAD_CONFIG, "%s: read error", path);
+  else if (n > AUTHZ_FILE_MAX)
+    rv = fail(err, errlen, TG_EBAD_CONFIG, "%s: larger than %u bytes", path,
+              AUTHZ_FILE_MAX);
+  else
+    rv = tg_authz_parse(buf, n, path, out, err, errlen);
+  free(buf);
+  return rv;
+}
+
+tg_authz_role_t tg_authz_role(const tg_authz_t *a, const char *identity) {
+  if (!a || !identity) return TG_ROLE_NONE;
+  const authz_entry_t *e = find(a, identity, strlen(identity));
+  return e ? e->role : TG_ROLE_NONE;
+}
+
+size_t tg_authz_count(const tg_authz_t *a) { return a ? a->n : 0; }

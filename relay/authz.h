@@ -1,0 +1,74 @@
+/* The relay's authorization file and its roles.
+ *
+ * The file maps client identities (certificate CN, or "ssh:USER" in --stdio
+ * mode) to roles, one per line:
+ *
+ *   # identity role
+ *   alice record
+ *   bob observe
+ *
+ * Blank lines and '#' comments are ignored; anything else is an error that
+ * names the line. Default deny: an identity that is not listed has no role
+ * and is refused at the handshake.
+ *
+ * Roles grant ConsumerPort methods by name:
+ *   observe: QueryServiceState, QueryCapabilities, GetTraceStats,
+ *            ObserveEvents
+ *   record:  observe + EnableTracing, StartTracing, ChangeTraceConfig, Flush,
+ *            DisableTracing, ReadBuffers, FreeBuffers, Detach, Attach,
+ *            CloneSession
+ * Every other method (SaveTraceForBugreport, names we do not know) is
+ * denied to everyone.
+ *
+ * A table is immutable once parsed; a reload builds a new one and the owner
+ * swaps the pointer, so a broken file never replaces a good one. No I/O but
+ * tg_authz_load() reading the file.
+ */
+#ifndef TRACEGATE_RELAY_AUTHZ_H
+#define TRACEGATE_RELAY_AUTHZ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum tg_authz_role {
+  TG_ROLE_NONE = 0, /* not listed: refused */
+  TG_ROLE_OBSERVE = 1,
+  TG_ROLE_RECORD = 2,
+} tg_authz_role_t;
+
+typedef struct tg_authz tg_authz_t;
+
+/* Longest identity a line may name (an X.509 CN is at most 64; the TLS
+ * layer caps identities at 255). */
+#define TG_AUTHZ_IDENTITY_MAX 255
+
+/* Parses |len| bytes of file text; |name| (e.g. the path) prefixes error
+ * messages. On success *out owns the table (tg_authz_free). On failure
+ * returns TG_EPARSE (or -ENOMEM) and writes "name:LINE: why" into |err|. */
+int tg_authz_parse(const char *text, size_t len, const char *name,
+                   tg_authz_t **out, char *err, size_t errlen);
+
+/* Reads and parses |path|. Errors as tg_authz_parse(), plus TG_EBAD_CONFIG
+ * when the file cannot be read (|err| says why). */
+int tg_authz_load(const char *path, tg_authz_t **out, char *err,
+                  size_t errlen);
+
+void tg_authz_free(tg_authz_t *a);
+
+/* The role of |identity| (exact, case-sensitive match); TG_ROLE_NONE when
+ * |a| or |identity| is NULL or the identity is not listed. */
+tg_authz_role_t tg_authz_role(const tg_authz_t *a, const char *identity);
+
+/* Number of identities in the table. */
+size_t tg_authz_count(const tg_authz_t *a);
+
+/* True if |role| may call the ConsumerPort method named |method|. */
+bool tg_authz_allows(tg_authz_role_t role, const char *method);
+
+/* "observe", "record" or "none". */
+const char *tg_authz_role_name(tg_authz_role_t role);
+
+/* Parses "observe"/"record"; returns 0 or -EINVAL. */
+int tg_authz_parse_role(const char *s, tg_authz_role_t *out);
+
+#endif /* TRACEGATE_RELAY_AUTHZ_H */

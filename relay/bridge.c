@@ -1,0 +1,517 @@
+/* A client connection, its upstream, and the filter between them. */
+#include "relay/bridge.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
+#include "ipc/pipe_transport.h"
+#include "ipc/unix_transport.h"
+#include "relay/frame_filter.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+/* Per connection, drops and denials are logged at warn level this many
+ * times, then at debug level (they are all counted and summed up at the
+ * end): a client cannot flood the log. */
+#define LOUD_LOGS 20
+#define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+
+enum bridge_state {
+  B_HANDSHAKE, /* TLS handshake running; no upstream yet */
+  B_OPEN,      /* frames flow both ways */
+  B_DETACHING, /* client gone; waiting for the service to detach */
+  B_CLOSING,   /* waiting for handles to close */
+};
+
+struct tg_relay_bridge {
+  tg_relay_env_t *env;
+  tg_list_t node;
+  enum bridge_state state;
+
+  tg_tls_chan_t *tls;       /* TLS mode */
+  tg_pipe_transport_t pipe; /* --stdio mode */
+  tg_transport_t *client;
+  bool client_open; /* its on_close has not run yet */
+  bool stdio;
+
+  tg_unix_transport_t up;
+  bool up_open;
+
+  uv_timer_t timer; /* bounds the drop-time Detach */
+  bool timer_closing;
+
+  tg_relay_filter_t filter;
+  char identity[TG_AUTHZ_IDENTITY_MAX + 1];
+  char addr[320];
+  bool authorized; /* the connection got past the identity check */
+  bool refused;    /* audited as refused already */
+
+  int close_status;
+  char close_why[420];
+  char detach_key[300];
+
+  tg_buf_t out; /* frames the filter built */
+  tg_buf_t fwd; /* an upstream frame with its length prefix */
+  bool client_paused, up_paused;
+  unsigned loud;
+  uint64_t opened_ms;
+};
+
+static void bridge_close(tg_relay_bridge_t *b, int status, const char *why);
+
+static const char *who(const tg_relay_bridge_t *b) {
+  return b->identity[0] ? b->identity : "-";
+}
+
+static size_t high_water(const tg_relay_bridge_t *b) {
+  return b->env->high_water ? b->env->high_water : DEFAULT_HIGH_WATER;
+}
+
+void tg_relay_env_init(tg_relay_env_t *env) {
+  tg_list_init(&env->bridges);
+  env->n_bridges = 0;
+}
+
+/* --- freeing ---------------------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *h) {
+  tg_relay_bridge_t *b = h->data;
+  tg_relay_env_t *env = b->env;
+  tg_list_remove(&b->node);
+  env->n_bridges--;
+  tg_tls_chan_free(b->tls);
+  tg_buf_free(&b->out);
+  tg_buf_free(&b->fwd);
+  free(b);
+  if (env->n_bridges == 0 && env->on_idle) env->on_idle(env);
+}
+
+/* Frees the bridge once both transports are closed. The timer closes last:
+ * its close callback runs after every earlier close callback. */
+static void maybe_free(tg_relay_bridge_t *b) {
+  if (b->client_open || b->up_open || b->timer_closing) return;
+  b->state = B_CLOSING;
+  b->timer_closing = true;
+  if (b->authorized) {
+    const tg_relay_filter_stats_t *st = &b->filter.stats;
+    uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
+    TG_INFO("%s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
+            " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64 ")",
+            who(b), b->addr, secs, b->close_why, st->client_frames,
+            st->upstream_frames, st->denied,
+            st->undecodable + st->refused_kinds);
+    tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
+                   "%s", b->close_why);
+  }
+  uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+}
+
+/* --- sending ---------------------------------------------------------------- */
+
+static int send_client(tg_relay_bridge_t *b, const uint8_t *frame, size_t len,
+                       bool bulk) {
+  int rv = b->tls && !bulk ? tg_tls_chan_send_priority(b->tls, frame, len)
+                           : tg_transport_send(b->client, frame, len, -1);
+  if (rv < 0) {
+    char why[128];
+    snprintf(why, sizeof(why), "cannot queue output for the client: %s%s",
+             tg_strerror(rv),
+             rv == -ENOBUFS ? " (the client does not read)" : "");
+    bridge_close(b, rv, why);
+  }
+  return rv;
+}
+
+static int send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
+  int rv = tg_transport_send(&b->up.base, frame, len, -1);
+  if (rv < 0) {
+    char why[128];
+    snprintf(why, sizeof(why), "cannot queue output for the service: %s",
+             tg_strerror(rv));
+    bridge_close(b, rv, why);
+  }
+  return rv;
+}
+
+/* Reading one side stops while the other cannot take more. */
+static void update_backpressure(tg_relay_bridge_t *b) {
+  if (b->state != B_OPEN) return;
+  bool pause_up = tg_transport_congested(b->client);
+  /* Bulk data stops coming once the client's queue passes its mark (plus
+   * what one upstream read still delivers); beyond that margin the queue
+   * holds replies made here, to a client sending requests without reading
+   * the answers. */
+  bool pause_client =
+      tg_transport_congested(&b->up.base) ||
+      tg_transport_pending(b->client) >
+          high_water(b) + 4 * TG_IPC_FRAME_BUFFER_SIZE;
+  if (pause_up != b->up_paused) {
+    b->up_paused = pause_up;
+    tg_transport_pause_reading(&b->up.base, pause_up);
+    TG_DEBUG("%s@%s: %s reading the service (client output %zu bytes)",
+             who(b), b->addr, pause_up ? "paused" : "resumed",
+             tg_transport_pending(b->client));
+  }
+  if (pause_client != b->client_paused) {
+    b->client_paused = pause_client;
+    tg_transport_pause_reading(b->client, pause_client);
+    TG_DEBUG("%s@%s: %s reading the client (service output %zu bytes)",
+             who(b), b->addr, pause_client ? "paused" : "resumed",
+             tg_transport_pending(&b->up.base));
+  }
+}
+
+/* --- logging a verdict ------------------------------------------------------ */
+
+static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
+  if (v->call && !v->allowed) b->env->denied_calls++;
+  bool noisy = v->garbage || (v->call && !v->allowed) ||
+               v->action == TG_RELAY_DROP;
+  if (noisy) {
+    tg_log_level_t lvl = b->loud < LOUD_LOGS ? TG_LOG_WARN : TG_LOG_DEBUG;
+    b->loud++;
+    const char *what = v->garbage              ? "dropped a frame"
+                       : v->call               ? "denied"
+                                               : "dropped";
+    TG_LOG(lvl, "%s@%s: %s %s (request %" PRIu64 "): %s", who(b), b->addr,
+           what, v->method, v->request_id, v->reason);
+  } else {
+    TG_DEBUG("%s@%s: %s %s (request %" PRIu64 ")%s%s", who(b), b->addr,
+             v->action == TG_RELAY_REPLY ? "answered" : "forwarded",
+             v->method, v->request_id, v->reason[0] ? ": " : "", v->reason);
+  }
+  if (v->audit)
+    tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
+                   v->allowed ? "allow" : "deny", "%s",
+                   v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
+}
+
+/* --- frames from the client ------------------------------------------------- */
+
+static tg_authz_role_t current_role(const tg_relay_bridge_t *b) {
+  if (b->stdio) return TG_ROLE_RECORD;
+  return tg_authz_role(b->env->authz, b->identity);
+}
+
+static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
+                           size_t len) {
+  tg_relay_bridge_t *b = t->data;
+  if (b->state != B_OPEN) return 0;
+  tg_buf_reset(&b->out);
+  tg_relay_verdict_t v;
+  int rv = tg_relay_filter_client(&b->filter, current_role(b), payload, len,
+                                  &b->out, &v);
+  if (rv < 0) {
+    char why[96];
+    snprintf(why, sizeof(why), "cannot build a frame: %s", tg_strerror(rv));
+    bridge_close(b, rv, why);
+    return 1;
+  }
+  report(b, &v);
+  if (tg_buf_size(&b->out) > 0) {
+    if (v.action == TG_RELAY_FORWARD)
+      rv = send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+    else if (v.action == TG_RELAY_REPLY)
+      rv = send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out), false);
+  }
+  update_backpressure(b);
+  return b->state == B_OPEN ? 0 : 1;
+}
+
+static void client_on_drain(tg_transport_t *t) {
+  update_backpressure(t->data);
+}
+
+static void client_on_close(tg_transport_t *t, int status) {
+  tg_relay_bridge_t *b = t->data;
+  b->client_open = false;
+  if (b->state == B_HANDSHAKE || b->state == B_OPEN) {
+    char why[300];
+    const char *detail = b->tls ? tg_tls_chan_error(b->tls) : "";
+    snprintf(why, sizeof(why), "%s%s%s",
+             status == TG_EPEER_CLOSED ? "the client closed the connection"
+                                       : tg_strerror(status),
+             detail[0] ? ": " : "", detail);
+    bridge_close(b, status, why);
+  }
+  maybe_free(b);
+}
+
+static const tg_transport_cbs_t client_cbs = {
+    .on_frame = client_on_frame,
+    .on_drain = client_on_drain,
+    .on_close = client_on_close,
+};
+
+/* --- frames from the service ------------------------------------------------ */
+
+static void detach_done(tg_relay_bridge_t *b, const char *outcome) {
+  if (b->state != B_DETACHING) return;
+  TG_INFO("%s@%s: session %s under key '%s'", who(b), b->addr, outcome,
+          b->detach_key);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
+                 strncmp(outcome, "detached", 8) ? "deny" : "allow",
+                 "link dropped: session %s under key '%s'", outcome,
+                 b->detach_key);
+  b->state = B_CLOSING;
+  uv_timer_stop(&b->timer);
+  if (b->up_open) tg_transport_close(&b->up.base, 0);
+}
+
+static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
+  tg_relay_bridge_t *b = t->data;
+  if (b->state != B_OPEN && b->state != B_DETACHING) return 0;
+  tg_relay_verdict_t v;
+  tg_relay_filter_upstream(&b->filter, payload, len, &v);
+  if (v.own_detach_reply) {
+    detach_done(b, v.allowed ? "detached" : "NOT detached (the service refused)");
+    return 1;
+  }
+  if (b->state != B_OPEN) return 0; /* nobody to forward to */
+  if (v.action == TG_RELAY_DROP) {
+    report(b, &v);
+    return 0;
+  }
+  tg_buf_reset(&b->fwd);
+  uint8_t *p = tg_buf_reserve(&b->fwd, TG_IPC_FRAME_HEADER_SIZE + len);
+  if (!p) {
+    bridge_close(b, -ENOMEM, "no memory for a frame from the service");
+    return 1;
+  }
+  tg_pb_write_le32(p, (uint32_t)len);
+  memcpy(p + TG_IPC_FRAME_HEADER_SIZE, payload, len);
+  tg_buf_commit(&b->fwd, TG_IPC_FRAME_HEADER_SIZE + len);
+  send_client(b, tg_buf_begin(&b->fwd), tg_buf_size(&b->fwd), v.bulk);
+  update_backpressure(b);
+  return b->state == B_OPEN ? 0 : 1;
+}
+
+static void up_on_drain(tg_transport_t *t) { update_backpressure(t->data); }
+
+static void up_on_close(tg_transport_t *t, int status) {
+  tg_relay_bridge_t *b = t->data;
+  b->up_open = false;
+  if (b->state == B_DETACHING) {
+    detach_done(b, "NOT detached (the service went away)");
+  } else if (b->state == B_OPEN) {
+    char why[160];
+    snprintf(why, sizeof(why), "the tracing service closed the connection%s%s",
+             status && status != TG_EPEER_CLOSED ? ": " : "",
+             status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");
+    bridge_close(b, status, why);
+  }
+  maybe_free(b);
+}
+
+static const tg_transport_cbs_t up_cbs = {
+    .on_frame = up_on_frame,
+    .on_drain = up_on_drain,
+    .on_close = up_on_close,
+};
+
+static void on_detach_timeout(uv_timer_t *t) {
+  tg_relay_bridge_t *b = t->data;
+  detach_done(b, "NOT detached (no reply from the service in time)");
+}
+
+/* --- closing ---------------------------------------------------------------- */
+
+/* Idempotent. Closes the client, detaches a keyed session if there is one,
+ * and closes the upstream (after the detach). */
+static void bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
+  if (b->state == B_DETACHING || b->state == B_CLOSING) return;
+  bool was_open = b->state == B_OPEN;
+  b->state = B_CLOSING;
+  b->close_status = status;
+  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  if (b->client_open) tg_transport_close(b->client, status);
+  if (b->up_open && was_open) {
+    tg_buf_reset(&b->out);
+    int d = tg_relay_filter_detach_on_drop(&b->filter, &b->out, b->detach_key,
+                                           sizeof(b->detach_key));
+    if (d == 1 && tg_transport_send(&b->up.base, tg_buf_begin(&b->out),
+                                    tg_buf_size(&b->out), -1) == 0) {
+      b->state = B_DETACHING;
+      /* Whatever the service still sends is read and dropped. */
+      tg_transport_pause_reading(&b->up.base, false);
+      uv_timer_start(&b->timer, on_detach_timeout, b->env->detach_timeout_ms,
+                     0);
+      TG_INFO("%s@%s: link lost with a tracing session: detaching it under "
+              "key '%s'", who(b), b->addr, b->detach_key);
+      return;
+    }
+  }
+  if (b->up_open) tg_transport_close(&b->up.base, 0);
+}
+
+void tg_relay_bridge_close_all(tg_relay_env_t *env, const char *why) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &env->bridges) {
+    tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
+    bridge_close(b, 0, why);
+  }
+}
+
+/* --- opening ---------------------------------------------------------------- */
+
+static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
+  tg_relay_bridge_t *b = calloc(1, sizeof(*b));
+  if (!b) return NULL;
+  b->env = env;
+  tg_list_init(&b->node);
+  tg_buf_init(&b->out, 0);
+  tg_buf_init(&b->fwd, 0);
+  uv_timer_init(env->loop, &b->timer);
+  b->timer.data = b;
+  b->opened_ms = uv_now(env->loop);
+  tg_list_insert_tail(&env->bridges, &b->node);
+  env->n_bridges++;
+  return b;
+}
+
+/* The client is verified and authorized: connect to the service. */
+static int open_upstream(tg_relay_bridge_t *b) {
+  int rv = tg_unix_transport_connect(b->env->loop, &b->up,
+                                     b->env->consumer_socket);
+  if (rv < 0) return rv;
+  b->up.base.cbs = &up_cbs;
+  b->up.base.data = b;
+  b->up.chan.high_water = high_water(b);
+  b->up_open = true;
+  return 0;
+}
+
+static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
+  b->refused = true;
+  b->env->refused++;
+  TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                 why);
+  bridge_close(b, status, why);
+}
+
+static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
+  int rv = open_upstream(b);
+  if (rv < 0) {
+    char why[300];
+    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
+             b->env->consumer_socket, tg_strerror(rv));
+    TG_ERROR("%s", why);
+    refuse(b, rv, why);
+    return;
+  }
+  b->state = B_OPEN;
+  b->authorized = true;
+  b->env->accepted++;
+  b->opened_ms = uv_now(b->env->loop);
+  tg_relay_filter_init(&b->filter, b->identity, b->env->host);
+  TG_INFO("%s@%s: connected with role %s", who(b), b->addr,
+          tg_authz_role_name(role));
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
+                 "role %s", tg_authz_role_name(role));
+}
+
+static void on_handshake(tg_tls_chan_t *ch, int status) {
+  tg_relay_bridge_t *b = tg_tls_chan_transport(ch)->data;
+  if (status != 0) {
+    /* tls_chan has logged it; the audit trail gets it too. on_close
+     * follows. */
+    const char *detail = tg_tls_chan_error(ch);
+    char why[400];
+    snprintf(why, sizeof(why), "TLS handshake failed: %s%s%s",
+             tg_strerror(status), detail[0] ? ": " : "", detail);
+    b->refused = true;
+    b->env->refused++;
+    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny", "%s", why);
+    snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+    return;
+  }
+  const char *id = tg_tls_chan_peer_identity(ch);
+  snprintf(b->identity, sizeof(b->identity), "%s", id ? id : "");
+  if (!id) {
+    refuse(b, TG_EDENIED, "the client certificate names no usable identity");
+    return;
+  }
+  tg_authz_role_t role = tg_authz_role(b->env->authz, id);
+  if (role == TG_ROLE_NONE) {
+    char why[TG_AUTHZ_IDENTITY_MAX + 64];
+    snprintf(why, sizeof(why),
+             "identity '%s' is not in the authorization file", id);
+    refuse(b, TG_EDENIED, why);
+    return;
+  }
+  admit(b, role);
+}
+
+int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
+                           tg_tls_config_t *cfg,
+                           const tg_tls_chan_opts_t *opts) {
+  tg_relay_bridge_t *b = bridge_new(env);
+  if (!b) return -ENOMEM;
+  tg_tls_chan_opts_t o = *opts;
+  o.on_handshake = on_handshake;
+  if (!o.high_water) o.high_water = high_water(b);
+  int rv = tg_tls_chan_accept(server, cfg, &o, &client_cbs, b, &b->tls);
+  if (rv < 0) {
+    /* Nothing was accepted: the bridge goes with its timer. */
+    b->tls = NULL;
+    maybe_free(b);
+    return rv;
+  }
+  b->client = tg_tls_chan_transport(b->tls);
+  b->client_open = true;
+  b->state = B_HANDSHAKE;
+  snprintf(b->addr, sizeof(b->addr), "%s", tg_tls_chan_peer_addr(b->tls));
+  snprintf(b->close_why, sizeof(b->close_why), "closed");
+  return 0;
+}
+
+int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
+                               const char *identity) {
+  tg_relay_bridge_t *b = bridge_new(env);
+  if (!b) {
+    close(in_fd);
+    if (out_fd != in_fd) close(out_fd);
+    return -ENOMEM;
+  }
+  b->stdio = true;
+  snprintf(b->identity, sizeof(b->identity), "%s", identity);
+  snprintf(b->addr, sizeof(b->addr), "stdio");
+  snprintf(b->close_why, sizeof(b->close_why), "closed");
+  int rv = tg_pipe_transport_open(env->loop, &b->pipe, in_fd, out_fd,
+                                  high_water(b));
+  if (rv < 0) {
+    /* The pipe's handles close before the timer: the bridge goes last. */
+    maybe_free(b);
+    return rv;
+  }
+  b->client = &b->pipe.base;
+  b->client->cbs = &client_cbs;
+  b->client->data = b;
+  b->client_open = true;
+  rv = open_upstream(b);
+  if (rv < 0) {
+    char why[300];
+    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
+             env->consumer_socket, tg_strerror(rv));
+    TG_ERROR("%s", why);
+    tg_relay_audit(env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                   why);
+    bridge_close(b, rv, why);
+    return rv;
+  }
+  b->state = B_OPEN;
+  b->authorized = true;
+  env->accepted++;
+  tg_relay_filter_init(&b->filter, b->identity, env->host);
+  TG_INFO("%s@stdio: connected with role record", b->identity);
+  tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
+                 "role record (--stdio)");
+  return 0;
+}

@@ -1,0 +1,90 @@
+/* One remote client connection bridged to the local tracing service.
+ *
+ *   client (TLS, or stdin/stdout) <-> frame filter <-> consumer socket
+ *
+ * A bridge owns its client transport (a tg_tls_chan, or a pipe transport in
+ * --stdio mode), its upstream connection to the consumer socket (opened
+ * once the client is verified and authorized), its frame filter and an
+ * audit identity. Every client frame goes through tg_relay_filter_client()
+ * (relay/frame_filter.h); every service frame through
+ * tg_relay_filter_upstream(). Replies to ReadBuffers travel as bulk data,
+ * everything else as control frames that overtake queued bulk data.
+ *
+ * Backpressure: while the client's output is congested the upstream is not
+ * read; while the upstream's output is congested (or the client's output
+ * is far over its mark with locally made replies) the client is not read.
+ * Both resume on drain. Queues are bounded by the transports' caps.
+ *
+ * Closing: either side closing closes the other. When the client's link
+ * drops while its connection has a tracing session and a resume key
+ * (TracegateRelay.SetSessionKey), the bridge first sends the service
+ * Detach{"<identity>/<key>"} and waits (bounded) for its reply, so the
+ * session survives for a re-Attach. A bridge frees itself once all its
+ * handles are closed; it must never be touched by the owner after that
+ * (the owner learns of it through env->on_idle when none are left).
+ */
+#ifndef TRACEGATE_RELAY_BRIDGE_H
+#define TRACEGATE_RELAY_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "relay/audit.h"
+#include "relay/authz.h"
+#include "relay/relay_service.h"
+#include "relay/tls.h"
+#include "relay/tls_chan.h"
+#include "tracegate/list.h"
+
+typedef struct tg_relay_bridge tg_relay_bridge_t;
+
+/* What every bridge of a relay shares. Owned by the caller (main.c), which
+ * must keep it valid while any bridge lives. */
+typedef struct tg_relay_env {
+  uv_loop_t *loop;
+  const char *consumer_socket;
+  /* The current authorization table; the owner swaps it on reload. Roles
+   * are looked up per call. Not used in --stdio mode. */
+  const tg_authz_t *authz;
+  tg_relay_audit_t *audit;
+  const tg_relay_host_info_t *host;
+  /* How long a drop-time Detach may take before the upstream is closed
+   * anyway. */
+  uint32_t detach_timeout_ms;
+  /* Output queued per direction before reading the other side pauses. */
+  size_t high_water;
+  /* Runs when the last bridge is gone (shutdown, end of --stdio). */
+  void (*on_idle)(struct tg_relay_env *env);
+  void *data; /* owner's */
+
+  /* Maintained by bridge.c. */
+  tg_list_t bridges;
+  size_t n_bridges;
+  uint64_t accepted, refused, denied_calls;
+} tg_relay_env_t;
+
+/* Prepares the bridge list of |env| (call once before the first bridge). */
+void tg_relay_env_init(tg_relay_env_t *env);
+
+/* Accepts a pending TCP connection on |server| and starts the TLS
+ * handshake (|cfg| and |opts| as for tg_tls_chan_accept(); the handshake
+ * callback is the bridge's own). Returns 0 or a negative error (nothing
+ * was accepted). */
+int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
+                           tg_tls_config_t *cfg, const tg_tls_chan_opts_t *opts);
+
+/* Bridges |in_fd|/|out_fd| (ownership passes) to the service as
+ * |identity| with the record role (--stdio: ssh authenticated the user).
+ * Returns 0, or a negative error; then the bridge goes away by itself and
+ * env->on_idle runs from the loop. */
+int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
+                               const char *identity);
+
+/* Closes every bridge (shutdown): clients are disconnected, sessions with
+ * a resume key detached first. env->on_idle runs from the loop when the
+ * last one is gone; with none open it does not run (the caller checks
+ * env->n_bridges first). */
+void tg_relay_bridge_close_all(tg_relay_env_t *env, const char *why);
+
+#endif /* TRACEGATE_RELAY_BRIDGE_H */

@@ -1,0 +1,648 @@
+/* The frame checker: decode, authorize, rewrite, track. No I/O. */
+#include "relay/frame_filter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
+#include "config/trace_config.pb-c.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/error.h"
+
+#define CONSUMER_PORT "ConsumerPort"
+
+/* The service's own limit on detach keys (service/consumer_port.c). */
+#define SERVICE_KEY_MAX 256
+
+static const char write_into_file_refusal[] =
+    "write_into_file needs a file descriptor, which cannot cross the "
+    "network: stream with ReadBuffers instead";
+
+static void say(tg_relay_verdict_t *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(tg_relay_verdict_t *v, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v->reason, sizeof(v->reason), fmt, ap);
+  va_end(ap);
+}
+
+static void set_method(tg_relay_verdict_t *v, const char *m) {
+  snprintf(v->method, sizeof(v->method), "%s", m);
+}
+
+void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
+                          const tg_relay_host_info_t *host) {
+  memset(f, 0, sizeof(*f));
+  snprintf(f->identity, sizeof(f->identity), "%s", identity ? identity : "");
+  f->host = host;
+}
+
+/* --- tracked calls -------------------------------------------------------- */
+
+static int track(tg_relay_filter_t *f, uint64_t id, tg_relay_track_kind_t k) {
+  if (f->n_tracked == TG_RELAY_FILTER_MAX_TRACKED) return -ENOSPC;
+  f->tracked[f->n_tracked].request_id = id;
+  f->tracked[f->n_tracked].kind = k;
+  f->n_tracked++;
+  return 0;
+}
+
+static tg_relay_track_kind_t tracked_kind(const tg_relay_filter_t *f,
+                                          uint64_t id, size_t *at) {
+  for (size_t i = 0; i < f->n_tracked; i++)
+    if (f->tracked[i].request_id == id) {
+      *at = i;
+      return f->tracked[i].kind;
+    }
+  return TG_TRACK_NONE;
+}
+
+static void untrack(tg_relay_filter_t *f, size_t at) {
+  f->tracked[at] = f->tracked[--f->n_tracked];
+}
+
+/* The session left this connection: its EnableTracing will never get a
+ * reply here (the service drops the call on Detach). */
+static void session_left(tg_relay_filter_t *f) {
+  f->session_active = false;
+  for (size_t i = 0; i < f->n_tracked;) {
+    if (f->tracked[i].kind == TG_TRACK_ENABLE) untrack(f, i);
+    else i++;
+  }
+}
+
+/* --- building frames ------------------------------------------------------ */
+
+static int append_invoke_reply(uint64_t request_id, bool success,
+                               const ProtobufCMessage *reply, tg_buf_t *out) {
+  uint8_t body[1024];
+  size_t blen = 0;
+  if (reply) {
+    blen = protobuf_c_message_get_packed_size(reply);
+    if (blen > sizeof(body)) return TG_EFRAME_TOO_LARGE;
+    protobuf_c_message_pack(reply, body);
+  }
+  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  r.has_reply_proto = 1;
+  r.reply_proto.data = body;
+  r.reply_proto.len = blen;
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = request_id;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  fr.msg_invoke_method_reply = &r;
+  return tg_ipc_frame_append(&fr, out);
+}
+
+/* An InvokeMethodReply whose reply_proto is already serialised. */
+static int append_invoke_reply_bytes(uint64_t request_id, bool success,
+                                     const uint8_t *body, size_t blen,
+                                     tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  r.has_reply_proto = 1;
+  r.reply_proto.data = (uint8_t *)body;
+  r.reply_proto.len = blen;
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = request_id;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  fr.msg_invoke_method_reply = &r;
+  return tg_ipc_frame_append(&fr, out);
+}
+
+static int append_bind_refusal(uint64_t request_id, tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__BindServiceReply r =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  r.has_success = 1;
+  r.success = 0;
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = request_id;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  fr.msg_bind_service_reply = &r;
+  return tg_ipc_frame_append(&fr, out);
+}
+
+/* The canonical forwarded call: only the fields we checked. */
+static int append_invoke(uint64_t request_id, uint32_t service_id,
+                         uint32_t method_id, const uint8_t *args, size_t alen,
+                         bool drop_reply, tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__InvokeMethod m =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  m.has_service_id = m.has_method_id = m.has_args_proto = 1;
+  m.service_id = service_id;
+  m.method_id = method_id;
+  m.args_proto.data = (uint8_t *)args;
+  m.args_proto.len = alen;
+  if (drop_reply) m.has_drop_reply = m.drop_reply = 1;
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = request_id;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  fr.msg_invoke_method = &m;
+  return tg_ipc_frame_append(&fr, out);
+}
+
+/* A denial: InvokeMethodReply{success=false}, unless no reply was asked
+ * for. |reply| (may be NULL) is the method's response message carrying the
+ * reason where it has a field for one. */
+static int deny(tg_relay_filter_t *f, tg_relay_verdict_t *v, bool drop_reply,
+                const ProtobufCMessage *reply, tg_buf_t *out) {
+  f->stats.denied++;
+  v->action = TG_RELAY_REPLY;
+  v->allowed = false;
+  v->audit = true;
+  if (drop_reply) return 0;
+  return append_invoke_reply(v->request_id, false, reply, out);
+}
+
+/* --- client frames: BindService ------------------------------------------- */
+
+static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
+                   tg_buf_t *out, tg_relay_verdict_t *v) {
+  const char *name = fr->msg_bind_service->service_name;
+  v->call = true;
+  set_method(v, "BindService");
+  if (name && !strcmp(name, CONSUMER_PORT)) {
+    if (track(f, v->request_id, TG_TRACK_BIND_CONSUMER) < 0) {
+      say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
+      v->action = TG_RELAY_REPLY;
+      v->audit = true;
+      f->stats.denied++;
+      return append_bind_refusal(v->request_id, out);
+    }
+    Perfetto__Protos__IPCFrame__BindService b =
+        PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+    b.service_name = (char *)CONSUMER_PORT;
+    tg_ipc_frame_t c = PERFETTO__PROTOS__IPCFRAME__INIT;
+    c.has_request_id = 1;
+    c.request_id = v->request_id;
+    c.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+    c.msg_bind_service = &b;
+    v->action = TG_RELAY_FORWARD;
+    v->allowed = true;
+    f->stats.forwarded++;
+    return tg_ipc_frame_append(&c, out);
+  }
+  v->action = TG_RELAY_REPLY;
+  if (name && !strcmp(name, TG_RELAY_SERVICE_NAME)) {
+    v->allowed = true;
+    f->stats.local++;
+    return tg_relay_service_bind_reply(v->request_id, out);
+  }
+  /* Printable and bounded for the logs: the name is the client's. */
+  char shown[49];
+  size_t i = 0;
+  for (; name && name[i] && i < sizeof(shown) - 1; i++)
+    shown[i] = name[i] > 0x20 && name[i] < 0x7f ? name[i] : '?';
+  shown[i] = 0;
+  say(v, "no service '%s' here (ConsumerPort and TracegateRelay are)",
+      shown);
+  v->audit = true;
+  f->stats.denied++;
+  return append_bind_refusal(v->request_id, out);
+}
+
+/* --- client frames: TracegateRelay calls ---------------------------------- */
+
+static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
+                         const Perfetto__Protos__IPCFrame__InvokeMethod *im,
+                         tg_buf_t *out, tg_relay_verdict_t *v) {
+  const char *name = tg_relay_service_method_name(im->method_id);
+  bool drop = im->has_drop_reply && im->drop_reply;
+  if (!name) {
+    set_method(v, "TracegateRelay.?");
+    say(v, "TracegateRelay has no method id %" PRIu32, im->method_id);
+    return deny(f, v, drop, NULL, out);
+  }
+  snprintf(v->method, sizeof(v->method), "TracegateRelay.%s", name);
+  if (role == TG_ROLE_NONE) {
+    say(v, "identity is not in the authorization file");
+    return deny(f, v, drop, NULL, out);
+  }
+  const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
+  size_t alen = im->has_args_proto ? im->args_proto.len : 0;
+  tg_buf_t body;
+  tg_buf_init(&body, 4096);
+  int rv = 0;
+  bool ok = true;
+  switch (im->method_id) {
+    case TG_RELAY_M_GET_HOST_INFO:
+      if (f->host) rv = tg_relay_service_host_info(f->host, &body);
+      else ok = false;
+      v->audit = true;
+      break;
+    case TG_RELAY_M_CLOCK_SYNC:
+      rv = tg_relay_service_clock_sync(&body);
+      break;
+    case TG_RELAY_M_SET_SESSION_KEY: {
+      const char *why = "";
+      char key[TG_RELAY_SESSION_KEY_MAX + 1];
+      if (tg_relay_service_parse_session_key(args, alen, key, sizeof(key),
+                                             &why) < 0 ||
+          strlen(f->identity) + 1 + strlen(key) > SERVICE_KEY_MAX) {
+        say(v, "%s", why[0] ? why : "identity and key too long together");
+        tg_buf_free(&body);
+        return deny(f, v, drop, NULL, out);
+      }
+      memcpy(f->session_key, key, strlen(key) + 1);
+      say(v, "resume key '%s/%s'", f->identity, key);
+      v->audit = true;
+      break;
+    }
+  }
+  if (rv < 0 || !ok) {
+    say(v, "%s", rv < 0 ? tg_strerror(rv) : "host facts unavailable");
+    tg_buf_free(&body);
+    return deny(f, v, drop, NULL, out);
+  }
+  v->action = TG_RELAY_REPLY;
+  v->allowed = true;
+  f->stats.local++;
+  if (!drop)
+    rv = append_invoke_reply_bytes(
+        v->request_id, true, tg_buf_size(&body) ? tg_buf_begin(&body) : NULL,
+        tg_buf_size(&body), out);
+  tg_buf_free(&body);
+  return rv;
+}
+
+/* --- client frames: ConsumerPort calls ------------------------------------ */
+
+static const char *consumer_method(const tg_relay_filter_t *f, uint32_t id) {
+  for (size_t i = 0; i < f->n_methods; i++)
+    if (f->methods[i].id == id) return f->methods[i].name;
+  return NULL;
+}
+
+static uint32_t consumer_method_id(const tg_relay_filter_t *f,
+                                   const char *name) {
+  for (size_t i = 0; i < f->n_methods; i++)
+    if (!strcmp(f->methods[i].name, name)) return f->methods[i].id;
+  return 0;
+}
+
+/* EnableTracing: refuse what would need a file descriptor. Returns 1 to
+ * forward, 0 when denied (|reply| filled), -1 when the args do not
+ * decode. */
+static int check_enable(const uint8_t *args, size_t alen,
+                        Perfetto__Protos__EnableTracingResponse *reply,
+                        tg_relay_verdict_t *v) {
+  Perfetto__Protos__EnableTracingRequest *req =
+      perfetto__protos__enable_tracing_request__unpack(NULL, alen, args);
+  if (!req) return -1;
+  const Perfetto__Protos__TraceConfig *c = req->trace_config;
+  bool wif = c && c->has_write_into_file && c->write_into_file;
+  bool path = c && c->output_path;
+  perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
+  if (!wif && !path) return 1;
+  say(v, "%s%s", write_into_file_refusal,
+      path && !wif ? " (output_path is set)" : "");
+  reply->state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+  reply->disabled = 1;
+  reply->error = (char *)write_into_file_refusal;
+  return 0;
+}
+
+/* Detach/Attach: "<identity>/<key>" into |args_out|. Returns the new
+ * length, or -1 (with the reason in |v|). */
+static int namespace_key(const tg_relay_filter_t *f, bool detach,
+                         const uint8_t *args, size_t alen, uint8_t *args_out,
+                         size_t cap, tg_relay_verdict_t *v) {
+  char *key = NULL;
+  ProtobufCMessage *msg =
+      detach ? (ProtobufCMessage *)perfetto__protos__detach_request__unpack(
+                   NULL, alen, args)
+             : (ProtobufCMessage *)perfetto__protos__attach_request__unpack(
+                   NULL, alen, args);
+  if (!msg) {
+    say(v, "%sRequest does not decode", detach ? "Detach" : "Attach");
+    return -1;
+  }
+  key = detach ? ((Perfetto__Protos__DetachRequest *)msg)->key
+               : ((Perfetto__Protos__AttachRequest *)msg)->key;
+  const char *why = NULL;
+  int rv = -1;
+  char ns[SERVICE_KEY_MAX + 1];
+  if (!tg_relay_key_valid(key, &why)) {
+    say(v, "%s", why);
+  } else if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, key) >=
+             sizeof(ns)) {
+    say(v, "identity and key longer than %d characters together",
+        SERVICE_KEY_MAX);
+  } else {
+    char *old = key;
+    if (detach) ((Perfetto__Protos__DetachRequest *)msg)->key = ns;
+    else ((Perfetto__Protos__AttachRequest *)msg)->key = ns;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n <= cap) {
+      protobuf_c_message_pack(msg, args_out);
+      rv = (int)n;
+      say(v, "key '%s' namespaced as '%s'", old, ns);
+    } else {
+      say(v, "%sRequest too large", detach ? "Detach" : "Attach");
+    }
+    /* Put the unpacked string back before freeing. */
+    if (detach) ((Perfetto__Protos__DetachRequest *)msg)->key = old;
+    else ((Perfetto__Protos__AttachRequest *)msg)->key = old;
+  }
+  protobuf_c_message_free_unpacked(msg, NULL);
+  return rv;
+}
+
+static bool chatty(const char *method) {
+  return !strcmp(method, "ReadBuffers") || !strcmp(method, "GetTraceStats") ||
+         !strcmp(method, "QueryServiceState");
+}
+
+static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
+                            const Perfetto__Protos__IPCFrame__InvokeMethod *im,
+                            tg_buf_t *out, tg_relay_verdict_t *v) {
+  bool drop = im->has_drop_reply && im->drop_reply;
+  const char *name = consumer_method(f, im->method_id);
+  if (!name) {
+    snprintf(v->method, sizeof(v->method), "ConsumerPort.#%" PRIu32,
+             im->method_id);
+    say(v, "unknown method id %" PRIu32, im->method_id);
+    return deny(f, v, drop, NULL, out);
+  }
+  set_method(v, name);
+  if (!tg_authz_allows(role, name)) {
+    if (role == TG_ROLE_NONE)
+      say(v, "identity is not in the authorization file");
+    else
+      say(v, "role %s does not allow %s", tg_authz_role_name(role), name);
+    return deny(f, v, drop, NULL, out);
+  }
+  const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
+  size_t alen = im->has_args_proto ? im->args_proto.len : 0;
+  static const uint8_t empty[1];
+  if (!args) args = empty;
+
+  tg_relay_track_kind_t kind = TG_TRACK_NONE;
+  uint8_t rewritten[SERVICE_KEY_MAX + 64];
+  if (!strcmp(name, "EnableTracing")) {
+    Perfetto__Protos__EnableTracingResponse r =
+        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+    int ok = check_enable(args, alen, &r, v);
+    if (ok < 0) {
+      say(v, "EnableTracingRequest does not decode");
+      return deny(f, v, drop, NULL, out);
+    }
+    if (ok == 0) return deny(f, v, drop, &r.base, out);
+    kind = TG_TRACK_ENABLE;
+  } else if (!strcmp(name, "Detach") || !strcmp(name, "Attach")) {
+    bool detach = name[0] == 'D';
+    int n = namespace_key(f, detach, args, alen, rewritten, sizeof(rewritten),
+                          v);
+    if (n < 0) return deny(f, v, drop, NULL, out);
+    args = rewritten;
+    alen = (size_t)n;
+    kind = detach ? TG_TRACK_DETACH : TG_TRACK_ATTACH;
+  } else if (!strcmp(name, "ReadBuffers")) {
+    kind = TG_TRACK_READ_BUFFERS;
+  }
+  /* With no reply coming there is nothing to follow. */
+  if (kind != TG_TRACK_NONE && !drop &&
+      track(f, v->request_id, kind) < 0) {
+    say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
+    return deny(f, v, drop, NULL, out);
+  }
+  if (kind == TG_TRACK_ENABLE && !drop) f->session_active = true;
+  v->action = TG_RELAY_FORWARD;
+  v->allowed = true;
+  v->audit = !chatty(name);
+  f->stats.forwarded++;
+  return append_invoke(v->request_id, im->service_id, im->method_id, args,
+                       alen, drop, out);
+}
+
+static int on_invoke(tg_relay_filter_t *f, tg_authz_role_t role,
+                     const tg_ipc_frame_t *fr, tg_buf_t *out,
+                     tg_relay_verdict_t *v) {
+  const Perfetto__Protos__IPCFrame__InvokeMethod *im = fr->msg_invoke_method;
+  v->call = true;
+  if (im->service_id == TG_RELAY_SERVICE_ID)
+    return on_relay_call(f, role, im, out, v);
+  if (f->consumer_bound && im->service_id == f->consumer_id)
+    return on_consumer_call(f, role, im, out, v);
+  snprintf(v->method, sizeof(v->method), "service#%" PRIu32 ".#%" PRIu32,
+           im->service_id, im->method_id);
+  say(v, "service id %" PRIu32 " is not bound on this connection",
+      im->service_id);
+  return deny(f, v, im->has_drop_reply && im->drop_reply, NULL, out);
+}
+
+int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
+                           const uint8_t *payload_untrusted, size_t len,
+                           tg_buf_t *out, tg_relay_verdict_t *v) {
+  memset(v, 0, sizeof(*v));
+  v->action = TG_RELAY_DROP;
+  f->stats.client_frames++;
+  tg_ipc_frame_t *fr = tg_ipc_frame_unpack(payload_untrusted, len);
+  if (!fr) {
+    f->stats.undecodable++;
+    v->garbage = true;
+    set_method(v, "-");
+    say(v, "a frame of %zu bytes does not decode as an IPCFrame", len);
+    return 0;
+  }
+  v->request_id = fr->request_id;
+  int rv = 0;
+  const char *kind = NULL;
+  switch (fr->msg_case) {
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE:
+      rv = on_bind(f, fr, out, v);
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD:
+      rv = on_invoke(f, role, fr, out, v);
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY:
+      kind = "bind_service_reply";
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY:
+      kind = "invoke_method_reply";
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR:
+      kind = "request_error";
+      break;
+    case PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY:
+      kind = "set_peer_identity";
+      break;
+    default:
+      kind = fr->n_data_for_testing ? "data_for_testing" : "empty frame";
+      break;
+  }
+  if (kind) {
+    f->stats.refused_kinds++;
+    set_method(v, kind);
+    say(v, "%s is not something a client may send",
+        strcmp(kind, "set_peer_identity")
+            ? kind
+            : "set_peer_identity (identity comes from the certificate)");
+    v->action = TG_RELAY_DROP;
+    v->audit = true;
+  }
+  tg_ipc_frame_free(fr);
+  return rv;
+}
+
+/* --- upstream frames ------------------------------------------------------ */
+
+static void learn_methods(tg_relay_filter_t *f, const uint8_t *msg,
+                          size_t len) {
+  /* Nested messages have no unpack helper in protobuf-c. */
+  Perfetto__Protos__IPCFrame__BindServiceReply *r =
+      (Perfetto__Protos__IPCFrame__BindServiceReply *)protobuf_c_message_unpack(
+          &perfetto__protos__ipcframe__bind_service_reply__descriptor, NULL,
+          len, msg);
+  if (!r) return;
+  if (r->success && r->has_service_id) {
+    f->consumer_bound = true;
+    f->consumer_id = r->service_id;
+    f->n_methods = 0;
+    for (size_t i = 0; i < r->n_methods; i++) {
+      const Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *m =
+          r->methods[i];
+      /* Names that do not fit are methods no role grants. */
+      if (!m->has_id || m->id == 0 || !m->name ||
+          strlen(m->name) >= TG_RELAY_FILTER_METHOD_NAME_MAX)
+        continue;
+      if (f->n_methods == TG_RELAY_FILTER_MAX_METHODS) break;
+      f->methods[f->n_methods].id = m->id;
+      memcpy(f->methods[f->n_methods].name, m->name, strlen(m->name) + 1);
+      f->n_methods++;
+    }
+  }
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+/* IPCFrame field numbers (wire_protocol.proto). */
+enum {
+  F_REQUEST_ID = 2,
+  F_BIND_REPLY = 4,
+  F_INVOKE_REPLY = 6,
+  R_SUCCESS = 1,
+  R_HAS_MORE = 2,
+};
+
+int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
+                             size_t len, tg_relay_verdict_t *v) {
+  memset(v, 0, sizeof(*v));
+  f->stats.upstream_frames++;
+  /* The field reader, not protobuf-c: ReadBuffers replies are large and
+   * only the request id and reply flags matter here. */
+  uint64_t request_id = 0;
+  const uint8_t *bind = NULL, *reply = NULL;
+  size_t bind_len = 0, reply_len = 0;
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  int rv;
+  tg_pb_reader_init(&r, payload, len);
+  while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
+    if (fld.id == F_REQUEST_ID && fld.type == TG_PB_WT_VARINT) {
+      request_id = fld.value;
+    } else if (fld.id == F_BIND_REPLY && fld.type == TG_PB_WT_LEN) {
+      bind = fld.data;
+      bind_len = fld.size;
+      reply = NULL;
+    } else if (fld.id == F_INVOKE_REPLY && fld.type == TG_PB_WT_LEN) {
+      reply = fld.data;
+      reply_len = fld.size;
+      bind = NULL;
+    }
+  }
+  v->request_id = request_id;
+  if (rv < 0) {
+    f->stats.upstream_garbage++;
+    v->garbage = true;
+    v->action = TG_RELAY_DROP;
+    say(v, "a frame of %zu bytes from the service does not decode", len);
+    return 0;
+  }
+  v->action = TG_RELAY_FORWARD;
+  size_t at = 0;
+  tg_relay_track_kind_t kind = tracked_kind(f, request_id, &at);
+  if (kind == TG_TRACK_NONE) return 0;
+  if (bind) {
+    if (kind == TG_TRACK_BIND_CONSUMER) {
+      learn_methods(f, bind, bind_len);
+      untrack(f, at);
+    }
+    return 0;
+  }
+  if (!reply) return 0;
+  bool success = false, more = false;
+  tg_pb_reader_init(&r, reply, reply_len);
+  while (tg_pb_reader_next(&r, &fld) == 1) {
+    if (fld.type != TG_PB_WT_VARINT) continue;
+    if (fld.id == R_SUCCESS) success = fld.value != 0;
+    else if (fld.id == R_HAS_MORE) more = fld.value != 0;
+  }
+  switch (kind) {
+    case TG_TRACK_READ_BUFFERS:
+      v->bulk = true;
+      break;
+    case TG_TRACK_ENABLE:
+      /* The final reply: tracing has ended (or never started). */
+      if (!more) f->session_active = false;
+      break;
+    case TG_TRACK_ATTACH:
+      if (success) f->session_active = true;
+      break;
+    case TG_TRACK_DETACH:
+      if (success) session_left(f);
+      break;
+    case TG_TRACK_OWN_DETACH:
+      v->own_detach_reply = true;
+      v->allowed = success;
+      v->action = TG_RELAY_DROP; /* the client is gone; nobody asked */
+      if (success) session_left(f);
+      break;
+    default:
+      break;
+  }
+  /* session_left() may have reordered the table: find the entry again. */
+  if (!more && tracked_kind(f, request_id, &at) == kind) untrack(f, at);
+  return 0;
+}
+
+int tg_relay_filter_detach_on_drop(tg_relay_filter_t *f, tg_buf_t *out,
+                                   char *key, size_t keycap) {
+  if (!f->session_active || !f->session_key[0] || !f->consumer_bound)
+    return 0;
+  uint32_t mid = consumer_method_id(f, "Detach");
+  if (mid == 0) return 0;
+  char ns[SERVICE_KEY_MAX + 1];
+  if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, f->session_key) >=
+      sizeof(ns))
+    return 0; /* SetSessionKey checked the length */
+  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  d.key = ns;
+  uint8_t args[SERVICE_KEY_MAX + 16];
+  size_t n = perfetto__protos__detach_request__get_packed_size(&d);
+  if (n > sizeof(args)) return 0;
+  perfetto__protos__detach_request__pack(&d, args);
+  /* Replace any stale entry so the reply is recognised. */
+  size_t at;
+  if (tracked_kind(f, TG_RELAY_DETACH_REQUEST_ID, &at) != TG_TRACK_NONE)
+    untrack(f, at);
+  if (f->n_tracked == TG_RELAY_FILTER_MAX_TRACKED) untrack(f, 0);
+  track(f, TG_RELAY_DETACH_REQUEST_ID, TG_TRACK_OWN_DETACH);
+  int rv = append_invoke(TG_RELAY_DETACH_REQUEST_ID, f->consumer_id, mid, args,
+                         n, false, out);
+  if (rv < 0) return rv;
+  if (key && keycap) snprintf(key, keycap, "%s", ns);
+  return 1;
+}

@@ -1,0 +1,172 @@
+/* The relay's frame checker: what may pass between a remote client and the
+ * local tracing service, decided one frame at a time.
+ *
+ *   client --frame--> tg_relay_filter_client()   --> forward | reply | drop
+ *   service --frame-> tg_relay_filter_upstream() --> forward (bulk|control)
+ *
+ * Pure: no I/O, no clock but ClockSync's, no logging. The caller (the
+ * bridge) moves the bytes and writes the logs and the audit trail from the
+ * verdict. This is what tests/fuzz/fuzz_relay_filter.c drives.
+ *
+ * Client frames are untrusted. Every one is decoded; only BindService and
+ * InvokeMethod pass, and what passes is re-encoded from the decoded fields
+ * (request id, service name or ids, args, drop_reply): unknown fields,
+ * data_for_testing and second messages never reach the service. Replies,
+ * request errors and set_peer_identity from a client are dropped (a remote
+ * peer must never choose its identity toward the service).
+ *
+ *   BindService "ConsumerPort"   -> forwarded; the method table is learned
+ *                                   from the matching BindServiceReply
+ *   BindService "TracegateRelay" -> answered here (relay/relay_service.h)
+ *   BindService anything else    -> BindServiceReply{success=false}
+ *   InvokeMethod                 -> the role (looked up by the caller per
+ *                                   call) must allow the method's name;
+ *                                   denied calls get InvokeMethodReply
+ *                                   {success=false} with the same request id
+ *
+ * Rewrites: Detach{key} and Attach{key} become "<identity>/<key>", so one
+ * principal cannot attach to another's session (keys may not contain '/',
+ * so the namespaced form is unambiguous). EnableTracing asking for
+ * write_into_file or an output_path is refused: the file descriptor it
+ * needs cannot cross the network.
+ *
+ * Connection state kept here: the learned ConsumerPort table, calls in
+ * flight whose replies matter (ConsumerPort binds, ReadBuffers streams,
+ * EnableTracing, Attach, Detach), whether the connection has a tracing
+ * session, and the resume key from SetSessionKey.
+ */
+#ifndef TRACEGATE_RELAY_FRAME_FILTER_H
+#define TRACEGATE_RELAY_FRAME_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relay/authz.h"
+#include "relay/relay_service.h"
+#include "tracegate/buf.h"
+
+#define TG_RELAY_FILTER_MAX_METHODS 32
+#define TG_RELAY_FILTER_METHOD_NAME_MAX 48
+/* Calls in flight whose replies are tracked; more are refused. */
+#define TG_RELAY_FILTER_MAX_TRACKED 32
+/* The request id of the relay's own Detach when a link drops. */
+#define TG_RELAY_DETACH_REQUEST_ID UINT64_MAX
+
+typedef enum tg_relay_action {
+  /* Send |out| (whole frames) on to the other side. For upstream frames
+   * |out| is left empty: forward the input frame as it is. */
+  TG_RELAY_FORWARD = 0,
+  /* Client frames: send |out| back to the client (empty when the client
+   * asked for no reply). */
+  TG_RELAY_REPLY = 1,
+  /* Send nothing; |reason| says why. */
+  TG_RELAY_DROP = 2,
+} tg_relay_action_t;
+
+typedef struct tg_relay_verdict {
+  tg_relay_action_t action;
+  uint64_t request_id;
+  /* A BindService or InvokeMethod was decided (|allowed| tells how). */
+  bool call;
+  bool allowed;
+  /* Worth a line in the audit trail: every call except the chatty allowed
+   * reads (ReadBuffers, GetTraceStats, QueryServiceState, ClockSync), and
+   * refused frame kinds. */
+  bool audit;
+  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data. */
+  bool bulk;
+  /* Upstream frames: the reply to the relay's own drop-time Detach;
+   * |allowed| says whether the service accepted it. */
+  bool own_detach_reply;
+  /* The frame did not decode (counted in stats.undecodable). */
+  bool garbage;
+  /* "EnableTracing", "BindService", "set_peer_identity", ... */
+  char method[TG_RELAY_FILTER_METHOD_NAME_MAX + 16];
+  /* Why it was denied or dropped, or what was rewritten; "" if nothing to
+   * say. */
+  char reason[256];
+} tg_relay_verdict_t;
+
+typedef struct tg_relay_filter_stats {
+  uint64_t client_frames;
+  uint64_t upstream_frames;
+  uint64_t undecodable;     /* client frames that did not decode */
+  uint64_t refused_kinds;   /* replies, set_peer_identity, ... from a client */
+  uint64_t denied;          /* calls answered with success=false locally */
+  uint64_t forwarded;
+  uint64_t local;           /* TracegateRelay calls answered here */
+  uint64_t upstream_garbage;
+} tg_relay_filter_stats_t;
+
+typedef enum tg_relay_track_kind {
+  TG_TRACK_NONE = 0,
+  TG_TRACK_BIND_CONSUMER,
+  TG_TRACK_READ_BUFFERS,
+  TG_TRACK_ENABLE,
+  TG_TRACK_ATTACH,
+  TG_TRACK_DETACH,
+  TG_TRACK_OWN_DETACH,
+} tg_relay_track_kind_t;
+
+typedef struct tg_relay_filter {
+  char identity[TG_AUTHZ_IDENTITY_MAX + 1];
+  const tg_relay_host_info_t *host; /* borrowed */
+
+  /* ConsumerPort as the service announced it. */
+  bool consumer_bound;
+  uint32_t consumer_id;
+  size_t n_methods;
+  struct {
+    uint32_t id;
+    char name[TG_RELAY_FILTER_METHOD_NAME_MAX];
+  } methods[TG_RELAY_FILTER_MAX_METHODS];
+
+  size_t n_tracked;
+  struct {
+    uint64_t request_id;
+    tg_relay_track_kind_t kind;
+  } tracked[TG_RELAY_FILTER_MAX_TRACKED];
+
+  /* An EnableTracing (or a successful Attach) whose session has not ended
+   * or left this connection yet. */
+  bool session_active;
+  char session_key[TG_RELAY_SESSION_KEY_MAX + 1]; /* "" when none */
+
+  tg_relay_filter_stats_t stats;
+} tg_relay_filter_t;
+
+/* |identity| is copied (truncated to TG_AUTHZ_IDENTITY_MAX); |host| is
+ * borrowed and must outlive the filter (NULL: GetHostInfo fails). */
+void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
+                          const tg_relay_host_info_t *host);
+
+/* Decides one client frame payload (an IPCFrame without its length
+ * prefix; read during the call only, never kept). |role| is the identity's
+ * role now (the caller looks it up per frame, so a reloaded authorization
+ * file applies to the next call). |out| and |v| are the caller's.
+ * Frames to send are appended to |out| (the caller resets it). Returns 0
+ * with |v| filled, or -ENOMEM / TG_EFRAME_TOO_LARGE when a frame could not
+ * be built (the caller closes the connection). */
+int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
+                           const uint8_t *payload_untrusted, size_t len,
+                           tg_buf_t *out, tg_relay_verdict_t *v);
+
+/* Decides one frame from the service: learns the ConsumerPort table from
+ * the BindServiceReply of a tracked bind, marks ReadBuffers replies as
+ * bulk, follows the session through EnableTracing/Attach/Detach replies.
+ * Never rewrites: the action is FORWARD (the input as it is) or DROP (the
+ * frame does not decode, or answers the relay's own Detach). Returns 0. */
+int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
+                             size_t len, tg_relay_verdict_t *v);
+
+/* When the client's link drops: if the connection has a tracing session,
+ * a resume key and a bound ConsumerPort with a Detach method, appends
+ * InvokeMethod Detach{"<identity>/<key>"} (request id
+ * TG_RELAY_DETACH_REQUEST_ID) to |out|, writes the namespaced key into
+ * |key| and returns 1. Returns 0 when there is nothing to detach, or a
+ * negative error. */
+int tg_relay_filter_detach_on_drop(tg_relay_filter_t *f, tg_buf_t *out,
+                                   char *key, size_t keycap);
+
+#endif /* TRACEGATE_RELAY_FRAME_FILTER_H */

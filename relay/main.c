@@ -1,0 +1,419 @@
+/* tracegate-relay: the consumer protocol of the local tracing service,
+ * offered to remote clients over mutual TLS (or over stdin/stdout for
+ * `ssh host tracegate-relay --stdio`). Wires flags, the listener, signals
+ * and reloads together; the per-connection work lives in relay/bridge.c
+ * and the checking in relay/frame_filter.c. */
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "ipc/channel.h"
+#include "relay/audit.h"
+#include "relay/authz.h"
+#include "relay/bridge.h"
+#include "relay/relay_service.h"
+#include "relay/tls.h"
+#include "relay/tls_chan.h"
+#include "tracegate/error.h"
+#include "tracegate/flags.h"
+#include "tracegate/log.h"
+
+#ifndef TG_RELAY_VERSION
+#define TG_RELAY_VERSION "unknown"
+#endif
+
+#define PROG "tracegate-relay"
+#define DEFAULT_LISTEN "0.0.0.0:7467"
+#define DETACH_TIMEOUT_MS 5000
+
+/* Everything the process holds; one instance, in main()'s frame. */
+typedef struct relay {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  bool listening;
+  uv_signal_t sig_int, sig_term, sig_hup;
+  bool stopping;
+  bool signals_closed;
+  tg_relay_env_t env;
+  tg_tls_config_t *tls;
+  tg_tls_chan_opts_t chan_opts;
+  tg_authz_t *authz;
+  tg_relay_audit_t *audit;
+  tg_relay_host_info_t host;
+  const char *authz_path;
+  const char *crl_path;
+  uint64_t max_conns;
+  uint64_t refused_busy;
+} relay_t;
+
+static void close_signals(relay_t *r) {
+  if (r->signals_closed) return;
+  r->signals_closed = true;
+  uv_close((uv_handle_t *)&r->sig_int, NULL);
+  uv_close((uv_handle_t *)&r->sig_term, NULL);
+  uv_close((uv_handle_t *)&r->sig_hup, NULL);
+}
+
+static void on_idle(tg_relay_env_t *env) {
+  relay_t *r = env->data;
+  /* --stdio: the one connection is over, so is the relay. */
+  if (r->stopping || !r->listening) {
+    r->stopping = true;
+    close_signals(r);
+  }
+}
+
+static void stop(relay_t *r, const char *why) {
+  if (r->stopping) return;
+  r->stopping = true;
+  TG_INFO("%s: closing %zu connection(s) and shutting down", why,
+          r->env.n_bridges);
+  if (r->listening) uv_close((uv_handle_t *)&r->listener, NULL);
+  if (r->env.n_bridges == 0) close_signals(r);
+  else tg_relay_bridge_close_all(&r->env, "the relay is shutting down");
+}
+
+static void reload(relay_t *r) {
+  char err[512];
+  if (r->authz_path) {
+    tg_authz_t *a = NULL;
+    int rv = tg_authz_load(r->authz_path, &a, err, sizeof(err));
+    if (rv < 0) {
+      TG_ERROR("SIGHUP: keeping the previous authorization table: %s", err);
+    } else {
+      tg_authz_free(r->authz);
+      r->authz = a;
+      r->env.authz = a;
+      TG_INFO("SIGHUP: reloaded %s: %zu identit%s", r->authz_path,
+              tg_authz_count(a), tg_authz_count(a) == 1 ? "y" : "ies");
+    }
+  }
+  if (r->tls && r->crl_path) {
+    int rv = tg_tls_config_reload_crl(r->tls, NULL, err, sizeof(err));
+    if (rv < 0)
+      TG_ERROR("SIGHUP: keeping the previous CRL: %s", err);
+    else
+      TG_INFO("SIGHUP: reloaded the CRL %s", r->crl_path);
+  }
+  if (tg_relay_audit_reopen(r->audit, err, sizeof(err)) < 0)
+    TG_ERROR("SIGHUP: cannot reopen the audit log, keeping the old one: %s",
+             err);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  relay_t *r = h->data;
+  if (signum == SIGHUP) reload(r);
+  else stop(r, strsignal(signum));
+}
+
+/* Beyond --max-conns: accept and close at once, so the peer learns at
+ * once and the listen queue does not fill up. */
+static void on_busy_closed(uv_handle_t *h) { free(h); }
+
+static void refuse_busy(relay_t *r) {
+  uv_tcp_t *t = malloc(sizeof(*t));
+  if (!t) return;
+  uv_tcp_init(r->loop, t);
+  char addr[64] = "?";
+  if (uv_accept((uv_stream_t *)&r->listener, (uv_stream_t *)t) == 0) {
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0) {
+      char ip[INET6_ADDRSTRLEN] = "?";
+      if (ss.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        snprintf(addr, sizeof(addr), "[%s]:%d", ip,
+                 ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+      } else {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        snprintf(addr, sizeof(addr), "%s:%d", ip,
+                 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+      }
+    }
+  }
+  r->refused_busy++;
+  TG_WARN("-@%s: connection refused: %zu connections open (--max-conns)",
+          addr, r->env.n_bridges);
+  tg_relay_audit(r->audit, NULL, addr, "connect", "deny",
+                 "too many connections (max %llu)",
+                 (unsigned long long)r->max_conns);
+  uv_close((uv_handle_t *)t, on_busy_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  relay_t *r = server->data;
+  if (status < 0) {
+    TG_WARN("listener: %s", uv_strerror(status));
+    return;
+  }
+  if (r->stopping) return;
+  if (r->env.n_bridges >= r->max_conns) {
+    refuse_busy(r);
+    return;
+  }
+  int rv = tg_relay_bridge_accept(&r->env, server, r->tls, &r->chan_opts);
+  if (rv < 0) TG_WARN("cannot accept a connection: %s", tg_strerror(rv));
+}
+
+/* "1.2.3.4:port" or "[v6]:port" (numeric only). */
+static int parse_listen(const char *s, struct sockaddr_storage *ss) {
+  char host[64];
+  const char *port;
+  if (s[0] == '[') {
+    const char *end = strchr(s, ']');
+    if (!end || end[1] != ':' || (size_t)(end - s - 1) >= sizeof(host))
+      return -EINVAL;
+    memcpy(host, s + 1, (size_t)(end - s - 1));
+    host[end - s - 1] = 0;
+    port = end + 2;
+  } else {
+    const char *colon = strrchr(s, ':');
+    if (!colon || (size_t)(colon - s) >= sizeof(host)) return -EINVAL;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = 0;
+    port = colon + 1;
+  }
+  char *end;
+  errno = 0;
+  unsigned long p = strtoul(port, &end, 10);
+  if (!*port || *end || errno || p > 65535 || port[0] == '-') return -EINVAL;
+  if (s[0] == '[')
+    return uv_ip6_addr(host, (int)p, (struct sockaddr_in6 *)ss);
+  return uv_ip4_addr(host, (int)p, (struct sockaddr_in *)ss);
+}
+
+static int start_listening(relay_t *r, const char *addr, int *port) {
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  if (parse_listen(addr, &ss) < 0) {
+    TG_ERROR("--listen %s: not ADDR:PORT with a numeric IPv4 address or "
+             "[IPv6] and a port 0-65535 (e.g. 0.0.0.0:7467, [::]:7467)",
+             addr);
+    return -EINVAL;
+  }
+  uv_tcp_init(r->loop, &r->listener);
+  r->listener.data = r;
+  r->listening = true;
+  int rv = uv_tcp_bind(&r->listener, (struct sockaddr *)&ss, 0);
+  if (rv == 0) rv = uv_listen((uv_stream_t *)&r->listener, 128, on_connection);
+  if (rv < 0) {
+    TG_ERROR("--listen %s: %s", addr, uv_strerror(rv));
+    return rv;
+  }
+  int sl = sizeof(ss);
+  uv_tcp_getsockname(&r->listener, (struct sockaddr *)&ss, &sl);
+  *port = ntohs(ss.ss_family == AF_INET6
+                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                    : ((struct sockaddr_in *)&ss)->sin_port);
+  return 0;
+}
+
+static void stdio_identity(char *out, size_t cap) {
+  struct passwd *pw = getpwuid(getuid());
+  if (pw && pw->pw_name && pw->pw_name[0])
+    snprintf(out, cap, "ssh:%s", pw->pw_name);
+  else if (getenv("USER") && getenv("USER")[0])
+    snprintf(out, cap, "ssh:%s", getenv("USER"));
+  else
+    snprintf(out, cap, "ssh:%u", (unsigned)getuid());
+}
+
+static void write_ready(uint64_t fd, const char *what) {
+  if (fd == 0) return;
+  char msg[32];
+  int n = snprintf(msg, sizeof(msg), "ready %s\n", what);
+  /* Supervisors and tests wait on this instead of polling the port. */
+  ssize_t w = write((int)fd, msg, (size_t)n);
+  (void)w;
+  close((int)fd);
+}
+
+static void usage_tail(void) {
+  printf(
+      "\nOffers the consumer protocol of the local tracing service "
+      "(tracegated, or\nPerfetto's traced) to remote clients over mutual "
+      "TLS. Every frame is checked:\nclients are identified by their "
+      "certificate (CN), authorized by role from\n--authz (lines "
+      "\"identity observe|record\"; default deny), and every call\nthat "
+      "matters is written to the audit log.\n\n"
+      "  --stdio    bridge stdin/stdout instead (no TLS, no --authz): the "
+      "caller was\n             authenticated by ssh and gets the record "
+      "role, as ssh:USER:\n             ssh host tracegate-relay --stdio\n\n"
+      "Signals: SIGTERM/SIGINT close every connection and exit 0; SIGHUP "
+      "reloads\n--authz and --crl and reopens --audit-log without dropping "
+      "connections\n(a broken new file keeps the old one).\n");
+}
+
+int main(int argc, char **argv) {
+  static relay_t r;
+  const char *listen = DEFAULT_LISTEN;
+  const char *consumer_socket = tg_ipc_default_socket(false);
+  const char *cert = NULL, *key = NULL, *ca = NULL, *crl = NULL;
+  const char *authz_path = NULL, *audit_path = NULL;
+  uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
+  uint64_t high_water_kb = 4096;
+  uint64_t ready_fd = 0;
+  int log_level = TG_LOG_INFO;
+  bool stdio = false, version = false;
+  const tg_flag_t flags[] = {
+      {"listen", TG_FLAG_STRING, &listen, "ADDR:PORT",
+       "TLS listen address: 0.0.0.0:7467, [::]:7467, 127.0.0.1:0 (port 0: "
+       "any free port, logged and written to --ready-fd)", 0, 0},
+      {"consumer-socket", TG_FLAG_STRING, &consumer_socket, "PATH",
+       "the tracing service's consumer socket: a path or @abstract name", 0, 0},
+      {"cert", TG_FLAG_STRING, &cert, "FILE",
+       "the relay's certificate (PEM; required unless --stdio)", 0, 0},
+      {"key", TG_FLAG_STRING, &key, "FILE",
+       "its private key (PEM; required unless --stdio)", 0, 0},
+      {"ca", TG_FLAG_STRING, &ca, "FILE",
+       "CA that signs client certificates (PEM; required unless --stdio)", 0,
+       0},
+      {"crl", TG_FLAG_STRING, &crl, "FILE",
+       "certificate revocation list (PEM), reloaded on SIGHUP", 0, 0},
+      {"authz", TG_FLAG_STRING, &authz_path, "FILE",
+       "authorization file: \"identity observe|record\" lines, reloaded on "
+       "SIGHUP (required unless --stdio)", 0, 0},
+      {"max-conns", TG_FLAG_UINT, &max_conns, "N",
+       "connections at once (handshakes included); more are refused", 1,
+       65535},
+      {"handshake-timeout-ms", TG_FLAG_UINT, &hs_timeout, "N",
+       "from accept to a verified client", 100, 600000},
+      {"idle-timeout-ms", TG_FLAG_UINT, &idle_timeout, "N",
+       "close a connection that has been silent this long (0: never)", 0,
+       86400000},
+      {"high-water-kb", TG_FLAG_UINT, &high_water_kb, "N",
+       "output queued per connection and direction before reading the "
+       "other side pauses (hard cap: 16x)", 64, 1048576},
+      {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
+       "append audit lines here, reopened on SIGHUP (default: the log)", 0,
+       0},
+      {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
+       "error, warn, info or debug", 0, 0},
+      {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
+       "write \"ready PORT\\n\" to this fd once listening, then close it (0: "
+       "none)", 0, 1024},
+      {"stdio", TG_FLAG_BOOL, &stdio, NULL,
+       "bridge stdin/stdout to the service instead of listening", 0, 0},
+      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit",
+       0, 0},
+  };
+  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
+  int rv = tg_flags_parse(PROG, flags, nflags, argc, argv, NULL, 0, NULL);
+  if (rv == 1) {
+    tg_flags_usage(stdout, PROG, "[options]", flags, nflags);
+    usage_tail();
+    return 0;
+  }
+  if (rv < 0) return 2;
+  if (version) {
+    printf(PROG " " TG_RELAY_VERSION "\n");
+    return 0;
+  }
+  if (!stdio) {
+    const char *missing = !cert ? "--cert" : !key ? "--key" : !ca ? "--ca"
+                          : !authz_path ? "--authz" : NULL;
+    if (missing) {
+      fprintf(stderr, PROG ": %s is required (or --stdio; see --help)\n",
+              missing);
+      return 2;
+    }
+  }
+  tg_log_set_prefix(PROG);
+  tg_log_set_level((tg_log_level_t)log_level);
+  signal(SIGPIPE, SIG_IGN);
+
+  r.loop = uv_default_loop();
+  r.max_conns = max_conns;
+  r.authz_path = stdio ? NULL : authz_path;
+  r.crl_path = crl;
+  tg_relay_host_info_load(&r.host);
+  char err[512] = "";
+  int status = 1;
+  if (tg_relay_audit_open(audit_path, &r.audit, err, sizeof(err)) < 0) {
+    TG_ERROR("--audit-log: %s", err);
+    goto out;
+  }
+  if (!stdio) {
+    if (tg_authz_load(authz_path, &r.authz, err, sizeof(err)) < 0) {
+      TG_ERROR("--authz: %s", err);
+      goto out;
+    }
+    tg_tls_opts_t to = {.server = true,
+                        .cert_file = cert,
+                        .key_file = key,
+                        .ca_file = ca,
+                        .crl_file = crl};
+    if (tg_tls_config_new(&to, &r.tls, err, sizeof(err)) < 0) {
+      TG_ERROR("TLS: %s", err);
+      goto out;
+    }
+  }
+  r.chan_opts.handshake_timeout_ms = (uint32_t)hs_timeout;
+  r.chan_opts.idle_timeout_ms = (uint32_t)idle_timeout;
+  tg_relay_env_init(&r.env);
+  r.env.loop = r.loop;
+  r.env.consumer_socket = consumer_socket;
+  r.env.authz = r.authz;
+  r.env.audit = r.audit;
+  r.env.host = &r.host;
+  r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
+  r.env.high_water = (size_t)high_water_kb * 1024;
+  r.env.on_idle = on_idle;
+  r.env.data = &r;
+
+  uv_signal_init(r.loop, &r.sig_int);
+  uv_signal_init(r.loop, &r.sig_term);
+  uv_signal_init(r.loop, &r.sig_hup);
+  r.sig_int.data = r.sig_term.data = r.sig_hup.data = &r;
+  uv_signal_start(&r.sig_int, on_signal, SIGINT);
+  uv_signal_start(&r.sig_term, on_signal, SIGTERM);
+  uv_signal_start(&r.sig_hup, on_signal, SIGHUP);
+
+  if (stdio) {
+    char identity[300];
+    stdio_identity(identity, sizeof(identity));
+    rv = tg_relay_bridge_open_stdio(&r.env, STDIN_FILENO, STDOUT_FILENO,
+                                    identity);
+    if (rv < 0) {
+      TG_ERROR("--stdio: %s (stdin and stdout must be pipes or sockets "
+               "and the service must be up)", tg_strerror(rv));
+      stop(&r, "--stdio failed");
+    } else {
+      write_ready(ready_fd, "stdio");
+      status = 0;
+    }
+  } else {
+    int port = 0;
+    if (start_listening(&r, listen, &port) < 0) {
+      stop(&r, "cannot listen");
+    } else {
+      size_t n = tg_authz_count(r.authz);
+      TG_INFO("listening on %s (port %d), forwarding to %s; %zu identit%s "
+              "authorized; max %llu connections", listen, port,
+              consumer_socket, n, n == 1 ? "y" : "ies",
+              (unsigned long long)max_conns);
+      char p[16];
+      snprintf(p, sizeof(p), "%d", port);
+      write_ready(ready_fd, p);
+      status = 0;
+    }
+  }
+  uv_run(r.loop, UV_RUN_DEFAULT);
+  TG_INFO("stopped: %llu connection(s) served, %llu refused, %llu over "
+          "--max-conns, %llu call(s) denied",
+          (unsigned long long)r.env.accepted, (unsigned long long)r.env.refused,
+          (unsigned long long)r.refused_busy,
+          (unsigned long long)r.env.denied_calls);
+out:
+  rv = uv_loop_close(r.loop);
+  if (rv != 0) TG_WARN("loop closed with handles open: %s", uv_strerror(rv));
+  tg_tls_config_free(r.tls);
+  tg_authz_free(r.authz);
+  tg_relay_audit_close(r.audit);
+  return status;
+}

@@ -1,0 +1,165 @@
+/* TracegateRelay: host facts, clock readings, the session key request. */
+#include "relay/relay_service.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/ipc_frame.h"
+#include "tracegate/error.h"
+#include "tracegate/relay.pb-c.h"
+
+#ifndef TG_RELAY_VERSION
+#define TG_RELAY_VERSION "unknown"
+#endif
+
+static const char *const method_names[] = {
+    [TG_RELAY_M_GET_HOST_INFO] = "GetHostInfo",
+    [TG_RELAY_M_CLOCK_SYNC] = "ClockSync",
+    [TG_RELAY_M_SET_SESSION_KEY] = "SetSessionKey",
+};
+#define N_METHODS (sizeof(method_names) / sizeof(method_names[0]) - 1)
+
+const char *tg_relay_service_method_name(uint32_t id) {
+  return id >= 1 && id <= N_METHODS ? method_names[id] : NULL;
+}
+
+/* Reads the first line of |path| into |out| (trimmed), or leaves it "". */
+static void read_line(const char *path, char *out, size_t cap) {
+  out[0] = 0;
+  FILE *f = fopen(path, "re");
+  if (!f) return;
+  if (fgets(out, (int)cap, f)) out[strcspn(out, "\r\n")] = 0;
+  else out[0] = 0;
+  fclose(f);
+}
+
+void tg_relay_host_info_load(tg_relay_host_info_t *hi) {
+  memset(hi, 0, sizeof(*hi));
+  if (gethostname(hi->hostname, sizeof(hi->hostname) - 1) < 0)
+    hi->hostname[0] = 0;
+  read_line("/proc/sys/kernel/random/boot_id", hi->boot_id,
+            sizeof(hi->boot_id));
+  read_line("/etc/machine-id", hi->machine_id, sizeof(hi->machine_id));
+  if (!hi->machine_id[0])
+    snprintf(hi->machine_id, sizeof(hi->machine_id), "%s", hi->boot_id);
+  struct utsname u;
+  if (uname(&u) == 0)
+    snprintf(hi->kernel, sizeof(hi->kernel), "%s %s", u.sysname, u.release);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  hi->num_cpus = n > 0 ? (uint32_t)n : 0;
+}
+
+static int pack_into(const ProtobufCMessage *m, tg_buf_t *out) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  uint8_t *p = tg_buf_reserve(out, n ? n : 1);
+  if (!p) return -ENOMEM;
+  if (protobuf_c_message_pack(m, p) != n) return TG_EPROTO_ENCODE;
+  tg_buf_commit(out, n);
+  return 0;
+}
+
+int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi[N_METHODS];
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *pmi[N_METHODS];
+  for (size_t i = 0; i < N_METHODS; i++) {
+    perfetto__protos__ipcframe__bind_service_reply__method_info__init(&mi[i]);
+    mi[i].has_id = 1;
+    mi[i].id = (uint32_t)(i + 1);
+    mi[i].name = (char *)method_names[i + 1];
+    pmi[i] = &mi[i];
+  }
+  Perfetto__Protos__IPCFrame__BindServiceReply r =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  r.has_success = r.success = 1;
+  r.has_service_id = 1;
+  r.service_id = TG_RELAY_SERVICE_ID;
+  r.n_methods = N_METHODS;
+  r.methods = pmi;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  f.msg_bind_service_reply = &r;
+  return tg_ipc_frame_append(&f, out);
+}
+
+int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out) {
+  Perfetto__Protos__RelayHostInfo r = PERFETTO__PROTOS__RELAY_HOST_INFO__INIT;
+  r.hostname = (char *)hi->hostname;
+  r.machine_id = (char *)hi->machine_id;
+  r.kernel = (char *)hi->kernel;
+  r.relay_version = (char *)TG_RELAY_VERSION;
+  r.boot_id = (char *)hi->boot_id;
+  r.has_num_cpus = 1;
+  r.num_cpus = hi->num_cpus;
+  return pack_into(&r.base, out);
+}
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  if (clock_gettime(id, &ts) < 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int tg_relay_service_clock_sync(tg_buf_t *out) {
+  Perfetto__Protos__ClockSyncResponse r =
+      PERFETTO__PROTOS__CLOCK_SYNC_RESPONSE__INIT;
+  /* Back to back, nothing in between: the client attributes all three to
+   * the midpoint of its round trip. */
+  r.boottime_ns = clock_ns(CLOCK_BOOTTIME);
+  r.monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  r.realtime_ns = clock_ns(CLOCK_REALTIME);
+  r.has_boottime_ns = r.has_monotonic_ns = r.has_realtime_ns = 1;
+  return pack_into(&r.base, out);
+}
+
+bool tg_relay_key_valid(const char *key, const char **why) {
+  size_t n = key ? strlen(key) : 0;
+  if (n == 0) {
+    *why = "key is missing or empty";
+    return false;
+  }
+  if (n > TG_RELAY_SESSION_KEY_MAX) {
+    *why = "key is longer than 128 characters";
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)key[i];
+    if (c <= 0x20 || c >= 0x7f) {
+      *why = "key must be printable ASCII without spaces";
+      return false;
+    }
+    if (c == '/') {
+      *why = "key must not contain '/'";
+      return false;
+    }
+  }
+  return true;
+}
+
+int tg_relay_service_parse_session_key(const uint8_t *args_untrusted,
+                                       size_t len, char *key, size_t cap,
+                                       const char **why) {
+  Perfetto__Protos__SetSessionKeyRequest *req =
+      perfetto__protos__set_session_key_request__unpack(NULL, len,
+                                                        args_untrusted);
+  if (!req) {
+    *why = "SetSessionKeyRequest does not decode";
+    return -EINVAL;
+  }
+  int rv = -EINVAL;
+  if (tg_relay_key_valid(req->key, why)) {
+    if (strlen(req->key) < cap) {
+      memcpy(key, req->key, strlen(req->key) + 1);
+      rv = 0;
+    } else {
+      *why = "key is too long";
+    }
+  }
+  perfetto__protos__set_session_key_request__free_unpacked(req, NULL);
+  return rv;
+}

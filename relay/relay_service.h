@@ -1,0 +1,73 @@
+/* "TracegateRelay": the relay's own service, answered locally on the same
+ * connection as the forwarded ConsumerPort (proto/tracegate/relay.proto).
+ *
+ *   1 GetHostInfo    -> RelayHostInfo (hostname, machine id, kernel, ...)
+ *   2 ClockSync      -> ClockSyncResponse (BOOTTIME, MONOTONIC, REALTIME)
+ *   3 SetSessionKey  {key} -> remembered by the connection's frame filter
+ *
+ * The host facts are gathered once at start-up (tg_relay_host_info_load(),
+ * the only I/O here) and served from memory; ClockSync reads the clocks at
+ * call time. The service id is far above the ids a tracing service hands
+ * out (1, 2, ...) so the two never collide on one connection.
+ */
+#ifndef TRACEGATE_RELAY_RELAY_SERVICE_H
+#define TRACEGATE_RELAY_RELAY_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracegate/buf.h"
+
+#define TG_RELAY_SERVICE_NAME "TracegateRelay"
+#define TG_RELAY_SERVICE_ID 1000u
+
+enum {
+  TG_RELAY_M_GET_HOST_INFO = 1,
+  TG_RELAY_M_CLOCK_SYNC = 2,
+  TG_RELAY_M_SET_SESSION_KEY = 3,
+};
+
+/* Longest resume key a client may set (before namespacing). */
+#define TG_RELAY_SESSION_KEY_MAX 128
+
+typedef struct tg_relay_host_info {
+  char hostname[256];
+  char machine_id[128];
+  char kernel[256];
+  char boot_id[64];
+  uint32_t num_cpus;
+} tg_relay_host_info_t;
+
+/* Reads the host facts: gethostname, /etc/machine-id (else the boot id),
+ * uname -sr, /proc/sys/kernel/random/boot_id, online CPUs. Missing facts
+ * stay empty; never fails. */
+void tg_relay_host_info_load(tg_relay_host_info_t *hi);
+
+/* The method name of |id|, or NULL. */
+const char *tg_relay_service_method_name(uint32_t id);
+
+/* Appends a whole BindServiceReply frame announcing the service (success,
+ * id and method table) for |request_id| to |out|. Returns 0 or an error. */
+int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out);
+
+/* Serialises RelayHostInfo for |hi| into |out| (appended). */
+int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out);
+
+/* Reads the three clocks back to back and serialises ClockSyncResponse
+ * into |out| (appended). */
+int tg_relay_service_clock_sync(tg_buf_t *out);
+
+/* Decodes SetSessionKeyRequest from untrusted |args| and checks the key:
+ * 1..TG_RELAY_SESSION_KEY_MAX printable ASCII characters, no space, no '/'
+ * (the '/' separates identity and key once namespaced). Copies it into
+ * |key| (|cap| > TG_RELAY_SESSION_KEY_MAX). Returns 0, or -EINVAL with
+ * |why| set to a static reason. */
+int tg_relay_service_parse_session_key(const uint8_t *args_untrusted,
+                                       size_t len, char *key, size_t cap,
+                                       const char **why);
+
+/* True if |key| is acceptable as a session or detach key (see above). */
+bool tg_relay_key_valid(const char *key, const char **why);
+
+#endif /* TRACEGATE_RELAY_RELAY_SERVICE_H */

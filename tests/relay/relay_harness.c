@@ -1,0 +1,560 @@
+/* The relay test harness: certificates, the relay process, the loop and
+ * remote clients. */
+#include "relay_harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/consumer_port.pb-c.h"
+#include "trace/trace_packet.pb-c.h"
+#include "tracegate/error.h"
+
+#ifndef TRACEGATE_RELAY_PATH
+#error "TRACEGATE_RELAY_PATH must name the tracegate-relay binary"
+#endif
+#ifndef TG_CERTS_TOOL
+#error "TG_CERTS_TOOL must name deploy/certs/tg-certs"
+#endif
+
+static char g_certs[128];
+uv_loop_t *g_loop;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* --- certificates ------------------------------------------------------------ */
+
+static int certs(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int certs(const char *fmt, ...) {
+  char args[512], cmd[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof(cmd), "cd '%s' && sh '%s' %s >/dev/null", g_certs,
+           TG_CERTS_TOOL, args);
+  return system(cmd);
+}
+
+int certs_setup(void) {
+  snprintf(g_certs, sizeof(g_certs), "/tmp/tg-test-relay-XXXXXX");
+  if (!mkdtemp(g_certs)) return -1;
+  if (certs("ca pki") || certs("host pki localhost --ip 127.0.0.1") ||
+      certs("client pki alice --role record") ||
+      certs("client pki bob --role observe") ||
+      certs("client pki carol --role record") || certs("client pki dave") ||
+      certs("client pki old --expired --role record") ||
+      certs("client pki rev --role record") || certs("revoke pki rev") ||
+      certs("ca other") || certs("client other eve"))
+    return -1;
+  return 0;
+}
+
+void certs_teardown(void) {
+  char cmd[256];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_certs);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_certs);
+}
+
+const char *cert_path(const char *dir, const char *file) {
+  static char bufs[8][256];
+  static int i;
+  char *b = bufs[i++ % 8];
+  snprintf(b, 256, "%s/%s/%s", g_certs, dir, file);
+  return b;
+}
+
+tg_tls_config_t *client_cfg(const char *dir, const char *name,
+                            const char *ca_dir) {
+  char cert[64], key[64];
+  snprintf(cert, sizeof(cert), "%s.pem", name ? name : "");
+  snprintf(key, sizeof(key), "%s.key", name ? name : "");
+  tg_tls_opts_t o = {
+      .server = false,
+      .cert_file = name ? cert_path(dir, cert) : NULL,
+      .key_file = name ? cert_path(dir, key) : NULL,
+      .ca_file = cert_path(ca_dir, "ca.pem"),
+  };
+  tg_tls_config_t *cfg = NULL;
+  char err[256];
+  int rv = tg_tls_config_new(&o, &cfg, err, sizeof(err));
+  if (rv) fail_msg("tg_tls_config_new: %s: %s", tg_strerror(rv), err);
+  return cfg;
+}
+
+/* --- files ------------------------------------------------------------------- */
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "re");
+  if (!f) return NULL;
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  size_t n;
+  while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len < 2) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+      }
+      buf = nb;
+    }
+  }
+  fclose(f);
+  if (buf) buf[len] = 0;
+  return buf;
+}
+
+size_t file_count(const char *path, const char *needle) {
+  char *s = slurp(path);
+  size_t n = 0;
+  for (const char *p = s; p && (p = strstr(p, needle)) != NULL; p++) n++;
+  free(s);
+  return n;
+}
+
+size_t file_lines_with(const char *path, const char *a, const char *b) {
+  char *s = slurp(path);
+  size_t n = 0;
+  for (char *line = s, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    if (strstr(line, a) && strstr(line, b)) n++;
+    if (!next) break;
+  }
+  free(s);
+  return n;
+}
+
+bool file_wait_for(const char *path, const char *needle, int ms) {
+  int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (in >= 0) inotify_add_watch(in, path, IN_MODIFY | IN_CLOSE_WRITE);
+  int64_t deadline = now_ms() + ms;
+  bool found = false;
+  for (;;) {
+    /* The watch is in place before the look: no write slips between. */
+    if (file_count(path, needle) > 0) {
+      found = true;
+      break;
+    }
+    int64_t left = deadline - now_ms();
+    if (left <= 0 || in < 0) break;
+    struct pollfd p = {.fd = in, .events = POLLIN};
+    if (poll(&p, 1, (int)left) == 1) {
+      char ev[4096];
+      while (read(in, ev, sizeof(ev)) > 0) {
+      }
+    }
+  }
+  if (in >= 0) close(in);
+  return found;
+}
+
+int file_replace(const char *path, const char *text) {
+  char tmp[300];
+  snprintf(tmp, sizeof(tmp), "%s.new", path);
+  FILE *f = fopen(tmp, "we");
+  if (!f) return -1;
+  fputs(text, f);
+  if (fclose(f) != 0) return -1;
+  return rename(tmp, path);
+}
+
+/* --- the relay process --------------------------------------------------------- */
+
+static int reap(pid_t pid, int timeout_ms) {
+  int status = -1;
+  int pidfd = pidfd_open(pid, 0);
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  bool killed = false;
+  if (pidfd < 0 || poll(&p, 1, timeout_ms) != 1) {
+    kill(pid, SIGKILL);
+    killed = true;
+  }
+  if (pidfd >= 0) close(pidfd);
+  waitpid(pid, &status, 0);
+  return killed ? -1 : status;
+}
+
+static int prepare(relay_proc_t *rp) {
+  memset(rp, 0, sizeof(*rp));
+  rp->exit_status = -1;
+  snprintf(rp->dir, sizeof(rp->dir), "/tmp/tg-test-relayd-XXXXXX");
+  if (!mkdtemp(rp->dir)) return -1;
+  snprintf(rp->authz, sizeof(rp->authz), "%s/authz", rp->dir);
+  snprintf(rp->log, sizeof(rp->log), "%s/relay.log", rp->dir);
+  snprintf(rp->audit, sizeof(rp->audit), "%s/audit.log", rp->dir);
+  char *a = slurp(cert_path("pki", "authz"));
+  if (!a) return -1;
+  int rv = file_replace(rp->authz, a);
+  free(a);
+  return rv;
+}
+
+/* Forks the relay with |argv|; stderr to the log; |in|/|out| (or -1)
+ * become its stdin/stdout; |keep| stays open in the child. */
+static pid_t spawn(const relay_proc_t *rp, char *const *argv, int in, int out,
+                   int keep) {
+  int err = open(rp->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (err < 0) return -1;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) {
+    close(err);
+    return pid;
+  }
+  /* A crashed test must not leave a relay behind. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  dup2(err, STDERR_FILENO);
+  if (in >= 0) dup2(in, STDIN_FILENO);
+  if (out >= 0) dup2(out, STDOUT_FILENO);
+  if (keep >= 0) fcntl(keep, F_SETFD, 0);
+  execv(TRACEGATE_RELAY_PATH, argv);
+  _exit(127);
+}
+
+int relay_start(relay_proc_t *rp, const char *consumer_sock,
+                const char *const *extra) {
+  if (prepare(rp) < 0) return -1;
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
+  char fdarg[16];
+  snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
+  const char *lvl = getenv("TG_TEST_LOG_LEVEL");
+  const char *argv[40] = {
+      "tracegate-relay", "--listen", "127.0.0.1:0", "--consumer-socket",
+      consumer_sock, "--cert", cert_path("pki", "localhost.pem"), "--key",
+      cert_path("pki", "localhost.key"), "--ca", cert_path("pki", "ca.pem"),
+      "--crl", cert_path("pki", "crl.pem"), "--authz", rp->authz,
+      "--audit-log", rp->audit, "--ready-fd", fdarg, "--log-level",
+      lvl ? lvl : "info"};
+  size_t n = 21;
+  for (size_t i = 0; extra && extra[i] && n < 39; i++) argv[n++] = extra[i];
+  argv[n] = NULL;
+  rp->pid = spawn(rp, (char *const *)argv, -1, -1, pfd[1]);
+  close(pfd[1]);
+  if (rp->pid < 0) {
+    close(pfd[0]);
+    return -1;
+  }
+  struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+  char buf[32] = "";
+  ssize_t got = poll(&p, 1, STEP_MS) == 1 ? read(pfd[0], buf, sizeof(buf) - 1)
+                                          : -1;
+  close(pfd[0]);
+  if (got <= 0 || sscanf(buf, "ready %d", &rp->port) != 1 || rp->port <= 0) {
+    relay_dump(rp);
+    relay_stop(rp);
+    return -1;
+  }
+  return 0;
+}
+
+int relay_start_stdio(relay_proc_t *rp, const char *consumer_sock,
+                      int *to_relay, int *from_relay) {
+  if (prepare(rp) < 0) return -1;
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) < 0) return -1;
+  if (pipe2(out, O_CLOEXEC) < 0) {
+    close(in[0]);
+    close(in[1]);
+    return -1;
+  }
+  const char *argv[] = {"tracegate-relay", "--stdio", "--consumer-socket",
+                        consumer_sock, "--log-level", "info", NULL};
+  rp->pid = spawn(rp, (char *const *)argv, in[0], out[1], -1);
+  close(in[0]);
+  close(out[1]);
+  if (rp->pid < 0) {
+    close(in[1]);
+    close(out[0]);
+    return -1;
+  }
+  *to_relay = in[1];
+  *from_relay = out[0];
+  return 0;
+}
+
+int relay_wait_exit(relay_proc_t *rp, int timeout_ms) {
+  if (rp->pid <= 0) return rp->exit_status;
+  rp->exit_status = reap(rp->pid, timeout_ms);
+  rp->pid = 0;
+  return rp->exit_status;
+}
+
+int relay_terminate(relay_proc_t *rp) {
+  if (rp->pid <= 0) return rp->exit_status;
+  kill(rp->pid, SIGTERM);
+  return relay_wait_exit(rp, STEP_MS);
+}
+
+int relay_stop(relay_proc_t *rp) {
+  int st = relay_terminate(rp);
+  if (getenv("TG_TEST_DUMP")) relay_dump(rp); /* for a human reading along */
+  if (rp->dir[0]) {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rp->dir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", rp->dir);
+  }
+  return st;
+}
+
+void relay_dump(const relay_proc_t *rp) {
+  char *l = slurp(rp->log), *a = slurp(rp->audit);
+  fprintf(stderr, "--- relay log ---\n%s--- audit ---\n%s---\n", l ? l : "",
+          a ? a : "");
+  free(l);
+  free(a);
+}
+
+/* --- the loop ------------------------------------------------------------------- */
+
+void loop_setup(void) {
+  g_loop = malloc(sizeof(*g_loop));
+  assert_non_null(g_loop);
+  assert_int_equal(uv_loop_init(g_loop), 0);
+}
+
+void loop_teardown(void) {
+  uv_run(g_loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(g_loop), 0);
+  free(g_loop);
+  g_loop = NULL;
+}
+
+static void on_guard(uv_timer_t *t) { *(bool *)t->data = true; }
+
+bool run_until(bool (*cond)(void *), void *arg, int ms) {
+  if (cond(arg)) return true;
+  bool expired = false;
+  uv_timer_t guard;
+  uv_timer_init(g_loop, &guard);
+  guard.data = &expired;
+  uv_timer_start(&guard, on_guard, (uint64_t)ms, 0);
+  while (!cond(arg) && !expired) uv_run(g_loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&guard, NULL);
+  uv_run(g_loop, UV_RUN_NOWAIT); /* the guard's close callback */
+  return cond(arg);
+}
+
+/* --- remote clients ------------------------------------------------------------- */
+
+static void rc_on_close(tg_ipc_client_t *c, int status) {
+  rc_t *rc = c->data;
+  rc->closed = true;
+  rc->close_status = status;
+  if (rc->ch)
+    snprintf(rc->error, sizeof(rc->error), "%s", tg_tls_chan_error(rc->ch));
+}
+
+static const tg_ipc_client_cbs_t rc_cbs = {.on_close = rc_on_close};
+
+static void rc_on_handshake(tg_tls_chan_t *ch, int status) {
+  tg_ipc_client_t *c = tg_tls_chan_transport(ch)->data;
+  rc_t *rc = c->data;
+  rc->hs_done = true;
+  rc->hs_status = status;
+  snprintf(rc->error, sizeof(rc->error), "%s", tg_tls_chan_error(ch));
+}
+
+/* Placeholders until tg_ipc_client_init() takes the transport over. */
+static int nop_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
+  (void)t;
+  (void)p;
+  (void)n;
+  return 0;
+}
+static void nop_close(tg_transport_t *t, int s) {
+  (void)t;
+  (void)s;
+}
+static const tg_transport_cbs_t nop_cbs = {.on_frame = nop_frame,
+                                           .on_close = nop_close};
+
+static bool hs_or_closed(void *arg) {
+  rc_t *rc = arg;
+  return rc->hs_done || rc->closed;
+}
+
+int rc_connect(rc_t *rc, int port, tg_tls_config_t *cfg) {
+  memset(rc, 0, sizeof(*rc));
+  char hp[32];
+  snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+  tg_tls_chan_opts_t o = {.on_handshake = rc_on_handshake,
+                          .handshake_timeout_ms = STEP_MS};
+  int rv = tg_tls_chan_connect(g_loop, hp, cfg, "localhost", &o, &nop_cbs,
+                               NULL, &rc->ch);
+  assert_int_equal(rv, 0);
+  tg_ipc_client_init(&rc->ipc, tg_tls_chan_transport(rc->ch), &rc_cbs, rc);
+  assert_true(run_until(hs_or_closed, rc, STEP_MS));
+  return rc->hs_done ? rc->hs_status : rc->close_status;
+}
+
+int rc_open_pipe(rc_t *rc, int in_fd, int out_fd) {
+  memset(rc, 0, sizeof(*rc));
+  rc->is_pipe = true;
+  int rv = tg_pipe_transport_open(g_loop, &rc->pipe, in_fd, out_fd, 0);
+  if (rv < 0) return rv;
+  tg_ipc_client_init(&rc->ipc, &rc->pipe.base, &rc_cbs, rc);
+  rc->hs_done = true;
+  return 0;
+}
+
+typedef struct bind_wait {
+  bool done;
+  int status;
+  const tg_ipc_remote_service_t *svc;
+} bind_wait_t;
+
+static void on_bound(tg_ipc_client_t *c, void *ctx, int status,
+                     const tg_ipc_remote_service_t *svc) {
+  (void)c;
+  bind_wait_t *w = ctx;
+  w->done = true;
+  w->status = status;
+  w->svc = svc;
+}
+
+static bool bind_done(void *arg) { return ((bind_wait_t *)arg)->done; }
+
+int rc_bind(rc_t *rc, const char *service) {
+  bind_wait_t w = {0};
+  int rv = tg_ipc_client_bind(&rc->ipc, service, on_bound, &w);
+  if (rv < 0) return rv;
+  if (!run_until(bind_done, &w, STEP_MS)) {
+    /* The callback must not outlive |w|: close, which fails it now. */
+    tg_ipc_client_close(&rc->ipc, 0);
+    run_until(bind_done, &w, STEP_MS);
+    return -ETIMEDOUT;
+  }
+  if (w.status == 0 && !strcmp(service, "ConsumerPort")) rc->cp = w.svc;
+  if (w.status == 0 && !strcmp(service, "TracegateRelay")) rc->relay = w.svc;
+  return w.status;
+}
+
+static bool closed_cond(void *arg) { return ((rc_t *)arg)->closed; }
+
+bool rc_wait_closed(rc_t *rc, int ms) { return run_until(closed_cond, rc, ms); }
+
+void rc_close(rc_t *rc) {
+  if (!rc->closed) tg_ipc_client_close(&rc->ipc, 0);
+  assert_true(run_until(closed_cond, rc, STEP_MS));
+  if (rc->ch) tg_tls_chan_free(rc->ch);
+  rc->ch = NULL;
+}
+
+/* --- calls ----------------------------------------------------------------------- */
+
+void call_init(call_t *c) {
+  memset(c, 0, sizeof(*c));
+  tg_buf_init(&c->last, 0);
+  tg_buf_init(&c->partial, 0);
+}
+
+void call_free(call_t *c) {
+  tg_buf_free(&c->last);
+  tg_buf_free(&c->partial);
+}
+
+bool call_done(void *c) { return ((call_t *)c)->done; }
+
+static void collect_packet(call_t *c) {
+  c->n_packets++;
+  Perfetto__Protos__TracePacket *pk = perfetto__protos__trace_packet__unpack(
+      NULL, tg_buf_size(&c->partial),
+      tg_buf_size(&c->partial) ? tg_buf_begin(&c->partial) : NULL);
+  assert_non_null(pk);
+  if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING) {
+    uint32_t v = pk->for_testing->seq_value;
+    if (c->n_values > 0 && v != c->values[(c->n_values - 1) % 64] + 1)
+      c->out_of_order = true;
+    c->values[c->n_values % 64] = v; /* the last 64 once there are more */
+    c->n_values++;
+  }
+  perfetto__protos__trace_packet__free_unpacked(pk, NULL);
+  tg_buf_reset(&c->partial);
+}
+
+static void on_reply(tg_ipc_client_t *ipc, void *ctx, int status, bool more,
+                     const uint8_t *reply, size_t len) {
+  (void)ipc;
+  call_t *c = ctx;
+  c->replies++;
+  c->status = status;
+  tg_buf_reset(&c->last);
+  if (len) assert_int_equal(tg_buf_append(&c->last, reply, len), 0);
+  if (c->read_packets && status == 0 && len) {
+    Perfetto__Protos__ReadBuffersResponse *rb =
+        perfetto__protos__read_buffers_response__unpack(NULL, len, reply);
+    assert_non_null(rb);
+    for (size_t i = 0; i < rb->n_slices; i++) {
+      const Perfetto__Protos__ReadBuffersResponse__Slice *s = rb->slices[i];
+      if (s->data.len)
+        assert_int_equal(tg_buf_append(&c->partial, s->data.data, s->data.len), 0);
+      if (s->last_slice_for_packet) collect_packet(c);
+    }
+    perfetto__protos__read_buffers_response__free_unpacked(rb, NULL);
+  }
+  if (!more) c->done = true;
+}
+
+int rc_start(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
+             const ProtobufCMessage *args, call_t *c) {
+  uint8_t buf[4096];
+  size_t n = 0;
+  if (args) {
+    n = protobuf_c_message_get_packed_size(args);
+    assert_true(n <= sizeof(buf));
+    protobuf_c_message_pack(args, buf);
+  }
+  c->read_packets = !strcmp(method, "ReadBuffers");
+  return tg_ipc_client_invoke(&rc->ipc, svc, method, buf, n, -1, on_reply, c,
+                              NULL);
+}
+
+int rc_call(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
+            const ProtobufCMessage *args,
+            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply) {
+  call_t c;
+  call_init(&c);
+  if (reply) *reply = NULL;
+  int rv = rc_start(rc, svc, method, args, &c);
+  if (rv < 0) {
+    call_free(&c);
+    return rv;
+  }
+  if (!run_until(call_done, &c, STEP_MS)) {
+    tg_ipc_client_close(&rc->ipc, 0); /* fails the call: |c| goes away */
+    run_until(call_done, &c, STEP_MS);
+    call_free(&c);
+    return -ETIMEDOUT;
+  }
+  if (desc && reply && c.replies)
+    *reply = protobuf_c_message_unpack(
+        desc, NULL, tg_buf_size(&c.last),
+        tg_buf_size(&c.last) ? tg_buf_begin(&c.last) : (const uint8_t *)"");
+  rv = c.status;
+  call_free(&c);
+  return rv;
+}

@@ -1,0 +1,138 @@
+/* Test harness for tracegate-relay end to end: certificates made with
+ * deploy/certs/tg-certs, the real relay binary as a child process, and
+ * remote clients (tg_tls_chan or a pipe transport + the async IPC client)
+ * on one uv loop, driven to completion of each step with bounded waits on
+ * events, never sleeps. */
+#ifndef TRACEGATE_TESTS_RELAY_HARNESS_H
+#define TRACEGATE_TESTS_RELAY_HARNESS_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "ipc/client.h"
+#include "ipc/pipe_transport.h"
+#include "relay/tls.h"
+#include "relay/tls_chan.h"
+#include "tracegate/buf.h"
+
+#define STEP_MS 10000 /* bound of every awaited step */
+
+/* --- certificates --------------------------------------------------------
+ * CA "pki": host "localhost" (DNS SAN, + IP 127.0.0.1), clients alice
+ * (record), bob (observe), carol (record), dave (certificate, no role),
+ * old (expired, record), rev (revoked, record); CA "other": eve. */
+int certs_setup(void);
+void certs_teardown(void);
+/* "<certs dir>/<dir>/<file>"; a static buffer (8 rotating). */
+const char *cert_path(const char *dir, const char *file);
+/* A client config: |name|.pem/.key of |dir| (NULL: no certificate),
+ * trusting |ca_dir|/ca.pem. */
+tg_tls_config_t *client_cfg(const char *dir, const char *name,
+                            const char *ca_dir);
+
+/* --- the relay process ------------------------------------------------------ */
+
+typedef struct relay_proc {
+  pid_t pid;
+  int port;
+  char dir[64];     /* temporary: authz, logs */
+  char authz[128];  /* a copy of pki/authz the test may rewrite */
+  char log[128];    /* the relay's stderr */
+  char audit[128];  /* --audit-log */
+  int exit_status;  /* wait status once reaped */
+} relay_proc_t;
+
+/* Starts tracegate-relay on 127.0.0.1:0 in front of |consumer_sock| and
+ * waits for "ready PORT". |extra| (NULL-terminated, may be NULL) adds
+ * flags. Returns 0 or -1 (the log is printed). */
+int relay_start(relay_proc_t *rp, const char *consumer_sock,
+                const char *const *extra);
+/* --stdio: *to_relay is its stdin, *from_relay its stdout (both ours). */
+int relay_start_stdio(relay_proc_t *rp, const char *consumer_sock,
+                      int *to_relay, int *from_relay);
+/* Waits (bounded) for the relay to exit by itself; returns the wait
+ * status, or -1 after killing it. */
+int relay_wait_exit(relay_proc_t *rp, int timeout_ms);
+/* SIGTERM and reap (bounded); returns the wait status (-1: killed). */
+int relay_terminate(relay_proc_t *rp);
+/* Terminates if running and removes the directory. Returns the status. */
+int relay_stop(relay_proc_t *rp);
+/* Prints the relay's log and audit trail (on failure). */
+void relay_dump(const relay_proc_t *rp);
+
+/* --- files ---------------------------------------------------------------- */
+
+/* True once |path| contains |needle|, waiting (inotify) up to |ms|. */
+bool file_wait_for(const char *path, const char *needle, int ms);
+size_t file_count(const char *path, const char *needle);
+/* Lines of |path| that contain both |a| and |b|. */
+size_t file_lines_with(const char *path, const char *a, const char *b);
+/* Replaces |path| atomically (write + rename). Returns 0 or -1. */
+int file_replace(const char *path, const char *text);
+
+/* --- the loop and remote clients -------------------------------------------- */
+
+extern uv_loop_t *g_loop;
+void loop_setup(void);
+/* Runs the loop until the handles are gone; asserts uv_loop_close() == 0. */
+void loop_teardown(void);
+/* Runs the loop until cond(arg) or |ms| pass. Returns cond(arg). */
+bool run_until(bool (*cond)(void *), void *arg, int ms);
+
+typedef struct rc {
+  tg_tls_chan_t *ch;
+  tg_pipe_transport_t pipe;
+  bool is_pipe;
+  tg_ipc_client_t ipc;
+  bool hs_done, closed;
+  int hs_status, close_status;
+  char error[600];
+  const tg_ipc_remote_service_t *cp;    /* ConsumerPort once bound */
+  const tg_ipc_remote_service_t *relay; /* TracegateRelay once bound */
+} rc_t;
+
+/* Connects to the relay on 127.0.0.1:|port| as |cfg|'s identity and waits
+ * for the handshake (or the close). Returns the handshake status. */
+int rc_connect(rc_t *rc, int port, tg_tls_config_t *cfg);
+/* Opens a client over a pipe pair (ownership of the fds passes). */
+int rc_open_pipe(rc_t *rc, int in_fd, int out_fd);
+/* Binds ConsumerPort or TracegateRelay (sets rc->cp / rc->relay). */
+int rc_bind(rc_t *rc, const char *service);
+/* Closes and waits for on_close; frees the channel. */
+void rc_close(rc_t *rc);
+/* Waits for the relay to close the connection; true if it did. */
+bool rc_wait_closed(rc_t *rc, int ms);
+
+/* One call, possibly streaming. */
+typedef struct call {
+  bool done;
+  int status;       /* of the last reply */
+  size_t replies;
+  tg_buf_t last;    /* body of the last reply */
+  bool read_packets; /* ReadBuffers: reassemble test packets */
+  tg_buf_t partial;
+  uint32_t values[64]; /* seq_value of test packets: the first 64 (then
+                       * a ring of the last 64) */
+  size_t n_values;     /* all test packets seen */
+  bool out_of_order;   /* a seq_value was not the previous one + 1 */
+  size_t n_packets;
+} call_t;
+
+void call_init(call_t *c);
+void call_free(call_t *c);
+bool call_done(void *c);
+/* Sends a call; the reply arrives while the loop runs. Returns 0 or error. */
+int rc_start(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
+             const ProtobufCMessage *args, call_t *c);
+/* Sends and waits (STEP_MS); returns the status (0, TG_EREMOTE_FAILED,
+ * ...) or -ETIMEDOUT. With |desc|, *reply is the unpacked last reply
+ * (caller frees with protobuf_c_message_free_unpacked), or NULL. */
+int rc_call(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
+            const ProtobufCMessage *args,
+            const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+#endif /* TRACEGATE_TESTS_RELAY_HARNESS_H */

@@ -1,0 +1,94 @@
+/* The relay's authorization file: parsing, errors with line numbers, and
+ * the role table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "relay/authz.h"
+#include "tracegate/error.h"
+
+static void authz_parses_lines_comments_and_blanks(void **state) {
+  (void)state;
+  static const char text[] =
+      "# identity role\n"
+      "\n"
+      "alice record\n"
+      "  bob\tobserve   # trailing comment\r\n"
+      "ssh:carol record";
+  tg_authz_t *a;
+  char err[256];
+  assert_int_equal(tg_authz_parse(text, sizeof(text) - 1, "authz", &a, err,
+                                  sizeof(err)), 0);
+  assert_int_equal(tg_authz_count(a), 3);
+  assert_int_equal(tg_authz_role(a, "alice"), TG_ROLE_RECORD);
+  assert_int_equal(tg_authz_role(a, "bob"), TG_ROLE_OBSERVE);
+  assert_int_equal(tg_authz_role(a, "ssh:carol"), TG_ROLE_RECORD);
+  assert_int_equal(tg_authz_role(a, "Alice"), TG_ROLE_NONE);
+  assert_int_equal(tg_authz_role(a, "eve"), TG_ROLE_NONE);
+  assert_int_equal(tg_authz_role(a, NULL), TG_ROLE_NONE);
+  assert_int_equal(tg_authz_role(NULL, "alice"), TG_ROLE_NONE);
+  tg_authz_free(a);
+  /* Empty is valid: nobody is authorized. */
+  assert_int_equal(tg_authz_parse("", 0, "authz", &a, err, sizeof(err)), 0);
+  assert_int_equal(tg_authz_count(a), 0);
+  tg_authz_free(a);
+}
+
+static void authz_errors_name_the_line(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    const char *want;
+  } cases[] = {
+      {"alice record\nbob admin\n", "f:2: role 'admin' is not observe or record"},
+      {"alice\n", "f:1: expected \"identity role\", found 1 word"},
+      {"# x\n\nalice record extra\n", "f:3: expected \"identity role\", found 3 words"},
+      {"alice record\nalice observe\n", "f:2: identity 'alice' is listed twice"},
+      {"al\x01ice record\n", "f:1: byte 0x01"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tg_authz_t *a = (tg_authz_t *)1;
+    char err[256] = "";
+    assert_int_equal(tg_authz_parse(cases[i].text, strlen(cases[i].text), "f",
+                                    &a, err, sizeof(err)), TG_EPARSE);
+    assert_null(a);
+    if (!strstr(err, cases[i].want))
+      fail_msg("case %zu: '%s' not in '%s'", i, cases[i].want, err);
+  }
+  tg_authz_t *a;
+  char err[256];
+  assert_int_equal(tg_authz_load("/nonexistent/authz", &a, err, sizeof(err)),
+                   TG_EBAD_CONFIG);
+  assert_non_null(strstr(err, "/nonexistent/authz"));
+}
+
+static void authz_role_table(void **state) {
+  (void)state;
+  assert_true(tg_authz_allows(TG_ROLE_OBSERVE, "ObserveEvents"));
+  assert_false(tg_authz_allows(TG_ROLE_OBSERVE, "ReadBuffers"));
+  assert_true(tg_authz_allows(TG_ROLE_RECORD, "ReadBuffers"));
+  assert_true(tg_authz_allows(TG_ROLE_RECORD, "QueryCapabilities"));
+  assert_false(tg_authz_allows(TG_ROLE_RECORD, "SaveTraceForBugreport"));
+  assert_false(tg_authz_allows(TG_ROLE_RECORD, "InitializeConnection"));
+  assert_false(tg_authz_allows(TG_ROLE_NONE, "QueryServiceState"));
+  assert_false(tg_authz_allows(TG_ROLE_RECORD, NULL));
+  assert_string_equal(tg_authz_role_name(TG_ROLE_OBSERVE), "observe");
+  tg_authz_role_t r;
+  assert_int_equal(tg_authz_parse_role("record", &r), 0);
+  assert_int_equal(r, TG_ROLE_RECORD);
+  assert_int_equal(tg_authz_parse_role("Record", &r), -EINVAL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(authz_parses_lines_comments_and_blanks),
+      cmocka_unit_test(authz_errors_name_the_line),
+      cmocka_unit_test(authz_role_table),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

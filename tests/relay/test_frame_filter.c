@@ -1,0 +1,758 @@
+/* The relay's frame checker, without any I/O: frames are built here, fed
+ * to tg_relay_filter_client()/_upstream(), and the verdicts and output
+ * frames checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "abi/ipc_frame.h"
+#include "abi/pb_wire.h"
+#include "config/trace_config.pb-c.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "relay/authz.h"
+#include "relay/frame_filter.h"
+#include "relay/relay_service.h"
+#include "tracegate/error.h"
+#include "tracegate/relay.pb-c.h"
+
+/* ConsumerPort's methods as a service would announce them; the ids are
+ * deliberately not the declaration order, to prove they are learned. */
+static const struct {
+  uint32_t id;
+  const char *name;
+} k_methods[] = {
+    {101, "EnableTracing"},     {102, "DisableTracing"},
+    {103, "ReadBuffers"},       {104, "FreeBuffers"},
+    {105, "Flush"},             {106, "StartTracing"},
+    {107, "ChangeTraceConfig"}, {108, "Detach"},
+    {109, "Attach"},            {110, "GetTraceStats"},
+    {111, "ObserveEvents"},     {112, "QueryServiceState"},
+    {113, "QueryCapabilities"}, {114, "SaveTraceForBugreport"},
+    {115, "CloneSession"},
+};
+#define N_METHODS (sizeof(k_methods) / sizeof(k_methods[0]))
+#define CONSUMER_ID 7u
+
+static uint32_t mid(const char *name) {
+  for (size_t i = 0; i < N_METHODS; i++)
+    if (!strcmp(k_methods[i].name, name)) return k_methods[i].id;
+  fail_msg("no method %s", name);
+  return 0;
+}
+
+/* --- frame builders (payloads, without the length prefix) ------------------ */
+
+static size_t pack_frame(const tg_ipc_frame_t *f, uint8_t *out, size_t cap) {
+  size_t n = perfetto__protos__ipcframe__get_packed_size(f);
+  assert_true(n <= cap);
+  return perfetto__protos__ipcframe__pack(f, out);
+}
+
+static size_t bind_frame(uint64_t id, const char *name, uint8_t *out,
+                         size_t cap) {
+  Perfetto__Protos__IPCFrame__BindService b =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+  b.service_name = (char *)name;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+  f.msg_bind_service = &b;
+  return pack_frame(&f, out, cap);
+}
+
+static size_t bind_reply_frame(uint64_t id, bool success, uint8_t *out,
+                               size_t cap) {
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi[N_METHODS];
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *pmi[N_METHODS];
+  for (size_t i = 0; i < N_METHODS; i++) {
+    perfetto__protos__ipcframe__bind_service_reply__method_info__init(&mi[i]);
+    mi[i].has_id = 1;
+    mi[i].id = k_methods[i].id;
+    mi[i].name = (char *)k_methods[i].name;
+    pmi[i] = &mi[i];
+  }
+  Perfetto__Protos__IPCFrame__BindServiceReply r =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  r.has_service_id = 1;
+  r.service_id = CONSUMER_ID;
+  r.n_methods = N_METHODS;
+  r.methods = pmi;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  f.msg_bind_service_reply = &r;
+  return pack_frame(&f, out, cap);
+}
+
+static size_t invoke_frame(uint64_t id, uint32_t service, uint32_t method,
+                           const ProtobufCMessage *args, bool drop,
+                           uint8_t *out, size_t cap) {
+  uint8_t abuf[1024];
+  size_t alen = args ? protobuf_c_message_pack(args, abuf) : 0;
+  Perfetto__Protos__IPCFrame__InvokeMethod m =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  m.has_service_id = m.has_method_id = m.has_args_proto = 1;
+  m.service_id = service;
+  m.method_id = method;
+  m.args_proto.data = abuf;
+  m.args_proto.len = alen;
+  if (drop) m.has_drop_reply = m.drop_reply = 1;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  f.msg_invoke_method = &m;
+  return pack_frame(&f, out, cap);
+}
+
+static size_t reply_frame(uint64_t id, bool success, bool more,
+                          const uint8_t *body, size_t blen, uint8_t *out,
+                          size_t cap) {
+  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  r.has_success = 1;
+  r.success = success;
+  if (more) r.has_has_more = r.has_more = 1;
+  r.has_reply_proto = 1;
+  r.reply_proto.data = (uint8_t *)body;
+  r.reply_proto.len = blen;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  f.msg_invoke_method_reply = &r;
+  return pack_frame(&f, out, cap);
+}
+
+/* --- fixture -------------------------------------------------------------- */
+
+typedef struct fx {
+  tg_relay_filter_t f;
+  tg_relay_host_info_t host;
+  tg_buf_t out;
+  tg_relay_verdict_t v;
+  uint8_t frame[4096];
+} fx_t;
+
+static int setup(void **state) {
+  fx_t *x = calloc(1, sizeof(*x));
+  snprintf(x->host.hostname, sizeof(x->host.hostname), "host-a");
+  snprintf(x->host.machine_id, sizeof(x->host.machine_id), "0123abcd");
+  snprintf(x->host.kernel, sizeof(x->host.kernel), "Linux 6.1");
+  snprintf(x->host.boot_id, sizeof(x->host.boot_id), "b00t");
+  x->host.num_cpus = 8;
+  tg_relay_filter_init(&x->f, "alice", &x->host);
+  tg_buf_init(&x->out, 0);
+  *state = x;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx_t *x = *state;
+  tg_buf_free(&x->out);
+  free(x);
+  return 0;
+}
+
+static void client(fx_t *x, tg_authz_role_t role, size_t n) {
+  tg_buf_reset(&x->out);
+  assert_int_equal(tg_relay_filter_client(&x->f, role, x->frame, n, &x->out,
+                                          &x->v), 0);
+}
+
+static void upstream(fx_t *x, size_t n) {
+  assert_int_equal(tg_relay_filter_upstream(&x->f, x->frame, n, &x->v), 0);
+}
+
+/* The one frame in |out|, decoded (caller frees). */
+static tg_ipc_frame_t *out_frame(fx_t *x) {
+  size_t n = tg_buf_size(&x->out);
+  assert_true(n > TG_IPC_FRAME_HEADER_SIZE);
+  const uint8_t *p = tg_buf_begin(&x->out);
+  assert_int_equal(tg_pb_read_le32(p), n - TG_IPC_FRAME_HEADER_SIZE);
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, n - 4);
+  assert_non_null(f);
+  return f;
+}
+
+/* Binds ConsumerPort (request 1) and delivers the service's reply. */
+static void bind_consumer(fx_t *x) {
+  client(x, TG_ROLE_OBSERVE, bind_frame(1, "ConsumerPort", x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  upstream(x, bind_reply_frame(1, true, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_true(x->f.consumer_bound);
+}
+
+/* Expects a local InvokeMethodReply{success=false} to |id|. */
+static void expect_denied(fx_t *x, uint64_t id, const char *reason_part) {
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_true(x->v.call);
+  assert_false(x->v.allowed);
+  assert_true(x->v.audit);
+  if (reason_part && !strstr(x->v.reason, reason_part))
+    fail_msg("'%s' not in '%s'", reason_part, x->v.reason);
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->request_id, id);
+  assert_int_equal(f->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+  assert_false(f->msg_invoke_method_reply->success);
+  tg_ipc_frame_free(f);
+}
+
+static void expect_forwarded(fx_t *x, uint64_t id, uint32_t method) {
+  if (x->v.action != TG_RELAY_FORWARD)
+    fail_msg("not forwarded: %s: %s", x->v.method, x->v.reason);
+  assert_true(x->v.allowed);
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->request_id, id);
+  assert_int_equal(f->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD);
+  assert_int_equal(f->msg_invoke_method->service_id, CONSUMER_ID);
+  assert_int_equal(f->msg_invoke_method->method_id, method);
+  tg_ipc_frame_free(f);
+}
+
+/* --- BindService ------------------------------------------------------------ */
+
+static void filter_learns_consumer_port_from_the_bind_reply(void **state) {
+  fx_t *x = *state;
+  /* A reply to a bind nobody made teaches nothing. */
+  upstream(x, bind_reply_frame(9, true, x->frame, 4096));
+  assert_false(x->f.consumer_bound);
+  client(x, TG_ROLE_OBSERVE, bind_frame(1, "ConsumerPort", x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE);
+  assert_string_equal(f->msg_bind_service->service_name, "ConsumerPort");
+  tg_ipc_frame_free(f);
+  /* Calls before the table is known are refused. */
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(2, CONSUMER_ID, 112, NULL, false, x->frame, 4096));
+  expect_denied(x, 2, "not bound");
+  upstream(x, bind_reply_frame(1, true, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_false(x->v.bulk);
+  assert_true(x->f.consumer_bound);
+  assert_int_equal(x->f.consumer_id, CONSUMER_ID);
+  assert_int_equal(x->f.n_methods, N_METHODS);
+  assert_int_equal(x->f.n_tracked, 0);
+  /* The learned id, not the declaration order. */
+  Perfetto__Protos__QueryServiceStateRequest q =
+      PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+  client(x, TG_ROLE_OBSERVE, invoke_frame(3, CONSUMER_ID, mid("QueryServiceState"),
+                                          &q.base, false, x->frame, 4096));
+  expect_forwarded(x, 3, 112);
+  assert_false(x->v.audit); /* chatty reads are not audited */
+  client(x, TG_ROLE_OBSERVE, invoke_frame(4, CONSUMER_ID, 12, &q.base, false,
+                                          x->frame, 4096));
+  expect_denied(x, 4, "unknown method id 12");
+}
+
+static void filter_answers_tracegate_relay_bind_locally(void **state) {
+  fx_t *x = *state;
+  client(x, TG_ROLE_OBSERVE, bind_frame(5, "TracegateRelay", x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_true(x->v.allowed);
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->request_id, 5);
+  Perfetto__Protos__IPCFrame__BindServiceReply *r = f->msg_bind_service_reply;
+  assert_non_null(r);
+  assert_true(r->success);
+  assert_int_equal(r->service_id, TG_RELAY_SERVICE_ID);
+  assert_int_equal(r->n_methods, 3);
+  assert_string_equal(r->methods[0]->name, "GetHostInfo");
+  assert_string_equal(r->methods[1]->name, "ClockSync");
+  assert_string_equal(r->methods[2]->name, "SetSessionKey");
+  tg_ipc_frame_free(f);
+}
+
+static void filter_refuses_other_services(void **state) {
+  fx_t *x = *state;
+  const char *names[] = {"ProducerPort", "Foo\nbar", ""};
+  for (size_t i = 0; i < 3; i++) {
+    client(x, TG_ROLE_RECORD, bind_frame(6 + i, names[i], x->frame, 4096));
+    assert_int_equal(x->v.action, TG_RELAY_REPLY);
+    assert_false(x->v.allowed);
+    assert_true(x->v.audit);
+    assert_null(strchr(x->v.reason, '\n'));
+    tg_ipc_frame_t *f = out_frame(x);
+    assert_int_equal(f->request_id, 6 + i);
+    assert_false(f->msg_bind_service_reply->success);
+    tg_ipc_frame_free(f);
+  }
+}
+
+/* --- roles ------------------------------------------------------------------ */
+
+static void filter_applies_the_role_table(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  static const char *observe_ok[] = {"QueryServiceState", "QueryCapabilities",
+                                     "GetTraceStats", "ObserveEvents"};
+  static const char *record_only[] = {"StartTracing", "ChangeTraceConfig",
+                                      "Flush", "DisableTracing", "ReadBuffers",
+                                      "FreeBuffers", "CloneSession"};
+  uint64_t id = 100;
+  for (size_t i = 0; i < 4; i++) {
+    client(x, TG_ROLE_OBSERVE,
+           invoke_frame(++id, CONSUMER_ID, mid(observe_ok[i]), NULL, false,
+                        x->frame, 4096));
+    expect_forwarded(x, id, mid(observe_ok[i]));
+    client(x, TG_ROLE_NONE,
+           invoke_frame(++id, CONSUMER_ID, mid(observe_ok[i]), NULL, false,
+                        x->frame, 4096));
+    expect_denied(x, id, "not in the authorization file");
+  }
+  for (size_t i = 0; i < 7; i++) {
+    client(x, TG_ROLE_OBSERVE,
+           invoke_frame(++id, CONSUMER_ID, mid(record_only[i]), NULL, false,
+                        x->frame, 4096));
+    expect_denied(x, id, "role observe does not allow");
+    assert_string_equal(x->v.method, record_only[i]);
+    client(x, TG_ROLE_RECORD,
+           invoke_frame(++id, CONSUMER_ID, mid(record_only[i]), NULL, false,
+                        x->frame, 4096));
+    expect_forwarded(x, id, mid(record_only[i]));
+  }
+  /* Nobody may save a bugreport. */
+  client(x, TG_ROLE_RECORD, invoke_frame(++id, CONSUMER_ID,
+                                         mid("SaveTraceForBugreport"), NULL,
+                                         false, x->frame, 4096));
+  expect_denied(x, id, "record does not allow SaveTraceForBugreport");
+  /* Unknown services. */
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(++id, 3, 1, NULL, false, x->frame, 4096));
+  expect_denied(x, id, "service id 3");
+  assert_int_equal(x->f.stats.denied, 4 + 7 + 2);
+}
+
+static void filter_denied_drop_reply_call_gets_no_reply(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  client(x, TG_ROLE_OBSERVE, invoke_frame(8, CONSUMER_ID, mid("Flush"), NULL,
+                                          true, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_false(x->v.allowed);
+  assert_true(x->v.audit);
+  assert_int_equal(tg_buf_size(&x->out), 0);
+}
+
+/* --- EnableTracing ---------------------------------------------------------- */
+
+static void filter_refuses_write_into_file(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+  Perfetto__Protos__EnableTracingRequest req =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  req.trace_config = &cfg;
+  for (int variant = 0; variant < 2; variant++) {
+    cfg.has_write_into_file = variant == 0;
+    cfg.write_into_file = variant == 0;
+    cfg.output_path = variant == 1 ? (char *)"/tmp/x.pftrace" : NULL;
+    client(x, TG_ROLE_RECORD, invoke_frame(20 + variant, CONSUMER_ID,
+                                           mid("EnableTracing"), &req.base,
+                                           false, x->frame, 4096));
+    expect_denied(x, 20 + variant, "write_into_file needs a file descriptor");
+    tg_ipc_frame_t *f = out_frame(x);
+    const ProtobufCBinaryData *b = &f->msg_invoke_method_reply->reply_proto;
+    Perfetto__Protos__EnableTracingResponse *r =
+        perfetto__protos__enable_tracing_response__unpack(NULL, b->len, b->data);
+    assert_non_null(r);
+    assert_string_equal(r->error,
+                        "write_into_file needs a file descriptor, which "
+                        "cannot cross the network: stream with ReadBuffers "
+                        "instead");
+    perfetto__protos__enable_tracing_response__free_unpacked(r, NULL);
+    tg_ipc_frame_free(f);
+  }
+  assert_false(x->f.session_active);
+  /* Without them the call passes and the session is followed. */
+  cfg.has_write_into_file = 1;
+  cfg.write_into_file = 0;
+  cfg.output_path = NULL;
+  client(x, TG_ROLE_RECORD, invoke_frame(22, CONSUMER_ID, mid("EnableTracing"),
+                                         &req.base, false, x->frame, 4096));
+  expect_forwarded(x, 22, mid("EnableTracing"));
+  assert_true(x->v.audit);
+  assert_true(x->f.session_active);
+  /* Args that do not decode never reach the service. */
+  static const uint8_t junk[] = {0x0a, 0x05, 0x40};
+  uint8_t frame[64];
+  Perfetto__Protos__IPCFrame__InvokeMethod m =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  m.has_service_id = m.has_method_id = m.has_args_proto = 1;
+  m.service_id = CONSUMER_ID;
+  m.method_id = mid("EnableTracing");
+  m.args_proto.data = (uint8_t *)junk;
+  m.args_proto.len = sizeof(junk);
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = 23;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  fr.msg_invoke_method = &m;
+  size_t n = pack_frame(&fr, frame, sizeof(frame));
+  memcpy(x->frame, frame, n);
+  client(x, TG_ROLE_RECORD, n);
+  expect_denied(x, 23, "does not decode");
+}
+
+/* --- Detach / Attach keys --------------------------------------------------- */
+
+static char *forwarded_key(fx_t *x, bool detach) {
+  tg_ipc_frame_t *f = out_frame(x);
+  const ProtobufCBinaryData *a = &f->msg_invoke_method->args_proto;
+  char *key;
+  if (detach) {
+    Perfetto__Protos__DetachRequest *d =
+        perfetto__protos__detach_request__unpack(NULL, a->len, a->data);
+    key = strdup(d->key);
+    perfetto__protos__detach_request__free_unpacked(d, NULL);
+  } else {
+    Perfetto__Protos__AttachRequest *d =
+        perfetto__protos__attach_request__unpack(NULL, a->len, a->data);
+    key = strdup(d->key);
+    perfetto__protos__attach_request__free_unpacked(d, NULL);
+  }
+  tg_ipc_frame_free(f);
+  return key;
+}
+
+static void filter_namespaces_detach_and_attach_keys(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  d.key = "k";
+  client(x, TG_ROLE_RECORD, invoke_frame(30, CONSUMER_ID, mid("Detach"),
+                                         &d.base, false, x->frame, 4096));
+  expect_forwarded(x, 30, mid("Detach"));
+  char *k = forwarded_key(x, true);
+  assert_string_equal(k, "alice/k");
+  free(k);
+  assert_non_null(strstr(x->v.reason, "alice/k"));
+
+  Perfetto__Protos__AttachRequest a = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+  a.key = "bob/k"; /* reaching into another namespace */
+  client(x, TG_ROLE_RECORD, invoke_frame(31, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  expect_denied(x, 31, "'/'");
+  a.key = "k";
+  client(x, TG_ROLE_RECORD, invoke_frame(32, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  expect_forwarded(x, 32, mid("Attach"));
+  k = forwarded_key(x, false);
+  assert_string_equal(k, "alice/k");
+  free(k);
+  a.key = "";
+  client(x, TG_ROLE_RECORD, invoke_frame(33, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  expect_denied(x, 33, "empty");
+  a.key = NULL;
+  client(x, TG_ROLE_RECORD, invoke_frame(34, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  expect_denied(x, 34, "missing");
+  a.key = "with space";
+  client(x, TG_ROLE_RECORD, invoke_frame(35, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  expect_denied(x, 35, "printable");
+  /* Observers may not detach or attach at all. */
+  a.key = "k";
+  client(x, TG_ROLE_OBSERVE, invoke_frame(36, CONSUMER_ID, mid("Attach"),
+                                          &a.base, false, x->frame, 4096));
+  expect_denied(x, 36, "observe");
+}
+
+/* --- frames a client may not send ------------------------------------------- */
+
+static void filter_drops_replies_and_set_peer_identity(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  size_t n = bind_reply_frame(40, true, x->frame, 4096);
+  client(x, TG_ROLE_RECORD, n);
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_string_equal(x->v.method, "bind_service_reply");
+  assert_int_equal(tg_buf_size(&x->out), 0);
+
+  n = reply_frame(41, true, false, NULL, 0, x->frame, 4096);
+  client(x, TG_ROLE_RECORD, n);
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_string_equal(x->v.method, "invoke_method_reply");
+
+  Perfetto__Protos__IPCFrame__SetPeerIdentity spi =
+      PERFETTO__PROTOS__IPCFRAME__SET_PEER_IDENTITY__INIT;
+  spi.has_uid = 1;
+  spi.uid = 0;
+  spi.machine_name = "root-box";
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = 42;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY;
+  f.set_peer_identity = &spi;
+  client(x, TG_ROLE_RECORD, pack_frame(&f, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_string_equal(x->v.method, "set_peer_identity");
+  assert_true(x->v.audit);
+  assert_false(x->v.allowed);
+  assert_int_equal(tg_buf_size(&x->out), 0);
+
+  Perfetto__Protos__IPCFrame__RequestError re =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  re.error = "x";
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &re;
+  client(x, TG_ROLE_RECORD, pack_frame(&f, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+
+  ProtobufCBinaryData dft = {3, (uint8_t *)"abc"};
+  tg_ipc_frame_t t = PERFETTO__PROTOS__IPCFRAME__INIT;
+  t.n_data_for_testing = 1;
+  t.data_for_testing = &dft;
+  client(x, TG_ROLE_RECORD, pack_frame(&t, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_string_equal(x->v.method, "data_for_testing");
+  assert_int_equal(x->f.stats.refused_kinds, 5);
+}
+
+static void filter_drops_garbage(void **state) {
+  fx_t *x = *state;
+  static const uint8_t junk[][6] = {
+      {0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+      {0x1a, 0x10, 0x0a, 0x01, 0x41, 0x00}, /* bind, length past the end */
+      {0x10, 0x80, 0x80, 0x80, 0x80, 0x80}, /* truncated varint */
+  };
+  for (size_t i = 0; i < 3; i++) {
+    memcpy(x->frame, junk[i], 6);
+    client(x, TG_ROLE_RECORD, 6);
+    assert_int_equal(x->v.action, TG_RELAY_DROP);
+    assert_true(x->v.garbage);
+    assert_int_equal(tg_buf_size(&x->out), 0);
+  }
+  assert_int_equal(x->f.stats.undecodable, 3);
+  /* Garbage from the service is dropped too, never forwarded. */
+  memcpy(x->frame, junk[2], 6);
+  upstream(x, 6);
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_int_equal(x->f.stats.upstream_garbage, 1);
+}
+
+/* Forwarded calls are rebuilt from the checked fields only. */
+static void filter_reencodes_what_it_forwards(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  size_t n = invoke_frame(50, CONSUMER_ID, mid("QueryCapabilities"), NULL,
+                          false, x->frame, 4096);
+  /* Append data_for_testing (field 1) and an unknown field 99. */
+  static const uint8_t extra[] = {0x0a, 0x03, 'x', 'y', 'z',
+                                  0x98, 0x06, 0x01};
+  memcpy(x->frame + n, extra, sizeof(extra));
+  client(x, TG_ROLE_OBSERVE, n + sizeof(extra));
+  expect_forwarded(x, 50, mid("QueryCapabilities"));
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->n_data_for_testing, 0);
+  assert_int_equal(f->base.n_unknown_fields, 0);
+  tg_ipc_frame_free(f);
+}
+
+/* --- upstream tracking -------------------------------------------------------- */
+
+static void filter_marks_read_buffers_replies_as_bulk(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  client(x, TG_ROLE_RECORD, invoke_frame(60, CONSUMER_ID, mid("ReadBuffers"),
+                                         NULL, false, x->frame, 4096));
+  expect_forwarded(x, 60, mid("ReadBuffers"));
+  assert_false(x->v.audit);
+  upstream(x, reply_frame(60, true, true, (const uint8_t *)"\x12\x00", 2,
+                          x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_true(x->v.bulk);
+  upstream(x, reply_frame(61, true, false, NULL, 0, x->frame, 4096));
+  assert_false(x->v.bulk); /* another request: control */
+  upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
+  assert_true(x->v.bulk);
+  assert_int_equal(x->f.n_tracked, 0);
+  upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
+  assert_false(x->v.bulk); /* the stream has ended */
+}
+
+static void filter_refuses_calls_beyond_the_tracking_table(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  for (uint64_t i = 0; i < TG_RELAY_FILTER_MAX_TRACKED; i++) {
+    client(x, TG_ROLE_RECORD, invoke_frame(70 + i, CONSUMER_ID,
+                                           mid("ReadBuffers"), NULL, false,
+                                           x->frame, 4096));
+    expect_forwarded(x, 70 + i, mid("ReadBuffers"));
+  }
+  client(x, TG_ROLE_RECORD, invoke_frame(200, CONSUMER_ID, mid("ReadBuffers"),
+                                         NULL, false, x->frame, 4096));
+  expect_denied(x, 200, "too many calls in flight");
+  /* Untracked calls still pass. */
+  client(x, TG_ROLE_RECORD, invoke_frame(201, CONSUMER_ID, mid("Flush"), NULL,
+                                         false, x->frame, 4096));
+  expect_forwarded(x, 201, mid("Flush"));
+}
+
+/* --- TracegateRelay ----------------------------------------------------------- */
+
+static void *relay_reply(fx_t *x, const ProtobufCMessageDescriptor *d) {
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_true(x->v.allowed);
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_true(f->msg_invoke_method_reply->success);
+  const ProtobufCBinaryData *b = &f->msg_invoke_method_reply->reply_proto;
+  void *m = protobuf_c_message_unpack(d, NULL, b->len, b->data);
+  assert_non_null(m);
+  tg_ipc_frame_free(f);
+  return m;
+}
+
+static void filter_serves_host_info_and_clocks(void **state) {
+  fx_t *x = *state;
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(80, TG_RELAY_SERVICE_ID, TG_RELAY_M_GET_HOST_INFO, NULL,
+                      false, x->frame, 4096));
+  Perfetto__Protos__RelayHostInfo *hi =
+      relay_reply(x, &perfetto__protos__relay_host_info__descriptor);
+  assert_string_equal(hi->hostname, "host-a");
+  assert_string_equal(hi->machine_id, "0123abcd");
+  assert_string_equal(hi->kernel, "Linux 6.1");
+  assert_string_equal(hi->boot_id, "b00t");
+  assert_int_equal(hi->num_cpus, 8);
+  assert_true(hi->relay_version && hi->relay_version[0]);
+  protobuf_c_message_free_unpacked(&hi->base, NULL);
+
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(81, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
+                      false, x->frame, 4096));
+  assert_false(x->v.audit); /* chatty by design */
+  Perfetto__Protos__ClockSyncResponse *c1 =
+      relay_reply(x, &perfetto__protos__clock_sync_response__descriptor);
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(82, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
+                      false, x->frame, 4096));
+  Perfetto__Protos__ClockSyncResponse *c2 =
+      relay_reply(x, &perfetto__protos__clock_sync_response__descriptor);
+  assert_true(c1->boottime_ns > 0 && c1->monotonic_ns > 0 &&
+              c1->realtime_ns > 1600000000ull * 1000000000ull);
+  assert_true(c2->monotonic_ns >= c1->monotonic_ns);
+  /* BOOTTIME counts suspend too; read first, it may trail by a hair. */
+  assert_true(c1->boottime_ns + 1000000 >= c1->monotonic_ns);
+  protobuf_c_message_free_unpacked(&c1->base, NULL);
+  protobuf_c_message_free_unpacked(&c2->base, NULL);
+
+  client(x, TG_ROLE_OBSERVE, invoke_frame(83, TG_RELAY_SERVICE_ID, 9, NULL,
+                                          false, x->frame, 4096));
+  expect_denied(x, 83, "no method id 9");
+  client(x, TG_ROLE_NONE,
+         invoke_frame(84, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
+                      false, x->frame, 4096));
+  expect_denied(x, 84, "authorization file");
+}
+
+static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
+  fx_t *x = *state;
+  tg_buf_t d;
+  tg_buf_init(&d, 0);
+  char key[300];
+  bind_consumer(x);
+  assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 0);
+
+  Perfetto__Protos__SetSessionKeyRequest sk =
+      PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
+  sk.key = "a/b";
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(90, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
+                      &sk.base, false, x->frame, 4096));
+  expect_denied(x, 90, "'/'");
+  sk.key = "resume-1";
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(91, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
+                      &sk.base, false, x->frame, 4096));
+  void *m = relay_reply(x, &perfetto__protos__set_session_key_response__descriptor);
+  protobuf_c_message_free_unpacked(m, NULL);
+  assert_string_equal(x->f.session_key, "resume-1");
+  /* A key but no session: nothing to detach. */
+  assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 0);
+
+  Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+  Perfetto__Protos__EnableTracingRequest req =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  req.trace_config = &cfg;
+  client(x, TG_ROLE_RECORD, invoke_frame(92, CONSUMER_ID, mid("EnableTracing"),
+                                         &req.base, false, x->frame, 4096));
+  expect_forwarded(x, 92, mid("EnableTracing"));
+  assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 1);
+  assert_string_equal(key, "alice/resume-1");
+  const uint8_t *p = tg_buf_begin(&d);
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, tg_buf_size(&d) - 4);
+  assert_non_null(f);
+  assert_int_equal(f->request_id, TG_RELAY_DETACH_REQUEST_ID);
+  assert_int_equal(f->msg_invoke_method->service_id, CONSUMER_ID);
+  assert_int_equal(f->msg_invoke_method->method_id, mid("Detach"));
+  assert_false(f->msg_invoke_method->drop_reply);
+  tg_ipc_frame_free(f);
+  /* The service's answer to that Detach is the relay's, not the client's. */
+  upstream(x, reply_frame(TG_RELAY_DETACH_REQUEST_ID, true, false, NULL, 0,
+                          x->frame, 4096));
+  assert_true(x->v.own_detach_reply);
+  assert_true(x->v.allowed);
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_false(x->f.session_active);
+  assert_int_equal(x->f.n_tracked, 0);
+
+  /* Once tracing has ended (the final EnableTracing reply) there is no
+   * session to keep. */
+  client(x, TG_ROLE_RECORD, invoke_frame(93, CONSUMER_ID, mid("EnableTracing"),
+                                         &req.base, false, x->frame, 4096));
+  assert_true(x->f.session_active);
+  upstream(x, reply_frame(93, true, false, NULL, 0, x->frame, 4096));
+  assert_false(x->f.session_active);
+  tg_buf_reset(&d);
+  assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 0);
+  /* A successful Attach brings a session to the connection. */
+  Perfetto__Protos__AttachRequest a = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+  a.key = "resume-1";
+  client(x, TG_ROLE_RECORD, invoke_frame(94, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  upstream(x, reply_frame(94, false, false, NULL, 0, x->frame, 4096));
+  assert_false(x->f.session_active);
+  client(x, TG_ROLE_RECORD, invoke_frame(95, CONSUMER_ID, mid("Attach"),
+                                         &a.base, false, x->frame, 4096));
+  upstream(x, reply_frame(95, true, false, NULL, 0, x->frame, 4096));
+  assert_true(x->f.session_active);
+  assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 1);
+  tg_buf_free(&d);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      T(filter_learns_consumer_port_from_the_bind_reply),
+      T(filter_answers_tracegate_relay_bind_locally),
+      T(filter_refuses_other_services),
+      T(filter_applies_the_role_table),
+      T(filter_denied_drop_reply_call_gets_no_reply),
+      T(filter_refuses_write_into_file),
+      T(filter_namespaces_detach_and_attach_keys),
+      T(filter_drops_replies_and_set_peer_identity),
+      T(filter_drops_garbage),
+      T(filter_reencodes_what_it_forwards),
+      T(filter_marks_read_buffers_replies_as_bulk),
+      T(filter_refuses_calls_beyond_the_tracking_table),
+      T(filter_serves_host_info_and_clocks),
+      T(filter_detaches_on_drop_only_with_key_and_session),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

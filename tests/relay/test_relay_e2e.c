@@ -1,0 +1,735 @@
+/* tracegate-relay end to end: a real tracegated, the real relay binary in
+ * front of it, and remote clients over mutual TLS (or a pipe pair for
+ * --stdio) with certificates made at test time. Producers write their SMB
+ * by hand (tests/support). Every step waits on an event with a bound;
+ * outcomes are read from replies, the relay's log and its audit trail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/pb_wire.h"
+#include "ipc/consumer_port.pb-c.h"
+#include "relay_harness.h"
+#include "test_service.h"
+#include "tracegate/error.h"
+#include "tracegate/relay.pb-c.h"
+
+typedef struct fx {
+  test_service_t ts;
+  relay_proc_t rp;
+  bool relay_up;
+  int want_relay_status; /* the teardown's check of the relay's exit */
+} fx_t;
+
+static int setup_service(void **state) {
+  fx_t *f = calloc(1, sizeof(*f));
+  if (!f || test_service_start(&f->ts) < 0) return -1;
+  loop_setup();
+  *state = f;
+  return 0;
+}
+
+static int setup(void **state) {
+  if (setup_service(state) < 0) return -1;
+  fx_t *f = *state;
+  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
+  f->relay_up = true;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx_t *f = *state;
+  int rv = 0;
+  if (f->relay_up) {
+    int st = relay_stop(&f->rp);
+    /* A clean exit (no sanitizer report either) is part of the contract. */
+    if (st != f->want_relay_status) {
+      fprintf(stderr, "relay exit status %d\n", st);
+      rv = -1;
+    }
+  }
+  loop_teardown();
+  if (test_service_stop(&f->ts) != 0) rv = -1;
+  free(f);
+  return rv;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The producer and the loop take turns: the producer's socket is waited on
+ * (bounded) while the loop's I/O is served between the waits. */
+static bool pump_started(raw_producer_t *p) {
+  int64_t deadline = now_ms() + STEP_MS;
+  while (!p->started && now_ms() < deadline) {
+    uv_run(g_loop, UV_RUN_NOWAIT);
+    if (raw_producer_poll(p, 20) < 0) return false;
+  }
+  return p->started;
+}
+
+static uint64_t pump_flush(raw_producer_t *p, uint64_t after) {
+  int64_t deadline = now_ms() + STEP_MS;
+  while (p->last_flush_id <= after && now_ms() < deadline) {
+    uv_run(g_loop, UV_RUN_NOWAIT);
+    if (raw_producer_poll(p, 20) < 0) return 0;
+  }
+  return p->last_flush_id > after ? p->last_flush_id : 0;
+}
+
+static void expect_audit(fx_t *f, const char *a, const char *b) {
+  if (!file_wait_for(f->rp.audit, b, STEP_MS) ||
+      file_lines_with(f->rp.audit, a, b) == 0) {
+    relay_dump(&f->rp);
+    fail_msg("no audit line with '%s' and '%s'", a, b);
+  }
+}
+
+static void expect_log(fx_t *f, const char *text) {
+  if (!file_wait_for(f->rp.log, text, STEP_MS)) {
+    relay_dump(&f->rp);
+    fail_msg("the relay log does not say '%s'", text);
+  }
+}
+
+static void start_enable(rc_t *rc, simple_cfg_t *sc, call_t *enable) {
+  simple_cfg_init(sc, 1024, 1, "test.ds");
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc->cfg;
+  call_init(enable);
+  assert_int_equal(rc_start(rc, rc->cp, "EnableTracing", &en.base, enable), 0);
+}
+
+static int simple_call(rc_t *rc, const char *method) {
+  return rc_call(rc, rc->cp, method, NULL, NULL, NULL);
+}
+
+/* ReadBuffers to the end; returns the number of test packets. */
+static size_t read_values(rc_t *rc, uint32_t *values, size_t max) {
+  call_t rd;
+  call_init(&rd);
+  assert_int_equal(rc_start(rc, rc->cp, "ReadBuffers", NULL, &rd), 0);
+  assert_true(run_until(call_done, &rd, STEP_MS));
+  assert_int_equal(rd.status, 0);
+  size_t n = rd.n_values < max ? rd.n_values : max;
+  memcpy(values, rd.values, n * sizeof(*values));
+  call_free(&rd);
+  return n;
+}
+
+static void connect_as(fx_t *f, rc_t *rc, const char *name,
+                       tg_tls_config_t **cfg) {
+  *cfg = client_cfg("pki", name, "pki");
+  int hs = rc_connect(rc, f->rp.port, *cfg);
+  if (hs != 0) {
+    relay_dump(&f->rp);
+    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
+  }
+  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
+}
+
+static void disconnect(rc_t *rc, tg_tls_config_t *cfg) {
+  rc_close(rc);
+  tg_tls_config_free(cfg);
+}
+
+/* --- (1) recording through the relay ------------------------------------------ */
+
+static void relay_records_a_trace_over_tls(void **state) {
+  fx_t *f = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
+                                        "test.ds", 4, 64, false), 0);
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "alice", &cfg);
+  simple_cfg_t sc;
+  call_t enable;
+  start_enable(&rc, &sc, &enable);
+  assert_true(pump_started(&p));
+  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "relay", 1, 5), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+
+  Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+  fl.has_timeout_ms = 1;
+  fl.timeout_ms = 5000;
+  call_t flush;
+  call_init(&flush);
+  assert_int_equal(rc_start(&rc, rc.cp, "Flush", &fl.base, &flush), 0);
+  uint64_t fid = pump_flush(&p, 0);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit(&p, NULL, NULL, 0, fid), 0);
+  assert_true(run_until(call_done, &flush, STEP_MS));
+  assert_int_equal(flush.status, 0);
+  call_free(&flush);
+
+  uint32_t values[16];
+  assert_int_equal(read_values(&rc, values, 16), 5);
+  for (uint32_t i = 0; i < 5; i++) assert_int_equal(values[i], 1 + i);
+
+  assert_int_equal(simple_call(&rc, "DisableTracing"), 0);
+  assert_true(run_until(call_done, &enable, STEP_MS));
+  assert_int_equal(enable.status, 0);
+  Perfetto__Protos__EnableTracingResponse *er =
+      perfetto__protos__enable_tracing_response__unpack(
+          NULL, tg_buf_size(&enable.last), tg_buf_begin(&enable.last));
+  assert_non_null(er);
+  assert_true(!er->error || !er->error[0]);
+  perfetto__protos__enable_tracing_response__free_unpacked(er, NULL);
+  call_free(&enable);
+  assert_int_equal(simple_call(&rc, "FreeBuffers"), 0);
+  disconnect(&rc, cfg);
+  raw_producer_close(&p);
+
+  expect_audit(f, "alice 127.0.0.1:", "connect allow role record");
+  expect_audit(f, "alice", "EnableTracing allow");
+  expect_audit(f, "alice", "DisableTracing allow");
+  expect_audit(f, "alice", "disconnect end the client closed the connection");
+  /* Reads are too chatty for the audit trail. */
+  assert_int_equal(file_count(f->rp.audit, "ReadBuffers"), 0);
+}
+
+/* --- (2) an observer -------------------------------------------------------------- */
+
+static void relay_observer_may_query_but_not_record(void **state) {
+  fx_t *f = *state;
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "bob", &cfg);
+  assert_int_equal(simple_call(&rc, "QueryServiceState"), 0);
+  assert_int_equal(simple_call(&rc, "QueryCapabilities"), 0);
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 1024, 1, "test.ds");
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc.cfg;
+  assert_int_equal(rc_call(&rc, rc.cp, "EnableTracing", &en.base, NULL, NULL),
+                   TG_EREMOTE_FAILED);
+  assert_int_equal(simple_call(&rc, "SaveTraceForBugreport"),
+                   TG_EREMOTE_FAILED);
+  /* The connection is still good after a denial. */
+  assert_int_equal(simple_call(&rc, "QueryServiceState"), 0);
+  disconnect(&rc, cfg);
+  expect_audit(f, "bob 127.0.0.1:",
+               "EnableTracing deny role observe does not allow EnableTracing");
+  expect_audit(f, "bob", "SaveTraceForBugreport deny");
+  expect_audit(f, "bob", "QueryCapabilities allow");
+  expect_log(f, "bob@127.0.0.1:");
+}
+
+/* --- (3) refusals -------------------------------------------------------------------- */
+
+static int tcp_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  return fd;
+}
+
+/* Reads until the peer closes (true) or |ms| pass. */
+static bool wait_eof(int fd, int ms) {
+  int64_t deadline = now_ms() + ms;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&p, 1, (int)left) != 1) return false;
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return true;
+  }
+}
+
+static void expect_tls_refused(fx_t *f, const char *dir, const char *name,
+                               const char *why) {
+  tg_tls_config_t *cfg = client_cfg(dir, name, "pki");
+  rc_t rc;
+  int hs = rc_connect(&rc, f->rp.port, cfg);
+  assert_int_not_equal(hs, 0);
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+  expect_audit(f, "connect deny TLS handshake failed", why);
+  expect_log(f, why);
+}
+
+static void expect_raw_refused(fx_t *f, const void *bytes, size_t len,
+                               const char *why) {
+  int fd = tcp_connect(f->rp.port);
+  assert_int_equal(send(fd, bytes, len, MSG_NOSIGNAL), (ssize_t)len);
+  assert_true(wait_eof(fd, STEP_MS));
+  close(fd);
+  expect_audit(f, "connect deny", why);
+  expect_log(f, why);
+}
+
+static void relay_refuses_and_logs_every_bad_client(void **state) {
+  fx_t *f = *state;
+  expect_tls_refused(f, "pki", NULL, "missing");
+  expect_tls_refused(f, "other", "eve", "not correctly signed");
+  expect_tls_refused(f, "pki", "old", "expired");
+  expect_tls_refused(f, "pki", "rev", "revoked");
+  static const uint8_t ipc[] = {0x0a, 0, 0, 0, 0x10, 0x01, 0x1a, 0x06,
+                                'c',  'o', 'n', 's', 'u', 'm'};
+  expect_raw_refused(f, ipc, sizeof(ipc), "plain IPC frame");
+  static const char http[] = "GET / HTTP/1.1\r\nHost: relay\r\n\r\n";
+  expect_raw_refused(f, http, sizeof(http) - 1, "47 45 54 20");
+
+  /* dave's certificate is good, but he is not in the authorization file. */
+  tg_tls_config_t *cfg = client_cfg("pki", "dave", "pki");
+  rc_t rc;
+  int hs = rc_connect(&rc, f->rp.port, cfg);
+  if (hs == 0) assert_true(rc_wait_closed(&rc, STEP_MS));
+  assert_int_equal(rc_bind(&rc, "ConsumerPort") < 0, 1);
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+  expect_audit(f, "dave 127.0.0.1:",
+               "connect deny identity 'dave' is not in the authorization file");
+  expect_log(f, "dave@127.0.0.1:");
+  assert_int_equal(file_count(f->rp.audit, "connect deny"), 7);
+  assert_int_equal(file_count(f->rp.audit, "connect allow"), 0);
+}
+
+/* --- (4) oversized frames ------------------------------------------------------------ */
+
+static void tls_flush(int fd, tg_tls_session_t *s) {
+  tg_buf_t *out = tg_tls_out(s);
+  while (tg_buf_size(out) > 0) {
+    ssize_t n = send(fd, tg_buf_begin(out), tg_buf_size(out), MSG_NOSIGNAL);
+    assert_true(n > 0);
+    tg_buf_consume(out, (size_t)n);
+  }
+}
+
+static void relay_closes_on_oversized_frame(void **state) {
+  fx_t *f = *state;
+  tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
+  tg_tls_session_t *s;
+  assert_int_equal(tg_tls_session_new(cfg, "localhost", 0, &s), 0);
+  int fd = tcp_connect(f->rp.port);
+  int64_t deadline = now_ms() + STEP_MS;
+  int rv;
+  while ((rv = tg_tls_handshake(s)) == -EAGAIN && now_ms() < deadline) {
+    tls_flush(fd, s);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, STEP_MS), 1);
+    uint8_t buf[16384];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    assert_true(n > 0);
+    assert_int_equal(tg_tls_feed(s, buf, (size_t)n), 0);
+  }
+  assert_int_equal(rv, 0);
+  tls_flush(fd, s);
+  uint8_t bad[64] = {0};
+  tg_pb_write_le32(bad, 1u << 20); /* a frame header claiming 1 MiB */
+  assert_int_equal(tg_tls_write(s, bad, sizeof(bad)), 0);
+  tls_flush(fd, s);
+  assert_true(wait_eof(fd, STEP_MS));
+  close(fd);
+  tg_tls_session_free(s);
+  tg_tls_config_free(cfg);
+  expect_log(f, "oversized frame");
+  expect_audit(f, "alice", "disconnect end IPC frame larger than");
+}
+
+/* --- (5) write_into_file ---------------------------------------------------------------- */
+
+static void relay_refuses_write_into_file_with_a_reason(void **state) {
+  fx_t *f = *state;
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "alice", &cfg);
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 1024, 1, "test.ds");
+  sc.cfg.has_write_into_file = 1;
+  sc.cfg.write_into_file = 1;
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc.cfg;
+  ProtobufCMessage *reply;
+  assert_int_equal(rc_call(&rc, rc.cp, "EnableTracing", &en.base,
+                           &perfetto__protos__enable_tracing_response__descriptor,
+                           &reply), TG_EREMOTE_FAILED);
+  assert_non_null(reply);
+  Perfetto__Protos__EnableTracingResponse *r =
+      (Perfetto__Protos__EnableTracingResponse *)reply;
+  assert_string_equal(r->error,
+                      "write_into_file needs a file descriptor, which cannot "
+                      "cross the network: stream with ReadBuffers instead");
+  protobuf_c_message_free_unpacked(reply, NULL);
+  /* Streaming instead works on the same connection. */
+  sc.cfg.write_into_file = 0;
+  call_t enable;
+  call_init(&enable);
+  assert_int_equal(rc_start(&rc, rc.cp, "EnableTracing", &en.base, &enable), 0);
+  assert_int_equal(simple_call(&rc, "DisableTracing"), 0);
+  assert_true(run_until(call_done, &enable, STEP_MS));
+  assert_int_equal(enable.status, 0);
+  call_free(&enable);
+  disconnect(&rc, cfg);
+  expect_audit(f, "alice", "EnableTracing deny write_into_file needs a file "
+                           "descriptor");
+}
+
+/* --- (6) detach keys per identity ---------------------------------------------------------- */
+
+static int key_call(rc_t *rc, const char *method, const char *key) {
+  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  d.key = (char *)key; /* Detach and Attach requests have the same shape */
+  return rc_call(rc, rc->cp, method, &d.base, NULL, NULL);
+}
+
+static void relay_namespaces_detach_keys_by_identity(void **state) {
+  fx_t *f = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
+                                        "test.ds", 4, 64, false), 0);
+  rc_t a1, c, a2;
+  tg_tls_config_t *acfg, *ccfg, *acfg2;
+  connect_as(f, &a1, "alice", &acfg);
+  simple_cfg_t sc;
+  call_t enable;
+  start_enable(&a1, &sc, &enable);
+  assert_true(pump_started(&p));
+  assert_int_equal(key_call(&a1, "Detach", "k"), 0);
+
+  /* carol has the record role too, but "k" is alice's. */
+  connect_as(f, &c, "carol", &ccfg);
+  assert_int_equal(key_call(&c, "Attach", "k"), TG_EREMOTE_FAILED);
+  assert_int_equal(key_call(&c, "Attach", "alice/k"), TG_EREMOTE_FAILED);
+  disconnect(&c, ccfg);
+
+  connect_as(f, &a2, "alice", &acfg2);
+  assert_int_equal(key_call(&a2, "Attach", "k"), 0);
+  assert_int_equal(simple_call(&a2, "DisableTracing"), 0);
+  disconnect(&a2, acfg2);
+  disconnect(&a1, acfg);
+  call_free(&enable);
+  raw_producer_close(&p);
+  expect_audit(f, "alice", "Detach allow key 'k' namespaced as 'alice/k'");
+  expect_audit(f, "carol", "Attach allow key 'k' namespaced as 'carol/k'");
+  expect_audit(f, "carol", "Attach deny key must not contain '/'");
+  expect_audit(f, "alice", "Attach allow key 'k' namespaced as 'alice/k'");
+}
+
+/* --- (7) a dropped link with a resume key ---------------------------------------------------- */
+
+static void relay_keeps_a_keyed_session_when_the_link_drops(void **state) {
+  fx_t *f = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
+                                        "test.ds", 4, 64, false), 0);
+  rc_t a1, a2;
+  tg_tls_config_t *cfg1, *cfg2;
+  connect_as(f, &a1, "alice", &cfg1);
+  assert_int_equal(rc_bind(&a1, "TracegateRelay"), 0);
+  Perfetto__Protos__SetSessionKeyRequest sk =
+      PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
+  sk.key = "resume";
+  assert_int_equal(rc_call(&a1, a1.relay, "SetSessionKey", &sk.base, NULL, NULL), 0);
+  ProtobufCMessage *m;
+  assert_int_equal(rc_call(&a1, a1.relay, "ClockSync", NULL,
+                           &perfetto__protos__clock_sync_response__descriptor,
+                           &m), 0);
+  assert_true(((Perfetto__Protos__ClockSyncResponse *)m)->realtime_ns > 0);
+  protobuf_c_message_free_unpacked(m, NULL);
+  assert_int_equal(rc_call(&a1, a1.relay, "GetHostInfo", NULL,
+                           &perfetto__protos__relay_host_info__descriptor, &m),
+                   0);
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  assert_string_equal(((Perfetto__Protos__RelayHostInfo *)m)->hostname, host);
+  assert_true(((Perfetto__Protos__RelayHostInfo *)m)->num_cpus > 0);
+  protobuf_c_message_free_unpacked(m, NULL);
+
+  simple_cfg_t sc;
+  call_t enable;
+  start_enable(&a1, &sc, &enable);
+  assert_true(pump_started(&p));
+  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "drop", 10, 5), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+
+  /* The link goes away while tracing. */
+  disconnect(&a1, cfg1);
+  call_free(&enable);
+  expect_log(f, "session detached under key 'alice/resume'");
+  expect_audit(f, "alice", "Detach allow link dropped");
+
+  /* A new connection picks the session up and reads what was written. */
+  connect_as(f, &a2, "alice", &cfg2);
+  assert_int_equal(key_call(&a2, "Attach", "resume"), 0);
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.has_attach_notification_only = 1;
+  en.attach_notification_only = 1;
+  call_t notify;
+  call_init(&notify);
+  assert_int_equal(rc_start(&a2, a2.cp, "EnableTracing", &en.base, &notify), 0);
+  uint32_t values[16];
+  assert_int_equal(read_values(&a2, values, 16), 5);
+  for (uint32_t i = 0; i < 5; i++) assert_int_equal(values[i], 10 + i);
+  assert_int_equal(simple_call(&a2, "DisableTracing"), 0);
+  assert_true(run_until(call_done, &notify, STEP_MS));
+  assert_int_equal(notify.status, 0);
+  call_free(&notify);
+  disconnect(&a2, cfg2);
+  raw_producer_close(&p);
+}
+
+/* --- (8) --stdio ------------------------------------------------------------------------------- */
+
+static void relay_stdio_bridges_a_pipe_pair(void **state) {
+  fx_t *f = *state;
+  int to, from;
+  assert_int_equal(relay_start_stdio(&f->rp, f->ts.consumer_sock, &to, &from), 0);
+  f->relay_up = true;
+  rc_t rc;
+  assert_int_equal(rc_open_pipe(&rc, from, to), 0);
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), 0);
+  assert_int_equal(simple_call(&rc, "QueryServiceState"), 0);
+  assert_int_equal(rc_bind(&rc, "TracegateRelay"), 0);
+  ProtobufCMessage *m;
+  assert_int_equal(rc_call(&rc, rc.relay, "GetHostInfo", NULL,
+                           &perfetto__protos__relay_host_info__descriptor, &m),
+                   0);
+  assert_true(((Perfetto__Protos__RelayHostInfo *)m)->kernel[0] != 0);
+  protobuf_c_message_free_unpacked(m, NULL);
+  /* The checker runs here too. */
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 1024, 1, "test.ds");
+  sc.cfg.output_path = "/tmp/nope";
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc.cfg;
+  assert_int_equal(rc_call(&rc, rc.cp, "EnableTracing", &en.base, NULL, NULL),
+                   TG_EREMOTE_FAILED);
+  /* Hanging up ends the relay, cleanly. */
+  rc_close(&rc);
+  assert_int_equal(relay_wait_exit(&f->rp, STEP_MS), 0);
+  expect_log(f, "@stdio: connected with role record");
+  expect_log(f, "ssh:");
+  expect_log(f, "denied EnableTracing");
+}
+
+/* --- (9) SIGHUP ----------------------------------------------------------------------------------- */
+
+/* EnableTracing, then (when it was let through) DisableTracing, whose
+ * success shows the session exists, and FreeBuffers. */
+static void enable_and_disable(rc_t *rc, int want) {
+  simple_cfg_t sc;
+  call_t enable;
+  start_enable(rc, &sc, &enable);
+  if (want == 0) {
+    assert_int_equal(simple_call(rc, "DisableTracing"), 0);
+    assert_true(run_until(call_done, &enable, STEP_MS));
+    assert_int_equal(simple_call(rc, "FreeBuffers"), 0);
+  }
+  assert_true(run_until(call_done, &enable, STEP_MS));
+  assert_int_equal(enable.status, want);
+  call_free(&enable);
+}
+
+static void relay_reloads_roles_on_sighup_without_dropping(void **state) {
+  fx_t *f = *state;
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "bob", &cfg);
+  enable_and_disable(&rc, TG_EREMOTE_FAILED);
+
+  assert_int_equal(file_replace(f->rp.authz, "alice record\nbob record\n"), 0);
+  kill(f->rp.pid, SIGHUP);
+  expect_log(f, "SIGHUP: reloaded");
+  expect_log(f, "SIGHUP: reloaded the CRL");
+  enable_and_disable(&rc, 0); /* same connection, new role */
+
+  assert_int_equal(file_replace(f->rp.authz, "alice record\nbob superuser\n"), 0);
+  kill(f->rp.pid, SIGHUP);
+  expect_log(f, "keeping the previous authorization table");
+  expect_log(f, "authz:2: role 'superuser' is not observe or record");
+  enable_and_disable(&rc, 0); /* the good table stays */
+
+  assert_false(rc.closed);
+  disconnect(&rc, cfg);
+  assert_int_equal(file_lines_with(f->rp.audit, "bob", "connect allow"), 1);
+  expect_audit(f, "bob", "EnableTracing deny role observe");
+  assert_int_equal(file_lines_with(f->rp.audit, "bob", "EnableTracing allow"), 2);
+}
+
+/* --- (10) SIGTERM ---------------------------------------------------------------------------------- */
+
+static void relay_exits_cleanly_on_sigterm(void **state) {
+  fx_t *f = *state;
+  rc_t a, b;
+  tg_tls_config_t *acfg, *bcfg;
+  connect_as(f, &a, "alice", &acfg);
+  connect_as(f, &b, "bob", &bcfg);
+  kill(f->rp.pid, SIGTERM);
+  assert_true(rc_wait_closed(&a, STEP_MS));
+  assert_true(rc_wait_closed(&b, STEP_MS));
+  assert_int_equal(relay_wait_exit(&f->rp, STEP_MS), 0);
+  disconnect(&a, acfg);
+  disconnect(&b, bcfg);
+  expect_log(f, "closing 2 connection(s) and shutting down");
+  expect_audit(f, "alice", "disconnect end the relay is shutting down");
+  expect_audit(f, "bob", "disconnect end the relay is shutting down");
+}
+
+/* --- --max-conns ------------------------------------------------------------------------------------ */
+
+static void relay_refuses_connections_beyond_max_conns(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "1", NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t a, b;
+  tg_tls_config_t *acfg, *bcfg;
+  connect_as(f, &a, "alice", &acfg);
+  bcfg = client_cfg("pki", "bob", "pki");
+  assert_int_not_equal(rc_connect(&b, f->rp.port, bcfg), 0);
+  disconnect(&b, bcfg);
+  expect_log(f, "connections open (--max-conns)");
+  expect_audit(f, "connect deny", "too many connections (max 1)");
+  /* The first connection is unaffected. */
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  disconnect(&a, acfg);
+}
+
+/* --- backpressure ------------------------------------------------------------------------- */
+
+#define BIG_CHUNKS 400
+#define BIG_PACKET 30000
+
+/* A client that stops reading makes the relay stop reading the service,
+ * and everything arrives, in order, once it reads again. */
+static void relay_backpressure_pauses_and_resumes_without_loss(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--high-water-kb", "64", "--log-level", "debug",
+                         NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
+                                        "test.ds", 32, 1024, false), 0);
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "alice", &cfg);
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 32768, 1, "test.ds");
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc.cfg;
+  call_t enable;
+  call_init(&enable);
+  assert_int_equal(rc_start(&rc, rc.cp, "EnableTracing", &en.base, &enable), 0);
+  assert_true(pump_started(&p));
+  assert_int_equal(p.page_size_kb, 32);
+
+  /* 12 MB of packets, one 30 KB packet per 32 KB page. */
+  char *str = malloc(BIG_PACKET + 1);
+  memset(str, 'x', BIG_PACKET);
+  str[BIG_PACKET] = 0;
+  uint8_t *pk = malloc(BIG_PACKET + 64);
+  uint32_t pages = (uint32_t)(p.smb_size / (32 * 1024));
+  for (uint32_t i = 0; i < BIG_CHUNKS; i++) {
+    size_t len = make_test_packet(pk, BIG_PACKET + 64, str, i);
+    const uint8_t *frag = pk;
+    uint32_t page = i % pages, chunk = 0;
+    assert_int_equal(raw_producer_write_chunk(&p, page, 0, TG_PAGE_DIV_1, 1, i,
+                                              0, &frag, &len, 1), 0);
+    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+  }
+  free(pk);
+  free(str);
+
+  /* Read with the client not reading: the relay's queue toward it fills
+   * and it pauses the service side. */
+  tg_transport_t *t = tg_tls_chan_transport(rc.ch);
+  call_t rd;
+  call_init(&rd);
+  assert_int_equal(rc_start(&rc, rc.cp, "ReadBuffers", NULL, &rd), 0);
+  uv_run(g_loop, UV_RUN_NOWAIT); /* the request goes out */
+  tg_transport_pause_reading(t, true);
+  expect_log(f, "paused reading the service");
+  tg_transport_pause_reading(t, false);
+  assert_true(run_until(call_done, &rd, 4 * STEP_MS));
+  assert_int_equal(rd.status, 0);
+  assert_int_equal(rd.n_values, BIG_CHUNKS);
+  assert_false(rd.out_of_order);
+  assert_int_equal(rd.values[(BIG_CHUNKS - 1) % 64], BIG_CHUNKS - 1);
+  call_free(&rd);
+  expect_log(f, "resumed reading the service");
+
+  assert_int_equal(simple_call(&rc, "DisableTracing"), 0);
+  assert_true(run_until(call_done, &enable, STEP_MS));
+  call_free(&enable);
+  disconnect(&rc, cfg);
+  raw_producer_close(&p);
+}
+
+/* --- idle timeout ----------------------------------------------------------------------------- */
+
+static void relay_closes_idle_connections(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--idle-timeout-ms", "300", NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "alice", &cfg);
+  assert_true(rc_wait_closed(&rc, STEP_MS));
+  disconnect(&rc, cfg);
+  expect_audit(f, "alice", "disconnect end operation timed out: idle for");
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  signal(SIGPIPE, SIG_IGN);
+  return certs_setup();
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  certs_teardown();
+  return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define TS(fn) cmocka_unit_test_setup_teardown(fn, setup_service, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      T(relay_records_a_trace_over_tls),
+      T(relay_observer_may_query_but_not_record),
+      T(relay_refuses_and_logs_every_bad_client),
+      T(relay_closes_on_oversized_frame),
+      T(relay_refuses_write_into_file_with_a_reason),
+      T(relay_namespaces_detach_keys_by_identity),
+      T(relay_keeps_a_keyed_session_when_the_link_drops),
+      TS(relay_stdio_bridges_a_pipe_pair),
+      T(relay_reloads_roles_on_sighup_without_dropping),
+      T(relay_exits_cleanly_on_sigterm),
+      TS(relay_refuses_connections_beyond_max_conns),
+      TS(relay_backpressure_pauses_and_resumes_without_loss),
+      TS(relay_closes_idle_connections),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
