@@ -93,7 +93,7 @@ void tg__call_cancel(tg__call_t *call) {
   tg_ipc_client_cancel(&call->c->client, call->request_id);
 }
 
-static int classify(tg_consumer_t *c, int status) {
+int tg__classify(tg_consumer_t *c, int status) {
   if (status == 0 || status == TG_EREMOTE_FAILED || status == TG_EUNKNOWN_METHOD)
     return status;
   c->raw_status = status;
@@ -103,18 +103,19 @@ static int classify(tg_consumer_t *c, int status) {
 static void on_ipc_reply(tg_ipc_client_t *cl, void *ctx, int status,
                          bool has_more, const uint8_t *reply, size_t len) {
   tg__call_t *call = ctx;
-  call->on_reply(call, classify(cl->data, status), has_more, reply, len);
+  call->on_reply(call, tg__classify(cl->data, status), has_more, reply, len);
 }
 
 int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd) {
   tg_consumer_t *c = call->c;
+  const tg_ipc_remote_service_t *svc = call->svc ? call->svc : c->svc;
   int rv;
   if (!tg_consumer_ready(c)) {
     rv = TG_ENOT_CONNECTED;
-  } else if (tg_ipc_method_id(c->svc, call->method) == 0) {
+  } else if (tg_ipc_method_id(svc, call->method) == 0) {
     rv = TG_ENOT_SUPPORTED;
   } else {
-    rv = tg_ipc_client_invoke(&c->client, c->svc, call->method, args, len, fd,
+    rv = tg_ipc_client_invoke(&c->client, svc, call->method, args, len, fd,
                               on_ipc_reply, call, &call->request_id);
     fd = -1; /* the client took it, whatever the outcome */
   }

@@ -4,6 +4,7 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_read.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_query.c
+  ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
   ${CMAKE_CURRENT_LIST_DIR}/slice_reassembler.c
 )
 target_link_libraries(tg_consumer PUBLIC tg_ipc tg_common)
@@ -19,5 +20,12 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_flow.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/remote.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_host.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_merge.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
 )
-target_link_libraries(tracegate PRIVATE tg_consumer)
+# tg_tls: the TLS transport to relays (-H host:port).
+target_link_libraries(tracegate PRIVATE tg_consumer tg_tls)

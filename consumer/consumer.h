@@ -198,4 +198,40 @@ TG_EXPORT int tg_consumer_observe_events(
     tg_consumer_t *c, const Perfetto__Protos__ObservableEvents__Type *types,
     size_t n, tg_consumer_events_cb cb, void *ctx);
 
+/* --- other services on the same connection ------------------------------- */
+
+/* A relay answers services of its own next to the forwarded ConsumerPort
+ * (tracegate-relay's "TracegateRelay": host info, clock sync, resume key;
+ * proto/tracegate/relay.proto). These two calls reach them without a
+ * second connection; the messages are the caller's to encode and decode.
+ */
+
+/* One reply of tg_consumer_call(): the service's serialised reply message
+ * (|reply|, |len|; NULL/0 on error or for an empty message), borrowed for
+ * the callback. |status| as for every call, TG_EREMOTE_FAILED when the
+ * service answered success=false. */
+typedef void (*tg_consumer_reply_cb)(tg_consumer_t *c, void *ctx, int status,
+                                     const char *msg, const uint8_t *reply,
+                                     size_t len);
+
+/* BindService |service| (borrowed for the call) on this connection; |cb|
+ * gets 0 once its methods are known, TG_EUNKNOWN_SERVICE when the peer
+ * does not offer it (a plain tracing service instead of a relay), or the
+ * connection's error. Binding a service already bound succeeds at once
+ * (still from the loop). At most a few services per connection (the IPC
+ * client's TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort included). */
+TG_EXPORT int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
+                                       tg_consumer_done_cb cb, void *ctx);
+/* True once |service| is bound on this connection. */
+TG_EXPORT bool tg_consumer_has_service(const tg_consumer_t *c,
+                                       const char *service);
+/* Invokes |method| of the bound |service| with the serialised request
+ * |args| (|len| bytes, borrowed for the call). Returns TG_ENOT_CONNECTED
+ * when |service| is not bound (or the consumer is not ready),
+ * TG_ENOT_SUPPORTED when it has no such method. Not for streaming methods:
+ * |cb| runs once, with the last reply. */
+TG_EXPORT int tg_consumer_call(tg_consumer_t *c, const char *service,
+                               const char *method, const uint8_t *args,
+                               size_t len, tg_consumer_reply_cb cb, void *ctx);
+
 #endif /* TRACEGATE_CONSUMER_CONSUMER_H */

@@ -48,6 +48,8 @@ typedef void (*tg__reply_fn)(tg__call_t *call, int status, bool has_more,
 struct tg__call {
   tg_consumer_t *c;
   const char *method; /* static string */
+  /* The service the call goes to; NULL: ConsumerPort. */
+  const tg_ipc_remote_service_t *svc;
   uint64_t request_id;
   void *ctx;
   tg__reply_fn on_reply;
@@ -59,6 +61,7 @@ struct tg__call {
     tg_consumer_state_cb state;
     tg_consumer_caps_cb caps;
     tg_consumer_events_cb events;
+    tg_consumer_reply_cb reply;
   } cb;
   /* ReadBuffers */
   tg_consumer_packet_cb on_packet;
@@ -88,6 +91,11 @@ int tg__invoke_msg(tg__call_t *call, const ProtobufCMessage *msg);
  * report. |remote| (may be NULL): the service's own words, sanitised. */
 int tg__failure(const tg__call_t *call, int status, const char *remote,
                 char *msg, size_t n);
+
+/* Classifies a raw IPC status for the caller: 0, TG_EREMOTE_FAILED and
+ * TG_EUNKNOWN_METHOD pass; a connection error becomes TG_EPEER_CLOSED (or
+ * -ECANCELED after a local close), the raw one kept in c->raw_status. */
+int tg__classify(tg_consumer_t *c, int status);
 
 /* Unpacks |reply| (NULL/0 means an empty message). */
 ProtobufCMessage *tg__unpack(const ProtobufCMessageDescriptor *d,

@@ -28,7 +28,7 @@ void cli_usage(FILE *out, const char *prog, const char *synopsis,
                const cli_short_flag_t *shorts, size_t n_shorts) {
   tg_flags_usage(out, prog, synopsis, flags, n);
   if (n_shorts) {
-    fprintf(out, "\nshort forms (as in Perfetto's perfetto):");
+    fprintf(out, "\nshort forms:");
     for (size_t i = 0; i < n_shorts; i++)
       fprintf(out, "%s -%c = --%s", i ? "," : "", shorts[i].letter,
               shorts[i].name);
@@ -37,10 +37,46 @@ void cli_usage(FILE *out, const char *prog, const char *synopsis,
   if (about && about[0]) fprintf(out, "\n%s", about);
 }
 
+/* A value of the repeatable flag: "-H V", "-HV", "--host V", "--host=V".
+ * Returns how many arguments it took (0: not this flag, -1: error). */
+static int take_multi(const char *prog, const cli_multi_t *m, int argc,
+                      char **argv, int i) {
+  const char *a = argv[i], *v = NULL;
+  int used = 1;
+  size_t nl = strlen(m->name);
+  if (a[1] == m->letter && a[0] == '-') {
+    v = a[2] ? a + 2 : NULL;
+  } else if (a[1] == '-' && !strncmp(a + 2, m->name, nl) &&
+             (a[2 + nl] == 0 || a[2 + nl] == '=')) {
+    v = a[2 + nl] == '=' ? a + 3 + nl : NULL;
+  } else {
+    return 0;
+  }
+  if (!v) {
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s: --%s needs a value (see --help)\n", prog, m->name);
+      return -1;
+    }
+    v = argv[i + 1];
+    used = 2;
+  }
+  if (!*v) {
+    fprintf(stderr, "%s: --%s: needs a non-empty value\n", prog, m->name);
+    return -1;
+  }
+  if (*m->n >= m->max) {
+    fprintf(stderr, "%s: --%s: at most %zu\n", prog, m->name, m->max);
+    return -1;
+  }
+  m->vals[(*m->n)++] = v;
+  return used;
+}
+
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n,
-                    const cli_short_flag_t *shorts, size_t n_shorts, int argc,
-                    char **argv, char **pos, size_t max_pos, size_t *n_pos) {
+                    const cli_short_flag_t *shorts, size_t n_shorts,
+                    const cli_multi_t *multi, int argc, char **argv,
+                    char **pos, size_t max_pos, size_t *n_pos) {
   /* Each short flag may become two arguments: at most twice as many. */
   char **av = calloc((size_t)argc * 2 + 1, sizeof(char *));
   char **owned = calloc((size_t)argc + 1, sizeof(char *));
@@ -63,6 +99,17 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
       only_pos = true;
       av[ac++] = a;
       continue;
+    }
+    if (multi && strcmp(a, "--help")) {
+      int used = take_multi(prog, multi, argc, argv, i);
+      if (used < 0) {
+        rv = -2;
+        break;
+      }
+      if (used > 0) {
+        i += used - 1;
+        continue;
+      }
     }
     if (a[1] == '-') {
       /* "--name VALUE": the value is passed through untouched, even when
@@ -97,6 +144,8 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
     rv = tg_flags_parse(prog, flags, n, ac, av, pos, max_pos, n_pos);
     if (rv == 1) cli_usage(stdout, prog, synopsis, about, flags, n, shorts, n_shorts);
     else if (rv < 0) rv = -1;
+  } else if (rv == -2) {
+    rv = -1; /* said why */
   } else {
     fprintf(stderr, "%s: out of memory\n", prog);
   }

@@ -39,14 +39,26 @@ typedef struct cli_short_flag {
   const char *name;
 } cli_short_flag_t;
 
+/* A flag that may be given many times ("-H A -H B"): its values are
+ * collected into |vals| (pointers into argv) instead of the flag table,
+ * which lists it for --help only. */
+typedef struct cli_multi {
+  char letter;
+  const char *name;
+  const char **vals;
+  size_t max;
+  size_t *n;
+} cli_multi_t;
+
 /* Parses argv[1..] with |flags| after rewriting "-x V" / "-xV" for the
- * letters of |shorts| into "--name V". Prints usage (|synopsis|, |about|,
- * |shorts|) on --help. Returns 0 to go on, 1 after --help, -1 after an
- * error was printed. */
+ * letters of |shorts| into "--name V", collecting |multi| (may be NULL).
+ * Prints usage (|synopsis|, |about|, |shorts|) on --help. Returns 0 to go
+ * on, 1 after --help, -1 after an error was printed. */
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n,
-                    const cli_short_flag_t *shorts, size_t n_shorts, int argc,
-                    char **argv, char **pos, size_t max_pos, size_t *n_pos);
+                    const cli_short_flag_t *shorts, size_t n_shorts,
+                    const cli_multi_t *multi, int argc, char **argv,
+                    char **pos, size_t max_pos, size_t *n_pos);
 void cli_usage(FILE *out, const char *prog, const char *synopsis,
                const char *about, const tg_flag_t *flags, size_t n,
                const cli_short_flag_t *shorts, size_t n_shorts);
@@ -62,6 +74,34 @@ uint64_t cli_now_ms(void);
 
 /* --- conn.c --------------------------------------------------------------- */
 
+struct cli_remote;
+struct tg_tls_config;
+
+/* Where the one-shot commands and record find the service: the local
+ * socket, or remote hosts (-H, --hosts) with the TLS files. */
+#define CLI_MAX_HOST_ARGS 1024
+typedef struct cli_remote_opts {
+  const char *hosts[CLI_MAX_HOST_ARGS]; /* -H values, in order */
+  size_t n_hosts;
+  const char *hosts_file;
+  const char *cert, *key, *ca;
+  const char *server_name; /* --tls-server-name */
+} cli_remote_opts_t;
+
+#define CLI_HOST_HELP                                                       \
+  "-H: a remote host: host[:port] (TLS to its tracegate-relay, port 7467) " \
+  "or ssh://[user@]host[:port] (ssh host tracegate-relay --stdio)"
+/* The TLS flags, as entries of a flag table. */
+#define CLI_TLS_FLAGS(ro)                                                     \
+  {"cert", TG_FLAG_STRING, &(ro)->cert, "FILE",                               \
+   "client certificate (PEM) presented to the relays", 0, 0},                 \
+  {"key", TG_FLAG_STRING, &(ro)->key, "FILE", "its private key (PEM)", 0, 0}, \
+  {"ca", TG_FLAG_STRING, &(ro)->ca, "FILE",                                   \
+   "CA (PEM) that must have signed the relays' certificates", 0, 0},          \
+  {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
+   "the name the relays' certificates must carry (default: the host part of " \
+   "-H; needed when connecting by IP address)", 0, 0}
+
 /* A connection for the one-shot commands, with a synchronous feel: each
  * step runs the loop until its callback fired. */
 typedef struct cli_conn {
@@ -72,6 +112,10 @@ typedef struct cli_conn {
   bool closed;
   int close_status;
   char close_msg[512];
+  /* A remote connection's transport, until released after the close. */
+  struct cli_remote *rt;
+  bool rt_pending;
+  char detail[600];
   /* Optional: told when the connection closes (record uses it). */
   void (*on_close)(struct cli_conn *cc, int status, const char *msg);
   void *data;
@@ -81,6 +125,12 @@ typedef struct cli_conn {
  * "cannot connect to the tracing service at ADDR: ... (is tracegated
  * running?)" and returns -1 on failure. */
 int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr);
+/* Connects to the one remote host of |ro| (-H), or to the local socket
+ * |addr| when there is none; prints why and returns -1 on failure. The
+ * TLS configuration it loads is returned in *tls (free it with
+ * tg_tls_config_free after the loop is closed). */
+int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
+                    const cli_remote_opts_t *ro, struct tg_tls_config **tls);
 /* Runs the loop until *|flag| is true or the connection closed. Returns 0
  * if the flag was set. */
 int cli_wait(cli_conn_t *cc, const bool *flag);
@@ -139,6 +189,10 @@ int cli_output_open(cli_output_t *o, const char *path);
 /* Appends one TracePacket as a Trace.packet field. Returns 0 or the error
  * (also kept in o->err). */
 int cli_output_packet(cli_output_t *o, const uint8_t *p, size_t n);
+/* The same with |extra| (|extra_n| bytes of more fields) appended inside
+ * the packet: its length covers both. */
+int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
+                         const uint8_t *extra, size_t extra_n);
 /* Counts the whole packets the service wrote so far. Returns 0, or
  * TG_EPROTO_DECODE if the file holds something else than packets. */
 int cli_output_scan(cli_output_t *o);

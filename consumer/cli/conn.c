@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
+#include "consumer/cli/remote.h"
 #include "tracegate/error.h"
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
@@ -13,9 +14,19 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   else snprintf(cc->close_msg, sizeof(cc->close_msg), "%s", msg);
 }
 
+static void on_remote_gone(void *ctx, const char *detail) {
+  cli_conn_t *cc = ctx;
+  cc->rt_pending = false;
+  snprintf(cc->detail, sizeof(cc->detail), "%s", detail);
+}
+
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   cli_conn_t *cc = tg_consumer_data(c);
   cc->c = NULL;
+  if (cc->rt) {
+    cli_remote_release(cc->rt, on_remote_gone, cc);
+    cc->rt = NULL;
+  }
   cc->closed = true;
   cc->ready = false;
   cc->close_status = status;
@@ -67,8 +78,60 @@ int cli_wait(cli_conn_t *cc, const bool *flag) {
 
 void cli_disconnect(cli_conn_t *cc) {
   if (cc->c) tg_consumer_close(cc->c);
-  while (!cc->closed && uv_run(cc->loop, UV_RUN_ONCE)) {
+  while ((!cc->closed || cc->rt_pending) && uv_run(cc->loop, UV_RUN_ONCE)) {
   }
+}
+
+static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
+                          const cli_remote_env_t *env, const cli_target_t *t) {
+  memset(cc, 0, sizeof(*cc));
+  cc->loop = loop;
+  cc->addr = t->spec;
+  char err[512];
+  int rv = cli_remote_open(env, t, &conn_cbs, cc, &cc->c, &cc->rt, err,
+                           sizeof(err));
+  if (rv < 0) {
+    cc->closed = true;
+    cc->c = NULL;
+    /* Whatever the attempt opened closes through the loop. */
+    uv_run(loop, UV_RUN_DEFAULT);
+    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec, err);
+    return -1;
+  }
+  cc->rt_pending = true;
+  while (!cc->ready && (!cc->closed || cc->rt_pending) &&
+         uv_run(loop, UV_RUN_ONCE)) {
+  }
+  if (!cc->ready) {
+    cli_disconnect(cc);
+    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec,
+            cc->detail[0] ? cc->detail : cc->close_msg);
+    return -1;
+  }
+  return 0;
+}
+
+int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
+                    const cli_remote_opts_t *ro, tg_tls_config_t **tls) {
+  *tls = NULL;
+  if (ro->n_hosts == 0 && !ro->hosts_file) return cli_connect(cc, loop, addr);
+  memset(cc, 0, sizeof(*cc));
+  cc->closed = true;
+  if (ro->n_hosts != 1 || ro->hosts_file) {
+    fprintf(stderr, CLI_PROG ": this command talks to one host: give one -H\n");
+    return -1;
+  }
+  cli_target_t t;
+  char err[400];
+  if (cli_target_parse(ro->hosts[0], &t, err, sizeof(err)) < 0) {
+    fprintf(stderr, CLI_PROG ": -H %s\n", err);
+    return -1;
+  }
+  if (t.kind == CLI_TARGET_TLS && cli_tls_load(ro->cert, ro->key, ro->ca, tls) < 0)
+    return -1;
+  cli_remote_env_t env = {.loop = loop, .tls = *tls,
+                          .server_name = ro->server_name};
+  return connect_remote(cc, loop, &env, &t);
 }
 
 static void close_any(uv_handle_t *h, void *arg) {

@@ -77,21 +77,29 @@ static int flush_buf(cli_output_t *o) {
 }
 
 int cli_output_packet(cli_output_t *o, const uint8_t *p, size_t n) {
+  return cli_output_packet_ex(o, p, n, NULL, 0);
+}
+
+int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
+                         const uint8_t *extra, size_t extra_n) {
   if (o->err) return o->err;
   uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE];
   hdr[0] = TRACE_PACKET_TAG;
-  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, n) - hdr);
-  if (o->len + h + n > OUT_BUF_SIZE && flush_buf(o) < 0) return o->err;
-  if (h + n > OUT_BUF_SIZE) { /* large: straight to the file */
+  size_t total = n + extra_n;
+  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, total) - hdr);
+  if (o->len + h + total > OUT_BUF_SIZE && flush_buf(o) < 0) return o->err;
+  if (h + total > OUT_BUF_SIZE) { /* large: straight to the file */
     int rv = write_all(o->fd, hdr, h);
     if (rv == 0) rv = write_all(o->fd, p, n);
+    if (rv == 0 && extra_n) rv = write_all(o->fd, extra, extra_n);
     if (rv < 0) return o->err = rv;
   } else {
     memcpy(o->buf + o->len, hdr, h);
     memcpy(o->buf + o->len + h, p, n);
-    o->len += h + n;
+    if (extra_n) memcpy(o->buf + o->len + h + n, extra, extra_n);
+    o->len += h + total;
   }
-  o->bytes += h + n;
+  o->bytes += h + total;
   o->packets++;
   return 0;
 }

@@ -5,16 +5,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "consumer/cli/fleet.h"
 #include "consumer/cli/record.h"
 #include "ipc/channel.h"
 
 #define DEFAULT_BUFFER "32mb"
 #define DEFAULT_QUICK_DURATION_MS 10000
 #define DEFAULT_FILE_WRITE_PERIOD_MS 500
+#define DEFAULT_RECONNECT "60s"
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
-    "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]";
+    "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]\n"
+    "       " CLI_PROG " record [-c CONFIG [--txt] | DATA_SOURCE...] -H HOST [-H HOST...]\n"
+    "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
+    "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]";
 
 static const char about[] =
     "Records a trace from the tracing service into OUT, a Perfetto trace file\n"
@@ -39,14 +44,36 @@ static const char about[] =
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
     "with --stop, or after -t), then writes OUT.\n"
     "\n"
+    "Remote hosts (-H, repeated, and/or --hosts FILE: one per line, '#'\n"
+    "comments): host[:port] is a tracegate-relay reached over mutual TLS\n"
+    "(--ca verifies the relay, --cert/--key identify you; when connecting by\n"
+    "IP address, --tls-server-name names the relay's certificate);\n"
+    "ssh://[user@]host[:port] runs 'ssh host tracegate-relay --stdio' ($"
+    CLI_SSH_ENV "\n"
+    "replaces ssh). Every host starts at once and streams over its\n"
+    "connection; one line per host shows progress on a terminal, and the\n"
+    "summary gives each host's outcome and losses. The exit status is not 0\n"
+    "when any host failed. -o DIR writes DIR/<host>.pftrace per host (DIR is\n"
+    "created if missing); -o FILE --merge writes one trace where each host is\n"
+    "a machine (machine_id 1, 2, ... in -H order, then --hosts order) with\n"
+    "its clocks aligned to this machine's; one host and -o FILE writes its\n"
+    "trace as is. If a link drops, the session goes on on the host and the\n"
+    "host is reconnected and re-attached (--reconnect-timeout, default\n"
+    DEFAULT_RECONNECT "; 0: never).\n"
+    "\n"
     "examples:\n"
     "  " CLI_PROG " record -o trace.pftrace -t 10s track_event tracegate.probes\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace --detach nightly\n"
-    "  " CLI_PROG " record --attach nightly --stop -o trace.pftrace\n";
+    "  " CLI_PROG " record --attach nightly --stop -o trace.pftrace\n"
+    "  " CLI_PROG " record -H web1 -H web2 --ca ca.pem --cert me.pem --key me.key \\\n"
+    "      -o fleet.pftrace --merge -t 30s track_event\n"
+    "  " CLI_PROG " record --hosts fleet.txt --ca ca.pem --cert me.pem --key me.key \\\n"
+    "      -o traces/ -t 30s track_event\n"
+    "  " CLI_PROG " record -H ssh://admin@db1 -o db1.pftrace -t 10s track_event\n";
 
 static const cli_short_flag_t shorts[] = {
-    {'c', "config"}, {'o', "out"}, {'t', "time"}, {'b', "buffer"}};
+    {'c', "config"}, {'o', "out"}, {'t', "time"}, {'b', "buffer"}, {'H', "host"}};
 
 static int usage_error(const char *prog, const char *msg) {
   fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
@@ -57,6 +84,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                       char **argv) {
   memset(o, 0, sizeof(*o));
   o->socket = tg_ipc_default_socket(false);
+  const char *host_help = NULL;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &o->config, "FILE",
        "-c: the TraceConfig file ('-' reads stdin)", 0, 0},
@@ -77,11 +105,23 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "stream the trace over the connection even from a local service", 0, 0},
       {"socket", TG_FLAG_STRING, &o->socket, "PATH",
        "the service's consumer socket ('@name': abstract)", 0, 0},
+      {"host", TG_FLAG_STRING, &host_help, "HOST",
+       CLI_HOST_HELP "; repeat for many", 0, 0},
+      {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
+       "more hosts, one per line ('#' starts a comment)", 0, 0},
+      CLI_TLS_FLAGS(&o->remote),
+      {"merge", TG_FLAG_BOOL, &o->merge, NULL,
+       "with remote hosts: write one trace, each host a machine", 0, 0},
+      {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
+       "how long to try to get a host back after its link dropped (default "
+       DEFAULT_RECONNECT "; 0: do not)", 0, 0},
   };
+  const cli_multi_t multi = {'H', "host", o->remote.hosts, CLI_MAX_HOST_ARGS,
+                             &o->remote.n_hosts};
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), shorts,
-                           sizeof(shorts) / sizeof(shorts[0]), argc, argv, o->ds,
-                           RECORD_MAX_DATA_SOURCES, &o->n_ds);
+                           sizeof(shorts) / sizeof(shorts[0]), &multi, argc,
+                           argv, o->ds, RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
 
@@ -118,6 +158,23 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return usage_error(prog, "nothing to record: give -c CONFIG or data source names");
   if (!o->out && !o->detach && !o->attach)
     return usage_error(prog, "-o OUT is required");
+  bool remote = o->remote.n_hosts || o->remote.hosts_file;
+  if (o->merge && !remote)
+    return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
+  if (remote && (o->attach || o->detach))
+    return usage_error(prog, "--detach and --attach work with the local "
+                             "service (--socket), not with -H");
+  if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
+                  o->remote.server_name || o->reconnect))
+    return usage_error(prog, "--cert, --key, --ca, --tls-server-name and "
+                             "--reconnect-timeout are for remote hosts (-H)");
+  rv = cli_parse_duration_ms(o->reconnect ? o->reconnect : DEFAULT_RECONNECT,
+                             &o->reconnect_ms);
+  if (rv < 0) {
+    fprintf(stderr, "%s: --reconnect-timeout: '%s' is not a duration like "
+            "60s or 5m\n", prog, o->reconnect);
+    return CLI_EXIT_USAGE;
+  }
   return -1; /* go on */
 }
 
@@ -160,6 +217,52 @@ static void choose_mode(record_t *r) {
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg);
 
+/* -H / --hosts: the targets, the TLS files, then fleet.c. */
+static int record_remote(record_opts_t *o) {
+  cli_target_t *targets = NULL;
+  size_t n = 0;
+  tg_tls_config_t *tls = NULL;
+  Perfetto__Protos__TraceConfig *cfg = NULL;
+  int rc = CLI_EXIT_USAGE;
+  if (o->remote.n_hosts) {
+    targets = calloc(o->remote.n_hosts, sizeof(*targets));
+    if (!targets) goto out;
+  }
+  for (size_t i = 0; i < o->remote.n_hosts; i++) {
+    char err[400];
+    if (cli_target_parse(o->remote.hosts[i], &targets[n], err, sizeof(err)) < 0) {
+      fprintf(stderr, CLI_PROG " record: -H %s\n", err);
+      goto out;
+    }
+    n++;
+  }
+  if (o->remote.hosts_file && cli_targets_load(o->remote.hosts_file, &targets, &n) < 0)
+    goto out;
+  if (n == 0) {
+    fprintf(stderr, CLI_PROG " record: %s lists no hosts\n", o->remote.hosts_file);
+    goto out;
+  }
+  if (n > FLEET_MAX_HOSTS) {
+    fprintf(stderr, CLI_PROG " record: at most %d hosts\n", FLEET_MAX_HOSTS);
+    goto out;
+  }
+  if (cli_targets_name(targets, n) < 0) goto out;
+  rc = CLI_EXIT_FAIL;
+  bool need_tls = false;
+  for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == CLI_TARGET_TLS;
+  if (need_tls &&
+      cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca, &tls) < 0)
+    goto out;
+  cfg = make_config(o);
+  if (!cfg) goto out;
+  rc = fleet_record(o, cfg, targets, n, tls);
+out:
+  if (cfg) perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+  tg_tls_config_free(tls);
+  free(targets);
+  return rc;
+}
+
 int cli_record_main(int argc, char **argv) {
   const char *prog = CLI_PROG " record";
   record_t *r = calloc(1, sizeof(*r));
@@ -171,6 +274,11 @@ int cli_record_main(int argc, char **argv) {
   }
   r->exit_code = CLI_EXIT_FAIL;
   r->tty = isatty(STDERR_FILENO);
+  if (r->o.remote.n_hosts || r->o.remote.hosts_file) {
+    rc = record_remote(&r->o);
+    free(r);
+    return rc;
+  }
   if (!r->o.attach) {
     r->cfg = make_config(&r->o);
     if (!r->cfg) goto out;

@@ -24,6 +24,11 @@ typedef struct record_opts {
   bool has_duration;
   uint64_t buffer_bytes; /* -b, parsed */
   bool has_buffer;
+  /* Remote hosts (-H, --hosts) and how to reach them. */
+  cli_remote_opts_t remote;
+  bool merge;
+  const char *reconnect; /* --reconnect-timeout */
+  uint64_t reconnect_ms; /* parsed; 0: never reconnect */
 } record_opts_t;
 
 typedef enum record_phase {

@@ -10,6 +10,7 @@
 
 #include "consumer/cli/cli.h"
 #include "ipc/channel.h"
+#include "relay/tls.h"
 #include "tracegate/error.h"
 
 typedef struct step {
@@ -93,7 +94,9 @@ static const char about[] =
     "the detached session KEY is attached, asked for its statistics\n"
     "(GetTraceStats: one column per buffer) and detached again; it keeps\n"
     "running. Otherwise the service's sessions are listed (all, or the one\n"
-    "given with --session) with their state and buffer sizes.\n"
+    "given with --session) with their state and buffer sizes. With -H, of a\n"
+    "remote host (through its tracegate-relay; keys are then the relay's,\n"
+    "namespaced by the client certificate's identity).\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " stats\n"
@@ -103,7 +106,10 @@ int cli_stats_main(int argc, char **argv) {
   const char *prog = CLI_PROG " stats";
   const char *socket = tg_ipc_default_socket(false);
   const char *key = NULL;
+  const char *host_help = NULL;
   uint64_t session = 0;
+  cli_remote_opts_t ro;
+  memset(&ro, 0, sizeof(ro));
   const tg_flag_t flags[] = {
       {"session", TG_FLAG_UINT, &session, "ID",
        "only the session with this id (see " CLI_PROG " query)", 1, 0},
@@ -111,10 +117,18 @@ int cli_stats_main(int argc, char **argv) {
        "the detached session KEY: its per-buffer counters", 0, 0},
       {"socket", TG_FLAG_STRING, &socket, "PATH",
        "the service's consumer socket ('@name': abstract)", 0, 0},
+      {"host", TG_FLAG_STRING, &host_help, "HOST", CLI_HOST_HELP, 0, 0},
+      CLI_TLS_FLAGS(&ro),
   };
-  int rv = cli_parse_flags(prog, "[--session ID | --attach KEY] [--socket PATH]",
-                           about, flags, sizeof(flags) / sizeof(flags[0]), NULL,
-                           0, argc, argv, NULL, 0, NULL);
+  static const cli_short_flag_t shorts[] = {{'H', "host"}};
+  const cli_multi_t multi = {'H', "host", ro.hosts, CLI_MAX_HOST_ARGS,
+                             &ro.n_hosts};
+  int rv = cli_parse_flags(
+      prog,
+      "[--session ID | --attach KEY]\n"
+      "         [--socket PATH | -H HOST [--cert F --key F --ca F]]",
+      about, flags, sizeof(flags) / sizeof(flags[0]), shorts, 1, &multi, argc,
+      argv, NULL, 0, NULL);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   if (key && session) {
@@ -126,10 +140,12 @@ int cli_stats_main(int argc, char **argv) {
   if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
   cli_conn_t cc;
   memset(&cc, 0, sizeof(cc));
+  tg_tls_config_t *tls = NULL;
   int code = CLI_EXIT_FAIL;
-  if (cli_connect(&cc, &loop, socket) == 0)
+  if (cli_connect_any(&cc, &loop, socket, &ro, &tls) == 0)
     code = key ? stats_of_detached(&cc, key) : stats_of_service(&cc, session != 0, session);
   cli_disconnect(&cc);
   if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
+  tg_tls_config_free(tls);
   return code;
 }

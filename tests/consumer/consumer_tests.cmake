@@ -10,3 +10,16 @@ tg_add_test(test_cli_e2e
 target_compile_definitions(test_cli_e2e PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_e2e tracegate)
+# Remote and fleet recording: tracegated + tracegate-relay pairs on loopback
+# TLS ports, the CLI as a child; certificates made by deploy/certs/tg-certs.
+if(TARGET tracegate-relay)
+  tg_add_test(test_fleet_e2e
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_e2e.c
+    LIBS tg_test_support tg_proto Threads::Threads
+    TIMEOUT 300)
+  target_compile_definitions(test_fleet_e2e PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>"
+    TG_CERTS_TOOL="${PROJECT_SOURCE_DIR}/deploy/certs/tg-certs")
+  add_dependencies(test_fleet_e2e tracegate tracegate-relay)
+endif()

@@ -711,8 +711,76 @@ static void reassembler_rejects_garbage_and_oversized_packets(void **state) {
   tg_slice_reassembler_free(&r);
 }
 
+/* --- other services on the connection ------------------------------------- */
+
+static void on_bound_other(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg) {
+  (void)c;
+  set_result(ctx, status, msg);
+}
+
+typedef struct reply_result {
+  result_t r;
+  bool decoded;
+} reply_result_t;
+
+static void on_raw_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                        const uint8_t *reply, size_t len) {
+  (void)c;
+  reply_result_t *rr = ctx;
+  set_result(&rr->r, status, msg);
+  Perfetto__Protos__QueryCapabilitiesResponse *r =
+      perfetto__protos__query_capabilities_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
+  rr->decoded = r && r->capabilities;
+  if (r) perfetto__protos__query_capabilities_response__free_unpacked(r, NULL);
+}
+
+/* A plain service offers ConsumerPort only: binding the relay's service
+ * fails cleanly, and a generic call reaches a bound service. */
+static void binds_and_calls_services_by_name(void **state) {
+  test_service_t *ts = *state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  conn_t k;
+  connect_to(&k, &loop, ts);
+  result_t b;
+  memset(&b, 0, sizeof(b));
+  assert_int_equal(tg_consumer_bind_service(k.c, "TracegateRelay", on_bound_other, &b), 0);
+  assert_false(b.done);
+  assert_true(run_until(&loop, &b.done, WAIT_MS));
+  assert_int_equal(b.status, TG_EUNKNOWN_SERVICE);
+  assert_non_null(strstr(b.msg, "TracegateRelay"));
+  assert_false(tg_consumer_has_service(k.c, "TracegateRelay"));
+  assert_int_equal(tg_consumer_call(k.c, "TracegateRelay", "ClockSync", NULL, 0,
+                                    on_raw_caps, NULL), TG_ENOT_CONNECTED);
+  /* ConsumerPort is bound already: a second bind is refused at once. */
+  assert_true(tg_consumer_has_service(k.c, "ConsumerPort"));
+  assert_int_equal(tg_consumer_bind_service(k.c, "ConsumerPort", on_bound_other, &b),
+                   -EALREADY);
+  assert_int_equal(tg_consumer_call(k.c, "ConsumerPort", "NoSuchMethod", NULL, 0,
+                                    on_raw_caps, NULL), TG_ENOT_SUPPORTED);
+  reply_result_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(tg_consumer_call(k.c, "ConsumerPort", "QueryCapabilities", NULL,
+                                    0, on_raw_caps, &rr), 0);
+  assert_false(rr.r.done);
+  assert_true(run_until(&loop, &rr.r.done, WAIT_MS));
+  assert_int_equal(rr.r.status, 0);
+  assert_true(rr.decoded);
+  /* Pending binds fail with the connection. */
+  memset(&b, 0, sizeof(b));
+  assert_int_equal(tg_consumer_bind_service(k.c, "Other", on_bound_other, &b), 0);
+  close_conn(&k);
+  assert_true(b.done);
+  assert_int_equal(b.status, -ECANCELED);
+  close_loop(&loop);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(binds_and_calls_services_by_name,
+                                      test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(connect_binds_and_queries_capabilities,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(records_and_reassembles_a_packet_larger_than_a_frame,

@@ -1,0 +1,305 @@
+/* `tracegate record -H ...`: the run. Sets up the outputs (one file, a
+ * directory of files, or one merged trace), starts every host at once on
+ * one loop, drives the shared timers (periodic reads, progress, stats) and
+ * Ctrl-C, and ends with the summary once every host is done or failed.
+ * The hosts themselves live in fleet_host.c. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "consumer/cli/fleet.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#define TICK_MS 250
+#define STATS_EVERY_TICKS 4 /* loss counters once a second */
+#define READ_PERIOD_MS 500
+#define ABORT_GRACE_MS 2000
+
+static void on_closed(uv_handle_t *h) { (void)h; }
+
+/* --- outputs ----------------------------------------------------------------- */
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* mkdir -p */
+static int make_dir(const char *path) {
+  char *p = strdup(path);
+  if (!p) return -ENOMEM;
+  int rv = 0;
+  for (char *s = p + 1;; s++) {
+    if (*s != '/' && *s) continue;
+    char c = *s;
+    *s = 0;
+    if (mkdir(p, 0777) < 0 && errno != EEXIST) rv = -errno;
+    *s = c;
+    if (!c || rv) break;
+  }
+  if (rv == 0 && !is_dir(path)) rv = -ENOTDIR;
+  free(p);
+  return rv;
+}
+
+static int choose_mode(fleet_t *f) {
+  const char *out = f->out;
+  size_t len = strlen(out);
+  bool dir_form = len && out[len - 1] == '/';
+  if (f->o->merge) {
+    if (dir_form || is_dir(out)) {
+      fprintf(stderr, CLI_PROG ": cannot write %s: it is a directory (--merge "
+              "writes one file)\n", out);
+      return -1;
+    }
+    f->mode = FLEET_OUT_MERGE;
+    return 0;
+  }
+  if (f->n == 1 && !dir_form && !is_dir(out)) {
+    f->mode = FLEET_OUT_FILE;
+    return 0;
+  }
+  struct stat st;
+  if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, CLI_PROG ": %s is a file: with several hosts, -o names a "
+            "directory (one trace per host), or give --merge for one trace\n",
+            out);
+    return -1;
+  }
+  f->mode = FLEET_OUT_DIR;
+  int rv = make_dir(out);
+  if (rv < 0) {
+    fprintf(stderr, CLI_PROG ": cannot create the directory %s: %s\n", out,
+            tg_strerror(rv));
+    return -1;
+  }
+  return 0;
+}
+
+/* Every output is created (as a temporary file) before any session
+ * exists: a path that cannot be written fails the run at once. */
+static int open_outputs(fleet_t *f) {
+  if (f->mode == FLEET_OUT_MERGE) {
+    if (cli_output_open(&f->merged, f->out) < 0) return -1;
+    f->has_merged = true;
+    int rv = fleet_merge_head(f);
+    if (rv < 0) {
+      fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", f->out, tg_strerror(rv));
+      return -1;
+    }
+    return 0;
+  }
+  for (size_t i = 0; i < f->n; i++) {
+    fleet_host_t *h = &f->hosts[i];
+    if (f->mode == FLEET_OUT_FILE) {
+      h->path = strdup(f->out);
+    } else {
+      size_t len = strlen(f->out) + strlen(h->t->name) + 16;
+      h->path = malloc(len);
+      if (h->path)
+        snprintf(h->path, len, "%s%s%s.pftrace", f->out,
+                 f->out[strlen(f->out) - 1] == '/' ? "" : "/", h->t->name);
+    }
+    if (!h->path) {
+      fprintf(stderr, CLI_PROG ": out of memory\n");
+      return -1;
+    }
+    if (cli_output_open(&h->own, h->path) < 0) return -1;
+    h->has_own = true;
+  }
+  return 0;
+}
+
+/* --- the loop's shared handles --------------------------------------------------- */
+
+static void close_handles(fleet_t *f) {
+  if (f->closed) return;
+  f->closed = true;
+  uv_close((uv_handle_t *)&f->sigint, on_closed);
+  uv_close((uv_handle_t *)&f->tick, on_closed);
+  uv_close((uv_handle_t *)&f->reader, on_closed);
+  uv_close((uv_handle_t *)&f->abort_timer, on_closed);
+}
+
+void fleet_host_finished(fleet_t *f, fleet_host_t *h) {
+  (void)h;
+  f->finished++;
+  if (f->finished == f->n) close_handles(f);
+  else fleet_ui_draw(f);
+}
+
+static void on_tick(uv_timer_t *t) {
+  fleet_t *f = t->data;
+  bool poll = ++f->ticks % STATS_EVERY_TICKS == 0;
+  for (size_t i = 0; i < f->n; i++) fleet_host_tick(&f->hosts[i], poll);
+  fleet_ui_draw(f);
+}
+
+static void on_reader(uv_timer_t *t) {
+  fleet_t *f = t->data;
+  for (size_t i = 0; i < f->n; i++) fleet_host_read_tick(&f->hosts[i]);
+}
+
+static void discard_all(fleet_t *f) {
+  for (size_t i = 0; i < f->n; i++)
+    if (f->hosts[i].has_own) {
+      cli_output_discard(&f->hosts[i].own);
+      f->hosts[i].has_own = false;
+    }
+  if (f->has_merged) cli_output_discard(&f->merged);
+  f->has_merged = false;
+}
+
+static void exit_now(fleet_t *f) {
+  fleet_ui_clear(f);
+  discard_all(f);
+  fprintf(stderr, CLI_PROG ": aborted\n");
+  fflush(stderr);
+  _exit(CLI_EXIT_ABORTED);
+}
+
+static void on_abort_timer(uv_timer_t *t) { exit_now(t->data); }
+
+/* A second Ctrl-C: every session is ended (FreeBuffers: a session left
+ * behind would be detached by its relay under our key, for nobody to take
+ * back) and nothing is written. A third one, or 2 s, and we are gone. */
+static void abort_all(fleet_t *f) {
+  if (f->aborting) exit_now(f);
+  f->aborting = true;
+  fleet_say(f, "aborting: ending the sessions (Ctrl-C again to quit at once)");
+  discard_all(f);
+  uv_timer_start(&f->abort_timer, on_abort_timer, ABORT_GRACE_MS, 0);
+  for (size_t i = 0; i < f->n; i++) fleet_host_abort(&f->hosts[i]);
+}
+
+static void on_sigint(uv_signal_t *s, int signum) {
+  (void)signum;
+  fleet_t *f = s->data;
+  if (++f->sigints > 1) {
+    abort_all(f);
+    return;
+  }
+  fleet_say(f, "stopping the trace on every host (Ctrl-C again to abort)");
+  f->stopping = true;
+  for (size_t i = 0; i < f->n; i++) fleet_host_stop(&f->hosts[i]);
+}
+
+/* Log lines (TLS refusals, protocol warnings) must not tear the progress
+ * lines apart. */
+static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
+  (void)level;
+  fleet_t *f = ctx;
+  fleet_ui_clear(f);
+  fprintf(stderr, "%s\n", line);
+}
+
+/* --- the end -------------------------------------------------------------------- */
+
+static int commit_merged(fleet_t *f) {
+  uint64_t packets = 0;
+  size_t hosts = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    packets += f->hosts[i].packets;
+    hosts += f->hosts[i].packets > 0;
+  }
+  if (packets == 0) {
+    fprintf(stderr, CLI_PROG ": no host sent any packet: nothing written to "
+            "%s\n", f->out);
+    cli_output_discard(&f->merged);
+    f->has_merged = false;
+    return -1;
+  }
+  int rv = cli_output_commit(&f->merged);
+  f->has_merged = false;
+  if (rv < 0) return -1;
+  char by[32];
+  cli_format_bytes(by, sizeof(by), f->merged.bytes);
+  fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets from %zu host%s\n",
+          f->out, by, (unsigned long long)f->merged.packets, hosts,
+          hosts == 1 ? "" : "s");
+  return 0;
+}
+
+int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
+                 const cli_target_t *targets, size_t n,
+                 tg_tls_config_t *tls) {
+  fleet_t *f = calloc(1, sizeof(*f));
+  if (!f) return CLI_EXIT_FAIL;
+  int code = CLI_EXIT_FAIL;
+  f->o = o;
+  f->out = o->out;
+  f->n = n;
+  f->reconnect_ms = o->reconnect_ms;
+  f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
+  f->tty = isatty(STDERR_FILENO);
+  tg_buf_init(&f->cfg, 0);
+  /* A file descriptor cannot cross the network: the trace is streamed. */
+  cfg->has_write_into_file = 1;
+  cfg->write_into_file = 0;
+  free(cfg->output_path); /* unpacked with the default allocator */
+  cfg->output_path = NULL;
+  f->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+  f->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
+  uv_loop_t loop;
+  bool loop_ok = false;
+  if (cli_config_pack(cfg, &f->cfg) < 0) goto out;
+  if (choose_mode(f) < 0) goto out;
+  f->hosts = calloc(n, sizeof(*f->hosts));
+  if (!f->hosts || uv_loop_init(&loop) < 0) goto out;
+  loop_ok = true;
+  f->loop = &loop;
+  f->env.loop = &loop;
+  f->env.tls = tls;
+  f->env.server_name = o->remote.server_name;
+  for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
+  if (open_outputs(f) < 0) {
+    for (size_t i = 0; i < n; i++) uv_close((uv_handle_t *)&f->hosts[i].timer, NULL);
+    goto out;
+  }
+  uv_signal_init(&loop, &f->sigint);
+  uv_timer_init(&loop, &f->tick);
+  uv_timer_init(&loop, &f->reader);
+  uv_timer_init(&loop, &f->abort_timer);
+  f->sigint.data = f->tick.data = f->reader.data = f->abort_timer.data = f;
+  uv_signal_start(&f->sigint, on_sigint, SIGINT);
+  uv_timer_start(&f->tick, on_tick, TICK_MS, TICK_MS);
+  uv_timer_start(&f->reader, on_reader, READ_PERIOD_MS, READ_PERIOD_MS);
+  /* The summary says what failed and why; the libraries' warnings (a TLS
+   * refusal per reconnection attempt) would only repeat it. */
+  tg_log_set_level(TG_LOG_ERROR);
+  tg_log_set_sink(log_sink, f);
+  f->t0 = uv_now(&loop);
+  for (size_t i = 0; i < n; i++) fleet_host_start(&f->hosts[i]);
+  fleet_ui_draw(f);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  tg_log_set_sink(NULL, NULL);
+  tg_log_set_level(TG_LOG_WARN);
+  for (size_t i = 0; i < n; i++) uv_close((uv_handle_t *)&f->hosts[i].timer, NULL);
+
+  if (f->aborting) {
+    discard_all(f);
+    fprintf(stderr, CLI_PROG ": aborted\n");
+    code = CLI_EXIT_ABORTED;
+    goto out;
+  }
+  uv_update_time(&loop);
+  size_t failed = fleet_ui_summary(f);
+  int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
+  code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+out:
+  if (loop_ok && !cli_loop_close(&loop)) {
+    fprintf(stderr, CLI_PROG ": internal error: handles left open\n");
+    code = CLI_EXIT_FAIL;
+  }
+  if (f->has_merged) cli_output_discard(&f->merged);
+  for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
+  free(f->hosts);
+  tg_buf_free(&f->cfg);
+  free(f);
+  return code;
+}

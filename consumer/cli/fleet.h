@@ -1,0 +1,244 @@
+/* `tracegate record -H ...`: recording from remote hosts, one or many, on
+ * one loop. Shared by the fleet files:
+ *
+ *   fleet.c        the run: outputs, hosts, signals, timers, the end
+ *   fleet_host.c   one host's state machine (connect, prepare, trace,
+ *                  stop, drain, reconnect)
+ *   fleet_merge.c  the merged trace: packet rewriting and the packets the
+ *                  collector adds (docs/merge.md)
+ *   fleet_ui.c     progress lines and the summary
+ *
+ * A host's life:
+ *
+ *   CONNECTING -> PREPARING (TracegateRelay: host info, clock sync,
+ *   session key) -> TRACING (EnableTracing sent; periodic ReadBuffers)
+ *   -> STOPPING (flush, disable) -> DRAINING (tracing ended: final reads)
+ *   -> STATS -> CLOSING -> DONE
+ *
+ * and, when the link drops after EnableTracing was sent: RECONNECTING
+ * (backoff 100 ms doubling to 5 s, bounded in total) -> PREPARING on the
+ * new connection -> Attach with the same key -> back where it was. Any
+ * other failure: CLOSING -> FAILED. One host failing never stops the
+ * others; the run ends when every host is DONE or FAILED.
+ */
+#ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
+#define TRACEGATE_CONSUMER_CLI_FLEET_H
+
+#include "consumer/cli/record.h"
+#include "consumer/cli/remote.h"
+
+/* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many hosts
+ * keep every range below the overflow range (docs/merge.md). */
+#define FLEET_MAX_HOSTS 1024
+#define FLEET_SEQ_SHIFT 20
+#define FLEET_SEQ_LOW_MASK ((1u << FLEET_SEQ_SHIFT) - 1)
+/* The low value of a host's range that the collector's own packets about
+ * that host use; producer ids from here up are mapped. */
+#define FLEET_SEQ_COLLECTOR FLEET_SEQ_LOW_MASK
+/* Mapped ids (producer ids too large for a range) come from here up. */
+#define FLEET_SEQ_OVERFLOW_BASE 0xFFF00000u
+/* The collector's own packets (machine 0). */
+#define FLEET_SEQ_MACHINE0 1u
+#define FLEET_CLOCK_SYNC_SAMPLES 5
+
+typedef enum fleet_out_mode {
+  FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
+  FLEET_OUT_DIR,   /* -o DIR: DIR/<name>.pftrace per host */
+  FLEET_OUT_MERGE, /* -o FILE --merge: one trace, machine ids */
+} fleet_out_mode_t;
+
+typedef enum host_phase {
+  HP_CONNECTING,
+  HP_PREPARING,
+  HP_TRACING,
+  HP_STOPPING,
+  HP_DRAINING,
+  HP_STATS,
+  HP_RECONNECTING,
+  HP_CLOSING,
+  HP_DONE,
+  HP_FAILED,
+} host_phase_t;
+
+/* The builtin clocks read on both sides, in this order. */
+enum { CLK_BOOTTIME, CLK_MONOTONIC, CLK_REALTIME, CLK_N };
+
+typedef struct clock_sample {
+  uint64_t before[CLK_N]; /* the collector's clocks, before the call */
+  uint64_t remote[CLK_N]; /* the host's, from ClockSyncResponse */
+  uint64_t after[CLK_N];  /* the collector's, after the reply */
+} clock_sample_t;
+
+/* Producer sequence ids that do not fit a host's range, mapped one to one
+ * into the overflow range. Open addressing, grown at half load. */
+typedef struct seq_map {
+  uint32_t *keys; /* 0 = free */
+  uint32_t *vals;
+  size_t cap, n;
+} seq_map_t;
+
+typedef struct fleet fleet_t;
+
+typedef struct fleet_host {
+  fleet_t *f;
+  size_t index;
+  uint32_t machine_id; /* index + 1 */
+  const cli_target_t *t;
+  host_phase_t phase;
+  host_phase_t resume_phase; /* where a reconnect goes back to */
+
+  /* The current connection (NULL between connections). */
+  tg_consumer_t *c;
+  cli_remote_t *rt;
+  bool relay;          /* TracegateRelay bound on this connection */
+  bool bound;          /* ConsumerPort bound on this connection */
+  bool ever_connected; /* ConsumerPort was bound once */
+  int intent;          /* why we close the connection (fleet_host.c) */
+  bool failing;        /* on its way to FAILED */
+  bool reconnecting;   /* a link was lost; attempts under way */
+  bool key_set;        /* the relay took the resume key */
+  char conn_msg[512];  /* why the connection closed */
+  char retry_why[300]; /* why the last reconnection attempt failed */
+  uv_timer_t timer;   /* connect/stop/drain guards, reconnect backoff */
+  uint64_t last_rx_ms;
+
+  /* From GetHostInfo. */
+  bool has_info;
+  char hostname[256];
+  char host_machine_id[128];
+  char kernel[256];
+  char relay_version[64];
+  uint32_t num_cpus;
+
+  /* ClockSync: the sample with the smallest round trip. */
+  unsigned syncs;
+  clock_sample_t cur, best;
+  bool has_clock;
+  bool preamble_written;
+
+  char key[48]; /* resume key (SetSessionKey) */
+
+  /* The session. */
+  bool enable_sent;
+  bool ended; /* the service said tracing ended */
+  bool stop_requested, stop_sent;
+  bool reading, stats_pending;
+  unsigned drain_reads;
+  uint64_t packets_before_read;
+  uint64_t t_started;
+
+  /* Reconnection. */
+  unsigned reconnects, attempts;
+  uint32_t backoff_ms;
+  uint64_t lost_at_ms, deadline_ms, down_ms;
+  unsigned reads_cut; /* reads under way when a link dropped */
+  uint64_t loss_before_drop;
+  bool recheck_loss; /* compare the loss after re-attaching */
+  uint64_t loss_while_down;
+
+  /* Output. */
+  cli_output_t own; /* FILE and DIR modes */
+  bool has_own;
+  char *path;
+  uint64_t bytes, packets;
+  uint64_t malformed; /* merge: packets dropped for not decoding */
+  seq_map_t seqs;
+  cli_loss_t loss;
+  bool has_loss;
+
+  /* The outcome. */
+  char why[600];
+  bool kept_partial;
+} fleet_host_t;
+
+struct fleet {
+  const record_opts_t *o;
+  uv_loop_t *loop;
+  cli_remote_env_t env;
+  fleet_out_mode_t mode;
+  const char *out; /* -o */
+  tg_buf_t cfg;    /* the TraceConfig every host gets, serialised */
+  bool deferred_start;
+  uint32_t duration_ms;
+  uint64_t reconnect_ms; /* 0: no reconnection */
+
+  fleet_host_t *hosts;
+  size_t n;
+  size_t finished;
+  uint32_t next_overflow_seq;
+
+  cli_output_t merged;
+  bool has_merged;
+
+  uv_signal_t sigint;
+  uv_timer_t tick;   /* progress, stats, stall watchdog */
+  uv_timer_t reader; /* periodic ReadBuffers */
+  unsigned ticks;
+  unsigned sigints;
+  bool stopping;
+  bool aborting;
+  uv_timer_t abort_timer; /* exits if aborting takes too long */
+  bool closed; /* timers and signal closed */
+  bool tty;
+  size_t lines_shown;
+  uint64_t t0;
+  int exit_code;
+};
+
+/* --- fleet.c ------------------------------------------------------------- */
+
+/* Records from |targets| (|n|, named) with |cfg| into o->out. Returns the
+ * exit code. */
+int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
+                 const cli_target_t *targets, size_t n,
+                 tg_tls_config_t *tls);
+/* A host reached DONE or FAILED. */
+void fleet_host_finished(fleet_t *f, fleet_host_t *h);
+/* Prints "tracegate: " + the text on its own line, clearing the progress
+ * lines first. */
+void fleet_say(fleet_t *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* --- fleet_host.c -------------------------------------------------------- */
+
+void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
+                     const cli_target_t *t);
+/* Opens the first connection. */
+void fleet_host_start(fleet_host_t *h);
+/* Ctrl-C: stop tracing (now, or once started or reconnected). */
+void fleet_host_stop(fleet_host_t *h);
+/* A second Ctrl-C: ends the session (FreeBuffers) and the connection;
+ * nothing is kept. */
+void fleet_host_abort(fleet_host_t *h);
+/* The periodic read, and the tick (stats for loss, stall watchdog). */
+void fleet_host_read_tick(fleet_host_t *h);
+void fleet_host_tick(fleet_host_t *h, bool poll_stats);
+/* Frees what the host holds (after the loop ended). */
+void fleet_host_free(fleet_host_t *h);
+bool fleet_host_finished_p(const fleet_host_t *h);
+
+/* --- fleet_merge.c ------------------------------------------------------- */
+
+/* The collector's own packets at the head of a merged trace (machine 0). */
+int fleet_merge_head(fleet_t *f);
+/* Host |h|'s SystemInfo, ClockSnapshot and RemoteClockSync packets. */
+int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h);
+/* One packet of |h| with its machine id and remapped sequence id
+ * appended. A packet that does not decode is dropped and counted. */
+int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
+                       size_t n);
+/* The sequence id |orig| of host |h| becomes. */
+uint32_t fleet_merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig);
+void fleet_seq_map_free(seq_map_t *m);
+/* Reads the collector's BOOTTIME, MONOTONIC and REALTIME (ns). */
+void fleet_clock_read(uint64_t out[CLK_N]);
+
+/* --- fleet_ui.c ---------------------------------------------------------- */
+
+void fleet_ui_draw(fleet_t *f);
+void fleet_ui_clear(fleet_t *f);
+/* The per-host summary; returns the number of hosts that failed. */
+size_t fleet_ui_summary(fleet_t *f);
+const char *fleet_phase_name(host_phase_t p);
+
+#endif /* TRACEGATE_CONSUMER_CLI_FLEET_H */

@@ -1,0 +1,805 @@
+/* One remote host of a fleet recording: its connection, the relay's own
+ * service (host info, clock sync, resume key), the session, and getting
+ * the session back when the link drops (see fleet.h for the phases).
+ *
+ * Every consumer callback first checks that it belongs to the current
+ * connection; calls that fail because the connection is going away
+ * (TG_EPEER_CLOSED, -ECANCELED) are left to the connection's on_close,
+ * which decides between reconnecting and failing once the transport is
+ * fully released (cli_remote_release: the TLS error or ssh's last words
+ * are known by then).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "consumer/cli/fleet.h"
+#include "tracegate/error.h"
+#include "tracegate/relay.pb-c.h"
+
+#define RELAY_SERVICE "TracegateRelay"
+/* Connecting and preparing (ssh has no timeout of its own). */
+#define CONNECT_GUARD_MS 20000
+#define STOP_FLUSH_TIMEOUT_MS 5000
+#define GUARD_MS 60000 /* stopping, and draining, each end within this */
+#define FREE_GUARD_MS 2000
+#define MAX_DRAIN_READS 64
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+/* A read or stats call unanswered this long: the link is dead. */
+#define STALL_MS 20000
+
+/* Why the current connection is being closed by us. */
+enum intent {
+  INTENT_NONE, /* not by us: the link dropped */
+  INTENT_DONE,
+  INTENT_FAIL,
+  INTENT_RETRY, /* a reconnection attempt that did not work out */
+  INTENT_STALL, /* no answer: treat as a dropped link */
+};
+
+static void connect_now(fleet_host_t *h);
+static void on_guard(uv_timer_t *t);
+static void read_now(fleet_host_t *h);
+static void final_stats(fleet_host_t *h);
+static void request_stop(fleet_host_t *h);
+
+static enum intent intent_of(const fleet_host_t *h) {
+  return (enum intent)h->intent;
+}
+static void set_intent(fleet_host_t *h, enum intent i) { h->intent = (int)i; }
+
+static uint64_t now_ms(const fleet_host_t *h) { return uv_now(h->f->loop); }
+
+bool fleet_host_finished_p(const fleet_host_t *h) {
+  return h->phase == HP_DONE || h->phase == HP_FAILED;
+}
+
+/* --- the end of a host ------------------------------------------------------ */
+
+static void finish(fleet_host_t *h) {
+  if (fleet_host_finished_p(h)) return;
+  uv_timer_stop(&h->timer);
+  bool failing = h->failing;
+  if (h->has_own) {
+    fleet_ui_clear(h->f);
+    if (!failing) {
+      if (cli_output_commit(&h->own) < 0) {
+        failing = true;
+        snprintf(h->why, sizeof(h->why), "the trace could not be written to %s",
+                 h->path);
+      }
+    } else if (h->own.packets > 0 && !h->f->aborting) {
+      cli_output_keep_partial(&h->own);
+      h->kept_partial = true;
+    } else {
+      cli_output_discard(&h->own);
+    }
+    h->has_own = false;
+  }
+  h->phase = failing ? HP_FAILED : HP_DONE;
+  fleet_host_finished(h->f, h);
+}
+
+static void close_conn(fleet_host_t *h, enum intent i) {
+  set_intent(h, i);
+  if (h->c) tg_consumer_close(h->c);
+  else if (!h->rt) finish(h); /* nothing open (a failed first connect) */
+}
+
+static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)status;
+  (void)msg;
+  fleet_host_t *h = ctx;
+  if (h->c == c) tg_consumer_close(c);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void fail(fleet_host_t *h, const char *fmt, ...) {
+  if (fleet_host_finished_p(h) || h->failing) return;
+  h->failing = true;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(h->why, sizeof(h->why), fmt, ap);
+  va_end(ap);
+  h->phase = HP_CLOSING;
+  uv_timer_stop(&h->timer);
+  set_intent(h, INTENT_FAIL);
+  if (!h->c) {
+    if (!h->rt) finish(h);
+    return;
+  }
+  /* A session that may still run is ended rather than left behind: the
+   * relay would detach it under our key, for nobody to take back. */
+  if (h->enable_sent && !h->ended &&
+      tg_consumer_free_buffers(h->c, on_freed, h) == 0) {
+    /* on_freed closes; on_guard does if the answer does not come. */
+    uv_timer_start(&h->timer, on_guard, FREE_GUARD_MS, 0);
+    return;
+  }
+  tg_consumer_close(h->c);
+}
+
+/* --- reconnecting ------------------------------------------------------------ */
+
+static void on_backoff(uv_timer_t *t) {
+  fleet_host_t *h = t->data;
+  if (h->phase != HP_RECONNECTING) return;
+  connect_now(h);
+}
+
+/* One reconnection attempt failed: try again after the backoff, or give
+ * up at the deadline. */
+static void retry_later(fleet_host_t *h, const char *why) {
+  snprintf(h->retry_why, sizeof(h->retry_why), "%s", why);
+  uint64_t now = now_ms(h);
+  if (now >= h->deadline_ms) {
+    char limit[32];
+    cli_format_ms(limit, sizeof(limit), h->f->reconnect_ms);
+    fail(h, "lost the link and could not get the session back within %s "
+         "(last attempt: %s)", limit, why);
+    return;
+  }
+  uint64_t wait = h->backoff_ms;
+  if (now + wait > h->deadline_ms) wait = h->deadline_ms - now;
+  h->backoff_ms = h->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                     : h->backoff_ms * 2;
+  uv_timer_start(&h->timer, on_backoff, wait, 0);
+}
+
+static bool can_resume(const fleet_host_t *h) {
+  return h->f->reconnect_ms > 0 && h->enable_sent && !h->ended &&
+         h->key_set;
+}
+
+static void link_lost(fleet_host_t *h, const char *why) {
+  if (!can_resume(h)) {
+    if (h->ended)
+      fail(h, "lost the link after tracing ended; the rest of the trace is "
+           "lost (%s)", why);
+    else if (h->enable_sent && h->f->reconnect_ms > 0)
+      fail(h, "lost the link, and the session cannot be resumed (no resume "
+           "key: is the peer a tracegate-relay?) (%s)", why);
+    else
+      fail(h, "lost the link (%s)", why);
+    return;
+  }
+  h->lost_at_ms = now_ms(h);
+  h->deadline_ms = h->lost_at_ms + h->f->reconnect_ms;
+  h->backoff_ms = BACKOFF_MIN_MS;
+  h->attempts = 0;
+  h->resume_phase =
+      h->phase == HP_STOPPING || h->stop_requested ? HP_STOPPING : HP_TRACING;
+  h->loss_before_drop = h->loss.total;
+  h->phase = HP_RECONNECTING;
+  h->reconnecting = true;
+  fleet_say(h->f, "%s: lost the link (%s); reconnecting", h->t->spec, why);
+  uv_timer_start(&h->timer, on_backoff, h->backoff_ms, 0);
+  h->backoff_ms *= 2;
+}
+
+/* --- the connection closed ---------------------------------------------------- */
+
+static void on_remote_gone(void *ctx, const char *detail) {
+  fleet_host_t *h = ctx;
+  enum intent i = intent_of(h);
+  set_intent(h, INTENT_NONE);
+  char why[700];
+  if (detail && detail[0] && !strstr(h->conn_msg, detail))
+    snprintf(why, sizeof(why), "%s: %s", h->conn_msg, detail);
+  else
+    snprintf(why, sizeof(why), "%s", h->conn_msg);
+  if (fleet_host_finished_p(h)) return;
+  switch (i) {
+    case INTENT_DONE:
+    case INTENT_FAIL:
+      finish(h);
+      return;
+    case INTENT_RETRY:
+      retry_later(h, h->retry_why);
+      return;
+    case INTENT_STALL:
+      snprintf(why, sizeof(why), "no answer for %d s", STALL_MS / 1000);
+      break;
+    case INTENT_NONE:
+      break;
+  }
+  if (!h->bound) {
+    /* Never reached the service: the transport's words say why best. */
+    const char *d = detail && detail[0] ? detail : h->conn_msg;
+    if (!strncmp(d, "cannot connect: ", 16)) d += 16;
+    snprintf(why, sizeof(why), "cannot connect: %s", d);
+  }
+  if (h->reconnecting && h->phase == HP_RECONNECTING) {
+    retry_later(h, why);
+    return;
+  }
+  if (!h->ever_connected) {
+    fail(h, "%s", why);
+    return;
+  }
+  link_lost(h, why);
+}
+
+static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
+  (void)status;
+  fleet_host_t *h = tg_consumer_data(c);
+  h->c = NULL;
+  h->reading = h->stats_pending = false;
+  if (msg[0] && !(intent_of(h) == INTENT_RETRY || intent_of(h) == INTENT_STALL))
+    snprintf(h->conn_msg, sizeof(h->conn_msg), "%s", msg);
+  else if (!msg[0] && intent_of(h) == INTENT_NONE)
+    snprintf(h->conn_msg, sizeof(h->conn_msg), "the connection closed");
+  cli_remote_t *rt = h->rt;
+  h->rt = NULL;
+  /* on_remote_gone runs from the loop, after the transport is gone. */
+  cli_remote_release(rt, on_remote_gone, h);
+}
+
+/* --- preparing: TracegateRelay ------------------------------------------------- */
+
+static void after_prep(fleet_host_t *h);
+static void clock_next(fleet_host_t *h);
+
+static void prep_failed(fleet_host_t *h, tg_consumer_t *c, int status,
+                        const char *msg) {
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return; /* on_close */
+  if (h->reconnecting) {
+    snprintf(h->retry_why, sizeof(h->retry_why), "%s", msg);
+    set_intent(h, INTENT_RETRY);
+    tg_consumer_close(c);
+    return;
+  }
+  fail(h, "%s", msg);
+}
+
+static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                       const uint8_t *reply, size_t len) {
+  (void)reply;
+  (void)len;
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (status) {
+    /* Tracing works without; only resuming after a link loss does not. */
+    fleet_say(h->f, "%s: warning: the relay refused the resume key (%s): a "
+              "lost link will end this host's recording", h->t->spec, msg);
+    h->key_set = false;
+  } else {
+    h->key_set = true;
+  }
+  after_prep(h);
+}
+
+static void set_key(fleet_host_t *h) {
+  if (!h->relay) {
+    h->key_set = false;
+    after_prep(h);
+    return;
+  }
+  Perfetto__Protos__SetSessionKeyRequest r =
+      PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
+  r.key = h->key;
+  uint8_t buf[128];
+  size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
+  int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetSessionKey", buf, n,
+                            on_key_set, h);
+  if (rv < 0) {
+    h->key_set = false;
+    after_prep(h);
+  }
+}
+
+static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const uint8_t *reply, size_t len) {
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  fleet_clock_read(h->cur.after);
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (status) {
+    /* Recording works without; the merged trace just cannot align it. */
+    fleet_say(h->f, "%s: warning: no clock sync (%s)", h->t->spec, msg);
+    h->syncs = FLEET_CLOCK_SYNC_SAMPLES;
+    clock_next(h);
+    return;
+  }
+  Perfetto__Protos__ClockSyncResponse *r =
+      perfetto__protos__clock_sync_response__unpack(NULL, len, reply ? reply : (const uint8_t *)"");
+  if (r && r->has_boottime_ns && r->has_monotonic_ns && r->has_realtime_ns) {
+    h->cur.remote[CLK_BOOTTIME] = r->boottime_ns;
+    h->cur.remote[CLK_MONOTONIC] = r->monotonic_ns;
+    h->cur.remote[CLK_REALTIME] = r->realtime_ns;
+    uint64_t rtt = h->cur.after[CLK_BOOTTIME] - h->cur.before[CLK_BOOTTIME];
+    uint64_t best = h->best.after[CLK_BOOTTIME] - h->best.before[CLK_BOOTTIME];
+    if (!h->has_clock || rtt < best) h->best = h->cur;
+    h->has_clock = true;
+  }
+  if (r) perfetto__protos__clock_sync_response__free_unpacked(r, NULL);
+  h->syncs++;
+  clock_next(h);
+}
+
+static void clock_next(fleet_host_t *h) {
+  if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES || h->reconnecting) {
+    if (h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
+      h->preamble_written = true;
+      int rv = fleet_merge_host_preamble(h->f, h);
+      if (rv < 0) {
+        fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
+        return;
+      }
+    }
+    set_key(h);
+    return;
+  }
+  fleet_clock_read(h->cur.before);
+  int rv = tg_consumer_call(h->c, RELAY_SERVICE, "ClockSync", NULL, 0,
+                            on_clock, h);
+  if (rv < 0) {
+    h->syncs = FLEET_CLOCK_SYNC_SAMPLES;
+    clock_next(h);
+  }
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < cap; i++) {
+    unsigned char ch = (unsigned char)src[i];
+    dst[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+  }
+  dst[i] = 0;
+}
+
+static void on_host_info(tg_consumer_t *c, void *ctx, int status,
+                         const char *msg, const uint8_t *reply, size_t len) {
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (status) {
+    fleet_say(h->f, "%s: warning: no host info (%s)", h->t->spec, msg);
+    clock_next(h);
+    return;
+  }
+  Perfetto__Protos__RelayHostInfo *r = perfetto__protos__relay_host_info__unpack(
+      NULL, len, reply ? reply : (const uint8_t *)"");
+  if (r) {
+    h->has_info = true;
+    copy_str(h->hostname, sizeof(h->hostname), r->hostname);
+    copy_str(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
+    copy_str(h->kernel, sizeof(h->kernel), r->kernel);
+    copy_str(h->relay_version, sizeof(h->relay_version), r->relay_version);
+    h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
+    perfetto__protos__relay_host_info__free_unpacked(r, NULL);
+  }
+  clock_next(h);
+}
+
+static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg) {
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EUNKNOWN_SERVICE) {
+    if (!h->reconnecting)
+      fleet_say(h->f, "%s: warning: the peer does not offer " RELAY_SERVICE
+                " (not a tracegate-relay?): no host info, no clock alignment, "
+                "no resume after a link loss", h->t->spec);
+    h->relay = false;
+    h->syncs = FLEET_CLOCK_SYNC_SAMPLES;
+    clock_next(h);
+    return;
+  }
+  if (status) {
+    prep_failed(h, c, status, msg);
+    return;
+  }
+  h->relay = true;
+  if (!h->has_info && !h->reconnecting) {
+    if (tg_consumer_call(c, RELAY_SERVICE, "GetHostInfo", NULL, 0, on_host_info,
+                         h) == 0)
+      return;
+  }
+  clock_next(h);
+}
+
+static void on_ready(tg_consumer_t *c, int status, const char *msg) {
+  (void)msg;
+  fleet_host_t *h = tg_consumer_data(c);
+  if (status || h->c != c) return; /* on_close follows */
+  h->ever_connected = h->bound = true;
+  h->last_rx_ms = now_ms(h);
+  if (h->phase == HP_CONNECTING) h->phase = HP_PREPARING;
+  int rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
+  if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
+}
+
+static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
+                                           .on_close = on_conn_close};
+
+static void on_connect_guard(uv_timer_t *t) {
+  fleet_host_t *h = t->data;
+  if (!h->c) return;
+  if (h->reconnecting) {
+    snprintf(h->retry_why, sizeof(h->retry_why),
+             "no answer within %d s", CONNECT_GUARD_MS / 1000);
+    set_intent(h, INTENT_RETRY);
+    tg_consumer_close(h->c);
+    return;
+  }
+  fail(h, "cannot connect: no answer within %d s", CONNECT_GUARD_MS / 1000);
+}
+
+static void connect_now(fleet_host_t *h) {
+  char err[512];
+  h->relay = h->bound = false;
+  h->attempts++;
+  set_intent(h, INTENT_NONE);
+  h->conn_msg[0] = 0;
+  int rv = cli_remote_open(&h->f->env, h->t, &conn_cbs, h, &h->c, &h->rt, err,
+                           sizeof(err));
+  if (rv < 0) {
+    h->c = NULL;
+    h->rt = NULL;
+    if (h->reconnecting) retry_later(h, err);
+    else fail(h, "%s", err);
+    return;
+  }
+  uv_timer_start(&h->timer, on_connect_guard, CONNECT_GUARD_MS, 0);
+}
+
+/* --- the session ----------------------------------------------------------------- */
+
+static void drain(fleet_host_t *h);
+
+static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  fleet_host_t *h = ctx;
+  if (h->c != c || status == -ECANCELED || status == TG_EPEER_CLOSED) return;
+  if (fleet_host_finished_p(h) || h->phase == HP_CLOSING) return;
+  h->last_rx_ms = now_ms(h);
+  if (status) {
+    fail(h, "%s", msg);
+    return;
+  }
+  h->ended = true;
+  drain(h);
+}
+
+static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  fleet_host_t *h = ctx;
+  if (h->c != c || !status || status == TG_EPEER_CLOSED || status == -ECANCELED)
+    return;
+  fail(h, "cannot start tracing: %s", msg);
+}
+
+static void begin_tracing(fleet_host_t *h, host_phase_t phase) {
+  uv_timer_stop(&h->timer);
+  h->phase = HP_TRACING;
+  if (phase == HP_STOPPING || h->stop_requested) {
+    h->stop_sent = false;
+    request_stop(h);
+  }
+}
+
+static void enable(fleet_host_t *h) {
+  fleet_t *f = h->f;
+  int rv = tg_consumer_enable_tracing(h->c, tg_buf_begin(&f->cfg),
+                                      tg_buf_size(&f->cfg), -1, on_ended, h);
+  if (rv < 0) {
+    fail(h, "cannot enable tracing: %s", tg_strerror(rv));
+    return;
+  }
+  h->enable_sent = true;
+  h->t_started = now_ms(h);
+  if (f->deferred_start &&
+      (rv = tg_consumer_start_tracing(h->c, on_started, h)) < 0) {
+    fail(h, "cannot start tracing: %s", tg_strerror(rv));
+    return;
+  }
+  begin_tracing(h, HP_TRACING);
+}
+
+static void on_attached(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg, const uint8_t *config, size_t len) {
+  (void)config;
+  (void)len;
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (status) {
+    /* The relay may not have detached the session yet (it notices the
+     * old link's end on its own time): try again until the deadline. */
+    prep_failed(h, c, TG_EREMOTE_FAILED, msg);
+    return;
+  }
+  int rv = tg_consumer_notify_on_end(c, on_ended, h);
+  if (rv < 0) {
+    fail(h, "cannot follow the session after re-attaching: %s",
+         tg_strerror(rv));
+    return;
+  }
+  uint64_t down = now_ms(h) - h->lost_at_ms;
+  h->down_ms += down;
+  h->reconnects++;
+  h->reconnecting = false;
+  h->recheck_loss = true;
+  char el[32];
+  cli_format_ms(el, sizeof(el), down);
+  fleet_say(h->f, "%s: reconnected and re-attached the session after %s", 
+            h->t->spec, el);
+  begin_tracing(h, h->resume_phase);
+}
+
+static void attach(fleet_host_t *h) {
+  int rv = tg_consumer_attach(h->c, h->key, on_attached, h);
+  if (rv < 0) {
+    snprintf(h->retry_why, sizeof(h->retry_why),
+             "cannot attach: %s", tg_strerror(rv));
+    set_intent(h, INTENT_RETRY);
+    tg_consumer_close(h->c);
+  }
+}
+
+static void after_prep(fleet_host_t *h) {
+  if (h->reconnecting) {
+    attach(h);
+    return;
+  }
+  if (h->stop_requested) {
+    /* Ctrl-C came before this host started: nothing to record. */
+    fail(h, "stopped before tracing began");
+    return;
+  }
+  enable(h);
+}
+
+/* --- reading ----------------------------------------------------------------------- */
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
+  fleet_host_t *h = ctx;
+  if (h->c != c || fleet_host_finished_p(h)) return -ECANCELED;
+  h->last_rx_ms = now_ms(h);
+  int rv = h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
+                                         : cli_output_packet(&h->own, p, n);
+  if (rv < 0) return rv;
+  h->packets++;
+  h->bytes += n;
+  return 0;
+}
+
+static void on_read_done(tg_consumer_t *c, void *ctx, int status,
+                         const char *msg) {
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->reading = false;
+  h->last_rx_ms = now_ms(h);
+  if (status == TG_EPEER_CLOSED) {
+    h->reads_cut++;
+    return;
+  }
+  if (status == -ECANCELED || h->phase == HP_CLOSING || fleet_host_finished_p(h))
+    return;
+  if (status) {
+    const cli_output_t *o = h->f->mode == FLEET_OUT_MERGE ? &h->f->merged : &h->own;
+    if (o->err)
+      fail(h, "cannot write %s: %s", h->f->mode == FLEET_OUT_MERGE ? h->f->out : h->path,
+           tg_strerror(o->err));
+    else
+      fail(h, "reading the trace failed: %s", msg);
+    return;
+  }
+  if (h->phase != HP_DRAINING) return;
+  /* After the end, read until a read comes back empty. */
+  bool got = h->packets > h->packets_before_read;
+  if (got && ++h->drain_reads < MAX_DRAIN_READS) {
+    read_now(h);
+    return;
+  }
+  final_stats(h);
+}
+
+static void read_now(fleet_host_t *h) {
+  if (h->reading || !h->c || !tg_consumer_ready(h->c)) return;
+  h->packets_before_read = h->packets;
+  int rv = tg_consumer_read_buffers(h->c, on_packet, on_read_done, h);
+  if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
+  if (rv < 0) {
+    fail(h, "cannot read the trace: %s", tg_strerror(rv));
+    return;
+  }
+  h->reading = true;
+}
+
+void fleet_host_read_tick(fleet_host_t *h) {
+  if (h->phase == HP_TRACING || h->phase == HP_STOPPING) read_now(h);
+}
+
+/* --- statistics ------------------------------------------------------------------- */
+
+static void done_close(fleet_host_t *h) {
+  h->phase = HP_CLOSING;
+  uv_timer_stop(&h->timer);
+  close_conn(h, INTENT_DONE);
+}
+
+static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) {
+  cli_loss_collect(st, &h->loss);
+  h->has_loss = true;
+  if (h->recheck_loss) {
+    h->recheck_loss = false;
+    if (h->loss.total > h->loss_before_drop)
+      h->loss_while_down += h->loss.total - h->loss_before_drop;
+  }
+}
+
+static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg, const Perfetto__Protos__TraceStats *st) {
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->stats_pending = false;
+  if (h->phase != HP_STATS) return;
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (status == 0) note_stats(h, st);
+  else fleet_say(h->f, "%s: warning: no final statistics: %s", h->t->spec, msg);
+  done_close(h);
+}
+
+static void final_stats(fleet_host_t *h) {
+  h->phase = HP_STATS;
+  if (h->stats_pending) return; /* on_tick_stats asks again */
+  int rv = tg_consumer_get_trace_stats(h->c, on_final_stats, h);
+  if (rv < 0) {
+    done_close(h);
+    return;
+  }
+  h->stats_pending = true;
+}
+
+static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
+                          const char *msg, const Perfetto__Protos__TraceStats *st) {
+  (void)msg;
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->stats_pending = false;
+  h->last_rx_ms = now_ms(h);
+  if (status == 0) note_stats(h, st);
+  if (h->phase == HP_STATS) final_stats(h);
+}
+
+void fleet_host_tick(fleet_host_t *h, bool poll_stats) {
+  if (!h->c || !tg_consumer_ready(h->c)) return;
+  bool waiting = h->reading || h->stats_pending;
+  if (waiting && now_ms(h) - h->last_rx_ms > STALL_MS &&
+      h->phase != HP_CLOSING && !fleet_host_finished_p(h)) {
+    fleet_say(h->f, "%s: no answer for %d s: dropping the link", h->t->spec,
+              STALL_MS / 1000);
+    tg_consumer_t *c = h->c;
+    set_intent(h, INTENT_STALL);
+    tg_consumer_close(c);
+    return;
+  }
+  bool tracing = h->phase == HP_TRACING || h->phase == HP_STOPPING;
+  if ((poll_stats || h->recheck_loss) && tracing && !h->stats_pending &&
+      tg_consumer_get_trace_stats(h->c, on_tick_stats, h) == 0)
+    h->stats_pending = true;
+}
+
+/* --- stopping and draining ------------------------------------------------------------ */
+
+static void on_guard(uv_timer_t *t) {
+  fleet_host_t *h = t->data;
+  const char *what = h->phase == HP_STOPPING ? "stopping the session"
+                     : h->phase == HP_CLOSING ? "ending the session"
+                                              : "reading the end of the trace";
+  if (h->phase == HP_CLOSING) {
+    if (h->c) tg_consumer_close(h->c);
+    return;
+  }
+  fail(h, "the host did not answer in time (%s)", what);
+}
+
+static void drain(fleet_host_t *h) {
+  h->phase = HP_DRAINING;
+  h->drain_reads = 0;
+  uv_timer_start(&h->timer, on_guard, GUARD_MS, 0);
+  if (!h->reading) read_now(h);
+  /* else: on_read_done sees DRAINING and goes on. */
+}
+
+static void on_disabled(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg) {
+  fleet_host_t *h = ctx;
+  if (h->c != c || !status || status == TG_EPEER_CLOSED || status == -ECANCELED)
+    return;
+  if (h->phase == HP_STOPPING) fail(h, "cannot stop tracing: %s", msg);
+}
+
+static void disable_now(fleet_host_t *h) {
+  int rv = tg_consumer_disable_tracing(h->c, on_disabled, h);
+  if (rv < 0 && rv != TG_ENOT_CONNECTED)
+    fail(h, "cannot stop tracing: %s", tg_strerror(rv));
+}
+
+static void on_stop_flushed(tg_consumer_t *c, void *ctx, int status,
+                            const char *msg) {
+  (void)msg;
+  fleet_host_t *h = ctx;
+  if (h->c != c || status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  /* A failed flush still ends with what was committed. */
+  if (h->phase == HP_STOPPING) disable_now(h);
+}
+
+static void request_stop(fleet_host_t *h) {
+  if (h->stop_sent || h->phase != HP_TRACING) return;
+  h->stop_sent = true;
+  h->phase = HP_STOPPING;
+  uv_timer_start(&h->timer, on_guard, GUARD_MS, 0);
+  if (tg_consumer_flush(h->c, STOP_FLUSH_TIMEOUT_MS, on_stop_flushed, h) < 0)
+    disable_now(h);
+}
+
+void fleet_host_stop(fleet_host_t *h) {
+  h->stop_requested = true;
+  switch (h->phase) {
+    case HP_TRACING:
+      request_stop(h);
+      break;
+    case HP_CONNECTING:
+    case HP_PREPARING:
+      if (!h->enable_sent) fail(h, "stopped before tracing began");
+      break;
+    default:
+      break; /* reconnecting: stopped once re-attached; ending anyway */
+  }
+}
+
+void fleet_host_abort(fleet_host_t *h) { fail(h, "aborted (Ctrl-C)"); }
+
+/* --- setup ---------------------------------------------------------------------------- */
+
+static void make_key(fleet_host_t *h) {
+  uint8_t rnd[12];
+  size_t got = 0;
+  while (got < sizeof(rnd)) {
+    ssize_t r = getrandom(rnd + got, sizeof(rnd) - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  if (got < sizeof(rnd)) { /* no entropy source: still unique enough */
+    uint64_t x = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ h->index;
+    memcpy(rnd, &x, sizeof(x));
+  }
+  int off = snprintf(h->key, sizeof(h->key), "tg-");
+  for (size_t i = 0; i < sizeof(rnd); i++)
+    off += snprintf(h->key + off, sizeof(h->key) - (size_t)off, "%02x", rnd[i]);
+}
+
+void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
+                     const cli_target_t *t) {
+  memset(h, 0, sizeof(*h));
+  h->f = f;
+  h->index = index;
+  h->machine_id = (uint32_t)index + 1;
+  h->t = t;
+  h->phase = HP_CONNECTING;
+  uv_timer_init(f->loop, &h->timer);
+  h->timer.data = h;
+  make_key(h);
+}
+
+void fleet_host_start(fleet_host_t *h) { connect_now(h); }
+
+void fleet_host_free(fleet_host_t *h) {
+  if (h->has_own) cli_output_discard(&h->own);
+  h->has_own = false;
+  free(h->path);
+  h->path = NULL;
+  fleet_seq_map_free(&h->seqs);
+}

@@ -1,0 +1,276 @@
+/* The merged trace (docs/merge.md). Every packet of host k (machine id
+ * k + 1) keeps its bytes and gets two fields appended:
+ *
+ *   [packet bytes as read ...][98: machine_id = k+1][10: sequence id]
+ *
+ * Protobuf's last-field-wins makes the appended values the packet's. The
+ * sequence id is the packet's own (its last field 10) moved into the
+ * host's range, (k+1) << 20 | id, or mapped into the shared overflow range
+ * when the id does not fit. The collector adds, as Perfetto's own
+ * multi-machine traces do: its own ClockSnapshot and SystemInfo first
+ * (machine 0, the reference clock), then per host a SystemInfo from
+ * GetHostInfo, a ClockSnapshot of the host's clocks and a RemoteClockSync
+ * tying them to the collector's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/pb_wire.h"
+#include "abi/pb_writer.h"
+#include "common/system_info.pb-c.h"
+#include "consumer/cli/fleet.h"
+#include "tracegate/error.h"
+
+/* TracePacket fields. */
+#define PKT_CLOCK_SNAPSHOT 6
+#define PKT_SEQ_ID 10
+#define PKT_SYSTEM_INFO 45
+#define PKT_MACHINE_ID 98
+#define PKT_REMOTE_CLOCK_SYNC 107 /* Perfetto's RemoteClockSync */
+/* ClockSnapshot and its Clock. */
+#define CS_CLOCKS 1
+#define CS_PRIMARY_TRACE_CLOCK 2
+#define CLOCK_ID 1
+#define CLOCK_TIMESTAMP 2
+/* RemoteClockSync{repeated SyncedClocks synced_clocks = 1}, SyncedClocks{
+ * ClockSnapshot client_clocks = 2; ClockSnapshot host_clocks = 3}. */
+#define RCS_SYNCED_CLOCKS 1
+#define SC_CLIENT_CLOCKS 2
+#define SC_HOST_CLOCKS 3
+
+#define BUILTIN_REALTIME 1
+#define BUILTIN_MONOTONIC 3
+#define BUILTIN_BOOTTIME 6
+
+static const uint32_t builtin_of[CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONIC,
+                                           BUILTIN_REALTIME};
+
+#define SMALL_PACKET 4096
+
+void fleet_clock_read(uint64_t out[CLK_N]) {
+  static const clockid_t ids[CLK_N] = {CLOCK_BOOTTIME, CLOCK_MONOTONIC,
+                                       CLOCK_REALTIME};
+  for (int i = 0; i < CLK_N; i++) {
+    struct timespec ts;
+    clock_gettime(ids[i], &ts);
+    out[i] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  }
+}
+
+/* --- sequence ids ----------------------------------------------------------- */
+
+void fleet_seq_map_free(seq_map_t *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof(*m));
+}
+
+static size_t slot_of(const seq_map_t *m, uint32_t key) {
+  size_t i = (key * 2654435761u) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static int map_grow(seq_map_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  seq_map_t g = {calloc(cap, sizeof(uint32_t)), calloc(cap, sizeof(uint32_t)),
+                 cap, 0};
+  if (!g.keys || !g.vals) {
+    free(g.keys);
+    free(g.vals);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t s = slot_of(&g, m->keys[i]);
+    g.keys[s] = m->keys[i];
+    g.vals[s] = m->vals[i];
+    g.n++;
+  }
+  fleet_seq_map_free(m);
+  *m = g;
+  return 0;
+}
+
+uint32_t fleet_merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
+  if (orig == 0) return 0;
+  if (orig < FLEET_SEQ_COLLECTOR)
+    return (h->machine_id << FLEET_SEQ_SHIFT) | orig;
+  seq_map_t *m = &h->seqs;
+  if (m->cap) {
+    size_t s = slot_of(m, orig);
+    if (m->keys[s]) return m->vals[s];
+  }
+  if ((m->n + 1) * 2 > m->cap && map_grow(m) < 0) return UINT32_MAX;
+  /* Shared by all hosts: ids stay unique across the trace. When the
+   * range is used up (a million mapped sequences), the last id is reused:
+   * the sequences then merge, which the summary cannot hide. */
+  uint32_t v = f->next_overflow_seq;
+  if (v != UINT32_MAX) f->next_overflow_seq++;
+  size_t s = slot_of(m, orig);
+  m->keys[s] = orig;
+  m->vals[s] = v;
+  m->n++;
+  return v;
+}
+
+int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
+                       size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, p, n);
+  uint64_t orig = 0;
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &fld)) == 1)
+    if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
+  if (rv < 0) {
+    /* It would make the whole merged file unreadable: leave it out. */
+    h->malformed++;
+    return 0;
+  }
+  uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
+  uint8_t *t = tail;
+  t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
+  t = tg_pb_write_varint(t, h->machine_id);
+  uint32_t seq = fleet_merge_seq(f, h, (uint32_t)orig);
+  if (seq) {
+    t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
+    t = tg_pb_write_varint(t, seq);
+  }
+  return cli_output_packet_ex(&f->merged, p, n, tail, (size_t)(t - tail));
+}
+
+/* --- packets made here -------------------------------------------------------- */
+
+static int emit(fleet_t *f, tg_pbw_t *w, uint8_t *buf) {
+  if (tg_pbw_error(w)) return tg_pbw_error(w);
+  return cli_output_packet(&f->merged, buf, (size_t)tg_pbw_written(w));
+}
+
+static void ids(tg_pbw_t *w, uint32_t machine_id, uint32_t seq) {
+  if (machine_id) tg_pbw_append_varint(w, PKT_MACHINE_ID, machine_id);
+  tg_pbw_append_varint(w, PKT_SEQ_ID, seq);
+}
+
+static void clocks(tg_pbw_t *w, uint32_t field, const uint64_t ts[CLK_N],
+                   bool primary) {
+  tg_pbw_begin_nested(w, field);
+  for (int i = 0; i < CLK_N; i++) {
+    tg_pbw_begin_nested(w, CS_CLOCKS);
+    tg_pbw_append_varint(w, CLOCK_ID, builtin_of[i]);
+    tg_pbw_append_varint(w, CLOCK_TIMESTAMP, ts[i]);
+    tg_pbw_end_nested(w);
+  }
+  if (primary) tg_pbw_append_varint(w, CS_PRIMARY_TRACE_CLOCK, BUILTIN_BOOTTIME);
+  tg_pbw_end_nested(w);
+}
+
+static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
+                          const uint64_t ts[CLK_N]) {
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  clocks(&w, PKT_CLOCK_SNAPSHOT, ts, true);
+  ids(&w, machine_id, seq);
+  return emit(f, &w, buf);
+}
+
+/* Perfetto's RemoteClockSync: pairs of (client, host) snapshots, from
+ * which its trace processor averages two offsets per consecutive pair:
+ *   (c1 + c2) / 2 - h1   and   c2 - (h1 + h2) / 2.
+ * We have one round trip per sample, not its four-way exchange, so the
+ * best sample goes in twice with the collector's midpoint as the host
+ * reading: both offsets then equal remote - (before + after) / 2, the
+ * minimum-RTT estimate, off by at most RTT / 2. */
+static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
+  const clock_sample_t *s = &h->best;
+  uint64_t mid[CLK_N];
+  for (int i = 0; i < CLK_N; i++)
+    mid[i] = s->before[i] + (s->after[i] - s->before[i]) / 2;
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_begin_nested(&w, PKT_REMOTE_CLOCK_SYNC);
+  for (int round = 0; round < 2; round++) {
+    tg_pbw_begin_nested(&w, RCS_SYNCED_CLOCKS);
+    clocks(&w, SC_CLIENT_CLOCKS, s->remote, false);
+    clocks(&w, SC_HOST_CLOCKS, mid, false);
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_end_nested(&w);
+  ids(&w, h->machine_id,
+      (h->machine_id << FLEET_SEQ_SHIFT) | FLEET_SEQ_COLLECTOR);
+  return emit(f, &w, buf);
+}
+
+static int system_info(fleet_t *f, uint32_t machine_id, uint32_t seq,
+                       Perfetto__Protos__SystemInfo *si) {
+  size_t n = perfetto__protos__system_info__get_packed_size(si);
+  if (n > SMALL_PACKET - 64) return TG_ENO_SPACE;
+  uint8_t msg[SMALL_PACKET], buf[SMALL_PACKET];
+  perfetto__protos__system_info__pack(si, msg);
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_append_bytes(&w, PKT_SYSTEM_INFO, msg, n);
+  ids(&w, machine_id, seq);
+  return emit(f, &w, buf);
+}
+
+int fleet_merge_head(fleet_t *f) {
+  struct utsname u;
+  Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
+  Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  if (uname(&u) == 0) {
+    un.sysname = u.sysname;
+    un.release = u.release;
+    un.version = u.version;
+    un.machine = u.machine;
+    si.utsname = &un;
+  }
+  si.tracegate_hostname = host;
+  si.has_num_cpus = 1;
+  si.num_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+  uint64_t now[CLK_N];
+  fleet_clock_read(now);
+  /* The clock snapshot first: a packet without a machine id makes this
+   * machine (0, the collector) the trace's host, whose BOOTTIME is the
+   * timeline every host is aligned to. */
+  int rv = clock_snapshot(f, 0, FLEET_SEQ_MACHINE0, now);
+  if (rv == 0) rv = system_info(f, 0, FLEET_SEQ_MACHINE0, &si);
+  return rv;
+}
+
+int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
+  uint32_t seq = (h->machine_id << FLEET_SEQ_SHIFT) | FLEET_SEQ_COLLECTOR;
+  Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
+  Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
+  char kernel[256], *release = NULL;
+  snprintf(kernel, sizeof(kernel), "%s", h->kernel);
+  if (kernel[0]) { /* "Linux 6.1.0-18-amd64": sysname, release */
+    char *sp = strchr(kernel, ' ');
+    if (sp) {
+      *sp = 0;
+      release = sp + 1;
+    }
+    un.sysname = kernel;
+    un.release = release;
+    si.utsname = &un;
+  }
+  si.tracegate_hostname = h->has_info && h->hostname[0] ? h->hostname
+                                                          : (char *)h->t->host;
+  if (h->host_machine_id[0]) si.tracegate_machine_id = h->host_machine_id;
+  if (h->num_cpus) {
+    si.has_num_cpus = 1;
+    si.num_cpus = h->num_cpus;
+  }
+  int rv = system_info(f, h->machine_id, seq, &si);
+  if (rv == 0 && h->has_clock) rv = clock_snapshot(f, h->machine_id, seq, h->best.remote);
+  if (rv == 0 && h->has_clock) rv = remote_clock_sync(f, h);
+  return rv;
+}

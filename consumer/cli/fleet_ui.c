@@ -1,0 +1,171 @@
+/* What a fleet recording shows: on a terminal, one progress line per host
+ * redrawn in place; at the end, a summary per host (outcome, bytes,
+ * packets, every non-zero loss counter, reconnections, clock offset). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "consumer/cli/fleet.h"
+
+/* Terminal lines for hosts; more are summed up in one line. */
+#define MAX_HOST_LINES 20
+
+const char *fleet_phase_name(host_phase_t p) {
+  switch (p) {
+    case HP_CONNECTING: return "connecting";
+    case HP_PREPARING: return "preparing";
+    case HP_TRACING: return "tracing";
+    case HP_STOPPING: return "stopping";
+    case HP_DRAINING: return "reading the end";
+    case HP_STATS: return "statistics";
+    case HP_RECONNECTING: return "reconnecting";
+    case HP_CLOSING: return "closing";
+    case HP_DONE: return "done";
+    case HP_FAILED: return "FAILED";
+  }
+  return "?";
+}
+
+static int spec_width(const fleet_t *f) {
+  size_t w = 4;
+  for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++) {
+    size_t l = strlen(f->hosts[i].t->spec);
+    if (l > w) w = l;
+  }
+  return (int)(w > 40 ? 40 : w);
+}
+
+void fleet_ui_clear(fleet_t *f) {
+  if (!f->lines_shown) return;
+  fprintf(stderr, "\033[%zuA\r\033[J", f->lines_shown);
+  fflush(stderr);
+  f->lines_shown = 0;
+}
+
+void fleet_say(fleet_t *f, const char *fmt, ...) {
+  fleet_ui_clear(f);
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(CLI_PROG ": ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static void host_line(const fleet_t *f, const fleet_host_t *h, int w) {
+  char by[32], state[96];
+  cli_format_bytes(by, sizeof(by), h->bytes);
+  if (h->phase == HP_RECONNECTING)
+    snprintf(state, sizeof(state), "reconnecting (attempt %u)", h->attempts);
+  else
+    snprintf(state, sizeof(state), "%s", fleet_phase_name(h->phase));
+  fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
+          "%s\n", w, w, h->t->spec, state, by, h->packets, h->loss.total,
+          h->reconnects ? "  (reconnected)" : "");
+  (void)f;
+}
+
+void fleet_ui_draw(fleet_t *f) {
+  if (!f->tty) return;
+  fleet_ui_clear(f);
+  uint64_t el_ms = uv_now(f->loop) - f->t0;
+  char el[32], du[32];
+  cli_format_ms(el, sizeof(el), el_ms);
+  if (f->duration_ms) cli_format_ms(du, sizeof(du), f->duration_ms);
+  else snprintf(du, sizeof(du), "until Ctrl-C");
+  size_t tracing = 0;
+  for (size_t i = 0; i < f->n; i++)
+    tracing += f->hosts[i].phase == HP_TRACING;
+  fprintf(stderr, "\r\033[K" CLI_PROG ": recording %s / %s, %zu host%s, %zu "
+          "tracing, %zu finished\n", el, du, f->n, f->n == 1 ? "" : "s",
+          tracing, f->finished);
+  size_t lines = 1;
+  int w = spec_width(f);
+  for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++, lines++)
+    host_line(f, &f->hosts[i], w);
+  if (f->n > MAX_HOST_LINES) {
+    fprintf(stderr, "\r\033[K  ... and %zu more hosts\n", f->n - MAX_HOST_LINES);
+    lines++;
+  }
+  fflush(stderr);
+  f->lines_shown = lines;
+}
+
+static void clock_note(const fleet_host_t *h, char *out, size_t n) {
+  if (!h->has_clock) {
+    snprintf(out, n, "no clock sync");
+    return;
+  }
+  const clock_sample_t *s = &h->best;
+  uint64_t rtt = s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
+  int64_t mid = (int64_t)(s->before[CLK_BOOTTIME] + rtt / 2);
+  int64_t off = (int64_t)s->remote[CLK_BOOTTIME] - mid;
+  snprintf(out, n, "BOOTTIME offset %+.3f ms (+/- %.3f ms)", (double)off / 1e6,
+           (double)rtt / 2e6);
+}
+
+size_t fleet_ui_summary(fleet_t *f) {
+  fleet_ui_clear(f);
+  size_t failed = 0;
+  char el[32];
+  cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
+  fprintf(stderr, CLI_PROG ": %zu host%s, %s:\n", f->n, f->n == 1 ? "" : "s",
+          el);
+  for (size_t i = 0; i < f->n; i++) {
+    const fleet_host_t *h = &f->hosts[i];
+    bool ok = h->phase == HP_DONE;
+    failed += !ok;
+    char by[32];
+    cli_format_bytes(by, sizeof(by), h->bytes);
+    if (ok)
+      fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets", h->t->spec, by,
+              h->packets);
+    else
+      fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
+              h->t->spec, h->why, by, h->packets);
+    if (f->mode == FLEET_OUT_MERGE)
+      fprintf(stderr, "; machine %" PRIu32, h->machine_id);
+    else if (h->path && (ok || h->kept_partial))
+      fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
+              h->path);
+    fputc('\n', stderr);
+    if (h->has_info || h->has_clock) {
+      char clk[96];
+      clock_note(h, clk, sizeof(clk));
+      fprintf(stderr, "      host %s%s%s, %s\n", h->hostname[0] ? h->hostname : "?",
+              h->kernel[0] ? ", " : "", h->kernel, clk);
+    }
+    if (h->reconnects || h->reads_cut) {
+      char down[32];
+      cli_format_ms(down, sizeof(down), h->down_ms);
+      fprintf(stderr, "      reconnected %u time%s (link down %s in all); loss "
+              "counters while disconnected: +%" PRIu64 "%s\n", h->reconnects,
+              h->reconnects == 1 ? "" : "s", down, h->loss_while_down,
+              h->reads_cut ? "; a read was cut by the link loss: what it was "
+                             "carrying is lost (not counted by the service)"
+                           : "");
+    }
+    if (h->malformed)
+      fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
+              "out of the merged trace\n", h->malformed);
+    if (!h->has_loss) continue;
+    if (h->loss.n == 0) {
+      fprintf(stderr, "      no data loss\n");
+      continue;
+    }
+    fprintf(stderr, "      data loss:\n");
+    for (size_t k = 0; k < h->loss.n; k++)
+      fprintf(stderr, "        %-44s %" PRIu64 "\n", h->loss.items[k].name,
+              h->loss.items[k].value);
+  }
+  if (failed) {
+    fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
+            f->n == 1 ? "" : "s");
+    for (size_t i = 0; i < f->n; i++)
+      if (f->hosts[i].phase != HP_DONE)
+        fprintf(stderr, " %s", f->hosts[i].t->spec);
+    fputc('\n', stderr);
+  }
+  return failed;
+}

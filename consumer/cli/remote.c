@@ -1,0 +1,436 @@
+/* Transports to remote tracing services: TLS to a tracegate-relay, or an
+ * ssh child running `tracegate-relay --stdio`, each with a consumer on top.
+ *
+ * Every cli_remote_t has a timer handle; the struct is freed in that
+ * timer's close callback, which comes after every other handle of the
+ * remote (and of its transport) has closed. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "consumer/cli/cli.h"
+#include "consumer/cli/remote.h"
+#include "ipc/pipe_transport.h"
+#include "relay/tls_chan.h"
+#include "tracegate/error.h"
+
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define SSH_TERM_AFTER_MS 3000
+#define SSH_KILL_AFTER_MS 2000
+#define SSH_STDERR_GRACE_MS 1000
+#define SSH_MAX_ARGS 32
+#define TAIL_MAX 2048
+#define REMOTE_RELAY_CMD "tracegate-relay"
+
+struct cli_remote {
+  cli_target_kind_t kind;
+  uv_loop_t *loop;
+  uv_timer_t timer; /* deferred report; the ssh child's kill schedule */
+  bool timer_closing;
+  bool released;
+  cli_remote_gone_cb gone_cb;
+  void *gone_ctx;
+  char detail[600];
+
+  tg_tls_chan_t *ch; /* TLS */
+
+  /* ssh */
+  tg_pipe_transport_t pt;
+  bool pt_open; /* its on_close has not run yet */
+  uv_process_t proc;
+  bool proc_running, proc_closed;
+  int64_t exit_status;
+  int term_signal;
+  unsigned kill_stage;
+  uv_pipe_t err;
+  bool err_closed;
+  char tail[TAIL_MAX];
+  size_t tail_len;
+};
+
+/* --- freeing ------------------------------------------------------------- */
+
+static void ssh_detail(cli_remote_t *rt);
+
+static void on_timer_closed(uv_handle_t *h) {
+  cli_remote_t *rt = h->data;
+  /* The ssh child's account is complete only now: it exited and its
+   * stderr reached its end. */
+  if (rt->kind == CLI_TARGET_SSH) ssh_detail(rt);
+  if (rt->gone_cb) rt->gone_cb(rt->gone_ctx, rt->detail);
+  free(rt);
+}
+
+/* Frees |rt| (through its timer) once the transport and the ssh child's
+ * handles are all closed and the owner has released it. */
+static void maybe_free(cli_remote_t *rt) {
+  if (!rt->released || rt->timer_closing || rt->pt_open) return;
+  if (rt->kind == CLI_TARGET_SSH && (!rt->proc_closed || !rt->err_closed))
+    return;
+  rt->timer_closing = true;
+  uv_close((uv_handle_t *)&rt->timer, on_timer_closed);
+}
+
+/* A transport closed before a consumer owned it, or after a failed
+ * tg_consumer_open(): nobody else will release the remote. */
+static int placeholder_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
+  (void)t;
+  (void)p;
+  (void)n;
+  return 0;
+}
+
+static void schedule_kill(cli_remote_t *rt, uint64_t after_ms);
+static void settle(cli_remote_t *rt);
+
+static void placeholder_close(tg_transport_t *t, int status) {
+  (void)status;
+  cli_remote_t *rt = t->data;
+  rt->pt_open = false;
+  if (rt->ch) {
+    tg_tls_chan_free(rt->ch);
+    rt->ch = NULL;
+  }
+  rt->released = true;
+  if (rt->proc_running) schedule_kill(rt, SSH_TERM_AFTER_MS);
+  else settle(rt);
+  maybe_free(rt);
+}
+
+static const tg_transport_cbs_t placeholder_cbs = {
+    .on_frame = placeholder_frame,
+    .on_close = placeholder_close,
+};
+
+static cli_remote_t *remote_new(uv_loop_t *loop, cli_target_kind_t kind) {
+  cli_remote_t *rt = calloc(1, sizeof(*rt));
+  if (!rt) return NULL;
+  rt->kind = kind;
+  rt->loop = loop;
+  uv_timer_init(loop, &rt->timer);
+  rt->timer.data = rt;
+  rt->proc_closed = rt->err_closed = true; /* until an ssh child exists */
+  return rt;
+}
+
+/* --- TLS ----------------------------------------------------------------- */
+
+int cli_tls_load(const char *cert, const char *key, const char *ca,
+                 tg_tls_config_t **out) {
+  if (!ca) {
+    fprintf(stderr, CLI_PROG ": --ca FILE is required for -H host:port (the "
+            "CA that signed the relays' certificates)\n");
+    return -1;
+  }
+  if (!cert != !key) {
+    fprintf(stderr, CLI_PROG ": --cert and --key go together\n");
+    return -1;
+  }
+  tg_tls_opts_t o = {.server = false, .cert_file = cert, .key_file = key,
+                     .ca_file = ca};
+  char err[512] = "";
+  if (tg_tls_config_new(&o, out, err, sizeof(err)) < 0) {
+    fprintf(stderr, CLI_PROG ": TLS: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Required by tg_tls_chan; the outcome reaches the consumer anyway (bound,
+ * or closed with the channel's status; the details are read at release). */
+static void on_handshake(tg_tls_chan_t *ch, int status) {
+  (void)ch;
+  (void)status;
+}
+
+static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
+                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                    cli_remote_t *rt, char *err, size_t n) {
+  if (!env->tls) {
+    snprintf(err, n, "no TLS configuration (give --ca, --cert and --key)");
+    return -EINVAL;
+  }
+  tg_tls_chan_opts_t opts = {.handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
+                             .on_handshake = on_handshake};
+  int rv = tg_tls_chan_connect(env->loop, t->hostport, env->tls,
+                               env->server_name, &opts, &placeholder_cbs, rt,
+                               &rt->ch);
+  if (rv < 0) {
+    snprintf(err, n, "cannot connect to %s: %s", t->hostport, tg_strerror(rv));
+    return rv;
+  }
+  rt->pt_open = true; /* the channel stands for the transport here */
+  tg_transport_t *tr = tg_tls_chan_transport(rt->ch);
+  rv = tg_consumer_open(env->loop, tr, false, cbs, data, c);
+  if (rv < 0) {
+    snprintf(err, n, "cannot talk to %s: %s", t->hostport, tg_strerror(rv));
+    tg_transport_close(tr, rv); /* placeholder_close frees it all */
+    return rv;
+  }
+  return 0;
+}
+
+/* --- ssh ----------------------------------------------------------------- */
+
+static void on_proc_closed(uv_handle_t *h) {
+  cli_remote_t *rt = h->data;
+  rt->proc_closed = true;
+  maybe_free(rt);
+}
+
+static void on_err_closed(uv_handle_t *h);
+
+/* The child is gone but its stderr is still open (a process it left
+ * behind, e.g. an ssh connection master, holds it): stop waiting. */
+static void on_err_grace(uv_timer_t *t) {
+  cli_remote_t *rt = t->data;
+  if (rt->err_closed || uv_is_closing((uv_handle_t *)&rt->err)) return;
+  uv_read_stop((uv_stream_t *)&rt->err);
+  uv_close((uv_handle_t *)&rt->err, on_err_closed);
+}
+
+/* Released, and the child has exited: what is left is its stderr. */
+static void settle(cli_remote_t *rt) {
+  if (!rt->err_closed && !uv_is_closing((uv_handle_t *)&rt->err))
+    uv_timer_start(&rt->timer, on_err_grace, SSH_STDERR_GRACE_MS, 0);
+  maybe_free(rt);
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
+  cli_remote_t *rt = p->data;
+  rt->proc_running = false;
+  rt->exit_status = status;
+  rt->term_signal = sig;
+  uv_close((uv_handle_t *)p, on_proc_closed);
+  if (rt->released && !rt->timer_closing) settle(rt);
+}
+
+static void on_err_closed(uv_handle_t *h) {
+  cli_remote_t *rt = h->data;
+  rt->err_closed = true;
+  maybe_free(rt);
+}
+
+static void on_err_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)hint;
+  static char buf[4096]; /* one loop thread; copied out in on_err_read */
+  (void)h;
+  *b = uv_buf_init(buf, sizeof(buf));
+}
+
+/* Keeps the last TAIL_MAX bytes the child wrote to stderr. */
+static void on_err_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
+  cli_remote_t *rt = s->data;
+  if (nread < 0) {
+    if (!uv_is_closing((uv_handle_t *)s)) uv_close((uv_handle_t *)s, on_err_closed);
+    return;
+  }
+  size_t n = (size_t)nread;
+  const char *p = b->base;
+  if (n >= TAIL_MAX) {
+    p += n - (TAIL_MAX - 1);
+    n = TAIL_MAX - 1;
+    rt->tail_len = 0;
+  }
+  if (rt->tail_len + n >= TAIL_MAX) {
+    size_t drop = rt->tail_len + n - (TAIL_MAX - 1);
+    memmove(rt->tail, rt->tail + drop, rt->tail_len - drop);
+    rt->tail_len -= drop;
+  }
+  memcpy(rt->tail + rt->tail_len, p, n);
+  rt->tail_len += n;
+  rt->tail[rt->tail_len] = 0;
+}
+
+/* The last non-empty line of the child's stderr, without control bytes. */
+static void last_line(const cli_remote_t *rt, char *out, size_t cap) {
+  char tmp[TAIL_MAX];
+  memcpy(tmp, rt->tail, rt->tail_len);
+  tmp[rt->tail_len] = 0;
+  char *end = tmp + rt->tail_len;
+  while (end > tmp && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
+    *--end = 0;
+  char *start = end;
+  while (start > tmp && start[-1] != '\n') start--;
+  size_t i = 0;
+  for (; start[i] && i + 1 < cap; i++) {
+    unsigned char ch = (unsigned char)start[i];
+    out[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+  }
+  if (cap) out[i] = 0;
+}
+
+static void ssh_detail(cli_remote_t *rt) {
+  char line[400];
+  last_line(rt, line, sizeof(line));
+  char how[64] = "";
+  if (rt->term_signal)
+    snprintf(how, sizeof(how), "ssh was killed by signal %d", rt->term_signal);
+  else if (rt->exit_status)
+    snprintf(how, sizeof(how), "ssh exited with status %lld",
+             (long long)rt->exit_status);
+  snprintf(rt->detail, sizeof(rt->detail), "%s%s%s", how,
+           how[0] && line[0] ? ": " : "", line);
+}
+
+static void on_kill_timer(uv_timer_t *t) {
+  cli_remote_t *rt = t->data;
+  if (!rt->proc_running) return;
+  if (rt->kill_stage++ == 0) {
+    uv_process_kill(&rt->proc, SIGTERM);
+    uv_timer_start(&rt->timer, on_kill_timer, SSH_KILL_AFTER_MS, 0);
+  } else {
+    uv_process_kill(&rt->proc, SIGKILL);
+  }
+}
+
+/* Splits $TRACEGATE_SSH (default "ssh") on blanks and appends the
+ * arguments that reach |t|'s relay. */
+static void schedule_kill(cli_remote_t *rt, uint64_t after_ms) {
+  uv_timer_start(&rt->timer, on_kill_timer, after_ms, 0);
+}
+
+static int ssh_argv(const cli_target_t *t, char *words, size_t cap, char **argv,
+                    char *port, char *dest) {
+  const char *cmd = getenv(CLI_SSH_ENV);
+  if (!cmd || !*cmd) cmd = "ssh";
+  snprintf(words, cap, "%s", cmd);
+  size_t n = 0;
+  for (char *save = NULL, *w = strtok_r(words, " \t", &save); w;
+       w = strtok_r(NULL, " \t", &save)) {
+    if (n + 8 >= SSH_MAX_ARGS) return -E2BIG;
+    argv[n++] = w;
+  }
+  if (n == 0) return -EINVAL;
+  /* No password prompts: many hosts at once, and a progress display. */
+  argv[n++] = "-o";
+  argv[n++] = "BatchMode=yes";
+  if (t->port) {
+    argv[n++] = "-p";
+    snprintf(port, 12, "%u", t->port % 100000u);
+    argv[n++] = port;
+  }
+  snprintf(dest, 330, "%s%s%s", t->user, t->user[0] ? "@" : "", t->host);
+  argv[n++] = dest;
+  argv[n++] = REMOTE_RELAY_CMD;
+  argv[n++] = "--stdio";
+  argv[n] = NULL;
+  return 0;
+}
+
+static int open_ssh(const cli_remote_env_t *env, const cli_target_t *t,
+                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                    cli_remote_t *rt, char *err, size_t n) {
+  char words[512], port[12], dest[330];
+  char *argv[SSH_MAX_ARGS];
+  int rv = ssh_argv(t, words, sizeof(words), argv, port, dest);
+  if (rv < 0) {
+    snprintf(err, n, "$" CLI_SSH_ENV " is not a usable command");
+    return rv;
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    rv = -errno;
+    snprintf(err, n, "cannot make a socket pair: %s", strerror(errno));
+    return rv;
+  }
+  uv_pipe_init(env->loop, &rt->err, 0);
+  rt->err.data = rt;
+  rt->err_closed = false;
+  uv_stdio_container_t stdio[3] = {
+      {.flags = UV_INHERIT_FD, .data.fd = sv[1]},
+      {.flags = UV_INHERIT_FD, .data.fd = sv[1]},
+      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE,
+       .data.stream = (uv_stream_t *)&rt->err},
+  };
+  /* Detached (its own session): Ctrl-C on the terminal is ours to handle,
+   * it must not kill the links. */
+  uv_process_options_t o = {.exit_cb = on_child_exit,
+                            .file = argv[0],
+                            .args = argv,
+                            .flags = UV_PROCESS_DETACHED,
+                            .stdio_count = 3,
+                            .stdio = stdio};
+  rt->proc.data = rt;
+  rt->proc_closed = false;
+  rv = uv_spawn(env->loop, &rt->proc, &o);
+  close(sv[1]);
+  if (rv < 0) {
+    close(sv[0]);
+    snprintf(err, n, "cannot run %s: %s", argv[0], uv_strerror(rv));
+    uv_close((uv_handle_t *)&rt->proc, on_proc_closed);
+    uv_close((uv_handle_t *)&rt->err, on_err_closed);
+    return rv;
+  }
+  rt->proc_running = true;
+  uv_read_start((uv_stream_t *)&rt->err, on_err_alloc, on_err_read);
+  rv = tg_pipe_transport_open(env->loop, &rt->pt, sv[0], sv[0], 0);
+  if (rv < 0) {
+    snprintf(err, n, "cannot use the ssh socket: %s", tg_strerror(rv));
+    schedule_kill(rt, 0);
+    return rv;
+  }
+  rt->pt_open = true;
+  rt->pt.base.cbs = &placeholder_cbs;
+  rt->pt.base.data = rt;
+  rv = tg_consumer_open(env->loop, &rt->pt.base, false, cbs, data, c);
+  if (rv < 0) {
+    snprintf(err, n, "cannot talk to ssh: %s", tg_strerror(rv));
+    tg_transport_close(&rt->pt.base, rv); /* placeholder_close releases */
+    return rv;
+  }
+  return 0;
+}
+
+/* --- common -------------------------------------------------------------- */
+
+int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
+                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                    cli_remote_t **out, char *err, size_t n) {
+  cli_remote_t *rt = remote_new(env->loop, t->kind);
+  if (!rt) {
+    snprintf(err, n, "out of memory");
+    return -ENOMEM;
+  }
+  int rv = t->kind == CLI_TARGET_SSH ? open_ssh(env, t, cbs, data, c, rt, err, n)
+                                     : open_tls(env, t, cbs, data, c, rt, err, n);
+  if (rv < 0) {
+    if (!rt->pt_open && !rt->released) {
+      /* Nothing owns it: it goes once its handles are closed. */
+      rt->released = true;
+      maybe_free(rt);
+    }
+    return rv;
+  }
+  *out = rt;
+  return 0;
+}
+
+static void on_report(uv_timer_t *t) {
+  cli_remote_t *rt = t->data;
+  maybe_free(rt);
+}
+
+void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
+  rt->gone_cb = cb;
+  rt->gone_ctx = ctx;
+  rt->released = true;
+  /* The consumer's on_close ran: the transport is closed. */
+  rt->pt_open = false;
+  if (rt->kind == CLI_TARGET_TLS) {
+    snprintf(rt->detail, sizeof(rt->detail), "%s", tg_tls_chan_error(rt->ch));
+    tg_tls_chan_free(rt->ch);
+    rt->ch = NULL;
+    /* Reported from the loop, never inside this call. */
+    uv_timer_start(&rt->timer, on_report, 0, 0);
+    return;
+  }
+  if (rt->proc_running)
+    schedule_kill(rt, SSH_TERM_AFTER_MS);
+  else
+    settle(rt);
+}

@@ -1,0 +1,96 @@
+/* Remote tracing services for the CLI: where they are (targets: "-H
+ * host:port" over TLS to a tracegate-relay, or "-H ssh://[user@]host[:port]"
+ * through `ssh host tracegate-relay --stdio`), and the transports that
+ * reach them, each opened with a consumer on top.
+ *
+ * A cli_remote_t is one connection attempt's transport: a TLS channel, or
+ * an ssh child process with a socket pair on its stdin/stdout and a pipe on
+ * its stderr. It outlives the consumer that runs over it: once the
+ * consumer's on_close has run, cli_remote_release() closes what is left
+ * (waits for the ssh child, kills it if it lingers) and reports, from the
+ * loop, the transport's own words about a failure (the TLS verification
+ * error, the last line ssh wrote to stderr).
+ */
+#ifndef TRACEGATE_CONSUMER_CLI_REMOTE_H
+#define TRACEGATE_CONSUMER_CLI_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "consumer/consumer.h"
+#include "relay/tls.h"
+
+/* Default relay port (tracegate-relay --listen 0.0.0.0:7467). */
+#define CLI_RELAY_PORT 7467
+/* Environment variable naming the ssh command ("ssh" by default). */
+#define CLI_SSH_ENV "TRACEGATE_SSH"
+
+typedef enum cli_target_kind {
+  CLI_TARGET_TLS,
+  CLI_TARGET_SSH,
+} cli_target_kind_t;
+
+typedef struct cli_target {
+  cli_target_kind_t kind;
+  char spec[300];     /* as given: "relay.example:7467", "ssh://u@h:22" */
+  char host[256];     /* the host part, without brackets */
+  char hostport[300]; /* TLS: "host:port" or "[v6]:port" to connect to */
+  char user[64];      /* ssh: "" when not given */
+  unsigned port;      /* TLS: the relay's port; ssh: 0 = ssh's default */
+  char name[128];     /* for file names and messages: see cli_targets_name */
+} cli_target_t;
+
+/* Parses "host:port", "host" (port 7467), "[v6]:port", "ssh://[user@]host
+ * [:port]". Writes why into |err| and returns -EINVAL when |spec| is none
+ * of these. */
+int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n);
+
+/* Appends the targets of a hosts file (one per line, '#' starts a comment,
+ * blank lines skipped) to |list| (grown with realloc; |*n| entries). Prints
+ * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
+int cli_targets_load(const char *path, cli_target_t **list, size_t *n);
+
+/* Gives each target a file-name-safe |name|: the host, or host_port when
+ * two targets share a host, with characters outside [A-Za-z0-9._-]
+ * replaced by '_'. Returns -1 (after printing why) for a duplicate
+ * target. */
+int cli_targets_name(cli_target_t *list, size_t n);
+
+/* What the TLS targets need: the client configuration (CA, certificate,
+ * key) and the name the relays' certificates must carry (NULL: each
+ * target's host part). */
+typedef struct cli_remote_env {
+  uv_loop_t *loop;
+  tg_tls_config_t *tls; /* NULL when only ssh targets are used */
+  const char *server_name;
+} cli_remote_env_t;
+
+/* Loads the client TLS configuration. Prints why and returns -1. */
+int cli_tls_load(const char *cert, const char *key, const char *ca,
+                 tg_tls_config_t **out);
+
+typedef struct cli_remote cli_remote_t;
+
+/* Opens a transport to |t| and a consumer over it (cbs and data as for
+ * tg_consumer_open; the consumer binds ConsumerPort at once and its
+ * on_ready says when the relay is reached). On success *c and *rt are set;
+ * after the consumer's on_close the caller must call cli_remote_release().
+ * On failure returns a negative error with a message in |err|; nothing is
+ * left to the caller. */
+int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
+                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                    cli_remote_t **rt, char *err, size_t n);
+
+/* Runs once |rt| is fully closed: |detail| is the transport's account of
+ * a failure ("" if it has none), valid during the call. */
+typedef void (*cli_remote_gone_cb)(void *ctx, const char *detail);
+
+/* Releases |rt| after its consumer closed: frees a TLS channel; for ssh,
+ * waits for the child (SIGTERM after 3 s, SIGKILL 2 s later) and the end
+ * of its stderr. |cb| (may be NULL) runs from the loop once it is all
+ * gone; |rt| is freed then. */
+void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx);
+
+#endif /* TRACEGATE_CONSUMER_CLI_REMOTE_H */

@@ -1,0 +1,225 @@
+/* Remote targets: "-H" specs, hosts files, and the names files are given. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/cli/cli.h"
+#include "consumer/cli/remote.h"
+
+#define SSH_SCHEME "ssh://"
+#define MAX_HOSTS_LINE 1024
+
+/* Host names reach getaddrinfo or ssh's command line: no spaces, no
+ * control bytes, and never a leading '-' (ssh would take it for an
+ * option). */
+static bool host_ok(const char *h) {
+  if (!h[0] || h[0] == '-') return false;
+  for (const char *p = h; *p; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (!isalnum(ch) && !strchr(".-_:%", ch)) return false;
+  }
+  return true;
+}
+
+static bool user_ok(const char *u) {
+  if (!u[0] || u[0] == '-') return false;
+  for (const char *p = u; *p; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (!isalnum(ch) && !strchr("._-", ch)) return false;
+  }
+  return true;
+}
+
+static int parse_port(const char *s, unsigned *port) {
+  char *end;
+  errno = 0;
+  unsigned long p = strtoul(s, &end, 10);
+  if (!*s || *end || errno || p == 0 || p > 65535 || !isdigit((unsigned char)s[0]))
+    return -EINVAL;
+  *port = (unsigned)p;
+  return 0;
+}
+
+/* "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address (more
+ * than one ':' without brackets: no port). |port| keeps its default when
+ * none is given. */
+static int split_host(const char *s, char *host, size_t cap, unsigned *port,
+                      bool *v6) {
+  const char *p = NULL;
+  *v6 = false;
+  if (s[0] == '[') {
+    const char *end = strchr(s, ']');
+    if (!end || (size_t)(end - s - 1) >= cap || end == s + 1) return -EINVAL;
+    memcpy(host, s + 1, (size_t)(end - s - 1));
+    host[end - s - 1] = 0;
+    *v6 = true;
+    if (end[1] == ':') p = end + 2;
+    else if (end[1]) return -EINVAL;
+  } else {
+    const char *colon = strchr(s, ':');
+    if (colon && strchr(colon + 1, ':')) { /* bare IPv6 */
+      if (strlen(s) >= cap) return -EINVAL;
+      snprintf(host, cap, "%s", s);
+      *v6 = true;
+    } else {
+      size_t hl = colon ? (size_t)(colon - s) : strlen(s);
+      if (hl == 0 || hl >= cap) return -EINVAL;
+      memcpy(host, s, hl);
+      host[hl] = 0;
+      if (colon) p = colon + 1;
+    }
+  }
+  if (p && parse_port(p, port) < 0) return -EINVAL;
+  return host_ok(host) ? 0 : -EINVAL;
+}
+
+int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
+  memset(t, 0, sizeof(*t));
+  if (!spec || strlen(spec) >= sizeof(t->spec)) {
+    snprintf(err, n, "'%s' is too long for a host", spec ? spec : "");
+    return -EINVAL;
+  }
+  snprintf(t->spec, sizeof(t->spec), "%s", spec);
+  bool v6;
+  if (!strncmp(spec, SSH_SCHEME, strlen(SSH_SCHEME))) {
+    t->kind = CLI_TARGET_SSH;
+    const char *rest = spec + strlen(SSH_SCHEME);
+    const char *at = strchr(rest, '@');
+    if (at) {
+      size_t ul = (size_t)(at - rest);
+      if (ul >= sizeof(t->user)) ul = sizeof(t->user); /* fails below */
+      snprintf(t->user, sizeof(t->user), "%.*s", (int)ul, rest);
+      if (ul >= sizeof(t->user) || !user_ok(t->user)) {
+        snprintf(err, n, "'%s': not a user name in ssh://[user@]host[:port]",
+                 spec);
+        return -EINVAL;
+      }
+      rest = at + 1;
+    }
+    if (split_host(rest, t->host, sizeof(t->host), &t->port, &v6) < 0) {
+      snprintf(err, n, "'%s' is not ssh://[user@]host[:port]", spec);
+      return -EINVAL;
+    }
+    return 0;
+  }
+  t->kind = CLI_TARGET_TLS;
+  t->port = CLI_RELAY_PORT;
+  if (strstr(spec, "://") ||
+      split_host(spec, t->host, sizeof(t->host), &t->port, &v6) < 0) {
+    snprintf(err, n, "'%s' is not host:port, [ipv6]:port or "
+             "ssh://[user@]host[:port]", spec);
+    return -EINVAL;
+  }
+  snprintf(t->hostport, sizeof(t->hostport), v6 ? "[%s]:%u" : "%s:%u",
+           t->host, t->port);
+  return 0;
+}
+
+int cli_targets_load(const char *path, cli_target_t **list, size_t *n) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
+            strerror(errno));
+    return -1;
+  }
+  char line[MAX_HOSTS_LINE];
+  unsigned lineno = 0;
+  int rv = 0;
+  while (rv == 0 && fgets(line, sizeof(line), f)) {
+    lineno++;
+    if (!strchr(line, '\n') && !feof(f)) {
+      fprintf(stderr, CLI_PROG ": %s:%u: line too long\n", path, lineno);
+      rv = -1;
+      break;
+    }
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *s = line;
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    if (!*s) continue;
+    for (char *p = s; *p; p++)
+      if (isspace((unsigned char)*p)) {
+        fprintf(stderr, CLI_PROG ": %s:%u: one host per line\n", path, lineno);
+        rv = -1;
+        break;
+      }
+    if (rv) break;
+    cli_target_t *grown = realloc(*list, (*n + 1) * sizeof(**list));
+    if (!grown) {
+      fprintf(stderr, CLI_PROG ": out of memory\n");
+      rv = -1;
+      break;
+    }
+    *list = grown;
+    char err[400];
+    if (cli_target_parse(s, &grown[*n], err, sizeof(err)) < 0) {
+      fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, lineno, err);
+      rv = -1;
+      break;
+    }
+    ++*n;
+  }
+  if (rv == 0 && ferror(f)) {
+    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s\n", path);
+    rv = -1;
+  }
+  fclose(f);
+  return rv;
+}
+
+static void safe_copy(char *dst, size_t cap, const char *src) {
+  size_t i = 0;
+  for (; src[i] && i + 1 < cap; i++) {
+    unsigned char ch = (unsigned char)src[i];
+    dst[i] = isalnum(ch) || ch == '.' || ch == '-' || ch == '_' ? (char)ch : '_';
+  }
+  dst[i] = 0;
+}
+
+static bool same_target(const cli_target_t *a, const cli_target_t *b) {
+  return a->kind == b->kind && a->port == b->port && !strcmp(a->host, b->host) &&
+         !strcmp(a->user, b->user);
+}
+
+int cli_targets_name(cli_target_t *list, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    bool shared = false;
+    for (size_t j = 0; j < n; j++) {
+      if (i == j) continue;
+      if (same_target(&list[i], &list[j])) {
+        fprintf(stderr, CLI_PROG ": host %s is given twice\n", list[i].spec);
+        return -1;
+      }
+      if (!strcmp(list[i].host, list[j].host)) shared = true;
+    }
+    char raw[400];
+    if (!shared)
+      snprintf(raw, sizeof(raw), "%s", list[i].host);
+    else if (list[i].kind == CLI_TARGET_SSH)
+      snprintf(raw, sizeof(raw), "%s%s%s_ssh%u", list[i].user,
+               list[i].user[0] ? "@" : "", list[i].host, list[i].port);
+    else
+      snprintf(raw, sizeof(raw), "%s_%u", list[i].host, list[i].port);
+    safe_copy(list[i].name, sizeof(list[i].name), raw);
+  }
+  /* Sanitising may still make two names equal ("a:b" vs "a_b"): number
+   * the later ones. */
+  for (size_t i = 0; i < n; i++) {
+    bool clash = true;
+    for (unsigned round = 0; clash && round < 8; round++) {
+      clash = false;
+      for (size_t j = 0; j < i && !clash; j++)
+        clash = !strcmp(list[i].name, list[j].name);
+      if (clash) {
+        char tmp[128];
+        snprintf(tmp, sizeof(tmp), "%.100s_%zu", list[i].name, i + 1);
+        snprintf(list[i].name, sizeof(list[i].name), "%s", tmp);
+      }
+    }
+  }
+  return 0;
+}
