@@ -155,7 +155,9 @@ void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *
  * Errors are printed as "PATH: line L, column C: msg". */
 Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt);
 /* The quick form: one ring buffer of |buffer_bytes|, one data source per
- * name, |duration_ms| (0: until stopped). Same ownership as above. */
+ * name, |duration_ms| (0: until stopped). linux.sys_stats samples CPU times
+ * and memory and linux.process_stats polls every process, each once a
+ * second. Same ownership as above. */
 Perfetto__Protos__TraceConfig *cli_config_quick(char **names, size_t n,
                                                 uint64_t buffer_bytes,
                                                 uint64_t duration_ms);

@@ -95,6 +95,21 @@ Perfetto__Protos__TraceConfig *cli_config_quick(char **names, size_t n,
   Perfetto__Protos__DataSourceConfig *dsc = calloc(n + 1, sizeof(*dsc));
   Perfetto__Protos__TraceConfig *out = NULL;
   uint8_t *bytes = NULL;
+  /* The probes sample nothing unless told how often: the quick form asks
+   * for what people expect from a name alone (CPU times and memory every
+   * second; every process, polled every second). */
+  Perfetto__Protos__SysStatsConfig sys = PERFETTO__PROTOS__SYS_STATS_CONFIG__INIT;
+  Perfetto__Protos__SysStatsConfig__StatCounters stat_cpu =
+      PERFETTO__PROTOS__SYS_STATS_CONFIG__STAT_COUNTERS__STAT_CPU_TIMES;
+  sys.has_meminfo_period_ms = sys.has_stat_period_ms = 1;
+  sys.meminfo_period_ms = sys.stat_period_ms = 1000;
+  sys.n_stat_counters = 1;
+  sys.stat_counters = &stat_cpu;
+  Perfetto__Protos__ProcessStatsConfig ps =
+      PERFETTO__PROTOS__PROCESS_STATS_CONFIG__INIT;
+  ps.has_scan_all_processes_on_start = ps.has_proc_stats_poll_ms = 1;
+  ps.scan_all_processes_on_start = 1;
+  ps.proc_stats_poll_ms = 1000;
   if (!ds || !dsp || !dsc) goto done;
   uint64_t kb = buffer_bytes / 1024;
   buf.has_size_kb = 1;
@@ -108,6 +123,9 @@ Perfetto__Protos__TraceConfig *cli_config_quick(char **names, size_t n,
     perfetto__protos__trace_config__data_source__init(&ds[i]);
     perfetto__protos__data_source_config__init(&dsc[i]);
     dsc[i].name = names[i];
+    if (strcmp(names[i], "linux.sys_stats") == 0) dsc[i].sys_stats_config = &sys;
+    if (strcmp(names[i], "linux.process_stats") == 0)
+      dsc[i].process_stats_config = &ps;
     ds[i].config = &dsc[i];
     dsp[i] = &ds[i];
   }

@@ -159,6 +159,8 @@ typedef struct trace_file {
   size_t big_len;       /* the longest for_testing str */
   bool has_config;      /* a trace_config packet */
   uint32_t config_duration_ms;
+  /* What the quick form asked of the probes' data sources (0: absent). */
+  uint32_t config_meminfo_ms, config_stat_ms, config_proc_poll_ms;
 } trace_file_t;
 
 /* Decodes |path| as a sequence of Trace.packet fields; every byte must
@@ -195,6 +197,16 @@ static void read_trace(const char *path, const char *str, trace_file_t *t) {
     if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG) {
       t->has_config = true;
       t->config_duration_ms = pk->trace_config->duration_ms;
+      for (size_t d = 0; d < pk->trace_config->n_data_sources; d++) {
+        const Perfetto__Protos__DataSourceConfig *dc =
+            pk->trace_config->data_sources[d]->config;
+        if (dc && dc->sys_stats_config) {
+          t->config_meminfo_ms = dc->sys_stats_config->meminfo_period_ms;
+          t->config_stat_ms = dc->sys_stats_config->stat_period_ms;
+        }
+        if (dc && dc->process_stats_config)
+          t->config_proc_poll_ms = dc->process_stats_config->proc_stats_poll_ms;
+      }
     }
     perfetto__protos__trace_packet__free_unpacked(pk, NULL);
     p += 1 + k + len;
@@ -272,6 +284,34 @@ static void record_quick_form_writes_the_packets(void **state) {
   assert_true(t.has_config);
   assert_int_equal(t.config_duration_ms, 1000);
   assert_no_temp(ts->dir);
+  unlink(out);
+  raw_producer_close(&p);
+}
+
+/* The quick form gives the probes' data sources sampling periods: without
+ * them tracegate-probes (like traced_probes) would record nothing. */
+static void quick_form_asks_the_probes_to_sample(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.probes", "linux.sys_stats",
+                                        4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "probes.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "1s", "linux.sys_stats", "linux.process_stats",
+                        NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "probes", 1, 1);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_file_t t;
+  read_trace(out, "probes", &t);
+  assert_true(t.has_config);
+  assert_int_equal(t.config_meminfo_ms, 1000);
+  assert_int_equal(t.config_stat_ms, 1000);
+  assert_int_equal(t.config_proc_poll_ms, 1000);
   unlink(out);
   raw_producer_close(&p);
 }
@@ -654,6 +694,7 @@ int main(void) {
 #define SVC(t) cmocka_unit_test_setup_teardown(t, test_service_setup, test_service_teardown)
   const struct CMUnitTest tests[] = {
       SVC(record_quick_form_writes_the_packets),
+      SVC(quick_form_asks_the_probes_to_sample),
       SVC(record_over_read_buffers_reassembles_big_packets),
       SVC(record_with_a_text_config),
       SVC(detach_then_attach_with_the_service_writing),
