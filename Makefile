@@ -9,6 +9,8 @@
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
+#   make install  the release build, installed under PREFIX (default
+#                 /usr/local), into DESTDIR when given (staging, packaging)
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
@@ -19,11 +21,13 @@ ASAN_DIR := build/asan
 TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
+PREFIX ?= /usr/local
+DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_trace_buffer fuzz_pbtxt fuzz_relay_filter fuzz_proc_parsers \
                 fuzz_slice_reassembler
 
-.PHONY: all deps build demo test test-asan test-tsan fuzz fuzz-smoke bench clean
+.PHONY: all deps build demo install test test-asan test-tsan fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -36,6 +40,15 @@ build: deps
 
 demo: build
 	@sh deploy/demo/demo.sh $(REL_DIR) demo.pftrace
+
+# The prefix is fixed at configure time: the pkg-config file and the systemd
+# units' ExecStart= paths are written for it. Layout: deploy/CMakeLists.txt;
+# what to do after installing: docs/operations.md.
+install: deps
+	cmake -S . -B $(REL_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(REL_DIR) -j $(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(REL_DIR)
 
 test: deps test-asan test-tsan fuzz-smoke
 	@echo "make test: all suites passed"

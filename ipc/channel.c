@@ -326,7 +326,7 @@ const char *tg_ipc_default_socket(bool producer) {
   const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
                                     : "PERFETTO_CONSUMER_SOCK_NAME");
   if (env && env[0]) return env;
-  if (access("/run/perfetto/", W_OK | X_OK) == 0)
+  if (access("/run/perfetto/", X_OK) == 0)
     return producer ? "/run/perfetto/traced-producer.sock"
                     : "/run/perfetto/traced-consumer.sock";
   return producer ? "/tmp/perfetto-producer" : "/tmp/perfetto-consumer";
