@@ -62,6 +62,14 @@ int tg__failure(const tg__call_t *call, int status, const char *remote,
   return status;
 }
 
+int tg__failure_why(const tg__call_t *call, int status, const char *why,
+                    char *msg, size_t n) {
+  if (status != TG_EREMOTE_FAILED)
+    return tg__failure(call, status, NULL, msg, n);
+  snprintf(msg, n, "the service refused %s (%s)", call->method, why);
+  return status;
+}
+
 ProtobufCMessage *tg__unpack(const ProtobufCMessageDescriptor *d,
                              const uint8_t *reply, size_t len) {
   static const uint8_t empty[1];
@@ -87,6 +95,12 @@ void tg__call_free(tg__call_t *call) {
   if (call->has_ra) tg_slice_reassembler_free(&call->ra);
   if (call->has_merged) tg_buf_free(&call->merged);
   free(call);
+}
+
+tg__call_end_t tg__call_end(tg__call_t *call) {
+  tg__call_end_t e = {.c = call->c, .ctx = call->ctx, .cb = call->cb};
+  tg__call_free(call);
+  return e;
 }
 
 void tg__call_cancel(tg__call_t *call) {
@@ -137,6 +151,14 @@ int tg__invoke_msg(tg__call_t *call, const ProtobufCMessage *msg) {
   int rv = tg__invoke(call, buf, n, -1);
   free(buf);
   return rv;
+}
+
+int tg__call_msg(tg_consumer_t *c, const char *method, tg__reply_fn on_reply,
+                 tg__call_cb_t cb, void *ctx, const ProtobufCMessage *msg) {
+  tg__call_t *call = tg__call_new(c, method, ctx, on_reply);
+  if (!call) return -ENOMEM;
+  call->cb = cb;
+  return tg__invoke_msg(call, msg);
 }
 
 /* --- connection ------------------------------------------------------------ */
@@ -283,21 +305,16 @@ static void on_done_reply(tg__call_t *call, int status, bool has_more,
   if (has_more) return; /* not a streaming method: wait for the last reply */
   char msg[TG__MSG_MAX];
   status = tg__failure(call, status, NULL, msg, sizeof(msg));
-  tg_consumer_done_cb cb = call->cb.done;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, status, msg);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.done(e.c, e.ctx, status, msg);
 }
 
 static int simple_call(tg_consumer_t *c, const char *method,
                        const ProtobufCMessage *req, tg_consumer_done_cb cb,
                        void *ctx) {
   if (!cb) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, method, ctx, on_done_reply);
-  if (!call) return -ENOMEM;
-  call->cb.done = cb;
-  return tg__invoke_msg(call, req);
+  return tg__call_msg(c, method, on_done_reply, (tg__call_cb_t){.done = cb},
+                      ctx, req);
 }
 
 int tg_consumer_start_tracing(tg_consumer_t *c, tg_consumer_done_cb cb,
@@ -354,11 +371,8 @@ static void on_enable_reply(tg__call_t *call, int status, bool has_more,
   }
   status = tg__failure(call, status, remote, msg, sizeof(msg));
   free(remote);
-  tg_consumer_done_cb cb = call->cb.done;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, status, msg);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.done(e.c, e.ctx, status, msg);
 }
 
 static int enable(tg_consumer_t *c, const uint8_t *config, size_t len,
@@ -424,34 +438,25 @@ static void on_detach_reply(tg__call_t *call, int status, bool has_more,
   if (has_more) return;
   tg_consumer_t *c = call->c;
   char msg[TG__MSG_MAX];
-  if (status == TG_EREMOTE_FAILED)
-    snprintf(msg, sizeof(msg),
-             "the service refused Detach (no session on this connection, or "
-             "the key is already in use)");
-  else
-    status = tg__failure(call, status, NULL, msg, sizeof(msg));
+  status = tg__failure_why(call, status,
+                           "no session on this connection, or the key is "
+                           "already in use", msg, sizeof(msg));
   /* The session's end is no longer reported on this connection. */
   tg__call_t *en = status == 0 ? c->enable_call : NULL;
   if (en) {
     tg__call_cancel(en);
-    tg_consumer_done_cb ecb = en->cb.done;
-    void *ectx = en->ctx;
-    tg__call_free(en);
-    ecb(c, ectx, -ECANCELED, "detached");
+    tg__call_end_t ee = tg__call_end(en);
+    ee.cb.done(ee.c, ee.ctx, -ECANCELED, "detached");
   }
-  tg_consumer_done_cb cb = call->cb.done;
-  void *ctx = call->ctx;
-  tg__call_free(call);
-  cb(c, ctx, status, msg);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.done(e.c, e.ctx, status, msg);
 }
 
 int tg_consumer_detach(tg_consumer_t *c, const char *key,
                        tg_consumer_done_cb cb, void *ctx) {
   if (!cb || !key || !key[0] || strlen(key) > MAX_DETACH_KEY) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "Detach", ctx, on_detach_reply);
-  if (!call) return -ENOMEM;
-  call->cb.done = cb;
   Perfetto__Protos__DetachRequest r = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
   r.key = (char *)key;
-  return tg__invoke_msg(call, &r.base);
+  return tg__call_msg(c, "Detach", on_detach_reply,
+                      (tg__call_cb_t){.done = cb}, ctx, &r.base);
 }

@@ -21,6 +21,17 @@ enum tg__consumer_state {
 
 typedef struct tg__call tg__call_t;
 
+/* The caller's callback of a call: one member per kind of call. */
+typedef union tg__call_cb {
+  tg_consumer_done_cb done;
+  tg_consumer_stats_cb stats;
+  tg_consumer_attach_cb attach;
+  tg_consumer_state_cb state;
+  tg_consumer_caps_cb caps;
+  tg_consumer_events_cb events;
+  tg_consumer_reply_cb reply;
+} tg__call_cb_t;
+
 struct tg_consumer {
   uv_loop_t *loop;
   tg_transport_t *t;
@@ -54,15 +65,7 @@ struct tg__call {
   void *ctx;
   tg__reply_fn on_reply;
   bool cancelled; /* the request's later replies are ignored */
-  union {
-    tg_consumer_done_cb done;
-    tg_consumer_stats_cb stats;
-    tg_consumer_attach_cb attach;
-    tg_consumer_state_cb state;
-    tg_consumer_caps_cb caps;
-    tg_consumer_events_cb events;
-    tg_consumer_reply_cb reply;
-  } cb;
+  tg__call_cb_t cb;
   /* ReadBuffers */
   tg_consumer_packet_cb on_packet;
   tg_slice_reassembler_t ra;
@@ -77,6 +80,17 @@ struct tg__call {
 tg__call_t *tg__call_new(tg_consumer_t *c, const char *method, void *ctx,
                          tg__reply_fn on_reply);
 void tg__call_free(tg__call_t *call);
+
+/* What the caller's callback needs once its call is over. */
+typedef struct tg__call_end {
+  tg_consumer_t *c;
+  void *ctx;
+  tg__call_cb_t cb;
+} tg__call_end_t;
+/* Frees |call| and returns its callback with the consumer and ctx: the
+ * callback runs after the free, so it may start new calls or close the
+ * consumer. */
+tg__call_end_t tg__call_end(tg__call_t *call);
 /* Stops routing the request's replies to the call (the call stays the
  * caller's to free). */
 void tg__call_cancel(tg__call_t *call);
@@ -86,11 +100,20 @@ void tg__call_cancel(tg__call_t *call);
 int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd);
 /* Packs |msg| and sends it like tg__invoke. */
 int tg__invoke_msg(tg__call_t *call, const ProtobufCMessage *msg);
+/* A new call of |method| whose replies go to |on_reply| and whose caller
+ * is |cb|/|ctx|, sent with |msg| as tg__invoke_msg does. */
+int tg__call_msg(tg_consumer_t *c, const char *method, tg__reply_fn on_reply,
+                 tg__call_cb_t cb, void *ctx, const ProtobufCMessage *msg);
 
 /* Fills |msg| for a failed |status| of |method| and returns the status to
  * report. |remote| (may be NULL): the service's own words, sanitised. */
 int tg__failure(const tg__call_t *call, int status, const char *remote,
                 char *msg, size_t n);
+/* The same for the calls whose refusal the service does not explain:
+ * TG_EREMOTE_FAILED reads "the service refused METHOD (|why|)", |why|
+ * naming the likely causes. */
+int tg__failure_why(const tg__call_t *call, int status, const char *why,
+                    char *msg, size_t n);
 
 /* Classifies a raw IPC status for the caller: 0, TG_EREMOTE_FAILED and
  * TG_EUNKNOWN_METHOD pass; a connection error becomes TG_EPEER_CLOSED (or

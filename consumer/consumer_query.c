@@ -10,43 +10,44 @@
 #include "ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
+/* The message of a successful reply; NULL (with *|status| set to
+ * TG_EPROTO_DECODE if it does not decode) otherwise. */
+static ProtobufCMessage *unpack_if_ok(int *status,
+                                      const ProtobufCMessageDescriptor *d,
+                                      const uint8_t *reply, size_t len) {
+  if (*status) return NULL;
+  ProtobufCMessage *m = tg__unpack(d, reply, len);
+  if (!m) *status = TG_EPROTO_DECODE;
+  return m;
+}
+
 /* --- GetTraceStats --------------------------------------------------------- */
 
 static void on_stats_reply(tg__call_t *call, int status, bool has_more,
                            const uint8_t *reply, size_t len) {
   if (has_more) return;
   char msg[TG__MSG_MAX] = "";
-  Perfetto__Protos__GetTraceStatsResponse *r = NULL;
   Perfetto__Protos__TraceStats empty = PERFETTO__PROTOS__TRACE_STATS__INIT;
-  if (status == 0) {
-    r = (Perfetto__Protos__GetTraceStatsResponse *)tg__unpack(
-        &perfetto__protos__get_trace_stats_response__descriptor, reply, len);
-    if (!r) status = TG_EPROTO_DECODE;
-  }
-  if (status == TG_EREMOTE_FAILED)
-    snprintf(msg, sizeof(msg),
-             "the service refused GetTraceStats (no tracing session on this "
-             "connection)");
-  else
-    status = tg__failure(call, status, NULL, msg, sizeof(msg));
-  tg_consumer_stats_cb cb = call->cb.stats;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, status, msg,
-     status ? NULL : r->trace_stats ? r->trace_stats : &empty);
+  Perfetto__Protos__GetTraceStatsResponse *r =
+      (Perfetto__Protos__GetTraceStatsResponse *)unpack_if_ok(
+          &status, &perfetto__protos__get_trace_stats_response__descriptor,
+          reply, len);
+  status = tg__failure_why(call, status,
+                           "no tracing session on this connection", msg,
+                           sizeof(msg));
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.stats(e.c, e.ctx, status, msg,
+             status ? NULL : r->trace_stats ? r->trace_stats : &empty);
   if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
 int tg_consumer_get_trace_stats(tg_consumer_t *c, tg_consumer_stats_cb cb,
                                 void *ctx) {
   if (!cb) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "GetTraceStats", ctx, on_stats_reply);
-  if (!call) return -ENOMEM;
-  call->cb.stats = cb;
   Perfetto__Protos__GetTraceStatsRequest r =
       PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
-  return tg__invoke_msg(call, &r.base);
+  return tg__call_msg(c, "GetTraceStats", on_stats_reply,
+                      (tg__call_cb_t){.stats = cb}, ctx, &r.base);
 }
 
 /* --- Attach ----------------------------------------------------------------- */
@@ -79,29 +80,23 @@ static void on_attach_reply(tg__call_t *call, int status, bool has_more,
   size_t cfg_len = 0;
   if (status == 0 && find_config(reply, len, &cfg, &cfg_len) < 0)
     status = TG_EPROTO_DECODE;
-  if (status == TG_EREMOTE_FAILED)
-    snprintf(msg, sizeof(msg),
-             "the service refused Attach (no detached session with this key "
-             "for this user, or this connection already has a session)");
-  else
-    status = tg__failure(call, status, NULL, msg, sizeof(msg));
-  tg_consumer_attach_cb cb = call->cb.attach;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
+  status = tg__failure_why(call, status,
+                           "no detached session with this key for this user, "
+                           "or this connection already has a session",
+                           msg, sizeof(msg));
   /* |cfg| points into |reply|, valid for the whole reply callback. */
-  tg__call_free(call);
-  cb(c, ctx, status, msg, status ? NULL : cfg, status ? 0 : cfg_len);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.attach(e.c, e.ctx, status, msg, status ? NULL : cfg,
+              status ? 0 : cfg_len);
 }
 
 int tg_consumer_attach(tg_consumer_t *c, const char *key,
                        tg_consumer_attach_cb cb, void *ctx) {
   if (!cb || !key || !key[0]) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "Attach", ctx, on_attach_reply);
-  if (!call) return -ENOMEM;
-  call->cb.attach = cb;
   Perfetto__Protos__AttachRequest r = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
   r.key = (char *)key;
-  return tg__invoke_msg(call, &r.base);
+  return tg__call_msg(c, "Attach", on_attach_reply,
+                      (tg__call_cb_t){.attach = cb}, ctx, &r.base);
 }
 
 /* --- QueryServiceState ---------------------------------------------------- */
@@ -190,33 +185,26 @@ static void on_caps_reply(tg__call_t *call, int status, bool has_more,
                           const uint8_t *reply, size_t len) {
   if (has_more) return;
   char msg[TG__MSG_MAX] = "";
-  Perfetto__Protos__QueryCapabilitiesResponse *r = NULL;
   Perfetto__Protos__TracingServiceCapabilities empty =
       PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
-  if (status == 0) {
-    r = (Perfetto__Protos__QueryCapabilitiesResponse *)tg__unpack(
-        &perfetto__protos__query_capabilities_response__descriptor, reply, len);
-    if (!r) status = TG_EPROTO_DECODE;
-  }
+  Perfetto__Protos__QueryCapabilitiesResponse *r =
+      (Perfetto__Protos__QueryCapabilitiesResponse *)unpack_if_ok(
+          &status, &perfetto__protos__query_capabilities_response__descriptor,
+          reply, len);
   status = tg__failure(call, status, NULL, msg, sizeof(msg));
-  tg_consumer_caps_cb cb = call->cb.caps;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, status, msg,
-     status ? NULL : r->capabilities ? r->capabilities : &empty);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.caps(e.c, e.ctx, status, msg,
+            status ? NULL : r->capabilities ? r->capabilities : &empty);
   if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
 int tg_consumer_query_capabilities(tg_consumer_t *c, tg_consumer_caps_cb cb,
                                    void *ctx) {
   if (!cb) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "QueryCapabilities", ctx, on_caps_reply);
-  if (!call) return -ENOMEM;
-  call->cb.caps = cb;
   Perfetto__Protos__QueryCapabilitiesRequest r =
       PERFETTO__PROTOS__QUERY_CAPABILITIES_REQUEST__INIT;
-  return tg__invoke_msg(call, &r.base);
+  return tg__call_msg(c, "QueryCapabilities", on_caps_reply,
+                      (tg__call_cb_t){.caps = cb}, ctx, &r.base);
 }
 
 /* --- ObserveEvents -------------------------------------------------------------- */
@@ -224,12 +212,10 @@ int tg_consumer_query_capabilities(tg_consumer_t *c, tg_consumer_caps_cb cb,
 static void on_events_reply(tg__call_t *call, int status, bool has_more,
                             const uint8_t *reply, size_t len) {
   char msg[TG__MSG_MAX] = "";
-  Perfetto__Protos__ObserveEventsResponse *r = NULL;
-  if (status == 0) {
-    r = (Perfetto__Protos__ObserveEventsResponse *)tg__unpack(
-        &perfetto__protos__observe_events_response__descriptor, reply, len);
-    if (!r) status = TG_EPROTO_DECODE;
-  }
+  Perfetto__Protos__ObserveEventsResponse *r =
+      (Perfetto__Protos__ObserveEventsResponse *)unpack_if_ok(
+          &status, &perfetto__protos__observe_events_response__descriptor,
+          reply, len);
   status = tg__failure(call, status, NULL, msg, sizeof(msg));
   bool ended = !has_more || status;
   call->cb.events(call->c, call->ctx, status, msg, ended ? false : has_more,
@@ -243,12 +229,10 @@ int tg_consumer_observe_events(
     tg_consumer_t *c, const Perfetto__Protos__ObservableEvents__Type *types,
     size_t n, tg_consumer_events_cb cb, void *ctx) {
   if (!cb || (n && !types)) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "ObserveEvents", ctx, on_events_reply);
-  if (!call) return -ENOMEM;
-  call->cb.events = cb;
   Perfetto__Protos__ObserveEventsRequest r =
       PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
   r.n_events_to_observe = n;
   r.events_to_observe = (Perfetto__Protos__ObservableEvents__Type *)types;
-  return tg__invoke_msg(call, &r.base);
+  return tg__call_msg(c, "ObserveEvents", on_events_reply,
+                      (tg__call_cb_t){.events = cb}, ctx, &r.base);
 }

@@ -50,21 +50,16 @@ void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
     } else if (err) {
       read_failure(call, err, msg, sizeof(msg));
     }
-  } else if (status == TG_EREMOTE_FAILED) {
-    snprintf(msg, sizeof(msg),
-             "the service refused ReadBuffers (no tracing session on this "
-             "connection, or a read already in progress)");
   } else {
-    tg__failure(call, status, NULL, msg, sizeof(msg));
+    tg__failure_why(call, status,
+                    "no tracing session on this connection, or a read "
+                    "already in progress", msg, sizeof(msg));
   }
   if (err == 0 && has_more) return;
   /* A stream that failed on our side: its remaining replies are ignored. */
   if (has_more) tg__call_cancel(call);
-  tg_consumer_done_cb cb = call->cb.done;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, err, msg);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.done(e.c, e.ctx, err, msg);
 }
 
 int tg_consumer_read_buffers(tg_consumer_t *c, tg_consumer_packet_cb on_packet,

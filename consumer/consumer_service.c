@@ -67,11 +67,8 @@ static void on_call_reply(tg__call_t *call, int status, bool has_more,
   if (has_more) return; /* not for streams: the last reply is the answer */
   char msg[TG__MSG_MAX];
   status = tg__failure(call, status, NULL, msg, sizeof(msg));
-  tg_consumer_reply_cb cb = call->cb.reply;
-  void *ctx = call->ctx;
-  tg_consumer_t *c = call->c;
-  tg__call_free(call);
-  cb(c, ctx, status, msg, status ? NULL : reply, status ? 0 : len);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.reply(e.c, e.ctx, status, msg, status ? NULL : reply, status ? 0 : len);
 }
 
 int tg_consumer_call(tg_consumer_t *c, const char *service, const char *method,

@@ -78,28 +78,13 @@ static void session_left(tg_relay_filter_t *f) {
 
 /* --- building frames ------------------------------------------------------ */
 
-static int append_invoke_reply(uint64_t request_id, bool success,
-                               const ProtobufCMessage *reply, tg_buf_t *out) {
-  uint8_t body[1024];
-  size_t blen = 0;
-  if (reply) {
-    blen = protobuf_c_message_get_packed_size(reply);
-    if (blen > sizeof(body)) return TG_EFRAME_TOO_LARGE;
-    protobuf_c_message_pack(reply, body);
-  }
-  Perfetto__Protos__IPCFrame__InvokeMethodReply r =
-      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
-  r.has_success = 1;
-  r.success = success;
-  r.has_reply_proto = 1;
-  r.reply_proto.data = body;
-  r.reply_proto.len = blen;
+/* A frame that answers or forwards |request_id|; the caller sets its
+ * message. */
+static tg_ipc_frame_t frame_for(uint64_t request_id) {
   tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
   fr.has_request_id = 1;
   fr.request_id = request_id;
-  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
-  fr.msg_invoke_method_reply = &r;
-  return tg_ipc_frame_append(&fr, out);
+  return fr;
 }
 
 /* An InvokeMethodReply whose reply_proto is already serialised. */
@@ -113,12 +98,23 @@ static int append_invoke_reply_bytes(uint64_t request_id, bool success,
   r.has_reply_proto = 1;
   r.reply_proto.data = (uint8_t *)body;
   r.reply_proto.len = blen;
-  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
-  fr.has_request_id = 1;
-  fr.request_id = request_id;
+  tg_ipc_frame_t fr = frame_for(request_id);
   fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
   fr.msg_invoke_method_reply = &r;
   return tg_ipc_frame_append(&fr, out);
+}
+
+/* The same with |reply| (may be NULL: empty) serialised here. */
+static int append_invoke_reply(uint64_t request_id, bool success,
+                               const ProtobufCMessage *reply, tg_buf_t *out) {
+  uint8_t body[1024];
+  size_t blen = 0;
+  if (reply) {
+    blen = protobuf_c_message_get_packed_size(reply);
+    if (blen > sizeof(body)) return TG_EFRAME_TOO_LARGE;
+    protobuf_c_message_pack(reply, body);
+  }
+  return append_invoke_reply_bytes(request_id, success, body, blen, out);
 }
 
 static int append_bind_refusal(uint64_t request_id, tg_buf_t *out) {
@@ -126,9 +122,7 @@ static int append_bind_refusal(uint64_t request_id, tg_buf_t *out) {
       PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
   r.has_success = 1;
   r.success = 0;
-  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
-  fr.has_request_id = 1;
-  fr.request_id = request_id;
+  tg_ipc_frame_t fr = frame_for(request_id);
   fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
   fr.msg_bind_service_reply = &r;
   return tg_ipc_frame_append(&fr, out);
@@ -146,9 +140,7 @@ static int append_invoke(uint64_t request_id, uint32_t service_id,
   m.args_proto.data = (uint8_t *)args;
   m.args_proto.len = alen;
   if (drop_reply) m.has_drop_reply = m.drop_reply = 1;
-  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
-  fr.has_request_id = 1;
-  fr.request_id = request_id;
+  tg_ipc_frame_t fr = frame_for(request_id);
   fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
   fr.msg_invoke_method = &m;
   return tg_ipc_frame_append(&fr, out);
@@ -185,9 +177,7 @@ static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
     Perfetto__Protos__IPCFrame__BindService b =
         PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
     b.service_name = (char *)CONSUMER_PORT;
-    tg_ipc_frame_t c = PERFETTO__PROTOS__IPCFRAME__INIT;
-    c.has_request_id = 1;
-    c.request_id = v->request_id;
+    tg_ipc_frame_t c = frame_for(v->request_id);
     c.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
     c.msg_bind_service = &b;
     v->action = TG_RELAY_FORWARD;

@@ -4,16 +4,17 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "agent/emit/emit.h"
+#include "agent/tool_setup.h"
 #include "ipc/channel.h"
 #include "tracegate/error.h"
 #include "tracegate/flags.h"
 #include "tracegate/log.h"
 #include "tracegate/track_event.h"
 
+#define PROG "tracegate-emit"
 #define MAX_THREADS 256
 
 static void on_start(void *ctx, unsigned inst, const uint8_t *cfg,
@@ -34,21 +35,6 @@ static void on_stop(void *ctx, unsigned inst) {
   atomic_fetch_add(&sh->stops, 1);
 }
 
-/* The agent routes every log line of the process here once it runs: lines
- * of TG_LOG arrive formatted, the agent's own ones bare. */
-static void agent_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
-  (void)ctx;
-  bool formatted = strlen(msg) > 24 && msg[4] == '-' && msg[10] == 'T' &&
-                   msg[0] >= '0' && msg[0] <= '9';
-  if (formatted) {
-    fprintf(stderr, "%s\n", msg);
-    return;
-  }
-  static const char *const names[] = {"error", "warn", "info", "debug"};
-  fprintf(stderr, "tracegate-emit %s %s\n",
-          names[level <= TG_AGENT_LOG_DEBUG ? level : 0], msg);
-}
-
 /* Whether the process is done, checked every few ms by main(). */
 static bool finished(const emit_shared_t *sh, uint64_t duration_s,
                      bool exit_when_stopped) {
@@ -66,7 +52,7 @@ static void print_summary(const emit_worker_t *w, size_t n) {
   char line[4096];
   size_t off = 0;
   uint64_t total = 0;
-  off += (size_t)snprintf(line, sizeof(line), "tracegate-emit: packets");
+  off += (size_t)snprintf(line, sizeof(line), PROG ": packets");
   for (size_t i = 0; i < n; i++) {
     total += w[i].packets;
     if (off < sizeof(line))
@@ -82,9 +68,16 @@ static void print_summary(const emit_worker_t *w, size_t n) {
           (unsigned long long)st.packets_dropped, (unsigned long long)st.stalls);
 }
 
+static const char about[] =
+    "\nA load generator. Raw packets are TracePacket.for_testing with "
+    "seq_value =\nthe thread's sequence number (from 0 each session) "
+    "and str = \"t<thread>:\"\npadded to --size. At exit it prints "
+    "packets per thread and the agent's\nwritten/dropped counts to "
+    "stderr.\n";
+
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
-  const char *name = "tracegate-emit";
+  const char *name = PROG;
   const char *ds_name = "tracegate.emit";
   emit_opts_t o = {.size = 64, .large_size = 5u << 20};
   uint64_t threads = 1, duration = 0, smb_kb = 0;
@@ -122,27 +115,11 @@ int main(int argc, char **argv) {
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
   };
-  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
-  int rv = tg_flags_parse("tracegate-emit", flags, nflags, argc, argv, NULL, 0,
-                          NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, "tracegate-emit", "[options]", flags, nflags);
-    printf("\nA load generator. Raw packets are TracePacket.for_testing with "
-           "seq_value =\nthe thread's sequence number (from 0 each session) "
-           "and str = \"t<thread>:\"\npadded to --size. At exit it prints "
-           "packets per thread and the agent's\nwritten/dropped counts to "
-           "stderr.\n");
-    return 0;
-  }
-  if (rv < 0) return 2;
-  tg_log_set_prefix("tracegate-emit");
-  tg_log_set_level((tg_log_level_t)log_level);
-  signal(SIGPIPE, SIG_IGN);
+  int rv = tg__tool_parse_flags(PROG, flags, sizeof(flags) / sizeof(flags[0]),
+                                about, argc, argv);
+  if (rv) return rv > 0 ? 0 : 2;
   sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  tg__tool_setup(PROG, log_level, &sigs);
 
   static emit_shared_t sh;
   sh.opts = &o;
@@ -166,7 +143,8 @@ int main(int argc, char **argv) {
       .producer_name = name,
       .smb_size_hint = (size_t)smb_kb * 1024,
       .on_smb_full = stall ? TG_AGENT_FULL_STALL : TG_AGENT_FULL_DROP,
-      .log = agent_log,
+      .log = tg__tool_agent_log,
+      .log_ctx = (void *)PROG,
       .log_level = (tg_agent_log_level_t)log_level,
   };
   if ((rv = tg_agent_init(&ao)) < 0) {

@@ -2,37 +2,27 @@
  * "linux.process_stats" with the local tracing service and samples /proc
  * for every session that enables them. Wires flags, signals, the agent and
  * the sampler together; the data sources live in *_ds.c. */
-#include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "agent/probes/probes.h"
+#include "agent/tool_setup.h"
 #include "ipc/channel.h"
 #include "tracegate/agent.h"
 #include "tracegate/error.h"
 #include "tracegate/flags.h"
 #include "tracegate/log.h"
 
-/* The agent routes every log line of the process here once it runs: lines
- * of TG_LOG arrive formatted, the agent's own ones bare. */
-static void agent_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
-  (void)ctx;
-  bool formatted = strlen(msg) > 24 && msg[4] == '-' && msg[10] == 'T' &&
-                   msg[0] >= '0' && msg[0] <= '9';
-  if (formatted) {
-    fprintf(stderr, "%s\n", msg);
-    return;
-  }
-  static const char *const names[] = {"error", "warn", "info", "debug"};
-  fprintf(stderr, "tracegate-probes %s %s\n",
-          names[level <= TG_AGENT_LOG_DEBUG ? level : 0], msg);
-}
+#define PROG "tracegate-probes"
+
+static const char about[] =
+    "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
+    "/proc/stat)\nand linux.process_stats (process tree, per-process "
+    "memory and cpu time).\nSIGINT/SIGTERM stop it cleanly.\n";
 
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
-  const char *name = "tracegate-probes";
+  const char *name = PROG;
   int log_level = TG_LOG_INFO;
   const tg_flag_t flags[] = {
       {"socket", TG_FLAG_STRING, &socket_path, "PATH",
@@ -42,28 +32,12 @@ int main(int argc, char **argv) {
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
   };
-  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
-  int rv = tg_flags_parse("tracegate-probes", flags, nflags, argc, argv, NULL,
-                          0, NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, "tracegate-probes", "[options]", flags, nflags);
-    printf("\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
-           "/proc/stat)\nand linux.process_stats (process tree, per-process "
-           "memory and cpu time).\nSIGINT/SIGTERM stop it cleanly.\n");
-    return 0;
-  }
-  if (rv < 0) return 2;
-  tg_log_set_prefix("tracegate-probes");
-  tg_log_set_level((tg_log_level_t)log_level);
-  signal(SIGPIPE, SIG_IGN);
-
-  /* Every thread started from here on inherits the mask, so the signals
-   * reach only sigwait() below. */
+  int rv = tg__tool_parse_flags(PROG, flags, sizeof(flags) / sizeof(flags[0]),
+                                about, argc, argv);
+  if (rv) return rv > 0 ? 0 : 2;
+  /* Before any thread starts: the signals reach only sigwait() below. */
   sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  tg__tool_setup(PROG, log_level, &sigs);
 
   tg_sampler_t *sampler;
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
@@ -76,7 +50,8 @@ int main(int argc, char **argv) {
   tg_agent_options_t opts = {
       .socket_path = socket_path,
       .producer_name = name,
-      .log = agent_log,
+      .log = tg__tool_agent_log,
+      .log_ctx = (void *)PROG,
       .log_level = (tg_agent_log_level_t)log_level,
   };
   if ((rv = tg_agent_init(&opts)) < 0) {

@@ -29,25 +29,17 @@ int tg_meminfo_parse(const char *text, size_t len, tg_meminfo_t *out) {
   memset(out, 0, sizeof(*out));
   tg__text_t t;
   tg__text_init(&t, text, len);
-  const char *line;
-  size_t n;
-  while (tg__text_next_line(&t, &line, &n)) {
-    const char *end = line + n;
-    if (tg__only_blanks(line, end)) continue;
-    const char *colon = memchr(line, ':', n);
-    if (!colon || colon == line) return TG_EPARSE;
-    const char *p = colon + 1;
+  tg__text_field_t f;
+  int rv;
+  while ((rv = tg__text_next_field(&t, &f)) == 1) {
     uint64_t v;
-    if (tg__parse_u64(&p, end, &v) < 0) return TG_EPARSE;
-    const char *unit;
-    size_t un;
-    if (tg__next_word(&p, end, &unit, &un) &&
-        (!tg__word_is(unit, un, "kB") || !tg__only_blanks(p, end)))
-      return TG_EPARSE;
-    int id = tg_meminfo_key_id(line, (size_t)(colon - line));
+    bool kb; /* optional: HugePages_* are counts */
+    if (tg__parse_kb(f.value, f.end, &v, &kb) < 0) return TG_EPARSE;
+    int id = tg_meminfo_key_id(f.key, f.key_len);
     if (id == 0) continue;
     out->value_kb[id] = v;
     out->present |= UINT64_C(1) << id;
   }
+  if (rv < 0) return rv;
   return out->present ? 0 : TG_EPARSE;
 }

@@ -86,12 +86,8 @@ static const struct {
 };
 
 static int parse_kb(const char *p, const char *end, uint64_t *out) {
-  if (tg__parse_u64(&p, end, out) < 0) return TG_EPARSE;
-  const char *unit;
-  size_t un;
-  if (!tg__next_word(&p, end, &unit, &un) || !tg__word_is(unit, un, "kB") ||
-      !tg__only_blanks(p, end))
-    return TG_EPARSE;
+  bool kb;
+  if (tg__parse_kb(p, end, out, &kb) < 0 || !kb) return TG_EPARSE;
   return 0;
 }
 
@@ -104,15 +100,11 @@ int tg_pid_status_parse(const char *text, size_t len, tg_pid_status_t *out) {
   memset(out, 0, sizeof(*out));
   tg__text_t t;
   tg__text_init(&t, text, len);
-  const char *line;
-  size_t n;
-  while (tg__text_next_line(&t, &line, &n)) {
-    const char *end = line + n;
-    if (tg__only_blanks(line, end)) continue;
-    const char *colon = memchr(line, ':', n);
-    if (!colon || colon == line) return TG_EPARSE;
-    const char *key = line, *p = colon + 1;
-    size_t kn = (size_t)(colon - line);
+  tg__text_field_t f;
+  int more;
+  while ((more = tg__text_next_field(&t, &f)) == 1) {
+    const char *key = f.key, *p = f.value, *end = f.end;
+    size_t kn = f.key_len;
     int rv = 0;
     if (tg__word_is(key, kn, "Name")) {
       /* One tab, then the name verbatim (it may contain blanks). */
@@ -146,6 +138,7 @@ int tg_pid_status_parse(const char *text, size_t len, tg_pid_status_t *out) {
     }
     if (rv < 0) return rv;
   }
+  if (more < 0) return more;
   return (out->present & TG_PID_STATUS_PID) && out->pid > 0 ? 0 : TG_EPARSE;
 }
 

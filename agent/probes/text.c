@@ -69,3 +69,29 @@ bool tg__only_blanks(const char *p, const char *end) {
   tg__skip_blanks(&p, end);
   return p >= end;
 }
+
+int tg__text_next_field(tg__text_t *t, tg__text_field_t *f) {
+  const char *line;
+  size_t n;
+  do {
+    if (!tg__text_next_line(t, &line, &n)) return 0;
+  } while (tg__only_blanks(line, line + n));
+  const char *colon = memchr(line, ':', n);
+  if (!colon || colon == line) return TG_EPARSE;
+  f->key = line;
+  f->key_len = (size_t)(colon - line);
+  f->value = colon + 1;
+  f->end = line + n;
+  return 1;
+}
+
+int tg__parse_kb(const char *p, const char *end, uint64_t *out,
+                 bool *has_unit) {
+  if (tg__parse_u64(&p, end, out) < 0) return TG_EPARSE;
+  const char *unit;
+  size_t un;
+  *has_unit = tg__next_word(&p, end, &unit, &un);
+  if (*has_unit && (!tg__word_is(unit, un, "kB") || !tg__only_blanks(p, end)))
+    return TG_EPARSE;
+  return 0;
+}

@@ -40,6 +40,25 @@ bool tg__next_word(const char **p, const char *end, const char **w, size_t *n);
 /* True if only blanks remain. */
 bool tg__only_blanks(const char *p, const char *end);
 
+/* One "Key: value" line (/proc/meminfo, /proc/<pid>/status): the key in
+ * [key, key + key_len), the value in [value, end), from just past the
+ * colon. */
+typedef struct tg__text_field {
+  const char *key;
+  size_t key_len;
+  const char *value;
+  const char *end;
+} tg__text_field_t;
+
+/* The next "Key: value" line, blank lines skipped. Returns 1, 0 at the end
+ * of the text, or TG_EPARSE for a line without a key before a ':'. */
+int tg__text_next_field(tg__text_t *t, tg__text_field_t *f);
+
+/* A value "<n>" or "<n> kB" filling [p, end), as /proc prints sizes.
+ * *|has_unit| tells whether "kB" was there. Returns 0 or TG_EPARSE. */
+int tg__parse_kb(const char *p, const char *end, uint64_t *out,
+                 bool *has_unit);
+
 /* True if [w, w + n) equals the C string |lit| (|w| may hold NULs). */
 static inline bool tg__word_is(const char *w, size_t n, const char *lit) {
   size_t i = 0;

@@ -4,6 +4,7 @@
 #ifndef TRACEGATE_CONSUMER_CLI_CLI_H
 #define TRACEGATE_CONSUMER_CLI_CLI_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -139,6 +140,27 @@ void cli_disconnect(cli_conn_t *cc);
 /* Closes every remaining handle and the loop; false if something leaked. */
 bool cli_loop_close(uv_loop_t *loop);
 
+/* The one-shot commands (query, stats) talk to one service: the local
+ * socket or a single -H. These are their flags for finding it, as entries
+ * of a flag table; the "host" entry only documents -H, whose value
+ * cli_parse_one_shot_flags() collects into |ro|. */
+#define CLI_ONE_SHOT_FLAGS(socket, host_help, ro)                       \
+  {"socket", TG_FLAG_STRING, (socket), "PATH",                          \
+   "the service's consumer socket ('@name': abstract)", 0, 0},          \
+  {"host", TG_FLAG_STRING, (host_help), "HOST", CLI_HOST_HELP, 0, 0},   \
+  CLI_TLS_FLAGS(ro)
+/* cli_parse_flags with -H collected into |ro| and no positional
+ * arguments. */
+int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
+                             const char *about, const tg_flag_t *flags,
+                             size_t n, cli_remote_opts_t *ro, int argc,
+                             char **argv);
+/* Runs |fn| on a connection to the service (|addr|, or the -H of |ro|)
+ * in a loop of its own, then closes it all. Returns what |fn| returned,
+ * or CLI_EXIT_FAIL when the connection failed or a handle leaked. */
+int cli_run_one_shot(const char *addr, const cli_remote_opts_t *ro,
+                     int (*fn)(cli_conn_t *cc, void *arg), void *arg);
+
 /* --- query.c ------------------------------------------------------------- */
 
 /* QueryServiceState, merged; prints why and returns NULL on failure. Free
@@ -228,6 +250,10 @@ void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
 void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
                         uint64_t bytes, uint64_t packets, uint64_t loss);
 void cli_progress_clear(FILE *tty);
+/* "tracegate: MSG" as a line of stderr; the caller erased its live
+ * display (progress line, host table) first. */
+void cli_vsay(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
 /* Prints every non-zero loss counter, or "no data loss". */
 void cli_loss_print(FILE *out, const cli_loss_t *loss);
 /* A TraceStats as a table: a column per buffer, then the global counters. */

@@ -6,6 +6,7 @@
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
+#include "relay/tls.h"
 #include "tracegate/error.h"
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
@@ -146,4 +147,33 @@ bool cli_loop_close(uv_loop_t *loop) {
   uv_walk(loop, close_any, &leaked);
   uv_run(loop, UV_RUN_DEFAULT);
   return uv_loop_close(loop) == 0 && leaked == 0;
+}
+
+/* --- the one-shot commands ---------------------------------------------- */
+
+int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
+                             const char *about, const tg_flag_t *flags,
+                             size_t n, cli_remote_opts_t *ro, int argc,
+                             char **argv) {
+  static const cli_short_flag_t shorts[] = {{'H', "host"}};
+  const cli_multi_t multi = {'H', "host", ro->hosts, CLI_MAX_HOST_ARGS,
+                             &ro->n_hosts};
+  return cli_parse_flags(prog, synopsis, about, flags, n, shorts, 1, &multi,
+                         argc, argv, NULL, 0, NULL);
+}
+
+int cli_run_one_shot(const char *addr, const cli_remote_opts_t *ro,
+                     int (*fn)(cli_conn_t *cc, void *arg), void *arg) {
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
+  cli_conn_t cc;
+  memset(&cc, 0, sizeof(cc));
+  tg_tls_config_t *tls = NULL;
+  int code = CLI_EXIT_FAIL;
+  if (cli_connect_any(&cc, &loop, addr, ro, &tls) == 0) code = fn(&cc, arg);
+  cli_disconnect(&cc);
+  if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
+  /* Only now: the connection used it until the loop closed. */
+  tg_tls_config_free(tls);
+  return code;
 }

@@ -54,6 +54,15 @@ static void set_intent(fleet_host_t *h, enum intent i) { h->intent = (int)i; }
 
 static uint64_t now_ms(const fleet_host_t *h) { return uv_now(h->f->loop); }
 
+/* Whether a reply on |c| is news for the host: a reply from an older link
+ * is not, nor one that only says the link went (on_close deals with
+ * that). Any reply on the current link is a sign of life. */
+static bool reply_is_news(fleet_host_t *h, tg_consumer_t *c, int status) {
+  if (h->c != c) return false;
+  h->last_rx_ms = now_ms(h);
+  return status != TG_EPEER_CLOSED && status != -ECANCELED;
+}
+
 bool fleet_host_finished_p(const fleet_host_t *h) {
   return h->phase == HP_DONE || h->phase == HP_FAILED;
 }
@@ -261,9 +270,7 @@ static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
   (void)reply;
   (void)len;
   fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->last_rx_ms = now_ms(h);
-  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (!reply_is_news(h, c, status)) return;
   if (status) {
     /* Tracing works without; only resuming after a link loss does not. */
     fleet_say(h->f, "%s: warning: the relay refused the resume key (%s): a "
@@ -358,9 +365,7 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 static void on_host_info(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
   fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->last_rx_ms = now_ms(h);
-  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (!reply_is_news(h, c, status)) return;
   if (status) {
     fleet_say(h->f, "%s: warning: no host info (%s)", h->t->spec, msg);
     clock_next(h);
@@ -509,9 +514,7 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
   (void)config;
   (void)len;
   fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->last_rx_ms = now_ms(h);
-  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+  if (!reply_is_news(h, c, status)) return;
   if (status) {
     /* The relay may not have detached the session yet (it notices the
      * old link's end on its own time): try again until the deadline. */

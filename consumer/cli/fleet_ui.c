@@ -47,9 +47,7 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
   fleet_ui_clear(f);
   va_list ap;
   va_start(ap, fmt);
-  fputs(CLI_PROG ": ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  cli_vsay(fmt, ap);
   va_end(ap);
 }
 

@@ -100,6 +100,12 @@ void cli_progress_clear(FILE *tty) {
   fflush(tty);
 }
 
+void cli_vsay(const char *fmt, va_list ap) {
+  fputs(CLI_PROG ": ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
 void cli_loss_print(FILE *out, const cli_loss_t *loss) {
   if (loss->n == 0) {
     fprintf(out, CLI_PROG ": no data loss\n");

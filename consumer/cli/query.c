@@ -6,7 +6,6 @@
 
 #include "consumer/cli/cli.h"
 #include "ipc/channel.h"
-#include "relay/tls.h"
 #include "tracegate/error.h"
 
 /* Names come from producers: print them without control characters. */
@@ -136,43 +135,26 @@ static const char about[] =
     "  " CLI_PROG " query\n"
     "  " CLI_PROG " query -H relay.example --cert me.pem --key me.key --ca ca.pem\n";
 
+static int query(cli_conn_t *cc, void *arg) {
+  (void)arg;
+  Perfetto__Protos__TracingServiceState *st = cli_query_state(cc);
+  if (!st) return CLI_EXIT_FAIL;
+  print_state(stdout, st);
+  perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+  return CLI_EXIT_OK;
+}
+
 int cli_query_main(int argc, char **argv) {
   const char *prog = CLI_PROG " query";
   const char *socket = tg_ipc_default_socket(false);
   const char *host_help = NULL;
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
-  const tg_flag_t flags[] = {
-      {"socket", TG_FLAG_STRING, &socket, "PATH",
-       "the service's consumer socket ('@name': abstract)", 0, 0},
-      {"host", TG_FLAG_STRING, &host_help, "HOST", CLI_HOST_HELP, 0, 0},
-      CLI_TLS_FLAGS(&ro),
-  };
-  static const cli_short_flag_t shorts[] = {{'H', "host"}};
-  const cli_multi_t multi = {'H', "host", ro.hosts, CLI_MAX_HOST_ARGS,
-                             &ro.n_hosts};
-  int rv = cli_parse_flags(
+  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &host_help, &ro)};
+  int rv = cli_parse_one_shot_flags(
       prog, "[--socket PATH | -H HOST [--cert F --key F --ca F]]", about, flags,
-      sizeof(flags) / sizeof(flags[0]), shorts, 1, &multi, argc, argv, NULL, 0,
-      NULL);
+      sizeof(flags) / sizeof(flags[0]), &ro, argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
-  uv_loop_t loop;
-  if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
-  cli_conn_t cc;
-  memset(&cc, 0, sizeof(cc));
-  tg_tls_config_t *tls = NULL;
-  int code = CLI_EXIT_FAIL;
-  if (cli_connect_any(&cc, &loop, socket, &ro, &tls) == 0) {
-    Perfetto__Protos__TracingServiceState *st = cli_query_state(&cc);
-    if (st) {
-      print_state(stdout, st);
-      perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
-      code = CLI_EXIT_OK;
-    }
-  }
-  cli_disconnect(&cc);
-  if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
-  tg_tls_config_free(tls);
-  return code;
+  return cli_run_one_shot(socket, &ro, query, NULL);
 }

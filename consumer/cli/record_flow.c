@@ -54,9 +54,7 @@ static void fail(record_t *r, const char *fmt, ...) {
   clear_progress(r);
   va_list ap;
   va_start(ap, fmt);
-  fputs(CLI_PROG ": ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  cli_vsay(fmt, ap);
   va_end(ap);
   r->exit_code = CLI_EXIT_FAIL;
   finish(r);

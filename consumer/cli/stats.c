@@ -10,7 +10,6 @@
 
 #include "consumer/cli/cli.h"
 #include "ipc/channel.h"
-#include "relay/tls.h"
 #include "tracegate/error.h"
 
 typedef struct step {
@@ -89,6 +88,17 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
   return code;
 }
 
+typedef struct stats_args {
+  const char *key; /* --attach */
+  uint64_t session; /* --session, 0: all */
+} stats_args_t;
+
+static int stats(cli_conn_t *cc, void *arg) {
+  const stats_args_t *a = arg;
+  return a->key ? stats_of_detached(cc, a->key)
+                : stats_of_service(cc, a->session != 0, a->session);
+}
+
 static const char about[] =
     "Shows the buffer statistics of a tracing session. With --attach KEY,\n"
     "the detached session KEY is attached, asked for its statistics\n"
@@ -115,20 +125,13 @@ int cli_stats_main(int argc, char **argv) {
        "only the session with this id (see " CLI_PROG " query)", 1, 0},
       {"attach", TG_FLAG_STRING, &key, "KEY",
        "the detached session KEY: its per-buffer counters", 0, 0},
-      {"socket", TG_FLAG_STRING, &socket, "PATH",
-       "the service's consumer socket ('@name': abstract)", 0, 0},
-      {"host", TG_FLAG_STRING, &host_help, "HOST", CLI_HOST_HELP, 0, 0},
-      CLI_TLS_FLAGS(&ro),
+      CLI_ONE_SHOT_FLAGS(&socket, &host_help, &ro),
   };
-  static const cli_short_flag_t shorts[] = {{'H', "host"}};
-  const cli_multi_t multi = {'H', "host", ro.hosts, CLI_MAX_HOST_ARGS,
-                             &ro.n_hosts};
-  int rv = cli_parse_flags(
+  int rv = cli_parse_one_shot_flags(
       prog,
       "[--session ID | --attach KEY]\n"
       "         [--socket PATH | -H HOST [--cert F --key F --ca F]]",
-      about, flags, sizeof(flags) / sizeof(flags[0]), shorts, 1, &multi, argc,
-      argv, NULL, 0, NULL);
+      about, flags, sizeof(flags) / sizeof(flags[0]), &ro, argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   if (key && session) {
@@ -136,16 +139,6 @@ int cli_stats_main(int argc, char **argv) {
             prog);
     return CLI_EXIT_USAGE;
   }
-  uv_loop_t loop;
-  if (uv_loop_init(&loop) < 0) return CLI_EXIT_FAIL;
-  cli_conn_t cc;
-  memset(&cc, 0, sizeof(cc));
-  tg_tls_config_t *tls = NULL;
-  int code = CLI_EXIT_FAIL;
-  if (cli_connect_any(&cc, &loop, socket, &ro, &tls) == 0)
-    code = key ? stats_of_detached(&cc, key) : stats_of_service(&cc, session != 0, session);
-  cli_disconnect(&cc);
-  if (!cli_loop_close(&loop)) code = CLI_EXIT_FAIL;
-  tg_tls_config_free(tls);
-  return code;
+  stats_args_t a = {.key = key, .session = session};
+  return cli_run_one_shot(socket, &ro, stats, &a);
 }
