@@ -69,11 +69,31 @@ typedef struct tg__writer_slot {
   void (*user_dtor)(void *);
 } tg__writer_slot_t;
 
+/* Every writer of one thread, by {data source, instance}. */
+typedef struct tg__thread_writers {
+  tg__writer_slot_t slots[TG_DS_MAX * TG_DS_MAX_INSTANCES];
+} tg__thread_writers_t;
+
+/* The calling thread's writers (NULL before its first packet). */
+extern _Thread_local tg__thread_writers_t *tg__t_writers
+    __attribute__((tls_model("initial-exec")));
+
+tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst);
+
 /* The calling thread's slot for |inst| (inst < TG_DS_MAX_INSTANCES) with a
  * current writer, created if needed; NULL when the instance is not active.
  * The slot's memory is the thread's for its life; |w| may change on the
- * next call. For track_event's hot path: one lookup per event. */
-tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst);
+ * next call. For track_event's hot path: one lookup per event, inline. */
+static inline tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst) {
+  tg__thread_writers_t *tw = tg__t_writers;
+  if (__builtin_expect(tw != NULL, 1)) {
+    tg__writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
+                                        memory_order_acquire);
+    if (__builtin_expect(s->w && s->generation == gen, 1)) return s;
+  }
+  return tg__ds_slot_slow(ds, inst);
+}
 
 
 /* Counters the writer threads bump (relaxed). */

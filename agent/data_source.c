@@ -112,15 +112,14 @@ void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {
 
 typedef tg__writer_slot_t writer_slot_t;
 
-typedef struct thread_writers {
-  writer_slot_t slots[TG_DS_MAX * TG_DS_MAX_INSTANCES];
-} thread_writers_t;
+typedef tg__thread_writers_t thread_writers_t;
 
 /* initial-exec: a plain %fs-relative load even in libtracegate-agent.so,
  * instead of a __tls_get_addr call per packet. The library is linked, not
  * dlopen()ed late, so glibc's static TLS reserve holds this pointer. */
-static _Thread_local thread_writers_t *t_writers
+_Thread_local thread_writers_t *tg__t_writers
     __attribute__((tls_model("initial-exec")));
+#define t_writers tg__t_writers
 static pthread_key_t g_thread_key;
 static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
 
@@ -197,14 +196,7 @@ static writer_slot_t *slot_refresh(tg_ds_t *ds, unsigned inst) {
   return s;
 }
 
-tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst) {
-  thread_writers_t *tw = t_writers;
-  if (__builtin_expect(tw != NULL, 1)) {
-    writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
-    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
-                                        memory_order_acquire);
-    if (__builtin_expect(s->w && s->generation == gen, 1)) return s;
-  }
+tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
   return slot_refresh(ds, inst);
 }
 

@@ -270,6 +270,15 @@ static uint32_t intern(seq_state_t *s, uint8_t kind, const void *key,
   return 0;
 }
 
+/* The iid of |key| when it sits in its first slot (the usual case), else
+ * 0: the caller then takes the general path, which also inserts. */
+static inline uint32_t intern_peek(const seq_state_t *s, uint8_t kind,
+                                   const void *key) {
+  size_t h = (((uintptr_t)key >> 3) * 0x9E3779B97F4A7C15ull + kind) >> 20;
+  const intern_slot_t *e = &s->slots[h & (INTERN_SLOTS - 1)];
+  return e->key == key && e->kind == kind ? e->iid : 0;
+}
+
 static void thread_name(char *out, size_t n) {
   out[0] = 0;
   if (pthread_getname_np(pthread_self(), out, n) != 0) out[0] = 0;
@@ -370,6 +379,40 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     s = sequence(inst, tid, &cleared);
     if (!s || !sl->w) return;
   }
+  /* Fast path: a slice or instant without annotations whose category and
+   * name this sequence already interned. Its ~20 bytes are composed on the
+   * stack (the track event's length is known, so it takes one byte) and
+   * copied in one go. */
+  if (n_args == 0 && type != TG_TE_COUNTER) {
+    uint32_t ci = intern_peek(s, K_CATEGORY, cat);
+    uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
+    if (ci && (ni || !name)) {
+      uint8_t body[24], pkt[48];
+      uint8_t *q = body;
+      *q++ = (uint8_t)TG_PB_TAG(TE_TYPE, TG_PB_WT_VARINT);
+      *q++ = (uint8_t)type;
+      *q++ = (uint8_t)TG_PB_TAG(TE_CATEGORY_IIDS, TG_PB_WT_VARINT);
+      q = tg_pb_write_varint(q, ci);
+      if (name) {
+        *q++ = (uint8_t)TG_PB_TAG(TE_NAME_IID, TG_PB_WT_VARINT);
+        q = tg_pb_write_varint(q, ni);
+      }
+      uint8_t *p = pkt;
+      *p++ = (uint8_t)TG_PB_TAG(F_TIMESTAMP, TG_PB_WT_VARINT);
+      p = tg_pb_write_varint(p, ts);
+      *p++ = (uint8_t)TG_PB_TAG(F_TRACK_EVENT, TG_PB_WT_LEN);
+      *p++ = (uint8_t)(q - body);
+      memcpy(p, body, (size_t)(q - body));
+      p += q - body;
+      *p++ = (uint8_t)TG_PB_TAG(F_SEQUENCE_FLAGS, TG_PB_WT_VARINT);
+      *p++ = SEQ_NEEDS_STATE;
+      tg_pbw_t *fw = tg_trace_writer_begin_packet(sl->w);
+      tg_pbw_append_raw(fw, pkt, (size_t)(p - pkt));
+      tg_trace_writer_end_packet(sl->w);
+      return;
+    }
+  }
+
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
   bool is_new;

@@ -114,17 +114,18 @@ static void maybe_free(tg_relay_bridge_t *b) {
 
 /* --- sending ---------------------------------------------------------------- */
 
+static void send_failed(tg_relay_bridge_t *b, int rv) {
+  char why[128];
+  snprintf(why, sizeof(why), "cannot queue output for the client: %s%s",
+           tg_strerror(rv), rv == -ENOBUFS ? " (the client does not read)" : "");
+  bridge_close(b, rv, why);
+}
+
 static int send_client(tg_relay_bridge_t *b, const uint8_t *frame, size_t len,
                        bool bulk) {
   int rv = b->tls && !bulk ? tg_tls_chan_send_priority(b->tls, frame, len)
                            : tg_transport_send(b->client, frame, len, -1);
-  if (rv < 0) {
-    char why[128];
-    snprintf(why, sizeof(why), "cannot queue output for the client: %s%s",
-             tg_strerror(rv),
-             rv == -ENOBUFS ? " (the client does not read)" : "");
-    bridge_close(b, rv, why);
-  }
+  if (rv < 0) send_failed(b, rv);
   return rv;
 }
 
@@ -277,6 +278,13 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);
     return 0;
+  }
+  if (b->tls) {
+    /* Straight from the service's frame into the TLS queue: one copy. */
+    int rv = tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk);
+    if (rv < 0) send_failed(b, rv);
+    update_backpressure(b);
+    return b->state == B_OPEN ? 0 : 1;
   }
   tg_buf_reset(&b->fwd);
   uint8_t *p = tg_buf_reserve(&b->fwd, TG_IPC_FRAME_HEADER_SIZE + len);

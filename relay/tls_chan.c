@@ -264,20 +264,42 @@ static bool frame_ok(const uint8_t *frame, size_t len) {
          tg_pb_read_le32(frame) == len - TG_IPC_FRAME_HEADER_SIZE;
 }
 
-static int queue_frame(tg_tls_chan_t *ch, tg_buf_t *q, const uint8_t *frame,
-                       size_t len) {
+/* Queues [|hdr| (4 bytes) if given][|data|] on |q| as one frame. */
+static int queue_parts(tg_tls_chan_t *ch, tg_buf_t *q, const uint8_t *hdr,
+                       const uint8_t *data, size_t len) {
   if (ch->state >= ST_CLOSING) return -EPIPE;
-  if (!frame_ok(frame, len)) return -EINVAL;
+  size_t total = len + (hdr ? TG_IPC_FRAME_HEADER_SIZE : 0);
   size_t queued = queued_out(ch);
-  if (len > ch->opts.max_queued || queued > ch->opts.max_queued - len)
+  if (total > ch->opts.max_queued || queued > ch->opts.max_queued - total)
     return -ENOBUFS;
-  int rv = tg_buf_append(q, frame, len);
-  if (rv) return rv;
-  if (queued + len > ch->opts.high_water) ch->above_high_water = true;
+  uint8_t *p = tg_buf_reserve(q, total);
+  if (!p) return -ENOMEM;
+  if (hdr) {
+    memcpy(p, hdr, TG_IPC_FRAME_HEADER_SIZE);
+    p += TG_IPC_FRAME_HEADER_SIZE;
+  }
+  memcpy(p, data, len);
+  tg_buf_commit(q, total);
+  if (queued + total > ch->opts.high_water) ch->above_high_water = true;
   /* With a write in flight the write callback batches what accumulates;
    * before the handshake, handshake_done() sends the queue. */
   if (!ch->writing && ch->state == ST_OPEN) pump_output(ch);
   return 0;
+}
+
+static int queue_frame(tg_tls_chan_t *ch, tg_buf_t *q, const uint8_t *frame,
+                       size_t len) {
+  if (ch->state >= ST_CLOSING) return -EPIPE;
+  if (!frame_ok(frame, len)) return -EINVAL;
+  return queue_parts(ch, q, NULL, frame, len);
+}
+
+int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
+                             size_t len, bool priority) {
+  if (len > TG_IPC_FRAME_MAX_PAYLOAD) return -EINVAL;
+  uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE];
+  tg_pb_write_le32(hdr, (uint32_t)len);
+  return queue_parts(ch, priority ? &ch->ctl : &ch->bulk, hdr, payload, len);
 }
 
 static int t_send(tg_transport_t *t, const uint8_t *frame, size_t len,

@@ -108,6 +108,14 @@ tg_tls_chan_t *tg_tls_chan_from_transport(tg_transport_t *t);
 int tg_tls_chan_send_priority(tg_tls_chan_t *ch, const uint8_t *frame,
                               size_t len);
 
+/* Queues one frame given as its payload (an IPCFrame of at most
+ * TG_IPC_FRAME_MAX_PAYLOAD bytes): the length prefix is added while the
+ * payload is copied into the output queue, so a forwarder (the relay) copies
+ * each frame once. |priority| as tg_tls_chan_send_priority(). Returns as
+ * that, -EINVAL for an oversized payload. */
+int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
+                             size_t len, bool priority);
+
 /* The peer's identity (certificate CN, else first DNS SAN) once the
  * handshake succeeded, else NULL. Owned by the channel, valid until
  * tg_tls_chan_free(). */

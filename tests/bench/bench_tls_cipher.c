@@ -27,81 +27,29 @@
 #include <time.h>
 #include <uv.h>
 
-#include <mbedtls/chachapoly.h>
-#include <mbedtls/gcm.h>
-
 #include "abi/ipc_frame.h"
 #include "abi/pb_wire.h"
+#include "bench_cipher.h"
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
 #include "tracegate/error.h"
 #include "tracegate/log.h"
 
-#define RECORD (16 * 1024)
 #define FRAME_PAYLOAD (64 * 1024)
-
-static double mbps(uint64_t bytes, uint64_t ns) {
-  return ns ? (double)bytes / 1e6 / ((double)ns / 1e9) : 0;
-}
-
-/* CPU time of the calling thread, ns. */
-static uint64_t cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 typedef struct rate {
   double wall; /* MB/s */
   double cpu;  /* MB per CPU-second */
 } rate_t;
 
-/* --- raw ciphers ------------------------------------------------------------ */
-
-static uint8_t rec_in[RECORD], rec_out[RECORD];
-
-static rate_t bench_gcm(unsigned keybits, uint64_t total) {
+/* Raw encryption of 16 KiB records (bench_cipher.h); zeros if unavailable. */
+static rate_t bench_raw(bench_aead_t a, uint64_t total) {
+  bench_span_t s = {0};
   rate_t r = {0, 0};
-  mbedtls_gcm_context g;
-  mbedtls_gcm_init(&g);
-  uint8_t key[32] = {1, 2, 3}, iv[12] = {0}, tag[16];
-  if (mbedtls_gcm_setkey(&g, MBEDTLS_CIPHER_ID_AES, key, keybits) != 0) {
-    mbedtls_gcm_free(&g);
-    return r;
+  if (bench_aead_run(a, total, &s) == 0) {
+    r.wall = bench_span_wall(&s);
+    r.cpu = bench_span_cpu(&s);
   }
-  uint8_t aad[13] = {0};
-  uint64_t n = total / RECORD, t0 = uv_hrtime(), c0 = cpu_ns();
-  for (uint64_t i = 0; i < n; i++) {
-    memcpy(iv + 4, &i, 8); /* explicit nonce, as TLS 1.2 GCM does */
-    mbedtls_gcm_crypt_and_tag(&g, MBEDTLS_GCM_ENCRYPT, RECORD, iv, sizeof(iv),
-                              aad, sizeof(aad), rec_in, rec_out, sizeof(tag),
-                              tag);
-  }
-  r.wall = mbps(n * RECORD, uv_hrtime() - t0);
-  r.cpu = mbps(n * RECORD, cpu_ns() - c0);
-  mbedtls_gcm_free(&g);
-  return r;
-}
-
-static rate_t bench_chachapoly(uint64_t total) {
-  rate_t r = {0, 0};
-#if defined(MBEDTLS_CHACHAPOLY_C)
-  mbedtls_chachapoly_context c;
-  mbedtls_chachapoly_init(&c);
-  uint8_t key[32] = {1, 2, 3}, nonce[12] = {0}, tag[16], aad[13] = {0};
-  mbedtls_chachapoly_setkey(&c, key);
-  uint64_t n = total / RECORD, t0 = uv_hrtime(), c0 = cpu_ns();
-  for (uint64_t i = 0; i < n; i++) {
-    memcpy(nonce + 4, &i, 8);
-    mbedtls_chachapoly_encrypt_and_tag(&c, RECORD, nonce, aad, sizeof(aad),
-                                       rec_in, rec_out, tag);
-  }
-  r.wall = mbps(n * RECORD, uv_hrtime() - t0);
-  r.cpu = mbps(n * RECORD, cpu_ns() - c0);
-  mbedtls_chachapoly_free(&c);
-#else
-  (void)total;
-#endif
   return r;
 }
 
@@ -136,7 +84,7 @@ static int srv_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
   s->got += n + TG_IPC_FRAME_HEADER_SIZE;
   if (s->got >= s->want) {
     atomic_store_explicit(&s->t_end, uv_hrtime(), memory_order_relaxed);
-    s->cpu_used = cpu_ns() - s->cpu_start;
+    s->cpu_used = bench_thread_cpu_ns() - s->cpu_start;
     tg_transport_close(t, 0);
     return 1;
   }
@@ -156,7 +104,7 @@ static const tg_transport_cbs_t srv_cbs = {.on_frame = srv_frame,
 static void srv_handshake(tg_tls_chan_t *ch, int status) {
   server_t *s = tg_tls_chan_transport(ch)->data;
   snprintf(s->suite, sizeof(s->suite), "%s", tg_tls_chan_ciphersuite(ch));
-  s->cpu_start = cpu_ns();
+  s->cpu_start = bench_thread_cpu_ns();
   if (status) fprintf(stderr, "server handshake: %s\n", tg_strerror(status));
 }
 
@@ -192,7 +140,7 @@ static void cli_drain(tg_transport_t *t) { cli_pump(t->data); }
 static void cli_close(tg_transport_t *t, int status) {
   client_t *c = t->data;
   c->close_status = status;
-  if (c->cpu_start) c->cpu_used = cpu_ns() - c->cpu_start;
+  if (c->cpu_start) c->cpu_used = bench_thread_cpu_ns() - c->cpu_start;
 }
 
 static const tg_transport_cbs_t cli_cbs = {
@@ -207,7 +155,7 @@ static void cli_handshake(tg_tls_chan_t *ch, int status) {
     return;
   }
   c->t_start = uv_hrtime();
-  c->cpu_start = cpu_ns();
+  c->cpu_start = bench_thread_cpu_ns();
   cli_pump(c);
 }
 
@@ -282,9 +230,9 @@ static rate_t bench_chan(const char *dir, uint64_t total, char *suite,
   uv_loop_close(&c->loop);
   uint64_t t_end = atomic_load_explicit(&s->t_end, memory_order_relaxed);
   if (s->got >= s->want && c->t_start && t_end > c->t_start) {
-    r.wall = mbps(s->got, t_end - c->t_start);
-    *cpu_send = mbps(s->got, c->cpu_used);
-    *cpu_recv = mbps(s->got, s->cpu_used);
+    r.wall = bench_mbps(s->got, t_end - c->t_start);
+    *cpu_send = bench_mbps(s->got, c->cpu_used);
+    *cpu_recv = bench_mbps(s->got, s->cpu_used);
     r.cpu = *cpu_send < *cpu_recv ? *cpu_send : *cpu_recv;
   } else
     fprintf(stderr, "chan: got %" PRIu64 " of %" PRIu64 " bytes (server %s)\n",
@@ -304,18 +252,17 @@ int main(int argc, char **argv) {
   if (mib == 0) mib = 1024;
   uint64_t total = mib << 20;
   tg_log_set_level(TG_LOG_WARN);
-  memset(rec_in, 0xa5, sizeof(rec_in));
 
   printf("bench_tls_cipher: %" PRIu64 " MiB each, 16 KiB records, "
          "64 KiB frames\n", mib);
   printf("  %-34s %10s %14s\n", "", "MB/s", "MB/CPU-second");
-  rate_t g128 = bench_gcm(128, total);
+  rate_t g128 = bench_raw(BENCH_AES128_GCM, total);
   printf("  %-34s %10.0f %14.0f\n", "raw AES-128-GCM encrypt", g128.wall,
          g128.cpu);
-  rate_t g256 = bench_gcm(256, total);
+  rate_t g256 = bench_raw(BENCH_AES256_GCM, total);
   printf("  %-34s %10.0f %14.0f\n", "raw AES-256-GCM encrypt", g256.wall,
          g256.cpu);
-  rate_t cc = bench_chachapoly(total);
+  rate_t cc = bench_raw(BENCH_CHACHAPOLY, total);
   if (cc.wall > 0)
     printf("  %-34s %10.0f %14.0f\n", "raw CHACHA20-POLY1305 encrypt",
            cc.wall, cc.cpu);

@@ -1,0 +1,530 @@
+/* Fan-out: one collector recording many hosts at once through their relays.
+ *
+ * HOSTS service+relay pairs on loopback (tracegated + tracegate-relay
+ * children, mutual TLS with certificates made by deploy/certs/tg-certs),
+ * each with one tracegate-emit producer writing RATE packets of SIZE bytes
+ * per second. This process is the collector: one uv loop, one TLS
+ * connection per host with the consumer library, as `tracegate record -H
+ * ... -H ...` does. Measured:
+ *
+ * 1. Time to tracing (target < 250 ms): with every connection bound and
+ *    every producer registered, ObserveEvents(ALL_DATA_SOURCES_STARTED) and
+ *    EnableTracing go to all hosts at once; a host is tracing when its
+ *    service reports that every data source of the session has started
+ *    (the agent does not ask for will_notify_on_start, so that is when the
+ *    service has sent StartDataSource to every producer). The connect +
+ *    handshake + bind phase before it is timed apart, and so is, for
+ *    information, the first producer packet read back from each host
+ *    (which also counts the agent's start and commit latency).
+ * 2. Aggregate MB/s while streaming for SECONDS with a ReadBuffers to every
+ *    host each READ_PERIOD_MS (at most one in flight per host), next to
+ *    what the producers offered, the loss the services counted, how idle
+ *    the machine was, and CPU per GB of the collector, the relays, the
+ *    services and the producers. On 2 cores the producers and services
+ *    share the machine with the collector: the default offered load is
+ *    one the box carries; raise RATE to find where it saturates.
+ * 3. Collector memory per host (target < 2 MB): (RSS after connecting and
+ *    streaming - RSS before connecting) / HOSTS.
+ *
+ * usage: bench_fanout [HOSTS [SECONDS [RATE [SIZE]]]]  (default 32 5 500 4096)
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "abi/pb_wire.h"
+#include "bench_children.h"
+#include "bench_remote.h"
+#include "test_service.h"
+#include "tracegate/error.h"
+#include "tracegate/log.h"
+
+#ifndef TRACEGATE_EMIT_PATH
+#error "TRACEGATE_EMIT_PATH must name the tracegate-emit binary"
+#endif
+
+#define MAX_HOSTS 64
+#define DS_NAME "tracegate.emit"
+#define BUFFER_KB (16 * 1024)
+#define READ_PERIOD_MS 100
+#define POLL_MS 20
+#define PROBE_MS 5
+#define STEP_MS 15000 /* bound of each awaited phase */
+/* Hard bound of the whole run: DEADLINE_S + SECONDS (55 s by default,
+ * for `make bench`). */
+#define DEADLINE_S 50
+#define TRACING_TARGET_MS 250.0
+#define MEMORY_TARGET_KB 2048.0
+
+typedef struct fanout fanout_t;
+
+typedef struct host {
+  fanout_t *f;
+  unsigned idx;
+  test_service_t ts;
+  bench_relay_t relay;
+  pid_t emit;
+  tg_consumer_t *c;
+  tg_tls_chan_t *ch;
+  bool ready, closed, failed;
+  bool querying, has_ds;
+  bool tracing;
+  double t_tracing_ms; /* since the start */
+  bool has_data;
+  double t_data_ms; /* first producer packet read, since the start */
+  bool reading;
+  uint64_t bytes, packets, reads;
+  bool stats_done;
+  uint64_t written, lost_chunks;
+} host_t;
+
+struct fanout {
+  uv_loop_t loop;
+  uv_timer_t tick;
+  unsigned n;
+  host_t host[MAX_HOSTS];
+  tg_tls_config_t *tls;
+  uint8_t *config;
+  size_t config_len;
+  double t_start_ms;
+  bool streaming; /* reads are issued on each tick */
+  void (*on_tick)(fanout_t *f);
+};
+
+/* --- per host ------------------------------------------------------------------- */
+
+static void fail_host(host_t *h, const char *what, int status,
+                      const char *msg) {
+  if (!h->failed)
+    fprintf(stderr, "bench_fanout: host %u: %s: %s%s%s\n", h->idx, what,
+            tg_strerror(status), msg && msg[0] ? ": " : "", msg ? msg : "");
+  h->failed = true;
+}
+
+static void on_ready(tg_consumer_t *c, int status, const char *msg) {
+  host_t *h = tg_consumer_data(c);
+  if (status) fail_host(h, "connecting", status, msg);
+  else h->ready = true;
+}
+
+static void on_close(tg_consumer_t *c, int status, const char *msg) {
+  host_t *h = tg_consumer_data(c);
+  if (status) fail_host(h, "connection closed", status, msg);
+  h->closed = true;
+  h->ready = false;
+  h->c = NULL;
+  tg_tls_chan_free(h->ch);
+  h->ch = NULL;
+}
+
+static const tg_consumer_cbs_t consumer_cbs = {.on_ready = on_ready,
+                                               .on_close = on_close};
+
+static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     bool has_more,
+                     const Perfetto__Protos__TracingServiceState *st) {
+  (void)c;
+  (void)has_more;
+  host_t *h = ctx;
+  h->querying = false;
+  if (status) fail_host(h, "QueryServiceState", status, msg);
+  else if (st && st->n_data_sources > 0) h->has_ds = true;
+}
+
+static void on_events(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                      bool has_more,
+                      const Perfetto__Protos__ObservableEvents *ev) {
+  (void)c;
+  (void)has_more;
+  host_t *h = ctx;
+  if (status) {
+    if (status != -ECANCELED) fail_host(h, "ObserveEvents", status, msg);
+    return;
+  }
+  if (ev && ev->has_all_data_sources_started && ev->all_data_sources_started &&
+      !h->tracing) {
+    h->tracing = true;
+    h->t_tracing_ms = bench_now_ms() - h->f->t_start_ms;
+  }
+}
+
+static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  host_t *h = ctx;
+  if (status && status != -ECANCELED)
+    fail_host(h, "the session ended", status, msg);
+}
+
+/* True for tracegate-emit's packets (TracePacket.for_testing, 900); the
+ * service's own packets do not carry it. */
+static bool from_producer(const uint8_t *pk, size_t len) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, pk, len);
+  while (tg_pb_reader_next(&r, &f) == 1)
+    if (f.id == 900) return true;
+  return false;
+}
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *pk,
+                     size_t len) {
+  (void)c;
+  host_t *h = ctx;
+  h->bytes += len;
+  h->packets++;
+  if (!h->has_data && from_producer(pk, len)) {
+    h->has_data = true;
+    h->t_data_ms = bench_now_ms() - h->f->t_start_ms;
+  }
+  return 0;
+}
+
+static void read_next(host_t *h);
+
+static void on_read_done(tg_consumer_t *c, void *ctx, int status,
+                         const char *msg) {
+  (void)c;
+  host_t *h = ctx;
+  h->reading = false;
+  h->reads++;
+  if (status) fail_host(h, "ReadBuffers", status, msg);
+}
+
+static void read_next(host_t *h) {
+  int rv = tg_consumer_read_buffers(h->c, on_packet, on_read_done, h);
+  if (rv < 0) fail_host(h, "ReadBuffers", rv, NULL);
+  else h->reading = true;
+}
+
+static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st) {
+  (void)c;
+  host_t *h = ctx;
+  h->stats_done = true;
+  if (status) {
+    fail_host(h, "GetTraceStats", status, msg);
+    return;
+  }
+  for (size_t i = 0; st && i < st->n_buffer_stats; i++) {
+    h->written += st->buffer_stats[i]->bytes_written;
+    h->lost_chunks += st->buffer_stats[i]->chunks_overwritten +
+                      st->buffer_stats[i]->chunks_discarded;
+  }
+}
+
+/* --- phases --------------------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t) {
+  fanout_t *f = t->data;
+  if (f->on_tick) f->on_tick(f);
+}
+
+static void query_ds(fanout_t *f) {
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    if (h->has_ds || h->querying || !h->ready) continue;
+    if (tg_consumer_query_service_state(h->c, false, true, on_state, h) == 0)
+      h->querying = true;
+  }
+}
+
+/* Until a host's first producer packet arrives: a read each PROBE_MS. */
+static void probe_reads(fanout_t *f) {
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    if (!h->has_data && !h->reading && h->ready) read_next(h);
+  }
+}
+
+static void issue_reads(fanout_t *f) {
+  if (!f->streaming) return;
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    if (!h->reading && h->ready) read_next(h);
+  }
+}
+
+static bool any_failed(const fanout_t *f) {
+  for (unsigned i = 0; i < f->n; i++)
+    if (f->host[i].failed) return true;
+  return false;
+}
+
+#define ALL_HOSTS(name, expr)                                 \
+  static bool name(void *arg) {                               \
+    fanout_t *f = arg;                                        \
+    if (any_failed(f)) return true;                           \
+    for (unsigned i = 0; i < f->n; i++) {                     \
+      const host_t *h = &f->host[i];                          \
+      if (!(expr)) return false;                              \
+    }                                                         \
+    return true;                                              \
+  }
+ALL_HOSTS(all_ready, h->ready)
+ALL_HOSTS(all_have_ds, h->has_ds)
+ALL_HOSTS(all_tracing, h->tracing)
+ALL_HOSTS(all_have_data, h->has_data && !h->reading)
+ALL_HOSTS(none_reading, !h->reading)
+ALL_HOSTS(all_stats, h->stats_done)
+ALL_HOSTS(all_closed, h->closed)
+
+static bool never(void *arg) {
+  (void)arg;
+  return false;
+}
+
+/* Children's CPU: relays, services, producers. */
+typedef struct cpu_split {
+  double collector, relays, services, emits;
+} cpu_split_t;
+
+static cpu_split_t cpu_now(const fanout_t *f) {
+  cpu_split_t c = {bench_proc_cpu_s(0), 0, 0, 0};
+  for (unsigned i = 0; i < f->n; i++) {
+    c.relays += bench_proc_cpu_s(f->host[i].relay.pid);
+    c.services += bench_proc_cpu_s(f->host[i].ts.pid);
+    c.emits += bench_proc_cpu_s(f->host[i].emit);
+  }
+  return c;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int start_children(fanout_t *f, const char *dir, uint64_t rate,
+                          uint64_t size) {
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    h->f = f;
+    h->idx = i;
+    if (test_service_start(&h->ts) < 0) {
+      fprintf(stderr, "bench_fanout: cannot start tracegated %u\n", i);
+      return -1;
+    }
+    bench_adopt(h->ts.pid);
+    bench_remove_at_exit(h->ts.dir);
+  }
+  /* The relays start in parallel. */
+  for (unsigned i = 0; i < f->n; i++)
+    if (bench_relay_spawn(&f->host[i].relay, dir, i,
+                          f->host[i].ts.consumer_sock) < 0)
+      return -1;
+  for (unsigned i = 0; i < f->n; i++)
+    if (bench_relay_wait(&f->host[i].relay, STEP_MS) < 0) return -1;
+  char r[24], s[24];
+  snprintf(r, sizeof(r), "%" PRIu64, rate);
+  snprintf(s, sizeof(s), "%" PRIu64, size);
+  for (unsigned i = 0; i < f->n; i++) {
+    char log[160], name[32];
+    snprintf(log, sizeof(log), "%s/emit%u.log", dir, i);
+    snprintf(name, sizeof(name), "emit%u", i);
+    const char *argv[] = {TRACEGATE_EMIT_PATH, "--socket",
+                          f->host[i].ts.producer_sock, "--name", name,
+                          "--rate", r, "--size", s, "--threads", "1",
+                          "--log-level", "warn", NULL};
+    if ((f->host[i].emit = bench_spawn(argv, -1, log)) < 0) return -1;
+  }
+  return 0;
+}
+
+static int make_config(fanout_t *f) {
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, BUFFER_KB, 1 /* RING_BUFFER */, DS_NAME);
+  f->config_len = perfetto__protos__trace_config__get_packed_size(&sc.cfg);
+  f->config = malloc(f->config_len);
+  if (!f->config) return -1;
+  perfetto__protos__trace_config__pack(&sc.cfg, f->config);
+  return 0;
+}
+
+static void print_failures(const fanout_t *f, const char *phase) {
+  unsigned bad = 0;
+  for (unsigned i = 0; i < f->n; i++) bad += f->host[i].failed;
+  fprintf(stderr, "bench_fanout: %s: %u of %u hosts failed or timed out\n",
+          phase, bad ? bad : f->n, f->n);
+}
+
+int main(int argc, char **argv) {
+  unsigned hosts = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 32;
+  uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 10) : 5;
+  uint64_t rate = argc > 3 ? strtoull(argv[3], NULL, 10) : 500;
+  uint64_t size = argc > 4 ? strtoull(argv[4], NULL, 10) : 4096;
+  if (hosts == 0 || hosts > MAX_HOSTS) hosts = 32;
+  if (seconds == 0 || seconds > 600) seconds = 5;
+  tg_log_set_level(TG_LOG_WARN);
+  bench_children_init();
+  bench_deadline(DEADLINE_S + (unsigned)seconds);
+
+  static fanout_t fan;
+  fanout_t *f = &fan;
+  f->n = hosts;
+  char dir[96];
+  if (bench_tempdir(dir, sizeof(dir), "fanout") < 0 ||
+      bench_certs(dir, BENCH_HOST, BENCH_CLIENT) < 0) {
+    fprintf(stderr, "bench_fanout: cannot make certificates\n");
+    return 1;
+  }
+  double t_spawn = bench_now_ms();
+  if (start_children(f, dir, rate, size) < 0) return 1;
+  t_spawn = bench_now_ms() - t_spawn;
+  if (!(f->tls = bench_client_tls(dir)) || make_config(f) < 0) return 1;
+
+  uv_loop_init(&f->loop);
+  uv_timer_init(&f->loop, &f->tick);
+  f->tick.data = f;
+  long rss0 = bench_proc_status_kb(0, "VmRSS");
+
+  /* Connect, handshake and bind, all at once. */
+  double t_conn = bench_now_ms();
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    int rv = bench_remote_open(&f->loop, h->relay.port, f->tls, &consumer_cbs,
+                               h, &h->c, &h->ch);
+    if (rv < 0) {
+      fail_host(h, "connecting", rv, NULL);
+      h->closed = true;
+    }
+  }
+  if (!bench_run_until(&f->loop, all_ready, f, STEP_MS) || any_failed(f)) {
+    print_failures(f, "connecting");
+    return 1;
+  }
+  t_conn = bench_now_ms() - t_conn;
+
+  /* Every producer registered, so the sessions start complete. */
+  f->on_tick = query_ds;
+  uv_timer_start(&f->tick, on_tick, 0, POLL_MS);
+  if (!bench_run_until(&f->loop, all_have_ds, f, STEP_MS) || any_failed(f)) {
+    print_failures(f, "waiting for the producers");
+    return 1;
+  }
+  uv_timer_stop(&f->tick); /* no query is in flight: each host has its answer */
+  f->on_tick = NULL;
+
+  /* Start: every host at once. */
+  static const Perfetto__Protos__ObservableEvents__Type started[] = {
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED};
+  f->t_start_ms = bench_now_ms();
+  for (unsigned i = 0; i < f->n; i++) {
+    host_t *h = &f->host[i];
+    int rv = tg_consumer_observe_events(h->c, started, 1, on_events, h);
+    if (rv == 0)
+      rv = tg_consumer_enable_tracing(h->c, f->config, f->config_len, -1,
+                                      on_ended, h);
+    if (rv < 0) fail_host(h, "EnableTracing", rv, NULL);
+  }
+  if (!bench_run_until(&f->loop, all_tracing, f, STEP_MS) || any_failed(f)) {
+    print_failures(f, "starting");
+    return 1;
+  }
+  /* Then the first data: frequent reads (not back to back: 32 hosts
+   * spinning would starve the producers of the 2 cores). */
+  f->on_tick = probe_reads;
+  uv_timer_start(&f->tick, on_tick, 0, PROBE_MS);
+  if (!bench_run_until(&f->loop, all_have_data, f, STEP_MS) || any_failed(f)) {
+    print_failures(f, "waiting for the first data");
+    return 1;
+  }
+  uv_timer_stop(&f->tick);
+  double lat[MAX_HOSTS], first[MAX_HOSTS];
+  for (unsigned i = 0; i < f->n; i++) {
+    lat[i] = f->host[i].t_tracing_ms;
+    first[i] = f->host[i].t_data_ms;
+    f->host[i].bytes = f->host[i].packets = f->host[i].reads = 0;
+  }
+  qsort(lat, f->n, sizeof(double), cmp_double);
+  qsort(first, f->n, sizeof(double), cmp_double);
+
+  /* Stream. */
+  cpu_split_t cpu0 = cpu_now(f);
+  uint64_t idle0, all0, idle1, all1;
+  bench_machine_ticks(&idle0, &all0);
+  double t_stream = bench_now_ms();
+  f->streaming = true;
+  f->on_tick = issue_reads;
+  uv_timer_start(&f->tick, on_tick, 0, READ_PERIOD_MS);
+  bench_run_until(&f->loop, never, f, (int)(seconds * 1000));
+  f->streaming = false;
+  uv_timer_stop(&f->tick);
+  bench_run_until(&f->loop, none_reading, f, STEP_MS);
+  t_stream = bench_now_ms() - t_stream;
+  cpu_split_t cpu1 = cpu_now(f);
+  bench_machine_ticks(&idle1, &all1);
+  long rss1 = bench_proc_status_kb(0, "VmRSS");
+  long hwm = bench_proc_status_kb(0, "VmHWM");
+  if (any_failed(f)) {
+    print_failures(f, "streaming");
+    return 1;
+  }
+  for (unsigned i = 0; i < f->n; i++)
+    if (tg_consumer_get_trace_stats(f->host[i].c, on_stats, &f->host[i]) < 0)
+      f->host[i].stats_done = true;
+  bench_run_until(&f->loop, all_stats, f, STEP_MS);
+
+  uint64_t bytes = 0, packets = 0, reads = 0, written = 0, lost = 0;
+  for (unsigned i = 0; i < f->n; i++) {
+    bytes += f->host[i].bytes;
+    packets += f->host[i].packets;
+    reads += f->host[i].reads;
+    written += f->host[i].written;
+    lost += f->host[i].lost_chunks;
+  }
+  double gb = (double)bytes / 1e9;
+  double per_host_kb = (double)(rss1 - rss0) / f->n;
+  printf("bench_fanout: %u hosts (tracegated + tracegate-relay + "
+         "tracegate-emit each, started in %.0f ms), one collector loop\n",
+         f->n, t_spawn);
+  printf("  connect + TLS handshake + bind, all hosts : %8.0f ms\n", t_conn);
+  printf("  time until all are tracing               : %8.1f ms  (target < "
+         "%.0f; per host min %.1f, median %.1f)\n",
+         lat[f->n - 1], TRACING_TARGET_MS, lat[0], lat[f->n / 2]);
+  printf("    first producer packet read, all hosts  : %8.1f ms  (per host min "
+         "%.1f, median %.1f)\n",
+         first[f->n - 1], first[0], first[f->n / 2]);
+  printf("  streaming, aggregate                     : %8.1f MB/s  over %.1f s "
+         "(%" PRIu64 " packets, %" PRIu64 " reads)\n",
+         (double)bytes / 1e6 / (t_stream / 1e3), t_stream / 1e3, packets,
+         reads);
+  printf("    offered by the producers               : %8.1f MB/s  (%" PRIu64
+         " x %" PRIu64 " B/s per host)\n",
+         (double)f->n * (double)rate * (double)size / 1e6, rate, size);
+  printf("    lost in the services' buffers          : %8" PRIu64
+         " chunks  (%.1f MB written into them over the session)\n",
+         lost, (double)written / 1e6);
+  printf("    CPU per GB read: collector %.2f s, relays %.2f s, services "
+         "%.2f s, producers %.2f s\n"
+         "    (the collector alone: %.0f MB per CPU-second)\n",
+         gb > 0 ? (cpu1.collector - cpu0.collector) / gb : 0,
+         gb > 0 ? (cpu1.relays - cpu0.relays) / gb : 0,
+         gb > 0 ? (cpu1.services - cpu0.services) / gb : 0,
+         gb > 0 ? (cpu1.emits - cpu0.emits) / gb : 0,
+         cpu1.collector > cpu0.collector
+             ? (double)bytes / 1e6 / (cpu1.collector - cpu0.collector) : 0);
+  printf("    machine idle while streaming            : %8.0f %%  of %ld "
+         "cores\n",
+         all1 > all0
+             ? 100.0 * (double)(idle1 - idle0) / (double)(all1 - all0)
+             : 0,
+         sysconf(_SC_NPROCESSORS_ONLN));
+  printf("  collector memory per host                : %8.0f KiB  (target < "
+         "%.0f; RSS %ld -> %ld KiB, peak %ld KiB)\n",
+         per_host_kb, MEMORY_TARGET_KB, rss0, rss1, hwm);
+
+  /* Orderly teardown; on the error paths above, exit does it. */
+  for (unsigned i = 0; i < f->n; i++)
+    if (f->host[i].c) tg_consumer_close(f->host[i].c);
+  bench_run_until(&f->loop, all_closed, f, STEP_MS);
+  uv_close((uv_handle_t *)&f->tick, NULL);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  int rv = uv_loop_close(&f->loop);
+  if (rv) fprintf(stderr, "bench_fanout: loop closed with handles open\n");
+  bench_stop_all(10000); /* the directories go at exit */
+  tg_tls_config_free(f->tls);
+  free(f->config);
+  return rv ? 1 : 0;
+}
