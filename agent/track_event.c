@@ -366,6 +366,55 @@ typedef struct pending_intern {
   const char *name;
 } pending_intern_t;
 
+/* The common event, kept out of emit_one's large frame: a slice or instant
+ * without annotations whose category and name this sequence already
+ * interned. Its ~20 bytes are written straight into the chunk when it has
+ * room (else composed on the stack and appended); the track event is under
+ * 128 bytes, so its length takes one byte. Returns false when the general
+ * path must run. */
+static inline bool emit_fast(unsigned inst, const tg_category_t *cat,
+                             int type, const char *name, uint64_t ts) {
+  tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
+  if (!sl) return true; /* not active: nothing to do on any path */
+  const seq_state_t *s = sl->user;
+  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
+                                       memory_order_acquire);
+  if (__builtin_expect(!s || sl->incr_fresh || sl->incr_seen != incr, 0))
+    return false;
+  uint32_t ci = intern_peek(s, K_CATEGORY, cat);
+  uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
+  if (!ci || (name && !ni)) return false;
+  /* At most 1+10 (timestamp) + 2 + 14 (track event) + 2 bytes. */
+  enum { MAX_EVENT = 32 };
+  uint8_t tmp[MAX_EVENT];
+  tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
+  bool direct = (size_t)(w->end - w->cur) >= MAX_EVENT;
+  uint8_t *p = direct ? w->cur : tmp;
+  uint8_t *start = p;
+  *p++ = (uint8_t)TG_PB_TAG(F_TIMESTAMP, TG_PB_WT_VARINT);
+  p = tg_pb_write_varint(p, ts);
+  *p++ = (uint8_t)TG_PB_TAG(F_TRACK_EVENT, TG_PB_WT_LEN);
+  uint8_t *len_byte = p++;
+  uint8_t *body = p;
+  *p++ = (uint8_t)TG_PB_TAG(TE_TYPE, TG_PB_WT_VARINT);
+  *p++ = (uint8_t)type;
+  *p++ = (uint8_t)TG_PB_TAG(TE_CATEGORY_IIDS, TG_PB_WT_VARINT);
+  p = tg_pb_write_varint(p, ci);
+  if (name) {
+    *p++ = (uint8_t)TG_PB_TAG(TE_NAME_IID, TG_PB_WT_VARINT);
+    p = tg_pb_write_varint(p, ni);
+  }
+  *len_byte = (uint8_t)(p - body); /* < 128: one varint byte */
+  *p++ = (uint8_t)TG_PB_TAG(F_SEQUENCE_FLAGS, TG_PB_WT_VARINT);
+  *p++ = SEQ_NEEDS_STATE;
+  if (direct)
+    w->cur = p; /* written in place: the chunk had the room */
+  else
+    tg_pbw_append_raw(w, start, (size_t)(p - start));
+  tg_trace_writer_end_packet(sl->w);
+  return true;
+}
+
 static void emit_one(unsigned inst, tg_category_t *cat, int type,
                      const char *name, int64_t value, const tg_arg_t *args,
                      size_t n_args, int32_t tid, uint64_t ts) {
@@ -379,40 +428,6 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     s = sequence(inst, tid, &cleared);
     if (!s || !sl->w) return;
   }
-  /* Fast path: a slice or instant without annotations whose category and
-   * name this sequence already interned. Its ~20 bytes are composed on the
-   * stack (the track event's length is known, so it takes one byte) and
-   * copied in one go. */
-  if (n_args == 0 && type != TG_TE_COUNTER) {
-    uint32_t ci = intern_peek(s, K_CATEGORY, cat);
-    uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
-    if (ci && (ni || !name)) {
-      uint8_t body[24], pkt[48];
-      uint8_t *q = body;
-      *q++ = (uint8_t)TG_PB_TAG(TE_TYPE, TG_PB_WT_VARINT);
-      *q++ = (uint8_t)type;
-      *q++ = (uint8_t)TG_PB_TAG(TE_CATEGORY_IIDS, TG_PB_WT_VARINT);
-      q = tg_pb_write_varint(q, ci);
-      if (name) {
-        *q++ = (uint8_t)TG_PB_TAG(TE_NAME_IID, TG_PB_WT_VARINT);
-        q = tg_pb_write_varint(q, ni);
-      }
-      uint8_t *p = pkt;
-      *p++ = (uint8_t)TG_PB_TAG(F_TIMESTAMP, TG_PB_WT_VARINT);
-      p = tg_pb_write_varint(p, ts);
-      *p++ = (uint8_t)TG_PB_TAG(F_TRACK_EVENT, TG_PB_WT_LEN);
-      *p++ = (uint8_t)(q - body);
-      memcpy(p, body, (size_t)(q - body));
-      p += q - body;
-      *p++ = (uint8_t)TG_PB_TAG(F_SEQUENCE_FLAGS, TG_PB_WT_VARINT);
-      *p++ = SEQ_NEEDS_STATE;
-      tg_pbw_t *fw = tg_trace_writer_begin_packet(sl->w);
-      tg_pbw_append_raw(fw, pkt, (size_t)(p - pkt));
-      tg_trace_writer_end_packet(sl->w);
-      return;
-    }
-  }
-
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
   bool is_new;
@@ -504,6 +519,10 @@ void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
   uint64_t ts = tg__clock_now();
   uint8_t mask = atomic_load_explicit(&cat->enabled, memory_order_relaxed) &
                  tg_ds_enabled_mask(g_te_ds);
-  for (unsigned k = 0; mask; k++, mask >>= 1)
-    if (mask & 1u) emit_one(k, cat, type, name, value, args, n_args, t_tid, ts);
+  bool simple = n_args == 0 && type != TG_TE_COUNTER;
+  for (unsigned k = 0; mask; k++, mask >>= 1) {
+    if (!(mask & 1u)) continue;
+    if (simple && emit_fast(k, cat, type, name, ts)) continue;
+    emit_one(k, cat, type, name, value, args, n_args, t_tid, ts);
+  }
 }
