@@ -1,4 +1,4 @@
-/* The trace file. Written to ".NAME.tmp-XXXXXX" next to the final path and
+/* The trace file. Written to ".NAME.tmp-<random>" next to the final path and
  * renamed over it once complete, so a failed or interrupted recording never
  * leaves a half-written file under the name the user asked for. */
 #include <errno.h>
@@ -37,7 +37,12 @@ int cli_output_open(cli_output_t *o, const char *path) {
   const char *dir = dirname(copy), *base = basename(copy2);
   size_t n = strlen(dir) + strlen(base) + 16;
   o->tmp = malloc(n);
-  if (o->tmp) snprintf(o->tmp, n, "%s/.%s.tmp-XXXXXX", dir, base);
+  if (o->tmp) {
+    /* mkostemp() replaces the template's six trailing 'X's. */
+    int k = snprintf(o->tmp, n, "%s/.%s.tmp-", dir, base);
+    memset(o->tmp + k, 'X', 6);
+    o->tmp[k + 6] = 0;
+  }
   free(copy);
   free(copy2);
   if (!o->tmp) {
