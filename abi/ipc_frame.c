@@ -111,6 +111,11 @@ int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out) {
 /* IPCFrame field numbers (wire_protocol.proto). */
 enum {
   IPC_FRAME_REQUEST_ID = 2,
+  IPC_FRAME_INVOKE_METHOD = 5,
+  INVOKE_SERVICE_ID = 1,
+  INVOKE_METHOD_ID = 2,
+  INVOKE_ARGS_PROTO = 3,
+  INVOKE_DROP_REPLY = 4,
   IPC_FRAME_INVOKE_METHOD_REPLY = 6,
   INVOKE_REPLY_SUCCESS = 1,
   INVOKE_REPLY_HAS_MORE = 2,
@@ -140,5 +145,34 @@ int tg_ipc_reply_end(tg_ipc_reply_writer_t *rw, size_t *frame_len) {
   uint64_t n = tg_pbw_written(&rw->body);
   tg_pb_write_le32(rw->frame, (uint32_t)n);
   *frame_len = TG_IPC_FRAME_HEADER_SIZE + (size_t)n;
+  return 0;
+}
+
+int tg_ipc_invoke_append(tg_buf_t *out, uint64_t request_id,
+                         uint32_t service_id, uint32_t method_id,
+                         const uint8_t *args, size_t args_len,
+                         bool drop_reply) {
+  /* Tags, ids and the two lengths take at most 64 bytes. */
+  size_t room = TG_IPC_FRAME_HEADER_SIZE + 64 + args_len;
+  if (args_len > TG_IPC_FRAME_MAX_PAYLOAD) return TG_EFRAME_TOO_LARGE;
+  uint8_t *p = tg_buf_reserve(out, room);
+  if (!p) return -ENOMEM;
+  tg_pbw_t w;
+  tg_pbw_init(&w, p + TG_IPC_FRAME_HEADER_SIZE, room - TG_IPC_FRAME_HEADER_SIZE,
+              NULL, NULL);
+  tg_pbw_append_varint(&w, IPC_FRAME_REQUEST_ID, request_id);
+  tg_pbw_begin_nested(&w, IPC_FRAME_INVOKE_METHOD);
+  tg_pbw_append_varint(&w, INVOKE_SERVICE_ID, service_id);
+  tg_pbw_append_varint(&w, INVOKE_METHOD_ID, method_id);
+  static const uint8_t no_args[1];
+  tg_pbw_append_bytes(&w, INVOKE_ARGS_PROTO, args_len ? args : no_args,
+                      args_len);
+  if (drop_reply) tg_pbw_append_bool(&w, INVOKE_DROP_REPLY, true);
+  tg_pbw_end_nested(&w);
+  if (tg_pbw_error(&w)) return tg_pbw_error(&w);
+  uint64_t n = tg_pbw_written(&w);
+  if (n > TG_IPC_FRAME_MAX_PAYLOAD) return TG_EFRAME_TOO_LARGE;
+  tg_pb_write_le32(p, (uint32_t)n);
+  tg_buf_commit(out, TG_IPC_FRAME_HEADER_SIZE + (size_t)n);
   return 0;
 }

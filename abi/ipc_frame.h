@@ -70,6 +70,14 @@ void tg_ipc_frame_free(tg_ipc_frame_t *f);
  * TG_EPROTO_ENCODE or a tg_buf error. */
 int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out);
 
+/* Appends a whole InvokeMethod frame ([len][IPCFrame]) to |out|, written
+ * with the pb writer (no protobuf-c structures, one copy of |args|).
+ * Returns 0, TG_EFRAME_TOO_LARGE or -ENOMEM (|out| unchanged). */
+int tg_ipc_invoke_append(tg_buf_t *out, uint64_t request_id,
+                         uint32_t service_id, uint32_t method_id,
+                         const uint8_t *args, size_t args_len,
+                         bool drop_reply);
+
 /* --- writing reply frames in place ----------------------------------------
  * ReadBuffers replies are large and hot: they are serialised directly into
  * the connection's output buffer with the pb writer, with no intermediate

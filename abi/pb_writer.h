@@ -63,8 +63,8 @@ struct tg_pbw {
 
 /* |buf| is borrowed for the writer's lifetime (and what refill hands in). A
  * NULL |refill| makes running out of room a TG_ENO_SPACE error. */
-TG_EXPORT void tg_pbw_init(tg_pbw_t *w, uint8_t *buf, size_t len, tg_pbw_refill_fn refill,
-                 void *refill_ctx);
+TG_EXPORT void tg_pbw_init(tg_pbw_t *w, uint8_t *buf, size_t len,
+                           tg_pbw_refill_fn refill, void *refill_ctx);
 
 /* Total payload bytes written since init, across segments. */
 static inline uint64_t tg_pbw_written(const tg_pbw_t *w) {

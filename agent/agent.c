@@ -14,6 +14,7 @@
  * agent reconnects with exponential backoff.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +64,7 @@ typedef struct agent {
   conn_t *conn;
   tg_arbiter_t *arb;
   uint32_t backoff_ms;
-  size_t ds_registered; /* registrations sent on this connection */
-  size_t ds_acked;      /* ...and answered */
+  size_t ds_acked; /* registrations answered on this connection */
   tg_buf_t commit_buf;
 
   /* For tg_agent_wait_connected(). */
@@ -194,11 +194,11 @@ static void commit_all(uint64_t flush_id) {
   if (!g.arb) {
     if (!flush_id) return;
     /* Nothing was ever written: acknowledge the flush alone. */
-    uint8_t req[12];
-    uint8_t *p = tg_pb_write_varint(req, TG_PB_TAG(3, TG_PB_WT_VARINT));
-    p = tg_pb_write_varint(p, flush_id);
-    if (tg_ipc_client_invoke(&c->client, c->svc, "CommitData", req,
-                             (size_t)(p - req), -1, NULL, NULL, NULL) == 0)
+    Perfetto__Protos__CommitDataRequest r =
+        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    r.has_flush_request_id = true;
+    r.flush_request_id = flush_id;
+    if (invoke("CommitData", &r.base, NULL, NULL) == 0)
       atomic_fetch_add(&g.flushes_acked, 1);
     return;
   }
@@ -261,10 +261,8 @@ static void register_new_data_sources(void) {
     Perfetto__Protos__RegisterDataSourceRequest r =
         PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
     r.data_source_descriptor = &d;
-    if (invoke("RegisterDataSource", &r.base, on_ds_registered, ds) == 0) {
+    if (invoke("RegisterDataSource", &r.base, on_ds_registered, ds) == 0)
       ds->registered_with_service = true;
-      g.ds_registered++;
-    }
   }
 }
 
@@ -313,6 +311,15 @@ static bool setup_instance(uint64_t id,
                   cfg->name);
     return false;
   }
+  /* Buffer ids are 16 bits in the SMB ABI (chunk moves, writer
+   * registrations); a larger one would land in another buffer. */
+  if (cfg->target_buffer > UINT16_MAX) {
+    tg__agent_log(TG_AGENT_LOG_WARN,
+                  "agent: %s: instance %llu targets buffer %u, above 65535; "
+                  "ignored",
+                  ds->name, (unsigned long long)id, cfg->target_buffer);
+    return false;
+  }
   unsigned k = 0;
   while (k < TG_DS_MAX_INSTANCES && ds->inst[k].in_use) k++;
   if (k == TG_DS_MAX_INSTANCES) {
@@ -321,8 +328,7 @@ static bool setup_instance(uint64_t id,
                   ds->name, TG_DS_MAX_INSTANCES, (unsigned long long)id);
     return false;
   }
-  uint16_t target = cfg->has_target_buffer ? (uint16_t)cfg->target_buffer : 0;
-  tg__ds_inst_setup(ds, k, id, target, g.arb);
+  tg__ds_inst_setup(ds, k, id, (uint16_t)cfg->target_buffer, g.arb);
   if (ds->cbs.on_setup) {
     size_t len;
     uint8_t *b = pack_config(cfg, &len);
@@ -341,8 +347,8 @@ static void start_instance(uint64_t id,
   if (!setup_instance(id, cfg, &ds, &k)) return;
   if (!ds->inst[k].arb) {
     tg__agent_log(TG_AGENT_LOG_WARN,
-                  "agent: %s started before the service sent the SMB; its "
-                  "packets will be dropped",
+                  "agent: %s started without a usable SMB from the service; "
+                  "its packets will be dropped",
                   ds->name);
   }
   /* Enabled first, so that on_start may already write packets. */
@@ -391,6 +397,17 @@ static void setup_tracing(int fd, uint32_t page_kb) {
   if (g.arb) {
     /* One SMB per connection; a second one is a service bug. */
     tg__agent_log(TG_AGENT_LOG_WARN, "agent: ignoring a second SetupTracing");
+    close(fd);
+    return;
+  }
+  /* A file the service can still shrink would SIGBUS the app on its next
+   * write past the new end; Perfetto's producers require the same seal.
+   * Checked before the size: once sealed, the size cannot go down. */
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    tg__agent_log(TG_AGENT_LOG_ERROR,
+                  "agent: the SMB from the service is not sealed against "
+                  "shrinking; not using it");
     close(fd);
     return;
   }
@@ -504,7 +521,7 @@ static void on_async_command(tg_ipc_client_t *cl, void *ctx, int status,
     case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
       for_each_listed_instance(cmd->flush->data_source_ids,
                                cmd->flush->n_data_source_ids, flush_one);
-      commit_all(cmd->flush->request_id ? cmd->flush->request_id : 0);
+      commit_all(cmd->flush->request_id);
       break;
     case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE:
       for_each_listed_instance(cmd->clear_incremental_state->data_source_ids,
@@ -539,7 +556,7 @@ static void on_conn_close(tg_ipc_client_t *cl, int status) {
     }
     size_t n = tg__ds_count();
     for (size_t i = 0; i < n; i++) tg__ds_at(i)->registered_with_service = false;
-    g.ds_registered = g.ds_acked = 0;
+    g.ds_acked = 0;
     uv_timer_stop(&g.commit_timer);
   }
   if (was_ready) {
@@ -713,13 +730,22 @@ static void *agent_thread(void *arg) {
 
 /* --- public API ---------------------------------------------------------- */
 
+bool tg__process_name(char *out, size_t n) {
+  out[0] = '\0';
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t r = read(fd, out, n - 1);
+  close(fd);
+  if (r <= 0) return false;
+  out[r] = '\0';
+  out[strcspn(out, "\n")] = '\0';
+  return true;
+}
+
 static void default_producer_name(char *out, size_t n) {
-  char comm[64] = "app";
-  FILE *f = fopen("/proc/self/comm", "r");
-  if (f) {
-    if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
-    fclose(f);
-  }
+  char comm[64];
+  if (!tg__process_name(comm, sizeof(comm)))
+    snprintf(comm, sizeof(comm), "app");
   snprintf(out, n, "tracegate-agent:%s", comm);
 }
 

@@ -12,32 +12,40 @@ tg__clock_calib_t tg__clock;
 /* The previous sample, agent's thread only. */
 static uint64_t g_prev_tsc, g_prev_ns;
 
-static bool file_has(const char *path, const char *word) {
+/* True when every word of |words| (NULL-terminated, fewer than 32) appears
+ * in |path| as a blank-separated token. One pass over the file. */
+static bool file_has_all(const char *path, const char *const *words) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
+  unsigned n = 0;
+  while (words[n]) n++;
+  unsigned found = 0, all = (1u << n) - 1u;
   char line[4096];
-  bool found = false;
-  while (!found && fgets(line, sizeof(line), f)) {
-    for (char *p = strstr(line, word); p && !found; p = strstr(p + 1, word)) {
-      size_t n = strlen(word);
-      bool left = p == line || p[-1] == ' ' || p[-1] == '\t';
-      bool right = p[n] == 0 || p[n] == ' ' || p[n] == '\n';
-      found = left && right;
+  while (found != all && fgets(line, sizeof(line), f)) {
+    for (unsigned i = 0; i < n; i++) {
+      size_t len = strlen(words[i]);
+      for (char *p = strstr(line, words[i]); p && !(found & (1u << i));
+           p = strstr(p + 1, words[i])) {
+        bool left = p == line || p[-1] == ' ' || p[-1] == '\t';
+        bool right = p[len] == 0 || p[len] == ' ' || p[len] == '\n';
+        if (left && right) found |= 1u << i;
+      }
     }
   }
   fclose(f);
-  return found;
+  return found == all;
 }
 
 bool tg__clock_tsc_usable(void) {
 #if defined(__x86_64__)
   /* The kernel's own verdict: it only keeps "tsc" as its clocksource when
    * the TSC is invariant and synchronised across CPUs. */
-  return file_has("/sys/devices/system/clocksource/clocksource0/"
-                  "current_clocksource",
-                  "tsc") &&
-         file_has("/proc/cpuinfo", "constant_tsc") &&
-         file_has("/proc/cpuinfo", "nonstop_tsc");
+  static const char *const clocksource[] = {"tsc", NULL};
+  static const char *const cpu_flags[] = {"constant_tsc", "nonstop_tsc", NULL};
+  return file_has_all("/sys/devices/system/clocksource/clocksource0/"
+                      "current_clocksource",
+                      clocksource) &&
+         file_has_all("/proc/cpuinfo", cpu_flags);
 #else
   return false;
 #endif

@@ -67,7 +67,6 @@ void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
   pthread_mutex_lock(&tg__agent_lock);
   tg_ds_inst_t *in = &ds->inst[inst];
   in->in_use = true;
-  in->started = false;
   in->instance_id = instance_id;
   in->target_buffer = target_buffer;
   if (arb) tg_arbiter_ref(arb);
@@ -75,11 +74,16 @@ void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
   pthread_mutex_unlock(&tg__agent_lock);
 }
 
+/* Only the agent's thread changes generations, under tg__agent_lock: a
+ * relaxed load reads its own last store. */
+static bool inst_started(const tg_ds_inst_t *in) {
+  return atomic_load_explicit(&in->generation, memory_order_relaxed) & 1u;
+}
+
 void tg__ds_inst_start(tg_ds_t *ds, unsigned inst) {
   pthread_mutex_lock(&tg__agent_lock);
   tg_ds_inst_t *in = &ds->inst[inst];
-  if (!in->started) {
-    in->started = true;
+  if (!inst_started(in)) {
     atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
     atomic_fetch_or_explicit(&ds->hot.enabled_mask, (uint8_t)(1u << inst),
                              memory_order_release);
@@ -92,9 +96,8 @@ void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst) {
   tg_ds_inst_t *in = &ds->inst[inst];
   atomic_fetch_and_explicit(&ds->hot.enabled_mask, (uint8_t) ~(1u << inst),
                             memory_order_release);
-  if (in->started)
+  if (inst_started(in))
     atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
-  in->started = false;
   in->in_use = false;
   tg_arbiter_t *arb = in->arb;
   in->arb = NULL;
@@ -110,20 +113,15 @@ void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {
 
 /* --- per-thread writers -------------------------------------------------- */
 
-typedef tg__writer_slot_t writer_slot_t;
-
-typedef tg__thread_writers_t thread_writers_t;
-
 /* initial-exec: a plain %fs-relative load even in libtracegate-agent.so,
  * instead of a __tls_get_addr call per packet. The library is linked, not
  * dlopen()ed late, so glibc's static TLS reserve holds this pointer. */
-_Thread_local thread_writers_t *tg__t_writers
+_Thread_local tg__thread_writers_t *tg__t_writers
     __attribute__((tls_model("initial-exec")));
-#define t_writers tg__t_writers
 static pthread_key_t g_thread_key;
 static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
 
-static void slot_release(writer_slot_t *s) {
+static void slot_release(tg__writer_slot_t *s) {
   if (s->user_dtor && s->user) s->user_dtor(s->user);
   s->user = NULL;
   s->user_dtor = NULL;
@@ -141,42 +139,52 @@ static void slot_release(writer_slot_t *s) {
 /* Thread exit: return every chunk this thread holds, so nothing it wrote is
  * stranded in the SMB. */
 static void on_thread_exit(void *p) {
-  thread_writers_t *tw = p;
+  tg__thread_writers_t *tw = p;
   for (size_t i = 0; i < TG_DS_MAX * TG_DS_MAX_INSTANCES; i++)
     slot_release(&tw->slots[i]);
   free(tw);
-  t_writers = NULL;
+  tg__t_writers = NULL;
 }
 
 static void make_thread_key(void) {
   pthread_key_create(&g_thread_key, on_thread_exit);
 }
 
-static thread_writers_t *thread_writers(void) {
-  if (t_writers) return t_writers;
+static tg__thread_writers_t *thread_writers(void) {
+  if (tg__t_writers) return tg__t_writers;
   pthread_once(&g_thread_key_once, make_thread_key);
-  thread_writers_t *tw = calloc(1, sizeof(*tw));
+  tg__thread_writers_t *tw = calloc(1, sizeof(*tw));
   if (!tw) return NULL;
   pthread_setspecific(g_thread_key, tw);
-  t_writers = tw;
+  tg__t_writers = tw;
   return tw;
+}
+
+/* The calling thread's slot of {ds, inst}, or NULL before its first
+ * packet. For the calls that use a slot but never create a writer. */
+static tg__writer_slot_t *existing_slot(const tg_ds_t *ds, unsigned inst) {
+  tg__thread_writers_t *tw = tg__t_writers;
+  if (!tw || inst >= TG_DS_MAX_INSTANCES) return NULL;
+  return tg__writers_slot(tw, ds, inst);
 }
 
 /* The slot's writer is missing or belongs to an older instance: build one
  * for the current generation, or report that the instance is not active. */
-static writer_slot_t *slot_refresh(tg_ds_t *ds, unsigned inst) {
-  thread_writers_t *tw = thread_writers();
+tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
+  tg__thread_writers_t *tw = thread_writers();
   if (!tw) return NULL;
-  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  tg__writer_slot_t *s = tg__writers_slot(tw, ds, inst);
   tg_ds_inst_t *in = &ds->inst[inst];
   uint32_t gen = atomic_load_explicit(&in->generation, memory_order_acquire);
   if (s->w && s->generation == gen) return s;
   slot_release(s);
-  if (!(gen & 1u)) return NULL;
+  if (!(gen & 1u) || s->no_smb_generation == gen) return NULL;
 
   pthread_mutex_lock(&tg__agent_lock);
   gen = atomic_load_explicit(&in->generation, memory_order_acquire);
-  tg_arbiter_t *arb = in->started ? in->arb : NULL;
+  tg_arbiter_t *arb = (gen & 1u) ? in->arb : NULL;
+  /* An instance's SMB is set when it is set up and stays until it stops. */
+  if ((gen & 1u) && !arb) s->no_smb_generation = gen;
   uint16_t target = in->target_buffer;
   tg_trace_writer_t *w = NULL;
   if (arb && !tg_arbiter_is_shut_down(arb)) {
@@ -196,43 +204,27 @@ static writer_slot_t *slot_refresh(tg_ds_t *ds, unsigned inst) {
   return s;
 }
 
-tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
-  return slot_refresh(ds, inst);
-}
-
 tg_pbw_t *tg_ds_packet_begin(tg_ds_t *ds, unsigned inst) {
   if (inst >= TG_DS_MAX_INSTANCES) return NULL;
-  thread_writers_t *tw = t_writers;
-  if (__builtin_expect(tw != NULL, 1)) {
-    writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
-    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
-                                        memory_order_acquire);
-    if (__builtin_expect(s->w && s->generation == gen, 1))
-      return tg_trace_writer_begin_packet(s->w);
-  }
-  writer_slot_t *s = slot_refresh(ds, inst);
+  tg__writer_slot_t *s = tg__ds_slot(ds, inst);
   return s ? tg_trace_writer_begin_packet(s->w) : NULL;
 }
 
 void tg_ds_packet_end(tg_ds_t *ds, unsigned inst) {
-  thread_writers_t *tw = t_writers;
-  if (!tw || inst >= TG_DS_MAX_INSTANCES) return;
-  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
-  if (s->w) tg_trace_writer_end_packet(s->w);
+  tg__writer_slot_t *s = existing_slot(ds, inst);
+  if (s && s->w) tg_trace_writer_end_packet(s->w);
 }
 
 void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
-  thread_writers_t *tw = t_writers;
-  if (!tw || inst >= TG_DS_MAX_INSTANCES) return;
-  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  tg__writer_slot_t *s = existing_slot(ds, inst);
+  if (!s) return;
   if (s->w) tg_trace_writer_flush(s->w);
   tg__agent_wake();
 }
 
 bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {
-  thread_writers_t *tw = t_writers;
-  if (!tw || inst >= TG_DS_MAX_INSTANCES) return false;
-  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  tg__writer_slot_t *s = existing_slot(ds, inst);
+  if (!s) return false;
   uint32_t g = atomic_load_explicit(&ds->inst[inst].incr_generation,
                                     memory_order_acquire);
   if (s->incr_seen == g && !s->incr_fresh) return false;
@@ -242,9 +234,8 @@ bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {
 }
 
 void **tg_ds_writer_user(tg_ds_t *ds, unsigned inst, void (*dtor)(void *)) {
-  thread_writers_t *tw = t_writers;
-  if (!tw || inst >= TG_DS_MAX_INSTANCES) return NULL;
-  writer_slot_t *s = &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
+  tg__writer_slot_t *s = existing_slot(ds, inst);
+  if (!s) return NULL;
   s->user_dtor = dtor;
   return &s->user;
 }

@@ -69,12 +69,6 @@ typedef struct patch {
   bool more;
 } patch_t;
 
-/* A FIFO of fixed-size elements in one array: [head, len) are queued. */
-typedef struct fifo {
-  uint8_t *v;
-  size_t head, len, cap, esz;
-} fifo_t;
-
 struct tg_arbiter {
   tg_smb_t smb;
   void (*free_fn)(void *base, size_t size);
@@ -92,76 +86,36 @@ struct tg_arbiter {
   _Atomic size_t pending; /* moves + patches queued (mirror, for polling) */
 
   pthread_mutex_t mu; /* guards everything below */
-  fifo_t moves;
-  fifo_t patches;
-  fifo_t events;
+  tg_buf_t moves;        /* queue of move_t */
+  tg_buf_t patches;      /* queue of patch_t */
+  tg_buf_t events;       /* queue of tg_arbiter_writer_event_t */
   uint64_t moves_queued; /* ever */
-  uint64_t moves_taken;
-  uint64_t chunks_committed;
+  uint64_t moves_taken;  /* ever: the chunks committed */
   uint64_t patches_committed;
   uint64_t writer_ids[(TG_WRITER_ID_MAX + 1) / 64]; /* bit set: in use */
   unsigned writer_ids_used;
   uint16_t last_writer_id;
 
-  /* The agent thread's copy of what one take_commit serializes. */
-  move_t *take_moves;
-  size_t take_moves_cap;
-  patch_t *take_patches;
-  size_t take_patches_cap;
+  /* The agent thread's copy of what one take_commit serializes (room
+   * reserved, never committed). */
+  tg_buf_t take_moves;
+  tg_buf_t take_patches;
 };
 
-/* --- FIFO ----------------------------------------------------------------- */
+/* --- queues ------------------------------------------------------------- */
 
-static int fifo_init(fifo_t *f, size_t esz, size_t cap) {
-  f->esz = esz;
-  f->head = f->len = 0;
-  f->cap = cap ? cap : 16;
-  f->v = malloc(f->cap * esz);
-  return f->v ? 0 : -ENOMEM;
-}
-
-static size_t fifo_count(const fifo_t *f) { return f->len - f->head; }
-
-static void *fifo_at(const fifo_t *f, size_t i) {
-  return f->v + (f->head + i) * f->esz;
-}
+/* The batch queues are tg_bufs of whole elements of one type, taken from
+ * the front (tg_buf compacts the taken prefix lazily). */
+#define QUEUE_COUNT(q, type) (tg_buf_size(q) / sizeof(type))
+#define QUEUE_AT(q, type, i) ((type *)tg_buf_begin(q) + (i))
+#define QUEUE_PUSH(q, type) ((type *)queue_push((q), sizeof(type)))
+#define QUEUE_POP(q, type, n) tg_buf_consume((q), (n) * sizeof(type))
 
 /* A slot at the back, or NULL when out of memory. */
-static void *fifo_push(fifo_t *f) {
-  if (f->len == f->cap) {
-    if (f->head) { /* reclaim the taken front first */
-      memmove(f->v, f->v + f->head * f->esz, fifo_count(f) * f->esz);
-      f->len -= f->head;
-      f->head = 0;
-    }
-    if (f->len * 2 > f->cap) { /* more than half live: grow */
-      uint8_t *nv = realloc(f->v, f->cap * 2 * f->esz);
-      if (!nv) {
-        if (f->len == f->cap) return NULL;
-      } else {
-        f->v = nv;
-        f->cap *= 2;
-      }
-    }
-  }
-  return f->v + f->len++ * f->esz;
-}
-
-static void fifo_pop(fifo_t *f, size_t n) {
-  f->head += n;
-  if (f->head == f->len) f->head = f->len = 0;
-}
-
-/* Room for |n| elements in an agent-side array. */
-static int take_reserve(void **arr, size_t *cap, size_t esz, size_t n) {
-  if (n <= *cap) return 0;
-  size_t ncap = *cap ? *cap : 64;
-  while (ncap < n) ncap *= 2;
-  void *na = realloc(*arr, ncap * esz);
-  if (!na) return -ENOMEM;
-  *arr = na;
-  *cap = ncap;
-  return 0;
+static void *queue_push(tg_buf_t *q, size_t esz) {
+  uint8_t *p = tg_buf_reserve(q, esz);
+  if (p) tg_buf_commit(q, esz);
+  return p;
 }
 
 /* --- lifetime ------------------------------------------------------------- */
@@ -194,20 +148,20 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->cursor, 0);
   atomic_init(&arb->stalls, 0);
   atomic_init(&arb->pending, 0);
+  tg_buf_init(&arb->moves, 0);
+  tg_buf_init(&arb->patches, 0);
+  tg_buf_init(&arb->events, 0);
+  tg_buf_init(&arb->take_moves, 0);
+  tg_buf_init(&arb->take_patches, 0);
   rv = -ENOMEM;
   /* Moves never outnumber the chunks unless the service frees chunks it
    * was not told about: sized so that chunk_return does not allocate. */
-  if (fifo_init(&arb->moves, sizeof(move_t), total_chunks) < 0 ||
-      fifo_init(&arb->patches, sizeof(patch_t), 64) < 0 ||
-      fifo_init(&arb->events, sizeof(tg_arbiter_writer_event_t), 16) < 0)
-    goto fail;
+  if (!tg_buf_reserve(&arb->moves, total_chunks * sizeof(move_t))) goto fail;
   if (pthread_mutex_init(&arb->mu, NULL) != 0) goto fail;
   *out = arb;
   return 0;
 fail:
-  free(arb->moves.v);
-  free(arb->patches.v);
-  free(arb->events.v);
+  tg_buf_free(&arb->moves);
   free(arb);
   return rv;
 }
@@ -226,11 +180,11 @@ void tg_arbiter_unref(tg_arbiter_t *arb) {
   else
     munmap(arb->smb.base, arb->smb.size);
   pthread_mutex_destroy(&arb->mu);
-  free(arb->moves.v);
-  free(arb->patches.v);
-  free(arb->events.v);
-  free(arb->take_moves);
-  free(arb->take_patches);
+  tg_buf_free(&arb->moves);
+  tg_buf_free(&arb->patches);
+  tg_buf_free(&arb->events);
+  tg_buf_free(&arb->take_moves);
+  tg_buf_free(&arb->take_patches);
   free(arb);
 }
 
@@ -261,7 +215,8 @@ int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer) {
     do {
       id = id >= TG_WRITER_ID_MAX ? 1 : id + 1;
     } while (id_used(arb, id));
-    tg_arbiter_writer_event_t *ev = fifo_push(&arb->events);
+    tg_arbiter_writer_event_t *ev =
+        QUEUE_PUSH(&arb->events, tg_arbiter_writer_event_t);
     if (!ev) {
       rv = -ENOMEM;
     } else {
@@ -282,7 +237,8 @@ void tg_arbiter_writer_unregister(tg_arbiter_t *arb, uint16_t writer_id) {
   if (id_used(arb, writer_id)) {
     arb->writer_ids[writer_id / 64] &= ~(1ull << (writer_id % 64));
     arb->writer_ids_used--;
-    tg_arbiter_writer_event_t *ev = fifo_push(&arb->events);
+    tg_arbiter_writer_event_t *ev =
+        QUEUE_PUSH(&arb->events, tg_arbiter_writer_event_t);
     if (ev) *ev = (tg_arbiter_writer_event_t){false, writer_id, 0};
   }
   pthread_mutex_unlock(&arb->mu);
@@ -292,11 +248,10 @@ size_t tg_arbiter_take_writer_events(tg_arbiter_t *arb,
                                      tg_arbiter_writer_event_t *out,
                                      size_t max) {
   pthread_mutex_lock(&arb->mu);
-  size_t n = fifo_count(&arb->events);
+  size_t n = QUEUE_COUNT(&arb->events, tg_arbiter_writer_event_t);
   if (n > max) n = max;
-  for (size_t i = 0; i < n; i++)
-    out[i] = *(tg_arbiter_writer_event_t *)fifo_at(&arb->events, i);
-  fifo_pop(&arb->events, n);
+  if (n) memcpy(out, tg_buf_begin(&arb->events), n * sizeof(*out));
+  QUEUE_POP(&arb->events, tg_arbiter_writer_event_t, n);
   pthread_mutex_unlock(&arb->mu);
   return n;
 }
@@ -383,12 +338,12 @@ void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
   if (tg_smb_release_chunk_as_complete(&arb->smb, c) != 0) return;
   bool do_wake = false;
   pthread_mutex_lock(&arb->mu);
-  move_t *m = fifo_push(&arb->moves);
+  move_t *m = QUEUE_PUSH(&arb->moves, move_t);
   if (m) { /* else lost to OOM: the service scrapes it on flush */
     *m = (move_t){c->page_idx, c->chunk_idx, target_buffer};
     arb->moves_queued++;
     atomic_fetch_add_explicit(&arb->pending, 1, memory_order_relaxed);
-    do_wake = fifo_count(&arb->moves) >= arb->commit_threshold;
+    do_wake = QUEUE_COUNT(&arb->moves, move_t) >= arb->commit_threshold;
   }
   pthread_mutex_unlock(&arb->mu);
   if (do_wake) wake(arb);
@@ -398,7 +353,7 @@ void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
                           uint16_t writer_id, uint32_t chunk_id,
                           uint32_t offset, const uint8_t data[4], bool more) {
   pthread_mutex_lock(&arb->mu);
-  patch_t *p = fifo_push(&arb->patches);
+  patch_t *p = QUEUE_PUSH(&arb->patches, patch_t);
   if (p) {
     *p = (patch_t){.move_seq = arb->moves_queued,
                    .chunk_id = chunk_id,
@@ -417,7 +372,7 @@ void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
 void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out) {
   tg_arbiter_t *a = (tg_arbiter_t *)arb; /* the mutex is not logically state */
   pthread_mutex_lock(&a->mu);
-  out->chunks_committed = a->chunks_committed;
+  out->chunks_committed = a->moves_taken;
   out->patches = a->patches_committed;
   pthread_mutex_unlock(&a->mu);
   out->stalls = atomic_load_explicit(&arb->stalls, memory_order_relaxed);
@@ -506,36 +461,40 @@ int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
   int rv = 0;
 
   pthread_mutex_lock(&arb->mu);
-  size_t moves_avail = fifo_count(&arb->moves);
-  size_t patches_avail = fifo_count(&arb->patches);
-  if (take_reserve((void **)&arb->take_moves, &arb->take_moves_cap,
-                   sizeof(move_t), moves_avail) < 0 ||
-      take_reserve((void **)&arb->take_patches, &arb->take_patches_cap,
-                   sizeof(patch_t), patches_avail) < 0) {
+  size_t moves_avail = QUEUE_COUNT(&arb->moves, move_t);
+  size_t patches_avail = QUEUE_COUNT(&arb->patches, patch_t);
+  move_t *take_moves =
+      moves_avail ? (move_t *)tg_buf_reserve(&arb->take_moves,
+                                             moves_avail * sizeof(move_t))
+                  : NULL;
+  patch_t *take_patches =
+      patches_avail ? (patch_t *)tg_buf_reserve(&arb->take_patches,
+                                                patches_avail * sizeof(patch_t))
+                    : NULL;
+  if ((moves_avail && !take_moves) || (patches_avail && !take_patches)) {
     pthread_mutex_unlock(&arb->mu);
     return -ENOMEM;
   }
   /* Moves first, in order, as many as fit. */
   for (; nmoves < moves_avail; nmoves++) {
-    const move_t *m = fifo_at(&arb->moves, nmoves);
+    const move_t *m = QUEUE_AT(&arb->moves, move_t, nmoves);
     size_t s = move_size(m);
     if (total + s > max_bytes) break;
     total += s;
-    arb->take_moves[nmoves] = *m;
+    take_moves[nmoves] = *m;
   }
   /* Then whole patch groups whose chunks' moves are out; a group too big
    * for an empty request on its own is split (has_more_patches on the cut).
    */
   uint64_t moves_out = arb->moves_taken + nmoves;
   while (npatches < patches_avail) {
-    const patch_t *g = fifo_at(&arb->patches, npatches);
+    const patch_t *g = QUEUE_AT(&arb->patches, patch_t, npatches);
     if (g->move_seq > moves_out) break;
     size_t glen = 1;
     size_t gsize = patch_group_head_size(g) + patch_size(g);
     while (npatches + glen < patches_avail) {
-      const patch_t *prev = fifo_at(&arb->patches, npatches + glen - 1);
-      const patch_t *p = fifo_at(&arb->patches, npatches + glen);
-      if (!prev->more || !same_chunk(g, p) || p->move_seq > moves_out) break;
+      const patch_t *p = g + glen;
+      if (!p[-1].more || !same_chunk(g, p) || p->move_seq > moves_out) break;
       gsize += patch_size(p);
       glen++;
     }
@@ -545,16 +504,14 @@ int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
       size_t whole = glen;
       gsize = patch_group_head_size(g);
       for (glen = 0; glen < whole; glen++) {
-        size_t s = patch_size(fifo_at(&arb->patches, npatches + glen));
+        size_t s = patch_size(&g[glen]);
         if (gsize + s > max_bytes) break;
         gsize += s;
       }
       if (glen == 0) break;
       cut_more = true;
     }
-    for (size_t j = 0; j < glen; j++)
-      arb->take_patches[npatches + j] =
-          *(patch_t *)fifo_at(&arb->patches, npatches + j);
+    memcpy(&take_patches[npatches], g, glen * sizeof(*g));
     npatches += glen;
     total += gsize;
     if (cut_more) break;
@@ -575,10 +532,9 @@ int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
     pthread_mutex_unlock(&arb->mu);
     return -ENOMEM;
   }
-  fifo_pop(&arb->moves, nmoves);
-  fifo_pop(&arb->patches, npatches);
+  QUEUE_POP(&arb->moves, move_t, nmoves);
+  QUEUE_POP(&arb->patches, patch_t, npatches);
   arb->moves_taken += nmoves;
-  arb->chunks_committed += nmoves;
   arb->patches_committed += npatches;
   atomic_fetch_sub_explicit(&arb->pending, nmoves + npatches,
                             memory_order_relaxed);
@@ -587,7 +543,7 @@ int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
   /* Outside the lock: writers keep returning chunks meanwhile. */
   tg_pbw_t w;
   tg_pbw_init(&w, dst, total, NULL, NULL);
-  rv = serialize(&w, arb->take_moves, nmoves, arb->take_patches, npatches,
+  rv = serialize(&w, take_moves, nmoves, take_patches, npatches,
                  cut_more, fid);
   if (rv < 0) return rv;
   assert((size_t)(w.cur - dst) == total); /* the size functions are exact */

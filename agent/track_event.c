@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -245,11 +244,16 @@ static uint64_t counter_uuid(const char *name) {
          ((uint64_t)(uintptr_t)name & 0x7FFFFFFFFFFull);
 }
 
+/* Where the probe for {kind, key} starts. */
+static inline size_t intern_hash(uint8_t kind, const void *key) {
+  return (((uintptr_t)key >> 3) * 0x9E3779B97F4A7C15ull + kind) >> 20;
+}
+
 /* Finds or adds |key|; returns its iid, setting |*fresh| when it is new on
  * this sequence, or 0 when the table is full (the caller sends it inline). */
 static uint32_t intern(seq_state_t *s, uint8_t kind, const void *key,
                        bool *fresh) {
-  size_t h = (((uintptr_t)key >> 3) * 0x9E3779B97F4A7C15ull + kind) >> 20;
+  size_t h = intern_hash(kind, key);
   for (size_t i = 0; i < INTERN_SLOTS; i++) {
     intern_slot_t *e = &s->slots[(h + i) & (INTERN_SLOTS - 1)];
     if (e->key == key && e->kind == kind) {
@@ -274,7 +278,7 @@ static uint32_t intern(seq_state_t *s, uint8_t kind, const void *key,
  * 0: the caller then takes the general path, which also inserts. */
 static inline uint32_t intern_peek(const seq_state_t *s, uint8_t kind,
                                    const void *key) {
-  size_t h = (((uintptr_t)key >> 3) * 0x9E3779B97F4A7C15ull + kind) >> 20;
+  size_t h = intern_hash(kind, key);
   const intern_slot_t *e = &s->slots[h & (INTERN_SLOTS - 1)];
   return e->key == key && e->kind == kind ? e->iid : 0;
 }
@@ -284,17 +288,16 @@ static void thread_name(char *out, size_t n) {
   if (pthread_getname_np(pthread_self(), out, n) != 0) out[0] = 0;
 }
 
+/* The packets below go to the writer the event was begun with, never
+ * through tg_ds_packet_begin(): that may replace the slot's writer (the
+ * instance restarted meanwhile) and free the sequence state in use. */
+
 /* Descriptors for the process and thread tracks, in the first packet of a
  * (re)started sequence. */
-static void write_descriptors(unsigned inst, int32_t tid) {
-  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
-  if (!w) return;
-  char comm[64] = "";
-  FILE *f = fopen("/proc/self/comm", "r");
-  if (f) {
-    if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
-    fclose(f);
-  }
+static void write_descriptors(tg_trace_writer_t *tw, int32_t tid) {
+  tg_pbw_t *w = tg_trace_writer_begin_packet(tw);
+  char comm[64];
+  tg__process_name(comm, sizeof(comm));
   tg_pbw_append_varint(w, F_SEQUENCE_FLAGS, SEQ_CLEARED);
   /* Events on this thread's track leave track_uuid out: the default of
    * the sequence says it, as Perfetto's SDK does. */
@@ -310,10 +313,9 @@ static void write_descriptors(unsigned inst, int32_t tid) {
   tg_pbw_append_string(w, 6 /* process_name */, comm);
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
-  tg_ds_packet_end(g_te_ds, inst);
+  tg_trace_writer_end_packet(tw);
 
-  w = tg_ds_packet_begin(g_te_ds, inst);
-  if (!w) return;
+  w = tg_trace_writer_begin_packet(tw);
   char tname[32];
   thread_name(tname, sizeof(tname));
   tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
@@ -325,12 +327,11 @@ static void write_descriptors(unsigned inst, int32_t tid) {
   if (tname[0]) tg_pbw_append_string(w, 5 /* thread_name */, tname);
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
-  tg_ds_packet_end(g_te_ds, inst);
+  tg_trace_writer_end_packet(tw);
 }
 
-static void write_counter_descriptor(unsigned inst, const char *name) {
-  tg_pbw_t *w = tg_ds_packet_begin(g_te_ds, inst);
-  if (!w) return;
+static void write_counter_descriptor(tg_trace_writer_t *tw, const char *name) {
+  tg_pbw_t *w = tg_trace_writer_begin_packet(tw);
   tg_pbw_begin_nested(w, F_TRACK_DESCRIPTOR);
   tg_pbw_append_varint(w, TD_UUID, counter_uuid(name));
   tg_pbw_append_varint(w, TD_PARENT_UUID, process_uuid());
@@ -338,25 +339,39 @@ static void write_counter_descriptor(unsigned inst, const char *name) {
   tg_pbw_begin_nested(w, TD_COUNTER);
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
-  tg_ds_packet_end(g_te_ds, inst);
+  tg_trace_writer_end_packet(tw);
 }
 
-/* The calling thread's state for the sequence of |inst|; after a clear (or
- * on the sequence's first event) it is reset and the descriptors written. */
-static seq_state_t *sequence(unsigned inst, int32_t tid, bool *cleared) {
+/* The sequence state of slot |sl| (instance |inst|) when it is current:
+ * made, and not cleared since. Else NULL: sequence() must run first. */
+static inline seq_state_t *current_sequence(const tg__writer_slot_t *sl,
+                                            unsigned inst) {
+  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
+                                       memory_order_acquire);
+  if (__builtin_expect(!sl->user || sl->incr_fresh || sl->incr_seen != incr,
+                       0))
+    return NULL;
+  return sl->user;
+}
+
+/* The calling thread's state for the sequence of slot |sl|; after a clear
+ * (or on the sequence's first event) it is reset and the descriptors
+ * written. */
+static seq_state_t *sequence(tg__writer_slot_t *sl, unsigned inst,
+                             int32_t tid) {
   void **user = tg_ds_writer_user(g_te_ds, inst, free);
   if (!user) return NULL;
   seq_state_t *s = *user;
-  *cleared = tg_ds_incremental_state_cleared(g_te_ds, inst);
+  bool cleared = tg_ds_incremental_state_cleared(g_te_ds, inst);
   if (!s) {
     s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     *user = s;
-    *cleared = true;
-  } else if (*cleared) {
+    cleared = true;
+  } else if (cleared) {
     memset(s, 0, sizeof(*s));
   }
-  if (*cleared) write_descriptors(inst, tid);
+  if (cleared) write_descriptors(sl->w, tid);
   return s;
 }
 
@@ -376,11 +391,8 @@ static inline bool emit_fast(unsigned inst, const tg_category_t *cat,
                              int type, const char *name, uint64_t ts) {
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return true; /* not active: nothing to do on any path */
-  const seq_state_t *s = sl->user;
-  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
-                                       memory_order_acquire);
-  if (__builtin_expect(!s || sl->incr_fresh || sl->incr_seen != incr, 0))
-    return false;
+  const seq_state_t *s = current_sequence(sl, inst);
+  if (!s) return false;
   uint32_t ci = intern_peek(s, K_CATEGORY, cat);
   uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
   if (!ci || (name && !ni)) return false;
@@ -420,14 +432,8 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
                      size_t n_args, int32_t tid, uint64_t ts) {
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return;
-  seq_state_t *s = sl->user;
-  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
-                                       memory_order_acquire);
-  if (__builtin_expect(!s || sl->incr_fresh || sl->incr_seen != incr, 0)) {
-    bool cleared = false;
-    s = sequence(inst, tid, &cleared);
-    if (!s || !sl->w) return;
-  }
+  seq_state_t *s = current_sequence(sl, inst);
+  if (!s && !(s = sequence(sl, inst, tid))) return;
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
   bool is_new;
@@ -436,10 +442,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
     /* A counter's track is described once per sequence, before its first
      * value. */
     uint32_t ciid = intern(s, K_COUNTER, name, &is_new);
-    if (ciid && is_new) {
-      write_counter_descriptor(inst, name);
-      if (!sl->w) return;
-    }
+    if (ciid && is_new) write_counter_descriptor(sl->w, name);
   }
   tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
 

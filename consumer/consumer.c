@@ -92,8 +92,9 @@ tg__call_t *tg__call_new(tg_consumer_t *c, const char *method, void *ctx,
 void tg__call_free(tg__call_t *call) {
   if (!call) return;
   if (call->c->enable_call == call) call->c->enable_call = NULL;
-  if (call->has_ra) tg_slice_reassembler_free(&call->ra);
-  if (call->has_merged) tg_buf_free(&call->merged);
+  /* Both are zeroed (a no-op to free) for calls that do not use them. */
+  tg_slice_reassembler_free(&call->ra);
+  tg_buf_free(&call->merged);
   free(call);
 }
 
@@ -123,14 +124,15 @@ static void on_ipc_reply(tg_ipc_client_t *cl, void *ctx, int status,
 int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd) {
   tg_consumer_t *c = call->c;
   const tg_ipc_remote_service_t *svc = call->svc ? call->svc : c->svc;
+  uint32_t method_id = 0;
   int rv;
   if (!tg_consumer_ready(c)) {
     rv = TG_ENOT_CONNECTED;
-  } else if (tg_ipc_method_id(svc, call->method) == 0) {
+  } else if ((method_id = tg_ipc_method_id(svc, call->method)) == 0) {
     rv = TG_ENOT_SUPPORTED;
   } else {
-    rv = tg_ipc_client_invoke(&c->client, svc, call->method, args, len, fd,
-                              on_ipc_reply, call, &call->request_id);
+    rv = tg_ipc_client_invoke_id(&c->client, svc->id, method_id, args, len,
+                                 fd, on_ipc_reply, call, &call->request_id);
     fd = -1; /* the client took it, whatever the outcome */
   }
   if (rv < 0) {
@@ -212,10 +214,8 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   if (status) tg_ipc_client_close(&c->client, status);
 }
 
-static int start(uv_loop_t *loop, tg_consumer_t *c, tg_transport_t *t,
+static int start(tg_consumer_t *c, tg_transport_t *t,
                  const tg_consumer_cbs_t *cbs, void *data) {
-  c->loop = loop;
-  c->t = t;
   c->cbs = cbs;
   c->data = data;
   c->max_packet = TG_CONSUMER_DEFAULT_MAX_PACKET;
@@ -245,7 +245,7 @@ int tg_consumer_connect(uv_loop_t *loop, const char *addr,
     return rv;
   }
   c->can_pass_fds = true;
-  rv = start(loop, c, &c->own_tr.base, cbs, data);
+  rv = start(c, &c->own_tr.base, cbs, data);
   if (rv < 0) {
     /* The channel is open: it must close through the loop, which then
      * frees |c| silently. */
@@ -261,12 +261,13 @@ int tg_consumer_connect(uv_loop_t *loop, const char *addr,
 int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t, bool can_pass_fds,
                      const tg_consumer_cbs_t *cbs, void *data,
                      tg_consumer_t **out) {
+  (void)loop; /* |t| runs on it already */
   tg_consumer_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->can_pass_fds = can_pass_fds;
   const tg_transport_cbs_t *old_cbs = t->cbs;
   void *old_data = t->data;
-  int rv = start(loop, c, t, cbs, data);
+  int rv = start(c, t, cbs, data);
   if (rv < 0) {
     /* The transport is the caller's: hand it back as it was. */
     t->cbs = old_cbs;
@@ -354,23 +355,17 @@ static void on_enable_reply(tg__call_t *call, int status, bool has_more,
                             const uint8_t *reply, size_t len) {
   if (has_more) return;
   char msg[TG__MSG_MAX];
-  char *remote = NULL;
+  Perfetto__Protos__EnableTracingResponse *r = NULL;
   /* The service says why in EnableTracingResponse.error, with success
    * true (a refused config) or false (tracing failed). */
   if (status == 0 || status == TG_EREMOTE_FAILED) {
-    Perfetto__Protos__EnableTracingResponse *r =
-        (Perfetto__Protos__EnableTracingResponse *)tg__unpack(
-            &perfetto__protos__enable_tracing_response__descriptor, reply, len);
-    if (r && r->error && r->error[0]) {
-      remote = strdup(r->error);
-      status = TG_EREMOTE_FAILED;
-    } else if (!r && status == 0) {
-      status = TG_EPROTO_DECODE;
-    }
-    if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
+    r = (Perfetto__Protos__EnableTracingResponse *)tg__unpack(
+        &perfetto__protos__enable_tracing_response__descriptor, reply, len);
+    if (r && r->error && r->error[0]) status = TG_EREMOTE_FAILED;
+    else if (!r && status == 0) status = TG_EPROTO_DECODE;
   }
-  status = tg__failure(call, status, remote, msg, sizeof(msg));
-  free(remote);
+  status = tg__failure(call, status, r ? r->error : NULL, msg, sizeof(msg));
+  if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
   tg__call_end_t e = tg__call_end(call);
   e.cb.done(e.c, e.ctx, status, msg);
 }

@@ -217,9 +217,9 @@ typedef void (*tg_consumer_reply_cb)(tg_consumer_t *c, void *ctx, int status,
 /* BindService |service| (borrowed for the call) on this connection; |cb|
  * gets 0 once its methods are known, TG_EUNKNOWN_SERVICE when the peer
  * does not offer it (a plain tracing service instead of a relay), or the
- * connection's error. Binding a service already bound succeeds at once
- * (still from the loop). At most a few services per connection (the IPC
- * client's TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort included). */
+ * connection's error. Returns -EALREADY (no callback) for a service
+ * already bound. At most a few services per connection (the IPC client's
+ * TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort included). */
 TG_EXPORT int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
                                        tg_consumer_done_cb cb, void *ctx);
 /* True once |service| is bound on this connection. */

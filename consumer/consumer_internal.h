@@ -33,8 +33,6 @@ typedef union tg__call_cb {
 } tg__call_cb_t;
 
 struct tg_consumer {
-  uv_loop_t *loop;
-  tg_transport_t *t;
   tg_ipc_client_t client;
   tg_unix_transport_t own_tr; /* used by tg_consumer_connect() only */
   const tg_ipc_remote_service_t *svc;
@@ -64,17 +62,14 @@ struct tg__call {
   uint64_t request_id;
   void *ctx;
   tg__reply_fn on_reply;
-  bool cancelled; /* the request's later replies are ignored */
   tg__call_cb_t cb;
-  /* ReadBuffers */
+  /* ReadBuffers (zeroed for the other calls) */
   tg_consumer_packet_cb on_packet;
   tg_slice_reassembler_t ra;
-  bool has_ra;
   int read_err;
-  /* QueryServiceState with merge */
+  /* QueryServiceState with merge (zeroed without) */
   bool merge;
   tg_buf_t merged;
-  bool has_merged;
 };
 
 tg__call_t *tg__call_new(tg_consumer_t *c, const char *method, void *ctx,
@@ -123,9 +118,5 @@ int tg__classify(tg_consumer_t *c, int status);
 /* Unpacks |reply| (NULL/0 means an empty message). */
 ProtobufCMessage *tg__unpack(const ProtobufCMessageDescriptor *d,
                              const uint8_t *reply, size_t len);
-
-/* The reply handlers of consumer_read.c / consumer_query.c. */
-void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
-                       const uint8_t *reply, size_t len);
 
 #endif /* TRACEGATE_CONSUMER_CONSUMER_INTERNAL_H */

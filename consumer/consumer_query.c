@@ -166,10 +166,7 @@ int tg_consumer_query_service_state(tg_consumer_t *c, bool sessions_only,
   if (!call) return -ENOMEM;
   call->cb.state = cb;
   call->merge = merge;
-  if (merge) {
-    tg_buf_init(&call->merged, TG_CONSUMER_MAX_STATE_BYTES);
-    call->has_merged = true;
-  }
+  if (merge) tg_buf_init(&call->merged, TG_CONSUMER_MAX_STATE_BYTES);
   Perfetto__Protos__QueryServiceStateRequest r =
       PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
   if (sessions_only) {

@@ -35,8 +35,8 @@ static void read_failure(tg__call_t *call, int err, char *msg, size_t n) {
     tg__failure(call, err, NULL, msg, n);
 }
 
-void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
-                       const uint8_t *reply, size_t len) {
+static void on_read_reply(tg__call_t *call, int status, bool has_more,
+                          const uint8_t *reply, size_t len) {
   static const uint8_t empty[1];
   char msg[TG__MSG_MAX] = "";
   int err = status;
@@ -65,12 +65,11 @@ void tg__on_read_reply(tg__call_t *call, int status, bool has_more,
 int tg_consumer_read_buffers(tg_consumer_t *c, tg_consumer_packet_cb on_packet,
                              tg_consumer_done_cb on_done, void *ctx) {
   if (!on_packet || !on_done) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, tg__on_read_reply);
+  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, on_read_reply);
   if (!call) return -ENOMEM;
   call->cb.done = on_done;
   call->on_packet = on_packet;
   tg_slice_reassembler_init(&call->ra, c->max_packet);
-  call->has_ra = true;
   Perfetto__Protos__ReadBuffersRequest r =
       PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
   return tg__invoke_msg(call, &r.base);

@@ -392,7 +392,7 @@ static int parse_int_field(parser_t *p, const ProtobufCFieldDescriptor *f) {
   switch (f->type) {
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SINT64:
-      v = (v << 1) ^ (0 - (v >> 63)); /* zigzag; equals zigzag32 in range */
+      v = tg_pb_zigzag64((int64_t)v); /* equals zigzag32 in range */
       break;
     case PROTOBUF_C_TYPE_SFIXED32:
     case PROTOBUF_C_TYPE_FIXED32:

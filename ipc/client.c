@@ -139,6 +139,7 @@ static void on_close(tg_transport_t *t, int status) {
       pc->reply_cb(c, pc->ctx, err, false, NULL, 0);
     free(pc);
   }
+  tg_buf_free(&c->out);
   c->cbs->on_close(c, status);
 }
 
@@ -156,19 +157,17 @@ void tg_ipc_client_init(tg_ipc_client_t *c, tg_transport_t *t,
   c->data = data;
   c->next_request_id = 1;
   tg_list_init(&c->pending);
+  tg_buf_init(&c->out, TG_IPC_FRAME_BUFFER_SIZE);
   t->cbs = &client_transport_cbs;
   t->data = c;
 }
 
-static int send_frame(tg_ipc_client_t *c, const tg_ipc_frame_t *f, int fd) {
-  tg_buf_t out;
-  tg_buf_init(&out, TG_IPC_FRAME_BUFFER_SIZE);
-  int rv = tg_ipc_frame_append(f, &out);
-  if (rv == 0) rv = tg_transport_send(c->t, tg_buf_begin(&out),
-                                      tg_buf_size(&out), fd);
-  else if (fd >= 0)
-    close(fd);
-  tg_buf_free(&out);
+/* Sends the frame in c->out (built by the caller) and empties it; the
+ * scratch buffer is kept for the next request. */
+static int send_out(tg_ipc_client_t *c, int fd) {
+  int rv = tg_transport_send(c->t, tg_buf_begin(&c->out), tg_buf_size(&c->out),
+                             fd);
+  tg_buf_reset(&c->out);
   return rv;
 }
 
@@ -199,8 +198,12 @@ int tg_ipc_client_bind(tg_ipc_client_t *c, const char *service,
   f.request_id = pc->request_id;
   f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
   f.msg_bind_service = &b;
-  int rv = send_frame(c, &f, -1);
+  tg_buf_reset(&c->out);
+  int rv = tg_ipc_frame_append(&f, &c->out);
+  if (rv == 0) rv = send_out(c, -1);
   if (rv < 0) {
+    /* The owner may free a client whose bind failed without a close. */
+    tg_buf_free(&c->out);
     free(pc);
     return rv;
   }
@@ -230,21 +233,16 @@ int tg_ipc_client_invoke_id(tg_ipc_client_t *c, uint32_t service_id,
   }
   pc->reply_cb = cb;
 
-  Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  Perfetto__Protos__IPCFrame__InvokeMethod m =
-      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
-  m.has_service_id = m.has_method_id = m.has_args_proto = true;
-  m.service_id = service_id;
-  m.method_id = method_id;
-  m.args_proto.data = (uint8_t *)args;
-  m.args_proto.len = args_len;
-  if (!cb) m.has_drop_reply = m.drop_reply = true;
-  f.has_request_id = true;
-  f.request_id = pc->request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
-  f.msg_invoke_method = &m;
-  int rv = send_frame(c, &f, fd);
+  tg_buf_reset(&c->out);
+  int rv = tg_ipc_invoke_append(&c->out, pc->request_id, service_id, method_id,
+                                args, args_len, cb == NULL);
+  if (rv == 0) {
+    rv = send_out(c, fd);
+  } else if (fd >= 0) {
+    close(fd);
+  }
   if (rv < 0) {
+    tg_buf_free(&c->out); /* as in bind: nothing is held after a failure */
     free(pc);
     return rv;
   }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ipc/transport.h"
+#include "tracegate/buf.h"
 #include "tracegate/list.h"
 
 #define TG_IPC_CLIENT_MAX_SERVICES 4
@@ -72,6 +73,10 @@ struct tg_ipc_client {
   tg_ipc_remote_service_t services[TG_IPC_CLIENT_MAX_SERVICES];
   size_t n_services;
   bool closing;
+  /* Scratch for the frame being sent, reused across requests; released
+   * when the transport closes, and when a bind or invoke fails (so an
+   * owner may free a client whose first bind failed). */
+  tg_buf_t out;
   uint64_t frames_undecodable;
   uint64_t replies_unmatched;
 };

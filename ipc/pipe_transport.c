@@ -2,6 +2,7 @@
 #include "ipc/pipe_transport.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,6 +101,26 @@ static void on_written(uv_write_t *req, int status) {
   }
 }
 
+/* Queues [|hdr| (4 bytes) if given][|data|] as one frame, within the cap. */
+static int queue_parts(tg_pipe_transport_t *t, const uint8_t *hdr,
+                       const uint8_t *data, size_t len) {
+  if (t->state != PT_OPEN) return -EPIPE;
+  size_t total = len + (hdr ? TG_IPC_FRAME_HEADER_SIZE : 0);
+  size_t q = queued(t);
+  if (total > t->max_queued || q > t->max_queued - total) return -ENOBUFS;
+  uint8_t *p = tg_buf_reserve(&t->queue, total);
+  if (!p) return -ENOMEM;
+  if (hdr) {
+    memcpy(p, hdr, TG_IPC_FRAME_HEADER_SIZE);
+    p += TG_IPC_FRAME_HEADER_SIZE;
+  }
+  memcpy(p, data, len);
+  tg_buf_commit(&t->queue, total);
+  if (q + total > t->high_water) t->above_high_water = true;
+  start_write(t);
+  return 0;
+}
+
 static int pt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
                    int fd) {
   tg_pipe_transport_t *t = of(base);
@@ -111,13 +132,15 @@ static int pt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
   if (len < TG_IPC_FRAME_HEADER_SIZE || len > TG_IPC_FRAME_BUFFER_SIZE ||
       tg_pb_read_le32(frame) != len - TG_IPC_FRAME_HEADER_SIZE)
     return -EINVAL;
-  size_t q = queued(t);
-  if (q > t->max_queued - len) return -ENOBUFS;
-  int rv = tg_buf_append(&t->queue, frame, len);
-  if (rv < 0) return rv;
-  if (q + len > t->high_water) t->above_high_water = true;
-  start_write(t);
-  return 0;
+  return queue_parts(t, NULL, frame, len);
+}
+
+int tg_pipe_transport_send_payload(tg_pipe_transport_t *t,
+                                   const uint8_t *payload, size_t len) {
+  if (len > TG_IPC_FRAME_MAX_PAYLOAD) return -EINVAL;
+  uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE];
+  tg_pb_write_le32(hdr, (uint32_t)len);
+  return queue_parts(t, hdr, payload, len);
 }
 
 static int pt_take_fd(tg_transport_t *base) {
@@ -206,7 +229,8 @@ int tg_pipe_transport_open(uv_loop_t *loop, tg_pipe_transport_t *t, int in_fd,
   t->base.ops = &pipe_ops;
   t->same_fd = in_fd == out_fd;
   t->high_water = high_water ? high_water : DEFAULT_HIGH_WATER;
-  t->max_queued = 16 * t->high_water;
+  t->max_queued =
+      t->high_water > SIZE_MAX / 16 ? SIZE_MAX : 16 * t->high_water;
   tg_frame_decoder_init(&t->dec);
   tg_buf_init(&t->queue, 0);
   tg_buf_init(&t->wbuf, 0);

@@ -50,4 +50,11 @@ typedef struct tg_pipe_transport {
 int tg_pipe_transport_open(uv_loop_t *loop, tg_pipe_transport_t *t, int in_fd,
                            int out_fd, size_t high_water);
 
+/* Queues one frame given as its payload (an IPCFrame of at most
+ * TG_IPC_FRAME_MAX_PAYLOAD bytes, copied): the length prefix is added while
+ * copying, so a forwarder copies each frame once. Returns as send(), or
+ * -EINVAL for an oversized payload. */
+int tg_pipe_transport_send_payload(tg_pipe_transport_t *t,
+                                   const uint8_t *payload, size_t len);
+
 #endif /* TRACEGATE_IPC_PIPE_TRANSPORT_H */

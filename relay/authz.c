@@ -14,9 +14,13 @@
 
 typedef struct authz_entry {
   char *identity;
+  size_t len;
+  size_t line; /* where the file named it */
   tg_authz_role_t role;
 } authz_entry_t;
 
+/* Sorted by identity once parsed: a role is looked up per client call, and
+ * files may list many identities. */
 struct tg_authz {
   authz_entry_t *entries;
   size_t n;
@@ -110,7 +114,7 @@ static size_t split_words(const char *line, size_t n, const char **w,
 }
 
 static int add_entry(tg_authz_t *a, size_t *cap, const char *id, size_t idlen,
-                     tg_authz_role_t role) {
+                     size_t line, tg_authz_role_t role) {
   if (a->n == *cap) {
     size_t nc = *cap ? *cap * 2 : 16;
     authz_entry_t *ne = realloc(a->entries, nc * sizeof(*ne));
@@ -123,18 +127,78 @@ static int add_entry(tg_authz_t *a, size_t *cap, const char *id, size_t idlen,
   memcpy(copy, id, idlen);
   copy[idlen] = 0;
   a->entries[a->n].identity = copy;
+  a->entries[a->n].len = idlen;
+  a->entries[a->n].line = line;
   a->entries[a->n].role = role;
   a->n++;
   return 0;
 }
 
-static const authz_entry_t *find(const tg_authz_t *a, const char *id,
-                                 size_t idlen) {
-  for (size_t i = 0; i < a->n; i++)
-    if (strlen(a->entries[i].identity) == idlen &&
-        !memcmp(a->entries[i].identity, id, idlen))
-      return &a->entries[i];
-  return NULL;
+/* Orders entries by identity bytes, then length. */
+static int cmp_identity(const void *pa, const void *pb) {
+  const authz_entry_t *a = pa, *b = pb;
+  int c = memcmp(a->identity, b->identity, a->len < b->len ? a->len : b->len);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* The same, then by line, so the first of equal identities comes first. */
+static int cmp_entry(const void *pa, const void *pb) {
+  int c = cmp_identity(pa, pb);
+  if (c) return c;
+  const authz_entry_t *a = pa, *b = pb;
+  return (a->line > b->line) - (a->line < b->line);
+}
+
+/* Sorts the table and returns the first line that repeats an identity named
+ * earlier (the line a top-to-bottom reading stops at), or NULL. */
+static const authz_entry_t *sort_and_find_repeat(tg_authz_t *a) {
+  if (a->n == 0) return NULL;
+  qsort(a->entries, a->n, sizeof(a->entries[0]), cmp_entry);
+  const authz_entry_t *rep = NULL;
+  for (size_t i = 1; i < a->n; i++)
+    if (cmp_identity(&a->entries[i - 1], &a->entries[i]) == 0 &&
+        (!rep || a->entries[i].line < rep->line))
+      rep = &a->entries[i];
+  return rep;
+}
+
+/* One line (|n| bytes, no newline). Returns 0 for a blank or comment line,
+ * 1 with |id|, |idlen| and |role| set, or TG_EPARSE with |err| written. */
+static int parse_line(const char *line, size_t n, const char *name,
+                      size_t lineno, const char **id, size_t *idlen,
+                      tg_authz_role_t *role, char *err, size_t errlen) {
+  /* Comments run to the end of the line. */
+  const char *hash = memchr(line, '#', n);
+  if (hash) n = (size_t)(hash - line);
+  const char *w[3];
+  size_t wl[3];
+  size_t k = split_words(line, n, w, wl, 3);
+  if (k == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)line[i];
+    if (c == 0 || (c < 0x20 && c != '\t' && c != '\r') || c >= 0x7f)
+      return fail(err, errlen, TG_EPARSE,
+                  "%s:%zu: byte 0x%02x is not printable ASCII", name, lineno,
+                  c);
+  }
+  if (k != 2)
+    return fail(err, errlen, TG_EPARSE,
+                "%s:%zu: expected \"identity role\", found %zu word%s", name,
+                lineno, k, k == 1 ? "" : "s");
+  if (wl[0] > TG_AUTHZ_IDENTITY_MAX)
+    return fail(err, errlen, TG_EPARSE,
+                "%s:%zu: identity longer than %d characters", name, lineno,
+                TG_AUTHZ_IDENTITY_MAX);
+  char role_s[16];
+  snprintf(role_s, sizeof(role_s), "%.*s", (int)(wl[1] < 15 ? wl[1] : 15),
+           w[1]);
+  if (wl[1] >= sizeof(role_s) || tg_authz_parse_role(role_s, role) < 0)
+    return fail(err, errlen, TG_EPARSE,
+                "%s:%zu: role '%.*s' is not observe or record", name, lineno,
+                (int)(wl[1] < 32 ? wl[1] : 32), w[1]);
+  *id = w[0];
+  *idlen = wl[0];
+  return 1;
 }
 
 int tg_authz_parse(const char *text, size_t len, const char *name,
@@ -144,64 +208,31 @@ int tg_authz_parse(const char *text, size_t len, const char *name,
   if (!a) return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
   size_t cap = 0, lineno = 0, off = 0;
   int rv = 0;
-  while (off < len) {
+  while (off < len && rv == 0) {
     lineno++;
     const char *line = text + off;
     const char *nl = memchr(line, '\n', len - off);
     size_t n = nl ? (size_t)(nl - line) : len - off;
     off += n + (nl ? 1 : 0);
-    /* Comments run to the end of the line. */
-    const char *hash = memchr(line, '#', n);
-    if (hash) n = (size_t)(hash - line);
-    const char *w[3];
-    size_t wl[3];
-    size_t k = split_words(line, n, w, wl, 3);
-    if (k == 0) continue;
-    for (size_t i = 0; i < n; i++) {
-      unsigned char c = (unsigned char)line[i];
-      if (c == 0 || (c < 0x20 && c != '\t' && c != '\r') || c >= 0x7f) {
-        rv = fail(err, errlen, TG_EPARSE,
-                  "%s:%zu: byte 0x%02x is not printable ASCII", name, lineno,
-                  c);
+    const char *id = NULL;
+    size_t idlen = 0;
+    tg_authz_role_t role = TG_ROLE_NONE;
+    rv = parse_line(line, n, name, lineno, &id, &idlen, &role, err, errlen);
+    if (rv == 1) {
+      rv = add_entry(a, &cap, id, idlen, lineno, role);
+      if (rv < 0) {
+        fail(err, errlen, rv, "%s: out of memory", name);
         goto out;
       }
     }
-    if (k != 2) {
-      rv = fail(err, errlen, TG_EPARSE,
-                "%s:%zu: expected \"identity role\", found %zu word%s", name,
-                lineno, k, k == 1 ? "" : "s");
-      goto out;
-    }
-    if (wl[0] > TG_AUTHZ_IDENTITY_MAX) {
-      rv = fail(err, errlen, TG_EPARSE,
-                "%s:%zu: identity longer than %d characters", name, lineno,
-                TG_AUTHZ_IDENTITY_MAX);
-      goto out;
-    }
-    char role_s[16];
-    tg_authz_role_t role;
-    snprintf(role_s, sizeof(role_s), "%.*s", (int)(wl[1] < 15 ? wl[1] : 15),
-             w[1]);
-    if (wl[1] >= sizeof(role_s) || tg_authz_parse_role(role_s, &role) < 0) {
-      rv = fail(err, errlen, TG_EPARSE,
-                "%s:%zu: role '%.*s' is not observe or record", name, lineno,
-                (int)(wl[1] < 32 ? wl[1] : 32), w[1]);
-      goto out;
-    }
-    const authz_entry_t *dup = find(a, w[0], wl[0]);
-    if (dup) {
-      /* Two lines for one identity: which one wins would be a guess. */
-      rv = fail(err, errlen, TG_EPARSE,
-                "%s:%zu: identity '%.*s' is listed twice", name, lineno,
-                (int)wl[0], w[0]);
-      goto out;
-    }
-    rv = add_entry(a, &cap, w[0], wl[0], role);
-    if (rv < 0) {
-      fail(err, errlen, rv, "%s: out of memory", name);
-      goto out;
-    }
   }
+  /* Two lines for one identity: which one wins would be a guess. Every
+   * entry comes from above a syntax error, so a repeat is reported first. */
+  const authz_entry_t *dup = sort_and_find_repeat(a);
+  if (dup)
+    rv = fail(err, errlen, TG_EPARSE,
+              "%s:%zu: identity '%s' is listed twice", name, dup->line,
+              dup->identity);
 out:
   if (rv < 0) {
     tg_authz_free(a);
@@ -238,8 +269,11 @@ int tg_authz_load(const char *path, tg_authz_t **out, char *err,
 }
 
 tg_authz_role_t tg_authz_role(const tg_authz_t *a, const char *identity) {
-  if (!a || !identity) return TG_ROLE_NONE;
-  const authz_entry_t *e = find(a, identity, strlen(identity));
+  if (!a || !identity || a->n == 0) return TG_ROLE_NONE;
+  const authz_entry_t key = {.identity = (char *)identity,
+                             .len = strlen(identity)};
+  const authz_entry_t *e =
+      bsearch(&key, a->entries, a->n, sizeof(key), cmp_identity);
   return e ? e->role : TG_ROLE_NONE;
 }
 

@@ -5,11 +5,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
 #include "ipc/pipe_transport.h"
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
@@ -50,14 +48,11 @@ struct tg_relay_bridge {
   char identity[TG_AUTHZ_IDENTITY_MAX + 1];
   char addr[320];
   bool authorized; /* the connection got past the identity check */
-  bool refused;    /* audited as refused already */
 
-  int close_status;
   char close_why[420];
   char detach_key[300];
 
   tg_buf_t out; /* frames the filter built */
-  tg_buf_t fwd; /* an upstream frame with its length prefix */
   bool client_paused, up_paused;
   unsigned loud;
   uint64_t opened_ms;
@@ -87,7 +82,6 @@ static void on_timer_closed(uv_handle_t *h) {
   env->n_bridges--;
   tg_tls_chan_free(b->tls);
   tg_buf_free(&b->out);
-  tg_buf_free(&b->fwd);
   free(b);
   if (env->n_bridges == 0 && env->on_idle) env->on_idle(env);
 }
@@ -121,15 +115,15 @@ static void send_failed(tg_relay_bridge_t *b, int rv) {
   bridge_close(b, rv, why);
 }
 
-static int send_client(tg_relay_bridge_t *b, const uint8_t *frame, size_t len,
-                       bool bulk) {
-  int rv = b->tls && !bulk ? tg_tls_chan_send_priority(b->tls, frame, len)
-                           : tg_transport_send(b->client, frame, len, -1);
+/* A reply made here: a control frame, ahead of queued bulk data. */
+static void send_client(tg_relay_bridge_t *b, const uint8_t *frame,
+                        size_t len) {
+  int rv = b->tls ? tg_tls_chan_send_priority(b->tls, frame, len)
+                  : tg_transport_send(b->client, frame, len, -1);
   if (rv < 0) send_failed(b, rv);
-  return rv;
 }
 
-static int send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
+static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
   int rv = tg_transport_send(&b->up.base, frame, len, -1);
   if (rv < 0) {
     char why[128];
@@ -137,7 +131,6 @@ static int send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
              tg_strerror(rv));
     bridge_close(b, rv, why);
   }
-  return rv;
 }
 
 /* Reading one side stops while the other cannot take more. */
@@ -217,9 +210,9 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
   report(b, &v);
   if (tg_buf_size(&b->out) > 0) {
     if (v.action == TG_RELAY_FORWARD)
-      rv = send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+      send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
     else if (v.action == TG_RELAY_REPLY)
-      rv = send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out), false);
+      send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
   }
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
@@ -252,12 +245,15 @@ static const tg_transport_cbs_t client_cbs = {
 
 /* --- frames from the service ------------------------------------------------ */
 
-static void detach_done(tg_relay_bridge_t *b, const char *outcome) {
+/* |why| is the outcome to report when the session was not detached. */
+static void detach_done(tg_relay_bridge_t *b, bool detached,
+                        const char *why) {
   if (b->state != B_DETACHING) return;
+  const char *outcome = detached ? "detached" : why;
   TG_INFO("%s@%s: session %s under key '%s'", who(b), b->addr, outcome,
           b->detach_key);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
-                 strncmp(outcome, "detached", 8) ? "deny" : "allow",
+                 detached ? "allow" : "deny",
                  "link dropped: session %s under key '%s'", outcome,
                  b->detach_key);
   b->state = B_CLOSING;
@@ -271,7 +267,7 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_relay_verdict_t v;
   tg_relay_filter_upstream(&b->filter, payload, len, &v);
   if (v.own_detach_reply) {
-    detach_done(b, v.allowed ? "detached" : "NOT detached (the service refused)");
+    detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
   }
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
@@ -279,23 +275,10 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     report(b, &v);
     return 0;
   }
-  if (b->tls) {
-    /* Straight from the service's frame into the TLS queue: one copy. */
-    int rv = tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk);
-    if (rv < 0) send_failed(b, rv);
-    update_backpressure(b);
-    return b->state == B_OPEN ? 0 : 1;
-  }
-  tg_buf_reset(&b->fwd);
-  uint8_t *p = tg_buf_reserve(&b->fwd, TG_IPC_FRAME_HEADER_SIZE + len);
-  if (!p) {
-    bridge_close(b, -ENOMEM, "no memory for a frame from the service");
-    return 1;
-  }
-  tg_pb_write_le32(p, (uint32_t)len);
-  memcpy(p + TG_IPC_FRAME_HEADER_SIZE, payload, len);
-  tg_buf_commit(&b->fwd, TG_IPC_FRAME_HEADER_SIZE + len);
-  send_client(b, tg_buf_begin(&b->fwd), tg_buf_size(&b->fwd), v.bulk);
+  /* Straight from the service's frame into the client's queue: one copy. */
+  int rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
+                  : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+  if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
 }
@@ -306,7 +289,7 @@ static void up_on_close(tg_transport_t *t, int status) {
   tg_relay_bridge_t *b = t->data;
   b->up_open = false;
   if (b->state == B_DETACHING) {
-    detach_done(b, "NOT detached (the service went away)");
+    detach_done(b, false, "NOT detached (the service went away)");
   } else if (b->state == B_OPEN) {
     char why[160];
     snprintf(why, sizeof(why), "the tracing service closed the connection%s%s",
@@ -325,7 +308,7 @@ static const tg_transport_cbs_t up_cbs = {
 
 static void on_detach_timeout(uv_timer_t *t) {
   tg_relay_bridge_t *b = t->data;
-  detach_done(b, "NOT detached (no reply from the service in time)");
+  detach_done(b, false, "NOT detached (no reply from the service in time)");
 }
 
 /* --- closing ---------------------------------------------------------------- */
@@ -336,7 +319,6 @@ static void bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   if (b->state == B_DETACHING || b->state == B_CLOSING) return;
   bool was_open = b->state == B_OPEN;
   b->state = B_CLOSING;
-  b->close_status = status;
   snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   if (b->client_open) tg_transport_close(b->client, status);
   if (b->up_open && was_open) {
@@ -374,7 +356,6 @@ static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
   b->env = env;
   tg_list_init(&b->node);
   tg_buf_init(&b->out, 0);
-  tg_buf_init(&b->fwd, 0);
   uv_timer_init(env->loop, &b->timer);
   b->timer.data = b;
   b->opened_ms = uv_now(env->loop);
@@ -396,7 +377,6 @@ static int open_upstream(tg_relay_bridge_t *b) {
 }
 
 static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
-  b->refused = true;
   b->env->refused++;
   TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
@@ -431,13 +411,10 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     /* tls_chan has logged it; the audit trail gets it too. on_close
      * follows. */
     const char *detail = tg_tls_chan_error(ch);
-    char why[400];
-    snprintf(why, sizeof(why), "TLS handshake failed: %s%s%s",
-             tg_strerror(status), detail[0] ? ": " : "", detail);
-    b->refused = true;
     b->env->refused++;
-    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny", "%s", why);
-    snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny",
+                   "TLS handshake failed: %s%s%s", tg_strerror(status),
+                   detail[0] ? ": " : "", detail);
     return;
   }
   const char *id = tg_tls_chan_peer_identity(ch);

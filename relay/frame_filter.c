@@ -368,6 +368,12 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     return deny(f, v, drop, NULL, out);
   }
   set_method(v, name);
+  if (v->request_id == TG_RELAY_DETACH_REQUEST_ID) {
+    /* Its reply would pass for the reply to the relay's own Detach. */
+    say(v, "request id %" PRIu64 " is reserved for the relay",
+        v->request_id);
+    return deny(f, v, drop, NULL, out);
+  }
   if (!tg_authz_allows(role, name)) {
     if (role == TG_ROLE_NONE)
       say(v, "identity is not in the authorization file");

@@ -50,7 +50,8 @@
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48
 /* Calls in flight whose replies are tracked; more are refused. */
 #define TG_RELAY_FILTER_MAX_TRACKED 32
-/* The request id of the relay's own Detach when a link drops. */
+/* The request id of the relay's own Detach when a link drops; refused in
+ * ConsumerPort calls from clients. */
 #define TG_RELAY_DETACH_REQUEST_ID UINT64_MAX
 
 typedef enum tg_relay_action {

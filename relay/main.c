@@ -120,22 +120,11 @@ static void refuse_busy(relay_t *r) {
   if (!t) return;
   uv_tcp_init(r->loop, t);
   char addr[64] = "?";
-  if (uv_accept((uv_stream_t *)&r->listener, (uv_stream_t *)t) == 0) {
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0) {
-      char ip[INET6_ADDRSTRLEN] = "?";
-      if (ss.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-        snprintf(addr, sizeof(addr), "[%s]:%d", ip,
-                 ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-      } else {
-        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-        snprintf(addr, sizeof(addr), "%s:%d", ip,
-                 ntohs(((struct sockaddr_in *)&ss)->sin_port));
-      }
-    }
-  }
+  struct sockaddr_storage ss;
+  int sl = sizeof(ss);
+  if (uv_accept((uv_stream_t *)&r->listener, (uv_stream_t *)t) == 0 &&
+      uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0)
+    tg_tls_chan_format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
   r->refused_busy++;
   TG_WARN("-@%s: connection refused: %zu connections open (--max-conns)",
           addr, r->env.n_bridges);

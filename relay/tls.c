@@ -43,7 +43,6 @@ struct tg_tls_session {
   tg_buf_t out; /* ciphertext produced, not yet taken by the caller */
   bool done;    /* handshake complete and peer accepted */
   int dead;     /* sticky failure status, 0 while usable */
-  int last_mbed;
   bool has_identity;
   char identity[TG_TLS_IDENTITY_MAX + 1];
   char *hostname; /* client: the name the server must carry */
@@ -428,7 +427,15 @@ void tg_tls_swap_out(tg_tls_session_t *s, tg_buf_t *other) {
   *other = t;
 }
 
-bool tg_tls_handshake_done(const tg_tls_session_t *s) { return s->done; }
+static void why_append(tg_tls_session_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void why_append(tg_tls_session_t *s, const char *fmt, ...) {
+  size_t used = strlen(s->why);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->why + used, sizeof(s->why) - used, fmt, ap);
+  va_end(ap);
+}
 
 /* Appends mbedtls's verification flags, one reason after another. */
 static void append_verify_info(tg_tls_session_t *s, uint32_t flags) {
@@ -439,14 +446,13 @@ static void append_verify_info(tg_tls_session_t *s, uint32_t flags) {
     if (*p == '\n') *p = ';';
   size_t len = strlen(info);
   while (len && (info[len - 1] == ';' || info[len - 1] == ' ')) info[--len] = 0;
-  size_t used = strlen(s->why);
-  snprintf(s->why + used, sizeof(s->why) - used, ": %s", info);
+  why_append(s, ": %s", info);
 }
 
 /* Translates a fatal mbedtls error, records why, and kills the session. */
 static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
-  s->last_mbed = ret;
   mbed_text(ret, s->why, sizeof(s->why));
+  why_append(s, " (-0x%04x)", (unsigned)-ret);
   uint32_t flags = mbedtls_ssl_get_verify_result(&s->ssl);
   bool cert_flags = flags != 0 && flags != (uint32_t)-1;
   if (cert_flags) append_verify_info(s, flags);
@@ -486,11 +492,10 @@ static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
     const char *h = s->hostname;
     if (h && (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH) &&
         strspn(h, "0123456789.:abcdefABCDEF") == strlen(h)) {
-      size_t used = strlen(s->why);
-      snprintf(s->why + used, sizeof(s->why) - used,
-               " (expected '%s': mbedtls matches DNS names only, pass the "
-               "server's certificate name)",
-               h);
+      why_append(s,
+                 " (expected '%s': mbedtls matches DNS names only, pass the "
+                 "server's certificate name)",
+                 h);
     }
   }
   s->dead = rv;
@@ -608,10 +613,6 @@ const char *tg_tls_peer_identity(const tg_tls_session_t *s) {
 }
 
 const char *tg_tls_last_error(const tg_tls_session_t *s) { return s->why; }
-
-int tg_tls_last_mbedtls_error(const tg_tls_session_t *s) {
-  return s->last_mbed;
-}
 
 const char *tg_tls_ciphersuite(const tg_tls_session_t *s) {
   if (!s->done) return "none";

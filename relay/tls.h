@@ -113,7 +113,6 @@ void tg_tls_swap_out(tg_tls_session_t *s, tg_buf_t *other);
  * us), TG_ETLS_HANDSHAKE (protocol error, no common cipher), -ENOMEM.
  * After a failure the session is dead: only free it. */
 int tg_tls_handshake(tg_tls_session_t *s);
-bool tg_tls_handshake_done(const tg_tls_session_t *s);
 
 /* Decrypts into |buf| (|cap| > 0 bytes). Returns 0 with *n > 0, -EAGAIN
  * (no complete record buffered), TG_EPEER_CLOSED (close_notify received),
@@ -134,14 +133,11 @@ void tg_tls_close_notify(tg_tls_session_t *s);
  * nothing usable. Owned by the session. */
 const char *tg_tls_peer_identity(const tg_tls_session_t *s);
 
-/* Why the last failure happened, for logs: mbedtls's text, with the
- * certificate verification flags spelt out ("certificate has expired",
- * "revoked", "CN mismatch"...). Empty string if none. Owned by the
- * session, valid until its next call. */
+/* Why the last failure happened, for logs: mbedtls's text and raw code,
+ * with the certificate verification flags spelt out ("certificate has
+ * expired", "revoked", "CN mismatch"...). Empty string if none. Owned by
+ * the session, valid until its next call. */
 const char *tg_tls_last_error(const tg_tls_session_t *s);
-
-/* The raw mbedtls error behind the last failure (0 if none). */
-int tg_tls_last_mbedtls_error(const tg_tls_session_t *s);
 
 /* The negotiated ciphersuite's mbedtls name ("TLS-ECDHE-ECDSA-WITH-..."),
  * or "none" before the handshake. */

@@ -631,7 +631,8 @@ static void abort_silently(tg_tls_chan_t *ch) {
   chan_close(ch, 0);
 }
 
-static void format_addr(const struct sockaddr *sa, char *buf, size_t len) {
+void tg_tls_chan_format_addr(const struct sockaddr *sa, char *buf,
+                             size_t len) {
   char ip[INET6_ADDRSTRLEN] = "?";
   int port = 0;
   if (sa->sa_family == AF_INET) {
@@ -665,7 +666,8 @@ int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
   struct sockaddr_storage ss;
   int sl = sizeof(ss);
   if (uv_tcp_getpeername(&ch->tcp, (struct sockaddr *)&ss, &sl) == 0)
-    format_addr((struct sockaddr *)&ss, ch->peer, sizeof(ch->peer));
+    tg_tls_chan_format_addr((struct sockaddr *)&ss, ch->peer,
+                            sizeof(ch->peer));
   else
     snprintf(ch->peer, sizeof(ch->peer), "(unknown peer)");
   uv_tcp_nodelay(&ch->tcp, 1);
@@ -742,7 +744,7 @@ static void try_connect(tg_tls_chan_t *ch, int last_err) {
     ch->ai_next = ai->ai_next;
     if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
     char addr[80];
-    format_addr(ai->ai_addr, addr, sizeof(addr));
+    tg_tls_chan_format_addr(ai->ai_addr, addr, sizeof(addr));
     snprintf(ch->peer + base_len, sizeof(ch->peer) - base_len, " (%s)", addr);
     int rv = uv_tcp_connect(&ch->conn, &ch->tcp, ai->ai_addr, on_connected);
     if (rv == 0) {
@@ -861,8 +863,4 @@ const char *tg_tls_chan_error(const tg_tls_chan_t *ch) { return ch->why; }
 
 const char *tg_tls_chan_ciphersuite(const tg_tls_chan_t *ch) {
   return ch->suite[0] ? ch->suite : "none";
-}
-
-bool tg_tls_chan_is_open(const tg_tls_chan_t *ch) {
-  return ch->state == ST_OPEN;
 }

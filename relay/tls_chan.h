@@ -125,13 +125,16 @@ const char *tg_tls_chan_peer_identity(const tg_tls_chan_t *ch);
  * "name:port (address)"). Owned by the channel. */
 const char *tg_tls_chan_peer_addr(const tg_tls_chan_t *ch);
 
+/* Formats |sa| as tg_tls_chan_peer_addr() does ("1.2.3.4:5678",
+ * "[::1]:5678"), for peers refused before a channel exists. */
+void tg_tls_chan_format_addr(const struct sockaddr *sa, char *buf,
+                             size_t len);
+
 /* Why the handshake or connection failed, in words (certificate
  * verification details included), or "". Owned by the channel. */
 const char *tg_tls_chan_error(const tg_tls_chan_t *ch);
 
 /* Negotiated ciphersuite name, or "none". */
 const char *tg_tls_chan_ciphersuite(const tg_tls_chan_t *ch);
-
-bool tg_tls_chan_is_open(const tg_tls_chan_t *ch);
 
 #endif /* TRACEGATE_RELAY_TLS_CHAN_H */

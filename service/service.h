@@ -213,7 +213,7 @@ struct tg_service {
   uint16_t last_producer_id;
   uint64_t last_session_id;
   uint64_t last_instance_id;
-  uint32_t last_buffer_id;
+  uint16_t last_buffer_id; /* buffer ids are 16-bit in the SMB ABI */
   uint64_t last_flush_id;
   uint64_t producers_seen;
   uint64_t data_sources_seen;
@@ -223,9 +223,6 @@ struct tg_service {
 };
 
 /* --- service.c: lifetime --------------------------------------------- */
-/* The default socket path for |producer| or consumer: the env variable
- * Perfetto's tools honour, else /run/perfetto/traced-*.sock when
- * /run/perfetto/ is usable, else /tmp/perfetto-*. */
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                      const tg_service_options_t *opt);
 /* Ends every session (files flushed), closes sockets; |done| when closed. */

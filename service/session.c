@@ -48,6 +48,21 @@ tg_session_t *tg__session_by_buffer(tg_service_t *svc, uint32_t id) {
   return NULL;
 }
 
+/* Buffer ids travel as 16 bits in the SMB ABI (target_buffer of writers
+ * and chunks), so they are taken from 1..65535, round robin (a late commit
+ * for a freed buffer does not land in a new one at once), skipping ids in
+ * use by live sessions and by |s|'s buffers so far (the last one is
+ * |s|'s new buffer, still 0). Returns 0 when every id is taken. */
+static uint16_t next_buffer_id(tg_service_t *svc, tg_session_t *s) {
+  for (uint32_t tries = 0; tries < UINT16_MAX; tries++) {
+    uint16_t id = ++svc->last_buffer_id;
+    if (id == 0) id = ++svc->last_buffer_id;
+    if (tg__session_buffer(s, id) || tg__session_by_buffer(svc, id)) continue;
+    return id;
+  }
+  return 0;
+}
+
 /* --- sequence ids ---------------------------------------------------------- */
 
 static int seq_grow(tg_seq_map_t *m) {
@@ -369,9 +384,13 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
       s->n_buffers = i;
       goto fail;
     }
-    s->buffers[i].global_id = ++svc->last_buffer_id;
-    if (s->buffers[i].global_id == 0) s->buffers[i].global_id = ++svc->last_buffer_id;
     s->n_buffers = i + 1;
+    s->buffers[i].global_id = next_buffer_id(svc, s);
+    if (!s->buffers[i].global_id) {
+      config_error(err, errlen, "buffers[%zu]: all 65535 buffer ids are in use",
+                   i);
+      goto fail;
+    }
   }
   timer_init(s, &s->duration_timer);
   timer_init(s, &s->period_timer);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/clock.h"
 #include "agent/emit/emit.h"
 #include "tracegate/track_event.h"
 
@@ -32,12 +33,6 @@ bool emit_active(const emit_shared_t *sh) {
 uint64_t emit_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t boottime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
   return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
@@ -80,7 +75,7 @@ void emit_worker_free(emit_worker_t *w) {
 
 static void emit_raw(emit_worker_t *w, uint32_t seq, const char *pl,
                      size_t n) {
-  uint64_t ts = boottime_ns();
+  uint64_t ts = tg__clock_boottime();
   TG_DS_TRACE(w->sh->ds, inst, pbw) {
     tg_pbw_append_varint(pbw, PACKET_TIMESTAMP, ts);
     tg_pbw_begin_nested(pbw, PACKET_FOR_TESTING);

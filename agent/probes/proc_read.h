@@ -6,6 +6,7 @@
 #ifndef TRACEGATE_PROBES_PROC_READ_H
 #define TRACEGATE_PROBES_PROC_READ_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,7 +26,7 @@ int tg_proc_list_pids(const char *proc_root, int32_t **pids, size_t *n,
 
 /* True for the errors of a process that exited while we read it. */
 static inline int tg_proc_vanished(int err) {
-  return err == -2 /* ENOENT */ || err == -3 /* ESRCH */;
+  return err == -ENOENT || err == -ESRCH;
 }
 
 #endif /* TRACEGATE_PROBES_PROC_READ_H */

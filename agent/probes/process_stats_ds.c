@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/clock.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
@@ -228,7 +229,7 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   bool tree = stats || (ps->first_round && c->scan_all_on_start);
   if (!tree) return UINT64_MAX;
 
-  uint64_t ts = tg_probes_boottime_ns();
+  uint64_t ts = tg__clock_boottime();
   ps->n_entries = ps->n_counters = 0;
   tg_buf_reset(&ps->arena);
   int rv = tg_proc_list_pids("/proc", &ps->cur.v, &ps->cur.n, &ps->cur.cap);
@@ -237,7 +238,7 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   ps->last_list_err = rv;
   if (rv == 0) {
     collect(ps, tree, stats);
-    uint64_t end = tg_probes_boottime_ns();
+    uint64_t end = tg__clock_boottime();
     if (ps->n_entries) {
       tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
       if (w) {

@@ -52,12 +52,6 @@ uint64_t tg_probes_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-uint64_t tg_probes_boottime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t tg_probes_ns_per_tick(void) {
   long hz = sysconf(_SC_CLK_TCK);
   return 1000000000u / (uint64_t)(hz > 0 ? hz : 100);

@@ -49,9 +49,9 @@ int tg_sampler_start(tg_sampler_t *s);
  * callbacks still reach the sampler. */
 void tg_sampler_free(tg_sampler_t *s);
 
-/* CLOCK_MONOTONIC and CLOCK_BOOTTIME now. */
+/* CLOCK_MONOTONIC now. (CLOCK_BOOTTIME, the packets' clock, is
+ * tg__clock_boottime() of agent/clock.h.) */
 uint64_t tg_probes_now_ms(void);
-uint64_t tg_probes_boottime_ns(void);
 /* Nanoseconds per clock tick (USER_HZ) of /proc/stat and /proc/<pid>/stat. */
 uint64_t tg_probes_ns_per_tick(void);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/clock.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
@@ -95,13 +96,13 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   const tg_sys_stats_cfg_t *c = &st->cfg;
   bool mem_due = c->meminfo_period_ms && st->next_meminfo_ms <= now;
   bool stat_due = c->stat_period_ms && st->next_stat_ms <= now;
-  tg_sys_stats_sample_t s = {.ts_ns = tg_probes_boottime_ns(),
+  tg_sys_stats_sample_t s = {.ts_ns = tg__clock_boottime(),
                              .meminfo_mask = c->meminfo_mask,
                              .stat_mask = c->stat_mask,
                              .ns_per_tick = st->ns_per_tick};
   if (mem_due && read_meminfo(st)) s.meminfo = &st->meminfo;
   if (stat_due && read_stat(st)) s.stat = &st->stat;
-  s.end_ts_ns = tg_probes_boottime_ns();
+  s.end_ts_ns = tg__clock_boottime();
   if (s.meminfo || s.stat) {
     tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
     if (w) {

@@ -23,9 +23,9 @@ static const char *short_name(const cli_short_flag_t *s, size_t n, char l) {
   return NULL;
 }
 
-void cli_usage(FILE *out, const char *prog, const char *synopsis,
-               const char *about, const tg_flag_t *flags, size_t n,
-               const cli_short_flag_t *shorts, size_t n_shorts) {
+static void usage(FILE *out, const char *prog, const char *synopsis,
+                  const char *about, const tg_flag_t *flags, size_t n,
+                  const cli_short_flag_t *shorts, size_t n_shorts) {
   tg_flags_usage(out, prog, synopsis, flags, n);
   if (n_shorts) {
     fprintf(out, "\nshort forms:");
@@ -142,7 +142,7 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
   }
   if (rv == 0) {
     rv = tg_flags_parse(prog, flags, n, ac, av, pos, max_pos, n_pos);
-    if (rv == 1) cli_usage(stdout, prog, synopsis, about, flags, n, shorts, n_shorts);
+    if (rv == 1) usage(stdout, prog, synopsis, about, flags, n, shorts, n_shorts);
     else if (rv < 0) rv = -1;
   } else if (rv == -2) {
     rv = -1; /* said why */
@@ -199,8 +199,9 @@ int cli_parse_size(const char *s, uint64_t *bytes) {
   else if (!strcmp(u, "g") || !strcmp(u, "gb") || !strcmp(u, "gib")) mul = 1073741824.0;
   else return -EINVAL;
   double r = v * mul;
+  /* Past LLONG_MAX llround() has no defined result: round by hand. */
   if (r > 18e18) return -ERANGE;
-  *bytes = (uint64_t)llround(r);
+  *bytes = (uint64_t)(r + 0.5);
   return 0;
 }
 

@@ -60,9 +60,6 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const cli_short_flag_t *shorts, size_t n_shorts,
                     const cli_multi_t *multi, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
-void cli_usage(FILE *out, const char *prog, const char *synopsis,
-               const char *about, const tg_flag_t *flags, size_t n,
-               const cli_short_flag_t *shorts, size_t n_shorts);
 
 /* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
 int cli_parse_duration_ms(const char *s, uint64_t *ms);
@@ -108,10 +105,8 @@ typedef struct cli_remote_opts {
 typedef struct cli_conn {
   uv_loop_t *loop;
   tg_consumer_t *c; /* NULL once closed */
-  const char *addr;
   bool ready;
   bool closed;
-  int close_status;
   char close_msg[512];
   /* A remote connection's transport, until released after the close. */
   struct cli_remote *rt;
@@ -250,6 +245,10 @@ void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
 void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
                         uint64_t bytes, uint64_t packets, uint64_t loss);
 void cli_progress_clear(FILE *tty);
+/* Copies text that came from a service, relay or ssh into |dst| (|cap|
+ * bytes, NUL-terminated, truncated to fit; NULL |src| gives ""), replacing
+ * control bytes (terminal escapes) with '?' so it can be printed. */
+void cli_printable(char *dst, size_t cap, const char *src);
 /* "tracegate: MSG" as a line of stderr; the caller erased its live
  * display (progress line, host table) first. */
 void cli_vsay(const char *fmt, va_list ap)

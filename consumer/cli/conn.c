@@ -30,7 +30,6 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
   }
   cc->closed = true;
   cc->ready = false;
-  cc->close_status = status;
   if (!cc->close_msg[0] || status == 0)
     snprintf(cc->close_msg, sizeof(cc->close_msg), "%s", msg);
   if (cc->on_close) cc->on_close(cc, status, cc->close_msg);
@@ -53,7 +52,6 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   cc->on_close = user_close;
   cc->data = data;
   cc->loop = loop;
-  cc->addr = addr;
   int rv = tg_consumer_connect(loop, addr, &conn_cbs, cc, &cc->c);
   if (rv < 0) {
     cc->closed = true;
@@ -87,7 +85,6 @@ static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
                           const cli_remote_env_t *env, const cli_target_t *t) {
   memset(cc, 0, sizeof(*cc));
   cc->loop = loop;
-  cc->addr = t->spec;
   char err[512];
   int rv = cli_remote_open(env, t, &conn_cbs, cc, &cc->c, &cc->rt, err,
                            sizeof(err));

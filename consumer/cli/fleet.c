@@ -126,8 +126,7 @@ static void close_handles(fleet_t *f) {
   uv_close((uv_handle_t *)&f->abort_timer, on_closed);
 }
 
-void fleet_host_finished(fleet_t *f, fleet_host_t *h) {
-  (void)h;
+void fleet_host_finished(fleet_t *f) {
   f->finished++;
   if (f->finished == f->n) close_handles(f);
   else fleet_ui_draw(f);
@@ -185,7 +184,6 @@ static void on_sigint(uv_signal_t *s, int signum) {
     return;
   }
   fleet_say(f, "stopping the trace on every host (Ctrl-C again to abort)");
-  f->stopping = true;
   for (size_t i = 0; i < f->n; i++) fleet_host_stop(&f->hosts[i]);
 }
 

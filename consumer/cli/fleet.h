@@ -107,7 +107,6 @@ typedef struct fleet_host {
   char hostname[256];
   char host_machine_id[128];
   char kernel[256];
-  char relay_version[64];
   uint32_t num_cpus;
 
   /* ClockSync: the sample with the smallest round trip. */
@@ -125,7 +124,6 @@ typedef struct fleet_host {
   bool reading, stats_pending;
   unsigned drain_reads;
   uint64_t packets_before_read;
-  uint64_t t_started;
 
   /* Reconnection. */
   unsigned reconnects, attempts;
@@ -175,14 +173,12 @@ struct fleet {
   uv_timer_t reader; /* periodic ReadBuffers */
   unsigned ticks;
   unsigned sigints;
-  bool stopping;
   bool aborting;
   uv_timer_t abort_timer; /* exits if aborting takes too long */
   bool closed; /* timers and signal closed */
   bool tty;
   size_t lines_shown;
   uint64_t t0;
-  int exit_code;
 };
 
 /* --- fleet.c ------------------------------------------------------------- */
@@ -193,7 +189,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  const cli_target_t *targets, size_t n,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
-void fleet_host_finished(fleet_t *f, fleet_host_t *h);
+void fleet_host_finished(fleet_t *f);
 /* Prints "tracegate: " + the text on its own line, clearing the progress
  * lines first. */
 void fleet_say(fleet_t *f, const char *fmt, ...)
@@ -215,7 +211,6 @@ void fleet_host_read_tick(fleet_host_t *h);
 void fleet_host_tick(fleet_host_t *h, bool poll_stats);
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
-bool fleet_host_finished_p(const fleet_host_t *h);
 
 /* --- fleet_merge.c ------------------------------------------------------- */
 
@@ -227,8 +222,6 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h);
  * appended. A packet that does not decode is dropped and counted. */
 int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
                        size_t n);
-/* The sequence id |orig| of host |h| becomes. */
-uint32_t fleet_merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig);
 void fleet_seq_map_free(seq_map_t *m);
 /* Reads the collector's BOOTTIME, MONOTONIC and REALTIME (ns). */
 void fleet_clock_read(uint64_t out[CLK_N]);
@@ -239,6 +232,5 @@ void fleet_ui_draw(fleet_t *f);
 void fleet_ui_clear(fleet_t *f);
 /* The per-host summary; returns the number of hosts that failed. */
 size_t fleet_ui_summary(fleet_t *f);
-const char *fleet_phase_name(host_phase_t p);
 
 #endif /* TRACEGATE_CONSUMER_CLI_FLEET_H */

@@ -63,14 +63,14 @@ static bool reply_is_news(fleet_host_t *h, tg_consumer_t *c, int status) {
   return status != TG_EPEER_CLOSED && status != -ECANCELED;
 }
 
-bool fleet_host_finished_p(const fleet_host_t *h) {
+static bool is_finished(const fleet_host_t *h) {
   return h->phase == HP_DONE || h->phase == HP_FAILED;
 }
 
 /* --- the end of a host ------------------------------------------------------ */
 
 static void finish(fleet_host_t *h) {
-  if (fleet_host_finished_p(h)) return;
+  if (is_finished(h)) return;
   uv_timer_stop(&h->timer);
   bool failing = h->failing;
   if (h->has_own) {
@@ -90,7 +90,7 @@ static void finish(fleet_host_t *h) {
     h->has_own = false;
   }
   h->phase = failing ? HP_FAILED : HP_DONE;
-  fleet_host_finished(h->f, h);
+  fleet_host_finished(h->f);
 }
 
 static void close_conn(fleet_host_t *h, enum intent i) {
@@ -108,7 +108,7 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 
 __attribute__((format(printf, 2, 3)))
 static void fail(fleet_host_t *h, const char *fmt, ...) {
-  if (fleet_host_finished_p(h) || h->failing) return;
+  if (is_finished(h) || h->failing) return;
   h->failing = true;
   va_list ap;
   va_start(ap, fmt);
@@ -201,7 +201,7 @@ static void on_remote_gone(void *ctx, const char *detail) {
     snprintf(why, sizeof(why), "%s: %s", h->conn_msg, detail);
   else
     snprintf(why, sizeof(why), "%s", h->conn_msg);
-  if (fleet_host_finished_p(h)) return;
+  if (is_finished(h)) return;
   switch (i) {
     case INTENT_DONE:
     case INTENT_FAIL:
@@ -353,15 +353,6 @@ static void clock_next(fleet_host_t *h) {
   }
 }
 
-static void copy_str(char *dst, size_t cap, const char *src) {
-  size_t i = 0;
-  for (; src && src[i] && i + 1 < cap; i++) {
-    unsigned char ch = (unsigned char)src[i];
-    dst[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-  }
-  dst[i] = 0;
-}
-
 static void on_host_info(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
   fleet_host_t *h = ctx;
@@ -375,10 +366,9 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
       NULL, len, reply ? reply : (const uint8_t *)"");
   if (r) {
     h->has_info = true;
-    copy_str(h->hostname, sizeof(h->hostname), r->hostname);
-    copy_str(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
-    copy_str(h->kernel, sizeof(h->kernel), r->kernel);
-    copy_str(h->relay_version, sizeof(h->relay_version), r->relay_version);
+    cli_printable(h->hostname, sizeof(h->hostname), r->hostname);
+    cli_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
+    cli_printable(h->kernel, sizeof(h->kernel), r->kernel);
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
     perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   }
@@ -465,7 +455,7 @@ static void drain(fleet_host_t *h);
 static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   fleet_host_t *h = ctx;
   if (h->c != c || status == -ECANCELED || status == TG_EPEER_CLOSED) return;
-  if (fleet_host_finished_p(h) || h->phase == HP_CLOSING) return;
+  if (is_finished(h) || h->phase == HP_CLOSING) return;
   h->last_rx_ms = now_ms(h);
   if (status) {
     fail(h, "%s", msg);
@@ -500,7 +490,6 @@ static void enable(fleet_host_t *h) {
     return;
   }
   h->enable_sent = true;
-  h->t_started = now_ms(h);
   if (f->deferred_start &&
       (rv = tg_consumer_start_tracing(h->c, on_started, h)) < 0) {
     fail(h, "cannot start tracing: %s", tg_strerror(rv));
@@ -566,7 +555,7 @@ static void after_prep(fleet_host_t *h) {
 
 static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   fleet_host_t *h = ctx;
-  if (h->c != c || fleet_host_finished_p(h)) return -ECANCELED;
+  if (h->c != c || is_finished(h)) return -ECANCELED;
   h->last_rx_ms = now_ms(h);
   int rv = h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
                                          : cli_output_packet(&h->own, p, n);
@@ -586,7 +575,7 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
     h->reads_cut++;
     return;
   }
-  if (status == -ECANCELED || h->phase == HP_CLOSING || fleet_host_finished_p(h))
+  if (status == -ECANCELED || h->phase == HP_CLOSING || is_finished(h))
     return;
   if (status) {
     const cli_output_t *o = h->f->mode == FLEET_OUT_MERGE ? &h->f->merged : &h->own;
@@ -679,7 +668,7 @@ void fleet_host_tick(fleet_host_t *h, bool poll_stats) {
   if (!h->c || !tg_consumer_ready(h->c)) return;
   bool waiting = h->reading || h->stats_pending;
   if (waiting && now_ms(h) - h->last_rx_ms > STALL_MS &&
-      h->phase != HP_CLOSING && !fleet_host_finished_p(h)) {
+      h->phase != HP_CLOSING && !is_finished(h)) {
     fleet_say(h->f, "%s: no answer for %d s: dropping the link", h->t->spec,
               STALL_MS / 1000);
     tg_consumer_t *c = h->c;

@@ -96,7 +96,8 @@ static int map_grow(seq_map_t *m) {
   return 0;
 }
 
-uint32_t fleet_merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
+/* The sequence id |orig| of host |h| becomes. */
+static uint32_t merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
   if (orig == 0) return 0;
   if (orig < FLEET_SEQ_COLLECTOR)
     return (h->machine_id << FLEET_SEQ_SHIFT) | orig;
@@ -136,7 +137,7 @@ int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
   t = tg_pb_write_varint(t, h->machine_id);
-  uint32_t seq = fleet_merge_seq(f, h, (uint32_t)orig);
+  uint32_t seq = merge_seq(f, h, (uint32_t)orig);
   if (seq) {
     t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
     t = tg_pb_write_varint(t, seq);
@@ -189,8 +190,9 @@ static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
 static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
   const clock_sample_t *s = &h->best;
   uint64_t mid[CLK_N];
+  /* Signed: REALTIME may have stepped back during the call. */
   for (int i = 0; i < CLK_N; i++)
-    mid[i] = s->before[i] + (s->after[i] - s->before[i]) / 2;
+    mid[i] = s->before[i] + (uint64_t)((int64_t)(s->after[i] - s->before[i]) / 2);
   uint8_t buf[SMALL_PACKET];
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);

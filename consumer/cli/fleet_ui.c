@@ -11,7 +11,7 @@
 /* Terminal lines for hosts; more are summed up in one line. */
 #define MAX_HOST_LINES 20
 
-const char *fleet_phase_name(host_phase_t p) {
+static const char *phase_name(host_phase_t p) {
   switch (p) {
     case HP_CONNECTING: return "connecting";
     case HP_PREPARING: return "preparing";
@@ -51,17 +51,16 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void host_line(const fleet_t *f, const fleet_host_t *h, int w) {
+static void host_line(const fleet_host_t *h, int w) {
   char by[32], state[96];
   cli_format_bytes(by, sizeof(by), h->bytes);
   if (h->phase == HP_RECONNECTING)
     snprintf(state, sizeof(state), "reconnecting (attempt %u)", h->attempts);
   else
-    snprintf(state, sizeof(state), "%s", fleet_phase_name(h->phase));
+    snprintf(state, sizeof(state), "%s", phase_name(h->phase));
   fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
           "%s\n", w, w, h->t->spec, state, by, h->packets, h->loss.total,
           h->reconnects ? "  (reconnected)" : "");
-  (void)f;
 }
 
 void fleet_ui_draw(fleet_t *f) {
@@ -81,7 +80,7 @@ void fleet_ui_draw(fleet_t *f) {
   size_t lines = 1;
   int w = spec_width(f);
   for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++, lines++)
-    host_line(f, &f->hosts[i], w);
+    host_line(&f->hosts[i], w);
   if (f->n > MAX_HOST_LINES) {
     fprintf(stderr, "\r\033[K  ... and %zu more hosts\n", f->n - MAX_HOST_LINES);
     lines++;
@@ -97,8 +96,10 @@ static void clock_note(const fleet_host_t *h, char *out, size_t n) {
   }
   const clock_sample_t *s = &h->best;
   uint64_t rtt = s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
-  int64_t mid = (int64_t)(s->before[CLK_BOOTTIME] + rtt / 2);
-  int64_t off = (int64_t)s->remote[CLK_BOOTTIME] - mid;
+  /* The host's reading is the relay's word: subtracted unsigned, as a
+   * signed difference would overflow on a wild value. */
+  int64_t off = (int64_t)(s->remote[CLK_BOOTTIME] -
+                          (s->before[CLK_BOOTTIME] + rtt / 2));
   snprintf(out, n, "BOOTTIME offset %+.3f ms (+/- %.3f ms)", (double)off / 1e6,
            (double)rtt / 2e6);
 }

@@ -14,7 +14,8 @@
 #include "tracegate/error.h"
 
 #define OUT_BUF_SIZE (256u * 1024u)
-#define TRACE_PACKET_TAG 0x0A /* Trace.packet = 1, length-delimited */
+#define SCAN_BLOCK_SIZE (16u * 1024u)
+#define TRACE_PACKET_TAG TG_PB_TAG(1, TG_PB_WT_LEN) /* Trace.packet */
 
 int cli_output_open(cli_output_t *o, const char *path) {
   memset(o, 0, sizeof(*o));
@@ -109,29 +110,49 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
   return 0;
 }
 
+/* Walks the packet headers in |blk|, |n| bytes read at o->scan_off of a
+ * file of |size| bytes, counting whole packets. Returns 1 to read on from
+ * the new o->scan_off, 0 when the file ends inside a packet (still being
+ * written), or TG_EPROTO_DECODE. */
+static int scan_block(cli_output_t *o, const uint8_t *blk, size_t n,
+                      uint64_t size) {
+  size_t pos = 0;
+  while (pos < n) {
+    if (blk[pos] != TRACE_PACKET_TAG) return TG_EPROTO_DECODE;
+    uint64_t len;
+    size_t k = tg_pb_read_varint(blk + pos + 1, blk + n, &len);
+    if (k == 0) {
+      if (n - pos > TG_PB_MAX_VARINT_SIZE) return TG_EPROTO_DECODE;
+      /* Cut by the block's end (read again from it), or being written. */
+      return pos > 0;
+    }
+    /* The length is the file's word: compared without overflow. */
+    uint64_t body = o->scan_off + 1 + k;
+    if (len > size - body) return 0; /* the body is still being written */
+    o->scan_off = body + len;
+    o->packets++;
+    if (1 + k + len > n - pos) return 1; /* the next header is past |blk| */
+    pos += 1 + k + (size_t)len;
+  }
+  return 1;
+}
+
 int cli_output_scan(cli_output_t *o) {
   struct stat st;
   if (o->fd < 0 || fstat(o->fd, &st) < 0) return -errno;
   uint64_t size = (uint64_t)st.st_size;
-  uint8_t blk[64];
-  /* Reads only the header of each packet and jumps over its body. */
+  /* One read covers the headers of many small packets; a large packet's
+   * body is jumped over. */
+  uint8_t blk[SCAN_BLOCK_SIZE];
   while (o->scan_off < size) {
     size_t want = size - o->scan_off < sizeof(blk) ? (size_t)(size - o->scan_off)
                                                     : sizeof(blk);
     ssize_t r = pread(o->fd, blk, want, (off_t)o->scan_off);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return r < 0 ? -errno : 0;
-    if (blk[0] != TRACE_PACKET_TAG) return TG_EPROTO_DECODE;
-    uint64_t len;
-    size_t k = tg_pb_read_varint(blk + 1, blk + r, &len);
-    if (k == 0) {
-      if ((size_t)r > TG_PB_MAX_VARINT_SIZE) return TG_EPROTO_DECODE;
-      break; /* the header is still being written */
-    }
-    uint64_t next = o->scan_off + 1 + k + len;
-    if (next > size) break; /* the body is still being written */
-    o->scan_off = next;
-    o->packets++;
+    int rv = scan_block(o, blk, (size_t)r, size);
+    if (rv < 0) return rv;
+    if (rv == 0) break;
   }
   o->bytes = size;
   return 0;

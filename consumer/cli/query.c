@@ -43,8 +43,8 @@ void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *
     if (s->has_duration_ms && s->duration_ms) cli_format_ms(dur, sizeof(dur), s->duration_ms);
     else snprintf(dur, sizeof(dur), "-");
     fprintf(out, "%-8" PRIu64 " %-7d ", s->id, s->consumer_uid);
-    char state[64];
-    snprintf(state, sizeof(state), "%s", s->state ? s->state : "-");
+    char state[64]; /* the service's words: no terminal escapes */
+    cli_printable(state, sizeof(state), s->state ? s->state : "-");
     fprintf(out, "%-28s %-14s %-10s %-8u ", state, bufs[0] ? bufs : "-", dur,
             s->num_data_sources);
     put_name(out, s->unique_session_name);

@@ -236,7 +236,8 @@ static int record_remote(record_opts_t *o) {
     }
     n++;
   }
-  if (o->remote.hosts_file && cli_targets_load(o->remote.hosts_file, &targets, &n) < 0)
+  if (o->remote.hosts_file &&
+      cli_targets_load(o->remote.hosts_file, &targets, &n, FLEET_MAX_HOSTS) < 0)
     goto out;
   if (n == 0) {
     fprintf(stderr, CLI_PROG " record: %s lists no hosts\n", o->remote.hosts_file);

@@ -60,7 +60,7 @@ static void fail(record_t *r, const char *fmt, ...) {
   finish(r);
 }
 
-static void arm_guard(record_t *r, const char *what);
+static void arm_guard(record_t *r);
 static void drain(record_t *r);
 static void final_stats(record_t *r);
 
@@ -233,7 +233,7 @@ static void drain(record_t *r) {
     uv_timer_stop(&r->tick);
     uv_timer_stop(&r->reader);
     uv_timer_stop(&r->stopper);
-    arm_guard(r, "reading the end of the trace");
+    arm_guard(r);
     if (!r->file_mode && r->has_out) {
       if (!r->reading) read_now(r);
       return; /* on_read_done comes back here */
@@ -297,7 +297,7 @@ static void request_stop(record_t *r) {
   }
   if (r->phase != PH_TRACING) return;
   r->phase = PH_STOPPING;
-  arm_guard(r, "stopping the session");
+  arm_guard(r);
   if (tg_consumer_flush(r->conn.c, STOP_FLUSH_TIMEOUT_MS, on_stop_flushed, r) < 0)
     disable_now(r);
 }
@@ -311,8 +311,8 @@ static void on_guard(uv_timer_t *t) {
        r->phase == PH_STOPPING ? "stopping the session" : "reading the trace");
 }
 
-static void arm_guard(record_t *r, const char *what) {
-  (void)what;
+/* on_guard names what was pending from the phase. */
+static void arm_guard(record_t *r) {
   uv_timer_start(&r->guard, on_guard, GUARD_MS, 0);
 }
 

@@ -28,7 +28,6 @@
 
 struct cli_remote {
   cli_target_kind_t kind;
-  uv_loop_t *loop;
   uv_timer_t timer; /* deferred report; the ssh child's kill schedule */
   bool timer_closing;
   bool released;
@@ -110,7 +109,6 @@ static cli_remote_t *remote_new(uv_loop_t *loop, cli_target_kind_t kind) {
   cli_remote_t *rt = calloc(1, sizeof(*rt));
   if (!rt) return NULL;
   rt->kind = kind;
-  rt->loop = loop;
   uv_timer_init(loop, &rt->timer);
   rt->timer.data = rt;
   rt->proc_closed = rt->err_closed = true; /* until an ssh child exists */
@@ -256,12 +254,7 @@ static void last_line(const cli_remote_t *rt, char *out, size_t cap) {
     *--end = 0;
   char *start = end;
   while (start > tmp && start[-1] != '\n') start--;
-  size_t i = 0;
-  for (; start[i] && i + 1 < cap; i++) {
-    unsigned char ch = (unsigned char)start[i];
-    out[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-  }
-  if (cap) out[i] = 0;
+  cli_printable(out, cap, start);
 }
 
 static void ssh_detail(cli_remote_t *rt) {
@@ -288,12 +281,12 @@ static void on_kill_timer(uv_timer_t *t) {
   }
 }
 
-/* Splits $TRACEGATE_SSH (default "ssh") on blanks and appends the
- * arguments that reach |t|'s relay. */
 static void schedule_kill(cli_remote_t *rt, uint64_t after_ms) {
   uv_timer_start(&rt->timer, on_kill_timer, after_ms, 0);
 }
 
+/* Splits $TRACEGATE_SSH (default "ssh") on blanks and appends the
+ * arguments that reach |t|'s relay. */
 static int ssh_argv(const cli_target_t *t, char *words, size_t cap, char **argv,
                     char *port, char *dest) {
   const char *cmd = getenv(CLI_SSH_ENV);

@@ -49,8 +49,10 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n);
 
 /* Appends the targets of a hosts file (one per line, '#' starts a comment,
  * blank lines skipped) to |list| (grown with realloc; |*n| entries). Prints
- * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
-int cli_targets_load(const char *path, cli_target_t **list, size_t *n);
+ * "FILE:LINE: why" and returns -1 on the first bad line or I/O error.
+ * Stops reading once |*n| exceeds |max|: the caller reports too many. */
+int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
+                     size_t max);
 
 /* Gives each target a file-name-safe |name|: the host, or host_port when
  * two targets share a host, with characters outside [A-Za-z0-9._-]

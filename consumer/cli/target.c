@@ -117,7 +117,8 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
   return 0;
 }
 
-int cli_targets_load(const char *path, cli_target_t **list, size_t *n) {
+int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
+                     size_t max) {
   FILE *f = fopen(path, "r");
   if (!f) {
     fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
@@ -127,7 +128,7 @@ int cli_targets_load(const char *path, cli_target_t **list, size_t *n) {
   char line[MAX_HOSTS_LINE];
   unsigned lineno = 0;
   int rv = 0;
-  while (rv == 0 && fgets(line, sizeof(line), f)) {
+  while (rv == 0 && *n <= max && fgets(line, sizeof(line), f)) {
     lineno++;
     if (!strchr(line, '\n') && !feof(f)) {
       fprintf(stderr, CLI_PROG ": %s:%u: line too long\n", path, lineno);

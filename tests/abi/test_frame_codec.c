@@ -260,6 +260,48 @@ static void reply_writer_reports_no_space(void **state) {
   assert_int_equal(tg_ipc_reply_end(&rw, &flen), TG_ENO_SPACE);
 }
 
+/* The hand-written InvokeMethod frame is what protobuf-c reads back. */
+static void invoke_writer_output_decodes_with_protobuf_c(void **state) {
+  (void)state;
+  tg_buf_t out;
+  tg_buf_init(&out, 0);
+  static const uint8_t args[] = {0x08, 0x96, 0x01};
+  assert_int_equal(tg_ipc_invoke_append(&out, 300, 2, 7, args, sizeof(args),
+                                        false), 0);
+  assert_int_equal(tg_ipc_invoke_append(&out, 301, 1, 5, NULL, 0, true), 0);
+  const uint8_t *p = tg_buf_begin(&out);
+  for (int k = 0; k < 2; k++) {
+    uint32_t n = tg_pb_read_le32(p);
+    tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + TG_IPC_FRAME_HEADER_SIZE, n);
+    assert_non_null(f);
+    assert_int_equal(f->msg_case,
+                     PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD);
+    const Perfetto__Protos__IPCFrame__InvokeMethod *m = f->msg_invoke_method;
+    if (k == 0) {
+      assert_int_equal(f->request_id, 300);
+      assert_int_equal(m->service_id, 2);
+      assert_int_equal(m->method_id, 7);
+      assert_int_equal(m->args_proto.len, sizeof(args));
+      assert_memory_equal(m->args_proto.data, args, sizeof(args));
+      assert_false(m->has_drop_reply && m->drop_reply);
+    } else {
+      assert_int_equal(f->request_id, 301);
+      assert_int_equal(m->args_proto.len, 0);
+      assert_true(m->has_drop_reply && m->drop_reply);
+    }
+    tg_ipc_frame_free(f);
+    p += TG_IPC_FRAME_HEADER_SIZE + n;
+  }
+  assert_ptr_equal(p, tg_buf_begin(&out) + tg_buf_size(&out));
+  /* Args that cannot fit a frame are refused, the buffer untouched. */
+  size_t before = tg_buf_size(&out);
+  static uint8_t big[TG_IPC_FRAME_MAX_PAYLOAD];
+  assert_int_equal(tg_ipc_invoke_append(&out, 1, 1, 1, big, sizeof(big),
+                                        false), TG_EFRAME_TOO_LARGE);
+  assert_int_equal(tg_buf_size(&out), before);
+  tg_buf_free(&out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_split_at_every_byte_offset),
@@ -271,6 +313,7 @@ int main(void) {
       cmocka_unit_test(frame_callback_stop_is_returned),
       cmocka_unit_test(reply_writer_output_decodes_with_protobuf_c),
       cmocka_unit_test(reply_writer_reports_no_space),
+      cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,11 @@
 tg_add_test(test_consumer_lib
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_consumer_lib.c
   LIBS tg_consumer tg_test_support)
+# The CLI's output file, compiled in from the CLI's sources.
+tg_add_test(test_cli_output
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c
+          ${PROJECT_SOURCE_DIR}/consumer/cli/output.c
+  LIBS tg_consumer)
 tg_add_test(test_cli_e2e
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_e2e.c
   LIBS tg_test_support tg_proto)

@@ -361,6 +361,9 @@ def relay_filter_corpus():
                                                 f_len(1, b"r1")) +
             rf_call(22, CP, M_ENABLE, enable_args()) +
             rf_reply(2**64 - 1, b"", True),
+        "reserved_request_id": rf_call(21, RELAY, 3, f_len(1, b"r2")) +
+            rf_call(22, CP, M_ENABLE, enable_args()) +
+            rf_call(2**64 - 1, CP, M_READ) + rf_reply(2**64 - 1, b"", True),
         "read_buffers_stream": rf_call(23, CP, M_READ) +
             rf_reply(23, slices, more=True) + rf_reply(23, slices) +
             rf_reply(23, slices),

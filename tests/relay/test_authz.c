@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -50,6 +52,13 @@ static void authz_errors_name_the_line(void **state) {
       {"# x\n\nalice record extra\n", "f:3: expected \"identity role\", found 3 words"},
       {"alice record\nalice observe\n", "f:2: identity 'alice' is listed twice"},
       {"al\x01ice record\n", "f:1: byte 0x01"},
+      /* The first error in the file is the one reported. */
+      {"bob record\nalice record\nbob observe\nalice observe\nx\n",
+       "f:3: identity 'bob' is listed twice"},
+      {"bob record\nx\nbob observe\n",
+       "f:2: expected \"identity role\", found 1 word"},
+      {"bob record\nalice record\nbob observe\nx\nalice observe\n",
+       "f:3: identity 'bob' is listed twice"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     tg_authz_t *a = (tg_authz_t *)1;
@@ -65,6 +74,38 @@ static void authz_errors_name_the_line(void **state) {
   assert_int_equal(tg_authz_load("/nonexistent/authz", &a, err, sizeof(err)),
                    TG_EBAD_CONFIG);
   assert_non_null(strstr(err, "/nonexistent/authz"));
+}
+
+/* A large file parses in about linear time and every identity is found
+ * (lookups run per client call). */
+static void authz_handles_many_identities(void **state) {
+  (void)state;
+  enum { N = 200000 };
+  char *text = malloc((size_t)N * 32);
+  assert_non_null(text);
+  size_t len = 0;
+  for (unsigned i = 0; i < N; i++)
+    len += (size_t)sprintf(text + len, "host-%u.example %s\n", (i * 7919u) % N,
+                           i % 2 ? "observe" : "record");
+  tg_authz_t *a;
+  char err[256] = "";
+  assert_int_equal(tg_authz_parse(text, len, "big", &a, err, sizeof(err)), 0);
+  assert_int_equal(tg_authz_count(a), N);
+  char id[64];
+  for (unsigned i = 0; i < N; i += 997) {
+    snprintf(id, sizeof(id), "host-%u.example", (i * 7919u) % N);
+    assert_int_equal(tg_authz_role(a, id),
+                     i % 2 ? TG_ROLE_OBSERVE : TG_ROLE_RECORD);
+  }
+  assert_int_equal(tg_authz_role(a, "host-1.exampl"), TG_ROLE_NONE);
+  assert_int_equal(tg_authz_role(a, "host-1.examplee"), TG_ROLE_NONE);
+  tg_authz_free(a);
+  /* A repeat near the end is still named by its line. */
+  len += (size_t)sprintf(text + len, "host-5.example record\n");
+  assert_int_equal(tg_authz_parse(text, len, "big", &a, err, sizeof(err)),
+                   TG_EPARSE);
+  assert_non_null(strstr(err, "big:200001: identity 'host-5.example'"));
+  free(text);
 }
 
 static void authz_role_table(void **state) {
@@ -88,6 +129,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(authz_parses_lines_comments_and_blanks),
       cmocka_unit_test(authz_errors_name_the_line),
+      cmocka_unit_test(authz_handles_many_identities),
       cmocka_unit_test(authz_role_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

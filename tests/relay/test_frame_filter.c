@@ -735,6 +735,23 @@ static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
   tg_buf_free(&d);
 }
 
+/* A client call with the relay's own Detach id would have its reply taken
+ * for the answer to that Detach once the link drops: it is refused. */
+static void filter_refuses_the_relays_detach_request_id(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(TG_RELAY_DETACH_REQUEST_ID, CONSUMER_ID,
+                      mid("ReadBuffers"), NULL, false, x->frame, 4096));
+  expect_denied(x, TG_RELAY_DETACH_REQUEST_ID, "reserved");
+  assert_int_equal(x->f.n_tracked, 0);
+  /* Any other id is fine. */
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(TG_RELAY_DETACH_REQUEST_ID - 1, CONSUMER_ID,
+                      mid("ReadBuffers"), NULL, false, x->frame, 4096));
+  expect_forwarded(x, TG_RELAY_DETACH_REQUEST_ID - 1, mid("ReadBuffers"));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -753,6 +770,7 @@ int main(void) {
       T(filter_refuses_calls_beyond_the_tracking_table),
       T(filter_serves_host_info_and_clocks),
       T(filter_detaches_on_drop_only_with_key_and_session),
+      T(filter_refuses_the_relays_detach_request_id),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

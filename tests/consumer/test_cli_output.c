@@ -1,0 +1,176 @@
+/* The CLI's trace file (consumer/cli/output.c): counting the packets that a
+ * service writes into it (write_into_file), which the CLI scans for its
+ * progress line and checks before it names the file.
+ *
+ * The bytes are written here as the service would, straight into the
+ * output's fd; the scan must count whole packets only, read on as more
+ * arrive, and treat a length from the file as untrusted.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "abi/pb_wire.h"
+#include "consumer/cli/cli.h"
+#include "tracegate/error.h"
+
+typedef struct fixture {
+  char dir[64];
+  char path[128];
+  cli_output_t o;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *fx = calloc(1, sizeof(*fx));
+  assert_non_null(fx);
+  snprintf(fx->dir, sizeof(fx->dir), "/tmp/tg-cli-output-XXXXXX");
+  assert_non_null(mkdtemp(fx->dir));
+  snprintf(fx->path, sizeof(fx->path), "%s/trace.pftrace", fx->dir);
+  assert_int_equal(cli_output_open(&fx->o, fx->path), 0);
+  fx->o.by_service = true;
+  *state = fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *fx = *state;
+  cli_output_discard(&fx->o);
+  unlink(fx->path);
+  rmdir(fx->dir);
+  free(fx);
+  return 0;
+}
+
+static void write_bytes(fixture_t *fx, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fx->o.fd, p, n);
+    assert_true(w > 0);
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* A Trace.packet field of |len| bytes of filler. Returns its size. */
+static size_t write_packet(fixture_t *fx, size_t len) {
+  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE];
+  hdr[0] = TG_PB_TAG(1, TG_PB_WT_LEN);
+  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, len) - hdr);
+  uint8_t *body = malloc(len ? len : 1);
+  assert_non_null(body);
+  memset(body, 0x5A, len);
+  write_bytes(fx, hdr, h);
+  write_bytes(fx, body, len);
+  free(body);
+  return h + len;
+}
+
+/* Many small packets (their headers straddle every read block) and a few
+ * larger than a block, jumped over. */
+static void scan_counts_packets_across_blocks(void **state) {
+  fixture_t *fx = *state;
+  uint64_t total = 0, count = 0;
+  for (size_t i = 0; i < 3000; i++, count++)
+    total += write_packet(fx, i % 300);
+  total += write_packet(fx, 70000);
+  total += write_packet(fx, 16 * 1024);
+  count += 2;
+  for (size_t i = 0; i < 500; i++, count++) total += write_packet(fx, 127 + i % 3);
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, count);
+  assert_int_equal(fx->o.scan_off, total);
+  assert_int_equal(fx->o.bytes, total);
+  /* Scanning again finds nothing new. */
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, count);
+}
+
+/* A packet still being written is not counted until it is whole; the scan
+ * resumes where it stopped. */
+static void scan_waits_for_a_packet_being_written(void **state) {
+  fixture_t *fx = *state;
+  uint64_t whole = write_packet(fx, 10) + write_packet(fx, 200);
+  /* A header cut after its tag and one length byte of two. */
+  const uint8_t head[] = {TG_PB_TAG(1, TG_PB_WT_LEN), 0x90};
+  write_bytes(fx, head, sizeof(head));
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, 2);
+  assert_int_equal(fx->o.scan_off, whole);
+  /* The rest of the header (length 0x10 | 1 << 7 = 144), half the body. */
+  const uint8_t rest[] = {0x01};
+  write_bytes(fx, rest, sizeof(rest));
+  uint8_t body[144];
+  memset(body, 1, sizeof(body));
+  write_bytes(fx, body, 100);
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, 2);
+  assert_int_equal(fx->o.scan_off, whole);
+  write_bytes(fx, body, 44);
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, 3);
+  assert_int_equal(fx->o.scan_off, whole + 3 + 144);
+  assert_int_equal(fx->o.bytes, whole + 3 + 144);
+}
+
+/* A length near 2^64 must not wrap the scan back onto itself (it used to
+ * loop for ever): it is a packet that has not arrived yet, and the file
+ * fails the final check. */
+static void scan_survives_a_length_past_the_end(void **state) {
+  fixture_t *fx = *state;
+  uint64_t whole = write_packet(fx, 5);
+  uint8_t hdr[1 + TG_PB_MAX_VARINT_SIZE];
+  hdr[0] = TG_PB_TAG(1, TG_PB_WT_LEN);
+  /* 1 + 10 + len wraps to 0. */
+  size_t h = (size_t)(tg_pb_write_varint(hdr + 1, UINT64_MAX - 10) - hdr);
+  assert_int_equal(h, 11);
+  write_bytes(fx, hdr, h);
+  uint8_t tail[64] = {0};
+  write_bytes(fx, tail, sizeof(tail));
+  assert_int_equal(cli_output_scan(&fx->o), 0);
+  assert_int_equal(fx->o.packets, 1);
+  assert_int_equal(fx->o.scan_off, whole);
+  assert_int_equal(cli_output_commit(&fx->o), -1);
+}
+
+static void scan_rejects_what_is_not_packets(void **state) {
+  fixture_t *fx = *state;
+  write_packet(fx, 3);
+  const uint8_t junk[] = {0x12, 0x01, 0x00};
+  write_bytes(fx, junk, sizeof(junk));
+  assert_int_equal(cli_output_scan(&fx->o), TG_EPROTO_DECODE);
+  assert_int_equal(fx->o.packets, 1);
+}
+
+/* Ten continuation bytes: not a varint, whatever follows. */
+static void scan_rejects_an_overlong_length(void **state) {
+  fixture_t *fx = *state;
+  uint8_t bad[12];
+  bad[0] = TG_PB_TAG(1, TG_PB_WT_LEN);
+  memset(bad + 1, 0xFF, 11);
+  write_bytes(fx, bad, sizeof(bad));
+  assert_int_equal(cli_output_scan(&fx->o), TG_EPROTO_DECODE);
+  assert_int_equal(fx->o.packets, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(scan_counts_packets_across_blocks, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(scan_waits_for_a_packet_being_written,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(scan_survives_a_length_past_the_end,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(scan_rejects_what_is_not_packets, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(scan_rejects_an_overlong_length, setup,
+                                      teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
