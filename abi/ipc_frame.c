@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 void tg_frame_decoder_init(tg_frame_decoder_t *d) {

@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/pb_writer.h"
-#include "ipc/wire_protocol.pb-c.h"
-#include "tracegate/buf.h"
+#include "tracegate/pb_writer.h"
+#include "pb/ipc/wire_protocol.pb-c.h"
+#include "common/buf.h"
 
 #define TG_IPC_FRAME_HEADER_SIZE 4u
 #define TG_IPC_FRAME_MAX_PAYLOAD 131068u /* 128 KiB including the header */

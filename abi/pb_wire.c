@@ -1,5 +1,5 @@
 /* The bounds-checked field reader of pb_wire.h. */
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 
 int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f) {
   if (r->cur >= r->end) return 0;

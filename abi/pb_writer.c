@@ -1,5 +1,5 @@
 /* Slow paths of the zero-copy writer: segment changes and nesting. */
-#include "abi/pb_writer.h"
+#include "tracegate/pb_writer.h"
 
 #include <errno.h>
 

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 /* A hostile producer flipping other chunks' bits could make the service spin

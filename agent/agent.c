@@ -27,12 +27,12 @@
 
 #include "agent/agent_internal.h"
 #include "agent/clock.h"
-#include "config/data_source_config.pb-c.h"
+#include "pb/config/data_source_config.pb-c.h"
 #include "ipc/client.h"
-#include "ipc/producer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "ipc/unix_transport.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define COMMIT_PERIOD_MS 10
 #define COMMIT_MAX_BYTES (120 * 1024)
@@ -88,7 +88,7 @@ static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* --- logging ------------------------------------------------------------- */
 
-void tg__agent_log(tg_agent_log_level_t level, const char *fmt, ...) {
+void tg__agent_log(tg_log_level_t level, const char *fmt, ...) {
   tg_agent_log_fn fn = g.opts.log;
   if (!fn || level > g.opts.log_level) return;
   char line[512];
@@ -105,7 +105,7 @@ static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
   (void)ctx;
   tg_agent_log_fn fn = g.opts.log;
   if (fn && (int)level <= (int)g.opts.log_level)
-    fn(g.opts.log_ctx, (tg_agent_log_level_t)level, line);
+    fn(g.opts.log_ctx, (tg_log_level_t)level, line);
 }
 
 /* --- wake-ups from other threads ---------------------------------------- */
@@ -142,7 +142,7 @@ static int invoke(const char *method, const ProtobufCMessage *msg,
                                 ctx, NULL);
   if (buf != stack) free(buf);
   if (rv < 0)
-    tg__agent_log(TG_AGENT_LOG_WARN, "agent: %s not sent: %s", method,
+    tg__agent_log(TG_LOG_WARN, "agent: %s not sent: %s", method,
                   tg_strerror(rv));
   return rv;
 }
@@ -207,7 +207,7 @@ static void commit_all(uint64_t flush_id) {
     tg_buf_reset(buf);
     int n = tg_arbiter_take_commit(g.arb, flush_id, COMMIT_MAX_BYTES, buf);
     if (n < 0) {
-      tg__agent_log(TG_AGENT_LOG_ERROR, "agent: commit batch: %s",
+      tg__agent_log(TG_LOG_ERROR, "agent: commit batch: %s",
                     tg_strerror(n));
       return;
     }
@@ -235,7 +235,7 @@ static void on_ds_registered(tg_ipc_client_t *cl, void *ctx, int status,
   (void)n;
   tg_ds_t *ds = ctx;
   if (status < 0 && status != TG_EPEER_CLOSED)
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "agent: the service refused data source %s: %s", ds->name,
                   tg_strerror(status));
   if (status == TG_EPEER_CLOSED || !g.conn) return;
@@ -300,13 +300,13 @@ static bool setup_instance(uint64_t id,
                            tg_ds_t **ds_out, unsigned *inst_out) {
   if (find_instance(id, ds_out, inst_out)) return true;
   if (!cfg || !cfg->name) {
-    tg__agent_log(TG_AGENT_LOG_WARN, "agent: instance %llu has no config",
+    tg__agent_log(TG_LOG_WARN, "agent: instance %llu has no config",
                   (unsigned long long)id);
     return false;
   }
   tg_ds_t *ds = tg__ds_by_name(cfg->name, strlen(cfg->name));
   if (!ds) {
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "agent: the service set up unknown data source %s",
                   cfg->name);
     return false;
@@ -314,7 +314,7 @@ static bool setup_instance(uint64_t id,
   /* Buffer ids are 16 bits in the SMB ABI (chunk moves, writer
    * registrations); a larger one would land in another buffer. */
   if (cfg->target_buffer > UINT16_MAX) {
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "agent: %s: instance %llu targets buffer %u, above 65535; "
                   "ignored",
                   ds->name, (unsigned long long)id, cfg->target_buffer);
@@ -323,7 +323,7 @@ static bool setup_instance(uint64_t id,
   unsigned k = 0;
   while (k < TG_DS_MAX_INSTANCES && ds->inst[k].in_use) k++;
   if (k == TG_DS_MAX_INSTANCES) {
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "agent: %s already has %d instances; instance %llu ignored",
                   ds->name, TG_DS_MAX_INSTANCES, (unsigned long long)id);
     return false;
@@ -346,7 +346,7 @@ static void start_instance(uint64_t id,
   unsigned k;
   if (!setup_instance(id, cfg, &ds, &k)) return;
   if (!ds->inst[k].arb) {
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "agent: %s started without a usable SMB from the service; "
                   "its packets will be dropped",
                   ds->name);
@@ -390,13 +390,13 @@ static void stop_all_instances(void) {
 
 static void setup_tracing(int fd, uint32_t page_kb) {
   if (fd < 0) {
-    tg__agent_log(TG_AGENT_LOG_ERROR,
+    tg__agent_log(TG_LOG_ERROR,
                   "agent: SetupTracing came without the SMB file descriptor");
     return;
   }
   if (g.arb) {
     /* One SMB per connection; a second one is a service bug. */
-    tg__agent_log(TG_AGENT_LOG_WARN, "agent: ignoring a second SetupTracing");
+    tg__agent_log(TG_LOG_WARN, "agent: ignoring a second SetupTracing");
     close(fd);
     return;
   }
@@ -405,7 +405,7 @@ static void setup_tracing(int fd, uint32_t page_kb) {
    * Checked before the size: once sealed, the size cannot go down. */
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-    tg__agent_log(TG_AGENT_LOG_ERROR,
+    tg__agent_log(TG_LOG_ERROR,
                   "agent: the SMB from the service is not sealed against "
                   "shrinking; not using it");
     close(fd);
@@ -415,7 +415,7 @@ static void setup_tracing(int fd, uint32_t page_kb) {
   size_t page = page_kb ? (size_t)page_kb * 1024 : TG_SMB_DEFAULT_PAGE_SIZE;
   if (fstat(fd, &st) < 0 || st.st_size <= 0 ||
       !tg_smb_geometry_valid((size_t)st.st_size, page)) {
-    tg__agent_log(TG_AGENT_LOG_ERROR,
+    tg__agent_log(TG_LOG_ERROR,
                   "agent: unusable SMB from the service (size %lld, page %zu)",
                   (long long)st.st_size, page);
     close(fd);
@@ -425,7 +425,7 @@ static void setup_tracing(int fd, uint32_t page_kb) {
                     MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
-    tg__agent_log(TG_AGENT_LOG_ERROR, "agent: mmap of the SMB failed: %s",
+    tg__agent_log(TG_LOG_ERROR, "agent: mmap of the SMB failed: %s",
                   strerror(errno));
     return;
   }
@@ -439,11 +439,11 @@ static void setup_tracing(int fd, uint32_t page_kb) {
   int rv = tg_arbiter_new(&o, &g.arb);
   if (rv < 0) {
     munmap(base, (size_t)st.st_size);
-    tg__agent_log(TG_AGENT_LOG_ERROR, "agent: SMB arbiter: %s",
+    tg__agent_log(TG_LOG_ERROR, "agent: SMB arbiter: %s",
                   tg_strerror(rv));
     return;
   }
-  tg__agent_log(TG_AGENT_LOG_DEBUG, "agent: SMB of %lld bytes, %zu-byte pages",
+  tg__agent_log(TG_LOG_DEBUG, "agent: SMB of %lld bytes, %zu-byte pages",
                 (long long)st.st_size, page);
 }
 
@@ -473,14 +473,14 @@ static void on_async_command(tg_ipc_client_t *cl, void *ctx, int status,
   int fd = status == 0 ? tg_ipc_client_take_fd(cl) : -1;
   if (status < 0) {
     if (status != TG_EPEER_CLOSED)
-      tg__agent_log(TG_AGENT_LOG_WARN, "agent: GetAsyncCommand failed: %s",
+      tg__agent_log(TG_LOG_WARN, "agent: GetAsyncCommand failed: %s",
                     tg_strerror(status));
     return;
   }
   Perfetto__Protos__GetAsyncCommandResponse *cmd =
       perfetto__protos__get_async_command_response__unpack(NULL, n, r);
   if (!cmd) {
-    tg__agent_log(TG_AGENT_LOG_WARN, "agent: undecodable command (%zu bytes)",
+    tg__agent_log(TG_LOG_WARN, "agent: undecodable command (%zu bytes)",
                   n);
     if (fd >= 0) close(fd);
     return;
@@ -529,7 +529,7 @@ static void on_async_command(tg_ipc_client_t *cl, void *ctx, int status,
                                clear_one);
       break;
     default:
-      tg__agent_log(TG_AGENT_LOG_DEBUG, "agent: ignoring command %d",
+      tg__agent_log(TG_LOG_DEBUG, "agent: ignoring command %d",
                     (int)cmd->cmd_case);
       break;
   }
@@ -561,7 +561,7 @@ static void on_conn_close(tg_ipc_client_t *cl, int status) {
   }
   if (was_ready) {
     atomic_fetch_add(&g.disconnects, 1);
-    tg__agent_log(TG_AGENT_LOG_INFO, "agent: disconnected from %s: %s",
+    tg__agent_log(TG_LOG_INFO, "agent: disconnected from %s: %s",
                   g.socket_path, tg_strerror(status));
   }
   free(c);
@@ -579,7 +579,7 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
   conn_t *c = cl->data;
   if (status < 0) {
     if (status != TG_EPEER_CLOSED) {
-      tg__agent_log(TG_AGENT_LOG_WARN,
+      tg__agent_log(TG_LOG_WARN,
                     "agent: %s refused InitializeConnection: %s",
                     g.socket_path, tg_strerror(status));
       tg_ipc_client_close(cl, status);
@@ -589,7 +589,7 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
   c->ready = true;
   g.backoff_ms = 0;
   atomic_fetch_add(&g.connects, 1);
-  tg__agent_log(TG_AGENT_LOG_INFO, "agent: connected to %s as %s",
+  tg__agent_log(TG_LOG_INFO, "agent: connected to %s as %s",
                 g.socket_path, g.producer_name);
   Perfetto__Protos__GetAsyncCommandRequest req =
       PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
@@ -607,7 +607,7 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   conn_t *c = cl->data;
   if (status < 0) {
     if (status != TG_EPEER_CLOSED) {
-      tg__agent_log(TG_AGENT_LOG_WARN,
+      tg__agent_log(TG_LOG_WARN,
                     "agent: %s does not offer ProducerPort: %s",
                     g.socket_path, tg_strerror(status));
       tg_ipc_client_close(cl, status);
@@ -645,7 +645,7 @@ static void connect_now(void) {
   }
   int rv = tg_unix_transport_connect(&g.loop, &c->tr, g.socket_path);
   if (rv < 0) {
-    tg__agent_log(g.backoff_ms ? TG_AGENT_LOG_DEBUG : TG_AGENT_LOG_INFO,
+    tg__agent_log(g.backoff_ms ? TG_LOG_DEBUG : TG_LOG_INFO,
                   "agent: cannot connect to %s: %s", g.socket_path,
                   tg_strerror(rv));
     free(c);

@@ -110,7 +110,7 @@ extern _Atomic uint64_t tg__agent_packets_written;
 extern _Atomic uint64_t tg__agent_packets_dropped;
 
 /* Agent logging through the app's sink. */
-void tg__agent_log(tg_agent_log_level_t level, const char *fmt, ...)
+void tg__agent_log(tg_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The process's name (/proc/self/comm, what ps shows) into |out| (|n| >=

@@ -24,8 +24,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "abi/pb_wire.h"
-#include "abi/pb_writer.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
 #include "tracegate/error.h"
 
 /* Stall backoff: a few yields, then sleeps from 50 us doubling to 1 ms. */

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "abi/smb.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 typedef struct tg_arbiter tg_arbiter_t;
 

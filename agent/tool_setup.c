@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tracegate/log.h"
+#include "common/log.h"
 
 int tg__tool_parse_flags(const char *prog, const tg_flag_t *flags, size_t n,
                          const char *about, int argc, char **argv) {
@@ -30,7 +30,7 @@ void tg__tool_setup(const char *prog, int log_level, sigset_t *stop_sigs) {
 
 /* The agent routes every log line of the process here once it runs: lines
  * of TG_LOG arrive formatted, the agent's own ones bare. */
-void tg__tool_agent_log(void *ctx, tg_agent_log_level_t level,
+void tg__tool_agent_log(void *ctx, tg_log_level_t level,
                         const char *msg) {
   const char *prog = ctx;
   bool formatted = strlen(msg) > 24 && msg[4] == '-' && msg[10] == 'T' &&
@@ -41,5 +41,5 @@ void tg__tool_agent_log(void *ctx, tg_agent_log_level_t level,
   }
   static const char *const names[] = {"error", "warn", "info", "debug"};
   fprintf(stderr, "%s %s %s\n", prog,
-          names[level <= TG_AGENT_LOG_DEBUG ? level : 0], msg);
+          names[level <= TG_LOG_DEBUG ? level : 0], msg);
 }

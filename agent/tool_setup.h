@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "tracegate/agent.h"
-#include "tracegate/flags.h"
+#include "common/flags.h"
 
 /* Parses argv with |flags|; on --help prints the usage and then |about|
  * to stdout. Returns 0 to go on, 1 after --help (exit 0), negative after
@@ -22,7 +22,7 @@ int tg__tool_parse_flags(const char *prog, const tg_flag_t *flags, size_t n,
 void tg__tool_setup(const char *prog, int log_level, sigset_t *stop_sigs);
 
 /* A tg_agent_log_fn printing to stderr; |ctx| is the program name. */
-void tg__tool_agent_log(void *ctx, tg_agent_log_level_t level,
+void tg__tool_agent_log(void *ctx, tg_log_level_t level,
                         const char *msg);
 
 #endif /* TRACEGATE_AGENT_TOOL_SETUP_H */

@@ -1,7 +1,7 @@
 /* A trace writer: one sequence of TracePackets ({producer, writer_id} in
  * the service), written by one thread straight into SMB chunks.
  *
- * A packet is written with the zero-copy protobuf writer (abi/pb_writer.h)
+ * A packet is written with the zero-copy protobuf writer (tracegate/pb_writer.h)
  * into fragments: [4-byte size][TracePacket bytes]. When a packet does not
  * fit in the rest of a chunk, the refill hook closes the fragment (its size
  * is known then), returns the chunk with LAST_PACKET_CONTINUES, takes the
@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "abi/pb_writer.h"
+#include "tracegate/pb_writer.h"
 #include "abi/smb.h"
 #include "agent/smb_arbiter.h"
 

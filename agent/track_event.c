@@ -22,7 +22,7 @@
 
 #include "agent/agent_internal.h"
 #include "agent/clock.h"
-#include "config/data_source_config.pb-c.h"
+#include "pb/config/data_source_config.pb-c.h"
 #include "tracegate/track_event.h"
 
 /* TracePacket fields */
@@ -133,7 +133,7 @@ static void te_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
   g_inst_cfg[inst] =
       cfg ? perfetto__protos__data_source_config__unpack(NULL, len, cfg) : NULL;
   if (!g_inst_cfg[inst])
-    tg__agent_log(TG_AGENT_LOG_WARN,
+    tg__agent_log(TG_LOG_WARN,
                   "track_event: instance %u has an undecodable config; all "
                   "categories on",
                   inst);

@@ -1,5 +1,5 @@
 /* tg_buf: growth policy and compaction. */
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <stdint.h>

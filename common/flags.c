@@ -1,12 +1,12 @@
 /* The flag parser and --help generator of flags.h. */
-#include "tracegate/flags.h"
+#include "common/flags.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tracegate/log.h"
+#include "common/log.h"
 
 static const tg_flag_t *find(const tg_flag_t *flags, size_t n, const char *name,
                              size_t len) {

@@ -1,5 +1,5 @@
 /* The logger: formats one bounded line and hands it to the sink. */
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdio.h>

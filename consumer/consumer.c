@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "consumer/consumer_internal.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MAX_DETACH_KEY 256
 

@@ -35,12 +35,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/observable_events.pb-c.h"
-#include "common/trace_stats.pb-c.h"
-#include "common/tracing_service_capabilities.pb-c.h"
-#include "common/tracing_service_state.pb-c.h"
+#include "pb/common/observable_events.pb-c.h"
+#include "pb/common/trace_stats.pb-c.h"
+#include "pb/common/tracing_service_capabilities.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
 #include "ipc/transport.h"
-#include "tracegate/export.h"
 
 typedef struct tg_consumer tg_consumer_t;
 
@@ -67,7 +66,7 @@ typedef struct tg_consumer_cbs {
  * the owner's (tg_consumer_data). Returns 0 or a negative error (-ENOENT,
  * -ECONNREFUSED, -EACCES... from connect(2)); then no callback runs and
  * nothing is left to the caller (what was opened is released by the loop). */
-TG_EXPORT int tg_consumer_connect(uv_loop_t *loop, const char *addr,
+int tg_consumer_connect(uv_loop_t *loop, const char *addr,
                                   const tg_consumer_cbs_t *cbs, void *data,
                                   tg_consumer_t **out);
 
@@ -77,23 +76,23 @@ TG_EXPORT int tg_consumer_connect(uv_loop_t *loop, const char *addr,
  * transport itself is closed by then). |can_pass_fds| says whether the
  * transport carries file descriptors (write_into_file needs them). On
  * error |t| is handed back as it was (its cbs and data restored). */
-TG_EXPORT int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t,
+int tg_consumer_open(uv_loop_t *loop, tg_transport_t *t,
                                bool can_pass_fds, const tg_consumer_cbs_t *cbs,
                                void *data, tg_consumer_t **out);
 
 /* Closes the connection: pending callbacks run with -ECANCELED, then
  * on_close(status 0). Idempotent; safe inside any callback. */
-TG_EXPORT void tg_consumer_close(tg_consumer_t *c);
+void tg_consumer_close(tg_consumer_t *c);
 
-TG_EXPORT void *tg_consumer_data(const tg_consumer_t *c);
-TG_EXPORT void tg_consumer_set_data(tg_consumer_t *c, void *data);
+void *tg_consumer_data(const tg_consumer_t *c);
+void tg_consumer_set_data(tg_consumer_t *c, void *data);
 /* True once bound and until closing. */
-TG_EXPORT bool tg_consumer_ready(const tg_consumer_t *c);
+bool tg_consumer_ready(const tg_consumer_t *c);
 /* True if the transport carries file descriptors (EnableTracing's fd). */
-TG_EXPORT bool tg_consumer_can_pass_fds(const tg_consumer_t *c);
+bool tg_consumer_can_pass_fds(const tg_consumer_t *c);
 /* Caps one reassembled ReadBuffers packet (default
  * TG_CONSUMER_DEFAULT_MAX_PACKET); a bigger one fails the read. */
-TG_EXPORT void tg_consumer_set_max_packet(tg_consumer_t *c, size_t max);
+void tg_consumer_set_max_packet(tg_consumer_t *c, size_t max);
 
 /* --- callbacks ---------------------------------------------------------- */
 
@@ -134,27 +133,27 @@ typedef void (*tg_consumer_events_cb)(
  * reason ("the service refused: ...") when it refused the config or
  * tracing failed; or -ECANCELED after a successful tg_consumer_detach()
  * (msg "detached"): the end is then no longer reported here. */
-TG_EXPORT int tg_consumer_enable_tracing(tg_consumer_t *c,
+int tg_consumer_enable_tracing(tg_consumer_t *c,
                                          const uint8_t *config, size_t len,
                                          int fd, tg_consumer_done_cb on_ended,
                                          void *ctx);
 /* EnableTracing{attach_notification_only}: after tg_consumer_attach(), asks
  * for the end of the attached session, reported like on_ended above (at
  * once if it already ended). */
-TG_EXPORT int tg_consumer_notify_on_end(tg_consumer_t *c,
+int tg_consumer_notify_on_end(tg_consumer_t *c,
                                         tg_consumer_done_cb on_ended,
                                         void *ctx);
 /* StartTracing, for a config with deferred_start. */
-TG_EXPORT int tg_consumer_start_tracing(tg_consumer_t *c,
+int tg_consumer_start_tracing(tg_consumer_t *c,
                                         tg_consumer_done_cb cb, void *ctx);
 /* Flush: asks every data source to commit what it holds; done when all
  * acknowledged (status 0) or after |timeout_ms| (0: the config's or the
  * service's default) with TG_EREMOTE_FAILED. */
-TG_EXPORT int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
+int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
                                 tg_consumer_done_cb cb, void *ctx);
 /* DisableTracing: stops the data sources; the end itself is reported to
  * the EnableTracing callback. */
-TG_EXPORT int tg_consumer_disable_tracing(tg_consumer_t *c,
+int tg_consumer_disable_tracing(tg_consumer_t *c,
                                           tg_consumer_done_cb cb, void *ctx);
 /* ReadBuffers: drains the session's buffers (destructive). Slices are
  * reassembled into whole packets, each handed to |on_packet| in order;
@@ -162,22 +161,22 @@ TG_EXPORT int tg_consumer_disable_tracing(tg_consumer_t *c,
  * tg_consumer_set_max_packet); a malformed stream fails the read with
  * TG_EPROTO_DECODE, a too large packet with TG_ENO_SPACE. One read at a
  * time per connection (the service refuses a second one). */
-TG_EXPORT int tg_consumer_read_buffers(tg_consumer_t *c,
+int tg_consumer_read_buffers(tg_consumer_t *c,
                                        tg_consumer_packet_cb on_packet,
                                        tg_consumer_done_cb on_done, void *ctx);
 /* FreeBuffers: ends the session and frees its buffers. */
-TG_EXPORT int tg_consumer_free_buffers(tg_consumer_t *c,
+int tg_consumer_free_buffers(tg_consumer_t *c,
                                        tg_consumer_done_cb cb, void *ctx);
-TG_EXPORT int tg_consumer_get_trace_stats(tg_consumer_t *c,
+int tg_consumer_get_trace_stats(tg_consumer_t *c,
                                           tg_consumer_stats_cb cb, void *ctx);
 /* Detach: the session outlives this connection under |key| (borrowed for
  * the call; 1..256 bytes). On success the EnableTracing callback runs first
  * with -ECANCELED ("detached"), then |cb|. */
-TG_EXPORT int tg_consumer_detach(tg_consumer_t *c, const char *key,
+int tg_consumer_detach(tg_consumer_t *c, const char *key,
                                  tg_consumer_done_cb cb, void *ctx);
 /* Attach: takes over the detached session |key| of the same uid; |cb| gets
  * its TraceConfig. */
-TG_EXPORT int tg_consumer_attach(tg_consumer_t *c, const char *key,
+int tg_consumer_attach(tg_consumer_t *c, const char *key,
                                  tg_consumer_attach_cb cb, void *ctx);
 
 /* --- the service -------------------------------------------------------- */
@@ -185,16 +184,16 @@ TG_EXPORT int tg_consumer_attach(tg_consumer_t *c, const char *key,
 /* QueryServiceState. The service streams a large state in several replies:
  * with |merge| the library merges them (up to TG_CONSUMER_MAX_STATE_BYTES)
  * and calls |cb| once; otherwise |cb| runs per reply. */
-TG_EXPORT int tg_consumer_query_service_state(tg_consumer_t *c,
+int tg_consumer_query_service_state(tg_consumer_t *c,
                                               bool sessions_only, bool merge,
                                               tg_consumer_state_cb cb,
                                               void *ctx);
-TG_EXPORT int tg_consumer_query_capabilities(tg_consumer_t *c,
+int tg_consumer_query_capabilities(tg_consumer_t *c,
                                              tg_consumer_caps_cb cb, void *ctx);
 /* ObserveEvents: a stream of events of the given types (|types| borrowed
  * for the call) until the connection closes or a new ObserveEvents (or one
  * with no types) replaces it. */
-TG_EXPORT int tg_consumer_observe_events(
+int tg_consumer_observe_events(
     tg_consumer_t *c, const Perfetto__Protos__ObservableEvents__Type *types,
     size_t n, tg_consumer_events_cb cb, void *ctx);
 
@@ -220,17 +219,17 @@ typedef void (*tg_consumer_reply_cb)(tg_consumer_t *c, void *ctx, int status,
  * connection's error. Returns -EALREADY (no callback) for a service
  * already bound. At most a few services per connection (the IPC client's
  * TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort included). */
-TG_EXPORT int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
+int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
                                        tg_consumer_done_cb cb, void *ctx);
 /* True once |service| is bound on this connection. */
-TG_EXPORT bool tg_consumer_has_service(const tg_consumer_t *c,
+bool tg_consumer_has_service(const tg_consumer_t *c,
                                        const char *service);
 /* Invokes |method| of the bound |service| with the serialised request
  * |args| (|len| bytes, borrowed for the call). Returns TG_ENOT_CONNECTED
  * when |service| is not bound (or the consumer is not ready),
  * TG_ENOT_SUPPORTED when it has no such method. Not for streaming methods:
  * |cb| runs once, with the last reply. */
-TG_EXPORT int tg_consumer_call(tg_consumer_t *c, const char *service,
+int tg_consumer_call(tg_consumer_t *c, const char *service,
                                const char *method, const uint8_t *args,
                                size_t len, tg_consumer_reply_cb cb, void *ctx);
 

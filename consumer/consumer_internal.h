@@ -9,7 +9,7 @@
 #include "consumer/slice_reassembler.h"
 #include "ipc/client.h"
 #include "ipc/unix_transport.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #define TG__MSG_MAX 512
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "consumer/consumer_internal.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
 /* The message of a successful reply; NULL (with *|status| set to

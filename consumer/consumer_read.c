@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "consumer/consumer_internal.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
 static int emit_packet(void *ctx, const uint8_t *p, size_t n) {

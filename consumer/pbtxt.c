@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 enum tok_kind { TOK_EOF, TOK_IDENT, TOK_NUMBER, TOK_STRING, TOK_SYMBOL };

@@ -25,8 +25,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
-#include "tracegate/buf.h"
-#include "tracegate/export.h"
+#include "common/buf.h"
 
 #define TG_PBTXT_MAX_DEPTH 64
 
@@ -43,7 +42,7 @@ typedef struct tg_pbtxt_error {
  * naming the place and what was expected; or the tg_buf error (-ENOMEM,
  * -ENOBUFS at the buffer's cap), with |err| filled too. On failure |out| is
  * restored to the size it had on entry. */
-TG_EXPORT int tg_pbtxt_parse(const ProtobufCMessageDescriptor *desc,
+int tg_pbtxt_parse(const ProtobufCMessageDescriptor *desc,
                              const char *text, size_t len, tg_buf_t *out,
                              tg_pbtxt_error_t *err);
 

@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 void tg_slice_reassembler_init(tg_slice_reassembler_t *r, size_t max_packet) {

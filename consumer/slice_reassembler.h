@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 typedef struct tg_slice_reassembler {
   tg_buf_t cur;      /* the packet being assembled; owned */

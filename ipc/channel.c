@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 /* Output above this pauses producers of bulk data (on_drain resumes them). */
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)

@@ -24,7 +24,7 @@
 #include <uv.h>
 
 #include "abi/ipc_frame.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #define TG_IPC_MAX_FDS_IN_FLIGHT 4
 #define TG_IPC_READ_CHUNK (64 * 1024)

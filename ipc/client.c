@@ -9,7 +9,7 @@
 
 #include "abi/ipc_frame.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 typedef enum { CALL_BIND, CALL_INVOKE } call_kind_t;
 

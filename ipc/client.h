@@ -24,8 +24,8 @@
 #include <stdint.h>
 
 #include "ipc/transport.h"
-#include "tracegate/buf.h"
-#include "tracegate/list.h"
+#include "common/buf.h"
+#include "common/list.h"
 
 #define TG_IPC_CLIENT_MAX_SERVICES 4
 #define TG_IPC_CLIENT_MAX_METHODS 32

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MAX_SERVICES 32
 

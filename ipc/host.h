@@ -22,7 +22,7 @@
 #include <uv.h>
 
 #include "ipc/channel.h"
-#include "tracegate/list.h"
+#include "common/list.h"
 
 typedef struct tg_ipc_host tg_ipc_host_t;
 typedef struct tg_ipc_host_conn tg_ipc_host_conn_t;

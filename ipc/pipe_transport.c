@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)

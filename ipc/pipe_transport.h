@@ -21,7 +21,7 @@
 
 #include "abi/ipc_frame.h"
 #include "ipc/transport.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 typedef struct tg_pipe_transport {
   tg_transport_t base; /* first: a tg_transport_t * points here */

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define AUDIT_LINE_MAX 1024
 #define WORD_MAX 256

@@ -12,7 +12,7 @@
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 /* Per connection, drops and denials are logged at warn level this many
  * times, then at debug level (they are all counted and summed up at the

@@ -35,7 +35,7 @@
 #include "relay/relay_service.h"
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
-#include "tracegate/list.h"
+#include "common/list.h"
 
 typedef struct tg_relay_bridge tg_relay_bridge_t;
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
-#include "config/trace_config.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
 #define CONSUMER_PORT "ConsumerPort"

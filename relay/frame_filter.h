@@ -44,7 +44,7 @@
 
 #include "relay/authz.h"
 #include "relay/relay_service.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #define TG_RELAY_FILTER_MAX_METHODS 32
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48

@@ -20,8 +20,8 @@
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
 #include "tracegate/error.h"
-#include "tracegate/flags.h"
-#include "tracegate/log.h"
+#include "common/flags.h"
+#include "common/log.h"
 
 #ifndef TG_RELAY_VERSION
 #define TG_RELAY_VERSION "unknown"

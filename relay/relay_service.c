@@ -10,7 +10,7 @@
 
 #include "abi/ipc_frame.h"
 #include "tracegate/error.h"
-#include "tracegate/relay.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 
 #ifndef TG_RELAY_VERSION
 #define TG_RELAY_VERSION "unknown"

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #define TG_RELAY_SERVICE_NAME "TracegateRelay"
 #define TG_RELAY_SERVICE_ID 1000u

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 /* Longest identity tg_tls_peer_identity() returns (an X.509 CN is <= 64). */
 #define TG_TLS_IDENTITY_MAX 255

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)

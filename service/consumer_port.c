@@ -17,14 +17,14 @@
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
-#include "common/observable_events.pb-c.h"
-#include "common/tracing_service_capabilities.pb-c.h"
-#include "common/tracing_service_state.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/common/observable_events.pb-c.h"
+#include "pb/common/tracing_service_capabilities.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "service/service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MAX_DETACH_KEY 256
 /* Room kept free at the end of a frame for the closing bytes. */

@@ -10,8 +10,8 @@
 
 #include "ipc/channel.h"
 #include "service/service.h"
-#include "tracegate/flags.h"
-#include "tracegate/log.h"
+#include "common/flags.h"
+#include "common/log.h"
 
 static uv_signal_t sig_int, sig_term;
 static tg_service_t service;

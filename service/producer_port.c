@@ -13,10 +13,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ipc/producer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "service/service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MAX_NAME_LEN 256
 

@@ -12,10 +12,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/commit_data_request.pb-c.h"
+#include "pb/common/commit_data_request.pb-c.h"
 #include "service/service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 /* --- SMB ------------------------------------------------------------------ */
 

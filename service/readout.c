@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_writer.h"
-#include "common/system_info.pb-c.h"
+#include "tracegate/pb_writer.h"
+#include "pb/common/system_info.pb-c.h"
 #include "service/service.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 enum {
   PKT_TIMESTAMP = 8,

@@ -6,7 +6,7 @@
 
 #include "service/service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                      const tg_service_options_t *opt) {

@@ -17,13 +17,13 @@
 #include <uv.h>
 
 #include "abi/smb.h"
-#include "common/commit_data_request.pb-c.h"
-#include "common/trace_stats.pb-c.h"
-#include "config/trace_config.pb-c.h"
+#include "pb/common/commit_data_request.pb-c.h"
+#include "pb/common/trace_stats.pb-c.h"
+#include "pb/config/trace_config.pb-c.h"
 #include "ipc/host.h"
 #include "service/trace_buffer.h"
-#include "tracegate/buf.h"
-#include "tracegate/list.h"
+#include "common/buf.h"
+#include "common/list.h"
 
 #define TG_SERVICE_MAX_BUFFERS_PER_SESSION 32
 #define TG_SERVICE_MAX_SESSIONS 64

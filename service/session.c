@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "service/service.h"
-#include "trace/perfetto/tracing_service_event.pb-c.h"
+#include "pb/trace/perfetto/tracing_service_event.pb-c.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MIN_FILE_WRITE_PERIOD_MS 100
 #define DEFAULT_FILE_WRITE_PERIOD_MS 5000

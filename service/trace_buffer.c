@@ -68,7 +68,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "abi/smb.h"
 #include "tracegate/error.h"
 

@@ -10,8 +10,8 @@
 #include "agent/tool_setup.h"
 #include "ipc/channel.h"
 #include "tracegate/error.h"
-#include "tracegate/flags.h"
-#include "tracegate/log.h"
+#include "common/flags.h"
+#include "common/log.h"
 #include "tracegate/track_event.h"
 
 #define PROG "tracegate-emit"
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
       .on_smb_full = stall ? TG_AGENT_FULL_STALL : TG_AGENT_FULL_DROP,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
-      .log_level = (tg_agent_log_level_t)log_level,
+      .log_level = (tg_log_level_t)log_level,
   };
   if ((rv = tg_agent_init(&ao)) < 0) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));

@@ -10,8 +10,8 @@
 #include "ipc/channel.h"
 #include "tracegate/agent.h"
 #include "tracegate/error.h"
-#include "tracegate/flags.h"
-#include "tracegate/log.h"
+#include "common/flags.h"
+#include "common/log.h"
 
 #define PROG "tracegate-probes"
 
@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
       .producer_name = name,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
-      .log_level = (tg_agent_log_level_t)log_level,
+      .log_level = (tg_log_level_t)log_level,
   };
   if ((rv = tg_agent_init(&opts)) < 0) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "agent/probes/meminfo.h"
-#include "config/data_source_config.pb-c.h"
+#include "pb/config/data_source_config.pb-c.h"
 #include "tracegate/error.h"
 
 static uint32_t clamp_period(uint32_t ms, uint32_t min) {

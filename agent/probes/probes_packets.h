@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/pb_writer.h"
+#include "tracegate/pb_writer.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"

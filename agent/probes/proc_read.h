@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 /* Reads all of |path| into |b| (reset first; its cap bounds the size) and
  * NUL-terminates it past tg_buf_size(). Returns 0, -errno, or -ENOBUFS

@@ -18,7 +18,7 @@
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_read.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 _Static_assert(sizeof(tg_process_stats_cfg_t) <= TG_PROBE_CFG_MAX,
                "config does not fit the sampler's slot");

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define MAX_SOURCES 4
 

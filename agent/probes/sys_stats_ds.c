@@ -13,7 +13,7 @@
 #include "agent/probes/proc_read.h"
 #include "agent/probes/proc_stat.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 _Static_assert(sizeof(tg_sys_stats_cfg_t) <= TG_PROBE_CFG_MAX,
                "config does not fit the sampler's slot");

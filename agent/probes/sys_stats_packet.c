@@ -1,7 +1,7 @@
 /* SysStats TracePackets; see probes_packets.h. */
 #include "agent/probes/probes_packets.h"
 
-#include "config/sys_stats/sys_stats_config.pb-c.h"
+#include "pb/config/sys_stats/sys_stats_config.pb-c.h"
 
 /* TracePacket (proto/trace/trace_packet.proto). */
 enum { PACKET_TIMESTAMP = 8, PACKET_SYS_STATS = 7 };

@@ -11,12 +11,12 @@
 #include <stdio.h>
 #include <uv.h>
 
-#include "common/trace_stats.pb-c.h"
-#include "common/tracing_service_state.pb-c.h"
-#include "config/trace_config.pb-c.h"
+#include "pb/common/trace_stats.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/config/trace_config.pb-c.h"
 #include "consumer/consumer.h"
-#include "tracegate/buf.h"
-#include "tracegate/flags.h"
+#include "common/buf.h"
+#include "common/flags.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1

@@ -13,7 +13,7 @@
 
 #include "consumer/cli/fleet.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define TICK_MS 250
 #define STATS_EVERY_TICKS 4 /* loss counters once a second */

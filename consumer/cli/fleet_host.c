@@ -18,7 +18,7 @@
 
 #include "consumer/cli/fleet.h"
 #include "tracegate/error.h"
-#include "tracegate/relay.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 
 #define RELAY_SERVICE "TracegateRelay"
 /* Connecting and preparing (ssh has no timeout of its own). */

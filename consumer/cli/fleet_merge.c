@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
-#include "abi/pb_writer.h"
-#include "common/system_info.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
+#include "pb/common/system_info.pb-c.h"
 #include "consumer/cli/fleet.h"
 #include "tracegate/error.h"
 

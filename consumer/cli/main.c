@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
 #include "tracegate/error.h"
 

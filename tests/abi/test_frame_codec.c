@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "abi/ipc_frame.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
 /* Collects every frame the decoder emits, concatenated, with their sizes. */

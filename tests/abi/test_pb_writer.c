@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
-#include "abi/pb_writer.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
 #include "tracegate/error.h"
 
 static void redundant_varint_boundary_values(void **state) {

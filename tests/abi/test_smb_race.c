@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "abi/smb.h"
 #include "tracegate/error.h"
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
-#include "common/commit_data_request.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/common/commit_data_request.pb-c.h"
 #include "tracegate/error.h"
 
 static void *grow(void *arr, size_t *cap, size_t n, size_t esz) {

@@ -22,7 +22,7 @@
 #include "abi/smb.h"
 #include "agent/smb_arbiter.h"
 #include "service/trace_buffer.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 typedef struct fs_chunk {
   uint8_t *data; /* a copy: header + payload */

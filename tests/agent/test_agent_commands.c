@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "ipc/host.h"
-#include "ipc/producer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "tracegate/agent.h"
 
 #define DS_NAME "test.commands"
@@ -328,7 +328,7 @@ static bool started_with_target(uint32_t target) {
   return found;
 }
 
-static void test_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
+static void test_log(void *ctx, tg_log_level_t level, const char *msg) {
   (void)ctx;
   fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
 }
@@ -351,7 +351,7 @@ static void start_both(fake_t *f) {
       .reconnect_min_ms = 20,
       .reconnect_max_ms = 200,
       .log = test_log,
-      .log_level = TG_AGENT_LOG_INFO,
+      .log_level = TG_LOG_INFO,
   };
   assert_int_equal(tg_agent_init(&ao), 0);
   assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 #include "tracegate/agent.h"
 #include "tracegate/track_event.h"
 
@@ -93,7 +93,7 @@ static void register_ds_once(void) {
 }
 
 /* The agent's log on stderr, shown by ctest when a test fails. */
-static void test_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
+static void test_log(void *ctx, tg_log_level_t level, const char *msg) {
   (void)ctx;
   fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
 }
@@ -109,7 +109,7 @@ static void start_agent(const test_service_t *ts, tg_agent_full_policy_t pol,
       .reconnect_min_ms = 20,
       .reconnect_max_ms = 200,
       .log = test_log,
-      .log_level = TG_AGENT_LOG_INFO,
+      .log_level = TG_LOG_INFO,
   };
   assert_int_equal(tg_agent_init(&o), 0);
   assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);

@@ -14,15 +14,15 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_writer.h"
+#include "tracegate/pb_writer.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_read.h"
 #include "agent/probes/proc_stat.h"
-#include "config/data_source_config.pb-c.h"
-#include "trace/trace_packet.pb-c.h"
+#include "pb/config/data_source_config.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

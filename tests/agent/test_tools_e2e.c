@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 #ifndef PROBES_PATH
 #error "PROBES_PATH must name the tracegate-probes binary"

@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
-#include "abi/pb_writer.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
 #include "agent/smb_arbiter.h"
 #include "agent/trace_writer.h"
-#include "common/commit_data_request.pb-c.h"
+#include "pb/common/commit_data_request.pb-c.h"
 #include "fake_service.h"
 #include "tracegate/error.h"
 

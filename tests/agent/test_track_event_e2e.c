@@ -45,7 +45,7 @@ static void register_categories_once(void) {
   done = true;
 }
 
-static void test_log(void *ctx, tg_agent_log_level_t level, const char *msg) {
+static void test_log(void *ctx, tg_log_level_t level, const char *msg) {
   (void)ctx;
   fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
 }
@@ -59,7 +59,7 @@ static void start_agent(const test_service_t *ts) {
       .reconnect_min_ms = 20,
       .reconnect_max_ms = 200,
       .log = test_log,
-      .log_level = TG_AGENT_LOG_INFO,
+      .log_level = TG_LOG_INFO,
   };
   assert_int_equal(tg_agent_init(&o), 0);
   assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);

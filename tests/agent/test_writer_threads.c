@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "agent/smb_arbiter.h"
 #include "agent/trace_writer.h"
 #include "fake_service.h"

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace/trace_packet.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 
 #define TE_MAX_SEQS 16
 #define TE_MAX_INTERN 64

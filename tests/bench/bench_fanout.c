@@ -35,12 +35,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "bench_children.h"
 #include "bench_remote.h"
 #include "test_service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #ifndef TRACEGATE_EMIT_PATH
 #error "TRACEGATE_EMIT_PATH must name the tracegate-emit binary"

@@ -40,14 +40,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "abi/smb.h"
 #include "bench_children.h"
 #include "bench_cipher.h"
 #include "bench_remote.h"
 #include "test_service.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define PAGE_KB 32
 #define SMB_KB 4096

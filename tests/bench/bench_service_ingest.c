@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
-#include "ipc/consumer_port.pb-c.h"
-#include "ipc/producer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
 
 #define PACKET_SIZE 1024

@@ -28,12 +28,12 @@
 #include <uv.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "bench_cipher.h"
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define FRAME_PAYLOAD (64 * 1024)
 

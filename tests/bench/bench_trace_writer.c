@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "abi/pb_wire.h"
-#include "abi/pb_writer.h"
+#include "tracegate/pb_wire.h"
+#include "tracegate/pb_writer.h"
 #include "agent/smb_arbiter.h"
 #include "agent/trace_writer.h"
 

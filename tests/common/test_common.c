@@ -9,10 +9,10 @@
 
 #include <cmocka.h>
 
-#include "tracegate/buf.h"
+#include "common/buf.h"
 #include "tracegate/error.h"
-#include "tracegate/list.h"
-#include "tracegate/log.h"
+#include "common/list.h"
+#include "common/log.h"
 
 static void strerror_covers_errno_and_project_codes(void **state) {
   (void)state;

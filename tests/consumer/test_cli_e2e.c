@@ -24,9 +24,9 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 #ifndef TRACEGATE_CLI_PATH
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
 #include "tracegate/error.h"
 

@@ -5,6 +5,7 @@
  * no service, a refused config, a connection lost mid-call. Also the
  * slice reassembler alone, on well-formed and hostile input. */
 #include <errno.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +17,12 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "consumer/consumer.h"
 #include "consumer/slice_reassembler.h"
 #include "ipc/unix_transport.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 #include "tracegate/error.h"
 
 #define WAIT_MS 10000
@@ -586,9 +587,15 @@ static void lost_connection_fails_every_pending_call(void **state) {
   /* The producer never acks: the flush stays pending. */
   assert_int_equal(tg_consumer_flush(k.c, 30000, on_extra_calls_after_close, &k), 0);
   assert_true(raw_producer_wait_flush(&p, 0, WAIT_MS) > 0);
+  /* The service is stopped while the query is in flight, so its reply can
+   * never arrive before the cut (in a fast build it otherwise could, and the
+   * query would succeed instead of being failed by the close). */
+  assert_int_equal(kill(ts->pid, SIGSTOP), 0);
   assert_int_equal(tg_consumer_query_service_state(k.c, false, true, on_state, &k), 0);
   shutdown(tr.chan.fd, SHUT_RDWR);
-  assert_true(run_until(&loop, &k.closed, WAIT_MS));
+  bool closed = run_until(&loop, &k.closed, WAIT_MS);
+  assert_int_equal(kill(ts->pid, SIGCONT), 0);
+  assert_true(closed);
   assert_true(k.flushed.done);
   assert_int_equal(k.flushed.status, TG_EPEER_CLOSED);
   assert_non_null(strstr(k.flushed.msg, "lost the connection"));

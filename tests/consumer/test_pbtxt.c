@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
-#include "config/trace_config.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/config/trace_config.pb-c.h"
 #include "consumer/pbtxt.h"
 #include "tracegate/error.h"
 

@@ -29,7 +29,8 @@ for f in bin/tracegated bin/tracegate-relay bin/tracegate-probes \
   bin/tracegate-emit bin/tracegate bin/tg-certs \
   include/tracegate/agent.h include/tracegate/track_event.h \
   include/tracegate/export.h include/tracegate/error.h \
-  include/tracegate/abi/pb_writer.h include/tracegate/abi/pb_wire.h \
+  include/tracegate/log_level.h \
+  include/tracegate/pb_writer.h include/tracegate/pb_wire.h \
   lib/systemd/system/tracegated.service \
   lib/systemd/system/tracegate-relay.service \
   lib/systemd/system/tracegate-probes.service \
@@ -48,6 +49,18 @@ grep -q "^ExecStart=$PREFIX/bin/tracegated " \
   "$ROOT$PREFIX/lib/systemd/system/tracegated.service" ||
   die "tracegated.service does not start $PREFIX/bin/tracegated"
 say "installed into DESTDIR=$ROOT (prefix $PREFIX)"
+
+# The library exports exactly the functions its installed headers mark
+# TG_EXPORT: internal helpers (logging, buffers) stay out of the ABI.
+command -v nm >/dev/null 2>&1 || die "nm (binutils) is needed to check exports"
+nm -D --defined-only "$ROOT$LIBDIR_FULL/libtracegate-agent.so" |
+  awk '$2 ~ /^[TDBR]$/ {print $3}' | sort >"$WORK/exports.got"
+cat "$ROOT$PREFIX"/include/tracegate/*.h | tr '\n' ' ' |
+  grep -oE 'TG_EXPORT [a-zA-Z_0-9 *]+\(' | grep -oE 'tg[a-z_0-9]*\($' | tr -d '(' |
+  sort -u >"$WORK/exports.want"
+diff -u "$WORK/exports.want" "$WORK/exports.got" >"$WORK/exports.diff" ||
+  { cat "$WORK/exports.diff"; die "libtracegate-agent.so exports differ from its headers"; }
+say "exports: $(wc -l <"$WORK/exports.got") symbols, all declared TG_EXPORT"
 
 run_app() { # NAME BINARY
   # The library must come from the DESTDIR, not from anywhere else.
@@ -74,8 +87,11 @@ pc --exists tracegate-agent || die "pkg-config does not find tracegate-agent"
 PC_FLAGS=$(pc --cflags --libs tracegate-agent)
 say "pkg-config --cflags --libs tracegate-agent: $PC_FLAGS"
 case " $PC_FLAGS " in
-  *" -I$ROOT$PREFIX/include/tracegate "*) ;;
-  *) die "pkg-config Cflags lack -I$ROOT$PREFIX/include/tracegate" ;;
+  *" -I$ROOT$PREFIX/include "*) ;;
+  *) die "pkg-config Cflags lack -I$ROOT$PREFIX/include" ;;
+esac
+case " $PC_FLAGS " in
+  *"/include/tracegate "*) die "pkg-config puts include/tracegate on the path" ;;
 esac
 # shellcheck disable=SC2086 # word splitting of the flags is intended
 "$CC" -std=c11 -Wall -Wextra -Werror $EXTRA_CFLAGS \

@@ -1,4 +1,4 @@
-/* Fuzzes the bounds-checked protobuf field reader (abi/pb_wire.h).
+/* Fuzzes the bounds-checked protobuf field reader (tracegate/pb_wire.h).
  *
  * Walks every field of the input with tg_pb_reader_next() and recurses into
  * LEN fields as if they were messages, up to MAX_DEPTH levels, the way the
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "config/trace_config.pb-c.h"
+#include "pb/config/trace_config.pb-c.h"
 #include "consumer/pbtxt.h"
 #include "tracegate/error.h"
 

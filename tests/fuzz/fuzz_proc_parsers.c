@@ -15,7 +15,7 @@
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
-#include "trace/trace_packet.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -25,8 +25,8 @@
 #include <string.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "relay/authz.h"
 #include "relay/frame_filter.h"
 

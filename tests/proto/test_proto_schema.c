@@ -12,14 +12,14 @@
 /* cmocka.h needs the headers above first. */
 #include <cmocka.h>
 
-#include "common/commit_data_request.pb-c.h"
-#include "common/trace_stats.pb-c.h"
-#include "config/trace_config.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
-#include "ipc/producer_port.pb-c.h"
-#include "ipc/wire_protocol.pb-c.h"
-#include "trace/trace.pb-c.h"
-#include "trace/trace_packet.pb-c.h"
+#include "pb/common/commit_data_request.pb-c.h"
+#include "pb/common/trace_stats.pb-c.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
+#include "pb/ipc/wire_protocol.pb-c.h"
+#include "pb/trace/trace.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ipc/consumer_port.pb-c.h"
-#include "trace/trace_packet.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 
 #ifndef TRACEGATE_RELAY_PATH

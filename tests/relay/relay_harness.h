@@ -17,7 +17,7 @@
 #include "ipc/pipe_transport.h"
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
-#include "tracegate/buf.h"
+#include "common/buf.h"
 
 #define STEP_MS 10000 /* bound of every awaited step */
 

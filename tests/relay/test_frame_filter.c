@@ -12,14 +12,14 @@
 #include <cmocka.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
-#include "config/trace_config.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "relay/authz.h"
 #include "relay/frame_filter.h"
 #include "relay/relay_service.h"
 #include "tracegate/error.h"
-#include "tracegate/relay.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 
 /* ConsumerPort's methods as a service would announce them; the ids are
  * deliberately not the declaration order, to prove they are learned. */

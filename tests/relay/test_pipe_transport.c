@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "ipc/pipe_transport.h"
 
 typedef struct fx {

@@ -21,12 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "relay_harness.h"
 #include "test_service.h"
 #include "tracegate/error.h"
-#include "tracegate/relay.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 
 typedef struct fx {
   test_service_t ts;

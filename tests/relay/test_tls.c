@@ -25,11 +25,11 @@
 #include <uv.h>
 
 #include "abi/ipc_frame.h"
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "relay/tls.h"
 #include "relay/tls_chan.h"
 #include "tracegate/error.h"
-#include "tracegate/log.h"
+#include "common/log.h"
 
 #define GUARD_MS 20000
 #define MAX_PEERS 4

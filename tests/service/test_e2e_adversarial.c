@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
-#include "ipc/producer_port.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 typedef struct world {
   raw_consumer_t c;

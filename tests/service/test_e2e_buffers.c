@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 /* ~90-byte packets: ten fill a 1020-byte chunk (4 KiB page, 4 chunks). */
 #define LONG_STR \

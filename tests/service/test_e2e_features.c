@@ -15,15 +15,15 @@
 
 #include <cmocka.h>
 
-#include "common/observable_events.pb-c.h"
-#include "common/tracing_service_capabilities.pb-c.h"
-#include "common/tracing_service_state.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
-#include "ipc/producer_port.pb-c.h"
+#include "pb/common/observable_events.pb-c.h"
+#include "pb/common/tracing_service_capabilities.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
-#include "trace/perfetto/tracing_service_event.pb-c.h"
-#include "trace/test_event.pb-c.h"
-#include "tracegate/buf.h"
+#include "pb/trace/perfetto/tracing_service_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
+#include "common/buf.h"
 
 static int64_t now_ms(void) {
   struct timespec ts;

@@ -17,8 +17,8 @@
 #include <cmocka.h>
 
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
-#include "trace/trace.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
+#include "pb/trace/trace.pb-c.h"
 
 #define LONG_STR \
   "0123456789012345678901234567890123456789012345678901234567890123456789012345678"

@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "common/observable_events.pb-c.h"
+#include "pb/common/observable_events.pb-c.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 static int64_t now_ms(void) {
   struct timespec ts;

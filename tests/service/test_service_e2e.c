@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "test_service.h"
-#include "trace/test_event.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 typedef struct fixture {
   test_service_t ts;

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "ipc/channel.h"
 
 int raw_connect(raw_conn_t *c, const char *path) {

@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/pb_wire.h"
-#include "ipc/consumer_port.pb-c.h"
-#include "ipc/producer_port.pb-c.h"
-#include "trace/test_event.pb-c.h"
+#include "tracegate/pb_wire.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
 
 #ifndef TRACEGATED_PATH
 #error "TRACEGATED_PATH must name the tracegated binary"

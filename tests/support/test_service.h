@@ -9,10 +9,10 @@
 #include <sys/types.h>
 
 #include "abi/smb.h"
-#include "config/trace_config.pb-c.h"
-#include "ipc/consumer_port.pb-c.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "raw_ipc.h"
-#include "trace/trace_packet.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 
 typedef struct test_service {
   pid_t pid;

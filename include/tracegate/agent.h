@@ -33,8 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/pb_writer.h"
+#include "tracegate/pb_writer.h"
 #include "tracegate/export.h"
+#include "tracegate/log_level.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,16 +52,9 @@ typedef enum tg_agent_full_policy {
   TG_AGENT_FULL_STALL = 1,
 } tg_agent_full_policy_t;
 
-typedef enum tg_agent_log_level {
-  TG_AGENT_LOG_ERROR = 0,
-  TG_AGENT_LOG_WARN = 1,
-  TG_AGENT_LOG_INFO = 2,
-  TG_AGENT_LOG_DEBUG = 3,
-} tg_agent_log_level_t;
-
 /* |msg| is valid during the call only. Called from the agent's thread (and
  * rarely from writer threads). */
-typedef void (*tg_agent_log_fn)(void *ctx, tg_agent_log_level_t level,
+typedef void (*tg_agent_log_fn)(void *ctx, tg_log_level_t level,
                                 const char *msg);
 
 typedef struct tg_agent_options {
@@ -79,7 +73,7 @@ typedef struct tg_agent_options {
    * not formatted. */
   tg_agent_log_fn log;
   void *log_ctx;
-  tg_agent_log_level_t log_level;
+  tg_log_level_t log_level;
   /* Reconnect backoff when the service is absent or goes away: starts at
    * |reconnect_min_ms| (0: 100) and doubles up to |reconnect_max_ms|
    * (0: 5000). */

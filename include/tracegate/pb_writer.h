@@ -23,15 +23,15 @@
  *
  * Thread-safety: none; one writer per thread.
  */
-#ifndef TRACEGATE_ABI_PB_WRITER_H
-#define TRACEGATE_ABI_PB_WRITER_H
+#ifndef TRACEGATE_PB_WRITER_H
+#define TRACEGATE_PB_WRITER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "abi/pb_wire.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/export.h"
 
 #define TG_PBW_MAX_DEPTH 16
@@ -204,4 +204,4 @@ static inline int64_t tg_pbw_end_nested(tg_pbw_t *w) {
   return tg_pbw__end_nested_slow(w);
 }
 
-#endif /* TRACEGATE_ABI_PB_WRITER_H */
+#endif /* TRACEGATE_PB_WRITER_H */

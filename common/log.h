@@ -5,20 +5,13 @@
  * The level check is a relaxed load and a branch, so a disabled TG_LOG costs
  * nothing measurable on hot paths (arguments are not evaluated).
  */
-#ifndef TRACEGATE_LOG_H
-#define TRACEGATE_LOG_H
+#ifndef TRACEGATE_COMMON_LOG_H
+#define TRACEGATE_COMMON_LOG_H
 
 #include <stdarg.h>
 #include <stdatomic.h>
 
-#include "tracegate/export.h"
-
-typedef enum tg_log_level {
-  TG_LOG_ERROR = 0,
-  TG_LOG_WARN = 1,
-  TG_LOG_INFO = 2,
-  TG_LOG_DEBUG = 3,
-} tg_log_level_t;
+#include "tracegate/log_level.h"
 
 /* Longest line a sink ever receives, including the prefix; longer messages are
  * truncated with a trailing "...". */
@@ -32,16 +25,16 @@ typedef void (*tg_log_sink_fn)(void *ctx, tg_log_level_t level,
 /* Process-wide threshold; messages above it are skipped. Default: INFO. */
 extern _Atomic int tg__log_threshold;
 
-TG_EXPORT void tg_log_set_level(tg_log_level_t level);
+void tg_log_set_level(tg_log_level_t level);
 /* Parses "error", "warn", "info", "debug"; returns 0 or -EINVAL. */
-TG_EXPORT int tg_log_parse_level(const char *name, tg_log_level_t *out);
+int tg_log_parse_level(const char *name, tg_log_level_t *out);
 /* |prefix| is copied (at most 31 bytes), e.g. "tracegated". */
-TG_EXPORT void tg_log_set_prefix(const char *prefix);
+void tg_log_set_prefix(const char *prefix);
 /* NULL restores the default stderr sink. |ctx| is borrowed until the next
  * call. Not safe to call concurrently with logging from other threads. */
-TG_EXPORT void tg_log_set_sink(tg_log_sink_fn sink, void *ctx);
+void tg_log_set_sink(tg_log_sink_fn sink, void *ctx);
 
-TG_EXPORT void tg__log(tg_log_level_t level, const char *file, int line,
+void tg__log(tg_log_level_t level, const char *file, int line,
                        const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -57,4 +50,4 @@ TG_EXPORT void tg__log(tg_log_level_t level, const char *file, int line,
 #define TG_INFO(...) TG_LOG(TG_LOG_INFO, __VA_ARGS__)
 #define TG_DEBUG(...) TG_LOG(TG_LOG_DEBUG, __VA_ARGS__)
 
-#endif /* TRACEGATE_LOG_H */
+#endif /* TRACEGATE_COMMON_LOG_H */

@@ -9,8 +9,8 @@
  * encoded as 85 80 80 00). Every protobuf parser accepts such non-minimal
  * varints; 4 bytes hold values up to 2^28 - 1 (TG_PB_MAX_REDUNDANT_VARINT).
  */
-#ifndef TRACEGATE_ABI_PB_WIRE_H
-#define TRACEGATE_ABI_PB_WIRE_H
+#ifndef TRACEGATE_PB_WIRE_H
+#define TRACEGATE_PB_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -113,4 +113,4 @@ static inline void tg_pb_reader_init(tg_pb_reader_t *r, const uint8_t *p,
  * groups, unknown wire types, lengths past the end). */
 int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f);
 
-#endif /* TRACEGATE_ABI_PB_WIRE_H */
+#endif /* TRACEGATE_PB_WIRE_H */

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tracegate/export.h"
 
 typedef enum tg_flag_type {
   TG_FLAG_STRING, /* const char **; points into argv */
@@ -35,11 +34,11 @@ typedef struct tg_flag {
  * allowed). Returns 0, 1 when --help was given (the caller prints
  * tg_flags_usage() with its synopsis and exits 0), or
  * -EINVAL after printing "prog: --flag: why" to stderr. */
-TG_EXPORT int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
+int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
                              int argc, char **argv, char **pos, size_t max_pos,
                              size_t *n_pos);
 
-TG_EXPORT void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
+void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
                               const tg_flag_t *flags, size_t n);
 
 #endif /* TRACEGATE_FLAGS_H */

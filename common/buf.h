@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracegate/export.h"
 
 typedef struct tg_buf {
   uint8_t *data;
@@ -21,8 +20,8 @@ typedef struct tg_buf {
   size_t max; /* hard limit on cap; 0 = SIZE_MAX */
 } tg_buf_t;
 
-TG_EXPORT void tg_buf_init(tg_buf_t *b, size_t max);
-TG_EXPORT void tg_buf_free(tg_buf_t *b);
+void tg_buf_init(tg_buf_t *b, size_t max);
+void tg_buf_free(tg_buf_t *b);
 
 static inline size_t tg_buf_size(const tg_buf_t *b) { return b->len - b->off; }
 static inline uint8_t *tg_buf_begin(const tg_buf_t *b) {
@@ -32,13 +31,13 @@ static inline uint8_t *tg_buf_begin(const tg_buf_t *b) {
 /* Makes room for |n| more bytes after the valid ones and returns a pointer to
  * it, or NULL (-ENOMEM or the cap) without changing the contents. The pointer
  * is valid until the next call that may grow the buffer. */
-TG_EXPORT uint8_t *tg_buf_reserve(tg_buf_t *b, size_t n);
+uint8_t *tg_buf_reserve(tg_buf_t *b, size_t n);
 /* Marks |n| reserved bytes as valid. */
 static inline void tg_buf_commit(tg_buf_t *b, size_t n) { b->len += n; }
 /* Returns 0 or -ENOBUFS (cap) / -ENOMEM. */
-TG_EXPORT int tg_buf_append(tg_buf_t *b, const void *p, size_t n);
+int tg_buf_append(tg_buf_t *b, const void *p, size_t n);
 /* Drops |n| bytes from the front (n <= size). */
-TG_EXPORT void tg_buf_consume(tg_buf_t *b, size_t n);
+void tg_buf_consume(tg_buf_t *b, size_t n);
 static inline void tg_buf_reset(tg_buf_t *b) { b->off = b->len = 0; }
 
 #endif /* TRACEGATE_BUF_H */
