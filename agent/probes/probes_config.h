@@ -1,7 +1,9 @@
 /* The probes' view of a DataSourceConfig: what to poll and how often.
  *
  * Pure functions over the serialized DataSourceConfig the agent hands to
- * on_start, following traced_probes' reading of the same fields.
+ * on_start, following traced_probes' reading of the same fields. Every
+ * field of the typed config that tracegate-probes does not act on is
+ * named in a warning when the config is parsed, never dropped quietly.
  */
 #ifndef TRACEGATE_PROBES_CONFIG_H
 #define TRACEGATE_PROBES_CONFIG_H
@@ -10,24 +12,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/kernel_files.h"
+
 /* Shorter periods are raised to these, as traced_probes does. */
 #define TG_SYS_STATS_MIN_PERIOD_MS 10
 #define TG_PROC_STATS_MIN_POLL_MS 100
 
+/* The sys_stats groups tracegate-probes polls, each on its own period. */
+typedef enum tg_sys_group {
+  TG_SYS_MEMINFO,   /* /proc/meminfo */
+  TG_SYS_VMSTAT,    /* /proc/vmstat */
+  TG_SYS_STAT,      /* /proc/stat: cpu times, irqs, softirqs, forks */
+  TG_SYS_CPUFREQ,   /* /sys/devices/system/cpu/cpuN/cpufreq */
+  TG_SYS_BUDDYINFO, /* /proc/buddyinfo */
+  TG_SYS_DISKSTAT,  /* /proc/diskstats */
+  TG_SYS_PSI,       /* /proc/pressure/{cpu,io,memory} */
+  TG_SYS_GROUPS
+} tg_sys_group_t;
+
 typedef struct tg_sys_stats_cfg {
-  uint32_t meminfo_period_ms; /* 0: off */
-  uint64_t meminfo_mask;      /* bit i: MeminfoCounters i; none listed: all */
-  uint32_t stat_period_ms;    /* 0: off */
-  uint32_t stat_mask;         /* bit i: SysStatsConfig.StatCounters i */
-  /* Periods set for groups tracegate-probes does not poll (vmstat,
-   * devfreq, cpufreq, ...): only reported in the log. */
-  unsigned unsupported;
+  uint32_t period_ms[TG_SYS_GROUPS]; /* 0: off */
+  uint64_t meminfo_mask; /* bit i: MeminfoCounters i; none listed: all */
+  uint64_t vmstat_mask[TG_VMSTAT_IDS / 64]; /* VmstatCounters; none: all */
+  uint32_t stat_mask;    /* bit i: SysStatsConfig.StatCounters i */
 } tg_sys_stats_cfg_t;
 
 typedef struct tg_process_stats_cfg {
   uint32_t poll_ms;       /* 0: no ProcessStats, only the initial tree */
   bool scan_all_on_start; /* a ProcessTree of every process at start */
   bool record_runtime;    /* runtime_user_mode / runtime_kernel_mode */
+  bool record_age;        /* ProcessTree.Process.process_start_from_boot */
+  bool thread_names;      /* ProcessTree.Thread.name */
+  bool smaps_rollup;      /* ProcessStats.Process.smr_*_kb */
 } tg_process_stats_cfg_t;
 
 /* |cfg| is a serialized DataSourceConfig (borrowed). A config without the
@@ -37,5 +53,17 @@ int tg_sys_stats_cfg_parse(const uint8_t *cfg, size_t len,
                            tg_sys_stats_cfg_t *out);
 int tg_process_stats_cfg_parse(const uint8_t *cfg, size_t len,
                                tg_process_stats_cfg_t *out);
+
+/* Writes into |out| (|cap| bytes, NUL-terminated, ", "-separated) the names
+ * of the fields set in the typed config of |ds_name| ("linux.sys_stats",
+ * "linux.process_stats") that tracegate-probes does not act on. Returns
+ * how many there are (0: |out| is ""). Used for the warning at start and
+ * by tests. */
+size_t tg_probes_unacted_fields(const char *ds_name, const uint8_t *cfg,
+                                size_t len, char *out, size_t cap);
+
+/* Logs the warning naming those fields (nothing when there are none). */
+void tg_probes_warn_unacted(const char *ds_name, const uint8_t *cfg,
+                            size_t len);
 
 #endif /* TRACEGATE_PROBES_CONFIG_H */

@@ -168,3 +168,37 @@ size_t tg_pids_new(const int32_t *prev, size_t n_prev, const int32_t *cur,
   }
   return k;
 }
+
+int tg_smaps_rollup_parse(const char *text, size_t len,
+                          tg_smaps_rollup_t *out) {
+  static const struct {
+    const char *key;
+    size_t off;
+  } keys[] = {
+      {"Rss", offsetof(tg_smaps_rollup_t, rss_kb)},
+      {"Pss", offsetof(tg_smaps_rollup_t, pss_kb)},
+      {"Pss_Anon", offsetof(tg_smaps_rollup_t, pss_anon_kb)},
+      {"Pss_File", offsetof(tg_smaps_rollup_t, pss_file_kb)},
+      {"Pss_Shmem", offsetof(tg_smaps_rollup_t, pss_shmem_kb)},
+      {"SwapPss", offsetof(tg_smaps_rollup_t, swap_pss_kb)},
+  };
+  memset(out, 0, sizeof(*out));
+  tg__text_t t;
+  tg__text_init(&t, text, len);
+  tg__text_field_t f;
+  int more;
+  bool has_rss = false;
+  /* The first line is the mapping header ("start-end ---p 0 00:00 0
+   * [rollup]"): its "key" matches nothing and is skipped. */
+  while ((more = tg__text_next_field(&t, &f)) == 1) {
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+      if (!tg__word_is(f.key, f.key_len, keys[i].key)) continue;
+      int rv = parse_kb(f.value, f.end, (uint64_t *)((char *)out + keys[i].off));
+      if (rv < 0) return rv;
+      if (i == 0) has_rss = true;
+      break;
+    }
+  }
+  if (more < 0) return more;
+  return has_rss ? 0 : TG_EPARSE;
+}

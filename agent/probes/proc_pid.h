@@ -64,6 +64,18 @@ typedef struct tg_pid_status {
  * a missing Pid line (truncated content). */
 int tg_pid_status_parse(const char *text, size_t len, tg_pid_status_t *out);
 
+/* From /proc/<pid>/smaps_rollup (kernel 4.14+), in kB. */
+typedef struct tg_smaps_rollup {
+  uint64_t rss_kb, pss_kb, pss_anon_kb, pss_file_kb, pss_shmem_kb,
+      swap_pss_kb;
+} tg_smaps_rollup_t;
+
+/* Parses /proc/<pid>/smaps_rollup. Pss_Anon/File/Shmem are absent before
+ * kernel 5.9 and read as 0. Returns 0, or TG_EPARSE for a malformed value
+ * or a missing Rss line (truncated content, or a kernel thread's empty
+ * file). */
+int tg_smaps_rollup_parse(const char *text, size_t len, tg_smaps_rollup_t *out);
+
 /* Parses /proc/<pid>/oom_score_adj ("-1000".."1000"). */
 int tg_oom_score_adj_parse(const char *text, size_t len, int64_t *out);
 

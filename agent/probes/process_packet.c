@@ -6,8 +6,15 @@
 /* TracePacket (proto/trace/trace_packet.proto). */
 enum { PACKET_TIMESTAMP = 8, PACKET_PROCESS_TREE = 2, PACKET_PROCESS_STATS = 9 };
 /* ProcessTree (proto/trace/ps/process_tree.proto). */
-enum { TREE_PROCESSES = 1, TREE_COLLECTION_END = 3 };
-enum { TREE_PID = 1, TREE_PPID = 2, TREE_CMDLINE = 3, TREE_UID = 5 };
+enum { TREE_PROCESSES = 1, TREE_THREADS = 2, TREE_COLLECTION_END = 3 };
+enum {
+  TREE_PID = 1,
+  TREE_PPID = 2,
+  TREE_CMDLINE = 3,
+  TREE_UID = 5,
+  TREE_START_FROM_BOOT = 7,
+};
+enum { THREAD_TID = 1, THREAD_NAME = 2, THREAD_TGID = 3 };
 /* ProcessStats (proto/trace/ps/process_stats.proto). */
 enum { STATS_PROCESSES = 1, STATS_COLLECTION_END = 2 };
 enum {
@@ -21,6 +28,12 @@ enum {
   PS_VM_LOCKED_KB = 8,
   PS_VM_HWM_KB = 9,
   PS_OOM_SCORE_ADJ = 10,
+  PS_SMR_RSS_KB = 16,
+  PS_SMR_PSS_KB = 17,
+  PS_SMR_PSS_ANON_KB = 18,
+  PS_SMR_PSS_FILE_KB = 19,
+  PS_SMR_PSS_SHMEM_KB = 20,
+  PS_SMR_SWAP_PSS_KB = 23,
   PS_RUNTIME_USER_MODE = 21,
   PS_RUNTIME_KERNEL_MODE = 22,
 };
@@ -43,12 +56,12 @@ static size_t write_cmdline(tg_pbw_t *w, const char *s, size_t len) {
 }
 
 void tg_probes_write_process_tree(tg_pbw_t *w, uint64_t ts_ns,
-                                  const tg_proc_entry_t *procs, size_t n,
+                                  const tg_process_tree_t *tree,
                                   uint64_t end_ts_ns) {
   tg_pbw_append_varint(w, PACKET_TIMESTAMP, ts_ns);
   tg_pbw_begin_nested(w, PACKET_PROCESS_TREE);
-  for (size_t i = 0; i < n; i++) {
-    const tg_proc_entry_t *p = &procs[i];
+  for (size_t i = 0; i < tree->n_procs; i++) {
+    const tg_proc_entry_t *p = &tree->procs[i];
     tg_pbw_begin_nested(w, TREE_PROCESSES);
     tg_pbw_append_int(w, TREE_PID, p->pid);
     tg_pbw_append_int(w, TREE_PPID, p->ppid);
@@ -57,6 +70,15 @@ void tg_probes_write_process_tree(tg_pbw_t *w, uint64_t ts_ns,
     if (args == 0 && p->name && p->name[0])
       tg_pbw_append_string(w, TREE_CMDLINE, p->name);
     if (p->has_uid) tg_pbw_append_int(w, TREE_UID, p->uid);
+    if (p->has_start) tg_pbw_append_varint(w, TREE_START_FROM_BOOT, p->start_ns);
+    tg_pbw_end_nested(w);
+  }
+  for (size_t i = 0; i < tree->n_threads; i++) {
+    const tg_thread_entry_t *t = &tree->threads[i];
+    tg_pbw_begin_nested(w, TREE_THREADS);
+    tg_pbw_append_int(w, THREAD_TID, t->tid);
+    if (t->name) tg_pbw_append_string(w, THREAD_NAME, t->name);
+    tg_pbw_append_int(w, THREAD_TGID, t->tgid);
     tg_pbw_end_nested(w);
   }
   tg_pbw_append_varint(w, TREE_COLLECTION_END, end_ts_ns);
@@ -119,6 +141,14 @@ void tg_probes_write_process_stats(tg_pbw_t *w, uint64_t ts_ns,
     }
     if (c->has_oom_score_adj)
       tg_pbw_append_int(w, PS_OOM_SCORE_ADJ, c->oom_score_adj);
+    if (c->has_smaps_rollup) {
+      tg_pbw_append_varint(w, PS_SMR_RSS_KB, c->smr.rss_kb);
+      tg_pbw_append_varint(w, PS_SMR_PSS_KB, c->smr.pss_kb);
+      tg_pbw_append_varint(w, PS_SMR_PSS_ANON_KB, c->smr.pss_anon_kb);
+      tg_pbw_append_varint(w, PS_SMR_PSS_FILE_KB, c->smr.pss_file_kb);
+      tg_pbw_append_varint(w, PS_SMR_PSS_SHMEM_KB, c->smr.pss_shmem_kb);
+      tg_pbw_append_varint(w, PS_SMR_SWAP_PSS_KB, c->smr.swap_pss_kb);
+    }
     if (c->has_runtime) {
       tg_pbw_append_varint(w, PS_RUNTIME_USER_MODE,
                            c->utime_ticks * ns_per_tick);

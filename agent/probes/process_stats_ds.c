@@ -1,7 +1,9 @@
 /* "linux.process_stats": a ProcessTree entry for every process the first
  * time it is seen (all of them at start with scan_all_processes_on_start),
- * and a ProcessStats of every process each proc_stats_poll_ms. Runs on the
- * sampler thread.
+ * with its threads (named with record_thread_names) and its start time
+ * (record_process_age), and a ProcessStats of every process each
+ * proc_stats_poll_ms (with smaps_rollup sizes under scan_smaps_rollup).
+ * Runs on the sampler thread.
  *
  * A process may exit at any point of a round: a file that is gone, empty
  * or half-written only drops that process from the round, quietly.
@@ -28,6 +30,8 @@ _Static_assert(sizeof(tg_process_stats_cfg_t) <= TG_PROBE_CFG_MAX,
 #define CMDLINE_CAP (16u << 10)
 /* All cmdlines of one round. */
 #define ARENA_CAP (64u << 20)
+/* A thread name: comm is at most 15 bytes and a newline. */
+#define COMM_CAP 64
 
 typedef struct pid_array {
   int32_t *v;
@@ -53,13 +57,20 @@ typedef struct proc_stats {
     size_t cmdline, name;
   } *offs;
   size_t cap_offs;
+  pid_array_t tids; /* scratch: one process's /proc/<pid>/task listing */
+  tg_thread_entry_t *threads;
+  size_t n_threads, cap_threads;
+  size_t *thread_name_offs; /* SIZE_MAX: no name */
+  size_t cap_thread_name_offs;
   tg_proc_counters_t *counters;
   size_t n_counters, cap_counters;
   int last_list_err;
 } proc_stats_t;
 
 static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
-  return tg_process_stats_cfg_parse(cfg, len, out);
+  int rv = tg_process_stats_cfg_parse(cfg, len, out);
+  if (rv == 0) tg_probes_warn_unacted("linux.process_stats", cfg, len);
+  return rv;
 }
 
 static int create(const void *cfg, void **state) {
@@ -86,6 +97,9 @@ static void destroy(void *state) {
   tg_buf_free(&ps->arena);
   free(ps->entries);
   free(ps->offs);
+  free(ps->tids.v);
+  free(ps->threads);
+  free(ps->thread_name_offs);
   free(ps->counters);
   free(ps);
 }
@@ -138,9 +152,57 @@ static int add_entry(proc_stats_t *ps, const tg_pid_status_t *st) {
       .uid = st->uid,
       .cmdline_len = cmd_len,
   };
+  if (ps->cfg.record_age) {
+    tg_pid_stat_t pst;
+    if (read_pid_file(ps, st->pid, "stat", STATUS_CAP) == 0 &&
+        tg_pid_stat_parse((const char *)tg_buf_begin(&ps->file),
+                          tg_buf_size(&ps->file), &pst) == 0) {
+      ps->entries[n].has_start = true;
+      ps->entries[n].start_ns = pst.starttime * ps->ns_per_tick;
+    }
+  }
   ps->offs[n].cmdline = cmd_off;
   ps->offs[n].name = name_off;
   ps->n_entries++;
+  return 0;
+}
+
+/* Adds the threads of process |pid| other than its main thread, named
+ * from /proc/<pid>/task/<tid>/comm when the config asks. A thread that
+ * exits meanwhile is left out. */
+static int add_threads(proc_stats_t *ps, int32_t pid) {
+  char dir[48];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+  int rv = tg_proc_list_pids(dir, &ps->tids.v, &ps->tids.n, &ps->tids.cap);
+  if (rv < 0) return tg_proc_vanished(rv) ? 0 : rv;
+  for (size_t i = 0; i < ps->tids.n; i++) {
+    int32_t tid = ps->tids.v[i];
+    if (tid == pid) continue;
+    size_t n = ps->n_threads;
+    rv = reserve((void **)&ps->threads, &ps->cap_threads, n + 1,
+                 sizeof(*ps->threads));
+    if (rv == 0)
+      rv = reserve((void **)&ps->thread_name_offs, &ps->cap_thread_name_offs,
+                   n + 1, sizeof(*ps->thread_name_offs));
+    if (rv < 0) return rv;
+    size_t name_off = SIZE_MAX;
+    if (ps->cfg.thread_names) {
+      char path[80];
+      snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+      ps->file.max = COMM_CAP;
+      if (tg_proc_read_file(path, &ps->file) < 0) continue;
+      size_t len = tg_buf_size(&ps->file);
+      const char *comm = (const char *)tg_buf_begin(&ps->file);
+      if (len && comm[len - 1] == '\n') len--;
+      name_off = tg_buf_size(&ps->arena);
+      if (tg_buf_append(&ps->arena, comm, len) < 0 ||
+          tg_buf_append(&ps->arena, "", 1) < 0)
+        return -ENOMEM;
+    }
+    ps->threads[n] = (tg_thread_entry_t){.tid = tid, .tgid = pid};
+    ps->thread_name_offs[n] = name_off;
+    ps->n_threads++;
+  }
   return 0;
 }
 
@@ -164,6 +226,11 @@ static int add_counters(proc_stats_t *ps, const tg_pid_status_t *st) {
       c.stime_ticks = pst.stime;
     }
   }
+  if (ps->cfg.smaps_rollup &&
+      read_pid_file(ps, st->pid, "smaps_rollup", STATUS_CAP) == 0 &&
+      tg_smaps_rollup_parse((const char *)tg_buf_begin(&ps->file),
+                            tg_buf_size(&ps->file), &c.smr) == 0)
+    c.has_smaps_rollup = true;
   /* Kernel threads have no memory counters: nothing to say about them. */
   if (!c.present && !c.has_runtime) return 0;
   int rv = reserve((void **)&ps->counters, &ps->cap_counters,
@@ -208,6 +275,8 @@ static void collect(proc_stats_t *ps, bool tree, bool stats) {
     }
     if (tree && is_new) {
       if (add_entry(ps, &st) < 0) continue;
+      if (add_threads(ps, pid) < 0)
+        TG_DEBUG("linux.process_stats: pid %d: threads not listed", (int)pid);
     }
     if (!is_new || tree) ps->cur.v[keep++] = pid;
     if (stats) add_counters(ps, &st);
@@ -219,6 +288,10 @@ static void collect(proc_stats_t *ps, bool tree, bool stats) {
     ps->entries[i].cmdline = base + ps->offs[i].cmdline;
     ps->entries[i].name = base + ps->offs[i].name;
   }
+  for (size_t i = 0; i < ps->n_threads; i++)
+    ps->threads[i].name = ps->thread_name_offs[i] == SIZE_MAX
+                              ? NULL
+                              : base + ps->thread_name_offs[i];
 }
 
 static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
@@ -230,7 +303,7 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   if (!tree) return UINT64_MAX;
 
   uint64_t ts = tg__clock_boottime();
-  ps->n_entries = ps->n_counters = 0;
+  ps->n_entries = ps->n_counters = ps->n_threads = 0;
   tg_buf_reset(&ps->arena);
   int rv = tg_proc_list_pids("/proc", &ps->cur.v, &ps->cur.n, &ps->cur.cap);
   if (rv != ps->last_list_err && rv < 0)
@@ -242,7 +315,11 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
     if (ps->n_entries) {
       tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
       if (w) {
-        tg_probes_write_process_tree(w, ts, ps->entries, ps->n_entries, end);
+        tg_process_tree_t t = {.procs = ps->entries,
+                               .n_procs = ps->n_entries,
+                               .threads = ps->threads,
+                               .n_threads = ps->n_threads};
+        tg_probes_write_process_tree(w, ts, &t, end);
         tg_ds_packet_end(ds, inst);
       }
     }

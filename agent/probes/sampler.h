@@ -17,7 +17,7 @@
 #include "tracegate/agent.h"
 
 /* Room for a parsed config (tg_sys_stats_cfg_t, tg_process_stats_cfg_t). */
-#define TG_PROBE_CFG_MAX 64
+#define TG_PROBE_CFG_MAX 128
 
 typedef struct tg_probe_ops {
   const char *name; /* the data source name, e.g. "linux.sys_stats" */

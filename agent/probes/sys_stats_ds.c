@@ -1,19 +1,26 @@
-/* "linux.sys_stats": /proc/meminfo and /proc/stat on their own periods,
- * one SysStats packet per round. Runs on the sampler thread. */
+/* "linux.sys_stats": each counter group of SysStatsConfig on its own
+ * period, one SysStats packet per round holding the groups that were due.
+ * Runs on the sampler thread.
+ *
+ * A group the kernel does not have (no /proc/pressure, no cpufreq on a
+ * VM) is said once in the log and then skipped quietly each round.
+ */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/clock.h"
+#include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_read.h"
 #include "agent/probes/proc_stat.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "tracegate/error.h"
 
 _Static_assert(sizeof(tg_sys_stats_cfg_t) <= TG_PROBE_CFG_MAX,
                "config does not fit the sampler's slot");
@@ -21,19 +28,41 @@ _Static_assert(sizeof(tg_sys_stats_cfg_t) <= TG_PROBE_CFG_MAX,
 /* /proc/stat grows with cpus and interrupts; 4 MiB is far past any real
  * machine and bounds a runaway read. */
 #define READ_CAP (4u << 20)
+/* cpufreq_khz entries: one per cpu. */
+#define MAX_CPUS 4096
+
+static const char *const group_names[TG_SYS_GROUPS] = {
+    [TG_SYS_MEMINFO] = "/proc/meminfo",
+    [TG_SYS_VMSTAT] = "/proc/vmstat",
+    [TG_SYS_STAT] = "/proc/stat",
+    [TG_SYS_CPUFREQ] = "cpufreq (/sys/devices/system/cpu)",
+    [TG_SYS_BUDDYINFO] = "/proc/buddyinfo",
+    [TG_SYS_DISKSTAT] = "/proc/diskstats",
+    [TG_SYS_PSI] = "/proc/pressure",
+};
+static const char *const psi_files[3] = {
+    "/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory"};
 
 typedef struct sys_stats {
   tg_sys_stats_cfg_t cfg;
   uint64_t ns_per_tick;
-  uint64_t next_meminfo_ms, next_stat_ms; /* 0: due now */
+  long n_cpus;
+  uint64_t next_ms[TG_SYS_GROUPS]; /* 0: due now */
+  int last_err[TG_SYS_GROUPS];     /* log each new error once */
   tg_buf_t file;
   tg_meminfo_t meminfo;
+  tg_vmstat_t vmstat;
   tg_proc_stat_t stat;
-  int last_meminfo_err, last_stat_err; /* log each new error once */
+  uint32_t cpufreq_khz[MAX_CPUS];
+  tg_buddyinfo_t buddyinfo;
+  tg_diskstats_t diskstats;
+  tg_psi_t psi[3];
 } sys_stats_t;
 
 static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
-  return tg_sys_stats_cfg_parse(cfg, len, out);
+  int rv = tg_sys_stats_cfg_parse(cfg, len, out);
+  if (rv == 0) tg_probes_warn_unacted("linux.sys_stats", cfg, len);
+  return rv;
 }
 
 static int create(const void *cfg, void **state) {
@@ -41,14 +70,13 @@ static int create(const void *cfg, void **state) {
   if (!st) return -ENOMEM;
   memcpy(&st->cfg, cfg, sizeof(st->cfg));
   st->ns_per_tick = tg_probes_ns_per_tick();
+  st->n_cpus = sysconf(_SC_NPROCESSORS_CONF);
+  if (st->n_cpus < 1) st->n_cpus = 1;
+  if (st->n_cpus > MAX_CPUS) st->n_cpus = MAX_CPUS;
   tg_buf_init(&st->file, READ_CAP);
-  if (st->cfg.unsupported)
-    TG_INFO("linux.sys_stats: %u counter group(s) of the config are not "
-            "polled by tracegate-probes (only meminfo and stat are)",
-            st->cfg.unsupported);
-  if (!st->cfg.meminfo_period_ms && !st->cfg.stat_period_ms)
-    TG_INFO("linux.sys_stats: no meminfo_period_ms or stat_period_ms set; "
-            "nothing to poll");
+  bool any = false;
+  for (int g = 0; g < TG_SYS_GROUPS; g++) any |= st->cfg.period_ms[g] != 0;
+  if (!any) TG_INFO("linux.sys_stats: no *_period_ms set; nothing to poll");
   *state = st;
   return 0;
 }
@@ -60,28 +88,96 @@ static void destroy(void *state) {
   free(st);
 }
 
-static void note_error(const char *what, int rv, int *last) {
-  if (rv != *last && rv < 0)
-    TG_WARN("linux.sys_stats: %s: %s", what, tg_strerror(rv));
-  *last = rv;
+static void note_error(sys_stats_t *st, int g, int rv) {
+  if (rv != st->last_err[g] && rv < 0)
+    TG_WARN("linux.sys_stats: %s: %s%s", group_names[g], tg_strerror(rv),
+            rv == -ENOENT ? " (this kernel does not have it; skipped)" : "");
+  st->last_err[g] = rv;
 }
 
-static bool read_meminfo(sys_stats_t *st) {
-  int rv = tg_proc_read_file("/proc/meminfo", &st->file);
+/* Reads |path| into st->file and hands its text to |parse|. */
+static int read_parse(sys_stats_t *st, const char *path,
+                      int (*parse)(const char *, size_t, void *), void *out) {
+  int rv = tg_proc_read_file(path, &st->file);
   if (rv == 0)
-    rv = tg_meminfo_parse((const char *)tg_buf_begin(&st->file),
-                          tg_buf_size(&st->file), &st->meminfo);
-  note_error("/proc/meminfo", rv, &st->last_meminfo_err);
-  return rv == 0;
+    rv = parse((const char *)tg_buf_begin(&st->file), tg_buf_size(&st->file),
+               out);
+  return rv;
 }
 
-static bool read_stat(sys_stats_t *st) {
-  int rv = tg_proc_read_file("/proc/stat", &st->file);
-  if (rv == 0)
-    rv = tg_proc_stat_parse((const char *)tg_buf_begin(&st->file),
-                            tg_buf_size(&st->file), &st->stat);
-  note_error("/proc/stat", rv, &st->last_stat_err);
-  return rv == 0;
+/* The parsers take typed outputs; these adapt them to read_parse. */
+static int parse_meminfo(const char *t, size_t n, void *o) { return tg_meminfo_parse(t, n, o); }
+static int parse_vmstat(const char *t, size_t n, void *o) { return tg_vmstat_parse(t, n, o); }
+static int parse_stat(const char *t, size_t n, void *o) { return tg_proc_stat_parse(t, n, o); }
+static int parse_buddy(const char *t, size_t n, void *o) { return tg_buddyinfo_parse(t, n, o); }
+static int parse_disks(const char *t, size_t n, void *o) { return tg_diskstats_parse(t, n, o); }
+static int parse_psi(const char *t, size_t n, void *o) { return tg_psi_parse(t, n, o); }
+
+/* cpuN/cpufreq/scaling_cur_freq for every cpu, 0 for one without it.
+ * -ENOENT when no cpu has cpufreq at all. */
+static int read_cpufreq(sys_stats_t *st) {
+  bool any = false;
+  for (long cpu = 0; cpu < st->n_cpus; cpu++) {
+    char path[96];
+    snprintf(path, sizeof(path),
+             "/sys/devices/system/cpu/cpu%ld/cpufreq/scaling_cur_freq", cpu);
+    uint64_t khz = 0;
+    if (tg_proc_read_file(path, &st->file) == 0) {
+      char *end;
+      khz = strtoull((const char *)tg_buf_begin(&st->file), &end, 10);
+      if (khz > UINT32_MAX) khz = 0;
+      any = true;
+    }
+    st->cpufreq_khz[cpu] = (uint32_t)khz;
+  }
+  return any ? 0 : -ENOENT;
+}
+
+/* Reads group |g| into |s|. */
+static void read_group(sys_stats_t *st, int g, tg_sys_stats_sample_t *s) {
+  const tg_sys_stats_cfg_t *c = &st->cfg;
+  int rv = 0;
+  switch (g) {
+    case TG_SYS_MEMINFO:
+      rv = read_parse(st, "/proc/meminfo", parse_meminfo, &st->meminfo);
+      if (rv == 0) s->meminfo = &st->meminfo;
+      s->meminfo_mask = c->meminfo_mask;
+      break;
+    case TG_SYS_VMSTAT:
+      rv = read_parse(st, "/proc/vmstat", parse_vmstat, &st->vmstat);
+      if (rv == 0) s->vmstat = &st->vmstat;
+      s->vmstat_mask = c->vmstat_mask;
+      break;
+    case TG_SYS_STAT:
+      rv = read_parse(st, "/proc/stat", parse_stat, &st->stat);
+      if (rv == 0) s->stat = &st->stat;
+      s->stat_mask = c->stat_mask;
+      break;
+    case TG_SYS_CPUFREQ:
+      rv = read_cpufreq(st);
+      if (rv == 0) {
+        s->cpufreq_khz = st->cpufreq_khz;
+        s->n_cpufreq = (size_t)st->n_cpus;
+      }
+      break;
+    case TG_SYS_BUDDYINFO:
+      rv = read_parse(st, "/proc/buddyinfo", parse_buddy, &st->buddyinfo);
+      if (rv == 0) s->buddyinfo = &st->buddyinfo;
+      break;
+    case TG_SYS_DISKSTAT:
+      rv = read_parse(st, "/proc/diskstats", parse_disks, &st->diskstats);
+      if (rv == 0) s->diskstats = &st->diskstats;
+      break;
+    case TG_SYS_PSI:
+      rv = -ENOENT;
+      for (int k = 0; k < 3; k++) {
+        int r = read_parse(st, psi_files[k], parse_psi, &st->psi[k]);
+        if (r == 0) s->psi[k] = &st->psi[k];
+        if (r == 0 || rv == -ENOENT) rv = r;
+      }
+      break;
+  }
+  note_error(st, g, rv);
 }
 
 /* Next due time after a round at |now|: keep the cadence, but never
@@ -94,29 +190,28 @@ static uint64_t advance(uint64_t due, uint32_t period, uint64_t now) {
 static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   sys_stats_t *st = state;
   const tg_sys_stats_cfg_t *c = &st->cfg;
-  bool mem_due = c->meminfo_period_ms && st->next_meminfo_ms <= now;
-  bool stat_due = c->stat_period_ms && st->next_stat_ms <= now;
   tg_sys_stats_sample_t s = {.ts_ns = tg__clock_boottime(),
-                             .meminfo_mask = c->meminfo_mask,
-                             .stat_mask = c->stat_mask,
                              .ns_per_tick = st->ns_per_tick};
-  if (mem_due && read_meminfo(st)) s.meminfo = &st->meminfo;
-  if (stat_due && read_stat(st)) s.stat = &st->stat;
+  bool due[TG_SYS_GROUPS];
+  for (int g = 0; g < TG_SYS_GROUPS; g++) {
+    due[g] = c->period_ms[g] && st->next_ms[g] <= now;
+    if (due[g]) read_group(st, g, &s);
+  }
   s.end_ts_ns = tg__clock_boottime();
-  if (s.meminfo || s.stat) {
+  if (s.meminfo || s.vmstat || s.stat || s.n_cpufreq || s.buddyinfo ||
+      s.diskstats || s.psi[0] || s.psi[1] || s.psi[2]) {
     tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
     if (w) {
       tg_probes_write_sys_stats(w, &s);
       tg_ds_packet_end(ds, inst);
     }
   }
-  if (mem_due)
-    st->next_meminfo_ms = advance(st->next_meminfo_ms, c->meminfo_period_ms, now);
-  if (stat_due)
-    st->next_stat_ms = advance(st->next_stat_ms, c->stat_period_ms, now);
   uint64_t next = UINT64_MAX;
-  if (c->meminfo_period_ms) next = st->next_meminfo_ms;
-  if (c->stat_period_ms && st->next_stat_ms < next) next = st->next_stat_ms;
+  for (int g = 0; g < TG_SYS_GROUPS; g++) {
+    if (!c->period_ms[g]) continue;
+    if (due[g]) st->next_ms[g] = advance(st->next_ms[g], c->period_ms[g], now);
+    if (st->next_ms[g] < next) next = st->next_ms[g];
+  }
   return next;
 }
 

@@ -15,7 +15,25 @@ enum {
   SYS_NUM_SOFTIRQ_TOTAL = 7,
   SYS_NUM_SOFTIRQ = 8,
   SYS_COLLECTION_END = 9,
+  SYS_CPUFREQ_KHZ = 11,
+  SYS_BUDDY_INFO = 12,
+  SYS_DISK_STAT = 13,
+  SYS_PSI = 14,
 };
+enum { VMSTAT_KEY = 1, VMSTAT_VALUE = 2, SYS_VMSTAT = 2 };
+enum { BUDDY_NODE = 1, BUDDY_ZONE = 2, BUDDY_ORDER_PAGES = 3 };
+enum {
+  DISK_NAME = 1,
+  DISK_READ_SECTORS = 2,
+  DISK_READ_TIME_MS = 3,
+  DISK_WRITE_SECTORS = 4,
+  DISK_WRITE_TIME_MS = 5,
+  DISK_DISCARD_SECTORS = 6,
+  DISK_DISCARD_TIME_MS = 7,
+  DISK_FLUSH_COUNT = 8,
+  DISK_FLUSH_TIME_MS = 9,
+};
+enum { PSI_RESOURCE = 1, PSI_TOTAL_NS = 2 };
 enum { MEMINFO_KEY = 1, MEMINFO_VALUE = 2 };
 enum {
   CPU_ID = 1,
@@ -90,11 +108,73 @@ static void write_stat(tg_pbw_t *w, const tg_proc_stat_t *st, uint32_t mask,
     tg_pbw_append_varint(w, SYS_NUM_FORKS, st->forks);
 }
 
+static void write_vmstat(tg_pbw_t *w, const tg_vmstat_t *v,
+                         const uint64_t *mask) {
+  for (unsigned id = 1; id < TG_VMSTAT_IDS; id++) {
+    if (!tg_vmstat_has(v->present, id) || !tg_vmstat_has(mask, id)) continue;
+    tg_pbw_begin_nested(w, SYS_VMSTAT);
+    tg_pbw_append_varint(w, VMSTAT_KEY, id);
+    tg_pbw_append_varint(w, VMSTAT_VALUE, v->value[id]);
+    tg_pbw_end_nested(w);
+  }
+}
+
+static void write_buddyinfo(tg_pbw_t *w, const tg_buddyinfo_t *b) {
+  for (unsigned i = 0; i < b->n_zones; i++) {
+    const tg_buddy_zone_t *z = &b->zones[i];
+    tg_pbw_begin_nested(w, SYS_BUDDY_INFO);
+    tg_pbw_append_string(w, BUDDY_NODE, z->node);
+    tg_pbw_append_string(w, BUDDY_ZONE, z->zone);
+    for (unsigned o = 0; o < z->n_orders; o++)
+      tg_pbw_append_varint(w, BUDDY_ORDER_PAGES, z->order_pages[o]);
+    tg_pbw_end_nested(w);
+  }
+}
+
+static void write_diskstats(tg_pbw_t *w, const tg_diskstats_t *d) {
+  for (unsigned i = 0; i < d->n_disks; i++) {
+    const tg_disk_t *k = &d->disks[i];
+    tg_pbw_begin_nested(w, SYS_DISK_STAT);
+    tg_pbw_append_string(w, DISK_NAME, k->name);
+    tg_pbw_append_varint(w, DISK_READ_SECTORS, k->read_sectors);
+    tg_pbw_append_varint(w, DISK_READ_TIME_MS, k->read_time_ms);
+    tg_pbw_append_varint(w, DISK_WRITE_SECTORS, k->write_sectors);
+    tg_pbw_append_varint(w, DISK_WRITE_TIME_MS, k->write_time_ms);
+    tg_pbw_append_varint(w, DISK_DISCARD_SECTORS, k->discard_sectors);
+    tg_pbw_append_varint(w, DISK_DISCARD_TIME_MS, k->discard_time_ms);
+    tg_pbw_append_varint(w, DISK_FLUSH_COUNT, k->flush_count);
+    tg_pbw_append_varint(w, DISK_FLUSH_TIME_MS, k->flush_time_ms);
+    tg_pbw_end_nested(w);
+  }
+}
+
+static void write_psi_sample(tg_pbw_t *w, uint32_t resource, uint64_t us) {
+  tg_pbw_begin_nested(w, SYS_PSI);
+  tg_pbw_append_varint(w, PSI_RESOURCE, resource);
+  tg_pbw_append_varint(w, PSI_TOTAL_NS, us * 1000);
+  tg_pbw_end_nested(w);
+}
+
+static void write_psi(tg_pbw_t *w, const tg_psi_t *const psi[3]) {
+  /* PsiResource: 2k+1 is "some" and 2k+2 "full" of resource k. */
+  for (uint32_t k = 0; k < 3; k++) {
+    if (!psi[k]) continue;
+    if (psi[k]->has_some) write_psi_sample(w, 2 * k + 1, psi[k]->some_total_us);
+    if (psi[k]->has_full) write_psi_sample(w, 2 * k + 2, psi[k]->full_total_us);
+  }
+}
+
 void tg_probes_write_sys_stats(tg_pbw_t *w, const tg_sys_stats_sample_t *s) {
   tg_pbw_append_varint(w, PACKET_TIMESTAMP, s->ts_ns);
   tg_pbw_begin_nested(w, PACKET_SYS_STATS);
   if (s->meminfo) write_meminfo(w, s->meminfo, s->meminfo_mask);
+  if (s->vmstat) write_vmstat(w, s->vmstat, s->vmstat_mask);
   if (s->stat) write_stat(w, s->stat, s->stat_mask, s->ns_per_tick);
+  for (size_t i = 0; i < s->n_cpufreq; i++)
+    tg_pbw_append_varint(w, SYS_CPUFREQ_KHZ, s->cpufreq_khz[i]);
+  if (s->buddyinfo) write_buddyinfo(w, s->buddyinfo);
+  if (s->diskstats) write_diskstats(w, s->diskstats);
+  write_psi(w, s->psi);
   tg_pbw_append_varint(w, SYS_COLLECTION_END, s->end_ts_ns);
   tg_pbw_end_nested(w);
 }

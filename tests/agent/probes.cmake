@@ -10,3 +10,7 @@ target_compile_definitions(test_tools_e2e PRIVATE
                            PROBES_PATH="$<TARGET_FILE:tracegate-probes>"
                            EMIT_PATH="$<TARGET_FILE:tracegate-emit>")
 add_dependencies(test_tools_e2e tracegate-probes tracegate-emit)
+
+tg_add_test(test_probes_kernel
+            SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_probes_kernel.c
+            LIBS tg_probes_core)

@@ -659,7 +659,8 @@ static void process_tree_packet_decodes(void **state) {
   static const char cmd3[] = "nginx: worker process\0\0\0\0";
   const tg_proc_entry_t procs[] = {
       {.pid = 10, .ppid = 1, .has_uid = true, .uid = 33, .cmdline = cmd1,
-       .cmdline_len = sizeof(cmd1) - 1, .name = "nginx"},
+       .cmdline_len = sizeof(cmd1) - 1, .name = "nginx", .has_start = true,
+       .start_ns = 4200000000},
       {.pid = 97, .ppid = 2, .has_uid = true, .uid = 0, .cmdline = "",
        .cmdline_len = 0, .name = "kworker/0:1H"},
       {.pid = 11, .ppid = 10, .cmdline = cmd2, .cmdline_len = sizeof(cmd2) - 1,
@@ -670,7 +671,14 @@ static void process_tree_packet_decodes(void **state) {
   uint8_t buf[4096];
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
-  tg_probes_write_process_tree(&w, 1000, procs, ARRAY_SIZE(procs), 2000);
+  const tg_thread_entry_t threads[] = {
+      {.tid = 13, .tgid = 10, .name = "nginx-io"},
+      {.tid = 14, .tgid = 10, .name = NULL}, /* names not recorded */
+  };
+  tg_process_tree_t tree = {.procs = procs, .n_procs = ARRAY_SIZE(procs),
+                            .threads = threads,
+                            .n_threads = ARRAY_SIZE(threads)};
+  tg_probes_write_process_tree(&w, 1000, &tree, 2000);
   Perfetto__Protos__TracePacket *p = decode(buf, &w);
   assert_int_equal(p->timestamp, 1000);
   assert_int_equal(p->data_case,
@@ -687,7 +695,16 @@ static void process_tree_packet_decodes(void **state) {
   assert_string_equal(a->cmdline[0], "/usr/sbin/nginx");
   assert_string_equal(a->cmdline[1], "-g");
   assert_string_equal(a->cmdline[2], "daemon off;");
+  assert_true(a->has_process_start_from_boot);
+  assert_int_equal(a->process_start_from_boot, 4200000000);
+  assert_int_equal(t->n_threads, 2);
+  assert_int_equal(t->threads[0]->tid, 13);
+  assert_int_equal(t->threads[0]->tgid, 10);
+  assert_string_equal(t->threads[0]->name, "nginx-io");
+  assert_int_equal(t->threads[1]->tid, 14);
+  assert_null(t->threads[1]->name);
   const Perfetto__Protos__ProcessTree__Process *k = t->processes[1];
+  assert_false(k->has_process_start_from_boot);
   assert_int_equal(k->pid, 97);
   assert_int_equal(k->ppid, 2);
   assert_int_equal(k->n_cmdline, 1);
@@ -793,11 +810,12 @@ static void sys_stats_config_reads_periods_and_counters(void **state) {
   uint8_t *b = pack_dsc(&dsc, &len);
   tg_sys_stats_cfg_t c;
   assert_int_equal(tg_sys_stats_cfg_parse(b, len, &c), 0);
-  assert_int_equal(c.meminfo_period_ms, 250);
+  assert_int_equal(c.period_ms[TG_SYS_MEMINFO], 250);
   assert_int_equal(c.meminfo_mask, (UINT64_C(1) << 2) | (UINT64_C(1) << 5));
-  assert_int_equal(c.stat_period_ms, TG_SYS_STATS_MIN_PERIOD_MS);
+  assert_int_equal(c.period_ms[TG_SYS_STAT], TG_SYS_STATS_MIN_PERIOD_MS);
   assert_int_equal(c.stat_mask, STAT_BIT(STAT_CPU_TIMES));
-  assert_int_equal(c.unsupported, 1);
+  assert_int_equal(c.period_ms[TG_SYS_VMSTAT], 1000);
+  assert_int_equal(c.period_ms[TG_SYS_PSI], 0);
   free(b);
 
   /* No counters listed: all of them. */
@@ -809,15 +827,14 @@ static void sys_stats_config_reads_periods_and_counters(void **state) {
   assert_int_equal(tg_sys_stats_cfg_parse(b, len, &c), 0);
   assert_int_equal(c.meminfo_mask, ~UINT64_C(0));
   assert_int_equal(c.stat_mask, ~0u);
-  assert_int_equal(c.unsupported, 0);
+  assert_int_equal(c.period_ms[TG_SYS_VMSTAT], 0);
   free(b);
 
   /* No sys_stats_config: nothing to poll. */
   dsc.sys_stats_config = NULL;
   b = pack_dsc(&dsc, &len);
   assert_int_equal(tg_sys_stats_cfg_parse(b, len, &c), 0);
-  assert_int_equal(c.meminfo_period_ms, 0);
-  assert_int_equal(c.stat_period_ms, 0);
+  for (int g = 0; g < TG_SYS_GROUPS; g++) assert_int_equal(c.period_ms[g], 0);
   free(b);
   assert_int_equal(tg_sys_stats_cfg_parse(NULL, 0, &c), 0);
 
@@ -929,7 +946,8 @@ static void real_proc_reads_and_encodes(void **state) {
   uint8_t buf[8192];
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
-  tg_probes_write_process_tree(&w, 1, &e, 1, 2);
+  tg_process_tree_t tree = {.procs = &e, .n_procs = 1};
+  tg_probes_write_process_tree(&w, 1, &tree, 2);
   Perfetto__Protos__TracePacket *p = decode(buf, &w);
   assert_int_equal(p->process_tree->n_processes, 1);
   assert_true(p->process_tree->processes[0]->n_cmdline >= 1);

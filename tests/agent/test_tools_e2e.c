@@ -190,10 +190,9 @@ typedef struct session {
   packets_t got;
 } session_t;
 
-/* A session with sys_stats (|stat| or meminfo only) and, if |procs|,
- * process_stats. */
-static void session_begin(session_t *s, const test_service_t *ts, bool stat,
-                          bool procs) {
+/* The config of a session with sys_stats (|stat| or meminfo only) and, if
+ * |procs|, process_stats; tests may add to it before session_enable. */
+static void session_config(session_t *s, bool stat, bool procs) {
   memset(s, 0, sizeof(*s));
   perfetto__protos__trace_config__init(&s->cfg);
   perfetto__protos__trace_config__buffer_config__init(&s->buf);
@@ -232,9 +231,17 @@ static void session_begin(session_t *s, const test_service_t *ts, bool stat,
   s->dsc[1].process_stats_config = &s->ps;
   s->cfg.n_data_sources = procs ? 2 : 1;
   s->cfg.data_sources = s->dsp;
+}
 
+static void session_enable(session_t *s, const test_service_t *ts) {
   assert_int_equal(raw_consumer_connect(&s->c, ts), 0);
   assert_int_equal(raw_consumer_enable(&s->c, &s->cfg, -1), 0);
+}
+
+static void session_begin(session_t *s, const test_service_t *ts, bool stat,
+                          bool procs) {
+  session_config(s, stat, procs);
+  session_enable(s, ts);
 }
 
 static size_t count_sys_stats(const packets_t *p, size_t *with_cpu,
@@ -381,6 +388,127 @@ static void probes_record_two_sessions_with_their_own_configs(void **state) {
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail_msg("tracegate-probes exit status %#x; stderr:\n%s", status, err);
+}
+
+/* Every sys_stats group this kernel has, and the process tree's threads,
+ * start times and smaps_rollup sizes: what Perfetto's config asks for
+ * arrives, and a field the probes do not act on is named in a warning. */
+static bool has_vmstat_free_pages(const Perfetto__Protos__SysStats *s) {
+  for (size_t k = 0; k < s->n_vmstat; k++)
+    if (s->vmstat[k]->key ==
+        PERFETTO__PROTOS__VMSTAT_COUNTERS__VMSTAT_NR_FREE_PAGES)
+      return s->n_vmstat == 1; /* the config listed only this counter */
+  return false;
+}
+
+static void probes_record_every_group_of_the_config(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
+                        NULL};
+  uint64_t t_before = boottime_ns();
+  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
+  assert_true(probes > 0);
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  assert_true(wait_data_sources(&q, 2));
+  raw_consumer_close(&q);
+
+  session_t b;
+  session_config(&b, true, true);
+  Perfetto__Protos__VmstatCounters vm[] = {
+      PERFETTO__PROTOS__VMSTAT_COUNTERS__VMSTAT_NR_FREE_PAGES};
+  uint32_t *periods[] = {&b.sys.vmstat_period_ms, &b.sys.cpufreq_period_ms,
+                         &b.sys.buddyinfo_period_ms, &b.sys.diskstat_period_ms,
+                         &b.sys.psi_period_ms, &b.sys.thermal_period_ms};
+  protobuf_c_boolean *has[] = {
+      &b.sys.has_vmstat_period_ms, &b.sys.has_cpufreq_period_ms,
+      &b.sys.has_buddyinfo_period_ms, &b.sys.has_diskstat_period_ms,
+      &b.sys.has_psi_period_ms, &b.sys.has_thermal_period_ms};
+  for (size_t i = 0; i < sizeof(periods) / sizeof(periods[0]); i++) {
+    *has[i] = true;
+    *periods[i] = 100;
+  }
+  b.sys.n_vmstat_counters = 1;
+  b.sys.vmstat_counters = vm;
+  b.ps.has_record_thread_names = true;
+  b.ps.record_thread_names = true;
+  b.ps.has_record_process_age = true;
+  b.ps.record_process_age = true;
+  b.ps.has_scan_smaps_rollup = true;
+  b.ps.scan_smaps_rollup = true;
+  b.ps.has_resolve_process_fds = true;
+  b.ps.resolve_process_fds = true;
+  session_enable(&b, ts);
+
+  bool psi_kernel = access("/proc/pressure/cpu", R_OK) == 0;
+  bool buddy = false, disks = false, psi = false, vmstat = false;
+  const Perfetto__Protos__ProcessTree *probes_threads = NULL;
+  uint64_t end = now_ms() + WAIT_MS;
+  while (now_ms() < end) {
+    sleep_ms(100);
+    read_more(&b.c, &b.got);
+    for (size_t i = 0; i < b.got.n; i++) {
+      const Perfetto__Protos__SysStats *s = sys_stats_of(b.got.pk[i]);
+      if (s) {
+        vmstat |= has_vmstat_free_pages(s);
+        buddy |= s->n_buddy_info > 0;
+        disks |= s->n_disk_stat > 0;
+        psi |= s->n_psi > 0;
+      }
+      const Perfetto__Protos__ProcessTree *t = tree_of(b.got.pk[i]);
+      for (size_t k = 0; t && k < t->n_threads; k++)
+        if (t->threads[k]->tgid == probes) probes_threads = t;
+    }
+    if (vmstat && buddy && disks && (psi || !psi_kernel) && probes_threads &&
+        count_stats_of(&b.got, probes, NULL) >= 2)
+      break;
+  }
+  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
+  read_more(&b.c, &b.got);
+  uint64_t t_after = boottime_ns();
+  assert_true(vmstat);
+  assert_true(buddy);
+  assert_true(disks);
+  assert_true(psi == psi_kernel);
+
+  /* The probes' own threads (agent, sampler), named, under their pid. */
+  assert_non_null(probes_threads);
+  size_t named = 0;
+  for (size_t k = 0; k < probes_threads->n_threads; k++) {
+    const Perfetto__Protos__ProcessTree__Thread *th = probes_threads->threads[k];
+    if (th->tgid != probes) continue;
+    assert_true(th->tid != probes);
+    assert_non_null(th->name);
+    named++;
+  }
+  assert_true(named >= 1);
+  /* Its start time lies between the spawn and now (ticks: 10 ms grain). */
+  const Perfetto__Protos__ProcessTree__Process *me = find_tree(&b.got, probes);
+  assert_non_null(me);
+  assert_true(me->has_process_start_from_boot);
+  assert_true(me->process_start_from_boot + 20000000 >= t_before);
+  assert_true(me->process_start_from_boot <= t_after);
+  const Perfetto__Protos__ProcessStats__Process *last = NULL;
+  assert_true(count_stats_of(&b.got, probes, &last) >= 2);
+  assert_true(last->has_smr_rss_kb && last->smr_rss_kb > 0);
+  assert_true(last->has_smr_pss_kb && last->smr_pss_kb > 0);
+
+  packets_free(&b.got);
+  raw_consumer_close(&b.c);
+  kill(probes, SIGTERM);
+  int status = wait_exit(probes, WAIT_MS);
+  char err[8192];
+  read_text(err_path, err, sizeof(err));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("tracegate-probes exit status %#x; stderr:\n%s", status, err);
+  /* Nothing the config asked for is ignored without a word. */
+  assert_non_null(strstr(err, "linux.sys_stats: 1 config field(s) not acted "
+                              "on by tracegate-probes: thermal_period_ms"));
+  assert_non_null(strstr(err, "linux.process_stats: 1 config field(s) not "
+                              "acted on by tracegate-probes: "
+                              "resolve_process_fds"));
 }
 
 /* --- tracegate-emit ------------------------------------------------------ */
@@ -541,6 +669,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           probes_record_two_sessions_with_their_own_configs,
           test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(probes_record_every_group_of_the_config,
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(emit_delivers_every_packet_in_order,
                                       test_service_setup,
                                       test_service_teardown),

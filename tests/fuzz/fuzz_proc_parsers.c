@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
@@ -32,7 +33,7 @@ static void check_decodes(const uint8_t *out, tg_pbw_t *w) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  unsigned which = data[0] % 7;
+  unsigned which = data[0] % 12;
   /* An exact-size copy, so ASan sees any read past the end. */
   size_t n = size - 1;
   char *text = malloc(n ? n : 1);
@@ -84,7 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tg_proc_entry_t e = {.pid = st.pid, .ppid = st.ppid, .cmdline = text,
                              .cmdline_len = n, .name = st.name};
         tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
-        tg_probes_write_process_tree(&w, 1, &e, 1, 2);
+        tg_thread_entry_t t = {.tid = st.pid + 1, .tgid = st.pid,
+                               .name = st.name};
+        tg_process_tree_t tree = {.procs = &e, .n_procs = 1, .threads = &t,
+                                  .n_threads = 1};
+        tg_probes_write_process_tree(&w, 1, &tree, 2);
         check_decodes(out, &w);
       }
       break;
@@ -107,6 +112,62 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rv = tg_process_stats_cfg_parse((const uint8_t *)text, n, &c);
       if (rv != 0 && rv != TG_EBAD_CONFIG) __builtin_trap();
       rv = 0;
+      break;
+    }
+    case 7: {
+      static tg_vmstat_t v;
+      rv = tg_vmstat_parse(text, n, &v);
+      if (rv == 0) {
+        uint64_t all[TG_VMSTAT_IDS / 64];
+        memset(all, 0xff, sizeof(all));
+        tg_sys_stats_sample_t s = {.vmstat = &v, .vmstat_mask = all};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 8: {
+      static tg_buddyinfo_t b;
+      rv = tg_buddyinfo_parse(text, n, &b);
+      if (rv == 0) {
+        if (b.n_zones > TG_BUDDY_MAX_ZONES) __builtin_trap();
+        tg_sys_stats_sample_t s = {.buddyinfo = &b};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 9: {
+      static tg_diskstats_t d;
+      rv = tg_diskstats_parse(text, n, &d);
+      if (rv == 0) {
+        if (d.n_disks > TG_DISK_MAX) __builtin_trap();
+        tg_sys_stats_sample_t s = {.diskstats = &d};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 10: {
+      tg_psi_t p;
+      rv = tg_psi_parse(text, n, &p);
+      if (rv == 0) {
+        tg_sys_stats_sample_t s = {.psi = {&p, &p, &p}};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 11: {
+      tg_smaps_rollup_t r;
+      rv = tg_smaps_rollup_parse(text, n, &r);
+      /* The same bytes as a config: the unacted-field lister must cope. */
+      char names[128];
+      size_t k = tg_probes_unacted_fields("linux.process_stats",
+                                          (const uint8_t *)text, n, names,
+                                          sizeof(names));
+      if (k == 0 && names[0] != '\0') __builtin_trap();
+      if (strlen(names) >= sizeof(names)) __builtin_trap();
       break;
     }
   }
