@@ -1,0 +1,258 @@
+/* The zstd transport decorator (tls/compress_transport.c) between two pipe
+ * transports on a socketpair: frames arrive whole and in order across the
+ * switch to compression, trace-like data shrinks, a lone small frame is
+ * flushed without waiting for more, and a hostile sender (garbage, a window
+ * larger than asked for, an inflated frame over the cap) closes the
+ * receiving end with TG_EBAD_COMPRESSED, never a crash. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <uv.h>
+#include <zstd.h>
+
+#include "ipc/pipe_transport.h"
+#include "tls/compress_transport.h"
+#include "tracegate/error.h"
+
+#define ANSWER "answer: compress from the next frame on"
+
+typedef struct end {
+  tg_pipe_transport_t pipe;
+  tg_zstd_transport_t z;
+  bool use_z;
+  int window_log_max; /* receiving end: switch on ANSWER */
+  /* What arrived. */
+  uint64_t frames, bytes;
+  uint32_t next_seq;
+  bool order_ok;
+  bool closed;
+  int close_status;
+} end_t;
+
+static tg_transport_t *base_of(end_t *e) {
+  return e->use_z ? &e->z.base : &e->pipe.base;
+}
+
+static int on_frame(tg_transport_t *t, const uint8_t *p, size_t len) {
+  end_t *e = t->data;
+  if (len == sizeof(ANSWER) - 1 && memcmp(p, ANSWER, len) == 0) {
+    assert_int_equal(tg_zstd_transport_start_decompress(&e->z, e->window_log_max),
+                     0);
+    return 0;
+  }
+  /* Frames carry their sequence number first. */
+  uint32_t seq;
+  assert_true(len >= sizeof(seq));
+  memcpy(&seq, p, sizeof(seq));
+  if (seq != e->next_seq) e->order_ok = false;
+  e->next_seq = seq + 1;
+  e->frames++;
+  e->bytes += len;
+  return 0;
+}
+
+static void on_close(tg_transport_t *t, int status) {
+  end_t *e = t->data;
+  e->closed = true;
+  e->close_status = status;
+}
+
+static const tg_transport_cbs_t cbs = {.on_frame = on_frame,
+                                       .on_close = on_close};
+
+static void end_open(uv_loop_t *loop, end_t *e, int fd, bool use_z) {
+  memset(e, 0, sizeof(*e));
+  e->order_ok = true;
+  e->use_z = use_z;
+  e->window_log_max = TG_ZSTD_WINDOW_LOG_DEFAULT;
+  assert_int_equal(tg_pipe_transport_open(loop, &e->pipe, fd, fd, 0), 0);
+  if (use_z)
+    assert_int_equal(tg_zstd_transport_init(loop, &e->z, &e->pipe.base), 0);
+  tg_transport_t *b = base_of(e);
+  b->cbs = &cbs;
+  b->data = e;
+}
+
+/* Runs |loop| until |done| or 10 s. */
+static bool run_until(uv_loop_t *loop, bool (*done)(void *), void *ctx) {
+  uint64_t end = uv_now(loop) + 10000;
+  while (!done(ctx)) {
+    if (uv_now(loop) > end) return false;
+    uv_run(loop, UV_RUN_ONCE);
+    uv_update_time(loop);
+  }
+  return true;
+}
+
+typedef struct pair {
+  end_t tx, rx;
+  uint64_t want;
+} pair_t;
+
+static bool got_all(void *ctx) {
+  pair_t *p = ctx;
+  return p->rx.frames >= p->want || p->rx.closed;
+}
+static bool rx_closed(void *ctx) { return ((pair_t *)ctx)->rx.closed; }
+static bool both_closed(void *ctx) {
+  pair_t *p = ctx;
+  return p->rx.closed && p->tx.closed;
+}
+
+static void pair_open(uv_loop_t *loop, pair_t *p, bool tx_z, bool rx_z) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  end_open(loop, &p->tx, sv[0], tx_z);
+  end_open(loop, &p->rx, sv[1], rx_z);
+}
+
+static void pair_close(uv_loop_t *loop, pair_t *p) {
+  tg_transport_close(base_of(&p->tx), 0);
+  tg_transport_close(base_of(&p->rx), 0);
+  assert_true(run_until(loop, both_closed, p));
+  uv_run(loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
+/* A trace-like frame: a sequence number, then repetitive fields. */
+static size_t make_frame(uint8_t *buf, uint32_t seq, size_t len) {
+  memcpy(buf, &seq, sizeof(seq));
+  for (size_t i = sizeof(seq); i < len; i++)
+    buf[i] = (uint8_t)("track_event name=frame ts=" [i % 26] + (i / 512) % 3);
+  return len;
+}
+
+static void frames_cross_the_switch_whole_and_in_order(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  uint32_t seq = 0;
+  /* Plain frames, the answer, then compression from the next frame on. */
+  for (; seq < 10; seq++) {
+    size_t n = make_frame(buf + 4, seq, 100);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + n, -1), 0);
+  }
+  memcpy(buf, &(uint32_t){sizeof(ANSWER) - 1}, 4);
+  memcpy(buf + 4, ANSWER, sizeof(ANSWER) - 1);
+  assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + sizeof(ANSWER) - 1, -1),
+                   0);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+  uint64_t plain = 0;
+  for (; seq < 3000; seq++) {
+    size_t n = make_frame(buf + 4, seq,
+                          seq % 100 == 0 ? TG_IPC_FRAME_MAX_PAYLOAD : 64 + seq % 900);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    plain += 4 + n;
+    assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + n, -1), 0);
+    if (seq % 500 == 0) uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  /* An fd cannot ride a compressed stream. */
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  close(fds[1]);
+  assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 8, fds[0]), -EOPNOTSUPP);
+  p.want = 3000;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_false(p.rx.closed);
+  assert_int_equal(p.rx.frames, 3000);
+  assert_true(p.rx.order_ok);
+  /* Trace-like data: the wire carries under a third of it. */
+  assert_int_equal(p.tx.z.bytes_in, plain);
+  assert_true(p.tx.z.bytes_out * 3 < p.tx.z.bytes_in);
+
+  /* One small frame, nothing after it: it is flushed in its loop
+   * iteration, not held for more data. */
+  size_t n = make_frame(buf + 4, seq, 40);
+  memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+  assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + n, -1), 0);
+  p.want = 3001;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_int_equal(p.rx.frames, 3001);
+  pair_close(&loop, &p);
+}
+
+/* Sends raw bytes as one frame payload from a plain sender. */
+static void send_raw(end_t *tx, const void *data, size_t len) {
+  assert_int_equal(tg_pipe_transport_send_payload(&tx->pipe, data, len), 0);
+}
+
+static void hostile_streams_close_the_receiver(void **state) {
+  (void)state;
+  /* 1. Garbage where a zstd block is due. */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, false, true);
+  send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
+  send_raw(&p.tx, "this is not zstd at all", 23);
+  assert_true(run_until(&loop, rx_closed, &p));
+  assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
+  pair_close(&loop, &p);
+
+  /* 2. A window larger than the receiver asked for. */
+  uv_loop_init(&loop);
+  pair_open(&loop, &p, false, true);
+  p.rx.window_log_max = TG_ZSTD_WINDOW_LOG_MIN;
+  send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 23);
+  ZSTD_CCtx_setPledgedSrcSize(c, 1u << 24);
+  static uint8_t src[1 << 16], dst[1 << 17];
+  memset(src, 'x', sizeof(src));
+  ZSTD_inBuffer in = {src, sizeof(src), 0};
+  ZSTD_outBuffer out = {dst, sizeof(dst), 0};
+  ZSTD_compressStream2(c, &out, &in, ZSTD_e_flush);
+  ZSTD_freeCCtx(c);
+  send_raw(&p.tx, dst, out.pos);
+  assert_true(run_until(&loop, rx_closed, &p));
+  assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
+  pair_close(&loop, &p);
+
+  /* 3. A stream that inflates to a frame over the 128 KiB cap. */
+  uv_loop_init(&loop);
+  pair_open(&loop, &p, false, true);
+  send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
+  uint8_t huge_hdr[8] = {0xff, 0xff, 0xff, 0x0f, 1, 2, 3, 4};
+  size_t cn = ZSTD_compress(dst, sizeof(dst), huge_hdr, sizeof(huge_hdr), 1);
+  assert_false(ZSTD_isError(cn));
+  send_raw(&p.tx, dst, cn);
+  assert_true(run_until(&loop, rx_closed, &p));
+  assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
+  assert_int_equal(p.rx.frames, 0);
+  pair_close(&loop, &p);
+}
+
+static void bad_parameters_are_refused(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 0, 20), -EINVAL);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 30), -EINVAL);
+  assert_int_equal(tg_zstd_transport_start_decompress(&p.rx.z, 10), -EINVAL);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 3, 17), 0);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 3, 17), -EINVAL);
+  pair_close(&loop, &p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
+      cmocka_unit_test(hostile_streams_close_the_receiver),
+      cmocka_unit_test(bad_parameters_are_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

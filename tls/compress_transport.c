@@ -1,0 +1,269 @@
+/* zstd blocks on a transport; see compress_transport.h. */
+#include "tls/compress_transport.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "tracegate/error.h"
+
+/* A block's compressed bytes: whatever fits one frame. */
+#define BLOCK_MAX TG_IPC_FRAME_MAX_PAYLOAD
+#define SCRATCH_SIZE (64u << 10)
+
+static const tg_transport_ops_t ops;
+
+/* --- sending end ------------------------------------------------------------ */
+
+static int emit_block(tg_zstd_transport_t *t) {
+  if (t->block_len == 0) return 0;
+  uint32_t n = (uint32_t)t->block_len;
+  t->block[0] = (uint8_t)n;
+  t->block[1] = (uint8_t)(n >> 8);
+  t->block[2] = (uint8_t)(n >> 16);
+  t->block[3] = (uint8_t)(n >> 24);
+  int rv = tg_transport_send(t->inner, t->block, TG_IPC_FRAME_HEADER_SIZE + n, -1);
+  t->blocks_out++;
+  t->bytes_out += TG_IPC_FRAME_HEADER_SIZE + n;
+  t->block_len = 0;
+  return rv;
+}
+
+/* Runs the compressor over |in| with |op|, emitting every full block;
+ * with ZSTD_e_flush, until zstd holds nothing back. */
+static int compress(tg_zstd_transport_t *t, ZSTD_inBuffer *in,
+                    ZSTD_EndDirective op) {
+  for (;;) {
+    ZSTD_outBuffer out = {t->block + TG_IPC_FRAME_HEADER_SIZE, BLOCK_MAX,
+                          t->block_len};
+    size_t left = ZSTD_compressStream2(t->cctx, &out, in, op);
+    t->block_len = out.pos;
+    if (ZSTD_isError(left)) {
+      TG_ERROR("zstd transport: compression failed: %s",
+               ZSTD_getErrorName(left));
+      return -EIO;
+    }
+    if (t->block_len == BLOCK_MAX) {
+      int rv = emit_block(t);
+      if (rv < 0) return rv;
+    }
+    bool input_done = in->pos == in->size;
+    if (op == ZSTD_e_continue ? input_done && t->block_len < BLOCK_MAX
+                              : input_done && left == 0)
+      return 0;
+  }
+}
+
+static int flush(tg_zstd_transport_t *t) {
+  if (!t->cctx || !t->unflushed) return 0;
+  ZSTD_inBuffer in = {NULL, 0, 0};
+  int rv = compress(t, &in, ZSTD_e_flush);
+  if (rv == 0) rv = emit_block(t);
+  t->unflushed = 0;
+  return rv;
+}
+
+static void close_transport(tg_zstd_transport_t *t, int status);
+
+/* Once per loop iteration, before the loop waits: what was sent in this
+ * iteration leaves as one flush. */
+static void on_flush_tick(uv_prepare_t *h) {
+  tg_zstd_transport_t *t = h->data;
+  uv_prepare_stop(h);
+  t->flush_armed = false;
+  int rv = flush(t);
+  if (rv < 0) close_transport(t, rv);
+}
+
+static int zt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
+                   int fd) {
+  tg_zstd_transport_t *t = (tg_zstd_transport_t *)base;
+  if (t->closing) {
+    if (fd >= 0) close(fd);
+    return -EPIPE;
+  }
+  if (!t->cctx) return tg_transport_send(t->inner, frame, len, fd);
+  if (fd >= 0) {
+    close(fd);
+    return -EOPNOTSUPP;
+  }
+  ZSTD_inBuffer in = {frame, len, 0};
+  int rv = compress(t, &in, ZSTD_e_continue);
+  if (rv < 0) return rv;
+  t->frames_in++;
+  t->bytes_in += len;
+  t->unflushed += len;
+  if (!t->flush_armed) {
+    uv_prepare_start(&t->flush_tick, on_flush_tick);
+    t->flush_armed = true;
+  }
+  return 0;
+}
+
+/* --- receiving end ------------------------------------------------------------ */
+
+static int deliver(void *ctx, const uint8_t *payload, size_t len) {
+  tg_zstd_transport_t *t = ctx;
+  if (t->closing) return 1;
+  return t->base.cbs->on_frame(&t->base, payload, len);
+}
+
+static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
+                          size_t len) {
+  tg_zstd_transport_t *t = inner->data;
+  if (t->closing) return 1;
+  if (!t->dctx) return t->base.cbs->on_frame(&t->base, payload, len);
+  ZSTD_inBuffer in = {payload, len, 0};
+  ZSTD_outBuffer out;
+  do {
+    out = (ZSTD_outBuffer){t->scratch, SCRATCH_SIZE, 0};
+    size_t r = ZSTD_decompressStream(t->dctx, &out, &in);
+    if (ZSTD_isError(r)) {
+      TG_WARN("zstd transport: the peer's stream does not inflate: %s",
+              ZSTD_getErrorName(r));
+      close_transport(t, TG_EBAD_COMPRESSED);
+      return 1;
+    }
+    int rv = tg_frame_decoder_feed(&t->dec, t->scratch, out.pos, deliver, t);
+    if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
+      TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
+              tg_strerror(rv));
+      close_transport(t, rv == -ENOMEM ? rv : TG_EBAD_COMPRESSED);
+      return 1;
+    }
+    if (rv) return rv; /* the owner stopped reading */
+  } while (in.pos < in.size || out.pos == out.size);
+  return 0;
+}
+
+/* --- both ----------------------------------------------------------------- */
+
+static void on_inner_drain(tg_transport_t *inner) {
+  tg_zstd_transport_t *t = inner->data;
+  if (!t->closing && t->base.cbs->on_drain) t->base.cbs->on_drain(&t->base);
+}
+
+static void on_tick_closed(uv_handle_t *h) {
+  tg_zstd_transport_t *t = h->data;
+  ZSTD_freeCCtx(t->cctx);
+  ZSTD_freeDCtx(t->dctx);
+  free(t->block);
+  free(t->scratch);
+  tg_frame_decoder_free(&t->dec);
+  t->cctx = NULL;
+  t->dctx = NULL;
+  t->block = t->scratch = NULL;
+  if (t->base.cbs) t->base.cbs->on_close(&t->base, t->close_status);
+}
+
+static void on_inner_close(tg_transport_t *inner, int status) {
+  tg_zstd_transport_t *t = inner->data;
+  t->closing = true;
+  t->closed_inner = true;
+  if (!t->close_status) t->close_status = status;
+  uv_close((uv_handle_t *)&t->flush_tick, on_tick_closed);
+}
+
+static const tg_transport_cbs_t inner_cbs = {
+    .on_frame = on_inner_frame,
+    .on_drain = on_inner_drain,
+    .on_close = on_inner_close,
+};
+
+static void close_transport(tg_zstd_transport_t *t, int status) {
+  if (t->closing) return;
+  /* What was sent before the close still leaves (a local close only). */
+  if (status == 0) flush(t);
+  t->closing = true;
+  t->close_status = status;
+  tg_transport_close(t->inner, status);
+}
+
+static void zt_close(tg_transport_t *base, int status) {
+  close_transport((tg_zstd_transport_t *)base, status);
+}
+
+static int zt_take_fd(tg_transport_t *base) {
+  tg_zstd_transport_t *t = (tg_zstd_transport_t *)base;
+  return t->dctx ? -1 : tg_transport_take_fd(t->inner);
+}
+
+static bool zt_congested(const tg_transport_t *base) {
+  const tg_zstd_transport_t *t = (const tg_zstd_transport_t *)base;
+  return tg_transport_congested(t->inner);
+}
+
+static size_t zt_pending(const tg_transport_t *base) {
+  const tg_zstd_transport_t *t = (const tg_zstd_transport_t *)base;
+  return tg_transport_pending(t->inner) + t->block_len + t->unflushed;
+}
+
+static void zt_pause_reading(tg_transport_t *base, bool paused) {
+  tg_zstd_transport_t *t = (tg_zstd_transport_t *)base;
+  tg_transport_pause_reading(t->inner, paused);
+}
+
+static const tg_transport_ops_t ops = {
+    .send = zt_send,
+    .take_fd = zt_take_fd,
+    .congested = zt_congested,
+    .pending = zt_pending,
+    .pause_reading = zt_pause_reading,
+    .close = zt_close,
+};
+
+int tg_zstd_transport_init(uv_loop_t *loop, tg_zstd_transport_t *t,
+                           tg_transport_t *inner) {
+  memset(t, 0, sizeof(*t));
+  t->base.ops = &ops;
+  t->inner = inner;
+  tg_frame_decoder_init(&t->dec);
+  uv_prepare_init(loop, &t->flush_tick);
+  t->flush_tick.data = t;
+  inner->cbs = &inner_cbs;
+  inner->data = t;
+  return 0;
+}
+
+static bool window_ok(int window_log) {
+  return window_log >= TG_ZSTD_WINDOW_LOG_MIN &&
+         window_log <= TG_ZSTD_WINDOW_LOG_MAX;
+}
+
+int tg_zstd_transport_start_compress(tg_zstd_transport_t *t, int level,
+                                     int window_log) {
+  if (t->cctx || !window_ok(window_log) || level < 1 ||
+      level > ZSTD_maxCLevel())
+    return -EINVAL;
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  uint8_t *block = malloc(TG_IPC_FRAME_BUFFER_SIZE);
+  if (!c || !block ||
+      ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level)) ||
+      ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, window_log))) {
+    ZSTD_freeCCtx(c);
+    free(block);
+    return -ENOMEM;
+  }
+  t->cctx = c;
+  t->block = block;
+  return 0;
+}
+
+int tg_zstd_transport_start_decompress(tg_zstd_transport_t *t,
+                                       int window_log_max) {
+  if (t->dctx || !window_ok(window_log_max)) return -EINVAL;
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  uint8_t *scratch = malloc(SCRATCH_SIZE);
+  if (!d || !scratch ||
+      ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax,
+                                          window_log_max))) {
+    ZSTD_freeDCtx(d);
+    free(scratch);
+    return -ENOMEM;
+  }
+  t->dctx = d;
+  t->scratch = scratch;
+  return 0;
+}

@@ -1,0 +1,97 @@
+/* zstd on a transport: the remote consumer path's way past the cipher's
+ * speed limit. Trace data shrinks 4-14x, so moving fewer bytes through TLS
+ * beats encrypting faster.
+ *
+ * A tg_zstd_transport_t decorates another transport (TLS, or the pipes of
+ * --stdio) and is used in its place. It starts as a pass-through. Once the
+ * two ends have agreed (TracegateRelay.SetCompression: the client asks, the
+ * relay answers, plain Perfetto consumers never ask), the sending end calls
+ * start_compress() and every frame it sends after that travels inside
+ * "block" frames; the receiving end calls start_decompress() when it has
+ * read the answer, so the first block is the frame after it.
+ *
+ *   frames out:  [len][IPCFrame] [len][IPCFrame] ...  -> one zstd stream
+ *   on the wire: [len][zstd bytes] [len][zstd bytes] ...   (<= 128 KiB each)
+ *
+ * One zstd stream spans the connection, so repeats across frames compress.
+ * Output is flushed once per loop iteration (a uv_prepare): what the
+ * sender queued in one iteration leaves together, and a small control
+ * reply is never held back waiting for more data. Frames are copied once
+ * into the compressor; the receiver inflates into a scratch buffer and
+ * splits frames from it in place (a frame split across chunks is copied
+ * once by the frame decoder).
+ *
+ * Hostile peers: the window the receiver accepts is capped at what it
+ * asked for, inflated frames go through the same 128 KiB frame decoder as
+ * plain ones, and any zstd error closes the transport with
+ * TG_EBAD_COMPRESSED. Memory per receiving end: the zstd window, a 64 KiB
+ * scratch buffer and the frame decoder's buffer.
+ *
+ * Callback rules are the transport's (ipc/transport.h). The decorator owns
+ * the inner transport's callbacks and data pointer from init() on; the
+ * caller keeps owning the inner transport's memory, which must stay valid
+ * until the decorator's on_close.
+ */
+#ifndef TRACEGATE_TLS_COMPRESS_TRANSPORT_H
+#define TRACEGATE_TLS_COMPRESS_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+#include <zstd.h>
+
+#include "abi/ipc_frame.h"
+#include "ipc/transport.h"
+
+/* Window sizes (log2) the ends may agree on: 64 KiB .. 8 MiB. The receiver
+ * asks for at most this much; the sender uses what was agreed. */
+#define TG_ZSTD_WINDOW_LOG_MIN 16
+#define TG_ZSTD_WINDOW_LOG_MAX 23
+#define TG_ZSTD_WINDOW_LOG_DEFAULT 20
+#define TG_ZSTD_LEVEL_DEFAULT 1
+
+typedef struct tg_zstd_transport {
+  tg_transport_t base; /* first: what the owner uses */
+  tg_transport_t *inner;
+  tg_transport_cbs_t inner_cbs;
+  uv_prepare_t flush_tick;
+  bool flush_armed, closing, closed_inner;
+  /* Sending end. */
+  ZSTD_CCtx *cctx;   /* non-NULL once compressing */
+  uint8_t *block;    /* [4-byte len][compressed bytes] being filled */
+  size_t block_len;  /* compressed bytes in |block| */
+  size_t unflushed;  /* frame bytes given to zstd since the last flush */
+  /* Receiving end. */
+  ZSTD_DCtx *dctx;   /* non-NULL once decompressing */
+  uint8_t *scratch;
+  tg_frame_decoder_t dec;
+  int close_status;
+  /* Totals, for stats and benches. */
+  uint64_t frames_in, bytes_in;   /* before compression (sending end) */
+  uint64_t blocks_out, bytes_out; /* on the wire */
+} tg_zstd_transport_t;
+
+/* Wraps |inner| (caller memory, valid until on_close). |t| is caller
+ * memory valid until on_close; set t->base.cbs/data before returning to the
+ * loop. Returns 0 or -ENOMEM (then |inner| is untouched). */
+int tg_zstd_transport_init(uv_loop_t *loop, tg_zstd_transport_t *t,
+                           tg_transport_t *inner);
+
+/* Sending end: compress every frame sent from now on at |level| (zstd's
+ * scale, 1..19) with a window of 2^|window_log|. Frames queued before are
+ * already in the inner transport, in order. Returns 0, -EINVAL, -ENOMEM. */
+int tg_zstd_transport_start_compress(tg_zstd_transport_t *t, int level,
+                                     int window_log);
+
+/* Receiving end: inflate every frame received after the current one,
+ * accepting windows up to 2^|window_log_max|. Returns 0, -EINVAL, -ENOMEM. */
+int tg_zstd_transport_start_decompress(tg_zstd_transport_t *t,
+                                       int window_log_max);
+
+static inline tg_zstd_transport_t *tg_zstd_transport_of(tg_transport_t *base) {
+  return (tg_zstd_transport_t *)base;
+}
+
+#endif /* TRACEGATE_TLS_COMPRESS_TRANSPORT_H */
