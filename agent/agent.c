@@ -130,7 +130,8 @@ static int set_config(const tg_agent_options_t *opts) {
   tg__agent_config_t *cfg = &tg__agent.cfg;
   tg_agent_options_t o = {0};
   if (opts) o = *opts;
-  const char *path = o.socket_path ? o.socket_path : tg_ipc_default_socket(true);
+  const char *path =
+      o.socket_path ? o.socket_path : tg_ipc_default_socket(true);
   if (strlen(path) >= sizeof(cfg->socket_path)) return -ENAMETOOLONG;
   cfg->opts = o;
   snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", path);
