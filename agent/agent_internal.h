@@ -1,124 +1,162 @@
-/* What the agent's files share: the data source registry (data_source.c),
- * the connection to the service (agent.c) and track events
- * (track_event.c). Not installed. */
-#ifndef TRACEGATE_AGENT_INTERNAL_H
-#define TRACEGATE_AGENT_INTERNAL_H
+/* What the files of the agent's thread share. Not installed.
+ *
+ *   agent.c       public API (init, shutdown, waits, stats), the thread
+ *                 and its loop, wake-ups from other threads, logging
+ *   connection.c  connect, ProducerPort handshake, data source
+ *                 registration, disconnect handling, reconnect backoff
+ *   commands.c    GetAsyncCommand dispatch and the instances it drives
+ *   commit.c      CommitData batches and the periodic commit timer
+ *   smb_map.c     checks and maps SetupTracing's SMB (no state)
+ *
+ * The agent is a process singleton: its state is the one struct
+ * tg__agent, split by writer. Each part names the one file that writes
+ * it; the others only read it, on the agent's thread unless it says
+ * otherwise. The data-source registry (data_source.h) is not part of it.
+ */
+#ifndef TRACEGATE_AGENT_AGENT_INTERNAL_H
+#define TRACEGATE_AGENT_AGENT_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
 
 #include "agent/smb_arbiter.h"
-#include "agent/trace_writer.h"
+#include "common/buf.h"
+#include "ipc/client.h"
 #include "tracegate/agent.h"
 
-#define TG_DS_NAME_MAX 128
+#define TG__AGENT_SOCKET_PATH_MAX 108
+#define TG__AGENT_PRODUCER_NAME_MAX 128
 
-/* One instance slot of a data source. The agent's thread changes it under
- * tg__agent_lock; writer threads read |generation| lock-free on every packet
- * and take the lock only to (re)create their writer. */
-typedef struct tg_ds_inst {
-  /* Odd while the instance is started (the only record of it); bumped on
-   * every start and stop, so a writer made for an earlier instance is
-   * recognised as stale. */
-  _Atomic uint32_t generation;
-  /* Bumped by ClearIncrementalState. */
-  _Atomic uint32_t incr_generation;
-  bool in_use; /* set up or started */
-  uint64_t instance_id; /* the service's id */
-  uint16_t target_buffer;
-  tg_arbiter_t *arb; /* a reference while in use */
-} tg_ds_inst_t;
+/* Written by tg_agent_init (agent.c) before the thread starts; constant
+ * while it runs, so any thread reads it without a lock. */
+typedef struct tg__agent_config {
+  tg_agent_options_t opts; /* its strings point at the copies below */
+  char socket_path[TG__AGENT_SOCKET_PATH_MAX];
+  char producer_name[TG__AGENT_PRODUCER_NAME_MAX];
+} tg__agent_config_t;
 
-struct tg_ds {
-  struct tg_ds_hot hot; /* first: tg_ds_enabled_mask() reads it */
-  uint32_t idx;         /* slot in the registry */
-  char name[TG_DS_NAME_MAX];
-  bool handles_incremental_state_clear;
-  tg_ds_callbacks_t cbs;
-  bool registered_with_service;
-  tg_ds_inst_t inst[TG_DS_MAX_INSTANCES];
-};
+/* agent.c. |running| and |thread| change in init and shutdown under their
+ * lock (|running| with atomic builtins: wakes read it from any thread);
+ * the loop and |stopping| belong to the agent's thread while it runs. */
+typedef struct tg__agent_thread {
+  bool running; /* between init and shutdown */
+  pthread_t thread;
+  _Atomic bool stop_requested;
+  uv_loop_t loop;
+  uv_async_t async;
+  uv_timer_t clock_timer;
+  bool stopping; /* the loop is closing its handles */
+} tg__agent_thread_t;
 
-/* Guards instance state changes against writer creation. Never taken on a
- * packet's fast path. */
-extern pthread_mutex_t tg__agent_lock;
+/* A connection to the service; connection.c owns it. */
+typedef struct tg__conn tg__conn_t;
 
-/* Registry (data_source.c). */
-size_t tg__ds_count(void);
-tg_ds_t *tg__ds_at(size_t i);
-tg_ds_t *tg__ds_by_name(const char *name, size_t len);
+/* connection.c, agent's thread; the counters are read by any thread. */
+typedef struct tg__agent_link {
+  uv_timer_t reconnect_timer;
+  tg__conn_t *conn; /* NULL between connections */
+  uint32_t backoff_ms;
+  size_t ds_acked; /* registrations answered on this connection */
+  _Atomic uint64_t connects, disconnects;
+} tg__agent_link_t;
 
-/* Instance transitions, called on the agent's thread with tg__agent_lock
- * NOT held (they take it). */
-void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
-                       uint16_t target_buffer, tg_arbiter_t *arb);
-void tg__ds_inst_start(tg_ds_t *ds, unsigned inst);
-/* Stops and frees the slot (drops the arbiter reference). */
-void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst);
-void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst);
+/* For tg_agent_connected() and tg_agent_wait_connected(): written only by
+ * tg__agent_set_ready() (connection.c), under |mu|. */
+typedef struct tg__agent_readiness {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool ready;
+} tg__agent_readiness_t;
 
-/* The calling thread's writer for one {data source, instance}. */
-typedef struct tg__writer_slot {
-  tg_trace_writer_t *w;
-  uint32_t generation;
-  /* A started generation that has no SMB to write into (the service sent
-   * none, or an unusable one): its packets drop without taking the lock. */
-  uint32_t no_smb_generation;
-  uint32_t incr_seen;
-  bool incr_fresh; /* no packet reported the clear yet */
-  void *user;
-  void (*user_dtor)(void *);
-} tg__writer_slot_t;
+/* commands.c, agent's thread: what SetupTracing set up. */
+typedef struct tg__agent_session {
+  tg_arbiter_t *arb; /* this connection's SMB; NULL before SetupTracing */
+} tg__agent_session_t;
 
-/* Every writer of one thread, by {data source, instance}. */
-typedef struct tg__thread_writers {
-  tg__writer_slot_t slots[TG_DS_MAX * TG_DS_MAX_INSTANCES];
-} tg__thread_writers_t;
+/* commit.c, agent's thread; the atomics are read by any thread. */
+typedef struct tg__agent_commit {
+  uv_timer_t timer;
+  _Atomic bool timer_active; /* mirrors |timer| for other threads */
+  tg_buf_t buf;
+  _Atomic uint64_t commits_sent, flushes_acked;
+  /* Arbiter counters: those of past SMBs plus a snapshot of the current
+   * one, refreshed after each commit. */
+  _Atomic uint64_t chunks_past, patches_past, stalls_past;
+  _Atomic uint64_t chunks_now, patches_now, stalls_now;
+} tg__agent_commit_t;
 
-/* The calling thread's writers (NULL before its first packet). */
-extern _Thread_local tg__thread_writers_t *tg__t_writers
-    __attribute__((tls_model("initial-exec")));
+typedef struct tg__agent {
+  tg__agent_config_t cfg;
+  tg__agent_thread_t th;
+  tg__agent_link_t link;
+  tg__agent_readiness_t readiness;
+  tg__agent_session_t session;
+  tg__agent_commit_t commit;
+} tg__agent_t;
 
-/* The slot of {ds, inst} in a thread's table. */
-static inline tg__writer_slot_t *tg__writers_slot(tg__thread_writers_t *tw,
-                                                  const tg_ds_t *ds,
-                                                  unsigned inst) {
-  return &tw->slots[ds->idx * TG_DS_MAX_INSTANCES + inst];
-}
+extern tg__agent_t tg__agent;
 
-tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst);
+/* --- agent.c ---------------------------------------------------------- */
 
-/* The calling thread's slot for |inst| (inst < TG_DS_MAX_INSTANCES) with a
- * current writer, created if needed; NULL when the instance is not active.
- * The slot's memory is the thread's for its life; |w| may change on the
- * next call. The hot path of packets and track events: inline. */
-static inline tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst) {
-  tg__thread_writers_t *tw = tg__t_writers;
-  if (__builtin_expect(tw != NULL, 1)) {
-    tg__writer_slot_t *s = tg__writers_slot(tw, ds, inst);
-    uint32_t gen = atomic_load_explicit(&ds->inst[inst].generation,
-                                        memory_order_acquire);
-    if (__builtin_expect(s->w && s->generation == gen, 1)) return s;
-  }
-  return tg__ds_slot_slow(ds, inst);
-}
+/* Wakes the agent's thread (commit, register new data sources): the wake
+ * hook of the arbiter and of the data-source registry. Any thread; cheap
+ * when a wake is already pending. |ctx| is unused. */
+void tg__agent_wake(void *ctx);
 
-/* Counters the writer threads bump (relaxed). */
-extern _Atomic uint64_t tg__agent_packets_written;
-extern _Atomic uint64_t tg__agent_packets_dropped;
+/* --- connection.c ----------------------------------------------------- */
 
-/* Agent logging through the app's sink. */
-void tg__agent_log(tg_log_level_t level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void tg__connection_init(uv_loop_t *loop);
+/* Connects now, or schedules a retry with backoff. */
+void tg__connection_start(void);
+/* The connection answered InitializeConnection and is still open. */
+bool tg__connection_ready(void);
+/* Sends RegisterDataSource for each data source not yet registered on
+ * this connection. */
+void tg__connection_register_data_sources(void);
+/* Shutdown: closes the connection (its close callback runs on the loop)
+ * and stops reconnecting. */
+void tg__connection_stop(void);
+void tg__agent_set_ready(bool ready);
 
-/* The process's name (/proc/self/comm, what ps shows) into |out| (|n| >=
- * 1 bytes, NUL-terminated); false, with |out| empty, when unreadable. */
-bool tg__process_name(char *out, size_t n);
+/* Sends one request on the current connection; |cb| (may be NULL) gets
+ * the reply. Returns 0, or a negative code (logged) when not connected or
+ * not sent, in which case |cb| is never called. */
+int tg__conn_invoke(const char *method, const ProtobufCMessage *msg,
+                    tg_ipc_reply_cb cb, void *ctx);
+/* The same with an already serialized request, and without logging a
+ * failure (CommitData's caller decides what a lost batch means). */
+int tg__conn_invoke_bytes(const char *method, const uint8_t *req, size_t n,
+                          tg_ipc_reply_cb cb, void *ctx);
 
-/* Wakes the agent's thread (commit, register new data sources). Safe from
- * any thread; cheap when already pending. */
-void tg__agent_wake(void);
+/* --- commands.c ------------------------------------------------------- */
 
-#endif /* TRACEGATE_AGENT_INTERNAL_H */
+/* The reply callback of the GetAsyncCommand stream. */
+void tg__commands_on_async_command(tg_ipc_client_t *cl, void *ctx,
+                                   int status, bool has_more,
+                                   const uint8_t *r, size_t n);
+/* The connection is gone: every instance stops (without telling the
+ * service) and the SMB is abandoned. */
+void tg__commands_on_disconnect(void);
+
+/* --- commit.c --------------------------------------------------------- */
+
+void tg__commit_init(uv_loop_t *loop);
+void tg__commit_fini(void);
+/* Sends writer (un)registrations, then everything the writers queued,
+ * the last CommitData carrying |flush_id| (0: none). */
+void tg__commit_all(uint64_t flush_id);
+/* Runs the periodic commit timer while any instance is started, and only
+ * then: call after every instance start or stop. */
+void tg__commit_timer_update(void);
+/* Shutdown: the timer stops for good. */
+void tg__commit_timer_stop(void);
+/* The current SMB is being abandoned: its counters join the past ones. */
+void tg__commit_retire_arbiter_stats(void);
+/* For tests: whether the periodic commit timer runs. Any thread. */
+bool tg__agent_commit_timer_active(void);
+
+#endif /* TRACEGATE_AGENT_AGENT_INTERNAL_H */

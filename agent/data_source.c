@@ -5,32 +5,59 @@
  * writer for {data source, instance} in a thread-local table and checks it
  * against the instance's generation with one acquire load. Only when the
  * writer is missing or stale (first packet, new session, reconnect) does the
- * slow path take tg__agent_lock to build a new one.
+ * slow path take the registry's lock to build a new one.
+ *
+ * The registry knows nothing of the agent's thread: it reaches it only
+ * through the wake hook the agent installs (tg__ds_registry_set_wake).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent_internal.h"
+#include "agent/data_source.h"
 
-pthread_mutex_t tg__agent_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic uint64_t tg__agent_packets_written;
 _Atomic uint64_t tg__agent_packets_dropped;
 
-static tg_ds_t g_ds[TG_DS_MAX];
-static _Atomic size_t g_n_ds;
+/* Every registered data source. |ds| and |n| change only under |lock|
+ * (tg_ds_register, and the agent's thread for instance state); |n| is
+ * also published with release so that lookups run without the lock. */
+static struct ds_registry {
+  /* Guards instance state changes against writer creation, and
+   * registrations against each other. Never taken on a packet's fast
+   * path, never held while calling out (callbacks, the wake hook). */
+  pthread_mutex_t lock;
+  tg_ds_t ds[TG_DS_MAX];
+  _Atomic size_t n;
+  /* Set by the agent (tg__ds_registry_set_wake); acquire-loaded by
+   * whoever wakes, pairing with the release store that installs it. */
+  _Atomic(const tg__ds_wake_hook_t *) wake;
+} registry = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-size_t tg__ds_count(void) {
-  return atomic_load_explicit(&g_n_ds, memory_order_acquire);
+void tg__ds_registry_set_wake(const tg__ds_wake_hook_t *hook) {
+  atomic_store_explicit(&registry.wake, hook, memory_order_release);
 }
 
-tg_ds_t *tg__ds_at(size_t i) { return &g_ds[i]; }
+static void registry_wake(void) {
+  const tg__ds_wake_hook_t *h =
+      atomic_load_explicit(&registry.wake, memory_order_acquire);
+  if (h) h->wake(h->ctx);
+}
+
+size_t tg__ds_count(void) {
+  return atomic_load_explicit(&registry.n, memory_order_acquire);
+}
+
+tg_ds_t *tg__ds_at(size_t i) { return &registry.ds[i]; }
 
 tg_ds_t *tg__ds_by_name(const char *name, size_t len) {
   size_t n = tg__ds_count();
-  for (size_t i = 0; i < n; i++)
-    if (strlen(g_ds[i].name) == len && memcmp(g_ds[i].name, name, len) == 0)
-      return &g_ds[i];
+  for (size_t i = 0; i < n; i++) {
+    tg_ds_t *ds = &registry.ds[i];
+    if (strlen(ds->name) == len && memcmp(ds->name, name, len) == 0)
+      return ds;
+  }
   return NULL;
 }
 
@@ -38,25 +65,25 @@ int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out) {
   if (!opts || !opts->name || !opts->name[0] ||
       strlen(opts->name) >= TG_DS_NAME_MAX || !out)
     return -EINVAL;
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&registry.lock);
   int rv = 0;
-  size_t n = atomic_load_explicit(&g_n_ds, memory_order_relaxed);
+  size_t n = atomic_load_explicit(&registry.n, memory_order_relaxed);
   if (tg__ds_by_name(opts->name, strlen(opts->name))) {
     rv = -EEXIST;
   } else if (n == TG_DS_MAX) {
     rv = -ENOSPC;
   } else {
-    tg_ds_t *ds = &g_ds[n];
+    tg_ds_t *ds = &registry.ds[n];
     memset(ds, 0, sizeof(*ds));
     ds->idx = (uint32_t)n;
     memcpy(ds->name, opts->name, strlen(opts->name) + 1);
     ds->handles_incremental_state_clear = opts->handles_incremental_state_clear;
     ds->cbs = opts->cbs;
-    atomic_store_explicit(&g_n_ds, n + 1, memory_order_release);
+    atomic_store_explicit(&registry.n, n + 1, memory_order_release);
     *out = ds;
   }
-  pthread_mutex_unlock(&tg__agent_lock);
-  if (rv == 0) tg__agent_wake(); /* registers it if connected */
+  pthread_mutex_unlock(&registry.lock);
+  if (rv == 0) registry_wake(); /* registers it if connected */
   return rv;
 }
 
@@ -64,35 +91,35 @@ int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out) {
 
 void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
                        uint16_t target_buffer, tg_arbiter_t *arb) {
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&registry.lock);
   tg_ds_inst_t *in = &ds->inst[inst];
   in->in_use = true;
   in->instance_id = instance_id;
   in->target_buffer = target_buffer;
   if (arb) tg_arbiter_ref(arb);
   in->arb = arb;
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&registry.lock);
 }
 
-/* Only the agent's thread changes generations, under tg__agent_lock: a
+/* Only the agent's thread changes generations, under registry.lock: a
  * relaxed load reads its own last store. */
 static bool inst_started(const tg_ds_inst_t *in) {
   return atomic_load_explicit(&in->generation, memory_order_relaxed) & 1u;
 }
 
 void tg__ds_inst_start(tg_ds_t *ds, unsigned inst) {
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&registry.lock);
   tg_ds_inst_t *in = &ds->inst[inst];
   if (!inst_started(in)) {
     atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
     atomic_fetch_or_explicit(&ds->hot.enabled_mask, (uint8_t)(1u << inst),
                              memory_order_release);
   }
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&registry.lock);
 }
 
 void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst) {
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&registry.lock);
   tg_ds_inst_t *in = &ds->inst[inst];
   atomic_fetch_and_explicit(&ds->hot.enabled_mask, (uint8_t) ~(1u << inst),
                             memory_order_release);
@@ -102,13 +129,21 @@ void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst) {
   tg_arbiter_t *arb = in->arb;
   in->arb = NULL;
   in->instance_id = 0;
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&registry.lock);
   if (arb) tg_arbiter_unref(arb);
 }
 
 void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {
   atomic_fetch_add_explicit(&ds->inst[inst].incr_generation, 1,
                             memory_order_release);
+}
+
+bool tg__ds_any_started(void) {
+  size_t n = tg__ds_count();
+  for (size_t i = 0; i < n; i++)
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
+      if (inst_started(&registry.ds[i].inst[k])) return true;
+  return false;
 }
 
 /* --- per-thread writers -------------------------------------------------- */
@@ -180,7 +215,7 @@ tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
   slot_release(s);
   if (!(gen & 1u) || s->no_smb_generation == gen) return NULL;
 
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&registry.lock);
   gen = atomic_load_explicit(&in->generation, memory_order_acquire);
   tg_arbiter_t *arb = (gen & 1u) ? in->arb : NULL;
   /* An instance's SMB is set when it is set up and stays until it stops. */
@@ -194,7 +229,7 @@ tg__writer_slot_t *tg__ds_slot_slow(tg_ds_t *ds, unsigned inst) {
       w = NULL;
     }
   }
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&registry.lock);
   if (!w) return NULL;
   s->w = w;
   s->generation = gen;
@@ -219,7 +254,7 @@ void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
   tg__writer_slot_t *s = existing_slot(ds, inst);
   if (!s) return;
   if (s->w) tg_trace_writer_flush(s->w);
-  tg__agent_wake();
+  registry_wake(); /* commit what the flush returned */
 }
 
 bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {

@@ -20,8 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent_internal.h"
+#include "agent/agent_log.h"
 #include "agent/clock.h"
+#include "agent/data_source.h"
+#include "agent/process_name.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "tracegate/track_event.h"
 
@@ -72,6 +74,10 @@ static void after_fork_in_child(void);
 /* --- registry and enablement -------------------------------------------- */
 
 static tg_ds_t *g_te_ds;
+/* Guards the categories and the instances' configs below: the app's threads
+ * register categories while the agent's thread starts and stops sessions.
+ * Never taken on an event's path (that reads each category's bits). */
+static pthread_mutex_t g_categories_lock = PTHREAD_MUTEX_INITIALIZER;
 static tg_category_t *g_cats[TG_TRACK_EVENT_MAX_CATEGORIES];
 static size_t g_n_cats;
 /* Each started instance's TrackEventConfig patterns (agent's thread). */
@@ -127,7 +133,7 @@ static void apply_instance(unsigned inst) {
 static void te_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
                         size_t len) {
   (void)ctx;
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&g_categories_lock);
   if (g_inst_cfg[inst])
     perfetto__protos__data_source_config__free_unpacked(g_inst_cfg[inst], NULL);
   g_inst_cfg[inst] =
@@ -138,19 +144,19 @@ static void te_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
                   "categories on",
                   inst);
   apply_instance(inst);
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&g_categories_lock);
 }
 
 static void te_on_stop(void *ctx, unsigned inst) {
   (void)ctx;
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&g_categories_lock);
   if (g_inst_cfg[inst])
     perfetto__protos__data_source_config__free_unpacked(g_inst_cfg[inst], NULL);
   g_inst_cfg[inst] = NULL;
   for (size_t i = 0; i < g_n_cats; i++)
     atomic_fetch_and_explicit(&g_cats[i]->enabled, (uint8_t) ~(1u << inst),
                               memory_order_relaxed);
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&g_categories_lock);
 }
 
 int tg_track_event_register(tg_category_t *const *cats, size_t n) {
@@ -166,7 +172,7 @@ int tg_track_event_register(tg_category_t *const *cats, size_t n) {
     if (rv == -EEXIST) rv = 0;
     if (rv < 0) return rv;
   }
-  pthread_mutex_lock(&tg__agent_lock);
+  pthread_mutex_lock(&g_categories_lock);
   if (g_n_cats + n > TG_TRACK_EVENT_MAX_CATEGORIES) {
     rv = -ENOSPC;
   } else {
@@ -180,7 +186,7 @@ int tg_track_event_register(tg_category_t *const *cats, size_t n) {
                                    memory_order_relaxed);
     }
   }
-  pthread_mutex_unlock(&tg__agent_lock);
+  pthread_mutex_unlock(&g_categories_lock);
   return rv;
 }
 

@@ -4,7 +4,9 @@
  *
  * The fake service runs an IPC host on its own loop thread; the test thread
  * queues GetAsyncCommand replies for it and waits on what the agent sends
- * back (RegisterTraceWriter, NotifyDataSourceStopped). */
+ * back (RegisterTraceWriter, NotifyDataSourceStopped). The agent's own
+ * state is read only through tg__agent_commit_timer_active(), an internal
+ * query for tests (agent/agent_internal.h). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "agent/agent_internal.h"
 #include "ipc/host.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "tracegate/agent.h"
@@ -426,10 +429,87 @@ static void agent_refuses_an_smb_that_can_shrink(void **state) {
   stop_both(f);
 }
 
+/* The periodic commit wakes the agent's thread every 10 ms: it runs only
+ * while some instance is started. Two overlapping sessions keep it running
+ * until the second stops; a later session starts it again. Each check
+ * follows an event the agent sends after it set the timer (on_start runs
+ * after the timer starts, NotifyDataSourceStopped goes out after it
+ * stops). */
+static void agent_commit_timer_runs_only_while_an_instance_is_started(
+    void **state) {
+  (void)state;
+  fake_t *f = &g_fake;
+  start_both(f);
+  assert_false(tg__agent_commit_timer_active());
+
+  send_setup_tracing(f, 64 * 1024, 4, true);
+  send_start(f, 1, 3);
+  assert_true(started_with_target(3));
+  assert_true(tg__agent_commit_timer_active());
+  send_start(f, 2, 4);
+  assert_true(started_with_target(4));
+  assert_true(tg__agent_commit_timer_active());
+
+  send_stop(f, 1);
+  assert_true(fake_wait(f, &f->n_stopped, 1));
+  assert_true(tg__agent_commit_timer_active());
+  send_stop(f, 2);
+  assert_true(fake_wait(f, &f->n_stopped, 2));
+  assert_false(tg__agent_commit_timer_active());
+
+  send_start(f, 3, 5);
+  assert_true(started_with_target(5));
+  assert_true(tg__agent_commit_timer_active());
+  send_stop(f, 3);
+  assert_true(fake_wait(f, &f->n_stopped, 3));
+  assert_false(tg__agent_commit_timer_active());
+
+  stop_both(f);
+  assert_false(tg__agent_commit_timer_active());
+}
+
+/* A session the agent cannot set up (unknown data source) starts nothing,
+ * so the timer stays off. */
+static void agent_commit_timer_stays_off_for_an_unknown_data_source(
+    void **state) {
+  (void)state;
+  fake_t *f = &g_fake;
+  start_both(f);
+  send_setup_tracing(f, 64 * 1024, 4, true);
+  Perfetto__Protos__DataSourceConfig c =
+      PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+  c.name = (char *)"test.not-registered";
+  Perfetto__Protos__GetAsyncCommandResponse__StartDataSource st =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+  st.has_new_instance_id = true;
+  st.new_instance_id = 1;
+  st.config = &c;
+  Perfetto__Protos__GetAsyncCommandResponse cmd =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+  cmd.cmd_case =
+      PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+  cmd.start_data_source = &st;
+  fake_send(f, &cmd, -1);
+  /* Commands are handled in order: once 2 started, 1 was dealt with. */
+  send_start(f, 2, 6);
+  assert_true(started_with_target(6));
+  send_stop(f, 2);
+  assert_true(fake_wait(f, &f->n_stopped, 1));
+  assert_false(tg__agent_commit_timer_active());
+  pthread_mutex_lock(&g_mu);
+  assert_int_equal(g_n_started, 1);
+  pthread_mutex_unlock(&g_mu);
+  stop_both(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(agent_ignores_target_buffer_above_16_bits),
       cmocka_unit_test(agent_refuses_an_smb_that_can_shrink),
+      cmocka_unit_test(
+          agent_commit_timer_runs_only_while_an_instance_is_started),
+      cmocka_unit_test(
+          agent_commit_timer_stays_off_for_an_unknown_data_source),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

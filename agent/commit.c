@@ -1,0 +1,147 @@
+/* Telling the service what the writers finished: RegisterTraceWriter and
+ * UnregisterTraceWriter, then CommitData batches of moved chunks and
+ * patches, from the arbiter's queues.
+ *
+ * Commits go out when the arbiter wakes the agent (a quarter of the SMB is
+ * pending, or a writer stalls), on every Flush and instance stop, and from
+ * a periodic timer that runs only while some instance is started: with no
+ * session, nothing new is written and the agent's thread stays asleep.
+ * Agent's thread only, except the counters and tg__agent_commit_timer_active.
+ */
+#include "abi/ipc_frame.h"
+#include "agent/agent_internal.h"
+#include "agent/agent_log.h"
+#include "agent/data_source.h"
+#include "pb/ipc/producer_port.pb-c.h"
+#include "tracegate/error.h"
+
+#define COMMIT_PERIOD_MS 10
+#define COMMIT_MAX_BYTES (120 * 1024)
+#define WRITER_EVENTS_PER_PASS 64
+
+static tg__agent_commit_t *const cm = &tg__agent.commit;
+
+static void send_writer_events(tg_arbiter_t *arb) {
+  tg_arbiter_writer_event_t ev[WRITER_EVENTS_PER_PASS];
+  size_t n;
+  while ((n = tg_arbiter_take_writer_events(arb, ev,
+                                            WRITER_EVENTS_PER_PASS)) > 0) {
+    for (size_t i = 0; i < n; i++) {
+      if (ev[i].registered) {
+        Perfetto__Protos__RegisterTraceWriterRequest r =
+            PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+        r.has_trace_writer_id = r.has_target_buffer = true;
+        r.trace_writer_id = ev[i].writer_id;
+        r.target_buffer = ev[i].target_buffer;
+        tg__conn_invoke("RegisterTraceWriter", &r.base, NULL, NULL);
+      } else {
+        Perfetto__Protos__UnregisterTraceWriterRequest r =
+            PERFETTO__PROTOS__UNREGISTER_TRACE_WRITER_REQUEST__INIT;
+        r.has_trace_writer_id = true;
+        r.trace_writer_id = ev[i].writer_id;
+        tg__conn_invoke("UnregisterTraceWriter", &r.base, NULL, NULL);
+      }
+    }
+  }
+}
+
+/* Refreshes the snapshot of the current arbiter's counters; |retire| adds
+ * them to the past ones first and zeroes the snapshot. */
+static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
+  tg_arbiter_stats_t st = {0};
+  if (arb) tg_arbiter_get_stats(arb, &st);
+  if (retire) {
+    atomic_fetch_add(&cm->chunks_past, st.chunks_committed);
+    atomic_fetch_add(&cm->patches_past, st.patches);
+    atomic_fetch_add(&cm->stalls_past, st.stalls);
+    st = (tg_arbiter_stats_t){0};
+  }
+  atomic_store(&cm->chunks_now, st.chunks_committed);
+  atomic_store(&cm->patches_now, st.patches);
+  atomic_store(&cm->stalls_now, st.stalls);
+}
+
+void tg__commit_retire_arbiter_stats(void) {
+  snapshot_arbiter_stats(tg__agent.session.arb, true);
+}
+
+/* Sends everything the writers queued: writer (un)registrations first (the
+ * service must know a writer's target before its chunks), then CommitData
+ * requests of at most COMMIT_MAX_BYTES, the last carrying |flush_id|. */
+void tg__commit_all(uint64_t flush_id) {
+  if (!tg__connection_ready()) return;
+  tg_arbiter_t *arb = tg__agent.session.arb;
+  tg_buf_t *buf = &cm->buf;
+  if (!arb) {
+    if (!flush_id) return;
+    /* Nothing was ever written: acknowledge the flush alone. */
+    Perfetto__Protos__CommitDataRequest r =
+        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    r.has_flush_request_id = true;
+    r.flush_request_id = flush_id;
+    if (tg__conn_invoke("CommitData", &r.base, NULL, NULL) == 0)
+      atomic_fetch_add(&cm->flushes_acked, 1);
+    return;
+  }
+  send_writer_events(arb);
+  for (;;) {
+    tg_buf_reset(buf);
+    int n = tg_arbiter_take_commit(arb, flush_id, COMMIT_MAX_BYTES, buf);
+    if (n < 0) {
+      tg__agent_log(TG_LOG_ERROR, "agent: commit batch: %s", tg_strerror(n));
+      return;
+    }
+    bool more = tg_arbiter_commit_pending(arb);
+    snapshot_arbiter_stats(arb, false);
+    if (tg_buf_size(buf) > 0) {
+      int rv = tg__conn_invoke_bytes("CommitData", tg_buf_begin(buf),
+                                     tg_buf_size(buf), NULL, NULL);
+      if (rv < 0) return;
+      atomic_fetch_add(&cm->commits_sent, 1);
+      if (flush_id && !more) atomic_fetch_add(&cm->flushes_acked, 1);
+    }
+    if (!more) return;
+  }
+}
+
+/* --- the periodic commit ------------------------------------------------- */
+
+static void on_commit_timer(uv_timer_t *t) {
+  (void)t;
+  tg_arbiter_t *arb = tg__agent.session.arb;
+  if (!arb) return;
+  if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
+  else send_writer_events(arb);
+}
+
+/* |timer_active| is stored with the timer's state so that other threads
+ * (tests) read it without touching the loop's handle; release pairs with
+ * the acquire in tg__agent_commit_timer_active. */
+static void timer_start(void) {
+  if (uv_is_active((uv_handle_t *)&cm->timer)) return;
+  uv_timer_start(&cm->timer, on_commit_timer, COMMIT_PERIOD_MS,
+                 COMMIT_PERIOD_MS);
+  atomic_store_explicit(&cm->timer_active, true, memory_order_release);
+}
+
+void tg__commit_timer_stop(void) {
+  uv_timer_stop(&cm->timer);
+  atomic_store_explicit(&cm->timer_active, false, memory_order_release);
+}
+
+void tg__commit_timer_update(void) {
+  if (tg__ds_any_started()) timer_start();
+  else tg__commit_timer_stop();
+}
+
+bool tg__agent_commit_timer_active(void) {
+  return atomic_load_explicit(&cm->timer_active, memory_order_acquire);
+}
+
+void tg__commit_init(uv_loop_t *loop) {
+  uv_timer_init(loop, &cm->timer);
+  atomic_store_explicit(&cm->timer_active, false, memory_order_release);
+  tg_buf_init(&cm->buf, TG_IPC_FRAME_BUFFER_SIZE);
+}
+
+void tg__commit_fini(void) { tg_buf_free(&cm->buf); }

@@ -1,0 +1,28 @@
+/* SetupTracing's shared memory buffer: checks the file the service sent,
+ * maps it and makes the arbiter that hands its chunks to writers. Owns no
+ * state; the agent keeps the arbiter. Not installed. */
+#ifndef TRACEGATE_AGENT_SMB_MAP_H
+#define TRACEGATE_AGENT_SMB_MAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/smb_arbiter.h"
+
+typedef struct tg__smb_map_opts {
+  uint32_t page_size_kb;  /* from SetupTracing; 0: the default page size */
+  bool stall_when_full;   /* tg_agent_options_t.on_smb_full */
+  void (*wake)(void *ctx); /* the arbiter's wake (tg_arbiter_opts_t) */
+  void *wake_ctx;
+} tg__smb_map_opts_t;
+
+/* Maps the SMB in |fd_untrusted| and creates its arbiter in |*out| (one
+ * reference, the caller's). Always consumes |fd_untrusted| (closed on
+ * return). Refuses, with a logged reason and a negative code, a file that
+ * is not sealed against shrinking or whose size and page size do not make
+ * a valid SMB: -EPERM, -EINVAL, or the mmap/arbiter error; |*out| is
+ * then left as it was. */
+int tg__smb_map(int fd_untrusted, const tg__smb_map_opts_t *opts,
+                tg_arbiter_t **out);
+
+#endif /* TRACEGATE_AGENT_SMB_MAP_H */
