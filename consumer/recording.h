@@ -47,7 +47,7 @@ typedef enum tg_rec_state {
 /* Defaults of the options below when left 0. */
 #define TG_REC_DEFAULT_READ_PERIOD_MS 500
 #define TG_REC_DEFAULT_GUARD_MS 60000
-#define TG_REC_DEFAULT_DEADLINE_STOP_MS 10000
+#define TG_REC_DEFAULT_DEADLINE_STOP_MS 5000
 #define TG_REC_DEFAULT_GRACE_MS 60000
 #define TG_REC_STOP_FLUSH_TIMEOUT_MS 5000
 
