@@ -3,9 +3,10 @@
  * attach_notification_only one) is the one event that says tracing ended,
  * whatever ended it.
  *
- * Every consumer callback first goes through answer(): a reply from an
- * older connection, or one after the end, is not news. Calls in flight
- * are counted so that the memory outlives them after tg_recording_free.
+ * Every consumer callback first goes through tg__rec_answer(): a reply
+ * from an older connection, or one after the end, is not news. Calls in
+ * flight are counted so that the memory outlives them after
+ * tg_recording_free. Reads, statistics and draining: recording_drain.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -14,56 +15,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "consumer/recording.h"
+#include "consumer/recording_internal.h"
 #include "tracegate/error.h"
 
-#define MAX_DRAIN_READS 64
 #define FREE_GUARD_MS 2000
 #define N_TIMERS 6
 
-struct tg_recording {
-  uv_loop_t *loop;
-  const tg_recording_cbs_t *cbs;
-  void *data;
-  tg_consumer_t *c; /* borrowed; NULL while unbound */
-  tg_rec_state_t state;
-  tg_rec_state_t resume_state; /* where a rebind goes back to */
-
-  char *detach_key, *resume_key, *attach_key;
-  bool stream;
-  uint32_t read_period_ms, stats_period_ms, guard_ms, deadline_stop_ms;
-  uint64_t stop_after_ms, grace_ms;
-  uint64_t duration_ms; /* the session's, for the deadline */
-  bool deferred_start;
-  Perfetto__Protos__TraceConfig *attached_cfg;
-
-  bool live;  /* a session exists (enable sent or attached) */
-  bool ended; /* the service said it ended */
-  bool stop_wanted, stop_sent, deadline_hit, freeing;
-  bool reading, stats_pending;
-  unsigned drain_reads, reads_cut;
-  uint64_t packets, packets_before_read;
-  uint64_t last_rx_ms;
-
-  unsigned inflight; /* consumer calls whose callback has not run */
-  unsigned open_timers;
-  bool freed;
-  int end_status;
-  char reason[600];
-
-  uv_timer_t reader, stats, stopper, deadline, guard, ender;
-};
-
-static void final_stats(tg_recording_t *r);
-static void read_now(tg_recording_t *r);
 static void request_stop(tg_recording_t *r);
 
-static bool is_over(const tg_recording_t *r) {
+bool tg__rec_is_over(const tg_recording_t *r) {
   return r->state == TG_REC_DONE || r->state == TG_REC_DETACHED ||
          r->state == TG_REC_FAILED;
 }
 
-static void set_state(tg_recording_t *r, tg_rec_state_t to) {
+void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
   tg_rec_state_t from = r->state;
   if (from == to) return;
   r->state = to;
@@ -82,20 +47,20 @@ static void maybe_release(tg_recording_t *r) {
 
 /* One callback of a call on |c| ran: true if it is news for the
  * recording. Any reply on the current connection is a sign of life. */
-static bool answer(tg_recording_t *r, tg_consumer_t *c) {
+bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c) {
   r->inflight--;
   if (r->freed) {
     maybe_release(r);
     return false;
   }
-  if (c != r->c || is_over(r)) return false;
+  if (c != r->c || tg__rec_is_over(r)) return false;
   r->last_rx_ms = uv_now(r->loop);
   return true;
 }
 
 /* A status that only says the connection went: the owner's on_close
  * deals with that (unbind or fail). */
-static bool conn_going(int status) {
+bool tg__rec_conn_going(int status) {
   return status == TG_EPEER_CLOSED || status == -ECANCELED;
 }
 
@@ -106,7 +71,7 @@ static void format_ms(char *out, size_t n, uint64_t ms) {
 
 /* --- the end -------------------------------------------------------------- */
 
-static void stop_timers(tg_recording_t *r) {
+void tg__rec_stop_timers(tg_recording_t *r) {
   uv_timer_stop(&r->reader);
   uv_timer_stop(&r->stats);
   uv_timer_stop(&r->stopper);
@@ -121,13 +86,13 @@ static void on_ender(uv_timer_t *t) {
 
 /* on_end runs from the loop: the end may come from inside an owner's
  * call (tg_recording_fail, unbind). */
-static void end(tg_recording_t *r, tg_rec_state_t state, int status,
+void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
                 const char *reason) {
-  if (is_over(r)) return;
-  stop_timers(r);
+  if (tg__rec_is_over(r)) return;
+  tg__rec_stop_timers(r);
   r->end_status = status;
   if (reason != r->reason) snprintf(r->reason, sizeof(r->reason), "%s", reason);
-  set_state(r, state);
+  tg__rec_set_state(r, state);
   uv_timer_start(&r->ender, on_ender, 0, 0);
 }
 
@@ -135,9 +100,8 @@ static void fail_now(tg_recording_t *r, bool end_session, int status,
                      const char *reason);
 
 /* A failure found here: a session that may still run is ended with it. */
-__attribute__((format(printf, 3, 4)))
-static void fail(tg_recording_t *r, int status, const char *fmt, ...) {
-  if (is_over(r)) return;
+void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...) {
+  if (tg__rec_is_over(r)) return;
   char why[600];
   va_list ap;
   va_start(ap, fmt);
@@ -155,110 +119,7 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
     maybe_release(r);
     return;
   }
-  if (c == r->c && r->freeing) end(r, TG_REC_FAILED, r->end_status, r->reason);
-}
-
-/* --- statistics ----------------------------------------------------------- */
-
-static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
-                           const char *msg,
-                           const Perfetto__Protos__TraceStats *st) {
-  tg_recording_t *r = ctx;
-  if (!answer(r, c)) return;
-  r->stats_pending = false;
-  if (conn_going(status) || r->state != TG_REC_STATS) return;
-  /* Without final statistics the trace is still whole. */
-  if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, true);
-  end(r, TG_REC_DONE, 0, "");
-}
-
-static void final_stats(tg_recording_t *r) {
-  set_state(r, TG_REC_STATS);
-  if (r->stats_pending) return; /* on_tick_stats asks again */
-  int rv = tg_consumer_get_trace_stats(r->c, on_final_stats, r);
-  if (rv < 0) {
-    if (r->cbs->on_stats) r->cbs->on_stats(r, rv, tg_strerror(rv), NULL, true);
-    end(r, TG_REC_DONE, 0, "");
-    return;
-  }
-  r->inflight++;
-  r->stats_pending = true;
-}
-
-static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
-                          const char *msg, const Perfetto__Protos__TraceStats *st) {
-  tg_recording_t *r = ctx;
-  if (!answer(r, c)) return;
-  r->stats_pending = false;
-  if (conn_going(status)) return;
-  if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, false);
-  if (r->state == TG_REC_STATS && !is_over(r)) final_stats(r);
-}
-
-static void stats_now(tg_recording_t *r) {
-  if (r->stats_pending || !r->c) return;
-  if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
-    if (!r->reading) r->last_rx_ms = uv_now(r->loop);
-    r->inflight++;
-    r->stats_pending = true;
-  } else if (r->cbs->on_stats) {
-    r->cbs->on_stats(r, TG_ENOT_CONNECTED, "not connected", NULL, false);
-  }
-}
-
-static void on_stats_timer(uv_timer_t *t) {
-  tg_recording_t *r = t->data;
-  if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING) stats_now(r);
-}
-
-/* --- reading -------------------------------------------------------------- */
-
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  tg_recording_t *r = ctx;
-  if (r->freed || c != r->c || is_over(r)) return -ECANCELED;
-  int rv = r->cbs->on_packet(r, p, n);
-  if (rv < 0) return rv;
-  r->packets++;
-  return 0;
-}
-
-static void on_read_done(tg_consumer_t *c, void *ctx, int status,
-                         const char *msg) {
-  tg_recording_t *r = ctx;
-  if (!answer(r, c)) return;
-  r->reading = false;
-  if (status == TG_EPEER_CLOSED) r->reads_cut++;
-  if (conn_going(status)) return;
-  if (status) {
-    fail(r, status, "reading the trace failed: %s", msg);
-    return;
-  }
-  if (r->state != TG_REC_DRAINING) return;
-  /* After the end, read until a read comes back empty. */
-  if (r->packets > r->packets_before_read && ++r->drain_reads < MAX_DRAIN_READS) {
-    read_now(r);
-    return;
-  }
-  final_stats(r);
-}
-
-static void read_now(tg_recording_t *r) {
-  if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
-  r->packets_before_read = r->packets;
-  int rv = tg_consumer_read_buffers(r->c, on_packet, on_read_done, r);
-  if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
-  if (rv < 0) {
-    fail(r, rv, "cannot read the trace: %s", tg_strerror(rv));
-    return;
-  }
-  if (!r->stats_pending) r->last_rx_ms = uv_now(r->loop);
-  r->inflight++;
-  r->reading = true;
-}
-
-static void on_read_timer(uv_timer_t *t) {
-  tg_recording_t *r = t->data;
-  if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING) read_now(r);
+  if (c == r->c && r->freeing) tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
 }
 
 /* --- guards and the deadline ---------------------------------------------- */
@@ -267,23 +128,23 @@ static void on_guard(uv_timer_t *t) {
   tg_recording_t *r = t->data;
   char d[32], g[32], s[32];
   if (r->freeing) { /* FreeBuffers unanswered: end anyway */
-    end(r, TG_REC_FAILED, r->end_status, r->reason);
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
   }
   if (r->deadline_hit && r->state == TG_REC_STOPPING) {
     format_ms(d, sizeof(d), r->duration_ms);
     format_ms(g, sizeof(g), r->grace_ms);
     format_ms(s, sizeof(s), r->deadline_stop_ms);
-    fail(r, -ETIMEDOUT, "the session did not end by its deadline (duration %s "
+    tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline (duration %s "
          "+ grace %s), and not within %s of being stopped", d, g, s);
     return;
   }
-  fail(r, -ETIMEDOUT, "no answer in time (%s)",
+  tg__rec_fail(r, -ETIMEDOUT, "no answer in time (%s)",
        r->state == TG_REC_STOPPING ? "stopping the session"
                                    : "reading the end of the trace");
 }
 
-static void arm_guard(tg_recording_t *r, uint64_t ms) {
+void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms) {
   uv_timer_start(&r->guard, on_guard, ms, 0);
 }
 
@@ -302,7 +163,7 @@ static void on_deadline(uv_timer_t *t) {
   } else {
     return;
   }
-  arm_guard(r, r->deadline_stop_ms);
+  tg__rec_arm_guard(r, r->deadline_stop_ms);
 }
 
 static void on_stopper(uv_timer_t *t) { tg_recording_stop(t->data); }
@@ -312,23 +173,23 @@ static void on_stopper(uv_timer_t *t) { tg_recording_stop(t->data); }
 static void on_disabled(tg_consumer_t *c, void *ctx, int status,
                         const char *msg) {
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || !status || conn_going(status)) return;
+  if (!tg__rec_answer(r, c) || !status || tg__rec_conn_going(status)) return;
   if (r->state == TG_REC_STOPPING)
-    fail(r, status, "cannot stop tracing: %s", msg);
+    tg__rec_fail(r, status, "cannot stop tracing: %s", msg);
 }
 
 static void disable_now(tg_recording_t *r) {
   int rv = tg_consumer_disable_tracing(r->c, on_disabled, r);
   if (rv == 0) r->inflight++;
   else if (rv != TG_ENOT_CONNECTED)
-    fail(r, rv, "cannot stop tracing: %s", tg_strerror(rv));
+    tg__rec_fail(r, rv, "cannot stop tracing: %s", tg_strerror(rv));
 }
 
 static void on_stop_flushed(tg_consumer_t *c, void *ctx, int status,
                             const char *msg) {
   (void)msg;
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || conn_going(status)) return;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   /* A failed flush still ends with what was committed. */
   if (r->state == TG_REC_STOPPING) disable_now(r);
 }
@@ -337,9 +198,9 @@ static void request_stop(tg_recording_t *r) {
   r->stop_wanted = true;
   if (r->state != TG_REC_TRACING || r->stop_sent) return;
   r->stop_sent = true;
-  set_state(r, TG_REC_STOPPING);
+  tg__rec_set_state(r, TG_REC_STOPPING);
   uv_timer_stop(&r->stopper);
-  arm_guard(r, r->guard_ms);
+  tg__rec_arm_guard(r, r->guard_ms);
   if (tg_consumer_flush(r->c, TG_REC_STOP_FLUSH_TIMEOUT_MS, on_stop_flushed,
                         r) == 0)
     r->inflight++;
@@ -347,47 +208,33 @@ static void request_stop(tg_recording_t *r) {
     disable_now(r);
 }
 
-/* --- the session ended: draining ------------------------------------------ */
-
-static void drain(tg_recording_t *r) {
-  r->ended = true;
-  stop_timers(r);
-  set_state(r, TG_REC_DRAINING);
-  r->drain_reads = 0;
-  arm_guard(r, r->guard_ms);
-  if (!r->stream) {
-    final_stats(r);
-    return;
-  }
-  if (!r->reading) read_now(r);
-  /* else: on_read_done sees DRAINING and goes on. */
-}
+/* --- the session ended ---------------------------------------------------- */
 
 static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || conn_going(status)) return;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
     r->ended = true;
-    fail(r, status, "%s", msg);
+    tg__rec_fail(r, status, "%s", msg);
     return;
   }
   if (r->state == TG_REC_DRAINING || r->state == TG_REC_STATS) return;
-  drain(r);
+  tg__rec_drain(r);
 }
 
 /* --- starting ------------------------------------------------------------- */
 
 static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
-  set_state(r, TG_REC_TRACING);
+  tg__rec_set_state(r, TG_REC_TRACING);
   if (r->stream)
-    uv_timer_start(&r->reader, on_read_timer, r->read_period_ms,
+    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->read_period_ms,
                    r->read_period_ms);
   if (r->stats_period_ms)
-    uv_timer_start(&r->stats, on_stats_timer, r->stats_period_ms,
+    uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->stats_period_ms,
                    r->stats_period_ms);
   if (state == TG_REC_STOPPING || r->stop_wanted) {
     request_stop(r);
-    if (r->deadline_hit) arm_guard(r, r->deadline_stop_ms);
+    if (r->deadline_hit) tg__rec_arm_guard(r, r->deadline_stop_ms);
   }
 }
 
@@ -402,25 +249,25 @@ static void start_clocks(tg_recording_t *r) {
 
 static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || !status || conn_going(status)) return;
-  fail(r, status, "cannot start tracing: %s", msg);
+  if (!tg__rec_answer(r, c) || !status || tg__rec_conn_going(status)) return;
+  tg__rec_fail(r, status, "cannot start tracing: %s", msg);
 }
 
 static void on_detached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg) {
   tg_recording_t *r = ctx;
-  if (!answer(r, c)) return;
+  if (!tg__rec_answer(r, c)) return;
   if (status) {
     if (r->state == TG_REC_STARTING) {
-      fail(r, status, "cannot detach: %s", msg);
+      tg__rec_fail(r, status, "cannot detach: %s", msg);
     } else {
       char why[600];
       snprintf(why, sizeof(why), "could not detach again: %s", msg);
-      end(r, TG_REC_DETACHED, status, why);
+      tg__rec_end(r, TG_REC_DETACHED, status, why);
     }
     return;
   }
-  end(r, TG_REC_DETACHED, 0, "");
+  tg__rec_end(r, TG_REC_DETACHED, 0, "");
 }
 
 static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
@@ -439,19 +286,19 @@ static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
   if (rv < 0) return rv;
   r->inflight++;
   r->live = true;
-  set_state(r, TG_REC_STARTING);
+  tg__rec_set_state(r, TG_REC_STARTING);
   /* Requests are handled in order: each of these sees the new session. */
   if (r->deferred_start) {
     rv = tg_consumer_start_tracing(r->c, on_started, r);
     if (rv < 0) {
-      fail(r, rv, "cannot start tracing: %s", tg_strerror(rv));
+      tg__rec_fail(r, rv, "cannot start tracing: %s", tg_strerror(rv));
       return 0;
     }
     r->inflight++;
   }
   if (r->detach_key) {
     rv = tg_consumer_detach(r->c, r->detach_key, on_detached, r);
-    if (rv < 0) fail(r, rv, "cannot detach: %s", tg_strerror(rv));
+    if (rv < 0) tg__rec_fail(r, rv, "cannot detach: %s", tg_strerror(rv));
     else r->inflight++;
     return 0;
   }
@@ -470,22 +317,22 @@ static int follow(tg_recording_t *r) {
 static void on_attached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg, const uint8_t *config, size_t len) {
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || conn_going(status)) return;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
-    fail(r, status, "cannot attach to the session '%s': %s", r->attach_key, msg);
+    tg__rec_fail(r, status, "cannot attach to the session '%s': %s", r->attach_key, msg);
     return;
   }
   r->attached_cfg = perfetto__protos__trace_config__unpack(NULL, len, config);
   if (!r->attached_cfg) {
-    fail(r, TG_EPROTO_DECODE, "the service sent a TraceConfig that does not decode");
+    tg__rec_fail(r, TG_EPROTO_DECODE, "the service sent a TraceConfig that does not decode");
     return;
   }
   r->live = true;
   r->duration_ms = r->attached_cfg->has_duration_ms ? r->attached_cfg->duration_ms : 0;
   int want = r->cbs->on_attached ? r->cbs->on_attached(r, r->attached_cfg) : 0;
-  if (is_over(r)) return;
+  if (tg__rec_is_over(r)) return;
   if (want < 0) {
-    fail(r, want, "cannot record the session '%s': %s", r->attach_key,
+    tg__rec_fail(r, want, "cannot record the session '%s': %s", r->attach_key,
          tg_strerror(want));
     return;
   }
@@ -496,11 +343,11 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
       r->inflight++;
       return;
     }
-    end(r, TG_REC_DETACHED, rv, "could not detach again");
+    tg__rec_end(r, TG_REC_DETACHED, rv, "could not detach again");
     return;
   }
   if ((rv = follow(r)) < 0) {
-    fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
+    tg__rec_fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
     return;
   }
   start_clocks(r);
@@ -537,7 +384,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
   int rv = tg_consumer_attach(c, r->attach_key, on_attached, r);
   if (rv < 0) return rv;
   r->inflight++;
-  set_state(r, TG_REC_STARTING);
+  tg__rec_set_state(r, TG_REC_STARTING);
   return 0;
 }
 
@@ -548,14 +395,14 @@ void tg_recording_set_stream(tg_recording_t *r, bool stream) {
 }
 
 void tg_recording_stop(tg_recording_t *r) {
-  if (is_over(r)) return;
+  if (tg__rec_is_over(r)) return;
   r->stop_wanted = true;
   if (r->state == TG_REC_TRACING) request_stop(r);
 }
 
 static void fail_now(tg_recording_t *r, bool end_session, int status,
                      const char *reason) {
-  if (is_over(r) || r->freeing) return;
+  if (tg__rec_is_over(r) || r->freeing) return;
   /* A session that may still run is ended rather than left behind: a
    * relay would detach it under our key, for nobody to take back. */
   if (end_session && r->c && r->live && !r->ended &&
@@ -564,11 +411,11 @@ static void fail_now(tg_recording_t *r, bool end_session, int status,
     r->freeing = true;
     r->end_status = status;
     snprintf(r->reason, sizeof(r->reason), "%s", reason);
-    stop_timers(r);
-    arm_guard(r, FREE_GUARD_MS);
+    tg__rec_stop_timers(r);
+    tg__rec_arm_guard(r, FREE_GUARD_MS);
     return;
   }
-  end(r, TG_REC_FAILED, status, reason);
+  tg__rec_end(r, TG_REC_FAILED, status, reason);
 }
 
 void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason) {
@@ -576,17 +423,17 @@ void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason) 
 }
 
 bool tg_recording_resumable(const tg_recording_t *r) {
-  return r->resume_key && r->live && !r->ended && !is_over(r) && !r->freeing &&
+  return r->resume_key && r->live && !r->ended && !tg__rec_is_over(r) && !r->freeing &&
          (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
           r->state == TG_REC_UNBOUND);
 }
 
 void tg_recording_unbind(tg_recording_t *r) {
-  if (is_over(r) || r->state == TG_REC_IDLE) return;
+  if (tg__rec_is_over(r) || r->state == TG_REC_IDLE) return;
   r->c = NULL;
   r->reading = r->stats_pending = r->stop_sent = false;
   if (r->freeing) {
-    end(r, TG_REC_FAILED, r->end_status, r->reason);
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
   }
   if (r->state != TG_REC_UNBOUND)
@@ -596,7 +443,7 @@ void tg_recording_unbind(tg_recording_t *r) {
   uv_timer_stop(&r->reader);
   uv_timer_stop(&r->stats);
   uv_timer_stop(&r->guard);
-  set_state(r, TG_REC_UNBOUND);
+  tg__rec_set_state(r, TG_REC_UNBOUND);
 }
 
 static void on_reattached(tg_consumer_t *c, void *ctx, int status,
@@ -604,21 +451,21 @@ static void on_reattached(tg_consumer_t *c, void *ctx, int status,
   (void)config;
   (void)len;
   tg_recording_t *r = ctx;
-  if (!answer(r, c) || conn_going(status)) return;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
     if (r->cbs->on_rebound) r->cbs->on_rebound(r, status, msg);
     return;
   }
   int rv = follow(r);
   if (rv < 0) {
-    fail(r, rv, "cannot follow the session after re-attaching: %s",
+    tg__rec_fail(r, rv, "cannot follow the session after re-attaching: %s",
          tg_strerror(rv));
     return;
   }
   begin_tracing(r, r->resume_state);
   if (r->cbs->on_rebound) r->cbs->on_rebound(r, 0, "");
   /* What was lost while away shows in the counters now. */
-  if (!is_over(r) && r->stats_period_ms) stats_now(r);
+  if (!tg__rec_is_over(r) && r->stats_period_ms) tg__rec_stats_now(r);
 }
 
 int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c) {

@@ -171,12 +171,6 @@ static void commit(raw_producer_t *p, uint32_t chunk_id, const char *str,
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
 }
 
-static size_t pack_config(simple_cfg_t *sc, uint8_t *buf, size_t cap) {
-  size_t n = perfetto__protos__trace_config__get_packed_size(&sc->cfg);
-  assert_true(n <= cap);
-  return perfetto__protos__trace_config__pack(&sc->cfg, buf);
-}
-
 static void on_conn_detached(tg_consumer_t *c, void *ctx, int status,
                              const char *msg) {
   (void)c;
@@ -191,224 +185,203 @@ static void ack_flush(raw_producer_t *p) {
   assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, id), 0);
 }
 
+/* One test's world: a loop, a producer (unless none is wanted), a
+ * connection, and a recording with what it saw. */
+typedef struct bench {
+  uv_loop_t loop;
+  raw_producer_t p;
+  bool has_p;
+  conn_t k;
+  seen_t s;
+  tg_recording_t *r;
+  simple_cfg_t sc;
+  uint8_t buf[512];
+} bench_t;
+
+static void bench_open(bench_t *b, const test_service_t *ts, const char *producer,
+                       bool will_notify_on_stop) {
+  memset(b, 0, sizeof(*b));
+  if (producer) {
+    assert_int_equal(raw_producer_connect(&b->p, ts, producer, "rec.ds", 4, 64,
+                                          will_notify_on_stop), 0);
+    b->has_p = true;
+  }
+  uv_loop_init(&b->loop);
+  connect_to(&b->k, &b->loop, ts);
+  b->r = tg_recording_new(&b->loop, &rec_cbs, &b->s);
+  assert_non_null(b->r);
+  simple_cfg_init(&b->sc, 256, 1, "rec.ds");
+}
+
+/* |o| enables b->sc's config (packed into b->buf). */
+static void bench_config(bench_t *b, tg_recording_opts_t *o) {
+  size_t n = perfetto__protos__trace_config__get_packed_size(&b->sc.cfg);
+  assert_true(n <= sizeof(b->buf));
+  o->config = b->buf;
+  o->config_len = perfetto__protos__trace_config__pack(&b->sc.cfg, b->buf);
+}
+
+/* Frees the recording, closes the connection, and checks the loop holds
+ * nothing else. */
+static void bench_close(bench_t *b) {
+  tg_recording_free(b->r);
+  close_conn(&b->k, &b->loop);
+  uv_run(&b->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&b->loop), 0);
+  if (b->has_p) raw_producer_close(&b->p);
+}
+
 /* --- tests ------------------------------------------------------------------- */
 
 static void streams_stops_and_drains_a_whole_session(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, ts, "rec.producer", "rec.ds", 4, 64, false), 0);
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  conn_t k;
-  connect_to(&k, &loop, ts);
-  seen_t s;
-  memset(&s, 0, sizeof(s));
-  tg_recording_t *r = tg_recording_new(&loop, &rec_cbs, &s);
-  assert_non_null(r);
-  simple_cfg_t sc;
-  simple_cfg_init(&sc, 256, 1, "rec.ds");
-  uint8_t buf[512];
+  bench_t b;
+  bench_open(&b, *state, "rec.producer", false);
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 20,
                            .stats_period_ms = 20};
-  o.config = buf;
-  o.config_len = pack_config(&sc, buf, sizeof(buf));
-  assert_int_equal(tg_recording_start(r, k.c, &o), 0);
-  assert_int_equal(tg_recording_state(r), TG_REC_TRACING);
-  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_TRACING);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
 
   /* While tracing: the periodic reads bring the packets. */
-  commit(&p, 0, "a", 1, 5);
-  wait_packets(&loop, &s, 5);
-  assert_true(s.stats > 0 || s.n_packets == 5);
+  commit(&b.p, 0, "a", 1, 5);
+  wait_packets(&b.loop, &b.s, 5);
   /* Written just before the stop: the drain reads them. */
-  commit(&p, 1, "b", 10, 3);
-  tg_recording_stop(r);
-  assert_int_equal(tg_recording_state(r), TG_REC_STOPPING);
-  ack_flush(&p);
-  assert_true(run_until(&loop, &s.ended, WAIT_MS));
-  assert_int_equal(s.end_status, 0);
-  assert_int_equal(tg_recording_state(r), TG_REC_DONE);
-  assert_true(tg_recording_ended(r));
-  assert_int_equal(s.n_packets, 8);
+  commit(&b.p, 1, "b", 10, 3);
+  tg_recording_stop(b.r);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_STOPPING);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_DONE);
+  assert_true(tg_recording_ended(b.r));
+  assert_int_equal(b.s.n_packets, 8);
   for (unsigned i = 0; i < 5; i++) {
-    assert_string_equal(s.strs[i], "a");
-    assert_int_equal(s.values[i], 1 + i);
+    assert_string_equal(b.s.strs[i], "a");
+    assert_int_equal(b.s.values[i], 1 + i);
   }
   for (unsigned i = 0; i < 3; i++) {
-    assert_string_equal(s.strs[5 + i], "b");
-    assert_int_equal(s.values[5 + i], 10 + i);
+    assert_string_equal(b.s.strs[5 + i], "b");
+    assert_int_equal(b.s.values[5 + i], 10 + i);
   }
-  assert_int_equal(s.final_stats, 1);
-  assert_true(saw_state(&s, TG_REC_DRAINING));
-  assert_true(saw_state(&s, TG_REC_STATS));
-  assert_int_equal(s.states[s.n_states - 1], TG_REC_DONE);
-  assert_int_equal(tg_recording_reads_cut(r), 0);
-
-  tg_recording_free(r);
-  close_conn(&k, &loop);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  raw_producer_close(&p);
+  assert_int_equal(b.s.final_stats, 1);
+  assert_true(saw_state(&b.s, TG_REC_DRAINING));
+  assert_true(saw_state(&b.s, TG_REC_STATS));
+  assert_int_equal(b.s.states[b.s.n_states - 1], TG_REC_DONE);
+  assert_int_equal(tg_recording_reads_cut(b.r), 0);
+  bench_close(&b);
 }
 
 static void refused_config_fails_with_the_service_text(void **state) {
-  test_service_t *ts = *state;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  conn_t k;
-  connect_to(&k, &loop, ts);
-  seen_t s;
-  memset(&s, 0, sizeof(s));
-  tg_recording_t *r = tg_recording_new(&loop, &rec_cbs, &s);
-  simple_cfg_t sc;
-  simple_cfg_init(&sc, 256, 1, "rec.ds");
-  sc.cfg.n_buffers = 0;
-  uint8_t buf[512];
+  bench_t b;
+  bench_open(&b, *state, NULL, false);
+  b.sc.cfg.n_buffers = 0;
   tg_recording_opts_t o = {.fd = -1, .stream = true};
-  o.config = buf;
-  o.config_len = pack_config(&sc, buf, sizeof(buf));
-  assert_int_equal(tg_recording_start(r, k.c, &o), 0);
-  assert_false(s.ended); /* never inside the call */
-  assert_true(run_until(&loop, &s.ended, WAIT_MS));
-  assert_int_equal(s.end_status, TG_EREMOTE_FAILED);
-  assert_non_null(strstr(s.reason, "buffers: at least one buffer is required"));
-  assert_int_equal(tg_recording_state(r), TG_REC_FAILED);
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_false(b.s.ended); /* never inside the call */
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, TG_EREMOTE_FAILED);
+  assert_non_null(strstr(b.s.reason, "buffers: at least one buffer is required"));
+  assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
   /* A config that does not decode is refused by the call, no callback. */
-  tg_recording_t *r2 = tg_recording_new(&loop, &rec_cbs, &s);
+  tg_recording_t *r2 = tg_recording_new(&b.loop, &rec_cbs, &b.s);
   static const uint8_t junk[] = {0xff, 0xff, 0xff};
   tg_recording_opts_t bad = {.fd = -1, .config = junk, .config_len = sizeof(junk)};
-  assert_int_equal(tg_recording_start(r2, k.c, &bad), TG_EPROTO_DECODE);
+  assert_int_equal(tg_recording_start(r2, b.k.c, &bad), TG_EPROTO_DECODE);
   tg_recording_free(r2);
-  tg_recording_free(r);
-  close_conn(&k, &loop);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  bench_close(&b);
 }
 
 static void detach_attach_and_rebind_keep_every_packet(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, ts, "rec.producer", "rec.ds", 4, 64, false), 0);
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-
   /* A: enable, then detach under the key. */
-  conn_t a;
-  connect_to(&a, &loop, ts);
-  seen_t sa;
-  memset(&sa, 0, sizeof(sa));
-  tg_recording_t *ra = tg_recording_new(&loop, &rec_cbs, &sa);
-  simple_cfg_t sc;
-  simple_cfg_init(&sc, 256, 1, "rec.ds");
-  uint8_t buf[512];
+  bench_t a;
+  bench_open(&a, ts, "rec.producer", false);
   tg_recording_opts_t o = {.fd = -1, .detach_key = "rec-key"};
-  o.config = buf;
-  o.config_len = pack_config(&sc, buf, sizeof(buf));
-  assert_int_equal(tg_recording_start(ra, a.c, &o), 0);
-  assert_true(run_until(&loop, &sa.ended, WAIT_MS));
-  assert_int_equal(sa.end_status, 0);
-  assert_int_equal(tg_recording_state(ra), TG_REC_DETACHED);
-  tg_recording_free(ra);
-  close_conn(&a, &loop);
-  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
-  commit(&p, 0, "a", 0, 4);
+  bench_config(&a, &o);
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &o), 0);
+  assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
+  assert_int_equal(a.s.end_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_DETACHED);
+  tg_recording_free(a.r);
+  a.r = tg_recording_new(&a.loop, &rec_cbs, &a.s);
+  memset(&a.s, 0, sizeof(a.s));
+  close_conn(&a.k, &a.loop);
+  assert_int_equal(raw_producer_wait_started(&a.p, WAIT_MS), 0);
+  commit(&a.p, 0, "a", 0, 4);
 
   /* B: attach by key and stream. */
-  conn_t b;
-  connect_to(&b, &loop, ts);
-  seen_t s;
-  memset(&s, 0, sizeof(s));
-  tg_recording_t *r = tg_recording_new(&loop, &rec_cbs, &s);
+  connect_to(&a.k, &a.loop, ts);
   tg_recording_opts_t ao = {.fd = -1, .attach_key = "rec-key",
                             .resume_key = "rec-key", .stream = true,
                             .read_period_ms = 20, .stats_period_ms = 50};
-  assert_int_equal(tg_recording_start(r, b.c, &ao), 0);
-  wait_packets(&loop, &s, 4);
-  assert_true(s.attached);
-  assert_non_null(tg_recording_config(r));
-  assert_int_equal(tg_recording_state(r), TG_REC_TRACING);
-  assert_true(tg_recording_resumable(r));
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &ao), 0);
+  wait_packets(&a.loop, &a.s, 4);
+  assert_true(a.s.attached);
+  assert_non_null(tg_recording_config(a.r));
+  assert_int_equal(tg_recording_state(a.r), TG_REC_TRACING);
+  assert_true(tg_recording_resumable(a.r));
 
   /* B goes away with the session detached (as a relay does when its
    * client's link drops); the recording waits, unbound. */
-  tg_recording_unbind(r);
-  assert_int_equal(tg_recording_state(r), TG_REC_UNBOUND);
+  tg_recording_unbind(a.r);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_UNBOUND);
   bool detached = false;
-  assert_int_equal(tg_consumer_detach(b.c, "rec-key", on_conn_detached, &detached), 0);
-  assert_true(run_until(&loop, &detached, WAIT_MS));
-  close_conn(&b, &loop);
-  commit(&p, 1, "b", 4, 3);
+  assert_int_equal(tg_consumer_detach(a.k.c, "rec-key", on_conn_detached, &detached), 0);
+  assert_true(run_until(&a.loop, &detached, WAIT_MS));
+  close_conn(&a.k, &a.loop);
+  commit(&a.p, 1, "b", 4, 3);
 
   /* C: rebind; stopping is remembered across it. */
-  conn_t c;
-  connect_to(&c, &loop, ts);
-  tg_recording_stop(r);
-  assert_int_equal(tg_recording_rebind(r, c.c), 0);
-  assert_true(run_until(&loop, &s.rebound, WAIT_MS));
-  assert_int_equal(s.rebound_status, 0);
-  assert_int_equal(tg_recording_state(r), TG_REC_STOPPING);
-  ack_flush(&p);
-  assert_true(run_until(&loop, &s.ended, WAIT_MS));
-  assert_int_equal(s.end_status, 0);
-  assert_int_equal(tg_recording_state(r), TG_REC_DONE);
+  connect_to(&a.k, &a.loop, ts);
+  tg_recording_stop(a.r);
+  assert_int_equal(tg_recording_rebind(a.r, a.k.c), 0);
+  assert_true(run_until(&a.loop, &a.s.rebound, WAIT_MS));
+  assert_int_equal(a.s.rebound_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_STOPPING);
+  ack_flush(&a.p);
+  assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
+  assert_int_equal(a.s.end_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_DONE);
   /* Every packet once, in order. */
-  assert_int_equal(s.n_packets, 7);
+  assert_int_equal(a.s.n_packets, 7);
   for (unsigned i = 0; i < 7; i++) {
-    assert_string_equal(s.strs[i], i < 4 ? "a" : "b");
-    assert_int_equal(s.values[i], i);
+    assert_string_equal(a.s.strs[i], i < 4 ? "a" : "b");
+    assert_int_equal(a.s.values[i], i);
   }
-  tg_recording_free(r);
-  close_conn(&c, &loop);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  raw_producer_close(&p);
+  bench_close(&a);
 }
 
 static void session_that_never_ends_fails_at_its_deadline(void **state) {
-  test_service_t *ts = *state;
   /* will_notify_on_stop, and neither flushes nor stops are ever acked:
    * with long service timeouts the session's end never comes. */
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, ts, "stuck.producer", "rec.ds", 4, 64, true), 0);
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  conn_t k;
-  connect_to(&k, &loop, ts);
-  seen_t s;
-  memset(&s, 0, sizeof(s));
-  tg_recording_t *r = tg_recording_new(&loop, &rec_cbs, &s);
-  simple_cfg_t sc;
-  simple_cfg_init(&sc, 256, 1, "rec.ds");
-  sc.cfg.has_duration_ms = 1;
-  sc.cfg.duration_ms = 200;
-  sc.cfg.has_flush_timeout_ms = 1;
-  sc.cfg.flush_timeout_ms = 60000;
-  sc.cfg.has_data_source_stop_timeout_ms = 1;
-  sc.cfg.data_source_stop_timeout_ms = 60000;
-  uint8_t buf[512];
+  bench_t b;
+  bench_open(&b, *state, "stuck.producer", true);
+  b.sc.cfg.has_duration_ms = 1;
+  b.sc.cfg.duration_ms = 200;
+  b.sc.cfg.has_flush_timeout_ms = 1;
+  b.sc.cfg.flush_timeout_ms = 60000;
+  b.sc.cfg.has_data_source_stop_timeout_ms = 1;
+  b.sc.cfg.data_source_stop_timeout_ms = 60000;
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 50,
                            .grace_ms = 300, .deadline_stop_ms = 300};
-  o.config = buf;
-  o.config_len = pack_config(&sc, buf, sizeof(buf));
-  uint64_t t0 = uv_now(&loop);
-  assert_int_equal(tg_recording_start(r, k.c, &o), 0);
-  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
-  assert_true(run_until(&loop, &s.ended, WAIT_MS));
-  uv_update_time(&loop);
-  uint64_t took = uv_now(&loop) - t0;
-  assert_int_equal(tg_recording_state(r), TG_REC_FAILED);
-  assert_int_equal(s.end_status, -ETIMEDOUT);
-  assert_non_null(strstr(s.reason, "did not end by its deadline"));
-  assert_non_null(strstr(s.reason, "duration 200ms + grace 300ms"));
-  assert_true(saw_state(&s, TG_REC_STOPPING)); /* it was stopped first */
+  bench_config(&b, &o);
+  uint64_t t0 = uv_now(&b.loop);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  uv_update_time(&b.loop);
+  uint64_t took = uv_now(&b.loop) - t0;
+  assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
+  assert_int_equal(b.s.end_status, -ETIMEDOUT);
+  assert_non_null(strstr(b.s.reason, "did not end by its deadline"));
+  assert_non_null(strstr(b.s.reason, "duration 200ms + grace 300ms"));
+  assert_true(saw_state(&b.s, TG_REC_STOPPING)); /* it was stopped first */
   /* duration + grace + the stop bound, well before any service timeout. */
   assert_true(took >= 800);
   assert_true(took < 5000);
-  tg_recording_free(r);
-  close_conn(&k, &loop);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  raw_producer_close(&p);
+  bench_close(&b);
 }
 
 int main(void) {
