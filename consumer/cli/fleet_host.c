@@ -395,7 +395,8 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   fleet_host_t *h = tg_consumer_data(c);
   if (status || h->c != c) return; /* on_close follows */
   h->ever_connected = h->bound = true;
-  h->link = HL_PREPARING;
+  /* Reconnecting stays so until the session is back. */
+  if (h->link == HL_CONNECTING) h->link = HL_PREPARING;
   int rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
   if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
 }
@@ -544,7 +545,7 @@ static void start_recording(fleet_host_t *h) {
          tg_strerror(rv));
     return;
   }
-  if (h->stop_requested) tg_recording_stop(h->rec);
+  if (h->stop_requested || o->stop) tg_recording_stop(h->rec);
 }
 
 static void after_prep(fleet_host_t *h) {
