@@ -119,7 +119,8 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
     maybe_release(r);
     return;
   }
-  if (c == r->c && r->freeing) tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
+  if (c == r->c && r->freeing)
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
 }
 
 /* --- guards and the deadline ---------------------------------------------- */
@@ -135,13 +136,14 @@ static void on_guard(uv_timer_t *t) {
     format_ms(d, sizeof(d), r->duration_ms);
     format_ms(g, sizeof(g), r->grace_ms);
     format_ms(s, sizeof(s), r->deadline_stop_ms);
-    tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline (duration %s "
-         "+ grace %s), and not within %s of being stopped", d, g, s);
+    tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline "
+                 "(duration %s + grace %s), and not within %s of being "
+                 "stopped", d, g, s);
     return;
   }
   tg__rec_fail(r, -ETIMEDOUT, "no answer in time (%s)",
-       r->state == TG_REC_STOPPING ? "stopping the session"
-                                   : "reading the end of the trace");
+               r->state == TG_REC_STOPPING ? "stopping the session"
+                                           : "reading the end of the trace");
 }
 
 void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms) {
@@ -319,12 +321,14 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
-    tg__rec_fail(r, status, "cannot attach to the session '%s': %s", r->attach_key, msg);
+    tg__rec_fail(r, status, "cannot attach to the session '%s': %s",
+                 r->attach_key, msg);
     return;
   }
   r->attached_cfg = perfetto__protos__trace_config__unpack(NULL, len, config);
   if (!r->attached_cfg) {
-    tg__rec_fail(r, TG_EPROTO_DECODE, "the service sent a TraceConfig that does not decode");
+    tg__rec_fail(r, TG_EPROTO_DECODE,
+                 "the service sent a TraceConfig that does not decode");
     return;
   }
   r->live = true;

@@ -40,6 +40,8 @@
 /* The collector's own packets (machine 0). */
 #define FLEET_SEQ_MACHINE0 1u
 #define FLEET_CLOCK_SYNC_SAMPLES 5
+/* A resume key, as long as a relay takes one (SetSessionKey). */
+#define FLEET_KEY_MAX 128
 
 typedef enum fleet_out_mode {
   FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
@@ -112,7 +114,7 @@ typedef struct fleet_host {
   bool has_clock;
   bool preamble_written;
 
-  char key[300]; /* resume key (SetSessionKey; --attach KEY) */
+  char key[FLEET_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
   bool key_shown;
 
   bool stop_requested;

@@ -280,7 +280,12 @@ static void set_key(fleet_host_t *h) {
   Perfetto__Protos__SetSessionKeyRequest r =
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
   r.key = h->key;
-  uint8_t buf[128];
+  uint8_t buf[FLEET_KEY_MAX + 16];
+  if (perfetto__protos__set_session_key_request__get_packed_size(&r) > sizeof(buf)) {
+    h->key_set = false; /* record.c bounds --attach KEY: not reached */
+    after_prep(h);
+    return;
+  }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
   int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetSessionKey", buf, n,
                             on_key_set, h);

@@ -179,6 +179,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                              "one -H HOST");
   if (remote && o->attach && !o->out)
     return usage_error(prog, "-o OUT is required");
+  if (remote && o->attach && strlen(o->attach) > FLEET_KEY_MAX)
+    return usage_error(prog, "--attach: a resume key is at most 128 characters");
   if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
                   o->remote.server_name || o->reconnect))
     return usage_error(prog, "--cert, --key, --ca, --tls-server-name and "
