@@ -5,6 +5,8 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer_read.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_query.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
+  ${CMAKE_CURRENT_LIST_DIR}/recording.c
+  ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
   ${CMAKE_CURRENT_LIST_DIR}/slice_reassembler.c
 )
 target_link_libraries(tg_consumer PUBLIC tg_ipc tg_common)

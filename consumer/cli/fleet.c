@@ -16,8 +16,6 @@
 #include "common/log.h"
 
 #define TICK_MS 250
-#define STATS_EVERY_TICKS 4 /* loss counters once a second */
-#define READ_PERIOD_MS 500
 #define ABORT_GRACE_MS 2000
 
 static void on_closed(uv_handle_t *h) { (void)h; }
@@ -122,7 +120,6 @@ static void close_handles(fleet_t *f) {
   f->closed = true;
   uv_close((uv_handle_t *)&f->sigint, on_closed);
   uv_close((uv_handle_t *)&f->tick, on_closed);
-  uv_close((uv_handle_t *)&f->reader, on_closed);
   uv_close((uv_handle_t *)&f->abort_timer, on_closed);
 }
 
@@ -134,14 +131,8 @@ void fleet_host_finished(fleet_t *f) {
 
 static void on_tick(uv_timer_t *t) {
   fleet_t *f = t->data;
-  bool poll = ++f->ticks % STATS_EVERY_TICKS == 0;
-  for (size_t i = 0; i < f->n; i++) fleet_host_tick(&f->hosts[i], poll);
+  for (size_t i = 0; i < f->n; i++) fleet_host_tick(&f->hosts[i]);
   fleet_ui_draw(f);
-}
-
-static void on_reader(uv_timer_t *t) {
-  fleet_t *f = t->data;
-  for (size_t i = 0; i < f->n; i++) fleet_host_read_tick(&f->hosts[i]);
 }
 
 static void discard_all(fleet_t *f) {
@@ -236,16 +227,17 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
-  /* A file descriptor cannot cross the network: the trace is streamed. */
-  cfg->has_write_into_file = 1;
-  cfg->write_into_file = 0;
-  free(cfg->output_path); /* unpacked with the default allocator */
-  cfg->output_path = NULL;
-  f->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
-  f->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
   uv_loop_t loop;
   bool loop_ok = false;
-  if (cli_config_pack(cfg, &f->cfg) < 0) goto out;
+  if (cfg) { /* none with --attach: the session has its own */
+    /* A file descriptor cannot cross the network: the trace is streamed. */
+    cfg->has_write_into_file = 1;
+    cfg->write_into_file = 0;
+    free(cfg->output_path); /* unpacked with the default allocator */
+    cfg->output_path = NULL;
+    f->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+    if (cli_config_pack(cfg, &f->cfg) < 0) goto out;
+  }
   if (choose_mode(f) < 0) goto out;
   f->hosts = calloc(n, sizeof(*f->hosts));
   if (!f->hosts || uv_loop_init(&loop) < 0) goto out;
@@ -256,17 +248,15 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.server_name = o->remote.server_name;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
   if (open_outputs(f) < 0) {
-    for (size_t i = 0; i < n; i++) uv_close((uv_handle_t *)&f->hosts[i].timer, NULL);
+    for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
     goto out;
   }
   uv_signal_init(&loop, &f->sigint);
   uv_timer_init(&loop, &f->tick);
-  uv_timer_init(&loop, &f->reader);
   uv_timer_init(&loop, &f->abort_timer);
-  f->sigint.data = f->tick.data = f->reader.data = f->abort_timer.data = f;
+  f->sigint.data = f->tick.data = f->abort_timer.data = f;
   uv_signal_start(&f->sigint, on_sigint, SIGINT);
   uv_timer_start(&f->tick, on_tick, TICK_MS, TICK_MS);
-  uv_timer_start(&f->reader, on_reader, READ_PERIOD_MS, READ_PERIOD_MS);
   /* The summary says what failed and why; the libraries' warnings (a TLS
    * refusal per reconnection attempt) would only repeat it. */
   tg_log_set_level(TG_LOG_ERROR);
@@ -277,7 +267,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   uv_run(&loop, UV_RUN_DEFAULT);
   tg_log_set_sink(NULL, NULL);
   tg_log_set_level(TG_LOG_WARN);
-  for (size_t i = 0; i < n; i++) uv_close((uv_handle_t *)&f->hosts[i].timer, NULL);
+  for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
 
   if (f->aborting) {
     discard_all(f);

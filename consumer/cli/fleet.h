@@ -2,24 +2,24 @@
  * one loop. Shared by the fleet files:
  *
  *   fleet.c        the run: outputs, hosts, signals, timers, the end
- *   fleet_host.c   one host's state machine (connect, prepare, trace,
- *                  stop, drain, reconnect)
+ *   fleet_host.c   one host: its connection (connect, prepare,
+ *                  reconnect) around its recording (consumer/recording.h)
  *   fleet_merge.c  the merged trace: packet rewriting and the packets the
  *                  collector adds (docs/merge.md)
  *   fleet_ui.c     progress lines and the summary
  *
- * A host's life:
+ * A host's link:
  *
  *   CONNECTING -> PREPARING (TracegateRelay: host info, clock sync,
- *   session key) -> TRACING (EnableTracing sent; periodic ReadBuffers)
- *   -> STOPPING (flush, disable) -> DRAINING (tracing ended: final reads)
- *   -> STATS -> CLOSING -> DONE
+ *   session key) -> UP (the recording runs: enable or attach, trace,
+ *   stop, drain, stats) -> CLOSING -> DONE
  *
- * and, when the link drops after EnableTracing was sent: RECONNECTING
- * (backoff 100 ms doubling to 5 s, bounded in total) -> PREPARING on the
- * new connection -> Attach with the same key -> back where it was. Any
- * other failure: CLOSING -> FAILED. One host failing never stops the
- * others; the run ends when every host is DONE or FAILED.
+ * and, when the link drops while the session can be resumed:
+ * RECONNECTING (backoff 100 ms doubling to 5 s, bounded in total) ->
+ * PREPARING on the new connection -> the recording re-attaches with the
+ * same key and goes on where it was. Any other failure: CLOSING ->
+ * FAILED. One host failing never stops the others; the run ends when
+ * every host is DONE or FAILED.
  */
 #ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
 #define TRACEGATE_CONSUMER_CLI_FLEET_H
@@ -40,6 +40,8 @@
 /* The collector's own packets (machine 0). */
 #define FLEET_SEQ_MACHINE0 1u
 #define FLEET_CLOCK_SYNC_SAMPLES 5
+/* A resume key, as long as a relay takes one (SetSessionKey). */
+#define FLEET_KEY_MAX 128
 
 typedef enum fleet_out_mode {
   FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
@@ -47,18 +49,16 @@ typedef enum fleet_out_mode {
   FLEET_OUT_MERGE, /* -o FILE --merge: one trace, machine ids */
 } fleet_out_mode_t;
 
-typedef enum host_phase {
-  HP_CONNECTING,
-  HP_PREPARING,
-  HP_TRACING,
-  HP_STOPPING,
-  HP_DRAINING,
-  HP_STATS,
-  HP_RECONNECTING,
-  HP_CLOSING,
-  HP_DONE,
-  HP_FAILED,
-} host_phase_t;
+/* The link to a host; while UP, the recording's own state says more. */
+typedef enum host_link {
+  HL_CONNECTING,
+  HL_PREPARING,
+  HL_UP,
+  HL_RECONNECTING,
+  HL_CLOSING,
+  HL_DONE,
+  HL_FAILED,
+} host_link_t;
 
 /* The builtin clocks read on both sides, in this order. */
 enum { CLK_BOOTTIME, CLK_MONOTONIC, CLK_REALTIME, CLK_N };
@@ -84,8 +84,8 @@ typedef struct fleet_host {
   size_t index;
   uint32_t machine_id; /* index + 1 */
   const cli_target_t *t;
-  host_phase_t phase;
-  host_phase_t resume_phase; /* where a reconnect goes back to */
+  host_link_t link;
+  tg_recording_t *rec; /* the session; NULL once the host finished */
 
   /* The current connection (NULL between connections). */
   tg_consumer_t *c;
@@ -99,8 +99,7 @@ typedef struct fleet_host {
   bool key_set;        /* the relay took the resume key */
   char conn_msg[512];  /* why the connection closed */
   char retry_why[300]; /* why the last reconnection attempt failed */
-  uv_timer_t timer;   /* connect/stop/drain guards, reconnect backoff */
-  uint64_t last_rx_ms;
+  uv_timer_t timer;   /* connect guard, reconnect backoff */
 
   /* From GetHostInfo. */
   bool has_info;
@@ -115,21 +114,16 @@ typedef struct fleet_host {
   bool has_clock;
   bool preamble_written;
 
-  char key[48]; /* resume key (SetSessionKey) */
+  char key[FLEET_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
+  bool key_shown;
 
-  /* The session. */
-  bool enable_sent;
-  bool ended; /* the service said tracing ended */
-  bool stop_requested, stop_sent;
-  bool reading, stats_pending;
-  unsigned drain_reads;
-  uint64_t packets_before_read;
+  bool stop_requested;
 
   /* Reconnection. */
   unsigned reconnects, attempts;
   uint32_t backoff_ms;
   uint64_t lost_at_ms, deadline_ms, down_ms;
-  unsigned reads_cut; /* reads under way when a link dropped */
+  unsigned reads_cut; /* reads cut by a link loss (from the recording) */
   uint64_t loss_before_drop;
   bool recheck_loss; /* compare the loss after re-attaching */
   uint64_t loss_while_down;
@@ -155,8 +149,8 @@ struct fleet {
   cli_remote_env_t env;
   fleet_out_mode_t mode;
   const char *out; /* -o */
-  tg_buf_t cfg;    /* the TraceConfig every host gets, serialised */
-  bool deferred_start;
+  tg_buf_t cfg;    /* the TraceConfig every host gets, serialised (empty
+                      with --attach: the session has its own) */
   uint32_t duration_ms;
   uint64_t reconnect_ms; /* 0: no reconnection */
 
@@ -169,9 +163,7 @@ struct fleet {
   bool has_merged;
 
   uv_signal_t sigint;
-  uv_timer_t tick;   /* progress, stats, stall watchdog */
-  uv_timer_t reader; /* periodic ReadBuffers */
-  unsigned ticks;
+  uv_timer_t tick;   /* progress, stall watchdog */
   unsigned sigints;
   bool aborting;
   uv_timer_t abort_timer; /* exits if aborting takes too long */
@@ -206,9 +198,13 @@ void fleet_host_stop(fleet_host_t *h);
 /* A second Ctrl-C: ends the session (FreeBuffers) and the connection;
  * nothing is kept. */
 void fleet_host_abort(fleet_host_t *h);
-/* The periodic read, and the tick (stats for loss, stall watchdog). */
-void fleet_host_read_tick(fleet_host_t *h);
-void fleet_host_tick(fleet_host_t *h, bool poll_stats);
+/* The tick: the stall watchdog. */
+void fleet_host_tick(fleet_host_t *h);
+/* What the host is doing, for the progress line. */
+const char *fleet_host_state(const fleet_host_t *h);
+bool fleet_host_tracing(const fleet_host_t *h);
+/* Closes the host's handles (the loop then runs them out). */
+void fleet_host_close(fleet_host_t *h);
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
 

@@ -1,6 +1,8 @@
 /* One remote host of a fleet recording: its connection, the relay's own
- * service (host info, clock sync, resume key), the session, and getting
- * the session back when the link drops (see fleet.h for the phases).
+ * service (host info, clock sync, resume key), and getting the session
+ * back when the link drops (see fleet.h for the link's phases). The
+ * session itself is the recording engine's (consumer/recording.h); its
+ * packets come here to be written.
  *
  * Every consumer callback first checks that it belongs to the current
  * connection; calls that fail because the connection is going away
@@ -23,10 +25,7 @@
 #define RELAY_SERVICE "TracegateRelay"
 /* Connecting and preparing (ssh has no timeout of its own). */
 #define CONNECT_GUARD_MS 20000
-#define STOP_FLUSH_TIMEOUT_MS 5000
-#define GUARD_MS 60000 /* stopping, and draining, each end within this */
-#define FREE_GUARD_MS 2000
-#define MAX_DRAIN_READS 64
+#define STATS_PERIOD_MS 1000 /* loss counters once a second */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 /* A read or stats call unanswered this long: the link is dead. */
@@ -42,10 +41,6 @@ enum intent {
 };
 
 static void connect_now(fleet_host_t *h);
-static void on_guard(uv_timer_t *t);
-static void read_now(fleet_host_t *h);
-static void final_stats(fleet_host_t *h);
-static void request_stop(fleet_host_t *h);
 
 static enum intent intent_of(const fleet_host_t *h) {
   return (enum intent)h->intent;
@@ -56,15 +51,21 @@ static uint64_t now_ms(const fleet_host_t *h) { return uv_now(h->f->loop); }
 
 /* Whether a reply on |c| is news for the host: a reply from an older link
  * is not, nor one that only says the link went (on_close deals with
- * that). Any reply on the current link is a sign of life. */
+ * that). */
 static bool reply_is_news(fleet_host_t *h, tg_consumer_t *c, int status) {
-  if (h->c != c) return false;
-  h->last_rx_ms = now_ms(h);
-  return status != TG_EPEER_CLOSED && status != -ECANCELED;
+  return h->c == c && status != TG_EPEER_CLOSED && status != -ECANCELED;
 }
 
 static bool is_finished(const fleet_host_t *h) {
-  return h->phase == HP_DONE || h->phase == HP_FAILED;
+  return h->link == HL_DONE || h->link == HL_FAILED;
+}
+
+/* The recording was started and has not ended yet. */
+static bool rec_active(const fleet_host_t *h) {
+  if (!h->rec) return false;
+  tg_rec_state_t s = tg_recording_state(h->rec);
+  return s != TG_REC_IDLE && s != TG_REC_DONE && s != TG_REC_FAILED &&
+         s != TG_REC_DETACHED;
 }
 
 /* --- the end of a host ------------------------------------------------------ */
@@ -89,7 +90,10 @@ static void finish(fleet_host_t *h) {
     }
     h->has_own = false;
   }
-  h->phase = failing ? HP_FAILED : HP_DONE;
+  h->link = failing ? HL_FAILED : HL_DONE;
+  if (h->rec) h->reads_cut = tg_recording_reads_cut(h->rec);
+  tg_recording_free(h->rec);
+  h->rec = NULL;
   fleet_host_finished(h->f);
 }
 
@@ -97,13 +101,6 @@ static void close_conn(fleet_host_t *h, enum intent i) {
   set_intent(h, i);
   if (h->c) tg_consumer_close(h->c);
   else if (!h->rt) finish(h); /* nothing open (a failed first connect) */
-}
-
-static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)status;
-  (void)msg;
-  fleet_host_t *h = ctx;
-  if (h->c == c) tg_consumer_close(c);
 }
 
 __attribute__((format(printf, 2, 3)))
@@ -114,29 +111,21 @@ static void fail(fleet_host_t *h, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(h->why, sizeof(h->why), fmt, ap);
   va_end(ap);
-  h->phase = HP_CLOSING;
+  h->link = HL_CLOSING;
   uv_timer_stop(&h->timer);
-  set_intent(h, INTENT_FAIL);
-  if (!h->c) {
-    if (!h->rt) finish(h);
+  /* The recording ends its session first; its on_end closes. */
+  if (rec_active(h)) {
+    tg_recording_fail(h->rec, true, h->why);
     return;
   }
-  /* A session that may still run is ended rather than left behind: the
-   * relay would detach it under our key, for nobody to take back. */
-  if (h->enable_sent && !h->ended &&
-      tg_consumer_free_buffers(h->c, on_freed, h) == 0) {
-    /* on_freed closes; on_guard does if the answer does not come. */
-    uv_timer_start(&h->timer, on_guard, FREE_GUARD_MS, 0);
-    return;
-  }
-  tg_consumer_close(h->c);
+  close_conn(h, INTENT_FAIL);
 }
 
 /* --- reconnecting ------------------------------------------------------------ */
 
 static void on_backoff(uv_timer_t *t) {
   fleet_host_t *h = t->data;
-  if (h->phase != HP_RECONNECTING) return;
+  if (h->link != HL_RECONNECTING) return;
   connect_now(h);
 }
 
@@ -160,16 +149,17 @@ static void retry_later(fleet_host_t *h, const char *why) {
 }
 
 static bool can_resume(const fleet_host_t *h) {
-  return h->f->reconnect_ms > 0 && h->enable_sent && !h->ended &&
-         h->key_set;
+  return h->f->reconnect_ms > 0 && h->key_set && h->rec &&
+         tg_recording_resumable(h->rec);
 }
 
 static void link_lost(fleet_host_t *h, const char *why) {
   if (!can_resume(h)) {
-    if (h->ended)
+    bool started = rec_active(h);
+    if (started && tg_recording_ended(h->rec))
       fail(h, "lost the link after tracing ended; the rest of the trace is "
            "lost (%s)", why);
-    else if (h->enable_sent && h->f->reconnect_ms > 0)
+    else if (started && h->f->reconnect_ms > 0)
       fail(h, "lost the link, and the session cannot be resumed (no resume "
            "key: is the peer a tracegate-relay?) (%s)", why);
     else
@@ -180,10 +170,8 @@ static void link_lost(fleet_host_t *h, const char *why) {
   h->deadline_ms = h->lost_at_ms + h->f->reconnect_ms;
   h->backoff_ms = BACKOFF_MIN_MS;
   h->attempts = 0;
-  h->resume_phase =
-      h->phase == HP_STOPPING || h->stop_requested ? HP_STOPPING : HP_TRACING;
   h->loss_before_drop = h->loss.total;
-  h->phase = HP_RECONNECTING;
+  h->link = HL_RECONNECTING;
   h->reconnecting = true;
   fleet_say(h->f, "%s: lost the link (%s); reconnecting", h->t->spec, why);
   uv_timer_start(&h->timer, on_backoff, h->backoff_ms, 0);
@@ -222,7 +210,7 @@ static void on_remote_gone(void *ctx, const char *detail) {
     if (!strncmp(d, "cannot connect: ", 16)) d += 16;
     snprintf(why, sizeof(why), "cannot connect: %s", d);
   }
-  if (h->reconnecting && h->phase == HP_RECONNECTING) {
+  if (h->reconnecting && h->link == HL_RECONNECTING) {
     retry_later(h, why);
     return;
   }
@@ -237,7 +225,8 @@ static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
   (void)status;
   fleet_host_t *h = tg_consumer_data(c);
   h->c = NULL;
-  h->reading = h->stats_pending = false;
+  /* The consumer is freed after this: the recording lets go now. */
+  if (h->rec) tg_recording_unbind(h->rec);
   if (msg[0] && !(intent_of(h) == INTENT_RETRY || intent_of(h) == INTENT_STALL))
     snprintf(h->conn_msg, sizeof(h->conn_msg), "%s", msg);
   else if (!msg[0] && intent_of(h) == INTENT_NONE)
@@ -291,7 +280,12 @@ static void set_key(fleet_host_t *h) {
   Perfetto__Protos__SetSessionKeyRequest r =
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
   r.key = h->key;
-  uint8_t buf[128];
+  uint8_t buf[FLEET_KEY_MAX + 16];
+  if (perfetto__protos__set_session_key_request__get_packed_size(&r) > sizeof(buf)) {
+    h->key_set = false; /* record.c bounds --attach KEY: not reached */
+    after_prep(h);
+    return;
+  }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
   int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetSessionKey", buf, n,
                             on_key_set, h);
@@ -306,7 +300,6 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
   fleet_host_t *h = ctx;
   if (h->c != c) return;
   fleet_clock_read(h->cur.after);
-  h->last_rx_ms = now_ms(h);
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
   if (status) {
     /* Recording works without; the merged trace just cannot align it. */
@@ -379,7 +372,6 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                            const char *msg) {
   fleet_host_t *h = ctx;
   if (h->c != c) return;
-  h->last_rx_ms = now_ms(h);
   if (status == TG_EUNKNOWN_SERVICE) {
     if (!h->reconnecting)
       fleet_say(h->f, "%s: warning: the peer does not offer " RELAY_SERVICE
@@ -408,8 +400,8 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   fleet_host_t *h = tg_consumer_data(c);
   if (status || h->c != c) return; /* on_close follows */
   h->ever_connected = h->bound = true;
-  h->last_rx_ms = now_ms(h);
-  if (h->phase == HP_CONNECTING) h->phase = HP_PREPARING;
+  /* Reconnecting stays so until the session is back. */
+  if (h->link == HL_CONNECTING) h->link = HL_PREPARING;
   int rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
   if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
 }
@@ -448,176 +440,16 @@ static void connect_now(fleet_host_t *h) {
   uv_timer_start(&h->timer, on_connect_guard, CONNECT_GUARD_MS, 0);
 }
 
-/* --- the session ----------------------------------------------------------------- */
+/* --- the recording ------------------------------------------------------------------ */
 
-static void drain(fleet_host_t *h);
-
-static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  fleet_host_t *h = ctx;
-  if (h->c != c || status == -ECANCELED || status == TG_EPEER_CLOSED) return;
-  if (is_finished(h) || h->phase == HP_CLOSING) return;
-  h->last_rx_ms = now_ms(h);
-  if (status) {
-    fail(h, "%s", msg);
-    return;
-  }
-  h->ended = true;
-  drain(h);
-}
-
-static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  fleet_host_t *h = ctx;
-  if (h->c != c || !status || status == TG_EPEER_CLOSED || status == -ECANCELED)
-    return;
-  fail(h, "cannot start tracing: %s", msg);
-}
-
-static void begin_tracing(fleet_host_t *h, host_phase_t phase) {
-  uv_timer_stop(&h->timer);
-  h->phase = HP_TRACING;
-  if (phase == HP_STOPPING || h->stop_requested) {
-    h->stop_sent = false;
-    request_stop(h);
-  }
-}
-
-static void enable(fleet_host_t *h) {
-  fleet_t *f = h->f;
-  int rv = tg_consumer_enable_tracing(h->c, tg_buf_begin(&f->cfg),
-                                      tg_buf_size(&f->cfg), -1, on_ended, h);
-  if (rv < 0) {
-    fail(h, "cannot enable tracing: %s", tg_strerror(rv));
-    return;
-  }
-  h->enable_sent = true;
-  if (f->deferred_start &&
-      (rv = tg_consumer_start_tracing(h->c, on_started, h)) < 0) {
-    fail(h, "cannot start tracing: %s", tg_strerror(rv));
-    return;
-  }
-  begin_tracing(h, HP_TRACING);
-}
-
-static void on_attached(tg_consumer_t *c, void *ctx, int status,
-                        const char *msg, const uint8_t *config, size_t len) {
-  (void)config;
-  (void)len;
-  fleet_host_t *h = ctx;
-  if (!reply_is_news(h, c, status)) return;
-  if (status) {
-    /* The relay may not have detached the session yet (it notices the
-     * old link's end on its own time): try again until the deadline. */
-    prep_failed(h, c, TG_EREMOTE_FAILED, msg);
-    return;
-  }
-  int rv = tg_consumer_notify_on_end(c, on_ended, h);
-  if (rv < 0) {
-    fail(h, "cannot follow the session after re-attaching: %s",
-         tg_strerror(rv));
-    return;
-  }
-  uint64_t down = now_ms(h) - h->lost_at_ms;
-  h->down_ms += down;
-  h->reconnects++;
-  h->reconnecting = false;
-  h->recheck_loss = true;
-  char el[32];
-  cli_format_ms(el, sizeof(el), down);
-  fleet_say(h->f, "%s: reconnected and re-attached the session after %s", 
-            h->t->spec, el);
-  begin_tracing(h, h->resume_phase);
-}
-
-static void attach(fleet_host_t *h) {
-  int rv = tg_consumer_attach(h->c, h->key, on_attached, h);
-  if (rv < 0) {
-    snprintf(h->retry_why, sizeof(h->retry_why),
-             "cannot attach: %s", tg_strerror(rv));
-    set_intent(h, INTENT_RETRY);
-    tg_consumer_close(h->c);
-  }
-}
-
-static void after_prep(fleet_host_t *h) {
-  if (h->reconnecting) {
-    attach(h);
-    return;
-  }
-  if (h->stop_requested) {
-    /* Ctrl-C came before this host started: nothing to record. */
-    fail(h, "stopped before tracing began");
-    return;
-  }
-  enable(h);
-}
-
-/* --- reading ----------------------------------------------------------------------- */
-
-static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
-  fleet_host_t *h = ctx;
-  if (h->c != c || is_finished(h)) return -ECANCELED;
-  h->last_rx_ms = now_ms(h);
+static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
+  fleet_host_t *h = tg_recording_data(rec);
   int rv = h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
                                          : cli_output_packet(&h->own, p, n);
   if (rv < 0) return rv;
   h->packets++;
   h->bytes += n;
   return 0;
-}
-
-static void on_read_done(tg_consumer_t *c, void *ctx, int status,
-                         const char *msg) {
-  fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->reading = false;
-  h->last_rx_ms = now_ms(h);
-  if (status == TG_EPEER_CLOSED) {
-    h->reads_cut++;
-    return;
-  }
-  if (status == -ECANCELED || h->phase == HP_CLOSING || is_finished(h))
-    return;
-  if (status) {
-    const cli_output_t *o = h->f->mode == FLEET_OUT_MERGE ? &h->f->merged : &h->own;
-    if (o->err)
-      fail(h, "cannot write %s: %s", h->f->mode == FLEET_OUT_MERGE ? h->f->out : h->path,
-           tg_strerror(o->err));
-    else
-      fail(h, "reading the trace failed: %s", msg);
-    return;
-  }
-  if (h->phase != HP_DRAINING) return;
-  /* After the end, read until a read comes back empty. */
-  bool got = h->packets > h->packets_before_read;
-  if (got && ++h->drain_reads < MAX_DRAIN_READS) {
-    read_now(h);
-    return;
-  }
-  final_stats(h);
-}
-
-static void read_now(fleet_host_t *h) {
-  if (h->reading || !h->c || !tg_consumer_ready(h->c)) return;
-  h->packets_before_read = h->packets;
-  int rv = tg_consumer_read_buffers(h->c, on_packet, on_read_done, h);
-  if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
-  if (rv < 0) {
-    fail(h, "cannot read the trace: %s", tg_strerror(rv));
-    return;
-  }
-  h->reading = true;
-}
-
-void fleet_host_read_tick(fleet_host_t *h) {
-  if (h->phase == HP_TRACING || h->phase == HP_STOPPING) read_now(h);
-}
-
-/* --- statistics ------------------------------------------------------------------- */
-
-static void done_close(fleet_host_t *h) {
-  h->phase = HP_CLOSING;
-  uv_timer_stop(&h->timer);
-  close_conn(h, INTENT_DONE);
 }
 
 static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) {
@@ -630,128 +462,155 @@ static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) 
   }
 }
 
-static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
-                           const char *msg, const Perfetto__Protos__TraceStats *st) {
-  fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->stats_pending = false;
-  if (h->phase != HP_STATS) return;
-  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
+static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
+                         const Perfetto__Protos__TraceStats *st, bool final) {
+  fleet_host_t *h = tg_recording_data(rec);
   if (status == 0) note_stats(h, st);
-  else fleet_say(h->f, "%s: warning: no final statistics: %s", h->t->spec, msg);
-  done_close(h);
+  else if (final)
+    fleet_say(h->f, "%s: warning: no final statistics: %s", h->t->spec, msg);
 }
 
-static void final_stats(fleet_host_t *h) {
-  h->phase = HP_STATS;
-  if (h->stats_pending) return; /* on_tick_stats asks again */
-  int rv = tg_consumer_get_trace_stats(h->c, on_final_stats, h);
+static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
+  fleet_host_t *h = tg_recording_data(rec);
+  if (status) {
+    /* The relay may not have detached the session yet (it notices the
+     * old link's end on its own time): try again until the deadline. */
+    prep_failed(h, h->c, TG_EREMOTE_FAILED, msg);
+    return;
+  }
+  uint64_t down = now_ms(h) - h->lost_at_ms;
+  h->down_ms += down;
+  h->reconnects++;
+  h->reconnecting = false;
+  h->recheck_loss = true;
+  h->link = HL_UP;
+  uv_timer_stop(&h->timer);
+  char el[32];
+  cli_format_ms(el, sizeof(el), down);
+  fleet_say(h->f, "%s: reconnected and re-attached the session after %s",
+            h->t->spec, el);
+}
+
+static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
+  (void)status;
+  fleet_host_t *h = tg_recording_data(rec);
+  if (is_finished(h)) return;
+  if (tg_recording_state(rec) == TG_REC_DONE) {
+    h->link = HL_CLOSING;
+    close_conn(h, INTENT_DONE);
+    return;
+  }
+  if (!h->failing) {
+    h->failing = true;
+    const cli_output_t *o =
+        h->f->mode == FLEET_OUT_MERGE ? &h->f->merged : &h->own;
+    if (o->err)
+      snprintf(h->why, sizeof(h->why), "cannot write %s: %s",
+               h->f->mode == FLEET_OUT_MERGE ? h->f->out : h->path,
+               tg_strerror(o->err));
+    else
+      snprintf(h->why, sizeof(h->why), "%s", reason);
+  }
+  h->link = HL_CLOSING;
+  close_conn(h, INTENT_FAIL);
+}
+
+static const tg_recording_cbs_t rec_cbs = {
+    .on_packet = on_rec_packet,
+    .on_stats = on_rec_stats,
+    .on_rebound = on_rec_rebound,
+    .on_end = on_rec_end,
+};
+
+/* The first start on this host: enable, or --attach KEY. */
+static void start_recording(fleet_host_t *h) {
+  const record_opts_t *o = h->f->o;
+  tg_recording_opts_t ro = {
+      .config = tg_buf_begin(&h->f->cfg),
+      .config_len = tg_buf_size(&h->f->cfg),
+      .attach_key = o->attach,
+      .resume_key = h->key_set ? h->key : NULL,
+      .fd = -1,
+      .stream = true,
+      .stats_period_ms = STATS_PERIOD_MS,
+      .grace_ms = o->grace_ms,
+      .stop_after_ms = o->attach && o->has_duration ? o->duration_ms : 0,
+  };
+  if (h->key_set && !h->key_shown) {
+    /* Printed before the session exists: if we die, it can be taken back. */
+    h->key_shown = true;
+    fleet_say(h->f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
+              h->t->spec, h->key, h->t->spec, h->key);
+  }
+  h->link = HL_UP;
+  uv_timer_stop(&h->timer);
+  int rv = tg_recording_start(h->rec, h->c, &ro);
   if (rv < 0) {
-    done_close(h);
+    fail(h, "cannot %s: %s", o->attach ? "attach" : "enable tracing",
+         tg_strerror(rv));
     return;
   }
-  h->stats_pending = true;
+  if (h->stop_requested || o->stop) tg_recording_stop(h->rec);
 }
 
-static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
-                          const char *msg, const Perfetto__Protos__TraceStats *st) {
-  (void)msg;
-  fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  h->stats_pending = false;
-  h->last_rx_ms = now_ms(h);
-  if (status == 0) note_stats(h, st);
-  if (h->phase == HP_STATS) final_stats(h);
-}
-
-void fleet_host_tick(fleet_host_t *h, bool poll_stats) {
-  if (!h->c || !tg_consumer_ready(h->c)) return;
-  bool waiting = h->reading || h->stats_pending;
-  if (waiting && now_ms(h) - h->last_rx_ms > STALL_MS &&
-      h->phase != HP_CLOSING && !is_finished(h)) {
-    fleet_say(h->f, "%s: no answer for %d s: dropping the link", h->t->spec,
-              STALL_MS / 1000);
-    tg_consumer_t *c = h->c;
-    set_intent(h, INTENT_STALL);
-    tg_consumer_close(c);
+static void after_prep(fleet_host_t *h) {
+  if (h->reconnecting) {
+    int rv = tg_recording_rebind(h->rec, h->c);
+    if (rv < 0) {
+      snprintf(h->retry_why, sizeof(h->retry_why), "cannot attach: %s",
+               tg_strerror(rv));
+      set_intent(h, INTENT_RETRY);
+      tg_consumer_close(h->c);
+    }
     return;
   }
-  bool tracing = h->phase == HP_TRACING || h->phase == HP_STOPPING;
-  if ((poll_stats || h->recheck_loss) && tracing && !h->stats_pending &&
-      tg_consumer_get_trace_stats(h->c, on_tick_stats, h) == 0)
-    h->stats_pending = true;
-}
-
-/* --- stopping and draining ------------------------------------------------------------ */
-
-static void on_guard(uv_timer_t *t) {
-  fleet_host_t *h = t->data;
-  const char *what = h->phase == HP_STOPPING ? "stopping the session"
-                     : h->phase == HP_CLOSING ? "ending the session"
-                                              : "reading the end of the trace";
-  if (h->phase == HP_CLOSING) {
-    if (h->c) tg_consumer_close(h->c);
+  if (h->stop_requested) {
+    /* Ctrl-C came before this host started: nothing to record. */
+    fail(h, "stopped before tracing began");
     return;
   }
-  fail(h, "the host did not answer in time (%s)", what);
+  start_recording(h);
 }
 
-static void drain(fleet_host_t *h) {
-  h->phase = HP_DRAINING;
-  h->drain_reads = 0;
-  uv_timer_start(&h->timer, on_guard, GUARD_MS, 0);
-  if (!h->reading) read_now(h);
-  /* else: on_read_done sees DRAINING and goes on. */
-}
-
-static void on_disabled(tg_consumer_t *c, void *ctx, int status,
-                        const char *msg) {
-  fleet_host_t *h = ctx;
-  if (h->c != c || !status || status == TG_EPEER_CLOSED || status == -ECANCELED)
-    return;
-  if (h->phase == HP_STOPPING) fail(h, "cannot stop tracing: %s", msg);
-}
-
-static void disable_now(fleet_host_t *h) {
-  int rv = tg_consumer_disable_tracing(h->c, on_disabled, h);
-  if (rv < 0 && rv != TG_ENOT_CONNECTED)
-    fail(h, "cannot stop tracing: %s", tg_strerror(rv));
-}
-
-static void on_stop_flushed(tg_consumer_t *c, void *ctx, int status,
-                            const char *msg) {
-  (void)msg;
-  fleet_host_t *h = ctx;
-  if (h->c != c || status == TG_EPEER_CLOSED || status == -ECANCELED) return;
-  /* A failed flush still ends with what was committed. */
-  if (h->phase == HP_STOPPING) disable_now(h);
-}
-
-static void request_stop(fleet_host_t *h) {
-  if (h->stop_sent || h->phase != HP_TRACING) return;
-  h->stop_sent = true;
-  h->phase = HP_STOPPING;
-  uv_timer_start(&h->timer, on_guard, GUARD_MS, 0);
-  if (tg_consumer_flush(h->c, STOP_FLUSH_TIMEOUT_MS, on_stop_flushed, h) < 0)
-    disable_now(h);
+void fleet_host_tick(fleet_host_t *h) {
+  if (!h->c || !h->rec || h->link != HL_UP || !tg_consumer_ready(h->c)) return;
+  if (tg_recording_waiting_ms(h->rec, now_ms(h)) <= STALL_MS) return;
+  fleet_say(h->f, "%s: no answer for %d s: dropping the link", h->t->spec,
+            STALL_MS / 1000);
+  set_intent(h, INTENT_STALL);
+  tg_consumer_close(h->c);
 }
 
 void fleet_host_stop(fleet_host_t *h) {
   h->stop_requested = true;
-  switch (h->phase) {
-    case HP_TRACING:
-      request_stop(h);
-      break;
-    case HP_CONNECTING:
-    case HP_PREPARING:
-      if (!h->enable_sent) fail(h, "stopped before tracing began");
-      break;
-    default:
-      break; /* reconnecting: stopped once re-attached; ending anyway */
+  if (rec_active(h)) {
+    tg_recording_stop(h->rec); /* unbound: once re-attached */
+    return;
   }
+  if (h->link == HL_CONNECTING || h->link == HL_PREPARING)
+    fail(h, "stopped before tracing began");
 }
 
 void fleet_host_abort(fleet_host_t *h) { fail(h, "aborted (Ctrl-C)"); }
+
+const char *fleet_host_state(const fleet_host_t *h) {
+  switch (h->link) {
+    case HL_CONNECTING: return "connecting";
+    case HL_PREPARING: return "preparing";
+    case HL_UP: return h->rec ? tg_recording_state_name(tg_recording_state(h->rec))
+                              : "tracing";
+    case HL_RECONNECTING: return "reconnecting";
+    case HL_CLOSING: return "closing";
+    case HL_DONE: return "done";
+    case HL_FAILED: return "FAILED";
+  }
+  return "?";
+}
+
+bool fleet_host_tracing(const fleet_host_t *h) {
+  return h->link == HL_UP && h->rec &&
+         tg_recording_state(h->rec) == TG_REC_TRACING;
+}
 
 /* --- setup ---------------------------------------------------------------------------- */
 
@@ -780,13 +639,28 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
   h->index = index;
   h->machine_id = (uint32_t)index + 1;
   h->t = t;
-  h->phase = HP_CONNECTING;
+  h->link = HL_CONNECTING;
   uv_timer_init(f->loop, &h->timer);
   h->timer.data = h;
-  make_key(h);
+  h->rec = tg_recording_new(f->loop, &rec_cbs, h);
+  /* --attach KEY: the session is the one the key names. */
+  if (f->o->attach) snprintf(h->key, sizeof(h->key), "%s", f->o->attach);
+  else make_key(h);
 }
 
-void fleet_host_start(fleet_host_t *h) { connect_now(h); }
+void fleet_host_start(fleet_host_t *h) {
+  if (!h->rec) {
+    fail(h, "out of memory");
+    return;
+  }
+  connect_now(h);
+}
+
+void fleet_host_close(fleet_host_t *h) {
+  uv_close((uv_handle_t *)&h->timer, NULL);
+  tg_recording_free(h->rec);
+  h->rec = NULL;
+}
 
 void fleet_host_free(fleet_host_t *h) {
   if (h->has_own) cli_output_discard(&h->own);

@@ -11,22 +11,6 @@
 /* Terminal lines for hosts; more are summed up in one line. */
 #define MAX_HOST_LINES 20
 
-static const char *phase_name(host_phase_t p) {
-  switch (p) {
-    case HP_CONNECTING: return "connecting";
-    case HP_PREPARING: return "preparing";
-    case HP_TRACING: return "tracing";
-    case HP_STOPPING: return "stopping";
-    case HP_DRAINING: return "reading the end";
-    case HP_STATS: return "statistics";
-    case HP_RECONNECTING: return "reconnecting";
-    case HP_CLOSING: return "closing";
-    case HP_DONE: return "done";
-    case HP_FAILED: return "FAILED";
-  }
-  return "?";
-}
-
 static int spec_width(const fleet_t *f) {
   size_t w = 4;
   for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++) {
@@ -54,10 +38,10 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
 static void host_line(const fleet_host_t *h, int w) {
   char by[32], state[96];
   cli_format_bytes(by, sizeof(by), h->bytes);
-  if (h->phase == HP_RECONNECTING)
+  if (h->link == HL_RECONNECTING)
     snprintf(state, sizeof(state), "reconnecting (attempt %u)", h->attempts);
   else
-    snprintf(state, sizeof(state), "%s", phase_name(h->phase));
+    snprintf(state, sizeof(state), "%s", fleet_host_state(h));
   fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
           "%s\n", w, w, h->t->spec, state, by, h->packets, h->loss.total,
           h->reconnects ? "  (reconnected)" : "");
@@ -73,7 +57,7 @@ void fleet_ui_draw(fleet_t *f) {
   else snprintf(du, sizeof(du), "until Ctrl-C");
   size_t tracing = 0;
   for (size_t i = 0; i < f->n; i++)
-    tracing += f->hosts[i].phase == HP_TRACING;
+    tracing += fleet_host_tracing(&f->hosts[i]);
   fprintf(stderr, "\r\033[K" CLI_PROG ": recording %s / %s, %zu host%s, %zu "
           "tracing, %zu finished\n", el, du, f->n, f->n == 1 ? "" : "s",
           tracing, f->finished);
@@ -113,7 +97,7 @@ size_t fleet_ui_summary(fleet_t *f) {
           el);
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    bool ok = h->phase == HP_DONE;
+    bool ok = h->link == HL_DONE;
     failed += !ok;
     char by[32];
     cli_format_bytes(by, sizeof(by), h->bytes);
@@ -162,7 +146,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
             f->n == 1 ? "" : "s");
     for (size_t i = 0; i < f->n; i++)
-      if (f->hosts[i].phase != HP_DONE)
+      if (f->hosts[i].link != HL_DONE)
         fprintf(stderr, " %s", f->hosts[i].t->spec);
     fputc('\n', stderr);
   }

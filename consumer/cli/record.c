@@ -13,13 +13,15 @@
 #define DEFAULT_QUICK_DURATION_MS 10000
 #define DEFAULT_FILE_WRITE_PERIOD_MS 500
 #define DEFAULT_RECONNECT "60s"
+#define DEFAULT_GRACE "60s"
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
     "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]\n"
     "       " CLI_PROG " record [-c CONFIG [--txt] | DATA_SOURCE...] -H HOST [-H HOST...]\n"
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
-    "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]";
+    "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
+    "       " CLI_PROG " record -H HOST --attach KEY -o FILE [--merge] [--stop]";
 
 static const char about[] =
     "Records a trace from the tracing service into OUT, a Perfetto trace file\n"
@@ -59,7 +61,12 @@ static const char about[] =
     "its clocks aligned to this machine's; one host and -o FILE writes its\n"
     "trace as is. If a link drops, the session goes on on the host and the\n"
     "host is reconnected and re-attached (--reconnect-timeout, default\n"
-    DEFAULT_RECONNECT "; 0: never).\n"
+    DEFAULT_RECONNECT "; 0: never). Each host's resume key is printed when it\n"
+    "starts: if " CLI_PROG " itself dies, -H HOST --attach KEY takes the session\n"
+    "back (with -o FILE, and --merge for a merged trace).\n"
+    "\n"
+    "A session that has not ended by its duration + --grace (default\n"
+    DEFAULT_GRACE ") is stopped, and fails if it does not end soon after.\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " record -o trace.pftrace -t 10s track_event tracegate.probes\n"
@@ -115,6 +122,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
        "how long to try to get a host back after its link dropped (default "
        DEFAULT_RECONNECT "; 0: do not)", 0, 0},
+      {"grace", TG_FLAG_STRING, &o->grace, "DURATION",
+       "how long past its duration a session may take to end before it is "
+       "stopped (default " DEFAULT_GRACE ")", 0, 0},
   };
   const cli_multi_t multi = {'H', "host", o->remote.hosts, CLI_MAX_HOST_ARGS,
                              &o->remote.n_hosts};
@@ -161,9 +171,16 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   bool remote = o->remote.n_hosts || o->remote.hosts_file;
   if (o->merge && !remote)
     return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
-  if (remote && (o->attach || o->detach))
-    return usage_error(prog, "--detach and --attach work with the local "
-                             "service (--socket), not with -H");
+  if (remote && o->detach)
+    return usage_error(prog, "--detach works with the local service "
+                             "(--socket), not with -H");
+  if (remote && o->attach && (o->remote.hosts_file || o->remote.n_hosts != 1))
+    return usage_error(prog, "--attach takes back one host's session: give "
+                             "one -H HOST");
+  if (remote && o->attach && !o->out)
+    return usage_error(prog, "-o OUT is required");
+  if (remote && o->attach && strlen(o->attach) > FLEET_KEY_MAX)
+    return usage_error(prog, "--attach: a resume key is at most 128 characters");
   if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
                   o->remote.server_name || o->reconnect))
     return usage_error(prog, "--cert, --key, --ca, --tls-server-name and "
@@ -173,6 +190,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (rv < 0) {
     fprintf(stderr, "%s: --reconnect-timeout: '%s' is not a duration like "
             "60s or 5m\n", prog, o->reconnect);
+    return CLI_EXIT_USAGE;
+  }
+  rv = cli_parse_duration_ms(o->grace ? o->grace : DEFAULT_GRACE, &o->grace_ms);
+  if (rv < 0 || o->grace_ms == 0) {
+    fprintf(stderr, "%s: --grace: '%s' is not a duration like 60s or 500ms\n",
+            prog, o->grace);
     return CLI_EXIT_USAGE;
   }
   return -1; /* go on */
@@ -254,8 +277,10 @@ static int record_remote(record_opts_t *o) {
   if (need_tls &&
       cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca, &tls) < 0)
     goto out;
-  cfg = make_config(o);
-  if (!cfg) goto out;
+  if (!o->attach) {
+    cfg = make_config(o);
+    if (!cfg) goto out;
+  }
   rc = fleet_record(o, cfg, targets, n, tls);
 out:
   if (cfg) perfetto__protos__trace_config__free_unpacked(cfg, NULL);

@@ -4,6 +4,7 @@
 #define TRACEGATE_CONSUMER_CLI_RECORD_H
 
 #include "consumer/cli/cli.h"
+#include "consumer/recording.h"
 
 #define RECORD_MAX_DATA_SOURCES 64
 
@@ -29,16 +30,9 @@ typedef struct record_opts {
   bool merge;
   const char *reconnect; /* --reconnect-timeout */
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
+  const char *grace;     /* --grace */
+  uint64_t grace_ms;     /* parsed; past duration + grace a session is stopped */
 } record_opts_t;
-
-typedef enum record_phase {
-  PH_STARTING, /* connected; enabling or attaching */
-  PH_TRACING,
-  PH_STOPPING, /* flush + disable sent, waiting for the end */
-  PH_DRAINING, /* tracing ended: final reads */
-  PH_STATS,    /* final GetTraceStats */
-  PH_DONE,
-} record_phase_t;
 
 typedef struct record {
   record_opts_t o;
@@ -47,23 +41,16 @@ typedef struct record {
   cli_output_t out;
   bool has_out;    /* |out| is open */
   bool watch_only; /* attached write_into_file session: |out| is read-only */
-  Perfetto__Protos__TraceConfig *cfg; /* enabled, or returned by Attach */
+  Perfetto__Protos__TraceConfig *cfg; /* the config to enable */
   bool file_mode; /* the service writes the trace into our file */
   bool tty;       /* stderr is a terminal: live progress */
   bool progress_shown;
-  record_phase_t phase;
+  tg_recording_t *rec; /* the session (consumer/recording.h) */
+  bool began;          /* tracing began: a failure keeps what was written */
+  bool finished;       /* the loop is winding down */
   uv_signal_t sigint;
-  uv_timer_t tick;    /* progress (terminal only) */
-  uv_timer_t reader;  /* periodic ReadBuffers (not in file mode) */
-  uv_timer_t stopper; /* client-side -t with --attach */
-  uv_timer_t guard;   /* bounds stopping and draining */
   uint64_t t0;
   uint64_t duration_ms; /* for the progress line; 0 = open-ended */
-  bool reading;
-  bool stats_pending;
-  bool stop_wanted; /* Ctrl-C before tracing began */
-  unsigned drain_reads;
-  uint64_t packets_before_read;
   cli_loss_t loss;
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */

@@ -28,3 +28,7 @@ if(TARGET tracegate-relay)
     TG_CERTS_TOOL="${PROJECT_SOURCE_DIR}/deploy/certs/tg-certs")
   add_dependencies(test_fleet_e2e tracegate tracegate-relay)
 endif()
+# The recording engine (consumer/recording.h) against a real tracegated.
+tg_add_test(test_recording
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_recording.c
+  LIBS tg_consumer tg_test_support)

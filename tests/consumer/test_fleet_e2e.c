@@ -829,6 +829,144 @@ static void ssh_transport_runs_the_relay_in_stdio_mode(void **state) {
   assert_int_equal(test_service_stop(&h.ts), 0);
 }
 
+/* --- (f) a CLI that dies: its session taken back with --attach ------------------------- */
+
+/* Reads the child's stderr until |needle| shows (bounded). Returns where
+ * it starts in c->err. */
+static const char *read_until(child_t *c, const char *needle) {
+  int64_t deadline = now_ms() + WAIT_MS;
+  const char *at;
+  while (!(at = strstr(c->err, needle))) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) fail_msg("no '%s' from tracegate:\n%s", needle, c->err);
+    struct pollfd p = {c->err_fd, POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(c->err_fd, c->err + c->n_err, sizeof(c->err) - 1 - c->n_err);
+    if (r <= 0) fail_msg("tracegate closed stderr before '%s':\n%s", needle, c->err);
+    c->n_err += (size_t)r;
+    c->err[c->n_err] = 0;
+  }
+  return at;
+}
+
+/* Waits until the file |path| contains |needle| (a daemon's log: it has
+ * no other way to say so), bounded. */
+static void wait_log(const char *path, const char *needle) {
+  int64_t deadline = now_ms() + WAIT_MS;
+  static char buf[65536];
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    if (strstr(buf, needle)) return;
+    if (now_ms() > deadline) fail_msg("no '%s' in %s", needle, path);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void killed_cli_session_taken_back_with_attach_and_merge(void **state) {
+  (void)state;
+  host_t h;
+  host_start(&h, 5);
+  host_connect_producer(&h, 4, 64);
+  /* Copied: in_dir's buffers are reused by the calls below. */
+  char out[256], merged[256];
+  snprintf(out, sizeof(out), "%s", in_dir("killed.pftrace"));
+  snprintf(merged, sizeof(merged), "%s", in_dir("taken-back.pftrace"));
+  const char *args[] = {"record", "-H", h.spec, TLS_ARGS, "-o", out, "-t", "0",
+                        "-b", "1mb", "fleet.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  /* The key is printed with the command that takes the session back. */
+  const char *at = read_until(&c, "resume key ");
+  char key[64] = "";
+  assert_int_equal(sscanf(at, "resume key %63s", key), 1);
+  assert_true(!strncmp(key, "tg-", 3));
+  char cmd[256];
+  snprintf(cmd, sizeof(cmd), "record -H %s --attach %s)", h.spec, key);
+  read_until(&c, cmd);
+  assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
+  kill(c.pid, SIGKILL);
+  assert_int_equal(wait_cli(&c), 128 + SIGKILL);
+  /* The relay keeps the session under the key once it saw the link go. */
+  wait_log(in_dir("relay5.log"), "session detached under key");
+  commit_packets(&h, 0, "post", 0, 10);
+
+  const char *again[] = {"record", "-H", h.spec, TLS_ARGS, "--attach", key,
+                         "-o", merged, "--merge", NULL};
+  spawn_cli(&c, again);
+  read_until(&c, "resume key ");
+  commit_packets(&h, 1, "live", 0, 5);
+  kill(c.pid, SIGINT);
+  ack_flush(&h);
+  assert_int_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, "ok,"));
+  trace_t t;
+  load_trace(merged, &t);
+  assert_values(&t, "post", 0, 10);
+  assert_values(&t, "live", 0, 5);
+  for (size_t i = 2; i < t.n; i++) assert_int_equal(t.pk[i]->machine_id, 1);
+  free_trace(&t);
+  unlink(merged);
+  unlink(out);
+  /* The first run's temporary file is what it had read; not ours to check. */
+  host_stop(&h);
+}
+
+/* --- (g) a host whose session never ends: its deadline ------------------------------- */
+
+static void stuck_host_fails_at_its_deadline_and_the_other_finishes(void **state) {
+  (void)state;
+  host_t hs[2];
+  for (int i = 0; i < 2; i++) host_start(&hs[i], 6 + i);
+  host_connect_producer(&hs[0], 4, 64);
+  /* Host 2's producer says it will ack the stop, and never acks anything:
+   * with long service timeouts its session never ends. */
+  assert_int_equal(raw_producer_connect(&hs[1].p, &hs[1].ts, "stuck.producer",
+                                        "fleet.ds", 4, 64, true), 0);
+  hs[1].has_p = true;
+  char cfg[200], dir[200];
+  snprintf(cfg, sizeof(cfg), "%s", in_dir("stuck.pbtxt"));
+  snprintf(dir, sizeof(dir), "%s", in_dir("deadline"));
+  FILE *f = fopen(cfg, "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 1024 }\n"
+        "data_sources { config { name: \"fleet.ds\" } }\n"
+        "duration_ms: 1000\n"
+        "flush_timeout_ms: 60000\n"
+        "data_source_stop_timeout_ms: 60000\n", f);
+  fclose(f);
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec, TLS_ARGS,
+                        "-c", cfg, "--txt", "-o", dir, "--grace", "1s", NULL};
+  child_t c;
+  int64_t t0 = now_ms();
+  spawn_cli(&c, args);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, WAIT_MS), 0);
+  commit_packets(&hs[0], 0, "fine", 0, 3);
+  ack_flush(&hs[0]); /* the service's own flush at the duration */
+  assert_int_equal(wait_cli(&c), 1);
+  int64_t took = now_ms() - t0;
+  assert_non_null(strstr(c.err, "1 of 2 hosts failed"));
+  assert_non_null(strstr(c.err, "did not end by its deadline (duration 1s + grace 1s)"));
+  /* Well before the service's own 60 s timeouts. */
+  assert_true(took < 20000);
+  char path[300];
+  snprintf(path, sizeof(path), "%s/127.0.0.1_%d.pftrace", dir, hs[0].relay.port);
+  trace_t t;
+  load_trace(path, &t);
+  assert_values(&t, "fine", 0, 3);
+  free_trace(&t);
+  unlink(path);
+  /* The stuck host's partial trace, if it kept one. */
+  snprintf(path, sizeof(path), "%s/127.0.0.1_%d.pftrace", dir, hs[1].relay.port);
+  unlink(path);
+  rmdir(dir);
+  for (int i = 0; i < 2; i++) host_stop(&hs[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(remote_record_through_one_relay_over_tls),
@@ -836,6 +974,8 @@ int main(void) {
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(ssh_transport_runs_the_relay_in_stdio_mode),
+      cmocka_unit_test(killed_cli_session_taken_back_with_attach_and_merge),
+      cmocka_unit_test(stuck_host_fails_at_its_deadline_and_the_other_finishes),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,548 @@
+/* The recording engine (recording.h): one session's life over a borrowed
+ * connection. The EnableTracing reply (or, after an attach, the
+ * attach_notification_only one) is the one event that says tracing ended,
+ * whatever ended it.
+ *
+ * Every consumer callback first goes through tg__rec_answer(): a reply
+ * from an older connection, or one after the end, is not news. Calls in
+ * flight are counted so that the memory outlives them after
+ * tg_recording_free. Reads, statistics and draining: recording_drain.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer/recording_internal.h"
+#include "tracegate/error.h"
+
+#define FREE_GUARD_MS 2000
+#define N_TIMERS 6
+
+static void request_stop(tg_recording_t *r);
+
+bool tg__rec_is_over(const tg_recording_t *r) {
+  return r->state == TG_REC_DONE || r->state == TG_REC_DETACHED ||
+         r->state == TG_REC_FAILED;
+}
+
+void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
+  tg_rec_state_t from = r->state;
+  if (from == to) return;
+  r->state = to;
+  if (r->cbs->on_state) r->cbs->on_state(r, from, to);
+}
+
+static void maybe_release(tg_recording_t *r) {
+  if (!r->freed || r->open_timers || r->inflight) return;
+  if (r->attached_cfg)
+    perfetto__protos__trace_config__free_unpacked(r->attached_cfg, NULL);
+  free(r->detach_key);
+  free(r->resume_key);
+  free(r->attach_key);
+  free(r);
+}
+
+/* One callback of a call on |c| ran: true if it is news for the
+ * recording. Any reply on the current connection is a sign of life. */
+bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c) {
+  r->inflight--;
+  if (r->freed) {
+    maybe_release(r);
+    return false;
+  }
+  if (c != r->c || tg__rec_is_over(r)) return false;
+  r->last_rx_ms = uv_now(r->loop);
+  return true;
+}
+
+/* A status that only says the connection went: the owner's on_close
+ * deals with that (unbind or fail). */
+bool tg__rec_conn_going(int status) {
+  return status == TG_EPEER_CLOSED || status == -ECANCELED;
+}
+
+static void format_ms(char *out, size_t n, uint64_t ms) {
+  if (ms % 1000 == 0) snprintf(out, n, "%llus", (unsigned long long)(ms / 1000));
+  else snprintf(out, n, "%llums", (unsigned long long)ms);
+}
+
+/* --- the end -------------------------------------------------------------- */
+
+void tg__rec_stop_timers(tg_recording_t *r) {
+  uv_timer_stop(&r->reader);
+  uv_timer_stop(&r->stats);
+  uv_timer_stop(&r->stopper);
+  uv_timer_stop(&r->deadline);
+  uv_timer_stop(&r->guard);
+}
+
+static void on_ender(uv_timer_t *t) {
+  tg_recording_t *r = t->data;
+  r->cbs->on_end(r, r->end_status, r->reason);
+}
+
+/* on_end runs from the loop: the end may come from inside an owner's
+ * call (tg_recording_fail, unbind). */
+void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
+                const char *reason) {
+  if (tg__rec_is_over(r)) return;
+  tg__rec_stop_timers(r);
+  r->end_status = status;
+  if (reason != r->reason) snprintf(r->reason, sizeof(r->reason), "%s", reason);
+  tg__rec_set_state(r, state);
+  uv_timer_start(&r->ender, on_ender, 0, 0);
+}
+
+static void fail_now(tg_recording_t *r, bool end_session, int status,
+                     const char *reason);
+
+/* A failure found here: a session that may still run is ended with it. */
+void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...) {
+  if (tg__rec_is_over(r)) return;
+  char why[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  fail_now(r, true, status < 0 ? status : TG_EREMOTE_FAILED, why);
+}
+
+static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)status;
+  (void)msg;
+  tg_recording_t *r = ctx;
+  r->inflight--;
+  if (r->freed) {
+    maybe_release(r);
+    return;
+  }
+  if (c == r->c && r->freeing)
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
+}
+
+/* --- guards and the deadline ---------------------------------------------- */
+
+static void on_guard(uv_timer_t *t) {
+  tg_recording_t *r = t->data;
+  char d[32], g[32], s[32];
+  if (r->freeing) { /* FreeBuffers unanswered: end anyway */
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
+    return;
+  }
+  if (r->deadline_hit && r->state == TG_REC_STOPPING) {
+    format_ms(d, sizeof(d), r->duration_ms);
+    format_ms(g, sizeof(g), r->grace_ms);
+    format_ms(s, sizeof(s), r->deadline_stop_ms);
+    tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline "
+                 "(duration %s + grace %s), and not within %s of being "
+                 "stopped", d, g, s);
+    return;
+  }
+  tg__rec_fail(r, -ETIMEDOUT, "no answer in time (%s)",
+               r->state == TG_REC_STOPPING ? "stopping the session"
+                                           : "reading the end of the trace");
+}
+
+void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms) {
+  uv_timer_start(&r->guard, on_guard, ms, 0);
+}
+
+static void disable_now(tg_recording_t *r);
+
+/* Past duration + grace: stop the session, and give it deadline_stop_ms
+ * to end. Unbound, the rebind does it. */
+static void on_deadline(uv_timer_t *t) {
+  tg_recording_t *r = t->data;
+  r->deadline_hit = true;
+  r->stop_wanted = true;
+  if (r->state == TG_REC_TRACING) {
+    request_stop(r);
+  } else if (r->state == TG_REC_STOPPING) {
+    disable_now(r); /* again: the flush may be what hangs */
+  } else {
+    return;
+  }
+  tg__rec_arm_guard(r, r->deadline_stop_ms);
+}
+
+static void on_stopper(uv_timer_t *t) { tg_recording_stop(t->data); }
+
+/* --- stopping ------------------------------------------------------------- */
+
+static void on_disabled(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || !status || tg__rec_conn_going(status)) return;
+  if (r->state == TG_REC_STOPPING)
+    tg__rec_fail(r, status, "cannot stop tracing: %s", msg);
+}
+
+static void disable_now(tg_recording_t *r) {
+  int rv = tg_consumer_disable_tracing(r->c, on_disabled, r);
+  if (rv == 0) r->inflight++;
+  else if (rv != TG_ENOT_CONNECTED)
+    tg__rec_fail(r, rv, "cannot stop tracing: %s", tg_strerror(rv));
+}
+
+static void on_stop_flushed(tg_consumer_t *c, void *ctx, int status,
+                            const char *msg) {
+  (void)msg;
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
+  /* A failed flush still ends with what was committed. */
+  if (r->state == TG_REC_STOPPING) disable_now(r);
+}
+
+static void request_stop(tg_recording_t *r) {
+  r->stop_wanted = true;
+  if (r->state != TG_REC_TRACING || r->stop_sent) return;
+  r->stop_sent = true;
+  tg__rec_set_state(r, TG_REC_STOPPING);
+  uv_timer_stop(&r->stopper);
+  tg__rec_arm_guard(r, r->guard_ms);
+  if (tg_consumer_flush(r->c, TG_REC_STOP_FLUSH_TIMEOUT_MS, on_stop_flushed,
+                        r) == 0)
+    r->inflight++;
+  else
+    disable_now(r);
+}
+
+/* --- the session ended ---------------------------------------------------- */
+
+static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
+  if (status) {
+    r->ended = true;
+    tg__rec_fail(r, status, "%s", msg);
+    return;
+  }
+  if (r->state == TG_REC_DRAINING || r->state == TG_REC_STATS) return;
+  tg__rec_drain(r);
+}
+
+/* --- starting ------------------------------------------------------------- */
+
+static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
+  tg__rec_set_state(r, TG_REC_TRACING);
+  if (r->stream)
+    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->read_period_ms,
+                   r->read_period_ms);
+  if (r->stats_period_ms)
+    uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->stats_period_ms,
+                   r->stats_period_ms);
+  if (state == TG_REC_STOPPING || r->stop_wanted) {
+    request_stop(r);
+    if (r->deadline_hit) tg__rec_arm_guard(r, r->deadline_stop_ms);
+  }
+}
+
+/* The clocks that bound the session: -t on our side, and the deadline. */
+static void start_clocks(tg_recording_t *r) {
+  if (r->stop_after_ms)
+    uv_timer_start(&r->stopper, on_stopper, r->stop_after_ms, 0);
+  uint64_t d = r->stop_after_ms ? r->stop_after_ms : r->duration_ms;
+  r->duration_ms = d;
+  if (d) uv_timer_start(&r->deadline, on_deadline, d + r->grace_ms, 0);
+}
+
+static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || !status || tg__rec_conn_going(status)) return;
+  tg__rec_fail(r, status, "cannot start tracing: %s", msg);
+}
+
+static void on_detached(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c)) return;
+  if (status) {
+    if (r->state == TG_REC_STARTING) {
+      tg__rec_fail(r, status, "cannot detach: %s", msg);
+    } else {
+      char why[600];
+      snprintf(why, sizeof(why), "could not detach again: %s", msg);
+      tg__rec_end(r, TG_REC_DETACHED, status, why);
+    }
+    return;
+  }
+  tg__rec_end(r, TG_REC_DETACHED, 0, "");
+}
+
+static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
+  int fd = o->fd;
+  Perfetto__Protos__TraceConfig *cfg =
+      perfetto__protos__trace_config__unpack(NULL, o->config_len, o->config);
+  if (!cfg) {
+    if (fd >= 0) close(fd);
+    return TG_EPROTO_DECODE;
+  }
+  r->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+  r->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
+  perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+  int rv = tg_consumer_enable_tracing(r->c, o->config, o->config_len, fd,
+                                      on_ended, r);
+  if (rv < 0) return rv;
+  r->inflight++;
+  r->live = true;
+  tg__rec_set_state(r, TG_REC_STARTING);
+  /* Requests are handled in order: each of these sees the new session. */
+  if (r->deferred_start) {
+    rv = tg_consumer_start_tracing(r->c, on_started, r);
+    if (rv < 0) {
+      tg__rec_fail(r, rv, "cannot start tracing: %s", tg_strerror(rv));
+      return 0;
+    }
+    r->inflight++;
+  }
+  if (r->detach_key) {
+    rv = tg_consumer_detach(r->c, r->detach_key, on_detached, r);
+    if (rv < 0) tg__rec_fail(r, rv, "cannot detach: %s", tg_strerror(rv));
+    else r->inflight++;
+    return 0;
+  }
+  start_clocks(r);
+  begin_tracing(r, TG_REC_TRACING);
+  return 0;
+}
+
+/* After an Attach (first or rebind): follow the session's end. */
+static int follow(tg_recording_t *r) {
+  int rv = tg_consumer_notify_on_end(r->c, on_ended, r);
+  if (rv == 0) r->inflight++;
+  return rv;
+}
+
+static void on_attached(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg, const uint8_t *config, size_t len) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
+  if (status) {
+    tg__rec_fail(r, status, "cannot attach to the session '%s': %s",
+                 r->attach_key, msg);
+    return;
+  }
+  r->attached_cfg = perfetto__protos__trace_config__unpack(NULL, len, config);
+  if (!r->attached_cfg) {
+    tg__rec_fail(r, TG_EPROTO_DECODE,
+                 "the service sent a TraceConfig that does not decode");
+    return;
+  }
+  r->live = true;
+  r->duration_ms = r->attached_cfg->has_duration_ms ? r->attached_cfg->duration_ms : 0;
+  int want = r->cbs->on_attached ? r->cbs->on_attached(r, r->attached_cfg) : 0;
+  if (tg__rec_is_over(r)) return;
+  if (want < 0) {
+    tg__rec_fail(r, want, "cannot record the session '%s': %s", r->attach_key,
+         tg_strerror(want));
+    return;
+  }
+  int rv;
+  if (want > 0) { /* give it back rather than end it */
+    rv = tg_consumer_detach(c, r->attach_key, on_detached, r);
+    if (rv == 0) {
+      r->inflight++;
+      return;
+    }
+    tg__rec_end(r, TG_REC_DETACHED, rv, "could not detach again");
+    return;
+  }
+  if ((rv = follow(r)) < 0) {
+    tg__rec_fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
+    return;
+  }
+  start_clocks(r);
+  begin_tracing(r, TG_REC_TRACING);
+}
+
+int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
+                       const tg_recording_opts_t *o) {
+  int fd = o->fd;
+  if (r->state != TG_REC_IDLE || !c || (o->stream && !r->cbs->on_packet) ||
+      (!o->attach_key && (!o->config || !o->config_len))) {
+    if (fd >= 0) close(fd);
+    return -EINVAL;
+  }
+  if ((o->detach_key && !(r->detach_key = strdup(o->detach_key))) ||
+      (o->resume_key && !(r->resume_key = strdup(o->resume_key))) ||
+      (o->attach_key && !(r->attach_key = strdup(o->attach_key)))) {
+    if (fd >= 0) close(fd);
+    return -ENOMEM;
+  }
+  r->c = c;
+  r->stream = o->stream;
+  r->read_period_ms = o->read_period_ms ? o->read_period_ms
+                                        : TG_REC_DEFAULT_READ_PERIOD_MS;
+  r->stats_period_ms = o->stats_period_ms;
+  r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
+  r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
+                                            : TG_REC_DEFAULT_DEADLINE_STOP_MS;
+  r->grace_ms = o->grace_ms ? o->grace_ms : TG_REC_DEFAULT_GRACE_MS;
+  r->stop_after_ms = o->stop_after_ms;
+  r->last_rx_ms = uv_now(r->loop);
+  if (!o->attach_key) return enable(r, o);
+  if (fd >= 0) close(fd); /* an attached session has its own output */
+  int rv = tg_consumer_attach(c, r->attach_key, on_attached, r);
+  if (rv < 0) return rv;
+  r->inflight++;
+  tg__rec_set_state(r, TG_REC_STARTING);
+  return 0;
+}
+
+/* --- the owner's calls ---------------------------------------------------- */
+
+void tg_recording_set_stream(tg_recording_t *r, bool stream) {
+  r->stream = stream && r->cbs->on_packet;
+}
+
+void tg_recording_stop(tg_recording_t *r) {
+  if (tg__rec_is_over(r)) return;
+  r->stop_wanted = true;
+  if (r->state == TG_REC_TRACING) request_stop(r);
+}
+
+static void fail_now(tg_recording_t *r, bool end_session, int status,
+                     const char *reason) {
+  if (tg__rec_is_over(r) || r->freeing) return;
+  /* A session that may still run is ended rather than left behind: a
+   * relay would detach it under our key, for nobody to take back. */
+  if (end_session && r->c && r->live && !r->ended &&
+      tg_consumer_free_buffers(r->c, on_freed, r) == 0) {
+    r->inflight++;
+    r->freeing = true;
+    r->end_status = status;
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
+    tg__rec_stop_timers(r);
+    tg__rec_arm_guard(r, FREE_GUARD_MS);
+    return;
+  }
+  tg__rec_end(r, TG_REC_FAILED, status, reason);
+}
+
+void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason) {
+  fail_now(r, end_session, TG_EREMOTE_FAILED, reason);
+}
+
+bool tg_recording_resumable(const tg_recording_t *r) {
+  return r->resume_key && r->live && !r->ended && !tg__rec_is_over(r) && !r->freeing &&
+         (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
+          r->state == TG_REC_UNBOUND);
+}
+
+void tg_recording_unbind(tg_recording_t *r) {
+  if (tg__rec_is_over(r) || r->state == TG_REC_IDLE) return;
+  r->c = NULL;
+  r->reading = r->stats_pending = r->stop_sent = false;
+  if (r->freeing) {
+    tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
+    return;
+  }
+  if (r->state != TG_REC_UNBOUND)
+    r->resume_state = r->state == TG_REC_STOPPING || r->stop_wanted
+                          ? TG_REC_STOPPING
+                          : TG_REC_TRACING;
+  uv_timer_stop(&r->reader);
+  uv_timer_stop(&r->stats);
+  uv_timer_stop(&r->guard);
+  tg__rec_set_state(r, TG_REC_UNBOUND);
+}
+
+static void on_reattached(tg_consumer_t *c, void *ctx, int status,
+                          const char *msg, const uint8_t *config, size_t len) {
+  (void)config;
+  (void)len;
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
+  if (status) {
+    if (r->cbs->on_rebound) r->cbs->on_rebound(r, status, msg);
+    return;
+  }
+  int rv = follow(r);
+  if (rv < 0) {
+    tg__rec_fail(r, rv, "cannot follow the session after re-attaching: %s",
+         tg_strerror(rv));
+    return;
+  }
+  begin_tracing(r, r->resume_state);
+  if (r->cbs->on_rebound) r->cbs->on_rebound(r, 0, "");
+  /* What was lost while away shows in the counters now. */
+  if (!tg__rec_is_over(r) && r->stats_period_ms) tg__rec_stats_now(r);
+}
+
+int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c) {
+  if (r->state != TG_REC_UNBOUND || !r->resume_key || !c) return -EINVAL;
+  int rv = tg_consumer_attach(c, r->resume_key, on_reattached, r);
+  if (rv < 0) return rv;
+  r->inflight++;
+  r->c = c;
+  r->last_rx_ms = uv_now(r->loop);
+  return 0;
+}
+
+/* --- life and queries ----------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *h) {
+  tg_recording_t *r = h->data;
+  r->open_timers--;
+  maybe_release(r);
+}
+
+tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
+                                 void *data) {
+  tg_recording_t *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->loop = loop;
+  r->cbs = cbs;
+  r->data = data;
+  r->state = TG_REC_IDLE;
+  uv_timer_t *timers[N_TIMERS] = {&r->reader, &r->stats, &r->stopper,
+                                  &r->deadline, &r->guard, &r->ender};
+  for (size_t i = 0; i < N_TIMERS; i++) {
+    uv_timer_init(loop, timers[i]);
+    timers[i]->data = r;
+  }
+  r->open_timers = N_TIMERS;
+  return r;
+}
+
+void tg_recording_free(tg_recording_t *r) {
+  if (!r || r->freed) return;
+  r->freed = true;
+  uv_timer_t *timers[N_TIMERS] = {&r->reader, &r->stats, &r->stopper,
+                                  &r->deadline, &r->guard, &r->ender};
+  for (size_t i = 0; i < N_TIMERS; i++)
+    uv_close((uv_handle_t *)timers[i], on_timer_closed);
+}
+
+void *tg_recording_data(const tg_recording_t *r) { return r->data; }
+tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
+bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
+unsigned tg_recording_reads_cut(const tg_recording_t *r) { return r->reads_cut; }
+
+const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r) {
+  return r->attached_cfg;
+}
+
+uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms) {
+  if (!r->reading && !r->stats_pending) return 0;
+  return now_ms > r->last_rx_ms ? now_ms - r->last_rx_ms : 0;
+}
+
+const char *tg_recording_state_name(tg_rec_state_t s) {
+  switch (s) {
+    case TG_REC_IDLE: return "idle";
+    case TG_REC_STARTING: return "starting";
+    case TG_REC_TRACING: return "tracing";
+    case TG_REC_STOPPING: return "stopping";
+    case TG_REC_DRAINING: return "reading the end";
+    case TG_REC_STATS: return "statistics";
+    case TG_REC_UNBOUND: return "reconnecting";
+    case TG_REC_DONE: return "done";
+    case TG_REC_DETACHED: return "detached";
+    case TG_REC_FAILED: return "FAILED";
+  }
+  return "?";
+}

@@ -1,0 +1,162 @@
+/* One recording: a tracing session driven over a tg_consumer_t, from its
+ * start to its final statistics. The local `tracegate record` and every
+ * host of a fleet recording use it; what they add (the output file, the
+ * terminal, connecting and reconnecting) stays with them.
+ *
+ *   STARTING --enable/attach--> TRACING --stop, duration, deadline-->
+ *   STOPPING (flush, disable) --the session ended--> DRAINING (final reads,
+ *   when streaming) --> STATS (final GetTraceStats) --> DONE
+ *
+ * Any failure goes to FAILED; --detach ends in DETACHED once the service
+ * keeps the session under its key. UNBOUND: the connection went away (see
+ * tg_recording_unbind); tg_recording_rebind() re-attaches by key on a new
+ * connection and goes back where it was.
+ *
+ * The recording never opens, closes or frees a connection: it borrows the
+ * one it is given. It reports to its owner through callbacks only; they
+ * run from the loop, never inside the call that caused them, except
+ * on_state. The end (DONE, DETACHED or FAILED) is reported once, by
+ * on_end; after it the recording does nothing until freed.
+ */
+#ifndef TRACEGATE_CONSUMER_RECORDING_H
+#define TRACEGATE_CONSUMER_RECORDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "consumer/consumer.h"
+#include "pb/config/trace_config.pb-c.h"
+
+typedef struct tg_recording tg_recording_t;
+
+typedef enum tg_rec_state {
+  TG_REC_IDLE,     /* not started yet */
+  TG_REC_STARTING, /* EnableTracing or Attach sent */
+  TG_REC_TRACING,
+  TG_REC_STOPPING, /* flush + disable sent, waiting for the end */
+  TG_REC_DRAINING, /* tracing ended: final reads */
+  TG_REC_STATS,    /* final GetTraceStats */
+  TG_REC_UNBOUND,  /* the connection is gone; waiting for a rebind */
+  TG_REC_DONE,
+  TG_REC_DETACHED, /* left running in the service under detach_key */
+  TG_REC_FAILED,
+} tg_rec_state_t;
+
+/* Defaults of the options below when left 0. */
+#define TG_REC_DEFAULT_READ_PERIOD_MS 500
+#define TG_REC_DEFAULT_GUARD_MS 60000
+#define TG_REC_DEFAULT_DEADLINE_STOP_MS 5000
+#define TG_REC_DEFAULT_GRACE_MS 60000
+#define TG_REC_STOP_FLUSH_TIMEOUT_MS 5000
+
+typedef struct tg_recording_opts {
+  /* Enable: the serialised TraceConfig (borrowed for tg_recording_start;
+   * its deferred_start and duration_ms are followed). Ignored with
+   * |attach_key|. */
+  const uint8_t *config;
+  size_t config_len;
+  /* Attach to the detached session of this key instead of enabling one
+   * (copied). */
+  const char *attach_key;
+  /* Detach under this key right after enabling, and end as DETACHED
+   * (copied). */
+  const char *detach_key;
+  /* The key tg_recording_rebind() attaches with (copied); NULL: no
+   * rebind. A relay keeps the session under it when the link drops. */
+  const char *resume_key;
+  /* write_into_file: the output fd, passed to the service (ownership
+   * passes to the recording at tg_recording_start, closed on error).
+   * -1: none. */
+  int fd;
+  /* Read the trace over the connection: every read_period_ms while
+   * tracing, then until a read comes back empty once tracing ended. */
+  bool stream;
+  uint32_t read_period_ms;
+  /* GetTraceStats every this often while tracing (on_stats); 0: never. */
+  uint32_t stats_period_ms;
+  /* Stop after this long from the start (client side; e.g. -t with
+   * attach); 0: not from here. */
+  uint64_t stop_after_ms;
+  /* The session is expected to end by its duration (stop_after_ms, else
+   * the config's duration_ms) + grace_ms: past that the recording stops
+   * it, and fails if it still has not ended deadline_stop_ms later. No
+   * deadline for a session without a duration. */
+  uint64_t grace_ms;         /* 0: TG_REC_DEFAULT_GRACE_MS */
+  uint32_t deadline_stop_ms; /* 0: TG_REC_DEFAULT_DEADLINE_STOP_MS */
+  /* Stopping and draining each end within this; 0: the default. */
+  uint32_t guard_ms;
+} tg_recording_opts_t;
+
+typedef struct tg_recording_cbs {
+  /* Every state change, as it happens (may run inside a call). Optional. */
+  void (*on_state)(tg_recording_t *r, tg_rec_state_t from, tg_rec_state_t to);
+  /* One packet read (|p|, |n| borrowed for the call). Return 0, or a
+   * negative error to fail the recording with it. Required when
+   * streaming. */
+  int (*on_packet)(tg_recording_t *r, const uint8_t *p, size_t n);
+  /* The attached session's TraceConfig (borrowed for the call). Return
+   * 0 to follow the session, 1 to give it back (detach again under the
+   * key and end as DETACHED), or a negative error to fail. Optional. */
+  int (*on_attached)(tg_recording_t *r, const Perfetto__Protos__TraceConfig *cfg);
+  /* A GetTraceStats answer (periodic, after a rebind, or |final|); |st| is
+   * NULL when the call failed (|msg| says why). Optional. */
+  void (*on_stats)(tg_recording_t *r, int status, const char *msg,
+                   const Perfetto__Protos__TraceStats *st, bool final);
+  /* tg_recording_rebind(): 0 once re-attached (the recording goes on),
+   * else why not (still UNBOUND: rebind again or fail it). Optional. */
+  void (*on_rebound)(tg_recording_t *r, int status, const char *msg);
+  /* The end: status 0 (DONE or DETACHED) or a negative error and
+   * |reason| (a sentence, e.g. "cannot stop tracing: ..."). Required. */
+  void (*on_end)(tg_recording_t *r, int status, const char *reason);
+} tg_recording_cbs_t;
+
+/* A recording on |loop| (its timers); |cbs| must outlive it. Returns
+ * NULL when out of memory. */
+tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
+                                 void *data);
+/* Frees it: its timers close on the loop, which must run on. Calls in
+ * flight are ignored when they answer. Safe inside its callbacks. */
+void tg_recording_free(tg_recording_t *r);
+void *tg_recording_data(const tg_recording_t *r);
+
+/* Starts on the bound connection |c| (borrowed until unbind or the end).
+ * Returns 0, or a negative error (no callback runs; the fd is closed). */
+int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
+                       const tg_recording_opts_t *opts);
+/* Whether to read the trace over the connection (see opts.stream): for
+ * on_attached, once the session's config says where its trace goes. */
+void tg_recording_set_stream(tg_recording_t *r, bool stream);
+/* Stops tracing (flush, then DisableTracing); before tracing began or
+ * while unbound, as soon as it can. */
+void tg_recording_stop(tg_recording_t *r);
+/* Fails the recording with |reason| (on_end runs from the loop). With
+ * |end_session| the session is ended first (FreeBuffers) rather than
+ * left behind, where the connection still allows; failures the recording
+ * finds itself do the same. */
+void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason);
+/* The connection is going or gone (call it from its on_close at the
+ * latest): forget it; calls in flight on it are ignored. The recording
+ * goes UNBOUND, its deadline still running; the owner then rebinds it
+ * (when tg_recording_resumable() said so before) or fails it. */
+void tg_recording_unbind(tg_recording_t *r);
+/* Re-attaches by the resume key on the bound connection |c|; on_rebound
+ * says how it went. Returns 0, or a negative error (no callback). */
+int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c);
+
+tg_rec_state_t tg_recording_state(const tg_recording_t *r);
+const char *tg_recording_state_name(tg_rec_state_t s);
+/* Whether the service said the session ended. */
+bool tg_recording_ended(const tg_recording_t *r);
+/* Whether this recording may be resumed after losing its connection. */
+bool tg_recording_resumable(const tg_recording_t *r);
+/* How long a read or stats call has gone unanswered at |now_ms| (loop
+ * time); 0 when none is in flight. */
+uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
+/* Reads cut short by a lost connection: what they carried is lost. */
+unsigned tg_recording_reads_cut(const tg_recording_t *r);
+/* The attached session's TraceConfig (NULL before, or when enabling). */
+const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r);
+
+#endif /* TRACEGATE_CONSUMER_RECORDING_H */

@@ -1,0 +1,129 @@
+/* The recording engine's reading side (recording_internal.h): periodic
+ * ReadBuffers and GetTraceStats while tracing, and once the session
+ * ended, reads until one comes back empty, then the final statistics. */
+#include <errno.h>
+
+#include "consumer/recording_internal.h"
+#include "tracegate/error.h"
+
+#define MAX_DRAIN_READS 64
+
+/* --- statistics ----------------------------------------------------------- */
+
+static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg,
+                           const Perfetto__Protos__TraceStats *st) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c)) return;
+  r->stats_pending = false;
+  if (tg__rec_conn_going(status) || r->state != TG_REC_STATS) return;
+  /* Without final statistics the trace is still whole. */
+  if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, true);
+  tg__rec_end(r, TG_REC_DONE, 0, "");
+}
+
+void tg__rec_final_stats(tg_recording_t *r) {
+  tg__rec_set_state(r, TG_REC_STATS);
+  if (r->stats_pending) return; /* on_tick_stats asks again */
+  int rv = tg_consumer_get_trace_stats(r->c, on_final_stats, r);
+  if (rv < 0) {
+    if (r->cbs->on_stats) r->cbs->on_stats(r, rv, tg_strerror(rv), NULL, true);
+    tg__rec_end(r, TG_REC_DONE, 0, "");
+    return;
+  }
+  r->inflight++;
+  r->stats_pending = true;
+}
+
+static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
+                          const char *msg, const Perfetto__Protos__TraceStats *st) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c)) return;
+  r->stats_pending = false;
+  if (tg__rec_conn_going(status)) return;
+  if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, false);
+  if (r->state == TG_REC_STATS && !tg__rec_is_over(r)) tg__rec_final_stats(r);
+}
+
+void tg__rec_stats_now(tg_recording_t *r) {
+  if (r->stats_pending || !r->c) return;
+  if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
+    if (!r->reading) r->last_rx_ms = uv_now(r->loop);
+    r->inflight++;
+    r->stats_pending = true;
+  } else if (r->cbs->on_stats) {
+    r->cbs->on_stats(r, TG_ENOT_CONNECTED, "not connected", NULL, false);
+  }
+}
+
+void tg__rec_on_stats_timer(uv_timer_t *t) {
+  tg_recording_t *r = t->data;
+  if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING) tg__rec_stats_now(r);
+}
+
+/* --- reading -------------------------------------------------------------- */
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
+  tg_recording_t *r = ctx;
+  if (r->freed || c != r->c || tg__rec_is_over(r)) return -ECANCELED;
+  int rv = r->cbs->on_packet(r, p, n);
+  if (rv < 0) return rv;
+  r->packets++;
+  return 0;
+}
+
+static void on_read_done(tg_consumer_t *c, void *ctx, int status,
+                         const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c)) return;
+  r->reading = false;
+  if (status == TG_EPEER_CLOSED) r->reads_cut++;
+  if (tg__rec_conn_going(status)) return;
+  if (status) {
+    tg__rec_fail(r, status, "reading the trace failed: %s", msg);
+    return;
+  }
+  if (r->state != TG_REC_DRAINING) return;
+  /* After the end, read until a read comes back empty. */
+  if (r->packets > r->packets_before_read && ++r->drain_reads < MAX_DRAIN_READS) {
+    tg__rec_read_now(r);
+    return;
+  }
+  tg__rec_final_stats(r);
+}
+
+void tg__rec_read_now(tg_recording_t *r) {
+  if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
+  r->packets_before_read = r->packets;
+  int rv = tg_consumer_read_buffers(r->c, on_packet, on_read_done, r);
+  if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
+  if (rv < 0) {
+    tg__rec_fail(r, rv, "cannot read the trace: %s", tg_strerror(rv));
+    return;
+  }
+  if (!r->stats_pending) r->last_rx_ms = uv_now(r->loop);
+  r->inflight++;
+  r->reading = true;
+}
+
+void tg__rec_on_read_timer(uv_timer_t *t) {
+  tg_recording_t *r = t->data;
+  if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING) tg__rec_read_now(r);
+}
+
+/* --- the session ended: draining ------------------------------------------ */
+
+void tg__rec_drain(tg_recording_t *r) {
+  r->ended = true;
+  tg__rec_stop_timers(r);
+  tg__rec_set_state(r, TG_REC_DRAINING);
+  r->drain_reads = 0;
+  tg__rec_arm_guard(r, r->guard_ms);
+  if (!r->stream) {
+    tg__rec_final_stats(r);
+    return;
+  }
+  if (!r->reading) tg__rec_read_now(r);
+  /* else: on_read_done sees DRAINING and goes on. */
+}
+

@@ -1,0 +1,67 @@
+/* The recording engine's own parts, shared by recording.c (start, stop,
+ * the end, rebind) and recording_drain.c (reads, statistics, draining).
+ * Not for owners: they use consumer/recording.h. */
+#ifndef TRACEGATE_CONSUMER_RECORDING_INTERNAL_H
+#define TRACEGATE_CONSUMER_RECORDING_INTERNAL_H
+
+#include "consumer/recording.h"
+
+struct tg_recording {
+  uv_loop_t *loop;
+  const tg_recording_cbs_t *cbs;
+  void *data;
+  tg_consumer_t *c; /* borrowed; NULL while unbound */
+  tg_rec_state_t state;
+  tg_rec_state_t resume_state; /* where a rebind goes back to */
+
+  char *detach_key, *resume_key, *attach_key;
+  bool stream;
+  uint32_t read_period_ms, stats_period_ms, guard_ms, deadline_stop_ms;
+  uint64_t stop_after_ms, grace_ms;
+  uint64_t duration_ms; /* the session's, for the deadline */
+  bool deferred_start;
+  Perfetto__Protos__TraceConfig *attached_cfg;
+
+  bool live;  /* a session exists (enable sent or attached) */
+  bool ended; /* the service said it ended */
+  bool stop_wanted, stop_sent, deadline_hit, freeing;
+  bool reading, stats_pending;
+  unsigned drain_reads, reads_cut;
+  uint64_t packets, packets_before_read;
+  uint64_t last_rx_ms;
+
+  unsigned inflight; /* consumer calls whose callback has not run */
+  unsigned open_timers;
+  bool freed;
+  int end_status;
+  char reason[600];
+
+  uv_timer_t reader, stats, stopper, deadline, guard, ender;
+};
+
+/* recording.c */
+bool tg__rec_is_over(const tg_recording_t *r);
+void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to);
+/* One callback of a call on |c| ran: true if it is news for the
+ * recording (counts the call done; may release a freed recording). */
+bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c);
+/* A status that only says the connection went. */
+bool tg__rec_conn_going(int status);
+void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
+                 const char *reason);
+/* A failure found by the engine: a session that may still run is ended. */
+void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tg__rec_stop_timers(tg_recording_t *r);
+void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms);
+
+/* recording_drain.c */
+void tg__rec_stats_now(tg_recording_t *r);
+void tg__rec_read_now(tg_recording_t *r);
+void tg__rec_final_stats(tg_recording_t *r);
+void tg__rec_on_stats_timer(uv_timer_t *t);
+void tg__rec_on_read_timer(uv_timer_t *t);
+/* The session ended: final reads (when streaming), then final stats. */
+void tg__rec_drain(tg_recording_t *r);
+
+#endif /* TRACEGATE_CONSUMER_RECORDING_INTERNAL_H */

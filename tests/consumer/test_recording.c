@@ -1,0 +1,399 @@
+/* The recording engine (consumer/recording.h) against a real tracegated,
+ * with a raw producer (tests/support) that commits packets, acks flushes
+ * by hand, or never acks a stop: a whole session (start, stream, stop,
+ * drain, final stats), a refused config, detach then attach and a rebind
+ * after the connection went, and the deadline of a session whose end
+ * never comes. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "consumer/recording.h"
+#include "test_service.h"
+#include "tracegate/error.h"
+
+#define WAIT_MS 10000
+#define MAX_SEEN 64
+
+/* --- the loop and one connection ------------------------------------------ */
+
+static void on_late(uv_timer_t *t) { *(bool *)t->data = true; }
+
+/* Runs |loop| until *flag (an event) or |timeout_ms| passed. */
+static bool run_until(uv_loop_t *loop, const bool *flag, int timeout_ms) {
+  bool late = false;
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  t.data = &late;
+  uv_timer_start(&t, on_late, (uint64_t)timeout_ms, 0);
+  while (!*flag && !late) uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+  return *flag;
+}
+
+typedef struct conn {
+  tg_consumer_t *c;
+  bool ready, closed;
+} conn_t;
+
+static void on_ready(tg_consumer_t *c, int status, const char *msg) {
+  (void)msg;
+  conn_t *k = tg_consumer_data(c);
+  k->ready = status == 0;
+}
+
+static void on_close(tg_consumer_t *c, int status, const char *msg) {
+  (void)status;
+  (void)msg;
+  conn_t *k = tg_consumer_data(c);
+  k->closed = true;
+  k->c = NULL;
+}
+
+static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
+                                           .on_close = on_close};
+
+static void connect_to(conn_t *k, uv_loop_t *loop, const test_service_t *ts) {
+  memset(k, 0, sizeof(*k));
+  assert_int_equal(tg_consumer_connect(loop, ts->consumer_sock, &conn_cbs, k, &k->c), 0);
+  assert_true(run_until(loop, &k->ready, WAIT_MS));
+}
+
+static void close_conn(conn_t *k, uv_loop_t *loop) {
+  if (k->c) tg_consumer_close(k->c);
+  assert_true(run_until(loop, &k->closed, WAIT_MS));
+}
+
+/* --- what the recording told its owner ------------------------------------- */
+
+typedef struct seen {
+  tg_rec_state_t states[MAX_SEEN];
+  size_t n_states;
+  uint32_t values[MAX_SEEN]; /* the test packets' seq_value, in order */
+  char strs[MAX_SEEN][8];
+  size_t n_packets;
+  unsigned stats, final_stats;
+  bool attached;
+  bool rebound;
+  int rebound_status;
+  bool ended;
+  int end_status;
+  char reason[600];
+} seen_t;
+
+static void on_state(tg_recording_t *r, tg_rec_state_t from, tg_rec_state_t to) {
+  (void)from;
+  seen_t *s = tg_recording_data(r);
+  if (s->n_states < MAX_SEEN) s->states[s->n_states++] = to;
+}
+
+static int on_packet(tg_recording_t *r, const uint8_t *p, size_t n) {
+  seen_t *s = tg_recording_data(r);
+  Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, n, p);
+  if (!tp) return TG_EPROTO_DECODE;
+  if (tp->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
+      s->n_packets < MAX_SEEN) {
+    s->values[s->n_packets] = tp->for_testing->seq_value;
+    snprintf(s->strs[s->n_packets], sizeof(s->strs[0]), "%s", tp->for_testing->str);
+    s->n_packets++;
+  }
+  perfetto__protos__trace_packet__free_unpacked(tp, NULL);
+  return 0;
+}
+
+static int on_attached(tg_recording_t *r, const Perfetto__Protos__TraceConfig *cfg) {
+  seen_t *s = tg_recording_data(r);
+  s->attached = cfg->n_buffers == 1;
+  return 0;
+}
+
+static void on_stats(tg_recording_t *r, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st, bool final) {
+  (void)msg;
+  seen_t *s = tg_recording_data(r);
+  if (status == 0 && st) {
+    if (final) s->final_stats++;
+    else s->stats++;
+  }
+}
+
+static void on_rebound(tg_recording_t *r, int status, const char *msg) {
+  (void)msg;
+  seen_t *s = tg_recording_data(r);
+  s->rebound = true;
+  s->rebound_status = status;
+}
+
+static void on_end(tg_recording_t *r, int status, const char *reason) {
+  seen_t *s = tg_recording_data(r);
+  s->ended = true;
+  s->end_status = status;
+  snprintf(s->reason, sizeof(s->reason), "%s", reason);
+}
+
+static const tg_recording_cbs_t rec_cbs = {
+    .on_state = on_state,
+    .on_packet = on_packet,
+    .on_attached = on_attached,
+    .on_stats = on_stats,
+    .on_rebound = on_rebound,
+    .on_end = on_end,
+};
+
+static bool saw_state(const seen_t *s, tg_rec_state_t st) {
+  for (size_t i = 0; i < s->n_states; i++)
+    if (s->states[i] == st) return true;
+  return false;
+}
+
+/* Runs the loop until the recording holds |n| test packets. */
+static void wait_packets(uv_loop_t *loop, seen_t *s, size_t n) {
+  bool got = false;
+  for (int i = 0; i < WAIT_MS / 10 && !got; i++) {
+    bool never = false;
+    run_until(loop, &never, 10);
+    got = s->n_packets >= n;
+  }
+  assert_true(got);
+}
+
+static void commit(raw_producer_t *p, uint32_t chunk_id, const char *str,
+                   uint32_t first, unsigned n) {
+  assert_int_equal(raw_producer_write_packets(p, 0, 0, 1, chunk_id, str, first, n), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+static void on_conn_detached(tg_consumer_t *c, void *ctx, int status,
+                             const char *msg) {
+  (void)c;
+  (void)msg;
+  assert_int_equal(status, 0);
+  *(bool *)ctx = true;
+}
+
+static void ack_flush(raw_producer_t *p) {
+  uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, WAIT_MS);
+  assert_true(id > 0);
+  assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, id), 0);
+}
+
+/* One test's world: a loop, a producer (unless none is wanted), a
+ * connection, and a recording with what it saw. */
+typedef struct bench {
+  uv_loop_t loop;
+  raw_producer_t p;
+  bool has_p;
+  conn_t k;
+  seen_t s;
+  tg_recording_t *r;
+  simple_cfg_t sc;
+  uint8_t buf[512];
+} bench_t;
+
+static void bench_open(bench_t *b, const test_service_t *ts, const char *producer,
+                       bool will_notify_on_stop) {
+  memset(b, 0, sizeof(*b));
+  if (producer) {
+    assert_int_equal(raw_producer_connect(&b->p, ts, producer, "rec.ds", 4, 64,
+                                          will_notify_on_stop), 0);
+    b->has_p = true;
+  }
+  uv_loop_init(&b->loop);
+  connect_to(&b->k, &b->loop, ts);
+  b->r = tg_recording_new(&b->loop, &rec_cbs, &b->s);
+  assert_non_null(b->r);
+  simple_cfg_init(&b->sc, 256, 1, "rec.ds");
+}
+
+/* |o| enables b->sc's config (packed into b->buf). */
+static void bench_config(bench_t *b, tg_recording_opts_t *o) {
+  size_t n = perfetto__protos__trace_config__get_packed_size(&b->sc.cfg);
+  assert_true(n <= sizeof(b->buf));
+  o->config = b->buf;
+  o->config_len = perfetto__protos__trace_config__pack(&b->sc.cfg, b->buf);
+}
+
+/* Frees the recording, closes the connection, and checks the loop holds
+ * nothing else. */
+static void bench_close(bench_t *b) {
+  tg_recording_free(b->r);
+  close_conn(&b->k, &b->loop);
+  uv_run(&b->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&b->loop), 0);
+  if (b->has_p) raw_producer_close(&b->p);
+}
+
+/* --- tests ------------------------------------------------------------------- */
+
+static void streams_stops_and_drains_a_whole_session(void **state) {
+  bench_t b;
+  bench_open(&b, *state, "rec.producer", false);
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 20,
+                           .stats_period_ms = 20};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_TRACING);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+
+  /* While tracing: the periodic reads bring the packets. */
+  commit(&b.p, 0, "a", 1, 5);
+  wait_packets(&b.loop, &b.s, 5);
+  /* Written just before the stop: the drain reads them. */
+  commit(&b.p, 1, "b", 10, 3);
+  tg_recording_stop(b.r);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_STOPPING);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_DONE);
+  assert_true(tg_recording_ended(b.r));
+  assert_int_equal(b.s.n_packets, 8);
+  for (unsigned i = 0; i < 5; i++) {
+    assert_string_equal(b.s.strs[i], "a");
+    assert_int_equal(b.s.values[i], 1 + i);
+  }
+  for (unsigned i = 0; i < 3; i++) {
+    assert_string_equal(b.s.strs[5 + i], "b");
+    assert_int_equal(b.s.values[5 + i], 10 + i);
+  }
+  assert_int_equal(b.s.final_stats, 1);
+  assert_true(saw_state(&b.s, TG_REC_DRAINING));
+  assert_true(saw_state(&b.s, TG_REC_STATS));
+  assert_int_equal(b.s.states[b.s.n_states - 1], TG_REC_DONE);
+  assert_int_equal(tg_recording_reads_cut(b.r), 0);
+  bench_close(&b);
+}
+
+static void refused_config_fails_with_the_service_text(void **state) {
+  bench_t b;
+  bench_open(&b, *state, NULL, false);
+  b.sc.cfg.n_buffers = 0;
+  tg_recording_opts_t o = {.fd = -1, .stream = true};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_false(b.s.ended); /* never inside the call */
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, TG_EREMOTE_FAILED);
+  assert_non_null(strstr(b.s.reason, "buffers: at least one buffer is required"));
+  assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
+  /* A config that does not decode is refused by the call, no callback. */
+  tg_recording_t *r2 = tg_recording_new(&b.loop, &rec_cbs, &b.s);
+  static const uint8_t junk[] = {0xff, 0xff, 0xff};
+  tg_recording_opts_t bad = {.fd = -1, .config = junk, .config_len = sizeof(junk)};
+  assert_int_equal(tg_recording_start(r2, b.k.c, &bad), TG_EPROTO_DECODE);
+  tg_recording_free(r2);
+  bench_close(&b);
+}
+
+static void detach_attach_and_rebind_keep_every_packet(void **state) {
+  test_service_t *ts = *state;
+  /* A: enable, then detach under the key. */
+  bench_t a;
+  bench_open(&a, ts, "rec.producer", false);
+  tg_recording_opts_t o = {.fd = -1, .detach_key = "rec-key"};
+  bench_config(&a, &o);
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &o), 0);
+  assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
+  assert_int_equal(a.s.end_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_DETACHED);
+  tg_recording_free(a.r);
+  a.r = tg_recording_new(&a.loop, &rec_cbs, &a.s);
+  memset(&a.s, 0, sizeof(a.s));
+  close_conn(&a.k, &a.loop);
+  assert_int_equal(raw_producer_wait_started(&a.p, WAIT_MS), 0);
+  commit(&a.p, 0, "a", 0, 4);
+
+  /* B: attach by key and stream. */
+  connect_to(&a.k, &a.loop, ts);
+  tg_recording_opts_t ao = {.fd = -1, .attach_key = "rec-key",
+                            .resume_key = "rec-key", .stream = true,
+                            .read_period_ms = 20, .stats_period_ms = 50};
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &ao), 0);
+  wait_packets(&a.loop, &a.s, 4);
+  assert_true(a.s.attached);
+  assert_non_null(tg_recording_config(a.r));
+  assert_int_equal(tg_recording_state(a.r), TG_REC_TRACING);
+  assert_true(tg_recording_resumable(a.r));
+
+  /* B goes away with the session detached (as a relay does when its
+   * client's link drops); the recording waits, unbound. */
+  tg_recording_unbind(a.r);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_UNBOUND);
+  bool detached = false;
+  assert_int_equal(tg_consumer_detach(a.k.c, "rec-key", on_conn_detached, &detached), 0);
+  assert_true(run_until(&a.loop, &detached, WAIT_MS));
+  close_conn(&a.k, &a.loop);
+  commit(&a.p, 1, "b", 4, 3);
+
+  /* C: rebind; stopping is remembered across it. */
+  connect_to(&a.k, &a.loop, ts);
+  tg_recording_stop(a.r);
+  assert_int_equal(tg_recording_rebind(a.r, a.k.c), 0);
+  assert_true(run_until(&a.loop, &a.s.rebound, WAIT_MS));
+  assert_int_equal(a.s.rebound_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_STOPPING);
+  ack_flush(&a.p);
+  assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
+  assert_int_equal(a.s.end_status, 0);
+  assert_int_equal(tg_recording_state(a.r), TG_REC_DONE);
+  /* Every packet once, in order. */
+  assert_int_equal(a.s.n_packets, 7);
+  for (unsigned i = 0; i < 7; i++) {
+    assert_string_equal(a.s.strs[i], i < 4 ? "a" : "b");
+    assert_int_equal(a.s.values[i], i);
+  }
+  bench_close(&a);
+}
+
+static void session_that_never_ends_fails_at_its_deadline(void **state) {
+  /* will_notify_on_stop, and neither flushes nor stops are ever acked:
+   * with long service timeouts the session's end never comes. */
+  bench_t b;
+  bench_open(&b, *state, "stuck.producer", true);
+  b.sc.cfg.has_duration_ms = 1;
+  b.sc.cfg.duration_ms = 200;
+  b.sc.cfg.has_flush_timeout_ms = 1;
+  b.sc.cfg.flush_timeout_ms = 60000;
+  b.sc.cfg.has_data_source_stop_timeout_ms = 1;
+  b.sc.cfg.data_source_stop_timeout_ms = 60000;
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 50,
+                           .grace_ms = 300, .deadline_stop_ms = 300};
+  bench_config(&b, &o);
+  uint64_t t0 = uv_now(&b.loop);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  uv_update_time(&b.loop);
+  uint64_t took = uv_now(&b.loop) - t0;
+  assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
+  assert_int_equal(b.s.end_status, -ETIMEDOUT);
+  assert_non_null(strstr(b.s.reason, "did not end by its deadline"));
+  assert_non_null(strstr(b.s.reason, "duration 200ms + grace 300ms"));
+  assert_true(saw_state(&b.s, TG_REC_STOPPING)); /* it was stopped first */
+  /* duration + grace + the stop bound, well before any service timeout. */
+  assert_true(took >= 800);
+  assert_true(took < 5000);
+  bench_close(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(refused_config_fails_with_the_service_text,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(detach_attach_and_rebind_keep_every_packet,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(session_that_never_ends_fails_at_its_deadline,
+                                      test_service_setup, test_service_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
