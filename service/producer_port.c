@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include "pb/ipc/producer_port.pb-c.h"
-#include "service/service.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "service/producer_port.h"
+#include "service/producer_smb.h"
+#include "service/session.h"
+#include "tracegate/error.h"
 
 #define MAX_NAME_LEN 256
 
@@ -179,10 +181,7 @@ int tg__producer_setup_instance(tg_ds_instance_t *inst,
 
 void tg__producer_start_instance(tg_ds_instance_t *inst,
                                  const Perfetto__Protos__DataSourceConfig *cfg) {
-  inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
   send_ds_command(inst, cfg, true);
-  if (inst->state == TG_DS_STARTED)
-    tg__consumer_notify_instance_state(inst->producer->svc, inst);
 }
 
 void tg__producer_stop_instance(tg_ds_instance_t *inst) {
@@ -376,15 +375,6 @@ static void m_update_data_source(void *ctx, tg_ipc_call_t call,
   tg_ipc_reply(&call, ds != NULL, false, &r.base, -1);
 }
 
-static void remove_instance(tg_ds_instance_t *inst) {
-  /* What it wrote before stopping may still sit in the SMB. */
-  if (inst->producer) tg__producer_scrape(inst->producer, inst->session);
-  tg_list_remove(&inst->producer_node);
-  inst->producer = NULL;
-  inst->ds = NULL;
-  tg__session_instance_stopped(inst);
-}
-
 static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
                                      const uint8_t *args, size_t len) {
   (void)ctx;
@@ -403,7 +393,7 @@ static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->ds == ds) remove_instance(inst);
+    if (inst->ds == ds) tg__session_instance_gone(inst);
   }
   size_t idx = (size_t)(ds - p->ds);
   free(ds->name);
@@ -520,7 +510,7 @@ static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
 
 static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
-  tg_service_t *svc = ctx;
+  (void)ctx;
   tg_producer_t *p = ready_or_fail(call);
   if (!p) return;
   Perfetto__Protos__NotifyDataSourceStartedRequest *req =
@@ -528,10 +518,7 @@ static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_ds_instance_t *inst =
       req && req->has_data_source_id ? instance_by_id(p, req->data_source_id) : NULL;
   if (req) perfetto__protos__notify_data_source_started_request__free_unpacked(req, NULL);
-  if (inst && inst->state == TG_DS_STARTING) {
-    inst->state = TG_DS_STARTED;
-    tg__consumer_notify_instance_state(svc, inst);
-  }
+  if (inst) tg__session_instance_started(inst);
   Perfetto__Protos__NotifyDataSourceStartedResponse r =
       PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_RESPONSE__INIT;
   tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
@@ -550,7 +537,7 @@ static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   Perfetto__Protos__NotifyDataSourceStoppedResponse r =
       PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_RESPONSE__INIT;
   tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
-  if (inst) remove_instance(inst);
+  if (inst) tg__session_instance_gone(inst);
 }
 
 
@@ -598,7 +585,7 @@ static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    remove_instance(inst);
+    tg__session_instance_gone(inst);
   }
   if (p->smb_map) munmap(p->smb_map, p->smb.size);
   if (p->smb_fd >= 0) close(p->smb_fd);
