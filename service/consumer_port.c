@@ -621,11 +621,11 @@ static void m_query_service_state(void *ctx, tg_ipc_call_t call,
       for (size_t k = 0; k < p->n_ds; k++) {
         perfetto__protos__tracing_service_state__data_source__init(&ds[id]);
         perfetto__protos__data_source_descriptor__init(&desc[id]);
-        desc[id].name = p->ds[k].name;
+        desc[id].name = p->ds[k]->name;
         desc[id].has_will_notify_on_stop = 1;
-        desc[id].will_notify_on_stop = p->ds[k].will_notify_on_stop;
+        desc[id].will_notify_on_stop = p->ds[k]->will_notify_on_stop;
         desc[id].has_will_notify_on_start = 1;
-        desc[id].will_notify_on_start = p->ds[k].will_notify_on_start;
+        desc[id].will_notify_on_start = p->ds[k]->will_notify_on_start;
         ds[id].ds_descriptor = &desc[id];
         ds[id].has_producer_id = 1;
         ds[id].producer_id = p->ident.producer_id;

@@ -295,7 +295,7 @@ static void register_ds_reply(tg_ipc_call_t call, const char *error) {
 
 static tg_registered_ds_t *ds_by_name(tg_producer_t *p, const char *name) {
   for (size_t i = 0; i < p->n_ds; i++)
-    if (strcmp(p->ds[i].name, name) == 0) return &p->ds[i];
+    if (strcmp(p->ds[i]->name, name) == 0) return p->ds[i];
   return NULL;
 }
 
@@ -330,26 +330,20 @@ static void m_register_data_source(void *ctx, tg_ipc_call_t call,
     if (req) perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
     return;
   }
-  tg_registered_ds_t *nds = realloc(p->ds, (p->n_ds + 1) * sizeof(*nds));
-  if (!nds) {
+  /* Each entry is allocated alone: instances keep pointers to it. */
+  tg_registered_ds_t **nds = realloc(p->ds, (p->n_ds + 1) * sizeof(*nds));
+  if (nds) p->ds = nds;
+  tg_registered_ds_t *ds = nds ? calloc(1, sizeof(*ds)) : NULL;
+  char *name = ds ? strdup(d->name) : NULL;
+  if (!name) {
+    free(ds);
     register_ds_reply(call, "out of memory");
     perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
     return;
   }
-  /* Instances point at entries of this array: fix them after a move. */
-  if (nds != p->ds) {
-    tg_list_t *it, *tmp;
-    tg_list_foreach_safe(it, tmp, &p->instances) {
-      tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-      if (inst->ds) inst->ds = nds + (inst->ds - p->ds);
-    }
-  }
-  p->ds = nds;
-  tg_registered_ds_t *ds = &p->ds[p->n_ds];
-  memset(ds, 0, sizeof(*ds));
-  ds->name = strdup(d->name);
+  ds->name = name;
   ds_fill(ds, d);
-  p->n_ds++;
+  p->ds[p->n_ds++] = ds;
   svc->data_sources_seen++;
   TG_INFO("producer %u registered data source '%s'", p->ident.producer_id,
           ds->name);
@@ -395,14 +389,12 @@ static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
     if (inst->ds == ds) tg__session_instance_gone(inst);
   }
-  size_t idx = (size_t)(ds - p->ds);
-  free(ds->name);
-  memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*ds));
+  size_t idx = 0;
+  while (p->ds[idx] != ds) idx++; /* found by ds_by_name: present */
+  memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*p->ds));
   p->n_ds--;
-  tg_list_foreach_safe(it, tmp, &p->instances) {
-    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->ds && inst->ds > ds) inst->ds--;
-  }
+  free(ds->name);
+  free(ds);
   Perfetto__Protos__UnregisterDataSourceResponse r =
       PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -591,7 +583,10 @@ static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   if (p->smb_fd >= 0) close(p->smb_fd);
   if (p->pending_smb_fd >= 0) close(p->pending_smb_fd);
   tg_buf_free(&p->pending_cmds);
-  for (size_t i = 0; i < p->n_ds; i++) free(p->ds[i].name);
+  for (size_t i = 0; i < p->n_ds; i++) {
+    free(p->ds[i]->name);
+    free(p->ds[i]);
+  }
   free(p->ds);
   free(p->writers);
   free(p->name);

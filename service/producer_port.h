@@ -2,9 +2,9 @@
  *
  * Owns: struct tg_producer and its registered data sources and writers
  * (producer_smb.c writes the SMB fields and abuse counters of the same
- * producer). Must never: change a session or a data source instance
- * itself (it reports to session.h), or trust a producer's bytes before
- * they are checked.
+ * producer). Must never: write a session or a data source instance (it
+ * reports to session.h, which owns both), or trust a producer's bytes
+ * before they are checked.
  */
 #ifndef TRACEGATE_SERVICE_PRODUCER_PORT_H
 #define TRACEGATE_SERVICE_PRODUCER_PORT_H
@@ -52,7 +52,7 @@ struct tg_producer {
   tg_ipc_call_t async_call;
   bool smb_sent;
 
-  tg_registered_ds_t *ds;
+  tg_registered_ds_t **ds; /* each allocated alone: instances point at it */
   size_t n_ds;
   tg_writer_reg_t *writers;
   size_t n_writers;

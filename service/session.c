@@ -150,7 +150,7 @@ static void instantiate_all(tg_session_t *s) {
     tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
     for (size_t d = 0; d < p->n_ds; d++)
       for (size_t c = 0; c < s->config->n_data_sources; c++)
-        maybe_instantiate(s, c, p, &p->ds[d]);
+        maybe_instantiate(s, c, p, p->ds[d]);
   }
 }
 
