@@ -505,9 +505,10 @@ tg_readout_status_t tg__readout_write_file(tg_session_t *s, int fd) {
 void tg__readout_init(tg_readout_t *r) {
   memset(r, 0, sizeof(*r));
   tg_buf_init(&r->service_packets, 64u << 20);
-  /* Writer ids are 10-bit per producer in practice; this bounds a
-   * session's map far above any real fleet of writers. */
-  tg_u32_map_init(&r->seqs, 1u << 22);
+  /* Writer ids come from untrusted chunk headers: the bound keeps a
+   * hostile producer from growing the map without end (16 MiB at most),
+   * far above 1024 writers for each of 1024 producers. */
+  tg_u32_map_init(&r->seqs, 1u << 20);
   r->last_seq = 1; /* sequence 1 is the service's own */
 }
 

@@ -332,15 +332,6 @@ static bool handles_clear(const tg_ds_instance_t *inst) {
   return inst->ds && inst->ds->handles_incremental_state_clear;
 }
 
-void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie) {
-  tg__session_flush_start(s, timeout_ms, cookie, NULL);
-}
-
-void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
-                           uint64_t flush_id) {
-  tg__session_flushes_ack(svc, p, flush_id);
-}
-
 static void on_flush_period(uv_timer_t *t) {
   tg_session_t *s = t->data;
   if (s->state == TG_SESSION_STARTED) tg__session_flush_start(s, 0, 0, NULL);

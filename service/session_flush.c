@@ -128,8 +128,12 @@ static void flush_producer_done(tg_pending_flush_t *f, uint16_t producer_id) {
   if (f->n_waiting == 0) flush_complete(f, true);
 }
 
-void tg__session_flushes_ack(tg_service_t *svc, tg_producer_t *p,
-                             uint64_t flush_id) {
+void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie) {
+  tg__session_flush_start(s, timeout_ms, cookie, NULL);
+}
+
+void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
+                           uint64_t flush_id) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
     tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);

@@ -1,5 +1,6 @@
 /* Flush bookkeeping of a session: one Flush command per producer, acks,
- * timeouts, and the flush counters of the trace stats.
+ * timeouts, and the flush counters of the trace stats. session_flush.c
+ * also defines tg__session_flush and tg__session_flush_ack of session.h.
  *
  * Owns: tg_session_flushes_t and its tg_pending_flush_t entries. Must
  * never answer a consumer itself (completion goes to the session observer
@@ -39,9 +40,6 @@ void tg__session_flushes_init(tg_session_flushes_t *fl);
  * observer's flush_done with |cookie| if it is not 0, then |done|. */
 void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
                              uint64_t cookie, tg_session_flush_done_fn done);
-/* Producer |p| acked every flush up to |flush_id| of every session. */
-void tg__session_flushes_ack(tg_service_t *svc, tg_producer_t *p,
-                             uint64_t flush_id);
 /* Producer |producer_id| can no longer answer the flushes of |s|. */
 void tg__session_flushes_producer_gone(tg_session_t *s, uint16_t producer_id);
 /* Fails every flush of |s| still waiting; internal |done|s are not run. */
