@@ -75,12 +75,12 @@ static void check_all_started(tg_session_t *s) {
     if (inst->state != TG_DS_STARTED) return;
   }
   tg__readout_service_event(s, 1 /* all_data_sources_started */);
-  if (s->observer.all_started) s->observer.all_started(s->observer.ctx, s);
+  if (s->observer.all_started) s->observer.all_started(s, s->observer.ctx);
 }
 
 static void instance_state_changed(tg_ds_instance_t *inst) {
   tg_session_t *s = inst->session;
-  if (s->observer.instance_state) s->observer.instance_state(s->observer.ctx, s, inst);
+  if (s->observer.instance_state) s->observer.instance_state(s, inst, s->observer.ctx);
   if (inst->state == TG_DS_STARTED) check_all_started(s);
 }
 
@@ -383,7 +383,7 @@ static void finalize_disable(tg_session_t *s) {
     s->write_fd = -1;
   }
   TG_INFO("session %llu disabled", (unsigned long long)s->id);
-  if (s->observer.ended) s->observer.ended(s->observer.ctx, s);
+  if (s->observer.ended) s->observer.ended(s, s->observer.ctx);
 }
 
 static void on_stop_timeout(uv_timer_t *t) {
@@ -449,8 +449,8 @@ void tg__session_disable(tg_session_t *s) {
   uv_timer_start(&s->stop_timer, on_stop_timeout, to, 0);
 }
 
-static void after_final_flush(tg_session_t *s, bool ok) {
-  (void)ok;
+static void after_final_flush(tg_session_t *s, int status) {
+  (void)status; /* stopping anyway: what was not flushed is lost */
   tg__session_disable(s);
 }
 
@@ -544,7 +544,7 @@ void tg__session_free(tg_session_t *s) {
   s->write_fd = -1;
   s->freeing = true;
   /* Consumers still connected (service shutdown) must not keep it. */
-  if (s->observer.freed) s->observer.freed(s->observer.ctx, s);
+  if (s->observer.freed) s->observer.freed(s, s->observer.ctx);
   memset(&s->observer, 0, sizeof(s->observer));
   tg_list_remove(&s->node);
   s->svc->n_sessions--;

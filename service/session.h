@@ -68,21 +68,23 @@ enum tg_session_state {
 };
 
 /* How a session's events go up to the consumer port. Every callback gets
- * |ctx| first; any may be NULL. None is called for a session being freed
- * after |freed|. */
+ * the session first and the observer's |ctx| last; any may be NULL.
+ * None is called after |freed|. */
 typedef struct tg_session_observer {
   void *ctx;
   /* A data source instance started or stopped (|inst| is valid only
    * during the call). */
-  void (*instance_state)(void *ctx, tg_session_t *s, const tg_ds_instance_t *inst);
+  void (*instance_state)(tg_session_t *s, const tg_ds_instance_t *inst, void *ctx);
   /* Every instance of a started session runs. */
-  void (*all_started)(void *ctx, tg_session_t *s);
+  void (*all_started)(tg_session_t *s, void *ctx);
   /* Tracing ended: the session is DISABLED, its data readable. */
-  void (*ended)(void *ctx, tg_session_t *s);
-  /* A flush started with a non-zero |cookie| completed. */
-  void (*flush_done)(void *ctx, tg_session_t *s, uint64_t cookie, bool ok);
+  void (*ended)(tg_session_t *s, void *ctx);
+  /* A flush started with a non-zero |cookie| completed: 0, -ETIMEDOUT
+   * (a producer did not ack in time), -ECANCELED (session freed) or
+   * -ENOMEM. */
+  void (*flush_done)(tg_session_t *s, int status, uint64_t cookie, void *ctx);
   /* |s| is being freed: forget it. */
-  void (*freed)(void *ctx, tg_session_t *s);
+  void (*freed)(tg_session_t *s, void *ctx);
 } tg_session_observer_t;
 
 struct tg_session {

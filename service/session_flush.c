@@ -43,17 +43,18 @@ static void on_flush_closed(uv_handle_t *h) {
   free(f);
 }
 
-static void flush_complete(tg_pending_flush_t *f, bool ok) {
+static void flush_complete(tg_pending_flush_t *f, int status) {
   tg_session_t *s = f->session;
+  bool ok = status == 0;
   tg_list_remove(&f->node);
   uv_timer_stop(&f->timer);
   if (ok) s->flushes.succeeded++; else s->flushes.failed++;
   if (f->cookie && s->observer.flush_done)
-    s->observer.flush_done(s->observer.ctx, s, f->cookie, ok);
+    s->observer.flush_done(s, status, f->cookie, s->observer.ctx);
   tg_session_flush_done_fn done = f->done;
   uv_close((uv_handle_t *)&f->timer, on_flush_closed);
   if (ok) tg__readout_service_event(s, 3 /* all_data_sources_flushed */);
-  if (done) done(s, ok);
+  if (done) done(s, status);
 }
 
 static void on_flush_timeout(uv_timer_t *t) {
@@ -66,7 +67,7 @@ static void on_flush_timeout(uv_timer_t *t) {
     tg_producer_t *p = tg__producer_by_id(s->svc, f->waiting[i]);
     if (p) tg__producer_scrape(p, s);
   }
-  flush_complete(f, false);
+  flush_complete(f, -ETIMEDOUT);
 }
 
 void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
@@ -77,8 +78,8 @@ void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
   if (!f || (max_p && !f->waiting)) {
     free(f);
     if (cookie && s->observer.flush_done)
-      s->observer.flush_done(s->observer.ctx, s, cookie, false);
-    if (done) done(s, false);
+      s->observer.flush_done(s, -ENOMEM, cookie, s->observer.ctx);
+    if (done) done(s, -ENOMEM);
     return;
   }
   f->session = s;
@@ -103,7 +104,7 @@ void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
     free(ids);
   }
   if (f->n_waiting == 0) { /* no producer to wait for */
-    flush_complete(f, true);
+    flush_complete(f, 0);
     return;
   }
   if (timeout_ms == 0)
@@ -125,7 +126,7 @@ static void flush_producer_done(tg_pending_flush_t *f, uint16_t producer_id) {
     if (p) tg__producer_scrape(p, f->session);
     break;
   }
-  if (f->n_waiting == 0) flush_complete(f, true);
+  if (f->n_waiting == 0) flush_complete(f, 0);
 }
 
 void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie) {
@@ -159,6 +160,6 @@ void tg__session_flushes_abandon(tg_session_t *s) {
   tg_list_foreach_safe(it, tmp, &s->flushes.pending) {
     tg_pending_flush_t *f = TG_CONTAINER_OF(it, tg_pending_flush_t, node);
     f->done = NULL;
-    flush_complete(f, false);
+    flush_complete(f, -ECANCELED);
   }
 }

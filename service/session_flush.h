@@ -16,7 +16,8 @@
 #include "common/list.h"
 #include "service/service.h"
 
-typedef void (*tg_session_flush_done_fn)(tg_session_t *s, bool ok);
+/* |status| as the observer's flush_done gets it. */
+typedef void (*tg_session_flush_done_fn)(tg_session_t *s, int status);
 
 /* A Flush in progress: waits for every producer's ack or the timeout. */
 typedef struct tg_pending_flush {
