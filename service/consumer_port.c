@@ -26,6 +26,7 @@
 #include "service/producer_port.h"
 #include "service/readout.h"
 #include "service/session.h"
+#include "service/session_flush.h"
 #include "tracegate/error.h"
 
 #define MAX_DETACH_KEY 256

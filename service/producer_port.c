@@ -18,6 +18,7 @@
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
 #include "service/session.h"
+#include "service/session_flush.h"
 #include "tracegate/error.h"
 
 #define MAX_NAME_LEN 256

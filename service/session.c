@@ -195,7 +195,16 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
     if (write_fd >= 0) close(write_fd);
     return NULL;
   }
-  if (tg__session_config_validate(svc, cfg, write_fd, err, errlen) < 0) {
+  /* Compiled once: validation reports the patterns that do not compile,
+   * and the session matches producer names with them until it is freed. */
+  tg_session_matchers_t matchers;
+  int rv = tg__session_matchers_compile(&matchers, cfg);
+  if (rv < 0)
+    snprintf(err, errlen, "out of memory");
+  else if ((rv = tg__session_config_validate(svc, cfg, &matchers, write_fd, err,
+                                             errlen)) < 0)
+    tg__session_matchers_free(&matchers);
+  if (rv < 0) {
     perfetto__protos__trace_config__free_unpacked(cfg, NULL);
     if (write_fd >= 0) close(write_fd);
     return NULL;
@@ -206,7 +215,11 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
     write_fd = -1;
   }
   tg_session_t *s = calloc(1, sizeof(*s));
-  if (!s) goto oom;
+  if (!s) {
+    tg__session_matchers_free(&matchers);
+    goto oom;
+  }
+  s->matchers = matchers;
   s->svc = svc;
   s->id = ++svc->last_session_id;
   s->config = cfg;
@@ -221,7 +234,6 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   tg_list_init(&s->instances);
   tg__session_flushes_init(&s->flushes);
   tg__readout_init(&s->readout);
-  if (tg__session_matchers_compile(&s->matchers, cfg) < 0) goto oom;
   for (size_t i = 0; i < cfg->n_buffers; i++) {
     const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
     tg_fill_policy_t pol =

@@ -3,8 +3,9 @@
  *
  * Owns: struct tg_session and struct tg_ds_instance. session.c is their
  * only writer, helped by session_config.c (matchers, producer filters) and
- * session_flush.c (flush bookkeeping), each for its own sub-struct, and by
- * readout.c for the tg_readout_t it embeds. Must never call into a port's
+ * session_flush.c (flush bookkeeping; Flush requests and acks go through
+ * session_flush.h), each for its own sub-struct, and by readout.c for the
+ * tg_readout_t it embeds. Must never call into a port's
  * file: producers are driven through producer_port.h, consumers hear about
  * the session through the observer installed at creation.
  *
@@ -137,8 +138,6 @@ void tg__session_enable(tg_session_t *s);
 void tg__session_start(tg_session_t *s);
 void tg__session_disable(tg_session_t *s);
 void tg__session_free(tg_session_t *s);
-/* Starts a flush; the observer's flush_done gets |cookie| (not 0). */
-void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie);
 /* ChangeTraceConfig; see tg__session_config_change_filters. */
 int tg__session_change_filters(tg_session_t *s, Perfetto__Protos__TraceConfig *neu);
 /* Detaches |s| from its consumer under |key| (copied). -EEXIST when the
@@ -166,9 +165,6 @@ void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p);
 /* A producer activated trigger |name| (ActivateTriggers). */
 void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p,
                             const char *name);
-/* Producer |p| committed everything up to flush |flush_id|. */
-void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
-                           uint64_t flush_id);
 
 /* --- lookups ---------------------------------------------------------------- */
 

@@ -32,16 +32,10 @@ static int compile_whole_name(regex_t *re, const char *pat) {
   return rv == REG_ESPACE ? -ENOMEM : -EINVAL;
 }
 
-static bool pattern_valid(const char *pat) {
-  regex_t re;
-  if (!pat || compile_whole_name(&re, pat) < 0) return false;
-  regfree(&re);
-  return true;
-}
-
 int tg__session_config_validate(tg_service_t *svc,
                                 const Perfetto__Protos__TraceConfig *c,
-                                int write_fd, char *err, size_t n) {
+                                const tg_session_matchers_t *m, int write_fd,
+                                char *err, size_t n) {
   if (c->n_buffers == 0) {
     config_error(err, n, "buffers: at least one buffer is required");
     return -EINVAL;
@@ -84,7 +78,7 @@ int tg__session_config_validate(tg_service_t *svc,
       return -EINVAL;
     }
     for (size_t r = 0; r < d->n_producer_name_regex_filter; r++) {
-      if (!pattern_valid(d->producer_name_regex_filter[r])) {
+      if (!m->ds_regex[i][r].compiled) {
         config_error(err, n,
                      "data_sources[%zu].producer_name_regex_filter[%zu]: not a "
                      "valid regular expression",
@@ -97,7 +91,7 @@ int tg__session_config_validate(tg_service_t *svc,
   for (size_t i = 0; tc && i < tc->n_triggers; i++) {
     const char *pat = tc->triggers[i]->producer_name_regex;
     if (!pat || !pat[0]) continue;
-    if (!pattern_valid(pat)) {
+    if (!m->trigger_regex[i].compiled) {
       config_error(err, n,
                    "trigger_config.triggers[%zu].producer_name_regex: not a "
                    "valid regular expression",

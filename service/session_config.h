@@ -31,12 +31,15 @@ typedef struct tg_session_matchers {
   size_t n_triggers;
 } tg_session_matchers_t;
 
-/* Checks |c| against the service's limits and sessions. On failure
- * returns -EINVAL or -EBUSY and a message naming the field in |err|. */
+/* Checks |c| against the service's limits and sessions; |m| was compiled
+ * from |c| and tells which patterns are invalid. On failure returns
+ * -EINVAL or -EBUSY and a message naming the field in |err|. */
 int tg__session_config_validate(tg_service_t *svc,
                                 const Perfetto__Protos__TraceConfig *c,
-                                int write_fd, char *err, size_t n);
-/* Compiles the matchers of |c| (validated) into |m|; 0 or -ENOMEM. */
+                                const tg_session_matchers_t *m, int write_fd,
+                                char *err, size_t n);
+/* Compiles the matchers of |c| into |m|; 0 or -ENOMEM. A pattern that
+ * does not compile is kept as such (see tg_name_matcher_t). */
 int tg__session_matchers_compile(tg_session_matchers_t *m,
                                  const Perfetto__Protos__TraceConfig *c);
 void tg__session_matchers_free(tg_session_matchers_t *m);

@@ -1,6 +1,5 @@
 /* Flush bookkeeping of a session: one Flush command per producer, acks,
- * timeouts, and the flush counters of the trace stats. session_flush.c
- * also defines tg__session_flush and tg__session_flush_ack of session.h.
+ * timeouts, and the flush counters of the trace stats.
  *
  * Owns: tg_session_flushes_t and its tg_pending_flush_t entries. Must
  * never answer a consumer itself (completion goes to the session observer
@@ -35,6 +34,13 @@ typedef struct tg_session_flushes {
   tg_list_t pending; /* tg_pending_flush_t.node */
   uint64_t requested, succeeded, failed;
 } tg_session_flushes_t;
+
+/* A consumer's Flush: the observer's flush_done gets |cookie| (not 0). */
+void tg__session_flush(tg_session_t *s, uint32_t timeout_ms, uint64_t cookie);
+/* Producer |p| committed everything up to flush |flush_id|: every flush
+ * of every session that waited for it up to there is acked. */
+void tg__session_flush_ack(tg_service_t *svc, tg_producer_t *p,
+                           uint64_t flush_id);
 
 void tg__session_flushes_init(tg_session_flushes_t *fl);
 /* Starts a flush of |s|. Completion, possibly before this returns: the
