@@ -19,12 +19,15 @@
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "pb/common/observable_events.pb-c.h"
-#include "pb/common/tracing_service_capabilities.pb-c.h"
-#include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
-#include "service/service.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "service/consumer_port.h"
+#include "service/consumer_query.h"
+#include "service/producer_port.h"
+#include "service/readout.h"
+#include "service/session.h"
+#include "service/session_flush.h"
+#include "tracegate/error.h"
 
 #define MAX_DETACH_KEY 256
 /* Room kept free at the end of a frame for the closing bytes. */
@@ -32,11 +35,23 @@
 /* Per-slice overhead: slice tag + 4-byte size, data tag + len, bool. */
 #define SLICE_OVERHEAD 16
 
+/* A Flush call waiting for its session's flush; its address is the
+ * flush's cookie. */
+typedef struct flush_call {
+  tg_list_t node;
+  tg_ipc_call_t call;
+} flush_call_t;
+
 typedef struct tg_consumer {
   tg_service_t *svc;
   tg_ipc_host_conn_t *conn;
   tg_list_t node;
   tg_session_t *session;
+  /* EnableTracing is answered when |enable_session| ends. */
+  bool has_enable_call;
+  tg_ipc_call_t enable_call;
+  tg_session_t *enable_session;
+  tg_list_t flush_calls; /* flush_call_t */
   bool observing;
   tg_ipc_call_t observe_call;
   uint32_t observe_mask; /* bit per ObservableEvents.Type */
@@ -54,9 +69,109 @@ static tg_consumer_t *consumer_of(tg_service_t *svc, tg_ipc_call_t call) {
   if (!c) return NULL;
   c->svc = svc;
   c->conn = call.conn;
+  tg_list_init(&c->flush_calls);
   tg_list_insert_tail(&svc->consumers, &c->node);
   call.conn->user = c;
   return c;
+}
+
+/* --- session observer ---------------------------------------------------------- */
+
+static void send_event(tg_consumer_t *c, const Perfetto__Protos__ObservableEvents *ev) {
+  Perfetto__Protos__ObserveEventsResponse r =
+      PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+  r.events = (Perfetto__Protos__ObservableEvents *)ev;
+  tg_ipc_reply(&c->observe_call, true, true, &r.base, -1);
+}
+
+static void on_instance_state(tg_session_t *s, const tg_ds_instance_t *inst,
+                              void *ctx) {
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 1)))
+      continue;
+    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
+    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
+    ch.producer_name = inst->producer_name;
+    ch.data_source_name = inst->name;
+    ch.has_state = 1;
+    ch.state = inst->state == TG_DS_STARTED
+                   ? PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STARTED
+                   : PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STOPPED;
+    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.n_instance_state_changes = 1;
+    ev.instance_state_changes = &pch;
+    send_event(c, &ev);
+  }
+}
+
+static void on_all_started(tg_session_t *s, void *ctx) {
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 2))) continue;
+    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.has_all_data_sources_started = 1;
+    ev.all_data_sources_started = 1;
+    send_event(c, &ev);
+  }
+}
+
+/* Answers EnableTracing: tracing of |s| ended. */
+static void reply_disabled(tg_consumer_t *c) {
+  c->has_enable_call = false;
+  Perfetto__Protos__EnableTracingResponse r =
+      PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+  r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+  r.disabled = 1;
+  tg_ipc_reply(&c->enable_call, true, false, &r.base, -1);
+}
+
+static void on_ended(tg_session_t *s, void *ctx) {
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (c->has_enable_call && c->enable_session == s) reply_disabled(c);
+  }
+}
+
+static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
+                          void *ctx) {
+  (void)s;
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_list_t *jt, *jtmp;
+    tg_list_foreach_safe(jt, jtmp, &c->flush_calls) {
+      flush_call_t *fc = TG_CONTAINER_OF(jt, flush_call_t, node);
+      if ((uint64_t)(uintptr_t)fc != cookie) continue;
+      Perfetto__Protos__FlushResponse r = PERFETTO__PROTOS__FLUSH_RESPONSE__INIT;
+      tg_ipc_reply(&fc->call, status == 0, false, &r.base, -1);
+      tg_list_remove(&fc->node);
+      free(fc);
+      return;
+    }
+  }
+}
+
+/* A ReadBuffers still in progress ends at its next drain (no session). */
+static void on_freed(tg_session_t *s, void *ctx) {
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (c->session == s) c->session = NULL;
+    if (c->enable_session == s) {
+      c->enable_session = NULL;
+      c->has_enable_call = false;
+    }
+  }
 }
 
 /* --- ReadBuffers ------------------------------------------------------------- */
@@ -231,6 +346,16 @@ static int parse_enable_args(const uint8_t *args, size_t len, enable_args_t *out
   return rv;
 }
 
+/* Whether a consumer waits for |s| to end (EnableTracing). */
+static bool enable_call_pending(tg_service_t *svc, const tg_session_t *s) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    const tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (c->has_enable_call && c->enable_session == s) return true;
+  }
+  return false;
+}
+
 static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
   tg_service_t *svc = ctx;
@@ -245,14 +370,14 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   if (req.attach_notification_only) {
     /* After Attach: the consumer wants the end-of-tracing notification. */
     if (fd >= 0) close(fd);
-    if (!c->session || c->session->has_enable_call) {
+    if (!c->session || enable_call_pending(svc, c->session)) {
       enable_reply_error(call, "attach_notification_only: no attached session");
       return;
     }
-    c->session->has_enable_call = true;
-    c->session->enable_call = call;
-    if (c->session->state == TG_SESSION_DISABLED)
-      tg__session_notify_disabled(c->session, NULL);
+    c->has_enable_call = true;
+    c->enable_call = call;
+    c->enable_session = c->session;
+    if (c->session->state == TG_SESSION_DISABLED) reply_disabled(c);
     return;
   }
   const char *refusal = c->session ? "this connection already has a tracing session"
@@ -264,23 +389,28 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     return;
   }
   char err[512] = "";
+  static const tg_session_observer_t observer = {
+      .instance_state = on_instance_state,
+      .all_started = on_all_started,
+      .ended = on_ended,
+      .flush_done = on_flush_done,
+      .freed = on_freed,
+  };
+  tg_session_observer_t obs = observer;
+  obs.ctx = svc;
   /* The session owns |fd| from here on, whatever the outcome. */
-  tg_session_t *s =
-      tg__session_create(svc, req.config, req.config_len, fd, err, sizeof(err));
+  tg_session_t *s = tg__session_create(svc, req.config, req.config_len, fd,
+                                       call.conn, &obs, err, sizeof(err));
   if (!s) {
     TG_INFO("consumer pid %d: config refused: %s", (int)call.conn->chan.peer_pid, err);
     enable_reply_error(call, err);
     return;
   }
   c->session = s;
-  s->consumer = call.conn;
-  s->consumer_uid = call.conn->chan.peer_uid;
-  s->has_enable_call = true;
-  s->enable_call = call;
-  if (tg__session_waits_for_trigger(s))
-    tg__session_arm_trigger_timeout(s);
-  else if (!(s->config->has_deferred_start && s->config->deferred_start))
-    tg__session_start(s);
+  c->has_enable_call = true;
+  c->enable_call = call;
+  c->enable_session = s;
+  tg__session_enable(s);
 }
 
 static void m_start_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
@@ -341,7 +471,15 @@ static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   }
   uint32_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
   perfetto__protos__flush_request__free_unpacked(req, NULL);
-  tg__session_flush(c->session, timeout, &call, NULL);
+  flush_call_t *fc = malloc(sizeof(*fc));
+  if (!fc) {
+    fail(call);
+    return;
+  }
+  fc->call = call;
+  /* Listed first: the flush may complete before tg__session_flush returns. */
+  tg_list_insert_tail(&c->flush_calls, &fc->node);
+  tg__session_flush(c->session, timeout, (uint64_t)(uintptr_t)fc);
 }
 
 /* Only the producer filters of data sources may change: the service
@@ -356,26 +494,12 @@ static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
     fail(call);
     return;
   }
-  Perfetto__Protos__TraceConfig *old = c->session->config, *neu = req->trace_config;
-  for (size_t i = 0; i < old->n_data_sources; i++) {
-    Perfetto__Protos__TraceConfig__DataSource *od = old->data_sources[i];
-    for (size_t j = 0; j < neu->n_data_sources; j++) {
-      Perfetto__Protos__TraceConfig__DataSource *nd = neu->data_sources[j];
-      if (!od->config || !nd->config || !od->config->name || !nd->config->name ||
-          strcmp(od->config->name, nd->config->name))
-        continue;
-      /* Swap the filter arrays: the request frees the old ones. */
-#define SWAP(a, b) do { __typeof__(a) t_ = (a); (a) = (b); (b) = t_; } while (0)
-      SWAP(od->n_producer_name_filter, nd->n_producer_name_filter);
-      SWAP(od->producer_name_filter, nd->producer_name_filter);
-      SWAP(od->n_producer_name_regex_filter, nd->n_producer_name_regex_filter);
-      SWAP(od->producer_name_regex_filter, nd->producer_name_regex_filter);
-#undef SWAP
-      break;
-    }
-  }
+  int rv = tg__session_change_filters(c->session, req->trace_config);
   perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
-  tg__session_rematch(c->session);
+  if (rv < 0) {
+    fail(call);
+    return;
+  }
   Perfetto__Protos__ChangeTraceConfigResponse r =
       PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -391,23 +515,13 @@ static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
       perfetto__protos__detach_request__unpack(NULL, len, args);
   bool ok = c && c->session && req && req->key && req->key[0] &&
             strlen(req->key) <= MAX_DETACH_KEY;
+  /* Fails when the key is taken. */
+  if (ok) ok = tg__session_detach(c->session, req->key) == 0;
   if (ok) {
-    tg_list_t *it, *tmp;
-    tg_list_foreach_safe(it, tmp, &svc->sessions) {
-      tg_session_t *o = TG_CONTAINER_OF(it, tg_session_t, node);
-      if (o->detach_key && o->consumer_uid == call.conn->chan.peer_uid &&
-          !strcmp(o->detach_key, req->key))
-        ok = false; /* the key is taken */
-    }
-  }
-  if (ok) {
-    tg_session_t *s = c->session;
-    s->detach_key = strdup(req->key);
-    s->consumer = NULL;
-    s->has_enable_call = false; /* the call dies with this connection */
+    /* The EnableTracing call dies with this connection. */
+    if (c->enable_session == c->session) c->has_enable_call = false;
     c->session = NULL;
     c->reading = false;
-    TG_INFO("session %llu detached", (unsigned long long)s->id);
   }
   if (req) perfetto__protos__detach_request__free_unpacked(req, NULL);
   Perfetto__Protos__DetachResponse r = PERFETTO__PROTOS__DETACH_RESPONSE__INIT;
@@ -421,28 +535,14 @@ static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   Perfetto__Protos__AttachRequest *req =
       perfetto__protos__attach_request__unpack(NULL, len, args);
   tg_session_t *found = NULL;
-  if (c && !c->session && req && req->key) {
-    tg_list_t *it, *tmp;
-    tg_list_foreach_safe(it, tmp, &svc->sessions) {
-      tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
-      /* Same key and same uid: one user cannot take another's session. */
-      if (s->detach_key && !s->consumer && !strcmp(s->detach_key, req->key) &&
-          s->consumer_uid == call.conn->chan.peer_uid) {
-        found = s;
-        break;
-      }
-    }
-  }
+  if (c && !c->session && req && req->key)
+    found = tg__session_attach(svc, req->key, call.conn);
   if (req) perfetto__protos__attach_request__free_unpacked(req, NULL);
   if (!found) {
     fail(call);
     return;
   }
-  free(found->detach_key);
-  found->detach_key = NULL;
-  found->consumer = call.conn;
   c->session = found;
-  TG_INFO("session %llu attached", (unsigned long long)found->id);
   Perfetto__Protos__AttachResponse r = PERFETTO__PROTOS__ATTACH_RESPONSE__INIT;
   r.trace_config = found->config;
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -464,166 +564,6 @@ static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args
   r.trace_stats = st;
   tg_ipc_reply(&call, true, false, &r.base, -1);
   tg__readout_stats_free(st);
-}
-
-static const char *session_state_name(enum tg_session_state st) {
-  switch (st) {
-    case TG_SESSION_CONFIGURED: return "CONFIGURED";
-    case TG_SESSION_STARTED: return "STARTED";
-    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
-    default: return "DISABLED";
-  }
-}
-
-static void m_query_service_state(void *ctx, tg_ipc_call_t call,
-                                  const uint8_t *args, size_t len) {
-  tg_service_t *svc = ctx;
-  Perfetto__Protos__QueryServiceStateRequest *req =
-      perfetto__protos__query_service_state_request__unpack(NULL, len, args);
-  if (!req) {
-    fail(call);
-    return;
-  }
-  bool sessions_only = req->has_sessions_only && req->sessions_only;
-  perfetto__protos__query_service_state_request__free_unpacked(req, NULL);
-
-  size_t np = svc->n_producers, nd = 0, ns = svc->n_sessions;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->producers) {
-    nd += TG_CONTAINER_OF(it, tg_producer_t, node)->n_ds;
-  }
-  Perfetto__Protos__TracingServiceState st = PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
-  Perfetto__Protos__TracingServiceState__Producer *prod = calloc(np + 1, sizeof(*prod));
-  Perfetto__Protos__TracingServiceState__Producer **pprod = calloc(np + 1, sizeof(void *));
-  Perfetto__Protos__TracingServiceState__DataSource *ds = calloc(nd + 1, sizeof(*ds));
-  Perfetto__Protos__TracingServiceState__DataSource **pds = calloc(nd + 1, sizeof(void *));
-  Perfetto__Protos__DataSourceDescriptor *desc = calloc(nd + 1, sizeof(*desc));
-  Perfetto__Protos__TracingServiceState__TracingSession *ses = calloc(ns + 1, sizeof(*ses));
-  Perfetto__Protos__TracingServiceState__TracingSession **pses = calloc(ns + 1, sizeof(void *));
-  uint32_t *sizes = calloc(ns * TG_SERVICE_MAX_BUFFERS_PER_SESSION + 1, sizeof(uint32_t));
-  if (!prod || !pprod || !ds || !pds || !desc || !ses || !pses || !sizes) {
-    fail(call);
-    goto out;
-  }
-  size_t ip = 0, id = 0;
-  if (!sessions_only) {
-    tg_list_foreach_safe(it, tmp, &svc->producers) {
-      tg_producer_t *p = TG_CONTAINER_OF(it, tg_producer_t, node);
-      perfetto__protos__tracing_service_state__producer__init(&prod[ip]);
-      prod[ip].has_id = 1;
-      prod[ip].id = p->ident.producer_id;
-      prod[ip].name = p->name;
-      prod[ip].has_pid = 1;
-      prod[ip].pid = p->ident.pid;
-      prod[ip].has_uid = 1;
-      prod[ip].uid = (int32_t)p->ident.uid;
-      pprod[ip] = &prod[ip];
-      ip++;
-      for (size_t k = 0; k < p->n_ds; k++) {
-        perfetto__protos__tracing_service_state__data_source__init(&ds[id]);
-        perfetto__protos__data_source_descriptor__init(&desc[id]);
-        desc[id].name = p->ds[k].name;
-        desc[id].has_will_notify_on_stop = 1;
-        desc[id].will_notify_on_stop = p->ds[k].will_notify_on_stop;
-        desc[id].has_will_notify_on_start = 1;
-        desc[id].will_notify_on_start = p->ds[k].will_notify_on_start;
-        ds[id].ds_descriptor = &desc[id];
-        ds[id].has_producer_id = 1;
-        ds[id].producer_id = p->ident.producer_id;
-        pds[id] = &ds[id];
-        id++;
-      }
-    }
-  }
-  size_t is = 0, started = 0;
-  tg_list_foreach_safe(it, tmp, &svc->sessions) {
-    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
-    Perfetto__Protos__TracingServiceState__TracingSession *t = &ses[is];
-    perfetto__protos__tracing_service_state__tracing_session__init(t);
-    t->has_id = 1;
-    t->id = s->id;
-    t->has_consumer_uid = 1;
-    t->consumer_uid = (int32_t)s->consumer_uid;
-    t->state = (char *)session_state_name(s->state);
-    t->unique_session_name = s->config->unique_session_name;
-    t->n_buffer_size_kb = s->n_buffers;
-    t->buffer_size_kb = &sizes[is * TG_SERVICE_MAX_BUFFERS_PER_SESSION];
-    for (size_t b = 0; b < s->n_buffers; b++)
-      t->buffer_size_kb[b] = (uint32_t)(tg_trace_buffer_size(s->buffers[b].tb) / 1024);
-    t->has_duration_ms = s->config->has_duration_ms;
-    t->duration_ms = s->config->duration_ms;
-    t->has_num_data_sources = 1;
-    t->num_data_sources = (uint32_t)s->config->n_data_sources;
-    if (s->state == TG_SESSION_STARTED) started++;
-    pses[is] = t;
-    is++;
-  }
-  st.n_producers = ip;
-  st.producers = pprod;
-  st.n_data_sources = id;
-  st.data_sources = pds;
-  st.n_tracing_sessions = is;
-  st.tracing_sessions = pses;
-  st.has_supports_tracing_sessions = 1;
-  st.supports_tracing_sessions = 1;
-  st.has_num_sessions = 1;
-  st.num_sessions = (int32_t)is;
-  st.has_num_sessions_started = 1;
-  st.num_sessions_started = (int32_t)started;
-  st.tracing_service_version = "tracegate 0.1.0";
-  /* A streaming method: consumers merge the replies, so a large state goes
-   * out in batches that each fit a frame (sessions with the first). */
-  Perfetto__Protos__QueryServiceStateResponse r =
-      PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
-  r.service_state = &st;
-  enum { BATCH = 128 }; /* names <= 256 B: a batch stays far below a frame */
-  size_t sent_p = 0, sent_d = 0;
-  do {
-    st.n_producers = ip - sent_p < BATCH ? ip - sent_p : BATCH;
-    st.producers = pprod + sent_p;
-    st.n_data_sources = id - sent_d < BATCH ? id - sent_d : BATCH;
-    st.data_sources = pds + sent_d;
-    sent_p += st.n_producers;
-    sent_d += st.n_data_sources;
-    bool more = sent_p < ip || sent_d < id;
-    tg_ipc_reply(&call, true, more, &r.base, -1);
-    st.n_tracing_sessions = 0; /* only in the first reply */
-  } while (sent_p < ip || sent_d < id);
-out:
-  free(prod);
-  free(pprod);
-  free(ds);
-  free(pds);
-  free(desc);
-  free(ses);
-  free(pses);
-  free(sizes);
-}
-
-static const Perfetto__Protos__ObservableEvents__Type observable_types[] = {
-    PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_DATA_SOURCES_INSTANCES,
-    PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
-};
-
-static void m_query_capabilities(void *ctx, tg_ipc_call_t call,
-                                 const uint8_t *args, size_t len) {
-  (void)ctx;
-  (void)args;
-  (void)len;
-  Perfetto__Protos__TracingServiceCapabilities cap =
-      PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
-  cap.has_has_query_capabilities = 1;
-  cap.has_query_capabilities = 1;
-  cap.n_observable_events = 2;
-  cap.observable_events = (Perfetto__Protos__ObservableEvents__Type *)observable_types;
-  cap.has_has_trace_config_output_path = 1;
-  cap.has_trace_config_output_path = 0;
-  cap.has_has_clone_session = 1;
-  cap.has_clone_session = 0;
-  Perfetto__Protos__QueryCapabilitiesResponse r =
-      PERFETTO__PROTOS__QUERY_CAPABILITIES_RESPONSE__INIT;
-  r.capabilities = &cap;
-  tg_ipc_reply(&call, true, false, &r.base, -1);
 }
 
 static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
@@ -648,83 +588,20 @@ static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   if (!mask) tg_ipc_reply(&call, true, false, NULL, -1);
 }
 
-static void send_event(tg_consumer_t *c, const Perfetto__Protos__ObservableEvents *ev) {
-  Perfetto__Protos__ObserveEventsResponse r =
-      PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
-  r.events = (Perfetto__Protos__ObservableEvents *)ev;
-  tg_ipc_reply(&c->observe_call, true, true, &r.base, -1);
-}
-
-void tg__consumer_notify_instance_state(tg_service_t *svc, tg_ds_instance_t *inst) {
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
-    if (!c->observing || c->session != inst->session ||
-        !(c->observe_mask & (1u << 1)))
-      continue;
-    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
-        PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
-    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
-    ch.producer_name = inst->producer_name;
-    ch.data_source_name = inst->name;
-    ch.has_state = 1;
-    ch.state = inst->state == TG_DS_STARTED
-                   ? PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STARTED
-                   : PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STOPPED;
-    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-    ev.n_instance_state_changes = 1;
-    ev.instance_state_changes = &pch;
-    send_event(c, &ev);
-  }
-  if (inst->state == TG_DS_STARTED) tg__consumer_notify_all_started(inst->session);
-}
-
-void tg__consumer_notify_all_started(tg_session_t *s) {
-  if (s->state != TG_SESSION_STARTED) return;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &s->instances) {
-    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
-    if (inst->state != TG_DS_STARTED) return;
-  }
-  tg__readout_service_event(s, 1 /* all_data_sources_started */);
-  tg_list_foreach_safe(it, tmp, &s->svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
-    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 2))) continue;
-    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-    ev.has_all_data_sources_started = 1;
-    ev.all_data_sources_started = 1;
-    send_event(c, &ev);
-  }
-}
-
-/* --- disconnect ---------------------------------------------------------------------- */
-
-void tg__consumer_forget_session(tg_service_t *svc, tg_session_t *s) {
-  /* A ReadBuffers still in progress ends at its next drain (no session). */
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
-    if (c->session == s) c->session = NULL;
-  }
-}
-
 static void on_consumer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_service_t *svc = ctx;
   tg_consumer_t *c = conn->user;
-  /* Forget every call that points at this connection. */
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->sessions) {
-    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
-    if (s->has_enable_call && s->enable_call.conn == conn) s->has_enable_call = false;
-    tg_list_t *jt, *jtmp;
-    tg_list_foreach_safe(jt, jtmp, &s->flushes) {
-      tg_pending_flush_t *f = TG_CONTAINER_OF(jt, tg_pending_flush_t, node);
-      if (f->has_call && f->call.conn == conn) f->has_call = false;
-    }
-    if (s->consumer == conn) s->consumer = NULL;
-  }
+  tg__session_consumer_gone(svc, conn);
   if (!c) return;
   conn->user = NULL;
+  /* Forget every call that points at this connection: a flush completing
+   * later finds no call for its cookie. */
+  c->has_enable_call = false;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &c->flush_calls) {
+    tg_list_remove(it);
+    free(TG_CONTAINER_OF(it, flush_call_t, node));
+  }
   if (c->session) {
     TG_INFO("consumer went away: ending session %llu",
             (unsigned long long)c->session->id);
@@ -746,8 +623,8 @@ static const tg_ipc_method_def_t consumer_methods[] = {
     {"Attach", m_attach},
     {"GetTraceStats", m_get_trace_stats},
     {"ObserveEvents", m_observe_events},
-    {"QueryServiceState", m_query_service_state},
-    {"QueryCapabilities", m_query_capabilities},
+    {"QueryServiceState", tg__consumer_query_service_state},
+    {"QueryCapabilities", tg__consumer_query_capabilities},
     /* Not supported yet: the host answers them with an explicit failure. */
     {"SaveTraceForBugreport", NULL},
     {"CloneSession", NULL},

@@ -14,9 +14,12 @@
 #include <unistd.h>
 
 #include "pb/ipc/producer_port.pb-c.h"
-#include "service/service.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "service/producer_port.h"
+#include "service/producer_smb.h"
+#include "service/session.h"
+#include "service/session_flush.h"
+#include "tracegate/error.h"
 
 #define MAX_NAME_LEN 256
 
@@ -179,10 +182,7 @@ int tg__producer_setup_instance(tg_ds_instance_t *inst,
 
 void tg__producer_start_instance(tg_ds_instance_t *inst,
                                  const Perfetto__Protos__DataSourceConfig *cfg) {
-  inst->state = inst->will_notify_on_start ? TG_DS_STARTING : TG_DS_STARTED;
   send_ds_command(inst, cfg, true);
-  if (inst->state == TG_DS_STARTED)
-    tg__consumer_notify_instance_state(inst->producer->svc, inst);
 }
 
 void tg__producer_stop_instance(tg_ds_instance_t *inst) {
@@ -296,7 +296,7 @@ static void register_ds_reply(tg_ipc_call_t call, const char *error) {
 
 static tg_registered_ds_t *ds_by_name(tg_producer_t *p, const char *name) {
   for (size_t i = 0; i < p->n_ds; i++)
-    if (strcmp(p->ds[i].name, name) == 0) return &p->ds[i];
+    if (strcmp(p->ds[i]->name, name) == 0) return p->ds[i];
   return NULL;
 }
 
@@ -331,26 +331,20 @@ static void m_register_data_source(void *ctx, tg_ipc_call_t call,
     if (req) perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
     return;
   }
-  tg_registered_ds_t *nds = realloc(p->ds, (p->n_ds + 1) * sizeof(*nds));
-  if (!nds) {
+  /* Each entry is allocated alone: instances keep pointers to it. */
+  tg_registered_ds_t **nds = realloc(p->ds, (p->n_ds + 1) * sizeof(*nds));
+  if (nds) p->ds = nds;
+  tg_registered_ds_t *ds = nds ? calloc(1, sizeof(*ds)) : NULL;
+  char *name = ds ? strdup(d->name) : NULL;
+  if (!name) {
+    free(ds);
     register_ds_reply(call, "out of memory");
     perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
     return;
   }
-  /* Instances point at entries of this array: fix them after a move. */
-  if (nds != p->ds) {
-    tg_list_t *it, *tmp;
-    tg_list_foreach_safe(it, tmp, &p->instances) {
-      tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-      if (inst->ds) inst->ds = nds + (inst->ds - p->ds);
-    }
-  }
-  p->ds = nds;
-  tg_registered_ds_t *ds = &p->ds[p->n_ds];
-  memset(ds, 0, sizeof(*ds));
-  ds->name = strdup(d->name);
+  ds->name = name;
   ds_fill(ds, d);
-  p->n_ds++;
+  p->ds[p->n_ds++] = ds;
   svc->data_sources_seen++;
   TG_INFO("producer %u registered data source '%s'", p->ident.producer_id,
           ds->name);
@@ -376,15 +370,6 @@ static void m_update_data_source(void *ctx, tg_ipc_call_t call,
   tg_ipc_reply(&call, ds != NULL, false, &r.base, -1);
 }
 
-static void remove_instance(tg_ds_instance_t *inst) {
-  /* What it wrote before stopping may still sit in the SMB. */
-  if (inst->producer) tg__producer_scrape(inst->producer, inst->session);
-  tg_list_remove(&inst->producer_node);
-  inst->producer = NULL;
-  inst->ds = NULL;
-  tg__session_instance_stopped(inst);
-}
-
 static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
                                      const uint8_t *args, size_t len) {
   (void)ctx;
@@ -403,16 +388,14 @@ static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->ds == ds) remove_instance(inst);
+    if (inst->ds == ds) tg__session_instance_gone(inst);
   }
-  size_t idx = (size_t)(ds - p->ds);
-  free(ds->name);
-  memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*ds));
+  size_t idx = 0;
+  while (p->ds[idx] != ds) idx++; /* found by ds_by_name: present */
+  memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*p->ds));
   p->n_ds--;
-  tg_list_foreach_safe(it, tmp, &p->instances) {
-    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->ds && inst->ds > ds) inst->ds--;
-  }
+  free(ds->name);
+  free(ds);
   Perfetto__Protos__UnregisterDataSourceResponse r =
       PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -520,7 +503,7 @@ static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
 
 static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
-  tg_service_t *svc = ctx;
+  (void)ctx;
   tg_producer_t *p = ready_or_fail(call);
   if (!p) return;
   Perfetto__Protos__NotifyDataSourceStartedRequest *req =
@@ -528,10 +511,7 @@ static void m_notify_started(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_ds_instance_t *inst =
       req && req->has_data_source_id ? instance_by_id(p, req->data_source_id) : NULL;
   if (req) perfetto__protos__notify_data_source_started_request__free_unpacked(req, NULL);
-  if (inst && inst->state == TG_DS_STARTING) {
-    inst->state = TG_DS_STARTED;
-    tg__consumer_notify_instance_state(svc, inst);
-  }
+  if (inst) tg__session_instance_started(inst);
   Perfetto__Protos__NotifyDataSourceStartedResponse r =
       PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_RESPONSE__INIT;
   tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
@@ -550,7 +530,7 @@ static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   Perfetto__Protos__NotifyDataSourceStoppedResponse r =
       PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_RESPONSE__INIT;
   tg_ipc_reply(&call, inst != NULL, false, &r.base, -1);
-  if (inst) remove_instance(inst);
+  if (inst) tg__session_instance_gone(inst);
 }
 
 
@@ -598,13 +578,16 @@ static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    remove_instance(inst);
+    tg__session_instance_gone(inst);
   }
   if (p->smb_map) munmap(p->smb_map, p->smb.size);
   if (p->smb_fd >= 0) close(p->smb_fd);
   if (p->pending_smb_fd >= 0) close(p->pending_smb_fd);
   tg_buf_free(&p->pending_cmds);
-  for (size_t i = 0; i < p->n_ds; i++) free(p->ds[i].name);
+  for (size_t i = 0; i < p->n_ds; i++) {
+    free(p->ds[i]->name);
+    free(p->ds[i]);
+  }
   free(p->ds);
   free(p->writers);
   free(p->name);

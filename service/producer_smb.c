@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "pb/common/commit_data_request.pb-c.h"
-#include "service/service.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "service/producer_port.h"
+#include "service/producer_smb.h"
+#include "service/session.h"
+#include "tracegate/error.h"
 
 /* --- SMB ------------------------------------------------------------------ */
 

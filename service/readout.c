@@ -21,8 +21,10 @@
 
 #include "tracegate/pb_writer.h"
 #include "pb/common/system_info.pb-c.h"
-#include "service/service.h"
 #include "common/log.h"
+#include "service/producer_port.h"
+#include "service/readout.h"
+#include "service/session.h"
 
 enum {
   PKT_TIMESTAMP = 8,
@@ -72,7 +74,7 @@ static bool reserved_field(uint32_t id) {
 
 /* Starts a service packet in a scratch buffer: [u32 len][packet]. */
 static uint8_t *service_packet_begin(tg_session_t *s, tg_pbw_t *w, size_t cap) {
-  uint8_t *p = tg_buf_reserve(&s->service_packets, 4 + cap);
+  uint8_t *p = tg_buf_reserve(&s->readout.service_packets, 4 + cap);
   if (!p) return NULL;
   tg_pbw_init(w, p + 4, cap, NULL, NULL);
   tg_pbw_append_varint(w, PKT_TIMESTAMP, now_ns(CLOCK_BOOTTIME));
@@ -91,7 +93,7 @@ static void service_packet_end(tg_session_t *s, tg_pbw_t *w, uint8_t *p) {
   }
   uint32_t n = (uint32_t)tg_pbw_written(w);
   memcpy(p, &n, 4);
-  tg_buf_commit(&s->service_packets, 4 + n);
+  tg_buf_commit(&s->readout.service_packets, 4 + n);
 }
 
 static void queue_message(tg_session_t *s, uint32_t field,
@@ -177,12 +179,12 @@ static void queue_sync_marker(tg_session_t *s) {
   if (!p) return;
   tg_pbw_append_bytes(&w, PKT_SYNC_MARKER, sync_marker, sizeof(sync_marker));
   service_packet_end(s, &w, p);
-  s->last_sync_marker_ns = now_ns(CLOCK_MONOTONIC);
+  s->readout.last_sync_marker_ns = now_ns(CLOCK_MONOTONIC);
 }
 
 void tg__readout_preamble(tg_session_t *s) {
-  if (s->preamble_done) return;
-  s->preamble_done = true;
+  if (s->readout.preamble_done) return;
+  s->readout.preamble_done = true;
   queue_sync_marker(s);
   tg_pbw_t w;
   uint8_t *p = service_packet_begin(s, &w, s->config_len + 64);
@@ -250,10 +252,10 @@ Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
   SETG(total_buffers, (uint32_t)s->n_buffers)
   SETG(chunks_discarded, svc->chunks_discarded)
   SETG(patches_discarded, svc->patches_discarded)
-  SETG(invalid_packets, s->invalid_packets)
-  SETG(flushes_requested, s->flushes_requested)
-  SETG(flushes_succeeded, s->flushes_succeeded)
-  SETG(flushes_failed, s->flushes_failed)
+  SETG(invalid_packets, s->readout.invalid_packets)
+  SETG(flushes_requested, s->flushes.requested)
+  SETG(flushes_succeeded, s->flushes.succeeded)
+  SETG(flushes_failed, s->flushes.failed)
 #undef SETG
   return st;
 }
@@ -266,9 +268,9 @@ void tg__readout_stats_free(Perfetto__Protos__TraceStats *st) {
   free(st);
 }
 
-void tg__readout_trace_stats(tg_session_t *s) {
-  if (s->stats_emitted) return;
-  s->stats_emitted = true;
+static void queue_trace_stats(tg_session_t *s) {
+  if (s->readout.stats_emitted) return;
+  s->readout.stats_emitted = true;
   Perfetto__Protos__TraceStats *st = tg__readout_stats_new(s);
   if (!st) return;
   queue_message(s, PKT_TRACE_STATS, &st->base);
@@ -343,6 +345,17 @@ static bool packet_acceptable(const tg_packet_t *pkt) {
   return true;
 }
 
+/* The session's trusted_packet_sequence_id of {producer, writer}, handed
+ * out in order of first appearance. 0 when the map is full or out of
+ * memory. */
+static uint32_t sequence_id(tg_readout_t *r, uint16_t producer_id,
+                            uint16_t writer_id) {
+  uint32_t key = ((uint32_t)producer_id << 16) | writer_id, v;
+  if (tg_u32_map_get(&r->seqs, key, &v)) return v;
+  if (tg_u32_map_put(&r->seqs, key, r->last_seq + 1) < 0) return 0;
+  return ++r->last_seq;
+}
+
 /* Emits producer packets until the buffers are empty (0) or |emit| asks
  * to stop (1). */
 static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
@@ -354,7 +367,7 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       if (tg_trace_buffer_read_packet(s->buffers[i].tb, &pkt) != 1) continue;
       any = true;
       if (!packet_acceptable(&pkt)) {
-        s->invalid_packets++;
+        s->readout.invalid_packets++;
         continue;
       }
       uint8_t suffix[48];
@@ -363,7 +376,7 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       q = tg_pb_write_varint(q, (uint64_t)pkt.producer.uid);
       q = tg_pb_write_varint(q, TG_PB_TAG(PKT_TRUSTED_SEQ_ID, 0));
       q = tg_pb_write_varint(
-          q, tg__session_sequence_id(s, pkt.producer.producer_id, pkt.writer_id));
+          q, sequence_id(&s->readout, pkt.producer.producer_id, pkt.writer_id));
       q = tg_pb_write_varint(q, TG_PB_TAG(PKT_TRUSTED_PID, 0));
       q = tg_pb_write_varint(q, (uint64_t)pkt.producer.pid);
       if (pkt.previous_packet_dropped) {
@@ -374,8 +387,6 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       pkt.slice[pkt.num_slices] = suffix;
       pkt.slice_len[pkt.num_slices] = (size_t)(q - suffix);
       size_t total = pkt.size + (size_t)(q - suffix);
-      s->packets_read++;
-      s->bytes_read += total;
       if (emit(ctx, pkt.slice, pkt.slice_len, pkt.num_slices + 1, total))
         return 1;
     }
@@ -384,31 +395,29 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
 }
 
 int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
-  if (s->preamble_done &&
-      now_ns(CLOCK_MONOTONIC) - s->last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
+  if (s->readout.preamble_done &&
+      now_ns(CLOCK_MONOTONIC) - s->readout.last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
     queue_sync_marker(s);
     tg__readout_clock_snapshot(s);
   }
   for (;;) {
     /* 1. Service packets. */
-    while (tg_buf_size(&s->service_packets) >= 4) {
-      uint8_t *b = tg_buf_begin(&s->service_packets);
+    while (tg_buf_size(&s->readout.service_packets) >= 4) {
+      uint8_t *b = tg_buf_begin(&s->readout.service_packets);
       uint32_t n;
       memcpy(&n, b, 4);
       const uint8_t *piece = b + 4;
       size_t len = n;
       int stop = emit(ctx, &piece, &len, 1, n);
-      tg_buf_consume(&s->service_packets, 4 + n);
-      s->packets_read++;
-      s->bytes_read += n;
+      tg_buf_consume(&s->readout.service_packets, 4 + n);
       if (stop) return 1;
     }
     /* 2. Producer packets, round robin over the buffers. */
     int rv = drain_buffers(s, emit, ctx);
     if (rv) return rv;
     /* 3. A disabled session ends with its trace stats, once. */
-    if (s->state != TG_SESSION_DISABLED || s->stats_emitted) return 0;
-    tg__readout_trace_stats(s);
+    if (s->state != TG_SESSION_DISABLED || s->readout.stats_emitted) return 0;
+    queue_trace_stats(s);
   }
 }
 
@@ -416,6 +425,7 @@ int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
 
 typedef struct file_sink {
   tg_session_t *s;
+  int fd;
   uint8_t buf[1 << 20];
   size_t len;
   int err;
@@ -424,14 +434,14 @@ typedef struct file_sink {
 static int file_flush(file_sink_t *f) {
   size_t off = 0;
   while (off < f->len) {
-    ssize_t n = write(f->s->write_fd, f->buf + off, f->len - off);
+    ssize_t n = write(f->fd, f->buf + off, f->len - off);
     if (n < 0) {
       if (errno == EINTR) continue;
       return f->err = -errno;
     }
     off += (size_t)n;
   }
-  f->s->file_bytes += f->len;
+  f->s->readout.file_bytes += f->len;
   f->len = 0;
   return 0;
 }
@@ -442,8 +452,8 @@ static int file_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens
   tg_session_t *s = f->s;
   size_t hdr = 1 + tg_pb_varint_size(total);
   uint64_t max = s->config->has_max_file_size_bytes ? s->config->max_file_size_bytes : 0;
-  if (max && s->file_bytes + f->len + hdr + total > max) {
-    s->file_limit_hit = true;
+  if (max && s->readout.file_bytes + f->len + hdr + total > max) {
+    s->readout.file_limit_hit = true;
     return 1;
   }
   if (f->len + hdr + total > sizeof(f->buf) && file_flush(f) < 0) return 1;
@@ -471,24 +481,47 @@ static int file_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens
   return 0;
 }
 
-void tg__readout_write_file(tg_session_t *s) {
-  if (s->write_fd < 0 || s->file_limit_hit) return;
+tg_readout_status_t tg__readout_write_file(tg_session_t *s, int fd) {
+  if (fd < 0 || s->readout.file_limit_hit) return TG_READOUT_OK;
   file_sink_t *f = malloc(sizeof(*f));
-  if (!f) return;
+  if (!f) return TG_READOUT_OK; /* the next period tries again */
   f->s = s;
+  f->fd = fd;
   f->len = 0;
   f->err = 0;
-  while (tg__readout_drain(s, file_emit, f) == 1 && !s->file_limit_hit && !f->err) {
+  while (tg__readout_drain(s, file_emit, f) == 1 && !s->readout.file_limit_hit &&
+         !f->err) {
   }
   if (!f->err) file_flush(f);
   if (f->err)
     TG_ERROR("session %llu: writing the trace file failed: %s",
              (unsigned long long)s->id, strerror(-f->err));
-  bool stop = s->file_limit_hit || f->err;
+  int err = f->err;
   free(f);
-  if (stop && s->state == TG_SESSION_STARTED) {
-    TG_INFO("session %llu: %s; stopping", (unsigned long long)s->id,
-            s->file_limit_hit ? "max_file_size_bytes reached" : "file error");
-    tg__session_disable(s);
+  if (s->readout.file_limit_hit) return TG_READOUT_STOP_FILE_FULL;
+  return err ? TG_READOUT_STOP_FILE_ERROR : TG_READOUT_OK;
+}
+
+void tg__readout_init(tg_readout_t *r) {
+  memset(r, 0, sizeof(*r));
+  tg_buf_init(&r->service_packets, 64u << 20);
+  /* Writer ids come from untrusted chunk headers: the bound keeps a
+   * hostile producer from growing the map without end (16 MiB at most),
+   * far above 1024 writers for each of 1024 producers. */
+  tg_u32_map_init(&r->seqs, 1u << 20);
+  r->last_seq = 1; /* sequence 1 is the service's own */
+}
+
+void tg__readout_free(tg_readout_t *r) {
+  tg_buf_free(&r->service_packets);
+  tg_u32_map_free(&r->seqs);
+}
+
+const char *tg__readout_status_str(tg_readout_status_t st) {
+  switch (st) {
+    case TG_READOUT_OK: return "ok";
+    case TG_READOUT_STOP_FILE_FULL: return "max_file_size_bytes reached";
+    case TG_READOUT_STOP_FILE_ERROR: return "file error";
   }
+  return "unknown";
 }

@@ -4,9 +4,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/service.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "service/consumer_port.h"
+#include "service/producer_port.h"
+#include "service/service.h"
+#include "service/session.h"
+#include "tracegate/error.h"
 
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                      const tg_service_options_t *opt) {

@@ -24,6 +24,7 @@
 #ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
 #define TRACEGATE_CONSUMER_CLI_FLEET_H
 
+#include "common/u32_map.h"
 #include "consumer/cli/record.h"
 #include "consumer/cli/remote.h"
 
@@ -70,12 +71,8 @@ typedef struct clock_sample {
 } clock_sample_t;
 
 /* Producer sequence ids that do not fit a host's range, mapped one to one
- * into the overflow range. Open addressing, grown at half load. */
-typedef struct seq_map {
-  uint32_t *keys; /* 0 = free */
-  uint32_t *vals;
-  size_t cap, n;
-} seq_map_t;
+ * into the overflow range. */
+typedef tg_u32_map_t seq_map_t;
 
 typedef struct fleet fleet_t;
 

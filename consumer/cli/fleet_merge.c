@@ -63,59 +63,21 @@ void fleet_clock_read(uint64_t out[CLK_N]) {
 
 /* --- sequence ids ----------------------------------------------------------- */
 
-void fleet_seq_map_free(seq_map_t *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof(*m));
-}
-
-static size_t slot_of(const seq_map_t *m, uint32_t key) {
-  size_t i = (key * 2654435761u) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-static int map_grow(seq_map_t *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  seq_map_t g = {calloc(cap, sizeof(uint32_t)), calloc(cap, sizeof(uint32_t)),
-                 cap, 0};
-  if (!g.keys || !g.vals) {
-    free(g.keys);
-    free(g.vals);
-    return -ENOMEM;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t s = slot_of(&g, m->keys[i]);
-    g.keys[s] = m->keys[i];
-    g.vals[s] = m->vals[i];
-    g.n++;
-  }
-  fleet_seq_map_free(m);
-  *m = g;
-  return 0;
-}
+void fleet_seq_map_free(seq_map_t *m) { tg_u32_map_free(m); }
 
 /* The sequence id |orig| of host |h| becomes. */
 static uint32_t merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
   if (orig == 0) return 0;
   if (orig < FLEET_SEQ_COLLECTOR)
     return (h->machine_id << FLEET_SEQ_SHIFT) | orig;
-  seq_map_t *m = &h->seqs;
-  if (m->cap) {
-    size_t s = slot_of(m, orig);
-    if (m->keys[s]) return m->vals[s];
-  }
-  if ((m->n + 1) * 2 > m->cap && map_grow(m) < 0) return UINT32_MAX;
+  uint32_t v;
+  if (tg_u32_map_get(&h->seqs, orig, &v)) return v;
   /* Shared by all hosts: ids stay unique across the trace. When the
    * range is used up (a million mapped sequences), the last id is reused:
    * the sequences then merge, which the summary cannot hide. */
-  uint32_t v = f->next_overflow_seq;
+  v = f->next_overflow_seq;
+  if (tg_u32_map_put(&h->seqs, orig, v) < 0) return UINT32_MAX;
   if (v != UINT32_MAX) f->next_overflow_seq++;
-  size_t s = slot_of(m, orig);
-  m->keys[s] = orig;
-  m->vals[s] = v;
-  m->n++;
   return v;
 }
 

@@ -1,0 +1,82 @@
+/* ProducerPort: the producer socket's methods and the producer objects.
+ *
+ * Owns: struct tg_producer and its registered data sources and writers
+ * (producer_smb.c writes the SMB fields and abuse counters of the same
+ * producer). Must never: write a session or a data source instance (it
+ * reports to session.h, which owns both), or trust a producer's bytes
+ * before they are checked.
+ */
+#ifndef TRACEGATE_SERVICE_PRODUCER_PORT_H
+#define TRACEGATE_SERVICE_PRODUCER_PORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "abi/smb.h"
+#include "common/buf.h"
+#include "common/list.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "service/service.h"
+#include "service/trace_buffer.h" /* tg_producer_ident_t */
+
+typedef struct tg_registered_ds {
+  char *name;
+  uint64_t id; /* producer-chosen descriptor id */
+  bool will_notify_on_start;
+  bool will_notify_on_stop;
+  bool handles_incremental_state_clear;
+  bool no_flush;
+} tg_registered_ds_t;
+
+typedef struct tg_writer_reg {
+  uint16_t writer_id;
+  uint32_t target_buffer; /* global buffer id */
+} tg_writer_reg_t;
+
+struct tg_producer {
+  tg_service_t *svc;
+  tg_ipc_host_conn_t *conn;
+  tg_list_t node;
+  tg_producer_ident_t ident; /* id + SO_PEERCRED uid/pid */
+  char *name;
+  size_t smb_size_hint;
+  size_t page_size_hint;
+  bool initialized;
+
+  /* SMB: created lazily when the first data source is set up. */
+  int smb_fd;
+  void *smb_map;
+  tg_smb_t smb;
+
+  bool has_async_call; /* GetAsyncCommand stream open */
+  tg_ipc_call_t async_call;
+  bool smb_sent;
+
+  tg_registered_ds_t **ds; /* each allocated alone: instances point at it */
+  size_t n_ds;
+  tg_writer_reg_t *writers;
+  size_t n_writers;
+  tg_list_t instances; /* tg_ds_instance_t.producer_node */
+  tg_buf_t pending_cmds; /* [u32 len][GetAsyncCommandResponse] before the
+                            GetAsyncCommand stream is open */
+  int pending_smb_fd;    /* rides with the first pending command */
+
+  uint64_t commits;
+  uint64_t abi_violations; /* SMB misuse not attributable to a buffer */
+};
+
+void tg__producer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def);
+/* Sends SetupDataSource for |inst| (creates the SMB on first use). */
+int tg__producer_setup_instance(tg_ds_instance_t *inst,
+                                const Perfetto__Protos__DataSourceConfig *cfg);
+/* Sends StartDataSource; the instance's state is the session's business. */
+void tg__producer_start_instance(tg_ds_instance_t *inst,
+                                 const Perfetto__Protos__DataSourceConfig *cfg);
+void tg__producer_stop_instance(tg_ds_instance_t *inst);
+void tg__producer_flush(tg_producer_t *p, uint64_t flush_id,
+                        const uint64_t *instance_ids, size_t n);
+void tg__producer_clear_incremental_state(tg_producer_t *p,
+                                          const uint64_t *ids, size_t n);
+tg_producer_t *tg__producer_by_id(tg_service_t *svc, uint16_t id);
+
+#endif /* TRACEGATE_SERVICE_PRODUCER_PORT_H */

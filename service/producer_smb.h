@@ -1,0 +1,28 @@
+/* A producer's shared memory buffer: creation, commits and scraping.
+ *
+ * Owns: the SMB fields of tg_producer (smb_fd, smb_map, smb) and its ABI
+ * violation count. Must never: read SMB bytes twice without copying them
+ * first, or write into a buffer of a session the producer takes no part in.
+ */
+#ifndef TRACEGATE_SERVICE_PRODUCER_SMB_H
+#define TRACEGATE_SERVICE_PRODUCER_SMB_H
+
+#include <stdint.h>
+
+#include "pb/common/commit_data_request.pb-c.h"
+#include "service/service.h"
+
+/* Creates |p|'s SMB (sealed memfd, mapped shared) sized for session |s|. */
+int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s);
+/* The session owning |buffer_id| if |p| has an instance in it, else NULL. */
+tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id);
+void tg__producer_commit_move(
+    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunksToMove *m);
+void tg__producer_commit_patch(
+    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp);
+/* Copies the chunks of |p|'s SMB that are BeingWritten by writers of
+ * |session| (NULL: every session) into its buffers (flush timeouts,
+ * disable, disconnect). */
+void tg__producer_scrape(tg_producer_t *p, tg_session_t *session);
+
+#endif /* TRACEGATE_SERVICE_PRODUCER_SMB_H */

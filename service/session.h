@@ -1,0 +1,175 @@
+/* Tracing sessions: lifecycle, buffers, data source instances, timers,
+ * triggers, and who the session's consumer is.
+ *
+ * Owns: struct tg_session and struct tg_ds_instance. session.c is their
+ * only writer, helped by session_config.c (matchers, producer filters) and
+ * session_flush.c (flush bookkeeping; Flush requests and acks go through
+ * session_flush.h), each for its own sub-struct, and by readout.c for the
+ * tg_readout_t it embeds. Must never call into a port's
+ * file: producers are driven through producer_port.h, consumers hear about
+ * the session through the observer installed at creation.
+ *
+ * Lifecycle: CONFIGURED (deferred_start or waiting for a START trigger)
+ * -> STARTED -> DISABLING (stop sent, waiting for acks or the timeout)
+ * -> DISABLED (stats written, observer told) -> freed by FreeBuffers or
+ * when its consumer goes away.
+ */
+#ifndef TRACEGATE_SERVICE_SESSION_H
+#define TRACEGATE_SERVICE_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/list.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "service/readout.h"
+#include "service/service.h"
+#include "service/session_config.h"
+#include "service/session_flush.h"
+#include "service/trace_buffer.h"
+
+typedef struct tg_registered_ds tg_registered_ds_t;
+
+enum tg_ds_state {
+  TG_DS_SETUP,
+  TG_DS_STARTING,
+  TG_DS_STARTED,
+  TG_DS_STOPPING,
+  TG_DS_STOPPED,
+};
+
+struct tg_ds_instance {
+  uint64_t id;
+  tg_producer_t *producer; /* NULL once the producer let go of it */
+  tg_session_t *session;
+  tg_list_t producer_node;
+  tg_list_t session_node;
+  const tg_registered_ds_t *ds; /* valid while the producer lives */
+  size_t cfg_index;             /* its entry in TraceConfig.data_sources */
+  char *name;
+  char *producer_name; /* copied: events outlive the producer */
+  uint32_t target_buffer;
+  enum tg_ds_state state;
+  bool will_notify_on_stop;
+  bool will_notify_on_start;
+};
+
+typedef struct tg_session_buffer {
+  uint32_t global_id;
+  tg_trace_buffer_t *tb;
+} tg_session_buffer_t;
+
+enum tg_session_state {
+  TG_SESSION_CONFIGURED, /* deferred_start: waiting for StartTracing */
+  TG_SESSION_STARTED,
+  TG_SESSION_DISABLING,
+  TG_SESSION_DISABLED,
+};
+
+/* How a session's events go up to the consumer port. Every callback gets
+ * the session first and the observer's |ctx| last; any may be NULL.
+ * None is called after |freed|. */
+typedef struct tg_session_observer {
+  void *ctx;
+  /* A data source instance started or stopped (|inst| is valid only
+   * during the call). */
+  void (*instance_state)(tg_session_t *s, const tg_ds_instance_t *inst, void *ctx);
+  /* Every instance of a started session runs. */
+  void (*all_started)(tg_session_t *s, void *ctx);
+  /* Tracing ended: the session is DISABLED, its data readable. */
+  void (*ended)(tg_session_t *s, void *ctx);
+  /* A flush started with a non-zero |cookie| completed: 0, -ETIMEDOUT
+   * (a producer did not ack in time), -ECANCELED (session freed) or
+   * -ENOMEM. */
+  void (*flush_done)(tg_session_t *s, int status, uint64_t cookie, void *ctx);
+  /* |s| is being freed: forget it. */
+  void (*freed)(tg_session_t *s, void *ctx);
+} tg_session_observer_t;
+
+struct tg_session {
+  tg_service_t *svc;
+  tg_list_t node;
+  uint64_t id;
+  enum tg_session_state state;
+  Perfetto__Protos__TraceConfig *config; /* owned, unpacked */
+  uint8_t *config_bytes;                 /* owned, as received */
+  size_t config_len;
+  tg_session_matchers_t matchers; /* session_config.c */
+
+  tg_session_observer_t observer;
+  tg_ipc_host_conn_t *consumer; /* NULL while detached */
+  uid_t consumer_uid;
+  char *detach_key;
+
+  tg_session_buffer_t buffers[TG_SERVICE_MAX_BUFFERS_PER_SESSION];
+  size_t n_buffers;
+  tg_list_t instances;
+  tg_session_flushes_t flushes; /* session_flush.c */
+
+  uv_timer_t duration_timer;
+  uv_timer_t period_timer; /* flush_period_ms */
+  uv_timer_t file_timer;   /* file_write_period_ms */
+  uv_timer_t stop_timer;   /* data source stop timeout */
+  uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
+  unsigned open_timers;    /* closing: free when 0 */
+  bool freeing;
+
+  int write_fd; /* write_into_file target, -1 if none */
+  tg_readout_t readout; /* readout.c */
+};
+
+/* --- consumer side ---------------------------------------------------------- */
+
+/* Validates and creates a session from |cfg_bytes| (a TraceConfig; copied)
+ * for consumer connection |conn|, which |obs| (copied) speaks for.
+ * Takes ownership of |write_fd| (-1 for none) in every outcome: kept for
+ * write_into_file, closed otherwise. On failure returns NULL and a message
+ * naming the field in |err|. */
+tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
+                                 size_t cfg_len, int write_fd,
+                                 tg_ipc_host_conn_t *conn,
+                                 const tg_session_observer_t *obs, char *err,
+                                 size_t errlen);
+/* Starts now, arms the START trigger timeout, or waits for StartTracing,
+ * as the config says. */
+void tg__session_enable(tg_session_t *s);
+void tg__session_start(tg_session_t *s);
+void tg__session_disable(tg_session_t *s);
+void tg__session_free(tg_session_t *s);
+/* ChangeTraceConfig; see tg__session_config_change_filters. */
+int tg__session_change_filters(tg_session_t *s, Perfetto__Protos__TraceConfig *neu);
+/* Detaches |s| from its consumer under |key| (copied). -EEXIST when the
+ * consumer's uid already detached a session under it, -ENOMEM. */
+int tg__session_detach(tg_session_t *s, const char *key);
+/* The detached session of |key| and |conn|'s uid, now attached to |conn|;
+ * NULL if there is none. */
+tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
+                                 tg_ipc_host_conn_t *conn);
+/* |conn| closed: sessions it was attached to are detached from it. */
+void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn);
+
+/* --- producer side ---------------------------------------------------------- */
+
+/* A producer registered a data source: existing sessions may want it. */
+void tg__session_on_data_source_registered(tg_service_t *svc,
+                                           tg_producer_t *p,
+                                           const tg_registered_ds_t *ds);
+/* The producer of |inst| acked StartDataSource. */
+void tg__session_instance_started(tg_ds_instance_t *inst);
+/* The producer of |inst| acked StopDataSource, unregistered the data
+ * source or went away: |inst| ends and is freed. */
+void tg__session_instance_gone(tg_ds_instance_t *inst);
+void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p);
+/* A producer activated trigger |name| (ActivateTriggers). */
+void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p,
+                            const char *name);
+
+/* --- lookups ---------------------------------------------------------------- */
+
+tg_trace_buffer_t *tg__session_buffer(tg_session_t *s, uint32_t global_id);
+/* Finds the session owning global buffer |id|. */
+tg_session_t *tg__session_by_buffer(tg_service_t *svc, uint32_t id);
+
+#endif /* TRACEGATE_SERVICE_SESSION_H */
