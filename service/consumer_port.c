@@ -266,6 +266,7 @@ static void read_job_run(tg_consumer_t *c) {
   tg_session_t *s = c->session;
   frame_sink_t f = {.c = c};
   int more = s ? tg__readout_drain(s, frame_emit, &f) : 0;
+  if (more < 0 && !f.err) f.err = more;
   frame_close(&f);
   if (f.err) {
     TG_WARN("consumer: ReadBuffers failed: %s", tg_strerror(f.err));

@@ -23,8 +23,10 @@
 #include "pb/common/system_info.pb-c.h"
 #include "common/log.h"
 #include "service/producer_port.h"
+#include "service/packet_deflate.h"
 #include "service/readout.h"
 #include "service/session.h"
+#include "tracegate/error.h"
 
 enum {
   PKT_TIMESTAMP = 8,
@@ -394,7 +396,9 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   return 0;
 }
 
-int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+/* One pass as the sink sees it: service packets, producer packets, and the
+ * final trace stats of a disabled session. */
+static int drain_plain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   if (s->readout.preamble_done &&
       now_ns(CLOCK_MONOTONIC) - s->readout.last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
     queue_sync_marker(s);
@@ -419,6 +423,33 @@ int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
     if (s->state != TG_SESSION_DISABLED || s->readout.stats_emitted) return 0;
     queue_trace_stats(s);
   }
+}
+
+static bool deflate_requested(const tg_session_t *s) {
+  return s->config->has_compression_type &&
+         s->config->compression_type ==
+             PERFETTO__PROTOS__TRACE_CONFIG__COMPRESSION_TYPE__COMPRESSION_TYPE_DEFLATE;
+}
+
+int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+  if (!deflate_requested(s)) return drain_plain(s, emit, ctx);
+  tg_deflate_t d;
+  int rv = tg_deflate_init(&d, emit, ctx);
+  if (rv == 0) {
+    rv = drain_plain(s, tg_deflate_emit, &d);
+    /* The batch closes with the pass, whether it drained or the sink asked
+     * to stop: no packet waits in the compressor for the next pass. When
+     * only this last batch filled the sink's budget, the buffers are empty
+     * all the same: the pass still counts as drained. */
+    tg_deflate_finish(&d);
+    if (d.err) {
+      TG_ERROR("session %llu: DEFLATE compression failed: %s",
+               (unsigned long long)s->id, tg_strerror(d.err));
+      rv = d.err;
+    }
+  }
+  tg_deflate_free(&d);
+  return rv;
 }
 
 /* --- write_into_file ------------------------------------------------------------ */
@@ -489,13 +520,15 @@ tg_readout_status_t tg__readout_write_file(tg_session_t *s, int fd) {
   f->fd = fd;
   f->len = 0;
   f->err = 0;
-  while (tg__readout_drain(s, file_emit, f) == 1 && !s->readout.file_limit_hit &&
-         !f->err) {
+  int rv;
+  while ((rv = tg__readout_drain(s, file_emit, f)) == 1 &&
+         !s->readout.file_limit_hit && !f->err) {
   }
+  if (rv < 0 && !f->err) f->err = rv;
   if (!f->err) file_flush(f);
   if (f->err)
     TG_ERROR("session %llu: writing the trace file failed: %s",
-             (unsigned long long)s->id, strerror(-f->err));
+             (unsigned long long)s->id, tg_strerror(f->err));
   int err = f->err;
   free(f);
   if (s->readout.file_limit_hit) return TG_READOUT_STOP_FILE_FULL;

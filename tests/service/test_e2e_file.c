@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -192,6 +193,100 @@ static void unused_file_descriptor_is_closed(void **state) {
   raw_producer_close(&p);
 }
 
+/* COMPRESSION_TYPE_DEFLATE: every packet of the trace is a
+ * compressed_packets wrapper; inflated, they hold the whole trace (config,
+ * the producer's packets in order, stats), in a file and when streamed. */
+static Perfetto__Protos__Trace *inflate_trace(const Perfetto__Protos__TracePacket *const *pk,
+                                              size_t n) {
+  size_t cap = 16u << 20, len = 0;
+  uint8_t *all = malloc(cap);
+  assert_non_null(all);
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(pk[i]->data_case,
+                     PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS);
+    uLongf out = (uLongf)(cap - len);
+    assert_int_equal(uncompress(all + len, &out, pk[i]->compressed_packets.data,
+                                pk[i]->compressed_packets.len),
+                     Z_OK);
+    len += out;
+  }
+  Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, len, all);
+  free(all);
+  assert_non_null(t);
+  return t;
+}
+
+/* A DEFLATE session of "file.ds"; |fd| >= 0 writes into it. */
+static void deflate_session(test_service_t *ts, raw_producer_t *p,
+                            raw_consumer_t *c, simple_cfg_t *sc, int fd) {
+  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "file.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(c, ts), 0);
+  simple_cfg_init(sc, 256, 1, "file.ds");
+  if (fd >= 0) {
+    sc->cfg.has_write_into_file = 1;
+    sc->cfg.write_into_file = 1;
+    sc->cfg.has_file_write_period_ms = 1;
+    sc->cfg.file_write_period_ms = 100;
+  }
+  sc->cfg.has_compression_type = 1;
+  sc->cfg.compression_type =
+      PERFETTO__PROTOS__TRACE_CONFIG__COMPRESSION_TYPE__COMPRESSION_TYPE_DEFLATE;
+  assert_int_equal(raw_consumer_enable(c, &sc->cfg, fd), 0);
+  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+}
+
+static void deflate_compresses_the_file(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int fd = temp_file(ts);
+  deflate_session(ts, &p, &c, &sc, fd);
+  for (uint32_t id = 0; id < 8; id++) commit_packets(&p, id, id * 10, 10);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+
+  size_t size = 0;
+  Perfetto__Protos__Trace *file = read_trace(fd, &size);
+  assert_true(file->n_packet >= 1);
+  Perfetto__Protos__Trace *t =
+      inflate_trace((const Perfetto__Protos__TracePacket *const *)file->packet,
+                    file->n_packet);
+  bool has_config, has_stats;
+  assert_int_equal(check_trace(t, 0, &has_config, &has_stats), 80);
+  assert_true(has_config);
+  assert_true(has_stats);
+  /* The long repeated strings shrink: the file is smaller than its content. */
+  assert_true(size * 3 < perfetto__protos__trace__get_packed_size(t));
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  perfetto__protos__trace__free_unpacked(file, NULL);
+  close(fd);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void deflate_compresses_the_stream(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  deflate_session(ts, &p, &c, &sc, -1);
+  for (uint32_t id = 0; id < 4; id++) commit_packets(&p, id, id * 10, 10);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(&c, &n);
+  assert_non_null(pk);
+  Perfetto__Protos__Trace *t =
+      inflate_trace((const Perfetto__Protos__TracePacket *const *)pk, n);
+  bool has_config, has_stats;
+  assert_int_equal(check_trace(t, 0, &has_config, &has_stats), 40);
+  assert_true(has_config);
+  assert_true(has_stats);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  free_packets(pk, n);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(write_into_file_yields_a_decodable_trace,
@@ -199,6 +294,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(max_file_size_stops_the_session,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(sigterm_writes_out_the_file_of_a_running_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(deflate_compresses_the_file,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(deflate_compresses_the_stream,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(unused_file_descriptor_is_closed,
                                       test_service_setup, test_service_teardown),
