@@ -26,8 +26,9 @@
 
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
