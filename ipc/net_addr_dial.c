@@ -151,7 +151,9 @@ int tg_net_dial_start(uv_loop_t *loop, const tg_net_addr_t *addr,
                       tg_net_dial_cb on_dialed, void *data,
                       tg_net_dial_t **out) {
   *out = NULL;
-  if (!loop || !addr || !on_dialed || !addr->host[0]) return -EINVAL;
+  if (!loop || !addr || !on_dialed || !addr->host[0] ||
+      !memchr(addr->host, 0, sizeof(addr->host)))
+    return -EINVAL;
   tg_net_dial_t *d = calloc(1, sizeof(*d));
   if (!d) return -ENOMEM;
   d->loop = loop;

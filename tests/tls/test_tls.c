@@ -1,4 +1,5 @@
-/* The relay's TLS transport, end to end on loopback in one loop.
+/* The TLS module (tls/session.h, tls/transport.h, tls/dial.h), end to end
+ * on loopback in one loop.
  *
  * Certificates are made at test time with deploy/certs/tg-certs in a
  * temporary directory: a CA "pki" (server relay.test, clients alice, carol,
