@@ -1,7 +1,7 @@
 /* A framed transport: whatever carries [u32 len][IPCFrame] frames between
  * two peers. The IPC client (ipc/client.h) and the relay speak to a
  * transport, not to a socket, so the same protocol code runs over a UNIX
- * channel (ipc/channel.h, with fd passing), TLS over TCP (relay/tls_chan.h)
+ * channel (ipc/channel.h, with fd passing), TLS over TCP (tls/transport.h)
  * or a pipe pair (the relay's --stdio mode).
  *
  * An implementation embeds tg_transport_t as its first member and fills

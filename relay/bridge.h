@@ -33,8 +33,8 @@
 #include "relay/audit.h"
 #include "relay/authz.h"
 #include "relay/relay_service.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/transport.h"
 #include "common/list.h"
 
 typedef struct tg_relay_bridge tg_relay_bridge_t;

@@ -13,12 +13,13 @@
 #include <uv.h>
 
 #include "ipc/channel.h"
+#include "ipc/net_addr.h"
 #include "relay/audit.h"
 #include "relay/authz.h"
 #include "relay/bridge.h"
 #include "relay/relay_service.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/transport.h"
 #include "tracegate/error.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -124,7 +125,7 @@ static void refuse_busy(relay_t *r) {
   int sl = sizeof(ss);
   if (uv_accept((uv_stream_t *)&r->listener, (uv_stream_t *)t) == 0 &&
       uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0)
-    tg_tls_chan_format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
+    tg_net_sockaddr_format((struct sockaddr *)&ss, addr, sizeof(addr));
   r->refused_busy++;
   TG_WARN("-@%s: connection refused: %zu connections open (--max-conns)",
           addr, r->env.n_bridges);
@@ -149,31 +150,13 @@ static void on_connection(uv_stream_t *server, int status) {
   if (rv < 0) TG_WARN("cannot accept a connection: %s", tg_strerror(rv));
 }
 
-/* "1.2.3.4:port" or "[v6]:port" (numeric only). */
+/* "1.2.3.4:port" or "[v6]:port": numeric only (a listener binds, it does
+ * not resolve), port 0 meaning any free port. */
 static int parse_listen(const char *s, struct sockaddr_storage *ss) {
-  char host[64];
-  const char *port;
-  if (s[0] == '[') {
-    const char *end = strchr(s, ']');
-    if (!end || end[1] != ':' || (size_t)(end - s - 1) >= sizeof(host))
-      return -EINVAL;
-    memcpy(host, s + 1, (size_t)(end - s - 1));
-    host[end - s - 1] = 0;
-    port = end + 2;
-  } else {
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof(host)) return -EINVAL;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = 0;
-    port = colon + 1;
-  }
-  char *end;
-  errno = 0;
-  unsigned long p = strtoul(port, &end, 10);
-  if (!*port || *end || errno || p > 65535 || port[0] == '-') return -EINVAL;
-  if (s[0] == '[')
-    return uv_ip6_addr(host, (int)p, (struct sockaddr_in6 *)ss);
-  return uv_ip4_addr(host, (int)p, (struct sockaddr_in *)ss);
+  tg_net_addr_t a;
+  int rv = tg_net_addr_parse(s, TG_NET_ADDR_PORT_ZERO, 0, &a);
+  if (rv == 0) rv = tg_net_addr_to_sockaddr(&a, ss);
+  return rv;
 }
 
 static int start_listening(relay_t *r, const char *addr, int *port) {

@@ -6,7 +6,7 @@
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
-#include "relay/tls.h"
+#include "tls/session.h"
 #include "tracegate/error.h"
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {

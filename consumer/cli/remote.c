@@ -15,7 +15,8 @@
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
 #include "ipc/pipe_transport.h"
-#include "relay/tls_chan.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 #include "tracegate/error.h"
 
 #define HANDSHAKE_TIMEOUT_MS 10000

@@ -20,7 +20,7 @@
 #include <uv.h>
 
 #include "consumer/consumer.h"
-#include "relay/tls.h"
+#include "tls/session.h"
 
 /* Default relay port (tracegate-relay --listen 0.0.0.0:7467). */
 #define CLI_RELAY_PORT 7467

@@ -7,21 +7,10 @@
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
+#include "ipc/net_addr.h"
 
 #define SSH_SCHEME "ssh://"
 #define MAX_HOSTS_LINE 1024
-
-/* Host names reach getaddrinfo or ssh's command line: no spaces, no
- * control bytes, and never a leading '-' (ssh would take it for an
- * option). */
-static bool host_ok(const char *h) {
-  if (!h[0] || h[0] == '-') return false;
-  for (const char *p = h; *p; p++) {
-    unsigned char ch = (unsigned char)*p;
-    if (!isalnum(ch) && !strchr(".-_:%", ch)) return false;
-  }
-  return true;
-}
 
 static bool user_ok(const char *u) {
   if (!u[0] || u[0] == '-') return false;
@@ -32,47 +21,22 @@ static bool user_ok(const char *u) {
   return true;
 }
 
-static int parse_port(const char *s, unsigned *port) {
-  char *end;
-  errno = 0;
-  unsigned long p = strtoul(s, &end, 10);
-  if (!*s || *end || errno || p == 0 || p > 65535 || !isdigit((unsigned char)s[0]))
-    return -EINVAL;
-  *port = (unsigned)p;
-  return 0;
-}
+_Static_assert(sizeof(((cli_target_t *)0)->host) > TG_NET_HOST_MAX,
+               "cli_target_t.host holds any parsed host");
+_Static_assert(sizeof(((cli_target_t *)0)->hostport) >= TG_NET_ADDR_STRLEN,
+               "cli_target_t.hostport holds any formatted address");
 
-/* "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address (more
- * than one ':' without brackets: no port). |port| keeps its default when
- * none is given. */
-static int split_host(const char *s, char *host, size_t cap, unsigned *port,
-                      bool *v6) {
-  const char *p = NULL;
-  *v6 = false;
-  if (s[0] == '[') {
-    const char *end = strchr(s, ']');
-    if (!end || (size_t)(end - s - 1) >= cap || end == s + 1) return -EINVAL;
-    memcpy(host, s + 1, (size_t)(end - s - 1));
-    host[end - s - 1] = 0;
-    *v6 = true;
-    if (end[1] == ':') p = end + 2;
-    else if (end[1]) return -EINVAL;
-  } else {
-    const char *colon = strchr(s, ':');
-    if (colon && strchr(colon + 1, ':')) { /* bare IPv6 */
-      if (strlen(s) >= cap) return -EINVAL;
-      snprintf(host, cap, "%s", s);
-      *v6 = true;
-    } else {
-      size_t hl = colon ? (size_t)(colon - s) : strlen(s);
-      if (hl == 0 || hl >= cap) return -EINVAL;
-      memcpy(host, s, hl);
-      host[hl] = 0;
-      if (colon) p = colon + 1;
-    }
-  }
-  if (p && parse_port(p, port) < 0) return -EINVAL;
-  return host_ok(host) ? 0 : -EINVAL;
+/* "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address
+ * (ipc/net_addr.h). Host names reach getaddrinfo or ssh's command line:
+ * the parser refuses spaces, control bytes and a leading '-'. The port is
+ * |default_port| when none is given. */
+static int split_host(const char *s, uint16_t default_port, cli_target_t *t,
+                      tg_net_addr_t *a) {
+  if (tg_net_addr_parse(s, TG_NET_ADDR_PORT_OPTIONAL, default_port, a) < 0)
+    return -EINVAL;
+  snprintf(t->host, sizeof(t->host), "%s", a->host);
+  t->port = a->port;
+  return 0;
 }
 
 int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
@@ -82,7 +46,7 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
     return -EINVAL;
   }
   snprintf(t->spec, sizeof(t->spec), "%s", spec);
-  bool v6;
+  tg_net_addr_t a;
   if (!strncmp(spec, SSH_SCHEME, strlen(SSH_SCHEME))) {
     t->kind = CLI_TARGET_SSH;
     const char *rest = spec + strlen(SSH_SCHEME);
@@ -98,23 +62,21 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
       }
       rest = at + 1;
     }
-    if (split_host(rest, t->host, sizeof(t->host), &t->port, &v6) < 0) {
+    /* No port: 0, ssh's own default. */
+    if (split_host(rest, 0, t, &a) < 0) {
       snprintf(err, n, "'%s' is not ssh://[user@]host[:port]", spec);
       return -EINVAL;
     }
     return 0;
   }
   t->kind = CLI_TARGET_TLS;
-  t->port = CLI_RELAY_PORT;
-  if (strstr(spec, "://") ||
-      split_host(spec, t->host, sizeof(t->host), &t->port, &v6) < 0) {
+  if (strstr(spec, "://") || split_host(spec, CLI_RELAY_PORT, t, &a) < 0) {
     snprintf(err, n, "'%s' is not host:port, [ipv6]:port or "
              "ssh://[user@]host[:port]", spec);
     return -EINVAL;
   }
-  snprintf(t->hostport, sizeof(t->hostport), v6 ? "[%s]:%u" : "%s:%u",
-           t->host, t->port);
-  return 0;
+  /* Fits: see the _Static_assert above. */
+  return tg_net_addr_format(&a, t->hostport, sizeof(t->hostport));
 }
 
 int cli_targets_load(const char *path, cli_target_t **list, size_t *n,

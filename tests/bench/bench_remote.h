@@ -12,8 +12,9 @@
 #include <uv.h>
 
 #include "consumer/consumer.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 
 #define BENCH_HOST "relay.test"
 #define BENCH_CLIENT "bench"

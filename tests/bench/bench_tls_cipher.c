@@ -30,8 +30,9 @@
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "bench_cipher.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 

@@ -15,8 +15,9 @@
 
 #include "ipc/client.h"
 #include "ipc/pipe_transport.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 #include "common/buf.h"
 
 #define STEP_MS 10000 /* bound of every awaited step */

@@ -1,5 +1,5 @@
 /* mbedtls configuration, memory-buffer sessions, error translation. */
-#include "relay/tls.h"
+#include "tls/session.h"
 
 #include <errno.h>
 #include <limits.h>

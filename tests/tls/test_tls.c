@@ -1,4 +1,5 @@
-/* The relay's TLS transport, end to end on loopback in one loop.
+/* The TLS module (tls/session.h, tls/transport.h, tls/dial.h), end to end
+ * on loopback in one loop.
  *
  * Certificates are made at test time with deploy/certs/tg-certs in a
  * temporary directory: a CA "pki" (server relay.test, clients alice, carol,
@@ -26,8 +27,9 @@
 
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
-#include "relay/tls.h"
-#include "relay/tls_chan.h"
+#include "tls/session.h"
+#include "tls/dial.h"
+#include "tls/transport.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 

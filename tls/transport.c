@@ -1,9 +1,9 @@
-/* tg_tls_chan: libuv TCP + relay/tls.h sessions + the IPC frame codec. */
-#include "relay/tls_chan.h"
+/* tg_tls_chan: libuv TCP + tls/session.h sessions + the IPC frame codec.
+ * The client's way to a connected socket is in tls/dial.c. */
+#include "tls/transport.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
-#include "tracegate/pb_wire.h"
-#include "tracegate/error.h"
 #include "common/log.h"
+#include "ipc/net_addr.h"
+#include "tls/transport_internal.h"
+#include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
 
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
@@ -28,70 +30,16 @@
  * so this is one read chunk plus a record, with room to spare). */
 #define TLS_IN_MAX (1024u * 1024)
 
-enum chan_state {
-  ST_RESOLVING,
-  ST_CONNECTING,
-  ST_HANDSHAKE,
-  ST_OPEN,
-  ST_CLOSING,
-  ST_CLOSED
-};
-
-struct tg_tls_chan {
-  tg_transport_t base; /* first: the channel is its transport */
-  uv_loop_t *loop;
-  uv_tcp_t tcp;
-  uv_timer_t timer; /* handshake timeout, then idle timeout */
-  uv_idle_t kick;   /* processes buffered input after a resume */
-  uv_getaddrinfo_t gai;
-  uv_connect_t conn;
-  uv_write_t wreq;
-
-  enum chan_state state;
-  bool server;
-  bool silent;      /* failed inside accept/connect: no owner callbacks */
-  bool gai_pending; /* the getaddrinfo callback has yet to run */
-  bool tcp_closing; /* closing the socket to retry another address */
-  bool sniffed;     /* server: first input bytes looked like TLS */
-  bool hs_reported; /* on_handshake has run */
-  bool reading;     /* uv_read_start in effect */
-  bool reading_paused;
-  bool eof_pending; /* peer closed while paused with input left */
-  bool writing;     /* wreq in flight over wbuf */
-  bool above_high_water;
-  int handles_open;
-  int close_status;
-
-  tg_tls_chan_opts_t opts;
-  tg_tls_session_t *tls;
-  struct addrinfo *ai_list, *ai_next;
-  uint64_t last_activity;
-
-  tg_frame_decoder_t dec;
-  uint8_t *plain; /* PLAIN_CAP, allocated after the handshake */
-  tg_buf_t ctl;   /* control frames not yet encrypted */
-  tg_buf_t bulk;  /* bulk frames not yet encrypted */
-  tg_buf_t wbuf;  /* ciphertext owned by the write in flight */
-
-  char peer[320];
-  char identity[TG_TLS_IDENTITY_MAX + 1];
-  char why[600];
-  char suite[64];
-};
-
 static const tg_transport_ops_t chan_ops;
 
 static void chan_close(tg_tls_chan_t *ch, int status);
 static void pump_output(tg_tls_chan_t *ch);
-static void process_input(tg_tls_chan_t *ch);
 
 static const char *role(const tg_tls_chan_t *ch) {
   return ch->server ? "client" : "server";
 }
 
-static void set_why(tg_tls_chan_t *ch, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void set_why(tg_tls_chan_t *ch, const char *fmt, ...) {
+void tg__tls_chan_set_why(tg_tls_chan_t *ch, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(ch->why, sizeof(ch->why), fmt, ap);
@@ -107,11 +55,9 @@ static size_t queued_out(const tg_tls_chan_t *ch) {
 
 /* --- closing ------------------------------------------------------------- */
 
-static void finish(tg_tls_chan_t *ch) {
-  if (ch->handles_open > 0 || ch->gai_pending) return;
+void tg__tls_chan_finish(tg_tls_chan_t *ch) {
+  if (ch->handles_open > 0 || ch->dial) return;
   ch->state = ST_CLOSED;
-  if (ch->ai_list) uv_freeaddrinfo(ch->ai_list);
-  ch->ai_list = ch->ai_next = NULL;
   tg_frame_decoder_free(&ch->dec);
   free(ch->plain);
   ch->plain = NULL;
@@ -130,7 +76,7 @@ static void finish(tg_tls_chan_t *ch) {
 static void on_handle_closed(uv_handle_t *h) {
   tg_tls_chan_t *ch = h->data;
   ch->handles_open--;
-  finish(ch);
+  tg__tls_chan_finish(ch);
 }
 
 static void chan_close(tg_tls_chan_t *ch, int status) {
@@ -148,16 +94,18 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
   }
   ch->state = ST_CLOSING;
   ch->close_status = status;
-  if (ch->gai_pending) uv_cancel((uv_req_t *)&ch->gai);
-  if (!ch->tcp_closing) uv_close((uv_handle_t *)&ch->tcp, on_handle_closed);
+  /* A dial still running reports to tls/dial.c, which then finishes. */
+  if (ch->dial) tg_net_dial_cancel(ch->dial);
+  uv_close((uv_handle_t *)&ch->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&ch->timer, on_handle_closed);
   uv_close((uv_handle_t *)&ch->kick, on_handle_closed);
 }
 
 /* Ends the handshake phase with a failure: one log line, on_handshake, then
  * close with the same status. */
-static void fail_handshake(tg_tls_chan_t *ch, int status) {
+void tg__tls_chan_fail_handshake(tg_tls_chan_t *ch, int status) {
   if (ch->state >= ST_CLOSING) return;
+  if (ch->dial) tg__tls_chan_note_addr(ch, tg_net_dial_addr(ch->dial));
   TG_WARN("tls: %s %s refused: %s: %s", role(ch), ch->peer,
           tg_strerror(status), ch->why[0] ? ch->why : "no details");
   if (!ch->hs_reported) {
@@ -169,7 +117,7 @@ static void fail_handshake(tg_tls_chan_t *ch, int status) {
 
 static void fail_open(tg_tls_chan_t *ch, int status, const char *what) {
   if (ch->state >= ST_CLOSING) return;
-  if (ch->why[0] == 0) set_why(ch, "%s", what);
+  if (ch->why[0] == 0) tg__tls_chan_set_why(ch, "%s", what);
   TG_WARN("tls: %s %s (%s): %s: %s; closing", role(ch), ch->peer,
           ch->identity[0] ? ch->identity : "-", what, tg_strerror(status));
   chan_close(ch, status);
@@ -226,7 +174,7 @@ static void pump_output(tg_tls_chan_t *ch) {
   if (ch->state == ST_OPEN) {
     int rv = encrypt_batch(ch);
     if (rv) {
-      set_why(ch, "%s", tg_tls_last_error(ch->tls));
+      tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
       fail_open(ch, rv, "encrypting output failed");
       return;
     }
@@ -234,8 +182,8 @@ static void pump_output(tg_tls_chan_t *ch) {
   int rv = start_write(ch);
   if (rv == 0) return;
   if (ch->state == ST_HANDSHAKE) {
-    set_why(ch, "write: %s", uv_strerror(rv));
-    fail_handshake(ch, rv);
+    tg__tls_chan_set_why(ch, "write: %s", uv_strerror(rv));
+    tg__tls_chan_fail_handshake(ch, rv);
   } else {
     fail_open(ch, rv, "write failed");
   }
@@ -382,7 +330,7 @@ static void read_app(tg_tls_chan_t *ch) {
       int frv = tg_frame_decoder_feed(&ch->dec, ch->plain, have, on_decoded, ch);
       if (ch->state != ST_OPEN) return;
       if (frv == TG_EFRAME_TOO_LARGE) {
-        set_why(ch, "frame length over %u bytes", TG_IPC_FRAME_MAX_PAYLOAD);
+        tg__tls_chan_set_why(ch, "frame length over %u bytes", TG_IPC_FRAME_MAX_PAYLOAD);
         fail_open(ch, frv, "oversized frame");
         return;
       }
@@ -405,7 +353,7 @@ static void read_app(tg_tls_chan_t *ch) {
       return;
     }
     if (rv < 0) {
-      set_why(ch, "%s", tg_tls_last_error(ch->tls));
+      tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
       TG_WARN("tls: %s %s (%s): %s: %s; closing", role(ch), ch->peer,
               ch->identity, tg_strerror(rv), ch->why);
       chan_close(ch, rv);
@@ -439,7 +387,7 @@ static void handshake_done(tg_tls_chan_t *ch) {
           ch->identity, ch->suite);
   ch->plain = malloc(PLAIN_CAP);
   if (!ch->plain) {
-    fail_handshake(ch, -ENOMEM);
+    tg__tls_chan_fail_handshake(ch, -ENOMEM);
     return;
   }
   ch->hs_reported = true;
@@ -469,14 +417,14 @@ static bool sniff_tls(tg_tls_chan_t *ch) {
     snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", p_untrusted[i]);
   if (k) hex[3 * k - 1] = 0;
   bool ipc_like = n >= 4 && tg_pb_read_le32(p_untrusted) <= TG_IPC_FRAME_MAX_PAYLOAD;
-  set_why(ch, "first bytes %s are not a TLS handshake record%s", hex,
+  tg__tls_chan_set_why(ch, "first bytes %s are not a TLS handshake record%s", hex,
           ipc_like ? " (a plain IPC frame? the client must use TLS)" : "");
   return false;
 }
 
 static void process_handshake(tg_tls_chan_t *ch) {
   if (ch->server && !ch->sniffed && !sniff_tls(ch)) {
-    fail_handshake(ch, TG_ETLS_NOT_TLS);
+    tg__tls_chan_fail_handshake(ch, TG_ETLS_NOT_TLS);
     return;
   }
   int rv = tg_tls_handshake(ch->tls);
@@ -484,8 +432,8 @@ static void process_handshake(tg_tls_chan_t *ch) {
   if (ch->state != ST_HANDSHAKE) return;
   if (rv == -EAGAIN) return;
   if (rv < 0) {
-    set_why(ch, "%s", tg_tls_last_error(ch->tls));
-    fail_handshake(ch, rv);
+    tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
+    tg__tls_chan_fail_handshake(ch, rv);
     return;
   }
   handshake_done(ch);
@@ -509,8 +457,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0) return;
   if (nread == UV_EOF) {
     if (ch->state == ST_HANDSHAKE) {
-      set_why(ch, "closed the connection during the handshake");
-      fail_handshake(ch, TG_EPEER_CLOSED);
+      tg__tls_chan_set_why(ch, "closed the connection during the handshake");
+      tg__tls_chan_fail_handshake(ch, TG_EPEER_CLOSED);
       return;
     }
     if (ch->reading_paused) {
@@ -523,10 +471,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     chan_close(ch, TG_EPEER_CLOSED);
     return;
   }
-  if (nread == UV_ENOBUFS) set_why(ch, "input buffer full");
-  else set_why(ch, "read: %s", uv_strerror((int)nread));
+  if (nread == UV_ENOBUFS) tg__tls_chan_set_why(ch, "input buffer full");
+  else tg__tls_chan_set_why(ch, "read: %s", uv_strerror((int)nread));
   if (ch->state == ST_HANDSHAKE)
-    fail_handshake(ch, (int)nread);
+    tg__tls_chan_fail_handshake(ch, (int)nread);
   else
     fail_open(ch, (int)nread, "read failed");
 }
@@ -547,15 +495,15 @@ static void t_pause_reading(tg_transport_t *t, bool paused) {
 static void on_timer(uv_timer_t *t) {
   tg_tls_chan_t *ch = t->data;
   if (ch->state < ST_OPEN) {
-    set_why(ch, "no verified peer within %" PRIu32 " ms",
+    tg__tls_chan_set_why(ch, "no verified peer within %" PRIu32 " ms",
             ch->opts.handshake_timeout_ms);
-    fail_handshake(ch, TG_ETIMEOUT);
+    tg__tls_chan_fail_handshake(ch, TG_ETIMEOUT);
     return;
   }
   if (ch->state != ST_OPEN || ch->opts.idle_timeout_ms == 0) return;
   uint64_t idle = uv_now(ch->loop) - ch->last_activity;
   if (idle >= ch->opts.idle_timeout_ms) {
-    set_why(ch, "idle for %" PRIu64 " ms", idle);
+    tg__tls_chan_set_why(ch, "idle for %" PRIu64 " ms", idle);
     fail_open(ch, TG_ETIMEOUT, "idle timeout");
     return;
   }
@@ -577,10 +525,10 @@ static const tg_transport_ops_t chan_ops = {
     .close = t_close,
 };
 
-static int chan_new(uv_loop_t *loop, tg_tls_config_t *cfg, const char *hostname,
-                    const tg_tls_chan_opts_t *opts,
-                    const tg_transport_cbs_t *cbs, void *data,
-                    tg_tls_chan_t **out) {
+int tg__tls_chan_new(uv_loop_t *loop, tg_tls_config_t *cfg,
+                     const char *hostname, const tg_tls_chan_opts_t *opts,
+                     const tg_transport_cbs_t *cbs, void *data,
+                     tg_tls_chan_t **out) {
   *out = NULL;
   if (!opts || !opts->on_handshake || !cbs || !cbs->on_frame ||
       !cbs->on_close)
@@ -618,36 +566,32 @@ static int chan_new(uv_loop_t *loop, tg_tls_config_t *cfg, const char *hostname,
   uv_timer_init(loop, &ch->timer);
   uv_idle_init(loop, &ch->kick);
   ch->tcp.data = ch->timer.data = ch->kick.data = ch;
-  ch->gai.data = ch->conn.data = ch->wreq.data = ch;
+  ch->wreq.data = ch;
   ch->handles_open = 3;
   *out = ch;
   return 0;
 }
 
-/* Undoes chan_new after a synchronous failure: no owner callback runs and
- * the memory goes with the last close callback. */
-static void abort_silently(tg_tls_chan_t *ch) {
+void tg__tls_chan_abort(tg_tls_chan_t *ch) {
   ch->silent = true;
   chan_close(ch, 0);
 }
 
-void tg_tls_chan_format_addr(const struct sockaddr *sa, char *buf,
-                             size_t len) {
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (sa->sa_family == AF_INET) {
-    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
-    uv_ip4_name(a, ip, sizeof(ip));
-    port = ntohs(a->sin_port);
-    snprintf(buf, len, "%s:%d", ip, port);
-  } else if (sa->sa_family == AF_INET6) {
-    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-    uv_ip6_name(a, ip, sizeof(ip));
-    port = ntohs(a->sin6_port);
-    snprintf(buf, len, "[%s]:%d", ip, port);
-  } else {
-    snprintf(buf, len, "(family %d)", (int)sa->sa_family);
-  }
+void tg__tls_chan_start_timer(tg_tls_chan_t *ch) {
+  uv_timer_start(&ch->timer, on_timer, ch->opts.handshake_timeout_ms, 0);
+}
+
+void tg__tls_chan_note_addr(tg_tls_chan_t *ch, const char *addr) {
+  if (!addr[0]) return;
+  size_t base_len = strcspn(ch->peer, " ");
+  snprintf(ch->peer + base_len, sizeof(ch->peer) - base_len, " (%s)", addr);
+}
+
+void tg__tls_chan_connected(tg_tls_chan_t *ch) {
+  uv_tcp_nodelay(&ch->tcp, 1);
+  ch->state = ST_HANDSHAKE;
+  update_reading(ch);
+  if (ch->state == ST_HANDSHAKE) process_handshake(ch); /* ClientHello */
 }
 
 int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
@@ -656,185 +600,29 @@ int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
                        tg_tls_chan_t **out) {
   if (!tg_tls_config_is_server(cfg)) return -EINVAL;
   tg_tls_chan_t *ch;
-  int rv = chan_new(server->loop, cfg, NULL, opts, cbs, data, &ch);
+  int rv = tg__tls_chan_new(server->loop, cfg, NULL, opts, cbs, data, &ch);
   if (rv) return rv;
   rv = uv_accept(server, (uv_stream_t *)&ch->tcp);
   if (rv) {
-    abort_silently(ch);
+    tg__tls_chan_abort(ch);
     return rv;
   }
   struct sockaddr_storage ss;
   int sl = sizeof(ss);
   if (uv_tcp_getpeername(&ch->tcp, (struct sockaddr *)&ss, &sl) == 0)
-    tg_tls_chan_format_addr((struct sockaddr *)&ss, ch->peer,
-                            sizeof(ch->peer));
+    tg_net_sockaddr_format((struct sockaddr *)&ss, ch->peer,
+                           sizeof(ch->peer));
   else
     snprintf(ch->peer, sizeof(ch->peer), "(unknown peer)");
   uv_tcp_nodelay(&ch->tcp, 1);
   ch->state = ST_HANDSHAKE;
-  uv_timer_start(&ch->timer, on_timer, ch->opts.handshake_timeout_ms, 0);
+  tg__tls_chan_start_timer(ch);
   rv = uv_read_start((uv_stream_t *)&ch->tcp, on_alloc, on_read);
   if (rv) {
-    abort_silently(ch);
+    tg__tls_chan_abort(ch);
     return rv;
   }
   ch->reading = true;
-  *out = ch;
-  return 0;
-}
-
-/* --- client: resolve, connect (each address in turn), handshake ---------- */
-
-static void try_connect(tg_tls_chan_t *ch, int last_err);
-
-static void on_retry_closed(uv_handle_t *h) {
-  tg_tls_chan_t *ch = h->data;
-  ch->tcp_closing = false;
-  if (ch->state >= ST_CLOSING) {
-    ch->handles_open--;
-    finish(ch);
-    return;
-  }
-  int rv = uv_tcp_init(ch->loop, &ch->tcp);
-  if (rv) {
-    /* No socket handle any more: account for it as closed. */
-    ch->handles_open--;
-    ch->tcp_closing = true;
-    set_why(ch, "uv_tcp_init: %s", uv_strerror(rv));
-    fail_handshake(ch, rv);
-    return;
-  }
-  ch->tcp.data = ch;
-  try_connect(ch, 0);
-}
-
-/* Moves on to the next address on a fresh socket (a socket whose connect
- * failed cannot be reused, and the next address may be another family). */
-static void retry_or_fail(tg_tls_chan_t *ch, int err) {
-  if (ch->ai_next) {
-    TG_DEBUG("tls: server %s: %s; trying the next address", ch->peer,
-             uv_strerror(err));
-    ch->tcp_closing = true;
-    uv_close((uv_handle_t *)&ch->tcp, on_retry_closed);
-    return;
-  }
-  set_why(ch, "cannot connect: %s", uv_strerror(err));
-  fail_handshake(ch, err);
-}
-
-static void on_connected(uv_connect_t *req, int status) {
-  tg_tls_chan_t *ch = req->data;
-  if (ch->state != ST_CONNECTING) return; /* closing: UV_ECANCELED */
-  if (status < 0) {
-    retry_or_fail(ch, status);
-    return;
-  }
-  uv_freeaddrinfo(ch->ai_list);
-  ch->ai_list = ch->ai_next = NULL;
-  uv_tcp_nodelay(&ch->tcp, 1);
-  ch->state = ST_HANDSHAKE;
-  update_reading(ch);
-  if (ch->state == ST_HANDSHAKE) process_handshake(ch); /* ClientHello */
-}
-
-static void try_connect(tg_tls_chan_t *ch, int last_err) {
-  size_t base_len = strcspn(ch->peer, " ");
-  while (ch->ai_next) {
-    struct addrinfo *ai = ch->ai_next;
-    ch->ai_next = ai->ai_next;
-    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-    char addr[80];
-    tg_tls_chan_format_addr(ai->ai_addr, addr, sizeof(addr));
-    snprintf(ch->peer + base_len, sizeof(ch->peer) - base_len, " (%s)", addr);
-    int rv = uv_tcp_connect(&ch->conn, &ch->tcp, ai->ai_addr, on_connected);
-    if (rv == 0) {
-      ch->state = ST_CONNECTING;
-      return;
-    }
-    retry_or_fail(ch, rv);
-    return;
-  }
-  set_why(ch, "no usable address%s%s", last_err ? ": " : "",
-          last_err ? uv_strerror(last_err) : "");
-  fail_handshake(ch, last_err ? last_err : UV_EAI_NONAME);
-}
-
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res) {
-  tg_tls_chan_t *ch = req->data;
-  ch->gai_pending = false;
-  if (ch->state >= ST_CLOSING) {
-    if (res) uv_freeaddrinfo(res);
-    finish(ch);
-    return;
-  }
-  if (status < 0) {
-    set_why(ch, "cannot resolve: %s", uv_strerror(status));
-    fail_handshake(ch, status);
-    return;
-  }
-  ch->ai_list = ch->ai_next = res;
-  try_connect(ch, 0);
-}
-
-/* Splits "host:port" / "[v6]:port" into |host| and |port|. */
-static int split_hostport(const char *hp, char *host, size_t hostlen,
-                          char *port, size_t portlen) {
-  const char *h = hp, *colon;
-  size_t hl;
-  if (hp[0] == '[') {
-    const char *end = strchr(hp, ']');
-    if (!end || end[1] != ':') return -EINVAL;
-    h = hp + 1;
-    hl = (size_t)(end - h);
-    colon = end + 1;
-  } else {
-    colon = strrchr(hp, ':');
-    if (!colon || memchr(hp, ':', (size_t)(colon - hp))) return -EINVAL;
-    hl = (size_t)(colon - hp);
-  }
-  const char *p = colon + 1;
-  size_t pl = strlen(p);
-  if (hl == 0 || hl >= hostlen || pl == 0 || pl >= portlen ||
-      strspn(p, "0123456789") != pl)
-    return -EINVAL;
-  long v = strtol(p, NULL, 10);
-  if (v < 1 || v > 65535) return -EINVAL;
-  memcpy(host, h, hl);
-  host[hl] = 0;
-  memcpy(port, p, pl + 1);
-  return 0;
-}
-
-int tg_tls_chan_connect(uv_loop_t *loop, const char *hostport,
-                        tg_tls_config_t *cfg, const char *expected_hostname,
-                        const tg_tls_chan_opts_t *opts,
-                        const tg_transport_cbs_t *cbs, void *data,
-                        tg_tls_chan_t **out) {
-  *out = NULL;
-  if (tg_tls_config_is_server(cfg) || !hostport) return -EINVAL;
-  char host[256], port[8];
-  int rv = split_hostport(hostport, host, sizeof(host), port, sizeof(port));
-  if (rv) return rv;
-  const char *name = expected_hostname ? expected_hostname : host;
-  tg_tls_chan_t *ch;
-  rv = chan_new(loop, cfg, name, opts, cbs, data, &ch);
-  if (rv) return rv;
-  snprintf(ch->peer, sizeof(ch->peer), "%s", hostport);
-  ch->state = ST_RESOLVING;
-  struct addrinfo hints;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_protocol = IPPROTO_TCP;
-  hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
-  rv = uv_getaddrinfo(loop, &ch->gai, on_resolved, host, port, &hints);
-  if (rv) {
-    abort_silently(ch);
-    return rv;
-  }
-  ch->gai_pending = true;
-  uv_timer_start(&ch->timer, on_timer, ch->opts.handshake_timeout_ms, 0);
   *out = ch;
   return 0;
 }

@@ -1,9 +1,10 @@
-/* tg_tls_chan: framed IPC over mutual TLS over TCP, on libuv.
+/* tls/transport.h: tg_tls_chan, framed IPC over mutual TLS over TCP, on
+ * libuv.
  *
  * The network transport of tracegate-relay (server side) and of the remote
  * consumer (client side). It implements tg_transport_t (ipc/transport.h):
  * [u32 LE len][IPCFrame] frames in both directions, carried inside TLS 1.2
- * (relay/tls.h). There is no plain-TCP mode: a channel delivers nothing
+ * (tls/session.h). There is no plain-TCP mode: a channel delivers nothing
  * until the handshake has completed and the peer's certificate is verified.
  *
  *   socket -> ciphertext -> mbedtls -> plaintext -> frame decoder -> on_frame
@@ -11,8 +12,9 @@
  *   send() -> [bulk queue]    -+-> encrypt (16 KiB records) -> uv_write
  *
  * Lifecycle, one enum state per channel:
- *   (client) RESOLVING -> CONNECTING -> HANDSHAKE -> OPEN -> CLOSING -> CLOSED
- *   (server)                           HANDSHAKE -> OPEN -> CLOSING -> CLOSED
+ *   (client) DIALING -> HANDSHAKE -> OPEN -> CLOSING -> CLOSED
+ *   (server)            HANDSHAKE -> OPEN -> CLOSING -> CLOSED
+ * Clients are made by tg_tls_chan_connect() (tls/dial.h).
  * opts->on_handshake(ch, status) runs once when the handshake ends: 0 when
  * the peer is verified (read its identity now and decide), or why it
  * failed: TG_ETLS_CERT, TG_ETLS_NOT_TLS, TG_ETLS_PEER_ALERT,
@@ -36,8 +38,8 @@
  * Callbacks never run inside a call made by the owner (send, close,
  * pause_reading, accept, connect); they run from the loop.
  */
-#ifndef TRACEGATE_RELAY_TLS_CHAN_H
-#define TRACEGATE_RELAY_TLS_CHAN_H
+#ifndef TRACEGATE_TLS_TRANSPORT_H
+#define TRACEGATE_TLS_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,7 +47,7 @@
 #include <uv.h>
 
 #include "ipc/transport.h"
-#include "relay/tls.h"
+#include "tls/session.h"
 
 typedef struct tg_tls_chan tg_tls_chan_t;
 
@@ -79,20 +81,6 @@ int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
                        const tg_transport_cbs_t *cbs, void *data,
                        tg_tls_chan_t **out);
 
-/* Connects to |hostport| ("host:port", "1.2.3.4:port" or "[v6addr]:port";
- * every resolved address is tried in turn) and runs a client handshake.
- * The server's certificate must carry |expected_hostname| as a DNS SAN (or
- * CN); NULL means the host part of |hostport|. mbedtls 2.28 does not match
- * IP SANs, so pass the certificate's DNS name when connecting by address.
- * Ownership as for tg_tls_chan_accept(); success is reported by
- * opts->on_handshake(ch, 0). Returns -EINVAL for a malformed |hostport| or
- * a server config, -ENOMEM, or a UV_E* from uv_getaddrinfo. */
-int tg_tls_chan_connect(uv_loop_t *loop, const char *hostport,
-                        tg_tls_config_t *cfg, const char *expected_hostname,
-                        const tg_tls_chan_opts_t *opts,
-                        const tg_transport_cbs_t *cbs, void *data,
-                        tg_tls_chan_t **out);
-
 /* Releases a channel whose on_close has run (may be called inside it). */
 void tg_tls_chan_free(tg_tls_chan_t *ch);
 
@@ -122,13 +110,9 @@ int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
 const char *tg_tls_chan_peer_identity(const tg_tls_chan_t *ch);
 
 /* The peer's address for logs: "1.2.3.4:5678" or "[::1]:5678" (clients:
- * "name:port (address)"). Owned by the channel. */
+ * "name:port (address)"; tg_net_sockaddr_format() in ipc/net_addr.h
+ * formats an address the same way). Owned by the channel. */
 const char *tg_tls_chan_peer_addr(const tg_tls_chan_t *ch);
-
-/* Formats |sa| as tg_tls_chan_peer_addr() does ("1.2.3.4:5678",
- * "[::1]:5678"), for peers refused before a channel exists. */
-void tg_tls_chan_format_addr(const struct sockaddr *sa, char *buf,
-                             size_t len);
 
 /* Why the handshake or connection failed, in words (certificate
  * verification details included), or "". Owned by the channel. */
@@ -137,4 +121,4 @@ const char *tg_tls_chan_error(const tg_tls_chan_t *ch);
 /* Negotiated ciphersuite name, or "none". */
 const char *tg_tls_chan_ciphersuite(const tg_tls_chan_t *ch);
 
-#endif /* TRACEGATE_RELAY_TLS_CHAN_H */
+#endif /* TRACEGATE_TLS_TRANSPORT_H */

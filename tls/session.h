@@ -1,5 +1,6 @@
-/* TLS for the relay and the remote consumer: mbedtls behind a small API,
- * on memory buffers, with no I/O of its own.
+/* tls/session.h: TLS for the relay and the remote consumer, mbedtls behind
+ * a small API, on memory buffers, with no I/O of its own (the socket side
+ * is tls/transport.h).
  *
  * A tg_tls_config_t is loaded once from PEM files (certificate, key, CA,
  * optional CRL) and shared by many sessions. Policy is fixed here, not in
@@ -26,8 +27,8 @@
  * Threads: a config and its sessions belong to one thread (the loop's);
  * tg_tls_config_reload_crl() must be called on that thread too.
  */
-#ifndef TRACEGATE_RELAY_TLS_H
-#define TRACEGATE_RELAY_TLS_H
+#ifndef TRACEGATE_TLS_SESSION_H
+#define TRACEGATE_TLS_SESSION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -143,4 +144,4 @@ const char *tg_tls_last_error(const tg_tls_session_t *s);
  * or "none" before the handshake. */
 const char *tg_tls_ciphersuite(const tg_tls_session_t *s);
 
-#endif /* TRACEGATE_RELAY_TLS_H */
+#endif /* TRACEGATE_TLS_SESSION_H */

@@ -1,0 +1,199 @@
+/* Resolve, then connect to each address in turn; see ipc/net_addr_dial.h.
+ *
+ * One socket per attempt: a socket whose connect failed cannot be reused,
+ * and the next address may be of another family. */
+#include "ipc/net_addr_dial.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+struct tg_net_dial {
+  uv_loop_t *loop;
+  tg_net_dial_cb on_dialed;
+  void *data;
+  uv_getaddrinfo_t gai;
+  uv_connect_t conn;
+  uv_tcp_t tcp;
+  bool tcp_open;  /* tcp initialised, its close callback yet to run */
+  bool canceled;
+  bool reported;  /* on_dialed has run */
+  struct addrinfo *ai_list, *ai_next;
+  int last_err;   /* the last failed connect, for the final report */
+  char name[TG_NET_ADDR_STRLEN]; /* what was asked, for logs */
+  char addr[TG_NET_ADDR_STRLEN]; /* the address being tried */
+  char why[TG_NET_ADDR_STRLEN + 64];
+};
+
+static void set_why(tg_net_dial_t *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_why(tg_net_dial_t *d, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->why, sizeof(d->why), fmt, ap);
+  va_end(ap);
+}
+
+static void free_dial(tg_net_dial_t *d) {
+  if (d->ai_list) uv_freeaddrinfo(d->ai_list);
+  free(d);
+}
+
+static void on_final_close(uv_handle_t *h) { free_dial(h->data); }
+
+/* Runs on_dialed once, then releases everything, the socket last. */
+static void report(tg_net_dial_t *d, int status, int fd) {
+  d->reported = true;
+  d->on_dialed(d, status, fd);
+  if (d->tcp_open) {
+    d->tcp_open = false;
+    uv_close((uv_handle_t *)&d->tcp, on_final_close);
+    return;
+  }
+  free_dial(d);
+}
+
+static void try_next(tg_net_dial_t *d);
+
+static void on_retry_closed(uv_handle_t *h) {
+  tg_net_dial_t *d = h->data;
+  d->tcp_open = false;
+  if (d->canceled) {
+    report(d, UV_ECANCELED, -1);
+    return;
+  }
+  try_next(d);
+}
+
+/* Closes the failed attempt's socket and goes on with the next address, or
+ * reports |err| when there is none. */
+static void attempt_failed(tg_net_dial_t *d, int err) {
+  d->last_err = err;
+  if (!d->ai_next) {
+    set_why(d, "cannot connect: %s", uv_strerror(err));
+    report(d, err, -1);
+    return;
+  }
+  TG_DEBUG("dial %s: %s: %s; trying the next address", d->name, d->addr,
+           uv_strerror(err));
+  uv_close((uv_handle_t *)&d->tcp, on_retry_closed);
+}
+
+static void on_connected(uv_connect_t *req, int status) {
+  tg_net_dial_t *d = req->data;
+  if (d->canceled) return; /* UV_ECANCELED: the close callback reports */
+  if (status < 0) {
+    attempt_failed(d, status);
+    return;
+  }
+  /* Hand over a duplicate: this handle is closed (with its own
+   * descriptor) after the callback, the socket lives on in the copy. */
+  uv_os_fd_t fd = -1;
+  int rv = uv_fileno((uv_handle_t *)&d->tcp, &fd);
+  int dup_fd = rv == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (dup_fd < 0) {
+    rv = rv < 0 ? rv : -errno;
+    set_why(d, "cannot take the socket: %s", uv_strerror(rv));
+    report(d, rv, -1);
+    return;
+  }
+  report(d, 0, dup_fd);
+}
+
+static void try_next(tg_net_dial_t *d) {
+  while (d->ai_next) {
+    struct addrinfo *ai = d->ai_next;
+    d->ai_next = ai->ai_next;
+    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+    tg_net_sockaddr_format(ai->ai_addr, d->addr, sizeof(d->addr));
+    int rv = uv_tcp_init(d->loop, &d->tcp);
+    if (rv < 0) {
+      set_why(d, "uv_tcp_init: %s", uv_strerror(rv));
+      report(d, rv, -1);
+      return;
+    }
+    d->tcp.data = d;
+    d->tcp_open = true;
+    rv = uv_tcp_connect(&d->conn, &d->tcp, ai->ai_addr, on_connected);
+    if (rv < 0) attempt_failed(d, rv);
+    return;
+  }
+  int err = d->last_err ? d->last_err : UV_EAI_NONAME;
+  set_why(d, "no usable address%s%s", d->last_err ? ": " : "",
+          d->last_err ? uv_strerror(d->last_err) : "");
+  report(d, err, -1);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status,
+                        struct addrinfo *res) {
+  tg_net_dial_t *d = req->data;
+  d->ai_list = d->ai_next = res;
+  if (d->canceled) {
+    report(d, UV_ECANCELED, -1);
+    return;
+  }
+  if (status < 0) {
+    set_why(d, "cannot resolve: %s", uv_strerror(status));
+    report(d, status, -1);
+    return;
+  }
+  try_next(d);
+}
+
+int tg_net_dial_start(uv_loop_t *loop, const tg_net_addr_t *addr,
+                      tg_net_dial_cb on_dialed, void *data,
+                      tg_net_dial_t **out) {
+  *out = NULL;
+  if (!loop || !addr || !on_dialed || !addr->host[0] ||
+      !memchr(addr->host, 0, sizeof(addr->host)))
+    return -EINVAL;
+  tg_net_dial_t *d = calloc(1, sizeof(*d));
+  if (!d) return -ENOMEM;
+  d->loop = loop;
+  d->on_dialed = on_dialed;
+  d->data = data;
+  d->gai.data = d->conn.data = d;
+  tg_net_addr_format(addr, d->name, sizeof(d->name));
+  char port[8];
+  snprintf(port, sizeof(port), "%u", (unsigned)addr->port);
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_protocol = IPPROTO_TCP;
+  hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+  int rv = uv_getaddrinfo(loop, &d->gai, on_resolved, addr->host, port, &hints);
+  if (rv < 0) {
+    free(d);
+    return rv;
+  }
+  *out = d;
+  return 0;
+}
+
+void tg_net_dial_cancel(tg_net_dial_t *d) {
+  if (d->canceled || d->reported) return;
+  d->canceled = true;
+  if (!d->tcp_open) {
+    /* Still resolving: on_resolved runs either way and reports. */
+    uv_cancel((uv_req_t *)&d->gai);
+    return;
+  }
+  /* Connecting: the connect ends with UV_ECANCELED, then on_retry_closed
+   * reports. Already closing for a retry: on_retry_closed reports. */
+  if (!uv_is_closing((uv_handle_t *)&d->tcp))
+    uv_close((uv_handle_t *)&d->tcp, on_retry_closed);
+}
+
+void *tg_net_dial_data(const tg_net_dial_t *d) { return d->data; }
+
+const char *tg_net_dial_addr(const tg_net_dial_t *d) { return d->addr; }
+
+const char *tg_net_dial_error(const tg_net_dial_t *d) { return d->why; }
