@@ -8,7 +8,7 @@ tg_add_test(test_consumer_lib
 tg_add_test(test_cli_output
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c
           ${PROJECT_SOURCE_DIR}/consumer/cli/output.c
-  LIBS tg_consumer)
+  LIBS tg_consumer tg_test_support)
 tg_add_test(test_cli_e2e
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_e2e.c
   LIBS tg_test_support tg_proto)

@@ -102,9 +102,8 @@ int test_service_teardown(void **state) {
 
 int test_service_stop(test_service_t *ts) {
   int status = ts->pid > 0 ? test_service_terminate(ts) : ts->exit_status;
-  unlink(ts->producer_sock);
-  unlink(ts->consumer_sock);
-  rmdir(ts->dir);
+  /* Tests leave logs and outputs next to the sockets: remove it all. */
+  tg_test_rm_rf(ts->dir);
   return status;
 }
 
