@@ -151,6 +151,7 @@ bool tg_test_run_loop_until(uv_loop_t *loop, bool (*cond)(void *), void *arg,
   if (cond(arg)) return true;
   bool expired = false;
   uv_timer_t deadline;
+  uv_update_time(loop); /* the deadline counts from now, not the last tick */
   uv_timer_init(loop, &deadline);
   deadline.data = &expired;
   uv_timer_start(&deadline, on_deadline, (uint64_t)timeout_ms, 0);
