@@ -564,15 +564,29 @@ static int simple_escape(char c) {
   return -1;
 }
 
+/* A string field is a C string once protobuf-c decodes it, so a NUL in it
+ * would silently cut the value short: refuse it where it was written. */
+static int nul_in_string(parser_t *p, const ProtobufCFieldDescriptor *f,
+                         size_t at) {
+  return fail(p, at,
+              "NUL byte in string field '%s' (strings cannot hold NULs; use a "
+              "bytes field for binary data)",
+              f->name);
+}
+
 /* Decodes the body of the current string token and appends it. Escapes are
  * checked here rather than in the lexer so the error points at the
- * backslash. */
-static int emit_unescaped(parser_t *p) {
+ * backslash. NULs, raw or escaped, are refused unless |f| is a bytes
+ * field. */
+static int emit_unescaped(parser_t *p, const ProtobufCFieldDescriptor *f) {
   const char *s = p->text;
   size_t i = p->tok.pos + 1, end = p->tok.pos + p->tok.len - 1;
+  bool nul_ok = f->type == PROTOBUF_C_TYPE_BYTES;
   while (i < end) {
     size_t esc = i;
     while (esc < end && s[esc] != '\\') esc++;
+    const char *nul = nul_ok ? NULL : memchr(s + i, '\0', esc - i);
+    if (nul) return nul_in_string(p, f, (size_t)(nul - s));
     int rc = emit(p, s + i, esc - i);
     if (rc < 0 || esc == end) return rc;
     char c = s[esc + 1]; /* the lexer keeps a byte after every backslash */
@@ -580,6 +594,7 @@ static int emit_unescaped(parser_t *p) {
     uint32_t v;
     i = esc + 2;
     if (simple >= 0) {
+      /* No simple escape stands for NUL. */
       rc = emit_byte(p, (uint32_t)simple);
     } else if (c >= '0' && c <= '7') {
       i = esc + 1;
@@ -589,11 +604,13 @@ static int emit_unescaped(parser_t *p) {
             p, esc,
             "bad escape '\\%.3s' in string: octal escapes stop at \\377",
             s + esc + 1);
+      if (v == 0 && !nul_ok) return nul_in_string(p, f, esc);
       rc = emit_byte(p, v);
     } else if (c == 'x' || c == 'X') {
       if (!read_digits(s, &i, end, 16, 2, &v))
         return fail(p, esc, "bad escape '\\%c' in string: expected hex digits",
                     c);
+      if (v == 0 && !nul_ok) return nul_in_string(p, f, esc);
       rc = emit_byte(p, v);
     } else if (c == 'u' || c == 'U') {
       unsigned want = c == 'u' ? 4 : 8;
@@ -606,6 +623,7 @@ static int emit_unescaped(parser_t *p) {
             p, esc,
             "bad escape in string: U+%04X is not a Unicode scalar value",
             (unsigned)v);
+      if (v == 0 && !nul_ok) return nul_in_string(p, f, esc);
       rc = emit_utf8(p, v);
     } else if (c > ' ' && c < 0x7f) {
       return fail(p, esc, "bad escape '\\%c' in string", c);
@@ -624,7 +642,7 @@ static int parse_string_field(parser_t *p, const ProtobufCFieldDescriptor *f) {
   int rc = len_begin(p, f, &mark);
   /* Adjacent literals are one value: "a" "b" is "ab". */
   while (rc == 0 && p->tok.kind == TOK_STRING) {
-    rc = emit_unescaped(p);
+    rc = emit_unescaped(p, f);
     if (rc == 0) rc = advance(p);
   }
   return rc < 0 ? rc : len_end(p, mark);

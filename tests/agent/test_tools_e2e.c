@@ -3,7 +3,6 @@
  * tool writes into the shared memory buffer. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,14 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 
@@ -37,34 +35,23 @@
 /* Runs |path| with |args| (NULL-terminated), stderr into |err_path|. */
 static pid_t spawn_tool(const char *path, const char *const *args,
                         const char *err_path) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) dup2(fd, STDERR_FILENO);
-  char *argv[32];
-  size_t n = 0;
-  argv[n++] = (char *)path;
-  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
-  argv[n] = NULL;
-  execv(path, argv);
-  _exit(127);
-}
-
-/* The child's wait status, or -1 if it did not exit within |ms| (then it
- * is killed). */
-static int wait_exit(pid_t pid, int ms) {
-  int pidfd = pidfd_open(pid, 0);
-  struct pollfd p = {.fd = pidfd, .events = POLLIN};
-  bool killed = pidfd < 0 || poll(&p, 1, ms) != 1;
-  if (killed) kill(pid, SIGKILL);
-  if (pidfd >= 0) close(pidfd);
-  int status = -1;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const char *argv[32] = {path};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    assert_true(n < 31);
+    argv[n] = args[n - 1];
   }
-  return killed ? -1 : status;
+  argv[n] = NULL;
+  int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(err >= 0);
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = path;
+  s.argv = argv;
+  s.stderr_fd = err;
+  pid_t pid = tg_test_spawn(&s);
+  close(err);
+  assert_true(pid > 0);
+  return pid;
 }
 
 static void read_text(const char *path, char *out, size_t cap) {
@@ -74,12 +61,6 @@ static void read_text(const char *path, char *out, size_t cap) {
   size_t n = fread(out, 1, cap - 1, f);
   out[n] = 0;
   fclose(f);
-}
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static uint64_t boottime_ns(void) {
@@ -155,8 +136,8 @@ static void packets_free(packets_t *all) {
 
 /* Waits until the service lists at least |n| data sources. */
 static bool wait_data_sources(raw_consumer_t *c, size_t n) {
-  uint64_t end = now_ms() + WAIT_MS;
-  while (now_ms() < end) {
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < end) {
     size_t p, d, s, r;
     if (raw_consumer_query_all(c, WAIT_MS, &p, &d, &s, &r) == 0 && d >= n)
       return true;
@@ -300,10 +281,10 @@ static void probes_record_two_sessions_with_their_own_configs(void **state) {
   session_begin(&a, ts, true, false); /* cpu times only */
   session_begin(&b, ts, false, true); /* meminfo + processes */
 
-  uint64_t end = now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + WAIT_MS;
   size_t a_sys = 0, a_cpu = 0, a_mem = 0, b_sys = 0, b_cpu = 0, b_mem = 0;
   size_t stats_of_probes = 0;
-  while (now_ms() < end) {
+  while (tg_test_now_ms() < end) {
     sleep_ms(100);
     read_more(&a.c, &a.got);
     read_more(&b.c, &b.got);
@@ -382,8 +363,7 @@ static void probes_record_two_sessions_with_their_own_configs(void **state) {
   raw_consumer_close(&a.c);
   raw_consumer_close(&b.c);
 
-  kill(probes, SIGTERM);
-  int status = wait_exit(probes, WAIT_MS);
+  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
   char err[4096];
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -536,9 +516,9 @@ static void emit_delivers_every_packet_in_order(void **state) {
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
 
   packets_t got = {0};
-  uint64_t end = now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + WAIT_MS;
   size_t test_packets = 0;
-  while (now_ms() < end && test_packets < THREADS * COUNT) {
+  while (tg_test_now_ms() < end && test_packets < THREADS * COUNT) {
     sleep_ms(50);
     flush(&c);
     read_more(&c, &got);
@@ -568,7 +548,7 @@ static void emit_delivers_every_packet_in_order(void **state) {
   raw_consumer_close(&c);
 
   /* --exit-when-stopped: it leaves by itself, with its summary. */
-  int status = wait_exit(emit, WAIT_MS);
+  int status = tg_test_reap(emit, WAIT_MS);
   char err[4096];
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -598,8 +578,8 @@ static void emit_track_events_reach_the_session(void **state) {
 
   packets_t got = {0};
   size_t begins = 0, ends = 0, counters = 0;
-  uint64_t end = now_ms() + WAIT_MS;
-  while (now_ms() < end) {
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < end) {
     sleep_ms(50);
     flush(&c);
     read_more(&c, &got);
@@ -620,7 +600,7 @@ static void emit_track_events_reach_the_session(void **state) {
   packets_free(&got);
   raw_consumer_close(&c);
 
-  int status = wait_exit(emit, WAIT_MS);
+  int status = tg_test_reap(emit, WAIT_MS);
   char err[4096];
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -645,15 +625,14 @@ static void emit_exits_on_sigterm_while_writing(void **state) {
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   /* Wait until it writes, then stop it mid-stream. */
   packets_t got = {0};
-  uint64_t end = now_ms() + WAIT_MS;
-  while (now_ms() < end && got.n == 0) {
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < end && got.n == 0) {
     sleep_ms(50);
     flush(&c);
     read_more(&c, &got);
   }
   assert_true(got.n > 0);
-  kill(emit, SIGTERM);
-  int status = wait_exit(emit, WAIT_MS);
+  int status = tg_test_stop(emit, SIGTERM, WAIT_MS);
   char err[4096];
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

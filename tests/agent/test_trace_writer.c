@@ -936,22 +936,26 @@ static void shutdown_wakes_a_stalled_writer(void **state) {
   atomic_init(&s.done, false);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, stalled_writer, &s), 0);
+  /* The arbiter counts the stall, then asks the agent to commit: each
+   * wake is an event on wake_sem. Bounded at 5 s. */
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 5;
   tg_arbiter_stats_t as = {0};
-  for (int i = 0; i < 5000 && as.stalls == 0; i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+  tg_arbiter_get_stats(e.arb, &as);
+  while (as.stalls == 0) {
+    if (sem_timedwait(&e.wake_sem, &deadline) != 0 && errno != EINTR) break;
     tg_arbiter_get_stats(e.arb, &as);
   }
   assert_int_equal(as.stalls, 1);
   assert_true(atomic_load(&e.wakes) > 0); /* asked the agent to commit */
   assert_false(atomic_load(&s.done));
   tg_arbiter_shutdown(e.arb);
-  for (int i = 0; i < 5000 && !atomic_load(&s.done); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  /* The writer's exit is the event: join it, bounded at 5 s. */
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 5;
+  assert_int_equal(pthread_timedjoin_np(t, NULL, &deadline), 0);
   assert_true(atomic_load(&s.done));
-  pthread_join(t, NULL);
   assert_int_equal(e.w.packets_dropped, 1);
   assert_int_equal(e.w.packets_written, 0);
   env_fini(&e);

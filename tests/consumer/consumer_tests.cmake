@@ -8,7 +8,7 @@ tg_add_test(test_consumer_lib
 tg_add_test(test_cli_output
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c
           ${PROJECT_SOURCE_DIR}/consumer/cli/output.c
-  LIBS tg_consumer)
+  LIBS tg_consumer tg_test_support)
 tg_add_test(test_cli_e2e
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_e2e.c
   LIBS tg_test_support tg_proto)
@@ -16,7 +16,8 @@ target_compile_definitions(test_cli_e2e PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_e2e tracegate)
 # Remote and fleet recording: tracegated + tracegate-relay pairs on loopback
-# TLS ports, the CLI as a child; certificates made by deploy/certs/tg-certs.
+# TLS ports, the CLI as a child; certificates made by deploy/certs/tg-certs
+# (through tests/support).
 if(TARGET tracegate-relay)
   tg_add_test(test_fleet_e2e
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_e2e.c
@@ -24,8 +25,7 @@ if(TARGET tracegate-relay)
     TIMEOUT 300)
   target_compile_definitions(test_fleet_e2e PRIVATE
     TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
-    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>"
-    TG_CERTS_TOOL="${PROJECT_SOURCE_DIR}/deploy/certs/tg-certs")
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
   add_dependencies(test_fleet_e2e tracegate tracegate-relay)
 endif()
 # The recording engine (consumer/recording.h) against a real tracegated.

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "tracegate/pb_wire.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -33,12 +34,6 @@
 #endif
 
 #define WAIT_MS 20000
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* --- the CLI as a child ------------------------------------------------------ */
 
@@ -64,17 +59,15 @@ static void spawn_cli_tty(child_t *c, const char *const *args, int err_tty) {
     argv[n] = args[n - 1];
   }
   argv[n] = NULL;
-  c->pid = fork();
-  assert_true(c->pid >= 0);
-  if (c->pid == 0) {
-    dup2(po[1], STDOUT_FILENO);
-    dup2(err_tty >= 0 ? err_tty : pe[1], STDERR_FILENO);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, STDIN_FILENO);
-    signal(SIGINT, SIG_DFL);
-    execv(TRACEGATE_CLI_PATH, (char *const *)argv);
-    _exit(127);
-  }
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_CLI_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = po[1];
+  s.stderr_fd = err_tty >= 0 ? err_tty : pe[1];
+  s.default_sigint = true;
+  c->pid = tg_test_spawn(&s);
+  assert_true(c->pid > 0);
   close(po[1]);
   c->out_fd = po[0];
   if (err_tty < 0) {
@@ -106,7 +99,7 @@ static void drain_fd(int *fd, char *buf, size_t cap, size_t *n) {
  * one more fd to collect into |extra_buf| (a terminal's master side). */
 static int wait_cli_ex(child_t *c, int timeout_ms, int extra, char *extra_buf,
                        size_t extra_cap) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   size_t n_extra = 0;
   if (extra_buf) extra_buf[0] = 0;
   bool killed = false;
@@ -116,9 +109,8 @@ static int wait_cli_ex(child_t *c, int timeout_ms, int extra, char *extra_buf,
     if (c->out_fd >= 0) { io = np; p[np++] = (struct pollfd){c->out_fd, POLLIN, 0}; }
     if (c->err_fd >= 0) { ie = np; p[np++] = (struct pollfd){c->err_fd, POLLIN, 0}; }
     if (extra >= 0) { ix = np; p[np++] = (struct pollfd){extra, POLLIN, 0}; }
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) {
-      kill(c->pid, SIGKILL);
       killed = true;
       break;
     }
@@ -130,7 +122,12 @@ static int wait_cli_ex(child_t *c, int timeout_ms, int extra, char *extra_buf,
   if (c->out_fd >= 0) close(c->out_fd);
   if (c->err_fd >= 0) close(c->err_fd);
   c->out_fd = c->err_fd = -1;
-  assert_int_equal(waitpid(c->pid, &c->status, 0), c->pid);
+  /* Output closed: the exit follows, bounded by what is left of the
+   * deadline (at least a second, for a child that closed it just in time);
+   * after a timeout it is killed at once. */
+  int64_t left = deadline - tg_test_now_ms();
+  c->status = tg_test_reap(c->pid, killed ? 0 : left > 1000 ? (int)left : 1000);
+  if (c->status == -1) killed = true;
   if (killed) {
     print_message("tracegate timed out; stderr:\n%s\n", c->err);
     return -1;
@@ -522,8 +519,8 @@ static void progress_line_on_a_terminal(void **state) {
    * on the terminal, then stop. */
   char tty[16384] = "";
   size_t n = 0;
-  int64_t deadline = now_ms() + WAIT_MS;
-  while (!strstr(tty, "recording") && now_ms() < deadline) {
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  while (!strstr(tty, "recording") && tg_test_now_ms() < deadline) {
     struct pollfd pf = {master, POLLIN, 0};
     if (poll(&pf, 1, 200) == 1) {
       ssize_t r = read(master, tty + n, sizeof(tty) - 1 - n);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
 #include "tracegate/error.h"
@@ -31,8 +32,7 @@ typedef struct fixture {
 static int setup(void **state) {
   fixture_t *fx = calloc(1, sizeof(*fx));
   assert_non_null(fx);
-  snprintf(fx->dir, sizeof(fx->dir), "/tmp/tg-cli-output-XXXXXX");
-  assert_non_null(mkdtemp(fx->dir));
+  assert_int_equal(tg_test_mkdtemp(fx->dir, sizeof(fx->dir), "cli-output"), 0);
   snprintf(fx->path, sizeof(fx->path), "%s/trace.pftrace", fx->dir);
   assert_int_equal(cli_output_open(&fx->o, fx->path), 0);
   fx->o.by_service = true;
@@ -43,10 +43,9 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fixture_t *fx = *state;
   cli_output_discard(&fx->o);
-  unlink(fx->path);
-  rmdir(fx->dir);
+  int rv = tg_test_rm_rf(fx->dir);
   free(fx);
-  return 0;
+  return rv == 0 ? 0 : -1;
 }
 
 static void write_bytes(fixture_t *fx, const uint8_t *p, size_t n) {

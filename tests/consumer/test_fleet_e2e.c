@@ -27,16 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "test_proc.h"
+#include "test_wait.h"
 #include "tracegate/pb_wire.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -47,21 +47,12 @@
 #ifndef TRACEGATE_RELAY_PATH
 #error "TRACEGATE_RELAY_PATH must name the tracegate-relay binary"
 #endif
-#ifndef TG_CERTS_TOOL
-#error "TG_CERTS_TOOL must name deploy/certs/tg-certs"
-#endif
 
 #define WAIT_MS 30000
 #define MAX_HOSTS 3
 #define BIG 1000 /* payload bytes of the packets of the link-cut test */
 
 static char g_dir[128];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char *in_dir(const char *name) {
   static char bufs[8][256];
@@ -82,45 +73,36 @@ typedef struct relay {
  * its "ready PORT" line. Its log goes to |log|. */
 static void relay_start(relay_t *r, const char *consumer_sock, const char *log) {
   int pfd[2];
-  assert_int_equal(pipe(pfd), 0);
-  pid_t parent = getpid();
-  r->pid = fork();
-  assert_true(r->pid >= 0);
-  if (r->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    close(pfd[0]);
-    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (lfd >= 0) dup2(lfd, STDERR_FILENO);
-    char fd[16];
-    snprintf(fd, sizeof(fd), "%d", pfd[1]);
-    execl(TRACEGATE_RELAY_PATH, "tracegate-relay", "--listen", "127.0.0.1:0",
-          "--consumer-socket", consumer_sock, "--cert", in_dir("pki/relay.test.pem"),
-          "--key", in_dir("pki/relay.test.key"), "--ca", in_dir("pki/ca.pem"),
-          "--authz", in_dir("pki/authz"), "--ready-fd", fd, "--log-level", "info",
-          (char *)NULL);
-    _exit(127);
-  }
+  assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+  int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  assert_true(lfd >= 0);
+  char fd[16];
+  snprintf(fd, sizeof(fd), "%d", pfd[1]);
+  const char *argv[] = {
+      "tracegate-relay", "--listen", "127.0.0.1:0", "--consumer-socket",
+      consumer_sock, "--cert", in_dir("pki/relay.test.pem"), "--key",
+      in_dir("pki/relay.test.key"), "--ca", in_dir("pki/ca.pem"), "--authz",
+      in_dir("pki/authz"), "--ready-fd", fd, "--log-level", "info", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = argv;
+  s.stderr_fd = lfd;
+  s.keep_fd = pfd[1];
+  r->pid = tg_test_spawn(&s);
+  close(lfd);
   close(pfd[1]);
-  struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-  char buf[64] = "";
-  ssize_t n = poll(&p, 1, WAIT_MS) == 1 ? read(pfd[0], buf, sizeof(buf) - 1) : -1;
+  assert_true(r->pid > 0);
+  char line[64] = "";
+  int got = tg_test_wait_line(pfd[0], "ready", WAIT_MS, line, sizeof(line));
   close(pfd[0]);
-  assert_true(n > 0);
-  buf[n] = 0;
-  assert_int_equal(sscanf(buf, "ready %d", &r->port), 1);
+  assert_int_equal(got, 1);
+  assert_int_equal(sscanf(line, "ready %d", &r->port), 1);
 }
 
 static void relay_stop(relay_t *r) {
   if (r->pid <= 0) return;
-  kill(r->pid, SIGTERM);
-  /* The exit is an event: wait on a pidfd, bounded; SIGKILL after that. */
-  int pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
-  struct pollfd p = {.fd = pidfd, .events = POLLIN};
-  if (pidfd < 0 || poll(&p, 1, 10000) != 1) kill(r->pid, SIGKILL);
-  if (pidfd >= 0) close(pidfd);
-  int status;
-  waitpid(r->pid, &status, 0);
+  /* SIGTERM; the exit is an event (a pidfd), SIGKILL after 10 s. */
+  tg_test_stop(r->pid, SIGTERM, 10000);
   r->pid = 0;
 }
 
@@ -179,18 +161,15 @@ static void spawn_cli(child_t *c, const char *const *args) {
     argv[n] = args[n - 1];
   }
   argv[n] = NULL;
-  c->pid = fork();
-  assert_true(c->pid >= 0);
-  if (c->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(pe[1], STDERR_FILENO);
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, STDIN_FILENO);
-    dup2(devnull, STDOUT_FILENO);
-    signal(SIGINT, SIG_DFL);
-    execv(TRACEGATE_CLI_PATH, (char *const *)argv);
-    _exit(127);
-  }
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_CLI_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = TG_TEST_FD_DEVNULL;
+  s.stderr_fd = pe[1];
+  s.default_sigint = true;
+  c->pid = tg_test_spawn(&s);
+  assert_true(c->pid > 0);
   close(pe[1]);
   c->err_fd = pe[0];
 }
@@ -198,12 +177,11 @@ static void spawn_cli(child_t *c, const char *const *args) {
 /* Collects stderr until the child closes it, then reaps it. Returns the
  * exit code, or -1 (after killing it) past the deadline. */
 static int wait_cli(child_t *c) {
-  int64_t deadline = now_ms() + WAIT_MS;
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
   bool killed = false;
   while (c->err_fd >= 0) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) {
-      kill(c->pid, SIGKILL);
       killed = true;
       break;
     }
@@ -221,8 +199,11 @@ static int wait_cli(child_t *c) {
   }
   if (c->err_fd >= 0) close(c->err_fd);
   c->err_fd = -1;
-  int status;
-  assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+  /* stderr closed: the exit follows (at least a second's grace); after a
+   * timeout it is killed at once. */
+  int64_t left = deadline - tg_test_now_ms();
+  int status = tg_test_reap(c->pid, killed ? 0 : left > 1000 ? (int)left : 1000);
+  if (status == -1) killed = true;
   print_message("--- tracegate stderr ---\n%s------------------------\n", c->err);
   if (killed) return -1;
   assert_null(strstr(c->err, "Sanitizer"));
@@ -361,29 +342,20 @@ static bool exists(const char *path) {
 
 /* --- fixtures ----------------------------------------------------------------------------- */
 
-static int certs(const char *args) {
-  char cmd[1024];
-  snprintf(cmd, sizeof(cmd), "cd '%s' && sh '%s' %s >/dev/null", g_dir,
-           TG_CERTS_TOOL, args);
-  return system(cmd);
-}
-
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
-  snprintf(g_dir, sizeof(g_dir), "/tmp/tg-test-fleet-XXXXXX");
-  if (!mkdtemp(g_dir)) return -1;
-  if (certs("ca pki") || certs("host pki relay.test --ip 127.0.0.1") ||
-      certs("client pki alice --role record"))
+  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "fleet") < 0) return -1;
+  if (tg_test_certs(g_dir, "ca pki") ||
+      tg_test_certs(g_dir, "host pki relay.test --ip 127.0.0.1") ||
+      tg_test_certs(g_dir, "client pki alice --role record"))
     return -1;
   return 0;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char cmd[256];
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tg_test_rm_rf(g_dir) == 0 ? 0 : -1;
 }
 
 /* --- (a) one remote host over TLS --------------------------------------------------------- */
@@ -721,7 +693,7 @@ static void proxy_stop(proxy_t *p) {
 
 /* Waits for the proxy's next event (bounded by |deadline|). */
 static void proxy_wait(proxy_t *p, int64_t deadline) {
-  int64_t left = deadline - now_ms();
+  int64_t left = deadline - tg_test_now_ms();
   assert_true(left > 0);
   struct pollfd pf = {p->notify[0], POLLIN, 0};
   if (poll(&pf, 1, (int)left) == 1) {
@@ -734,7 +706,7 @@ static void proxy_wait(proxy_t *p, int64_t deadline) {
 /* Waits until at least |n| more bytes went to the client than |base|. */
 static void wait_down_bytes(proxy_t *p, unsigned long long base,
                             unsigned long long n) {
-  int64_t deadline = now_ms() + WAIT_MS;
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
   while (atomic_load(&p->down_bytes) < base + n) proxy_wait(p, deadline);
 }
 
@@ -763,7 +735,7 @@ static void link_cut_mid_session_reconnects_and_keeps_everything(void **state) {
    * session keeps it. */
   commit_big(&h, 1, "after", 0, 20);
   /* Stop once the CLI is through the proxy again. */
-  int64_t deadline = now_ms() + WAIT_MS;
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
   while (atomic_load(&px.accepted) < 2) proxy_wait(&px, deadline);
   kill(c.pid, SIGINT);
   ack_flush(&h);

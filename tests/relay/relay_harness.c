@@ -9,18 +9,14 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "test_proc.h"
+#include "test_wait.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
@@ -28,51 +24,28 @@
 #ifndef TRACEGATE_RELAY_PATH
 #error "TRACEGATE_RELAY_PATH must name the tracegate-relay binary"
 #endif
-#ifndef TG_CERTS_TOOL
-#error "TG_CERTS_TOOL must name deploy/certs/tg-certs"
-#endif
 
 static char g_certs[128];
 uv_loop_t *g_loop;
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* --- certificates ------------------------------------------------------------ */
 
-static int certs(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int certs(const char *fmt, ...) {
-  char args[512], cmd[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof(args), fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof(cmd), "cd '%s' && sh '%s' %s >/dev/null", g_certs,
-           TG_CERTS_TOOL, args);
-  return system(cmd);
-}
-
 int certs_setup(void) {
-  snprintf(g_certs, sizeof(g_certs), "/tmp/tg-test-relay-XXXXXX");
-  if (!mkdtemp(g_certs)) return -1;
-  if (certs("ca pki") || certs("host pki localhost --ip 127.0.0.1") ||
-      certs("client pki alice --role record") ||
-      certs("client pki bob --role observe") ||
-      certs("client pki carol --role record") || certs("client pki dave") ||
-      certs("client pki old --expired --role record") ||
-      certs("client pki rev --role record") || certs("revoke pki rev") ||
-      certs("ca other") || certs("client other eve"))
-    return -1;
+  static const char *const steps[] = {
+      "ca pki", "host pki localhost --ip 127.0.0.1",
+      "client pki alice --role record", "client pki bob --role observe",
+      "client pki carol --role record", "client pki dave",
+      "client pki old --expired --role record",
+      "client pki rev --role record", "revoke pki rev", "ca other",
+      "client other eve"};
+  if (tg_test_mkdtemp(g_certs, sizeof(g_certs), "relay") < 0) return -1;
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+    if (tg_test_certs(g_certs, steps[i]) < 0) return -1;
   return 0;
 }
 
 void certs_teardown(void) {
-  char cmd[256];
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_certs);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_certs);
+  if (tg_test_rm_rf(g_certs) < 0) fprintf(stderr, "cannot remove %s\n", g_certs);
 }
 
 const char *cert_path(const char *dir, const char *file) {
@@ -146,30 +119,6 @@ size_t file_lines_with(const char *path, const char *a, const char *b) {
   return n;
 }
 
-bool file_wait_for(const char *path, const char *needle, int ms) {
-  int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (in >= 0) inotify_add_watch(in, path, IN_MODIFY | IN_CLOSE_WRITE);
-  int64_t deadline = now_ms() + ms;
-  bool found = false;
-  for (;;) {
-    /* The watch is in place before the look: no write slips between. */
-    if (file_count(path, needle) > 0) {
-      found = true;
-      break;
-    }
-    int64_t left = deadline - now_ms();
-    if (left <= 0 || in < 0) break;
-    struct pollfd p = {.fd = in, .events = POLLIN};
-    if (poll(&p, 1, (int)left) == 1) {
-      char ev[4096];
-      while (read(in, ev, sizeof(ev)) > 0) {
-      }
-    }
-  }
-  if (in >= 0) close(in);
-  return found;
-}
-
 int file_replace(const char *path, const char *text) {
   char tmp[300];
   snprintf(tmp, sizeof(tmp), "%s.new", path);
@@ -182,25 +131,10 @@ int file_replace(const char *path, const char *text) {
 
 /* --- the relay process --------------------------------------------------------- */
 
-static int reap(pid_t pid, int timeout_ms) {
-  int status = -1;
-  int pidfd = pidfd_open(pid, 0);
-  struct pollfd p = {.fd = pidfd, .events = POLLIN};
-  bool killed = false;
-  if (pidfd < 0 || poll(&p, 1, timeout_ms) != 1) {
-    kill(pid, SIGKILL);
-    killed = true;
-  }
-  if (pidfd >= 0) close(pidfd);
-  waitpid(pid, &status, 0);
-  return killed ? -1 : status;
-}
-
 static int prepare(relay_proc_t *rp) {
   memset(rp, 0, sizeof(*rp));
   rp->exit_status = -1;
-  snprintf(rp->dir, sizeof(rp->dir), "/tmp/tg-test-relayd-XXXXXX");
-  if (!mkdtemp(rp->dir)) return -1;
+  if (tg_test_mkdtemp(rp->dir, sizeof(rp->dir), "relayd") < 0) return -1;
   snprintf(rp->authz, sizeof(rp->authz), "%s/authz", rp->dir);
   snprintf(rp->log, sizeof(rp->log), "%s/relay.log", rp->dir);
   snprintf(rp->audit, sizeof(rp->audit), "%s/audit.log", rp->dir);
@@ -217,21 +151,16 @@ static pid_t spawn(const relay_proc_t *rp, char *const *argv, int in, int out,
                    int keep) {
   int err = open(rp->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (err < 0) return -1;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid != 0) {
-    close(err);
-    return pid;
-  }
-  /* A crashed test must not leave a relay behind. */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  dup2(err, STDERR_FILENO);
-  if (in >= 0) dup2(in, STDIN_FILENO);
-  if (out >= 0) dup2(out, STDOUT_FILENO);
-  if (keep >= 0) fcntl(keep, F_SETFD, 0);
-  execv(TRACEGATE_RELAY_PATH, argv);
-  _exit(127);
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = (const char *const *)argv;
+  s.stderr_fd = err;
+  if (in >= 0) s.stdin_fd = in;
+  if (out >= 0) s.stdout_fd = out;
+  s.keep_fd = keep;
+  pid_t pid = tg_test_spawn(&s);
+  close(err);
+  return pid;
 }
 
 int relay_start(relay_proc_t *rp, const char *consumer_sock,
@@ -258,12 +187,10 @@ int relay_start(relay_proc_t *rp, const char *consumer_sock,
     close(pfd[0]);
     return -1;
   }
-  struct pollfd p = {.fd = pfd[0], .events = POLLIN};
   char buf[32] = "";
-  ssize_t got = poll(&p, 1, STEP_MS) == 1 ? read(pfd[0], buf, sizeof(buf) - 1)
-                                          : -1;
+  int got = tg_test_wait_line(pfd[0], "ready", STEP_MS, buf, sizeof(buf));
   close(pfd[0]);
-  if (got <= 0 || sscanf(buf, "ready %d", &rp->port) != 1 || rp->port <= 0) {
+  if (got != 1 || sscanf(buf, "ready %d", &rp->port) != 1 || rp->port <= 0) {
     relay_dump(rp);
     relay_stop(rp);
     return -1;
@@ -298,25 +225,23 @@ int relay_start_stdio(relay_proc_t *rp, const char *consumer_sock,
 
 int relay_wait_exit(relay_proc_t *rp, int timeout_ms) {
   if (rp->pid <= 0) return rp->exit_status;
-  rp->exit_status = reap(rp->pid, timeout_ms);
+  rp->exit_status = tg_test_reap(rp->pid, timeout_ms);
   rp->pid = 0;
   return rp->exit_status;
 }
 
 int relay_terminate(relay_proc_t *rp) {
   if (rp->pid <= 0) return rp->exit_status;
-  kill(rp->pid, SIGTERM);
-  return relay_wait_exit(rp, STEP_MS);
+  rp->exit_status = tg_test_stop(rp->pid, SIGTERM, STEP_MS);
+  rp->pid = 0;
+  return rp->exit_status;
 }
 
 int relay_stop(relay_proc_t *rp) {
   int st = relay_terminate(rp);
   if (getenv("TG_TEST_DUMP")) relay_dump(rp); /* for a human reading along */
-  if (rp->dir[0]) {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", rp->dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", rp->dir);
-  }
+  if (rp->dir[0] && tg_test_rm_rf(rp->dir) < 0)
+    fprintf(stderr, "cannot remove %s\n", rp->dir);
   return st;
 }
 
@@ -343,19 +268,9 @@ void loop_teardown(void) {
   g_loop = NULL;
 }
 
-static void on_guard(uv_timer_t *t) { *(bool *)t->data = true; }
 
 bool run_until(bool (*cond)(void *), void *arg, int ms) {
-  if (cond(arg)) return true;
-  bool expired = false;
-  uv_timer_t guard;
-  uv_timer_init(g_loop, &guard);
-  guard.data = &expired;
-  uv_timer_start(&guard, on_guard, (uint64_t)ms, 0);
-  while (!cond(arg) && !expired) uv_run(g_loop, UV_RUN_ONCE);
-  uv_close((uv_handle_t *)&guard, NULL);
-  uv_run(g_loop, UV_RUN_NOWAIT); /* the guard's close callback */
-  return cond(arg);
+  return tg_test_run_loop_until(g_loop, cond, arg, ms);
 }
 
 /* --- remote clients ------------------------------------------------------------- */

@@ -67,8 +67,7 @@ void relay_dump(const relay_proc_t *rp);
 
 /* --- files ---------------------------------------------------------------- */
 
-/* True once |path| contains |needle|, waiting (inotify) up to |ms|. */
-bool file_wait_for(const char *path, const char *needle, int ms);
+/* (To wait until a file holds some text: tg_test_wait_file_text.) */
 size_t file_count(const char *path, const char *needle);
 /* Lines of |path| that contain both |a| and |b|. */
 size_t file_lines_with(const char *path, const char *a, const char *b);

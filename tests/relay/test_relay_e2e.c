@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_proc.h"
+#include "test_wait.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "relay_harness.h"
@@ -68,17 +70,11 @@ static int teardown(void **state) {
   return rv;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The producer and the loop take turns: the producer's socket is waited on
  * (bounded) while the loop's I/O is served between the waits. */
 static bool pump_started(raw_producer_t *p) {
-  int64_t deadline = now_ms() + STEP_MS;
-  while (!p->started && now_ms() < deadline) {
+  int64_t deadline = tg_test_now_ms() + STEP_MS;
+  while (!p->started && tg_test_now_ms() < deadline) {
     uv_run(g_loop, UV_RUN_NOWAIT);
     if (raw_producer_poll(p, 20) < 0) return false;
   }
@@ -86,8 +82,8 @@ static bool pump_started(raw_producer_t *p) {
 }
 
 static uint64_t pump_flush(raw_producer_t *p, uint64_t after) {
-  int64_t deadline = now_ms() + STEP_MS;
-  while (p->last_flush_id <= after && now_ms() < deadline) {
+  int64_t deadline = tg_test_now_ms() + STEP_MS;
+  while (p->last_flush_id <= after && tg_test_now_ms() < deadline) {
     uv_run(g_loop, UV_RUN_NOWAIT);
     if (raw_producer_poll(p, 20) < 0) return 0;
   }
@@ -95,7 +91,7 @@ static uint64_t pump_flush(raw_producer_t *p, uint64_t after) {
 }
 
 static void expect_audit(fx_t *f, const char *a, const char *b) {
-  if (!file_wait_for(f->rp.audit, b, STEP_MS) ||
+  if (!tg_test_wait_file_text(f->rp.audit, b, STEP_MS) ||
       file_lines_with(f->rp.audit, a, b) == 0) {
     relay_dump(&f->rp);
     fail_msg("no audit line with '%s' and '%s'", a, b);
@@ -103,7 +99,7 @@ static void expect_audit(fx_t *f, const char *a, const char *b) {
 }
 
 static void expect_log(fx_t *f, const char *text) {
-  if (!file_wait_for(f->rp.log, text, STEP_MS)) {
+  if (!tg_test_wait_file_text(f->rp.log, text, STEP_MS)) {
     relay_dump(&f->rp);
     fail_msg("the relay log does not say '%s'", text);
   }
@@ -248,9 +244,9 @@ static int tcp_connect(int port) {
 
 /* Reads until the peer closes (true) or |ms| pass. */
 static bool wait_eof(int fd, int ms) {
-  int64_t deadline = now_ms() + ms;
+  int64_t deadline = tg_test_now_ms() + ms;
   for (;;) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (left <= 0 || poll(&p, 1, (int)left) != 1) return false;
     char buf[4096];
@@ -325,9 +321,9 @@ static void relay_closes_on_oversized_frame(void **state) {
   tg_tls_session_t *s;
   assert_int_equal(tg_tls_session_new(cfg, "localhost", 0, &s), 0);
   int fd = tcp_connect(f->rp.port);
-  int64_t deadline = now_ms() + STEP_MS;
+  int64_t deadline = tg_test_now_ms() + STEP_MS;
   int rv;
-  while ((rv = tg_tls_handshake(s)) == -EAGAIN && now_ms() < deadline) {
+  while ((rv = tg_tls_handshake(s)) == -EAGAIN && tg_test_now_ms() < deadline) {
     tls_flush(fd, s);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, STEP_MS), 1);

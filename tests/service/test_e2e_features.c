@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "pb/common/observable_events.pb-c.h"
 #include "pb/common/tracing_service_capabilities.pb-c.h"
 #include "pb/common/tracing_service_state.pb-c.h"
@@ -24,12 +25,6 @@
 #include "pb/trace/perfetto/tracing_service_event.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "common/buf.h"
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void start_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
                           simple_cfg_t *sc, const char *producer, const char *ds) {
@@ -56,9 +51,9 @@ static void producer_barrier(raw_producer_t *p) {
  * |want|. */
 static bool poll_until(raw_producer_t *p, const unsigned *counter, unsigned want,
                        int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   while (*counter < want) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return false;
   }
   return true;
@@ -388,10 +383,10 @@ static void start_trigger_timeout_ends_the_session(void **state) {
   trigger_cfg_init(&tc, &sc,
                    PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
                    "go", 200);
-  int64_t t0 = now_ms();
+  int64_t t0 = tg_test_now_ms();
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  assert_true(now_ms() - t0 >= 180);
+  assert_true(tg_test_now_ms() - t0 >= 180);
   /* Set up, never started, then stopped. */
   assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
   assert_int_equal(p.setups, 1);

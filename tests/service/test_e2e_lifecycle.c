@@ -9,21 +9,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "pb/common/observable_events.pb-c.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void start_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
                           simple_cfg_t *sc, const char *ds) {
@@ -63,17 +57,17 @@ static void flush_times_out_without_ack_and_succeeds_with_one(void **state) {
   start_session(ts, &p, &c, &sc, "flush.ds");
 
   /* The producer gets the Flush but never answers it. */
-  int64_t t0 = now_ms();
+  int64_t t0 = tg_test_now_ms();
   int64_t rid = invoke_flush(&c, 300);
   assert_int_equal(raw_wait_reply(&c.conn, (uint64_t)rid, NULL, NULL, 5000), 0);
-  int64_t took = now_ms() - t0;
+  int64_t took = tg_test_now_ms() - t0;
   assert_true(took >= 280);
   assert_true(took < 3000);
   uint64_t first = raw_producer_wait_flush(&p, 0, 1000);
   assert_true(first > 0);
 
   /* This time it commits its data with the flush id: that is the ack. */
-  t0 = now_ms();
+  t0 = tg_test_now_ms();
   rid = invoke_flush(&c, 5000);
   uint64_t second = raw_producer_wait_flush(&p, first, 5000);
   assert_true(second > first);
@@ -81,7 +75,7 @@ static void flush_times_out_without_ack_and_succeeds_with_one(void **state) {
   raw_move_t mv = {0, 0, p.target_buffer};
   assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, second, false), 0);
   assert_int_equal(raw_wait_reply(&c.conn, (uint64_t)rid, NULL, NULL, 5000), 1);
-  assert_true(now_ms() - t0 < 3000); /* the ack, not the timeout */
+  assert_true(tg_test_now_ms() - t0 < 3000); /* the ack, not the timeout */
 
   assert_int_equal(raw_consumer_disable(&c, 5000), 0);
   size_t n = 0;
@@ -102,9 +96,9 @@ static void flush_times_out_without_ack_and_succeeds_with_one(void **state) {
 /* Waits on an ObserveEvents stream for an instance of |ds| to stop. */
 static bool wait_instance_stopped(raw_consumer_t *c, int64_t rid, const char *ds,
                                   int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   for (;;) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) return false;
     ProtobufCMessage *m = NULL;
     if (raw_wait_reply(&c->conn, (uint64_t)rid,
@@ -187,9 +181,7 @@ static void killed_producer_loses_only_its_unfinished_packet(void **state) {
   char ch = 0;
   bool ready = poll(&pf, 1, 10000) == 1 && read(sync[0], &ch, 1) == 1 && ch == 'x';
   close(sync[0]);
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int status = tg_test_stop(pid, SIGKILL, 10000);
   if (!ready) fail_msg("the victim failed before the kill: status %#x", status);
 
   /* The service notices (its instance stops) and keeps serving. */
@@ -386,19 +378,19 @@ static void duration_ms_ends_the_session_by_itself(void **state) {
   simple_cfg_init(&sc, 64, 1, "dur.ds");
   sc.cfg.has_duration_ms = 1;
   sc.cfg.duration_ms = 300;
-  int64_t t0 = now_ms();
+  int64_t t0 = tg_test_now_ms();
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
 
   /* At the end the service flushes: the producer answers with its data. */
   uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
   assert_true(fid > 0);
-  assert_true(now_ms() - t0 >= 280);
+  assert_true(tg_test_now_ms() - t0 >= 280);
   assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "last", 1, 2), 0);
   raw_move_t mv = {0, 0, p.target_buffer};
   assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, fid, false), 0);
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  assert_true(now_ms() - t0 < 3000);
+  assert_true(tg_test_now_ms() - t0 < 3000);
   assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
   uint32_t values[4];
   assert_int_equal(read_values(&c, values, 4), 2);

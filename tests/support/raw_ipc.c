@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "test_proc.h"
 #include "tracegate/pb_wire.h"
 #include "ipc/channel.h"
 
@@ -102,12 +102,6 @@ int raw_take_fd(raw_conn_t *c) {
   return fd;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads what is available (waiting up to |timeout_ms|). 1 read, 0 timeout,
  * -1 EOF or error. */
 static int pump(raw_conn_t *c, int timeout_ms) {
@@ -135,7 +129,7 @@ static int pump(raw_conn_t *c, int timeout_ms) {
 }
 
 int raw_wait(raw_conn_t *c, uint64_t request_id, int timeout_ms, raw_frame_t *out) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   for (;;) {
     for (size_t i = 0; i < c->n_queued; i++) {
       if (request_id && c->queue[i].frame->request_id != request_id) continue;
@@ -145,7 +139,7 @@ int raw_wait(raw_conn_t *c, uint64_t request_id, int timeout_ms, raw_frame_t *ou
       c->n_queued--;
       return 1;
     }
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) return 0;
     int rv = pump(c, (int)left);
     if (rv < 0) return -1;
@@ -153,9 +147,9 @@ int raw_wait(raw_conn_t *c, uint64_t request_id, int timeout_ms, raw_frame_t *ou
 }
 
 bool raw_wait_closed(raw_conn_t *c, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   for (;;) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) return false;
     if (pump(c, (int)left) < 0) return true;
   }

@@ -9,12 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/pidfd.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "test_proc.h"
+#include "test_wait.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
@@ -27,50 +25,43 @@
 int test_service_prepare(test_service_t *ts) {
   memset(ts, 0, sizeof(*ts));
   ts->exit_status = -1;
-  snprintf(ts->dir, sizeof(ts->dir), "/tmp/tg-test-XXXXXX");
-  if (!mkdtemp(ts->dir)) return -1;
+  if (tg_test_mkdtemp(ts->dir, sizeof(ts->dir), "svc") < 0) return -1;
   snprintf(ts->producer_sock, sizeof(ts->producer_sock), "%s/producer", ts->dir);
   snprintf(ts->consumer_sock, sizeof(ts->consumer_sock), "%s/consumer", ts->dir);
   return 0;
 }
 
-/* Forks tracegated on |ts|'s paths; |ready_fd| and |err_fd| (or -1) are
- * the child's ready pipe and stderr. */
+/* Starts tracegated on |ts|'s paths; |ready_fd| and |err_fd| (or
+ * TG_TEST_FD_INHERIT) are the child's ready pipe and stderr. */
 static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  /* A test that crashes must not leave a service behind (holding ctest's
-   * output pipe open). */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
   char fdarg[16];
   snprintf(fdarg, sizeof(fdarg), "%d", ready_fd);
   const char *lvl = getenv("TG_TEST_LOG_LEVEL");
-  execl(TRACEGATED_PATH, "tracegated", "--producer-socket", ts->producer_sock,
-        "--consumer-socket", ts->consumer_sock, "--ready-fd", fdarg,
-        "--log-level", lvl ? lvl : "warn", (char *)NULL);
-  _exit(127);
+  const char *argv[] = {"tracegated", "--producer-socket", ts->producer_sock,
+                        "--consumer-socket", ts->consumer_sock, "--ready-fd",
+                        fdarg, "--log-level", lvl ? lvl : "warn", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATED_PATH;
+  s.argv = argv;
+  s.stderr_fd = err_fd;
+  s.keep_fd = ready_fd;
+  return tg_test_spawn(&s);
 }
 
 int test_service_launch(test_service_t *ts) {
   int pfd[2];
-  if (pipe(pfd) < 0) return -1;
-  pid_t pid = spawn(ts, pfd[1], -1);
+  if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
+  pid_t pid = spawn(ts, pfd[1], TG_TEST_FD_INHERIT);
   close(pfd[1]);
   if (pid < 0) {
     close(pfd[0]);
     return -1;
   }
   ts->pid = pid;
-  /* Wait for "ready" (or EOF if it died), bounded. */
-  struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-  char buf[8] = "";
-  int ok = poll(&p, 1, 10000) == 1 && read(pfd[0], buf, sizeof(buf)) > 0 &&
-           !strncmp(buf, "ready", 5);
+  /* "ready" on the pipe, or EOF if it died; bounded. */
+  int ok = tg_test_wait_line(pfd[0], "ready", 10000, NULL, 0);
   close(pfd[0]);
-  if (!ok) {
+  if (ok != 1) {
     test_service_stop(ts);
     return -1;
   }
@@ -82,27 +73,9 @@ int test_service_start(test_service_t *ts) {
   return test_service_launch(ts);
 }
 
-/* Waits for |pid| to exit, up to |timeout_ms| (a pidfd: the exit is an
- * event, no polling loop); SIGKILLs it after that. Returns the wait status,
- * or -1 if it had to be killed. */
-static int reap(pid_t pid, int timeout_ms) {
-  int status = -1;
-  int pidfd = pidfd_open(pid, 0);
-  struct pollfd p = {.fd = pidfd, .events = POLLIN};
-  bool killed = false;
-  if (pidfd < 0 || poll(&p, 1, timeout_ms) != 1) {
-    kill(pid, SIGKILL);
-    killed = true;
-  }
-  if (pidfd >= 0) close(pidfd);
-  waitpid(pid, &status, 0);
-  return killed ? -1 : status;
-}
-
 int test_service_terminate(test_service_t *ts) {
   if (ts->pid <= 0) return -1;
-  kill(ts->pid, SIGTERM);
-  int status = reap(ts->pid, 10000);
+  int status = tg_test_stop(ts->pid, SIGTERM, 10000);
   ts->pid = 0;
   ts->exit_status = status;
   return status;
@@ -129,16 +102,15 @@ int test_service_teardown(void **state) {
 
 int test_service_stop(test_service_t *ts) {
   int status = ts->pid > 0 ? test_service_terminate(ts) : ts->exit_status;
-  unlink(ts->producer_sock);
-  unlink(ts->consumer_sock);
-  rmdir(ts->dir);
+  /* Tests leave logs and outputs next to the sockets: remove it all. */
+  tg_test_rm_rf(ts->dir);
   return status;
 }
 
 int test_service_run_again(const test_service_t *ts, char *err, size_t errlen) {
   int efd[2], rfd[2];
-  if (pipe(efd) < 0) return -1;
-  if (pipe(rfd) < 0) {
+  if (pipe2(efd, O_CLOEXEC) < 0) return -1;
+  if (pipe2(rfd, O_CLOEXEC) < 0) {
     close(efd[0]);
     close(efd[1]);
     return -1;
@@ -147,7 +119,7 @@ int test_service_run_again(const test_service_t *ts, char *err, size_t errlen) {
   close(efd[1]);
   close(rfd[1]);
   close(rfd[0]); /* a second service must not get as far as "ready" */
-  int status = pid < 0 ? -1 : reap(pid, 10000);
+  int status = pid < 0 ? -1 : tg_test_reap(pid, 10000);
   /* The child is gone: its stderr pipe holds all it wrote, then EOF. */
   size_t got = 0;
   ssize_t r;
@@ -264,16 +236,10 @@ int raw_producer_poll(raw_producer_t *p, int timeout_ms) {
   return rv;
 }
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int raw_producer_wait_started(raw_producer_t *p, int timeout_ms) {
-  int64_t deadline = mono_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   while (!p->started) {
-    int64_t left = deadline - mono_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return -1;
   }
   return p->smb_map ? 0 : -1;
@@ -422,18 +388,18 @@ int raw_producer_register_writer(raw_producer_t *p, uint16_t writer) {
 
 uint64_t raw_producer_wait_flush(raw_producer_t *p, uint64_t after_id,
                                  int timeout_ms) {
-  int64_t deadline = mono_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   while (p->last_flush_id <= after_id) {
-    int64_t left = deadline - mono_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return 0;
   }
   return p->last_flush_id;
 }
 
 int raw_producer_wait_stopped(raw_producer_t *p, int timeout_ms) {
-  int64_t deadline = mono_ms() + timeout_ms;
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
   while (!p->stopped) {
-    int64_t left = deadline - mono_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0 || raw_producer_poll(p, (int)left) < 0) return -1;
   }
   return 0;

@@ -1,0 +1,150 @@
+/* Children, clocks, temporary directories, certificates (test_proc.h). */
+#include "test_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TG_CERTS_TOOL
+#error "TG_CERTS_TOOL must name deploy/certs/tg-certs"
+#endif
+
+int64_t tg_test_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* In the child: puts |fd| (or /dev/null) at |target|. */
+static void place_fd(int fd, int target) {
+  if (fd == TG_TEST_FD_INHERIT) return;
+  if (fd == TG_TEST_FD_DEVNULL) {
+    fd = open("/dev/null", O_RDWR);
+    if (fd < 0) _exit(127);
+  }
+  if (fd != target && dup2(fd, target) < 0) _exit(127);
+  if (fd == target) fcntl(fd, F_SETFD, 0);
+}
+
+pid_t tg_test_spawn(const tg_test_spawn_t *s) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return -errno;
+  if (pid > 0) return pid;
+  /* A test that crashes must not leave its children behind. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  place_fd(s->stdin_fd, STDIN_FILENO);
+  place_fd(s->stdout_fd, STDOUT_FILENO);
+  place_fd(s->stderr_fd, STDERR_FILENO);
+  if (s->keep_fd >= 0) fcntl(s->keep_fd, F_SETFD, 0);
+  if (s->default_sigint) signal(SIGINT, SIG_DFL);
+  execv(s->path, (char *const *)s->argv);
+  _exit(127);
+}
+
+int tg_test_reap(pid_t pid, int timeout_ms) {
+  int pidfd = pidfd_open(pid, 0);
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  bool killed = false;
+  if (pidfd < 0) {
+    kill(pid, SIGKILL);
+    killed = true;
+  } else {
+    int64_t deadline = tg_test_now_ms() + timeout_ms;
+    int rv;
+    do {
+      int64_t left = deadline - tg_test_now_ms();
+      rv = poll(&p, 1, left > 0 ? (int)left : 0);
+    } while (rv < 0 && errno == EINTR);
+    if (rv != 1) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+    close(pidfd);
+  }
+  int status = -1;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return killed ? -1 : status;
+}
+
+int tg_test_stop(pid_t pid, int sig, int timeout_ms) {
+  kill(pid, sig);
+  return tg_test_reap(pid, timeout_ms);
+}
+
+int tg_test_exit_code(int status) {
+  if (status == -1) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int tg_test_mkdtemp(char *out, size_t cap, const char *tag) {
+  int n = snprintf(out, cap, "/tmp/tg-test-%s-XXXXXX", tag);
+  if (n < 0 || (size_t)n >= cap) return -ENAMETOOLONG;
+  return mkdtemp(out) ? 0 : -errno;
+}
+
+static int rm_rf_err;
+
+static int remove_one(const char *path, const struct stat *st, int flag,
+                      struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  if (remove(path) != 0 && rm_rf_err == 0) rm_rf_err = -errno;
+  return 0;
+}
+
+int tg_test_rm_rf(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -errno;
+  rm_rf_err = 0;
+  /* Depth first, not following symlinks: children before their dir. */
+  if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0) return -errno;
+  return rm_rf_err;
+}
+
+int tg_test_certs(const char *dir, const char *args) {
+  char words[512];
+  int n = snprintf(words, sizeof(words), "%s", args);
+  if (n < 0 || (size_t)n >= sizeof(words)) return -1;
+  const char *argv[32] = {"sh", TG_CERTS_TOOL};
+  size_t argc = 2;
+  for (char *save, *w = strtok_r(words, " ", &save); w;
+       w = strtok_r(NULL, " ", &save)) {
+    if (argc == 31) return -1;
+    argv[argc++] = w;
+  }
+  argv[argc] = NULL;
+  /* The tool works in the current directory: run it from |dir| through a
+   * shell-free chdir in the child (fork, chdir, exec). */
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent || chdir(dir) != 0) _exit(127);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+    execv("/bin/sh", (char *const *)argv);
+    _exit(127);
+  }
+  int status = tg_test_reap(pid, 60000);
+  if (status != 0) {
+    fprintf(stderr, "tg-certs %s: status %#x\n", args, (unsigned)status);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+/* Child processes, clocks, temporary directories and certificates for
+ * tests: the plumbing every integration test used to carry its own copy of.
+ *
+ * Children die with the test (PR_SET_PDEATHSIG), so a crashed test leaves
+ * nothing behind holding ctest's pipes; every wait is bounded and what was
+ * started is killed and reaped when the bound passes.
+ */
+#ifndef TRACEGATE_TESTS_TEST_PROC_H
+#define TRACEGATE_TESTS_TEST_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* CLOCK_MONOTONIC in milliseconds: for deadlines. */
+int64_t tg_test_now_ms(void);
+
+/* How a child's standard fds are set up. */
+#define TG_TEST_FD_INHERIT (-1)
+#define TG_TEST_FD_DEVNULL (-2)
+
+typedef struct tg_test_spawn {
+  const char *path;        /* the executable */
+  const char *const *argv; /* argv[0]..., NULL-terminated */
+  /* TG_TEST_FD_INHERIT, TG_TEST_FD_DEVNULL or an fd to dup2() there;
+   * ours stay open (the caller closes its copies). */
+  int stdin_fd, stdout_fd, stderr_fd;
+  int keep_fd; /* stays open across exec (its FD_CLOEXEC cleared), or -1 */
+  bool default_sigint; /* SIGINT back to SIG_DFL (tests ignore it) */
+} tg_test_spawn_t;
+
+#define TG_TEST_SPAWN_INIT                                               \
+  {                                                                      \
+    .stdin_fd = TG_TEST_FD_INHERIT, .stdout_fd = TG_TEST_FD_INHERIT,     \
+    .stderr_fd = TG_TEST_FD_INHERIT, .keep_fd = -1                       \
+  }
+
+/* Forks and execs |s|. Returns the pid, or -errno (nothing started). An
+ * exec failure shows as exit status 127. */
+pid_t tg_test_spawn(const tg_test_spawn_t *s);
+
+/* Waits for |pid| to exit, up to |timeout_ms| (on a pidfd: the exit is an
+ * event), then SIGKILLs it. Always reaps. Returns the wait status, or -1 if
+ * it had to be killed. */
+int tg_test_reap(pid_t pid, int timeout_ms);
+
+/* Sends |sig| and reaps as tg_test_reap. */
+int tg_test_stop(pid_t pid, int sig, int timeout_ms);
+
+/* A wait status as a shell would report it: the exit code, or 128 + the
+ * signal; -1 stays -1. */
+int tg_test_exit_code(int status);
+
+/* Makes a fresh directory "/tmp/tg-test-<tag>-XXXXXX" into |out|. Returns 0
+ * or -errno. */
+int tg_test_mkdtemp(char *out, size_t cap, const char *tag);
+
+/* Removes |path| and everything below it (no shell). Returns 0 or -errno
+ * of the first failure; a missing |path| is not an error. */
+int tg_test_rm_rf(const char *path);
+
+/* Runs deploy/certs/tg-certs in |dir| with |args|, words separated by
+ * spaces ("client pki alice --role record"), its output discarded. Returns
+ * 0 or -1 (tool failed; its status is printed). */
+int tg_test_certs(const char *dir, const char *args);
+
+#endif /* TRACEGATE_TESTS_TEST_PROC_H */
