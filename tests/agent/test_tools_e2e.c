@@ -425,8 +425,8 @@ static void probes_record_every_group_of_the_config(void **state) {
   bool psi_kernel = access("/proc/pressure/cpu", R_OK) == 0;
   bool buddy = false, disks = false, psi = false, vmstat = false;
   const Perfetto__Protos__ProcessTree *probes_threads = NULL;
-  uint64_t end = now_ms() + WAIT_MS;
-  while (now_ms() < end) {
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < end) {
     sleep_ms(100);
     read_more(&b.c, &b.got);
     for (size_t i = 0; i < b.got.n; i++) {
@@ -477,8 +477,7 @@ static void probes_record_every_group_of_the_config(void **state) {
 
   packets_free(&b.got);
   raw_consumer_close(&b.c);
-  kill(probes, SIGTERM);
-  int status = wait_exit(probes, WAIT_MS);
+  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
   char err[8192];
   read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)

@@ -806,10 +806,10 @@ static void ssh_transport_runs_the_relay_in_stdio_mode(void **state) {
 /* Reads the child's stderr until |needle| shows (bounded). Returns where
  * it starts in c->err. */
 static const char *read_until(child_t *c, const char *needle) {
-  int64_t deadline = now_ms() + WAIT_MS;
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
   const char *at;
   while (!(at = strstr(c->err, needle))) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - tg_test_now_ms();
     if (left <= 0) fail_msg("no '%s' from tracegate:\n%s", needle, c->err);
     struct pollfd p = {c->err_fd, POLLIN, 0};
     if (poll(&p, 1, (int)left) <= 0) continue;
@@ -824,7 +824,7 @@ static const char *read_until(child_t *c, const char *needle) {
 /* Waits until the file |path| contains |needle| (a daemon's log: it has
  * no other way to say so), bounded. */
 static void wait_log(const char *path, const char *needle) {
-  int64_t deadline = now_ms() + WAIT_MS;
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
   static char buf[65536];
   for (;;) {
     FILE *f = fopen(path, "r");
@@ -832,7 +832,7 @@ static void wait_log(const char *path, const char *needle) {
     if (f) fclose(f);
     buf[n] = 0;
     if (strstr(buf, needle)) return;
-    if (now_ms() > deadline) fail_msg("no '%s' in %s", needle, path);
+    if (tg_test_now_ms() > deadline) fail_msg("no '%s' in %s", needle, path);
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -913,14 +913,14 @@ static void stuck_host_fails_at_its_deadline_and_the_other_finishes(void **state
   const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec, TLS_ARGS,
                         "-c", cfg, "--txt", "-o", dir, "--grace", "1s", NULL};
   child_t c;
-  int64_t t0 = now_ms();
+  int64_t t0 = tg_test_now_ms();
   spawn_cli(&c, args);
   for (int i = 0; i < 2; i++)
     assert_int_equal(raw_producer_wait_started(&hs[i].p, WAIT_MS), 0);
   commit_packets(&hs[0], 0, "fine", 0, 3);
   ack_flush(&hs[0]); /* the service's own flush at the duration */
   assert_int_equal(wait_cli(&c), 1);
-  int64_t took = now_ms() - t0;
+  int64_t took = tg_test_now_ms() - t0;
   assert_non_null(strstr(c.err, "1 of 2 hosts failed"));
   assert_non_null(strstr(c.err, "did not end by its deadline (duration 1s + grace 1s)"));
   /* Well before the service's own 60 s timeouts. */
