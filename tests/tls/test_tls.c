@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "test_proc.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -43,17 +45,7 @@ static char g_last_warn[TG_LOG_LINE_MAX];
 
 /* --- certificates -------------------------------------------------------- */
 
-static int certs(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int certs(const char *fmt, ...) {
-  char args[512], cmd[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof(args), fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof(cmd), "cd '%s' && sh '%s' %s >/dev/null", g_dir,
-           TG_CERTS_TOOL, args);
-  return system(cmd);
-}
+static int certs(const char *args) { return tg_test_certs(g_dir, args); }
 
 static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
   (void)ctx;
@@ -64,8 +56,7 @@ static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(g_dir, sizeof(g_dir), "/tmp/tg-test-tls-XXXXXX");
-  if (!mkdtemp(g_dir)) return -1;
+  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "tls") < 0) return -1;
   tg_log_set_sink(log_sink, NULL);
   if (certs("ca pki") || certs("host pki relay.test --ip 127.0.0.1 --ip ::1") ||
       certs("client pki alice --role record") || certs("client pki carol") ||
@@ -78,10 +69,8 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
   (void)state;
-  char cmd[256];
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
   tg_log_set_sink(NULL, NULL);
-  return system(cmd) == 0 ? 0 : -1;
+  return tg_test_rm_rf(g_dir) == 0 ? 0 : -1;
 }
 
 static char *path(const char *dir, const char *file) {
