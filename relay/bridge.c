@@ -52,6 +52,7 @@ struct tg_relay_bridge {
   char close_why[420];
   char detach_key[300];
 
+  tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
   tg_buf_t out; /* frames the filter built */
   bool client_paused, up_paused;
   unsigned loud;
@@ -59,6 +60,7 @@ struct tg_relay_bridge {
 };
 
 static void bridge_close(tg_relay_bridge_t *b, int status, const char *why);
+static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
 
 static const char *who(const tg_relay_bridge_t *b) {
   return b->identity[0] ? b->identity : "-";
@@ -100,6 +102,7 @@ static void maybe_free(tg_relay_bridge_t *b) {
             who(b), b->addr, secs, b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
             st->undecodable + st->refused_kinds);
+    audit_suppressed(b, tg_relay_audit_limit_flush(&b->deny_limit));
     tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
                    "%s", b->close_why);
   }
@@ -163,6 +166,14 @@ static void update_backpressure(tg_relay_bridge_t *b) {
 
 /* --- logging a verdict ------------------------------------------------------ */
 
+static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
+  if (n == 0) return;
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "denials", "suppressed",
+                 "%" PRIu64 " more denials suppressed (at most %d lines a "
+                 "second after %d)", n, TG_AUDIT_DENIALS_PER_S,
+                 TG_AUDIT_DENIAL_BURST);
+}
+
 static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   if (v->call && !v->allowed) b->env->denied_calls++;
   bool noisy = v->garbage || (v->call && !v->allowed) ||
@@ -180,8 +191,15 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
              v->action == TG_RELAY_REPLY ? "answered" : "forwarded",
              v->method, v->request_id, v->reason[0] ? ": " : "", v->reason);
   }
-  if (v->audit)
-    tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
+  if (!v->audit) return;
+  if (!v->allowed) {
+    uint64_t held = 0;
+    if (!tg_relay_audit_limit_take(&b->deny_limit, uv_now(b->env->loop),
+                                   &held))
+      return; /* counted, reported with the next line written */
+    audit_suppressed(b, held);
+  }
+  tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
                    v->allowed ? "allow" : "deny", "%s",
                    v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
 }
