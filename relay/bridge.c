@@ -53,7 +53,8 @@ struct tg_relay_bridge {
   char detach_key[300];
 
   tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
-  tg_buf_t out; /* frames the filter built */
+  tg_buf_t out;    /* frames the filter built from a client frame */
+  tg_buf_t up_out; /* frames it built from a service frame */
   bool client_paused, up_paused;
   unsigned loud;
   uint64_t opened_ms;
@@ -84,6 +85,7 @@ static void on_timer_closed(uv_handle_t *h) {
   env->n_bridges--;
   tg_tls_chan_free(b->tls);
   tg_buf_free(&b->out);
+  tg_buf_free(&b->up_out);
   free(b);
   if (env->n_bridges == 0 && env->on_idle) env->on_idle(env);
 }
@@ -283,7 +285,12 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_relay_bridge_t *b = t->data;
   if (b->state != B_OPEN && b->state != B_DETACHING) return 0;
   tg_relay_verdict_t v;
-  tg_relay_filter_upstream(&b->filter, payload, len, &v);
+  tg_buf_reset(&b->up_out);
+  int rv = tg_relay_filter_upstream(&b->filter, payload, len, &b->up_out, &v);
+  if (rv < 0) {
+    bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
+    return 1;
+  }
   if (v.own_detach_reply) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
@@ -293,8 +300,14 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     report(b, &v);
     return 0;
   }
+  if (tg_buf_size(&b->up_out) > 0) {
+    /* Rewritten by the filter (sessions of other identities removed). */
+    send_client(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
+    update_backpressure(b);
+    return b->state == B_OPEN ? 0 : 1;
+  }
   /* Straight from the service's frame into the client's queue: one copy. */
-  int rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
+  rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
                   : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
@@ -374,6 +387,7 @@ static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
   b->env = env;
   tg_list_init(&b->node);
   tg_buf_init(&b->out, 0);
+  tg_buf_init(&b->up_out, 0);
   uv_timer_init(env->loop, &b->timer);
   b->timer.data = b;
   b->opened_ms = uv_now(env->loop);
@@ -392,6 +406,13 @@ static int open_upstream(tg_relay_bridge_t *b) {
   b->up.chan.high_water = high_water(b);
   b->up_open = true;
   return 0;
+}
+
+/* Unique among this relay's connections, and across restarts by the pid. */
+static void set_session_tag(tg_relay_bridge_t *b) {
+  char tag[40];
+  snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
+  tg_relay_filter_set_session_tag(&b->filter, tag);
 }
 
 static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
@@ -417,6 +438,7 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   b->env->accepted++;
   b->opened_ms = uv_now(b->env->loop);
   tg_relay_filter_init(&b->filter, b->identity, b->env->host);
+  set_session_tag(b);
   TG_INFO("%s@%s: connected with role %s", who(b), b->addr,
           tg_authz_role_name(role));
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
@@ -513,6 +535,7 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   b->authorized = true;
   env->accepted++;
   tg_relay_filter_init(&b->filter, b->identity, env->host);
+  set_session_tag(b);
   TG_INFO("%s@stdio: connected with role record", b->identity);
   tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
                  "role record (--stdio)");
