@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -19,9 +20,14 @@
  * end): a client cannot flood the log. */
 #define LOUD_LOGS 20
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+/* How long a refused client is kept to be told why (its first request is
+ * answered with the refusal), and how long its answer may take to leave. */
+#define REFUSAL_LINGER_MS 3000
+#define REFUSAL_FLUSH_MS 200
 
 enum bridge_state {
   B_HANDSHAKE, /* TLS handshake running; no upstream yet */
+  B_REFUSING,  /* verified but not authorized: telling the client why */
   B_OPEN,      /* frames flow both ways */
   B_DETACHING, /* client gone; waiting for the service to detach */
   B_CLOSING,   /* waiting for handles to close */
@@ -50,6 +56,7 @@ struct tg_relay_bridge {
   bool authorized; /* the connection got past the identity check */
 
   char close_why[420];
+  char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
 
   tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
@@ -213,9 +220,45 @@ static tg_authz_role_t current_role(const tg_relay_bridge_t *b) {
   return tg_authz_role(b->env->authz, b->identity);
 }
 
+static void on_refusal_timer(uv_timer_t *t) {
+  tg_relay_bridge_t *b = t->data;
+  bridge_close(b, TG_EDENIED, b->close_why);
+}
+
+/* B_REFUSING: the client's first request is answered with a RequestError
+ * that says why (a client prints it; Perfetto's fails the request), then
+ * the connection closes once that has left. */
+static void tell_refusal(tg_relay_bridge_t *b, const uint8_t *payload,
+                         size_t len) {
+  tg_ipc_frame_t *fr = tg_ipc_frame_unpack(payload, len);
+  uint64_t request_id = fr ? fr->request_id : 0;
+  if (fr) tg_ipc_frame_free(fr);
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = b->refusal;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  tg_buf_reset(&b->out);
+  if (tg_ipc_frame_append(&f, &b->out) == 0)
+    send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+  if (b->state != B_REFUSING) return;
+  b->refusal[0] = 0; /* told once */
+  if (tg_transport_pending(b->client) == 0)
+    bridge_close(b, TG_EDENIED, b->close_why);
+  else
+    uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_FLUSH_MS, 0);
+}
+
 static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
                            size_t len) {
   tg_relay_bridge_t *b = t->data;
+  if (b->state == B_REFUSING && b->refusal[0]) {
+    tell_refusal(b, payload, len);
+    return 1;
+  }
   if (b->state != B_OPEN) return 0;
   tg_buf_reset(&b->out);
   tg_relay_verdict_t v;
@@ -245,7 +288,8 @@ static void client_on_drain(tg_transport_t *t) {
 static void client_on_close(tg_transport_t *t, int status) {
   tg_relay_bridge_t *b = t->data;
   b->client_open = false;
-  if (b->state == B_HANDSHAKE || b->state == B_OPEN) {
+  if (b->state == B_HANDSHAKE || b->state == B_OPEN ||
+      b->state == B_REFUSING) {
     char why[300];
     const char *detail = b->tls ? tg_tls_chan_error(b->tls) : "";
     snprintf(why, sizeof(why), "%s%s%s",
@@ -423,6 +467,27 @@ static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
   bridge_close(b, status, why);
 }
 
+/* Refuses a verified client, first telling it why (|fmt|: words for the
+ * client, naming nothing but itself) when it sends a request within
+ * REFUSAL_LINGER_MS. */
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...) {
+  b->env->refused++;
+  TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                 why);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
+  va_end(ap);
+  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  b->state = B_REFUSING;
+  uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_LINGER_MS, 0);
+}
+
 static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   int rv = open_upstream(b);
   if (rv < 0) {
@@ -468,7 +533,10 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     char why[TG_AUTHZ_IDENTITY_MAX + 64];
     snprintf(why, sizeof(why),
              "identity '%s' is not in the authorization file", id);
-    refuse(b, TG_EDENIED, why);
+    refuse_telling(b, why,
+                   "this relay does not authorize the identity of this "
+                   "client certificate ('%s' is not in its authorization "
+                   "file)", id);
     return;
   }
   admit(b, role);

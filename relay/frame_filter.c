@@ -172,6 +172,40 @@ static int deny(tg_relay_filter_t *f, tg_relay_verdict_t *v, bool drop_reply,
   return append_invoke_reply(v->request_id, false, reply, out);
 }
 
+/* A denied ConsumerPort call, answered with the method's own response
+ * carrying the reason where it has a field for one (EnableTracing,
+ * CloneSession, SaveTraceForBugreport), so that a client can print why. The
+ * reason names only the caller's own identity, role and request. */
+static int deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
+                     bool drop_reply, const char *method, tg_buf_t *out) {
+  char text[sizeof(v->reason) + 32];
+  snprintf(text, sizeof(text), "refused by the relay: %s",
+           v->reason[0] ? v->reason : "denied");
+  if (!strcmp(method, "EnableTracing")) {
+    Perfetto__Protos__EnableTracingResponse r =
+        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+    r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+    r.disabled = 1;
+    r.error = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  if (!strcmp(method, "CloneSession")) {
+    Perfetto__Protos__CloneSessionResponse r =
+        PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+    r.has_success = 1;
+    r.error = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  if (!strcmp(method, "SaveTraceForBugreport")) {
+    Perfetto__Protos__SaveTraceForBugreportResponse r =
+        PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
+    r.has_success = 1;
+    r.msg = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  return deny(f, v, drop_reply, NULL, out);
+}
+
 /* --- client frames: BindService ------------------------------------------- */
 
 static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
@@ -385,14 +419,14 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     /* Its reply would pass for the reply to the relay's own Detach. */
     say(v, "request id %" PRIu64 " is reserved for the relay",
         v->request_id);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   if (!tg_authz_allows(role, name)) {
     if (role == TG_ROLE_NONE)
       say(v, "identity is not in the authorization file");
     else
       say(v, "role %s does not allow %s", tg_authz_role_name(role), name);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
   size_t alen = im->has_args_proto ? im->args_proto.len : 0;
@@ -411,7 +445,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     int ok = check_enable(args, alen, &r, v);
     if (ok < 0) {
       say(v, "EnableTracingRequest does not decode");
-      return deny(f, v, drop, NULL, out);
+      return deny_call(f, v, drop, name, out);
     }
     if (ok == 0) return deny(f, v, drop, &r.base, out);
     char fallback[64];
@@ -420,7 +454,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     if (tg_relay_scope_enable(f->identity, fallback, args, alen, &scoped,
                               v->reason, sizeof(v->reason)) < 0) {
       tg_buf_free(&scoped);
-      return deny(f, v, drop, NULL, out);
+      return deny_call(f, v, drop, name, out);
     }
     f->n_unnamed++;
     args = tg_buf_begin(&scoped);
@@ -433,7 +467,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     if (tg_relay_scope_clone(f->identity, f->owned, n_owned, args, alen,
                              &scoped, v->reason, sizeof(v->reason)) < 0) {
       tg_buf_free(&scoped);
-      return deny(f, v, drop, NULL, out);
+      return deny_call(f, v, drop, name, out);
     }
     args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
     alen = tg_buf_size(&scoped);
@@ -443,7 +477,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     bool detach = name[0] == 'D';
     int n = namespace_key(f, detach, args, alen, rewritten, sizeof(rewritten),
                           v);
-    if (n < 0) return deny(f, v, drop, NULL, out);
+    if (n < 0) return deny_call(f, v, drop, name, out);
     args = rewritten;
     alen = (size_t)n;
     kind = detach ? TG_TRACK_DETACH : TG_TRACK_ATTACH;
@@ -455,7 +489,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
       track(f, v->request_id, kind) < 0) {
     tg_buf_free(&scoped);
     say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   if (kind == TG_TRACK_ENABLE && !drop) f->session_active = true;
   v->action = TG_RELAY_FORWARD;

@@ -1,20 +1,27 @@
 /* tracegate-relay end to end: what a refused client costs the host and
  * what it is told. Denial lines in the audit trail are rate-limited per
  * connection and the rest counted; in --stdio mode audit lines stay on the
- * host (stderr goes back to the ssh client). A real tracegated, the real
- * relay binary, clients over mutual TLS or a pipe pair. */
+ * host (stderr goes back to the ssh client); the tracegate CLI prints why it
+ * was refused in plain words. A real tracegated, the real relay binary,
+ * clients over mutual TLS or a pipe pair, and the real CLI. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "relay/audit.h"
 #include "relay_harness.h"
@@ -173,6 +180,132 @@ static void relay_stdio_keeps_audit_lines_off_stderr(void **state) {
   assert_int_equal(file_count(f->rp.log, "disconnect end"), 0);
 }
 
+/* --- what the CLI prints --------------------------------------------------- */
+
+/* Runs the tracegate CLI with |args| (NULL-terminated) and returns its exit
+ * code; its stderr is in |err|. Bounded: killed after STEP_MS. */
+static int run_cli(const char *const *args, char *err, size_t cap) {
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  const char *argv[32] = {"tracegate"};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    assert_true(n < 31);
+    argv[n] = args[n - 1];
+  }
+  argv[n] = NULL;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(pe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, STDIN_FILENO);
+    dup2(devnull, STDOUT_FILENO);
+    execv(TRACEGATE_CLI_PATH, (char *const *)argv);
+    _exit(127);
+  }
+  close(pe[1]);
+  size_t got = 0;
+  int64_t deadline = now_ms() + STEP_MS;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    struct pollfd p = {pe[0], POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(pe[0], err + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+    if (got + 1 == cap) break;
+  }
+  err[got] = 0;
+  close(pe[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  print_message("--- tracegate %s ---\n%s", args[0], err);
+  assert_null(strstr(err, "Sanitizer"));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The CLI's own last word ("tracegate: cannot connect to ...: WHY") says
+ * |text| and not mbedtls's phrasing (the TLS layer may log that too, as a
+ * warning line of its own). */
+static void expect_cli_says(const char *err, const char *text) {
+  const char *line = strstr(err, "tracegate: ");
+  if (!line) line = err;
+  if (!strstr(line, text)) fail_msg("the CLI did not say '%s'", text);
+  const char *end = strchr(strstr(line, text), '\n');
+  size_t len = end ? (size_t)(end - line) : strlen(line);
+  char said[2048];
+  snprintf(said, sizeof(said), "%.*s", (int)len, line);
+  assert_null(strstr(said, "SSL - "));
+  assert_null(strstr(said, "X509 - "));
+  assert_null(strstr(said, "connection reset"));
+}
+
+/* `tracegate query` against the relay as |dir|/|name|, trusting
+ * |ca_dir|/ca.pem; returns the exit code, stderr in |err|. */
+static int cli_query_as(fx_t *f, const char *dir, const char *name,
+                        const char *ca_dir, char *err, size_t cap) {
+  char hostport[32], cert[16], key[16];
+  snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
+  snprintf(cert, sizeof(cert), "%s.pem", name);
+  snprintf(key, sizeof(key), "%s.key", name);
+  char certp[256], keyp[256], cap_[256];
+  snprintf(certp, sizeof(certp), "%s", cert_path(dir, cert));
+  snprintf(keyp, sizeof(keyp), "%s", cert_path(dir, key));
+  snprintf(cap_, sizeof(cap_), "%s", cert_path(ca_dir, "ca.pem"));
+  const char *args[] = {"query", "-H", hostport, "--cert", certp,
+                        "--key", keyp, "--ca", cap_, NULL};
+  return run_cli(args, err, cap);
+}
+
+static void cli_prints_why_the_relay_refused(void **state) {
+  fx_t *f = *state;
+  static char err[16384];
+  /* Allowed: the baseline. */
+  assert_int_equal(cli_query_as(f, "pki", "alice", "pki", err, sizeof(err)),
+                   0);
+  /* An identity the CA signed but the authorization file does not list. */
+  assert_int_not_equal(
+      cli_query_as(f, "pki", "dave", "pki", err, sizeof(err)), 0);
+  expect_cli_says(err, "this relay does not authorize the identity of this "
+                       "client certificate ('dave' is not in its "
+                       "authorization file)");
+  /* A certificate of another CA. */
+  assert_int_not_equal(cli_query_as(f, "other", "eve", "pki", err, sizeof(err)),
+                       0);
+  expect_cli_says(err, "the relay did not accept this client certificate");
+  /* The relay's certificate checked against the wrong CA. */
+  assert_int_not_equal(
+      cli_query_as(f, "pki", "alice", "other", err, sizeof(err)), 0);
+  expect_cli_says(err, "the relay's certificate is not signed by the CA "
+                       "given with --ca");
+}
+
+/* A call the role does not allow: the CLI says which rule refused it. */
+static void cli_prints_the_relays_reason_for_a_denied_call(void **state) {
+  fx_t *f = *state;
+  static char err[16384];
+  char hostport[32], out[192];
+  snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
+  snprintf(out, sizeof(out), "%s/denied.pftrace", f->rp.dir);
+  char certp[256], keyp[256], cap_[256];
+  snprintf(certp, sizeof(certp), "%s", cert_path("pki", "bob.pem"));
+  snprintf(keyp, sizeof(keyp), "%s", cert_path("pki", "bob.key"));
+  snprintf(cap_, sizeof(cap_), "%s", cert_path("pki", "ca.pem"));
+  const char *args[] = {"record", "-H", hostport, "--cert", certp, "--key",
+                        keyp, "--ca", cap_, "-o", out, "-t", "0", "-b", "1mb",
+                        "test.ds", NULL};
+  assert_int_not_equal(run_cli(args, err, sizeof(err)), 0);
+  expect_cli_says(err, "refused by the relay: role observe does not allow "
+                       "EnableTracing");
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -192,6 +325,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(relay_rate_limits_denial_lines_and_counts_the_rest),
       TS(relay_stdio_keeps_audit_lines_off_stderr),
+      T(cli_prints_why_the_relay_refused),
+      T(cli_prints_the_relays_reason_for_a_denied_call),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
