@@ -457,7 +457,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
       return deny_call(f, v, drop, name, out);
     }
     f->n_unnamed++;
-    args = tg_buf_begin(&scoped);
+    args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
     alen = tg_buf_size(&scoped);
     kind = TG_TRACK_ENABLE;
   } else if (!strcmp(name, "CloneSession")) {

@@ -19,6 +19,7 @@ static bool scoped(char *dst, size_t cap, const char *identity,
 
 static int pack_into(const ProtobufCMessage *m, tg_buf_t *out) {
   size_t n = protobuf_c_message_get_packed_size(m);
+  if (n == 0) return 0; /* an empty message is no bytes */
   uint8_t *p = tg_buf_reserve(out, n);
   if (!p) return -1;
   protobuf_c_message_pack(m, p);
