@@ -209,8 +209,8 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     audit_suppressed(b, held);
   }
   tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
-                   v->allowed ? "allow" : "deny", "%s",
-                   v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
+                 v->allowed ? "allow" : "deny", "%s",
+                 v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
 }
 
 /* --- frames from the client ------------------------------------------------- */
@@ -352,7 +352,7 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   }
   /* Straight from the service's frame into the client's queue: one copy. */
   rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
-                  : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+              : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
