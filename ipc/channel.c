@@ -26,7 +26,10 @@ static void update_poll(tg_ipc_chan_t *ch) {
   if (ch->state != TG_CHAN_OPEN) return;
   int ev = 0;
   if (!ch->reading_paused && !ch->input_held) ev |= UV_READABLE;
-  if (tg_buf_size(&ch->out) > 0) ev |= UV_WRITABLE;
+  /* Also while above the high-water mark with nothing queued (a send
+   * emptied the queue itself): the next writable event reports the drain,
+   * which a send must not do from inside itself. */
+  if (tg_buf_size(&ch->out) > 0 || ch->above_high_water) ev |= UV_WRITABLE;
   if (ev == ch->poll_events) return;
   ch->poll_events = ev;
   if (ev)
@@ -225,6 +228,17 @@ static int do_write(tg_ipc_chan_t *ch) {
   return 0;
 }
 
+/* Input stops above the hold mark and resumes at a quarter of it, whichever
+ * write (from the loop or inside a send) brought the queue there. */
+static void update_input_hold(tg_ipc_chan_t *ch) {
+  if (!ch->input_hold_water) return;
+  size_t pending = tg_buf_size(&ch->out);
+  if (pending > ch->input_hold_water)
+    ch->input_held = true;
+  else if (ch->input_held && pending <= ch->input_hold_water / 4)
+    ch->input_held = false;
+}
+
 static void after_output_change(tg_ipc_chan_t *ch) {
   int rv = do_write(ch);
   if (rv < 0) {
@@ -237,8 +251,7 @@ static void after_output_change(tg_ipc_chan_t *ch) {
     tg_ipc_chan_close(ch, -ENOBUFS);
     return;
   }
-  if (ch->input_hold_water && pending > ch->input_hold_water)
-    ch->input_held = true;
+  update_input_hold(ch);
   update_poll(ch);
 }
 
@@ -259,8 +272,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
       if (ch->cbs->on_drain) ch->cbs->on_drain(ch);
       if (ch->state != TG_CHAN_OPEN) return;
     }
-    if (ch->input_held && tg_buf_size(&ch->out) <= ch->input_hold_water / 4)
-      ch->input_held = false;
+    update_input_hold(ch);
   }
   if ((events & (UV_READABLE | UV_DISCONNECT)) && ch->state == TG_CHAN_OPEN)
     do_read(ch);
