@@ -14,14 +14,22 @@
 
 /* Output above this pauses producers of bulk data (on_drain resumes them). */
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+/* Input read at once under an output limit: small, so the replies one read
+ * can cause stay small (a 20-byte BindService is answered with ~330 bytes),
+ * and smaller still while output is already queued. */
+#define LIMITED_READ_CHUNK (16 * 1024)
+#define BACKLOGGED_READ_CHUNK 4096
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
 static void update_poll(tg_ipc_chan_t *ch) {
   if (ch->state != TG_CHAN_OPEN) return;
   int ev = 0;
-  if (!ch->reading_paused) ev |= UV_READABLE;
-  if (tg_buf_size(&ch->out) > 0) ev |= UV_WRITABLE;
+  if (!ch->reading_paused && !ch->input_held) ev |= UV_READABLE;
+  /* Also while above the high-water mark with nothing queued (a send
+   * emptied the queue itself): the next writable event reports the drain,
+   * which a send must not do from inside itself. */
+  if (tg_buf_size(&ch->out) > 0 || ch->above_high_water) ev |= UV_WRITABLE;
   if (ev == ch->poll_events) return;
   ch->poll_events = ev;
   if (ev)
@@ -113,13 +121,17 @@ static int on_decoded(void *ctx, const uint8_t *p, size_t n) {
 static void do_read(tg_ipc_chan_t *ch) {
   /* Bounded per wakeup so one busy peer cannot monopolise the loop. */
   for (int round = 0; round < 16 && ch->state == TG_CHAN_OPEN &&
-                      !ch->reading_paused;
+                      !ch->reading_paused && !ch->input_held;
        round++) {
+    size_t chunk = TG_IPC_READ_CHUNK;
+    if (ch->input_hold_water)
+      chunk = tg_buf_size(&ch->out) > 0 ? BACKLOGGED_READ_CHUNK
+                                        : LIMITED_READ_CHUNK;
     union {
       struct cmsghdr align;
       char buf[CMSG_SPACE(sizeof(int) * TG_IPC_MAX_FDS_IN_FLIGHT)];
     } cbuf;
-    struct iovec iov = {.iov_base = ch->rbuf, .iov_len = TG_IPC_READ_CHUNK};
+    struct iovec iov = {.iov_base = ch->rbuf, .iov_len = chunk};
     struct msghdr msg = {.msg_iov = &iov,
                          .msg_iovlen = 1,
                          .msg_control = cbuf.buf,
@@ -162,7 +174,7 @@ static void do_read(tg_ipc_chan_t *ch) {
     }
     if (ch->state != TG_CHAN_OPEN) return;
     if (tg_frame_decoder_pending(&ch->dec) == 0) close_in_fds(ch);
-    if ((size_t)n < TG_IPC_READ_CHUNK) return; /* drained the socket */
+    if ((size_t)n < chunk) return; /* drained the socket */
   }
 }
 
@@ -216,6 +228,17 @@ static int do_write(tg_ipc_chan_t *ch) {
   return 0;
 }
 
+/* Input stops above the hold mark and resumes at a quarter of it, whichever
+ * write (from the loop or inside a send) brought the queue there. */
+static void update_input_hold(tg_ipc_chan_t *ch) {
+  if (!ch->input_hold_water) return;
+  size_t pending = tg_buf_size(&ch->out);
+  if (pending > ch->input_hold_water)
+    ch->input_held = true;
+  else if (ch->input_held && pending <= ch->input_hold_water / 4)
+    ch->input_held = false;
+}
+
 static void after_output_change(tg_ipc_chan_t *ch) {
   int rv = do_write(ch);
   if (rv < 0) {
@@ -224,6 +247,11 @@ static void after_output_change(tg_ipc_chan_t *ch) {
   }
   size_t pending = tg_buf_size(&ch->out);
   if (pending > ch->high_water) ch->above_high_water = true;
+  if (ch->output_hard_cap && pending > ch->output_hard_cap) {
+    tg_ipc_chan_close(ch, -ENOBUFS);
+    return;
+  }
+  update_input_hold(ch);
   update_poll(ch);
 }
 
@@ -244,6 +272,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
       if (ch->cbs->on_drain) ch->cbs->on_drain(ch);
       if (ch->state != TG_CHAN_OPEN) return;
     }
+    update_input_hold(ch);
   }
   if ((events & (UV_READABLE | UV_DISCONNECT)) && ch->state == TG_CHAN_OPEN)
     do_read(ch);
@@ -294,6 +323,14 @@ int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch) {
 
 void tg_ipc_chan_pause_reading(tg_ipc_chan_t *ch, bool paused) {
   ch->reading_paused = paused;
+  update_poll(ch);
+}
+
+void tg_ipc_chan_limit_output(tg_ipc_chan_t *ch, size_t hold,
+                              size_t hard_cap) {
+  ch->input_hold_water = hold;
+  ch->output_hard_cap = hard_cap;
+  if (!hold) ch->input_held = false;
   update_poll(ch);
 }
 

@@ -71,7 +71,13 @@ struct tg_ipc_chan {
   unsigned n_out_fds;
   size_t high_water;
   bool above_high_water;
-  bool reading_paused;
+  bool reading_paused; /* by the owner */
+
+  /* Output limits toward a peer that does not read (0: off; see
+   * tg_ipc_chan_limit_output). */
+  size_t input_hold_water;
+  size_t output_hard_cap;
+  bool input_held; /* by the limit: output above input_hold_water */
 
   /* Peer credentials from SO_PEERCRED at open time (trusted). */
   pid_t peer_pid;
@@ -114,6 +120,15 @@ int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch);
 
 /* Stop/resume reading input (backpressure toward the peer). */
 void tg_ipc_chan_pause_reading(tg_ipc_chan_t *ch, bool paused);
+
+/* Bounds the output a peer can make us queue by not reading it (a server
+ * answering requests must not grow with a client that never reads).
+ * While more than |hold| bytes are queued the channel reads no input (the
+ * peer's requests wait in its socket), resuming when the queue drains to
+ * |hold|/4. Input is read in small pieces (16 KiB, 4 KiB while output is
+ * queued) so one read cannot answer into a large backlog. Past |hard_cap| queued bytes
+ * the channel closes with -ENOBUFS. 0 turns a limit off (the default). */
+void tg_ipc_chan_limit_output(tg_ipc_chan_t *ch, size_t hold, size_t hard_cap);
 
 void tg_ipc_chan_close(tg_ipc_chan_t *ch, int status);
 

@@ -25,6 +25,7 @@ struct tg_ipc_host {
   size_t n_conns;
   tg_list_t conns;
   uint64_t next_conn_id;
+  tg_ipc_host_limits_t limits;
   bool closing;
   bool listener_closed;
   void (*done)(void *);
@@ -225,7 +226,14 @@ static int on_frame(tg_ipc_chan_t *ch, const uint8_t *p, size_t n) {
 static void on_conn_closed(tg_ipc_chan_t *ch, int status) {
   tg_ipc_host_conn_t *c = ch->data;
   tg_ipc_host_t *h = c->host;
-  if (status != 0 && status != TG_EPEER_CLOSED)
+  if (status == -ENOBUFS) {
+    h->stats.output_cap_disconnects++;
+    TG_WARN("ipc: %s: disconnected conn %llu (pid %d, uid %d): more than "
+            "%zu KiB of replies it did not read",
+            h->path[0] ? h->path : "(abstract socket)",
+            (unsigned long long)c->id, (int)ch->peer_pid, (int)ch->peer_uid,
+            h->limits.output_hard_cap / 1024);
+  } else if (status != 0 && status != TG_EPEER_CLOSED)
     TG_INFO("ipc: conn %llu (pid %d) closed: %s", (unsigned long long)c->id,
             (int)ch->peer_pid, tg_strerror(status));
   for (size_t i = 0; i < h->n_services; i++)
@@ -281,6 +289,8 @@ static void on_listen_readable(uv_poll_t *p, int status, int events) {
       free(c);
       continue;
     }
+    tg_ipc_chan_limit_output(&c->chan, h->limits.input_hold,
+                             h->limits.output_hard_cap);
     tg_list_insert_tail(&h->conns, &c->node);
     h->n_conns++;
     h->stats.connections_accepted++;
@@ -350,6 +360,8 @@ int tg_ipc_host_listen(uv_loop_t *loop, const char *addr, mode_t mode,
   h->services = services;
   h->n_services = n;
   h->max_conns = max_conns ? max_conns : 1024;
+  h->limits.input_hold = TG_IPC_HOST_INPUT_HOLD;
+  h->limits.output_hard_cap = TG_IPC_HOST_OUTPUT_HARD_CAP;
   tg_list_init(&h->conns);
   err = uv_poll_init(loop, &h->listen_poll, fd);
   if (err < 0) {

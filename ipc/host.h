@@ -11,6 +11,14 @@
  * times). A call is only valid while its connection is: services forget
  * their pending calls in on_disconnect, which runs before the connection's
  * memory is released.
+ *
+ * Every connection's output is bounded (any local user may connect to the
+ * producer socket): a client that sends requests without reading the
+ * replies is not read any more once TG_IPC_HOST_INPUT_HOLD bytes wait for
+ * it (its requests stay in its own socket buffer), and is read again when
+ * it has drained them; one that lets TG_IPC_HOST_OUTPUT_HARD_CAP bytes
+ * pile up (streams the service pushes: ReadBuffers, GetAsyncCommand) is
+ * disconnected, logged with its pid, uid and socket.
  */
 #ifndef TRACEGATE_IPC_HOST_H
 #define TRACEGATE_IPC_HOST_H
@@ -62,7 +70,19 @@ struct tg_ipc_host_conn {
   void *user;     /* per-connection state of the service that owns it */
 };
 
+/* Output queued for one client above which its requests are not read. */
+#define TG_IPC_HOST_INPUT_HOLD (64u * 1024)
+/* Output queued for one client above which it is disconnected: 4x the
+ * high-water mark at which the service stops streaming bulk data to it. */
+#define TG_IPC_HOST_OUTPUT_HARD_CAP (16u * 1024 * 1024)
+
+typedef struct tg_ipc_host_limits {
+  size_t input_hold;      /* 0: read whatever is queued */
+  size_t output_hard_cap; /* 0: never disconnect for it */
+} tg_ipc_host_limits_t;
+
 typedef struct tg_ipc_host_stats {
+  uint64_t output_cap_disconnects;
   uint64_t connections_accepted;
   uint64_t connections_refused;
   uint64_t frames_undecodable;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,8 +17,9 @@
 #define WORD_MAX 256
 
 struct tg_relay_audit {
-  char *path; /* NULL: the log */
+  char *path; /* NULL: the log or syslog */
   int fd;
+  bool syslog;
 };
 
 static int open_file(const char *path, char *err, size_t errlen) {
@@ -54,6 +56,19 @@ int tg_relay_audit_open(const char *path, tg_relay_audit_t **out, char *err,
   return 0;
 }
 
+int tg_relay_audit_open_syslog(const char *ident, tg_relay_audit_t **out) {
+  *out = NULL;
+  tg_relay_audit_t *a = calloc(1, sizeof(*a));
+  if (!a) return -ENOMEM;
+  a->fd = -1;
+  a->syslog = true;
+  /* LOG_NDELAY: connect now, before a sandbox could forbid it; no
+   * LOG_PERROR, which would copy every line to stderr. */
+  openlog(ident, LOG_PID | LOG_NDELAY, LOG_AUTHPRIV);
+  *out = a;
+  return 0;
+}
+
 int tg_relay_audit_reopen(tg_relay_audit_t *a, char *err, size_t errlen) {
   if (!a->path) return 0;
   int fd = open_file(a->path, err, errlen);
@@ -66,6 +81,7 @@ int tg_relay_audit_reopen(tg_relay_audit_t *a, char *err, size_t errlen) {
 void tg_relay_audit_close(tg_relay_audit_t *a) {
   if (!a) return;
   if (a->fd >= 0) close(a->fd);
+  if (a->syslog) closelog();
   free(a->path);
   free(a);
 }
@@ -96,6 +112,10 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
   va_end(ap);
   for (char *p = reason; *p; p++)
     if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = ' ';
+  if (a && a->syslog) {
+    syslog(LOG_NOTICE, "audit: %s %s %s %s %s", id, addr, w, vd, reason);
+    return;
+  }
   if (!a || a->fd < 0) {
     TG_INFO("audit: %s %s %s %s %s", id, addr, w, vd, reason);
     return;
@@ -116,4 +136,39 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
   /* One write per line: O_APPEND keeps lines whole among writers. */
   if (write(a->fd, line, len) < 0)
     TG_WARN("audit: cannot write to %s: %s", a->path, strerror(errno));
+}
+
+/* --- rate limit ------------------------------------------------------------ */
+
+#define MILLI 1000u
+
+bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l, uint64_t now_ms,
+                               uint64_t *suppressed_before) {
+  const uint64_t cap = (uint64_t)TG_AUDIT_DENIAL_BURST * MILLI;
+  if (!l->started) {
+    l->started = true;
+    l->last_ms = now_ms;
+    l->milli_tokens = cap;
+  } else if (now_ms > l->last_ms) {
+    /* Bounded before multiplying: a long quiet spell just fills it. */
+    uint64_t elapsed = now_ms - l->last_ms;
+    if (elapsed > cap) elapsed = cap;
+    l->milli_tokens += elapsed * TG_AUDIT_DENIALS_PER_S;
+    if (l->milli_tokens > cap) l->milli_tokens = cap;
+    l->last_ms = now_ms;
+  }
+  if (l->milli_tokens < MILLI) {
+    l->suppressed++;
+    return false;
+  }
+  l->milli_tokens -= MILLI;
+  *suppressed_before = l->suppressed;
+  l->suppressed = 0;
+  return true;
+}
+
+uint64_t tg_relay_audit_limit_flush(tg_relay_audit_limit_t *l) {
+  uint64_t n = l->suppressed;
+  l->suppressed = 0;
+  return n;
 }

@@ -11,14 +11,21 @@
  * forge a field or a second line; REASON is the rest of the line.
  *
  * Lines go to a file (opened for append, one write() per line, reopened on
- * SIGHUP for log rotation) or, without one, to the log as "audit: ..." at
- * info level.
+ * SIGHUP for log rotation), to syslog(3) (--stdio: the log is stderr, which
+ * ssh carries back to the client, so audit lines must never go there), or
+ * to the log as "audit: ..." at info level.
+ *
+ * Denials are rate-limited per connection (tg_relay_audit_limit_t): a
+ * client sending refused calls in a loop gets TG_AUDIT_DENIAL_BURST lines,
+ * then TG_AUDIT_DENIALS_PER_S a second, and one counted "N more denials
+ * suppressed" line when the window reopens and at disconnect.
  */
 #ifndef TRACEGATE_RELAY_AUDIT_H
 #define TRACEGATE_RELAY_AUDIT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct tg_relay_audit tg_relay_audit_t;
 
@@ -26,6 +33,9 @@ typedef struct tg_relay_audit tg_relay_audit_t;
  * could not be opened; |err| says why). */
 int tg_relay_audit_open(const char *path, tg_relay_audit_t **out, char *err,
                         size_t errlen);
+/* Audit lines to syslog(3) (facility authpriv, ident |ident|, which must
+ * outlive the audit trail), for --stdio without --audit-log. */
+int tg_relay_audit_open_syslog(const char *ident, tg_relay_audit_t **out);
 /* Reopens the file (after rotation). On failure the old file stays in use
  * and -errno is returned. */
 int tg_relay_audit_reopen(tg_relay_audit_t *a, char *err, size_t errlen);
@@ -35,5 +45,29 @@ void tg_relay_audit_close(tg_relay_audit_t *a);
 void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
                     const char *address, const char *what, const char *verdict,
                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* --- rate limit of denial lines, per connection --------------------------- */
+
+#define TG_AUDIT_DENIALS_PER_S 10
+#define TG_AUDIT_DENIAL_BURST 50
+
+/* A token bucket in thousandths of a line. Zeroed = full. */
+typedef struct tg_relay_audit_limit {
+  bool started;
+  uint64_t last_ms;
+  uint64_t milli_tokens;
+  uint64_t suppressed; /* denials not written since the last one that was */
+} tg_relay_audit_limit_t;
+
+/* One denial at |now_ms| (a monotonic clock). Returns true when its line
+ * may be written; then *suppressed_before is how many were held back
+ * before it (write the count first; it is reset). Returns false when the
+ * line is to be suppressed (counted). */
+bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l, uint64_t now_ms,
+                               uint64_t *suppressed_before);
+
+/* Denials suppressed and not yet reported (reset to 0): for the count
+ * line at disconnect. */
+uint64_t tg_relay_audit_limit_flush(tg_relay_audit_limit_t *l);
 
 #endif /* TRACEGATE_RELAY_AUDIT_H */

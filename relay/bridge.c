@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -19,9 +20,14 @@
  * end): a client cannot flood the log. */
 #define LOUD_LOGS 20
 #define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+/* How long a refused client is kept to be told why (its first request is
+ * answered with the refusal), and how long its answer may take to leave. */
+#define REFUSAL_LINGER_MS 3000
+#define REFUSAL_FLUSH_MS 200
 
 enum bridge_state {
   B_HANDSHAKE, /* TLS handshake running; no upstream yet */
+  B_REFUSING,  /* verified but not authorized: telling the client why */
   B_OPEN,      /* frames flow both ways */
   B_DETACHING, /* client gone; waiting for the service to detach */
   B_CLOSING,   /* waiting for handles to close */
@@ -50,15 +56,19 @@ struct tg_relay_bridge {
   bool authorized; /* the connection got past the identity check */
 
   char close_why[420];
+  char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
 
-  tg_buf_t out; /* frames the filter built */
+  tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
+  tg_buf_t out;    /* frames the filter built from a client frame */
+  tg_buf_t up_out; /* frames it built from a service frame */
   bool client_paused, up_paused;
   unsigned loud;
   uint64_t opened_ms;
 };
 
 static void bridge_close(tg_relay_bridge_t *b, int status, const char *why);
+static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
 
 static const char *who(const tg_relay_bridge_t *b) {
   return b->identity[0] ? b->identity : "-";
@@ -82,6 +92,7 @@ static void on_timer_closed(uv_handle_t *h) {
   env->n_bridges--;
   tg_tls_chan_free(b->tls);
   tg_buf_free(&b->out);
+  tg_buf_free(&b->up_out);
   free(b);
   if (env->n_bridges == 0 && env->on_idle) env->on_idle(env);
 }
@@ -100,6 +111,7 @@ static void maybe_free(tg_relay_bridge_t *b) {
             who(b), b->addr, secs, b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
             st->undecodable + st->refused_kinds);
+    audit_suppressed(b, tg_relay_audit_limit_flush(&b->deny_limit));
     tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
                    "%s", b->close_why);
   }
@@ -163,6 +175,14 @@ static void update_backpressure(tg_relay_bridge_t *b) {
 
 /* --- logging a verdict ------------------------------------------------------ */
 
+static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
+  if (n == 0) return;
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "denials", "suppressed",
+                 "%" PRIu64 " more denials suppressed (at most %d lines a "
+                 "second after %d)", n, TG_AUDIT_DENIALS_PER_S,
+                 TG_AUDIT_DENIAL_BURST);
+}
+
 static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   if (v->call && !v->allowed) b->env->denied_calls++;
   bool noisy = v->garbage || (v->call && !v->allowed) ||
@@ -180,10 +200,17 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
              v->action == TG_RELAY_REPLY ? "answered" : "forwarded",
              v->method, v->request_id, v->reason[0] ? ": " : "", v->reason);
   }
-  if (v->audit)
-    tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
-                   v->allowed ? "allow" : "deny", "%s",
-                   v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
+  if (!v->audit) return;
+  if (!v->allowed) {
+    uint64_t held = 0;
+    if (!tg_relay_audit_limit_take(&b->deny_limit, uv_now(b->env->loop),
+                                   &held))
+      return; /* counted, reported with the next line written */
+    audit_suppressed(b, held);
+  }
+  tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
+                 v->allowed ? "allow" : "deny", "%s",
+                 v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
 }
 
 /* --- frames from the client ------------------------------------------------- */
@@ -193,9 +220,45 @@ static tg_authz_role_t current_role(const tg_relay_bridge_t *b) {
   return tg_authz_role(b->env->authz, b->identity);
 }
 
+static void on_refusal_timer(uv_timer_t *t) {
+  tg_relay_bridge_t *b = t->data;
+  bridge_close(b, TG_EDENIED, b->close_why);
+}
+
+/* B_REFUSING: the client's first request is answered with a RequestError
+ * that says why (a client prints it; Perfetto's fails the request), then
+ * the connection closes once that has left. */
+static void tell_refusal(tg_relay_bridge_t *b, const uint8_t *payload,
+                         size_t len) {
+  tg_ipc_frame_t *fr = tg_ipc_frame_unpack(payload, len);
+  uint64_t request_id = fr ? fr->request_id : 0;
+  if (fr) tg_ipc_frame_free(fr);
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = b->refusal;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  tg_buf_reset(&b->out);
+  if (tg_ipc_frame_append(&f, &b->out) == 0)
+    send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+  if (b->state != B_REFUSING) return;
+  b->refusal[0] = 0; /* told once */
+  if (tg_transport_pending(b->client) == 0)
+    bridge_close(b, TG_EDENIED, b->close_why);
+  else
+    uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_FLUSH_MS, 0);
+}
+
 static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
                            size_t len) {
   tg_relay_bridge_t *b = t->data;
+  if (b->state == B_REFUSING && b->refusal[0]) {
+    tell_refusal(b, payload, len);
+    return 1;
+  }
   if (b->state != B_OPEN) return 0;
   tg_buf_reset(&b->out);
   tg_relay_verdict_t v;
@@ -225,7 +288,8 @@ static void client_on_drain(tg_transport_t *t) {
 static void client_on_close(tg_transport_t *t, int status) {
   tg_relay_bridge_t *b = t->data;
   b->client_open = false;
-  if (b->state == B_HANDSHAKE || b->state == B_OPEN) {
+  if (b->state == B_HANDSHAKE || b->state == B_OPEN ||
+      b->state == B_REFUSING) {
     char why[300];
     const char *detail = b->tls ? tg_tls_chan_error(b->tls) : "";
     snprintf(why, sizeof(why), "%s%s%s",
@@ -265,7 +329,12 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_relay_bridge_t *b = t->data;
   if (b->state != B_OPEN && b->state != B_DETACHING) return 0;
   tg_relay_verdict_t v;
-  tg_relay_filter_upstream(&b->filter, payload, len, &v);
+  tg_buf_reset(&b->up_out);
+  int rv = tg_relay_filter_upstream(&b->filter, payload, len, &b->up_out, &v);
+  if (rv < 0) {
+    bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
+    return 1;
+  }
   if (v.own_detach_reply) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
@@ -275,9 +344,15 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     report(b, &v);
     return 0;
   }
+  if (tg_buf_size(&b->up_out) > 0) {
+    /* Rewritten by the filter (sessions of other identities removed). */
+    send_client(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
+    update_backpressure(b);
+    return b->state == B_OPEN ? 0 : 1;
+  }
   /* Straight from the service's frame into the client's queue: one copy. */
-  int rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
-                  : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+  rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
+              : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
@@ -356,6 +431,7 @@ static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
   b->env = env;
   tg_list_init(&b->node);
   tg_buf_init(&b->out, 0);
+  tg_buf_init(&b->up_out, 0);
   uv_timer_init(env->loop, &b->timer);
   b->timer.data = b;
   b->opened_ms = uv_now(env->loop);
@@ -376,12 +452,40 @@ static int open_upstream(tg_relay_bridge_t *b) {
   return 0;
 }
 
+/* Unique among this relay's connections, and across restarts by the pid. */
+static void set_session_tag(tg_relay_bridge_t *b) {
+  char tag[40];
+  snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
+  tg_relay_filter_set_session_tag(&b->filter, tag);
+}
+
 static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
   b->env->refused++;
   TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
                  why);
   bridge_close(b, status, why);
+}
+
+/* Refuses a verified client, first telling it why (|fmt|: words for the
+ * client, naming nothing but itself) when it sends a request within
+ * REFUSAL_LINGER_MS. */
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...) {
+  b->env->refused++;
+  TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                 why);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
+  va_end(ap);
+  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  b->state = B_REFUSING;
+  uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_LINGER_MS, 0);
 }
 
 static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
@@ -399,6 +503,7 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   b->env->accepted++;
   b->opened_ms = uv_now(b->env->loop);
   tg_relay_filter_init(&b->filter, b->identity, b->env->host);
+  set_session_tag(b);
   TG_INFO("%s@%s: connected with role %s", who(b), b->addr,
           tg_authz_role_name(role));
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
@@ -428,7 +533,10 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     char why[TG_AUTHZ_IDENTITY_MAX + 64];
     snprintf(why, sizeof(why),
              "identity '%s' is not in the authorization file", id);
-    refuse(b, TG_EDENIED, why);
+    refuse_telling(b, why,
+                   "this relay does not authorize the identity of this "
+                   "client certificate ('%s' is not in its authorization "
+                   "file)", id);
     return;
   }
   admit(b, role);
@@ -495,6 +603,7 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   b->authorized = true;
   env->accepted++;
   tg_relay_filter_init(&b->filter, b->identity, env->host);
+  set_session_tag(b);
   TG_INFO("%s@stdio: connected with role record", b->identity);
   tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
                  "role record (--stdio)");

@@ -11,6 +11,7 @@
 #include "tracegate/pb_wire.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
+#include "relay/session_scope.h"
 #include "tracegate/error.h"
 
 #define CONSUMER_PORT "ConsumerPort"
@@ -40,6 +41,18 @@ void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
   memset(f, 0, sizeof(*f));
   snprintf(f->identity, sizeof(f->identity), "%s", identity ? identity : "");
   f->host = host;
+}
+
+void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag) {
+  snprintf(f->session_tag, sizeof(f->session_tag), "%s", tag ? tag : "");
+}
+
+static void note_owned(void *ctx, uint64_t id) {
+  tg_relay_filter_t *f = ctx;
+  for (size_t i = 0; i < f->n_owned && i < TG_RELAY_FILTER_MAX_OWNED; i++)
+    if (f->owned[i] == id) return;
+  f->owned[f->n_owned % TG_RELAY_FILTER_MAX_OWNED] = id;
+  f->n_owned++;
 }
 
 /* --- tracked calls -------------------------------------------------------- */
@@ -157,6 +170,40 @@ static int deny(tg_relay_filter_t *f, tg_relay_verdict_t *v, bool drop_reply,
   v->audit = true;
   if (drop_reply) return 0;
   return append_invoke_reply(v->request_id, false, reply, out);
+}
+
+/* A denied ConsumerPort call, answered with the method's own response
+ * carrying the reason where it has a field for one (EnableTracing,
+ * CloneSession, SaveTraceForBugreport), so that a client can print why. The
+ * reason names only the caller's own identity, role and request. */
+static int deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
+                     bool drop_reply, const char *method, tg_buf_t *out) {
+  char text[sizeof(v->reason) + 32];
+  snprintf(text, sizeof(text), "refused by the relay: %s",
+           v->reason[0] ? v->reason : "denied");
+  if (!strcmp(method, "EnableTracing")) {
+    Perfetto__Protos__EnableTracingResponse r =
+        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+    r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+    r.disabled = 1;
+    r.error = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  if (!strcmp(method, "CloneSession")) {
+    Perfetto__Protos__CloneSessionResponse r =
+        PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+    r.has_success = 1;
+    r.error = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  if (!strcmp(method, "SaveTraceForBugreport")) {
+    Perfetto__Protos__SaveTraceForBugreportResponse r =
+        PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
+    r.has_success = 1;
+    r.msg = text;
+    return deny(f, v, drop_reply, &r.base, out);
+  }
+  return deny(f, v, drop_reply, NULL, out);
 }
 
 /* --- client frames: BindService ------------------------------------------- */
@@ -372,14 +419,14 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     /* Its reply would pass for the reply to the relay's own Detach. */
     say(v, "request id %" PRIu64 " is reserved for the relay",
         v->request_id);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   if (!tg_authz_allows(role, name)) {
     if (role == TG_ROLE_NONE)
       say(v, "identity is not in the authorization file");
     else
       say(v, "role %s does not allow %s", tg_authz_role_name(role), name);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
   size_t alen = im->has_args_proto ? im->args_proto.len : 0;
@@ -388,21 +435,49 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
 
   tg_relay_track_kind_t kind = TG_TRACK_NONE;
   uint8_t rewritten[SERVICE_KEY_MAX + 64];
+  /* Requests rewritten to scope them to the identity's sessions. */
+  tg_buf_t scoped;
+  tg_buf_init(&scoped, 0);
+  int rv;
   if (!strcmp(name, "EnableTracing")) {
     Perfetto__Protos__EnableTracingResponse r =
         PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
     int ok = check_enable(args, alen, &r, v);
     if (ok < 0) {
       say(v, "EnableTracingRequest does not decode");
-      return deny(f, v, drop, NULL, out);
+      return deny_call(f, v, drop, name, out);
     }
     if (ok == 0) return deny(f, v, drop, &r.base, out);
+    char fallback[64];
+    snprintf(fallback, sizeof(fallback), "~relay-%s-%" PRIu32,
+             f->session_tag[0] ? f->session_tag : "0", f->n_unnamed + 1);
+    if (tg_relay_scope_enable(f->identity, fallback, args, alen, &scoped,
+                              v->reason, sizeof(v->reason)) < 0) {
+      tg_buf_free(&scoped);
+      return deny_call(f, v, drop, name, out);
+    }
+    f->n_unnamed++;
+    args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
+    alen = tg_buf_size(&scoped);
     kind = TG_TRACK_ENABLE;
+  } else if (!strcmp(name, "CloneSession")) {
+    size_t n_owned = f->n_owned < TG_RELAY_FILTER_MAX_OWNED
+                         ? f->n_owned
+                         : TG_RELAY_FILTER_MAX_OWNED;
+    if (tg_relay_scope_clone(f->identity, f->owned, n_owned, args, alen,
+                             &scoped, v->reason, sizeof(v->reason)) < 0) {
+      tg_buf_free(&scoped);
+      return deny_call(f, v, drop, name, out);
+    }
+    args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
+    alen = tg_buf_size(&scoped);
+  } else if (!strcmp(name, "QueryServiceState")) {
+    kind = TG_TRACK_QUERY_STATE;
   } else if (!strcmp(name, "Detach") || !strcmp(name, "Attach")) {
     bool detach = name[0] == 'D';
     int n = namespace_key(f, detach, args, alen, rewritten, sizeof(rewritten),
                           v);
-    if (n < 0) return deny(f, v, drop, NULL, out);
+    if (n < 0) return deny_call(f, v, drop, name, out);
     args = rewritten;
     alen = (size_t)n;
     kind = detach ? TG_TRACK_DETACH : TG_TRACK_ATTACH;
@@ -412,16 +487,19 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   /* With no reply coming there is nothing to follow. */
   if (kind != TG_TRACK_NONE && !drop &&
       track(f, v->request_id, kind) < 0) {
+    tg_buf_free(&scoped);
     say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
-    return deny(f, v, drop, NULL, out);
+    return deny_call(f, v, drop, name, out);
   }
   if (kind == TG_TRACK_ENABLE && !drop) f->session_active = true;
   v->action = TG_RELAY_FORWARD;
   v->allowed = true;
   v->audit = !chatty(name);
   f->stats.forwarded++;
-  return append_invoke(v->request_id, im->service_id, im->method_id, args,
-                       alen, drop, out);
+  rv = append_invoke(v->request_id, im->service_id, im->method_id, args, alen,
+                     drop, out);
+  tg_buf_free(&scoped);
+  return rv;
 }
 
 static int on_invoke(tg_relay_filter_t *f, tg_authz_role_t role,
@@ -533,8 +611,47 @@ enum {
   R_HAS_MORE = 2,
 };
 
+/* A QueryServiceState reply with only the identity's sessions, into |out|.
+ * Returns 0, -1 when it does not decode, -ENOMEM. */
+static int scope_state_reply(tg_relay_filter_t *f, const uint8_t *payload,
+                             size_t len, tg_buf_t *out) {
+  tg_ipc_frame_t *fr = tg_ipc_frame_unpack(payload, len);
+  if (!fr) return -1;
+  int rv = -1;
+  if (fr->msg_case != PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY)
+    goto done;
+  Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+      fr->msg_invoke_method_reply;
+  tg_buf_t body;
+  tg_buf_init(&body, 0);
+  if (tg_relay_scope_service_state(
+          f->identity, r->has_reply_proto ? r->reply_proto.data : NULL,
+          r->has_reply_proto ? r->reply_proto.len : 0, &body, note_owned,
+          f) < 0)
+    goto done_body;
+  Perfetto__Protos__IPCFrame__InvokeMethodReply nr =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  nr.has_success = r->has_success;
+  nr.success = r->success;
+  nr.has_has_more = r->has_has_more;
+  nr.has_more = r->has_more;
+  nr.has_reply_proto = 1;
+  nr.reply_proto.data = tg_buf_size(&body) ? tg_buf_begin(&body) : NULL;
+  nr.reply_proto.len = tg_buf_size(&body);
+  tg_ipc_frame_t nf = frame_for(fr->request_id);
+  nf.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  nf.msg_invoke_method_reply = &nr;
+  rv = tg_ipc_frame_append(&nf, out);
+done_body:
+  tg_buf_free(&body);
+done:
+  tg_ipc_frame_free(fr);
+  return rv;
+}
+
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
-                             size_t len, tg_relay_verdict_t *v) {
+                             size_t len, tg_buf_t *out,
+                             tg_relay_verdict_t *v) {
   memset(v, 0, sizeof(*v));
   f->stats.upstream_frames++;
   /* The field reader, not protobuf-c: ReadBuffers replies are large and
@@ -590,6 +707,18 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     case TG_TRACK_READ_BUFFERS:
       v->bulk = true;
       break;
+    case TG_TRACK_QUERY_STATE: {
+      int srv = scope_state_reply(f, payload, len, out);
+      if (srv == -ENOMEM) return srv;
+      if (srv < 0) {
+        /* Unfiltered, it could show other identities' sessions. */
+        f->stats.upstream_garbage++;
+        v->garbage = true;
+        v->action = TG_RELAY_DROP;
+        say(v, "a QueryServiceState reply from the service does not decode");
+      }
+      break;
+    }
     case TG_TRACK_ENABLE:
       /* The final reply: tracing has ended (or never started). */
       if (!more) f->session_active = false;

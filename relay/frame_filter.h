@@ -26,7 +26,11 @@
  *
  * Rewrites: Detach{key} and Attach{key} become "<identity>/<key>", so one
  * principal cannot attach to another's session (keys may not contain '/',
- * so the namespaced form is unambiguous). EnableTracing asking for
+ * so the namespaced form is unambiguous). Sessions are scoped the same way
+ * by name (relay/session_scope.h): EnableTracing's unique_session_name and
+ * CloneSession's become "<identity>/<name>", CloneSession by id is let
+ * through only for the identity's own sessions, and QueryServiceState
+ * replies show only the identity's own sessions. EnableTracing asking for
  * write_into_file or an output_path is refused: the file descriptor it
  * needs cannot cross the network.
  *
@@ -108,7 +112,11 @@ typedef enum tg_relay_track_kind {
   TG_TRACK_ATTACH,
   TG_TRACK_DETACH,
   TG_TRACK_OWN_DETACH,
+  TG_TRACK_QUERY_STATE,
 } tg_relay_track_kind_t;
+
+/* Session ids a connection has seen as its own identity's. */
+#define TG_RELAY_FILTER_MAX_OWNED 16
 
 typedef struct tg_relay_filter {
   char identity[TG_AUTHZ_IDENTITY_MAX + 1];
@@ -134,6 +142,15 @@ typedef struct tg_relay_filter {
   bool session_active;
   char session_key[TG_RELAY_SESSION_KEY_MAX + 1]; /* "" when none */
 
+  /* Names the relay gives sessions the client left unnamed:
+   * "<identity>/~relay-<tag>-<n>"; |tag| makes them unique per relay. */
+  char session_tag[40];
+  uint32_t n_unnamed;
+  /* Ids of this identity's sessions, from QueryServiceState replies (a
+   * ring): what CloneSession by id may name. */
+  uint64_t owned[TG_RELAY_FILTER_MAX_OWNED];
+  size_t n_owned;
+
   tg_relay_filter_stats_t stats;
 } tg_relay_filter_t;
 
@@ -141,6 +158,10 @@ typedef struct tg_relay_filter {
  * borrowed and must outlive the filter (NULL: GetHostInfo fails). */
 void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
                           const tg_relay_host_info_t *host);
+
+/* Sets the tag that makes the relay's names for unnamed sessions unique
+ * (e.g. "<pid>.<connection number>"; truncated to 39 characters). */
+void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag);
 
 /* Decides one client frame payload (an IPCFrame without its length
  * prefix; read during the call only, never kept). |role| is the identity's
@@ -156,10 +177,14 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
 /* Decides one frame from the service: learns the ConsumerPort table from
  * the BindServiceReply of a tracked bind, marks ReadBuffers replies as
  * bulk, follows the session through EnableTracing/Attach/Detach replies.
- * Never rewrites: the action is FORWARD (the input as it is) or DROP (the
- * frame does not decode, or answers the relay's own Detach). Returns 0. */
+ * The action is FORWARD or DROP (the frame does not decode, or answers the
+ * relay's own Detach). FORWARD with |out| empty: the input as it is; with
+ * frames appended to |out| (the caller resets it): those instead (a
+ * QueryServiceState reply with other identities' sessions removed).
+ * Returns 0, or -ENOMEM. */
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
-                             size_t len, tg_relay_verdict_t *v);
+                             size_t len, tg_buf_t *out,
+                             tg_relay_verdict_t *v);
 
 /* When the client's link drops: if the connection has a tracing session,
  * a resume key and a bound ConsumerPort with a Detach method, appends

@@ -262,7 +262,8 @@ int main(int argc, char **argv) {
        "output queued per connection and direction before reading the "
        "other side pauses (hard cap: 16x)", 64, 1048576},
       {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
-       "append audit lines here, reopened on SIGHUP (default: the log)", 0,
+       "append audit lines here, reopened on SIGHUP (default: the log; "
+       "syslog with --stdio)", 0,
        0},
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
@@ -306,7 +307,13 @@ int main(int argc, char **argv) {
   tg_relay_host_info_load(&r.host);
   char err[512] = "";
   int status = 1;
-  if (tg_relay_audit_open(audit_path, &r.audit, err, sizeof(err)) < 0) {
+  if (stdio && !audit_path) {
+    /* stderr goes back to the ssh client: audit lines stay on the host. */
+    if (tg_relay_audit_open_syslog(PROG, &r.audit) < 0) {
+      TG_ERROR("cannot set up the audit trail: out of memory");
+      goto out;
+    }
+  } else if (tg_relay_audit_open(audit_path, &r.audit, err, sizeof(err)) < 0) {
     TG_ERROR("--audit-log: %s", err);
     goto out;
   }

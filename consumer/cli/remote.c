@@ -18,6 +18,7 @@
 #include "tls/dial.h"
 #include "tls/transport.h"
 #include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
 
 #define HANDSHAKE_TIMEOUT_MS 10000
 #define SSH_TERM_AFTER_MS 3000
@@ -27,8 +28,19 @@
 #define TAIL_MAX 2048
 #define REMOTE_RELAY_CMD "tracegate-relay"
 
+/* Sits between the TLS channel and the consumer to keep the words of a
+ * relay's refusal (a RequestError frame: "this relay does not authorize
+ * ..."), which the IPC client only turns into a status. |cbs| comes first:
+ * the callbacks find this struct through the transport's cbs pointer. */
+typedef struct refusal_peek {
+  tg_transport_cbs_t cbs;
+  const tg_transport_cbs_t *inner;
+  char text[300];
+} refusal_peek_t;
+
 struct cli_remote {
   cli_target_kind_t kind;
+  refusal_peek_t peek;
   uv_timer_t timer; /* deferred report; the ssh child's kill schedule */
   bool timer_closing;
   bool released;
@@ -139,6 +151,44 @@ int cli_tls_load(const char *cert, const char *key, const char *ca,
   return 0;
 }
 
+/* IPCFrame.msg_request_error = 7 {error = 1}; the field reader skips
+ * everything else (ReadBuffers payloads) without copying. */
+static void keep_refusal(refusal_peek_t *pk, const uint8_t *p, size_t n) {
+  tg_pb_reader_t r, e;
+  tg_pb_field_t f, g;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != 7 || f.type != TG_PB_WT_LEN) continue;
+    tg_pb_reader_init(&e, f.data, f.size);
+    while (tg_pb_reader_next(&e, &g) == 1) {
+      if (g.id != 1 || g.type != TG_PB_WT_LEN) continue;
+      /* The relay's words, shown as they are: printable ASCII only. */
+      size_t k = g.size < sizeof(pk->text) - 1 ? g.size : sizeof(pk->text) - 1;
+      for (size_t i = 0; i < k; i++)
+        pk->text[i] = g.data[i] >= 0x20 && g.data[i] < 0x7f ? (char)g.data[i]
+                                                            : '?';
+      pk->text[k] = 0;
+    }
+  }
+}
+
+static int peek_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
+  refusal_peek_t *pk = (refusal_peek_t *)t->cbs;
+  const tg_transport_cbs_t *inner = pk->inner;
+  keep_refusal(pk, p, n);
+  return inner->on_frame(t, p, n);
+}
+
+static void peek_drain(tg_transport_t *t) {
+  const tg_transport_cbs_t *inner = ((refusal_peek_t *)t->cbs)->inner;
+  if (inner->on_drain) inner->on_drain(t);
+}
+
+static void peek_close(tg_transport_t *t, int status) {
+  const tg_transport_cbs_t *inner = ((refusal_peek_t *)t->cbs)->inner;
+  inner->on_close(t, status);
+}
+
 /* Required by tg_tls_chan; the outcome reaches the consumer anyway (bound,
  * or closed with the channel's status; the details are read at release). */
 static void on_handshake(tg_tls_chan_t *ch, int status) {
@@ -170,6 +220,11 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
     tg_transport_close(tr, rv); /* placeholder_close frees it all */
     return rv;
   }
+  rt->peek.inner = tr->cbs;
+  rt->peek.cbs.on_frame = peek_frame;
+  rt->peek.cbs.on_drain = peek_drain;
+  rt->peek.cbs.on_close = peek_close;
+  tr->cbs = &rt->peek.cbs;
   return 0;
 }
 
@@ -404,6 +459,30 @@ int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
   return 0;
 }
 
+/* A TLS failure in words a user acts on, rather than mbedtls's: the
+ * handshake errors a client meets are told apart by the mbedtls code that
+ * tls.c puts in its text and by the certificate verification flags. */
+static void plain_tls_failure(const char *raw, char *out, size_t n) {
+  const char *sentence = NULL;
+  if (strstr(raw, "(-0x7780)")) {
+    /* MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE: the relay hung up on us. */
+    sentence = "the relay did not accept this client certificate (give "
+               "--cert/--key of a certificate signed by the relay's CA, "
+               "not revoked or expired)";
+  } else if (strstr(raw, "(-0x2700)")) {
+    /* MBEDTLS_ERR_X509_CERT_VERIFY_FAILED: we refused the relay's. */
+    if (strstr(raw, "Common Name") || strstr(raw, "CN"))
+      sentence = "the relay's certificate is not for this host name "
+                 "(connect by the name in it, or give --tls-server-name)";
+    else if (strstr(raw, "expired"))
+      sentence = "the relay's certificate has expired";
+    else
+      sentence = "the relay's certificate is not signed by the CA given "
+                 "with --ca";
+  }
+  snprintf(out, n, "%s", sentence ? sentence : raw);
+}
+
 static void on_report(uv_timer_t *t) {
   cli_remote_t *rt = t->data;
   maybe_free(rt);
@@ -416,7 +495,12 @@ void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
   /* The consumer's on_close ran: the transport is closed. */
   rt->pt_open = false;
   if (rt->kind == CLI_TARGET_TLS) {
-    snprintf(rt->detail, sizeof(rt->detail), "%s", tg_tls_chan_error(rt->ch));
+    /* The relay's own words about a refusal come first. */
+    if (rt->peek.text[0])
+      snprintf(rt->detail, sizeof(rt->detail), "%s", rt->peek.text);
+    else
+      plain_tls_failure(tg_tls_chan_error(rt->ch), rt->detail,
+                        sizeof(rt->detail));
     tg_tls_chan_free(rt->ch);
     rt->ch = NULL;
     /* Reported from the loop, never inside this call. */

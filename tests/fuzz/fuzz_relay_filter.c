@@ -162,9 +162,23 @@ static void client_frame(tg_relay_filter_t *f, tg_authz_role_t role,
 
 static void upstream_frame(tg_relay_filter_t *f, const uint8_t *p, size_t n) {
   tg_relay_verdict_t v;
-  tg_relay_filter_upstream(f, p, n, &v);
+  tg_buf_t out;
+  tg_buf_init(&out, 0);
+  tg_relay_filter_upstream(f, p, n, &out, &v);
   if (v.action != TG_RELAY_FORWARD && v.action != TG_RELAY_DROP)
     __builtin_trap();
+  /* A rewritten reply is whole frames the client can decode. */
+  if (tg_buf_size(&out) > 0) {
+    if (v.action != TG_RELAY_FORWARD ||
+        tg_buf_size(&out) < TG_IPC_FRAME_HEADER_SIZE)
+      __builtin_trap();
+    tg_ipc_frame_t *fr =
+        tg_ipc_frame_unpack(tg_buf_begin(&out) + TG_IPC_FRAME_HEADER_SIZE,
+                            tg_buf_size(&out) - TG_IPC_FRAME_HEADER_SIZE);
+    if (!fr) __builtin_trap();
+    tg_ipc_frame_free(fr);
+  }
+  tg_buf_free(&out);
 }
 
 static void end_of_link(tg_relay_filter_t *f, tg_buf_t *out) {

@@ -171,7 +171,9 @@ static void client(fx_t *x, tg_authz_role_t role, size_t n) {
 }
 
 static void upstream(fx_t *x, size_t n) {
-  assert_int_equal(tg_relay_filter_upstream(&x->f, x->frame, n, &x->v), 0);
+  tg_buf_reset(&x->out);
+  assert_int_equal(tg_relay_filter_upstream(&x->f, x->frame, n, &x->out,
+                                            &x->v), 0);
 }
 
 /* The one frame in |out|, decoded (caller frees). */
@@ -319,9 +321,16 @@ static void filter_applies_the_role_table(void **state) {
                         x->frame, 4096));
     expect_denied(x, id, "role observe does not allow");
     assert_string_equal(x->v.method, record_only[i]);
+    /* CloneSession must name a session (relay/session_scope.h). */
+    Perfetto__Protos__CloneSessionRequest clone =
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+    clone.selector_case =
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+    clone.unique_session_name = "mine";
+    bool is_clone = !strcmp(record_only[i], "CloneSession");
     client(x, TG_ROLE_RECORD,
-           invoke_frame(++id, CONSUMER_ID, mid(record_only[i]), NULL, false,
-                        x->frame, 4096));
+           invoke_frame(++id, CONSUMER_ID, mid(record_only[i]),
+                        is_clone ? &clone.base : NULL, false, x->frame, 4096));
     expect_forwarded(x, id, mid(record_only[i]));
   }
   /* Nobody may save a bugreport. */

@@ -1,0 +1,332 @@
+/* tracegate-relay end to end: what a refused client costs the host and
+ * what it is told. Denial lines in the audit trail are rate-limited per
+ * connection and the rest counted; in --stdio mode audit lines stay on the
+ * host (stderr goes back to the ssh client); the tracegate CLI prints why it
+ * was refused in plain words. A real tracegated, the real relay binary,
+ * clients over mutual TLS or a pipe pair, and the real CLI. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay/audit.h"
+#include "relay_harness.h"
+#include "test_service.h"
+#include "tracegate/error.h"
+
+typedef struct fx {
+  test_service_t ts;
+  relay_proc_t rp;
+  bool relay_up;
+} fx_t;
+
+static int setup_service(void **state) {
+  fx_t *f = calloc(1, sizeof(*f));
+  if (!f || test_service_start(&f->ts) < 0) return -1;
+  loop_setup();
+  *state = f;
+  return 0;
+}
+
+static int setup(void **state) {
+  if (setup_service(state) < 0) return -1;
+  fx_t *f = *state;
+  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
+  f->relay_up = true;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx_t *f = *state;
+  int rv = 0;
+  if (f->relay_up && relay_stop(&f->rp) != 0) rv = -1;
+  loop_teardown();
+  if (test_service_stop(&f->ts) != 0) rv = -1;
+  free(f);
+  return rv;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void connect_as(fx_t *f, rc_t *rc, const char *name,
+                       tg_tls_config_t **cfg) {
+  *cfg = client_cfg("pki", name, "pki");
+  int hs = rc_connect(rc, f->rp.port, *cfg);
+  if (hs != 0) {
+    relay_dump(&f->rp);
+    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
+  }
+  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
+}
+
+/* The sum of N over the "N more denials suppressed" lines of |path|. */
+static uint64_t suppressed_in(const char *path) {
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  char line[2048];
+  uint64_t sum = 0;
+  while (fgets(line, sizeof(line), fp)) {
+    const char *p = strstr(line, " denials suppressed ");
+    if (!p) continue;
+    p = strstr(line, " suppressed ");
+    assert_non_null(p);
+    uint64_t n = 0;
+    assert_int_equal(sscanf(p, " suppressed %" SCNu64 " more denials", &n),
+                     1);
+    sum += n;
+  }
+  fclose(fp);
+  return sum;
+}
+
+#define DENIED_CALLS 1000
+
+static bool all_done(void *arg) {
+  call_t *c = arg;
+  for (size_t i = 0; i < DENIED_CALLS; i++)
+    if (!c[i].done) return false;
+  return true;
+}
+
+/* A client that sends refused calls in a loop gets a burst of denial
+ * lines, then a few a second, and every one held back is counted: lines
+ * written + counts reported = calls denied. */
+static void relay_rate_limits_denial_lines_and_counts_the_rest(void **state) {
+  fx_t *f = *state;
+  rc_t rc;
+  tg_tls_config_t *cfg;
+  connect_as(f, &rc, "bob", &cfg);
+  call_t *calls = calloc(DENIED_CALLS, sizeof(*calls));
+  assert_non_null(calls);
+  int64_t t0 = now_ms();
+  for (size_t i = 0; i < DENIED_CALLS; i++) {
+    call_init(&calls[i]);
+    assert_int_equal(
+        rc_start(&rc, rc.cp, "SaveTraceForBugreport", NULL, &calls[i]), 0);
+  }
+  assert_true(run_until(all_done, calls, 60000));
+  int64_t took_ms = now_ms() - t0;
+  for (size_t i = 0; i < DENIED_CALLS; i++) {
+    assert_int_equal(calls[i].status, TG_EREMOTE_FAILED);
+    call_free(&calls[i]);
+  }
+  free(calls);
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+  /* The count line comes before the disconnect line. */
+  assert_true(file_wait_for(f->rp.audit, "bob 127.0.0.1", STEP_MS));
+  if (!file_wait_for(f->rp.audit, "disconnect end", STEP_MS)) {
+    relay_dump(&f->rp);
+    fail_msg("no disconnect line");
+  }
+  size_t written =
+      file_lines_with(f->rp.audit, "bob", "SaveTraceForBugreport deny");
+  uint64_t suppressed = suppressed_in(f->rp.audit);
+  print_message("%zu denial lines written, %" PRIu64 " suppressed in %" PRId64
+                " ms\n", written, suppressed, took_ms);
+  assert_int_equal(written + suppressed, DENIED_CALLS);
+  assert_true(written <= (size_t)(TG_AUDIT_DENIAL_BURST +
+                                  TG_AUDIT_DENIALS_PER_S *
+                                      (took_ms / 1000 + 1)));
+  assert_true(written >= TG_AUDIT_DENIAL_BURST);
+  /* Allowed calls are not limited: the connection's own line is there. */
+  assert_int_equal(file_lines_with(f->rp.audit, "bob", "connect allow"), 1);
+}
+
+/* --stdio without --audit-log: the relay's stderr is what ssh sends back
+ * to the client, so no audit line may appear there (they go to syslog). */
+static void relay_stdio_keeps_audit_lines_off_stderr(void **state) {
+  fx_t *f = *state;
+  int to, from;
+  assert_int_equal(relay_start_stdio(&f->rp, f->ts.consumer_sock, &to, &from),
+                   0);
+  f->relay_up = true;
+  rc_t rc;
+  assert_int_equal(rc_open_pipe(&rc, from, to), 0);
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), 0);
+  assert_int_equal(rc_call(&rc, rc.cp, "QueryCapabilities", NULL, NULL, NULL),
+                   0);
+  assert_int_equal(
+      rc_call(&rc, rc.cp, "SaveTraceForBugreport", NULL, NULL, NULL),
+      TG_EREMOTE_FAILED);
+  rc_close(&rc);
+  assert_int_equal(relay_wait_exit(&f->rp, STEP_MS), 0);
+  /* The log is there (so stderr was captured), the audit lines are not. */
+  assert_true(file_wait_for(f->rp.log, "@stdio: connected with role record",
+                            STEP_MS));
+  if (file_count(f->rp.log, "audit:") != 0) {
+    relay_dump(&f->rp);
+    fail_msg("audit lines on the relay's stderr in --stdio mode");
+  }
+  assert_int_equal(file_count(f->rp.log, "QueryCapabilities allow"), 0);
+  assert_int_equal(file_count(f->rp.log, "disconnect end"), 0);
+}
+
+/* --- what the CLI prints --------------------------------------------------- */
+
+/* Runs the tracegate CLI with |args| (NULL-terminated) and returns its exit
+ * code; its stderr is in |err|. Bounded: killed after STEP_MS. */
+static int run_cli(const char *const *args, char *err, size_t cap) {
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  const char *argv[32] = {"tracegate"};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    assert_true(n < 31);
+    argv[n] = args[n - 1];
+  }
+  argv[n] = NULL;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(pe[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, STDIN_FILENO);
+    dup2(devnull, STDOUT_FILENO);
+    execv(TRACEGATE_CLI_PATH, (char *const *)argv);
+    _exit(127);
+  }
+  close(pe[1]);
+  size_t got = 0;
+  int64_t deadline = now_ms() + STEP_MS;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    struct pollfd p = {pe[0], POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(pe[0], err + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+    if (got + 1 == cap) break;
+  }
+  err[got] = 0;
+  close(pe[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  print_message("--- tracegate %s ---\n%s", args[0], err);
+  assert_null(strstr(err, "Sanitizer"));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The CLI's own last word ("tracegate: cannot connect to ...: WHY") says
+ * |text| and not mbedtls's phrasing (the TLS layer may log that too, as a
+ * warning line of its own). */
+static void expect_cli_says(const char *err, const char *text) {
+  const char *line = strstr(err, "tracegate: ");
+  if (!line) line = err;
+  if (!strstr(line, text)) fail_msg("the CLI did not say '%s'", text);
+  const char *end = strchr(strstr(line, text), '\n');
+  size_t len = end ? (size_t)(end - line) : strlen(line);
+  char said[2048];
+  snprintf(said, sizeof(said), "%.*s", (int)len, line);
+  assert_null(strstr(said, "SSL - "));
+  assert_null(strstr(said, "X509 - "));
+  assert_null(strstr(said, "connection reset"));
+}
+
+/* `tracegate query` against the relay as |dir|/|name|, trusting
+ * |ca_dir|/ca.pem; returns the exit code, stderr in |err|. */
+static int cli_query_as(fx_t *f, const char *dir, const char *name,
+                        const char *ca_dir, char *err, size_t cap) {
+  char hostport[32], cert[16], key[16];
+  snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
+  snprintf(cert, sizeof(cert), "%s.pem", name);
+  snprintf(key, sizeof(key), "%s.key", name);
+  char certp[256], keyp[256], cap_[256];
+  snprintf(certp, sizeof(certp), "%s", cert_path(dir, cert));
+  snprintf(keyp, sizeof(keyp), "%s", cert_path(dir, key));
+  snprintf(cap_, sizeof(cap_), "%s", cert_path(ca_dir, "ca.pem"));
+  const char *args[] = {"query", "-H", hostport, "--cert", certp,
+                        "--key", keyp, "--ca", cap_, NULL};
+  return run_cli(args, err, cap);
+}
+
+static void cli_prints_why_the_relay_refused(void **state) {
+  fx_t *f = *state;
+  static char err[16384];
+  /* Allowed: the baseline. */
+  assert_int_equal(cli_query_as(f, "pki", "alice", "pki", err, sizeof(err)),
+                   0);
+  /* An identity the CA signed but the authorization file does not list. */
+  assert_int_not_equal(
+      cli_query_as(f, "pki", "dave", "pki", err, sizeof(err)), 0);
+  expect_cli_says(err, "this relay does not authorize the identity of this "
+                       "client certificate ('dave' is not in its "
+                       "authorization file)");
+  /* A certificate of another CA. */
+  assert_int_not_equal(cli_query_as(f, "other", "eve", "pki", err, sizeof(err)),
+                       0);
+  expect_cli_says(err, "the relay did not accept this client certificate");
+  /* The relay's certificate checked against the wrong CA. */
+  assert_int_not_equal(
+      cli_query_as(f, "pki", "alice", "other", err, sizeof(err)), 0);
+  expect_cli_says(err, "the relay's certificate is not signed by the CA "
+                       "given with --ca");
+}
+
+/* A call the role does not allow: the CLI says which rule refused it. */
+static void cli_prints_the_relays_reason_for_a_denied_call(void **state) {
+  fx_t *f = *state;
+  static char err[16384];
+  char hostport[32], out[192];
+  snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
+  snprintf(out, sizeof(out), "%s/denied.pftrace", f->rp.dir);
+  char certp[256], keyp[256], cap_[256];
+  snprintf(certp, sizeof(certp), "%s", cert_path("pki", "bob.pem"));
+  snprintf(keyp, sizeof(keyp), "%s", cert_path("pki", "bob.key"));
+  snprintf(cap_, sizeof(cap_), "%s", cert_path("pki", "ca.pem"));
+  const char *args[] = {"record", "-H", hostport, "--cert", certp, "--key",
+                        keyp, "--ca", cap_, "-o", out, "-t", "0", "-b", "1mb",
+                        "test.ds", NULL};
+  assert_int_not_equal(run_cli(args, err, sizeof(err)), 0);
+  expect_cli_says(err, "refused by the relay: role observe does not allow "
+                       "EnableTracing");
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  signal(SIGPIPE, SIG_IGN);
+  return certs_setup();
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  certs_teardown();
+  return 0;
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define TS(fn) cmocka_unit_test_setup_teardown(fn, setup_service, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      T(relay_rate_limits_denial_lines_and_counts_the_rest),
+      TS(relay_stdio_keeps_audit_lines_off_stderr),
+      T(cli_prints_why_the_relay_refused),
+      T(cli_prints_the_relays_reason_for_a_denied_call),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
