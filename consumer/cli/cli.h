@@ -107,12 +107,15 @@ typedef struct cli_conn {
   tg_consumer_t *c; /* NULL once closed */
   bool ready;
   bool closed;
+  bool established; /* cli_connect() returned 0: on_close is called */
+  int bind_status;  /* of ConsumerPort's bind, once it answered */
   char close_msg[512];
   /* A remote connection's transport, until released after the close. */
   struct cli_remote *rt;
   bool rt_pending;
   char detail[600];
-  /* Optional: told when the connection closes (record uses it). */
+  /* Optional: told when a connection that cli_connect() established
+   * closes (record uses it); a failed connect is only cli_connect()'s. */
   void (*on_close)(struct cli_conn *cc, int status, const char *msg);
   void *data;
 } cli_conn_t;
