@@ -17,6 +17,7 @@
 #include "consumer/consumer.h"
 #include "common/buf.h"
 #include "common/flags.h"
+#include "common/printable.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -248,10 +249,6 @@ void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
 void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
                         uint64_t bytes, uint64_t packets, uint64_t loss);
 void cli_progress_clear(FILE *tty);
-/* Copies text that came from a service, relay or ssh into |dst| (|cap|
- * bytes, NUL-terminated, truncated to fit; NULL |src| gives ""), replacing
- * control bytes (terminal escapes) with '?' so it can be printed. */
-void cli_printable(char *dst, size_t cap, const char *src);
 /* "tracegate: MSG" as a line of stderr; the caller erased its live
  * display (progress line, host table) first. */
 void cli_vsay(const char *fmt, va_list ap)

@@ -10,14 +10,9 @@
 
 /* Names come from producers: print them without control characters. */
 static void put_name(FILE *out, const char *s) {
-  if (!s || !*s) {
-    fputs("-", out);
-    return;
-  }
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    fputc(ch < 0x20 || ch == 0x7f ? '?' : ch, out);
-  }
+  char shown[1024];
+  tg_printable(shown, sizeof(shown), s && *s ? s : "-");
+  fputs(shown, out);
 }
 
 static const char *producer_name(const Perfetto__Protos__TracingServiceState *st,
@@ -44,7 +39,7 @@ void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *
     else snprintf(dur, sizeof(dur), "-");
     fprintf(out, "%-8" PRIu64 " %-7d ", s->id, s->consumer_uid);
     char state[64]; /* the service's words: no terminal escapes */
-    cli_printable(state, sizeof(state), s->state ? s->state : "-");
+    tg_printable(state, sizeof(state), s->state ? s->state : "-");
     fprintf(out, "%-28s %-14s %-10s %-8u ", state, bufs[0] ? bufs : "-", dur,
             s->num_data_sources);
     put_name(out, s->unique_session_name);
