@@ -189,13 +189,18 @@ int cli_config_pack(const Perfetto__Protos__TraceConfig *cfg, tg_buf_t *out);
 
 /* --- output.c ------------------------------------------------------------- */
 
-/* The trace file: written to a temporary file next to |path| and renamed
- * over it only when complete. Either the CLI appends packets (remote
- * service: Trace.packet fields), or the service writes into the fd
- * (write_into_file) and the CLI only scans what arrived. */
+/* The trace file. A regular file (or a new one, or the file a symlink
+ * points to) is written to a visible partial file next to it and renamed
+ * over it only when complete; anything else (a device, a FIFO, "-" for
+ * stdout) is written in place (|direct|). Either the CLI appends packets
+ * (Trace.packet fields), or the service writes into the fd
+ * (write_into_file: only when not |direct|) and the CLI only scans what
+ * arrived. */
 typedef struct cli_output {
-  char *path;
-  char *tmp;
+  char *path;  /* for messages: as given, "standard output" for "-" */
+  char *final; /* the rename's target: |path| with its symlinks followed */
+  char *tmp;   /* the partial file; NULL when |direct| or renamed */
+  bool direct; /* written in place: no partial file, no rename */
   int fd;
   uint8_t *buf; /* pending writes */
   size_t len;
@@ -206,8 +211,9 @@ typedef struct cli_output {
   int err;         /* first error (negative errno or TG_E*) */
 } cli_output_t;
 
-/* Creates the temporary file. Prints "cannot write PATH: why" and returns
- * -1 when |path| cannot be written. */
+/* Opens |path| ("-": stdout): creates the partial file, or opens a
+ * device or FIFO in place (a FIFO blocks until a reader opens it). Prints
+ * "cannot write PATH: why" and returns -1 when |path| cannot be written. */
 int cli_output_open(cli_output_t *o, const char *path);
 /* Appends one TracePacket as a Trace.packet field. Returns 0 or the error
  * (also kept in o->err). */
@@ -219,17 +225,20 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
 /* Counts the whole packets the service wrote so far. Returns 0, or
  * TG_EPROTO_DECODE if the file holds something else than packets. */
 int cli_output_scan(cli_output_t *o);
-/* Finishes: writes what is pending, syncs, checks the file holds at least
- * one whole packet and nothing else, and renames it to the final path.
- * Prints why not and returns -1 on failure (the temporary file is then
- * removed). Closes |o| either way. */
+/* Finishes: writes what is pending, syncs, closes, checks the file holds
+ * at least one whole packet and nothing else, and renames it to the final
+ * path. Any failed write, fsync or close fails it: prints why and returns
+ * -1 (the partial file is then removed). Closes |o| either way. */
 int cli_output_commit(cli_output_t *o);
-/* After a failure: renames the file anyway if it holds packets (saying
- * so), else removes it. Closes |o|. */
+/* After a failure: renames the file anyway if it holds packets and every
+ * write succeeded (saying so), else removes it. Closes |o|. */
 void cli_output_keep_partial(cli_output_t *o);
+/* An aborted run: the partial file, if it holds anything, stays under its
+ * visible name, which is printed; else it is removed. Closes |o|. */
+void cli_output_abandon(cli_output_t *o);
 /* Renames now (the service goes on writing into the same file). */
 int cli_output_rename_now(cli_output_t *o);
-/* Removes the temporary file. Idempotent. */
+/* Closes |o| and removes the partial file. Idempotent. */
 void cli_output_discard(cli_output_t *o);
 
 /* --- progress.c ----------------------------------------------------------- */

@@ -158,6 +158,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return usage_error(prog, "nothing to record: give -c CONFIG or data source names");
   if (!o->out && !o->detach && !o->attach)
     return usage_error(prog, "-o OUT is required");
+  if (o->out && !strcmp(o->out, "-") && o->detach)
+    return usage_error(prog, "--detach leaves the trace with the service: "
+                             "-o - (stdout) cannot follow it");
   bool remote = o->remote.n_hosts || o->remote.hosts_file;
   if (o->merge && !remote)
     return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
@@ -205,7 +208,9 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
  * reaches a local service, which writes the trace into our file. */
 static void choose_mode(record_t *r) {
   Perfetto__Protos__TraceConfig *cfg = r->cfg;
-  r->file_mode = r->has_out && !r->o.read_buffers &&
+  /* Only a file of ours can be handed over: the service's writes into a
+   * device or FIFO could not be checked, nor counted. */
+  r->file_mode = r->has_out && !r->out.direct && !r->o.read_buffers &&
                  tg_consumer_can_pass_fds(r->conn.c);
   cfg->has_write_into_file = 1;
   cfg->write_into_file = r->file_mode;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -243,8 +244,38 @@ static void sigint_stops_cleanly_and_keeps_the_file(void **state) {
   raw_producer_close(&p);
 }
 
+/* Waits (on inotify events of |watch|, a watch on |dir|) until a partial
+ * trace file in |dir| holds bytes. */
+static void wait_partial_written(int watch, const char *dir) {
+  int64_t deadline = now_ms() + WAIT_MS;
+  for (;;) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    bool written = false;
+    while ((e = readdir(d))) {
+      if (!strstr(e->d_name, ".partial-")) continue;
+      char path[512];
+      struct stat st;
+      snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+      written |= stat(path, &st) == 0 && st.st_size > 0;
+    }
+    closedir(d);
+    if (written) return;
+    struct pollfd pf = {watch, POLLIN, 0};
+    int left = (int)(deadline - now_ms());
+    assert_true(left > 0);
+    assert_int_equal(poll(&pf, 1, left), 1);
+    char ev[4096];
+    assert_true(read(watch, ev, sizeof(ev)) > 0);
+  }
+}
+
 static void second_sigint_aborts(void **state) {
   test_service_t *ts = *state;
+  int watch = inotify_init1(IN_CLOEXEC);
+  assert_true(watch >= 0);
+  assert_true(inotify_add_watch(watch, ts->dir, IN_MODIFY | IN_CLOSE_WRITE) >= 0);
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
@@ -259,10 +290,23 @@ static void second_sigint_aborts(void **state) {
   /* The CLI is stopping: its flush reached the producer, which does not
    * answer. The second Ctrl-C aborts. */
   assert_true(raw_producer_wait_flush(&p, 0, WAIT_MS) > 0);
+  /* The service writes the committed packets into the CLI's partial file
+   * within its write period: wait for that write before aborting. */
+  wait_partial_written(watch, ts->dir);
+  close(watch);
   assert_int_equal(kill(c.pid, SIGINT), 0);
   assert_int_equal(wait_cli(&c), 130);
   assert_non_null(strstr(c.err, "aborted"));
   assert_false(exists(out));
+  /* What was recorded stays, under the visible name the message gives. */
+  const char *kept = strstr(c.err, "the partial trace is in ");
+  assert_non_null(kept);
+  char partial[256];
+  assert_int_equal(sscanf(kept, "the partial trace is in %255s", partial), 1);
+  assert_non_null(strstr(partial, ts->dir));
+  assert_true(strrchr(partial, '/')[1] != '.');
+  assert_true(exists(partial));
+  unlink(partial);
   assert_no_temp(ts->dir);
   raw_producer_close(&p);
 }
