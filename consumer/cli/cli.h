@@ -35,31 +35,12 @@ int cli_stats_main(int argc, char **argv);
 
 /* --- args.c --------------------------------------------------------------- */
 
-/* A short flag of Perfetto's CLI and the long flag it stands for. */
-typedef struct cli_short_flag {
-  char letter;
-  const char *name;
-} cli_short_flag_t;
-
-/* A flag that may be given many times ("-H A -H B"): its values are
- * collected into |vals| (pointers into argv) instead of the flag table,
- * which lists it for --help only. */
-typedef struct cli_multi {
-  char letter;
-  const char *name;
-  const char **vals;
-  size_t max;
-  size_t *n;
-} cli_multi_t;
-
-/* Parses argv[1..] with |flags| after rewriting "-x V" / "-xV" for the
- * letters of |shorts| into "--name V", collecting |multi| (may be NULL).
- * Prints usage (|synopsis|, |about|, |shorts|) on --help. Returns 0 to go
- * on, 1 after --help, -1 after an error was printed. */
+/* Parses argv[1..] with |flags| (tg_flags_parse: Perfetto's short forms
+ * come from the table's "-x: " help texts). Prints usage (|synopsis|, the
+ * table, |about|) on --help. Returns 0 to go on, 1 after --help, -1 after
+ * an error was printed. */
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
-                    const tg_flag_t *flags, size_t n,
-                    const cli_short_flag_t *shorts, size_t n_shorts,
-                    const cli_multi_t *multi, int argc, char **argv,
+                    const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
 
 /* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
@@ -139,21 +120,25 @@ void cli_disconnect(cli_conn_t *cc);
 /* Closes every remaining handle and the loop; false if something leaked. */
 bool cli_loop_close(uv_loop_t *loop);
 
+/* The -H flag as an entry of a flag table: its values are collected
+ * into |ro|'s hosts. */
+#define CLI_HOST_FLAG(ro, help)                                               \
+  {"host", TG_FLAG_LIST,                                                      \
+   &(tg_flag_list_t){(ro)->hosts, CLI_MAX_HOST_ARGS, &(ro)->n_hosts}, "HOST", \
+   help, 0, 0}
 /* The one-shot commands (query, stats) talk to one service: the local
  * socket or a single -H. These are their flags for finding it, as entries
- * of a flag table; the "host" entry only documents -H, whose value
- * cli_parse_one_shot_flags() collects into |ro|. */
-#define CLI_ONE_SHOT_FLAGS(socket, host_help, ro)                       \
+ * of a flag table (in a function: the -H entry points to a compound
+ * literal of the enclosing block). */
+#define CLI_ONE_SHOT_FLAGS(socket, ro)                                  \
   {"socket", TG_FLAG_STRING, (socket), "PATH",                          \
    "the service's consumer socket ('@name': abstract)", 0, 0},          \
-  {"host", TG_FLAG_STRING, (host_help), "HOST", CLI_HOST_HELP, 0, 0},   \
+  CLI_HOST_FLAG(ro, CLI_HOST_HELP),                                     \
   CLI_TLS_FLAGS(ro)
-/* cli_parse_flags with -H collected into |ro| and no positional
- * arguments. */
+/* cli_parse_flags without positional arguments. */
 int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
                              const char *about, const tg_flag_t *flags,
-                             size_t n, cli_remote_opts_t *ro, int argc,
-                             char **argv);
+                             size_t n, int argc, char **argv);
 /* Runs |fn| on a connection to the service (|addr|, or the -H of |ro|)
  * in a loop of its own, then closes it all. Returns what |fn| returned,
  * or CLI_EXIT_FAIL when the connection failed or a handle leaked. */

@@ -156,13 +156,9 @@ bool cli_loop_close(uv_loop_t *loop) {
 
 int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
                              const char *about, const tg_flag_t *flags,
-                             size_t n, cli_remote_opts_t *ro, int argc,
-                             char **argv) {
-  static const cli_short_flag_t shorts[] = {{'H', "host"}};
-  const cli_multi_t multi = {'H', "host", ro->hosts, CLI_MAX_HOST_ARGS,
-                             &ro->n_hosts};
-  return cli_parse_flags(prog, synopsis, about, flags, n, shorts, 1, &multi,
-                         argc, argv, NULL, 0, NULL);
+                             size_t n, int argc, char **argv) {
+  return cli_parse_flags(prog, synopsis, about, flags, n, argc, argv, NULL, 0,
+                         NULL);
 }
 
 int cli_run_one_shot(const char *addr, const cli_remote_opts_t *ro,

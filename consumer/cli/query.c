@@ -142,13 +142,12 @@ static int query(cli_conn_t *cc, void *arg) {
 int cli_query_main(int argc, char **argv) {
   const char *prog = CLI_PROG " query";
   const char *socket = tg_ipc_default_socket(false);
-  const char *host_help = NULL;
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
-  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &host_help, &ro)};
+  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &ro)};
   int rv = cli_parse_one_shot_flags(
       prog, "[--socket PATH | -H HOST [--cert F --key F --ca F]]", about, flags,
-      sizeof(flags) / sizeof(flags[0]), &ro, argc, argv);
+      sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   return cli_run_one_shot(socket, &ro, query, NULL);

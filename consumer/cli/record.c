@@ -72,9 +72,6 @@ static const char about[] =
     "      -o traces/ -t 30s track_event\n"
     "  " CLI_PROG " record -H ssh://admin@db1 -o db1.pftrace -t 10s track_event\n";
 
-static const cli_short_flag_t shorts[] = {
-    {'c', "config"}, {'o', "out"}, {'t', "time"}, {'b', "buffer"}, {'H', "host"}};
-
 static int usage_error(const char *prog, const char *msg) {
   fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
   return CLI_EXIT_USAGE;
@@ -84,7 +81,6 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                       char **argv) {
   memset(o, 0, sizeof(*o));
   o->socket = tg_ipc_default_socket(false);
-  const char *host_help = NULL;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &o->config, "FILE",
        "-c: the TraceConfig file ('-' reads stdin)", 0, 0},
@@ -105,8 +101,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "stream the trace over the connection even from a local service", 0, 0},
       {"socket", TG_FLAG_STRING, &o->socket, "PATH",
        "the service's consumer socket ('@name': abstract)", 0, 0},
-      {"host", TG_FLAG_STRING, &host_help, "HOST",
-       CLI_HOST_HELP "; repeat for many", 0, 0},
+      CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
       {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
        "more hosts, one per line ('#' starts a comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
@@ -116,12 +111,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "how long to try to get a host back after its link dropped (default "
        DEFAULT_RECONNECT "; 0: do not)", 0, 0},
   };
-  const cli_multi_t multi = {'H', "host", o->remote.hosts, CLI_MAX_HOST_ARGS,
-                             &o->remote.n_hosts};
   int rv = cli_parse_flags(prog, synopsis, about, flags,
-                           sizeof(flags) / sizeof(flags[0]), shorts,
-                           sizeof(shorts) / sizeof(shorts[0]), &multi, argc,
-                           argv, o->ds, RECORD_MAX_DATA_SOURCES, &o->n_ds);
+                           sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
+                           RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
 
