@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,6 +83,89 @@ static int follow_links(const char *path, char **final, struct stat *st,
   return err;
 }
 
+/* --- SIGTERM and SIGHUP ---------------------------------------------------
+ *
+ * The recordings handle Ctrl-C themselves; a SIGTERM or SIGHUP ends the
+ * process. The partial files are visible anyway, but the user is told
+ * where they are: a handler names each (removing an empty one) and dies by
+ * the signal. It runs on the loop thread, the only one that does not block
+ * these signals' delivery in practice (Linux prefers the main thread), and
+ * only reads the slots: a name is cleared before it is freed. */
+
+#define ANNOUNCED_MAX 64 /* more partial files are not named, only kept */
+
+static struct {
+  _Atomic(const char *) name; /* NULL: free */
+  _Atomic int fd;
+} announced[ANNOUNCED_MAX];
+static _Atomic bool handler_installed;
+static bool stderr_is_tty;
+
+static void put(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(STDERR_FILENO, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static void on_fatal_signal(int sig) {
+  int saved = errno;
+  for (size_t i = 0; i < ANNOUNCED_MAX; i++) {
+    const char *name = atomic_load(&announced[i].name);
+    if (!name) continue;
+    struct stat st;
+    if (fstat(atomic_load(&announced[i].fd), &st) == 0 && st.st_size == 0) {
+      unlink(name);
+      continue;
+    }
+    if (stderr_is_tty) put("\r\033[K"); /* over a progress line */
+    put(CLI_PROG ": interrupted: the partial trace is in ");
+    put(name);
+    put("\n");
+  }
+  signal(sig, SIG_DFL);
+  errno = saved;
+  raise(sig);
+}
+
+static void install_handler(void) {
+  if (atomic_exchange(&handler_installed, true)) return;
+  stderr_is_tty = isatty(STDERR_FILENO);
+  static const int sigs[] = {SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    /* nohup: an ignored SIGHUP stays ignored. */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+static void announce(const cli_output_t *o) {
+  install_handler();
+  for (size_t i = 0; i < ANNOUNCED_MAX; i++) {
+    const char *none = NULL;
+    if (atomic_load(&announced[i].name)) continue;
+    atomic_store(&announced[i].fd, o->fd);
+    if (atomic_compare_exchange_strong(&announced[i].name, &none, o->tmp)) return;
+  }
+}
+
+/* Before |o->tmp| is freed or renamed. */
+static void unannounce(const cli_output_t *o) {
+  for (size_t i = 0; o->tmp && i < ANNOUNCED_MAX; i++) {
+    const char *name = o->tmp;
+    if (atomic_compare_exchange_strong(&announced[i].name, &name, NULL)) return;
+  }
+}
+
 static int open_failed(cli_output_t *o, const char *path, int err) {
   fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", path, tg_strerror(err));
   cli_output_discard(o);
@@ -119,6 +204,7 @@ static int open_partial(cli_output_t *o, const char *final) {
     o->tmp = NULL;
     return err;
   }
+  announce(o);
   return 0;
 }
 
@@ -254,6 +340,7 @@ int cli_output_scan(cli_output_t *o) {
 
 static void rename_to_final(cli_output_t *o, int *rv) {
   if (!o->tmp) return; /* written in place */
+  unannounce(o);
   if (rename(o->tmp, o->final) < 0) {
     fprintf(stderr, CLI_PROG ": cannot rename %s to %s: %s\n", o->tmp, o->final,
             strerror(errno));
@@ -267,6 +354,7 @@ static void rename_to_final(cli_output_t *o, int *rv) {
 /* Closes the fd, reporting what close() says: some file systems only
  * report a failed write there. */
 static int close_checked(cli_output_t *o) {
+  unannounce(o); /* the handler must not fstat a closed, reused fd */
   int fd = o->fd;
   o->fd = -1;
   if (close(fd) < 0 && errno != EINTR) return -errno;
@@ -329,6 +417,7 @@ void cli_output_abandon(cli_output_t *o) {
     if (fstat(o->fd, &st) == 0 && st.st_size > 0) {
       /* Left as it is, under its visible name. */
       fprintf(stderr, CLI_PROG ": the partial trace is in %s\n", o->tmp);
+      unannounce(o);
       free(o->tmp);
       o->tmp = NULL;
     }
@@ -343,6 +432,7 @@ int cli_output_rename_now(cli_output_t *o) {
 }
 
 void cli_output_discard(cli_output_t *o) {
+  unannounce(o);
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
   if (o->tmp) unlink(o->tmp);

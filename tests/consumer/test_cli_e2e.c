@@ -311,6 +311,43 @@ static void second_sigint_aborts(void **state) {
   raw_producer_close(&p);
 }
 
+/* SIGTERM ends the CLI at once: the partial file is kept under its
+ * visible name, which the last message gives. */
+static void sigterm_keeps_the_partial_trace_and_names_it(void **state) {
+  test_service_t *ts = *state;
+  int watch = inotify_init1(IN_CLOEXEC);
+  assert_true(watch >= 0);
+  assert_true(inotify_add_watch(watch, ts->dir, IN_MODIFY | IN_CLOSE_WRITE) >= 0);
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "term.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out, "-t", "0",
+                        "cli.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "term", 1, 3);
+  wait_partial_written(watch, ts->dir);
+  close(watch);
+  assert_int_equal(kill(c.pid, SIGTERM), 0);
+  assert_int_equal(wait_cli(&c), 128 + SIGTERM);
+  assert_false(exists(out));
+  const char *kept = strstr(c.err, "interrupted: the partial trace is in ");
+  if (!kept) print_message("stderr:\n%s\n", c.err);
+  assert_non_null(kept);
+  char partial[256];
+  assert_int_equal(sscanf(kept, "interrupted: the partial trace is in %255s", partial), 1);
+  assert_true(strrchr(partial, '/')[1] != '.');
+  /* The service may still be finishing its last write: only its size. */
+  struct stat st;
+  assert_int_equal(stat(partial, &st), 0);
+  assert_true(st.st_size > 0);
+  unlink(partial);
+  assert_no_temp(ts->dir);
+  raw_producer_close(&p);
+}
+
 static void progress_line_on_a_terminal(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -513,6 +550,7 @@ int main(void) {
       SVC(detach_then_attach_reading_buffers),
       SVC(sigint_stops_cleanly_and_keeps_the_file),
       SVC(second_sigint_aborts),
+      SVC(sigterm_keeps_the_partial_trace_and_names_it),
       SVC(progress_line_on_a_terminal),
       SVC(missing_service_fails_with_a_message),
       SVC(bad_config_reports_line_and_column),
