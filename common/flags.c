@@ -1,6 +1,7 @@
 /* The flag parser and --help generator of flags.h. */
 #include "common/flags.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,10 +13,12 @@
 #define HELP_VAL 'h'
 #define LONG_ONLY_VAL 256 /* + table index: past every short option char */
 
-/* The short form a help text declares ("-x: ..."), or 0. */
+/* The short form a help text declares ("-x: ..."), or 0. Letters and
+ * digits only, and not -h (help). */
 static char letter_of(const tg_flag_t *f) {
   const char *h = f->help;
-  if (h && h[0] == '-' && h[1] && h[1] != '-' && h[2] == ':' && h[3] == ' ')
+  if (h && h[0] == '-' && isalnum((unsigned char)h[1]) && h[1] != HELP_VAL &&
+      h[2] == ':' && h[3] == ' ')
     return h[1];
   return 0;
 }
