@@ -69,8 +69,12 @@ static int follow_links(const char *path, char **final, struct stat *st,
       return 0;
     }
     char target[PATH_MAX];
-    ssize_t n = readlink(cur, target, sizeof(target) - 1);
+    ssize_t n = readlink(cur, target, sizeof(target));
     if (n < 0) break;
+    if ((size_t)n == sizeof(target)) { /* cut: not the link's target */
+      errno = ENAMETOOLONG;
+      break;
+    }
     target[n] = 0;
     char *next = next_to(cur, target);
     free(cur);

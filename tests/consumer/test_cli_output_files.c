@@ -165,6 +165,18 @@ static void symlink_is_kept_and_its_target_written(void **state) {
   }
   unlink(link);
   unlink(real);
+  /* A loop of links is refused before any session, not followed forever. */
+  char a[256], b[256];
+  snprintf(a, sizeof(a), "%s", out_in(ts, "loop-a"));
+  snprintf(b, sizeof(b), "%s", out_in(ts, "loop-b"));
+  assert_int_equal(symlink("loop-b", a), 0);
+  assert_int_equal(symlink("loop-a", b), 0);
+  const char *loop[] = {RECORD_ARGS(ts, a), NULL};
+  assert_int_equal(run_cli(&c, loop), 1);
+  assert_non_null(strstr(c.err, strerror(ELOOP)));
+  unlink(a);
+  unlink(b);
+  assert_no_temp(ts->dir);
 }
 
 static void dev_full_fails_the_run(void **state) {
