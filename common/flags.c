@@ -1,19 +1,88 @@
 /* The flag parser and --help generator of flags.h. */
 #include "common/flags.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 
-static const tg_flag_t *find(const tg_flag_t *flags, size_t n, const char *name,
-                             size_t len) {
+#define HELP_VAL 'h'
+#define LONG_ONLY_VAL 256 /* + table index: past every short option char */
+
+/* The short form a help text declares ("-x: ..."), or 0. Letters and
+ * digits only, and not -h (help). */
+static char letter_of(const tg_flag_t *f) {
+  const char *h = f->help;
+  if (h && h[0] == '-' && isalnum((unsigned char)h[1]) && h[1] != HELP_VAL &&
+      h[2] == ':' && h[3] == ' ')
+    return h[1];
+  return 0;
+}
+
+static int val_of(const tg_flag_t *flags, size_t i) {
+  char l = letter_of(&flags[i]);
+  return l ? (unsigned char)l : LONG_ONLY_VAL + (int)i;
+}
+
+/* The table entry getopt_long() answered with |val|. */
+static const tg_flag_t *by_val(const tg_flag_t *flags, size_t n, int val) {
   for (size_t i = 0; i < n; i++)
-    if (strlen(flags[i].name) == len && !strncmp(flags[i].name, name, len))
-      return &flags[i];
+    if (val_of(flags, i) == val) return &flags[i];
   return NULL;
+}
+
+/* getopt_long()'s view of the table: the long options and the short
+ * option string. Bools take an optional argument so that "--flag=x" comes
+ * back to us (to say it takes no value) instead of as an unknown option. */
+static int build_getopt(const tg_flag_t *flags, size_t n, struct option **lo,
+                        char **so) {
+  *lo = calloc(n + 2, sizeof(**lo));
+  /* "-": positionals come back in order; ":": a missing value is ':'. */
+  *so = malloc(3 * n + 4);
+  if (!*lo || !*so) return -ENOMEM;
+  char *s = *so;
+  *s++ = '-';
+  *s++ = ':';
+  *s++ = HELP_VAL;
+  for (size_t i = 0; i < n; i++) {
+    bool is_bool = flags[i].type == TG_FLAG_BOOL;
+    (*lo)[i] = (struct option){flags[i].name,
+                               is_bool ? optional_argument : required_argument,
+                               NULL, val_of(flags, i)};
+    char l = letter_of(&flags[i]);
+    if (!l) continue;
+    *s++ = l;
+    if (!is_bool) *s++ = ':';
+  }
+  *s = 0;
+  (*lo)[n] = (struct option){"help", no_argument, NULL, HELP_VAL};
+  return 0;
+}
+
+/* getopt_long() also takes an unambiguous prefix ("--sock"): a table
+ * grows, and a prefix that works today would change meaning or break. */
+static bool named_in_full(const char *arg, const char *name) {
+  if (arg[0] != '-' || arg[1] != '-') return true; /* the short form */
+  size_t len = strcspn(arg + 2, "=");
+  return len == strlen(name) && !strncmp(arg + 2, name, len);
+}
+
+static int add_to_list(const char *prog, const tg_flag_t *f, const char *v) {
+  tg_flag_list_t *l = f->target;
+  if (!*v) {
+    fprintf(stderr, "%s: --%s: needs a non-empty value\n", prog, f->name);
+    return -EINVAL;
+  }
+  if (*l->n >= l->max) {
+    fprintf(stderr, "%s: --%s: at most %zu\n", prog, f->name, l->max);
+    return -EINVAL;
+  }
+  l->vals[(*l->n)++] = v;
+  return 0;
 }
 
 static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
@@ -34,8 +103,12 @@ static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
         return -EINVAL;
       }
       if (x < f->min || (f->max && x > f->max)) {
-        fprintf(stderr, "%s: --%s: %llu is outside %" PRIu64 "..%" PRIu64 "\n",
-                prog, f->name, x, f->min, f->max);
+        if (f->max)
+          fprintf(stderr, "%s: --%s: %llu is outside %" PRIu64 "..%" PRIu64 "\n",
+                  prog, f->name, x, f->min, f->max);
+        else
+          fprintf(stderr, "%s: --%s: %llu is less than %" PRIu64 "\n", prog,
+                  f->name, x, f->min);
         return -EINVAL;
       }
       *(uint64_t *)f->target = x;
@@ -62,66 +135,83 @@ static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
       *(int *)f->target = (int)lv;
       return 0;
     }
+    case TG_FLAG_LIST:
+      return add_to_list(prog, f, v);
     case TG_FLAG_BOOL:
       break;
   }
   return -EINVAL;
 }
 
+static int unknown(const char *prog, const char *arg, int opt) {
+  if (opt > 0 && opt < LONG_ONLY_VAL)
+    fprintf(stderr, "%s: unknown option '-%c' (see --help)\n", prog, opt);
+  else
+    fprintf(stderr, "%s: unknown option '%.*s' (see --help)\n", prog,
+            (int)strcspn(arg, "="), arg);
+  return -EINVAL;
+}
+
+static int add_positional(const char *prog, char *a, char **pos,
+                          size_t max_pos, size_t *np) {
+  if (*np >= max_pos || !pos) {
+    fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, a);
+    return -EINVAL;
+  }
+  pos[(*np)++] = a;
+  return 0;
+}
+
+/* One getopt_long() step; 2 when the flags ended. */
+static int step(const char *prog, const tg_flag_t *flags, size_t n,
+                const struct option *lo, const char *so, int argc,
+                char **argv, char **pos, size_t max_pos, size_t *np) {
+  int at = optind ? optind : 1, idx = -1; /* 0: before the first call */
+  int c = getopt_long(argc, argv, so, lo, &idx);
+  if (c == -1) return 2;
+  if (c == 1) return add_positional(prog, optarg, pos, max_pos, np);
+  if (c == '?') return unknown(prog, argv[optind - 1], optopt);
+  if (idx >= 0 && !named_in_full(argv[at], lo[idx].name))
+    return unknown(prog, argv[at], 0);
+  if (c == HELP_VAL) return 1;
+  const tg_flag_t *f = by_val(flags, n, c == ':' ? optopt : c);
+  if (!f) return unknown(prog, argv[optind - 1], optopt);
+  if (c == ':') {
+    fprintf(stderr, "%s: --%s needs a value (%s)\n", prog, f->name,
+            f->metavar ? f->metavar : "VALUE");
+    return -EINVAL;
+  }
+  if (f->type == TG_FLAG_BOOL) {
+    if (optarg) {
+      fprintf(stderr, "%s: --%s takes no value\n", prog, f->name);
+      return -EINVAL;
+    }
+    *(bool *)f->target = true;
+    return 0;
+  }
+  return set_value(prog, f, optarg);
+}
+
 int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n, int argc,
                    char **argv, char **pos, size_t max_pos, size_t *n_pos) {
+  struct option *lo = NULL;
+  char *so = NULL;
   size_t np = 0;
-  bool only_pos = false;
-  for (int i = 1; i < argc; i++) {
-    char *a = argv[i];
-    if (only_pos || a[0] != '-' || a[1] == 0) {
-      if (np >= max_pos || !pos) {
-        fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, a);
-        return -EINVAL;
-      }
-      pos[np++] = a;
-      continue;
+  int rv = build_getopt(flags, n, &lo, &so);
+  if (rv == 0) {
+    optind = 0; /* glibc: start afresh, whatever an earlier parse left */
+    opterr = 0; /* the messages are ours */
+    while ((rv = step(prog, flags, n, lo, so, argc, argv, pos, max_pos, &np)) == 0) {
     }
-    if (!strcmp(a, "--")) {
-      only_pos = true;
-      continue;
-    }
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-    if (a[1] != '-') {
-      fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
-      return -EINVAL;
-    }
-    const char *name = a + 2;
-    const char *eq = strchr(name, '=');
-    size_t len = eq ? (size_t)(eq - name) : strlen(name);
-    const tg_flag_t *f = find(flags, n, name, len);
-    if (!f) {
-      fprintf(stderr, "%s: unknown option '--%.*s' (see --help)\n", prog,
-              (int)len, name);
-      return -EINVAL;
-    }
-    if (f->type == TG_FLAG_BOOL) {
-      if (eq) {
-        fprintf(stderr, "%s: --%s takes no value\n", prog, f->name);
-        return -EINVAL;
-      }
-      *(bool *)f->target = true;
-      continue;
-    }
-    const char *v = eq ? eq + 1 : NULL;
-    if (!v) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "%s: --%s needs a value (%s)\n", prog, f->name,
-                f->metavar ? f->metavar : "VALUE");
-        return -EINVAL;
-      }
-      v = argv[++i];
-    }
-    int rv = set_value(prog, f, v);
-    if (rv < 0) return rv;
+    /* After "--" everything is positional. */
+    for (int i = optind; rv == 2 && i < argc; i++)
+      if (add_positional(prog, argv[i], pos, max_pos, &np) < 0) rv = -EINVAL;
+    if (rv == 2) rv = 0;
   }
-  if (n_pos) *n_pos = np;
-  return 0;
+  free(lo);
+  free(so);
+  if (rv == 0 && n_pos) *n_pos = np;
+  return rv;
 }
 
 void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
@@ -151,9 +241,18 @@ void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
         break;
       }
       case TG_FLAG_BOOL:
+      case TG_FLAG_LIST:
         break;
     }
     fputc('\n', out);
   }
   fprintf(out, "  %-32s %s\n", "--help", "show this help and exit");
+  bool any = false;
+  for (size_t i = 0; i < n; i++) {
+    char l = letter_of(&flags[i]);
+    if (!l) continue;
+    fprintf(out, "%s -%c = --%s", any ? "," : "\nshort forms:", l, flags[i].name);
+    any = true;
+  }
+  if (any) fputc('\n', out);
 }

@@ -1,13 +1,18 @@
 /* Command-line flags from one definition table per program.
  *
  * The table gives each flag's name, type, default, range and help; the
- * parser fills the targets and tg_flags_usage() prints --help from the same
- * table, so the two never disagree. Errors name the flag and the problem.
+ * parser (getopt_long, its option array generated from the table) fills
+ * the targets and tg_flags_usage() prints --help from the same table, so
+ * the two never disagree. Errors name the flag and the problem.
+ *
+ * A short form is declared where --help shows it: a help text that starts
+ * with "-x: " makes -x the flag's short form ("-x V" and "-xV").
  */
 #ifndef TRACEGATE_FLAGS_H
 #define TRACEGATE_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,27 +23,38 @@ typedef enum tg_flag_type {
   TG_FLAG_OCTAL,  /* unsigned *; file modes like 0660 */
   TG_FLAG_BOOL,   /* bool *; takes no value */
   TG_FLAG_LOG_LEVEL, /* int * (tg_log_level_t) */
+  TG_FLAG_LIST,   /* tg_flag_list_t *; may be given many times */
 } tg_flag_type_t;
+
+/* The values of a TG_FLAG_LIST flag, in order: pointers into argv. */
+typedef struct tg_flag_list {
+  const char **vals; /* |max| slots, owned by the caller */
+  size_t max;
+  size_t *n;         /* how many are filled; the caller zeroes it */
+} tg_flag_list_t;
 
 typedef struct tg_flag {
   const char *name;    /* without the leading "--" */
   tg_flag_type_t type;
   void *target;        /* holds the default before parsing */
   const char *metavar; /* "PATH", "N"; NULL for bools */
-  const char *help;
+  const char *help;    /* "-x: ..." gives the short form -x */
   uint64_t min, max;   /* TG_FLAG_UINT; max 0 = no limit */
 } tg_flag_t;
 
-/* Parses argv[1..] (flags as "--name value" or "--name=value"). Positional
- * arguments are collected into |pos| (at most |max_pos|; NULL if none are
- * allowed). Returns 0, 1 when --help was given (the caller prints
- * tg_flags_usage() with its synopsis and exits 0), or
- * -EINVAL after printing "prog: --flag: why" to stderr. */
+/* Parses argv[1..]: "--name value", "--name=value", and "-x value" or
+ * "-xvalue" for short forms; names must be given in full. "--" ends the
+ * flags. Positional arguments are collected into |pos| (at most
+ * |max_pos|; NULL if none are allowed). Returns 0, 1 when --help or -h was
+ * given (the caller prints tg_flags_usage() with its synopsis and exits
+ * 0), -ENOMEM, or -EINVAL after printing "prog: --flag: why" to stderr.
+ * Uses getopt_long(), so it is not reentrant. */
 int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
-                             int argc, char **argv, char **pos, size_t max_pos,
-                             size_t *n_pos);
+                   int argc, char **argv, char **pos, size_t max_pos,
+                   size_t *n_pos);
 
+/* The flags with their help and defaults, then the short forms if any. */
 void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
-                              const tg_flag_t *flags, size_t n);
+                    const tg_flag_t *flags, size_t n);
 
 #endif /* TRACEGATE_FLAGS_H */

@@ -13,21 +13,11 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 #include "common/log.h"
+#include "common/printable.h"
 
 #define MAX_DETACH_KEY 256
 
 /* --- messages ------------------------------------------------------------ */
-
-/* Copies untrusted text, replacing control bytes (terminal escapes) so it
- * can be printed as is. */
-static void sanitize(char *dst, size_t n, const char *src) {
-  size_t i = 0;
-  for (; src && src[i] && i + 1 < n; i++) {
-    unsigned char ch = (unsigned char)src[i];
-    dst[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-  }
-  if (n) dst[i] = 0;
-}
 
 int tg__failure(const tg__call_t *call, int status, const char *remote,
                 char *msg, size_t n) {
@@ -39,7 +29,7 @@ int tg__failure(const tg__call_t *call, int status, const char *remote,
       break;
     case TG_EREMOTE_FAILED:
       if (remote && remote[0]) {
-        sanitize(text, sizeof(text), remote);
+        tg_printable(text, sizeof(text), remote);
         snprintf(msg, n, "the service refused %s: %s", m, text);
       } else {
         snprintf(msg, n, "the service refused %s", m);

@@ -17,6 +17,7 @@
 #include "consumer/consumer.h"
 #include "common/buf.h"
 #include "common/flags.h"
+#include "common/printable.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -34,31 +35,12 @@ int cli_stats_main(int argc, char **argv);
 
 /* --- args.c --------------------------------------------------------------- */
 
-/* A short flag of Perfetto's CLI and the long flag it stands for. */
-typedef struct cli_short_flag {
-  char letter;
-  const char *name;
-} cli_short_flag_t;
-
-/* A flag that may be given many times ("-H A -H B"): its values are
- * collected into |vals| (pointers into argv) instead of the flag table,
- * which lists it for --help only. */
-typedef struct cli_multi {
-  char letter;
-  const char *name;
-  const char **vals;
-  size_t max;
-  size_t *n;
-} cli_multi_t;
-
-/* Parses argv[1..] with |flags| after rewriting "-x V" / "-xV" for the
- * letters of |shorts| into "--name V", collecting |multi| (may be NULL).
- * Prints usage (|synopsis|, |about|, |shorts|) on --help. Returns 0 to go
- * on, 1 after --help, -1 after an error was printed. */
+/* Parses argv[1..] with |flags| (tg_flags_parse: Perfetto's short forms
+ * come from the table's "-x: " help texts). Prints usage (|synopsis|, the
+ * table, |about|) on --help. Returns 0 to go on, 1 after --help, -1 after
+ * an error was printed. */
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
-                    const tg_flag_t *flags, size_t n,
-                    const cli_short_flag_t *shorts, size_t n_shorts,
-                    const cli_multi_t *multi, int argc, char **argv,
+                    const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
 
 /* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
@@ -107,12 +89,15 @@ typedef struct cli_conn {
   tg_consumer_t *c; /* NULL once closed */
   bool ready;
   bool closed;
+  bool established; /* cli_connect() returned 0: on_close is called */
+  int bind_status;  /* of ConsumerPort's bind, once it answered */
   char close_msg[512];
   /* A remote connection's transport, until released after the close. */
   struct cli_remote *rt;
   bool rt_pending;
   char detail[600];
-  /* Optional: told when the connection closes (record uses it). */
+  /* Optional: told when a connection that cli_connect() established
+   * closes (record uses it); a failed connect is only cli_connect()'s. */
   void (*on_close)(struct cli_conn *cc, int status, const char *msg);
   void *data;
 } cli_conn_t;
@@ -135,21 +120,25 @@ void cli_disconnect(cli_conn_t *cc);
 /* Closes every remaining handle and the loop; false if something leaked. */
 bool cli_loop_close(uv_loop_t *loop);
 
+/* The -H flag as an entry of a flag table: its values are collected
+ * into |ro|'s hosts. */
+#define CLI_HOST_FLAG(ro, help)                                               \
+  {"host", TG_FLAG_LIST,                                                      \
+   &(tg_flag_list_t){(ro)->hosts, CLI_MAX_HOST_ARGS, &(ro)->n_hosts}, "HOST", \
+   help, 0, 0}
 /* The one-shot commands (query, stats) talk to one service: the local
  * socket or a single -H. These are their flags for finding it, as entries
- * of a flag table; the "host" entry only documents -H, whose value
- * cli_parse_one_shot_flags() collects into |ro|. */
-#define CLI_ONE_SHOT_FLAGS(socket, host_help, ro)                       \
+ * of a flag table (in a function: the -H entry points to a compound
+ * literal of the enclosing block). */
+#define CLI_ONE_SHOT_FLAGS(socket, ro)                                  \
   {"socket", TG_FLAG_STRING, (socket), "PATH",                          \
    "the service's consumer socket ('@name': abstract)", 0, 0},          \
-  {"host", TG_FLAG_STRING, (host_help), "HOST", CLI_HOST_HELP, 0, 0},   \
+  CLI_HOST_FLAG(ro, CLI_HOST_HELP),                                     \
   CLI_TLS_FLAGS(ro)
-/* cli_parse_flags with -H collected into |ro| and no positional
- * arguments. */
+/* cli_parse_flags without positional arguments. */
 int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
                              const char *about, const tg_flag_t *flags,
-                             size_t n, cli_remote_opts_t *ro, int argc,
-                             char **argv);
+                             size_t n, int argc, char **argv);
 /* Runs |fn| on a connection to the service (|addr|, or the -H of |ro|)
  * in a loop of its own, then closes it all. Returns what |fn| returned,
  * or CLI_EXIT_FAIL when the connection failed or a handle leaked. */
@@ -185,13 +174,18 @@ int cli_config_pack(const Perfetto__Protos__TraceConfig *cfg, tg_buf_t *out);
 
 /* --- output.c ------------------------------------------------------------- */
 
-/* The trace file: written to a temporary file next to |path| and renamed
- * over it only when complete. Either the CLI appends packets (remote
- * service: Trace.packet fields), or the service writes into the fd
- * (write_into_file) and the CLI only scans what arrived. */
+/* The trace file. A regular file (or a new one, or the file a symlink
+ * points to) is written to a visible partial file next to it and renamed
+ * over it only when complete; anything else (a device, a FIFO, "-" for
+ * stdout) is written in place (|direct|). Either the CLI appends packets
+ * (Trace.packet fields), or the service writes into the fd
+ * (write_into_file: only when not |direct|) and the CLI only scans what
+ * arrived. */
 typedef struct cli_output {
-  char *path;
-  char *tmp;
+  char *path;  /* for messages: as given, "standard output" for "-" */
+  char *final; /* the rename's target: |path| with its symlinks followed */
+  char *tmp;   /* the partial file; NULL when |direct| or renamed */
+  bool direct; /* written in place: no partial file, no rename */
   int fd;
   uint8_t *buf; /* pending writes */
   size_t len;
@@ -202,8 +196,9 @@ typedef struct cli_output {
   int err;         /* first error (negative errno or TG_E*) */
 } cli_output_t;
 
-/* Creates the temporary file. Prints "cannot write PATH: why" and returns
- * -1 when |path| cannot be written. */
+/* Opens |path| ("-": stdout): creates the partial file, or opens a
+ * device or FIFO in place (a FIFO blocks until a reader opens it). Prints
+ * "cannot write PATH: why" and returns -1 when |path| cannot be written. */
 int cli_output_open(cli_output_t *o, const char *path);
 /* Appends one TracePacket as a Trace.packet field. Returns 0 or the error
  * (also kept in o->err). */
@@ -215,17 +210,20 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
 /* Counts the whole packets the service wrote so far. Returns 0, or
  * TG_EPROTO_DECODE if the file holds something else than packets. */
 int cli_output_scan(cli_output_t *o);
-/* Finishes: writes what is pending, syncs, checks the file holds at least
- * one whole packet and nothing else, and renames it to the final path.
- * Prints why not and returns -1 on failure (the temporary file is then
- * removed). Closes |o| either way. */
+/* Finishes: writes what is pending, syncs, closes, checks the file holds
+ * at least one whole packet and nothing else, and renames it to the final
+ * path. Any failed write, fsync or close fails it: prints why and returns
+ * -1 (the partial file is then removed). Closes |o| either way. */
 int cli_output_commit(cli_output_t *o);
-/* After a failure: renames the file anyway if it holds packets (saying
- * so), else removes it. Closes |o|. */
+/* After a failure: renames the file anyway if it holds packets and every
+ * write succeeded (saying so), else removes it. Closes |o|. */
 void cli_output_keep_partial(cli_output_t *o);
+/* An aborted run: the partial file, if it holds anything, stays under its
+ * visible name, which is printed; else it is removed. Closes |o|. */
+void cli_output_abandon(cli_output_t *o);
 /* Renames now (the service goes on writing into the same file). */
 int cli_output_rename_now(cli_output_t *o);
-/* Removes the temporary file. Idempotent. */
+/* Closes |o| and removes the partial file. Idempotent. */
 void cli_output_discard(cli_output_t *o);
 
 /* --- progress.c ----------------------------------------------------------- */
@@ -245,10 +243,6 @@ void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
 void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
                         uint64_t bytes, uint64_t packets, uint64_t loss);
 void cli_progress_clear(FILE *tty);
-/* Copies text that came from a service, relay or ssh into |dst| (|cap|
- * bytes, NUL-terminated, truncated to fit; NULL |src| gives ""), replacing
- * control bytes (terminal escapes) with '?' so it can be printed. */
-void cli_printable(char *dst, size_t cap, const char *src);
 /* "tracegate: MSG" as a line of stderr; the caller erased its live
  * display (progress line, host table) first. */
 void cli_vsay(const char *fmt, va_list ap)

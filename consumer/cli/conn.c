@@ -13,6 +13,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   cli_conn_t *cc = tg_consumer_data(c);
   if (status == 0) cc->ready = true;
   else snprintf(cc->close_msg, sizeof(cc->close_msg), "%s", msg);
+  cc->bind_status = status;
 }
 
 static void on_remote_gone(void *ctx, const char *detail) {
@@ -32,17 +33,20 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
   cc->ready = false;
   if (!cc->close_msg[0] || status == 0)
     snprintf(cc->close_msg, sizeof(cc->close_msg), "%s", msg);
-  if (cc->on_close) cc->on_close(cc, status, cc->close_msg);
+  /* Only a connection cli_connect() handed over is the user's to hear
+   * about: until then cli_connect() says why it failed, and the user's
+   * state (record's handles) is not set up yet. */
+  if (cc->on_close && cc->established) cc->on_close(cc, status, cc->close_msg);
 }
 
 static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
                                            .on_close = on_close};
 
-static void cannot_connect(const char *addr, const char *why) {
-  fprintf(stderr,
-          CLI_PROG ": cannot connect to the tracing service at %s: %s (is "
-          "tracegated running?)\n",
-          addr, why);
+/* |hint|: nothing answered, so the service may not be running; a peer
+ * that answered but is not a consumer socket needs no such guess. */
+static void cannot_connect(const char *addr, const char *why, bool hint) {
+  fprintf(stderr, CLI_PROG ": cannot connect to the tracing service at %s: %s%s\n",
+          addr, why, hint ? " (is tracegated running?)" : "");
 }
 
 int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
@@ -55,7 +59,7 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   int rv = tg_consumer_connect(loop, addr, &conn_cbs, cc, &cc->c);
   if (rv < 0) {
     cc->closed = true;
-    cannot_connect(addr, tg_strerror(rv));
+    cannot_connect(addr, tg_strerror(rv), true);
     return -1;
   }
   /* The bind either succeeds or closes the connection. */
@@ -63,9 +67,11 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   }
   if (!cc->ready) {
     cli_disconnect(cc);
-    cannot_connect(addr, cc->close_msg[0] ? cc->close_msg : "the bind failed");
+    cannot_connect(addr, cc->close_msg[0] ? cc->close_msg : "the bind failed",
+                   cc->bind_status != TG_EUNKNOWN_SERVICE);
     return -1;
   }
+  cc->established = true;
   return 0;
 }
 
@@ -150,13 +156,9 @@ bool cli_loop_close(uv_loop_t *loop) {
 
 int cli_parse_one_shot_flags(const char *prog, const char *synopsis,
                              const char *about, const tg_flag_t *flags,
-                             size_t n, cli_remote_opts_t *ro, int argc,
-                             char **argv) {
-  static const cli_short_flag_t shorts[] = {{'H', "host"}};
-  const cli_multi_t multi = {'H', "host", ro->hosts, CLI_MAX_HOST_ARGS,
-                             &ro->n_hosts};
-  return cli_parse_flags(prog, synopsis, about, flags, n, shorts, 1, &multi,
-                         argc, argv, NULL, 0, NULL);
+                             size_t n, int argc, char **argv) {
+  return cli_parse_flags(prog, synopsis, about, flags, n, argc, argv, NULL, 0,
+                         NULL);
 }
 
 int cli_run_one_shot(const char *addr, const cli_remote_opts_t *ro,

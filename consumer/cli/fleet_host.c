@@ -359,9 +359,9 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
       NULL, len, reply ? reply : (const uint8_t *)"");
   if (r) {
     h->has_info = true;
-    cli_printable(h->hostname, sizeof(h->hostname), r->hostname);
-    cli_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
-    cli_printable(h->kernel, sizeof(h->kernel), r->kernel);
+    tg_printable(h->hostname, sizeof(h->hostname), r->hostname);
+    tg_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
+    tg_printable(h->kernel, sizeof(h->kernel), r->kernel);
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
     perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   }

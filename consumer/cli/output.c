@@ -1,9 +1,25 @@
-/* The trace file. Written to ".NAME.tmp-<random>" next to the final path and
- * renamed over it once complete, so a failed or interrupted recording never
- * leaves a half-written file under the name the user asked for. */
+/* The trace file. Where -o points decides how it is written:
+ *
+ * - a regular file, or nothing yet: into "NAME.partial-XXXXXX" next to it,
+ *   renamed over NAME once complete, so a failed run never leaves half a
+ *   trace under the name asked for. The partial name is visible: a run
+ *   that is killed leaves no hidden file, and one that is aborted keeps
+ *   its partial trace there and says so.
+ * - a symlink: the same for the file it points to (followed here, link by
+ *   link), so the link itself stays.
+ * - anything else (/dev/null, a FIFO, a terminal, a device) and "-"
+ *   (stdout): written straight into it; renaming over it would replace
+ *   it with a regular file.
+ *
+ * Every write, fsync and close is checked: a trace that did not reach
+ * its destination is a failure, never a success.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,51 +32,219 @@
 #define OUT_BUF_SIZE (256u * 1024u)
 #define SCAN_BLOCK_SIZE (16u * 1024u)
 #define TRACE_PACKET_TAG TG_PB_TAG(1, TG_PB_WT_LEN) /* Trace.packet */
+#define MAX_LINK_HOPS 40 /* as the kernel's own limit (ELOOP) */
+#define PARTIAL_SUFFIX ".partial-"
+
+/* |rel| taken relative to the directory holding |link| (what a relative
+ * symlink target means). */
+static char *next_to(const char *link, const char *rel) {
+  if (rel[0] == '/') return strdup(rel);
+  char *copy = strdup(link);
+  if (!copy) return NULL;
+  const char *dir = dirname(copy);
+  size_t n = strlen(dir) + strlen(rel) + 2;
+  char *out = malloc(n);
+  if (out) snprintf(out, n, "%s/%s", dir, rel);
+  free(copy);
+  return out;
+}
+
+/* Follows |path| through its symlinks to the file they end at: *|final|
+ * (malloc'd) and whether it exists (then *|st| is its lstat). Returns 0 or
+ * a negative errno. */
+static int follow_links(const char *path, char **final, struct stat *st,
+                        bool *exists) {
+  char *cur = strdup(path);
+  if (!cur) return -ENOMEM;
+  for (int hop = 0; hop <= MAX_LINK_HOPS; hop++) {
+    if (lstat(cur, st) < 0) {
+      if (errno != ENOENT) break;
+      *exists = false;
+      *final = cur;
+      return 0;
+    }
+    if (!S_ISLNK(st->st_mode)) {
+      *exists = true;
+      *final = cur;
+      return 0;
+    }
+    char target[PATH_MAX];
+    ssize_t n = readlink(cur, target, sizeof(target));
+    if (n < 0) break;
+    if ((size_t)n == sizeof(target)) { /* cut: not the link's target */
+      errno = ENAMETOOLONG;
+      break;
+    }
+    target[n] = 0;
+    char *next = next_to(cur, target);
+    free(cur);
+    cur = next;
+    if (!cur) return -ENOMEM;
+    errno = ELOOP;
+  }
+  int err = -errno;
+  free(cur);
+  return err;
+}
+
+/* --- SIGTERM and SIGHUP ---------------------------------------------------
+ *
+ * The recordings handle Ctrl-C themselves; a SIGTERM or SIGHUP ends the
+ * process. The partial files are visible anyway, but the user is told
+ * where they are: a handler names each (removing an empty one) and dies by
+ * the signal. It runs on the loop thread, the only one that does not block
+ * these signals' delivery in practice (Linux prefers the main thread), and
+ * only reads the slots: a name is cleared before it is freed. */
+
+#define ANNOUNCED_MAX 64 /* more partial files are not named, only kept */
+
+static struct {
+  _Atomic(const char *) name; /* NULL: free */
+  _Atomic int fd;
+} announced[ANNOUNCED_MAX];
+static _Atomic bool handler_installed;
+static bool stderr_is_tty;
+
+static void put(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(STDERR_FILENO, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static void on_fatal_signal(int sig) {
+  int saved = errno;
+  for (size_t i = 0; i < ANNOUNCED_MAX; i++) {
+    const char *name = atomic_load(&announced[i].name);
+    if (!name) continue;
+    struct stat st;
+    if (fstat(atomic_load(&announced[i].fd), &st) == 0 && st.st_size == 0) {
+      unlink(name);
+      continue;
+    }
+    if (stderr_is_tty) put("\r\033[K"); /* over a progress line */
+    put(CLI_PROG ": interrupted: the partial trace is in ");
+    put(name);
+    put("\n");
+  }
+  signal(sig, SIG_DFL);
+  errno = saved;
+  raise(sig);
+}
+
+static void install_handler(void) {
+  if (atomic_exchange(&handler_installed, true)) return;
+  stderr_is_tty = isatty(STDERR_FILENO);
+  static const int sigs[] = {SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    /* nohup: an ignored SIGHUP stays ignored. */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+static void announce(const cli_output_t *o) {
+  install_handler();
+  for (size_t i = 0; i < ANNOUNCED_MAX; i++) {
+    const char *none = NULL;
+    if (atomic_load(&announced[i].name)) continue;
+    atomic_store(&announced[i].fd, o->fd);
+    if (atomic_compare_exchange_strong(&announced[i].name, &none, o->tmp)) return;
+  }
+}
+
+/* Before |o->tmp| is freed or renamed. */
+static void unannounce(const cli_output_t *o) {
+  for (size_t i = 0; o->tmp && i < ANNOUNCED_MAX; i++) {
+    const char *name = o->tmp;
+    if (atomic_compare_exchange_strong(&announced[i].name, &name, NULL)) return;
+  }
+}
+
+static int open_failed(cli_output_t *o, const char *path, int err) {
+  fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", path, tg_strerror(err));
+  cli_output_discard(o);
+  return -1;
+}
+
+/* A regular file (or none yet) at |final|: the partial file next to it. */
+static int open_partial(cli_output_t *o, const char *final) {
+  char *copy = strdup(final), *copy2 = strdup(final);
+  o->final = strdup(final);
+  size_t n = strlen(final) + sizeof(PARTIAL_SUFFIX) + 8;
+  o->tmp = malloc(n);
+  if (!copy || !copy2 || !o->final || !o->tmp) {
+    free(copy);
+    free(copy2);
+    free(o->tmp);
+    o->tmp = NULL; /* not a file: nothing to unlink */
+    return -ENOMEM;
+  }
+  /* mkostemp() replaces the template's six trailing 'X's. */
+  int k = snprintf(o->tmp, n, "%s/%s" PARTIAL_SUFFIX, dirname(copy),
+                   basename(copy2));
+  free(copy);
+  free(copy2);
+  if (k < 0 || (size_t)k + 7 > n) {
+    free(o->tmp);
+    o->tmp = NULL;
+    return -ENAMETOOLONG;
+  }
+  memset(o->tmp + k, 'X', 6);
+  o->tmp[k + 6] = 0;
+  o->fd = mkostemp(o->tmp, O_CLOEXEC);
+  if (o->fd < 0) {
+    int err = -errno;
+    free(o->tmp);
+    o->tmp = NULL;
+    return err;
+  }
+  announce(o);
+  return 0;
+}
 
 int cli_output_open(cli_output_t *o, const char *path) {
   memset(o, 0, sizeof(*o));
   o->fd = -1;
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    fprintf(stderr, CLI_PROG ": cannot write %s: it is a directory\n", path);
-    return -1;
-  }
-  char *copy = strdup(path), *copy2 = strdup(path);
-  o->path = strdup(path);
+  bool to_stdout = !strcmp(path, "-");
+  o->path = strdup(to_stdout ? "standard output" : path);
   o->buf = malloc(OUT_BUF_SIZE);
-  if (!copy || !copy2 || !o->path || !o->buf) {
-    free(copy);
-    free(copy2);
-    fprintf(stderr, CLI_PROG ": out of memory\n");
+  if (!o->path || !o->buf) return open_failed(o, path, -ENOMEM);
+  if (to_stdout) {
+    o->direct = true;
+    o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    return o->fd < 0 ? open_failed(o, o->path, -errno) : 0;
+  }
+  char *final = NULL;
+  struct stat st;
+  bool exists = false;
+  int rv = follow_links(path, &final, &st, &exists);
+  if (rv < 0) return open_failed(o, path, rv);
+  if (exists && S_ISDIR(st.st_mode)) {
+    free(final);
+    fprintf(stderr, CLI_PROG ": cannot write %s: it is a directory\n", path);
     cli_output_discard(o);
     return -1;
   }
-  const char *dir = dirname(copy), *base = basename(copy2);
-  size_t n = strlen(dir) + strlen(base) + 16;
-  o->tmp = malloc(n);
-  if (o->tmp) {
-    /* mkostemp() replaces the template's six trailing 'X's. */
-    int k = snprintf(o->tmp, n, "%s/.%s.tmp-", dir, base);
-    memset(o->tmp + k, 'X', 6);
-    o->tmp[k + 6] = 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    /* A FIFO blocks here until a reader opens it, as with `> fifo`. */
+    free(final);
+    o->direct = true;
+    o->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    return o->fd < 0 ? open_failed(o, path, -errno) : 0;
   }
-  free(copy);
-  free(copy2);
-  if (!o->tmp) {
-    fprintf(stderr, CLI_PROG ": out of memory\n");
-    cli_output_discard(o);
-    return -1;
-  }
-  o->fd = mkostemp(o->tmp, O_CLOEXEC);
-  if (o->fd < 0) {
-    int err = errno;
-    free(o->tmp);
-    o->tmp = NULL;
-    fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", path, strerror(err));
-    cli_output_discard(o);
-    return -1;
-  }
-  return 0;
+  rv = open_partial(o, final);
+  free(final);
+  return rv < 0 ? open_failed(o, path, rv) : 0;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n) {
@@ -159,14 +343,26 @@ int cli_output_scan(cli_output_t *o) {
 }
 
 static void rename_to_final(cli_output_t *o, int *rv) {
-  if (rename(o->tmp, o->path) < 0) {
-    fprintf(stderr, CLI_PROG ": cannot rename %s to %s: %s\n", o->tmp, o->path,
+  if (!o->tmp) return; /* written in place */
+  unannounce(o);
+  if (rename(o->tmp, o->final) < 0) {
+    fprintf(stderr, CLI_PROG ": cannot rename %s to %s: %s\n", o->tmp, o->final,
             strerror(errno));
     *rv = -1;
     return;
   }
   free(o->tmp);
   o->tmp = NULL;
+}
+
+/* Closes the fd, reporting what close() says: some file systems only
+ * report a failed write there. */
+static int close_checked(cli_output_t *o) {
+  unannounce(o); /* the handler must not fstat a closed, reused fd */
+  int fd = o->fd;
+  o->fd = -1;
+  if (close(fd) < 0 && errno != EINTR) return -errno;
+  return 0;
 }
 
 int cli_output_commit(cli_output_t *o) {
@@ -183,18 +379,19 @@ int cli_output_commit(cli_output_t *o) {
       rv = -1;
     }
   }
+  if (rv == 0 && !o->err && o->packets == 0) {
+    fprintf(stderr, CLI_PROG ": the trace is empty: nothing written to %s\n",
+            o->path);
+    rv = -1;
+  }
+  /* Pipes, terminals and devices cannot be synced (EINVAL): what
+   * they accepted is all there is to check. */
+  if (rv == 0 && !o->err && fsync(o->fd) < 0 && errno != EINVAL)
+    o->err = -errno;
+  if (rv == 0 && !o->err) o->err = close_checked(o);
   if (o->err) {
     fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", o->path,
             tg_strerror(o->err));
-    rv = -1;
-  }
-  if (rv == 0 && fsync(o->fd) < 0 && errno != EINVAL) {
-    fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", o->path, strerror(errno));
-    rv = -1;
-  }
-  if (rv == 0 && o->packets == 0) {
-    fprintf(stderr, CLI_PROG ": the trace is empty: nothing written to %s\n",
-            o->path);
     rv = -1;
   }
   if (rv == 0) rename_to_final(o, &rv);
@@ -206,12 +403,27 @@ void cli_output_keep_partial(cli_output_t *o) {
   if (o->fd >= 0) {
     if (o->len) flush_buf(o);
     if (o->by_service) cli_output_scan(o);
-    if (o->packets > 0) {
+    if (o->packets > 0 && !o->err && close_checked(o) == 0) {
       int rv = 0;
       rename_to_final(o, &rv);
       if (rv == 0)
         fprintf(stderr, CLI_PROG ": kept the partial trace (%llu packets) in %s\n",
                 (unsigned long long)o->packets, o->path);
+    }
+  }
+  cli_output_discard(o);
+}
+
+void cli_output_abandon(cli_output_t *o) {
+  if (o->fd >= 0 && o->tmp) {
+    if (o->len) flush_buf(o);
+    struct stat st;
+    if (fstat(o->fd, &st) == 0 && st.st_size > 0) {
+      /* Left as it is, under its visible name. */
+      fprintf(stderr, CLI_PROG ": the partial trace is in %s\n", o->tmp);
+      unannounce(o);
+      free(o->tmp);
+      o->tmp = NULL;
     }
   }
   cli_output_discard(o);
@@ -224,11 +436,14 @@ int cli_output_rename_now(cli_output_t *o) {
 }
 
 void cli_output_discard(cli_output_t *o) {
+  unannounce(o);
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
   if (o->tmp) unlink(o->tmp);
   free(o->tmp);
   o->tmp = NULL;
+  free(o->final);
+  o->final = NULL;
   free(o->path);
   o->path = NULL;
   free(o->buf);

@@ -100,16 +100,6 @@ void cli_progress_clear(FILE *tty) {
   fflush(tty);
 }
 
-void cli_printable(char *dst, size_t cap, const char *src) {
-  if (!cap) return;
-  size_t i = 0;
-  for (; src && src[i] && i + 1 < cap; i++) {
-    unsigned char ch = (unsigned char)src[i];
-    dst[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-  }
-  dst[i] = 0;
-}
-
 void cli_vsay(const char *fmt, va_list ap) {
   fputs(CLI_PROG ": ", stderr);
   vfprintf(stderr, fmt, ap);

@@ -10,14 +10,9 @@
 
 /* Names come from producers: print them without control characters. */
 static void put_name(FILE *out, const char *s) {
-  if (!s || !*s) {
-    fputs("-", out);
-    return;
-  }
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    fputc(ch < 0x20 || ch == 0x7f ? '?' : ch, out);
-  }
+  char shown[1024];
+  tg_printable(shown, sizeof(shown), s && *s ? s : "-");
+  fputs(shown, out);
 }
 
 static const char *producer_name(const Perfetto__Protos__TracingServiceState *st,
@@ -44,7 +39,7 @@ void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *
     else snprintf(dur, sizeof(dur), "-");
     fprintf(out, "%-8" PRIu64 " %-7d ", s->id, s->consumer_uid);
     char state[64]; /* the service's words: no terminal escapes */
-    cli_printable(state, sizeof(state), s->state ? s->state : "-");
+    tg_printable(state, sizeof(state), s->state ? s->state : "-");
     fprintf(out, "%-28s %-14s %-10s %-8u ", state, bufs[0] ? bufs : "-", dur,
             s->num_data_sources);
     put_name(out, s->unique_session_name);
@@ -147,13 +142,12 @@ static int query(cli_conn_t *cc, void *arg) {
 int cli_query_main(int argc, char **argv) {
   const char *prog = CLI_PROG " query";
   const char *socket = tg_ipc_default_socket(false);
-  const char *host_help = NULL;
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
-  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &host_help, &ro)};
+  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &ro)};
   int rv = cli_parse_one_shot_flags(
       prog, "[--socket PATH | -H HOST [--cert F --key F --ca F]]", about, flags,
-      sizeof(flags) / sizeof(flags[0]), &ro, argc, argv);
+      sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   return cli_run_one_shot(socket, &ro, query, NULL);

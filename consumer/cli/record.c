@@ -34,13 +34,17 @@ static const char about[] =
     "DURATION: 500ms, 10s, 2m, 1h (0 = until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
     "\n"
     "Ctrl-C stops the trace cleanly and keeps the file; a second Ctrl-C\n"
-    "aborts. On a terminal a progress line shows the time, the bytes and\n"
+    "aborts, leaving what was recorded in the partial file it names.\n"
+    "On a terminal a progress line shows the time, the bytes and\n"
     "packets written and the data lost; a summary names every loss counter\n"
     "that is not zero. The exit status is 0 only if the trace was written.\n"
     "\n"
     "A local service writes the trace into OUT itself (write_into_file, the\n"
     "file passed over the socket); otherwise, or with --read-buffers, the\n"
     "trace is read over the connection every 500ms and written by " CLI_PROG ".\n"
+    "OUT is written to OUT.partial-XXXXXX, renamed to OUT once complete (a\n"
+    "symlink is followed, not replaced). A device, a FIFO or '-' (stdout) is\n"
+    "written in place, by " CLI_PROG ".\n"
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
@@ -79,9 +83,6 @@ static const char about[] =
     "      -o traces/ -t 30s track_event\n"
     "  " CLI_PROG " record -H ssh://admin@db1 -o db1.pftrace -t 10s track_event\n";
 
-static const cli_short_flag_t shorts[] = {
-    {'c', "config"}, {'o', "out"}, {'t', "time"}, {'b', "buffer"}, {'H', "host"}};
-
 static int usage_error(const char *prog, const char *msg) {
   fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
   return CLI_EXIT_USAGE;
@@ -91,7 +92,6 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                       char **argv) {
   memset(o, 0, sizeof(*o));
   o->socket = tg_ipc_default_socket(false);
-  const char *host_help = NULL;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &o->config, "FILE",
        "-c: the TraceConfig file ('-' reads stdin)", 0, 0},
@@ -112,8 +112,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "stream the trace over the connection even from a local service", 0, 0},
       {"socket", TG_FLAG_STRING, &o->socket, "PATH",
        "the service's consumer socket ('@name': abstract)", 0, 0},
-      {"host", TG_FLAG_STRING, &host_help, "HOST",
-       CLI_HOST_HELP "; repeat for many", 0, 0},
+      CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
       {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
        "more hosts, one per line ('#' starts a comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
@@ -126,12 +125,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "how long past its duration a session may take to end before it is "
        "stopped (default " DEFAULT_GRACE ")", 0, 0},
   };
-  const cli_multi_t multi = {'H', "host", o->remote.hosts, CLI_MAX_HOST_ARGS,
-                             &o->remote.n_hosts};
   int rv = cli_parse_flags(prog, synopsis, about, flags,
-                           sizeof(flags) / sizeof(flags[0]), shorts,
-                           sizeof(shorts) / sizeof(shorts[0]), &multi, argc,
-                           argv, o->ds, RECORD_MAX_DATA_SOURCES, &o->n_ds);
+                           sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
+                           RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
 
@@ -168,6 +164,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return usage_error(prog, "nothing to record: give -c CONFIG or data source names");
   if (!o->out && !o->detach && !o->attach)
     return usage_error(prog, "-o OUT is required");
+  if (o->out && !strcmp(o->out, "-") && o->detach)
+    return usage_error(prog, "--detach leaves the trace with the service: "
+                             "-o - (stdout) cannot follow it");
   bool remote = o->remote.n_hosts || o->remote.hosts_file;
   if (o->merge && !remote)
     return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
@@ -228,7 +227,9 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
  * reaches a local service, which writes the trace into our file. */
 static void choose_mode(record_t *r) {
   Perfetto__Protos__TraceConfig *cfg = r->cfg;
-  r->file_mode = r->has_out && !r->o.read_buffers &&
+  /* Only a file of ours can be handed over: the service's writes into a
+   * device or FIFO could not be checked, nor counted. */
+  r->file_mode = r->has_out && !r->out.direct && !r->o.read_buffers &&
                  tg_consumer_can_pass_fds(r->conn.c);
   cfg->has_write_into_file = 1;
   cfg->write_into_file = r->file_mode;

@@ -227,7 +227,7 @@ static void on_sigint(uv_signal_t *s, int signum) {
   if (++r->sigints > 1) {
     clear_progress(r);
     fprintf(stderr, CLI_PROG ": aborted\n");
-    if (r->has_out && !r->watch_only) cli_output_discard(&r->out);
+    if (r->has_out && !r->watch_only) cli_output_abandon(&r->out);
     fflush(stderr);
     _exit(CLI_EXIT_ABORTED);
   }

@@ -310,7 +310,7 @@ static void last_line(const cli_remote_t *rt, char *out, size_t cap) {
     *--end = 0;
   char *start = end;
   while (start > tmp && start[-1] != '\n') start--;
-  cli_printable(out, cap, start);
+  tg_printable(out, cap, start);
 }
 
 static void ssh_detail(cli_remote_t *rt) {

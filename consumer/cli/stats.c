@@ -116,7 +116,6 @@ int cli_stats_main(int argc, char **argv) {
   const char *prog = CLI_PROG " stats";
   const char *socket = tg_ipc_default_socket(false);
   const char *key = NULL;
-  const char *host_help = NULL;
   uint64_t session = 0;
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
@@ -125,13 +124,13 @@ int cli_stats_main(int argc, char **argv) {
        "only the session with this id (see " CLI_PROG " query)", 1, 0},
       {"attach", TG_FLAG_STRING, &key, "KEY",
        "the detached session KEY: its per-buffer counters", 0, 0},
-      CLI_ONE_SHOT_FLAGS(&socket, &host_help, &ro),
+      CLI_ONE_SHOT_FLAGS(&socket, &ro),
   };
   int rv = cli_parse_one_shot_flags(
       prog,
       "[--session ID | --attach KEY]\n"
       "         [--socket PATH | -H HOST [--cert F --key F --ca F]]",
-      about, flags, sizeof(flags) / sizeof(flags[0]), &ro, argc, argv);
+      about, flags, sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   if (key && session) {

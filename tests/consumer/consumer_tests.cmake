@@ -11,10 +11,20 @@ tg_add_test(test_cli_output
   LIBS tg_consumer tg_test_support)
 tg_add_test(test_cli_e2e
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_e2e.c
+          ${CMAKE_CURRENT_LIST_DIR}/cli_child.c
   LIBS tg_test_support tg_proto)
 target_compile_definitions(test_cli_e2e PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_e2e tracegate)
+# Where -o points (devices, FIFOs, symlinks, stdout, a full disk) and the
+# CLI's failures that must leave nothing behind (a wrong --socket).
+tg_add_test(test_cli_output_files
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output_files.c
+          ${CMAKE_CURRENT_LIST_DIR}/cli_child.c
+  LIBS tg_test_support tg_proto)
+target_compile_definitions(test_cli_output_files PRIVATE
+                           TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
+add_dependencies(test_cli_output_files tracegate)
 # Remote and fleet recording: tracegated + tracegate-relay pairs on loopback
 # TLS ports, the CLI as a child; certificates made by deploy/certs/tg-certs
 # (through tests/support).

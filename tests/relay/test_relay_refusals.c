@@ -25,6 +25,7 @@
 
 #include "relay/audit.h"
 #include "relay_harness.h"
+#include "test_wait.h"
 #include "test_service.h"
 #include "tracegate/error.h"
 
@@ -132,8 +133,8 @@ static void relay_rate_limits_denial_lines_and_counts_the_rest(void **state) {
   rc_close(&rc);
   tg_tls_config_free(cfg);
   /* The count line comes before the disconnect line. */
-  assert_true(file_wait_for(f->rp.audit, "bob 127.0.0.1", STEP_MS));
-  if (!file_wait_for(f->rp.audit, "disconnect end", STEP_MS)) {
+  assert_true(tg_test_wait_file_text(f->rp.audit, "bob 127.0.0.1", STEP_MS));
+  if (!tg_test_wait_file_text(f->rp.audit, "disconnect end", STEP_MS)) {
     relay_dump(&f->rp);
     fail_msg("no disconnect line");
   }
@@ -170,7 +171,7 @@ static void relay_stdio_keeps_audit_lines_off_stderr(void **state) {
   rc_close(&rc);
   assert_int_equal(relay_wait_exit(&f->rp, STEP_MS), 0);
   /* The log is there (so stderr was captured), the audit lines are not. */
-  assert_true(file_wait_for(f->rp.log, "@stdio: connected with role record",
+  assert_true(tg_test_wait_file_text(f->rp.log, "@stdio: connected with role record",
                             STEP_MS));
   if (file_count(f->rp.log, "audit:") != 0) {
     relay_dump(&f->rp);

@@ -18,6 +18,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "relay_harness.h"
+#include "test_wait.h"
 #include "test_service.h"
 #include "tracegate/error.h"
 
@@ -60,7 +61,7 @@ static void disconnect(rc_t *rc, tg_tls_config_t *cfg) {
 }
 
 static void expect_audit(fx_t *f, const char *a, const char *b) {
-  if (!file_wait_for(f->rp.audit, b, STEP_MS) ||
+  if (!tg_test_wait_file_text(f->rp.audit, b, STEP_MS) ||
       file_lines_with(f->rp.audit, a, b) == 0) {
     relay_dump(&f->rp);
     fail_msg("no audit line with '%s' and '%s'", a, b);

@@ -1,0 +1,194 @@
+/* common/flags.c: the flag table's getopt_long parser and its --help. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/flags.h"
+
+typedef struct opts {
+  const char *config, *out;
+  uint64_t count;
+  bool verbose;
+  const char *hosts[3];
+  size_t n_hosts;
+  char *pos[4];
+  size_t n_pos;
+} opts_t;
+
+/* Parses the NULL-terminated |args| (argv[0] added) into |o|. */
+static int parse(opts_t *o, const char *const *args, size_t max_pos) {
+  memset(o, 0, sizeof(*o));
+  o->count = 7; /* the default */
+  tg_flag_list_t hosts = {o->hosts, 3, &o->n_hosts};
+  const tg_flag_t flags[] = {
+      {"config", TG_FLAG_STRING, &o->config, "FILE", "-c: the config", 0, 0},
+      {"out", TG_FLAG_STRING, &o->out, "FILE", "the output", 0, 0},
+      {"count", TG_FLAG_UINT, &o->count, "N", "-n: how many", 1, 10},
+      {"verbose", TG_FLAG_BOOL, &o->verbose, NULL, "-v: say more", 0, 0},
+      {"host", TG_FLAG_LIST, &hosts, "HOST", "-H: a host; repeat", 0, 0},
+  };
+  char *argv[16] = {"prog"};
+  int argc = 1;
+  for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+  return tg_flags_parse("prog", flags, sizeof(flags) / sizeof(flags[0]), argc,
+                        argv, max_pos ? o->pos : NULL, max_pos, &o->n_pos);
+}
+
+static void flags_long_forms_with_space_or_equals(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"--config", "c.pb", "--out=o.pb", "--count=3", "--verbose",
+                     NULL};
+  assert_int_equal(parse(&o, a, 0), 0);
+  assert_string_equal(o.config, "c.pb");
+  assert_string_equal(o.out, "o.pb");
+  assert_int_equal(o.count, 3);
+  assert_true(o.verbose);
+}
+
+static void flags_short_forms_come_from_the_help_text(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"-c", "c.pb", "-n4", "-v", NULL};
+  assert_int_equal(parse(&o, a, 0), 0);
+  assert_string_equal(o.config, "c.pb");
+  assert_int_equal(o.count, 4);
+  assert_true(o.verbose);
+  /* --out's help has no "-x: ": -o is not a flag. */
+  const char *no_short[] = {"-o", "x", NULL};
+  assert_int_equal(parse(&o, no_short, 0), -EINVAL);
+}
+
+static void flags_values_may_start_with_a_dash(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"--config", "-", "-c", "--out", NULL};
+  assert_int_equal(parse(&o, a, 0), 0);
+  /* The last one wins; each took the next argument whatever it was. */
+  assert_string_equal(o.config, "--out");
+  assert_null(o.out);
+}
+
+static void flags_list_collects_every_value_in_order(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"-H", "a", "--host=b", "-Hc", NULL};
+  assert_int_equal(parse(&o, a, 0), 0);
+  assert_int_equal(o.n_hosts, 3);
+  assert_string_equal(o.hosts[0], "a");
+  assert_string_equal(o.hosts[1], "b");
+  assert_string_equal(o.hosts[2], "c");
+  const char *too_many[] = {"-H", "a", "-H", "b", "-H", "c", "-H", "d", NULL};
+  assert_int_equal(parse(&o, too_many, 0), -EINVAL);
+  const char *empty[] = {"--host=", NULL};
+  assert_int_equal(parse(&o, empty, 0), -EINVAL);
+}
+
+static void flags_positionals_in_order_and_after_double_dash(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"one", "-v", "-", "--", "--count", "-x", NULL};
+  assert_int_equal(parse(&o, a, 4), 0);
+  assert_true(o.verbose);
+  assert_int_equal(o.count, 7); /* after "--": not a flag */
+  assert_int_equal(o.n_pos, 4);
+  assert_string_equal(o.pos[0], "one");
+  assert_string_equal(o.pos[1], "-");
+  assert_string_equal(o.pos[2], "--count");
+  assert_string_equal(o.pos[3], "-x");
+  assert_int_equal(parse(&o, a, 3), -EINVAL); /* one too many */
+  const char *none[] = {"stray", NULL};
+  assert_int_equal(parse(&o, none, 0), -EINVAL);
+}
+
+static void flags_errors_are_reported(void **state) {
+  (void)state;
+  opts_t o;
+  static const char *const cases[][4] = {
+      {"--nope", NULL},          /* unknown long */
+      {"-z", NULL},              /* unknown short */
+      {"--conf", "x", NULL},     /* a prefix is not the name */
+      {"--verb", NULL},          /* nor for a bool */
+      {"--config", NULL},        /* missing value */
+      {"-c", NULL},              /* missing value, short */
+      {"--config=", NULL},       /* empty value */
+      {"--verbose=yes", NULL},   /* a bool takes none */
+      {"--count", "abc", NULL},  /* not a number */
+      {"--count", "11", NULL},   /* out of range */
+      {"--count", "-1", NULL},   /* negative */
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (parse(&o, cases[i], 0) != -EINVAL) fail_msg("case %zu accepted", i);
+  }
+}
+
+static void flags_help_stops_parsing(void **state) {
+  (void)state;
+  opts_t o;
+  const char *l[] = {"--count", "2", "--help", "--nope", NULL};
+  assert_int_equal(parse(&o, l, 0), 1);
+  const char *s[] = {"-h", NULL};
+  assert_int_equal(parse(&o, s, 0), 1);
+  const char *prefix[] = {"--he", NULL};
+  assert_int_equal(parse(&o, prefix, 0), -EINVAL);
+}
+
+/* Parsing twice in a row starts afresh (getopt's state is global). */
+static void flags_parse_again_from_the_start(void **state) {
+  (void)state;
+  opts_t o;
+  const char *a[] = {"-v", "-n", "2", NULL};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(parse(&o, a, 0), 0);
+    assert_true(o.verbose);
+    assert_int_equal(o.count, 2);
+  }
+}
+
+static void flags_usage_lists_flags_defaults_and_short_forms(void **state) {
+  (void)state;
+  const char *config = "default.pb";
+  uint64_t count = 7;
+  bool verbose = false;
+  const tg_flag_t flags[] = {
+      {"config", TG_FLAG_STRING, &config, "FILE", "-c: the config", 0, 0},
+      {"count", TG_FLAG_UINT, &count, "N", "how many", 1, 10},
+      {"verbose", TG_FLAG_BOOL, &verbose, NULL, "-v: say more", 0, 0},
+  };
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  tg_flags_usage(f, "prog", "[options]", flags, 3);
+  fclose(f);
+  assert_non_null(strstr(text, "usage: prog [options]\n"));
+  assert_non_null(strstr(text, "--config FILE"));
+  assert_non_null(strstr(text, "-c: the config (default: default.pb)"));
+  assert_non_null(strstr(text, "how many (default: 7)"));
+  assert_non_null(strstr(text, "--help"));
+  assert_non_null(strstr(text, "short forms: -c = --config, -v = --verbose\n"));
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(flags_long_forms_with_space_or_equals),
+      cmocka_unit_test(flags_short_forms_come_from_the_help_text),
+      cmocka_unit_test(flags_values_may_start_with_a_dash),
+      cmocka_unit_test(flags_list_collects_every_value_in_order),
+      cmocka_unit_test(flags_positionals_in_order_and_after_double_dash),
+      cmocka_unit_test(flags_errors_are_reported),
+      cmocka_unit_test(flags_help_stops_parsing),
+      cmocka_unit_test(flags_parse_again_from_the_start),
+      cmocka_unit_test(flags_usage_lists_flags_defaults_and_short_forms),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
