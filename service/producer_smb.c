@@ -83,7 +83,8 @@ tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id)
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->target_buffer == buffer_id) return inst->session;
+    if (inst->target_buffer == buffer_id && !inst->session->freeing)
+      return inst->session;
   }
   return NULL;
 }
