@@ -449,8 +449,20 @@ static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
   if (!p) return;
   Perfetto__Protos__RegisterTraceWriterRequest *req =
       perfetto__protos__register_trace_writer_request__unpack(NULL, len, args);
-  bool ok = req && req->has_trace_writer_id && req->trace_writer_id > 0 &&
-            req->trace_writer_id <= 0xFFFF;
+  bool ok = req && req->has_trace_writer_id;
+  uint32_t target = req && req->has_target_buffer ? req->target_buffer : 0;
+  if (ok && (req->trace_writer_id == 0 ||
+             req->trace_writer_id > TG_TRACE_BUFFER_MAX_WRITER_ID)) {
+    tg__producer_refused(p, "RegisterTraceWriter with a writer id outside "
+                         "1..32767", target, req->trace_writer_id);
+    ok = false;
+  } else if (ok && !tg__producer_allowed_session(p, target)) {
+    /* Scraping follows registrations: one for a buffer the producer may not
+     * write would let it write there. */
+    tg__producer_refused(p, "RegisterTraceWriter for a buffer none of its "
+                         "data sources targets", target, req->trace_writer_id);
+    ok = false;
+  }
   if (ok) {
     uint16_t wid = (uint16_t)req->trace_writer_id;
     size_t i = 0;
@@ -470,7 +482,7 @@ static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
     }
     if (ok) {
       p->writers[i].writer_id = wid;
-      p->writers[i].target_buffer = req->has_target_buffer ? req->target_buffer : 0;
+      p->writers[i].target_buffer = target;
     }
   }
   if (req) perfetto__protos__register_trace_writer_request__free_unpacked(req, NULL);
@@ -578,6 +590,11 @@ static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
+    /* Detached first: the SMB was scraped above, and scraping it again
+     * would re-commit its unfinished chunks as live ones after the buffers
+     * were told the producer is gone, stalling their sequences for ever. */
+    tg_list_remove(&inst->producer_node);
+    inst->producer = NULL;
     tg__session_instance_gone(inst);
   }
   if (p->smb_map) munmap(p->smb_map, p->smb.size);

@@ -63,6 +63,7 @@ struct tg_producer {
 
   uint64_t commits;
   uint64_t abi_violations; /* SMB misuse not attributable to a buffer */
+  bool logged_refusal;     /* the first refused request was logged */
 };
 
 void tg__producer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def);

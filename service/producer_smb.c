@@ -73,17 +73,36 @@ fail_errno:
   return err;
 }
 
-/* The producer may write into |buffer_id| only if one of its instances
- * targets a buffer of the same session. */
+/* The producer may write into |buffer_id| only while one of its own
+ * instances targets it (Perfetto's allowed_target_buffers_): the set grows
+ * when an instance is set up and shrinks when it leaves the producer's
+ * list (stopped, gone). Another buffer of the same session is not enough:
+ * it belongs to other data sources. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id) {
-  tg_session_t *s = tg__session_by_buffer(p->svc, buffer_id);
-  if (!s) return NULL;
+  if (buffer_id == 0) return NULL;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &p->instances) {
     tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->session == s) return s;
+    if (inst->target_buffer == buffer_id && !inst->session->freeing)
+      return inst->session;
   }
   return NULL;
+}
+
+void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id,
+                          uint32_t writer_id) {
+  p->abi_violations++;
+  /* Once per producer: a hostile one must not flood the log. */
+  if (p->logged_refusal) return;
+  p->logged_refusal = true;
+  TG_WARN("producer %u ('%s', pid %d, uid %u): %s (buffer %u, writer %u); "
+          "further refusals are only counted",
+          p->ident.producer_id, p->name ? p->name : "", (int)p->ident.pid,
+          (unsigned)p->ident.uid, what, (unsigned)buffer_id, (unsigned)writer_id);
+}
+
+static bool valid_writer_id(uint32_t writer_id) {
+  return writer_id >= 1 && writer_id <= TG_TRACE_BUFFER_MAX_WRITER_ID;
 }
 
 /* --- commits and scraping ------------------------------------------------- */
@@ -91,8 +110,12 @@ tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id)
 void tg__producer_commit_move(tg_producer_t *p,
                         const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
   tg_service_t *svc = p->svc;
-  tg_session_t *s = m->has_target_buffer ? tg__producer_allowed_session(p, m->target_buffer) : NULL;
-  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, m->target_buffer) : NULL;
+  uint32_t target = m->has_target_buffer ? m->target_buffer : 0;
+  tg_session_t *s = tg__producer_allowed_session(p, target);
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, target) : NULL;
+  if (!tb && target && tg__session_by_buffer(svc, target))
+    tg__producer_refused(p, "commit into a buffer none of its data sources "
+                         "targets", target, 0);
 
   if (m->has_data) { /* chunk bytes inline (producers without an SMB) */
     if (!tb) {
@@ -134,9 +157,16 @@ void tg__producer_commit_move(tg_producer_t *p,
 
 void tg__producer_commit_patch(tg_producer_t *p,
                          const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp) {
-  tg_session_t *s = cp->has_target_buffer ? tg__producer_allowed_session(p, cp->target_buffer) : NULL;
-  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, cp->target_buffer) : NULL;
-  if (!tb || cp->writer_id == 0 || cp->writer_id > 0xFFFF || cp->n_patches > 1024) {
+  uint32_t target = cp->has_target_buffer ? cp->target_buffer : 0;
+  tg_session_t *s = tg__producer_allowed_session(p, target);
+  tg_trace_buffer_t *tb = s ? tg__session_buffer(s, target) : NULL;
+  if (!tb && target && tg__session_by_buffer(p->svc, target))
+    tg__producer_refused(p, "patch for a buffer none of its data sources "
+                         "targets", target, cp->writer_id);
+  else if (tb && !valid_writer_id(cp->writer_id))
+    tg__producer_refused(p, "patch with a writer id outside 1..32767", target,
+                         cp->writer_id);
+  if (!tb || !valid_writer_id(cp->writer_id) || cp->n_patches > 1024) {
     p->svc->patches_discarded++;
     return;
   }

@@ -2,7 +2,8 @@
  *
  * Owns: the SMB fields of tg_producer (smb_fd, smb_map, smb) and its ABI
  * violation count. Must never: read SMB bytes twice without copying them
- * first, or write into a buffer of a session the producer takes no part in.
+ * first, or write into a buffer that none of the producer's own data source
+ * instances targets.
  */
 #ifndef TRACEGATE_SERVICE_PRODUCER_SMB_H
 #define TRACEGATE_SERVICE_PRODUCER_SMB_H
@@ -14,8 +15,13 @@
 
 /* Creates |p|'s SMB (sealed memfd, mapped shared) sized for session |s|. */
 int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s);
-/* The session owning |buffer_id| if |p| has an instance in it, else NULL. */
+/* The session owning |buffer_id| if one of |p|'s instances targets that
+ * very buffer, else NULL. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id);
+/* Counts a refused request of |p| (|what|, aimed at |buffer_id| with
+ * |writer_id|, 0 if none) as an ABI violation and logs the first one. */
+void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id,
+                          uint32_t writer_id);
 void tg__producer_commit_move(
     tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunksToMove *m);
 void tg__producer_commit_patch(

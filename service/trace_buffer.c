@@ -59,7 +59,9 @@
  * count as trace_writer_packet_loss. Gaps and orphan continuations are only
  * flagged: the chunk behind them was counted already (overwritten,
  * discarded or malformed). Unlike Perfetto, the first packet of a sequence
- * is not flagged.
+ * is not flagged. A chunk still waiting for patches when its producer goes
+ * is dropped whole and counted in chunks_discarded (not chunks_read): its
+ * patches will never come, and Perfetto never reads such a chunk.
  */
 #include "service/trace_buffer.h"
 
@@ -306,15 +308,19 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
     drop = true; /* the producer left it half-written */
   }
   uint16_t f = r->flags & (R_LIVE | R_NEEDS_PATCH | R_INCOMPLETE | R_FINAL |
-                           R_DROP_COUNTED);
+                           R_DROP_COUNTED | R_UNPATCHED);
   if (final && (f & R_NEEDS_PATCH)) {
-    /* Its patches will never come: the continuing fragment is unusable. */
-    f &= (uint16_t)~R_NEEDS_PATCH;
-    if (cont) {
-      readable--;
-      cont = false;
-      drop = true;
-    }
+    /* Its patches will never come, and any of its bytes may be one that
+     * was waiting for them: like Perfetto, which never reads a chunk that
+     * needs patching, nothing more of it is read. Counted once, here. */
+    f = (uint16_t)((f & ~R_NEEDS_PATCH) | R_UNPATCHED);
+    tb->stats.chunks_discarded++;
+  }
+  if (f & R_UNPATCHED) {
+    readable = r->nread; /* what was read before it was flagged stays read */
+    cont = false;
+    drop = false;
+    f |= R_DROP_END | R_DROP_COUNTED; /* flag the loss; counted as a chunk */
   }
   if (info.flags & TG_CHUNK_FIRST_PACKET_CONTINUES) f |= R_FIRST_CONT;
   if (cont) f |= R_CONT;
@@ -453,8 +459,8 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
   uint32_t id = tg_pb_read_le32(hdr);
   uint16_t writer_id = (uint16_t)(hdr[4] | (hdr[5] << 8));
   uint16_t packets = (uint16_t)(hdr[6] | (hdr[7] << 8));
-  if (writer_id == 0) {
-    tb->stats.abi_violations++; /* nothing in it can be attributed */
+  if (writer_id == 0 || writer_id > TG_TRACE_BUFFER_MAX_WRITER_ID) {
+    tb->stats.abi_violations++; /* not a writer a producer can have */
     return TG_EABI_VIOLATION;
   }
   uint32_t key = (uint32_t)producer->producer_id << 16 | writer_id;

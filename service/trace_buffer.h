@@ -35,6 +35,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Writer ids are 15 bits, as in Perfetto (kMaxWriterID): a chunk, patch or
+ * registration naming writer 0 or one above this is refused. */
+#define TG_TRACE_BUFFER_MAX_WRITER_ID 32767u
+
 typedef enum tg_fill_policy {
   TG_FILL_RING_BUFFER = 1,
   TG_FILL_DISCARD = 2,
@@ -97,7 +101,8 @@ void tg_trace_buffer_free(tg_trace_buffer_t *tb);
  * |chunk_untrusted|, which the caller has already copied out of shared
  * memory (the buffer reads it once, but makes no other assumption).
  * |complete| is false for chunks scraped while BeingWritten. Returns 0 if
- * stored, TG_EABI_VIOLATION if the chunk was malformed (counted; the sound
+ * stored, TG_EABI_VIOLATION if the chunk was malformed or its writer id is
+ * outside 1..TG_TRACE_BUFFER_MAX_WRITER_ID (counted; the sound
  * leading fragments are still stored when there are any), TG_ENO_SPACE when
  * DISCARD refused it or it can never fit (counted as chunks_discarded). */
 int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
@@ -125,7 +130,10 @@ int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out);
 /* Marks every chunk of |producer_id| as complete-and-final for reading:
  * called when the producer disconnects, so that what it committed can be
  * read out to the end and its incomplete trailing packet is counted as lost
- * instead of stalling the sequence forever. */
+ * instead of stalling the sequence forever. A chunk still waiting for
+ * patches is never read as it is (its unpatched bytes are not what the
+ * producer meant): it is dropped whole and counted in chunks_discarded,
+ * and the sequence's next packet is flagged previous_packet_dropped. */
 void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
 
 /* Counts an ABI violation found outside the buffer but aimed at it (e.g. a

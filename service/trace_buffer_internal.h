@@ -25,6 +25,7 @@ enum rec_flags {
   R_DROP_END = 1u << 6,     /* a lost packet follows the readable fragments */
   R_DROP_COUNTED = 1u << 7, /* ... and was counted */
   R_BAD = 1u << 8,          /* the copy failed validation */
+  R_UNPATCHED = 1u << 9,    /* producer gone before its patches: dropped */
 };
 
 typedef struct rec {

@@ -26,8 +26,10 @@ static void seq_pop_read(tg_trace_buffer_t *tb, seq_t *s) {
   rec_t *r = ent_rec(tb, e);
   r->flags &= (uint16_t)~R_LIVE;
   tb->live_bytes -= r->rec_size;
-  tb->stats.chunks_read++;
-  tb->stats.bytes_read += r->chunk_size;
+  if (!(r->flags & R_UNPATCHED)) { /* counted as discarded instead */
+    tb->stats.chunks_read++;
+    tb->stats.bytes_read += r->chunk_size;
+  }
   s->has_last = true;
   s->last_id = e->id;
   tg__tb_q_erase(s, 0);

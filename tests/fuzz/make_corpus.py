@@ -290,6 +290,15 @@ def trace_buffer_corpus():
                    fragment(b"defg")) +
             tb_raw(1, chunk_header(2, 0, 1, 0) + fragment(b"x")) +
             tb_raw(2, b"\x01\x02\x03") + tb_read(),
+        "writer_ids_out_of_range": bytes([ring_4k]) +
+            tb_raw(0, chunk_header(0, 0x8000, 1, 0) + fragment(b"high")) +
+            tb_raw(0, chunk_header(0, 0xFFFF, 1, 0) + fragment(b"max")) +
+            tb_raw(0, chunk_header(0, 0x7FFF, 1, 0) + fragment(b"last")) +
+            tb_read(),
+        "unpatched_then_producer_gone": bytes([ring_16k]) +
+            tb_built(0, 0, 1, NEEDS_PATCHING, [10, 20]) +
+            tb_built(0, 1, 1, 0, [6]) + tb_read() +
+            tb_gone(1) + tb_gone(1) + tb_read(),
     }
 
 

@@ -745,6 +745,22 @@ static void writer_id_zero_is_rejected(void **state) {
   tg_trace_buffer_free(tb);
 }
 
+/* Writer ids are 15 bits (Perfetto's kMaxWriterID): 32767 is the last. */
+static void writer_ids_above_32767_are_rejected(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(0, 32768, 1, 2, 10)),
+                   TG_EABI_VIOLATION);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(0, 65535, 1, 2, 10)),
+                   TG_EABI_VIOLATION);
+  assert_int_equal(stats(tb)->abi_violations, 2);
+  assert_int_equal(stats(tb)->chunks_written, 0);
+  expect_nothing(tb);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(0, 32767, 3, 1, 10)), 0);
+  expect_packet(tb, 32767, 3, 10, false);
+  tg_trace_buffer_free(tb);
+}
+
 static void chunk_id_wraparound_keeps_order(void **state) {
   (void)state;
   tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
@@ -868,11 +884,53 @@ static void producer_gone_unblocks_stalled_sequences(void **state) {
   assert_true(tg_trace_buffer_used(tb) > 0);
 
   tg_trace_buffer_producer_gone(tb, 1);
-  expect_packet(tb, 3, 5, 10, false); /* chunk 0's sound part */
-  expect_packet(tb, 3, 7, 10, true);  /* E is lost: its patch never came */
+  /* Writer 3's chunk 0 never got its patch: dropped whole, E with it. */
+  expect_packet(tb, 3, 7, 10, true);
   expect_nothing(tb);
-  assert_int_equal(stats(tb)->trace_writer_packet_loss, 3); /* B, D, E */
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 2); /* B, D */
+  assert_int_equal(stats(tb)->chunks_discarded, 1);         /* chunk 0 */
   assert_int_equal(tg_trace_buffer_used(tb), 0);
+  tg_trace_buffer_free(tb);
+}
+
+/* A chunk still flagged as needing patches when its producer goes is not
+ * read as it is, not even its whole packets: any of its bytes may be one
+ * the patch was meant for. It is counted as discarded, not as read, once. */
+static void unpatched_chunk_of_departed_producer_is_dropped(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  chunk_t *c = chunk_whole(0, 1, 1, 3, 20);
+  chunk_flags(c, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(1, 1, 4, 1, 20)), 0);
+  assert_int_equal(commit_free(tb, &kP2, chunk_whole(0, 1, 9, 1, 20)), 0);
+  expect_packet(tb, 1, 9, 20, false); /* only the other producer flows */
+  expect_nothing(tb);
+
+  tg_trace_buffer_producer_gone(tb, 1);
+  tg_trace_buffer_producer_gone(tb, 1); /* twice changes nothing */
+  expect_packet(tb, 1, 4, 20, true); /* the next chunk, flagged */
+  expect_nothing(tb);
+  assert_int_equal(stats(tb)->chunks_discarded, 1);
+  assert_int_equal(stats(tb)->chunks_read, 2);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
+  assert_int_equal(tg_trace_buffer_used(tb), 0);
+  tg_trace_buffer_free(tb);
+}
+
+/* A patched chunk is read normally after its producer left. */
+static void patched_chunk_of_departed_producer_is_read(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  chunk_t *c = chunk_whole(0, 1, 1, 2, 20);
+  chunk_flags(c, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(tg_trace_buffer_patch(tb, 1, 1, 0, NULL, NULL, 0, false), 0);
+  tg_trace_buffer_producer_gone(tb, 1);
+  expect_packet(tb, 1, 1, 20, false);
+  expect_packet(tb, 1, 2, 20, false);
+  expect_nothing(tb);
+  assert_int_equal(stats(tb)->chunks_discarded, 0);
   tg_trace_buffer_free(tb);
 }
 
@@ -1109,9 +1167,12 @@ int main(void) {
       cmocka_unit_test(drop_marker_counts_trace_writer_packet_loss),
       cmocka_unit_test(malformed_chunk_keeps_leading_fragments),
       cmocka_unit_test(writer_id_zero_is_rejected),
+      cmocka_unit_test(writer_ids_above_32767_are_rejected),
       cmocka_unit_test(chunk_id_wraparound_keeps_order),
       cmocka_unit_test(gap_between_chunks_is_skipped_not_waited_for),
       cmocka_unit_test(producer_gone_unblocks_stalled_sequences),
+      cmocka_unit_test(unpatched_chunk_of_departed_producer_is_dropped),
+      cmocka_unit_test(patched_chunk_of_departed_producer_is_read),
       cmocka_unit_test(packet_of_many_fragments_is_reassembled),
       cmocka_unit_test(random_stress_matches_writers),
   };

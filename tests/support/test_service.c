@@ -386,6 +386,17 @@ int raw_producer_register_writer(raw_producer_t *p, uint16_t writer) {
              ? 0 : -1;
 }
 
+int raw_producer_register_writer_to(raw_producer_t *p, uint32_t writer,
+                                    uint32_t target_buffer) {
+  Perfetto__Protos__RegisterTraceWriterRequest r =
+      PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+  r.has_trace_writer_id = 1;
+  r.trace_writer_id = writer;
+  r.has_target_buffer = 1;
+  r.target_buffer = target_buffer;
+  return raw_call(&p->conn, "RegisterTraceWriter", &r.base, -1, NULL, NULL, 5000);
+}
+
 uint64_t raw_producer_wait_flush(raw_producer_t *p, uint64_t after_id,
                                  int timeout_ms) {
   int64_t deadline = tg_test_now_ms() + timeout_ms;

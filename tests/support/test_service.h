@@ -127,6 +127,10 @@ int raw_producer_commit_ex(raw_producer_t *p, const raw_move_t *moves,
 /* RegisterTraceWriter |writer| -> the producer's target buffer (what makes
  * its BeingWritten chunks scrapable). Returns 0 or -1. */
 int raw_producer_register_writer(raw_producer_t *p, uint16_t writer);
+/* RegisterTraceWriter with any |writer| id and |target_buffer| (refusal
+ * tests). Returns 1 if accepted, 0 if refused, -1 on error. */
+int raw_producer_register_writer_to(raw_producer_t *p, uint32_t writer,
+                                    uint32_t target_buffer);
 /* Polls commands until a Flush newer than |after_id| arrives; returns its
  * id, or 0 on timeout/error. */
 uint64_t raw_producer_wait_flush(raw_producer_t *p, uint64_t after_id,
