@@ -10,3 +10,9 @@ target_compile_definitions(test_tools_e2e PRIVATE
                            PROBES_PATH="$<TARGET_FILE:tracegate-probes>"
                            EMIT_PATH="$<TARGET_FILE:tracegate-emit>")
 add_dependencies(test_tools_e2e tracegate-probes tracegate-emit)
+
+# linux.ftrace's page parser, format files, encoder and config reader on
+# synthetic pages built byte by byte.
+tg_add_test(test_ftrace_parse
+            SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ftrace_parse.c
+            LIBS tg_probes_core)
