@@ -25,7 +25,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_trace_buffer fuzz_pbtxt fuzz_relay_filter fuzz_proc_parsers \
-                fuzz_slice_reassembler
+                fuzz_slice_reassembler fuzz_ftrace_page
 
 .PHONY: all deps build demo install test test-asan test-tsan fuzz fuzz-smoke bench clean
 
