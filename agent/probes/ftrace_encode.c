@@ -136,7 +136,10 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
 
 /* --- field values -------------------------------------------------------- */
 
-static uint64_t read_uint(const uint8_t *p, unsigned size) {
+/* The per-field helpers run for every field of every event: inlined. */
+#define HOT static inline __attribute__((always_inline))
+
+HOT uint64_t read_uint(const uint8_t *p, unsigned size) {
   switch (size) {
     case 1:
       return *p;
@@ -158,18 +161,18 @@ static uint64_t read_uint(const uint8_t *p, unsigned size) {
   }
 }
 
-static int64_t sign_extend(uint64_t v, unsigned size) {
+HOT int64_t sign_extend(uint64_t v, unsigned size) {
   if (size >= 8) return (int64_t)v;
   unsigned shift = 64 - size * 8;
   return (int64_t)(v << shift) >> shift;
 }
 
-static bool field_in(const tg_ftrace_field_t *f, uint32_t len) {
+HOT bool field_in(const tg_ftrace_field_t *f, uint32_t len) {
   return (uint32_t)f->offset + f->size <= len;
 }
 
 /* A scalar field; false when it lies outside the record. */
-static bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
+HOT bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
                     uint64_t *out) {
   if (!field_in(f, len)) return false;
   uint64_t v = read_uint(rec + f->offset, f->size);
@@ -178,7 +181,7 @@ static bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len
 }
 
 /* A string field, without its NUL; false when it lies outside the record. */
-static bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
+HOT bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
                     const char **s, size_t *n) {
   uint32_t start, max;
   switch (f->kind) {
@@ -206,17 +209,24 @@ static bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len
       return false;
   }
   const char *p = (const char *)rec + start;
-  const char *nul = memchr(p, 0, max);
   *s = p;
+  /* Most strings are comms (16 bytes): a plain loop beats a libc call. */
+  if (max <= 32) {
+    uint32_t i = 0;
+    while (i < max && p[i]) i++;
+    *n = i;
+    return true;
+  }
+  const char *nul = memchr(p, 0, max);
   *n = nul ? (size_t)(nul - p) : max;
   return true;
 }
 
-static void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
+HOT void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
                               const uint8_t *rec, uint32_t len) {
-  uint64_t v;
-  const char *s;
-  size_t n;
+  uint64_t v = 0;
+  const char *s = NULL;
+  size_t n = 0;
   switch (o->type) {
     case TG_FTRACE_PT_STRING:
       if (get_str(&o->f, rec, len, &s, &n))
@@ -243,9 +253,9 @@ static void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
 
 static void write_generic_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
                                 const uint8_t *rec, uint32_t len) {
-  uint64_t v;
-  const char *s;
-  size_t n;
+  uint64_t v = 0;
+  const char *s = NULL;
+  size_t n = 0;
   bool str = o->f.kind != TG_FTRACE_FIELD_INT;
   if (str ? !get_str(&o->f, rec, len, &s, &n) : !get_int(&o->f, rec, len, &v))
     return;
@@ -358,9 +368,9 @@ static uint32_t intern(tg_ftrace_encoder_t *e, const char *s, size_t n) {
 
 static bool add_compact(tg_ftrace_encoder_t *e, const tg_ftrace_event_desc_t *d,
                         uint64_t ts, const uint8_t *rec, uint32_t len) {
-  const char *s;
-  size_t n;
-  uint64_t pid, prio, extra;
+  const char *s = NULL;
+  size_t n = 0;
+  uint64_t pid = 0, prio = 0, extra = 0;
   if (!get_str(&d->out[d->c_comm].f, rec, len, &s, &n) ||
       !get_int(&d->out[d->c_pid].f, rec, len, &pid) ||
       !get_int(&d->out[d->c_prio].f, rec, len, &prio) ||
