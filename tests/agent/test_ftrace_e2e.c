@@ -309,20 +309,32 @@ typedef struct cpu_state {
   int32_t last_next_pid;
 } cpu_state_t;
 
-/* True if any sched_switch of |p| switches |pid| out. */
-static bool pid_switched_out(const packets_t *p, int32_t pid) {
+/* How many tasks of |p| are switched in but never switched out. Some
+ * kernels record no switch of certain tasks (on the sandboxed VMs this
+ * runs on: the threads of pid 1; tracefs' own text output and a plain
+ * reader of trace_pipe_raw show the same gaps). Where there are such
+ * tasks, a gap in a CPU's chain may be theirs. */
+static size_t unrecorded_switch_outs(const packets_t *p) {
+  static uint8_t in[1u << 22], out[1u << 22]; /* pid_max is at most 2^22 */
+  memset(in, 0, sizeof(in));
+  memset(out, 0, sizeof(out));
   for (size_t i = 0; i < p->n; i++) {
     const Perfetto__Protos__FtraceEventBundle *b =
         p->pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS
             ? p->pk[i]->ftrace_events
             : NULL;
-    for (size_t k = 0; b && k < b->n_event; k++)
-      if (b->event[k]->event_case ==
-              PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH &&
-          b->event[k]->sched_switch->prev_pid == pid)
-        return true;
+    for (size_t k = 0; b && k < b->n_event; k++) {
+      if (b->event[k]->event_case !=
+          PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH)
+        continue;
+      const Perfetto__Protos__SchedSwitchFtraceEvent *s = b->event[k]->sched_switch;
+      if ((uint32_t)s->next_pid < sizeof(in)) in[s->next_pid] = 1;
+      if ((uint32_t)s->prev_pid < sizeof(out)) out[s->prev_pid] = 1;
+    }
   }
-  return false;
+  size_t n = 0;
+  for (size_t pid = 0; pid < sizeof(in); pid++) n += in[pid] && !out[pid];
+  return n;
 }
 
 typedef struct seen {
@@ -335,6 +347,7 @@ static void check_full(const packets_t *p, pid_t kid, uint64_t t0, uint64_t t1,
   static cpu_state_t cpus[MAX_CPUS];
   memset(cpus, 0, sizeof(cpus));
   memset(seen, 0, sizeof(*seen));
+  size_t unrecorded = unrecorded_switch_outs(p);
   char marker[64];
   snprintf(marker, sizeof(marker), "tg-marker-%d", (int)kid);
   for (size_t i = 0; i < p->n; i++) {
@@ -362,15 +375,13 @@ static void check_full(const packets_t *p, pid_t kid, uint64_t t0, uint64_t t1,
           assert_non_null(s->next_comm);
           assert_true(s->has_prev_pid && s->has_next_pid && s->has_prev_state);
           if (c->have_switch) {
-            /* A task whose switch-out the kernel never records (on these
-             * machines: the threads of pid 1, tracefs' own text output
-             * shows the same) leaves a gap the probes cannot fill. */
-            if (s->prev_pid != c->last_next_pid &&
-                !pid_switched_out(p, c->last_next_pid)) {
-              seen->unrecorded++;
-            } else {
-              assert_int_equal(s->prev_pid, c->last_next_pid);
+            if (s->prev_pid == c->last_next_pid) {
               seen->chain_checked++;
+            } else {
+              /* Only where the kernel itself leaves switches out (see
+               * unrecorded_switch_outs); counted and bounded below. */
+              if (!unrecorded) assert_int_equal(s->prev_pid, c->last_next_pid);
+              seen->unrecorded++;
             }
           }
           c->have_switch = true;
@@ -526,12 +537,12 @@ static void ftrace_sessions_record_consistent_sched_events(void **state) {
   seen_t s;
   check_full(&a.got, kid, t0, t1, &s);
   print_message("full: %zu bundles (%zu lost), %zu switches (%zu chained, "
-                "%zu after unrecorded switch-outs), %zu wakings, %zu generic\n",
+                "%zu gaps of unrecorded switches), %zu wakings, %zu generic\n",
                 s.bundles, s.lost, s.switches, s.chain_checked, s.unrecorded,
                 s.wakings, s.generic);
   assert_true(s.switches > 10);
   assert_true(s.chain_checked > 0);
-  assert_true(s.unrecorded * 4 < s.chain_checked);
+  assert_true(s.unrecorded * 20 < s.chain_checked);
   assert_true(s.wakings > 0);
   assert_true(s.generic > 0);
   assert_true(s.newtask);
