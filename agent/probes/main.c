@@ -1,10 +1,12 @@
-/* tracegate-probes: the system producer. Registers "linux.sys_stats" and
- * "linux.process_stats" with the local tracing service and samples /proc
- * for every session that enables them. Wires flags, signals, the agent and
+/* tracegate-probes: the system producer. Registers "linux.sys_stats",
+ * "linux.process_stats" and "linux.ftrace" with the local tracing service;
+ * samples /proc and reads the kernel's ring buffers for every session that
+ * enables them. Wires flags, signals, the agent and
  * the sampler together; the data sources live in *_ds.c. */
 #include <signal.h>
 #include <string.h>
 
+#include "agent/probes/ftrace_ds.h"
 #include "agent/probes/probes.h"
 #include "agent/tool_setup.h"
 #include "ipc/channel.h"
@@ -17,8 +19,9 @@
 
 static const char about[] =
     "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
-    "/proc/stat)\nand linux.process_stats (process tree, per-process "
-    "memory and cpu time).\nSIGINT/SIGTERM stop it cleanly.\n";
+    "/proc/stat),\nlinux.process_stats (process tree, per-process "
+    "memory and cpu time)\nand linux.ftrace (kernel tracepoints through "
+    "tracefs; needs root).\nSIGINT/SIGTERM stop it cleanly.\n";
 
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
@@ -39,23 +42,30 @@ int main(int argc, char **argv) {
   sigset_t sigs;
   tg__tool_setup(PROG, log_level, &sigs);
 
-  tg_sampler_t *sampler;
+  tg_sampler_t *sampler = NULL;
+  tg_ftrace_ds_t *ftrace = NULL;
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_sys_stats_probe)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_process_stats_probe)) < 0 ||
-      (rv = tg_sampler_start(sampler)) < 0) {
+      (rv = tg_sampler_start(sampler)) < 0 ||
+      (rv = tg_ftrace_ds_new(&ftrace)) < 0) {
     TG_ERROR("cannot set up the data sources: %s", tg_strerror(rv));
+    tg_sampler_free(sampler);
     return 1;
   }
   tg_agent_options_t opts = {
       .socket_path = socket_path,
       .producer_name = name,
+      /* linux.ftrace writes in bursts of up to a ring buffer page per CPU
+       * per read; the default 256 KiB fills up between two commits. */
+      .smb_size_hint = 4u << 20,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
       .log_level = (tg_log_level_t)log_level,
   };
   if ((rv = tg_agent_init(&opts)) < 0) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));
+    tg_ftrace_ds_free(ftrace);
     tg_sampler_free(sampler);
     return 1;
   }
@@ -66,6 +76,7 @@ int main(int argc, char **argv) {
   }
   TG_INFO("%s: stopping", strsignal(sig));
   tg_agent_shutdown(); /* runs on_stop of every instance */
+  tg_ftrace_ds_free(ftrace);
   tg_sampler_free(sampler);
   return 0;
 }

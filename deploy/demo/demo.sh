@@ -3,8 +3,10 @@
 #
 # Two "hosts", each a tracegated with tracegate-probes, a tracegate-emit and
 # a tracegate-relay on a port of its own, recorded for a few seconds through
-# mutual TLS by one `tracegate record` into one merged trace. Everything it
-# starts, it stops: at the end, on error and on Ctrl-C.
+# mutual TLS by one `tracegate record` into one merged trace. Each host's
+# probes also record kernel scheduling (linux.ftrace, demo.pbtxt), which
+# needs root: otherwise probes.log says why and the trace has no kernel
+# events. Everything it starts, it stops: at the end, on error and on Ctrl-C.
 #
 # usage: deploy/demo/demo.sh BUILD_DIR [OUT]   (OUT default: demo.pftrace)
 set -eu
@@ -90,6 +92,9 @@ done
 HOSTS=""
 for p in $PORTS; do HOSTS="$HOSTS -H localhost:$p"; done
 
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo: not root: the hosts record no kernel scheduling (linux.ftrace)" >&2
+fi
 step "recording ${SECONDS_TO_RECORD}s from both hosts through TLS into $OUT"
 # shellcheck disable=SC2086
 "$CLI" record $HOSTS --cert "$CERTS/demo-operator.pem" \

@@ -14,3 +14,20 @@ add_dependencies(test_tools_e2e tracegate-probes tracegate-emit)
 tg_add_test(test_probes_kernel
             SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_probes_kernel.c
             LIBS tg_probes_core)
+
+# linux.ftrace's page parser, format files, encoder and config reader on
+# synthetic pages built byte by byte.
+tg_add_test(test_ftrace_parse
+            SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ftrace_parse.c
+            LIBS tg_probes_core)
+
+# linux.ftrace end to end: tracegate-probes reading this machine's kernel
+# for real sessions of a real tracegated. Needs root and tracefs (skipped
+# without them unless TG_REQUIRE_FTRACE is set). Labelled tsan: the probes'
+# reader thread and the agent's callbacks share the session slots.
+tg_add_test(test_ftrace_e2e
+            SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ftrace_e2e.c
+            LIBS tg_test_support tg_probes_core TIMEOUT 300 LABELS tsan)
+target_compile_definitions(test_ftrace_e2e PRIVATE
+                           PROBES_PATH="$<TARGET_FILE:tracegate-probes>")
+add_dependencies(test_ftrace_e2e tracegate-probes)

@@ -395,6 +395,64 @@ def relay_filter_corpus():
     }
 
 
+# --- fuzz_ftrace_page -------------------------------------------------------
+
+FT_GENERIC_FORMAT = (
+    b"name: hrtimer_start\nID: 90\nformat:\n"
+    b"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    b"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+    b"\tfield:s64 expires;\toffset:8;\tsize:8;\tsigned:1;\n"
+    b"\tfield:__data_loc char[] name;\toffset:16;\tsize:4;\tsigned:0;\n")
+
+
+def ft_rec(delta, payload):
+    """A data record: type_len words, or type_len 0 with a length word."""
+    payload += b"\0" * (-len(payload) % 4)
+    if len(payload) <= 112:
+        return struct.pack("<I", (len(payload) // 4) | delta << 5) + payload
+    return struct.pack("<II", delta << 5, len(payload) + 4) + payload
+
+
+def ft_switch(prev, prev_pid, next_, next_pid):
+    return (struct.pack("<HBBi", 372, 1, 0, prev_pid) +
+            prev.ljust(16, b"\0") + struct.pack("<iiq", prev_pid, 120, 1) +
+            next_.ljust(16, b"\0") + struct.pack("<ii", next_pid, 120))
+
+
+def ft_page(ts, records, lost=False, commit=None):
+    body = b"".join(records)
+    size = len(body) if commit is None else commit
+    return struct.pack("<QQ", ts, size | (1 << 31 if lost else 0)) + body
+
+
+def ft_input(page, fmt=b"", compact=False):
+    return bytes([1 if compact else 0]) + struct.pack("<H", len(fmt)) + fmt + page
+
+
+def ftrace_page_corpus():
+    sw = [ft_rec(10, ft_switch(b"bash", 42, b"kworker/0:1", 7)),
+          ft_rec(5, ft_switch(b"kworker/0:1", 7, b"bash", 42))]
+    generic = struct.pack("<HBBiqI", 90, 0, 0, 3, -5, (4 << 16) | 20) + b"tmr\0"
+    return {
+        "switches": ft_input(ft_page(1000, sw)),
+        "switches_compact": ft_input(ft_page(1000, sw), compact=True),
+        "time_records": ft_input(ft_page(0, [
+            sw[0],
+            struct.pack("<II", 30 | 7 << 5, 3),          # time extend
+            struct.pack("<II", 29 | 1 << 5, 8) + b"\0" * 4,  # padding
+            struct.pack("<II", 31 | 9 << 5, 2),          # absolute stamp
+            sw[1],
+            struct.pack("<I", 29)])),                    # end padding
+        "long_record": ft_input(ft_page(5, [ft_rec(1, generic + b"x" * 120)]),
+                                FT_GENERIC_FORMAT),
+        "generic": ft_input(ft_page(5, [ft_rec(1, generic)]), FT_GENERIC_FORMAT),
+        "lost": ft_input(ft_page(9, sw, lost=True), compact=True),
+        "commit_past_end": ft_input(ft_page(9, sw, commit=4000)),
+        "length_past_end": ft_input(ft_page(9, [struct.pack("<II", 0, 999)])),
+        "truncated_header": ft_input(b"\x01\x02\x03"),
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -412,6 +470,7 @@ def main():
     write("fuzz_pb_reader", pb_corpus())
     write("fuzz_trace_buffer", trace_buffer_corpus())
     write("fuzz_relay_filter", relay_filter_corpus())
+    write("fuzz_ftrace_page", ftrace_page_corpus())
     return 0
 
 

@@ -1,0 +1,377 @@
+/* "linux.ftrace": agent callbacks and the reader thread; see ftrace_ds.h. */
+#include "agent/probes/ftrace_ds.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/clock.h"
+#include "agent/probes/ftrace_config.h"
+#include "agent/probes/ftrace_session.h"
+#include "agent/probes/ftrace_tracefs.h"
+#include "agent/probes/sampler.h"
+#include "common/log.h"
+#include "tracegate/agent.h"
+#include "tracegate/error.h"
+
+#define DS_NAME "linux.ftrace"
+/* Pages per CPU per round: bounds how long one busy CPU delays the others
+ * (and the other sessions); a round that hits it is followed at once. */
+#define PAGES_PER_ROUND 64
+/* How long stop and flush callbacks wait for the reader thread. */
+#define CALLBACK_WAIT_MS 5000
+/* TracePacket.timestamp and .ftrace_stats, FtraceStats fields. */
+#define PACKET_TIMESTAMP 8
+#define PACKET_FTRACE_STATS 34
+#define STATS_PHASE 1
+#define STATS_FAILED_EVENTS 7
+
+typedef struct slot {
+  /* Under the mutex: written by the callbacks. */
+  uint32_t want_gen;
+  bool want_active;
+  tg_ftrace_cfg_t want_cfg; /* owned until the thread takes it */
+  uint32_t flush_req;
+  /* Under the mutex: written by the thread. */
+  uint32_t done_gen;
+  uint32_t flush_done;
+  /* The thread's own. */
+  uint32_t have_gen;
+  tg_ftrace_cfg_t cfg;
+  tg_ftrace_session_t *sess;
+  bool active;      /* a session, or a failed start still to report */
+  bool announced;   /* start stats (or the failure) written */
+  uint64_t next_ms;
+  uint64_t started_ms;
+} slot_t;
+
+struct tg_ftrace_ds {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;      /* wakes the thread; CLOCK_MONOTONIC */
+  pthread_cond_t done_cv; /* wakes waiting callbacks; CLOCK_MONOTONIC */
+  bool quit, changed;
+  bool running;
+  pthread_t thread;
+  tg_ds_t *ds;
+  slot_t slots[TG_DS_MAX_INSTANCES];
+};
+
+typedef struct ds_sink_ctx {
+  tg_ds_t *ds;
+  unsigned inst;
+} ds_sink_ctx_t;
+
+static tg_pbw_t *sink_begin(void *ctx) {
+  ds_sink_ctx_t *c = ctx;
+  return tg_ds_packet_begin(c->ds, c->inst);
+}
+
+static void sink_end(void *ctx) {
+  ds_sink_ctx_t *c = ctx;
+  tg_ds_packet_end(c->ds, c->inst);
+}
+
+static struct timespec deadline_in(uint64_t ms) {
+  uint64_t due = tg_probes_now_ms() + ms;
+  struct timespec ts = {.tv_sec = (time_t)(due / 1000),
+                        .tv_nsec = (long)(due % 1000) * 1000000L};
+  return ts;
+}
+
+/* --- agent thread -------------------------------------------------------- */
+
+static void on_start(void *ctx, unsigned inst, const uint8_t *cfg, size_t len) {
+  tg_ftrace_ds_t *f = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  tg_ftrace_cfg_t parsed;
+  int rv = tg_ftrace_cfg_parse(cfg, len, &parsed);
+  if (rv < 0)
+    TG_WARN(DS_NAME ": instance %u: unusable config (%s); it stays idle", inst,
+            tg_strerror(rv));
+  pthread_mutex_lock(&f->mu);
+  slot_t *sl = &f->slots[inst];
+  tg_ftrace_cfg_free(&sl->want_cfg);
+  sl->want_active = rv == 0;
+  if (rv == 0) sl->want_cfg = parsed;
+  sl->want_gen++;
+  f->changed = true;
+  pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void on_stop(void *ctx, unsigned inst) {
+  tg_ftrace_ds_t *f = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  pthread_mutex_lock(&f->mu);
+  slot_t *sl = &f->slots[inst];
+  tg_ftrace_cfg_free(&sl->want_cfg);
+  sl->want_active = false;
+  uint32_t gen = ++sl->want_gen;
+  f->changed = true;
+  pthread_cond_signal(&f->cv);
+  /* The last pages and the end stats go out before on_stop returns: after
+   * it, the agent drops this instance's packets. */
+  struct timespec until = deadline_in(CALLBACK_WAIT_MS);
+  while (f->running && (int32_t)(sl->done_gen - gen) < 0)
+    if (pthread_cond_timedwait(&f->done_cv, &f->mu, &until) == ETIMEDOUT) {
+      TG_WARN(DS_NAME ": instance %u: stop not done in %d ms", inst,
+              CALLBACK_WAIT_MS);
+      break;
+    }
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void on_flush(void *ctx, unsigned inst) {
+  tg_ftrace_ds_t *f = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  pthread_mutex_lock(&f->mu);
+  slot_t *sl = &f->slots[inst];
+  uint32_t req = ++sl->flush_req;
+  f->changed = true;
+  pthread_cond_signal(&f->cv);
+  struct timespec until = deadline_in(CALLBACK_WAIT_MS);
+  while (f->running && (int32_t)(sl->flush_done - req) < 0)
+    if (pthread_cond_timedwait(&f->done_cv, &f->mu, &until) == ETIMEDOUT) break;
+  pthread_mutex_unlock(&f->mu);
+}
+
+/* --- reader thread ------------------------------------------------------- */
+
+static void log_unsupported(unsigned k, const tg_ftrace_cfg_t *cfg) {
+  for (size_t i = 0; i < cfg->n_unsupported; i++)
+    TG_WARN(DS_NAME ": instance %u: FtraceConfig.%s is not supported by "
+            "tracegate-probes; ignored", k, cfg->unsupported[i]);
+  if (cfg->events_truncated)
+    TG_WARN(DS_NAME ": instance %u: only the first %d ftrace_events are used",
+            k, TG_FTRACE_MAX_EVENT_SPECS);
+}
+
+/* A session that could not start still answers in the trace: a start
+ * FtraceStats listing every requested event as failed. */
+static void write_failure(tg_ftrace_ds_t *f, unsigned k) {
+  tg_pbw_t *w = tg_ds_packet_begin(f->ds, k);
+  if (!w) return;
+  tg_pbw_append_varint(w, PACKET_TIMESTAMP, tg__clock_boottime());
+  tg_pbw_begin_nested(w, PACKET_FTRACE_STATS);
+  tg_pbw_append_varint(w, STATS_PHASE, TG_FTRACE_STATS_START);
+  const tg_ftrace_cfg_t *cfg = &f->slots[k].cfg;
+  for (size_t i = 0; i < cfg->n_events; i++)
+    tg_pbw_append_string(w, STATS_FAILED_EVENTS, cfg->events[i]);
+  tg_pbw_end_nested(w);
+  tg_ds_packet_end(f->ds, k);
+}
+
+static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
+  slot_t *sl = &f->slots[k];
+  if (sl->sess) {
+    ds_sink_ctx_t c = {f->ds, k};
+    tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+    if (sl->announced) {
+      bool more = true;
+      /* Everything up to now, bounded in case the kernel keeps writing. */
+      for (int i = 0; i < 64 && more; i++)
+        tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
+      tg_ftrace_session_write_stats(sl->sess, &sink, TG_FTRACE_STATS_END);
+      tg_ds_flush_thread(f->ds, k);
+    }
+    const tg_ftrace_session_stats_t *st = tg_ftrace_session_stats(sl->sess);
+    TG_INFO(DS_NAME ": instance %u: %llu pages, %llu events, %llu lost, "
+            "%llu corrupt", k, (unsigned long long)st->pages,
+            (unsigned long long)st->events, (unsigned long long)st->lost_pages,
+            (unsigned long long)st->corrupt_pages);
+    tg_ftrace_session_stop(sl->sess);
+    sl->sess = NULL;
+  }
+  tg_ftrace_cfg_free(&sl->cfg);
+  sl->active = false;
+}
+
+static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
+  slot_t *sl = &f->slots[k];
+  log_unsupported(k, &sl->cfg);
+  int rv = tg_ftrace_session_start(&sl->cfg, &sl->sess);
+  if (rv < 0) {
+    TG_ERROR(DS_NAME ": instance %u: cannot trace the kernel: %s%s", k,
+             tg_strerror(rv),
+             rv == -EACCES || rv == -EPERM
+                 ? " (tracefs needs root)"
+                 : rv == -ENOENT ? " (no tracefs in this kernel)" : "");
+    sl->sess = NULL;
+  } else {
+    TG_INFO(DS_NAME ": instance %u: %zu event(s) in %s", k,
+            tg_ftrace_session_n_events(sl->sess),
+            tg_ftrace_session_dir(sl->sess));
+  }
+  sl->active = true;
+  sl->announced = false;
+  sl->started_ms = now;
+  sl->next_ms = now;
+}
+
+static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
+  slot_t *sl = &f->slots[k];
+  if (!sl->announced) {
+    /* Packets begun before the agent marks the instance enabled are
+     * dropped; the kernel keeps the events meanwhile. */
+    if (!(tg_ds_enabled_mask(f->ds) & (1u << k))) {
+      sl->next_ms = now + (now - sl->started_ms < 1000 ? 2 : 50);
+      return;
+    }
+    sl->announced = true;
+    if (!sl->sess) {
+      write_failure(f, k);
+      tg_ds_flush_thread(f->ds, k);
+      sl->next_ms = UINT64_MAX;
+      return;
+    }
+    ds_sink_ctx_t c = {f->ds, k};
+    tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+    tg_ftrace_session_write_stats(sl->sess, &sink, TG_FTRACE_STATS_START);
+  }
+  if (!sl->sess) return;
+  ds_sink_ctx_t c = {f->ds, k};
+  tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+  bool more = false;
+  size_t pages = tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
+  /* Commit this round now rather than when the chunk fills up. */
+  if (pages) tg_ds_flush_thread(f->ds, k);
+  sl->next_ms = more ? now : now + sl->cfg.drain_period_ms;
+}
+
+/* Under f->mu on entry and exit. */
+static void apply_changes(tg_ftrace_ds_t *f) {
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &f->slots[k];
+    if (sl->have_gen == sl->want_gen) continue;
+    uint32_t gen = sl->want_gen;
+    bool start = sl->want_active;
+    tg_ftrace_cfg_t cfg = sl->want_cfg;
+    memset(&sl->want_cfg, 0, sizeof(sl->want_cfg));
+    pthread_mutex_unlock(&f->mu);
+    if (sl->active) end_slot(f, k);
+    sl->have_gen = gen;
+    if (start) {
+      sl->cfg = cfg;
+      begin_slot(f, k, tg_probes_now_ms());
+    }
+    pthread_mutex_lock(&f->mu);
+    sl->done_gen = gen;
+    pthread_cond_broadcast(&f->done_cv);
+  }
+}
+
+/* Under f->mu on entry and exit. */
+static void serve_flushes(tg_ftrace_ds_t *f) {
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &f->slots[k];
+    if (sl->flush_done == sl->flush_req) continue;
+    uint32_t req = sl->flush_req;
+    pthread_mutex_unlock(&f->mu);
+    if (sl->active && sl->announced && sl->sess) {
+      sl->next_ms = 0;
+      run_slot(f, k, tg_probes_now_ms());
+      tg_ds_flush_thread(f->ds, k);
+    }
+    pthread_mutex_lock(&f->mu);
+    sl->flush_done = req;
+    pthread_cond_broadcast(&f->done_cv);
+  }
+}
+
+static void *reader_main(void *arg) {
+  tg_ftrace_ds_t *f = arg;
+  pthread_mutex_lock(&f->mu);
+  while (!f->quit) {
+    if (f->changed) {
+      f->changed = false;
+      apply_changes(f);
+      serve_flushes(f);
+    }
+    pthread_mutex_unlock(&f->mu);
+
+    uint64_t next = UINT64_MAX;
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+      slot_t *sl = &f->slots[k];
+      if (!sl->active) continue;
+      uint64_t now = tg_probes_now_ms();
+      if (sl->next_ms <= now) run_slot(f, k, now);
+      if (sl->next_ms < next) next = sl->next_ms;
+    }
+
+    pthread_mutex_lock(&f->mu);
+    if (f->changed || f->quit) continue;
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&f->cv, &f->mu);
+    } else {
+      struct timespec ts = {.tv_sec = (time_t)(next / 1000),
+                            .tv_nsec = (long)(next % 1000) * 1000000L};
+      pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+  }
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+/* --- lifecycle ----------------------------------------------------------- */
+
+int tg_ftrace_ds_new(tg_ftrace_ds_t **out) {
+  /* A run that was killed left its instances (and their ring buffers)
+   * behind; remove them now rather than at the first session. */
+  char root[TG_TRACEFS_PATH_MAX];
+  if (tg_tracefs_find_mounted(root) == 0) {
+    int stale = tg_tracefs_remove_stale(root);
+    if (stale > 0)
+      TG_INFO(DS_NAME ": removed %d tracefs instance(s) left by dead runs",
+              stale);
+  }
+  tg_ftrace_ds_t *f = calloc(1, sizeof(*f));
+  if (!f) return -ENOMEM;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&f->cv, &ca);
+  pthread_cond_init(&f->done_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&f->mu, NULL);
+  tg_ds_options_t o = {
+      .name = DS_NAME,
+      .cbs = {.on_start = on_start, .on_stop = on_stop, .on_flush = on_flush,
+              .ctx = f},
+  };
+  int rv = tg_ds_register(&o, &f->ds);
+  if (rv < 0) goto fail;
+  if ((rv = -pthread_create(&f->thread, NULL, reader_main, f)) < 0) goto fail;
+  f->running = true;
+  *out = f;
+  return 0;
+fail:
+  pthread_cond_destroy(&f->cv);
+  pthread_cond_destroy(&f->done_cv);
+  pthread_mutex_destroy(&f->mu);
+  free(f);
+  return rv;
+}
+
+void tg_ftrace_ds_free(tg_ftrace_ds_t *f) {
+  if (!f) return;
+  pthread_mutex_lock(&f->mu);
+  f->quit = true;
+  pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  pthread_join(f->thread, NULL);
+  f->running = false;
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &f->slots[k];
+    tg_ftrace_session_stop(sl->sess); /* the agent is gone: no packets */
+    sl->sess = NULL;
+    tg_ftrace_cfg_free(&sl->cfg);
+    tg_ftrace_cfg_free(&sl->want_cfg);
+  }
+  pthread_cond_destroy(&f->cv);
+  pthread_cond_destroy(&f->done_cv);
+  pthread_mutex_destroy(&f->mu);
+  free(f);
+}

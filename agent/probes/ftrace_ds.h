@@ -1,0 +1,21 @@
+/* The "linux.ftrace" data source of tracegate-probes.
+ *
+ * One thread reads for every session and every CPU. The agent's callbacks
+ * only hand configs and stop/flush requests to it (under a mutex), then
+ * wait, bounded, for stop and flush to be done: a stop's last pages and end
+ * stats must be written before the agent releases the instance's writers.
+ * The thread owns every session from start to stop.
+ */
+#ifndef TRACEGATE_PROBES_FTRACE_DS_H
+#define TRACEGATE_PROBES_FTRACE_DS_H
+
+typedef struct tg_ftrace_ds tg_ftrace_ds_t;
+
+/* Registers "linux.ftrace" and starts the reader thread. Before
+ * tg_agent_init. Returns 0, -ENOMEM, tg_ds_register's error or -errno. */
+int tg_ftrace_ds_new(tg_ftrace_ds_t **out);
+/* Stops the thread, ends every session (instances removed) and frees |f|.
+ * After tg_agent_shutdown(). NULL is a no-op. */
+void tg_ftrace_ds_free(tg_ftrace_ds_t *f);
+
+#endif /* TRACEGATE_PROBES_FTRACE_DS_H */

@@ -1,0 +1,71 @@
+/* tracefs format files: the layout of one event's record, and of the ring
+ * buffer page header (events/header_page).
+ *
+ * A format file lists each field as
+ *   field:<type> <name>[<n>];  offset:<o>;  size:<s>;  signed:<0|1>;
+ * and this module turns that into offsets and decoding kinds. It does no
+ * I/O: callers hand in the text, which may be anything (it comes from the
+ * kernel, or a fuzzer), and get a bounded description back.
+ */
+#ifndef TRACEGATE_PROBES_FTRACE_FORMAT_H
+#define TRACEGATE_PROBES_FTRACE_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_FTRACE_NAME_MAX 64
+#define TG_FTRACE_FIELD_NAME_MAX 48
+/* Real events have at most ~20 fields; the rest of a longer list is
+ * dropped (the event still decodes the first ones). */
+#define TG_FTRACE_MAX_FIELDS 32
+
+typedef enum tg_ftrace_field_kind {
+  TG_FTRACE_FIELD_SKIP = 0,  /* a layout we do not decode */
+  TG_FTRACE_FIELD_INT,       /* scalar of 1, 2, 4 or 8 bytes */
+  TG_FTRACE_FIELD_INT_ARRAY, /* fixed array of scalars: elem_size each */
+  TG_FTRACE_FIELD_CHARS,     /* char name[N]: NUL-terminated within N */
+  TG_FTRACE_FIELD_DATA_LOC,  /* __data_loc: u32 len<<16 | offset in record */
+  TG_FTRACE_FIELD_REL_LOC,   /* __rel_loc: offset from the field's end */
+  TG_FTRACE_FIELD_TAIL,      /* char buf[] of size 0: the record's tail */
+} tg_ftrace_field_kind_t;
+
+typedef struct tg_ftrace_field {
+  char name[TG_FTRACE_FIELD_NAME_MAX];
+  uint16_t offset;
+  uint16_t size;
+  uint16_t elem_size; /* TG_FTRACE_FIELD_INT_ARRAY only */
+  uint8_t kind;       /* tg_ftrace_field_kind_t */
+  bool is_signed;
+} tg_ftrace_field_t;
+
+typedef struct tg_ftrace_format {
+  char name[TG_FTRACE_NAME_MAX];
+  uint32_t id;         /* the record's common_type */
+  uint16_t pid_offset; /* common_pid (4 bytes); UINT16_MAX if absent */
+  uint16_t flags_offset; /* common_flags (1 byte); UINT16_MAX if absent */
+  uint8_t n_fields;    /* the event's own fields, without common_* */
+  tg_ftrace_field_t fields[TG_FTRACE_MAX_FIELDS];
+} tg_ftrace_format_t;
+
+/* Parses an event's format file. Returns 0, or -EINVAL when the text has no
+ * "ID:" line or no fields. */
+int tg_ftrace_format_parse(const char *text, size_t len,
+                           tg_ftrace_format_t *out);
+
+/* The ring buffer page layout, from events/header_page. */
+typedef struct tg_ftrace_page_layout {
+  uint16_t commit_size; /* bytes of the commit word: 4 or 8 */
+  uint16_t data_offset; /* where the records begin */
+  uint32_t page_size;   /* data_offset + data size */
+} tg_ftrace_page_layout_t;
+
+/* Returns 0, or -EINVAL when a field is missing or out of range. */
+int tg_ftrace_header_page_parse(const char *text, size_t len,
+                                tg_ftrace_page_layout_t *out);
+
+/* The field called |name|, or NULL. */
+const tg_ftrace_field_t *tg_ftrace_format_field(const tg_ftrace_format_t *f,
+                                                const char *name);
+
+#endif /* TRACEGATE_PROBES_FTRACE_FORMAT_H */

@@ -1,0 +1,328 @@
+/* A session's tracefs instance and its reads; see ftrace_session.h. */
+#include "agent/probes/ftrace_session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/probes/ftrace_encode.h"
+#include "agent/probes/ftrace_format.h"
+#include "agent/probes/ftrace_page.h"
+#include "agent/probes/ftrace_tracefs.h"
+#include "common/log.h"
+#include "tracegate/error.h"
+
+/* TracePacket fields. */
+#define PACKET_TIMESTAMP 8
+#define PACKET_FTRACE_EVENTS 1
+#define PACKET_FTRACE_STATS 34
+/* FtraceStats and FtraceCpuStats. */
+#define STATS_PHASE 1
+#define STATS_CPU_STATS 2
+#define STATS_UNKNOWN_EVENTS 6
+#define STATS_FAILED_EVENTS 7
+#define CPU_CPU 1
+#define CPU_ENTRIES 2
+#define CPU_OVERRUN 3
+#define CPU_COMMIT_OVERRUN 4
+#define CPU_BYTES_READ 5
+#define CPU_OLDEST_TS 6
+#define CPU_NOW_TS 7
+#define CPU_DROPPED 8
+#define CPU_READ_EVENTS 9
+
+/* Format files are a few KiB; header_page far less. */
+#define FORMAT_MAX 16384
+
+typedef struct name_list {
+  char **v;
+  size_t n;
+} name_list_t;
+
+struct tg_ftrace_session {
+  char root[TG_TRACEFS_PATH_MAX];
+  char dir[TG_TRACEFS_PATH_MAX];
+  bool created;
+  tg_ftrace_page_layout_t layout;
+  tg_ftrace_table_t table;
+  tg_ftrace_encoder_t enc;
+  bool no_generic;
+  unsigned n_cpus;
+  int *fds; /* per CPU; -1: not readable */
+  uint8_t *page;
+  char *text; /* FORMAT_MAX scratch for format files */
+  name_list_t unknown, failed;
+  tg_ftrace_session_stats_t st;
+};
+
+static int list_add(name_list_t *l, const char *s) {
+  char **v = realloc(l->v, (l->n + 1) * sizeof(*v));
+  if (!v) return -ENOMEM;
+  l->v = v;
+  if (!(v[l->n] = strdup(s))) return -ENOMEM;
+  l->n++;
+  return 0;
+}
+
+static void list_free(name_list_t *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+static uint64_t boottime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Adds one event to the table and switches it on in the instance. */
+static int enable_event(void *ctx, const char *group, const char *name) {
+  tg_ftrace_session_t *s = ctx;
+  char rel[TG_TRACEFS_PATH_MAX];
+  snprintf(rel, sizeof(rel), "events/%s/%s/format", group, name);
+  long n = tg_tracefs_read(s->root, rel, s->text, FORMAT_MAX);
+  tg_ftrace_format_t fmt;
+  if (n < 0 || tg_ftrace_format_parse(s->text, (size_t)n, &fmt) < 0) {
+    TG_WARN("linux.ftrace: %s/%s: unreadable format file", group, name);
+    snprintf(rel, sizeof(rel), "%s/%s", group, name);
+    return list_add(&s->failed, rel);
+  }
+  int rv = tg_ftrace_table_add(&s->table, group, &fmt, s->no_generic);
+  if (rv == -EEXIST) return 0; /* listed twice in the config */
+  if (rv < 0) return rv;
+  /* disable_generic_events: an event without a message of its own is
+   * neither recorded nor enabled. */
+  if (!s->table.by_id[fmt.id]) return 0;
+  /* ftrace/print has no switch: an instance records what is written to
+   * its trace_marker, and with copy_trace_marker also what is written to
+   * the top-level one, where applications write. */
+  if (strcmp(group, "ftrace") == 0) {
+    if (strcmp(name, "print") == 0 &&
+        (rv = tg_tracefs_write(s->dir, "options/copy_trace_marker", "1")) < 0)
+      TG_WARN("linux.ftrace: this kernel does not copy trace_marker writes to "
+              "instances (%s): ftrace/print sees only the instance's own "
+              "trace_marker", tg_strerror(rv));
+    return 0;
+  }
+  snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
+  if ((rv = tg_tracefs_write(s->dir, rel, "1")) < 0) {
+    TG_WARN("linux.ftrace: cannot enable %s/%s: %s", group, name,
+            tg_strerror(rv));
+    snprintf(rel, sizeof(rel), "%s/%s", group, name);
+    return list_add(&s->failed, rel);
+  }
+  return 0;
+}
+
+static int setup_events(tg_ftrace_session_t *s, const tg_ftrace_cfg_t *cfg) {
+  for (size_t i = 0; i < cfg->n_events; i++) {
+    int rv = tg_tracefs_resolve_events(s->root, cfg->events[i], enable_event, s);
+    if (rv < 0) return rv;
+    if (rv == 0) {
+      TG_WARN("linux.ftrace: no such event \"%s\"", cfg->events[i]);
+      if ((rv = list_add(&s->unknown, cfg->events[i])) < 0) return rv;
+    }
+  }
+  return 0;
+}
+
+static int open_cpus(tg_ftrace_session_t *s) {
+  long n = sysconf(_SC_NPROCESSORS_CONF);
+  s->n_cpus = n > 0 && n < 4096 ? (unsigned)n : 1;
+  s->fds = malloc(s->n_cpus * sizeof(*s->fds));
+  if (!s->fds) return -ENOMEM;
+  unsigned opened = 0;
+  for (unsigned c = 0; c < s->n_cpus; c++) {
+    char p[TG_TRACEFS_PATH_MAX * 2];
+    snprintf(p, sizeof(p), "%s/per_cpu/cpu%u/trace_pipe_raw", s->dir, c);
+    s->fds[c] = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s->fds[c] >= 0) opened++;
+  }
+  return opened ? 0 : -ENOENT;
+}
+
+int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
+                            tg_ftrace_session_t **out) {
+  *out = NULL;
+  tg_ftrace_session_t *s = calloc(1, sizeof(*s));
+  if (!s) return -ENOMEM;
+  s->no_generic = cfg->disable_generic_events;
+  int rv;
+  if ((rv = tg_tracefs_find(s->root)) < 0) goto fail;
+  int stale = tg_tracefs_remove_stale(s->root);
+  if (stale > 0)
+    TG_INFO("linux.ftrace: removed %d tracefs instance(s) left by dead runs",
+            stale);
+  if (!(s->text = malloc(FORMAT_MAX))) {
+    rv = -ENOMEM;
+    goto fail;
+  }
+  long n = tg_tracefs_read(s->root, "events/header_page", s->text, FORMAT_MAX);
+  if (n < 0) {
+    rv = (int)n;
+    goto fail;
+  }
+  if ((rv = tg_ftrace_header_page_parse(s->text, (size_t)n, &s->layout)) < 0)
+    goto fail;
+  if ((rv = tg_ftrace_table_init(&s->table)) < 0) goto fail;
+  if ((rv = tg_ftrace_encoder_init(&s->enc, &s->table, cfg->compact_sched,
+                                   s->layout.page_size)) < 0)
+    goto fail;
+  if (!(s->page = malloc(s->layout.page_size))) {
+    rv = -ENOMEM;
+    goto fail;
+  }
+  if ((rv = tg_tracefs_instance_create(s->root, s->dir)) < 0) goto fail;
+  s->created = true;
+  /* The instance starts with tracing on; keep it off until set up. */
+  char kb[16];
+  snprintf(kb, sizeof(kb), "%u", cfg->buffer_size_kb);
+  if ((rv = tg_tracefs_write(s->dir, "tracing_on", "0")) < 0 ||
+      (rv = tg_tracefs_write(s->dir, "buffer_size_kb", kb)) < 0)
+    goto fail;
+  /* Packets are CLOCK_BOOTTIME; the events must be too. */
+  if ((rv = tg_tracefs_write(s->dir, "trace_clock", "boot")) < 0) {
+    TG_ERROR("linux.ftrace: the kernel has no boot trace_clock: %s",
+             tg_strerror(rv));
+    goto fail;
+  }
+  if ((rv = setup_events(s, cfg)) < 0) goto fail;
+  if ((rv = open_cpus(s)) < 0) goto fail;
+  if ((rv = tg_tracefs_write(s->dir, "tracing_on", "1")) < 0) goto fail;
+  *out = s;
+  return 0;
+fail:
+  tg_ftrace_session_stop(s);
+  return rv;
+}
+
+void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
+  if (!s) return;
+  for (unsigned c = 0; s->fds && c < s->n_cpus; c++)
+    if (s->fds[c] >= 0) close(s->fds[c]);
+  free(s->fds);
+  if (s->created) {
+    int rv = tg_tracefs_instance_remove(s->dir);
+    if (rv < 0)
+      TG_WARN("linux.ftrace: cannot remove %s: %s", s->dir, tg_strerror(rv));
+  }
+  tg_ftrace_encoder_free(&s->enc);
+  tg_ftrace_table_free(&s->table);
+  list_free(&s->unknown);
+  list_free(&s->failed);
+  free(s->page);
+  free(s->text);
+  free(s);
+}
+
+static void write_page(tg_ftrace_session_t *s, const tg_ftrace_sink_t *sink,
+                       unsigned cpu, size_t len) {
+  tg_ftrace_bundle_result_t res;
+  tg_pbw_t *w = sink->begin(sink->ctx);
+  if (!w) return;
+  tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
+  tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, s->page, len, &res);
+  tg_pbw_end_nested(w);
+  sink->end(sink->ctx);
+  s->st.events += res.events;
+  s->st.skipped += res.skipped;
+  s->st.lost_pages += res.lost_events;
+  s->st.corrupt_pages += res.corrupt;
+}
+
+size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
+                               const tg_ftrace_sink_t *sink, size_t max_pages,
+                               bool *more) {
+  size_t total = 0;
+  *more = false;
+  for (unsigned c = 0; c < s->n_cpus; c++) {
+    if (s->fds[c] < 0) continue;
+    size_t k = 0;
+    for (; k < max_pages; k++) {
+      ssize_t r = read(s->fds[c], s->page, s->layout.page_size);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (r < 0 && errno != EAGAIN) {
+          s->st.read_errors++;
+          TG_WARN("linux.ftrace: cpu %u: %s; not read any more", c,
+                  strerror(errno));
+          close(s->fds[c]);
+          s->fds[c] = -1;
+        }
+        break;
+      }
+      s->st.pages++;
+      s->st.bytes += (uint64_t)r;
+      if (sink) write_page(s, sink, c, (size_t)r);
+      /* A page that is less than half full was the writer's current one:
+       * this CPU is drained. Reading on would chase the events our own
+       * reads cause (e.g. raw_syscalls) one tiny page at a time. */
+      tg_ftrace_page_iter_t it;
+      tg_ftrace_page_header_t hdr;
+      if (tg_ftrace_page_begin(&s->layout, s->page, (size_t)r, &it, &hdr) < 0 ||
+          hdr.data_len < (s->layout.page_size - s->layout.data_offset) / 2) {
+        k++;
+        break;
+      }
+    }
+    if (k >= max_pages) *more = true;
+    total += k;
+  }
+  return total;
+}
+
+static void write_cpu_stats(tg_ftrace_session_t *s, tg_pbw_t *w, unsigned c) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "per_cpu/cpu%u/stats", c);
+  long n = tg_tracefs_read(s->dir, rel, s->text, FORMAT_MAX);
+  if (n < 0) return;
+  tg_ftrace_cpu_stats_t cs;
+  tg_ftrace_cpu_stats_parse(s->text, (size_t)n, &cs);
+  tg_pbw_begin_nested(w, STATS_CPU_STATS);
+  tg_pbw_append_varint(w, CPU_CPU, c);
+  tg_pbw_append_varint(w, CPU_ENTRIES, cs.entries);
+  tg_pbw_append_varint(w, CPU_OVERRUN, cs.overrun);
+  tg_pbw_append_varint(w, CPU_COMMIT_OVERRUN, cs.commit_overrun);
+  tg_pbw_append_varint(w, CPU_BYTES_READ, cs.bytes);
+  tg_pbw_append_double(w, CPU_OLDEST_TS, cs.oldest_event_ts);
+  tg_pbw_append_double(w, CPU_NOW_TS, cs.now_ts);
+  tg_pbw_append_varint(w, CPU_DROPPED, cs.dropped_events);
+  tg_pbw_append_varint(w, CPU_READ_EVENTS, cs.read_events);
+  tg_pbw_end_nested(w);
+}
+
+void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
+                                   const tg_ftrace_sink_t *sink, int phase) {
+  tg_pbw_t *w = sink->begin(sink->ctx);
+  if (!w) return;
+  tg_pbw_append_varint(w, PACKET_TIMESTAMP, boottime_ns());
+  tg_pbw_begin_nested(w, PACKET_FTRACE_STATS);
+  tg_pbw_append_varint(w, STATS_PHASE, (uint64_t)phase);
+  for (unsigned c = 0; c < s->n_cpus; c++) write_cpu_stats(s, w, c);
+  if (phase == TG_FTRACE_STATS_START) {
+    for (size_t i = 0; i < s->unknown.n; i++)
+      tg_pbw_append_string(w, STATS_UNKNOWN_EVENTS, s->unknown.v[i]);
+    for (size_t i = 0; i < s->failed.n; i++)
+      tg_pbw_append_string(w, STATS_FAILED_EVENTS, s->failed.v[i]);
+  }
+  tg_pbw_end_nested(w);
+  sink->end(sink->ctx);
+}
+
+const tg_ftrace_session_stats_t *tg_ftrace_session_stats(
+    const tg_ftrace_session_t *s) {
+  return &s->st;
+}
+
+const char *tg_ftrace_session_dir(const tg_ftrace_session_t *s) {
+  return s->dir;
+}
+
+size_t tg_ftrace_session_n_events(const tg_ftrace_session_t *s) {
+  return s->table.n;
+}

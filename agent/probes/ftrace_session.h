@@ -1,0 +1,70 @@
+/* One "linux.ftrace" session's kernel side: its tracefs instance with the
+ * config's events enabled, the per-CPU trace_pipe_raw files, and the reads
+ * that turn their pages into TracePackets.
+ *
+ * Reads are non-blocking and take whole pages (one read(2) per page, never
+ * one per event); each page becomes one TracePacket { ftrace_events }.
+ * Packets go to a sink, so the data source (agent writer) and the bench
+ * (plain buffer) share this code. Not thread-safe: one thread owns a
+ * session from start to stop.
+ */
+#ifndef TRACEGATE_PROBES_FTRACE_SESSION_H
+#define TRACEGATE_PROBES_FTRACE_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/probes/ftrace_config.h"
+#include "tracegate/pb_writer.h"
+
+/* Where packets go: begin() returns the writer of a new TracePacket (NULL:
+ * drop this one), end() completes it. */
+typedef struct tg_ftrace_sink {
+  tg_pbw_t *(*begin)(void *ctx);
+  void (*end)(void *ctx);
+  void *ctx;
+} tg_ftrace_sink_t;
+
+typedef struct tg_ftrace_session tg_ftrace_session_t;
+
+typedef struct tg_ftrace_session_stats {
+  uint64_t pages, bytes, events, skipped, lost_pages, corrupt_pages;
+  uint64_t read_errors;
+} tg_ftrace_session_stats_t;
+
+/* FtraceStats.Phase */
+#define TG_FTRACE_STATS_START 1
+#define TG_FTRACE_STATS_END 2
+
+/* Finds tracefs, removes stale instances of dead runs, creates this
+ * session's instance and sets it up for |cfg| (borrowed for the call).
+ * Events that do not exist or cannot be enabled are remembered for the
+ * start stats and logged. Returns 0, or -errno (-EACCES/-EPERM: not root,
+ * -ENOENT: no tracefs) after undoing what it did. */
+int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
+                            tg_ftrace_session_t **out);
+
+/* Reads up to |max_pages| ready pages of every CPU. With a NULL |sink| the
+ * pages are read and discarded (the bench's floor). Sets |*more| when a CPU
+ * still had pages at the cap. Returns the pages read. */
+size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
+                               const tg_ftrace_sink_t *sink, size_t max_pages,
+                               bool *more);
+
+/* One TracePacket { timestamp, ftrace_stats { phase, cpu_stats per CPU,
+ * unknown/failed events (at the start) } }. */
+void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
+                                   const tg_ftrace_sink_t *sink, int phase);
+
+const tg_ftrace_session_stats_t *tg_ftrace_session_stats(
+    const tg_ftrace_session_t *s);
+/* The instance's directory (for tests and logs). */
+const char *tg_ftrace_session_dir(const tg_ftrace_session_t *s);
+/* Events the instance records. */
+size_t tg_ftrace_session_n_events(const tg_ftrace_session_t *s);
+
+/* Stops tracing, removes the instance, frees |s|. NULL is a no-op. */
+void tg_ftrace_session_stop(tg_ftrace_session_t *s);
+
+#endif /* TRACEGATE_PROBES_FTRACE_SESSION_H */

@@ -1,0 +1,84 @@
+/* Fuzzes linux.ftrace's reading of kernel bytes (agent/probes/): a format
+ * file and a trace_pipe_raw page, both hostile.
+ *
+ * Input: [flags][format length, u16 LE][format text][page bytes]. Flags
+ * bit 0 turns compact_sched on. The fuzzed format joins a real
+ * sched_switch format in the table, so pages decode through Perfetto's
+ * messages, compact_sched and GenericFtraceEvent alike. Nothing may crash
+ * or read outside the page; what is written must decode with protobuf-c.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/probes/ftrace_encode.h"
+#include "agent/probes/ftrace_format.h"
+#include "agent/probes/ftrace_page.h"
+#include "pb/trace/trace_packet.pb-c.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define OUT_SIZE (1u << 20)
+
+static const char switch_format[] =
+    "name: sched_switch\nID: 372\nformat:\n"
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+    "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
+    "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
+    "\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n";
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 3) return 0;
+  bool compact = data[0] & 1;
+  size_t flen = (size_t)data[1] | (size_t)data[2] << 8;
+  if (flen > size - 3) flen = size - 3;
+  /* Exact-size copies, so ASan sees any read past either end. */
+  char *fmt_text = malloc(flen ? flen : 1);
+  size_t plen = size - 3 - flen;
+  uint8_t *page = malloc(plen ? plen : 1);
+  static uint8_t *out;
+  if (!out) out = malloc(OUT_SIZE);
+  if (!fmt_text || !page || !out) goto done;
+  memcpy(fmt_text, data + 3, flen);
+  memcpy(page, data + 3 + flen, plen);
+
+  tg_ftrace_page_layout_t layout = {.commit_size = 8, .data_offset = 16,
+                                    .page_size = 4096};
+  tg_ftrace_table_t table;
+  if (tg_ftrace_table_init(&table) != 0) goto done;
+  tg_ftrace_format_t f;
+  if (tg_ftrace_format_parse(switch_format, sizeof(switch_format) - 1, &f) == 0)
+    tg_ftrace_table_add(&table, "sched", &f, false);
+  if (tg_ftrace_format_parse(fmt_text, flen, &f) == 0)
+    tg_ftrace_table_add(&table, "fuzz", &f, false);
+  tg_ftrace_header_page_parse(fmt_text, flen, &(tg_ftrace_page_layout_t){0});
+
+  tg_ftrace_encoder_t enc;
+  if (tg_ftrace_encoder_init(&enc, &table, compact, layout.page_size) == 0) {
+    tg_pbw_t w;
+    tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
+    tg_pbw_begin_nested(&w, 1);
+    tg_ftrace_bundle_result_t res;
+    tg_ftrace_encode_bundle(&enc, &w, 0, &layout, page, plen, &res);
+    tg_pbw_end_nested(&w);
+    if (tg_pbw_error(&w) == 0) {
+      Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(
+          NULL, (size_t)tg_pbw_written(&w), out);
+      if (!p) __builtin_trap();
+      perfetto__protos__trace_packet__free_unpacked(p, NULL);
+    }
+    tg_ftrace_encoder_free(&enc);
+  }
+  tg_ftrace_table_free(&table);
+done:
+  free(fmt_text);
+  free(page);
+  return 0;
+}
