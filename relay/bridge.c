@@ -12,6 +12,7 @@
 #include "ipc/pipe_transport.h"
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
+#include "tls/compress_transport.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
@@ -42,6 +43,10 @@ struct tg_relay_bridge {
   tg_pipe_transport_t pipe; /* --stdio mode */
   tg_transport_t *client;
   bool client_open; /* its on_close has not run yet */
+  /* Once the client asked for compression (TracegateRelay.SetCompression),
+   * |client| is |z|, which decorates the TLS or pipe transport. */
+  tg_zstd_transport_t z;
+  bool zstd;
   bool stdio;
 
   tg_unix_transport_t up;
@@ -68,6 +73,7 @@ struct tg_relay_bridge {
 };
 
 static void bridge_close(tg_relay_bridge_t *b, int status, const char *why);
+static const tg_transport_cbs_t client_cbs;
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
 
 static const char *who(const tg_relay_bridge_t *b) {
@@ -130,9 +136,29 @@ static void send_failed(tg_relay_bridge_t *b, int rv) {
 /* A reply made here: a control frame, ahead of queued bulk data. */
 static void send_client(tg_relay_bridge_t *b, const uint8_t *frame,
                         size_t len) {
-  int rv = b->tls ? tg_tls_chan_send_priority(b->tls, frame, len)
-                  : tg_transport_send(b->client, frame, len, -1);
+  int rv = b->zstd  ? tg_zstd_transport_send_plain(&b->z, frame, len)
+           : b->tls ? tg_tls_chan_send_priority(b->tls, frame, len)
+                    : tg_transport_send(b->client, frame, len, -1);
   if (rv < 0) send_failed(b, rv);
+}
+
+static int tls_priority_payload(void *ctx, const uint8_t *payload, size_t len) {
+  return tg_tls_chan_send_payload(ctx, payload, len, true);
+}
+
+/* The grant of SetCompression went out through the ordinary queue, behind
+ * everything sent before it: from the next frame on, what goes to the
+ * client is compressed (control replies as plain frames beside it). */
+static void start_compression(tg_relay_bridge_t *b, int level, int window_log) {
+  tg_zstd_transport_init(b->env->loop, &b->z, b->client);
+  b->z.base.cbs = &client_cbs;
+  b->z.base.data = b;
+  b->client = &b->z.base;
+  b->zstd = true;
+  if (b->tls) tg_zstd_transport_set_priority(&b->z, tls_priority_payload, b->tls);
+  int rv = tg_zstd_transport_start_compress(&b->z, level, window_log);
+  if (rv < 0)
+    bridge_close(b, rv, "cannot start compression: the client expects it");
 }
 
 static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
@@ -272,10 +298,16 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
   }
   report(b, &v);
   if (tg_buf_size(&b->out) > 0) {
-    if (v.action == TG_RELAY_FORWARD)
+    if (v.action == TG_RELAY_FORWARD) {
       send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
-    else if (v.action == TG_RELAY_REPLY)
+    } else if (v.action == TG_RELAY_REPLY && v.start_compression) {
+      rv = tg_transport_send(b->client, tg_buf_begin(&b->out),
+                             tg_buf_size(&b->out), -1);
+      if (rv < 0) send_failed(b, rv);
+      else start_compression(b, v.compression_level, v.compression_window_log);
+    } else if (v.action == TG_RELAY_REPLY) {
       send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+    }
   }
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
@@ -351,8 +383,9 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     return b->state == B_OPEN ? 0 : 1;
   }
   /* Straight from the service's frame into the client's queue: one copy. */
-  rv = b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
-              : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+  rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, !v.bulk)
+       : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
+                : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;

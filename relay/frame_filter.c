@@ -298,6 +298,26 @@ static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
       v->audit = true;
       break;
     }
+    case TG_RELAY_M_SET_COMPRESSION: {
+      const char *why = "";
+      if (drop || f->compression_granted ||
+          tg_relay_service_compression(args, alen, &v->compression_level,
+                                       &v->compression_window_log, &body,
+                                       &why) < 0) {
+        /* Without a reply the client would never know when to switch. */
+        say(v, "%s", drop ? "SetCompression wants its reply"
+                     : f->compression_granted ? "compression is already on"
+                                              : why);
+        tg_buf_free(&body);
+        return deny(f, v, drop, NULL, out);
+      }
+      f->compression_granted = true;
+      v->start_compression = true;
+      say(v, "zstd level %d, window 2^%d", v->compression_level,
+          v->compression_window_log);
+      v->audit = true;
+      break;
+    }
   }
   if (rv < 0 || !ok) {
     say(v, "%s", rv < 0 ? tg_strerror(rv) : "host facts unavailable");

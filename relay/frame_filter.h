@@ -86,6 +86,10 @@ typedef struct tg_relay_verdict {
   bool own_detach_reply;
   /* The frame did not decode (counted in stats.undecodable). */
   bool garbage;
+  /* TracegateRelay.SetCompression was granted: send the reply through the
+   * ordinary queue, then compress from the next frame on with these. */
+  bool start_compression;
+  int compression_level, compression_window_log;
   /* "EnableTracing", "BindService", "set_peer_identity", ... */
   char method[TG_RELAY_FILTER_METHOD_NAME_MAX + 16];
   /* Why it was denied or dropped, or what was rewritten; "" if nothing to
@@ -141,6 +145,7 @@ typedef struct tg_relay_filter {
    * or left this connection yet. */
   bool session_active;
   char session_key[TG_RELAY_SESSION_KEY_MAX + 1]; /* "" when none */
+  bool compression_granted; /* SetCompression answered: once per connection */
 
   /* Names the relay gives sessions the client left unnamed:
    * "<identity>/~relay-<tag>-<n>"; |tag| makes them unique per relay. */

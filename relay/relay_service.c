@@ -20,6 +20,7 @@ static const char *const method_names[] = {
     [TG_RELAY_M_GET_HOST_INFO] = "GetHostInfo",
     [TG_RELAY_M_CLOCK_SYNC] = "ClockSync",
     [TG_RELAY_M_SET_SESSION_KEY] = "SetSessionKey",
+    [TG_RELAY_M_SET_COMPRESSION] = "SetCompression",
 };
 #define N_METHODS (sizeof(method_names) / sizeof(method_names[0]) - 1)
 
@@ -161,5 +162,43 @@ int tg_relay_service_parse_session_key(const uint8_t *args_untrusted,
     }
   }
   perfetto__protos__set_session_key_request__free_unpacked(req, NULL);
+  return rv;
+}
+
+int tg_relay_service_compression(const uint8_t *args_untrusted, size_t len,
+                                 int *level, int *window_log, tg_buf_t *reply,
+                                 const char **why) {
+  Perfetto__Protos__SetCompressionRequest *req =
+      perfetto__protos__set_compression_request__unpack(
+          NULL, len, args_untrusted ? args_untrusted : (const uint8_t *)"");
+  if (!req) {
+    *why = "SetCompressionRequest does not decode";
+    return -EINVAL;
+  }
+  int rv = 0;
+  if (!req->algorithm || strcmp(req->algorithm, "zstd") != 0) {
+    *why = "unknown compression algorithm (this relay speaks zstd)";
+    rv = -EINVAL;
+  } else if (!req->has_level || req->level < 1 || req->level > 19) {
+    *why = "compression level outside 1..19";
+    rv = -EINVAL;
+  } else if (!req->has_window_log ||
+             req->window_log < TG_RELAY_ZSTD_WINDOW_LOG_MIN ||
+             req->window_log > TG_RELAY_ZSTD_WINDOW_LOG_MAX) {
+    *why = "compression window outside 2^16..2^23";
+    rv = -EINVAL;
+  } else {
+    *level = req->level < TG_RELAY_ZSTD_LEVEL_MAX ? req->level
+                                                   : TG_RELAY_ZSTD_LEVEL_MAX;
+    *window_log = req->window_log;
+    Perfetto__Protos__SetCompressionResponse r =
+        PERFETTO__PROTOS__SET_COMPRESSION_RESPONSE__INIT;
+    r.algorithm = "zstd";
+    r.has_level = r.has_window_log = true;
+    r.level = *level;
+    r.window_log = *window_log;
+    rv = pack_into(&r.base, reply);
+  }
+  perfetto__protos__set_compression_request__free_unpacked(req, NULL);
   return rv;
 }

@@ -4,6 +4,8 @@
  *   1 GetHostInfo    -> RelayHostInfo (hostname, machine id, kernel, ...)
  *   2 ClockSync      -> ClockSyncResponse (BOOTTIME, MONOTONIC, REALTIME)
  *   3 SetSessionKey  {key} -> remembered by the connection's frame filter
+ *   4 SetCompression {algorithm, level, window_log} -> what the relay will
+ *                    use; the bridge compresses from the next frame on
  *
  * The host facts are gathered once at start-up (tg_relay_host_info_load(),
  * the only I/O here) and served from memory; ClockSync reads the clocks at
@@ -26,7 +28,16 @@ enum {
   TG_RELAY_M_GET_HOST_INFO = 1,
   TG_RELAY_M_CLOCK_SYNC = 2,
   TG_RELAY_M_SET_SESSION_KEY = 3,
+  TG_RELAY_M_SET_COMPRESSION = 4,
 };
+
+/* The most CPU the relay spends per byte: levels above this are lowered
+ * (the relay serves many clients; past 3 zstd costs more than it saves
+ * against the cipher). */
+#define TG_RELAY_ZSTD_LEVEL_MAX 3
+/* Windows the relay agrees to (log2 bytes); the client's ask is a cap. */
+#define TG_RELAY_ZSTD_WINDOW_LOG_MIN 16
+#define TG_RELAY_ZSTD_WINDOW_LOG_MAX 23
 
 /* Longest resume key a client may set (before namespacing). */
 #define TG_RELAY_SESSION_KEY_MAX 128
@@ -66,6 +77,14 @@ int tg_relay_service_clock_sync(tg_buf_t *out);
 int tg_relay_service_parse_session_key(const uint8_t *args_untrusted,
                                        size_t len, char *key, size_t cap,
                                        const char **why);
+
+/* Decodes SetCompressionRequest from untrusted |args| and settles what the
+ * relay will use: zstd, level min(asked, TG_RELAY_ZSTD_LEVEL_MAX), window
+ * as asked. Returns 0 with the reply serialised into |reply| (appended),
+ * or -EINVAL with |why| set to a static reason. */
+int tg_relay_service_compression(const uint8_t *args_untrusted, size_t len,
+                                 int *level, int *window_log, tg_buf_t *reply,
+                                 const char **why);
 
 /* True if |key| is acceptable as a session or detach key (see above). */
 bool tg_relay_key_valid(const char *key, const char **why);

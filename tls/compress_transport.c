@@ -9,8 +9,11 @@
 #include "common/log.h"
 #include "tracegate/error.h"
 
-/* A block's compressed bytes: whatever fits one frame. */
-#define BLOCK_MAX TG_IPC_FRAME_MAX_PAYLOAD
+/* The kind byte that opens every frame once compressing. */
+enum { KIND_PLAIN = 0, KIND_BLOCK = 1 };
+#define HDR (TG_IPC_FRAME_HEADER_SIZE + 1)
+/* A block's compressed bytes: whatever fits one frame after its kind. */
+#define BLOCK_MAX (TG_IPC_FRAME_MAX_PAYLOAD - 1)
 #define SCRATCH_SIZE (64u << 10)
 
 static const tg_transport_ops_t ops;
@@ -19,11 +22,12 @@ static const tg_transport_ops_t ops;
 
 static int emit_block(tg_zstd_transport_t *t) {
   if (t->block_len == 0) return 0;
-  uint32_t n = (uint32_t)t->block_len;
+  uint32_t n = (uint32_t)t->block_len + 1;
   t->block[0] = (uint8_t)n;
   t->block[1] = (uint8_t)(n >> 8);
   t->block[2] = (uint8_t)(n >> 16);
   t->block[3] = (uint8_t)(n >> 24);
+  t->block[4] = KIND_BLOCK;
   int rv = tg_transport_send(t->inner, t->block, TG_IPC_FRAME_HEADER_SIZE + n, -1);
   t->blocks_out++;
   t->bytes_out += TG_IPC_FRAME_HEADER_SIZE + n;
@@ -36,8 +40,7 @@ static int emit_block(tg_zstd_transport_t *t) {
 static int compress(tg_zstd_transport_t *t, ZSTD_inBuffer *in,
                     ZSTD_EndDirective op) {
   for (;;) {
-    ZSTD_outBuffer out = {t->block + TG_IPC_FRAME_HEADER_SIZE, BLOCK_MAX,
-                          t->block_len};
+    ZSTD_outBuffer out = {t->block + HDR, BLOCK_MAX, t->block_len};
     size_t left = ZSTD_compressStream2(t->cctx, &out, in, op);
     t->block_len = out.pos;
     if (ZSTD_isError(left)) {
@@ -102,6 +105,68 @@ static int zt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
   return 0;
 }
 
+/* Queues [len + 1][kind 0][payload]: one copy of a small control frame. */
+static int send_plain_payload(tg_zstd_transport_t *t, const uint8_t *payload,
+                              size_t len) {
+  uint8_t stack[512];
+  size_t n = HDR + len;
+  uint8_t *f = n <= sizeof(stack) ? stack : malloc(n);
+  if (!f) return -ENOMEM;
+  uint32_t plen = (uint32_t)(len + 1);
+  f[0] = (uint8_t)plen;
+  f[1] = (uint8_t)(plen >> 8);
+  f[2] = (uint8_t)(plen >> 16);
+  f[3] = (uint8_t)(plen >> 24);
+  f[4] = KIND_PLAIN;
+  memcpy(f + HDR, payload, len);
+  int rv = t->priority_send
+               ? t->priority_send(t->priority_ctx, f + TG_IPC_FRAME_HEADER_SIZE,
+                                  len + 1)
+               : tg_transport_send(t->inner, f, n, -1);
+  if (f != stack) free(f);
+  t->bytes_out += n;
+  return rv;
+}
+
+int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
+                                   const uint8_t *payload, size_t len,
+                                   bool plain) {
+  if (t->closing) return -EPIPE;
+  if (!t->cctx || len + 1 > TG_IPC_FRAME_MAX_PAYLOAD) return -EINVAL;
+  if (plain) return send_plain_payload(t, payload, len);
+  uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE] = {(uint8_t)len, (uint8_t)(len >> 8),
+                                           (uint8_t)(len >> 16),
+                                           (uint8_t)(len >> 24)};
+  ZSTD_inBuffer in = {hdr, sizeof(hdr), 0};
+  int rv = compress(t, &in, ZSTD_e_continue);
+  in = (ZSTD_inBuffer){payload, len, 0};
+  if (rv == 0) rv = compress(t, &in, ZSTD_e_continue);
+  if (rv < 0) return rv;
+  t->frames_in++;
+  t->bytes_in += sizeof(hdr) + len;
+  t->unflushed += sizeof(hdr) + len;
+  if (!t->flush_armed) {
+    uv_prepare_start(&t->flush_tick, on_flush_tick);
+    t->flush_armed = true;
+  }
+  return 0;
+}
+
+int tg_zstd_transport_send_plain(tg_zstd_transport_t *t, const uint8_t *frame,
+                                 size_t len) {
+  if (len < TG_IPC_FRAME_HEADER_SIZE) return -EINVAL;
+  return tg_zstd_transport_send_payload(t, frame + TG_IPC_FRAME_HEADER_SIZE,
+                                        len - TG_IPC_FRAME_HEADER_SIZE, true);
+}
+
+void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
+                                    int (*fn)(void *ctx, const uint8_t *payload,
+                                              size_t len),
+                                    void *ctx) {
+  t->priority_send = fn;
+  t->priority_ctx = ctx;
+}
+
 /* --- receiving end ------------------------------------------------------------ */
 
 static int deliver(void *ctx, const uint8_t *payload, size_t len) {
@@ -115,7 +180,14 @@ static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
   tg_zstd_transport_t *t = inner->data;
   if (t->closing) return 1;
   if (!t->dctx) return t->base.cbs->on_frame(&t->base, payload, len);
-  ZSTD_inBuffer in = {payload, len, 0};
+  if (len < 1 || payload[0] > KIND_BLOCK) {
+    TG_WARN("zstd transport: a frame of unknown kind from the peer");
+    close_transport(t, TG_EBAD_COMPRESSED);
+    return 1;
+  }
+  if (payload[0] == KIND_PLAIN)
+    return t->base.cbs->on_frame(&t->base, payload + 1, len - 1);
+  ZSTD_inBuffer in = {payload + 1, len - 1, 0};
   ZSTD_outBuffer out;
   do {
     out = (ZSTD_outBuffer){t->scratch, SCRATCH_SIZE, 0};

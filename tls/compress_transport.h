@@ -11,7 +11,15 @@
  * read the answer, so the first block is the frame after it.
  *
  *   frames out:  [len][IPCFrame] [len][IPCFrame] ...  -> one zstd stream
- *   on the wire: [len][zstd bytes] [len][zstd bytes] ...   (<= 128 KiB each)
+ *   on the wire: [len][1][zstd bytes] [len][0][IPCFrame] [len][1][zstd ...]
+ *
+ * After the switch every frame on the wire starts with a kind byte: 1, a
+ * block of the zstd stream (frames of at most 128 KiB, like any frame); 0,
+ * one plain frame. Plain frames are the sender's control replies: they may
+ * overtake queued blocks (the relay's control-before-bulk priority), which
+ * one stream of blocks could never allow. The answer that starts the
+ * switch must itself go through the ordinary queue, behind everything sent
+ * before it, so that the receiver switches exactly at the right frame.
  *
  * One zstd stream spans the connection, so repeats across frames compress.
  * Output is flushed once per loop iteration (a uv_prepare): what the
@@ -60,7 +68,7 @@ typedef struct tg_zstd_transport {
   bool flush_armed, closing, closed_inner;
   /* Sending end. */
   ZSTD_CCtx *cctx;   /* non-NULL once compressing */
-  uint8_t *block;    /* [4-byte len][compressed bytes] being filled */
+  uint8_t *block;    /* [4-byte len][kind 1][compressed bytes] being filled */
   size_t block_len;  /* compressed bytes in |block| */
   size_t unflushed;  /* frame bytes given to zstd since the last flush */
   /* Receiving end. */
@@ -68,6 +76,8 @@ typedef struct tg_zstd_transport {
   uint8_t *scratch;
   tg_frame_decoder_t dec;
   int close_status;
+  int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);
+  void *priority_ctx;
   /* Totals, for stats and benches. */
   uint64_t frames_in, bytes_in;   /* before compression (sending end) */
   uint64_t blocks_out, bytes_out; /* on the wire */
@@ -84,6 +94,29 @@ int tg_zstd_transport_init(uv_loop_t *loop, tg_zstd_transport_t *t,
  * already in the inner transport, in order. Returns 0, -EINVAL, -ENOMEM. */
 int tg_zstd_transport_start_compress(tg_zstd_transport_t *t, int level,
                                      int window_log);
+
+/* Sending end, once compressing: queues one frame given as its payload
+ * (an IPCFrame of at most TG_IPC_FRAME_MAX_PAYLOAD - 1 bytes), either into
+ * the compressed stream or, with |plain|, as a plain frame (kind 0) outside
+ * it, through the priority hook when one is set (e.g. the TLS transport's
+ * priority queue), else the inner transport's send. Returns as send(),
+ * -EINVAL before compression started or for an oversized payload. */
+int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
+                                   const uint8_t *payload, size_t len,
+                                   bool plain);
+/* The same for a whole frame ([len][IPCFrame]). */
+int tg_zstd_transport_send_plain(tg_zstd_transport_t *t, const uint8_t *frame,
+                                 size_t len);
+/* The queue plain frames jump: |fn| queues one frame given as its payload
+ * ahead of queued bulk data. |ctx| is borrowed until on_close. */
+void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
+                                    int (*fn)(void *ctx, const uint8_t *payload,
+                                              size_t len),
+                                    void *ctx);
+
+static inline bool tg_zstd_transport_compressing(const tg_zstd_transport_t *t) {
+  return t->cctx != NULL;
+}
 
 /* Receiving end: inflate every frame received after the current one,
  * accepting windows up to 2^|window_log_max|. Returns 0, -EINVAL, -ENOMEM. */

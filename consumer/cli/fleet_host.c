@@ -368,6 +368,60 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   clock_next(h);
 }
 
+/* The client asks for at most this window: a fleet multiplies it. */
+#define ZSTD_WINDOW_LOG 20
+
+static void after_bound(fleet_host_t *h);
+
+static void on_compression(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg, const uint8_t *reply, size_t len) {
+  fleet_host_t *h = ctx;
+  if (!reply_is_news(h, c, status)) return;
+  if (status) {
+    /* An older relay, or one that said no: what it sends stays plain. */
+    if (!h->reconnecting)
+      fleet_say(h->f, "%s: note: the relay sends uncompressed (%s)",
+                h->t->spec, msg);
+    after_bound(h);
+    return;
+  }
+  Perfetto__Protos__SetCompressionResponse *r =
+      perfetto__protos__set_compression_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
+  if (!r || !r->has_window_log || r->window_log > ZSTD_WINDOW_LOG) {
+    /* It did switch, to something this side cannot read. */
+    if (r) perfetto__protos__set_compression_response__free_unpacked(r, NULL);
+    prep_failed(h, c, TG_EBAD_COMPRESSED,
+                "the relay's compression answer is garbled or exceeds the "
+                "window asked for");
+    return;
+  }
+  /* This reply was the last plain frame: inflate from the next one on. */
+  int rv = tg_zstd_transport_start_decompress(cli_remote_zstd(h->rt),
+                                              ZSTD_WINDOW_LOG);
+  perfetto__protos__set_compression_response__free_unpacked(r, NULL);
+  if (rv < 0) {
+    prep_failed(h, c, rv, "cannot start decompressing");
+    return;
+  }
+  after_bound(h);
+}
+
+/* Asks the relay to compress (--compress), before any bulk data flows. */
+static bool ask_compression(fleet_host_t *h) {
+  if (!h->f->o->compress_level) return false;
+  Perfetto__Protos__SetCompressionRequest r =
+      PERFETTO__PROTOS__SET_COMPRESSION_REQUEST__INIT;
+  r.algorithm = "zstd";
+  r.has_level = r.has_window_log = true;
+  r.level = h->f->o->compress_level;
+  r.window_log = ZSTD_WINDOW_LOG;
+  uint8_t buf[64];
+  size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
+  return tg_consumer_call(h->c, RELAY_SERVICE, "SetCompression", buf, n,
+                          on_compression, h) == 0;
+}
+
 static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                            const char *msg) {
   fleet_host_t *h = ctx;
@@ -387,9 +441,14 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   h->relay = true;
+  if (ask_compression(h)) return; /* on_compression goes on */
+  after_bound(h);
+}
+
+static void after_bound(fleet_host_t *h) {
   if (!h->has_info && !h->reconnecting) {
-    if (tg_consumer_call(c, RELAY_SERVICE, "GetHostInfo", NULL, 0, on_host_info,
-                         h) == 0)
+    if (tg_consumer_call(h->c, RELAY_SERVICE, "GetHostInfo", NULL, 0,
+                         on_host_info, h) == 0)
       return;
   }
   clock_next(h);

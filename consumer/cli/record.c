@@ -13,6 +13,7 @@
 #define DEFAULT_QUICK_DURATION_MS 10000
 #define DEFAULT_FILE_WRITE_PERIOD_MS 500
 #define DEFAULT_RECONNECT "60s"
+#define DEFAULT_COMPRESS "zstd:1"
 #define DEFAULT_GRACE "60s"
 
 static const char synopsis[] =
@@ -22,6 +23,22 @@ static const char synopsis[] =
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
     "       " CLI_PROG " record -H HOST --attach KEY -o FILE [--merge] [--stop]";
+
+/* --compress: "none" -> 0, "zstd" -> 1, "zstd:N" -> N (1..19). Returns 0 or
+ * -EINVAL. */
+static int cli_parse_compress(const char *s, int *level) {
+  if (strcmp(s, "none") == 0 || strcmp(s, "zstd") == 0) {
+    *level = s[0] == 'z';
+    return 0;
+  }
+  if (strncmp(s, "zstd:", 5) != 0) return -EINVAL;
+  char *end;
+  errno = 0;
+  long v = strtol(s + 5, &end, 10);
+  if (errno || end == s + 5 || *end || v < 1 || v > 19) return -EINVAL;
+  *level = (int)v;
+  return 0;
+}
 
 static const char about[] =
     "Records a trace from the tracing service into OUT, a Perfetto trace file\n"
@@ -124,6 +141,10 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"grace", TG_FLAG_STRING, &o->grace, "DURATION",
        "how long past its duration a session may take to end before it is "
        "stopped (default " DEFAULT_GRACE ")", 0, 0},
+      {"compress", TG_FLAG_STRING, &o->compress, "MODE",
+       "with remote hosts: none, zstd or zstd:LEVEL (1-19) for what the "
+       "relay sends (default " DEFAULT_COMPRESS "; a relay without it sends "
+       "plain)", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
@@ -181,14 +202,22 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (remote && o->attach && strlen(o->attach) > FLEET_KEY_MAX)
     return usage_error(prog, "--attach: a resume key is at most 128 characters");
   if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
-                  o->remote.server_name || o->reconnect))
-    return usage_error(prog, "--cert, --key, --ca, --tls-server-name and "
-                             "--reconnect-timeout are for remote hosts (-H)");
+                  o->remote.server_name || o->reconnect || o->compress))
+    return usage_error(prog, "--cert, --key, --ca, --tls-server-name, "
+                             "--reconnect-timeout and --compress are for "
+                             "remote hosts (-H)");
   rv = cli_parse_duration_ms(o->reconnect ? o->reconnect : DEFAULT_RECONNECT,
                              &o->reconnect_ms);
   if (rv < 0) {
     fprintf(stderr, "%s: --reconnect-timeout: '%s' is not a duration like "
             "60s or 5m\n", prog, o->reconnect);
+    return CLI_EXIT_USAGE;
+  }
+  rv = cli_parse_compress(o->compress ? o->compress : DEFAULT_COMPRESS,
+                          &o->compress_level);
+  if (rv < 0) {
+    fprintf(stderr, "%s: --compress: '%s' is not none, zstd or zstd:LEVEL "
+            "with LEVEL 1..19\n", prog, o->compress);
     return CLI_EXIT_USAGE;
   }
   rv = cli_parse_duration_ms(o->grace ? o->grace : DEFAULT_GRACE, &o->grace_ms);

@@ -32,6 +32,8 @@ typedef struct record_opts {
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */
   uint64_t grace_ms;     /* parsed; past duration + grace a session is stopped */
+  const char *compress;  /* --compress */
+  int compress_level;    /* parsed; 0: none, else zstd at this level */
 } record_opts_t;
 
 typedef struct record {

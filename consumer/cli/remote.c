@@ -16,6 +16,7 @@
 #include "consumer/cli/remote.h"
 #include "ipc/pipe_transport.h"
 #include "tls/dial.h"
+#include "tls/compress_transport.h"
 #include "tls/transport.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
@@ -41,6 +42,9 @@ typedef struct refusal_peek {
 struct cli_remote {
   cli_target_kind_t kind;
   refusal_peek_t peek;
+  /* Between the TLS or ssh transport and the consumer: a pass-through
+   * until the relay agrees to compress (TracegateRelay.SetCompression). */
+  tg_zstd_transport_t z;
   uv_timer_t timer; /* deferred report; the ssh child's kill schedule */
   bool timer_closing;
   bool released;
@@ -213,7 +217,10 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
     return rv;
   }
   rt->pt_open = true; /* the channel stands for the transport here */
-  tg_transport_t *tr = tg_tls_chan_transport(rt->ch);
+  tg_zstd_transport_init(env->loop, &rt->z, tg_tls_chan_transport(rt->ch));
+  tg_transport_t *tr = &rt->z.base;
+  tr->cbs = &placeholder_cbs;
+  tr->data = rt;
   rv = tg_consumer_open(env->loop, tr, false, cbs, data, c);
   if (rv < 0) {
     snprintf(err, n, "cannot talk to %s: %s", t->hostport, tg_strerror(rv));
@@ -424,12 +431,13 @@ static int open_ssh(const cli_remote_env_t *env, const cli_target_t *t,
     return rv;
   }
   rt->pt_open = true;
-  rt->pt.base.cbs = &placeholder_cbs;
-  rt->pt.base.data = rt;
-  rv = tg_consumer_open(env->loop, &rt->pt.base, false, cbs, data, c);
+  tg_zstd_transport_init(env->loop, &rt->z, &rt->pt.base);
+  rt->z.base.cbs = &placeholder_cbs;
+  rt->z.base.data = rt;
+  rv = tg_consumer_open(env->loop, &rt->z.base, false, cbs, data, c);
   if (rv < 0) {
     snprintf(err, n, "cannot talk to ssh: %s", tg_strerror(rv));
-    tg_transport_close(&rt->pt.base, rv); /* placeholder_close releases */
+    tg_transport_close(&rt->z.base, rv); /* placeholder_close releases */
     return rv;
   }
   return 0;
@@ -487,6 +495,8 @@ static void on_report(uv_timer_t *t) {
   cli_remote_t *rt = t->data;
   maybe_free(rt);
 }
+
+tg_zstd_transport_t *cli_remote_zstd(cli_remote_t *rt) { return &rt->z; }
 
 void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
   rt->gone_cb = cb;

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "consumer/consumer.h"
+#include "tls/compress_transport.h"
 #include "tls/session.h"
 
 /* Default relay port (tracegate-relay --listen 0.0.0.0:7467). */
@@ -84,6 +85,10 @@ typedef struct cli_remote cli_remote_t;
 int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
                     const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
                     cli_remote_t **rt, char *err, size_t n);
+
+/* The zstd decorator between |rt|'s transport and its consumer, for the
+ * owner to switch on once the relay agreed (owned by |rt|). */
+tg_zstd_transport_t *cli_remote_zstd(cli_remote_t *rt);
 
 /* Runs once |rt| is fully closed: |detail| is the transport's account of
  * a failure ("" if it has none), valid during the call. */

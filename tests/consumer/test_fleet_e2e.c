@@ -720,8 +720,9 @@ static void link_cut_mid_session_reconnects_and_keeps_everything(void **state) {
   char spec[64];
   snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
   const char *out = in_dir("cut.pftrace");
+  /* Uncompressed, so that the bytes through the proxy count packets. */
   const char *args[] = {"record", "-H", spec, TLS_ARGS, "-o", out, "-t", "0",
-                        "-b", "4mb", "fleet.ds", NULL};
+                        "-b", "4mb", "--compress", "none", "fleet.ds", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
@@ -753,6 +754,52 @@ static void link_cut_mid_session_reconnects_and_keeps_everything(void **state) {
   unlink(out);
   proxy_stop(&px);
   host_stop(&h);
+}
+
+/* Compression (the default): the same packets arrive, and the proxy in
+ * the middle sees a fraction of their bytes; with --compress none it sees
+ * them all. */
+static unsigned long long record_through_proxy(const char *compress,
+                                               const char *name) {
+  host_t h;
+  host_start(&h, 0);
+  host_connect_producer(&h, 32, 256);
+  proxy_t px;
+  proxy_start(&px, h.relay.port);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
+  const char *out = in_dir(name);
+  const char *args[] = {"record", "-H", spec, TLS_ARGS, "-o", out, "-t", "0",
+                        "-b", "4mb", "--compress", compress, "fleet.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
+  for (uint32_t k = 0; k < 8; k++) commit_big(&h, k, "z", k * 20, 20);
+  kill(c.pid, SIGINT);
+  ack_flush(&h);
+  assert_int_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, "no data loss"));
+  assert_null(strstr(c.err, "uncompressed"));
+  trace_t t;
+  load_trace(out, &t);
+  assert_values(&t, "z", 0, 160);
+  free_trace(&t);
+  unlink(out);
+  unsigned long long wire = atomic_load(&px.down_bytes);
+  proxy_stop(&px);
+  host_stop(&h);
+  return wire;
+}
+
+static void compressed_stream_carries_every_packet_in_fewer_bytes(void **state) {
+  (void)state;
+  const unsigned long long trace_bytes = 160ull * BIG;
+  unsigned long long zstd = record_through_proxy("zstd:3", "zstd.pftrace");
+  unsigned long long plain = record_through_proxy("none", "plain.pftrace");
+  print_message("160 KB of packets: %llu bytes on the wire compressed, %llu "
+                "plain\n", zstd, plain);
+  assert_true(plain > trace_bytes);
+  assert_true(zstd * 3 < trace_bytes);
 }
 
 /* --- (e) ssh ---------------------------------------------------------------------------------------- */
@@ -945,6 +992,7 @@ int main(void) {
       cmocka_unit_test(three_hosts_merged_and_one_file_each),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
+      cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
       cmocka_unit_test(ssh_transport_runs_the_relay_in_stdio_mode),
       cmocka_unit_test(killed_cli_session_taken_back_with_attach_and_merge),
       cmocka_unit_test(stuck_host_fails_at_its_deadline_and_the_other_finishes),

@@ -188,6 +188,14 @@ static void send_raw(end_t *tx, const void *data, size_t len) {
   assert_int_equal(tg_pipe_transport_send_payload(&tx->pipe, data, len), 0);
 }
 
+/* The same as a compressed block: the kind byte 1, then |data|. */
+static void send_block(end_t *tx, const void *data, size_t len) {
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  buf[0] = 1;
+  memcpy(buf + 1, data, len);
+  send_raw(tx, buf, len + 1);
+}
+
 static void hostile_streams_close_the_receiver(void **state) {
   (void)state;
   /* 1. Garbage where a zstd block is due. */
@@ -196,7 +204,7 @@ static void hostile_streams_close_the_receiver(void **state) {
   pair_t p;
   pair_open(&loop, &p, false, true);
   send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
-  send_raw(&p.tx, "this is not zstd at all", 23);
+  send_block(&p.tx, "this is not zstd at all", 23);
   assert_true(run_until(&loop, rx_closed, &p));
   assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
   pair_close(&loop, &p);
@@ -215,7 +223,7 @@ static void hostile_streams_close_the_receiver(void **state) {
   ZSTD_outBuffer out = {dst, sizeof(dst), 0};
   ZSTD_compressStream2(c, &out, &in, ZSTD_e_flush);
   ZSTD_freeCCtx(c);
-  send_raw(&p.tx, dst, out.pos);
+  send_block(&p.tx, dst, out.pos);
   assert_true(run_until(&loop, rx_closed, &p));
   assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
   pair_close(&loop, &p);
@@ -227,10 +235,52 @@ static void hostile_streams_close_the_receiver(void **state) {
   uint8_t huge_hdr[8] = {0xff, 0xff, 0xff, 0x0f, 1, 2, 3, 4};
   size_t cn = ZSTD_compress(dst, sizeof(dst), huge_hdr, sizeof(huge_hdr), 1);
   assert_false(ZSTD_isError(cn));
-  send_raw(&p.tx, dst, cn);
+  send_block(&p.tx, dst, cn);
   assert_true(run_until(&loop, rx_closed, &p));
   assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
   assert_int_equal(p.rx.frames, 0);
+  pair_close(&loop, &p);
+
+  /* 4. A frame of a kind that does not exist. */
+  uv_loop_init(&loop);
+  pair_open(&loop, &p, false, true);
+  send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
+  send_raw(&p.tx, "\x07whatever", 9);
+  assert_true(run_until(&loop, rx_closed, &p));
+  assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
+  pair_close(&loop, &p);
+}
+
+/* Plain frames (control replies) travel outside the compressed stream, in
+ * their own order, and the receiver takes them between blocks. */
+static void plain_frames_pass_beside_the_stream(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  memcpy(buf, &(uint32_t){sizeof(ANSWER) - 1}, 4);
+  memcpy(buf + 4, ANSWER, sizeof(ANSWER) - 1);
+  assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + sizeof(ANSWER) - 1, -1),
+                   0);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+  assert_true(tg_zstd_transport_compressing(&p.tx.z));
+  /* Every frame carries the next sequence number, alternately compressed
+   * and plain: in one loop iteration the plain ones leave first, so the
+   * receiver sees them out of order but each exactly once. */
+  for (uint32_t seq = 0; seq < 200; seq++) {
+    size_t n = make_frame(buf + 4, seq, 64 + seq);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    if (seq % 2)
+      assert_int_equal(tg_zstd_transport_send_plain(&p.tx.z, buf, 4 + n), 0);
+    else
+      assert_int_equal(tg_transport_send(&p.tx.z.base, buf, 4 + n, -1), 0);
+  }
+  p.want = 200;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_false(p.rx.closed);
+  assert_int_equal(p.rx.frames, 200);
   pair_close(&loop, &p);
 }
 
@@ -252,6 +302,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
       cmocka_unit_test(hostile_streams_close_the_receiver),
+      cmocka_unit_test(plain_frames_pass_beside_the_stream),
       cmocka_unit_test(bad_parameters_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
