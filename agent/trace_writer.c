@@ -10,12 +10,19 @@
  *     w->scratch until end_packet.
  * It never writes into a chunk it has returned: every pointer into one (the
  * open fragment's size, nested size fields) is moved or cleared first.
+ * Between packets the agent may move it from "in a chunk" to "nowhere"
+ * (tg_trace_writers_reclaim_idle), under the handshake of |hs|.
  */
 #include "agent/trace_writer.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "tracegate/error.h"
+
+/* A writer that meets the agent at work on its word spins this many times
+ * before yielding the CPU: the agent's part is a few hundred ns. */
+#define ENTER_SPINS 64u
 
 static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous);
 
@@ -38,6 +45,8 @@ static void go_scratch(tg_trace_writer_t *w) {
 int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
                          uint16_t target_buffer) {
   memset(w, 0, sizeof(*w));
+  atomic_init(&w->hs, 0);
+  tg_list_init(&w->agent_node);
   int id = tg_arbiter_writer_register(arb, target_buffer);
   if (id < 0) return id;
   tg_arbiter_ref(arb);
@@ -45,6 +54,8 @@ int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
   w->writer_id = (uint16_t)id;
   w->target_buffer = target_buffer;
   tg_pbw_init(&w->pbw, w->scratch, 0, tw_refill, w);
+  /* Last: the list's lock publishes the fields above to the agent. */
+  tg_arbiter_writer_attach(arb, &w->agent_node);
   return 0;
 }
 
@@ -52,9 +63,30 @@ void tg_trace_writer_fini(tg_trace_writer_t *w) {
   if (!w->arb) return;
   if (w->in_packet) tg_trace_writer_end_packet(w);
   tg_trace_writer_flush(w);
+  /* After this the agent's pass no longer sees the writer. */
+  tg_arbiter_writer_detach(w->arb, &w->agent_node);
   tg_arbiter_writer_unregister(w->arb, w->writer_id);
   tg_arbiter_unref(w->arb);
   w->arb = NULL;
+}
+
+/* --- the handshake with the agent ------------------------------------------ */
+
+/* Waits out the agent (it holds |hs| for one chunk return). Outside a
+ * packet only. */
+static void enter(tg_trace_writer_t *w) {
+  for (unsigned i = 0; !tg__trace_writer_try_enter(w); i++)
+    if (i >= ENTER_SPINS) sched_yield();
+}
+
+tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w) {
+  if (w->in_packet) {
+    /* |hs| is ours already: end that packet, then begin as usual. */
+    tg_trace_writer_end_packet(w);
+    return tg_trace_writer_begin_packet(w);
+  }
+  enter(w);
+  return tg__trace_writer_begin_entered(w);
 }
 
 /* --- chunks --------------------------------------------------------------- */
@@ -197,6 +229,8 @@ static void drop_packet(tg_trace_writer_t *w) {
   if (w->has_chunk && w->frag_size) {
     tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
     give_back_chunk(w);
+    w->drop_marked = true;
+    tg_arbiter_count_drop(w->arb, 0, 1);
   }
   w->frag_size = NULL;
   for (unsigned i = 0; i < w->pbw.depth; i++) w->pbw.nest[i].size_field = NULL;
@@ -208,13 +242,24 @@ static void drop_packet(tg_trace_writer_t *w) {
   go_scratch(w);
 }
 
+/* Tells the service of a loss no chunk recorded: |w| just got a fresh
+ * chunk; it becomes one lone drop marker and leaves. The packet being
+ * begun then needs another chunk. */
+static void report_loss(tg_trace_writer_t *w) {
+  open_fragment(w, w->pbw.cur);
+  tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
+  w->frag_size = NULL;
+  give_back_chunk(w);
+  go_nowhere(w);
+  w->loss_unreported = false;
+  tg_arbiter_count_drop(w->arb, 0, 1);
+}
+
 /* --- packets -------------------------------------------------------------- */
 
+/* begin_packet when the current chunk has no room (or there is none). The
+ * writer holds |hs|, and is not in a packet. */
 tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
-  if (w->in_packet) {
-    tg_trace_writer_end_packet(w);
-    if (w->preopened) return tg_trace_writer_begin_packet(w);
-  }
   if (w->has_chunk &&
       ((size_t)(chunk_end(&w->chunk) - w->pbw.cur) < TG_TW_MIN_PACKET_ROOM ||
        w->chunk_packets >= TG_CHUNK_MAX_PACKETS)) {
@@ -223,12 +268,22 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
   }
   w->in_packet = true;
   w->end_slow = false;
+  w->drop_marked = false;
   w->pbw.error = 0;
   w->pbw.depth = 0;
   w->pbw.seg_base = 0;
   if (!w->has_chunk) {
     tg_smb_chunk_t c;
-    if (!take_chunk(w, &c, true)) {
+    bool got = take_chunk(w, &c, true);
+    if (got && w->loss_unreported) {
+      use_chunk(w, &c, 0);
+      report_loss(w);
+      /* If this packet is lost too, the marker just sent covers it: a
+       * starving SMB must not turn every chunk into a marker. */
+      w->drop_marked = true;
+      got = take_chunk(w, &c, true);
+    }
+    if (!got) {
       w->frag_size = NULL; /* no fragment anywhere to mark */
       w->dropping = true;
       w->end_slow = true;
@@ -248,12 +303,14 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
 }
 
 void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
-  if (!w->in_packet) return;
+  if (!w->in_packet) return; /* |hs| is not ours: leave it alone */
   if (w->pbw.error && !w->dropping) drop_packet(w);
   if (w->dropping) {
     w->dropping = false;
     w->packets_dropped++;
     w->prev_dropped = true;
+    if (!w->drop_marked) w->loss_unreported = true;
+    tg_arbiter_count_drop(w->arb, 1, 0);
     w->pbw.error = 0;
     go_nowhere(w);
   } else {
@@ -264,12 +321,81 @@ void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
   w->in_packet = false;
   w->end_slow = false;
   w->pbw.depth = 0;
+  tg__trace_writer_leave(w);
 }
 
 void tg_trace_writer_flush(tg_trace_writer_t *w) {
-  if (w->in_packet || !w->has_chunk) return;
-  give_back_chunk(w);
-  go_nowhere(w);
+  if (w->in_packet) return;
+  enter(w);
+  if (w->has_chunk) {
+    give_back_chunk(w);
+    go_nowhere(w);
+  }
+  tg__trace_writer_leave(w);
+}
+
+bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w) {
+  for (unsigned i = 0;; i++) {
+    uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
+    /* Acquire pairs with the writer's (or agent's) release of |word|. */
+    if (!(word & (TG_TW_BUSY | TG_TW_AGENT)) &&
+        atomic_compare_exchange_strong_explicit(&w->hs, &word,
+                                                word | TG_TW_AGENT,
+                                                memory_order_acquire,
+                                                memory_order_relaxed)) {
+      bool held = w->has_chunk;
+      atomic_store_explicit(&w->hs, word, memory_order_release);
+      return held;
+    }
+    if (i >= ENTER_SPINS) sched_yield();
+  }
+}
+
+/* --- the agent's idle pass ------------------------------------------------ */
+
+typedef struct reclaim_pass {
+  uint64_t now_ns, idle_ns;
+  size_t reclaimed;
+} reclaim_pass_t;
+
+static void reclaim_one(void *ctx, tg_list_t *node) {
+  reclaim_pass_t *p = ctx;
+  tg_trace_writer_t *w = TG_CONTAINER_OF(node, tg_trace_writer_t, agent_node);
+  uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
+  if (word != w->agent_seen) {
+    w->agent_seen = word;
+    w->agent_since_ns = p->now_ns;
+    w->agent_done = false;
+    if (p->idle_ns) return;
+  }
+  if (w->agent_done || (word & (TG_TW_BUSY | TG_TW_AGENT)) ||
+      p->now_ns - w->agent_since_ns < p->idle_ns)
+    return;
+  /* Acquire pairs with the writer's release of |word| at its last packet
+   * end: the writer's fields are as it left them, and are ours until the
+   * word goes back. */
+  if (!atomic_compare_exchange_strong_explicit(&w->hs, &word,
+                                               word | TG_TW_AGENT,
+                                               memory_order_acquire,
+                                               memory_order_relaxed))
+    return; /* the writer began a packet just now */
+  if (w->has_chunk) {
+    give_back_chunk(w);
+    go_nowhere(w);
+    tg_arbiter_count_reclaim(w->arb);
+    p->reclaimed++;
+  }
+  w->agent_done = true;
+  /* Release pairs with the writer's acquiring CAS at its next packet: it
+   * finds itself without a chunk. */
+  atomic_store_explicit(&w->hs, word, memory_order_release);
+}
+
+size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
+                                     uint64_t idle_ns) {
+  reclaim_pass_t p = {.now_ns = now_ns, .idle_ns = idle_ns};
+  tg_arbiter_for_each_writer(arb, reclaim_one, &p);
+  return p.reclaimed;
 }
 
 /* The pb writer ran out of room. In a packet with a chunk: continue it in
