@@ -432,10 +432,11 @@ void tg_arbiter_writer_detach(tg_arbiter_t *arb, tg_list_t *node) {
 
 void tg_arbiter_for_each_writer(tg_arbiter_t *arb,
                                 void (*fn)(void *ctx, tg_list_t *node),
-                                void *ctx) {
+                                void (*end)(void *ctx), void *ctx) {
   pthread_mutex_lock(&arb->writers_mu);
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &arb->writers) fn(ctx, it);
+  if (end) end(ctx);
   pthread_mutex_unlock(&arb->writers_mu);
 }
 

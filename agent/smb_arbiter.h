@@ -118,11 +118,11 @@ size_t tg_arbiter_base_chunks(const tg_arbiter_t *arb);
  * visited under it may return a chunk. */
 void tg_arbiter_writer_attach(tg_arbiter_t *arb, tg_list_t *node);
 void tg_arbiter_writer_detach(tg_arbiter_t *arb, tg_list_t *node);
-/* Calls |fn| for every attached writer, with the list locked: attach and
- * detach wait meanwhile. */
+/* Calls |fn| for every attached writer, then |end| (if not NULL), with
+ * the list locked throughout: attach and detach wait meanwhile. */
 void tg_arbiter_for_each_writer(tg_arbiter_t *arb,
                                 void (*fn)(void *ctx, tg_list_t *node),
-                                void *ctx);
+                                void (*end)(void *ctx), void *ctx);
 
 /* True (once, then false until it happens again) when writers found the
  * SMB nearly or wholly out of free chunks since the last call: the agent

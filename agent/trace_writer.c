@@ -15,13 +15,18 @@
  */
 #include "agent/trace_writer.h"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tracegate/error.h"
 
-/* A writer that meets the agent at work on its word spins this many times
- * before yielding the CPU: the agent's part is a few hundred ns. */
+/* A writer that finds itself claimed by the agent spins this many times
+ * before yielding the CPU: the claim lasts one membarrier and a batch of
+ * chunk returns (microseconds). */
 #define ENTER_SPINS 64u
 
 static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous);
@@ -46,6 +51,7 @@ int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
                          uint16_t target_buffer) {
   memset(w, 0, sizeof(*w));
   atomic_init(&w->hs, 0);
+  atomic_init(&w->claim, 0);
   tg_list_init(&w->agent_node);
   int id = tg_arbiter_writer_register(arb, target_buffer);
   if (id < 0) return id;
@@ -72,20 +78,27 @@ void tg_trace_writer_fini(tg_trace_writer_t *w) {
 
 /* --- the handshake with the agent ------------------------------------------ */
 
-/* Waits out the agent (it holds |hs| for one chunk return). Outside a
- * packet only. */
-static void enter(tg_trace_writer_t *w) {
-  for (unsigned i = 0; !tg__trace_writer_try_enter(w); i++)
+/* The agent claimed the writer: it may be returning the chunk. BUSY is
+ * announced already, so the agent backs off or finishes; wait for the
+ * claim to clear (acquire: pairs with the agent's release). */
+static void wait_claim(tg_trace_writer_t *w) {
+  for (unsigned i = 0;
+       atomic_load_explicit(&w->claim, memory_order_acquire) != 0; i++)
     if (i >= ENTER_SPINS) sched_yield();
+}
+
+/* Outside a packet only. */
+static void enter(tg_trace_writer_t *w) {
+  if (!tg__trace_writer_try_enter(w)) wait_claim(w);
 }
 
 tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w) {
   if (w->in_packet) {
-    /* |hs| is ours already: end that packet, then begin as usual. */
+    /* BUSY already: end that packet, then begin as usual. */
     tg_trace_writer_end_packet(w);
     return tg_trace_writer_begin_packet(w);
   }
-  enter(w);
+  wait_claim(w); /* BUSY is announced */
   return tg__trace_writer_begin_entered(w);
 }
 
@@ -334,70 +347,6 @@ void tg_trace_writer_flush(tg_trace_writer_t *w) {
   tg__trace_writer_leave(w);
 }
 
-bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w) {
-  for (unsigned i = 0;; i++) {
-    uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
-    /* Acquire pairs with the writer's (or agent's) release of |word|. */
-    if (!(word & (TG_TW_BUSY | TG_TW_AGENT)) &&
-        atomic_compare_exchange_strong_explicit(&w->hs, &word,
-                                                word | TG_TW_AGENT,
-                                                memory_order_acquire,
-                                                memory_order_relaxed)) {
-      bool held = w->has_chunk;
-      atomic_store_explicit(&w->hs, word, memory_order_release);
-      return held;
-    }
-    if (i >= ENTER_SPINS) sched_yield();
-  }
-}
-
-/* --- the agent's idle pass ------------------------------------------------ */
-
-typedef struct reclaim_pass {
-  uint64_t now_ns, idle_ns;
-  size_t reclaimed;
-} reclaim_pass_t;
-
-static void reclaim_one(void *ctx, tg_list_t *node) {
-  reclaim_pass_t *p = ctx;
-  tg_trace_writer_t *w = TG_CONTAINER_OF(node, tg_trace_writer_t, agent_node);
-  uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
-  if (word != w->agent_seen) {
-    w->agent_seen = word;
-    w->agent_since_ns = p->now_ns;
-    w->agent_done = false;
-    if (p->idle_ns) return;
-  }
-  if (w->agent_done || (word & (TG_TW_BUSY | TG_TW_AGENT)) ||
-      p->now_ns - w->agent_since_ns < p->idle_ns)
-    return;
-  /* Acquire pairs with the writer's release of |word| at its last packet
-   * end: the writer's fields are as it left them, and are ours until the
-   * word goes back. */
-  if (!atomic_compare_exchange_strong_explicit(&w->hs, &word,
-                                               word | TG_TW_AGENT,
-                                               memory_order_acquire,
-                                               memory_order_relaxed))
-    return; /* the writer began a packet just now */
-  if (w->has_chunk) {
-    give_back_chunk(w);
-    go_nowhere(w);
-    tg_arbiter_count_reclaim(w->arb);
-    p->reclaimed++;
-  }
-  w->agent_done = true;
-  /* Release pairs with the writer's acquiring CAS at its next packet: it
-   * finds itself without a chunk. */
-  atomic_store_explicit(&w->hs, word, memory_order_release);
-}
-
-size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
-                                     uint64_t idle_ns) {
-  reclaim_pass_t p = {.now_ns = now_ns, .idle_ns = idle_ns};
-  tg_arbiter_for_each_writer(arb, reclaim_one, &p);
-  return p.reclaimed;
-}
-
 /* The pb writer ran out of room. In a packet with a chunk: continue it in
  * the next chunk, or drop it if there is none.
  *
@@ -438,4 +387,125 @@ static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous) {
   use_chunk(w, &next, TG_CHUNK_FIRST_PACKET_CONTINUES);
   open_fragment(w, pbw->cur);
   return 0;
+}
+
+/* --- the agent's side of the handshake ------------------------------------ */
+
+/* membarrier(2): registered once per process; false when the kernel (or a
+ * seccomp filter) refuses it, and then nothing is ever taken back. */
+static pthread_once_t g_membarrier_once = PTHREAD_ONCE_INIT;
+static bool g_membarrier_ok;
+
+static void membarrier_register(void) {
+  g_membarrier_ok = syscall(SYS_membarrier,
+                            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                            0) == 0;
+}
+
+static bool membarrier_usable(void) {
+  pthread_once(&g_membarrier_once, membarrier_register);
+  return g_membarrier_ok;
+}
+
+/* Every thread of the process that is running passes a full barrier before
+ * this returns (the writers' half of the Dekker handshake). */
+static void membarrier_all(void) {
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
+
+static void claim_set(tg_trace_writer_t *w) {
+  atomic_store_explicit(&w->claim, 1, memory_order_relaxed);
+}
+
+/* After membarrier_all(): true when |w| is still between packets with
+ * the idle word |idle| (it will wait for the claim at its next begin), so
+ * its fields are the agent's until claim_clear(). Acquire pairs with the
+ * writer's release of the idle word. */
+static bool claim_won(tg_trace_writer_t *w, uint32_t idle) {
+  return atomic_load_explicit(&w->hs, memory_order_acquire) == idle;
+}
+
+/* Release pairs with the writer's acquire of the claim: it sees what the
+ * agent changed. */
+static void claim_clear(tg_trace_writer_t *w) {
+  atomic_store_explicit(&w->claim, 0, memory_order_release);
+}
+
+bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w) {
+  if (!membarrier_usable()) return true; /* cannot look without a race */
+  for (unsigned i = 0;; i++) {
+    uint32_t idle = atomic_load_explicit(&w->hs, memory_order_relaxed);
+    if (!(idle & TG_TW_BUSY)) {
+      claim_set(w);
+      membarrier_all();
+      bool won = claim_won(w, idle);
+      bool held = won && w->has_chunk;
+      claim_clear(w);
+      if (won) return held;
+    }
+    if (i >= ENTER_SPINS) sched_yield();
+  }
+}
+
+/* --- the agent's idle pass ------------------------------------------------ */
+
+/* Writers claimed per membarrier: bounds how long a writer that begins a
+ * packet during the pass waits for its claim to clear. */
+#define CLAIM_BATCH 64u
+
+typedef struct reclaim_pass {
+  uint64_t now_ns, idle_ns;
+  size_t reclaimed;
+  size_t n;
+  tg_trace_writer_t *batch[CLAIM_BATCH];
+} reclaim_pass_t;
+
+/* Claims the batch, one membarrier, then takes the chunks of the writers
+ * still idle. Under the writer list's lock: no writer in the batch can be
+ * detached (and freed) before its claim is cleared. */
+static void reclaim_batch(reclaim_pass_t *p) {
+  if (p->n == 0) return;
+  for (size_t i = 0; i < p->n; i++) claim_set(p->batch[i]);
+  membarrier_all();
+  for (size_t i = 0; i < p->n; i++) {
+    tg_trace_writer_t *w = p->batch[i];
+    if (claim_won(w, w->agent_seen)) {
+      if (w->has_chunk) {
+        give_back_chunk(w);
+        go_nowhere(w);
+        tg_arbiter_count_reclaim(w->arb);
+        p->reclaimed++;
+      }
+      w->agent_done = true;
+    }
+    claim_clear(w);
+  }
+  p->n = 0;
+}
+
+static void reclaim_end(void *ctx) { reclaim_batch(ctx); }
+
+static void reclaim_visit(void *ctx, tg_list_t *node) {
+  reclaim_pass_t *p = ctx;
+  tg_trace_writer_t *w = TG_CONTAINER_OF(node, tg_trace_writer_t, agent_node);
+  uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
+  if (word != w->agent_seen) {
+    w->agent_seen = word;
+    w->agent_since_ns = p->now_ns;
+    w->agent_done = false;
+    if (p->idle_ns) return;
+  }
+  if (w->agent_done || (word & TG_TW_BUSY) ||
+      p->now_ns - w->agent_since_ns < p->idle_ns)
+    return;
+  p->batch[p->n++] = w;
+  if (p->n == CLAIM_BATCH) reclaim_batch(p);
+}
+
+size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
+                                     uint64_t idle_ns) {
+  if (!membarrier_usable()) return 0;
+  reclaim_pass_t p = {.now_ns = now_ns, .idle_ns = idle_ns};
+  tg_arbiter_for_each_writer(arb, reclaim_visit, reclaim_end, &p);
+  return p.reclaimed;
 }

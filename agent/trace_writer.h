@@ -28,21 +28,30 @@
  * Idle chunks. A writer keeps its chunk between packets, so a thread that
  * wrote once would hold a chunk for ever. The agent's thread takes it
  * back (tg_trace_writers_reclaim_idle) from writers that have written
- * nothing for a while. The writer and the agent meet on one atomic word,
- * |hs|: seq << 2 | TG_TW_BUSY | TG_TW_AGENT. The writer turns the idle
- * word it last stored into BUSY with a CAS when a packet begins (or for a
- * flush) and stores the next idle word (seq + 1, release) when the packet
- * ends. The agent CASes an idle word it has seen unchanged for the idle
- * time to AGENT, returns the chunk as the writer would (the writer's fields
- * are its own meanwhile), and stores the same idle word back (release). A
- * writer whose CAS meets AGENT waits the few microseconds that takes. So
- * no chunk is taken back while a packet is open in it (fragments, patches
- * of nested sizes, the open fragment), and the writer simply finds itself
- * without a chunk at its next packet.
+ * nothing for a while, by an asymmetric Dekker handshake on two words:
+ *   |hs| (the writer's): seq << 1 while idle, | TG_TW_BUSY inside a packet
+ *        or a flush; the seq goes up at every packet end;
+ *   |claim| (the agent's): non-zero while the agent may be at work.
+ * Writer, at packet begin: store hs = BUSY (relaxed), then load claim
+ * (acquire); if set, wait until it clears (the agent is done with the
+ * writer's fields). At packet end: store hs = next idle word (release).
+ * Agent, for a writer whose idle word it has seen unchanged for the idle
+ * time: store claim = 1, membarrier(PRIVATE_EXPEDITED), load hs (acquire);
+ * if hs is still that idle word, the writer is between packets and will
+ * wait at its next begin: return its chunk as the writer would; in any
+ * case store claim = 0 (release). The writer's side has no fence: the
+ * membarrier makes every running thread pass a full barrier, so either the
+ * agent sees BUSY and backs off, or the writer sees the claim and waits
+ * (Linux's membarrier(2) "asymmetric fence" pattern). So no chunk is taken
+ * back while a packet is open in it (fragments, patches of nested sizes,
+ * the open fragment), and the writer simply finds itself without a chunk
+ * at its next packet. Without membarrier (kernels before 4.14, filters)
+ * nothing is taken back.
  *
- * Not thread-safe: one thread per writer (and the agent, through |hs|).
- * The fast path of begin/end takes no lock, makes no syscall and does not
- * allocate: one uncontended CAS on the writer's own word and one store.
+ * Not thread-safe: one thread per writer (and the agent, through the
+ * handshake). The fast path of begin/end takes no lock, makes no syscall,
+ * does not allocate and has no atomic read-modify-write: a store and a
+ * load of the writer's own cache line, and a store.
  */
 #ifndef TRACEGATE_AGENT_TRACE_WRITER_H
 #define TRACEGATE_AGENT_TRACE_WRITER_H
@@ -70,15 +79,15 @@ typedef struct tg_tw_patch_slot {
   bool used;
 } tg_tw_patch_slot_t;
 
-/* |hs| bits; the rest of the word counts packets (and flushes). */
-#define TG_TW_BUSY 1u  /* the writer is in a packet or a flush */
-#define TG_TW_AGENT 2u /* the agent is taking the chunk back */
-#define TG_TW_SEQ_STEP 4u
+/* |hs| bit; the rest of the word counts packets (and flushes). */
+#define TG_TW_BUSY 1u /* the writer is in a packet or a flush */
+#define TG_TW_SEQ_STEP 2u
 
 typedef struct tg_trace_writer {
   tg_pbw_t pbw;      /* first: the public API hands out &w->pbw */
-  _Atomic uint32_t hs; /* handshake with the agent, see above */
-  uint32_t hs_idle;    /* the idle word the writer stored last */
+  _Atomic uint32_t hs;    /* handshake, the writer's word (see above) */
+  _Atomic uint32_t claim; /* handshake, the agent's word */
+  uint32_t hs_idle;       /* the idle word the writer stored last */
   tg_arbiter_t *arb; /* one reference held */
   uint16_t writer_id;
   uint16_t target_buffer;
@@ -135,19 +144,22 @@ tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w);
 tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w);
 void tg__trace_writer_end_slow(tg_trace_writer_t *w);
 
-/* Takes the writer's side of |hs| (see above): true unless the word is not
- * the idle one this thread stored (already in a packet, or the agent is at
- * work). Acquire: pairs with the agent's release of the word, so the
+/* The writer's side of the handshake (see above): announces BUSY, then
+ * checks the agent's claim. True when the writer may go on; false when
+ * the agent has claimed it (wait for the claim to clear, see
+ * trace_writer.c). The signal fence only stops the compiler from moving
+ * the load above the store; the agent's membarrier orders them in the
+ * CPU. Acquire on the claim pairs with the agent's release of it, so the
  * writer sees what the agent changed. */
 static inline bool tg__trace_writer_try_enter(tg_trace_writer_t *w) {
-  uint32_t idle = w->hs_idle;
-  return atomic_compare_exchange_strong_explicit(
-      &w->hs, &idle, idle | TG_TW_BUSY, memory_order_acquire,
-      memory_order_relaxed);
+  atomic_store_explicit(&w->hs, w->hs_idle | TG_TW_BUSY,
+                        memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&w->claim, memory_order_acquire) == 0;
 }
 
-/* Leaves |hs| with the next idle word. Release: pairs with the agent's
- * acquiring CAS, so the agent sees the chunk as the writer left it. */
+/* Leaves with the next idle word. Release: pairs with the agent's acquire
+ * load of |hs|, so the agent sees the chunk as the writer left it. */
 static inline void tg__trace_writer_leave(tg_trace_writer_t *w) {
   w->hs_idle += TG_TW_SEQ_STEP;
   atomic_store_explicit(&w->hs, w->hs_idle, memory_order_release);
@@ -185,12 +197,12 @@ static inline tg_pbw_t *tg__trace_writer_begin_entered(tg_trace_writer_t *w) {
  * stored is counted as dropped at end time. Calling it inside a packet ends
  * that packet first.
  *
- * Fast path: the CAS on |hs|; then the fragment opened by the previous
+ * Fast path: the handshake; then the fragment opened by the previous
  * end_packet is taken as it is, or, when the current chunk has room, a
  * fragment is opened and the chunk's new fragment count published (one
  * release store). */
 static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
-  if (__builtin_expect(tg__trace_writer_try_enter(w), 1))
+  if (__builtin_expect(!w->in_packet && tg__trace_writer_try_enter(w), 1))
     return tg__trace_writer_begin_entered(w);
   return tg__trace_writer_begin_contended(w);
 }
@@ -231,12 +243,13 @@ void tg_trace_writer_flush(tg_trace_writer_t *w);
 /* Agent's thread: takes back the chunks of |arb|'s writers whose |hs| has
  * not changed for |idle_ns| (0: any writer between packets) as of |now_ns|
  * (CLOCK_MONOTONIC), as a flush by the writer would. Returns how many
- * chunks it took back (also counted in the arbiter's stats). */
+ * chunks it took back (also counted in the arbiter's stats); 0 when the
+ * kernel has no membarrier. One caller at a time per arbiter. */
 size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
                                      uint64_t idle_ns);
 
 /* Whether the writer holds a chunk, read through the handshake (for
- * tests, from any thread while the writer's thread is not in a packet). */
+ * tests, from any thread; waits while the writer is in a packet). */
 bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w);
 
 #endif /* TRACEGATE_AGENT_TRACE_WRITER_H */
