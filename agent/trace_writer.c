@@ -239,6 +239,7 @@ static bool move_size_fields(tg_trace_writer_t *w) {
  * earlier chunks too), the chunk leaves, and the rest of the packet goes to
  * scratch. */
 static void drop_packet(tg_trace_writer_t *w) {
+  w->drop_marked = false;
   if (w->has_chunk && w->frag_size) {
     tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
     give_back_chunk(w);
