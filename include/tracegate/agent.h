@@ -100,7 +100,7 @@ TG_EXPORT bool tg_agent_connected(void);
  * benches. packets_written includes a writer's packets once the writer is
  * released (its thread exited, or its instance stopped and the thread wrote
  * again); SMB counters, packets_dropped included, are current as of the
- * agent's last commit or timer tick (every 2-10 ms while a session runs). */
+ * agent's last commit or timer tick (every 1-10 ms while a session runs). */
 typedef struct tg_agent_stats {
   uint64_t connects;          /* successful connections */
   uint64_t disconnects;       /* lost connections */
