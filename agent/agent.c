@@ -234,7 +234,6 @@ void tg_agent_get_stats(tg_agent_stats_t *out) {
   out->connects = atomic_load(&l->connects);
   out->disconnects = atomic_load(&l->disconnects);
   out->packets_written = atomic_load(&tg__agent_packets_written);
-  out->packets_dropped = atomic_load(&tg__agent_packets_dropped);
   out->commits_sent = atomic_load(&c->commits_sent);
   out->chunks_committed =
       atomic_load(&c->chunks_past) + atomic_load(&c->chunks_now);
@@ -242,4 +241,13 @@ void tg_agent_get_stats(tg_agent_stats_t *out) {
       atomic_load(&c->patches_past) + atomic_load(&c->patches_now);
   out->stalls = atomic_load(&c->stalls_past) + atomic_load(&c->stalls_now);
   out->flushes_acked = atomic_load(&c->flushes_acked);
+  out->packets_dropped =
+      atomic_load(&c->dropped_past) + atomic_load(&c->dropped_now);
+  out->drop_markers =
+      atomic_load(&c->markers_past) + atomic_load(&c->markers_now);
+  out->chunks_reclaimed =
+      atomic_load(&c->reclaimed_past) + atomic_load(&c->reclaimed_now);
+  out->smb_size = atomic_load(&c->smb_size);
+  out->smb_bytes_in_use = atomic_load(&c->smb_in_use);
+  out->smb_bytes_in_use_peak = atomic_load(&c->smb_in_use_peak);
 }

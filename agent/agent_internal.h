@@ -84,9 +84,14 @@ typedef struct tg__agent_commit {
   tg_buf_t buf;
   _Atomic uint64_t commits_sent, flushes_acked;
   /* Arbiter counters: those of past SMBs plus a snapshot of the current
-   * one, refreshed after each commit. */
+   * one, refreshed after each commit and each tick of the timer. */
   _Atomic uint64_t chunks_past, patches_past, stalls_past;
   _Atomic uint64_t chunks_now, patches_now, stalls_now;
+  _Atomic uint64_t dropped_past, markers_past, reclaimed_past;
+  _Atomic uint64_t dropped_now, markers_now, reclaimed_now;
+  /* The current SMB's size and bytes not Free, sampled at each tick and
+   * commit; the peak since the process started. */
+  _Atomic uint64_t smb_size, smb_in_use, smb_in_use_peak;
 } tg__agent_commit_t;
 
 typedef struct tg__agent {
@@ -150,7 +155,8 @@ void tg__commit_fini(void);
  * the last CommitData carrying |flush_id| (0: none). */
 void tg__commit_all(uint64_t flush_id);
 /* Runs the periodic commit timer while any instance is started, and only
- * then: call after every instance start or stop. */
+ * then: call after every instance start or stop. Each tick also takes
+ * back the chunks of writers that went idle (trace_writer.h). */
 void tg__commit_timer_update(void);
 /* Shutdown: the timer stops for good. */
 void tg__commit_timer_stop(void);

@@ -3,19 +3,33 @@
  * patches, from the arbiter's queues.
  *
  * Commits go out when the arbiter wakes the agent (a quarter of the SMB is
- * pending, or a writer stalls), on every Flush and instance stop, and from
- * a periodic timer that runs only while some instance is started: with no
- * session, nothing new is written and the agent's thread stays asleep.
+ * pending, a writer stalls, or writers find the SMB nearly full), on every
+ * Flush and instance stop, and from a periodic timer that runs only while
+ * some instance is started: with no session, nothing new is written and
+ * the agent's thread stays asleep.
+ *
+ * Idle chunks. Each tick first takes back the chunks of writers idle for
+ * IDLE_MS (tg_trace_writers_reclaim_idle), so that a thread that wrote
+ * once holds nothing and its data reaches the service. The tick is
+ * COMMIT_PERIOD_MS while the SMB has chunks to spare for every writer,
+ * and FAST_PERIOD_MS once writers outnumber half its default chunks: then
+ * every chunk an idle writer sits on is one a busy writer lacks. When
+ * writers find the SMB nearly full (the arbiter's pressure flag), the
+ * next commit first takes back the chunk of every writer between packets,
+ * however recent its last one.
  * Agent's thread only, except the counters and tg__agent_commit_timer_active.
  */
 #include "abi/ipc_frame.h"
 #include "agent/agent_internal.h"
 #include "agent/agent_log.h"
 #include "agent/data_source.h"
+#include "agent/trace_writer.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "tracegate/error.h"
 
 #define COMMIT_PERIOD_MS 10
+#define FAST_PERIOD_MS 1
+#define IDLE_MS 1
 #define COMMIT_MAX_BYTES (120 * 1024)
 #define WRITER_EVENTS_PER_PASS 64
 
@@ -54,12 +68,26 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
     atomic_fetch_add(&cm->chunks_past, st.chunks_committed);
     atomic_fetch_add(&cm->patches_past, st.patches);
     atomic_fetch_add(&cm->stalls_past, st.stalls);
+    atomic_fetch_add(&cm->dropped_past, st.packets_dropped);
+    atomic_fetch_add(&cm->markers_past, st.drop_markers);
+    atomic_fetch_add(&cm->reclaimed_past, st.chunks_reclaimed);
     st = (tg_arbiter_stats_t){0};
   }
   atomic_store(&cm->chunks_now, st.chunks_committed);
   atomic_store(&cm->patches_now, st.patches);
   atomic_store(&cm->stalls_now, st.stalls);
+  atomic_store(&cm->dropped_now, st.packets_dropped);
+  atomic_store(&cm->markers_now, st.drop_markers);
+  atomic_store(&cm->reclaimed_now, st.chunks_reclaimed);
+  size_t in_use = arb && !retire ? tg_arbiter_bytes_in_use(arb) : 0;
+  atomic_store(&cm->smb_size,
+               arb && !retire ? tg_arbiter_smb(arb)->size : 0);
+  atomic_store(&cm->smb_in_use, in_use);
+  if (in_use > atomic_load(&cm->smb_in_use_peak))
+    atomic_store(&cm->smb_in_use_peak, in_use);
 }
+
+static uint64_t now_ns(void) { return uv_hrtime(); }
 
 void tg__commit_retire_arbiter_stats(void) {
   snapshot_arbiter_stats(tg__agent.session.arb, true);
@@ -83,6 +111,10 @@ void tg__commit_all(uint64_t flush_id) {
       atomic_fetch_add(&cm->flushes_acked, 1);
     return;
   }
+  /* Writers found the SMB nearly full: what idle writers hold goes out
+   * with this commit. */
+  if (tg_arbiter_take_pressure(arb))
+    tg_trace_writers_reclaim_idle(arb, now_ns(), 0);
   send_writer_events(arb);
   for (;;) {
     tg_buf_reset(buf);
@@ -106,12 +138,22 @@ void tg__commit_all(uint64_t flush_id) {
 
 /* --- the periodic commit ------------------------------------------------- */
 
+/* The tick for |arb|'s writer count (see the file comment). */
+static uint64_t period_ms(const tg_arbiter_t *arb) {
+  if (arb && 2 * tg_arbiter_writer_count(arb) > tg_arbiter_base_chunks(arb))
+    return FAST_PERIOD_MS;
+  return COMMIT_PERIOD_MS;
+}
+
 static void on_commit_timer(uv_timer_t *t) {
-  (void)t;
   tg_arbiter_t *arb = tg__agent.session.arb;
+  uint64_t period = period_ms(arb);
+  if (uv_timer_get_repeat(t) != period) uv_timer_set_repeat(t, period);
   if (!arb) return;
+  tg_trace_writers_reclaim_idle(arb, now_ns(), (uint64_t)IDLE_MS * 1000000u);
   if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
   else send_writer_events(arb);
+  snapshot_arbiter_stats(arb, false);
 }
 
 /* |timer_active| is stored with the timer's state so that other threads

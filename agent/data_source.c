@@ -18,7 +18,6 @@
 #include "agent/data_source.h"
 
 _Atomic uint64_t tg__agent_packets_written;
-_Atomic uint64_t tg__agent_packets_dropped;
 
 /* Every registered data source. |ds| and |n| change only under |lock|
  * (tg_ds_register, and the agent's thread for instance state); |n| is
@@ -161,10 +160,9 @@ static void slot_release(tg__writer_slot_t *s) {
   s->user = NULL;
   s->user_dtor = NULL;
   if (s->w) {
+    /* Drops are counted as they happen, by the arbiter. */
     atomic_fetch_add_explicit(&tg__agent_packets_written,
                               s->w->packets_written, memory_order_relaxed);
-    atomic_fetch_add_explicit(&tg__agent_packets_dropped,
-                              s->w->packets_dropped, memory_order_relaxed);
     tg_trace_writer_fini(s->w);
     free(s->w);
     s->w = NULL;

@@ -124,8 +124,8 @@ static inline tg__writer_slot_t *tg__ds_slot(tg_ds_t *ds, unsigned inst) {
   return tg__ds_slot_slow(ds, inst);
 }
 
-/* Counters the writer threads bump (relaxed) when a writer goes. */
+/* Bumped (relaxed) by a writer's thread when the writer goes. Dropped
+ * packets are counted as they happen, in the SMB arbiter's stats. */
 extern _Atomic uint64_t tg__agent_packets_written;
-extern _Atomic uint64_t tg__agent_packets_dropped;
 
 #endif /* TRACEGATE_AGENT_DATA_SOURCE_H */

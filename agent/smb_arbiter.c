@@ -7,6 +7,12 @@
  * once per chunk; the agent's thread copies what it takes out under the
  * mutex and serializes it outside, so a large commit never holds writers up.
  *
+ * Layout. Unless the caller fixed one, new pages get chunks of about 4 KiB
+ * while the SMB has two chunks per writer, and smaller ones (up to 14 per
+ * page) as writers grow: every writer holding a chunk must leave chunks
+ * for the others and for those on their way to the service. Existing
+ * pages keep their layout until the service frees them whole.
+ *
  * Ordering rule of the batch: a patch must not reach the service before the
  * move of the chunk it patches (the service would not find the chunk). Each
  * patch remembers how many moves had been queued when it was added; it is
@@ -73,8 +79,9 @@ struct tg_arbiter {
   tg_smb_t smb;
   void (*free_fn)(void *base, size_t size);
   bool stall_when_full;
-  unsigned layout;
-  unsigned chunks_per_page;
+  bool adaptive_layout;
+  unsigned base_layout;      /* opts.layout, or the default for the page */
+  _Atomic unsigned layout;   /* for newly partitioned pages */
   void (*wake)(void *ctx);
   void *wake_ctx;
   size_t commit_threshold;
@@ -84,6 +91,14 @@ struct tg_arbiter {
   _Atomic size_t cursor; /* page where the next search starts */
   _Atomic uint64_t stalls;
   _Atomic size_t pending; /* moves + patches queued (mirror, for polling) */
+  _Atomic bool pressure;  /* a scan found the SMB (nearly) full */
+  _Atomic size_t nwriters; /* mirror of writer_ids_used */
+  _Atomic uint64_t packets_dropped, drop_markers, chunks_reclaimed,
+      chunk_misses;
+
+  /* The writers, for the agent's idle pass; before |mu| in lock order. */
+  pthread_mutex_t writers_mu;
+  tg_list_t writers;
 
   pthread_mutex_t mu; /* guards everything below */
   tg_buf_t moves;        /* queue of move_t */
@@ -135,11 +150,14 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   if (rv < 0) goto fail;
   arb->free_fn = opts->free_fn;
   arb->stall_when_full = opts->stall_when_full;
-  arb->layout = opts->layout ? opts->layout : default_layout(opts->page_size);
-  arb->chunks_per_page = tg_smb_layout_num_chunks(arb->layout);
+  arb->adaptive_layout = opts->layout == 0;
+  arb->base_layout =
+      opts->layout ? opts->layout : default_layout(opts->page_size);
+  atomic_init(&arb->layout, arb->base_layout);
   arb->wake = opts->wake;
   arb->wake_ctx = opts->wake_ctx;
-  size_t total_chunks = arb->smb.num_pages * arb->chunks_per_page;
+  size_t total_chunks =
+      arb->smb.num_pages * tg_smb_layout_num_chunks(arb->base_layout);
   arb->commit_threshold = opts->commit_threshold;
   if (arb->commit_threshold == 0) arb->commit_threshold = total_chunks / 4;
   if (arb->commit_threshold == 0) arb->commit_threshold = 1;
@@ -148,6 +166,13 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->cursor, 0);
   atomic_init(&arb->stalls, 0);
   atomic_init(&arb->pending, 0);
+  atomic_init(&arb->pressure, false);
+  atomic_init(&arb->nwriters, 0);
+  atomic_init(&arb->packets_dropped, 0);
+  atomic_init(&arb->drop_markers, 0);
+  atomic_init(&arb->chunks_reclaimed, 0);
+  atomic_init(&arb->chunk_misses, 0);
+  tg_list_init(&arb->writers);
   tg_buf_init(&arb->moves, 0);
   tg_buf_init(&arb->patches, 0);
   tg_buf_init(&arb->events, 0);
@@ -155,9 +180,15 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   tg_buf_init(&arb->take_patches, 0);
   rv = -ENOMEM;
   /* Moves never outnumber the chunks unless the service frees chunks it
-   * was not told about: sized so that chunk_return does not allocate. */
-  if (!tg_buf_reserve(&arb->moves, total_chunks * sizeof(move_t))) goto fail;
+   * was not told about: sized so that chunk_return does not allocate (for
+   * the densest layout the pages can take). */
+  size_t max_chunks = arb->smb.num_pages * TG_SMB_MAX_CHUNKS_PER_PAGE;
+  if (!tg_buf_reserve(&arb->moves, max_chunks * sizeof(move_t))) goto fail;
   if (pthread_mutex_init(&arb->mu, NULL) != 0) goto fail;
+  if (pthread_mutex_init(&arb->writers_mu, NULL) != 0) {
+    pthread_mutex_destroy(&arb->mu);
+    goto fail;
+  }
   *out = arb;
   return 0;
 fail:
@@ -180,6 +211,7 @@ void tg_arbiter_unref(tg_arbiter_t *arb) {
   else
     munmap(arb->smb.base, arb->smb.size);
   pthread_mutex_destroy(&arb->mu);
+  pthread_mutex_destroy(&arb->writers_mu);
   tg_buf_free(&arb->moves);
   tg_buf_free(&arb->patches);
   tg_buf_free(&arb->events);
@@ -205,6 +237,33 @@ static bool id_used(const tg_arbiter_t *arb, unsigned id) {
   return (arb->writer_ids[id / 64] >> (id % 64)) & 1u;
 }
 
+/* The largest chunks that still give every writer two: one to hold and
+ * one on its way to the service. Under |mu|. */
+static void adapt_layout(tg_arbiter_t *arb) {
+  atomic_store_explicit(&arb->nwriters, arb->writer_ids_used,
+                        memory_order_relaxed);
+  if (!arb->adaptive_layout) return;
+  size_t want = 2 * (size_t)arb->writer_ids_used;
+  unsigned layout = arb->base_layout;
+  while (layout < TG_PAGE_DIV_14 &&
+         arb->smb.num_pages * tg_smb_layout_num_chunks(layout) < want)
+    layout++;
+  /* Relaxed: a hint for the next partition; the bitmaps carry the order. */
+  atomic_store_explicit(&arb->layout, layout, memory_order_relaxed);
+}
+
+unsigned tg_arbiter_layout(const tg_arbiter_t *arb) {
+  return atomic_load_explicit(&arb->layout, memory_order_relaxed);
+}
+
+size_t tg_arbiter_writer_count(const tg_arbiter_t *arb) {
+  return atomic_load_explicit(&arb->nwriters, memory_order_relaxed);
+}
+
+size_t tg_arbiter_base_chunks(const tg_arbiter_t *arb) {
+  return arb->smb.num_pages * tg_smb_layout_num_chunks(arb->base_layout);
+}
+
 int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer) {
   int rv = -EBUSY;
   pthread_mutex_lock(&arb->mu);
@@ -224,6 +283,7 @@ int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer) {
       arb->writer_ids[id / 64] |= 1ull << (id % 64);
       arb->writer_ids_used++;
       arb->last_writer_id = (uint16_t)id;
+      adapt_layout(arb);
       rv = (int)id;
     }
   }
@@ -237,6 +297,7 @@ void tg_arbiter_writer_unregister(tg_arbiter_t *arb, uint16_t writer_id) {
   if (id_used(arb, writer_id)) {
     arb->writer_ids[writer_id / 64] &= ~(1ull << (writer_id % 64));
     arb->writer_ids_used--;
+    adapt_layout(arb);
     tg_arbiter_writer_event_t *ev =
         QUEUE_PUSH(&arb->events, tg_arbiter_writer_event_t);
     if (ev) *ev = (tg_arbiter_writer_event_t){false, writer_id, 0};
@@ -258,8 +319,31 @@ size_t tg_arbiter_take_writer_events(tg_arbiter_t *arb,
 
 /* --- chunks --------------------------------------------------------------- */
 
+static void wake(tg_arbiter_t *arb) {
+  if (arb->wake) arb->wake(arb->wake_ctx);
+}
+
+/* Raises the pressure flag; only the writer that raises it wakes the agent,
+ * so a starving SMB costs one wake per agent pass, not one per packet. */
+static void raise_pressure(tg_arbiter_t *arb) {
+  if (atomic_load_explicit(&arb->pressure, memory_order_relaxed)) return;
+  if (!atomic_exchange_explicit(&arb->pressure, true, memory_order_relaxed))
+    wake(arb);
+}
+
+bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {
+  if (!atomic_load_explicit(&arb->pressure, memory_order_relaxed))
+    return false;
+  return atomic_exchange_explicit(&arb->pressure, false,
+                                  memory_order_relaxed);
+}
+
 /* One pass over every page from the cursor. Returns 0 with |out| filled, or
- * TG_ENO_SPACE when no page had a chunk for us. */
+ * TG_ENO_SPACE when no page had a chunk for us. With the adaptive layout,
+ * chunks are taken from pages of any layout; a free page gets the current
+ * one. The cursor moves round
+ * the SMB, so the pages ahead of it are the ones written longest ago: when
+ * more than half of them are still taken, the SMB is filling up. */
 static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
                       tg_smb_chunk_t *out) {
   size_t n = arb->smb.num_pages;
@@ -269,29 +353,32 @@ static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
     size_t pg = start + i < n ? start + i : start + i - n;
     uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
     if (bm == 0) {
-      if (tg_smb_try_partition_page(&arb->smb, pg, arb->layout) == 0)
-        bm = (uint32_t)arb->layout << TG_SMB_LAYOUT_SHIFT;
+      unsigned fresh = tg_arbiter_layout(arb);
+      if (tg_smb_try_partition_page(&arb->smb, pg, fresh) == 0)
+        bm = (uint32_t)fresh << TG_SMB_LAYOUT_SHIFT;
       else
         bm = tg_smb_page_bitmap(&arb->smb, pg); /* someone else did */
     }
-    if (tg_smb_bitmap_layout(bm) != arb->layout) continue;
-    for (unsigned c = 0; c < arb->chunks_per_page; c++) {
+    unsigned layout = tg_smb_bitmap_layout(bm);
+    /* A fixed layout is kept: pages of another are not ours to judge. */
+    if (!arb->adaptive_layout && layout != arb->base_layout) continue;
+    unsigned nchunks = tg_smb_layout_num_chunks(layout);
+    for (unsigned c = 0; c < nchunks; c++) {
       if (tg_smb_bitmap_chunk_state(bm, c) != TG_CHUNK_FREE) continue;
       if (tg_smb_try_acquire_chunk_for_writing(&arb->smb, pg, c, chunk_id,
                                                writer_id, out) == 0) {
         /* Relaxed: the cursor is a hint; the bitmaps carry the ordering. */
-        size_t next = c + 1 < arb->chunks_per_page ? pg : pg + 1;
+        size_t next = c + 1 < nchunks ? pg : pg + 1;
         atomic_store_explicit(&arb->cursor, next < n ? next : 0,
                               memory_order_relaxed);
+        if (i > n / 2) raise_pressure(arb);
         return 0;
       }
     }
   }
+  atomic_fetch_add_explicit(&arb->chunk_misses, 1, memory_order_relaxed);
+  raise_pressure(arb);
   return TG_ENO_SPACE;
-}
-
-static void wake(tg_arbiter_t *arb) {
-  if (arb->wake) arb->wake(arb->wake_ctx);
 }
 
 int tg_arbiter_chunk_get(tg_arbiter_t *arb, uint16_t writer_id,
@@ -329,6 +416,55 @@ int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
 
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb) {
   return arb->stall_when_full;
+}
+
+void tg_arbiter_writer_attach(tg_arbiter_t *arb, tg_list_t *node) {
+  pthread_mutex_lock(&arb->writers_mu);
+  tg_list_insert_tail(&arb->writers, node);
+  pthread_mutex_unlock(&arb->writers_mu);
+}
+
+void tg_arbiter_writer_detach(tg_arbiter_t *arb, tg_list_t *node) {
+  pthread_mutex_lock(&arb->writers_mu);
+  tg_list_remove(node);
+  pthread_mutex_unlock(&arb->writers_mu);
+}
+
+void tg_arbiter_for_each_writer(tg_arbiter_t *arb,
+                                void (*fn)(void *ctx, tg_list_t *node),
+                                void (*end)(void *ctx), void *ctx) {
+  pthread_mutex_lock(&arb->writers_mu);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &arb->writers) fn(ctx, it);
+  if (end) end(ctx);
+  pthread_mutex_unlock(&arb->writers_mu);
+}
+
+void tg_arbiter_count_drop(tg_arbiter_t *arb, unsigned packets,
+                           unsigned markers) {
+  if (packets)
+    atomic_fetch_add_explicit(&arb->packets_dropped, packets,
+                              memory_order_relaxed);
+  if (markers)
+    atomic_fetch_add_explicit(&arb->drop_markers, markers,
+                              memory_order_relaxed);
+}
+
+void tg_arbiter_count_reclaim(tg_arbiter_t *arb) {
+  atomic_fetch_add_explicit(&arb->chunks_reclaimed, 1, memory_order_relaxed);
+}
+
+size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb) {
+  size_t bytes = 0;
+  for (size_t pg = 0; pg < arb->smb.num_pages; pg++) {
+    uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
+    unsigned layout = tg_smb_bitmap_layout(bm);
+    unsigned n = tg_smb_layout_num_chunks(layout);
+    size_t csize = tg_smb_chunk_size(arb->smb.page_size, layout);
+    for (unsigned c = 0; c < n; c++)
+      if (tg_smb_bitmap_chunk_state(bm, c) != TG_CHUNK_FREE) bytes += csize;
+  }
+  return bytes;
 }
 
 void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
@@ -376,6 +512,14 @@ void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out) {
   out->patches = a->patches_committed;
   pthread_mutex_unlock(&a->mu);
   out->stalls = atomic_load_explicit(&arb->stalls, memory_order_relaxed);
+  out->packets_dropped =
+      atomic_load_explicit(&arb->packets_dropped, memory_order_relaxed);
+  out->drop_markers =
+      atomic_load_explicit(&arb->drop_markers, memory_order_relaxed);
+  out->chunks_reclaimed =
+      atomic_load_explicit(&arb->chunks_reclaimed, memory_order_relaxed);
+  out->chunk_misses =
+      atomic_load_explicit(&arb->chunk_misses, memory_order_relaxed);
 }
 
 bool tg_arbiter_commit_pending(const tg_arbiter_t *arb) {

@@ -22,6 +22,7 @@
 
 #include "abi/smb.h"
 #include "common/buf.h"
+#include "common/list.h"
 
 typedef struct tg_arbiter tg_arbiter_t;
 
@@ -36,8 +37,13 @@ typedef struct tg_arbiter_opts {
   size_t page_size;
   void (*free_fn)(void *base, size_t size); /* NULL: munmap */
   bool stall_when_full;                    /* else drop */
-  /* Page layout for new pages (TG_PAGE_DIV_*); 0 picks chunks of about
-   * 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for 16 KiB, DIV_4 for 32 KiB). */
+  /* Page layout for new pages (TG_PAGE_DIV_*); 0 adapts it to the number
+   * of writers: chunks of about 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for
+   * 16 KiB, DIV_4 for 32 KiB) while the SMB has at least two chunks per
+   * registered writer, else the smallest division that does (at most
+   * DIV_14). A page takes a new layout only once all its chunks are free,
+   * so the SMB moves over gradually; chunks are taken from pages of any
+   * layout. */
   unsigned layout;
   /* Called from a writer's thread when the pending commit batch reaches
    * |commit_threshold| chunks (0: a quarter of the SMB's chunks), and when a
@@ -98,12 +104,53 @@ void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
                           uint16_t writer_id, uint32_t chunk_id,
                           uint32_t offset, const uint8_t data[4], bool more);
 
+/* The layout new pages get now (opts.layout, or the adaptive choice). */
+unsigned tg_arbiter_layout(const tg_arbiter_t *arb);
+/* Registered writers now, and the chunks the SMB has at the default
+ * layout (opts.layout or ~4 KiB chunks). Any thread; relaxed. */
+size_t tg_arbiter_writer_count(const tg_arbiter_t *arb);
+size_t tg_arbiter_base_chunks(const tg_arbiter_t *arb);
+
+/* The trace writers of this SMB, for the agent's idle-chunk pass (see
+ * trace_writer.h). |node| is embedded in the writer; attach after the
+ * writer is ready to be looked at, detach before it goes away. The list
+ * has its own lock, taken before (never inside) the batch's: a writer
+ * visited under it may return a chunk. */
+void tg_arbiter_writer_attach(tg_arbiter_t *arb, tg_list_t *node);
+void tg_arbiter_writer_detach(tg_arbiter_t *arb, tg_list_t *node);
+/* Calls |fn| for every attached writer, then |end| (if not NULL), with
+ * the list locked throughout: attach and detach wait meanwhile. */
+void tg_arbiter_for_each_writer(tg_arbiter_t *arb,
+                                void (*fn)(void *ctx, tg_list_t *node),
+                                void (*end)(void *ctx), void *ctx);
+
+/* True (once, then false until it happens again) when writers found the
+ * SMB nearly or wholly out of free chunks since the last call: the agent
+ * should take back idle writers' chunks at once. Setting it wakes the
+ * agent. */
+bool tg_arbiter_take_pressure(tg_arbiter_t *arb);
+
+/* A writer lost |packets| packets and wrote |markers| drop markers (how
+ * the service learns of a loss). Counted in stats. Any thread. */
+void tg_arbiter_count_drop(tg_arbiter_t *arb, unsigned packets,
+                           unsigned markers);
+/* The agent took back an idle writer's chunk. */
+void tg_arbiter_count_reclaim(tg_arbiter_t *arb);
+
+/* Bytes of chunks not Free (being written, complete or being read), from
+ * a scan of the page bitmaps: what the SMB holds right now. */
+size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb);
+
 /* --- agent-facing (agent's thread) --------------------------------------- */
 
 typedef struct tg_arbiter_stats {
   uint64_t chunks_committed; /* moves serialized by take_commit */
   uint64_t patches;          /* patches (not groups) serialized */
   uint64_t stalls;           /* chunk_get calls that had to wait */
+  uint64_t packets_dropped;  /* packets writers could not store */
+  uint64_t drop_markers;     /* of them, reported in a chunk's drop marker */
+  uint64_t chunks_reclaimed; /* idle writers' chunks taken back */
+  uint64_t chunk_misses;     /* scans that found no free chunk */
 } tg_arbiter_stats_t;
 void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out);
 

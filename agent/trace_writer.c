@@ -10,12 +10,24 @@
  *     w->scratch until end_packet.
  * It never writes into a chunk it has returned: every pointer into one (the
  * open fragment's size, nested size fields) is moved or cleared first.
+ * Between packets the agent may move it from "in a chunk" to "nowhere"
+ * (tg_trace_writers_reclaim_idle), under the handshake of |hs|.
  */
 #include "agent/trace_writer.h"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tracegate/error.h"
+
+/* A writer that finds itself claimed by the agent spins this many times
+ * before yielding the CPU: the claim lasts one membarrier and a batch of
+ * chunk returns (microseconds). */
+#define ENTER_SPINS 64u
 
 static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous);
 
@@ -38,6 +50,9 @@ static void go_scratch(tg_trace_writer_t *w) {
 int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
                          uint16_t target_buffer) {
   memset(w, 0, sizeof(*w));
+  atomic_init(&w->hs, 0);
+  atomic_init(&w->claim, 0);
+  tg_list_init(&w->agent_node);
   int id = tg_arbiter_writer_register(arb, target_buffer);
   if (id < 0) return id;
   tg_arbiter_ref(arb);
@@ -45,6 +60,8 @@ int tg_trace_writer_init(tg_trace_writer_t *w, tg_arbiter_t *arb,
   w->writer_id = (uint16_t)id;
   w->target_buffer = target_buffer;
   tg_pbw_init(&w->pbw, w->scratch, 0, tw_refill, w);
+  /* Last: the list's lock publishes the fields above to the agent. */
+  tg_arbiter_writer_attach(arb, &w->agent_node);
   return 0;
 }
 
@@ -52,9 +69,37 @@ void tg_trace_writer_fini(tg_trace_writer_t *w) {
   if (!w->arb) return;
   if (w->in_packet) tg_trace_writer_end_packet(w);
   tg_trace_writer_flush(w);
+  /* After this the agent's pass no longer sees the writer. */
+  tg_arbiter_writer_detach(w->arb, &w->agent_node);
   tg_arbiter_writer_unregister(w->arb, w->writer_id);
   tg_arbiter_unref(w->arb);
   w->arb = NULL;
+}
+
+/* --- the handshake with the agent ------------------------------------------ */
+
+/* The agent claimed the writer: it may be returning the chunk. BUSY is
+ * announced already, so the agent backs off or finishes; wait for the
+ * claim to clear (acquire: pairs with the agent's release). */
+static void wait_claim(tg_trace_writer_t *w) {
+  for (unsigned i = 0;
+       atomic_load_explicit(&w->claim, memory_order_acquire) != 0; i++)
+    if (i >= ENTER_SPINS) sched_yield();
+}
+
+/* Outside a packet only. */
+static void enter(tg_trace_writer_t *w) {
+  if (!tg__trace_writer_try_enter(w)) wait_claim(w);
+}
+
+tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w) {
+  if (w->in_packet) {
+    /* BUSY already: end that packet, then begin as usual. */
+    tg_trace_writer_end_packet(w);
+    return tg_trace_writer_begin_packet(w);
+  }
+  wait_claim(w); /* BUSY is announced */
+  return tg__trace_writer_begin_entered(w);
 }
 
 /* --- chunks --------------------------------------------------------------- */
@@ -194,9 +239,12 @@ static bool move_size_fields(tg_trace_writer_t *w) {
  * earlier chunks too), the chunk leaves, and the rest of the packet goes to
  * scratch. */
 static void drop_packet(tg_trace_writer_t *w) {
+  w->drop_marked = false;
   if (w->has_chunk && w->frag_size) {
     tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
     give_back_chunk(w);
+    w->drop_marked = true;
+    tg_arbiter_count_drop(w->arb, 0, 1);
   }
   w->frag_size = NULL;
   for (unsigned i = 0; i < w->pbw.depth; i++) w->pbw.nest[i].size_field = NULL;
@@ -208,13 +256,24 @@ static void drop_packet(tg_trace_writer_t *w) {
   go_scratch(w);
 }
 
+/* Tells the service of a loss no chunk recorded: |w| just got a fresh
+ * chunk; it becomes one lone drop marker and leaves. The packet being
+ * begun then needs another chunk. */
+static void report_loss(tg_trace_writer_t *w) {
+  open_fragment(w, w->pbw.cur);
+  tg_pb_write_redundant_varint(w->frag_size, TG_PACKET_SIZE_DROP);
+  w->frag_size = NULL;
+  give_back_chunk(w);
+  go_nowhere(w);
+  w->loss_unreported = false;
+  tg_arbiter_count_drop(w->arb, 0, 1);
+}
+
 /* --- packets -------------------------------------------------------------- */
 
+/* begin_packet when the current chunk has no room (or there is none). The
+ * writer holds |hs|, and is not in a packet. */
 tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
-  if (w->in_packet) {
-    tg_trace_writer_end_packet(w);
-    if (w->preopened) return tg_trace_writer_begin_packet(w);
-  }
   if (w->has_chunk &&
       ((size_t)(chunk_end(&w->chunk) - w->pbw.cur) < TG_TW_MIN_PACKET_ROOM ||
        w->chunk_packets >= TG_CHUNK_MAX_PACKETS)) {
@@ -223,12 +282,22 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
   }
   w->in_packet = true;
   w->end_slow = false;
+  w->drop_marked = false;
   w->pbw.error = 0;
   w->pbw.depth = 0;
   w->pbw.seg_base = 0;
   if (!w->has_chunk) {
     tg_smb_chunk_t c;
-    if (!take_chunk(w, &c, true)) {
+    bool got = take_chunk(w, &c, true);
+    if (got && w->loss_unreported) {
+      use_chunk(w, &c, 0);
+      report_loss(w);
+      /* If this packet is lost too, the marker just sent covers it: a
+       * starving SMB must not turn every chunk into a marker. */
+      w->drop_marked = true;
+      got = take_chunk(w, &c, true);
+    }
+    if (!got) {
       w->frag_size = NULL; /* no fragment anywhere to mark */
       w->dropping = true;
       w->end_slow = true;
@@ -248,12 +317,14 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
 }
 
 void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
-  if (!w->in_packet) return;
+  if (!w->in_packet) return; /* |hs| is not ours: leave it alone */
   if (w->pbw.error && !w->dropping) drop_packet(w);
   if (w->dropping) {
     w->dropping = false;
     w->packets_dropped++;
     w->prev_dropped = true;
+    if (!w->drop_marked) w->loss_unreported = true;
+    tg_arbiter_count_drop(w->arb, 1, 0);
     w->pbw.error = 0;
     go_nowhere(w);
   } else {
@@ -264,12 +335,17 @@ void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
   w->in_packet = false;
   w->end_slow = false;
   w->pbw.depth = 0;
+  tg__trace_writer_leave(w);
 }
 
 void tg_trace_writer_flush(tg_trace_writer_t *w) {
-  if (w->in_packet || !w->has_chunk) return;
-  give_back_chunk(w);
-  go_nowhere(w);
+  if (w->in_packet) return;
+  enter(w);
+  if (w->has_chunk) {
+    give_back_chunk(w);
+    go_nowhere(w);
+  }
+  tg__trace_writer_leave(w);
 }
 
 /* The pb writer ran out of room. In a packet with a chunk: continue it in
@@ -312,4 +388,125 @@ static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous) {
   use_chunk(w, &next, TG_CHUNK_FIRST_PACKET_CONTINUES);
   open_fragment(w, pbw->cur);
   return 0;
+}
+
+/* --- the agent's side of the handshake ------------------------------------ */
+
+/* membarrier(2): registered once per process; false when the kernel (or a
+ * seccomp filter) refuses it, and then nothing is ever taken back. */
+static pthread_once_t g_membarrier_once = PTHREAD_ONCE_INIT;
+static bool g_membarrier_ok;
+
+static void membarrier_register(void) {
+  g_membarrier_ok = syscall(SYS_membarrier,
+                            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                            0) == 0;
+}
+
+static bool membarrier_usable(void) {
+  pthread_once(&g_membarrier_once, membarrier_register);
+  return g_membarrier_ok;
+}
+
+/* Every thread of the process that is running passes a full barrier before
+ * this returns (the writers' half of the Dekker handshake). */
+static void membarrier_all(void) {
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
+
+static void claim_set(tg_trace_writer_t *w) {
+  atomic_store_explicit(&w->claim, 1, memory_order_relaxed);
+}
+
+/* After membarrier_all(): true when |w| is still between packets with
+ * the idle word |idle| (it will wait for the claim at its next begin), so
+ * its fields are the agent's until claim_clear(). Acquire pairs with the
+ * writer's release of the idle word. */
+static bool claim_won(tg_trace_writer_t *w, uint32_t idle) {
+  return atomic_load_explicit(&w->hs, memory_order_acquire) == idle;
+}
+
+/* Release pairs with the writer's acquire of the claim: it sees what the
+ * agent changed. */
+static void claim_clear(tg_trace_writer_t *w) {
+  atomic_store_explicit(&w->claim, 0, memory_order_release);
+}
+
+bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w) {
+  if (!membarrier_usable()) return true; /* cannot look without a race */
+  for (unsigned i = 0;; i++) {
+    uint32_t idle = atomic_load_explicit(&w->hs, memory_order_relaxed);
+    if (!(idle & TG_TW_BUSY)) {
+      claim_set(w);
+      membarrier_all();
+      bool won = claim_won(w, idle);
+      bool held = won && w->has_chunk;
+      claim_clear(w);
+      if (won) return held;
+    }
+    if (i >= ENTER_SPINS) sched_yield();
+  }
+}
+
+/* --- the agent's idle pass ------------------------------------------------ */
+
+/* Writers claimed per membarrier: bounds how long a writer that begins a
+ * packet during the pass waits for its claim to clear. */
+#define CLAIM_BATCH 64u
+
+typedef struct reclaim_pass {
+  uint64_t now_ns, idle_ns;
+  size_t reclaimed;
+  size_t n;
+  tg_trace_writer_t *batch[CLAIM_BATCH];
+} reclaim_pass_t;
+
+/* Claims the batch, one membarrier, then takes the chunks of the writers
+ * still idle. Under the writer list's lock: no writer in the batch can be
+ * detached (and freed) before its claim is cleared. */
+static void reclaim_batch(reclaim_pass_t *p) {
+  if (p->n == 0) return;
+  for (size_t i = 0; i < p->n; i++) claim_set(p->batch[i]);
+  membarrier_all();
+  for (size_t i = 0; i < p->n; i++) {
+    tg_trace_writer_t *w = p->batch[i];
+    if (claim_won(w, w->agent_seen)) {
+      if (w->has_chunk) {
+        give_back_chunk(w);
+        go_nowhere(w);
+        tg_arbiter_count_reclaim(w->arb);
+        p->reclaimed++;
+      }
+      w->agent_done = true;
+    }
+    claim_clear(w);
+  }
+  p->n = 0;
+}
+
+static void reclaim_end(void *ctx) { reclaim_batch(ctx); }
+
+static void reclaim_visit(void *ctx, tg_list_t *node) {
+  reclaim_pass_t *p = ctx;
+  tg_trace_writer_t *w = TG_CONTAINER_OF(node, tg_trace_writer_t, agent_node);
+  uint32_t word = atomic_load_explicit(&w->hs, memory_order_relaxed);
+  if (word != w->agent_seen) {
+    w->agent_seen = word;
+    w->agent_since_ns = p->now_ns;
+    w->agent_done = false;
+    if (p->idle_ns) return;
+  }
+  if (w->agent_done || (word & TG_TW_BUSY) ||
+      p->now_ns - w->agent_since_ns < p->idle_ns)
+    return;
+  p->batch[p->n++] = w;
+  if (p->n == CLAIM_BATCH) reclaim_batch(p);
+}
+
+size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
+                                     uint64_t idle_ns) {
+  if (!membarrier_usable()) return 0;
+  reclaim_pass_t p = {.now_ns = now_ns, .idle_ns = idle_ns};
+  tg_arbiter_for_each_writer(arb, reclaim_visit, reclaim_end, &p);
+  return p.reclaimed;
 }

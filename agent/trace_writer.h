@@ -19,10 +19,39 @@
  * previous_packet_dropped = true (TracePacket field 42) as its first field.
  * In stall mode a writer never waits while it holds a chunk: it returns the
  * current one (LAST_PACKET_CONTINUES) first, so any number of writers can
- * share an SMB of any size without deadlock.
+ * share an SMB of any size without deadlock. A loss that no drop marker
+ * recorded (the packet found no chunk at all) is reported to the service
+ * with a chunk holding a lone drop marker, taken before the next packet
+ * that gets through: the service counts it (trace_writer_packet_loss) and
+ * flags the sequence, whichever way the loss happened.
  *
- * Not thread-safe: one thread per writer. The fast path of begin/end takes
- * no lock, makes no syscall and does not allocate.
+ * Idle chunks. A writer keeps its chunk between packets, so a thread that
+ * wrote once would hold a chunk for ever. The agent's thread takes it
+ * back (tg_trace_writers_reclaim_idle) from writers that have written
+ * nothing for a while, by an asymmetric Dekker handshake on two words:
+ *   |hs| (the writer's): seq << 1 while idle, | TG_TW_BUSY inside a packet
+ *        or a flush; the seq goes up at every packet end;
+ *   |claim| (the agent's): non-zero while the agent may be at work.
+ * Writer, at packet begin: store hs = BUSY (relaxed), then load claim
+ * (acquire); if set, wait until it clears (the agent is done with the
+ * writer's fields). At packet end: store hs = next idle word (release).
+ * Agent, for a writer whose idle word it has seen unchanged for the idle
+ * time: store claim = 1, membarrier(PRIVATE_EXPEDITED), load hs (acquire);
+ * if hs is still that idle word, the writer is between packets and will
+ * wait at its next begin: return its chunk as the writer would; in any
+ * case store claim = 0 (release). The writer's side has no fence: the
+ * membarrier makes every running thread pass a full barrier, so either the
+ * agent sees BUSY and backs off, or the writer sees the claim and waits
+ * (Linux's membarrier(2) "asymmetric fence" pattern). So no chunk is taken
+ * back while a packet is open in it (fragments, patches of nested sizes,
+ * the open fragment), and the writer simply finds itself without a chunk
+ * at its next packet. Without membarrier (kernels before 4.14, filters)
+ * nothing is taken back.
+ *
+ * Not thread-safe: one thread per writer (and the agent, through the
+ * handshake). The fast path of begin/end takes no lock, makes no syscall,
+ * does not allocate and has no atomic read-modify-write: a store and a
+ * load of the writer's own cache line, and a store.
  */
 #ifndef TRACEGATE_AGENT_TRACE_WRITER_H
 #define TRACEGATE_AGENT_TRACE_WRITER_H
@@ -50,8 +79,15 @@ typedef struct tg_tw_patch_slot {
   bool used;
 } tg_tw_patch_slot_t;
 
+/* |hs| bit; the rest of the word counts packets (and flushes). */
+#define TG_TW_BUSY 1u /* the writer is in a packet or a flush */
+#define TG_TW_SEQ_STEP 2u
+
 typedef struct tg_trace_writer {
   tg_pbw_t pbw;      /* first: the public API hands out &w->pbw */
+  _Atomic uint32_t hs;    /* handshake, the writer's word (see above) */
+  _Atomic uint32_t claim; /* handshake, the agent's word */
+  uint32_t hs_idle;       /* the idle word the writer stored last */
   tg_arbiter_t *arb; /* one reference held */
   uint16_t writer_id;
   uint16_t target_buffer;
@@ -71,8 +107,19 @@ typedef struct tg_trace_writer {
   bool end_slow;     /* end_packet has work beyond the size */
   bool dropping;     /* current packet is being discarded */
   bool prev_dropped; /* mark the next packet */
+  /* A packet was lost without a drop marker in any chunk: the service
+   * has not heard of it yet. */
+  bool loss_unreported;
+  bool drop_marked; /* the packet being dropped has its drop marker */
   uint64_t packets_written;
   uint64_t packets_dropped;
+
+  /* The agent's view, touched only by its idle pass (under the arbiter's
+   * writer list lock): the word seen last, and since when. */
+  tg_list_t agent_node;
+  uint32_t agent_seen;
+  bool agent_done; /* nothing to take back at |agent_seen| */
+  uint64_t agent_since_ns;
 
   tg_tw_patch_slot_t patch_slots[TG_PBW_MAX_DEPTH];
   uint8_t scratch[256]; /* sink for a dropped packet's bytes */
@@ -93,18 +140,33 @@ void tg_trace_writer_fini(tg_trace_writer_t *w);
 #define TG_TW_MIN_PACKET_ROOM 8u
 
 /* Slow paths of begin/end (trace_writer.c). */
+tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w);
 tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w);
 void tg__trace_writer_end_slow(tg_trace_writer_t *w);
 
-/* Starts a packet; returns the pb writer positioned at the TracePacket's
- * first field (valid until end_packet). Never fails: a packet that cannot be
- * stored is counted as dropped at end time. Calling it inside a packet ends
- * that packet first.
- *
- * Fast path: the fragment opened by the previous end_packet is taken as
- * it is; else, when the current chunk has room, a fragment is opened and
- * the chunk's new fragment count published (one release store). */
-static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
+/* The writer's side of the handshake (see above): announces BUSY, then
+ * checks the agent's claim. True when the writer may go on; false when
+ * the agent has claimed it (wait for the claim to clear, see
+ * trace_writer.c). The signal fence only stops the compiler from moving
+ * the load above the store; the agent's membarrier orders them in the
+ * CPU. Acquire on the claim pairs with the agent's release of it, so the
+ * writer sees what the agent changed. */
+static inline bool tg__trace_writer_try_enter(tg_trace_writer_t *w) {
+  atomic_store_explicit(&w->hs, w->hs_idle | TG_TW_BUSY,
+                        memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&w->claim, memory_order_acquire) == 0;
+}
+
+/* Leaves with the next idle word. Release: pairs with the agent's acquire
+ * load of |hs|, so the agent sees the chunk as the writer left it. */
+static inline void tg__trace_writer_leave(tg_trace_writer_t *w) {
+  w->hs_idle += TG_TW_SEQ_STEP;
+  atomic_store_explicit(&w->hs, w->hs_idle, memory_order_release);
+}
+
+/* begin_packet once |hs| is the writer's. */
+static inline tg_pbw_t *tg__trace_writer_begin_entered(tg_trace_writer_t *w) {
   if (__builtin_expect(w->preopened, 1)) {
     w->preopened = false;
     w->pbw.seg_start = w->pbw.cur;
@@ -115,8 +177,7 @@ static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
   }
   uint8_t *p = w->pbw.cur;
   /* Without a chunk, cur == end: the room check fails. */
-  if (__builtin_expect(!w->in_packet &&
-                           (size_t)(w->pbw.end - p) >= TG_TW_MIN_PACKET_ROOM &&
+  if (__builtin_expect((size_t)(w->pbw.end - p) >= TG_TW_MIN_PACKET_ROOM &&
                            w->chunk_packets < TG_CHUNK_MAX_PACKETS,
                        1)) {
     memcpy(p, "\x80\x80\x80\x00", 4); /* size 0: being written */
@@ -129,6 +190,21 @@ static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
     return &w->pbw;
   }
   return tg__trace_writer_begin_slow(w);
+}
+
+/* Starts a packet; returns the pb writer positioned at the TracePacket's
+ * first field (valid until end_packet). Never fails: a packet that cannot be
+ * stored is counted as dropped at end time. Calling it inside a packet ends
+ * that packet first.
+ *
+ * Fast path: the handshake; then the fragment opened by the previous
+ * end_packet is taken as it is, or, when the current chunk has room, a
+ * fragment is opened and the chunk's new fragment count published (one
+ * release store). */
+static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
+  if (__builtin_expect(!w->in_packet && tg__trace_writer_try_enter(w), 1))
+    return tg__trace_writer_begin_entered(w);
+  return tg__trace_writer_begin_contended(w);
 }
 
 /* Finishes the packet: writes its last fragment's size, sends the patches
@@ -153,6 +229,7 @@ static inline void tg_trace_writer_end_packet(tg_trace_writer_t *w) {
       w->preopened = true;
       tg_smb_chunk_set_packets(&w->chunk, ++w->chunk_packets, w->chunk_flags);
     }
+    tg__trace_writer_leave(w);
     return;
   }
   tg__trace_writer_end_slow(w);
@@ -162,5 +239,17 @@ static inline void tg_trace_writer_end_packet(tg_trace_writer_t *w) {
  * packet it does nothing: the chunk leaves when the packet is done or
  * moves on. */
 void tg_trace_writer_flush(tg_trace_writer_t *w);
+
+/* Agent's thread: takes back the chunks of |arb|'s writers whose |hs| has
+ * not changed for |idle_ns| (0: any writer between packets) as of |now_ns|
+ * (CLOCK_MONOTONIC), as a flush by the writer would. Returns how many
+ * chunks it took back (also counted in the arbiter's stats); 0 when the
+ * kernel has no membarrier. One caller at a time per arbiter. */
+size_t tg_trace_writers_reclaim_idle(tg_arbiter_t *arb, uint64_t now_ns,
+                                     uint64_t idle_ns);
+
+/* Whether the writer holds a chunk, read through the handshake (for
+ * tests, from any thread; waits while the writer is in a packet). */
+bool tg_trace_writer_holds_chunk(tg_trace_writer_t *w);
 
 #endif /* TRACEGATE_AGENT_TRACE_WRITER_H */

@@ -15,7 +15,12 @@
 #include "tracegate/track_event.h"
 
 #define PROG "tracegate-emit"
-#define MAX_THREADS 256
+#define MAX_THREADS 4096
+/* Writer threads need little stack; 4096 of the default 8 MiB would ask
+ * for 32 GiB of address space. */
+#define THREAD_STACK (256u * 1024u)
+/* Per-thread counts in the summary only up to this many threads. */
+#define SUMMARY_THREADS 64
 
 static void on_start(void *ctx, unsigned inst, const uint8_t *cfg,
                      size_t len) {
@@ -55,17 +60,21 @@ static void print_summary(const emit_worker_t *w, size_t n) {
   off += (size_t)snprintf(line, sizeof(line), PROG ": packets");
   for (size_t i = 0; i < n; i++) {
     total += w[i].packets;
-    if (off < sizeof(line))
+    if (n <= SUMMARY_THREADS && off < sizeof(line))
       off += (size_t)snprintf(line + off, sizeof(line) - off, " t%zu=%llu", i,
                               (unsigned long long)w[i].packets);
   }
   tg_agent_stats_t st;
   tg_agent_get_stats(&st);
   if (off >= sizeof(line)) off = sizeof(line) - 1;
-  fprintf(stderr, "%s total=%llu; agent: written=%llu dropped=%llu stalls=%llu\n",
+  fprintf(stderr,
+          "%s total=%llu; agent: written=%llu dropped=%llu stalls=%llu "
+          "drop_markers=%llu chunks_reclaimed=%llu\n",
           line, (unsigned long long)total,
           (unsigned long long)st.packets_written,
-          (unsigned long long)st.packets_dropped, (unsigned long long)st.stalls);
+          (unsigned long long)st.packets_dropped, (unsigned long long)st.stalls,
+          (unsigned long long)st.drop_markers,
+          (unsigned long long)st.chunks_reclaimed);
 }
 
 static const char about[] =
@@ -154,14 +163,18 @@ int main(int argc, char **argv) {
 
   emit_worker_t *w = calloc((size_t)threads, sizeof(*w));
   size_t started = 0;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, THREAD_STACK);
   for (; w && started < threads; started++) {
     if (emit_worker_init(&w[started], &sh, (unsigned)started) < 0) break;
-    if (pthread_create(&w[started].thread, NULL, emit_worker_main,
+    if (pthread_create(&w[started].thread, &attr, emit_worker_main,
                        &w[started]) != 0) {
       emit_worker_free(&w[started]);
       break;
     }
   }
+  pthread_attr_destroy(&attr);
   if (started < threads) {
     TG_ERROR("could only start %zu of %llu writer threads", started,
              (unsigned long long)threads);

@@ -97,9 +97,10 @@ TG_EXPORT void tg_agent_shutdown(void);
 TG_EXPORT bool tg_agent_connected(void);
 
 /* Counters of the agent since the process started, for tests, stats and
- * benches. Packet counts include a writer's packets once the writer is
+ * benches. packets_written includes a writer's packets once the writer is
  * released (its thread exited, or its instance stopped and the thread wrote
- * again); SMB counters are current as of the agent's last commit. */
+ * again); SMB counters, packets_dropped included, are current as of the
+ * agent's last commit or timer tick (every 1-10 ms while a session runs). */
 typedef struct tg_agent_stats {
   uint64_t connects;          /* successful connections */
   uint64_t disconnects;       /* lost connections */
@@ -110,6 +111,18 @@ typedef struct tg_agent_stats {
   uint64_t patches_sent;
   uint64_t flushes_acked;
   uint64_t stalls;            /* times a writer waited for a chunk */
+  /* Fields below were added after the first release: new ones only ever
+   * go at the end. */
+  /* Losses reported to the service as drop markers in the SMB (it counts
+   * them as trace_writer_packet_loss): one per run of packets a writer
+   * lost in a row, so at most packets_dropped. */
+  uint64_t drop_markers;
+  /* Partly filled chunks the agent took back from writers that had been
+   * idle (or, with the SMB nearly full, between packets). */
+  uint64_t chunks_reclaimed;
+  uint64_t smb_size;              /* the current SMB, 0 when none */
+  uint64_t smb_bytes_in_use;      /* its chunks not Free, last sampled */
+  uint64_t smb_bytes_in_use_peak; /* highest sample since process start */
 } tg_agent_stats_t;
 TG_EXPORT void tg_agent_get_stats(tg_agent_stats_t *out);
 

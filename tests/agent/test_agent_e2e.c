@@ -358,8 +358,11 @@ static void exhaustion(test_service_t *ts, tg_agent_full_policy_t pol) {
     assert_true(got < 4100);
     assert_true(dropped > 0);
     assert_int_equal(got + dropped, 4100);
-    /* The first packet after the loss says so. */
+    /* The first packet after the loss says so, and the service was told
+     * (drop markers, one per run of losses). */
     assert_true(marks >= 1);
+    uint64_t markers = st.drop_markers - before.drop_markers;
+    assert_true(markers >= 1 && markers <= dropped);
   }
   record_free(&r);
   sem_destroy(&j.phase1_done);
@@ -432,6 +435,51 @@ static void flush_commits_partial_chunks(void **state) {
   tg_agent_shutdown();
 }
 
+/* A thread that wrote a few packets and went idle (alive, no flush): the
+ * agent takes its chunk back after the idle time, so the SMB holds nothing
+ * and the packets are in the service without any flush. */
+static void idle_writer_holds_no_chunk_after_idle_time(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_DROP, 0);
+  recording_t r;
+  record_begin(&r, ts, 4 * 1024);
+  tg_agent_stats_t before, st;
+  tg_agent_get_stats(&before);
+  for (uint32_t i = 0; i < 3; i++)
+    TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, "nap", i); }
+  /* The agent publishes what it sees at each tick: wait for the chunk to
+   * have been taken back and the SMB to be empty. */
+  bool back = false;
+  for (int i = 0; i < WAIT_MS / 5 && !back; i++) {
+    tg_agent_get_stats(&st);
+    back = st.chunks_reclaimed > before.chunks_reclaimed &&
+           st.smb_bytes_in_use == 0;
+    if (!back) {
+      struct timespec d = {0, 5 * 1000 * 1000};
+      nanosleep(&d, NULL);
+    }
+  }
+  assert_true(back);
+  assert_int_equal(st.smb_size, 256 * 1024); /* the service's default */
+  assert_int_equal(st.flushes_acked, before.flushes_acked);
+  r.pk = raw_consumer_read(&r.c, &r.n);
+  assert_non_null(r.pk);
+  assert_int_equal(check_sequence(&r, "nap", true, NULL), 3);
+  free_packets(r.pk, r.n);
+  r.pk = NULL;
+  /* The thread writes again: a new chunk, the sequence goes on. */
+  TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, "nap", 3); }
+  record_end(&r);
+  uint32_t marks = 1;
+  /* The first read took packets 0-2 out of the buffer. */
+  assert_int_equal(check_sequence(&r, "nap", false, &marks), 1);
+  assert_int_equal(marks, 0);
+  tg_agent_get_stats(&st);
+  assert_int_equal(st.packets_dropped, before.packets_dropped);
+  record_free(&r);
+  tg_agent_shutdown();
+}
+
 /* A failed test leaves the agent running: stop it before the service. */
 static int teardown(void **state) {
   tg_agent_shutdown();
@@ -449,6 +497,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(smb_full_with_stall_loses_nothing,
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(reconnects_after_service_restart,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(idle_writer_holds_no_chunk_after_idle_time,
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(flush_commits_partial_chunks,
                                       test_service_setup, teardown),

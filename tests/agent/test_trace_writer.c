@@ -624,11 +624,18 @@ static void drops_are_counted_and_flagged(void **state) {
   assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 0);
   assert_int_equal(e.w.packets_written, 2);
   assert_int_equal(e.w.packets_dropped, 2);
+  /* P3 left no marker anywhere: P4's writer sent a chunk holding a lone
+   * drop marker before P4, so the service counted that loss too. */
+  assert_int_equal(st->trace_writer_packet_loss, 2);
+  tg_arbiter_stats_t ast;
+  tg_arbiter_get_stats(e.arb, &ast);
+  assert_int_equal(ast.packets_dropped, 2);
+  assert_int_equal(ast.drop_markers, 2);
   collect_t c = {0};
   assert_int_equal(
       fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
   assert_int_equal(c.packets, 2);
-  assert_int_equal(c.dropped, 1);
+  assert_int_equal(c.dropped, 2);
   assert_int_equal(e.fs.errors, 0);
   assert_int_equal(st->abi_violations, 0);
   env_fini(&e);
@@ -1043,6 +1050,172 @@ static void foreign_layout_pages_are_skipped(void **state) {
   tg_arbiter_unref(arb);
 }
 
+/* --- idle chunks ----------------------------------------------------------- */
+
+#define MS UINT64_C(1000000)
+
+/* A writer that wrote once and went idle: the agent's pass takes its chunk
+ * back once the writer has been seen idle for the idle time, not before;
+ * the packet reaches the service without a flush, and the writer goes on
+ * in a new chunk with the next id. */
+static void idle_writer_chunk_is_taken_back_after_idle_time(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, 4, TG_PAGE_DIV_1, false, TB_SIZE, true);
+  spec_t p0 = {.seq = 0, .filler = 40, .depth = 1, .inner = {3}};
+  write_packet(&e.w, &p0);
+  assert_true(tg_trace_writer_holds_chunk(&e.w));
+  /* First sighting, then not idle long enough. */
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1000 * MS, 5 * MS), 0);
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1004 * MS, 5 * MS), 0);
+  assert_true(tg_trace_writer_holds_chunk(&e.w));
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1005 * MS, 5 * MS), 1);
+  assert_false(tg_trace_writer_holds_chunk(&e.w));
+  /* Nothing more to take: a second pass is a no-op. */
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1100 * MS, 5 * MS), 0);
+  /* Complete now, until the service frees it. */
+  assert_int_equal(tg_arbiter_bytes_in_use(e.arb),
+                   tg_smb_chunk_size(PAGE, TG_PAGE_DIV_1));
+  fake_service_drain(&e.fs);
+  assert_int_equal(tg_arbiter_bytes_in_use(e.arb), 0);
+  assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 1);
+  size_t len = expect_spec(&p0, e.expect, MAX_PACKET);
+  assert_int_equal(tg_buf_size(&e.got), len);
+  assert_memory_equal(tg_buf_begin(&e.got), e.expect, len);
+  /* The writer comes back: a fresh chunk, the next id, nothing lost. */
+  spec_t p1 = {.seq = 1, .filler = 10};
+  write_packet(&e.w, &p1);
+  tg_trace_writer_flush(&e.w);
+  fake_service_drain(&e.fs);
+  bool dropped = true;
+  assert_int_equal(fake_service_read(&e.fs, &e.got, &dropped, NULL), 1);
+  assert_false(dropped);
+  len = expect_spec(&p1, e.expect, MAX_PACKET);
+  assert_int_equal(tg_buf_size(&e.got), len);
+  assert_int_equal(e.fs.nchunks, 2);
+  assert_int_equal(e.fs.chunks[0].chunk_id, 0);
+  assert_int_equal(e.fs.chunks[1].chunk_id, 1);
+  collect_t c = {0};
+  assert_int_equal(
+      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
+  assert_int_equal(c.packets, 2);
+  tg_arbiter_stats_t st;
+  tg_arbiter_get_stats(e.arb, &st);
+  assert_int_equal(st.chunks_reclaimed, 1);
+  assert_int_equal(st.packets_dropped, 0);
+  assert_service_clean(&e);
+  env_fini(&e);
+}
+
+/* The pass never takes a chunk a packet is open in: not while nested
+ * sizes of earlier chunks wait for patches, nor the chunk holding the
+ * packet's last fragment. The packet arrives whole after it ends. */
+static void reclaim_skips_a_writer_inside_a_packet(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, 8, TG_PAGE_DIV_4, false, TB_SIZE, true);
+  spec_t p = {.seq = 7, .filler = 3000, .depth = 2, .inner = {2500, 900}};
+  tg_pbw_t *pw = tg_trace_writer_begin_packet(&e.w);
+  write_spec(pw, &p);
+  /* Still open: several chunks left already, sizes wait for patches. */
+  assert_true(tg_arbiter_commit_pending(e.arb));
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 0, 0), 0);
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1000 * MS, 0), 0);
+  tg_trace_writer_end_packet(&e.w);
+  /* Between packets: taken at once with idle time 0. */
+  assert_int_equal(tg_trace_writers_reclaim_idle(e.arb, 1001 * MS, 0), 1);
+  fake_service_drain(&e.fs);
+  assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 1);
+  size_t len = expect_spec(&p, e.expect, MAX_PACKET);
+  assert_int_equal(tg_buf_size(&e.got), len);
+  assert_memory_equal(tg_buf_begin(&e.got), e.expect, len);
+  assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 0);
+  collect_t c = {0};
+  assert_int_equal(
+      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
+  assert_int_equal(c.packets, 1);
+  assert_service_clean(&e);
+  env_fini(&e);
+}
+
+/* Many writers, far fewer chunks, drop mode: each writer writes a packet
+ * in turn and goes idle. Without the pass the first writers would keep
+ * every chunk and the rest would drop; with it nothing is lost. */
+static void many_writers_small_smb_lose_nothing_once_idle_chunks_return(
+    void **state) {
+  (void)state;
+  enum { WRITERS = 40, ROUNDS = 3 };
+  tg_arbiter_t *arb = new_arbiter(2, TG_PAGE_DIV_1, false, NULL);
+  fake_service_t fs;
+  fake_service_init(&fs, arb, TB_SIZE, false);
+  tg_trace_writer_t *w = calloc(WRITERS, sizeof(*w));
+  assert_non_null(w);
+  for (unsigned i = 0; i < WRITERS; i++)
+    assert_int_equal(tg_trace_writer_init(&w[i], arb, 1), 0);
+  uint64_t t = 0;
+  for (unsigned r = 0; r < ROUNDS; r++) {
+    for (unsigned i = 0; i < WRITERS; i++) {
+      write_packet(&w[i], &(spec_t){.seq = r, .filler = 100 + i});
+      /* The agent's pass (every writer between packets), then the
+       * service's commit. */
+      tg_trace_writers_reclaim_idle(arb, t += MS, 0);
+      fake_service_drain(&fs);
+    }
+  }
+  tg_buf_t got;
+  tg_buf_init(&got, 0);
+  unsigned n = 0;
+  bool dropped;
+  while (fake_service_read(&fs, &got, &dropped, NULL)) {
+    assert_false(dropped);
+    n++;
+  }
+  assert_int_equal(n, WRITERS * ROUNDS);
+  tg_arbiter_stats_t st;
+  tg_arbiter_get_stats(arb, &st);
+  assert_int_equal(st.packets_dropped, 0);
+  assert_int_equal(st.chunks_reclaimed, WRITERS * ROUNDS);
+  for (unsigned i = 0; i < WRITERS; i++) {
+    assert_int_equal(w[i].packets_dropped, 0);
+    tg_trace_writer_fini(&w[i]);
+  }
+  tg_buf_free(&got);
+  free(w);
+  fake_service_free(&fs);
+  tg_arbiter_unref(arb);
+}
+
+/* With the adaptive layout, pages get smaller chunks as writers register,
+ * and chunks are taken from pages of either layout. */
+static void layout_adapts_to_the_writer_count(void **state) {
+  (void)state;
+  tg_arbiter_t *arb = new_arbiter(8, 0, false, NULL);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_1);
+  tg_smb_chunk_t c0;
+  assert_int_equal(tg_arbiter_chunk_get(arb, 1, 0, &c0), 0);
+  assert_int_equal(c0.layout, TG_PAGE_DIV_1);
+  /* 8 pages: DIV_1 gives 8 chunks, enough for 4 writers; 5 need DIV_2. */
+  int ids[40];
+  for (int i = 0; i < 4; i++) ids[i] = tg_arbiter_writer_register(arb, 1);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_1);
+  ids[4] = tg_arbiter_writer_register(arb, 1);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_2);
+  for (int i = 5; i < 40; i++) ids[i] = tg_arbiter_writer_register(arb, 1);
+  assert_int_equal(tg_arbiter_writer_count(arb), 40);
+  /* 80 chunks wanted: 8 x 14 = 112 is the first layout that has them. */
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_14);
+  /* The page of c0 keeps its layout (its one chunk is taken); the next
+   * free page gets the new one. */
+  tg_smb_chunk_t c;
+  assert_int_equal(tg_arbiter_chunk_get(arb, 1, 1, &c), 0);
+  assert_int_equal(c.layout, TG_PAGE_DIV_14);
+  assert_int_equal(c.size, tg_smb_chunk_size(PAGE, TG_PAGE_DIV_14));
+  for (int i = 0; i < 40; i++)
+    tg_arbiter_writer_unregister(arb, (uint16_t)ids[i]);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_1);
+  tg_arbiter_unref(arb);
+}
+
 int main(void) {
   g_tmp = malloc(MAX_PACKET);
   const struct CMUnitTest tests[] = {
@@ -1055,6 +1228,11 @@ int main(void) {
       cmocka_unit_test(patch_slots_are_recycled),
       cmocka_unit_test(packet_larger_than_smb_arrives_intact),
       cmocka_unit_test(drops_are_counted_and_flagged),
+      cmocka_unit_test(idle_writer_chunk_is_taken_back_after_idle_time),
+      cmocka_unit_test(reclaim_skips_a_writer_inside_a_packet),
+      cmocka_unit_test(
+          many_writers_small_smb_lose_nothing_once_idle_chunks_return),
+      cmocka_unit_test(layout_adapts_to_the_writer_count),
       cmocka_unit_test(drop_releases_pending_patches),
       cmocka_unit_test(stall_mode_loses_nothing),
       cmocka_unit_test(writer_ids_are_unique_and_not_reused),

@@ -9,10 +9,15 @@
  * order; in drop mode packets may be lost, but never duplicated, reordered
  * or torn, and the first packet after a loss says so.
  *
+ * With |reclaim|, an "agent" thread also takes back chunks from writers
+ * between packets as fast as it can (idle time 0), racing every packet
+ * begin, fragment and patch of the writers through their handshake word.
+ *
  * cmocka asserts are not thread-safe: threads count failures; the test
  * thread asserts after joining them.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,6 +63,8 @@ typedef struct run {
   sem_t wake_sem;
   size_t max_body;
   _Atomic bool stop;
+  _Atomic bool agent_stop;
+  uint64_t agent_passes; /* agent thread's, read after join */
   /* Service thread's results, read after join. */
   uint16_t writer_ids[NUM_WRITERS];
   uint32_t next_seq[NUM_WRITERS];
@@ -177,8 +184,21 @@ static void *service_main(void *arg) {
   return NULL;
 }
 
+/* Takes back chunks from writers between packets until told to stop. */
+static void *agent_main(void *arg) {
+  run_t *r = arg;
+  uint64_t t = 0;
+  while (!atomic_load_explicit(&r->agent_stop, memory_order_acquire)) {
+    if (tg_trace_writers_reclaim_idle(r->arb, t += 1000, 0) > 0)
+      sem_post(&r->wake_sem); /* the service commits what came back */
+    r->agent_passes++;
+    sched_yield();
+  }
+  return NULL;
+}
+
 static void run_writers(size_t pages, unsigned layout, bool stall,
-                        size_t max_body) {
+                        size_t max_body, bool reclaim) {
   run_t *r = calloc(1, sizeof(*r));
   assert_non_null(r);
   sem_init(&r->wake_sem, 0, 0);
@@ -208,8 +228,11 @@ static void run_writers(size_t pages, unsigned layout, bool stall,
     assert_int_equal(tg_trace_writer_init(&wt[i].w, r->arb, 1), 0);
     r->writer_ids[i] = wt[i].w.writer_id;
   }
-  pthread_t service;
+  pthread_t service, agent;
   assert_int_equal(pthread_create(&service, NULL, service_main, r), 0);
+  atomic_init(&r->agent_stop, false);
+  if (reclaim)
+    assert_int_equal(pthread_create(&agent, NULL, agent_main, r), 0);
   for (unsigned i = 0; i < NUM_WRITERS; i++)
     assert_int_equal(pthread_create(&wt[i].thread, NULL, writer_main, &wt[i]),
                      0);
@@ -221,6 +244,11 @@ static void run_writers(size_t pages, unsigned layout, bool stall,
     assert_int_equal(wt[i].w.packets_written + wt[i].w.packets_dropped,
                      PACKETS_PER_WRITER);
     tg_trace_writer_fini(&wt[i].w); /* returns the last chunk */
+  }
+  if (reclaim) {
+    atomic_store_explicit(&r->agent_stop, true, memory_order_release);
+    pthread_join(agent, NULL);
+    assert_true(r->agent_passes > 0);
   }
   atomic_store_explicit(&r->stop, true, memory_order_release);
   sem_post(&r->wake_sem);
@@ -252,25 +280,40 @@ static void run_writers(size_t pages, unsigned layout, bool stall,
 /* 16 chunks of 4 KiB; bodies up to 3 chunks. */
 static void threads_stall_every_packet_once_in_order(void **state) {
   (void)state;
-  run_writers(16, TG_PAGE_DIV_1, true, 12000);
+  run_writers(16, TG_PAGE_DIV_1, true, 12000, false);
 }
 
 /* 56 chunks of 292 bytes; bodies up to 8 chunks. */
 static void threads_stall_small_chunks(void **state) {
   (void)state;
-  run_writers(4, TG_PAGE_DIV_14, true, 2000);
+  run_writers(4, TG_PAGE_DIV_14, true, 2000, false);
 }
 
 /* Fewer chunks than writers: stall mode must not deadlock. */
 static void threads_stall_fewer_chunks_than_writers(void **state) {
   (void)state;
-  run_writers(1, TG_PAGE_DIV_2, true, 6000);
+  run_writers(1, TG_PAGE_DIV_2, true, 6000, false);
 }
 
 /* Drop mode: losses allowed, flagged, never torn or duplicated. */
 static void threads_drop_losses_are_flagged(void **state) {
   (void)state;
-  run_writers(4, TG_PAGE_DIV_4, false, 3000);
+  run_writers(4, TG_PAGE_DIV_4, false, 3000, false);
+}
+
+/* The agent takes chunks back between packets while the writers write
+ * fragmented packets with patched nested sizes: every packet still
+ * arrives once, whole and in order. */
+static void threads_reclaim_races_keep_every_packet(void **state) {
+  (void)state;
+  run_writers(4, TG_PAGE_DIV_4, true, 3000, true);
+}
+
+/* The same in drop mode with small adaptive chunks: losses flagged,
+ * nothing torn. */
+static void threads_reclaim_drop_mode_losses_are_flagged(void **state) {
+  (void)state;
+  run_writers(2, 0, false, 1500, true);
 }
 
 int main(void) {
@@ -279,6 +322,8 @@ int main(void) {
       cmocka_unit_test(threads_stall_small_chunks),
       cmocka_unit_test(threads_stall_fewer_chunks_than_writers),
       cmocka_unit_test(threads_drop_losses_are_flagged),
+      cmocka_unit_test(threads_reclaim_races_keep_every_packet),
+      cmocka_unit_test(threads_reclaim_drop_mode_losses_are_flagged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
