@@ -27,6 +27,17 @@ struct tg_recording {
   bool stop_wanted, stop_sent, deadline_hit, freeing;
   bool reading, stats_pending;
   unsigned drain_reads, reads_cut;
+  /* Whether a cut read carried anything: the session's bytes_read (its
+   * buffers' sum, from GetTraceStats) as of the last completed read is
+   * compared with the first answer after the rebind. Stats are asked only
+   * while no read is in flight, so every answer is such a baseline. */
+  bool stats_after_read; /* a stats call waits for the read to end */
+  bool have_base;        /* base_bytes is the session's after every read */
+  uint64_t base_bytes;
+  bool cut_open;         /* a cut read not yet checked */
+  bool cut_base_known;
+  uint64_t cut_base;
+  unsigned reads_lost; /* cut reads that did carry data (or may have) */
   uint64_t packets, packets_before_read;
   uint64_t last_rx_ms;
 

@@ -88,15 +88,29 @@ tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id)
 
 /* --- commits and scraping ------------------------------------------------- */
 
+/* A commit or patch for |buffer_id| was refused: the service's total, and
+ * the loss of the session that owns the buffer, if any (a buffer of a
+ * session that already ended is nobody's loss now). */
+static void count_discard(tg_producer_t *p, bool has_buffer, uint32_t buffer_id,
+                          bool patch) {
+  tg_session_t *owner = has_buffer ? tg__session_by_buffer(p->svc, buffer_id) : NULL;
+  if (patch) {
+    p->svc->patches_discarded++;
+    if (owner) owner->patches_discarded++;
+  } else {
+    p->svc->chunks_discarded++;
+    if (owner) owner->chunks_discarded++;
+  }
+}
+
 void tg__producer_commit_move(tg_producer_t *p,
                         const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
-  tg_service_t *svc = p->svc;
   tg_session_t *s = m->has_target_buffer ? tg__producer_allowed_session(p, m->target_buffer) : NULL;
   tg_trace_buffer_t *tb = s ? tg__session_buffer(s, m->target_buffer) : NULL;
 
   if (m->has_data) { /* chunk bytes inline (producers without an SMB) */
     if (!tb) {
-      svc->chunks_discarded++;
+      count_discard(p, m->has_target_buffer, m->target_buffer, false);
       return;
     }
     if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
@@ -128,7 +142,7 @@ void tg__producer_commit_move(tg_producer_t *p,
   if (tb)
     tg_trace_buffer_copy_chunk(tb, &p->ident, c.begin, c.size, true);
   else
-    svc->chunks_discarded++;
+    count_discard(p, m->has_target_buffer, m->target_buffer, false);
   tg_smb_release_chunk_as_free(&p->smb, &c);
 }
 
@@ -137,7 +151,7 @@ void tg__producer_commit_patch(tg_producer_t *p,
   tg_session_t *s = cp->has_target_buffer ? tg__producer_allowed_session(p, cp->target_buffer) : NULL;
   tg_trace_buffer_t *tb = s ? tg__session_buffer(s, cp->target_buffer) : NULL;
   if (!tb || cp->writer_id == 0 || cp->writer_id > 0xFFFF || cp->n_patches > 1024) {
-    p->svc->patches_discarded++;
+    count_discard(p, cp->has_target_buffer, cp->target_buffer, true);
     return;
   }
   uint32_t offsets[64];
@@ -158,7 +172,7 @@ void tg__producer_commit_patch(tg_producer_t *p,
       memcpy(data[n], pt->data.data, 4);
     }
     if (bad) {
-      p->svc->patches_discarded++;
+      count_discard(p, cp->has_target_buffer, cp->target_buffer, true);
       return;
     }
     done += n;

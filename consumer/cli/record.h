@@ -32,6 +32,10 @@ typedef struct record_opts {
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */
   uint64_t grace_ms;     /* parsed; past duration + grace a session is stopped */
+  const char *dead_link;  /* --dead-link-timeout */
+  uint64_t dead_link_ms;  /* parsed; a remote link silent this long is dead */
+  const char *clock_sync; /* --clock-sync-period */
+  uint64_t clock_sync_ms; /* parsed; remote clocks re-read this often */
 } record_opts_t;
 
 typedef struct record {
