@@ -143,10 +143,9 @@ size_t fleet_ui_summary(fleet_t *f) {
     }
     if (h->reads_lost)
       fprintf(stderr, "      data loss: %u read%s cut by a link loss had taken "
-              "data out of the host's buffers: what %s carrying is lost (not "
-              "counted by the service)\n", h->reads_lost,
-              h->reads_lost == 1 ? "" : "s",
-              h->reads_lost == 1 ? "it was" : "they were");
+              "data out of the host's buffers: what did not arrive before the "
+              "cut is lost (not counted by the service)\n", h->reads_lost,
+              h->reads_lost == 1 ? "" : "s");
     if (h->malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->malformed);
