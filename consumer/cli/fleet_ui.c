@@ -141,20 +141,22 @@ size_t fleet_ui_summary(fleet_t *f) {
               h->reconnects == 1 ? "" : "s", down, h->lost_why,
               h->loss_while_down);
     }
+    /* The service cannot count this one: its buffers gave the data away.
+     * Only a read that did take data is named (see reads_lost). */
     if (h->reads_lost)
-      fprintf(stderr, "      data loss: %u read%s cut by a link loss had taken "
-              "data out of the host's buffers: what did not arrive before the "
-              "cut is lost (not counted by the service)\n", h->reads_lost,
-              h->reads_lost == 1 ? "" : "s");
+      fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
+              "the host's buffers: what did not arrive before the cut is lost "
+              "(the replay that would resend it is not built yet)\n",
+              h->reads_lost, h->reads_lost == 1 ? "" : "s");
     if (h->malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->malformed);
     if (!h->has_loss) continue;
-    if (h->loss.n == 0 && !h->reads_lost) {
-      fprintf(stderr, "      no data loss\n");
+    if (h->loss.n == 0) {
+      fprintf(stderr, "      no data loss%s\n",
+              h->reads_lost ? " counted by the service" : "");
       continue;
     }
-    if (h->loss.n == 0) continue;
     fprintf(stderr, "      data loss:\n");
     for (size_t k = 0; k < h->loss.n; k++)
       fprintf(stderr, "        %-44s %" PRIu64 "\n", h->loss.items[k].name,
