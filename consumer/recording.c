@@ -435,6 +435,8 @@ bool tg_recording_resumable(const tg_recording_t *r) {
 void tg_recording_unbind(tg_recording_t *r) {
   if (tg__rec_is_over(r) || r->state == TG_REC_IDLE) return;
   r->c = NULL;
+  /* Its answer, if it ever comes, is no longer news (tg__rec_answer). */
+  if (r->reading) tg__rec_read_cut(r);
   r->reading = r->stats_pending = r->stop_sent = r->stats_after_read = false;
   if (r->freeing) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);

@@ -19,7 +19,12 @@ static uint64_t bytes_read_of(const Perfetto__Protos__TraceStats *st) {
 }
 
 /* A stats answer: no read was in flight when it was asked, so its
- * bytes_read is what every read so far took out of the buffers. */
+ * bytes_read is what every read before it took out of the buffers. A cut
+ * read is checked against the last such answer before it: unchanged
+ * after the rebind, no read since (the cut one included) took anything,
+ * so nothing can be missing; changed, the cut read may have taken it (or
+ * an earlier read since the answer did, which then delivered it: counted
+ * all the same, as the difference cannot be told). */
 static void note_base(tg_recording_t *r, const Perfetto__Protos__TraceStats *st) {
   if (!st) return;
   uint64_t b = bytes_read_of(st);
@@ -107,16 +112,10 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
   r->reading = false;
-  if (status == TG_EPEER_CLOSED) {
-    r->reads_cut++;
-    if (r->cut_open) r->reads_lost++; /* the last one was never checked */
-    r->cut_open = true;
-    r->cut_base_known = r->have_base;
-    r->cut_base = r->base_bytes;
+  if (tg__rec_conn_going(status)) {
+    tg__rec_read_cut(r);
+    return;
   }
-  /* The baseline is stale until a stats answer after this read. */
-  r->have_base = false;
-  if (tg__rec_conn_going(status)) return;
   if (status) {
     tg__rec_fail(r, status, "reading the trace failed: %s", msg);
     return;
@@ -134,6 +133,14 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   tg__rec_final_stats(r);
+}
+
+void tg__rec_read_cut(tg_recording_t *r) {
+  r->reads_cut++;
+  if (r->cut_open) r->reads_lost++; /* the last one was never checked */
+  r->cut_open = true;
+  r->cut_base_known = r->have_base;
+  r->cut_base = r->base_bytes;
 }
 
 void tg__rec_read_now(tg_recording_t *r) {

@@ -8,6 +8,8 @@
  *     session, the CLI reconnects once the partition ends, and the trace
  *     holds every packet once, with "no data loss";
  *   - a reset (RST both ways) reconnects the same way;
+ *   - a reply held in flight (half a partition) and lost with the link is
+ *     reported as lost, and only then;
  *   - five lossless recordings in a row against one service each say "no
  *     data loss", although the service refused a stale commit after each
  *     (loss is per session, not the service's since it started);
@@ -506,7 +508,69 @@ static void reset_reconnects_and_keeps_every_packet(void **state) {
   host_stop(&h);
 }
 
-/* --- (c) loss is per session -------------------------------------------------------- */
+/* --- (c) a reply lost in flight ------------------------------------------------------ */
+
+static size_t count_tag(const trace_t *t, const char *tag) {
+  size_t n = 0;
+  for (size_t i = 0; i < t->n; i++) n += has_tag(t->pk[i], tag);
+  return n;
+}
+
+/* Half a partition: the CLI's requests reach the service, the replies
+ * are held. The read that takes the packets out of the buffers never
+ * comes back; the replay window that would resend it is not built, so
+ * they are lost, and the summary must say so rather than "no data loss".
+ * (Should a read of empty buffers have been in flight at the cut instead,
+ * the packets are read after the reconnection and nothing is reported:
+ * either way the report matches the trace.) */
+static void a_reply_lost_in_flight_is_reported(void **state) {
+  (void)state;
+  host_t h;
+  host_start(&h, in_dir("relay-inflight.log"));
+  host_connect_producer(&h);
+  tg_fault_proxy_t *px;
+  assert_int_equal(tg_fault_proxy_start(h.relay_port, &px), 0);
+  const char *out = in_dir("inflight.pftrace");
+  child_t c;
+  record_through(&c, px, out, false, "30s");
+  assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
+  uint64_t base = tg_fault_proxy_down_bytes(px);
+  commit_big(&h, 0, "before", 0, 20);
+  wait_read_through(px, base, 20 * BIG);
+  tg_fault_proxy_hold_down(px);
+  commit_big(&h, 1, "inflight", 0, 20);
+  read_until(&c, "the link is dead");
+  tg_fault_proxy_resume(px);
+  read_until(&c, "reconnected and re-attached");
+  base = tg_fault_proxy_down_bytes(px);
+  commit_big(&h, 2, "after", 0, 10);
+  assert_int_equal(tg_fault_proxy_wait_down_bytes(px, base + 10 * BIG, WAIT_MS), 0);
+  kill(c.pid, SIGINT);
+  ack_flush(&h);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_t t;
+  load_trace(out, &t);
+  assert_values(&t, "before", 0, 20);
+  assert_values(&t, "after", 0, 10);
+  size_t got = count_tag(&t, "inflight");
+  bool reported = strstr(c.err, "1 read cut by a link loss had taken data") != NULL;
+  print_message("in-flight packets kept: %zu of 20; reported: %s\n", got,
+                reported ? "yes" : "no");
+  if (got == 20) {
+    assert_false(reported);
+    assert_non_null(strstr(c.err, "no data loss"));
+  } else {
+    assert_int_equal(got, 0); /* one chunk, one read: all or nothing */
+    assert_true(reported);
+    assert_null(strstr(c.err, "      no data loss\n"));
+  }
+  free_packets(t.pk, t.n);
+  unlink(out);
+  tg_fault_proxy_stop(px);
+  host_stop(&h);
+}
+
+/* --- (d) loss is per session -------------------------------------------------------- */
 
 static void five_lossless_recordings_in_a_row_each_say_no_data_loss(void **state) {
   (void)state;
@@ -545,6 +609,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(silent_partition_is_found_on_both_ends_and_nothing_is_lost),
       cmocka_unit_test(reset_reconnects_and_keeps_every_packet),
+      cmocka_unit_test(a_reply_lost_in_flight_is_reported),
       cmocka_unit_test(five_lossless_recordings_in_a_row_each_say_no_data_loss),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -21,7 +21,7 @@
 #define MAX_PAIRS 16
 #define BUF_SIZE (256 * 1024)
 
-enum { MODE_PASS, MODE_STALL };
+enum { MODE_PASS, MODE_STALL, MODE_HOLD_DOWN };
 
 /* One direction: bytes read from |from| not yet written to |to|. */
 typedef struct dir {
@@ -148,6 +148,8 @@ static void run_cmd(tg_fault_proxy_t *p, char cmd) {
     while (p->n) pair_close(p, p->n - 1, true);
   } else if (cmd == 's') {
     p->mode = MODE_STALL;
+  } else if (cmd == 'd') {
+    p->mode = MODE_HOLD_DOWN;
   } else if (cmd == 'g') {
     p->mode = MODE_PASS;
   }
@@ -159,15 +161,18 @@ static void *proxy_main(void *arg) {
     struct pollfd fds[2 + 2 * MAX_PAIRS];
     int nf = 0;
     fds[nf++] = (struct pollfd){p->wake[0], POLLIN, 0};
-    bool pass = p->mode == MODE_PASS;
+    bool pass = p->mode != MODE_STALL; /* at least client -> target */
+    bool down = p->mode == MODE_PASS;
     fds[nf++] = (struct pollfd){pass ? p->listen_fd : -1, POLLIN, 0};
     for (int i = 0; i < p->n; i++) {
       pair_t *pr = &p->pairs[i];
       short ce = 0, ue = 0;
       if (pass) {
         if (pr->d[0].len < BUF_SIZE) ce |= POLLIN;
-        if (pr->d[1].len < BUF_SIZE) ue |= POLLIN;
         if (pr->d[0].len) ue |= POLLOUT;
+      }
+      if (down) {
+        if (pr->d[1].len < BUF_SIZE) ue |= POLLIN;
         if (pr->d[1].len) ce |= POLLOUT;
       }
       fds[nf++] = (struct pollfd){pass ? pr->cli : -1, ce, 0};
@@ -191,22 +196,23 @@ static void *proxy_main(void *arg) {
       }
       continue; /* the poll set may be stale */
     }
-    if (p->mode != MODE_PASS) continue;
+    if (!pass) continue;
     if (fds[1].revents) accept_one(p);
-    uint64_t down = 0;
+    uint64_t moved_down = 0;
     bool closed = false;
     for (int i = 0; i < p->n && 2 + 2 * i + 1 < nf; i++) {
       pair_t *pr = &p->pairs[i];
       short cr = fds[2 + 2 * i].revents, ur = fds[3 + 2 * i].revents;
       uint64_t up_moved = 0;
-      bool ok = pump(&pr->d[0], cr, ur, &up_moved) && pump(&pr->d[1], ur, cr, &down);
+      bool ok = pump(&pr->d[0], cr, ur, &up_moved) &&
+                (!down || pump(&pr->d[1], ur, cr, &moved_down));
       if (!ok) {
         pair_close(p, i, false);
         closed = true;
         break; /* the poll set changed */
       }
     }
-    if (down || closed) publish(p, 0, down);
+    if (moved_down || closed) publish(p, 0, moved_down);
   }
   while (p->n) pair_close(p, p->n - 1, false);
   return NULL;
@@ -285,6 +291,7 @@ int tg_fault_proxy_port(const tg_fault_proxy_t *p) { return p->port; }
 void tg_fault_proxy_reset(tg_fault_proxy_t *p) { command(p, 'r'); }
 void tg_fault_proxy_stall(tg_fault_proxy_t *p) { command(p, 's'); }
 void tg_fault_proxy_resume(tg_fault_proxy_t *p) { command(p, 'g'); }
+void tg_fault_proxy_hold_down(tg_fault_proxy_t *p) { command(p, 'd'); }
 
 unsigned tg_fault_proxy_accepted(tg_fault_proxy_t *p) {
   pthread_mutex_lock(&p->mu);

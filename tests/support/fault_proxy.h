@@ -9,6 +9,8 @@
  *           closed, no new connection is accepted (the kernel still
  *           queues them), the way a dead NAT or a pulled cable looks
  *           from userspace. Bytes already read stay in the proxy.
+ *   hold down  half a partition: what clients send goes on to the target,
+ *           what the target sends back is held (a reply lost in flight).
  *   resume  forwarding goes on where it stopped, held bytes first.
  *
  * What a userspace proxy cannot fake: its kernel still acknowledges what
@@ -39,6 +41,7 @@ int tg_fault_proxy_port(const tg_fault_proxy_t *p);
 void tg_fault_proxy_reset(tg_fault_proxy_t *p);
 void tg_fault_proxy_stall(tg_fault_proxy_t *p);
 void tg_fault_proxy_resume(tg_fault_proxy_t *p);
+void tg_fault_proxy_hold_down(tg_fault_proxy_t *p);
 
 /* Connections accepted and forwarded so far. */
 unsigned tg_fault_proxy_accepted(tg_fault_proxy_t *p);

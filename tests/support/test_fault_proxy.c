@@ -1,7 +1,8 @@
 /* The fault-injecting proxy itself (fault_proxy.h), against plain sockets
  * of this test: bytes pass both ways; a stall holds them (and new
  * connections) without closing anything, and a resume delivers them; a
- * reset aborts both sides with an RST. */
+ * hold-down holds only what goes to the client; a reset aborts both sides
+ * with an RST. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -137,6 +138,21 @@ static void stall_holds_everything_and_resume_delivers_it(void **state) {
   close(srv);
 }
 
+static void hold_down_passes_requests_and_holds_replies(void **state) {
+  world_t *w = *state;
+  int cli, srv;
+  connect_pair(w, &cli, &srv);
+  tg_fault_proxy_hold_down(w->px);
+  send_str(cli, "req");
+  expect_str(srv, "req");
+  send_str(srv, "rep");
+  assert_false(readable(cli, QUIET_MS));
+  tg_fault_proxy_resume(w->px);
+  expect_str(cli, "rep");
+  close(cli);
+  close(srv);
+}
+
 static void reset_aborts_both_sides(void **state) {
   world_t *w = *state;
   int cli, srv;
@@ -166,6 +182,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bytes_pass_both_ways),
       cmocka_unit_test(stall_holds_everything_and_resume_delivers_it),
+      cmocka_unit_test(hold_down_passes_requests_and_holds_replies),
       cmocka_unit_test(reset_aborts_both_sides),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
