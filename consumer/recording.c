@@ -435,7 +435,9 @@ bool tg_recording_resumable(const tg_recording_t *r) {
 void tg_recording_unbind(tg_recording_t *r) {
   if (tg__rec_is_over(r) || r->state == TG_REC_IDLE) return;
   r->c = NULL;
-  r->reading = r->stats_pending = r->stop_sent = false;
+  /* Its answer, if it ever comes, is no longer news (tg__rec_answer). */
+  if (r->reading) tg__rec_read_cut(r);
+  r->reading = r->stats_pending = r->stop_sent = r->stats_after_read = false;
   if (r->freeing) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
@@ -521,6 +523,9 @@ void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
 unsigned tg_recording_reads_cut(const tg_recording_t *r) { return r->reads_cut; }
+unsigned tg_recording_reads_lost(const tg_recording_t *r) {
+  return r->reads_lost + (r->cut_open ? 1u : 0u);
+}
 
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r) {
   return r->attached_cfg;

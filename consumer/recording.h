@@ -156,6 +156,10 @@ bool tg_recording_resumable(const tg_recording_t *r);
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
 /* Reads cut short by a lost connection: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);
+/* Of those, the ones that did carry data: a cut read that the service's
+ * counters (bytes_read, asked after the rebind) show never took anything
+ * out of the buffers is not counted; one that cannot be checked is. */
+unsigned tg_recording_reads_lost(const tg_recording_t *r);
 /* The attached session's TraceConfig (NULL before, or when enabling). */
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r);
 

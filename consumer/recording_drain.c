@@ -10,13 +10,43 @@
 
 /* --- statistics ----------------------------------------------------------- */
 
+static uint64_t bytes_read_of(const Perfetto__Protos__TraceStats *st) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < st->n_buffer_stats; i++)
+    if (st->buffer_stats[i] && st->buffer_stats[i]->has_bytes_read)
+      n += st->buffer_stats[i]->bytes_read;
+  return n;
+}
+
+/* A stats answer: no read was in flight when it was asked, so its
+ * bytes_read is what every read before it took out of the buffers. A cut
+ * read is checked against the last such answer before it: unchanged
+ * after the rebind, no read since (the cut one included) took anything,
+ * so nothing can be missing; changed, the cut read may have taken it (or
+ * an earlier read since the answer did, which then delivered it: counted
+ * all the same, as the difference cannot be told). */
+static void note_base(tg_recording_t *r, const Perfetto__Protos__TraceStats *st) {
+  if (!st) return;
+  uint64_t b = bytes_read_of(st);
+  if (r->cut_open) {
+    /* Unchanged: the cut read never reached the service (or found the
+     * buffers empty); nothing it could have carried is missing. */
+    r->cut_open = false;
+    if (!r->cut_base_known || b != r->cut_base) r->reads_lost++;
+  }
+  r->base_bytes = b;
+  r->have_base = true;
+}
+
 static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
                            const char *msg,
                            const Perfetto__Protos__TraceStats *st) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
   r->stats_pending = false;
-  if (tg__rec_conn_going(status) || r->state != TG_REC_STATS) return;
+  if (tg__rec_conn_going(status)) return;
+  if (status == 0) note_base(r, st);
+  if (r->state != TG_REC_STATS) return;
   /* Without final statistics the trace is still whole. */
   if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, true);
   tg__rec_end(r, TG_REC_DONE, 0, "");
@@ -41,12 +71,17 @@ static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
   if (!tg__rec_answer(r, c)) return;
   r->stats_pending = false;
   if (tg__rec_conn_going(status)) return;
+  if (status == 0) note_base(r, st);
   if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, false);
   if (r->state == TG_REC_STATS && !tg__rec_is_over(r)) tg__rec_final_stats(r);
 }
 
 void tg__rec_stats_now(tg_recording_t *r) {
   if (r->stats_pending || !r->c) return;
+  if (r->reading) { /* after the read: see note_base */
+    r->stats_after_read = true;
+    return;
+  }
   if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
     if (!r->reading) r->last_rx_ms = uv_now(r->loop);
     r->inflight++;
@@ -77,19 +112,35 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
   r->reading = false;
-  if (status == TG_EPEER_CLOSED) r->reads_cut++;
-  if (tg__rec_conn_going(status)) return;
+  if (tg__rec_conn_going(status)) {
+    tg__rec_read_cut(r);
+    return;
+  }
   if (status) {
     tg__rec_fail(r, status, "reading the trace failed: %s", msg);
     return;
   }
-  if (r->state != TG_REC_DRAINING) return;
+  if (r->state != TG_REC_DRAINING) {
+    if (r->stats_after_read || r->stats_period_ms) {
+      r->stats_after_read = false;
+      tg__rec_stats_now(r);
+    }
+    return;
+  }
   /* After the end, read until a read comes back empty. */
   if (r->packets > r->packets_before_read && ++r->drain_reads < MAX_DRAIN_READS) {
     tg__rec_read_now(r);
     return;
   }
   tg__rec_final_stats(r);
+}
+
+void tg__rec_read_cut(tg_recording_t *r) {
+  r->reads_cut++;
+  if (r->cut_open) r->reads_lost++; /* the last one was never checked */
+  r->cut_open = true;
+  r->cut_base_known = r->have_base;
+  r->cut_base = r->base_bytes;
 }
 
 void tg__rec_read_now(tg_recording_t *r) {

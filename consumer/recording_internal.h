@@ -27,6 +27,18 @@ struct tg_recording {
   bool stop_wanted, stop_sent, deadline_hit, freeing;
   bool reading, stats_pending;
   unsigned drain_reads, reads_cut;
+  /* Whether a cut read carried anything: the session's bytes_read (its
+   * buffers' sum, from GetTraceStats) before the cut read is compared
+   * with the first answer after the rebind (recording_drain.c,
+   * note_base). Stats are asked only while no read is in flight, and
+   * after every read, so every answer is such a baseline. */
+  bool stats_after_read; /* a stats call waits for the read to end */
+  bool have_base;        /* base_bytes was answered at least once */
+  uint64_t base_bytes;
+  bool cut_open;         /* a cut read not yet checked */
+  bool cut_base_known;
+  uint64_t cut_base;
+  unsigned reads_lost; /* cut reads that did carry data (or may have) */
   uint64_t packets, packets_before_read;
   uint64_t last_rx_ms;
 
@@ -58,6 +70,9 @@ void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms);
 /* recording_drain.c */
 void tg__rec_stats_now(tg_recording_t *r);
 void tg__rec_read_now(tg_recording_t *r);
+/* The read in flight will never end (its connection went, whether it
+ * dropped or was closed): counted, and checked after the rebind. */
+void tg__rec_read_cut(tg_recording_t *r);
 void tg__rec_final_stats(tg_recording_t *r);
 void tg__rec_on_stats_timer(uv_timer_t *t);
 void tg__rec_on_read_timer(uv_timer_t *t);

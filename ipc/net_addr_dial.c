@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include "common/log.h"
 
@@ -197,3 +200,29 @@ void *tg_net_dial_data(const tg_net_dial_t *d) { return d->data; }
 const char *tg_net_dial_addr(const tg_net_dial_t *d) { return d->addr; }
 
 const char *tg_net_dial_error(const tg_net_dial_t *d) { return d->why; }
+
+/* --- dead links ------------------------------------------------------------ */
+
+static int set_int(int fd, int level, int name, int v) {
+  return setsockopt(fd, level, name, &v, sizeof(v)) < 0 ? -errno : 0;
+}
+
+int tg_net_set_dead_link_timeout(int fd, unsigned timeout_s) {
+  if (timeout_s == 0) return 0;
+  if (timeout_s > 86400) timeout_s = 86400;
+  /* Half of it idle, the other half probing: a second apart, so the last
+   * probe still falls within the timeout (kernel units are seconds). */
+  int idle = (int)(timeout_s / 2 ? timeout_s / 2 : 1);
+  int rest = (int)timeout_s - idle;
+  int intvl = rest / 3 > 1 ? rest / 3 : 1;
+  int cnt = rest / intvl > 1 ? rest / intvl : 1;
+  int rv = set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+  if (rv == 0) rv = set_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle);
+  if (rv == 0) rv = set_int(fd, IPPROTO_TCP, TCP_KEEPINTVL, intvl);
+  if (rv == 0) rv = set_int(fd, IPPROTO_TCP, TCP_KEEPCNT, cnt);
+  if (rv == 0)
+    rv = set_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, (int)(timeout_s * 1000));
+  if (rv < 0) TG_WARN("cannot set the dead-link timeout on socket %d: %s", fd,
+                      strerror(-rv));
+  return rv;
+}

@@ -50,4 +50,12 @@ const char *tg_net_dial_addr(const tg_net_dial_t *d);
  * ...", "no usable address"), or "". Owned by the dial. */
 const char *tg_net_dial_error(const tg_net_dial_t *d);
 
+/* Makes the connected TCP socket |fd| give up on a silent peer within
+ * about |timeout_s| seconds: SO_KEEPALIVE with idle + interval x count
+ * adding up to it (an idle link whose peer vanished, e.g. behind a dead
+ * NAT), and TCP_USER_TIMEOUT (sent data that stays unacknowledged: a link
+ * that holds traffic). 0 leaves the socket as it is. Returns 0, or the
+ * -errno of the first setsockopt that failed (the socket stays usable). */
+int tg_net_set_dead_link_timeout(int fd, unsigned timeout_s);
+
 #endif /* TRACEGATE_IPC_NET_ADDR_DIAL_H */

@@ -229,6 +229,7 @@ int main(int argc, char **argv) {
   const char *authz_path = NULL, *audit_path = NULL;
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
   uint64_t high_water_kb = 4096;
+  uint64_t dead_link_s = 10;
   uint64_t ready_fd = 0;
   int log_level = TG_LOG_INFO;
   bool stdio = false, version = false;
@@ -258,6 +259,11 @@ int main(int argc, char **argv) {
       {"idle-timeout-ms", TG_FLAG_UINT, &idle_timeout, "N",
        "close a connection that has been silent this long (0: never)", 0,
        86400000},
+      {"dead-link-timeout", TG_FLAG_UINT, &dead_link_s, "SECONDS",
+       "declare a client's link dead once it has been silent this long: TCP "
+       "keepalive and TCP_USER_TIMEOUT, and the connection is closed "
+       "(tracegate clients send a heartbeat every second; 0: neither)", 0,
+       3600},
       {"high-water-kb", TG_FLAG_UINT, &high_water_kb, "N",
        "output queued per connection and direction before reading the "
        "other side pauses (hard cap: 16x)", 64, 1048576},
@@ -334,6 +340,13 @@ int main(int argc, char **argv) {
   }
   r.chan_opts.handshake_timeout_ms = (uint32_t)hs_timeout;
   r.chan_opts.idle_timeout_ms = (uint32_t)idle_timeout;
+  /* A silent partition (a dead NAT holds traffic, nothing is reset) must
+   * not keep a session's link open for the idle timeout: the kernel gives
+   * up on unacknowledged data and unanswered probes, and a client that
+   * heartbeats is never silent this long while its link works. */
+  r.chan_opts.dead_link_timeout_s = (uint32_t)dead_link_s;
+  if (dead_link_s && (idle_timeout == 0 || dead_link_s * 1000 < idle_timeout))
+    r.chan_opts.idle_timeout_ms = (uint32_t)(dead_link_s * 1000);
   tg_relay_env_init(&r.env);
   r.env.loop = r.loop;
   r.env.consumer_socket = consumer_socket;

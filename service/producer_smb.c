@@ -107,6 +107,21 @@ static bool valid_writer_id(uint32_t writer_id) {
 
 /* --- commits and scraping ------------------------------------------------- */
 
+/* A commit or patch for |buffer_id| was refused: the service's total, and
+ * the loss of the session that owns the buffer, if any (a buffer of a
+ * session that already ended is nobody's loss now). */
+static void count_discard(tg_producer_t *p, bool has_buffer, uint32_t buffer_id,
+                          bool patch) {
+  tg_session_t *owner = has_buffer ? tg__session_by_buffer(p->svc, buffer_id) : NULL;
+  if (patch) {
+    p->svc->patches_discarded++;
+    if (owner) owner->patches_discarded++;
+  } else {
+    p->svc->chunks_discarded++;
+    if (owner) owner->chunks_discarded++;
+  }
+}
+
 void tg__producer_commit_move(tg_producer_t *p,
                         const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
   tg_service_t *svc = p->svc;
@@ -119,7 +134,7 @@ void tg__producer_commit_move(tg_producer_t *p,
 
   if (m->has_data) { /* chunk bytes inline (producers without an SMB) */
     if (!tb) {
-      svc->chunks_discarded++;
+      count_discard(p, m->has_target_buffer, m->target_buffer, false);
       return;
     }
     if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
@@ -151,7 +166,7 @@ void tg__producer_commit_move(tg_producer_t *p,
   if (tb)
     tg_trace_buffer_copy_chunk(tb, &p->ident, c.begin, c.size, true);
   else
-    svc->chunks_discarded++;
+    count_discard(p, m->has_target_buffer, m->target_buffer, false);
   tg_smb_release_chunk_as_free(&p->smb, &c);
 }
 
@@ -167,7 +182,7 @@ void tg__producer_commit_patch(tg_producer_t *p,
     tg__producer_refused(p, "patch with a writer id outside 1..32767", target,
                          cp->writer_id);
   if (!tb || !valid_writer_id(cp->writer_id) || cp->n_patches > 1024) {
-    p->svc->patches_discarded++;
+    count_discard(p, cp->has_target_buffer, cp->target_buffer, true);
     return;
   }
   uint32_t offsets[64];
@@ -188,7 +203,7 @@ void tg__producer_commit_patch(tg_producer_t *p,
       memcpy(data[n], pt->data.data, 4);
     }
     if (bad) {
-      p->svc->patches_discarded++;
+      count_discard(p, cp->has_target_buffer, cp->target_buffer, true);
       return;
     }
     done += n;

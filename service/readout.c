@@ -252,8 +252,10 @@ Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
   SETG(data_sources_seen, svc->data_sources_seen)
   SETG(tracing_sessions, (uint32_t)svc->n_sessions)
   SETG(total_buffers, (uint32_t)s->n_buffers)
-  SETG(chunks_discarded, svc->chunks_discarded)
-  SETG(patches_discarded, svc->patches_discarded)
+  /* This session's loss, not the service's since it started: another
+   * session's (or an ended one's) refused commits are not ours. */
+  SETG(chunks_discarded, s->chunks_discarded)
+  SETG(patches_discarded, s->patches_discarded)
   SETG(invalid_packets, s->readout.invalid_packets)
   SETG(flushes_requested, s->flushes.requested)
   SETG(flushes_succeeded, s->flushes.succeeded)

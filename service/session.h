@@ -116,6 +116,13 @@ struct tg_session {
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
 
+  /* This session's own loss (TraceStats): commits and patches aimed at
+   * its buffers that were refused (the producer no longer had an instance
+   * in it, or the request was malformed). The service's lifetime totals
+   * stay in tg_service_t. */
+  uint64_t chunks_discarded;
+  uint64_t patches_discarded;
+
   int write_fd; /* write_into_file target, -1 if none */
   tg_readout_t readout; /* readout.c */
 };

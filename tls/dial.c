@@ -26,6 +26,7 @@ static void on_dialed(tg_net_dial_t *d, int status, int fd) {
     tg__tls_chan_fail_handshake(ch, status);
     return;
   }
+  tg_net_set_dead_link_timeout(fd, ch->opts.dead_link_timeout_s);
   int rv = uv_tcp_open(&ch->tcp, fd);
   if (rv < 0) {
     close(fd);

@@ -13,6 +13,7 @@
 #include "abi/ipc_frame.h"
 #include "common/log.h"
 #include "ipc/net_addr.h"
+#include "ipc/net_addr_dial.h"
 #include "tls/transport_internal.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
@@ -615,6 +616,10 @@ int tg_tls_chan_accept(uv_stream_t *server, tg_tls_config_t *cfg,
   else
     snprintf(ch->peer, sizeof(ch->peer), "(unknown peer)");
   uv_tcp_nodelay(&ch->tcp, 1);
+  uv_os_fd_t fd;
+  if (ch->opts.dead_link_timeout_s &&
+      uv_fileno((uv_handle_t *)&ch->tcp, &fd) == 0)
+    tg_net_set_dead_link_timeout(fd, ch->opts.dead_link_timeout_s);
   ch->state = ST_HANDSHAKE;
   tg__tls_chan_start_timer(ch);
   rv = uv_read_start((uv_stream_t *)&ch->tcp, on_alloc, on_read);

@@ -60,6 +60,10 @@ typedef struct tg_tls_chan_opts {
   /* After the handshake: close with TG_ETIMEOUT when nothing was received
    * and no write completed for this long. 0: never. */
   uint32_t idle_timeout_ms;
+  /* TCP keepalive and user timeout (tg_net_set_dead_link_timeout): the
+   * kernel declares a silent peer dead within about this many seconds.
+   * 0: the system's defaults (no keepalive). */
+  uint32_t dead_link_timeout_s;
   /* congested() turns true above this many queued bytes and on_drain fires
    * once it falls to a quarter of it. 0: 4 MiB. */
   size_t high_water;

@@ -224,6 +224,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->out = o->out;
   f->n = n;
   f->reconnect_ms = o->reconnect_ms;
+  f->dead_link_ms = o->dead_link_ms ? o->dead_link_ms : 10000;
+  f->clock_sync_ms = o->clock_sync_ms ? o->clock_sync_ms : 30000;
   f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
@@ -246,6 +248,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.loop = &loop;
   f->env.tls = tls;
   f->env.server_name = o->remote.server_name;
+  f->env.dead_link_timeout_s = (uint32_t)((f->dead_link_ms + 999) / 1000);
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
   if (open_outputs(f) < 0) {
     for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);

@@ -105,11 +105,28 @@ typedef struct fleet_host {
   char kernel[256];
   uint32_t num_cpus;
 
-  /* ClockSync: the sample with the smallest round trip. */
+  /* ClockSync: a burst of samples when a connection is prepared, then one
+   * per heartbeat. |best| is the current estimate (the smallest round trip
+   * of the last burst or period), |first| the first one; each is written
+   * into a merged trace as a RemoteClockSync (docs/merge.md). */
   unsigned syncs;
-  clock_sample_t cur, best;
+  clock_sample_t cur, best, first;
   bool has_clock;
   bool preamble_written;
+  clock_sample_t burst_best; /* this burst's or period's best so far */
+  bool burst_has;
+  unsigned clock_syncs; /* estimates made (RemoteClockSync when merging) */
+  uint64_t next_sync_ms;
+
+  /* The heartbeat: a ClockSync every HB period on a prepared link; no
+   * answer for dead_link_ms and the link is dead, even while TCP looks
+   * alive. heard_ms: the last answer of any kind (the outage starts
+   * there). */
+  uv_timer_t hb;
+  clock_sample_t hb_sample;
+  bool hb_pending;
+  uint64_t hb_sent_ms, heard_ms;
+  char lost_why[300]; /* why the link was last lost */
 
   char key[FLEET_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
   bool key_shown;
@@ -120,7 +137,8 @@ typedef struct fleet_host {
   unsigned reconnects, attempts;
   uint32_t backoff_ms;
   uint64_t lost_at_ms, deadline_ms, down_ms;
-  unsigned reads_cut; /* reads cut by a link loss (from the recording) */
+  unsigned reads_cut;  /* reads cut by a link loss (from the recording) */
+  unsigned reads_lost; /* of those, the ones that did carry data */
   uint64_t loss_before_drop;
   bool recheck_loss; /* compare the loss after re-attaching */
   uint64_t loss_while_down;
@@ -150,6 +168,8 @@ struct fleet {
                       with --attach: the session has its own) */
   uint32_t duration_ms;
   uint64_t reconnect_ms; /* 0: no reconnection */
+  uint64_t dead_link_ms; /* a link silent this long is dead */
+  uint64_t clock_sync_ms; /* clock re-sync period */
 
   fleet_host_t *hosts;
   size_t n;
@@ -211,6 +231,8 @@ void fleet_host_free(fleet_host_t *h);
 int fleet_merge_head(fleet_t *f);
 /* Host |h|'s SystemInfo, ClockSnapshot and RemoteClockSync packets. */
 int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h);
+/* One more RemoteClockSync of |h| from its current estimate (h->best). */
+int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h);
 /* One packet of |h| with its machine id and remapped sequence id
  * appended. A packet that does not decode is dropped and counted. */
 int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,

@@ -28,8 +28,10 @@
 #define STATS_PERIOD_MS 1000 /* loss counters once a second */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-/* A read or stats call unanswered this long: the link is dead. */
-#define STALL_MS 20000
+/* The heartbeat's period: at most this, and a quarter of the dead-link
+ * timeout, so that a few are missed before the link is declared dead. */
+#define HB_MAX_MS 1000
+#define HB_MIN_MS 100
 
 /* Why the current connection is being closed by us. */
 enum intent {
@@ -37,10 +39,11 @@ enum intent {
   INTENT_DONE,
   INTENT_FAIL,
   INTENT_RETRY, /* a reconnection attempt that did not work out */
-  INTENT_STALL, /* no answer: treat as a dropped link */
+  INTENT_STALL, /* no answer (a dead link): treat as a dropped link */
 };
 
 static void connect_now(fleet_host_t *h);
+static void link_dead(fleet_host_t *h);
 
 static enum intent intent_of(const fleet_host_t *h) {
   return (enum intent)h->intent;
@@ -91,7 +94,11 @@ static void finish(fleet_host_t *h) {
     h->has_own = false;
   }
   h->link = failing ? HL_FAILED : HL_DONE;
-  if (h->rec) h->reads_cut = tg_recording_reads_cut(h->rec);
+  uv_timer_stop(&h->hb);
+  if (h->rec) {
+    h->reads_cut = tg_recording_reads_cut(h->rec);
+    h->reads_lost = tg_recording_reads_lost(h->rec);
+  }
   tg_recording_free(h->rec);
   h->rec = NULL;
   fleet_host_finished(h->f);
@@ -132,7 +139,12 @@ static void on_backoff(uv_timer_t *t) {
 /* One reconnection attempt failed: try again after the backoff, or give
  * up at the deadline. */
 static void retry_later(fleet_host_t *h, const char *why) {
-  snprintf(h->retry_why, sizeof(h->retry_why), "%s", why);
+  /* Never an empty reason: say at least what was tried. */
+  if (!why || !why[0])
+    why = h->conn_msg[0] ? h->conn_msg
+                         : "the connection closed before the session was back";
+  if (why != h->retry_why)
+    snprintf(h->retry_why, sizeof(h->retry_why), "%.290s", why);
   uint64_t now = now_ms(h);
   if (now >= h->deadline_ms) {
     char limit[32];
@@ -166,8 +178,13 @@ static void link_lost(fleet_host_t *h, const char *why) {
       fail(h, "lost the link (%s)", why);
     return;
   }
-  h->lost_at_ms = now_ms(h);
-  h->deadline_ms = h->lost_at_ms + h->f->reconnect_ms;
+  /* The outage began when the link stopped answering, not when that was
+   * noticed (up to the dead-link timeout later). */
+  uint64_t now = now_ms(h);
+  h->lost_at_ms = h->heard_ms && h->heard_ms <= now ? h->heard_ms : now;
+  h->deadline_ms = now + h->f->reconnect_ms;
+  snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);
+  h->hb_pending = false;
   h->backoff_ms = BACKOFF_MIN_MS;
   h->attempts = 0;
   h->loss_before_drop = h->loss.total;
@@ -198,9 +215,12 @@ static void on_remote_gone(void *ctx, const char *detail) {
     case INTENT_RETRY:
       retry_later(h, h->retry_why);
       return;
-    case INTENT_STALL:
-      snprintf(why, sizeof(why), "no answer for %d s", STALL_MS / 1000);
+    case INTENT_STALL: {
+      char lim[32];
+      cli_format_ms(lim, sizeof(lim), h->f->dead_link_ms);
+      snprintf(why, sizeof(why), "no answer for %s: a dead link", lim);
       break;
+    }
     case INTENT_NONE:
       break;
   }
@@ -245,6 +265,7 @@ static void clock_next(fleet_host_t *h);
 static void prep_failed(fleet_host_t *h, tg_consumer_t *c, int status,
                         const char *msg) {
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return; /* on_close */
+  if (!msg || !msg[0]) msg = tg_strerror(status);
   if (h->reconnecting) {
     snprintf(h->retry_why, sizeof(h->retry_why), "%s", msg);
     set_intent(h, INTENT_RETRY);
@@ -295,6 +316,100 @@ static void set_key(fleet_host_t *h) {
   }
 }
 
+/* --- clocks and the heartbeat ---------------------------------------------------- */
+
+static uint64_t rtt_of(const clock_sample_t *s) {
+  return s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
+}
+
+/* Fills |s|'s host clocks from a ClockSyncResponse; false if it has none. */
+static bool clock_parse(clock_sample_t *s, const uint8_t *reply, size_t len) {
+  Perfetto__Protos__ClockSyncResponse *r =
+      perfetto__protos__clock_sync_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
+  bool ok = r && r->has_boottime_ns && r->has_monotonic_ns && r->has_realtime_ns;
+  if (ok) {
+    s->remote[CLK_BOOTTIME] = r->boottime_ns;
+    s->remote[CLK_MONOTONIC] = r->monotonic_ns;
+    s->remote[CLK_REALTIME] = r->realtime_ns;
+  }
+  if (r) perfetto__protos__clock_sync_response__free_unpacked(r, NULL);
+  return ok;
+}
+
+/* Keeps |s| if it has the smallest round trip of this burst or period. */
+static void clock_keep(fleet_host_t *h, const clock_sample_t *s) {
+  if (!h->burst_has || rtt_of(s) < rtt_of(&h->burst_best)) h->burst_best = *s;
+  h->burst_has = true;
+}
+
+/* The burst or period is over: its best sample is the estimate from now
+ * on, written into a merged trace once the host's preamble is there (the
+ * preamble carries the first). Returns 0 or a write error. */
+static int clock_settle(fleet_host_t *h) {
+  h->next_sync_ms = now_ms(h) + h->f->clock_sync_ms;
+  if (!h->burst_has) return 0;
+  h->best = h->burst_best;
+  h->burst_has = false;
+  if (!h->has_clock) h->first = h->best;
+  h->has_clock = true;
+  h->clock_syncs++;
+  if (h->f->mode != FLEET_OUT_MERGE || !h->preamble_written) return 0;
+  return fleet_merge_clock_sync(h->f, h);
+}
+
+static uint64_t hb_period(const fleet_t *f) {
+  uint64_t p = f->dead_link_ms / 4;
+  return p > HB_MAX_MS ? HB_MAX_MS : p < HB_MIN_MS ? HB_MIN_MS : p;
+}
+
+static void on_heartbeat(tg_consumer_t *c, void *ctx, int status,
+                         const char *msg, const uint8_t *reply, size_t len) {
+  (void)msg;
+  fleet_host_t *h = ctx;
+  if (h->c != c) return;
+  h->hb_pending = false;
+  if (!reply_is_news(h, c, status)) return;
+  /* Any answer, even a refusal, says the link works. */
+  h->heard_ms = now_ms(h);
+  if (status) return;
+  fleet_clock_read(h->hb_sample.after);
+  if (clock_parse(&h->hb_sample, reply, len)) clock_keep(h, &h->hb_sample);
+  if (h->heard_ms < h->next_sync_ms) return;
+  int rv = clock_settle(h);
+  if (rv < 0) fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
+}
+
+/* Every period while the recording runs on a relay: one ClockSync in
+ * flight at a time; none answered (nor any packet) for the dead-link
+ * timeout and the link is dead, whatever TCP thinks. */
+static void on_hb_timer(uv_timer_t *t) {
+  fleet_host_t *h = t->data;
+  if (is_finished(h) || h->link != HL_UP || !h->relay || !h->c ||
+      !tg_consumer_ready(h->c))
+    return;
+  uint64_t now = now_ms(h);
+  if (now - h->heard_ms > h->f->dead_link_ms) {
+    link_dead(h);
+    return;
+  }
+  if (h->hb_pending) return;
+  fleet_clock_read(h->hb_sample.before);
+  if (tg_consumer_call(h->c, RELAY_SERVICE, "ClockSync", NULL, 0, on_heartbeat,
+                       h) == 0) {
+    h->hb_pending = true;
+    h->hb_sent_ms = now;
+  }
+}
+
+static void link_dead(fleet_host_t *h) {
+  char el[32];
+  cli_format_ms(el, sizeof(el), now_ms(h) - h->heard_ms);
+  fleet_say(h->f, "%s: no answer for %s: the link is dead", h->t->spec, el);
+  set_intent(h, INTENT_STALL);
+  tg_consumer_close(h->c);
+}
+
 static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const uint8_t *reply, size_t len) {
   fleet_host_t *h = ctx;
@@ -308,31 +423,23 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
     clock_next(h);
     return;
   }
-  Perfetto__Protos__ClockSyncResponse *r =
-      perfetto__protos__clock_sync_response__unpack(NULL, len, reply ? reply : (const uint8_t *)"");
-  if (r && r->has_boottime_ns && r->has_monotonic_ns && r->has_realtime_ns) {
-    h->cur.remote[CLK_BOOTTIME] = r->boottime_ns;
-    h->cur.remote[CLK_MONOTONIC] = r->monotonic_ns;
-    h->cur.remote[CLK_REALTIME] = r->realtime_ns;
-    uint64_t rtt = h->cur.after[CLK_BOOTTIME] - h->cur.before[CLK_BOOTTIME];
-    uint64_t best = h->best.after[CLK_BOOTTIME] - h->best.before[CLK_BOOTTIME];
-    if (!h->has_clock || rtt < best) h->best = h->cur;
-    h->has_clock = true;
-  }
-  if (r) perfetto__protos__clock_sync_response__free_unpacked(r, NULL);
+  if (clock_parse(&h->cur, reply, len)) clock_keep(h, &h->cur);
   h->syncs++;
   clock_next(h);
 }
 
+/* A burst of samples on every prepared connection: after a reconnection
+ * the host may be another boot, or its clock may have stepped. */
 static void clock_next(fleet_host_t *h) {
-  if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES || h->reconnecting) {
-    if (h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
+  if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES) {
+    int rv = clock_settle(h);
+    if (rv == 0 && h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
       h->preamble_written = true;
-      int rv = fleet_merge_host_preamble(h->f, h);
-      if (rv < 0) {
-        fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
-        return;
-      }
+      rv = fleet_merge_host_preamble(h->f, h);
+    }
+    if (rv < 0) {
+      fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
+      return;
     }
     set_key(h);
     return;
@@ -484,6 +591,9 @@ static void on_connect_guard(uv_timer_t *t) {
 static void connect_now(fleet_host_t *h) {
   char err[512];
   h->relay = h->bound = false;
+  h->syncs = 0;
+  h->burst_has = false;
+  h->hb_pending = false;
   h->attempts++;
   set_intent(h, INTENT_NONE);
   h->conn_msg[0] = 0;
@@ -503,6 +613,7 @@ static void connect_now(fleet_host_t *h) {
 
 static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   fleet_host_t *h = tg_recording_data(rec);
+  h->heard_ms = now_ms(h);
   int rv = h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
                                          : cli_output_packet(&h->own, p, n);
   if (rv < 0) return rv;
@@ -524,6 +635,7 @@ static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) 
 static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
                          const Perfetto__Protos__TraceStats *st, bool final) {
   fleet_host_t *h = tg_recording_data(rec);
+  if (status == 0) h->heard_ms = now_ms(h);
   if (status == 0) note_stats(h, st);
   else if (final)
     fleet_say(h->f, "%s: warning: no final statistics: %s", h->t->spec, msg);
@@ -537,7 +649,8 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
     prep_failed(h, h->c, TG_EREMOTE_FAILED, msg);
     return;
   }
-  uint64_t down = now_ms(h) - h->lost_at_ms;
+  h->heard_ms = now_ms(h);
+  uint64_t down = h->heard_ms - h->lost_at_ms;
   h->down_ms += down;
   h->reconnects++;
   h->reconnecting = false;
@@ -602,6 +715,7 @@ static void start_recording(fleet_host_t *h) {
               h->t->spec, h->key, h->t->spec, h->key);
   }
   h->link = HL_UP;
+  h->heard_ms = now_ms(h);
   uv_timer_stop(&h->timer);
   int rv = tg_recording_start(h->rec, h->c, &ro);
   if (rv < 0) {
@@ -631,13 +745,15 @@ static void after_prep(fleet_host_t *h) {
   start_recording(h);
 }
 
+/* Without a relay there is no heartbeat: a read or stats call unanswered
+ * (and no packet) for the dead-link timeout is the sign. */
 void fleet_host_tick(fleet_host_t *h) {
   if (!h->c || !h->rec || h->link != HL_UP || !tg_consumer_ready(h->c)) return;
-  if (tg_recording_waiting_ms(h->rec, now_ms(h)) <= STALL_MS) return;
-  fleet_say(h->f, "%s: no answer for %d s: dropping the link", h->t->spec,
-            STALL_MS / 1000);
-  set_intent(h, INTENT_STALL);
-  tg_consumer_close(h->c);
+  uint64_t now = now_ms(h);
+  if (tg_recording_waiting_ms(h->rec, now) <= h->f->dead_link_ms ||
+      now - h->heard_ms <= h->f->dead_link_ms)
+    return;
+  link_dead(h);
 }
 
 void fleet_host_stop(fleet_host_t *h) {
@@ -701,6 +817,8 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
   h->link = HL_CONNECTING;
   uv_timer_init(f->loop, &h->timer);
   h->timer.data = h;
+  uv_timer_init(f->loop, &h->hb);
+  h->hb.data = h;
   h->rec = tg_recording_new(f->loop, &rec_cbs, h);
   /* --attach KEY: the session is the one the key names. */
   if (f->o->attach) snprintf(h->key, sizeof(h->key), "%s", f->o->attach);
@@ -712,11 +830,14 @@ void fleet_host_start(fleet_host_t *h) {
     fail(h, "out of memory");
     return;
   }
+  uint64_t p = hb_period(h->f);
+  uv_timer_start(&h->hb, on_hb_timer, p, p);
   connect_now(h);
 }
 
 void fleet_host_close(fleet_host_t *h) {
   uv_close((uv_handle_t *)&h->timer, NULL);
+  uv_close((uv_handle_t *)&h->hb, NULL);
   tg_recording_free(h->rec);
   h->rec = NULL;
 }

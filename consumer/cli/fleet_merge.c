@@ -238,3 +238,7 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
   if (rv == 0 && h->has_clock) rv = remote_clock_sync(f, h);
   return rv;
 }
+
+int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h) {
+  return h->has_clock ? remote_clock_sync(f, h) : 0;
+}

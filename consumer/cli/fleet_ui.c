@@ -73,19 +73,32 @@ void fleet_ui_draw(fleet_t *f) {
   f->lines_shown = lines;
 }
 
-static void clock_note(const fleet_host_t *h, char *out, size_t n) {
-  if (!h->has_clock) {
-    snprintf(out, n, "no clock sync");
-    return;
-  }
-  const clock_sample_t *s = &h->best;
+/* "+1.234 ms (+/- 0.050 ms)": the host's BOOTTIME minus ours at the
+ * midpoint of the round trip, give or take half of it. */
+static void offset_note(const clock_sample_t *s, char *out, size_t n) {
   uint64_t rtt = s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
   /* The host's reading is the relay's word: subtracted unsigned, as a
    * signed difference would overflow on a wild value. */
   int64_t off = (int64_t)(s->remote[CLK_BOOTTIME] -
                           (s->before[CLK_BOOTTIME] + rtt / 2));
-  snprintf(out, n, "BOOTTIME offset %+.3f ms (+/- %.3f ms)", (double)off / 1e6,
+  snprintf(out, n, "%+.3f ms (+/- %.3f ms)", (double)off / 1e6,
            (double)rtt / 2e6);
+}
+
+static void clock_note(const fleet_host_t *h, char *out, size_t n) {
+  if (!h->has_clock) {
+    snprintf(out, n, "no clock sync");
+    return;
+  }
+  char last[64], first[64];
+  offset_note(&h->best, last, sizeof(last));
+  if (h->clock_syncs <= 1) {
+    snprintf(out, n, "BOOTTIME offset %s", last);
+    return;
+  }
+  offset_note(&h->first, first, sizeof(first));
+  snprintf(out, n, "BOOTTIME offset %s at the last of %u clock syncs (first "
+           "%s)", last, h->clock_syncs, first);
 }
 
 size_t fleet_ui_summary(fleet_t *f) {
@@ -114,27 +127,34 @@ size_t fleet_ui_summary(fleet_t *f) {
               h->path);
     fputc('\n', stderr);
     if (h->has_info || h->has_clock) {
-      char clk[96];
+      char clk[200];
       clock_note(h, clk, sizeof(clk));
       fprintf(stderr, "      host %s%s%s, %s\n", h->hostname[0] ? h->hostname : "?",
               h->kernel[0] ? ", " : "", h->kernel, clk);
     }
-    if (h->reconnects || h->reads_cut) {
+    if (h->reconnects) {
       char down[32];
       cli_format_ms(down, sizeof(down), h->down_ms);
-      fprintf(stderr, "      reconnected %u time%s (link down %s in all); loss "
-              "counters while disconnected: +%" PRIu64 "%s\n", h->reconnects,
-              h->reconnects == 1 ? "" : "s", down, h->loss_while_down,
-              h->reads_cut ? "; a read was cut by the link loss: what it was "
-                             "carrying is lost (not counted by the service)"
-                           : "");
+      fprintf(stderr, "      reconnected %u time%s (link down %s in all, from "
+              "its last answer; last lost: %s); loss counters while "
+              "disconnected: +%" PRIu64 "\n", h->reconnects,
+              h->reconnects == 1 ? "" : "s", down, h->lost_why,
+              h->loss_while_down);
     }
+    /* The service cannot count this one: its buffers gave the data away.
+     * Only a read that did take data is named (see reads_lost). */
+    if (h->reads_lost)
+      fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
+              "the host's buffers: what did not arrive before the cut is lost "
+              "(the replay that would resend it is not built yet)\n",
+              h->reads_lost, h->reads_lost == 1 ? "" : "s");
     if (h->malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
-      fprintf(stderr, "      no data loss\n");
+      fprintf(stderr, "      no data loss%s\n",
+              h->reads_lost ? " counted by the service" : "");
       continue;
     }
     fprintf(stderr, "      data loss:\n");

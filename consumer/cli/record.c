@@ -15,6 +15,8 @@
 #define DEFAULT_RECONNECT "60s"
 #define DEFAULT_COMPRESS "zstd:1"
 #define DEFAULT_GRACE "60s"
+#define DEFAULT_DEAD_LINK "10s"
+#define DEFAULT_CLOCK_SYNC "30s"
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
@@ -145,6 +147,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "with remote hosts: none, zstd or zstd:LEVEL (1-19) for what the "
        "relay sends (default " DEFAULT_COMPRESS "; a relay without it sends "
        "plain)", 0, 0},
+      {"dead-link-timeout", TG_FLAG_STRING, &o->dead_link, "DURATION",
+       "with remote hosts: a link that answers nothing for this long is "
+       "dead and reconnected (default " DEFAULT_DEAD_LINK ")", 0, 0},
+      {"clock-sync-period", TG_FLAG_STRING, &o->clock_sync, "DURATION",
+       "with remote hosts: re-read their clocks this often, and after every "
+       "reconnection (default " DEFAULT_CLOCK_SYNC ")", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
@@ -224,6 +232,23 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (rv < 0 || o->grace_ms == 0) {
     fprintf(stderr, "%s: --grace: '%s' is not a duration like 60s or 500ms\n",
             prog, o->grace);
+    return CLI_EXIT_USAGE;
+  }
+  if (!remote && (o->dead_link || o->clock_sync))
+    return usage_error(prog, "--dead-link-timeout and --clock-sync-period "
+                             "are for remote hosts (-H)");
+  rv = cli_parse_duration_ms(o->dead_link ? o->dead_link : DEFAULT_DEAD_LINK,
+                             &o->dead_link_ms);
+  if (rv < 0 || o->dead_link_ms < 1000 || o->dead_link_ms > 3600000) {
+    fprintf(stderr, "%s: --dead-link-timeout: '%s' is not a duration from 1s "
+            "to 1h\n", prog, o->dead_link);
+    return CLI_EXIT_USAGE;
+  }
+  rv = cli_parse_duration_ms(o->clock_sync ? o->clock_sync : DEFAULT_CLOCK_SYNC,
+                             &o->clock_sync_ms);
+  if (rv < 0 || o->clock_sync_ms < 1000) {
+    fprintf(stderr, "%s: --clock-sync-period: '%s' is not a duration of at "
+            "least 1s\n", prog, o->clock_sync);
     return CLI_EXIT_USAGE;
   }
   return -1; /* go on */

@@ -34,6 +34,10 @@ typedef struct record_opts {
   uint64_t grace_ms;     /* parsed; past duration + grace a session is stopped */
   const char *compress;  /* --compress */
   int compress_level;    /* parsed; 0: none, else zstd at this level */
+  const char *dead_link;  /* --dead-link-timeout */
+  uint64_t dead_link_ms;  /* parsed; a remote link silent this long is dead */
+  const char *clock_sync; /* --clock-sync-period */
+  uint64_t clock_sync_ms; /* parsed; remote clocks re-read this often */
 } record_opts_t;
 
 typedef struct record {

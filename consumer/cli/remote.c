@@ -207,7 +207,8 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
     snprintf(err, n, "no TLS configuration (give --ca, --cert and --key)");
     return -EINVAL;
   }
-  tg_tls_chan_opts_t opts = {.handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
+  tg_tls_chan_opts_t opts = {.dead_link_timeout_s = env->dead_link_timeout_s,
+                             .handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
                              .on_handshake = on_handshake};
   int rv = tg_tls_chan_connect(env->loop, t->hostport, env->tls,
                                env->server_name, &opts, &placeholder_cbs, rt,

@@ -68,6 +68,8 @@ typedef struct cli_remote_env {
   uv_loop_t *loop;
   tg_tls_config_t *tls; /* NULL when only ssh targets are used */
   const char *server_name;
+  /* TCP keepalive + user timeout on TLS links (seconds; 0: none). */
+  uint32_t dead_link_timeout_s;
 } cli_remote_env_t;
 
 /* Loads the client TLS configuration. Prints why and returns -1. */

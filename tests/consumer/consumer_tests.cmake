@@ -42,3 +42,15 @@ endif()
 tg_add_test(test_recording
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_recording.c
   LIBS tg_consumer tg_test_support)
+# Fleet recording through network faults (tests/support/fault_proxy.h):
+# silent partitions, resets, per-session loss, clock re-syncs.
+if(TARGET tracegate-relay)
+  tg_add_test(test_fleet_netfail
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_netfail.c
+    LIBS tg_test_support tg_proto
+    TIMEOUT 300)
+  target_compile_definitions(test_fleet_netfail PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
+  add_dependencies(test_fleet_netfail tracegate tracegate-relay)
+endif()
