@@ -4,6 +4,7 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_read.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_query.c
+  ${CMAKE_CURRENT_LIST_DIR}/consumer_clone.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
   ${CMAKE_CURRENT_LIST_DIR}/recording.c
   ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
