@@ -21,8 +21,11 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/progress.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_flow.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_clone.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_trigger.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/trigger.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/remote.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet.c

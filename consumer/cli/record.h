@@ -32,6 +32,8 @@ typedef struct record_opts {
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */
   uint64_t grace_ms;     /* parsed; past duration + grace a session is stopped */
+  uint64_t clone_id;      /* --clone: snapshot this session (0: not given) */
+  const char *clone_name; /* --clone-by-name */
 } record_opts_t;
 
 typedef struct record {
@@ -55,7 +57,24 @@ typedef struct record {
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;
+  /* A START_TRACING trigger config (record_trigger.c). */
+  bool trigger_wait;       /* the session waits for a trigger */
+  bool trigger_fired;      /* ... and it fired: tracing began */
+  char trigger_names[256]; /* "'a' or 'b'", for messages */
+  uint64_t trigger_timeout_ms;
 } record_t;
+
+/* record_clone.c: --clone / --clone-by-name on the connected |r| (its
+ * output open): snapshot, read, free, commit. Returns the exit code. */
+int record_clone(record_t *r);
+
+/* record_trigger.c: after the session was asked for, watches for the
+ * start of a session that waits for a START_TRACING trigger. */
+void record_trigger_watch(record_t *r);
+/* Shows "waiting for trigger NAME" while it waits; false otherwise. */
+bool record_trigger_progress(record_t *r);
+/* At the end: says so when the trigger never fired; false otherwise. */
+bool record_trigger_never_fired(record_t *r);
 
 /* record_flow.c: starts the session on the connected |r| (handles are
  * initialised here); the loop then runs until everything is closed. */
