@@ -10,27 +10,29 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
-/* The service says no in the response (success = false, error), not in
- * the IPC reply, as Perfetto's does: both end as TG_EREMOTE_FAILED. */
+/* The service says no in the response (success = false, error), in an
+ * answered call, as Perfetto's does; a relay refuses with a failed call
+ * whose response carries its reason. Both end as TG_EREMOTE_FAILED with
+ * the reason given. */
 static void on_clone_reply(tg__call_t *call, int status, bool has_more,
                            const uint8_t *reply, size_t len) {
   if (has_more) return;
   char msg[TG__MSG_MAX] = "";
   Perfetto__Protos__CloneSessionResponse *r = NULL;
-  if (status == 0) {
+  if (status == 0 || (status == TG_EREMOTE_FAILED && reply && len)) {
     r = (Perfetto__Protos__CloneSessionResponse *)tg__unpack(
         &perfetto__protos__clone_session_response__descriptor, reply, len);
-    if (!r) status = TG_EPROTO_DECODE;
+    if (!r && status == 0) status = TG_EPROTO_DECODE;
   }
-  if (status == 0 && !(r->has_success && r->success)) {
-    status = tg__failure(call, TG_EREMOTE_FAILED,
-                         r->error && r->error[0] ? r->error : "no reason given",
-                         msg, sizeof(msg));
-  } else if (status) {
+  const char *reason = r && r->error && r->error[0] ? r->error : NULL;
+  if (status == 0 && !(r->has_success && r->success))
+    status = TG_EREMOTE_FAILED;
+  if (status == TG_EREMOTE_FAILED && reason)
+    status = tg__failure(call, status, reason, msg, sizeof(msg));
+  else if (status)
     status = tg__failure_why(call, status,
-                             "the service does not support CloneSession", msg,
-                             sizeof(msg));
-  }
+                             "no reason given; an older service does not "
+                             "support CloneSession", msg, sizeof(msg));
   if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
   tg__call_end_t e = tg__call_end(call);
   e.cb.done(e.c, e.ctx, status, msg);
