@@ -23,6 +23,7 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_flow.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_clone.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_trigger.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_snapshot.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/trigger.c

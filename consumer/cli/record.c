@@ -51,6 +51,12 @@ static const char about[] =
     "running session of yours into OUT, as Perfetto's --clone; the session\n"
     "runs on untouched.\n"
     "\n"
+    "Triggers (trigger_config; fire them with " CLI_PROG " trigger NAME): a\n"
+    "START_TRACING session shows 'waiting for trigger NAME' until one fires,\n"
+    "and exits 1 saying so if none did before trigger_timeout_ms. With\n"
+    "CLONE_SNAPSHOT, each trigger writes a snapshot to OUT.0, OUT.1, ...\n"
+    "while the session runs on into OUT.\n"
+    "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
     "with --stop, or after -t), then writes OUT.\n"
@@ -311,6 +317,13 @@ static int record_remote(record_opts_t *o) {
     cfg = make_config(o);
     if (!cfg) goto out;
   }
+  if (record_snapshot_mode(cfg)) {
+    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT works with "
+            "the local service (each snapshot is cloned over its socket), not "
+            "with -H\n");
+    rc = CLI_EXIT_USAGE;
+    goto out;
+  }
   rc = fleet_record(o, cfg, targets, n, tls);
 out:
   if (cfg) perfetto__protos__trace_config__free_unpacked(cfg, NULL);
@@ -344,6 +357,16 @@ int cli_record_main(int argc, char **argv) {
   if (r->o.out) {
     if (cli_output_open(&r->out, r->o.out) < 0) goto out;
     r->has_out = true;
+  }
+  /* CLONE_SNAPSHOT: tracegate clones at each trigger, into OUT.N. */
+  if (record_snapshot_mode(r->cfg) && (r->o.detach || r->out.direct)) {
+    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT: %s\n",
+            r->o.detach ? "the snapshots are taken by this command at each "
+                          "trigger: it cannot --detach"
+                        : "each snapshot goes to OUT.N next to OUT: -o must "
+                          "name a file");
+    r->exit_code = CLI_EXIT_USAGE;
+    goto out;
   }
   uv_loop_t loop;
   if (uv_loop_init(&loop) < 0) goto out;

@@ -62,19 +62,27 @@ typedef struct record {
   bool trigger_fired;      /* ... and it fired: tracing began */
   char trigger_names[256]; /* "'a' or 'b'", for messages */
   uint64_t trigger_timeout_ms;
+  /* CLONE_SNAPSHOT snapshots (record_snapshot.c): OUT.<taken>. */
+  unsigned snapshots_taken, snapshots_running;
 } record_t;
 
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
  * output open): snapshot, read, free, commit. Returns the exit code. */
 int record_clone(record_t *r);
 
-/* record_trigger.c: after the session was asked for, watches for the
- * start of a session that waits for a START_TRACING trigger. */
-void record_trigger_watch(record_t *r);
+/* record_trigger.c: when the session of |r| with config |cfg| is asked
+ * for (or attached), watches its triggers: the start of one that waits
+ * for a START_TRACING trigger, or CLONE_SNAPSHOT hits (record_snapshot.c). */
+void record_trigger_watch(record_t *r, const Perfetto__Protos__TraceConfig *cfg);
 /* Shows "waiting for trigger NAME" while it waits; false otherwise. */
 bool record_trigger_progress(record_t *r);
 /* At the end: says so when the trigger never fired; false otherwise. */
 bool record_trigger_never_fired(record_t *r);
+
+/* record_snapshot.c: whether |cfg| (may be NULL) has CLONE_SNAPSHOT
+ * triggers; then each hit is cloned into OUT.0, OUT.1, ... */
+bool record_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg);
+void record_snapshot_watch(record_t *r);
 
 /* record_flow.c: starts the session on the connected |r| (handles are
  * initialised here); the loop then runs until everything is closed. */

@@ -213,6 +213,8 @@ static int on_attached(tg_recording_t *rec,
     }
   }
   tg_recording_set_stream(rec, !r->file_mode && r->has_out);
+  /* Whether it already started is not known: only snapshots are watched. */
+  if (record_snapshot_mode(cfg)) record_trigger_watch(r, cfg);
   return 0;
 }
 
@@ -290,8 +292,8 @@ void record_begin(record_t *r) {
     tg_buf_free(&bytes);
     return;
   }
-  /* Before EnableTracing: no start can slip in between the two. */
-  if (!r->o.attach) record_trigger_watch(r);
+  /* Before EnableTracing: no trigger can slip in between the two. */
+  if (!r->o.attach) record_trigger_watch(r, r->cfg);
   int rv = tg_recording_start(r->rec, r->conn.c, &ro);
   tg_buf_free(&bytes);
   if (rv < 0) {

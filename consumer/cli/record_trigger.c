@@ -4,7 +4,8 @@
  * ends without it (trigger_timeout_ms) says the trigger never fired.
  *
  * The start is learnt from the service's ObservableEvents: the session's
- * data sources started (or all of them, when it has none).
+ * data sources started (or all of them, when it has none). CLONE_SNAPSHOT
+ * configs are record_snapshot.c's.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,9 +34,13 @@ static void on_events(tg_consumer_t *c, void *ctx, int status, const char *msg,
   r->t0 = cli_now_ms(); /* the duration counts from the start */
 }
 
-void record_trigger_watch(record_t *r) {
-  if (!waits_for_start_trigger(r->cfg)) return;
-  const Perfetto__Protos__TraceConfig__TriggerConfig *tc = r->cfg->trigger_config;
+void record_trigger_watch(record_t *r, const Perfetto__Protos__TraceConfig *cfg) {
+  if (record_snapshot_mode(cfg) && r->o.out) {
+    record_snapshot_watch(r);
+    return;
+  }
+  if (!waits_for_start_trigger(cfg)) return;
+  const Perfetto__Protos__TraceConfig__TriggerConfig *tc = cfg->trigger_config;
   size_t k = 0;
   r->trigger_names[0] = 0;
   for (size_t i = 0; i < tc->n_triggers && k < sizeof(r->trigger_names); i++) {

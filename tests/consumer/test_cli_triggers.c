@@ -247,6 +247,71 @@ static void record_clone_writes_a_snapshot(void **state) {
   raw_producer_close(&p);
 }
 
+/* As perfetto_cmd: each CLONE_SNAPSHOT trigger clones the session into
+ * OUT.0, OUT.1, ...; the session runs on and ends in OUT. */
+static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char cfg[256], out[256], snap0[300];
+  snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "snap.pbtxt"));
+  write_file(cfg,
+             "buffers { size_kb: 1024 }\n"
+             "data_sources { config { name: \"cli.ds\" } }\n"
+             "trigger_config {\n"
+             "  trigger_mode: CLONE_SNAPSHOT\n"
+             "  triggers { name: \"snap\" }\n"
+             "}\n");
+  snprintf(out, sizeof(out), "%s", out_in(ts, "snap.pftrace"));
+  snprintf(snap0, sizeof(snap0), "%s.0", out);
+  int slave;
+  int master = open_pty(&slave);
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
+                        "-t", "0", "-o", out, NULL};
+  child_t c;
+  spawn_cli_tty(&c, args, slave);
+  close(slave);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "pre", 1, 3);
+
+  child_t t;
+  const char *targs[] = {"trigger", "--socket", ts->producer_sock, "snap", NULL};
+  assert_int_equal(run_cli(&t, targs), 0);
+  ack_flush(&p); /* the clone's flush */
+  char tty[16384] = "";
+  size_t n = 0;
+  wait_tty(master, tty, sizeof(tty), &n, "wrote snapshot");
+  assert_non_null(strstr(tty, ".0 (trigger 'snap')"));
+  assert_false(p.stopped);
+
+  commit_packets(&p, 1, "post", 4, 2);
+  kill(c.pid, SIGINT);
+  ack_flush(&p);
+  char rest[16384];
+  assert_int_equal(wait_cli_ex(&c, WAIT_MS, master, rest, sizeof(rest)), 0);
+  close(master);
+  Perfetto__Protos__Trace *tr = load_trace(snap0);
+  assert_int_equal(count_str(tr, "pre"), 3);
+  assert_int_equal(count_str(tr, "post"), 0);
+  assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
+  perfetto__protos__trace__free_unpacked(tr, NULL);
+  tr = load_trace(out);
+  assert_int_equal(count_str(tr, "pre"), 3);
+  assert_int_equal(count_str(tr, "post"), 2);
+  assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
+  perfetto__protos__trace__free_unpacked(tr, NULL);
+  unlink(snap0);
+  unlink(out);
+
+  /* Nobody would be left to take the snapshots. */
+  const char *detach[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
+                          "--detach", "k", NULL};
+  assert_int_equal(run_cli(&c, detach), 2);
+  assert_non_null(strstr(c.err, "CLONE_SNAPSHOT"));
+  unlink(cfg);
+  raw_producer_close(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(trigger_command_starts_the_waiting_session,
@@ -256,6 +321,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(trigger_command_refusals, test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(record_clone_writes_a_snapshot,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_snapshot_trigger_writes_numbered_snapshots,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
