@@ -95,6 +95,7 @@ static void on_async(uv_async_t *a) {
   if (tg__connection_ready()) {
     tg__connection_register_data_sources();
     tg__commit_all(0);
+    tg__triggers_send_pending();
   }
 }
 
@@ -191,6 +192,7 @@ void tg_agent_shutdown(void) {
   uv_async_send(&th->async);
   pthread_join(th->thread, NULL);
   __atomic_store_n(&th->running, false, __ATOMIC_RELEASE);
+  tg__triggers_drop_pending();
   uv_loop_close(&th->loop);
   tg__commit_fini();
   tg__clock_reset();

@@ -7,6 +7,7 @@
  *   commands.c    GetAsyncCommand dispatch and the instances it drives
  *   commit.c      CommitData batches and the periodic commit timer
  *   smb_map.c     checks and maps SetupTracing's SMB (no state)
+ *   triggers.c    tg_agent_activate_triggers: its queue (own mutex)
  *
  * The agent is a process singleton: its state is the one struct
  * tg__agent, split by writer. Each part names the one file that writes
@@ -136,6 +137,13 @@ int tg__conn_invoke(const char *method, const ProtobufCMessage *msg,
  * failure (CommitData's caller decides what a lost batch means). */
 int tg__conn_invoke_bytes(const char *method, const uint8_t *req, size_t n,
                           tg_ipc_reply_cb cb, void *ctx);
+
+/* --- triggers.c ------------------------------------------------------- */
+
+/* Sends the queued trigger names if connected (agent's thread). */
+void tg__triggers_send_pending(void);
+/* Shutdown: the queued names are dropped. */
+void tg__triggers_drop_pending(void);
 
 /* --- commands.c ------------------------------------------------------- */
 

@@ -170,6 +170,7 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
   }
   tg__connection_register_data_sources();
   if (tg__ds_count() == 0) tg__agent_set_ready(true);
+  tg__triggers_send_pending(); /* activated while not connected */
 }
 
 static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,

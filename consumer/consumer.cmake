@@ -4,6 +4,7 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_read.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_query.c
+  ${CMAKE_CURRENT_LIST_DIR}/consumer_clone.c
   ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
   ${CMAKE_CURRENT_LIST_DIR}/recording.c
   ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
@@ -20,8 +21,12 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/progress.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_flow.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_clone.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_trigger.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_snapshot.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/trigger.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/remote.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet.c

@@ -178,6 +178,26 @@ int tg_consumer_detach(tg_consumer_t *c, const char *key,
  * its TraceConfig. */
 int tg_consumer_attach(tg_consumer_t *c, const char *key,
                                  tg_consumer_attach_cb cb, void *ctx);
+/* Which session CloneSession snapshots, and why. Strings borrowed for the
+ * call. */
+typedef struct tg_consumer_clone_args {
+  uint64_t session_id;             /* used when unique_session_name is NULL */
+  const char *unique_session_name; /* NULL: by id */
+  /* A CLONE_SNAPSHOT trigger that asked for it (ObservableEvents
+   * clone_trigger_hit), recorded in the snapshot; NULL for none. */
+  const char *clone_trigger_name;
+  const char *clone_trigger_producer_name;
+  int32_t clone_trigger_producer_uid;
+} tg_consumer_clone_args_t;
+
+/* CloneSession: a read-only snapshot of a session of the same uid (the
+ * original keeps running) becomes this connection's session, read with
+ * tg_consumer_read_buffers() and ended with tg_consumer_free_buffers().
+ * |cb| gets 0, or TG_EREMOTE_FAILED with the service's reason (no such
+ * session, another uid's, this connection already has one). */
+int tg_consumer_clone_session(tg_consumer_t *c,
+                              const tg_consumer_clone_args_t *args,
+                              tg_consumer_done_cb cb, void *ctx);
 
 /* --- the service -------------------------------------------------------- */
 

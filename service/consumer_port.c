@@ -35,12 +35,25 @@
 /* Per-slice overhead: slice tag + 4-byte size, data tag + len, bool. */
 #define SLICE_OVERHEAD 16
 
-/* A Flush call waiting for its session's flush; its address is the
- * flush's cookie. */
+/* A Flush or CloneSession call waiting for its session's flush; its
+ * address is the flush's cookie. */
 typedef struct flush_call {
   tg_list_t node;
   tg_ipc_call_t call;
+  /* CloneSession: the snapshot of session |clone_src| is taken once the
+   * flush is over, so it holds what producers had written until now. */
+  bool clone;
+  uint64_t clone_src;
+  char *trigger_name; /* owned; NULL: not cloned for a trigger */
+  char *trigger_producer;
+  uid_t trigger_uid;
 } flush_call_t;
+
+static void flush_call_free(flush_call_t *fc) {
+  free(fc->trigger_name);
+  free(fc->trigger_producer);
+  free(fc);
+}
 
 typedef struct tg_consumer {
   tg_service_t *svc;
@@ -140,6 +153,8 @@ static void on_ended(tg_session_t *s, void *ctx) {
   }
 }
 
+static void clone_finish(tg_consumer_t *c, flush_call_t *fc);
+
 static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
                           void *ctx) {
   (void)s;
@@ -151,12 +166,41 @@ static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
     tg_list_foreach_safe(jt, jtmp, &c->flush_calls) {
       flush_call_t *fc = TG_CONTAINER_OF(jt, flush_call_t, node);
       if ((uint64_t)(uintptr_t)fc != cookie) continue;
-      Perfetto__Protos__FlushResponse r = PERFETTO__PROTOS__FLUSH_RESPONSE__INIT;
-      tg_ipc_reply(&fc->call, status == 0, false, &r.base, -1);
       tg_list_remove(&fc->node);
-      free(fc);
+      if (fc->clone) {
+        /* A producer that did not ack in time only misses the snapshot
+         * with what it had not committed, as in Perfetto. */
+        clone_finish(c, fc);
+      } else {
+        Perfetto__Protos__FlushResponse r = PERFETTO__PROTOS__FLUSH_RESPONSE__INIT;
+        tg_ipc_reply(&fc->call, status == 0, false, &r.base, -1);
+      }
+      flush_call_free(fc);
       return;
     }
+  }
+}
+
+/* CLONE_SNAPSHOT: the session's consumer, if it observes
+ * TYPE_CLONE_TRIGGER_HIT, is told to clone it (perfetto_cmd then does). */
+static void on_clone_trigger(tg_session_t *s, const tg_clone_trigger_t *t,
+                             void *ctx) {
+  tg_service_t *svc = ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->consumers) {
+    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 4))) continue;
+    Perfetto__Protos__ObservableEvents__CloneTriggerHit hit =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
+    hit.has_tracing_session_id = 1;
+    hit.tracing_session_id = (int64_t)s->id;
+    hit.trigger_name = (char *)t->name;
+    hit.producer_name = (char *)t->producer_name;
+    hit.has_producer_uid = 1;
+    hit.producer_uid = (int32_t)t->producer_uid;
+    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.clone_trigger_hit = &hit;
+    send_event(c, &ev);
   }
 }
 
@@ -395,6 +439,7 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
       .all_started = on_all_started,
       .ended = on_ended,
       .flush_done = on_flush_done,
+      .clone_trigger = on_clone_trigger,
       .freed = on_freed,
   };
   tg_session_observer_t obs = observer;
@@ -477,6 +522,7 @@ static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     fail(call);
     return;
   }
+  memset(fc, 0, sizeof(*fc));
   fc->call = call;
   /* Listed first: the flush may complete before tg__session_flush returns. */
   tg_list_insert_tail(&c->flush_calls, &fc->node);
@@ -549,6 +595,101 @@ static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
 
+/* --- clone ----------------------------------------------------------------------- */
+
+static void clone_reply(tg_ipc_call_t call, const char *error) {
+  Perfetto__Protos__CloneSessionResponse r =
+      PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+  r.has_success = 1;
+  r.success = error == NULL;
+  r.error = (char *)error;
+  r.has_was_write_into_file = 1;
+  r.was_write_into_file = 0; /* the snapshot is read with ReadBuffers */
+  tg_ipc_reply(&call, true, false, &r.base, -1);
+}
+
+/* Takes the snapshot now; the source may have ended or gone meanwhile. */
+static void clone_finish(tg_consumer_t *c, flush_call_t *fc) {
+  tg_session_t *src = tg__session_find(c->svc, fc->clone_src, NULL);
+  if (!src) {
+    clone_reply(fc->call, "the session ended before it could be cloned");
+    return;
+  }
+  if (c->session) {
+    clone_reply(fc->call, "this connection already has a tracing session");
+    return;
+  }
+  tg_clone_trigger_t trig = {fc->trigger_name, fc->trigger_producer, fc->trigger_uid};
+  char err[256] = "";
+  tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger_name ? &trig : NULL,
+                                      err, sizeof(err));
+  if (!s) {
+    clone_reply(fc->call, err);
+    return;
+  }
+  c->session = s;
+  clone_reply(fc->call, NULL);
+}
+
+/* CloneSession: a read-only snapshot of a session this consumer's uid owns,
+ * after a flush of the session if it is running. */
+static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
+                            size_t len) {
+  tg_service_t *svc = ctx;
+  tg_consumer_t *c = consumer_of(svc, call);
+  Perfetto__Protos__CloneSessionRequest *req =
+      perfetto__protos__clone_session_request__unpack(NULL, len, args);
+  if (!c || !req) {
+    if (req) perfetto__protos__clone_session_request__free_unpacked(req, NULL);
+    fail(call);
+    return;
+  }
+  const char *refusal = NULL;
+  tg_session_t *src = NULL;
+  if (c->session)
+    refusal = "this connection already has a tracing session";
+  else if (req->has_for_bugreport && req->for_bugreport)
+    refusal = "for_bugreport: tracegated keeps no bugreport session";
+  else if (req->selector_case ==
+           PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME)
+    src = tg__session_find(svc, 0, req->unique_session_name ? req->unique_session_name : "");
+  else if (req->selector_case ==
+           PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID)
+    src = tg__session_find(svc, req->session_id, NULL);
+  else
+    refusal = "session_id or unique_session_name: one is required";
+  /* Someone else's session is as good as absent: its id says nothing. */
+  if (!refusal && (!src || !tg__session_clone_allowed(src, call.conn->chan.peer_uid)))
+    refusal = "tracing session not found";
+  flush_call_t *fc = refusal ? NULL : calloc(1, sizeof(*fc));
+  if (!refusal && !fc) refusal = "out of memory";
+  if (fc) {
+    fc->call = call;
+    fc->clone = true;
+    fc->clone_src = src->id;
+    if (req->clone_trigger_name && req->clone_trigger_name[0]) {
+      fc->trigger_name = strdup(req->clone_trigger_name);
+      fc->trigger_producer = req->clone_trigger_producer_name
+                                 ? strdup(req->clone_trigger_producer_name) : NULL;
+      fc->trigger_uid = req->has_clone_trigger_trusted_producer_uid
+                            ? (uid_t)req->clone_trigger_trusted_producer_uid : 0;
+    }
+  }
+  perfetto__protos__clone_session_request__free_unpacked(req, NULL);
+  if (refusal) {
+    clone_reply(call, refusal);
+    return;
+  }
+  if (src->state != TG_SESSION_STARTED) {
+    clone_finish(c, fc);
+    flush_call_free(fc);
+    return;
+  }
+  /* Listed first: the flush may complete before tg__session_flush returns. */
+  tg_list_insert_tail(&c->flush_calls, &fc->node);
+  tg__session_flush(src, 0, (uint64_t)(uintptr_t)fc);
+}
+
 /* --- queries ------------------------------------------------------------------------ */
 
 static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args,
@@ -601,7 +742,7 @@ static void on_consumer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &c->flush_calls) {
     tg_list_remove(it);
-    free(TG_CONTAINER_OF(it, flush_call_t, node));
+    flush_call_free(TG_CONTAINER_OF(it, flush_call_t, node));
   }
   if (c->session) {
     TG_INFO("consumer went away: ending session %llu",
@@ -626,9 +767,9 @@ static const tg_ipc_method_def_t consumer_methods[] = {
     {"ObserveEvents", m_observe_events},
     {"QueryServiceState", tg__consumer_query_service_state},
     {"QueryCapabilities", tg__consumer_query_capabilities},
-    /* Not supported yet: the host answers them with an explicit failure. */
+    {"CloneSession", m_clone_session},
+    /* Not supported: the host answers it with an explicit failure. */
     {"SaveTraceForBugreport", NULL},
-    {"CloneSession", NULL},
 };
 
 void tg__consumer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {

@@ -165,7 +165,7 @@ void tg__consumer_query_capabilities(void *ctx, tg_ipc_call_t call,
   cap.has_has_trace_config_output_path = 1;
   cap.has_trace_config_output_path = 0;
   cap.has_has_clone_session = 1;
-  cap.has_clone_session = 0;
+  cap.has_clone_session = 1;
   Perfetto__Protos__QueryCapabilitiesResponse r =
       PERFETTO__PROTOS__QUERY_CAPABILITIES_RESPONSE__INIT;
   r.capabilities = &cap;

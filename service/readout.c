@@ -40,6 +40,7 @@ enum {
   PKT_SYNC_MARKER = 36,
   PKT_SYSTEM_INFO = 45,
   PKT_SERVICE_EVENT = 69,
+  PKT_TRIGGER = 46,
   PKT_TIMESTAMP_CLOCK_ID = 58,
   SERVICE_SEQUENCE_ID = 1,
   SYNC_MARKER_PERIOD_NS = 5000000000ull,
@@ -204,6 +205,20 @@ void tg__readout_service_event(tg_session_t *s, int event_field) {
   if (!p) return;
   tg_pbw_begin_nested(&w, PKT_SERVICE_EVENT);
   tg_pbw_append_bool(&w, (uint32_t)event_field, true);
+  tg_pbw_end_nested(&w);
+  service_packet_end(s, &w, p);
+}
+
+void tg__readout_trigger(tg_session_t *s, const char *name,
+                         const char *producer_name, uid_t uid) {
+  size_t nlen = strlen(name), plen = producer_name ? strlen(producer_name) : 0;
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, nlen + plen + 64);
+  if (!p) return;
+  tg_pbw_begin_nested(&w, PKT_TRIGGER);
+  tg_pbw_append_bytes(&w, 1, name, nlen); /* trigger_name */
+  if (producer_name) tg_pbw_append_bytes(&w, 2, producer_name, plen);
+  tg_pbw_append_varint(&w, 3, (uint64_t)(int64_t)(int32_t)uid); /* trusted_producer_uid */
   tg_pbw_end_nested(&w);
   service_packet_end(s, &w, p);
 }

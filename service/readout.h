@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/buf.h"
 #include "common/u32_map.h"
@@ -47,6 +48,10 @@ const char *tg__readout_status_str(tg_readout_status_t st);
 void tg__readout_preamble(tg_session_t *s);
 void tg__readout_clock_snapshot(tg_session_t *s);
 void tg__readout_service_event(tg_session_t *s, int event_field);
+/* Queues a trigger packet (TracePacket.trigger): trigger |name| (borrowed)
+ * fired, activated by |producer_name| (borrowed, may be NULL) of |uid|. */
+void tg__readout_trigger(tg_session_t *s, const char *name,
+                         const char *producer_name, uid_t uid);
 /* For each packet, calls |emit| with the packet's pieces. Returns 1 if
  * more data remains, 0 if drained, negative on error. Stops when |emit|
  * returns non-zero (budget reached). */

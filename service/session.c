@@ -480,13 +480,15 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
     tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
     const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
-    if (s->freeing || !tc) continue;
+    if (s->freeing || s->cloned || !tc || s->state >= TG_SESSION_DISABLING) continue;
     for (size_t i = 0; i < tc->n_triggers; i++) {
       const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t = tc->triggers[i];
       if (!t->name || strcmp(t->name, name) || !tg__session_config_trigger_producer_ok(s, i, p))
         continue;
       TG_INFO("session %llu: trigger '%s' from producer %u",
               (unsigned long long)s->id, name, p->ident.producer_id);
+      /* In the trace, as Perfetto records it: which trigger, from whom. */
+      tg__readout_trigger(s, name, p->name, p->ident.uid);
       if (tc->trigger_mode ==
               PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING &&
           s->state == TG_SESSION_CONFIGURED) {
@@ -497,6 +499,12 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
                  s->state == TG_SESSION_STARTED) {
         uint64_t delay = t->has_stop_delay_ms ? t->stop_delay_ms : 0;
         uv_timer_start(&s->duration_timer, on_duration_elapsed, delay, 0);
+      } else if (tc->trigger_mode ==
+                     PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT &&
+                 s->state == TG_SESSION_STARTED && s->observer.clone_trigger) {
+        /* The session runs on; its consumer is told to clone it. */
+        tg_clone_trigger_t ct = {name, p->name, p->ident.uid};
+        s->observer.clone_trigger(s, &ct, s->observer.ctx);
       }
       break;
     }
@@ -566,6 +574,95 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->file_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
+}
+
+/* --- clone --------------------------------------------------------------------- */
+
+bool tg__session_clone_allowed(const tg_session_t *s, uid_t uid) {
+  return s->consumer_uid == uid;
+}
+
+tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (s->freeing) continue;
+    if (name ? s->config->unique_session_name &&
+                   !strcmp(s->config->unique_session_name, name) && !s->cloned
+             : s->id == id)
+      return s;
+  }
+  return NULL;
+}
+
+tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
+                                const tg_clone_trigger_t *trigger, char *err,
+                                size_t errlen) {
+  tg_service_t *svc = src->svc;
+  tg_session_t *s = calloc(1, sizeof(*s));
+  if (!s) goto oom;
+  s->svc = svc;
+  s->write_fd = -1;
+  s->observer = src->observer;
+  tg_list_init(&s->instances);
+  tg__session_flushes_init(&s->flushes);
+  tg__readout_init(&s->readout);
+  /* Its own copy of the config: the source may be freed first. */
+  s->config = perfetto__protos__trace_config__unpack(NULL, src->config_len,
+                                                     src->config_bytes);
+  s->config_bytes = malloc(src->config_len ? src->config_len : 1);
+  if (!s->config || !s->config_bytes) goto oom;
+  memcpy(s->config_bytes, src->config_bytes, src->config_len);
+  s->config_len = src->config_len;
+  if (tg__session_matchers_compile(&s->matchers, s->config) < 0) {
+    memset(&s->matchers, 0, sizeof(s->matchers));
+    goto oom;
+  }
+  for (size_t i = 0; i < src->n_buffers; i++) {
+    s->buffers[i].tb = tg_trace_buffer_clone(src->buffers[i].tb);
+    if (!s->buffers[i].tb) goto oom;
+    s->n_buffers = i + 1;
+    /* An id of its own, though no producer ever writes into a snapshot:
+     * ids stay unique among the buffers a query lists. */
+    s->buffers[i].global_id = next_buffer_id(svc, s);
+    if (!s->buffers[i].global_id) {
+      snprintf(err, errlen, "all 65535 buffer ids are in use");
+      goto fail;
+    }
+  }
+  s->id = ++svc->last_session_id;
+  s->consumer = conn;
+  s->consumer_uid = conn->chan.peer_uid;
+  s->cloned = true;
+  timer_init(s, &s->duration_timer);
+  timer_init(s, &s->period_timer);
+  timer_init(s, &s->file_timer);
+  timer_init(s, &s->stop_timer);
+  timer_init(s, &s->clear_timer);
+  /* Never started: readable at once, as a session that ended. */
+  s->state = TG_SESSION_DISABLED;
+  tg__readout_preamble(s);
+  if (trigger)
+    tg__readout_trigger(s, trigger->name, trigger->producer_name,
+                        trigger->producer_uid);
+  tg_list_insert_tail(&svc->sessions, &s->node);
+  svc->n_sessions++;
+  TG_INFO("session %llu cloned from session %llu", (unsigned long long)s->id,
+          (unsigned long long)src->id);
+  return s;
+
+oom:
+  snprintf(err, errlen, "out of memory");
+fail:
+  if (s) {
+    for (size_t i = 0; i < s->n_buffers; i++) tg_trace_buffer_free(s->buffers[i].tb);
+    tg__readout_free(&s->readout);
+    tg__session_matchers_free(&s->matchers);
+    free(s->config_bytes);
+    if (s->config) perfetto__protos__trace_config__free_unpacked(s->config, NULL);
+    free(s);
+  }
+  return NULL;
 }
 
 /* --- consumer binding ------------------------------------------------------------- */

@@ -68,6 +68,14 @@ enum tg_session_state {
   TG_SESSION_DISABLED,
 };
 
+/* Why a session is cloned: a CLONE_SNAPSHOT trigger, recorded in the
+ * snapshot as a trigger packet. All fields borrowed for the call. */
+typedef struct tg_clone_trigger {
+  const char *name;
+  const char *producer_name;
+  uid_t producer_uid;
+} tg_clone_trigger_t;
+
 /* How a session's events go up to the consumer port. Every callback gets
  * the session first and the observer's |ctx| last; any may be NULL.
  * None is called after |freed|. */
@@ -84,6 +92,10 @@ typedef struct tg_session_observer {
    * (a producer did not ack in time), -ECANCELED (session freed) or
    * -ENOMEM. */
   void (*flush_done)(tg_session_t *s, int status, uint64_t cookie, void *ctx);
+  /* A CLONE_SNAPSHOT trigger of |s| fired: its consumer should clone it
+   * (ObservableEvents.clone_trigger_hit). |trigger| valid during the call. */
+  void (*clone_trigger)(tg_session_t *s, const tg_clone_trigger_t *trigger,
+                        void *ctx);
   /* |s| is being freed: forget it. */
   void (*freed)(tg_session_t *s, void *ctx);
 } tg_session_observer_t;
@@ -115,6 +127,9 @@ struct tg_session {
   uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
+  /* A read-only snapshot made by CloneSession: DISABLED from birth, no
+   * instances, never started, triggered or cloned again. */
+  bool cloned;
 
   /* This session's own loss (TraceStats): commits and patches aimed at
    * its buffers that were refused (the producer no longer had an instance
@@ -157,6 +172,21 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
 /* |conn| closed: sessions it was attached to are detached from it. */
 void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn);
 
+/* Whether a consumer of uid |uid| may clone |s|: only the uid that owns
+ * it, as for Attach. */
+bool tg__session_clone_allowed(const tg_session_t *s, uid_t uid);
+/* A read-only snapshot of |src|'s buffers (CloneSession) for consumer
+ * |conn|: a new DISABLED session with its own copies, read with
+ * ReadBuffers and freed with FreeBuffers; |src| runs on untouched.
+ * |trigger| (may be NULL) is written into the snapshot as a trigger
+ * packet. On failure returns NULL and a message in |err|. */
+tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
+                                const tg_clone_trigger_t *trigger, char *err,
+                                size_t errlen);
+/* The live session with |id|, or named |name| (unique_session_name) when
+ * |name| is not NULL. */
+tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name);
+
 /* --- producer side ---------------------------------------------------------- */
 
 /* A producer registered a data source: existing sessions may want it. */
@@ -169,7 +199,9 @@ void tg__session_instance_started(tg_ds_instance_t *inst);
  * source or went away: |inst| ends and is freed. */
 void tg__session_instance_gone(tg_ds_instance_t *inst);
 void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p);
-/* A producer activated trigger |name| (ActivateTriggers). */
+/* A producer activated trigger |name| (ActivateTriggers): every session
+ * with a matching trigger records a trigger packet and starts, stops, or
+ * (CLONE_SNAPSHOT) has its observer's clone_trigger run. */
 void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p,
                             const char *name);
 

@@ -110,7 +110,8 @@ int tg__session_config_validate(tg_service_t *svc,
     tg_list_foreach_safe(it, tmp, &svc->sessions) {
       tg_session_t *o = TG_CONTAINER_OF(it, tg_session_t, node);
       const char *on = o->config->unique_session_name;
-      if (!o->freeing && on && !strcmp(on, c->unique_session_name)) {
+      /* A snapshot keeps its source's config but not its name. */
+      if (!o->freeing && !o->cloned && on && !strcmp(on, c->unique_session_name)) {
         config_error(err, n,
                      "unique_session_name: a session named '%s' is already "
                      "running",

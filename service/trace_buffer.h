@@ -136,6 +136,13 @@ int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out);
  * and the sequence's next packet is flagged previous_packet_dropped. */
 void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
 
+/* A read-only snapshot of |src| (ConsumerPort.CloneSession): its unread
+ * records, index and counters, copied. |src| is not changed and producers
+ * keep writing into it. The copy takes no more chunks: every sequence in it
+ * is final, as after tg_trace_buffer_producer_gone() for each producer.
+ * Returns NULL when out of memory. Free with tg_trace_buffer_free(). */
+tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src);
+
 /* Counts an ABI violation found outside the buffer but aimed at it (e.g. a
  * CommitData for a chunk the producer does not have Complete). */
 void tg_trace_buffer_note_abi_violation(tg_trace_buffer_t *tb);

@@ -32,6 +32,7 @@
 int cli_record_main(int argc, char **argv);
 int cli_query_main(int argc, char **argv);
 int cli_stats_main(int argc, char **argv);
+int cli_trigger_main(int argc, char **argv);
 
 /* --- args.c --------------------------------------------------------------- */
 

@@ -21,6 +21,7 @@
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
     "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]\n"
+    "       " CLI_PROG " record --clone ID | --clone-by-name NAME -o OUT [--socket PATH]\n"
     "       " CLI_PROG " record [-c CONFIG [--txt] | DATA_SOURCE...] -H HOST [-H HOST...]\n"
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
@@ -64,6 +65,16 @@ static const char about[] =
     "OUT is written to OUT.partial-XXXXXX, renamed to OUT once complete (a\n"
     "symlink is followed, not replaced). A device, a FIFO or '-' (stdout) is\n"
     "written in place, by " CLI_PROG ".\n"
+    "\n"
+    "--clone ID (or --clone-by-name NAME) writes a read-only snapshot of a\n"
+    "running session of yours into OUT, as Perfetto's --clone; the session\n"
+    "runs on untouched.\n"
+    "\n"
+    "Triggers (trigger_config; fire them with " CLI_PROG " trigger NAME): a\n"
+    "START_TRACING session shows 'waiting for trigger NAME' until one fires,\n"
+    "and exits 1 saying so if none did before trigger_timeout_ms. With\n"
+    "CLONE_SNAPSHOT, each trigger writes a snapshot to OUT.0, OUT.1, ...\n"
+    "while the session runs on into OUT.\n"
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
@@ -153,12 +164,36 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"clock-sync-period", TG_FLAG_STRING, &o->clock_sync, "DURATION",
        "with remote hosts: re-read their clocks this often, and after every "
        "reconnection (default " DEFAULT_CLOCK_SYNC ")", 0, 0},
+      {"clone", TG_FLAG_UINT, &o->clone_id, "ID",
+       "write a snapshot of the running session ID (see " CLI_PROG
+       " query) into OUT; the session runs on", 1, 0},
+      {"clone-by-name", TG_FLAG_STRING, &o->clone_name, "NAME",
+       "the same for the session with unique_session_name NAME", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
                            RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
+
+  /* --clone: a snapshot of a session that exists, written to -o. */
+  if (o->clone_id || o->clone_name) {
+    if (o->clone_id && o->clone_name)
+      return usage_error(prog, "--clone and --clone-by-name exclude each other");
+    if (o->config || o->n_ds || o->txt || o->time || o->buffer)
+      return usage_error(prog, "--clone records an existing session: no -c, "
+                               "data sources, -t or -b");
+    if (o->attach || o->detach || o->stop)
+      return usage_error(prog, "--clone leaves the session alone: no --attach, "
+                               "--detach or --stop");
+    if (o->remote.n_hosts || o->remote.hosts_file)
+      return usage_error(prog, "--clone works with the local service "
+                               "(--socket), not with -H");
+    if (!o->out) return usage_error(prog, "-o OUT is required");
+    if (o->clone_name && !o->clone_name[0])
+      return usage_error(prog, "--clone-by-name: give the session's name");
+    return -1; /* go on */
+  }
 
   if (o->time) {
     rv = cli_parse_duration_ms(o->time, &o->duration_ms);
@@ -336,6 +371,13 @@ static int record_remote(record_opts_t *o) {
     cfg = make_config(o);
     if (!cfg) goto out;
   }
+  if (record_snapshot_mode(cfg)) {
+    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT works with "
+            "the local service (each snapshot is cloned over its socket), not "
+            "with -H\n");
+    rc = CLI_EXIT_USAGE;
+    goto out;
+  }
   rc = fleet_record(o, cfg, targets, n, tls);
 out:
   if (cfg) perfetto__protos__trace_config__free_unpacked(cfg, NULL);
@@ -360,7 +402,8 @@ int cli_record_main(int argc, char **argv) {
     free(r);
     return rc;
   }
-  if (!r->o.attach) {
+  bool cloning = r->o.clone_id || r->o.clone_name;
+  if (!r->o.attach && !cloning) {
     r->cfg = make_config(&r->o);
     if (!r->cfg) goto out;
   }
@@ -369,12 +412,25 @@ int cli_record_main(int argc, char **argv) {
     if (cli_output_open(&r->out, r->o.out) < 0) goto out;
     r->has_out = true;
   }
+  /* CLONE_SNAPSHOT: tracegate clones at each trigger, into OUT.N. */
+  if (record_snapshot_mode(r->cfg) && (r->o.detach || r->out.direct)) {
+    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT: %s\n",
+            r->o.detach ? "the snapshots are taken by this command at each "
+                          "trigger: it cannot --detach"
+                        : "each snapshot goes to OUT.N next to OUT: -o must "
+                          "name a file");
+    r->exit_code = CLI_EXIT_USAGE;
+    goto out;
+  }
   uv_loop_t loop;
   if (uv_loop_init(&loop) < 0) goto out;
   r->loop = &loop;
-  r->conn.on_close = on_conn_close;
+  /* A lost connection fails the clone's current step itself. */
+  r->conn.on_close = cloning ? NULL : on_conn_close;
   r->conn.data = r;
-  if (cli_connect(&r->conn, &loop, r->o.socket) == 0) {
+  if (cli_connect(&r->conn, &loop, r->o.socket) == 0 && cloning) {
+    r->exit_code = record_clone(r);
+  } else if (r->conn.established) {
     if (!r->o.attach) choose_mode(r);
     record_begin(r);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -38,6 +38,8 @@ typedef struct record_opts {
   uint64_t dead_link_ms;  /* parsed; a remote link silent this long is dead */
   const char *clock_sync; /* --clock-sync-period */
   uint64_t clock_sync_ms; /* parsed; remote clocks re-read this often */
+  uint64_t clone_id;      /* --clone: snapshot this session (0: not given) */
+  const char *clone_name; /* --clone-by-name */
 } record_opts_t;
 
 typedef struct record {
@@ -61,7 +63,32 @@ typedef struct record {
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;
+  /* A START_TRACING trigger config (record_trigger.c). */
+  bool trigger_wait;       /* the session waits for a trigger */
+  bool trigger_fired;      /* ... and it fired: tracing began */
+  char trigger_names[256]; /* "'a' or 'b'", for messages */
+  uint64_t trigger_timeout_ms;
+  /* CLONE_SNAPSHOT snapshots (record_snapshot.c): OUT.<taken>. */
+  unsigned snapshots_taken, snapshots_running;
 } record_t;
+
+/* record_clone.c: --clone / --clone-by-name on the connected |r| (its
+ * output open): snapshot, read, free, commit. Returns the exit code. */
+int record_clone(record_t *r);
+
+/* record_trigger.c: when the session of |r| with config |cfg| is asked
+ * for (or attached), watches its triggers: the start of one that waits
+ * for a START_TRACING trigger, or CLONE_SNAPSHOT hits (record_snapshot.c). */
+void record_trigger_watch(record_t *r, const Perfetto__Protos__TraceConfig *cfg);
+/* Shows "waiting for trigger NAME" while it waits; false otherwise. */
+bool record_trigger_progress(record_t *r);
+/* At the end: says so when the trigger never fired; false otherwise. */
+bool record_trigger_never_fired(record_t *r);
+
+/* record_snapshot.c: whether |cfg| (may be NULL) has CLONE_SNAPSHOT
+ * triggers; then each hit is cloned into OUT.0, OUT.1, ... */
+bool record_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg);
+void record_snapshot_watch(record_t *r);
 
 /* record_flow.c: starts the session on the connected |r| (handles are
  * initialised here); the loop then runs until everything is closed. */

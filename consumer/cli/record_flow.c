@@ -54,6 +54,7 @@ static void show_progress(record_t *r) {
   if (!r->tty || r->finished) return;
   if (r->file_mode && r->has_out) cli_output_scan(&r->out);
   r->progress_shown = true;
+  if (record_trigger_progress(r)) return;
   cli_progress_print(stderr, cli_now_ms() - r->t0, r->duration_ms,
                      r->has_out ? r->out.bytes : 0,
                      r->has_out ? r->out.packets : 0, r->loss.total);
@@ -114,6 +115,8 @@ static void complete(record_t *r) {
               "trace into the file given at --detach\n");
     r->exit_code = CLI_EXIT_OK;
   }
+  /* Written, but with nothing traced: not a success. */
+  if (record_trigger_never_fired(r)) r->exit_code = CLI_EXIT_FAIL;
   cli_loss_print(stderr, &r->loss);
   finish(r);
 }
@@ -210,6 +213,8 @@ static int on_attached(tg_recording_t *rec,
     }
   }
   tg_recording_set_stream(rec, !r->file_mode && r->has_out);
+  /* Whether it already started is not known: only snapshots are watched. */
+  if (record_snapshot_mode(cfg)) record_trigger_watch(r, cfg);
   return 0;
 }
 
@@ -287,6 +292,8 @@ void record_begin(record_t *r) {
     tg_buf_free(&bytes);
     return;
   }
+  /* Before EnableTracing: no trigger can slip in between the two. */
+  if (!r->o.attach) record_trigger_watch(r, r->cfg);
   int rv = tg_recording_start(r->rec, r->conn.c, &ro);
   tg_buf_free(&bytes);
   if (rv < 0) {

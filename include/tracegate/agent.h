@@ -130,6 +130,24 @@ TG_EXPORT void tg_agent_get_stats(tg_agent_stats_t *out);
  * |timeout_ms| passes. Returns 0 or TG_ETIMEOUT. For tests and tools. */
 TG_EXPORT int tg_agent_wait_connected(uint32_t timeout_ms);
 
+/* --- triggers ------------------------------------------------------------ */
+
+/* Limits of tg_agent_activate_triggers(). */
+#define TG_AGENT_MAX_TRIGGER_NAME 1024    /* bytes, without the NUL */
+#define TG_AGENT_MAX_PENDING_TRIGGERS 256 /* names queued, not yet sent */
+
+/* Activates the triggers |names[0..n-1]| (TraceConfig.trigger_config):
+ * sessions waiting for one start, stop or are snapshotted, and each
+ * records a trigger packet naming this producer. Any thread; does not
+ * block. The names are copied (the caller keeps |names| and its strings)
+ * and sent by the agent's thread as soon as it is connected, at once if
+ * it is; names still unsent at tg_agent_shutdown() are dropped. Returns 0
+ * once queued, -EINVAL (|names| NULL, |n| 0, a NULL or empty name, or one
+ * longer than TG_AGENT_MAX_TRIGGER_NAME), TG_ENOT_CONNECTED when the agent
+ * is not running (no tg_agent_init), -ENOSPC when more than
+ * TG_AGENT_MAX_PENDING_TRIGGERS names would be waiting, -ENOMEM. */
+TG_EXPORT int tg_agent_activate_triggers(const char *const *names, size_t n);
+
 /* --- data sources -------------------------------------------------------- */
 
 /* At most this many concurrent instances of one data source (sessions that

@@ -54,3 +54,12 @@ if(TARGET tracegate-relay)
     TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
   add_dependencies(test_fleet_netfail tracegate tracegate-relay)
 endif()
+# `tracegate trigger`, record's wait for a start trigger, and
+# `record --clone`, against a real tracegated.
+tg_add_test(test_cli_triggers
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_triggers.c
+          ${CMAKE_CURRENT_LIST_DIR}/cli_child.c
+  LIBS tg_test_support tg_proto)
+target_compile_definitions(test_cli_triggers PRIVATE
+                           TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
+add_dependencies(test_cli_triggers tracegate)

@@ -94,12 +94,25 @@ static size_t sessions_seen(rc_t *rc, uint64_t *id, char *name, size_t cap,
   return n;
 }
 
+/* A CloneSession refused by the relay (a failed call) or by the service
+ * (as Perfetto's: a reply whose CloneSessionResponse says success=false)
+ * reads TG_EREMOTE_FAILED; one that cloned reads 0. */
+static int clone_call(rc_t *rc, const Perfetto__Protos__CloneSessionRequest *r) {
+  ProtobufCMessage *m = NULL;
+  int rv = rc_call(rc, rc->cp, "CloneSession", &r->base,
+                   &perfetto__protos__clone_session_response__descriptor, &m);
+  const Perfetto__Protos__CloneSessionResponse *resp = (const void *)m;
+  if (rv == 0 && !(resp && resp->success)) rv = TG_EREMOTE_FAILED;
+  if (m) protobuf_c_message_free_unpacked(m, NULL);
+  return rv;
+}
+
 static int clone_by_id(rc_t *rc, uint64_t id) {
   Perfetto__Protos__CloneSessionRequest r =
       PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
   r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
   r.session_id = id;
-  return rc_call(rc, rc->cp, "CloneSession", &r.base, NULL, NULL);
+  return clone_call(rc, &r);
 }
 
 static int clone_by_name(rc_t *rc, const char *name) {
@@ -108,7 +121,7 @@ static int clone_by_name(rc_t *rc, const char *name) {
   r.selector_case =
       PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
   r.unique_session_name = (char *)name;
-  return rc_call(rc, rc->cp, "CloneSession", &r.base, NULL, NULL);
+  return clone_call(rc, &r);
 }
 
 static int key_call(rc_t *rc, const char *method, const char *key) {

@@ -76,8 +76,16 @@ static void unknown_services_and_methods_fail_explicitly(void **state) {
   Perfetto__Protos__SaveTraceForBugreportRequest sb =
       PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_REQUEST__INIT;
   assert_int_equal(raw_call(&c, "SaveTraceForBugreport", &sb.base, -1, NULL, NULL, 5000), 0);
+  /* A CloneSession naming no session: refused in its response, with why. */
   Perfetto__Protos__CloneSessionRequest cs = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
-  assert_int_equal(raw_call(&c, "CloneSession", &cs.base, -1, NULL, NULL, 5000), 0);
+  ProtobufCMessage *csr = NULL;
+  assert_int_equal(raw_call(&c, "CloneSession", &cs.base, -1,
+                            &perfetto__protos__clone_session_response__descriptor,
+                            &csr, 5000), 1);
+  assert_non_null(csr);
+  assert_false(((Perfetto__Protos__CloneSessionResponse *)csr)->success);
+  assert_non_null(((Perfetto__Protos__CloneSessionResponse *)csr)->error);
+  protobuf_c_message_free_unpacked(csr, NULL);
 
   /* Arguments that do not decode. */
   Perfetto__Protos__IPCFrame__InvokeMethod im = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;

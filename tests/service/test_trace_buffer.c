@@ -1136,6 +1136,71 @@ static void stress_run(uint64_t seed, tg_fill_policy_t policy) {
   tg_trace_buffer_free(tb);
 }
 
+/* Reads |tb| dry: writer 1 must give payload(tags[i]) of 100 bytes in
+ * order, exactly |n| of them; writer 2 packets of 30 bytes are counted. */
+static void drain_by_writer(tg_trace_buffer_t *tb, const uint32_t *tags,
+                            unsigned n, unsigned *w1, unsigned *w2) {
+  *w1 = *w2 = 0;
+  while (read_one(tb)) {
+    if (g_got.writer == 2) {
+      assert_int_equal(g_got.len, 30);
+      (*w2)++;
+      continue;
+    }
+    assert_int_equal(g_got.writer, 1);
+    assert_true(*w1 < n);
+    uint8_t want[100];
+    payload(want, 100, tags[*w1]);
+    assert_int_equal(g_got.len, 100);
+    assert_memory_equal(g_got.data, want, 100);
+    (*w1)++;
+  }
+  assert_int_equal(*w1, n);
+}
+
+/* A clone holds what was unread at the time, reads out on its own, and
+ * leaves the original untouched: producers keep writing into it. */
+static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(4096, TG_FILL_RING_BUFFER);
+  for (uint32_t i = 0; i < 5; i++) /* wraps: chunks 0 and 1 are overwritten */
+    assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 1, i)), 0);
+  expect_packet(tb, 1, 2, 100, true); /* read before the clone */
+  /* A packet of writer 2 that continues in a chunk not committed yet. */
+  chunk_t *c = chunk_whole(0, 2, 50, 1, 30);
+  uint8_t half[20];
+  payload(half, sizeof(half), 51);
+  chunk_frag(c, half, sizeof(half));
+  chunk_flags(c, LAST);
+  assert_int_equal(commit_free(tb, &kP2, c), 0);
+
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  assert_int_equal(tg_trace_buffer_size(cl), 4096);
+  assert_int_equal(stats(cl)->chunks_overwritten, 2);
+
+  /* The original goes on: a new chunk lands in it, not in the clone. */
+  assert_int_equal(commit_free(tb, &kP1, big_chunk(5, 1, 5)), 0);
+
+  /* The clone: the unread packets, and the unfinished one of writer 2 is
+   * final (its producer can add nothing to a snapshot) and counted lost. */
+  unsigned w1 = 0, w2 = 0;
+  const uint32_t clone_tags[] = {3, 4};
+  drain_by_writer(cl, clone_tags, 2, &w1, &w2);
+  assert_int_equal(w2, 1);
+  assert_int_equal(stats(cl)->trace_writer_packet_loss, 1);
+  tg_trace_buffer_free(cl);
+
+  /* The original still has everything unread, plus the new chunk, and its
+   * writer 2 still waits for the rest of its packet (nothing lost). */
+  const uint32_t all_tags[] = {3, 4, 5};
+  drain_by_writer(tb, all_tags, 3, &w1, &w2);
+  assert_int_equal(w2, 1);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
+  assert_int_equal(stats(tb)->chunks_written, 7);
+  tg_trace_buffer_free(tb);
+}
+
 static void random_stress_matches_writers(void **state) {
   (void)state;
   for (uint64_t seed = 1; seed <= 4; seed++) {
@@ -1174,6 +1239,7 @@ int main(void) {
       cmocka_unit_test(unpatched_chunk_of_departed_producer_is_dropped),
       cmocka_unit_test(patched_chunk_of_departed_producer_is_read),
       cmocka_unit_test(packet_of_many_fragments_is_reassembled),
+      cmocka_unit_test(clone_is_a_snapshot_and_the_original_goes_on),
       cmocka_unit_test(random_stress_matches_writers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

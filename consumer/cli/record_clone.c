@@ -1,0 +1,118 @@
+/* `tracegate record --clone ID -o FILE` (and --clone-by-name NAME), as
+ * Perfetto's --clone: a read-only snapshot of a running session, written
+ * to FILE while the session goes on. The service flushes the session,
+ * copies its buffers into a session of this connection; we read that
+ * (ReadBuffers), take its statistics and free it. Each step runs the loop
+ * until its callback fired (cli_wait).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "consumer/cli/record.h"
+#include "tracegate/error.h"
+
+/* The snapshot does not grow: a read that brings nothing new ends it. At
+ * most this many reads, in case it keeps bringing something. */
+#define MAX_READS 64
+
+typedef struct step {
+  bool done;
+  int status;
+  char msg[512];
+} step_t;
+
+static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  step_t *s = ctx;
+  s->done = true;
+  s->status = status;
+  snprintf(s->msg, sizeof(s->msg), "%s", msg);
+}
+
+typedef struct read_ctx {
+  step_t step;
+  record_t *r;
+  uint64_t packets;
+} read_ctx_t;
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
+  (void)c;
+  read_ctx_t *rc = ctx;
+  rc->packets++;
+  return cli_output_packet(&rc->r->out, p, n);
+}
+
+static void on_read_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  on_done(c, &((read_ctx_t *)ctx)->step, status, msg);
+}
+
+static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st) {
+  read_ctx_t *rc = ctx;
+  on_done(c, &rc->step, status, msg);
+  if (status == 0) cli_loss_collect(st, &rc->r->loss);
+}
+
+/* Runs one call to its end; false (and says why) when it failed. */
+static bool finish_step(record_t *r, step_t *s, int rv, const char *what) {
+  if (rv == 0) cli_wait(&r->conn, &s->done);
+  if (rv == 0 && s->done && s->status == 0) return true;
+  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
+          rv < 0 ? tg_strerror(rv) : s->done ? s->msg : r->conn.close_msg);
+  return false;
+}
+
+int record_clone(record_t *r) {
+  char which[300];
+  if (r->o.clone_name)
+    snprintf(which, sizeof(which), "the session named '%s'", r->o.clone_name);
+  else
+    snprintf(which, sizeof(which), "session %" PRIu64, r->o.clone_id);
+  tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
+                                   .unique_session_name = r->o.clone_name};
+  step_t cl = {0};
+  char what[400];
+  snprintf(what, sizeof(what), "cannot clone %s", which);
+  if (!finish_step(r, &cl, tg_consumer_clone_session(r->conn.c, &args, on_done, &cl),
+                   what))
+    return CLI_EXIT_FAIL;
+  uint64_t t0 = cli_now_ms();
+  read_ctx_t rc = {.r = r};
+  bool ok = true;
+  for (int i = 0; ok && i < MAX_READS; i++) {
+    uint64_t before = rc.packets;
+    memset(&rc.step, 0, sizeof(rc.step));
+    ok = finish_step(r, &rc.step,
+                     tg_consumer_read_buffers(r->conn.c, on_packet, on_read_done, &rc),
+                     "cannot read the snapshot");
+    if (ok && r->out.err) {
+      fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", r->o.out,
+              tg_strerror(r->out.err));
+      ok = false;
+    }
+    if (rc.packets == before) break;
+  }
+  if (ok) {
+    memset(&rc.step, 0, sizeof(rc.step));
+    /* The counters are the source session's at the time of the clone. */
+    if (!finish_step(r, &rc.step, tg_consumer_get_trace_stats(r->conn.c, on_stats, &rc),
+                     "warning: no statistics of the snapshot"))
+      memset(&r->loss, 0, sizeof(r->loss));
+  }
+  step_t fb = {0};
+  /* Not fatal: the snapshot also ends when this connection closes. */
+  finish_step(r, &fb, tg_consumer_free_buffers(r->conn.c, on_done, &fb),
+              "warning: cannot free the snapshot");
+  if (!ok) return CLI_EXIT_FAIL;
+  r->has_out = false;
+  if (cli_output_commit(&r->out) < 0) return CLI_EXIT_FAIL;
+  char by[32], el[32];
+  cli_format_bytes(by, sizeof(by), r->out.bytes);
+  cli_format_ms(el, sizeof(el), cli_now_ms() - t0);
+  fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, a snapshot of %s "
+          "(it runs on), %s\n", r->o.out, by, (unsigned long long)r->out.packets,
+          which, el);
+  cli_loss_print(stderr, &r->loss);
+  return CLI_EXIT_OK;
+}

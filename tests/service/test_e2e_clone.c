@@ -1,0 +1,384 @@
+/* tracegated end to end: CloneSession (a read-only snapshot of a running
+ * session, the original running on), CLONE_SNAPSHOT triggers, and the
+ * trigger packets a fired trigger leaves in the trace. Raw producers and
+ * consumers, as Perfetto's clients speak to traced. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pb/common/observable_events.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/ipc/producer_port.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
+#include "pb/trace/trigger.pb-c.h"
+#include "test_proc.h"
+#include "test_service.h"
+
+typedef struct trigger_cfg {
+  Perfetto__Protos__TraceConfig__TriggerConfig tc;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr, *trp;
+} trigger_cfg_t;
+
+static void trigger_cfg_init(trigger_cfg_t *t, simple_cfg_t *sc,
+                             Perfetto__Protos__TraceConfig__TriggerConfig__TriggerMode mode,
+                             const char *name) {
+  perfetto__protos__trace_config__trigger_config__init(&t->tc);
+  perfetto__protos__trace_config__trigger_config__trigger__init(&t->tr);
+  t->tr.name = (char *)name;
+  t->trp = &t->tr;
+  t->tc.has_trigger_mode = 1;
+  t->tc.trigger_mode = mode;
+  t->tc.n_triggers = 1;
+  t->tc.triggers = &t->trp;
+  sc->cfg.trigger_config = &t->tc;
+}
+
+static int activate_trigger(raw_producer_t *p, const char *name) {
+  char *names[1] = {(char *)name};
+  Perfetto__Protos__ActivateTriggersRequest r =
+      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+  r.n_trigger_names = 1;
+  r.trigger_names = names;
+  return raw_call(&p->conn, "ActivateTriggers", &r.base, -1, NULL, NULL, 5000);
+}
+
+/* |n| test packets of writer 1 in (page 0, chunk 0), committed; the
+ * commit acks flush |flush_id| when it is not 0. */
+static void commit_packets(raw_producer_t *p, uint32_t chunk_id, const char *str,
+                           uint32_t first, unsigned n, uint64_t flush_id) {
+  assert_int_equal(raw_producer_write_packets(p, 0, 0, 1, chunk_id, str, first, n), 0);
+  raw_move_t mv = {0, 0, p->target_buffer};
+  assert_int_equal(raw_producer_commit_ex(p, &mv, 1, NULL, 0, flush_id, false), 0);
+}
+
+/* How many for_testing packets carry |str|. */
+static size_t count_str(Perfetto__Protos__TracePacket **pk, size_t n, const char *str) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
+        pk[i]->for_testing->str && !strcmp(pk[i]->for_testing->str, str))
+      k++;
+  return k;
+}
+
+static size_t count_configs(Perfetto__Protos__TracePacket **pk, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG;
+  return k;
+}
+
+/* The trigger packets among |pk| named |name|; checks who fired them. */
+static size_t count_triggers(Perfetto__Protos__TracePacket **pk, size_t n,
+                             const char *name, const char *producer) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER) continue;
+    const Perfetto__Protos__Trigger *t = pk[i]->trigger;
+    assert_non_null(t->trigger_name);
+    if (strcmp(t->trigger_name, name)) continue;
+    assert_non_null(t->producer_name);
+    assert_string_equal(t->producer_name, producer);
+    assert_true(t->has_trusted_producer_uid);
+    assert_int_equal(t->trusted_producer_uid, (int32_t)getuid());
+    assert_int_equal(pk[i]->trusted_packet_sequence_id, 1); /* the service's */
+    k++;
+  }
+  return k;
+}
+
+/* The id of the only session the service lists. */
+static uint64_t only_session_id(raw_consumer_t *c) {
+  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(c, 5000);
+  assert_non_null(q);
+  assert_non_null(q->service_state);
+  assert_int_equal(q->service_state->n_tracing_sessions, 1);
+  uint64_t id = q->service_state->tracing_sessions[0]->id;
+  perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+  assert_true(id > 0);
+  return id;
+}
+
+static int64_t clone_invoke(raw_consumer_t *c, uint64_t id, const char *name,
+                            const char *trigger) {
+  Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  if (name) {
+    r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+    r.unique_session_name = (char *)name;
+  } else {
+    r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+    r.session_id = id;
+  }
+  r.clone_trigger_name = (char *)trigger;
+  if (trigger) r.clone_trigger_producer_name = (char *)"trigger.producer";
+  if (trigger) {
+    r.has_clone_trigger_trusted_producer_uid = 1;
+    r.clone_trigger_trusted_producer_uid = (int32_t)getuid();
+  }
+  return raw_invoke(&c->conn, "CloneSession", &r.base, -1, false);
+}
+
+/* The CloneSession reply: 1 if it succeeded, 0 if refused (reason copied
+ * into |err|). */
+static int clone_wait(raw_consumer_t *c, int64_t rid, char *err, size_t errlen) {
+  ProtobufCMessage *m = NULL;
+  assert_true(rid > 0);
+  assert_int_equal(raw_wait_reply(&c->conn, (uint64_t)rid,
+                                  &perfetto__protos__clone_session_response__descriptor,
+                                  &m, 5000), 1);
+  Perfetto__Protos__CloneSessionResponse *r = (void *)m;
+  assert_non_null(r);
+  assert_true(r->has_success);
+  int ok = r->success ? 1 : 0;
+  if (err) snprintf(err, errlen, "%s", r->error ? r->error : "");
+  if (ok) assert_null(r->error);
+  protobuf_c_message_free_unpacked(m, NULL);
+  return ok;
+}
+
+static void free_buffers(raw_consumer_t *c) {
+  Perfetto__Protos__FreeBuffersRequest r = PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
+  assert_int_equal(raw_call(&c->conn, "FreeBuffers", &r.base, -1, NULL, NULL, 5000), 1);
+}
+
+static void clone_snapshots_a_running_session(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c, k;
+  simple_cfg_t sc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "clone.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  simple_cfg_init(&sc, 256, 1, "clone.ds");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
+  commit_packets(&p, 0, "before", 0, 5, 0);
+
+  /* The clone flushes the session first: what the producer commits in
+   * answer is in the snapshot. */
+  int64_t rid = clone_invoke(&k, only_session_id(&k), NULL, NULL);
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  commit_packets(&p, 1, "flushed", 0, 3, fid);
+  assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
+
+  /* The original runs on: its producer was not stopped, and writes more. */
+  assert_false(p.stopped);
+  commit_packets(&p, 2, "after", 0, 4, 0);
+
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "before"), 5);
+  assert_int_equal(count_str(out, n, "flushed"), 3);
+  assert_int_equal(count_str(out, n, "after"), 0);
+  assert_int_equal(count_configs(out, n), 1); /* a trace of its own */
+  free_packets(out, n);
+  free_buffers(&k);
+
+  /* Reading the snapshot took nothing from the original. */
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "before"), 5);
+  assert_int_equal(count_str(out, n, "flushed"), 3);
+  assert_int_equal(count_str(out, n, "after"), 4);
+  free_packets(out, n);
+  raw_consumer_close(&k);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void clone_by_name_and_refusals(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c, k;
+  simple_cfg_t sc;
+  char err[256];
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "clone.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "clone.ds");
+  sc.cfg.unique_session_name = (char *)"named";
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  uint64_t id = only_session_id(&k);
+
+  assert_int_equal(clone_wait(&k, clone_invoke(&k, id + 100, NULL, NULL), err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "not found"));
+  assert_int_equal(clone_wait(&k, clone_invoke(&k, 0, "unnamed", NULL), err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "not found"));
+  /* The session's own consumer already has a session. */
+  assert_int_equal(clone_wait(&c, clone_invoke(&c, id, NULL, NULL), err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "already has a tracing session"));
+
+  /* By name; the flush has no producer data to wait for beyond the ack. */
+  int64_t rid = clone_invoke(&k, 0, "named", NULL);
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  commit_packets(&p, 0, "snap", 0, 2, fid);
+  assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
+  /* The snapshot does not hold the name: a new session may take it once
+   * the original ends, and a second clone by name finds the original. */
+  raw_consumer_t k2;
+  assert_int_equal(raw_consumer_connect(&k2, ts), 0);
+  rid = clone_invoke(&k2, 0, "named", NULL);
+  fid = raw_producer_wait_flush(&p, fid, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(clone_wait(&k2, rid, NULL, 0), 1);
+  /* A connection with a snapshot cannot clone again. */
+  assert_int_equal(clone_wait(&k2, clone_invoke(&k2, id, NULL, NULL), err, sizeof(err)), 0);
+
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "snap"), 2);
+  free_packets(out, n);
+  raw_consumer_close(&k2); /* a snapshot ends with its connection */
+  raw_consumer_close(&k);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void stop_trigger_leaves_a_trigger_packet(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64, false), 0);
+  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "trig.ds");
+  trigger_cfg_init(&tc, &sc,
+                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
+                   "stop");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(activate_trigger(&t, "unrelated"), 1);
+  assert_int_equal(activate_trigger(&t, "stop"), 1);
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_triggers(out, n, "stop", "trigger.producer"), 1);
+  assert_int_equal(count_triggers(out, n, "unrelated", "trigger.producer"), 0);
+  free_packets(out, n);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
+/* Waits on the ObserveEvents stream |orid| for a clone_trigger_hit. */
+static void wait_clone_hit(raw_consumer_t *c, int64_t orid, uint64_t session_id,
+                           const char *name) {
+  int64_t deadline = tg_test_now_ms() + 5000;
+  for (;;) {
+    int64_t left = deadline - tg_test_now_ms();
+    assert_true(left > 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(raw_wait_reply(&c->conn, (uint64_t)orid,
+                                    &perfetto__protos__observe_events_response__descriptor,
+                                    &m, (int)left), 1);
+    Perfetto__Protos__ObserveEventsResponse *r = (void *)m;
+    const Perfetto__Protos__ObservableEvents__CloneTriggerHit *hit =
+        r && r->events ? r->events->clone_trigger_hit : NULL;
+    bool got = hit != NULL;
+    if (hit) {
+      assert_int_equal(hit->tracing_session_id, (int64_t)session_id);
+      assert_string_equal(hit->trigger_name, name);
+      assert_string_equal(hit->producer_name, "trigger.producer");
+      assert_int_equal(hit->producer_uid, (int32_t)getuid());
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    if (got) return;
+  }
+}
+
+static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c, k;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "snap.ds", 4, 64, false), 0);
+  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "snap.ds");
+  trigger_cfg_init(&tc, &sc,
+                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                   "snap");
+  Perfetto__Protos__ObserveEventsRequest oreq = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+  Perfetto__Protos__ObservableEvents__Type types[] = {
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT};
+  oreq.n_events_to_observe = 1;
+  oreq.events_to_observe = types;
+  int64_t orid = raw_invoke(&c.conn, "ObserveEvents", &oreq.base, -1, false);
+  assert_true(orid > 0);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
+  commit_packets(&p, 0, "early", 0, 3, 0);
+
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  uint64_t id = only_session_id(&k);
+  assert_int_equal(activate_trigger(&t, "snap"), 1);
+  wait_clone_hit(&c, orid, id, "snap");
+  /* The session was neither stopped nor flushed by the trigger itself. */
+  assert_false(p.stopped);
+
+  /* As perfetto_cmd does: a second connection clones, naming the trigger. */
+  int64_t rid = clone_invoke(&k, id, NULL, "snap");
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "early"), 3);
+  assert_int_equal(count_triggers(out, n, "snap", "trigger.producer"), 1);
+  free_packets(out, n);
+  raw_consumer_close(&k);
+
+  /* The original goes on and ends normally, its trigger recorded too. */
+  commit_packets(&p, 1, "late", 0, 2, 0);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "early"), 3);
+  assert_int_equal(count_str(out, n, "late"), 2);
+  assert_int_equal(count_triggers(out, n, "snap", "trigger.producer"), 1);
+  free_packets(out, n);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(clone_snapshots_a_running_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_by_name_and_refusals, test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(stop_trigger_leaves_a_trigger_packet,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_snapshot_trigger_asks_the_consumer_to_clone,
+                                      test_service_setup, test_service_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
