@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
@@ -47,6 +48,7 @@ struct tg_relay_bridge {
    * |client| is |z|, which decorates the TLS or pipe transport. */
   tg_zstd_transport_t z;
   bool zstd;
+  bool heartbeats; /* the client called ClockSync: dead-link idle timeout */
   bool stdio;
 
   tg_unix_transport_t up;
@@ -297,6 +299,12 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
     return 1;
   }
   report(b, &v);
+  if (!b->heartbeats && b->tls && b->env->heartbeat_idle_ms &&
+      v.action == TG_RELAY_REPLY && v.allowed &&
+      strcmp(v.method, "TracegateRelay.ClockSync") == 0) {
+    b->heartbeats = true;
+    tg_tls_chan_set_idle_timeout(b->tls, b->env->heartbeat_idle_ms);
+  }
   if (tg_buf_size(&b->out) > 0) {
     if (v.action == TG_RELAY_FORWARD) {
       send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));

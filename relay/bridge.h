@@ -56,6 +56,10 @@ typedef struct tg_relay_env {
   size_t high_water;
   /* Runs when the last bridge is gone (shutdown, end of --stdio). */
   void (*on_idle)(struct tg_relay_env *env);
+  /* The idle timeout of a TLS client once it heartbeats (its first
+   * TracegateRelay.ClockSync): silence this long means a dead link. 0:
+   * keep the ordinary one. */
+  uint32_t heartbeat_idle_ms;
   void *data; /* owner's */
 
   /* Maintained by bridge.c. */

@@ -342,11 +342,12 @@ int main(int argc, char **argv) {
   r.chan_opts.idle_timeout_ms = (uint32_t)idle_timeout;
   /* A silent partition (a dead NAT holds traffic, nothing is reset) must
    * not keep a session's link open for the idle timeout: the kernel gives
-   * up on unacknowledged data and unanswered probes, and a client that
-   * heartbeats is never silent this long while its link works. */
+   * up on unacknowledged data and unanswered probes (every connection),
+   * and a client that heartbeats (TracegateRelay.ClockSync) is never
+   * silent this long while its link works, so its connection alone gets
+   * the dead-link timeout as its idle timeout (bridge.c). A plain consumer
+   * waiting quietly for its trace keeps the ordinary idle timeout. */
   r.chan_opts.dead_link_timeout_s = (uint32_t)dead_link_s;
-  if (dead_link_s && (idle_timeout == 0 || dead_link_s * 1000 < idle_timeout))
-    r.chan_opts.idle_timeout_ms = (uint32_t)(dead_link_s * 1000);
   tg_relay_env_init(&r.env);
   r.env.loop = r.loop;
   r.env.consumer_socket = consumer_socket;
@@ -356,6 +357,7 @@ int main(int argc, char **argv) {
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
   r.env.on_idle = on_idle;
+  r.env.heartbeat_idle_ms = (uint32_t)(dead_link_s * 1000);
   r.env.data = &r;
 
   uv_signal_init(r.loop, &r.sig_int);

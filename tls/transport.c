@@ -511,6 +511,13 @@ static void on_timer(uv_timer_t *t) {
   uv_timer_start(t, on_timer, ch->opts.idle_timeout_ms - idle, 0);
 }
 
+void tg_tls_chan_set_idle_timeout(tg_tls_chan_t *ch, uint32_t ms) {
+  ch->opts.idle_timeout_ms = ms;
+  if (ch->state != ST_OPEN) return;
+  if (ms) uv_timer_start(&ch->timer, on_timer, ms, 0);
+  else uv_timer_stop(&ch->timer);
+}
+
 /* --- construction -------------------------------------------------------- */
 
 static void t_close(tg_transport_t *t, int status) {

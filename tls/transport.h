@@ -108,6 +108,9 @@ int tg_tls_chan_send_priority(tg_tls_chan_t *ch, const uint8_t *frame,
 int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
                              size_t len, bool priority);
 
+/* Changes the idle timeout of an open channel (0: none) from now on. */
+void tg_tls_chan_set_idle_timeout(tg_tls_chan_t *ch, uint32_t ms);
+
 /* The peer's identity (certificate CN, else first DNS SAN) once the
  * handshake succeeded, else NULL. Owned by the channel, valid until
  * tg_tls_chan_free(). */

@@ -696,6 +696,40 @@ static void relay_closes_idle_connections(void **state) {
   expect_audit(f, "alice", "disconnect end operation timed out: idle for");
 }
 
+static bool never(void *arg) {
+  (void)arg;
+  return false;
+}
+
+/* --dead-link-timeout shortens the idle timeout only of a client that
+ * heartbeats (TracegateRelay.ClockSync): one that sits quiet, as a plain
+ * Perfetto consumer waiting for its trace does, keeps its connection. */
+static void relay_idle_limit_follows_the_heartbeat(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--dead-link-timeout", "1", NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t quiet, beat;
+  tg_tls_config_t *cq, *cb;
+  connect_as(f, &quiet, "alice", &cq);
+  connect_as(f, &beat, "carol", &cb);
+  assert_int_equal(rc_bind(&beat, "TracegateRelay"), 0);
+  ProtobufCMessage *m;
+  assert_int_equal(rc_call(&beat, beat.relay, "ClockSync", NULL,
+                           &perfetto__protos__clock_sync_response__descriptor,
+                           &m),
+                   0);
+  protobuf_c_message_free_unpacked(m, NULL);
+  /* Silence: the heartbeating client is dropped after about a second... */
+  assert_true(rc_wait_closed(&beat, STEP_MS));
+  /* ...the quiet one, silent as long and more, still gets answers. */
+  run_until(never, NULL, 1500);
+  assert_int_equal(simple_call(&quiet, "QueryServiceState"), 0);
+  disconnect(&quiet, cq);
+  disconnect(&beat, cb);
+  expect_audit(f, "carol", "disconnect end operation timed out: idle for");
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -726,6 +760,7 @@ int main(void) {
       TS(relay_refuses_connections_beyond_max_conns),
       TS(relay_backpressure_pauses_and_resumes_without_loss),
       TS(relay_closes_idle_connections),
+      TS(relay_idle_limit_follows_the_heartbeat),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
