@@ -20,6 +20,8 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/progress.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_flow.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_check.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/is_detached.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
@@ -30,4 +32,6 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
 )
 # tg_tls: the TLS transport to relays (-H host:port).
-target_link_libraries(tracegate PRIVATE tg_consumer tg_tls)
+# tg_probes_core: only probes_config.c's tg_probes_unacted_fields(), for
+# the warning about config fields the probes ignore (record_check.c).
+target_link_libraries(tracegate PRIVATE tg_consumer tg_tls tg_probes_core)

@@ -26,6 +26,8 @@
 
 /* Every message the CLI prints starts with this. */
 #define CLI_PROG "tracegate"
+/* What --version prints after CLI_PROG (the daemons' version). */
+#define CLI_VERSION "0.1.0"
 
 /* --- subcommands (one file each) --------------------------------------- */
 
@@ -43,7 +45,8 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
 
-/* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
+/* "10s", "500ms", "2m", "1h", "1.5s", "1m30s" (terms add up); a bare
+ * number alone is seconds. */
 int cli_parse_duration_ms(const char *s, uint64_t *ms);
 /* "64mb", "512kb", "1gb", "4096" (bytes); suffixes b/k/kb/m/mb/g/gb, any
  * case, binary multiples (Perfetto's -b). */
@@ -225,6 +228,9 @@ void cli_output_abandon(cli_output_t *o);
 int cli_output_rename_now(cli_output_t *o);
 /* Closes |o| and removes the partial file. Idempotent. */
 void cli_output_discard(cli_output_t *o);
+/* Closes |o| and leaves its file alone: another process (a --background
+ * child) writes it on. */
+void cli_output_forget(cli_output_t *o);
 
 /* --- progress.c ----------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* `tracegate record`: flags, their checks, the config and the output file;
  * then the connection, handed to record_flow.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,7 +74,7 @@ static const char about[] =
     DEFAULT_GRACE ") is stopped, and fails if it does not end soon after.\n"
     "\n"
     "examples:\n"
-    "  " CLI_PROG " record -o trace.pftrace -t 10s track_event tracegate.probes\n"
+    "  " CLI_PROG " record -o trace.pftrace -t 10s track_event linux.sys_stats\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace --detach nightly\n"
     "  " CLI_PROG " record --attach nightly --stop -o trace.pftrace\n"
@@ -124,12 +125,61 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"grace", TG_FLAG_STRING, &o->grace, "DURATION",
        "how long past its duration a session may take to end before it is "
        "stopped (default " DEFAULT_GRACE ")", 0, 0},
+      /* Perfetto's remaining perfetto_cmd flags, kept together. */
+      {"background", TG_FLAG_BOOL, &o->background, NULL,
+       "-d: go on in the background: print the pid of the process that "
+       "records and exit (kill -TERM PID stops it cleanly)", 0, 0},
+      {"size", TG_FLAG_STRING, &o->size, "SIZE",
+       "-s: stop the session once the trace file holds SIZE bytes "
+       "(max_file_size_bytes; 64mb, 1gb)", 0, 0},
+      {"is_detached", TG_FLAG_STRING, &o->is_detached, "KEY",
+       "is a detached session KEY there? exit 0: yes, 2: no, 1: error "
+       "(it stays detached)", 0, 0},
+      {"save-for-bugreport", TG_FLAG_BOOL, &o->bugreport, NULL,
+       "refused: tracegate has no bugreport location (Android's)", 0, 0},
+      {"version", TG_FLAG_BOOL, &o->version, NULL,
+       "print the version and exit", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
                            RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
+  if (o->version) {
+    printf(CLI_PROG " " CLI_VERSION "\n");
+    return CLI_EXIT_OK;
+  }
+  if (o->bugreport) {
+    /* Perfetto saves the session with the highest bugreport_score into
+     * Android's bugreport directory; there is neither here. */
+    fprintf(stderr, "%s: --save-for-bugreport: tracegate has no bugreport "
+            "location (an Android feature); to take a running session's "
+            "trace, start it with --detach KEY and use --attach KEY --stop "
+            "-o FILE\n", prog);
+    return CLI_EXIT_FAIL;
+  }
+  if (o->is_detached) {
+    if (o->config || o->n_ds || o->out || o->attach || o->detach || o->stop ||
+        o->background || o->remote.n_hosts || o->remote.hosts_file)
+      return usage_error(prog, "--is_detached KEY takes only --socket");
+    return -1;
+  }
+  if (o->size) {
+    if (cli_parse_size(o->size, &o->max_file_bytes) < 0 ||
+        o->max_file_bytes < 4096) {
+      fprintf(stderr, "%s: --size: '%s' is not a size like 64mb or 1gb "
+              "(at least 4kb)\n", prog, o->size);
+      return CLI_EXIT_USAGE;
+    }
+    if (o->attach)
+      return usage_error(prog, "--attach cannot change the maximum file size");
+  }
+  if (o->background) {
+    if (o->detach)
+      return usage_error(prog, "--detach and --background exclude each other");
+    if (o->out && !strcmp(o->out, "-"))
+      return usage_error(prog, "--background cannot write to stdout (-o -)");
+  }
 
   if (o->time) {
     rv = cli_parse_duration_ms(o->time, &o->duration_ms);
@@ -148,6 +198,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       return CLI_EXIT_USAGE;
     }
     o->has_buffer = true;
+  }
+  if (o->remote.n_hosts || o->remote.hosts_file) {
+    if (o->background)
+      return usage_error(prog, "--background works with the local service");
+    if (o->size)
+      return usage_error(prog, "--size works with the local service");
   }
   if (o->attach && o->detach)
     return usage_error(prog, "--attach and --detach exclude each other");
@@ -209,6 +265,10 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
       cfg->has_duration_ms = 1;
       cfg->duration_ms = (uint32_t)o->duration_ms;
     }
+    if (o->max_file_bytes) {
+      cfg->has_max_file_size_bytes = 1;
+      cfg->max_file_size_bytes = o->max_file_bytes;
+    }
     if (o->has_buffer && cli_config_set_buffer(cfg, o->buffer_bytes) < 0) {
       perfetto__protos__trace_config__free_unpacked(cfg, NULL);
       fprintf(stderr, CLI_PROG ": out of memory\n");
@@ -218,9 +278,42 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
   }
   uint64_t size = o->buffer_bytes;
   if (!o->has_buffer) cli_parse_size(DEFAULT_BUFFER, &size);
-  return cli_config_quick(o->ds, o->n_ds, size,
-                          o->has_duration ? o->duration_ms
-                                          : DEFAULT_QUICK_DURATION_MS);
+  cfg = cli_config_quick(o->ds, o->n_ds, size,
+                         o->has_duration ? o->duration_ms
+                                         : DEFAULT_QUICK_DURATION_MS);
+  if (cfg && o->max_file_bytes) {
+    cfg->has_max_file_size_bytes = 1;
+    cfg->max_file_size_bytes = o->max_file_bytes;
+  }
+  return cfg;
+}
+
+/* -d, as Perfetto's Daemonize(): the parent prints the pid of the child
+ * that goes on recording and exits 0; the child leaves the terminal (its
+ * own session, stdio on /dev/null). Called before the loop exists. Returns
+ * 1 in the parent, 0 in the child, -1 after printing why. */
+static int go_background(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, CLI_PROG ": --background: fork: %s\n", strerror(errno));
+    return -1;
+  }
+  if (pid > 0) {
+    printf("%d\n", (int)pid);
+    fflush(stdout);
+    return 1;
+  }
+  setsid();
+  int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    dup2(fd, STDIN_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    if (fd > STDERR_FILENO) close(fd);
+  }
+  return 0;
 }
 
 /* The output mode is known once connected: a transport that carries fds
@@ -299,6 +392,11 @@ int cli_record_main(int argc, char **argv) {
     free(r);
     return rc;
   }
+  if (r->o.is_detached) {
+    rc = record_is_detached(r->o.socket, r->o.is_detached);
+    free(r);
+    return rc;
+  }
   r->exit_code = CLI_EXIT_FAIL;
   r->tty = isatty(STDERR_FILENO);
   if (r->o.remote.n_hosts || r->o.remote.hosts_file) {
@@ -315,6 +413,19 @@ int cli_record_main(int argc, char **argv) {
     if (cli_output_open(&r->out, r->o.out) < 0) goto out;
     r->has_out = true;
   }
+  if (r->o.background) {
+    int bg = go_background();
+    if (bg != 0) {
+      /* The parent: the child owns the partial file from here. */
+      if (bg > 0) {
+        cli_output_forget(&r->out);
+        r->has_out = false;
+        r->exit_code = CLI_EXIT_OK;
+      }
+      goto out;
+    }
+    r->tty = false;
+  }
   uv_loop_t loop;
   if (uv_loop_init(&loop) < 0) goto out;
   r->loop = &loop;
@@ -322,8 +433,15 @@ int cli_record_main(int argc, char **argv) {
   r->conn.data = r;
   if (cli_connect(&r->conn, &loop, r->o.socket) == 0) {
     if (!r->o.attach) choose_mode(r);
-    record_begin(r);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    record_check_config(r);
+    /* The check runs the loop: the connection may have gone meanwhile. */
+    if (r->conn.c && !r->conn.closed) {
+      record_begin(r);
+      uv_run(&loop, UV_RUN_DEFAULT);
+    } else {
+      fprintf(stderr, CLI_PROG ": lost the connection to the tracing "
+              "service: %s\n", r->conn.close_msg);
+    }
   }
   cli_disconnect(&r->conn);
   if (!cli_loop_close(&loop)) {
@@ -344,5 +462,6 @@ out:
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg) {
   (void)status;
-  record_on_conn_lost(cc->data, msg);
+  record_t *r = cc->data;
+  if (r->rec) record_on_conn_lost(r, msg); /* else: before record_begin */
 }
