@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "consumer/cli/fleet.h"
@@ -334,6 +336,21 @@ static void choose_mode(record_t *r) {
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg);
 
+/* A path that is not a directory and ends like a trace file: with several
+ * hosts and no --merge, -o would silently become a directory by that name. */
+static bool looks_like_a_trace_file(const char *path) {
+  static const char *const exts[] = {".pftrace", ".perfetto-trace", ".trace",
+                                     ".pb"};
+  struct stat st;
+  if (!path || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) return false;
+  size_t len = strlen(path);
+  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+    size_t el = strlen(exts[i]);
+    if (len > el && !strcasecmp(path + len - el, exts[i])) return true;
+  }
+  return false;
+}
+
 /* -H / --hosts: the targets, the TLS files, then fleet.c. */
 static int record_remote(record_opts_t *o) {
   cli_target_t *targets = NULL;
@@ -365,6 +382,12 @@ static int record_remote(record_opts_t *o) {
     goto out;
   }
   if (cli_targets_name(targets, n) < 0) goto out;
+  if (n > 1 && !o->merge && !o->attach && looks_like_a_trace_file(o->out)) {
+    fprintf(stderr, CLI_PROG " record: -o %s names a trace file, but %zu hosts "
+            "without --merge write one trace each into a directory: give "
+            "--merge for one file, or a directory (-o DIR/)\n", o->out, n);
+    goto out;
+  }
   rc = CLI_EXIT_FAIL;
   bool need_tls = false;
   for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == CLI_TARGET_TLS;
