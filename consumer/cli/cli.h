@@ -63,13 +63,25 @@ struct tg_tls_config;
 /* Where the one-shot commands and record find the service: the local
  * socket, or remote hosts (-H, --hosts) with the TLS files. */
 #define CLI_MAX_HOST_ARGS 1024
+#define CLI_TLS_PATH_MAX 1024
 typedef struct cli_remote_opts {
   const char *hosts[CLI_MAX_HOST_ARGS]; /* -H values, in order */
   size_t n_hosts;
   const char *hosts_file;
   const char *cert, *key, *ca;
   const char *server_name; /* --tls-server-name */
+  /* cli_tls_defaults(): the config file's values that cert, key and ca
+   * may point to. */
+  char file_vals[3][CLI_TLS_PATH_MAX];
 } cli_remote_opts_t;
+
+/* tls_defaults.c: fills |ro|'s cert, key and ca that no flag gave from
+ * $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then the per-user config
+ * file ($XDG_CONFIG_HOME or ~/.config, tracegate/config: "cert = PATH",
+ * "key = PATH", "ca = PATH" lines). The certificate and key come as a
+ * pair from one source. Returns -1 after printing why the file is wrong;
+ * a missing file is no error. */
+int cli_tls_defaults(cli_remote_opts_t *ro);
 
 #define CLI_HOST_HELP                                                       \
   "-H: a remote host: host[:port] (TLS to its tracegate-relay, port 7467) " \

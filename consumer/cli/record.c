@@ -391,8 +391,10 @@ static int record_remote(record_opts_t *o) {
   rc = CLI_EXIT_FAIL;
   bool need_tls = false;
   for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == CLI_TARGET_TLS;
-  if (need_tls &&
-      cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca, &tls) < 0)
+  /* The flags, else the environment or the config file. */
+  if (need_tls && (cli_tls_defaults(&o->remote) < 0 ||
+                   cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca,
+                                &tls) < 0))
     goto out;
   if (!o->attach) {
     cfg = make_config(o);
