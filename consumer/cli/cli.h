@@ -89,10 +89,14 @@ int cli_tls_defaults(cli_remote_opts_t *ro);
 /* The TLS flags, as entries of a flag table. */
 #define CLI_TLS_FLAGS(ro)                                                     \
   {"cert", TG_FLAG_STRING, &(ro)->cert, "FILE",                               \
-   "client certificate (PEM) presented to the relays", 0, 0},                 \
-  {"key", TG_FLAG_STRING, &(ro)->key, "FILE", "its private key (PEM)", 0, 0}, \
+   "client certificate (PEM) presented to the relays (default: "             \
+   "$TRACEGATE_CERT, or cert in ~/.config/tracegate/config)", 0, 0},          \
+  {"key", TG_FLAG_STRING, &(ro)->key, "FILE",                                 \
+   "its private key (PEM) (default: $TRACEGATE_KEY, or key in the config "   \
+   "file)", 0, 0},                                                            \
   {"ca", TG_FLAG_STRING, &(ro)->ca, "FILE",                                   \
-   "CA (PEM) that must have signed the relays' certificates", 0, 0},          \
+   "CA (PEM) that must have signed the relays' certificates (default: "      \
+   "$TRACEGATE_CA, or ca in the config file)", 0, 0},                         \
   {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
    "the name the relays' certificates must carry (default: the host part of " \
    "-H; needed when connecting by IP address)", 0, 0}

@@ -20,7 +20,9 @@
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
-    "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]\n"
+    "         [-s SIZE] [-d] [--detach KEY | --attach KEY [--stop]]\n"
+    "         [--socket PATH]\n"
+    "       " CLI_PROG " record --is_detached KEY [--socket PATH]\n"
     "       " CLI_PROG " record [-c CONFIG [--txt] | DATA_SOURCE...] -H HOST [-H HOST...]\n"
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
@@ -33,14 +35,26 @@ static const char about[] =
     "The config is a TraceConfig file (binary, or text with --txt; '-' reads\n"
     "stdin), or is built from the DATA_SOURCE names given: one ring buffer of\n"
     "-b SIZE (default " DEFAULT_BUFFER "), -t DURATION (default 10s). With a config,\n"
-    "-t and -b override its duration_ms and the size of its first buffer.\n"
-    "DURATION: 500ms, 10s, 2m, 1h (0 = until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "-t, -b and -s override its duration_ms, the size of its first buffer\n"
+    "and its max_file_size_bytes. DURATION: 500ms, 10s, 2m, 1h, 1m30s (0 =\n"
+    "until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "\n"
+    "Before the session starts, data source names no producer has\n"
+    "registered are named in a warning with the closest registered names\n"
+    "(a producer may still register: the session goes on), and so are the\n"
+    "config fields tracegate-probes does not act on.\n"
     "\n"
     "Ctrl-C stops the trace cleanly and keeps the file; a second Ctrl-C\n"
     "aborts, leaving what was recorded in the partial file it names.\n"
     "On a terminal a progress line shows the time, the bytes and\n"
     "packets written and the data lost; a summary names every loss counter\n"
-    "that is not zero. The exit status is 0 only if the trace was written.\n"
+    "that is not zero, and why the session ended (its duration, -s or\n"
+    "max_file_size_bytes, a stop trigger, Ctrl-C, --stop, the service gone).\n"
+    "The exit status is 0 only if the trace was written.\n"
+    "\n"
+    "-d (Perfetto's --background) prints the pid of a process that records\n"
+    "on, detached from the terminal; kill -TERM PID stops the trace cleanly\n"
+    "and writes OUT.\n"
     "\n"
     "A local service writes the trace into OUT itself (write_into_file, the\n"
     "file passed over the socket); otherwise, or with --read-buffers, the\n"
@@ -51,19 +65,24 @@ static const char about[] =
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
-    "with --stop, or after -t), then writes OUT.\n"
+    "with --stop, or after -t), then writes OUT. --is_detached KEY exits 0\n"
+    "when a detached session KEY exists (it stays detached), 2 when not.\n"
     "\n"
     "Remote hosts (-H, repeated, and/or --hosts FILE: one per line, '#'\n"
     "comments): host[:port] is a tracegate-relay reached over mutual TLS\n"
     "(--ca verifies the relay, --cert/--key identify you; when connecting by\n"
-    "IP address, --tls-server-name names the relay's certificate);\n"
+    "IP address, --tls-server-name names the relay's certificate, or a hosts\n"
+    "file line's name=: '10.0.0.5:7467 name=host5.example'). --cert, --key\n"
+    "and --ca default to $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then\n"
+    "to ~/.config/tracegate/config ('cert = FILE', 'key = FILE', 'ca = FILE');\n"
     "ssh://[user@]host[:port] runs 'ssh host tracegate-relay --stdio' ($"
     CLI_SSH_ENV "\n"
     "replaces ssh). Every host starts at once and streams over its\n"
     "connection; one line per host shows progress on a terminal, and the\n"
     "summary gives each host's outcome and losses. The exit status is not 0\n"
     "when any host failed. -o DIR writes DIR/<host>.pftrace per host (DIR is\n"
-    "created if missing); -o FILE --merge writes one trace where each host is\n"
+    "created if missing, and said so; a name ending in .pftrace is refused);\n"
+    "-o FILE --merge writes one trace where each host is\n"
     "a machine (machine_id 1, 2, ... in -H order, then --hosts order) with\n"
     "its clocks aligned to this machine's; one host and -o FILE writes its\n"
     "trace as is. If a link drops, the session goes on on the host and the\n"
@@ -102,7 +121,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the config is in protobuf text format", 0, 0},
       {"out", TG_FLAG_STRING, &o->out, "FILE", "-o: the trace file to write", 0, 0},
       {"time", TG_FLAG_STRING, &o->time, "DURATION",
-       "-t: how long to trace (10s, 500ms, 2m; 0 = until Ctrl-C)", 0, 0},
+       "-t: how long to trace (10s, 500ms, 2m, 1m30s; 0 = until Ctrl-C)", 0, 0},
       {"buffer", TG_FLAG_STRING, &o->buffer, "SIZE",
        "-b: the buffer size (64mb, 512kb; default " DEFAULT_BUFFER ")", 0, 0},
       {"detach", TG_FLAG_STRING, &o->detach, "KEY",
@@ -117,7 +136,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the service's consumer socket ('@name': abstract)", 0, 0},
       CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
       {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
-       "more hosts, one per line ('#' starts a comment)", 0, 0},
+       "more hosts, one per line: HOST [name=SERVER_NAME] ('#' starts a "
+       "comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
