@@ -232,6 +232,34 @@ static void query_raw_and_capabilities(void **state) {
   raw_producer_close(&p);
 }
 
+/* 15.7: a running session's counters, without --attach. */
+static void stats_shows_live_counters_of_running_sessions(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "live.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "0", "cli.ds", NULL};
+  child_t rec;
+  spawn_cli(&rec, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "live", 1, 4);
+  child_t c;
+  const char *stats[] = {"stats", "--socket", ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, stats), 0);
+  assert_non_null(strstr(c.out, "TRACING SESSIONS (1"));
+  assert_non_null(strstr(c.out, "\nsession "));
+  assert_non_null(strstr(c.out, "bytes_written"));
+  assert_non_null(strstr(c.out, "buffer 0"));
+  kill(rec.pid, SIGINT);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&rec), 0);
+  assert_non_null(strstr(rec.err, "the session ended: stopped by Ctrl-C"));
+  unlink(out);
+  raw_producer_close(&p);
+}
+
 /* --- 15.1: names and fields ------------------------------------------------ */
 
 static void unknown_data_sources_are_named_with_close_matches(void **state) {
@@ -317,6 +345,7 @@ int main(void) {
       SVC(size_stops_a_service_written_file),
       SVC(size_stops_a_streamed_file),
       SVC(query_raw_and_capabilities),
+      SVC(stats_shows_live_counters_of_running_sessions),
       SVC(unknown_data_sources_are_named_with_close_matches),
       SVC(service_gone_is_not_no_data_loss),
       SVC(several_hosts_refuse_a_trace_file_name),
