@@ -203,6 +203,8 @@ static void size_limit(test_service_t *ts, bool streamed) {
   read_trace(out, str, &t);
   assert_true(t.test_packets > 0);
   assert_true(t.test_packets < 200);
+  /* 15.5: however it ended, the trace's last packet is its trace_stats. */
+  assert_ends_with_trace_stats(out);
   unlink(out);
   raw_producer_close(&p);
 }
