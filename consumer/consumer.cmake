@@ -24,10 +24,12 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_clone.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_trigger.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/record_snapshot.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/record_check.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/is_detached.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/query.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/tls_defaults.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/trigger.c
-  ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/remote.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_host.c
@@ -35,4 +37,14 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
 )
 # tg_tls: the TLS transport to relays (-H host:port).
-target_link_libraries(tracegate PRIVATE tg_consumer tg_tls)
+# The CLI's parsers of hosts and -H specs, apart so that a fuzz target
+# (tests/fuzz/fuzz_hosts_file.c) links them without the CLI.
+add_library(tg_cli_targets STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/cli/target.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/hosts_file.c
+)
+target_link_libraries(tg_cli_targets PUBLIC tg_consumer tg_ipc)
+# tg_probes_core: only probes_config.c's tg_probes_unacted_fields(), for
+# the warning about config fields the probes ignore (record_check.c).
+target_link_libraries(tracegate PRIVATE tg_cli_targets tg_consumer tg_tls
+                      tg_probes_core)

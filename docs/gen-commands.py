@@ -4,6 +4,10 @@
     docs/gen-commands.py BUILD_DIR          rewrite docs/commands.md
     docs/gen-commands.py --check BUILD_DIR  exit 1 (with a diff) if stale
 
+Either way, every flag of tracegate's commands must have a row in the
+page's Perfetto table (between <!-- perfetto-flags --> comments) and be
+named in docs/tracegate.1; a flag missing from either fails the run.
+
 A block is an HTML comment naming the command, a ```text fence with its
 output, and an end comment:
 
@@ -28,6 +32,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 PAGE = os.path.join(HERE, "commands.md")
+MAN = os.path.join(HERE, "tracegate.1")
+# tracegate's commands whose flags the Perfetto table and the man page list.
+CLI_COMMANDS = ("record", "query", "stats")
+FLAG_LINE = re.compile(r"^  --([a-z][a-z0-9_-]*)")
+TABLE = re.compile(r"<!-- perfetto-flags -->\n(?P<rows>.*?)<!-- end perfetto-flags -->", re.S)
 
 # Program name -> path under the build directory (or the source tree).
 PROGRAMS = {
@@ -66,6 +75,31 @@ def run(build, cmdline):
     return "\n".join(l.rstrip() for l in out.split("\n")) + "\n"
 
 
+def missing_flags(build, page):
+    """The tracegate flags absent from the Perfetto table or the man page."""
+    m = TABLE.search(page)
+    if not m:
+        return ["the page has no <!-- perfetto-flags --> table"]
+    rows = [r.split("|")[1] for r in m.group("rows").splitlines()
+            if r.startswith("| ")]
+    with open(MAN) as f:
+        man = f.read().replace("\\-", "-")
+    missing = []
+    for cmd in CLI_COMMANDS:
+        for line in run(build, "tracegate %s --help" % cmd).splitlines():
+            fm = FLAG_LINE.match(line)
+            if not fm or fm.group(1) == "help":
+                continue
+            flag = "--" + fm.group(1)
+            want = "`%s %s" % (cmd, flag)
+            if not any(want + "`" in r or want + "," in r for r in rows):
+                missing.append("%s %s: no row in the Perfetto table of %s"
+                               % (cmd, flag, PAGE))
+            if not re.search(re.escape(flag) + r"(?![a-z_-])", man):
+                missing.append("%s %s: not in %s" % (cmd, flag, MAN))
+    return missing
+
+
 def main():
     args = sys.argv[1:]
     check = "--check" in args
@@ -85,6 +119,9 @@ def main():
     new = BLOCK.sub(repl, old)
     if n == 0:
         sys.exit("gen-commands: no help blocks in " + PAGE)
+    missing = missing_flags(build, new)
+    if missing:
+        sys.exit("gen-commands: flags not documented:\n  " + "\n  ".join(missing))
     if not check:
         if new != old:
             with open(PAGE, "w") as f:

@@ -8,6 +8,7 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "service/consumer_query.h"
 #include "service/producer_port.h"
+#include "service/readout.h"
 #include "service/session.h"
 
 static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
@@ -100,6 +101,8 @@ void tg__consumer_query_service_state(void *ctx, tg_ipc_call_t call,
     t->duration_ms = s->config->duration_ms;
     t->has_num_data_sources = 1;
     t->num_data_sources = (uint32_t)s->config->n_data_sources;
+    /* Live counters (NULL when out of memory: the rest still answers). */
+    t->trace_stats = tg__readout_stats_new(s);
     if (s->state == TG_SESSION_STARTED) started++;
     pses[is] = t;
     is++;
@@ -136,6 +139,7 @@ void tg__consumer_query_service_state(void *ctx, tg_ipc_call_t call,
     st.n_tracing_sessions = 0; /* only in the first reply */
   } while (sent_p < ip || sent_d < id);
 out:
+  for (size_t k = 0; ses && k < ns; k++) tg__readout_stats_free(ses[k].trace_stats);
   free(prod);
   free(pprod);
   free(ds);

@@ -39,20 +39,49 @@ static int split_number(const char *s, double *v, char *unit, size_t n) {
   return 0;
 }
 
-int cli_parse_duration_ms(const char *s, uint64_t *ms) {
-  double v;
+/* One "<number><unit>" term of a duration, in ms; |*end| after it.
+ * |first|: no term came before it. */
+static int duration_term(const char *s, bool first, const char **end,
+                         double *ms) {
+  if (!(isdigit((unsigned char)s[0]) || s[0] == '.')) return -EINVAL;
+  char *e;
+  errno = 0;
+  double v = strtod(s, &e);
+  if (errno || e == s || !isfinite(v) || v < 0) return -EINVAL;
+  /* The unit: letters up to the next digit (a following term). */
   char u[4];
-  if (split_number(s, &v, u, sizeof(u)) < 0) return -EINVAL;
+  size_t k = 0;
+  for (; *e && !isdigit((unsigned char)*e) && *e != '.'; e++) {
+    if (k + 1 >= sizeof(u)) return -EINVAL;
+    u[k++] = (char)tolower((unsigned char)*e);
+  }
+  u[k] = 0;
   double mul;
   if (!strcmp(u, "ms")) mul = 1;
   else if (!strcmp(u, "s") || !u[0]) mul = 1000;
   else if (!strcmp(u, "m") || !strcmp(u, "min")) mul = 60e3;
   else if (!strcmp(u, "h")) mul = 3600e3;
   else return -EINVAL;
-  double r = v * mul;
+  /* A bare number (seconds) only alone: in "1m30" it would be a guess. */
+  if (!u[0] && (*e || !first)) return -EINVAL;
+  *ms = v * mul;
+  *end = e;
+  return 0;
+}
+
+int cli_parse_duration_ms(const char *s, uint64_t *ms) {
+  if (!s || !*s) return -EINVAL;
+  /* Perfetto's -t takes "1m30s" too: terms add up. */
+  double total = 0;
+  for (const char *p = s; *p;) {
+    double t;
+    if (duration_term(p, p == s, &p, &t) < 0) return -EINVAL;
+    total += t;
+    /* Past 2^32 ms the sum stays out of range: stop before it grows on. */
+    if (total > 4294967295.0) return -ERANGE;
+  }
   /* TraceConfig.duration_ms is a uint32. */
-  if (r > 4294967295.0) return -ERANGE;
-  *ms = (uint64_t)llround(r);
+  *ms = (uint64_t)llround(total);
   return 0;
 }
 

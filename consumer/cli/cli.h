@@ -26,6 +26,8 @@
 
 /* Every message the CLI prints starts with this. */
 #define CLI_PROG "tracegate"
+/* What --version prints after CLI_PROG (the daemons' version). */
+#define CLI_VERSION "0.1.0"
 
 /* --- subcommands (one file each) --------------------------------------- */
 
@@ -44,7 +46,8 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
 
-/* "10s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds. */
+/* "10s", "500ms", "2m", "1h", "1.5s", "1m30s" (terms add up); a bare
+ * number alone is seconds. */
 int cli_parse_duration_ms(const char *s, uint64_t *ms);
 /* "64mb", "512kb", "1gb", "4096" (bytes); suffixes b/k/kb/m/mb/g/gb, any
  * case, binary multiples (Perfetto's -b). */
@@ -61,13 +64,25 @@ struct tg_tls_config;
 /* Where the one-shot commands and record find the service: the local
  * socket, or remote hosts (-H, --hosts) with the TLS files. */
 #define CLI_MAX_HOST_ARGS 1024
+#define CLI_TLS_PATH_MAX 1024
 typedef struct cli_remote_opts {
   const char *hosts[CLI_MAX_HOST_ARGS]; /* -H values, in order */
   size_t n_hosts;
   const char *hosts_file;
   const char *cert, *key, *ca;
   const char *server_name; /* --tls-server-name */
+  /* cli_tls_defaults(): the config file's values that cert, key and ca
+   * may point to. */
+  char file_vals[3][CLI_TLS_PATH_MAX];
 } cli_remote_opts_t;
+
+/* tls_defaults.c: fills |ro|'s cert, key and ca that no flag gave from
+ * $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then the per-user config
+ * file ($XDG_CONFIG_HOME or ~/.config, tracegate/config: "cert = PATH",
+ * "key = PATH", "ca = PATH" lines). The certificate and key come as a
+ * pair from one source. Returns -1 after printing why the file is wrong;
+ * a missing file is no error. */
+int cli_tls_defaults(cli_remote_opts_t *ro);
 
 #define CLI_HOST_HELP                                                       \
   "-H: a remote host: host[:port] (TLS to its tracegate-relay, port 7467) " \
@@ -75,10 +90,14 @@ typedef struct cli_remote_opts {
 /* The TLS flags, as entries of a flag table. */
 #define CLI_TLS_FLAGS(ro)                                                     \
   {"cert", TG_FLAG_STRING, &(ro)->cert, "FILE",                               \
-   "client certificate (PEM) presented to the relays", 0, 0},                 \
-  {"key", TG_FLAG_STRING, &(ro)->key, "FILE", "its private key (PEM)", 0, 0}, \
+   "client certificate (PEM) presented to the relays (default: "             \
+   "$TRACEGATE_CERT, or cert in ~/.config/tracegate/config)", 0, 0},          \
+  {"key", TG_FLAG_STRING, &(ro)->key, "FILE",                                 \
+   "its private key (PEM) (default: $TRACEGATE_KEY, or key in the config "   \
+   "file)", 0, 0},                                                            \
   {"ca", TG_FLAG_STRING, &(ro)->ca, "FILE",                                   \
-   "CA (PEM) that must have signed the relays' certificates", 0, 0},          \
+   "CA (PEM) that must have signed the relays' certificates (default: "      \
+   "$TRACEGATE_CA, or ca in the config file)", 0, 0},                         \
   {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
    "the name the relays' certificates must carry (default: the host part of " \
    "-H; needed when connecting by IP address)", 0, 0}
@@ -226,6 +245,9 @@ void cli_output_abandon(cli_output_t *o);
 int cli_output_rename_now(cli_output_t *o);
 /* Closes |o| and removes the partial file. Idempotent. */
 void cli_output_discard(cli_output_t *o);
+/* Closes |o| and leaves its file alone: another process (a --background
+ * child) writes it on. */
+void cli_output_forget(cli_output_t *o);
 
 /* --- progress.c ----------------------------------------------------------- */
 

@@ -2,6 +2,7 @@
  * step is done, close everything it opened. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "consumer/cli/cli.h"
@@ -131,8 +132,16 @@ int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
     fprintf(stderr, CLI_PROG ": -H %s\n", err);
     return -1;
   }
-  if (t.kind == CLI_TARGET_TLS && cli_tls_load(ro->cert, ro->key, ro->ca, tls) < 0)
-    return -1;
+  if (t.kind == CLI_TARGET_TLS) {
+    /* The flags, else the environment or the config file. */
+    cli_remote_opts_t *full = malloc(sizeof(*full));
+    if (!full) return -1;
+    *full = *ro;
+    int rv = cli_tls_defaults(full);
+    if (rv == 0) rv = cli_tls_load(full->cert, full->key, full->ca, tls);
+    free(full);
+    if (rv < 0) return -1;
+  }
   cli_remote_env_t env = {.loop = loop, .tls = *tls,
                           .server_name = ro->server_name};
   return connect_remote(cc, loop, &env, &t);

@@ -70,7 +70,11 @@ static int choose_mode(fleet_t *f) {
     return -1;
   }
   f->mode = FLEET_OUT_DIR;
+  bool existed = is_dir(out);
   int rv = make_dir(out);
+  if (rv == 0 && !existed)
+    fprintf(stderr, CLI_PROG ": created the directory %s: one trace per host "
+            "(--merge writes one file)\n", out);
   if (rv < 0) {
     fprintf(stderr, CLI_PROG ": cannot create the directory %s: %s\n", out,
             tg_strerror(rv));

@@ -28,7 +28,9 @@ static void usage(FILE *out) {
           "  help      show the help of a command: " CLI_PROG " help record\n"
           "\n"
           "Perfetto's form works too: '" CLI_PROG " -c CONFIG -o OUT' is '" CLI_PROG
-          " record ...',\n'" CLI_PROG " --query' is '" CLI_PROG " query'.\n"
+          " record ...',\n'" CLI_PROG " --query' is '" CLI_PROG " query' ("
+          "--query-raw: query --raw).\n"
+          CLI_PROG " --version prints the version.\n"
           "Every command takes --help. See also tracegate(1).\n");
 }
 
@@ -63,9 +65,18 @@ int main(int argc, char **argv) {
     char *help_argv[] = {argv[2], "--help", NULL};
     return run(argv[2], 2, help_argv);
   }
+  if (!strcmp(a, "--version")) {
+    printf(CLI_PROG " " CLI_VERSION "\n");
+    return CLI_EXIT_OK;
+  }
   if (!strcmp(a, "--query")) {
     argv[1] = "query";
     return cli_query_main(argc - 1, argv + 1);
+  }
+  if (!strcmp(a, "--query-raw")) {
+    /* Perfetto's spelling of query --raw: the flag goes after the rest. */
+    argv[1] = "--raw";
+    return cli_query_main(argc, argv);
   }
   if (a[0] == '-') /* Perfetto's form: flags without a command record */
     return cli_record_main(argc, argv);

@@ -163,6 +163,8 @@ static void announce(const cli_output_t *o) {
 }
 
 /* Before |o->tmp| is freed or renamed. */
+static void release(cli_output_t *o, bool remove_tmp);
+
 static void unannounce(const cli_output_t *o) {
   for (size_t i = 0; o->tmp && i < ANNOUNCED_MAX; i++) {
     const char *name = o->tmp;
@@ -435,11 +437,15 @@ int cli_output_rename_now(cli_output_t *o) {
   return rv;
 }
 
-void cli_output_discard(cli_output_t *o) {
+void cli_output_discard(cli_output_t *o) { release(o, true); }
+
+void cli_output_forget(cli_output_t *o) { release(o, false); }
+
+static void release(cli_output_t *o, bool remove_tmp) {
   unannounce(o);
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
-  if (o->tmp) unlink(o->tmp);
+  if (o->tmp && remove_tmp) unlink(o->tmp);
   free(o->tmp);
   o->tmp = NULL;
   free(o->final);

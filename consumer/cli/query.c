@@ -1,5 +1,6 @@
 /* `tracegate query`: the service's producers, data sources and tracing
  * sessions as tables (QueryServiceState, its replies merged). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,22 +122,100 @@ Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
   return w.state;
 }
 
+typedef struct caps_wait {
+  bool done;
+  int status;
+  char msg[512];
+  bool has_query, has_output_path, has_clone;
+  size_t n_events;
+  int events[8];
+} caps_wait_t;
+
+static void on_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                    const Perfetto__Protos__TracingServiceCapabilities *caps) {
+  (void)c;
+  caps_wait_t *w = ctx;
+  w->done = true;
+  w->status = status;
+  snprintf(w->msg, sizeof(w->msg), "%s", msg ? msg : "");
+  if (status || !caps) return;
+  w->has_query = caps->has_query_capabilities;
+  w->has_output_path = caps->has_trace_config_output_path;
+  w->has_clone = caps->has_clone_session;
+  for (size_t i = 0; i < caps->n_observable_events && w->n_events < 8; i++)
+    w->events[w->n_events++] = (int)caps->observable_events[i];
+}
+
+static const char *event_name(int type) {
+  const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+      &perfetto__protos__observable_events__type__descriptor, type);
+  return v ? v->name : "?";
+}
+
+/* QueryCapabilities: which optional consumer features the service has.
+ * A service too old to answer is said so; the state is shown anyway. */
+static void print_capabilities(FILE *out, cli_conn_t *cc) {
+  caps_wait_t w;
+  memset(&w, 0, sizeof(w));
+  int rv = tg_consumer_query_capabilities(cc->c, on_caps, &w);
+  if (rv == 0) cli_wait(cc, &w.done);
+  fprintf(out, "\nCAPABILITIES\n");
+  if (rv < 0 || !w.done || w.status) {
+    fprintf(out, "unknown: %s\n",
+            rv < 0 ? tg_strerror(rv) : w.done ? w.msg : cc->close_msg);
+    return;
+  }
+  fprintf(out, "clone session (--clone):        %s\n", w.has_clone ? "yes" : "no");
+  fprintf(out, "trace config output_path:       %s\n",
+          w.has_output_path ? "yes" : "no");
+  fprintf(out, "observable events:              ");
+  for (size_t i = 0; i < w.n_events; i++)
+    fprintf(out, "%s%s", i ? ", " : "", event_name(w.events[i]));
+  fprintf(out, "%s\n", w.n_events ? "" : "none");
+}
+
 static const char about[] =
     "Lists the producers connected to the service, the data sources they\n"
-    "offer, and the tracing sessions, as tables. With -H, of a remote host\n"
-    "(through its tracegate-relay).\n"
+    "offer, the tracing sessions, as tables, and the service's capabilities\n"
+    "(QueryCapabilities). With -H, of a remote host (through its\n"
+    "tracegate-relay). --raw writes the TracingServiceState message itself\n"
+    "(binary protobuf) to stdout instead (Perfetto's --query-raw).\n"
     "\n"
     "example:\n"
     "  " CLI_PROG " query\n"
     "  " CLI_PROG " query -H relay.example --cert me.pem --key me.key --ca ca.pem\n";
 
+/* --raw: the merged state, packed, as perfetto --query-raw prints it. */
+static int write_raw(const Perfetto__Protos__TracingServiceState *st) {
+  size_t n = perfetto__protos__tracing_service_state__get_packed_size(st);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) {
+    fprintf(stderr, CLI_PROG ": out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  perfetto__protos__tracing_service_state__pack(st, buf);
+  size_t w = fwrite(buf, 1, n, stdout);
+  free(buf);
+  if (w != n || fflush(stdout) != 0) {
+    fprintf(stderr, CLI_PROG ": cannot write to stdout: %s\n", strerror(errno));
+    return CLI_EXIT_FAIL;
+  }
+  return CLI_EXIT_OK;
+}
+
 static int query(cli_conn_t *cc, void *arg) {
-  (void)arg;
+  const bool *raw = arg;
   Perfetto__Protos__TracingServiceState *st = cli_query_state(cc);
   if (!st) return CLI_EXIT_FAIL;
-  print_state(stdout, st);
+  int rc = CLI_EXIT_OK;
+  if (*raw) {
+    rc = write_raw(st);
+  } else {
+    print_state(stdout, st);
+    print_capabilities(stdout, cc);
+  }
   perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
-  return CLI_EXIT_OK;
+  return rc;
 }
 
 int cli_query_main(int argc, char **argv) {
@@ -144,11 +223,15 @@ int cli_query_main(int argc, char **argv) {
   const char *socket = tg_ipc_default_socket(false);
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
-  const tg_flag_t flags[] = {CLI_ONE_SHOT_FLAGS(&socket, &ro)};
+  bool raw = false;
+  const tg_flag_t flags[] = {
+      {"raw", TG_FLAG_BOOL, &raw, NULL,
+       "write the TracingServiceState (binary protobuf) to stdout", 0, 0},
+      CLI_ONE_SHOT_FLAGS(&socket, &ro)};
   int rv = cli_parse_one_shot_flags(
-      prog, "[--socket PATH | -H HOST [--cert F --key F --ca F]]", about, flags,
-      sizeof(flags) / sizeof(flags[0]), argc, argv);
+      prog, "[--raw] [--socket PATH | -H HOST [--cert F --key F --ca F]]", about,
+      flags, sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
-  return cli_run_one_shot(socket, &ro, query, NULL);
+  return cli_run_one_shot(socket, &ro, query, &raw);
 }

@@ -1,8 +1,11 @@
 /* `tracegate record`: flags, their checks, the config and the output file;
  * then the connection, handed to record_flow.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "consumer/cli/fleet.h"
@@ -20,8 +23,10 @@
 
 static const char synopsis[] =
     "[-c CONFIG [--txt] | DATA_SOURCE...] -o OUT [-t DURATION] [-b SIZE]\n"
-    "         [--detach KEY | --attach KEY [--stop]] [--socket PATH]\n"
+    "         [-s SIZE] [-d] [--detach KEY | --attach KEY [--stop]]\n"
+    "         [--socket PATH]\n"
     "       " CLI_PROG " record --clone ID | --clone-by-name NAME -o OUT [--socket PATH]\n"
+    "       " CLI_PROG " record --is_detached KEY [--socket PATH]\n"
     "       " CLI_PROG " record [-c CONFIG [--txt] | DATA_SOURCE...] -H HOST [-H HOST...]\n"
     "         [--hosts FILE] --ca F [--cert F --key F] [--tls-server-name NAME]\n"
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
@@ -50,14 +55,26 @@ static const char about[] =
     "The config is a TraceConfig file (binary, or text with --txt; '-' reads\n"
     "stdin), or is built from the DATA_SOURCE names given: one ring buffer of\n"
     "-b SIZE (default " DEFAULT_BUFFER "), -t DURATION (default 10s). With a config,\n"
-    "-t and -b override its duration_ms and the size of its first buffer.\n"
-    "DURATION: 500ms, 10s, 2m, 1h (0 = until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "-t, -b and -s override its duration_ms, the size of its first buffer\n"
+    "and its max_file_size_bytes. DURATION: 500ms, 10s, 2m, 1h, 1m30s (0 =\n"
+    "until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "\n"
+    "Before the session starts, data source names no producer has\n"
+    "registered are named in a warning with the closest registered names\n"
+    "(a producer may still register: the session goes on), and so are the\n"
+    "config fields tracegate-probes does not act on.\n"
     "\n"
     "Ctrl-C stops the trace cleanly and keeps the file; a second Ctrl-C\n"
     "aborts, leaving what was recorded in the partial file it names.\n"
     "On a terminal a progress line shows the time, the bytes and\n"
     "packets written and the data lost; a summary names every loss counter\n"
-    "that is not zero. The exit status is 0 only if the trace was written.\n"
+    "that is not zero, and why the session ended (its duration, -s or\n"
+    "max_file_size_bytes, a stop trigger, Ctrl-C, --stop, the service gone).\n"
+    "The exit status is 0 only if the trace was written.\n"
+    "\n"
+    "-d (Perfetto's --background) prints the pid of a process that records\n"
+    "on, detached from the terminal; kill -TERM PID stops the trace cleanly\n"
+    "and writes OUT.\n"
     "\n"
     "A local service writes the trace into OUT itself (write_into_file, the\n"
     "file passed over the socket); otherwise, or with --read-buffers, the\n"
@@ -78,19 +95,24 @@ static const char about[] =
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
-    "with --stop, or after -t), then writes OUT.\n"
+    "with --stop, or after -t), then writes OUT. --is_detached KEY exits 0\n"
+    "when a detached session KEY exists (it stays detached), 2 when not.\n"
     "\n"
     "Remote hosts (-H, repeated, and/or --hosts FILE: one per line, '#'\n"
     "comments): host[:port] is a tracegate-relay reached over mutual TLS\n"
     "(--ca verifies the relay, --cert/--key identify you; when connecting by\n"
-    "IP address, --tls-server-name names the relay's certificate);\n"
+    "IP address, --tls-server-name names the relay's certificate, or a hosts\n"
+    "file line's name=: '10.0.0.5:7467 name=host5.example'). --cert, --key\n"
+    "and --ca default to $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then\n"
+    "to ~/.config/tracegate/config ('cert = FILE', 'key = FILE', 'ca = FILE');\n"
     "ssh://[user@]host[:port] runs 'ssh host tracegate-relay --stdio' ($"
     CLI_SSH_ENV "\n"
     "replaces ssh). Every host starts at once and streams over its\n"
     "connection; one line per host shows progress on a terminal, and the\n"
     "summary gives each host's outcome and losses. The exit status is not 0\n"
     "when any host failed. -o DIR writes DIR/<host>.pftrace per host (DIR is\n"
-    "created if missing); -o FILE --merge writes one trace where each host is\n"
+    "created if missing, and said so; a name ending in .pftrace is refused);\n"
+    "-o FILE --merge writes one trace where each host is\n"
     "a machine (machine_id 1, 2, ... in -H order, then --hosts order) with\n"
     "its clocks aligned to this machine's; one host and -o FILE writes its\n"
     "trace as is. If a link drops, the session goes on on the host and the\n"
@@ -103,7 +125,7 @@ static const char about[] =
     DEFAULT_GRACE ") is stopped, and fails if it does not end soon after.\n"
     "\n"
     "examples:\n"
-    "  " CLI_PROG " record -o trace.pftrace -t 10s track_event tracegate.probes\n"
+    "  " CLI_PROG " record -o trace.pftrace -t 10s track_event linux.sys_stats\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace\n"
     "  " CLI_PROG " record -c config.pbtxt --txt -o trace.pftrace --detach nightly\n"
     "  " CLI_PROG " record --attach nightly --stop -o trace.pftrace\n"
@@ -129,7 +151,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the config is in protobuf text format", 0, 0},
       {"out", TG_FLAG_STRING, &o->out, "FILE", "-o: the trace file to write", 0, 0},
       {"time", TG_FLAG_STRING, &o->time, "DURATION",
-       "-t: how long to trace (10s, 500ms, 2m; 0 = until Ctrl-C)", 0, 0},
+       "-t: how long to trace (10s, 500ms, 2m, 1m30s; 0 = until Ctrl-C)", 0, 0},
       {"buffer", TG_FLAG_STRING, &o->buffer, "SIZE",
        "-b: the buffer size (64mb, 512kb; default " DEFAULT_BUFFER ")", 0, 0},
       {"detach", TG_FLAG_STRING, &o->detach, "KEY",
@@ -144,7 +166,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the service's consumer socket ('@name': abstract)", 0, 0},
       CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
       {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
-       "more hosts, one per line ('#' starts a comment)", 0, 0},
+       "more hosts, one per line: HOST [name=SERVER_NAME] ('#' starts a "
+       "comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
@@ -169,12 +192,61 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        " query) into OUT; the session runs on", 1, 0},
       {"clone-by-name", TG_FLAG_STRING, &o->clone_name, "NAME",
        "the same for the session with unique_session_name NAME", 0, 0},
+      /* Perfetto's remaining perfetto_cmd flags, kept together. */
+      {"background", TG_FLAG_BOOL, &o->background, NULL,
+       "-d: go on in the background: print the pid of the process that "
+       "records and exit (kill -TERM PID stops it cleanly)", 0, 0},
+      {"size", TG_FLAG_STRING, &o->size, "SIZE",
+       "-s: stop the session once the trace file holds SIZE bytes "
+       "(max_file_size_bytes; 64mb, 1gb)", 0, 0},
+      {"is_detached", TG_FLAG_STRING, &o->is_detached, "KEY",
+       "is a detached session KEY there? exit 0: yes, 2: no, 1: error "
+       "(it stays detached)", 0, 0},
+      {"save-for-bugreport", TG_FLAG_BOOL, &o->bugreport, NULL,
+       "refused: tracegate has no bugreport location (Android's)", 0, 0},
+      {"version", TG_FLAG_BOOL, &o->version, NULL,
+       "print the version and exit", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
                            RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
+  if (o->version) {
+    printf(CLI_PROG " " CLI_VERSION "\n");
+    return CLI_EXIT_OK;
+  }
+  if (o->bugreport) {
+    /* Perfetto saves the session with the highest bugreport_score into
+     * Android's bugreport directory; there is neither here. */
+    fprintf(stderr, "%s: --save-for-bugreport: tracegate has no bugreport "
+            "location (an Android feature); to take a running session's "
+            "trace, start it with --detach KEY and use --attach KEY --stop "
+            "-o FILE\n", prog);
+    return CLI_EXIT_FAIL;
+  }
+  if (o->is_detached) {
+    if (o->config || o->n_ds || o->out || o->attach || o->detach || o->stop ||
+        o->background || o->remote.n_hosts || o->remote.hosts_file)
+      return usage_error(prog, "--is_detached KEY takes only --socket");
+    return -1;
+  }
+  if (o->size) {
+    if (cli_parse_size(o->size, &o->max_file_bytes) < 0 ||
+        o->max_file_bytes < 4096) {
+      fprintf(stderr, "%s: --size: '%s' is not a size like 64mb or 1gb "
+              "(at least 4kb)\n", prog, o->size);
+      return CLI_EXIT_USAGE;
+    }
+    if (o->attach)
+      return usage_error(prog, "--attach cannot change the maximum file size");
+  }
+  if (o->background) {
+    if (o->detach)
+      return usage_error(prog, "--detach and --background exclude each other");
+    if (o->out && !strcmp(o->out, "-"))
+      return usage_error(prog, "--background cannot write to stdout (-o -)");
+  }
 
   /* --clone: a snapshot of a session that exists, written to -o. */
   if (o->clone_id || o->clone_name) {
@@ -212,6 +284,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       return CLI_EXIT_USAGE;
     }
     o->has_buffer = true;
+  }
+  if (o->remote.n_hosts || o->remote.hosts_file) {
+    if (o->background)
+      return usage_error(prog, "--background works with the local service");
+    if (o->size)
+      return usage_error(prog, "--size works with the local service");
   }
   if (o->attach && o->detach)
     return usage_error(prog, "--attach and --detach exclude each other");
@@ -298,6 +376,10 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
       cfg->has_duration_ms = 1;
       cfg->duration_ms = (uint32_t)o->duration_ms;
     }
+    if (o->max_file_bytes) {
+      cfg->has_max_file_size_bytes = 1;
+      cfg->max_file_size_bytes = o->max_file_bytes;
+    }
     if (o->has_buffer && cli_config_set_buffer(cfg, o->buffer_bytes) < 0) {
       perfetto__protos__trace_config__free_unpacked(cfg, NULL);
       fprintf(stderr, CLI_PROG ": out of memory\n");
@@ -307,9 +389,42 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
   }
   uint64_t size = o->buffer_bytes;
   if (!o->has_buffer) cli_parse_size(DEFAULT_BUFFER, &size);
-  return cli_config_quick(o->ds, o->n_ds, size,
-                          o->has_duration ? o->duration_ms
-                                          : DEFAULT_QUICK_DURATION_MS);
+  cfg = cli_config_quick(o->ds, o->n_ds, size,
+                         o->has_duration ? o->duration_ms
+                                         : DEFAULT_QUICK_DURATION_MS);
+  if (cfg && o->max_file_bytes) {
+    cfg->has_max_file_size_bytes = 1;
+    cfg->max_file_size_bytes = o->max_file_bytes;
+  }
+  return cfg;
+}
+
+/* -d, as Perfetto's Daemonize(): the parent prints the pid of the child
+ * that goes on recording and exits 0; the child leaves the terminal (its
+ * own session, stdio on /dev/null). Called before the loop exists. Returns
+ * 1 in the parent, 0 in the child, -1 after printing why. */
+static int go_background(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, CLI_PROG ": --background: fork: %s\n", strerror(errno));
+    return -1;
+  }
+  if (pid > 0) {
+    printf("%d\n", (int)pid);
+    fflush(stdout);
+    return 1;
+  }
+  setsid();
+  int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    dup2(fd, STDIN_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    if (fd > STDERR_FILENO) close(fd);
+  }
+  return 0;
 }
 
 /* The output mode is known once connected: a transport that carries fds
@@ -329,6 +444,21 @@ static void choose_mode(record_t *r) {
 }
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg);
+
+/* A path that is not a directory and ends like a trace file: with several
+ * hosts and no --merge, -o would silently become a directory by that name. */
+static bool looks_like_a_trace_file(const char *path) {
+  static const char *const exts[] = {".pftrace", ".perfetto-trace", ".trace",
+                                     ".pb"};
+  struct stat st;
+  if (!path || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) return false;
+  size_t len = strlen(path);
+  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+    size_t el = strlen(exts[i]);
+    if (len > el && !strcasecmp(path + len - el, exts[i])) return true;
+  }
+  return false;
+}
 
 /* -H / --hosts: the targets, the TLS files, then fleet.c. */
 static int record_remote(record_opts_t *o) {
@@ -361,11 +491,19 @@ static int record_remote(record_opts_t *o) {
     goto out;
   }
   if (cli_targets_name(targets, n) < 0) goto out;
+  if (n > 1 && !o->merge && !o->attach && looks_like_a_trace_file(o->out)) {
+    fprintf(stderr, CLI_PROG " record: -o %s names a trace file, but %zu hosts "
+            "without --merge write one trace each into a directory: give "
+            "--merge for one file, or a directory (-o DIR/)\n", o->out, n);
+    goto out;
+  }
   rc = CLI_EXIT_FAIL;
   bool need_tls = false;
   for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == CLI_TARGET_TLS;
-  if (need_tls &&
-      cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca, &tls) < 0)
+  /* The flags, else the environment or the config file. */
+  if (need_tls && (cli_tls_defaults(&o->remote) < 0 ||
+                   cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca,
+                                &tls) < 0))
     goto out;
   if (!o->attach) {
     cfg = make_config(o);
@@ -392,6 +530,11 @@ int cli_record_main(int argc, char **argv) {
   if (!r) return CLI_EXIT_FAIL;
   int rc = parse_args(&r->o, prog, argc, argv);
   if (rc >= 0) {
+    free(r);
+    return rc;
+  }
+  if (r->o.is_detached) {
+    rc = record_is_detached(r->o.socket, r->o.is_detached);
     free(r);
     return rc;
   }
@@ -422,6 +565,19 @@ int cli_record_main(int argc, char **argv) {
     r->exit_code = CLI_EXIT_USAGE;
     goto out;
   }
+  if (r->o.background) {
+    int bg = go_background();
+    if (bg != 0) {
+      /* The parent: the child owns the partial file from here. */
+      if (bg > 0) {
+        cli_output_forget(&r->out);
+        r->has_out = false;
+        r->exit_code = CLI_EXIT_OK;
+      }
+      goto out;
+    }
+    r->tty = false;
+  }
   uv_loop_t loop;
   if (uv_loop_init(&loop) < 0) goto out;
   r->loop = &loop;
@@ -432,8 +588,15 @@ int cli_record_main(int argc, char **argv) {
     r->exit_code = record_clone(r);
   } else if (r->conn.established) {
     if (!r->o.attach) choose_mode(r);
-    record_begin(r);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    record_check_config(r);
+    /* The check runs the loop: the connection may have gone meanwhile. */
+    if (r->conn.c && !r->conn.closed) {
+      record_begin(r);
+      uv_run(&loop, UV_RUN_DEFAULT);
+    } else {
+      fprintf(stderr, CLI_PROG ": lost the connection to the tracing "
+              "service: %s\n", r->conn.close_msg);
+    }
   }
   cli_disconnect(&r->conn);
   if (!cli_loop_close(&loop)) {
@@ -454,5 +617,6 @@ out:
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg) {
   (void)status;
-  record_on_conn_lost(cc->data, msg);
+  record_t *r = cc->data;
+  if (r->rec) record_on_conn_lost(r, msg); /* else: before record_begin */
 }

@@ -40,6 +40,13 @@ typedef struct record_opts {
   uint64_t clock_sync_ms; /* parsed; remote clocks re-read this often */
   uint64_t clone_id;      /* --clone: snapshot this session (0: not given) */
   const char *clone_name; /* --clone-by-name */
+  /* Perfetto's other record flags (perfetto_cmd.cc). */
+  bool background;           /* -d: go on in a child, print its pid */
+  const char *size;          /* -s: max_file_size_bytes */
+  uint64_t max_file_bytes;   /* parsed; 0: no limit */
+  const char *is_detached;   /* --is_detached KEY: exit 0 yes, 2 no, 1 error */
+  bool bugreport;            /* --save-for-bugreport: refused */
+  bool version;              /* --version */
 } record_opts_t;
 
 typedef struct record {
@@ -70,6 +77,11 @@ typedef struct record {
   uint64_t trigger_timeout_ms;
   /* CLONE_SNAPSHOT snapshots (record_snapshot.c): OUT.<taken>. */
   unsigned snapshots_taken, snapshots_running;
+  uv_signal_t sigterm;     /* -d: SIGTERM stops cleanly, like Ctrl-C */
+  bool size_reached;       /* streamed: -s reached, the rest is dropped */
+  bool conn_lost;          /* the service went away */
+  bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
+  const char *end_reason;  /* why the session ended, for the summary */
 } record_t;
 
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
@@ -95,5 +107,16 @@ void record_snapshot_watch(record_t *r);
 void record_begin(record_t *r);
 /* The connection closed: a failure unless the recording was over. */
 void record_on_conn_lost(record_t *r, const char *msg);
+
+/* record_check.c: before enabling, on the connected |r|: warns (stderr)
+ * about data source names no producer registered, naming close matches,
+ * and about config fields tracegate's probes do not act on. Never fails
+ * the recording (a producer may register later). */
+void record_check_config(record_t *r);
+
+/* is_detached.c: --is_detached KEY on the service at |socket|: 0 if a
+ * detached session KEY exists (it is left detached), 2 if not, 1 when
+ * the service could not be asked. */
+int record_is_detached(const char *socket, const char *key);
 
 #endif /* TRACEGATE_CONSUMER_CLI_RECORD_H */

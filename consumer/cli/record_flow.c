@@ -31,6 +31,7 @@ static void finish(record_t *r) {
   r->finished = true;
   clear_progress(r);
   uv_close((uv_handle_t *)&r->sigint, on_closed);
+  if (r->o.background) uv_close((uv_handle_t *)&r->sigterm, on_closed);
   tg_recording_free(r->rec);
   r->rec = NULL;
   if (r->conn.c) tg_consumer_close(r->conn.c);
@@ -69,6 +70,9 @@ static void on_stats(tg_recording_t *rec, int status, const char *msg,
   } else if (status) {
     clear_progress(r);
     fprintf(stderr, CLI_PROG ": warning: no final statistics: %s\n", msg);
+    r->no_final_stats = true;
+  } else {
+    r->no_final_stats = false;
   }
 }
 
@@ -91,9 +95,34 @@ static int verify_watched(record_t *r) {
   return 0;
 }
 
+/* Why a session ended that we did not stop: what its config allowed,
+ * checked against what happened. */
+static const char *inferred_end(record_t *r, uint64_t elapsed) {
+  const Perfetto__Protos__TraceConfig *cfg =
+      r->cfg ? r->cfg : tg_recording_config(r->rec);
+  if (r->size_reached) return "the trace reached --size";
+  uint64_t max = cfg && cfg->has_max_file_size_bytes ? cfg->max_file_size_bytes : 0;
+  bool duration_up = r->duration_ms && elapsed + 250 >= r->duration_ms;
+  bool stop_trigger =
+      cfg && cfg->trigger_config && cfg->trigger_config->has_trigger_mode &&
+      cfg->trigger_config->trigger_mode ==
+          PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+  /* Before its duration, a session we did not stop ends for what its
+   * config allows: the service writing the file stops it at the size
+   * limit (the next write would pass it), or a stop trigger fired. */
+  bool size_limit = max && r->file_mode && !duration_up;
+  if (size_limit && stop_trigger)
+    return "max_file_size_bytes reached or a stop trigger fired";
+  if (size_limit) return "max_file_size_bytes reached";
+  if (stop_trigger && !duration_up) return "a stop trigger fired";
+  if (duration_up || (r->o.attach && r->duration_ms)) return "its duration elapsed";
+  return "the service ended it";
+}
+
 static void complete(record_t *r) {
   clear_progress(r);
   uint64_t elapsed = cli_now_ms() - r->t0;
+  if (!r->end_reason) r->end_reason = inferred_end(r, elapsed);
   int rv = 0;
   bool checked = r->has_out;
   if (r->watch_only) {
@@ -107,7 +136,12 @@ static void complete(record_t *r) {
     char by[32], el[32];
     cli_format_bytes(by, sizeof(by), r->out.bytes);
     cli_format_ms(el, sizeof(el), elapsed);
-    if (checked)
+    /* An attached session ran before we came: our clock would lie. */
+    if (checked && r->o.attach)
+      fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets (attached for "
+              "%s; the session ran since --detach)\n", r->o.out, by,
+              (unsigned long long)r->out.packets, el);
+    else if (checked)
       fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, %s\n", r->o.out,
               by, (unsigned long long)r->out.packets, el);
     else
@@ -117,7 +151,11 @@ static void complete(record_t *r) {
   }
   /* Written, but with nothing traced: not a success. */
   if (record_trigger_never_fired(r)) r->exit_code = CLI_EXIT_FAIL;
-  cli_loss_print(stderr, &r->loss);
+  fprintf(stderr, CLI_PROG ": the session ended: %s\n", r->end_reason);
+  if (r->no_final_stats)
+    fprintf(stderr, CLI_PROG ": data loss unknown (no final statistics)\n");
+  else
+    cli_loss_print(stderr, &r->loss);
   finish(r);
 }
 
@@ -164,6 +202,8 @@ static void on_end(tg_recording_t *rec, int status, const char *reason) {
       break;
   }
   r->keep_partial = r->began; /* kept only if it holds packets */
+  if (r->conn_lost)
+    fprintf(stderr, CLI_PROG ": the session ended: the service went away\n");
   if (r->has_out && r->out.err)
     fail(r, "cannot write %s: %s", r->o.out, tg_strerror(r->out.err));
   else
@@ -181,7 +221,16 @@ static void on_state(tg_recording_t *rec, tg_rec_state_t from,
 
 static int on_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   record_t *r = tg_recording_data(rec);
-  return cli_output_packet(&r->out, p, n);
+  int rv = cli_output_packet(&r->out, p, n);
+  /* Streamed (the service does not write the file): --size is ours to
+   * keep. The session is stopped; what it still sends (its trace_stats)
+   * is written, so the file ends a little past the limit. */
+  if (rv == 0 && r->o.max_file_bytes && !r->size_reached &&
+      r->out.bytes >= r->o.max_file_bytes) {
+    r->size_reached = true;
+    tg_recording_stop(rec);
+  }
+  return rv;
 }
 
 /* An attached session: where its trace goes decides what we do. */
@@ -227,8 +276,9 @@ static const tg_recording_cbs_t rec_cbs = {
 };
 
 static void on_sigint(uv_signal_t *s, int signum) {
-  (void)signum;
   record_t *r = s->data;
+  if (!r->end_reason)
+    r->end_reason = signum == SIGTERM ? "stopped by SIGTERM" : "stopped by Ctrl-C";
   if (++r->sigints > 1) {
     clear_progress(r);
     fprintf(stderr, CLI_PROG ": aborted\n");
@@ -280,6 +330,12 @@ void record_begin(record_t *r) {
   uv_signal_init(r->loop, &r->sigint);
   r->sigint.data = r;
   uv_signal_start(&r->sigint, on_sigint, SIGINT);
+  if (r->o.background) {
+    /* Perfetto's -d: kill -TERM PID ends the trace cleanly. */
+    uv_signal_init(r->loop, &r->sigterm);
+    r->sigterm.data = r;
+    uv_signal_start(&r->sigterm, on_sigint, SIGTERM);
+  }
   r->rec = tg_recording_new(r->loop, &rec_cbs, r);
   if (!r->rec) {
     fail(r, "out of memory");
@@ -301,11 +357,15 @@ void record_begin(record_t *r) {
          tg_strerror(rv));
     return;
   }
-  if (r->o.stop) tg_recording_stop(r->rec);
+  if (r->o.stop) {
+    r->end_reason = "stopped by --stop";
+    tg_recording_stop(r->rec);
+  }
 }
 
 void record_on_conn_lost(record_t *r, const char *msg) {
   if (r->finished) return;
+  r->conn_lost = true;
   char why[600];
   snprintf(why, sizeof(why), "lost the connection to the tracing service: %s",
            msg);

@@ -210,8 +210,9 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
   tg_tls_chan_opts_t opts = {.dead_link_timeout_s = env->dead_link_timeout_s,
                              .handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
                              .on_handshake = on_handshake};
+  const char *name = t->server_name[0] ? t->server_name : env->server_name;
   int rv = tg_tls_chan_connect(env->loop, t->hostport, env->tls,
-                               env->server_name, &opts, &placeholder_cbs, rt,
+                               name, &opts, &placeholder_cbs, rt,
                                &rt->ch);
   if (rv < 0) {
     snprintf(err, n, "cannot connect to %s: %s", t->hostport, tg_strerror(rv));

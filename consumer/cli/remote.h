@@ -41,6 +41,8 @@ typedef struct cli_target {
   char user[64];      /* ssh: "" when not given */
   unsigned port;      /* TLS: the relay's port; ssh: 0 = ssh's default */
   char name[128];     /* for file names and messages: see cli_targets_name */
+  char server_name[254]; /* TLS: the name its relay's certificate carries
+                            (a hosts file's name=); "": the default */
 } cli_target_t;
 
 /* Parses "host:port", "host" (port 7467), "[v6]:port", "ssh://[user@]host
@@ -48,12 +50,18 @@ typedef struct cli_target {
  * of these. */
 int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n);
 
-/* Appends the targets of a hosts file (one per line, '#' starts a comment,
- * blank lines skipped) to |list| (grown with realloc; |*n| entries). Prints
- * "FILE:LINE: why" and returns -1 on the first bad line or I/O error.
- * Stops reading once |*n| exceeds |max|: the caller reports too many. */
+/* hosts_file.c. Appends the targets of a hosts file (one per line,
+ * "HOST [name=SERVER_NAME]", '#' starts a comment, blank lines skipped) to
+ * |list| (grown with realloc; |*n| entries, at most |max|). Prints
+ * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
 int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
                      size_t max);
+/* The same over |len| bytes of text (no NUL needed): 0, or -EINVAL,
+ * -E2BIG (more than |max|), -ENOMEM with why in |err| and the line in
+ * *|lineno|. */
+int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
+                    size_t *n, size_t max, unsigned *lineno, char *err,
+                    size_t errn);
 
 /* Gives each target a file-name-safe |name|: the host, or host_port when
  * two targets share a host, with characters outside [A-Za-z0-9._-]
@@ -63,7 +71,7 @@ int cli_targets_name(cli_target_t *list, size_t n);
 
 /* What the TLS targets need: the client configuration (CA, certificate,
  * key) and the name the relays' certificates must carry (NULL: each
- * target's host part). */
+ * target's host part; a target's own server_name comes first). */
 typedef struct cli_remote_env {
   uv_loop_t *loop;
   tg_tls_config_t *tls; /* NULL when only ssh targets are used */

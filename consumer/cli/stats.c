@@ -81,8 +81,21 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
     printf("TRACING SESSIONS (%zu, %d started)\n", st->n_tracing_sessions,
            st->num_sessions_started);
     cli_print_sessions(stdout, st, filter, id);
-    printf("\nper-buffer counters: " CLI_PROG " stats --attach KEY (a detached "
-           "session),\nor the trace_stats packet at the end of a trace file\n");
+    /* The live counters the service gives with each session. */
+    bool any = false;
+    for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+      const Perfetto__Protos__TracingServiceState__TracingSession *ts =
+          st->tracing_sessions[i];
+      if ((filter && ts->id != id) || !ts->trace_stats) continue;
+      printf("\nsession %" PRIu64 "\n", ts->id);
+      cli_stats_print(stdout, ts->trace_stats);
+      any = true;
+    }
+    if (!any)
+      printf("\nper-buffer counters: " CLI_PROG " stats --attach KEY (a "
+             "detached session),\nor the trace_stats packet at the end of a "
+             "trace file (this service does not give them with its "
+             "sessions)\n");
   }
   perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
   return code;
@@ -104,7 +117,9 @@ static const char about[] =
     "the detached session KEY is attached, asked for its statistics\n"
     "(GetTraceStats: one column per buffer) and detached again; it keeps\n"
     "running. Otherwise the service's sessions are listed (all, or the one\n"
-    "given with --session) with their state and buffer sizes. With -H, of a\n"
+    "given with --session) with their state and buffer sizes, and each\n"
+    "one's live counters (tracegated gives them with QueryServiceState;\n"
+    "Perfetto's traced does not). With -H, of a\n"
     "remote host (through its tracegate-relay; keys are then the relay's,\n"
     "namespaced by the client certificate's identity).\n"
     "\n"

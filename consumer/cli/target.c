@@ -1,4 +1,5 @@
-/* Remote targets: "-H" specs, hosts files, and the names files are given. */
+/* Remote targets: "-H" specs (hosts files: hosts_file.c), and the names
+ * files are given. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +11,6 @@
 #include "ipc/net_addr.h"
 
 #define SSH_SCHEME "ssh://"
-#define MAX_HOSTS_LINE 1024
 
 static bool user_ok(const char *u) {
   if (!u[0] || u[0] == '-') return false;
@@ -77,61 +77,6 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
   }
   /* Fits: see the _Static_assert above. */
   return tg_net_addr_format(&a, t->hostport, sizeof(t->hostport));
-}
-
-int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
-                     size_t max) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
-            strerror(errno));
-    return -1;
-  }
-  char line[MAX_HOSTS_LINE];
-  unsigned lineno = 0;
-  int rv = 0;
-  while (rv == 0 && *n <= max && fgets(line, sizeof(line), f)) {
-    lineno++;
-    if (!strchr(line, '\n') && !feof(f)) {
-      fprintf(stderr, CLI_PROG ": %s:%u: line too long\n", path, lineno);
-      rv = -1;
-      break;
-    }
-    char *hash = strchr(line, '#');
-    if (hash) *hash = 0;
-    char *s = line;
-    while (isspace((unsigned char)*s)) s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
-    if (!*s) continue;
-    for (char *p = s; *p; p++)
-      if (isspace((unsigned char)*p)) {
-        fprintf(stderr, CLI_PROG ": %s:%u: one host per line\n", path, lineno);
-        rv = -1;
-        break;
-      }
-    if (rv) break;
-    cli_target_t *grown = realloc(*list, (*n + 1) * sizeof(**list));
-    if (!grown) {
-      fprintf(stderr, CLI_PROG ": out of memory\n");
-      rv = -1;
-      break;
-    }
-    *list = grown;
-    char err[400];
-    if (cli_target_parse(s, &grown[*n], err, sizeof(err)) < 0) {
-      fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, lineno, err);
-      rv = -1;
-      break;
-    }
-    ++*n;
-  }
-  if (rv == 0 && ferror(f)) {
-    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s\n", path);
-    rv = -1;
-  }
-  fclose(f);
-  return rv;
 }
 
 static void safe_copy(char *dst, size_t cap, const char *src) {

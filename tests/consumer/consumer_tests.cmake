@@ -63,3 +63,12 @@ tg_add_test(test_cli_triggers
 target_compile_definitions(test_cli_triggers PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_triggers tracegate)
+# Perfetto's record flags, checked data source names, end reasons and
+# honest summaries (issue 15), end to end.
+tg_add_test(test_cli_parity
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_parity.c
+          ${CMAKE_CURRENT_LIST_DIR}/cli_child.c
+  LIBS tg_test_support tg_proto)
+target_compile_definitions(test_cli_parity PRIVATE
+                           TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
+add_dependencies(test_cli_parity tracegate)

@@ -392,6 +392,75 @@ static void remote_record_through_one_relay_over_tls(void **state) {
   host_stop(&h);
 }
 
+/* Issue 15.8: no TLS flags. The files come from the environment, then
+ * from the per-user config file; the hosts file names each relay's
+ * certificate (the host is an IP address). */
+static void tls_files_from_the_environment_and_a_name_per_host(void **state) {
+  (void)state;
+  host_t h;
+  host_start(&h, 0);
+  host_connect_producer(&h, 4, 64);
+  char hosts[128], pki[3][256];
+  snprintf(hosts, sizeof(hosts), "%s   name=relay.test  # by IP\n", h.spec);
+  FILE *f = fopen(in_dir("named-hosts.txt"), "w");
+  assert_non_null(f);
+  fputs(hosts, f);
+  fclose(f);
+  snprintf(pki[0], sizeof(pki[0]), "%s", in_dir("pki/alice.pem"));
+  snprintf(pki[1], sizeof(pki[1]), "%s", in_dir("pki/alice.key"));
+  snprintf(pki[2], sizeof(pki[2]), "%s", in_dir("pki/ca.pem"));
+  setenv("TRACEGATE_CERT", pki[0], 1);
+  setenv("TRACEGATE_KEY", pki[1], 1);
+  setenv("TRACEGATE_CA", pki[2], 1);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", in_dir("env.pftrace"));
+  const char *args[] = {"record", "--hosts", in_dir("named-hosts.txt"), "-o",
+                        out, "-t", "0", "fleet.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
+  commit_packets(&h, 0, "env", 1, 3);
+  kill(c.pid, SIGINT);
+  ack_flush(&h);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_t t;
+  load_trace(out, &t);
+  assert_values(&t, "env", 1, 3);
+  free_trace(&t);
+  unlink(out);
+  unsetenv("TRACEGATE_CERT");
+  unsetenv("TRACEGATE_KEY");
+  unsetenv("TRACEGATE_CA");
+
+  /* The config file: query needs only -H and the name. */
+  char cfg_dir[256], cfg[1024];
+  snprintf(cfg_dir, sizeof(cfg_dir), "%s", in_dir("xdg"));
+  mkdir(cfg_dir, 0700);
+  snprintf(cfg, sizeof(cfg), "%s/tracegate", cfg_dir);
+  mkdir(cfg, 0700);
+  snprintf(cfg, sizeof(cfg), "%s/tracegate/config", cfg_dir);
+  f = fopen(cfg, "w");
+  assert_non_null(f);
+  fprintf(f, "# test\ncert = %s\nkey=%s\n  ca =  %s  \n", pki[0], pki[1], pki[2]);
+  fclose(f);
+  setenv("XDG_CONFIG_HOME", cfg_dir, 1);
+  const char *query[] = {"query", "-H", h.spec, "--tls-server-name",
+                         "relay.test", NULL};
+  spawn_cli(&c, query);
+  assert_int_equal(wait_cli(&c), 0);
+  /* A typo in it is named, not ignored. */
+  f = fopen(cfg, "w");
+  assert_non_null(f);
+  fprintf(f, "certt = %s\n", pki[0]);
+  fclose(f);
+  spawn_cli(&c, query);
+  assert_int_not_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, "config:1: unknown setting"));
+  unsetenv("XDG_CONFIG_HOME");
+  unlink(cfg);
+  host_stop(&h);
+}
+
 /* --- (b) three hosts, merged and per host -------------------------------------------------- */
 
 static const char *const tags[MAX_HOSTS] = {"h1", "h2", "h3"};
@@ -989,6 +1058,7 @@ static void stuck_host_fails_at_its_deadline_and_the_other_finishes(void **state
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(remote_record_through_one_relay_over_tls),
+      cmocka_unit_test(tls_files_from_the_environment_and_a_name_per_host),
       cmocka_unit_test(three_hosts_merged_and_one_file_each),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),

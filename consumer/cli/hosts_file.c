@@ -1,0 +1,184 @@
+/* Hosts files (record --hosts FILE): one target per line, '#' starts a
+ * comment, blank lines are skipped. After a TLS target, "name=NAME" gives
+ * the name that host's relay certificate must carry, so a fleet reached
+ * by IP address, each host with its own certificate, records in one
+ * command:
+ *
+ *     10.0.0.5:7467  name=host5.example   # the relay on host5
+ *     ssh://admin@db1
+ *
+ * The text is the user's, but it may be anything (a wrong file): every
+ * line is bounded, a NUL byte is refused, and the parser works on a
+ * length, never past it (tests/fuzz/fuzz_hosts_file.c). */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer/cli/cli.h"
+#include "consumer/cli/remote.h"
+
+#define MAX_HOSTS_LINE 1024
+#define MAX_HOSTS_FILE (4u << 20)
+#define NAME_OPT "name="
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* A DNS name as certificates carry it: letters, digits, '-' and '.', a
+ * leading "*." for a wildcard; at most 253 characters. */
+static bool server_name_ok(const char *s) {
+  size_t len = strlen(s);
+  if (len == 0 || len > 253 || s[0] == '-' || s[0] == '.') return false;
+  if (!strncmp(s, "*.", 2)) s += 2;
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (!isalnum(ch) && ch != '-' && ch != '.') return false;
+  }
+  return true;
+}
+
+/* One line (|line| NUL-terminated, comment removed): 1 if blank, 0 with
+ * |t| filled, -EINVAL with why in |err|. Modifies |line|. */
+static int parse_line(char *line, cli_target_t *t, char *err, size_t n) {
+  char *words[8];
+  size_t nw = 0;
+  for (char *p = line; *p;) {
+    while (blank(*p)) *p++ = 0;
+    if (!*p) break;
+    if (nw == sizeof(words) / sizeof(words[0])) {
+      snprintf(err, n, "too many words (HOST [name=SERVER_NAME])");
+      return -EINVAL;
+    }
+    words[nw++] = p;
+    while (*p && !blank(*p)) p++;
+  }
+  if (nw == 0) return 1;
+  int rv = cli_target_parse(words[0], t, err, n);
+  if (rv < 0) return rv;
+  for (size_t i = 1; i < nw; i++) {
+    if (strncmp(words[i], NAME_OPT, strlen(NAME_OPT)) != 0) {
+      snprintf(err, n, "'%.100s': one host per line, then name=SERVER_NAME",
+               words[i]);
+      return -EINVAL;
+    }
+    const char *v = words[i] + strlen(NAME_OPT);
+    if (t->kind != CLI_TARGET_TLS) {
+      snprintf(err, n, "name= is for TLS hosts (host:port), not ssh://");
+      return -EINVAL;
+    }
+    if (t->server_name[0]) {
+      snprintf(err, n, "name= given twice");
+      return -EINVAL;
+    }
+    if (!server_name_ok(v)) {
+      snprintf(err, n, "'%.100s' is not a server name (a DNS name)", v);
+      return -EINVAL;
+    }
+    snprintf(t->server_name, sizeof(t->server_name), "%s", v);
+  }
+  return 0;
+}
+
+int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
+                    size_t *n, size_t max, unsigned *lineno, char *err,
+                    size_t errn) {
+  *lineno = 0;
+  size_t off = 0;
+  while (off < len) {
+    ++*lineno;
+    const char *start = text + off;
+    const char *nl = memchr(start, '\n', len - off);
+    size_t ll = nl ? (size_t)(nl - start) : len - off;
+    off += ll + (nl ? 1 : 0);
+    if (ll >= MAX_HOSTS_LINE) {
+      snprintf(err, errn, "line too long (at most %d bytes)", MAX_HOSTS_LINE - 1);
+      return -EINVAL;
+    }
+    if (memchr(start, '\0', ll)) {
+      snprintf(err, errn, "a NUL byte (is this a hosts file?)");
+      return -EINVAL;
+    }
+    char line[MAX_HOSTS_LINE];
+    memcpy(line, start, ll);
+    line[ll] = 0;
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    cli_target_t t;
+    int rv = parse_line(line, &t, err, errn);
+    if (rv < 0) return rv;
+    if (rv == 1) continue;
+    if (*n >= max) {
+      snprintf(err, errn, "more than %zu hosts", max);
+      return -E2BIG;
+    }
+    cli_target_t *grown = realloc(*list, (*n + 1) * sizeof(**list));
+    if (!grown) {
+      snprintf(err, errn, "out of memory");
+      return -ENOMEM;
+    }
+    *list = grown;
+    grown[(*n)++] = t;
+  }
+  return 0;
+}
+
+/* The whole file, at most MAX_HOSTS_FILE bytes. */
+static int read_file(const char *path, char **out, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t cap = 64 * 1024, n = 0;
+  char *buf = malloc(cap);
+  int rv = buf ? 0 : -ENOMEM;
+  while (rv == 0) {
+    if (n == cap) {
+      if (cap >= MAX_HOSTS_FILE) {
+        rv = -EFBIG;
+        break;
+      }
+      char *g = realloc(buf, cap * 2);
+      if (!g) {
+        rv = -ENOMEM;
+        break;
+      }
+      buf = g;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rv = -errno;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  if (rv < 0) {
+    free(buf);
+    return rv;
+  }
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
+                     size_t max) {
+  char *text = NULL;
+  size_t len = 0;
+  int rv = read_file(path, &text, &len);
+  if (rv < 0) {
+    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
+            rv == -EFBIG ? "larger than 4 MiB" : strerror(-rv));
+    return -1;
+  }
+  char err[400];
+  unsigned line = 0;
+  rv = cli_hosts_parse(text, len, list, n, max, &line, err, sizeof(err));
+  free(text);
+  if (rv < 0) {
+    fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, line, err);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,124 @@
+/* Where --cert, --key and --ca come from when they are not given: the
+ * environment (TRACEGATE_CERT, TRACEGATE_KEY, TRACEGATE_CA), then the
+ * per-user config file ($XDG_CONFIG_HOME/tracegate/config, by default
+ * ~/.config/tracegate/config). A flag wins over the environment, which
+ * wins over the file. The file's format (docs/commands.md):
+ *
+ *     # tracegate's TLS files for -H
+ *     cert = /home/me/.tracegate/me.pem
+ *     key  = /home/me/.tracegate/me.key
+ *     ca   = /etc/tracegate/ca.pem
+ *
+ * One "name = value" a line, '#' comments, blank lines skipped; an
+ * unknown name or a malformed line is an error naming the line (a typo
+ * must not silently pick no file). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/cli/cli.h"
+
+#define ENV_CERT "TRACEGATE_CERT"
+#define ENV_KEY "TRACEGATE_KEY"
+#define ENV_CA "TRACEGATE_CA"
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+static char *trim(char *s) {
+  while (blank(*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && blank(e[-1])) *--e = 0;
+  return s;
+}
+
+/* The config file's path into |out|; false when there is no home. */
+static bool config_path(char *out, size_t n) {
+  const char *xdg = getenv("XDG_CONFIG_HOME");
+  const char *home = getenv("HOME");
+  int w;
+  if (xdg && xdg[0] == '/') w = snprintf(out, n, "%s/tracegate/config", xdg);
+  else if (home && home[0]) w = snprintf(out, n, "%s/.config/tracegate/config", home);
+  else return false;
+  return w > 0 && (size_t)w < n;
+}
+
+/* Reads the file's settings into |ro|'s slots that are still empty. */
+static int read_config(cli_remote_opts_t *ro, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return 0; /* no file: no defaults */
+    fprintf(stderr, CLI_PROG ": cannot read %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char line[CLI_TLS_PATH_MAX + 64];
+  unsigned lineno = 0;
+  int rv = 0;
+  while (rv == 0 && fgets(line, sizeof(line), f)) {
+    lineno++;
+    if (!strchr(line, '\n') && !feof(f)) {
+      fprintf(stderr, CLI_PROG ": %s:%u: line too long\n", path, lineno);
+      rv = -1;
+      break;
+    }
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *s = trim(line);
+    if (!*s) continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      fprintf(stderr, CLI_PROG ": %s:%u: not 'name = value'\n", path, lineno);
+      rv = -1;
+      break;
+    }
+    *eq = 0;
+    char *name = trim(s), *val = trim(eq + 1);
+    int slot = !strcmp(name, "cert") ? 0 : !strcmp(name, "key") ? 1
+             : !strcmp(name, "ca")   ? 2 : -1;
+    if (slot < 0 || !*val) {
+      fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, lineno,
+              slot < 0 ? "unknown setting (cert, key, ca)" : "empty value");
+      rv = -1;
+      break;
+    }
+    const char **dst = slot == 0 ? &ro->cert : slot == 1 ? &ro->key : &ro->ca;
+    snprintf(ro->file_vals[slot], sizeof(ro->file_vals[slot]), "%s", val);
+    if (!*dst) *dst = ro->file_vals[slot];
+  }
+  fclose(f);
+  return rv;
+}
+
+int cli_tls_defaults(cli_remote_opts_t *ro) {
+  /* --cert and --key go together: a pair is taken from one place only,
+   * or a flag's certificate would meet another source's key. */
+  bool pair_given = ro->cert || ro->key;
+  const char *ec = getenv(ENV_CERT), *ek = getenv(ENV_KEY), *ea = getenv(ENV_CA);
+  if (!pair_given && ((ec && *ec) || (ek && *ek))) {
+    ro->cert = ec && *ec ? ec : NULL;
+    ro->key = ek && *ek ? ek : NULL;
+    pair_given = true;
+  }
+  if (!ro->ca && ea && *ea) ro->ca = ea;
+  if (pair_given && ro->ca) return 0;
+  char path[CLI_TLS_PATH_MAX];
+  if (!config_path(path, sizeof(path))) return 0;
+  cli_remote_opts_t file;
+  memset(&file, 0, sizeof(file));
+  if (read_config(&file, path) < 0) return -1;
+  if (!pair_given && (file.cert || file.key)) {
+    if (file.cert) {
+      memcpy(ro->file_vals[0], file.file_vals[0], sizeof(ro->file_vals[0]));
+      ro->cert = ro->file_vals[0];
+    }
+    if (file.key) {
+      memcpy(ro->file_vals[1], file.file_vals[1], sizeof(ro->file_vals[1]));
+      ro->key = ro->file_vals[1];
+    }
+  }
+  if (!ro->ca && file.ca) {
+    memcpy(ro->file_vals[2], file.file_vals[2], sizeof(ro->file_vals[2]));
+    ro->ca = ro->file_vals[2];
+  }
+  return 0;
+}

@@ -1,0 +1,357 @@
+/* What a Perfetto user expects of `tracegate record` (issue 15): Perfetto's
+ * flags (-d, -s, --is_detached, --version, --query-raw, 1m30s durations,
+ * --save-for-bugreport refused), data source names checked against the
+ * service, the reason a session ended in its summary and its trace_stats
+ * at the end of the trace, and the summaries that must not lie. A real
+ * tracegated, a raw producer, the CLI as a child process; every wait is on
+ * an event (a command from the service, the child's output or exit, a
+ * pidfd) with a deadline. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli_child.h"
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/trace/trace.pb-c.h"
+
+/* The whole of |path|, decoded; NULL if it does not decode. */
+static Perfetto__Protos__Trace *decode_file(const char *path) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  uint8_t *buf = malloc((size_t)st.st_size + 1);
+  assert_non_null(buf);
+  assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
+  close(fd);
+  Perfetto__Protos__Trace *t =
+      perfetto__protos__trace__unpack(NULL, (size_t)st.st_size, buf);
+  free(buf);
+  return t;
+}
+
+/* Perfetto's trace ends with the session's trace_stats. */
+static void assert_ends_with_trace_stats(const char *path) {
+  Perfetto__Protos__Trace *t = decode_file(path);
+  assert_non_null(t);
+  assert_true(t->n_packet > 0);
+  assert_non_null(t->packet[t->n_packet - 1]->trace_stats);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+}
+
+/* Waits (bounded) until process |pid|, not our child, has exited. */
+static void wait_gone(pid_t pid) {
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) {
+    assert_int_equal(errno, ESRCH); /* already gone */
+    return;
+  }
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+  close(fd);
+}
+
+/* --- 15.2: Perfetto's flags ---------------------------------------------- */
+
+static void version_and_bugreport(void **state) {
+  (void)state;
+  child_t c;
+  const char *top[] = {"--version", NULL};
+  assert_int_equal(run_cli(&c, top), 0);
+  assert_non_null(strstr(c.out, "tracegate 0."));
+  const char *rec[] = {"record", "--version", NULL};
+  assert_int_equal(run_cli(&c, rec), 0);
+  assert_non_null(strstr(c.out, "tracegate 0."));
+  /* Refused with a reason, not "unknown option". */
+  const char *bug[] = {"--save-for-bugreport", NULL};
+  assert_int_equal(run_cli(&c, bug), 1);
+  assert_non_null(strstr(c.err, "bugreport location"));
+  assert_null(strstr(c.err, "unknown option"));
+}
+
+static void compound_durations(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "dur.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "1s200ms", "cli.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "dur", 1, 2);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_file_t t;
+  read_trace(out, "dur", &t);
+  assert_int_equal(t.config_duration_ms, 1200);
+  /* 15.5: why it ended, and the trace_stats last. */
+  assert_non_null(strstr(c.err, "the session ended: its duration elapsed"));
+  assert_ends_with_trace_stats(out);
+  unlink(out);
+  /* A bare number only alone: "1m30" is refused. */
+  const char *bad[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                       "-t", "1m30", "cli.ds", NULL};
+  assert_int_equal(run_cli(&c, bad), 2);
+  assert_non_null(strstr(c.err, "--time"));
+  raw_producer_close(&p);
+}
+
+static void is_detached_answers_by_exit_status(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  child_t c;
+  const char *no[] = {"record", "--socket", ts->consumer_sock, "--is_detached",
+                      "parity-key", NULL};
+  assert_int_equal(run_cli(&c, no), 2);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "isdet.pftrace"));
+  const char *detach[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                          "-t", "0", "--detach", "parity-key", "cli.ds", NULL};
+  assert_int_equal(run_cli(&c, detach), 0);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  /* Yes, twice: asking leaves it detached. */
+  assert_int_equal(run_cli(&c, no), 0);
+  assert_int_equal(run_cli(&c, no), 0);
+  const char *attach[] = {"record", "--socket", ts->consumer_sock, "--attach",
+                          "parity-key", "--stop", "-o", out, NULL};
+  spawn_cli(&c, attach);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  /* 15.9: an attached session's run time is not ours to claim. */
+  assert_non_null(strstr(c.err, "the session ran since --detach"));
+  assert_non_null(strstr(c.err, "the session ended: stopped by --stop"));
+  assert_int_equal(run_cli(&c, no), 2);
+  /* No service: an error, not "no". */
+  const char *gone[] = {"record", "--socket", out_in(ts, "nosock"),
+                        "--is_detached", "k", NULL};
+  assert_int_equal(run_cli(&c, gone), 1);
+  unlink(out);
+  raw_producer_close(&p);
+}
+
+static void background_prints_the_pid_and_sigterm_stops_cleanly(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "bg.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "0", "-d", "cli.ds", NULL};
+  child_t c;
+  assert_int_equal(run_cli(&c, args), 0);
+  char *end;
+  long pid = strtol(c.out, &end, 10);
+  assert_true(pid > 1 && *end == '\n');
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "bg", 1, 3);
+  assert_int_equal(kill((pid_t)pid, SIGTERM), 0);
+  ack_flush(&p);
+  wait_gone((pid_t)pid);
+  trace_file_t t;
+  read_trace(out, "bg", &t);
+  assert_int_equal(t.test_packets, 3);
+  assert_no_temp(ts->dir);
+  unlink(out);
+  /* Perfetto's exclusions. */
+  const char *det[] = {"record", "--socket", ts->consumer_sock, "-o", out, "-d",
+                       "--detach", "k", "cli.ds", NULL};
+  assert_int_equal(run_cli(&c, det), 2);
+  raw_producer_close(&p);
+}
+
+/* -s: the service stops the session at the size (it writes the file), or
+ * the CLI does (it streams). */
+static void size_limit(test_service_t *ts, bool streamed) {
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "size.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "0", "-s", "8kb", "cli.ds",
+                        streamed ? "--read-buffers" : NULL, NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  /* ~20 KiB of packets (6 fill a chunk): more than the file may hold. */
+  static const char str[] =
+      "size-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+  for (uint32_t id = 0; id < 30; id++) commit_packets(&p, id, str, id * 6, 6);
+  /* The CLI stops a streamed session (with a flush); the service stops
+   * the one whose file it writes at once. */
+  if (streamed) ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, streamed ? "the session ended: the trace reached --size"
+                                         : "the session ended: max_file_size_bytes reached"));
+  trace_file_t t;
+  read_trace(out, str, &t);
+  assert_true(t.test_packets > 0);
+  assert_true(t.test_packets < 200);
+  /* 15.5: however it ended, the trace's last packet is its trace_stats. */
+  assert_ends_with_trace_stats(out);
+  unlink(out);
+  raw_producer_close(&p);
+}
+
+static void size_stops_a_service_written_file(void **state) { size_limit(*state, false); }
+static void size_stops_a_streamed_file(void **state) { size_limit(*state, true); }
+
+static void query_raw_and_capabilities(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  child_t c;
+  const char *raw[] = {"--query-raw", "--socket", ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, raw), 0);
+  Perfetto__Protos__TracingServiceState *st =
+      perfetto__protos__tracing_service_state__unpack(NULL, c.n_out,
+                                                      (const uint8_t *)c.out);
+  assert_non_null(st);
+  assert_int_equal(st->n_data_sources, 1);
+  assert_string_equal(st->data_sources[0]->ds_descriptor->name, "cli.ds");
+  perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+  /* 15.7: the service's capabilities. */
+  const char *q[] = {"query", "--socket", ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, q), 0);
+  assert_non_null(strstr(c.out, "CAPABILITIES"));
+  assert_non_null(strstr(c.out, "TYPE_DATA_SOURCES_INSTANCES"));
+  raw_producer_close(&p);
+}
+
+/* 15.7: a running session's counters, without --attach. */
+static void stats_shows_live_counters_of_running_sessions(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "live.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "0", "cli.ds", NULL};
+  child_t rec;
+  spawn_cli(&rec, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "live", 1, 4);
+  child_t c;
+  const char *stats[] = {"stats", "--socket", ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, stats), 0);
+  assert_non_null(strstr(c.out, "TRACING SESSIONS (1"));
+  assert_non_null(strstr(c.out, "\nsession "));
+  assert_non_null(strstr(c.out, "bytes_written"));
+  assert_non_null(strstr(c.out, "buffer 0"));
+  kill(rec.pid, SIGINT);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&rec), 0);
+  assert_non_null(strstr(rec.err, "the session ended: stopped by Ctrl-C"));
+  unlink(out);
+  raw_producer_close(&p);
+}
+
+/* --- 15.1: names and fields ------------------------------------------------ */
+
+static void unknown_data_sources_are_named_with_close_matches(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.dsx", 4, 64, false), 0);
+  char out[256], cfg[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "names.pftrace"));
+  snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "names.pbtxt"));
+  write_file(cfg,
+             "buffers { size_kb: 1024 }\n"
+             "data_sources { config { name: \"cli.dsx\" } }\n"
+             "data_sources { config { name: \"cli.dsy\" } }\n"
+             "data_sources { config { name: \"linux.sys_stats\"\n"
+             "  sys_stats_config { meminfo_period_ms: 100 thermal_period_ms: 100 } } }\n"
+             "duration_ms: 500\n");
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                        "--txt", "-o", out, NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "names", 1, 1);
+  ack_flush(&p);
+  /* Warned, not refused: the recording goes on. */
+  assert_int_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, "'cli.dsy'"));
+  assert_non_null(strstr(c.err, "did you mean: cli.dsx?"));
+  assert_null(strstr(c.err, "'cli.dsx'"));
+  /* linux.sys_stats is unknown here too, and thermal is not acted on. */
+  assert_non_null(strstr(c.err, "'linux.sys_stats'"));
+  assert_non_null(strstr(c.err, "thermal_period_ms"));
+  assert_null(strstr(c.err, "meminfo_period_ms"));
+  unlink(out);
+  unlink(cfg);
+  raw_producer_close(&p);
+}
+
+/* --- 15.9: summaries that do not lie -------------------------------------- */
+
+static void service_gone_is_not_no_data_loss(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "gone.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-t", "0", "--read-buffers", "cli.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "gone", 1, 2);
+  raw_producer_close(&p);
+  /* The teardown checks the service's exit status. */
+  test_service_terminate(ts);
+  assert_true(wait_cli(&c) >= 0);
+  /* Whatever the outcome, it never claims what it cannot know. */
+  if (strstr(c.err, "no final statistics"))
+    assert_null(strstr(c.err, "no data loss"));
+  /* 15.5: the summary says the service is why. */
+  assert_non_null(strstr(c.err, "the session ended: the service"));
+  unlink(out);
+}
+
+static void several_hosts_refuse_a_trace_file_name(void **state) {
+  test_service_t *ts = *state;
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "fleet.pftrace"));
+  const char *args[] = {"record", "-H", "127.0.0.1:1", "-H", "127.0.0.1:2",
+                        "--ca", out_in(ts, "none.pem"), "-o", out, "cli.ds", NULL};
+  child_t c;
+  assert_int_equal(run_cli(&c, args), 2);
+  assert_non_null(strstr(c.err, "--merge"));
+  assert_false(exists(out));
+}
+
+int main(void) {
+#define SVC(t) cmocka_unit_test_setup_teardown(t, test_service_setup, test_service_teardown)
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(version_and_bugreport),
+      SVC(compound_durations),
+      SVC(is_detached_answers_by_exit_status),
+      SVC(background_prints_the_pid_and_sigterm_stops_cleanly),
+      SVC(size_stops_a_service_written_file),
+      SVC(size_stops_a_streamed_file),
+      SVC(query_raw_and_capabilities),
+      SVC(stats_shows_live_counters_of_running_sessions),
+      SVC(unknown_data_sources_are_named_with_close_matches),
+      SVC(service_gone_is_not_no_data_loss),
+      SVC(several_hosts_refuse_a_trace_file_name),
+  };
+#undef SVC
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
