@@ -9,8 +9,9 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/recording.c
   ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
   ${CMAKE_CURRENT_LIST_DIR}/slice_reassembler.c
+  ${CMAKE_CURRENT_LIST_DIR}/packet_inflate.c
 )
-target_link_libraries(tg_consumer PUBLIC tg_ipc tg_common)
+target_link_libraries(tg_consumer PUBLIC tg_ipc tg_common ZLIB::ZLIB)
 
 add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/main.c

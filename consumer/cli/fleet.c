@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "consumer/cli/fleet.h"
+#include "consumer/packet_inflate.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
@@ -233,6 +234,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
+  tg_buf_init(&f->inflated, TG_PACKETS_INFLATE_MAX);
   uv_loop_t loop;
   bool loop_ok = false;
   if (cfg) { /* none with --attach: the session has its own */
@@ -295,6 +297,7 @@ out:
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
   free(f->hosts);
   tg_buf_free(&f->cfg);
+  tg_buf_free(&f->inflated);
   free(f);
   return code;
 }

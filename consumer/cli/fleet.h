@@ -175,6 +175,9 @@ struct fleet {
   size_t n;
   size_t finished;
   uint32_t next_overflow_seq;
+  /* A host's compressed_packets, inflated so that the merge rewrites the
+   * packets inside (consumer/packet_inflate.h). */
+  tg_buf_t inflated;
 
   cli_output_t merged;
   bool has_merged;

@@ -23,11 +23,13 @@
 #include "tracegate/pb_writer.h"
 #include "pb/common/system_info.pb-c.h"
 #include "consumer/cli/fleet.h"
+#include "consumer/packet_inflate.h"
 #include "tracegate/error.h"
 
 /* TracePacket fields. */
 #define PKT_CLOCK_SNAPSHOT 6
 #define PKT_SEQ_ID 10
+#define PKT_COMPRESSED_PACKETS 50 /* COMPRESSION_TYPE_DEFLATE */
 #define PKT_SYSTEM_INFO 45
 #define PKT_MACHINE_ID 98
 #define PKT_REMOTE_CLOCK_SYNC 107 /* Perfetto's RemoteClockSync */
@@ -81,20 +83,69 @@ static uint32_t merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
   return v;
 }
 
+static int merge_one(fleet_t *f, fleet_host_t *h, const uint8_t *p, size_t n,
+                     bool inner);
+
+typedef struct inner_ctx {
+  fleet_t *f;
+  fleet_host_t *h;
+} inner_ctx_t;
+
+static int merge_inner(void *ctx, const uint8_t *pkt, size_t len) {
+  inner_ctx_t *c = ctx;
+  int rv = merge_one(c->f, c->h, pkt, len, true);
+  return rv < 0 ? rv : 0;
+}
+
+/* A DEFLATE session's wrapper (compressed_packets): its packets need their
+ * ids too, so they are inflated and merged one by one (uncompressed: the
+ * merged file stays readable everywhere; its size is the price). */
+static int merge_compressed(fleet_t *f, fleet_host_t *h, const uint8_t *z,
+                            size_t n) {
+  int rv = tg_packets_inflate(z, n, &f->inflated);
+  if (rv < 0) {
+    h->malformed++; /* counted, shown in the summary */
+    return rv == -ENOMEM ? rv : 0;
+  }
+  inner_ctx_t c = {f, h};
+  rv = tg_packets_each(tg_buf_begin(&f->inflated), tg_buf_size(&f->inflated),
+                       merge_inner, &c);
+  if (rv == TG_EPARSE) {
+    h->malformed++;
+    return 0;
+  }
+  return rv;
+}
+
 int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
                        size_t n) {
+  return merge_one(f, h, p, n, false);
+}
+
+static int merge_one(fleet_t *f, fleet_host_t *h, const uint8_t *p, size_t n,
+                     bool inner) {
   tg_pb_reader_t r;
   tg_pb_field_t fld;
   tg_pb_reader_init(&r, p, n);
   uint64_t orig = 0;
+  const uint8_t *z = NULL;
+  size_t zn = 0;
   int rv;
-  while ((rv = tg_pb_reader_next(&r, &fld)) == 1)
+  while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
-  if (rv < 0) {
+    if (fld.id == PKT_COMPRESSED_PACKETS && fld.type == TG_PB_WT_LEN) {
+      z = fld.data;
+      zn = fld.size;
+    }
+  }
+  /* Compressed packets inside compressed packets: Perfetto never writes
+   * them, and they would let a host nest inflation. */
+  if (rv < 0 || (z && inner)) {
     /* It would make the whole merged file unreadable: leave it out. */
     h->malformed++;
     return 0;
   }
+  if (z) return merge_compressed(f, h, z, zn);
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));

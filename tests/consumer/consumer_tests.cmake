@@ -72,3 +72,9 @@ tg_add_test(test_cli_parity
 target_compile_definitions(test_cli_parity PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_parity tracegate)
+
+# compressed_packets inflated for the fleet merge (consumer/packet_inflate.c),
+# against what the service's DEFLATE read-out writes.
+tg_add_test(test_packet_inflate
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_packet_inflate.c
+  LIBS tg_consumer tg_packet_deflate)

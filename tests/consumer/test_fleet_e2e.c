@@ -871,6 +871,51 @@ static void compressed_stream_carries_every_packet_in_fewer_bytes(void **state) 
   assert_true(zstd * 3 < trace_bytes);
 }
 
+/* A DEFLATE config (compression_type) merged: the packets inside the
+ * hosts' compressed_packets get their machine and sequence ids like any
+ * other, so the merged file holds them plainly. */
+static void merge_rewrites_packets_inside_compressed_packets(void **state) {
+  (void)state;
+  host_t h;
+  host_start(&h, 0);
+  host_connect_producer(&h, 32, 256);
+  char cfg[200];
+  snprintf(cfg, sizeof(cfg), "%s", in_dir("deflate.pbtxt"));
+  FILE *f = fopen(cfg, "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 4096 }\n"
+        "data_sources { config { name: \"fleet.ds\" } }\n"
+        "compression_type: COMPRESSION_TYPE_DEFLATE\n", f);
+  fclose(f);
+  const char *out = in_dir("deflate-merged.pftrace");
+  const char *args[] = {"record", "-H", h.spec, TLS_ARGS, "-c", cfg, "--txt",
+                        "-o", out, "--merge", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&h.p, WAIT_MS), 0);
+  for (uint32_t k = 0; k < 4; k++) commit_big(&h, k, "d", k * 20, 20);
+  kill(c.pid, SIGINT);
+  ack_flush(&h);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_t t;
+  load_trace(out, &t);
+  assert_values(&t, "d", 0, 80);
+  size_t tested = 0;
+  for (size_t i = 0; i < t.n; i++) {
+    assert_int_not_equal(t.pk[i]->data_case,
+                         PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS);
+    if (t.pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING)
+      continue;
+    assert_int_equal(t.pk[i]->machine_id, 1);
+    assert_true(t.pk[i]->trusted_packet_sequence_id > 1);
+    tested++;
+  }
+  assert_int_equal(tested, 80);
+  free_trace(&t);
+  unlink(out);
+  host_stop(&h);
+}
+
 /* --- (e) ssh ---------------------------------------------------------------------------------------- */
 
 static void ssh_transport_runs_the_relay_in_stdio_mode(void **state) {
@@ -1063,6 +1108,7 @@ int main(void) {
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
+      cmocka_unit_test(merge_rewrites_packets_inside_compressed_packets),
       cmocka_unit_test(ssh_transport_runs_the_relay_in_stdio_mode),
       cmocka_unit_test(killed_cli_session_taken_back_with_attach_and_merge),
       cmocka_unit_test(stuck_host_fails_at_its_deadline_and_the_other_finishes),
