@@ -80,13 +80,11 @@ fail_errno:
  * it belongs to other data sources. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id) {
   if (buffer_id == 0) return NULL;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &p->instances) {
-    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, producer_node);
-    if (inst->target_buffer == buffer_id && !inst->session->freeing)
-      return inst->session;
-  }
-  return NULL;
+  tg_session_t *s = tg__session_by_buffer(p->svc, buffer_id);
+  if (!s || s->freeing ||
+      !tg__session_writer_may(s, p->ident.producer_id, buffer_id))
+    return NULL;
+  return s;
 }
 
 void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id,

@@ -15,8 +15,8 @@
 
 /* Creates |p|'s SMB (sealed memfd, mapped shared) sized for session |s|. */
 int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s);
-/* The session owning |buffer_id| if one of |p|'s instances targets that
- * very buffer, else NULL. */
+/* The session owning |buffer_id| if one of |p|'s instances of it targets
+ * or targeted that very buffer (until the session is freed), else NULL. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id);
 /* Counts a refused request of |p| (|what|, aimed at |buffer_id| with
  * |writer_id|, 0 if none) as an ABI violation and logs the first one. */

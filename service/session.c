@@ -66,6 +66,30 @@ static void timer_init(tg_session_t *s, uv_timer_t *t) {
 
 /* --- instances ---------------------------------------------------------------- */
 
+static int grant_right(tg_session_t *s, uint32_t producer_id,
+                       uint32_t buffer_id) {
+  if (tg__session_writer_may(s, producer_id, buffer_id)) return 0;
+  if (s->n_rights == s->cap_rights) {
+    size_t cap = s->cap_rights ? 2 * s->cap_rights : 8;
+    void *r = realloc(s->rights, cap * sizeof(*s->rights));
+    if (!r) return -ENOMEM;
+    s->rights = r;
+    s->cap_rights = cap;
+  }
+  s->rights[s->n_rights++] = (struct tg_session_writer_right){producer_id,
+                                                              buffer_id};
+  return 0;
+}
+
+bool tg__session_writer_may(const tg_session_t *s, uint32_t producer_id,
+                            uint32_t buffer_id) {
+  for (size_t i = 0; i < s->n_rights; i++)
+    if (s->rights[i].producer_id == producer_id &&
+        s->rights[i].buffer_id == buffer_id)
+      return true;
+  return false;
+}
+
 /* ObservableEvents: every instance of a started session runs. */
 static void check_all_started(tg_session_t *s) {
   if (s->state != TG_SESSION_STARTED) return;
@@ -137,7 +161,8 @@ static void maybe_instantiate(tg_session_t *s, size_t cfg_idx, tg_producer_t *p,
   inst->state = TG_DS_SETUP;
   tg_list_insert_tail(&s->instances, &inst->session_node);
   tg_list_insert_tail(&p->instances, &inst->producer_node);
-  if (tg__producer_setup_instance(inst, cds->config) < 0) {
+  if (grant_right(s, p->ident.producer_id, inst->target_buffer) < 0 ||
+      tg__producer_setup_instance(inst, cds->config) < 0) {
     instance_destroy(inst);
     return;
   }
@@ -544,6 +569,7 @@ static void maybe_release(tg_session_t *s) {
   for (size_t i = 0; i < s->n_buffers; i++) tg_trace_buffer_free(s->buffers[i].tb);
   tg__readout_free(&s->readout);
   tg__session_matchers_free(&s->matchers);
+  free(s->rights);
   free(s->config_bytes);
   free(s->detach_key);
   perfetto__protos__trace_config__free_unpacked(s->config, NULL);

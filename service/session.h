@@ -109,6 +109,14 @@ struct tg_session {
   uint8_t *config_bytes;                 /* owned, as received */
   size_t config_len;
   tg_session_matchers_t matchers; /* session_config.c */
+  /* {producer, buffer} pairs a producer may write into: the target buffer
+   * of each of its instances, kept until the session is freed, so that
+   * the commits a producer makes while its instance stops still count
+   * (as in Perfetto, whose allowed target buffers go with FreeBuffers). */
+  struct tg_session_writer_right {
+    uint32_t producer_id, buffer_id;
+  } *rights;
+  size_t n_rights, cap_rights;
 
   tg_session_observer_t observer;
   tg_ipc_host_conn_t *consumer; /* NULL while detached */
@@ -210,5 +218,9 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p,
 tg_trace_buffer_t *tg__session_buffer(tg_session_t *s, uint32_t global_id);
 /* Finds the session owning global buffer |id|. */
 tg_session_t *tg__session_by_buffer(tg_service_t *svc, uint32_t id);
+/* Whether producer |producer_id| may write into buffer |buffer_id| of |s|
+ * (one of its instances of |s| targets or targeted it). */
+bool tg__session_writer_may(const tg_session_t *s, uint32_t producer_id,
+                            uint32_t buffer_id);
 
 #endif /* TRACEGATE_SERVICE_SESSION_H */
