@@ -240,13 +240,27 @@ static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
   }
 }
 
-/* The clocks that bound the session: -t on our side, and the deadline. */
+/* How long a START_TRACING trigger may keep the session waiting before
+ * its duration even begins: the deadline must not run out first. */
+static uint64_t start_trigger_wait_ms(const Perfetto__Protos__TraceConfig *cfg) {
+  const Perfetto__Protos__TraceConfig__TriggerConfig *t = cfg->trigger_config;
+  if (!t || !t->has_trigger_mode ||
+      t->trigger_mode !=
+          PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING)
+    return 0;
+  return t->has_trigger_timeout_ms ? t->trigger_timeout_ms : 0;
+}
+
+/* The clocks that bound the session: -t on our side, and the deadline
+ * (its duration after a start trigger's longest wait, then the grace). */
 static void start_clocks(tg_recording_t *r) {
   if (r->stop_after_ms)
     uv_timer_start(&r->stopper, on_stopper, r->stop_after_ms, 0);
   uint64_t d = r->stop_after_ms ? r->stop_after_ms : r->duration_ms;
   r->duration_ms = d;
-  if (d) uv_timer_start(&r->deadline, on_deadline, d + r->grace_ms, 0);
+  if (d)
+    uv_timer_start(&r->deadline, on_deadline,
+                   r->start_wait_ms + d + r->grace_ms, 0);
 }
 
 static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
@@ -281,6 +295,7 @@ static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
     return TG_EPROTO_DECODE;
   }
   r->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+  r->start_wait_ms = start_trigger_wait_ms(cfg);
   r->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
   perfetto__protos__trace_config__free_unpacked(cfg, NULL);
   int rv = tg_consumer_enable_tracing(r->c, o->config, o->config_len, fd,
@@ -333,6 +348,7 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
   }
   r->live = true;
   r->duration_ms = r->attached_cfg->has_duration_ms ? r->attached_cfg->duration_ms : 0;
+  r->start_wait_ms = start_trigger_wait_ms(r->attached_cfg);
   int want = r->cbs->on_attached ? r->cbs->on_attached(r, r->attached_cfg) : 0;
   if (tg__rec_is_over(r)) return;
   if (want < 0) {

@@ -19,6 +19,7 @@ struct tg_recording {
   uint32_t read_period_ms, stats_period_ms, guard_ms, deadline_stop_ms;
   uint64_t stop_after_ms, grace_ms;
   uint64_t duration_ms; /* the session's, for the deadline */
+  uint64_t start_wait_ms; /* a START_TRACING trigger's longest wait */
   bool deferred_start;
   Perfetto__Protos__TraceConfig *attached_cfg;
 

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "consumer/recording.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
 #include "tracegate/error.h"
 
@@ -384,6 +385,49 @@ static void session_that_never_ends_fails_at_its_deadline(void **state) {
   bench_close(&b);
 }
 
+/* A START_TRACING session waits for its trigger (up to trigger_timeout_ms)
+ * before its duration begins: the deadline makes room for that wait. */
+static void start_trigger_wait_is_not_cut_by_the_deadline(void **state) {
+  bench_t b;
+  bench_open(&b, *state, "trig.producer", false);
+  Perfetto__Protos__TraceConfig__TriggerConfig tc =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT, *trp = &tr;
+  tr.name = "go";
+  tc.has_trigger_mode = 1;
+  tc.trigger_mode =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING;
+  tc.has_trigger_timeout_ms = 1;
+  tc.trigger_timeout_ms = 10000;
+  tc.n_triggers = 1;
+  tc.triggers = &trp;
+  b.sc.cfg.trigger_config = &tc;
+  b.sc.cfg.has_duration_ms = 1;
+  b.sc.cfg.duration_ms = 200;
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 50,
+                           .grace_ms = 300, .deadline_stop_ms = 300};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  /* Past duration + grace (500 ms) with no trigger yet. */
+  bool never = false;
+  run_until(&b.loop, &never, 900);
+  assert_false(b.s.ended);
+  char *names[1] = {"go"};
+  Perfetto__Protos__ActivateTriggersRequest at =
+      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+  at.n_trigger_names = 1;
+  at.trigger_names = names;
+  assert_int_equal(raw_call(&b.p.conn, "ActivateTriggers", &at.base, -1, NULL,
+                            NULL, WAIT_MS), 1);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  commit(&b.p, 0, "after", 0, 5);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_not_equal(tg_recording_state(b.r), TG_REC_FAILED);
+  bench_close(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
@@ -391,6 +435,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(refused_config_fails_with_the_service_text,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(detach_attach_and_rebind_keep_every_packet,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(start_trigger_wait_is_not_cut_by_the_deadline,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(session_that_never_ends_fails_at_its_deadline,
                                       test_service_setup, test_service_teardown),
