@@ -281,11 +281,14 @@ static void cli_prints_why_the_relay_refused(void **state) {
   assert_int_not_equal(cli_query_as(f, "other", "eve", "pki", err, sizeof(err)),
                        0);
   expect_cli_says(err, "the relay did not accept this client certificate");
+  /* The plain sentence alone: not the TLS library's own line above it. */
+  assert_null(strstr(err, "tls: server"));
   /* The relay's certificate checked against the wrong CA. */
   assert_int_not_equal(
       cli_query_as(f, "pki", "alice", "other", err, sizeof(err)), 0);
   expect_cli_says(err, "the relay's certificate is not signed by the CA "
                        "given with --ca");
+  assert_null(strstr(err, "tls: server"));
 }
 
 /* A call the role does not allow: the CLI says which rule refused it. */
