@@ -258,6 +258,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   timer_init(s, &s->file_timer);
   timer_init(s, &s->stop_timer);
   timer_init(s, &s->clear_timer);
+  timer_init(s, &s->lease_timer);
   s->state = TG_SESSION_CONFIGURED;
   tg_list_insert_tail(&svc->sessions, &s->node);
   svc->n_sessions++;
@@ -566,6 +567,7 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->file_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->lease_timer, on_timer_closed);
 }
 
 /* --- consumer binding ------------------------------------------------------------- */
@@ -597,11 +599,28 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
       free(s->detach_key);
       s->detach_key = NULL;
       s->consumer = conn;
+      uv_timer_stop(&s->lease_timer);
       TG_INFO("session %llu attached", (unsigned long long)s->id);
       return s;
     }
   }
   return NULL;
+}
+
+static void on_lease_expired(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  /* Attach stops the timer; this is a last check, not the mechanism. */
+  if (s->consumer || !s->detach_key || s->freeing) return;
+  TG_INFO("session %llu: disconnect lease ran out with nobody attached; "
+          "freeing it", (unsigned long long)s->id);
+  tg__session_free(s);
+}
+
+void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms) {
+  if (s->freeing || s->consumer || !s->detach_key) return;
+  uv_timer_start(&s->lease_timer, on_lease_expired, lease_ms, 0);
+  TG_INFO("session %llu kept for %llu ms under its disconnect lease",
+          (unsigned long long)s->id, (unsigned long long)lease_ms);
 }
 
 void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn) {
