@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
@@ -173,6 +174,32 @@ static void update_backpressure(tg_relay_bridge_t *b) {
   }
 }
 
+/* The resume key changed or a lease call was answered: tell the service
+ * what comes next (relay/frame_filter.h, tg_relay_filter_lease_frames). */
+static void send_lease(tg_relay_bridge_t *b) {
+  if (b->state != B_OPEN) return;
+  tg_buf_reset(&b->up_out);
+  int rv = tg_relay_filter_lease_frames(&b->filter, b->env->session_lease_ms,
+                                        &b->up_out);
+  if (rv < 0) {
+    bridge_close(b, rv, "cannot build a frame for the service: out of memory");
+    return;
+  }
+  if (rv == 1) send_up(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
+}
+
+/* The service answered one of the relay's own lease calls. */
+static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
+  if (v->allowed)
+    TG_INFO("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+  else
+    TG_WARN("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+  if (!strcmp(v->method, TG_RELAY_LEASE_SERVICE ".SetDisconnectLease"))
+    tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
+                   v->allowed ? "allow" : "deny", "%s", v->reason);
+  send_lease(b);
+}
+
 /* --- logging a verdict ------------------------------------------------------ */
 
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
@@ -277,6 +304,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
     else if (v.action == TG_RELAY_REPLY)
       send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
   }
+  if (v.session_key_set) send_lease(b);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
 }
@@ -338,6 +366,10 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   if (v.own_detach_reply) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
+  }
+  if (v.own_lease_reply) {
+    if (b->state == B_OPEN) lease_reply(b, &v);
+    return b->state == B_OPEN || b->state == B_DETACHING ? 0 : 1;
   }
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {

@@ -229,6 +229,7 @@ int main(int argc, char **argv) {
   const char *authz_path = NULL, *audit_path = NULL;
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
   uint64_t high_water_kb = 4096;
+  uint64_t session_lease_ms = 0;
   uint64_t ready_fd = 0;
   int log_level = TG_LOG_INFO;
   bool stdio = false, version = false;
@@ -261,6 +262,11 @@ int main(int argc, char **argv) {
       {"high-water-kb", TG_FLAG_UINT, &high_water_kb, "N",
        "output queued per connection and direction before reading the "
        "other side pauses (hard cap: 16x)", 64, 1048576},
+      {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
+       "how long tracegated keeps a session with a resume key when the "
+       "relay goes away (a crash, a restart) before its client re-attaches "
+       "(0: tracegated's --session-lease-ms, which also caps it)", 0,
+       86400000},
       {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
        "append audit lines here, reopened on SIGHUP (default: the log; "
        "syslog with --stdio)", 0,
@@ -342,6 +348,7 @@ int main(int argc, char **argv) {
   r.env.host = &r.host;
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
+  r.env.session_lease_ms = session_lease_ms;
   r.env.on_idle = on_idle;
   r.env.data = &r;
 

@@ -42,3 +42,7 @@ endif()
 tg_add_test(test_recording
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_recording.c
   LIBS tg_consumer tg_test_support)
+# tracegated's disconnect leases (TracegateConsumer), with raw consumers.
+tg_add_test(test_session_lease
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_lease.c
+  LIBS tg_test_support tg_proto)
