@@ -38,6 +38,7 @@
 #include "relay/audit.h"
 #include "relay/authz.h"
 #include "relay/relay_service.h"
+#include "relay/replay_window.h"
 #include "tls/session.h"
 #include "tls/transport.h"
 #include "common/list.h"
@@ -61,6 +62,9 @@ typedef struct tg_relay_env {
    * key (0: the service's default): how long tracegated keeps such a
    * session when the relay itself goes away. */
   uint64_t session_lease_ms;
+  /* Replay windows of the keyed sessions (NULL: no replay; Resume then
+   * answers unknown_key). */
+  tg_replay_store_t *replay;
   /* Output queued per direction before reading the other side pauses. */
   size_t high_water;
   /* Runs when the last bridge is gone (shutdown, end of --stdio). */

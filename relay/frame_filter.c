@@ -12,6 +12,7 @@
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/tracegate/consumer_lease.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 #include "relay/session_scope.h"
 #include "tracegate/error.h"
 
@@ -306,6 +307,54 @@ static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
       say(v, "resume key '%s/%s'", f->identity, key);
       v->audit = true;
       v->session_key_set = true;
+      break;
+    }
+    case TG_RELAY_M_ACK:
+    case TG_RELAY_M_RESUME: {
+      bool resume = im->method_id == TG_RELAY_M_RESUME;
+      uint64_t seq = 0, cum = 0;
+      bool ok_args = true;
+      if (resume) {
+        Perfetto__Protos__ResumeRequest *req =
+            perfetto__protos__resume_request__unpack(NULL, alen, args);
+        if (req) {
+          seq = req->last_seq;
+          cum = req->cum;
+          perfetto__protos__resume_request__free_unpacked(req, NULL);
+        }
+        ok_args = req != NULL;
+      } else {
+        Perfetto__Protos__ReplayAckRequest *req =
+            perfetto__protos__replay_ack_request__unpack(NULL, alen, args);
+        if (req) {
+          seq = req->seq;
+          perfetto__protos__replay_ack_request__free_unpacked(req, NULL);
+        }
+        ok_args = req != NULL;
+      }
+      /* What Resume sends again is trace data: ReadBuffers' role. */
+      bool may_read = tg_authz_allows(role, "ReadBuffers");
+      if (!ok_args || !may_read || !f->session_key[0] || (resume && drop)) {
+        say(v, "%s", !ok_args ? "the request does not decode"
+                     : !may_read ? "the role does not allow ReadBuffers"
+                     : !f->session_key[0] ? "no session key on this connection"
+                                          : "Resume needs its reply");
+        tg_buf_free(&body);
+        return deny(f, v, drop, NULL, out);
+      }
+      v->replay = resume ? TG_REPLAY_RESUME : TG_REPLAY_ACK;
+      v->replay_seq = seq;
+      v->replay_cum = cum;
+      if (resume) {
+        /* The caller streams the answer from the window. */
+        say(v, "resume after frame %" PRIu64, seq);
+        v->audit = true;
+        v->action = TG_RELAY_REPLY;
+        v->allowed = true;
+        f->stats.local++;
+        tg_buf_free(&body);
+        return 0;
+      }
       break;
     }
   }
@@ -659,6 +708,19 @@ done:
   return rv;
 }
 
+/* The ReadBuffersResponse inside an InvokeMethodReply (reply_proto = 3). */
+static void bulk_body(const uint8_t *reply, size_t len, tg_relay_verdict_t *v) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, reply, len);
+  while (tg_pb_reader_next(&r, &fld) == 1) {
+    if (fld.id == 3 && fld.type == TG_PB_WT_LEN) {
+      v->bulk_body = fld.data;
+      v->bulk_len = fld.size;
+    }
+  }
+}
+
 /* --- disconnect leases (TracegateConsumer) --------------------------------- */
 
 /* The reply to the relay's own BindService "TracegateConsumer". */
@@ -827,6 +889,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
   switch (kind) {
     case TG_TRACK_READ_BUFFERS:
       v->bulk = true;
+      v->bulk_last = !more;
+      bulk_body(reply, reply_len, v);
       break;
     case TG_TRACK_QUERY_STATE: {
       int srv = scope_state_reply(f, payload, len, out);

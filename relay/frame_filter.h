@@ -89,8 +89,18 @@ typedef struct tg_relay_verdict {
    * reads (ReadBuffers, GetTraceStats, QueryServiceState, ClockSync), and
    * refused frame kinds. */
   bool audit;
-  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data. */
+  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data;
+   * |bulk_body| (into the payload, NULL when empty) is its
+   * ReadBuffersResponse and |bulk_last| says it ends its read. */
   bool bulk;
+  const uint8_t *bulk_body;
+  size_t bulk_len;
+  bool bulk_last;
+  /* Client frames: TracegateRelay.Ack{replay_seq} (answered already) or
+   * Resume{replay_seq, replay_cum} (answered by the caller from the key's
+   * replay window, relay/replay_window.h, with request_id). */
+  enum { TG_REPLAY_NONE = 0, TG_REPLAY_ACK, TG_REPLAY_RESUME } replay;
+  uint64_t replay_seq, replay_cum;
   /* Upstream frames: the reply to the relay's own drop-time Detach;
    * |allowed| says whether the service accepted it. */
   bool own_detach_reply;

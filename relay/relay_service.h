@@ -4,6 +4,9 @@
  *   1 GetHostInfo    -> RelayHostInfo (hostname, machine id, kernel, ...)
  *   2 ClockSync      -> ClockSyncResponse (BOOTTIME, MONOTONIC, REALTIME)
  *   3 SetSessionKey  {key} -> remembered by the connection's frame filter
+ *   4 Ack            {seq} -> the key's replay window forgets through seq
+ *   5 Resume         {last_seq, cum} -> what followed, again (a stream),
+ *                       or the exact loss (relay/replay_window.h)
  *
  * The host facts are gathered once at start-up (tg_relay_host_info_load(),
  * the only I/O here) and served from memory; ClockSync reads the clocks at
@@ -26,6 +29,8 @@ enum {
   TG_RELAY_M_GET_HOST_INFO = 1,
   TG_RELAY_M_CLOCK_SYNC = 2,
   TG_RELAY_M_SET_SESSION_KEY = 3,
+  TG_RELAY_M_ACK = 4,
+  TG_RELAY_M_RESUME = 5,
 };
 
 /* Longest resume key a client may set (before namespacing). */
