@@ -7,6 +7,7 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
   ${CMAKE_CURRENT_LIST_DIR}/recording.c
   ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
+  ${CMAKE_CURRENT_LIST_DIR}/recording_replay.c
   ${CMAKE_CURRENT_LIST_DIR}/slice_reassembler.c
 )
 target_link_libraries(tg_consumer PUBLIC tg_ipc tg_common)

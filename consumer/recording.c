@@ -39,6 +39,7 @@ static void maybe_release(tg_recording_t *r) {
   if (!r->freed || r->open_timers || r->inflight) return;
   if (r->attached_cfg)
     perfetto__protos__trace_config__free_unpacked(r->attached_cfg, NULL);
+  tg_slice_reassembler_free(&r->ra);
   free(r->detach_key);
   free(r->resume_key);
   free(r->attach_key);
@@ -382,6 +383,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
                                             : TG_REC_DEFAULT_DEADLINE_STOP_MS;
   r->grace_ms = o->grace_ms ? o->grace_ms : TG_REC_DEFAULT_GRACE_MS;
   r->stop_after_ms = o->stop_after_ms;
+  r->replay = o->replay && r->resume_key;
   r->last_rx_ms = uv_now(r->loop);
   if (!o->attach_key) return enable(r, o);
   if (fd >= 0) close(fd); /* an attached session has its own output */
@@ -450,6 +452,8 @@ void tg_recording_unbind(tg_recording_t *r) {
   tg__rec_set_state(r, TG_REC_UNBOUND);
 }
 
+static void after_resume(tg_recording_t *r);
+
 static void on_reattached(tg_consumer_t *c, void *ctx, int status,
                           const char *msg, const uint8_t *config, size_t len) {
   (void)config;
@@ -460,6 +464,15 @@ static void on_reattached(tg_consumer_t *c, void *ctx, int status,
     if (r->cbs->on_rebound) r->cbs->on_rebound(r, status, msg);
     return;
   }
+  /* What the lost link swallowed comes first (the relay sends it again),
+   * then the recording goes on where it was. */
+  int rv = tg__rec_resume(r, after_resume);
+  if (rv < 0)
+    tg__rec_fail(r, rv, "cannot resume the trace after re-attaching: %s",
+                 tg_strerror(rv));
+}
+
+static void after_resume(tg_recording_t *r) {
   int rv = follow(r);
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session after re-attaching: %s",
@@ -498,6 +511,7 @@ tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
   r->cbs = cbs;
   r->data = data;
   r->state = TG_REC_IDLE;
+  tg_slice_reassembler_init(&r->ra, TG_CONSUMER_DEFAULT_MAX_PACKET);
   uv_timer_t *timers[N_TIMERS] = {&r->reader, &r->stats, &r->stopper,
                                   &r->deadline, &r->guard, &r->ender};
   for (size_t i = 0; i < N_TIMERS; i++) {
@@ -545,4 +559,9 @@ const char *tg_recording_state_name(tg_rec_state_t s) {
     case TG_REC_FAILED: return "FAILED";
   }
   return "?";
+}
+
+void tg_recording_replay_stats(const tg_recording_t *r,
+                               tg_rec_replay_stats_t *out) {
+  *out = r->replay_stats;
 }

@@ -246,13 +246,18 @@ int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,
     return append_reply(request_id, false, &r, out);
   }
   if (last_seq >= w->next_seq) last_seq = w->next_seq - 1;
-  /* Frames after last_seq that are no longer held: lost in transit. */
+  /* Frames after last_seq that are no longer held: lost in transit. Said
+   * first, so that the client knows where the frames that follow go. */
   if (w->gone_seq > last_seq) {
-    r.has_lost_frames = r.has_lost_bytes = 1;
-    r.lost_frames = w->gone_seq - last_seq;
-    r.lost_bytes = w->gone_cum > cum ? w->gone_cum - cum : 0;
-    r.has_resync_inside_packet = 1;
-    r.resync_inside_packet = !w->gone_ends_packet;
+    Perfetto__Protos__ResumeResponse lost =
+        PERFETTO__PROTOS__RESUME_RESPONSE__INIT;
+    lost.has_lost_frames = lost.has_lost_bytes = 1;
+    lost.lost_frames = w->gone_seq - last_seq;
+    lost.lost_bytes = w->gone_cum > cum ? w->gone_cum - cum : 0;
+    lost.has_resync_inside_packet = 1;
+    lost.resync_inside_packet = !w->gone_ends_packet;
+    int rv = append_reply(request_id, true, &lost, out);
+    if (rv < 0) return rv;
   }
   tg_replay_ack(w, last_seq);
   size_t bytes = 0;

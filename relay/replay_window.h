@@ -83,8 +83,9 @@ uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
 void tg_replay_ack(tg_replay_window_t *w, uint64_t seq);
 
 /* Resume after |last_seq| (|cum| bytes): appends to |out| the whole IPC
- * frames answering request |request_id|: one reply (has_more) per frame
- * that follows (split at slice boundaries when it would not fit one IPC
+ * frames answering request |request_id|: first, when frames after
+ * |last_seq| are no longer held, a reply (has_more) saying how many and
+ * how many bytes are lost; one reply (has_more) per frame that follows (split at slice boundaries when it would not fit one IPC
  * frame), at most about |max_bytes| of them, then the final
  * ResumeResponse: the frames and bytes lost between |last_seq| and the
  * first frame still held, and |more| when frames were left for another
