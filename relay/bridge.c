@@ -226,7 +226,16 @@ static void on_replay_call(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     bridge_close(b, rv, "cannot build the Resume reply: out of memory");
     return;
   }
-  send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+  /* Frame by frame: the channel queues whole frames. */
+  const uint8_t *p = tg_buf_begin(&b->out), *end = p + tg_buf_size(&b->out);
+  while (p + TG_IPC_FRAME_HEADER_SIZE <= end && b->state == B_OPEN) {
+    size_t n = TG_IPC_FRAME_HEADER_SIZE +
+               ((size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 |
+                (size_t)p[3] << 24);
+    if (n > (size_t)(end - p)) break; /* built here: cannot happen */
+    send_client(b, p, n);
+    p += n;
+  }
 }
 
 /* The service answered one of the relay's own lease calls. */

@@ -58,3 +58,15 @@ if(TARGET tracegate-relay)
     TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
   add_dependencies(test_relay_crash_e2e tracegate tracegate-relay)
 endif()
+# Link cuts while ReadBuffers replies are in flight: the relay's replay
+# window and the CLI's Ack/Resume keep every packet exactly once.
+if(TARGET tracegate-relay)
+  tg_add_test(test_relay_replay_e2e
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_replay_e2e.c
+    LIBS tg_test_support tg_proto Threads::Threads
+    TIMEOUT 120)
+  target_compile_definitions(test_relay_replay_e2e PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
+  add_dependencies(test_relay_replay_e2e tracegate tracegate-relay)
+endif()
