@@ -317,6 +317,8 @@ static int follow(tg_recording_t *r) {
   return rv;
 }
 
+static void after_attach_sync(tg_recording_t *r);
+
 static void on_attached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg, const uint8_t *config, size_t len) {
   tg_recording_t *r = ctx;
@@ -351,7 +353,16 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
     tg__rec_end(r, TG_REC_DETACHED, rv, "could not detach again");
     return;
   }
-  if ((rv = follow(r)) < 0) {
+  /* The relay may have numbered this key's replies for a client before
+   * us (one that crashed): take its numbering first. */
+  if ((rv = tg__rec_replay_sync(r, after_attach_sync)) < 0)
+    tg__rec_fail(r, rv, "cannot resume the trace numbering: %s",
+                 tg_strerror(rv));
+}
+
+static void after_attach_sync(tg_recording_t *r) {
+  int rv = follow(r);
+  if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
     return;
   }

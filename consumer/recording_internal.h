@@ -43,7 +43,7 @@ struct tg_recording {
   tg_slice_reassembler_t ra;
   uint64_t rx_frames, rx_bytes;
   /* Replay (opts.replay): acknowledging and resuming. */
-  bool replay, resuming;
+  bool replay, resuming, syncing;
   unsigned reads_since_ack;
   uint64_t acked_frames;
   uint64_t part_seq;   /* a frame replayed in parts: its seq */
@@ -57,6 +57,9 @@ void tg__rec_ack(tg_recording_t *r, bool now);
 /* After a rebind: Resume, then |then| once the replay is in (or at once
  * without replay). Returns 0 or a negative error. */
 int tg__rec_resume(tg_recording_t *r, void (*then)(tg_recording_t *r));
+/* After attaching a session a relay numbered for someone else (--attach
+ * KEY): adopt the relay's numbering without any replay, then |then|. */
+int tg__rec_replay_sync(tg_recording_t *r, void (*then)(tg_recording_t *r));
 
 /* recording.c */
 bool tg__rec_is_over(const tg_recording_t *r);

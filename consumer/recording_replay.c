@@ -135,12 +135,19 @@ static void on_resume_reply(tg_consumer_t *c, void *ctx, int status,
       return;
     }
     bool again = rr->more, unknown = rr->unknown_key;
+    if (!again && !unknown && rr->has_last_seq && rr->has_cum) {
+      /* The relay's numbering is the one acks and resumes speak. */
+      r->rx_frames = r->acked_frames = rr->last_seq;
+      r->rx_bytes = rr->cum;
+    }
     perfetto__protos__resume_response__free_unpacked(rr, NULL);
-    r->replay_stats.resumes++;
+    bool syncing = r->syncing;
+    r->syncing = false;
+    if (!syncing) r->replay_stats.resumes++;
     if (unknown) {
       /* A new relay: it numbers from 1 again and has nothing of before.
        * The service's next reads begin with whole packets. */
-      r->replay_stats.relay_restarted = true;
+      if (!syncing) r->replay_stats.relay_restarted = true;
       r->rx_frames = r->rx_bytes = r->acked_frames = 0;
       r->part_seq = r->part_next = 0;
       drop_partial(r);
@@ -213,6 +220,25 @@ int tg__rec_resume(tg_recording_t *r, void (*then)(tg_recording_t *r)) {
     /* A relay without replay (an older one): as without. */
     r->replay = false;
     drop_partial(r);
+    then(r);
+    return 0;
+  }
+  return rv;
+}
+
+int tg__rec_replay_sync(tg_recording_t *r, void (*then)(tg_recording_t *r)) {
+  if (!r->replay) {
+    then(r);
+    return 0;
+  }
+  /* Nothing before this recording is its own: resume from the end. */
+  r->rx_frames = UINT64_MAX;
+  r->rx_bytes = 0;
+  int rv = send_resume(r, then);
+  r->rx_frames = 0;
+  r->syncing = rv == 0;
+  if (rv == TG_ENOT_SUPPORTED || rv == TG_ENOT_CONNECTED) {
+    r->replay = false;
     then(r);
     return 0;
   }

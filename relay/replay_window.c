@@ -272,5 +272,10 @@ int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,
     int rv = append_frame(request_id, f, out);
     if (rv < 0) return rv;
   }
+  if (!r.more) {
+    r.has_last_seq = r.has_cum = 1;
+    r.last_seq = w->next_seq - 1;
+    r.cum = w->cum;
+  }
   return append_reply(request_id, false, &r, out);
 }

@@ -106,7 +106,21 @@ static void acked_frames_are_not_sent_again(void **state) {
                       rs.r[0]->frames[0]->read_buffers_response.len);
   assert_int_equal(rs.r[1]->lost_frames, 0);
   assert_false(rs.r[1]->more);
+  /* The numbering the client takes as its own. */
+  assert_int_equal(rs.r[1]->last_seq, 3);
+  assert_int_equal(rs.r[1]->cum, 3 * body(b, 40, 'c', true));
   free_replies(&rs);
+  /* A new client of the key resumes from the end: nothing sent again,
+   * nothing counted lost, the numbering learnt. */
+  tg_buf_reset(&out);
+  assert_int_equal(tg_replay_resume(w, UINT64_MAX, 0, REQ, 1 << 20, &out), 0);
+  parse(&out, &rs);
+  assert_int_equal(rs.n, 1);
+  assert_int_equal(rs.r[0]->n_frames, 0);
+  assert_int_equal(rs.r[0]->lost_frames, 0);
+  assert_int_equal(rs.r[0]->last_seq, 3);
+  free_replies(&rs);
+  assert_int_equal(w->held, 0);
   /* The same key again finds the same window and numbering. */
   tg_replay_release(&st, w, 10);
   tg_replay_window_t *again = tg_replay_acquire(&st, "alice/k", 20, &fresh);
