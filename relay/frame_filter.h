@@ -38,6 +38,15 @@
  * flight whose replies matter (ConsumerPort binds, ReadBuffers streams,
  * EnableTracing, Attach, Detach), whether the connection has a tracing
  * session, and the resume key from SetSessionKey.
+ *
+ * The relay's own calls to the service (request ids no client may use):
+ * Detach when a keyed link drops, and, once a key is set, BindService
+ * "TracegateConsumer" + SetDisconnectLease{"<identity>/<key>"} so that
+ * tracegated keeps the session if the relay itself dies (their replies
+ * are the relay's, never forwarded). TracegateRelay.Ack and .Resume are
+ * decoded and checked here and carried out by the caller on the key's
+ * replay window (relay/replay_window.h); ReadBuffers replies come out
+ * with their ReadBuffersResponse located for it.
  */
 #ifndef TRACEGATE_RELAY_FRAME_FILTER_H
 #define TRACEGATE_RELAY_FRAME_FILTER_H
