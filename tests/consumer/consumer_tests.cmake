@@ -46,27 +46,16 @@ tg_add_test(test_recording
 tg_add_test(test_session_lease
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_lease.c
   LIBS tg_test_support tg_proto)
-# A relay SIGKILLed mid-recording and restarted: the session outlives it
-# (tracegated's disconnect lease) and the CLI finishes with nothing lost.
+# Sessions that outlive their relay (disconnect leases) and links cut
+# while ReadBuffers replies are in flight (the relay's replay window):
+# every packet exactly once.
 if(TARGET tracegate-relay)
-  tg_add_test(test_relay_crash_e2e
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_crash_e2e.c
+  tg_add_test(test_relay_survival_e2e
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_survival_e2e.c
     LIBS tg_test_support tg_proto Threads::Threads
-    TIMEOUT 120)
-  target_compile_definitions(test_relay_crash_e2e PRIVATE
+    TIMEOUT 180)
+  target_compile_definitions(test_relay_survival_e2e PRIVATE
     TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
     TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
-  add_dependencies(test_relay_crash_e2e tracegate tracegate-relay)
-endif()
-# Link cuts while ReadBuffers replies are in flight: the relay's replay
-# window and the CLI's Ack/Resume keep every packet exactly once.
-if(TARGET tracegate-relay)
-  tg_add_test(test_relay_replay_e2e
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_replay_e2e.c
-    LIBS tg_test_support tg_proto Threads::Threads
-    TIMEOUT 120)
-  target_compile_definitions(test_relay_replay_e2e PRIVATE
-    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
-    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
-  add_dependencies(test_relay_replay_e2e tracegate tracegate-relay)
+  add_dependencies(test_relay_survival_e2e tracegate tracegate-relay)
 endif()
