@@ -170,7 +170,8 @@ bool tg_recording_resumable(const tg_recording_t *r);
 /* How long a read or stats call has gone unanswered at |now_ms| (loop
  * time); 0 when none is in flight. */
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
-/* Reads cut short by a lost connection: what they carried is lost. */
+/* Reads cut short by a lost connection whose content no replay made
+ * whole: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);
 void tg_recording_replay_stats(const tg_recording_t *r,
                                tg_rec_replay_stats_t *out);

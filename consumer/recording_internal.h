@@ -49,6 +49,8 @@ struct tg_recording {
   uint64_t part_seq;   /* a frame replayed in parts: its seq */
   uint32_t part_next;  /* and the next part wanted */
   bool resync;         /* drop the next packet: its start was lost */
+  uint64_t lost_before; /* replay_stats.lost_frames when Resume was sent */
+  unsigned reads_recovered; /* cut reads a replay made whole */
   tg_rec_replay_stats_t replay_stats;
 };
 /* recording_replay.c */

@@ -144,6 +144,9 @@ static void on_resume_reply(tg_consumer_t *c, void *ctx, int status,
     bool syncing = r->syncing;
     r->syncing = false;
     if (!syncing) r->replay_stats.resumes++;
+    /* Reads the link cut are whole again when nothing was lost. */
+    if (!syncing && !unknown && r->replay_stats.lost_frames == r->lost_before)
+      r->reads_recovered = r->reads_cut;
     if (unknown) {
       /* A new relay: it numbers from 1 again and has nothing of before.
        * The service's next reads begin with whole packets. */
@@ -205,6 +208,7 @@ static int send_resume(tg_recording_t *r, then_fn then) {
   }
   r->inflight++;
   r->resuming = true;
+  r->lost_before = r->replay_stats.lost_frames;
   return 0;
 }
 

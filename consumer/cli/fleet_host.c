@@ -453,10 +453,10 @@ static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* Loss items in the summary's list, next to the service's counters. */
+/* Loss items in the summary's list, next to the service's counters (not
+ * in their total: these are replies, bytes and packets, not chunks). */
 static void add_loss_item(cli_loss_t *l, const char *name, uint64_t v) {
   if (!v) return;
-  l->total += v;
   if (l->n == sizeof(l->items) / sizeof(l->items[0])) return;
   snprintf(l->items[l->n].name, sizeof(l->items[0].name), "%s", name);
   l->items[l->n].value = v;

@@ -76,8 +76,9 @@ typedef struct relay {
 
 /* Starts tracegate-relay on 127.0.0.1:|port| (0: any) for |consumer_sock|
  * and waits for its "ready PORT" line. Its log is appended to |log|. */
-static void relay_start(relay_t *r, int port, const char *consumer_sock,
-                        const char *log) {
+static void relay_start_with(relay_t *r, int port, const char *consumer_sock,
+                             const char *log, const char *flag,
+                             const char *value) {
   int pfd[2];
   assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
   int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -89,7 +90,8 @@ static void relay_start(relay_t *r, int port, const char *consumer_sock,
       "tracegate-relay", "--listen", listen, "--consumer-socket",
       consumer_sock, "--cert", in_dir("pki/relay.test.pem"), "--key",
       in_dir("pki/relay.test.key"), "--ca", in_dir("pki/ca.pem"), "--authz",
-      in_dir("pki/authz"), "--ready-fd", fd, "--log-level", "info", NULL};
+      in_dir("pki/authz"), "--ready-fd", fd, "--log-level", "info", flag,
+      value, NULL};
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
   s.path = TRACEGATE_RELAY_PATH;
   s.argv = argv;
@@ -105,6 +107,11 @@ static void relay_start(relay_t *r, int port, const char *consumer_sock,
   assert_int_equal(got, 1);
   assert_int_equal(sscanf(line, "ready %d", &r->port), 1);
   if (port) assert_int_equal(r->port, port);
+}
+
+static void relay_start(relay_t *r, int port, const char *consumer_sock,
+                        const char *log) {
+  relay_start_with(r, port, consumer_sock, log, NULL, NULL);
 }
 
 static void relay_stop(relay_t *r, int sig) {
@@ -612,6 +619,8 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   assert_non_null(strstr(c.err, "reconnected and re-attached"));
   assert_non_null(strstr(c.err, "the relay sent again what the link loss took"));
   assert_null(strstr(c.err, "lost in transit"));
+  /* The cut reads were made whole: none is said to be lost. */
+  assert_null(strstr(c.err, "a read was cut"));
   assert_non_null(strstr(c.err, "no data loss"));
   /* Every packet exactly once, in order: no gap, no duplicate. */
   trace_t t;
@@ -628,10 +637,84 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   assert_int_equal(test_service_stop(&ts), 0);
 }
 
+/* The same cut with a replay window smaller than what was in flight (a
+ * round is two replies of up to 128 KiB; the window holds one): the
+ * oldest reply is gone, and exactly that is reported; nothing is doubled
+ * and what is left is in order. */
+static void a_window_too_small_loses_exactly_what_it_says(void **state) {
+  (void)state;
+  test_service_t ts;
+  assert_int_equal(test_service_start(&ts), 0);
+  relay_t r;
+  relay_start_with(&r, 0, ts.consumer_sock, in_dir("small.log"),
+                   "--replay-window-kb", "160");
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &ts, "small.producer",
+                                        "small.ds", 32, 256, false), 0);
+  proxy_t px;
+  proxy_start(&px, r.port);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", in_dir("small.pftrace"));
+  const char *args[] = {"record", "-H", spec, TLS_ARGS, "-o", out, "-t", "0",
+                        "-b", "16mb", "small.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  const unsigned long long round_bytes = COMMITS * 24ull * BIG;
+  proxy_send(&px, 'h');
+  for (unsigned i = 0; i < COMMITS; i++) commit_big(&p, i, "small", i * 24, 24);
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  while (atomic_load(&px.held_bytes) < round_bytes) proxy_wait(&px, deadline);
+  proxy_send(&px, 'c');
+  wait_resumes(in_dir("small.log"), 1);
+  /* Then more, which arrives whole. */
+  commit_big(&p, COMMITS, "after", 0, 20);
+  kill(c.pid, SIGINT);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  assert_non_null(strstr(c.err, "no longer held: lost, counted in the summary"));
+  const char *lb = strstr(c.err, "lost in transit: bytes");
+  assert_non_null(lb);
+  unsigned long long lost_bytes = 0;
+  assert_int_equal(sscanf(lb + strlen("lost in transit: bytes"), " %llu",
+                          &lost_bytes), 1);
+  assert_null(strstr(c.err, "no data loss"));
+  trace_t t;
+  load_trace(out, &t);
+  /* In order, none twice, the last ones there: the oldest are missing. */
+  uint32_t prev = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < t.n; i++) {
+    if (!has_tag(t.pk[i], "small")) continue;
+    uint32_t v = t.pk[i]->for_testing->seq_value;
+    if (n) assert_true(v > prev);
+    prev = v;
+    n++;
+  }
+  size_t total = COMMITS * 24, missing = total - n;
+  assert_true(n > 0);
+  assert_true(missing > 0);
+  assert_int_equal(prev, total - 1);
+  /* The bytes said lost hold every missing packet (its payload and a few
+   * bytes of framing each), and not much more. */
+  assert_true(lost_bytes >= missing * BIG);
+  assert_true(lost_bytes <= (missing + 1) * (BIG + 64));
+  assert_values(&t, "after", 0, 20);
+  free_trace(&t);
+  unlink(out);
+  proxy_stop(&px);
+  raw_producer_close(&p);
+  relay_stop(&r, SIGTERM);
+  assert_int_equal(test_service_stop(&ts), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(relay_killed_and_restarted_loses_nothing),
       cmocka_unit_test(cuts_mid_read_lose_nothing_and_double_nothing),
+      cmocka_unit_test(a_window_too_small_loses_exactly_what_it_says),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
