@@ -8,6 +8,7 @@ target_sources(tg_consumer PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/consumer_service.c
   ${CMAKE_CURRENT_LIST_DIR}/recording.c
   ${CMAKE_CURRENT_LIST_DIR}/recording_drain.c
+  ${CMAKE_CURRENT_LIST_DIR}/recording_replay.c
   ${CMAKE_CURRENT_LIST_DIR}/slice_reassembler.c
   ${CMAKE_CURRENT_LIST_DIR}/packet_inflate.c
 )

@@ -39,6 +39,7 @@
 #include "pb/common/trace_stats.pb-c.h"
 #include "pb/common/tracing_service_capabilities.pb-c.h"
 #include "pb/common/tracing_service_state.pb-c.h"
+#include "consumer/slice_reassembler.h"
 #include "ipc/transport.h"
 
 typedef struct tg_consumer tg_consumer_t;
@@ -164,6 +165,16 @@ int tg_consumer_disable_tracing(tg_consumer_t *c,
 int tg_consumer_read_buffers(tg_consumer_t *c,
                                        tg_consumer_packet_cb on_packet,
                                        tg_consumer_done_cb on_done, void *ctx);
+/* The same, reassembling into |ra| (the caller's: kept across reads and
+ * connections, so that a packet cut short by a lost connection can be
+ * completed from a relay's replay; the caller resets it when it cannot
+ * be), and counting every reply frame received into *|frames| and its
+ * ReadBuffersResponse bytes into *|bytes| (both may be NULL): the
+ * numbering a tracegate-relay gives them (TracegateRelay.Ack/Resume). */
+int tg_consumer_read_buffers_into(tg_consumer_t *c, tg_slice_reassembler_t *ra,
+                                  uint64_t *frames, uint64_t *bytes,
+                                  tg_consumer_packet_cb on_packet,
+                                  tg_consumer_done_cb on_done, void *ctx);
 /* FreeBuffers: ends the session and frees its buffers. */
 int tg_consumer_free_buffers(tg_consumer_t *c,
                                        tg_consumer_done_cb cb, void *ctx);
@@ -252,5 +263,17 @@ bool tg_consumer_has_service(const tg_consumer_t *c,
 int tg_consumer_call(tg_consumer_t *c, const char *service,
                                const char *method, const uint8_t *args,
                                size_t len, tg_consumer_reply_cb cb, void *ctx);
+
+/* One reply of tg_consumer_call_stream(): as tg_consumer_reply_cb, with
+ * |more| on every reply but the last (after which the call is over). */
+typedef void (*tg_consumer_stream_cb)(tg_consumer_t *c, void *ctx, int status,
+                                      const char *msg, const uint8_t *reply,
+                                      size_t len, bool more);
+
+/* tg_consumer_call() for a method that answers with a stream: |cb| gets
+ * every reply. */
+int tg_consumer_call_stream(tg_consumer_t *c, const char *service,
+                            const char *method, const uint8_t *args,
+                            size_t len, tg_consumer_stream_cb cb, void *ctx);
 
 #endif /* TRACEGATE_CONSUMER_CONSUMER_H */

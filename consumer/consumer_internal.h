@@ -30,6 +30,7 @@ typedef union tg__call_cb {
   tg_consumer_caps_cb caps;
   tg_consumer_events_cb events;
   tg_consumer_reply_cb reply;
+  tg_consumer_stream_cb stream;
 } tg__call_cb_t;
 
 struct tg_consumer {
@@ -66,6 +67,8 @@ struct tg__call {
   /* ReadBuffers (zeroed for the other calls) */
   tg_consumer_packet_cb on_packet;
   tg_slice_reassembler_t ra;
+  tg_slice_reassembler_t *ext_ra; /* the caller's, instead of |ra| */
+  uint64_t *frames, *bytes;       /* counted per reply; may be NULL */
   int read_err;
   /* QueryServiceState with merge (zeroed without) */
   bool merge;

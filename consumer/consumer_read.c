@@ -27,10 +27,10 @@ static void read_failure(tg__call_t *call, int err, char *msg, size_t n) {
   else if (err == TG_EPROTO_DECODE)
     snprintf(msg, n, "malformed ReadBuffers reply from the service (%llu "
              "whole packets before it)",
-             (unsigned long long)call->ra.packets);
+             (unsigned long long)(call->ext_ra ? call->ext_ra : &call->ra)->packets);
   else if (err == TG_ENO_SPACE)
     snprintf(msg, n, "a trace packet exceeds the %zu-byte limit",
-             call->ra.max_packet);
+             (call->ext_ra ? call->ext_ra : &call->ra)->max_packet);
   else
     tg__failure(call, err, NULL, msg, n);
 }
@@ -40,11 +40,17 @@ static void on_read_reply(tg__call_t *call, int status, bool has_more,
   static const uint8_t empty[1];
   char msg[TG__MSG_MAX] = "";
   int err = status;
+  tg_slice_reassembler_t *ra = call->ext_ra ? call->ext_ra : &call->ra;
+  /* Every frame that arrived, as a relay numbers them. */
+  if (status == 0 || status == TG_EREMOTE_FAILED) {
+    if (call->frames) (*call->frames)++;
+    if (call->bytes && status == 0) *call->bytes += reply ? len : 0;
+  }
   if (status == 0) {
-    err = tg_slice_reassembler_feed(&call->ra, reply ? reply : empty,
+    err = tg_slice_reassembler_feed(ra, reply ? reply : empty,
                                     reply ? len : 0, emit_packet, call);
     if (err == 0 && !has_more) {
-      err = tg_slice_reassembler_finish(&call->ra);
+      err = tg_slice_reassembler_finish(ra);
       if (err) snprintf(msg, sizeof(msg),
                         "the ReadBuffers stream ended inside a packet");
     } else if (err) {
@@ -70,6 +76,24 @@ int tg_consumer_read_buffers(tg_consumer_t *c, tg_consumer_packet_cb on_packet,
   call->cb.done = on_done;
   call->on_packet = on_packet;
   tg_slice_reassembler_init(&call->ra, c->max_packet);
+  Perfetto__Protos__ReadBuffersRequest r =
+      PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+  return tg__invoke_msg(call, &r.base);
+}
+
+int tg_consumer_read_buffers_into(tg_consumer_t *c, tg_slice_reassembler_t *ra,
+                                  uint64_t *frames, uint64_t *bytes,
+                                  tg_consumer_packet_cb on_packet,
+                                  tg_consumer_done_cb on_done, void *ctx) {
+  if (!on_packet || !on_done || !ra) return -EINVAL;
+  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, on_read_reply);
+  if (!call) return -ENOMEM;
+  call->cb.done = on_done;
+  call->on_packet = on_packet;
+  tg_slice_reassembler_init(&call->ra, c->max_packet);
+  call->ext_ra = ra;
+  call->frames = frames;
+  call->bytes = bytes;
   Perfetto__Protos__ReadBuffersRequest r =
       PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
   return tg__invoke_msg(call, &r.base);

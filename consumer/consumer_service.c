@@ -90,3 +90,35 @@ int tg_consumer_call(tg_consumer_t *c, const char *service, const char *method,
   static const uint8_t empty[1];
   return tg__invoke(call, len ? args : empty, len, -1);
 }
+
+static void on_stream_reply(tg__call_t *call, int status, bool has_more,
+                            const uint8_t *reply, size_t len) {
+  char msg[TG__MSG_MAX] = "";
+  status = tg__failure(call, status, NULL, msg, sizeof(msg));
+  if (has_more && status == 0) {
+    call->cb.stream(call->c, call->ctx, 0, "", reply, len, true);
+    return;
+  }
+  if (has_more) tg__call_cancel(call);
+  tg__call_end_t e = tg__call_end(call);
+  e.cb.stream(e.c, e.ctx, status, msg, status ? NULL : reply, status ? 0 : len,
+              false);
+}
+
+int tg_consumer_call_stream(tg_consumer_t *c, const char *service,
+                            const char *method, const uint8_t *args,
+                            size_t len, tg_consumer_stream_cb cb, void *ctx) {
+  if (!cb || !service || !method || (len && !args)) return -EINVAL;
+  const tg_ipc_remote_service_t *svc = find_service(c, service);
+  if (!svc || !tg_consumer_ready(c)) return TG_ENOT_CONNECTED;
+  const char *name = NULL;
+  for (size_t i = 0; i < svc->n_methods && !name; i++)
+    if (!strcmp(svc->methods[i].name, method)) name = svc->methods[i].name;
+  if (!name) return TG_ENOT_SUPPORTED;
+  tg__call_t *call = tg__call_new(c, name, ctx, on_stream_reply);
+  if (!call) return -ENOMEM;
+  call->svc = svc;
+  call->cb.stream = cb;
+  static const uint8_t empty[1];
+  return tg__invoke(call, len ? args : empty, len, -1);
+}

@@ -39,6 +39,7 @@ static void maybe_release(tg_recording_t *r) {
   if (!r->freed || r->open_timers || r->inflight) return;
   if (r->attached_cfg)
     perfetto__protos__trace_config__free_unpacked(r->attached_cfg, NULL);
+  tg_slice_reassembler_free(&r->ra);
   free(r->detach_key);
   free(r->resume_key);
   free(r->attach_key);
@@ -331,6 +332,8 @@ static int follow(tg_recording_t *r) {
   return rv;
 }
 
+static void after_attach_sync(tg_recording_t *r);
+
 static void on_attached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg, const uint8_t *config, size_t len) {
   tg_recording_t *r = ctx;
@@ -366,7 +369,16 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
     tg__rec_end(r, TG_REC_DETACHED, rv, "could not detach again");
     return;
   }
-  if ((rv = follow(r)) < 0) {
+  /* The relay may have numbered this key's replies for a client before
+   * us (one that crashed): take its numbering first. */
+  if ((rv = tg__rec_replay_sync(r, after_attach_sync)) < 0)
+    tg__rec_fail(r, rv, "cannot resume the trace numbering: %s",
+                 tg_strerror(rv));
+}
+
+static void after_attach_sync(tg_recording_t *r) {
+  int rv = follow(r);
+  if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
     return;
   }
@@ -398,6 +410,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
                                             : TG_REC_DEFAULT_DEADLINE_STOP_MS;
   r->grace_ms = o->grace_ms ? o->grace_ms : TG_REC_DEFAULT_GRACE_MS;
   r->stop_after_ms = o->stop_after_ms;
+  r->replay = o->replay && r->resume_key;
   r->last_rx_ms = uv_now(r->loop);
   if (!o->attach_key) return enable(r, o);
   if (fd >= 0) close(fd); /* an attached session has its own output */
@@ -468,6 +481,8 @@ void tg_recording_unbind(tg_recording_t *r) {
   tg__rec_set_state(r, TG_REC_UNBOUND);
 }
 
+static void after_resume(tg_recording_t *r);
+
 static void on_reattached(tg_consumer_t *c, void *ctx, int status,
                           const char *msg, const uint8_t *config, size_t len) {
   (void)config;
@@ -478,6 +493,15 @@ static void on_reattached(tg_consumer_t *c, void *ctx, int status,
     if (r->cbs->on_rebound) r->cbs->on_rebound(r, status, msg);
     return;
   }
+  /* What the lost link swallowed comes first (the relay sends it again),
+   * then the recording goes on where it was. */
+  int rv = tg__rec_resume(r, after_resume);
+  if (rv < 0)
+    tg__rec_fail(r, rv, "cannot resume the trace after re-attaching: %s",
+                 tg_strerror(rv));
+}
+
+static void after_resume(tg_recording_t *r) {
   int rv = follow(r);
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session after re-attaching: %s",
@@ -516,6 +540,7 @@ tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
   r->cbs = cbs;
   r->data = data;
   r->state = TG_REC_IDLE;
+  tg_slice_reassembler_init(&r->ra, TG_CONSUMER_DEFAULT_MAX_PACKET);
   uv_timer_t *timers[N_TIMERS] = {&r->reader, &r->stats, &r->stopper,
                                   &r->deadline, &r->guard, &r->ender};
   for (size_t i = 0; i < N_TIMERS; i++) {
@@ -538,9 +563,13 @@ void tg_recording_free(tg_recording_t *r) {
 void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
-unsigned tg_recording_reads_cut(const tg_recording_t *r) { return r->reads_cut; }
+unsigned tg_recording_reads_cut(const tg_recording_t *r) {
+  return r->reads_cut - r->reads_recovered;
+}
 unsigned tg_recording_reads_lost(const tg_recording_t *r) {
-  return r->reads_lost + (r->cut_open ? 1u : 0u);
+  /* A cut read the replay made whole lost nothing. */
+  unsigned lost = r->reads_lost + (r->cut_open ? 1u : 0u);
+  return lost > r->reads_recovered ? lost - r->reads_recovered : 0;
 }
 
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r) {
@@ -566,4 +595,9 @@ const char *tg_recording_state_name(tg_rec_state_t s) {
     case TG_REC_FAILED: return "FAILED";
   }
   return "?";
+}
+
+void tg_recording_replay_stats(const tg_recording_t *r,
+                               tg_rec_replay_stats_t *out) {
+  *out = r->replay_stats;
 }

@@ -87,7 +87,23 @@ typedef struct tg_recording_opts {
   uint32_t deadline_stop_ms; /* 0: TG_REC_DEFAULT_DEADLINE_STOP_MS */
   /* Stopping and draining each end within this; 0: the default. */
   uint32_t guard_ms;
+  /* The connection goes through a tracegate-relay that numbers the
+   * ReadBuffers replies of the resume key (TracegateRelay bound on it, the
+   * key set): acknowledge them (TracegateRelay.Ack) every few reads, and
+   * after a rebind ask for what the lost link swallowed (Resume) before
+   * reading on, so that every packet arrives exactly once. */
+  bool replay;
 } tg_recording_opts_t;
+
+/* What replays after rebinds brought back, and what they could not. */
+typedef struct tg_rec_replay_stats {
+  unsigned resumes;         /* Resume calls answered */
+  uint64_t frames, bytes;   /* ReadBuffers replies sent again */
+  uint64_t lost_frames;     /* the relay's window no longer held them */
+  uint64_t lost_bytes;
+  uint64_t lost_packets;    /* packets cut by those (at least 1 each) */
+  bool relay_restarted;     /* a Resume found no window: a new relay */
+} tg_rec_replay_stats_t;
 
 typedef struct tg_recording_cbs {
   /* Every state change, as it happens (may run inside a call). Optional. */
@@ -154,12 +170,15 @@ bool tg_recording_resumable(const tg_recording_t *r);
 /* How long a read or stats call has gone unanswered at |now_ms| (loop
  * time); 0 when none is in flight. */
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
-/* Reads cut short by a lost connection: what they carried is lost. */
+/* Reads cut short by a lost connection whose content no replay made
+ * whole: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);
 /* Of those, the ones that did carry data: a cut read that the service's
  * counters (bytes_read, asked after the rebind) show never took anything
  * out of the buffers is not counted; one that cannot be checked is. */
 unsigned tg_recording_reads_lost(const tg_recording_t *r);
+void tg_recording_replay_stats(const tg_recording_t *r,
+                               tg_rec_replay_stats_t *out);
 /* The attached session's TraceConfig (NULL before, or when enabling). */
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r);
 

@@ -120,6 +120,7 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
     tg__rec_fail(r, status, "reading the trace failed: %s", msg);
     return;
   }
+  tg__rec_ack(r, r->state == TG_REC_DRAINING);
   if (r->state != TG_REC_DRAINING) {
     if (r->stats_after_read || r->stats_period_ms) {
       r->stats_after_read = false;
@@ -146,7 +147,9 @@ void tg__rec_read_cut(tg_recording_t *r) {
 void tg__rec_read_now(tg_recording_t *r) {
   if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
   r->packets_before_read = r->packets;
-  int rv = tg_consumer_read_buffers(r->c, on_packet, on_read_done, r);
+  int rv = tg_consumer_read_buffers_into(r->c, &r->ra, &r->rx_frames,
+                                         &r->rx_bytes, on_packet,
+                                         on_read_done, r);
   if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot read the trace: %s", tg_strerror(rv));

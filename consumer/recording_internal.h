@@ -50,7 +50,31 @@ struct tg_recording {
   char reason[600];
 
   uv_timer_t reader, stats, stopper, deadline, guard, ender;
+  /* Reading: one reassembler for the whole recording (a packet a lost
+   * link cut in two is completed by the replay), and the ReadBuffers
+   * replies received so far, as the relay numbers them. */
+  tg_slice_reassembler_t ra;
+  uint64_t rx_frames, rx_bytes;
+  /* Replay (opts.replay): acknowledging and resuming. */
+  bool replay, resuming, syncing;
+  unsigned reads_since_ack;
+  uint64_t acked_frames;
+  uint64_t part_seq;   /* a frame replayed in parts: its seq */
+  uint32_t part_next;  /* and the next part wanted */
+  bool resync;         /* drop the next packet: its start was lost */
+  uint64_t lost_before; /* replay_stats.lost_frames when Resume was sent */
+  unsigned reads_recovered; /* cut reads a replay made whole */
+  tg_rec_replay_stats_t replay_stats;
 };
+/* recording_replay.c */
+/* Sends Ack for what was received, every few reads (or now with |now|). */
+void tg__rec_ack(tg_recording_t *r, bool now);
+/* After a rebind: Resume, then |then| once the replay is in (or at once
+ * without replay). Returns 0 or a negative error. */
+int tg__rec_resume(tg_recording_t *r, void (*then)(tg_recording_t *r));
+/* After attaching a session a relay numbered for someone else (--attach
+ * KEY): adopt the relay's numbering without any replay, then |then|. */
+int tg__rec_replay_sync(tg_recording_t *r, void (*then)(tg_recording_t *r));
 
 /* recording.c */
 bool tg__rec_is_over(const tg_recording_t *r);

@@ -65,6 +65,7 @@ struct tg_relay_bridge {
   char close_why[420];
   char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
+  tg_replay_window_t *win; /* the session key's replay window, held */
 
   tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
   tg_buf_t out;    /* frames the filter built from a client frame */
@@ -96,6 +97,7 @@ void tg_relay_env_init(tg_relay_env_t *env) {
 static void on_timer_closed(uv_handle_t *h) {
   tg_relay_bridge_t *b = h->data;
   tg_relay_env_t *env = b->env;
+  if (b->win) tg_replay_release(env->replay, b->win, uv_now(env->loop));
   tg_list_remove(&b->node);
   env->n_bridges--;
   tg_tls_chan_free(b->tls);
@@ -199,6 +201,80 @@ static void update_backpressure(tg_relay_bridge_t *b) {
              who(b), b->addr, pause_client ? "paused" : "resumed",
              tg_transport_pending(&b->up.base));
   }
+}
+
+/* The resume key changed or a lease call was answered: tell the service
+ * what comes next (relay/frame_filter.h, tg_relay_filter_lease_frames). */
+static void send_lease(tg_relay_bridge_t *b) {
+  if (b->state != B_OPEN) return;
+  tg_buf_reset(&b->up_out);
+  int rv = tg_relay_filter_lease_frames(&b->filter, b->env->session_lease_ms,
+                                        &b->up_out);
+  if (rv < 0) {
+    bridge_close(b, rv, "cannot build a frame for the service: out of memory");
+    return;
+  }
+  if (rv == 1) send_up(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
+}
+
+/* Resume answers are built from the window at most this big per call. */
+#define RESUME_MAX_BYTES (1u << 20)
+
+/* The client set its session key: hold that key's replay window (a
+ * reconnecting client finds its numbering and its unacknowledged frames
+ * there). */
+static void take_window(tg_relay_bridge_t *b) {
+  if (!b->env->replay) return;
+  uint64_t now = uv_now(b->env->loop);
+  if (b->win) tg_replay_release(b->env->replay, b->win, now);
+  char ns[TG_AUTHZ_IDENTITY_MAX + TG_RELAY_SESSION_KEY_MAX + 2];
+  snprintf(ns, sizeof(ns), "%s/%s", b->filter.identity,
+           b->filter.session_key);
+  bool fresh = false;
+  b->win = tg_replay_acquire(b->env->replay, ns, now, &fresh);
+  if (!b->win)
+    TG_WARN("%s@%s: no replay window for key '%s' (all in use): frames "
+            "lost with a link are not sent again", who(b), b->addr, ns);
+  else if (!fresh)
+    TG_INFO("%s@%s: replay window of key '%s' found: %" PRIu64
+            " frames so far, %zu bytes held", who(b), b->addr, ns,
+            b->win->next_seq - 1, b->win->held);
+}
+
+static void on_replay_call(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
+  if (v->replay == TG_REPLAY_ACK) {
+    if (b->win) tg_replay_ack(b->win, v->replay_seq);
+    return;
+  }
+  tg_buf_reset(&b->out);
+  int rv = tg_replay_resume(b->win, v->replay_seq, v->replay_cum,
+                            v->request_id, RESUME_MAX_BYTES, &b->out);
+  if (rv < 0) {
+    bridge_close(b, rv, "cannot build the Resume reply: out of memory");
+    return;
+  }
+  /* Frame by frame: the channel queues whole frames. */
+  const uint8_t *p = tg_buf_begin(&b->out), *end = p + tg_buf_size(&b->out);
+  while (p + TG_IPC_FRAME_HEADER_SIZE <= end && b->state == B_OPEN) {
+    size_t n = TG_IPC_FRAME_HEADER_SIZE +
+               ((size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 |
+                (size_t)p[3] << 24);
+    if (n > (size_t)(end - p)) break; /* built here: cannot happen */
+    send_client(b, p, n);
+    p += n;
+  }
+}
+
+/* The service answered one of the relay's own lease calls. */
+static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
+  if (v->allowed)
+    TG_INFO("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+  else
+    TG_WARN("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+  if (!strcmp(v->method, TG_RELAY_LEASE_SERVICE ".SetDisconnectLease"))
+    tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
+                   v->allowed ? "allow" : "deny", "%s", v->reason);
+  send_lease(b);
 }
 
 /* --- logging a verdict ------------------------------------------------------ */
@@ -317,6 +393,11 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
       send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
     }
   }
+  if (v.session_key_set) {
+    take_window(b);
+    send_lease(b);
+  }
+  if (v.replay && b->state == B_OPEN) on_replay_call(b, &v);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
 }
@@ -379,6 +460,15 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
   }
+  if (v.own_lease_reply) {
+    if (b->state == B_OPEN) lease_reply(b, &v);
+    return b->state == B_OPEN || b->state == B_DETACHING ? 0 : 1;
+  }
+  /* Numbered and kept until acknowledged, also when the client is gone
+   * already (B_DETACHING): those are exactly the frames it missed. */
+  if (v.bulk && b->win)
+    tg_replay_push(b->env->replay, b->win, v.bulk_body, v.bulk_len,
+                   v.bulk_last);
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);

@@ -19,7 +19,12 @@
  * drops while its connection has a tracing session and a resume key
  * (TracegateRelay.SetSessionKey), the bridge first sends the service
  * Detach{"<identity>/<key>"} and waits (bounded) for its reply, so the
- * session survives for a re-Attach. A bridge frees itself once all its
+ * session survives for a re-Attach. So that it also survives the relay
+ * (a crash, a restart), the bridge asks the service, when the client sets
+ * its key, to keep the session under the same key for a lease if the
+ * upstream connection dies without Detach (TracegateConsumer, tracegated
+ * only; in front of Perfetto's traced the log says that a relay crash ends
+ * the session). A bridge frees itself once all its
  * handles are closed; it must never be touched by the owner after that
  * (the owner learns of it through env->on_idle when none are left).
  */
@@ -33,6 +38,7 @@
 #include "relay/audit.h"
 #include "relay/authz.h"
 #include "relay/relay_service.h"
+#include "relay/replay_window.h"
 #include "tls/session.h"
 #include "tls/transport.h"
 #include "common/list.h"
@@ -52,6 +58,13 @@ typedef struct tg_relay_env {
   /* How long a drop-time Detach may take before the upstream is closed
    * anyway. */
   uint32_t detach_timeout_ms;
+  /* The disconnect lease asked of the service for sessions with a resume
+   * key (0: the service's default): how long tracegated keeps such a
+   * session when the relay itself goes away. */
+  uint64_t session_lease_ms;
+  /* Replay windows of the keyed sessions (NULL: no replay; Resume then
+   * answers unknown_key). */
+  tg_replay_store_t *replay;
   /* Output queued per direction before reading the other side pauses. */
   size_t high_water;
   /* Runs when the last bridge is gone (shutdown, end of --stdio). */

@@ -11,6 +11,8 @@
 #include "tracegate/pb_wire.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/tracegate/consumer_lease.pb-c.h"
+#include "pb/tracegate/relay.pb-c.h"
 #include "relay/session_scope.h"
 #include "tracegate/error.h"
 
@@ -214,6 +216,14 @@ static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
   v->call = true;
   set_method(v, "BindService");
   if (name && !strcmp(name, CONSUMER_PORT)) {
+    if (TG_RELAY_OWN_REQUEST_ID(v->request_id)) {
+      say(v, "request id %" PRIu64 " is reserved for the relay",
+          v->request_id);
+      v->action = TG_RELAY_REPLY;
+      v->audit = true;
+      f->stats.denied++;
+      return append_bind_refusal(v->request_id, out);
+    }
     if (track(f, v->request_id, TG_TRACK_BIND_CONSUMER) < 0) {
       say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
       v->action = TG_RELAY_REPLY;
@@ -296,6 +306,55 @@ static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
       memcpy(f->session_key, key, strlen(key) + 1);
       say(v, "resume key '%s/%s'", f->identity, key);
       v->audit = true;
+      v->session_key_set = true;
+      break;
+    }
+    case TG_RELAY_M_ACK:
+    case TG_RELAY_M_RESUME: {
+      bool resume = im->method_id == TG_RELAY_M_RESUME;
+      uint64_t seq = 0, cum = 0;
+      bool ok_args = true;
+      if (resume) {
+        Perfetto__Protos__ResumeRequest *req =
+            perfetto__protos__resume_request__unpack(NULL, alen, args);
+        if (req) {
+          seq = req->last_seq;
+          cum = req->cum;
+          perfetto__protos__resume_request__free_unpacked(req, NULL);
+        }
+        ok_args = req != NULL;
+      } else {
+        Perfetto__Protos__ReplayAckRequest *req =
+            perfetto__protos__replay_ack_request__unpack(NULL, alen, args);
+        if (req) {
+          seq = req->seq;
+          perfetto__protos__replay_ack_request__free_unpacked(req, NULL);
+        }
+        ok_args = req != NULL;
+      }
+      /* What Resume sends again is trace data: ReadBuffers' role. */
+      bool may_read = tg_authz_allows(role, "ReadBuffers");
+      if (!ok_args || !may_read || !f->session_key[0] || (resume && drop)) {
+        say(v, "%s", !ok_args ? "the request does not decode"
+                     : !may_read ? "the role does not allow ReadBuffers"
+                     : !f->session_key[0] ? "no session key on this connection"
+                                          : "Resume needs its reply");
+        tg_buf_free(&body);
+        return deny(f, v, drop, NULL, out);
+      }
+      v->replay = resume ? TG_REPLAY_RESUME : TG_REPLAY_ACK;
+      v->replay_seq = seq;
+      v->replay_cum = cum;
+      if (resume) {
+        /* The caller streams the answer from the window. */
+        say(v, "resume after frame %" PRIu64, seq);
+        v->audit = true;
+        v->action = TG_RELAY_REPLY;
+        v->allowed = true;
+        f->stats.local++;
+        tg_buf_free(&body);
+        return 0;
+      }
       break;
     }
     case TG_RELAY_M_SET_COMPRESSION: {
@@ -435,8 +494,8 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     return deny(f, v, drop, NULL, out);
   }
   set_method(v, name);
-  if (v->request_id == TG_RELAY_DETACH_REQUEST_ID) {
-    /* Its reply would pass for the reply to the relay's own Detach. */
+  if (TG_RELAY_OWN_REQUEST_ID(v->request_id)) {
+    /* Its reply would pass for the reply to one of the relay's own calls. */
     say(v, "request id %" PRIu64 " is reserved for the relay",
         v->request_id);
     return deny_call(f, v, drop, name, out);
@@ -669,6 +728,127 @@ done:
   return rv;
 }
 
+/* The ReadBuffersResponse inside an InvokeMethodReply (reply_proto = 3). */
+static void bulk_body(const uint8_t *reply, size_t len, tg_relay_verdict_t *v) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, reply, len);
+  while (tg_pb_reader_next(&r, &fld) == 1) {
+    if (fld.id == 3 && fld.type == TG_PB_WT_LEN) {
+      v->bulk_body = fld.data;
+      v->bulk_len = fld.size;
+    }
+  }
+}
+
+/* --- disconnect leases (TracegateConsumer) --------------------------------- */
+
+/* The reply to the relay's own BindService "TracegateConsumer". */
+static void learn_lease_service(tg_relay_filter_t *f, const uint8_t *msg,
+                                size_t len, tg_relay_verdict_t *v) {
+  v->own_lease_reply = true;
+  v->action = TG_RELAY_DROP; /* the client never asked */
+  set_method(v, "BindService " TG_RELAY_LEASE_SERVICE);
+  f->lease = TG_LEASE_UNSUPPORTED;
+  Perfetto__Protos__IPCFrame__BindServiceReply *r =
+      (Perfetto__Protos__IPCFrame__BindServiceReply *)protobuf_c_message_unpack(
+          &perfetto__protos__ipcframe__bind_service_reply__descriptor, NULL,
+          len, msg);
+  if (r && r->success && r->has_service_id) {
+    for (size_t i = 0; i < r->n_methods; i++) {
+      const Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *m =
+          r->methods[i];
+      if (m->has_id && m->id && m->name &&
+          !strcmp(m->name, "SetDisconnectLease")) {
+        f->lease = TG_LEASE_BOUND;
+        f->lease_service_id = r->service_id;
+        f->lease_method_id = m->id;
+      }
+    }
+  }
+  if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
+  v->allowed = f->lease == TG_LEASE_BOUND;
+  if (v->allowed)
+    say(v, "the service keeps sessions past a lost connection");
+  else
+    say(v, "the service has no %s (Perfetto's traced?): a session survives "
+        "its client's lost link (the relay detaches it) but not a crash of "
+        "the relay", TG_RELAY_LEASE_SERVICE);
+}
+
+/* The reply to the relay's own SetDisconnectLease. */
+static void lease_granted(tg_relay_filter_t *f, const uint8_t *reply,
+                          size_t reply_len, bool success,
+                          tg_relay_verdict_t *v) {
+  v->own_lease_reply = true;
+  v->action = TG_RELAY_DROP;
+  v->allowed = success;
+  set_method(v, TG_RELAY_LEASE_SERVICE ".SetDisconnectLease");
+  f->lease_in_flight = false;
+  uint64_t ms = 0;
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, reply, reply_len);
+  while (tg_pb_reader_next(&r, &fld) == 1) {
+    /* InvokeMethodReply.reply_proto = 3: SetDisconnectLeaseResponse. */
+    if (fld.id != 3 || fld.type != TG_PB_WT_LEN) continue;
+    tg_pb_reader_t rr;
+    tg_pb_field_t ff;
+    tg_pb_reader_init(&rr, fld.data, fld.size);
+    while (tg_pb_reader_next(&rr, &ff) == 1)
+      if (ff.id == 1 && ff.type == TG_PB_WT_VARINT) ms = ff.value;
+  }
+  if (success)
+    say(v, "the service keeps the session of key '%s/%s' for %" PRIu64
+        " ms if the relay goes away", f->identity, f->lease_key, ms);
+  else
+    say(v, "the service refused a disconnect lease for key '%s/%s': a crash "
+        "of the relay would end the session", f->identity, f->lease_key);
+  if (!success) f->lease_key[0] = 0;
+}
+
+int tg_relay_filter_lease_frames(tg_relay_filter_t *f, uint64_t lease_ms,
+                                 tg_buf_t *out) {
+  if (!f->session_key[0] || f->lease_in_flight ||
+      f->lease == TG_LEASE_BINDING || f->lease == TG_LEASE_UNSUPPORTED ||
+      !strcmp(f->lease_key, f->session_key))
+    return 0;
+  if (f->n_tracked == TG_RELAY_FILTER_MAX_TRACKED) return 0;
+  if (f->lease == TG_LEASE_UNKNOWN) {
+    Perfetto__Protos__IPCFrame__BindService b =
+        PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+    b.service_name = (char *)TG_RELAY_LEASE_SERVICE;
+    tg_ipc_frame_t c = frame_for(TG_RELAY_LEASE_BIND_REQUEST_ID);
+    c.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+    c.msg_bind_service = &b;
+    int rv = tg_ipc_frame_append(&c, out);
+    if (rv < 0) return rv;
+    track(f, TG_RELAY_LEASE_BIND_REQUEST_ID, TG_TRACK_OWN_LEASE_BIND);
+    f->lease = TG_LEASE_BINDING;
+    return 1;
+  }
+  char ns[SERVICE_KEY_MAX + 1];
+  if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, f->session_key) >=
+      sizeof(ns))
+    return 0; /* SetSessionKey checked the length */
+  Perfetto__Protos__SetDisconnectLeaseRequest req =
+      PERFETTO__PROTOS__SET_DISCONNECT_LEASE_REQUEST__INIT;
+  req.key = ns;
+  req.has_lease_ms = 1;
+  req.lease_ms = lease_ms;
+  uint8_t args[SERVICE_KEY_MAX + 32];
+  size_t n = perfetto__protos__set_disconnect_lease_request__get_packed_size(&req);
+  if (n > sizeof(args)) return 0;
+  perfetto__protos__set_disconnect_lease_request__pack(&req, args);
+  int rv = append_invoke(TG_RELAY_LEASE_REQUEST_ID, f->lease_service_id,
+                         f->lease_method_id, args, n, false, out);
+  if (rv < 0) return rv;
+  track(f, TG_RELAY_LEASE_REQUEST_ID, TG_TRACK_OWN_LEASE);
+  f->lease_in_flight = true;
+  memcpy(f->lease_key, f->session_key, strlen(f->session_key) + 1);
+  return 1;
+}
+
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
                              size_t len, tg_buf_t *out,
                              tg_relay_verdict_t *v) {
@@ -712,6 +892,9 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     if (kind == TG_TRACK_BIND_CONSUMER) {
       learn_methods(f, bind, bind_len);
       untrack(f, at);
+    } else if (kind == TG_TRACK_OWN_LEASE_BIND) {
+      untrack(f, at);
+      learn_lease_service(f, bind, bind_len, v);
     }
     return 0;
   }
@@ -726,6 +909,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
   switch (kind) {
     case TG_TRACK_READ_BUFFERS:
       v->bulk = true;
+      v->bulk_last = !more;
+      bulk_body(reply, reply_len, v);
       break;
     case TG_TRACK_QUERY_STATE: {
       int srv = scope_state_reply(f, payload, len, out);
@@ -748,6 +933,9 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
       break;
     case TG_TRACK_DETACH:
       if (success) session_left(f);
+      break;
+    case TG_TRACK_OWN_LEASE:
+      lease_granted(f, reply, reply_len, success, v);
       break;
     case TG_TRACK_OWN_DETACH:
       v->own_detach_reply = true;

@@ -38,6 +38,15 @@
  * flight whose replies matter (ConsumerPort binds, ReadBuffers streams,
  * EnableTracing, Attach, Detach), whether the connection has a tracing
  * session, and the resume key from SetSessionKey.
+ *
+ * The relay's own calls to the service (request ids no client may use):
+ * Detach when a keyed link drops, and, once a key is set, BindService
+ * "TracegateConsumer" + SetDisconnectLease{"<identity>/<key>"} so that
+ * tracegated keeps the session if the relay itself dies (their replies
+ * are the relay's, never forwarded). TracegateRelay.Ack and .Resume are
+ * decoded and checked here and carried out by the caller on the key's
+ * replay window (relay/replay_window.h); ReadBuffers replies come out
+ * with their ReadBuffersResponse located for it.
  */
 #ifndef TRACEGATE_RELAY_FRAME_FILTER_H
 #define TRACEGATE_RELAY_FRAME_FILTER_H
@@ -54,9 +63,19 @@
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48
 /* Calls in flight whose replies are tracked; more are refused. */
 #define TG_RELAY_FILTER_MAX_TRACKED 32
-/* The request id of the relay's own Detach when a link drops; refused in
- * ConsumerPort calls from clients. */
+/* The request ids of the relay's own calls to the service: Detach when a
+ * link drops, BindService "TracegateConsumer" and SetDisconnectLease. They
+ * are refused in client frames that would be forwarded
+ * (TG_RELAY_OWN_REQUEST_ID), so no reply to a client passes for one of
+ * these. */
 #define TG_RELAY_DETACH_REQUEST_ID UINT64_MAX
+#define TG_RELAY_LEASE_BIND_REQUEST_ID (UINT64_MAX - 2)
+#define TG_RELAY_LEASE_REQUEST_ID (UINT64_MAX - 3)
+#define TG_RELAY_OWN_REQUEST_ID(id)                                      \
+  ((id) == TG_RELAY_DETACH_REQUEST_ID ||                                \
+   (id) == TG_RELAY_LEASE_BIND_REQUEST_ID || (id) == TG_RELAY_LEASE_REQUEST_ID)
+/* tracegated's own consumer service (service/consumer_lease.h). */
+#define TG_RELAY_LEASE_SERVICE "TracegateConsumer"
 
 typedef enum tg_relay_action {
   /* Send |out| (whole frames) on to the other side. For upstream frames
@@ -79,11 +98,29 @@ typedef struct tg_relay_verdict {
    * reads (ReadBuffers, GetTraceStats, QueryServiceState, ClockSync), and
    * refused frame kinds. */
   bool audit;
-  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data. */
+  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data;
+   * |bulk_body| (into the payload, NULL when empty) is its
+   * ReadBuffersResponse and |bulk_last| says it ends its read. */
   bool bulk;
+  const uint8_t *bulk_body;
+  size_t bulk_len;
+  bool bulk_last;
+  /* Client frames: TracegateRelay.Ack{replay_seq} (answered already) or
+   * Resume{replay_seq, replay_cum} (answered by the caller from the key's
+   * replay window, relay/replay_window.h, with request_id). */
+  enum { TG_REPLAY_NONE = 0, TG_REPLAY_ACK, TG_REPLAY_RESUME } replay;
+  uint64_t replay_seq, replay_cum;
   /* Upstream frames: the reply to the relay's own drop-time Detach;
    * |allowed| says whether the service accepted it. */
   bool own_detach_reply;
+  /* Client frames: SetSessionKey set the resume key (the caller sends
+   * tg_relay_filter_lease_frames() upstream). */
+  bool session_key_set;
+  /* Upstream frames: the reply to the relay's own TracegateConsumer bind
+   * or SetDisconnectLease; |allowed| says whether it worked, |reason| what
+   * it means. The caller sends tg_relay_filter_lease_frames() again (after
+   * a bind, the lease call follows). */
+  bool own_lease_reply;
   /* The frame did not decode (counted in stats.undecodable). */
   bool garbage;
   /* TracegateRelay.SetCompression was granted: send the reply through the
@@ -117,7 +154,17 @@ typedef enum tg_relay_track_kind {
   TG_TRACK_DETACH,
   TG_TRACK_OWN_DETACH,
   TG_TRACK_QUERY_STATE,
+  TG_TRACK_OWN_LEASE_BIND,
+  TG_TRACK_OWN_LEASE,
 } tg_relay_track_kind_t;
+
+/* Whether the service keeps sessions past a dead consumer connection. */
+typedef enum tg_relay_lease_state {
+  TG_LEASE_UNKNOWN = 0, /* not asked yet */
+  TG_LEASE_BINDING,     /* BindService "TracegateConsumer" in flight */
+  TG_LEASE_BOUND,       /* it is there: leases can be set */
+  TG_LEASE_UNSUPPORTED, /* it is not (Perfetto's traced) */
+} tg_relay_lease_state_t;
 
 /* Session ids a connection has seen as its own identity's. */
 #define TG_RELAY_FILTER_MAX_OWNED 16
@@ -146,6 +193,14 @@ typedef struct tg_relay_filter {
   bool session_active;
   char session_key[TG_RELAY_SESSION_KEY_MAX + 1]; /* "" when none */
   bool compression_granted; /* SetCompression answered: once per connection */
+
+  /* TracegateConsumer upstream: the lease follows the session key. */
+  tg_relay_lease_state_t lease;
+  uint32_t lease_service_id, lease_method_id;
+  /* The key the service holds a lease for ("" none), and whether a lease
+   * call is in flight. */
+  char lease_key[TG_RELAY_SESSION_KEY_MAX + 1];
+  bool lease_in_flight;
 
   /* Names the relay gives sessions the client left unnamed:
    * "<identity>/~relay-<tag>-<n>"; |tag| makes them unique per relay. */
@@ -190,6 +245,18 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
                              size_t len, tg_buf_t *out,
                              tg_relay_verdict_t *v);
+
+/* After SetSessionKey (verdict.session_key_set) and after each reply to
+ * the relay's own lease calls (verdict.own_lease_reply): appends to |out|
+ * what the service must be told next so that the session, once the
+ * connection to the service dies without Detach (a relay crash), is
+ * detached under "<identity>/<key>" and kept for |lease_ms| (0: the
+ * service's default): first BindService "TracegateConsumer", then
+ * SetDisconnectLease. Returns 1 when frames were appended, 0 when there is
+ * nothing to send (no key, lease already set for it, a call in flight, or
+ * the service has no such service), or -ENOMEM. */
+int tg_relay_filter_lease_frames(tg_relay_filter_t *f, uint64_t lease_ms,
+                                 tg_buf_t *out);
 
 /* When the client's link drops: if the connection has a tracing session,
  * a resume key and a bound ConsumerPort with a Detach method, appends

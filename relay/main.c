@@ -230,6 +230,8 @@ int main(int argc, char **argv) {
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
   uint64_t high_water_kb = 4096;
   uint64_t dead_link_s = 10;
+  uint64_t session_lease_ms = 0;
+  uint64_t replay_window_kb = 8192;
   uint64_t ready_fd = 0;
   int log_level = TG_LOG_INFO;
   bool stdio = false, version = false;
@@ -267,6 +269,16 @@ int main(int argc, char **argv) {
       {"high-water-kb", TG_FLAG_UINT, &high_water_kb, "N",
        "output queued per connection and direction before reading the "
        "other side pauses (hard cap: 16x)", 64, 1048576},
+      {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
+       "how long tracegated keeps a session with a resume key when the "
+       "relay goes away (a crash, a restart) before its client re-attaches "
+       "(0: tracegated's --session-lease-ms, which also caps it)", 0,
+       86400000},
+      {"replay-window-kb", TG_FLAG_UINT, &replay_window_kb, "N",
+       "per session key, ReadBuffers replies kept until the client "
+       "acknowledges them, to send again what a lost link swallowed (0: "
+       "none); beyond it the oldest go and a resuming client is told "
+       "exactly what is lost", 0, 262144},
       {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
        "append audit lines here, reopened on SIGHUP (default: the log; "
        "syslog with --stdio)", 0,
@@ -356,6 +368,13 @@ int main(int argc, char **argv) {
   r.env.host = &r.host;
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
+  r.env.session_lease_ms = session_lease_ms;
+  /* One window per connection at most, each kept 10 min after its last
+   * connection (a tracegated lease's default) for a reconnect. */
+  static tg_replay_store_t replay;
+  tg_replay_store_init(&replay, (size_t)replay_window_kb * 1024,
+                       (size_t)max_conns, 10u * 60 * 1000);
+  if (replay_window_kb) r.env.replay = &replay;
   r.env.on_idle = on_idle;
   r.env.heartbeat_idle_ms = (uint32_t)(dead_link_s * 1000);
   r.env.data = &r;
@@ -404,6 +423,7 @@ int main(int argc, char **argv) {
           (unsigned long long)r.refused_busy,
           (unsigned long long)r.env.denied_calls);
 out:
+  if (r.env.replay) tg_replay_store_free(r.env.replay);
   rv = uv_loop_close(r.loop);
   if (rv != 0) TG_WARN("loop closed with handles open: %s", uv_strerror(rv));
   tg_tls_config_free(r.tls);

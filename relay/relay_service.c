@@ -21,6 +21,8 @@ static const char *const method_names[] = {
     [TG_RELAY_M_CLOCK_SYNC] = "ClockSync",
     [TG_RELAY_M_SET_SESSION_KEY] = "SetSessionKey",
     [TG_RELAY_M_SET_COMPRESSION] = "SetCompression",
+    [TG_RELAY_M_ACK] = "Ack",
+    [TG_RELAY_M_RESUME] = "Resume",
 };
 #define N_METHODS (sizeof(method_names) / sizeof(method_names[0]) - 1)
 

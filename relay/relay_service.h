@@ -6,6 +6,9 @@
  *   3 SetSessionKey  {key} -> remembered by the connection's frame filter
  *   4 SetCompression {algorithm, level, window_log} -> what the relay will
  *                    use; the bridge compresses from the next frame on
+ *   5 Ack            {seq} -> the key's replay window forgets through seq
+ *   6 Resume         {last_seq, cum} -> what followed, again (a stream),
+ *                       or the exact loss (relay/replay_window.h)
  *
  * The host facts are gathered once at start-up (tg_relay_host_info_load(),
  * the only I/O here) and served from memory; ClockSync reads the clocks at
@@ -29,6 +32,8 @@ enum {
   TG_RELAY_M_CLOCK_SYNC = 2,
   TG_RELAY_M_SET_SESSION_KEY = 3,
   TG_RELAY_M_SET_COMPRESSION = 4,
+  TG_RELAY_M_ACK = 5,
+  TG_RELAY_M_RESUME = 6,
 };
 
 /* The most CPU the relay spends per byte: levels above this are lowered

@@ -3,7 +3,10 @@
  * Consumers are trusted (the socket is owner/group only) but still sent
  * garbage-proof replies: every request decodes or fails explicitly. One
  * connection owns at most one session; a consumer that goes away without
- * Detach ends its session.
+ * Detach ends its session, unless it set a disconnect lease
+ * (TracegateConsumer.SetDisconnectLease): then the session is detached
+ * under the lease's key, as Detach{key} would, and freed only if nobody
+ * attaches it before the lease runs out.
  *
  * ReadBuffers streams: packets are serialised straight into the socket's
  * output queue as ReadBuffersResponse slices in frames of at most 128 KiB,
@@ -71,6 +74,8 @@ typedef struct tg_consumer {
   bool reading;          /* a ReadBuffers is in progress */
   tg_ipc_call_t read_call;
   uint64_t read_budget;  /* bytes this ReadBuffers may still send */
+  char *lease_key;       /* SetDisconnectLease; NULL when none */
+  uint64_t lease_ms;
 } tg_consumer_t;
 
 static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
@@ -563,7 +568,12 @@ static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   bool ok = c && c->session && req && req->key && req->key[0] &&
             strlen(req->key) <= MAX_DETACH_KEY;
   /* Fails when the key is taken. */
-  if (ok) ok = tg__session_detach(c->session, req->key) == 0;
+  tg_session_t *s = ok ? c->session : NULL;
+  if (ok) ok = tg__session_detach(s, req->key) == 0;
+  /* A Detach under the lease's own key (a relay detaching a session whose
+   * client link dropped) is bounded by the same lease. */
+  if (ok && c->lease_key && !strcmp(c->lease_key, req->key))
+    tg__session_lease_start(s, c->lease_ms);
   if (ok) {
     /* The EnableTracing call dies with this connection. */
     if (c->enable_session == c->session) c->has_enable_call = false;
@@ -730,7 +740,40 @@ static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   if (!mask) tg_ipc_reply(&call, true, false, NULL, -1);
 }
 
-static void on_consumer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
+/* The connection died with |c|'s session attached: detach it under the
+ * lease's key if there is one. Returns true if the session was kept. */
+static bool keep_under_lease(tg_consumer_t *c) {
+  tg_session_t *s = c->session;
+  if (!c->lease_key || s->freeing) return false;
+  int rv = tg__session_detach(s, c->lease_key);
+  if (rv < 0) {
+    TG_WARN("consumer went away: cannot keep session %llu under its "
+            "disconnect lease key '%s': %s",
+            (unsigned long long)s->id, c->lease_key,
+            rv == -EEXIST ? "another session is detached under that key"
+                          : tg_strerror(rv));
+    return false;
+  }
+  TG_INFO("consumer went away without Detach: session %llu detached under "
+          "key '%s'", (unsigned long long)s->id, c->lease_key);
+  tg__session_lease_start(s, c->lease_ms);
+  return true;
+}
+
+int tg__consumer_port_set_lease(tg_service_t *svc, tg_ipc_call_t call,
+                                const char *key, uint64_t lease_ms) {
+  if (strlen(key) > MAX_DETACH_KEY) return -EINVAL;
+  tg_consumer_t *c = consumer_of(svc, call);
+  if (!c) return -ENOMEM;
+  char *copy = NULL;
+  if (key[0] && !(copy = strdup(key))) return -ENOMEM;
+  free(c->lease_key);
+  c->lease_key = copy;
+  c->lease_ms = lease_ms;
+  return 0;
+}
+
+void tg__consumer_port_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_service_t *svc = ctx;
   tg_consumer_t *c = conn->user;
   tg__session_consumer_gone(svc, conn);
@@ -744,12 +787,13 @@ static void on_consumer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
     tg_list_remove(it);
     flush_call_free(TG_CONTAINER_OF(it, flush_call_t, node));
   }
-  if (c->session) {
+  if (c->session && !keep_under_lease(c)) {
     TG_INFO("consumer went away: ending session %llu",
             (unsigned long long)c->session->id);
     tg__session_free(c->session);
   }
   tg_list_remove(&c->node);
+  free(c->lease_key);
   free(c);
 }
 
@@ -778,6 +822,6 @@ void tg__consumer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {
   def->methods = consumer_methods;
   def->n_methods = sizeof(consumer_methods) / sizeof(consumer_methods[0]);
   def->ctx = svc;
-  def->on_disconnect = on_consumer_disconnect;
+  def->on_disconnect = tg__consumer_port_disconnect;
   def->on_drain = on_consumer_drain;
 }

@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
   const char *consumer_socket = tg_ipc_default_socket(false);
   unsigned producer_mode = 0666, consumer_mode = 0660;
   uint64_t max_producers = 1024, max_consumers = 64;
+  uint64_t session_lease_ms = TG_SERVICE_DEFAULT_SESSION_LEASE_MS;
   int log_level = TG_LOG_INFO;
   bool version = false;
   uint64_t ready_fd = 0;
@@ -50,6 +51,11 @@ int main(int argc, char **argv) {
        "producer connections accepted at once", 1, 65535},
       {"max-consumers", TG_FLAG_UINT, &max_consumers, "N",
        "consumer connections accepted at once", 1, 4096},
+      {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
+       "how long a session outlives a consumer connection that died without "
+       "Detach, when the consumer asked for a lease (a relay does): the "
+       "default and the most a consumer gets (at most 24 h)",
+       1, TG_SERVICE_MAX_SESSION_LEASE_MS},
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
       {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
@@ -83,6 +89,7 @@ int main(int argc, char **argv) {
       .consumer_mode = consumer_mode,
       .max_producers = max_producers,
       .max_consumers = max_consumers,
+      .session_lease_ms = (uint32_t)session_lease_ms,
   };
   if (tg_service_start(&service, loop, &opt) < 0) return 1;
   uv_signal_init(loop, &sig_int);

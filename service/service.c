@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "service/consumer_lease.h"
 #include "service/consumer_port.h"
 #include "service/producer_port.h"
 #include "service/service.h"
@@ -18,11 +19,15 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
   svc->opt = *opt;
   if (!svc->opt.max_producers) svc->opt.max_producers = 1024;
   if (!svc->opt.max_consumers) svc->opt.max_consumers = 64;
+  if (!svc->opt.session_lease_ms ||
+      svc->opt.session_lease_ms > TG_SERVICE_MAX_SESSION_LEASE_MS)
+    svc->opt.session_lease_ms = TG_SERVICE_DEFAULT_SESSION_LEASE_MS;
   tg_list_init(&svc->producers);
   tg_list_init(&svc->sessions);
   tg_list_init(&svc->consumers);
   tg__producer_port_bind(svc, &svc->producer_def);
-  tg__consumer_port_bind(svc, &svc->consumer_def);
+  tg__consumer_port_bind(svc, &svc->consumer_defs[0]);
+  tg__consumer_lease_bind(svc, &svc->consumer_defs[1]);
   int rv = tg_ipc_host_listen(loop, opt->producer_socket, opt->producer_mode,
                               &svc->producer_def, 1, svc->opt.max_producers,
                               &svc->producer_host);
@@ -33,7 +38,7 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
     return rv;
   }
   rv = tg_ipc_host_listen(loop, opt->consumer_socket, opt->consumer_mode,
-                          &svc->consumer_def, 1, svc->opt.max_consumers,
+                          svc->consumer_defs, 2, svc->opt.max_consumers,
                           &svc->consumer_host);
   if (rv < 0) {
     TG_ERROR("cannot listen on consumer socket %s: %s", opt->consumer_socket,

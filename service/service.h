@@ -30,6 +30,12 @@
 #define TG_SERVICE_MAX_WRITERS_PER_PRODUCER 1024
 #define TG_SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000
 #define TG_SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000
+/* How long a session whose consumer connection died without Detach is
+ * kept for a re-Attach, when the connection asked for it
+ * (TracegateConsumer.SetDisconnectLease): the default, and the largest
+ * value --session-lease-ms may set. */
+#define TG_SERVICE_DEFAULT_SESSION_LEASE_MS (10u * 60 * 1000)
+#define TG_SERVICE_MAX_SESSION_LEASE_MS (24u * 60 * 60 * 1000)
 
 typedef struct tg_service tg_service_t;
 typedef struct tg_producer tg_producer_t;
@@ -43,13 +49,17 @@ typedef struct tg_service_options {
   mode_t consumer_mode; /* default 0660: consumers are trusted */
   size_t max_producers;
   size_t max_consumers;
+  /* Disconnect leases: what a client asking for 0 gets, and the most any
+   * client gets (0: TG_SERVICE_DEFAULT_SESSION_LEASE_MS). */
+  uint32_t session_lease_ms;
 } tg_service_options_t;
 
 struct tg_service {
   uv_loop_t *loop;
   tg_service_options_t opt;
   tg_ipc_service_def_t producer_def;
-  tg_ipc_service_def_t consumer_def;
+  /* ConsumerPort, then TracegateConsumer (service/consumer_lease.h). */
+  tg_ipc_service_def_t consumer_defs[2];
   unsigned hosts_open;
   void (*stopped)(void *);
   void *stopped_arg;

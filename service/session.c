@@ -64,6 +64,16 @@ static void timer_init(tg_session_t *s, uv_timer_t *t) {
   s->open_timers++;
 }
 
+/* Every timer of a session, however it was made: freeing closes them all. */
+static void timers_init(tg_session_t *s) {
+  timer_init(s, &s->duration_timer);
+  timer_init(s, &s->period_timer);
+  timer_init(s, &s->file_timer);
+  timer_init(s, &s->stop_timer);
+  timer_init(s, &s->clear_timer);
+  timer_init(s, &s->lease_timer);
+}
+
 /* --- instances ---------------------------------------------------------------- */
 
 static int grant_right(tg_session_t *s, uint32_t producer_id,
@@ -278,11 +288,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
       goto fail;
     }
   }
-  timer_init(s, &s->duration_timer);
-  timer_init(s, &s->period_timer);
-  timer_init(s, &s->file_timer);
-  timer_init(s, &s->stop_timer);
-  timer_init(s, &s->clear_timer);
+  timers_init(s);
   s->state = TG_SESSION_CONFIGURED;
   tg_list_insert_tail(&svc->sessions, &s->node);
   svc->n_sessions++;
@@ -600,6 +606,7 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->file_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->lease_timer, on_timer_closed);
 }
 
 /* --- clone --------------------------------------------------------------------- */
@@ -660,11 +667,7 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   s->consumer = conn;
   s->consumer_uid = conn->chan.peer_uid;
   s->cloned = true;
-  timer_init(s, &s->duration_timer);
-  timer_init(s, &s->period_timer);
-  timer_init(s, &s->file_timer);
-  timer_init(s, &s->stop_timer);
-  timer_init(s, &s->clear_timer);
+  timers_init(s);
   /* Never started: readable at once, as a session that ended. */
   s->state = TG_SESSION_DISABLED;
   tg__readout_preamble(s);
@@ -720,11 +723,28 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
       free(s->detach_key);
       s->detach_key = NULL;
       s->consumer = conn;
+      uv_timer_stop(&s->lease_timer);
       TG_INFO("session %llu attached", (unsigned long long)s->id);
       return s;
     }
   }
   return NULL;
+}
+
+static void on_lease_expired(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  /* Attach stops the timer; this is a last check, not the mechanism. */
+  if (s->consumer || !s->detach_key || s->freeing) return;
+  TG_INFO("session %llu: disconnect lease ran out with nobody attached; "
+          "freeing it", (unsigned long long)s->id);
+  tg__session_free(s);
+}
+
+void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms) {
+  if (s->freeing || s->consumer || !s->detach_key) return;
+  uv_timer_start(&s->lease_timer, on_lease_expired, lease_ms, 0);
+  TG_INFO("session %llu kept for %llu ms under its disconnect lease",
+          (unsigned long long)s->id, (unsigned long long)lease_ms);
 }
 
 void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn) {

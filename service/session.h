@@ -12,7 +12,8 @@
  * Lifecycle: CONFIGURED (deferred_start or waiting for a START trigger)
  * -> STARTED -> DISABLING (stop sent, waiting for acks or the timeout)
  * -> DISABLED (stats written, observer told) -> freed by FreeBuffers or
- * when its consumer goes away.
+ * when its consumer goes away (unless that consumer set a disconnect
+ * lease: then detached, and freed when the lease runs out unattached).
  */
 #ifndef TRACEGATE_SERVICE_SESSION_H
 #define TRACEGATE_SERVICE_SESSION_H
@@ -133,6 +134,7 @@ struct tg_session {
   uv_timer_t file_timer;   /* file_write_period_ms */
   uv_timer_t stop_timer;   /* data source stop timeout */
   uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
+  uv_timer_t lease_timer;  /* detached under a disconnect lease */
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
   /* A read-only snapshot made by CloneSession: DISABLED from birth, no
@@ -177,6 +179,9 @@ int tg__session_detach(tg_session_t *s, const char *key);
  * NULL if there is none. */
 tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
                                  tg_ipc_host_conn_t *conn);
+/* Bounds the detachment of |s| (detached: tg__session_detach succeeded)
+ * to |lease_ms|: freed then unless attached again. */
+void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms);
 /* |conn| closed: sessions it was attached to are detached from it. */
 void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn);
 

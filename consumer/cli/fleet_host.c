@@ -12,6 +12,7 @@
  * are known by then).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,8 +623,28 @@ static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* Loss items in the summary's list, next to the service's counters (not
+ * in their total: these are replies, bytes and packets, not chunks). */
+static void add_loss_item(cli_loss_t *l, const char *name, uint64_t v) {
+  if (!v) return;
+  if (l->n == sizeof(l->items) / sizeof(l->items[0])) return;
+  snprintf(l->items[l->n].name, sizeof(l->items[0].name), "%s", name);
+  l->items[l->n].value = v;
+  l->n++;
+}
+
 static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) {
   cli_loss_collect(st, &h->loss);
+  if (h->rec) {
+    /* What a lost link took and the relay's window could not give back:
+     * the service never saw it, so only the relay's count says it. */
+    tg_rec_replay_stats_t rs;
+    tg_recording_replay_stats(h->rec, &rs);
+    add_loss_item(&h->loss, "lost in transit: frames (relay replay window)",
+                  rs.lost_frames);
+    add_loss_item(&h->loss, "lost in transit: bytes", rs.lost_bytes);
+    add_loss_item(&h->loss, "lost in transit: packets cut", rs.lost_packets);
+  }
   h->has_loss = true;
   if (h->recheck_loss) {
     h->recheck_loss = false;
@@ -661,6 +682,20 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   cli_format_ms(el, sizeof(el), down);
   fleet_say(h->f, "%s: reconnected and re-attached the session after %s",
             h->t->spec, el);
+  tg_rec_replay_stats_t rs;
+  tg_recording_replay_stats(rec, &rs);
+  if (rs.lost_frames)
+    fleet_say(h->f, "%s: the link loss took %" PRIu64 " ReadBuffers replies "
+              "(%" PRIu64 " bytes) that the relay's replay window no longer "
+              "held: lost, counted in the summary", h->t->spec,
+              rs.lost_frames, rs.lost_bytes);
+  else if (rs.relay_restarted)
+    fleet_say(h->f, "%s: the relay was restarted: what it had not delivered "
+              "when it went away cannot be sent again", h->t->spec);
+  else if (rs.frames)
+    fleet_say(h->f, "%s: the relay sent again what the link loss took: %"
+              PRIu64 " replies, %" PRIu64 " bytes in all so far", h->t->spec,
+              rs.frames, rs.bytes);
 }
 
 static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
@@ -702,6 +737,8 @@ static void start_recording(fleet_host_t *h) {
       .config_len = tg_buf_size(&h->f->cfg),
       .attach_key = o->attach,
       .resume_key = h->key_set ? h->key : NULL,
+      /* Through a relay with the key set: exactly once across reconnects. */
+      .replay = h->relay && h->key_set,
       .fd = -1,
       .stream = true,
       .stats_period_ms = STATS_PERIOD_MS,

@@ -78,3 +78,20 @@ add_dependencies(test_cli_parity tracegate)
 tg_add_test(test_packet_inflate
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_packet_inflate.c
   LIBS tg_consumer tg_packet_deflate)
+# tracegated's disconnect leases (TracegateConsumer), with raw consumers.
+tg_add_test(test_session_lease
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_lease.c
+  LIBS tg_test_support tg_proto)
+# Sessions that outlive their relay (disconnect leases) and links cut
+# while ReadBuffers replies are in flight (the relay's replay window):
+# every packet exactly once.
+if(TARGET tracegate-relay)
+  tg_add_test(test_relay_survival_e2e
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_survival_e2e.c
+    LIBS tg_test_support tg_proto Threads::Threads
+    TIMEOUT 180)
+  target_compile_definitions(test_relay_survival_e2e PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
+  add_dependencies(test_relay_survival_e2e tracegate tracegate-relay)
+endif()

@@ -271,11 +271,13 @@ static void filter_answers_tracegate_relay_bind_locally(void **state) {
   assert_non_null(r);
   assert_true(r->success);
   assert_int_equal(r->service_id, TG_RELAY_SERVICE_ID);
-  assert_int_equal(r->n_methods, 4);
+  assert_int_equal(r->n_methods, 6);
   assert_string_equal(r->methods[0]->name, "GetHostInfo");
   assert_string_equal(r->methods[1]->name, "ClockSync");
   assert_string_equal(r->methods[2]->name, "SetSessionKey");
   assert_string_equal(r->methods[3]->name, "SetCompression");
+  assert_string_equal(r->methods[4]->name, "Ack");
+  assert_string_equal(r->methods[5]->name, "Resume");
   tg_ipc_frame_free(f);
 }
 

@@ -817,7 +817,10 @@ static void tls_client_reports_connection_refused(void **state) {
   world_run(&w);
   assert_int_equal(w.cli[0].hs_status, UV_ECONNREFUSED);
   assert_int_equal(w.cli[0].close_status, UV_ECONNREFUSED);
-  assert_non_null(strstr(g_last_warn, "127.0.0.1"));
+  /* The owner reports it, with the address it dialled (a client's
+   * channel only logs at debug level): the error it is given says why. */
+  print_message("client error: %s\n", w.cli[0].error);
+  assert_non_null(strstr(w.cli[0].error, "refused"));
   tg_tls_config_free(scfg);
   tg_tls_config_free(ccfg);
 }

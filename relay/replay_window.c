@@ -1,0 +1,281 @@
+/* Replay windows: numbering, trimming, bounding and resuming. */
+#include "relay/replay_window.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi/ipc_frame.h"
+#include "pb/tracegate/relay.pb-c.h"
+#include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
+
+void tg_replay_store_init(tg_replay_store_t *st, size_t cap,
+                          size_t max_windows, uint64_t linger_ms) {
+  memset(st, 0, sizeof(*st));
+  tg_list_init(&st->windows);
+  st->cap = cap;
+  st->max_windows = max_windows ? max_windows : 1;
+  st->linger_ms = linger_ms;
+}
+
+static tg_replay_frame_t *oldest(tg_replay_window_t *w) {
+  return tg_list_empty(&w->frames)
+             ? NULL
+             : TG_CONTAINER_OF(w->frames.next, tg_replay_frame_t, node);
+}
+
+/* Forgets the oldest frame: |acked| when the client has it. */
+static void drop_oldest(tg_replay_window_t *w, bool acked) {
+  tg_replay_frame_t *f = oldest(w);
+  if (!f) return;
+  tg_list_remove(&f->node);
+  w->held -= f->len;
+  w->gone_seq = f->seq;
+  w->gone_cum = f->cum;
+  w->gone_ends_packet = f->ends_packet;
+  if (!acked) {
+    w->dropped_frames++;
+    w->dropped_bytes += f->len;
+  }
+  free(f);
+}
+
+static void window_free(tg_replay_store_t *st, tg_replay_window_t *w) {
+  while (oldest(w)) drop_oldest(w, true);
+  tg_list_remove(&w->node);
+  st->n_windows--;
+  free(w->key);
+  free(w);
+}
+
+void tg_replay_store_free(tg_replay_store_t *st) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &st->windows) {
+    window_free(st, TG_CONTAINER_OF(it, tg_replay_window_t, node));
+  }
+}
+
+/* Frees windows nobody used for |linger_ms|, and while the store is full
+ * the least recently used unused one. */
+static void sweep(tg_replay_store_t *st, uint64_t now_ms) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &st->windows) {
+    tg_replay_window_t *w = TG_CONTAINER_OF(it, tg_replay_window_t, node);
+    if (w->users == 0 && now_ms - w->idle_since_ms >= st->linger_ms)
+      window_free(st, w);
+  }
+  tg_list_foreach_safe(it, tmp, &st->windows) {
+    if (st->n_windows < st->max_windows) break;
+    tg_replay_window_t *w = TG_CONTAINER_OF(it, tg_replay_window_t, node);
+    if (w->users == 0) window_free(st, w);
+  }
+}
+
+tg_replay_window_t *tg_replay_acquire(tg_replay_store_t *st, const char *key,
+                                      uint64_t now_ms, bool *fresh) {
+  *fresh = false;
+  sweep(st, now_ms);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &st->windows) {
+    tg_replay_window_t *w = TG_CONTAINER_OF(it, tg_replay_window_t, node);
+    if (strcmp(w->key, key)) continue;
+    w->users++;
+    /* Most recently used last. */
+    tg_list_remove(&w->node);
+    tg_list_insert_tail(&st->windows, &w->node);
+    return w;
+  }
+  if (st->n_windows >= st->max_windows) return NULL;
+  tg_replay_window_t *w = calloc(1, sizeof(*w));
+  if (!w || !(w->key = strdup(key))) {
+    free(w);
+    return NULL;
+  }
+  tg_list_init(&w->frames);
+  w->next_seq = 1;
+  w->gone_ends_packet = w->last_ends_packet = true;
+  w->users = 1;
+  tg_list_insert_tail(&st->windows, &w->node);
+  st->n_windows++;
+  *fresh = true;
+  return w;
+}
+
+void tg_replay_release(tg_replay_store_t *st, tg_replay_window_t *w,
+                       uint64_t now_ms) {
+  if (!w || w->users == 0) return;
+  if (--w->users == 0) w->idle_since_ms = now_ms;
+  (void)st;
+}
+
+/* Whether |body|'s last slice ends a packet; |prev| when it has none. */
+static bool ends_packet(const uint8_t *body, size_t len, bool prev) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  bool ends = prev;
+  tg_pb_reader_init(&r, body, len);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != 2 || f.type != TG_PB_WT_LEN) continue; /* slices */
+    bool last = false;
+    tg_pb_reader_t sr;
+    tg_pb_field_t sf;
+    tg_pb_reader_init(&sr, f.data, f.size);
+    while (tg_pb_reader_next(&sr, &sf) == 1)
+      if (sf.id == 2 && sf.type == TG_PB_WT_VARINT) last = sf.value != 0;
+    ends = last;
+  }
+  return ends;
+}
+
+uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
+                        const uint8_t *body, size_t len, bool last_of_read) {
+  uint64_t seq = w->next_seq++;
+  bool ends = ends_packet(body, len, w->last_ends_packet);
+  w->last_ends_packet = ends;
+  w->cum += len;
+  /* Room first: the oldest unacknowledged frames go, counted. */
+  while (oldest(w) && w->held + len > st->cap) drop_oldest(w, false);
+  tg_replay_frame_t *f =
+      len <= st->cap ? malloc(sizeof(*f) + (len ? len : 1)) : NULL;
+  if (!f) {
+    /* Not held: it is gone as if dropped for room. */
+    while (oldest(w)) drop_oldest(w, false);
+    w->gone_seq = seq;
+    w->gone_cum = w->cum;
+    w->gone_ends_packet = ends;
+    w->dropped_frames++;
+    w->dropped_bytes += len;
+    return 0;
+  }
+  f->seq = seq;
+  f->cum = w->cum;
+  f->last_of_read = last_of_read;
+  f->ends_packet = ends;
+  f->len = len;
+  if (len) memcpy(f->data, body, len);
+  tg_list_insert_tail(&w->frames, &f->node);
+  w->held += len;
+  return seq;
+}
+
+void tg_replay_ack(tg_replay_window_t *w, uint64_t seq) {
+  if (seq >= w->next_seq) seq = w->next_seq - 1;
+  if (seq > w->acked_seq) w->acked_seq = seq;
+  tg_replay_frame_t *f;
+  while ((f = oldest(w)) && f->seq <= seq) drop_oldest(w, true);
+}
+
+/* Appends one reply frame of the Resume stream with body |r|. */
+static int append_reply(uint64_t request_id, bool has_more,
+                        const Perfetto__Protos__ResumeResponse *r,
+                        tg_buf_t *out) {
+  size_t sz = perfetto__protos__resume_response__get_packed_size(r);
+  uint8_t *body = malloc(sz ? sz : 1);
+  if (!body) return -ENOMEM;
+  perfetto__protos__resume_response__pack(r, body);
+  Perfetto__Protos__IPCFrame__InvokeMethodReply im =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  im.has_success = im.success = 1;
+  im.has_has_more = 1;
+  im.has_more = has_more;
+  im.has_reply_proto = 1;
+  im.reply_proto.data = body;
+  im.reply_proto.len = sz;
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  fr.has_request_id = 1;
+  fr.request_id = request_id;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  fr.msg_invoke_method_reply = &im;
+  int rv = tg_ipc_frame_append(&fr, out);
+  free(body);
+  return rv;
+}
+
+/* Room for a ReadBuffersResponse part in one reply: the IPC frame's
+ * payload less the wrappers (frame, reply, ResumeResponse, ReplayedFrame:
+ * tags, lengths, request id, seq, part, flags), generously. */
+#define PART_MAX (TG_IPC_FRAME_MAX_PAYLOAD - 128)
+
+/* One replayed frame as one or more replies, cut at slice boundaries. */
+static int append_frame(uint64_t request_id, const tg_replay_frame_t *f,
+                        tg_buf_t *out) {
+  Perfetto__Protos__ReplayedFrame rf = PERFETTO__PROTOS__REPLAYED_FRAME__INIT;
+  Perfetto__Protos__ReplayedFrame *prf = &rf;
+  Perfetto__Protos__ResumeResponse r = PERFETTO__PROTOS__RESUME_RESPONSE__INIT;
+  r.n_frames = 1;
+  r.frames = &prf;
+  rf.has_seq = rf.has_read_buffers_response = rf.has_last_of_read = 1;
+  rf.seq = f->seq;
+  size_t off = 0;
+  uint32_t part = 0;
+  do {
+    /* Whole top-level fields up to PART_MAX (at least one). */
+    size_t end = off;
+    tg_pb_reader_t rd;
+    tg_pb_field_t fld;
+    tg_pb_reader_init(&rd, f->data + off, f->len - off);
+    while (tg_pb_reader_next(&rd, &fld) == 1) {
+      size_t next = (size_t)(rd.cur - f->data);
+      if (next - off > PART_MAX && end > off) break;
+      end = next;
+    }
+    if (end == off) end = f->len; /* undecodable: as it is */
+    if (end - off > PART_MAX + 64) return TG_EFRAME_TOO_LARGE;
+    rf.read_buffers_response.data = (uint8_t *)f->data + off;
+    rf.read_buffers_response.len = end - off;
+    rf.has_part = part > 0;
+    rf.part = part;
+    rf.has_more_parts = rf.more_parts = end < f->len;
+    rf.last_of_read = f->last_of_read && end == f->len;
+    int rv = append_reply(request_id, true, &r, out);
+    if (rv < 0) return rv;
+    off = end;
+    part++;
+  } while (off < f->len);
+  return 0;
+}
+
+int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,
+                     uint64_t request_id, size_t max_bytes, tg_buf_t *out) {
+  Perfetto__Protos__ResumeResponse r = PERFETTO__PROTOS__RESUME_RESPONSE__INIT;
+  /* A window that never held a frame is a new relay's (or a new key's):
+   * it knows nothing of the frames the client counted. */
+  if (!w || (w->next_seq == 1 && last_seq > 0)) {
+    r.has_unknown_key = r.unknown_key = 1;
+    return append_reply(request_id, false, &r, out);
+  }
+  if (last_seq >= w->next_seq) last_seq = w->next_seq - 1;
+  /* Frames after last_seq that are no longer held: lost in transit. Said
+   * first, so that the client knows where the frames that follow go. */
+  if (w->gone_seq > last_seq) {
+    Perfetto__Protos__ResumeResponse lost =
+        PERFETTO__PROTOS__RESUME_RESPONSE__INIT;
+    lost.has_lost_frames = lost.has_lost_bytes = 1;
+    lost.lost_frames = w->gone_seq - last_seq;
+    lost.lost_bytes = w->gone_cum > cum ? w->gone_cum - cum : 0;
+    lost.has_resync_inside_packet = 1;
+    lost.resync_inside_packet = !w->gone_ends_packet;
+    int rv = append_reply(request_id, true, &lost, out);
+    if (rv < 0) return rv;
+  }
+  tg_replay_ack(w, last_seq);
+  size_t bytes = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &w->frames) {
+    tg_replay_frame_t *f = TG_CONTAINER_OF(it, tg_replay_frame_t, node);
+    if (bytes > 0 && bytes + f->len > max_bytes) {
+      r.has_more = r.more = 1;
+      break;
+    }
+    bytes += f->len;
+    int rv = append_frame(request_id, f, out);
+    if (rv < 0) return rv;
+  }
+  if (!r.more) {
+    r.has_last_seq = r.has_cum = 1;
+    r.last_seq = w->next_seq - 1;
+    r.cum = w->cum;
+  }
+  return append_reply(request_id, false, &r, out);
+}
