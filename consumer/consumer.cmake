@@ -33,6 +33,7 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_host.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_merge.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui_pick.c
 )
 # tg_tls: the TLS transport to relays (-H host:port).
 target_link_libraries(tracegate PRIVATE tg_consumer tg_tls)

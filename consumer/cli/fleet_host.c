@@ -687,7 +687,15 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   close_conn(h, INTENT_FAIL);
 }
 
+static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
+                         tg_rec_state_t to) {
+  (void)from;
+  fleet_host_t *h = tg_recording_data(rec);
+  if (to == TG_REC_TRACING) fleet_host_traced(h->f, h);
+}
+
 static const tg_recording_cbs_t rec_cbs = {
+    .on_state = on_rec_state,
     .on_packet = on_rec_packet,
     .on_stats = on_rec_stats,
     .on_rebound = on_rec_rebound,
