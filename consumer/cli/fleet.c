@@ -129,6 +129,42 @@ void fleet_host_finished(fleet_t *f) {
   else fleet_ui_draw(f);
 }
 
+/* Above this many hosts, a line per resume key would drown the terminal. */
+#define KEYS_ON_TERMINAL_MAX 20
+
+static int open_keys(fleet_t *f) {
+  size_t len = strlen(f->out) + 16;
+  char *path = malloc(len);
+  if (!path) return -ENOMEM;
+  snprintf(path, len, "%s%s", f->out,
+           f->mode == FLEET_OUT_DIR ? "/resume.keys" : ".keys");
+  f->keys = fopen(path, "we");
+  int rv = f->keys ? 0 : -errno;
+  f->keys_path = path;
+  if (rv == 0)
+    fleet_say(f, "resume keys of the %zu hosts go to %s, a line per host: "
+              "HOST KEY (" CLI_PROG " record -H HOST --attach KEY)", f->n,
+              path);
+  else
+    fleet_say(f, "warning: cannot write the resume keys to %s: %s; a lost "
+              "collector cannot take its sessions back", path,
+              tg_strerror(rv));
+  return rv;
+}
+
+void fleet_show_key(fleet_t *f, fleet_host_t *h) {
+  if (f->n <= KEYS_ON_TERMINAL_MAX) {
+    fleet_say(f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
+              h->t->spec, h->key, h->t->spec, h->key);
+    return;
+  }
+  if (!f->keys && !f->keys_failed && open_keys(f) < 0) f->keys_failed = true;
+  if (!f->keys) return;
+  /* On disk before the session exists: if we die, it can be taken back. */
+  fprintf(f->keys, "%s %s\n", h->t->spec, h->key);
+  fflush(f->keys);
+}
+
 /* With a fleet, when the last host began tracing is the figure that says
  * whether the start kept up (issue 13: within 1 s for 1000 hosts). */
 void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
@@ -301,6 +337,12 @@ out:
     code = CLI_EXIT_FAIL;
   }
   if (f->has_merged) cli_output_discard(&f->merged);
+  if (f->keys) {
+    fclose(f->keys);
+    /* Every session ended: nothing is left to take back. */
+    if (code == CLI_EXIT_OK) unlink(f->keys_path);
+  }
+  free(f->keys_path);
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
   free(f->hosts);
   tg_buf_free(&f->cfg);

@@ -177,6 +177,9 @@ struct fleet {
   size_t n;
   size_t finished;
   size_t traced; /* hosts whose recording reached TRACING once */
+  FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
+  char *keys_path;
+  bool keys_failed;
   uint32_t next_overflow_seq;
 
   cli_output_t merged;
@@ -202,6 +205,10 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
+/* Tells |h|'s resume key before its session exists: on the terminal with
+ * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
+ * with -o DIR), "HOST KEY" a line, named once on the terminal. */
+void fleet_show_key(fleet_t *f, fleet_host_t *h);
 /* A host's recording started tracing for the first time. */
 void fleet_host_traced(fleet_t *f, fleet_host_t *h);
 /* Prints "tracegate: " + the text on its own line, clearing the progress

@@ -719,8 +719,7 @@ static void start_recording(fleet_host_t *h) {
   if (h->key_set && !h->key_shown) {
     /* Printed before the session exists: if we die, it can be taken back. */
     h->key_shown = true;
-    fleet_say(h->f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
-              h->t->spec, h->key, h->t->spec, h->key);
+    fleet_show_key(h->f, h);
   }
   h->link = HL_UP;
   h->heard_ms = now_ms(h);
