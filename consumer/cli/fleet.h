@@ -177,6 +177,7 @@ struct fleet {
   size_t n;
   size_t finished;
   size_t traced; /* hosts whose recording reached TRACING once */
+  size_t next_start; /* hosts before it were started (fleet.c start_more) */
   FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
   char *keys_path;
   bool keys_failed;

@@ -461,6 +461,8 @@ typedef struct cli_run {
   double wall_s, cpu_s;
   long hwm_kb;
   double tracing_wall_ms; /* -1: the line never came */
+  double tracing_cpu_s;   /* the CLI's CPU by then */
+  double tracing_idle;    /* the machine's idle share until then */
   char tracing_line[160];
   uint64_t merged;
   unsigned lines;
@@ -474,7 +476,7 @@ static bool find_tracing_line(const char *log, char *out, size_t n) {
   while (f && !found && fgets(buf, sizeof(buf), f))
     if (strstr(buf, "hosts tracing, ")) {
       buf[strcspn(buf, "\n")] = 0;
-      snprintf(out, n, "%s", buf);
+      snprintf(out, n, "%.*s", (int)(n > 0 ? n - 1 : 0), buf);
       found = true;
     }
   if (f) fclose(f);
@@ -516,6 +518,8 @@ static int run_fleet_cli(const char *dir, const char *hosts_file,
                         "--tls-server-name", BENCH_HOST, NULL};
   memset(out, 0, sizeof(*out));
   out->tracing_wall_ms = -1;
+  uint64_t idle0, all0, idle1, all1;
+  bench_machine_ticks(&idle0, &all0);
   double t0 = bench_now_ms();
   pid_t pid = bench_spawn(argv, -1, log);
   if (pid < 0) return -1;
@@ -525,8 +529,14 @@ static int run_fleet_cli(const char *dir, const char *hosts_file,
     if (hwm < 0) break; /* exited: a zombie has no memory left to show */
     out->hwm_kb = hwm;
     if (out->tracing_wall_ms < 0 &&
-        find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line)))
+        find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line))) {
       out->tracing_wall_ms = bench_now_ms() - t0;
+      out->tracing_cpu_s = bench_proc_cpu_s(pid);
+      bench_machine_ticks(&idle1, &all1);
+      out->tracing_idle = all1 > all0 ? (double)(idle1 - idle0) /
+                                            (double)(all1 - all0)
+                                      : 0;
+    }
     if (bench_now_ms() > end) break;
     usleep(20000);
   }
@@ -612,6 +622,11 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          tracing_ms, CLI_TRACING_TARGET_MS,
          tracing_ms >= 0 && tracing_ms <= CLI_TRACING_TARGET_MS ? "met"
                                                                 : "NOT met");
+  printf("    the CLI's CPU until then               : %8.2f s  (%.2f ms per "
+         "host; the relays' handshakes share the same %ld cores: machine "
+         "idle %.0f %%)\n",
+         all.tracing_cpu_s, all.tracing_cpu_s * 1e3 / hosts,
+         sysconf(_SC_NPROCESSORS_ONLN), 100 * all.tracing_idle);
   printf("  CLI memory per host                      : %8.0f KiB  (target <= "
          "%.0f KB)  %s  (peak RSS %ld KiB with %u hosts, %ld KiB with one)\n",
          per_host_kb, CLI_MEMORY_TARGET_KB,
