@@ -475,8 +475,16 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   clock_next(h);
 }
 
-/* The client asks for at most this window: a fleet multiplies it. */
-#define ZSTD_WINDOW_LOG 20
+/* The client asks for at most this window: a fleet multiplies it (the
+ * decompressor keeps a window per host). Up to ZSTD_BIG_FLEET hosts 1 MiB
+ * each; beyond, 128 KiB each, which keeps 1000 hosts near 130 KiB of
+ * memory per host in all (docs/operations.md: the ratio it costs). */
+#define ZSTD_BIG_FLEET 64
+#define ZSTD_WINDOW_LOG_SMALL_FLEET 20
+#define ZSTD_WINDOW_LOG_BIG_FLEET 17
+#define ZSTD_WINDOW_LOG(h)                                      \
+  ((h)->f->n > ZSTD_BIG_FLEET ? ZSTD_WINDOW_LOG_BIG_FLEET \
+                              : ZSTD_WINDOW_LOG_SMALL_FLEET)
 
 static void after_bound(fleet_host_t *h);
 
@@ -495,7 +503,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   Perfetto__Protos__SetCompressionResponse *r =
       perfetto__protos__set_compression_response__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
-  if (!r || !r->has_window_log || r->window_log > ZSTD_WINDOW_LOG) {
+  if (!r || !r->has_window_log || r->window_log > ZSTD_WINDOW_LOG(h)) {
     /* It did switch, to something this side cannot read. */
     if (r) perfetto__protos__set_compression_response__free_unpacked(r, NULL);
     prep_failed(h, c, TG_EBAD_COMPRESSED,
@@ -505,7 +513,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   }
   /* This reply was the last plain frame: inflate from the next one on. */
   int rv = tg_zstd_transport_start_decompress(cli_remote_zstd(h->rt),
-                                              ZSTD_WINDOW_LOG);
+                                              ZSTD_WINDOW_LOG(h));
   perfetto__protos__set_compression_response__free_unpacked(r, NULL);
   if (rv < 0) {
     prep_failed(h, c, rv, "cannot start decompressing");
@@ -522,7 +530,7 @@ static bool ask_compression(fleet_host_t *h) {
   r.algorithm = "zstd";
   r.has_level = r.has_window_log = true;
   r.level = h->f->o->compress_level;
-  r.window_log = ZSTD_WINDOW_LOG;
+  r.window_log = ZSTD_WINDOW_LOG(h);
   uint8_t buf[64];
   size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
   return tg_consumer_call(h->c, RELAY_SERVICE, "SetCompression", buf, n,

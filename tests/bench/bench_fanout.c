@@ -637,6 +637,11 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          (double)all.merged / 1e6, all.wall_s,
          (double)all.merged / 1e6 / all.wall_s, all.cpu_s,
          all.cpu_s > 0 ? (double)all.merged / 1e6 / all.cpu_s : 0);
+  printf("    once all were tracing                 : %8.0f MB per CPU-second "
+         "of the CLI (reading, decompressing, merging, writing)\n",
+         all.cpu_s > all.tracing_cpu_s
+             ? (double)all.merged / 1e6 / (all.cpu_s - all.tracing_cpu_s)
+             : 0);
   printf("    writing as many bytes to the same disk : %8.0f MB/s  (the CLI "
          "keeps up with the disk while its MB per CPU-second is above it)\n",
          disk);
