@@ -30,7 +30,7 @@
  * (CLI_HOSTS) in one merged trace: see cli_fanout() below.
  *
  * usage: bench_fanout [HOSTS [SECONDS [RATE [SIZE]]]]  (default 32 5 500 4096)
- *        bench_fanout --cli [HOSTS [SECONDS [RATE]]]   (default 1000 5 20):
+ *        bench_fanout --cli [HOSTS [SECONDS [RATE]]]   (default 1000 12 100):
  *        only the CLI part
  */
 #include <inttypes.h>
@@ -387,6 +387,10 @@ static void print_failures(const fanout_t *f, const char *phase) {
  *    host), and its exit status. */
 
 #define CLI_HOSTS 1000
+/* Long enough, at this rate, for every host's 128 KiB zstd window to fill:
+ * the memory figure is then the steady state's. */
+#define CLI_SECONDS 12
+#define CLI_RATE 100
 #define GROUP_HOSTS 56 /* sessions per tracegated (64 at most) */
 #define MAX_GROUPS ((FLEET_HOSTS_MAX + GROUP_HOSTS - 1) / GROUP_HOSTS)
 #define FLEET_HOSTS_MAX 1024
@@ -637,7 +641,7 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          (double)all.merged / 1e6, all.wall_s,
          (double)all.merged / 1e6 / all.wall_s, all.cpu_s,
          all.cpu_s > 0 ? (double)all.merged / 1e6 / all.cpu_s : 0);
-  printf("    once all were tracing                 : %8.0f MB per CPU-second "
+  printf("    once all were tracing                  : %8.0f MB per CPU-second "
          "of the CLI (reading, decompressing, merging, writing)\n",
          all.cpu_s > all.tracing_cpu_s
              ? (double)all.merged / 1e6 / (all.cpu_s - all.tracing_cpu_s)
@@ -654,9 +658,10 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--cli")) {
     unsigned hosts = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : CLI_HOSTS;
-    unsigned seconds = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : 5;
-    uint64_t rate = argc > 4 ? strtoull(argv[4], NULL, 10) : 20;
-    if (seconds == 0 || seconds > 600) seconds = 5;
+    unsigned seconds =
+        argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : CLI_SECONDS;
+    uint64_t rate = argc > 4 ? strtoull(argv[4], NULL, 10) : CLI_RATE;
+    if (seconds == 0 || seconds > 600) seconds = CLI_SECONDS;
     tg_log_set_level(TG_LOG_WARN);
     bench_children_init();
     bench_deadline(DEADLINE_S + 2 * (seconds + 60));
@@ -840,6 +845,6 @@ int main(int argc, char **argv) {
   free(f->config);
   if (rv) return 1;
   alarm(0);
-  bench_deadline(DEADLINE_S + 2 * (5 + 60));
-  return cli_fanout(CLI_HOSTS, 5, 20);
+  bench_deadline(DEADLINE_S + 2 * (CLI_SECONDS + 60));
+  return cli_fanout(CLI_HOSTS, CLI_SECONDS, CLI_RATE);
 }
