@@ -37,6 +37,7 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_host.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_merge.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui_pick.c
 )
 # tg_tls: the TLS transport to relays (-H host:port).
 # The CLI's parsers of hosts and -H specs, apart so that a fuzz target

@@ -7,6 +7,7 @@
  *   fleet_merge.c  the merged trace: packet rewriting and the packets the
  *                  collector adds (docs/merge.md)
  *   fleet_ui.c     progress lines and the summary
+ *   fleet_ui_pick.c  which hosts the progress names when they are many
  *
  * A host's link:
  *
@@ -132,6 +133,7 @@ typedef struct fleet_host {
   bool key_shown;
 
   bool stop_requested;
+  bool has_traced; /* its recording reached TRACING once */
 
   /* Reconnection. */
   unsigned reconnects, attempts;
@@ -174,6 +176,11 @@ struct fleet {
   fleet_host_t *hosts;
   size_t n;
   size_t finished;
+  size_t traced; /* hosts whose recording reached TRACING once */
+  size_t next_start; /* hosts before it were started (fleet.c start_more) */
+  FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
+  char *keys_path;
+  bool keys_failed;
   uint32_t next_overflow_seq;
   /* A host's compressed_packets, inflated so that the merge rewrites the
    * packets inside (consumer/packet_inflate.h). */
@@ -202,6 +209,12 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
+/* Tells |h|'s resume key before its session exists: on the terminal with
+ * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
+ * with -o DIR), "HOST KEY" a line, named once on the terminal. */
+void fleet_show_key(fleet_t *f, fleet_host_t *h);
+/* A host's recording started tracing for the first time. */
+void fleet_host_traced(fleet_t *f, fleet_host_t *h);
 /* Prints "tracegate: " + the text on its own line, clearing the progress
  * lines first. */
 void fleet_say(fleet_t *f, const char *fmt, ...)
@@ -247,6 +260,16 @@ void fleet_clock_read(uint64_t out[CLK_N]);
 /* --- fleet_ui.c ---------------------------------------------------------- */
 
 void fleet_ui_draw(fleet_t *f);
+
+/* --- fleet_ui_pick.c ----------------------------------------------------- */
+
+/* The hosts a progress display of |f| names, in order, into |idx| (at
+ * most |cap|): every host when they fit, else the failing ones, then
+ * those whose link is not up (connecting, preparing, reconnecting), then
+ * those under half the median host's bytes. *total: how many hosts
+ * qualified. Returns how many were picked. */
+size_t fleet_ui_pick(const fleet_t *f, size_t *idx, size_t cap,
+                     size_t *total);
 void fleet_ui_clear(fleet_t *f);
 /* The per-host summary; returns the number of hosts that failed. */
 size_t fleet_ui_summary(fleet_t *f);

@@ -476,8 +476,16 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   clock_next(h);
 }
 
-/* The client asks for at most this window: a fleet multiplies it. */
-#define ZSTD_WINDOW_LOG 20
+/* The client asks for at most this window: a fleet multiplies it (the
+ * decompressor keeps a window per host). Up to ZSTD_BIG_FLEET hosts 1 MiB
+ * each; beyond, 128 KiB each, which keeps 1000 hosts near 130 KiB of
+ * memory per host in all (docs/operations.md: the ratio it costs). */
+#define ZSTD_BIG_FLEET 64
+#define ZSTD_WINDOW_LOG_SMALL_FLEET 20
+#define ZSTD_WINDOW_LOG_BIG_FLEET 17
+#define ZSTD_WINDOW_LOG(h)                                      \
+  ((h)->f->n > ZSTD_BIG_FLEET ? ZSTD_WINDOW_LOG_BIG_FLEET \
+                              : ZSTD_WINDOW_LOG_SMALL_FLEET)
 
 static void after_bound(fleet_host_t *h);
 
@@ -496,7 +504,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   Perfetto__Protos__SetCompressionResponse *r =
       perfetto__protos__set_compression_response__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
-  if (!r || !r->has_window_log || r->window_log > ZSTD_WINDOW_LOG) {
+  if (!r || !r->has_window_log || r->window_log > ZSTD_WINDOW_LOG(h)) {
     /* It did switch, to something this side cannot read. */
     if (r) perfetto__protos__set_compression_response__free_unpacked(r, NULL);
     prep_failed(h, c, TG_EBAD_COMPRESSED,
@@ -506,7 +514,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   }
   /* This reply was the last plain frame: inflate from the next one on. */
   int rv = tg_zstd_transport_start_decompress(cli_remote_zstd(h->rt),
-                                              ZSTD_WINDOW_LOG);
+                                              ZSTD_WINDOW_LOG(h));
   perfetto__protos__set_compression_response__free_unpacked(r, NULL);
   if (rv < 0) {
     prep_failed(h, c, rv, "cannot start decompressing");
@@ -523,7 +531,7 @@ static bool ask_compression(fleet_host_t *h) {
   r.algorithm = "zstd";
   r.has_level = r.has_window_log = true;
   r.level = h->f->o->compress_level;
-  r.window_log = ZSTD_WINDOW_LOG;
+  r.window_log = ZSTD_WINDOW_LOG(h);
   uint8_t buf[64];
   size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
   return tg_consumer_call(h->c, RELAY_SERVICE, "SetCompression", buf, n,
@@ -722,7 +730,15 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   close_conn(h, INTENT_FAIL);
 }
 
+static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
+                         tg_rec_state_t to) {
+  (void)from;
+  fleet_host_t *h = tg_recording_data(rec);
+  if (to == TG_REC_TRACING) fleet_host_traced(h->f, h);
+}
+
 static const tg_recording_cbs_t rec_cbs = {
+    .on_state = on_rec_state,
     .on_packet = on_rec_packet,
     .on_stats = on_rec_stats,
     .on_rebound = on_rec_rebound,
@@ -748,8 +764,7 @@ static void start_recording(fleet_host_t *h) {
   if (h->key_set && !h->key_shown) {
     /* Printed before the session exists: if we die, it can be taken back. */
     h->key_shown = true;
-    fleet_say(h->f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
-              h->t->spec, h->key, h->t->spec, h->key);
+    fleet_show_key(h->f, h);
   }
   h->link = HL_UP;
   h->heard_ms = now_ms(h);

@@ -1,6 +1,9 @@
-/* What a fleet recording shows: on a terminal, one progress line per host
- * redrawn in place; at the end, a summary per host (outcome, bytes,
- * packets, every non-zero loss counter, reconnections, clock offset). */
+/* What a fleet recording shows: on a terminal, a progress summary line and
+ * one line per host redrawn in place (with many hosts, only the hosts that
+ * fail, are not up or fall behind: fleet_ui_pick.c); at the end, a summary
+ * per host (outcome, bytes, packets, every non-zero loss counter,
+ * reconnections, clock offset; with many hosts, only the hosts with
+ * something to report, the rest counted). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,10 +14,10 @@
 /* Terminal lines for hosts; more are summed up in one line. */
 #define MAX_HOST_LINES 20
 
-static int spec_width(const fleet_t *f) {
+static int spec_width(const fleet_t *f, const size_t *idx, size_t n) {
   size_t w = 4;
-  for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++) {
-    size_t l = strlen(f->hosts[i].t->spec);
+  for (size_t i = 0; i < n; i++) {
+    size_t l = strlen(f->hosts[idx[i]].t->spec);
     if (l > w) w = l;
   }
   return (int)(w > 40 ? 40 : w);
@@ -51,22 +54,35 @@ void fleet_ui_draw(fleet_t *f) {
   if (!f->tty) return;
   fleet_ui_clear(f);
   uint64_t el_ms = uv_now(f->loop) - f->t0;
-  char el[32], du[32];
+  char el[32], du[32], by[32];
   cli_format_ms(el, sizeof(el), el_ms);
   if (f->duration_ms) cli_format_ms(du, sizeof(du), f->duration_ms);
   else snprintf(du, sizeof(du), "until Ctrl-C");
-  size_t tracing = 0;
-  for (size_t i = 0; i < f->n; i++)
+  size_t tracing = 0, failed = 0;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < f->n; i++) {
     tracing += fleet_host_tracing(&f->hosts[i]);
+    failed += f->hosts[i].link == HL_FAILED;
+    bytes += f->hosts[i].bytes;
+  }
+  cli_format_bytes(by, sizeof(by), bytes);
   fprintf(stderr, "\r\033[K" CLI_PROG ": recording %s / %s, %zu host%s, %zu "
-          "tracing, %zu finished\n", el, du, f->n, f->n == 1 ? "" : "s",
+          "tracing, %zu finished", el, du, f->n, f->n == 1 ? "" : "s",
           tracing, f->finished);
+  if (f->n > MAX_HOST_LINES)
+    fprintf(stderr, " (%zu failed), %s in all", failed, by);
+  fputc('\n', stderr);
+  /* A few hosts: a line each. Many: only those worth a look (failing,
+   * not up, behind), so that the display stays MAX_HOST_LINES + 2 high. */
+  size_t idx[MAX_HOST_LINES], total;
+  size_t shown = fleet_ui_pick(f, idx, MAX_HOST_LINES, &total);
   size_t lines = 1;
-  int w = spec_width(f);
-  for (size_t i = 0; i < f->n && i < MAX_HOST_LINES; i++, lines++)
-    host_line(&f->hosts[i], w);
-  if (f->n > MAX_HOST_LINES) {
-    fprintf(stderr, "\r\033[K  ... and %zu more hosts\n", f->n - MAX_HOST_LINES);
+  int w = spec_width(f, idx, shown);
+  for (size_t k = 0; k < shown; k++, lines++)
+    host_line(&f->hosts[idx[k]], w);
+  if (total > shown) {
+    fprintf(stderr, "\r\033[K  ... and %zu more hosts failing, not up or "
+            "behind\n", total - shown);
     lines++;
   }
   fflush(stderr);
@@ -108,10 +124,20 @@ size_t fleet_ui_summary(fleet_t *f) {
   cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
   fprintf(stderr, CLI_PROG ": %zu host%s, %s:\n", f->n, f->n == 1 ? "" : "s",
           el);
+  size_t quiet = 0;
+  uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
     bool ok = h->link == HL_DONE;
     failed += !ok;
+    /* Many hosts: the ones that went as planned are counted, not listed. */
+    if (f->n > MAX_HOST_LINES && ok && !h->reconnects && !h->reads_lost &&
+        !h->malformed && (!h->has_loss || h->loss.n == 0)) {
+      quiet++;
+      quiet_bytes += h->bytes;
+      quiet_packets += h->packets;
+      continue;
+    }
     char by[32];
     cli_format_bytes(by, sizeof(by), h->bytes);
     if (ok)
@@ -161,6 +187,13 @@ size_t fleet_ui_summary(fleet_t *f) {
     for (size_t k = 0; k < h->loss.n; k++)
       fprintf(stderr, "        %-44s %" PRIu64 "\n", h->loss.items[k].name,
               h->loss.items[k].value);
+  }
+  if (quiet) {
+    char by[32];
+    cli_format_bytes(by, sizeof(by), quiet_bytes);
+    fprintf(stderr, "  %zu %shost%s: ok, no loss, no reconnection; %s, %" PRIu64
+            " packets in all\n", quiet, quiet == f->n ? "" : "other ",
+            quiet == 1 ? "" : "s", by, quiet_packets);
   }
   if (failed) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,8 +130,9 @@ void bench_adopt(pid_t pid) {
   if (pid > 0) remember(pid);
 }
 
-/* Waits for |pid| until |deadline_ms| (bench_now_ms), then SIGKILLs it. */
-static int reap(pid_t pid, double deadline_ms) {
+/* Waits for |pid| until |deadline_ms| (bench_now_ms), then SIGKILLs it.
+ * |cpu_s| (or NULL): its CPU time with the children it reaped. */
+static int reap(pid_t pid, double deadline_ms, double *cpu_s) {
   int status = -1;
   int pidfd = pidfd_open(pid, 0);
   bool killed = false;
@@ -141,8 +143,13 @@ static int reap(pid_t pid, double deadline_ms) {
     killed = true;
   }
   if (pidfd >= 0) close(pidfd);
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  struct rusage ru;
+  memset(&ru, 0, sizeof(ru));
+  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
+  if (cpu_s)
+    *cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   forget(pid);
   return killed ? -1 : status;
 }
@@ -150,7 +157,20 @@ static int reap(pid_t pid, double deadline_ms) {
 int bench_stop(pid_t pid, int timeout_ms) {
   if (pid <= 0) return -1;
   kill(pid, SIGTERM);
-  return reap(pid, bench_now_ms() + timeout_ms);
+  return reap(pid, bench_now_ms() + timeout_ms, NULL);
+}
+
+int bench_stop_cpu(pid_t pid, int timeout_ms, double *cpu_s) {
+  *cpu_s = 0;
+  if (pid <= 0) return -1;
+  kill(pid, SIGTERM);
+  return reap(pid, bench_now_ms() + timeout_ms, cpu_s);
+}
+
+int bench_wait_cpu(pid_t pid, int timeout_ms, double *cpu_s) {
+  *cpu_s = 0;
+  if (pid <= 0) return -1;
+  return reap(pid, bench_now_ms() + timeout_ms, cpu_s);
 }
 
 void bench_stop_all(int timeout_ms) {
@@ -158,7 +178,7 @@ void bench_stop_all(int timeout_ms) {
     if (g_pids[i] > 0) kill(g_pids[i], SIGTERM);
   double deadline = bench_now_ms() + timeout_ms;
   for (size_t i = 0; i < MAX_CHILDREN; i++)
-    if (g_pids[i] > 0) reap(g_pids[i], deadline);
+    if (g_pids[i] > 0) reap(g_pids[i], deadline, NULL);
 }
 
 int bench_read_ready(int fd, int timeout_ms, char *buf, size_t len) {

@@ -36,6 +36,12 @@ void bench_adopt(pid_t pid);
 /* SIGTERM, wait up to |timeout_ms| for the exit, then SIGKILL. Returns the
  * wait status, or -1 when it had to be killed. Forgets the pid. */
 int bench_stop(pid_t pid, int timeout_ms);
+/* bench_stop() that also gives the child's CPU seconds (user + system,
+ * its reaped descendants included: a forking server counts whole). */
+int bench_stop_cpu(pid_t pid, int timeout_ms, double *cpu_s);
+/* Waits up to |timeout_ms| for the child to exit on its own (then
+ * SIGKILL); the wait status (-1: killed) and its CPU seconds as above. */
+int bench_wait_cpu(pid_t pid, int timeout_ms, double *cpu_s);
 /* bench_stop() for every remembered child, all signalled at once. */
 void bench_stop_all(int timeout_ms);
 

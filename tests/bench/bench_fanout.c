@@ -26,12 +26,19 @@
  * 3. Collector memory per host (target < 2 MB): (RSS after connecting and
  *    streaming - RSS before connecting) / HOSTS.
  *
+ * Then `tracegate record` itself, the real CLI, with a thousand hosts
+ * (CLI_HOSTS) in one merged trace: see cli_fanout() below.
+ *
  * usage: bench_fanout [HOSTS [SECONDS [RATE [SIZE]]]]  (default 32 5 500 4096)
+ *        bench_fanout --cli [HOSTS [SECONDS [RATE]]]   (default 1000 12 100):
+ *        only the CLI part
  */
 #include <inttypes.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -44,6 +51,9 @@
 
 #ifndef TRACEGATE_EMIT_PATH
 #error "TRACEGATE_EMIT_PATH must name the tracegate-emit binary"
+#endif
+#ifndef TRACEGATE_CLI_PATH
+#error "TRACEGATE_CLI_PATH must name the tracegate binary"
 #endif
 
 #define MAX_HOSTS 64
@@ -349,7 +359,314 @@ static void print_failures(const fanout_t *f, const char *phase) {
           phase, bad ? bad : f->n, f->n);
 }
 
+/* --- tracegate record with a thousand hosts ----------------------------------- *
+ *
+ * tracegated holds at most 64 sessions, and a thousand service+relay pairs
+ * would not fit the machine: hosts are simulated by GROUP_HOSTS sessions
+ * on each of ceil(HOSTS / GROUP_HOSTS) tracegated, each with its own
+ * tracegate-relay (--max-conns raised) and one tracegate-emit writing RATE
+ * 1 KiB packets per second into every session. What the CLI does is what
+ * it does with real hosts: one TLS connection, one relay preparation
+ * (host info, clock sync, session key, zstd), one session and one
+ * recording per -H entry, every one of them at once on one loop. The CLI
+ * refuses a host given twice, so the entries of one relay are distinct
+ * spellings of 127.0.0.1 (127.00.0.01 ...: inet_aton reads them all as
+ * 127.0.0.1), with --tls-server-name for the certificate.
+ *
+ * Measured, from outside the CLI:
+ * 1. All tracing within 1 s of start: the CLI's own "all N hosts tracing,
+ *    T after the start" (every recording has sent EnableTracing over a
+ *    prepared link), and the wall time from spawning the CLI to that line.
+ * 2. CLI memory per host <= 200 KB: (VmHWM with HOSTS - VmHWM with one
+ *    host) / (HOSTS - 1), both runs identical otherwise.
+ * 3. The merged file: its MB, the CLI's MB per CPU-second, next to how
+ *    fast this process writes the same number of bytes to the same
+ *    directory (1 MiB writes, no fsync, as the CLI writes): the file is
+ *    written at disk speed when the CLI's CPU is not the bound.
+ * 4. The progress: the number of lines the CLI printed (not one per
+ *    host), and its exit status. */
+
+#define CLI_HOSTS 1000
+/* Long enough, at this rate, for every host's 128 KiB zstd window to fill:
+ * the memory figure is then the steady state's. */
+#define CLI_SECONDS 12
+#define CLI_RATE 100
+#define GROUP_HOSTS 56 /* sessions per tracegated (64 at most) */
+#define MAX_GROUPS ((FLEET_HOSTS_MAX + GROUP_HOSTS - 1) / GROUP_HOSTS)
+#define FLEET_HOSTS_MAX 1024
+#define CLI_TRACING_TARGET_MS 1000.0
+#define CLI_MEMORY_TARGET_KB 200.0
+#define CLI_SESSION_KB 256
+
+typedef struct group {
+  test_service_t ts;
+  bench_relay_t relay;
+  pid_t emit;
+} group_t;
+
+/* The k-th of 64 spellings of 127.0.0.1. */
+static void spelling(unsigned k, char *out, size_t n) {
+  static const char *const zero[] = {"0", "00", "000", "0000"};
+  static const char *const one[] = {"1", "01", "001", "0001"};
+  snprintf(out, n, "127.%s.%s.%s", zero[k % 4], zero[(k / 4) % 4],
+           one[(k / 16) % 4]);
+}
+
+static int start_groups(group_t *g, unsigned ng, const char *dir,
+                        uint64_t rate) {
+  static const char *const relay_extra[] = {"--max-conns", "128", NULL};
+  for (unsigned i = 0; i < ng; i++) {
+    if (test_service_start(&g[i].ts) < 0) {
+      fprintf(stderr, "bench_fanout: cannot start tracegated %u\n", i);
+      return -1;
+    }
+    bench_adopt(g[i].ts.pid);
+    bench_remove_at_exit(g[i].ts.dir);
+  }
+  for (unsigned i = 0; i < ng; i++)
+    if (bench_relay_spawn_with(&g[i].relay, dir, 1000 + i, g[i].ts.consumer_sock,
+                               relay_extra) < 0)
+      return -1;
+  for (unsigned i = 0; i < ng; i++)
+    if (bench_relay_wait(&g[i].relay, STEP_MS) < 0) return -1;
+  char r[24];
+  snprintf(r, sizeof(r), "%" PRIu64, rate);
+  for (unsigned i = 0; i < ng; i++) {
+    char log[160];
+    snprintf(log, sizeof(log), "%s/cli-emit%u.log", dir, i);
+    const char *argv[] = {TRACEGATE_EMIT_PATH, "--socket", g[i].ts.producer_sock,
+                          "--rate", r, "--size", "1024", "--threads", "1",
+                          "--log-level", "error", NULL};
+    if ((g[i].emit = bench_spawn(argv, -1, log)) < 0) return -1;
+  }
+  return 0;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "we");
+  if (!f) return -1;
+  int rv = fputs(text, f) < 0 ? -1 : 0;
+  return fclose(f) != 0 ? -1 : rv;
+}
+
+static int write_hosts(const char *path, const group_t *g, unsigned hosts) {
+  FILE *f = fopen(path, "we");
+  if (!f) return -1;
+  for (unsigned i = 0; i < hosts; i++) {
+    char a[32];
+    spelling(i % GROUP_HOSTS, a, sizeof(a));
+    fprintf(f, "%s:%d\n", a, g[i / GROUP_HOSTS].relay.port);
+  }
+  return fclose(f) != 0 ? -1 : 0;
+}
+
+typedef struct cli_run {
+  int status;
+  double wall_s, cpu_s;
+  long hwm_kb;
+  double tracing_wall_ms; /* -1: the line never came */
+  double tracing_cpu_s;   /* the CLI's CPU by then */
+  double tracing_idle;    /* the machine's idle share until then */
+  char tracing_line[160];
+  uint64_t merged;
+  unsigned lines;
+} cli_run_t;
+
+/* Reads the CLI's log for the "all N hosts tracing" line. */
+static bool find_tracing_line(const char *log, char *out, size_t n) {
+  FILE *f = fopen(log, "re");
+  char buf[512];
+  bool found = false;
+  while (f && !found && fgets(buf, sizeof(buf), f))
+    if (strstr(buf, "hosts tracing, ")) {
+      buf[strcspn(buf, "\n")] = 0;
+      snprintf(out, n, "%.*s", (int)(n > 0 ? n - 1 : 0), buf);
+      found = true;
+    }
+  if (f) fclose(f);
+  return found;
+}
+
+static unsigned count_lines(const char *path) {
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  int c;
+  while (f && (c = fgetc(f)) != EOF) n += c == '\n';
+  if (f) fclose(f);
+  return n;
+}
+
+/* Runs `tracegate record ... --hosts FILE --merge` and watches it: its
+ * peak RSS (VmHWM, sampled until it exits), when the tracing line came. */
+static int run_fleet_cli(const char *dir, const char *hosts_file,
+                         unsigned seconds, cli_run_t *out) {
+  char cfg[160], merged[160], log[160], ca[160], cert[160], key[160],
+      text[512];
+  snprintf(cfg, sizeof(cfg), "%s/cli.pbtxt", dir);
+  snprintf(merged, sizeof(merged), "%s/merged.pftrace", dir);
+  snprintf(log, sizeof(log), "%s/cli.log", dir);
+  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", dir);
+  snprintf(cert, sizeof(cert), "%s/pki/%s.pem", dir, BENCH_CLIENT);
+  snprintf(key, sizeof(key), "%s/pki/%s.key", dir, BENCH_CLIENT);
+  snprintf(text, sizeof(text),
+           "buffers { size_kb: %u fill_policy: RING_BUFFER }\n"
+           "data_sources { config { name: \"%s\" } }\n"
+           "duration_ms: %u\n",
+           CLI_SESSION_KB, DS_NAME, seconds * 1000);
+  if (write_text(cfg, text) < 0) return -1;
+  unlink(merged);
+  unlink(log);
+  const char *argv[] = {TRACEGATE_CLI_PATH, "record", "-c", cfg, "--txt",
+                        "-o", merged, "--merge", "--hosts", hosts_file,
+                        "--ca", ca, "--cert", cert, "--key", key,
+                        "--tls-server-name", BENCH_HOST, NULL};
+  memset(out, 0, sizeof(*out));
+  out->tracing_wall_ms = -1;
+  uint64_t idle0, all0, idle1, all1;
+  bench_machine_ticks(&idle0, &all0);
+  double t0 = bench_now_ms();
+  pid_t pid = bench_spawn(argv, -1, log);
+  if (pid < 0) return -1;
+  double end = t0 + seconds * 1000.0 + 60000;
+  for (;;) {
+    long hwm = bench_proc_status_kb(pid, "VmHWM");
+    if (hwm < 0) break; /* exited: a zombie has no memory left to show */
+    out->hwm_kb = hwm;
+    if (out->tracing_wall_ms < 0 &&
+        find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line))) {
+      out->tracing_wall_ms = bench_now_ms() - t0;
+      out->tracing_cpu_s = bench_proc_cpu_s(pid);
+      bench_machine_ticks(&idle1, &all1);
+      out->tracing_idle = all1 > all0 ? (double)(idle1 - idle0) /
+                                            (double)(all1 - all0)
+                                      : 0;
+    }
+    if (bench_now_ms() > end) break;
+    usleep(20000);
+  }
+  out->status = bench_wait_cpu(pid, 10000, &out->cpu_s);
+  out->wall_s = (bench_now_ms() - t0) / 1e3;
+  if (!out->tracing_line[0])
+    find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line));
+  struct stat st;
+  out->merged = stat(merged, &st) == 0 ? (uint64_t)st.st_size : 0;
+  out->lines = count_lines(log);
+  if (getenv("BENCH_FANOUT_KEEP_LOG")) {
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", log, getenv("BENCH_FANOUT_KEEP_LOG"));
+    if (system(cmd) != 0) fprintf(stderr, "bench_fanout: cannot keep the log\n");
+  }
+  if (out->status != 0) {
+    fprintf(stderr, "bench_fanout: tracegate record exited with status %d; "
+            "the end of its log:\n", out->status);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", log);
+    if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+  }
+  unlink(merged);
+  return 0;
+}
+
+/* How fast this process writes |bytes| into |dir| (MB/s). */
+static double disk_write_mbps(const char *dir, uint64_t bytes) {
+  char path[160];
+  snprintf(path, sizeof(path), "%s/disk-baseline", dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  static uint8_t chunk[1 << 20];
+  memset(chunk, 0x5a, sizeof(chunk));
+  double t0 = bench_now_ms();
+  uint64_t left = bytes;
+  while (left > 0) {
+    size_t n = left < sizeof(chunk) ? (size_t)left : sizeof(chunk);
+    if (write(fd, chunk, n) != (ssize_t)n) break;
+    left -= n;
+  }
+  close(fd);
+  double ms = bench_now_ms() - t0;
+  unlink(path);
+  return ms > 0 ? (double)(bytes - left) / 1e6 / (ms / 1e3) : 0;
+}
+
+static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
+  if (hosts < 2 || hosts > FLEET_HOSTS_MAX) hosts = CLI_HOSTS;
+  unsigned ng = (hosts + GROUP_HOSTS - 1) / GROUP_HOSTS;
+  static group_t g[MAX_GROUPS];
+  char dir[96], hosts1[160], hostsn[160];
+  if (bench_tempdir(dir, sizeof(dir), "fanout-cli") < 0 ||
+      bench_certs(dir, BENCH_HOST, BENCH_CLIENT) < 0) {
+    fprintf(stderr, "bench_fanout: cannot make certificates\n");
+    return 1;
+  }
+  double t_spawn = bench_now_ms();
+  if (start_groups(g, ng, dir, rate) < 0) return 1;
+  t_spawn = bench_now_ms() - t_spawn;
+  snprintf(hosts1, sizeof(hosts1), "%s/hosts-1", dir);
+  snprintf(hostsn, sizeof(hostsn), "%s/hosts-n", dir);
+  if (write_hosts(hosts1, g, 1) < 0 || write_hosts(hostsn, g, hosts) < 0)
+    return 1;
+  cli_run_t one, all;
+  if (run_fleet_cli(dir, hosts1, seconds, &one) < 0 ||
+      run_fleet_cli(dir, hostsn, seconds, &all) < 0)
+    return 1;
+  double disk = disk_write_mbps(dir, all.merged > (64u << 20) ? all.merged
+                                                               : 64u << 20);
+  double per_host_kb = (double)(all.hwm_kb - one.hwm_kb) / (hosts - 1);
+  double tracing_ms = all.tracing_wall_ms;
+  printf("bench_fanout: tracegate record, %u hosts in one merged trace, %u s "
+         "(%u tracegated + tracegate-relay pairs with %u sessions each, started "
+         "in %.0f ms; tracegate-emit %" PRIu64 " x 1 KiB/s per session)\n",
+         hosts, seconds, ng, GROUP_HOSTS, t_spawn, rate);
+  printf("  exit status                              : %8d  (one host: %d)\n",
+         all.status, one.status);
+  printf("  all hosts tracing, the CLI's word        : %s\n",
+         all.tracing_line[0] ? all.tracing_line : "(never said)");
+  printf("    the same seen from outside (spawn ->)  : %8.0f ms  (target < "
+         "%.0f)  %s\n",
+         tracing_ms, CLI_TRACING_TARGET_MS,
+         tracing_ms >= 0 && tracing_ms <= CLI_TRACING_TARGET_MS ? "met"
+                                                                : "NOT met");
+  printf("    the CLI's CPU until then               : %8.2f s  (%.2f ms per "
+         "host; the relays' handshakes share the same %ld cores: machine "
+         "idle %.0f %%)\n",
+         all.tracing_cpu_s, all.tracing_cpu_s * 1e3 / hosts,
+         sysconf(_SC_NPROCESSORS_ONLN), 100 * all.tracing_idle);
+  printf("  CLI memory per host                      : %8.0f KiB  (target <= "
+         "%.0f KB)  %s  (peak RSS %ld KiB with %u hosts, %ld KiB with one)\n",
+         per_host_kb, CLI_MEMORY_TARGET_KB,
+         per_host_kb * 1.024 <= CLI_MEMORY_TARGET_KB ? "met" : "NOT met",
+         all.hwm_kb, hosts, one.hwm_kb);
+  printf("  merged trace                             : %8.1f MB  in %.1f s "
+         "(%.1f MB/s), CLI CPU %.2f s = %.0f MB per CPU-second\n",
+         (double)all.merged / 1e6, all.wall_s,
+         (double)all.merged / 1e6 / all.wall_s, all.cpu_s,
+         all.cpu_s > 0 ? (double)all.merged / 1e6 / all.cpu_s : 0);
+  printf("    once all were tracing                  : %8.0f MB per CPU-second "
+         "of the CLI (reading, decompressing, merging, writing)\n",
+         all.cpu_s > all.tracing_cpu_s
+             ? (double)all.merged / 1e6 / (all.cpu_s - all.tracing_cpu_s)
+             : 0);
+  printf("    writing as many bytes to the same disk : %8.0f MB/s  (the CLI "
+         "keeps up with the disk while its MB per CPU-second is above it)\n",
+         disk);
+  printf("  lines the CLI printed (stderr)           : %8u  (one host: %u)\n",
+         all.lines, one.lines);
+  bench_stop_all(10000);
+  return all.status == 0 && one.status == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--cli")) {
+    unsigned hosts = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : CLI_HOSTS;
+    unsigned seconds =
+        argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : CLI_SECONDS;
+    uint64_t rate = argc > 4 ? strtoull(argv[4], NULL, 10) : CLI_RATE;
+    if (seconds == 0 || seconds > 600) seconds = CLI_SECONDS;
+    tg_log_set_level(TG_LOG_WARN);
+    bench_children_init();
+    bench_deadline(DEADLINE_S + 2 * (seconds + 60));
+    return cli_fanout(hosts, seconds, rate);
+  }
   unsigned hosts = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 32;
   uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 10) : 5;
   uint64_t rate = argc > 3 ? strtoull(argv[3], NULL, 10) : 500;
@@ -526,5 +843,8 @@ int main(int argc, char **argv) {
   bench_stop_all(10000); /* the directories go at exit */
   tg_tls_config_free(f->tls);
   free(f->config);
-  return rv ? 1 : 0;
+  if (rv) return 1;
+  alarm(0);
+  bench_deadline(DEADLINE_S + 2 * (CLI_SECONDS + 60));
+  return cli_fanout(CLI_HOSTS, CLI_SECONDS, CLI_RATE);
 }

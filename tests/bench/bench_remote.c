@@ -16,6 +16,12 @@
 
 int bench_relay_spawn(bench_relay_t *r, const char *dir, unsigned idx,
                       const char *consumer_sock) {
+  return bench_relay_spawn_with(r, dir, idx, consumer_sock, NULL);
+}
+
+int bench_relay_spawn_with(bench_relay_t *r, const char *dir, unsigned idx,
+                           const char *consumer_sock,
+                           const char *const extra[]) {
   memset(r, 0, sizeof(*r));
   r->ready_fd = -1;
   int pfd[2];
@@ -28,11 +34,14 @@ int bench_relay_spawn(bench_relay_t *r, const char *dir, unsigned idx,
   snprintf(audit, sizeof(audit), "%s/relay%u.audit", dir, idx);
   snprintf(r->log, sizeof(r->log), "%s/relay%u.log", dir, idx);
   snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-  const char *argv[] = {TRACEGATE_RELAY_PATH, "--listen", "127.0.0.1:0",
-                        "--consumer-socket", consumer_sock, "--cert", cert,
-                        "--key", key, "--ca", ca, "--authz", authz,
-                        "--audit-log", audit, "--ready-fd", fdarg,
-                        "--log-level", "warn", NULL};
+  const char *argv[32] = {TRACEGATE_RELAY_PATH, "--listen", "127.0.0.1:0",
+                          "--consumer-socket", consumer_sock, "--cert", cert,
+                          "--key", key, "--ca", ca, "--authz", authz,
+                          "--audit-log", audit, "--ready-fd", fdarg,
+                          "--log-level", "warn", NULL};
+  size_t n = 19;
+  for (size_t i = 0; extra && extra[i] && n + 1 < 32; i++) argv[n++] = extra[i];
+  argv[n] = NULL;
   r->pid = bench_spawn(argv, pfd[1], r->log);
   close(pfd[1]);
   if (r->pid < 0) {

@@ -30,6 +30,10 @@ typedef struct bench_relay {
  * without waiting for it, so many can start at once. Returns 0 or -1. */
 int bench_relay_spawn(bench_relay_t *r, const char *dir, unsigned idx,
                       const char *consumer_sock);
+/* The same with more flags for the relay (|extra|: NULL-terminated). */
+int bench_relay_spawn_with(bench_relay_t *r, const char *dir, unsigned idx,
+                           const char *consumer_sock,
+                           const char *const extra[]);
 /* Waits (bounded) for its "ready PORT". Returns 0, or -1 after printing
  * its log. */
 int bench_relay_wait(bench_relay_t *r, int timeout_ms);

@@ -9,6 +9,11 @@ tg_add_test(test_cli_output
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c
           ${PROJECT_SOURCE_DIR}/consumer/cli/output.c
   LIBS tg_consumer tg_test_support)
+# Which hosts the progress of a big fleet names (fleet_ui_pick.c).
+tg_add_test(test_fleet_ui
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_ui.c
+          ${PROJECT_SOURCE_DIR}/consumer/cli/fleet_ui_pick.c
+  LIBS tg_consumer tg_tls)
 tg_add_test(test_cli_e2e
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_e2e.c
           ${CMAKE_CURRENT_LIST_DIR}/cli_child.c
