@@ -397,57 +397,69 @@ static bool add_compact(tg_ftrace_encoder_t *e, const tg_ftrace_event_desc_t *d,
   return true;
 }
 
-/* A packed repeated field. */
-static void packed_u64(tg_pbw_t *w, uint32_t field, const uint64_t *v, size_t n,
-                       bool delta) {
-  if (!n) return;
-  tg_pbw_begin_nested(w, field);
-  uint8_t tmp[10];
-  uint64_t prev = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t x = delta ? v[i] - prev : v[i];
-    prev = v[i];
-    tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, x) - tmp));
-  }
-  tg_pbw_end_nested(w);
-}
-
-static void packed_i32(tg_pbw_t *w, uint32_t field, const int32_t *v, size_t n) {
-  if (!n) return;
-  tg_pbw_begin_nested(w, field);
-  uint8_t tmp[10];
-  for (size_t i = 0; i < n; i++)
-    tg_pbw_append_raw(w, tmp,
-                      (size_t)(tg_pb_write_varint(tmp, (uint64_t)(int64_t)v[i]) - tmp));
-  tg_pbw_end_nested(w);
-}
-
-static void packed_u32(tg_pbw_t *w, uint32_t field, const uint32_t *v, size_t n) {
-  if (!n) return;
-  tg_pbw_begin_nested(w, field);
-  uint8_t tmp[10];
-  for (size_t i = 0; i < n; i++)
-    tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, v[i]) - tmp));
-  tg_pbw_end_nested(w);
-}
+/* Varints of a packed column, written straight into the writer's segment
+ * while it has room for the worst case, one by one through the writer
+ * where a segment ends: most of a bundle's cost is these columns. The
+ * value of row i is get(v, i) (a delta from the previous one if |delta|). */
+#define PACKED_COLUMN(w, field, n, delta, get)                                 \
+  do {                                                                         \
+    if (!(n)) break;                                                           \
+    tg_pbw_begin_nested((w), (field));                                         \
+    uint64_t prev_ = 0;                                                        \
+    size_t i_ = 0;                                                             \
+    while (i_ < (n)) {                                                         \
+      size_t room_ = (size_t)((w)->end - (w)->cur) / TG_PB_MAX_VARINT_SIZE;    \
+      if (room_ == 0) {                                                        \
+        uint8_t tmp_[TG_PB_MAX_VARINT_SIZE];                                   \
+        uint64_t x_ = (uint64_t)(get(i_));                                     \
+        uint64_t y_ = (delta) ? x_ - prev_ : x_;                               \
+        prev_ = x_;                                                            \
+        tg_pbw_append_raw((w), tmp_,                                           \
+                          (size_t)(tg_pb_write_varint(tmp_, y_) - tmp_));      \
+        i_++;                                                                  \
+        continue;                                                              \
+      }                                                                        \
+      size_t end_ = (n) - i_ < room_ ? (n) : i_ + room_;                       \
+      uint8_t *p_ = (w)->cur;                                                  \
+      for (; i_ < end_; i_++) {                                                \
+        uint64_t x_ = (uint64_t)(get(i_));                                     \
+        p_ = tg_pb_write_varint(p_, (delta) ? x_ - prev_ : x_);                \
+        prev_ = x_;                                                            \
+      }                                                                        \
+      (w)->cur = p_;                                                           \
+    }                                                                          \
+    tg_pbw_end_nested(w);                                                      \
+  } while (0)
 
 static void write_compact(tg_ftrace_encoder_t *e, tg_pbw_t *w) {
   if (!e->n_sw && !e->n_wk) return;
   tg_pbw_begin_nested(w, BUNDLE_COMPACT_SCHED);
   for (size_t i = 0; i < e->n_comms; i++)
     tg_pbw_append_bytes(w, CS_INTERN_TABLE, e->comms[i], e->comm_len[i]);
-  packed_u64(w, CS_SWITCH_TS, e->sw_ts, e->n_sw, true);
-  packed_u64(w, CS_SWITCH_PREV_STATE, (const uint64_t *)e->sw_state, e->n_sw,
-             false);
-  packed_i32(w, CS_SWITCH_NEXT_PID, e->sw_pid, e->n_sw);
-  packed_i32(w, CS_SWITCH_NEXT_PRIO, e->sw_prio, e->n_sw);
-  packed_u32(w, CS_SWITCH_NEXT_COMM, e->sw_comm, e->n_sw);
-  packed_u64(w, CS_WAKING_TS, e->wk_ts, e->n_wk, true);
-  packed_i32(w, CS_WAKING_PID, e->wk_pid, e->n_wk);
-  packed_i32(w, CS_WAKING_TARGET_CPU, e->wk_cpu, e->n_wk);
-  packed_i32(w, CS_WAKING_PRIO, e->wk_prio, e->n_wk);
-  packed_u32(w, CS_WAKING_COMM, e->wk_comm, e->n_wk);
-  packed_u32(w, CS_WAKING_FLAGS, e->wk_flags, e->n_wk);
+  /* int32 columns are varints of their int64 value, as protobuf encodes a
+   * negative int32 (ten bytes). */
+#define SW_TS(i) e->sw_ts[i]
+#define SW_STATE(i) (uint64_t)e->sw_state[i]
+#define SW_PID(i) (uint64_t)(int64_t)e->sw_pid[i]
+#define SW_PRIO(i) (uint64_t)(int64_t)e->sw_prio[i]
+#define SW_COMM(i) e->sw_comm[i]
+#define WK_TS(i) e->wk_ts[i]
+#define WK_PID(i) (uint64_t)(int64_t)e->wk_pid[i]
+#define WK_CPU(i) (uint64_t)(int64_t)e->wk_cpu[i]
+#define WK_PRIO(i) (uint64_t)(int64_t)e->wk_prio[i]
+#define WK_COMM(i) e->wk_comm[i]
+#define WK_FLAGS(i) e->wk_flags[i]
+  PACKED_COLUMN(w, CS_SWITCH_TS, e->n_sw, true, SW_TS);
+  PACKED_COLUMN(w, CS_SWITCH_PREV_STATE, e->n_sw, false, SW_STATE);
+  PACKED_COLUMN(w, CS_SWITCH_NEXT_PID, e->n_sw, false, SW_PID);
+  PACKED_COLUMN(w, CS_SWITCH_NEXT_PRIO, e->n_sw, false, SW_PRIO);
+  PACKED_COLUMN(w, CS_SWITCH_NEXT_COMM, e->n_sw, false, SW_COMM);
+  PACKED_COLUMN(w, CS_WAKING_TS, e->n_wk, true, WK_TS);
+  PACKED_COLUMN(w, CS_WAKING_PID, e->n_wk, false, WK_PID);
+  PACKED_COLUMN(w, CS_WAKING_TARGET_CPU, e->n_wk, false, WK_CPU);
+  PACKED_COLUMN(w, CS_WAKING_PRIO, e->n_wk, false, WK_PRIO);
+  PACKED_COLUMN(w, CS_WAKING_COMM, e->n_wk, false, WK_COMM);
+  PACKED_COLUMN(w, CS_WAKING_FLAGS, e->n_wk, false, WK_FLAGS);
   tg_pbw_end_nested(w);
 }
 
