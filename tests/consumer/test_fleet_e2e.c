@@ -1030,6 +1030,36 @@ static void unregistered_names_said_once_with_the_hosts_lacking_them(void **stat
   for (int i = 0; i < 2; i++) host_stop(&hs[i]);
 }
 
+/* Past three hosts lacking a name: one summary line with a count and the
+ * first three, not a line (or a list) per host. Four hosts: each relay
+ * twice, by address and by name. */
+static void many_hosts_lacking_a_name_give_one_summary_line(void **state) {
+  (void)state;
+  host_t hs[2];
+  for (int i = 0; i < 2; i++) host_start(&hs[i], i);
+  char specs[4][64];
+  for (int i = 0; i < 2; i++) {
+    snprintf(specs[2 * i], sizeof(specs[0]), "127.0.0.1:%d", hs[i].relay.port);
+    snprintf(specs[2 * i + 1], sizeof(specs[0]), "localhost:%d", hs[i].relay.port);
+  }
+  const char *merged = in_dir("many.pftrace");
+  const char *args[] = {"record", "-H", specs[0], "-H", specs[1], "-H", specs[2],
+                        "-H", specs[3], TLS_ARGS, "-o", merged, "--merge", "-t",
+                        "0", "-b", "1mb", "nope.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  char want[400];
+  snprintf(want, sizeof(want),
+           "data source 'nope.ds' is not registered on 4 of 4 hosts (%s, %s, "
+           "%s, ...)", specs[0], specs[1], specs[2]);
+  read_until(&c, want);
+  kill(c.pid, SIGINT);
+  wait_cli(&c);
+  assert_int_equal(count_str(c.err, "'nope.ds' is not registered"), 1);
+  unlink(merged);
+  for (int i = 0; i < 2; i++) host_stop(&hs[i]);
+}
+
 /* Waits until the file |path| contains |needle| (a daemon's log: it has
  * no other way to say so), bounded. */
 static void wait_log(const char *path, const char *needle) {
@@ -1154,6 +1184,7 @@ int main(void) {
       cmocka_unit_test(tls_files_from_the_environment_and_a_name_per_host),
       cmocka_unit_test(three_hosts_merged_and_one_file_each),
       cmocka_unit_test(unregistered_names_said_once_with_the_hosts_lacking_them),
+      cmocka_unit_test(many_hosts_lacking_a_name_give_one_summary_line),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
