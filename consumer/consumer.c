@@ -28,6 +28,9 @@ int tg__failure(const tg__call_t *call, int status, const char *remote,
       if (n) msg[0] = 0;
       break;
     case TG_EREMOTE_FAILED:
+      /* Without words of the method's own, a relay's notice (sent with
+       * the refusal: ipc/client.h) says why. */
+      if (!remote || !remote[0]) remote = tg_ipc_client_notice(&call->c->client);
       if (remote && remote[0]) {
         tg_printable(text, sizeof(text), remote);
         snprintf(msg, n, "the service refused %s: %s", m, text);
@@ -56,6 +59,9 @@ int tg__failure_why(const tg__call_t *call, int status, const char *why,
                     char *msg, size_t n) {
   if (status != TG_EREMOTE_FAILED)
     return tg__failure(call, status, NULL, msg, n);
+  /* A relay's notice is the known reason: it replaces the guess. */
+  const char *note = tg_ipc_client_notice(&call->c->client);
+  if (note[0]) return tg__failure(call, status, note, msg, n);
   snprintf(msg, n, "the service refused %s (%s)", call->method, why);
   return status;
 }

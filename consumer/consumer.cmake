@@ -36,6 +36,7 @@ add_executable(tracegate
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_host.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_merge.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_names.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui.c
   ${CMAKE_CURRENT_LIST_DIR}/cli/fleet_ui_pick.c
 )

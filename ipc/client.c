@@ -66,6 +66,18 @@ static void on_bind_reply(tg_ipc_client_t *c, pending_call_t *pc,
   if (pc->bind_cb) pc->bind_cb(c, pc->ctx, 0, svc);
 }
 
+/* Copies |text_untrusted| as printable ASCII ('?' for the rest). */
+static void keep_notice(tg_ipc_client_t *c, const char *text_untrusted) {
+  size_t n = 0;
+  for (; text_untrusted && text_untrusted[n] && n < sizeof(c->notice) - 1; n++) {
+    unsigned char ch = (unsigned char)text_untrusted[n];
+    c->notice[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+  }
+  c->notice[n] = 0;
+}
+
+const char *tg_ipc_client_notice(const tg_ipc_client_t *c) { return c->notice; }
+
 static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_ipc_client_t *c = t->data;
   tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
@@ -75,6 +87,12 @@ static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
     return 0;
   }
   pending_call_t *pc = find_call(c, f->request_id);
+  if (!pc && f->request_id == 0 &&
+      f->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR) {
+    keep_notice(c, f->msg_request_error->error);
+    tg_ipc_frame_free(f);
+    return 0;
+  }
   if (!pc) {
     c->replies_unmatched++;
     tg_ipc_frame_free(f);
@@ -94,10 +112,14 @@ static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
       tg_ipc_reply_cb cb = pc->reply_cb;
       void *ctx = pc->ctx;
       if (!more) finish_call(pc);
+      if (r->success) c->notice[0] = 0;
       if (cb)
         cb(c, ctx, r->success ? 0 : TG_EREMOTE_FAILED, more,
            r->has_reply_proto ? r->reply_proto.data : NULL,
            r->has_reply_proto ? r->reply_proto.len : 0);
+      /* It spoke for this reply only. The client outlives its callbacks
+       * (freed after on_close). */
+      c->notice[0] = 0;
       break;
     }
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR: {

@@ -79,12 +79,22 @@ struct tg_ipc_client {
   tg_buf_t out;
   uint64_t frames_undecodable;
   uint64_t replies_unmatched;
+  /* A RequestError addressed to no request (request_id 0): a relay's
+   * reason for refusing the call whose InvokeMethodReply{success=false}
+   * follows, when that method's reply has no error field of its own.
+   * Printable ASCII; kept until the next InvokeMethodReply has been
+   * dispatched. Perfetto's client drops such a frame (no request 0). */
+  char notice[256];
 };
 
 /* Attaches the client to an open transport (it sets the transport's cbs
  * and data). |cbs| must outlive the client. */
 void tg_ipc_client_init(tg_ipc_client_t *c, tg_transport_t *t,
                         const tg_ipc_client_cbs_t *cbs, void *data);
+
+/* The notice for the InvokeMethodReply being dispatched ("" if none):
+ * valid inside its reply callback only. */
+const char *tg_ipc_client_notice(const tg_ipc_client_t *c);
 
 /* Sends BindService. Returns 0 (the callback will run) or a negative error
  * (it will not). */

@@ -146,6 +146,22 @@ static void send_client(tg_relay_bridge_t *b, const uint8_t *frame,
   if (rv < 0) send_failed(b, rv);
 }
 
+/* A reply may come as several frames (a denial: the reason's RequestError,
+ * then the refusal); the priority queue takes one whole frame a call. The
+ * filter built them, so each length is whole and in range. */
+static void send_client_frames(tg_relay_bridge_t *b, const uint8_t *p,
+                               size_t len) {
+  while (len >= TG_IPC_FRAME_HEADER_SIZE) {
+    size_t n = TG_IPC_FRAME_HEADER_SIZE + ((size_t)p[0] | (size_t)p[1] << 8 |
+                                           (size_t)p[2] << 16 | (size_t)p[3] << 24);
+    if (n > len) n = len;
+    send_client(b, p, n);
+    if (b->state != B_OPEN) return; /* a failed send closed the bridge */
+    p += n;
+    len -= n;
+  }
+}
+
 static int tls_priority_payload(void *ctx, const uint8_t *payload, size_t len) {
   return tg_tls_chan_send_payload(ctx, payload, len, true);
 }
@@ -390,7 +406,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
       if (rv < 0) send_failed(b, rv);
       else start_compression(b, v.compression_level, v.compression_window_log);
     } else if (v.action == TG_RELAY_REPLY) {
-      send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+      send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
     }
   }
   if (v.session_key_set) {

@@ -161,6 +161,17 @@ static int append_invoke(uint64_t request_id, uint32_t service_id,
   return tg_ipc_frame_append(&fr, out);
 }
 
+/* IPCFrame{request_id 0, RequestError{|text|}}. */
+static int append_notice(const char *text, tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__RequestError e =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  e.error = (char *)text;
+  tg_ipc_frame_t fr = frame_for(0);
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  fr.msg_request_error = &e;
+  return tg_ipc_frame_append(&fr, out);
+}
+
 /* A denial: InvokeMethodReply{success=false}, unless no reply was asked
  * for. |reply| (may be NULL) is the method's response message carrying the
  * reason where it has a field for one. */
@@ -204,6 +215,14 @@ static int deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
     r.has_success = 1;
     r.msg = text;
     return deny(f, v, drop_reply, &r.base, out);
+  }
+  if (!drop_reply) {
+    /* The reply has no field for the reason: a RequestError addressed to
+     * no request (id 0, which no client uses) carries it just before, for
+     * tracegate's client to print with the refusal; Perfetto's client
+     * drops it as unmatched. */
+    int rv = append_notice(text, out);
+    if (rv < 0) return rv;
   }
   return deny(f, v, drop_reply, NULL, out);
 }

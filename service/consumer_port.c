@@ -607,12 +607,20 @@ static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 
 /* --- clone ----------------------------------------------------------------------- */
 
-static void clone_reply(tg_ipc_call_t call, const char *error) {
+/* |clone| is the snapshot made (NULL on failure): its trace's UUID goes in
+ * the reply, as Perfetto's does (perfetto_cmd names the trace by it). */
+static void clone_reply(tg_ipc_call_t call, const char *error,
+                        const tg_session_t *clone) {
   Perfetto__Protos__CloneSessionResponse r =
       PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
   r.has_success = 1;
   r.success = error == NULL;
   r.error = (char *)error;
+  if (clone) {
+    r.has_uuid_msb = r.has_uuid_lsb = 1;
+    r.uuid_msb = clone->readout.uuid_msb;
+    r.uuid_lsb = clone->readout.uuid_lsb;
+  }
   r.has_was_write_into_file = 1;
   r.was_write_into_file = 0; /* the snapshot is read with ReadBuffers */
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -622,11 +630,11 @@ static void clone_reply(tg_ipc_call_t call, const char *error) {
 static void clone_finish(tg_consumer_t *c, flush_call_t *fc) {
   tg_session_t *src = tg__session_find(c->svc, fc->clone_src, NULL);
   if (!src) {
-    clone_reply(fc->call, "the session ended before it could be cloned");
+    clone_reply(fc->call, "the session ended before it could be cloned", NULL);
     return;
   }
   if (c->session) {
-    clone_reply(fc->call, "this connection already has a tracing session");
+    clone_reply(fc->call, "this connection already has a tracing session", NULL);
     return;
   }
   tg_clone_trigger_t trig = {fc->trigger_name, fc->trigger_producer, fc->trigger_uid};
@@ -634,11 +642,11 @@ static void clone_finish(tg_consumer_t *c, flush_call_t *fc) {
   tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger_name ? &trig : NULL,
                                       err, sizeof(err));
   if (!s) {
-    clone_reply(fc->call, err);
+    clone_reply(fc->call, err, NULL);
     return;
   }
   c->session = s;
-  clone_reply(fc->call, NULL);
+  clone_reply(fc->call, NULL, s);
 }
 
 /* CloneSession: a read-only snapshot of a session this consumer's uid owns,
@@ -687,7 +695,7 @@ static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   }
   perfetto__protos__clone_session_request__free_unpacked(req, NULL);
   if (refusal) {
-    clone_reply(call, refusal);
+    clone_reply(call, refusal, NULL);
     return;
   }
   if (src->state != TG_SESSION_STARTED) {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@ enum {
   PKT_SYSTEM_INFO = 45,
   PKT_SERVICE_EVENT = 69,
   PKT_TRIGGER = 46,
+  PKT_TRACE_UUID = 89,
   PKT_TIMESTAMP_CLOCK_ID = 58,
   SERVICE_SEQUENCE_ID = 1,
   SYNC_MARKER_PERIOD_NS = 5000000000ull,
@@ -185,10 +187,24 @@ static void queue_sync_marker(tg_session_t *s) {
   s->readout.last_sync_marker_ns = now_ns(CLOCK_MONOTONIC);
 }
 
+/* TraceUuid {msb = 1, lsb = 2}: the id a trace processor and a clone's
+ * reply know the trace by. */
+static void queue_trace_uuid(tg_session_t *s) {
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, 64);
+  if (!p) return;
+  tg_pbw_begin_nested(&w, PKT_TRACE_UUID);
+  tg_pbw_append_int(&w, 1, s->readout.uuid_msb);
+  tg_pbw_append_int(&w, 2, s->readout.uuid_lsb);
+  tg_pbw_end_nested(&w);
+  service_packet_end(s, &w, p);
+}
+
 void tg__readout_preamble(tg_session_t *s) {
   if (s->readout.preamble_done) return;
   s->readout.preamble_done = true;
   queue_sync_marker(s);
+  queue_trace_uuid(s);
   tg_pbw_t w;
   uint8_t *p = service_packet_begin(s, &w, s->config_len + 64);
   if (p) {
@@ -552,6 +568,26 @@ tg_readout_status_t tg__readout_write_file(tg_session_t *s, int fd) {
   return err ? TG_READOUT_STOP_FILE_ERROR : TG_READOUT_OK;
 }
 
+/* A version 4 UUID. Without the kernel's randomness (it does not fail
+ * for 16 bytes once booted) the clocks and pid keep it unique enough. */
+static void make_uuid(tg_readout_t *r) {
+  uint8_t b[16];
+  if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+    uint64_t t[2] = {now_ns(CLOCK_REALTIME), now_ns(CLOCK_MONOTONIC) ^
+                                                 ((uint64_t)getpid() << 40)};
+    memcpy(b, t, sizeof(b));
+  }
+  b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+  b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+  uint64_t msb = 0, lsb = 0;
+  for (int i = 0; i < 8; i++) {
+    msb = msb << 8 | b[i];
+    lsb = lsb << 8 | b[8 + i];
+  }
+  r->uuid_msb = (int64_t)msb;
+  r->uuid_lsb = (int64_t)lsb;
+}
+
 void tg__readout_init(tg_readout_t *r) {
   memset(r, 0, sizeof(*r));
   tg_buf_init(&r->service_packets, 64u << 20);
@@ -560,6 +596,7 @@ void tg__readout_init(tg_readout_t *r) {
    * far above 1024 writers for each of 1024 producers. */
   tg_u32_map_init(&r->seqs, 1u << 20);
   r->last_seq = 1; /* sequence 1 is the service's own */
+  make_uuid(r);
 }
 
 void tg__readout_free(tg_readout_t *r) {

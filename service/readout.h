@@ -30,6 +30,10 @@ typedef struct tg_readout {
   uint32_t last_seq; /* 1 is the service's own sequence */
   uint64_t file_bytes;
   bool file_limit_hit;
+  /* The trace's UUID (random, version 4), told in its TraceUuid packet and,
+   * for a clone, in CloneSessionResponse: each session, a clone too, has
+   * its own, as in Perfetto. */
+  int64_t uuid_msb, uuid_lsb;
 } tg_readout_t;
 
 /* What a file write asks of the session. */

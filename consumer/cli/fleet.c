@@ -330,7 +330,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   }
   if (choose_mode(f) < 0) goto out;
   f->hosts = calloc(n, sizeof(*f->hosts));
-  if (!f->hosts || uv_loop_init(&loop) < 0) goto out;
+  if (!f->hosts || fleet_names_init(f, cfg) < 0 || uv_loop_init(&loop) < 0)
+    goto out;
   loop_ok = true;
   f->loop = &loop;
   f->env.loop = &loop;
@@ -384,6 +385,7 @@ out:
   free(f->keys_path);
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
   free(f->hosts);
+  fleet_names_free(f);
   tg_buf_free(&f->cfg);
   tg_buf_free(&f->inflated);
   free(f);

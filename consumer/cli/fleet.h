@@ -134,6 +134,7 @@ typedef struct fleet_host {
 
   bool stop_requested;
   bool has_traced; /* its recording reached TRACING once */
+  bool names_checked; /* its data source names were checked (fleet_names.c) */
 
   /* Reconnection. */
   unsigned reconnects, attempts;
@@ -175,6 +176,11 @@ struct fleet {
 
   fleet_host_t *hosts;
   size_t n;
+  /* fleet_names.c: the data source names each host has not registered. */
+  const Perfetto__Protos__TraceConfig *pcfg; /* NULL with --attach */
+  uint8_t *ds_missing; /* [host * n_data_sources + ds]: 1 if unregistered */
+  char **ds_near;      /* per data source: "; did you mean ..." or NULL */
+  size_t names_checked; /* hosts whose answer (or failure) is in */
   size_t finished;
   size_t traced; /* hosts whose recording reached TRACING once */
   size_t next_start; /* hosts before it were started (fleet.c start_more) */
@@ -219,6 +225,19 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h);
  * lines first. */
 void fleet_say(fleet_t *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* --- fleet_names.c ------------------------------------------------------- */
+
+/* Data source names checked against each host's registered ones (issue
+ * 15.1): once every host has answered or failed, one warning per name
+ * that some host lacks, naming those hosts (a count and the first few
+ * when they are many). */
+int fleet_names_init(fleet_t *f, const Perfetto__Protos__TraceConfig *cfg);
+/* |h|'s QueryServiceState answer; |st| NULL: it gave none (failed, or
+ * refused the query). Once per host. */
+void fleet_names_host(fleet_t *f, fleet_host_t *h,
+                      const Perfetto__Protos__TracingServiceState *st);
+void fleet_names_free(fleet_t *f);
 
 /* --- fleet_host.c -------------------------------------------------------- */
 

@@ -95,6 +95,7 @@ static void finish(fleet_host_t *h) {
     h->has_own = false;
   }
   h->link = failing ? HL_FAILED : HL_DONE;
+  fleet_names_host(h->f, h, NULL); /* never asked: the others wait on none */
   uv_timer_stop(&h->hb);
   if (h->rec) {
     h->reads_cut = tg_recording_reads_cut(h->rec);
@@ -778,6 +779,29 @@ static void start_recording(fleet_host_t *h) {
   if (h->stop_requested || o->stop) tg_recording_stop(h->rec);
 }
 
+static void start_or_not(fleet_host_t *h) {
+  if (h->stop_requested) {
+    /* Ctrl-C came before this host started: nothing to record. */
+    fail(h, "stopped before tracing began");
+    return;
+  }
+  start_recording(h);
+}
+
+/* The host's registered data sources, before enabling: the names it lacks
+ * are said once every host has answered (fleet_names.c). A failed query
+ * (a role without QueryServiceState) only leaves the check out. */
+static void on_names_state(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg, bool has_more,
+                           const Perfetto__Protos__TracingServiceState *st) {
+  (void)msg;
+  (void)has_more;
+  fleet_host_t *h = ctx;
+  if (!reply_is_news(h, c, status)) return;
+  fleet_names_host(h->f, h, status ? NULL : st);
+  start_or_not(h);
+}
+
 static void after_prep(fleet_host_t *h) {
   if (h->reconnecting) {
     int rv = tg_recording_rebind(h->rec, h->c);
@@ -789,12 +813,11 @@ static void after_prep(fleet_host_t *h) {
     }
     return;
   }
-  if (h->stop_requested) {
-    /* Ctrl-C came before this host started: nothing to record. */
-    fail(h, "stopped before tracing began");
-    return;
-  }
-  start_recording(h);
+  if (!h->names_checked && h->f->pcfg && h->f->pcfg->n_data_sources &&
+      tg_consumer_query_service_state(h->c, false, true, on_names_state, h) == 0)
+    return; /* on_names_state goes on */
+  fleet_names_host(h->f, h, NULL);
+  start_or_not(h);
 }
 
 /* Without a relay there is no heartbeat: a read or stats call unanswered

@@ -108,6 +108,15 @@ void record_begin(record_t *r);
 /* The connection closed: a failure unless the recording was over. */
 void record_on_conn_lost(record_t *r, const char *msg);
 
+/* record_check.c: calls |fn| for each data source of |cfg| that no
+ * producer registered in |st|: its index in cfg->data_sources, its name
+ * (printable) and "; did you mean: a, b?" (or ""), both valid for the
+ * call only. */
+typedef void (*record_missing_fn)(void *ctx, size_t index, const char *name,
+                                  const char *near);
+void record_missing_names(const Perfetto__Protos__TraceConfig *cfg,
+                          const Perfetto__Protos__TracingServiceState *st,
+                          record_missing_fn fn, void *ctx);
 /* record_check.c: before enabling, on the connected |r|: warns (stderr)
  * about data source names no producer registered, naming close matches,
  * and about config fields tracegate's probes do not act on. Never fails

@@ -87,19 +87,27 @@ static void suggestions(const Perfetto__Protos__TracingServiceState *st,
   if (n && off < cap) snprintf(out + off, cap - off, "?");
 }
 
-static void check_names(const Perfetto__Protos__TraceConfig *cfg,
-                        const Perfetto__Protos__TracingServiceState *st) {
+void record_missing_names(const Perfetto__Protos__TraceConfig *cfg,
+                          const Perfetto__Protos__TracingServiceState *st,
+                          record_missing_fn fn, void *ctx) {
   for (size_t i = 0; i < cfg->n_data_sources; i++) {
     const Perfetto__Protos__DataSourceConfig *dsc = cfg->data_sources[i]->config;
     if (!dsc || !dsc->name || registered(st, dsc->name)) continue;
     char shown[256], near[3 * (NAME_MAX_LEN + 2) + 32];
     tg_printable(shown, sizeof(shown), dsc->name);
     suggestions(st, dsc->name, near, sizeof(near));
-    fprintf(stderr,
-            CLI_PROG ": warning: no producer has registered the data source "
-            "'%s' (yet: it records nothing unless one does)%s\n",
-            shown, near);
+    fn(ctx, i, shown, near);
   }
+}
+
+static void say_missing(void *ctx, size_t index, const char *name,
+                        const char *near) {
+  (void)ctx;
+  (void)index;
+  fprintf(stderr,
+          CLI_PROG ": warning: no producer has registered the data source "
+          "'%s' (yet: it records nothing unless one does)%s\n",
+          name, near);
 }
 
 /* The fields of each probes data source's config the probes ignore. */
@@ -126,6 +134,6 @@ void record_check_config(record_t *r) {
   check_fields(r->cfg);
   Perfetto__Protos__TracingServiceState *st = cli_query_state(&r->conn);
   if (!st) return; /* said why; the recording tells the rest */
-  check_names(r->cfg, st);
+  record_missing_names(r->cfg, st, say_missing, NULL);
   perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
 }

@@ -982,6 +982,84 @@ static const char *read_until(child_t *c, const char *needle) {
   return at;
 }
 
+/* Issue 15.1 through relays: the names each host lacks, said once per name
+ * with the hosts that lack it. Host 0 registers fleet.ds, host 1 nothing;
+ * "fleet.dz" is a typo on both. */
+static size_t count_str(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+static void unregistered_names_said_once_with_the_hosts_lacking_them(void **state) {
+  (void)state;
+  host_t hs[2];
+  for (int i = 0; i < 2; i++) host_start(&hs[i], i);
+  host_connect_producer(&hs[0], 4, 64);
+  const char *merged = in_dir("names.pftrace");
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec, TLS_ARGS,
+                        "-o", merged, "--merge", "-t", "0", "-b", "1mb",
+                        "fleet.ds", "fleet.dz", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&hs[0].p, WAIT_MS), 0);
+  commit_packets(&hs[0], 0, "n0", 0, 3);
+  /* Said once both hosts answered, just before the last one enables. */
+  read_until(&c, "'fleet.dz' is not registered");
+  kill(c.pid, SIGINT);
+  ack_flush(&hs[0]);
+  assert_int_equal(wait_cli(&c), 0);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "data source 'fleet.ds' is not registered on %s (", hs[1].spec);
+  assert_non_null(strstr(c.err, want));
+  snprintf(want, sizeof(want),
+           "data source 'fleet.dz' is not registered on any host: %s, %s (",
+           hs[0].spec, hs[1].spec);
+  assert_non_null(strstr(c.err, want));
+  /* The suggestion comes from the host that has the near name. */
+  assert_non_null(strstr(c.err, "did you mean: fleet.ds?"));
+  assert_int_equal(count_str(c.err, "'fleet.ds' is not registered"), 1);
+  assert_int_equal(count_str(c.err, "'fleet.dz' is not registered"), 1);
+  trace_t t;
+  load_trace(merged, &t);
+  assert_int_equal(count_tag(&t, "n0"), 3);
+  free_trace(&t);
+  unlink(merged);
+  host_drop_producer(&hs[0]);
+  for (int i = 0; i < 2; i++) host_stop(&hs[i]);
+}
+
+/* Past three hosts lacking a name: one summary line with a count and the
+ * first three, not a line (or a list) per host. Four hosts: each relay
+ * twice, by address and by name. */
+static void many_hosts_lacking_a_name_give_one_summary_line(void **state) {
+  (void)state;
+  host_t hs[2];
+  for (int i = 0; i < 2; i++) host_start(&hs[i], i);
+  char specs[4][64];
+  for (int i = 0; i < 2; i++) {
+    snprintf(specs[2 * i], sizeof(specs[0]), "127.0.0.1:%d", hs[i].relay.port);
+    snprintf(specs[2 * i + 1], sizeof(specs[0]), "localhost:%d", hs[i].relay.port);
+  }
+  const char *merged = in_dir("many.pftrace");
+  const char *args[] = {"record", "-H", specs[0], "-H", specs[1], "-H", specs[2],
+                        "-H", specs[3], TLS_ARGS, "-o", merged, "--merge", "-t",
+                        "0", "-b", "1mb", "nope.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  char want[400];
+  snprintf(want, sizeof(want),
+           "data source 'nope.ds' is not registered on 4 of 4 hosts (%s, %s, "
+           "%s, ...)", specs[0], specs[1], specs[2]);
+  read_until(&c, want);
+  kill(c.pid, SIGINT);
+  wait_cli(&c);
+  assert_int_equal(count_str(c.err, "'nope.ds' is not registered"), 1);
+  unlink(merged);
+  for (int i = 0; i < 2; i++) host_stop(&hs[i]);
+}
+
 /* Waits until the file |path| contains |needle| (a daemon's log: it has
  * no other way to say so), bounded. */
 static void wait_log(const char *path, const char *needle) {
@@ -1105,6 +1183,8 @@ int main(void) {
       cmocka_unit_test(remote_record_through_one_relay_over_tls),
       cmocka_unit_test(tls_files_from_the_environment_and_a_name_per_host),
       cmocka_unit_test(three_hosts_merged_and_one_file_each),
+      cmocka_unit_test(unregistered_names_said_once_with_the_hosts_lacking_them),
+      cmocka_unit_test(many_hosts_lacking_a_name_give_one_summary_line),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),

@@ -101,11 +101,14 @@ static void check_key(const tg_relay_filter_t *f, const uint8_t *a, size_t n,
   protobuf_c_message_free_unpacked(m, NULL);
 }
 
-/* Every frame in |out| decodes; returns how many. */
-static size_t check_frames(const tg_buf_t *out, tg_ipc_frame_t **first) {
+/* Every frame in |out| decodes; returns how many. |*last| gets the last
+ * one (the answer); every frame before it must be a relay notice: a
+ * RequestError addressed to no request (request_id 0). */
+static size_t check_frames(const tg_buf_t *out, tg_ipc_frame_t **last) {
   size_t n = tg_buf_size(out), count = 0;
   if (n == 0) return 0; /* an empty buffer may have no memory at all */
   const uint8_t *p = tg_buf_begin(out);
+  tg_ipc_frame_t *prev = NULL;
   while (n > 0) {
     if (n < TG_IPC_FRAME_HEADER_SIZE) __builtin_trap();
     uint32_t len = tg_pb_read_le32(p);
@@ -113,12 +116,19 @@ static size_t check_frames(const tg_buf_t *out, tg_ipc_frame_t **first) {
       __builtin_trap();
     tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + TG_IPC_FRAME_HEADER_SIZE, len);
     if (!f) __builtin_trap();
-    if (count == 0 && first) *first = f;
-    else tg_ipc_frame_free(f);
+    if (prev) {
+      if (prev->request_id != 0 ||
+          prev->msg_case != PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR)
+        __builtin_trap();
+      tg_ipc_frame_free(prev);
+    }
+    prev = f;
     count++;
     p += TG_IPC_FRAME_HEADER_SIZE + len;
     n -= TG_IPC_FRAME_HEADER_SIZE + len;
   }
+  if (last) *last = prev;
+  else tg_ipc_frame_free(prev);
   return count;
 }
 
@@ -129,7 +139,8 @@ static void client_frame(tg_relay_filter_t *f, tg_authz_role_t role,
   if (tg_relay_filter_client(f, role, p, n, out, &v) < 0) return;
   tg_ipc_frame_t *fr = NULL;
   size_t count = check_frames(out, &fr);
-  if (count > 1) __builtin_trap();
+  /* At most a notice and the reply, and a notice only with a refusal. */
+  if (count > 2 || (count == 2 && v.action != TG_RELAY_REPLY)) __builtin_trap();
   if (v.action == TG_RELAY_DROP && count) __builtin_trap();
   if (!fr) return;
   if (fr->request_id != v.request_id) __builtin_trap();

@@ -176,11 +176,33 @@ static void upstream(fx_t *x, size_t n) {
                                             &x->v), 0);
 }
 
-/* The one frame in |out|, decoded (caller frees). */
-static tg_ipc_frame_t *out_frame(fx_t *x) {
+/* The relay's notice before a denial's reply, if |out| starts with one: a
+ * RequestError addressed to no request (request_id 0). Returns its text
+ * ("" if none) and the offset of the frame after it. */
+static size_t out_notice(fx_t *x, char *text, size_t cap) {
+  text[0] = 0;
   size_t n = tg_buf_size(&x->out);
-  assert_true(n > TG_IPC_FRAME_HEADER_SIZE);
+  if (n <= TG_IPC_FRAME_HEADER_SIZE) return 0;
   const uint8_t *p = tg_buf_begin(&x->out);
+  size_t len = tg_pb_read_le32(p);
+  assert_true(len <= n - TG_IPC_FRAME_HEADER_SIZE);
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, len);
+  assert_non_null(f);
+  bool notice = f->request_id == 0 &&
+                f->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  if (notice)
+    snprintf(text, cap, "%s", f->msg_request_error->error ? f->msg_request_error->error : "");
+  tg_ipc_frame_free(f);
+  return notice ? TG_IPC_FRAME_HEADER_SIZE + len : 0;
+}
+
+/* The one frame in |out| after a notice if any, decoded (caller frees). */
+static tg_ipc_frame_t *out_frame(fx_t *x) {
+  char text[300];
+  size_t skip = out_notice(x, text, sizeof(text));
+  size_t n = tg_buf_size(&x->out) - skip;
+  assert_true(n > TG_IPC_FRAME_HEADER_SIZE);
+  const uint8_t *p = tg_buf_begin(&x->out) + skip;
   assert_int_equal(tg_pb_read_le32(p), n - TG_IPC_FRAME_HEADER_SIZE);
   tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, n - 4);
   assert_non_null(f);
@@ -209,6 +231,13 @@ static void expect_denied(fx_t *x, uint64_t id, const char *reason_part) {
   assert_int_equal(f->msg_case,
                    PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
   assert_false(f->msg_invoke_method_reply->success);
+  /* A reply without an error field of its own comes after a notice that
+   * tells the reason (issue 14.4). */
+  char text[300];
+  if (out_notice(x, text, sizeof(text))) {
+    assert_non_null(strstr(text, "refused by the relay: "));
+    assert_non_null(strstr(text, x->v.reason));
+  }
   tg_ipc_frame_free(f);
 }
 
@@ -324,6 +353,11 @@ static void filter_applies_the_role_table(void **state) {
                         x->frame, 4096));
     expect_denied(x, id, "role observe does not allow");
     assert_string_equal(x->v.method, record_only[i]);
+    /* Only CloneSession's reply has an error field: the others' reason
+     * comes in the notice before it. */
+    char notice[300];
+    assert_int_equal(out_notice(x, notice, sizeof(notice)) > 0,
+                     strcmp(record_only[i], "CloneSession") != 0);
     /* CloneSession must name a session (relay/session_scope.h). */
     Perfetto__Protos__CloneSessionRequest clone =
         PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;

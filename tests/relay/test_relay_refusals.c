@@ -310,6 +310,28 @@ static void cli_prints_the_relays_reason_for_a_denied_call(void **state) {
                        "EnableTracing");
 }
 
+/* A denied call whose reply has no error field (Attach): the relay's
+ * reason comes in a RequestError for no request just before the refusal,
+ * and the CLI prints it with the failed call. */
+static void cli_prints_the_relays_reason_for_a_call_without_error_field(
+    void **state) {
+  fx_t *f = *state;
+  static char err[16384];
+  char hostport[32], out[192];
+  snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
+  snprintf(out, sizeof(out), "%s/attach.pftrace", f->rp.dir);
+  char certp[256], keyp[256], cap_[256];
+  snprintf(certp, sizeof(certp), "%s", cert_path("pki", "bob.pem"));
+  snprintf(keyp, sizeof(keyp), "%s", cert_path("pki", "bob.key"));
+  snprintf(cap_, sizeof(cap_), "%s", cert_path("pki", "ca.pem"));
+  const char *args[] = {"record", "-H", hostport, "--cert", certp, "--key",
+                        keyp, "--ca", cap_, "-o", out, "--attach", "somekey",
+                        NULL};
+  assert_int_not_equal(run_cli(args, err, sizeof(err)), 0);
+  expect_cli_says(err, "the service refused Attach: refused by the relay: "
+                       "role observe does not allow Attach");
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -331,6 +353,7 @@ int main(void) {
       TS(relay_stdio_keeps_audit_lines_off_stderr),
       T(cli_prints_why_the_relay_refused),
       T(cli_prints_the_relays_reason_for_a_denied_call),
+      T(cli_prints_the_relays_reason_for_a_call_without_error_field),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

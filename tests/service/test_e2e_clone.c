@@ -127,8 +127,9 @@ static int64_t clone_invoke(raw_consumer_t *c, uint64_t id, const char *name,
 }
 
 /* The CloneSession reply: 1 if it succeeded, 0 if refused (reason copied
- * into |err|). */
-static int clone_wait(raw_consumer_t *c, int64_t rid, char *err, size_t errlen) {
+ * into |err|). |uuid| (may be NULL) gets {msb, lsb}, zero when absent. */
+static int clone_wait_uuid(raw_consumer_t *c, int64_t rid, char *err,
+                           size_t errlen, int64_t *uuid) {
   ProtobufCMessage *m = NULL;
   assert_true(rid > 0);
   assert_int_equal(raw_wait_reply(&c->conn, (uint64_t)rid,
@@ -140,8 +141,30 @@ static int clone_wait(raw_consumer_t *c, int64_t rid, char *err, size_t errlen) 
   int ok = r->success ? 1 : 0;
   if (err) snprintf(err, errlen, "%s", r->error ? r->error : "");
   if (ok) assert_null(r->error);
+  if (uuid) {
+    uuid[0] = r->has_uuid_msb ? r->uuid_msb : 0;
+    uuid[1] = r->has_uuid_lsb ? r->uuid_lsb : 0;
+  }
   protobuf_c_message_free_unpacked(m, NULL);
   return ok;
+}
+
+static int clone_wait(raw_consumer_t *c, int64_t rid, char *err, size_t errlen) {
+  return clone_wait_uuid(c, rid, err, errlen, NULL);
+}
+
+/* The trace's TraceUuid packets: how many, the last one in |uuid|. */
+static size_t trace_uuids(Perfetto__Protos__TracePacket **pk, size_t n,
+                          int64_t *uuid) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_UUID)
+      continue;
+    uuid[0] = pk[i]->trace_uuid->msb;
+    uuid[1] = pk[i]->trace_uuid->lsb;
+    count++;
+  }
+  return count;
 }
 
 static void free_buffers(raw_consumer_t *c) {
@@ -169,7 +192,11 @@ static void clone_snapshots_a_running_session(void **state) {
   uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
   assert_true(fid > 0);
   commit_packets(&p, 1, "flushed", 0, 3, fid);
-  assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
+  int64_t uuid[2], in_trace[2] = {0, 0}, original[2] = {0, 0};
+  assert_int_equal(clone_wait_uuid(&k, rid, NULL, 0, uuid), 1);
+  /* Perfetto's reply names the clone's trace by its UUID (version 4). */
+  assert_true(uuid[0] != 0 || uuid[1] != 0);
+  assert_int_equal(((uint64_t)uuid[0] >> 12) & 0xf, 4);
 
   /* The original runs on: its producer was not stopped, and writes more. */
   assert_false(p.stopped);
@@ -182,6 +209,9 @@ static void clone_snapshots_a_running_session(void **state) {
   assert_int_equal(count_str(out, n, "flushed"), 3);
   assert_int_equal(count_str(out, n, "after"), 0);
   assert_int_equal(count_configs(out, n), 1); /* a trace of its own */
+  /* The snapshot's trace carries the UUID the reply gave. */
+  assert_int_equal(trace_uuids(out, n, in_trace), 1);
+  assert_true(in_trace[0] == uuid[0] && in_trace[1] == uuid[1]);
   free_packets(out, n);
   free_buffers(&k);
 
@@ -192,6 +222,9 @@ static void clone_snapshots_a_running_session(void **state) {
   assert_int_equal(count_str(out, n, "before"), 5);
   assert_int_equal(count_str(out, n, "flushed"), 3);
   assert_int_equal(count_str(out, n, "after"), 4);
+  /* The original keeps a UUID of its own: two traces, two ids. */
+  assert_int_equal(trace_uuids(out, n, original), 1);
+  assert_false(original[0] == uuid[0] && original[1] == uuid[1]);
   free_packets(out, n);
   raw_consumer_close(&k);
   raw_consumer_close(&c);
