@@ -103,7 +103,8 @@ endif()
 # Silent partitions of 25 s, 2 min and 10 min with a read in flight (the
 # replay window resends it), and one whose data overflows the host's
 # buffer. The 2 and 10 min ones wait in real time: a test of their own,
-# labelled "long" (make test runs every label).
+# labelled "long" (make test runs every label; `ctest -LE long` skips
+# them).
 if(TARGET tracegate-relay)
   tg_add_test(test_fleet_partition
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_partition.c
