@@ -369,11 +369,17 @@ int main(int argc, char **argv) {
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
   r.env.session_lease_ms = session_lease_ms;
-  /* One window per connection at most, each kept 10 min after its last
-   * connection (a tracegated lease's default) for a reconnect. */
+  /* One window per connection at most, each kept after its last
+   * connection for as long as the session's lease (tracegated's default
+   * when not given here): a client that re-attaches within the lease must
+   * still find what the link swallowed. (A fixed 10 min, counted from the
+   * relay's detection, left a 10 min partition under a 15 min lease about
+   * 2.5 s of margin before the in-flight reply was dropped; a few seconds
+   * more of the client's backoff and it was lost.) */
   static tg_replay_store_t replay;
   tg_replay_store_init(&replay, (size_t)replay_window_kb * 1024,
-                       (size_t)max_conns, 10u * 60 * 1000);
+                       (size_t)max_conns,
+                       session_lease_ms ? session_lease_ms : 10u * 60 * 1000);
   if (replay_window_kb) r.env.replay = &replay;
   r.env.on_idle = on_idle;
   r.env.heartbeat_idle_ms = (uint32_t)(dead_link_s * 1000);

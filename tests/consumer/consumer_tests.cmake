@@ -100,3 +100,22 @@ if(TARGET tracegate-relay)
     TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
   add_dependencies(test_relay_survival_e2e tracegate tracegate-relay)
 endif()
+# Silent partitions of 25 s, 2 min and 10 min with a read in flight (the
+# replay window resends it), and one whose data overflows the host's
+# buffer. The 2 and 10 min ones wait in real time: a test of their own,
+# labelled "long" (make test runs every label; `ctest -LE long` skips
+# them).
+if(TARGET tracegate-relay)
+  tg_add_test(test_fleet_partition
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_partition.c
+    LIBS tg_test_support tg_proto
+    TIMEOUT 300)
+  target_compile_definitions(test_fleet_partition PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>"
+    TRACEGATED_FOR_LEASE_PATH="$<TARGET_FILE:tracegated>")
+  add_dependencies(test_fleet_partition tracegate tracegate-relay tracegated)
+  add_test(NAME test_fleet_partition_long COMMAND test_fleet_partition long)
+  set_tests_properties(test_fleet_partition_long PROPERTIES TIMEOUT 1200
+                       LABELS "long")
+endif()

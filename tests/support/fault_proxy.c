@@ -28,6 +28,7 @@ typedef struct dir {
   int from, to;
   uint8_t *buf;
   size_t off, len;
+  bool eof; /* |from| is gone; what is held still goes out on resume */
 } dir_t;
 
 typedef struct pair {
@@ -46,6 +47,7 @@ struct tg_fault_proxy {
   unsigned done; /* commands carried out */
   unsigned accepted, open;
   uint64_t down;
+  uint64_t held; /* target -> client bytes held in the proxy now */
   /* The thread's own. */
   int mode;
   pair_t pairs[MAX_PAIRS];
@@ -58,9 +60,12 @@ static void set_nonblock(int fd) {
 }
 
 static void publish(tg_fault_proxy_t *p, unsigned accepted_add, uint64_t down_add) {
+  uint64_t held = 0;
+  for (int i = 0; i < p->n; i++) held += p->pairs[i].d[1].len;
   pthread_mutex_lock(&p->mu);
   p->accepted += accepted_add;
   p->down += down_add;
+  p->held = held;
   p->open = (unsigned)p->n;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
@@ -104,8 +109,8 @@ static void accept_one(tg_fault_proxy_t *p) {
   memset(pr, 0, sizeof(*pr));
   pr->cli = c;
   pr->up = u;
-  pr->d[0] = (dir_t){c, u, malloc(BUF_SIZE), 0, 0};
-  pr->d[1] = (dir_t){u, c, malloc(BUF_SIZE), 0, 0};
+  pr->d[0] = (dir_t){c, u, malloc(BUF_SIZE), 0, 0, false};
+  pr->d[1] = (dir_t){u, c, malloc(BUF_SIZE), 0, 0, false};
   if (!pr->d[0].buf || !pr->d[1].buf) {
     p->n++;
     pair_close(p, p->n - 1, true);
@@ -115,9 +120,25 @@ static void accept_one(tg_fault_proxy_t *p) {
   publish(p, 1, 0);
 }
 
+/* Reads what it can into |d|'s buffer without forwarding it (hold down:
+ * the proxy, not the kernel, holds the reply, so a test can tell it came).
+ * A target that closes meanwhile is remembered, not passed on: the client
+ * must not learn of it before the link comes back. */
+static void fill(dir_t *d, short rev_from) {
+  if (d->eof || !(rev_from & (POLLIN | POLLHUP | POLLERR)) || d->len == BUF_SIZE)
+    return;
+  if (d->off) { /* compact */
+    memmove(d->buf, d->buf + d->off, d->len);
+    d->off = 0;
+  }
+  ssize_t r = read(d->from, d->buf + d->len, BUF_SIZE - d->len);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) d->eof = true;
+  if (r > 0) d->len += (size_t)r;
+}
+
 /* Moves what it can in one direction; false when a side is gone. */
 static bool pump(dir_t *d, short rev_from, short rev_to, uint64_t *moved) {
-  if ((rev_from & (POLLIN | POLLHUP | POLLERR)) && d->len < BUF_SIZE) {
+  if (!d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR)) && d->len < BUF_SIZE) {
     size_t end = d->off + d->len;
     if (d->off && end == BUF_SIZE) { /* compact */
       memmove(d->buf, d->buf + d->off, d->len);
@@ -140,7 +161,7 @@ static bool pump(dir_t *d, short rev_from, short rev_to, uint64_t *moved) {
     }
     if (!d->len) d->off = 0;
   }
-  return true;
+  return !(d->eof && !d->len); /* held bytes out, then the close */
 }
 
 static void run_cmd(tg_fault_proxy_t *p, char cmd) {
@@ -163,6 +184,7 @@ static void *proxy_main(void *arg) {
     fds[nf++] = (struct pollfd){p->wake[0], POLLIN, 0};
     bool pass = p->mode != MODE_STALL; /* at least client -> target */
     bool down = p->mode == MODE_PASS;
+    bool hold = p->mode == MODE_HOLD_DOWN;
     fds[nf++] = (struct pollfd){pass ? p->listen_fd : -1, POLLIN, 0};
     for (int i = 0; i < p->n; i++) {
       pair_t *pr = &p->pairs[i];
@@ -171,10 +193,8 @@ static void *proxy_main(void *arg) {
         if (pr->d[0].len < BUF_SIZE) ce |= POLLIN;
         if (pr->d[0].len) ue |= POLLOUT;
       }
-      if (down) {
-        if (pr->d[1].len < BUF_SIZE) ue |= POLLIN;
-        if (pr->d[1].len) ce |= POLLOUT;
-      }
+      if ((down || hold) && !pr->d[1].eof && pr->d[1].len < BUF_SIZE) ue |= POLLIN;
+      if (down && pr->d[1].len) ce |= POLLOUT;
       fds[nf++] = (struct pollfd){pass ? pr->cli : -1, ce, 0};
       fds[nf++] = (struct pollfd){pass ? pr->up : -1, ue, 0};
     }
@@ -204,15 +224,16 @@ static void *proxy_main(void *arg) {
       pair_t *pr = &p->pairs[i];
       short cr = fds[2 + 2 * i].revents, ur = fds[3 + 2 * i].revents;
       uint64_t up_moved = 0;
-      bool ok = pump(&pr->d[0], cr, ur, &up_moved) &&
-                (!down || pump(&pr->d[1], ur, cr, &moved_down));
+      bool ok = pump(&pr->d[0], cr, ur, &up_moved);
+      if (ok && down) ok = pump(&pr->d[1], ur, cr, &moved_down);
+      else if (ok && hold) fill(&pr->d[1], ur);
       if (!ok) {
         pair_close(p, i, false);
         closed = true;
         break; /* the poll set changed */
       }
     }
-    if (moved_down || closed) publish(p, 0, moved_down);
+    if (moved_down || closed || hold) publish(p, 0, moved_down);
   }
   while (p->n) pair_close(p, p->n - 1, false);
   return NULL;
@@ -339,6 +360,7 @@ static int wait_for(tg_fault_proxy_t *p, bool (*ok)(tg_fault_proxy_t *, uint64_t
 
 static bool accepted_at_least(tg_fault_proxy_t *p, uint64_t n) { return p->accepted >= n; }
 static bool down_at_least(tg_fault_proxy_t *p, uint64_t n) { return p->down >= n; }
+static bool held_at_least(tg_fault_proxy_t *p, uint64_t n) { return p->held >= n; }
 static bool open_at_most(tg_fault_proxy_t *p, uint64_t n) { return p->open <= n; }
 
 int tg_fault_proxy_wait_accepted(tg_fault_proxy_t *p, unsigned n, int timeout_ms) {
@@ -353,4 +375,9 @@ int tg_fault_proxy_wait_down_bytes(tg_fault_proxy_t *p, uint64_t n,
 int tg_fault_proxy_wait_open_at_most(tg_fault_proxy_t *p, unsigned n,
                                      int timeout_ms) {
   return wait_for(p, open_at_most, n, timeout_ms);
+}
+
+int tg_fault_proxy_wait_held_bytes(tg_fault_proxy_t *p, uint64_t n,
+                                   int timeout_ms) {
+  return wait_for(p, held_at_least, n, timeout_ms);
 }

@@ -10,7 +10,8 @@
  *           queues them), the way a dead NAT or a pulled cable looks
  *           from userspace. Bytes already read stay in the proxy.
  *   hold down  half a partition: what clients send goes on to the target,
- *           what the target sends back is held (a reply lost in flight).
+ *           what the target sends back is read and held in the proxy (a
+ *           reply lost in flight; tg_fault_proxy_wait_held_bytes sees it).
  *   resume  forwarding goes on where it stopped, held bytes first.
  *
  * What a userspace proxy cannot fake: its kernel still acknowledges what
@@ -55,6 +56,10 @@ unsigned tg_fault_proxy_open(tg_fault_proxy_t *p);
  * after |timeout_ms|. */
 int tg_fault_proxy_wait_accepted(tg_fault_proxy_t *p, unsigned n, int timeout_ms);
 int tg_fault_proxy_wait_down_bytes(tg_fault_proxy_t *p, uint64_t n,
+                                   int timeout_ms);
+/* ... or at least |n| bytes from the target are held in the proxy (hold
+ * down reads them and keeps them until resume). */
+int tg_fault_proxy_wait_held_bytes(tg_fault_proxy_t *p, uint64_t n,
                                    int timeout_ms);
 int tg_fault_proxy_wait_open_at_most(tg_fault_proxy_t *p, unsigned n,
                                      int timeout_ms);

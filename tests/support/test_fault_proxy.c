@@ -153,6 +153,27 @@ static void hold_down_passes_requests_and_holds_replies(void **state) {
   close(srv);
 }
 
+/* The held reply is counted (a test waits for it), and a target that
+ * closes meanwhile is not passed on before the resume: then the client
+ * gets the reply first, the close after it. */
+static void hold_down_counts_what_it_holds_and_keeps_a_close_for_later(void **state) {
+  world_t *w = *state;
+  int cli, srv;
+  connect_pair(w, &cli, &srv);
+  tg_fault_proxy_hold_down(w->px);
+  send_str(srv, "reply");
+  assert_int_equal(tg_fault_proxy_wait_held_bytes(w->px, 5, WAIT_MS), 0);
+  close(srv);
+  assert_false(readable(cli, QUIET_MS));
+  tg_fault_proxy_resume(w->px);
+  expect_str(cli, "reply");
+  char b;
+  assert_true(readable(cli, WAIT_MS));
+  assert_int_equal(recv(cli, &b, 1, 0), 0);
+  assert_int_equal(tg_fault_proxy_wait_open_at_most(w->px, 0, WAIT_MS), 0);
+  close(cli);
+}
+
 static void reset_aborts_both_sides(void **state) {
   world_t *w = *state;
   int cli, srv;
@@ -183,6 +204,7 @@ int main(void) {
       cmocka_unit_test(bytes_pass_both_ways),
       cmocka_unit_test(stall_holds_everything_and_resume_delivers_it),
       cmocka_unit_test(hold_down_passes_requests_and_holds_replies),
+      cmocka_unit_test(hold_down_counts_what_it_holds_and_keeps_a_close_for_later),
       cmocka_unit_test(reset_aborts_both_sides),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
