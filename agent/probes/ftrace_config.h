@@ -27,8 +27,8 @@ typedef struct tg_ftrace_cfg {
   bool compact_sched;
   bool disable_generic_events;
   bool events_truncated;
-  /* Field names of FtraceConfig that were set but are not implemented
-   * (static strings). */
+  /* Field names of FtraceConfig that were set but that the probes do not
+   * act on (static strings). */
   const char *unsupported[TG_FTRACE_MAX_UNSUPPORTED];
   size_t n_unsupported;
 } tg_ftrace_cfg_t;

@@ -1,6 +1,6 @@
 /* The trace file. Where -o points decides how it is written:
  *
- * - a regular file, or nothing yet: into "NAME.partial-XXXXXX" next to it,
+ * - a regular file, or nothing yet: into "NAME.partial-<random>" next to it,
  *   renamed over NAME once complete, so a failed run never leaves half a
  *   trace under the name asked for. The partial name is visible: a run
  *   that is killed leaves no hidden file, and one that is aborted keeps

@@ -81,7 +81,7 @@ static const char about[] =
     "A local service writes the trace into OUT itself (write_into_file, the\n"
     "file passed over the socket); otherwise, or with --read-buffers, the\n"
     "trace is read over the connection every 500ms and written by " CLI_PROG ".\n"
-    "OUT is written to OUT.partial-XXXXXX, renamed to OUT once complete (a\n"
+    "OUT is written to OUT.partial-<random>, renamed to OUT once complete (a\n"
     "symlink is followed, not replaced). A device, a FIFO or '-' (stdout) is\n"
     "written in place, by " CLI_PROG ".\n"
     "\n"
