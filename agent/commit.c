@@ -156,8 +156,10 @@ static void on_commit_timer(uv_timer_t *t) {
   tg_trace_writers_reclaim_idle(arb, now_ns(), (uint64_t)IDLE_MS * 1000000u);
   if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
   else send_writer_events(arb);
-  snapshot_arbiter_stats(arb, false);
+  /* Before the snapshot: a reader that sees this tick's counters sees a
+   * resident size at least as recent. */
   atomic_store(&cm->smb_resident, tg_arbiter_resident_bytes(arb));
+  snapshot_arbiter_stats(arb, false);
 }
 
 /* |timer_active| is stored with the timer's state so that other threads
