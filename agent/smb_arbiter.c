@@ -8,7 +8,7 @@
  * mutex and serializes it outside, so a large commit never holds writers up.
  *
  * Layout. Unless the caller fixed one, new pages get chunks of about 4 KiB
- * while the SMB has two chunks per writer, and smaller ones (up to 14 per
+ * while the SMB has TG_ARBITER_CHUNKS_PER_WRITER chunks per writer, and smaller ones (up to 14 per
  * page) as writers grow: every writer holding a chunk must leave chunks
  * for the others and for those on their way to the service. Existing
  * pages keep their layout until the service frees them whole.
@@ -284,15 +284,18 @@ static size_t pages_for_writers(const tg_arbiter_t *arb, size_t nwriters) {
 }
 
 /* Grows a reserve to what its writers are owed, then picks the largest
- * chunks that still give every writer TG_ARBITER_CHUNKS_PER_WRITER: one
- * to hold, the others on their way to the service. Under |mu|. */
+ * chunks that still give every writer TG_ARBITER_CHUNKS_PER_WRITER (a
+ * fixed SMB: _FIXED): one to hold, the others on their way to the
+ * service. Under |mu|. */
 static void adapt_layout(tg_arbiter_t *arb) {
   size_t nw = arb->writer_ids_used;
   atomic_store_explicit(&arb->nwriters, nw, memory_order_relaxed);
   size_t pages =
       arb->initial_pages ? pages_for_writers(arb, nw) : arb->smb.num_pages;
   if (arb->adaptive_layout) {
-    size_t want = TG_ARBITER_CHUNKS_PER_WRITER * nw;
+    size_t want = (arb->initial_pages ? TG_ARBITER_CHUNKS_PER_WRITER
+                                      : TG_ARBITER_CHUNKS_PER_WRITER_FIXED) *
+                  nw;
     unsigned layout = arb->base_layout;
     while (layout < TG_PAGE_DIV_14 &&
            pages * tg_smb_layout_num_chunks(layout) < want)

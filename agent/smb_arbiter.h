@@ -33,10 +33,13 @@ typedef struct tg_arbiter tg_arbiter_t;
 #define TG_WRITER_ID_MAX 32767u
 /* A reserve's active prefix holds this many bytes per registered writer
  * (rounded up to a power-of-two number of pages), and the adaptive layout
- * leaves this many chunks per writer (see tg_arbiter_opts_t). Measured
- * with tests/bench/bench_many_writers: see docs/operations.md. */
+ * leaves this many chunks per writer in it (see tg_arbiter_opts_t); a
+ * fixed SMB keeps its older rule of two. Measured with
+ * tests/bench/bench_many_writers (docs/operations.md): with two, 4096
+ * threads each held a 1 KiB chunk for one 80-byte event and filled 8 MiB. */
 #define TG_ARBITER_WRITER_BUDGET 4096u
-#define TG_ARBITER_CHUNKS_PER_WRITER 2u
+#define TG_ARBITER_CHUNKS_PER_WRITER 4u
+#define TG_ARBITER_CHUNKS_PER_WRITER_FIXED 2u
 
 typedef struct tg_arbiter_opts {
   /* The mapping (mmap'ed shared memfd); ownership passes to the arbiter,
@@ -59,7 +62,8 @@ typedef struct tg_arbiter_opts {
   /* Page layout for new pages (TG_PAGE_DIV_*); 0 adapts it to the number
    * of writers: chunks of about 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for
    * 16 KiB, DIV_4 for 32 KiB) while the SMB has at least
-   * TG_ARBITER_CHUNKS_PER_WRITER chunks per registered writer, else the
+   * TG_ARBITER_CHUNKS_PER_WRITER (a fixed SMB: _FIXED) chunks per
+   * registered writer, else the
    * smallest division that does (at most DIV_14). A fixed SMB counts all
    * its pages; a reserve counts the pages its writers are owed (their
    * budget, at least |active_size|, at most the reserve), not what misses

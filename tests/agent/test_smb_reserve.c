@@ -75,13 +75,13 @@ static void active_prefix_grows_with_writers_up_to_the_reserve(void **state) {
   assert_int_equal(tg_arbiter_active_size(arb), 512 * KIB);
   register_n(arb, 64);
   assert_int_equal(tg_arbiter_active_size(arb), 1 * MIB);
-  register_n(arb, 383); /* 512 writers: 2 MiB, two chunks each */
+  register_n(arb, 383); /* 512 writers: 2 MiB, four 1 KiB chunks each */
   assert_int_equal(tg_arbiter_active_size(arb), 2 * MIB);
-  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_2);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_4);
   /* Past the reserve: smaller chunks, no more pages. */
   register_n(arb, 488);
   assert_int_equal(tg_arbiter_active_size(arb), 2 * MIB);
-  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_4);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_14);
   /* It never shrinks; the chunks grow back as writers leave. */
   for (unsigned id = 1; id <= 1000; id++)
     tg_arbiter_writer_unregister(arb, (uint16_t)id);
@@ -90,7 +90,7 @@ static void active_prefix_grows_with_writers_up_to_the_reserve(void **state) {
   tg_arbiter_unref(arb);
 
   /* A fixed SMB (an explicit size hint) is all active from the start,
-   * and its layout counts every page. */
+   * and its layout counts every page (two chunks per writer). */
   arb = memfd_arbiter(2 * MIB, 0);
   assert_int_equal(tg_arbiter_active_size(arb), 2 * MIB);
   register_n(arb, 1000);
