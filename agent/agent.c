@@ -252,4 +252,6 @@ void tg_agent_get_stats(tg_agent_stats_t *out) {
   out->smb_size = atomic_load(&c->smb_size);
   out->smb_bytes_in_use = atomic_load(&c->smb_in_use);
   out->smb_bytes_in_use_peak = atomic_load(&c->smb_in_use_peak);
+  out->smb_active_size = atomic_load(&c->smb_active);
+  out->smb_resident_bytes = atomic_load(&c->smb_resident);
 }

@@ -90,9 +90,11 @@ typedef struct tg__agent_commit {
   _Atomic uint64_t chunks_now, patches_now, stalls_now;
   _Atomic uint64_t dropped_past, markers_past, reclaimed_past;
   _Atomic uint64_t dropped_now, markers_now, reclaimed_now;
-  /* The current SMB's size and bytes not Free, sampled at each tick and
-   * commit; the peak since the process started. */
+  /* The current SMB's size, active size and bytes not Free, sampled at
+   * each tick and commit; the peak since the process started; its bytes
+   * in memory, sampled at each tick. */
   _Atomic uint64_t smb_size, smb_in_use, smb_in_use_peak;
+  _Atomic uint64_t smb_active, smb_resident;
 } tg__agent_commit_t;
 
 typedef struct tg__agent {

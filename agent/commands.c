@@ -171,6 +171,7 @@ static void setup_tracing(int fd_untrusted, uint32_t page_kb) {
       .page_size_kb = page_kb,
       .stall_when_full =
           tg__agent.cfg.opts.on_smb_full == TG_AGENT_FULL_STALL,
+      .reserve = tg__agent.cfg.opts.smb_size_hint == 0,
       .wake = tg__agent_wake,
   };
   /* On failure the session has no SMB: instances start and drop. */

@@ -82,6 +82,9 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
   size_t in_use = arb && !retire ? tg_arbiter_bytes_in_use(arb) : 0;
   atomic_store(&cm->smb_size,
                arb && !retire ? tg_arbiter_smb(arb)->size : 0);
+  atomic_store(&cm->smb_active,
+               arb && !retire ? tg_arbiter_active_size(arb) : 0);
+  if (retire) atomic_store(&cm->smb_resident, 0);
   atomic_store(&cm->smb_in_use, in_use);
   if (in_use > atomic_load(&cm->smb_in_use_peak))
     atomic_store(&cm->smb_in_use_peak, in_use);
@@ -153,6 +156,9 @@ static void on_commit_timer(uv_timer_t *t) {
   tg_trace_writers_reclaim_idle(arb, now_ns(), (uint64_t)IDLE_MS * 1000000u);
   if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
   else send_writer_events(arb);
+  /* Before the snapshot: a reader that sees this tick's counters sees a
+   * resident size at least as recent. */
+  atomic_store(&cm->smb_resident, tg_arbiter_resident_bytes(arb));
   snapshot_arbiter_stats(arb, false);
 }
 

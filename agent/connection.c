@@ -191,10 +191,11 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   Perfetto__Protos__InitializeConnectionRequest req =
       PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
   req.producer_name = tg__agent.cfg.producer_name;
-  if (o->smb_size_hint) {
-    req.has_shared_memory_size_hint_bytes = true;
-    req.shared_memory_size_hint_bytes = (uint32_t)o->smb_size_hint;
-  }
+  /* No hint from the app: a reserve the arbiter grows into (see
+   * tg_agent_options_t). */
+  req.has_shared_memory_size_hint_bytes = true;
+  req.shared_memory_size_hint_bytes =
+      (uint32_t)(o->smb_size_hint ? o->smb_size_hint : TG_AGENT_SMB_RESERVE);
   if (o->smb_page_size_hint) {
     req.has_shared_memory_page_size_hint_bytes = true;
     req.shared_memory_page_size_hint_bytes = (uint32_t)o->smb_page_size_hint;

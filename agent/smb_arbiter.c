@@ -8,10 +8,17 @@
  * mutex and serializes it outside, so a large commit never holds writers up.
  *
  * Layout. Unless the caller fixed one, new pages get chunks of about 4 KiB
- * while the SMB has two chunks per writer, and smaller ones (up to 14 per
+ * while the SMB has TG_ARBITER_CHUNKS_PER_WRITER chunks per writer, and smaller ones (up to 14 per
  * page) as writers grow: every writer holding a chunk must leave chunks
  * for the others and for those on their way to the service. Existing
  * pages keep their layout until the service frees them whole.
+ *
+ * Reserve. With opts.active_size, writers scan only the first
+ * |active_pages| pages. Registration grows that prefix to the writers'
+ * budget, a scan that finds nothing doubles it (one CAS from the size it
+ * scanned, so a crowd of missing writers doubles it once), both up to the
+ * whole SMB. The layout follows the writers' budget, not the prefix (see
+ * smb_arbiter.h), so misses add chunks of the same size.
  *
  * Ordering rule of the batch: a patch must not reach the service before the
  * move of the chunk it patches (the service would not find the chunk). Each
@@ -29,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
@@ -80,11 +88,14 @@ struct tg_arbiter {
   void (*free_fn)(void *base, size_t size);
   bool stall_when_full;
   bool adaptive_layout;
+  size_t initial_pages;      /* 0: a fixed SMB, every page active */
+  /* Pages writers may use: the SMB's first |active_pages|. Only grows. */
+  _Atomic size_t active_pages;
   unsigned base_layout;      /* opts.layout, or the default for the page */
   _Atomic unsigned layout;   /* for newly partitioned pages */
   void (*wake)(void *ctx);
   void *wake_ctx;
-  size_t commit_threshold;
+  size_t commit_threshold;   /* 0: a quarter of the active chunks */
 
   _Atomic uint32_t refs;
   _Atomic bool shut_down;
@@ -156,11 +167,14 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->layout, arb->base_layout);
   arb->wake = opts->wake;
   arb->wake_ctx = opts->wake_ctx;
-  size_t total_chunks =
-      arb->smb.num_pages * tg_smb_layout_num_chunks(arb->base_layout);
   arb->commit_threshold = opts->commit_threshold;
-  if (arb->commit_threshold == 0) arb->commit_threshold = total_chunks / 4;
-  if (arb->commit_threshold == 0) arb->commit_threshold = 1;
+  size_t active = arb->smb.num_pages;
+  if (opts->active_size && opts->active_size < arb->smb.size) {
+    active = opts->active_size / arb->smb.page_size;
+    if (active == 0) active = 1;
+    arb->initial_pages = active;
+  }
+  atomic_init(&arb->active_pages, active);
   atomic_init(&arb->refs, 1);
   atomic_init(&arb->shut_down, false);
   atomic_init(&arb->cursor, 0);
@@ -237,19 +251,60 @@ static bool id_used(const tg_arbiter_t *arb, unsigned id) {
   return (arb->writer_ids[id / 64] >> (id % 64)) & 1u;
 }
 
-/* The largest chunks that still give every writer two: one to hold and
- * one on its way to the service. Under |mu|. */
+/* Acquire: pairs with the release in grow_to(), so that a writer that
+ * sees new pages also sees the layout chosen for them (adapt_layout()
+ * stores it before growing). The pages themselves carry no data yet. */
+static size_t active_pages(const tg_arbiter_t *arb) {
+  return atomic_load_explicit(&((tg_arbiter_t *)arb)->active_pages,
+                              memory_order_acquire);
+}
+
+/* Raises the active prefix of a reserve to |pages| (at most the SMB) if
+ * it is below; never lowers it. Any thread. */
+static void grow_to(tg_arbiter_t *arb, size_t pages) {
+  if (!arb->initial_pages) return;
+  if (pages > arb->smb.num_pages) pages = arb->smb.num_pages;
+  size_t cur = active_pages(arb);
+  /* Release: pairs with the acquire in active_pages(). */
+  while (cur < pages &&
+         !atomic_compare_exchange_weak_explicit(&arb->active_pages, &cur,
+                                                pages, memory_order_release,
+                                                memory_order_acquire)) {
+  }
+}
+
+/* The pages a reserve owes its |nwriters| writers: their budget in pages,
+ * at least the initial prefix, doubled from it, at most the SMB. */
+static size_t pages_for_writers(const tg_arbiter_t *arb, size_t nwriters) {
+  size_t want = (nwriters * TG_ARBITER_WRITER_BUDGET + arb->smb.page_size - 1) /
+                arb->smb.page_size;
+  size_t pages = arb->initial_pages;
+  while (pages < want && pages < arb->smb.num_pages) pages *= 2;
+  return pages < arb->smb.num_pages ? pages : arb->smb.num_pages;
+}
+
+/* Grows a reserve to what its writers are owed, then picks the largest
+ * chunks that still give every writer TG_ARBITER_CHUNKS_PER_WRITER (a
+ * fixed SMB: _FIXED): one to hold, the others on their way to the
+ * service. Under |mu|. */
 static void adapt_layout(tg_arbiter_t *arb) {
-  atomic_store_explicit(&arb->nwriters, arb->writer_ids_used,
-                        memory_order_relaxed);
-  if (!arb->adaptive_layout) return;
-  size_t want = 2 * (size_t)arb->writer_ids_used;
-  unsigned layout = arb->base_layout;
-  while (layout < TG_PAGE_DIV_14 &&
-         arb->smb.num_pages * tg_smb_layout_num_chunks(layout) < want)
-    layout++;
-  /* Relaxed: a hint for the next partition; the bitmaps carry the order. */
-  atomic_store_explicit(&arb->layout, layout, memory_order_relaxed);
+  size_t nw = arb->writer_ids_used;
+  atomic_store_explicit(&arb->nwriters, nw, memory_order_relaxed);
+  size_t pages =
+      arb->initial_pages ? pages_for_writers(arb, nw) : arb->smb.num_pages;
+  if (arb->adaptive_layout) {
+    size_t want = (arb->initial_pages ? TG_ARBITER_CHUNKS_PER_WRITER
+                                      : TG_ARBITER_CHUNKS_PER_WRITER_FIXED) *
+                  nw;
+    unsigned layout = arb->base_layout;
+    while (layout < TG_PAGE_DIV_14 &&
+           pages * tg_smb_layout_num_chunks(layout) < want)
+      layout++;
+    /* Relaxed: a hint for the next partition; the bitmaps carry the
+     * order, and grow_to()'s release publishes it with new pages. */
+    atomic_store_explicit(&arb->layout, layout, memory_order_relaxed);
+  }
+  grow_to(arb, pages);
 }
 
 unsigned tg_arbiter_layout(const tg_arbiter_t *arb) {
@@ -261,7 +316,25 @@ size_t tg_arbiter_writer_count(const tg_arbiter_t *arb) {
 }
 
 size_t tg_arbiter_base_chunks(const tg_arbiter_t *arb) {
-  return arb->smb.num_pages * tg_smb_layout_num_chunks(arb->base_layout);
+  return active_pages(arb) * tg_smb_layout_num_chunks(arb->base_layout);
+}
+
+size_t tg_arbiter_active_size(const tg_arbiter_t *arb) {
+  return active_pages(arb) * arb->smb.page_size;
+}
+
+size_t tg_arbiter_resident_bytes(const tg_arbiter_t *arb) {
+  long sys = sysconf(_SC_PAGESIZE);
+  if (sys <= 0 || (uintptr_t)arb->smb.base % (size_t)sys) return 0;
+  unsigned char vec[4096];
+  size_t window = sizeof(vec) * (size_t)sys, bytes = 0;
+  for (size_t off = 0; off < arb->smb.size; off += window) {
+    size_t len = arb->smb.size - off < window ? arb->smb.size - off : window;
+    if (mincore(arb->smb.base + off, len, vec) != 0) return 0;
+    for (size_t i = 0; i < (len + (size_t)sys - 1) / (size_t)sys; i++)
+      if (vec[i] & 1) bytes += (size_t)sys;
+  }
+  return bytes;
 }
 
 int tg_arbiter_writer_register(tg_arbiter_t *arb, uint16_t target_buffer) {
@@ -344,9 +417,8 @@ bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {
  * one. The cursor moves round
  * the SMB, so the pages ahead of it are the ones written longest ago: when
  * more than half of them are still taken, the SMB is filling up. */
-static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
-                      tg_smb_chunk_t *out) {
-  size_t n = arb->smb.num_pages;
+static int scan_active(tg_arbiter_t *arb, size_t n, uint16_t writer_id,
+                       uint32_t chunk_id, tg_smb_chunk_t *out) {
   size_t start = atomic_load_explicit(&arb->cursor, memory_order_relaxed);
   if (start >= n) start = 0;
   for (size_t i = 0; i < n; i++) {
@@ -375,6 +447,24 @@ static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
         return 0;
       }
     }
+  }
+  return TG_ENO_SPACE;
+}
+
+/* One pass over the active pages; a reserve that had nothing free there
+ * doubles its prefix (unless another writer already grew it) and the
+ * pass goes on over the new pages. */
+static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
+                      tg_smb_chunk_t *out) {
+  size_t n = active_pages(arb);
+  for (;;) {
+    if (scan_active(arb, n, writer_id, chunk_id, out) == 0) return 0;
+    grow_to(arb, 2 * n);
+    size_t grown = active_pages(arb);
+    if (grown == n) break;
+    /* The new pages first: they are free. */
+    atomic_store_explicit(&arb->cursor, n, memory_order_relaxed);
+    n = grown;
   }
   atomic_fetch_add_explicit(&arb->chunk_misses, 1, memory_order_relaxed);
   raise_pressure(arb);
@@ -455,8 +545,8 @@ void tg_arbiter_count_reclaim(tg_arbiter_t *arb) {
 }
 
 size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb) {
-  size_t bytes = 0;
-  for (size_t pg = 0; pg < arb->smb.num_pages; pg++) {
+  size_t bytes = 0, npages = active_pages(arb);
+  for (size_t pg = 0; pg < npages; pg++) {
     uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
     unsigned layout = tg_smb_bitmap_layout(bm);
     unsigned n = tg_smb_layout_num_chunks(layout);
@@ -479,7 +569,9 @@ void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
     *m = (move_t){c->page_idx, c->chunk_idx, target_buffer};
     arb->moves_queued++;
     atomic_fetch_add_explicit(&arb->pending, 1, memory_order_relaxed);
-    do_wake = QUEUE_COUNT(&arb->moves, move_t) >= arb->commit_threshold;
+    size_t threshold = arb->commit_threshold;
+    if (threshold == 0) threshold = tg_arbiter_base_chunks(arb) / 4;
+    do_wake = QUEUE_COUNT(&arb->moves, move_t) >= (threshold ? threshold : 1);
   }
   pthread_mutex_unlock(&arb->mu);
   if (do_wake) wake(arb);

@@ -7,6 +7,10 @@
  * bitmaps, see abi/smb.h). Returning a chunk and adding a patch take a short
  * mutex once per chunk, never per packet.
  *
+ * A large SMB can be a reserve the arbiter grows into (opts.active_size):
+ * writers use an active prefix of its pages that grows with them, and the
+ * rest of the memfd is never touched, so it costs no memory.
+ *
  * Lifetime: the arbiter owns the SMB mapping and unmaps it when the last
  * reference goes. The agent creates it on SetupTracing and calls
  * tg_arbiter_shutdown() when the connection is lost: from then on writers
@@ -27,6 +31,15 @@
 typedef struct tg_arbiter tg_arbiter_t;
 
 #define TG_WRITER_ID_MAX 32767u
+/* A reserve's active prefix holds this many bytes per registered writer
+ * (rounded up to a power-of-two number of pages), and the adaptive layout
+ * leaves this many chunks per writer in it (see tg_arbiter_opts_t); a
+ * fixed SMB keeps its older rule of two. Measured with
+ * tests/bench/bench_many_writers (docs/operations.md): with two, 4096
+ * threads each held a 1 KiB chunk for one 80-byte event and filled 8 MiB. */
+#define TG_ARBITER_WRITER_BUDGET 4096u
+#define TG_ARBITER_CHUNKS_PER_WRITER 4u
+#define TG_ARBITER_CHUNKS_PER_WRITER_FIXED 2u
 
 typedef struct tg_arbiter_opts {
   /* The mapping (mmap'ed shared memfd); ownership passes to the arbiter,
@@ -37,13 +50,28 @@ typedef struct tg_arbiter_opts {
   size_t page_size;
   void (*free_fn)(void *base, size_t size); /* NULL: munmap */
   bool stall_when_full;                    /* else drop */
+  /* 0: every page is usable from the start (a fixed SMB). Else a reserve:
+   * only the first |active_size| bytes (whole pages, at least one) are
+   * used at first, and that active prefix doubles, up to |smb_size|, when
+   * the registered writers need it (TG_ARBITER_WRITER_BUDGET bytes each)
+   * or when a writer finds no free chunk in it. It never shrinks: pages
+   * once touched stay allocated in the memfd whatever the arbiter does,
+   * and the memory goes back with the SMB. Pages past the prefix are never
+   * touched, so they cost nothing (see tg_arbiter_resident_bytes()). */
+  size_t active_size;
   /* Page layout for new pages (TG_PAGE_DIV_*); 0 adapts it to the number
    * of writers: chunks of about 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for
-   * 16 KiB, DIV_4 for 32 KiB) while the SMB has at least two chunks per
-   * registered writer, else the smallest division that does (at most
-   * DIV_14). A page takes a new layout only once all its chunks are free,
-   * so the SMB moves over gradually; chunks are taken from pages of any
-   * layout. */
+   * 16 KiB, DIV_4 for 32 KiB) while the SMB has at least
+   * TG_ARBITER_CHUNKS_PER_WRITER (a fixed SMB: _FIXED) chunks per
+   * registered writer, else the
+   * smallest division that does (at most DIV_14). A fixed SMB counts all
+   * its pages; a reserve counts the pages its writers are owed (their
+   * budget, at least |active_size|, at most the reserve), not what misses
+   * made it grow to: more SMB for the same writers means more chunks, not
+   * larger ones (a large chunk per writer is mostly empty when idle
+   * writers give theirs back). A page takes a new layout only once all its
+   * chunks are free, so the SMB moves over gradually; chunks are taken
+   * from pages of any layout. */
   unsigned layout;
   /* Called from a writer's thread when the pending commit batch reaches
    * |commit_threshold| chunks (0: a quarter of the SMB's chunks), and when a
@@ -106,8 +134,8 @@ void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
 
 /* The layout new pages get now (opts.layout, or the adaptive choice). */
 unsigned tg_arbiter_layout(const tg_arbiter_t *arb);
-/* Registered writers now, and the chunks the SMB has at the default
- * layout (opts.layout or ~4 KiB chunks). Any thread; relaxed. */
+/* Registered writers now, and the chunks the active pages have at the
+ * default layout (opts.layout or ~4 KiB chunks). Any thread; relaxed. */
 size_t tg_arbiter_writer_count(const tg_arbiter_t *arb);
 size_t tg_arbiter_base_chunks(const tg_arbiter_t *arb);
 
@@ -138,8 +166,17 @@ void tg_arbiter_count_drop(tg_arbiter_t *arb, unsigned packets,
 void tg_arbiter_count_reclaim(tg_arbiter_t *arb);
 
 /* Bytes of chunks not Free (being written, complete or being read), from
- * a scan of the page bitmaps: what the SMB holds right now. */
+ * a scan of the active pages' bitmaps: what the SMB holds right now. */
 size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb);
+
+/* The pages writers may use now, in bytes: the whole SMB when it is fixed,
+ * else the active prefix of the reserve. Any thread. */
+size_t tg_arbiter_active_size(const tg_arbiter_t *arb);
+/* Bytes of the SMB in memory (mincore() over the mapping: pages anyone
+ * touched, the service included), or 0 when that cannot be told (a test's
+ * malloc'ed SMB that is not page-aligned). One system call: for stats,
+ * not for hot paths. */
+size_t tg_arbiter_resident_bytes(const tg_arbiter_t *arb);
 
 /* --- agent-facing (agent's thread) --------------------------------------- */
 

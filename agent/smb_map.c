@@ -51,6 +51,7 @@ int tg__smb_map(int fd_untrusted, const tg__smb_map_opts_t *opts,
       .smb_size = (size_t)st.st_size,
       .page_size = page,
       .stall_when_full = opts->stall_when_full,
+      .active_size = opts->reserve ? TG_SMB_DEFAULT_SIZE : 0,
       .wake = opts->wake,
       .wake_ctx = opts->wake_ctx,
   };

@@ -12,6 +12,10 @@
 typedef struct tg__smb_map_opts {
   uint32_t page_size_kb;  /* from SetupTracing; 0: the default page size */
   bool stall_when_full;   /* tg_agent_options_t.on_smb_full */
+  /* The app gave no size hint, so the agent asked for a reserve: start
+   * with an active prefix of TG_SMB_DEFAULT_SIZE and grow into the rest
+   * (tg_arbiter_opts_t.active_size). */
+  bool reserve;
   void (*wake)(void *ctx); /* the arbiter's wake (tg_arbiter_opts_t) */
   void *wake_ctx;
 } tg__smb_map_opts_t;

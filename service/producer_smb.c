@@ -220,10 +220,11 @@ static uint32_t writer_target(const tg_producer_t *p, uint16_t writer_id) {
   return 0;
 }
 
-void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
-  if (!p->smb_map) return;
+/* Scrapes the pages [first, end) (see tg__producer_scrape). */
+static void scrape_pages(tg_producer_t *p, tg_session_t *session,
+                         size_t first, size_t end) {
   uint8_t copy[TG_SMB_MAX_PAGE_SIZE];
-  for (size_t pg = 0; pg < p->smb.num_pages; pg++) {
+  for (size_t pg = first; pg < end; pg++) {
     uint32_t bm = tg_smb_page_bitmap(&p->smb, pg);
     unsigned layout = tg_smb_bitmap_layout(bm);
     unsigned nchunks = tg_smb_layout_num_chunks(layout);
@@ -246,3 +247,32 @@ void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
   }
 }
 
+/* Only the pages whose header the producer ever wrote: reading a hole of
+ * the memfd through the mapping would allocate it (a read fault on shmem
+ * allocates a zeroed page), and a producer that asked for a large SMB but
+ * uses a small part of it (the agent's reserve, see agent/smb_arbiter.h)
+ * would pay for all of it after the first flush. SEEK_DATA/SEEK_HOLE walk
+ * the file's allocated ranges (swapped-out pages count as data, unlike
+ * mincore()'s view); a page whose header is in a hole has a zero bitmap,
+ * nothing to scrape. Two lseeks per range: the agent's pages form one
+ * prefix. The file offset moved is shared with the producer's fd, which
+ * nothing reads through. */
+void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
+  if (!p->smb_map) return;
+  size_t ps = p->smb.page_size, size = p->smb.num_pages * ps;
+  size_t pos = 0;
+  while (pos < size) {
+    off_t data = lseek(p->smb_fd, (off_t)pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) return; /* holes to the end */
+    off_t hole = data < 0 ? -1 : lseek(p->smb_fd, data, SEEK_HOLE);
+    if (hole < 0) { /* cannot tell: read it all */
+      scrape_pages(p, session, pos / ps, p->smb.num_pages);
+      return;
+    }
+    size_t first = ((size_t)data + ps - 1) / ps;
+    size_t end = ((size_t)hole + ps - 1) / ps;
+    if (end > p->smb.num_pages) end = p->smb.num_pages;
+    scrape_pages(p, session, first, end);
+    pos = end * ps;
+  }
+}

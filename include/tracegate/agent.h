@@ -57,6 +57,10 @@ typedef enum tg_agent_full_policy {
 typedef void (*tg_agent_log_fn)(void *ctx, tg_log_level_t level,
                                 const char *msg);
 
+/* The SMB the agent asks for when the app gives no smb_size_hint: a
+ * reserve it grows into as threads start writing (see smb_size_hint). */
+#define TG_AGENT_SMB_RESERVE (8u * 1024u * 1024u)
+
 typedef struct tg_agent_options {
   /* Producer socket: a path or "@abstract". NULL: $PERFETTO_PRODUCER_SOCK_NAME,
    * else /run/perfetto/traced-producer.sock when /run/perfetto/ is
@@ -64,9 +68,21 @@ typedef struct tg_agent_options {
   const char *socket_path;
   /* Shown by the service (tracegate query). NULL: "tracegate-agent:<comm>". */
   const char *producer_name;
-  /* Hints sent to the service; 0 lets the service choose (256 KiB, 4 KiB).
-   * Invalid values are ignored by the service. */
+  /* Size of the shared memory buffer (SMB), sent as a hint to the
+   * service, which caps it (tracegated: 32 MiB) and may override it per
+   * producer (TraceConfig.producers[].shm_size_kb).
+   * 0 (recommended): the agent asks for a reserve of TG_AGENT_SMB_RESERVE
+   * and uses only a prefix of it, 256 KiB at first, doubled when more
+   * threads write (4 KiB per writing thread) or when a thread finds it
+   * full, up to the whole reserve; it never shrinks while connected. The
+   * SMB is a memfd: pages never used cost no memory, so an app with few
+   * threads pays for about 256 KiB, one with thousands of threads for up
+   * to the reserve. (Perfetto's traced reads every page of the SMB when
+   * it scrapes, which makes the whole reserve resident.)
+   * Non-zero: an SMB of that size (as the service grants it), all of it
+   * usable from the start, never grown. */
   size_t smb_size_hint;
+  /* 0 lets the service choose (4 KiB). Invalid values are ignored. */
   size_t smb_page_size_hint;
   tg_agent_full_policy_t on_smb_full;
   /* Optional log sink; NULL logs nothing. Messages above |log_level| are
@@ -123,6 +139,11 @@ typedef struct tg_agent_stats {
   uint64_t smb_size;              /* the current SMB, 0 when none */
   uint64_t smb_bytes_in_use;      /* its chunks not Free, last sampled */
   uint64_t smb_bytes_in_use_peak; /* highest sample since process start */
+  /* The part of the current SMB writers use now (its size unless it is a
+   * reserve, see smb_size_hint), and its bytes in memory (pages anyone
+   * touched; sampled at the agent's ticks). 0 when none. */
+  uint64_t smb_active_size;
+  uint64_t smb_resident_bytes;
 } tg_agent_stats_t;
 TG_EXPORT void tg_agent_get_stats(tg_agent_stats_t *out);
 

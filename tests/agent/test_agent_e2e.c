@@ -460,7 +460,12 @@ static void idle_writer_holds_no_chunk_after_idle_time(void **state) {
     }
   }
   assert_true(back);
-  assert_int_equal(st.smb_size, 256 * 1024); /* the service's default */
+  /* No hint: the agent's reserve, of which one writer uses the first
+   * 256 KiB, and only what it touched is in memory. */
+  assert_int_equal(st.smb_size, TG_AGENT_SMB_RESERVE);
+  assert_int_equal(st.smb_active_size, 256 * 1024);
+  assert_true(st.smb_resident_bytes > 0 &&
+              st.smb_resident_bytes <= st.smb_active_size);
   assert_int_equal(st.flushes_acked, before.flushes_acked);
   r.pk = raw_consumer_read(&r.c, &r.n);
   assert_non_null(r.pk);
@@ -481,6 +486,88 @@ static void idle_writer_holds_no_chunk_after_idle_time(void **state) {
 }
 
 /* A failed test leaves the agent running: stop it before the service. */
+/* --- many threads, no size hint -------------------------------------------- */
+
+#define MANY_THREADS 384u
+#define MANY_ROUNDS 30u
+#define MANY_PER_ROUND 10u
+#define MANY_ROUND_NS 10000000L
+
+typedef struct many_ctx {
+  pthread_barrier_t go;
+  struct timespec t0; /* the first round, CLOCK_MONOTONIC */
+} many_ctx_t;
+
+/* MANY_PER_ROUND packets of ~100 B every MANY_ROUND_NS, on an absolute
+ * schedule: all the threads together write ~380 KB per 10 ms, more than
+ * the service's default 256 KiB SMB holds. */
+static void *many_main(void *arg) {
+  many_ctx_t *m = arg;
+  pthread_barrier_wait(&m->go);
+  char str[80];
+  memset(str, 'x', sizeof(str) - 1);
+  memcpy(str, "many:", 5);
+  str[sizeof(str) - 1] = 0;
+  uint32_t seq = 0;
+  for (unsigned r = 0; r < MANY_ROUNDS; r++) {
+    long ns = m->t0.tv_nsec + (long)r * MANY_ROUND_NS;
+    struct timespec at = {m->t0.tv_sec + ns / 1000000000L, ns % 1000000000L};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) != 0) {
+    }
+    for (unsigned i = 0; i < MANY_PER_ROUND; i++)
+      TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, str, seq++); }
+  }
+  return NULL;
+}
+
+/* Issue 16: an app with hundreds of threads and no smb_size_hint records
+ * every packet: the agent's reserve grows past the default 256 KiB (at
+ * which this load drops a large part of its packets). */
+static void many_threads_with_no_hint_lose_nothing(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_DROP, 0);
+  recording_t r;
+  record_begin(&r, ts, 32 * 1024);
+  tg_agent_stats_t before, st;
+  tg_agent_get_stats(&before);
+
+  many_ctx_t m;
+  pthread_barrier_init(&m.go, NULL, MANY_THREADS + 1);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t *th = calloc(MANY_THREADS, sizeof(*th));
+  assert_non_null(th);
+  for (unsigned i = 0; i < MANY_THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], &attr, many_main, &m), 0);
+  pthread_attr_destroy(&attr);
+  clock_gettime(CLOCK_MONOTONIC, &m.t0);
+  m.t0.tv_sec += 1; /* time for every thread to reach the barrier */
+  pthread_barrier_wait(&m.go);
+  for (unsigned i = 0; i < MANY_THREADS; i++) pthread_join(th[i], NULL);
+  free(th);
+  pthread_barrier_destroy(&m.go);
+  record_end(&r);
+
+  size_t got = 0, marks = 0;
+  for (size_t i = 0; i < r.n; i++) {
+    const Perfetto__Protos__TracePacket *p = r.pk[i];
+    if (!is_test_packet(p) || strncmp(p->for_testing->str, "many:", 5)) continue;
+    got++;
+    if (p->has_previous_packet_dropped && p->previous_packet_dropped) marks++;
+  }
+  tg_agent_get_stats(&st);
+  assert_int_equal(st.packets_dropped - before.packets_dropped, 0);
+  assert_int_equal(marks, 0);
+  assert_int_equal(got, MANY_THREADS * MANY_ROUNDS * MANY_PER_ROUND);
+  /* The reserve, grown for the writers (4 KiB each: 2 MiB of pages). */
+  assert_int_equal(st.smb_size, TG_AGENT_SMB_RESERVE);
+  assert_true(st.smb_active_size >= 2u * 1024 * 1024);
+  assert_true(st.smb_active_size <= TG_AGENT_SMB_RESERVE);
+  record_free(&r);
+  tg_agent_shutdown();
+}
+
 static int teardown(void **state) {
   tg_agent_shutdown();
   return test_service_teardown(state);
@@ -499,6 +586,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(reconnects_after_service_restart,
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(idle_writer_holds_no_chunk_after_idle_time,
+                                      test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(many_threads_with_no_hint_lose_nothing,
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(flush_commits_partial_chunks,
                                       test_service_setup, teardown),

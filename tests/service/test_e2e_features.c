@@ -2,7 +2,8 @@
  * session. Deferred start, producer filters (and changing them), periodic
  * flushes and incremental state clears, triggers, descriptor updates,
  * service queries, packets larger than an IPC frame, per-producer SMB
- * geometry and the service's own packets. */
+ * geometry (and scraping a large one without making it resident) and the
+ * service's own packets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -642,6 +644,70 @@ static void producer_config_sets_the_smb_size(void **state) {
   raw_producer_close(&small);
 }
 
+/* Pages of |p|'s SMB in memory (the memfd's, whoever touched them). */
+static size_t smb_resident_pages(const raw_producer_t *p, bool *which,
+                                 size_t n) {
+  size_t sys = (size_t)sysconf(_SC_PAGESIZE), pages = p->smb_size / sys;
+  unsigned char *v = calloc(pages, 1);
+  assert_non_null(v);
+  assert_int_equal(mincore(p->smb_map, p->smb_size, v), 0);
+  size_t k = 0;
+  for (size_t i = 0; i < pages; i++) {
+    if (i < n) which[i] = v[i] & 1;
+    k += v[i] & 1;
+  }
+  free(v);
+  return k;
+}
+
+/* A producer that asked for a large SMB and wrote two pages of it: the
+ * scrape at stop finds both uncommitted chunks, past the hole between
+ * them, and leaves the rest of the memfd unallocated (a read of a hole
+ * through a shared mapping would allocate it). */
+static void scrape_does_not_make_untouched_smb_pages_resident(void **state) {
+  test_service_t *ts = *state;
+  enum { FAR_PAGE = 1500 };
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  assert_int_equal(raw_producer_connect(&p, ts, "big", "scrape.ds", 4, 8192, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 256, 1, "scrape.ds");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(p.smb_size, 8192 * 1024);
+  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
+  assert_int_equal(raw_producer_register_writer(&p, 2), 0);
+  /* One writer each, two packets each: a scraped chunk that is still being written keeps
+   * its last packet back (it may be unfinished). */
+  uint8_t pk[2][64];
+  const uint8_t *f[2] = {pk[0], pk[1]};
+  size_t l[2];
+  const char *names[2] = {"near", "far"};
+  const uint32_t pages[2] = {2, FAR_PAGE};
+  for (uint32_t i = 0; i < 2; i++) {
+    l[0] = make_test_packet(pk[0], sizeof(pk[0]), names[i], 0);
+    l[1] = make_test_packet(pk[1], sizeof(pk[1]), names[i], 1);
+    assert_int_equal(raw_producer_write_chunk_ex(&p, pages[i], 0, TG_PAGE_DIV_1,
+                                                 (uint16_t)(1 + i), 0, 0, f, l,
+                                                 2, false), 0);
+  }
+  bool res[FAR_PAGE + 1];
+  assert_int_equal(smb_resident_pages(&p, res, FAR_PAGE + 1), 2);
+
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "near", 0), 1);
+  assert_int_equal(count_str(out, n, "far", 0), 1);
+  free_packets(out, n);
+  assert_int_equal(smb_resident_pages(&p, res, FAR_PAGE + 1), 2);
+  assert_true(res[2] && res[FAR_PAGE]);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 static void sync_marker_and_service_events_are_in_the_trace(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -757,6 +823,9 @@ int main(void) {
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(producer_config_sets_the_smb_size,
                                       test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          scrape_does_not_make_untouched_smb_pages_resident,
+          test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(sync_marker_and_service_events_are_in_the_trace,
                                       test_service_setup, test_service_teardown),
   };
