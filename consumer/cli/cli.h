@@ -103,7 +103,10 @@ int cli_tls_defaults(cli_remote_opts_t *ro);
    "$TRACEGATE_CA, or ca in the config file)", 0, 0},                         \
   {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
    "the name the relays' certificates must carry (default: the host part of " \
-   "-H; needed when connecting by IP address)", 0, 0},                     \
+   "-H; needed when connecting by IP address)", 0, 0}
+/* record's TLS session cache flag (the one-shot commands make a single
+ * connection: nothing to resume). */
+#define CLI_SESSION_CACHE_FLAG(ro)                                            \
   {"session-cache", TG_FLAG_STRING, &(ro)->session_cache, "on|off|FILE",      \
    "keep TLS sessions across runs so that the next run against the same "    \
    "relays resumes them (no public-key work) while their tickets live (1 h "  \

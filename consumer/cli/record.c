@@ -171,6 +171,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "more hosts, one per line: HOST [name=SERVER_NAME] ('#' starts a "
        "comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
+      CLI_SESSION_CACHE_FLAG(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
       {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
