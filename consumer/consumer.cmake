@@ -48,7 +48,14 @@ add_library(tg_cli_targets STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli/hosts_file.c
 )
 target_link_libraries(tg_cli_targets PUBLIC tg_consumer tg_ipc)
+# The CLI's saved TLS sessions and their file, apart for the same reason
+# (tests/fuzz/fuzz_session_cache.c) and for its unit test.
+add_library(tg_cli_session_cache STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/cli/session_cache.c
+)
+target_link_libraries(tg_cli_session_cache PUBLIC tg_common)
 # tg_probes_core: only probes_config.c's tg_probes_unacted_fields(), for
 # the warning about config fields the probes ignore (record_check.c).
-target_link_libraries(tracegate PRIVATE tg_cli_targets tg_consumer tg_tls
+target_link_libraries(tracegate PRIVATE tg_cli_targets tg_cli_session_cache
+                      tg_consumer tg_tls
                       tg_probes_core)

@@ -651,10 +651,14 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   b->opened_ms = uv_now(b->env->loop);
   tg_relay_filter_init(&b->filter, b->identity, b->env->host);
   set_session_tag(b);
-  TG_INFO("%s@%s: connected with role %s", who(b), b->addr,
-          tg_authz_role_name(role));
+  /* Operators (and tests) tell an abbreviated TLS handshake by this word. */
+  const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)
+                                       ? ", TLS resumed"
+                                       : ", TLS full handshake";
+  TG_INFO("%s@%s: connected with role %s%s", who(b), b->addr,
+          tg_authz_role_name(role), tls);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
-                 "role %s", tg_authz_role_name(role));
+                 "role %s%s", tg_authz_role_name(role), tls);
 }
 
 static void on_handshake(tg_tls_chan_t *ch, int status) {

@@ -233,6 +233,7 @@ int main(int argc, char **argv) {
   uint64_t session_lease_ms = 0;
   uint64_t replay_window_kb = 8192;
   uint64_t ready_fd = 0;
+  uint64_t ticket_lifetime_s = TG_TLS_TICKET_LIFETIME_DEFAULT_S;
   int log_level = TG_LOG_INFO;
   bool stdio = false, version = false;
   const tg_flag_t flags[] = {
@@ -253,6 +254,15 @@ int main(int argc, char **argv) {
       {"authz", TG_FLAG_STRING, &authz_path, "FILE",
        "authorization file: \"identity observe|record\" lines, reloaded on "
        "SIGHUP (required unless --stdio)", 0, 0},
+      {"session-ticket-lifetime", TG_FLAG_UINT, &ticket_lifetime_s,
+       "SECONDS",
+       "issue TLS session tickets accepted this long, so that a client "
+       "reconnecting within it resumes without any public-key operation "
+       "(its certificate is still checked against the CRL in force and its "
+       "dates). The keys that seal tickets live in memory only, are "
+       "replaced every lifetime, and a restart forgets them. 0: no tickets, "
+       "every handshake a full one (forward secrecy for every connection)",
+       0, TG_TLS_TICKET_LIFETIME_MAX_S},
       {"max-conns", TG_FLAG_UINT, &max_conns, "N",
        "connections at once (handshakes included); more are refused", 1,
        65535},
@@ -344,7 +354,8 @@ int main(int argc, char **argv) {
                         .cert_file = cert,
                         .key_file = key,
                         .ca_file = ca,
-                        .crl_file = crl};
+                        .crl_file = crl,
+                        .ticket_lifetime_s = (uint32_t)ticket_lifetime_s};
     if (tg_tls_config_new(&to, &r.tls, err, sizeof(err)) < 0) {
       TG_ERROR("TLS: %s", err);
       goto out;

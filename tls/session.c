@@ -16,13 +16,22 @@
 #include <mbedtls/error.h>
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/platform_util.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
 #include "tracegate/error.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
+/* A client keeps a ticket no longer than this, whatever the server's hint
+ * says (a hint of 0 means "not said": then the default lifetime). */
+#define CLIENT_TICKET_MAX_S (24u * 3600)
+/* Serialised sessions are a few hundred bytes plus the peer's certificate
+ * and the ticket: anything larger is not one of ours. */
+#define SAVED_SESSION_MAX (16u * 1024)
 
 struct tg_tls_config {
   bool server;
@@ -37,6 +46,12 @@ struct tg_tls_config {
   char *crl_file;        /* for reloads without a path */
   int suites[8];         /* 0-terminated; conf points here */
   mbedtls_ecp_group_id groups[32]; /* NONE-terminated; conf points here */
+  /* Server: session tickets (RFC 5077), keys in memory only. */
+  bool tickets;
+  mbedtls_ssl_ticket_context ticket;
+  /* The session inside mbedtls_ssl_handshake() right now (one thread), so
+   * that the ticket callback can mark it resumed. */
+  tg_tls_session_t *in_handshake;
 };
 
 struct tg_tls_session {
@@ -45,6 +60,9 @@ struct tg_tls_session {
   tg_buf_t in;  /* ciphertext received, not yet read by mbedtls */
   tg_buf_t out; /* ciphertext produced, not yet taken by the caller */
   bool done;    /* handshake complete and peer accepted */
+  bool resumed; /* abbreviated handshake from a ticket */
+  bool chain_verified; /* a certificate chain was verified in this handshake */
+  bool offered; /* client: a saved session was handed to mbedtls */
   int dead;     /* sticky failure status, 0 while usable */
   bool has_identity;
   char identity[TG_TLS_IDENTITY_MAX + 1];
@@ -179,6 +197,7 @@ static int load_crl(tg_tls_config_t *cfg, mbedtls_x509_crl *crl,
 
 static void config_destroy(tg_tls_config_t *cfg) {
   mbedtls_ssl_config_free(&cfg->conf);
+  mbedtls_ssl_ticket_free(&cfg->ticket);
   mbedtls_ctr_drbg_free(&cfg->drbg);
   mbedtls_entropy_free(&cfg->entropy);
   mbedtls_x509_crt_free(&cfg->ca);
@@ -224,6 +243,71 @@ static int load_identity(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
   return 0;
 }
 
+/* Server side of the ticket callbacks: mbedtls's own AEAD ticket code,
+ * plus a note on the session being resumed (mbedtls keeps that fact in
+ * its handshake state, which is gone by the time the handshake returns). */
+static int ticket_write(void *p, const mbedtls_ssl_session *session,
+                        unsigned char *start, const unsigned char *end,
+                        size_t *tlen, uint32_t *lifetime) {
+  tg_tls_config_t *cfg = p;
+  return mbedtls_ssl_ticket_write(&cfg->ticket, session, start, end, tlen,
+                                  lifetime);
+}
+
+static int ticket_parse(void *p, mbedtls_ssl_session *session,
+                        unsigned char *buf, size_t len) {
+  tg_tls_config_t *cfg = p;
+  int ret = mbedtls_ssl_ticket_parse(&cfg->ticket, session, buf, len);
+  if (ret == 0 && cfg->in_handshake) cfg->in_handshake->resumed = true;
+  return ret;
+}
+
+/* Tickets: a server issues them when asked to (ticket_lifetime_s > 0),
+ * sealed with AES-256-GCM under keys drawn from the DRBG now, held in
+ * memory only and rotated by mbedtls every lifetime (a ticket is accepted
+ * for at most one lifetime after it was issued); a restart forgets them.
+ * A client always accepts tickets: it resumes only when its owner hands it
+ * a saved session (tg_tls_session_offer()). */
+static int setup_tickets(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
+                         char *err, size_t errlen) {
+#if defined(MBEDTLS_SSL_SESSION_TICKETS) && defined(MBEDTLS_SSL_TICKET_C)
+  if (!o->server) {
+    mbedtls_ssl_conf_session_tickets(&cfg->conf,
+                                     MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
+    return 0;
+  }
+  mbedtls_ssl_conf_session_tickets(&cfg->conf,
+                                   MBEDTLS_SSL_SESSION_TICKETS_DISABLED);
+  if (o->ticket_lifetime_s == 0) return 0;
+  if (o->ticket_lifetime_s > TG_TLS_TICKET_LIFETIME_MAX_S) {
+    set_err(err, errlen, "ticket lifetime %u s is over the maximum %u s",
+            (unsigned)o->ticket_lifetime_s, TG_TLS_TICKET_LIFETIME_MAX_S);
+    return TG_EBAD_CONFIG;
+  }
+  int ret = mbedtls_ssl_ticket_setup(&cfg->ticket, mbedtls_ctr_drbg_random,
+                                     &cfg->drbg, MBEDTLS_CIPHER_AES_256_GCM,
+                                     o->ticket_lifetime_s);
+  if (ret != 0) {
+    char m[160];
+    mbed_text(ret, m, sizeof(m));
+    set_err(err, errlen, "cannot set up session tickets: %s (-0x%04x)", m,
+            (unsigned)-ret);
+    return ret == MBEDTLS_ERR_SSL_ALLOC_FAILED ? -ENOMEM : TG_ETLS;
+  }
+  mbedtls_ssl_conf_session_tickets_cb(&cfg->conf, ticket_write, ticket_parse,
+                                      cfg);
+  cfg->tickets = true;
+  return 0;
+#else
+  (void)cfg;
+  if (o->server && o->ticket_lifetime_s) {
+    set_err(err, errlen, "this mbedtls build has no session tickets");
+    return TG_EBAD_CONFIG;
+  }
+  return 0;
+#endif
+}
+
 int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
                       char *err, size_t errlen) {
   set_err(err, errlen, "%s", "");
@@ -258,6 +342,7 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   mbedtls_x509_crt_init(&cfg->ca);
   mbedtls_x509_crt_init(&cfg->own_cert);
   mbedtls_pk_init(&cfg->own_key);
+  mbedtls_ssl_ticket_init(&cfg->ticket);
 
   int rv;
   static const char pers[] = "tracegate-tls";
@@ -302,10 +387,8 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
 #if defined(MBEDTLS_SSL_RENEGOTIATION)
   mbedtls_ssl_conf_renegotiation(&cfg->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
 #endif
-#if defined(MBEDTLS_SSL_SESSION_TICKETS)
-  mbedtls_ssl_conf_session_tickets(&cfg->conf,
-                                   MBEDTLS_SSL_SESSION_TICKETS_DISABLED);
-#endif
+  rv = setup_tickets(cfg, o, err, errlen);
+  if (rv) goto fail;
   if (o->server && o->client_auth == TG_TLS_CLIENT_CERT_NONE)
     mbedtls_ssl_conf_authmode(&cfg->conf, MBEDTLS_SSL_VERIFY_NONE);
   else
@@ -409,6 +492,18 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n) {
   return (int)n;
 }
 
+/* Runs for each certificate of a chain mbedtls verifies: only in a full
+ * handshake, never in one resumed from a ticket. Changes no verdict. */
+static int note_verify(void *ctx, mbedtls_x509_crt *crt, int depth,
+                       uint32_t *flags) {
+  (void)crt;
+  (void)depth;
+  (void)flags;
+  tg_tls_session_t *s = ctx;
+  s->chain_verified = true;
+  return 0;
+}
+
 int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
                        size_t in_max, tg_tls_session_t **out) {
   *out = NULL;
@@ -432,6 +527,7 @@ int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
     return ret == MBEDTLS_ERR_SSL_BAD_INPUT_DATA ? -EINVAL : -ENOMEM;
   }
   mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
+  mbedtls_ssl_set_verify(&s->ssl, note_verify, s);
   *out = s;
   return 0;
 }
@@ -575,23 +671,78 @@ static void extract_identity(tg_tls_session_t *s) {
   s->has_identity = true;
 }
 
+static int refuse_peer(tg_tls_session_t *s, unsigned char alert) {
+  (void)mbedtls_ssl_send_alert_message(&s->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
+                                       alert);
+  s->dead = TG_ETLS_CERT;
+  return s->dead;
+}
+
+/* Whether |crt| is on a list of |crl| (a chain of CRLs) issued by its
+ * issuer. */
+static bool revoked_now(const mbedtls_x509_crt *crt,
+                        const mbedtls_x509_crl *crl) {
+  for (const mbedtls_x509_crl *c = crl; c && c->version != 0; c = c->next)
+    if (c->issuer_raw.len == crt->issuer_raw.len &&
+        memcmp(c->issuer_raw.p, crt->issuer_raw.p, crt->issuer_raw.len) == 0 &&
+        mbedtls_x509_crt_is_revoked(crt, c))
+      return true;
+  return false;
+}
+
+/* A session resumed from a ticket skips certificate verification: the
+ * ticket carries the client certificate that was verified when it was
+ * issued (MBEDTLS_SSL_KEEP_PEER_CERTIFICATE), and what may have changed
+ * since is checked again here, as of now: the CRL in force, the validity
+ * dates. The chain itself cannot have changed: the CA is fixed for the
+ * config's life and the ticket is sealed by this process. */
+static int recheck_resumed_client(tg_tls_session_t *s) {
+  const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&s->ssl);
+  if (s->cfg->client_auth != TG_TLS_CLIENT_CERT_REQUIRED) return 0;
+  if (!crt || mbedtls_ssl_get_verify_result(&s->ssl) != 0) {
+    snprintf(s->why, sizeof(s->why),
+             "resumed session carries no verified client certificate");
+    return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
+  }
+  if (s->cfg->crl && revoked_now(crt, s->cfg->crl)) {
+    snprintf(s->why, sizeof(s->why),
+             "client certificate has been revoked (resumed session, checked "
+             "against the CRL in force)");
+    return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_CERT_REVOKED);
+  }
+  if (mbedtls_x509_time_is_past(&crt->valid_to) ||
+      mbedtls_x509_time_is_future(&crt->valid_from)) {
+    snprintf(s->why, sizeof(s->why),
+             "client certificate has expired or is not yet valid (resumed "
+             "session)");
+    return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_CERT_EXPIRED);
+  }
+  return 0;
+}
+
 int tg_tls_handshake(tg_tls_session_t *s) {
   if (s->done) return 0;
   if (s->dead) return s->dead;
+  s->cfg->in_handshake = s;
   int ret = mbedtls_ssl_handshake(&s->ssl);
+  s->cfg->in_handshake = NULL;
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
     return -EAGAIN;
   if (ret != 0) return fail(s, ret, true);
+  /* A client that verified no chain resumed: mbedtls verifies the server's
+   * certificate in every full handshake (VERIFY_REQUIRED). */
+  if (!s->cfg->server) s->resumed = s->offered && !s->chain_verified;
   extract_identity(s);
   if (s->cfg->server && s->cfg->client_auth == TG_TLS_CLIENT_CERT_REQUIRED &&
       !s->has_identity) {
     snprintf(s->why, sizeof(s->why),
              "client certificate has no usable identity (one CN or a DNS SAN "
              "of printable ASCII without spaces)");
-    (void)mbedtls_ssl_send_alert_message(&s->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
-                                         MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
-    s->dead = TG_ETLS_CERT;
-    return s->dead;
+    return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
+  }
+  if (s->cfg->server && s->resumed) {
+    int rv = recheck_resumed_client(s);
+    if (rv) return rv;
   }
   s->done = true;
   return 0;
@@ -649,4 +800,98 @@ const char *tg_tls_ciphersuite(const tg_tls_session_t *s) {
   if (!s->done) return "none";
   const char *n = mbedtls_ssl_get_ciphersuite(&s->ssl);
   return n ? n : "none";
+}
+
+bool tg_tls_session_resumed(const tg_tls_session_t *s) {
+  return s->done && s->resumed;
+}
+
+int tg_tls_session_offer(tg_tls_session_t *s, const uint8_t *data_untrusted,
+                         size_t len) {
+  if (s->cfg->server || s->done || s->dead || s->offered) return -EINVAL;
+  if (len == 0 || len > SAVED_SESSION_MAX) return -EINVAL;
+  mbedtls_ssl_session sess;
+  mbedtls_ssl_session_init(&sess);
+  int ret = mbedtls_ssl_session_load(&sess, data_untrusted, len);
+  int rv = 0;
+  if (ret == MBEDTLS_ERR_SSL_ALLOC_FAILED) rv = -ENOMEM;
+  else if (ret != 0) rv = -EINVAL; /* another build's, or not a session */
+  if (rv == 0) {
+#if defined(MBEDTLS_SSL_SESSION_TICKETS)
+    if (sess.ticket == NULL || sess.ticket_len == 0) rv = -EINVAL;
+#endif
+  }
+  if (rv == 0) {
+    ret = mbedtls_ssl_set_session(&s->ssl, &sess);
+    if (ret == MBEDTLS_ERR_SSL_ALLOC_FAILED) rv = -ENOMEM;
+    else if (ret != 0) rv = -EINVAL;
+  }
+  mbedtls_ssl_session_free(&sess);
+  if (rv == 0) s->offered = true;
+  return rv;
+}
+
+int tg_tls_session_save(const tg_tls_session_t *s, uint8_t **out,
+                        size_t *len, uint64_t *expires) {
+  *out = NULL;
+  *len = 0;
+  *expires = 0;
+  if (s->cfg->server || !s->done || s->dead) return -EINVAL;
+#if defined(MBEDTLS_SSL_SESSION_TICKETS)
+  mbedtls_ssl_session sess;
+  mbedtls_ssl_session_init(&sess);
+  int ret = mbedtls_ssl_get_session(&s->ssl, &sess);
+  int rv = 0;
+  if (ret == MBEDTLS_ERR_SSL_ALLOC_FAILED) rv = -ENOMEM;
+  else if (ret != 0) rv = TG_ETLS;
+  else if (sess.ticket == NULL || sess.ticket_len == 0) rv = -ENOENT;
+  size_t need = 0;
+  if (rv == 0) {
+    ret = mbedtls_ssl_session_save(&sess, NULL, 0, &need);
+    if (ret != MBEDTLS_ERR_SSL_BUFFER_TOO_SMALL || need == 0 ||
+        need > SAVED_SESSION_MAX)
+      rv = TG_ETLS;
+  }
+  uint8_t *buf = rv == 0 ? malloc(need) : NULL;
+  if (rv == 0 && !buf) rv = -ENOMEM;
+  if (rv == 0 && mbedtls_ssl_session_save(&sess, buf, need, &need) != 0)
+    rv = TG_ETLS;
+  if (rv == 0) {
+    /* The ticket lives from the full handshake that earned it (start,
+     * kept across resumptions) for the server's hint, within our cap. */
+    uint32_t life = sess.ticket_lifetime;
+    if (life == 0) life = TG_TLS_TICKET_LIFETIME_DEFAULT_S;
+    if (life > CLIENT_TICKET_MAX_S) life = CLIENT_TICKET_MAX_S;
+    int64_t start = (int64_t)sess.start;
+    *expires = start > 0 ? (uint64_t)start + life : 0;
+    *out = buf;
+    *len = need;
+    buf = NULL;
+  }
+  if (buf) {
+    mbedtls_platform_zeroize(buf, need);
+    free(buf);
+  }
+  mbedtls_ssl_session_free(&sess);
+  return rv;
+#else
+  return -ENOENT;
+#endif
+}
+
+static void sha256_chain(const mbedtls_x509_crt *crt, uint8_t out[32]) {
+  mbedtls_sha256_context c;
+  mbedtls_sha256_init(&c);
+  mbedtls_sha256_starts_ret(&c, 0);
+  for (; crt && crt->raw.p; crt = crt->next)
+    mbedtls_sha256_update_ret(&c, crt->raw.p, crt->raw.len);
+  mbedtls_sha256_finish_ret(&c, out);
+  mbedtls_sha256_free(&c);
+}
+
+void tg_tls_config_fingerprints(const tg_tls_config_t *cfg,
+                                uint8_t own[TG_TLS_FINGERPRINT_SIZE],
+                                uint8_t ca[TG_TLS_FINGERPRINT_SIZE]) {
+  sha256_chain(&cfg->own_cert, own);
+  sha256_chain(&cfg->ca, ca);
 }

@@ -5,9 +5,18 @@
  * A tg_tls_config_t is loaded once from PEM files (certificate, key, CA,
  * optional CRL) and shared by many sessions. Policy is fixed here, not in
  * callers: TLS 1.2 only, ECDHE key exchange with AEAD ciphers only
- * (AES-GCM, CHACHA20-POLY1305), no renegotiation, no session resumption,
- * the peer's certificate always verified against the CA (and CRL); a server
- * requires a client certificate unless told otherwise.
+ * (AES-GCM, CHACHA20-POLY1305), no renegotiation, the peer's certificate
+ * always verified against the CA (and CRL); a server requires a client
+ * certificate unless told otherwise.
+ *
+ * Resumption: session tickets (RFC 5077) only, no server-side session
+ * cache. A server issues tickets when its options give them a lifetime;
+ * their keys live in its memory only (a restart invalidates every ticket)
+ * and a resumed client's certificate, carried inside the ticket, is
+ * checked again against the CRL in force and its validity dates. A client
+ * resumes only when its owner offers a session saved from an earlier
+ * connection (tg_tls_session_save / tg_tls_session_offer); whether it
+ * did is tg_tls_session_resumed(). docs/security.md says what this trades.
  *
  *   socket --ciphertext--> tg_tls_feed() --> [in] --> mbedtls
  *   mbedtls --> [out] --> tg_tls_out() --ciphertext--> socket
@@ -39,6 +48,15 @@
 /* Longest identity tg_tls_peer_identity() returns (an X.509 CN is <= 64). */
 #define TG_TLS_IDENTITY_MAX 255
 
+/* Session tickets: the relay's default lifetime, and the longest allowed.
+ * Short on purpose: a ticket key, while it lives, opens every session
+ * resumed under it. */
+#define TG_TLS_TICKET_LIFETIME_DEFAULT_S 3600u
+#define TG_TLS_TICKET_LIFETIME_MAX_S 86400u
+
+/* SHA-256 of certificates (tg_tls_config_fingerprints). */
+#define TG_TLS_FINGERPRINT_SIZE 32
+
 typedef struct tg_tls_config tg_tls_config_t;
 typedef struct tg_tls_session tg_tls_session_t;
 
@@ -62,6 +80,10 @@ typedef struct tg_tls_opts {
   const char *crl_file;
   /* Server only. Zero-initialised options require client certificates. */
   tg_tls_client_auth_t client_auth;
+  /* Server only: issue session tickets accepted for this many seconds
+   * (at most TG_TLS_TICKET_LIFETIME_MAX_S); 0: no tickets, every
+   * handshake is a full one. Clients always accept tickets. */
+  uint32_t ticket_lifetime_s;
 } tg_tls_opts_t;
 
 /* Loads and checks every file, seeds the DRBG. On success *out owns the
@@ -133,6 +155,40 @@ void tg_tls_close_notify(tg_tls_session_t *s);
  * the peer sent no certificate (server without client auth) or it names
  * nothing usable. Owned by the session. */
 const char *tg_tls_peer_identity(const tg_tls_session_t *s);
+
+/* After a successful handshake: whether it was an abbreviated one,
+ * resumed from a ticket (no public-key operation, no certificate chain
+ * verified; a server re-checked the client certificate from the ticket
+ * against the CRL in force and its dates, and refused it if need be). */
+bool tg_tls_session_resumed(const tg_tls_session_t *s);
+
+/* Client, before the first tg_tls_handshake(): offers a session saved by
+ * tg_tls_session_save() from an earlier connection to the same server
+ * (|data_untrusted|, |len| bytes, read here only: a file's bytes are
+ * checked by mbedtls's loader, which refuses another build's format).
+ * The server may still decline it: then a full handshake happens. Returns
+ * 0, -EINVAL (not a usable session: the caller just goes without),
+ * -ENOMEM. */
+int tg_tls_session_offer(tg_tls_session_t *s, const uint8_t *data_untrusted,
+                         size_t len);
+
+/* Client, after a successful handshake: the session, serialised, for
+ * tg_tls_session_offer() on a later connection. *out (malloc'd, *len
+ * bytes) is the caller's: it holds the session's master secret, so wipe it
+ * (mbedtls_platform_zeroize) before freeing. *expires is when the server
+ * stops accepting it (Unix seconds: the full handshake's time plus the
+ * ticket's lifetime hint, at most a day). Returns 0, -ENOENT (the server
+ * issued no ticket), -EINVAL (no completed client handshake), -ENOMEM,
+ * TG_ETLS. */
+int tg_tls_session_save(const tg_tls_session_t *s, uint8_t **out,
+                        size_t *len, uint64_t *expires);
+
+/* SHA-256 of the config's own certificate (over nothing when it has none)
+ * and of its CA chain, into caller-provided arrays: what a saved session
+ * is tied to, so that another identity or trust never reuses it. */
+void tg_tls_config_fingerprints(const tg_tls_config_t *cfg,
+                                uint8_t own[TG_TLS_FINGERPRINT_SIZE],
+                                uint8_t ca[TG_TLS_FINGERPRINT_SIZE]);
 
 /* Why the last failure happened, for logs: mbedtls's text and raw code,
  * with the certificate verification flags spelt out ("certificate has

@@ -388,8 +388,10 @@ static void handshake_done(tg_tls_chan_t *ch) {
   const char *id = tg_tls_peer_identity(ch->tls);
   snprintf(ch->identity, sizeof(ch->identity), "%s", id ? id : "");
   snprintf(ch->suite, sizeof(ch->suite), "%s", tg_tls_ciphersuite(ch->tls));
-  TG_INFO("tls: %s %s: verified, identity '%s', %s", role(ch), ch->peer,
-          ch->identity, ch->suite);
+  ch->resumed = tg_tls_session_resumed(ch->tls);
+  TG_INFO("tls: %s %s: verified, identity '%s', %s, %s", role(ch), ch->peer,
+          ch->identity, ch->suite,
+          ch->resumed ? "resumed" : "full handshake");
   ch->plain = malloc(PLAIN_CAP);
   if (!ch->plain) {
     tg__tls_chan_fail_handshake(ch, -ENOMEM);
@@ -564,10 +566,23 @@ int tg__tls_chan_new(uv_loop_t *loop, tg_tls_config_t *cfg,
   tg_buf_init(&ch->ctl, 0);
   tg_buf_init(&ch->bulk, 0);
   tg_buf_init(&ch->wbuf, 0);
+  /* Borrowed for this call only: not kept past it. */
+  ch->opts.resume_session = NULL;
+  ch->opts.resume_session_len = 0;
   int rv = tg_tls_session_new(cfg, hostname, TLS_IN_MAX, &ch->tls);
   if (rv) {
     free(ch);
     return rv;
+  }
+  if (!ch->server && opts->resume_session && opts->resume_session_len) {
+    rv = tg_tls_session_offer(ch->tls, opts->resume_session,
+                              opts->resume_session_len);
+    /* A session mbedtls cannot use costs a full handshake, nothing more. */
+    if (rv == -ENOMEM) {
+      tg_tls_session_free(ch->tls);
+      free(ch);
+      return rv;
+    }
   }
   rv = uv_tcp_init(loop, &ch->tcp);
   if (rv) {
@@ -655,6 +670,19 @@ tg_transport_t *tg_tls_chan_transport(tg_tls_chan_t *ch) { return &ch->base; }
 
 tg_tls_chan_t *tg_tls_chan_from_transport(tg_transport_t *t) {
   return t && t->ops == &chan_ops ? (tg_tls_chan_t *)t : NULL;
+}
+
+bool tg_tls_chan_resumed(const tg_tls_chan_t *ch) { return ch->resumed; }
+
+void *tg_tls_chan_owner(const tg_tls_chan_t *ch) { return ch->opts.owner; }
+
+int tg_tls_chan_save_session(const tg_tls_chan_t *ch, uint8_t **out,
+                             size_t *len, uint64_t *expires) {
+  *out = NULL;
+  *len = 0;
+  *expires = 0;
+  if (!ch->tls || ch->state != ST_OPEN) return -EINVAL;
+  return tg_tls_session_save(ch->tls, out, len, expires);
 }
 
 const char *tg_tls_chan_peer_identity(const tg_tls_chan_t *ch) {

@@ -71,6 +71,14 @@ typedef struct tg_tls_chan_opts {
    * 0: 16 x high_water. */
   size_t max_queued;
   tg_tls_chan_handshake_cb on_handshake; /* required */
+  /* The owner's pointer, for on_handshake: tg_tls_chan_owner(). */
+  void *owner;
+  /* Client: a session saved by tg_tls_chan_save_session() from an earlier
+   * connection to the same server, offered for resumption (the server may
+   * decline: then a full handshake). Borrowed during the connect call
+   * only; NULL/0: none. */
+  const uint8_t *resume_session;
+  size_t resume_session_len;
 } tg_tls_chan_opts_t;
 
 /* Accepts a pending connection on |server| (a listening uv_tcp_t) and
@@ -110,6 +118,19 @@ int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
 
 /* Changes the idle timeout of an open channel (0: none) from now on. */
 void tg_tls_chan_set_idle_timeout(tg_tls_chan_t *ch, uint32_t ms);
+
+/* Once the handshake succeeded: whether it was resumed from a session
+ * ticket (tg_tls_session_resumed()). */
+bool tg_tls_chan_resumed(const tg_tls_chan_t *ch);
+
+/* opts->owner as given. */
+void *tg_tls_chan_owner(const tg_tls_chan_t *ch);
+
+/* Client, inside on_handshake(ch, 0) or later while the channel is open:
+ * tg_tls_session_save() of its session (the caller owns *out and wipes
+ * it). -EINVAL when not open. */
+int tg_tls_chan_save_session(const tg_tls_chan_t *ch, uint8_t **out,
+                             size_t *len, uint64_t *expires);
 
 /* The peer's identity (certificate CN, else first DNS SAN) once the
  * handshake succeeded, else NULL. Owned by the channel, valid until

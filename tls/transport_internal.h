@@ -43,6 +43,7 @@ struct tg_tls_chan {
   bool eof_pending; /* peer closed while paused with input left */
   bool writing;     /* wreq in flight over wbuf */
   bool above_high_water;
+  bool resumed;     /* the handshake was resumed from a ticket */
   int handles_open;
   int close_status;
 

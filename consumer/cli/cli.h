@@ -71,15 +71,18 @@ typedef struct cli_remote_opts {
   const char *hosts_file;
   const char *cert, *key, *ca;
   const char *server_name; /* --tls-server-name */
-  /* cli_tls_defaults(): the config file's values that cert, key and ca
-   * may point to. */
-  char file_vals[3][CLI_TLS_PATH_MAX];
+  /* --session-cache: "off" (default), "on" or a file (session_cache.h). */
+  const char *session_cache;
+  /* cli_tls_defaults(): the config file's values that cert, key, ca and
+   * session_cache may point to. */
+  char file_vals[4][CLI_TLS_PATH_MAX];
 } cli_remote_opts_t;
 
-/* tls_defaults.c: fills |ro|'s cert, key and ca that no flag gave from
- * $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then the per-user config
- * file ($XDG_CONFIG_HOME or ~/.config, tracegate/config: "cert = PATH",
- * "key = PATH", "ca = PATH" lines). The certificate and key come as a
+/* tls_defaults.c: fills |ro|'s cert, key, ca and session_cache that no
+ * flag gave from $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA,
+ * $TRACEGATE_SESSION_CACHE, then the per-user config file
+ * ($XDG_CONFIG_HOME or ~/.config, tracegate/config: "cert = PATH",
+ * "key = PATH", "ca = PATH", "session_cache = on|off|PATH" lines). The certificate and key come as a
  * pair from one source. Returns -1 after printing why the file is wrong;
  * a missing file is no error. */
 int cli_tls_defaults(cli_remote_opts_t *ro);
@@ -101,6 +104,19 @@ int cli_tls_defaults(cli_remote_opts_t *ro);
   {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
    "the name the relays' certificates must carry (default: the host part of " \
    "-H; needed when connecting by IP address)", 0, 0}
+/* record's TLS session cache flag (the one-shot commands make a single
+ * connection: nothing to resume). */
+#define CLI_SESSION_CACHE_FLAG(ro)                                            \
+  {"session-cache", TG_FLAG_STRING, &(ro)->session_cache, "on|off|FILE",      \
+   "keep TLS sessions across runs so that the next run against the same "    \
+   "relays resumes them (no public-key work) while their tickets live (1 h "  \
+   "by default): on (~/.cache/tracegate/sessions, or under "                \
+   "$XDG_CACHE_HOME), off, or a file. The file holds the sessions' master "  \
+   "secrets: whoever reads it can decrypt recorded traffic of sessions "     \
+   "resumed from it (no forward secrecy for those), so it is as sensitive "  \
+   "as the key (kept 0600). Default: off, or $TRACEGATE_SESSION_CACHE, or "  \
+   "session_cache in the config file. Reconnections within a run always "    \
+   "resume from memory", 0, 0}
 
 /* A connection for the one-shot commands, with a synchronous feel: each
  * step runs the loop until its callback fired. */

@@ -4,14 +4,17 @@
  * Ctrl-C, and ends with the summary once every host is done or failed.
  * The hosts themselves live in fleet_host.c. */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "consumer/cli/fleet.h"
+#include "consumer/cli/session_cache.h"
 #include "consumer/packet_inflate.h"
 #include "tracegate/error.h"
 #include "common/log.h"
@@ -211,7 +214,11 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
   if (f->n > 1 && f->traced == f->n) {
     char el[32];
     cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
-    fleet_say(f, "all %zu hosts tracing, %s after the start", f->n, el);
+    char tls[80] = "";
+    if (f->tls_counts.full + f->tls_counts.resumed)
+      snprintf(tls, sizeof(tls), " (TLS: %" PRIu64 " full handshakes, %" PRIu64
+               " resumed)", f->tls_counts.full, f->tls_counts.resumed);
+    fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
   }
 }
 
@@ -301,6 +308,33 @@ static int commit_merged(fleet_t *f) {
   return 0;
 }
 
+/* The run's saved TLS sessions: in memory always, and from the file when
+ * --session-cache asks for one. */
+static int open_sessions(fleet_t *f, tg_tls_config_t *tls) {
+  if (!tls) return 0;
+  int on = cli_session_cache_resolve(f->o->remote.session_cache,
+                                     f->sessions_path,
+                                     sizeof(f->sessions_path));
+  if (on < 0) {
+    fprintf(stderr, CLI_PROG " record: --session-cache %s: not on, off or a "
+            "file path (with a '/')%s\n", f->o->remote.session_cache,
+            strcmp(f->o->remote.session_cache, "on") ? ""
+                : " (on: no $HOME or $XDG_CACHE_HOME)");
+    return -1;
+  }
+  if (!on) f->sessions_path[0] = 0;
+  uint8_t own[TG_TLS_FINGERPRINT_SIZE], ca[TG_TLS_FINGERPRINT_SIZE];
+  tg_tls_config_fingerprints(tls, own, ca);
+  if (cli_session_cache_new(own, ca, &f->sessions) < 0 ||
+      (on && cli_session_cache_load(f->sessions, f->sessions_path,
+                                    (uint64_t)time(NULL)) < 0)) {
+    fprintf(stderr, CLI_PROG " record: out of memory\n");
+    return -1;
+  }
+  f->env.sessions = f->sessions;
+  return 0;
+}
+
 int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  const cli_target_t *targets, size_t n,
                  tg_tls_config_t *tls) {
@@ -338,6 +372,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.tls = tls;
   f->env.server_name = o->remote.server_name;
   f->env.dead_link_timeout_s = (uint32_t)((f->dead_link_ms + 999) / 1000);
+  f->env.counts = &f->tls_counts;
+  if (open_sessions(f, tls) < 0) goto out;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
   if (open_outputs(f) < 0) {
     for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
@@ -368,6 +404,9 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     goto out;
   }
   uv_update_time(&loop);
+  if (f->sessions_path[0])
+    (void)cli_session_cache_store(f->sessions, f->sessions_path,
+                                  (uint64_t)time(NULL)); /* warns */
   size_t failed = fleet_ui_summary(f);
   int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
   code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -386,6 +425,7 @@ out:
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
   free(f->hosts);
   fleet_names_free(f);
+  cli_session_cache_free(f->sessions);
   tg_buf_free(&f->cfg);
   tg_buf_free(&f->inflated);
   free(f);

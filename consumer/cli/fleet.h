@@ -165,6 +165,11 @@ struct fleet {
   const record_opts_t *o;
   uv_loop_t *loop;
   cli_remote_env_t env;
+  /* TLS sessions for resumption: always in memory (reconnections), read
+   * from and written back to |sessions_path| with --session-cache. */
+  struct cli_session_cache *sessions;
+  char sessions_path[CLI_TLS_PATH_MAX];
+  cli_tls_counts_t tls_counts;
   fleet_out_mode_t mode;
   const char *out; /* -o */
   tg_buf_t cfg;    /* the TraceConfig every host gets, serialised (empty

@@ -689,8 +689,9 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   uv_timer_stop(&h->timer);
   char el[32];
   cli_format_ms(el, sizeof(el), down);
-  fleet_say(h->f, "%s: reconnected and re-attached the session after %s",
-            h->t->spec, el);
+  fleet_say(h->f, "%s: reconnected and re-attached the session after %s%s",
+            h->t->spec, el,
+            h->rt && cli_remote_resumed(h->rt) ? " (TLS resumed)" : "");
   tg_rec_replay_stats_t rs;
   tg_recording_replay_stats(rec, &rs);
   if (rs.lost_frames)

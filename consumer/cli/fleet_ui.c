@@ -195,6 +195,10 @@ size_t fleet_ui_summary(fleet_t *f) {
             " packets in all\n", quiet, quiet == f->n ? "" : "other ",
             quiet == 1 ? "" : "s", by, quiet_packets);
   }
+  if (f->tls_counts.full + f->tls_counts.resumed)
+    fprintf(stderr, "  TLS handshakes: %" PRIu64 " full, %" PRIu64
+            " resumed from a saved session\n", f->tls_counts.full,
+            f->tls_counts.resumed);
   if (failed) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
             f->n == 1 ? "" : "s");

@@ -171,6 +171,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "more hosts, one per line: HOST [name=SERVER_NAME] ('#' starts a "
        "comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
+      CLI_SESSION_CACHE_FLAG(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
       {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
@@ -325,9 +326,11 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (remote && o->attach && strlen(o->attach) > FLEET_KEY_MAX)
     return usage_error(prog, "--attach: a resume key is at most 128 characters");
   if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
-                  o->remote.server_name || o->reconnect || o->compress))
+                  o->remote.server_name || o->remote.session_cache ||
+                  o->reconnect || o->compress))
     return usage_error(prog, "--cert, --key, --ca, --tls-server-name, "
-                             "--reconnect-timeout and --compress are for "
+                             "--session-cache, --reconnect-timeout and "
+                             "--compress are for "
                              "remote hosts (-H)");
   rv = cli_parse_duration_ms(o->reconnect ? o->reconnect : DEFAULT_RECONNECT,
                              &o->reconnect_ms);

@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
+#include "consumer/cli/session_cache.h"
 #include "ipc/pipe_transport.h"
 #include "tls/dial.h"
 #include "tls/compress_transport.h"
@@ -53,6 +55,10 @@ struct cli_remote {
   char detail[600];
 
   tg_tls_chan_t *ch; /* TLS */
+  cli_session_cache_t *sessions; /* env's, borrowed */
+  cli_tls_counts_t *counts;      /* env's, borrowed */
+  bool offered, resumed;
+  char hostport[300], server_name[256]; /* the sessions' key */
 
   /* ssh */
   tg_pipe_transport_t pt;
@@ -193,12 +199,35 @@ static void peek_close(tg_transport_t *t, int status) {
   inner->on_close(t, status);
 }
 
-/* Required by tg_tls_chan; the outcome reaches the consumer anyway (bound,
- * or closed with the channel's status; the details are read at release). */
+/* The outcome reaches the consumer anyway (bound, or closed with the
+ * channel's status; the details are read at release). Here: the session
+ * is saved for the next connection to this relay, or, when an offered one
+ * ended in a refusal, forgotten (the next attempt is a full handshake). */
 static void on_handshake(tg_tls_chan_t *ch, int status) {
-  (void)ch;
-  (void)status;
+  cli_remote_t *rt = tg_tls_chan_owner(ch);
+  if (status != 0) {
+    if (rt->offered && rt->sessions)
+      cli_session_cache_forget(rt->sessions, rt->hostport, rt->server_name);
+    return;
+  }
+  rt->resumed = tg_tls_chan_resumed(ch);
+  if (rt->counts) {
+    if (rt->resumed) rt->counts->resumed++;
+    else rt->counts->full++;
+  }
+  if (!rt->sessions) return;
+  uint8_t *data;
+  size_t len;
+  uint64_t expires;
+  if (tg_tls_chan_save_session(ch, &data, &len, &expires) != 0) return;
+  /* Not saved (no room, out of memory): the next handshake is full. */
+  (void)cli_session_cache_put(rt->sessions, rt->hostport, rt->server_name,
+                              data, len, expires);
+  explicit_bzero(data, len);
+  free(data);
 }
+
+bool cli_remote_resumed(const cli_remote_t *rt) { return rt->resumed; }
 
 static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
                     const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
@@ -209,8 +238,22 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
   }
   tg_tls_chan_opts_t opts = {.dead_link_timeout_s = env->dead_link_timeout_s,
                              .handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
-                             .on_handshake = on_handshake};
+                             .on_handshake = on_handshake,
+                             .owner = rt};
   const char *name = t->server_name[0] ? t->server_name : env->server_name;
+  rt->sessions = env->sessions;
+  rt->counts = env->counts;
+  snprintf(rt->hostport, sizeof(rt->hostport), "%s", t->hostport);
+  /* The name the certificate is checked against is part of the key: a
+   * session verified for one name is never offered for another. */
+  snprintf(rt->server_name, sizeof(rt->server_name), "%s",
+           name ? name : t->host);
+  if (rt->sessions) {
+    opts.resume_session = cli_session_cache_get(
+        rt->sessions, rt->hostport, rt->server_name, (uint64_t)time(NULL),
+        &opts.resume_session_len);
+    rt->offered = opts.resume_session != NULL;
+  }
   int rv = tg_tls_chan_connect(env->loop, t->hostport, env->tls,
                                name, &opts, &placeholder_cbs, rt,
                                &rt->ch);

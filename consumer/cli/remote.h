@@ -78,7 +78,17 @@ typedef struct cli_remote_env {
   const char *server_name;
   /* TCP keepalive + user timeout on TLS links (seconds; 0: none). */
   uint32_t dead_link_timeout_s;
+  /* Saved TLS sessions (session_cache.h; NULL: every handshake full):
+   * each TLS attempt offers its target's, and a successful handshake
+   * saves the session (a refused attempt forgets it). Borrowed. */
+  struct cli_session_cache *sessions;
+  /* Counted per successful TLS handshake when not NULL. */
+  struct cli_tls_counts *counts;
 } cli_remote_env_t;
+
+typedef struct cli_tls_counts {
+  uint64_t full, resumed;
+} cli_tls_counts_t;
 
 /* Loads the client TLS configuration. Prints why and returns -1. */
 int cli_tls_load(const char *cert, const char *key, const char *ca,
@@ -95,6 +105,10 @@ typedef struct cli_remote cli_remote_t;
 int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
                     const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
                     cli_remote_t **rt, char *err, size_t n);
+
+/* Whether |rt|'s TLS handshake was resumed from a saved session (false
+ * for ssh, and until the handshake succeeded). */
+bool cli_remote_resumed(const cli_remote_t *rt);
 
 /* The zstd decorator between |rt|'s transport and its consumer, for the
  * owner to switch on once the relay agreed (owned by |rt|). */

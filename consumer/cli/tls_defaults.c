@@ -1,5 +1,6 @@
-/* Where --cert, --key and --ca come from when they are not given: the
- * environment (TRACEGATE_CERT, TRACEGATE_KEY, TRACEGATE_CA), then the
+/* Where --cert, --key, --ca and --session-cache come from when they are
+ * not given: the environment (TRACEGATE_CERT, TRACEGATE_KEY, TRACEGATE_CA,
+ * TRACEGATE_SESSION_CACHE), then the
  * per-user config file ($XDG_CONFIG_HOME/tracegate/config, by default
  * ~/.config/tracegate/config). A flag wins over the environment, which
  * wins over the file. The file's format (docs/commands.md):
@@ -8,6 +9,7 @@
  *     cert = /home/me/.tracegate/me.pem
  *     key  = /home/me/.tracegate/me.key
  *     ca   = /etc/tracegate/ca.pem
+ *     session_cache = on
  *
  * One "name = value" a line, '#' comments, blank lines skipped; an
  * unknown name or a malformed line is an error naming the line (a typo
@@ -22,6 +24,7 @@
 #define ENV_CERT "TRACEGATE_CERT"
 #define ENV_KEY "TRACEGATE_KEY"
 #define ENV_CA "TRACEGATE_CA"
+#define ENV_SESSION_CACHE "TRACEGATE_SESSION_CACHE"
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -74,14 +77,17 @@ static int read_config(cli_remote_opts_t *ro, const char *path) {
     *eq = 0;
     char *name = trim(s), *val = trim(eq + 1);
     int slot = !strcmp(name, "cert") ? 0 : !strcmp(name, "key") ? 1
-             : !strcmp(name, "ca")   ? 2 : -1;
+             : !strcmp(name, "ca")   ? 2
+             : !strcmp(name, "session_cache") ? 3 : -1;
     if (slot < 0 || !*val) {
       fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, lineno,
-              slot < 0 ? "unknown setting (cert, key, ca)" : "empty value");
+              slot < 0 ? "unknown setting (cert, key, ca, session_cache)"
+                       : "empty value");
       rv = -1;
       break;
     }
-    const char **dst = slot == 0 ? &ro->cert : slot == 1 ? &ro->key : &ro->ca;
+    const char **dst = slot == 0 ? &ro->cert : slot == 1 ? &ro->key
+                     : slot == 2 ? &ro->ca : &ro->session_cache;
     snprintf(ro->file_vals[slot], sizeof(ro->file_vals[slot]), "%s", val);
     if (!*dst) *dst = ro->file_vals[slot];
   }
@@ -100,7 +106,9 @@ int cli_tls_defaults(cli_remote_opts_t *ro) {
     pair_given = true;
   }
   if (!ro->ca && ea && *ea) ro->ca = ea;
-  if (pair_given && ro->ca) return 0;
+  const char *es = getenv(ENV_SESSION_CACHE);
+  if (!ro->session_cache && es && *es) ro->session_cache = es;
+  if (pair_given && ro->ca && ro->session_cache) return 0;
   char path[CLI_TLS_PATH_MAX];
   if (!config_path(path, sizeof(path))) return 0;
   cli_remote_opts_t file;
@@ -119,6 +127,10 @@ int cli_tls_defaults(cli_remote_opts_t *ro) {
   if (!ro->ca && file.ca) {
     memcpy(ro->file_vals[2], file.file_vals[2], sizeof(ro->file_vals[2]));
     ro->ca = ro->file_vals[2];
+  }
+  if (!ro->session_cache && file.session_cache) {
+    memcpy(ro->file_vals[3], file.file_vals[3], sizeof(ro->file_vals[3]));
+    ro->session_cache = ro->file_vals[3];
   }
   return 0;
 }

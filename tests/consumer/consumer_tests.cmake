@@ -119,3 +119,7 @@ if(TARGET tracegate-relay)
   set_tests_properties(test_fleet_partition_long PROPERTIES TIMEOUT 1200
                        LABELS "long")
 endif()
+# The CLI's saved TLS sessions and their file (session_cache.c).
+tg_add_test(test_session_cache
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_cache.c
+  LIBS tg_cli_session_cache tg_test_support)

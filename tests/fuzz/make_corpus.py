@@ -453,6 +453,39 @@ def ftrace_page_corpus():
     }
 
 
+def sc_entry(host, sni, expires, session, own=b"\x01" * 32, ca=b"\x09" * 32):
+    return (struct.pack("<H", len(host)) + host + struct.pack("<H", len(sni)) +
+            sni + own + ca + struct.pack("<QI", expires, len(session)) +
+            session)
+
+
+def sc_file(entries, count=None):
+    n = len(entries) if count is None else count
+    return b"TGSESS\x00\x01" + struct.pack("<I", n) + b"".join(entries)
+
+
+def session_cache_corpus():
+    # fuzz_session_cache.c parses at NOW = 1700000000.
+    now = 1700000000
+    live = sc_entry(b"relay.test:7467", b"relay.test", now + 3600, b"S" * 40)
+    other = sc_entry(b"[::1]:7467", b"", now + 60, b"T" * 8,
+                     own=b"\x02" * 32)
+    return {
+        "one": sc_file([live]),
+        "two": sc_file([live, other]),
+        "stale": sc_file([sc_entry(b"h:1", b"n", now - 1, b"x")]),
+        "too_far": sc_file([sc_entry(b"h:1", b"n", now + 10**6, b"x")]),
+        "duplicate": sc_file([live, live]),
+        "truncated": sc_file([live])[:-5],
+        "trailing": sc_file([live]) + b"\x00",
+        "count_too_big": sc_file([live], count=0xFFFFFFFF),
+        "empty_session": sc_file([sc_entry(b"h:1", b"n", now + 5, b"")]),
+        "bad_host": sc_file([sc_entry(b"h\x00:1", b"n", now + 5, b"x")]),
+        "bad_magic": b"TGSESS\x00\x02" + b"\x00" * 4,
+        "empty": b"",
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -471,6 +504,7 @@ def main():
     write("fuzz_trace_buffer", trace_buffer_corpus())
     write("fuzz_relay_filter", relay_filter_corpus())
     write("fuzz_ftrace_page", ftrace_page_corpus())
+    write("fuzz_session_cache", session_cache_corpus())
     return 0
 
 

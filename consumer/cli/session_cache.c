@@ -1,0 +1,411 @@
+/* The CLI's saved TLS sessions: memory, the file format, the file. Owns
+ * copies of master secrets: every copy it frees is wiped first. It never
+ * offers an entry of another identity or CA, nor an expired one. */
+#include "consumer/cli/session_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CLI_PROG_NAME "tracegate"
+static const uint8_t MAGIC[8] = {'T', 'G', 'S', 'E', 'S', 'S', 0, 1};
+#define HEADER_SIZE (sizeof(MAGIC) + 4)
+/* u16 + u16 + fps + u64 + u32, names and session apart. */
+#define ENTRY_FIXED (2 + 2 + 2 * CLI_SC_FP_SIZE + 8 + 4)
+
+typedef struct entry {
+  char *hostport, *server_name;
+  uint8_t own_fp[CLI_SC_FP_SIZE], ca_fp[CLI_SC_FP_SIZE];
+  uint64_t expires;
+  uint8_t *session;
+  size_t len;
+} entry_t;
+
+struct cli_session_cache {
+  uint8_t own_fp[CLI_SC_FP_SIZE], ca_fp[CLI_SC_FP_SIZE];
+  entry_t *e;
+  size_t n, cap;
+};
+
+static void entry_free(entry_t *e) {
+  free(e->hostport);
+  free(e->server_name);
+  if (e->session) explicit_bzero(e->session, e->len);
+  free(e->session);
+  memset(e, 0, sizeof(*e));
+}
+
+static void clear(cli_session_cache_t *sc) {
+  for (size_t i = 0; i < sc->n; i++) entry_free(&sc->e[i]);
+  sc->n = 0;
+}
+
+int cli_session_cache_new(const uint8_t own_fp[CLI_SC_FP_SIZE],
+                          const uint8_t ca_fp[CLI_SC_FP_SIZE],
+                          cli_session_cache_t **out) {
+  *out = calloc(1, sizeof(**out));
+  if (!*out) return -ENOMEM;
+  memcpy((*out)->own_fp, own_fp, CLI_SC_FP_SIZE);
+  memcpy((*out)->ca_fp, ca_fp, CLI_SC_FP_SIZE);
+  return 0;
+}
+
+void cli_session_cache_free(cli_session_cache_t *sc) {
+  if (!sc) return;
+  clear(sc);
+  free(sc->e);
+  free(sc);
+}
+
+size_t cli_session_cache_count(const cli_session_cache_t *sc) { return sc->n; }
+
+static bool alive(uint64_t expires, uint64_t now) {
+  return expires > now && expires - now <= CLI_SC_MAX_LIFETIME_S;
+}
+
+static bool name_ok(const char *s, size_t n, bool may_be_empty) {
+  if (n == 0) return may_be_empty;
+  if (n > CLI_SC_MAX_NAME) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) return false;
+  return true;
+}
+
+static entry_t *find(const cli_session_cache_t *sc, const char *hostport,
+                     const char *server_name, const uint8_t *own,
+                     const uint8_t *ca) {
+  for (size_t i = 0; i < sc->n; i++) {
+    entry_t *e = &sc->e[i];
+    if (!strcmp(e->hostport, hostport) && !strcmp(e->server_name, server_name) &&
+        !memcmp(e->own_fp, own, CLI_SC_FP_SIZE) &&
+        !memcmp(e->ca_fp, ca, CLI_SC_FP_SIZE))
+      return e;
+  }
+  return NULL;
+}
+
+/* Adds or replaces; takes nothing from the caller (copies). */
+static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
+                  const char *server_name, size_t sl, const uint8_t *own,
+                  const uint8_t *ca, const uint8_t *data, size_t len,
+                  uint64_t expires) {
+  if (!name_ok(hostport, hl, false) || !name_ok(server_name, sl, true) ||
+      len == 0 || len > CLI_SC_MAX_SESSION)
+    return -EINVAL;
+  entry_t ne = {0};
+  ne.hostport = strndup(hostport, hl);
+  ne.server_name = strndup(server_name, sl);
+  ne.session = malloc(len);
+  if (!ne.hostport || !ne.server_name || !ne.session) {
+    entry_free(&ne);
+    return -ENOMEM;
+  }
+  memcpy(ne.own_fp, own, CLI_SC_FP_SIZE);
+  memcpy(ne.ca_fp, ca, CLI_SC_FP_SIZE);
+  memcpy(ne.session, data, len);
+  ne.len = len;
+  ne.expires = expires;
+  entry_t *old = find(sc, ne.hostport, ne.server_name, own, ca);
+  if (old) {
+    entry_free(old);
+    *old = ne;
+    return 0;
+  }
+  if (sc->n >= CLI_SC_MAX_ENTRIES) {
+    entry_free(&ne);
+    return -ENOSPC;
+  }
+  if (sc->n == sc->cap) {
+    size_t cap = sc->cap ? sc->cap * 2 : 16;
+    entry_t *e = realloc(sc->e, cap * sizeof(*e));
+    if (!e) {
+      entry_free(&ne);
+      return -ENOMEM;
+    }
+    sc->e = e;
+    sc->cap = cap;
+  }
+  sc->e[sc->n++] = ne;
+  return 0;
+}
+
+int cli_session_cache_put(cli_session_cache_t *sc, const char *hostport,
+                          const char *server_name, const uint8_t *data,
+                          size_t len, uint64_t expires) {
+  if (!server_name) server_name = "";
+  return put_fp(sc, hostport, strlen(hostport), server_name,
+                strlen(server_name), sc->own_fp, sc->ca_fp, data, len,
+                expires);
+}
+
+const uint8_t *cli_session_cache_get(const cli_session_cache_t *sc,
+                                     const char *hostport,
+                                     const char *server_name, uint64_t now,
+                                     size_t *len) {
+  *len = 0;
+  const entry_t *e = find(sc, hostport, server_name ? server_name : "",
+                          sc->own_fp, sc->ca_fp);
+  if (!e || !alive(e->expires, now)) return NULL;
+  *len = e->len;
+  return e->session;
+}
+
+void cli_session_cache_forget(cli_session_cache_t *sc, const char *hostport,
+                              const char *server_name) {
+  entry_t *e = find(sc, hostport, server_name ? server_name : "", sc->own_fp,
+                    sc->ca_fp);
+  if (!e) return;
+  entry_free(e);
+  *e = sc->e[--sc->n];
+}
+
+/* --- the format ---------------------------------------------------------- */
+
+static uint64_t rd(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static uint8_t *wr(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+  return p + bytes;
+}
+
+/* A cursor over untrusted bytes: every take is bounds-checked. */
+typedef struct cursor {
+  const uint8_t *p;
+  size_t left;
+} cursor_t;
+
+static const uint8_t *take(cursor_t *c, size_t n) {
+  if (n > c->left) return NULL;
+  const uint8_t *p = c->p;
+  c->p += n;
+  c->left -= n;
+  return p;
+}
+
+static int parse_entries(cli_session_cache_t *sc, cursor_t *c, uint64_t now) {
+  const uint8_t *h = take(c, HEADER_SIZE);
+  if (!h || memcmp(h, MAGIC, sizeof(MAGIC)) != 0) return -EINVAL;
+  uint64_t count = rd(h + sizeof(MAGIC), 4);
+  if (count > CLI_SC_MAX_ENTRIES) return -EINVAL;
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *p;
+    if (!(p = take(c, 2))) return -EINVAL;
+    size_t hl = (size_t)rd(p, 2);
+    const char *host = (const char *)take(c, hl);
+    if (!host || !(p = take(c, 2))) return -EINVAL;
+    size_t sl = (size_t)rd(p, 2);
+    const char *sni = (const char *)take(c, sl);
+    const uint8_t *own = take(c, CLI_SC_FP_SIZE);
+    const uint8_t *ca = take(c, CLI_SC_FP_SIZE);
+    const uint8_t *exp = take(c, 8);
+    const uint8_t *lp = take(c, 4);
+    if (!sni || !own || !ca || !exp || !lp) return -EINVAL;
+    uint64_t len = rd(lp, 4);
+    if (len == 0 || len > CLI_SC_MAX_SESSION) return -EINVAL;
+    const uint8_t *sess = take(c, (size_t)len);
+    if (!sess) return -EINVAL;
+    uint64_t expires = rd(exp, 8);
+    if (!alive(expires, now)) continue; /* well-formed, only stale */
+    int rv = put_fp(sc, host, hl, sni ? sni : "", sl, own, ca, sess,
+                    (size_t)len, expires);
+    if (rv) return rv;
+  }
+  return c->left == 0 ? 0 : -EINVAL;
+}
+
+int cli_session_cache_parse(cli_session_cache_t *sc,
+                            const uint8_t *data_untrusted, size_t len,
+                            uint64_t now) {
+  clear(sc);
+  if (len > CLI_SC_MAX_FILE) return -EINVAL;
+  cursor_t c = {data_untrusted, len};
+  int rv = parse_entries(sc, &c, now);
+  if (rv) clear(sc);
+  return rv;
+}
+
+int cli_session_cache_serialize(const cli_session_cache_t *sc, uint64_t now,
+                                tg_buf_t *out) {
+  size_t total = HEADER_SIZE, n = 0;
+  for (size_t i = 0; i < sc->n; i++) {
+    const entry_t *e = &sc->e[i];
+    if (!alive(e->expires, now)) continue;
+    total += ENTRY_FIXED + strlen(e->hostport) + strlen(e->server_name) + e->len;
+    n++;
+  }
+  /* One reservation: no reallocation leaves a copy of a secret behind. */
+  uint8_t *p = tg_buf_reserve(out, total), *start = p;
+  if (!p) return -ENOMEM;
+  memcpy(p, MAGIC, sizeof(MAGIC));
+  p = wr(p + sizeof(MAGIC), n, 4);
+  for (size_t i = 0; i < sc->n; i++) {
+    const entry_t *e = &sc->e[i];
+    if (!alive(e->expires, now)) continue;
+    size_t hl = strlen(e->hostport), sl = strlen(e->server_name);
+    p = wr(p, hl, 2);
+    memcpy(p, e->hostport, hl);
+    p = wr(p + hl, sl, 2);
+    memcpy(p, e->server_name, sl);
+    p += sl;
+    memcpy(p, e->own_fp, CLI_SC_FP_SIZE);
+    memcpy(p + CLI_SC_FP_SIZE, e->ca_fp, CLI_SC_FP_SIZE);
+    p = wr(p + 2 * CLI_SC_FP_SIZE, e->expires, 8);
+    p = wr(p, e->len, 4);
+    memcpy(p, e->session, e->len);
+    p += e->len;
+  }
+  tg_buf_commit(out, (size_t)(p - start));
+  return 0;
+}
+
+/* --- the file ------------------------------------------------------------ */
+
+int cli_session_cache_resolve(const char *setting, char *path, size_t n) {
+  if (!setting || !strcmp(setting, "off")) return 0;
+  int w;
+  if (!strcmp(setting, "on")) {
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (xdg && xdg[0] == '/')
+      w = snprintf(path, n, "%s/tracegate/sessions", xdg);
+    else if (home && home[0] == '/')
+      w = snprintf(path, n, "%s/.cache/tracegate/sessions", home);
+    else
+      return -EINVAL;
+  } else if (strchr(setting, '/')) {
+    w = snprintf(path, n, "%s", setting);
+  } else {
+    return -EINVAL;
+  }
+  return w > 0 && (size_t)w < n ? 1 : -EINVAL;
+}
+
+static void warn_ignored(const char *path, const char *why) {
+  fprintf(stderr,
+          CLI_PROG_NAME ": warning: session cache %s %s: ignoring it (full "
+          "TLS handshakes this time; it is rewritten at the end)\n",
+          path, why);
+}
+
+int cli_session_cache_load(cli_session_cache_t *sc, const char *path,
+                           uint64_t now) {
+  clear(sc);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno != ENOENT) warn_ignored(path, strerror(errno));
+    return 0;
+  }
+  struct stat st;
+  const char *why = NULL;
+  if (fstat(fd, &st) < 0) why = strerror(errno);
+  else if (!S_ISREG(st.st_mode)) why = "is not a regular file";
+  else if (st.st_uid != getuid()) why = "is not owned by this user";
+  else if (st.st_mode & 077) why = "is readable or writable by others (chmod 600)";
+  else if ((uint64_t)st.st_size > CLI_SC_MAX_FILE) why = "is too large";
+  if (why) {
+    close(fd);
+    warn_ignored(path, why);
+    return 0;
+  }
+  size_t size = (size_t)st.st_size, got = 0;
+  uint8_t *buf = malloc(size ? size : 1);
+  if (!buf) {
+    close(fd);
+    return -ENOMEM;
+  }
+  while (got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  int rv = 0;
+  if (got != size) {
+    warn_ignored(path, "changed while it was read");
+  } else {
+    rv = cli_session_cache_parse(sc, buf, size, now);
+    if (rv == -EINVAL) warn_ignored(path, "is truncated or corrupt");
+    if (rv == -EINVAL || rv == -ENOSPC) rv = 0;
+  }
+  explicit_bzero(buf, size);
+  free(buf);
+  return rv;
+}
+
+/* Makes |path|'s directory (0700) if it is missing, and the cache root
+ * above it when that is missing too. */
+static int make_dir_of(const char *path) {
+  char dir[4096];
+  int w = snprintf(dir, sizeof(dir), "%s", path);
+  if (w <= 0 || (size_t)w >= sizeof(dir)) return -ENAMETOOLONG;
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return 0;
+  *slash = 0;
+  if (mkdir(dir, 0700) == 0 || errno == EEXIST) return 0;
+  if (errno != ENOENT) return -errno;
+  char *up = strrchr(dir, '/');
+  if (!up || up == dir) return -ENOENT;
+  *up = 0;
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) return -errno;
+  *up = '/';
+  return mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -errno;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
+                            uint64_t now) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  int rv = cli_session_cache_serialize(sc, now, &b);
+  if (rv) goto out;
+  if (tg_buf_size(&b) == HEADER_SIZE) {
+    /* Nothing alive: no file keeps stale secrets at rest. */
+    if (unlink(path) < 0 && errno != ENOENT) rv = -errno;
+    goto out;
+  }
+  rv = make_dir_of(path);
+  if (rv) goto out;
+  char tmp[4200];
+  int w = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+  if (w <= 0 || (size_t)w >= sizeof(tmp)) {
+    rv = -ENAMETOOLONG;
+    goto out;
+  }
+  int fd = mkostemp(tmp, O_CLOEXEC); /* 0600 */
+  if (fd < 0) {
+    rv = -errno;
+    goto out;
+  }
+  rv = fchmod(fd, 0600) < 0 ? -errno : 0;
+  if (!rv) rv = write_all(fd, tg_buf_begin(&b), tg_buf_size(&b));
+  if (!rv && fsync(fd) < 0) rv = -errno;
+  if (close(fd) < 0 && !rv) rv = -errno;
+  if (!rv && rename(tmp, path) < 0) rv = -errno;
+  if (rv) unlink(tmp);
+out:
+  if (rv)
+    fprintf(stderr, CLI_PROG_NAME ": warning: cannot write the session cache "
+            "%s: %s\n", path, strerror(-rv));
+  if (b.data) explicit_bzero(b.data, b.cap);
+  tg_buf_free(&b);
+  return rv;
+}
