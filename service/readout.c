@@ -22,6 +22,7 @@
 
 #include "tracegate/pb_writer.h"
 #include "pb/common/system_info.pb-c.h"
+#include "common/fd_write.h"
 #include "common/log.h"
 #include "service/producer_port.h"
 #include "service/packet_deflate.h"
@@ -496,15 +497,8 @@ typedef struct file_sink {
 } file_sink_t;
 
 static int file_flush(file_sink_t *f) {
-  size_t off = 0;
-  while (off < f->len) {
-    ssize_t n = write(f->fd, f->buf + off, f->len - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return f->err = -errno;
-    }
-    off += (size_t)n;
-  }
+  int rv = tg_write_all(f->fd, f->buf, f->len);
+  if (rv < 0) return f->err = rv;
   f->s->readout.file_bytes += f->len;
   f->len = 0;
   return 0;

@@ -27,6 +27,7 @@
 
 #include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
+#include "common/fd_write.h"
 #include "tracegate/error.h"
 
 #define OUT_BUF_SIZE (256u * 1024u)
@@ -106,14 +107,7 @@ static _Atomic bool handler_installed;
 static bool stderr_is_tty;
 
 static void put(const char *s) {
-  size_t n = strlen(s);
-  while (n > 0) {
-    ssize_t w = write(STDERR_FILENO, s, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    s += w;
-    n -= (size_t)w;
-  }
+  (void)tg_write_all(STDERR_FILENO, s, strlen(s));
 }
 
 static void on_fatal_signal(int sig) {
@@ -249,20 +243,9 @@ int cli_output_open(cli_output_t *o, const char *path) {
   return rv < 0 ? open_failed(o, path, rv) : 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -errno;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 static int flush_buf(cli_output_t *o) {
   if (o->err) return o->err;
-  int rv = write_all(o->fd, o->buf, o->len);
+  int rv = tg_write_all(o->fd, o->buf, o->len);
   o->len = 0;
   if (rv < 0) o->err = rv;
   return rv;
@@ -281,9 +264,9 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
   size_t h = (size_t)(tg_pb_write_varint(hdr + 1, total) - hdr);
   if (o->len + h + total > OUT_BUF_SIZE && flush_buf(o) < 0) return o->err;
   if (h + total > OUT_BUF_SIZE) { /* large: straight to the file */
-    int rv = write_all(o->fd, hdr, h);
-    if (rv == 0) rv = write_all(o->fd, p, n);
-    if (rv == 0 && extra_n) rv = write_all(o->fd, extra, extra_n);
+    int rv = tg_write_all(o->fd, hdr, h);
+    if (rv == 0) rv = tg_write_all(o->fd, p, n);
+    if (rv == 0 && extra_n) rv = tg_write_all(o->fd, extra, extra_n);
     if (rv < 0) return o->err = rv;
   } else {
     memcpy(o->buf + o->len, hdr, h);

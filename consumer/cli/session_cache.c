@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fd_write.h"
+
 #define CLI_PROG_NAME "tracegate"
 static const uint8_t MAGIC[8] = {'T', 'G', 'S', 'E', 'S', 'S', 0, 1};
 #define HEADER_SIZE (sizeof(MAGIC) + 4)
@@ -360,17 +362,6 @@ static int make_dir_of(const char *path) {
   return mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -errno;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
                             uint64_t now) {
   tg_buf_t b;
@@ -396,7 +387,7 @@ int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
     goto out;
   }
   rv = fchmod(fd, 0600) < 0 ? -errno : 0;
-  if (!rv) rv = write_all(fd, tg_buf_begin(&b), tg_buf_size(&b));
+  if (!rv) rv = tg_write_all(fd, tg_buf_begin(&b), tg_buf_size(&b));
   if (!rv && fsync(fd) < 0) rv = -errno;
   if (close(fd) < 0 && !rv) rv = -errno;
   if (!rv && rename(tmp, path) < 0) rv = -errno;
