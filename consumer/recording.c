@@ -563,6 +563,7 @@ void tg_recording_free(tg_recording_t *r) {
 void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
+uint64_t tg_recording_reads(const tg_recording_t *r) { return r->reads_done; }
 unsigned tg_recording_reads_cut(const tg_recording_t *r) {
   return r->reads_cut - r->reads_recovered;
 }

@@ -46,6 +46,9 @@ typedef enum tg_rec_state {
 
 /* Defaults of the options below when left 0. */
 #define TG_REC_DEFAULT_READ_PERIOD_MS 500
+/* A read that brings at least this many bytes of packets is followed by
+ * the next one at once rather than at the next period. */
+#define TG_REC_READ_AGAIN_BYTES (1u << 20)
 #define TG_REC_DEFAULT_GUARD_MS 60000
 #define TG_REC_DEFAULT_DEADLINE_STOP_MS 5000
 #define TG_REC_DEFAULT_GRACE_MS 60000
@@ -71,7 +74,8 @@ typedef struct tg_recording_opts {
    * -1: none. */
   int fd;
   /* Read the trace over the connection: every read_period_ms while
-   * tracing, then until a read comes back empty once tracing ended. */
+   * tracing (at once after a read of TG_REC_READ_AGAIN_BYTES or more),
+   * then until a read comes back empty once tracing ended. */
   bool stream;
   uint32_t read_period_ms;
   /* GetTraceStats every this often while tracing (on_stats); 0: never. */
@@ -170,6 +174,8 @@ bool tg_recording_resumable(const tg_recording_t *r);
 /* How long a read or stats call has gone unanswered at |now_ms| (loop
  * time); 0 when none is in flight. */
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
+/* ReadBuffers calls answered so far (each one whole, or failed, or cut). */
+uint64_t tg_recording_reads(const tg_recording_t *r);
 /* Reads cut short by a lost connection whose content no replay made
  * whole: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);

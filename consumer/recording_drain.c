@@ -104,6 +104,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   int rv = r->cbs->on_packet(r, p, n);
   if (rv < 0) return rv;
   r->packets++;
+  r->read_bytes += n;
   return 0;
 }
 
@@ -112,6 +113,7 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
   r->reading = false;
+  r->reads_done++;
   if (tg__rec_conn_going(status)) {
     tg__rec_read_cut(r);
     return;
@@ -126,6 +128,13 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
       r->stats_after_read = false;
       tg__rec_stats_now(r);
     }
+    /* A read that brought a lot means the buffer fills faster than the
+     * period drains it: waiting for the next tick would leave the link
+     * idle while the ring overwrites what it holds. Read on at once until
+     * a read brings little. */
+    if (r->read_bytes >= TG_REC_READ_AGAIN_BYTES &&
+        (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING))
+      tg__rec_read_now(r);
     return;
   }
   /* After the end, read until a read comes back empty. */
@@ -147,6 +156,7 @@ void tg__rec_read_cut(tg_recording_t *r) {
 void tg__rec_read_now(tg_recording_t *r) {
   if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
   r->packets_before_read = r->packets;
+  r->read_bytes = 0;
   int rv = tg_consumer_read_buffers_into(r->c, &r->ra, &r->rx_frames,
                                          &r->rx_bytes, on_packet,
                                          on_read_done, r);

@@ -41,6 +41,8 @@ struct tg_recording {
   uint64_t cut_base;
   unsigned reads_lost; /* cut reads that did carry data (or may have) */
   uint64_t packets, packets_before_read;
+  uint64_t read_bytes; /* packet bytes of the current read */
+  uint64_t reads_done; /* reads answered, whatever the answer */
   uint64_t last_rx_ms;
 
   unsigned inflight; /* consumer calls whose callback has not run */

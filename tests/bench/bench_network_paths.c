@@ -95,6 +95,7 @@ typedef struct row {
   char skip[240]; /* why it did not run */
   uint64_t trace, up, down;
   double wall_s, cpu_server, cpu_client;
+  double cpu_source; /* tracegated and the producer, during the CLI's run */
   unsigned rounds; /* summed into this row (UINT_MAX: one was skipped) */
 } row_t;
 
@@ -113,6 +114,33 @@ static int write_file(const char *path, const char *text) {
   int rv = fputs(text, f) < 0 ? -1 : 0;
   if (fclose(f) != 0) rv = -1;
   return rv;
+}
+
+/* CPU seconds (user + system) a live process has used so far, from
+ * /proc/PID/stat; 0 when it cannot be read. For the processes that outlive
+ * a path (tracegated, the producer), whose rusage wait4 gives only at the
+ * end. */
+static double proc_cpu_s(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  /* The comm field may hold spaces and parentheses: fields count from
+   * the last ')'. utime and stime are fields 14 and 15. */
+  const char *p = strrchr(buf, ')');
+  unsigned long long ut, st;
+  if (!p || sscanf(p + 1,
+                   " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                   &ut, &st) != 2)
+    return 0;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double source_cpu_s(const env_t *e) {
+  return proc_cpu_s(e->ts.pid) + (e->producer > 0 ? proc_cpu_s(e->producer) : 0);
 }
 
 static uint64_t file_size(const char *path) {
@@ -193,12 +221,13 @@ static int run_cli(const env_t *e, kind_t k, row_t *r,
   for (size_t i = 0; extra[i] && n + 1 < sizeof(argv) / sizeof(argv[0]); i++)
     argv[n++] = extra[i];
   argv[n] = NULL;
-  double t0 = bench_now_ms();
+  double t0 = bench_now_ms(), src0 = source_cpu_s(e);
   pid_t pid = bench_spawn(argv, -1, log);
   if (pid < 0) return -1;
   double cpu = 0;
   int st = bench_wait_cpu(pid, (int)(e->seconds * 1000) + 60000, &cpu);
   r->wall_s = (bench_now_ms() - t0) / 1e3;
+  r->cpu_source += source_cpu_s(e) - src0;
   r->cpu_client += cpu;
   r->trace = file_size(out);
   unlink(out);
@@ -471,6 +500,7 @@ static void add_round(row_t *sum, const row_t *one) {
   sum->wall_s += one->wall_s;
   sum->cpu_server += one->cpu_server;
   sum->cpu_client += one->cpu_client;
+  sum->cpu_source += one->cpu_source;
 }
 
 static double mbps(const row_t *r) {
@@ -478,6 +508,10 @@ static double mbps(const row_t *r) {
 }
 static double per_gb(double cpu, const row_t *r) {
   return r->trace ? cpu / ((double)r->trace / 1e9) : 0;
+}
+/* Share of one core a process used while the path ran. */
+static double busy(double cpu, const row_t *r) {
+  return r->wall_s > 0 ? 100.0 * cpu / r->wall_s : 0;
 }
 static double wire_ratio(const row_t *r) {
   return r->trace ? (double)(r->up + r->down) / (double)r->trace : 0;
@@ -494,6 +528,10 @@ static void print_row(const row_t *r) {
          (double)(r->up + r->down) / 1e6, wire_ratio(r),
          per_gb(r->cpu_server, r), per_gb(r->cpu_client, r),
          per_gb(r->cpu_server + r->cpu_client, r));
+  printf("  %-12s busy: serving end %3.0f%%, recording end %3.0f%% of a core; "
+         "tracegated + producer %3.0f%%\n",
+         "", busy(r->cpu_server, r), busy(r->cpu_client, r),
+         busy(r->cpu_source, r));
 }
 
 static const char *verdict(bool ok) { return ok ? "met" : "NOT met"; }
@@ -528,6 +566,20 @@ static void print_goals(const row_t *zstd, const row_t *plain,
   else
     printf("  wire <= 1/2 of the trace, sched events   : skipped (%s)\n",
            sched->skip);
+  /* 13.2: a worker thread pays where one end of the connection uses a
+   * whole core while the machine has another to give. */
+  const row_t *relays[] = {zstd, plain};
+  for (size_t i = 0; i < 2; i++) {
+    const row_t *r = relays[i];
+    if (!r->ran) continue;
+    double b = busy(r->cpu_server, r) > busy(r->cpu_client, r)
+                   ? busy(r->cpu_server, r)
+                   : busy(r->cpu_client, r);
+    printf("  %-10s one end at a full core?    : busiest end %3.0f%%  %s\n",
+           r->name, b,
+           b >= 90 ? "core-bound: worth a worker thread"
+                   : "no: that end waits for the source, a thread would idle");
+  }
   if (stunnel->ran && plain->ran)
     printf("  relay (no compression) MB/s >= stunnel's : %5.2fx  %s\n",
            mbps(plain) / mbps(stunnel), verdict(mbps(plain) >= mbps(stunnel)));

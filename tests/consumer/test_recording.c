@@ -80,6 +80,8 @@ typedef struct seen {
   uint32_t values[MAX_SEEN]; /* the test packets' seq_value, in order */
   char strs[MAX_SEEN][8];
   size_t n_packets;
+  uint64_t packet_bytes; /* of every packet, the service's too */
+  size_t n_test;         /* test packets, beyond MAX_SEEN too */
   unsigned stats, final_stats;
   bool attached;
   bool rebound;
@@ -97,8 +99,11 @@ static void on_state(tg_recording_t *r, tg_rec_state_t from, tg_rec_state_t to) 
 
 static int on_packet(tg_recording_t *r, const uint8_t *p, size_t n) {
   seen_t *s = tg_recording_data(r);
+  s->packet_bytes += n;
   Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, n, p);
   if (!tp) return TG_EPROTO_DECODE;
+  if (tp->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING)
+    s->n_test++;
   if (tp->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
       s->n_packets < MAX_SEEN) {
     s->values[s->n_packets] = tp->for_testing->seq_value;
@@ -273,6 +278,74 @@ static void streams_stops_and_drains_a_whole_session(void **state) {
   bench_close(&b);
 }
 
+/* A read that brings a lot (the buffer fills faster than the period
+ * drains it) is followed by the next read at once, not a period later;
+ * one that brings little waits for the period again. */
+static void a_large_read_is_followed_at_once(void **state) {
+  enum { PERIOD_MS = 1500, PAGES = 16, ROUNDS = 24, PAYLOAD = 3800 };
+  bench_t b;
+  memset(&b, 0, sizeof(b));
+  assert_int_equal(raw_producer_connect(&b.p, *state, "rec.big", "rec.ds", 4,
+                                        PAGES * 4, false), 0);
+  b.has_p = true;
+  uv_loop_init(&b.loop);
+  connect_to(&b.k, &b.loop, *state);
+  b.r = tg_recording_new(&b.loop, &rec_cbs, &b.s);
+  assert_non_null(b.r);
+  simple_cfg_init(&b.sc, 4096, 1, "rec.ds");
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+
+  /* ~1.4 MiB committed before the first period ends: one packet of
+   * PAYLOAD bytes per 4 KiB chunk, a whole SMB per commit. */
+  static char payload[PAYLOAD + 1];
+  memset(payload, 'x', PAYLOAD);
+  uint8_t pkt[PAYLOAD + 64];
+  uint64_t written = 0;
+  for (unsigned round = 0; round < ROUNDS; round++) {
+    uint32_t pages[PAGES], chunks[PAGES];
+    for (unsigned pg = 0; pg < PAGES; pg++) {
+      size_t n = make_test_packet(pkt, sizeof(pkt), payload, round * PAGES + pg);
+      const uint8_t *frag = pkt;
+      assert_int_equal(raw_producer_write_chunk(&b.p, pg, 0, 1, 1,
+                                                round * PAGES + pg, 0, &frag,
+                                                &n, 1), 0);
+      pages[pg] = pg;
+      chunks[pg] = 0;
+      written += n;
+    }
+    assert_int_equal(raw_producer_commit(&b.p, pages, chunks, PAGES, 0), 0);
+  }
+  assert_true(written >= TG_REC_READ_AGAIN_BYTES);
+
+  /* The first read, at the first period, brings all of it, so the second
+   * follows at once: both are answered before half of the next period
+   * has gone (without reading again at once, the second read would come
+   * a whole period after the first). */
+  uint64_t t0 = uv_now(&b.loop);
+  while (tg_recording_reads(b.r) < 2 &&
+         uv_now(&b.loop) - t0 < PERIOD_MS + PERIOD_MS / 2) {
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_reads(b.r), 2);
+  assert_int_equal(b.s.n_test, ROUNDS * PAGES);
+  assert_true(b.s.packet_bytes >= written);
+  /* The second brought nothing: no third before the next period. */
+  bool never = false;
+  run_until(&b.loop, &never, PERIOD_MS / 3);
+  assert_int_equal(tg_recording_reads(b.r), 2);
+
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(b.s.n_test, ROUNDS * PAGES);
+  bench_close(&b);
+}
+
 static void refused_config_fails_with_the_service_text(void **state) {
   bench_t b;
   bench_open(&b, *state, NULL, false);
@@ -431,6 +504,8 @@ static void start_trigger_wait_is_not_cut_by_the_deadline(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_large_read_is_followed_at_once,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(refused_config_fails_with_the_service_text,
                                       test_service_setup, test_service_teardown),
