@@ -104,13 +104,29 @@ tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w) {
 
 /* --- chunks --------------------------------------------------------------- */
 
-/* A chunk with the next id; |wait|: by the arbiter's policy, else one try. */
+/* A chunk with the next id; |wait|: by the arbiter's policy, else one try.
+ * A failure starts (or doubles) the drop backoff, a success ends it. */
 static bool take_chunk(tg_trace_writer_t *w, tg_smb_chunk_t *out, bool wait) {
   int rv =
       wait ? tg_arbiter_chunk_get(w->arb, w->writer_id, w->next_chunk_id, out)
            : tg_arbiter_chunk_try_get(w->arb, w->writer_id, w->next_chunk_id,
                                       out);
-  return rv == 0;
+  if (rv == 0) {
+    w->drop_retry_after = w->drop_backoff = 0;
+    return true;
+  }
+  uint32_t step = w->drop_backoff ? w->drop_backoff : TG_TW_DROP_BACKOFF_MIN;
+  w->drop_retry_after = step;
+  w->drop_backoff =
+      step < TG_TW_DROP_BACKOFF_MAX / 2 ? 2 * step : TG_TW_DROP_BACKOFF_MAX;
+  return false;
+}
+
+/* |n| bytes of a dropped packet went to scratch: the backoff moves on. */
+static void count_dropped_bytes(tg_trace_writer_t *w, size_t n) {
+  w->drop_retry_after = n >= w->drop_retry_after
+                            ? 0
+                            : w->drop_retry_after - (uint32_t)n;
 }
 
 /* Makes |c| the current chunk. Ids stay consecutive: only chunks we got
@@ -288,7 +304,8 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
   w->pbw.seg_base = 0;
   if (!w->has_chunk) {
     tg_smb_chunk_t c;
-    bool got = take_chunk(w, &c, true);
+    /* Backing off: this packet is dropped without a look at the SMB. */
+    bool got = w->drop_retry_after == 0 && take_chunk(w, &c, true);
     if (got && w->loss_unreported) {
       use_chunk(w, &c, 0);
       report_loss(w);
@@ -320,6 +337,9 @@ void tg__trace_writer_end_slow(tg_trace_writer_t *w) {
   if (!w->in_packet) return; /* |hs| is not ours: leave it alone */
   if (w->pbw.error && !w->dropping) drop_packet(w);
   if (w->dropping) {
+    /* At least a header's worth, so that empty packets move it too. */
+    size_t n = (size_t)(w->pbw.cur - w->scratch);
+    count_dropped_bytes(w, n > TG_PACKET_HEADER_SIZE ? n : TG_PACKET_HEADER_SIZE);
     w->dropping = false;
     w->packets_dropped++;
     w->prev_dropped = true;
@@ -362,6 +382,7 @@ static int tw_refill(void *ctx, tg_pbw_t *pbw, size_t min_contiguous) {
    * size field needs, so a fresh chunk always satisfies |min_contiguous|. */
   (void)min_contiguous;
   if (!w->in_packet || w->dropping || !w->has_chunk) {
+    if (w->dropping) count_dropped_bytes(w, (size_t)(pbw->cur - w->scratch));
     go_scratch(w); /* bytes nobody will read */
     return 0;
   }

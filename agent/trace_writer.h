@@ -17,6 +17,9 @@
  * TG_PACKET_SIZE_DROP so that the service discards the whole packet; the
  * rest goes to a scratch buffer. The next packet that gets through carries
  * previous_packet_dropped = true (TracePacket field 42) as its first field.
+ * A writer that found no chunk drops a backoff's worth of bytes before it
+ * looks again (TG_TW_DROP_BACKOFF_*), so a full SMB is not scanned once per
+ * packet.
  * In stall mode a writer never waits while it holds a chunk: it returns the
  * current one (LAST_PACKET_CONTINUES) first, so any number of writers can
  * share an SMB of any size without deadlock. A loss that no drop marker
@@ -111,6 +114,13 @@ typedef struct tg_trace_writer {
    * has not heard of it yet. */
   bool loss_unreported;
   bool drop_marked; /* the packet being dropped has its drop marker */
+  /* A failed try for a chunk is a pass over every page header of the SMB,
+   * lines the service is writing: a writer that found none drops this many
+   * bytes before it tries again (0: try at the next packet), and the step
+   * doubles while the SMB stays full (Perfetto's writer, for the same
+   * reason, fills a garbage chunk before it retries). */
+  uint32_t drop_retry_after;
+  uint32_t drop_backoff; /* the next step; 0 until a try fails */
   uint64_t packets_written;
   uint64_t packets_dropped;
 
@@ -138,6 +148,13 @@ void tg_trace_writer_fini(tg_trace_writer_t *w);
 /* A packet does not start in a chunk with less room than this: the chunk
  * is returned and the packet starts in a fresh one. */
 #define TG_TW_MIN_PACKET_ROOM 8u
+
+/* The backoff of a writer that found no chunk (drop policy): bytes dropped
+ * before the first retry, and the most it grows to. At the top step a
+ * writer of 1 KiB packets pays one SMB pass per 256 packets lost, and a
+ * service that frees chunks again is noticed within 256 KiB of data. */
+#define TG_TW_DROP_BACKOFF_MIN 4096u
+#define TG_TW_DROP_BACKOFF_MAX (256u * 1024u)
 
 /* Slow paths of begin/end (trace_writer.c). */
 tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w);

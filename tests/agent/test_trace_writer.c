@@ -599,6 +599,19 @@ static void drops_are_counted_and_flagged(void **state) {
   assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 0);
   const tg_trace_buffer_stats_t *st = tg_trace_buffer_stats(e.fs.tb);
   assert_int_equal(st->trace_writer_packet_loss, 1);
+  /* The writer that found no chunk backs off: P2's failed look set the
+   * first step (4 KiB, of which P2's dropped rest used most), and P3 went
+   * without a look. Whatever the SMB holds now, the rest of the step is
+   * dropped before the writer looks again. */
+  assert_int_equal(e.w.drop_backoff, 2 * TG_TW_DROP_BACKOFF_MIN);
+  assert_true(e.w.drop_retry_after > 0);
+  unsigned backed_off = 0;
+  while (e.w.drop_retry_after) {
+    write_packet(&e.w, &(spec_t){.seq = 3, .filler = 100});
+    backed_off++;
+    assert_true(backed_off <= TG_TW_DROP_BACKOFF_MIN / 100);
+  }
+  assert_int_equal(e.w.packets_dropped, 2 + backed_off);
   /* The chunk with the drop marker: P2's continuation, then the marker. */
   const fs_chunk_t *c3 = &e.fs.chunks[3];
   assert_int_equal(c3->chunk_id, 3);
@@ -623,14 +636,18 @@ static void drops_are_counted_and_flagged(void **state) {
   assert_memory_equal(tg_buf_begin(&e.got), e.expect, len + 3);
   assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 0);
   assert_int_equal(e.w.packets_written, 2);
-  assert_int_equal(e.w.packets_dropped, 2);
-  /* P3 left no marker anywhere: P4's writer sent a chunk holding a lone
-   * drop marker before P4, so the service counted that loss too. */
+  assert_int_equal(e.w.packets_dropped, 2 + backed_off);
+  assert_int_equal(e.w.drop_backoff, 0); /* a chunk ends the backoff */
+  /* P3 and the packets after it left no marker anywhere: P4's writer sent a
+   * chunk holding one lone drop marker before P4, so the service counted
+   * that loss too. */
   assert_int_equal(st->trace_writer_packet_loss, 2);
   tg_arbiter_stats_t ast;
   tg_arbiter_get_stats(e.arb, &ast);
-  assert_int_equal(ast.packets_dropped, 2);
+  assert_int_equal(ast.packets_dropped, 2 + backed_off);
   assert_int_equal(ast.drop_markers, 2);
+  /* One look at a full SMB (P2's refill), none while backing off. */
+  assert_int_equal(ast.chunk_misses, 1);
   collect_t c = {0};
   assert_int_equal(
       fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
@@ -638,6 +655,45 @@ static void drops_are_counted_and_flagged(void **state) {
   assert_int_equal(c.dropped, 2);
   assert_int_equal(e.fs.errors, 0);
   assert_int_equal(st->abi_violations, 0);
+  env_fini(&e);
+}
+
+/* A full SMB costs a writer one pass over it per backoff step, not one per
+ * packet: the pass reads every page header, lines the service is writing
+ * as it frees chunks. The steps double up to the cap while the SMB stays
+ * full. */
+static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
+  (void)state;
+  env_t e;
+  env_init(&e, 4, TG_PAGE_DIV_1, false, TB_SIZE, true);
+  e.fs.hold = true;
+  while (e.w.packets_dropped == 0)
+    write_packet(&e.w, &(spec_t){.seq = 1, .filler = 1000});
+  tg_arbiter_stats_t ast;
+  tg_arbiter_get_stats(e.arb, &ast);
+  uint64_t misses0 = ast.chunk_misses;
+  /* 64 MiB of 1 KiB packets into a full SMB. */
+  const unsigned n = 64u * 1024u;
+  for (unsigned i = 0; i < n; i++)
+    write_packet(&e.w, &(spec_t){.seq = 2, .filler = 1000});
+  tg_arbiter_get_stats(e.arb, &ast);
+  uint64_t looks = ast.chunk_misses - misses0;
+  /* 4+8+...+128 KiB, then one look per 256 KiB: about 260 looks. */
+  assert_true(looks >= 64u * 1024u / 256u);
+  assert_true(looks <= 64u * 1024u / 256u + 16u);
+  assert_int_equal(e.w.drop_backoff, TG_TW_DROP_BACKOFF_MAX);
+  /* The service catches up: the writer is back within one step. */
+  fake_service_release_held(&e.fs);
+  e.fs.hold = false;
+  fake_service_drain(&e.fs);
+  uint64_t written0 = e.w.packets_written;
+  unsigned lost = 0;
+  while (e.w.packets_written == written0) {
+    write_packet(&e.w, &(spec_t){.seq = 3, .filler = 1000});
+    lost++;
+    assert_true(lost <= TG_TW_DROP_BACKOFF_MAX / 1000 + 1);
+  }
+  assert_int_equal(e.w.drop_backoff, 0);
   env_fini(&e);
 }
 
@@ -1228,6 +1284,7 @@ int main(void) {
       cmocka_unit_test(patch_slots_are_recycled),
       cmocka_unit_test(packet_larger_than_smb_arrives_intact),
       cmocka_unit_test(drops_are_counted_and_flagged),
+      cmocka_unit_test(a_full_smb_is_scanned_once_per_backoff_step),
       cmocka_unit_test(idle_writer_chunk_is_taken_back_after_idle_time),
       cmocka_unit_test(reclaim_skips_a_writer_inside_a_packet),
       cmocka_unit_test(
