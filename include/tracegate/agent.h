@@ -44,7 +44,10 @@ extern "C" {
 /* What a writer does when the SMB has no free chunk. */
 typedef enum tg_agent_full_policy {
   /* Drop the packet, count it, and mark the next packet of the sequence
-   * with previous_packet_dropped. The app never waits. */
+   * with previous_packet_dropped. The app never waits. A writer that found
+   * the SMB full drops 4 KiB to 256 KiB more (the step doubles while it
+   * stays full) before it looks again, so a full SMB costs a dropped
+   * packet about what a written one costs. */
   TG_AGENT_FULL_DROP = 0,
   /* Wait until the service frees a chunk. No loss, but the writing thread
    * blocks while the service is slow (never when disconnected: then the
