@@ -66,6 +66,15 @@ void tg_ipc_chan_close(tg_ipc_chan_t *ch, int status) {
   uv_close((uv_handle_t *)&ch->poll, on_handle_closed);
 }
 
+int tg_ipc_chan_set_send_buffer(tg_ipc_chan_t *ch, int bytes) {
+  if (setsockopt(ch->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) < 0)
+    return -errno;
+  int got = 0;
+  socklen_t len = sizeof(got);
+  if (getsockopt(ch->fd, SOL_SOCKET, SO_SNDBUF, &got, &len) < 0) return -errno;
+  return got;
+}
+
 int tg_ipc_chan_open(uv_loop_t *loop, tg_ipc_chan_t *ch, int fd,
                      const tg_ipc_chan_cbs_t *cbs, void *data) {
   memset(ch, 0, sizeof(*ch));

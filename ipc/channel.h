@@ -108,6 +108,14 @@ static inline size_t tg_ipc_chan_pending(const tg_ipc_chan_t *ch) {
   return tg_buf_size(&ch->out);
 }
 
+/* Asks the kernel for a socket send buffer of |bytes| (SO_SNDBUF). A peer
+ * that streams a lot then takes up to that much per wakeup instead of the
+ * default ~208 KiB, and sender and reader wake each other that much less
+ * often. The kernel caps the request at net.core.wmem_max. Returns what it
+ * granted, as the kernel accounts it (about twice the request: the
+ * overhead of its buffers counts), or a negative errno. */
+int tg_ipc_chan_set_send_buffer(tg_ipc_chan_t *ch, int bytes);
+
 /* True from the moment queued output passes the high-water mark until it
  * drains below the low-water mark; on_drain fires when it turns false.
  * Producers of bulk output stop while it is true. */

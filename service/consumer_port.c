@@ -74,6 +74,7 @@ typedef struct tg_consumer {
   bool reading;          /* a ReadBuffers is in progress */
   tg_ipc_call_t read_call;
   uint64_t read_budget;  /* bytes this ReadBuffers may still send */
+  bool bulk_sndbuf;      /* the socket's send buffer was set for streaming */
   char *lease_key;       /* SetDisconnectLease; NULL when none */
   uint64_t lease_ms;
 } tg_consumer_t;
@@ -336,6 +337,31 @@ static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
   if (c && c->reading) read_job_run(c);
 }
 
+/* The default send buffer of a UNIX socket (~208 KiB) makes a streaming
+ * read-out a ping-pong: this loop fills it, waits, the reader (a relay, a
+ * tunnel, the CLI) takes it, waits. Measured through the relay with zstd:
+ * 226-245 MB/s with the default, 365-392 MB/s with 4 MiB, neither end
+ * busy in the first case (docs/operations.md). Asked for once per
+ * consumer, at its first ReadBuffers: consumers that only control
+ * sessions keep the default. */
+#define STREAM_SEND_BUFFER (4 << 20)
+
+static void stream_send_buffer(tg_consumer_t *c) {
+  c->bulk_sndbuf = true;
+  int got = tg_ipc_chan_set_send_buffer(&c->conn->chan, STREAM_SEND_BUFFER);
+  if (got < 0) {
+    TG_WARN("consumer pid %d: cannot set the socket's send buffer: %s",
+            (int)c->conn->chan.peer_pid, tg_strerror(got));
+  } else if (got < STREAM_SEND_BUFFER && !c->svc->sndbuf_cap_logged) {
+    /* Once per run: the cap is the machine's, not this consumer's. */
+    c->svc->sndbuf_cap_logged = true;
+    TG_INFO("consumer sockets get a %d KiB send buffer, not %d: "
+            "net.core.wmem_max caps it, and read-outs stream slower "
+            "(docs/operations.md, 'Streaming read-outs')",
+            got / 1024, STREAM_SEND_BUFFER / 1024);
+  }
+}
+
 static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                            size_t len) {
   (void)args;
@@ -345,6 +371,7 @@ static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     fail(call);
     return;
   }
+  if (!c->bulk_sndbuf) stream_send_buffer(c);
   c->reading = true;
   c->read_call = call;
   /* Bounded: with producers still writing, a read must end some time. */

@@ -80,6 +80,7 @@ struct tg_service {
   uint64_t chunks_discarded; /* commits for unknown/forbidden buffers */
   uint64_t patches_discarded;
   bool stopping;
+  bool sndbuf_cap_logged; /* consumer_port.c: logged once per run */
 };
 
 int tg_service_start(tg_service_t *svc, uv_loop_t *loop,

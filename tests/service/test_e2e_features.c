@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -492,6 +493,71 @@ static void query_capabilities_and_service_state_describe_the_service(void **sta
   raw_producer_close(&p);
 }
 
+/* A streaming read-out fills more than the default socket send buffer
+ * before it waits for the reader: the service asks for a bigger one at the
+ * first ReadBuffers (the kernel caps it at net.core.wmem_max, and grants
+ * at least twice the default). Seen from the reader: bytes queued on its
+ * socket while it reads nothing. Measured here: 240 KB with the default
+ * buffer (wmem_default 208 KiB), 430 KB with wmem_max at that default
+ * too, all 2 MB with wmem_max at 4 MiB; the test asks for 1.5 times
+ * wmem_default. */
+static long read_sysctl(const char *path) {
+  FILE *f = fopen(path, "r");
+  long v = -1;
+  if (f) {
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+  }
+  return v;
+}
+
+static void read_out_fills_a_larger_send_buffer(void **state) {
+  test_service_t *ts = *state;
+  long wmem_default = read_sysctl("/proc/sys/net/core/wmem_default");
+  assert_true(wmem_default > 0);
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "big.ds", 32, 256, false),
+                   0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 4096, 1, "big.ds");
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  /* 2 MiB of packets of 28 KiB, one per whole-page chunk. */
+  enum { STR_LEN = 28 * 1024, PACKETS = 72 };
+  char *str = malloc(STR_LEN + 1);
+  assert_non_null(str);
+  memset(str, 'x', STR_LEN);
+  str[STR_LEN] = 0;
+  uint8_t *pkt = malloc(STR_LEN + 64);
+  assert_non_null(pkt);
+  for (uint32_t i = 0; i < PACKETS; i++) {
+    const uint8_t *one = pkt;
+    size_t len = make_test_packet(pkt, STR_LEN + 64, str, i);
+    assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_1, 1, i, 0,
+                                              &one, &len, 1), 0);
+    uint32_t page = 0, chunk = 0;
+    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+  }
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  Perfetto__Protos__ReadBuffersRequest req = PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+  assert_true(raw_invoke(&c.conn, "ReadBuffers", &req.base, -1, false) > 0);
+  /* Not reading: the service fills the socket, then waits. */
+  const long want = wmem_default * 3 / 2;
+  int64_t deadline = tg_test_now_ms() + 5000;
+  int queued = 0;
+  while (queued <= want && tg_test_now_ms() < deadline) {
+    assert_int_equal(ioctl(c.conn.fd, FIONREAD, &queued), 0);
+    if (queued <= want) usleep(2000); /* the kernel has no event for it */
+  }
+  assert_true(queued > want);
+  free(pkt);
+  free(str);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 /* ReadBuffers to the end, looking for the packet that begins with |want|:
  * returns how many replies carried its slices (0 if it never came). */
 static unsigned read_replies_of(raw_consumer_t *c, const uint8_t *want, size_t len,
@@ -819,6 +885,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           large_service_state_is_streamed_in_several_replies,
           test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(read_out_fills_a_larger_send_buffer,
+                                      test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(large_packet_is_sliced_across_read_buffers_replies,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(producer_config_sets_the_smb_size,
