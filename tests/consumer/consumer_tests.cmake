@@ -30,18 +30,33 @@ tg_add_test(test_cli_output_files
 target_compile_definitions(test_cli_output_files PRIVATE
                            TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>")
 add_dependencies(test_cli_output_files tracegate)
-# Remote and fleet recording: tracegated + tracegate-relay pairs on loopback
-# TLS ports, the CLI as a child; certificates made by deploy/certs/tg-certs
-# (through tests/support).
+# The fleet harness, built once for the four fleet end-to-end tests below:
+# hosts (tracegated + tracegate-relay on a loopback TLS port + a raw
+# producer), the CLI as a child, certificates made by deploy/certs/tg-certs
+# (through tests/support), trace files, and a proxy that cuts links.
+if(TARGET tracegate-relay)
+  add_library(tg_fleet_harness STATIC
+    ${CMAKE_CURRENT_LIST_DIR}/fleet_harness.c
+    ${CMAKE_CURRENT_LIST_DIR}/fleet_trace.c
+    ${CMAKE_CURRENT_LIST_DIR}/fleet_proxy.c)
+  target_include_directories(tg_fleet_harness PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+  target_link_libraries(tg_fleet_harness
+    PUBLIC tg_test_support tg_proto Threads::Threads PkgConfig::CMOCKA)
+  target_compile_definitions(tg_fleet_harness PRIVATE
+    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
+    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
+  add_dependencies(tg_fleet_harness tracegate tracegate-relay)
+endif()
+# Remote and fleet recording: hosts of the fleet harness, the CLI as a
+# child.
 if(TARGET tracegate-relay)
   tg_add_test(test_fleet_e2e
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_e2e.c
-    LIBS tg_test_support tg_proto Threads::Threads
+    LIBS tg_fleet_harness
     TIMEOUT 300)
+  # The ssh test's script runs the relay itself.
   target_compile_definitions(test_fleet_e2e PRIVATE
-    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
     TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
-  add_dependencies(test_fleet_e2e tracegate tracegate-relay)
 endif()
 # The recording engine (consumer/recording.h) against a real tracegated.
 tg_add_test(test_recording
@@ -52,12 +67,8 @@ tg_add_test(test_recording
 if(TARGET tracegate-relay)
   tg_add_test(test_fleet_netfail
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_netfail.c
-    LIBS tg_test_support tg_proto
+    LIBS tg_fleet_harness
     TIMEOUT 300)
-  target_compile_definitions(test_fleet_netfail PRIVATE
-    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
-    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
-  add_dependencies(test_fleet_netfail tracegate tracegate-relay)
 endif()
 # `tracegate trigger`, record's wait for a start trigger, and
 # `record --clone`, against a real tracegated.
@@ -93,12 +104,8 @@ tg_add_test(test_session_lease
 if(TARGET tracegate-relay)
   tg_add_test(test_relay_survival_e2e
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_relay_survival_e2e.c
-    LIBS tg_test_support tg_proto Threads::Threads
+    LIBS tg_fleet_harness
     TIMEOUT 180)
-  target_compile_definitions(test_relay_survival_e2e PRIVATE
-    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
-    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>")
-  add_dependencies(test_relay_survival_e2e tracegate tracegate-relay)
 endif()
 # Silent partitions of 25 s, 2 min and 10 min with a read in flight (the
 # replay window resends it), and one whose data overflows the host's
@@ -108,13 +115,8 @@ endif()
 if(TARGET tracegate-relay)
   tg_add_test(test_fleet_partition
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fleet_partition.c
-    LIBS tg_test_support tg_proto
+    LIBS tg_fleet_harness
     TIMEOUT 300)
-  target_compile_definitions(test_fleet_partition PRIVATE
-    TRACEGATE_CLI_PATH="$<TARGET_FILE:tracegate>"
-    TRACEGATE_RELAY_PATH="$<TARGET_FILE:tracegate-relay>"
-    TRACEGATED_FOR_LEASE_PATH="$<TARGET_FILE:tracegated>")
-  add_dependencies(test_fleet_partition tracegate tracegate-relay tracegated)
   add_test(NAME test_fleet_partition_long COMMAND test_fleet_partition long)
   set_tests_properties(test_fleet_partition_long PROPERTIES TIMEOUT 1200
                        LABELS "long")

@@ -32,14 +32,22 @@ int test_service_prepare(test_service_t *ts) {
 }
 
 /* Starts tracegated on |ts|'s paths; |ready_fd| and |err_fd| (or
- * TG_TEST_FD_INHERIT) are the child's ready pipe and stderr. */
-static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd) {
+ * TG_TEST_FD_INHERIT) are the child's ready pipe and stderr; |extra| (NULL
+ * or NULL-terminated) follows the usual arguments. */
+static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd,
+                   const char *const *extra) {
   char fdarg[16];
   snprintf(fdarg, sizeof(fdarg), "%d", ready_fd);
   const char *lvl = getenv("TG_TEST_LOG_LEVEL");
-  const char *argv[] = {"tracegated", "--producer-socket", ts->producer_sock,
-                        "--consumer-socket", ts->consumer_sock, "--ready-fd",
-                        fdarg, "--log-level", lvl ? lvl : "warn", NULL};
+  const char *argv[32] = {"tracegated", "--producer-socket", ts->producer_sock,
+                          "--consumer-socket", ts->consumer_sock, "--ready-fd",
+                          fdarg, "--log-level", lvl ? lvl : "warn"};
+  size_t n = 9;
+  for (size_t i = 0; extra && extra[i]; i++) {
+    if (n + 1 >= sizeof(argv) / sizeof(argv[0])) return -E2BIG;
+    argv[n++] = extra[i];
+  }
+  argv[n] = NULL;
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
   s.path = TRACEGATED_PATH;
   s.argv = argv;
@@ -49,9 +57,14 @@ static pid_t spawn(const test_service_t *ts, int ready_fd, int err_fd) {
 }
 
 int test_service_launch(test_service_t *ts) {
+  return test_service_launch_with(ts, NULL, 10000);
+}
+
+int test_service_launch_with(test_service_t *ts, const char *const *extra_args,
+                             int ready_timeout_ms) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
-  pid_t pid = spawn(ts, pfd[1], TG_TEST_FD_INHERIT);
+  pid_t pid = spawn(ts, pfd[1], TG_TEST_FD_INHERIT, extra_args);
   close(pfd[1]);
   if (pid < 0) {
     close(pfd[0]);
@@ -59,7 +72,7 @@ int test_service_launch(test_service_t *ts) {
   }
   ts->pid = pid;
   /* "ready" on the pipe, or EOF if it died; bounded. */
-  int ok = tg_test_wait_line(pfd[0], "ready", 10000, NULL, 0);
+  int ok = tg_test_wait_line(pfd[0], "ready", ready_timeout_ms, NULL, 0);
   close(pfd[0]);
   if (ok != 1) {
     test_service_stop(ts);
@@ -71,6 +84,12 @@ int test_service_launch(test_service_t *ts) {
 int test_service_start(test_service_t *ts) {
   if (test_service_prepare(ts) < 0) return -1;
   return test_service_launch(ts);
+}
+
+int test_service_start_with(test_service_t *ts, const char *const *extra_args,
+                            int ready_timeout_ms) {
+  if (test_service_prepare(ts) < 0) return -1;
+  return test_service_launch_with(ts, extra_args, ready_timeout_ms);
 }
 
 int test_service_terminate(test_service_t *ts) {
@@ -115,7 +134,7 @@ int test_service_run_again(const test_service_t *ts, char *err, size_t errlen) {
     close(efd[1]);
     return -1;
   }
-  pid_t pid = spawn(ts, rfd[1], efd[1]);
+  pid_t pid = spawn(ts, rfd[1], efd[1], NULL);
   close(efd[1]);
   close(rfd[1]);
   close(rfd[0]); /* a second service must not get as far as "ready" */

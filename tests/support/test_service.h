@@ -29,6 +29,13 @@ int test_service_start(test_service_t *ts);
  * paths, then run tracegated on them. */
 int test_service_prepare(test_service_t *ts);
 int test_service_launch(test_service_t *ts);
+/* The same with more tracegated arguments (|extra_args|: NULL, or
+ * NULL-terminated strings that need only last through the call; at most
+ * 22) and a bound on the wait for its ready signal. Returns 0 or -1. */
+int test_service_start_with(test_service_t *ts, const char *const *extra_args,
+                            int ready_timeout_ms);
+int test_service_launch_with(test_service_t *ts, const char *const *extra_args,
+                             int ready_timeout_ms);
 /* A cmocka fixture: *state = a started test_service_t; the teardown fails
  * unless the service exited with status 0 on SIGTERM (also when the test
  * terminated it itself). */

@@ -1,0 +1,287 @@
+/* The fleet end-to-end harness (fleet_harness.h). */
+#include "fleet_harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_proc.h"
+#include "test_wait.h"
+
+#ifndef TRACEGATE_CLI_PATH
+#error "TRACEGATE_CLI_PATH must name the tracegate binary"
+#endif
+#ifndef TRACEGATE_RELAY_PATH
+#error "TRACEGATE_RELAY_PATH must name the tracegate-relay binary"
+#endif
+
+/* --- the directory ---------------------------------------------------------- */
+
+/* One per test binary, made by the group setup: every test of the group
+ * shares its certificates. */
+static char g_dir[128];
+
+int fleet_dir_create(const char *tag) {
+  signal(SIGPIPE, SIG_IGN);
+  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), tag) < 0) return -1;
+  if (tg_test_certs(g_dir, "ca pki") ||
+      tg_test_certs(g_dir, "host pki relay.test --ip 127.0.0.1") ||
+      tg_test_certs(g_dir, "client pki alice --role record"))
+    return -1;
+  return 0;
+}
+
+int fleet_dir_teardown(void **state) {
+  (void)state;
+  return tg_test_rm_rf(g_dir) == 0 ? 0 : -1;
+}
+
+const char *fleet_in_dir(const char *name) {
+  static char bufs[8][256];
+  static int i;
+  char *b = bufs[i++ % 8];
+  snprintf(b, 256, "%s/%s", g_dir, name);
+  return b;
+}
+
+/* --- relays ------------------------------------------------------------------- */
+
+void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
+                       const char *log, const char *const *extra_args) {
+  snprintf(r->log, sizeof(r->log), "%s", log);
+  int pfd[2];
+  assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+  int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  assert_true(lfd >= 0);
+  char fd[16], listen[32];
+  snprintf(fd, sizeof(fd), "%d", pfd[1]);
+  snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+  const char *argv[32] = {
+      "tracegate-relay", "--listen", listen, "--consumer-socket",
+      consumer_sock, "--cert", fleet_in_dir("pki/relay.test.pem"), "--key",
+      fleet_in_dir("pki/relay.test.key"), "--ca", fleet_in_dir("pki/ca.pem"),
+      "--authz", fleet_in_dir("pki/authz"), "--ready-fd", fd, "--log-level",
+      "info"};
+  size_t n = 17;
+  for (size_t i = 0; extra_args && extra_args[i]; i++) {
+    assert_true(n + 1 < sizeof(argv) / sizeof(argv[0]));
+    argv[n++] = extra_args[i];
+  }
+  argv[n] = NULL;
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = argv;
+  s.stderr_fd = lfd;
+  s.keep_fd = pfd[1];
+  r->pid = tg_test_spawn(&s);
+  close(lfd);
+  close(pfd[1]);
+  assert_true(r->pid > 0);
+  char line[64] = "";
+  int got = tg_test_wait_line(pfd[0], "ready", FLEET_WAIT_MS, line, sizeof(line));
+  close(pfd[0]);
+  assert_int_equal(got, 1);
+  assert_int_equal(sscanf(line, "ready %d", &r->port), 1);
+  if (port) assert_int_equal(r->port, port);
+}
+
+void fleet_relay_stop(fleet_relay_t *r, int sig) {
+  if (r->pid <= 0) return;
+  /* The exit is an event (a pidfd); SIGKILL after 10 s. */
+  tg_test_stop(r->pid, sig, 10000);
+  r->pid = 0;
+}
+
+/* --- hosts ---------------------------------------------------------------------- */
+
+void fleet_host_start(fleet_host_t *h, const char *relay_log,
+                      const char *const *relay_args) {
+  memset(h, 0, sizeof(*h));
+  assert_int_equal(test_service_start(&h->ts), 0);
+  fleet_host_start_relay(h, relay_log, relay_args);
+}
+
+void fleet_host_start_relay(fleet_host_t *h, const char *relay_log,
+                            const char *const *relay_args) {
+  fleet_relay_start(&h->relay, h->ts.consumer_sock, 0, relay_log, relay_args);
+  snprintf(h->spec, sizeof(h->spec), "127.0.0.1:%d", h->relay.port);
+}
+
+void fleet_host_connect_producer(fleet_host_t *h, const char *name,
+                                 const char *ds_name, uint32_t page_kb,
+                                 uint32_t smb_kb, bool will_notify_on_stop) {
+  assert_int_equal(raw_producer_connect(&h->p, &h->ts, name, ds_name, page_kb,
+                                        smb_kb, will_notify_on_stop), 0);
+  h->has_p = true;
+}
+
+void fleet_host_drop_producer(fleet_host_t *h) {
+  if (h->has_p) raw_producer_close(&h->p);
+  h->has_p = false;
+}
+
+void fleet_host_stop(fleet_host_t *h) {
+  fleet_host_drop_producer(h);
+  fleet_relay_stop(&h->relay, SIGTERM);
+  assert_int_equal(test_service_stop(&h->ts), 0);
+}
+
+/* --- producer steps ---------------------------------------------------------------- */
+
+void fleet_commit_packets(raw_producer_t *p, uint32_t chunk_id, const char *tag,
+                          uint32_t first, unsigned n) {
+  assert_int_equal(raw_producer_write_packets(p, 0, 0, 1, chunk_id, tag, first, n), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+void fleet_commit_big(raw_producer_t *p, uint32_t chunk_id, const char *tag,
+                      uint32_t first, unsigned n) {
+  enum { MAX = 24 };
+  assert_true(n <= MAX);
+  static uint8_t pk[MAX][FLEET_BIG + 64];
+  const uint8_t *frags[MAX];
+  size_t lens[MAX];
+  char str[FLEET_BIG + 1];
+  memset(str, 'x', FLEET_BIG);
+  str[FLEET_BIG] = 0;
+  memcpy(str, tag, strlen(tag));
+  str[strlen(tag)] = ':';
+  for (unsigned i = 0; i < n; i++) {
+    lens[i] = make_test_packet(pk[i], sizeof(pk[i]), str, first + i);
+    assert_true(lens[i] > 0);
+    frags[i] = pk[i];
+  }
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, 1, chunk_id,
+                                            0, frags, lens, n), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+void fleet_ack_flush(raw_producer_t *p) {
+  uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, FLEET_WAIT_MS);
+  assert_true(id > 0);
+  assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, id), 0);
+}
+
+/* --- the CLI as a child -------------------------------------------------------------- */
+
+void fleet_cli_spawn(fleet_cli_t *c, const char *const *args) {
+  memset(c, 0, sizeof(*c));
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  const char *argv[48] = {"tracegate"};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    assert_true(n < 47);
+    argv[n] = args[n - 1];
+  }
+  argv[n] = NULL;
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_CLI_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = TG_TEST_FD_DEVNULL;
+  s.stderr_fd = pe[1];
+  s.default_sigint = true;
+  c->pid = tg_test_spawn(&s);
+  assert_true(c->pid > 0);
+  close(pe[1]);
+  c->err_fd = pe[0];
+}
+
+const char *fleet_cli_read_until(fleet_cli_t *c, const char *needle,
+                                 int64_t timeout_ms) {
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
+  const char *at;
+  while (!(at = strstr(c->err, needle))) {
+    int64_t left = deadline - tg_test_now_ms();
+    if (left <= 0) fail_msg("no '%s' from tracegate:\n%s", needle, c->err);
+    struct pollfd p = {c->err_fd, POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(c->err_fd, c->err + c->n_err, sizeof(c->err) - 1 - c->n_err);
+    if (r <= 0) fail_msg("tracegate closed stderr before '%s':\n%s", needle, c->err);
+    c->n_err += (size_t)r;
+    c->err[c->n_err] = 0;
+  }
+  return at;
+}
+
+int fleet_cli_wait(fleet_cli_t *c) {
+  int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
+  bool killed = false;
+  while (c->err_fd >= 0) {
+    int64_t left = deadline - tg_test_now_ms();
+    if (left <= 0) {
+      killed = true;
+      break;
+    }
+    struct pollfd p = {c->err_fd, POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(c->err_fd, c->err + c->n_err, sizeof(c->err) - 1 - c->n_err);
+    if (r > 0) {
+      c->n_err += (size_t)r;
+      c->err[c->n_err] = 0;
+      if (c->n_err + 1 < sizeof(c->err)) continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    close(c->err_fd);
+    c->err_fd = -1;
+  }
+  if (c->err_fd >= 0) close(c->err_fd);
+  c->err_fd = -1;
+  /* stderr closed: the exit follows (at least a second's grace); after a
+   * timeout it is killed at once. */
+  int64_t left = deadline - tg_test_now_ms();
+  int status = tg_test_reap(c->pid, killed ? 0 : left > 1000 ? (int)left : 1000);
+  if (status == -1) killed = true;
+  print_message("--- tracegate stderr ---\n%s------------------------\n", c->err);
+  if (killed) return -1;
+  assert_null(strstr(c->err, "Sanitizer"));
+  assert_null(strstr(c->err, "runtime error"));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+double fleet_link_down_ms(const char *err) {
+  const char *at = strstr(err, "link down ");
+  assert_non_null(at);
+  char *end;
+  double v = strtod(at + strlen("link down "), &end);
+  if (*end == 'm') return v * 60000 + strtod(end + 1, NULL) * 1000;
+  return v * 1000;
+}
+
+/* --- waits -------------------------------------------------------------------------- */
+
+int64_t fleet_wait_log(const char *path, const char *needle) {
+  int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
+  static char buf[1 << 17];
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    if (strstr(buf, needle)) return tg_test_now_ms();
+    if (tg_test_now_ms() > deadline) fail_msg("no '%s' in %s:\n%s", needle, path, buf);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+void fleet_wait_read_through(tg_fault_proxy_t *px, uint64_t base, uint64_t n) {
+  assert_int_equal(tg_fault_proxy_wait_down_bytes(px, base + n, FLEET_WAIT_MS), 0);
+  uint64_t now = tg_fault_proxy_down_bytes(px);
+  assert_int_equal(tg_fault_proxy_wait_down_bytes(px, now + 300, FLEET_WAIT_MS), 0);
+}

@@ -1,0 +1,84 @@
+/* Trace files of the fleet tests (fleet_trace.h). */
+#include "fleet_trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pb/trace/test_event.pb-c.h"
+#include "test_service.h"
+#include "tracegate/pb_wire.h"
+
+void fleet_trace_load(const char *path, fleet_trace_t *t) {
+  memset(t, 0, sizeof(*t));
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) fail_msg("cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_true(st.st_size > 0);
+  uint8_t *buf = malloc((size_t)st.st_size);
+  assert_non_null(buf);
+  assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
+  close(fd);
+  size_t cap = 0;
+  const uint8_t *p = buf, *end = buf + st.st_size;
+  while (p < end) {
+    assert_int_equal(p[0], 0x0A);
+    uint64_t len = 0;
+    size_t k = tg_pb_read_varint(p + 1, end, &len);
+    assert_true(k > 0);
+    assert_true(len <= (uint64_t)(end - p - 1 - (ptrdiff_t)k));
+    Perfetto__Protos__TracePacket *pk =
+        perfetto__protos__trace_packet__unpack(NULL, (size_t)len, p + 1 + k);
+    assert_non_null(pk);
+    if (t->n == cap) {
+      cap = cap ? cap * 2 : 256;
+      t->pk = realloc(t->pk, cap * sizeof(*t->pk));
+      assert_non_null(t->pk);
+    }
+    t->pk[t->n++] = pk;
+    p += 1 + k + len;
+  }
+  free(buf);
+}
+
+void fleet_trace_free(fleet_trace_t *t) {
+  free_packets(t->pk, t->n);
+  t->pk = NULL;
+  t->n = 0;
+}
+
+bool fleet_has_tag(const Perfetto__Protos__TracePacket *pk, const char *tag) {
+  if (pk->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING ||
+      !pk->for_testing->str)
+    return false;
+  size_t l = strlen(tag);
+  const char *s = pk->for_testing->str;
+  return !strncmp(s, tag, l) && (s[l] == 0 || s[l] == ':');
+}
+
+size_t fleet_trace_count_tag(const fleet_trace_t *t, const char *tag) {
+  size_t n = 0;
+  for (size_t i = 0; i < t->n; i++) n += fleet_has_tag(t->pk[i], tag);
+  return n;
+}
+
+void fleet_trace_assert_values(const fleet_trace_t *t, const char *tag,
+                               uint32_t first, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    if (!fleet_has_tag(t->pk[i], tag)) continue;
+    if (k >= n || t->pk[i]->for_testing->seq_value != first + k)
+      fail_msg("'%s' packet %zu is value %u, expected %zu of %zu", tag, k,
+               t->pk[i]->for_testing->seq_value, first + k, n);
+    k++;
+  }
+  if (k != n) fail_msg("%zu '%s' packets, expected %zu", k, tag, n);
+}
