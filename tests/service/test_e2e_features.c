@@ -493,6 +493,19 @@ static void query_capabilities_and_service_state_describe_the_service(void **sta
   raw_producer_close(&p);
 }
 
+/* A session of "big.ds" with a |buffer_kb| buffer, its producer on an SMB
+ * of 32 KiB pages (256 KiB), started. */
+static void start_big_session(test_service_t *ts, raw_producer_t *p,
+                              raw_consumer_t *c, simple_cfg_t *sc,
+                              unsigned buffer_kb) {
+  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "big.ds", 32, 256, false),
+                   0);
+  assert_int_equal(raw_consumer_connect(c, ts), 0);
+  simple_cfg_init(sc, buffer_kb, 1, "big.ds");
+  assert_int_equal(raw_consumer_enable(c, &sc->cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+}
+
 /* A streaming read-out fills more than the default socket send buffer
  * before it waits for the reader: the service asks for a bigger one at the
  * first ReadBuffers (the kernel caps it at net.core.wmem_max, and grants
@@ -518,12 +531,7 @@ static void read_out_fills_a_larger_send_buffer(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "big.ds", 32, 256, false),
-                   0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 4096, 1, "big.ds");
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  start_big_session(ts, &p, &c, &sc, 4096);
   /* 2 MiB of packets of 28 KiB, one per whole-page chunk. */
   enum { STR_LEN = 28 * 1024, PACKETS = 72 };
   char *str = malloc(STR_LEN + 1);
@@ -611,12 +619,7 @@ static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "big.ds", 32, 256, false),
-                   0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 1024, 1, "big.ds");
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  start_big_session(ts, &p, &c, &sc, 1024);
   assert_int_equal(p.smb.page_size, 32768);
 
   enum { STR_LEN = 300 * 1024 };
