@@ -136,20 +136,39 @@ static uint8_t *first_connection(tg_tls_config_t *ccfg, tg_tls_config_t *scfg,
   return saved;
 }
 
-static void tls_second_connection_resumes_from_ticket(void **state) {
-  (void)state;
-  tg_tls_config_t *scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
-  tg_tls_config_t *ccfg = client_cfg("carol");
+/* The start every ticket test shares: a relay config with tickets, a
+ * client |name|, and the session saved from a first, full connection.
+ * The test owns all of it until ticket_case_end() frees it. */
+typedef struct ticket_case {
+  tg_tls_config_t *scfg, *ccfg;
+  uint8_t *saved;
   size_t len;
   uint64_t expires;
-  uint8_t *saved = first_connection(ccfg, scfg, &len, &expires);
+} ticket_case_t;
+
+static void ticket_case_start(ticket_case_t *t, const char *name) {
+  t->scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
+  t->ccfg = client_cfg(name);
+  t->saved = first_connection(t->ccfg, t->scfg, &t->len, &t->expires);
+}
+
+static void ticket_case_end(ticket_case_t *t) {
+  free(t->saved);
+  tg_tls_config_free(t->ccfg);
+  tg_tls_config_free(t->scfg);
+}
+
+static void tls_second_connection_resumes_from_ticket(void **state) {
+  (void)state;
+  ticket_case_t t;
+  ticket_case_start(&t, "carol");
   /* The server's lifetime hint bounds the client's idea of expiry. */
   uint64_t now = (uint64_t)time(NULL);
-  assert_true(expires > now);
-  assert_true(expires <= now + TG_TLS_TICKET_LIFETIME_DEFAULT_S + 5);
+  assert_true(t.expires > now);
+  assert_true(t.expires <= now + TG_TLS_TICKET_LIFETIME_DEFAULT_S + 5);
 
   conn_t c;
-  connect_pair(&c, ccfg, scfg, saved, len);
+  connect_pair(&c, t.ccfg, t.scfg, t.saved, t.len);
   assert_int_equal(c.cli_rv, 0);
   assert_int_equal(c.srv_rv, 0);
   assert_true(tg_tls_session_resumed(c.cli));
@@ -165,46 +184,36 @@ static void tls_second_connection_resumes_from_ticket(void **state) {
   assert_int_equal(n, 4);
   assert_memory_equal(buf, "ping", 4);
   conn_free(&c);
-  free(saved);
-  tg_tls_config_free(ccfg);
-  tg_tls_config_free(scfg);
+  ticket_case_end(&t);
 }
 
 static void tls_restarted_server_falls_back_to_full_handshake(void **state) {
   (void)state;
-  tg_tls_config_t *scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
-  tg_tls_config_t *ccfg = client_cfg("carol");
-  size_t len;
-  uint64_t expires;
-  uint8_t *saved = first_connection(ccfg, scfg, &len, &expires);
+  ticket_case_t t;
+  ticket_case_start(&t, "carol");
   /* A restart: a new config draws new ticket keys. */
-  tg_tls_config_free(scfg);
-  scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
+  tg_tls_config_free(t.scfg);
+  t.scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
   conn_t c;
-  connect_pair(&c, ccfg, scfg, saved, len);
+  connect_pair(&c, t.ccfg, t.scfg, t.saved, t.len);
   assert_int_equal(c.cli_rv, 0);
   assert_int_equal(c.srv_rv, 0);
   assert_false(tg_tls_session_resumed(c.cli));
   assert_false(tg_tls_session_resumed(c.srv));
   assert_string_equal(tg_tls_peer_identity(c.srv), "carol");
   conn_free(&c);
-  free(saved);
-  tg_tls_config_free(ccfg);
-  tg_tls_config_free(scfg);
+  ticket_case_end(&t);
 }
 
 static void tls_revoked_after_first_connection_cannot_resume(void **state) {
   (void)state;
-  tg_tls_config_t *scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
-  tg_tls_config_t *ccfg = client_cfg("dave");
-  size_t len;
-  uint64_t expires;
-  uint8_t *saved = first_connection(ccfg, scfg, &len, &expires);
+  ticket_case_t t;
+  ticket_case_start(&t, "dave");
   assert_int_equal(certs("revoke pki dave"), 0);
   char err[256];
-  assert_int_equal(tg_tls_config_reload_crl(scfg, NULL, err, sizeof(err)), 0);
+  assert_int_equal(tg_tls_config_reload_crl(t.scfg, NULL, err, sizeof(err)), 0);
   conn_t c;
-  connect_pair(&c, ccfg, scfg, saved, len);
+  connect_pair(&c, t.ccfg, t.scfg, t.saved, t.len);
   assert_int_equal(c.srv_rv, TG_ETLS_CERT);
   assert_non_null(strstr(tg_tls_last_error(c.srv), "revoked"));
   /* The client had finished its side; it learns from the alert. */
@@ -214,12 +223,10 @@ static void tls_revoked_after_first_connection_cannot_resume(void **state) {
               tg_tls_read(c.cli, buf, sizeof(buf), &n) == TG_ETLS_PEER_ALERT);
   conn_free(&c);
   /* A full handshake is refused too, as before. */
-  connect_pair(&c, ccfg, scfg, NULL, 0);
+  connect_pair(&c, t.ccfg, t.scfg, NULL, 0);
   assert_int_equal(c.srv_rv, TG_ETLS_CERT);
   conn_free(&c);
-  free(saved);
-  tg_tls_config_free(ccfg);
-  tg_tls_config_free(scfg);
+  ticket_case_end(&t);
 }
 
 static void tls_server_without_tickets_issues_none(void **state) {
@@ -244,44 +251,34 @@ static void tls_ticket_of_tickets_off_server_is_not_accepted(void **state) {
   (void)state;
   /* Saved from a relay with tickets, offered to one (same keys cannot be
    * had) with tickets off: a full handshake. */
-  tg_tls_config_t *on = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
+  ticket_case_t t;
+  ticket_case_start(&t, "carol");
   tg_tls_config_t *off = server_cfg(0);
-  tg_tls_config_t *ccfg = client_cfg("carol");
-  size_t len;
-  uint64_t expires;
-  uint8_t *saved = first_connection(ccfg, on, &len, &expires);
   conn_t c;
-  connect_pair(&c, ccfg, off, saved, len);
+  connect_pair(&c, t.ccfg, off, t.saved, t.len);
   assert_int_equal(c.cli_rv, 0);
   assert_int_equal(c.srv_rv, 0);
   assert_false(tg_tls_session_resumed(c.cli));
   assert_false(tg_tls_session_resumed(c.srv));
   conn_free(&c);
-  free(saved);
-  tg_tls_config_free(ccfg);
-  tg_tls_config_free(on);
   tg_tls_config_free(off);
+  ticket_case_end(&t);
 }
 
 static void tls_offer_refuses_bytes_that_are_no_session(void **state) {
   (void)state;
-  tg_tls_config_t *scfg = server_cfg(TG_TLS_TICKET_LIFETIME_DEFAULT_S);
-  tg_tls_config_t *ccfg = client_cfg("erin");
-  size_t len;
-  uint64_t expires;
-  uint8_t *saved = first_connection(ccfg, scfg, &len, &expires);
+  ticket_case_t t;
+  ticket_case_start(&t, "erin");
   tg_tls_session_t *s;
-  assert_int_equal(tg_tls_session_new(ccfg, "relay.test", 0, &s), 0);
+  assert_int_equal(tg_tls_session_new(t.ccfg, "relay.test", 0, &s), 0);
   uint8_t junk[64];
   memset(junk, 0xa5, sizeof(junk));
   assert_int_equal(tg_tls_session_offer(s, junk, sizeof(junk)), -EINVAL);
   /* Every truncation of a real one is refused, never read past. */
-  for (size_t k = 1; k < len; k += 7)
-    assert_int_equal(tg_tls_session_offer(s, saved, k), -EINVAL);
+  for (size_t k = 1; k < t.len; k += 7)
+    assert_int_equal(tg_tls_session_offer(s, t.saved, k), -EINVAL);
   tg_tls_session_free(s);
-  free(saved);
-  tg_tls_config_free(ccfg);
-  tg_tls_config_free(scfg);
+  ticket_case_end(&t);
 }
 
 static void tls_fingerprints_tell_identities_and_cas_apart(void **state) {
