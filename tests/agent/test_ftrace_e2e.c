@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -277,10 +278,31 @@ static void wait_started(session_t *s) {
 
 /* A short-lived child that renames itself, writes a marker, sleeps a few
  * times (context switches and wake-ups) and exits. Returns its pid. */
+/* A child that renames itself KID_COMM, writes a marker and exits; it is
+ * switched in under that name from a running task, not from the idle task:
+ * on the VMs this runs on, the kernel records no switch out of the idle
+ * task, so a kid that only ever woke on an idle CPU left no switch into it
+ * in the trace (the test failed about one run in eight on an idle
+ * machine). Parent and kid share one CPU and hand over through pipes: the
+ * parent, running, wakes the kid and blocks, and the switch from it to the
+ * kid is recorded. */
 static pid_t run_kid(void) {
+  cpu_set_t old, one;
+  assert_int_equal(sched_getaffinity(0, sizeof(old), &old), 0);
+  int cpu = sched_getcpu();
+  assert_true(cpu >= 0);
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+  int renamed[2], go[2];
+  assert_int_equal(pipe2(renamed, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(go, O_CLOEXEC), 0);
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_NAME, KID_COMM);
+    char c = 'r';
+    if (write(renamed[1], &c, 1) != 1) _exit(4);
+    if (read(go[0], &c, 1) != 1) _exit(5); /* blocks: the parent runs */
     char path[TG_TRACEFS_PATH_MAX + 16], msg[64];
     snprintf(path, sizeof(path), "%s/trace_marker", tracefs_root);
     int n = snprintf(msg, sizeof(msg), "tg-marker-%d", (int)getpid());
@@ -293,9 +315,18 @@ static pid_t run_kid(void) {
     _exit(0);
   }
   assert_true(pid > 0);
+  char c;
+  assert_int_equal(read(renamed[0], &c, 1), 1);
+  /* The kid, renamed, waits in read(); wake it and block in waitpid(). */
+  assert_int_equal(write(go[1], "g", 1), 1);
   int status;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(renamed[0]);
+  close(renamed[1]);
+  close(go[0]);
+  close(go[1]);
+  assert_int_equal(sched_setaffinity(0, sizeof(old), &old), 0);
   return pid;
 }
 
