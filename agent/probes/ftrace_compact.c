@@ -22,8 +22,6 @@
 #define CS_WAKING_COMM 11
 #define CS_WAKING_FLAGS 12
 
-#define COMM_MAX 16
-
 int tg__ftrace_compact_init(tg_ftrace_compact_t *c, size_t cap) {
   memset(c, 0, sizeof(*c));
   c->cap = cap;
@@ -84,88 +82,16 @@ void tg__ftrace_compact_reset(tg_ftrace_compact_t *c) {
   c->n_sw = c->n_wk = 0;
 }
 
-/* The first |n| (<= 8) bytes of |w|, the rest zero. */
-static inline uint64_t low_bytes(uint64_t w, size_t n) {
-  return n >= 8 ? w : w & ((UINT64_C(1) << (8 * n)) - 1);
-}
-
-/* The index of the comm of |n| bytes at |s| in the bundle's intern table,
- * added if new. |whole| says 16 bytes can be read at |s| (a char[16]). */
-static uint32_t intern(tg_ftrace_compact_t *c, const uint8_t *s, size_t n,
-                       bool whole) {
-  if (n > COMM_MAX) n = COMM_MAX;
-  uint64_t w0, w1;
-  if (whole && TG_FTRACE_PUT_WORDS) {
-    w0 = low_bytes(tg__ftrace_ld64(s), n);
-    w1 = n > 8 ? low_bytes(tg__ftrace_ld64(s + 8), n - 8) : 0;
-  } else {
-    uint8_t b[COMM_MAX] = {0};
-    memcpy(b, s, n);
-    memcpy(&w0, b, 8);
-    memcpy(&w1, b + 8, 8);
-  }
-  /* Multiplicative hashing: the top bits of the product index the slots. */
-  uint64_t h = (w0 ^ (w1 * UINT64_C(0xc2b2ae3d27d4eb4f))) *
-               UINT64_C(0x9e3779b97f4a7c15);
-  size_t mask = ((size_t)1 << (64 - c->slot_shift)) - 1;
-  for (size_t k = (size_t)(h >> c->slot_shift);; k = (k + 1) & mask) {
-    uint32_t idx = c->slots[k];
-    if (idx == 0) {
-      /* Never full: more slots than 2 * cap, at most cap rows a page. */
-      uint32_t i = (uint32_t)c->n_comms++;
-      c->comms[i][0] = w0;
-      c->comms[i][1] = w1;
-      c->comm_len[i] = (uint8_t)n;
-      c->comm_slot[i] = (uint32_t)k;
-      c->slots[k] = i + 1;
-      return i;
-    }
-    /* NUL-padded words of strings without NULs: equal words, equal
-     * strings. */
-    if (c->comms[idx - 1][0] == w0 && c->comms[idx - 1][1] == w1)
-      return idx - 1;
-  }
-}
-
-/* A word read (ftrace_plan.h): 8 bytes past the record are readable. */
-static inline bool get_word_int(const tg_ftrace_op_t *op, const uint8_t *rec,
-                           uint32_t len, uint64_t *v) {
-  if (op->end > len) return false;
-  uint64_t x = tg__ftrace_ld64(rec + op->offset) & op->mask;
-  *v = (x ^ op->sign) - op->sign;
-  return true;
-}
-
-bool tg__ftrace_compact_add(tg_ftrace_compact_t *c,
-                            const tg_ftrace_compact_src_t *src, uint64_t ts,
-                            const uint8_t *rec, uint32_t len) {
-  const uint8_t *s = NULL;
-  size_t n = 0;
-  uint64_t pid = 0, prio = 0, extra = 0;
-  if (!tg__ftrace_op_str(&src->comm, rec, len, &s, &n) ||
-      !get_word_int(&src->pid, rec, len, &pid) ||
-      !get_word_int(&src->prio, rec, len, &prio) ||
-      !get_word_int(&src->extra, rec, len, &extra))
-    return false;
-  if (c->n_sw + c->n_wk >= c->cap) return false;
-  uint32_t comm = intern(c, s, n, src->comm.kind == TG_FTRACE_OP_COMM);
-  if (src->kind == TG_FTRACE_COMPACT_SWITCH) {
-    size_t i = c->n_sw++;
-    c->sw_ts[i] = ts;
-    c->sw_state[i] = (int64_t)extra;
-    c->sw_pid[i] = (int32_t)pid;
-    c->sw_prio[i] = (int32_t)prio;
-    c->sw_comm[i] = comm;
-  } else {
-    size_t i = c->n_wk++;
-    c->wk_ts[i] = ts;
-    c->wk_pid[i] = (int32_t)pid;
-    c->wk_cpu[i] = (int32_t)extra;
-    c->wk_prio[i] = (int32_t)prio;
-    c->wk_comm[i] = comm;
-    c->wk_flags[i] = src->flags_offset < len ? rec[src->flags_offset] : 0;
-  }
-  return true;
+uint32_t tg__ftrace_compact_intern_new(tg_ftrace_compact_t *c, size_t k,
+                                       uint64_t w0, uint64_t w1, size_t n) {
+  /* Never full: more slots than 2 * cap, at most cap rows a page. */
+  uint32_t i = (uint32_t)c->n_comms++;
+  c->comms[i][0] = w0;
+  c->comms[i][1] = w1;
+  c->comm_len[i] = (uint8_t)n;
+  c->comm_slot[i] = (uint32_t)k;
+  c->slots[k] = i + 1;
+  return i;
 }
 
 /* Varints of a packed column, written straight into the writer's segment

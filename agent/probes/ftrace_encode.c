@@ -129,6 +129,8 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
     for (unsigned i = 0; i < d->n_out; i++)
       if (d->out[i].proto_field)
         tg__ftrace_plan_add(&d->plan, &d->out[i].f, d->out[i].proto_field);
+  } else {
+    d->plan.min_len = UINT32_MAX; /* GenericFtraceEvent: no plan */
   }
   set_compact(d);
   t->n++;
@@ -296,9 +298,9 @@ static void write_event(tg_pbw_t *w, const tg_ftrace_event_desc_t *d,
 /* --- plans (every record of a known event) ------------------------------ */
 
 /* Writes the FtraceEvent of the record through its plan at |p|, which has
- * room for tg__ftrace_plan_bound() plus TG_FTRACE_PUT_SLACK bytes, and
- * 8 bytes past the record readable (word reads). The same bytes as
- * write_event(). Returns the end. */
+ * room for tg__ftrace_plan_need() plus TG_FTRACE_PUT_SLACK bytes; the
+ * record is at least pl->min_len long, with 8 bytes past it readable (word
+ * reads). The same bytes as write_event(). Returns the end. */
 static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
                               uint64_t ts, tg__ftrace_ts_cache_t *tc,
                               const uint8_t *rec, uint32_t len) {
@@ -307,62 +309,48 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
   p += TG_PB_REDUNDANT_VARINT_SIZE;
   *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_TIMESTAMP, TG_PB_WT_VARINT);
   p = tg__ftrace_put_ts(p, ts, tc);
-  if (pl->pid_end <= len) {
-    uint32_t pid;
-    memcpy(&pid, rec + pl->pid_offset, 4);
-    *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_PID, TG_PB_WT_VARINT);
-    p = tg__ftrace_put_varint(p, pid);
-  }
+  uint32_t pid;
+  memcpy(&pid, rec + pl->pid_offset, 4);
+  *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_PID, TG_PB_WT_VARINT);
+  p = tg__ftrace_put_varint(p, pid);
   p = tg__ftrace_put_tag(p, pl->msg_tag, pl->msg_tag_len);
   uint8_t *msg = p;
   p += TG_PB_REDUNDANT_VARINT_SIZE;
   for (const tg_ftrace_op_t *op = pl->ops, *end = op + pl->n_ops; op < end;
        op++) {
-    switch (op->cls) {
-      case TG_FTRACE_OPC_SCALAR: {
-        if (op->end > len) break;
-        p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
-        uint64_t v = tg__ftrace_ld64(rec + op->offset) & op->mask;
-        p = tg__ftrace_put_varint(p, (v ^ op->sign) - op->sign);
-        break;
+    if (op->cls == TG_FTRACE_OPC_SCALAR) {
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      uint64_t v = tg__ftrace_ld64(rec + op->offset) & op->mask;
+      p = tg__ftrace_put_varint(p, (v ^ op->sign) - op->sign);
+    } else if (op->cls == TG_FTRACE_OPC_COMM) {
+      const uint8_t *s = rec + op->offset;
+      size_t n = tg__ftrace_strnlen16(s);
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      *p++ = (uint8_t)n;
+      memcpy(p, s, 16); /* one block; the bytes past the NUL are slack */
+      p += n;
+    } else if (op->cls == TG_FTRACE_OPC_ARRAY) {
+      /* One key and varint per element (not packed: Perfetto's proto). */
+      const uint32_t tag = op->tag;
+      const unsigned tag_len = op->tag_len, es = op->elem_size;
+      const uint64_t mask = op->mask;
+      const uint8_t *v = rec + op->offset;
+      for (unsigned i = op->count; i > 0; i--, v += es) {
+        p = tg__ftrace_put_tag(p, tag, tag_len);
+        p = tg__ftrace_put_varint(p, tg__ftrace_ld64(v) & mask);
       }
-      case TG_FTRACE_OPC_COMM: {
-        if (op->end > len) break;
-        const uint8_t *s = rec + op->offset;
-        size_t n = tg__ftrace_strnlen16(s);
-        p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
-        *p++ = (uint8_t)n;
-        memcpy(p, s, 16); /* one block; the bytes past the NUL are slack */
-        p += n;
-        break;
-      }
-      case TG_FTRACE_OPC_ARRAY: {
-        /* One key and varint per element (not packed: Perfetto's proto). */
-        if (op->end > len) break;
-        const uint32_t tag = op->tag;
-        const unsigned tag_len = op->tag_len, es = op->elem_size;
-        const uint64_t mask = op->mask;
-        const uint8_t *v = rec + op->offset;
-        for (unsigned i = op->size / es; i > 0; i--, v += es) {
-          p = tg__ftrace_put_tag(p, tag, tag_len);
-          p = tg__ftrace_put_varint(p, tg__ftrace_ld64(v) & mask);
-        }
-        break;
-      }
-      default: { /* TG_FTRACE_OPC_STRING */
-        const uint8_t *s;
-        size_t n;
-        if (!tg__ftrace_op_str(op, rec, len, &s, &n)) break;
-        p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
-        p = tg__ftrace_put_varint(p, n);
-        memcpy(p, s, n);
-        p += n;
-        break;
-      }
+    } else { /* TG_FTRACE_OPC_STRING */
+      const uint8_t *s;
+      size_t n;
+      if (!tg__ftrace_op_str(op, rec, len, &s, &n)) continue;
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      p = tg__ftrace_put_varint(p, n);
+      memcpy(p, s, n);
+      p += n;
     }
   }
-  tg__ftrace_put_size4(msg, (uint32_t)(p - msg) - TG_PB_REDUNDANT_VARINT_SIZE);
-  tg__ftrace_put_size4(event,
+  tg__ftrace_put_size2(msg, (uint32_t)(p - msg) - TG_PB_REDUNDANT_VARINT_SIZE);
+  tg__ftrace_put_size2(event,
                        (uint32_t)(p - event) - TG_PB_REDUNDANT_VARINT_SIZE);
   return p;
 }
@@ -449,13 +437,10 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
     if (compact && d->compact.kind &&
         tg__ftrace_compact_add(&e->cs, &d->compact, rec.ts, data, rec.len))
       continue;
-    if (d->plan.fast) {
-      uint32_t bound = tg__ftrace_plan_bound(&d->plan, rec.len);
-      uint8_t *cur = w->cur;
-      if (bound && (size_t)(w->end - cur) >= bound + TG_FTRACE_PUT_SLACK) {
-        w->cur = write_planned(&d->plan, cur, rec.ts, &tc, data, rec.len);
-        continue;
-      }
+    uint32_t need = tg__ftrace_plan_need(&d->plan, rec.len);
+    if (need && (size_t)(w->end - w->cur) >= need + TG_FTRACE_PUT_SLACK) {
+      w->cur = write_planned(&d->plan, w->cur, rec.ts, &tc, data, rec.len);
+      continue;
     }
     write_event(w, d, rec.ts, rec.data, rec.len);
   }

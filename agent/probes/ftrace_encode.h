@@ -33,9 +33,10 @@ typedef struct tg_ftrace_out_field {
 
 typedef struct tg_ftrace_event_desc {
   /* What every record reads first, together. Records are written by the
-   * plan when plan.fast, else field by field from out[] through the
-   * writer (generic events; and any record when the segment is short of
-   * the plan's worst case). */
+   * plan (ftrace_plan.h) when it has one for their length, else field by
+   * field from out[] through the writer (generic events; truncated
+   * records; any record when the segment is short of the plan's worst
+   * case). */
   tg_ftrace_compact_src_t compact; /* kind NONE: not a compact event */
   tg_ftrace_plan_t plan;
   char group[TG_FTRACE_NAME_MAX];

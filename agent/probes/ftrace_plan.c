@@ -15,11 +15,11 @@
 void tg__ftrace_plan_init(tg_ftrace_plan_t *pl, uint32_t msg_field,
                           uint16_t pid_offset) {
   memset(pl, 0, sizeof(*pl));
-  pl->fast = msg_field < (1u << 18);
   pl->msg_tag = tg__ftrace_tag_word(msg_field, TG_PB_WT_LEN, &pl->msg_tag_len);
   pl->pid_offset = pid_offset;
-  pl->pid_end = (uint32_t)pid_offset + 4;
+  pl->min_len = (uint32_t)pid_offset + 4;
   pl->bound = tg__ftrace_plan_bound_of(pl, 0);
+  if (msg_field >= (1u << 18) || !pl->bound) pl->min_len = UINT32_MAX;
 }
 
 /* The mask and sign bit that extend a |size|-byte value read as a word. */
@@ -60,7 +60,7 @@ static bool op_for(const tg_ftrace_field_t *f, tg_ftrace_op_t *op,
   switch (f->kind) {
     case TG_FTRACE_FIELD_INT:
       op->kind = int_op(f, false);
-      word_read(op, f->size, f->is_signed);
+      if (op->kind) word_read(op, f->size, f->is_signed);
       *worst = TG_PB_MAX_VARINT_SIZE;
       *worst_per_key = 1;
       break;
@@ -100,6 +100,7 @@ static bool op_for(const tg_ftrace_field_t *f, tg_ftrace_op_t *op,
   if (op->kind >= TG_FTRACE_OP_ARRAY_U8) {
     op->cls = TG_FTRACE_OPC_ARRAY;
     op->elem_size = (uint8_t)f->elem_size;
+    op->count = (uint16_t)(f->size / f->elem_size);
   } else if (op->kind == TG_FTRACE_OP_COMM) {
     op->cls = TG_FTRACE_OPC_COMM;
   } else if (op->kind >= TG_FTRACE_OP_CHARS) {
@@ -118,13 +119,13 @@ bool tg__ftrace_op_of(const tg_ftrace_field_t *f, tg_ftrace_op_t *op) {
 
 void tg__ftrace_plan_add(tg_ftrace_plan_t *pl, const tg_ftrace_field_t *f,
                          uint32_t proto_field) {
-  if (!pl->fast) return;
+  if (pl->min_len == UINT32_MAX) return;
   tg_ftrace_op_t op;
   uint32_t keys, worst;
   bool var;
   if (pl->n_ops >= TG_FTRACE_MAX_FIELDS || proto_field >= (1u << 18) ||
       !op_for(f, &op, &keys, &worst, &var)) {
-    pl->fast = false;
+    pl->min_len = UINT32_MAX;
     return;
   }
   bool varint = f->kind == TG_FTRACE_FIELD_INT ||
@@ -135,5 +136,8 @@ void tg__ftrace_plan_add(tg_ftrace_plan_t *pl, const tg_ftrace_field_t *f,
   pl->fixed += worst + keys * op.tag_len;
   pl->n_var += var;
   pl->ops[pl->n_ops++] = op;
+  if (op.end > pl->min_len) pl->min_len = op.end;
   pl->bound = tg__ftrace_plan_bound_of(pl, 0);
+  /* Beyond a plan even for the shortest record: the general path's. */
+  if (!pl->bound) pl->min_len = UINT32_MAX;
 }

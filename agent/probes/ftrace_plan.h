@@ -67,25 +67,32 @@ typedef struct tg_ftrace_op {
   uint32_t end;    /* offset + size: records shorter than this lack it */
   uint16_t offset; /* in the record */
   uint16_t size;   /* chars: the array's bytes; arrays: all elements' */
+  uint16_t count;  /* arrays: elements */
   uint8_t kind;    /* TG_FTRACE_OP_* */
   uint8_t cls;     /* TG_FTRACE_OPC_* */
   uint8_t tag_len;
   uint8_t elem_size; /* arrays */
 } tg_ftrace_op_t;
 
+/* Nested sizes the plans write: below 2^14, so their 4-byte redundant
+ * varints take two bytes of value and a fixed tail (0x80 0x00). */
+#define TG_FTRACE_PLAN_MAX_EVENT 0x3fff
+
 typedef struct tg_ftrace_plan {
-  bool fast;      /* false: the event is written by the general path */
+  /* Records shorter than this go the general path: they lack common_pid
+   * or a field (truncated), and so the plan's ops read every fixed field
+   * unchecked. UINT32_MAX: every record does (no plan). */
+  uint32_t min_len;
+  /* tg__ftrace_plan_need() worked out, for plans without n_var. */
+  uint32_t bound;
   uint8_t n_ops;
-  uint8_t n_var;  /* string fields as long as the record at most */
+  uint8_t n_var; /* string fields as long as the record at most */
   uint8_t msg_tag_len;
-  uint32_t msg_tag; /* the message's key in FtraceEvent */
-  uint32_t pid_end; /* common_pid lies in records of at least this length */
   uint16_t pid_offset;
+  uint32_t msg_tag; /* the message's key in FtraceEvent */
   /* Worst-case bytes of the message's fields, each variable string
    * counted without its content (which adds at most the record length). */
   uint32_t fixed;
-  /* tg__ftrace_plan_bound() worked out, for plans without n_var. */
-  uint32_t bound;
   tg_ftrace_op_t ops[TG_FTRACE_MAX_FIELDS];
 } tg_ftrace_plan_t;
 
@@ -100,22 +107,23 @@ void tg__ftrace_plan_add(tg_ftrace_plan_t *pl, const tg_ftrace_field_t *f,
                          uint32_t proto_field);
 
 /* Worst-case bytes of one FtraceEvent (key and size included) for a record
- * of |len| bytes. Returns 0 when they would not fit in a nested size: the
- * general path writes the record then. */
+ * of |len| bytes, or 0 above TG_FTRACE_PLAN_MAX_EVENT. */
 static inline uint32_t tg__ftrace_plan_bound_of(const tg_ftrace_plan_t *pl,
                                                 uint32_t len) {
   uint64_t content = (uint64_t)pl->fixed + (uint64_t)pl->n_var * len;
   /* timestamp (key + 10), pid (key + 5), the message's key and size. */
   uint64_t event = 11 + 6 + pl->msg_tag_len + TG_PB_REDUNDANT_VARINT_SIZE +
                    content;
-  if (event > TG_PB_MAX_REDUNDANT_VARINT) return 0;
+  if (event > TG_FTRACE_PLAN_MAX_EVENT) return 0;
   return (uint32_t)(1 + TG_PB_REDUNDANT_VARINT_SIZE + event);
 }
 
-/* The same, read from the plan when its worst case does not depend on
- * the record's length. */
-static inline uint32_t tg__ftrace_plan_bound(const tg_ftrace_plan_t *pl,
-                                             uint32_t len) {
+/* The bytes the plan may write for a record of |len| bytes (the encoder
+ * runs it with that much room plus TG_FTRACE_PUT_SLACK), or 0: the
+ * general path writes the record. */
+static inline uint32_t tg__ftrace_plan_need(const tg_ftrace_plan_t *pl,
+                                            uint32_t len) {
+  if (len < pl->min_len) return 0;
   return pl->n_var ? tg__ftrace_plan_bound_of(pl, len) : pl->bound;
 }
 

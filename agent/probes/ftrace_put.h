@@ -125,14 +125,14 @@ static inline uint8_t *tg__ftrace_put_varint(uint8_t *p, uint64_t v) {
 #endif
 }
 
-/* |v| (< 2^28) as a 4-byte redundant varint, the nested size
- * tg_pbw_begin_nested() reserves. */
-static inline void tg__ftrace_put_size4(uint8_t *p, uint32_t v) {
+/* |v| (< 2^14) as the 4-byte redundant varint tg_pbw_begin_nested()
+ * reserves for a nested size: two bytes of value, then 0x80 0x00. */
+static inline void tg__ftrace_put_size2(uint8_t *p, uint32_t v) {
+  uint32_t x = 0x808080u | (v & 0x7fu) | ((v & 0x3f80u) << 1);
 #if TG_FTRACE_PUT_WORDS
-  uint32_t x = tg__ftrace_spread28(v) | 0x808080u;
   memcpy(p, &x, 4);
 #else
-  tg_pb_write_redundant_varint(p, v);
+  for (unsigned i = 0; i < 4; i++) p[i] = (uint8_t)(x >> (8 * i));
 #endif
 }
 
