@@ -94,73 +94,149 @@ uint32_t tg__ftrace_compact_intern_new(tg_ftrace_compact_t *c, size_t k,
   return i;
 }
 
-/* Varints of a packed column, written straight into the writer's segment
- * while it has room for the worst case (and the unchecked writes' slack),
- * one by one through the writer where a segment ends: most of a bundle's
- * cost is these columns. The value of row i is get(i) (a delta from the
- * previous one if |delta|). */
-#define PACKED_COLUMN(w, field, n, delta, get)                                 \
-  do {                                                                         \
-    if (!(n)) break;                                                           \
-    tg_pbw_begin_nested((w), (field));                                         \
-    uint64_t prev_ = 0;                                                        \
-    size_t i_ = 0;                                                             \
-    while (i_ < (n)) {                                                         \
-      size_t left_ = (size_t)((w)->end - (w)->cur);                            \
-      size_t room_ = left_ > TG_FTRACE_PUT_SLACK                               \
-                         ? (left_ - TG_FTRACE_PUT_SLACK) /                     \
-                               TG_PB_MAX_VARINT_SIZE                           \
-                         : 0;                                                  \
-      if (room_ == 0) {                                                        \
-        uint8_t tmp_[TG_PB_MAX_VARINT_SIZE];                                   \
-        uint64_t x_ = (uint64_t)(get(i_));                                     \
-        uint64_t y_ = (delta) ? x_ - prev_ : x_;                               \
-        prev_ = x_;                                                            \
-        tg_pbw_append_raw((w), tmp_,                                           \
-                          (size_t)(tg_pb_write_varint(tmp_, y_) - tmp_));      \
-        i_++;                                                                  \
-        continue;                                                              \
-      }                                                                        \
-      size_t end_ = (n) - i_ < room_ ? (n) : i_ + room_;                       \
-      uint8_t *p_ = (w)->cur;                                                  \
-      for (; i_ < end_; i_++) {                                                \
-        uint64_t x_ = (uint64_t)(get(i_));                                     \
-        p_ = tg__ftrace_put_varint(p_, (delta) ? x_ - prev_ : x_);             \
-        prev_ = x_;                                                            \
-      }                                                                        \
-      (w)->cur = p_;                                                           \
-    }                                                                          \
-    tg_pbw_end_nested(w);                                                      \
-  } while (0)
+/* --- columns ------------------------------------------------------------ */
+
+/* How a column's values become varints: timestamps as deltas from the
+ * previous row, int32 columns as their int64 value (as protobuf encodes a
+ * negative int32: ten bytes). */
+enum { COL_TS, COL_I64, COL_I32, COL_U32 };
+
+typedef struct column {
+  uint32_t field;
+  uint8_t type;
+  const void *v;
+  size_t n;
+} column_t;
+
+#define N_COLUMNS 11
+
+static void columns_of(const tg_ftrace_compact_t *c, column_t *col) {
+  const column_t cols[N_COLUMNS] = {
+      {CS_SWITCH_TS, COL_TS, c->sw_ts, c->n_sw},
+      {CS_SWITCH_PREV_STATE, COL_I64, c->sw_state, c->n_sw},
+      {CS_SWITCH_NEXT_PID, COL_I32, c->sw_pid, c->n_sw},
+      {CS_SWITCH_NEXT_PRIO, COL_I32, c->sw_prio, c->n_sw},
+      {CS_SWITCH_NEXT_COMM, COL_U32, c->sw_comm, c->n_sw},
+      {CS_WAKING_TS, COL_TS, c->wk_ts, c->n_wk},
+      {CS_WAKING_PID, COL_I32, c->wk_pid, c->n_wk},
+      {CS_WAKING_TARGET_CPU, COL_I32, c->wk_cpu, c->n_wk},
+      {CS_WAKING_PRIO, COL_I32, c->wk_prio, c->n_wk},
+      {CS_WAKING_COMM, COL_U32, c->wk_comm, c->n_wk},
+      {CS_WAKING_FLAGS, COL_U32, c->wk_flags, c->n_wk},
+  };
+  memcpy(col, cols, sizeof(cols));
+}
+
+/* Row |i|'s varint value; |prev| is the row before's timestamp. */
+static uint64_t column_value(const column_t *col, size_t i, uint64_t prev) {
+  switch (col->type) {
+    case COL_TS:
+      return ((const uint64_t *)col->v)[i] - prev;
+    case COL_I64:
+      return (uint64_t)((const int64_t *)col->v)[i];
+    case COL_I32:
+      return (uint64_t)(int64_t)((const int32_t *)col->v)[i];
+    default:
+      return ((const uint32_t *)col->v)[i];
+  }
+}
+
+/* The column's varints at |p| (room for 10 each plus
+ * TG_FTRACE_PUT_SLACK); returns the end. One loop per type, so the type
+ * is decided once per column, not per value. */
+static uint8_t *put_column(uint8_t *p, const column_t *col) {
+  size_t n = col->n;
+  switch (col->type) {
+    case COL_TS: {
+      const uint64_t *v = col->v;
+      uint64_t prev = 0;
+      for (size_t i = 0; i < n; i++) {
+        p = tg__ftrace_put_varint(p, v[i] - prev);
+        prev = v[i];
+      }
+      break;
+    }
+    case COL_I64: {
+      const int64_t *v = col->v;
+      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, (uint64_t)v[i]);
+      break;
+    }
+    case COL_I32: {
+      const int32_t *v = col->v;
+      for (size_t i = 0; i < n; i++)
+        p = tg__ftrace_put_varint(p, (uint64_t)(int64_t)v[i]);
+      break;
+    }
+    default: {
+      const uint32_t *v = col->v;
+      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, v[i]);
+      break;
+    }
+  }
+  return p;
+}
+
+/* The whole message at |p|, which has room for compact_worst() plus
+ * TG_FTRACE_PUT_SLACK: the bytes of the writer path below, without its
+ * per-field checks. Returns the end. */
+static uint8_t *put_compact(const tg_ftrace_compact_t *c,
+                            const column_t *cols, uint8_t *p) {
+  *p++ = (uint8_t)TG_PB_TAG(BUNDLE_COMPACT_SCHED, TG_PB_WT_LEN);
+  uint8_t *outer = p;
+  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  for (size_t i = 0; i < c->n_comms; i++) {
+    *p++ = (uint8_t)TG_PB_TAG(CS_INTERN_TABLE, TG_PB_WT_LEN);
+    *p++ = c->comm_len[i];
+    memcpy(p, c->comms[i], TG_FTRACE_COMM_MAX);
+    p += c->comm_len[i];
+  }
+  for (unsigned k = 0; k < N_COLUMNS; k++) {
+    if (!cols[k].n) continue;
+    *p++ = (uint8_t)TG_PB_TAG(cols[k].field, TG_PB_WT_LEN);
+    uint8_t *size = p;
+    p += TG_PB_REDUNDANT_VARINT_SIZE;
+    p = put_column(p, &cols[k]);
+    tg_pb_write_redundant_varint(
+        size, (uint32_t)(p - size) - TG_PB_REDUNDANT_VARINT_SIZE);
+  }
+  tg_pb_write_redundant_varint(
+      outer, (uint32_t)(p - outer) - TG_PB_REDUNDANT_VARINT_SIZE);
+  return p;
+}
+
+static size_t compact_worst(const tg_ftrace_compact_t *c) {
+  /* Keys are one byte (fields 1..12); sizes four. */
+  return 1 + TG_PB_REDUNDANT_VARINT_SIZE +
+         c->n_comms * (2 + TG_FTRACE_COMM_MAX) +
+         N_COLUMNS * (1 + TG_PB_REDUNDANT_VARINT_SIZE) +
+         (5 * c->n_sw + 6 * c->n_wk) * TG_PB_MAX_VARINT_SIZE;
+}
 
 void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   if (!c->n_sw && !c->n_wk) return;
+  column_t cols[N_COLUMNS];
+  columns_of(c, cols);
+  /* Most of a bundle's cost is these columns: written in one go when the
+   * segment holds the worst case, else value by value through the
+   * writer, which splits them across segments. */
+  if ((size_t)(w->end - w->cur) >= compact_worst(c) + TG_FTRACE_PUT_SLACK) {
+    w->cur = put_compact(c, cols, w->cur);
+    return;
+  }
   tg_pbw_begin_nested(w, BUNDLE_COMPACT_SCHED);
   for (size_t i = 0; i < c->n_comms; i++)
     tg_pbw_append_bytes(w, CS_INTERN_TABLE, c->comms[i], c->comm_len[i]);
-  /* int32 columns are varints of their int64 value, as protobuf encodes a
-   * negative int32 (ten bytes). */
-#define SW_TS(i) c->sw_ts[i]
-#define SW_STATE(i) (uint64_t)c->sw_state[i]
-#define SW_PID(i) (uint64_t)(int64_t)c->sw_pid[i]
-#define SW_PRIO(i) (uint64_t)(int64_t)c->sw_prio[i]
-#define SW_COMM(i) c->sw_comm[i]
-#define WK_TS(i) c->wk_ts[i]
-#define WK_PID(i) (uint64_t)(int64_t)c->wk_pid[i]
-#define WK_CPU(i) (uint64_t)(int64_t)c->wk_cpu[i]
-#define WK_PRIO(i) (uint64_t)(int64_t)c->wk_prio[i]
-#define WK_COMM(i) c->wk_comm[i]
-#define WK_FLAGS(i) c->wk_flags[i]
-  PACKED_COLUMN(w, CS_SWITCH_TS, c->n_sw, true, SW_TS);
-  PACKED_COLUMN(w, CS_SWITCH_PREV_STATE, c->n_sw, false, SW_STATE);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_PID, c->n_sw, false, SW_PID);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_PRIO, c->n_sw, false, SW_PRIO);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_COMM, c->n_sw, false, SW_COMM);
-  PACKED_COLUMN(w, CS_WAKING_TS, c->n_wk, true, WK_TS);
-  PACKED_COLUMN(w, CS_WAKING_PID, c->n_wk, false, WK_PID);
-  PACKED_COLUMN(w, CS_WAKING_TARGET_CPU, c->n_wk, false, WK_CPU);
-  PACKED_COLUMN(w, CS_WAKING_PRIO, c->n_wk, false, WK_PRIO);
-  PACKED_COLUMN(w, CS_WAKING_COMM, c->n_wk, false, WK_COMM);
-  PACKED_COLUMN(w, CS_WAKING_FLAGS, c->n_wk, false, WK_FLAGS);
+  for (unsigned k = 0; k < N_COLUMNS; k++) {
+    if (!cols[k].n) continue;
+    tg_pbw_begin_nested(w, cols[k].field);
+    uint64_t prev = 0;
+    for (size_t i = 0; i < cols[k].n; i++) {
+      uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
+      uint64_t v = column_value(&cols[k], i, prev);
+      if (cols[k].type == COL_TS) prev = ((const uint64_t *)cols[k].v)[i];
+      tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, v) - tmp));
+    }
+    tg_pbw_end_nested(w);
+  }
   tg_pbw_end_nested(w);
 }

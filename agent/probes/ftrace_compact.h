@@ -25,6 +25,7 @@ enum { TG_FTRACE_COMPACT_NONE, TG_FTRACE_COMPACT_SWITCH, TG_FTRACE_COMPACT_WAKIN
 typedef struct tg_ftrace_compact_src {
   uint8_t kind; /* TG_FTRACE_COMPACT_* */
   uint16_t flags_offset;
+  uint32_t min_len; /* the longest end of the four: shorter records lack one */
   tg_ftrace_op_t comm, pid, prio, extra;
 } tg_ftrace_compact_src_t;
 
@@ -102,14 +103,11 @@ static inline uint32_t tg__ftrace_compact_intern(tg_ftrace_compact_t *c,
 }
 
 /* A scalar op's value read as a word (8 bytes past the record are
- * readable); false when the field lies outside the record. */
-static inline bool tg__ftrace_compact_int(const tg_ftrace_op_t *op,
-                                          const uint8_t *rec, uint32_t len,
-                                          uint64_t *v) {
-  if (op->end > len) return false;
+ * readable); the caller has checked that the field lies in the record. */
+static inline uint64_t tg__ftrace_compact_int(const tg_ftrace_op_t *op,
+                                              const uint8_t *rec) {
   uint64_t x = tg__ftrace_ld64(rec + op->offset) & op->mask;
-  *v = (x ^ op->sign) - op->sign;
-  return true;
+  return (x ^ op->sign) - op->sign;
 }
 
 /* Adds the record of |len| bytes as a row; false when a source field lies
@@ -119,17 +117,20 @@ static inline bool tg__ftrace_compact_add(tg_ftrace_compact_t *c,
                                           const tg_ftrace_compact_src_t *src,
                                           uint64_t ts, const uint8_t *rec,
                                           uint32_t len) {
-  const uint8_t *s = NULL;
-  size_t n = 0;
-  uint64_t pid = 0, prio = 0, extra = 0;
-  if (!tg__ftrace_op_str(&src->comm, rec, len, &s, &n) ||
-      !tg__ftrace_compact_int(&src->pid, rec, len, &pid) ||
-      !tg__ftrace_compact_int(&src->prio, rec, len, &prio) ||
-      !tg__ftrace_compact_int(&src->extra, rec, len, &extra))
+  if (len < src->min_len || c->n_sw + c->n_wk >= c->cap) return false;
+  const uint8_t *s;
+  size_t n;
+  bool whole = src->comm.kind == TG_FTRACE_OP_COMM;
+  if (whole) {
+    s = rec + src->comm.offset;
+    n = tg__ftrace_strnlen16(s);
+  } else if (!tg__ftrace_op_str(&src->comm, rec, len, &s, &n)) {
     return false;
-  if (c->n_sw + c->n_wk >= c->cap) return false;
-  uint32_t comm =
-      tg__ftrace_compact_intern(c, s, n, src->comm.kind == TG_FTRACE_OP_COMM);
+  }
+  uint64_t pid = tg__ftrace_compact_int(&src->pid, rec);
+  uint64_t prio = tg__ftrace_compact_int(&src->prio, rec);
+  uint64_t extra = tg__ftrace_compact_int(&src->extra, rec);
+  uint32_t comm = tg__ftrace_compact_intern(c, s, n, whole);
   if (src->kind == TG_FTRACE_COMPACT_SWITCH) {
     size_t i = c->n_sw++;
     c->sw_ts[i] = ts;

@@ -68,6 +68,9 @@ static void set_compact(tg_ftrace_event_desc_t *d) {
       !tg__ftrace_op_of(&d->out[extra].f, &c->extra))
     return;
   c->flags_offset = d->flags_offset;
+  const tg_ftrace_op_t *ops[] = {&c->comm, &c->pid, &c->prio, &c->extra};
+  for (unsigned i = 0; i < 4; i++)
+    if (ops[i]->end > c->min_len) c->min_len = ops[i]->end;
   c->kind = sw ? TG_FTRACE_COMPACT_SWITCH : TG_FTRACE_COMPACT_WAKING;
 }
 
