@@ -21,7 +21,7 @@
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_page.h"
 #include "agent/probes/ftrace_tracefs.h"
-#include "ftrace_page_builder.h"
+#include "ftrace_fixtures.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
@@ -29,38 +29,10 @@
 
 /* --- fixtures ------------------------------------------------------------ */
 
-static const char switch_format[] =
-    "name: sched_switch\nID: 372\n" COMMON_FIELDS
-    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
-    "\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
-    "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
-    "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
-    "\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\n"
-    "print fmt: \"prev_comm=%s prev_pid=%d\", REC->prev_comm, REC->prev_pid\n";
-
-static const char waking_format[] =
-    "name: sched_waking\nID: 373\n" COMMON_FIELDS
-    "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n"
-    "\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n"
-    "\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
-
 static const char irq_format[] =
     "name: irq_handler_entry\nID: 120\n" COMMON_FIELDS
     "\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n"
     "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n";
-
-static const char sys_enter_format[] =
-    "name: sys_enter\nID: 443\n" COMMON_FIELDS
-    "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n"
-    "\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n";
-
-static const char print_format[] =
-    "name: print\nID: 5\n" COMMON_FIELDS
-    "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
-    "\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;\n";
 
 /* Not one of Perfetto's: written as GenericFtraceEvent. */
 static const char generic_format[] =
@@ -260,12 +232,6 @@ typedef struct enc_fixture {
   tg_ftrace_encoder_t enc;
   uint8_t out[65536];
 } enc_fixture_t;
-
-static void add_format(tg_ftrace_table_t *t, const char *group, const char *text) {
-  tg_ftrace_format_t f;
-  assert_int_equal(tg_ftrace_format_parse(text, strlen(text), &f), 0);
-  assert_int_equal(tg_ftrace_table_add(t, group, &f, false), 0);
-}
 
 static enc_fixture_t *fixture(bool compact) {
   enc_fixture_t *fx = calloc(1, sizeof(*fx));

@@ -24,7 +24,7 @@
 
 #include "agent/probes/ftrace_encode.h"
 #include "agent/probes/ftrace_format.h"
-#include "ftrace_page_builder.h"
+#include "ftrace_fixtures.h"
 #include "tracegate/pb_writer.h"
 
 /* --- formats ------------------------------------------------------------- */
@@ -39,43 +39,16 @@ enum {
   ID_HRTIMER = 90,
 };
 
-static const char switch_format[] =
-    "name: sched_switch\nID: 372\n" COMMON_FIELDS
-    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
-    "\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
-    "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
-    "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
-    "\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n";
-
-static const char waking_format[] =
-    "name: sched_waking\nID: 373\n" COMMON_FIELDS
-    "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
-    "\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n"
-    "\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n"
-    "\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
-
 static const char freq_format[] =
     "name: cpu_frequency\nID: 200\n" COMMON_FIELDS
     "\tfield:u32 state;\toffset:8;\tsize:4;\tsigned:0;\n"
     "\tfield:u32 cpu_id;\toffset:12;\tsize:4;\tsigned:0;\n";
-
-static const char print_format[] =
-    "name: print\nID: 5\n" COMMON_FIELDS
-    "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
-    "\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;\n";
 
 /* irq as a short: a 2-byte signed scalar. */
 static const char irq_format[] =
     "name: irq_handler_entry\nID: 120\n" COMMON_FIELDS
     "\tfield:short irq;\toffset:8;\tsize:2;\tsigned:1;\n"
     "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n";
-
-static const char sys_enter_format[] =
-    "name: sys_enter\nID: 443\n" COMMON_FIELDS
-    "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n"
-    "\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n";
 
 static const char hrtimer_format[] =
     "name: hrtimer_start\nID: 90\n" COMMON_FIELDS
@@ -212,15 +185,19 @@ static void ref_str(ref_t *r, uint32_t field, const char *s, size_t max) {
   tg_pbw_append_bytes(&r->w, field, s, strnlen(s, max));
 }
 
-static void ref_switch(ref_t *r, uint64_t ts, int32_t pid, const sw_t *s) {
+/* A sched_switch message with its first |fields| fields (7: all; fewer:
+ * the record was cut). */
+static void ref_switch(ref_t *r, uint64_t ts, int32_t pid, const sw_t *s,
+                       int fields) {
+  const int64_t ints[7] = {0, s->prev_pid, PREV_PRIO, s->state,
+                           0, s->next_pid, NEXT_PRIO};
   ref_event(r, ts, pid, 4);
-  ref_str(r, 1, s->prev, 16);
-  tg_pbw_append_int(&r->w, 2, s->prev_pid);
-  tg_pbw_append_int(&r->w, 3, PREV_PRIO);
-  tg_pbw_append_int(&r->w, 4, s->state);
-  ref_str(r, 5, s->next, 16);
-  tg_pbw_append_int(&r->w, 6, s->next_pid);
-  tg_pbw_append_int(&r->w, 7, NEXT_PRIO);
+  for (int i = 0; i < fields; i++) {
+    if (i == 0 || i == 4)
+      ref_str(r, (uint32_t)i + 1, i ? s->next : s->prev, 16);
+    else
+      tg_pbw_append_int(&r->w, (uint32_t)i + 1, ints[i]);
+  }
   ref_event_end(r);
 }
 
@@ -288,12 +265,6 @@ typedef struct enc {
   uint8_t out[OUT_MAX];
   size_t segment; /* 0: one segment; else refills of this many bytes */
 } enc_t;
-
-static void add_format(tg_ftrace_table_t *t, const char *group, const char *text) {
-  tg_ftrace_format_t f;
-  assert_int_equal(tg_ftrace_format_parse(text, strlen(text), &f), 0);
-  assert_int_equal(tg_ftrace_table_add(t, group, &f, false), 0);
-}
 
 static enc_t *enc_new(bool compact) {
   enc_t *e = calloc(1, sizeof(*e));
@@ -397,7 +368,7 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     uint8_t rec[REC_MAX];
 
     rec_data(&p, 10, rec, switch_rec(rec, 42, &SW1));
-    ref_switch(r, ts += 10, 42, &SW1);
+    ref_switch(r, ts += 10, 42, &SW1, 7);
 
     rec_data(&p, 1, rec, waking_rec(rec, -1, &WK1)); /* pid 0xffffffff */
     ref_event(r, ts += 1, -1, 20);
@@ -450,19 +421,14 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     /* Cut after prev_state: the general path leaves out what is missing. */
     switch_rec(rec, 42, &SW2);
     rec_data(&p, 6, rec, 40);
-    ref_event(r, ts += 6, 42, 4);
-    ref_str(r, 1, SW2.prev, 16);
-    tg_pbw_append_int(&r->w, 2, SW2.prev_pid);
-    tg_pbw_append_int(&r->w, 3, PREV_PRIO);
-    tg_pbw_append_int(&r->w, 4, SW2.state);
-    ref_event_end(r);
+    ref_switch(r, ts += 6, 42, &SW2, 4);
 
     /* Not in the table: skipped. */
     rec_data(&p, 1, rec, event(rec, 999, 1, ARGS, 8));
     ts += 1;
 
     rec_data(&p, 7, rec, switch_rec(rec, 4242, &SW3));
-    ref_switch(r, ts += 7, 4242, &SW3);
+    ref_switch(r, ts += 7, 4242, &SW3, 7);
 
     /* The walk ends here; what came before stands. */
     rec_corrupt(&p);
@@ -514,11 +480,7 @@ static void compact_sched_writes_the_bytes_of_the_reference(void **state) {
   /* Too short for a row: a full event (the general path). */
   switch_rec(rec, 5, &SW1);
   rec_data(&p, 9, rec, 36);
-  ref_event(r, ts += 9, 5, 4);
-  ref_str(r, 1, SW1.prev, 16);
-  tg_pbw_append_int(&r->w, 2, SW1.prev_pid);
-  tg_pbw_append_int(&r->w, 3, PREV_PRIO);
-  ref_event_end(r);
+  ref_switch(r, ts += 9, 5, &SW1, 3);
   page_finish(&p, true);
 
   c->intern[c->n_intern++] = "swapper/3";

@@ -1,14 +1,19 @@
-/* Ring buffer pages built byte by byte, as trace_pipe_raw hands them out
- * (ftrace_page.h has the layout), for linux.ftrace's unit tests. Pages
- * use header_page_fixture's layout: 16-byte header, 8-byte commit.
+/* Fixtures of linux.ftrace's unit tests: format files of the events they
+ * share, the table they join, and ring buffer pages built byte by byte as
+ * trace_pipe_raw hands them out (ftrace_page.h has the layout). Pages use
+ * header_page_fixture's layout: 16-byte header, 8-byte commit. Include
+ * after <cmocka.h>.
  */
-#ifndef TRACEGATE_TESTS_AGENT_FTRACE_PAGE_BUILDER_H
-#define TRACEGATE_TESTS_AGENT_FTRACE_PAGE_BUILDER_H
+#ifndef TRACEGATE_TESTS_AGENT_FTRACE_FIXTURES_H
+#define TRACEGATE_TESTS_AGENT_FTRACE_FIXTURES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "agent/probes/ftrace_encode.h"
+#include "agent/probes/ftrace_format.h"
 
 static const char header_page_fixture[] =
     "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
@@ -23,6 +28,43 @@ static const char header_page_fixture[] =
   "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"     \
   "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" \
   "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+
+/* --- formats ------------------------------------------------------------- */
+
+static const char switch_format[] =
+    "name: sched_switch\nID: 372\n" COMMON_FIELDS
+    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+    "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
+    "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
+    "\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\n"
+    "print fmt: \"prev_comm=%s prev_pid=%d\", REC->prev_comm, REC->prev_pid\n";
+
+static const char waking_format[] =
+    "name: sched_waking\nID: 373\n" COMMON_FIELDS
+    "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+    "\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+
+static const char sys_enter_format[] =
+    "name: sys_enter\nID: 443\n" COMMON_FIELDS
+    "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n"
+    "\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n";
+
+static const char print_format[] =
+    "name: print\nID: 5\n" COMMON_FIELDS
+    "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
+    "\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;\n";
+
+static inline void add_format(tg_ftrace_table_t *t, const char *group,
+                              const char *text) {
+  tg_ftrace_format_t f;
+  assert_int_equal(tg_ftrace_format_parse(text, strlen(text), &f), 0);
+  assert_int_equal(tg_ftrace_table_add(t, group, &f, false), 0);
+}
 
 /* --- page builder -------------------------------------------------------- */
 
@@ -87,4 +129,4 @@ static inline size_t event(uint8_t *out, uint16_t type, int32_t pid,
   return 8 + n;
 }
 
-#endif /* TRACEGATE_TESTS_AGENT_FTRACE_PAGE_BUILDER_H */
+#endif /* TRACEGATE_TESTS_AGENT_FTRACE_FIXTURES_H */
