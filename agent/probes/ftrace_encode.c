@@ -406,6 +406,8 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
   uint32_t n_events = 0, n_skipped = 0;
   tg__ftrace_ts_cache_t tc;
   tg__ftrace_ts_cache_init(&tc);
+  /* The writer's segment, as locals too; synced around the general path. */
+  uint8_t *cur = w->cur, *seg_end = w->end;
   tg_ftrace_record_t rec;
   int rv;
   while ((rv = tg_ftrace_page_next(&it, &rec)) > 0) {
@@ -428,25 +430,32 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
      * than a page, in a buffer longer than the layout says, is written
      * field by field.) */
     const uint8_t *data = rec.data;
+    bool plannable = true;
     if ((size_t)(page_end - data) < (size_t)rec.len + TG_FTRACE_WORD_PAD) {
-      if (rec.len > e->tail_cap) {
-        write_event(w, d, rec.ts, rec.data, rec.len);
+      if (rec.len <= e->tail_cap) {
+        memcpy(e->tail, data, rec.len);
+        memset(e->tail + rec.len, 0, TG_FTRACE_WORD_PAD);
+        data = e->tail;
+      } else {
+        plannable = false;
+      }
+    }
+    if (plannable) {
+      if (compact && d->compact.kind &&
+          tg__ftrace_compact_add(&e->cs, &d->compact, rec.ts, data, rec.len))
+        continue;
+      uint32_t need = tg__ftrace_plan_need(&d->plan, rec.len);
+      if (need && (size_t)(seg_end - cur) >= need + TG_FTRACE_PUT_SLACK) {
+        cur = write_planned(&d->plan, cur, rec.ts, &tc, data, rec.len);
         continue;
       }
-      memcpy(e->tail, data, rec.len);
-      memset(e->tail + rec.len, 0, TG_FTRACE_WORD_PAD);
-      data = e->tail;
     }
-    if (compact && d->compact.kind &&
-        tg__ftrace_compact_add(&e->cs, &d->compact, rec.ts, data, rec.len))
-      continue;
-    uint32_t need = tg__ftrace_plan_need(&d->plan, rec.len);
-    if (need && (size_t)(w->end - w->cur) >= need + TG_FTRACE_PUT_SLACK) {
-      w->cur = write_planned(&d->plan, w->cur, rec.ts, &tc, data, rec.len);
-      continue;
-    }
+    w->cur = cur;
     write_event(w, d, rec.ts, rec.data, rec.len);
+    cur = w->cur;
+    seg_end = w->end;
   }
+  w->cur = cur;
   res->events = n_events;
   res->skipped = n_skipped;
   if (rv < 0) res->corrupt = true;
