@@ -408,9 +408,12 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
   tg__ftrace_ts_cache_init(&tc);
   /* The writer's segment, as locals too; synced around the general path. */
   uint8_t *cur = w->cur, *seg_end = w->end;
+  /* A copy of the iterator that no out-of-line call sees, so it can live
+   * in registers: every record's position hangs off the previous one's. */
+  tg_ftrace_page_iter_t walk = it;
   tg_ftrace_record_t rec;
   int rv;
-  while ((rv = tg_ftrace_page_next(&it, &rec)) > 0) {
+  while ((rv = tg_ftrace_page_next(&walk, &rec)) > 0) {
     if (rec.len < 2) {
       n_skipped++;
       continue;
