@@ -8,24 +8,12 @@
 
 #include "agent/probes/ftrace_events.h"
 #include "agent/probes/ftrace_page.h"
+#include "agent/probes/ftrace_put.h"
 
-/* FtraceEventBundle and its CompactSched. */
+/* FtraceEventBundle. */
 #define BUNDLE_CPU 1
 #define BUNDLE_EVENT 2
 #define BUNDLE_LOST_EVENTS 3
-#define BUNDLE_COMPACT_SCHED 4
-#define CS_SWITCH_TS 1
-#define CS_SWITCH_PREV_STATE 2
-#define CS_SWITCH_NEXT_PID 3
-#define CS_SWITCH_NEXT_PRIO 4
-#define CS_INTERN_TABLE 5
-#define CS_SWITCH_NEXT_COMM 6
-#define CS_WAKING_TS 7
-#define CS_WAKING_PID 8
-#define CS_WAKING_TARGET_CPU 9
-#define CS_WAKING_PRIO 10
-#define CS_WAKING_COMM 11
-#define CS_WAKING_FLAGS 12
 /* GenericFtraceEvent and its Field. */
 #define GENERIC_NAME 1
 #define GENERIC_FIELD 2
@@ -65,14 +53,25 @@ static void set_compact(tg_ftrace_event_desc_t *d) {
   bool wk = strcmp(d->name, "sched_waking") == 0;
   if (strcmp(d->group, "sched") != 0 || (!sw && !wk)) return;
   const uint8_t I = TG_FTRACE_FIELD_INT;
-  d->c_comm = find_out(d, sw ? "next_comm" : "comm", TG_FTRACE_FIELD_CHARS,
-                       TG_FTRACE_FIELD_DATA_LOC);
-  d->c_pid = find_out(d, sw ? "next_pid" : "pid", I, I);
-  d->c_prio = find_out(d, sw ? "next_prio" : "prio", I, I);
-  d->c_extra = find_out(d, sw ? "prev_state" : "target_cpu", I, I);
-  if (d->c_comm != NO_FIELD && d->c_pid != NO_FIELD && d->c_prio != NO_FIELD &&
-      d->c_extra != NO_FIELD)
-    d->compact = sw ? TG_FTRACE_COMPACT_SWITCH : TG_FTRACE_COMPACT_WAKING;
+  uint8_t comm = find_out(d, sw ? "next_comm" : "comm", TG_FTRACE_FIELD_CHARS,
+                          TG_FTRACE_FIELD_DATA_LOC);
+  uint8_t pid = find_out(d, sw ? "next_pid" : "pid", I, I);
+  uint8_t prio = find_out(d, sw ? "next_prio" : "prio", I, I);
+  uint8_t extra = find_out(d, sw ? "prev_state" : "target_cpu", I, I);
+  if (comm == NO_FIELD || pid == NO_FIELD || prio == NO_FIELD ||
+      extra == NO_FIELD)
+    return;
+  tg_ftrace_compact_src_t *c = &d->compact;
+  if (!tg__ftrace_op_of(&d->out[comm].f, &c->comm) ||
+      !tg__ftrace_op_of(&d->out[pid].f, &c->pid) ||
+      !tg__ftrace_op_of(&d->out[prio].f, &c->prio) ||
+      !tg__ftrace_op_of(&d->out[extra].f, &c->extra))
+    return;
+  c->flags_offset = d->flags_offset;
+  const tg_ftrace_op_t *ops[] = {&c->comm, &c->pid, &c->prio, &c->extra};
+  for (unsigned i = 0; i < 4; i++)
+    if (ops[i]->end > c->min_len) c->min_len = ops[i]->end;
+  c->kind = sw ? TG_FTRACE_COMPACT_SWITCH : TG_FTRACE_COMPACT_WAKING;
 }
 
 static bool type_fits(uint8_t type, uint8_t kind) {
@@ -128,18 +127,27 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
     }
     d->out[d->n_out++] = o;
   }
+  if (k) {
+    tg__ftrace_plan_init(&d->plan, d->proto_field, d->pid_offset);
+    for (unsigned i = 0; i < d->n_out; i++)
+      if (d->out[i].proto_field)
+        tg__ftrace_plan_add(&d->plan, &d->out[i].f, d->out[i].proto_field);
+  } else {
+    d->plan.min_len = UINT32_MAX; /* GenericFtraceEvent: no plan */
+  }
   set_compact(d);
   t->n++;
   t->by_id[fmt->id] = (uint16_t)t->n;
   return 0;
 }
 
-/* --- field values -------------------------------------------------------- */
+/* --- the general path ---------------------------------------------------- */
 
-/* The per-field helpers run for every field of every event: inlined. */
-#define HOT static inline __attribute__((always_inline))
+/* Field by field through the writer, which splits bytes across segments:
+ * generic events (written by name), and known events when the segment is
+ * short of their plan's worst case. */
 
-HOT uint64_t read_uint(const uint8_t *p, unsigned size) {
+static uint64_t read_uint(const uint8_t *p, unsigned size) {
   switch (size) {
     case 1:
       return *p;
@@ -161,18 +169,18 @@ HOT uint64_t read_uint(const uint8_t *p, unsigned size) {
   }
 }
 
-HOT int64_t sign_extend(uint64_t v, unsigned size) {
+static int64_t sign_extend(uint64_t v, unsigned size) {
   if (size >= 8) return (int64_t)v;
   unsigned shift = 64 - size * 8;
   return (int64_t)(v << shift) >> shift;
 }
 
-HOT bool field_in(const tg_ftrace_field_t *f, uint32_t len) {
+static bool field_in(const tg_ftrace_field_t *f, uint32_t len) {
   return (uint32_t)f->offset + f->size <= len;
 }
 
 /* A scalar field; false when it lies outside the record. */
-HOT bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
+static bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
                     uint64_t *out) {
   if (!field_in(f, len)) return false;
   uint64_t v = read_uint(rec + f->offset, f->size);
@@ -181,7 +189,7 @@ HOT bool get_int(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
 }
 
 /* A string field, without its NUL; false when it lies outside the record. */
-HOT bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
+static bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
                     const char **s, size_t *n) {
   uint32_t start, max;
   switch (f->kind) {
@@ -222,7 +230,7 @@ HOT bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len,
   return true;
 }
 
-HOT void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
+static void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
                               const uint8_t *rec, uint32_t len) {
   uint64_t v = 0;
   const char *s = NULL;
@@ -290,183 +298,87 @@ static void write_event(tg_pbw_t *w, const tg_ftrace_event_desc_t *d,
   tg_pbw_end_nested(w);
 }
 
-/* --- compact sched ------------------------------------------------------- */
+/* --- plans (every record of a known event) ------------------------------ */
+
+/* Writes the FtraceEvent of the record through its plan at |p|, which has
+ * room for tg__ftrace_plan_need() plus TG_FTRACE_PUT_SLACK bytes; the
+ * record is at least pl->min_len long, with 8 bytes past it readable (word
+ * reads). The same bytes as write_event(). Returns the end. */
+static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
+                              uint64_t ts, tg__ftrace_ts_cache_t *tc,
+                              const uint8_t *rec, uint32_t len) {
+  *p++ = (uint8_t)TG_PB_TAG(BUNDLE_EVENT, TG_PB_WT_LEN);
+  uint8_t *event = p;
+  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_TIMESTAMP, TG_PB_WT_VARINT);
+  p = tg__ftrace_put_ts(p, ts, tc);
+  uint32_t pid;
+  memcpy(&pid, rec + pl->pid_offset, 4);
+  *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_PID, TG_PB_WT_VARINT);
+  p = tg__ftrace_put_varint(p, pid);
+  p = tg__ftrace_put_tag(p, pl->msg_tag, pl->msg_tag_len);
+  uint8_t *msg = p;
+  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  for (const tg_ftrace_op_t *op = pl->ops, *end = op + pl->n_ops; op < end;
+       op++) {
+    if (op->cls == TG_FTRACE_OPC_SCALAR) {
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      uint64_t v = tg__ftrace_ld64(rec + op->offset) & op->mask;
+      p = tg__ftrace_put_varint(p, (v ^ op->sign) - op->sign);
+    } else if (op->cls == TG_FTRACE_OPC_COMM) {
+      const uint8_t *s = rec + op->offset;
+      size_t n = tg__ftrace_strnlen16(s);
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      *p++ = (uint8_t)n;
+      memcpy(p, s, 16); /* one block; the bytes past the NUL are slack */
+      p += n;
+    } else if (op->cls == TG_FTRACE_OPC_ARRAY) {
+      /* One key and varint per element (not packed: Perfetto's proto). */
+      const uint32_t tag = op->tag;
+      const unsigned tag_len = op->tag_len, es = op->elem_size;
+      const uint64_t mask = op->mask;
+      const uint8_t *v = rec + op->offset;
+      for (unsigned i = op->count; i > 0; i--, v += es) {
+        p = tg__ftrace_put_tag(p, tag, tag_len);
+        p = tg__ftrace_put_varint(p, tg__ftrace_ld64(v) & mask);
+      }
+    } else { /* TG_FTRACE_OPC_STRING */
+      const uint8_t *s;
+      size_t n;
+      if (!tg__ftrace_op_str(op, rec, len, &s, &n)) continue;
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      p = tg__ftrace_put_varint(p, n);
+      memcpy(p, s, n);
+      p += n;
+    }
+  }
+  tg__ftrace_put_size2(msg, (uint32_t)(p - msg) - TG_PB_REDUNDANT_VARINT_SIZE);
+  tg__ftrace_put_size2(event,
+                       (uint32_t)(p - event) - TG_PB_REDUNDANT_VARINT_SIZE);
+  return p;
+}
+
+/* --- encoder ------------------------------------------------------------- */
 
 int tg_ftrace_encoder_init(tg_ftrace_encoder_t *e, const tg_ftrace_table_t *table,
                            bool compact_sched, uint32_t page_size) {
   memset(e, 0, sizeof(*e));
   e->table = table;
   e->compact = compact_sched;
-  /* The smallest record is 8 bytes (a header and one word). */
-  e->cap = page_size / 8 + 1;
-  e->n_slots = 1;
-  while (e->n_slots < 2 * e->cap + 1) e->n_slots <<= 1;
-  size_t c = e->cap;
-  e->sw_ts = calloc(c, sizeof(*e->sw_ts));
-  e->sw_state = calloc(c, sizeof(*e->sw_state));
-  e->sw_pid = calloc(c, sizeof(*e->sw_pid));
-  e->sw_prio = calloc(c, sizeof(*e->sw_prio));
-  e->sw_comm = calloc(c, sizeof(*e->sw_comm));
-  e->wk_ts = calloc(c, sizeof(*e->wk_ts));
-  e->wk_pid = calloc(c, sizeof(*e->wk_pid));
-  e->wk_cpu = calloc(c, sizeof(*e->wk_cpu));
-  e->wk_prio = calloc(c, sizeof(*e->wk_prio));
-  e->wk_comm = calloc(c, sizeof(*e->wk_comm));
-  e->wk_flags = calloc(c, sizeof(*e->wk_flags));
-  e->comms = calloc(c, sizeof(*e->comms));
-  e->comm_len = calloc(c, sizeof(*e->comm_len));
-  e->comm_slot = calloc(c, sizeof(*e->comm_slot));
-  e->slots = calloc(e->n_slots, sizeof(*e->slots));
-  if (!e->sw_ts || !e->sw_state || !e->sw_pid || !e->sw_prio || !e->sw_comm ||
-      !e->wk_ts || !e->wk_pid || !e->wk_cpu || !e->wk_prio || !e->wk_comm ||
-      !e->wk_flags || !e->comms || !e->comm_len || !e->comm_slot || !e->slots) {
-    tg_ftrace_encoder_free(e);
+  /* A record is at most the page. */
+  e->tail_cap = page_size;
+  if (!(e->tail = malloc((size_t)page_size + TG_FTRACE_WORD_PAD)))
     return -ENOMEM;
-  }
-  return 0;
+  /* The smallest record is 8 bytes (a header and one word). */
+  int rv = tg__ftrace_compact_init(&e->cs, page_size / 8 + 1);
+  if (rv < 0) tg_ftrace_encoder_free(e);
+  return rv;
 }
 
 void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e) {
-  free(e->sw_ts);
-  free(e->sw_state);
-  free(e->sw_pid);
-  free(e->sw_prio);
-  free(e->sw_comm);
-  free(e->wk_ts);
-  free(e->wk_pid);
-  free(e->wk_cpu);
-  free(e->wk_prio);
-  free(e->wk_comm);
-  free(e->wk_flags);
-  free(e->comms);
-  free(e->comm_len);
-  free(e->comm_slot);
-  free(e->slots);
+  tg__ftrace_compact_free(&e->cs);
+  free(e->tail);
   memset(e, 0, sizeof(*e));
-}
-
-static uint32_t intern(tg_ftrace_encoder_t *e, const char *s, size_t n) {
-  if (n > 16) n = 16;
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-  size_t mask = e->n_slots - 1;
-  for (size_t k = h & mask;; k = (k + 1) & mask) {
-    uint32_t idx = e->slots[k];
-    if (idx == 0) {
-      /* Never full: n_slots > 2 * cap and a page has at most cap records. */
-      uint32_t i = (uint32_t)e->n_comms++;
-      memcpy(e->comms[i], s, n);
-      e->comm_len[i] = (uint8_t)n;
-      e->comm_slot[i] = (uint32_t)k;
-      e->slots[k] = i + 1;
-      return i;
-    }
-    if (e->comm_len[idx - 1] == n && memcmp(e->comms[idx - 1], s, n) == 0)
-      return idx - 1;
-  }
-}
-
-static bool add_compact(tg_ftrace_encoder_t *e, const tg_ftrace_event_desc_t *d,
-                        uint64_t ts, const uint8_t *rec, uint32_t len) {
-  const char *s = NULL;
-  size_t n = 0;
-  uint64_t pid = 0, prio = 0, extra = 0;
-  if (!get_str(&d->out[d->c_comm].f, rec, len, &s, &n) ||
-      !get_int(&d->out[d->c_pid].f, rec, len, &pid) ||
-      !get_int(&d->out[d->c_prio].f, rec, len, &prio) ||
-      !get_int(&d->out[d->c_extra].f, rec, len, &extra))
-    return false;
-  if (e->n_sw + e->n_wk >= e->cap) return false;
-  uint32_t comm = intern(e, s, n);
-  if (d->compact == TG_FTRACE_COMPACT_SWITCH) {
-    size_t i = e->n_sw++;
-    e->sw_ts[i] = ts;
-    e->sw_state[i] = (int64_t)extra;
-    e->sw_pid[i] = (int32_t)pid;
-    e->sw_prio[i] = (int32_t)prio;
-    e->sw_comm[i] = comm;
-  } else {
-    size_t i = e->n_wk++;
-    e->wk_ts[i] = ts;
-    e->wk_pid[i] = (int32_t)pid;
-    e->wk_cpu[i] = (int32_t)extra;
-    e->wk_prio[i] = (int32_t)prio;
-    e->wk_comm[i] = comm;
-    e->wk_flags[i] = d->flags_offset < len ? rec[d->flags_offset] : 0;
-  }
-  return true;
-}
-
-/* Varints of a packed column, written straight into the writer's segment
- * while it has room for the worst case, one by one through the writer
- * where a segment ends: most of a bundle's cost is these columns. The
- * value of row i is get(v, i) (a delta from the previous one if |delta|). */
-#define PACKED_COLUMN(w, field, n, delta, get)                                 \
-  do {                                                                         \
-    if (!(n)) break;                                                           \
-    tg_pbw_begin_nested((w), (field));                                         \
-    uint64_t prev_ = 0;                                                        \
-    size_t i_ = 0;                                                             \
-    while (i_ < (n)) {                                                         \
-      size_t room_ = (size_t)((w)->end - (w)->cur) / TG_PB_MAX_VARINT_SIZE;    \
-      if (room_ == 0) {                                                        \
-        uint8_t tmp_[TG_PB_MAX_VARINT_SIZE];                                   \
-        uint64_t x_ = (uint64_t)(get(i_));                                     \
-        uint64_t y_ = (delta) ? x_ - prev_ : x_;                               \
-        prev_ = x_;                                                            \
-        tg_pbw_append_raw((w), tmp_,                                           \
-                          (size_t)(tg_pb_write_varint(tmp_, y_) - tmp_));      \
-        i_++;                                                                  \
-        continue;                                                              \
-      }                                                                        \
-      size_t end_ = (n) - i_ < room_ ? (n) : i_ + room_;                       \
-      uint8_t *p_ = (w)->cur;                                                  \
-      for (; i_ < end_; i_++) {                                                \
-        uint64_t x_ = (uint64_t)(get(i_));                                     \
-        p_ = tg_pb_write_varint(p_, (delta) ? x_ - prev_ : x_);                \
-        prev_ = x_;                                                            \
-      }                                                                        \
-      (w)->cur = p_;                                                           \
-    }                                                                          \
-    tg_pbw_end_nested(w);                                                      \
-  } while (0)
-
-static void write_compact(tg_ftrace_encoder_t *e, tg_pbw_t *w) {
-  if (!e->n_sw && !e->n_wk) return;
-  tg_pbw_begin_nested(w, BUNDLE_COMPACT_SCHED);
-  for (size_t i = 0; i < e->n_comms; i++)
-    tg_pbw_append_bytes(w, CS_INTERN_TABLE, e->comms[i], e->comm_len[i]);
-  /* int32 columns are varints of their int64 value, as protobuf encodes a
-   * negative int32 (ten bytes). */
-#define SW_TS(i) e->sw_ts[i]
-#define SW_STATE(i) (uint64_t)e->sw_state[i]
-#define SW_PID(i) (uint64_t)(int64_t)e->sw_pid[i]
-#define SW_PRIO(i) (uint64_t)(int64_t)e->sw_prio[i]
-#define SW_COMM(i) e->sw_comm[i]
-#define WK_TS(i) e->wk_ts[i]
-#define WK_PID(i) (uint64_t)(int64_t)e->wk_pid[i]
-#define WK_CPU(i) (uint64_t)(int64_t)e->wk_cpu[i]
-#define WK_PRIO(i) (uint64_t)(int64_t)e->wk_prio[i]
-#define WK_COMM(i) e->wk_comm[i]
-#define WK_FLAGS(i) e->wk_flags[i]
-  PACKED_COLUMN(w, CS_SWITCH_TS, e->n_sw, true, SW_TS);
-  PACKED_COLUMN(w, CS_SWITCH_PREV_STATE, e->n_sw, false, SW_STATE);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_PID, e->n_sw, false, SW_PID);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_PRIO, e->n_sw, false, SW_PRIO);
-  PACKED_COLUMN(w, CS_SWITCH_NEXT_COMM, e->n_sw, false, SW_COMM);
-  PACKED_COLUMN(w, CS_WAKING_TS, e->n_wk, true, WK_TS);
-  PACKED_COLUMN(w, CS_WAKING_PID, e->n_wk, false, WK_PID);
-  PACKED_COLUMN(w, CS_WAKING_TARGET_CPU, e->n_wk, false, WK_CPU);
-  PACKED_COLUMN(w, CS_WAKING_PRIO, e->n_wk, false, WK_PRIO);
-  PACKED_COLUMN(w, CS_WAKING_COMM, e->n_wk, false, WK_COMM);
-  PACKED_COLUMN(w, CS_WAKING_FLAGS, e->n_wk, false, WK_FLAGS);
-  tg_pbw_end_nested(w);
-}
-
-static void reset_compact(tg_ftrace_encoder_t *e) {
-  for (size_t i = 0; i < e->n_comms; i++) e->slots[e->comm_slot[i]] = 0;
-  e->n_comms = 0;
-  e->n_sw = e->n_wk = 0;
 }
 
 /* --- bundle -------------------------------------------------------------- */
@@ -483,32 +395,74 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
     res->corrupt = true;
     return;
   }
-  reset_compact(e);
-  const tg_ftrace_table_t *t = e->table;
+  tg__ftrace_compact_reset(&e->cs);
+  /* Locals, not fields: the output bytes are written through uint8_t
+   * pointers, which may alias anything, so fields would be reloaded after
+   * every store. */
+  const uint16_t *by_id = e->table->by_id;
+  const tg_ftrace_event_desc_t *events = e->table->events;
+  const bool compact = e->compact;
+  const uint8_t *page_end = page_untrusted + len;
+  uint32_t n_events = 0, n_skipped = 0;
+  tg__ftrace_ts_cache_t tc;
+  tg__ftrace_ts_cache_init(&tc);
+  /* The writer's segment, as locals too; synced around the general path. */
+  uint8_t *cur = w->cur, *seg_end = w->end;
+  /* A copy of the iterator that no out-of-line call sees, so it can live
+   * in registers: every record's position hangs off the previous one's. */
+  tg_ftrace_page_iter_t walk = it;
   tg_ftrace_record_t rec;
   int rv;
-  while ((rv = tg_ftrace_page_next(&it, &rec)) > 0) {
+  while ((rv = tg_ftrace_page_next(&walk, &rec)) > 0) {
     if (rec.len < 2) {
-      res->skipped++;
+      n_skipped++;
       continue;
     }
     uint16_t type;
     memcpy(&type, rec.data, 2);
-    uint16_t idx = t->by_id[type];
+    uint16_t idx = by_id[type];
     if (!idx) {
-      res->skipped++;
+      n_skipped++;
       continue;
     }
-    const tg_ftrace_event_desc_t *d = &t->events[idx - 1];
-    if (e->compact && d->compact && add_compact(e, d, rec.ts, rec.data, rec.len)) {
-      res->events++;
-      continue;
+    const tg_ftrace_event_desc_t *d = &events[idx - 1];
+    n_events++;
+    /* Plans and compact rows read scalars as whole words: 8 bytes past
+     * the record must be readable. Only a record that ends the buffer
+     * lacks them; it is read from a zero-padded copy. (A record longer
+     * than a page, in a buffer longer than the layout says, is written
+     * field by field.) */
+    const uint8_t *data = rec.data;
+    bool plannable = true;
+    if ((size_t)(page_end - data) < (size_t)rec.len + TG_FTRACE_WORD_PAD) {
+      if (rec.len <= e->tail_cap) {
+        memcpy(e->tail, data, rec.len);
+        memset(e->tail + rec.len, 0, TG_FTRACE_WORD_PAD);
+        data = e->tail;
+      } else {
+        plannable = false;
+      }
     }
+    if (plannable) {
+      if (compact && d->compact.kind &&
+          tg__ftrace_compact_add(&e->cs, &d->compact, rec.ts, data, rec.len))
+        continue;
+      uint32_t need = tg__ftrace_plan_need(&d->plan, rec.len);
+      if (need && (size_t)(seg_end - cur) >= need + TG_FTRACE_PUT_SLACK) {
+        cur = write_planned(&d->plan, cur, rec.ts, &tc, data, rec.len);
+        continue;
+      }
+    }
+    w->cur = cur;
     write_event(w, d, rec.ts, rec.data, rec.len);
-    res->events++;
+    cur = w->cur;
+    seg_end = w->end;
   }
+  w->cur = cur;
+  res->events = n_events;
+  res->skipped = n_skipped;
   if (rv < 0) res->corrupt = true;
-  write_compact(e, w);
+  tg__ftrace_compact_write(&e->cs, w);
   if (hdr.lost_events) {
     res->lost_events = true;
     tg_pbw_append_bool(w, BUNDLE_LOST_EVENTS, true);

@@ -6,10 +6,12 @@
  * rest, or the compact_sched columns for sched_switch and sched_waking.
  *
  * The encoder turns one ring buffer page into one bundle, straight into a
- * tg_pbw_t. Its buffers (compact columns, the bundle's comm intern table)
- * are sized for the densest page at init, so encoding allocates nothing and
- * makes no system call. Page bytes are untrusted (ftrace_page.h); a field
- * that does not fit in its record is left out.
+ * tg_pbw_t: known events through their field plans (ftrace_plan.h) with one
+ * room check per record, the rest field by field through the writer. Its
+ * buffers (compact columns, the bundle's comm intern table) are sized for
+ * the densest page at init, so encoding allocates nothing and makes no
+ * system call. Page bytes are untrusted (ftrace_page.h); a field that does
+ * not fit in its record is left out.
  */
 #ifndef TRACEGATE_PROBES_FTRACE_ENCODE_H
 #define TRACEGATE_PROBES_FTRACE_ENCODE_H
@@ -18,7 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/ftrace_compact.h"
 #include "agent/probes/ftrace_format.h"
+#include "agent/probes/ftrace_plan.h"
 #include "tracegate/pb_writer.h"
 
 typedef struct tg_ftrace_out_field {
@@ -27,19 +31,20 @@ typedef struct tg_ftrace_out_field {
   uint8_t type;         /* tg_ftrace_proto_type_t; 0 in generic events */
 } tg_ftrace_out_field_t;
 
-enum { TG_FTRACE_COMPACT_NONE, TG_FTRACE_COMPACT_SWITCH, TG_FTRACE_COMPACT_WAKING };
-
 typedef struct tg_ftrace_event_desc {
+  /* What every record reads first, together. Records are written by the
+   * plan (ftrace_plan.h) when it has one for their length, else field by
+   * field from out[] through the writer (generic events; truncated
+   * records; any record when the segment is short of the plan's worst
+   * case). */
+  tg_ftrace_compact_src_t compact; /* kind NONE: not a compact event */
+  tg_ftrace_plan_t plan;
   char group[TG_FTRACE_NAME_MAX];
   char name[TG_FTRACE_NAME_MAX];
   uint32_t proto_field; /* in FtraceEvent */
   uint16_t pid_offset, flags_offset;
   uint8_t n_out;
   tg_ftrace_out_field_t out[TG_FTRACE_MAX_FIELDS];
-  /* The compact columns' sources (TG_FTRACE_COMPACT_*): comm, pid, prio,
-   * prev_state / target_cpu, as indices into out[]. */
-  uint8_t compact;
-  uint8_t c_comm, c_pid, c_prio, c_extra;
 } tg_ftrace_event_desc_t;
 
 typedef struct tg_ftrace_table {
@@ -60,24 +65,11 @@ void tg_ftrace_table_free(tg_ftrace_table_t *t);
 typedef struct tg_ftrace_encoder {
   const tg_ftrace_table_t *table;
   bool compact;
-  size_t cap; /* records a page can hold */
-  uint64_t *sw_ts;
-  int64_t *sw_state;
-  int32_t *sw_pid, *sw_prio;
-  uint32_t *sw_comm;
-  size_t n_sw;
-  uint64_t *wk_ts;
-  int32_t *wk_pid, *wk_cpu, *wk_prio;
-  uint32_t *wk_comm, *wk_flags;
-  size_t n_wk;
-  /* The bundle's intern table: comms[i] of comm_len[i] bytes, found through
-   * an open-addressed hash (slots hold index + 1). */
-  char (*comms)[16];
-  uint8_t *comm_len;
-  uint32_t *comm_slot; /* the slot each comm took, to clear them */
-  size_t n_comms;
-  uint32_t *slots;
-  size_t n_slots; /* a power of two, > 2 * cap */
+  tg_ftrace_compact_t cs;
+  /* A page's last record, copied with TG_FTRACE_WORD_PAD zero bytes after
+   * it when the buffer ends too soon for word reads. */
+  uint8_t *tail;
+  uint32_t tail_cap;
 } tg_ftrace_encoder_t;
 
 typedef struct tg_ftrace_bundle_result {

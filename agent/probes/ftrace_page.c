@@ -48,7 +48,7 @@ int tg_ftrace_page_begin(const tg_ftrace_page_layout_t *layout,
   return 0;
 }
 
-int tg_ftrace_page_next(tg_ftrace_page_iter_t *it, tg_ftrace_record_t *rec) {
+static int next_record(tg_ftrace_page_iter_t *it, tg_ftrace_record_t *rec) {
   while (it->cur < it->end) {
     size_t left = (size_t)(it->end - it->cur);
     if (left < 4) goto corrupt;
@@ -105,4 +105,10 @@ int tg_ftrace_page_next(tg_ftrace_page_iter_t *it, tg_ftrace_record_t *rec) {
 corrupt:
   it->cur = it->end;
   return -EBADMSG;
+}
+
+tg__ftrace_page_step_t tg__ftrace_page_next_slow(tg_ftrace_page_iter_t it) {
+  tg__ftrace_page_step_t step = {.it = it};
+  step.rv = next_record(&step.it, &step.rec);
+  return step;
 }

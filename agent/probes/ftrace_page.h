@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "agent/probes/ftrace_format.h"
 
@@ -50,8 +51,40 @@ int tg_ftrace_page_begin(const tg_ftrace_page_layout_t *layout,
                          tg_ftrace_page_iter_t *it,
                          tg_ftrace_page_header_t *hdr);
 
+/* Any record: the out-of-line part of tg_ftrace_page_next(). Takes and
+ * returns the walk by value, so a caller's iterator and record never have
+ * their address taken and can live in registers. */
+typedef struct tg__ftrace_page_step {
+  tg_ftrace_page_iter_t it;
+  tg_ftrace_record_t rec;
+  int rv;
+} tg__ftrace_page_step_t;
+tg__ftrace_page_step_t tg__ftrace_page_next_slow(tg_ftrace_page_iter_t it);
+
 /* The next data record into |rec|: returns 1, 0 at the end of the page, or
- * -EBADMSG on a corrupt record (the walk is then over). */
-int tg_ftrace_page_next(tg_ftrace_page_iter_t *it, tg_ftrace_record_t *rec);
+ * -EBADMSG on a corrupt record (the walk is then over). Inline for the
+ * records that make up a page (type_len 1..28, data up to 112 bytes); time
+ * records, padding and longer data take the call. */
+static inline int tg_ftrace_page_next(tg_ftrace_page_iter_t *it,
+                                      tg_ftrace_record_t *rec) {
+  size_t left = (size_t)(it->end - it->cur);
+  if (left >= 4) {
+    uint32_t h;
+    memcpy(&h, it->cur, 4); /* the kernel's byte order is ours */
+    uint32_t dlen = (h & 0x1f) * 4;
+    if (dlen - 4 < 28 * 4 && dlen <= left - 4) {
+      rec->data = it->cur + 4;
+      rec->len = dlen;
+      it->cur += 4 + dlen;
+      it->ts += h >> 5;
+      rec->ts = it->ts;
+      return 1;
+    }
+  }
+  tg__ftrace_page_step_t step = tg__ftrace_page_next_slow(*it);
+  *it = step.it;
+  if (step.rv > 0) *rec = step.rec;
+  return step.rv;
+}
 
 #endif /* TRACEGATE_PROBES_FTRACE_PAGE_H */

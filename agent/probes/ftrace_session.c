@@ -37,6 +37,11 @@
 
 /* Format files are a few KiB; header_page far less. */
 #define FORMAT_MAX 16384
+/* Pages read before they are encoded, one CPU at a time. Reading a batch
+ * and then encoding it, rather than alternating per page, keeps the
+ * encoder's code and tables in cache across pages instead of having each
+ * read(2) evict them (the kernel's read path is larger than the page). */
+#define BATCH_PAGES 16
 
 typedef struct name_list {
   char **v;
@@ -53,7 +58,8 @@ struct tg_ftrace_session {
   bool no_generic;
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
-  uint8_t *page;
+  uint8_t *page; /* BATCH_PAGES pages */
+  size_t page_len[BATCH_PAGES];
   char *text; /* FORMAT_MAX scratch for format files */
   name_list_t unknown, failed;
   tg_ftrace_session_stats_t st;
@@ -173,7 +179,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_ftrace_encoder_init(&s->enc, &s->table, cfg->compact_sched,
                                    s->layout.page_size)) < 0)
     goto fail;
-  if (!(s->page = malloc(s->layout.page_size))) {
+  if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
     goto fail;
   }
@@ -221,12 +227,12 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
 }
 
 static void write_page(tg_ftrace_session_t *s, const tg_ftrace_sink_t *sink,
-                       unsigned cpu, size_t len) {
+                       unsigned cpu, const uint8_t *page, size_t len) {
   tg_ftrace_bundle_result_t res;
   tg_pbw_t *w = sink->begin(sink->ctx);
   if (!w) return;
   tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
-  tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, s->page, len, &res);
+  tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, page, len, &res);
   tg_pbw_end_nested(w);
   sink->end(sink->ctx);
   s->st.events += res.events;
@@ -235,40 +241,69 @@ static void write_page(tg_ftrace_session_t *s, const tg_ftrace_sink_t *sink,
   s->st.corrupt_pages += res.corrupt;
 }
 
+/* Reads the next page of CPU |c| into |buf|. Returns its length, 0 when
+ * the CPU has none ready, -1 after an error (the CPU is then closed). */
+static ssize_t read_page(tg_ftrace_session_t *s, unsigned c, uint8_t *buf) {
+  for (;;) {
+    ssize_t r = read(s->fds[c], buf, s->layout.page_size);
+    if (r > 0) {
+      s->st.pages++;
+      s->st.bytes += (uint64_t)r;
+      return r;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno != EAGAIN) {
+      s->st.read_errors++;
+      TG_WARN("linux.ftrace: cpu %u: %s; not read any more", c,
+              strerror(errno));
+      close(s->fds[c]);
+      s->fds[c] = -1;
+      return -1;
+    }
+    return 0;
+  }
+}
+
+/* A page that is less than half full was the writer's current one: the
+ * CPU is drained. Reading on would chase the events our own reads cause
+ * (e.g. raw_syscalls) one tiny page at a time. */
+static bool last_page(const tg_ftrace_session_t *s, const uint8_t *page,
+                      size_t len) {
+  tg_ftrace_page_iter_t it;
+  tg_ftrace_page_header_t hdr;
+  return tg_ftrace_page_begin(&s->layout, page, len, &it, &hdr) < 0 ||
+         hdr.data_len < (s->layout.page_size - s->layout.data_offset) / 2;
+}
+
 size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
                                const tg_ftrace_sink_t *sink, size_t max_pages,
                                bool *more) {
   size_t total = 0;
   *more = false;
   for (unsigned c = 0; c < s->n_cpus; c++) {
-    if (s->fds[c] < 0) continue;
     size_t k = 0;
-    for (; k < max_pages; k++) {
-      ssize_t r = read(s->fds[c], s->page, s->layout.page_size);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        if (r < 0 && errno != EAGAIN) {
-          s->st.read_errors++;
-          TG_WARN("linux.ftrace: cpu %u: %s; not read any more", c,
-                  strerror(errno));
-          close(s->fds[c]);
-          s->fds[c] = -1;
+    bool drained = false;
+    while (!drained && k < max_pages && s->fds[c] >= 0) {
+      /* Without a sink the pages are dropped: one buffer does. */
+      size_t cap = sink ? BATCH_PAGES : 1, n = 0;
+      if (cap > max_pages - k) cap = max_pages - k;
+      while (n < cap) {
+        uint8_t *buf = s->page + (sink ? n * s->layout.page_size : 0);
+        ssize_t r = read_page(s, c, buf);
+        if (r <= 0) {
+          drained = true;
+          break;
         }
-        break;
+        s->page_len[n++] = (size_t)r;
+        if (last_page(s, buf, (size_t)r)) {
+          drained = true;
+          break;
+        }
       }
-      s->st.pages++;
-      s->st.bytes += (uint64_t)r;
-      if (sink) write_page(s, sink, c, (size_t)r);
-      /* A page that is less than half full was the writer's current one:
-       * this CPU is drained. Reading on would chase the events our own
-       * reads cause (e.g. raw_syscalls) one tiny page at a time. */
-      tg_ftrace_page_iter_t it;
-      tg_ftrace_page_header_t hdr;
-      if (tg_ftrace_page_begin(&s->layout, s->page, (size_t)r, &it, &hdr) < 0 ||
-          hdr.data_len < (s->layout.page_size - s->layout.data_offset) / 2) {
-        k++;
-        break;
-      }
+      for (size_t i = 0; sink && i < n; i++)
+        write_page(s, sink, c, s->page + i * s->layout.page_size,
+                   s->page_len[i]);
+      k += n;
     }
     if (k >= max_pages) *more = true;
     total += k;

@@ -21,6 +21,12 @@ tg_add_test(test_ftrace_parse
             SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ftrace_parse.c
             LIBS tg_probes_core)
 
+# linux.ftrace's fast paths (field plans, compact_sched in one go) byte for
+# byte against a reference encoder, in one segment and in small ones.
+tg_add_test(test_ftrace_plan
+            SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_ftrace_plan.c
+            LIBS tg_probes_core)
+
 # linux.ftrace end to end: tracegate-probes reading this machine's kernel
 # for real sessions of a real tracegated. Needs root and tracefs (skipped
 # without them unless TG_REQUIRE_FTRACE is set). Labelled tsan: the probes'

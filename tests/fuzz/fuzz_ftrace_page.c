@@ -2,10 +2,18 @@
  * file and a trace_pipe_raw page, both hostile.
  *
  * Input: [flags][format length, u16 LE][format text][page bytes]. Flags
- * bit 0 turns compact_sched on. The fuzzed format joins a real
- * sched_switch format in the table, so pages decode through Perfetto's
- * messages, compact_sched and GenericFtraceEvent alike. Nothing may crash
- * or read outside the page; what is written must decode with protobuf-c.
+ * bit 0 turns compact_sched on; bits 1-3 pick the fuzzed format's group
+ * (groups[]), so that a format named like one of Perfetto's events gets a
+ * field plan (ftrace_plan.h) with fuzzed offsets, sizes and layouts; bits
+ * 4-7 size the small segments of the second encoding. The fuzzed format
+ * joins a real sched_switch format in the table, so pages decode through
+ * plans, compact_sched and GenericFtraceEvent alike.
+ *
+ * Nothing may crash or read outside the page; what is written must decode
+ * with protobuf-c; and the page is encoded twice, in one segment (plans,
+ * compact_sched in one go) and in segments too small for either (every
+ * record field by field through the writer), which must give the same
+ * bytes.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +28,43 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define OUT_SIZE (1u << 20)
+
+static const char *const groups[8] = {"fuzz", "sched",        "power",
+                                      "irq",  "raw_syscalls", "ftrace",
+                                      "task", "block"};
+
+/* Hands out the next |segment| bytes of the same buffer: contiguous
+ * output, but never room for a plan's or compact_sched's worst case. */
+typedef struct split {
+  uint8_t *buf;
+  size_t segment;
+} split_t;
+
+static int refill(void *ctx, tg_pbw_t *w, size_t min_contiguous) {
+  split_t *s = ctx;
+  size_t n = s->segment > min_contiguous ? s->segment : min_contiguous;
+  if ((size_t)(w->cur - s->buf) + n > OUT_SIZE) return -1;
+  w->end = w->cur + n;
+  return 0;
+}
+
+/* Encodes the page as TracePacket.ftrace_events; returns the bytes
+ * written, or 0 after a writer error. */
+static size_t encode(tg_ftrace_encoder_t *enc, uint8_t *out, size_t segment,
+                     const tg_ftrace_page_layout_t *layout,
+                     const uint8_t *page, size_t plen) {
+  split_t split = {out, segment};
+  tg_pbw_t w;
+  if (segment)
+    tg_pbw_init(&w, out, segment, refill, &split);
+  else
+    tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_ftrace_bundle_result_t res;
+  tg_ftrace_encode_bundle(enc, &w, 0, layout, page, plen, &res);
+  tg_pbw_end_nested(&w);
+  return tg_pbw_error(&w) ? 0 : (size_t)tg_pbw_written(&w);
+}
 
 static const char switch_format[] =
     "name: sched_switch\nID: 372\nformat:\n"
@@ -37,15 +82,18 @@ static const char switch_format[] =
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
   bool compact = data[0] & 1;
+  const char *group = groups[(data[0] >> 1) & 7];
+  size_t segment = 4 + 2 * (size_t)(data[0] >> 4);
   size_t flen = (size_t)data[1] | (size_t)data[2] << 8;
   if (flen > size - 3) flen = size - 3;
   /* Exact-size copies, so ASan sees any read past either end. */
   char *fmt_text = malloc(flen ? flen : 1);
   size_t plen = size - 3 - flen;
   uint8_t *page = malloc(plen ? plen : 1);
-  static uint8_t *out;
+  static uint8_t *out, *out_split;
   if (!out) out = malloc(OUT_SIZE);
-  if (!fmt_text || !page || !out) goto done;
+  if (!out_split) out_split = malloc(OUT_SIZE);
+  if (!fmt_text || !page || !out || !out_split) goto done;
   memcpy(fmt_text, data + 3, flen);
   memcpy(page, data + 3 + flen, plen);
 
@@ -57,22 +105,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (tg_ftrace_format_parse(switch_format, sizeof(switch_format) - 1, &f) == 0)
     tg_ftrace_table_add(&table, "sched", &f, false);
   if (tg_ftrace_format_parse(fmt_text, flen, &f) == 0)
-    tg_ftrace_table_add(&table, "fuzz", &f, false);
+    tg_ftrace_table_add(&table, group, &f, false);
   tg_ftrace_header_page_parse(fmt_text, flen, &(tg_ftrace_page_layout_t){0});
 
   tg_ftrace_encoder_t enc;
   if (tg_ftrace_encoder_init(&enc, &table, compact, layout.page_size) == 0) {
-    tg_pbw_t w;
-    tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
-    tg_pbw_begin_nested(&w, 1);
-    tg_ftrace_bundle_result_t res;
-    tg_ftrace_encode_bundle(&enc, &w, 0, &layout, page, plen, &res);
-    tg_pbw_end_nested(&w);
-    if (tg_pbw_error(&w) == 0) {
-      Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(
-          NULL, (size_t)tg_pbw_written(&w), out);
+    size_t n = encode(&enc, out, 0, &layout, page, plen);
+    if (n) {
+      Perfetto__Protos__TracePacket *p =
+          perfetto__protos__trace_packet__unpack(NULL, n, out);
       if (!p) __builtin_trap();
       perfetto__protos__trace_packet__free_unpacked(p, NULL);
+      size_t n_split = encode(&enc, out_split, segment, &layout, page, plen);
+      if (n_split != n || memcmp(out, out_split, n) != 0) __builtin_trap();
     }
     tg_ftrace_encoder_free(&enc);
   }

@@ -425,8 +425,51 @@ def ft_page(ts, records, lost=False, commit=None):
     return struct.pack("<QQ", ts, size | (1 << 31 if lost else 0)) + body
 
 
-def ft_input(page, fmt=b"", compact=False):
-    return bytes([1 if compact else 0]) + struct.pack("<H", len(fmt)) + fmt + page
+# Groups of fuzz_ftrace_page.c's groups[], by flag bits 1-3.
+FT_GROUPS = ["fuzz", "sched", "power", "irq", "raw_syscalls", "ftrace",
+             "task", "block"]
+
+
+def ft_input(page, fmt=b"", compact=False, group="fuzz", segment=4):
+    flags = (1 if compact else 0) | FT_GROUPS.index(group) << 1
+    flags |= (segment - 4) // 2 << 4
+    return bytes([flags]) + struct.pack("<H", len(fmt)) + fmt + page
+
+
+def ft_format(name, id_, fields):
+    """A format file: common_type, common_flags, common_pid, then |fields|
+    as (declaration, offset, size, signed)."""
+    out = (b"name: %s\nID: %d\nformat:\n" % (name, id_) +
+           b"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+           b"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+           b"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n")
+    for decl, off, size, signed in fields:
+        out += b"\tfield:%s;\toffset:%d;\tsize:%d;\tsigned:%d;\n" % (
+            decl, off, size, signed)
+    return out
+
+
+def ft_head(id_, pid):
+    return struct.pack("<HBBi", id_, 1, 0, pid)
+
+
+# Formats of Perfetto's events, to seed their field plans: every layout a
+# plan reads (scalars of each size and sign, char[16], __data_loc, a tail,
+# an array).
+FT_FREQ_FORMAT = ft_format(b"cpu_frequency", 200, [
+    (b"u32 state", 8, 4, 0), (b"u32 cpu_id", 12, 4, 0)])
+FT_SYS_ENTER_FORMAT = ft_format(b"sys_enter", 201, [
+    (b"long id", 8, 8, 1), (b"unsigned long args[6]", 16, 48, 0)])
+FT_IRQ_FORMAT = ft_format(b"irq_handler_entry", 202, [
+    (b"short irq", 8, 2, 1), (b"__data_loc char[] name", 12, 4, 0)])
+FT_PRINT_FORMAT = ft_format(b"print", 203, [
+    (b"unsigned long ip", 8, 8, 0), (b"char buf[]", 16, 0, 0)])
+FT_WAKING_FORMAT = ft_format(b"sched_waking", 204, [
+    (b"char comm[16]", 8, 16, 0), (b"pid_t pid", 24, 4, 1),
+    (b"int prio", 28, 4, 1), (b"int target_cpu", 32, 4, 1)])
+FT_TASK_FORMAT = ft_format(b"task_newtask", 205, [
+    (b"pid_t pid", 8, 4, 1), (b"char comm[12]", 12, 12, 0),
+    (b"unsigned long clone_flags", 24, 8, 0), (b"s8 oom_score_adj", 32, 1, 1)])
 
 
 def ftrace_page_corpus():
@@ -450,6 +493,31 @@ def ftrace_page_corpus():
         "commit_past_end": ft_input(ft_page(9, sw, commit=4000)),
         "length_past_end": ft_input(ft_page(9, [struct.pack("<II", 0, 999)])),
         "truncated_header": ft_input(b"\x01\x02\x03"),
+        "plan_scalars": ft_input(ft_page(1 << 40, [
+            ft_rec(1, ft_head(200, 0) + struct.pack("<II", 2400000, 3)),
+            ft_rec(2, ft_head(200, 0) + struct.pack("<II", 0xffffffff, 0)),
+            ft_rec(3, ft_head(200, 0) + struct.pack("<I", 5))]),  # truncated
+            FT_FREQ_FORMAT, group="power", segment=10),
+        "plan_array": ft_input(ft_page(7, [
+            ft_rec(1, ft_head(201, 9) + struct.pack(
+                "<q6Q", -1, 0, 127, 128, 1 << 56, 2**64 - 1, 2**63 + 5))]),
+            FT_SYS_ENTER_FORMAT, group="raw_syscalls", segment=6),
+        "plan_data_loc": ft_input(ft_page(7, [
+            ft_rec(1, ft_head(202, 0) + struct.pack("<hHI", -7, 0, 5 << 16 | 16)
+                   + b"acpi\0")]),
+            FT_IRQ_FORMAT, group="irq", segment=12),
+        "plan_tail": ft_input(ft_page(2**60, [
+            ft_rec(1, ft_head(203, 77) + struct.pack("<Q", 0xffffffff81234567)
+                   + b"hello marker\n\0")]),
+            FT_PRINT_FORMAT, group="ftrace", segment=8),
+        "plan_chars": ft_input(ft_page(3, [
+            ft_rec(1, ft_head(205, 1) + struct.pack("<i", 42) +
+                   b"twelve-bytes" + struct.pack("<Qb", 0x11, -3))]),
+            FT_TASK_FORMAT, group="task", segment=20),
+        "compact_waking": ft_input(ft_page(3, sw + [
+            ft_rec(1, ft_head(204, 7) + b"0123456789abcdef" +
+                   struct.pack("<iii", 42, 120, 1))]),
+            FT_WAKING_FORMAT, compact=True, group="sched", segment=34),
     }
 
 

@@ -1,0 +1,242 @@
+/* compact_sched rows and columns; see ftrace_compact.h. */
+#include "agent/probes/ftrace_compact.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/probes/ftrace_put.h"
+
+/* FtraceEventBundle and its CompactSched. */
+#define BUNDLE_COMPACT_SCHED 4
+#define CS_SWITCH_TS 1
+#define CS_SWITCH_PREV_STATE 2
+#define CS_SWITCH_NEXT_PID 3
+#define CS_SWITCH_NEXT_PRIO 4
+#define CS_INTERN_TABLE 5
+#define CS_SWITCH_NEXT_COMM 6
+#define CS_WAKING_TS 7
+#define CS_WAKING_PID 8
+#define CS_WAKING_TARGET_CPU 9
+#define CS_WAKING_PRIO 10
+#define CS_WAKING_COMM 11
+#define CS_WAKING_FLAGS 12
+
+int tg__ftrace_compact_init(tg_ftrace_compact_t *c, size_t cap) {
+  memset(c, 0, sizeof(*c));
+  c->cap = cap;
+  size_t n_slots = 1;
+  unsigned bits = 0;
+  while (n_slots < 2 * cap + 1) {
+    n_slots <<= 1;
+    bits++;
+  }
+  c->slot_shift = 64 - bits;
+  c->sw_ts = calloc(cap, sizeof(*c->sw_ts));
+  c->sw_state = calloc(cap, sizeof(*c->sw_state));
+  c->sw_pid = calloc(cap, sizeof(*c->sw_pid));
+  c->sw_prio = calloc(cap, sizeof(*c->sw_prio));
+  c->sw_comm = calloc(cap, sizeof(*c->sw_comm));
+  c->wk_ts = calloc(cap, sizeof(*c->wk_ts));
+  c->wk_pid = calloc(cap, sizeof(*c->wk_pid));
+  c->wk_cpu = calloc(cap, sizeof(*c->wk_cpu));
+  c->wk_prio = calloc(cap, sizeof(*c->wk_prio));
+  c->wk_comm = calloc(cap, sizeof(*c->wk_comm));
+  c->wk_flags = calloc(cap, sizeof(*c->wk_flags));
+  c->comms = calloc(cap, sizeof(*c->comms));
+  c->comm_len = calloc(cap, sizeof(*c->comm_len));
+  c->comm_slot = calloc(cap, sizeof(*c->comm_slot));
+  c->slots = calloc(n_slots, sizeof(*c->slots));
+  if (!c->sw_ts || !c->sw_state || !c->sw_pid || !c->sw_prio || !c->sw_comm ||
+      !c->wk_ts || !c->wk_pid || !c->wk_cpu || !c->wk_prio || !c->wk_comm ||
+      !c->wk_flags || !c->comms || !c->comm_len || !c->comm_slot ||
+      !c->slots) {
+    tg__ftrace_compact_free(c);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+void tg__ftrace_compact_free(tg_ftrace_compact_t *c) {
+  free(c->sw_ts);
+  free(c->sw_state);
+  free(c->sw_pid);
+  free(c->sw_prio);
+  free(c->sw_comm);
+  free(c->wk_ts);
+  free(c->wk_pid);
+  free(c->wk_cpu);
+  free(c->wk_prio);
+  free(c->wk_comm);
+  free(c->wk_flags);
+  free(c->comms);
+  free(c->comm_len);
+  free(c->comm_slot);
+  free(c->slots);
+  memset(c, 0, sizeof(*c));
+}
+
+void tg__ftrace_compact_reset(tg_ftrace_compact_t *c) {
+  for (size_t i = 0; i < c->n_comms; i++) c->slots[c->comm_slot[i]] = 0;
+  c->n_comms = 0;
+  c->n_sw = c->n_wk = 0;
+}
+
+uint32_t tg__ftrace_compact_intern_new(tg_ftrace_compact_t *c, size_t k,
+                                       uint64_t w0, uint64_t w1, size_t n) {
+  /* Never full: more slots than 2 * cap, at most cap rows a page. */
+  uint32_t i = (uint32_t)c->n_comms++;
+  c->comms[i][0] = w0;
+  c->comms[i][1] = w1;
+  c->comm_len[i] = (uint8_t)n;
+  c->comm_slot[i] = (uint32_t)k;
+  c->slots[k] = i + 1;
+  return i;
+}
+
+/* --- columns ------------------------------------------------------------ */
+
+/* How a column's values become varints: timestamps as deltas from the
+ * previous row, int32 columns as their int64 value (as protobuf encodes a
+ * negative int32: ten bytes). */
+enum { COL_TS, COL_I64, COL_I32, COL_U32 };
+
+typedef struct column {
+  uint32_t field;
+  uint8_t type;
+  const void *v;
+  size_t n;
+} column_t;
+
+#define N_COLUMNS 11
+
+static void columns_of(const tg_ftrace_compact_t *c, column_t *col) {
+  const column_t cols[N_COLUMNS] = {
+      {CS_SWITCH_TS, COL_TS, c->sw_ts, c->n_sw},
+      {CS_SWITCH_PREV_STATE, COL_I64, c->sw_state, c->n_sw},
+      {CS_SWITCH_NEXT_PID, COL_I32, c->sw_pid, c->n_sw},
+      {CS_SWITCH_NEXT_PRIO, COL_I32, c->sw_prio, c->n_sw},
+      {CS_SWITCH_NEXT_COMM, COL_U32, c->sw_comm, c->n_sw},
+      {CS_WAKING_TS, COL_TS, c->wk_ts, c->n_wk},
+      {CS_WAKING_PID, COL_I32, c->wk_pid, c->n_wk},
+      {CS_WAKING_TARGET_CPU, COL_I32, c->wk_cpu, c->n_wk},
+      {CS_WAKING_PRIO, COL_I32, c->wk_prio, c->n_wk},
+      {CS_WAKING_COMM, COL_U32, c->wk_comm, c->n_wk},
+      {CS_WAKING_FLAGS, COL_U32, c->wk_flags, c->n_wk},
+  };
+  memcpy(col, cols, sizeof(cols));
+}
+
+/* Row |i|'s varint value; |prev| is the row before's timestamp. */
+static uint64_t column_value(const column_t *col, size_t i, uint64_t prev) {
+  switch (col->type) {
+    case COL_TS:
+      return ((const uint64_t *)col->v)[i] - prev;
+    case COL_I64:
+      return (uint64_t)((const int64_t *)col->v)[i];
+    case COL_I32:
+      return (uint64_t)(int64_t)((const int32_t *)col->v)[i];
+    default:
+      return ((const uint32_t *)col->v)[i];
+  }
+}
+
+/* The column's varints at |p| (room for 10 each plus
+ * TG_FTRACE_PUT_SLACK); returns the end. One loop per type, so the type
+ * is decided once per column, not per value. */
+static uint8_t *put_column(uint8_t *p, const column_t *col) {
+  size_t n = col->n;
+  switch (col->type) {
+    case COL_TS: {
+      const uint64_t *v = col->v;
+      uint64_t prev = 0;
+      for (size_t i = 0; i < n; i++) {
+        p = tg__ftrace_put_varint(p, v[i] - prev);
+        prev = v[i];
+      }
+      break;
+    }
+    case COL_I64: {
+      const int64_t *v = col->v;
+      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, (uint64_t)v[i]);
+      break;
+    }
+    case COL_I32: {
+      const int32_t *v = col->v;
+      for (size_t i = 0; i < n; i++)
+        p = tg__ftrace_put_varint(p, (uint64_t)(int64_t)v[i]);
+      break;
+    }
+    default: {
+      const uint32_t *v = col->v;
+      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, v[i]);
+      break;
+    }
+  }
+  return p;
+}
+
+/* The whole message at |p|, which has room for compact_worst() plus
+ * TG_FTRACE_PUT_SLACK: the bytes of the writer path below, without its
+ * per-field checks. Returns the end. */
+static uint8_t *put_compact(const tg_ftrace_compact_t *c,
+                            const column_t *cols, uint8_t *p) {
+  *p++ = (uint8_t)TG_PB_TAG(BUNDLE_COMPACT_SCHED, TG_PB_WT_LEN);
+  uint8_t *outer = p;
+  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  for (size_t i = 0; i < c->n_comms; i++) {
+    *p++ = (uint8_t)TG_PB_TAG(CS_INTERN_TABLE, TG_PB_WT_LEN);
+    *p++ = c->comm_len[i];
+    memcpy(p, c->comms[i], TG_FTRACE_COMM_MAX);
+    p += c->comm_len[i];
+  }
+  for (unsigned k = 0; k < N_COLUMNS; k++) {
+    if (!cols[k].n) continue;
+    *p++ = (uint8_t)TG_PB_TAG(cols[k].field, TG_PB_WT_LEN);
+    uint8_t *size = p;
+    p += TG_PB_REDUNDANT_VARINT_SIZE;
+    p = put_column(p, &cols[k]);
+    tg_pb_write_redundant_varint(
+        size, (uint32_t)(p - size) - TG_PB_REDUNDANT_VARINT_SIZE);
+  }
+  tg_pb_write_redundant_varint(
+      outer, (uint32_t)(p - outer) - TG_PB_REDUNDANT_VARINT_SIZE);
+  return p;
+}
+
+static size_t compact_worst(const tg_ftrace_compact_t *c) {
+  /* Keys are one byte (fields 1..12); sizes four. */
+  return 1 + TG_PB_REDUNDANT_VARINT_SIZE +
+         c->n_comms * (2 + TG_FTRACE_COMM_MAX) +
+         N_COLUMNS * (1 + TG_PB_REDUNDANT_VARINT_SIZE) +
+         (5 * c->n_sw + 6 * c->n_wk) * TG_PB_MAX_VARINT_SIZE;
+}
+
+void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
+  if (!c->n_sw && !c->n_wk) return;
+  column_t cols[N_COLUMNS];
+  columns_of(c, cols);
+  /* Most of a bundle's cost is these columns: written in one go when the
+   * segment holds the worst case, else value by value through the
+   * writer, which splits them across segments. */
+  if ((size_t)(w->end - w->cur) >= compact_worst(c) + TG_FTRACE_PUT_SLACK) {
+    w->cur = put_compact(c, cols, w->cur);
+    return;
+  }
+  tg_pbw_begin_nested(w, BUNDLE_COMPACT_SCHED);
+  for (size_t i = 0; i < c->n_comms; i++)
+    tg_pbw_append_bytes(w, CS_INTERN_TABLE, c->comms[i], c->comm_len[i]);
+  for (unsigned k = 0; k < N_COLUMNS; k++) {
+    if (!cols[k].n) continue;
+    tg_pbw_begin_nested(w, cols[k].field);
+    uint64_t prev = 0;
+    for (size_t i = 0; i < cols[k].n; i++) {
+      uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
+      uint64_t v = column_value(&cols[k], i, prev);
+      if (cols[k].type == COL_TS) prev = ((const uint64_t *)cols[k].v)[i];
+      tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, v) - tmp));
+    }
+    tg_pbw_end_nested(w);
+  }
+  tg_pbw_end_nested(w);
+}

@@ -1,0 +1,545 @@
+/* linux.ftrace's fast paths against a reference encoder kept here.
+ *
+ * Known events go through field plans and compact_sched through one-go
+ * column writes (agent/probes/ftrace_plan.h, ftrace_compact.c); both write
+ * with unchecked word stores. The reference below writes the same
+ * messages field by field through tg_pbw, as the general path does, so
+ * the bytes must match exactly: field numbers, varint widths (negative
+ * int64s in ten bytes, timestamps past 2^56), 4-byte nested sizes,
+ * interned comms. Pages mix every layout a plan reads (scalars of each
+ * size and sign, char[16], __data_loc, a tail string, an array), a
+ * generic event, a truncated record, an unknown one and a corrupt one;
+ * and the writer is also run in small segments, where every record takes
+ * the general path, which must give the same bytes again.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/probes/ftrace_encode.h"
+#include "agent/probes/ftrace_format.h"
+#include "ftrace_fixtures.h"
+#include "tracegate/pb_writer.h"
+
+/* --- formats ------------------------------------------------------------- */
+
+enum {
+  ID_SWITCH = 372,
+  ID_WAKING = 373,
+  ID_FREQ = 200,
+  ID_PRINT = 5,
+  ID_IRQ = 120,
+  ID_SYS_ENTER = 443,
+  ID_HRTIMER = 90,
+};
+
+static const char freq_format[] =
+    "name: cpu_frequency\nID: 200\n" COMMON_FIELDS
+    "\tfield:u32 state;\toffset:8;\tsize:4;\tsigned:0;\n"
+    "\tfield:u32 cpu_id;\toffset:12;\tsize:4;\tsigned:0;\n";
+
+/* irq as a short: a 2-byte signed scalar. */
+static const char irq_format[] =
+    "name: irq_handler_entry\nID: 120\n" COMMON_FIELDS
+    "\tfield:short irq;\toffset:8;\tsize:2;\tsigned:1;\n"
+    "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n";
+
+static const char hrtimer_format[] =
+    "name: hrtimer_start\nID: 90\n" COMMON_FIELDS
+    "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n"
+    "\tfield:s8 mode;\toffset:16;\tsize:1;\tsigned:1;\n"
+    "\tfield:__rel_loc char[] label;\toffset:20;\tsize:4;\tsigned:0;\n";
+
+/* --- records ------------------------------------------------------------- */
+
+#define REC_MAX 128
+
+typedef struct sw {
+  const char *prev;
+  int32_t prev_pid;
+  int64_t state;
+  const char *next;
+  int32_t next_pid;
+} sw_t;
+
+static const int32_t PREV_PRIO = 120, NEXT_PRIO = -1;
+
+static size_t switch_rec(uint8_t *out, int32_t pid, const sw_t *s) {
+  uint8_t b[56] = {0};
+  memcpy(b, s->prev, strnlen(s->prev, 16));
+  memcpy(b + 16, &s->prev_pid, 4);
+  memcpy(b + 20, &PREV_PRIO, 4);
+  memcpy(b + 24, &s->state, 8);
+  memcpy(b + 32, s->next, strnlen(s->next, 16));
+  memcpy(b + 48, &s->next_pid, 4);
+  memcpy(b + 52, &NEXT_PRIO, 4);
+  return event(out, ID_SWITCH, pid, b, sizeof(b));
+}
+
+typedef struct wk {
+  const char *comm;
+  int32_t pid, prio, cpu;
+} wk_t;
+
+static size_t waking_rec(uint8_t *out, int32_t pid, const wk_t *k) {
+  uint8_t b[28] = {0};
+  memcpy(b, k->comm, strnlen(k->comm, 16)); /* 16 bytes: no NUL */
+  memcpy(b + 16, &k->pid, 4);
+  memcpy(b + 20, &k->prio, 4);
+  memcpy(b + 24, &k->cpu, 4);
+  return event(out, ID_WAKING, pid, b, sizeof(b));
+}
+
+static size_t freq_rec(uint8_t *out, uint32_t state, uint32_t cpu) {
+  uint8_t b[8];
+  memcpy(b, &state, 4);
+  memcpy(b + 4, &cpu, 4);
+  return event(out, ID_FREQ, 0, b, sizeof(b));
+}
+
+static size_t print_rec(uint8_t *out, uint64_t ip, const char *text) {
+  uint8_t b[96] = {0};
+  memcpy(b, &ip, 8);
+  memcpy(b + 8, text, strlen(text) + 1);
+  return event(out, ID_PRINT, 77, b, 8 + strlen(text) + 1);
+}
+
+static size_t irq_rec(uint8_t *out, int16_t irq, const char *name) {
+  uint8_t b[40] = {0};
+  memcpy(b, &irq, 2);
+  size_t n = strlen(name) + 1;
+  uint32_t loc = (uint32_t)n << 16 | 16u; /* at offset 16 of the record */
+  memcpy(b + 4, &loc, 4);
+  memcpy(b + 8, name, n);
+  return event(out, ID_IRQ, 0, b, 8 + n);
+}
+
+static size_t sys_enter_rec(uint8_t *out, int32_t pid, int64_t id,
+                            const uint64_t args[6]) {
+  uint8_t b[56];
+  memcpy(b, &id, 8);
+  memcpy(b + 8, args, 48);
+  return event(out, ID_SYS_ENTER, pid, b, sizeof(b));
+}
+
+static size_t hrtimer_rec(uint8_t *out, uint64_t timer, int8_t mode,
+                          const char *label) {
+  uint8_t b[40] = {0};
+  memcpy(b, &timer, 8);
+  b[8] = (uint8_t)mode;
+  size_t n = strlen(label) + 1;
+  uint32_t loc = (uint32_t)n << 16; /* right after the field */
+  memcpy(b + 12, &loc, 4);
+  memcpy(b + 16, label, n);
+  return event(out, ID_HRTIMER, 3, b, 16 + n);
+}
+
+/* A corrupt record: a long-data header claiming more than the page. */
+static void rec_corrupt(page_t *p) {
+  put32(p, 0);
+  put32(p, 1u << 20);
+}
+
+/* --- the reference: field by field through tg_pbw ------------------------- */
+
+#define OUT_MAX 65536
+
+typedef struct ref {
+  tg_pbw_t w;
+  uint8_t buf[OUT_MAX];
+} ref_t;
+
+/* TracePacket.ftrace_events { cpu }, as the session wraps a bundle. */
+static void ref_begin(ref_t *r, uint32_t cpu) {
+  tg_pbw_init(&r->w, r->buf, sizeof(r->buf), NULL, NULL);
+  tg_pbw_begin_nested(&r->w, 1);
+  tg_pbw_append_varint(&r->w, 1, cpu);
+}
+
+static size_t ref_end(ref_t *r) {
+  tg_pbw_end_nested(&r->w);
+  assert_int_equal(tg_pbw_error(&r->w), 0);
+  return (size_t)tg_pbw_written(&r->w);
+}
+
+/* FtraceEvent { timestamp, pid, <message field> { ... } }. */
+static void ref_event(ref_t *r, uint64_t ts, int32_t pid, uint32_t msg) {
+  tg_pbw_begin_nested(&r->w, 2);
+  tg_pbw_append_varint(&r->w, 1, ts);
+  tg_pbw_append_varint(&r->w, 2, (uint32_t)pid);
+  tg_pbw_begin_nested(&r->w, msg);
+}
+
+static void ref_event_end(ref_t *r) {
+  tg_pbw_end_nested(&r->w);
+  tg_pbw_end_nested(&r->w);
+}
+
+static void ref_str(ref_t *r, uint32_t field, const char *s, size_t max) {
+  tg_pbw_append_bytes(&r->w, field, s, strnlen(s, max));
+}
+
+/* A sched_switch message with its first |fields| fields (7: all; fewer:
+ * the record was cut). */
+static void ref_switch(ref_t *r, uint64_t ts, int32_t pid, const sw_t *s,
+                       int fields) {
+  const int64_t ints[7] = {0, s->prev_pid, PREV_PRIO, s->state,
+                           0, s->next_pid, NEXT_PRIO};
+  ref_event(r, ts, pid, 4);
+  for (int i = 0; i < fields; i++) {
+    if (i == 0 || i == 4)
+      ref_str(r, (uint32_t)i + 1, i ? s->next : s->prev, 16);
+    else
+      tg_pbw_append_int(&r->w, (uint32_t)i + 1, ints[i]);
+  }
+  ref_event_end(r);
+}
+
+/* compact_sched rows; comms interned in |intern| order. */
+typedef struct cs_ref {
+  uint64_t sw_ts[8], wk_ts[8];
+  int64_t sw_state[8];
+  int32_t sw_pid[8], sw_prio[8], wk_pid[8], wk_cpu[8], wk_prio[8];
+  const char *sw_comm[8], *wk_comm[8];
+  size_t n_sw, n_wk;
+  const char *intern[8];
+  size_t n_intern;
+} cs_ref_t;
+
+static uint32_t intern_index(const cs_ref_t *c, const char *comm) {
+  for (uint32_t i = 0; i < c->n_intern; i++)
+    if (strncmp(c->intern[i], comm, 16) == 0) return i;
+  fail_msg("comm %s not in the intern list", comm);
+  return 0;
+}
+
+static void ref_packed(ref_t *r, uint32_t field, const uint64_t *v, size_t n) {
+  if (!n) return;
+  tg_pbw_begin_nested(&r->w, field);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
+    tg_pbw_append_raw(&r->w, tmp, (size_t)(tg_pb_write_varint(tmp, v[i]) - tmp));
+  }
+  tg_pbw_end_nested(&r->w);
+}
+
+static void ref_compact(ref_t *r, const cs_ref_t *c) {
+  uint64_t col[6][8];
+  tg_pbw_begin_nested(&r->w, 4);
+  for (size_t i = 0; i < c->n_intern; i++) ref_str(r, 5, c->intern[i], 16);
+  uint64_t prev = 0;
+  for (size_t i = 0; i < c->n_sw; i++) {
+    col[0][i] = c->sw_ts[i] - prev;
+    prev = c->sw_ts[i];
+    col[1][i] = (uint64_t)c->sw_state[i];
+    col[2][i] = (uint64_t)(int64_t)c->sw_pid[i];
+    col[3][i] = (uint64_t)(int64_t)c->sw_prio[i];
+    col[4][i] = intern_index(c, c->sw_comm[i]);
+  }
+  for (unsigned k = 0; k < 5; k++) ref_packed(r, 1 + k + (k == 4), col[k], c->n_sw);
+  prev = 0;
+  for (size_t i = 0; i < c->n_wk; i++) {
+    col[0][i] = c->wk_ts[i] - prev;
+    prev = c->wk_ts[i];
+    col[1][i] = (uint64_t)(int64_t)c->wk_pid[i];
+    col[2][i] = (uint64_t)(int64_t)c->wk_cpu[i];
+    col[3][i] = (uint64_t)(int64_t)c->wk_prio[i];
+    col[4][i] = intern_index(c, c->wk_comm[i]);
+    col[5][i] = 5; /* common_flags, as event() writes them */
+  }
+  for (unsigned k = 0; k < 6; k++) ref_packed(r, 7 + k, col[k], c->n_wk);
+  tg_pbw_end_nested(&r->w);
+}
+
+/* --- the encoder --------------------------------------------------------- */
+
+typedef struct enc {
+  tg_ftrace_table_t table;
+  tg_ftrace_encoder_t enc;
+  uint8_t out[OUT_MAX];
+  size_t segment; /* 0: one segment; else refills of this many bytes */
+} enc_t;
+
+static enc_t *enc_new(bool compact) {
+  enc_t *e = calloc(1, sizeof(*e));
+  assert_non_null(e);
+  assert_int_equal(tg_ftrace_table_init(&e->table), 0);
+  add_format(&e->table, "sched", switch_format);
+  add_format(&e->table, "sched", waking_format);
+  add_format(&e->table, "power", freq_format);
+  add_format(&e->table, "ftrace", print_format);
+  add_format(&e->table, "irq", irq_format);
+  add_format(&e->table, "raw_syscalls", sys_enter_format);
+  add_format(&e->table, "timer", hrtimer_format);
+  assert_int_equal(tg_ftrace_encoder_init(&e->enc, &e->table, compact, 4096), 0);
+  return e;
+}
+
+static void enc_free(enc_t *e) {
+  tg_ftrace_encoder_free(&e->enc);
+  tg_ftrace_table_free(&e->table);
+  free(e);
+}
+
+/* The next |segment| bytes of the same buffer: what is written stays
+ * contiguous, but no write finds room past the segment. */
+static int refill(void *ctx, tg_pbw_t *w, size_t min_contiguous) {
+  enc_t *e = ctx;
+  size_t n = e->segment > min_contiguous ? e->segment : min_contiguous;
+  if ((size_t)(w->cur - e->out) + n > sizeof(e->out)) return -ENOSPC;
+  w->end = w->cur + n;
+  return 0;
+}
+
+static size_t encode(enc_t *e, const page_t *p, tg_ftrace_bundle_result_t *res) {
+  tg_ftrace_page_layout_t l;
+  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
+                                               strlen(header_page_fixture), &l),
+                   0);
+  tg_pbw_t w;
+  memset(e->out, 0xa5, sizeof(e->out)); /* stale bytes must not leak */
+  if (e->segment)
+    tg_pbw_init(&w, e->out, e->segment, refill, e);
+  else
+    tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_ftrace_encode_bundle(&e->enc, &w, 3, &l, p->b, sizeof(p->b), res);
+  tg_pbw_end_nested(&w);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+static void assert_same_bytes(const uint8_t *got, size_t n_got,
+                              const uint8_t *want, size_t n_want) {
+  size_t n = n_got < n_want ? n_got : n_want, i = 0;
+  while (i < n && got[i] == want[i]) i++;
+  if (i < n || n_got != n_want)
+    fail_msg("bytes differ at %zu (got %zu bytes, want %zu)", i, n_got, n_want);
+}
+
+/* Checks |p| against the reference in one segment and in several sizes
+ * of small ones. */
+static void check_page(bool compact, const page_t *p, const ref_t *r,
+                       size_t n_ref, uint32_t events, uint32_t skipped,
+                       bool corrupt) {
+  static const size_t segments[] = {0, 5, 9, 33, 100};
+  enc_t *e = enc_new(compact);
+  for (size_t i = 0; i < sizeof(segments) / sizeof(segments[0]); i++) {
+    e->segment = segments[i];
+    tg_ftrace_bundle_result_t res;
+    size_t n = encode(e, p, &res);
+    assert_same_bytes(e->out, n, r->buf, n_ref);
+    assert_int_equal(res.events, events);
+    assert_int_equal(res.skipped, skipped);
+    assert_int_equal(res.corrupt, corrupt);
+  }
+  enc_free(e);
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+static const sw_t SW1 = {"bash", 42, 1, "swapper/3", 0};
+static const sw_t SW2 = {"swapper/3", 0, 0, "0123456789abcdef", 4242};
+static const sw_t SW3 = {"0123456789abcdef", 4242, -1, "bash", 42};
+static const wk_t WK1 = {"0123456789abcdef", 4242, 120, 1};
+static const wk_t WK2 = {"kworker/0:1", 17, -5, 0};
+static const uint64_t ARGS[6] = {0,          127,
+                                 128,        UINT64_C(1) << 56,
+                                 UINT64_MAX, (UINT64_C(1) << 63) + 5};
+
+static void plans_write_the_bytes_of_the_reference(void **state) {
+  (void)state;
+  /* Timestamps below 2^56 (the common case) and above it (9-byte varints),
+   * with a jump across a 2^28 boundary (the timestamp cache). */
+  static const uint64_t starts[] = {5000, (UINT64_C(1) << 60) + 12345};
+  for (size_t s = 0; s < 2; s++) {
+    uint64_t ts = starts[s];
+    page_t p;
+    page_init(&p, ts);
+    ref_t *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    ref_begin(r, 3);
+    uint8_t rec[REC_MAX];
+
+    rec_data(&p, 10, rec, switch_rec(rec, 42, &SW1));
+    ref_switch(r, ts += 10, 42, &SW1, 7);
+
+    rec_data(&p, 1, rec, waking_rec(rec, -1, &WK1)); /* pid 0xffffffff */
+    ref_event(r, ts += 1, -1, 20);
+    ref_str(r, 1, WK1.comm, 16);
+    tg_pbw_append_int(&r->w, 2, WK1.pid);
+    tg_pbw_append_int(&r->w, 3, WK1.prio);
+    tg_pbw_append_int(&r->w, 5, WK1.cpu);
+    ref_event_end(r);
+
+    rec_extend(&p, UINT64_C(3) << 28);
+    rec_data(&p, 0, rec, freq_rec(rec, 2400000, 3));
+    ref_event(r, ts += UINT64_C(3) << 28, 0, 11);
+    tg_pbw_append_varint(&r->w, 1, 2400000);
+    tg_pbw_append_varint(&r->w, 2, 3);
+    ref_event_end(r);
+
+    rec_data(&p, 2, rec, print_rec(rec, 0xffffffff81234567, "hello marker\n"));
+    ref_event(r, ts += 2, 77, 3);
+    tg_pbw_append_varint(&r->w, 1, 0xffffffff81234567);
+    ref_str(r, 2, "hello marker\n", 64);
+    ref_event_end(r);
+
+    rec_data(&p, 3, rec, irq_rec(rec, -7, "acpi"));
+    ref_event(r, ts += 3, 0, 36);
+    tg_pbw_append_int(&r->w, 1, -7);
+    ref_str(r, 2, "acpi", 16);
+    ref_event_end(r);
+
+    rec_data(&p, 4, rec, sys_enter_rec(rec, 99, -1, ARGS));
+    ref_event(r, ts += 4, 99, 329);
+    tg_pbw_append_int(&r->w, 1, -1); /* ten bytes */
+    for (int i = 0; i < 6; i++) tg_pbw_append_varint(&r->w, 2, ARGS[i]);
+    ref_event_end(r);
+
+    /* Not one of Perfetto's: GenericFtraceEvent, field by field. */
+    rec_data(&p, 5, rec, hrtimer_rec(rec, 0xabcdef, -2, "tmr"));
+    ref_event(r, ts += 5, 3, 327);
+    ref_str(r, 1, "hrtimer_start", 64);
+    static const char *names[] = {"hrtimer", "mode", "label"};
+    for (int i = 0; i < 3; i++) {
+      tg_pbw_begin_nested(&r->w, 2);
+      ref_str(r, 1, names[i], 64);
+      if (i == 0) tg_pbw_append_varint(&r->w, 5, 0xabcdef);
+      if (i == 1) tg_pbw_append_int(&r->w, 4, -2);
+      if (i == 2) ref_str(r, 3, "tmr", 16);
+      tg_pbw_end_nested(&r->w);
+    }
+    ref_event_end(r);
+
+    /* Cut after prev_state: the general path leaves out what is missing. */
+    switch_rec(rec, 42, &SW2);
+    rec_data(&p, 6, rec, 40);
+    ref_switch(r, ts += 6, 42, &SW2, 4);
+
+    /* Not in the table: skipped. */
+    rec_data(&p, 1, rec, event(rec, 999, 1, ARGS, 8));
+    ts += 1;
+
+    rec_data(&p, 7, rec, switch_rec(rec, 4242, &SW3));
+    ref_switch(r, ts += 7, 4242, &SW3, 7);
+
+    /* The walk ends here; what came before stands. */
+    rec_corrupt(&p);
+    page_finish(&p, false);
+    size_t n_ref = ref_end(r);
+    check_page(false, &p, r, n_ref, 9, 1, true);
+    free(r);
+  }
+}
+
+static void compact_sched_writes_the_bytes_of_the_reference(void **state) {
+  (void)state;
+  uint64_t ts = 1000;
+  page_t p;
+  page_init(&p, ts);
+  ref_t *r = malloc(sizeof(*r));
+  cs_ref_t *c = calloc(1, sizeof(*c));
+  assert_non_null(r);
+  assert_non_null(c);
+  ref_begin(r, 3);
+  uint8_t rec[REC_MAX];
+  const sw_t *sws[] = {&SW1, &SW2, &SW3};
+  const wk_t *wks[] = {&WK1, &WK2};
+  /* Rows in page order: switch, waking, switch, waking, switch, with
+   * planned events between them (written as they come). */
+  for (int i = 0; i < 3; i++) {
+    rec_data(&p, 100, rec, switch_rec(rec, sws[i]->prev_pid, sws[i]));
+    ts += 100;
+    c->sw_ts[c->n_sw] = ts;
+    c->sw_state[c->n_sw] = sws[i]->state;
+    c->sw_pid[c->n_sw] = sws[i]->next_pid;
+    c->sw_prio[c->n_sw] = NEXT_PRIO;
+    c->sw_comm[c->n_sw++] = sws[i]->next;
+    if (i == 2) break;
+    rec_data(&p, 3, rec, waking_rec(rec, 1, wks[i]));
+    ts += 3;
+    c->wk_ts[c->n_wk] = ts;
+    c->wk_pid[c->n_wk] = wks[i]->pid;
+    c->wk_cpu[c->n_wk] = wks[i]->cpu;
+    c->wk_prio[c->n_wk] = wks[i]->prio;
+    c->wk_comm[c->n_wk++] = wks[i]->comm;
+    rec_data(&p, 2, rec, freq_rec(rec, 1000000u * (unsigned)(i + 1), 1));
+    ts += 2;
+    ref_event(r, ts, 0, 11);
+    tg_pbw_append_varint(&r->w, 1, 1000000u * (unsigned)(i + 1));
+    tg_pbw_append_varint(&r->w, 2, 1);
+    ref_event_end(r);
+  }
+  /* Too short for a row: a full event (the general path). */
+  switch_rec(rec, 5, &SW1);
+  rec_data(&p, 9, rec, 36);
+  ref_switch(r, ts += 9, 5, &SW1, 3);
+  page_finish(&p, true);
+
+  c->intern[c->n_intern++] = "swapper/3";
+  c->intern[c->n_intern++] = "0123456789abcdef";
+  c->intern[c->n_intern++] = "kworker/0:1";
+  c->intern[c->n_intern++] = "bash";
+  ref_compact(r, c);
+  tg_pbw_append_bool(&r->w, 3, true); /* lost_events */
+  size_t n_ref = ref_end(r);
+  check_page(true, &p, r, n_ref, 8, 0, false);
+  free(c);
+  free(r);
+}
+
+/* A record that ends within a word of the buffer's end is read from a
+ * padded copy: the same bytes, and nothing read past the buffer (ASan). */
+static void record_at_the_buffer_end_reads_nothing_past_it(void **state) {
+  (void)state;
+  page_t p;
+  page_init(&p, 10);
+  uint8_t rec[REC_MAX];
+  rec_data(&p, 1, rec, freq_rec(rec, 7, 2));
+  page_finish(&p, false);
+  size_t len = p.off; /* the buffer ends with the record */
+  uint8_t *exact = malloc(len);
+  assert_non_null(exact);
+  memcpy(exact, p.b, len);
+
+  ref_t *r = malloc(sizeof(*r));
+  assert_non_null(r);
+  ref_begin(r, 3);
+  ref_event(r, 11, 0, 11);
+  tg_pbw_append_varint(&r->w, 1, 7);
+  tg_pbw_append_varint(&r->w, 2, 2);
+  ref_event_end(r);
+  size_t n_ref = ref_end(r);
+
+  enc_t *e = enc_new(false);
+  tg_ftrace_page_layout_t l;
+  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
+                                               strlen(header_page_fixture), &l),
+                   0);
+  tg_pbw_t w;
+  tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_ftrace_bundle_result_t res;
+  tg_ftrace_encode_bundle(&e->enc, &w, 3, &l, exact, len, &res);
+  tg_pbw_end_nested(&w);
+  assert_same_bytes(e->out, (size_t)tg_pbw_written(&w), r->buf, n_ref);
+  enc_free(e);
+  free(r);
+  free(exact);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(plans_write_the_bytes_of_the_reference),
+      cmocka_unit_test(compact_sched_writes_the_bytes_of_the_reference),
+      cmocka_unit_test(record_at_the_buffer_end_reads_nothing_past_it),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
