@@ -23,6 +23,7 @@
 #include "tracegate/pb_writer.h"
 #include "pb/common/system_info.pb-c.h"
 #include "common/fd_write.h"
+#include "common/write_behind.h"
 #include "common/log.h"
 #include "service/producer_port.h"
 #include "service/packet_deflate.h"
@@ -499,6 +500,7 @@ typedef struct file_sink {
 static int file_flush(file_sink_t *f) {
   int rv = tg_write_all(f->fd, f->buf, f->len);
   if (rv < 0) return f->err = rv;
+  tg_write_behind_wrote(&f->s->readout.file_wb, f->len);
   f->s->readout.file_bytes += f->len;
   f->len = 0;
   return 0;
@@ -541,6 +543,10 @@ static int file_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens
 
 tg_readout_status_t tg__readout_write_file(tg_session_t *s, int fd) {
   if (fd < 0 || s->readout.file_limit_hit) return TG_READOUT_OK;
+  if (!s->readout.file_wb_ready) {
+    tg_write_behind_init(&s->readout.file_wb, fd);
+    s->readout.file_wb_ready = true;
+  }
   file_sink_t *f = malloc(sizeof(*f));
   if (!f) return TG_READOUT_OK; /* the next period tries again */
   f->s = s;

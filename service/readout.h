@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "common/write_behind.h"
 #include "common/u32_map.h"
 #include "pb/common/trace_stats.pb-c.h"
 #include "service/service.h"
@@ -30,6 +31,8 @@ typedef struct tg_readout {
   uint32_t last_seq; /* 1 is the service's own sequence */
   uint64_t file_bytes;
   bool file_limit_hit;
+  bool file_wb_ready;       /* file_wb tracks the write_into_file fd */
+  tg_write_behind_t file_wb;
   /* The trace's UUID (random, version 4), told in its TraceUuid packet and,
    * for a clone, in CloneSessionResponse: each session, a clone too, has
    * its own, as in Perfetto. */

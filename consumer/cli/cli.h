@@ -14,6 +14,7 @@
 #include "pb/common/trace_stats.pb-c.h"
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
+#include "common/write_behind.h"
 #include "consumer/consumer.h"
 #include "common/buf.h"
 #include "common/flags.h"
@@ -230,6 +231,7 @@ typedef struct cli_output {
   uint64_t scan_off;
   bool by_service; /* write_into_file: the service writes, we scan */
   int err;         /* first error (negative errno or TG_E*) */
+  tg_write_behind_t wb; /* what we write, out of the page cache early */
 } cli_output_t;
 
 /* Opens |path| ("-": stdout): creates the partial file, or opens a

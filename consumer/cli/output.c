@@ -28,6 +28,7 @@
 #include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
 #include "common/fd_write.h"
+#include "common/write_behind.h"
 #include "tracegate/error.h"
 
 #define OUT_BUF_SIZE (256u * 1024u)
@@ -208,9 +209,17 @@ static int open_partial(cli_output_t *o, const char *final) {
   return 0;
 }
 
+/* Write-behind where the fd is a regular file (stdout redirected to one
+ * included); a no-op for pipes and devices. */
+static int opened(cli_output_t *o) {
+  tg_write_behind_init(&o->wb, o->fd);
+  return 0;
+}
+
 int cli_output_open(cli_output_t *o, const char *path) {
   memset(o, 0, sizeof(*o));
   o->fd = -1;
+  o->wb.fd = -1;
   bool to_stdout = !strcmp(path, "-");
   o->path = strdup(to_stdout ? "standard output" : path);
   o->buf = malloc(OUT_BUF_SIZE);
@@ -218,7 +227,7 @@ int cli_output_open(cli_output_t *o, const char *path) {
   if (to_stdout) {
     o->direct = true;
     o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-    return o->fd < 0 ? open_failed(o, o->path, -errno) : 0;
+    return o->fd < 0 ? open_failed(o, o->path, -errno) : opened(o);
   }
   char *final = NULL;
   struct stat st;
@@ -236,16 +245,17 @@ int cli_output_open(cli_output_t *o, const char *path) {
     free(final);
     o->direct = true;
     o->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    return o->fd < 0 ? open_failed(o, path, -errno) : 0;
+    return o->fd < 0 ? open_failed(o, path, -errno) : opened(o);
   }
   rv = open_partial(o, final);
   free(final);
-  return rv < 0 ? open_failed(o, path, rv) : 0;
+  return rv < 0 ? open_failed(o, path, rv) : opened(o);
 }
 
 static int flush_buf(cli_output_t *o) {
   if (o->err) return o->err;
   int rv = tg_write_all(o->fd, o->buf, o->len);
+  if (rv == 0) tg_write_behind_wrote(&o->wb, o->len);
   o->len = 0;
   if (rv < 0) o->err = rv;
   return rv;
@@ -268,6 +278,7 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
     if (rv == 0) rv = tg_write_all(o->fd, p, n);
     if (rv == 0 && extra_n) rv = tg_write_all(o->fd, extra, extra_n);
     if (rv < 0) return o->err = rv;
+    tg_write_behind_wrote(&o->wb, h + total);
   } else {
     memcpy(o->buf + o->len, hdr, h);
     memcpy(o->buf + o->len + h, p, n);

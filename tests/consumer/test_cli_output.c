@@ -7,6 +7,7 @@
  * arrive, and treat a length from the file as untrusted.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -158,6 +160,33 @@ static void scan_rejects_an_overlong_length(void **state) {
   assert_int_equal(fx->o.packets, 0);
 }
 
+/* The CLI's own writes into a regular file reach the write-behind helper
+ * (common/write_behind.h): a step of packets starts their write-back. A
+ * FIFO has no pages: there it is off. */
+static void writes_behind_a_regular_file_only(void **state) {
+  fixture_t *fx = *state;
+  fx->o.by_service = false;
+  assert_true(tg_write_behind_active(&fx->o.wb));
+  static uint8_t body[1000];
+  size_t step = TG_WRITE_BEHIND_STEP;
+  while (fx->o.bytes <= step + (1u << 20))
+    assert_int_equal(cli_output_packet(&fx->o, body, sizeof(body)), 0);
+  assert_true(tg_write_behind_active(&fx->o.wb));
+  assert_true(fx->o.wb.started >= step);
+  assert_true(fx->o.wb.started <= fx->o.wb.end);
+
+  char fifo[160];
+  snprintf(fifo, sizeof(fifo), "%s/fifo", fx->dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  int reader = open(fifo, O_RDONLY | O_NONBLOCK); /* so the open below won't block */
+  assert_true(reader >= 0);
+  cli_output_t piped;
+  assert_int_equal(cli_output_open(&piped, fifo), 0);
+  assert_false(tg_write_behind_active(&piped.wb));
+  cli_output_discard(&piped);
+  close(reader);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(scan_counts_packets_across_blocks, setup,
@@ -169,6 +198,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(scan_rejects_what_is_not_packets, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(scan_rejects_an_overlong_length, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(writes_behind_a_regular_file_only, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
