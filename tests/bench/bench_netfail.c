@@ -191,23 +191,7 @@ static uint32_t g_chunk;
 static uint32_t g_inflight; /* next "inflight" value */
 
 static void commit_chunk(const char *tag, uint32_t first) {
-  static uint8_t pk[PER_CHUNK][BIG + 64];
-  const uint8_t *frags[PER_CHUNK];
-  size_t lens[PER_CHUNK];
-  char str[BIG + 1];
-  memset(str, 'x', BIG);
-  str[BIG] = 0;
-  memcpy(str, tag, strlen(tag));
-  str[strlen(tag)] = ':';
-  for (unsigned i = 0; i < PER_CHUNK; i++) {
-    lens[i] = make_test_packet(pk[i], sizeof(pk[i]), str, first + i);
-    if (!lens[i]) die("cannot make a packet");
-    frags[i] = pk[i];
-  }
-  uint32_t page = 0, chunk = 0;
-  if (raw_producer_write_chunk(&g_p, 0, 0, TG_PAGE_DIV_1, 1, g_chunk++, 0, frags,
-                               lens, PER_CHUNK) < 0 ||
-      raw_producer_commit(&g_p, &page, &chunk, 1, 0) < 0)
+  if (raw_producer_commit_padded(&g_p, g_chunk++, tag, first, PER_CHUNK, BIG) < 0)
     die("cannot commit a chunk");
 }
 

@@ -149,25 +149,8 @@ void fleet_commit_packets(raw_producer_t *p, uint32_t chunk_id, const char *tag,
 
 void fleet_commit_big(raw_producer_t *p, uint32_t chunk_id, const char *tag,
                       uint32_t first, unsigned n) {
-  enum { MAX = 24 };
-  assert_true(n <= MAX);
-  static uint8_t pk[MAX][FLEET_BIG + 64];
-  const uint8_t *frags[MAX];
-  size_t lens[MAX];
-  char str[FLEET_BIG + 1];
-  memset(str, 'x', FLEET_BIG);
-  str[FLEET_BIG] = 0;
-  memcpy(str, tag, strlen(tag));
-  str[strlen(tag)] = ':';
-  for (unsigned i = 0; i < n; i++) {
-    lens[i] = make_test_packet(pk[i], sizeof(pk[i]), str, first + i);
-    assert_true(lens[i] > 0);
-    frags[i] = pk[i];
-  }
-  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, 1, chunk_id,
-                                            0, frags, lens, n), 0);
-  uint32_t page = 0, chunk = 0;
-  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+  assert_int_equal(
+      raw_producer_commit_padded(p, chunk_id, tag, first, n, FLEET_BIG), 0);
 }
 
 void fleet_ack_flush(raw_producer_t *p) {

@@ -441,6 +441,31 @@ void raw_producer_close(raw_producer_t *p) {
   raw_close(&p->conn);
 }
 
+int raw_producer_commit_padded(raw_producer_t *p, uint32_t chunk_id,
+                               const char *tag, uint32_t first, unsigned n,
+                               size_t body) {
+  size_t tl = strlen(tag);
+  if (n > RAW_PADDED_MAX || body > RAW_PADDED_BODY_MAX || tl >= body) return -1;
+  static uint8_t pk[RAW_PADDED_MAX][RAW_PADDED_BODY_MAX + 64];
+  const uint8_t *frags[RAW_PADDED_MAX];
+  size_t lens[RAW_PADDED_MAX];
+  char str[RAW_PADDED_BODY_MAX + 1];
+  memset(str, 'x', body);
+  str[body] = 0;
+  memcpy(str, tag, tl);
+  str[tl] = ':';
+  for (unsigned i = 0; i < n; i++) {
+    lens[i] = make_test_packet(pk[i], sizeof(pk[i]), str, first + i);
+    if (!lens[i]) return -1;
+    frags[i] = pk[i];
+  }
+  uint32_t page = 0, chunk = 0;
+  if (raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_1, 1, chunk_id, 0, frags,
+                               lens, n) < 0)
+    return -1;
+  return raw_producer_commit(p, &page, &chunk, 1, 0);
+}
+
 size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v) {
   Perfetto__Protos__TestEvent ev = PERFETTO__PROTOS__TEST_EVENT__INIT;
   ev.str = (char *)s;

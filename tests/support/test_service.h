@@ -106,6 +106,15 @@ int raw_producer_write_chunk_raw(raw_producer_t *p, uint32_t page, unsigned chun
 int raw_producer_write_packets(raw_producer_t *p, uint32_t page, unsigned chunk,
                                uint16_t writer, uint32_t chunk_id,
                                const char *str, uint32_t first_value, unsigned n);
+/* One chunk in a whole page (page 0, chunk 0, writer 1) of |n| test
+ * packets (at most RAW_PADDED_MAX) whose str is "|tag|:" padded with 'x'
+ * to |body| bytes (at most RAW_PADDED_BODY_MAX), values |first|,
+ * |first| + 1..., then CommitData for it. Returns 0 or -1. */
+#define RAW_PADDED_MAX 24
+#define RAW_PADDED_BODY_MAX 1000
+int raw_producer_commit_padded(raw_producer_t *p, uint32_t chunk_id,
+                               const char *tag, uint32_t first, unsigned n,
+                               size_t body);
 /* CommitData moving |n| (page, chunk) pairs; optional flush ack id. */
 int raw_producer_commit(raw_producer_t *p, const uint32_t *pages,
                         const uint32_t *chunks, size_t n, uint64_t flush_id);
