@@ -230,7 +230,7 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
   tg__rec_set_state(r, TG_REC_TRACING);
   if (r->stream)
-    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->read_period_ms,
+    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->first_read_ms,
                    r->read_period_ms);
   if (r->stats_period_ms)
     uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->stats_period_ms,
@@ -404,6 +404,9 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
   r->stream = o->stream;
   r->read_period_ms = o->read_period_ms ? o->read_period_ms
                                         : TG_REC_DEFAULT_READ_PERIOD_MS;
+  r->first_read_ms = o->first_read_ms ? o->first_read_ms
+                                      : TG_REC_DEFAULT_FIRST_READ_MS;
+  if (r->first_read_ms > r->read_period_ms) r->first_read_ms = r->read_period_ms;
   r->stats_period_ms = o->stats_period_ms;
   r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
   r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms

@@ -49,6 +49,11 @@ typedef enum tg_rec_state {
 /* A read that brings at least this many bytes of packets is followed by
  * the next one at once rather than at the next period. */
 #define TG_REC_READ_AGAIN_BYTES (1u << 20)
+/* The first read comes this soon after tracing starts (or at the period,
+ * when shorter): a high-rate source can fill a small ring before a whole
+ * period has gone, and what it overwrote before the first read is lost.
+ * Once a read brings TG_REC_READ_AGAIN_BYTES, the reads follow each other. */
+#define TG_REC_DEFAULT_FIRST_READ_MS 100
 #define TG_REC_DEFAULT_GUARD_MS 60000
 #define TG_REC_DEFAULT_DEADLINE_STOP_MS 5000
 #define TG_REC_DEFAULT_GRACE_MS 60000
@@ -73,11 +78,15 @@ typedef struct tg_recording_opts {
    * passes to the recording at tg_recording_start, closed on error).
    * -1: none. */
   int fd;
-  /* Read the trace over the connection: every read_period_ms while
-   * tracing (at once after a read of TG_REC_READ_AGAIN_BYTES or more),
+  /* Read the trace over the connection: first_read_ms after tracing
+   * starts, then every read_period_ms while tracing (at once after a read
+   * of TG_REC_READ_AGAIN_BYTES or more),
    * then until a read comes back empty once tracing ended. */
   bool stream;
   uint32_t read_period_ms;
+  /* When the first read comes; 0: TG_REC_DEFAULT_FIRST_READ_MS, at most
+   * read_period_ms. */
+  uint32_t first_read_ms;
   /* GetTraceStats every this often while tracing (on_stats); 0: never. */
   uint32_t stats_period_ms;
   /* Stop after this long from the start (client side; e.g. -t with

@@ -16,7 +16,8 @@ struct tg_recording {
 
   char *detach_key, *resume_key, *attach_key;
   bool stream;
-  uint32_t read_period_ms, stats_period_ms, guard_ms, deadline_stop_ms;
+  uint32_t read_period_ms, first_read_ms, stats_period_ms, guard_ms,
+      deadline_stop_ms;
   uint64_t stop_after_ms, grace_ms;
   uint64_t duration_ms; /* the session's, for the deadline */
   uint64_t start_wait_ms; /* a START_TRACING trigger's longest wait */

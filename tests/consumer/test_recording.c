@@ -293,7 +293,8 @@ static void a_large_read_is_followed_at_once(void **state) {
   b.r = tg_recording_new(&b.loop, &rec_cbs, &b.s);
   assert_non_null(b.r);
   simple_cfg_init(&b.sc, 4096, 1, "rec.ds");
-  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS,
+                           .first_read_ms = PERIOD_MS};
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
   assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
@@ -343,6 +344,43 @@ static void a_large_read_is_followed_at_once(void **state) {
   assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
   assert_int_equal(b.s.end_status, 0);
   assert_int_equal(b.s.n_test, ROUNDS * PAGES);
+  bench_close(&b);
+}
+
+/* The first read does not wait a whole period: a source that fills the
+ * ring within one would lose its start. It comes TG_REC_DEFAULT_FIRST_READ_MS
+ * after tracing starts; with nothing more to read, the next waits for the
+ * period. */
+static void the_first_read_comes_before_the_period(void **state) {
+  enum { PERIOD_MS = 3000 };
+  bench_t b;
+  bench_open(&b, *state, "rec.first", false);
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  uv_update_time(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  assert_int_equal(raw_producer_write_packets(&b.p, 0, 0, 1, 1, "early", 1, 3), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&b.p, &page, &chunk, 1, 0), 0);
+
+  while (b.s.n_test < 3 && uv_now(&b.loop) - t0 < PERIOD_MS / 2) {
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(b.s.n_test, 3);
+  assert_int_equal(tg_recording_reads(b.r), 1);
+  /* Little came: the next read waits for the period. */
+  bool never = false;
+  run_until(&b.loop, &never, PERIOD_MS / 4);
+  assert_int_equal(tg_recording_reads(b.r), 1);
+
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(b.s.n_test, 3);
   bench_close(&b);
 }
 
@@ -506,6 +544,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(a_large_read_is_followed_at_once,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(the_first_read_comes_before_the_period,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(refused_config_fails_with_the_service_text,
                                       test_service_setup, test_service_teardown),
