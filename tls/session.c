@@ -23,6 +23,7 @@
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
+#include "tls/handoff.h"
 #include "tracegate/error.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
@@ -52,6 +53,8 @@ struct tg_tls_config {
   /* The session inside mbedtls_ssl_handshake() right now (one thread), so
    * that the ticket callback can mark it resumed. */
   tg_tls_session_t *in_handshake;
+  /* Hand each session's records to tls/record.c after its handshake. */
+  bool handoff;
 };
 
 struct tg_tls_session {
@@ -67,6 +70,9 @@ struct tg_tls_session {
   bool has_identity;
   char identity[TG_TLS_IDENTITY_MAX + 1];
   char *hostname; /* client: the name the server must carry */
+  /* NULL when mbedtls carries the records; else, once started, every
+   * record after the handshake goes through it. */
+  tg_tls_handoff_t *handoff;
   char why[512];
 };
 
@@ -308,6 +314,24 @@ static int setup_tickets(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
 #endif
 }
 
+/* mbedtls's key export: the master secret of the handshake under way,
+ * for tls/handoff.c. */
+static int export_keys(void *p, const unsigned char *ms,
+                       const unsigned char *kb, size_t maclen, size_t keylen,
+                       size_t ivlen, const unsigned char client_random[32],
+                       const unsigned char server_random[32],
+                       mbedtls_tls_prf_types prf) {
+  (void)kb;
+  (void)maclen;
+  (void)keylen;
+  (void)ivlen;
+  tg_tls_config_t *cfg = p;
+  tg_tls_session_t *s = cfg->in_handshake;
+  if (s && s->handoff)
+    tg_tls_handoff_capture(s->handoff, ms, client_random, server_random, prf);
+  return 0;
+}
+
 int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
                       char *err, size_t errlen) {
   set_err(err, errlen, "%s", "");
@@ -371,10 +395,18 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   mbedtls_ssl_conf_max_version(&cfg->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
                                MBEDTLS_SSL_MINOR_VERSION_3);
   size_t n = 0;
+  int only = o->ciphersuite ? mbedtls_ssl_get_ciphersuite_id(o->ciphersuite) : 0;
   for (size_t i = 0; i < sizeof(wanted_suites) / sizeof(wanted_suites[0]); i++)
-    if (mbedtls_ssl_ciphersuite_from_id(wanted_suites[i]) != NULL)
+    if (mbedtls_ssl_ciphersuite_from_id(wanted_suites[i]) != NULL &&
+        (!o->ciphersuite || wanted_suites[i] == only))
       cfg->suites[n++] = wanted_suites[i];
   cfg->suites[n] = 0;
+  if (n == 0 && o->ciphersuite) {
+    set_err(err, errlen, "ciphersuite %s is not one of the ECDHE+AEAD suites "
+            "this build offers", o->ciphersuite);
+    rv = TG_EBAD_CONFIG;
+    goto fail;
+  }
   if (n == 0) {
     set_err(err, errlen, "this mbedtls build has no ECDHE+AEAD ciphersuite");
     rv = TG_ETLS;
@@ -389,6 +421,9 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
 #endif
   rv = setup_tickets(cfg, o, err, errlen);
   if (rv) goto fail;
+  cfg->handoff = !o->mbedtls_records;
+  if (cfg->handoff)
+    mbedtls_ssl_conf_export_keys_ext_cb(&cfg->conf, export_keys, cfg);
   if (o->server && o->client_auth == TG_TLS_CLIENT_CERT_NONE)
     mbedtls_ssl_conf_authmode(&cfg->conf, MBEDTLS_SSL_VERIFY_NONE);
   else
@@ -526,6 +561,12 @@ int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
     free(s);
     return ret == MBEDTLS_ERR_SSL_BAD_INPUT_DATA ? -EINVAL : -ENOMEM;
   }
+  if (cfg->handoff && !(s->handoff = calloc(1, sizeof(*s->handoff)))) {
+    mbedtls_ssl_free(&s->ssl);
+    free(s->hostname);
+    free(s);
+    return -ENOMEM;
+  }
   mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
   mbedtls_ssl_set_verify(&s->ssl, note_verify, s);
   *out = s;
@@ -534,6 +575,10 @@ int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
 
 void tg_tls_session_free(tg_tls_session_t *s) {
   if (!s) return;
+  if (s->handoff) {
+    tg_tls_handoff_clear(s->handoff);
+    free(s->handoff);
+  }
   mbedtls_ssl_free(&s->ssl);
   tg_buf_free(&s->in);
   tg_buf_free(&s->out);
@@ -745,13 +790,35 @@ int tg_tls_handshake(tg_tls_session_t *s) {
     if (rv) return rv;
   }
   s->done = true;
+  if (s->handoff) {
+    int rv = tg_tls_handoff_start(s->handoff, &s->ssl, s->cfg->server);
+    if (rv == -ENOMEM) return -ENOMEM;
+    if (rv) {
+      /* A cipher libcrypto lacks: mbedtls keeps the records, slower. */
+      tg_tls_handoff_clear(s->handoff);
+      free(s->handoff);
+      s->handoff = NULL;
+    }
+  }
   return 0;
+}
+
+/* A failure of the records after the handoff: sticky, like fail(). */
+static int handoff_failed(tg_tls_session_t *s, int rv) {
+  if (rv == -ENOBUFS || rv == -ENOMEM) return rv; /* the caller's buffer */
+  s->dead = rv;
+  return rv;
 }
 
 int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n) {
   *n = 0;
   if (s->dead) return s->dead;
   if (!s->done || cap == 0) return -EINVAL;
+  if (s->handoff) {
+    int rv = tg_tls_handoff_read(s->handoff, &s->in, &s->out, buf, cap, n,
+                                 s->why, sizeof(s->why));
+    return rv == 0 || rv == -EAGAIN ? rv : handoff_failed(s, rv);
+  }
   if (cap > INT_MAX) cap = INT_MAX;
   int ret = mbedtls_ssl_read(&s->ssl, buf, cap);
   if (ret > 0) {
@@ -767,6 +834,11 @@ int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n) {
 int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len) {
   if (s->dead) return s->dead;
   if (!s->done) return -EINVAL;
+  if (s->handoff) {
+    int rv = tg_tls_handoff_write(s->handoff, &s->out, data, len);
+    if (rv) snprintf(s->why, sizeof(s->why), "sealing a record failed");
+    return rv ? handoff_failed(s, rv) : 0;
+  }
   while (len > 0) {
     int ret = mbedtls_ssl_write(&s->ssl, data, len);
     if (ret <= 0) {
@@ -787,7 +859,9 @@ int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len) {
 }
 
 void tg_tls_close_notify(tg_tls_session_t *s) {
-  if (s->done && !s->dead) (void)mbedtls_ssl_close_notify(&s->ssl);
+  if (!s->done || s->dead) return;
+  if (s->handoff) (void)tg_tls_handoff_alert(s->handoff, &s->out, 1, 0);
+  else (void)mbedtls_ssl_close_notify(&s->ssl);
 }
 
 const char *tg_tls_peer_identity(const tg_tls_session_t *s) {
@@ -800,6 +874,11 @@ const char *tg_tls_ciphersuite(const tg_tls_session_t *s) {
   if (!s->done) return "none";
   const char *n = mbedtls_ssl_get_ciphersuite(&s->ssl);
   return n ? n : "none";
+}
+
+const char *tg_tls_records(const tg_tls_session_t *s) {
+  if (!s->done) return "none";
+  return s->handoff ? "libcrypto" : "mbedtls";
 }
 
 bool tg_tls_session_resumed(const tg_tls_session_t *s) {

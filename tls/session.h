@@ -84,6 +84,14 @@ typedef struct tg_tls_opts {
    * (at most TG_TLS_TICKET_LIFETIME_MAX_S); 0: no tickets, every
    * handshake is a full one. Clients always accept tickets. */
   uint32_t ticket_lifetime_s;
+  /* Keep mbedtls's own record layer after the handshake. By default the
+   * records go through tls/record.c (libcrypto, ~20x faster); the wire is
+   * the same TLS 1.2 either way. For tests and benches that compare. */
+  bool mbedtls_records;
+  /* Only this ciphersuite (an mbedtls name, e.g.
+   * "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256", one of those offered by
+   * default); NULL: all of them, the server's order. For tests and benches. */
+  const char *ciphersuite;
 } tg_tls_opts_t;
 
 /* Loads and checks every file, seeds the DRBG. On success *out owns the
@@ -161,6 +169,10 @@ const char *tg_tls_peer_identity(const tg_tls_session_t *s);
  * verified; a server re-checked the client certificate from the ticket
  * against the CRL in force and its dates, and refused it if need be). */
 bool tg_tls_session_resumed(const tg_tls_session_t *s);
+
+/* Who carries the records after the handshake: "libcrypto" (handed over,
+ * tls/handoff.h), "mbedtls", or "none" before the handshake. */
+const char *tg_tls_records(const tg_tls_session_t *s);
 
 /* Client, before the first tg_tls_handshake(): offers a session saved by
  * tg_tls_session_save() from an earlier connection to the same server

@@ -389,8 +389,8 @@ static void handshake_done(tg_tls_chan_t *ch) {
   snprintf(ch->identity, sizeof(ch->identity), "%s", id ? id : "");
   snprintf(ch->suite, sizeof(ch->suite), "%s", tg_tls_ciphersuite(ch->tls));
   ch->resumed = tg_tls_session_resumed(ch->tls);
-  TG_INFO("tls: %s %s: verified, identity '%s', %s, %s", role(ch), ch->peer,
-          ch->identity, ch->suite,
+  TG_INFO("tls: %s %s: verified, identity '%s', %s (records: %s), %s",
+          role(ch), ch->peer, ch->identity, ch->suite, tg_tls_records(ch->tls),
           ch->resumed ? "resumed" : "full handshake");
   ch->plain = malloc(PLAIN_CAP);
   if (!ch->plain) {

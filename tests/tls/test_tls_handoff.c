@@ -1,0 +1,327 @@
+/* The record layer handed from mbedtls to libcrypto (tls/handoff.h,
+ * tls/record.h), session against session through memory.
+ *
+ * The proof that the handed-over records are TLS is that mbedtls's own
+ * record layer reads what they write and writes what they read: every
+ * test pairs a handed-over side with an mbedtls one, for each cipher,
+ * as client and as server, after full and resumed handshakes. Two
+ * handed-over sides alone would agree even on a wrong key layout.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/buf.h"
+#include "test_proc.h"
+#include "tls/record.h"
+#include "tls/session.h"
+#include "tracegate/error.h"
+
+static char g_dir[128];
+
+static const char *const k_suites[] = {
+    "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256",
+    "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256",
+    "TLS-ECDHE-ECDSA-WITH-AES-256-GCM-SHA384",
+};
+
+static int group_setup(void **state) {
+  (void)state;
+  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "tlsho") < 0) return -1;
+  if (tg_test_certs(g_dir, "ca pki") ||
+      tg_test_certs(g_dir, "host pki relay.test") ||
+      tg_test_certs(g_dir, "client pki alice"))
+    return -1;
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  return tg_test_rm_rf(g_dir) == 0 ? 0 : -1;
+}
+
+static tg_tls_config_t *cfg(bool server, bool mbedtls_records,
+                            const char *suite) {
+  char cert[256], key[256], ca[256];
+  const char *name = server ? "relay.test" : "alice";
+  snprintf(cert, sizeof(cert), "%s/pki/%s.pem", g_dir, name);
+  snprintf(key, sizeof(key), "%s/pki/%s.key", g_dir, name);
+  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", g_dir);
+  tg_tls_opts_t o = {.server = server, .cert_file = cert, .key_file = key,
+                     .ca_file = ca, .mbedtls_records = mbedtls_records,
+                     .ciphersuite = suite,
+                     .ticket_lifetime_s = server ? 3600 : 0};
+  tg_tls_config_t *c = NULL;
+  char err[256];
+  int rv = tg_tls_config_new(&o, &c, err, sizeof(err));
+  if (rv) fail_msg("tg_tls_config_new: %s: %s", tg_strerror(rv), err);
+  return c;
+}
+
+/* Moves what |from| wrote to |to|'s input. */
+static void carry(tg_tls_session_t *from, tg_tls_session_t *to) {
+  tg_buf_t *out = tg_tls_out(from);
+  if (tg_buf_size(out) == 0) return;
+  assert_int_equal(tg_tls_feed(to, tg_buf_begin(out), tg_buf_size(out)), 0);
+  tg_buf_reset(out);
+}
+
+typedef struct pair {
+  tg_tls_config_t *scfg, *ccfg;
+  tg_tls_session_t *s, *c;
+} pair_t;
+
+static void handshake(pair_t *p) {
+  int cr = -EAGAIN, sr = -EAGAIN;
+  for (int i = 0; i < 50 && (cr != 0 || sr != 0); i++) {
+    if (cr != 0) cr = tg_tls_handshake(p->c);
+    carry(p->c, p->s);
+    if (sr != 0) sr = tg_tls_handshake(p->s);
+    carry(p->s, p->c);
+    assert_true(cr == 0 || cr == -EAGAIN);
+    assert_true(sr == 0 || sr == -EAGAIN);
+  }
+  assert_int_equal(cr, 0);
+  assert_int_equal(sr, 0);
+}
+
+/* |srv_mbed|/|cli_mbed|: that side keeps mbedtls's records. |saved|: a
+ * client session to resume. */
+static void pair_open_on(pair_t *p, tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
+                         bool srv_mbed, bool cli_mbed, const char *suite,
+                         const uint8_t *saved, size_t saved_len) {
+  memset(p, 0, sizeof(*p));
+  p->scfg = scfg;
+  p->ccfg = ccfg;
+  assert_int_equal(tg_tls_session_new(p->scfg, NULL, 0, &p->s), 0);
+  assert_int_equal(tg_tls_session_new(p->ccfg, "relay.test", 0, &p->c), 0);
+  if (saved) assert_int_equal(tg_tls_session_offer(p->c, saved, saved_len), 0);
+  handshake(p);
+  assert_string_equal(tg_tls_ciphersuite(p->s), suite);
+  assert_string_equal(tg_tls_records(p->s), srv_mbed ? "mbedtls" : "libcrypto");
+  assert_string_equal(tg_tls_records(p->c), cli_mbed ? "mbedtls" : "libcrypto");
+  assert_int_equal(tg_tls_session_resumed(p->c), saved != NULL);
+}
+
+/* A pair on configs of its own. */
+static void pair_open(pair_t *p, bool srv_mbed, bool cli_mbed, const char *suite) {
+  pair_open_on(p, cfg(true, srv_mbed, suite), cfg(false, cli_mbed, suite),
+               srv_mbed, cli_mbed, suite, NULL, 0);
+}
+
+static void pair_close_sessions(pair_t *p) {
+  tg_tls_session_free(p->s);
+  tg_tls_session_free(p->c);
+}
+
+static void pair_close(pair_t *p) {
+  pair_close_sessions(p);
+  tg_tls_config_free(p->scfg);
+  tg_tls_config_free(p->ccfg);
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    b[i] = (uint8_t)(seed >> 16);
+  }
+}
+
+/* Reads everything |to| can give, |cap| bytes at a time, into |got|. */
+static size_t drain(tg_tls_session_t *to, uint8_t *got, size_t max, size_t cap) {
+  size_t total = 0;
+  for (;;) {
+    size_t n = 0;
+    int rv = tg_tls_read(to, got + total, cap < max - total ? cap : max - total, &n);
+    if (rv == -EAGAIN) return total;
+    assert_int_equal(rv, 0);
+    assert_true(n > 0);
+    total += n;
+    if (total == max) return total;
+  }
+}
+
+/* Writes of 1 byte, of a record exactly, of several records, each way;
+ * the reader takes them in pieces smaller and larger than a record. */
+static void exchange(tg_tls_session_t *from, tg_tls_session_t *to,
+                     uint32_t seed) {
+  static const size_t sizes[] = {1, TG_REC_PLAIN_MAX, 3 * TG_REC_PLAIN_MAX + 77,
+                                 5000};
+  enum { TOTAL = 1 + TG_REC_PLAIN_MAX + 3 * TG_REC_PLAIN_MAX + 77 + 5000 };
+  static uint8_t sent[TOTAL], got[TOTAL + 1];
+  fill(sent, TOTAL, seed);
+  size_t off = 0;
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    assert_int_equal(tg_tls_write(from, sent + off, sizes[i]), 0);
+    off += sizes[i];
+  }
+  carry(from, to);
+  size_t n = drain(to, got, TOTAL, seed % 2 ? 1000 : 40000);
+  assert_int_equal(n, TOTAL);
+  assert_memory_equal(got, sent, TOTAL);
+}
+
+static void close_notify_reaches(tg_tls_session_t *from, tg_tls_session_t *to) {
+  tg_tls_close_notify(from);
+  carry(from, to);
+  uint8_t b[16];
+  size_t n = 1;
+  assert_int_equal(tg_tls_read(to, b, sizeof(b), &n), TG_EPEER_CLOSED);
+  assert_int_equal(n, 0);
+}
+
+static void interop(bool srv_mbed, bool cli_mbed) {
+  for (size_t i = 0; i < sizeof(k_suites) / sizeof(k_suites[0]); i++) {
+    pair_t p;
+    pair_open(&p, srv_mbed, cli_mbed, k_suites[i]);
+    exchange(p.c, p.s, 1 + (uint32_t)i);
+    exchange(p.s, p.c, 2 + (uint32_t)i);
+    exchange(p.c, p.s, 3 + (uint32_t)i);
+    /* A session resumed from the ticket: new keys, same layout. */
+    uint8_t *saved = NULL;
+    size_t saved_len = 0;
+    uint64_t expires = 0;
+    assert_int_equal(tg_tls_session_save(p.c, &saved, &saved_len, &expires), 0);
+    close_notify_reaches(p.s, p.c);
+    pair_close_sessions(&p);
+
+    /* The same server config: it holds the ticket key. */
+    pair_open_on(&p, p.scfg, p.ccfg, srv_mbed, cli_mbed, k_suites[i], saved,
+                 saved_len);
+    free(saved);
+    exchange(p.s, p.c, 4 + (uint32_t)i);
+    exchange(p.c, p.s, 5 + (uint32_t)i);
+    close_notify_reaches(p.c, p.s);
+    pair_close(&p);
+  }
+}
+
+static void handed_over_server_talks_to_mbedtls_client(void **state) {
+  (void)state;
+  interop(false, true);
+}
+
+static void handed_over_client_talks_to_mbedtls_server(void **state) {
+  (void)state;
+  interop(true, false);
+}
+
+static void both_handed_over(void **state) {
+  (void)state;
+  interop(false, false);
+}
+
+/* One changed bit in a record: the handed-over reader refuses it, says
+ * why, and tells the peer with a fatal alert that mbedtls understands. */
+static void a_changed_record_is_refused_with_an_alert(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof(k_suites) / sizeof(k_suites[0]); i++) {
+    pair_t p;
+    pair_open(&p, true, false, k_suites[i]);
+    uint8_t msg[300];
+    fill(msg, sizeof(msg), 9);
+    assert_int_equal(tg_tls_write(p.s, msg, sizeof(msg)), 0);
+    tg_buf_t *out = tg_tls_out(p.s);
+    tg_buf_begin(out)[TG_REC_HEADER_SIZE + 20] ^= 0x04;
+    carry(p.s, p.c);
+    uint8_t got[400];
+    size_t n = 0;
+    assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(tg_tls_last_error(p.c), "bad_record_mac"));
+    /* Sticky: nothing is read or written after. */
+    assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
+    assert_int_equal(tg_tls_write(p.c, msg, 1), TG_ETLS);
+    carry(p.c, p.s);
+    assert_int_equal(tg_tls_read(p.s, got, sizeof(got), &n), TG_ETLS_PEER_ALERT);
+    pair_close(&p);
+  }
+}
+
+/* A record sent twice (replayed by whoever sits on the path): the second
+ * copy does not authenticate under the next sequence number. */
+static void a_replayed_record_is_refused(void **state) {
+  (void)state;
+  pair_t p;
+  pair_open(&p, true, false, k_suites[1]);
+  uint8_t msg[100];
+  fill(msg, sizeof(msg), 3);
+  assert_int_equal(tg_tls_write(p.s, msg, sizeof(msg)), 0);
+  tg_buf_t *out = tg_tls_out(p.s);
+  size_t len = tg_buf_size(out);
+  uint8_t copy[256];
+  assert_true(len <= sizeof(copy));
+  memcpy(copy, tg_buf_begin(out), len);
+  carry(p.s, p.c);
+  assert_int_equal(tg_tls_feed(p.c, copy, len), 0);
+  uint8_t got[200];
+  size_t n = 0;
+  assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), 0);
+  assert_int_equal(n, sizeof(msg));
+  assert_memory_equal(got, msg, sizeof(msg));
+  assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
+  pair_close(&p);
+}
+
+/* Headers that no TLS 1.2 peer sends: another version, a length over
+ * 2^14 + 24; and a record cut short waits for the rest. */
+static void bad_headers_are_refused_and_partial_records_wait(void **state) {
+  (void)state;
+  static const uint8_t bad[][5] = {
+      {23, 3, 1, 0, 40},    /* TLS 1.0 */
+      {23, 3, 3, 0x40, 25}, /* 16409 > 16408 */
+      {23, 3, 3, 0, 3},     /* shorter than the tag */
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    pair_t p;
+    pair_open(&p, true, false, k_suites[1]);
+    uint8_t rec[64] = {0};
+    memcpy(rec, bad[i], 5);
+    assert_int_equal(tg_tls_feed(p.c, rec, sizeof(rec)), 0);
+    uint8_t got[64];
+    size_t n = 0;
+    assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
+    pair_close(&p);
+  }
+  pair_t p;
+  pair_open(&p, true, false, k_suites[0]);
+  uint8_t msg[50];
+  fill(msg, sizeof(msg), 5);
+  assert_int_equal(tg_tls_write(p.s, msg, sizeof(msg)), 0);
+  tg_buf_t *out = tg_tls_out(p.s);
+  size_t len = tg_buf_size(out);
+  uint8_t *rec = tg_buf_begin(out);
+  uint8_t got[64];
+  size_t n = 0;
+  for (size_t k = 0; k < len; k++) {
+    assert_int_equal(tg_tls_feed(p.c, rec + k, 1), 0);
+    int rv = tg_tls_read(p.c, got, sizeof(got), &n);
+    if (k + 1 < len) {
+      assert_int_equal(rv, -EAGAIN);
+    } else {
+      assert_int_equal(rv, 0);
+      assert_int_equal(n, sizeof(msg));
+      assert_memory_equal(got, msg, sizeof(msg));
+    }
+  }
+  pair_close(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(handed_over_server_talks_to_mbedtls_client),
+      cmocka_unit_test(handed_over_client_talks_to_mbedtls_server),
+      cmocka_unit_test(both_handed_over),
+      cmocka_unit_test(a_changed_record_is_refused_with_an_alert),
+      cmocka_unit_test(a_replayed_record_is_refused),
+      cmocka_unit_test(bad_headers_are_refused_and_partial_records_wait),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
