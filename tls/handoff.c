@@ -153,8 +153,9 @@ int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
     return 0;
   }
   for (;;) {
-    const uint8_t *rec_untrusted = tg_buf_begin(in);
     size_t have = tg_buf_size(in), size = 0;
+    if (have == 0) return -EAGAIN; /* (a buffer never filled has no data) */
+    const uint8_t *rec_untrusted = tg_buf_begin(in);
     if (tg_rec_peek(rec_untrusted, have, &size) != 0)
       return refuse(h, out, ALERT_RECORD_OVERFLOW, why, whylen,
                     "record header is not TLS 1.2 or its length is over the limit");

@@ -59,12 +59,13 @@ int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
                         size_t whylen);
 
 /* Seals |len| bytes as application data records of up to
- * TG_REC_PLAIN_MAX bytes, appended to |out|. Returns 0, -ENOMEM or
- * -ENOBUFS (|out|'s cap), TG_ETLS. */
+ * TG_REC_PLAIN_MAX bytes, appended to |out|. Returns 0, -ENOMEM (no
+ * memory, or |out|'s cap), TG_ETLS. */
 int tg_tls_handoff_write(tg_tls_handoff_t *h, tg_buf_t *out,
                          const uint8_t *data, size_t len);
 
-/* Appends an alert record (RFC 5246 7.2): level 1 warning, 2 fatal. */
+/* Appends an alert record (RFC 5246 7.2): level 1 warning, 2 fatal.
+ * Returns 0, -ENOMEM (as tg_tls_handoff_write), TG_ETLS. */
 int tg_tls_handoff_alert(tg_tls_handoff_t *h, tg_buf_t *out, uint8_t level,
                          uint8_t desc);
 

@@ -554,6 +554,113 @@ def session_cache_corpus():
     }
 
 
+# --- fuzz_tls_record ---------------------------------------------------------
+
+# ctl byte (see fuzz_tls_record.c): cipher, mode B, pieces, damage.
+TR_AES128, TR_AES256, TR_CHACHA = 0, 1, 2
+TR_MODE_B, TR_PIECES, TR_FLIP, TR_CUT = 0x04, 0x08, 0x10, 0x20
+
+
+def tr_header(rtype, length, version=b"\x03\x03"):
+    return bytes([rtype]) + version + struct.pack(">H", length)
+
+
+def tr_a(ctl, seed, ciphertext):
+    """Mode A: [ctl][seed u16 LE][hostile ciphertext]. The key is the
+    harness's, so these only reach the header checks and the tag check."""
+    return bytes([ctl]) + struct.pack("<H", seed) + ciphertext
+
+
+def tr_b(ctl, seed, ops, pos=0, xor=0):
+    """Mode B: [ctl][seed][pos u24 LE][xor][script]; the harness seals it."""
+    return (bytes([ctl | TR_MODE_B]) + struct.pack("<H", seed) +
+            struct.pack("<I", pos)[:3] + bytes([xor]) + ops)
+
+
+def tr_write(data):
+    assert 0 < len(data) < 0x8000
+    return struct.pack("<H", len(data)) + data
+
+
+def tr_fill(n, byte):
+    assert 0 < n < 0x8000
+    return struct.pack("<H", 0x8000 | n) + bytes([byte])
+
+
+def tr_alert(level, desc):
+    return struct.pack("<H", 0x8000) + bytes([level, desc])
+
+
+def tr_raw(rtype, body):
+    return struct.pack("<H", 0) + bytes([rtype, len(body)]) + body
+
+
+def tls_record_corpus():
+    # Sealed sizes: GCM 5 + 8 + n + 16, CHACHA20-POLY1305 5 + n + 16.
+    hello = tr_write(b"hello, world\n")
+    return {
+        "a_empty": tr_a(TR_AES128, 0, b""),
+        "a_gcm128_app_data": tr_a(TR_AES128, 1000,
+                                  tr_header(23, 32) + bytes(range(32))),
+        "a_gcm256_two_records_pieces": tr_a(
+            TR_AES256 | TR_PIECES, 3,
+            tr_header(23, 40) + b"\x01" * 40 + tr_header(21, 26) +
+            b"\x02" * 26),
+        "a_chacha_alert": tr_a(TR_CHACHA, 50, tr_header(21, 18) + b"\x00" * 18),
+        "a_chacha_too_short": tr_a(TR_CHACHA, 7, tr_header(23, 15) +
+                                   b"\x00" * 15),
+        "a_gcm_too_short": tr_a(TR_AES256, 7, tr_header(23, 23) +
+                                b"\x00" * 23),
+        "a_handshake_type": tr_a(TR_AES128, 9, tr_header(22, 28) +
+                                 b"\x00" * 28),
+        "a_bad_version": tr_a(TR_AES128, 9, tr_header(23, 32, b"\x03\x01") +
+                              b"\x00" * 32),
+        "a_oversized_length": tr_a(TR_AES128, 9, tr_header(23, 16409) +
+                                   b"\x00" * 64),
+        "a_max_length_partial": tr_a(TR_CHACHA, 9, tr_header(23, 16408) +
+                                     b"\x00" * 100),
+        "a_header_split_pieces": tr_a(TR_AES128 | TR_PIECES, 0,
+                                      tr_header(23, 40) + b"\xaa" * 40),
+        "b_gcm128_hello": tr_b(TR_AES128, 100, hello),
+        "b_gcm256_lines": tr_b(TR_AES256, 20, tr_write(b"line one\n") +
+                               tr_write(b"line two\n") + hello),
+        "b_chacha_fill_two_records": tr_b(TR_CHACHA, 19999,
+                                          tr_fill(20000, 0x41) +
+                                          tr_write(b"tail")),
+        "b_gcm_max_record": tr_b(TR_AES128, 16383, tr_fill(16384, 0x07) +
+                                 tr_fill(16385, 0x08)),
+        "b_cap_one_pieces": tr_b(TR_AES256 | TR_PIECES, 0,
+                                 tr_write(b"x" * 64) + tr_fill(300, 7)),
+        "b_warning_then_close": tr_b(TR_CHACHA, 5, tr_write(b"before") +
+                                     tr_alert(1, 90) + tr_write(b"after") +
+                                     tr_alert(1, 0) + tr_write(b"ignored")),
+        "b_fatal_alert": tr_b(TR_AES128, 5, tr_write(b"data") +
+                              tr_alert(2, 40) + hello),
+        "b_empty_records": tr_b(TR_CHACHA, 5, tr_raw(23, b"") +
+                                tr_raw(23, b"") + tr_write(b"z") +
+                                tr_raw(23, b"")),
+        "b_hello_request": tr_b(TR_AES256, 5, tr_write(b"a") +
+                                tr_raw(22, b"\x00\x00\x00\x00")),
+        "b_alert_wrong_size": tr_b(TR_AES128, 5, tr_raw(21, b"\x01")),
+        "b_raw_warning_alert": tr_b(TR_CHACHA, 5, tr_raw(21, b"\x01\x64") +
+                                    hello),
+        "b_flip_tag": tr_b(TR_AES128 | TR_FLIP, 30, hello + hello, pos=80,
+                           xor=0x01),
+        "b_flip_type": tr_b(TR_CHACHA | TR_FLIP, 30, hello, pos=0, xor=0x02),
+        "b_flip_version": tr_b(TR_AES256 | TR_FLIP, 30, hello, pos=2,
+                               xor=0x01),
+        "b_flip_length_grows": tr_b(TR_AES128 | TR_FLIP, 30, hello + hello,
+                                    pos=3, xor=0x10),
+        "b_flip_explicit_nonce_pieces": tr_b(TR_AES256 | TR_FLIP |
+                                             TR_PIECES, 7, hello + hello,
+                                             pos=47, xor=0x80),
+        "b_cut_mid_record": tr_b(TR_CHACHA | TR_CUT, 30, hello + hello,
+                                 pos=50),
+        "b_cut_in_header": tr_b(TR_AES128 | TR_CUT, 30, hello + hello,
+                                pos=44),
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -573,6 +680,7 @@ def main():
     write("fuzz_relay_filter", relay_filter_corpus())
     write("fuzz_ftrace_page", ftrace_page_corpus())
     write("fuzz_session_cache", session_cache_corpus())
+    write("fuzz_tls_record", tls_record_corpus())
     return 0
 
 
