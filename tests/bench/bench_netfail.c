@@ -127,20 +127,13 @@ static void cli_start(const char *out, int dead_link_s) {
   char spec[64], dl[16];
   snprintf(spec, sizeof(spec), "127.0.0.1:%d", tg_fault_proxy_port(g_px));
   snprintf(dl, sizeof(dl), "%ds", dead_link_s);
-  const char *argv[] = {"tracegate", "record", "-H", spec, "--tls-server-name",
+  const char *args[] = {"record", "-H", spec, "--tls-server-name",
                         "relay.test", "--cert", in_dir("pki/alice.pem"), "--key",
                         in_dir("pki/alice.key"), "--ca", in_dir("pki/ca.pem"),
                         "-o", out, "-t", "0", "-b", "8mb", "--compress", "none",
                         "--dead-link-timeout", dl, "--reconnect-timeout", "5m",
                         "netfail.ds", NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_CLI_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = TG_TEST_FD_DEVNULL;
-  s.stderr_fd = pe[1];
-  s.default_sigint = true;
-  g_cli = tg_test_spawn(&s);
+  g_cli = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL, pe[1]);
   close(pe[1]);
   if (g_cli <= 0) die("cannot start tracegate");
   g_err_fd = pe[0];

@@ -40,21 +40,9 @@ static void spawn(child_t *c, const char *const *args, int err_tty,
   int po[2] = {-1, -1}, pe[2] = {-1, -1};
   if (out_fd < 0) assert_int_equal(pipe2(po, O_CLOEXEC), 0);
   if (err_tty < 0) assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
-  const char *argv[32] = {"tracegate"};
-  size_t n = 1;
-  for (; args[n - 1]; n++) {
-    assert_true(n < 31);
-    argv[n] = args[n - 1];
-  }
-  argv[n] = NULL;
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_CLI_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = out_fd >= 0 ? out_fd : po[1];
-  s.stderr_fd = err_tty >= 0 ? err_tty : pe[1];
-  s.default_sigint = true;
-  c->pid = tg_test_spawn(&s);
+  c->pid = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args,
+                             out_fd >= 0 ? out_fd : po[1],
+                             err_tty >= 0 ? err_tty : pe[1]);
   assert_true(c->pid > 0);
   if (out_fd < 0) close(po[1]);
   c->out_fd = po[0];
@@ -148,16 +136,10 @@ int run_cli(child_t *c, const char *const *args) {
 /* Decodes |path| as a sequence of Trace.packet fields; every byte must
  * belong to a whole TracePacket. */
 void read_trace(const char *path, const char *str, trace_file_t *t) {
-  int fd = open(path, O_RDONLY);
-  assert_true(fd >= 0);
-  struct stat st;
-  assert_int_equal(fstat(fd, &st), 0);
-  assert_true(st.st_size > 0);
-  uint8_t *buf = malloc((size_t)st.st_size);
-  assert_non_null(buf);
-  assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
-  close(fd);
-  decode_trace(buf, (size_t)st.st_size, str, t);
+  size_t n = 0;
+  uint8_t *buf = tg_test_read_file(path, &n);
+  if (!buf) fail_msg("cannot read %s: %s", path, strerror(errno));
+  decode_trace(buf, n, str, t);
   free(buf);
 }
 
@@ -167,13 +149,7 @@ void decode_trace(const uint8_t *buf, size_t n, const char *str,
   assert_true(n > 0);
   const uint8_t *p = buf, *end = buf + n;
   while (p < end) {
-    assert_int_equal(p[0], 0x0A);
-    uint64_t len = 0;
-    size_t k = tg_pb_read_varint(p + 1, end, &len);
-    assert_true(k > 0);
-    assert_true(len <= (uint64_t)(end - p - 1 - (ptrdiff_t)k));
-    Perfetto__Protos__TracePacket *pk =
-        perfetto__protos__trace_packet__unpack(NULL, (size_t)len, p + 1 + k);
+    Perfetto__Protos__TracePacket *pk = trace_file_next_packet(&p, end);
     assert_non_null(pk);
     t->packets++;
     if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
@@ -198,7 +174,6 @@ void decode_trace(const uint8_t *buf, size_t n, const char *str,
       }
     }
     perfetto__protos__trace_packet__free_unpacked(pk, NULL);
-    p += 1 + k + len;
   }
 }
 

@@ -165,21 +165,8 @@ void fleet_cli_spawn(fleet_cli_t *c, const char *const *args) {
   memset(c, 0, sizeof(*c));
   int pe[2];
   assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
-  const char *argv[48] = {"tracegate"};
-  size_t n = 1;
-  for (; args[n - 1]; n++) {
-    assert_true(n < 47);
-    argv[n] = args[n - 1];
-  }
-  argv[n] = NULL;
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_CLI_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = TG_TEST_FD_DEVNULL;
-  s.stderr_fd = pe[1];
-  s.default_sigint = true;
-  c->pid = tg_test_spawn(&s);
+  c->pid = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
+                             pe[1]);
   assert_true(c->pid > 0);
   close(pe[1]);
   c->err_fd = pe[0];

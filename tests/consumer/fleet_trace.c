@@ -18,25 +18,14 @@
 
 void fleet_trace_load(const char *path, fleet_trace_t *t) {
   memset(t, 0, sizeof(*t));
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) fail_msg("cannot open %s: %s", path, strerror(errno));
-  struct stat st;
-  assert_int_equal(fstat(fd, &st), 0);
-  assert_true(st.st_size > 0);
-  uint8_t *buf = malloc((size_t)st.st_size);
-  assert_non_null(buf);
-  assert_int_equal(read(fd, buf, (size_t)st.st_size), st.st_size);
-  close(fd);
+  size_t n = 0;
+  uint8_t *buf = tg_test_read_file(path, &n);
+  if (!buf) fail_msg("cannot read %s: %s", path, strerror(errno));
+  assert_true(n > 0);
   size_t cap = 0;
-  const uint8_t *p = buf, *end = buf + st.st_size;
+  const uint8_t *p = buf, *end = buf + n;
   while (p < end) {
-    assert_int_equal(p[0], 0x0A);
-    uint64_t len = 0;
-    size_t k = tg_pb_read_varint(p + 1, end, &len);
-    assert_true(k > 0);
-    assert_true(len <= (uint64_t)(end - p - 1 - (ptrdiff_t)k));
-    Perfetto__Protos__TracePacket *pk =
-        perfetto__protos__trace_packet__unpack(NULL, (size_t)len, p + 1 + k);
+    Perfetto__Protos__TracePacket *pk = trace_file_next_packet(&p, end);
     assert_non_null(pk);
     if (t->n == cap) {
       cap = cap ? cap * 2 : 256;
@@ -44,7 +33,6 @@ void fleet_trace_load(const char *path, fleet_trace_t *t) {
       assert_non_null(t->pk);
     }
     t->pk[t->n++] = pk;
-    p += 1 + k + len;
   }
   free(buf);
 }

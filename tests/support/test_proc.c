@@ -54,6 +54,25 @@ pid_t tg_test_spawn(const tg_test_spawn_t *s) {
   _exit(127);
 }
 
+pid_t tg_test_spawn_cli(const char *path, const char *const *args, int out_fd,
+                        int err_fd) {
+  const char *argv[48] = {"tracegate"};
+  size_t n = 1;
+  for (; args[n - 1]; n++) {
+    if (n >= 47) return -E2BIG;
+    argv[n] = args[n - 1];
+  }
+  argv[n] = NULL;
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = path;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = out_fd;
+  s.stderr_fd = err_fd;
+  s.default_sigint = true;
+  return tg_test_spawn(&s);
+}
+
 int tg_test_reap(pid_t pid, int timeout_ms) {
   int pidfd = pidfd_open(pid, 0);
   struct pollfd p = {.fd = pidfd, .events = POLLIN};

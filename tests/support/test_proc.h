@@ -40,6 +40,13 @@ typedef struct tg_test_spawn {
  * exec failure shows as exit status 127. */
 pid_t tg_test_spawn(const tg_test_spawn_t *s);
 
+/* Starts the CLI at |path| as "tracegate" with |args| (NULL-terminated,
+ * without argv[0], at most 46): stdin /dev/null, stdout |out_fd|, stderr
+ * |err_fd| (TG_TEST_FD_* or fds, as in tg_test_spawn_t), SIGINT at its
+ * default. Returns the pid, or -errno (-E2BIG: too many args). */
+pid_t tg_test_spawn_cli(const char *path, const char *const *args, int out_fd,
+                        int err_fd);
+
 /* Waits for |pid| to exit, up to |timeout_ms| (on a pidfd: the exit is an
  * event), then SIGKILLs it. Always reaps. Returns the wait status, or -1 if
  * it had to be killed. */

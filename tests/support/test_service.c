@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_proc.h"
@@ -584,6 +585,45 @@ Perfetto__Protos__TracePacket **raw_consumer_read(raw_consumer_t *c, size_t *n) 
   }
   *n = count;
   return out;
+}
+
+uint8_t *tg_test_read_file(const char *path, size_t *len) {
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  uint8_t *buf = NULL;
+  if (fstat(fd, &st) == 0 && (buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1))) {
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+      ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
+      if (k <= 0) {
+        if (k == 0) errno = EIO;
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      got += (size_t)k;
+    }
+    *len = buf ? got : 0;
+  }
+  int e = errno;
+  close(fd);
+  errno = e;
+  return buf;
+}
+
+Perfetto__Protos__TracePacket *trace_file_next_packet(const uint8_t **p,
+                                                      const uint8_t *end) {
+  const uint8_t *q = *p;
+  uint64_t len = 0;
+  if (q >= end || q[0] != 0x0A) return NULL; /* field 1, length-delimited */
+  size_t k = tg_pb_read_varint(q + 1, end, &len);
+  if (k == 0 || len > (uint64_t)(end - q - 1 - (ptrdiff_t)k)) return NULL;
+  Perfetto__Protos__TracePacket *pk =
+      perfetto__protos__trace_packet__unpack(NULL, (size_t)len, q + 1 + k);
+  if (pk) *p = q + 1 + k + len;
+  return pk;
 }
 
 void free_packets(Perfetto__Protos__TracePacket **pk, size_t n) {

@@ -182,6 +182,16 @@ int raw_consumer_wait_disabled(raw_consumer_t *c, int timeout_ms, char *err,
  * free_packets), or NULL on error. */
 Perfetto__Protos__TracePacket **raw_consumer_read(raw_consumer_t *c, size_t *n);
 void free_packets(Perfetto__Protos__TracePacket **pk, size_t n);
+
+/* Reads the whole file at |path| into a malloc'd buffer of *len bytes (the
+ * caller frees it); NULL with errno set on failure. */
+uint8_t *tg_test_read_file(const char *path, size_t *len);
+/* Unpacks the TracePacket at *p of a trace file that ends at |end| (field
+ * 1 of Trace, length-delimited) and moves *p past it; the caller frees it
+ * with perfetto__protos__trace_packet__free_unpacked. NULL, *p unchanged,
+ * when the bytes at *p are not a whole packet. */
+Perfetto__Protos__TracePacket *trace_file_next_packet(const uint8_t **p,
+                                                      const uint8_t *end);
 /* DisableTracing, then the EnableTracing reply. Returns 0 or -1. */
 int raw_consumer_disable(raw_consumer_t *c, int timeout_ms);
 /* GetTraceStats; the caller frees the result with
