@@ -67,6 +67,11 @@ int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
       mbedtls_ssl_get_bytes_avail(ssl) != 0 || !ssl->in_ctr ||
       cipher_of(ssl, &c) != 0)
     goto out;
+#if defined(MBEDTLS_SSL_MAX_FRAGMENT_LENGTH)
+  /* A peer that negotiated smaller records (RFC 6066) gets them from
+   * mbedtls; ours are always full-size. */
+  if (mbedtls_ssl_get_output_max_frag_len(ssl) < TG_REC_PLAIN_MAX) goto out;
+#endif
   size_t kl = tg_rec_key_len(c), il = tg_rec_iv_len(c);
   /* key block = client key, server key, client IV, server IV (no MAC keys
    * for AEAD suites). */
