@@ -1,5 +1,7 @@
-/* Raw AEAD speed of mbedtls on this machine: the baseline the TLS benches
- * print their figures against, measured in the same run.
+/* Raw AEAD speed on this machine, of mbedtls and of the records that
+ * carry TLS sessions after the handshake (tls/record.h, libcrypto): the
+ * baselines the TLS benches print their figures against, measured in the
+ * same run.
  *
  * Each run encrypts 16 KiB records (a TLS record's payload) with a fresh
  * explicit nonce per record and a 13-byte AAD, as TLS 1.2 does, and
@@ -21,6 +23,11 @@ typedef enum bench_aead {
   BENCH_CHACHAPOLY,
 } bench_aead_t;
 
+typedef enum bench_lib {
+  BENCH_MBEDTLS,   /* mbedtls's gcm/chachapoly, as its record layer uses */
+  BENCH_LIBCRYPTO, /* tg_rec_seal (tls/record.h): what sessions use */
+} bench_lib_t;
+
 /* Work done over some stretch: bytes moved, wall and CPU nanoseconds. */
 typedef struct bench_span {
   uint64_t bytes;
@@ -32,9 +39,10 @@ typedef struct bench_span {
 const char *bench_aead_name(bench_aead_t a);
 /* The cipher of an mbedtls ciphersuite name ("TLS-ECDHE-...-WITH-..."). */
 bench_aead_t bench_aead_of_suite(const char *suite);
-/* Encrypts about |bytes| (whole records) and adds the work to *acc.
- * Returns 0, or -1 when this mbedtls lacks the cipher. */
-int bench_aead_run(bench_aead_t a, uint64_t bytes, bench_span_t *acc);
+/* Encrypts about |bytes| (whole records) with |lib| and adds the work to
+ * *acc. Returns 0, or -1 when |lib| lacks the cipher. */
+int bench_aead_run(bench_aead_t a, bench_lib_t lib, uint64_t bytes,
+                   bench_span_t *acc);
 
 /* CPU time of the calling thread, ns. */
 uint64_t bench_thread_cpu_ns(void);

@@ -36,7 +36,6 @@
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "bench_cipher.h"
-#include "tls/record.h"
 #include "tls/session.h"
 #include "tls/dial.h"
 #include "tls/transport.h"
@@ -51,39 +50,13 @@ typedef struct rate {
 } rate_t;
 
 /* Raw encryption of 16 KiB records (bench_cipher.h); zeros if unavailable. */
-static rate_t bench_raw(bench_aead_t a, uint64_t total) {
+static rate_t bench_raw(bench_aead_t a, bench_lib_t lib, uint64_t total) {
   bench_span_t s = {0};
   rate_t r = {0, 0};
-  if (bench_aead_run(a, total, &s) == 0) {
+  if (bench_aead_run(a, lib, total, &s) == 0) {
     r.wall = bench_span_wall(&s);
     r.cpu = bench_span_cpu(&s);
   }
-  return r;
-}
-
-/* Raw sealing of 16 KiB records with tls/record.h (libcrypto). */
-static rate_t bench_rec(tg_rec_cipher_t c, uint64_t total) {
-  rate_t r = {0, 0};
-  static const uint8_t key[32] = {1}, iv[12] = {2};
-  tg_rec_dir_t d;
-  if (tg_rec_dir_init(&d, c, true, key, tg_rec_key_len(c), iv,
-                      tg_rec_iv_len(c), 0) != 0)
-    return r;
-  uint8_t *plain = calloc(1, TG_REC_PLAIN_MAX);
-  uint8_t *out = malloc(tg_rec_sealed_size(c, TG_REC_PLAIN_MAX));
-  uint64_t n = total / TG_REC_PLAIN_MAX, t0 = uv_hrtime(),
-           c0 = bench_thread_cpu_ns();
-  bool ok = plain && out;
-  for (uint64_t i = 0; ok && i < n; i++)
-    ok = tg_rec_seal(&d, TG_REC_APPLICATION_DATA, plain, TG_REC_PLAIN_MAX,
-                     out) == 0;
-  if (ok) {
-    r.wall = bench_mbps(n * TG_REC_PLAIN_MAX, uv_hrtime() - t0);
-    r.cpu = bench_mbps(n * TG_REC_PLAIN_MAX, bench_thread_cpu_ns() - c0);
-  }
-  free(plain);
-  free(out);
-  tg_rec_dir_free(&d);
   return r;
 }
 
@@ -320,12 +293,12 @@ int main(int argc, char **argv) {
   printf("bench_tls_cipher: %" PRIu64 " MiB each, 16 KiB records, "
          "64 KiB frames\n", mib);
   printf("  %-34s %10s %14s\n", "", "MB/s", "MB/CPU-second");
-  raws_t mb = {bench_raw(BENCH_AES128_GCM, total),
-               bench_raw(BENCH_AES256_GCM, total),
-               bench_raw(BENCH_CHACHAPOLY, total)};
-  raws_t lc = {bench_rec(TG_REC_AES_128_GCM, total),
-               bench_rec(TG_REC_AES_256_GCM, total),
-               bench_rec(TG_REC_CHACHA20_POLY1305, total)};
+  raws_t mb = {bench_raw(BENCH_AES128_GCM, BENCH_MBEDTLS, total),
+               bench_raw(BENCH_AES256_GCM, BENCH_MBEDTLS, total),
+               bench_raw(BENCH_CHACHAPOLY, BENCH_MBEDTLS, total)};
+  raws_t lc = {bench_raw(BENCH_AES128_GCM, BENCH_LIBCRYPTO, total),
+               bench_raw(BENCH_AES256_GCM, BENCH_LIBCRYPTO, total),
+               bench_raw(BENCH_CHACHAPOLY, BENCH_LIBCRYPTO, total)};
   const char *names[] = {"AES-128-GCM", "AES-256-GCM", "CHACHA20-POLY1305"};
   const rate_t *m[] = {&mb.g128, &mb.g256, &mb.cc}, *l[] = {&lc.g128, &lc.g256, &lc.cc};
   for (int i = 0; i < 3; i++) {
