@@ -66,6 +66,7 @@ struct tg_tls_session {
   bool resumed; /* abbreviated handshake from a ticket */
   bool chain_verified; /* a certificate chain was verified in this handshake */
   bool offered; /* client: a saved session was handed to mbedtls */
+  bool close_sent; /* our close_notify is in |out| */
   int dead;     /* sticky failure status, 0 while usable */
   bool has_identity;
   char identity[TG_TLS_IDENTITY_MAX + 1];
@@ -860,7 +861,10 @@ int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len) {
 }
 
 void tg_tls_close_notify(tg_tls_session_t *s) {
-  if (!s->done || s->dead) return;
+  /* Also the answer to the peer's own close_notify (RFC 5246 7.2.1). */
+  if (!s->done || s->close_sent || (s->dead && s->dead != TG_EPEER_CLOSED))
+    return;
+  s->close_sent = true;
   if (s->handoff) (void)tg_tls_handoff_alert(s->handoff, &s->out, 1, 0);
   else (void)mbedtls_ssl_close_notify(&s->ssl);
 }

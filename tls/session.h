@@ -155,7 +155,9 @@ int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n);
  * output buffer. Returns 0, -ENOMEM or TG_ETLS. Only after the handshake. */
 int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len);
 
-/* Queues a close_notify alert (best effort, for an orderly local close). */
+/* Queues a close_notify alert (best effort, for an orderly local close,
+ * or in answer to the peer's: then after tg_tls_read() returned
+ * TG_EPEER_CLOSED). At most once per session. */
 void tg_tls_close_notify(tg_tls_session_t *s);
 
 /* After a successful handshake: the peer certificate's subject CN, else its

@@ -83,9 +83,12 @@ static void on_handle_closed(uv_handle_t *h) {
 static void chan_close(tg_tls_chan_t *ch, int status) {
   if (ch->state >= ST_CLOSING) return;
   if (ch->state == ST_OPEN || ch->state == ST_HANDSHAKE) {
-    /* Best effort, never waiting: a close_notify for an orderly local
-     * close, and whatever ciphertext (an alert) is still unsent. */
-    if (ch->state == ST_OPEN && status == 0) tg_tls_close_notify(ch->tls);
+    /* Best effort, never waiting: a close_notify for an orderly close,
+     * ours or the peer's (which must be answered with one, RFC 5246
+     * 7.2.1: OpenSSL peers report a truncation otherwise), and whatever
+     * ciphertext (an alert) is still unsent. */
+    if (ch->state == ST_OPEN && (status == 0 || status == TG_EPEER_CLOSED))
+      tg_tls_close_notify(ch->tls);
     tg_buf_t *out = tg_tls_out(ch->tls);
     if (!ch->writing && tg_buf_size(out) > 0) {
       uv_buf_t b = uv_buf_init((char *)tg_buf_begin(out),
