@@ -27,7 +27,8 @@
 #define TG_REC_HEADER_SIZE 5
 #define TG_REC_TAG_SIZE 16
 #define TG_REC_GCM_EXPLICIT_SIZE 8
-/* RFC 5246 6.2.1: at most 2^14 bytes of plaintext per record. */
+/* RFC 5246 6.2.1: at most 2^14 bytes of plaintext per record
+ * (TG_TLS_RECORD_PLAIN_MAX in tls/session.h, for the callers). */
 #define TG_REC_PLAIN_MAX 16384u
 /* The largest fragment either cipher makes from TG_REC_PLAIN_MAX. */
 #define TG_REC_FRAGMENT_MAX \

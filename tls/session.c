@@ -27,6 +27,9 @@
 #include "tracegate/error.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
+
+_Static_assert(TG_TLS_RECORD_PLAIN_MAX == TG_REC_PLAIN_MAX,
+               "one record limit for the session and its records");
 /* A client keeps a ticket no longer than this, whatever the server's hint
  * says (a hint of 0 means "not said": then the default lifetime). */
 #define CLIENT_TICKET_MAX_S (24u * 3600)

@@ -155,6 +155,11 @@ int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n);
  * output buffer. Returns 0, -ENOMEM or TG_ETLS. Only after the handshake. */
 int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len);
 
+/* The most plaintext one TLS record carries (RFC 5246 6.2.1). A reader
+ * that passes tg_tls_read() at least this much never leaves part of a
+ * record to the session. */
+#define TG_TLS_RECORD_PLAIN_MAX 16384u
+
 /* Queues a close_notify alert (best effort, for an orderly local close,
  * or in answer to the peer's: then after tg_tls_read() returned
  * TG_EPEER_CLOSED). At most once per session. */

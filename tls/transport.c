@@ -328,7 +328,9 @@ static void read_app(tg_tls_chan_t *ch) {
   while (ch->state == ST_OPEN && !ch->reading_paused) {
     size_t have = 0;
     int rv = 0;
-    while (have < PLAIN_CAP) {
+    /* Room for a whole record each time: a smaller read would make the
+     * session keep the rest of one (16 KiB more per connection). */
+    while (PLAIN_CAP - have >= TG_TLS_RECORD_PLAIN_MAX) {
       size_t k = 0;
       rv = tg_tls_read(ch->tls, ch->plain + have, PLAIN_CAP - have, &k);
       if (rv) break;
