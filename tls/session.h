@@ -155,6 +155,11 @@ int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n);
  * output buffer. Returns 0, -ENOMEM or TG_ETLS. Only after the handshake. */
 int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len);
 
+/* Whether this CPU has AES and carry-less multiply instructions (x86
+ * AES-NI + PCLMUL, arm64 AES + PMULL): then configs whose records go to
+ * libcrypto put AES-GCM first. */
+bool tg_tls_cpu_has_aes(void);
+
 /* The most plaintext one TLS record carries (RFC 5246 6.2.1). A reader
  * that passes tg_tls_read() at least this much never leaves part of a
  * record to the session. */

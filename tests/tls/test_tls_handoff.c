@@ -323,6 +323,24 @@ static void bad_headers_are_refused_and_partial_records_wait(void **state) {
   pair_close(&p);
 }
 
+/* Default configs: the suite the server puts first. Handing records to
+ * libcrypto on a CPU with AES instructions, AES-128-GCM (libcrypto's
+ * fastest here); keeping mbedtls's records, CHACHA20-POLY1305 (mbedtls's
+ * fastest). */
+static void the_server_orders_suites_for_its_record_layer(void **state) {
+  (void)state;
+  for (int mbed = 0; mbed < 2; mbed++) {
+    pair_t p;
+    const char *want = !mbed && tg_tls_cpu_has_aes()
+                           ? "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256"
+                           : "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256";
+    pair_open_on(&p, cfg(true, mbed, NULL), cfg(false, mbed, NULL), mbed, mbed,
+                 want, NULL, 0);
+    exchange(p.c, p.s, 11);
+    pair_close(&p);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(handed_over_server_talks_to_mbedtls_client),
@@ -331,6 +349,7 @@ int main(void) {
       cmocka_unit_test(a_changed_record_is_refused_with_an_alert),
       cmocka_unit_test(a_replayed_record_is_refused),
       cmocka_unit_test(bad_headers_are_refused_and_partial_records_wait),
+      cmocka_unit_test(the_server_orders_suites_for_its_record_layer),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
