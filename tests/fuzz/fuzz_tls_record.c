@@ -53,6 +53,7 @@
 #include "tls/handoff.h"
 #include "tls/record.h"
 #include "tracegate/error.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -73,23 +74,6 @@ static const uint8_t kKey[32] = {
     0x2e, 0x63, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77};
 static const uint8_t kIv[12] = {0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5,
                                 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab};
-
-typedef struct input {
-  const uint8_t *p;
-  size_t left;
-} input_t;
-
-static uint8_t take(input_t *in) {
-  if (!in->left) return 0;
-  in->left--;
-  return *in->p++;
-}
-
-static uint32_t take_le(input_t *in, unsigned bytes) {
-  uint32_t v = 0;
-  for (unsigned i = 0; i < bytes; i++) v |= (uint32_t)take(in) << (8 * i);
-  return v;
-}
 
 /* The reader under test, its input and its caps. */
 typedef struct reader {

@@ -20,19 +20,9 @@
 #include "abi/smb.h"
 #include "service/trace_buffer.h"
 #include "tracegate/error.h"
+#include "fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct input {
-  const uint8_t *p;
-  size_t left;
-} input_t;
-
-static uint8_t take(input_t *in) {
-  if (!in->left) return 0;
-  in->left--;
-  return *in->p++;
-}
 
 static const tg_producer_ident_t kProducers[3] = {
     {1, 1000, 100}, {2, 1001, 200}, {3, 0, 300}};
