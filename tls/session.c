@@ -26,6 +26,7 @@
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
+#include "tls/ecdsa.h"
 #include "tls/handoff.h"
 #include "tracegate/error.h"
 
@@ -61,6 +62,9 @@ struct tg_tls_config {
   tg_tls_session_t *in_handshake;
   /* Hand each session's records to tls/record.c after its handshake. */
   bool handoff;
+  /* The handshake's ECDSA by libcrypto (tls/ecdsa.h): the own key and the
+   * CA keys are adopted at load time, the peer's in note_verify. */
+  bool libcrypto_signatures;
 };
 
 struct tg_tls_session {
@@ -277,6 +281,7 @@ static int load_identity(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
             o->cert_file);
     return TG_EBAD_CONFIG;
   }
+  if (!o->mbedtls_signatures) tg_tls_ecdsa_adopt(&cfg->own_key);
   ret = mbedtls_ssl_conf_own_cert(&cfg->conf, &cfg->own_cert, &cfg->own_key);
   if (ret != 0) return -ENOMEM;
   return 0;
@@ -494,6 +499,13 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
     if (rv) goto fail;
   }
   if (o->ca_file) mbedtls_ssl_conf_ca_chain(&cfg->conf, &cfg->ca, cfg->crl);
+  if (!o->mbedtls_signatures) {
+    /* The CA keys verify the peer's certificate (and the CRL); the peer's
+     * own key, its signature on the handshake (note_verify). */
+    for (mbedtls_x509_crt *ca = &cfg->ca; ca && ca->raw.p; ca = ca->next)
+      tg_tls_ecdsa_adopt(&ca->pk);
+    cfg->libcrypto_signatures = true;
+  }
   *out = cfg;
   return 0;
 
@@ -565,15 +577,17 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n) {
   return (int)n;
 }
 
-/* Runs for each certificate of a chain mbedtls verifies: only in a full
- * handshake, never in one resumed from a ticket. Changes no verdict. */
+/* Runs for each certificate of a chain mbedtls verifies, once the chain's
+ * signatures are checked, from the root down: only in a full handshake,
+ * never in one resumed from a ticket. Changes no verdict (|flags| stay as
+ * mbedtls set them). The peer's key (depth 0) then checks its signature
+ * on the handshake through libcrypto (tls/ecdsa.h). */
 static int note_verify(void *ctx, mbedtls_x509_crt *crt, int depth,
                        uint32_t *flags) {
-  (void)crt;
-  (void)depth;
-  (void)flags;
   tg_tls_session_t *s = ctx;
   s->chain_verified = true;
+  if (s->cfg->libcrypto_signatures && depth == 0 && *flags == 0)
+    tg_tls_ecdsa_adopt(&crt->pk);
   return 0;
 }
 

@@ -88,6 +88,11 @@ typedef struct tg_tls_opts {
    * records go through tls/record.c (libcrypto, ~20x faster); the wire is
    * the same TLS 1.2 either way. For tests and benches that compare. */
   bool mbedtls_records;
+  /* false (the default): the handshake's ECDSA signatures are made and
+   * checked by libcrypto (tls/ecdsa.h, ~20x faster than mbedtls 2.28's);
+   * true: by mbedtls. The same bytes on the wire either way. For tests and
+   * benches that compare. */
+  bool mbedtls_signatures;
   /* Only this ciphersuite (an mbedtls name, e.g.
    * "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256", one of those offered by
    * default); NULL: all of them, the server's order. For tests and benches. */

@@ -661,6 +661,51 @@ def tls_record_corpus():
     }
 
 
+# --- fuzz_tls_ecdsa ---------------------------------------------------------
+
+# ctl byte (see fuzz_tls_ecdsa.c): curve (% 3), bit 2 near a valid signature.
+EC_P256, EC_P384, EC_P521, EC_NEAR = 0, 1, 2, 4
+
+
+def ec_input(ctl, digest, rest=b""):
+    return bytes([ctl, len(digest) - 1]) + digest + rest
+
+
+def der_int(v):
+    b = v.to_bytes((v.bit_length() + 8) // 8 or 1, "big")
+    return b"\x02" + bytes([len(b)]) + b
+
+
+def ec_der(r, s, extra=b""):
+    body = der_int(r) + der_int(s)
+    return b"\x30" + bytes([len(body)]) + body + extra
+
+
+def tls_ecdsa_corpus():
+    d32 = bytes(range(32))
+    d48 = bytes(range(100, 148))
+    d64 = bytes(range(200, 256)) + bytes(8)
+    one_bit = bytes(20) + b"\x01" + bytes(51)
+    return {
+        "near_valid_p256": ec_input(EC_NEAR | EC_P256, d32),
+        "near_valid_p384": ec_input(EC_NEAR | EC_P384, d48),
+        "near_valid_p521": ec_input(EC_NEAR | EC_P521, d64),
+        "near_long_digest_p256": ec_input(EC_NEAR | EC_P256, d64),
+        "near_short_digest_p384": ec_input(EC_NEAR | EC_P384, b"\x07"),
+        "near_one_bit_p256": ec_input(EC_NEAR | EC_P256, d32, one_bit),
+        "near_extra_bytes_p256": ec_input(EC_NEAR | EC_P256, d32,
+                                          bytes(72) + b"\x00\x00"),
+        "raw_small_ints": ec_input(EC_P256, d32, ec_der(1, 1)),
+        "raw_zero_ints": ec_input(EC_P384, d48, ec_der(0, 0)),
+        "raw_order_sized": ec_input(EC_P256, d32, ec_der(2**256 - 1,
+                                                         2**255 + 19)),
+        "raw_trailing": ec_input(EC_P256, d32, ec_der(5, 7, b"\x00")),
+        "raw_not_der": ec_input(EC_P521, d64, b"\x30\x81\x06\x02\x01\x01"
+                                b"\x02\x01\x01"),
+        "raw_empty": ec_input(EC_P256, d32),
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -681,6 +726,7 @@ def main():
     write("fuzz_ftrace_page", ftrace_page_corpus())
     write("fuzz_session_cache", session_cache_corpus())
     write("fuzz_tls_record", tls_record_corpus())
+    write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
     return 0
 
 

@@ -20,6 +20,7 @@
 
 #include "common/buf.h"
 #include "test_proc.h"
+#include "tls_pair.h"
 #include "tls/record.h"
 #include "tls/session.h"
 #include "tracegate/error.h"
@@ -49,61 +50,27 @@ static int group_teardown(void **state) {
 
 static tg_tls_config_t *cfg(bool server, bool mbedtls_records,
                             const char *suite) {
-  char cert[256], key[256], ca[256];
-  const char *name = server ? "relay.test" : "alice";
-  snprintf(cert, sizeof(cert), "%s/pki/%s.pem", g_dir, name);
-  snprintf(key, sizeof(key), "%s/pki/%s.key", g_dir, name);
-  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", g_dir);
-  tg_tls_opts_t o = {.server = server, .cert_file = cert, .key_file = key,
-                     .ca_file = ca, .mbedtls_records = mbedtls_records,
-                     .ciphersuite = suite,
-                     .ticket_lifetime_s = server ? 3600 : 0};
-  tg_tls_config_t *c = NULL;
-  char err[256];
-  int rv = tg_tls_config_new(&o, &c, err, sizeof(err));
-  if (rv) fail_msg("tg_tls_config_new: %s: %s", tg_strerror(rv), err);
+  tg_tls_config_t *c =
+      tls_pair_config(g_dir, server,
+                      (tg_tls_opts_t){.mbedtls_records = mbedtls_records,
+                                      .ciphersuite = suite});
+  assert_non_null(c);
   return c;
-}
-
-/* Moves what |from| wrote to |to|'s input. */
-static void carry(tg_tls_session_t *from, tg_tls_session_t *to) {
-  tg_buf_t *out = tg_tls_out(from);
-  if (tg_buf_size(out) == 0) return;
-  assert_int_equal(tg_tls_feed(to, tg_buf_begin(out), tg_buf_size(out)), 0);
-  tg_buf_reset(out);
-}
-
-typedef struct pair {
-  tg_tls_config_t *scfg, *ccfg;
-  tg_tls_session_t *s, *c;
-} pair_t;
-
-static void handshake(pair_t *p) {
-  int cr = -EAGAIN, sr = -EAGAIN;
-  for (int i = 0; i < 50 && (cr != 0 || sr != 0); i++) {
-    if (cr != 0) cr = tg_tls_handshake(p->c);
-    carry(p->c, p->s);
-    if (sr != 0) sr = tg_tls_handshake(p->s);
-    carry(p->s, p->c);
-    assert_true(cr == 0 || cr == -EAGAIN);
-    assert_true(sr == 0 || sr == -EAGAIN);
-  }
-  assert_int_equal(cr, 0);
-  assert_int_equal(sr, 0);
 }
 
 /* |srv_mbed|/|cli_mbed|: that side keeps mbedtls's records. |saved|: a
  * client session to resume. */
-static void pair_open_on(pair_t *p, tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
-                         bool srv_mbed, bool cli_mbed, const char *suite,
-                         const uint8_t *saved, size_t saved_len) {
+static void pair_open_on(tls_pair_t *p, tg_tls_config_t *scfg,
+                         tg_tls_config_t *ccfg, bool srv_mbed, bool cli_mbed,
+                         const char *suite, const uint8_t *saved,
+                         size_t saved_len) {
   memset(p, 0, sizeof(*p));
   p->scfg = scfg;
   p->ccfg = ccfg;
   assert_int_equal(tg_tls_session_new(p->scfg, NULL, 0, &p->s), 0);
   assert_int_equal(tg_tls_session_new(p->ccfg, "relay.test", 0, &p->c), 0);
   if (saved) assert_int_equal(tg_tls_session_offer(p->c, saved, saved_len), 0);
-  handshake(p);
+  assert_int_equal(tls_pair_handshake(p), 0);
   assert_string_equal(tg_tls_ciphersuite(p->s), suite);
   assert_string_equal(tg_tls_records(p->s), srv_mbed ? "mbedtls" : "libcrypto");
   assert_string_equal(tg_tls_records(p->c), cli_mbed ? "mbedtls" : "libcrypto");
@@ -111,17 +78,18 @@ static void pair_open_on(pair_t *p, tg_tls_config_t *scfg, tg_tls_config_t *ccfg
 }
 
 /* A pair on configs of its own. */
-static void pair_open(pair_t *p, bool srv_mbed, bool cli_mbed, const char *suite) {
+static void pair_open(tls_pair_t *p, bool srv_mbed, bool cli_mbed,
+                      const char *suite) {
   pair_open_on(p, cfg(true, srv_mbed, suite), cfg(false, cli_mbed, suite),
                srv_mbed, cli_mbed, suite, NULL, 0);
 }
 
-static void pair_close_sessions(pair_t *p) {
+static void pair_close_sessions(tls_pair_t *p) {
   tg_tls_session_free(p->s);
   tg_tls_session_free(p->c);
 }
 
-static void pair_close(pair_t *p) {
+static void pair_close(tls_pair_t *p) {
   pair_close_sessions(p);
   tg_tls_config_free(p->scfg);
   tg_tls_config_free(p->ccfg);
@@ -135,11 +103,13 @@ static void fill(uint8_t *b, size_t n, uint32_t seed) {
 }
 
 /* Reads everything |to| can give, |cap| bytes at a time, into |got|. */
-static size_t drain(tg_tls_session_t *to, uint8_t *got, size_t max, size_t cap) {
+static size_t drain(tg_tls_session_t *to, uint8_t *got, size_t max,
+                    size_t cap) {
   size_t total = 0;
   for (;;) {
     size_t n = 0;
-    int rv = tg_tls_read(to, got + total, cap < max - total ? cap : max - total, &n);
+    int rv =
+        tg_tls_read(to, got + total, cap < max - total ? cap : max - total, &n);
     if (rv == -EAGAIN) return total;
     assert_int_equal(rv, 0);
     assert_true(n > 0);
@@ -162,7 +132,7 @@ static void exchange(tg_tls_session_t *from, tg_tls_session_t *to,
     assert_int_equal(tg_tls_write(from, sent + off, sizes[i]), 0);
     off += sizes[i];
   }
-  carry(from, to);
+  assert_int_equal(tls_pair_carry(from, to), 0);
   size_t n = drain(to, got, TOTAL, seed % 2 ? 1000 : 40000);
   assert_int_equal(n, TOTAL);
   assert_memory_equal(got, sent, TOTAL);
@@ -172,7 +142,7 @@ static void exchange(tg_tls_session_t *from, tg_tls_session_t *to,
  * 7.2.1), once however often asked. */
 static void close_notify_reaches(tg_tls_session_t *from, tg_tls_session_t *to) {
   tg_tls_close_notify(from);
-  carry(from, to);
+  assert_int_equal(tls_pair_carry(from, to), 0);
   uint8_t b[16];
   size_t n = 1;
   assert_int_equal(tg_tls_read(to, b, sizeof(b), &n), TG_EPEER_CLOSED);
@@ -182,13 +152,13 @@ static void close_notify_reaches(tg_tls_session_t *from, tg_tls_session_t *to) {
   assert_true(answer > 0);
   tg_tls_close_notify(to);
   assert_int_equal(tg_buf_size(tg_tls_out(to)), answer);
-  carry(to, from);
+  assert_int_equal(tls_pair_carry(to, from), 0);
   assert_int_equal(tg_tls_read(from, b, sizeof(b), &n), TG_EPEER_CLOSED);
 }
 
 static void interop(bool srv_mbed, bool cli_mbed) {
   for (size_t i = 0; i < sizeof(k_suites) / sizeof(k_suites[0]); i++) {
-    pair_t p;
+    tls_pair_t p;
     pair_open(&p, srv_mbed, cli_mbed, k_suites[i]);
     exchange(p.c, p.s, 1 + (uint32_t)i);
     exchange(p.s, p.c, 2 + (uint32_t)i);
@@ -229,7 +199,8 @@ static void both_handed_over(void **state) {
 
 /* The server writes |n| bytes made from |seed| (kept in |msg|); returns
  * its output, the records not yet carried. */
-static tg_buf_t *server_sends(pair_t *p, uint8_t *msg, size_t n, uint32_t seed) {
+static tg_buf_t *server_sends(tls_pair_t *p, uint8_t *msg, size_t n,
+                              uint32_t seed) {
   fill(msg, n, seed);
   assert_int_equal(tg_tls_write(p->s, msg, n), 0);
   return tg_tls_out(p->s);
@@ -240,12 +211,12 @@ static tg_buf_t *server_sends(pair_t *p, uint8_t *msg, size_t n, uint32_t seed) 
 static void a_changed_record_is_refused_with_an_alert(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof(k_suites) / sizeof(k_suites[0]); i++) {
-    pair_t p;
+    tls_pair_t p;
     pair_open(&p, true, false, k_suites[i]);
     uint8_t msg[300];
     tg_buf_t *out = server_sends(&p, msg, sizeof(msg), 9);
     tg_buf_begin(out)[TG_REC_HEADER_SIZE + 20] ^= 0x04;
-    carry(p.s, p.c);
+    assert_int_equal(tls_pair_carry(p.s, p.c), 0);
     uint8_t got[400];
     size_t n = 0;
     assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
@@ -254,8 +225,9 @@ static void a_changed_record_is_refused_with_an_alert(void **state) {
     /* Sticky: nothing is read or written after. */
     assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
     assert_int_equal(tg_tls_write(p.c, msg, 1), TG_ETLS);
-    carry(p.c, p.s);
-    assert_int_equal(tg_tls_read(p.s, got, sizeof(got), &n), TG_ETLS_PEER_ALERT);
+    assert_int_equal(tls_pair_carry(p.c, p.s), 0);
+    assert_int_equal(tg_tls_read(p.s, got, sizeof(got), &n),
+                     TG_ETLS_PEER_ALERT);
     pair_close(&p);
   }
 }
@@ -264,7 +236,7 @@ static void a_changed_record_is_refused_with_an_alert(void **state) {
  * copy does not authenticate under the next sequence number. */
 static void a_replayed_record_is_refused(void **state) {
   (void)state;
-  pair_t p;
+  tls_pair_t p;
   pair_open(&p, true, false, k_suites[1]);
   uint8_t msg[100];
   tg_buf_t *out = server_sends(&p, msg, sizeof(msg), 3);
@@ -272,7 +244,7 @@ static void a_replayed_record_is_refused(void **state) {
   uint8_t copy[256];
   assert_true(len <= sizeof(copy));
   memcpy(copy, tg_buf_begin(out), len);
-  carry(p.s, p.c);
+  assert_int_equal(tls_pair_carry(p.s, p.c), 0);
   assert_int_equal(tg_tls_feed(p.c, copy, len), 0);
   uint8_t got[200];
   size_t n = 0;
@@ -293,7 +265,7 @@ static void bad_headers_are_refused_and_partial_records_wait(void **state) {
       {23, 3, 3, 0, 3},     /* shorter than the tag */
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    pair_t p;
+    tls_pair_t p;
     pair_open(&p, true, false, k_suites[1]);
     uint8_t rec[64] = {0};
     memcpy(rec, bad[i], 5);
@@ -303,7 +275,7 @@ static void bad_headers_are_refused_and_partial_records_wait(void **state) {
     assert_int_equal(tg_tls_read(p.c, got, sizeof(got), &n), TG_ETLS);
     pair_close(&p);
   }
-  pair_t p;
+  tls_pair_t p;
   pair_open(&p, true, false, k_suites[0]);
   uint8_t msg[50];
   tg_buf_t *out = server_sends(&p, msg, sizeof(msg), 5);
@@ -332,7 +304,7 @@ static void bad_headers_are_refused_and_partial_records_wait(void **state) {
 static void the_server_orders_suites_for_its_record_layer(void **state) {
   (void)state;
   for (int mbed = 0; mbed < 2; mbed++) {
-    pair_t p;
+    tls_pair_t p;
     const char *want = !mbed && tg_tls_cpu_has_aes()
                            ? "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256"
                            : "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256";

@@ -1,0 +1,311 @@
+/* The handshake's ECDSA through libcrypto (tls/ecdsa.h).
+ *
+ * The proof that an adopted key signs and verifies as ECDSA does is that
+ * mbedtls's own ECDSA accepts its signatures and it accepts mbedtls's, on
+ * each curve, and that both refuse the same changed inputs. Then the
+ * handshakes: the counters show the path taken, mixed pairs show the two
+ * meet on the wire, and a certificate signed by an impostor CA of the same
+ * name is refused by libcrypto's verification.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/ecdsa.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/pk.h>
+
+#include "test_proc.h"
+#include "tls/ecdsa.h"
+#include "tls/session.h"
+#include "tls_pair.h"
+#include "tracegate/error.h"
+
+static char g_dir[128];      /* pki: the CA, relay.test, alice */
+static char g_impostor[128]; /* pki: another CA with the same name */
+static mbedtls_entropy_context g_entropy;
+static mbedtls_ctr_drbg_context g_drbg;
+
+static int group_setup(void **state) {
+  (void)state;
+  mbedtls_entropy_init(&g_entropy);
+  mbedtls_ctr_drbg_init(&g_drbg);
+  if (mbedtls_ctr_drbg_seed(&g_drbg, mbedtls_entropy_func, &g_entropy, NULL,
+                            0) != 0)
+    return -1;
+  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "tlsec") < 0 ||
+      tg_test_mkdtemp(g_impostor, sizeof(g_impostor), "tlsec-imp") < 0)
+    return -1;
+  if (tg_test_certs(g_dir, "ca pki") ||
+      tg_test_certs(g_dir, "host pki relay.test") ||
+      tg_test_certs(g_dir, "client pki alice") ||
+      tg_test_certs(g_impostor, "ca pki"))
+    return -1;
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  mbedtls_ctr_drbg_free(&g_drbg);
+  mbedtls_entropy_free(&g_entropy);
+  int a = tg_test_rm_rf(g_dir), b = tg_test_rm_rf(g_impostor);
+  return a == 0 && b == 0 ? 0 : -1;
+}
+
+/* A fresh key on |grp| in |native| (mbedtls's ECDSA) and the same key in
+ * |adopted|, parsed again from its DER. Returns whether |adopted| took. */
+static bool key_pair(mbedtls_ecp_group_id grp, mbedtls_pk_context *native,
+                     mbedtls_pk_context *adopted) {
+  mbedtls_pk_init(native);
+  mbedtls_pk_init(adopted);
+  assert_int_equal(
+      mbedtls_pk_setup(native, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)), 0);
+  assert_int_equal(mbedtls_ecp_gen_key(grp, mbedtls_pk_ec(*native),
+                                       mbedtls_ctr_drbg_random, &g_drbg),
+                   0);
+  unsigned char der[512];
+  int len = mbedtls_pk_write_key_der(native, der, sizeof(der));
+  assert_true(len > 0);
+  assert_int_equal(mbedtls_pk_parse_key(adopted, der + sizeof(der) - len,
+                                        (size_t)len, NULL, 0),
+                   0);
+  return tg_tls_ecdsa_adopt(adopted);
+}
+
+static void fill(unsigned char *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(seed * 31u + i * 7u);
+}
+
+static int sign(mbedtls_pk_context *k, const unsigned char *hash,
+                size_t hash_len, unsigned char *sig, size_t *sig_len) {
+  return mbedtls_pk_sign(
+      k, hash_len == 48 ? MBEDTLS_MD_SHA384 : MBEDTLS_MD_SHA256, hash, hash_len,
+      sig, sig_len, mbedtls_ctr_drbg_random, &g_drbg);
+}
+
+static int verify(mbedtls_pk_context *k, const unsigned char *hash,
+                  size_t hash_len, const unsigned char *sig, size_t sig_len) {
+  return mbedtls_pk_verify(
+      k, hash_len == 48 ? MBEDTLS_MD_SHA384 : MBEDTLS_MD_SHA256, hash, hash_len,
+      sig, sig_len);
+}
+
+static const mbedtls_ecp_group_id k_curves[] = {MBEDTLS_ECP_DP_SECP256R1,
+                                                MBEDTLS_ECP_DP_SECP384R1,
+                                                MBEDTLS_ECP_DP_SECP521R1};
+
+static void signatures_cross_between_libcrypto_and_mbedtls(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof(k_curves) / sizeof(k_curves[0]); c++) {
+    mbedtls_pk_context native, adopted;
+    assert_true(key_pair(k_curves[c], &native, &adopted));
+    assert_true(tg_tls_ecdsa_adopted(&adopted));
+    assert_false(tg_tls_ecdsa_adopted(&native));
+    assert_true(tg_tls_ecdsa_adopt(&adopted)); /* twice: no change */
+    assert_int_equal(mbedtls_pk_get_type(&adopted), MBEDTLS_PK_ECKEY);
+    for (size_t hash_len = 32; hash_len <= 48; hash_len += 16) {
+      unsigned char hash[48], sig[MBEDTLS_ECDSA_MAX_LEN];
+      size_t sig_len = 0;
+      fill(hash, hash_len, (unsigned)(c + hash_len));
+      tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+
+      assert_int_equal(sign(&adopted, hash, hash_len, sig, &sig_len), 0);
+      assert_true(sig_len > 0 && sig_len <= MBEDTLS_ECDSA_MAX_LEN);
+      assert_int_equal(verify(&native, hash, hash_len, sig, sig_len), 0);
+      assert_int_equal(verify(&adopted, hash, hash_len, sig, sig_len), 0);
+
+      assert_int_equal(sign(&native, hash, hash_len, sig, &sig_len), 0);
+      assert_int_equal(verify(&adopted, hash, hash_len, sig, sig_len), 0);
+
+      tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+      assert_int_equal(after.signs - before.signs, 1);
+      assert_int_equal(after.verifies - before.verifies, 2);
+      assert_int_equal(after.refused, before.refused);
+    }
+    mbedtls_pk_free(&native);
+    mbedtls_pk_free(&adopted); /* mbedtls frees the keypair as before */
+  }
+}
+
+/* Every one-bit change of the signature, another digest, a byte more or
+ * less, nothing at all: libcrypto refuses, and so does mbedtls. */
+static void changed_signatures_and_digests_are_refused(void **state) {
+  (void)state;
+  mbedtls_pk_context native, adopted;
+  assert_true(key_pair(MBEDTLS_ECP_DP_SECP256R1, &native, &adopted));
+  unsigned char hash[32], sig[MBEDTLS_ECDSA_MAX_LEN + 1], bad[sizeof(sig)];
+  size_t sig_len = 0;
+  fill(hash, sizeof(hash), 5);
+  assert_int_equal(sign(&native, hash, sizeof(hash), sig, &sig_len), 0);
+  tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  uint64_t tried = 0;
+
+  for (size_t i = 0; i < sig_len * 8; i++) {
+    memcpy(bad, sig, sig_len);
+    bad[i / 8] ^= (unsigned char)(1u << (i % 8));
+    assert_int_not_equal(verify(&adopted, hash, sizeof(hash), bad, sig_len), 0);
+    assert_int_not_equal(verify(&native, hash, sizeof(hash), bad, sig_len), 0);
+    tried++;
+  }
+  unsigned char other[32];
+  memcpy(other, hash, sizeof(other));
+  other[31] ^= 1;
+  assert_int_not_equal(verify(&adopted, other, sizeof(other), sig, sig_len), 0);
+  memcpy(bad, sig, sig_len);
+  bad[sig_len] = 0;
+  assert_int_not_equal(verify(&adopted, hash, sizeof(hash), bad, sig_len + 1),
+                       0);
+  assert_int_not_equal(verify(&adopted, hash, sizeof(hash), sig, sig_len - 1),
+                       0);
+  assert_int_not_equal(verify(&adopted, hash, sizeof(hash), sig, 0), 0);
+  tried += 4;
+  /* The untouched signature still holds. */
+  assert_int_equal(verify(&adopted, hash, sizeof(hash), sig, sig_len), 0);
+
+  tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  assert_int_equal(after.refused - before.refused, tried);
+  assert_int_equal(after.verifies - before.verifies, tried + 1);
+  mbedtls_pk_free(&native);
+  mbedtls_pk_free(&adopted);
+}
+
+/* A curve libcrypto is not given, or no key at all: left to mbedtls. */
+static void other_keys_stay_with_mbedtls(void **state) {
+  (void)state;
+  mbedtls_pk_context native, other;
+  assert_false(key_pair(MBEDTLS_ECP_DP_BP256R1, &native, &other));
+  assert_ptr_equal(other.pk_info, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY));
+  assert_false(tg_tls_ecdsa_adopted(&other));
+  unsigned char hash[32], sig[MBEDTLS_ECDSA_MAX_LEN];
+  size_t sig_len = 0;
+  fill(hash, sizeof(hash), 9);
+  tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  assert_int_equal(sign(&other, hash, sizeof(hash), sig, &sig_len), 0);
+  assert_int_equal(verify(&native, hash, sizeof(hash), sig, sig_len), 0);
+  tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  assert_int_equal(after.signs, before.signs);
+  assert_int_equal(after.verifies, before.verifies);
+  mbedtls_pk_free(&native);
+  mbedtls_pk_free(&other);
+
+  mbedtls_pk_context none;
+  mbedtls_pk_init(&none);
+  assert_false(tg_tls_ecdsa_adopt(&none));
+  assert_null(none.pk_info);
+}
+
+static tg_tls_config_t *config(bool server, tg_tls_opts_t o) {
+  tg_tls_config_t *c = tls_pair_config(g_dir, server, o);
+  assert_non_null(c);
+  return c;
+}
+
+/* Runs a handshake between a server and a client that use libcrypto's
+ * signatures unless told otherwise; checks the operations it counted.
+ * Returns the client's session, saved, for a resumption (free it). */
+static uint8_t *handshake_counts(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
+                                 const uint8_t *saved, size_t saved_len,
+                                 uint64_t signs, uint64_t verifies,
+                                 size_t *out_len) {
+  tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
+  assert_int_equal(tg_tls_session_new(scfg, NULL, 0, &p.s), 0);
+  assert_int_equal(tg_tls_session_new(ccfg, "relay.test", 0, &p.c), 0);
+  if (saved) assert_int_equal(tg_tls_session_offer(p.c, saved, saved_len), 0);
+  tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  assert_int_equal(tls_pair_handshake(&p), 0);
+  tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  assert_int_equal(tg_tls_session_resumed(p.c), saved != NULL);
+  assert_int_equal(after.signs - before.signs, signs);
+  assert_int_equal(after.verifies - before.verifies, verifies);
+  assert_int_equal(after.refused, before.refused);
+  uint8_t *out = NULL;
+  uint64_t expires = 0;
+  assert_int_equal(tg_tls_session_save(p.c, &out, out_len, &expires), 0);
+  tg_tls_session_free(p.s);
+  tg_tls_session_free(p.c);
+  return out;
+}
+
+/* A full handshake: each end verifies the other's certificate and its
+ * signature on the handshake, and signs once: 4 verifications and 2
+ * signatures, all libcrypto's. A resumed one: none. */
+static void a_full_handshake_signs_and_verifies_through_libcrypto(
+    void **state) {
+  (void)state;
+  tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
+  tg_tls_config_t *c = config(false, (tg_tls_opts_t){0});
+  size_t len = 0;
+  uint8_t *saved = handshake_counts(s, c, NULL, 0, 2, 4, &len);
+  uint8_t *again = handshake_counts(s, c, saved, len, 0, 0, &len);
+  free(saved);
+  free(again);
+  tg_tls_config_free(s);
+  tg_tls_config_free(c);
+}
+
+/* One end on mbedtls's ECDSA, the other on libcrypto's, both ways round:
+ * each verifies what the other signed. */
+static void libcrypto_and_mbedtls_signatures_meet_in_a_handshake(void **state) {
+  (void)state;
+  for (int mbed_server = 0; mbed_server < 2; mbed_server++) {
+    tg_tls_config_t *s =
+        config(true, (tg_tls_opts_t){.mbedtls_signatures = mbed_server});
+    tg_tls_config_t *c =
+        config(false, (tg_tls_opts_t){.mbedtls_signatures = !mbed_server});
+    size_t len = 0;
+    free(handshake_counts(s, c, NULL, 0, 1, 2, &len));
+    tg_tls_config_free(s);
+    tg_tls_config_free(c);
+  }
+  tg_tls_config_t *s =
+      config(true, (tg_tls_opts_t){.mbedtls_signatures = true});
+  tg_tls_config_t *c =
+      config(false, (tg_tls_opts_t){.mbedtls_signatures = true});
+  size_t len = 0;
+  free(handshake_counts(s, c, NULL, 0, 0, 0, &len));
+  tg_tls_config_free(s);
+  tg_tls_config_free(c);
+}
+
+/* A CA of the same name but another key: mbedtls finds it as the parent
+ * of the server's certificate, and the signature check, libcrypto's,
+ * refuses. */
+static void an_impostor_ca_of_the_same_name_is_refused(void **state) {
+  (void)state;
+  char ca[256];
+  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", g_impostor);
+  tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
+  tg_tls_config_t *c = config(false, (tg_tls_opts_t){.ca_file = ca});
+  tls_pair_t p = {.scfg = s, .ccfg = c};
+  assert_int_equal(tg_tls_session_new(s, NULL, 0, &p.s), 0);
+  assert_int_equal(tg_tls_session_new(c, "relay.test", 0, &p.c), 0);
+  tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  assert_int_not_equal(tls_pair_handshake(&p), 0);
+  tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  assert_int_equal(after.refused - before.refused, 1);
+  assert_non_null(strstr(tg_tls_last_error(p.c), "not correctly signed"));
+  tg_tls_session_free(p.s);
+  tg_tls_session_free(p.c);
+  tg_tls_config_free(s);
+  tg_tls_config_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(signatures_cross_between_libcrypto_and_mbedtls),
+      cmocka_unit_test(changed_signatures_and_digests_are_refused),
+      cmocka_unit_test(other_keys_stay_with_mbedtls),
+      cmocka_unit_test(a_full_handshake_signs_and_verifies_through_libcrypto),
+      cmocka_unit_test(libcrypto_and_mbedtls_signatures_meet_in_a_handshake),
+      cmocka_unit_test(an_impostor_ca_of_the_same_name_is_refused),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,33 @@
+/* Two tg_tls sessions talking through memory, no socket: the tls tests'
+ * and benches' harness. Certificates come from tg_test_certs() in |dir|/pki:
+ * the server is relay.test, the client alice, both under |dir|/pki/ca.pem. */
+#ifndef TRACEGATE_TESTS_TLS_PAIR_H
+#define TRACEGATE_TESTS_TLS_PAIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tls/session.h"
+
+typedef struct tls_pair {
+  tg_tls_config_t *scfg, *ccfg;
+  tg_tls_session_t *s, *c;
+  /* Thread CPU time spent in each side's tg_tls_handshake(), added up by
+   * tls_pair_handshake() (for benches). */
+  uint64_t s_cpu_ns, c_cpu_ns;
+} tls_pair_t;
+
+/* A config for that side with |o|'s other fields; the files (ca_file if
+ * not given), server and (for a server) a one-hour ticket lifetime are
+ * filled in. NULL, with the reason on stderr, if it is refused. The
+ * caller frees it. */
+tg_tls_config_t *tls_pair_config(const char *dir, bool server, tg_tls_opts_t o);
+
+/* Moves what |from| wrote into |to|'s input: 0 or tg_tls_feed()'s error. */
+int tls_pair_carry(tg_tls_session_t *from, tg_tls_session_t *to);
+
+/* Runs both handshakes until both end: 0 when both succeeded, else the
+ * first failure (-ETIMEDOUT if they never end). */
+int tls_pair_handshake(tls_pair_t *p);
+
+#endif /* TRACEGATE_TESTS_TLS_PAIR_H */

@@ -1,0 +1,49 @@
+/* tls/ecdsa.h: the ECDSA signatures of mbedtls's handshakes, made and
+ * checked by libcrypto.
+ *
+ * A full TLS 1.2 handshake with ECDSA certificates costs each end two
+ * verifications (the peer's certificate, by its CA; the peer's signature
+ * on the handshake) and one signature. mbedtls 2.28 takes ~2.0 ms for a
+ * P-256 verification and ~0.6 ms for a signature on the development
+ * machine, libcrypto ~0.1 ms and ~0.03 ms: for a collector opening a
+ * thousand connections, seconds against a fraction of one (issue 13).
+ *
+ * mbedtls reaches a key's operations through its mbedtls_pk_info_t, a
+ * table of functions (pk_internal.h, installed with mbedtls 2.x and meant
+ * for alternative key implementations: mbedtls_pk_setup() takes one). An
+ * adopted key keeps its mbedtls_ecp_keypair and every entry of the EC
+ * table but two: sign and verify, which hand the key and the digest to
+ * libcrypto. Parsing, pair checks, freeing and the ECDHE exchange stay
+ * with mbedtls. Only tls/session.c uses it. */
+#ifndef TRACEGATE_TLS_ECDSA_H
+#define TRACEGATE_TLS_ECDSA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <mbedtls/pk.h>
+
+/* Makes |pk|'s signatures and verifications go through libcrypto, if it
+ * is an EC key on a curve libcrypto has (P-256, P-384, P-521). Returns
+ * true if |pk| is adopted (now or already), false if it stays as it was
+ * (another key type or curve). The key stays owned by its caller and is
+ * freed with mbedtls_pk_free() as before.
+ *
+ * mbedtls_pk_check_pair() refuses two keys with different tables: check
+ * a pair before adopting either key. */
+bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk);
+
+/* Whether |pk| is adopted. */
+bool tg_tls_ecdsa_adopted(const mbedtls_pk_context *pk);
+
+/* Operations made through adopted keys since the process started (every
+ * thread): what tests and benches check to see the path taken. */
+typedef struct tg_tls_ecdsa_counts {
+  uint64_t signs;
+  uint64_t verifies;
+  uint64_t refused; /* verifications that did not hold */
+} tg_tls_ecdsa_counts_t;
+
+tg_tls_ecdsa_counts_t tg_tls_ecdsa_counts(void);
+
+#endif /* TRACEGATE_TLS_ECDSA_H */
