@@ -136,9 +136,14 @@ static void adopted_info_init(void) {
 bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk) {
   pthread_once(&adopted_once, adopted_info_init);
   if (pk->pk_info == &adopted_info) return true;
-  if (mbedtls_pk_get_type(pk) != MBEDTLS_PK_ECKEY ||
-      !curve_name(mbedtls_pk_ec(*pk)->grp.id))
-    return false;
+  if (mbedtls_pk_get_type(pk) != MBEDTLS_PK_ECKEY) return false;
+  /* A key this libcrypto refuses (a curve left out of its build, say)
+   * stays with mbedtls, as a session whose cipher libcrypto lacks keeps
+   * mbedtls's records (tls/handoff.h). */
+  const mbedtls_ecp_keypair *kp = mbedtls_pk_ec(*pk);
+  EVP_PKEY *probe = to_evp(kp, mbedtls_mpi_cmp_int(&kp->d, 0) != 0);
+  if (!probe) return false;
+  EVP_PKEY_free(probe);
   pk->pk_info = &adopted_info;
   return true;
 }

@@ -24,9 +24,10 @@
 #include <mbedtls/pk.h>
 
 /* Makes |pk|'s signatures and verifications go through libcrypto, if it
- * is an EC key on a curve libcrypto has (P-256, P-384, P-521). Returns
- * true if |pk| is adopted (now or already), false if it stays as it was
- * (another key type or curve). The key stays owned by its caller and is
+ * is an EC key on P-256, P-384 or P-521 that libcrypto takes (its
+ * private scalar too when it has one). Returns true if |pk| is adopted
+ * (now or already), false if it stays as it was (another key type or
+ * curve, or refused by libcrypto). The key stays owned by its caller and is
  * freed with mbedtls_pk_free() as before.
  *
  * mbedtls_pk_check_pair() refuses two keys with different tables: check
