@@ -8,12 +8,24 @@
 #include <mbedtls/ecdsa.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/pk_internal.h>
+#include <mbedtls/platform.h>
 #include <mbedtls/platform_util.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
 static mbedtls_pk_info_t adopted_info;
+
+/* An adopted key's context: mbedtls's keypair first, since every entry of
+ * the EC table reads the context as one (and so does mbedtls_pk_ec()),
+ * then libcrypto's copy of the key, made once at adoption: importing a
+ * key builds its curve's group, which cost about as much as the
+ * verification itself when done per operation. */
+typedef struct adopted_key {
+  mbedtls_ecp_keypair kp;
+  EVP_PKEY *evp; /* owned; NULL for a key set up empty (adopted_alloc) */
+} adopted_key_t;
+
 static pthread_once_t adopted_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t n_signs, n_verifies, n_refused;
 
@@ -83,12 +95,12 @@ static int adopted_verify(void *ctx, mbedtls_md_type_t md_alg,
                           const unsigned char *sig, size_t sig_len) {
   (void)md_alg; /* ECDSA signs the digest itself, whatever made it */
   atomic_fetch_add_explicit(&n_verifies, 1, memory_order_relaxed);
-  EVP_PKEY *key = to_evp(ctx, false);
-  EVP_PKEY_CTX *vc = key ? EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL) : NULL;
+  const adopted_key_t *a = ctx;
+  EVP_PKEY_CTX *vc =
+      a->evp ? EVP_PKEY_CTX_new_from_pkey(NULL, a->evp, NULL) : NULL;
   bool ok = vc && EVP_PKEY_verify_init(vc) == 1 &&
             EVP_PKEY_verify(vc, sig, sig_len, hash, hash_len) == 1;
   EVP_PKEY_CTX_free(vc);
-  EVP_PKEY_free(key);
   if (ok) return 0;
   atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
   return MBEDTLS_ERR_ECP_VERIFY_FAILED;
@@ -107,25 +119,43 @@ static int adopted_sign(void *ctx, mbedtls_md_type_t md_alg,
   (void)f_rng;
   (void)p_rng;
   atomic_fetch_add_explicit(&n_signs, 1, memory_order_relaxed);
-  EVP_PKEY *key = to_evp(ctx, true);
-  EVP_PKEY_CTX *sc = key ? EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL) : NULL;
+  const adopted_key_t *a = ctx;
+  EVP_PKEY_CTX *sc =
+      a->evp ? EVP_PKEY_CTX_new_from_pkey(NULL, a->evp, NULL) : NULL;
   unsigned char out[256];
   size_t out_len = sizeof(out);
   bool ok = sc && EVP_PKEY_sign_init(sc) == 1 &&
             EVP_PKEY_sign(sc, out, &out_len, hash, hash_len) == 1 &&
             out_len <= MBEDTLS_ECDSA_MAX_LEN;
   EVP_PKEY_CTX_free(sc);
-  EVP_PKEY_free(key);
   if (!ok) return MBEDTLS_ERR_PK_HW_ACCEL_FAILED;
   memcpy(sig, out, out_len);
   *sig_len = out_len;
   return 0;
 }
 
+/* The table's allocation entry, for mbedtls_pk_setup() with this table
+ * (tracegate never calls it so): an empty key with no libcrypto copy,
+ * whose signatures and verifications then fail. */
+static void *adopted_alloc(void) {
+  adopted_key_t *a = mbedtls_calloc(1, sizeof(*a));
+  if (a) mbedtls_ecp_keypair_init(&a->kp);
+  return a;
+}
+
+static void adopted_free(void *ctx) {
+  adopted_key_t *a = ctx;
+  EVP_PKEY_free(a->evp);
+  mbedtls_ecp_keypair_free(&a->kp);
+  mbedtls_free(a);
+}
+
 static void adopted_info_init(void) {
   adopted_info = *mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY);
   adopted_info.verify_func = adopted_verify;
   adopted_info.sign_func = adopted_sign;
+  adopted_info.ctx_alloc_func = adopted_alloc;
+  adopted_info.ctx_free_func = adopted_free;
 #if defined(MBEDTLS_ECDSA_C) && defined(MBEDTLS_ECP_RESTARTABLE)
   /* Restartable operations would bypass the two above. */
   adopted_info.verify_rs_func = NULL;
@@ -140,10 +170,19 @@ bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk) {
   /* A key this libcrypto refuses (a curve left out of its build, say)
    * stays with mbedtls, as a session whose cipher libcrypto lacks keeps
    * mbedtls's records (tls/handoff.h). */
-  const mbedtls_ecp_keypair *kp = mbedtls_pk_ec(*pk);
-  EVP_PKEY *probe = to_evp(kp, mbedtls_mpi_cmp_int(&kp->d, 0) != 0);
-  if (!probe) return false;
-  EVP_PKEY_free(probe);
+  mbedtls_ecp_keypair *kp = mbedtls_pk_ec(*pk);
+  adopted_key_t *a = mbedtls_calloc(1, sizeof(*a));
+  if (!a) return false;
+  a->evp = to_evp(kp, mbedtls_mpi_cmp_int(&kp->d, 0) != 0);
+  if (!a->evp) {
+    mbedtls_free(a);
+    return false;
+  }
+  /* The keypair moves into |a| (its numbers' storage with it); the EC
+   * table's context, allocated by mbedtls, is freed empty. */
+  a->kp = *kp;
+  mbedtls_free(kp);
+  pk->pk_ctx = a;
   pk->pk_info = &adopted_info;
   return true;
 }

@@ -11,10 +11,12 @@
  * mbedtls reaches a key's operations through its mbedtls_pk_info_t, a
  * table of functions (pk_internal.h, installed with mbedtls 2.x and meant
  * for alternative key implementations: mbedtls_pk_setup() takes one). An
- * adopted key keeps its mbedtls_ecp_keypair and every entry of the EC
- * table but two: sign and verify, which hand the key and the digest to
- * libcrypto. Parsing, pair checks, freeing and the ECDHE exchange stay
- * with mbedtls. Only tls/session.c uses it. */
+ * adopted key keeps its mbedtls_ecp_keypair, next to libcrypto's copy of
+ * the key made at adoption, and every entry of the EC table but sign and
+ * verify, which hand the digest to libcrypto's copy (and the context's
+ * allocation and freeing, which know of the copy). Parsing and pair checks
+ * stay with mbedtls; the ECDHE exchange is tls/x25519.h's. Only
+ * tls/session.c uses it. */
 #ifndef TRACEGATE_TLS_ECDSA_H
 #define TRACEGATE_TLS_ECDSA_H
 
