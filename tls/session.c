@@ -27,6 +27,7 @@
 #include <mbedtls/x509_crt.h>
 
 #include "tls/ecdsa.h"
+#include "tls/x25519.h"
 #include "tls/handoff.h"
 #include "tracegate/error.h"
 
@@ -65,6 +66,8 @@ struct tg_tls_config {
   /* The handshake's ECDSA by libcrypto (tls/ecdsa.h): the own key and the
    * CA keys are adopted at load time, the peer's in note_verify. */
   bool libcrypto_signatures;
+  /* The handshake's X25519 by libcrypto (tls/x25519.h). */
+  bool libcrypto_key_exchange;
 };
 
 struct tg_tls_session {
@@ -465,6 +468,7 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   rv = setup_tickets(cfg, o, err, errlen);
   if (rv) goto fail;
   cfg->handoff = !o->mbedtls_records;
+  cfg->libcrypto_key_exchange = !o->mbedtls_key_exchange;
   if (cfg->handoff)
     mbedtls_ssl_conf_export_keys_ext_cb(&cfg->conf, export_keys, cfg);
   if (o->server && o->client_auth == TG_TLS_CLIENT_CERT_NONE)
@@ -821,7 +825,9 @@ int tg_tls_handshake(tg_tls_session_t *s) {
   if (s->done) return 0;
   if (s->dead) return s->dead;
   s->cfg->in_handshake = s;
+  if (s->cfg->libcrypto_key_exchange) tg_tls_x25519_enter();
   int ret = mbedtls_ssl_handshake(&s->ssl);
+  if (s->cfg->libcrypto_key_exchange) tg_tls_x25519_leave();
   s->cfg->in_handshake = NULL;
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
     return -EAGAIN;

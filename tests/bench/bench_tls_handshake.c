@@ -1,6 +1,8 @@
 /* bench_tls_handshake: what one TLS handshake costs each end, with the
- * ECDSA signatures made and checked by libcrypto (tls/ecdsa.h, the
- * default) against mbedtls 2.28's own ECDSA, the same-run baseline.
+ * ECDSA signatures made and checked by libcrypto (tls/ecdsa.h) and the
+ * X25519 multiplications of the ECDHE made by libcrypto (tls/x25519.h),
+ * both the default, against mbedtls 2.28 doing one or both, the same-run
+ * baselines.
  *
  * Server and client (deploy/certs/tg-certs: P-256 keys, one CA) talk
  * through memory in one thread, no socket: the figures are CPU time in
@@ -19,6 +21,7 @@
 #include "bench_children.h"
 #include "tls/ecdsa.h"
 #include "tls/session.h"
+#include "tls/x25519.h"
 #include "tls_pair.h"
 #include "tracegate/error.h"
 
@@ -26,6 +29,7 @@ typedef struct figures {
   unsigned n;
   double client_ms, server_ms; /* CPU per handshake */
   double signs, verifies;      /* libcrypto operations per handshake */
+  double x25519;               /* libcrypto X25519 per handshake */
 } figures_t;
 
 /* One handshake, resumed from |saved| when given; when |save|, the
@@ -65,6 +69,7 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
     return -1;
   s_ns = c_ns = 0;
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  tg_tls_x25519_counts_t kx_before = tg_tls_x25519_counts();
   unsigned n = 0;
   for (double end = bench_now_ms() + seconds * 1e3;
        n < 5 || bench_now_ms() < end; n++)
@@ -74,6 +79,8 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
     }
   free(saved);
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  tg_tls_x25519_counts_t kx_after = tg_tls_x25519_counts();
+  f->x25519 = (double)(kx_after.by_libcrypto - kx_before.by_libcrypto) / n;
   f->n = n;
   f->client_ms = (double)c_ns / n / 1e6;
   f->server_ms = (double)s_ns / n / 1e6;
@@ -84,11 +91,14 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
 
 static void print(const char *what, const figures_t *f) {
   printf(
-      "  %-34s %5u   client %6.3f ms  server %6.3f ms  both %6.3f ms"
-      "   libcrypto: %.0f signatures, %.0f verifications\n",
+      "  %-36s %5u   client %6.3f ms  server %6.3f ms  both %6.3f ms"
+      "   libcrypto: %.0f signatures, %.0f verifications, %.0f X25519\n",
       what, f->n, f->client_ms, f->server_ms, f->client_ms + f->server_ms,
-      f->signs, f->verifies);
+      f->signs, f->verifies, f->x25519);
 }
+
+/* The variants, each with its server and client configuration. */
+enum { ALL_LIBCRYPTO, KX_BY_MBEDTLS, ALL_MBEDTLS, VARIANTS };
 
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 2.0;
@@ -101,35 +111,43 @@ int main(int argc, char **argv) {
   if (bench_tempdir(dir, sizeof(dir), "hs") != 0 ||
       bench_certs(dir, "relay.test", "alice") != 0)
     return 1;
-  tg_tls_config_t *cfg[2][2] = {{0}}; /* [mbedtls_signatures][server] */
-  for (int m = 0; m < 2; m++)
+  tg_tls_config_t *cfg[VARIANTS][2] = {{0}}; /* [variant][server] */
+  for (int v = 0; v < VARIANTS; v++)
     for (int srv = 0; srv < 2; srv++)
-      if (!(cfg[m][srv] = tls_pair_config(
-                dir, srv, (tg_tls_opts_t){.mbedtls_signatures = m})))
+      if (!(cfg[v][srv] = tls_pair_config(
+                dir, srv,
+                (tg_tls_opts_t){.mbedtls_signatures = v == ALL_MBEDTLS,
+                                .mbedtls_key_exchange = v != ALL_LIBCRYPTO})))
         return 1;
 
-  figures_t lib, mbed, resumed;
-  if (run(cfg[0][1], cfg[0][0], false, seconds, &lib) ||
-      run(cfg[1][1], cfg[1][0], false, seconds, &mbed) ||
-      run(cfg[0][1], cfg[0][0], true, seconds, &resumed))
+  figures_t lib, kx_mbed, mbed, resumed;
+  if (run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], false, seconds,
+          &lib) ||
+      run(cfg[KX_BY_MBEDTLS][1], cfg[KX_BY_MBEDTLS][0], false, seconds,
+          &kx_mbed) ||
+      run(cfg[ALL_MBEDTLS][1], cfg[ALL_MBEDTLS][0], false, seconds, &mbed) ||
+      run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], true, seconds,
+          &resumed))
     return 1;
   printf(
       "bench_tls_handshake: TLS 1.2 handshakes through memory, one "
-      "thread, P-256 certificates, %.1f s each\n",
+      "thread, P-256 certificates, x25519 ECDHE, %.1f s each\n",
       seconds);
-  printf("  %-34s %5s   CPU per handshake at each end\n", "", "n");
-  print("full, ECDSA by libcrypto", &lib);
-  print("full, ECDSA by mbedtls (baseline)", &mbed);
+  printf("  %-36s %5s   CPU per handshake at each end\n", "", "n");
+  print("full, ECDSA and X25519 by libcrypto", &lib);
+  print("full, X25519 by mbedtls (baseline)", &kx_mbed);
+  print("full, all by mbedtls (baseline)", &mbed);
   print("resumed (ticket)", &resumed);
   printf(
-      "  full handshake, libcrypto's ECDSA: %.2fx faster at the client, "
-      "%.2fx at the server\n",
-      mbed.client_ms / lib.client_ms, mbed.server_ms / lib.server_ms);
+      "  full handshake: %.2fx faster at the client than with mbedtls's "
+      "X25519, %.2fx than with mbedtls alone (server: %.2fx, %.2fx)\n",
+      kx_mbed.client_ms / lib.client_ms, mbed.client_ms / lib.client_ms,
+      kx_mbed.server_ms / lib.server_ms, mbed.server_ms / lib.server_ms);
   printf(
       "  a collector opening 1000 hosts: %.2f s of client CPU (mbedtls's "
-      "ECDSA: %.2f s; resumed: %.2f s)\n",
-      lib.client_ms, mbed.client_ms, resumed.client_ms);
-  for (int m = 0; m < 2; m++)
-    for (int srv = 0; srv < 2; srv++) tg_tls_config_free(cfg[m][srv]);
+      "X25519: %.2f s; mbedtls alone: %.2f s; resumed: %.2f s)\n",
+      lib.client_ms, kx_mbed.client_ms, mbed.client_ms, resumed.client_ms);
+  for (int v = 0; v < VARIANTS; v++)
+    for (int srv = 0; srv < 2; srv++) tg_tls_config_free(cfg[v][srv]);
   return 0;
 }

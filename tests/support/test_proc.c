@@ -167,3 +167,12 @@ int tg_test_certs(const char *dir, const char *args) {
   }
   return 0;
 }
+
+int tg_test_pki(char *out, size_t cap, const char *tag) {
+  if (tg_test_mkdtemp(out, cap, tag) < 0) return -1;
+  if (tg_test_certs(out, "ca pki") ||
+      tg_test_certs(out, "host pki relay.test") ||
+      tg_test_certs(out, "client pki alice"))
+    return -1;
+  return 0;
+}

@@ -72,4 +72,9 @@ int tg_test_rm_rf(const char *path);
  * 0 or -1 (tool failed; its status is printed). */
 int tg_test_certs(const char *dir, const char *args);
 
+/* A fresh directory (as tg_test_mkdtemp) holding a CA, the host certificate
+ * of relay.test and the client certificate of alice, in |out|/pki: what
+ * the TLS tests talk with. Returns 0 or -1. */
+int tg_test_pki(char *out, size_t cap, const char *tag);
+
 #endif /* TRACEGATE_TESTS_TEST_PROC_H */

@@ -41,12 +41,8 @@ static int group_setup(void **state) {
   if (mbedtls_ctr_drbg_seed(&g_drbg, mbedtls_entropy_func, &g_entropy, NULL,
                             0) != 0)
     return -1;
-  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "tlsec") < 0 ||
-      tg_test_mkdtemp(g_impostor, sizeof(g_impostor), "tlsec-imp") < 0)
-    return -1;
-  if (tg_test_certs(g_dir, "ca pki") ||
-      tg_test_certs(g_dir, "host pki relay.test") ||
-      tg_test_certs(g_dir, "client pki alice") ||
+  if (tg_test_pki(g_dir, sizeof(g_dir), "tlsec") < 0 ||
+      tg_test_mkdtemp(g_impostor, sizeof(g_impostor), "tlsec-imp") < 0 ||
       tg_test_certs(g_impostor, "ca pki"))
     return -1;
   return 0;

@@ -35,12 +35,7 @@ static const char *const k_suites[] = {
 
 static int group_setup(void **state) {
   (void)state;
-  if (tg_test_mkdtemp(g_dir, sizeof(g_dir), "tlsho") < 0) return -1;
-  if (tg_test_certs(g_dir, "ca pki") ||
-      tg_test_certs(g_dir, "host pki relay.test") ||
-      tg_test_certs(g_dir, "client pki alice"))
-    return -1;
-  return 0;
+  return tg_test_pki(g_dir, sizeof(g_dir), "tlsho");
 }
 
 static int group_teardown(void **state) {
