@@ -39,22 +39,16 @@ static int one(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
                const uint8_t *saved, size_t saved_len, uint8_t **save,
                size_t *save_len, uint64_t *s_ns, uint64_t *c_ns) {
   tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
-  int rv = tg_tls_session_new(scfg, NULL, 0, &p.s);
-  if (!rv) rv = tg_tls_session_new(ccfg, "relay.test", 0, &p.c);
-  if (!rv && saved) rv = tg_tls_session_offer(p.c, saved, saved_len);
+  int rv = tls_pair_open(&p, saved, saved_len);
   if (!rv) rv = tls_pair_handshake(&p);
   if (!rv && saved && !tg_tls_session_resumed(p.c)) rv = -EPROTO;
-  if (!rv && save) {
-    uint64_t expires = 0;
-    rv = tg_tls_session_save(p.c, save, save_len, &expires);
-  }
   if (rv)
     fprintf(stderr, "handshake: %s: %s\n", tg_strerror(rv),
             p.c ? tg_tls_last_error(p.c) : "");
   *s_ns += p.s_cpu_ns;
   *c_ns += p.c_cpu_ns;
-  tg_tls_session_free(p.s);
-  tg_tls_session_free(p.c);
+  int closed = tls_pair_close(&p, rv ? NULL : save, save_len);
+  if (!rv) rv = closed;
   return rv;
 }
 
@@ -121,8 +115,7 @@ int main(int argc, char **argv) {
         return 1;
 
   figures_t lib, kx_mbed, mbed, resumed;
-  if (run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], false, seconds,
-          &lib) ||
+  if (run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], false, seconds, &lib) ||
       run(cfg[KX_BY_MBEDTLS][1], cfg[KX_BY_MBEDTLS][0], false, seconds,
           &kx_mbed) ||
       run(cfg[ALL_MBEDTLS][1], cfg[ALL_MBEDTLS][0], false, seconds, &mbed) ||

@@ -18,9 +18,7 @@
 
 #include <cmocka.h>
 
-#include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdsa.h>
-#include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 
 #include "test_proc.h"
@@ -31,16 +29,9 @@
 
 static char g_dir[128];      /* pki: the CA, relay.test, alice */
 static char g_impostor[128]; /* pki: another CA with the same name */
-static mbedtls_entropy_context g_entropy;
-static mbedtls_ctr_drbg_context g_drbg;
 
 static int group_setup(void **state) {
   (void)state;
-  mbedtls_entropy_init(&g_entropy);
-  mbedtls_ctr_drbg_init(&g_drbg);
-  if (mbedtls_ctr_drbg_seed(&g_drbg, mbedtls_entropy_func, &g_entropy, NULL,
-                            0) != 0)
-    return -1;
   if (tg_test_pki(g_dir, sizeof(g_dir), "tlsec") < 0 ||
       tg_test_mkdtemp(g_impostor, sizeof(g_impostor), "tlsec-imp") < 0 ||
       tg_test_certs(g_impostor, "ca pki"))
@@ -50,8 +41,6 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
   (void)state;
-  mbedtls_ctr_drbg_free(&g_drbg);
-  mbedtls_entropy_free(&g_entropy);
   int a = tg_test_rm_rf(g_dir), b = tg_test_rm_rf(g_impostor);
   return a == 0 && b == 0 ? 0 : -1;
 }
@@ -64,9 +53,8 @@ static bool key_pair(mbedtls_ecp_group_id grp, mbedtls_pk_context *native,
   mbedtls_pk_init(adopted);
   assert_int_equal(
       mbedtls_pk_setup(native, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)), 0);
-  assert_int_equal(mbedtls_ecp_gen_key(grp, mbedtls_pk_ec(*native),
-                                       mbedtls_ctr_drbg_random, &g_drbg),
-                   0);
+  assert_int_equal(
+      mbedtls_ecp_gen_key(grp, mbedtls_pk_ec(*native), tls_pair_rng, NULL), 0);
   unsigned char der[512];
   int len = mbedtls_pk_write_key_der(native, der, sizeof(der));
   assert_true(len > 0);
@@ -82,9 +70,9 @@ static void fill(unsigned char *b, size_t n, unsigned seed) {
 
 static int sign(mbedtls_pk_context *k, const unsigned char *hash,
                 size_t hash_len, unsigned char *sig, size_t *sig_len) {
-  return mbedtls_pk_sign(
-      k, hash_len == 48 ? MBEDTLS_MD_SHA384 : MBEDTLS_MD_SHA256, hash, hash_len,
-      sig, sig_len, mbedtls_ctr_drbg_random, &g_drbg);
+  return mbedtls_pk_sign(k,
+                         hash_len == 48 ? MBEDTLS_MD_SHA384 : MBEDTLS_MD_SHA256,
+                         hash, hash_len, sig, sig_len, tls_pair_rng, NULL);
 }
 
 static int verify(mbedtls_pk_context *k, const unsigned char *hash,
@@ -212,9 +200,7 @@ static uint8_t *handshake_counts(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
                                  uint64_t signs, uint64_t verifies,
                                  size_t *out_len) {
   tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
-  assert_int_equal(tg_tls_session_new(scfg, NULL, 0, &p.s), 0);
-  assert_int_equal(tg_tls_session_new(ccfg, "relay.test", 0, &p.c), 0);
-  if (saved) assert_int_equal(tg_tls_session_offer(p.c, saved, saved_len), 0);
+  assert_int_equal(tls_pair_open(&p, saved, saved_len), 0);
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
   assert_int_equal(tls_pair_handshake(&p), 0);
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
@@ -223,10 +209,7 @@ static uint8_t *handshake_counts(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
   assert_int_equal(after.verifies - before.verifies, verifies);
   assert_int_equal(after.refused, before.refused);
   uint8_t *out = NULL;
-  uint64_t expires = 0;
-  assert_int_equal(tg_tls_session_save(p.c, &out, out_len, &expires), 0);
-  tg_tls_session_free(p.s);
-  tg_tls_session_free(p.c);
+  assert_int_equal(tls_pair_close(&p, &out, out_len), 0);
   return out;
 }
 
@@ -281,15 +264,13 @@ static void an_impostor_ca_of_the_same_name_is_refused(void **state) {
   tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
   tg_tls_config_t *c = config(false, (tg_tls_opts_t){.ca_file = ca});
   tls_pair_t p = {.scfg = s, .ccfg = c};
-  assert_int_equal(tg_tls_session_new(s, NULL, 0, &p.s), 0);
-  assert_int_equal(tg_tls_session_new(c, "relay.test", 0, &p.c), 0);
+  assert_int_equal(tls_pair_open(&p, NULL, 0), 0);
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
   assert_int_not_equal(tls_pair_handshake(&p), 0);
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
   assert_int_equal(after.refused - before.refused, 1);
   assert_non_null(strstr(tg_tls_last_error(p.c), "not correctly signed"));
-  tg_tls_session_free(p.s);
-  tg_tls_session_free(p.c);
+  tls_pair_close(&p, NULL, NULL);
   tg_tls_config_free(s);
   tg_tls_config_free(c);
 }

@@ -62,9 +62,7 @@ static void pair_open_on(tls_pair_t *p, tg_tls_config_t *scfg,
   memset(p, 0, sizeof(*p));
   p->scfg = scfg;
   p->ccfg = ccfg;
-  assert_int_equal(tg_tls_session_new(p->scfg, NULL, 0, &p->s), 0);
-  assert_int_equal(tg_tls_session_new(p->ccfg, "relay.test", 0, &p->c), 0);
-  if (saved) assert_int_equal(tg_tls_session_offer(p->c, saved, saved_len), 0);
+  assert_int_equal(tls_pair_open(p, saved, saved_len), 0);
   assert_int_equal(tls_pair_handshake(p), 0);
   assert_string_equal(tg_tls_ciphersuite(p->s), suite);
   assert_string_equal(tg_tls_records(p->s), srv_mbed ? "mbedtls" : "libcrypto");
@@ -79,13 +77,8 @@ static void pair_open(tls_pair_t *p, bool srv_mbed, bool cli_mbed,
                srv_mbed, cli_mbed, suite, NULL, 0);
 }
 
-static void pair_close_sessions(tls_pair_t *p) {
-  tg_tls_session_free(p->s);
-  tg_tls_session_free(p->c);
-}
-
 static void pair_close(tls_pair_t *p) {
-  pair_close_sessions(p);
+  tls_pair_close(p, NULL, NULL);
   tg_tls_config_free(p->scfg);
   tg_tls_config_free(p->ccfg);
 }
@@ -164,7 +157,7 @@ static void interop(bool srv_mbed, bool cli_mbed) {
     uint64_t expires = 0;
     assert_int_equal(tg_tls_session_save(p.c, &saved, &saved_len, &expires), 0);
     close_notify_reaches(p.s, p.c);
-    pair_close_sessions(&p);
+    tls_pair_close(&p, NULL, NULL);
 
     /* The same server config: it holds the ticket key. */
     pair_open_on(&p, p.scfg, p.ccfg, srv_mbed, cli_mbed, k_suites[i], saved,

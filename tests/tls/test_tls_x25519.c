@@ -19,9 +19,7 @@
 
 #include <cmocka.h>
 
-#include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdh.h>
-#include <mbedtls/entropy.h>
 
 #include "test_proc.h"
 #include "tls/session.h"
@@ -30,23 +28,14 @@
 #include "tracegate/error.h"
 
 static char g_dir[128]; /* pki: the CA, relay.test, alice */
-static mbedtls_entropy_context g_entropy;
-static mbedtls_ctr_drbg_context g_drbg;
 
 static int group_setup(void **state) {
   (void)state;
-  mbedtls_entropy_init(&g_entropy);
-  mbedtls_ctr_drbg_init(&g_drbg);
-  if (mbedtls_ctr_drbg_seed(&g_drbg, mbedtls_entropy_func, &g_entropy, NULL,
-                            0) != 0)
-    return -1;
   return tg_test_pki(g_dir, sizeof(g_dir), "tlsx");
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  mbedtls_ctr_drbg_free(&g_drbg);
-  mbedtls_entropy_free(&g_entropy);
   return tg_test_rm_rf(g_dir) == 0 ? 0 : -1;
 }
 
@@ -54,7 +43,7 @@ static int group_teardown(void **state) {
 static int mul(mbedtls_ecp_group *grp, bool libcrypto, mbedtls_ecp_point *R,
                const mbedtls_mpi *m, const mbedtls_ecp_point *P) {
   if (libcrypto) tg_tls_x25519_enter();
-  int ret = mbedtls_ecp_mul(grp, R, m, P, mbedtls_ctr_drbg_random, &g_drbg);
+  int ret = mbedtls_ecp_mul(grp, R, m, P, tls_pair_rng, NULL);
   if (libcrypto) tg_tls_x25519_leave();
   return ret;
 }
@@ -83,32 +72,53 @@ static int both_ways(mbedtls_ecp_group *grp, const mbedtls_mpi *m,
   return ra;
 }
 
+/* Curve25519 with a private key and a coordinate to fill, per test. */
+typedef struct curve {
+  mbedtls_ecp_group grp;
+  mbedtls_mpi d, x;
+} curve_t;
+
+static int curve_setup(void **state) {
+  curve_t *cv = calloc(1, sizeof(*cv));
+  if (!cv) return -1;
+  mbedtls_ecp_group_init(&cv->grp);
+  mbedtls_mpi_init(&cv->d);
+  mbedtls_mpi_init(&cv->x);
+  *state = cv;
+  return mbedtls_ecp_group_load(&cv->grp, MBEDTLS_ECP_DP_CURVE25519) == 0 ? 0
+                                                                          : -1;
+}
+
+static int curve_teardown(void **state) {
+  curve_t *cv = *state;
+  mbedtls_mpi_free(&cv->d);
+  mbedtls_mpi_free(&cv->x);
+  mbedtls_ecp_group_free(&cv->grp);
+  free(cv);
+  return 0;
+}
+
 /* Fresh private keys against the base point, fresh public keys, values of
  * u at or above p (which both reduce), and the RFC 7748 test vector. */
 static void multiplications_match_mbedtls(void **state) {
-  (void)state;
-  mbedtls_ecp_group grp;
-  mbedtls_ecp_group_init(&grp);
-  assert_int_equal(mbedtls_ecp_group_load(&grp, MBEDTLS_ECP_DP_CURVE25519), 0);
-  mbedtls_mpi d, x;
-  mbedtls_mpi_init(&d);
-  mbedtls_mpi_init(&x);
+  curve_t *cv = *state;
+  mbedtls_ecp_group *grp = &cv->grp;
+  mbedtls_mpi *d = &cv->d, *x = &cv->x;
   tg_tls_x25519_counts_t before = tg_tls_x25519_counts();
   for (int i = 0; i < 40; i++) {
-    assert_int_equal(
-        mbedtls_ecp_gen_privkey(&grp, &d, mbedtls_ctr_drbg_random, &g_drbg), 0);
-    assert_int_equal(both_ways(&grp, &d, &grp.G.X), 0);
+    assert_int_equal(mbedtls_ecp_gen_privkey(grp, d, tls_pair_rng, NULL), 0);
+    assert_int_equal(both_ways(grp, d, &grp->G.X), 0);
     /* A random u: any 255-bit value that is not a low-order point. */
     unsigned char u[32];
-    assert_int_equal(mbedtls_ctr_drbg_random(&g_drbg, u, sizeof(u)), 0);
+    assert_int_equal(tls_pair_rng(NULL, u, sizeof(u)), 0);
     u[31] &= 0x7f;
-    assert_int_equal(mbedtls_mpi_read_binary_le(&x, u, sizeof(u)), 0);
-    assert_int_equal(both_ways(&grp, &d, &x), 0);
+    assert_int_equal(mbedtls_mpi_read_binary_le(x, u, sizeof(u)), 0);
+    assert_int_equal(both_ways(grp, d, x), 0);
   }
   /* u + p, below 2^255 for small u: the same point as u. */
   for (int u = 2; u < 12; u++) {
-    assert_int_equal(mbedtls_mpi_add_int(&x, &grp.P, u), 0);
-    assert_int_equal(both_ways(&grp, &d, &x), 0);
+    assert_int_equal(mbedtls_mpi_add_int(x, &grp->P, u), 0);
+    assert_int_equal(both_ways(grp, d, x), 0);
   }
   tg_tls_x25519_counts_t after = tg_tls_x25519_counts();
   assert_int_equal(after.by_libcrypto - before.by_libcrypto, 40 * 2 + 10);
@@ -127,57 +137,46 @@ static void multiplications_match_mbedtls(void **state) {
   memcpy(k, alice_k, sizeof(k));
   k[0] &= 248; /* clamped as mbedtls keeps its private keys */
   k[31] = (unsigned char)((k[31] & 127) | 64);
-  assert_int_equal(mbedtls_mpi_read_binary_le(&d, k, sizeof(k)), 0);
+  assert_int_equal(mbedtls_mpi_read_binary_le(d, k, sizeof(k)), 0);
   mbedtls_ecp_point R;
   mbedtls_ecp_point_init(&R);
-  assert_int_equal(mul(&grp, true, &R, &d, &grp.G), 0);
+  assert_int_equal(mul(grp, true, &R, d, &grp->G), 0);
   unsigned char got[32];
   assert_int_equal(mbedtls_mpi_write_binary_le(&R.X, got, sizeof(got)), 0);
   assert_memory_equal(got, alice_pub, sizeof(got));
   mbedtls_ecp_point_free(&R);
-  mbedtls_mpi_free(&d);
-  mbedtls_mpi_free(&x);
-  mbedtls_ecp_group_free(&grp);
 }
 
 /* Inputs mbedtls refuses get the same error, and a u with its top bit set
  * (which RFC 7748 drops and mbedtls does not) is left to mbedtls. */
 static void refusals_and_the_top_bit_stay_mbedtls_s(void **state) {
-  (void)state;
-  mbedtls_ecp_group grp;
-  mbedtls_ecp_group_init(&grp);
-  assert_int_equal(mbedtls_ecp_group_load(&grp, MBEDTLS_ECP_DP_CURVE25519), 0);
-  mbedtls_mpi d, x;
-  mbedtls_mpi_init(&d);
-  mbedtls_mpi_init(&x);
-  assert_int_equal(
-      mbedtls_ecp_gen_privkey(&grp, &d, mbedtls_ctr_drbg_random, &g_drbg), 0);
+  curve_t *cv = *state;
+  mbedtls_ecp_group *grp = &cv->grp;
+  mbedtls_mpi *d = &cv->d, *x = &cv->x;
+  assert_int_equal(mbedtls_ecp_gen_privkey(grp, d, tls_pair_rng, NULL), 0);
   tg_tls_x25519_counts_t before = tg_tls_x25519_counts();
   /* Low-order points: 0, 1, p - 1, p, p + 1. */
-  assert_int_equal(mbedtls_mpi_lset(&x, 0), 0);
-  assert_int_not_equal(both_ways(&grp, &d, &x), 0);
-  assert_int_equal(mbedtls_mpi_lset(&x, 1), 0);
-  assert_int_not_equal(both_ways(&grp, &d, &x), 0);
+  assert_int_equal(mbedtls_mpi_lset(x, 0), 0);
+  assert_int_not_equal(both_ways(grp, d, x), 0);
+  assert_int_equal(mbedtls_mpi_lset(x, 1), 0);
+  assert_int_not_equal(both_ways(grp, d, x), 0);
   for (int delta = -1; delta <= 1; delta++) {
-    assert_int_equal(mbedtls_mpi_add_int(&x, &grp.P, delta), 0);
-    assert_int_not_equal(both_ways(&grp, &d, &x), 0);
+    assert_int_equal(mbedtls_mpi_add_int(x, &grp->P, delta), 0);
+    assert_int_not_equal(both_ways(grp, d, x), 0);
   }
   /* A scalar that is not clamped. */
   mbedtls_mpi bad;
   mbedtls_mpi_init(&bad);
-  assert_int_equal(mbedtls_mpi_add_int(&bad, &d, 1), 0);
-  assert_int_not_equal(both_ways(&grp, &bad, &grp.G.X), 0);
+  assert_int_equal(mbedtls_mpi_add_int(&bad, d, 1), 0);
+  assert_int_not_equal(both_ways(grp, &bad, &grp->G.X), 0);
   mbedtls_mpi_free(&bad);
   /* The top bit: 2^255 + 9 is 28 mod p for mbedtls, 9 for RFC 7748. */
-  assert_int_equal(mbedtls_mpi_lset(&x, 9), 0);
-  assert_int_equal(mbedtls_mpi_set_bit(&x, 255, 1), 0);
-  assert_int_equal(both_ways(&grp, &d, &x), 0);
+  assert_int_equal(mbedtls_mpi_lset(x, 9), 0);
+  assert_int_equal(mbedtls_mpi_set_bit(x, 255, 1), 0);
+  assert_int_equal(both_ways(grp, d, x), 0);
   tg_tls_x25519_counts_t after = tg_tls_x25519_counts();
   assert_int_equal(after.by_libcrypto - before.by_libcrypto, 0);
   assert_int_equal(after.by_mbedtls - before.by_mbedtls, 7);
-  mbedtls_mpi_free(&d);
-  mbedtls_mpi_free(&x);
-  mbedtls_ecp_group_free(&grp);
 }
 
 /* Both ends of an ECDH exchange through mbedtls's own API, one in a scope
@@ -196,23 +195,23 @@ static void an_exchange_agrees_across_the_two(void **state) {
     if (lib_first) tg_tls_x25519_enter();
     assert_int_equal(
         mbedtls_ecdh_make_params(&a, &params_len, params, sizeof(params),
-                                 mbedtls_ctr_drbg_random, &g_drbg),
+                                 tls_pair_rng, NULL),
         0);
     if (lib_first) tg_tls_x25519_leave();
     const unsigned char *p = params;
     assert_int_equal(mbedtls_ecdh_read_params(&b, &p, params + params_len), 0);
     if (!lib_first) tg_tls_x25519_enter();
     assert_int_equal(mbedtls_ecdh_make_public(&b, &pub_len, pub, sizeof(pub),
-                                              mbedtls_ctr_drbg_random, &g_drbg),
+                                              tls_pair_rng, NULL),
                      0);
     assert_int_equal(mbedtls_ecdh_calc_secret(&b, &sb_len, sb, sizeof(sb),
-                                              mbedtls_ctr_drbg_random, &g_drbg),
+                                              tls_pair_rng, NULL),
                      0);
     if (!lib_first) tg_tls_x25519_leave();
     assert_int_equal(mbedtls_ecdh_read_public(&a, pub, pub_len), 0);
     if (lib_first) tg_tls_x25519_enter();
     assert_int_equal(mbedtls_ecdh_calc_secret(&a, &sa_len, sa, sizeof(sa),
-                                              mbedtls_ctr_drbg_random, &g_drbg),
+                                              tls_pair_rng, NULL),
                      0);
     if (lib_first) tg_tls_x25519_leave();
     assert_int_equal(sa_len, sb_len);
@@ -232,9 +231,8 @@ static void *mul_on_another_thread(void *arg) {
   mbedtls_ecp_point Q;
   mbedtls_mpi_init(&d);
   mbedtls_ecp_point_init(&Q);
-  /* g_drbg: the test's thread waits in pthread_join meanwhile. */
-  int ret =
-      mbedtls_ecdh_gen_public(grp, &d, &Q, mbedtls_ctr_drbg_random, &g_drbg);
+  /* tls_pair_rng: the test's thread waits in pthread_join meanwhile. */
+  int ret = mbedtls_ecdh_gen_public(grp, &d, &Q, tls_pair_rng, NULL);
   mbedtls_mpi_free(&d);
   mbedtls_ecp_point_free(&Q);
   return ret == 0 ? grp : NULL;
@@ -259,9 +257,8 @@ static void a_scope_covers_curve25519_on_its_thread_only(void **state) {
   tg_tls_x25519_counts_t c0 = tg_tls_x25519_counts();
   tg_tls_x25519_enter();
   tg_tls_x25519_enter();
-  assert_int_equal(mbedtls_ecdh_gen_public(&p256, &d256, &Q256,
-                                           mbedtls_ctr_drbg_random, &g_drbg),
-                   0);
+  assert_int_equal(
+      mbedtls_ecdh_gen_public(&p256, &d256, &Q256, tls_pair_rng, NULL), 0);
   pthread_t t;
   void *res = NULL;
   assert_int_equal(pthread_create(&t, NULL, mul_on_another_thread, &x25519), 0);
@@ -271,14 +268,12 @@ static void a_scope_covers_curve25519_on_its_thread_only(void **state) {
   assert_int_equal(c1.by_libcrypto, c0.by_libcrypto);
   assert_int_equal(c1.by_mbedtls, c0.by_mbedtls);
   tg_tls_x25519_leave(); /* still inside the outer scope */
-  assert_int_equal(mbedtls_ecdh_gen_public(&x25519, &d, &Q,
-                                           mbedtls_ctr_drbg_random, &g_drbg),
+  assert_int_equal(mbedtls_ecdh_gen_public(&x25519, &d, &Q, tls_pair_rng, NULL),
                    0);
   tg_tls_x25519_counts_t c2 = tg_tls_x25519_counts();
   assert_int_equal(c2.by_libcrypto - c1.by_libcrypto, 1);
   tg_tls_x25519_leave();
-  assert_int_equal(mbedtls_ecdh_gen_public(&x25519, &d, &Q,
-                                           mbedtls_ctr_drbg_random, &g_drbg),
+  assert_int_equal(mbedtls_ecdh_gen_public(&x25519, &d, &Q, tls_pair_rng, NULL),
                    0);
   tg_tls_x25519_counts_t c3 = tg_tls_x25519_counts();
   assert_int_equal(c3.by_libcrypto, c2.by_libcrypto);
@@ -304,9 +299,7 @@ static uint8_t *handshake_counts(tg_tls_config_t *s, tg_tls_config_t *c,
                                  const uint8_t *saved, size_t saved_len,
                                  uint64_t want, size_t *out_len) {
   tls_pair_t p = {.scfg = s, .ccfg = c};
-  assert_int_equal(tg_tls_session_new(s, NULL, 0, &p.s), 0);
-  assert_int_equal(tg_tls_session_new(c, "relay.test", 0, &p.c), 0);
-  if (saved) assert_int_equal(tg_tls_session_offer(p.c, saved, saved_len), 0);
+  assert_int_equal(tls_pair_open(&p, saved, saved_len), 0);
   tg_tls_x25519_counts_t before = tg_tls_x25519_counts();
   assert_int_equal(tls_pair_handshake(&p), 0);
   tg_tls_x25519_counts_t after = tg_tls_x25519_counts();
@@ -316,10 +309,7 @@ static uint8_t *handshake_counts(tg_tls_config_t *s, tg_tls_config_t *c,
    * shared secret: the two ends derived the same one. */
   assert_int_equal(tg_tls_session_resumed(p.c), saved != NULL);
   uint8_t *out = NULL;
-  uint64_t expires = 0;
-  assert_int_equal(tg_tls_session_save(p.c, &out, out_len, &expires), 0);
-  tg_tls_session_free(p.s);
-  tg_tls_session_free(p.c);
+  assert_int_equal(tls_pair_close(&p, &out, out_len), 0);
   return out;
 }
 
@@ -345,8 +335,10 @@ static void handshakes_exchange_keys_through_libcrypto(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(multiplications_match_mbedtls),
-      cmocka_unit_test(refusals_and_the_top_bit_stay_mbedtls_s),
+      cmocka_unit_test_setup_teardown(multiplications_match_mbedtls,
+                                      curve_setup, curve_teardown),
+      cmocka_unit_test_setup_teardown(refusals_and_the_top_bit_stay_mbedtls_s,
+                                      curve_setup, curve_teardown),
       cmocka_unit_test(an_exchange_agrees_across_the_two),
       cmocka_unit_test(a_scope_covers_curve25519_on_its_thread_only),
       cmocka_unit_test(handshakes_exchange_keys_through_libcrypto),

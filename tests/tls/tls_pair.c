@@ -2,11 +2,34 @@
 #include "tls_pair.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+
 #include "common/buf.h"
 #include "tracegate/error.h"
+
+static mbedtls_entropy_context rng_entropy;
+static mbedtls_ctr_drbg_context rng_drbg;
+static pthread_once_t rng_once = PTHREAD_ONCE_INIT;
+static int rng_seeded; /* 0 or the seeding's error */
+
+static void rng_seed(void) {
+  mbedtls_entropy_init(&rng_entropy);
+  mbedtls_ctr_drbg_init(&rng_drbg);
+  rng_seeded = mbedtls_ctr_drbg_seed(&rng_drbg, mbedtls_entropy_func,
+                                     &rng_entropy, NULL, 0);
+}
+
+int tls_pair_rng(void *ctx, unsigned char *out, size_t len) {
+  (void)ctx;
+  pthread_once(&rng_once, rng_seed);
+  if (rng_seeded) return rng_seeded;
+  return mbedtls_ctr_drbg_random(&rng_drbg, out, len);
+}
 
 tg_tls_config_t *tls_pair_config(const char *dir, bool server,
                                  tg_tls_opts_t o) {
@@ -25,6 +48,26 @@ tg_tls_config_t *tls_pair_config(const char *dir, bool server,
   int rv = tg_tls_config_new(&o, &c, err, sizeof(err));
   if (rv) fprintf(stderr, "tg_tls_config_new: %s: %s\n", tg_strerror(rv), err);
   return c;
+}
+
+int tls_pair_open(tls_pair_t *p, const uint8_t *saved, size_t saved_len) {
+  int rv = tg_tls_session_new(p->scfg, NULL, 0, &p->s);
+  if (!rv) rv = tg_tls_session_new(p->ccfg, "relay.test", 0, &p->c);
+  if (!rv && saved) rv = tg_tls_session_offer(p->c, saved, saved_len);
+  return rv;
+}
+
+int tls_pair_close(tls_pair_t *p, uint8_t **save, size_t *save_len) {
+  int rv = 0;
+  if (save) {
+    uint64_t expires = 0;
+    *save = NULL;
+    rv = p->c ? tg_tls_session_save(p->c, save, save_len, &expires) : -EINVAL;
+  }
+  tg_tls_session_free(p->s);
+  tg_tls_session_free(p->c);
+  p->s = p->c = NULL;
+  return rv;
 }
 
 int tls_pair_carry(tg_tls_session_t *from, tg_tls_session_t *to) {

@@ -5,6 +5,7 @@
 #define TRACEGATE_TESTS_TLS_PAIR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tls/session.h"
@@ -22,6 +23,20 @@ typedef struct tls_pair {
  * filled in. NULL, with the reason on stderr, if it is refused. The
  * caller frees it. */
 tg_tls_config_t *tls_pair_config(const char *dir, bool server, tg_tls_opts_t o);
+
+/* An mbedtls random source (f_rng; |ctx| unused) for tests that make
+ * keys: a CTR_DRBG seeded from the system's entropy on first use, for the
+ * process's life. 0, or mbedtls's error if seeding or drawing fails. */
+int tls_pair_rng(void *ctx, unsigned char *out, size_t len);
+
+/* Opens both sessions on |p|'s configs (the client's for relay.test),
+ * the client offering |saved| if given: 0 or the first error. */
+int tls_pair_open(tls_pair_t *p, const uint8_t *saved, size_t saved_len);
+
+/* Saves the client's session into *save (the caller frees it) when |save|
+ * is given, then frees both sessions (not the configs): 0 or the save's
+ * error. */
+int tls_pair_close(tls_pair_t *p, uint8_t **save, size_t *save_len);
 
 /* Moves what |from| wrote into |to|'s input: 0 or tg_tls_feed()'s error. */
 int tls_pair_carry(tg_tls_session_t *from, tg_tls_session_t *to);
