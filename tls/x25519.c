@@ -9,7 +9,9 @@
 #include <mbedtls/bignum.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/platform_util.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 
 #define X25519_BYTES 32
 
@@ -39,27 +41,58 @@ tg_tls_x25519_counts_t tg_tls_x25519_counts(void) {
       .by_mbedtls = atomic_load_explicit(&n_mbedtls, memory_order_relaxed)};
 }
 
+/* A libcrypto X25519 key of the 32-byte |pub|, with the scalar |priv| too
+ * when given. */
+static EVP_PKEY *x25519_key(const unsigned char *priv,
+                            const unsigned char pub[X25519_BYTES]) {
+  OSSL_PARAM params[3];
+  size_t n = 0;
+  if (priv)
+    params[n++] = OSSL_PARAM_construct_octet_string(
+        OSSL_PKEY_PARAM_PRIV_KEY, (void *)priv, X25519_BYTES);
+  params[n++] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY,
+                                                  (void *)pub, X25519_BYTES);
+  params[n] = OSSL_PARAM_construct_end();
+  EVP_PKEY *key = NULL;
+  EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "X25519", NULL);
+  if (!ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
+      EVP_PKEY_fromdata(ctx, &key,
+                        priv ? EVP_PKEY_KEYPAIR : EVP_PKEY_PUBLIC_KEY,
+                        params) != 1)
+    key = NULL;
+  EVP_PKEY_CTX_free(ctx);
+  return key;
+}
+
 /* out = X25519(k, u), all little-endian as RFC 7748 writes them; with
  * u = NULL, the base point's 9: a public key, which libcrypto computes
- * when it takes the private one (one multiplication, not two). False when
- * libcrypto refuses (an all-zero result among others). */
+ * when it takes the private scalar alone. False when libcrypto refuses
+ * (an all-zero result among others).
+ *
+ * For a shared secret, the scalar goes in with a public value beside it:
+ * given none, libcrypto would derive one from the scalar, a whole
+ * multiplication (half of this call's cost, measured) for a number the
+ * derivation never reads: it reads the scalar and the peer's value only.
+ * The key object is this call's alone and freed at its end, so the peer's
+ * |u| stands in. The peer's value is not checked again here: mbedtls
+ * checked it (multiply()). */
 static bool libcrypto_x25519(const unsigned char k[X25519_BYTES],
                              const unsigned char *u,
                              unsigned char out[X25519_BYTES]) {
-  EVP_PKEY *own =
-      EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, k, X25519_BYTES);
   size_t len = X25519_BYTES;
   if (!u) {
+    EVP_PKEY *own =
+        EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, k, X25519_BYTES);
     bool ok = own && EVP_PKEY_get_raw_public_key(own, out, &len) == 1 &&
               len == X25519_BYTES;
     EVP_PKEY_free(own); /* clears its copy of the scalar */
     return ok;
   }
-  EVP_PKEY *peer =
-      EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, u, X25519_BYTES);
-  EVP_PKEY_CTX *ctx = own && peer ? EVP_PKEY_CTX_new(own, NULL) : NULL;
+  EVP_PKEY *own = x25519_key(k, u);
+  EVP_PKEY *peer = own ? x25519_key(NULL, u) : NULL;
+  EVP_PKEY_CTX *ctx = peer ? EVP_PKEY_CTX_new_from_pkey(NULL, own, NULL) : NULL;
   bool ok = ctx && EVP_PKEY_derive_init(ctx) == 1 &&
-            EVP_PKEY_derive_set_peer(ctx, peer) == 1 &&
+            EVP_PKEY_derive_set_peer_ex(ctx, peer, 0) == 1 &&
             EVP_PKEY_derive(ctx, out, &len) == 1 && len == X25519_BYTES;
   EVP_PKEY_CTX_free(ctx);
   EVP_PKEY_free(peer);
