@@ -27,9 +27,11 @@
 #include <mbedtls/x509_crt.h>
 
 #include "tls/ecdsa.h"
+#include "tls/sha256.h"
 #include "tls/x25519.h"
 #include "tls/handoff.h"
 #include "tracegate/error.h"
+#include "common/log.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
 
@@ -469,6 +471,10 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   if (rv) goto fail;
   cfg->handoff = !o->mbedtls_records;
   cfg->libcrypto_key_exchange = !o->mbedtls_key_exchange;
+  /* Every SHA-256 block goes to libcrypto where the build allows it
+   * (tls/sha256.h); said once per config, for whoever debugs the speed. */
+  TG_DEBUG("tls: SHA-256 by %s",
+           tg_tls_sha256_interposed() ? "libcrypto" : "mbedtls");
   if (cfg->handoff)
     mbedtls_ssl_conf_export_keys_ext_cb(&cfg->conf, export_keys, cfg);
   if (o->server && o->client_auth == TG_TLS_CLIENT_CERT_NONE)

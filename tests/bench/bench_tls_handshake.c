@@ -1,8 +1,9 @@
 /* bench_tls_handshake: what one TLS handshake costs each end, with the
- * ECDSA signatures made and checked by libcrypto (tls/ecdsa.h) and the
- * X25519 multiplications of the ECDHE made by libcrypto (tls/x25519.h),
- * both the default, against mbedtls 2.28 doing one or both, the same-run
- * baselines.
+ * ECDSA signatures made and checked by libcrypto (tls/ecdsa.h), the
+ * X25519 multiplications of the ECDHE (tls/x25519.h) and the SHA-256
+ * blocks of the transcript and the PRF (tls/sha256.h) by libcrypto too,
+ * all the default, against mbedtls 2.28 doing them, one more at a time:
+ * the same-run baselines.
  *
  * Server and client (deploy/certs/tg-certs: P-256 keys, one CA) talk
  * through memory in one thread, no socket: the figures are CPU time in
@@ -21,6 +22,7 @@
 #include "bench_children.h"
 #include "tls/ecdsa.h"
 #include "tls/session.h"
+#include "tls/sha256.h"
 #include "tls/x25519.h"
 #include "tls_pair.h"
 #include "tracegate/error.h"
@@ -30,6 +32,7 @@ typedef struct figures {
   double client_ms, server_ms; /* CPU per handshake */
   double signs, verifies;      /* libcrypto operations per handshake */
   double x25519;               /* libcrypto X25519 per handshake */
+  double sha256_blocks;        /* SHA-256 blocks per handshake, both ends */
 } figures_t;
 
 /* One handshake, resumed from |saved| when given; when |save|, the
@@ -64,6 +67,7 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
   s_ns = c_ns = 0;
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
   tg_tls_x25519_counts_t kx_before = tg_tls_x25519_counts();
+  tg_tls_sha256_counts_t sha_before = tg_tls_sha256_counts();
   unsigned n = 0;
   for (double end = bench_now_ms() + seconds * 1e3;
        n < 5 || bench_now_ms() < end; n++)
@@ -74,6 +78,10 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
   free(saved);
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
   tg_tls_x25519_counts_t kx_after = tg_tls_x25519_counts();
+  tg_tls_sha256_counts_t sha_after = tg_tls_sha256_counts();
+  f->sha256_blocks = (double)(sha_after.by_libcrypto + sha_after.by_mbedtls -
+                              sha_before.by_libcrypto - sha_before.by_mbedtls) /
+                     n;
   f->x25519 = (double)(kx_after.by_libcrypto - kx_before.by_libcrypto) / n;
   f->n = n;
   f->client_ms = (double)c_ns / n / 1e6;
@@ -85,14 +93,31 @@ static int run(tg_tls_config_t *scfg, tg_tls_config_t *ccfg, bool resume,
 
 static void print(const char *what, const figures_t *f) {
   printf(
-      "  %-36s %5u   client %6.3f ms  server %6.3f ms  both %6.3f ms"
+      "  %-42s %5u   client %6.3f ms  server %6.3f ms  both %6.3f ms"
       "   libcrypto: %.0f signatures, %.0f verifications, %.0f X25519\n",
       what, f->n, f->client_ms, f->server_ms, f->client_ms + f->server_ms,
       f->signs, f->verifies, f->x25519);
 }
 
-/* The variants, each with its server and client configuration. */
-enum { ALL_LIBCRYPTO, KX_BY_MBEDTLS, ALL_MBEDTLS, VARIANTS };
+/* The variants: what mbedtls does itself in each (the rest is
+ * libcrypto's), cumulative, then resumed handshakes. */
+typedef struct variant {
+  const char *name;
+  bool sha256_by_mbedtls, kx_by_mbedtls, signatures_by_mbedtls, resume;
+} variant_t;
+
+static const variant_t variants[] = {
+    {"full, all by libcrypto", false, false, false, false},
+    {"full, SHA-256 by mbedtls (baseline)", true, false, false, false},
+    {"full, SHA-256, X25519 by mbedtls (baseline)", true, true, false, false},
+    {"full, all by mbedtls (baseline)", true, true, true, false},
+    {"resumed (ticket)", false, false, false, true},
+    {"resumed, SHA-256 by mbedtls (baseline)", true, false, false, true},
+};
+enum { FULL, FULL_SHA_MBED, FULL_KX_MBED, FULL_MBED, RESUMED, RESUMED_SHA_MBED,
+       VARIANTS };
+_Static_assert(sizeof(variants) / sizeof(variants[0]) == VARIANTS,
+               "a name per variant");
 
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 2.0;
@@ -105,42 +130,53 @@ int main(int argc, char **argv) {
   if (bench_tempdir(dir, sizeof(dir), "hs") != 0 ||
       bench_certs(dir, "relay.test", "alice") != 0)
     return 1;
-  tg_tls_config_t *cfg[VARIANTS][2] = {{0}}; /* [variant][server] */
-  for (int v = 0; v < VARIANTS; v++)
+  if (!tg_tls_sha256_interposed())
+    fprintf(stderr, "bench_tls_handshake: mbedtls's SHA-256 is not "
+            "interposed in this build: the SHA-256 rows compare mbedtls "
+            "with itself\n");
+  figures_t f[VARIANTS];
+  for (int v = 0; v < VARIANTS; v++) {
+    const variant_t *var = &variants[v];
+    tg_tls_config_t *cfg[2] = {0}; /* [server] */
     for (int srv = 0; srv < 2; srv++)
-      if (!(cfg[v][srv] = tls_pair_config(
+      if (!(cfg[srv] = tls_pair_config(
                 dir, srv,
-                (tg_tls_opts_t){.mbedtls_signatures = v == ALL_MBEDTLS,
-                                .mbedtls_key_exchange = v != ALL_LIBCRYPTO})))
+                (tg_tls_opts_t){
+                    .mbedtls_signatures = var->signatures_by_mbedtls,
+                    .mbedtls_key_exchange = var->kx_by_mbedtls})))
         return 1;
-
-  figures_t lib, kx_mbed, mbed, resumed;
-  if (run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], false, seconds, &lib) ||
-      run(cfg[KX_BY_MBEDTLS][1], cfg[KX_BY_MBEDTLS][0], false, seconds,
-          &kx_mbed) ||
-      run(cfg[ALL_MBEDTLS][1], cfg[ALL_MBEDTLS][0], false, seconds, &mbed) ||
-      run(cfg[ALL_LIBCRYPTO][1], cfg[ALL_LIBCRYPTO][0], true, seconds,
-          &resumed))
-    return 1;
+    tg_tls_sha256_use_libcrypto(!var->sha256_by_mbedtls);
+    int rv = run(cfg[1], cfg[0], var->resume, seconds, &f[v]);
+    tg_tls_sha256_use_libcrypto(true);
+    for (int srv = 0; srv < 2; srv++) tg_tls_config_free(cfg[srv]);
+    if (rv) return 1;
+  }
   printf(
       "bench_tls_handshake: TLS 1.2 handshakes through memory, one "
       "thread, P-256 certificates, x25519 ECDHE, %.1f s each\n",
       seconds);
-  printf("  %-36s %5s   CPU per handshake at each end\n", "", "n");
-  print("full, ECDSA and X25519 by libcrypto", &lib);
-  print("full, X25519 by mbedtls (baseline)", &kx_mbed);
-  print("full, all by mbedtls (baseline)", &mbed);
-  print("resumed (ticket)", &resumed);
+  printf("  %-42s %5s   CPU per handshake at each end\n", "", "n");
+  for (int v = 0; v < VARIANTS; v++) print(variants[v].name, &f[v]);
+  printf("  SHA-256 blocks per handshake (both ends): full %.0f, resumed %.0f\n",
+         f[FULL].sha256_blocks, f[RESUMED].sha256_blocks);
+  const figures_t *lib = &f[FULL];
   printf(
-      "  full handshake: %.2fx faster at the client than with mbedtls's "
-      "X25519, %.2fx than with mbedtls alone (server: %.2fx, %.2fx)\n",
-      kx_mbed.client_ms / lib.client_ms, mbed.client_ms / lib.client_ms,
-      kx_mbed.server_ms / lib.server_ms, mbed.server_ms / lib.server_ms);
+      "  full handshake at the client: %.2fx faster than with mbedtls's "
+      "SHA-256, %.2fx than with its SHA-256 and X25519, %.2fx than with "
+      "mbedtls alone (server: %.2fx, %.2fx, %.2fx)\n",
+      f[FULL_SHA_MBED].client_ms / lib->client_ms,
+      f[FULL_KX_MBED].client_ms / lib->client_ms,
+      f[FULL_MBED].client_ms / lib->client_ms,
+      f[FULL_SHA_MBED].server_ms / lib->server_ms,
+      f[FULL_KX_MBED].server_ms / lib->server_ms,
+      f[FULL_MBED].server_ms / lib->server_ms);
+  printf("  resumed at the client: %.2fx faster than with mbedtls's SHA-256\n",
+         f[RESUMED_SHA_MBED].client_ms / f[RESUMED].client_ms);
   printf(
       "  a collector opening 1000 hosts: %.2f s of client CPU (mbedtls's "
-      "X25519: %.2f s; mbedtls alone: %.2f s; resumed: %.2f s)\n",
-      lib.client_ms, kx_mbed.client_ms, mbed.client_ms, resumed.client_ms);
-  for (int v = 0; v < VARIANTS; v++)
-    for (int srv = 0; srv < 2; srv++) tg_tls_config_free(cfg[v][srv]);
+      "SHA-256: %.2f s; and its X25519: %.2f s; mbedtls alone: %.2f s; "
+      "resumed: %.2f s)\n",
+      lib->client_ms, f[FULL_SHA_MBED].client_ms, f[FULL_KX_MBED].client_ms,
+      f[FULL_MBED].client_ms, f[RESUMED].client_ms);
   return 0;
 }
