@@ -28,7 +28,9 @@ typedef struct tg_net_dial tg_net_dial_t;
  * tg_net_dial_addr()); it is freed afterwards. */
 typedef void (*tg_net_dial_cb)(tg_net_dial_t *d, int status, int fd);
 
-/* Starts resolving |addr| (copied) on |loop|. |data| is the caller's,
+/* Starts resolving |addr| (copied) on |loop|; an address written as
+ * numbers (IPv4 in any form inet_aton() reads, IPv6 without a scope) is
+ * not resolved but connected to at once, still reported from the loop. |data| is the caller's,
  * returned by tg_net_dial_data(). On success *out is the dial, owned by
  * the dialer until on_dialed returns. Returns -EINVAL, -ENOMEM or a UV_E*
  * from uv_getaddrinfo; then nothing runs and nothing is left to free. */

@@ -9,8 +9,11 @@
 
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -19,6 +22,22 @@
 #include "ipc/net_addr_dial.h"
 
 static const unsigned OPT = TG_NET_ADDR_PORT_OPTIONAL;
+
+/* getaddrinfo() as libuv's thread pool calls it, counted: this definition
+ * in the executable is the one the dynamic linker binds libuv's call to;
+ * the C library's is next. */
+static atomic_uint g_resolves;
+
+typedef int (*getaddrinfo_fn)(const char *, const char *,
+                              const struct addrinfo *, struct addrinfo **);
+
+__attribute__((visibility("default"))) int getaddrinfo(
+    const char *node, const char *service, const struct addrinfo *hints,
+    struct addrinfo **res) {
+  atomic_fetch_add(&g_resolves, 1);
+  getaddrinfo_fn next = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
+  return next ? next(node, service, hints, res) : EAI_SYSTEM;
+}
 
 static void parse_ok(const char *s, unsigned flags, uint16_t def,
                      const char *host, uint16_t port, bool v6) {
@@ -294,6 +313,75 @@ static void net_dial_cancel_reports_from_the_loop(void **state) {
   assert_int_equal(uv_loop_close(&x.loop), 0);
 }
 
+/* An address written as numbers is connected to without the resolver, in
+ * every form getaddrinfo() would read; a name still goes through it. */
+static void net_dial_literals_skip_the_resolver(void **state) {
+  (void)state;
+  static const char *const forms[] = {"127.0.0.1", "127.00.0.01", "127.1",
+                                      "0x7f.0.0.1"};
+  for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+    dial_fx_t x;
+    dial_fx_init(&x);
+    listen_loopback(&x);
+    char hp[48], want[32];
+    snprintf(hp, sizeof(hp), "%s:%d", forms[i], x.port);
+    snprintf(want, sizeof(want), "127.0.0.1:%d", x.port);
+    unsigned before = atomic_load(&g_resolves);
+    dial(&x, hp);
+    uv_run(&x.loop, UV_RUN_DEFAULT);
+    assert_int_equal(atomic_load(&g_resolves), before);
+    assert_int_equal(x.calls, 1);
+    assert_int_equal(x.status, 0);
+    assert_true(x.accepted);
+    assert_string_equal(x.addr, want);
+    close(x.fd);
+    assert_int_equal(uv_loop_close(&x.loop), 0);
+  }
+  /* IPv6 too: whatever the machine's IPv6, no resolver on the way. */
+  dial_fx_t x;
+  dial_fx_init(&x);
+  unsigned before = atomic_load(&g_resolves);
+  dial(&x, "[::1]:9");
+  uv_run(&x.loop, UV_RUN_DEFAULT);
+  assert_int_equal(atomic_load(&g_resolves), before);
+  assert_int_equal(x.calls, 1);
+  assert_int_equal(x.fd, -1);
+  assert_string_equal(x.addr, "[::1]:9");
+  assert_int_equal(uv_loop_close(&x.loop), 0);
+  /* A name is resolved (and this counter sees the resolver). */
+  dial_fx_init(&x);
+  listen_loopback(&x);
+  char hp[48];
+  snprintf(hp, sizeof(hp), "localhost:%d", x.port);
+  before = atomic_load(&g_resolves);
+  dial(&x, hp);
+  uv_run(&x.loop, UV_RUN_DEFAULT);
+  assert_true(atomic_load(&g_resolves) > before);
+  assert_int_equal(x.calls, 1);
+  if (x.fd >= 0) close(x.fd);
+  if (!x.accepted) uv_close((uv_handle_t *)&x.listener, NULL);
+  uv_run(&x.loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&x.loop), 0);
+}
+
+/* A literal whose connect the kernel refuses at once (TCP to the broadcast
+ * address: ENETUNREACH, no packet sent) is still reported from the loop,
+ * never inside tg_net_dial_start(). */
+static void net_dial_a_literal_refused_at_once_reports_from_the_loop(
+    void **state) {
+  (void)state;
+  dial_fx_t x;
+  dial_fx_init(&x);
+  dial(&x, "255.255.255.255:9"); /* asserts no call inside */
+  uv_run(&x.loop, UV_RUN_DEFAULT);
+  assert_int_equal(x.calls, 1);
+  assert_int_equal(x.status, UV_ENETUNREACH);
+  assert_int_equal(x.fd, -1);
+  assert_string_equal(x.addr, "255.255.255.255:9");
+  assert_non_null(strstr(x.why, "cannot connect"));
+  assert_int_equal(uv_loop_close(&x.loop), 0);
+}
+
 static void net_dial_refuses_bad_arguments(void **state) {
   (void)state;
   uv_loop_t loop;
@@ -318,6 +406,8 @@ int main(void) {
       cmocka_unit_test(net_dial_connects_to_a_listener),
       cmocka_unit_test(net_dial_reports_a_refused_connection),
       cmocka_unit_test(net_dial_cancel_reports_from_the_loop),
+      cmocka_unit_test(net_dial_literals_skip_the_resolver),
+      cmocka_unit_test(net_dial_a_literal_refused_at_once_reports_from_the_loop),
       cmocka_unit_test(net_dial_refuses_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
