@@ -146,25 +146,30 @@ void fleet_host_finished(fleet_t *f) {
  * on loopback), while a window of them completes steadily. */
 #define STARTING_MAX 64
 
-static size_t starting_now(const fleet_t *f) {
-  size_t k = 0;
-  for (size_t i = 0; i < f->next_start; i++) {
-    host_link_t l = f->hosts[i].link;
-    k += l == HL_CONNECTING || l == HL_PREPARING;
+static bool is_starting(host_link_t l) {
+  return l == HL_CONNECTING || l == HL_PREPARING;
+}
+
+/* A started host leaves CONNECTING and PREPARING once: fleet_host.c never
+ * sets them again (a lost link reconnects as RECONNECTING). */
+void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, host_link_t from) {
+  if (h->in_start_window && is_starting(from) && !is_starting(h->link)) {
+    h->in_start_window = false;
+    f->starting--;
   }
-  return k;
 }
 
 /* Starts hosts while fewer than STARTING_MAX are on their way up; called
- * whenever one gets there or ends, and on every tick. */
+ * whenever one gets there or ends, and on every tick. A host counts from
+ * before its start, which may end it at once (and uncount it). */
 static void start_more(fleet_t *f) {
   if (f->sigints || f->aborting) return; /* the rest were stopped unstarted */
-  size_t k = starting_now(f);
-  while (k < STARTING_MAX && f->next_start < f->n) {
+  while (f->starting < STARTING_MAX && f->next_start < f->n) {
     fleet_host_t *h = &f->hosts[f->next_start++];
     if (h->link != HL_CONNECTING || h->failing) continue;
+    h->in_start_window = true;
+    f->starting++;
     fleet_host_start(h);
-    k++;
   }
 }
 

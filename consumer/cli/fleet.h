@@ -134,6 +134,7 @@ typedef struct fleet_host {
 
   bool stop_requested;
   bool has_traced; /* its recording reached TRACING once */
+  bool in_start_window; /* counted in fleet_t.starting (fleet.c) */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
 
   /* Reconnection. */
@@ -189,6 +190,9 @@ struct fleet {
   size_t finished;
   size_t traced; /* hosts whose recording reached TRACING once */
   size_t next_start; /* hosts before it were started (fleet.c start_more) */
+  /* Started hosts still connecting or preparing: kept by fleet.c as links
+   * change, so that starting more costs no walk over every host. */
+  size_t starting;
   FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
   char *keys_path;
   bool keys_failed;
@@ -220,6 +224,9 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
+/* |h|'s link went from |from| to h->link (fleet_host.c says every change):
+ * fleet.c counts the started hosts still connecting or preparing. */
+void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, host_link_t from);
 /* Tells |h|'s resume key before its session exists: on the terminal with
  * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
  * with -o DIR), "HOST KEY" a line, named once on the terminal. */

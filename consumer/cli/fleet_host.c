@@ -51,6 +51,14 @@ static enum intent intent_of(const fleet_host_t *h) {
 }
 static void set_intent(fleet_host_t *h, enum intent i) { h->intent = (int)i; }
 
+/* Every change of the link goes through here: fleet.c counts the hosts on
+ * their way up (fleet_host_link_changed). */
+static void set_link(fleet_host_t *h, host_link_t to) {
+  host_link_t from = h->link;
+  h->link = to;
+  if (from != to) fleet_host_link_changed(h->f, h, from);
+}
+
 static uint64_t now_ms(const fleet_host_t *h) { return uv_now(h->f->loop); }
 
 /* Whether a reply on |c| is news for the host: a reply from an older link
@@ -94,7 +102,7 @@ static void finish(fleet_host_t *h) {
     }
     h->has_own = false;
   }
-  h->link = failing ? HL_FAILED : HL_DONE;
+  set_link(h, failing ? HL_FAILED : HL_DONE);
   fleet_names_host(h->f, h, NULL); /* never asked: the others wait on none */
   uv_timer_stop(&h->hb);
   if (h->rec) {
@@ -120,7 +128,7 @@ static void fail(fleet_host_t *h, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(h->why, sizeof(h->why), fmt, ap);
   va_end(ap);
-  h->link = HL_CLOSING;
+  set_link(h, HL_CLOSING);
   uv_timer_stop(&h->timer);
   /* The recording ends its session first; its on_end closes. */
   if (rec_active(h)) {
@@ -190,7 +198,7 @@ static void link_lost(fleet_host_t *h, const char *why) {
   h->backoff_ms = BACKOFF_MIN_MS;
   h->attempts = 0;
   h->loss_before_drop = h->loss.total;
-  h->link = HL_RECONNECTING;
+  set_link(h, HL_RECONNECTING);
   h->reconnecting = true;
   fleet_say(h->f, "%s: lost the link (%s); reconnecting", h->t->spec, why);
   uv_timer_start(&h->timer, on_backoff, h->backoff_ms, 0);
@@ -577,7 +585,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   if (status || h->c != c) return; /* on_close follows */
   h->ever_connected = h->bound = true;
   /* Reconnecting stays so until the session is back. */
-  if (h->link == HL_CONNECTING) h->link = HL_PREPARING;
+  if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
   int rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
   if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
 }
@@ -685,7 +693,7 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   h->reconnects++;
   h->reconnecting = false;
   h->recheck_loss = true;
-  h->link = HL_UP;
+  set_link(h, HL_UP);
   uv_timer_stop(&h->timer);
   char el[32];
   cli_format_ms(el, sizeof(el), down);
@@ -713,7 +721,7 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   fleet_host_t *h = tg_recording_data(rec);
   if (is_finished(h)) return;
   if (tg_recording_state(rec) == TG_REC_DONE) {
-    h->link = HL_CLOSING;
+    set_link(h, HL_CLOSING);
     close_conn(h, INTENT_DONE);
     return;
   }
@@ -728,7 +736,7 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
     else
       snprintf(h->why, sizeof(h->why), "%s", reason);
   }
-  h->link = HL_CLOSING;
+  set_link(h, HL_CLOSING);
   close_conn(h, INTENT_FAIL);
 }
 
@@ -768,7 +776,7 @@ static void start_recording(fleet_host_t *h) {
     h->key_shown = true;
     fleet_show_key(h->f, h);
   }
-  h->link = HL_UP;
+  set_link(h, HL_UP);
   h->heard_ms = now_ms(h);
   uv_timer_stop(&h->timer);
   int rv = tg_recording_start(h->rec, h->c, &ro);
