@@ -496,6 +496,9 @@ typedef struct cli_run {
   double tracing_wall_ms; /* -1: the line never came */
   double tracing_cpu_s;   /* the CLI's CPU by then */
   double tracing_idle;    /* the machine's idle share until then */
+  /* CPU of the other processes from the spawn to the tracing line: the
+   * relays, and the services with their producers. */
+  double relays_cpu_s, sources_cpu_s;
   char tracing_line[160];
   uint64_t merged;
   unsigned lines;
@@ -527,9 +530,19 @@ static unsigned count_lines(const char *path) {
 
 /* Runs `tracegate record ... --hosts FILE --merge` and watches it: its
  * peak RSS (VmHWM, sampled until it exits), when the tracing line came. */
-static int run_fleet_cli(const char *dir, const char *hosts_file,
-                         unsigned seconds, const char *session_cache,
-                         cli_run_t *out) {
+/* CPU seconds so far of every relay, and of every service and producer. */
+static void groups_cpu(const group_t *g, unsigned ng, double *relays,
+                       double *sources) {
+  *relays = *sources = 0;
+  for (unsigned i = 0; i < ng; i++) {
+    *relays += bench_proc_cpu_s(g[i].relay.pid);
+    *sources += bench_proc_cpu_s(g[i].ts.pid) + bench_proc_cpu_s(g[i].emit);
+  }
+}
+
+static int run_fleet_cli(const char *dir, const group_t *g, unsigned ng,
+                         const char *hosts_file, unsigned seconds,
+                         const char *session_cache, cli_run_t *out) {
   char cfg[160], merged[160], log[160], ca[160], cert[160], key[160],
       text[512];
   snprintf(cfg, sizeof(cfg), "%s/cli.pbtxt", dir);
@@ -554,6 +567,8 @@ static int run_fleet_cli(const char *dir, const char *hosts_file,
   memset(out, 0, sizeof(*out));
   out->tracing_wall_ms = -1;
   uint64_t idle0, all0, idle1, all1;
+  double relays0, sources0;
+  groups_cpu(g, ng, &relays0, &sources0);
   bench_machine_ticks(&idle0, &all0);
   double t0 = bench_now_ms();
   pid_t pid = bench_spawn(argv, -1, log);
@@ -568,6 +583,9 @@ static int run_fleet_cli(const char *dir, const char *hosts_file,
       out->tracing_wall_ms = bench_now_ms() - t0;
       out->tracing_cpu_s = bench_proc_cpu_s(pid);
       bench_machine_ticks(&idle1, &all1);
+      groups_cpu(g, ng, &out->relays_cpu_s, &out->sources_cpu_s);
+      out->relays_cpu_s -= relays0;
+      out->sources_cpu_s -= sources0;
       out->tracing_idle = all1 > all0 ? (double)(idle1 - idle0) /
                                             (double)(all1 - all0)
                                       : 0;
@@ -643,10 +661,10 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
   snprintf(cache, sizeof(cache), "%s/sessions", dir);
   unlink(cache);
   cli_run_t one, all, warm;
-  if (run_fleet_cli(dir, hosts1, seconds, "off", &one) < 0 ||
-      run_fleet_cli(dir, hostsn, seconds, cache, &all) < 0 ||
+  if (run_fleet_cli(dir, g, ng, hosts1, seconds, "off", &one) < 0 ||
+      run_fleet_cli(dir, g, ng, hostsn, seconds, cache, &all) < 0 ||
       restart_services(g, ng, dir, rate) < 0 ||
-      run_fleet_cli(dir, hostsn, seconds, cache, &warm) < 0)
+      run_fleet_cli(dir, g, ng, hostsn, seconds, cache, &warm) < 0)
     return 1;
   double disk = disk_write_mbps(dir, all.merged > (64u << 20) ? all.merged
                                                                : 64u << 20);
@@ -683,6 +701,11 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          100 * all.tracing_idle, warm.tracing_cpu_s,
          warm.tracing_cpu_s * 1e3 / hosts, 100 * warm.tracing_idle,
          sysconf(_SC_NPROCESSORS_ONLN));
+  printf("    the others' CPU until then, per host   : cold relays %.2f ms, "
+         "services+producers %.2f ms   warm relays %.2f ms, "
+         "services+producers %.2f ms\n",
+         all.relays_cpu_s * 1e3 / hosts, all.sources_cpu_s * 1e3 / hosts,
+         warm.relays_cpu_s * 1e3 / hosts, warm.sources_cpu_s * 1e3 / hosts);
   printf("  CLI memory per host                      : %8.0f KiB  (target <= "
          "%.0f KB)  %s  (peak RSS %ld KiB with %u hosts, %ld KiB with one)\n",
          per_host_kb, CLI_MEMORY_TARGET_KB,
