@@ -119,6 +119,41 @@ static void signatures_cross_between_libcrypto_and_mbedtls(void **state) {
   }
 }
 
+/* A public key alone (a peer's certificate key, adopted per handshake, made
+ * from ready curve parameters): it verifies what mbedtls signs on every
+ * curve, refuses a changed signature, and cannot sign. */
+static void public_keys_verify_on_every_curve(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof(k_curves) / sizeof(k_curves[0]); c++) {
+    mbedtls_pk_context native, unused, pub;
+    assert_true(key_pair(k_curves[c], &native, &unused));
+    mbedtls_pk_free(&unused);
+    unsigned char der[256];
+    int len = mbedtls_pk_write_pubkey_der(&native, der, sizeof(der));
+    assert_true(len > 0);
+    mbedtls_pk_init(&pub);
+    assert_int_equal(mbedtls_pk_parse_public_key(
+                         &pub, der + sizeof(der) - len, (size_t)len),
+                     0);
+    assert_true(tg_tls_ecdsa_adopt(&pub));
+    unsigned char hash[48], sig[MBEDTLS_ECDSA_MAX_LEN];
+    size_t hash_len = k_curves[c] == MBEDTLS_ECP_DP_SECP256R1 ? 32 : 48;
+    size_t sig_len = 0;
+    fill(hash, hash_len, (unsigned)c + 11);
+    assert_int_equal(sign(&native, hash, hash_len, sig, &sig_len), 0);
+    tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+    assert_int_equal(verify(&pub, hash, hash_len, sig, sig_len), 0);
+    sig[sig_len / 2] ^= 1;
+    assert_int_not_equal(verify(&pub, hash, hash_len, sig, sig_len), 0);
+    tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+    assert_int_equal(after.verifies - before.verifies, 2);
+    assert_int_equal(after.refused - before.refused, 1);
+    assert_int_not_equal(sign(&pub, hash, hash_len, sig, &sig_len), 0);
+    mbedtls_pk_free(&native);
+    mbedtls_pk_free(&pub);
+  }
+}
+
 /* Every one-bit change of the signature, another digest, a byte more or
  * less, nothing at all: libcrypto refuses, and so does mbedtls. */
 static void changed_signatures_and_digests_are_refused(void **state) {
@@ -278,6 +313,7 @@ static void an_impostor_ca_of_the_same_name_is_refused(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(signatures_cross_between_libcrypto_and_mbedtls),
+      cmocka_unit_test(public_keys_verify_on_every_curve),
       cmocka_unit_test(changed_signatures_and_digests_are_refused),
       cmocka_unit_test(other_keys_stay_with_mbedtls),
       cmocka_unit_test(a_full_handshake_signs_and_verifies_through_libcrypto),
