@@ -42,16 +42,9 @@ static int one(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
                const uint8_t *saved, size_t saved_len, uint8_t **save,
                size_t *save_len, uint64_t *s_ns, uint64_t *c_ns) {
   tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
-  int rv = tls_pair_open(&p, saved, saved_len);
-  if (!rv) rv = tls_pair_handshake(&p);
-  if (!rv && saved && !tg_tls_session_resumed(p.c)) rv = -EPROTO;
-  if (rv)
-    fprintf(stderr, "handshake: %s: %s\n", tg_strerror(rv),
-            p.c ? tg_tls_last_error(p.c) : "");
+  int rv = tls_pair_once(&p, saved, saved_len, save, save_len);
   *s_ns += p.s_cpu_ns;
   *c_ns += p.c_cpu_ns;
-  int closed = tls_pair_close(&p, rv ? NULL : save, save_len);
-  if (!rv) rv = closed;
   return rv;
 }
 

@@ -105,3 +105,15 @@ int tls_pair_handshake(tls_pair_t *p) {
   }
   return -ETIMEDOUT;
 }
+
+int tls_pair_once(tls_pair_t *p, const uint8_t *saved, size_t saved_len,
+                  uint8_t **save, size_t *save_len) {
+  int rv = tls_pair_open(p, saved, saved_len);
+  if (!rv) rv = tls_pair_handshake(p);
+  if (!rv && tg_tls_session_resumed(p->c) != (saved != NULL)) rv = -EPROTO;
+  if (rv)
+    fprintf(stderr, "tls_pair_once: %s: %s\n", tg_strerror(rv),
+            p->c ? tg_tls_last_error(p->c) : "");
+  int closed = tls_pair_close(p, rv ? NULL : save, save_len);
+  return rv ? rv : closed;
+}

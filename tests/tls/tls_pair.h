@@ -45,4 +45,13 @@ int tls_pair_carry(tg_tls_session_t *from, tg_tls_session_t *to);
  * first failure (-ETIMEDOUT if they never end). */
 int tls_pair_handshake(tls_pair_t *p);
 
+/* One whole handshake on |p|'s configs, the client offering |saved| if
+ * given: opens, runs it, checks that it resumed exactly when |saved| was
+ * offered, and closes, the client's session saved into *save when |save|
+ * is given (the caller frees it). p->s_cpu_ns and p->c_cpu_ns add its
+ * CPU. 0, or the first failure (-EPROTO: resumed when it should not have,
+ * or not when it should), said on stderr. */
+int tls_pair_once(tls_pair_t *p, const uint8_t *saved, size_t saved_len,
+                  uint8_t **save, size_t *save_len);
+
 #endif /* TRACEGATE_TESTS_TLS_PAIR_H */
