@@ -53,9 +53,10 @@ static int curve_index(mbedtls_ecp_group_id id) {
 static const char *const curve_names[N_CURVES] = {"prime256v1", "secp384r1",
                                                   "secp521r1"};
 
-/* A NULL entry (libcrypto refused the curve) leaves its keys to the
- * slower import in to_evp(), and that one to refuse them. Never freed: a
- * few hundred bytes for the process's life. */
+/* A NULL entry (libcrypto refused the curve) makes to_evp() refuse that
+ * curve's public keys, which then stay with mbedtls as any key libcrypto
+ * refuses (tg_tls_ecdsa_adopt). Never freed: a few hundred bytes for the
+ * process's life. */
 static void make_curve_params(void) {
   for (int i = 0; i < N_CURVES; i++) {
     OSSL_PARAM params[2] = {

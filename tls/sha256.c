@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include <mbedtls/platform_util.h>
 #include <mbedtls/sha256.h>
 /* SHA256_Transform() is deprecated in OpenSSL 3.0 (kept, not removed):
  * it is the one entry that hashes a block on a caller's chaining state,
@@ -42,6 +43,9 @@ __attribute__((visibility("default"))) int mbedtls_internal_sha256_process(
     memcpy(c.h, ctx->state, sizeof(c.h));
     SHA256_Transform(&c, data);
     memcpy(ctx->state, c.h, sizeof(c.h));
+    /* As mbedtls wipes its own working state: under HMAC the chaining
+     * words derive from the key. */
+    mbedtls_platform_zeroize(&c, sizeof(c));
     atomic_fetch_add_explicit(&n_libcrypto, 1, memory_order_relaxed);
     return 0;
   }
