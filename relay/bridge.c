@@ -166,8 +166,8 @@ static int tls_priority_payload(void *ctx, const uint8_t *payload, size_t len) {
   return tg_tls_chan_send_payload(ctx, payload, len, true);
 }
 
-/* The grant of SetCompression went out through the ordinary queue, behind
- * everything sent before it: from the next frame on, what goes to the
+/* The grant of SetCompression went out behind everything sent before it
+ * and ahead of everything after: from the next frame on, what goes to the
  * client is compressed (control replies as plain frames beside it). */
 static void start_compression(tg_relay_bridge_t *b, int level, int window_log) {
   tg_zstd_transport_init(b->env->loop, &b->z, b->client);
@@ -401,8 +401,12 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
     if (v.action == TG_RELAY_FORWARD) {
       send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
     } else if (v.action == TG_RELAY_REPLY && v.start_compression) {
-      rv = tg_transport_send(b->client, tg_buf_begin(&b->out),
-                             tg_buf_size(&b->out), -1);
+      /* Behind what went before it and ahead of what follows, replies
+       * made here included: a pipelining client reads plain up to it. */
+      rv = b->tls ? tg_tls_chan_send_barrier(b->tls, tg_buf_begin(&b->out),
+                                             tg_buf_size(&b->out))
+                  : tg_transport_send(b->client, tg_buf_begin(&b->out),
+                                      tg_buf_size(&b->out), -1);
       if (rv < 0) send_failed(b, rv);
       else start_compression(b, v.compression_level, v.compression_window_log);
     } else if (v.action == TG_RELAY_REPLY) {

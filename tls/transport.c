@@ -24,7 +24,7 @@
 #define READ_CHUNK (128u * 1024)
 /* Plaintext decrypted per decoder feed; bounds what a pause lets through. */
 #define PLAIN_CAP (256u * 1024)
-/* Records encrypted per uv_write: big writes, few syscalls and wakeups,
+/* Records encrypted per write: big writes, few syscalls and wakeups,
  * while control frames still wait behind at most this much. */
 #define WRITE_BATCH (256u * 1024)
 /* Ciphertext the session may buffer unread (we stop reading while paused,
@@ -35,6 +35,7 @@ static const tg_transport_ops_t chan_ops;
 
 static void chan_close(tg_tls_chan_t *ch, int status);
 static void pump_output(tg_tls_chan_t *ch);
+static int encrypt_queued(tg_tls_chan_t *ch, size_t limit);
 
 static const char *role(const tg_tls_chan_t *ch) {
   return ch->server ? "client" : "server";
@@ -87,6 +88,10 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
      * ours or the peer's (which must be answered with one, RFC 5246
      * 7.2.1: OpenSSL peers report a truncation otherwise), and whatever
      * ciphertext (an alert) is still unsent. */
+    /* Frames sent just before the close leave with it (they wait for the
+     * loop's flush otherwise); not behind a write still in flight. */
+    if (ch->state == ST_OPEN && !ch->writing)
+      (void)encrypt_queued(ch, SIZE_MAX);
     if (ch->state == ST_OPEN && (status == 0 || status == TG_EPEER_CLOSED))
       tg_tls_close_notify(ch->tls);
     tg_buf_t *out = tg_tls_out(ch->tls);
@@ -103,6 +108,7 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
   uv_close((uv_handle_t *)&ch->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&ch->timer, on_handle_closed);
   uv_close((uv_handle_t *)&ch->kick, on_handle_closed);
+  uv_close((uv_handle_t *)&ch->flush, on_handle_closed);
 }
 
 /* Ends the handshake phase with a failure: one log line, on_handshake, then
@@ -135,14 +141,25 @@ static void fail_open(tg_tls_chan_t *ch, int status, const char *what) {
 
 static void on_written(uv_write_t *req, int status);
 
-/* Hands the session's ciphertext to one uv_write (zero-copy swap). */
+/* Writes the session's ciphertext: at once as far as the socket takes it
+ * (no request, no poll for writability), the rest through one uv_write
+ * (zero-copy swap), after which |writing| holds until on_written. */
 static int start_write(tg_tls_chan_t *ch) {
   tg_buf_t *out = tg_tls_out(ch->tls);
-  if (ch->writing || tg_buf_size(out) == 0) return 0;
+  size_t n = tg_buf_size(out);
+  if (ch->writing || n == 0) return 0;
+  uv_buf_t b = uv_buf_init((char *)tg_buf_begin(out), (unsigned)n);
+  int w = uv_try_write((uv_stream_t *)&ch->tcp, &b, 1);
+  if (w < 0 && w != UV_EAGAIN) return w;
+  if (w > 0) {
+    tg_buf_consume(out, (size_t)w);
+    ch->last_activity = uv_now(ch->loop);
+    if ((size_t)w == n) return 0;
+  }
   tg_buf_reset(&ch->wbuf);
   tg_tls_swap_out(ch->tls, &ch->wbuf);
-  uv_buf_t b = uv_buf_init((char *)tg_buf_begin(&ch->wbuf),
-                           (unsigned)tg_buf_size(&ch->wbuf));
+  b = uv_buf_init((char *)tg_buf_begin(&ch->wbuf),
+                  (unsigned)tg_buf_size(&ch->wbuf));
   int rv = uv_write(&ch->wreq, (uv_stream_t *)&ch->tcp, &b, 1, on_written);
   if (rv < 0) return rv;
   ch->writing = true;
@@ -150,8 +167,8 @@ static int start_write(tg_tls_chan_t *ch) {
 }
 
 /* Encrypts the control queue whole, then whole bulk frames until about
- * WRITE_BATCH bytes of records are pending. */
-static int encrypt_batch(tg_tls_chan_t *ch) {
+ * |limit| bytes of records are pending. */
+static int encrypt_queued(tg_tls_chan_t *ch, size_t limit) {
   int rv;
   if (tg_buf_size(&ch->ctl) > 0) {
     rv = tg_tls_write(ch->tls, tg_buf_begin(&ch->ctl), tg_buf_size(&ch->ctl));
@@ -160,8 +177,8 @@ static int encrypt_batch(tg_tls_chan_t *ch) {
   }
   size_t have = tg_buf_size(tg_tls_out(ch->tls));
   size_t avail = tg_buf_size(&ch->bulk);
-  if (avail == 0 || have >= WRITE_BATCH) return 0;
-  size_t budget = WRITE_BATCH - have;
+  if (avail == 0 || have >= limit) return 0;
+  size_t budget = limit - have;
   const uint8_t *p = tg_buf_begin(&ch->bulk);
   size_t span = 0;
   /* The queue holds whole frames validated by send(), so the walk lands
@@ -174,28 +191,41 @@ static int encrypt_batch(tg_tls_chan_t *ch) {
   return 0;
 }
 
-/* Only from loop callbacks while handshaking (a failure then reports
- * through on_handshake); from send() only once open. */
+/* Encrypts and writes until the queues are empty or the socket is full.
+ * Only from loop callbacks while handshaking (a failure then reports
+ * through on_handshake); once open, never from inside send(). */
 static void pump_output(tg_tls_chan_t *ch) {
   if (ch->state != ST_OPEN && ch->state != ST_HANDSHAKE) return;
-  if (ch->writing) return;
-  if (ch->state == ST_OPEN) {
-    int rv = encrypt_batch(ch);
-    if (rv) {
-      tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
-      fail_open(ch, rv, "encrypting output failed");
-      return;
+  uv_idle_stop(&ch->flush);
+  while (!ch->writing && (ch->state == ST_OPEN || ch->state == ST_HANDSHAKE)) {
+    if (ch->state == ST_OPEN) {
+      int rv = encrypt_queued(ch, WRITE_BATCH);
+      if (rv) {
+        tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
+        fail_open(ch, rv, "encrypting output failed");
+        return;
+      }
     }
+    if (tg_buf_size(tg_tls_out(ch->tls)) == 0) break;
+    int rv = start_write(ch);
+    if (rv == 0) continue;
+    if (ch->state == ST_HANDSHAKE) {
+      tg__tls_chan_set_why(ch, "write: %s", uv_strerror(rv));
+      tg__tls_chan_fail_handshake(ch, rv);
+    } else {
+      fail_open(ch, rv, "write failed");
+    }
+    return;
   }
-  int rv = start_write(ch);
-  if (rv == 0) return;
-  if (ch->state == ST_HANDSHAKE) {
-    tg__tls_chan_set_why(ch, "write: %s", uv_strerror(rv));
-    tg__tls_chan_fail_handshake(ch, rv);
-  } else {
-    fail_open(ch, rv, "write failed");
+  if (ch->state != ST_OPEN) return;
+  if (ch->above_high_water && queued_out(ch) <= ch->opts.high_water / 4) {
+    ch->above_high_water = false;
+    if (ch->base.cbs->on_drain) ch->base.cbs->on_drain(&ch->base);
   }
 }
+
+/* What was sent during one loop iteration leaves as one write. */
+static void on_flush(uv_idle_t *h) { pump_output(h->data); }
 
 static void on_written(uv_write_t *req, int status) {
   tg_tls_chan_t *ch = req->data;
@@ -208,11 +238,6 @@ static void on_written(uv_write_t *req, int status) {
   tg_buf_reset(&ch->wbuf); /* keep the allocation for the next swap */
   ch->last_activity = uv_now(ch->loop);
   pump_output(ch);
-  if (ch->state != ST_OPEN) return;
-  if (ch->above_high_water && queued_out(ch) <= ch->opts.high_water / 4) {
-    ch->above_high_water = false;
-    if (ch->base.cbs->on_drain) ch->base.cbs->on_drain(&ch->base);
-  }
 }
 
 static bool frame_ok(const uint8_t *frame, size_t len) {
@@ -237,9 +262,10 @@ static int queue_parts(tg_tls_chan_t *ch, tg_buf_t *q, const uint8_t *hdr,
   memcpy(p, data, len);
   tg_buf_commit(q, total);
   if (queued + total > ch->opts.high_water) ch->above_high_water = true;
-  /* With a write in flight the write callback batches what accumulates;
-   * before the handshake, handshake_done() sends the queue. */
-  if (!ch->writing && ch->state == ST_OPEN) pump_output(ch);
+  /* Whatever else this loop iteration sends goes in the same write; with
+   * a write in flight, its callback takes what accumulated; before the
+   * handshake, handshake_done() sends the queue. */
+  if (!ch->writing && ch->state == ST_OPEN) uv_idle_start(&ch->flush, on_flush);
   return 0;
 }
 
@@ -256,6 +282,22 @@ int tg_tls_chan_send_payload(tg_tls_chan_t *ch, const uint8_t *payload,
   uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE];
   tg_pb_write_le32(hdr, (uint32_t)len);
   return queue_parts(ch, priority ? &ch->ctl : &ch->bulk, hdr, payload, len);
+}
+
+int tg_tls_chan_send_barrier(tg_tls_chan_t *ch, const uint8_t *frame,
+                             size_t len) {
+  if (ch->state >= ST_CLOSING) return -EPIPE;
+  if (ch->state != ST_OPEN) return -ENOTCONN;
+  if (!frame_ok(frame, len)) return -EINVAL;
+  /* Both queues into the session's output, in the order they go out
+   * anyway; the frame then leads the control queue, which goes first. */
+  int rv = encrypt_queued(ch, SIZE_MAX);
+  if (rv) {
+    tg__tls_chan_set_why(ch, "%s", tg_tls_last_error(ch->tls));
+    fail_open(ch, rv, "encrypting output failed");
+    return rv;
+  }
+  return queue_frame(ch, &ch->ctl, frame, len);
 }
 
 static int t_send(tg_transport_t *t, const uint8_t *frame, size_t len,
@@ -597,9 +639,10 @@ int tg__tls_chan_new(uv_loop_t *loop, tg_tls_config_t *cfg,
   }
   uv_timer_init(loop, &ch->timer);
   uv_idle_init(loop, &ch->kick);
-  ch->tcp.data = ch->timer.data = ch->kick.data = ch;
+  uv_idle_init(loop, &ch->flush);
+  ch->tcp.data = ch->timer.data = ch->kick.data = ch->flush.data = ch;
   ch->wreq.data = ch;
-  ch->handles_open = 3;
+  ch->handles_open = 4;
   *out = ch;
   return 0;
 }

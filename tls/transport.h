@@ -108,6 +108,15 @@ tg_tls_chan_t *tg_tls_chan_from_transport(tg_transport_t *t);
 int tg_tls_chan_send_priority(tg_tls_chan_t *ch, const uint8_t *frame,
                               size_t len);
 
+/* Queues |frame| behind every frame queued before it, control or bulk,
+ * and ahead of every frame queued after (a control frame sent later does
+ * not overtake it): what is queued is encrypted now. For a frame that
+ * changes how the peer reads what follows (the relay's grant of
+ * compression). Returns as tg_tls_chan_send_priority(), -ENOTCONN before
+ * the handshake has ended, or an encryption failure (the channel closes). */
+int tg_tls_chan_send_barrier(tg_tls_chan_t *ch, const uint8_t *frame,
+                             size_t len);
+
 /* Queues one frame given as its payload (an IPCFrame of at most
  * TG_IPC_FRAME_MAX_PAYLOAD bytes): the length prefix is added while the
  * payload is copied into the output queue, so a forwarder (the relay) copies

@@ -30,6 +30,7 @@ struct tg_tls_chan {
   uv_tcp_t tcp;     /* client: adopts the dialled socket */
   uv_timer_t timer; /* handshake timeout, then idle timeout */
   uv_idle_t kick;   /* processes buffered input after a resume */
+  uv_idle_t flush;  /* writes what this loop iteration sent, once */
   uv_write_t wreq;
   tg_net_dial_t *dial; /* client: until the dial has reported */
 
@@ -41,7 +42,7 @@ struct tg_tls_chan {
   bool reading;     /* uv_read_start in effect */
   bool reading_paused;
   bool eof_pending; /* peer closed while paused with input left */
-  bool writing;     /* wreq in flight over wbuf */
+  bool writing;     /* wreq in flight over wbuf (the socket was full) */
   bool above_high_water;
   bool resumed;     /* the handshake was resumed from a ticket */
   int handles_open;

@@ -142,6 +142,7 @@ typedef struct peer {
   uint32_t next_seq;     /* next expected bulk/echo sequence number */
   uint32_t bulk_seen;    /* bulk frames received */
   int64_t ctl_at[4];     /* bulk_seen when control frame i arrived */
+  uint32_t ctl_seq[4];   /* the sequence number it carried */
   uint32_t nctl;
 } peer_t;
 
@@ -191,7 +192,10 @@ static int on_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
   if (!frame_ok(p, n, &seq, &kind)) {
     pe->bad_frames++;
   } else if (kind == KIND_CTL) {
-    if (pe->nctl < 4) pe->ctl_at[pe->nctl++] = pe->bulk_seen;
+    if (pe->nctl < 4) {
+      pe->ctl_seq[pe->nctl] = seq;
+      pe->ctl_at[pe->nctl++] = pe->bulk_seen;
+    }
   } else {
     if (seq != pe->next_seq) pe->bad_frames++;
     pe->next_seq = seq + 1;
@@ -588,6 +592,64 @@ static void tls_priority_frame_overtakes_queued_bulk(void **state) {
   assert_true(s->ctl_at[0] <= 1);
   assert_true(g_bulk_left_at_ctl2 >= BULK_FRAMES / 4); /* a real test */
   assert_true(s->ctl_at[1] <= (int64_t)(BULK_FRAMES - g_bulk_left_at_ctl2) + 5);
+  tg_tls_config_free(scfg);
+  tg_tls_config_free(ccfg);
+}
+
+/* --- a barrier frame keeps its place among both queues ------------------ */
+
+#define BARRIER_BULK 64
+
+static bool barrier_done(world_t *w) {
+  return (w->nsrv && w->srv[0].bulk_seen == BARRIER_BULK &&
+          w->srv[0].nctl == 3) ||
+         w->cli[0].closed || (w->nsrv && w->srv[0].closed);
+}
+
+/* Bulk frames, a control frame, the barrier, one more control frame: the
+ * first control frame overtakes the bulk ones, the barrier does not, and
+ * the last control frame does not overtake the barrier (a relay's grant
+ * of compression, then its own plain replies). */
+static void send_bulk_ctl_barrier_ctl(peer_t *p) {
+  static uint8_t buf[BULK_PAYLOAD + 4];
+  tg_transport_t *t = tg_tls_chan_transport(p->ch);
+  for (uint32_t i = 0; i < BARRIER_BULK; i++) {
+    size_t n = make_frame(buf, BULK_PAYLOAD, i, KIND_BULK);
+    assert_int_equal(tg_transport_send(t, buf, n, -1), 0);
+  }
+  send_ctl(p, 1);
+  uint8_t b[64];
+  size_t n = make_frame(b, 24, 2, KIND_CTL);
+  assert_int_equal(tg_tls_chan_send_barrier(p->ch, b, n), 0);
+  assert_int_equal(tg_tls_chan_send_barrier(p->ch, b, 3), -EINVAL);
+  send_ctl(p, 3);
+}
+
+static void tls_barrier_frame_keeps_its_place(void **state) {
+  (void)state;
+  tg_tls_config_t *scfg = cfg_load(true, "pki", "relay.test", "pki", true);
+  tg_tls_config_t *ccfg = cfg_load(false, "pki", "alice", "pki", false);
+  world_t w;
+  world_init(&w, false, scfg);
+  w.done = barrier_done;
+  w.on_cli_handshake = send_bulk_ctl_barrier_ctl;
+  peer_t *c = client(&w, ccfg, "relay.test");
+  /* Before the handshake nothing can be placed behind what is queued. */
+  uint8_t b[64];
+  size_t n = make_frame(b, 24, 9, KIND_CTL);
+  assert_int_equal(tg_tls_chan_send_barrier(c->ch, b, n), -ENOTCONN);
+  world_run(&w);
+  peer_t *s = &w.srv[0];
+  assert_int_equal(s->hs_status, 0);
+  assert_int_equal(s->bad_frames, 0);
+  assert_int_equal(s->bulk_seen, BARRIER_BULK);
+  assert_int_equal(s->nctl, 3);
+  assert_int_equal(s->ctl_seq[0], 1);
+  assert_true(s->ctl_at[0] < BARRIER_BULK);
+  assert_int_equal(s->ctl_seq[1], 2);
+  assert_int_equal(s->ctl_at[1], BARRIER_BULK);
+  assert_int_equal(s->ctl_seq[2], 3);
+  assert_int_equal(s->ctl_at[2], BARRIER_BULK);
   tg_tls_config_free(scfg);
   tg_tls_config_free(ccfg);
 }
@@ -1042,6 +1104,7 @@ int main(void) {
       cmocka_unit_test(tls_mutual_handshake_frames_both_ways_ipv4),
       cmocka_unit_test(tls_mutual_handshake_frames_both_ways_ipv6),
       cmocka_unit_test(tls_priority_frame_overtakes_queued_bulk),
+      cmocka_unit_test(tls_barrier_frame_keeps_its_place),
       cmocka_unit_test(tls_pause_reading_and_drain),
       cmocka_unit_test(tls_refuses_client_without_cert),
       cmocka_unit_test(tls_refuses_client_cert_from_other_ca),
