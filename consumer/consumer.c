@@ -122,7 +122,10 @@ int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd) {
   const tg_ipc_remote_service_t *svc = call->svc ? call->svc : c->svc;
   uint32_t method_id = 0;
   int rv;
-  if (!tg_consumer_ready(c)) {
+  /* A call to another service was checked by consumer_service.c: those
+   * may go while ConsumerPort is still binding. */
+  if (call->svc ? c->state == TG__CONSUMER_CLOSING || c->client.closing
+                : !tg_consumer_ready(c)) {
     rv = TG_ENOT_CONNECTED;
   } else if ((method_id = tg_ipc_method_id(svc, call->method)) == 0) {
     rv = TG_ENOT_SUPPORTED;

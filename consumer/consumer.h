@@ -248,8 +248,12 @@ typedef void (*tg_consumer_reply_cb)(tg_consumer_t *c, void *ctx, int status,
  * gets 0 once its methods are known, TG_EUNKNOWN_SERVICE when the peer
  * does not offer it (a plain tracing service instead of a relay), or the
  * connection's error. Returns -EALREADY (no callback) for a service
- * already bound. At most a few services per connection (the IPC client's
- * TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort included). */
+ * already bound, and for ConsumerPort. At most a few services per
+ * connection (the IPC client's TG_IPC_CLIENT_MAX_SERVICES, ConsumerPort
+ * included). May be called as soon as tg_consumer_open/connect returned,
+ * before on_ready: the bind then shares ConsumerPort's round trip, and the
+ * service's calls below work before on_ready too (a relay answers its own
+ * service without waiting for the tracing service). */
 int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
                                        tg_consumer_done_cb cb, void *ctx);
 /* True once |service| is bound on this connection. */
@@ -257,7 +261,8 @@ bool tg_consumer_has_service(const tg_consumer_t *c,
                                        const char *service);
 /* Invokes |method| of the bound |service| with the serialised request
  * |args| (|len| bytes, borrowed for the call). Returns TG_ENOT_CONNECTED
- * when |service| is not bound (or the consumer is not ready),
+ * when |service| is not bound (or the connection is closing; for
+ * ConsumerPort itself, until on_ready),
  * TG_ENOT_SUPPORTED when it has no such method. Not for streaming methods:
  * |cb| runs once, with the last reply. */
 int tg_consumer_call(tg_consumer_t *c, const char *service,

@@ -26,6 +26,13 @@ bool tg_consumer_has_service(const tg_consumer_t *c, const char *service) {
   return service && find_service(c, service) != NULL;
 }
 
+/* Other services need the connection, not ConsumerPort: they may be bound
+ * and called while its bind is still in flight (one round trip for both). */
+static bool usable(const tg_consumer_t *c) {
+  return (c->state == TG__CONSUMER_BINDING || c->state == TG__CONSUMER_READY) &&
+         !c->client.closing;
+}
+
 static void on_service_bound(tg_ipc_client_t *cl, void *ctx, int status,
                              const tg_ipc_remote_service_t *svc) {
   (void)svc;
@@ -50,8 +57,10 @@ int tg_consumer_bind_service(tg_consumer_t *c, const char *service,
   if (!cb || !service || !service[0] ||
       strlen(service) >= TG_IPC_METHOD_NAME_MAX)
     return -EINVAL;
-  if (!tg_consumer_ready(c)) return TG_ENOT_CONNECTED;
-  if (find_service(c, service)) return -EALREADY;
+  if (!usable(c)) return TG_ENOT_CONNECTED;
+  /* ConsumerPort is the consumer's own bind, answered or not. */
+  if (find_service(c, service) || !strcmp(service, "ConsumerPort"))
+    return -EALREADY;
   bind_req_t *b = calloc(1, sizeof(*b));
   if (!b) return -ENOMEM;
   b->cb = cb;
@@ -76,7 +85,7 @@ int tg_consumer_call(tg_consumer_t *c, const char *service, const char *method,
                      void *ctx) {
   if (!cb || !service || !method || (len && !args)) return -EINVAL;
   const tg_ipc_remote_service_t *svc = find_service(c, service);
-  if (!svc || !tg_consumer_ready(c)) return TG_ENOT_CONNECTED;
+  if (!svc || !usable(c)) return TG_ENOT_CONNECTED;
   /* The call names the method by the service's own copy of the name: it
    * lives as long as the connection, hence as long as the call. */
   const char *name = NULL;
@@ -110,7 +119,7 @@ int tg_consumer_call_stream(tg_consumer_t *c, const char *service,
                             size_t len, tg_consumer_stream_cb cb, void *ctx) {
   if (!cb || !service || !method || (len && !args)) return -EINVAL;
   const tg_ipc_remote_service_t *svc = find_service(c, service);
-  if (!svc || !tg_consumer_ready(c)) return TG_ENOT_CONNECTED;
+  if (!svc || !usable(c)) return TG_ENOT_CONNECTED;
   const char *name = NULL;
   for (size_t i = 0; i < svc->n_methods && !name; i++)
     if (!strcmp(svc->methods[i].name, method)) name = svc->methods[i].name;

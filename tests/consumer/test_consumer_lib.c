@@ -784,25 +784,70 @@ static void binds_and_calls_services_by_name(void **state) {
   close_loop(&loop);
 }
 
+/* Another service is bound in the same round trip as ConsumerPort: right
+ * after connecting, before on_ready. ConsumerPort itself stays the
+ * consumer's own and its calls wait for on_ready. */
+static void binds_another_service_before_ready(void **state) {
+  test_service_t *ts = *state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  conn_t k;
+  memset(&k, 0, sizeof(k));
+  k.loop = &loop;
+  assert_int_equal(
+      tg_consumer_connect(&loop, ts->consumer_sock, &cbs, &k, &k.c), 0);
+  assert_false(tg_consumer_ready(k.c));
+  result_t b;
+  memset(&b, 0, sizeof(b));
+  assert_int_equal(
+      tg_consumer_bind_service(k.c, "TracegateConsumer", on_bound_other, &b),
+      0);
+  assert_int_equal(
+      tg_consumer_bind_service(k.c, "ConsumerPort", on_bound_other, &b),
+      -EALREADY);
+  reply_result_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(tg_consumer_call(k.c, "ConsumerPort", "QueryCapabilities",
+                                    NULL, 0, on_raw_caps, &rr),
+                   TG_ENOT_CONNECTED);
+  assert_true(run_until(&loop, &b.done, WAIT_MS));
+  assert_int_equal(b.status, 0);
+  assert_true(tg_consumer_has_service(k.c, "TracegateConsumer"));
+  assert_true(run_until(&loop, &k.ready, WAIT_MS));
+  close_conn(&k);
+  close_loop(&loop);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(binds_and_calls_services_by_name,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(binds_another_service_before_ready,
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(connect_binds_and_queries_capabilities,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(records_and_reassembles_a_packet_larger_than_a_frame,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(query_merges_replies_and_observe_reports_events,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(detach_then_attach_from_a_second_connection,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          records_and_reassembles_a_packet_larger_than_a_frame,
+          test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          query_merges_replies_and_observe_reports_events, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          detach_then_attach_from_a_second_connection, test_service_setup,
+          test_service_teardown),
       cmocka_unit_test_setup_teardown(deferred_start_waits_for_start_tracing,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test(no_service_is_a_connect_error),
       cmocka_unit_test_setup_teardown(refused_config_reports_the_service_text,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(lost_connection_fails_every_pending_call,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test(reassembler_joins_slices_across_responses),
       cmocka_unit_test(reassembler_rejects_garbage_and_oversized_packets),
   };
