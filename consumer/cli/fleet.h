@@ -95,6 +95,7 @@ typedef struct fleet_host {
   bool failing;        /* on its way to FAILED */
   bool reconnecting;   /* a link was lost; attempts under way */
   bool key_set;        /* the relay took the resume key */
+  unsigned prep_wait;  /* parts of preparing not answered (fleet_host.c) */
   char conn_msg[512];  /* why the connection closed */
   char retry_why[300]; /* why the last reconnection attempt failed */
   uv_timer_t timer;   /* connect guard, reconnect backoff */
@@ -136,6 +137,7 @@ typedef struct fleet_host {
   bool has_traced; /* its recording reached TRACING once */
   bool in_start_window; /* counted in fleet_t.starting (fleet.c) */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
+  bool names_recorded; /* its answer is noted, not yet counted */
 
   /* Reconnection. */
   unsigned reconnects, attempts;
@@ -245,8 +247,13 @@ void fleet_say(fleet_t *f, const char *fmt, ...)
  * that some host lacks, naming those hosts (a count and the first few
  * when they are many). */
 int fleet_names_init(fleet_t *f, const Perfetto__Protos__TraceConfig *cfg);
-/* |h|'s QueryServiceState answer; |st| NULL: it gave none (failed, or
- * refused the query). Once per host. */
+/* |h|'s QueryServiceState answer noted, |h| not yet counted as checked
+ * (its other preparations may still be under way). */
+void fleet_names_record(fleet_t *f, fleet_host_t *h,
+                        const Perfetto__Protos__TracingServiceState *st);
+/* |h| is checked: with its answer |st|, or the one fleet_names_record()
+ * noted, or none (NULL, nothing noted: the query failed or was refused).
+ * Once per host; the last host's call says the warnings. */
 void fleet_names_host(fleet_t *f, fleet_host_t *h,
                       const Perfetto__Protos__TracingServiceState *st);
 void fleet_names_free(fleet_t *f);

@@ -269,8 +269,27 @@ static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
 
 /* --- preparing: TracegateRelay ------------------------------------------------- */
 
-static void after_prep(fleet_host_t *h);
 static void clock_next(fleet_host_t *h);
+
+/* Preparing a connection: its parts are asked at once and answered in any
+ * order (the relay's own calls share one round trip, and the relay's
+ * service is bound next to ConsumerPort), then the session starts or
+ * comes back. A part that cannot be asked counts as answered. */
+enum prep_part {
+  PREP_CONSUMER = 1u << 0,    /* ConsumerPort bound (on_ready) */
+  PREP_RELAY = 1u << 1,       /* TracegateRelay bound, or known absent */
+  PREP_COMPRESSION = 1u << 2, /* SetCompression */
+  PREP_INFO = 1u << 3,        /* GetHostInfo */
+  PREP_CLOCK = 1u << 4,       /* the burst of ClockSync samples */
+  PREP_KEY = 1u << 5,         /* SetSessionKey */
+  PREP_NAMES = 1u << 6,       /* QueryServiceState: data source names */
+  PREP_ALL = (1u << 7) - 1,
+};
+
+static void prep_done(fleet_host_t *h, unsigned part);
+static void on_names_state(tg_consumer_t *c, void *ctx, int status,
+                           const char *msg, bool has_more,
+                           const Perfetto__Protos__TracingServiceState *st);
 
 static void prep_failed(fleet_host_t *h, tg_consumer_t *c, int status,
                         const char *msg) {
@@ -299,31 +318,23 @@ static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
   } else {
     h->key_set = true;
   }
-  after_prep(h);
+  prep_done(h, PREP_KEY);
 }
 
 static void set_key(fleet_host_t *h) {
-  if (!h->relay) {
-    h->key_set = false;
-    after_prep(h);
-    return;
-  }
   Perfetto__Protos__SetSessionKeyRequest r =
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
   r.key = h->key;
   uint8_t buf[FLEET_KEY_MAX + 16];
+  h->key_set = false;
   if (perfetto__protos__set_session_key_request__get_packed_size(&r) > sizeof(buf)) {
-    h->key_set = false; /* record.c bounds --attach KEY: not reached */
-    after_prep(h);
+    prep_done(h, PREP_KEY); /* record.c bounds --attach KEY: not reached */
     return;
   }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
   int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetSessionKey", buf, n,
                             on_key_set, h);
-  if (rv < 0) {
-    h->key_set = false;
-    after_prep(h);
-  }
+  if (rv < 0) prep_done(h, PREP_KEY);
 }
 
 /* --- clocks and the heartbeat ---------------------------------------------------- */
@@ -443,15 +454,11 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
 static void clock_next(fleet_host_t *h) {
   if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES) {
     int rv = clock_settle(h);
-    if (rv == 0 && h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
-      h->preamble_written = true;
-      rv = fleet_merge_host_preamble(h->f, h);
-    }
     if (rv < 0) {
       fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
       return;
     }
-    set_key(h);
+    prep_done(h, PREP_CLOCK);
     return;
   }
   fleet_clock_read(h->cur.before);
@@ -469,7 +476,7 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   if (!reply_is_news(h, c, status)) return;
   if (status) {
     fleet_say(h->f, "%s: warning: no host info (%s)", h->t->spec, msg);
-    clock_next(h);
+    prep_done(h, PREP_INFO);
     return;
   }
   Perfetto__Protos__RelayHostInfo *r = perfetto__protos__relay_host_info__unpack(
@@ -482,7 +489,7 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
     perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   }
-  clock_next(h);
+  prep_done(h, PREP_INFO);
 }
 
 /* The client asks for at most this window: a fleet multiplies it (the
@@ -496,8 +503,6 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   ((h)->f->n > ZSTD_BIG_FLEET ? ZSTD_WINDOW_LOG_BIG_FLEET \
                               : ZSTD_WINDOW_LOG_SMALL_FLEET)
 
-static void after_bound(fleet_host_t *h);
-
 static void on_compression(tg_consumer_t *c, void *ctx, int status,
                            const char *msg, const uint8_t *reply, size_t len) {
   fleet_host_t *h = ctx;
@@ -507,7 +512,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
     if (!h->reconnecting)
       fleet_say(h->f, "%s: note: the relay sends uncompressed (%s)",
                 h->t->spec, msg);
-    after_bound(h);
+    prep_done(h, PREP_COMPRESSION);
     return;
   }
   Perfetto__Protos__SetCompressionResponse *r =
@@ -529,7 +534,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
     prep_failed(h, c, rv, "cannot start decompressing");
     return;
   }
-  after_bound(h);
+  prep_done(h, PREP_COMPRESSION);
 }
 
 /* Asks the relay to compress (--compress), before any bulk data flows. */
@@ -547,6 +552,14 @@ static bool ask_compression(fleet_host_t *h) {
                           on_compression, h) == 0;
 }
 
+static void ask_host_info(fleet_host_t *h) {
+  if (h->has_info || h->reconnecting ||
+      tg_consumer_call(h->c, RELAY_SERVICE, "GetHostInfo", NULL, 0,
+                       on_host_info, h) < 0)
+    prep_done(h, PREP_INFO);
+}
+
+/* Bound next to ConsumerPort, whose answer may come before or after. */
 static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                            const char *msg) {
   fleet_host_t *h = ctx;
@@ -557,7 +570,9 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                 " (not a tracegate-relay?): no host info, no clock alignment, "
                 "no resume after a link loss", h->t->spec);
     h->relay = false;
+    h->key_set = false;
     h->syncs = FLEET_CLOCK_SYNC_SAMPLES;
+    prep_done(h, PREP_RELAY | PREP_COMPRESSION | PREP_INFO | PREP_KEY);
     clock_next(h);
     return;
   }
@@ -566,17 +581,14 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   h->relay = true;
-  if (ask_compression(h)) return; /* on_compression goes on */
-  after_bound(h);
-}
-
-static void after_bound(fleet_host_t *h) {
-  if (!h->has_info && !h->reconnecting) {
-    if (tg_consumer_call(h->c, RELAY_SERVICE, "GetHostInfo", NULL, 0,
-                         on_host_info, h) == 0)
-      return;
-  }
+  if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
+  /* One flight, answered in this order: compression first, so that the
+   * switch comes before the other answers; the first clock sample last. */
+  if (!ask_compression(h)) prep_done(h, PREP_COMPRESSION);
+  ask_host_info(h);
+  set_key(h);
   clock_next(h);
+  prep_done(h, PREP_RELAY);
 }
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
@@ -586,8 +598,16 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   h->ever_connected = h->bound = true;
   /* Reconnecting stays so until the session is back. */
   if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
-  int rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
-  if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
+  /* The host's registered data sources, before enabling: the names it
+   * lacks are said once every host has answered (fleet_names.c). A failed
+   * query (a role without QueryServiceState) only leaves the check out. */
+  if (!h->reconnecting && !h->names_checked && h->f->pcfg &&
+      h->f->pcfg->n_data_sources &&
+      tg_consumer_query_service_state(c, false, true, on_names_state, h) == 0) {
+    prep_done(h, PREP_CONSUMER);
+    return;
+  }
+  prep_done(h, PREP_CONSUMER | PREP_NAMES);
 }
 
 static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
@@ -615,6 +635,7 @@ static void connect_now(fleet_host_t *h) {
   h->attempts++;
   set_intent(h, INTENT_NONE);
   h->conn_msg[0] = 0;
+  h->prep_wait = PREP_ALL;
   int rv = cli_remote_open(&h->f->env, h->t, &conn_cbs, h, &h->c, &h->rt, err,
                            sizeof(err));
   if (rv < 0) {
@@ -625,6 +646,10 @@ static void connect_now(fleet_host_t *h) {
     return;
   }
   uv_timer_start(&h->timer, on_connect_guard, CONNECT_GUARD_MS, 0);
+  /* In the same round trip as ConsumerPort's bind. */
+  tg_consumer_t *c = h->c;
+  rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
+  if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
 }
 
 /* --- the recording ------------------------------------------------------------------ */
@@ -797,9 +822,6 @@ static void start_or_not(fleet_host_t *h) {
   start_recording(h);
 }
 
-/* The host's registered data sources, before enabling: the names it lacks
- * are said once every host has answered (fleet_names.c). A failed query
- * (a role without QueryServiceState) only leaves the check out. */
 static void on_names_state(tg_consumer_t *c, void *ctx, int status,
                            const char *msg, bool has_more,
                            const Perfetto__Protos__TracingServiceState *st) {
@@ -807,11 +829,23 @@ static void on_names_state(tg_consumer_t *c, void *ctx, int status,
   (void)has_more;
   fleet_host_t *h = ctx;
   if (!reply_is_news(h, c, status)) return;
-  fleet_names_host(h->f, h, status ? NULL : st);
-  start_or_not(h);
+  /* Counted once the host is about to enable: the warnings, said when the
+   * last host is counted, come just before it starts. */
+  if (!status) fleet_names_record(h->f, h, st);
+  prep_done(h, PREP_NAMES);
 }
 
+/* Every part is in: the merged trace gets the host's preamble (its first
+ * clock estimate), then the session starts, or comes back. */
 static void after_prep(fleet_host_t *h) {
+  if (h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
+    h->preamble_written = true;
+    int rv = fleet_merge_host_preamble(h->f, h);
+    if (rv < 0) {
+      fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
+      return;
+    }
+  }
   if (h->reconnecting) {
     int rv = tg_recording_rebind(h->rec, h->c);
     if (rv < 0) {
@@ -822,11 +856,17 @@ static void after_prep(fleet_host_t *h) {
     }
     return;
   }
-  if (!h->names_checked && h->f->pcfg && h->f->pcfg->n_data_sources &&
-      tg_consumer_query_service_state(h->c, false, true, on_names_state, h) == 0)
-    return; /* on_names_state goes on */
   fleet_names_host(h->f, h, NULL);
   start_or_not(h);
+}
+
+static void prep_done(fleet_host_t *h, unsigned part) {
+  if (!(h->prep_wait & part)) return;
+  h->prep_wait &= ~part;
+  /* Not on a connection that is closing: a part may count as answered
+   * because its call could not go out. */
+  if (h->prep_wait == 0 && h->c && tg_consumer_ready(h->c) && !h->failing)
+    after_prep(h);
 }
 
 /* Without a relay there is no heartbeat: a read or stats call unanswered

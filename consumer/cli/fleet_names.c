@@ -103,14 +103,19 @@ static void say_name(fleet_t *f, size_t i) {
               "producer registers it)%s", shown, lacking, f->n, hosts, near);
 }
 
+void fleet_names_record(fleet_t *f, fleet_host_t *h,
+                        const Perfetto__Protos__TracingServiceState *st) {
+  if (h->names_checked || h->names_recorded || !n_ds(f)) return;
+  h->names_recorded = true;
+  host_ctx_t hc = {f, h->index};
+  record_missing_names(f->pcfg, st, note_missing, &hc);
+}
+
 void fleet_names_host(fleet_t *f, fleet_host_t *h,
                       const Perfetto__Protos__TracingServiceState *st) {
   if (h->names_checked || !n_ds(f)) return;
+  if (st) fleet_names_record(f, h, st);
   h->names_checked = true;
-  if (st) {
-    host_ctx_t hc = {f, h->index};
-    record_missing_names(f->pcfg, st, note_missing, &hc);
-  }
   if (++f->names_checked < f->n) return;
   for (size_t i = 0; i < n_ds(f); i++)
     if (first_of_its_name(f, i)) say_name(f, i);
