@@ -25,12 +25,17 @@ typedef struct entry {
   uint64_t expires;
   uint8_t *session;
   size_t len;
+  uint64_t hash; /* of the key: key_hash() */
 } entry_t;
 
 struct cli_session_cache {
   uint8_t own_fp[CLI_SC_FP_SIZE], ca_fp[CLI_SC_FP_SIZE];
   entry_t *e;
   size_t n, cap;
+  /* The index: open addressing over |nslots| (a power of two, at least
+   * twice |n|) slots of entry index + 1; a fleet looks up each host. */
+  size_t *slots;
+  size_t nslots;
 };
 
 static void entry_free(entry_t *e) {
@@ -44,6 +49,7 @@ static void entry_free(entry_t *e) {
 static void clear(cli_session_cache_t *sc) {
   for (size_t i = 0; i < sc->n; i++) entry_free(&sc->e[i]);
   sc->n = 0;
+  if (sc->slots) memset(sc->slots, 0, sc->nslots * sizeof(*sc->slots));
 }
 
 int cli_session_cache_new(const uint8_t own_fp[CLI_SC_FP_SIZE],
@@ -60,6 +66,7 @@ void cli_session_cache_free(cli_session_cache_t *sc) {
   if (!sc) return;
   clear(sc);
   free(sc->e);
+  free(sc->slots);
   free(sc);
 }
 
@@ -77,12 +84,56 @@ static bool name_ok(const char *s, size_t n, bool may_be_empty) {
   return true;
 }
 
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* FNV-1a over the whole key; the names' terminators keep them apart. */
+static uint64_t key_hash(const char *hostport, const char *server_name,
+                         const uint8_t *own, const uint8_t *ca) {
+  uint64_t h = 1469598103934665603ull;
+  h = mix(h, hostport, strlen(hostport) + 1);
+  h = mix(h, server_name, strlen(server_name) + 1);
+  h = mix(h, own, CLI_SC_FP_SIZE);
+  return mix(h, ca, CLI_SC_FP_SIZE);
+}
+
+static void index_add(cli_session_cache_t *sc, size_t idx) {
+  size_t mask = sc->nslots - 1;
+  size_t i = (size_t)sc->e[idx].hash & mask;
+  while (sc->slots[i]) i = (i + 1) & mask;
+  sc->slots[i] = idx + 1;
+}
+
+/* Rebuilds the index with room for |want| entries. */
+static int index_rebuild(cli_session_cache_t *sc, size_t want) {
+  size_t nslots = sc->nslots ? sc->nslots : 32;
+  while (nslots < 2 * want) nslots *= 2;
+  if (nslots != sc->nslots) {
+    size_t *slots = calloc(nslots, sizeof(*slots));
+    if (!slots) return -ENOMEM;
+    free(sc->slots);
+    sc->slots = slots;
+    sc->nslots = nslots;
+  } else {
+    memset(sc->slots, 0, nslots * sizeof(*sc->slots));
+  }
+  for (size_t i = 0; i < sc->n; i++) index_add(sc, i);
+  return 0;
+}
+
 static entry_t *find(const cli_session_cache_t *sc, const char *hostport,
                      const char *server_name, const uint8_t *own,
                      const uint8_t *ca) {
-  for (size_t i = 0; i < sc->n; i++) {
-    entry_t *e = &sc->e[i];
-    if (!strcmp(e->hostport, hostport) && !strcmp(e->server_name, server_name) &&
+  if (!sc->nslots) return NULL;
+  uint64_t h = key_hash(hostport, server_name, own, ca);
+  size_t mask = sc->nslots - 1;
+  for (size_t i = (size_t)h & mask; sc->slots[i]; i = (i + 1) & mask) {
+    entry_t *e = &sc->e[sc->slots[i] - 1];
+    if (e->hash == h && !strcmp(e->hostport, hostport) &&
+        !strcmp(e->server_name, server_name) &&
         !memcmp(e->own_fp, own, CLI_SC_FP_SIZE) &&
         !memcmp(e->ca_fp, ca, CLI_SC_FP_SIZE))
       return e;
@@ -111,6 +162,7 @@ static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
   memcpy(ne.session, data, len);
   ne.len = len;
   ne.expires = expires;
+  ne.hash = key_hash(ne.hostport, ne.server_name, own, ca);
   entry_t *old = find(sc, ne.hostport, ne.server_name, own, ca);
   if (old) {
     entry_free(old);
@@ -131,7 +183,12 @@ static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
     sc->e = e;
     sc->cap = cap;
   }
+  if (2 * (sc->n + 1) > sc->nslots && index_rebuild(sc, sc->n + 1) < 0) {
+    entry_free(&ne);
+    return -ENOMEM;
+  }
   sc->e[sc->n++] = ne;
+  index_add(sc, sc->n - 1);
   return 0;
 }
 
@@ -163,6 +220,9 @@ void cli_session_cache_forget(cli_session_cache_t *sc, const char *hostport,
   if (!e) return;
   entry_free(e);
   *e = sc->e[--sc->n];
+  /* Rare (a session the relay refused): the moved entry is re-indexed
+   * with the rest, in the slots it already has. */
+  (void)index_rebuild(sc, sc->n);
 }
 
 /* --- the format ---------------------------------------------------------- */

@@ -2,6 +2,7 @@
  * files are given. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,24 +89,87 @@ static void safe_copy(char *dst, size_t cap, const char *src) {
   dst[i] = 0;
 }
 
-static bool same_target(const cli_target_t *a, const cli_target_t *b) {
-  return a->kind == b->kind && a->port == b->port && !strcmp(a->host, b->host) &&
-         !strcmp(a->user, b->user);
+/* Orders targets by host, then kind, port and user: the same target lands
+ * next to itself, and targets sharing a host form one run. */
+static int by_target(const void *a, const void *b, void *ctx) {
+  const cli_target_t *list = ctx;
+  const cli_target_t *x = &list[*(const size_t *)a];
+  const cli_target_t *y = &list[*(const size_t *)b];
+  int c = strcmp(x->host, y->host);
+  if (c) return c;
+  if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+  if (x->port != y->port) return x->port < y->port ? -1 : 1;
+  c = strcmp(x->user, y->user);
+  if (c) return c;
+  /* Equal targets in list order: the first one given is named. */
+  return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Open addressing over |cap| (a power of two) slots of indices + 1. */
+static bool name_taken(const cli_target_t *list, const size_t *slots,
+                       size_t cap, const char *name) {
+  for (size_t i = name_hash(name) & (cap - 1); slots[i];
+       i = (i + 1) & (cap - 1))
+    if (!strcmp(list[slots[i] - 1].name, name)) return true;
+  return false;
+}
+
+static void name_take(const cli_target_t *list, size_t *slots, size_t cap,
+                      size_t idx) {
+  size_t i = name_hash(list[idx].name) & (cap - 1);
+  while (slots[i]) i = (i + 1) & (cap - 1);
+  slots[i] = idx + 1;
+}
+
+/* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
 int cli_targets_name(cli_target_t *list, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    bool shared = false;
-    for (size_t j = 0; j < n; j++) {
-      if (i == j) continue;
-      if (same_target(&list[i], &list[j])) {
-        fprintf(stderr, CLI_PROG ": host %s is given twice\n", list[i].spec);
-        return -1;
+  if (n == 0) return 0;
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  size_t *order = malloc(n * sizeof(*order));
+  bool *shared = calloc(n, sizeof(*shared));
+  size_t *slots = calloc(cap, sizeof(*slots));
+  if (!order || !shared || !slots) {
+    fprintf(stderr, CLI_PROG ": out of memory naming %zu hosts\n", n);
+    free(order);
+    free(shared);
+    free(slots);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) order[i] = i;
+  qsort_r(order, n, sizeof(*order), by_target, list);
+  size_t dup = n; /* the first target, in list order, given twice */
+  for (size_t run = 0; run < n;) {
+    size_t end = run + 1;
+    while (end < n && !strcmp(list[order[end]].host, list[order[run]].host))
+      end++;
+    for (size_t k = run; k < end; k++) {
+      shared[order[k]] = end - run > 1;
+      if (k + 1 < end) {
+        const cli_target_t *a = &list[order[k]], *b = &list[order[k + 1]];
+        if (a->kind == b->kind && a->port == b->port &&
+            !strcmp(a->user, b->user) && order[k] < dup)
+          dup = order[k];
       }
-      if (!strcmp(list[i].host, list[j].host)) shared = true;
     }
+    run = end;
+  }
+  if (dup < n) {
+    fprintf(stderr, CLI_PROG ": host %s is given twice\n", list[dup].spec);
+    free(order);
+    free(shared);
+    free(slots);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
     char raw[400];
-    if (!shared)
+    if (!shared[i])
       snprintf(raw, sizeof(raw), "%s", list[i].host);
     else if (list[i].kind == CLI_TARGET_SSH)
       snprintf(raw, sizeof(raw), "%s%s%s_ssh%u", list[i].user,
@@ -113,21 +177,18 @@ int cli_targets_name(cli_target_t *list, size_t n) {
     else
       snprintf(raw, sizeof(raw), "%s_%u", list[i].host, list[i].port);
     safe_copy(list[i].name, sizeof(list[i].name), raw);
-  }
-  /* Sanitising may still make two names equal ("a:b" vs "a_b"): number
-   * the later ones. */
-  for (size_t i = 0; i < n; i++) {
-    bool clash = true;
-    for (unsigned round = 0; clash && round < 8; round++) {
-      clash = false;
-      for (size_t j = 0; j < i && !clash; j++)
-        clash = !strcmp(list[i].name, list[j].name);
-      if (clash) {
-        char tmp[128];
-        snprintf(tmp, sizeof(tmp), "%.100s_%zu", list[i].name, i + 1);
-        snprintf(list[i].name, sizeof(list[i].name), "%s", tmp);
-      }
+    /* Sanitising may still make two names equal ("a:b" vs "a_b"): number
+     * the later ones. */
+    for (unsigned round = 0;
+         round < 8 && name_taken(list, slots, cap, list[i].name); round++) {
+      char tmp[128];
+      snprintf(tmp, sizeof(tmp), "%.100s_%zu", list[i].name, i + 1);
+      snprintf(list[i].name, sizeof(list[i].name), "%s", tmp);
     }
+    name_take(list, slots, cap, i);
   }
+  free(order);
+  free(shared);
+  free(slots);
   return 0;
 }

@@ -121,6 +121,10 @@ if(TARGET tracegate-relay)
   set_tests_properties(test_fleet_partition_long PROPERTIES TIMEOUT 1200
                        LABELS "long")
 endif()
+# Naming -H targets (target.c).
+tg_add_test(test_cli_targets
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_targets.c
+  LIBS tg_cli_targets)
 # The CLI's saved TLS sessions and their file (session_cache.c).
 tg_add_test(test_session_cache
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_cache.c

@@ -222,12 +222,73 @@ static void session_cache_survives_corrupt_truncated_and_oversized_files(
   cli_session_cache_free(back);
 }
 
+/* A fleet's worth of entries: each found by its own key after growth,
+ * replacement, forgetting some (the last entry moves into the hole) and a
+ * round trip through the file; the bound holds. */
+static void session_cache_holds_a_fleet(void **state) {
+  (void)state;
+  enum { N = 3000 };
+  cli_session_cache_t *sc = cache(FP_ALICE, FP_CA);
+  char hp[32];
+  for (unsigned i = 0; i < N; i++) {
+    snprintf(hp, sizeof(hp), "10.0.%u.%u:7467", i / 250, i % 250);
+    assert_int_equal(cli_session_cache_put(sc, hp, "relay.test", SESSION,
+                                           1 + i % 30, NOW + 60),
+                     0);
+  }
+  /* Replaced in place, not added. */
+  assert_int_equal(cli_session_cache_put(sc, "10.0.0.0:7467", "relay.test",
+                                         SESSION, 33, NOW + 60),
+                   0);
+  assert_int_equal(cli_session_cache_count(sc), N);
+  for (unsigned i = 0; i < N; i += 7) {
+    snprintf(hp, sizeof(hp), "10.0.%u.%u:7467", i / 250, i % 250);
+    cli_session_cache_forget(sc, hp, "relay.test");
+  }
+  assert_int_equal(cli_session_cache_store(sc, file("fleet"), NOW), 0);
+  cli_session_cache_t *again = cache(FP_ALICE, FP_CA);
+  assert_int_equal(cli_session_cache_load(again, file("fleet"), NOW), 0);
+  for (unsigned i = 0; i < N; i++) {
+    snprintf(hp, sizeof(hp), "10.0.%u.%u:7467", i / 250, i % 250);
+    for (int k = 0; k < 2; k++) {
+      cli_session_cache_t *c = k ? again : sc;
+      size_t len;
+      const uint8_t *p = cli_session_cache_get(c, hp, "relay.test", NOW, &len);
+      if (i % 7 == 0) {
+        assert_null(p);
+      } else {
+        assert_non_null(p);
+        assert_int_equal(len, 1 + i % 30);
+      }
+      assert_false(has(c, hp, "other.test", NOW));
+    }
+  }
+  for (unsigned i = cli_session_cache_count(sc); i < CLI_SC_MAX_ENTRIES; i++) {
+    snprintf(hp, sizeof(hp), "10.1.%u.%u:7467", i / 250, i % 250);
+    assert_int_equal(cli_session_cache_put(sc, hp, "n", SESSION, 8, NOW + 60),
+                     0);
+  }
+  assert_int_equal(
+      cli_session_cache_put(sc, "10.2.0.0:1", "n", SESSION, 8, NOW + 60),
+      -ENOSPC);
+  assert_true(has(sc, hp, "n", NOW)); /* the last one in */
+  cli_session_cache_free(sc);
+  cli_session_cache_free(again);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(session_cache_keys_by_host_name_identity_and_ca, setup, teardown),
-      cmocka_unit_test_setup_teardown(session_cache_never_offers_an_expired_entry, setup, teardown),
-      cmocka_unit_test_setup_teardown(session_cache_file_is_0600_in_a_0700_directory, setup, teardown),
-      cmocka_unit_test_setup_teardown(session_cache_survives_corrupt_truncated_and_oversized_files, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          session_cache_keys_by_host_name_identity_and_ca, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          session_cache_never_offers_an_expired_entry, setup, teardown),
+      cmocka_unit_test_setup_teardown(session_cache_holds_a_fleet, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(
+          session_cache_file_is_0600_in_a_0700_directory, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          session_cache_survives_corrupt_truncated_and_oversized_files, setup,
+          teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

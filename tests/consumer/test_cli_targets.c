@@ -1,0 +1,88 @@
+/* Naming -H targets (consumer/cli/target.c, cli_targets_name): a host's
+ * own name when it is alone, host_port (or user@host_sshPORT) when several
+ * targets share a host, sanitised for file names, numbered when two names
+ * still meet; a target given twice is refused. Also at fleet size, where a
+ * pairwise check was quadratic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "consumer/cli/remote.h"
+
+static void parse_all(cli_target_t *t, const char *const *specs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char err[256];
+    assert_int_equal(cli_target_parse(specs[i], &t[i], err, sizeof(err)), 0);
+  }
+}
+
+static void names_alone_shared_and_sanitised(void **state) {
+  (void)state;
+  static const char *const specs[] = {
+      "alpha.example:7467",      "beta.example:7000", "beta.example:7001",
+      "ssh://u@beta.example:22", "[::1]:7467",        "__1:7467",
+  };
+  enum { N = sizeof(specs) / sizeof(specs[0]) };
+  cli_target_t t[N];
+  parse_all(t, specs, N);
+  assert_int_equal(cli_targets_name(t, N), 0);
+  assert_string_equal(t[0].name, "alpha.example");
+  assert_string_equal(t[1].name, "beta.example_7000");
+  assert_string_equal(t[2].name, "beta.example_7001");
+  assert_string_equal(t[3].name, "u_beta.example_ssh22");
+  assert_string_equal(t[4].name, "__1");
+  /* "__1" again once sanitised: the later one is numbered. */
+  assert_string_equal(t[5].name, "__1_6");
+}
+
+static void refuses_a_target_given_twice(void **state) {
+  (void)state;
+  static const char *const specs[] = {"a.example:1", "b.example:2",
+                                      "a.example:3", "b.example:2"};
+  cli_target_t t[4];
+  parse_all(t, specs, 4);
+  assert_int_equal(cli_targets_name(t, 4), -1);
+  /* Another port, or ssh to the same host, is another target. */
+  static const char *const ok[] = {"a.example:1", "a.example:2",
+                                   "ssh://a.example:1"};
+  parse_all(t, ok, 3);
+  assert_int_equal(cli_targets_name(t, 3), 0);
+}
+
+/* 5000 hosts: each named, every name distinct; then the same list with
+ * one duplicate at the end is refused. */
+static void names_a_big_fleet(void **state) {
+  (void)state;
+  enum { N = 5000 };
+  cli_target_t *t = calloc(N + 1, sizeof(*t));
+  assert_non_null(t);
+  for (size_t i = 0; i < N; i++) {
+    char spec[64], err[128];
+    snprintf(spec, sizeof(spec), "host%zu.example:%zu", i % 2500,
+             7000 + i / 2500);
+    assert_int_equal(cli_target_parse(spec, &t[i], err, sizeof(err)), 0);
+  }
+  assert_int_equal(cli_targets_name(t, N), 0);
+  assert_string_equal(t[0].name, "host0.example_7000");
+  assert_string_equal(t[N - 1].name, "host2499.example_7001");
+  for (size_t i = 1; i < N; i++)
+    assert_int_not_equal(strcmp(t[i].name, t[i - 1].name), 0);
+  t[N] = t[1234];
+  assert_int_equal(cli_targets_name(t, N + 1), -1);
+  free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(names_alone_shared_and_sanitised),
+      cmocka_unit_test(refuses_a_target_given_twice),
+      cmocka_unit_test(names_a_big_fleet),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
