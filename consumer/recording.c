@@ -406,7 +406,8 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
                                         : TG_REC_DEFAULT_READ_PERIOD_MS;
   r->first_read_ms = o->first_read_ms ? o->first_read_ms
                                       : TG_REC_DEFAULT_FIRST_READ_MS;
-  if (r->first_read_ms > r->read_period_ms) r->first_read_ms = r->read_period_ms;
+  if (!o->first_read_ms && r->first_read_ms > r->read_period_ms)
+    r->first_read_ms = r->read_period_ms;
   r->stats_period_ms = o->stats_period_ms;
   r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
   r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
@@ -567,6 +568,13 @@ void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
 uint64_t tg_recording_reads(const tg_recording_t *r) { return r->reads_done; }
+
+void tg_recording_read_first_now(tg_recording_t *r) {
+  if (!r->stream || r->state != TG_REC_TRACING || r->reading ||
+      r->reads_done > 0)
+    return;
+  uv_timer_start(&r->reader, tg__rec_on_read_timer, 0, r->read_period_ms);
+}
 unsigned tg_recording_reads_cut(const tg_recording_t *r) {
   return r->reads_cut - r->reads_recovered;
 }

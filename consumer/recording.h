@@ -85,7 +85,8 @@ typedef struct tg_recording_opts {
   bool stream;
   uint32_t read_period_ms;
   /* When the first read comes; 0: TG_REC_DEFAULT_FIRST_READ_MS, at most
-   * read_period_ms. */
+   * read_period_ms. A value given is kept, also beyond the period (a
+   * fleet's start defers first reads: tg_recording_read_first_now()). */
   uint32_t first_read_ms;
   /* GetTraceStats every this often while tracing (on_stats); 0: never. */
   uint32_t stats_period_ms;
@@ -185,6 +186,9 @@ bool tg_recording_resumable(const tg_recording_t *r);
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms);
 /* ReadBuffers calls answered so far (each one whole, or failed, or cut). */
 uint64_t tg_recording_reads(const tg_recording_t *r);
+/* A streaming recording that is tracing and has not read yet reads now
+ * (from the loop), instead of at first_read_ms; then at the period. */
+void tg_recording_read_first_now(tg_recording_t *r);
 /* Reads cut short by a lost connection whose content no replay made
  * whole: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);

@@ -224,6 +224,7 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
       snprintf(tls, sizeof(tls), " (TLS: %" PRIu64 " full handshakes, %" PRIu64
                " resumed)", f->tls_counts.full, f->tls_counts.resumed);
     fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
+    for (size_t i = 0; i < f->n; i++) fleet_host_fleet_started(&f->hosts[i]);
   }
 }
 

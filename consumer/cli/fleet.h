@@ -274,6 +274,8 @@ void fleet_host_tick(fleet_host_t *h);
 /* What the host is doing, for the progress line. */
 const char *fleet_host_state(const fleet_host_t *h);
 bool fleet_host_tracing(const fleet_host_t *h);
+/* Every host traces: a first read the start deferred comes now. */
+void fleet_host_fleet_started(fleet_host_t *h);
 /* Closes the host's handles (the loop then runs them out). */
 void fleet_host_close(fleet_host_t *h);
 /* Frees what the host holds (after the loop ended). */

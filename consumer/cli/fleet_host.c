@@ -33,6 +33,14 @@
  * timeout, so that a few are missed before the link is declared dead. */
 #define HB_MAX_MS 1000
 #define HB_MIN_MS 100
+/* A big fleet starts before it reads: a host that traces while others
+ * still connect or prepare reads first when the last one traces, or this
+ * long after its own start, whichever comes first (twice the usual read
+ * period). Its first read is otherwise 100 ms after it started, and a
+ * thousand of those, each a round trip through relay and service with
+ * their first compression, slowed the start of the hosts behind them. */
+#define START_FIRST_READ_MS 1000
+#define DEFER_READS_ABOVE_HOSTS 64
 
 /* Why the current connection is being closed by us. */
 enum intent {
@@ -792,6 +800,10 @@ static void start_recording(fleet_host_t *h) {
       .replay = h->relay && h->key_set,
       .fd = -1,
       .stream = true,
+      .first_read_ms =
+          h->f->n > DEFER_READS_ABOVE_HOSTS && h->f->traced + 1 < h->f->n
+              ? START_FIRST_READ_MS
+              : 0,
       .stats_period_ms = STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->attach && o->has_duration ? o->duration_ms : 0,
@@ -904,6 +916,10 @@ const char *fleet_host_state(const fleet_host_t *h) {
     case HL_FAILED: return "FAILED";
   }
   return "?";
+}
+
+void fleet_host_fleet_started(fleet_host_t *h) {
+  if (h->rec) tg_recording_read_first_now(h->rec);
 }
 
 bool fleet_host_tracing(const fleet_host_t *h) {

@@ -347,6 +347,55 @@ static void a_large_read_is_followed_at_once(void **state) {
   bench_close(&b);
 }
 
+/* A first read given beyond the period waits for it (a fleet's start
+ * defers it), unless tg_recording_read_first_now() brings it forward; a
+ * recording that has read already is not hurried by it. */
+static void a_deferred_first_read_comes_when_asked(void **state) {
+  enum { PERIOD_MS = 200, FIRST_MS = 60000 };
+  bench_t b;
+  bench_open(&b, *state, "rec.defer", false);
+  tg_recording_opts_t o = {.fd = -1,
+                           .stream = true,
+                           .read_period_ms = PERIOD_MS,
+                           .first_read_ms = FIRST_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  assert_int_equal(raw_producer_write_packets(&b.p, 0, 0, 1, 1, "late", 1, 3),
+                   0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&b.p, &page, &chunk, 1, 0), 0);
+  /* Three periods: no read (the default would have read at 100 ms). */
+  bool never = false;
+  run_until(&b.loop, &never, 3 * PERIOD_MS);
+  assert_int_equal(tg_recording_reads(b.r), 0);
+  assert_int_equal(b.s.n_test, 0);
+  tg_recording_read_first_now(b.r);
+  uv_update_time(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
+  while ((b.s.n_test < 3 || tg_recording_reads(b.r) < 1) &&
+         uv_now(&b.loop) - t0 < WAIT_MS) {
+    never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(b.s.n_test, 3);
+  assert_int_equal(tg_recording_reads(b.r), 1);
+  /* Then at the period, and asking again changes nothing. */
+  uint64_t reads = tg_recording_reads(b.r);
+  tg_recording_read_first_now(b.r);
+  never = false;
+  run_until(&b.loop, &never, PERIOD_MS / 4);
+  assert_int_equal(tg_recording_reads(b.r), reads);
+  never = false;
+  run_until(&b.loop, &never, 3 * PERIOD_MS);
+  assert_true(tg_recording_reads(b.r) > reads);
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  bench_close(&b);
+}
+
 /* The first read does not wait a whole period: a source that fills the
  * ring within one would lose its start. It comes TG_REC_DEFAULT_FIRST_READ_MS
  * after tracing starts; with nothing more to read, the next waits for the
@@ -545,19 +594,29 @@ static void start_trigger_wait_is_not_cut_by_the_deadline(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(a_large_read_is_followed_at_once,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_deferred_first_read_comes_when_asked,
+                                      test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(the_first_read_comes_before_the_period,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(refused_config_fails_with_the_service_text,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(detach_attach_and_rebind_keep_every_packet,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(start_trigger_wait_is_not_cut_by_the_deadline,
-                                      test_service_setup, test_service_teardown),
-      cmocka_unit_test_setup_teardown(session_that_never_ends_fails_at_its_deadline,
-                                      test_service_setup, test_service_teardown),
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          refused_config_fails_with_the_service_text, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          detach_attach_and_rebind_keep_every_packet, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          start_trigger_wait_is_not_cut_by_the_deadline, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          session_that_never_ends_fails_at_its_deadline, test_service_setup,
+          test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
