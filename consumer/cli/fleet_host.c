@@ -334,15 +334,18 @@ static void set_key(fleet_host_t *h) {
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
   r.key = h->key;
   uint8_t buf[FLEET_KEY_MAX + 16];
-  h->key_set = false;
   if (perfetto__protos__set_session_key_request__get_packed_size(&r) > sizeof(buf)) {
-    prep_done(h, PREP_KEY); /* record.c bounds --attach KEY: not reached */
+    h->key_set = false; /* record.c bounds --attach KEY: not reached */
+    prep_done(h, PREP_KEY);
     return;
   }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
   int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetSessionKey", buf, n,
                             on_key_set, h);
-  if (rv < 0) prep_done(h, PREP_KEY);
+  if (rv < 0) {
+    h->key_set = false;
+    prep_done(h, PREP_KEY);
+  }
 }
 
 /* --- clocks and the heartbeat ---------------------------------------------------- */
