@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/fd_write.h"
+#include "common/fnv1a.h"
 
 #define CLI_PROG_NAME "tracegate"
 static const uint8_t MAGIC[8] = {'T', 'G', 'S', 'E', 'S', 'S', 0, 1};
@@ -84,20 +85,13 @@ static bool name_ok(const char *s, size_t n, bool may_be_empty) {
   return true;
 }
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-/* FNV-1a over the whole key; the names' terminators keep them apart. */
+/* Over the whole key; the names' terminators keep them apart. */
 static uint64_t key_hash(const char *hostport, const char *server_name,
                          const uint8_t *own, const uint8_t *ca) {
-  uint64_t h = 1469598103934665603ull;
-  h = mix(h, hostport, strlen(hostport) + 1);
-  h = mix(h, server_name, strlen(server_name) + 1);
-  h = mix(h, own, CLI_SC_FP_SIZE);
-  return mix(h, ca, CLI_SC_FP_SIZE);
+  uint64_t h = tg_fnv1a(TG_FNV1A_SEED, hostport, strlen(hostport) + 1);
+  h = tg_fnv1a(h, server_name, strlen(server_name) + 1);
+  h = tg_fnv1a(h, own, CLI_SC_FP_SIZE);
+  return tg_fnv1a(h, ca, CLI_SC_FP_SIZE);
 }
 
 static void index_add(cli_session_cache_t *sc, size_t idx) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fnv1a.h"
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
 #include "ipc/net_addr.h"
@@ -106,9 +107,7 @@ static int by_target(const void *a, const void *b, void *ctx) {
 }
 
 static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+  return tg_fnv1a(TG_FNV1A_SEED, s, strlen(s));
 }
 
 /* Open addressing over |cap| (a power of two) slots of indices + 1. */
