@@ -409,6 +409,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
   if (!o->first_read_ms && r->first_read_ms > r->read_period_ms)
     r->first_read_ms = r->read_period_ms;
   r->stats_period_ms = o->stats_period_ms;
+  r->reads_held = o->hold_reads;
   r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
   r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
                                             : TG_REC_DEFAULT_DEADLINE_STOP_MS;
@@ -574,6 +575,16 @@ void tg_recording_read_first_now(tg_recording_t *r) {
       r->reads_done > 0)
     return;
   uv_timer_start(&r->reader, tg__rec_on_read_timer, 0, r->read_period_ms);
+}
+
+void tg_recording_release_reads(tg_recording_t *r) {
+  if (!r->reads_held) return;
+  r->reads_held = false;
+  if (!r->read_due) return;
+  r->read_due = false;
+  if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
+      r->state == TG_REC_DRAINING)
+    tg__rec_read_now(r);
 }
 unsigned tg_recording_reads_cut(const tg_recording_t *r) {
   return r->reads_cut - r->reads_recovered;

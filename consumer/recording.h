@@ -88,6 +88,12 @@ typedef struct tg_recording_opts {
    * read_period_ms. A value given is kept, also beyond the period (a
    * fleet's start defers first reads: tg_recording_read_first_now()). */
   uint32_t first_read_ms;
+  /* No ReadBuffers at all, not even to drain after the end, until
+   * tg_recording_release_reads(): for an owner that has its own bytes to
+   * write ahead of the trace's (a fleet's merged file takes a host's clock
+   * estimate before its first packet). The reads that came due meanwhile
+   * go out at the release. The drain's guard runs all the same. */
+  bool hold_reads;
   /* GetTraceStats every this often while tracing (on_stats); 0: never. */
   uint32_t stats_period_ms;
   /* Stop after this long from the start (client side; e.g. -t with
@@ -189,6 +195,8 @@ uint64_t tg_recording_reads(const tg_recording_t *r);
 /* A streaming recording that is tracing and has not read yet reads now
  * (from the loop), instead of at first_read_ms; then at the period. */
 void tg_recording_read_first_now(tg_recording_t *r);
+/* Ends hold_reads: a read that came due while held goes out now. */
+void tg_recording_release_reads(tg_recording_t *r);
 /* Reads cut short by a lost connection whose content no replay made
  * whole: what they carried is lost. */
 unsigned tg_recording_reads_cut(const tg_recording_t *r);

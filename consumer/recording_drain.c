@@ -154,6 +154,10 @@ void tg__rec_read_cut(tg_recording_t *r) {
 }
 
 void tg__rec_read_now(tg_recording_t *r) {
+  if (r->reads_held) {
+    r->read_due = true; /* tg_recording_release_reads() reads */
+    return;
+  }
   if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
   r->packets_before_read = r->packets;
   r->read_bytes = 0;

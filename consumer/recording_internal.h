@@ -28,6 +28,7 @@ struct tg_recording {
   bool ended; /* the service said it ended */
   bool stop_wanted, stop_sent, deadline_hit, freeing;
   bool reading, stats_pending;
+  bool reads_held, read_due; /* hold_reads; a read came due while held */
   unsigned drain_reads, reads_cut;
   /* Whether a cut read carried anything: the session's bytes_read (its
    * buffers' sum, from GetTraceStats) before the cut read is compared

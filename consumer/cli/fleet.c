@@ -132,6 +132,7 @@ static void close_handles(fleet_t *f) {
 }
 
 static void start_more(fleet_t *f);
+static void burst_more(fleet_t *f);
 
 void fleet_host_finished(fleet_t *f) {
   f->finished++;
@@ -162,6 +163,34 @@ void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, host_link_t from) {
     h->in_start_window = false;
     f->starting--;
   }
+  /* A burst cut by a lost link or an end: a reconnection makes its own. */
+  if (h->in_burst_window && h->link != HL_UP) fleet_host_burst_ended(f, h);
+}
+
+/* Held clock bursts at once, once every host traces. A thousand at once
+ * queued behind each other (and the first reads) in the CLI's loop: half
+ * a sample's round trip bounds the estimate's error, and the median host
+ * was good to +/- 7.5 ms (bench_fanout, 1000 hosts on loopback), against
+ * +/- 1.3-1.8 ms when the whole burst came before the start, and
+ * +/- 0.16-0.18 ms with 16 at a time. */
+#define BURSTING_MAX 16
+
+static void burst_more(fleet_t *f) {
+  while (f->bursting < BURSTING_MAX && f->next_burst < f->n) {
+    fleet_host_t *h = &f->hosts[f->next_burst++];
+    if (!fleet_host_resume_clock(h)) continue;
+    /* It may have ended at once (a call that could not go out). */
+    if (!h->clock_held) continue;
+    h->in_burst_window = true;
+    f->bursting++;
+  }
+}
+
+void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h) {
+  if (!h->in_burst_window) return;
+  h->in_burst_window = false;
+  f->bursting--;
+  burst_more(f);
 }
 
 /* Starts hosts while fewer than STARTING_MAX are on their way up; called
@@ -229,6 +258,7 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
       snprintf(tls, sizeof(tls), " (TLS: %" PRIu64 " full handshakes, %" PRIu64
                " resumed)", f->tls_counts.full, f->tls_counts.resumed);
     fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
+    burst_more(f);
     for (size_t i = 0; i < f->n; i++) fleet_host_fleet_started(&f->hosts[i]);
   }
 }

@@ -115,6 +115,10 @@ typedef struct fleet_host {
   clock_sample_t cur, best, first;
   bool has_clock;
   bool preamble_written;
+  /* A big fleet's start: the host enabled tracing on its first sample and
+   * takes the rest of its first burst once the fleet traces (fleet_host.c,
+   * clock_held); clock_resumed once it has begun them. */
+  bool clock_held, clock_resumed;
   clock_sample_t burst_best; /* this burst's or period's best so far */
   bool burst_has;
   unsigned clock_syncs; /* estimates made (RemoteClockSync when merging) */
@@ -136,6 +140,7 @@ typedef struct fleet_host {
   bool stop_requested;
   bool has_traced; /* its recording reached TRACING once */
   bool in_start_window; /* counted in fleet_t.starting (fleet.c) */
+  bool in_burst_window; /* counted in fleet_t.bursting (fleet.c) */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
   bool names_recorded; /* its answer is noted, not yet counted */
 
@@ -195,6 +200,10 @@ struct fleet {
   /* Started hosts still connecting or preparing: kept by fleet.c as links
    * change, so that starting more costs no walk over every host. */
   size_t starting;
+  /* Once every host traces, the held clock bursts go on this many at a
+   * time (fleet.c burst_more): next_burst as next_start, bursting as
+   * starting. */
+  size_t next_burst, bursting;
   FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
   char *keys_path;
   bool keys_failed;
@@ -276,6 +285,11 @@ const char *fleet_host_state(const fleet_host_t *h);
 bool fleet_host_tracing(const fleet_host_t *h);
 /* Every host traces: a first read the start deferred comes now. */
 void fleet_host_fleet_started(fleet_host_t *h);
+/* The rest of |h|'s held clock burst begins; false if it has none to take
+ * (or not now: a reconnection takes a whole burst of its own). */
+bool fleet_host_resume_clock(fleet_host_t *h);
+/* |h|'s held burst ended (its estimate is in, its reads go on). */
+void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h);
 /* Closes the host's handles (the loop then runs them out). */
 void fleet_host_close(fleet_host_t *h);
 /* Frees what the host holds (after the loop ended). */

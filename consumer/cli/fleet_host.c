@@ -41,6 +41,14 @@
  * their first compression, slowed the start of the hosts behind them. */
 #define START_FIRST_READ_MS 1000
 #define DEFER_READS_ABOVE_HOSTS 64
+/* So does the rest of its first clock burst. The burst's samples are one
+ * round trip each, in a row: the four after the first took ~5% of the
+ * CLI's CPU in a 1000-host cold start, and, taken while handshakes queue
+ * on the same cores, their round trips (half of one bounds the estimate's
+ * error) were long: +/- 1.3-1.8 ms for the median host, +/- 0.16-0.18 ms
+ * once the fleet traces (fleet.c, BURSTING_MAX). The host enables tracing
+ * on its first sample and holds its reads until its burst is done: a
+ * merged trace has the host's estimate ahead of its first packet. */
 
 /* Why the current connection is being closed by us. */
 enum intent {
@@ -278,6 +286,7 @@ static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
 /* --- preparing: TracegateRelay ------------------------------------------------- */
 
 static void clock_next(fleet_host_t *h);
+static int write_preamble(fleet_host_t *h);
 
 /* Preparing a connection: its parts are asked at once and answered in any
  * order (the relay's own calls share one round trip, and the relay's
@@ -407,7 +416,8 @@ static void on_heartbeat(tg_consumer_t *c, void *ctx, int status,
   if (status) return;
   fleet_clock_read(h->hb_sample.after);
   if (clock_parse(&h->hb_sample, reply, len)) clock_keep(h, &h->hb_sample);
-  if (h->heard_ms < h->next_sync_ms) return;
+  /* A held burst settles at its own end (clock_next). */
+  if (h->clock_held || h->heard_ms < h->next_sync_ms) return;
   int rv = clock_settle(h);
   if (rv < 0) fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
 }
@@ -461,14 +471,28 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
 }
 
 /* A burst of samples on every prepared connection: after a reconnection
- * the host may be another boot, or its clock may have stepped. */
+ * the host may be another boot, or its clock may have stepped. A held
+ * burst (DEFER_READS_ABOVE_HOSTS) lets the preparation go on after its
+ * first sample and goes on from fleet_host_resume_clock(). */
 static void clock_next(fleet_host_t *h) {
   if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES) {
+    bool was_held = h->clock_held;
+    h->clock_held = false;
     int rv = clock_settle(h);
+    /* Done while preparing (a reconnection, say): after_prep writes it. */
+    if (rv == 0 && was_held && !(h->prep_wait & PREP_CLOCK)) {
+      rv = write_preamble(h);
+      if (h->rec) tg_recording_release_reads(h->rec);
+      fleet_host_burst_ended(h->f, h);
+    }
     if (rv < 0) {
       fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
       return;
     }
+    prep_done(h, PREP_CLOCK);
+    return;
+  }
+  if (h->clock_held && h->syncs > 0 && !h->clock_resumed) {
     prep_done(h, PREP_CLOCK);
     return;
   }
@@ -480,6 +504,29 @@ static void clock_next(fleet_host_t *h) {
     clock_next(h);
   }
 }
+
+/* The merged trace gets the host's preamble (its first clock estimate)
+ * once, ahead of every packet of the host. Returns 0 or a write error. */
+static int write_preamble(fleet_host_t *h) {
+  if (h->f->mode != FLEET_OUT_MERGE || h->preamble_written) return 0;
+  h->preamble_written = true;
+  return fleet_merge_host_preamble(h->f, h);
+}
+
+/* The rest of a held burst, once the fleet traces or the host has waited
+ * START_FIRST_READ_MS, on the connection it started on (a reconnection
+ * makes a whole burst of its own). */
+bool fleet_host_resume_clock(fleet_host_t *h) {
+  if (!h->clock_held || h->clock_resumed || h->link != HL_UP || !h->c ||
+      !tg_consumer_ready(h->c))
+    return false;
+  h->clock_resumed = true;
+  uv_timer_stop(&h->timer);
+  clock_next(h);
+  return true;
+}
+
+static void on_clock_due(uv_timer_t *t) { fleet_host_resume_clock(t->data); }
 
 static void on_host_info(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
@@ -592,6 +639,8 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   h->relay = true;
+  h->clock_held =
+      !h->reconnecting && !h->has_clock && h->f->n > DEFER_READS_ABOVE_HOSTS;
   if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
   /* One flight, answered in this order: compression first, so that the
    * switch comes before the other answers; the first clock sample last. */
@@ -641,6 +690,7 @@ static void connect_now(fleet_host_t *h) {
   char err[512];
   h->relay = h->bound = false;
   h->syncs = 0;
+  h->clock_held = h->clock_resumed = false; /* on_relay_bound decides */
   h->burst_has = false;
   h->hb_pending = false;
   h->attempts++;
@@ -729,6 +779,7 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   h->reconnects++;
   h->reconnecting = false;
   h->recheck_loss = true;
+  tg_recording_release_reads(rec);
   set_link(h, HL_UP);
   uv_timer_stop(&h->timer);
   char el[32];
@@ -807,6 +858,10 @@ static void start_recording(fleet_host_t *h) {
           h->f->n > DEFER_READS_ABOVE_HOSTS && h->f->traced + 1 < h->f->n
               ? START_FIRST_READ_MS
               : 0,
+      /* Not before the estimate: a merged trace needs it ahead of the
+       * host's packets, and a first read would slow the burst's round
+       * trips (each one bounds the estimate's error). */
+      .hold_reads = h->clock_held,
       .stats_period_ms = STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->attach && o->has_duration ? o->duration_ms : 0,
@@ -819,6 +874,9 @@ static void start_recording(fleet_host_t *h) {
   set_link(h, HL_UP);
   h->heard_ms = now_ms(h);
   uv_timer_stop(&h->timer);
+  /* The held burst goes on when the fleet traces, or after this long. */
+  if (h->clock_held)
+    uv_timer_start(&h->timer, on_clock_due, START_FIRST_READ_MS, 0);
   int rv = tg_recording_start(h->rec, h->c, &ro);
   if (rv < 0) {
     fail(h, "cannot %s: %s", o->attach ? "attach" : "enable tracing",
@@ -851,11 +909,12 @@ static void on_names_state(tg_consumer_t *c, void *ctx, int status,
 }
 
 /* Every part is in: the merged trace gets the host's preamble (its first
- * clock estimate), then the session starts, or comes back. */
+ * clock estimate), then the session starts, or comes back (with its reads,
+ * if a lost link had cut a held burst short: this connection made a whole
+ * one). */
 static void after_prep(fleet_host_t *h) {
-  if (h->f->mode == FLEET_OUT_MERGE && !h->preamble_written) {
-    h->preamble_written = true;
-    int rv = fleet_merge_host_preamble(h->f, h);
+  if (!h->clock_held) {
+    int rv = write_preamble(h);
     if (rv < 0) {
       fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
       return;

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "consumer/cli/fleet.h"
@@ -117,6 +118,43 @@ static void clock_note(const fleet_host_t *h, char *out, size_t n) {
            "%s)", last, h->clock_syncs, first);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* With many hosts, the clock lines are not printed per host: how well the
+ * start of each host's trace is aligned (its first estimate's bound, half
+ * its round trip), the median and the worst. */
+static void clock_summary(const fleet_t *f) {
+  uint64_t *b = malloc(f->n * sizeof(*b));
+  if (!b) return;
+  size_t n = 0;
+  uint64_t worst_ns = 0;
+  const char *worst = "";
+  for (size_t i = 0; i < f->n; i++) {
+    const fleet_host_t *h = &f->hosts[i];
+    if (!h->has_clock) continue;
+    uint64_t bound =
+        (h->first.after[CLK_BOOTTIME] - h->first.before[CLK_BOOTTIME]) / 2;
+    if (n == 0 || bound > worst_ns) {
+      worst_ns = bound;
+      worst = h->t->spec;
+    }
+    b[n++] = bound;
+  }
+  if (n) {
+    qsort(b, n, sizeof(*b), cmp_u64);
+    fprintf(stderr,
+            "  clocks at the start: aligned within +/- %.3f ms "
+            "(median), %.3f ms at worst (%s)",
+            (double)b[n / 2] / 1e6, (double)worst_ns / 1e6, worst);
+    if (n < f->n) fprintf(stderr, "; %zu without", f->n - n);
+    fputc('\n', stderr);
+  }
+  free(b);
+}
+
 size_t fleet_ui_summary(fleet_t *f) {
   fleet_ui_clear(f);
   size_t failed = 0;
@@ -195,6 +233,7 @@ size_t fleet_ui_summary(fleet_t *f) {
             " packets in all\n", quiet, quiet == f->n ? "" : "other ",
             quiet == 1 ? "" : "s", by, quiet_packets);
   }
+  if (f->n > MAX_HOST_LINES) clock_summary(f);
   if (f->tls_counts.full + f->tls_counts.resumed)
     fprintf(stderr, "  TLS handshakes: %" PRIu64 " full, %" PRIu64
             " resumed from a saved session\n", f->tls_counts.full,

@@ -500,17 +500,22 @@ typedef struct cli_run {
    * relays, and the services with their producers. */
   double relays_cpu_s, sources_cpu_s;
   char tracing_line[160];
+  char clock_line[200]; /* the summary's "clocks at the start" */
   uint64_t merged;
   unsigned lines;
 } cli_run_t;
 
-/* Reads the CLI's log for the "all N hosts tracing" line. */
-static bool find_tracing_line(const char *log, char *out, size_t n) {
+/* The CLI's "all N hosts tracing, ..." line. */
+#define TRACING_SAYS "hosts tracing, "
+
+/* Reads the CLI's log for the first line with |needle|. */
+static bool find_line(const char *log, const char *needle, char *out,
+                      size_t n) {
   FILE *f = fopen(log, "re");
   char buf[512];
   bool found = false;
   while (f && !found && fgets(buf, sizeof(buf), f))
-    if (strstr(buf, "hosts tracing, ")) {
+    if (strstr(buf, needle)) {
       buf[strcspn(buf, "\n")] = 0;
       snprintf(out, n, "%.*s", (int)(n > 0 ? n - 1 : 0), buf);
       found = true;
@@ -579,7 +584,8 @@ static int run_fleet_cli(const char *dir, const group_t *g, unsigned ng,
     if (hwm < 0) break; /* exited: a zombie has no memory left to show */
     out->hwm_kb = hwm;
     if (out->tracing_wall_ms < 0 &&
-        find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line))) {
+        find_line(log, TRACING_SAYS, out->tracing_line,
+                  sizeof(out->tracing_line))) {
       out->tracing_wall_ms = bench_now_ms() - t0;
       out->tracing_cpu_s = bench_proc_cpu_s(pid);
       bench_machine_ticks(&idle1, &all1);
@@ -596,7 +602,9 @@ static int run_fleet_cli(const char *dir, const group_t *g, unsigned ng,
   out->status = bench_wait_cpu(pid, 10000, &out->cpu_s);
   out->wall_s = (bench_now_ms() - t0) / 1e3;
   if (!out->tracing_line[0])
-    find_tracing_line(log, out->tracing_line, sizeof(out->tracing_line));
+    find_line(log, TRACING_SAYS, out->tracing_line, sizeof(out->tracing_line));
+  find_line(log, "clocks at the start", out->clock_line,
+            sizeof(out->clock_line));
   struct stat st;
   out->merged = stat(merged, &st) == 0 ? (uint64_t)st.st_size : 0;
   out->lines = count_lines(log);
@@ -706,6 +714,11 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          "services+producers %.2f ms\n",
          all.relays_cpu_s * 1e3 / hosts, all.sources_cpu_s * 1e3 / hosts,
          warm.relays_cpu_s * 1e3 / hosts, warm.sources_cpu_s * 1e3 / hosts);
+  printf(
+      "  the CLI's clock alignment (cold, warm)  : %s\n"
+      "                                           %s\n",
+      all.clock_line[0] ? all.clock_line + 2 : "(not said)",
+      warm.clock_line[0] ? warm.clock_line + 2 : "(not said)");
   printf("  CLI memory per host                      : %8.0f KiB  (target <= "
          "%.0f KB)  %s  (peak RSS %ld KiB with %u hosts, %ld KiB with one)\n",
          per_host_kb, CLI_MEMORY_TARGET_KB,

@@ -601,6 +601,69 @@ static void many_hosts_lacking_a_name_give_one_summary_line(void **state) {
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
+/* Above 64 hosts a host enables tracing on its first clock sample and
+ * takes the rest of its burst once the fleet traces, its reads held until
+ * then: its preamble (the estimate) must still come before every packet
+ * of its own in the merged trace, whatever the order the hosts came up
+ * in. 80 hosts: 40 spellings of 127.0.0.1 for each of two relays; no
+ * producer, the service's own packets are the hosts'. Stopped (Ctrl-C) as
+ * soon as all trace, so that some drains wait for their held burst. */
+#define BIG_FLEET 80
+/* docs/merge.md: a host's preamble has the sequence id (k+1) << 20 | this. */
+#define PREAMBLE_SEQ_LOW 0xFFFFFu
+
+static void big_fleet_clock_before_every_host_packet(void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) start_host(&hs[i], i);
+  static const char *const zero[] = {"0", "00", "000", "0000"};
+  static const char *const one[] = {"1", "01", "001", "0001"};
+  FILE *f = fopen(fleet_in_dir("big.hosts"), "w");
+  assert_non_null(f);
+  for (int k = 0; k < BIG_FLEET; k++) {
+    int s = k / 2; /* the spelling */
+    fprintf(f, "127.%s.%s.%s:%d\n", zero[s % 4], zero[(s / 4) % 4],
+            one[(s / 16) % 4], hs[k % 2].relay.port);
+  }
+  fclose(f);
+  const char *merged = fleet_in_dir("big.pftrace");
+  const char *args[] = {"record", "--hosts", fleet_in_dir("big.hosts"),
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "-t", "0",
+                        "-b", "1mb", "nope.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  fleet_cli_read_until(&c, "all 80 hosts tracing", FLEET_WAIT_MS);
+  kill(c.pid, SIGINT);
+  assert_int_equal(fleet_cli_wait(&c), 0);
+  assert_non_null(strstr(c.err, "clocks at the start: aligned within +/- "));
+  assert_null(strstr(c.err, " without"));
+
+  fleet_trace_t t;
+  fleet_trace_load(merged, &t);
+  size_t rcs_at[BIG_FLEET + 1], first_own[BIG_FLEET + 1];
+  for (int m = 0; m <= BIG_FLEET; m++) rcs_at[m] = first_own[m] = SIZE_MAX;
+  for (size_t i = 0; i < t.n; i++) {
+    Perfetto__Protos__TracePacket *pk = t.pk[i];
+    uint32_t mid = pk->has_machine_id ? pk->machine_id : 0;
+    if (!mid) continue;
+    assert_true(mid <= BIG_FLEET);
+    if (has_unknown_field(pk, 107) && rcs_at[mid] == SIZE_MAX) rcs_at[mid] = i;
+    bool collector_seq =
+        pk->optional_trusted_packet_sequence_id_case ==
+            PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID &&
+        (pk->trusted_packet_sequence_id & PREAMBLE_SEQ_LOW) == PREAMBLE_SEQ_LOW;
+    if (!collector_seq && first_own[mid] == SIZE_MAX) first_own[mid] = i;
+  }
+  for (int m = 1; m <= BIG_FLEET; m++) {
+    assert_true(rcs_at[m] != SIZE_MAX);    /* every host is aligned */
+    assert_true(first_own[m] != SIZE_MAX); /* and has packets of its own */
+    assert_true(rcs_at[m] < first_own[m]);
+  }
+  fleet_trace_free(&t);
+  unlink(merged);
+  for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
+}
+
 static void killed_cli_session_taken_back_with_attach_and_merge(void **state) {
   (void)state;
   fleet_host_t h;
@@ -705,8 +768,10 @@ int main(void) {
       cmocka_unit_test(remote_record_through_one_relay_over_tls),
       cmocka_unit_test(tls_files_from_the_environment_and_a_name_per_host),
       cmocka_unit_test(three_hosts_merged_and_one_file_each),
-      cmocka_unit_test(unregistered_names_said_once_with_the_hosts_lacking_them),
+      cmocka_unit_test(
+          unregistered_names_said_once_with_the_hosts_lacking_them),
       cmocka_unit_test(many_hosts_lacking_a_name_give_one_summary_line),
+      cmocka_unit_test(big_fleet_clock_before_every_host_packet),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),

@@ -361,10 +361,7 @@ static void a_deferred_first_read_comes_when_asked(void **state) {
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
   assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
-  assert_int_equal(raw_producer_write_packets(&b.p, 0, 0, 1, 1, "late", 1, 3),
-                   0);
-  uint32_t page = 0, chunk = 0;
-  assert_int_equal(raw_producer_commit(&b.p, &page, &chunk, 1, 0), 0);
+  commit(&b.p, 1, "late", 1, 3);
   /* Three periods: no read (the default would have read at 100 ms). */
   bool never = false;
   run_until(&b.loop, &never, 3 * PERIOD_MS);
@@ -393,6 +390,48 @@ static void a_deferred_first_read_comes_when_asked(void **state) {
   ack_flush(&b.p);
   assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
   assert_int_equal(b.s.end_status, 0);
+  bench_close(&b);
+}
+
+/* Held reads: none at the first read's time, none at the periods, none
+ * to drain after a stop, until tg_recording_release_reads(); then the
+ * drain reads every packet and the recording ends well. */
+static void held_reads_wait_for_the_release(void **state) {
+  enum { PERIOD_MS = 100 };
+  bench_t b;
+  bench_open(&b, *state, "rec.hold", false);
+  tg_recording_opts_t o = {.fd = -1,
+                           .stream = true,
+                           .read_period_ms = PERIOD_MS,
+                           .hold_reads = true};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  commit(&b.p, 1, "held", 1, 4);
+  bool never = false;
+  run_until(&b.loop, &never, 4 * PERIOD_MS);
+  assert_int_equal(tg_recording_reads(b.r), 0);
+  /* Stopped: the session ends, its drain waits too. */
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  uv_update_time(&b.loop);
+  uint64_t t0 = uv_now(&b.loop);
+  while (tg_recording_state(b.r) != TG_REC_DRAINING && !b.s.ended &&
+         uv_now(&b.loop) - t0 < WAIT_MS) {
+    never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_state(b.r), TG_REC_DRAINING);
+  never = false;
+  run_until(&b.loop, &never, 2 * PERIOD_MS);
+  assert_int_equal(tg_recording_reads(b.r), 0);
+  assert_int_equal(b.s.n_test, 0);
+  assert_false(b.s.ended);
+  tg_recording_release_reads(b.r);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(b.s.n_test, 4);
+  assert_true(tg_recording_reads(b.r) >= 1);
   bench_close(&b);
 }
 
@@ -600,6 +639,9 @@ int main(void) {
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(a_deferred_first_read_comes_when_asked,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(held_reads_wait_for_the_release,
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(the_first_read_comes_before_the_period,
