@@ -199,6 +199,9 @@ int tg_chunk_validate(const uint8_t *copy, size_t size, bool complete,
   for (unsigned i = 0; i < info->packet_count; i++) {
     uint32_t fsize;
     int hdr = read_fragment_size(p, end, &fsize);
+    size_t seen = hdr > 0 ? (size_t)hdr : (size_t)(end - p);
+    if (seen > TG_PACKET_HEADER_SIZE) seen = TG_PACKET_HEADER_SIZE;
+    info->headers_end = (uint32_t)(p + seen - begin);
     if (hdr <= 0) {
       info->violations |= hdr == 0 ? TG_CHUNK_V_HEADER_TRUNCATED
                                    : TG_CHUNK_V_BAD_SIZE_VARINT;

@@ -263,6 +263,9 @@ typedef struct tg_chunk_info {
   bool last_fragment_open;  /* incomplete chunk: last fragment size 0 */
   uint32_t violations;      /* TG_CHUNK_V_* bitmask; 0 when clean */
   uint32_t payload_used;    /* bytes covered by the valid fragments */
+  /* Payload bytes at or past this offset were never read: a change to
+   * them (a patch) cannot change the result, so it need not be redone. */
+  uint32_t headers_end;
 } tg_chunk_info_t;
 
 /* Validates a private copy of a chunk (header included) of |size| bytes.

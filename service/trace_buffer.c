@@ -294,6 +294,7 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
   tg_chunk_info_t info;
   int rv = tg_chunk_validate(c, r->chunk_size, !incomplete, &info);
   if (rv != 0 && (new_copy || !(r->flags & R_BAD))) tb->stats.abi_violations++;
+  r->headers_end = info.headers_end;
 
   unsigned readable = info.valid_fragments;
   bool drop = info.ends_with_drop;
@@ -508,7 +509,7 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
     r->seq = (uint32_t)si;
     r->nread = nread;
     r->flags = (uint16_t)(R_LIVE | hflags);
-    memset(r->reserved, 0, sizeof(r->reserved));
+    r->reserved = 0;
     tb->stats.chunks_written++;
     /* make_room() may have evicted entries of |s|: place it only now. */
     uint32_t at = s->qlen;
@@ -552,8 +553,16 @@ int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
     if (payload < 4 || offsets[i] > payload - 4) goto fail;
   }
   uint8_t *p = rec_chunk(r) + TG_SMB_CHUNK_HEADER_SIZE;
-  for (size_t i = 0; i < n; i++) memcpy(p + offsets[i], data[i], 4);
-  if (n) tg__tb_rec_analyze(tb, r, false); /* a patch may hit a size header */
+  bool hits_header = false;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p + offsets[i], data[i], 4);
+    hits_header |= offsets[i] < r->headers_end;
+  }
+  /* A patch that reaches a fragment's size header may change what can be
+   * read: analyse again. One past every header the analysis read (the
+   * usual case: the size of a message that went on into the next chunk)
+   * cannot, and the chunk, long out of the cache by now, is not walked. */
+  if (hits_header) tg__tb_rec_analyze(tb, r, false);
   if (!has_more) r->flags &= (uint16_t)~R_NEEDS_PATCH;
   tb->stats.patches_succeeded++;
   tg__tb_ready_add(tb, s);

@@ -42,9 +42,13 @@ typedef struct rec {
   uint16_t nreadable; /* leading fragments the reader may take now */
   uint16_t nread;     /* of which already consumed */
   uint16_t flags;     /* enum rec_flags */
-  uint16_t reserved[3];
+  uint16_t reserved;
+  /* From the last analysis (tg_chunk_info_t.headers_end): a patch past it
+   * leaves the analysis as it was. */
+  uint32_t headers_end;
 } rec_t;
 _Static_assert(sizeof(rec_t) % 8 == 0, "records stay 8-byte aligned");
+_Static_assert(sizeof(rec_t) == 48, "a record header is 48 bytes");
 _Static_assert(sizeof(uid_t) == 4 && sizeof(pid_t) == 4, "uid/pid fit");
 
 typedef struct ent {

@@ -793,6 +793,7 @@ static void validate_clean_chunk_with_three_fragments(void **state) {
   assert_false(info.last_fragment_open);
   assert_int_equal(info.violations, 0);
   assert_int_equal(info.payload_used, 4 + 5 + 4 + 2 + 4 + 3);
+  assert_int_equal(info.headers_end, 4 + 5 + 4 + 2 + 4); /* "abc" onwards */
 
   const uint8_t *d[4];
   size_t l[4];

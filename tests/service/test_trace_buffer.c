@@ -400,6 +400,50 @@ static void needs_patching_stalls_until_final_patch(void **state) {
   tg_trace_buffer_free(tb);
 }
 
+/* A patch may rewrite a fragment's size header itself: then the chunk is
+ * analysed again, either way (a size made sound brings that fragment back,
+ * one made to overflow the chunk drops it). Patches past every header are
+ * not re-analysed; if that boundary were wrong, these would be missed. */
+static void patch_on_a_size_header_is_analysed_again(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  uint8_t pa[24], pb[20];
+  payload(pa, sizeof(pa), 1);
+  payload(pb, sizeof(pb), 2);
+  const uint32_t b_header = 4 + 24; /* payload offset of B's size header */
+
+  /* Writer 1: B's size overflows the chunk until the patch fixes it. */
+  chunk_t *c = chunk_new(0, 1);
+  chunk_frag(c, pa, sizeof(pa));
+  chunk_frag_sized(c, 4000, pb, sizeof(pb));
+  chunk_flags(c, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c), TG_EABI_VIOLATION);
+  assert_int_equal(stats(tb)->abi_violations, 1);
+  expect_nothing(tb); /* waits for its patches */
+  uint8_t sound[1][4];
+  put_size(sound[0], sizeof(pb));
+  assert_int_equal(
+      tg_trace_buffer_patch(tb, 1, 1, 0, &b_header, sound, 1, false), 0);
+  expect_packet(tb, 1, 1, sizeof(pa), false);
+  expect_packet(tb, 1, 2, sizeof(pb), false);
+  expect_nothing(tb);
+
+  /* Writer 2: B is sound until a patch makes its size overflow. */
+  c = chunk_new(0, 2);
+  chunk_frag(c, pa, sizeof(pa));
+  chunk_frag(c, pb, sizeof(pb));
+  chunk_flags(c, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  uint8_t overflow[1][4];
+  put_size(overflow[0], 4000);
+  assert_int_equal(
+      tg_trace_buffer_patch(tb, 1, 2, 0, &b_header, overflow, 1, false), 0);
+  assert_int_equal(stats(tb)->abi_violations, 2);
+  expect_packet(tb, 2, 1, sizeof(pa), false);
+  expect_nothing(tb); /* B is gone */
+  tg_trace_buffer_free(tb);
+}
+
 static void patch_failures_are_counted_and_touch_nothing(void **state) {
   (void)state;
   tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
@@ -1219,6 +1263,7 @@ int main(void) {
       cmocka_unit_test(
           fragment_waiting_for_next_chunk_stalls_only_its_sequence),
       cmocka_unit_test(needs_patching_stalls_until_final_patch),
+      cmocka_unit_test(patch_on_a_size_header_is_analysed_again),
       cmocka_unit_test(patch_failures_are_counted_and_touch_nothing),
       cmocka_unit_test(ring_wrap_counts_overwrites_and_flags_next_packet),
       cmocka_unit_test(overwrite_of_partly_read_chunk_is_a_loss),
