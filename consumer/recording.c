@@ -229,9 +229,11 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 
 static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
   tg__rec_set_state(r, TG_REC_TRACING);
-  if (r->stream)
+  if (r->stream) {
+    tg__rec_pace_begin(r);
     uv_timer_start(&r->reader, tg__rec_on_read_timer, r->first_read_ms,
                    r->read_period_ms);
+  }
   if (r->stats_period_ms)
     uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->stats_period_ms,
                    r->stats_period_ms);
@@ -298,6 +300,7 @@ static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
   r->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
   r->start_wait_ms = start_trigger_wait_ms(cfg);
   r->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
+  tg__rec_set_read_target(r, cfg);
   perfetto__protos__trace_config__free_unpacked(cfg, NULL);
   int rv = tg_consumer_enable_tracing(r->c, o->config, o->config_len, fd,
                                       on_ended, r);
@@ -352,6 +355,7 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
   r->live = true;
   r->duration_ms = r->attached_cfg->has_duration_ms ? r->attached_cfg->duration_ms : 0;
   r->start_wait_ms = start_trigger_wait_ms(r->attached_cfg);
+  tg__rec_set_read_target(r, r->attached_cfg);
   int want = r->cbs->on_attached ? r->cbs->on_attached(r, r->attached_cfg) : 0;
   if (tg__rec_is_over(r)) return;
   if (want < 0) {
@@ -410,6 +414,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
     r->first_read_ms = r->read_period_ms;
   r->stats_period_ms = o->stats_period_ms;
   r->reads_held = o->hold_reads;
+  tg__rec_set_read_target(r, NULL);
   r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
   r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
                                             : TG_REC_DEFAULT_DEADLINE_STOP_MS;

@@ -49,6 +49,10 @@ typedef enum tg_rec_state {
 /* A read that brings at least this many bytes of packets is followed by
  * the next one at once rather than at the next period. */
 #define TG_REC_READ_AGAIN_BYTES (1u << 20)
+/* ... or a quarter of the config's smallest buffer, when less (but not
+ * less than this); after a read that brought less, the next comes when
+ * that much should be waiting, at the rate of the reads before it. */
+#define TG_REC_MIN_READ_TARGET (16u << 10)
 /* The first read comes this soon after tracing starts (or at the period,
  * when shorter): a high-rate source can fill a small ring before a whole
  * period has gone, and what it overwrote before the first read is lost.
@@ -80,7 +84,8 @@ typedef struct tg_recording_opts {
   int fd;
   /* Read the trace over the connection: first_read_ms after tracing
    * starts, then every read_period_ms while tracing (at once after a read
-   * of TG_REC_READ_AGAIN_BYTES or more),
+   * of TG_REC_READ_AGAIN_BYTES or more, or a quarter of the smallest
+   * buffer; sooner than the period when the reads' rate says so),
    * then until a read comes back empty once tracing ended. */
   bool stream;
   uint32_t read_period_ms;

@@ -108,6 +108,63 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* --- pacing the reads while tracing ------------------------------------ */
+
+/* How long a window of reads the rate is measured over: long enough to
+ * span several reads that follow each other, short enough to follow a
+ * source that speeds up. */
+#define RATE_WINDOW_MS 50
+
+void tg__rec_set_read_target(tg_recording_t *r,
+                             const Perfetto__Protos__TraceConfig *cfg) {
+  uint64_t target = TG_REC_READ_AGAIN_BYTES;
+  for (size_t i = 0; cfg && i < cfg->n_buffers; i++) {
+    if (!cfg->buffers[i] || !cfg->buffers[i]->has_size_kb) continue;
+    /* A quarter of the smallest ring: read well before it wraps. */
+    uint64_t quarter = (uint64_t)cfg->buffers[i]->size_kb * 1024u / 4u;
+    if (quarter < target) target = quarter;
+  }
+  r->read_target = target < TG_REC_MIN_READ_TARGET ? TG_REC_MIN_READ_TARGET
+                                                    : target;
+}
+
+void tg__rec_pace_begin(tg_recording_t *r) {
+  /* The first read brings what came since now: the first window. */
+  r->rate_since_ms = uv_now(r->loop);
+  r->rate_bytes = 0;
+}
+
+/* After a read while tracing. A read that brought the target means the
+ * buffers fill faster than the reads drain them: read on at once. One
+ * that brought less (the source's commits come in bursts, or it slowed
+ * down) does not mean the source stopped: waiting a whole period would
+ * let a fast one wrap the ring and overwrite what it holds (a 32 MiB ring
+ * at 150 MB/s lost half its data at a 500 ms period). The next read
+ * comes when the target should be waiting again, at the rate the last
+ * window of reads measured, and at the latest at the period. */
+static void pace_reads(tg_recording_t *r) {
+  uint64_t now = uv_now(r->loop);
+  r->rate_bytes += r->read_bytes;
+  uint64_t span = now - r->rate_since_ms;
+  if (span >= RATE_WINDOW_MS) {
+    r->rate_per_ms = (double)r->rate_bytes / (double)span;
+    r->rate_since_ms = now;
+    r->rate_bytes = 0;
+  }
+  if (r->read_bytes >= r->read_target) {
+    tg__rec_read_now(r);
+    return;
+  }
+  uint64_t wait = r->read_period_ms;
+  if (r->rate_per_ms > 0) {
+    double due = (double)r->read_target / r->rate_per_ms;
+    if (due < (double)wait) wait = due < 1.0 ? 1 : (uint64_t)due;
+  }
+  /* The period's tick starts again from here: a slow source is read as
+   * often as before. */
+  uv_timer_start(&r->reader, tg__rec_on_read_timer, wait, r->read_period_ms);
+}
+
 static void on_read_done(tg_consumer_t *c, void *ctx, int status,
                          const char *msg) {
   tg_recording_t *r = ctx;
@@ -128,13 +185,8 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
       r->stats_after_read = false;
       tg__rec_stats_now(r);
     }
-    /* A read that brought a lot means the buffer fills faster than the
-     * period drains it: waiting for the next tick would leave the link
-     * idle while the ring overwrites what it holds. Read on at once until
-     * a read brings little. */
-    if (r->read_bytes >= TG_REC_READ_AGAIN_BYTES &&
-        (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING))
-      tg__rec_read_now(r);
+    if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING)
+      pace_reads(r);
     return;
   }
   /* After the end, read until a read comes back empty. */

@@ -44,6 +44,14 @@ struct tg_recording {
   unsigned reads_lost; /* cut reads that did carry data (or may have) */
   uint64_t packets, packets_before_read;
   uint64_t read_bytes; /* packet bytes of the current read */
+  /* Pacing (recording_drain.c, pace_reads): a read of read_target bytes
+   * is followed at once; after a smaller one the next comes when about
+   * read_target bytes should be waiting, at the rate the reads of the
+   * last window (>= RATE_WINDOW_MS) brought, and at the latest after
+   * the period. */
+  uint64_t read_target;
+  uint64_t rate_since_ms, rate_bytes; /* the window so far */
+  double rate_per_ms;                 /* of the last whole window; 0: none */
   uint64_t reads_done; /* reads answered, whatever the answer */
   uint64_t last_rx_ms;
 
@@ -70,6 +78,14 @@ struct tg_recording {
   unsigned reads_recovered; /* cut reads a replay made whole */
   tg_rec_replay_stats_t replay_stats;
 };
+/* recording_drain.c */
+/* The read target for the buffers of |cfg| (NULL: the default). */
+void tg__rec_set_read_target(tg_recording_t *r,
+                             const Perfetto__Protos__TraceConfig *cfg);
+
+/* Tracing (again): the reads' rate is measured from now. */
+void tg__rec_pace_begin(tg_recording_t *r);
+
 /* recording_replay.c */
 /* Sends Ack for what was received, every few reads (or now with |now|). */
 void tg__rec_ack(tg_recording_t *r, bool now);

@@ -347,6 +347,61 @@ static void a_large_read_is_followed_at_once(void **state) {
   bench_close(&b);
 }
 
+/* A source that would fill the ring many times within a period: the
+ * reads keep pace with it (after a read that brought less than a quarter
+ * of the ring, the next comes when that much should be waiting, at the
+ * rate the reads measured), and nothing is overwritten. Reading again at
+ * once only after reads of 1 MiB, at the period otherwise, lost all but
+ * the last ring's worth of it. */
+static void reads_keep_pace_with_a_source_faster_than_the_period(void **state) {
+  enum { PERIOD_MS = 5000, PAGES = 16, ROUNDS = 150, PAYLOAD = 3800 };
+  bench_t b;
+  memset(&b, 0, sizeof(b));
+  assert_int_equal(raw_producer_connect(&b.p, *state, "rec.pace", "rec.ds", 4,
+                                        PAGES * 4, false), 0);
+  b.has_p = true;
+  uv_loop_init(&b.loop);
+  connect_to(&b.k, &b.loop, *state);
+  b.r = tg_recording_new(&b.loop, &rec_cbs, &b.s);
+  assert_non_null(b.r);
+  simple_cfg_init(&b.sc, 1024, 1, "rec.ds"); /* a 1 MiB ring */
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
+  bench_config(&b, &o);
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+
+  /* ~60 KiB every 10 ms of the loop, ~9 MiB in all, well within the
+   * period: nine rings' worth. */
+  static char payload[PAYLOAD + 1];
+  memset(payload, 'p', PAYLOAD);
+  uint8_t pkt[PAYLOAD + 64];
+  uint64_t t0 = uv_now(&b.loop);
+  for (unsigned round = 0; round < ROUNDS; round++) {
+    uint32_t pages[PAGES], chunks[PAGES];
+    for (unsigned pg = 0; pg < PAGES; pg++) {
+      size_t n = make_test_packet(pkt, sizeof(pkt), payload, round * PAGES + pg);
+      const uint8_t *frag = pkt;
+      assert_int_equal(raw_producer_write_chunk(&b.p, pg, 0, 1, 1,
+                                                round * PAGES + pg, 0, &frag,
+                                                &n, 1), 0);
+      pages[pg] = pg;
+      chunks[pg] = 0;
+    }
+    assert_int_equal(raw_producer_commit(&b.p, pages, chunks, PAGES, 0), 0);
+    bool never = false;
+    run_until(&b.loop, &never, 10);
+  }
+  uint64_t took = uv_now(&b.loop) - t0;
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  /* Only meaningful if the writing took less than a period. */
+  assert_true(took < PERIOD_MS);
+  assert_int_equal(b.s.n_test, ROUNDS * PAGES);
+  bench_close(&b);
+}
+
 /* A first read given beyond the period waits for it (a fleet's start
  * defers it), unless tg_recording_read_first_now() brings it forward; a
  * recording that has read already is not hurried by it. */
@@ -635,6 +690,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
                                       test_service_setup,
                                       test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          reads_keep_pace_with_a_source_faster_than_the_period,
+          test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(a_large_read_is_followed_at_once,
                                       test_service_setup,
                                       test_service_teardown),
