@@ -406,21 +406,23 @@ static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_service_t *svc = ctx;
   tg_producer_t *p = ready_or_fail(call);
   if (!p) return;
-  Perfetto__Protos__CommitDataRequest *req =
-      perfetto__protos__commit_data_request__unpack(NULL, len, args);
-  if (!req) {
+  /* Read in place: no allocation per chunk (service/commit_data.h). */
+  tg_commit_data_t req;
+  if (tg_commit_data_parse(args, len, &req) < 0) {
     p->abi_violations++;
     fail(call);
     return;
   }
   p->commits++;
-  for (size_t i = 0; i < req->n_chunks_to_move; i++)
-    tg__producer_commit_move(p, req->chunks_to_move[i]);
-  for (size_t i = 0; i < req->n_chunks_to_patch; i++)
-    tg__producer_commit_patch(p, req->chunks_to_patch[i]);
-  bool ack = req->has_flush_request_id && req->flush_request_id;
-  uint64_t flush_id = req->flush_request_id;
-  perfetto__protos__commit_data_request__free_unpacked(req, NULL);
+  tg_commit_iter_t it;
+  tg_commit_move_t m;
+  tg_commit_iter_init(&it, &req);
+  while (tg_commit_next_move(&it, &m) == 1) tg__producer_commit_move(p, &m);
+  tg_commit_patch_t cp;
+  tg_commit_iter_init(&it, &req);
+  while (tg_commit_next_patch(&it, &cp) == 1) tg__producer_commit_patch(p, &cp);
+  bool ack = req.has_flush_request_id && req.flush_request_id;
+  uint64_t flush_id = req.flush_request_id;
   Perfetto__Protos__CommitDataResponse r = PERFETTO__PROTOS__COMMIT_DATA_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
   /* Moves first, then patches, then the flush acknowledgement. */

@@ -12,7 +12,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pb/common/commit_data_request.pb-c.h"
 #include "common/log.h"
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
@@ -120,8 +119,7 @@ static void count_discard(tg_producer_t *p, bool has_buffer, uint32_t buffer_id,
   }
 }
 
-void tg__producer_commit_move(tg_producer_t *p,
-                        const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
+void tg__producer_commit_move(tg_producer_t *p, const tg_commit_move_t *m) {
   tg_service_t *svc = p->svc;
   uint32_t target = m->has_target_buffer ? m->target_buffer : 0;
   tg_session_t *s = tg__producer_allowed_session(p, target);
@@ -135,14 +133,15 @@ void tg__producer_commit_move(tg_producer_t *p,
       count_discard(p, m->has_target_buffer, m->target_buffer, false);
       return;
     }
-    if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE ||
-        m->data.len > TG_SMB_MAX_PAGE_SIZE) {
+    if (m->data_len < TG_SMB_CHUNK_HEADER_SIZE ||
+        m->data_len > TG_SMB_MAX_PAGE_SIZE) {
       p->abi_violations++;
       tg_trace_buffer_note_abi_violation(tb);
       return;
     }
-    tg_trace_buffer_copy_chunk(tb, &p->ident, m->data.data, m->data.len,
-                               !(m->has_chunk_incomplete && m->chunk_incomplete));
+    tg_trace_buffer_copy_chunk(
+        tb, &p->ident, m->data, m->data_len,
+        !(m->has_chunk_incomplete && m->chunk_incomplete));
     return;
   }
   if (!p->smb_map || !m->has_page || !m->has_chunk) {
@@ -168,8 +167,7 @@ void tg__producer_commit_move(tg_producer_t *p,
   tg_smb_release_chunk_as_free(&p->smb, &c);
 }
 
-void tg__producer_commit_patch(tg_producer_t *p,
-                         const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp) {
+void tg__producer_commit_patch(tg_producer_t *p, const tg_commit_patch_t *cp) {
   uint32_t target = cp->has_target_buffer ? cp->target_buffer : 0;
   tg_session_t *s = tg__producer_allowed_session(p, target);
   tg_trace_buffer_t *tb = s ? tg__session_buffer(s, target) : NULL;
@@ -186,19 +184,21 @@ void tg__producer_commit_patch(tg_producer_t *p,
   uint32_t offsets[64];
   uint8_t data[64][4];
   size_t done = 0;
+  tg_commit_iter_t it;
+  tg_commit_patch_entries(&it, cp);
   /* Batches of 64; a has_more_patches=false only with the last batch. */
   while (done < cp->n_patches || (done == 0 && cp->n_patches == 0)) {
     size_t n = 0;
     bool bad = false;
     for (; n < 64 && done + n < cp->n_patches; n++) {
-      const Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch *pt =
-          cp->patches[done + n];
-      if (!pt->has_offset || !pt->has_data || pt->data.len != 4) {
+      tg_commit_patch_entry_t pt;
+      if (tg_commit_next_entry(&it, &pt) != 1 || !pt.has_offset ||
+          !pt.has_data || pt.data_len != 4) {
         bad = true;
         break;
       }
-      offsets[n] = pt->offset;
-      memcpy(data[n], pt->data.data, 4);
+      offsets[n] = pt.offset;
+      memcpy(data[n], pt.data, 4);
     }
     if (bad) {
       count_discard(p, cp->has_target_buffer, cp->target_buffer, true);

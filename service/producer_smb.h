@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "pb/common/commit_data_request.pb-c.h"
+#include "service/commit_data.h"
 #include "service/service.h"
 
 /* Creates |p|'s SMB (sealed memfd, mapped shared) sized for session |s|. */
@@ -22,10 +22,10 @@ tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id)
  * |writer_id|, 0 if none) as an ABI violation and logs the first one. */
 void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id,
                           uint32_t writer_id);
-void tg__producer_commit_move(
-    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunksToMove *m);
-void tg__producer_commit_patch(
-    tg_producer_t *p, const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp);
+/* One chunk to move and one chunk to patch of a CommitData (views into
+ * the request, service/commit_data.h). */
+void tg__producer_commit_move(tg_producer_t *p, const tg_commit_move_t *m);
+void tg__producer_commit_patch(tg_producer_t *p, const tg_commit_patch_t *cp);
 /* Copies the chunks of |p|'s SMB that are BeingWritten by writers of
  * |session| (NULL: every session) into its buffers (flush timeouts,
  * disable, disconnect). */

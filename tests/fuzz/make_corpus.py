@@ -215,6 +215,43 @@ def pb_corpus():
     }
 
 
+# --- CommitDataRequest (see fuzz_commit_data.c) ---------------------------
+
+def commit_data_corpus():
+    def move(page, chunk, target, extra=b""):
+        return f_len(1, f_varint(1, page) + f_varint(2, chunk) +
+                     f_varint(3, target) + extra)
+
+    def patch(target, writer, chunk_id, patches, more=None):
+        body = f_varint(1, target) + f_varint(2, writer) + f_varint(3, chunk_id)
+        for off, data in patches:
+            body += f_len(4, f_varint(1, off) + f_len(2, data))
+        if more is not None:
+            body += f_varint(5, 1 if more else 0)
+        return f_len(2, body)
+
+    return {
+        "moves_and_flush": move(0, 0, 1) + move(3, 2, 1) + f_varint(3, 42),
+        "inline_data": move(0, 0, 1, f_len(4, bytes([1, 0, 0, 0, 1, 0, 0, 0])) +
+                            f_varint(5, 1)),
+        "patches": patch(1, 1, 7, [(4, b"abcd"), (12, b"efgh")], more=True),
+        "moves_patches_interleaved": (patch(1, 2, 9, [(0, b"wxyz")]) +
+                                      move(1, 0, 1) +
+                                      patch(1, 2, 10, [], more=False)),
+        "field_twice": move(1, 1, 1, f_varint(1, 5)) + f_varint(3, 1) +
+                       f_varint(3, 2),
+        "wide_varint": f_len(1, f_varint(1, 2**40 + 7)),
+        "wrong_wire_type": f_len(1, f_fixed32(1, 3)),
+        "wrong_wire_type_top": f_varint(1, 3),
+        "bool_as_len": f_len(1, f_varint(1, 1) + f_len(5, b"\x01")),
+        "unknown_fields": f_len(1, f_varint(9, 1) + f_fixed64(10, 5)) +
+                          f_len(7, b"zz"),
+        "truncated_move": tag(1, 2) + varint(10) + f_varint(1, 1),
+        "bad_patch_entry": f_len(2, f_len(4, tag(1, 0))),
+        "empty": b"",
+    }
+
+
 # --- trace buffer programs (see fuzz_trace_buffer.c) -----------------------
 
 TB_RAW, TB_BUILT, TB_PATCH, TB_READ, TB_GONE = range(5)
@@ -759,6 +796,7 @@ def main():
     write("fuzz_chunk_validator", chunk_corpus())
     write("fuzz_pb_reader", pb_corpus())
     write("fuzz_trace_buffer", trace_buffer_corpus())
+    write("fuzz_commit_data", commit_data_corpus())
     write("fuzz_relay_filter", relay_filter_corpus())
     write("fuzz_ftrace_page", ftrace_page_corpus())
     write("fuzz_session_cache", session_cache_corpus())
