@@ -24,7 +24,8 @@ REL_DIR := build/release
 PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer fuzz_pbtxt fuzz_relay_filter fuzz_proc_parsers \
+                fuzz_trace_buffer fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
+                fuzz_proc_parsers \
                 fuzz_slice_reassembler fuzz_net_addr \
                 fuzz_authz fuzz_hosts_file fuzz_flags \
                 fuzz_ftrace_page fuzz_zstd_stream fuzz_packet_inflate \
