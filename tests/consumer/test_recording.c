@@ -278,21 +278,56 @@ static void streams_stops_and_drains_a_whole_session(void **state) {
   bench_close(&b);
 }
 
+/* A world whose producer has an SMB of |pages| 4 KiB pages, and whose
+ * config has one buffer of |ring_kb|. */
+static void bench_open_smb(bench_t *b, const test_service_t *ts,
+                           const char *producer, unsigned pages,
+                           uint32_t ring_kb) {
+  memset(b, 0, sizeof(*b));
+  assert_int_equal(
+      raw_producer_connect(&b->p, ts, producer, "rec.ds", 4, pages * 4, false),
+      0);
+  b->has_p = true;
+  uv_loop_init(&b->loop);
+  connect_to(&b->k, &b->loop, ts);
+  b->r = tg_recording_new(&b->loop, &rec_cbs, &b->s);
+  assert_non_null(b->r);
+  simple_cfg_init(&b->sc, ring_kb, 1, "rec.ds");
+}
+
+/* One test packet carrying |payload| in each of the first |pages| pages
+ * (chunk ids from round * pages on), committed at once. Returns the
+ * packet bytes written. */
+static uint64_t commit_round(bench_t *b, unsigned round, unsigned pages,
+                             const char *payload) {
+  enum { MAX_PAGES = 16 };
+  assert_true(pages <= MAX_PAGES);
+  uint8_t pkt[4096];
+  uint32_t pg_ids[MAX_PAGES], chunks[MAX_PAGES];
+  uint64_t written = 0;
+  for (unsigned pg = 0; pg < pages; pg++) {
+    size_t n = make_test_packet(pkt, sizeof(pkt), payload, round * pages + pg);
+    assert_true(n > 0);
+    const uint8_t *frag = pkt;
+    assert_int_equal(
+        raw_producer_write_chunk(&b->p, pg, 0, 1, 1, round * pages + pg, 0,
+                                 &frag, &n, 1),
+        0);
+    pg_ids[pg] = pg;
+    chunks[pg] = 0;
+    written += n;
+  }
+  assert_int_equal(raw_producer_commit(&b->p, pg_ids, chunks, pages, 0), 0);
+  return written;
+}
+
 /* A read that brings a lot (the buffer fills faster than the period
  * drains it) is followed by the next read at once, not a period later;
  * one that brings little waits for the period again. */
 static void a_large_read_is_followed_at_once(void **state) {
   enum { PERIOD_MS = 1500, PAGES = 16, ROUNDS = 24, PAYLOAD = 3800 };
   bench_t b;
-  memset(&b, 0, sizeof(b));
-  assert_int_equal(raw_producer_connect(&b.p, *state, "rec.big", "rec.ds", 4,
-                                        PAGES * 4, false), 0);
-  b.has_p = true;
-  uv_loop_init(&b.loop);
-  connect_to(&b.k, &b.loop, *state);
-  b.r = tg_recording_new(&b.loop, &rec_cbs, &b.s);
-  assert_non_null(b.r);
-  simple_cfg_init(&b.sc, 4096, 1, "rec.ds");
+  bench_open_smb(&b, *state, "rec.big", PAGES, 4096);
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS,
                            .first_read_ms = PERIOD_MS};
   bench_config(&b, &o);
@@ -303,22 +338,9 @@ static void a_large_read_is_followed_at_once(void **state) {
    * PAYLOAD bytes per 4 KiB chunk, a whole SMB per commit. */
   static char payload[PAYLOAD + 1];
   memset(payload, 'x', PAYLOAD);
-  uint8_t pkt[PAYLOAD + 64];
   uint64_t written = 0;
-  for (unsigned round = 0; round < ROUNDS; round++) {
-    uint32_t pages[PAGES], chunks[PAGES];
-    for (unsigned pg = 0; pg < PAGES; pg++) {
-      size_t n = make_test_packet(pkt, sizeof(pkt), payload, round * PAGES + pg);
-      const uint8_t *frag = pkt;
-      assert_int_equal(raw_producer_write_chunk(&b.p, pg, 0, 1, 1,
-                                                round * PAGES + pg, 0, &frag,
-                                                &n, 1), 0);
-      pages[pg] = pg;
-      chunks[pg] = 0;
-      written += n;
-    }
-    assert_int_equal(raw_producer_commit(&b.p, pages, chunks, PAGES, 0), 0);
-  }
+  for (unsigned round = 0; round < ROUNDS; round++)
+    written += commit_round(&b, round, PAGES, payload);
   assert_true(written >= TG_REC_READ_AGAIN_BYTES);
 
   /* The first read, at the first period, brings all of it, so the second
@@ -356,15 +378,7 @@ static void a_large_read_is_followed_at_once(void **state) {
 static void reads_keep_pace_with_a_source_faster_than_the_period(void **state) {
   enum { PERIOD_MS = 5000, PAGES = 16, ROUNDS = 150, PAYLOAD = 3800 };
   bench_t b;
-  memset(&b, 0, sizeof(b));
-  assert_int_equal(raw_producer_connect(&b.p, *state, "rec.pace", "rec.ds", 4,
-                                        PAGES * 4, false), 0);
-  b.has_p = true;
-  uv_loop_init(&b.loop);
-  connect_to(&b.k, &b.loop, *state);
-  b.r = tg_recording_new(&b.loop, &rec_cbs, &b.s);
-  assert_non_null(b.r);
-  simple_cfg_init(&b.sc, 1024, 1, "rec.ds"); /* a 1 MiB ring */
+  bench_open_smb(&b, *state, "rec.pace", PAGES, 1024); /* a 1 MiB ring */
   tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = PERIOD_MS};
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
@@ -374,20 +388,9 @@ static void reads_keep_pace_with_a_source_faster_than_the_period(void **state) {
    * period: nine rings' worth. */
   static char payload[PAYLOAD + 1];
   memset(payload, 'p', PAYLOAD);
-  uint8_t pkt[PAYLOAD + 64];
   uint64_t t0 = uv_now(&b.loop);
   for (unsigned round = 0; round < ROUNDS; round++) {
-    uint32_t pages[PAGES], chunks[PAGES];
-    for (unsigned pg = 0; pg < PAGES; pg++) {
-      size_t n = make_test_packet(pkt, sizeof(pkt), payload, round * PAGES + pg);
-      const uint8_t *frag = pkt;
-      assert_int_equal(raw_producer_write_chunk(&b.p, pg, 0, 1, 1,
-                                                round * PAGES + pg, 0, &frag,
-                                                &n, 1), 0);
-      pages[pg] = pg;
-      chunks[pg] = 0;
-    }
-    assert_int_equal(raw_producer_commit(&b.p, pages, chunks, PAGES, 0), 0);
+    commit_round(&b, round, PAGES, payload);
     bool never = false;
     run_until(&b.loop, &never, 10);
   }
