@@ -5,7 +5,9 @@ int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f) {
   if (r->cur >= r->end) return 0;
   uint64_t tag;
   size_t n = tg_pb_read_varint(r->cur, r->end, &tag);
-  if (n == 0 || tag > 0xFFFFFFFFull) return -1;
+  /* A tag is a 32-bit varint: at most 5 bytes. A longer one would be read
+   * with its high bits dropped, as protobuf-c refuses to. */
+  if (n == 0 || n > 5 || tag > 0xFFFFFFFFull) return -1;
   const uint8_t *p = r->cur + n;
   f->id = (uint32_t)(tag >> 3);
   f->type = (uint8_t)(tag & 7);

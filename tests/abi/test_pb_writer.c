@@ -296,7 +296,7 @@ static void reader_walks_what_writer_wrote(void **state) {
 static void reader_rejects_malformed_input(void **state) {
   (void)state;
   const struct {
-    uint8_t b[8];
+    uint8_t b[12];
     size_t n;
   } bad[] = {
       {{0x00, 0x01}, 2},             /* field id 0 */
@@ -306,6 +306,8 @@ static void reader_rejects_malformed_input(void **state) {
       {{0x12, 0x05, 'a'}, 3},        /* length past the end */
       {{0x0D, 0x01, 0x02}, 3},       /* truncated fixed32 */
       {{0x09, 1, 2, 3, 4, 5, 6}, 7}, /* truncated fixed64 */
+      /* field 1 varint, its tag padded to 6 bytes (still < 2^32) */
+      {{0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01}, 7},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     tg_pb_reader_t r;
