@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -248,12 +249,9 @@ static void update_input_hold(tg_ipc_chan_t *ch) {
     ch->input_held = false;
 }
 
-static void after_output_change(tg_ipc_chan_t *ch) {
-  int rv = do_write(ch);
-  if (rv < 0) {
-    tg_ipc_chan_close(ch, rv);
-    return;
-  }
+/* Marks and limits after the queue grew; the queue was just written as far
+ * as the socket took it. */
+static void settle_output(tg_ipc_chan_t *ch) {
   size_t pending = tg_buf_size(&ch->out);
   if (pending > ch->high_water) ch->above_high_water = true;
   if (ch->output_hard_cap && pending > ch->output_hard_cap) {
@@ -262,6 +260,15 @@ static void after_output_change(tg_ipc_chan_t *ch) {
   }
   update_input_hold(ch);
   update_poll(ch);
+}
+
+static void after_output_change(tg_ipc_chan_t *ch) {
+  int rv = do_write(ch);
+  if (rv < 0) {
+    tg_ipc_chan_close(ch, rv);
+    return;
+  }
+  settle_output(ch);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -320,6 +327,57 @@ void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n) {
   if (ch->state != TG_CHAN_OPEN || n == 0) return;
   tg_buf_commit(&ch->out, n);
   after_output_change(ch);
+}
+
+int tg_ipc_chan_sendv(tg_ipc_chan_t *ch, const struct iovec *iov, int iovcnt) {
+  if (ch->state != TG_CHAN_OPEN) return -EPIPE;
+  if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+  if (total == 0) return 0;
+  size_t sent = 0;
+  /* Only an empty queue lets bytes pass it (queued fds ride with queued
+   * frames, so none is pending either). */
+  if (tg_buf_size(&ch->out) == 0) {
+    struct msghdr msg = {.msg_iov = (struct iovec *)iov,
+                         .msg_iovlen = (size_t)iovcnt};
+    ssize_t n = sendmsg(ch->fd, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      int err = -errno;
+      tg_ipc_chan_close(ch, err);
+      return err;
+    }
+    if (n > 0) {
+      sent = (size_t)n;
+      ch->out_sent += (uint64_t)n;
+    }
+  }
+  if (sent < total) {
+    uint8_t *p = tg_buf_reserve(&ch->out, total - sent);
+    if (!p) {
+      /* Part of the frame may be out: the stream cannot go on. */
+      tg_ipc_chan_close(ch, -ENOMEM);
+      return -ENOMEM;
+    }
+    size_t skip = sent, at = 0;
+    for (int i = 0; i < iovcnt; i++) {
+      size_t len = iov[i].iov_len;
+      if (skip >= len) {
+        skip -= len;
+        continue;
+      }
+      memcpy(p + at, (const uint8_t *)iov[i].iov_base + skip, len - skip);
+      at += len - skip;
+      skip = 0;
+    }
+    tg_buf_commit(&ch->out, total - sent);
+  }
+  settle_output(ch);
+  return 0;
+}
+
+void tg_ipc_chan_set_high_water(tg_ipc_chan_t *ch, size_t bytes) {
+  ch->high_water = bytes;
 }
 
 int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch) {

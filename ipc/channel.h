@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <uv.h>
 
 #include "abi/ipc_frame.h"
@@ -102,6 +103,22 @@ int tg_ipc_chan_send(tg_ipc_chan_t *ch, const uint8_t *frame, size_t len,
  * whole frames into them, then tg_ipc_chan_commit() what was written. */
 uint8_t *tg_ipc_chan_reserve(tg_ipc_chan_t *ch, size_t n);
 void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n);
+
+/* Vectored sending of one or more whole frames, for bulk output whose bytes
+ * lie in several places: when nothing is queued they go straight to the
+ * socket, and only what it does not take is copied into the queue (all of
+ * it when output is already queued). The memory |iov| points to is only
+ * read during the call. |iovcnt| is at most IOV_MAX. Returns 0, -EPIPE
+ * when closing, -EINVAL, or the error that closed the channel (-ENOMEM,
+ * a socket error). */
+int tg_ipc_chan_sendv(tg_ipc_chan_t *ch, const struct iovec *iov, int iovcnt);
+
+/* Sets the high-water mark (default 4 MiB; the low-water mark is a quarter
+ * of it). 0 makes the channel congested whenever anything is queued, with
+ * on_drain when the queue is empty again: a bulk sender that uses
+ * tg_ipc_chan_sendv() then stops at the first send the socket did not take
+ * whole, and the socket's own buffer is the only queue. */
+void tg_ipc_chan_set_high_water(tg_ipc_chan_t *ch, size_t bytes);
 
 /* Bytes queued and not yet written to the socket. */
 static inline size_t tg_ipc_chan_pending(const tg_ipc_chan_t *ch) {

@@ -27,16 +27,13 @@
 #include "service/consumer_port.h"
 #include "service/consumer_query.h"
 #include "service/producer_port.h"
+#include "service/read_frames.h"
 #include "service/readout.h"
 #include "service/session.h"
 #include "service/session_flush.h"
 #include "tracegate/error.h"
 
 #define MAX_DETACH_KEY 256
-/* Room kept free at the end of a frame for the closing bytes. */
-#define FRAME_TAIL_RESERVE 32
-/* Per-slice overhead: slice tag + 4-byte size, data tag + len, bool. */
-#define SLICE_OVERHEAD 16
 
 /* A Flush or CloneSession call waiting for its session's flush; its
  * address is the flush's cookie. */
@@ -75,6 +72,7 @@ typedef struct tg_consumer {
   tg_ipc_call_t read_call;
   uint64_t read_budget;  /* bytes this ReadBuffers may still send */
   bool bulk_sndbuf;      /* the socket's send buffer was set for streaming */
+  tg_read_frames_t *frames; /* owned; made at the first ReadBuffers */
   char *lease_key;       /* SetDisconnectLease; NULL when none */
   uint64_t lease_ms;
 } tg_consumer_t;
@@ -226,102 +224,33 @@ static void on_freed(tg_session_t *s, void *ctx) {
 
 /* --- ReadBuffers ------------------------------------------------------------- */
 
-typedef struct frame_sink {
-  tg_consumer_t *c;
-  tg_ipc_reply_writer_t rw;
-  bool open;
-  uint8_t *space;
-  int err;
-} frame_sink_t;
-
-static bool frame_open(frame_sink_t *f) {
-  f->space = tg_ipc_chan_reserve(&f->c->conn->chan, TG_IPC_FRAME_BUFFER_SIZE);
-  if (!f->space) {
-    f->err = -ENOMEM;
-    return false;
-  }
-  tg_ipc_reply_begin(&f->rw, f->space, TG_IPC_FRAME_BUFFER_SIZE,
-                     f->c->read_call.request_id, true, true);
-  f->open = true;
-  return true;
-}
-
-static void frame_close(frame_sink_t *f) {
-  if (!f->open) return;
-  f->open = false;
-  size_t len = 0;
-  int rv = tg_ipc_reply_end(&f->rw, &len);
-  if (rv < 0) {
-    f->err = rv;
-    return;
-  }
-  tg_ipc_chan_commit(&f->c->conn->chan, len);
-}
-
-static size_t frame_room(const frame_sink_t *f) {
-  size_t room = (size_t)(f->rw.body.end - f->rw.body.cur);
-  return room > FRAME_TAIL_RESERVE + SLICE_OVERHEAD
-             ? room - FRAME_TAIL_RESERVE - SLICE_OVERHEAD : 0;
-}
-
-/* Emits one packet as one or more slices; a slice never crosses a frame. */
-static int frame_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
-                      unsigned n, size_t total) {
-  frame_sink_t *f = ctx;
-  unsigned pi = 0;
-  size_t poff = 0, left = total;
-  while (left > 0 || total == 0) {
-    if (!f->open && !frame_open(f)) return 1;
-    size_t room = frame_room(f);
-    if (room < 64 && room < left) { /* not worth a slice: next frame */
-      frame_close(f);
-      if (f->err) return 1;
-      continue;
-    }
-    size_t take = left < room ? left : room;
-    tg_pbw_t *w = &f->rw.body;
-    tg_pbw_begin_nested(w, 2); /* slices */
-    uint8_t hdr[6];
-    uint8_t *h = tg_pb_write_varint(hdr, TG_PB_TAG(1, TG_PB_WT_LEN));
-    h = tg_pb_write_varint(h, take);
-    tg_pbw_append_raw(w, hdr, (size_t)(h - hdr));
-    size_t k = take;
-    while (k > 0) {
-      size_t avail = lens[pi] - poff;
-      size_t c = k < avail ? k : avail;
-      tg_pbw_append_raw(w, pieces[pi] + poff, c);
-      k -= c;
-      poff += c;
-      if (poff == lens[pi]) {
-        pi++;
-        poff = 0;
-      }
-    }
-    left -= take;
-    if (left == 0) tg_pbw_append_bool(w, 2, true); /* last_slice_for_packet */
-    tg_pbw_end_nested(w);
-    if (total == 0) break;
-  }
-  (void)n;
-  if (f->c->read_budget <= total) {
-    f->c->read_budget = 0;
+/* Adds one packet to the ReadBuffers reply; stops at the budget, and as
+ * soon as the socket did not take a frame whole (on_drain resumes). */
+static int frame_emit(void *ctx, const uint8_t *const *pieces,
+                      const size_t *lens, unsigned n, unsigned n_stable,
+                      size_t total) {
+  tg_consumer_t *c = ctx;
+  if (tg_read_frames_add(c->frames, pieces, lens, n, n_stable, total) < 0)
+    return 1;
+  if (c->read_budget <= total) {
+    c->read_budget = 0;
     return 1;
   }
-  f->c->read_budget -= total;
-  /* Stop at the high-water mark; on_drain resumes. */
-  return tg_ipc_chan_congested(&f->c->conn->chan);
+  c->read_budget -= total;
+  return tg_ipc_chan_congested(&c->conn->chan);
 }
 
 static void read_job_run(tg_consumer_t *c) {
   tg_session_t *s = c->session;
-  frame_sink_t f = {.c = c};
-  int more = s ? tg__readout_drain(s, frame_emit, &f) : 0;
-  if (more < 0 && !f.err) f.err = more;
-  frame_close(&f);
-  if (f.err) {
-    TG_WARN("consumer: ReadBuffers failed: %s", tg_strerror(f.err));
+  tg_read_frames_begin(c->frames, &c->conn->chan, c->read_call.request_id);
+  int more = s ? tg__readout_drain(s, frame_emit, c) : 0;
+  int err = tg_read_frames_end(c->frames);
+  if (!err && more < 0) err = more;
+  if (err) {
+    TG_WARN("consumer pid %d: ReadBuffers failed: %s",
+            (int)c->conn->chan.peer_pid, tg_strerror(err));
     c->reading = false;
-    tg_ipc_host_conn_close(c->conn, f.err);
+    tg_ipc_host_conn_close(c->conn, err);
     return;
   }
   /* Congested: on_drain resumes the job. */
@@ -370,6 +299,18 @@ static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   if (!c || !c->session || c->reading || call.drop_reply) {
     fail(call);
     return;
+  }
+  if (!c->frames) {
+    c->frames = tg_read_frames_new();
+    if (!c->frames) {
+      fail(call);
+      return;
+    }
+    /* Frames go out from the trace buffers in place, as long as nothing is
+     * queued before them: the read-out stops at the first frame the socket
+     * does not take whole and resumes once the queue is empty, with the
+     * socket's own buffer (stream_send_buffer) as the only queue. */
+    tg_ipc_chan_set_high_water(&c->conn->chan, 0);
   }
   if (!c->bulk_sndbuf) stream_send_buffer(c);
   c->reading = true;
@@ -829,6 +770,7 @@ void tg__consumer_port_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   }
   tg_list_remove(&c->node);
   free(c->lease_key);
+  free(c->frames);
   free(c);
 }
 

@@ -51,8 +51,9 @@ static int pump(tg_deflate_t *d, const void *p, size_t n, int flush) {
   }
 }
 
-int tg_deflate_emit(void *ctx, const uint8_t *const *pieces,
-                    const size_t *lens, unsigned n, size_t total) {
+int tg_deflate_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
+                    unsigned n, unsigned n_stable, size_t total) {
+  (void)n_stable; /* compressed at once */
   tg_deflate_t *d = ctx;
   if (d->err) return 1;
   uint8_t hdr[11];
@@ -87,7 +88,7 @@ int tg_deflate_finish(tg_deflate_t *d) {
   d->bytes_in += d->batch_in;
   d->bytes_out += lens[0] + clen;
   d->batch_in = 0;
-  int sink_rv = d->sink(d->sink_ctx, pieces, lens, 2, lens[0] + clen);
+  int sink_rv = d->sink(d->sink_ctx, pieces, lens, 2, 0, lens[0] + clen);
   tg_buf_reset(&d->out);
   if (deflateReset(&d->z) != Z_OK) d->err = -EIO;
   return sink_rv;

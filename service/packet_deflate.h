@@ -31,10 +31,12 @@
 #define TG_DEFLATE_LEVEL 6
 
 /* The read-out's packet callback (same as tg_readout_emit_fn): the packet
- * is the concatenation of |n| pieces, |total| bytes. Returns 0 to go on,
- * 1 to stop after this packet. */
+ * is the concatenation of |n| pieces, |total| bytes, of which the first
+ * |n_stable| outlive the call (readout.h). Returns 0 to go on, 1 to stop
+ * after this packet. The compressor hands its sink no stable piece. */
 typedef int (*tg_deflate_sink_fn)(void *ctx, const uint8_t *const *pieces,
-                                  const size_t *lens, unsigned n, size_t total);
+                                  const size_t *lens, unsigned n,
+                                  unsigned n_stable, size_t total);
 
 typedef struct tg_deflate {
   z_stream z;
@@ -53,8 +55,8 @@ void tg_deflate_free(tg_deflate_t *d);
 /* A tg_deflate_sink_fn with |ctx| = the tg_deflate_t: adds one packet to
  * the batch; a full batch goes to the sink, whose return value it passes
  * on. On an error (sticky in d->err) it returns 1: stop. */
-int tg_deflate_emit(void *ctx, const uint8_t *const *pieces,
-                    const size_t *lens, unsigned n, size_t total);
+int tg_deflate_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
+                    unsigned n, unsigned n_stable, size_t total);
 
 /* Closes the open batch (if any) and hands it to the sink. Returns the
  * sink's value (0 when there was nothing), or 1 after an error. */

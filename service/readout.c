@@ -424,7 +424,8 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       pkt.slice[pkt.num_slices] = suffix;
       pkt.slice_len[pkt.num_slices] = (size_t)(q - suffix);
       size_t total = pkt.size + (size_t)(q - suffix);
-      if (emit(ctx, pkt.slice, pkt.slice_len, pkt.num_slices + 1, total))
+      if (emit(ctx, pkt.slice, pkt.slice_len, pkt.num_slices + 1,
+               pkt.num_slices, total))
         return 1;
     }
   }
@@ -447,7 +448,7 @@ static int drain_plain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       memcpy(&n, b, 4);
       const uint8_t *piece = b + 4;
       size_t len = n;
-      int stop = emit(ctx, &piece, &len, 1, n);
+      int stop = emit(ctx, &piece, &len, 1, 0, n);
       tg_buf_consume(&s->readout.service_packets, 4 + n);
       if (stop) return 1;
     }
@@ -506,8 +507,10 @@ static int file_flush(file_sink_t *f) {
   return 0;
 }
 
-static int file_emit(void *ctx, const uint8_t *const *pieces, const size_t *lens,
-                     unsigned n, size_t total) {
+static int file_emit(void *ctx, const uint8_t *const *pieces,
+                     const size_t *lens, unsigned n, unsigned n_stable,
+                     size_t total) {
+  (void)n_stable; /* everything is copied into the file buffer */
   file_sink_t *f = ctx;
   tg_session_t *s = f->s;
   size_t hdr = 1 + tg_pb_varint_size(total);

@@ -61,9 +61,16 @@ void tg__readout_trigger(tg_session_t *s, const char *name,
                          const char *producer_name, uid_t uid);
 /* For each packet, calls |emit| with the packet's pieces. Returns 1 if
  * more data remains, 0 if drained, negative on error. Stops when |emit|
- * returns non-zero (budget reached). */
+ * returns non-zero (budget reached).
+ *
+ * Pieces [0, |n_stable|) lie in a trace buffer and stay valid after the
+ * call, until the drain has returned and the session's buffers next take
+ * a chunk or a patch (no return to the loop in between): a sink may send
+ * them in place (read_frames.h). The others (the trusted suffix, service
+ * packets, compressed batches) are valid only during the call. */
 typedef int (*tg_readout_emit_fn)(void *ctx, const uint8_t *const *pieces,
-                                  const size_t *lens, unsigned n, size_t total);
+                                  const size_t *lens, unsigned n,
+                                  unsigned n_stable, size_t total);
 int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx);
 /* Fills a TraceStats message for |s|; free with tg__readout_stats_free. */
 Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s);

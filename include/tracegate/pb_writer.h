@@ -86,6 +86,14 @@ static inline void tg_pbw_append_raw(tg_pbw_t *w, const void *data, size_t n) {
   tg_pbw__append_slow(w, data, n);
 }
 
+/* Counts |n| bytes as written that the writer never holds: the caller
+ * sends them from where they lie, between the bytes written before and
+ * after this call (a vectored send; service/read_frames.h). Sizes of the
+ * open nested messages include them. */
+static inline void tg_pbw_count_external(tg_pbw_t *w, size_t n) {
+  w->seg_base += n;
+}
+
 /* Tag plus varint: at most 5 + 10 bytes. */
 static inline void tg_pbw_append_varint(tg_pbw_t *w, uint32_t field,
                                         uint64_t v) {
