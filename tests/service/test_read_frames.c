@@ -69,6 +69,7 @@ static const tg_ipc_chan_cbs_t cbs = {
     .on_frame = on_frame, .on_drain = on_drain, .on_close = on_close};
 
 static void got_append(fixture_t *f, const uint8_t *d, size_t n) {
+  if (n == 0) return; /* an empty slice's data may be NULL */
   if (f->got_len + n > f->got_cap) {
     f->got_cap = (f->got_len + n) * 2;
     f->got = realloc(f->got, f->got_cap);
