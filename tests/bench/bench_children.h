@@ -75,4 +75,9 @@ int bench_certs(const char *dir, const char *host, const char *client);
 /* CLOCK_MONOTONIC in ms. */
 double bench_now_ms(void);
 
+/* One number of a bench's command line in [lo, hi] into |out|: 0, or -1
+ * after saying on stderr which argument of |prog| was wrong. */
+int bench_parse_uint(const char *prog, const char *what, const char *s,
+                     uint64_t lo, uint64_t hi, uint64_t *out);
+
 #endif /* TRACEGATE_BENCH_CHILDREN_H */

@@ -31,7 +31,7 @@
  *
  * usage: bench_fanout [HOSTS [SECONDS [RATE [SIZE]]]]  (default 32 5 500 4096)
  *        bench_fanout --cli [HOSTS [SECONDS [RATE]]]   (default 1000 12 100):
- *        only the CLI part
+ *        only the CLI part; --help says more
  */
 #include <inttypes.h>
 #include <fcntl.h>
@@ -646,7 +646,6 @@ static double disk_write_mbps(const char *dir, uint64_t bytes) {
 }
 
 static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
-  if (hosts < 2 || hosts > FLEET_HOSTS_MAX) hosts = CLI_HOSTS;
   unsigned ng = (hosts + GROUP_HOSTS - 1) / GROUP_HOSTS;
   static group_t g[MAX_GROUPS];
   char dir[96], hosts1[160], hostsn[160];
@@ -743,24 +742,56 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
   return all.status == 0 && warm.status == 0 && one.status == 0 ? 0 : 1;
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_fanout [HOSTS [SECONDS [RATE [SIZE]]]]\n"
+          "       bench_fanout --cli [HOSTS [SECONDS [RATE]]]\n"
+          "  One collector recording many hosts through their relays (HOSTS\n"
+          "  tracegated + tracegate-relay pairs, 1-%d, default 32; SECONDS of\n"
+          "  streaming, 1-600, default 5; RATE packets/s of SIZE bytes per\n"
+          "  host, default 500 x 4096), then `tracegate record` with %d hosts\n"
+          "  (cold and warm start, memory, merge, progress lines).\n"
+          "  --cli   only the CLI part: HOSTS 2-%d (default %d), SECONDS\n"
+          "          1-600 (default %d), RATE packets/s per session (default "
+          "%d)\n",
+          MAX_HOSTS, CLI_HOSTS, FLEET_HOSTS_MAX, CLI_HOSTS, CLI_SECONDS,
+          CLI_RATE);
+}
+
+/* The |i|th positional argument, if given, into |out|; -1 on a bad one. */
+static int arg_at(int argc, char **argv, int i, const char *what, uint64_t lo,
+                  uint64_t hi, uint64_t *out) {
+  if (i >= argc) return 0;
+  return bench_parse_uint("bench_fanout", what, argv[i], lo, hi, out);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    usage(stdout);
+    return 0;
+  }
   if (argc > 1 && !strcmp(argv[1], "--cli")) {
-    unsigned hosts = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : CLI_HOSTS;
-    unsigned seconds =
-        argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : CLI_SECONDS;
-    uint64_t rate = argc > 4 ? strtoull(argv[4], NULL, 10) : CLI_RATE;
-    if (seconds == 0 || seconds > 600) seconds = CLI_SECONDS;
+    uint64_t hosts = CLI_HOSTS, seconds = CLI_SECONDS, rate = CLI_RATE;
+    if (argc > 5 ||
+        arg_at(argc, argv, 2, "HOSTS", 2, FLEET_HOSTS_MAX, &hosts) < 0 ||
+        arg_at(argc, argv, 3, "SECONDS", 1, 600, &seconds) < 0 ||
+        arg_at(argc, argv, 4, "RATE", 1, 1000000, &rate) < 0) {
+      usage(stderr);
+      return 2;
+    }
     tg_log_set_level(TG_LOG_WARN);
     bench_children_init();
-    bench_deadline(DEADLINE_S + 2 * (seconds + 60));
-    return cli_fanout(hosts, seconds, rate);
+    bench_deadline(DEADLINE_S + 2 * ((unsigned)seconds + 60));
+    return cli_fanout((unsigned)hosts, (unsigned)seconds, rate);
   }
-  unsigned hosts = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 32;
-  uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 10) : 5;
-  uint64_t rate = argc > 3 ? strtoull(argv[3], NULL, 10) : 500;
-  uint64_t size = argc > 4 ? strtoull(argv[4], NULL, 10) : 4096;
-  if (hosts == 0 || hosts > MAX_HOSTS) hosts = 32;
-  if (seconds == 0 || seconds > 600) seconds = 5;
+  uint64_t hosts = 32, seconds = 5, rate = 500, size = 4096;
+  if (argc > 5 || arg_at(argc, argv, 1, "HOSTS", 1, MAX_HOSTS, &hosts) < 0 ||
+      arg_at(argc, argv, 2, "SECONDS", 1, 600, &seconds) < 0 ||
+      arg_at(argc, argv, 3, "RATE", 1, 1000000, &rate) < 0 ||
+      arg_at(argc, argv, 4, "SIZE", 1, 1 << 20, &size) < 0) {
+    usage(stderr);
+    return 2;
+  }
   tg_log_set_level(TG_LOG_WARN);
   bench_children_init();
   bench_deadline(DEADLINE_S + (unsigned)seconds);

@@ -620,14 +620,9 @@ static void usage(FILE *f) {
 /* One number in [lo, hi], or a clear error. */
 static int parse_uint(const char *what, const char *s, unsigned lo,
                       unsigned hi, unsigned *out) {
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) {
-    fprintf(stderr, "bench_network_paths: %s must be %u-%u, not '%s'\n", what,
-            lo, hi, s);
+  uint64_t v;
+  if (bench_parse_uint("bench_network_paths", what, s, lo, hi, &v) < 0)
     return -1;
-  }
   *out = (unsigned)v;
   return 0;
 }
