@@ -274,6 +274,18 @@ static void every_packet_arrives_whole_and_in_order(void **state) {
   fixture_free(f);
 }
 
+/* One read-out pass of |n| packets of |size| bytes, stable, from |src|. */
+static void one_pass(tg_read_frames_t *rf, tg_ipc_chan_t *ch,
+                     const uint8_t *src, int n, size_t size) {
+  tg_read_frames_begin(rf, ch, REQUEST_ID);
+  for (int i = 0; i < n; i++) {
+    const uint8_t *p = src + (size_t)i * size;
+    size_t l = size;
+    assert_int_equal(tg_read_frames_add(rf, &p, &l, 1, 1, l), 0);
+  }
+  assert_int_equal(tg_read_frames_end(rf), 0);
+}
+
 /* A socket that takes only part of the frames: the rest is the channel's
  * copy when the pass ends, so the source may be overwritten at once, and
  * the channel stays congested until its queue is empty (high water 0),
@@ -293,27 +305,14 @@ static void what_the_socket_does_not_take_is_copied_before_the_pass_ends(
   fill(src, total, 7);
   memcpy(want, src, total);
 
-  tg_read_frames_begin(rf, &f->ch, REQUEST_ID);
-  for (int i = 0; i < PKTS; i++) {
-    const uint8_t *p = src + (size_t)i * PKT;
-    size_t l = PKT;
-    assert_int_equal(tg_read_frames_add(rf, &p, &l, 1, 1, l), 0);
-  }
-  assert_int_equal(tg_read_frames_end(rf), 0);
+  one_pass(rf, &f->ch, src, PKTS, PKT);
   assert_true(tg_ipc_chan_pending(&f->ch) > 0); /* the socket is full */
   assert_true(tg_ipc_chan_congested(&f->ch));
-  memset(src, 0xEE, total); /* the trace buffer takes new chunks */
-
-  /* A second pass while output is queued: copied behind it. */
+  /* The trace buffer takes new chunks, and a second pass goes out while
+   * output is queued: copied behind it. */
   fill(src, total, 8);
   memcpy(want + total, src, total);
-  tg_read_frames_begin(rf, &f->ch, REQUEST_ID);
-  for (int i = 0; i < PKTS; i++) {
-    const uint8_t *p = src + (size_t)i * PKT;
-    size_t l = PKT;
-    assert_int_equal(tg_read_frames_add(rf, &p, &l, 1, 1, l), 0);
-  }
-  assert_int_equal(tg_read_frames_end(rf), 0);
+  one_pass(rf, &f->ch, src, PKTS, PKT);
   memset(src, 0xDD, total);
 
   unsigned drains_before = f->drains;
