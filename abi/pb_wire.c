@@ -36,7 +36,10 @@ int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f) {
     case TG_PB_WT_LEN: {
       uint64_t len;
       n = tg_pb_read_varint(p, r->end, &len);
-      if (n == 0) return -1;
+      /* A length is at most 5 bytes, as protobuf-c reads it: no buffer
+       * here holds 2^35 bytes, and a longer, zero-padded prefix is taken
+       * by no peer that checks. */
+      if (n == 0 || n > 5) return -1;
       p += n;
       if (len > (uint64_t)(r->end - p)) return -1;
       f->data = p;

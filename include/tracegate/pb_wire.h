@@ -109,9 +109,9 @@ static inline void tg_pb_reader_init(tg_pb_reader_t *r, const uint8_t *p,
 }
 
 /* Reads the next field of an untrusted message. Returns 1 with |f| filled, 0
- * at the clean end of input, -1 on malformed input (truncation, a tag
- * longer than 5 bytes, field id 0, groups, unknown wire types, lengths past
- * the end). */
+ * at the clean end of input, -1 on malformed input (truncation, a tag or a
+ * length prefix longer than 5 bytes, field id 0, groups, unknown wire
+ * types, lengths past the end). */
 int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f);
 
 #endif /* TRACEGATE_PB_WIRE_H */

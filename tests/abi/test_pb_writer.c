@@ -308,6 +308,8 @@ static void reader_rejects_malformed_input(void **state) {
       {{0x09, 1, 2, 3, 4, 5, 6}, 7}, /* truncated fixed64 */
       /* field 1 varint, its tag padded to 6 bytes (still < 2^32) */
       {{0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01}, 7},
+      /* field 2 bytes, its length 0 padded to 6 bytes */
+      {{0x12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 7},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     tg_pb_reader_t r;

@@ -246,6 +246,8 @@ def commit_data_corpus():
         "bool_as_len": f_len(1, f_varint(1, 1) + f_len(5, b"\x01")),
         # A 10-byte tag whose high bits fall off: protobuf-c refuses it.
         "tag_of_ten_bytes": bytes([0xF8] * 4 + [0x80] * 5 + [0x20, 0x5B]),
+        # A length prefix padded to 6 bytes: protobuf-c refuses it too.
+        "length_of_six_bytes": bytes([0x0A, 0x00, 0x0A] + [0x80] * 5 + [0x00]),
         "unknown_fields": f_len(1, f_varint(9, 1) + f_fixed64(10, 5)) +
                           f_len(7, b"zz"),
         "truncated_move": tag(1, 2) + varint(10) + f_varint(1, 1),
