@@ -247,8 +247,14 @@ static void read_job_run(tg_consumer_t *c) {
   int err = tg_read_frames_end(c->frames);
   if (!err && more < 0) err = more;
   if (err) {
-    TG_WARN("consumer pid %d: ReadBuffers failed: %s",
-            (int)c->conn->chan.peer_pid, tg_strerror(err));
+    /* A consumer that goes away in the middle of a read (Ctrl-C) is no
+     * failure of ours. */
+    if (err == -EPIPE || err == -ECONNRESET)
+      TG_INFO("consumer pid %d went away during ReadBuffers",
+              (int)c->conn->chan.peer_pid);
+    else
+      TG_WARN("consumer pid %d: ReadBuffers failed: %s",
+              (int)c->conn->chan.peer_pid, tg_strerror(err));
     c->reading = false;
     tg_ipc_host_conn_close(c->conn, err);
     return;
