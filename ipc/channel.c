@@ -318,17 +318,6 @@ int tg_ipc_chan_send(tg_ipc_chan_t *ch, const uint8_t *frame, size_t len,
   return 0;
 }
 
-uint8_t *tg_ipc_chan_reserve(tg_ipc_chan_t *ch, size_t n) {
-  if (ch->state != TG_CHAN_OPEN) return NULL;
-  return tg_buf_reserve(&ch->out, n);
-}
-
-void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n) {
-  if (ch->state != TG_CHAN_OPEN || n == 0) return;
-  tg_buf_commit(&ch->out, n);
-  after_output_change(ch);
-}
-
 int tg_ipc_chan_sendv(tg_ipc_chan_t *ch, const struct iovec *iov, int iovcnt) {
   if (ch->state != TG_CHAN_OPEN) return -EPIPE;
   if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;

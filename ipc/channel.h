@@ -99,11 +99,6 @@ int tg_ipc_chan_open(uv_loop_t *loop, tg_ipc_chan_t *ch, int fd,
 int tg_ipc_chan_send(tg_ipc_chan_t *ch, const uint8_t *frame, size_t len,
                      int fd);
 
-/* Zero-copy sending: reserve |n| bytes at the end of the output queue, write
- * whole frames into them, then tg_ipc_chan_commit() what was written. */
-uint8_t *tg_ipc_chan_reserve(tg_ipc_chan_t *ch, size_t n);
-void tg_ipc_chan_commit(tg_ipc_chan_t *ch, size_t n);
-
 /* Vectored sending of one or more whole frames, for bulk output whose bytes
  * lie in several places: when nothing is queued they go straight to the
  * socket, and only what it does not take is copied into the queue (all of

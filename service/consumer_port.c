@@ -71,8 +71,9 @@ typedef struct tg_consumer {
   bool reading;          /* a ReadBuffers is in progress */
   tg_ipc_call_t read_call;
   uint64_t read_budget;  /* bytes this ReadBuffers may still send */
-  bool bulk_sndbuf;      /* the socket's send buffer was set for streaming */
-  tg_read_frames_t *frames; /* owned; made at the first ReadBuffers */
+  /* Owned; made at the first ReadBuffers, when the socket is also set up
+   * for streaming (stream_send_buffer). */
+  tg_read_frames_t *frames;
   char *lease_key;       /* SetDisconnectLease; NULL when none */
   uint64_t lease_ms;
 } tg_consumer_t;
@@ -282,7 +283,6 @@ static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
 #define STREAM_SEND_BUFFER (4 << 20)
 
 static void stream_send_buffer(tg_consumer_t *c) {
-  c->bulk_sndbuf = true;
   int got = tg_ipc_chan_set_send_buffer(&c->conn->chan, STREAM_SEND_BUFFER);
   if (got < 0) {
     TG_WARN("consumer pid %d: cannot set the socket's send buffer: %s",
@@ -315,10 +315,10 @@ static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     /* Frames go out from the trace buffers in place, as long as nothing is
      * queued before them: the read-out stops at the first frame the socket
      * does not take whole and resumes once the queue is empty, with the
-     * socket's own buffer (stream_send_buffer) as the only queue. */
+     * socket's own buffer as the only queue. */
     tg_ipc_chan_set_high_water(&c->conn->chan, 0);
+    stream_send_buffer(c);
   }
-  if (!c->bulk_sndbuf) stream_send_buffer(c);
   c->reading = true;
   c->read_call = call;
   /* Bounded: with producers still writing, a read must end some time. */
