@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <mbedtls/ecdsa.h>
@@ -24,10 +25,27 @@ static mbedtls_pk_info_t adopted_info;
 typedef struct adopted_key {
   mbedtls_ecp_keypair kp;
   EVP_PKEY *evp; /* owned; NULL for a key set up empty (adopted_alloc) */
+  struct memo *memo; /* owned; NULL unless tg_tls_ecdsa_remember() */
 } adopted_key_t;
 
+/* Verifications that held with one key, each kept whole (the digest and
+ * the signature as given, no hash of them), least recently met first to
+ * go. A key's memo may be met from any thread holding its config. */
+typedef struct verified {
+  uint64_t last_met; /* 0: an empty slot */
+  uint8_t hash_len, sig_len;
+  unsigned char hash[MBEDTLS_MD_MAX_SIZE];
+  unsigned char sig[MBEDTLS_ECDSA_MAX_LEN];
+} verified_t;
+
+struct memo {
+  pthread_mutex_t lock;
+  uint64_t clock;
+  verified_t slot[TG_TLS_ECDSA_MEMO];
+};
+
 static pthread_once_t adopted_once = PTHREAD_ONCE_INIT;
-static _Atomic uint64_t n_signs, n_verifies, n_refused;
+static _Atomic uint64_t n_signs, n_verifies, n_refused, n_remembered;
 
 /* The curves' parameters as libcrypto keys without a point, made once:
  * an import that names its curve builds the curve's group (~22 us for
@@ -125,6 +143,39 @@ static EVP_PKEY *to_evp(const mbedtls_ecp_keypair *kp, bool with_private) {
   return key;
 }
 
+/* Whether |m| holds this verification (then it is met now), or, when
+ * |keep|, remembers it in the slot met longest ago. Sizes beyond a slot's
+ * are never held nor kept. */
+static bool memo_meet(struct memo *m, const unsigned char *hash,
+                      size_t hash_len, const unsigned char *sig, size_t sig_len,
+                      bool keep) {
+  if (hash_len > MBEDTLS_MD_MAX_SIZE || sig_len > MBEDTLS_ECDSA_MAX_LEN)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&m->lock);
+  verified_t *oldest = &m->slot[0];
+  for (size_t i = 0; i < TG_TLS_ECDSA_MEMO && !found; i++) {
+    verified_t *v = &m->slot[i];
+    if (v->last_met && v->hash_len == hash_len && v->sig_len == sig_len &&
+        memcmp(v->hash, hash, hash_len) == 0 &&
+        memcmp(v->sig, sig, sig_len) == 0) {
+      v->last_met = ++m->clock;
+      found = true;
+    } else if (v->last_met < oldest->last_met) {
+      oldest = v;
+    }
+  }
+  if (!found && keep) {
+    oldest->last_met = ++m->clock;
+    oldest->hash_len = (uint8_t)hash_len;
+    oldest->sig_len = (uint8_t)sig_len;
+    memcpy(oldest->hash, hash, hash_len);
+    memcpy(oldest->sig, sig, sig_len);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return found;
+}
+
 /* mbedtls's verify entry: |ctx| is the key's mbedtls_ecp_keypair, |hash|
  * the digest (mbedtls has filled in |hash_len| from |md_alg| if it was
  * 0), |sig| a DER ECDSA-Sig-Value from the peer. Any failure refuses. */
@@ -132,13 +183,18 @@ static int adopted_verify(void *ctx, mbedtls_md_type_t md_alg,
                           const unsigned char *hash, size_t hash_len,
                           const unsigned char *sig, size_t sig_len) {
   (void)md_alg; /* ECDSA signs the digest itself, whatever made it */
-  atomic_fetch_add_explicit(&n_verifies, 1, memory_order_relaxed);
   const adopted_key_t *a = ctx;
+  if (a->memo && memo_meet(a->memo, hash, hash_len, sig, sig_len, false)) {
+    atomic_fetch_add_explicit(&n_remembered, 1, memory_order_relaxed);
+    return 0;
+  }
+  atomic_fetch_add_explicit(&n_verifies, 1, memory_order_relaxed);
   EVP_PKEY_CTX *vc =
       a->evp ? EVP_PKEY_CTX_new_from_pkey(NULL, a->evp, NULL) : NULL;
   bool ok = vc && EVP_PKEY_verify_init(vc) == 1 &&
             EVP_PKEY_verify(vc, sig, sig_len, hash, hash_len) == 1;
   EVP_PKEY_CTX_free(vc);
+  if (ok && a->memo) memo_meet(a->memo, hash, hash_len, sig, sig_len, true);
   if (ok) return 0;
   atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
   return MBEDTLS_ERR_ECP_VERIFY_FAILED;
@@ -183,6 +239,10 @@ static void *adopted_alloc(void) {
 
 static void adopted_free(void *ctx) {
   adopted_key_t *a = ctx;
+  if (a->memo) {
+    pthread_mutex_destroy(&a->memo->lock);
+    free(a->memo);
+  }
   EVP_PKEY_free(a->evp);
   mbedtls_ecp_keypair_free(&a->kp);
   mbedtls_free(a);
@@ -225,6 +285,20 @@ bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk) {
   return true;
 }
 
+bool tg_tls_ecdsa_remember(mbedtls_pk_context *pk) {
+  if (!tg_tls_ecdsa_adopted(pk)) return false;
+  adopted_key_t *a = pk->pk_ctx;
+  if (a->memo) return true;
+  struct memo *m = calloc(1, sizeof(*m));
+  if (!m) return false;
+  if (pthread_mutex_init(&m->lock, NULL) != 0) {
+    free(m);
+    return false;
+  }
+  a->memo = m;
+  return true;
+}
+
 bool tg_tls_ecdsa_adopted(const mbedtls_pk_context *pk) {
   pthread_once(&adopted_once, adopted_info_init);
   return pk->pk_info == &adopted_info;
@@ -234,5 +308,6 @@ tg_tls_ecdsa_counts_t tg_tls_ecdsa_counts(void) {
   return (tg_tls_ecdsa_counts_t){
       .signs = atomic_load_explicit(&n_signs, memory_order_relaxed),
       .verifies = atomic_load_explicit(&n_verifies, memory_order_relaxed),
-      .refused = atomic_load_explicit(&n_refused, memory_order_relaxed)};
+      .refused = atomic_load_explicit(&n_refused, memory_order_relaxed),
+      .remembered = atomic_load_explicit(&n_remembered, memory_order_relaxed)};
 }

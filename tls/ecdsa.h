@@ -36,6 +36,20 @@
  * a pair before adopting either key. */
 bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk);
 
+/* Lets adopted |pk| answer a verification that already held with it (the
+ * same digest, the same signature) without making it again: it keeps the
+ * last TG_TLS_ECDSA_MEMO that held, whole, and forgets the one met longest
+ * ago. Sound because a verification is a function of the key, the digest
+ * and the signature alone; one that failed is never kept. For keys that
+ * check the same few signatures over and over: a server's CA keys check
+ * the client's certificate and the CRL at every connection, and a fleet
+ * has few collectors (a client's CA keys meet a new server certificate
+ * at every host instead). Returns false if |pk| is not
+ * adopted or memory is short (then nothing changes); the memo is freed
+ * with the key. */
+#define TG_TLS_ECDSA_MEMO 8
+bool tg_tls_ecdsa_remember(mbedtls_pk_context *pk);
+
 /* Whether |pk| is adopted. */
 bool tg_tls_ecdsa_adopted(const mbedtls_pk_context *pk);
 
@@ -43,8 +57,9 @@ bool tg_tls_ecdsa_adopted(const mbedtls_pk_context *pk);
  * thread): what tests and benches check to see the path taken. */
 typedef struct tg_tls_ecdsa_counts {
   uint64_t signs;
-  uint64_t verifies;
+  uint64_t verifies; /* made by libcrypto */
   uint64_t refused; /* verifications that did not hold */
+  uint64_t remembered; /* answered by tg_tls_ecdsa_remember()'s memo */
 } tg_tls_ecdsa_counts_t;
 
 tg_tls_ecdsa_counts_t tg_tls_ecdsa_counts(void);

@@ -513,7 +513,15 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
     /* The CA keys verify the peer's certificate (and the CRL); the peer's
      * own key, its signature on the handshake (note_verify). */
     for (mbedtls_x509_crt *ca = &cfg->ca; ca && ca->raw.p; ca = ca->next)
-      tg_tls_ecdsa_adopt(&ca->pk);
+      if (tg_tls_ecdsa_adopt(&ca->pk) && o->server)
+        /* A relay's clients are a fleet's few collectors, which bring the
+         * same certificates at every connection, checked against the same
+         * CRL: one verification of each signature, not two per handshake
+         * (the client's signature on the handshake is still verified,
+         * and mbedtls still checks the dates and whether the CRL lists
+         * the certificate). A client meets a new server certificate at
+         * every host. */
+        tg_tls_ecdsa_remember(&ca->pk);
     cfg->libcrypto_signatures = true;
   }
   *out = cfg;

@@ -26,20 +26,39 @@ int bench_relay_spawn_with(bench_relay_t *r, const char *dir, unsigned idx,
   r->ready_fd = -1;
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
-  char cert[160], key[160], ca[160], authz[160], audit[160], fdarg[16];
+  char cert[160], key[160], ca[160], crl[160], authz[160], audit[160],
+      fdarg[16];
   snprintf(cert, sizeof(cert), "%s/pki/%s.pem", dir, BENCH_HOST);
   snprintf(key, sizeof(key), "%s/pki/%s.key", dir, BENCH_HOST);
   snprintf(ca, sizeof(ca), "%s/pki/ca.pem", dir);
+  snprintf(crl, sizeof(crl), "%s/pki/crl.pem", dir);
   snprintf(authz, sizeof(authz), "%s/pki/authz", dir);
   snprintf(audit, sizeof(audit), "%s/relay%u.audit", dir, idx);
   snprintf(r->log, sizeof(r->log), "%s/relay%u.log", dir, idx);
   snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-  const char *argv[32] = {TRACEGATE_RELAY_PATH, "--listen", "127.0.0.1:0",
-                          "--consumer-socket", consumer_sock, "--cert", cert,
-                          "--key", key, "--ca", ca, "--authz", authz,
-                          "--audit-log", audit, "--ready-fd", fdarg,
-                          "--log-level", "warn", NULL};
-  size_t n = 19;
+  const char *argv[32] = {TRACEGATE_RELAY_PATH,
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--consumer-socket",
+                          consumer_sock,
+                          "--cert",
+                          cert,
+                          "--key",
+                          key,
+                          "--ca",
+                          ca,
+                          "--crl",
+                          crl,
+                          "--authz",
+                          authz,
+                          "--audit-log",
+                          audit,
+                          "--ready-fd",
+                          fdarg,
+                          "--log-level",
+                          "warn",
+                          NULL};
+  size_t n = 21;
   for (size_t i = 0; extra && extra[i] && n + 1 < 32; i++) argv[n++] = extra[i];
   argv[n] = NULL;
   r->pid = bench_spawn(argv, pfd[1], r->log);

@@ -1,9 +1,9 @@
 /* tracegate-relay children and remote consumers for the relay benches.
  *
  * Certificates come from bench_certs(dir, BENCH_HOST, BENCH_CLIENT); each
- * relay listens on 127.0.0.1:0 with them, in front of one service's
- * consumer socket. Remote consumers are the consumer library over
- * tg_tls_chan, like `tracegate record -H`. */
+ * relay listens on 127.0.0.1:0 with them and the CA's CRL (as the deployed
+ * units run it), in front of one service's consumer socket. Remote consumers
+ * are the consumer library over tg_tls_chan, like `tracegate record -H`. */
 #ifndef TRACEGATE_BENCH_REMOTE_H
 #define TRACEGATE_BENCH_REMOTE_H
 

@@ -28,13 +28,15 @@
 #include "tracegate/error.h"
 
 static char g_dir[128];      /* pki: the CA, relay.test, alice */
-static char g_impostor[128]; /* pki: another CA with the same name */
+static char g_impostor[128]; /* pki: another CA with the same name, and
+                                an alice of its own */
 
 static int group_setup(void **state) {
   (void)state;
   if (tg_test_pki(g_dir, sizeof(g_dir), "tlsec") < 0 ||
       tg_test_mkdtemp(g_impostor, sizeof(g_impostor), "tlsec-imp") < 0 ||
-      tg_test_certs(g_impostor, "ca pki"))
+      tg_test_certs(g_impostor, "ca pki") ||
+      tg_test_certs(g_impostor, "client pki alice"))
     return -1;
   return 0;
 }
@@ -196,6 +198,71 @@ static void changed_signatures_and_digests_are_refused(void **state) {
   mbedtls_pk_free(&adopted);
 }
 
+/* A key told to remember answers a verification that held once from
+ * memory, the same digest with the same signature only: any other digest
+ * or signature, one a byte longer, or the digest within a longer one, is
+ * verified, a refusal is never
+ * kept, and the ninth signature makes room by forgetting the one met
+ * longest ago. */
+static void a_remembering_key_verifies_each_signature_once(void **state) {
+  (void)state;
+  mbedtls_pk_context native, adopted;
+  assert_true(key_pair(MBEDTLS_ECP_DP_SECP256R1, &native, &adopted));
+  assert_false(tg_tls_ecdsa_remember(&native));
+  assert_true(tg_tls_ecdsa_remember(&adopted));
+  assert_true(tg_tls_ecdsa_remember(&adopted)); /* twice: no change */
+  enum { N = TG_TLS_ECDSA_MEMO + 1 };
+  unsigned char hash[N][32], sig[N][MBEDTLS_ECDSA_MAX_LEN + 1];
+  size_t sig_len[N];
+  for (int i = 0; i < N; i++) {
+    fill(hash[i], sizeof(hash[i]), (unsigned)i + 100);
+    assert_int_equal(sign(&native, hash[i], 32, sig[i], &sig_len[i]), 0);
+  }
+  tg_tls_ecdsa_counts_t c0 = tg_tls_ecdsa_counts();
+  for (int i = 0; i < N; i++) /* 0 is forgotten for N-1 */
+    assert_int_equal(verify(&adopted, hash[i], 32, sig[i], sig_len[i]), 0);
+  for (int i = 1; i < N; i++)
+    assert_int_equal(verify(&adopted, hash[i], 32, sig[i], sig_len[i]), 0);
+  tg_tls_ecdsa_counts_t c1 = tg_tls_ecdsa_counts();
+  assert_int_equal(c1.verifies - c0.verifies, N);
+  assert_int_equal(c1.remembered - c0.remembered, N - 1);
+  /* 0 again: verified, and 1 (met longest ago) makes room for it. */
+  assert_int_equal(verify(&adopted, hash[0], 32, sig[0], sig_len[0]), 0);
+  assert_int_equal(verify(&adopted, hash[2], 32, sig[2], sig_len[2]), 0);
+  assert_int_equal(verify(&adopted, hash[1], 32, sig[1], sig_len[1]), 0);
+  tg_tls_ecdsa_counts_t c2 = tg_tls_ecdsa_counts();
+  assert_int_equal(c2.verifies - c1.verifies, 2);
+  assert_int_equal(c2.remembered - c1.remembered, 1);
+
+  /* Near misses of a remembered verification (2, just met): each one
+   * verified. */
+  enum { K = 2 };
+  unsigned char bad[MBEDTLS_ECDSA_MAX_LEN + 1];
+  memcpy(bad, sig[K], sig_len[K]);
+  bad[sig_len[K] - 1] ^= 1;
+  assert_int_not_equal(verify(&adopted, hash[K], 32, bad, sig_len[K]), 0);
+  assert_int_not_equal(verify(&adopted, hash[K], 32, bad, sig_len[K]), 0);
+  assert_int_not_equal(verify(&adopted, hash[K + 3], 32, sig[K], sig_len[K]),
+                       0);
+  sig[K][sig_len[K]] = 0;
+  assert_int_not_equal(verify(&adopted, hash[K], 32, sig[K], sig_len[K] + 1),
+                       0);
+  /* ECDSA reads a P-256 digest's leftmost 256 bits: this one holds, but
+   * it is not the remembered input, so it is verified. */
+  unsigned char longer[48] = {0};
+  memcpy(longer, hash[K], 32);
+  assert_int_equal(verify(&adopted, longer, 48, sig[K], sig_len[K]), 0);
+  tg_tls_ecdsa_counts_t c3 = tg_tls_ecdsa_counts();
+  assert_int_equal(c3.verifies - c2.verifies, 5);
+  assert_int_equal(c3.refused - c2.refused, 4);
+  assert_int_equal(c3.remembered, c2.remembered);
+  /* The remembered one still holds, from memory. */
+  assert_int_equal(verify(&adopted, hash[K], 32, sig[K], sig_len[K]), 0);
+  assert_int_equal(tg_tls_ecdsa_counts().remembered - c3.remembered, 1);
+  mbedtls_pk_free(&native);
+  mbedtls_pk_free(&adopted); /* frees the memo with the key */
+}
+
 /* A curve libcrypto is not given, or no key at all: left to mbedtls. */
 static void other_keys_stay_with_mbedtls(void **state) {
   (void)state;
@@ -233,7 +300,7 @@ static tg_tls_config_t *config(bool server, tg_tls_opts_t o) {
 static uint8_t *handshake_counts(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
                                  const uint8_t *saved, size_t saved_len,
                                  uint64_t signs, uint64_t verifies,
-                                 size_t *out_len) {
+                                 uint64_t remembered, size_t *out_len) {
   tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
   uint8_t *out = NULL;
@@ -241,21 +308,26 @@ static uint8_t *handshake_counts(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
   assert_int_equal(after.signs - before.signs, signs);
   assert_int_equal(after.verifies - before.verifies, verifies);
+  assert_int_equal(after.remembered - before.remembered, remembered);
   assert_int_equal(after.refused, before.refused);
   return out;
 }
 
 /* A full handshake: each end verifies the other's certificate and its
  * signature on the handshake, and signs once: 4 verifications and 2
- * signatures, all libcrypto's. A resumed one: none. */
+ * signatures, all libcrypto's. A resumed one: none. The next full one:
+ * the server remembers the client's certificate (tg_tls_ecdsa_remember
+ * on its CA keys), the client verifies the server's again. */
 static void a_full_handshake_signs_and_verifies_through_libcrypto(
     void **state) {
   (void)state;
   tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
   tg_tls_config_t *c = config(false, (tg_tls_opts_t){0});
   size_t len = 0;
-  uint8_t *saved = handshake_counts(s, c, NULL, 0, 2, 4, &len);
-  uint8_t *again = handshake_counts(s, c, saved, len, 0, 0, &len);
+  uint8_t *saved = handshake_counts(s, c, NULL, 0, 2, 4, 0, &len);
+  uint8_t *again = handshake_counts(s, c, saved, len, 0, 0, 0, &len);
+  free(again);
+  again = handshake_counts(s, c, NULL, 0, 2, 3, 1, &len);
   free(saved);
   free(again);
   tg_tls_config_free(s);
@@ -272,7 +344,7 @@ static void libcrypto_and_mbedtls_signatures_meet_in_a_handshake(void **state) {
     tg_tls_config_t *c =
         config(false, (tg_tls_opts_t){.mbedtls_signatures = !mbed_server});
     size_t len = 0;
-    free(handshake_counts(s, c, NULL, 0, 1, 2, &len));
+    free(handshake_counts(s, c, NULL, 0, 1, 2, 0, &len));
     tg_tls_config_free(s);
     tg_tls_config_free(c);
   }
@@ -281,7 +353,7 @@ static void libcrypto_and_mbedtls_signatures_meet_in_a_handshake(void **state) {
   tg_tls_config_t *c =
       config(false, (tg_tls_opts_t){.mbedtls_signatures = true});
   size_t len = 0;
-  free(handshake_counts(s, c, NULL, 0, 0, 0, &len));
+  free(handshake_counts(s, c, NULL, 0, 0, 0, 0, &len));
   tg_tls_config_free(s);
   tg_tls_config_free(c);
 }
@@ -307,15 +379,50 @@ static void an_impostor_ca_of_the_same_name_is_refused(void **state) {
   tg_tls_config_free(c);
 }
 
+/* A client certificate of the same name from an impostor CA, after the
+ * real one was remembered: its signature is another, so it is verified,
+ * and refused. */
+static void an_impostor_client_is_refused_after_the_real_one(void **state) {
+  (void)state;
+  char cert[256], key[256];
+  snprintf(cert, sizeof(cert), "%s/pki/alice.pem", g_impostor);
+  snprintf(key, sizeof(key), "%s/pki/alice.key", g_impostor);
+  tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
+  tg_tls_config_t *c = config(false, (tg_tls_opts_t){0});
+  size_t len = 0;
+  free(handshake_counts(s, c, NULL, 0, 2, 4, 0, &len));
+  free(handshake_counts(s, c, NULL, 0, 2, 3, 1, &len));
+  tg_tls_config_free(c);
+  char ca[256];
+  snprintf(ca, sizeof(ca), "%s/pki/ca.pem", g_dir);
+  tg_tls_opts_t o = {
+      .server = false, .ca_file = ca, .cert_file = cert, .key_file = key};
+  char err[256];
+  assert_int_equal(tg_tls_config_new(&o, &c, err, sizeof(err)), 0);
+  tls_pair_t p = {.scfg = s, .ccfg = c};
+  assert_int_equal(tls_pair_open(&p, NULL, 0), 0);
+  tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
+  assert_int_not_equal(tls_pair_handshake(&p), 0);
+  tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
+  assert_int_equal(after.refused - before.refused, 1);
+  assert_int_equal(after.remembered, before.remembered);
+  assert_non_null(strstr(tg_tls_last_error(p.s), "not correctly signed"));
+  tls_pair_close(&p, NULL, NULL);
+  tg_tls_config_free(s);
+  tg_tls_config_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(signatures_cross_between_libcrypto_and_mbedtls),
       cmocka_unit_test(public_keys_verify_on_every_curve),
       cmocka_unit_test(changed_signatures_and_digests_are_refused),
+      cmocka_unit_test(a_remembering_key_verifies_each_signature_once),
       cmocka_unit_test(other_keys_stay_with_mbedtls),
       cmocka_unit_test(a_full_handshake_signs_and_verifies_through_libcrypto),
       cmocka_unit_test(libcrypto_and_mbedtls_signatures_meet_in_a_handshake),
       cmocka_unit_test(an_impostor_ca_of_the_same_name_is_refused),
+      cmocka_unit_test(an_impostor_client_is_refused_after_the_real_one),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
