@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/platform.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl_ciphersuites.h>
+#include <mbedtls/ssl_internal.h>
 
 #include "tracegate/error.h"
 
@@ -97,6 +99,47 @@ int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
 out:
   wipe_secret(h);
   return rv;
+}
+
+/* The sizes mbedtls_ssl_setup() gave |ssl|'s record buffers. */
+static size_t in_buf_len(const mbedtls_ssl_context *ssl) {
+#if defined(MBEDTLS_SSL_VARIABLE_BUFFER_LENGTH)
+  return ssl->in_buf_len;
+#else
+  (void)ssl;
+  return MBEDTLS_SSL_IN_BUFFER_LEN;
+#endif
+}
+
+static size_t out_buf_len(const mbedtls_ssl_context *ssl) {
+#if defined(MBEDTLS_SSL_VARIABLE_BUFFER_LENGTH)
+  return ssl->out_buf_len;
+#else
+  (void)ssl;
+  return MBEDTLS_SSL_OUT_BUFFER_LEN;
+#endif
+}
+
+/* As mbedtls_ssl_free() wipes and frees one record buffer. */
+static void free_record_buffer(unsigned char **buf, size_t len) {
+  if (!*buf) return;
+  mbedtls_platform_zeroize(*buf, len);
+  mbedtls_free(*buf);
+  *buf = NULL;
+}
+
+void tg_tls_handoff_release_mbedtls(mbedtls_ssl_context *ssl) {
+  free_record_buffer(&ssl->in_buf, in_buf_len(ssl));
+  free_record_buffer(&ssl->out_buf, out_buf_len(ssl));
+  ssl->in_ctr = ssl->in_hdr = ssl->in_len = ssl->in_iv = ssl->in_msg = NULL;
+  ssl->in_offt = NULL;
+  ssl->out_ctr = ssl->out_hdr = ssl->out_len = ssl->out_iv = NULL;
+  ssl->out_msg = NULL;
+}
+
+size_t tg_tls_handoff_mbedtls_bytes(const mbedtls_ssl_context *ssl) {
+  return (ssl->in_buf ? in_buf_len(ssl) : 0) +
+         (ssl->out_buf ? out_buf_len(ssl) : 0);
 }
 
 int tg_tls_handoff_alert(tg_tls_handoff_t *h, tg_buf_t *out, uint8_t level,

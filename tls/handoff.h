@@ -48,6 +48,18 @@ void tg_tls_handoff_capture(tg_tls_handoff_t *h, const unsigned char *ms,
 int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
                          bool server);
 
+/* Once tg_tls_handoff_start() has succeeded on |ssl|: wipes and frees
+ * mbedtls's two record buffers, which it never uses again for this
+ * session (~33 KiB, zeroed at setup: a fifth of what a collector holds
+ * per host of a thousand, and as much per client at a relay), and clears
+ * the pointers into them, so that a stray use faults rather than reads
+ * freed memory. mbedtls_ssl_free() takes the context as left; reading its
+ * session (suite, peer certificate, saving it) still works. */
+void tg_tls_handoff_release_mbedtls(mbedtls_ssl_context *ssl);
+
+/* The bytes of record buffers mbedtls holds for |ssl|. */
+size_t tg_tls_handoff_mbedtls_bytes(const mbedtls_ssl_context *ssl);
+
 /* Opens records from |in| (ciphertext, consumed as records are opened)
  * into |buf| (|cap| > 0 bytes): *n bytes of application data, 0 when
  * none is complete yet (-EAGAIN). Errors: TG_EPEER_CLOSED (close_notify),

@@ -870,6 +870,8 @@ int tg_tls_handshake(tg_tls_session_t *s) {
       tg_tls_handoff_clear(s->handoff);
       free(s->handoff);
       s->handoff = NULL;
+    } else {
+      tg_tls_handoff_release_mbedtls(&s->ssl);
     }
   }
   return 0;
@@ -954,6 +956,10 @@ const char *tg_tls_ciphersuite(const tg_tls_session_t *s) {
 const char *tg_tls_records(const tg_tls_session_t *s) {
   if (!s->done) return "none";
   return s->handoff ? "libcrypto" : "mbedtls";
+}
+
+size_t tg_tls_mbedtls_record_bytes(const tg_tls_session_t *s) {
+  return tg_tls_handoff_mbedtls_bytes(&s->ssl);
 }
 
 bool tg_tls_session_resumed(const tg_tls_session_t *s) {

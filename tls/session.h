@@ -196,6 +196,11 @@ bool tg_tls_session_resumed(const tg_tls_session_t *s);
  * tls/handoff.h), "mbedtls", or "none" before the handshake. */
 const char *tg_tls_records(const tg_tls_session_t *s);
 
+/* The bytes of record buffers mbedtls holds for |s|: both of them while
+ * it carries the records, none once they are handed over (for tests and
+ * memory accounting). */
+size_t tg_tls_mbedtls_record_bytes(const tg_tls_session_t *s);
+
 /* Client, before the first tg_tls_handshake(): offers a session saved by
  * tg_tls_session_save() from an earlier connection to the same server
  * (|data_untrusted|, |len| bytes, read here only: a file's bytes are
