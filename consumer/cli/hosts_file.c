@@ -87,6 +87,7 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
                     size_t errn) {
   *lineno = 0;
   size_t off = 0;
+  size_t cap = *n; /* what *list holds on entry is all we know of it */
   while (off < len) {
     ++*lineno;
     const char *start = text + off;
@@ -114,13 +115,20 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
       snprintf(err, errn, "more than %zu hosts", max);
       return -E2BIG;
     }
-    cli_target_t *grown = realloc(*list, (*n + 1) * sizeof(**list));
-    if (!grown) {
-      snprintf(err, errn, "out of memory");
-      return -ENOMEM;
+    if (*n == cap) {
+      /* Doubling: a thousand hosts of ~650 bytes each, grown one at a
+       * time, copied ~300 MB before the first connection. */
+      size_t want = cap < 16 ? 16 : cap * 2;
+      if (want > max) want = max;
+      cli_target_t *grown = realloc(*list, want * sizeof(**list));
+      if (!grown) {
+        snprintf(err, errn, "out of memory");
+        return -ENOMEM;
+      }
+      *list = grown;
+      cap = want;
     }
-    *list = grown;
-    grown[(*n)++] = t;
+    (*list)[(*n)++] = t;
   }
   return 0;
 }

@@ -2,7 +2,9 @@
  * own name when it is alone, host_port (or user@host_sshPORT) when several
  * targets share a host, sanitised for file names, numbered when two names
  * still meet; a target given twice is refused. Also at fleet size, where a
- * pairwise check was quadratic. */
+ * pairwise check was quadratic. And a hosts file's lines appended to the
+ * -H targets (consumer/cli/hosts_file.c, cli_hosts_parse). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,11 +80,55 @@ static void names_a_big_fleet(void **state) {
   free(t);
 }
 
+/* A hosts file appended to three -H targets held in an exact-size list:
+ * all 3000 lines in order behind them, the three untouched; past the cap,
+ * -E2BIG with the line that broke it. */
+static void a_hosts_file_appends_to_the_targets_given(void **state) {
+  (void)state;
+  enum { GIVEN = 3, LINES = 3000 };
+  size_t cap = 64 * LINES, len = 0;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  for (size_t i = 0; i < LINES; i++)
+    len += (size_t)snprintf(text + len, cap - len, "h%zu.example:%zu # x\n", i,
+                            7000 + i % 7);
+  for (size_t max = GIVEN + LINES; max >= GIVEN + LINES - 1; max--) {
+    cli_target_t *t = calloc(GIVEN, sizeof(*t));
+    assert_non_null(t);
+    static const char *const given[] = {"a.example:1", "b.example:2",
+                                        "ssh://c.example"};
+    parse_all(t, given, GIVEN);
+    size_t n = GIVEN;
+    unsigned line = 0;
+    char err[256];
+    int rv = cli_hosts_parse(text, len, &t, &n, max, &line, err, sizeof(err));
+    if (max == GIVEN + LINES) {
+      assert_int_equal(rv, 0);
+      assert_int_equal(n, GIVEN + LINES);
+      assert_string_equal(t[0].host, "a.example");
+      assert_string_equal(t[2].host, "c.example");
+      for (size_t i = 0; i < LINES; i++) {
+        char host[32];
+        snprintf(host, sizeof(host), "h%zu.example", i);
+        assert_string_equal(t[GIVEN + i].host, host);
+      }
+    } else {
+      assert_int_equal(rv, -E2BIG);
+      assert_int_equal(n, max);
+      assert_int_equal(line, LINES);
+      assert_non_null(strstr(err, "more than"));
+    }
+    free(t);
+  }
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(names_alone_shared_and_sanitised),
       cmocka_unit_test(refuses_a_target_given_twice),
       cmocka_unit_test(names_a_big_fleet),
+      cmocka_unit_test(a_hosts_file_appends_to_the_targets_given),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
