@@ -85,9 +85,9 @@ static uint8_t *service_packet_begin(tg_session_t *s, tg_pbw_t *w, size_t cap) {
   if (!p) return NULL;
   tg_pbw_init(w, p + 4, cap, NULL, NULL);
   tg_pbw_append_varint(w, PKT_TIMESTAMP, now_ns(CLOCK_BOOTTIME));
-  tg_pbw_append_varint(w, PKT_TRUSTED_UID, (uint64_t)getuid());
+  tg_pbw_append_varint(w, PKT_TRUSTED_UID, s->readout.own_uid);
   tg_pbw_append_varint(w, PKT_TRUSTED_SEQ_ID, SERVICE_SEQUENCE_ID);
-  tg_pbw_append_varint(w, PKT_TRUSTED_PID, (uint64_t)getpid());
+  tg_pbw_append_varint(w, PKT_TRUSTED_PID, (uint64_t)s->readout.own_pid);
   return p;
 }
 
@@ -599,6 +599,8 @@ void tg__readout_init(tg_readout_t *r) {
    * far above 1024 writers for each of 1024 producers. */
   tg_u32_map_init(&r->seqs, 1u << 20);
   r->last_seq = 1; /* sequence 1 is the service's own */
+  r->own_uid = (uint32_t)getuid();
+  r->own_pid = (int32_t)getpid();
   make_uuid(r);
 }
 

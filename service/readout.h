@@ -37,6 +37,10 @@ typedef struct tg_readout {
    * for a clone, in CloneSessionResponse: each session, a clone too, has
    * its own, as in Perfetto. */
   int64_t uuid_msb, uuid_lsb;
+  /* The service's uid and pid, stamped on its own packets: read once, a
+   * syscall each (glibc caches neither) saved on every packet. */
+  uint32_t own_uid;
+  int32_t own_pid;
 } tg_readout_t;
 
 /* What a file write asks of the session. */
