@@ -2,6 +2,8 @@
 #include "tls/compress_transport.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -175,6 +177,50 @@ static int deliver(void *ctx, const uint8_t *payload, size_t len) {
   return t->base.cbs->on_frame(&t->base, payload, len);
 }
 
+/* The inflated bytes of a frame are consumed (split into frames and
+ * delivered, a partial one copied by the frame decoder) before
+ * on_inner_frame returns, so one scratch buffer serves every receiving
+ * end on a thread: a collector with a thousand hosts would otherwise hold
+ * a thousand, mostly touched (64 MB). An end that inflates while another
+ * on its thread is in the middle of it (a delivered frame that makes
+ * another connection's input flow at once) takes a scratch of its own,
+ * kept until it closes. Freed at the thread's exit. */
+static pthread_key_t scratch_key;
+static bool scratch_key_ok; /* else every end keeps its own */
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool scratch_busy;
+
+static void scratch_key_make(void) {
+  scratch_key_ok = pthread_key_create(&scratch_key, free) == 0;
+}
+
+/* The scratch for one inflation: the thread's, or |t|'s own. NULL when
+ * memory is short. Give it back with scratch_put(). */
+static uint8_t *scratch_take(tg_zstd_transport_t *t) {
+  pthread_once(&scratch_once, scratch_key_make);
+  if (scratch_busy || !scratch_key_ok) {
+    if (!t->scratch) t->scratch = malloc(SCRATCH_SIZE);
+    return t->scratch;
+  }
+  uint8_t *b = pthread_getspecific(scratch_key);
+  if (!b) {
+    b = malloc(SCRATCH_SIZE);
+    if (!b || pthread_setspecific(scratch_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  scratch_busy = true;
+  return b;
+}
+
+static void scratch_put(tg_zstd_transport_t *t, uint8_t *b) {
+  if (b != t->scratch) scratch_busy = false;
+}
+
+static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
+                        ZSTD_inBuffer *in);
+
 static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
                           size_t len) {
   tg_zstd_transport_t *t = inner->data;
@@ -188,17 +234,29 @@ static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
   if (payload[0] == KIND_PLAIN)
     return t->base.cbs->on_frame(&t->base, payload + 1, len - 1);
   ZSTD_inBuffer in = {payload + 1, len - 1, 0};
+  uint8_t *scratch = scratch_take(t);
+  if (!scratch) {
+    close_transport(t, -ENOMEM);
+    return 1;
+  }
+  int rv = inflate_into(t, scratch, &in);
+  scratch_put(t, scratch);
+  return rv;
+}
+
+static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
+                        ZSTD_inBuffer *in) {
   ZSTD_outBuffer out;
   do {
-    out = (ZSTD_outBuffer){t->scratch, SCRATCH_SIZE, 0};
-    size_t r = ZSTD_decompressStream(t->dctx, &out, &in);
+    out = (ZSTD_outBuffer){scratch, SCRATCH_SIZE, 0};
+    size_t r = ZSTD_decompressStream(t->dctx, &out, in);
     if (ZSTD_isError(r)) {
       TG_WARN("zstd transport: the peer's stream does not inflate: %s",
               ZSTD_getErrorName(r));
       close_transport(t, TG_EBAD_COMPRESSED);
       return 1;
     }
-    int rv = tg_frame_decoder_feed(&t->dec, t->scratch, out.pos, deliver, t);
+    int rv = tg_frame_decoder_feed(&t->dec, scratch, out.pos, deliver, t);
     if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
       TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
               tg_strerror(rv));
@@ -206,7 +264,7 @@ static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
       return 1;
     }
     if (rv) return rv; /* the owner stopped reading */
-  } while (in.pos < in.size || out.pos == out.size);
+  } while (in->pos < in->size || out.pos == out.size);
   return 0;
 }
 
@@ -327,15 +385,11 @@ int tg_zstd_transport_start_decompress(tg_zstd_transport_t *t,
                                        int window_log_max) {
   if (t->dctx || !window_ok(window_log_max)) return -EINVAL;
   ZSTD_DCtx *d = ZSTD_createDCtx();
-  uint8_t *scratch = malloc(SCRATCH_SIZE);
-  if (!d || !scratch ||
-      ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax,
-                                          window_log_max))) {
+  if (!d || ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax,
+                                                window_log_max))) {
     ZSTD_freeDCtx(d);
-    free(scratch);
     return -ENOMEM;
   }
   t->dctx = d;
-  t->scratch = scratch;
   return 0;
 }

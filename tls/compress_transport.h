@@ -32,8 +32,10 @@
  * Hostile peers: the window the receiver accepts is capped at what it
  * asked for, inflated frames go through the same 128 KiB frame decoder as
  * plain ones, and any zstd error closes the transport with
- * TG_EBAD_COMPRESSED. Memory per receiving end: the zstd window, a 64 KiB
- * scratch buffer and the frame decoder's buffer.
+ * TG_EBAD_COMPRESSED. Memory per receiving end: the zstd window and the
+ * frame decoder's buffer; the 64 KiB scratch buffer is the thread's,
+ * shared by every end on it (one of its own for an end that inflates
+ * while another is).
  *
  * Callback rules are the transport's (ipc/transport.h). The decorator owns
  * the inner transport's callbacks and data pointer from init() on; the
@@ -73,7 +75,7 @@ typedef struct tg_zstd_transport {
   size_t unflushed;  /* frame bytes given to zstd since the last flush */
   /* Receiving end. */
   ZSTD_DCtx *dctx;   /* non-NULL once decompressing */
-  uint8_t *scratch;
+  uint8_t *scratch;  /* NULL unless it ever inflated nested in another */
   tg_frame_decoder_t dec;
   int close_status;
   int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);

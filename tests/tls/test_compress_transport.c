@@ -3,7 +3,9 @@
  * switch to compression, trace-like data shrinks, a lone small frame is
  * flushed without waiting for more, and a hostile sender (garbage, a window
  * larger than asked for, an inflated frame over the cap) closes the
- * receiving end with TG_EBAD_COMPRESSED, never a crash. */
+ * receiving end with TG_EBAD_COMPRESSED, never a crash. Receiving ends
+ * share their thread's scratch buffer; one that inflates inside another's
+ * delivery takes its own, and neither's frames are disturbed. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 
 #define ANSWER "answer: compress from the next frame on"
 
+struct end;
 typedef struct end {
   tg_pipe_transport_t pipe;
   tg_zstd_transport_t z;
@@ -35,6 +38,9 @@ typedef struct end {
   bool order_ok;
   bool closed;
   int close_status;
+  bool check_content; /* frames must be make_frame()'s */
+  bool content_ok;
+  void (*hook)(struct end *e, uint32_t seq); /* after each frame */
 } end_t;
 
 static tg_transport_t *base_of(end_t *e) {
@@ -56,6 +62,12 @@ static int on_frame(tg_transport_t *t, const uint8_t *p, size_t len) {
   e->next_seq = seq + 1;
   e->frames++;
   e->bytes += len;
+  if (e->check_content)
+    for (size_t i = sizeof(seq); i < len; i++)
+      if (p[i] !=
+          (uint8_t)("track_event name=frame ts="[i % 26] + (i / 512) % 3))
+        e->content_ok = false;
+  if (e->hook) e->hook(e, seq);
   return 0;
 }
 
@@ -70,7 +82,7 @@ static const tg_transport_cbs_t cbs = {.on_frame = on_frame,
 
 static void end_open(uv_loop_t *loop, end_t *e, int fd, bool use_z) {
   memset(e, 0, sizeof(*e));
-  e->order_ok = true;
+  e->order_ok = e->content_ok = true;
   e->use_z = use_z;
   e->window_log_max = TG_ZSTD_WINDOW_LOG_DEFAULT;
   assert_int_equal(tg_pipe_transport_open(loop, &e->pipe, fd, fd, 0), 0);
@@ -298,12 +310,110 @@ static void bad_parameters_are_refused(void **state) {
   pair_close(&loop, &p);
 }
 
+/* [kind 1][a whole zstd frame holding IPC frames |first|.. (|n| of
+ * |len| bytes)] into |out|: what a compressing sender's block carries. */
+static size_t block_of_frames(uint8_t *out, size_t cap, uint32_t first, int n,
+                              size_t len) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  assert_non_null(c);
+  assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 17)));
+  uint8_t fr[4 + 4096];
+  assert_true(len <= 4096);
+  out[0] = 1;
+  ZSTD_outBuffer o = {out, cap, 1};
+  for (int i = 0; i < n; i++) {
+    uint32_t plen = (uint32_t)make_frame(fr + 4, first + (uint32_t)i, len);
+    memcpy(fr, &plen, sizeof(plen)); /* little-endian, as on the wire */
+    ZSTD_inBuffer in = {fr, 4 + len, 0};
+    size_t r = ZSTD_compressStream2(c, &o, &in,
+                                    i == n - 1 ? ZSTD_e_end : ZSTD_e_continue);
+    assert_false(ZSTD_isError(r));
+    assert_int_equal(in.pos, in.size);
+    if (i == n - 1) assert_int_equal(r, 0);
+  }
+  ZSTD_freeCCtx(c);
+  return o.pos;
+}
+
+/* The nested delivery: on |a|'s first frame, a block for |b| arrives. */
+static struct {
+  end_t *other;
+  const uint8_t *payload;
+  size_t len;
+  bool done;
+} g_nest;
+
+static void nest_hook(end_t *e, uint32_t seq) {
+  (void)e;
+  if (seq != 0 || g_nest.done) return;
+  g_nest.done = true;
+  tg_transport_t *in = &g_nest.other->pipe.base;
+  assert_int_equal(in->cbs->on_frame(in, g_nest.payload, g_nest.len), 0);
+}
+
+static bool all_closed(void *ctx) {
+  pair_t *p = ctx;
+  return p[0].rx.closed && p[0].tx.closed && p[1].rx.closed && p[1].tx.closed;
+}
+
+/* Two receiving ends on one thread: |a| inflates 40 frames at once into
+ * the thread's scratch, and delivering its first makes |b| inflate 40
+ * others (sequence numbers from 1000) before |a| has split the rest. Both
+ * get all their frames whole and in order; then each goes on, alone. */
+static void an_end_inflating_inside_another_keeps_its_own_scratch(
+    void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p[2];
+  pair_open(&loop, &p[0], false, true);
+  pair_open(&loop, &p[1], false, true);
+  end_t *a = &p[0].rx, *b = &p[1].rx;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(tg_zstd_transport_start_decompress(&p[i].rx.z, 20), 0);
+    p[i].rx.check_content = true;
+  }
+  static uint8_t pa[64 * 1024], pb[64 * 1024];
+  size_t na = block_of_frames(pa, sizeof(pa), 0, 40, 1000);
+  size_t nb = block_of_frames(pb, sizeof(pb), 1000, 40, 1000);
+  b->next_seq = 1000;
+  g_nest.other = b;
+  g_nest.payload = pb;
+  g_nest.len = nb;
+  g_nest.done = false;
+  a->hook = nest_hook;
+  tg_transport_t *ia = &a->pipe.base, *ib = &b->pipe.base;
+  assert_int_equal(ia->cbs->on_frame(ia, pa, na), 0);
+  assert_true(g_nest.done);
+  assert_int_equal(a->frames, 40);
+  assert_int_equal(b->frames, 40);
+  /* Each alone now, on the shared scratch again. */
+  na = block_of_frames(pa, sizeof(pa), 40, 30, 2000);
+  nb = block_of_frames(pb, sizeof(pb), 1040, 30, 2000);
+  assert_int_equal(ib->cbs->on_frame(ib, pb, nb), 0);
+  assert_int_equal(ia->cbs->on_frame(ia, pa, na), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(p[i].rx.frames, 70);
+    assert_true(p[i].rx.order_ok);
+    assert_true(p[i].rx.content_ok);
+    assert_false(p[i].rx.closed);
+  }
+  for (int i = 0; i < 2; i++) {
+    tg_transport_close(base_of(&p[i].tx), 0);
+    tg_transport_close(base_of(&p[i].rx), 0);
+  }
+  assert_true(run_until(&loop, all_closed, p));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
       cmocka_unit_test(hostile_streams_close_the_receiver),
       cmocka_unit_test(plain_frames_pass_beside_the_stream),
       cmocka_unit_test(bad_parameters_are_refused),
+      cmocka_unit_test(an_end_inflating_inside_another_keeps_its_own_scratch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
