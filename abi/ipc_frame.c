@@ -10,6 +10,7 @@
 
 void tg_frame_decoder_init(tg_frame_decoder_t *d) {
   memset(d, 0, sizeof(*d));
+  d->since_bulk = TG_FRAME_BULK_FOR;
 }
 
 void tg_frame_decoder_free(tg_frame_decoder_t *d) {
@@ -26,7 +27,52 @@ static int emit(tg_frame_decoder_t *d, const uint8_t *p, uint32_t n,
     return 0;
   }
   d->frames++;
+  if (n >= TG_FRAME_BULK_MIN)
+    d->since_bulk = 0;
+  else if (d->since_bulk < TG_FRAME_BULK_FOR)
+    d->since_bulk++;
   return cb(ctx, p, n);
+}
+
+size_t tg_frame_decoder_room(const tg_frame_decoder_t *d, uint8_t **at) {
+  if (d->error || d->have == 0) return 0;
+  *at = d->buf + d->have;
+  if (d->have < TG_IPC_FRAME_HEADER_SIZE)
+    return TG_IPC_FRAME_HEADER_SIZE - d->have;
+  return TG_IPC_FRAME_HEADER_SIZE + tg_pb_read_le32(d->buf) - d->have;
+}
+
+int tg_frame_decoder_open_room(tg_frame_decoder_t *d, uint8_t **at) {
+  if (d->error) return d->error;
+  if (d->have) return 0;
+  if (!d->buf) {
+    d->buf = malloc(TG_IPC_FRAME_BUFFER_SIZE);
+    if (!d->buf) return -ENOMEM;
+  }
+  *at = d->buf;
+  return TG_IPC_FRAME_HEADER_SIZE;
+}
+
+int tg_frame_decoder_wrote(tg_frame_decoder_t *d, size_t n, tg_frame_cb cb,
+                           void *ctx) {
+  if (d->error) return d->error;
+  if (n == 0) return 0;
+  if (!d->buf) return -EINVAL; /* no room was given */
+  size_t room =
+      d->have < TG_IPC_FRAME_HEADER_SIZE
+          ? TG_IPC_FRAME_HEADER_SIZE - d->have
+          : TG_IPC_FRAME_HEADER_SIZE + tg_pb_read_le32(d->buf) - d->have;
+  if (n > room) return -EINVAL;
+  d->have += n;
+  if (d->have < TG_IPC_FRAME_HEADER_SIZE) return 0;
+  uint32_t flen = tg_pb_read_le32(d->buf);
+  if (flen > TG_IPC_FRAME_MAX_PAYLOAD) {
+    d->have = 0;
+    return d->error = TG_EFRAME_TOO_LARGE;
+  }
+  if (d->have < TG_IPC_FRAME_HEADER_SIZE + flen) return 0;
+  d->have = 0;
+  return emit(d, d->buf + TG_IPC_FRAME_HEADER_SIZE, flen, cb, ctx);
 }
 
 int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
@@ -41,6 +87,7 @@ int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
       if (k > len) k = len;
       memcpy(d->buf + d->have, data, k);
       d->have += k;
+      d->copied += k;
       data += k;
       len -= k;
       if (d->have < TG_IPC_FRAME_HEADER_SIZE) return 0;
@@ -54,6 +101,7 @@ int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
     size_t k = len < need ? len : need;
     memcpy(d->buf + d->have, data, k);
     d->have += k;
+    d->copied += k;
     data += k;
     len -= k;
     if (k < need) return 0; /* input exhausted mid-frame */
@@ -84,6 +132,7 @@ int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
     }
     memcpy(d->buf, data, len);
     d->have = len;
+    d->copied += len;
   }
   return 0;
 }

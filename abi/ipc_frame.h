@@ -44,6 +44,8 @@ typedef struct tg_frame_decoder {
   uint8_t *buf;  /* partial frame; TG_IPC_FRAME_BUFFER_SIZE, lazily */
   size_t have;   /* bytes in |buf| (header included) */
   int error;     /* sticky TG_EFRAME_TOO_LARGE */
+  uint32_t since_bulk; /* frames since the last of TG_FRAME_BULK_MIN+ */
+  uint64_t copied;     /* bytes feed() copied into |buf|: frames split */
   uint64_t frames;
   uint64_t empty_frames;
 } tg_frame_decoder_t;
@@ -55,6 +57,46 @@ void tg_frame_decoder_free(tg_frame_decoder_t *d);
  * connection), -ENOMEM, or the callback's non-zero return value. */
 int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
                           size_t len, tg_frame_cb cb, void *ctx);
+
+/* --- reading straight into the frame being assembled ---------------------
+ * A frame longer than a reader's chunk spans reads, and feed() copies each
+ * byte of it into |buf|: on a bulk stream of 128 KiB frames, nearly every
+ * byte. A reader that can choose where its next bytes land (a scatter
+ * read, an inflater, a record decrypter) writes them in place instead:
+ *
+ *   uint8_t *at;
+ *   size_t room = tg_frame_decoder_room(d, &at);  // 0: nothing partial
+ *   ... write k <= room bytes at |at| ...
+ *   rv = tg_frame_decoder_wrote(d, k, cb, ctx);    // emits it once whole
+ *
+ * The room is what completes the header while fewer than 4 bytes are in,
+ * then what completes the frame. feed() and the room may alternate freely.
+ */
+size_t tg_frame_decoder_room(const tg_frame_decoder_t *d, uint8_t **at);
+
+/* Opens a frame in place when nothing is partial, so that even its header
+ * lands in |buf| (a reader whose writes cost no syscall, e.g. an inflater,
+ * then copies nothing at all). Returns the header's room (4), 0 when a
+ * frame is already partial (use tg_frame_decoder_room()), the sticky error,
+ * or -ENOMEM. */
+int tg_frame_decoder_open_room(tg_frame_decoder_t *d, uint8_t **at);
+
+/* |n| bytes were written at the room last given (n <= that room). Emits
+ * the frame when it is whole. Returns as feed(); -EINVAL for an |n| larger
+ * than the room. */
+int tg_frame_decoder_wrote(tg_frame_decoder_t *d, size_t n, tg_frame_cb cb,
+                           void *ctx);
+
+/* Frames this long or longer make a bulk stream, until TG_FRAME_BULK_FOR
+ * shorter ones in a row (a ReadBuffers stream ends each pass with one):
+ * its readers read little past the end of the frame being assembled, so
+ * that the next one starts in place rather than in their chunk buffer,
+ * whose partial frame the decoder copies. */
+#define TG_FRAME_BULK_MIN (16u * 1024)
+#define TG_FRAME_BULK_FOR 8u
+static inline bool tg_frame_decoder_bulk(const tg_frame_decoder_t *d) {
+  return d->since_bulk < TG_FRAME_BULK_FOR;
+}
 
 /* Bytes of an incomplete frame currently held (for memory accounting). */
 static inline size_t tg_frame_decoder_pending(const tg_frame_decoder_t *d) {

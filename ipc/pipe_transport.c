@@ -158,10 +158,23 @@ static size_t pt_pending(const tg_transport_t *base) {
 
 /* --- input ------------------------------------------------------------------ */
 
+/* Reads the rest of a split frame straight where the decoder assembles it
+ * (see ipc/channel.c): whole when it is at least this long, and a bulk
+ * stream's next read takes only the next frame's start into |rbuf|. */
+#define IN_PLACE_MIN (4u * 1024)
+#define BULK_TAIL_READ (4u * 1024)
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   tg_pipe_transport_t *t = h->data;
-  *buf = uv_buf_init((char *)t->rbuf, READ_CHUNK);
+  uint8_t *at = NULL;
+  size_t room = tg_frame_decoder_room(&t->dec, &at);
+  if (room >= IN_PLACE_MIN)
+    *buf = uv_buf_init((char *)at, (unsigned)room);
+  else
+    *buf = uv_buf_init((char *)t->rbuf, tg_frame_decoder_bulk(&t->dec)
+                                            ? BULK_TAIL_READ
+                                            : READ_CHUNK);
 }
 
 static int on_decoded(void *ctx, const uint8_t *payload, size_t len) {
@@ -172,7 +185,6 @@ static int on_decoded(void *ctx, const uint8_t *payload, size_t len) {
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  (void)buf;
   tg_pipe_transport_t *t = s->data;
   if (t->state != PT_OPEN) return;
   if (n == 0) return;
@@ -180,7 +192,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     pt_close(&t->base, n == UV_EOF ? TG_EPEER_CLOSED : (int)n);
     return;
   }
-  int rv = tg_frame_decoder_feed(&t->dec, t->rbuf, (size_t)n, on_decoded, t);
+  int rv =
+      (uint8_t *)buf->base == t->rbuf
+          ? tg_frame_decoder_feed(&t->dec, t->rbuf, (size_t)n, on_decoded, t)
+          : tg_frame_decoder_wrote(&t->dec, (size_t)n, on_decoded, t);
   if (t->state != PT_OPEN) return;
   if (rv != 0) pt_close(&t->base, rv == 1 ? -ECONNABORTED : rv);
 }

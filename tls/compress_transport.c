@@ -244,19 +244,35 @@ static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
   return rv;
 }
 
+/* Inflates into the scratch buffer, whose whole frames are handed over in
+ * place, or, while a frame is partial, straight into the decoder's room for
+ * its rest; on a bulk stream every frame is opened there, header and all,
+ * so that its bytes are written once (the scratch's tail would be copied:
+ * half of each 128 KiB frame). */
 static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
                         ZSTD_inBuffer *in) {
-  ZSTD_outBuffer out;
+  ZSTD_outBuffer out = {NULL, 0, 0};
   do {
-    out = (ZSTD_outBuffer){scratch, SCRATCH_SIZE, 0};
-    size_t r = ZSTD_decompressStream(t->dctx, &out, in);
-    if (ZSTD_isError(r)) {
-      TG_WARN("zstd transport: the peer's stream does not inflate: %s",
-              ZSTD_getErrorName(r));
-      close_transport(t, TG_EBAD_COMPRESSED);
-      return 1;
+    uint8_t *at = NULL;
+    size_t room = tg_frame_decoder_room(&t->dec, &at);
+    int rv = 0;
+    if (room == 0 && tg_frame_decoder_bulk(&t->dec)) {
+      rv = tg_frame_decoder_open_room(&t->dec, &at);
+      if (rv > 0) room = (size_t)rv;
     }
-    int rv = tg_frame_decoder_feed(&t->dec, scratch, out.pos, deliver, t);
+    if (rv >= 0) {
+      out = room ? (ZSTD_outBuffer){at, room, 0}
+                 : (ZSTD_outBuffer){scratch, SCRATCH_SIZE, 0};
+      size_t r = ZSTD_decompressStream(t->dctx, &out, in);
+      if (ZSTD_isError(r)) {
+        TG_WARN("zstd transport: the peer's stream does not inflate: %s",
+                ZSTD_getErrorName(r));
+        close_transport(t, TG_EBAD_COMPRESSED);
+        return 1;
+      }
+      rv = room ? tg_frame_decoder_wrote(&t->dec, out.pos, deliver, t)
+                : tg_frame_decoder_feed(&t->dec, scratch, out.pos, deliver, t);
+    }
     if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
       TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
               tg_strerror(rv));

@@ -364,38 +364,69 @@ static int on_decoded(void *ctx, const uint8_t *payload, size_t len) {
   return rv;
 }
 
+/* Decrypts records into |plain| until it is full or, so that little of a
+ * large frame is copied into the decoder, a frame begun in it still lacks a
+ * record or more: its rest is then decrypted in place (read_app). |done| is
+ * how much of |plain| completes the decoder's partial frame. Returns the
+ * last tg_tls_read() status; *have is what |plain| holds. */
+static int read_plain(tg_tls_chan_t *ch, size_t done, size_t *have) {
+  size_t at = done; /* start of the first frame not known to be whole */
+  int rv = 0;
+  /* Room for a whole record each time: a smaller read would make the
+   * session keep the rest of one (16 KiB more per connection). */
+  while (PLAIN_CAP - *have >= TG_TLS_RECORD_PLAIN_MAX) {
+    size_t k = 0;
+    rv = tg_tls_read(ch->tls, ch->plain + *have, PLAIN_CAP - *have, &k);
+    if (rv) break;
+    *have += k;
+    while (at + TG_IPC_FRAME_HEADER_SIZE <= *have) {
+      uint64_t end = (uint64_t)at + TG_IPC_FRAME_HEADER_SIZE +
+                     tg_pb_read_le32(ch->plain + at); /* checked by feed */
+      if (end > *have) {
+        if (end - *have >= TG_TLS_RECORD_PLAIN_MAX) return rv;
+        break;
+      }
+      at = (size_t)end;
+    }
+  }
+  return rv;
+}
+
 /* Decrypts and dispatches until the session holds nothing complete, the
  * owner pauses, or the channel closes. */
 static void read_app(tg_tls_chan_t *ch) {
   while (ch->state == ST_OPEN && !ch->reading_paused) {
-    size_t have = 0;
-    int rv = 0;
-    /* Room for a whole record each time: a smaller read would make the
-     * session keep the rest of one (16 KiB more per connection). */
-    while (PLAIN_CAP - have >= TG_TLS_RECORD_PLAIN_MAX) {
+    int rv = 0, frv = 0;
+    /* The rest of a frame that needs a record or more is decrypted where
+     * the decoder assembles it: a 128 KiB frame spans 8 records. */
+    uint8_t *at = NULL;
+    size_t room = tg_frame_decoder_room(&ch->dec, &at);
+    if (room >= TG_TLS_RECORD_PLAIN_MAX) {
       size_t k = 0;
-      rv = tg_tls_read(ch->tls, ch->plain + have, PLAIN_CAP - have, &k);
-      if (rv) break;
-      have += k;
+      rv = tg_tls_read(ch->tls, at, room, &k);
+      if (rv == 0) frv = tg_frame_decoder_wrote(&ch->dec, k, on_decoded, ch);
+    } else {
+      size_t have = 0;
+      rv = read_plain(ch, room, &have);
+      if (have > 0)
+        frv = tg_frame_decoder_feed(&ch->dec, ch->plain, have, on_decoded, ch);
     }
-    if (have > 0) {
-      int frv = tg_frame_decoder_feed(&ch->dec, ch->plain, have, on_decoded, ch);
-      if (ch->state != ST_OPEN) return;
-      if (frv == TG_EFRAME_TOO_LARGE) {
-        tg__tls_chan_set_why(ch, "frame length over %u bytes", TG_IPC_FRAME_MAX_PAYLOAD);
-        fail_open(ch, frv, "oversized frame");
-        return;
-      }
-      if (frv == -ENOMEM) {
-        fail_open(ch, frv, "no memory for a split frame");
-        return;
-      }
-      if (frv != 0) {
-        /* The decoder dropped the rest of this input: the stream cannot
-         * continue in sync. Owners return non-zero only when closing. */
-        fail_open(ch, -ECONNABORTED, "frame handler stopped mid-input");
-        return;
-      }
+    if (ch->state != ST_OPEN) return;
+    if (frv == TG_EFRAME_TOO_LARGE) {
+      tg__tls_chan_set_why(ch, "frame length over %u bytes",
+                           TG_IPC_FRAME_MAX_PAYLOAD);
+      fail_open(ch, frv, "oversized frame");
+      return;
+    }
+    if (frv == -ENOMEM) {
+      fail_open(ch, frv, "no memory for a split frame");
+      return;
+    }
+    if (frv != 0) {
+      /* The decoder dropped the rest of this input: the stream cannot
+       * continue in sync. Owners return non-zero only when closing. */
+      fail_open(ch, -ECONNABORTED, "frame handler stopped mid-input");
+      return;
     }
     if (rv == -EAGAIN) break;
     if (rv == TG_EPEER_CLOSED) {

@@ -1,6 +1,8 @@
 /* Frame codec: the [u32 LE len][IPCFrame] stream decoder and the encoders. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -302,6 +304,167 @@ static void invoke_writer_output_decodes_with_protobuf_c(void **state) {
   tg_buf_free(&out);
 }
 
+/* Collects like collect() and notes whether each frame was handed over
+ * from the decoder's own buffer (assembled there) or from the input. */
+typedef struct placed {
+  collected_t c;
+  const tg_frame_decoder_t *d;
+  unsigned from_buf; /* bit i: frame i came from d->buf */
+} placed_t;
+
+static int collect_placed(void *ctx, const uint8_t *p, size_t n) {
+  placed_t *pl = ctx;
+  if (pl->d->buf && p == pl->d->buf + TG_IPC_FRAME_HEADER_SIZE)
+    pl->from_buf |= 1u << pl->c.count;
+  return collect(&pl->c, p, n);
+}
+
+/* A reader that feeds |cut| bytes, then writes every partial frame's rest
+ * in place, |step| bytes at a time, and feeds what follows a frame. */
+static void frame_room_takes_the_rest_of_a_split_frame(void **state) {
+  (void)state;
+  static uint8_t stream[6000], payloads[6000];
+  size_t total;
+  size_t n = make_stream(stream, payloads, &total);
+  static placed_t pl;
+  const size_t steps[] = {1, 3, 700, 6000};
+  for (size_t cut = 0; cut <= n; cut += 7) {
+    for (size_t si = 0; si < sizeof(steps) / sizeof(steps[0]); si++) {
+      memset(&pl, 0, sizeof(pl));
+      tg_frame_decoder_t d;
+      tg_frame_decoder_init(&d);
+      pl.d = &d;
+      assert_int_equal(
+          tg_frame_decoder_feed(&d, stream, cut, collect_placed, &pl), 0);
+      size_t off = cut;
+      bool wrote_in_place = false;
+      while (off < n) {
+        uint8_t *at = NULL;
+        size_t room = tg_frame_decoder_room(&d, &at);
+        if (room == 0) { /* nothing partial: feed up to the next cut */
+          size_t k = n - off < 301 ? n - off : 301;
+          assert_int_equal(
+              tg_frame_decoder_feed(&d, stream + off, k, collect_placed, &pl),
+              0);
+          off += k;
+          continue;
+        }
+        size_t k = room < steps[si] ? room : steps[si];
+        if (k > n - off) k = n - off;
+        memcpy(at, stream + off, k);
+        assert_int_equal(tg_frame_decoder_wrote(&d, k, collect_placed, &pl), 0);
+        off += k;
+        wrote_in_place = true;
+      }
+      assert_int_equal(pl.c.count, 3);
+      assert_int_equal(pl.c.sizes[2], 5000);
+      assert_memory_equal(pl.c.bytes, payloads, total);
+      assert_int_equal(tg_frame_decoder_pending(&d), 0);
+      /* A frame whose rest was written in place is handed over from there. */
+      if (wrote_in_place) assert_true(pl.from_buf != 0);
+      tg_frame_decoder_free(&d);
+    }
+  }
+}
+
+/* An inflater's way: every frame opened in place, header and all. */
+static void frame_open_room_assembles_every_frame_in_place(void **state) {
+  (void)state;
+  static uint8_t stream[6100], payloads[6000];
+  size_t total;
+  size_t n = make_stream(stream, payloads, &total);
+  /* A zero-length frame between them is skipped, in place too. */
+  memmove(stream + 4 + 1 + 4, stream + 4 + 1, n - 5);
+  tg_pb_write_le32(stream + 5, 0);
+  n += 4;
+  static placed_t pl;
+  memset(&pl, 0, sizeof(pl));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  pl.d = &d;
+  size_t off = 0;
+  while (off < n) {
+    uint8_t *at = NULL;
+    size_t room = tg_frame_decoder_room(&d, &at);
+    if (room == 0) {
+      int r = tg_frame_decoder_open_room(&d, &at);
+      assert_int_equal(r, TG_IPC_FRAME_HEADER_SIZE);
+      room = (size_t)r;
+    }
+    size_t k = room < 2000 ? room : 2000;
+    memcpy(at, stream + off, k);
+    assert_int_equal(tg_frame_decoder_wrote(&d, k, collect_placed, &pl), 0);
+    off += k;
+  }
+  assert_int_equal(pl.c.count, 3);
+  assert_int_equal(d.empty_frames, 1);
+  assert_memory_equal(pl.c.bytes, payloads, total);
+  assert_int_equal(pl.from_buf, 7u); /* all three from the decoder */
+  /* A frame is partial: open_room leaves it be. */
+  uint8_t hdr[4];
+  tg_pb_write_le32(hdr, 10);
+  assert_int_equal(tg_frame_decoder_feed(&d, hdr, 3, collect, &pl.c), 0);
+  uint8_t *at;
+  assert_int_equal(tg_frame_decoder_open_room(&d, &at), 0);
+  assert_int_equal(tg_frame_decoder_room(&d, &at), 1);
+  tg_frame_decoder_free(&d);
+}
+
+static void frame_wrote_checks_length_and_room(void **state) {
+  (void)state;
+  collected_t *c = calloc(1, sizeof(*c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  uint8_t *at;
+  /* Nothing was given: nothing can have been written. */
+  assert_int_equal(tg_frame_decoder_wrote(&d, 1, collect, c), -EINVAL);
+  assert_int_equal(tg_frame_decoder_open_room(&d, &at), 4);
+  assert_int_equal(tg_frame_decoder_wrote(&d, 5, collect, c), -EINVAL);
+  /* An oversized length written in place is refused like a fed one. */
+  tg_pb_write_le32(at, TG_IPC_FRAME_MAX_PAYLOAD + 1);
+  assert_int_equal(tg_frame_decoder_wrote(&d, 4, collect, c),
+                   TG_EFRAME_TOO_LARGE);
+  assert_int_equal(tg_frame_decoder_room(&d, &at), 0);
+  assert_int_equal(tg_frame_decoder_open_room(&d, &at), TG_EFRAME_TOO_LARGE);
+  assert_int_equal(c->count, 0);
+  tg_frame_decoder_free(&d);
+  /* The cap itself is fine, and the room is exactly the rest. */
+  tg_frame_decoder_init(&d);
+  assert_int_equal(tg_frame_decoder_open_room(&d, &at), 4);
+  tg_pb_write_le32(at, TG_IPC_FRAME_MAX_PAYLOAD);
+  assert_int_equal(tg_frame_decoder_wrote(&d, 4, collect, c), 0);
+  assert_int_equal(tg_frame_decoder_room(&d, &at), TG_IPC_FRAME_MAX_PAYLOAD);
+  assert_int_equal(
+      tg_frame_decoder_wrote(&d, TG_IPC_FRAME_MAX_PAYLOAD + 1, collect, c),
+      -EINVAL);
+  free(c);
+  tg_frame_decoder_free(&d);
+}
+
+static void frame_bulk_follows_the_last_frames(void **state) {
+  (void)state;
+  static uint8_t s[TG_FRAME_BULK_MIN + 16], payload[TG_FRAME_BULK_MIN];
+  collected_t *c = calloc(1, sizeof(*c));
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  assert_false(tg_frame_decoder_bulk(&d));
+  size_t n = put_frame(s, payload, TG_FRAME_BULK_MIN - 1);
+  assert_int_equal(tg_frame_decoder_feed(&d, s, n, collect, c), 0);
+  assert_false(tg_frame_decoder_bulk(&d));
+  n = put_frame(s, payload, TG_FRAME_BULK_MIN);
+  assert_int_equal(tg_frame_decoder_feed(&d, s, n, collect, c), 0);
+  assert_true(tg_frame_decoder_bulk(&d));
+  /* A bulk stream's odd small frame does not end it; a run of them does. */
+  for (unsigned i = 1; i <= TG_FRAME_BULK_FOR; i++) {
+    c->count = c->len = 0;
+    n = put_frame(s, payload, 100);
+    assert_int_equal(tg_frame_decoder_feed(&d, s, n, collect, c), 0);
+    assert_int_equal(tg_frame_decoder_bulk(&d), i < TG_FRAME_BULK_FOR);
+  }
+  free(c);
+  tg_frame_decoder_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_split_at_every_byte_offset),
@@ -311,6 +474,10 @@ int main(void) {
       cmocka_unit_test(frame_skips_zero_length),
       cmocka_unit_test(frame_garbage_then_valid_frame),
       cmocka_unit_test(frame_callback_stop_is_returned),
+      cmocka_unit_test(frame_room_takes_the_rest_of_a_split_frame),
+      cmocka_unit_test(frame_open_room_assembles_every_frame_in_place),
+      cmocka_unit_test(frame_wrote_checks_length_and_room),
+      cmocka_unit_test(frame_bulk_follows_the_last_frames),
       cmocka_unit_test(reply_writer_output_decodes_with_protobuf_c),
       cmocka_unit_test(reply_writer_reports_no_space),
       cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),

@@ -3,9 +3,13 @@
  * Input: [split][stop][stream...]. |split| picks how the stream is cut into
  * tg_frame_decoder_feed() calls; |stop| (if non-zero) makes the callback stop
  * the decoder at that frame, as a dispatcher closing the connection would.
- * The stream is decoded twice, whole and in pieces, and both runs must emit
- * the same frames (lengths and bytes) and end in the same status: framing
- * may not depend on how the socket happened to deliver the bytes.
+ * The stream is decoded three times, whole, in pieces, and by a reader
+ * that writes into the decoder's room (tg_frame_decoder_room/open_room/
+ * wrote, as the channel, the inflater and the TLS reader do) wherever it
+ * is offered, feeding the rest; all three must emit the same frames
+ * (lengths and bytes) and end in the same status: framing may not depend
+ * on how the socket happened to deliver the bytes, nor on where they were
+ * written.
  *
  * Every piece is fed from its own exact-size heap copy so ASan catches a
  * read past the end of a piece, not just past the end of the input.
@@ -100,6 +104,37 @@ static size_t next_piece(uint8_t split, const uint8_t *stream, size_t off,
   return n < left ? n : left;
 }
 
+/* The in-place reader: writes into the room the decoder offers (opening
+ * one when nothing is partial, on every other call), else feeds a piece. */
+static int decode_in_place(tg_frame_decoder_t *d, uint8_t split,
+                           const uint8_t *stream, size_t len, frame_log_t *l) {
+  uint32_t rng = 0x2545F491u ^ split;
+  bool last_was_empty = false, open = false;
+  size_t off = 0;
+  int rv = 0;
+  while (off < len && rv == 0) {
+    uint8_t *at = NULL;
+    size_t room = tg_frame_decoder_room(d, &at);
+    open = !open;
+    if (room == 0 && open) {
+      rv = tg_frame_decoder_open_room(d, &at);
+      if (rv < 0) break;
+      room = (size_t)rv;
+      rv = 0;
+    }
+    size_t n = next_piece(split, stream, off, len - off, &rng, &last_was_empty);
+    if (room == 0) {
+      rv = feed_copy(d, stream + off, n, l);
+    } else {
+      if (n > room) n = room;
+      memcpy(at, stream + off, n);
+      rv = tg_frame_decoder_wrote(d, n, on_frame, l);
+    }
+    off += n;
+  }
+  return rv;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   uint8_t split = data[0];
@@ -129,6 +164,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     off += n;
     if (rv2 != 0 || len == 0) break;
   }
+
+  /* Written in place where the decoder offers room. */
+  frame_log_t placed;
+  log_init(&placed, len, stop_at, false);
+  tg_frame_decoder_t d3;
+  tg_frame_decoder_init(&d3);
+  int rv3 = decode_in_place(&d3, split, stream, len, &placed);
+  if (rv3 != rv1 || placed.n != whole.n || placed.used != whole.used)
+    __builtin_trap();
+  if (memcmp(whole.lens, placed.lens, whole.n * sizeof(*whole.lens)) != 0 ||
+      memcmp(whole.bytes, placed.bytes, whole.used) != 0)
+    __builtin_trap();
+  if (rv1 == 0 &&
+      (tg_frame_decoder_pending(&d3) != tg_frame_decoder_pending(&d1) ||
+       d3.empty_frames != d1.empty_frames))
+    __builtin_trap();
+  tg_frame_decoder_free(&d3);
+  log_free(&placed);
 
   if (rv1 != rv2) __builtin_trap();
   if (rv1 != 0 && rv1 != TG_EFRAME_TOO_LARGE && rv1 != STOP_RV)

@@ -35,29 +35,35 @@ void raw_close(raw_conn_t *c) {
   c->n_methods = 0;
 }
 
+ssize_t raw_sendmsg_fd(int sock, const void *p, size_t n, int fd) {
+  union {
+    struct cmsghdr a;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cb;
+  struct iovec iov = {(void *)p, n};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    memset(&cb, 0, sizeof(cb));
+    m.msg_control = cb.buf;
+    m.msg_controllen = sizeof(cb.buf);
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof(int));
+  }
+  ssize_t k = sendmsg(sock, &m, MSG_NOSIGNAL);
+  return k < 0 ? -errno : k;
+}
+
 static int send_frame(raw_conn_t *c, const tg_ipc_frame_t *f, int fd) {
   tg_buf_t b;
   tg_buf_init(&b, 0);
   int rv = tg_ipc_frame_append(f, &b);
   if (rv == 0) {
-    union {
-      struct cmsghdr a;
-      char buf[CMSG_SPACE(sizeof(int))];
-    } cb;
-    struct iovec iov = {tg_buf_begin(&b), tg_buf_size(&b)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-      memset(&cb, 0, sizeof(cb));
-      m.msg_control = cb.buf;
-      m.msg_controllen = sizeof(cb.buf);
-      struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-      h->cmsg_level = SOL_SOCKET;
-      h->cmsg_type = SCM_RIGHTS;
-      h->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(h), &fd, sizeof(int));
-    }
-    ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL);
-    if (n < 0) rv = -errno;
+    ssize_t n = raw_sendmsg_fd(c->fd, tg_buf_begin(&b), tg_buf_size(&b), fd);
+    if (n < 0)
+      rv = (int)n;
     else if ((size_t)n < tg_buf_size(&b))
       rv = raw_send_bytes(c, tg_buf_begin(&b) + n, tg_buf_size(&b) - (size_t)n);
   }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "abi/ipc_frame.h"
 
@@ -50,6 +51,9 @@ int64_t raw_invoke_id(raw_conn_t *c, uint32_t method_id,
 int raw_send_frame(raw_conn_t *c, const tg_ipc_frame_t *f);
 /* Sends raw bytes as they are (for garbage tests). */
 int raw_send_bytes(raw_conn_t *c, const void *p, size_t n);
+/* One sendmsg() of |n| bytes on |sock|, |fd| (when >= 0) attached to the
+ * first: the bytes taken, or -errno. */
+ssize_t raw_sendmsg_fd(int sock, const void *p, size_t n, int fd);
 /* Waits up to |timeout_ms| for the next reply to |request_id| (0: any
  * frame). Returns 1 with |out| filled (caller frees out->frame with
  * tg_ipc_frame_free and closes out->fd), 0 on timeout, -1 on EOF/error. */

@@ -407,6 +407,61 @@ static void an_end_inflating_inside_another_keeps_its_own_scratch(
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* Mostly 128 KiB frames, as a ReadBuffers stream is, with some of other
+ * sizes among them: through a plain pipe transport (read in place into the
+ * frame being assembled) and through the inflater (which opens frames in
+ * place), each frame whole, in order and intact, and only a small part of
+ * the stream copied by the decoder. Reading 64 KiB at a time and feeding
+ * the decoder, or inflating into the scratch buffer, copied about half. */
+#define INPLACE_FRAMES 96
+
+static void send_bulk_frames(uv_loop_t *loop, pair_t *p, uint64_t *bytes) {
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  tg_transport_t *t = base_of(&p->tx);
+  *bytes = 0;
+  for (uint32_t seq = 0; seq < INPLACE_FRAMES;) {
+    while (seq < INPLACE_FRAMES && !tg_transport_congested(t)) {
+      size_t len = seq % 8 == 3   ? 40000 + seq * 11
+                   : seq % 8 == 6 ? 200 + seq
+                                  : TG_IPC_FRAME_MAX_PAYLOAD;
+      make_frame(buf + 4, seq++, len);
+      memcpy(buf, &(uint32_t){(uint32_t)len}, 4);
+      assert_int_equal(tg_transport_send(t, buf, 4 + len, -1), 0);
+      *bytes += 4 + len;
+    }
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  p->want = INPLACE_FRAMES;
+  assert_true(run_until(loop, got_all, p));
+}
+
+static void bulk_frames_are_assembled_in_place(void **state) {
+  (void)state;
+  for (int z = 0; z < 2; z++) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pair_t p;
+    pair_open(&loop, &p, z, z);
+    p.rx.check_content = true;
+    if (z) {
+      assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+      assert_int_equal(tg_zstd_transport_start_decompress(&p.rx.z, 20), 0);
+    }
+    uint64_t bytes;
+    send_bulk_frames(&loop, &p, &bytes);
+    assert_false(p.rx.closed);
+    assert_int_equal(p.rx.frames, INPLACE_FRAMES);
+    assert_true(p.rx.order_ok);
+    assert_true(p.rx.content_ok);
+    uint64_t copied = z ? p.rx.z.dec.copied : p.rx.pipe.dec.copied;
+    print_message("%s: the decoder copied %llu of %llu bytes\n",
+                  z ? "inflated" : "plain", (unsigned long long)copied,
+                  (unsigned long long)bytes);
+    assert_true(copied * 10 < bytes);
+    pair_close(&loop, &p);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
@@ -414,6 +469,7 @@ int main(void) {
       cmocka_unit_test(plain_frames_pass_beside_the_stream),
       cmocka_unit_test(bad_parameters_are_refused),
       cmocka_unit_test(an_end_inflating_inside_another_keeps_its_own_scratch),
+      cmocka_unit_test(bulk_frames_are_assembled_in_place),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
