@@ -4,7 +4,10 @@
  * output. It drives the fd with a uv_poll_t and does its own recvmsg() and
  * sendmsg(), because frames may carry file descriptors (SCM_RIGHTS): the
  * SMB memfd to a producer, an output file from a consumer. libuv's streams
- * only pass sockets and pipes, not arbitrary fds.
+ * only pass sockets and pipes, not arbitrary fds. A frame longer than one
+ * read (a 128 KiB ReadBuffers reply) has its rest read straight into the
+ * decoder's buffer with the same recvmsg() (abi/ipc_frame.h, the room), so
+ * a bulk stream is not copied once more on its way in.
  *
  * Lifetime: tg_ipc_chan_close() is idempotent; the on_close callback runs
  * from the libuv close callback, after which the owner may free the memory

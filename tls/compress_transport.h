@@ -25,9 +25,10 @@
  * Output is flushed once per loop iteration (a uv_prepare): what the
  * sender queued in one iteration leaves together, and a small control
  * reply is never held back waiting for more data. Frames are copied once
- * into the compressor; the receiver inflates into a scratch buffer and
- * splits frames from it in place (a frame split across chunks is copied
- * once by the frame decoder).
+ * into the compressor; the receiver inflates small frames into a scratch
+ * buffer and splits them from it in place, and large ones (a ReadBuffers
+ * stream) straight into the frame decoder's buffer, header and all, so
+ * that no inflated byte is copied again.
  *
  * Hostile peers: the window the receiver accepts is capped at what it
  * asked for, inflated frames go through the same 128 KiB frame decoder as

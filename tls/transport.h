@@ -7,7 +7,9 @@
  * (tls/session.h). There is no plain-TCP mode: a channel delivers nothing
  * until the handshake has completed and the peer's certificate is verified.
  *
- *   socket -> ciphertext -> mbedtls -> plaintext -> frame decoder -> on_frame
+ *   socket -> ciphertext -> records -> plaintext -> frame decoder -> on_frame
+ *                                  \-> the rest of a large frame, decrypted
+ *                                      into the decoder's room (no copy)
  *   send() -> [control queue] \
  *   send() -> [bulk queue]    -+-> encrypt (16 KiB records) -> uv_write
  *
