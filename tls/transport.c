@@ -367,8 +367,9 @@ static int on_decoded(void *ctx, const uint8_t *payload, size_t len) {
 /* Decrypts records into |plain| until it is full or, so that little of a
  * large frame is copied into the decoder, a frame begun in it still lacks a
  * record or more: its rest is then decrypted in place (read_app). |done| is
- * how much of |plain| completes the decoder's partial frame. Returns the
- * last tg_tls_read() status; *have is what |plain| holds. */
+ * how much of |plain| completes the decoder's partial frame, SIZE_MAX when
+ * that is unknown (its length is not in yet): then |plain| is just filled.
+ * Returns the last tg_tls_read() status; *have is what |plain| holds. */
 static int read_plain(tg_tls_chan_t *ch, size_t done, size_t *have) {
   size_t at = done; /* start of the first frame not known to be whole */
   int rv = 0;
@@ -379,7 +380,7 @@ static int read_plain(tg_tls_chan_t *ch, size_t done, size_t *have) {
     rv = tg_tls_read(ch->tls, ch->plain + *have, PLAIN_CAP - *have, &k);
     if (rv) break;
     *have += k;
-    while (at + TG_IPC_FRAME_HEADER_SIZE <= *have) {
+    while (at != SIZE_MAX && at + TG_IPC_FRAME_HEADER_SIZE <= *have) {
       uint64_t end = (uint64_t)at + TG_IPC_FRAME_HEADER_SIZE +
                      tg_pb_read_le32(ch->plain + at); /* checked by feed */
       if (end > *have) {
@@ -407,7 +408,9 @@ static void read_app(tg_tls_chan_t *ch) {
       if (rv == 0) frv = tg_frame_decoder_wrote(&ch->dec, k, on_decoded, ch);
     } else {
       size_t have = 0;
-      rv = read_plain(ch, room, &have);
+      bool len_known =
+          tg_frame_decoder_pending(&ch->dec) >= TG_IPC_FRAME_HEADER_SIZE;
+      rv = read_plain(ch, room && !len_known ? SIZE_MAX : room, &have);
       if (have > 0)
         frv = tg_frame_decoder_feed(&ch->dec, ch->plain, have, on_decoded, ch);
     }
