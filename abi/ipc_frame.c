@@ -34,12 +34,18 @@ static int emit(tg_frame_decoder_t *d, const uint8_t *p, uint32_t n,
   return cb(ctx, p, n);
 }
 
-size_t tg_frame_decoder_room(const tg_frame_decoder_t *d, uint8_t **at) {
-  if (d->error || d->have == 0) return 0;
-  *at = d->buf + d->have;
+/* Bytes that complete the header, or once it is in (its length checked),
+ * the frame. */
+static size_t missing(const tg_frame_decoder_t *d) {
   if (d->have < TG_IPC_FRAME_HEADER_SIZE)
     return TG_IPC_FRAME_HEADER_SIZE - d->have;
   return TG_IPC_FRAME_HEADER_SIZE + tg_pb_read_le32(d->buf) - d->have;
+}
+
+size_t tg_frame_decoder_room(const tg_frame_decoder_t *d, uint8_t **at) {
+  if (d->error || d->have == 0) return 0;
+  *at = d->buf + d->have;
+  return missing(d);
 }
 
 int tg_frame_decoder_open_room(tg_frame_decoder_t *d, uint8_t **at) {
@@ -58,11 +64,7 @@ int tg_frame_decoder_wrote(tg_frame_decoder_t *d, size_t n, tg_frame_cb cb,
   if (d->error) return d->error;
   if (n == 0) return 0;
   if (!d->buf) return -EINVAL; /* no room was given */
-  size_t room =
-      d->have < TG_IPC_FRAME_HEADER_SIZE
-          ? TG_IPC_FRAME_HEADER_SIZE - d->have
-          : TG_IPC_FRAME_HEADER_SIZE + tg_pb_read_le32(d->buf) - d->have;
-  if (n > room) return -EINVAL;
+  if (n > missing(d)) return -EINVAL;
   d->have += n;
   if (d->have < TG_IPC_FRAME_HEADER_SIZE) return 0;
   uint32_t flen = tg_pb_read_le32(d->buf);
