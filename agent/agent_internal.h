@@ -92,9 +92,12 @@ typedef struct tg__agent_commit {
   _Atomic uint64_t dropped_now, markers_now, reclaimed_now;
   /* The current SMB's size, active size and bytes not Free, sampled at
    * each tick and commit; the peak since the process started; its bytes
-   * in memory, sampled at each tick. */
+   * in memory, sampled at the first tick of each SMB and then at most
+   * every RESIDENT_PERIOD_MS (commit.c), when |resident_due_ms| (loop
+   * time; agent's thread only) has passed. */
   _Atomic uint64_t smb_size, smb_in_use, smb_in_use_peak;
   _Atomic uint64_t smb_active, smb_resident;
+  uint64_t resident_due_ms;
 } tg__agent_commit_t;
 
 typedef struct tg__agent {

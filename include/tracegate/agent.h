@@ -144,7 +144,8 @@ typedef struct tg_agent_stats {
   uint64_t smb_bytes_in_use_peak; /* highest sample since process start */
   /* The part of the current SMB writers use now (its size unless it is a
    * reserve, see smb_size_hint), and its bytes in memory (pages anyone
-   * touched; sampled at the agent's ticks). 0 when none. */
+   * touched; sampled at the agent's first tick with that SMB, then every
+   * 100 ms or so while it traces). 0 when none. */
   uint64_t smb_active_size;
   uint64_t smb_resident_bytes;
 } tg_agent_stats_t;
