@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "test_proc.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "tracegate/agent.h"
@@ -101,12 +102,6 @@ static atomic_uint g_mincore_calls;
 int mincore(void *addr, size_t len, unsigned char *vec) {
   atomic_fetch_add(&g_mincore_calls, 1);
   return (int)syscall(SYS_mincore, addr, len, vec);
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 /* The agent's log on stderr, shown by ctest when a test fails. */
@@ -549,7 +544,7 @@ static void many_threads_with_no_hint_lose_nothing(void **state) {
   tg_agent_stats_t before, st;
   tg_agent_get_stats(&before);
   unsigned mincores = atomic_load(&g_mincore_calls);
-  double t0 = now_ms();
+  int64_t t0 = tg_test_now_ms();
 
   many_ctx_t m;
   pthread_barrier_init(&m.go, NULL, MANY_THREADS + 1);
@@ -572,7 +567,7 @@ static void many_threads_with_no_hint_lose_nothing(void **state) {
    * a statistic, is still sampled at most every 100 ms (it was sampled at
    * every tick, ~1300 page-cache walks of the whole reserve here). */
   unsigned sampled = atomic_load(&g_mincore_calls) - mincores;
-  double ms = now_ms() - t0;
+  int64_t ms = tg_test_now_ms() - t0;
   assert_true(sampled >= 1);
   assert_true(sampled <= (unsigned)(ms / 100) + 3);
 
