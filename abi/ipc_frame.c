@@ -77,6 +77,18 @@ int tg_frame_decoder_wrote(tg_frame_decoder_t *d, size_t n, tg_frame_cb cb,
   return emit(d, d->buf + TG_IPC_FRAME_HEADER_SIZE, flen, cb, ctx);
 }
 
+uint8_t *tg_frame_decoder_adopt(tg_frame_decoder_t *d, const uint8_t *payload) {
+  /* Emitting from |buf| always leaves |have| at 0 first (wrote(), feed()
+   * step 1), and nothing touches |buf| after the callback returns but a
+   * lazy malloc when it is NULL. */
+  if (!d->buf || d->have != 0 || payload != d->buf + TG_IPC_FRAME_HEADER_SIZE)
+    return NULL;
+  uint8_t *b = d->buf;
+  d->buf = NULL;
+  d->adopted++;
+  return b;
+}
+
 int tg_frame_decoder_feed(tg_frame_decoder_t *d, const uint8_t *data,
                           size_t len, tg_frame_cb cb, void *ctx) {
   if (d->error) return d->error;

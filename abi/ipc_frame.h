@@ -48,6 +48,7 @@ typedef struct tg_frame_decoder {
   uint64_t copied;     /* bytes feed() copied into |buf|: frames split */
   uint64_t frames;
   uint64_t empty_frames;
+  uint64_t adopted; /* frames whose buffer a caller kept (adopt()) */
 } tg_frame_decoder_t;
 
 void tg_frame_decoder_init(tg_frame_decoder_t *d);
@@ -86,6 +87,17 @@ int tg_frame_decoder_open_room(tg_frame_decoder_t *d, uint8_t **at);
  * than the room. */
 int tg_frame_decoder_wrote(tg_frame_decoder_t *d, size_t n, tg_frame_cb cb,
                            void *ctx);
+
+/* --- keeping a frame past its callback ------------------------------------
+ * A frame assembled in the decoder's own buffer (one that spanned reads,
+ * or one a reader wrote in place) can be kept instead of copied: called
+ * from the frame callback with the payload it was given, adopt() hands
+ * that buffer over and the decoder allocates another for the next frame.
+ * The result (TG_IPC_FRAME_BUFFER_SIZE bytes, the payload at
+ * TG_IPC_FRAME_HEADER_SIZE) is the caller's, who frees it with free().
+ * NULL when the payload lies in the caller's own input (copy it then).
+ * Only from the callback that was given |payload|. */
+uint8_t *tg_frame_decoder_adopt(tg_frame_decoder_t *d, const uint8_t *payload);
 
 /* Frames this long or longer make a bulk stream, until TG_FRAME_BULK_FOR
  * shorter ones in a row (a ReadBuffers stream ends each pass with one):

@@ -141,6 +141,17 @@ static inline bool tg_ipc_chan_congested(const tg_ipc_chan_t *ch) {
 /* Removes and returns the oldest received fd (the caller owns it), or -1. */
 int tg_ipc_chan_take_fd(tg_ipc_chan_t *ch);
 
+/* From on_frame: keeps the frame |payload| instead of copying it, when it
+ * was assembled in the channel's own frame buffer (a bulk reply that
+ * spanned reads always is). Returns that buffer, which the caller then
+ * owns and frees with free() (TG_IPC_FRAME_BUFFER_SIZE bytes, |payload|
+ * at TG_IPC_FRAME_HEADER_SIZE), or NULL: the payload lies in the read
+ * chunk, which the next read reuses. */
+static inline uint8_t *tg_ipc_chan_adopt_frame(tg_ipc_chan_t *ch,
+                                               const uint8_t *payload) {
+  return tg_frame_decoder_adopt(&ch->dec, payload);
+}
+
 /* Stop/resume reading input (backpressure toward the peer). */
 void tg_ipc_chan_pause_reading(tg_ipc_chan_t *ch, bool paused);
 

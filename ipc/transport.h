@@ -48,6 +48,12 @@ typedef struct tg_transport_ops {
   void (*pause_reading)(tg_transport_t *t, bool paused);
   /* Idempotent; on_close follows from the loop. */
   void (*close)(tg_transport_t *t, int status);
+  /* Optional. From on_frame: hands over the buffer the frame |payload| was
+   * assembled in, so that a caller that keeps the frame need not copy it.
+   * The caller frees the result with free(); |payload| stays where it was
+   * in it. NULL when the frame is not in a buffer of its own (then copy
+   * it) or the transport cannot tell. */
+  uint8_t *(*adopt_frame)(tg_transport_t *t, const uint8_t *payload);
 } tg_transport_ops_t;
 
 struct tg_transport {
@@ -74,6 +80,10 @@ static inline void tg_transport_pause_reading(tg_transport_t *t, bool p) {
 }
 static inline void tg_transport_close(tg_transport_t *t, int status) {
   t->ops->close(t, status);
+}
+static inline uint8_t *tg_transport_adopt_frame(tg_transport_t *t,
+                                                const uint8_t *payload) {
+  return t->ops->adopt_frame ? t->ops->adopt_frame(t, payload) : NULL;
 }
 
 #endif /* TRACEGATE_IPC_TRANSPORT_H */

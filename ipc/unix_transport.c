@@ -52,6 +52,9 @@ static void ut_pause(tg_transport_t *t, bool paused) {
 static void ut_close(tg_transport_t *t, int status) {
   tg_ipc_chan_close(chan_of(t), status);
 }
+static uint8_t *ut_adopt_frame(tg_transport_t *t, const uint8_t *payload) {
+  return tg_ipc_chan_adopt_frame(chan_of(t), payload);
+}
 
 static const tg_transport_ops_t unix_ops = {
     .send = ut_send,
@@ -60,6 +63,7 @@ static const tg_transport_ops_t unix_ops = {
     .pending = ut_pending,
     .pause_reading = ut_pause,
     .close = ut_close,
+    .adopt_frame = ut_adopt_frame,
 };
 
 int tg_unix_transport_open(uv_loop_t *loop, tg_unix_transport_t *t, int fd) {

@@ -66,6 +66,7 @@ struct tg_relay_bridge {
   char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
   tg_replay_window_t *win; /* the session key's replay window, held */
+  uint64_t replay_adopted, replay_copied; /* replies it kept, and how */
 
   tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
   tg_buf_t out;    /* frames the filter built from a client frame */
@@ -117,10 +118,13 @@ static void maybe_free(tg_relay_bridge_t *b) {
     const tg_relay_filter_stats_t *st = &b->filter.stats;
     uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
     TG_INFO("%s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
-            " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64 ")",
+            " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64
+            "; replay window: %" PRIu64 " replies kept in place, %" PRIu64
+            " copied)",
             who(b), b->addr, secs, b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
-            st->undecodable + st->refused_kinds);
+            st->undecodable + st->refused_kinds, b->replay_adopted,
+            b->replay_copied);
     audit_suppressed(b, tg_relay_audit_limit_flush(&b->deny_limit));
     tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
                    "%s", b->close_why);
@@ -466,8 +470,34 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
   if (b->up_open) tg_transport_close(&b->up.base, 0);
 }
 
-static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
-  tg_relay_bridge_t *b = t->data;
+/* Numbers a ReadBuffers reply and keeps it until the client acknowledges
+ * it. A bulk reply sits alone in the upstream decoder's frame buffer
+ * (128 KiB, it spans reads): the window takes that buffer rather than a
+ * copy of the reply, which cost a fifth of the relay's CPU. A reply that
+ * fills less than half of it is copied, so that the window's cap still
+ * holds about as many replies. Returns a buffer taken that the window
+ * did not keep: the caller frees it once done with |payload|. */
+static uint8_t *keep_for_replay(tg_relay_bridge_t *b, const uint8_t *payload,
+                                const tg_relay_verdict_t *v) {
+  uint8_t *block = v->bulk_len >= TG_IPC_FRAME_BUFFER_SIZE / 2
+                       ? tg_transport_adopt_frame(&b->up.base, payload)
+                       : NULL;
+  if (!block) {
+    b->replay_copied++;
+    tg_replay_push(b->env->replay, b->win, v->bulk_body, v->bulk_len,
+                   v->bulk_last);
+    return NULL;
+  }
+  if (tg_replay_push_block(b->env->replay, b->win, block,
+                           TG_IPC_FRAME_BUFFER_SIZE, v->bulk_body, v->bulk_len,
+                           v->bulk_last) == 0)
+    return block;
+  b->replay_adopted++;
+  return NULL;
+}
+
+static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
+                    uint8_t **orphan) {
   if (b->state != B_OPEN && b->state != B_DETACHING) return 0;
   tg_relay_verdict_t v;
   tg_buf_reset(&b->up_out);
@@ -486,9 +516,7 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   }
   /* Numbered and kept until acknowledged, also when the client is gone
    * already (B_DETACHING): those are exactly the frames it missed. */
-  if (v.bulk && b->win)
-    tg_replay_push(b->env->replay, b->win, v.bulk_body, v.bulk_len,
-                   v.bulk_last);
+  if (v.bulk && b->win) *orphan = keep_for_replay(b, payload, &v);
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);
@@ -507,6 +535,14 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
+}
+
+static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
+  tg_relay_bridge_t *b = t->data;
+  uint8_t *orphan = NULL;
+  int rv = up_frame(b, payload, len, &orphan);
+  free(orphan);
+  return rv;
 }
 
 static void up_on_drain(tg_transport_t *t) { update_backpressure(t->data); }

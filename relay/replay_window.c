@@ -30,7 +30,7 @@ static void drop_oldest(tg_replay_window_t *w, bool acked) {
   tg_replay_frame_t *f = oldest(w);
   if (!f) return;
   tg_list_remove(&f->node);
-  w->held -= f->len;
+  w->held -= f->charge;
   w->gone_seq = f->seq;
   w->gone_cum = f->cum;
   w->gone_ends_packet = f->ends_packet;
@@ -38,6 +38,7 @@ static void drop_oldest(tg_replay_window_t *w, bool acked) {
     w->dropped_frames++;
     w->dropped_bytes += f->len;
   }
+  free(f->block);
   free(f);
 }
 
@@ -128,16 +129,20 @@ static bool ends_packet(const uint8_t *body, size_t len, bool prev) {
   return ends;
 }
 
-uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
-                        const uint8_t *body, size_t len, bool last_of_read) {
+/* Numbers the frame and holds it: copied into the frame when |block| is
+ * NULL, else by reference into |block|, which it then owns. */
+static uint64_t push(tg_replay_store_t *st, tg_replay_window_t *w, void *block,
+                     size_t charge, const uint8_t *body, size_t len,
+                     bool last_of_read) {
   uint64_t seq = w->next_seq++;
   bool ends = ends_packet(body, len, w->last_ends_packet);
   w->last_ends_packet = ends;
   w->cum += len;
   /* Room first: the oldest unacknowledged frames go, counted. */
-  while (oldest(w) && w->held + len > st->cap) drop_oldest(w, false);
+  while (oldest(w) && w->held + charge > st->cap) drop_oldest(w, false);
+  size_t copy = block ? 0 : len;
   tg_replay_frame_t *f =
-      len <= st->cap ? malloc(sizeof(*f) + (len ? len : 1)) : NULL;
+      charge <= st->cap ? malloc(sizeof(*f) + (copy ? copy : 1)) : NULL;
   if (!f) {
     /* Not held: it is gone as if dropped for room. */
     while (oldest(w)) drop_oldest(w, false);
@@ -153,10 +158,25 @@ uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
   f->last_of_read = last_of_read;
   f->ends_packet = ends;
   f->len = len;
-  if (len) memcpy(f->data, body, len);
+  f->charge = charge;
+  f->block = block;
+  f->body = block ? body : f->data;
+  if (copy) memcpy(f->data, body, copy);
   tg_list_insert_tail(&w->frames, &f->node);
-  w->held += len;
+  w->held += charge;
   return seq;
+}
+
+uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
+                        const uint8_t *body, size_t len, bool last_of_read) {
+  return push(st, w, NULL, len, body, len, last_of_read);
+}
+
+uint64_t tg_replay_push_block(tg_replay_store_t *st, tg_replay_window_t *w,
+                              void *block, size_t block_size,
+                              const uint8_t *body, size_t len,
+                              bool last_of_read) {
+  return push(st, w, block, block_size, body, len, last_of_read);
 }
 
 void tg_replay_ack(tg_replay_window_t *w, uint64_t seq) {
@@ -214,15 +234,15 @@ static int append_frame(uint64_t request_id, const tg_replay_frame_t *f,
     size_t end = off;
     tg_pb_reader_t rd;
     tg_pb_field_t fld;
-    tg_pb_reader_init(&rd, f->data + off, f->len - off);
+    tg_pb_reader_init(&rd, f->body + off, f->len - off);
     while (tg_pb_reader_next(&rd, &fld) == 1) {
-      size_t next = (size_t)(rd.cur - f->data);
+      size_t next = (size_t)(rd.cur - f->body);
       if (next - off > PART_MAX && end > off) break;
       end = next;
     }
     if (end == off) end = f->len; /* undecodable: as it is */
     if (end - off > PART_MAX + 64) return TG_EFRAME_TOO_LARGE;
-    rf.read_buffers_response.data = (uint8_t *)f->data + off;
+    rf.read_buffers_response.data = (uint8_t *)f->body + off;
     rf.read_buffers_response.len = end - off;
     rf.has_part = part > 0;
     rf.part = part;

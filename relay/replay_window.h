@@ -35,7 +35,10 @@ typedef struct tg_replay_frame {
   bool ends_packet; /* its last slice ends a packet (or it had none and the
                      * frame before did) */
   size_t len;
-  uint8_t data[]; /* the ReadBuffersResponse */
+  size_t charge;       /* bytes it holds against the window's cap */
+  const uint8_t *body; /* the ReadBuffersResponse: in |block| or |data| */
+  void *block;         /* owned; NULL when |body| was copied into |data| */
+  uint8_t data[];
 } tg_replay_frame_t;
 
 typedef struct tg_replay_window {
@@ -46,7 +49,7 @@ typedef struct tg_replay_window {
   uint64_t next_seq;     /* the seq of the next frame (first: 1) */
   uint64_t cum;          /* bytes of every frame pushed */
   tg_list_t frames;      /* tg_replay_frame_t, oldest first */
-  size_t held;           /* bytes of their data */
+  size_t held;           /* bytes they hold (their charges) */
   /* The last frame no longer held, and why: acked (the client has it) or
    * dropped for room (the client may not have it). */
   uint64_t gone_seq, gone_cum;
@@ -78,6 +81,16 @@ void tg_replay_release(tg_replay_store_t *st, tg_replay_window_t *w,
  * out of memory (then it is counted as dropped). */
 uint64_t tg_replay_push(tg_replay_store_t *st, tg_replay_window_t *w,
                         const uint8_t *body, size_t len, bool last_of_read);
+
+/* The same without a copy: |body| lies in |block|, a malloc'd buffer of
+ * |block_size| bytes (charged whole against the cap), which the window
+ * takes and frees once the frame is acknowledged or dropped. On 0 (not
+ * held: too big for the cap, or out of memory; counted as dropped) the
+ * block stays the caller's. */
+uint64_t tg_replay_push_block(tg_replay_store_t *st, tg_replay_window_t *w,
+                              void *block, size_t block_size,
+                              const uint8_t *body, size_t len,
+                              bool last_of_read);
 
 /* The client has everything through |seq| (bounded by what was pushed). */
 void tg_replay_ack(tg_replay_window_t *w, uint64_t seq);

@@ -465,6 +465,99 @@ static void frame_bulk_follows_the_last_frames(void **state) {
   tg_frame_decoder_free(&d);
 }
 
+/* Keeps every frame it can by adopting the decoder's buffer, the rest by
+ * copy; checks each kept payload after the decoder has moved on. */
+typedef struct keeper {
+  tg_frame_decoder_t *d;
+  uint8_t *kept[8];
+  const uint8_t *payload[8];
+  size_t len[8];
+  size_t n, adopted;
+} keeper_t;
+
+static int keep(void *ctx, const uint8_t *p, size_t n) {
+  keeper_t *k = ctx;
+  assert_true(k->n < 8);
+  uint8_t *b = tg_frame_decoder_adopt(k->d, p);
+  if (b) {
+    /* The payload stays where it was, in the buffer handed over. */
+    assert_ptr_equal(p, b + TG_IPC_FRAME_HEADER_SIZE);
+    k->adopted++;
+    /* Only once: the decoder no longer has it. */
+    assert_null(tg_frame_decoder_adopt(k->d, p));
+  } else {
+    b = malloc(n);
+    assert_non_null(b);
+    memcpy(b, p, n);
+    p = b;
+  }
+  k->kept[k->n] = b;
+  k->payload[k->n] = p;
+  k->len[k->n++] = n;
+  return 0;
+}
+
+static void frame_adopt_hands_over_only_the_decoders_buffer(void **state) {
+  (void)state;
+  static uint8_t stream[6000], payloads[6000];
+  size_t total;
+  size_t n = make_stream(stream, payloads, &total);
+  /* Every cut: frames whole in the input are the caller's (copied), those
+   * split across feeds or written in place were assembled in the decoder's
+   * buffer and are adopted; what follows still decodes, in a new one. */
+  for (size_t cut = 1; cut < n; cut += 13) {
+    tg_frame_decoder_t d;
+    tg_frame_decoder_init(&d);
+    keeper_t k = {.d = &d};
+    assert_int_equal(tg_frame_decoder_feed(&d, stream, cut, keep, &k), 0);
+    size_t off = cut;
+    uint8_t *at;
+    size_t room = tg_frame_decoder_room(&d, &at);
+    if (room > n - off) room = n - off;
+    memcpy(at, stream + off, room);
+    assert_int_equal(tg_frame_decoder_wrote(&d, room, keep, &k), 0);
+    off += room;
+    assert_int_equal(tg_frame_decoder_feed(&d, stream + off, n - off, keep, &k),
+                     0);
+    assert_int_equal(k.n, 3);
+    /* The cut splits exactly one frame, unless it falls between two. */
+    bool between = cut == 5 || cut == 5 + 304;
+    assert_int_equal(k.adopted, between ? 0 : 1);
+    assert_int_equal(d.adopted, k.adopted);
+    size_t poff = 0;
+    for (size_t i = 0; i < k.n; i++) {
+      assert_memory_equal(k.payload[i], payloads + poff, k.len[i]);
+      poff += k.len[i];
+      free(k.kept[i]);
+    }
+    assert_int_equal(poff, total);
+    tg_frame_decoder_free(&d);
+  }
+  /* An inflater's way: every frame opened in place, every one adopted. */
+  tg_frame_decoder_t d;
+  tg_frame_decoder_init(&d);
+  keeper_t k = {.d = &d};
+  size_t off = 0;
+  while (off < n) {
+    uint8_t *at = NULL;
+    size_t room = tg_frame_decoder_room(&d, &at);
+    if (room == 0) room = (size_t)tg_frame_decoder_open_room(&d, &at);
+    memcpy(at, stream + off, room);
+    assert_int_equal(tg_frame_decoder_wrote(&d, room, keep, &k), 0);
+    off += room;
+  }
+  assert_int_equal(k.adopted, 3);
+  size_t poff = 0;
+  for (size_t i = 0; i < k.n; i++) {
+    assert_memory_equal(k.payload[i], payloads + poff, k.len[i]);
+    poff += k.len[i];
+    free(k.kept[i]);
+  }
+  /* Outside a frame's callback there is nothing to hand over. */
+  assert_null(tg_frame_decoder_adopt(&d, stream));
+  tg_frame_decoder_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_split_at_every_byte_offset),
@@ -478,6 +571,7 @@ int main(void) {
       cmocka_unit_test(frame_open_room_assembles_every_frame_in_place),
       cmocka_unit_test(frame_wrote_checks_length_and_room),
       cmocka_unit_test(frame_bulk_follows_the_last_frames),
+      cmocka_unit_test(frame_adopt_hands_over_only_the_decoders_buffer),
       cmocka_unit_test(reply_writer_output_decodes_with_protobuf_c),
       cmocka_unit_test(reply_writer_reports_no_space),
       cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),

@@ -39,9 +39,14 @@ static void fake_close(tg_transport_t *t, int status) {
   f->closed = true;
   t->cbs->on_close(t, status);
 }
-static const tg_transport_ops_t fake_ops = {fake_send,    fake_take_fd,
-                                            fake_congested, fake_pending,
-                                            fake_pause,   fake_close};
+static const tg_transport_ops_t fake_ops = {
+    .send = fake_send,
+    .take_fd = fake_take_fd,
+    .congested = fake_congested,
+    .pending = fake_pending,
+    .pause_reading = fake_pause,
+    .close = fake_close,
+};
 
 typedef struct outer {
   size_t frames;

@@ -237,12 +237,89 @@ static void unknown_keys_and_bounds(void **state) {
   tg_replay_store_free(&st);
 }
 
+/* Frames kept by reference in a buffer the window takes (the relay's bulk
+ * replies, adopted from its upstream decoder): replayed from there, the
+ * whole buffer charged against the cap, freed once acknowledged or dropped
+ * (ASan says when not), and left to the caller when not held. */
+static void blocks_are_kept_charged_and_freed(void **state) {
+  (void)state;
+  enum { BLOCK = 4096 };
+  tg_replay_store_t st;
+  /* Room for two blocks, not three. */
+  tg_replay_store_init(&st, 2 * BLOCK + 100, 4, 1000);
+  bool fresh;
+  tg_replay_window_t *w = tg_replay_acquire(&st, "alice/k", 0, &fresh);
+  uint8_t want[3][256];
+  size_t n[3];
+  for (int i = 0; i < 3; i++) {
+    uint8_t *block = malloc(BLOCK);
+    assert_non_null(block);
+    /* The body somewhere inside, as an IPC frame's reply is. */
+    n[i] = body(block + 37, 40, (char)('a' + i), i != 0);
+    memcpy(want[i], block + 37, n[i]);
+    assert_int_equal(
+        tg_replay_push_block(&st, w, block, BLOCK, block + 37, n[i], i == 2),
+        i + 1);
+    assert_true(w->held <= st.cap);
+  }
+  /* The third block pushed the first out, counted in bytes of the body. */
+  assert_int_equal(w->held, 2 * BLOCK);
+  assert_int_equal(w->dropped_frames, 1);
+  assert_int_equal(w->dropped_bytes, n[0]);
+  tg_buf_t out;
+  tg_buf_init(&out, 0);
+  assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &out), 0);
+  replies_t rs;
+  parse(&out, &rs);
+  assert_int_equal(rs.n, 4); /* loss, 2, 3, end */
+  assert_int_equal(rs.r[0]->lost_frames, 1);
+  assert_int_equal(rs.r[0]->lost_bytes, n[0]);
+  /* Frame 1 ended inside a packet: frame 2 starts inside one. */
+  assert_true(rs.r[0]->resync_inside_packet);
+  for (int i = 1; i < 3; i++) {
+    const Perfetto__Protos__ReplayedFrame *f = rs.r[i]->frames[0];
+    assert_int_equal(f->seq, i + 1);
+    assert_int_equal(f->read_buffers_response.len, n[i]);
+    assert_memory_equal(f->read_buffers_response.data, want[i], n[i]);
+  }
+  assert_true(rs.r[2]->frames[0]->last_of_read);
+  assert_int_equal(rs.r[3]->cum, n[0] + n[1] + n[2]);
+  free_replies(&rs);
+  /* Acknowledged: its block is freed, its charge given back. */
+  tg_replay_ack(w, 2);
+  assert_int_equal(w->held, BLOCK);
+  /* Copies and blocks mix in one window. */
+  uint8_t b[256];
+  size_t cn = body(b, 40, 'z', true);
+  assert_int_equal(tg_replay_push(&st, w, b, cn, false), 4);
+  assert_int_equal(w->held, BLOCK + cn);
+  /* A block bigger than the cap is not held: it stays the caller's, and
+   * the frame counts as lost with the ones it pushed out. */
+  uint8_t *big = malloc(3 * BLOCK);
+  assert_non_null(big);
+  size_t bn = body(big, 40, 'q', true);
+  assert_int_equal(tg_replay_push_block(&st, w, big, 3 * BLOCK, big, bn, false),
+                   0);
+  free(big);
+  assert_int_equal(w->held, 0);
+  assert_int_equal(w->gone_seq, 5);
+  tg_buf_free(&out);
+  /* What is still held is freed with the store. */
+  uint8_t *last = malloc(BLOCK);
+  assert_non_null(last);
+  size_t ln = body(last, 40, 'l', true);
+  assert_int_equal(tg_replay_push_block(&st, w, last, BLOCK, last, ln, true),
+                   6);
+  tg_replay_store_free(&st);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(acked_frames_are_not_sent_again),
       cmocka_unit_test(overflow_is_counted_exactly),
       cmocka_unit_test(big_frames_go_in_parts_cut_at_slices),
       cmocka_unit_test(unknown_keys_and_bounds),
+      cmocka_unit_test(blocks_are_kept_charged_and_freed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
