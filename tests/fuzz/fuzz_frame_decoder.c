@@ -12,7 +12,11 @@
  * written.
  *
  * Every piece is fed from its own exact-size heap copy so ASan catches a
- * read past the end of a piece, not just past the end of the input.
+ * read past the end of a piece, not just past the end of the input. The
+ * second and third decodes keep every frame they can by adopting the
+ * decoder's buffer (tg_frame_decoder_adopt, as the relay's replay window
+ * does) and free it at once: ASan then catches a decoder that touches a
+ * buffer it handed over.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +37,8 @@ typedef struct frame_log {
   size_t max;
   unsigned stop_at; /* 1-based frame index; 0: never */
   bool unpack;
+  tg_frame_decoder_t *adopt_from; /* NULL: copy only */
+  size_t adopted;
 } frame_log_t;
 
 static void log_init(frame_log_t *l, size_t stream_len, unsigned stop_at,
@@ -63,6 +69,14 @@ static int on_frame(void *ctx, const uint8_t *payload, size_t len) {
   if (l->unpack) {
     tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
     tg_ipc_frame_free(f);
+  }
+  if (l->adopt_from) {
+    uint8_t *b = tg_frame_decoder_adopt(l->adopt_from, payload);
+    if (b) {
+      if (payload != b + TG_IPC_FRAME_HEADER_SIZE) __builtin_trap();
+      l->adopted++;
+      free(b);
+    }
   }
   return l->stop_at && l->n == l->stop_at ? STOP_RV : 0;
 }
@@ -154,6 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   log_init(&pieces, len, stop_at, false);
   tg_frame_decoder_t d2;
   tg_frame_decoder_init(&d2);
+  pieces.adopt_from = &d2;
   int rv2 = 0;
   uint32_t rng = 0x9E3779B9u ^ split;
   bool last_was_empty = false;
@@ -170,6 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   log_init(&placed, len, stop_at, false);
   tg_frame_decoder_t d3;
   tg_frame_decoder_init(&d3);
+  placed.adopt_from = &d3;
   int rv3 = decode_in_place(&d3, split, stream, len, &placed);
   if (rv3 != rv1 || placed.n != whole.n || placed.used != whole.used)
     __builtin_trap();
@@ -191,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     __builtin_trap();
   if (memcmp(whole.bytes, pieces.bytes, whole.used) != 0) __builtin_trap();
   if (d1.frames != d2.frames) __builtin_trap();
+  if (d2.adopted != pieces.adopted) __builtin_trap();
   if (rv1 == 0) {
     if (d1.empty_frames != d2.empty_frames) __builtin_trap();
     /* Both hold the same unfinished tail. */
