@@ -14,7 +14,9 @@
  *
  *   bench_trace_buffer_read [RING_MB [PACKET_BYTES [ROUNDS]]]
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,18 +138,42 @@ static uint64_t drain(tg_trace_buffer_t *tb, uint8_t *out, uint64_t *packets,
   return bytes;
 }
 
+/* |s| as a whole decimal number in [lo, hi]. */
+static bool arg_in(const char *s, unsigned long lo, unsigned long hi,
+                   unsigned long *out) {
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_trace_buffer_read [RING_MB [PACKET_BYTES [ROUNDS]]]\n"
+          "  RING_MB       central buffer size, 1-4096 (default 256; keep it\n"
+          "                above the last-level cache to read a cold ring)\n"
+          "  PACKET_BYTES  TracePacket size, 8-16000 (default 1024)\n"
+          "  ROUNDS        fill-and-read rounds, 1-100 (default 3)\n"
+          "Prints the read-out's ns per packet and GB/s next to a memcpy of\n"
+          "the same bytes from a cold region, measured in the same round.\n");
+}
+
 int main(int argc, char **argv) {
-  size_t ring_mb = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
-  size_t pkt_len = argc > 2 ? strtoul(argv[2], NULL, 10) : 1024;
-  unsigned rounds = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : 3;
-  if (ring_mb < 1 || ring_mb > 4096 || pkt_len < 8 || pkt_len > 16000 ||
-      rounds < 1 || rounds > 100) {
-    fprintf(stderr,
-            "usage: bench_trace_buffer_read [RING_MB (1-4096, 256) "
-            "[PACKET_BYTES (8-16000, 1024) [ROUNDS (1-100, 3)]]]\n");
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    usage(stdout);
+    return 0;
+  }
+  unsigned long ring_mb = 256, pkt_len = 1024, rounds = 3;
+  if (argc > 4 || (argc > 1 && !arg_in(argv[1], 1, 4096, &ring_mb)) ||
+      (argc > 2 && !arg_in(argv[2], 8, 16000, &pkt_len)) ||
+      (argc > 3 && !arg_in(argv[3], 1, 100, &rounds))) {
+    usage(stderr);
     return 2;
   }
-  size_t ring = ring_mb << 20;
+  size_t ring = (size_t)ring_mb << 20;
   static const tg_producer_ident_t prod = {1, 1000, 4242};
   uint8_t *pkt = malloc(pkt_len);
   uint8_t *out = malloc(OUT_SIZE);
@@ -163,14 +189,15 @@ int main(int argc, char **argv) {
   }
   packet_bytes(pkt, pkt_len);
   memset(cold, 0x5A, ring);
-  printf("trace buffer read-out, cold ring of %zu MB, %zu-byte packets in "
-         "%u-byte chunks:\n",
-         ring_mb, pkt_len, CHUNK_SIZE);
+  printf(
+      "trace buffer read-out, cold ring of %lu MB, %lu-byte packets in "
+      "%u-byte chunks:\n",
+      ring_mb, pkt_len, CHUNK_SIZE);
   uint64_t check = 0;
   for (unsigned r = 0; r < rounds; r++) {
     tg_trace_buffer_t *tb = tg_trace_buffer_new(ring, TG_FILL_RING_BUFFER);
     if (!tb) {
-      fprintf(stderr, "bench_trace_buffer_read: no %zu MB ring\n", ring_mb);
+      fprintf(stderr, "bench_trace_buffer_read: no %lu MB ring\n", ring_mb);
       return 1;
     }
     filler_t f = {tb, pkt, pkt_len, 0, 0, 0};
@@ -191,6 +218,13 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     uint64_t bytes = drain(tb, out, &packets, &check);
     double t_read = now_s() - t0;
+    if (packets == 0 || bytes != packets * pkt_len) {
+      fprintf(stderr,
+              "bench_trace_buffer_read: read %" PRIu64 " bytes in %" PRIu64
+              " packets of %lu bytes: the read-out broke packets\n",
+              bytes, packets, pkt_len);
+      return 1;
+    }
     if (getenv("BENCH_PHASES")) /* for perf report --time */
       fprintf(stderr, "drain %.6f,%.6f\n", t0, t0 + t_read);
 
