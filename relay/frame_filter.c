@@ -57,7 +57,11 @@ static void note_owned(void *ctx, uint64_t id) {
   f->n_owned++;
 }
 
-/* --- tracked calls -------------------------------------------------------- */
+/* --- calls in flight ------------------------------------------------------- */
+
+/* One entry per call whose reply is still to come, keyed by request id,
+ * which is unique in the table: callers check in_flight() before track()
+ * for client calls, and the relay's own ids are reserved. */
 
 static int track(tg_relay_filter_t *f, uint64_t id, tg_relay_track_kind_t k) {
   if (f->n_tracked == TG_RELAY_FILTER_MAX_TRACKED) return -ENOSPC;
@@ -75,6 +79,11 @@ static tg_relay_track_kind_t tracked_kind(const tg_relay_filter_t *f,
       return f->tracked[i].kind;
     }
   return TG_TRACK_NONE;
+}
+
+static bool in_flight(const tg_relay_filter_t *f, uint64_t id) {
+  size_t at;
+  return tracked_kind(f, id, &at) != TG_TRACK_NONE;
 }
 
 static void untrack(tg_relay_filter_t *f, size_t at) {
@@ -229,11 +238,27 @@ static int deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
 
 /* --- client frames: BindService ------------------------------------------- */
 
+/* A call whose request id is still in flight: whichever of the two the
+ * service answered first, its reply would be taken for the other's. Says
+ * why; the caller refuses the call. */
+static void reused_id(tg_relay_filter_t *f, tg_relay_verdict_t *v) {
+  say(v, "request id %" PRIu64 " is still in flight: a reply must answer "
+      "exactly one call", v->request_id);
+  f->stats.in_flight_reused++;
+}
+
 static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
                    tg_buf_t *out, tg_relay_verdict_t *v) {
   const char *name = fr->msg_bind_service->service_name;
   v->call = true;
   set_method(v, "BindService");
+  if (in_flight(f, v->request_id)) {
+    reused_id(f, v);
+    v->action = TG_RELAY_REPLY;
+    v->audit = true;
+    f->stats.denied++;
+    return append_bind_refusal(v->request_id, out);
+  }
   if (name && !strcmp(name, CONSUMER_PORT)) {
     if (TG_RELAY_OWN_REQUEST_ID(v->request_id)) {
       say(v, "request id %" PRIu64 " is reserved for the relay",
@@ -531,7 +556,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   static const uint8_t empty[1];
   if (!args) args = empty;
 
-  tg_relay_track_kind_t kind = TG_TRACK_NONE;
+  tg_relay_track_kind_t kind = TG_TRACK_OTHER;
   uint8_t rewritten[SERVICE_KEY_MAX + 64];
   /* Requests rewritten to scope them to the identity's sessions. */
   tg_buf_t scoped;
@@ -583,8 +608,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     kind = TG_TRACK_READ_BUFFERS;
   }
   /* With no reply coming there is nothing to follow. */
-  if (kind != TG_TRACK_NONE && !drop &&
-      track(f, v->request_id, kind) < 0) {
+  if (!drop && track(f, v->request_id, kind) < 0) {
     tg_buf_free(&scoped);
     say(v, "too many calls in flight (%d)", TG_RELAY_FILTER_MAX_TRACKED);
     return deny_call(f, v, drop, name, out);
@@ -605,6 +629,18 @@ static int on_invoke(tg_relay_filter_t *f, tg_authz_role_t role,
                      tg_relay_verdict_t *v) {
   const Perfetto__Protos__IPCFrame__InvokeMethod *im = fr->msg_invoke_method;
   v->call = true;
+  if (in_flight(f, v->request_id)) {
+    const char *name = im->service_id == TG_RELAY_SERVICE_ID
+                           ? tg_relay_service_method_name(im->method_id)
+                       : f->consumer_bound && im->service_id == f->consumer_id
+                           ? consumer_method(f, im->method_id)
+                           : NULL;
+    snprintf(v->method, sizeof(v->method), "%s%s",
+             im->service_id == TG_RELAY_SERVICE_ID ? "TracegateRelay." : "",
+             name ? name : "?");
+    reused_id(f, v);
+    return deny(f, v, im->has_drop_reply && im->drop_reply, NULL, out);
+  }
   if (im->service_id == TG_RELAY_SERVICE_ID)
     return on_relay_call(f, role, im, out, v);
   if (f->consumer_bound && im->service_id == f->consumer_id)
@@ -903,10 +939,19 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     say(v, "a frame of %zu bytes from the service does not decode", len);
     return 0;
   }
-  v->action = TG_RELAY_FORWARD;
   size_t at = 0;
   tg_relay_track_kind_t kind = tracked_kind(f, request_id, &at);
-  if (kind == TG_TRACK_NONE) return 0;
+  if (kind == TG_TRACK_NONE) {
+    /* A reply to nothing the client is waiting for (or to a call whose
+     * final reply came already): it may not pass for another call's. */
+    f->stats.unmatched++;
+    v->action = TG_RELAY_DROP;
+    set_method(v, "reply");
+    say(v, "the service answered request %" PRIu64 ", which is not in "
+        "flight", request_id);
+    return 0;
+  }
+  v->action = TG_RELAY_FORWARD;
   if (bind) {
     if (kind == TG_TRACK_BIND_CONSUMER) {
       learn_methods(f, bind, bind_len);
@@ -917,9 +962,11 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     }
     return 0;
   }
-  if (!reply) return 0;
+  /* No InvokeMethodReply: a RequestError, the call's failed end. */
+  static const uint8_t no_reply[1];
+  if (!reply) reply_len = 0;
   bool success = false, more = false;
-  tg_pb_reader_init(&r, reply, reply_len);
+  tg_pb_reader_init(&r, reply ? reply : no_reply, reply_len);
   while (tg_pb_reader_next(&r, &fld) == 1) {
     if (fld.type != TG_PB_WT_VARINT) continue;
     if (fld.id == R_SUCCESS) success = fld.value != 0;
@@ -927,11 +974,13 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
   }
   switch (kind) {
     case TG_TRACK_READ_BUFFERS:
+      if (!reply) break;
       v->bulk = true;
       v->bulk_last = !more;
       bulk_body(reply, reply_len, v);
       break;
     case TG_TRACK_QUERY_STATE: {
+      if (!reply) break; /* an error names no session */
       int srv = scope_state_reply(f, payload, len, out);
       if (srv == -ENOMEM) return srv;
       if (srv < 0) {
@@ -954,7 +1003,7 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
       if (success) session_left(f);
       break;
     case TG_TRACK_OWN_LEASE:
-      lease_granted(f, reply, reply_len, success, v);
+      lease_granted(f, reply ? reply : no_reply, reply_len, success, v);
       break;
     case TG_TRACK_OWN_DETACH:
       v->own_detach_reply = true;

@@ -34,10 +34,21 @@
  * write_into_file or an output_path is refused: the file descriptor it
  * needs cannot cross the network.
  *
- * Connection state kept here: the learned ConsumerPort table, calls in
- * flight whose replies matter (ConsumerPort binds, ReadBuffers streams,
- * EnableTracing, Attach, Detach), whether the connection has a tracing
- * session, and the resume key from SetSessionKey.
+ * Connection state kept here: the learned ConsumerPort table, every call
+ * in flight (forwarded with a reply to come, until its final reply),
+ * whether the connection has a tracing session, and the resume key from
+ * SetSessionKey.
+ *
+ * Where a reply is matched to its request: tg_relay_filter_upstream(), by
+ * request id against the calls in flight, and nowhere else. A request id
+ * is in flight at most once: a client call (BindService or InvokeMethod,
+ * to any service) whose id is still in flight is refused, and a frame
+ * from the service whose id no call in flight has is dropped. So a reply
+ * is attributed to exactly the call that caused it, never to one the
+ * client chose (a QueryServiceState reply passed off as an EnableTracing
+ * reply would go unscoped). The relay's own calls use reserved ids; the
+ * TracegateRelay calls and Resume are answered here at once and are never
+ * in flight.
  *
  * The relay's own calls to the service (request ids no client may use):
  * Detach when a keyed link drops, and, once a key is set, BindService
@@ -61,8 +72,8 @@
 
 #define TG_RELAY_FILTER_MAX_METHODS 32
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48
-/* Calls in flight whose replies are tracked; more are refused. */
-#define TG_RELAY_FILTER_MAX_TRACKED 32
+/* Calls in flight (client calls and the relay's own); more are refused. */
+#define TG_RELAY_FILTER_MAX_TRACKED 64
 /* The request ids of the relay's own calls to the service: Detach when a
  * link drops, BindService "TracegateConsumer" and SetDisconnectLease. They
  * are refused in client frames that would be forwarded
@@ -143,10 +154,14 @@ typedef struct tg_relay_filter_stats {
   uint64_t forwarded;
   uint64_t local;           /* TracegateRelay calls answered here */
   uint64_t upstream_garbage;
+  uint64_t in_flight_reused; /* client calls refused: id still in flight */
+  uint64_t unmatched;        /* service frames answering no call in flight */
 } tg_relay_filter_stats_t;
 
+/* What a call in flight is, for what its replies mean to the relay. */
 typedef enum tg_relay_track_kind {
-  TG_TRACK_NONE = 0,
+  TG_TRACK_NONE = 0, /* not in flight */
+  TG_TRACK_OTHER,    /* a forwarded call whose replies pass as they are */
   TG_TRACK_BIND_CONSUMER,
   TG_TRACK_READ_BUFFERS,
   TG_TRACK_ENABLE,
@@ -237,8 +252,8 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
 /* Decides one frame from the service: learns the ConsumerPort table from
  * the BindServiceReply of a tracked bind, marks ReadBuffers replies as
  * bulk, follows the session through EnableTracing/Attach/Detach replies.
- * The action is FORWARD or DROP (the frame does not decode, or answers the
- * relay's own Detach). FORWARD with |out| empty: the input as it is; with
+ * The action is FORWARD or DROP (the frame does not decode, answers no
+ * call in flight, or answers one of the relay's own calls). FORWARD with |out| empty: the input as it is; with
  * frames appended to |out| (the caller resets it): those instead (a
  * QueryServiceState reply with other identities' sessions removed).
  * Returns 0, or -ENOMEM. */

@@ -18,7 +18,10 @@
  * - replies made locally answer the request id that was asked;
  * - Detach/Attach keys forwarded carry the identity's namespace;
  * - frames from the service are only ever forwarded as they are or
- *   dropped, never rewritten.
+ *   dropped, never rewritten;
+ * - a request id is in flight at most once, and a frame from the service
+ *   is forwarded only when its id was in flight: no reply ever passes for
+ *   another call's.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,11 +135,26 @@ static size_t check_frames(const tg_buf_t *out, tg_ipc_frame_t **last) {
   return count;
 }
 
+static bool was_in_flight(const tg_relay_filter_t *before, uint64_t id) {
+  for (size_t i = 0; i < before->n_tracked; i++)
+    if (before->tracked[i].request_id == id) return true;
+  return false;
+}
+
+static void check_ids_unique(const tg_relay_filter_t *f) {
+  for (size_t i = 0; i < f->n_tracked; i++)
+    for (size_t j = i + 1; j < f->n_tracked; j++)
+      if (f->tracked[i].request_id == f->tracked[j].request_id)
+        __builtin_trap();
+}
+
 static void client_frame(tg_relay_filter_t *f, tg_authz_role_t role,
                          const uint8_t *p, size_t n, tg_buf_t *out) {
   tg_relay_verdict_t v;
   tg_buf_reset(out);
-  if (tg_relay_filter_client(f, role, p, n, out, &v) < 0) return;
+  int rv = tg_relay_filter_client(f, role, p, n, out, &v);
+  check_ids_unique(f);
+  if (rv < 0) return;
   tg_ipc_frame_t *fr = NULL;
   size_t count = check_frames(out, &fr);
   /* At most a notice and the reply, and a notice only with a refusal. */
@@ -175,9 +193,14 @@ static void upstream_frame(tg_relay_filter_t *f, const uint8_t *p, size_t n) {
   tg_relay_verdict_t v;
   tg_buf_t out;
   tg_buf_init(&out, 0);
+  static tg_relay_filter_t before;
+  before = *f;
   tg_relay_filter_upstream(f, p, n, &out, &v);
   if (v.action != TG_RELAY_FORWARD && v.action != TG_RELAY_DROP)
     __builtin_trap();
+  if (v.action == TG_RELAY_FORWARD && !was_in_flight(&before, v.request_id))
+    __builtin_trap();
+  check_ids_unique(f);
   /* A rewritten reply is whole frames the client can decode. */
   if (tg_buf_size(&out) > 0) {
     if (v.action != TG_RELAY_FORWARD ||

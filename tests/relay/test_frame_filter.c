@@ -13,6 +13,7 @@
 
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
+#include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "relay/authz.h"
@@ -623,12 +624,15 @@ static void filter_marks_read_buffers_replies_as_bulk(void **state) {
   assert_int_equal(x->v.action, TG_RELAY_FORWARD);
   assert_true(x->v.bulk);
   upstream(x, reply_frame(61, true, false, NULL, 0, x->frame, 4096));
-  assert_false(x->v.bulk); /* another request: control */
+  assert_false(x->v.bulk); /* no such call: not bulk, and not passed on */
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
   upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
   assert_true(x->v.bulk);
   assert_int_equal(x->f.n_tracked, 0);
   upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
   assert_false(x->v.bulk); /* the stream has ended */
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
+  assert_int_equal(x->f.stats.unmatched, 2);
 }
 
 static void filter_refuses_calls_beyond_the_tracking_table(void **state) {
@@ -643,10 +647,158 @@ static void filter_refuses_calls_beyond_the_tracking_table(void **state) {
   client(x, TG_ROLE_RECORD, invoke_frame(200, CONSUMER_ID, mid("ReadBuffers"),
                                          NULL, false, x->frame, 4096));
   expect_denied(x, 200, "too many calls in flight");
-  /* Untracked calls still pass. */
+  /* Every call with a reply to come is in flight... */
   client(x, TG_ROLE_RECORD, invoke_frame(201, CONSUMER_ID, mid("Flush"), NULL,
                                          false, x->frame, 4096));
-  expect_forwarded(x, 201, mid("Flush"));
+  expect_denied(x, 201, "too many calls in flight");
+  /* ...a call that wants no reply is not. */
+  client(x, TG_ROLE_RECORD, invoke_frame(202, CONSUMER_ID, mid("Flush"), NULL,
+                                         true, x->frame, 4096));
+  expect_forwarded(x, 202, mid("Flush"));
+  /* A final reply frees its entry. */
+  upstream(x, reply_frame(70, true, false, NULL, 0, x->frame, 4096));
+  client(x, TG_ROLE_RECORD, invoke_frame(203, CONSUMER_ID, mid("Flush"), NULL,
+                                         false, x->frame, 4096));
+  expect_forwarded(x, 203, mid("Flush"));
+}
+
+/* A QueryServiceStateResponse body listing |n| sessions. */
+static size_t state_body(const char *const *names, size_t n, uint8_t *out,
+                         size_t cap) {
+  Perfetto__Protos__TracingServiceState__TracingSession s[4];
+  Perfetto__Protos__TracingServiceState__TracingSession *ps[4];
+  assert_true(n <= 4);
+  for (size_t i = 0; i < n; i++) {
+    perfetto__protos__tracing_service_state__tracing_session__init(&s[i]);
+    s[i].has_id = 1;
+    s[i].id = 500 + i;
+    s[i].unique_session_name = (char *)names[i];
+    ps[i] = &s[i];
+  }
+  Perfetto__Protos__TracingServiceState st =
+      PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
+  st.n_tracing_sessions = n;
+  st.tracing_sessions = ps;
+  Perfetto__Protos__QueryServiceStateResponse r =
+      PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+  r.service_state = &st;
+  assert_true(perfetto__protos__query_service_state_response__get_packed_size(
+                  &r) <= cap);
+  return perfetto__protos__query_service_state_response__pack(&r, out);
+}
+
+/* The names of the sessions in the QueryServiceState reply in |out|,
+ * joined by ','. */
+static void out_state_names(fx_t *x, char *names, size_t cap) {
+  tg_ipc_frame_t *f = out_frame(x);
+  assert_int_equal(f->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+  const ProtobufCBinaryData *b = &f->msg_invoke_method_reply->reply_proto;
+  Perfetto__Protos__QueryServiceStateResponse *r =
+      perfetto__protos__query_service_state_response__unpack(NULL, b->len,
+                                                              b->data);
+  assert_non_null(r);
+  names[0] = 0;
+  for (size_t i = 0; r->service_state && i < r->service_state->n_tracing_sessions;
+       i++)
+    snprintf(names + strlen(names), cap - strlen(names), "%s%s", i ? "," : "",
+             r->service_state->tracing_sessions[i]->unique_session_name);
+  perfetto__protos__query_service_state_response__free_unpacked(r, NULL);
+  tg_ipc_frame_free(f);
+}
+
+/* A client that sends a second call under the id of one still in flight
+ * would have the service's reply to either taken for the other: a
+ * QueryServiceState reply passing as EnableTracing's goes out unscoped,
+ * a ReadBuffers reply ends the session's EnableTracing. Whatever the
+ * method or service, the second call is refused and the first keeps its
+ * id. */
+static void filter_refuses_a_call_whose_id_is_in_flight(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+  Perfetto__Protos__EnableTracingRequest req =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  req.trace_config = &cfg;
+  client(x, TG_ROLE_RECORD, invoke_frame(40, CONSUMER_ID, mid("EnableTracing"),
+                                         &req.base, false, x->frame, 4096));
+  expect_forwarded(x, 40, mid("EnableTracing"));
+  assert_true(x->f.session_active);
+
+  const char *reused[] = {"QueryServiceState", "ReadBuffers", "GetTraceStats",
+                          "EnableTracing"};
+  for (size_t i = 0; i < sizeof(reused) / sizeof(reused[0]); i++) {
+    client(x, TG_ROLE_RECORD,
+           invoke_frame(40, CONSUMER_ID, mid(reused[i]),
+                        i == 3 ? &req.base : NULL, false, x->frame, 4096));
+    expect_denied(x, 40, "still in flight");
+  }
+  /* The relay's own service and a bind: the same. */
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(40, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
+                      false, x->frame, 4096));
+  expect_denied(x, 40, "still in flight");
+  assert_string_equal(x->v.method, "TracegateRelay.ClockSync");
+  client(x, TG_ROLE_RECORD, bind_frame(40, "ConsumerPort", x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_false(x->v.allowed);
+  assert_non_null(strstr(x->v.reason, "still in flight"));
+  /* Also when no reply is wanted: the service might send one anyway. */
+  client(x, TG_ROLE_RECORD, invoke_frame(40, CONSUMER_ID, mid("ReadBuffers"),
+                                         NULL, true, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_false(x->v.allowed);
+  assert_int_equal(tg_buf_size(&x->out), 0);
+  assert_int_equal(x->f.stats.in_flight_reused, 7);
+  assert_int_equal(x->f.n_tracked, 1);
+
+  /* The service's reply to 40 is EnableTracing's: it ends the session,
+   * and is nothing the state scoping would look into. */
+  assert_true(x->f.session_active);
+  upstream(x, reply_frame(40, true, false, NULL, 0, x->frame, 4096));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_false(x->v.bulk);
+  assert_false(x->f.session_active);
+  assert_int_equal(x->f.n_tracked, 0);
+
+  /* Once its final reply is in, the id is free again, and a
+   * QueryServiceState under it is scoped. */
+  client(x, TG_ROLE_RECORD, invoke_frame(40, CONSUMER_ID,
+                                         mid("QueryServiceState"), NULL, false,
+                                         x->frame, 4096));
+  expect_forwarded(x, 40, mid("QueryServiceState"));
+  uint8_t body[1024];
+  const char *names[] = {"alice/mine", "bob/bobs-secret-session"};
+  size_t blen = state_body(names, 2, body, sizeof(body));
+  upstream(x, reply_frame(40, true, false, body, blen, x->frame, 4096));
+  char shown[256];
+  out_state_names(x, shown, sizeof(shown));
+  assert_string_equal(shown, "alice/mine");
+}
+
+/* A RequestError is the final answer to a call: its id is free after it,
+ * and a second one to the same id passes for nothing. */
+static void filter_ends_a_call_on_request_error(void **state) {
+  fx_t *x = *state;
+  bind_consumer(x);
+  client(x, TG_ROLE_RECORD, invoke_frame(41, CONSUMER_ID,
+                                         mid("QueryServiceState"), NULL, false,
+                                         x->frame, 4096));
+  expect_forwarded(x, 41, mid("QueryServiceState"));
+  Perfetto__Protos__IPCFrame__RequestError e =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  e.error = "no";
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = 41;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &e;
+  size_t n = pack_frame(&f, x->frame, 4096);
+  upstream(x, n);
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_int_equal(x->f.n_tracked, 0);
+  upstream(x, n);
+  assert_int_equal(x->v.action, TG_RELAY_DROP);
 }
 
 /* --- TracegateRelay ----------------------------------------------------------- */
@@ -814,6 +966,8 @@ int main(void) {
       T(filter_reencodes_what_it_forwards),
       T(filter_marks_read_buffers_replies_as_bulk),
       T(filter_refuses_calls_beyond_the_tracking_table),
+      T(filter_refuses_a_call_whose_id_is_in_flight),
+      T(filter_ends_a_call_on_request_error),
       T(filter_serves_host_info_and_clocks),
       T(filter_detaches_on_drop_only_with_key_and_session),
       T(filter_refuses_the_relays_detach_request_id),
