@@ -185,10 +185,10 @@ static int parse_line(const char *line, size_t n, const char *name,
     return fail(err, errlen, TG_EPARSE,
                 "%s:%zu: expected \"identity role\", found %zu word%s", name,
                 lineno, k, k == 1 ? "" : "s");
-  if (wl[0] > TG_AUTHZ_IDENTITY_MAX)
-    return fail(err, errlen, TG_EPARSE,
-                "%s:%zu: identity longer than %d characters", name, lineno,
-                TG_AUTHZ_IDENTITY_MAX);
+  const char *why = NULL;
+  if (!tg_identity_valid_listed(w[0], wl[0], &why))
+    return fail(err, errlen, TG_EPARSE, "%s:%zu: identity '%.*s': %s", name,
+                lineno, (int)(wl[0] < 64 ? wl[0] : 64), w[0], why);
   char role_s[16];
   snprintf(role_s, sizeof(role_s), "%.*s", (int)(wl[1] < 15 ? wl[1] : 15),
            w[1]);

@@ -8,8 +8,9 @@
  *   bob observe
  *
  * Blank lines and '#' comments are ignored; anything else is an error that
- * names the line. Default deny: an identity that is not listed has no role
- * and is refused at the handshake.
+ * names the line, and so is an identity outside the one alphabet
+ * (common/identity.h: no '/', no ':' but ssh:'s). Default deny: an
+ * identity that is not listed has no role and is refused at the handshake.
  *
  * Roles grant ConsumerPort methods by name:
  *   observe: QueryServiceState, QueryCapabilities, GetTraceStats,
@@ -30,6 +31,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/identity.h"
+
 typedef enum tg_authz_role {
   TG_ROLE_NONE = 0, /* not listed: refused */
   TG_ROLE_OBSERVE = 1,
@@ -38,9 +41,10 @@ typedef enum tg_authz_role {
 
 typedef struct tg_authz tg_authz_t;
 
-/* Longest identity a line may name (an X.509 CN is at most 64; the TLS
- * layer caps identities at 255). */
-#define TG_AUTHZ_IDENTITY_MAX 255
+/* Longest identity a line may name: an identity, or "ssh:" and one
+ * (common/identity.h). */
+#define TG_AUTHZ_IDENTITY_MAX \
+  (TG_IDENTITY_MAX + sizeof(TG_IDENTITY_SSH_PREFIX) - 1)
 
 /* Parses |len| bytes of file text; |name| (e.g. the path) prefixes error
  * messages. On success *out owns the table (tg_authz_free). On failure

@@ -14,6 +14,7 @@
 
 #include "ipc/channel.h"
 #include "ipc/net_addr.h"
+#include "common/identity.h"
 #include "relay/audit.h"
 #include "relay/authz.h"
 #include "relay/bridge.h"
@@ -185,14 +186,10 @@ static int start_listening(relay_t *r, const char *addr, int *port) {
   return 0;
 }
 
+/* The uid's name, not $USER: the environment is the caller's to set. */
 static void stdio_identity(char *out, size_t cap) {
   struct passwd *pw = getpwuid(getuid());
-  if (pw && pw->pw_name && pw->pw_name[0])
-    snprintf(out, cap, "ssh:%s", pw->pw_name);
-  else if (getenv("USER") && getenv("USER")[0])
-    snprintf(out, cap, "ssh:%s", getenv("USER"));
-  else
-    snprintf(out, cap, "ssh:%u", (unsigned)getuid());
+  tg_identity_ssh(out, cap, pw ? pw->pw_name : NULL, (unsigned)getuid());
 }
 
 static void write_ready(uint64_t fd, const char *what) {

@@ -122,11 +122,15 @@ int tg_relay_scope_clone(const char *identity, const uint64_t *owned,
   return rv;
 }
 
+/* Exactly "<identity>/<name>" with a name of its own: no '/' after the
+ * identity's, so "alice/ops/x" (made for identity "alice/ops", were it
+ * one) is never "alice"'s. */
 static bool owned_by(const Perfetto__Protos__TracingServiceState__TracingSession *s,
                      const char *identity) {
   size_t n = strlen(identity);
   const char *name = s->unique_session_name;
-  return n > 0 && name && !strncmp(name, identity, n) && name[n] == '/';
+  return n > 0 && name && !strncmp(name, identity, n) && name[n] == '/' &&
+         name[n + 1] && !strchr(name + n + 1, '/');
 }
 
 int tg_relay_scope_service_state(const char *identity, const uint8_t *body,

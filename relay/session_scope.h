@@ -10,7 +10,8 @@
  *   CloneSession       -> by unique_session_name: namespaced (so only the
  *                         identity's own sessions match); by session_id:
  *                         only ids this connection has seen as its own
- *   QueryServiceState  <- tracing_sessions not named "<identity>/..." are
+ *   QueryServiceState  <- tracing_sessions not named exactly
+ *                         "<identity>/<name>" (a name without '/') are
  *                         removed from every reply, and the session counts
  *                         recomputed from what is left
  *   Attach / Detach    -> keys namespaced (relay/frame_filter.c)

@@ -31,6 +31,7 @@
 #include "tls/x25519.h"
 #include "tls/handoff.h"
 #include "tracegate/error.h"
+#include "common/identity.h"
 #include "common/log.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
@@ -80,6 +81,7 @@ struct tg_tls_session {
   bool done;    /* handshake complete and peer accepted */
   bool resumed; /* abbreviated handshake from a ticket */
   bool chain_verified; /* a certificate chain was verified in this handshake */
+  const char *no_identity; /* why the peer's certificate names none (static) */
   bool offered; /* client: a saved session was handed to mbedtls */
   bool close_sent; /* our close_notify is in |out| */
   int dead;     /* sticky failure status, 0 while usable */
@@ -595,6 +597,40 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n) {
   return (int)n;
 }
 
+/* The identity |crt| names: its CN when it has one, else its first DNS
+ * SAN; either must be an identity (common/identity.h) as it stands. No
+ * fallback from a bad CN to a SAN, or from a bad SAN to a later one: a
+ * certificate names one identity or none. Returns NULL with the identity
+ * in |out| (TG_TLS_IDENTITY_MAX + 1 bytes), or why there is none. */
+static const char *cert_identity(const mbedtls_x509_crt *crt, char *out) {
+  const mbedtls_x509_buf *cn = NULL;
+  int ncn = 0;
+  for (const mbedtls_x509_name *nm = &crt->subject; nm; nm = nm->next) {
+    if (nm->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &nm->oid) == 0) {
+      cn = &nm->val;
+      ncn++;
+    }
+  }
+  if (ncn > 1) return "more than one CN";
+  const mbedtls_x509_buf *id = cn;
+  if (!id && (crt->ext_types & MBEDTLS_X509_EXT_SUBJECT_ALT_NAME)) {
+    for (const mbedtls_x509_sequence *seq = &crt->subject_alt_names; seq;
+         seq = seq->next) {
+      if (seq->buf.tag ==
+          (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME)) {
+        id = &seq->buf;
+        break;
+      }
+    }
+  }
+  if (!id) return "neither a CN nor a DNS SAN";
+  const char *why = NULL;
+  if (!tg_identity_valid((const char *)id->p, id->len, &why)) return why;
+  memcpy(out, id->p, id->len);
+  out[id->len] = 0;
+  return NULL;
+}
+
 /* Runs for each certificate of a chain mbedtls verifies, once the chain's
  * signatures are checked, from the root down: only in a full handshake,
  * never in one resumed from a ticket. Changes no verdict (|flags| stay as
@@ -604,6 +640,13 @@ static int note_verify(void *ctx, mbedtls_x509_crt *crt, int depth,
                        uint32_t *flags) {
   tg_tls_session_t *s = ctx;
   s->chain_verified = true;
+  /* A client certificate that names no identity fails the handshake
+   * itself, so the client hears why before it thinks it is connected. */
+  char id[TG_TLS_IDENTITY_MAX + 1];
+  if (s->cfg->server && depth == 0 &&
+      s->cfg->client_auth == TG_TLS_CLIENT_CERT_REQUIRED &&
+      (s->no_identity = cert_identity(crt, id)))
+    *flags |= MBEDTLS_X509_BADCERT_OTHER;
   if (s->cfg->libcrypto_signatures && depth == 0 && *flags == 0)
     tg_tls_ecdsa_adopt(&crt->pk);
   return 0;
@@ -697,7 +740,11 @@ static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
   why_append(s, " (-0x%04x)", (unsigned)-ret);
   uint32_t flags = mbedtls_ssl_get_verify_result(&s->ssl);
   bool cert_flags = flags != 0 && flags != (uint32_t)-1;
-  if (cert_flags) append_verify_info(s, flags);
+  if (cert_flags && s->no_identity)
+    why_append(s, ": the certificate names no identity (its CN, else its "
+               "first DNS SAN): %s", s->no_identity);
+  else if (cert_flags)
+    append_verify_info(s, flags);
 
   int rv;
   switch (ret) {
@@ -744,46 +791,13 @@ static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
   return rv;
 }
 
-static bool identity_ok(const unsigned char *p, size_t n) {
-  if (n == 0 || n > TG_TLS_IDENTITY_MAX) return false;
-  for (size_t i = 0; i < n; i++)
-    if (p[i] < 0x21 || p[i] > 0x7e) return false;
-  return true;
-}
-
-/* CN, else first DNS SAN. Several CNs are ambiguous: no identity. */
-static void extract_identity(tg_tls_session_t *s) {
+/* The peer's identity into the session. Returns NULL, or why it has none. */
+static const char *extract_identity(tg_tls_session_t *s) {
   const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&s->ssl);
-  if (!crt) return;
-  const mbedtls_x509_buf *cn = NULL;
-  int ncn = 0;
-  for (const mbedtls_x509_name *nm = &crt->subject; nm; nm = nm->next) {
-    if (nm->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &nm->oid) == 0) {
-      cn = &nm->val;
-      ncn++;
-    }
-  }
-  const unsigned char *p = NULL;
-  size_t n = 0;
-  if (ncn == 1 && identity_ok(cn->p, cn->len)) {
-    p = cn->p;
-    n = cn->len;
-  } else if (ncn <= 1 && (crt->ext_types & MBEDTLS_X509_EXT_SUBJECT_ALT_NAME)) {
-    for (const mbedtls_x509_sequence *seq = &crt->subject_alt_names; seq;
-         seq = seq->next) {
-      if (seq->buf.tag ==
-              (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME) &&
-          identity_ok(seq->buf.p, seq->buf.len)) {
-        p = seq->buf.p;
-        n = seq->buf.len;
-        break;
-      }
-    }
-  }
-  if (!p) return;
-  memcpy(s->identity, p, n);
-  s->identity[n] = 0;
-  s->has_identity = true;
+  if (!crt) return "no certificate";
+  const char *why = cert_identity(crt, s->identity);
+  s->has_identity = !why;
+  return why;
 }
 
 static int refuse_peer(tg_tls_session_t *s, unsigned char alert) {
@@ -849,12 +863,12 @@ int tg_tls_handshake(tg_tls_session_t *s) {
   /* A client that verified no chain resumed: mbedtls verifies the server's
    * certificate in every full handshake (VERIFY_REQUIRED). */
   if (!s->cfg->server) s->resumed = s->offered && !s->chain_verified;
-  extract_identity(s);
+  const char *no_id = extract_identity(s);
   if (s->cfg->server && s->cfg->client_auth == TG_TLS_CLIENT_CERT_REQUIRED &&
-      !s->has_identity) {
+      no_id) {
     snprintf(s->why, sizeof(s->why),
-             "client certificate has no usable identity (one CN or a DNS SAN "
-             "of printable ASCII without spaces)");
+             "client certificate names no identity (its CN, else its first "
+             "DNS SAN): %s", no_id);
     return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
   }
   if (s->cfg->server && s->resumed) {

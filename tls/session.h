@@ -44,9 +44,10 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/identity.h"
 
-/* Longest identity tg_tls_peer_identity() returns (an X.509 CN is <= 64). */
-#define TG_TLS_IDENTITY_MAX 255
+/* Longest identity tg_tls_peer_identity() returns (common/identity.h). */
+#define TG_TLS_IDENTITY_MAX TG_IDENTITY_MAX
 
 /* Session tickets: the relay's default lifetime, and the longest allowed.
  * Short on purpose: a ticket key, while it lives, opens every session
@@ -181,9 +182,9 @@ bool tg_tls_cpu_has_aes(void);
 void tg_tls_close_notify(tg_tls_session_t *s);
 
 /* After a successful handshake: the peer certificate's subject CN, else its
- * first DNS SAN, restricted to printable ASCII without spaces; NULL when
+ * first DNS SAN, when that is an identity (common/identity.h); NULL when
  * the peer sent no certificate (server without client auth) or it names
- * nothing usable. Owned by the session. */
+ * none. Owned by the session. */
 const char *tg_tls_peer_identity(const tg_tls_session_t *s);
 
 /* After a successful handshake: whether it was an abbreviated one,

@@ -46,7 +46,8 @@ static void check_lines(const tg_authz_t *a, const char *text, size_t len) {
                                      ? TG_ROLE_OBSERVE
                                      : TG_ROLE_NONE;
     /* A parsed file has only well-formed lines. */
-    if (want == TG_ROLE_NONE || idlen == 0 || idlen > TG_AUTHZ_IDENTITY_MAX)
+    if (want == TG_ROLE_NONE || idlen == 0 || idlen > TG_AUTHZ_IDENTITY_MAX ||
+        !tg_identity_valid_listed(line + id0, idlen, NULL))
       __builtin_trap();
     char id[TG_AUTHZ_IDENTITY_MAX + 1];
     memcpy(id, line + id0, idlen);

@@ -52,6 +52,14 @@ static void authz_errors_name_the_line(void **state) {
       {"# x\n\nalice record extra\n", "f:3: expected \"identity role\", found 3 words"},
       {"alice record\nalice observe\n", "f:2: identity 'alice' is listed twice"},
       {"al\x01ice record\n", "f:1: byte 0x01"},
+      /* One alphabet for identities: no separator the relay gives a
+       * meaning to ('/' before session names, ':' of ssh: identities). */
+      {"alice record\nalice/ops record\n", "f:2: identity 'alice/ops': '/'"},
+      {"ops:alice record\n", "f:1: identity 'ops:alice': ':' is reserved"},
+      {"ssh:a/b record\n", "f:1: identity 'ssh:a/b': '/'"},
+      {"ssh: record\n", "f:1: identity 'ssh:': ':' is reserved"},
+      {"-alice record\n", "f:1: identity '-alice': an identity may not start"},
+      {"al*ce record\n", "f:1: identity 'al*ce': an identity has only"},
       /* The first error in the file is the one reported. */
       {"bob record\nalice record\nbob observe\nalice observe\nx\n",
        "f:3: identity 'bob' is listed twice"},

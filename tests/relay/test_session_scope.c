@@ -130,10 +130,14 @@ static void note(void *ctx, uint64_t id) {
 
 static void scope_hides_other_identities_sessions(void **state) {
   (void)state;
-  Perfetto__Protos__TracingServiceState__TracingSession s[4];
-  Perfetto__Protos__TracingServiceState__TracingSession *sp[4];
-  const char *names[4] = {"alice/a", "bob/b", "alicex/c", NULL};
-  for (int i = 0; i < 4; i++) {
+  /* Only exactly "alice/<name>" is alice's: not a longer identity that
+   * starts the same, nor a name under "alice/ops" (which no identity may
+   * be), nor "alice/" alone. */
+  Perfetto__Protos__TracingServiceState__TracingSession s[7];
+  Perfetto__Protos__TracingServiceState__TracingSession *sp[7];
+  const char *names[7] = {"alice/a", "bob/b",       "alicex/c", NULL,
+                          "alice/ops/ops-private", "alice/", "alice"};
+  for (int i = 0; i < 7; i++) {
     perfetto__protos__tracing_service_state__tracing_session__init(&s[i]);
     s[i].has_id = 1;
     s[i].id = (uint64_t)i + 1;
@@ -143,10 +147,10 @@ static void scope_hides_other_identities_sessions(void **state) {
   }
   Perfetto__Protos__TracingServiceState st =
       PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
-  st.n_tracing_sessions = 4;
+  st.n_tracing_sessions = 7;
   st.tracing_sessions = sp;
   st.has_num_sessions = st.has_num_sessions_started = 1;
-  st.num_sessions = st.num_sessions_started = 4;
+  st.num_sessions = st.num_sessions_started = 7;
   st.tracing_service_version = "v1";
   Perfetto__Protos__QueryServiceStateResponse r =
       PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;

@@ -833,6 +833,65 @@ static void tls_refuses_revoked_client_cert(void **state) {
                         TG_ETLS_CERT, "revoked");
 }
 
+/* A client certificate of the pki CA with subject |subj| (openssl -subj
+ * syntax) and, when |san| is not NULL, subjectAltName |san|, as
+ * pki/|file|.pem and .key: what tg-certs refuses to make, made as any CA
+ * could. */
+static void odd_client_cert(const char *file, const char *subj,
+                            const char *san) {
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd),
+           "cd '%s/pki' && printf '[e]\\nextendedKeyUsage=clientAuth\\n"
+           "%s%s\\n' > %s.ext && "
+           "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 "
+           "-out %s.key 2>/dev/null && "
+           "openssl req -new -key %s.key -subj '%s' -out %s.csr 2>/dev/null "
+           "&& openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key -days 30 "
+           "-extfile %s.ext -extensions e -out %s.pem 2>/dev/null",
+           g_dir, san ? "subjectAltName=" : "", san ? san : "", file, file,
+           file, subj, file, file, file, file);
+  if (system(cmd) != 0) fail_msg("cannot make %s: %s", file, cmd);
+}
+
+/* An identity names one principal: the CN (else the first DNS SAN) must be
+ * in the identity alphabet as it stands, with no fallback from a bad CN to
+ * a SAN. A CA-signed "alice/ops" would otherwise own alice's sessions on a
+ * relay, and "ssh:alice" pass for an ssh user. */
+static void tls_refuses_identities_with_separators(void **state) {
+  (void)state;
+  static const struct {
+    const char *file, *subj, *san, *why;
+  } cases[] = {
+      {"slash", "/CN=alice\\/ops", NULL, "'/'"},
+      {"colon", "/CN=ssh:alice", NULL, "':'"},
+      {"blank", "/CN=alice ops", NULL, "only letters"},
+      {"hash", "/CN=alice#x", NULL, "only letters"},
+      {"fallback", "/CN=alice\\/ops", "DNS:alice", "'/'"},
+      {"san-slash", "/O=tracegate", "DNS:alice/ops,DNS:alice", "'/'"},
+      {"two-cns", "/CN=alice/CN=ops", NULL, "more than one CN"},
+      {"nothing", "/O=tracegate", NULL, "neither a CN nor a DNS SAN"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    odd_client_cert(cases[i].file, cases[i].subj, cases[i].san);
+    expect_server_refuses(cfg_load(false, "pki", cases[i].file, "pki", false),
+                          TG_ETLS_CERT, cases[i].why);
+  }
+  /* No CN: the first DNS SAN is the identity. */
+  odd_client_cert("sanonly", "/O=tracegate", "DNS:dave,DNS:other");
+  tg_tls_config_t *scfg = cfg_load(true, "pki", "relay.test", "pki", true);
+  tg_tls_config_t *ccfg = cfg_load(false, "pki", "sanonly", "pki", false);
+  world_t w;
+  world_init(&w, false, scfg);
+  w.done = refused_done; /* both sides up, then closed by the idle timer */
+  w.sopts.idle_timeout_ms = 100;
+  client(&w, ccfg, "relay.test");
+  world_run(&w);
+  assert_int_equal(w.srv[0].hs_status, 0);
+  assert_string_equal(w.srv[0].identity, "dave");
+  tg_tls_config_free(scfg);
+  tg_tls_config_free(ccfg);
+}
+
 /* The client refuses a server whose certificate does not carry the name it
  * expects, or is not signed by its CA. */
 static void expect_client_refuses(const char *srv_dir, const char *name,
@@ -1179,6 +1238,7 @@ int main(void) {
       cmocka_unit_test(tls_refuses_client_cert_from_other_ca),
       cmocka_unit_test(tls_refuses_expired_client_cert),
       cmocka_unit_test(tls_refuses_revoked_client_cert),
+      cmocka_unit_test(tls_refuses_identities_with_separators),
       cmocka_unit_test(tls_client_refuses_wrong_server_name),
       cmocka_unit_test(tls_client_refuses_server_from_other_ca),
       cmocka_unit_test(tls_client_by_address_needs_certificate_name),
