@@ -5,7 +5,9 @@
 #                 hosts (service, probes, app, relay each) recorded through
 #                 mutual TLS into demo.pftrace (deploy/demo/demo.sh)
 #   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
-#                 threaded tests, libFuzzer smoke run of every fuzz target
+#                 threaded tests, a Release build (what packagers make),
+#                 libFuzzer smoke run of every fuzz target; warnings are
+#                 errors in these builds only (TG_WERROR)
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
@@ -21,6 +23,7 @@ ASAN_DIR := build/asan
 TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
+PKG_DIR := build/release-check
 PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
@@ -32,7 +35,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
                 fuzz_tls_x25519
 
-.PHONY: all deps build demo install test test-asan test-tsan fuzz fuzz-smoke bench clean
+.PHONY: all deps build demo install test test-asan test-tsan test-release fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -55,7 +58,7 @@ install: deps
 	cmake --build $(REL_DIR) -j $(JOBS)
 	DESTDIR="$(DESTDIR)" cmake --install $(REL_DIR)
 
-test: deps test-asan test-tsan fuzz-smoke
+test: deps test-asan test-tsan test-release fuzz-smoke
 	@echo "make test: all suites passed"
 
 # As root, where tracefs can always be mounted, the kernel tracing tests
@@ -64,7 +67,7 @@ FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 
 test-asan:
 	cmake -S . -B $(ASAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
-	  -DTG_SANITIZE=ON -DTG_BENCH=ON
+	  -DTG_SANITIZE=ON -DTG_BENCH=ON -DTG_WERROR=ON
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -73,10 +76,19 @@ test-asan:
 # ThreadSanitizer: the tests labelled "tsan" (multi-threaded writers/readers).
 test-tsan:
 	cmake -S . -B $(TSAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
-	  -DTG_TSAN=ON -DTG_BENCH=OFF
+	  -DTG_TSAN=ON -DTG_BENCH=OFF -DTG_WERROR=ON
 	cmake --build $(TSAN_DIR) -j $(JOBS)
 	$(FTRACE_ENV) TSAN_OPTIONS=halt_on_error=1 \
 	  ctest --test-dir $(TSAN_DIR) --output-on-failure -L tsan
+
+# The build type packagers and most users choose (-O3): its optimiser sees
+# what -O0 does not (overlapping copies, -Wrestrict), so it must build
+# clean. Warnings are errors here because this is our compiler; a user's
+# own Release build never has -Werror.
+test-release:
+	cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF
+	cmake --build $(PKG_DIR) -j $(JOBS)
 
 # Each target runs on a scratch copy of its corpus, so new inputs found while
 # fuzzing never end up in the tree by accident.
@@ -102,7 +114,7 @@ fuzz: FORCE_FUZZ_BUILD
 .PHONY: FORCE_FUZZ_BUILD
 FORCE_FUZZ_BUILD: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
-	  -DTG_FUZZ=ON -DTG_TESTS=OFF -DTG_BENCH=OFF
+	  -DTG_FUZZ=ON -DTG_TESTS=OFF -DTG_BENCH=OFF -DTG_WERROR=ON
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 
 bench: build

@@ -581,7 +581,10 @@ static void bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   if (b->state == B_DETACHING || b->state == B_CLOSING) return;
   bool was_open = b->state == B_OPEN;
   b->state = B_CLOSING;
-  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  /* The refusal timers close with the reason already kept: copying a
+   * string onto itself is undefined. */
+  if (why != b->close_why)
+    snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   if (b->client_open) tg_transport_close(b->client, status);
   if (b->up_open && was_open) {
     tg_buf_reset(&b->out);
