@@ -6,8 +6,10 @@
 #                 mutual TLS into demo.pftrace (deploy/demo/demo.sh)
 #   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
 #                 threaded tests, a Release build (what packagers make),
-#                 libFuzzer smoke run of every fuzz target; warnings are
-#                 errors in these builds only (TG_WERROR)
+#                 a build without OpenSSL (mbedtls alone) through the TLS
+#                 and relay end-to-end tests, libFuzzer smoke run of every
+#                 fuzz target; warnings are errors in these builds only
+#                 (TG_WERROR)
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
@@ -24,6 +26,7 @@ TSAN_DIR := build/tsan
 FUZZ_DIR := build/fuzz
 REL_DIR := build/release
 PKG_DIR := build/release-check
+MBED_DIR := build/mbedtls-only
 PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
@@ -32,10 +35,10 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_slice_reassembler fuzz_net_addr \
                 fuzz_authz fuzz_hosts_file fuzz_flags \
                 fuzz_ftrace_page fuzz_zstd_stream fuzz_packet_inflate \
-                fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
-                fuzz_tls_x25519
+                fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa
 
-.PHONY: all deps build demo install test test-asan test-tsan test-release fuzz fuzz-smoke bench clean
+.PHONY: all deps build demo install test test-asan test-tsan test-release \
+        test-mbedtls-only fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -58,7 +61,7 @@ install: deps
 	cmake --build $(REL_DIR) -j $(JOBS)
 	DESTDIR="$(DESTDIR)" cmake --install $(REL_DIR)
 
-test: deps test-asan test-tsan test-release fuzz-smoke
+test: deps test-asan test-tsan test-release test-mbedtls-only fuzz-smoke
 	@echo "make test: all suites passed"
 
 # As root, where tracefs can always be mounted, the kernel tracing tests
@@ -89,6 +92,17 @@ test-release:
 	cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
 	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF
 	cmake --build $(PKG_DIR) -j $(JOBS)
+
+# The TLS layer on mbedtls alone (-DTG_TLS_LIBCRYPTO=OFF), as small hosts
+# build it: the TLS tests and everything that crosses a relay.
+test-mbedtls-only:
+	cmake -S . -B $(MBED_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTG_SANITIZE=ON -DTG_TLS_LIBCRYPTO=OFF -DTG_BENCH=OFF -DTG_WERROR=ON
+	cmake --build $(MBED_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(MBED_DIR) --output-on-failure -j $(JOBS) \
+	  -R '^test_(tls|relay|fleet_e2e|cli_e2e)'
 
 # Each target runs on a scratch copy of its corpus, so new inputs found while
 # fuzzing never end up in the tree by accident.

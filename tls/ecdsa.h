@@ -3,20 +3,20 @@
  *
  * A full TLS 1.2 handshake with ECDSA certificates costs each end two
  * verifications (the peer's certificate, by its CA; the peer's signature
- * on the handshake) and one signature. mbedtls 2.28 takes ~2.0 ms for a
- * P-256 verification and ~0.6 ms for a signature on the development
- * machine, libcrypto ~0.1 ms and ~0.03 ms: for a collector opening a
- * thousand connections, seconds against a fraction of one (issue 13).
+ * on the handshake) and one signature; mbedtls 2.28's own P-256 is many
+ * times slower than libcrypto's (bench_tls_handshake prints both).
  *
  * mbedtls reaches a key's operations through its mbedtls_pk_info_t, a
- * table of functions (pk_internal.h, installed with mbedtls 2.x and meant
- * for alternative key implementations: mbedtls_pk_setup() takes one). An
+ * table of functions declared in pk_internal.h (installed with mbedtls
+ * 2.x, but internal: its layout may change in any release). So this path
+ * is used only when tls/paths.c found the mbedtls running to be the
+ * version compiled against and tg_tls_ecdsa_self_test() passed. An
  * adopted key keeps its mbedtls_ecp_keypair, next to libcrypto's copy of
  * the key made at adoption, and every entry of the EC table but sign and
  * verify, which hand the digest to libcrypto's copy (and the context's
- * allocation and freeing, which know of the copy). Parsing and pair checks
- * stay with mbedtls; the ECDHE exchange is tls/x25519.h's. Only
- * tls/session.c uses it. */
+ * allocation and freeing, which know of the copy). Parsing, pair checks
+ * and the ECDHE exchange stay with mbedtls. Only tls/session.c and
+ * tls/paths.c use it. */
 #ifndef TRACEGATE_TLS_ECDSA_H
 #define TRACEGATE_TLS_ECDSA_H
 
@@ -49,6 +49,12 @@ bool tg_tls_ecdsa_adopt(mbedtls_pk_context *pk);
  * with the key. */
 #define TG_TLS_ECDSA_MEMO 8
 bool tg_tls_ecdsa_remember(mbedtls_pk_context *pk);
+
+/* Runs the adopted path on a test key through mbedtls's public entry
+ * points: a known signature, a changed one, a signature made and checked
+ * by mbedtls. Returns NULL when everything held, else what did not.
+ * tls/paths.c runs it once, before any key is adopted for use. */
+const char *tg_tls_ecdsa_self_test(void);
 
 /* Whether |pk| is adopted. */
 bool tg_tls_ecdsa_adopted(const mbedtls_pk_context *pk);

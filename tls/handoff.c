@@ -9,7 +9,6 @@
 #include <mbedtls/platform.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl_ciphersuites.h>
-#include <mbedtls/ssl_internal.h>
 
 #include "tracegate/error.h"
 
@@ -34,9 +33,10 @@ void tg_tls_handoff_capture(tg_tls_handoff_t *h, const unsigned char *ms,
 }
 
 static int cipher_of(const mbedtls_ssl_context *ssl, tg_rec_cipher_t *c) {
+  const char *name = mbedtls_ssl_get_ciphersuite(ssl);
   const mbedtls_ssl_ciphersuite_t *cs =
-      ssl->session ? mbedtls_ssl_ciphersuite_from_id(ssl->session->ciphersuite)
-                   : NULL;
+      name ? mbedtls_ssl_ciphersuite_from_id(mbedtls_ssl_get_ciphersuite_id(name))
+           : NULL;
   if (!cs) return -ENOTSUP;
   switch (cs->cipher) {
     case MBEDTLS_CIPHER_AES_128_GCM: *c = TG_REC_AES_128_GCM; return 0;
@@ -46,33 +46,35 @@ static int cipher_of(const mbedtls_ssl_context *ssl, tg_rec_cipher_t *c) {
   }
 }
 
-static uint64_t be64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-  return v;
-}
-
 static void wipe_secret(tg_tls_handoff_t *h) {
   mbedtls_platform_zeroize(h->master, sizeof(h->master));
   h->have_secret = false;
+}
+
+/* The records mbedtls would take at most, from the max_fragment_length a
+ * peer negotiated (RFC 6066), capped at the protocol's 2^14. */
+static size_t frag_limit(size_t mfl) {
+  return mfl > 0 && mfl < TG_REC_PLAIN_MAX ? mfl : TG_REC_PLAIN_MAX;
 }
 
 int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
                          bool server) {
   tg_rec_cipher_t c;
   int rv = -ENOTSUP;
-  /* TLS 1.2 only, and nothing mbedtls read or wrote that is not a whole
-   * record it processed: it reads exactly one record at a time from our
-   * memory BIO, so the next byte of input belongs to us. */
-  if (!h->have_secret || ssl->minor_ver != MBEDTLS_SSL_MINOR_VERSION_3 ||
-      ssl->in_left != 0 || ssl->out_left != 0 ||
-      mbedtls_ssl_get_bytes_avail(ssl) != 0 || !ssl->in_ctr ||
-      cipher_of(ssl, &c) != 0)
+  const char *version = mbedtls_ssl_get_version(ssl);
+  /* TLS 1.2 only, and nothing mbedtls read that it has not processed: it
+   * reads exactly one record at a time from our memory BIO, so the next
+   * byte of input belongs to us. (Output: our BIO takes every byte at
+   * once, so mbedtls never holds any back.) */
+  if (!h->have_secret || !version || strcmp(version, "TLSv1.2") != 0 ||
+      mbedtls_ssl_check_pending(ssl) != 0 ||
+      mbedtls_ssl_get_bytes_avail(ssl) != 0 || cipher_of(ssl, &c) != 0)
     goto out;
 #if defined(MBEDTLS_SSL_MAX_FRAGMENT_LENGTH)
-  /* A peer that negotiated smaller records (RFC 6066) gets them from
-   * mbedtls; ours are always full-size. */
-  if (mbedtls_ssl_get_output_max_frag_len(ssl) < TG_REC_PLAIN_MAX) goto out;
+  h->out_max = frag_limit(mbedtls_ssl_get_output_max_frag_len(ssl));
+  h->in_max = frag_limit(mbedtls_ssl_get_input_max_frag_len(ssl));
+#else
+  h->out_max = h->in_max = TG_REC_PLAIN_MAX;
 #endif
   size_t kl = tg_rec_key_len(c), il = tg_rec_iv_len(c);
   /* key block = client key, server key, client IV, server IV (no MAC keys
@@ -85,12 +87,15 @@ int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
     goto out;
   const uint8_t *ckey = kb, *skey = kb + kl, *civ = kb + 2 * kl,
                 *siv = kb + 2 * kl + il;
-  uint64_t out_seq = be64(ssl->cur_out_ctr), in_seq = be64(ssl->in_ctr);
+  /* Each direction's sequence number starts at 0 with the keys of the
+   * handshake's ChangeCipherSpec, and Finished is the one record sent
+   * under them (RFC 5246 6.1, 7.4.9); renegotiation is off. So the first
+   * application record is number 1 both ways. */
   rv = tg_rec_dir_init(&h->out, c, true, server ? skey : ckey, kl,
-                       server ? siv : civ, il, out_seq);
+                       server ? siv : civ, il, 1);
   if (rv == 0) {
     rv = tg_rec_dir_init(&h->in, c, false, server ? ckey : skey, kl,
-                         server ? civ : siv, il, in_seq);
+                         server ? civ : siv, il, 1);
     if (rv) tg_rec_dir_free(&h->out);
   }
   mbedtls_platform_zeroize(kb, sizeof(kb));
@@ -99,47 +104,6 @@ int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
 out:
   wipe_secret(h);
   return rv;
-}
-
-/* The sizes mbedtls_ssl_setup() gave |ssl|'s record buffers. */
-static size_t in_buf_len(const mbedtls_ssl_context *ssl) {
-#if defined(MBEDTLS_SSL_VARIABLE_BUFFER_LENGTH)
-  return ssl->in_buf_len;
-#else
-  (void)ssl;
-  return MBEDTLS_SSL_IN_BUFFER_LEN;
-#endif
-}
-
-static size_t out_buf_len(const mbedtls_ssl_context *ssl) {
-#if defined(MBEDTLS_SSL_VARIABLE_BUFFER_LENGTH)
-  return ssl->out_buf_len;
-#else
-  (void)ssl;
-  return MBEDTLS_SSL_OUT_BUFFER_LEN;
-#endif
-}
-
-/* As mbedtls_ssl_free() wipes and frees one record buffer. */
-static void free_record_buffer(unsigned char **buf, size_t len) {
-  if (!*buf) return;
-  mbedtls_platform_zeroize(*buf, len);
-  mbedtls_free(*buf);
-  *buf = NULL;
-}
-
-void tg_tls_handoff_release_mbedtls(mbedtls_ssl_context *ssl) {
-  free_record_buffer(&ssl->in_buf, in_buf_len(ssl));
-  free_record_buffer(&ssl->out_buf, out_buf_len(ssl));
-  ssl->in_ctr = ssl->in_hdr = ssl->in_len = ssl->in_iv = ssl->in_msg = NULL;
-  ssl->in_offt = NULL;
-  ssl->out_ctr = ssl->out_hdr = ssl->out_len = ssl->out_iv = NULL;
-  ssl->out_msg = NULL;
-}
-
-size_t tg_tls_handoff_mbedtls_bytes(const mbedtls_ssl_context *ssl) {
-  return (ssl->in_buf ? in_buf_len(ssl) : 0) +
-         (ssl->out_buf ? out_buf_len(ssl) : 0);
 }
 
 int tg_tls_handoff_alert(tg_tls_handoff_t *h, tg_buf_t *out, uint8_t level,
@@ -156,7 +120,8 @@ int tg_tls_handoff_alert(tg_tls_handoff_t *h, tg_buf_t *out, uint8_t level,
 int tg_tls_handoff_write(tg_tls_handoff_t *h, tg_buf_t *out,
                          const uint8_t *data, size_t len) {
   if (len == 0) return 0;
-  size_t records = (len + TG_REC_PLAIN_MAX - 1) / TG_REC_PLAIN_MAX;
+  size_t max = h->out_max;
+  size_t records = (len + max - 1) / max;
   size_t per = tg_rec_sealed_size(h->out.cipher, 0);
   if (records > (SIZE_MAX - len) / per) return -ENOBUFS;
   size_t total = len + records * per;
@@ -164,7 +129,7 @@ int tg_tls_handoff_write(tg_tls_handoff_t *h, tg_buf_t *out,
   if (!p) return -ENOMEM;
   /* Sealed straight into the output: no copy of the plaintext. */
   while (len > 0) {
-    size_t k = len < TG_REC_PLAIN_MAX ? len : TG_REC_PLAIN_MAX;
+    size_t k = len < max ? len : max;
     int rv = tg_rec_seal(&h->out, TG_REC_APPLICATION_DATA, data, k, p);
     if (rv) return rv; /* nothing committed; the direction is dead */
     p += tg_rec_sealed_size(h->out.cipher, k);
@@ -191,6 +156,12 @@ static size_t take_pending(tg_tls_handoff_t *h, uint8_t *buf, size_t cap) {
   return k;
 }
 
+/* What a peer may send in a row that carries nothing, as mbedtls and
+ * OpenSSL bound it on their record layers: empty application records
+ * (legal, but a way to keep a reader busy for free) and warning alerts. */
+#define MAX_EMPTY_RECORDS 3
+#define MAX_WARNING_ALERTS 5
+
 int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
                         uint8_t *buf, size_t cap, size_t *n, char *why,
                         size_t whylen) {
@@ -207,13 +178,25 @@ int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
     if (tg_rec_peek(rec_untrusted, have, &size) != 0)
       return refuse(h, out, ALERT_RECORD_OVERFLOW, why, whylen,
                     "record header is not TLS 1.2 or its length is over the limit");
-    if (size == 0 || size > have) return -EAGAIN;
-    long plain = tg_rec_plain_len(h->in.cipher, size);
-    if (plain < 0)
+    if (size == 0) return -EAGAIN;
+    /* Decided on the header alone, before waiting for the rest. */
+    if (size < tg_rec_sealed_size(h->in.cipher, 0))
       return refuse(h, out, ALERT_DECODE_ERROR, why, whylen,
                     "record too short for its cipher");
+    /* Over 2^14 bytes of plaintext (a ChaCha20 record has no explicit
+     * nonce, so its fragment limit leaves room for more), or over the
+     * max_fragment_length this session negotiated. */
+    size_t plain = size - tg_rec_sealed_size(h->in.cipher, 0);
+    if (plain > h->in_max) {
+      char text[96];
+      snprintf(text, sizeof(text),
+               "record of %zu bytes of plaintext, over the limit of %zu",
+               plain, h->in_max);
+      return refuse(h, out, ALERT_RECORD_OVERFLOW, why, whylen, text);
+    }
+    if (size > have) return -EAGAIN;
     uint8_t *dst = buf;
-    if ((size_t)plain > cap) {
+    if (plain > cap) {
       if (!h->pend && !(h->pend = malloc(TG_REC_PLAIN_MAX))) return -ENOMEM;
       dst = h->pend;
     }
@@ -223,12 +206,18 @@ int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
                     "record does not authenticate (bad_record_mac)");
     tg_buf_consume(in, size);
     if (type == TG_REC_APPLICATION_DATA) {
-      if (plain == 0) continue; /* legal, and carries nothing */
+      if (plain == 0) {
+        if (++h->empty_run > MAX_EMPTY_RECORDS)
+          return refuse(h, out, ALERT_UNEXPECTED_MESSAGE, why, whylen,
+                        "more than 3 empty records in a row");
+        continue;
+      }
+      h->empty_run = h->warning_run = 0;
       if (dst == buf) {
-        *n = (size_t)plain;
+        *n = plain;
       } else {
         h->pend_off = 0;
-        h->pend_len = (size_t)plain;
+        h->pend_len = plain;
         *n = take_pending(h, buf, cap);
       }
       return 0;
@@ -241,8 +230,14 @@ int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
         snprintf(why, whylen, "peer sent close_notify");
         return TG_EPEER_CLOSED;
       }
-      /* Warnings carry nothing we act on (mbedtls skips them too). */
-      if (dst[0] == 1) continue;
+      /* Warnings carry nothing we act on (mbedtls skips them too), but
+       * not without end. */
+      if (dst[0] == 1) {
+        if (++h->warning_run > MAX_WARNING_ALERTS)
+          return refuse(h, out, ALERT_UNEXPECTED_MESSAGE, why, whylen,
+                        "more than 5 warning alerts in a row");
+        continue;
+      }
       snprintf(why, whylen, "peer sent fatal alert %u", dst[1]);
       return TG_ETLS_PEER_ALERT;
     }

@@ -2,11 +2,15 @@
  * mbedtls once its handshake is done, and carries the application data
  * with tls/record.c (libcrypto), as kTLS takes it over in a kernel.
  *
- * mbedtls reports the master secret through its key export callback; at
- * the end of the handshake tg_tls_handoff_start() derives the key block
- * from it (RFC 5246 6.3), reads the two record sequence numbers mbedtls
- * reached, and from then on mbedtls sees no record of this session: every
- * read, write and alert goes through here. Only tls/session.c uses it. */
+ * Through mbedtls's documented interfaces only: its key export callback
+ * (MBEDTLS_SSL_EXPORT_KEYS) gives the master secret, from which
+ * tg_tls_handoff_start() derives the key block (RFC 5246 6.3); the
+ * sequence numbers follow from the protocol; the suite, the version, the
+ * negotiated max_fragment_length and whether mbedtls holds unread input
+ * come from ssl.h's getters. From then on mbedtls sees no record of this
+ * session (tls/session.c frees its context): every read, write and alert
+ * goes through here, with the limits mbedtls and OpenSSL keep on their
+ * own record layers. Only tls/session.c uses it. */
 #ifndef TRACEGATE_TLS_HANDOFF_H
 #define TRACEGATE_TLS_HANDOFF_H
 
@@ -28,6 +32,10 @@ typedef struct tg_tls_handoff {
   /* After tg_tls_handoff_start(). */
   bool started;
   tg_rec_dir_t out, in;
+  /* Plaintext per record: what the peer negotiated (RFC 6066), or 2^14. */
+  size_t out_max, in_max;
+  /* Empty application records and warning alerts received in a row. */
+  unsigned empty_run, warning_run;
   /* Plaintext of a record the reader had no room for. */
   uint8_t *pend; /* TG_REC_PLAIN_MAX bytes, allocated on first need */
   size_t pend_off, pend_len;
@@ -41,30 +49,21 @@ void tg_tls_handoff_capture(tg_tls_handoff_t *h, const unsigned char *ms,
                             mbedtls_tls_prf_types prf);
 
 /* At the end of a successful handshake of |ssl| (server or client side):
- * keys both directions. Returns 0; -ENOTSUP when this session cannot be
- * handed over (a cipher libcrypto lacks, no secret captured, or mbedtls
- * still holds unread input or unsent output): mbedtls then keeps the
- * record layer; -ENOMEM. The captured secret is wiped either way. */
+ * keys both directions. Returns 0, after which |ssl| carries no more
+ * records and may be freed; -ENOTSUP when this session cannot be handed
+ * over (not TLS 1.2, a cipher libcrypto lacks, no secret captured, or
+ * mbedtls holds unread input): mbedtls then keeps the record layer;
+ * -ENOMEM. The captured secret is wiped either way. */
 int tg_tls_handoff_start(tg_tls_handoff_t *h, const mbedtls_ssl_context *ssl,
                          bool server);
-
-/* Once tg_tls_handoff_start() has succeeded on |ssl|: wipes and frees
- * mbedtls's two record buffers, which it never uses again for this
- * session (~33 KiB, zeroed at setup: a fifth of what a collector holds
- * per host of a thousand, and as much per client at a relay), and clears
- * the pointers into them, so that a stray use faults rather than reads
- * freed memory. mbedtls_ssl_free() takes the context as left; reading its
- * session (suite, peer certificate, saving it) still works. */
-void tg_tls_handoff_release_mbedtls(mbedtls_ssl_context *ssl);
-
-/* The bytes of record buffers mbedtls holds for |ssl|. */
-size_t tg_tls_handoff_mbedtls_bytes(const mbedtls_ssl_context *ssl);
 
 /* Opens records from |in| (ciphertext, consumed as records are opened)
  * into |buf| (|cap| > 0 bytes): *n bytes of application data, 0 when
  * none is complete yet (-EAGAIN). Errors: TG_EPEER_CLOSED (close_notify),
  * TG_ETLS_PEER_ALERT, TG_ETLS (a record that does not authenticate or
- * parse; a fatal alert for the peer is then appended to |out|), -ENOMEM.
+ * parse, is over the negotiated size (record_overflow), or the fourth
+ * empty record or sixth warning alert in a row (unexpected_message); the
+ * fatal alert for the peer is then appended to |out|), -ENOMEM.
  * |why| (|whylen| bytes) says what was wrong. */
 int tg_tls_handoff_read(tg_tls_handoff_t *h, tg_buf_t *in, tg_buf_t *out,
                         uint8_t *buf, size_t cap, size_t *n, char *why,

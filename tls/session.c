@@ -26,18 +26,21 @@
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
+#include "tls/paths.h"
+#if TG_TLS_LIBCRYPTO
 #include "tls/ecdsa.h"
-#include "tls/sha256.h"
-#include "tls/x25519.h"
 #include "tls/handoff.h"
+#endif
 #include "tracegate/error.h"
 #include "common/identity.h"
 #include "common/log.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
 
+#if TG_TLS_LIBCRYPTO
 _Static_assert(TG_TLS_RECORD_PLAIN_MAX == TG_REC_PLAIN_MAX,
                "one record limit for the session and its records");
+#endif
 /* A client keeps a ticket no longer than this, whatever the server's hint
  * says (a hint of 0 means "not said": then the default lifetime). */
 #define CLIENT_TICKET_MAX_S (24u * 3600)
@@ -61,17 +64,18 @@ struct tg_tls_config {
   /* Server: session tickets (RFC 5077), keys in memory only. */
   bool tickets;
   mbedtls_ssl_ticket_context ticket;
-  /* The session inside mbedtls_ssl_handshake() right now (one thread), so
-   * that the ticket callback can mark it resumed. */
-  tg_tls_session_t *in_handshake;
   /* Hand each session's records to tls/record.c after its handshake. */
   bool handoff;
   /* The handshake's ECDSA by libcrypto (tls/ecdsa.h): the own key and the
    * CA keys are adopted at load time, the peer's in note_verify. */
   bool libcrypto_signatures;
-  /* The handshake's X25519 by libcrypto (tls/x25519.h). */
-  bool libcrypto_key_exchange;
 };
+
+/* The session inside mbedtls_ssl_handshake() on this thread, for the
+ * callbacks mbedtls runs there (ticket parsing, key export), which get only
+ * the config: sessions of one config may shake hands on several threads
+ * at once. */
+static _Thread_local tg_tls_session_t *tl_handshaking;
 
 struct tg_tls_session {
   tg_tls_config_t *cfg;
@@ -88,9 +92,17 @@ struct tg_tls_session {
   bool has_identity;
   char identity[TG_TLS_IDENTITY_MAX + 1];
   char *hostname; /* client: the name the server must carry */
+#if TG_TLS_LIBCRYPTO
   /* NULL when mbedtls carries the records; else, once started, every
    * record after the handshake goes through it. */
   tg_tls_handoff_t *handoff;
+#endif
+  /* Once the records are handed over, |ssl| is freed (its keys wiped with
+   * it): what is still asked of the session after that is kept here. */
+  bool released;
+  const char *suite;          /* mbedtls's static name of the suite */
+  bool has_saved;             /* client: |saved| holds the session */
+  mbedtls_ssl_session saved;  /* its ticket, for tg_tls_session_save() */
   char why[512];
 };
 
@@ -288,7 +300,9 @@ static int load_identity(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
             o->cert_file);
     return TG_EBAD_CONFIG;
   }
-  if (!o->mbedtls_signatures) tg_tls_ecdsa_adopt(&cfg->own_key);
+#if TG_TLS_LIBCRYPTO
+  if (cfg->libcrypto_signatures) tg_tls_ecdsa_adopt(&cfg->own_key);
+#endif
   ret = mbedtls_ssl_conf_own_cert(&cfg->conf, &cfg->own_cert, &cfg->own_key);
   if (ret != 0) return -ENOMEM;
   return 0;
@@ -309,7 +323,7 @@ static int ticket_parse(void *p, mbedtls_ssl_session *session,
                         unsigned char *buf, size_t len) {
   tg_tls_config_t *cfg = p;
   int ret = mbedtls_ssl_ticket_parse(&cfg->ticket, session, buf, len);
-  if (ret == 0 && cfg->in_handshake) cfg->in_handshake->resumed = true;
+  if (ret == 0 && tl_handshaking) tl_handshaking->resumed = true;
   return ret;
 }
 
@@ -359,6 +373,32 @@ static int setup_tickets(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
 #endif
 }
 
+/* A client's max_fragment_length (RFC 6066): one of four sizes. */
+static int setup_max_fragment(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
+                              char *err, size_t errlen) {
+  if (o->max_fragment_len == 0) return 0;
+#if defined(MBEDTLS_SSL_MAX_FRAGMENT_LENGTH)
+  unsigned char code = o->max_fragment_len == 512    ? MBEDTLS_SSL_MAX_FRAG_LEN_512
+                       : o->max_fragment_len == 1024 ? MBEDTLS_SSL_MAX_FRAG_LEN_1024
+                       : o->max_fragment_len == 2048 ? MBEDTLS_SSL_MAX_FRAG_LEN_2048
+                       : o->max_fragment_len == 4096 ? MBEDTLS_SSL_MAX_FRAG_LEN_4096
+                                                     : 0;
+  if (o->server || code == 0) {
+    set_err(err, errlen, "max_fragment_length %u: %s", o->max_fragment_len,
+            o->server ? "a client asks for it, not a server"
+                      : "must be 512, 1024, 2048 or 4096");
+    return TG_EBAD_CONFIG;
+  }
+  return mbedtls_ssl_conf_max_frag_len(&cfg->conf, code) == 0 ? 0
+                                                              : TG_EBAD_CONFIG;
+#else
+  (void)cfg;
+  set_err(err, errlen, "this mbedtls build has no max_fragment_length");
+  return TG_EBAD_CONFIG;
+#endif
+}
+
+#if TG_TLS_LIBCRYPTO
 /* mbedtls's key export: the master secret of the handshake under way,
  * for tls/handoff.c. */
 static int export_keys(void *p, const unsigned char *ms,
@@ -370,12 +410,13 @@ static int export_keys(void *p, const unsigned char *ms,
   (void)maclen;
   (void)keylen;
   (void)ivlen;
-  tg_tls_config_t *cfg = p;
-  tg_tls_session_t *s = cfg->in_handshake;
+  (void)p;
+  tg_tls_session_t *s = tl_handshaking;
   if (s && s->handoff)
     tg_tls_handoff_capture(s->handoff, ms, client_random, server_random, prf);
   return 0;
 }
+#endif
 
 int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
                       char *err, size_t errlen) {
@@ -441,7 +482,12 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
                                MBEDTLS_SSL_MINOR_VERSION_3);
   size_t n = 0;
   int only = o->ciphersuite ? mbedtls_ssl_get_ciphersuite_id(o->ciphersuite) : 0;
-  const int *wanted = !o->mbedtls_records && tg_tls_cpu_has_aes()
+  /* The paths the process may take (decided and logged once). */
+  const tg_tls_paths_t *paths = tg_tls_paths();
+  cfg->handoff = !o->mbedtls_records && paths->records_libcrypto;
+  cfg->libcrypto_signatures =
+      !o->mbedtls_signatures && paths->signatures_libcrypto;
+  const int *wanted = cfg->handoff && tg_tls_cpu_has_aes()
                           ? suites_aes_first
                           : suites_chacha_first;
   _Static_assert(N_SUITES < sizeof(cfg->suites) / sizeof(cfg->suites[0]),
@@ -471,14 +517,12 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
 #endif
   rv = setup_tickets(cfg, o, err, errlen);
   if (rv) goto fail;
-  cfg->handoff = !o->mbedtls_records;
-  cfg->libcrypto_key_exchange = !o->mbedtls_key_exchange;
-  /* Every SHA-256 block goes to libcrypto where the build allows it
-   * (tls/sha256.h); said once per config, for whoever debugs the speed. */
-  TG_DEBUG("tls: SHA-256 by %s",
-           tg_tls_sha256_interposed() ? "libcrypto" : "mbedtls");
+  rv = setup_max_fragment(cfg, o, err, errlen);
+  if (rv) goto fail;
+#if TG_TLS_LIBCRYPTO
   if (cfg->handoff)
     mbedtls_ssl_conf_export_keys_ext_cb(&cfg->conf, export_keys, cfg);
+#endif
   if (o->server && o->client_auth == TG_TLS_CLIENT_CERT_NONE)
     mbedtls_ssl_conf_authmode(&cfg->conf, MBEDTLS_SSL_VERIFY_NONE);
   else
@@ -511,7 +555,8 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
     if (rv) goto fail;
   }
   if (o->ca_file) mbedtls_ssl_conf_ca_chain(&cfg->conf, &cfg->ca, cfg->crl);
-  if (!o->mbedtls_signatures) {
+#if TG_TLS_LIBCRYPTO
+  if (cfg->libcrypto_signatures) {
     /* The CA keys verify the peer's certificate (and the CRL); the peer's
      * own key, its signature on the handshake (note_verify). */
     for (mbedtls_x509_crt *ca = &cfg->ca; ca && ca->raw.p; ca = ca->next)
@@ -524,8 +569,8 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
          * the certificate). A client meets a new server certificate at
          * every host. */
         tg_tls_ecdsa_remember(&ca->pk);
-    cfg->libcrypto_signatures = true;
   }
+#endif
   *out = cfg;
   return 0;
 
@@ -647,8 +692,10 @@ static int note_verify(void *ctx, mbedtls_x509_crt *crt, int depth,
       s->cfg->client_auth == TG_TLS_CLIENT_CERT_REQUIRED &&
       (s->no_identity = cert_identity(crt, id)))
     *flags |= MBEDTLS_X509_BADCERT_OTHER;
+#if TG_TLS_LIBCRYPTO
   if (s->cfg->libcrypto_signatures && depth == 0 && *flags == 0)
     tg_tls_ecdsa_adopt(&crt->pk);
+#endif
   return 0;
 }
 
@@ -674,12 +721,15 @@ int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
     free(s);
     return ret == MBEDTLS_ERR_SSL_BAD_INPUT_DATA ? -EINVAL : -ENOMEM;
   }
+#if TG_TLS_LIBCRYPTO
   if (cfg->handoff && !(s->handoff = calloc(1, sizeof(*s->handoff)))) {
     mbedtls_ssl_free(&s->ssl);
     free(s->hostname);
     free(s);
     return -ENOMEM;
   }
+#endif
+  mbedtls_ssl_session_init(&s->saved);
   mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
   mbedtls_ssl_set_verify(&s->ssl, note_verify, s);
   *out = s;
@@ -688,11 +738,14 @@ int tg_tls_session_new(tg_tls_config_t *cfg, const char *hostname,
 
 void tg_tls_session_free(tg_tls_session_t *s) {
   if (!s) return;
+#if TG_TLS_LIBCRYPTO
   if (s->handoff) {
     tg_tls_handoff_clear(s->handoff);
     free(s->handoff);
   }
-  mbedtls_ssl_free(&s->ssl);
+#endif
+  if (!s->released) mbedtls_ssl_free(&s->ssl);
+  mbedtls_ssl_session_free(&s->saved);
   tg_buf_free(&s->in);
   tg_buf_free(&s->out);
   free(s->hostname);
@@ -738,7 +791,7 @@ static void append_verify_info(tg_tls_session_t *s, uint32_t flags) {
 static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
   mbed_text(ret, s->why, sizeof(s->why));
   why_append(s, " (-0x%04x)", (unsigned)-ret);
-  uint32_t flags = mbedtls_ssl_get_verify_result(&s->ssl);
+  uint32_t flags = s->released ? 0 : mbedtls_ssl_get_verify_result(&s->ssl);
   bool cert_flags = flags != 0 && flags != (uint32_t)-1;
   if (cert_flags && s->no_identity)
     why_append(s, ": the certificate names no identity (its CN, else its "
@@ -849,14 +902,31 @@ static int recheck_resumed_client(tg_tls_session_t *s) {
   return 0;
 }
 
+#if TG_TLS_LIBCRYPTO
+/* The records are handed over: mbedtls carries nothing more for this
+ * session, so its context goes, and with it (wiped by mbedtls_ssl_free)
+ * its copy of the traffic keys, its record buffers and the peer's
+ * certificate. What is still asked of the session after this is kept
+ * first: the suite's name, and a client's session for its ticket. */
+static void release_mbedtls(tg_tls_session_t *s) {
+  s->suite = mbedtls_ssl_get_ciphersuite(&s->ssl);
+#if defined(MBEDTLS_SSL_SESSION_TICKETS)
+  /* Without memory for the copy the connection still works; only its
+   * ticket cannot be saved (tg_tls_session_save says so). */
+  if (!s->cfg->server)
+    s->has_saved = mbedtls_ssl_get_session(&s->ssl, &s->saved) == 0;
+#endif
+  mbedtls_ssl_free(&s->ssl);
+  s->released = true;
+}
+#endif
+
 int tg_tls_handshake(tg_tls_session_t *s) {
   if (s->done) return 0;
   if (s->dead) return s->dead;
-  s->cfg->in_handshake = s;
-  if (s->cfg->libcrypto_key_exchange) tg_tls_x25519_enter();
+  tl_handshaking = s;
   int ret = mbedtls_ssl_handshake(&s->ssl);
-  if (s->cfg->libcrypto_key_exchange) tg_tls_x25519_leave();
-  s->cfg->in_handshake = NULL;
+  tl_handshaking = NULL;
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
     return -EAGAIN;
   if (ret != 0) return fail(s, ret, true);
@@ -876,6 +946,7 @@ int tg_tls_handshake(tg_tls_session_t *s) {
     if (rv) return rv;
   }
   s->done = true;
+#if TG_TLS_LIBCRYPTO
   if (s->handoff) {
     int rv = tg_tls_handoff_start(s->handoff, &s->ssl, s->cfg->server);
     if (rv == -ENOMEM) return -ENOMEM;
@@ -885,28 +956,33 @@ int tg_tls_handshake(tg_tls_session_t *s) {
       free(s->handoff);
       s->handoff = NULL;
     } else {
-      tg_tls_handoff_release_mbedtls(&s->ssl);
+      release_mbedtls(s);
     }
   }
+#endif
   return 0;
 }
 
+#if TG_TLS_LIBCRYPTO
 /* A failure of the records after the handoff: sticky, like fail(). */
 static int handoff_failed(tg_tls_session_t *s, int rv) {
   if (rv == -ENOBUFS || rv == -ENOMEM) return rv; /* the caller's buffer */
   s->dead = rv;
   return rv;
 }
+#endif
 
 int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n) {
   *n = 0;
   if (s->dead) return s->dead;
   if (!s->done || cap == 0) return -EINVAL;
+#if TG_TLS_LIBCRYPTO
   if (s->handoff) {
     int rv = tg_tls_handoff_read(s->handoff, &s->in, &s->out, buf, cap, n,
                                  s->why, sizeof(s->why));
     return rv == 0 || rv == -EAGAIN ? rv : handoff_failed(s, rv);
   }
+#endif
   if (cap > INT_MAX) cap = INT_MAX;
   int ret = mbedtls_ssl_read(&s->ssl, buf, cap);
   if (ret > 0) {
@@ -922,11 +998,13 @@ int tg_tls_read(tg_tls_session_t *s, uint8_t *buf, size_t cap, size_t *n) {
 int tg_tls_write(tg_tls_session_t *s, const uint8_t *data, size_t len) {
   if (s->dead) return s->dead;
   if (!s->done) return -EINVAL;
+#if TG_TLS_LIBCRYPTO
   if (s->handoff) {
     int rv = tg_tls_handoff_write(s->handoff, &s->out, data, len);
     if (rv) snprintf(s->why, sizeof(s->why), "sealing a record failed");
     return rv ? handoff_failed(s, rv) : 0;
   }
+#endif
   while (len > 0) {
     int ret = mbedtls_ssl_write(&s->ssl, data, len);
     if (ret <= 0) {
@@ -951,8 +1029,13 @@ void tg_tls_close_notify(tg_tls_session_t *s) {
   if (!s->done || s->close_sent || (s->dead && s->dead != TG_EPEER_CLOSED))
     return;
   s->close_sent = true;
-  if (s->handoff) (void)tg_tls_handoff_alert(s->handoff, &s->out, 1, 0);
-  else (void)mbedtls_ssl_close_notify(&s->ssl);
+#if TG_TLS_LIBCRYPTO
+  if (s->handoff) {
+    (void)tg_tls_handoff_alert(s->handoff, &s->out, 1, 0);
+    return;
+  }
+#endif
+  (void)mbedtls_ssl_close_notify(&s->ssl);
 }
 
 const char *tg_tls_peer_identity(const tg_tls_session_t *s) {
@@ -963,17 +1046,17 @@ const char *tg_tls_last_error(const tg_tls_session_t *s) { return s->why; }
 
 const char *tg_tls_ciphersuite(const tg_tls_session_t *s) {
   if (!s->done) return "none";
-  const char *n = mbedtls_ssl_get_ciphersuite(&s->ssl);
+  const char *n = s->released ? s->suite : mbedtls_ssl_get_ciphersuite(&s->ssl);
   return n ? n : "none";
 }
 
 const char *tg_tls_records(const tg_tls_session_t *s) {
   if (!s->done) return "none";
-  return s->handoff ? "libcrypto" : "mbedtls";
+  return s->released ? "libcrypto" : "mbedtls";
 }
 
-size_t tg_tls_mbedtls_record_bytes(const tg_tls_session_t *s) {
-  return tg_tls_handoff_mbedtls_bytes(&s->ssl);
+bool tg_tls_mbedtls_released(const tg_tls_session_t *s) {
+  return s->released;
 }
 
 bool tg_tls_session_resumed(const tg_tls_session_t *s) {
@@ -1014,29 +1097,32 @@ int tg_tls_session_save(const tg_tls_session_t *s, uint8_t **out,
 #if defined(MBEDTLS_SSL_SESSION_TICKETS)
   mbedtls_ssl_session sess;
   mbedtls_ssl_session_init(&sess);
-  int ret = mbedtls_ssl_get_session(&s->ssl, &sess);
+  int ret = 0;
+  if (!s->released) ret = mbedtls_ssl_get_session(&s->ssl, &sess);
+  const mbedtls_ssl_session *got = s->released ? &s->saved : &sess;
   int rv = 0;
-  if (ret == MBEDTLS_ERR_SSL_ALLOC_FAILED) rv = -ENOMEM;
+  if (s->released && !s->has_saved) rv = TG_ETLS;
+  else if (ret == MBEDTLS_ERR_SSL_ALLOC_FAILED) rv = -ENOMEM;
   else if (ret != 0) rv = TG_ETLS;
-  else if (sess.ticket == NULL || sess.ticket_len == 0) rv = -ENOENT;
+  else if (got->ticket == NULL || got->ticket_len == 0) rv = -ENOENT;
   size_t need = 0;
   if (rv == 0) {
-    ret = mbedtls_ssl_session_save(&sess, NULL, 0, &need);
+    ret = mbedtls_ssl_session_save(got, NULL, 0, &need);
     if (ret != MBEDTLS_ERR_SSL_BUFFER_TOO_SMALL || need == 0 ||
         need > SAVED_SESSION_MAX)
       rv = TG_ETLS;
   }
   uint8_t *buf = rv == 0 ? malloc(need) : NULL;
   if (rv == 0 && !buf) rv = -ENOMEM;
-  if (rv == 0 && mbedtls_ssl_session_save(&sess, buf, need, &need) != 0)
+  if (rv == 0 && mbedtls_ssl_session_save(got, buf, need, &need) != 0)
     rv = TG_ETLS;
   if (rv == 0) {
     /* The ticket lives from the full handshake that earned it (start,
      * kept across resumptions) for the server's hint, within our cap. */
-    uint32_t life = sess.ticket_lifetime;
+    uint32_t life = got->ticket_lifetime;
     if (life == 0) life = TG_TLS_TICKET_LIFETIME_DEFAULT_S;
     if (life > CLIENT_TICKET_MAX_S) life = CLIENT_TICKET_MAX_S;
-    int64_t start = (int64_t)sess.start;
+    int64_t start = (int64_t)got->start;
     *expires = start > 0 ? (uint64_t)start + life : 0;
     *out = buf;
     *len = need;

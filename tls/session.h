@@ -30,11 +30,14 @@
  *
  * Errors are translated at this boundary into tracegate codes
  * (tracegate/error.h); the raw mbedtls value and its text are kept for logs
- * (tg_tls_last_error()). Nothing here logs: the transport knows the peer
- * address and logs once with it.
+ * (tg_tls_last_error()). Nothing here logs (but tls/paths.h, once per
+ * process): the transport knows the peer address and logs once with it.
  *
- * Threads: a config and its sessions belong to one thread (the loop's);
- * tg_tls_config_reload_crl() must be called on that thread too.
+ * Threads: a session is used by one thread at a time. Sessions of one
+ * config may run on several threads at once (mbedtls's DRBG is locked,
+ * the config is read only, the callbacks find their session through a
+ * thread-local); tg_tls_config_reload_crl() frees the old CRL, so it must
+ * not run while any session of the config is inside a call.
  */
 #ifndef TRACEGATE_TLS_SESSION_H
 #define TRACEGATE_TLS_SESSION_H
@@ -86,23 +89,24 @@ typedef struct tg_tls_opts {
    * handshake is a full one. Clients always accept tickets. */
   uint32_t ticket_lifetime_s;
   /* Keep mbedtls's own record layer after the handshake. By default the
-   * records go through tls/record.c (libcrypto, ~20x faster); the wire is
-   * the same TLS 1.2 either way. For tests and benches that compare. */
+   * records go through tls/record.c (libcrypto) where tls/paths.h allows
+   * it; the wire is the same TLS 1.2 either way. For tests and benches
+   * that compare. */
   bool mbedtls_records;
   /* false (the default): the handshake's ECDSA signatures are made and
-   * checked by libcrypto (tls/ecdsa.h, ~20x faster than mbedtls 2.28's);
-   * true: by mbedtls. The same bytes on the wire either way. For tests and
+   * checked by libcrypto (tls/ecdsa.h) where tls/paths.h allows it; true:
+   * by mbedtls. The same bytes on the wire either way. For tests and
    * benches that compare. */
   bool mbedtls_signatures;
-  /* false (the default): the X25519 multiplications of the handshake's
-   * ECDHE are made by libcrypto (tls/x25519.h, ~9x faster than mbedtls
-   * 2.28's); true: by mbedtls. The same bytes on the wire either way. For
-   * tests and benches that compare. */
-  bool mbedtls_key_exchange;
   /* Only this ciphersuite (an mbedtls name, e.g.
    * "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256", one of those offered by
    * default); NULL: all of them, the server's order. For tests and benches. */
   const char *ciphersuite;
+  /* Client only: ask the server for records of at most this many bytes
+   * of plaintext (RFC 6066 max_fragment_length: 512, 1024, 2048 or 4096),
+   * for peers with little memory; 0: the protocol's 2^14. Either record
+   * layer keeps to what was negotiated, both ways. */
+  uint32_t max_fragment_len;
 } tg_tls_opts_t;
 
 /* Loads and checks every file, seeds the DRBG. On success *out owns the
@@ -197,10 +201,9 @@ bool tg_tls_session_resumed(const tg_tls_session_t *s);
  * tls/handoff.h), "mbedtls", or "none" before the handshake. */
 const char *tg_tls_records(const tg_tls_session_t *s);
 
-/* The bytes of record buffers mbedtls holds for |s|: both of them while
- * it carries the records, none once they are handed over (for tests and
- * memory accounting). */
-size_t tg_tls_mbedtls_record_bytes(const tg_tls_session_t *s);
+/* Whether mbedtls's context of |s| is freed (its traffic keys wiped,
+ * its record buffers gone): true once the records are handed over. */
+bool tg_tls_mbedtls_released(const tg_tls_session_t *s);
 
 /* Client, before the first tg_tls_handshake(): offers a session saved by
  * tg_tls_session_save() from an earlier connection to the same server

@@ -94,8 +94,9 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
       (void)encrypt_queued(ch, SIZE_MAX);
     if (ch->state == ST_OPEN && (status == 0 || status == TG_EPEER_CLOSED))
       tg_tls_close_notify(ch->tls);
-    tg_buf_t *out = tg_tls_out(ch->tls);
-    if (!ch->writing && tg_buf_size(out) > 0) {
+    /* A handshake step on the thread pool owns the session. */
+    tg_buf_t *out = ch->hs_working ? NULL : tg_tls_out(ch->tls);
+    if (out && !ch->writing && tg_buf_size(out) > 0) {
       uv_buf_t b = uv_buf_init((char *)tg_buf_begin(out),
                                (unsigned)tg_buf_size(out));
       (void)uv_try_write((uv_stream_t *)&ch->tcp, &b, 1);
@@ -341,7 +342,9 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void update_reading(tg_tls_chan_t *ch) {
-  bool want = ch->state == ST_HANDSHAKE ||
+  /* While a handshake step runs on the thread pool the session is the
+   * worker's: no read may land in its input. */
+  bool want = (ch->state == ST_HANDSHAKE && !ch->hs_working) ||
               (ch->state == ST_OPEN && !ch->reading_paused && !ch->eof_pending);
   if (want == ch->reading) return;
   if (want) {
@@ -395,6 +398,15 @@ static int read_plain(tg_tls_chan_t *ch, size_t done, size_t *have) {
 
 /* Decrypts and dispatches until the session holds nothing complete, the
  * owner pauses, or the channel closes. */
+/* The peer's stream ended (FIN) with no close_notify before it: a cut
+ * (an error, a crash, or someone on the path ending it early), never the
+ * end of what the peer meant to send. */
+static void truncated(tg_tls_chan_t *ch) {
+  tg__tls_chan_set_why(ch, "connection closed without close_notify");
+  TG_DEBUG("tls: %s %s (%s): %s", role(ch), ch->peer, ch->identity, ch->why);
+  chan_close(ch, TG_ETLS_TRUNCATED);
+}
+
 static void read_app(tg_tls_chan_t *ch) {
   while (ch->state == ST_OPEN && !ch->reading_paused) {
     int rv = 0, frv = 0;
@@ -448,8 +460,9 @@ static void read_app(tg_tls_chan_t *ch) {
   }
   if (ch->state != ST_OPEN) return;
   if (ch->eof_pending && !ch->reading_paused) {
-    /* Every complete record is consumed; a partial one never will be. */
-    chan_close(ch, TG_EPEER_CLOSED);
+    /* Every complete record is consumed, and none was close_notify (that
+     * closes above): the stream was cut, not ended. */
+    truncated(ch);
     return;
   }
   pump_output(ch); /* reading may have queued alerts */
@@ -510,12 +523,58 @@ static bool sniff_tls(tg_tls_chan_t *ch) {
   return false;
 }
 
+static void handshake_stepped(tg_tls_chan_t *ch, int rv);
+
+/* On the thread pool: the session is this thread's until hs_after. */
+static void hs_work(uv_work_t *w) {
+  tg_tls_chan_t *ch = w->data;
+  ch->hs_rv = tg_tls_handshake(ch->tls);
+}
+
+static void hs_after(uv_work_t *w, int status) {
+  tg_tls_chan_t *ch = w->data;
+  ch->hs_working = false;
+  ch->handles_open--;
+  if (ch->state >= ST_CLOSING) {
+    tg__tls_chan_finish(ch); /* the step was the last thing open */
+    return;
+  }
+  if (status < 0) { /* cancelled: cannot happen once queued */
+    tg__tls_chan_set_why(ch, "handshake step: %s", uv_strerror(status));
+    tg__tls_chan_fail_handshake(ch, status);
+    return;
+  }
+  update_reading(ch);
+  if (ch->state != ST_HANDSHAKE) return;
+  handshake_stepped(ch, ch->hs_rv);
+  if (ch->state == ST_OPEN && !ch->reading_paused) read_app(ch);
+}
+
 static void process_handshake(tg_tls_chan_t *ch) {
   if (ch->server && !ch->sniffed && !sniff_tls(ch)) {
     tg__tls_chan_fail_handshake(ch, TG_ETLS_NOT_TLS);
     return;
   }
-  int rv = tg_tls_handshake(ch->tls);
+  if (ch->opts.threaded_handshake && tg_buf_size(tg_tls_in(ch->tls)) > 0) {
+    /* The public-key work of a step is a millisecond or more: on the
+     * thread pool, many handshakes at once use every core. Counted as an
+     * open handle, so that the channel outlives the step. */
+    ch->hs_working = true;
+    update_reading(ch);
+    ch->hs_req.data = ch;
+    int rv = uv_queue_work(ch->loop, &ch->hs_req, hs_work, hs_after);
+    if (rv == 0) {
+      ch->handles_open++;
+      return;
+    }
+    ch->hs_working = false;
+    update_reading(ch);
+  }
+  handshake_stepped(ch, tg_tls_handshake(ch->tls));
+}
+
+/* After a handshake step returned |rv|. */
+static void handshake_stepped(tg_tls_chan_t *ch, int rv) {
   pump_output(ch); /* handshake messages, or the alert that says why */
   if (ch->state != ST_HANDSHAKE) return;
   if (rv == -EAGAIN) return;
@@ -554,9 +613,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       update_reading(ch);
       return;
     }
-    TG_DEBUG("tls: %s %s (%s): connection closed", role(ch), ch->peer,
-             ch->identity);
-    chan_close(ch, TG_EPEER_CLOSED);
+    truncated(ch);
     return;
   }
   if (nread == UV_ENOBUFS) tg__tls_chan_set_why(ch, "input buffer full");

@@ -81,6 +81,13 @@ typedef struct tg_tls_chan_opts {
    * only; NULL/0: none. */
   const uint8_t *resume_session;
   size_t resume_session_len;
+  /* Run each handshake step that has input to process (the public-key
+   * work) on libuv's thread pool instead of the loop's thread, so that
+   * many handshakes at once use every core. The session is touched by one
+   * thread at a time (the channel stops reading during a step), and the
+   * config by several (tls/session.h says what that allows: no CRL
+   * reload meanwhile). */
+  bool threaded_handshake;
 } tg_tls_chan_opts_t;
 
 /* Accepts a pending connection on |server| (a listening uv_tcp_t) and

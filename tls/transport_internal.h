@@ -45,6 +45,12 @@ struct tg_tls_chan {
   bool writing;     /* wreq in flight over wbuf (the socket was full) */
   bool above_high_water;
   bool resumed;     /* the handshake was resumed from a ticket */
+  /* A handshake step runs on the thread pool (opts.threaded_handshake):
+   * until its after-callback the session is the worker thread's alone,
+   * and the step counts in handles_open. */
+  bool hs_working;
+  int hs_rv;
+  uv_work_t hs_req;
   int handles_open;
   int close_status;
 

@@ -236,10 +236,14 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
     snprintf(err, n, "no TLS configuration (give --ca, --cert and --key)");
     return -EINVAL;
   }
+  /* A fleet's cold start is a thousand handshakes at once: their
+   * public-key work goes to the thread pool, on every core (the CLI's
+   * config never reloads a CRL). */
   tg_tls_chan_opts_t opts = {.dead_link_timeout_s = env->dead_link_timeout_s,
                              .handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
                              .on_handshake = on_handshake,
-                             .owner = rt};
+                             .owner = rt,
+                             .threaded_handshake = true};
   const char *name = t->server_name[0] ? t->server_name : env->server_name;
   rt->sessions = env->sessions;
   rt->counts = env->counts;

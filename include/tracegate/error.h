@@ -34,6 +34,8 @@
   X(TLS_CERT, -20031, "peer certificate rejected")                            \
   X(TLS_NOT_TLS, -20032, "peer does not speak TLS")                           \
   X(TLS_PEER_ALERT, -20033, "peer aborted the TLS connection with an alert")  \
+  X(TLS_TRUNCATED, -20034,                                                    \
+    "the peer's TLS stream ended without close_notify (truncated)")           \
   X(BAD_COMPRESSED, -20050,                                                   \
     "the peer sent a corrupt or oversized compressed stream")                 \
   X(PARSE, -20018, "text does not parse")                                     \

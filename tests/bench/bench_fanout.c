@@ -397,7 +397,13 @@ static void print_failures(const fanout_t *f, const char *phase) {
 #define GROUP_HOSTS 56 /* sessions per tracegated (64 at most) */
 #define MAX_GROUPS ((FLEET_HOSTS_MAX + GROUP_HOSTS - 1) / GROUP_HOSTS)
 #define FLEET_HOSTS_MAX 1024
-#define CLI_TRACING_TARGET_MS 1000.0
+/* All hosts tracing after a cold start (full handshakes) and a warm one
+ * (resumed from the session cache), on this machine with the bench's
+ * relays on the same cores; and the CLI's CPU per host until then. */
+#define CLI_TRACING_COLD_TARGET_MS 2000.0
+#define CLI_TRACING_WARM_TARGET_MS 1000.0
+#define CLI_CPU_COLD_TARGET_MS 1.5
+#define CLI_CPU_WARM_TARGET_MS 0.6
 #define CLI_MEMORY_TARGET_KB 200.0
 #define CLI_SESSION_KB 256
 
@@ -688,26 +694,30 @@ static int cli_fanout(unsigned hosts, unsigned seconds, uint64_t rate) {
          all.tracing_line[0] ? all.tracing_line : "(never said)");
   printf("                                    (warm): %s\n",
          warm.tracing_line[0] ? warm.tracing_line : "(never said)");
-  printf("    seen from outside (spawn ->)           : cold %6.0f ms  %s   "
-         "warm %6.0f ms  %s  (target < %.0f; warm: TLS sessions resumed "
-         "from --session-cache)\n",
-         tracing_ms,
-         tracing_ms >= 0 && tracing_ms <= CLI_TRACING_TARGET_MS ? "met"
-                                                                : "NOT met",
-         warm.tracing_wall_ms,
-         warm.tracing_wall_ms >= 0 &&
-                 warm.tracing_wall_ms <= CLI_TRACING_TARGET_MS
+  printf("    seen from outside (spawn ->)           : cold %6.0f ms (target "
+         "<= %.0f: %s)   warm %6.0f ms (target <= %.0f: %s; TLS sessions "
+         "resumed from --session-cache)\n",
+         tracing_ms, CLI_TRACING_COLD_TARGET_MS,
+         tracing_ms >= 0 && tracing_ms <= CLI_TRACING_COLD_TARGET_MS
              ? "met"
              : "NOT met",
-         CLI_TRACING_TARGET_MS);
+         warm.tracing_wall_ms, CLI_TRACING_WARM_TARGET_MS,
+         warm.tracing_wall_ms >= 0 &&
+                 warm.tracing_wall_ms <= CLI_TRACING_WARM_TARGET_MS
+             ? "met"
+             : "NOT met");
+  double cold_ms = all.tracing_cpu_s * 1e3 / hosts;
+  double warm_ms = warm.tracing_cpu_s * 1e3 / hosts;
   printf("    the CLI's CPU until then               : cold %6.2f s (%.2f ms "
-         "per host, machine idle %.0f %%)   warm %6.2f s (%.2f ms per host, "
-         "machine idle %.0f %%)  (the relays' handshakes share the same %ld "
-         "cores)\n",
-         all.tracing_cpu_s, all.tracing_cpu_s * 1e3 / hosts,
-         100 * all.tracing_idle, warm.tracing_cpu_s,
-         warm.tracing_cpu_s * 1e3 / hosts, 100 * warm.tracing_idle,
-         sysconf(_SC_NPROCESSORS_ONLN));
+         "per host, target <= %.1f: %s; machine idle %.0f %%)   warm %6.2f s "
+         "(%.2f ms per host, target <= %.1f: %s; machine idle %.0f %%)  (the "
+         "relays' handshakes share the same %ld cores)\n",
+         all.tracing_cpu_s, cold_ms, CLI_CPU_COLD_TARGET_MS,
+         cold_ms <= CLI_CPU_COLD_TARGET_MS ? "met" : "NOT met",
+         100 * all.tracing_idle, warm.tracing_cpu_s, warm_ms,
+         CLI_CPU_WARM_TARGET_MS,
+         warm_ms <= CLI_CPU_WARM_TARGET_MS ? "met" : "NOT met",
+         100 * warm.tracing_idle, sysconf(_SC_NPROCESSORS_ONLN));
   printf("    the others' CPU until then, per host   : cold relays %.2f ms, "
          "services+producers %.2f ms   warm relays %.2f ms, "
          "services+producers %.2f ms\n",

@@ -15,6 +15,8 @@
  *   ctl bit 3:    the reader's input arrives in pieces (partial records)
  *                 instead of all at once in an exact-size buffer
  *   ctl bits 4-5: mode B's damage: 1 flips a byte, 2 truncates, else none
+ *   ctl bit 6:    a negotiated max_fragment_length of 512 both ways
+ *                 instead of 2^14
  *   seed:         a xorshift for the read caps (1..1 + seed % 20000) and
  *                 the piece sizes
  * Mode A: the rest is hostile ciphertext, read until the reader stops.
@@ -37,8 +39,9 @@
  *   that record calls for: damage TG_ETLS (or -EAGAIN when a length byte
  *   grew past the end), a cut -EAGAIN with the partial record left unread,
  *   close_notify TG_EPEER_CLOSED, a fatal alert TG_ETLS_PEER_ALERT, a
- *   record of another type or a malformed alert TG_ETLS. Never wrong
- *   plaintext.
+ *   record of another type or a malformed alert TG_ETLS, and so the
+ *   fourth empty record or the sixth warning alert in a row. Never wrong
+ *   plaintext; no written record over the negotiated size.
  * Every read's buffer of |cap| bytes ends where its heap block ends, so
  * ASan catches a write past the cap.
  */
@@ -307,9 +310,9 @@ static bool run_op(script_t *s, input_t *in) {
     }
     rv = tg_tls_handoff_write(s->h, &s->wire, src, n);
     if (rv == 0) {
-      size_t total = 0;
-      for (size_t off = 0; off < n; off += TG_REC_PLAIN_MAX) {
-        size_t k = n - off < TG_REC_PLAIN_MAX ? n - off : TG_REC_PLAIN_MAX;
+      size_t total = 0, max = s->h->out_max;
+      for (size_t off = 0; off < n; off += max) {
+        size_t k = n - off < max ? n - off : max;
         add_rec(s, tg_rec_sealed_size(c, k), k, REC_DATA);
         total += tg_rec_sealed_size(c, k);
       }
@@ -338,7 +341,8 @@ static void mode_b(tg_tls_handoff_t *h, uint8_t ctl, uint16_t seed,
 
   script_t s = {.h = h};
   size_t max_ops = in->left < MAX_OPS ? in->left + 1 : MAX_OPS;
-  s.max_recs = 2 * max_ops;
+  /* A record per op, and a write's plaintext split at out_max besides. */
+  s.max_recs = 2 * max_ops + PLAIN_LIMIT / h->out_max;
   s.recs = malloc(s.max_recs * sizeof(*s.recs));
   s.plain = malloc(PLAIN_LIMIT);
   tg_buf_init(&s.wire, WIRE_MAX);
@@ -355,6 +359,7 @@ static void mode_b(tg_tls_handoff_t *h, uint8_t ctl, uint16_t seed,
 
   /* What the reader must make of it. */
   size_t want_plain = 0, want_left = 0;
+  unsigned empty_run = 0, warning_run = 0;
   int want = -EAGAIN;
   bool eagain_too = false; /* a length byte flipped: may ask for more */
   for (size_t i = 0; i < s.nrecs; i++) {
@@ -374,6 +379,16 @@ static void mode_b(tg_tls_handoff_t *h, uint8_t ctl, uint16_t seed,
       want = rec->part;
       break;
     }
+    /* What a peer may send in a row that carries nothing. */
+    if (rec->part == REC_SKIPPED && ++warning_run > 5) {
+      want = TG_ETLS;
+      break;
+    }
+    if (rec->part == REC_DATA && rec->plain == 0 && ++empty_run > 3) {
+      want = TG_ETLS;
+      break;
+    }
+    if (rec->part == REC_DATA && rec->plain > 0) empty_run = warning_run = 0;
     want_plain += rec->plain;
   }
 
@@ -405,6 +420,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tg_tls_handoff_t h;
   memset(&h, 0, sizeof(h));
   h.started = true; /* tg_tls_handoff_clear frees both directions */
+  h.in_max = h.out_max = ctl & 64 ? 512 : TG_REC_PLAIN_MAX;
   int rv = tg_rec_dir_init(&h.out, c, true, kKey, tg_rec_key_len(c), kIv,
                            tg_rec_iv_len(c), 0);
   if (rv == 0)

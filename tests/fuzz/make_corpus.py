@@ -600,6 +600,7 @@ def session_cache_corpus():
 # ctl byte (see fuzz_tls_record.c): cipher, mode B, pieces, damage.
 TR_AES128, TR_AES256, TR_CHACHA = 0, 1, 2
 TR_MODE_B, TR_PIECES, TR_FLIP, TR_CUT = 0x04, 0x08, 0x10, 0x20
+TR_MFL512 = 0x40
 
 
 def tr_header(rtype, length, version=b"\x03\x03"):
@@ -699,6 +700,18 @@ def tls_record_corpus():
                                  pos=50),
         "b_cut_in_header": tr_b(TR_AES128 | TR_CUT, 30, hello + hello,
                                 pos=44),
+        "b_four_empty_records": tr_b(TR_CHACHA, 5, tr_raw(23, b"") * 3 +
+                                     tr_write(b"z") + tr_raw(23, b"") * 4 +
+                                     hello),
+        "b_six_warnings": tr_b(TR_AES128, 5, tr_alert(1, 100) * 5 +
+                               tr_write(b"ok") + tr_alert(1, 100) * 6 +
+                               hello),
+        "b_mfl512_split_writes": tr_b(TR_AES256 | TR_MFL512, 700,
+                                      tr_fill(3000, 0x33) + hello),
+        "a_mfl512_oversized": tr_a(TR_AES128 | TR_MFL512, 9,
+                                   tr_header(23, 513 + 24) + b"\x00" * 100),
+        "a_chacha_over_plain_max": tr_a(TR_CHACHA, 9, tr_header(23, 16408) +
+                                        b"\x00" * 100),
     }
 
 
@@ -747,43 +760,6 @@ def tls_ecdsa_corpus():
     }
 
 
-# --- fuzz_tls_x25519 --------------------------------------------------------
-
-# ctl byte (see fuzz_tls_x25519.c): bit 0 read as off the wire, bit 1 raw
-# scalar, bit 2 the base point.
-X_WIRE, X_RAW_SCALAR, X_BASE = 1, 2, 4
-P25519 = 2**255 - 19
-
-
-def x_input(ctl, k, u):
-    return bytes([ctl]) + k.to_bytes(32, "little") + u.to_bytes(32, "little")
-
-
-def tls_x25519_corpus():
-    k = int.from_bytes(bytes(range(1, 33)), "little")
-    rfc_k = int.from_bytes(bytes.fromhex(
-        "a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4"),
-        "little")
-    rfc_u = int.from_bytes(bytes.fromhex(
-        "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c"),
-        "little")
-    return {
-        "key_pair": x_input(X_BASE, k, 0),
-        "rfc7748_vector": x_input(X_WIRE, rfc_k, rfc_u),
-        "rfc7748_vector_whole": x_input(0, rfc_k, rfc_u),
-        "u_plus_p": x_input(X_WIRE, k, P25519 + 5),
-        "u_top_bit": x_input(0, k, 2**255 + 9),
-        "u_top_bit_wire": x_input(X_WIRE, k, 2**255 + 9),
-        "low_order_zero": x_input(X_WIRE, k, 0),
-        "low_order_one": x_input(X_WIRE, k, 1),
-        "low_order_p_minus_1": x_input(X_WIRE, k, P25519 - 1),
-        "raw_scalar": x_input(X_WIRE | X_RAW_SCALAR, k, 9),
-        "raw_scalar_base": x_input(X_BASE | X_RAW_SCALAR, rfc_k, 0),
-        "all_ones": b"\x01" + b"\xff" * 64,
-        "short": b"\x00\x07",
-    }
-
-
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -806,7 +782,6 @@ def main():
     write("fuzz_session_cache", session_cache_corpus())
     write("fuzz_tls_record", tls_record_corpus())
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
-    write("fuzz_tls_x25519", tls_x25519_corpus())
     return 0
 
 
