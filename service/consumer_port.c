@@ -275,11 +275,9 @@ static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
 
 /* The default send buffer of a UNIX socket (~208 KiB) makes a streaming
  * read-out a ping-pong: this loop fills it, waits, the reader (a relay, a
- * tunnel, the CLI) takes it, waits. Measured through the relay with zstd:
- * 226-245 MB/s with the default, 365-392 MB/s with 4 MiB, neither end
- * busy in the first case (docs/operations.md). Asked for once per
- * consumer, at its first ReadBuffers: consumers that only control
- * sessions keep the default. */
+ * tunnel, the CLI) takes it, waits, neither end busy (docs/operations.md
+ * has the figures). Asked for once per consumer, at its first
+ * ReadBuffers: consumers that only control sessions keep the default. */
 #define STREAM_SEND_BUFFER (4 << 20)
 
 static void stream_send_buffer(tg_consumer_t *c) {

@@ -583,11 +583,10 @@ tg_trace_buffer_t *tg_trace_buffer_new(size_t size, tg_fill_policy_t policy) {
   /* Anonymous mapping, committed lazily as records land: the first write to
    * each page faults and the kernel zeroes it. 4 KiB pages on purpose, not
    * MADV_HUGEPAGE: on VMs that hand free memory back to their host (virtio
-   * free page reporting, in 2 MiB blocks, as on the machines we run on), a
-   * fresh huge page faults through to the host, and a new session's ring
-   * filled 5x slower than with small pages (0.5 against 2.6 GB/s; ingest
-   * into a fresh 64 MiB ring 3.9 against 6.1 GB/s). bench_service_ingest
-   * prints both fill rates on the machine it runs on. */
+   * free page reporting, in 2 MiB blocks), a fresh huge page faults through
+   * to the host, and a new session's ring fills several times slower than
+   * with small pages. bench_service_ingest prints both fill rates;
+   * docs/operations.md has the figures. */
   void *ring = mmap(NULL, size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (ring == MAP_FAILED) {

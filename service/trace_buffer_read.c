@@ -28,9 +28,8 @@ static void seq_enter(seq_t *s, const ent_t *e) {
  * into L2: prefetcht2, since prefetches into L1 fill its few miss buffers
  * and stall as long as the misses they were to hide. Its size is taken
  * from the record just read (a sequence's chunks have one size), as
- * reading its own header would be the miss itself. bench_trace_buffer_read,
- * a cold 256 MB ring of 1 KiB packets: ~66 ns per packet instead of ~195,
- * as fast as a memcpy of the same bytes (~68); with prefetcht0, ~160. */
+ * reading its own header would be the miss itself. bench_trace_buffer_read
+ * measures it against a memcpy of the same cold bytes. */
 #define PREFETCH_AHEAD 2
 #define CACHE_LINE 64
 

@@ -50,9 +50,9 @@ static pthread_once_t adopted_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t n_signs, n_verifies, n_refused, n_remembered;
 
 /* The curves' parameters as libcrypto keys without a point, made once:
- * an import that names its curve builds the curve's group (~22 us for
- * P-256, measured), a copy of ready parameters with the point set costs
- * ~6 us. Read-only once made, so shared by every thread. */
+ * an import that names its curve builds the curve's group, several times
+ * the cost of copying ready parameters and setting the point. Read-only
+ * once made, so shared by every thread. */
 enum { CURVE_P256, CURVE_P384, CURVE_P521, N_CURVES };
 static EVP_PKEY *curve_params[N_CURVES];
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;

@@ -106,13 +106,12 @@ struct tg_tls_session {
   char why[512];
 };
 
-/* ECDHE groups offered and chosen, cheapest first. mbedtls 2.28 offers
- * the strongest first, so two mbedtls peers settle on secp521r1: a key
- * pair and the shared secret cost 7.7 ms there against 4.2 ms with x25519
- * on the development machine, at each end of every handshake; a collector
- * opening a thousand connections pays it a thousand times (issue 13).
- * Every other group of the build follows, so no peer that worked before
- * is refused. */
+/* ECDHE groups offered and chosen, cheapest first: mbedtls 2.28 offers
+ * the strongest first, so two mbedtls peers would settle on secp521r1,
+ * several times the cost of x25519 at each end of every handshake, and a
+ * fleet pays that per host (docs/operations.md has the figures). Every
+ * other group of the build follows, so no peer that worked before is
+ * refused. */
 static const mbedtls_ecp_group_id preferred_groups[] = {
     MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1,
     MBEDTLS_ECP_DP_SECP384R1};
@@ -134,12 +133,10 @@ static void order_groups(mbedtls_ecp_group_id *out, size_t cap) {
 
 /* ECDHE + AEAD only; the server's order decides. With the records
  * handed to libcrypto (tls/handoff.h) and AES instructions in the CPU,
- * AES-128-GCM first: libcrypto seals it at ~4.9 GB/s against ~2.9 for
- * CHACHA20-POLY1305 (bench_tls_cipher), and the relay without compression
- * spends 1.9 CPU s/GB at both ends against 2.4-2.7 (bench_network_paths).
- * Otherwise CHACHA20-POLY1305 first: mbedtls 2.28's own GCM hashes one
- * block per call (~0.2 GB/s against ~0.3), and without AES instructions
- * AES is slow in any library. */
+ * AES-128-GCM first: libcrypto's is its fastest AEAD there
+ * (bench_tls_cipher). Otherwise CHACHA20-POLY1305 first: mbedtls 2.28's
+ * own GCM hashes one block per call, and without AES instructions AES is
+ * slow in any library. */
 static const int suites_chacha_first[] = {
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
