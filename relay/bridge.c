@@ -642,11 +642,14 @@ static int open_upstream(tg_relay_bridge_t *b) {
   return 0;
 }
 
-/* Unique among this relay's connections, and across restarts by the pid. */
-static void set_session_tag(tg_relay_bridge_t *b) {
+/* The connection's filter, with the relay's policy. The session tag is
+ * unique among this relay's connections, and across restarts by the pid. */
+static void start_filter(tg_relay_bridge_t *b) {
+  tg_relay_filter_init(&b->filter, b->identity, b->env->host);
   char tag[40];
   snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
   tg_relay_filter_set_session_tag(&b->filter, tag);
+  tg_relay_filter_set_compress(&b->filter, b->env->compress);
 }
 
 static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
@@ -692,8 +695,7 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   b->authorized = true;
   b->env->accepted++;
   b->opened_ms = uv_now(b->env->loop);
-  tg_relay_filter_init(&b->filter, b->identity, b->env->host);
-  set_session_tag(b);
+  start_filter(b);
   /* Operators (and tests) tell an abbreviated TLS handshake by this word. */
   const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)
                                        ? ", TLS resumed"
@@ -796,8 +798,7 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   b->state = B_OPEN;
   b->authorized = true;
   env->accepted++;
-  tg_relay_filter_init(&b->filter, b->identity, env->host);
-  set_session_tag(b);
+  start_filter(b);
   TG_INFO("%s@stdio: connected with role record", b->identity);
   tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
                  "role record (--stdio)");

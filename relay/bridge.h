@@ -67,6 +67,9 @@ typedef struct tg_relay_env {
   tg_replay_store_t *replay;
   /* Output queued per direction before reading the other side pauses. */
   size_t high_water;
+  /* Whether clients may have what the relay sends compressed (--compress;
+   * zero: allowed). */
+  tg_relay_compress_t compress;
   /* Runs when the last bridge is gone (shutdown, end of --stdio). */
   void (*on_idle)(struct tg_relay_env *env);
   /* The idle timeout of a TLS client once it heartbeats (its first

@@ -49,6 +49,11 @@ void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag) {
   snprintf(f->session_tag, sizeof(f->session_tag), "%s", tag ? tag : "");
 }
 
+void tg_relay_filter_set_compress(tg_relay_filter_t *f,
+                                  tg_relay_compress_t policy) {
+  f->compress = policy;
+}
+
 static void note_owned(void *ctx, uint64_t id) {
   tg_relay_filter_t *f = ctx;
   for (size_t i = 0; i < f->n_owned && i < TG_RELAY_FILTER_MAX_OWNED; i++)
@@ -194,10 +199,11 @@ static int deny(tg_relay_filter_t *f, tg_relay_verdict_t *v, bool drop_reply,
   return append_invoke_reply(v->request_id, false, reply, out);
 }
 
-/* A denied ConsumerPort call, answered with the method's own response
- * carrying the reason where it has a field for one (EnableTracing,
- * CloneSession, SaveTraceForBugreport), so that a client can print why. The
- * reason names only the caller's own identity, role and request. */
+/* A denied ConsumerPort call (or TracegateRelay.SetCompression), answered
+ * with the method's own response carrying the reason where it has a field
+ * for one (EnableTracing, CloneSession, SaveTraceForBugreport), so that a
+ * client can print why. The reason names only the caller's own identity,
+ * role and request. */
 static int deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
                      bool drop_reply, const char *method, tg_buf_t *out) {
   char text[sizeof(v->reason) + 32];
@@ -403,16 +409,21 @@ static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
     }
     case TG_RELAY_M_SET_COMPRESSION: {
       const char *why = "";
-      if (drop || f->compression_granted ||
+      if (f->compress == TG_RELAY_COMPRESS_NEVER || drop ||
+          f->compression_granted ||
           tg_relay_service_compression(args, alen, &v->compression_level,
                                        &v->compression_window_log, &body,
                                        &why) < 0) {
         /* Without a reply the client would never know when to switch. */
-        say(v, "%s", drop ? "SetCompression wants its reply"
+        say(v, "%s", f->compress == TG_RELAY_COMPRESS_NEVER
+                         ? "compression refused by this relay (--compress "
+                           "never)"
+                     : drop ? "SetCompression wants its reply"
                      : f->compression_granted ? "compression is already on"
                                               : why);
         tg_buf_free(&body);
-        return deny(f, v, drop, NULL, out);
+        /* The reply has no field for the reason: the notice carries it. */
+        return deny_call(f, v, drop, name, out);
       }
       f->compression_granted = true;
       v->start_compression = true;

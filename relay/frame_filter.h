@@ -23,6 +23,10 @@
  *                                   call) must allow the method's name;
  *                                   denied calls get InvokeMethodReply
  *                                   {success=false} with the same request id
+ *   TracegateRelay calls         -> answered here; SetCompression is
+ *                                   granted once per connection, unless
+ *                                   the relay's policy refuses it
+ *                                   (--compress never)
  *
  * Rewrites: Detach{key} and Attach{key} become "<identity>/<key>", so one
  * principal cannot attach to another's session (keys may not contain '/',
@@ -208,6 +212,7 @@ typedef struct tg_relay_filter {
   bool session_active;
   char session_key[TG_RELAY_SESSION_KEY_MAX + 1]; /* "" when none */
   bool compression_granted; /* SetCompression answered: once per connection */
+  tg_relay_compress_t compress; /* the relay's policy (--compress) */
 
   /* TracegateConsumer upstream: the lease follows the session key. */
   tg_relay_lease_state_t lease;
@@ -237,6 +242,11 @@ void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
 /* Sets the tag that makes the relay's names for unnamed sessions unique
  * (e.g. "<pid>.<connection number>"; truncated to 39 characters). */
 void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag);
+
+/* Sets whether SetCompression may be granted (the default: allowed).
+ * With TG_RELAY_COMPRESS_NEVER it is denied and the link stays plain. */
+void tg_relay_filter_set_compress(tg_relay_filter_t *f,
+                                  tg_relay_compress_t policy);
 
 /* Decides one client frame payload (an IPCFrame without its length
  * prefix; read during the call only, never kept). |role| is the identity's

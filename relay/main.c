@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <mbedtls/version.h>
 #include <uv.h>
 
 #include "ipc/channel.h"
@@ -19,6 +20,7 @@
 #include "relay/authz.h"
 #include "relay/bridge.h"
 #include "relay/relay_service.h"
+#include "tls/paths.h"
 #include "tls/session.h"
 #include "tls/transport.h"
 #include "tracegate/error.h"
@@ -202,6 +204,17 @@ static void write_ready(uint64_t fd, const char *what) {
   close((int)fd);
 }
 
+/* --compress MODE. Returns 0, or -EINVAL after saying why. */
+static int parse_compress(const char *s, tg_relay_compress_t *out) {
+  if (!strcmp(s, "allow")) *out = TG_RELAY_COMPRESS_ALLOW;
+  else if (!strcmp(s, "never")) *out = TG_RELAY_COMPRESS_NEVER;
+  else {
+    fprintf(stderr, PROG ": --compress: '%s' is not one of allow, never\n", s);
+    return -EINVAL;
+  }
+  return 0;
+}
+
 static void usage_tail(void) {
   printf(
       "\nOffers the consumer protocol of the local tracing service "
@@ -224,6 +237,7 @@ int main(int argc, char **argv) {
   const char *consumer_socket = tg_ipc_default_socket(false);
   const char *cert = NULL, *key = NULL, *ca = NULL, *crl = NULL;
   const char *authz_path = NULL, *audit_path = NULL;
+  const char *compress = "allow";
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
   uint64_t high_water_kb = 4096;
   uint64_t dead_link_s = 10;
@@ -260,6 +274,15 @@ int main(int argc, char **argv) {
        "replaced every lifetime, and a restart forgets them. 0: no tickets, "
        "every handshake a full one (forward secrecy for every connection)",
        0, TG_TLS_TICKET_LIFETIME_MAX_S},
+      {"compress", TG_FLAG_STRING, &compress, "MODE",
+       "allow or never: whether a client may have what this relay sends "
+       "zstd-compressed (tracegate record asks by default). Compression "
+       "comes before encryption, so whoever sees the sizes of the link's "
+       "records and can also write trace packets on this host (an app "
+       "producing into the same session) may learn other packets' contents "
+       "from how well they compress together, as in CRIME. never keeps every "
+       "link plain, at the cost of several times the bytes on the wire", 0,
+       0},
       {"max-conns", TG_FLAG_UINT, &max_conns, "N",
        "connections at once (handshakes included); more are refused", 1,
        65535},
@@ -309,9 +332,16 @@ int main(int argc, char **argv) {
   }
   if (rv < 0) return 2;
   if (version) {
-    printf(PROG " " TG_RELAY_VERSION "\n");
+    /* Which library carries each part of TLS here (tls/paths.h). */
+    tg_tls_paths_t p;
+    tg_tls_paths_decide(&p, mbedtls_version_get_number());
+    char paths[320];
+    tg_tls_paths_describe(&p, paths, sizeof(paths));
+    printf(PROG " " TG_RELAY_VERSION "\n%s\n", paths);
     return 0;
   }
+  tg_relay_compress_t compress_policy;
+  if (parse_compress(compress, &compress_policy) < 0) return 2;
   if (!stdio) {
     const char *missing = !cert ? "--cert" : !key ? "--key" : !ca ? "--ca"
                           : !authz_path ? "--authz" : NULL;
@@ -376,6 +406,7 @@ int main(int argc, char **argv) {
   r.env.host = &r.host;
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
+  r.env.compress = compress_policy;
   r.env.session_lease_ms = session_lease_ms;
   /* One window per connection at most, each kept after its last
    * connection for as long as the session's lease (tracegated's default
@@ -421,9 +452,12 @@ int main(int argc, char **argv) {
     } else {
       size_t n = tg_authz_count(r.authz);
       TG_INFO("listening on %s (port %d), forwarding to %s; %zu identit%s "
-              "authorized; max %llu connections", listen, port,
+              "authorized; max %llu connections%s", listen, port,
               consumer_socket, n, n == 1 ? "y" : "ies",
-              (unsigned long long)max_conns);
+              (unsigned long long)max_conns,
+              compress_policy == TG_RELAY_COMPRESS_NEVER
+                  ? "; compression refused (--compress never)"
+                  : "");
       char p[16];
       snprintf(p, sizeof(p), "%d", port);
       write_ready(ready_fd, p);

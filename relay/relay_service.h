@@ -6,6 +6,7 @@
  *   3 SetSessionKey  {key} -> remembered by the connection's frame filter
  *   4 SetCompression {algorithm, level, window_log} -> what the relay will
  *                    use; the bridge compresses from the next frame on
+ *                    (refused when the relay's policy says never)
  *   5 Ack            {seq} -> the key's replay window forgets through seq
  *   6 Resume         {last_seq, cum} -> what followed, again (a stream),
  *                       or the exact loss (relay/replay_window.h)
@@ -43,6 +44,14 @@ enum {
 /* Windows the relay agrees to (log2 bytes); the client's ask is a cap. */
 #define TG_RELAY_ZSTD_WINDOW_LOG_MIN 16
 #define TG_RELAY_ZSTD_WINDOW_LOG_MAX 23
+
+/* Whether the relay grants SetCompression (--compress). Compression comes
+ * before encryption, so record sizes on the wire tell how well packets
+ * compress together; an operator may keep every link plain. */
+typedef enum tg_relay_compress {
+  TG_RELAY_COMPRESS_ALLOW = 0,
+  TG_RELAY_COMPRESS_NEVER,
+} tg_relay_compress_t;
 
 /* Longest resume key a client may set (before namespacing). */
 #define TG_RELAY_SESSION_KEY_MAX 128

@@ -62,6 +62,16 @@ typedef enum host_link {
   HL_FAILED,
 } host_link_t;
 
+/* What a host's relay sends, as the latest preparation of its link
+ * settled it (the summary says it). */
+typedef enum host_compression {
+  HC_UNKNOWN = 0, /* no link was prepared */
+  HC_ZSTD,        /* compressed, as asked */
+  HC_NOT_ASKED,   /* plain: --compress none */
+  HC_REFUSED,     /* plain: the relay answered SetCompression with a no */
+  HC_UNSUPPORTED, /* plain: no TracegateRelay, or one without SetCompression */
+} host_compression_t;
+
 /* The builtin clocks read on both sides, in this order. */
 enum { CLK_BOOTTIME, CLK_MONOTONIC, CLK_REALTIME, CLK_N };
 
@@ -95,6 +105,7 @@ typedef struct fleet_host {
   bool failing;        /* on its way to FAILED */
   bool reconnecting;   /* a link was lost; attempts under way */
   bool key_set;        /* the relay took the resume key */
+  host_compression_t compression;
   unsigned prep_wait;  /* parts of preparing not answered (fleet_host.c) */
   char conn_msg[512];  /* why the connection closed */
   char retry_why[300]; /* why the last reconnection attempt failed */

@@ -566,7 +566,9 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   fleet_host_t *h = ctx;
   if (!reply_is_news(h, c, status)) return;
   if (status) {
-    /* An older relay, or one that said no: what it sends stays plain. */
+    /* The relay said no (its operator's --compress never, or an ask it
+     * does not take): what it sends stays plain. */
+    h->compression = HC_REFUSED;
     if (!h->reconnecting)
       fleet_say(h->f, "%s: note: the relay sends uncompressed (%s)",
                 h->t->spec, msg);
@@ -592,12 +594,17 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
     prep_failed(h, c, rv, "cannot start decompressing");
     return;
   }
+  h->compression = HC_ZSTD;
   prep_done(h, PREP_COMPRESSION);
 }
 
-/* Asks the relay to compress (--compress), before any bulk data flows. */
+/* Asks the relay to compress (--compress), before any bulk data flows.
+ * False when nothing was asked (the answer is settled already). */
 static bool ask_compression(fleet_host_t *h) {
-  if (!h->f->o->compress_level) return false;
+  if (!h->f->o->compress_level) {
+    h->compression = HC_NOT_ASKED;
+    return false;
+  }
   Perfetto__Protos__SetCompressionRequest r =
       PERFETTO__PROTOS__SET_COMPRESSION_REQUEST__INIT;
   r.algorithm = "zstd";
@@ -606,8 +613,12 @@ static bool ask_compression(fleet_host_t *h) {
   r.window_log = ZSTD_WINDOW_LOG(h);
   uint8_t buf[64];
   size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
-  return tg_consumer_call(h->c, RELAY_SERVICE, "SetCompression", buf, n,
-                          on_compression, h) == 0;
+  int rv = tg_consumer_call(h->c, RELAY_SERVICE, "SetCompression", buf, n,
+                            on_compression, h);
+  /* An older relay has no such method: it sends plain. */
+  if (rv == TG_ENOT_SUPPORTED) h->compression = HC_UNSUPPORTED;
+  else if (rv < 0) h->compression = HC_UNKNOWN;
+  return rv == 0;
 }
 
 static void ask_host_info(fleet_host_t *h) {
@@ -629,6 +640,8 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                 "no resume after a link loss", h->t->spec);
     h->relay = false;
     h->key_set = false;
+    h->compression =
+        h->f->o->compress_level ? HC_UNSUPPORTED : HC_NOT_ASKED;
     h->syncs = FLEET_CLOCK_SYNC_SAMPLES;
     prep_done(h, PREP_RELAY | PREP_COMPRESSION | PREP_INFO | PREP_KEY);
     clock_next(h);

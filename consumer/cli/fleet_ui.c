@@ -1,9 +1,9 @@
 /* What a fleet recording shows: on a terminal, a progress summary line and
  * one line per host redrawn in place (with many hosts, only the hosts that
  * fail, are not up or fall behind: fleet_ui_pick.c); at the end, a summary
- * per host (outcome, bytes, packets, every non-zero loss counter,
- * reconnections, clock offset; with many hosts, only the hosts with
- * something to report, the rest counted). */
+ * per host (outcome, bytes, packets, whether its relay compressed and why
+ * not, every non-zero loss counter, reconnections, clock offset; with many
+ * hosts, only the hosts with something to report, the rest counted). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,6 +155,19 @@ static void clock_summary(const fleet_t *f) {
   free(b);
 }
 
+/* How the host's relay sent; NULL when no link was prepared. A refusal is
+ * told apart from not asking: it is the relay operator's choice. */
+static const char *compression_note(const fleet_host_t *h) {
+  switch (h->compression) {
+    case HC_ZSTD: return "sent with zstd";
+    case HC_NOT_ASKED: return "sent plain (--compress none)";
+    case HC_REFUSED: return "sent plain (relay refused compression)";
+    case HC_UNSUPPORTED: return "sent plain (relay cannot compress)";
+    case HC_UNKNOWN: break;
+  }
+  return NULL;
+}
+
 size_t fleet_ui_summary(fleet_t *f) {
   fleet_ui_clear(f);
   size_t failed = 0;
@@ -162,7 +175,7 @@ size_t fleet_ui_summary(fleet_t *f) {
   cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
   fprintf(stderr, CLI_PROG ": %zu host%s, %s:\n", f->n, f->n == 1 ? "" : "s",
           el);
-  size_t quiet = 0;
+  size_t quiet = 0, quiet_refused = 0, quiet_unsupported = 0;
   uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
@@ -174,13 +187,16 @@ size_t fleet_ui_summary(fleet_t *f) {
       quiet++;
       quiet_bytes += h->bytes;
       quiet_packets += h->packets;
+      quiet_refused += h->compression == HC_REFUSED;
+      quiet_unsupported += h->compression == HC_UNSUPPORTED;
       continue;
     }
     char by[32];
     cli_format_bytes(by, sizeof(by), h->bytes);
+    const char *how = compression_note(h);
     if (ok)
-      fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets", h->t->spec, by,
-              h->packets);
+      fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets%s%s", h->t->spec, by,
+              h->packets, how ? ", " : "", how ? how : "");
     else
       fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
               h->t->spec, h->why, by, h->packets);
@@ -230,8 +246,15 @@ size_t fleet_ui_summary(fleet_t *f) {
     char by[32];
     cli_format_bytes(by, sizeof(by), quiet_bytes);
     fprintf(stderr, "  %zu %shost%s: ok, no loss, no reconnection; %s, %" PRIu64
-            " packets in all\n", quiet, quiet == f->n ? "" : "other ",
+            " packets in all", quiet, quiet == f->n ? "" : "other ",
             quiet == 1 ? "" : "s", by, quiet_packets);
+    if (quiet_refused)
+      fprintf(stderr, "; %zu sent plain (relay refused compression)",
+              quiet_refused);
+    if (quiet_unsupported)
+      fprintf(stderr, "; %zu sent plain (relay cannot compress)",
+              quiet_unsupported);
+    fputc('\n', stderr);
   }
   if (f->n > MAX_HOST_LINES) clock_summary(f);
   if (f->tls_counts.full + f->tls_counts.resumed)

@@ -384,30 +384,40 @@ static void link_cut_mid_session_reconnects_and_keeps_everything(void **state) {
   fleet_host_stop(&h);
 }
 
-/* Compression (the default): the same packets arrive, and the proxy in
- * the middle sees a fraction of their bytes; with --compress none it sees
- * them all. */
-static unsigned long long record_through_proxy(const char *compress,
-                                               const char *name) {
+/* 160 packets of FLEET_BIG bytes from one host, recorded through a proxy
+ * that counts the bytes the relay sends. |relay_args| (NULL-terminated, or
+ * NULL) go to the relay, |compress| to the CLI's --compress (NULL: its
+ * default); |c| is left with the CLI's stderr. Checks that every packet
+ * arrived; returns the bytes on the wire. */
+static unsigned long long record_through_proxy(const char *const *relay_args,
+                                               const char *compress,
+                                               const char *name,
+                                               fleet_cli_t *c) {
   fleet_host_t h;
-  start_host(&h, 0);
+  fleet_host_start(&h, fleet_in_dir("relay-proxied.log"), relay_args);
   connect_producer(&h, 32, 256);
   fleet_proxy_t px;
   fleet_proxy_start(&px, h.relay.port);
   char spec[64];
   snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
   const char *out = fleet_in_dir(name);
-  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out, "-t", "0",
-                        "-b", "4mb", "--compress", compress, "fleet.ds", NULL};
-  fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
+  const char *args[24] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out,
+                          "-t", "0", "-b", "4mb"};
+  size_t n = 0;
+  while (args[n]) n++;
+  if (compress) {
+    args[n++] = "--compress";
+    args[n++] = compress;
+  }
+  args[n++] = "fleet.ds";
+  args[n] = NULL;
+  fleet_cli_spawn(c, args);
   assert_int_equal(raw_producer_wait_started(&h.p, FLEET_WAIT_MS), 0);
   for (uint32_t k = 0; k < 8; k++) fleet_commit_big(&h.p, k, "z", k * 20, 20);
-  kill(c.pid, SIGINT);
+  kill(c->pid, SIGINT);
   fleet_ack_flush(&h.p);
-  assert_int_equal(fleet_cli_wait(&c), 0);
-  assert_non_null(strstr(c.err, "no data loss"));
-  assert_null(strstr(c.err, "uncompressed"));
+  assert_int_equal(fleet_cli_wait(c), 0);
+  assert_non_null(strstr(c->err, "no data loss"));
   fleet_trace_t t;
   fleet_trace_load(out, &t);
   fleet_trace_assert_values(&t, "z", 0, 160);
@@ -419,15 +429,73 @@ static unsigned long long record_through_proxy(const char *compress,
   return wire;
 }
 
+/* Compression (the default): the same packets arrive, and the proxy in
+ * the middle sees a fraction of their bytes; with --compress none it sees
+ * them all. The summary says which. */
 static void compressed_stream_carries_every_packet_in_fewer_bytes(void **state) {
   (void)state;
   const unsigned long long trace_bytes = 160ull * FLEET_BIG;
-  unsigned long long zstd = record_through_proxy("zstd:3", "zstd.pftrace");
-  unsigned long long plain = record_through_proxy("none", "plain.pftrace");
+  fleet_cli_t c;
+  unsigned long long zstd =
+      record_through_proxy(NULL, "zstd:3", "zstd.pftrace", &c);
+  assert_null(strstr(c.err, "uncompressed"));
+  assert_non_null(strstr(c.err, "sent with zstd"));
+  unsigned long long plain =
+      record_through_proxy(NULL, "none", "plain.pftrace", &c);
+  assert_null(strstr(c.err, "uncompressed"));
+  assert_non_null(strstr(c.err, "sent plain (--compress none)"));
   print_message("160 KB of packets: %llu bytes on the wire compressed, %llu "
                 "plain\n", zstd, plain);
   assert_true(plain > trace_bytes);
   assert_true(zstd * 3 < trace_bytes);
+}
+
+/* Lines of the audit trail |path| (TIME IDENTITY ADDRESS WHAT VERDICT
+ * REASON) with these identity, what and verdict fields whose reason holds
+ * |reason|. */
+static size_t audit_lines(const char *path, const char *identity,
+                          const char *what, const char *verdict,
+                          const char *reason) {
+  FILE *f = fopen(path, "re");
+  assert_non_null(f);
+  char line[1024];
+  size_t n = 0;
+  while (fgets(line, sizeof(line), f)) {
+    char id[256], w[256], vd[64];
+    int at = 0;
+    if (sscanf(line, "%*s %255s %*s %255s %63s %n", id, w, vd, &at) != 3 ||
+        at == 0)
+      continue;
+    n += !strcmp(id, identity) && !strcmp(w, what) && !strcmp(vd, verdict) &&
+         strstr(line + at, reason) != NULL;
+  }
+  fclose(f);
+  return n;
+}
+
+/* A relay run with --compress never: the CLI asks (its default), is
+ * refused, records everything over a plain link, and its summary tells
+ * the refusal from not asking. */
+static void relay_that_never_compresses_sends_plain_and_says_so(void **state) {
+  (void)state;
+  char audit[256];
+  snprintf(audit, sizeof(audit), "%s", fleet_in_dir("never-audit.log"));
+  const char *relay_args[] = {"--compress", "never", "--audit-log", audit,
+                              NULL};
+  fleet_cli_t c;
+  unsigned long long wire =
+      record_through_proxy(relay_args, NULL, "never.pftrace", &c);
+  /* Plain: every byte of the packets crossed the wire. */
+  assert_true(wire > 160ull * FLEET_BIG);
+  assert_int_equal(audit_lines(audit, "alice", "TracegateRelay.SetCompression",
+                               "deny", "(--compress never)"),
+                   1);
+  assert_int_equal(audit_lines(audit, "alice", "TracegateRelay.SetCompression",
+                               "allow", ""),
+                   0);
+  assert_non_null(strstr(c.err, "sent plain (relay refused compression)"));
+  assert_null(strstr(c.err, "sent with zstd"));
+  unlink(audit);
 }
 
 /* A DEFLATE config (compression_type) merged: the packets inside the
@@ -775,6 +843,7 @@ int main(void) {
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
+      cmocka_unit_test(relay_that_never_compresses_sends_plain_and_says_so),
       cmocka_unit_test(merge_rewrites_packets_inside_compressed_packets),
       cmocka_unit_test(ssh_transport_runs_the_relay_in_stdio_mode),
       cmocka_unit_test(killed_cli_session_taken_back_with_attach_and_merge),

@@ -858,6 +858,68 @@ static void filter_serves_host_info_and_clocks(void **state) {
   expect_denied(x, 84, "authorization file");
 }
 
+/* A SetCompression a relay would grant: zstd level 1, 1 MiB window. */
+static size_t compression_frame(uint64_t id, uint8_t *out, size_t cap) {
+  Perfetto__Protos__SetCompressionRequest r =
+      PERFETTO__PROTOS__SET_COMPRESSION_REQUEST__INIT;
+  r.algorithm = "zstd";
+  r.has_level = r.has_window_log = 1;
+  r.level = 1;
+  r.window_log = 20;
+  return invoke_frame(id, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_COMPRESSION,
+                      &r.base, false, out, cap);
+}
+
+static void filter_grants_compression_once_when_allowed(void **state) {
+  fx_t *x = *state;
+  assert_int_equal(x->f.compress, TG_RELAY_COMPRESS_ALLOW); /* the default */
+  tg_relay_filter_set_compress(&x->f, TG_RELAY_COMPRESS_ALLOW);
+  client(x, TG_ROLE_OBSERVE, compression_frame(100, x->frame, 4096));
+  assert_true(x->v.call);
+  assert_true(x->v.audit);
+  assert_true(x->v.start_compression);
+  assert_int_equal(x->v.compression_level, 1);
+  assert_int_equal(x->v.compression_window_log, 20);
+  assert_string_equal(x->v.method, "TracegateRelay.SetCompression");
+  Perfetto__Protos__SetCompressionResponse *r =
+      relay_reply(x, &perfetto__protos__set_compression_response__descriptor);
+  assert_int_equal(r->window_log, 20);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  assert_int_equal(x->f.stats.local, 1);
+
+  client(x, TG_ROLE_OBSERVE, compression_frame(101, x->frame, 4096));
+  expect_denied(x, 101, "already on");
+  assert_false(x->v.start_compression);
+}
+
+/* --compress never: refused like any denial (the same request id,
+ * success=false, audited), and nothing for the caller to switch. */
+static void filter_refuses_compression_when_the_relay_never_compresses(
+    void **state) {
+  fx_t *x = *state;
+  tg_relay_filter_set_compress(&x->f, TG_RELAY_COMPRESS_NEVER);
+  client(x, TG_ROLE_RECORD, compression_frame(100, x->frame, 4096));
+  expect_denied(x, 100, "--compress never");
+  assert_false(x->v.start_compression);
+  assert_string_equal(x->v.method, "TracegateRelay.SetCompression");
+  char text[300];
+  assert_true(out_notice(x, text, sizeof(text)) > 0);
+  assert_non_null(strstr(text, "compression refused by this relay"));
+  assert_false(x->f.compression_granted);
+  assert_int_equal(x->f.stats.denied, 1);
+  assert_int_equal(x->f.stats.local, 0);
+  /* Asked again: the same answer. */
+  client(x, TG_ROLE_RECORD, compression_frame(101, x->frame, 4096));
+  expect_denied(x, 101, "--compress never");
+  assert_false(x->v.start_compression);
+  /* The rest of TracegateRelay is still served. */
+  client(x, TG_ROLE_RECORD,
+         invoke_frame(102, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
+                      false, x->frame, 4096));
+  void *m = relay_reply(x, &perfetto__protos__clock_sync_response__descriptor);
+  protobuf_c_message_free_unpacked(m, NULL);
+}
+
 static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
   fx_t *x = *state;
   tg_buf_t d;
@@ -969,6 +1031,8 @@ int main(void) {
       T(filter_refuses_a_call_whose_id_is_in_flight),
       T(filter_ends_a_call_on_request_error),
       T(filter_serves_host_info_and_clocks),
+      T(filter_grants_compression_once_when_allowed),
+      T(filter_refuses_compression_when_the_relay_never_compresses),
       T(filter_detaches_on_drop_only_with_key_and_session),
       T(filter_refuses_the_relays_detach_request_id),
   };

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -730,6 +731,61 @@ static void relay_idle_limit_follows_the_heartbeat(void **state) {
   expect_audit(f, "carol", "disconnect end operation timed out: idle for");
 }
 
+/* --- flags ------------------------------------------------------------------- */
+
+/* A --compress MODE other than allow or never: the relay does not start,
+ * exits as for any bad flag, and says which flag and what it takes. */
+static void relay_refuses_an_unknown_compress_mode(void **state) {
+  (void)state;
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  const char *argv[] = {"tracegate-relay", "--compress", "sometimes", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = argv;
+  s.stdin_fd = s.stdout_fd = TG_TEST_FD_DEVNULL;
+  s.stderr_fd = pe[1];
+  pid_t pid = tg_test_spawn(&s);
+  close(pe[1]);
+  assert_true(pid > 0);
+  char line[256] = "";
+  int got = tg_test_wait_line(pe[0], "--compress", STEP_MS, line, sizeof(line));
+  close(pe[0]);
+  int st = tg_test_reap(pid, STEP_MS);
+  assert_int_equal(got, 1);
+  assert_non_null(strstr(line, "'sometimes'"));
+  assert_non_null(strstr(line, "allow, never"));
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+/* --version names the version and, on a line of its own, which library
+ * carries each part of TLS in this build (tls/paths.h). */
+static void relay_version_names_its_tls_paths(void **state) {
+  (void)state;
+  int po[2];
+  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+  const char *argv[] = {"tracegate-relay", "--version", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = argv;
+  s.stdin_fd = s.stderr_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = po[1];
+  pid_t pid = tg_test_spawn(&s);
+  close(po[1]);
+  assert_true(pid > 0);
+  char line[400] = "";
+  int got = tg_test_wait_line(po[0], "TLS: ", STEP_MS, line, sizeof(line));
+  close(po[0]);
+  int st = tg_test_reap(pid, STEP_MS);
+  assert_int_equal(got, 1);
+  assert_non_null(strstr(line, "handshakes by mbedtls "));
+  assert_non_null(strstr(line, "; records by "));
+  assert_non_null(strstr(line, "; ECDSA by "));
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -761,6 +817,8 @@ int main(void) {
       TS(relay_backpressure_pauses_and_resumes_without_loss),
       TS(relay_closes_idle_connections),
       TS(relay_idle_limit_follows_the_heartbeat),
+      cmocka_unit_test(relay_refuses_an_unknown_compress_mode),
+      cmocka_unit_test(relay_version_names_its_tls_paths),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
