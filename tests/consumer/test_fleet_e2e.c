@@ -429,6 +429,39 @@ static unsigned long long record_through_proxy(const char *const *relay_args,
   return wire;
 }
 
+/* A link that ends without close_notify (the proxy closes the TCP
+ * connection: a FIN, as a cut on the path or a crash would leave it) is a
+ * lost link, never the end of the host's data: with reconnection off the
+ * host fails, the run's exit status says so, and the summary names the
+ * truncation. */
+static void truncated_link_is_an_error_not_the_end_of_data(void **state) {
+  (void)state;
+  fleet_host_t h;
+  start_host(&h, 0);
+  connect_producer(&h, 32, 256);
+  fleet_proxy_t px;
+  fleet_proxy_start(&px, h.relay.port);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
+  const char *out = fleet_in_dir("truncated.pftrace");
+  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out,
+                        "-t", "0", "-b", "4mb", "--compress", "none",
+                        "--reconnect-timeout", "0", "fleet.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  assert_int_equal(raw_producer_wait_started(&h.p, FLEET_WAIT_MS), 0);
+  unsigned long long base = atomic_load(&px.down_bytes);
+  fleet_commit_big(&h.p, 0, "before", 0, 20);
+  fleet_proxy_wait_down_bytes(&px, base, 20 * FLEET_BIG);
+  fleet_proxy_cut(&px);
+  int status = fleet_cli_wait(&c);
+  assert_int_not_equal(status, 0);
+  assert_non_null(strstr(c.err, "without close_notify"));
+  unlink(out);
+  fleet_proxy_stop(&px);
+  fleet_host_stop(&h);
+}
+
 /* Compression (the default): the same packets arrive, and the proxy in
  * the middle sees a fraction of their bytes; with --compress none it sees
  * them all. The summary says which. */
@@ -842,6 +875,7 @@ int main(void) {
       cmocka_unit_test(big_fleet_clock_before_every_host_packet),
       cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
       cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
+      cmocka_unit_test(truncated_link_is_an_error_not_the_end_of_data),
       cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
       cmocka_unit_test(relay_that_never_compresses_sends_plain_and_says_so),
       cmocka_unit_test(merge_rewrites_packets_inside_compressed_packets),
