@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/version.h"
 #include "agent/agent_internal.h"
 #include "agent/agent_log.h"
 #include "agent/data_source.h"
@@ -204,7 +205,7 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   req.has_smb_scraping_mode = true;
   req.smb_scraping_mode =
       PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__PRODUCER_SMBSCRAPING_MODE__SMB_SCRAPING_ENABLED;
-  req.sdk_version = "tracegate-agent " TG_AGENT_VERSION;
+  req.sdk_version = "tracegate-agent " TG_VERSION;
   if (tg__conn_invoke("InitializeConnection", &req.base, on_initialized,
                       NULL) < 0)
     tg_ipc_client_close(cl, TG_EPEER_CLOSED);

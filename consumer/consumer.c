@@ -8,14 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/protocol_limits.h"
 #include "tracegate/pb_wire.h"
 #include "consumer/consumer_internal.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 #include "common/printable.h"
-
-#define MAX_DETACH_KEY 256
 
 /* --- messages ------------------------------------------------------------ */
 
@@ -448,7 +447,7 @@ static void on_detach_reply(tg__call_t *call, int status, bool has_more,
 
 int tg_consumer_detach(tg_consumer_t *c, const char *key,
                        tg_consumer_done_cb cb, void *ctx) {
-  if (!cb || !key || !key[0] || strlen(key) > MAX_DETACH_KEY) return -EINVAL;
+  if (!cb || !key || !key[0] || strlen(key) > TG_DETACH_KEY_MAX) return -EINVAL;
   Perfetto__Protos__DetachRequest r = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
   r.key = (char *)key;
   return tg__call_msg(c, "Detach", on_detach_reply,

@@ -18,9 +18,6 @@
 
 #define CONSUMER_PORT "ConsumerPort"
 
-/* The service's own limit on detach keys (service/consumer_port.c). */
-#define SERVICE_KEY_MAX 256
-
 static const char write_into_file_refusal[] =
     "write_into_file needs a file descriptor, which cannot cross the "
     "network: stream with ReadBuffers instead";
@@ -348,7 +345,7 @@ static int on_relay_call(tg_relay_filter_t *f, tg_authz_role_t role,
       char key[TG_RELAY_SESSION_KEY_MAX + 1];
       if (tg_relay_service_parse_session_key(args, alen, key, sizeof(key),
                                              &why) < 0 ||
-          strlen(f->identity) + 1 + strlen(key) > SERVICE_KEY_MAX) {
+          strlen(f->identity) + 1 + strlen(key) > TG_DETACH_KEY_MAX) {
         say(v, "%s", why[0] ? why : "identity and key too long together");
         tg_buf_free(&body);
         return deny(f, v, drop, NULL, out);
@@ -505,13 +502,13 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
                : ((Perfetto__Protos__AttachRequest *)msg)->key;
   const char *why = NULL;
   int rv = -1;
-  char ns[SERVICE_KEY_MAX + 1];
+  char ns[TG_DETACH_KEY_MAX + 1];
   if (!tg_relay_key_valid(key, &why)) {
     say(v, "%s", why);
   } else if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, key) >=
              sizeof(ns)) {
     say(v, "identity and key longer than %d characters together",
-        SERVICE_KEY_MAX);
+        TG_DETACH_KEY_MAX);
   } else {
     char *old = key;
     if (detach) ((Perfetto__Protos__DetachRequest *)msg)->key = ns;
@@ -568,7 +565,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   if (!args) args = empty;
 
   tg_relay_track_kind_t kind = TG_TRACK_OTHER;
-  uint8_t rewritten[SERVICE_KEY_MAX + 64];
+  uint8_t rewritten[TG_DETACH_KEY_MAX + 64];
   /* Requests rewritten to scope them to the identity's sessions. */
   tg_buf_t scoped;
   tg_buf_init(&scoped, 0);
@@ -893,7 +890,7 @@ int tg_relay_filter_lease_frames(tg_relay_filter_t *f, uint64_t lease_ms,
     f->lease = TG_LEASE_BINDING;
     return 1;
   }
-  char ns[SERVICE_KEY_MAX + 1];
+  char ns[TG_DETACH_KEY_MAX + 1];
   if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, f->session_key) >=
       sizeof(ns))
     return 0; /* SetSessionKey checked the length */
@@ -902,7 +899,7 @@ int tg_relay_filter_lease_frames(tg_relay_filter_t *f, uint64_t lease_ms,
   req.key = ns;
   req.has_lease_ms = 1;
   req.lease_ms = lease_ms;
-  uint8_t args[SERVICE_KEY_MAX + 32];
+  uint8_t args[TG_DETACH_KEY_MAX + 32];
   size_t n = perfetto__protos__set_disconnect_lease_request__get_packed_size(&req);
   if (n > sizeof(args)) return 0;
   perfetto__protos__set_disconnect_lease_request__pack(&req, args);
@@ -1036,13 +1033,13 @@ int tg_relay_filter_detach_on_drop(tg_relay_filter_t *f, tg_buf_t *out,
     return 0;
   uint32_t mid = consumer_method_id(f, "Detach");
   if (mid == 0) return 0;
-  char ns[SERVICE_KEY_MAX + 1];
+  char ns[TG_DETACH_KEY_MAX + 1];
   if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, f->session_key) >=
       sizeof(ns))
     return 0; /* SetSessionKey checked the length */
   Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
   d.key = ns;
-  uint8_t args[SERVICE_KEY_MAX + 16];
+  uint8_t args[TG_DETACH_KEY_MAX + 16];
   size_t n = perfetto__protos__detach_request__get_packed_size(&d);
   if (n > sizeof(args)) return 0;
   perfetto__protos__detach_request__pack(&d, args);

@@ -13,6 +13,7 @@
 #include <mbedtls/version.h>
 #include <uv.h>
 
+#include "common/version.h"
 #include "ipc/channel.h"
 #include "ipc/net_addr.h"
 #include "common/identity.h"
@@ -27,9 +28,6 @@
 #include "common/flags.h"
 #include "common/log.h"
 
-#ifndef TG_RELAY_VERSION
-#define TG_RELAY_VERSION "unknown"
-#endif
 
 #define PROG "tracegate-relay"
 #define DEFAULT_LISTEN "0.0.0.0:7467"
@@ -337,7 +335,7 @@ int main(int argc, char **argv) {
     tg_tls_paths_decide(&p, mbedtls_version_get_number());
     char paths[320];
     tg_tls_paths_describe(&p, paths, sizeof(paths));
-    printf(PROG " " TG_RELAY_VERSION "\n%s\n", paths);
+    printf(PROG " " TG_VERSION "\n%s\n", paths);
     return 0;
   }
   tg_relay_compress_t compress_policy;

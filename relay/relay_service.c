@@ -8,13 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/version.h"
 #include "abi/ipc_frame.h"
 #include "tracegate/error.h"
 #include "pb/tracegate/relay.pb-c.h"
 
-#ifndef TG_RELAY_VERSION
-#define TG_RELAY_VERSION "unknown"
-#endif
 
 static const char *const method_names[] = {
     [TG_RELAY_M_GET_HOST_INFO] = "GetHostInfo",
@@ -95,7 +93,7 @@ int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out) {
   r.hostname = (char *)hi->hostname;
   r.machine_id = (char *)hi->machine_id;
   r.kernel = (char *)hi->kernel;
-  r.relay_version = (char *)TG_RELAY_VERSION;
+  r.relay_version = (char *)TG_VERSION;
   r.boot_id = (char *)hi->boot_id;
   r.has_num_cpus = 1;
   r.num_cpus = hi->num_cpus;

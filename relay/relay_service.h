@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi/protocol_limits.h"
 #include "common/buf.h"
 
 #define TG_RELAY_SERVICE_NAME "TracegateRelay"
@@ -53,8 +54,6 @@ typedef enum tg_relay_compress {
   TG_RELAY_COMPRESS_NEVER,
 } tg_relay_compress_t;
 
-/* Longest resume key a client may set (before namespacing). */
-#define TG_RELAY_SESSION_KEY_MAX 128
 
 typedef struct tg_relay_host_info {
   char hostname[256];

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi/protocol_limits.h"
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "pb/common/observable_events.pb-c.h"
@@ -32,8 +33,6 @@
 #include "service/session.h"
 #include "service/session_flush.h"
 #include "tracegate/error.h"
-
-#define MAX_DETACH_KEY 256
 
 /* A Flush or CloneSession call waiting for its session's flush; its
  * address is the flush's cookie. */
@@ -55,7 +54,7 @@ static void flush_call_free(flush_call_t *fc) {
   free(fc);
 }
 
-typedef struct tg_consumer {
+typedef struct tg_consumer_conn {
   tg_service_t *svc;
   tg_ipc_host_conn_t *conn;
   tg_list_t node;
@@ -76,12 +75,13 @@ typedef struct tg_consumer {
   tg_read_frames_t *frames;
   char *lease_key;       /* SetDisconnectLease; NULL when none */
   uint64_t lease_ms;
-} tg_consumer_t;
+} tg_consumer_conn_t;
 
 static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
 
-static tg_consumer_t *consumer_of(tg_service_t *svc, tg_ipc_call_t call) {
-  tg_consumer_t *c = call.conn->user;
+static tg_consumer_conn_t *consumer_of(tg_service_t *svc,
+                                       tg_ipc_call_t call) {
+  tg_consumer_conn_t *c = call.conn->user;
   if (c) return c;
   c = calloc(1, sizeof(*c));
   if (!c) return NULL;
@@ -95,7 +95,8 @@ static tg_consumer_t *consumer_of(tg_service_t *svc, tg_ipc_call_t call) {
 
 /* --- session observer ---------------------------------------------------------- */
 
-static void send_event(tg_consumer_t *c, const Perfetto__Protos__ObservableEvents *ev) {
+static void send_event(tg_consumer_conn_t *c,
+                       const Perfetto__Protos__ObservableEvents *ev) {
   Perfetto__Protos__ObserveEventsResponse r =
       PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
   r.events = (Perfetto__Protos__ObservableEvents *)ev;
@@ -107,7 +108,7 @@ static void on_instance_state(tg_session_t *s, const tg_ds_instance_t *inst,
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (!c->observing || c->session != s || !(c->observe_mask & (1u << 1)))
       continue;
     Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
@@ -130,7 +131,7 @@ static void on_all_started(tg_session_t *s, void *ctx) {
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (!c->observing || c->session != s || !(c->observe_mask & (1u << 2))) continue;
     Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
     ev.has_all_data_sources_started = 1;
@@ -140,7 +141,7 @@ static void on_all_started(tg_session_t *s, void *ctx) {
 }
 
 /* Answers EnableTracing: tracing of |s| ended. */
-static void reply_disabled(tg_consumer_t *c) {
+static void reply_disabled(tg_consumer_conn_t *c) {
   c->has_enable_call = false;
   Perfetto__Protos__EnableTracingResponse r =
       PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
@@ -153,12 +154,12 @@ static void on_ended(tg_session_t *s, void *ctx) {
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (c->has_enable_call && c->enable_session == s) reply_disabled(c);
   }
 }
 
-static void clone_finish(tg_consumer_t *c, flush_call_t *fc);
+static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc);
 
 static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
                           void *ctx) {
@@ -166,7 +167,7 @@ static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     tg_list_t *jt, *jtmp;
     tg_list_foreach_safe(jt, jtmp, &c->flush_calls) {
       flush_call_t *fc = TG_CONTAINER_OF(jt, flush_call_t, node);
@@ -193,7 +194,7 @@ static void on_clone_trigger(tg_session_t *s, const tg_clone_trigger_t *t,
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (!c->observing || c->session != s || !(c->observe_mask & (1u << 4))) continue;
     Perfetto__Protos__ObservableEvents__CloneTriggerHit hit =
         PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
@@ -214,7 +215,7 @@ static void on_freed(tg_session_t *s, void *ctx) {
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (c->session == s) c->session = NULL;
     if (c->enable_session == s) {
       c->enable_session = NULL;
@@ -230,7 +231,7 @@ static void on_freed(tg_session_t *s, void *ctx) {
 static int frame_emit(void *ctx, const uint8_t *const *pieces,
                       const size_t *lens, unsigned n, unsigned n_stable,
                       size_t total) {
-  tg_consumer_t *c = ctx;
+  tg_consumer_conn_t *c = ctx;
   if (tg_read_frames_add(c->frames, pieces, lens, n, n_stable, total) < 0)
     return 1;
   if (c->read_budget <= total) {
@@ -241,7 +242,7 @@ static int frame_emit(void *ctx, const uint8_t *const *pieces,
   return tg_ipc_chan_congested(&c->conn->chan);
 }
 
-static void read_job_run(tg_consumer_t *c) {
+static void read_job_run(tg_consumer_conn_t *c) {
   tg_session_t *s = c->session;
   tg_read_frames_begin(c->frames, &c->conn->chan, c->read_call.request_id);
   int more = s ? tg__readout_drain(s, frame_emit, c) : 0;
@@ -269,7 +270,7 @@ static void read_job_run(tg_consumer_t *c) {
 
 static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
   (void)ctx;
-  tg_consumer_t *c = conn->user;
+  tg_consumer_conn_t *c = conn->user;
   if (c && c->reading) read_job_run(c);
 }
 
@@ -280,7 +281,7 @@ static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
  * ReadBuffers: consumers that only control sessions keep the default. */
 #define STREAM_SEND_BUFFER (4 << 20)
 
-static void stream_send_buffer(tg_consumer_t *c) {
+static void stream_send_buffer(tg_consumer_conn_t *c) {
   int got = tg_ipc_chan_set_send_buffer(&c->conn->chan, STREAM_SEND_BUFFER);
   if (got < 0) {
     TG_WARN("consumer pid %d: cannot set the socket's send buffer: %s",
@@ -299,7 +300,7 @@ static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                            size_t len) {
   (void)args;
   (void)len;
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   if (!c || !c->session || c->reading || call.drop_reply) {
     fail(call);
     return;
@@ -372,7 +373,7 @@ static int parse_enable_args(const uint8_t *args, size_t len, enable_args_t *out
 static bool enable_call_pending(tg_service_t *svc, const tg_session_t *s) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    const tg_consumer_t *c = TG_CONTAINER_OF(it, tg_consumer_t, node);
+    const tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
     if (c->has_enable_call && c->enable_session == s) return true;
   }
   return false;
@@ -381,7 +382,7 @@ static bool enable_call_pending(tg_service_t *svc, const tg_session_t *s) {
 static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
   tg_service_t *svc = ctx;
-  tg_consumer_t *c = consumer_of(svc, call);
+  tg_consumer_conn_t *c = consumer_of(svc, call);
   int fd = tg_ipc_chan_take_fd(&call.conn->chan);
   enable_args_t req;
   if (!c || parse_enable_args(args, len, &req) < 0) {
@@ -440,7 +441,7 @@ static void m_start_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                             size_t len) {
   (void)args;
   (void)len;
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   if (!c || !c->session || c->session->state != TG_SESSION_CONFIGURED) {
     fail(call);
     return;
@@ -454,7 +455,7 @@ static void m_disable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args
                               size_t len) {
   (void)args;
   (void)len;
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   if (!c || !c->session) {
     fail(call);
     return;
@@ -469,7 +470,7 @@ static void m_free_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                            size_t len) {
   (void)args;
   (void)len;
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   if (!c || !c->session) {
     fail(call);
     return;
@@ -484,7 +485,7 @@ static void m_free_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 
 static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                     size_t len) {
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   Perfetto__Protos__FlushRequest *req =
       perfetto__protos__flush_request__unpack(NULL, len, args);
   if (!c || !c->session || !req || c->session->state != TG_SESSION_STARTED) {
@@ -510,7 +511,7 @@ static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
  * re-matches producers, sets up new instances and leaves the rest. */
 static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
                                   const uint8_t *args, size_t len) {
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   Perfetto__Protos__ChangeTraceConfigRequest *req =
       perfetto__protos__change_trace_config_request__unpack(NULL, len, args);
   if (!c || !c->session || !req || !req->trace_config) {
@@ -534,11 +535,11 @@ static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
 static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                      size_t len) {
   tg_service_t *svc = ctx;
-  tg_consumer_t *c = consumer_of(svc, call);
+  tg_consumer_conn_t *c = consumer_of(svc, call);
   Perfetto__Protos__DetachRequest *req =
       perfetto__protos__detach_request__unpack(NULL, len, args);
   bool ok = c && c->session && req && req->key && req->key[0] &&
-            strlen(req->key) <= MAX_DETACH_KEY;
+            strlen(req->key) <= TG_DETACH_KEY_MAX;
   /* Fails when the key is taken. */
   tg_session_t *s = ok ? c->session : NULL;
   if (ok) ok = tg__session_detach(s, req->key) == 0;
@@ -560,7 +561,7 @@ static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                      size_t len) {
   tg_service_t *svc = ctx;
-  tg_consumer_t *c = consumer_of(svc, call);
+  tg_consumer_conn_t *c = consumer_of(svc, call);
   Perfetto__Protos__AttachRequest *req =
       perfetto__protos__attach_request__unpack(NULL, len, args);
   tg_session_t *found = NULL;
@@ -599,7 +600,7 @@ static void clone_reply(tg_ipc_call_t call, const char *error,
 }
 
 /* Takes the snapshot now; the source may have ended or gone meanwhile. */
-static void clone_finish(tg_consumer_t *c, flush_call_t *fc) {
+static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
   tg_session_t *src = tg__session_find(c->svc, fc->clone_src, NULL);
   if (!src) {
     clone_reply(fc->call, "the session ended before it could be cloned", NULL);
@@ -626,7 +627,7 @@ static void clone_finish(tg_consumer_t *c, flush_call_t *fc) {
 static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                             size_t len) {
   tg_service_t *svc = ctx;
-  tg_consumer_t *c = consumer_of(svc, call);
+  tg_consumer_conn_t *c = consumer_of(svc, call);
   Perfetto__Protos__CloneSessionRequest *req =
       perfetto__protos__clone_session_request__unpack(NULL, len, args);
   if (!c || !req) {
@@ -686,7 +687,7 @@ static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args
                               size_t len) {
   (void)args;
   (void)len;
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   Perfetto__Protos__TraceStats *st = c && c->session ? tg__readout_stats_new(c->session) : NULL;
   if (!st) {
     fail(call);
@@ -700,7 +701,7 @@ static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args
 
 static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
                              size_t len) {
-  tg_consumer_t *c = consumer_of(ctx, call);
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
   Perfetto__Protos__ObserveEventsRequest *req =
       perfetto__protos__observe_events_request__unpack(NULL, len, args);
   if (!c || !req || call.drop_reply) {
@@ -722,7 +723,7 @@ static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
 
 /* The connection died with |c|'s session attached: detach it under the
  * lease's key if there is one. Returns true if the session was kept. */
-static bool keep_under_lease(tg_consumer_t *c) {
+static bool keep_under_lease(tg_consumer_conn_t *c) {
   tg_session_t *s = c->session;
   if (!c->lease_key || s->freeing) return false;
   int rv = tg__session_detach(s, c->lease_key);
@@ -742,8 +743,8 @@ static bool keep_under_lease(tg_consumer_t *c) {
 
 int tg__consumer_port_set_lease(tg_service_t *svc, tg_ipc_call_t call,
                                 const char *key, uint64_t lease_ms) {
-  if (strlen(key) > MAX_DETACH_KEY) return -EINVAL;
-  tg_consumer_t *c = consumer_of(svc, call);
+  if (strlen(key) > TG_DETACH_KEY_MAX) return -EINVAL;
+  tg_consumer_conn_t *c = consumer_of(svc, call);
   if (!c) return -ENOMEM;
   char *copy = NULL;
   if (key[0] && !(copy = strdup(key))) return -ENOMEM;
@@ -755,7 +756,7 @@ int tg__consumer_port_set_lease(tg_service_t *svc, tg_ipc_call_t call,
 
 void tg__consumer_port_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_service_t *svc = ctx;
-  tg_consumer_t *c = conn->user;
+  tg_consumer_conn_t *c = conn->user;
   tg__session_consumer_gone(svc, conn);
   if (!c) return;
   conn->user = NULL;

@@ -1,6 +1,6 @@
 /* ConsumerPort: the consumer socket's methods.
  *
- * Owns: the consumer connections (tg_consumer_t) and the calls they wait
+ * Owns: the consumer connections (tg_consumer_conn_t) and the calls they wait
  * on (EnableTracing, Flush, ReadBuffers, ObserveEvents). Must never write
  * a session's fields: it asks session.h, and hears back through the
  * session observer it installs. The disconnect leases of

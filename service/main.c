@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/version.h"
 #include "ipc/channel.h"
 #include "service/service.h"
 #include "common/flags.h"
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
   }
   if (rv < 0) return 2;
   if (version) {
-    printf("tracegated 0.1.0\n");
+    printf("tracegated " TG_VERSION "\n");
     return 0;
   }
   tg_log_set_prefix("tracegated");

@@ -67,7 +67,7 @@ struct tg_service {
   tg_ipc_host_t *consumer_host;
   tg_list_t producers; /* tg_producer_t, producer_port.c */
   tg_list_t sessions;  /* tg_session_t, session.c */
-  tg_list_t consumers; /* tg_consumer_t, consumer_port.c */
+  tg_list_t consumers; /* tg_consumer_conn_t, consumer_port.c */
   size_t n_producers;
   size_t n_sessions;
   uint16_t last_producer_id;

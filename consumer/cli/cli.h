@@ -28,7 +28,6 @@
 /* Every message the CLI prints starts with this. */
 #define CLI_PROG "tracegate"
 /* What --version prints after CLI_PROG (the daemons' version). */
-#define CLI_VERSION "0.1.0"
 
 /* --- subcommands (one file each) --------------------------------------- */
 

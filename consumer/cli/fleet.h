@@ -25,6 +25,7 @@
 #ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
 #define TRACEGATE_CONSUMER_CLI_FLEET_H
 
+#include "abi/protocol_limits.h"
 #include "common/u32_map.h"
 #include "consumer/cli/record.h"
 #include "consumer/cli/remote.h"
@@ -42,8 +43,6 @@
 /* The collector's own packets (machine 0). */
 #define FLEET_SEQ_MACHINE0 1u
 #define FLEET_CLOCK_SYNC_SAMPLES 5
-/* A resume key, as long as a relay takes one (SetSessionKey). */
-#define FLEET_KEY_MAX 128
 
 typedef enum fleet_out_mode {
   FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
@@ -145,7 +144,7 @@ typedef struct fleet_host {
   uint64_t hb_sent_ms, heard_ms;
   char lost_why[300]; /* why the link was last lost */
 
-  char key[FLEET_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
+  char key[TG_RELAY_SESSION_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
   bool key_shown;
 
   bool stop_requested;

@@ -342,7 +342,7 @@ static void set_key(fleet_host_t *h) {
   Perfetto__Protos__SetSessionKeyRequest r =
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
   r.key = h->key;
-  uint8_t buf[FLEET_KEY_MAX + 16];
+  uint8_t buf[TG_RELAY_SESSION_KEY_MAX + 16];
   if (perfetto__protos__set_session_key_request__get_packed_size(&r) > sizeof(buf)) {
     h->key_set = false; /* record.c bounds --attach KEY: not reached */
     prep_done(h, PREP_KEY);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/version.h"
 #include "consumer/cli/cli.h"
 #include "common/log.h"
 
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
     return run(argv[2], 2, help_argv);
   }
   if (!strcmp(a, "--version")) {
-    printf(CLI_PROG " " CLI_VERSION "\n");
+    printf(CLI_PROG " " TG_VERSION "\n");
     return CLI_EXIT_OK;
   }
   if (!strcmp(a, "--query")) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/version.h"
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/record.h"
 #include "ipc/channel.h"
@@ -220,7 +221,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   if (o->version) {
-    printf(CLI_PROG " " CLI_VERSION "\n");
+    printf(CLI_PROG " " TG_VERSION "\n");
     return CLI_EXIT_OK;
   }
   if (o->bugreport) {
@@ -327,7 +328,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                              "one -H HOST");
   if (remote && o->attach && !o->out)
     return usage_error(prog, "-o OUT is required");
-  if (remote && o->attach && strlen(o->attach) > FLEET_KEY_MAX)
+  if (remote && o->attach && strlen(o->attach) > TG_RELAY_SESSION_KEY_MAX)
     return usage_error(prog, "--attach: a resume key is at most 128 characters");
   if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
                   o->remote.server_name || o->remote.session_cache ||
