@@ -72,11 +72,13 @@ fail_errno:
   return err;
 }
 
-/* The producer may write into |buffer_id| only while one of its own
- * instances targets it (Perfetto's allowed_target_buffers_): the set grows
- * when an instance is set up and shrinks when it leaves the producer's
- * list (stopped, gone). Another buffer of the same session is not enough:
- * it belongs to other data sources. */
+/* The producer may write into |buffer_id| only once one of its own
+ * instances targeted it (Perfetto's allowed_target_buffers_): the right is
+ * granted when the instance is set up and kept after it stops (its last
+ * commits and flushes come after), until the session is freed or the
+ * producer goes (then it is revoked: its id will come back). Another
+ * buffer of the same session is not enough: it belongs to other data
+ * sources. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id) {
   if (buffer_id == 0) return NULL;
   tg_session_t *s = tg__session_by_buffer(p->svc, buffer_id);

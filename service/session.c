@@ -558,6 +558,16 @@ static void arm_trigger_timeout(tg_session_t *s) {
 
 /* --- producers going away ---------------------------------------------------- */
 
+/* Producer ids come back once they wrap: a right kept for a departed
+ * producer would be the next holder's of its id. */
+static void revoke_rights(tg_session_t *s, uint32_t producer_id) {
+  size_t kept = 0;
+  for (size_t i = 0; i < s->n_rights; i++)
+    if (s->rights[i].producer_id != producer_id)
+      s->rights[kept++] = s->rights[i];
+  s->n_rights = kept;
+}
+
 void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
@@ -565,6 +575,7 @@ void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p) {
     for (size_t i = 0; i < s->n_buffers; i++)
       tg_trace_buffer_producer_gone(s->buffers[i].tb, p->ident.producer_id);
     tg__session_flushes_producer_gone(s, p->ident.producer_id);
+    revoke_rights(s, p->ident.producer_id);
   }
 }
 

@@ -113,7 +113,8 @@ struct tg_session {
   /* {producer, buffer} pairs a producer may write into: the target buffer
    * of each of its instances, kept until the session is freed, so that
    * the commits a producer makes while its instance stops still count
-   * (as in Perfetto, whose allowed target buffers go with FreeBuffers). */
+   * (as in Perfetto, whose allowed target buffers go with FreeBuffers),
+   * and revoked when the producer goes: its id comes back once ids wrap. */
   struct tg_session_writer_right {
     uint32_t producer_id, buffer_id;
   } *rights;

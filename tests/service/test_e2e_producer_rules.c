@@ -12,12 +12,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "abi/ipc_frame.h"
+#include "common/buf.h"
+#include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -314,6 +320,154 @@ static void final_commits_after_the_instance_stopped_are_kept(void **state) {
   world_stop(&w);
 }
 
+/* The service's id of the live producer named |name| (0: none). */
+static uint32_t producer_id_of(raw_consumer_t *c, const char *name) {
+  Perfetto__Protos__QueryServiceStateResponse *r = raw_consumer_query(c, 5000);
+  assert_non_null(r);
+  uint32_t id = 0;
+  const Perfetto__Protos__TracingServiceState *st = r->service_state;
+  for (size_t i = 0; st && i < st->n_producers; i++)
+    if (st->producers[i]->name && !strcmp(st->producers[i]->name, name))
+      id = (uint32_t)st->producers[i]->id;
+  perfetto__protos__query_service_state_response__free_unpacked(r, NULL);
+  return id;
+}
+
+/* Reads from |fd| until |frames| whole IPC frames came (the replies of
+ * the calls written to it). */
+static void read_replies(int fd, unsigned frames) {
+  uint8_t buf[4096];
+  size_t have = 0;
+  while (frames > 0) {
+    ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+    assert_true(r > 0);
+    have += (size_t)r;
+    for (;;) {
+      if (have < TG_IPC_FRAME_HEADER_SIZE) break;
+      size_t len = TG_IPC_FRAME_HEADER_SIZE + (size_t)buf[0] +
+                   ((size_t)buf[1] << 8) + ((size_t)buf[2] << 16) +
+                   ((size_t)buf[3] << 24);
+      assert_true(len <= sizeof(buf));
+      if (have < len) break;
+      memmove(buf, buf + len, have - len);
+      have -= len;
+      if (--frames == 0) break;
+    }
+  }
+}
+
+/* |n| producers that come and go: each connects, binds ProducerPort and
+ * initializes (the ids |svc| and |init| learned from a real producer) and
+ * hangs up once answered (a reply written to a closed socket would close
+ * the connection before the call is seen). Each takes a producer id.
+ * Batches of connections at a time, so that the round trips overlap. */
+#define CYCLE_BATCH 32
+static void cycle_producers(const test_service_t *ts, uint32_t svc,
+                            uint32_t init, unsigned n) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  Perfetto__Protos__IPCFrame__BindService bind =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+  bind.service_name = "ProducerPort";
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = 1;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+  f.msg_bind_service = &bind;
+  assert_int_equal(tg_ipc_frame_append(&f, &b), 0);
+  Perfetto__Protos__InitializeConnectionRequest req =
+      PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+  req.producer_name = "cycling";
+  uint8_t args[64];
+  size_t alen = perfetto__protos__initialize_connection_request__pack(&req, args);
+  Perfetto__Protos__IPCFrame__InvokeMethod im =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  im.has_service_id = im.has_method_id = im.has_args_proto = 1;
+  im.service_id = svc;
+  im.method_id = init;
+  im.args_proto.data = args;
+  im.args_proto.len = alen;
+  f.request_id = 2;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  f.msg_invoke_method = &im;
+  assert_int_equal(tg_ipc_frame_append(&f, &b), 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  assert_true(strlen(ts->producer_sock) < sizeof(sa.sun_path));
+  memcpy(sa.sun_path, ts->producer_sock, strlen(ts->producer_sock) + 1);
+  for (unsigned done = 0; done < n;) {
+    int fds[CYCLE_BATCH];
+    unsigned k = n - done < CYCLE_BATCH ? n - done : CYCLE_BATCH;
+    for (unsigned i = 0; i < k; i++) {
+      fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      assert_true(fds[i] >= 0);
+      assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+      assert_int_equal(write(fds[i], tg_buf_begin(&b), tg_buf_size(&b)),
+                       (ssize_t)tg_buf_size(&b));
+    }
+    for (unsigned i = 0; i < k; i++) {
+      read_replies(fds[i], 2);
+      close(fds[i]);
+    }
+    done += k;
+  }
+  tg_buf_free(&b);
+}
+
+/* Producer ids are 16 bits, so after 65,535 more producers a departed
+ * producer's id comes back. Its right to write into the buffer its data
+ * source targeted must have gone with it: the newcomer that gets the id
+ * traces into a session of its own (so it has an SMB to commit from), and
+ * what it commits into the departed producer's buffer is refused. */
+static void a_reused_producer_id_inherits_no_buffer_right(void **state) {
+  test_service_t *ts = *state;
+  world_t w;
+  world_start(ts, &w);
+  commit_good(&w, 0, 0);
+  uint32_t a_id = producer_id_of(&w.c, "prod-a");
+  uint32_t b_id = producer_id_of(&w.c, "prod-b");
+  assert_int_not_equal(a_id, 0);
+  uint32_t svc = w.a.conn.service_id;
+  uint32_t init = raw_method_id(&w.a.conn, "InitializeConnection");
+  assert_int_not_equal(init, 0);
+  raw_producer_close(&w.a);
+  /* Every id after B's, around to A's (ids run 1..65535, 0 is none). */
+  unsigned n = (a_id + 65535u - b_id - 1u) % 65535u;
+  cycle_producers(ts, svc, init, n);
+  raw_producer_t x;
+  assert_int_equal(raw_producer_connect(&x, ts, "prod-x", "x.ds", 4, 64, false),
+                   0);
+  assert_int_equal(producer_id_of(&w.c, "prod-x"), a_id);
+  raw_consumer_t cx;
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 128, 1 /* RING_BUFFER */, "x.ds");
+  assert_int_equal(raw_consumer_connect(&cx, ts), 0);
+  assert_int_equal(raw_consumer_enable(&cx, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&x, 5000), 0);
+  assert_int_not_equal(x.target_buffer, w.a.target_buffer);
+  commit_to(&x, 0, 1, 0, "usurper", 0, 3, w.a.target_buffer);
+  commit_to(&x, 1, 1, 0, "x", 0, 3, x.target_buffer); /* its own: kept */
+  commit_to(&w.b, 1, 1, 1, "b", 3, 3, w.b.target_buffer);
+
+  trace_t t;
+  read_trace(&w, &t);
+  assert_int_equal(count_str(&t, "usurper", 0), 0);
+  assert_int_equal(count_str(&t, "a", 0), 3); /* A's, before it left */
+  assert_int_equal(count_str(&t, "b", 0), 6);
+  assert_int_equal(t.st->chunks_discarded, 1);
+  free_packets(t.pk, t.n);
+  assert_int_equal(raw_consumer_disable(&cx, 5000), 0);
+  size_t nx = 0;
+  Perfetto__Protos__TracePacket **px = raw_consumer_read(&cx, &nx);
+  assert_non_null(px);
+  trace_t tx = {.pk = px, .n = nx};
+  assert_int_equal(count_str(&tx, "x", 0), 3);
+  free_packets(px, nx);
+  raw_consumer_close(&cx);
+  raw_producer_close(&x);
+  raw_consumer_close(&w.c);
+  raw_producer_close(&w.b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(commit_into_a_sibling_buffer_is_refused,
@@ -327,6 +481,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(unpatched_chunks_of_a_dead_producer_are_dropped,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(final_commits_after_the_instance_stopped_are_kept,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_reused_producer_id_inherits_no_buffer_right,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
