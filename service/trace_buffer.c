@@ -576,7 +576,10 @@ fail:
 
 tg_trace_buffer_t *tg_trace_buffer_new(size_t size, tg_fill_policy_t policy) {
   size &= ~(size_t)7u;
-  if (size < MIN_BUFFER_SIZE || (uint64_t)size > MAX_BUFFER_SIZE) return NULL;
+  /* The ring adds a record header (see tg_trace_buffer_t.asked). */
+  if (size < MIN_BUFFER_SIZE ||
+      (uint64_t)size > MAX_BUFFER_SIZE - sizeof(rec_t))
+    return NULL;
   if (policy != TG_FILL_RING_BUFFER && policy != TG_FILL_DISCARD) return NULL;
   tg_trace_buffer_t *tb = calloc(1, sizeof(*tb));
   if (!tb) return NULL;
@@ -587,14 +590,16 @@ tg_trace_buffer_t *tg_trace_buffer_new(size_t size, tg_fill_policy_t policy) {
    * to the host, and a new session's ring fills several times slower than
    * with small pages. bench_service_ingest prints both fill rates;
    * docs/operations.md has the figures. */
-  void *ring = mmap(NULL, size, PROT_READ | PROT_WRITE,
+  size_t ring_size = size + sizeof(rec_t);
+  void *ring = mmap(NULL, ring_size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (ring == MAP_FAILED) {
     free(tb);
     return NULL;
   }
   tb->ring = ring;
-  tb->size = size;
+  tb->size = ring_size;
+  tb->asked = size;
   tb->policy = policy;
   tb->free_seq = tb->ready_head = tb->ready_tail = tb->cache_seq = -1;
   tb->stats.buffer_size = size;
@@ -621,7 +626,7 @@ const tg_trace_buffer_stats_t *tg_trace_buffer_stats(
   return &tb->stats;
 }
 
-size_t tg_trace_buffer_size(const tg_trace_buffer_t *tb) { return tb->size; }
+size_t tg_trace_buffer_size(const tg_trace_buffer_t *tb) { return tb->asked; }
 
 size_t tg_trace_buffer_used(const tg_trace_buffer_t *tb) {
   return tb->live_bytes;

@@ -56,7 +56,7 @@ static int copy_index(tg_trace_buffer_t *dst, const tg_trace_buffer_t *src) {
 }
 
 tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src) {
-  tg_trace_buffer_t *dst = tg_trace_buffer_new(src->size, src->policy);
+  tg_trace_buffer_t *dst = tg_trace_buffer_new(src->asked, src->policy);
   if (!dst) return NULL;
   copy_live_ring(dst, src);
   dst->head = src->head;

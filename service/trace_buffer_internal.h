@@ -70,7 +70,10 @@ typedef struct seq {
 
 struct tg_trace_buffer {
   uint8_t *ring;
-  size_t size;
+  /* The ring's bytes: the size asked for and room for one record header,
+   * so that a chunk as large as the buffer fits (a 32 KiB ftrace page in a
+   * 32 KiB buffer). |asked| is what the buffer reports as its size. */
+  size_t size, asked;
   size_t head, wr, wrap_at;
   bool wrapped;
   size_t live_bytes;

@@ -127,6 +127,46 @@ static void discard_buffer_keeps_earliest_and_counts_dropped_chunks(void **state
   raw_producer_close(&p);
 }
 
+/* A chunk as large as the buffer is kept: Perfetto's traced_probes writes
+ * 32 KiB pages as one chunk each, and a 32 KiB buffer must record one
+ * (traced does). Both fill policies. */
+static void a_chunk_the_size_of_the_buffer_is_kept(void **state) {
+  test_service_t *ts = *state;
+  for (int policy = 1; policy <= 2; policy++) {
+    raw_producer_t p;
+    raw_consumer_t c;
+    simple_cfg_t sc;
+    const char *ds = policy == 1 ? "whole.ring.ds" : "whole.discard.ds";
+    assert_int_equal(raw_producer_connect(&p, ts, "whole.producer", ds, 32, 128,
+                                          false), 0);
+    assert_int_equal(raw_consumer_connect(&c, ts), 0);
+    simple_cfg_init(&sc, 32, policy, ds);
+    assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+    assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+    assert_int_equal(p.page_size_kb, 32);
+    /* One chunk in the whole 32 KiB page (TG_PAGE_DIV_1). */
+    const uint8_t *frag[1] = {(const uint8_t *)"whole"};
+    size_t len[1] = {5};
+    assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_1, 1, 0, 0,
+                                              frag, len, 1), 0);
+    uint32_t page = 0, chunk = 0;
+    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+    assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+    size_t n = 0;
+    Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+    assert_non_null(out);
+    const Perfetto__Protos__TraceStats *st = find_trace_stats(out, n);
+    assert_non_null(st);
+    assert_int_equal(st->buffer_stats[0]->chunks_discarded, 0);
+    assert_int_equal(st->buffer_stats[0]->chunks_written, 1);
+    assert_true(st->buffer_stats[0]->bytes_written >= 32 * 1024 - 64);
+    assert_int_equal(st->buffer_stats[0]->buffer_size, 32 * 1024);
+    free_packets(out, n);
+    raw_consumer_close(&c);
+    raw_producer_close(&p);
+  }
+}
+
 static void fragmented_packet_is_reassembled_after_its_patch(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -268,6 +308,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(ring_buffer_overwrites_oldest_and_flags_the_gap,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(discard_buffer_keeps_earliest_and_counts_dropped_chunks,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_chunk_the_size_of_the_buffer_is_kept,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(fragmented_packet_is_reassembled_after_its_patch,
                                       test_service_setup, test_service_teardown),

@@ -508,7 +508,8 @@ static void ring_wrap_counts_overwrites_and_flags_next_packet(void **state) {
   assert_int_equal(st->chunks_overwritten, 3);
   assert_int_equal(st->bytes_overwritten, 3000);
   assert_int_equal(st->write_wrap_count, 1);
-  assert_int_equal(st->padding_bytes_written, 4096 - 3 * 1048);
+  /* The ring holds the buffer's 4096 bytes and one record header. */
+  assert_int_equal(st->padding_bytes_written, 4096 + 48 - 3 * 1048);
 
   expect_packet(tb, 1, 3, 100, true); /* chunks 0..2 are gone */
   expect_packet(tb, 1, 4, 100, false);
@@ -606,20 +607,25 @@ static void discarded_first_chunk_flags_first_packet(void **state) {
   tg_trace_buffer_free(tb);
 }
 
+/* A chunk as large as the buffer fits (Perfetto's traced_probes writes
+ * 32 KiB chunks, and a 32 KiB buffer must hold one); a larger one is
+ * discarded, evicting nothing. */
 static void chunk_larger_than_buffer_is_discarded(void **state) {
   (void)state;
   for (int policy = TG_FILL_RING_BUFFER; policy <= TG_FILL_DISCARD; policy++) {
     tg_trace_buffer_t *tb = tg_trace_buffer_new(4096, (tg_fill_policy_t)policy);
+    assert_int_equal(stats(tb)->buffer_size, 4096);
+    assert_int_equal(tg_trace_buffer_size(tb), 4096);
     assert_int_equal(commit_free(tb, &kP1, big_chunk(0, 1, 0)), 0);
     chunk_t *c = chunk_whole(1, 1, 1, 1, 100);
-    chunk_pad(c, 4096); /* its record would need 4096 + header */
+    chunk_pad(c, 4096 + 8);
     assert_int_equal(commit_free(tb, &kP1, c), TG_ENO_SPACE);
     assert_int_equal(stats(tb)->chunks_discarded, 1);
     assert_int_equal(stats(tb)->chunks_overwritten, 0); /* nothing evicted */
     expect_packet(tb, 1, 0, 100, false);
-    /* The largest chunk that fits takes the whole ring. */
+    /* A chunk of the buffer's whole size takes the whole ring. */
     c = chunk_whole(2, 1, 2, 1, 100);
-    chunk_pad(c, 4096 - 48);
+    chunk_pad(c, 4096);
     assert_int_equal(commit_free(tb, &kP1, c), 0);
     expect_packet(tb, 1, 2, 100, true);
     tg_trace_buffer_free(tb);
