@@ -269,6 +269,9 @@ Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
 #undef SET
     st->buffer_stats[i] = &bs[i];
   }
+  /* [0] holds the array even with no buffer: tg__readout_stats_free()
+   * frees it through [0] (n_buffer_stats says it is not one). */
+  st->buffer_stats[0] = bs;
   st->n_buffer_stats = s->n_buffers;
   tg_service_t *svc = s->svc;
   size_t nds = 0;

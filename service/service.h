@@ -26,6 +26,8 @@
 #define TG_SERVICE_MAX_BUFFERS_PER_SESSION 32
 #define TG_SERVICE_MAX_SESSIONS 64
 #define TG_SERVICE_MAX_BUFFER_BYTES (4ull << 30) /* per buffer */
+/* The longest a session may wait for its trigger, as in Perfetto. */
+#define TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS (7ull * 24 * 3600 * 1000)
 #define TG_SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 256
 #define TG_SERVICE_MAX_WRITERS_PER_PRODUCER 1024
 #define TG_SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000

@@ -36,10 +36,8 @@ int tg__session_config_validate(tg_service_t *svc,
                                 const Perfetto__Protos__TraceConfig *c,
                                 const tg_session_matchers_t *m, int write_fd,
                                 char *err, size_t n) {
-  if (c->n_buffers == 0) {
-    config_error(err, n, "buffers: at least one buffer is required");
-    return -EINVAL;
-  }
+  /* No buffers is a session that records nothing but its own packets (a
+   * data source then has no buffer to target: refused below). */
   if (c->n_buffers > TG_SERVICE_MAX_BUFFERS_PER_SESSION) {
     config_error(err, n, "buffers: %zu buffers, at most %d", c->n_buffers,
                  TG_SERVICE_MAX_BUFFERS_PER_SESSION);
@@ -70,11 +68,13 @@ int tg__session_config_validate(tg_service_t *svc,
       config_error(err, n, "data_sources[%zu].config.name: missing", i);
       return -EINVAL;
     }
-    if (d->config->has_target_buffer && d->config->target_buffer >= c->n_buffers) {
+    uint32_t target =
+        d->config->has_target_buffer ? d->config->target_buffer : 0;
+    if (target >= c->n_buffers) {
       config_error(err, n,
                    "data_sources[%zu].config.target_buffer: %u, but the config "
                    "has %zu buffer(s)",
-                   i, d->config->target_buffer, c->n_buffers);
+                   i, target, c->n_buffers);
       return -EINVAL;
     }
     for (size_t r = 0; r < d->n_producer_name_regex_filter; r++) {
@@ -87,7 +87,25 @@ int tg__session_config_validate(tg_service_t *svc,
       }
     }
   }
+  /* Perfetto's packet filter strips fields and packets from the trace;
+   * recording without it would keep what the user asked to remove. */
+  if (c->trace_filter) {
+    config_error(err, n,
+                 "trace_filter: tracegated does not apply Perfetto's packet "
+                 "filter, and a trace recorded without it would hold every "
+                 "field it strips; remove trace_filter from the config");
+    return -EINVAL;
+  }
   const Perfetto__Protos__TraceConfig__TriggerConfig *tc = c->trigger_config;
+  if (tc && tc->has_trigger_timeout_ms &&
+      tc->trigger_timeout_ms > TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS) {
+    config_error(err, n,
+                 "trigger_config.trigger_timeout_ms: %u, over the limit of 7 "
+                 "days (%llu)",
+                 (unsigned)tc->trigger_timeout_ms,
+                 (unsigned long long)TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS);
+    return -EINVAL;
+  }
   for (size_t i = 0; tc && i < tc->n_triggers; i++) {
     const char *pat = tc->triggers[i]->producer_name_regex;
     if (!pat || !pat[0]) continue;

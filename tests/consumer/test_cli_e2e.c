@@ -430,9 +430,9 @@ static void bad_config_reports_line_and_column(void **state) {
   assert_false(exists(out));
 
   /* A config the service refuses: its own words. */
-  write_file(cfg, "duration_ms: 1000\n");
+  write_file(cfg, "duration_ms: 1000\nbuffers { size_kb: 1 }\n");
   assert_int_not_equal(run_cli(&c, args), 0);
-  assert_non_null(strstr(c.err, "buffers: at least one buffer is required"));
+  assert_non_null(strstr(c.err, "buffers[0].size_kb: must be at least 4"));
   assert_false(exists(out));
   assert_no_temp(ts->dir);
 

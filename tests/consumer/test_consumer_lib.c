@@ -537,7 +537,14 @@ static void refused_config_reports_the_service_text(void **state) {
   connect_to(&k, &loop, ts);
   Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
   cfg.has_duration_ms = 1;
-  cfg.duration_ms = 1000; /* but no buffers */
+  cfg.duration_ms = 1000;
+  Perfetto__Protos__TraceConfig__BufferConfig tiny =
+      PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT;
+  tiny.has_size_kb = 1;
+  tiny.size_kb = 1; /* under the 4 KiB minimum */
+  Perfetto__Protos__TraceConfig__BufferConfig *bufs[1] = {&tiny};
+  cfg.n_buffers = 1;
+  cfg.buffers = bufs;
   uint8_t buf[64];
   size_t n = perfetto__protos__trace_config__pack(&cfg, buf);
   assert_int_equal(tg_consumer_enable_tracing(k.c, buf, n, -1, on_ended, &k), 0);
@@ -545,7 +552,7 @@ static void refused_config_reports_the_service_text(void **state) {
   assert_true(run_until(&loop, &k.ended.done, WAIT_MS));
   assert_int_equal(k.ended.status, TG_EREMOTE_FAILED);
   assert_non_null(strstr(k.ended.msg, "the service refused EnableTracing"));
-  assert_non_null(strstr(k.ended.msg, "buffers: at least one buffer is required"));
+  assert_non_null(strstr(k.ended.msg, "buffers[0].size_kb: must be at least 4"));
   /* Bytes that are not a TraceConfig: refused too. */
   memset(&k.ended, 0, sizeof(k.ended));
   static const uint8_t junk[] = {0x0a, 0x05, 0xff};

@@ -557,14 +557,14 @@ static void the_first_read_comes_before_the_period(void **state) {
 static void refused_config_fails_with_the_service_text(void **state) {
   bench_t b;
   bench_open(&b, *state, NULL, false);
-  b.sc.cfg.n_buffers = 0;
+  b.sc.buf.size_kb = 1; /* under the 4 KiB minimum */
   tg_recording_opts_t o = {.fd = -1, .stream = true};
   bench_config(&b, &o);
   assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
   assert_false(b.s.ended); /* never inside the call */
   assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
   assert_int_equal(b.s.end_status, TG_EREMOTE_FAILED);
-  assert_non_null(strstr(b.s.reason, "buffers: at least one buffer is required"));
+  assert_non_null(strstr(b.s.reason, "buffers[0].size_kb: must be at least 4"));
   assert_int_equal(tg_recording_state(b.r), TG_REC_FAILED);
   /* A config that does not decode is refused by the call, no callback. */
   tg_recording_t *r2 = tg_recording_new(&b.loop, &rec_cbs, &b.s);

@@ -325,11 +325,21 @@ static void invalid_configs_are_refused_naming_the_field(void **state) {
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
   assert_non_null(strstr(err, "target_buffer"));
 
+  /* No buffers: then a data source has none to target. */
   simple_cfg_init(&sc, 64, 1, "x.ds");
   sc.cfg.n_buffers = 0;
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
-  assert_non_null(strstr(err, "buffers"));
+  assert_non_null(strstr(err, "target_buffer: 0, but the config has 0"));
+
+  /* Perfetto's packet filter is not applied: refused, not ignored. */
+  simple_cfg_init(&sc, 64, 1, "x.ds");
+  Perfetto__Protos__TraceConfig__TraceFilter tf =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__INIT;
+  sc.cfg.trace_filter = &tf;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "trace_filter"));
 
   simple_cfg_init(&sc, 0, 1, "x.ds");
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
@@ -360,11 +370,42 @@ static void invalid_configs_are_refused_naming_the_field(void **state) {
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
   assert_non_null(strstr(err, "producer_name_regex"));
 
+  /* A trigger may be waited for 7 days at most, as in Perfetto. */
+  tr.producer_name_regex = NULL;
+  tc.has_trigger_timeout_ms = 1;
+  tc.trigger_timeout_ms = 7u * 24 * 3600 * 1000 + 1;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "trigger_timeout_ms"));
+
   /* None of them left a session behind. */
   Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
   assert_non_null(q);
   assert_int_equal(q->service_state->n_tracing_sessions, 0);
   perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+  raw_consumer_close(&c);
+}
+
+/* A config with no buffers and no data source (Perfetto's tests run
+ * duration_ms alone) is a session that records nothing of producers: it
+ * runs for its duration and ends well, and its read-out holds the
+ * service's own packets only. */
+static void a_session_without_buffers_runs_and_ends(void **state) {
+  test_service_t *ts = *state;
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+  cfg.has_duration_ms = 1;
+  cfg.duration_ms = 100;
+  assert_int_equal(raw_consumer_enable(&c, &cfg, -1), 0);
+  char err[256] = "";
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  Perfetto__Protos__TracePacket *tp[8];
+  assert_int_equal(test_packets(out, n, tp, 8), 0);
+  free_packets(out, n);
   raw_consumer_close(&c);
 }
 
@@ -409,6 +450,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(detached_session_survives_and_attach_returns_it,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(invalid_configs_are_refused_naming_the_field,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_session_without_buffers_runs_and_ends,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(duration_ms_ends_the_session_by_itself,
                                       test_service_setup, test_service_teardown),
