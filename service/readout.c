@@ -399,6 +399,9 @@ static uint32_t sequence_id(tg_readout_t *r, uint16_t producer_id,
 /* Emits producer packets until the buffers are empty (0) or |emit| asks
  * to stop (1). */
 static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+  /* No trigger came in time: the trace holds no producer data, as
+   * Perfetto's (session.h, tg_session_trigger_state_t). */
+  if (s->trigger_state == TG_TRIG_TIMED_OUT) return 0;
   bool any = true;
   while (any) {
     any = false;

@@ -67,6 +67,7 @@ static void timer_init(tg_session_t *s, uv_timer_t *t) {
 /* Every timer of a session, however it was made: freeing closes them all. */
 static void timers_init(tg_session_t *s) {
   timer_init(s, &s->duration_timer);
+  timer_init(s, &s->trigger_timer);
   timer_init(s, &s->period_timer);
   timer_init(s, &s->file_timer);
   timer_init(s, &s->stop_timer);
@@ -313,15 +314,22 @@ fail:
 }
 
 static void on_duration_elapsed(uv_timer_t *t);
+static void arm_trigger_timeout(tg_session_t *s);
 static void on_flush_period(uv_timer_t *t);
 static void on_clear_period(uv_timer_t *t);
 static void on_file_period(uv_timer_t *t);
 
-static bool waits_for_trigger(const tg_session_t *s) {
+/* The session's trigger mode, or UNSPECIFIED without a trigger_config. */
+static int trigger_mode(const tg_session_t *s) {
   const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
-  return tc && tc->has_trigger_mode &&
-         tc->trigger_mode ==
-             PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING;
+  return tc && tc->has_trigger_mode
+             ? (int)tc->trigger_mode
+             : PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__UNSPECIFIED;
+}
+
+static bool waits_for_trigger(const tg_session_t *s) {
+  return trigger_mode(s) ==
+         PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING;
 }
 
 void tg__session_start(tg_session_t *s) {
@@ -356,11 +364,11 @@ void tg__session_start(tg_session_t *s) {
     if (p < MIN_FILE_WRITE_PERIOD_MS) p = MIN_FILE_WRITE_PERIOD_MS;
     uv_timer_start(&s->file_timer, on_file_period, p, p);
   }
+  /* STOP_TRACING and CLONE_SNAPSHOT wait for their trigger from here. */
+  if (s->trigger_state == TG_TRIG_NONE) arm_trigger_timeout(s);
   check_all_started(s);
   TG_INFO("session %llu started", (unsigned long long)s->id);
 }
-
-static void arm_trigger_timeout(tg_session_t *s);
 
 void tg__session_enable(tg_session_t *s) {
   if (waits_for_trigger(s))
@@ -466,6 +474,7 @@ void tg__session_disable(tg_session_t *s) {
   if (s->state == TG_SESSION_DISABLING || s->state == TG_SESSION_DISABLED) return;
   s->state = TG_SESSION_DISABLING;
   uv_timer_stop(&s->duration_timer);
+  uv_timer_stop(&s->trigger_timer);
   uv_timer_stop(&s->period_timer);
   uv_timer_stop(&s->clear_timer);
   tg_list_t *it, *tmp;
@@ -506,6 +515,66 @@ static void on_duration_elapsed(uv_timer_t *t) {
 
 /* --- triggers -------------------------------------------------------------- */
 
+/* The first trigger's stop_delay_ms ran out (STOP_TRACING, or a
+ * START_TRACING session's duration): stop as duration_ms does. */
+static void on_trigger_stop(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (s->state != TG_SESSION_STARTED) return;
+  TG_INFO("session %llu: stopping after its trigger's delay",
+          (unsigned long long)s->id);
+  tg__session_flush_start(s, 0, 0, after_final_flush);
+}
+
+/* CLONE_SNAPSHOT: the trigger's delay ran out; its consumer is told to
+ * clone the session, which runs on. */
+static void on_trigger_clone(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (s->state == TG_SESSION_STARTED && s->observer.clone_trigger) {
+    tg_clone_trigger_t ct = {s->clone_trigger_name, s->clone_trigger_producer,
+                             s->clone_trigger_uid};
+    s->observer.clone_trigger(s, &ct, s->observer.ctx);
+  }
+  free(s->clone_trigger_name);
+  free(s->clone_trigger_producer);
+  s->clone_trigger_name = s->clone_trigger_producer = NULL;
+}
+
+/* One matching trigger for |s| (its packet is recorded already). */
+static void trigger_fired(tg_session_t *s, tg_producer_t *p, const char *name,
+                          const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t) {
+  uint64_t delay = t->has_stop_delay_ms ? t->stop_delay_ms : 0;
+  switch (trigger_mode(s)) {
+    case PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING:
+      if (s->state != TG_SESSION_CONFIGURED) return;
+      uv_timer_stop(&s->trigger_timer);
+      s->trigger_state = TG_TRIG_FIRED;
+      tg__session_start(s);
+      /* Perfetto takes the trigger's stop_delay_ms as the duration. */
+      if (delay) uv_timer_start(&s->trigger_timer, on_trigger_stop, delay, 0);
+      return;
+    case PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING:
+      /* The first trigger's delay holds; later ones change nothing. */
+      if (s->state != TG_SESSION_STARTED || s->trigger_state == TG_TRIG_FIRED)
+        return;
+      s->trigger_state = TG_TRIG_FIRED;
+      uv_timer_start(&s->trigger_timer, on_trigger_stop, delay, 0);
+      return;
+    case PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT:
+      /* One clone pending at a time: a trigger during its delay is
+       * recorded and joins it. */
+      if (s->state != TG_SESSION_STARTED || s->clone_trigger_name) return;
+      s->trigger_state = TG_TRIG_FIRED;
+      s->clone_trigger_name = strdup(name);
+      s->clone_trigger_producer = p->name ? strdup(p->name) : NULL;
+      s->clone_trigger_uid = p->ident.uid;
+      if (!s->clone_trigger_name) return;
+      uv_timer_start(&s->trigger_timer, on_trigger_clone, delay, 0);
+      return;
+    default:
+      return;
+  }
+}
+
 void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *name) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
@@ -520,23 +589,7 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
               (unsigned long long)s->id, name, p->ident.producer_id);
       /* In the trace, as Perfetto records it: which trigger, from whom. */
       tg__readout_trigger(s, name, p->name, p->ident.uid);
-      if (tc->trigger_mode ==
-              PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING &&
-          s->state == TG_SESSION_CONFIGURED) {
-        uv_timer_stop(&s->duration_timer); /* the trigger timeout */
-        tg__session_start(s);
-      } else if (tc->trigger_mode ==
-                     PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING &&
-                 s->state == TG_SESSION_STARTED) {
-        uint64_t delay = t->has_stop_delay_ms ? t->stop_delay_ms : 0;
-        uv_timer_start(&s->duration_timer, on_duration_elapsed, delay, 0);
-      } else if (tc->trigger_mode ==
-                     PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT &&
-                 s->state == TG_SESSION_STARTED && s->observer.clone_trigger) {
-        /* The session runs on; its consumer is told to clone it. */
-        tg_clone_trigger_t ct = {name, p->name, p->ident.uid};
-        s->observer.clone_trigger(s, &ct, s->observer.ctx);
-      }
+      trigger_fired(s, p, name, t);
       break;
     }
   }
@@ -544,16 +597,23 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
 
 static void on_trigger_timeout(uv_timer_t *t) {
   tg_session_t *s = t->data;
-  if (s->state != TG_SESSION_CONFIGURED) return;
-  TG_INFO("session %llu: no start trigger in time; ending",
+  if (s->trigger_state != TG_TRIG_WAITING) return;
+  s->trigger_state = TG_TRIG_TIMED_OUT;
+  TG_INFO("session %llu: no trigger within trigger_timeout_ms; ending",
           (unsigned long long)s->id);
   tg__session_disable(s);
 }
 
+/* Starts waiting for the session's trigger, bounded by trigger_timeout_ms
+ * when it has one. */
 static void arm_trigger_timeout(tg_session_t *s) {
   const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
-  if (waits_for_trigger(s) && tc->has_trigger_timeout_ms && tc->trigger_timeout_ms)
-    uv_timer_start(&s->duration_timer, on_trigger_timeout, tc->trigger_timeout_ms, 0);
+  if (trigger_mode(s) ==
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__UNSPECIFIED)
+    return;
+  s->trigger_state = TG_TRIG_WAITING;
+  if (tc->has_trigger_timeout_ms && tc->trigger_timeout_ms)
+    uv_timer_start(&s->trigger_timer, on_trigger_timeout, tc->trigger_timeout_ms, 0);
 }
 
 /* --- producers going away ---------------------------------------------------- */
@@ -589,6 +649,8 @@ static void maybe_release(tg_session_t *s) {
   free(s->rights);
   free(s->config_bytes);
   free(s->detach_key);
+  free(s->clone_trigger_name);
+  free(s->clone_trigger_producer);
   perfetto__protos__trace_config__free_unpacked(s->config, NULL);
   free(s);
 }
@@ -613,6 +675,7 @@ void tg__session_free(tg_session_t *s) {
   s->svc->n_sessions--;
   TG_INFO("session %llu freed", (unsigned long long)s->id);
   uv_close((uv_handle_t *)&s->duration_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->trigger_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->period_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->file_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);

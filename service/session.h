@@ -33,6 +33,25 @@
 
 typedef struct tg_registered_ds tg_registered_ds_t;
 
+/* Where a session with a trigger_config stands (trigger_timer runs in
+ * WAITING and, with a stop_delay_ms, in FIRED). As in Perfetto:
+ *   START_TRACING   WAITING from EnableTracing; the first trigger starts
+ *                   the session (FIRED), which then stops after that
+ *                   trigger's stop_delay_ms if it has one
+ *   STOP_TRACING    WAITING from the start; the first trigger stops the
+ *                   session after its stop_delay_ms (FIRED); later
+ *                   triggers are recorded and change nothing
+ *   CLONE_SNAPSHOT  WAITING from the start; each trigger has the session
+ *                   cloned after its stop_delay_ms (FIRED from the first)
+ * No trigger within trigger_timeout_ms: TIMED_OUT, the session ends, and
+ * (STOP_TRACING, CLONE_SNAPSHOT) its trace holds no producer data. */
+typedef enum tg_session_trigger_state {
+  TG_TRIG_NONE = 0, /* no trigger_config, or not armed yet */
+  TG_TRIG_WAITING,
+  TG_TRIG_FIRED,
+  TG_TRIG_TIMED_OUT,
+} tg_session_trigger_state_t;
+
 enum tg_ds_state {
   TG_DS_SETUP,
   TG_DS_STARTING,
@@ -131,6 +150,11 @@ struct tg_session {
   tg_session_flushes_t flushes; /* session_flush.c */
 
   uv_timer_t duration_timer;
+  uv_timer_t trigger_timer; /* trigger_timeout_ms, then a stop_delay_ms */
+  tg_session_trigger_state_t trigger_state;
+  /* CLONE_SNAPSHOT: the trigger whose clone trigger_timer waits for. */
+  char *clone_trigger_name, *clone_trigger_producer;
+  uid_t clone_trigger_uid;
   uv_timer_t period_timer; /* flush_period_ms */
   uv_timer_t file_timer;   /* file_write_period_ms */
   uv_timer_t stop_timer;   /* data source stop timeout */

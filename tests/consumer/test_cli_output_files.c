@@ -223,7 +223,8 @@ static void failed_run_leaves_no_file(void **state) {
   test_service_t *ts = *state;
   char cfg[256], out[256];
   snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "refused.pbtxt"));
-  write_file(cfg, "duration_ms: 1000\n"); /* no buffer: the service refuses */
+  /* A 1 KiB buffer: the service refuses it. */
+  write_file(cfg, "duration_ms: 1000\nbuffers { size_kb: 1 }\n");
   snprintf(out, sizeof(out), "%s", out_in(ts, "refused.pftrace"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
                         "--txt", "-o", out, NULL};

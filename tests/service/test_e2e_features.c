@@ -398,6 +398,113 @@ static void start_trigger_timeout_ends_the_session(void **state) {
   raw_producer_close(&p);
 }
 
+/* STOP_TRACING with no trigger within trigger_timeout_ms: the session
+ * ends by itself, and its trace holds no producer data (as Perfetto's). */
+static void stop_trigger_timeout_ends_the_session_without_data(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
+                                        false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "trig.ds");
+  trigger_cfg_init(&tc, &sc,
+                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
+                   "stop", 200);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "early", 1, 3), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "early", 1), 0);
+  free_packets(out, n);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+/* START_TRACING: the trigger's stop_delay_ms is the session's duration
+ * once it fires (Perfetto's StartTracingTrigger). */
+static void start_trigger_stop_delay_is_the_duration(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
+                                        false), 0);
+  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "trig.ds");
+  trigger_cfg_init(&tc, &sc,
+                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
+                   "go", 60000);
+  tc.tr.has_stop_delay_ms = 1;
+  tc.tr.stop_delay_ms = 100;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(activate_trigger(&t, "go"), 1);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  /* It stops by itself: the final flush, then the end. */
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "during", 1, 2), 0);
+  raw_move_t mv = {0, 0, p.target_buffer};
+  assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, fid, false), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  assert_int_equal(count_str(out, n, "during", 1), 2);
+  free_packets(out, n);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
+/* STOP_TRACING: the first trigger's delay holds; a later trigger with a
+ * longer one does not put the stop off (Perfetto's StopTracingTrigger). */
+static void stop_trigger_keeps_the_first_delay(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
+                                        false), 0);
+  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 64, 1, "trig.ds");
+  trigger_cfg_init(&tc, &sc,
+                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
+                   "fast", 0);
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger slow =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+  slow.name = "slow";
+  slow.has_stop_delay_ms = 1;
+  slow.stop_delay_ms = 600000;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[2] = {&tc.tr, &slow};
+  tc.tr.has_stop_delay_ms = 1;
+  tc.tr.stop_delay_ms = 100;
+  tc.tc.n_triggers = 2;
+  tc.tc.triggers = both;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(activate_trigger(&t, "fast"), 1);
+  assert_int_equal(activate_trigger(&t, "slow"), 1);
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
 static void update_data_source_changes_the_descriptor(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -879,6 +986,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stop_trigger_ends_the_session,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(start_trigger_timeout_ends_the_session,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(stop_trigger_timeout_ends_the_session_without_data,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(start_trigger_stop_delay_is_the_duration,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(stop_trigger_keeps_the_first_delay,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(update_data_source_changes_the_descriptor,
                                       test_service_setup, test_service_teardown),
