@@ -421,6 +421,14 @@ static void on_file_period(uv_timer_t *t) { write_file(t->data); }
 
 /* --- disable ------------------------------------------------------------------- */
 
+static void on_detached_ended(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (s->consumer || !s->detach_key || s->freeing) return; /* attached */
+  TG_INFO("session %llu: ended detached with its trace in its file; freeing "
+          "it", (unsigned long long)s->id);
+  tg__session_free(s);
+}
+
 static void finalize_disable(tg_session_t *s) {
   if (s->state == TG_SESSION_DISABLED) return;
   s->state = TG_SESSION_DISABLED;
@@ -428,12 +436,18 @@ static void finalize_disable(tg_session_t *s) {
   tg__readout_service_event(s, 5 /* tracing_disabled */);
   /* The trace stats packet comes from the read-out that drains the
    * session, so it also counts what read-out itself refused. */
-  if (s->write_fd >= 0) {
+  bool into_file = s->write_fd >= 0;
+  if (into_file) {
     write_file(s);
     close(s->write_fd);
     s->write_fd = -1;
   }
   TG_INFO("session %llu disabled", (unsigned long long)s->id);
+  /* Detached, with the whole trace in its file: nothing is left to attach
+   * to, so it goes, as in Perfetto (an Attach then fails). From the loop:
+   * our callers still hold |s|. */
+  if (into_file && !s->consumer && s->detach_key)
+    uv_timer_start(&s->lease_timer, on_detached_ended, 0, 0);
   if (s->observer.ended) s->observer.ended(s, s->observer.ctx);
 }
 

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
+#include "test_proc.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "pb/trace/trace.pb-c.h"
@@ -111,6 +112,64 @@ static void write_into_file_yields_a_decodable_trace(void **state) {
   perfetto__protos__trace__free_unpacked(t, NULL);
   close(fd);
   raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+/* A session writing into a file, detached, that ends (its duration) has
+ * its whole trace in the file and is freed: attaching to it then fails
+ * (Perfetto's ReattachFailsAfterTimeout). */
+static void detached_file_session_is_freed_when_it_ends(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int fd = temp_file(ts);
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "file.ds", 4, 64,
+                                        false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 256, 1, "file.ds");
+  sc.cfg.has_write_into_file = 1;
+  sc.cfg.write_into_file = 1;
+  sc.cfg.has_file_write_period_ms = 1;
+  sc.cfg.file_write_period_ms = 100000;
+  sc.cfg.has_duration_ms = 1;
+  sc.cfg.duration_ms = 200;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, fd), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  Perfetto__Protos__DetachRequest det = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  det.key = "key";
+  assert_int_equal(raw_call(&c.conn, "Detach", &det.base, -1, NULL, NULL, 5000), 1);
+  raw_consumer_close(&c);
+  commit_packets(&p, 0, 0, 5);
+  /* The end: a final flush the producer answers. */
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
+  /* Gone from the service once ended: looked for, not waited for. */
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  int64_t deadline = tg_test_now_ms() + 5000;
+  size_t sessions = 1;
+  while (sessions && tg_test_now_ms() < deadline) {
+    Perfetto__Protos__QueryServiceStateResponse *r = raw_consumer_query(&q, 5000);
+    assert_non_null(r);
+    sessions = r->service_state->n_tracing_sessions;
+    perfetto__protos__query_service_state_response__free_unpacked(r, NULL);
+  }
+  assert_int_equal(sessions, 0);
+  Perfetto__Protos__AttachRequest att = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+  att.key = "key";
+  assert_int_equal(raw_call(&q.conn, "Attach", &att.base, -1, NULL, NULL, 5000), 0);
+  raw_consumer_close(&q);
+  /* And the file holds the trace. */
+  size_t size = 0;
+  Perfetto__Protos__Trace *t = read_trace(fd, &size);
+  bool has_config, has_stats;
+  assert_int_equal(check_trace(t, 0, &has_config, &has_stats), 5);
+  assert_true(has_stats);
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  close(fd);
   raw_producer_close(&p);
 }
 
@@ -289,6 +348,8 @@ static void deflate_compresses_the_stream(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(detached_file_session_is_freed_when_it_ends,
+                                      test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(write_into_file_yields_a_decodable_trace,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(max_file_size_stops_the_session,
