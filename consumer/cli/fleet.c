@@ -127,6 +127,7 @@ static void close_handles(fleet_t *f) {
   if (f->closed) return;
   f->closed = true;
   uv_close((uv_handle_t *)&f->sigint, on_closed);
+  uv_close((uv_handle_t *)&f->sigterm, on_closed);
   uv_close((uv_handle_t *)&f->tick, on_closed);
   uv_close((uv_handle_t *)&f->abort_timer, on_closed);
 }
@@ -421,10 +422,13 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     goto out;
   }
   uv_signal_init(&loop, &f->sigint);
+  uv_signal_init(&loop, &f->sigterm);
   uv_timer_init(&loop, &f->tick);
   uv_timer_init(&loop, &f->abort_timer);
-  f->sigint.data = f->tick.data = f->abort_timer.data = f;
+  f->sigint.data = f->sigterm.data = f->tick.data = f->abort_timer.data = f;
   uv_signal_start(&f->sigint, on_sigint, SIGINT);
+  /* SIGTERM stops every host cleanly, as Ctrl-C does. */
+  uv_signal_start(&f->sigterm, on_sigint, SIGTERM);
   uv_timer_start(&f->tick, on_tick, TICK_MS, TICK_MS);
   /* The summary says what failed and why; the libraries' warnings (a TLS
    * refusal per reconnection attempt) would only repeat it. */

@@ -226,6 +226,7 @@ struct fleet {
   bool has_merged;
 
   uv_signal_t sigint;
+  uv_signal_t sigterm; /* stops as Ctrl-C does */
   uv_timer_t tick;   /* progress, stall watchdog */
   unsigned sigints;
   bool aborting;

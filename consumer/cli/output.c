@@ -91,8 +91,8 @@ static int follow_links(const char *path, char **final, struct stat *st,
 
 /* --- SIGTERM and SIGHUP ---------------------------------------------------
  *
- * The recordings handle Ctrl-C themselves; a SIGTERM or SIGHUP ends the
- * process. The partial files are visible anyway, but the user is told
+ * The recordings handle Ctrl-C and SIGTERM themselves (a clean stop, as
+ * Perfetto's); a SIGHUP, or a SIGTERM anywhere else, ends the process. The partial files are visible anyway, but the user is told
  * where they are: a handler names each (removing an empty one) and dies by
  * the signal. It runs on the loop thread, the only one that does not block
  * these signals' delivery in practice (Linux prefers the main thread), and
@@ -140,8 +140,10 @@ static void install_handler(void) {
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
-    /* nohup: an ignored SIGHUP stays ignored. */
-    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+    /* nohup: an ignored SIGHUP stays ignored; and a handler already in
+     * place (the recordings' clean stop on SIGTERM, through the loop)
+     * stays too. */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_DFL)
       continue;
     sigaction(sigs[i], &sa, NULL);
   }

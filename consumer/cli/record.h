@@ -77,7 +77,7 @@ typedef struct record {
   uint64_t trigger_timeout_ms;
   /* CLONE_SNAPSHOT snapshots (record_snapshot.c): OUT.<taken>. */
   unsigned snapshots_taken, snapshots_running;
-  uv_signal_t sigterm;     /* -d: SIGTERM stops cleanly, like Ctrl-C */
+  uv_signal_t sigterm;     /* SIGTERM stops cleanly, like Ctrl-C */
   bool size_reached;       /* streamed: -s reached, the rest is dropped */
   bool conn_lost;          /* the service went away */
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */

@@ -31,7 +31,7 @@ static void finish(record_t *r) {
   r->finished = true;
   clear_progress(r);
   uv_close((uv_handle_t *)&r->sigint, on_closed);
-  if (r->o.background) uv_close((uv_handle_t *)&r->sigterm, on_closed);
+  uv_close((uv_handle_t *)&r->sigterm, on_closed);
   tg_recording_free(r->rec);
   r->rec = NULL;
   if (r->conn.c) tg_consumer_close(r->conn.c);
@@ -330,12 +330,11 @@ void record_begin(record_t *r) {
   uv_signal_init(r->loop, &r->sigint);
   r->sigint.data = r;
   uv_signal_start(&r->sigint, on_sigint, SIGINT);
-  if (r->o.background) {
-    /* Perfetto's -d: kill -TERM PID ends the trace cleanly. */
-    uv_signal_init(r->loop, &r->sigterm);
-    r->sigterm.data = r;
-    uv_signal_start(&r->sigterm, on_sigint, SIGTERM);
-  }
+  /* SIGTERM ends the trace cleanly, as Ctrl-C does (and as Perfetto's
+   * CLI, in the foreground or with -d). */
+  uv_signal_init(r->loop, &r->sigterm);
+  r->sigterm.data = r;
+  uv_signal_start(&r->sigterm, on_sigint, SIGTERM);
   r->rec = tg_recording_new(r->loop, &rec_cbs, r);
   if (!r->rec) {
     fail(r, "out of memory");

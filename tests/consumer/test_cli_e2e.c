@@ -312,13 +312,10 @@ static void second_sigint_aborts(void **state) {
   raw_producer_close(&p);
 }
 
-/* SIGTERM ends the CLI at once: the partial file is kept under its
- * visible name, which the last message gives. */
-static void sigterm_keeps_the_partial_trace_and_names_it(void **state) {
+/* SIGTERM stops the trace cleanly, as Ctrl-C does (and as Perfetto's CLI
+ * takes it): the final flush, the whole file, exit status 0. */
+static void sigterm_stops_the_trace_cleanly(void **state) {
   test_service_t *ts = *state;
-  int watch = inotify_init1(IN_CLOEXEC);
-  assert_true(watch >= 0);
-  assert_true(inotify_add_watch(watch, ts->dir, IN_MODIFY | IN_CLOSE_WRITE) >= 0);
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
@@ -329,10 +326,38 @@ static void sigterm_keeps_the_partial_trace_and_names_it(void **state) {
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
   commit_packets(&p, 0, "term", 1, 3);
+  assert_int_equal(kill(c.pid, SIGTERM), 0);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_file_t t;
+  read_trace(out, "term", &t);
+  assert_int_equal(t.test_packets, 3);
+  unlink(out);
+  assert_no_temp(ts->dir);
+  raw_producer_close(&p);
+}
+
+/* SIGHUP (the terminal went away) ends the CLI at once: the partial file
+ * is kept under its visible name, which the last message gives. */
+static void sighup_keeps_the_partial_trace_and_names_it(void **state) {
+  test_service_t *ts = *state;
+  int watch = inotify_init1(IN_CLOEXEC);
+  assert_true(watch >= 0);
+  assert_true(inotify_add_watch(watch, ts->dir, IN_MODIFY | IN_CLOSE_WRITE) >= 0);
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", out_in(ts, "hup.pftrace"));
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out, "-t", "0",
+                        "cli.ds", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "hup", 1, 3);
   wait_partial_written(watch, ts->dir);
   close(watch);
-  assert_int_equal(kill(c.pid, SIGTERM), 0);
-  assert_int_equal(wait_cli(&c), 128 + SIGTERM);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  assert_int_equal(wait_cli(&c), 128 + SIGHUP);
   assert_false(exists(out));
   const char *kept = strstr(c.err, "interrupted: the partial trace is in ");
   if (!kept) print_message("stderr:\n%s\n", c.err);
@@ -551,7 +576,8 @@ int main(void) {
       SVC(detach_then_attach_reading_buffers),
       SVC(sigint_stops_cleanly_and_keeps_the_file),
       SVC(second_sigint_aborts),
-      SVC(sigterm_keeps_the_partial_trace_and_names_it),
+      SVC(sigterm_stops_the_trace_cleanly),
+      SVC(sighup_keeps_the_partial_trace_and_names_it),
       SVC(progress_line_on_a_terminal),
       SVC(missing_service_fails_with_a_message),
       SVC(bad_config_reports_line_and_column),
