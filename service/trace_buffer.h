@@ -39,6 +39,11 @@
  * registration naming writer 0 or one above this is refused. */
 #define TG_TRACE_BUFFER_MAX_WRITER_ID 32767u
 
+/* Bytes the buffer keeps beside each chunk it holds. The ring is the size
+ * asked for plus one of these, so that a chunk as large as the buffer fits;
+ * tg_trace_buffer_used() counts them too. */
+#define TG_TRACE_BUFFER_RECORD_OVERHEAD 48u
+
 typedef enum tg_fill_policy {
   TG_FILL_RING_BUFFER = 1,
   TG_FILL_DISCARD = 2,
@@ -149,7 +154,9 @@ void tg_trace_buffer_note_abi_violation(tg_trace_buffer_t *tb);
 
 const tg_trace_buffer_stats_t *tg_trace_buffer_stats(const tg_trace_buffer_t *tb);
 size_t tg_trace_buffer_size(const tg_trace_buffer_t *tb);
-/* Bytes of records not yet fully read (0 when everything was read). */
+/* Bytes of records (chunks and their TG_TRACE_BUFFER_RECORD_OVERHEAD) not
+ * yet fully read: 0 when everything was read, at most
+ * tg_trace_buffer_size() + TG_TRACE_BUFFER_RECORD_OVERHEAD. */
 size_t tg_trace_buffer_used(const tg_trace_buffer_t *tb);
 
 #endif /* TRACEGATE_SERVICE_TRACE_BUFFER_H */

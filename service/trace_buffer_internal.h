@@ -48,7 +48,8 @@ typedef struct rec {
   uint32_t headers_end;
 } rec_t;
 _Static_assert(sizeof(rec_t) % 8 == 0, "records stay 8-byte aligned");
-_Static_assert(sizeof(rec_t) == 48, "a record header is 48 bytes");
+_Static_assert(sizeof(rec_t) == TG_TRACE_BUFFER_RECORD_OVERHEAD,
+               "a record header is what trace_buffer.h says it is");
 _Static_assert(sizeof(uid_t) == 4 && sizeof(pid_t) == 4, "uid/pid fit");
 
 typedef struct ent {

@@ -33,7 +33,9 @@ static const tg_producer_ident_t *producer_of(uint8_t b) {
 
 static void check_stats(const tg_trace_buffer_t *tb) {
   const tg_trace_buffer_stats_t *st = tg_trace_buffer_stats(tb);
-  if (tg_trace_buffer_used(tb) > tg_trace_buffer_size(tb)) __builtin_trap();
+  if (tg_trace_buffer_used(tb) >
+      tg_trace_buffer_size(tb) + TG_TRACE_BUFFER_RECORD_OVERHEAD)
+    __builtin_trap();
   if (st->chunks_read + st->chunks_overwritten > st->chunks_written)
     __builtin_trap();
   if (st->bytes_read + st->bytes_overwritten > st->bytes_written)
