@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
     /* Which library carries each part of TLS here (tls/paths.h). */
     tg_tls_paths_t p;
     tg_tls_paths_decide(&p, mbedtls_version_get_number());
-    char paths[320];
+    char paths[640];
     tg_tls_paths_describe(&p, paths, sizeof(paths));
     printf(PROG " " TG_VERSION "\n%s\n", paths);
     return 0;

@@ -30,6 +30,7 @@
 #if TG_TLS_LIBCRYPTO
 #include "tls/ecdsa.h"
 #include "tls/handoff.h"
+#include "tls/kex.h"
 #endif
 #include "tracegate/error.h"
 #include "common/identity.h"
@@ -69,6 +70,8 @@ struct tg_tls_config {
   /* The handshake's ECDSA by libcrypto (tls/ecdsa.h): the own key and the
    * CA keys are adopted at load time, the peer's in note_verify. */
   bool libcrypto_signatures;
+  /* Client: its x25519 key exchange by libcrypto (tls/kex.h). */
+  bool libcrypto_kex;
 };
 
 /* The session inside mbedtls_ssl_handshake() on this thread, for the
@@ -484,6 +487,7 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   cfg->handoff = !o->mbedtls_records && paths->records_libcrypto;
   cfg->libcrypto_signatures =
       !o->mbedtls_signatures && paths->signatures_libcrypto;
+  cfg->libcrypto_kex = !cfg->server && !o->mbedtls_kex && paths->kex_libcrypto;
   const int *wanted = cfg->handoff && tg_tls_cpu_has_aes()
                           ? suites_aes_first
                           : suites_chacha_first;
@@ -918,11 +922,29 @@ static void release_mbedtls(tg_tls_session_t *s) {
 }
 #endif
 
+#if TG_TLS_LIBCRYPTO
+/* mbedtls_ssl_handshake(), but the client's x25519 key exchange is made
+ * by tls/kex.c. */
+static int handshake_steps(mbedtls_ssl_context *ssl) {
+  while (ssl->state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+    int ret = tg_tls_kex_applies(ssl) ? tg_tls_kex_client_step(ssl)
+                                      : mbedtls_ssl_handshake_step(ssl);
+    if (ret != 0) return ret;
+  }
+  return 0;
+}
+#else
+static int handshake_steps(mbedtls_ssl_context *ssl) {
+  return mbedtls_ssl_handshake(ssl);
+}
+#endif
+
 int tg_tls_handshake(tg_tls_session_t *s) {
   if (s->done) return 0;
   if (s->dead) return s->dead;
   tl_handshaking = s;
-  int ret = mbedtls_ssl_handshake(&s->ssl);
+  int ret = s->cfg->libcrypto_kex ? handshake_steps(&s->ssl)
+                                  : mbedtls_ssl_handshake(&s->ssl);
   tl_handshaking = NULL;
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)
     return -EAGAIN;

@@ -1,0 +1,330 @@
+/* A client's x25519 key exchange by libcrypto: see tls/kex.h.
+ *
+ * This file reads and writes mbedtls_ssl_handshake_params (ssl_internal.h)
+ * and must never be used unless tls/paths.c found the mbedtls running to
+ * be the version compiled against and tg_tls_kex_self_test() passed. */
+#include "tls/kex.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/platform_util.h>
+#include <mbedtls/ssl_internal.h>
+#include <openssl/evp.h>
+
+/* The handshakes whose exchange lives elsewhere (PSA keys, restartable
+ * ECC) or whose ECDH context has another layout are left to mbedtls. */
+#if defined(MBEDTLS_ECDH_LEGACY_CONTEXT) && defined(MBEDTLS_ECDH_C) &&  \
+    defined(MBEDTLS_ECP_DP_CURVE25519_ENABLED) &&                      \
+    defined(MBEDTLS_SSL_CLI_C) && defined(MBEDTLS_SSL_SRV_C) &&        \
+    defined(MBEDTLS_KEY_EXCHANGE_ECDHE_ECDSA_ENABLED) &&               \
+    defined(MBEDTLS_GCM_C) && !defined(MBEDTLS_USE_PSA_CRYPTO) &&      \
+    !defined(MBEDTLS_SSL_ECP_RESTARTABLE_ENABLED)
+#define KEX_BUILT 1
+#else
+#define KEX_BUILT 0
+#endif
+
+#define X25519_LEN 32
+/* The message's handshake header, then the ECPoint: a length byte and
+ * the public value (RFC 8422, 5.7). */
+#define CKE_HEADER_LEN 4
+
+static atomic_ulong n_steps;
+
+bool tg_tls_kex_built(void) { return KEX_BUILT; }
+
+unsigned long tg_tls_kex_count(void) {
+  return atomic_load_explicit(&n_steps, memory_order_relaxed);
+}
+
+#if KEX_BUILT
+
+_Static_assert(MBEDTLS_PREMASTER_SIZE >= X25519_LEN,
+               "the premaster holds an x25519 secret");
+_Static_assert(MBEDTLS_SSL_OUT_CONTENT_LEN >= CKE_HEADER_LEN + 1 + X25519_LEN,
+               "the message fits the output buffer");
+
+bool tg_tls_kex_applies(const mbedtls_ssl_context *ssl) {
+  if (ssl->conf == NULL || ssl->conf->endpoint != MBEDTLS_SSL_IS_CLIENT ||
+      ssl->state != MBEDTLS_SSL_CLIENT_KEY_EXCHANGE || ssl->handshake == NULL)
+    return false;
+  const mbedtls_ssl_ciphersuite_t *cs = ssl->handshake->ciphersuite_info;
+  if (cs == NULL || (cs->key_exchange != MBEDTLS_KEY_EXCHANGE_ECDHE_ECDSA &&
+                     cs->key_exchange != MBEDTLS_KEY_EXCHANGE_ECDHE_RSA))
+    return false;
+  return ssl->handshake->ecdh_ctx.grp.id == MBEDTLS_ECP_DP_CURVE25519;
+}
+
+/* The key pair and the shared secret with |peer|: 0, or an mbedtls
+ * error code. */
+static int x25519(const unsigned char peer[X25519_LEN],
+                  unsigned char pub[X25519_LEN],
+                  unsigned char secret[X25519_LEN]) {
+  int ret = MBEDTLS_ERR_SSL_ALLOC_FAILED;
+  EVP_PKEY *own = NULL, *theirs = NULL;
+  EVP_PKEY_CTX *dctx = NULL;
+  EVP_PKEY_CTX *kctx = EVP_PKEY_CTX_new_id(EVP_PKEY_X25519, NULL);
+  if (kctx == NULL || EVP_PKEY_keygen_init(kctx) <= 0 ||
+      EVP_PKEY_keygen(kctx, &own) <= 0)
+    goto fail;
+  size_t len = X25519_LEN;
+  if (EVP_PKEY_get_raw_public_key(own, pub, &len) <= 0 || len != X25519_LEN)
+    goto fail;
+  theirs = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer, X25519_LEN);
+  dctx = EVP_PKEY_CTX_new(own, NULL);
+  if (theirs == NULL || dctx == NULL || EVP_PKEY_derive_init(dctx) <= 0)
+    goto fail;
+  /* libcrypto refuses a peer value whose secret is all zeros (a point of
+   * small order), as RFC 7748 asks and as mbedtls does. */
+  ret = MBEDTLS_ERR_ECP_BAD_INPUT_DATA;
+  len = X25519_LEN;
+  if (EVP_PKEY_derive_set_peer(dctx, theirs) <= 0 ||
+      EVP_PKEY_derive(dctx, secret, &len) <= 0 || len != X25519_LEN)
+    goto fail;
+  ret = 0;
+fail:
+  EVP_PKEY_CTX_free(dctx);
+  EVP_PKEY_free(theirs);
+  EVP_PKEY_free(own); /* libcrypto wipes the private key */
+  EVP_PKEY_CTX_free(kctx);
+  return ret;
+}
+
+/* What mbedtls's own ClientKeyExchange step does for an ECDHE suite, with
+ * the two multiplications made by x25519() above. */
+int tg_tls_kex_client_step(mbedtls_ssl_context *ssl) {
+  int ret = mbedtls_ssl_flush_output(ssl);
+  if (ret != 0) return ret;
+  mbedtls_ssl_handshake_params *hs = ssl->handshake;
+  unsigned char peer[X25519_LEN], pub[X25519_LEN], secret[X25519_LEN];
+  /* mbedtls read the server's value little-endian with bit 255 cleared
+   * (RFC 7748, 5); written back the same way it is the value sent. */
+  if (mbedtls_mpi_write_binary_le(&hs->ecdh_ctx.Qp.X, peer, sizeof(peer)) != 0)
+    return MBEDTLS_ERR_SSL_BAD_HS_SERVER_KEY_EXCHANGE;
+  ret = x25519(peer, pub, secret);
+  if (ret == 0) {
+    memcpy(hs->premaster, secret, sizeof(secret));
+    hs->pmslen = sizeof(secret);
+    ssl->out_msg[CKE_HEADER_LEN] = X25519_LEN;
+    memcpy(ssl->out_msg + CKE_HEADER_LEN + 1, pub, sizeof(pub));
+    ssl->out_msglen = CKE_HEADER_LEN + 1 + X25519_LEN;
+    ssl->out_msgtype = MBEDTLS_SSL_MSG_HANDSHAKE;
+    ssl->out_msg[0] = MBEDTLS_SSL_HS_CLIENT_KEY_EXCHANGE;
+    ssl->state++;
+    ret = mbedtls_ssl_write_handshake_msg(ssl);
+    atomic_fetch_add_explicit(&n_steps, 1, memory_order_relaxed);
+  }
+  mbedtls_platform_zeroize(secret, sizeof(secret));
+  return ret;
+}
+
+/* --- the self-test -------------------------------------------------------- */
+
+/* A P-256 key and a self-signed certificate for it, made for this test
+ * alone: the test's server proves nothing with them to anyone. */
+static const unsigned char kat_key[] = {
+    0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20, 0xca, 0xbf, 0x06, 0x9b, 0x27,
+    0x95, 0xe2, 0x5c, 0x1a, 0xa0, 0x0b, 0xea, 0x85, 0xc8, 0x4a, 0x1b, 0x4e,
+    0x02, 0xf6, 0x7f, 0xd8, 0x60, 0xfa, 0x92, 0x0f, 0x4c, 0x79, 0x26, 0xca,
+    0x69, 0xce, 0x54, 0xa0, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
+    0x03, 0x01, 0x07, 0xa1, 0x44, 0x03, 0x42, 0x00, 0x04, 0xee, 0x73, 0x34,
+    0x9a, 0x7a, 0x5d, 0x1d, 0x80, 0xd4, 0xad, 0x03, 0xda, 0xb3, 0x44, 0x2e,
+    0x95, 0x04, 0x74, 0x07, 0xa7, 0x1a, 0x44, 0x65, 0x93, 0xe5, 0x5d, 0x76,
+    0x49, 0x78, 0xc8, 0x16, 0x67, 0x65, 0xd4, 0x17, 0x5d, 0x5f, 0x8c, 0x9a,
+    0xb9, 0x35, 0x3d, 0x93, 0xf1, 0x13, 0x5c, 0x50, 0x42, 0x58, 0xe0, 0x2e,
+    0x8c, 0xaa, 0xd0, 0xaf, 0x99, 0x1e, 0x37, 0x4f, 0x57, 0x89, 0x61, 0x3a,
+    0xfb};
+static const unsigned char kat_cert[] = {
+    0x30, 0x82, 0x01, 0x9a, 0x30, 0x82, 0x01, 0x41, 0xa0, 0x03, 0x02, 0x01,
+    0x02, 0x02, 0x14, 0x36, 0x74, 0x4e, 0x7b, 0x39, 0xbd, 0xe6, 0x01, 0x3a,
+    0xe5, 0x7d, 0xf7, 0xb2, 0xa4, 0xd0, 0xd5, 0x8e, 0xfd, 0x2d, 0xd3, 0x30,
+    0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02, 0x30,
+    0x22, 0x31, 0x20, 0x30, 0x1e, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x17,
+    0x74, 0x72, 0x61, 0x63, 0x65, 0x67, 0x61, 0x74, 0x65, 0x2d, 0x6b, 0x65,
+    0x78, 0x2d, 0x73, 0x65, 0x6c, 0x66, 0x2d, 0x74, 0x65, 0x73, 0x74, 0x30,
+    0x20, 0x17, 0x0d, 0x32, 0x36, 0x31, 0x31, 0x32, 0x35, 0x30, 0x30, 0x35,
+    0x38, 0x35, 0x36, 0x5a, 0x18, 0x0f, 0x32, 0x31, 0x32, 0x36, 0x31, 0x31,
+    0x30, 0x31, 0x30, 0x30, 0x35, 0x38, 0x35, 0x36, 0x5a, 0x30, 0x22, 0x31,
+    0x20, 0x30, 0x1e, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x17, 0x74, 0x72,
+    0x61, 0x63, 0x65, 0x67, 0x61, 0x74, 0x65, 0x2d, 0x6b, 0x65, 0x78, 0x2d,
+    0x73, 0x65, 0x6c, 0x66, 0x2d, 0x74, 0x65, 0x73, 0x74, 0x30, 0x59, 0x30,
+    0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08,
+    0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04,
+    0xee, 0x73, 0x34, 0x9a, 0x7a, 0x5d, 0x1d, 0x80, 0xd4, 0xad, 0x03, 0xda,
+    0xb3, 0x44, 0x2e, 0x95, 0x04, 0x74, 0x07, 0xa7, 0x1a, 0x44, 0x65, 0x93,
+    0xe5, 0x5d, 0x76, 0x49, 0x78, 0xc8, 0x16, 0x67, 0x65, 0xd4, 0x17, 0x5d,
+    0x5f, 0x8c, 0x9a, 0xb9, 0x35, 0x3d, 0x93, 0xf1, 0x13, 0x5c, 0x50, 0x42,
+    0x58, 0xe0, 0x2e, 0x8c, 0xaa, 0xd0, 0xaf, 0x99, 0x1e, 0x37, 0x4f, 0x57,
+    0x89, 0x61, 0x3a, 0xfb, 0xa3, 0x53, 0x30, 0x51, 0x30, 0x1d, 0x06, 0x03,
+    0x55, 0x1d, 0x0e, 0x04, 0x16, 0x04, 0x14, 0x8a, 0x42, 0x7f, 0x76, 0x8a,
+    0xb7, 0x50, 0x80, 0x24, 0xb4, 0xe0, 0xbe, 0xad, 0xe3, 0xbe, 0xcb, 0x4f,
+    0x4c, 0x79, 0x81, 0x30, 0x1f, 0x06, 0x03, 0x55, 0x1d, 0x23, 0x04, 0x18,
+    0x30, 0x16, 0x80, 0x14, 0x8a, 0x42, 0x7f, 0x76, 0x8a, 0xb7, 0x50, 0x80,
+    0x24, 0xb4, 0xe0, 0xbe, 0xad, 0xe3, 0xbe, 0xcb, 0x4f, 0x4c, 0x79, 0x81,
+    0x30, 0x0f, 0x06, 0x03, 0x55, 0x1d, 0x13, 0x01, 0x01, 0xff, 0x04, 0x05,
+    0x30, 0x03, 0x01, 0x01, 0xff, 0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48,
+    0xce, 0x3d, 0x04, 0x03, 0x02, 0x03, 0x47, 0x00, 0x30, 0x44, 0x02, 0x20,
+    0x1e, 0x3f, 0xaf, 0x33, 0x8b, 0x54, 0x17, 0xe6, 0x44, 0xab, 0xc1, 0x77,
+    0xaf, 0xcb, 0x16, 0x33, 0x15, 0x31, 0x30, 0xa7, 0x73, 0x05, 0x5b, 0x07,
+    0xac, 0x70, 0x91, 0xd8, 0xe3, 0x81, 0x85, 0x0a, 0x02, 0x20, 0x41, 0x36,
+    0x18, 0xaf, 0xb1, 0xf7, 0x19, 0xeb, 0x9c, 0x28, 0x39, 0x36, 0x2e, 0x03,
+    0x8b, 0x15, 0x1d, 0xca, 0x35, 0x9b, 0x53, 0xf7, 0xa6, 0xbd, 0xc7, 0xe6,
+    0x54, 0x75, 0x4a, 0x3b, 0xbe, 0xe7};
+
+
+/* One direction of the in-memory link, and one end's pair of them. */
+typedef struct pipe {
+  unsigned char b[8192];
+  size_t n;
+} pipe_t;
+
+typedef struct end {
+  pipe_t *in, *out;
+} end_t;
+
+static int end_send(void *ctx, const unsigned char *buf, size_t len) {
+  pipe_t *p = ((end_t *)ctx)->out;
+  if (len > sizeof(p->b) - p->n) len = sizeof(p->b) - p->n;
+  if (len == 0) return MBEDTLS_ERR_SSL_WANT_WRITE;
+  memcpy(p->b + p->n, buf, len);
+  p->n += len;
+  return (int)len;
+}
+
+static int end_recv(void *ctx, unsigned char *buf, size_t len) {
+  pipe_t *p = ((end_t *)ctx)->in;
+  if (p->n == 0) return MBEDTLS_ERR_SSL_WANT_READ;
+  if (len > p->n) len = p->n;
+  memcpy(buf, p->b, len);
+  memmove(p->b, p->b + len, p->n - len);
+  p->n -= len;
+  return (int)len;
+}
+
+/* Steps |ssl| until it waits for input, fails or is done: 0 while it
+ * waits or when it is done, else the error. The client takes the key
+ * exchange here when it applies, as tls/session.c does. */
+static int run_until_blocked(mbedtls_ssl_context *ssl, bool *kex_taken) {
+  while (ssl->state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+    int ret;
+    if (tg_tls_kex_applies(ssl)) {
+      ret = tg_tls_kex_client_step(ssl);
+      *kex_taken = true;
+    } else {
+      ret = mbedtls_ssl_handshake_step(ssl);
+    }
+    if (ret == MBEDTLS_ERR_SSL_WANT_READ) return 0;
+    if (ret != 0) return ret;
+  }
+  return 0;
+}
+
+typedef struct self_test {
+  mbedtls_entropy_context entropy;
+  mbedtls_ctr_drbg_context drbg;
+  mbedtls_x509_crt cert;
+  mbedtls_pk_context key;
+  mbedtls_ssl_config ccfg, scfg;
+  mbedtls_ssl_context client, server;
+  pipe_t to_server, to_client;
+  end_t client_end, server_end;
+} self_test_t;
+
+static const int kSuites[] = {MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                              0};
+/* x25519 for the exchange, the server's choice; P-256 because mbedtls
+ * serves an ECDSA certificate only on a curve the client offers. */
+static const mbedtls_ecp_group_id kGroups[] = {
+    MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_NONE};
+
+static int config(self_test_t *t, mbedtls_ssl_config *c, int endpoint) {
+  int ret = mbedtls_ssl_config_defaults(c, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                        MBEDTLS_SSL_PRESET_DEFAULT);
+  if (ret != 0) return ret;
+  mbedtls_ssl_conf_rng(c, mbedtls_ctr_drbg_random, &t->drbg);
+  mbedtls_ssl_conf_min_version(c, MBEDTLS_SSL_MAJOR_VERSION_3,
+                               MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_ciphersuites(c, kSuites);
+  mbedtls_ssl_conf_curves(c, kGroups);
+  mbedtls_ssl_conf_authmode(c, MBEDTLS_SSL_VERIFY_NONE);
+  return 0;
+}
+
+static const char *self_test_run(self_test_t *t) {
+  static const char seed[] = "tracegate kex self-test";
+  if (mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+                            (const unsigned char *)seed, sizeof(seed) - 1) != 0)
+    return "no random numbers";
+  if (mbedtls_x509_crt_parse_der(&t->cert, kat_cert, sizeof(kat_cert)) != 0 ||
+      mbedtls_pk_parse_key(&t->key, kat_key, sizeof(kat_key), NULL, 0) != 0)
+    return "mbedtls does not parse the test certificate";
+  if (config(t, &t->ccfg, MBEDTLS_SSL_IS_CLIENT) != 0 ||
+      config(t, &t->scfg, MBEDTLS_SSL_IS_SERVER) != 0 ||
+      mbedtls_ssl_conf_own_cert(&t->scfg, &t->cert, &t->key) != 0 ||
+      mbedtls_ssl_setup(&t->client, &t->ccfg) != 0 ||
+      mbedtls_ssl_setup(&t->server, &t->scfg) != 0)
+    return "mbedtls refuses the test's configuration";
+  t->client_end = (end_t){.in = &t->to_client, .out = &t->to_server};
+  t->server_end = (end_t){.in = &t->to_server, .out = &t->to_client};
+  mbedtls_ssl_set_bio(&t->client, &t->client_end, end_send, end_recv, NULL);
+  mbedtls_ssl_set_bio(&t->server, &t->server_end, end_send, end_recv, NULL);
+  bool taken = false, unused = false;
+  /* A full handshake is four flights; a few more rounds tolerate none. */
+  for (int round = 0; round < 16; round++) {
+    if (run_until_blocked(&t->client, &taken) != 0)
+      return "the client's handshake failed";
+    if (run_until_blocked(&t->server, &unused) != 0)
+      return "mbedtls's server refused the client's key exchange or Finished";
+    if (t->client.state == MBEDTLS_SSL_HANDSHAKE_OVER &&
+        t->server.state == MBEDTLS_SSL_HANDSHAKE_OVER)
+      return taken ? NULL : "the handshake never reached the key exchange";
+  }
+  return "the handshake did not finish";
+}
+
+const char *tg_tls_kex_self_test(void) {
+  self_test_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) return "no memory";
+  mbedtls_entropy_init(&t->entropy);
+  mbedtls_ctr_drbg_init(&t->drbg);
+  mbedtls_x509_crt_init(&t->cert);
+  mbedtls_pk_init(&t->key);
+  mbedtls_ssl_config_init(&t->ccfg);
+  mbedtls_ssl_config_init(&t->scfg);
+  mbedtls_ssl_init(&t->client);
+  mbedtls_ssl_init(&t->server);
+  const char *why = self_test_run(t);
+  mbedtls_ssl_free(&t->client);
+  mbedtls_ssl_free(&t->server);
+  mbedtls_ssl_config_free(&t->ccfg);
+  mbedtls_ssl_config_free(&t->scfg);
+  mbedtls_pk_free(&t->key);
+  mbedtls_x509_crt_free(&t->cert);
+  mbedtls_ctr_drbg_free(&t->drbg);
+  mbedtls_entropy_free(&t->entropy);
+  free(t);
+  return why;
+}
+
+#else /* !KEX_BUILT */
+
+bool tg_tls_kex_applies(const mbedtls_ssl_context *ssl) {
+  (void)ssl;
+  return false;
+}
+
+int tg_tls_kex_client_step(mbedtls_ssl_context *ssl) {
+  (void)ssl;
+  return MBEDTLS_ERR_SSL_FEATURE_UNAVAILABLE;
+}
+
+const char *tg_tls_kex_self_test(void) {
+  return "this mbedtls keeps its key exchange where the step cannot reach";
+}
+
+#endif /* KEX_BUILT */
