@@ -13,6 +13,7 @@
 #include "ipc/pipe_transport.h"
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
+#include "relay/own_calls.h"
 #include "tls/compress_transport.h"
 #include "tracegate/error.h"
 #include "common/log.h"
@@ -150,9 +151,9 @@ static void send_client(tg_relay_bridge_t *b, const uint8_t *frame,
   if (rv < 0) send_failed(b, rv);
 }
 
-/* A reply may come as several frames (a denial: the reason's RequestError,
- * then the refusal); the priority queue takes one whole frame a call. The
- * filter built them, so each length is whole and in range. */
+/* Frames made here (a denial's notice and refusal, a Resume's stream) go
+ * one at a time: the priority queue takes one whole frame a call. Built
+ * here, so each length is whole and in range. */
 static void send_client_frames(tg_relay_bridge_t *b, const uint8_t *p,
                                size_t len) {
   while (len >= TG_IPC_FRAME_HEADER_SIZE) {
@@ -170,17 +171,25 @@ static int tls_priority_payload(void *ctx, const uint8_t *payload, size_t len) {
   return tg_tls_chan_send_payload(ctx, payload, len, true);
 }
 
-/* The grant of SetCompression went out behind everything sent before it
- * and ahead of everything after: from the next frame on, what goes to the
+/* The grant of SetCompression goes out behind everything sent before it
+ * and ahead of everything after, replies made here included (a pipelining
+ * client reads plain up to it); from the next frame on, what goes to the
  * client is compressed (control replies as plain frames beside it). */
-static void start_compression(tg_relay_bridge_t *b, int level, int window_log) {
+static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
+                              size_t len, int level, int window_log) {
+  int rv = b->tls ? tg_tls_chan_send_barrier(b->tls, grant, len)
+                  : tg_transport_send(b->client, grant, len, -1);
+  if (rv < 0) {
+    send_failed(b, rv);
+    return;
+  }
   tg_zstd_transport_init(b->env->loop, &b->z, b->client);
   b->z.base.cbs = &client_cbs;
   b->z.base.data = b;
   b->client = &b->z.base;
   b->zstd = true;
   if (b->tls) tg_zstd_transport_set_priority(&b->z, tls_priority_payload, b->tls);
-  int rv = tg_zstd_transport_start_compress(&b->z, level, window_log);
+  rv = tg_zstd_transport_start_compress(&b->z, level, window_log);
   if (rv < 0)
     bridge_close(b, rv, "cannot start compression: the client expects it");
 }
@@ -224,7 +233,7 @@ static void update_backpressure(tg_relay_bridge_t *b) {
 }
 
 /* The resume key changed or a lease call was answered: tell the service
- * what comes next (relay/frame_filter.h, tg_relay_filter_lease_frames). */
+ * what comes next (relay/own_calls.h, tg_relay_filter_lease_frames). */
 static void send_lease(tg_relay_bridge_t *b) {
   if (b->state != B_OPEN) return;
   tg_buf_reset(&b->up_out);
@@ -261,28 +270,18 @@ static void take_window(tg_relay_bridge_t *b) {
             b->win->next_seq - 1, b->win->held);
 }
 
-static void on_replay_call(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
-  if (v->replay == TG_REPLAY_ACK) {
-    if (b->win) tg_replay_ack(b->win, v->replay_seq);
-    return;
-  }
+/* TracegateRelay.Resume: what followed the client's last frame, again,
+ * from the key's replay window. */
+static void resume(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   tg_buf_reset(&b->out);
-  int rv = tg_replay_resume(b->win, v->replay_seq, v->replay_cum,
-                            v->request_id, RESUME_MAX_BYTES, &b->out);
+  int rv = tg_replay_resume(b->win, v->effect.replay.seq,
+                            v->effect.replay.cum, v->request_id,
+                            RESUME_MAX_BYTES, &b->out);
   if (rv < 0) {
     bridge_close(b, rv, "cannot build the Resume reply: out of memory");
     return;
   }
-  /* Frame by frame: the channel queues whole frames. */
-  const uint8_t *p = tg_buf_begin(&b->out), *end = p + tg_buf_size(&b->out);
-  while (p + TG_IPC_FRAME_HEADER_SIZE <= end && b->state == B_OPEN) {
-    size_t n = TG_IPC_FRAME_HEADER_SIZE +
-               ((size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 |
-                (size_t)p[3] << 24);
-    if (n > (size_t)(end - p)) break; /* built here: cannot happen */
-    send_client(b, p, n);
-    p += n;
-  }
+  send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
 }
 
 /* The service answered one of the relay's own lease calls. */
@@ -291,7 +290,7 @@ static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     TG_INFO("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
   else
     TG_WARN("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
-  if (!strcmp(v->method, TG_RELAY_LEASE_SERVICE ".SetDisconnectLease"))
+  if (v->audit)
     tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
                    v->allowed ? "allow" : "deny", "%s", v->reason);
   send_lease(b);
@@ -308,15 +307,16 @@ static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
 }
 
 static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
-  if (v->call && !v->allowed) b->env->denied_calls++;
-  bool noisy = v->garbage || (v->call && !v->allowed) ||
+  bool call = v->frame == TG_RELAY_FRAME_CALL;
+  if (call && !v->allowed) b->env->denied_calls++;
+  bool noisy = v->frame == TG_RELAY_FRAME_GARBAGE || (call && !v->allowed) ||
                v->action == TG_RELAY_DROP;
   if (noisy) {
     tg_log_level_t lvl = b->loud < LOUD_LOGS ? TG_LOG_WARN : TG_LOG_DEBUG;
     b->loud++;
-    const char *what = v->garbage              ? "dropped a frame"
-                       : v->call               ? "denied"
-                                               : "dropped";
+    const char *what = v->frame == TG_RELAY_FRAME_GARBAGE ? "dropped a frame"
+                       : call                               ? "denied"
+                                                            : "dropped";
     TG_LOG(lvl, "%s@%s: %s %s (request %" PRIu64 "): %s", who(b), b->addr,
            what, v->method, v->request_id, v->reason);
   } else {
@@ -376,6 +376,35 @@ static void tell_refusal(tg_relay_bridge_t *b, const uint8_t *payload,
     uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_FLUSH_MS, 0);
 }
 
+/* A client frame's verdict, carried out: its frames sent where the action
+ * says, then its effect. */
+static void carry_out(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
+  const tg_relay_effect_t *e = &v->effect;
+  const uint8_t *p = tg_buf_begin(&b->out);
+  size_t n = tg_buf_size(&b->out);
+  if (n > 0 && v->action == TG_RELAY_FORWARD)
+    send_up(b, p, n);
+  else if (n > 0 && e->kind == TG_RELAY_EFFECT_START_COMPRESSION)
+    start_compression(b, p, n, e->compression.level,
+                      e->compression.window_log);
+  else if (n > 0 && v->action == TG_RELAY_REPLY)
+    send_client_frames(b, p, n);
+  if (e->kind == TG_RELAY_EFFECT_SESSION_KEY_SET) {
+    take_window(b);
+    send_lease(b);
+  } else if (b->state != B_OPEN) {
+    return; /* a failed send closed the bridge */
+  } else if (e->kind == TG_RELAY_EFFECT_REPLAY_ACK) {
+    if (b->win) tg_replay_ack(b->win, e->replay.seq);
+  } else if (e->kind == TG_RELAY_EFFECT_REPLAY_RESUME) {
+    resume(b, v);
+  } else if (e->kind == TG_RELAY_EFFECT_HEARTBEAT && !b->heartbeats &&
+             b->tls && b->env->heartbeat_idle_ms) {
+    b->heartbeats = true;
+    tg_tls_chan_set_idle_timeout(b->tls, b->env->heartbeat_idle_ms);
+  }
+}
+
 static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
                            size_t len) {
   tg_relay_bridge_t *b = t->data;
@@ -395,33 +424,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
     return 1;
   }
   report(b, &v);
-  if (!b->heartbeats && b->tls && b->env->heartbeat_idle_ms &&
-      v.action == TG_RELAY_REPLY && v.allowed &&
-      strcmp(v.method, "TracegateRelay.ClockSync") == 0) {
-    b->heartbeats = true;
-    tg_tls_chan_set_idle_timeout(b->tls, b->env->heartbeat_idle_ms);
-  }
-  if (tg_buf_size(&b->out) > 0) {
-    if (v.action == TG_RELAY_FORWARD) {
-      send_up(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
-    } else if (v.action == TG_RELAY_REPLY && v.start_compression) {
-      /* Behind what went before it and ahead of what follows, replies
-       * made here included: a pipelining client reads plain up to it. */
-      rv = b->tls ? tg_tls_chan_send_barrier(b->tls, tg_buf_begin(&b->out),
-                                             tg_buf_size(&b->out))
-                  : tg_transport_send(b->client, tg_buf_begin(&b->out),
-                                      tg_buf_size(&b->out), -1);
-      if (rv < 0) send_failed(b, rv);
-      else start_compression(b, v.compression_level, v.compression_window_log);
-    } else if (v.action == TG_RELAY_REPLY) {
-      send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
-    }
-  }
-  if (v.session_key_set) {
-    take_window(b);
-    send_lease(b);
-  }
-  if (v.replay && b->state == B_OPEN) on_replay_call(b, &v);
+  carry_out(b, &v);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
 }
@@ -478,19 +481,19 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
  * holds about as many replies. Returns a buffer taken that the window
  * did not keep: the caller frees it once done with |payload|. */
 static uint8_t *keep_for_replay(tg_relay_bridge_t *b, const uint8_t *payload,
-                                const tg_relay_verdict_t *v) {
-  uint8_t *block = v->bulk_len >= TG_IPC_FRAME_BUFFER_SIZE / 2
+                                const tg_relay_effect_t *e) {
+  uint8_t *block = e->bulk.len >= TG_IPC_FRAME_BUFFER_SIZE / 2
                        ? tg_transport_adopt_frame(&b->up.base, payload)
                        : NULL;
   if (!block) {
     b->replay_copied++;
-    tg_replay_push(b->env->replay, b->win, v->bulk_body, v->bulk_len,
-                   v->bulk_last);
+    tg_replay_push(b->env->replay, b->win, e->bulk.body, e->bulk.len,
+                   e->bulk.last);
     return NULL;
   }
   if (tg_replay_push_block(b->env->replay, b->win, block,
-                           TG_IPC_FRAME_BUFFER_SIZE, v->bulk_body, v->bulk_len,
-                           v->bulk_last) == 0)
+                           TG_IPC_FRAME_BUFFER_SIZE, e->bulk.body, e->bulk.len,
+                           e->bulk.last) == 0)
     return block;
   b->replay_adopted++;
   return NULL;
@@ -506,17 +509,18 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
     return 1;
   }
-  if (v.own_detach_reply) {
+  if (v.effect.kind == TG_RELAY_EFFECT_OWN_DETACH_REPLY) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
   }
-  if (v.own_lease_reply) {
+  if (v.effect.kind == TG_RELAY_EFFECT_OWN_LEASE_REPLY) {
     if (b->state == B_OPEN) lease_reply(b, &v);
     return b->state == B_OPEN || b->state == B_DETACHING ? 0 : 1;
   }
   /* Numbered and kept until acknowledged, also when the client is gone
    * already (B_DETACHING): those are exactly the frames it missed. */
-  if (v.bulk && b->win) *orphan = keep_for_replay(b, payload, &v);
+  bool bulk = v.effect.kind == TG_RELAY_EFFECT_BULK;
+  if (bulk && b->win) *orphan = keep_for_replay(b, payload, &v.effect);
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);
@@ -529,8 +533,8 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     return b->state == B_OPEN ? 0 : 1;
   }
   /* Straight from the service's frame into the client's queue: one copy. */
-  rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, !v.bulk)
-       : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !v.bulk)
+  rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, !bulk)
+       : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !bulk)
                 : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);

@@ -2,11 +2,13 @@
  * local tracing service, decided one frame at a time.
  *
  *   client --frame--> tg_relay_filter_client()   --> forward | reply | drop
- *   service --frame-> tg_relay_filter_upstream() --> forward (bulk|control)
+ *   service --frame-> tg_relay_filter_upstream() --> forward | drop
  *
- * Pure: no I/O, no clock but ClockSync's, no logging. The caller (the
- * bridge) moves the bytes and writes the logs and the audit trail from the
- * verdict. This is what tests/fuzz/fuzz_relay_filter.c drives.
+ * Pure: decode, authorize, rewrite. No I/O, no clock but ClockSync's, no
+ * logging. A verdict is an action on frames plus at most one tagged
+ * effect (tg_relay_effect_t) that the caller (the bridge) carries out, in
+ * one place, along with the logs and the audit trail. This is what
+ * tests/fuzz/fuzz_relay_filter.c drives.
  *
  * Client frames are untrusted. Every one is decoded; only BindService and
  * InvokeMethod pass, and what passes is re-encoded from the decoded fields
@@ -23,10 +25,10 @@
  *                                   call) must allow the method's name;
  *                                   denied calls get InvokeMethodReply
  *                                   {success=false} with the same request id
- *   TracegateRelay calls         -> answered here; SetCompression is
- *                                   granted once per connection, unless
- *                                   the relay's policy refuses it
- *                                   (--compress never)
+ *   TracegateRelay calls         -> answered here (relay/relay_calls.c);
+ *                                   SetCompression is granted once per
+ *                                   connection, unless the relay's policy
+ *                                   refuses it (--compress never)
  *
  * Rewrites: Detach{key} and Attach{key} become "<identity>/<key>", so one
  * principal cannot attach to another's session (keys may not contain '/',
@@ -50,18 +52,9 @@
  * from the service whose id no call in flight has is dropped. So a reply
  * is attributed to exactly the call that caused it, never to one the
  * client chose (a QueryServiceState reply passed off as an EnableTracing
- * reply would go unscoped). The relay's own calls use reserved ids; the
- * TracegateRelay calls and Resume are answered here at once and are never
- * in flight.
- *
- * The relay's own calls to the service (request ids no client may use):
- * Detach when a keyed link drops, and, once a key is set, BindService
- * "TracegateConsumer" + SetDisconnectLease{"<identity>/<key>"} so that
- * tracegated keeps the session if the relay itself dies (their replies
- * are the relay's, never forwarded). TracegateRelay.Ack and .Resume are
- * decoded and checked here and carried out by the caller on the key's
- * replay window (relay/replay_window.h); ReadBuffers replies come out
- * with their ReadBuffersResponse located for it.
+ * reply would go unscoped). The relay's own calls (relay/own_calls.h) use
+ * reserved ids that client calls may not use; the TracegateRelay calls
+ * and Resume are answered here at once and are never in flight.
  */
 #ifndef TRACEGATE_RELAY_FRAME_FILTER_H
 #define TRACEGATE_RELAY_FRAME_FILTER_H
@@ -78,11 +71,11 @@
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48
 /* Calls in flight (client calls and the relay's own); more are refused. */
 #define TG_RELAY_FILTER_MAX_TRACKED 64
-/* The request ids of the relay's own calls to the service: Detach when a
- * link drops, BindService "TracegateConsumer" and SetDisconnectLease. They
- * are refused in client frames that would be forwarded
- * (TG_RELAY_OWN_REQUEST_ID), so no reply to a client passes for one of
- * these. */
+/* The request ids of the relay's own calls to the service
+ * (relay/own_calls.h): Detach when a link drops, BindService
+ * "TracegateConsumer" and SetDisconnectLease. They are refused in client
+ * frames that would be forwarded (TG_RELAY_OWN_REQUEST_ID), so no reply
+ * to a client passes for one of these. */
 #define TG_RELAY_DETACH_REQUEST_ID UINT64_MAX
 #define TG_RELAY_LEASE_BIND_REQUEST_ID (UINT64_MAX - 2)
 #define TG_RELAY_LEASE_REQUEST_ID (UINT64_MAX - 3)
@@ -103,45 +96,81 @@ typedef enum tg_relay_action {
   TG_RELAY_DROP = 2,
 } tg_relay_action_t;
 
+/* What the frame was, for the log. */
+typedef enum tg_relay_frame_kind {
+  /* A frame from the service, or a kind a client may not send. */
+  TG_RELAY_FRAME_OTHER = 0,
+  /* A client's BindService or InvokeMethod; |allowed| says how it was
+   * decided. */
+  TG_RELAY_FRAME_CALL,
+  /* It did not decode (counted in stats.undecodable or
+   * stats.upstream_garbage). */
+  TG_RELAY_FRAME_GARBAGE,
+} tg_relay_frame_kind_t;
+
+/* What the caller must do beyond sending what the action says: at most
+ * one per frame. */
+typedef enum tg_relay_effect_kind {
+  TG_RELAY_EFFECT_NONE = 0,
+  /* Upstream: a ReadBuffers reply, queued as bulk data and kept for
+   * replay. |bulk.body| (into the payload, NULL when empty) is its
+   * ReadBuffersResponse and |bulk.last| says it ends its read. */
+  TG_RELAY_EFFECT_BULK,
+  /* Client: TracegateRelay.SetCompression was granted. Send the reply
+   * behind everything before it, then compress from the next frame on
+   * with |compression|. */
+  TG_RELAY_EFFECT_START_COMPRESSION,
+  /* Client: SetSessionKey set the resume key (f->session_key): hold the
+   * key's replay window and send tg_relay_filter_lease_frames()
+   * upstream. */
+  TG_RELAY_EFFECT_SESSION_KEY_SET,
+  /* Client: ClockSync was answered; the client heartbeats. */
+  TG_RELAY_EFFECT_HEARTBEAT,
+  /* Client: TracegateRelay.Ack{|replay.seq|}, answered already: the key's
+   * replay window forgets through it. */
+  TG_RELAY_EFFECT_REPLAY_ACK,
+  /* Client: TracegateRelay.Resume{|replay.seq|, |replay.cum|}, with |out|
+   * empty: the caller answers request_id from the key's replay window
+   * (relay/replay_window.h). */
+  TG_RELAY_EFFECT_REPLAY_RESUME,
+  /* Upstream: the reply to the relay's own TracegateConsumer bind or
+   * SetDisconnectLease (dropped); |allowed| says whether it worked,
+   * |reason| what it means, |audit| whether the audit trail gets it. The
+   * caller sends tg_relay_filter_lease_frames() again (after a bind, the
+   * lease call follows). */
+  TG_RELAY_EFFECT_OWN_LEASE_REPLY,
+  /* Upstream: the reply to the relay's own drop-time Detach (dropped);
+   * |allowed| says whether the service accepted it. */
+  TG_RELAY_EFFECT_OWN_DETACH_REPLY,
+} tg_relay_effect_kind_t;
+
+typedef struct tg_relay_effect {
+  tg_relay_effect_kind_t kind;
+  union {
+    struct {
+      const uint8_t *body;
+      size_t len;
+      bool last;
+    } bulk;
+    struct {
+      int level, window_log;
+    } compression;
+    struct {
+      uint64_t seq, cum; /* cum: Resume only */
+    } replay;
+  };
+} tg_relay_effect_t;
+
 typedef struct tg_relay_verdict {
   tg_relay_action_t action;
+  tg_relay_frame_kind_t frame;
   uint64_t request_id;
-  /* A BindService or InvokeMethod was decided (|allowed| tells how). */
-  bool call;
   bool allowed;
   /* Worth a line in the audit trail: every call except the chatty allowed
    * reads (ReadBuffers, GetTraceStats, QueryServiceState, ClockSync), and
    * refused frame kinds. */
   bool audit;
-  /* Upstream frames: a ReadBuffers reply, to be queued as bulk data;
-   * |bulk_body| (into the payload, NULL when empty) is its
-   * ReadBuffersResponse and |bulk_last| says it ends its read. */
-  bool bulk;
-  const uint8_t *bulk_body;
-  size_t bulk_len;
-  bool bulk_last;
-  /* Client frames: TracegateRelay.Ack{replay_seq} (answered already) or
-   * Resume{replay_seq, replay_cum} (answered by the caller from the key's
-   * replay window, relay/replay_window.h, with request_id). */
-  enum { TG_REPLAY_NONE = 0, TG_REPLAY_ACK, TG_REPLAY_RESUME } replay;
-  uint64_t replay_seq, replay_cum;
-  /* Upstream frames: the reply to the relay's own drop-time Detach;
-   * |allowed| says whether the service accepted it. */
-  bool own_detach_reply;
-  /* Client frames: SetSessionKey set the resume key (the caller sends
-   * tg_relay_filter_lease_frames() upstream). */
-  bool session_key_set;
-  /* Upstream frames: the reply to the relay's own TracegateConsumer bind
-   * or SetDisconnectLease; |allowed| says whether it worked, |reason| what
-   * it means. The caller sends tg_relay_filter_lease_frames() again (after
-   * a bind, the lease call follows). */
-  bool own_lease_reply;
-  /* The frame did not decode (counted in stats.undecodable). */
-  bool garbage;
-  /* TracegateRelay.SetCompression was granted: send the reply through the
-   * ordinary queue, then compress from the next frame on with these. */
-  bool start_compression;
-  int compression_level, compression_window_log;
+  tg_relay_effect_t effect;
   /* "EnableTracing", "BindService", "set_peer_identity", ... */
   char method[TG_RELAY_FILTER_METHOD_NAME_MAX + 16];
   /* Why it was denied or dropped, or what was rewritten; "" if nothing to
@@ -259,37 +288,17 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
                            const uint8_t *payload_untrusted, size_t len,
                            tg_buf_t *out, tg_relay_verdict_t *v);
 
-/* Decides one frame from the service: learns the ConsumerPort table from
- * the BindServiceReply of a tracked bind, marks ReadBuffers replies as
- * bulk, follows the session through EnableTracing/Attach/Detach replies.
- * The action is FORWARD or DROP (the frame does not decode, answers no
- * call in flight, or answers one of the relay's own calls). FORWARD with |out| empty: the input as it is; with
+/* Decides one frame from the service: matches it to its call in flight,
+ * learns the ConsumerPort table from the BindServiceReply of a tracked
+ * bind, marks ReadBuffers replies as bulk, follows the session through
+ * EnableTracing/Attach/Detach replies. The action is FORWARD or DROP (the
+ * frame does not decode, answers no call in flight, or answers one of the
+ * relay's own calls). FORWARD with |out| empty: the input as it is; with
  * frames appended to |out| (the caller resets it): those instead (a
  * QueryServiceState reply with other identities' sessions removed).
  * Returns 0, or -ENOMEM. */
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
                              size_t len, tg_buf_t *out,
                              tg_relay_verdict_t *v);
-
-/* After SetSessionKey (verdict.session_key_set) and after each reply to
- * the relay's own lease calls (verdict.own_lease_reply): appends to |out|
- * what the service must be told next so that the session, once the
- * connection to the service dies without Detach (a relay crash), is
- * detached under "<identity>/<key>" and kept for |lease_ms| (0: the
- * service's default): first BindService "TracegateConsumer", then
- * SetDisconnectLease. Returns 1 when frames were appended, 0 when there is
- * nothing to send (no key, lease already set for it, a call in flight, or
- * the service has no such service), or -ENOMEM. */
-int tg_relay_filter_lease_frames(tg_relay_filter_t *f, uint64_t lease_ms,
-                                 tg_buf_t *out);
-
-/* When the client's link drops: if the connection has a tracing session,
- * a resume key and a bound ConsumerPort with a Detach method, appends
- * InvokeMethod Detach{"<identity>/<key>"} (request id
- * TG_RELAY_DETACH_REQUEST_ID) to |out|, writes the namespaced key into
- * |key| and returns 1. Returns 0 when there is nothing to detach, or a
- * negative error. */
-int tg_relay_filter_detach_on_drop(tg_relay_filter_t *f, tg_buf_t *out,
-                                   char *key, size_t keycap);
 
 #endif /* TRACEGATE_RELAY_FRAME_FILTER_H */

@@ -32,6 +32,7 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "relay/authz.h"
 #include "relay/frame_filter.h"
+#include "relay/own_calls.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,6 +18,7 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "relay/authz.h"
 #include "relay/frame_filter.h"
+#include "relay/own_calls.h"
 #include "relay/relay_service.h"
 #include "tracegate/error.h"
 #include "pb/tracegate/relay.pb-c.h"
@@ -222,7 +223,7 @@ static void bind_consumer(fx_t *x) {
 /* Expects a local InvokeMethodReply{success=false} to |id|. */
 static void expect_denied(fx_t *x, uint64_t id, const char *reason_part) {
   assert_int_equal(x->v.action, TG_RELAY_REPLY);
-  assert_true(x->v.call);
+  assert_int_equal(x->v.frame, TG_RELAY_FRAME_CALL);
   assert_false(x->v.allowed);
   assert_true(x->v.audit);
   if (reason_part && !strstr(x->v.reason, reason_part))
@@ -273,7 +274,7 @@ static void filter_learns_consumer_port_from_the_bind_reply(void **state) {
   expect_denied(x, 2, "not bound");
   upstream(x, bind_reply_frame(1, true, x->frame, 4096));
   assert_int_equal(x->v.action, TG_RELAY_FORWARD);
-  assert_false(x->v.bulk);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_true(x->f.consumer_bound);
   assert_int_equal(x->f.consumer_id, CONSUMER_ID);
   assert_int_equal(x->f.n_methods, N_METHODS);
@@ -581,7 +582,7 @@ static void filter_drops_garbage(void **state) {
     memcpy(x->frame, junk[i], 6);
     client(x, TG_ROLE_RECORD, 6);
     assert_int_equal(x->v.action, TG_RELAY_DROP);
-    assert_true(x->v.garbage);
+    assert_int_equal(x->v.frame, TG_RELAY_FRAME_GARBAGE);
     assert_int_equal(tg_buf_size(&x->out), 0);
   }
   assert_int_equal(x->f.stats.undecodable, 3);
@@ -622,15 +623,17 @@ static void filter_marks_read_buffers_replies_as_bulk(void **state) {
   upstream(x, reply_frame(60, true, true, (const uint8_t *)"\x12\x00", 2,
                           x->frame, 4096));
   assert_int_equal(x->v.action, TG_RELAY_FORWARD);
-  assert_true(x->v.bulk);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_BULK);
   upstream(x, reply_frame(61, true, false, NULL, 0, x->frame, 4096));
-  assert_false(x->v.bulk); /* no such call: not bulk, and not passed on */
+  /* No such call: not bulk, and not passed on. */
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_int_equal(x->v.action, TG_RELAY_DROP);
   upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
-  assert_true(x->v.bulk);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_BULK);
   assert_int_equal(x->f.n_tracked, 0);
   upstream(x, reply_frame(60, true, false, NULL, 0, x->frame, 4096));
-  assert_false(x->v.bulk); /* the stream has ended */
+  /* The stream has ended. */
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_int_equal(x->v.action, TG_RELAY_DROP);
   assert_int_equal(x->f.stats.unmatched, 2);
 }
@@ -757,7 +760,7 @@ static void filter_refuses_a_call_whose_id_is_in_flight(void **state) {
   assert_true(x->f.session_active);
   upstream(x, reply_frame(40, true, false, NULL, 0, x->frame, 4096));
   assert_int_equal(x->v.action, TG_RELAY_FORWARD);
-  assert_false(x->v.bulk);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_false(x->f.session_active);
   assert_int_equal(x->f.n_tracked, 0);
 
@@ -875,11 +878,11 @@ static void filter_grants_compression_once_when_allowed(void **state) {
   assert_int_equal(x->f.compress, TG_RELAY_COMPRESS_ALLOW); /* the default */
   tg_relay_filter_set_compress(&x->f, TG_RELAY_COMPRESS_ALLOW);
   client(x, TG_ROLE_OBSERVE, compression_frame(100, x->frame, 4096));
-  assert_true(x->v.call);
+  assert_int_equal(x->v.frame, TG_RELAY_FRAME_CALL);
   assert_true(x->v.audit);
-  assert_true(x->v.start_compression);
-  assert_int_equal(x->v.compression_level, 1);
-  assert_int_equal(x->v.compression_window_log, 20);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_START_COMPRESSION);
+  assert_int_equal(x->v.effect.compression.level, 1);
+  assert_int_equal(x->v.effect.compression.window_log, 20);
   assert_string_equal(x->v.method, "TracegateRelay.SetCompression");
   Perfetto__Protos__SetCompressionResponse *r =
       relay_reply(x, &perfetto__protos__set_compression_response__descriptor);
@@ -889,7 +892,7 @@ static void filter_grants_compression_once_when_allowed(void **state) {
 
   client(x, TG_ROLE_OBSERVE, compression_frame(101, x->frame, 4096));
   expect_denied(x, 101, "already on");
-  assert_false(x->v.start_compression);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
 }
 
 /* --compress never: refused like any denial (the same request id,
@@ -900,7 +903,7 @@ static void filter_refuses_compression_when_the_relay_never_compresses(
   tg_relay_filter_set_compress(&x->f, TG_RELAY_COMPRESS_NEVER);
   client(x, TG_ROLE_RECORD, compression_frame(100, x->frame, 4096));
   expect_denied(x, 100, "--compress never");
-  assert_false(x->v.start_compression);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_string_equal(x->v.method, "TracegateRelay.SetCompression");
   char text[300];
   assert_true(out_notice(x, text, sizeof(text)) > 0);
@@ -911,7 +914,7 @@ static void filter_refuses_compression_when_the_relay_never_compresses(
   /* Asked again: the same answer. */
   client(x, TG_ROLE_RECORD, compression_frame(101, x->frame, 4096));
   expect_denied(x, 101, "--compress never");
-  assert_false(x->v.start_compression);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   /* The rest of TracegateRelay is still served. */
   client(x, TG_ROLE_RECORD,
          invoke_frame(102, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
@@ -965,7 +968,7 @@ static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
   /* The service's answer to that Detach is the relay's, not the client's. */
   upstream(x, reply_frame(TG_RELAY_DETACH_REQUEST_ID, true, false, NULL, 0,
                           x->frame, 4096));
-  assert_true(x->v.own_detach_reply);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_OWN_DETACH_REPLY);
   assert_true(x->v.allowed);
   assert_int_equal(x->v.action, TG_RELAY_DROP);
   assert_false(x->f.session_active);

@@ -15,6 +15,7 @@
 #include "pb/tracegate/consumer_lease.pb-c.h"
 #include "pb/tracegate/relay.pb-c.h"
 #include "relay/frame_filter.h"
+#include "relay/own_calls.h"
 #include "relay/relay_service.h"
 
 #define LEASE_SERVICE_ID 3u
@@ -103,7 +104,7 @@ static void lease_is_asked_for_under_the_namespaced_key(void **state) {
   /* Nothing to ask before a key. */
   assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 0);
   set_key(&f, "k1", &v);
-  assert_true(v.session_key_set);
+  assert_int_equal(v.effect.kind, TG_RELAY_EFFECT_SESSION_KEY_SET);
   /* First the bind, by name. */
   assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 1);
   tg_ipc_frame_t *fr = unpack(&up);
@@ -118,7 +119,7 @@ static void lease_is_asked_for_under_the_namespaced_key(void **state) {
   assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 0);
   /* The reply is the relay's, not the client's. */
   bind_reply(&f, true, &v);
-  assert_true(v.own_lease_reply);
+  assert_int_equal(v.effect.kind, TG_RELAY_EFFECT_OWN_LEASE_REPLY);
   assert_true(v.allowed);
   assert_int_equal(v.action, TG_RELAY_DROP);
   /* Then the lease, under "alice/k1", with the relay's lease. */
@@ -156,7 +157,7 @@ static void lease_is_asked_for_under_the_namespaced_key(void **state) {
   rf.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
   rf.msg_invoke_method_reply = &r;
   upstream(&f, &rf, &v);
-  assert_true(v.own_lease_reply);
+  assert_int_equal(v.effect.kind, TG_RELAY_EFFECT_OWN_LEASE_REPLY);
   assert_true(v.allowed);
   assert_non_null(strstr(v.reason, "for 1500 ms"));
   tg_buf_reset(&up);
@@ -180,7 +181,7 @@ static void without_the_service_the_relay_says_so_once(void **state) {
   set_key(&f, "k1", &v);
   assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 1);
   bind_reply(&f, false, &v); /* traced: no such service */
-  assert_true(v.own_lease_reply);
+  assert_int_equal(v.effect.kind, TG_RELAY_EFFECT_OWN_LEASE_REPLY);
   assert_false(v.allowed);
   assert_non_null(strstr(v.reason, "not a crash of the relay"));
   tg_buf_reset(&up);
