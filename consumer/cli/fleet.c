@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "consumer/cli/fleet.h"
+#include "consumer/cli/summary_json.h"
 #include "consumer/cli/session_cache.h"
 #include "consumer/packet_inflate.h"
 #include "tracegate/error.h"
@@ -323,6 +324,68 @@ static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
   fprintf(stderr, "%s\n", line);
 }
 
+/* --- --summary-json ---------------------------------------------------------- */
+
+static const char *compression_name(host_compression_t c) {
+  switch (c) {
+    case HC_ZSTD: return "zstd";
+    case HC_NOT_ASKED: return "plain-not-asked";
+    case HC_REFUSED: return "plain-refused";
+    case HC_UNSUPPORTED: return "plain-unsupported";
+    case HC_UNKNOWN: break;
+  }
+  return NULL;
+}
+
+static void write_summary(fleet_t *f, int code) {
+  cli_summary_host_t *hs = calloc(f->n ? f->n : 1, sizeof(*hs));
+  if (!hs) {
+    fprintf(stderr, CLI_PROG ": --summary-json: out of memory\n");
+    return;
+  }
+  for (size_t i = 0; i < f->n; i++) {
+    const fleet_host_t *h = &f->hosts[i];
+    cli_summary_host_t *o = &hs[i];
+    o->host = h->t->spec;
+    o->ok = h->link == HL_DONE;
+    o->reason = o->ok ? NULL
+                : h->why[0] ? h->why
+                : f->aborting ? "aborted (a second interrupt)"
+                              : NULL;
+    o->bytes = h->bytes;
+    o->packets = h->packets;
+    o->loss = h->has_loss ? &h->loss : NULL;
+    o->reconnects = h->reconnects;
+    o->link_down_ms = h->down_ms;
+    if (h->has_clock) {
+      /* As the summary prints it: the host's BOOTTIME minus ours at the
+       * middle of the best round trip, subtracted unsigned (the host's
+       * reading is the relay's word). */
+      const clock_sample_t *b = &h->best;
+      uint64_t rtt = b->after[CLK_BOOTTIME] - b->before[CLK_BOOTTIME];
+      o->has_clock = true;
+      o->clock_offset_ns =
+          (int64_t)(b->remote[CLK_BOOTTIME] - (b->before[CLK_BOOTTIME] + rtt / 2));
+      o->clock_uncertainty_ns = rtt / 2;
+    }
+    o->compression = compression_name(h->compression);
+    o->has_machine_id = f->mode == FLEET_OUT_MERGE;
+    o->machine_id = h->machine_id;
+    o->path = f->mode != FLEET_OUT_MERGE && h->path && (o->ok || h->kept_partial)
+                  ? h->path
+                  : NULL;
+  }
+  cli_summary_t s = {.exit_code = code,
+                     .elapsed_ms = uv_now(f->loop) - f->t0,
+                     .output = f->mode == FLEET_OUT_MERGE && code == CLI_EXIT_OK
+                                   ? f->out
+                                   : NULL,
+                     .hosts = hs,
+                     .n_hosts = f->n};
+  (void)cli_summary_json_write(f->o->summary_json, &s); /* says why */
+  free(hs);
+}
+
 /* --- the end -------------------------------------------------------------------- */
 
 static int commit_merged(fleet_t *f) {
@@ -442,19 +505,20 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   tg_log_set_level(TG_LOG_WARN);
   for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
 
+  uv_update_time(&loop);
   if (f->aborting) {
     discard_all(f);
     fprintf(stderr, CLI_PROG ": aborted\n");
     code = CLI_EXIT_ABORTED;
-    goto out;
+  } else {
+    if (f->sessions_path[0])
+      (void)cli_session_cache_store(f->sessions, f->sessions_path,
+                                    (uint64_t)time(NULL)); /* warns */
+    size_t failed = fleet_ui_summary(f);
+    int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
+    code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   }
-  uv_update_time(&loop);
-  if (f->sessions_path[0])
-    (void)cli_session_cache_store(f->sessions, f->sessions_path,
-                                  (uint64_t)time(NULL)); /* warns */
-  size_t failed = fleet_ui_summary(f);
-  int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
-  code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  if (f->o->summary_json) write_summary(f, code);
 out:
   if (loop_ok && !cli_loop_close(&loop)) {
     fprintf(stderr, CLI_PROG ": internal error: handles left open\n");

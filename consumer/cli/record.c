@@ -179,6 +179,11 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       CLI_SESSION_CACHE_FLAG(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,
        "with remote hosts: write one trace, each host a machine", 0, 0},
+      {"summary-json", TG_FLAG_STRING, &o->summary_json, "FILE",
+       "at the end, write what the recording came to as JSON (per host: "
+       "outcome, reason, bytes, packets, every loss counter, reconnections, "
+       "link-down time, clock offset) into FILE, or - for standard output; "
+       "the schema is in docs/commands.md", 0, 0},
       {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
        "how long to try to get a host back after its link dropped (default "
        DEFAULT_RECONNECT "; 0: do not)", 0, 0},
@@ -317,6 +322,10 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (o->out && !strcmp(o->out, "-") && o->detach)
     return usage_error(prog, "--detach leaves the trace with the service: "
                              "-o - (stdout) cannot follow it");
+  if (o->out && !strcmp(o->out, "-") && o->summary_json &&
+      !strcmp(o->summary_json, "-"))
+    return usage_error(prog, "-o - and --summary-json - would share standard "
+                             "output: give the summary a file");
   bool remote = o->remote.n_hosts || o->remote.hosts_file;
   if (o->merge && !remote)
     return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
@@ -614,6 +623,10 @@ int cli_record_main(int argc, char **argv) {
     r->exit_code = CLI_EXIT_FAIL;
   }
 out:
+  /* A parent gone to the background leaves the summary to its child. */
+  if (r->o.summary_json && !(r->o.background && r->exit_code == CLI_EXIT_OK &&
+                             !r->loop))
+    record_write_summary(r);
   if (r->has_out) {
     /* Success committed the file already; what is left is a failure. */
     if (r->keep_partial && !r->watch_only) cli_output_keep_partial(&r->out);

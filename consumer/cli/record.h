@@ -12,6 +12,7 @@ typedef struct record_opts {
   const char *socket;
   const char *config;
   const char *out;
+  const char *summary_json; /* --summary-json FILE|-: the outcome as JSON */
   const char *time;
   const char *buffer;
   const char *detach;
@@ -82,7 +83,12 @@ typedef struct record {
   bool conn_lost;          /* the service went away */
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
   const char *end_reason;  /* why the session ended, for the summary */
+  char fail_why[300];      /* why it failed, for --summary-json */
 } record_t;
+
+/* record_flow.c: --summary-json for a local recording, once it ended
+ * (r->exit_code is final), whatever ended it. */
+void record_write_summary(record_t *r);
 
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
  * output open): snapshot, read, free, commit. Returns the exit code. */

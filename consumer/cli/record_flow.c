@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "consumer/cli/record.h"
+#include "consumer/cli/summary_json.h"
 #include "tracegate/error.h"
 
 #define TICK_MS 250
@@ -22,6 +23,29 @@ static void clear_progress(record_t *r) {
   if (!r->progress_shown) return;
   r->progress_shown = false;
   cli_progress_clear(stderr);
+}
+
+void record_write_summary(record_t *r) {
+  bool ok = r->exit_code == CLI_EXIT_OK;
+  const char *why = r->end_reason;
+  if (!ok && r->fail_why[0]) why = r->fail_why;
+  else if (!ok && !r->conn.established && r->conn.close_msg[0])
+    why = r->conn.close_msg;
+  cli_summary_host_t h = {
+      .host = "local",
+      .ok = ok,
+      .reason = why,
+      .bytes = r->out.bytes,
+      .packets = r->out.packets,
+      .loss = r->no_final_stats || !r->began ? NULL : &r->loss,
+      .path = ok && r->o.out && strcmp(r->o.out, "-") ? r->o.out : NULL,
+  };
+  cli_summary_t s = {.exit_code = r->exit_code,
+                     .elapsed_ms = r->t0 ? cli_now_ms() - r->t0 : 0,
+                     .output = h.path,
+                     .hosts = &h,
+                     .n_hosts = 1};
+  (void)cli_summary_json_write(r->o.summary_json, &s); /* says why */
 }
 
 /* Ends the recording: signal closed, engine freed, connection closed. The
@@ -44,6 +68,9 @@ static void fail(record_t *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   cli_vsay(fmt, ap);
+  va_end(ap);
+  va_start(ap, fmt);
+  vsnprintf(r->fail_why, sizeof(r->fail_why), fmt, ap);
   va_end(ap);
   r->exit_code = CLI_EXIT_FAIL;
   finish(r);

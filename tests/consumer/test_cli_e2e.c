@@ -35,18 +35,28 @@ static void record_quick_form_writes_the_packets(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
-  char out[256];
+  char out[256], sum[256], want[300];
   snprintf(out, sizeof(out), "%s", out_in(ts, "quick.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "quick.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
-                        "-t", "1s", "-b", "1mb", "cli.ds", NULL};
+                        "-t", "1s", "-b", "1mb", "--summary-json", sum,
+                        "cli.ds", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
   commit_packets(&p, 0, "quick", 10, 6);
   ack_flush(&p); /* the duration's final flush */
   assert_int_equal(wait_cli(&c), 0);
-  assert_non_null(strstr(c.err, "wrote"));
-  assert_non_null(strstr(c.err, "no data loss"));
+  assert_json(sum, "schema", "1");
+  assert_json(sum, "exit_code", "0");
+  snprintf(want, sizeof(want), "\"%s\"", out);
+  assert_json(sum, "output", want);
+  assert_json(sum, "hosts.0.host", "\"local\"");
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.0.loss.total", "0");
+  assert_json(sum, "hosts.0.clock_offset_ns", "null");
+  assert_string_not_equal(tg_test_json(sum, "hosts.0.packets"), "0");
+  unlink(sum);
   trace_file_t t;
   read_trace(out, "quick", &t);
   assert_int_equal(t.test_packets, 6);
@@ -422,9 +432,19 @@ static void missing_service_fails_with_a_message(void **state) {
   char sock[256], out[256];
   snprintf(sock, sizeof(sock), "%s/no-such-socket", ts->dir);
   snprintf(out, sizeof(out), "%s", out_in(ts, "none.pftrace"));
-  const char *args[] = {"record", "--socket", sock, "-o", out, "cli.ds", NULL};
+  const char *args[] = {"record", "--socket", sock, "-o", out,
+                        "--summary-json", "-", "cli.ds", NULL};
   child_t c;
   assert_int_not_equal(run_cli(&c, args), 0);
+  /* The summary on standard output says so too. */
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "none.json"));
+  write_file(sum, c.out);
+  assert_json(sum, "exit_code", "1");
+  assert_json(sum, "output", "null");
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.loss", "null");
+  unlink(sum);
   assert_non_null(strstr(c.err, "cannot connect to the tracing service at"));
   assert_non_null(strstr(c.err, sock));
   assert_non_null(strstr(c.err, "is tracegated running?"));
