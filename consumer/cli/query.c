@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
+#include "consumer/cli/json_out.h"
 #include "ipc/channel.h"
 #include "tracegate/error.h"
 
@@ -126,9 +127,7 @@ typedef struct caps_wait {
   bool done;
   int status;
   char msg[512];
-  bool has_query, has_output_path, has_clone;
-  size_t n_events;
-  int events[8];
+  Perfetto__Protos__TracingServiceCapabilities *caps; /* a copy, unpacked */
 } caps_wait_t;
 
 static void on_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
@@ -139,11 +138,29 @@ static void on_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
   w->status = status;
   snprintf(w->msg, sizeof(w->msg), "%s", msg ? msg : "");
   if (status || !caps) return;
-  w->has_query = caps->has_query_capabilities;
-  w->has_output_path = caps->has_trace_config_output_path;
-  w->has_clone = caps->has_clone_session;
-  for (size_t i = 0; i < caps->n_observable_events && w->n_events < 8; i++)
-    w->events[w->n_events++] = (int)caps->observable_events[i];
+  /* |caps| is borrowed: keep a copy for after the callback. */
+  size_t n = perfetto__protos__tracing_service_capabilities__get_packed_size(caps);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) return;
+  perfetto__protos__tracing_service_capabilities__pack(caps, buf);
+  w->caps = perfetto__protos__tracing_service_capabilities__unpack(NULL, n, buf);
+  free(buf);
+}
+
+/* QueryCapabilities, waited for. NULL with |why| filled when the service
+ * did not answer (too old to know the call) or memory ran out. */
+static Perfetto__Protos__TracingServiceCapabilities *query_caps(
+    cli_conn_t *cc, char *why, size_t cap) {
+  caps_wait_t w;
+  memset(&w, 0, sizeof(w));
+  int rv = tg_consumer_query_capabilities(cc->c, on_caps, &w);
+  if (rv == 0) cli_wait(cc, &w.done);
+  if (rv < 0 || !w.done || w.status)
+    snprintf(why, cap, "%s",
+             rv < 0 ? tg_strerror(rv) : w.done ? w.msg : cc->close_msg);
+  else if (!w.caps)
+    snprintf(why, cap, "out of memory");
+  return w.caps;
 }
 
 static const char *event_name(int type) {
@@ -155,23 +172,47 @@ static const char *event_name(int type) {
 /* QueryCapabilities: which optional consumer features the service has.
  * A service too old to answer is said so; the state is shown anyway. */
 static void print_capabilities(FILE *out, cli_conn_t *cc) {
-  caps_wait_t w;
-  memset(&w, 0, sizeof(w));
-  int rv = tg_consumer_query_capabilities(cc->c, on_caps, &w);
-  if (rv == 0) cli_wait(cc, &w.done);
+  char why[512];
+  Perfetto__Protos__TracingServiceCapabilities *c =
+      query_caps(cc, why, sizeof(why));
   fprintf(out, "\nCAPABILITIES\n");
-  if (rv < 0 || !w.done || w.status) {
-    fprintf(out, "unknown: %s\n",
-            rv < 0 ? tg_strerror(rv) : w.done ? w.msg : cc->close_msg);
+  if (!c) {
+    fprintf(out, "unknown: %s\n", why);
     return;
   }
-  fprintf(out, "clone session (--clone):        %s\n", w.has_clone ? "yes" : "no");
+  fprintf(out, "clone session (--clone):        %s\n",
+          c->has_clone_session ? "yes" : "no");
   fprintf(out, "trace config output_path:       %s\n",
-          w.has_output_path ? "yes" : "no");
+          c->has_trace_config_output_path ? "yes" : "no");
   fprintf(out, "observable events:              ");
-  for (size_t i = 0; i < w.n_events; i++)
-    fprintf(out, "%s%s", i ? ", " : "", event_name(w.events[i]));
-  fprintf(out, "%s\n", w.n_events ? "" : "none");
+  for (size_t i = 0; i < c->n_observable_events; i++)
+    fprintf(out, "%s%s", i ? ", " : "",
+            event_name((int)c->observable_events[i]));
+  fprintf(out, "%s\n", c->n_observable_events ? "" : "none");
+  perfetto__protos__tracing_service_capabilities__free_unpacked(c, NULL);
+}
+
+/* --json: {"schema": 1, "service_state": TracingServiceState,
+ * "capabilities": TracingServiceCapabilities or null,
+ * "capabilities_error": why they are null, or null}. */
+static int write_json(cli_conn_t *cc,
+                      const Perfetto__Protos__TracingServiceState *st) {
+  char why[512];
+  Perfetto__Protos__TracingServiceCapabilities *c =
+      query_caps(cc, why, sizeof(why));
+  fputs("{\"schema\": 1, \"service_state\": ", stdout);
+  cli_json_pb(stdout, &st->base);
+  fputs(", \"capabilities\": ", stdout);
+  cli_json_pb(stdout, c ? &c->base : NULL);
+  fputs(", \"capabilities_error\": ", stdout);
+  cli_json_str(stdout, c ? NULL : why);
+  fputs("}\n", stdout);
+  if (c) perfetto__protos__tracing_service_capabilities__free_unpacked(c, NULL);
+  if (fflush(stdout) != 0) {
+    fprintf(stderr, CLI_PROG ": cannot write to stdout: %s\n", strerror(errno));
+    return CLI_EXIT_FAIL;
+  }
+  return CLI_EXIT_OK;
 }
 
 static const char about[] =
@@ -179,7 +220,8 @@ static const char about[] =
     "offer, the tracing sessions, as tables, and the service's capabilities\n"
     "(QueryCapabilities). With -H, of a remote host (through its\n"
     "tracegate-relay). --raw writes the TracingServiceState message itself\n"
-    "(binary protobuf) to stdout instead (Perfetto's --query-raw).\n"
+    "(binary protobuf) to stdout instead (Perfetto's --query-raw); --json\n"
+    "writes it and the capabilities as one JSON object (docs/commands.md).\n"
     "\n"
     "example:\n"
     "  " CLI_PROG " query\n"
@@ -203,13 +245,19 @@ static int write_raw(const Perfetto__Protos__TracingServiceState *st) {
   return CLI_EXIT_OK;
 }
 
+typedef struct query_args {
+  bool raw, json;
+} query_args_t;
+
 static int query(cli_conn_t *cc, void *arg) {
-  const bool *raw = arg;
+  const query_args_t *a = arg;
   Perfetto__Protos__TracingServiceState *st = cli_query_state(cc);
   if (!st) return CLI_EXIT_FAIL;
   int rc = CLI_EXIT_OK;
-  if (*raw) {
+  if (a->raw) {
     rc = write_raw(st);
+  } else if (a->json) {
+    rc = write_json(cc, st);
   } else {
     print_state(stdout, st);
     print_capabilities(stdout, cc);
@@ -223,15 +271,22 @@ int cli_query_main(int argc, char **argv) {
   const char *socket = tg_ipc_default_socket(false);
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
-  bool raw = false;
+  query_args_t a = {0};
   const tg_flag_t flags[] = {
-      {"raw", TG_FLAG_BOOL, &raw, NULL,
+      {"raw", TG_FLAG_BOOL, &a.raw, NULL,
        "write the TracingServiceState (binary protobuf) to stdout", 0, 0},
+      {"json", TG_FLAG_BOOL, &a.json, NULL,
+       "write the service's state and capabilities as JSON to stdout", 0, 0},
       CLI_ONE_SHOT_FLAGS(&socket, &ro)};
   int rv = cli_parse_one_shot_flags(
-      prog, "[--raw] [--socket PATH | -H HOST [--cert F --key F --ca F]]", about,
-      flags, sizeof(flags) / sizeof(flags[0]), argc, argv);
+      prog, "[--raw | --json] [--socket PATH | -H HOST [--cert F --key F --ca F]]",
+      about, flags, sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
-  return cli_run_one_shot(socket, &ro, query, &raw);
+  if (a.raw && a.json) {
+    fprintf(stderr, "%s: --raw and --json exclude each other (see --help)\n",
+            prog);
+    return CLI_EXIT_USAGE;
+  }
+  return cli_run_one_shot(socket, &ro, query, &a);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
+#include "consumer/cli/json_out.h"
 #include "ipc/channel.h"
 #include "tracegate/error.h"
 
@@ -16,6 +17,7 @@ typedef struct step {
   bool done;
   int status;
   char msg[512];
+  const char *json_key; /* GetTraceStats with --json: the session's key */
 } step_t;
 
 static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
@@ -36,7 +38,17 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
 static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st) {
   on_done(c, ctx, status, msg);
-  if (status == 0) cli_stats_print(stdout, st);
+  if (status != 0) return;
+  const step_t *s = ctx;
+  if (!s->json_key) {
+    cli_stats_print(stdout, st);
+    return;
+  }
+  fputs("{\"schema\": 1, \"session_key\": ", stdout);
+  cli_json_str(stdout, s->json_key);
+  fputs(", \"trace_stats\": ", stdout);
+  cli_json_pb(stdout, &st->base);
+  fputs("}\n", stdout);
 }
 
 /* Runs one call to its end; prints "what: why" on failure. */
@@ -48,13 +60,13 @@ static int finish_step(cli_conn_t *cc, step_t *s, int rv, const char *what) {
   return -1;
 }
 
-static int stats_of_detached(cli_conn_t *cc, const char *key) {
-  step_t a = {0}, st = {0}, d = {0};
+static int stats_of_detached(cli_conn_t *cc, const char *key, bool json) {
+  step_t a = {0}, st = {.json_key = json ? key : NULL}, d = {0};
   if (finish_step(cc, &a, tg_consumer_attach(cc->c, key, on_attached, &a),
                   "cannot attach to the session") < 0)
     return CLI_EXIT_FAIL;
   int code = CLI_EXIT_OK;
-  fprintf(stdout, "session '%s'\n\n", key);
+  if (!json) fprintf(stdout, "session '%s'\n\n", key);
   if (finish_step(cc, &st, tg_consumer_get_trace_stats(cc->c, on_stats, &st),
                   "cannot get the statistics") < 0)
     code = CLI_EXIT_FAIL;
@@ -65,7 +77,24 @@ static int stats_of_detached(cli_conn_t *cc, const char *key) {
   return code;
 }
 
-static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
+/* --json: {"schema": 1, "num_sessions_started": N, "tracing_sessions":
+ * [TracingSession, with its trace_stats where the service gives them]}. */
+static void sessions_json(const Perfetto__Protos__TracingServiceState *st,
+                          bool filter, uint64_t id) {
+  printf("{\"schema\": 1, \"num_sessions_started\": %d, "
+         "\"tracing_sessions\": [", st->num_sessions_started);
+  bool first = true;
+  for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+    if (filter && st->tracing_sessions[i]->id != id) continue;
+    fputs(first ? "" : ", ", stdout);
+    first = false;
+    cli_json_pb(stdout, &st->tracing_sessions[i]->base);
+  }
+  fputs("]}\n", stdout);
+}
+
+static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id,
+                            bool json) {
   Perfetto__Protos__TracingServiceState *st = cli_query_state(cc);
   if (!st) return CLI_EXIT_FAIL;
   int code = CLI_EXIT_OK;
@@ -75,6 +104,8 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
   if (!found) {
     fprintf(stderr, CLI_PROG ": no tracing session %" PRIu64 "\n", id);
     code = CLI_EXIT_FAIL;
+  } else if (json) {
+    sessions_json(st, filter, id);
   } else if (st->n_tracing_sessions == 0) {
     printf("no tracing sessions\n");
   } else {
@@ -104,12 +135,19 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id) {
 typedef struct stats_args {
   const char *key; /* --attach */
   uint64_t session; /* --session, 0: all */
+  bool json;
 } stats_args_t;
 
 static int stats(cli_conn_t *cc, void *arg) {
   const stats_args_t *a = arg;
-  return a->key ? stats_of_detached(cc, a->key)
-                : stats_of_service(cc, a->session != 0, a->session);
+  int code = a->key ? stats_of_detached(cc, a->key, a->json)
+                    : stats_of_service(cc, a->session != 0, a->session,
+                                       a->json);
+  if (fflush(stdout) != 0) {
+    fprintf(stderr, CLI_PROG ": cannot write to stdout\n");
+    code = CLI_EXIT_FAIL;
+  }
+  return code;
 }
 
 static const char about[] =
@@ -121,7 +159,8 @@ static const char about[] =
     "one's live counters (tracegated gives them with QueryServiceState;\n"
     "Perfetto's traced does not). With -H, of a\n"
     "remote host (through its tracegate-relay; keys are then the relay's,\n"
-    "namespaced by the client certificate's identity).\n"
+    "namespaced by the client certificate's identity). --json writes the\n"
+    "same as one JSON object (docs/commands.md).\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " stats\n"
@@ -132,6 +171,7 @@ int cli_stats_main(int argc, char **argv) {
   const char *socket = tg_ipc_default_socket(false);
   const char *key = NULL;
   uint64_t session = 0;
+  bool json = false;
   cli_remote_opts_t ro;
   memset(&ro, 0, sizeof(ro));
   const tg_flag_t flags[] = {
@@ -139,11 +179,13 @@ int cli_stats_main(int argc, char **argv) {
        "only the session with this id (see " CLI_PROG " query)", 1, 0},
       {"attach", TG_FLAG_STRING, &key, "KEY",
        "the detached session KEY: its per-buffer counters", 0, 0},
+      {"json", TG_FLAG_BOOL, &json, NULL,
+       "write the statistics as JSON to stdout", 0, 0},
       CLI_ONE_SHOT_FLAGS(&socket, &ro),
   };
   int rv = cli_parse_one_shot_flags(
       prog,
-      "[--session ID | --attach KEY]\n"
+      "[--session ID | --attach KEY] [--json]\n"
       "         [--socket PATH | -H HOST [--cert F --key F --ca F]]",
       about, flags, sizeof(flags) / sizeof(flags[0]), argc, argv);
   if (rv == 1) return CLI_EXIT_OK;
@@ -153,6 +195,6 @@ int cli_stats_main(int argc, char **argv) {
             prog);
     return CLI_EXIT_USAGE;
   }
-  stats_args_t a = {.key = key, .session = session};
+  stats_args_t a = {.key = key, .session = session, .json = json};
   return cli_run_one_shot(socket, &ro, stats, &a);
 }

@@ -9,32 +9,13 @@
 #include <unistd.h>
 
 #include "common/version.h"
-
-/* A JSON string: quotes, backslashes and every byte outside printable
- * ASCII escaped (a byte above 0x7f as \u00XX: the text may not be UTF-8,
- * and the output must be valid JSON whatever it held). */
-static void put_str(FILE *f, const char *s) {
-  if (!s) {
-    fputs("null", f);
-    return;
-  }
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p > 0x7e)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
+#include "consumer/cli/json_out.h"
 
 static void put_host(FILE *f, const cli_summary_host_t *h) {
   fputs("{\"host\": ", f);
-  put_str(f, h->host);
+  cli_json_str(f, h->host);
   fprintf(f, ", \"outcome\": \"%s\", \"reason\": ", h->ok ? "ok" : "failed");
-  put_str(f, h->reason);
+  cli_json_str(f, h->reason);
   fprintf(f, ", \"bytes\": %" PRIu64 ", \"packets\": %" PRIu64 ", \"loss\": ",
           h->bytes, h->packets);
   if (!h->loss) {
@@ -43,7 +24,7 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
     fprintf(f, "{\"total\": %" PRIu64 ", \"counters\": {", h->loss->total);
     for (size_t k = 0; k < h->loss->n; k++) {
       if (k) fputs(", ", f);
-      put_str(f, h->loss->items[k].name);
+      cli_json_str(f, h->loss->items[k].name);
       fprintf(f, ": %" PRIu64, h->loss->items[k].value);
     }
     fputs("}}", f);
@@ -56,12 +37,12 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
   else
     fputs("null, \"clock_uncertainty_ns\": null", f);
   fputs(", \"compression\": ", f);
-  put_str(f, h->compression);
+  cli_json_str(f, h->compression);
   fputs(", \"machine_id\": ", f);
   if (h->has_machine_id) fprintf(f, "%" PRIu32, h->machine_id);
   else fputs("null", f);
   fputs(", \"path\": ", f);
-  put_str(f, h->path);
+  cli_json_str(f, h->path);
   fputc('}', f);
 }
 
@@ -69,7 +50,7 @@ static void put_summary(FILE *f, const cli_summary_t *s) {
   fprintf(f, "{\"schema\": %d, \"tracegate\": \"%s\", \"exit_code\": %d, "
           "\"elapsed_ms\": %" PRIu64 ", \"output\": ",
           CLI_SUMMARY_SCHEMA, TG_VERSION, s->exit_code, s->elapsed_ms);
-  put_str(f, s->output);
+  cli_json_str(f, s->output);
   fputs(", \"hosts\": [", f);
   for (size_t i = 0; i < s->n_hosts; i++) {
     fputs(i ? ",\n  " : "\n  ", f);

@@ -205,6 +205,18 @@ static void detach_attach(test_service_t *ts, bool read_buffers, const char *key
   assert_int_equal(run_cli(&c, stats), 0);
   assert_non_null(strstr(c.out, "buffer 0"));
   assert_non_null(strstr(c.out, "bytes_written"));
+  /* The same for scripts, and the session is given back again. */
+  const char *stats_json[] = {"stats", "--socket", ts->consumer_sock,
+                              "--attach", key, "--json", NULL};
+  assert_int_equal(run_cli(&c, stats_json), 0);
+  char js[256];
+  snprintf(js, sizeof(js), "%s", out_in(ts, "stats.json"));
+  write_file(js, c.out);
+  snprintf(want, sizeof(want), "\"%s\"", key);
+  assert_json(js, "session_key", want);
+  assert_json(js, "trace_stats.buffer_stats.0.buffer_size", "1048576");
+  assert_non_null(tg_test_json(js, "trace_stats.buffer_stats.0.bytes_written"));
+  unlink(js);
 
   const char *attach[] = {"record", "--socket", ts->consumer_sock, "--attach", key,
                           "--stop", "-o", out, NULL};
@@ -549,6 +561,26 @@ static void query_and_stats_print_tables(void **state) {
   const char *missing[] = {"stats", "--socket", ts->consumer_sock, "--session", "99", NULL};
   assert_int_not_equal(run_cli(&c, missing), 0);
   assert_non_null(strstr(c.err, "no tracing session 99"));
+  /* --json: the same facts for scripts, valid JSON. */
+  char js[256];
+  snprintf(js, sizeof(js), "%s", out_in(ts, "query.json"));
+  const char *qjson[] = {"query", "--socket", ts->consumer_sock, "--json", NULL};
+  assert_int_equal(run_cli(&c, qjson), 0);
+  write_file(js, c.out);
+  assert_json(js, "schema", "1");
+  assert_json(js, "service_state.producers.0.name", "\"cli.producer\"");
+  assert_json(js, "service_state.data_sources.0.ds_descriptor.name",
+              "\"cli.ds\"");
+  assert_json(js, "capabilities.has_clone_session", "true");
+  assert_json(js, "capabilities_error", "null");
+  const char *sjson[] = {"stats", "--socket", ts->consumer_sock, "--json", NULL};
+  assert_int_equal(run_cli(&c, sjson), 0);
+  write_file(js, c.out);
+  assert_json(js, "tracing_sessions", "[]");
+  const char *both[] = {"query", "--socket", ts->consumer_sock, "--json",
+                        "--raw", NULL};
+  assert_int_equal(run_cli(&c, both), 2);
+  unlink(js);
   raw_producer_close(&p);
 }
 

@@ -1,7 +1,8 @@
-/* --summary-json's writer (consumer/cli/summary_json.h): whatever bytes a
- * host's name, a reason or a loss counter's name hold, the file is valid
- * JSON (read back by Python's json module) with those values; absent
- * figures are null; the file is replaced whole. */
+/* The CLI's JSON (consumer/cli/json_out.h, summary_json.h): whatever bytes
+ * a host's name, a reason or a loss counter's name hold, the output is
+ * valid JSON (read back by Python's json module) with those values; absent
+ * figures are null; the summary file is replaced whole; a protobuf message
+ * comes out whole (set fields only, enums by name, bytes in base64). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,10 @@
 
 #include <cmocka.h>
 
+#include "consumer/cli/json_out.h"
 #include "consumer/cli/summary_json.h"
+#include "pb/common/trace_stats.pb-c.h"
+#include "pb/common/tracing_service_capabilities.pb-c.h"
 #include "test_proc.h"
 
 static char g_dir[128];
@@ -90,10 +94,62 @@ static void unwritable_place_is_an_error(void **state) {
   assert_true(cli_summary_json_write(path, &s) < 0);
 }
 
+/* A TraceStats with a buffer, a repeated and an unset field, and a
+ * capabilities message with an enum list. */
+static void protobuf_messages_come_out_whole(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof(path), "%s/pb.json", g_dir);
+  Perfetto__Protos__TraceStats__BufferStats b =
+      PERFETTO__PROTOS__TRACE_STATS__BUFFER_STATS__INIT;
+  b.has_buffer_size = true;
+  b.buffer_size = 1u << 20;
+  b.has_bytes_written = true;
+  b.bytes_written = UINT64_MAX;
+  Perfetto__Protos__TraceStats__BufferStats *bs[] = {&b, &b};
+  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+  st.n_buffer_stats = 2;
+  st.buffer_stats = bs;
+  st.has_producers_seen = true;
+  st.producers_seen = 3;
+  Perfetto__Protos__ObservableEvents__Type ev[] = {
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
+      (Perfetto__Protos__ObservableEvents__Type)12345};
+  Perfetto__Protos__TracingServiceCapabilities caps =
+      PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
+  caps.has_has_clone_session = true;
+  caps.has_clone_session = true;
+  caps.n_observable_events = 2;
+  caps.observable_events = ev;
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("{\"stats\": ", f);
+  cli_json_pb(f, &st.base);
+  fputs(", \"caps\": ", f);
+  cli_json_pb(f, &caps.base);
+  fputs(", \"none\": ", f);
+  cli_json_pb(f, NULL);
+  fputs("}\n", f);
+  assert_int_equal(fclose(f), 0);
+  assert_json(path, "stats.producers_seen", "3");
+  assert_json(path, "stats.buffer_stats.1.buffer_size", "1048576");
+  assert_json(path, "stats.buffer_stats.1.bytes_written",
+              "18446744073709551615");
+  /* Unset fields are left out. */
+  assert_null(tg_test_json(path, "stats.buffer_stats.0.chunks_discarded"));
+  assert_null(tg_test_json(path, "stats.producers_connected"));
+  assert_json(path, "caps.has_clone_session", "true");
+  assert_json(path, "caps.observable_events",
+              "[\"TYPE_ALL_DATA_SOURCES_STARTED\", 12345]");
+  assert_json(path, "none", "null");
+  assert_int_equal(unlink(path), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(hostile_text_comes_back_as_it_was),
       cmocka_unit_test(unwritable_place_is_an_error),
+      cmocka_unit_test(protobuf_messages_come_out_whole),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

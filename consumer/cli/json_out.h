@@ -1,0 +1,27 @@
+/* JSON for the CLI's machine-readable output (--summary-json, query
+ * --json, stats --json): strings escaped whatever bytes they hold, and any
+ * protobuf-c message written whole from its descriptor.
+ *
+ * A message becomes an object keyed by the .proto field names (Perfetto's,
+ * snake_case); fields not set are left out; repeated fields are arrays;
+ * enums are their value names (the number where the name is unknown);
+ * 64-bit integers are plain JSON numbers (exact in Python and jq 1.7, not
+ * above 2^53 in JavaScript); bytes are base64; a float that is not finite
+ * is null; unknown fields are left out. Nothing here allocates. */
+#ifndef TRACEGATE_CONSUMER_CLI_JSON_OUT_H
+#define TRACEGATE_CONSUMER_CLI_JSON_OUT_H
+
+#include <stdio.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+/* |s| as a JSON string ("null" for NULL): quotes, backslashes and every
+ * byte outside printable ASCII escaped (above 0x7f as \u00XX: the text
+ * may not be UTF-8, and the output must be valid JSON whatever it held). */
+void cli_json_str(FILE *f, const char *s);
+
+/* |m| as a JSON object ("null" for NULL). Nesting is bounded by the
+ * message types themselves (the CLI writes only decoded replies). */
+void cli_json_pb(FILE *f, const ProtobufCMessage *m);
+
+#endif /* TRACEGATE_CONSUMER_CLI_JSON_OUT_H */
