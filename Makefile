@@ -10,6 +10,9 @@
 #                 and relay end-to-end tests, libFuzzer smoke run of every
 #                 fuzz target; warnings are errors in these builds only
 #                 (TG_WERROR)
+#   make test-long  the real-time scenarios make test leaves out (label
+#                 "long": partitions of 2 and 10 minutes through a real
+#                 relay), on the ASan build; about 15 minutes
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
@@ -38,7 +41,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa
 
 .PHONY: all deps build demo install test test-asan test-tsan test-release \
-        test-mbedtls-only fuzz fuzz-smoke bench clean
+        test-mbedtls-only test-long fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -68,13 +71,22 @@ test: deps test-asan test-tsan test-release test-mbedtls-only fuzz-smoke
 # must run: a skip would hide a broken linux.ftrace (tests/agent).
 FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 
-test-asan:
+# Every test but the real-time long ones (label "long": make test-long).
+test-asan: asan-build
+	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE long
+
+test-long: deps asan-build
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L long
+
+.PHONY: asan-build
+asan-build:
 	cmake -S . -B $(ASAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTG_SANITIZE=ON -DTG_BENCH=ON -DTG_WERROR=ON
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 
 # ThreadSanitizer: the tests labelled "tsan" (multi-threaded writers/readers).
 test-tsan:
