@@ -229,7 +229,7 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 
 static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
   tg__rec_set_state(r, TG_REC_TRACING);
-  if (r->stream) {
+  if (r->stream && !r->reads_at_end) {
     tg__rec_pace_begin(r);
     uv_timer_start(&r->reader, tg__rec_on_read_timer, r->first_read_ms,
                    r->read_period_ms);
@@ -576,8 +576,8 @@ bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
 uint64_t tg_recording_reads(const tg_recording_t *r) { return r->reads_done; }
 
 void tg_recording_read_first_now(tg_recording_t *r) {
-  if (!r->stream || r->state != TG_REC_TRACING || r->reading ||
-      r->reads_done > 0)
+  if (!r->stream || r->reads_at_end || r->state != TG_REC_TRACING ||
+      r->reading || r->reads_done > 0)
     return;
   uv_timer_start(&r->reader, tg__rec_on_read_timer, 0, r->read_period_ms);
 }

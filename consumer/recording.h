@@ -86,7 +86,10 @@ typedef struct tg_recording_opts {
    * starts, then every read_period_ms while tracing (at once after a read
    * of TG_REC_READ_AGAIN_BYTES or more, or a quarter of the smallest
    * buffer; sooner than the period when the reads' rate says so),
-   * then until a read comes back empty once tracing ended. */
+   * then until a read comes back empty once tracing ended. A config with
+   * a DISCARD buffer is read only then, as Perfetto reads a session
+   * without write_into_file: reads while tracing would free the buffer's
+   * room and it would keep more than its size. */
   bool stream;
   uint32_t read_period_ms;
   /* When the first read comes; 0: TG_REC_DEFAULT_FIRST_READ_MS, at most

@@ -118,8 +118,16 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
 void tg__rec_set_read_target(tg_recording_t *r,
                              const Perfetto__Protos__TraceConfig *cfg) {
   uint64_t target = TG_REC_READ_AGAIN_BYTES;
+  r->reads_at_end = false;
   for (size_t i = 0; cfg && i < cfg->n_buffers; i++) {
-    if (!cfg->buffers[i] || !cfg->buffers[i]->has_size_kb) continue;
+    if (!cfg->buffers[i]) continue;
+    /* Reading a DISCARD buffer while tracing would free its room, and it
+     * would keep more than its size: it is read once the session ended. */
+    if (cfg->buffers[i]->has_fill_policy &&
+        cfg->buffers[i]->fill_policy ==
+            PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD)
+      r->reads_at_end = true;
+    if (!cfg->buffers[i]->has_size_kb) continue;
     /* A quarter of the smallest ring: read well before it wraps. */
     uint64_t quarter = (uint64_t)cfg->buffers[i]->size_kb * 1024u / 4u;
     if (quarter < target) target = quarter;

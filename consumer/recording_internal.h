@@ -50,6 +50,9 @@ struct tg_recording {
    * last window (>= RATE_WINDOW_MS) brought, and at the latest after
    * the period. */
   uint64_t read_target;
+  /* The config has a DISCARD buffer: no reads while tracing, only the
+   * drain's once the session ended (tg__rec_set_read_target). */
+  bool reads_at_end;
   uint64_t rate_since_ms, rate_bytes; /* the window so far */
   double rate_per_ms;                 /* of the last whole window; 0: none */
   uint64_t reads_done; /* reads answered, whatever the answer */

@@ -15,7 +15,6 @@
 
 #define DEFAULT_BUFFER "32mb"
 #define DEFAULT_QUICK_DURATION_MS 10000
-#define DEFAULT_FILE_WRITE_PERIOD_MS 500
 #define DEFAULT_RECONNECT "60s"
 #define DEFAULT_COMPRESS "zstd:1"
 #define DEFAULT_GRACE "60s"
@@ -79,12 +78,15 @@ static const char about[] =
     "on, detached from the terminal; kill -TERM PID stops the trace cleanly\n"
     "and writes OUT.\n"
     "\n"
-    "A local service writes the trace into OUT itself (write_into_file, the\n"
-    "file passed over the socket); otherwise, or with --read-buffers, the\n"
-    "trace is read over the connection 100ms after tracing starts, then\n"
-    "every 500ms, sooner as the source's rate needs (at once again after a\n"
-    "read of 1 MiB, or a quarter of the smallest buffer), and written by\n"
-    CLI_PROG ".\n"
+    "The config is recorded as written. When it asks for write_into_file, a\n"
+    "local service writes the trace into OUT itself (the file passed over\n"
+    "the socket). Otherwise, or with --read-buffers, the trace is read over\n"
+    "the connection and written by " CLI_PROG ": 100ms after tracing\n"
+    "starts, then every 500ms, sooner as the source's rate needs (at once\n"
+    "again after a read of 1 MiB, or a quarter of the smallest buffer), so\n"
+    "that a ring buffer loses nothing; a config with a DISCARD buffer is\n"
+    "read once the session ended, as Perfetto does, so that DISCARD keeps\n"
+    "the first data up to the buffer's size.\n"
     "OUT is written to OUT.partial-<random>, renamed to OUT once complete (a\n"
     "symlink is followed, not replaced). A device, a FIFO or '-' (stdout) is\n"
     "written in place, by " CLI_PROG ".\n"
@@ -386,6 +388,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   return -1; /* go on */
 }
 
+#define QUICK_FLUSH_PERIOD_MS 30000
+
 static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
   Perfetto__Protos__TraceConfig *cfg;
   if (o->config) {
@@ -411,9 +415,16 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
   cfg = cli_config_quick(o->ds, o->n_ds, size,
                          o->has_duration ? o->duration_ms
                                          : DEFAULT_QUICK_DURATION_MS);
-  if (cfg && o->max_file_bytes) {
+  if (!cfg) return NULL;
+  /* As Perfetto's quick form: a flush every 30 s, and the service writes
+   * the file when its size is bounded. */
+  cfg->has_flush_period_ms = 1;
+  cfg->flush_period_ms = QUICK_FLUSH_PERIOD_MS;
+  if (o->max_file_bytes) {
     cfg->has_max_file_size_bytes = 1;
     cfg->max_file_size_bytes = o->max_file_bytes;
+    cfg->has_write_into_file = 1;
+    cfg->write_into_file = 1;
   }
   return cfg;
 }
@@ -446,20 +457,23 @@ static int go_background(void) {
   return 0;
 }
 
-/* The output mode is known once connected: a transport that carries fds
- * reaches a local service, which writes the trace into our file. */
+/* The output mode is known once connected. The config goes as written,
+ * so that the trace's trace_config says what was asked and imports as
+ * Perfetto's would: the service writes into our file when the config asks
+ * for write_into_file and the file can be handed over; otherwise the
+ * trace comes over the connection (consumer/recording.h says when it is
+ * read). */
 static void choose_mode(record_t *r) {
   Perfetto__Protos__TraceConfig *cfg = r->cfg;
+  bool asked = cfg->has_write_into_file && cfg->write_into_file;
   /* Only a file of ours can be handed over: the service's writes into a
-   * device or FIFO could not be checked, nor counted. */
-  r->file_mode = r->has_out && !r->out.direct && !r->o.read_buffers &&
+   * device or FIFO could not be checked, nor counted; and only over a
+   * transport that carries fds, to a local service. */
+  r->file_mode = asked && r->has_out && !r->out.direct && !r->o.read_buffers &&
                  tg_consumer_can_pass_fds(r->conn.c);
-  cfg->has_write_into_file = 1;
-  cfg->write_into_file = r->file_mode;
-  if (r->file_mode && !cfg->has_file_write_period_ms) {
-    cfg->has_file_write_period_ms = 1;
-    cfg->file_write_period_ms = DEFAULT_FILE_WRITE_PERIOD_MS;
-  }
+  /* A write_into_file we cannot serve would have no file: the trace
+   * comes over the connection, and the config says so. */
+  if (asked && !r->file_mode) cfg->write_into_file = 0;
 }
 
 static void on_conn_close(cli_conn_t *cc, int status, const char *msg);

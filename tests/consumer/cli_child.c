@@ -162,6 +162,7 @@ void decode_trace(const uint8_t *buf, size_t n, const char *str,
     if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG) {
       t->has_config = true;
       t->config_duration_ms = pk->trace_config->duration_ms;
+      t->config_write_into_file = pk->trace_config->write_into_file;
       for (size_t d = 0; d < pk->trace_config->n_data_sources; d++) {
         const Perfetto__Protos__DataSourceConfig *dc =
             pk->trace_config->data_sources[d]->config;

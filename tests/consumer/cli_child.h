@@ -47,6 +47,7 @@ typedef struct trace_file {
   uint32_t config_duration_ms;
   /* What the quick form asked of the probes' data sources (0: absent). */
   uint32_t config_meminfo_ms, config_stat_ms, config_proc_poll_ms;
+  bool config_write_into_file; /* as the service recorded the config */
 } trace_file_t;
 
 /* Decodes |path| as a sequence of Trace.packet fields; every byte must

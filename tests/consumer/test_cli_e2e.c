@@ -63,8 +63,57 @@ static void record_quick_form_writes_the_packets(void **state) {
   for (unsigned i = 0; i < 6; i++) assert_int_equal(t.values[i], 10 + i);
   assert_true(t.has_config);
   assert_int_equal(t.config_duration_ms, 1000);
+  /* The config as written: the quick form asks for no write_into_file
+   * (trace_processor flags one without flush_period_ms). */
+  assert_false(t.config_write_into_file);
   assert_no_temp(ts->dir);
   unlink(out);
+  raw_producer_close(&p);
+}
+
+/* A DISCARD buffer keeps the first data up to its size, as with Perfetto:
+ * the trace is read once the session ended (reads while tracing would
+ * free its room), the rest is counted as lost, and the config is recorded
+ * as written. */
+static void discard_buffer_keeps_the_first_data_up_to_its_size(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(
+      raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char cfg[256], out[256], sum[256];
+  snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "discard.pbtxt"));
+  snprintf(out, sizeof(out), "%s", out_in(ts, "discard.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "discard.json"));
+  write_file(cfg,
+             "buffers { size_kb: 16 fill_policy: DISCARD }\n"
+             "data_sources { config { name: \"cli.ds\" } }\n");
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                        "--txt", "-o", out, "--summary-json", sum, NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  /* 40 chunks of 8 packets: more than twice what the buffer holds. */
+  for (uint32_t k = 0; k < 40; k++) commit_packets(&p, k, "d", 8 * k, 8);
+  kill(c.pid, SIGINT);
+  ack_flush(&p);
+  assert_int_equal(wait_cli(&c), 0);
+  trace_file_t t;
+  read_trace(out, "d", &t);
+  /* The first chunks' packets, in order, and not all of them. */
+  print_message("kept %zu of 320 packets\n", t.test_packets);
+  assert_true(t.test_packets > 0);
+  assert_true(t.test_packets < 40 * 8 / 2);
+  for (unsigned i = 0; i < t.test_packets; i++) assert_int_equal(t.values[i], i);
+  assert_true(t.has_config);
+  assert_false(t.config_write_into_file);
+  /* Every chunk is kept or counted as discarded. */
+  assert_int_equal(t.test_packets % 8, 0);
+  char want[32];
+  snprintf(want, sizeof(want), "%zu", 40 - t.test_packets / 8);
+  assert_json(sum, "hosts.0.loss.counters.buffer 0 chunks_discarded", want);
+  unlink(sum);
+  unlink(out);
+  unlink(cfg);
   raw_producer_close(&p);
 }
 
@@ -185,9 +234,13 @@ static void detach_attach(test_service_t *ts, bool read_buffers, const char *key
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char cfg[256], out[256];
   snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "detach.pbtxt"));
-  write_file(cfg,
-             "buffers { size_kb: 1024 }\n"
-             "data_sources { config { name: \"cli.ds\" } }\n");
+  /* The service writes the file only when the config asks it to. */
+  write_file(cfg, read_buffers
+                      ? "buffers { size_kb: 1024 }\n"
+                        "data_sources { config { name: \"cli.ds\" } }\n"
+                      : "buffers { size_kb: 1024 }\n"
+                        "data_sources { config { name: \"cli.ds\" } }\n"
+                        "write_into_file: true\n");
   snprintf(out, sizeof(out), "%s", out_in(ts, "detach.pftrace"));
   const char *detach[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
                           "-o", out, "--detach", key,
@@ -267,6 +320,20 @@ static void sigint_stops_cleanly_and_keeps_the_file(void **state) {
   raw_producer_close(&p);
 }
 
+/* A config file asking the service to write the trace into the file it is
+ * handed (write_into_file), every 500 ms: the partial-file tests below
+ * watch the service's writes. Returns its path (in out_in's buffer). */
+static const char *service_writes_cfg(test_service_t *ts) {
+  const char *cfg = out_in(ts, "service-writes.pbtxt");
+  write_file(cfg,
+             "buffers { size_kb: 1024 }\n"
+             "data_sources { config { name: \"cli.ds\" } }\n"
+             "write_into_file: true\n"
+             "file_write_period_ms: 500\n"
+             "flush_period_ms: 30000\n");
+  return cfg;
+}
+
 /* Waits (on inotify events of |watch|, a watch on |dir|) until a partial
  * trace file in |dir| holds bytes. */
 static void wait_partial_written(int watch, const char *dir) {
@@ -302,9 +369,11 @@ static void second_sigint_aborts(void **state) {
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
+  char cfg[256];
+  snprintf(cfg, sizeof(cfg), "%s", service_writes_cfg(ts));
   snprintf(out, sizeof(out), "%s", out_in(ts, "abort.pftrace"));
-  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out, "-t", "0",
-                        "cli.ds", NULL};
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-c", cfg, "--txt", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
@@ -369,9 +438,11 @@ static void sighup_keeps_the_partial_trace_and_names_it(void **state) {
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
+  char cfg[256];
+  snprintf(cfg, sizeof(cfg), "%s", service_writes_cfg(ts));
   snprintf(out, sizeof(out), "%s", out_in(ts, "hup.pftrace"));
-  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out, "-t", "0",
-                        "cli.ds", NULL};
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-c", cfg, "--txt", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
@@ -622,6 +693,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       SVC(record_quick_form_writes_the_packets),
       SVC(quick_form_asks_the_probes_to_sample),
+      SVC(discard_buffer_keeps_the_first_data_up_to_its_size),
       SVC(record_over_read_buffers_reassembles_big_packets),
       SVC(record_with_a_text_config),
       SVC(detach_then_attach_with_the_service_writing),
