@@ -50,6 +50,22 @@ typedef struct record_opts {
   bool version;              /* --version */
 } record_opts_t;
 
+/* Why a local recording's session ended: a token for --summary-json and
+ * the words of the summary line (record_flow.c's table). */
+typedef enum record_end {
+  RECORD_END_UNKNOWN = 0, /* it has not ended, or failed first */
+  RECORD_END_DURATION,
+  RECORD_END_SIZE,          /* the trace reached --size (streamed) */
+  RECORD_END_MAX_FILE_SIZE, /* the service stopped it at the size */
+  RECORD_END_SIZE_OR_TRIGGER,
+  RECORD_END_STOP_TRIGGER,
+  RECORD_END_SERVICE, /* the service ended it, for none of the above */
+  RECORD_END_SERVICE_GONE, /* the connection to the service was lost */
+  RECORD_END_SIGINT,
+  RECORD_END_SIGTERM,
+  RECORD_END_STOP, /* --stop */
+} record_end_t;
+
 typedef struct record {
   record_opts_t o;
   uv_loop_t *loop;
@@ -82,7 +98,7 @@ typedef struct record {
   bool size_reached;       /* streamed: -s reached, the rest is dropped */
   bool conn_lost;          /* the service went away */
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
-  const char *end_reason;  /* why the session ended, for the summary */
+  record_end_t end;        /* why the session ended, for the summary */
   char fail_why[300];      /* why it failed, for --summary-json */
 } record_t;
 

@@ -25,9 +25,28 @@ static void clear_progress(record_t *r) {
   cli_progress_clear(stderr);
 }
 
+static const struct {
+  const char *token, *text;
+} kEnds[] = {
+    [RECORD_END_UNKNOWN] = {NULL, NULL},
+    [RECORD_END_DURATION] = {"duration", "its duration elapsed"},
+    [RECORD_END_SIZE] = {"size", "the trace reached --size"},
+    [RECORD_END_MAX_FILE_SIZE] = {"max_file_size",
+                                  "max_file_size_bytes reached"},
+    [RECORD_END_SIZE_OR_TRIGGER] = {"max_file_size_or_stop_trigger",
+                                    "max_file_size_bytes reached or a stop "
+                                    "trigger fired"},
+    [RECORD_END_STOP_TRIGGER] = {"stop_trigger", "a stop trigger fired"},
+    [RECORD_END_SERVICE] = {"service", "the service ended it"},
+    [RECORD_END_SERVICE_GONE] = {"service_gone", "the service went away"},
+    [RECORD_END_SIGINT] = {"sigint", "stopped by Ctrl-C"},
+    [RECORD_END_SIGTERM] = {"sigterm", "stopped by SIGTERM"},
+    [RECORD_END_STOP] = {"stop", "stopped by --stop"},
+};
+
 void record_write_summary(record_t *r) {
   bool ok = r->exit_code == CLI_EXIT_OK;
-  const char *why = r->end_reason;
+  const char *why = kEnds[r->end].text;
   if (!ok && r->fail_why[0]) why = r->fail_why;
   else if (!ok && !r->conn.established && r->conn.close_msg[0])
     why = r->conn.close_msg;
@@ -35,6 +54,7 @@ void record_write_summary(record_t *r) {
       .host = "local",
       .ok = ok,
       .reason = why,
+      .end = kEnds[r->end].token,
       .bytes = r->out.bytes,
       .packets = r->out.packets,
       .loss = r->no_final_stats || !r->began ? NULL : &r->loss,
@@ -124,10 +144,10 @@ static int verify_watched(record_t *r) {
 
 /* Why a session ended that we did not stop: what its config allowed,
  * checked against what happened. */
-static const char *inferred_end(record_t *r, uint64_t elapsed) {
+static record_end_t inferred_end(record_t *r, uint64_t elapsed) {
   const Perfetto__Protos__TraceConfig *cfg =
       r->cfg ? r->cfg : tg_recording_config(r->rec);
-  if (r->size_reached) return "the trace reached --size";
+  if (r->size_reached) return RECORD_END_SIZE;
   uint64_t max = cfg && cfg->has_max_file_size_bytes ? cfg->max_file_size_bytes : 0;
   bool duration_up = r->duration_ms && elapsed + 250 >= r->duration_ms;
   bool stop_trigger =
@@ -138,18 +158,17 @@ static const char *inferred_end(record_t *r, uint64_t elapsed) {
    * config allows: the service writing the file stops it at the size
    * limit (the next write would pass it), or a stop trigger fired. */
   bool size_limit = max && r->file_mode && !duration_up;
-  if (size_limit && stop_trigger)
-    return "max_file_size_bytes reached or a stop trigger fired";
-  if (size_limit) return "max_file_size_bytes reached";
-  if (stop_trigger && !duration_up) return "a stop trigger fired";
-  if (duration_up || (r->o.attach && r->duration_ms)) return "its duration elapsed";
-  return "the service ended it";
+  if (size_limit && stop_trigger) return RECORD_END_SIZE_OR_TRIGGER;
+  if (size_limit) return RECORD_END_MAX_FILE_SIZE;
+  if (stop_trigger && !duration_up) return RECORD_END_STOP_TRIGGER;
+  if (duration_up || (r->o.attach && r->duration_ms)) return RECORD_END_DURATION;
+  return RECORD_END_SERVICE;
 }
 
 static void complete(record_t *r) {
   clear_progress(r);
   uint64_t elapsed = cli_now_ms() - r->t0;
-  if (!r->end_reason) r->end_reason = inferred_end(r, elapsed);
+  if (!r->end) r->end = inferred_end(r, elapsed);
   int rv = 0;
   bool checked = r->has_out;
   if (r->watch_only) {
@@ -178,7 +197,7 @@ static void complete(record_t *r) {
   }
   /* Written, but with nothing traced: not a success. */
   if (record_trigger_never_fired(r)) r->exit_code = CLI_EXIT_FAIL;
-  fprintf(stderr, CLI_PROG ": the session ended: %s\n", r->end_reason);
+  fprintf(stderr, CLI_PROG ": the session ended: %s\n", kEnds[r->end].text);
   if (r->no_final_stats)
     fprintf(stderr, CLI_PROG ": data loss unknown (no final statistics)\n");
   else
@@ -229,8 +248,10 @@ static void on_end(tg_recording_t *rec, int status, const char *reason) {
       break;
   }
   r->keep_partial = r->began; /* kept only if it holds packets */
-  if (r->conn_lost)
-    fprintf(stderr, CLI_PROG ": the session ended: the service went away\n");
+  if (r->conn_lost) {
+    r->end = RECORD_END_SERVICE_GONE;
+    fprintf(stderr, CLI_PROG ": the session ended: %s\n", kEnds[r->end].text);
+  }
   if (r->has_out && r->out.err)
     fail(r, "cannot write %s: %s", r->o.out, tg_strerror(r->out.err));
   else
@@ -304,8 +325,7 @@ static const tg_recording_cbs_t rec_cbs = {
 
 static void on_sigint(uv_signal_t *s, int signum) {
   record_t *r = s->data;
-  if (!r->end_reason)
-    r->end_reason = signum == SIGTERM ? "stopped by SIGTERM" : "stopped by Ctrl-C";
+  if (!r->end) r->end = signum == SIGTERM ? RECORD_END_SIGTERM : RECORD_END_SIGINT;
   if (++r->sigints > 1) {
     clear_progress(r);
     fprintf(stderr, CLI_PROG ": aborted\n");
@@ -384,7 +404,7 @@ void record_begin(record_t *r) {
     return;
   }
   if (r->o.stop) {
-    r->end_reason = "stopped by --stop";
+    r->end = RECORD_END_STOP;
     tg_recording_stop(r->rec);
   }
 }

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "cli_child.h"
+#include "test_proc.h"
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/trace/trace.pb-c.h"
 
@@ -88,8 +89,10 @@ static void compound_durations(void **state) {
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
   snprintf(out, sizeof(out), "%s", out_in(ts, "dur.pftrace"));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "dur.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
-                        "-t", "1s200ms", "cli.ds", NULL};
+                        "-t", "1s200ms", "--summary-json", sum, "cli.ds", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
@@ -100,8 +103,9 @@ static void compound_durations(void **state) {
   read_trace(out, "dur", &t);
   assert_int_equal(t.config_duration_ms, 1200);
   /* 15.5: why it ended, and the trace_stats last. */
-  assert_non_null(strstr(c.err, "the session ended: its duration elapsed"));
+  assert_json(sum, "hosts.0.end", "\"duration\"");
   assert_ends_with_trace_stats(out);
+  unlink(sum);
   unlink(out);
   /* A bare number only alone: "1m30" is refused. */
   const char *bad[] = {"record", "--socket", ts->consumer_sock, "-o", out,
@@ -128,14 +132,18 @@ static void is_detached_answers_by_exit_status(void **state) {
   /* Yes, twice: asking leaves it detached. */
   assert_int_equal(run_cli(&c, no), 0);
   assert_int_equal(run_cli(&c, no), 0);
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "isdet.json"));
   const char *attach[] = {"record", "--socket", ts->consumer_sock, "--attach",
-                          "parity-key", "--stop", "-o", out, NULL};
+                          "parity-key", "--stop", "-o", out, "--summary-json",
+                          sum, NULL};
   spawn_cli(&c, attach);
   ack_flush(&p);
   assert_int_equal(wait_cli(&c), 0);
   /* 15.9: an attached session's run time is not ours to claim. */
   assert_non_null(strstr(c.err, "the session ran since --detach"));
-  assert_non_null(strstr(c.err, "the session ended: stopped by --stop"));
+  assert_json(sum, "hosts.0.end", "\"stop\"");
+  unlink(sum);
   assert_int_equal(run_cli(&c, no), 2);
   /* No service: an error, not "no". */
   const char *gone[] = {"record", "--socket", out_in(ts, "nosock"),
@@ -182,8 +190,10 @@ static void size_limit(test_service_t *ts, bool streamed) {
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
   snprintf(out, sizeof(out), "%s", out_in(ts, "size.pftrace"));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "size.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
-                        "-t", "0", "-s", "8kb", "cli.ds",
+                        "-t", "0", "-s", "8kb", "--summary-json", sum, "cli.ds",
                         streamed ? "--read-buffers" : NULL, NULL};
   child_t c;
   spawn_cli(&c, args);
@@ -197,8 +207,9 @@ static void size_limit(test_service_t *ts, bool streamed) {
    * the one whose file it writes at once. */
   if (streamed) ack_flush(&p);
   assert_int_equal(wait_cli(&c), 0);
-  assert_non_null(strstr(c.err, streamed ? "the session ended: the trace reached --size"
-                                         : "the session ended: max_file_size_bytes reached"));
+  assert_json(sum, "hosts.0.end",
+              streamed ? "\"size\"" : "\"max_file_size\"");
+  unlink(sum);
   trace_file_t t;
   read_trace(out, str, &t);
   assert_true(t.test_packets > 0);
@@ -241,8 +252,10 @@ static void stats_shows_live_counters_of_running_sessions(void **state) {
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
   snprintf(out, sizeof(out), "%s", out_in(ts, "live.pftrace"));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "live.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
-                        "-t", "0", "cli.ds", NULL};
+                        "-t", "0", "--summary-json", sum, "cli.ds", NULL};
   child_t rec;
   spawn_cli(&rec, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
@@ -257,7 +270,8 @@ static void stats_shows_live_counters_of_running_sessions(void **state) {
   kill(rec.pid, SIGINT);
   ack_flush(&p);
   assert_int_equal(wait_cli(&rec), 0);
-  assert_non_null(strstr(rec.err, "the session ended: stopped by Ctrl-C"));
+  assert_json(sum, "hosts.0.end", "\"sigint\"");
+  unlink(sum);
   unlink(out);
   raw_producer_close(&p);
 }
@@ -307,8 +321,11 @@ static void service_gone_is_not_no_data_loss(void **state) {
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
   char out[256];
   snprintf(out, sizeof(out), "%s", out_in(ts, "gone.pftrace"));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "gone.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
-                        "-t", "0", "--read-buffers", "cli.ds", NULL};
+                        "-t", "0", "--read-buffers", "--summary-json", sum,
+                        "cli.ds", NULL};
   child_t c;
   spawn_cli(&c, args);
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
@@ -317,11 +334,18 @@ static void service_gone_is_not_no_data_loss(void **state) {
   /* The teardown checks the service's exit status. */
   test_service_terminate(ts);
   assert_true(wait_cli(&c) >= 0);
-  /* Whatever the outcome, it never claims what it cannot know. */
-  if (strstr(c.err, "no final statistics"))
+  /* Whatever the outcome, it never claims what it cannot know: without
+   * the final statistics there is no loss figure. */
+  if (strstr(c.err, "no final statistics")) {
     assert_null(strstr(c.err, "no data loss"));
-  /* 15.5: the summary says the service is why. */
-  assert_non_null(strstr(c.err, "the session ended: the service"));
+    assert_json(sum, "hosts.0.loss", "null");
+  }
+  /* 15.5: the summary says the service is why: it ended the session, or
+   * went away first. */
+  const char *end = tg_test_json(sum, "hosts.0.end");
+  assert_non_null(end);
+  assert_true(!strcmp(end, "\"service\"") || !strcmp(end, "\"service_gone\""));
+  unlink(sum);
   unlink(out);
 }
 
