@@ -75,6 +75,7 @@ typedef struct tg_consumer_conn {
   tg_read_frames_t *frames;
   char *lease_key;       /* SetDisconnectLease; NULL when none */
   uint64_t lease_ms;
+  tg_state_query_t state_query; /* a QueryServiceState paused for drain */
 } tg_consumer_conn_t;
 
 static void fail(tg_ipc_call_t call) { tg_ipc_reply(&call, false, false, NULL, -1); }
@@ -269,9 +270,10 @@ static void read_job_run(tg_consumer_conn_t *c) {
 }
 
 static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
-  (void)ctx;
   tg_consumer_conn_t *c = conn->user;
   if (c && c->reading) read_job_run(c);
+  c = conn->user; /* NULL if the read-out closed the connection */
+  if (c && c->state_query.paused) tg__consumer_query_resume(ctx, &c->state_query);
 }
 
 /* The default send buffer of a UNIX socket (~208 KiB) makes a streaming
@@ -779,6 +781,16 @@ void tg__consumer_port_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   free(c);
 }
 
+static void m_query_service_state(void *ctx, tg_ipc_call_t call,
+                                  const uint8_t *args, size_t len) {
+  tg_consumer_conn_t *c = consumer_of(ctx, call);
+  if (!c) {
+    fail(call);
+    return;
+  }
+  tg__consumer_query_service_state(ctx, &c->state_query, call, args, len);
+}
+
 static const tg_ipc_method_def_t consumer_methods[] = {
     {"EnableTracing", m_enable_tracing},
     {"DisableTracing", m_disable_tracing},
@@ -791,7 +803,7 @@ static const tg_ipc_method_def_t consumer_methods[] = {
     {"Attach", m_attach},
     {"GetTraceStats", m_get_trace_stats},
     {"ObserveEvents", m_observe_events},
-    {"QueryServiceState", tg__consumer_query_service_state},
+    {"QueryServiceState", m_query_service_state},
     {"QueryCapabilities", tg__consumer_query_capabilities},
     {"CloneSession", m_clone_session},
     /* Not supported: the host answers it with an explicit failure. */

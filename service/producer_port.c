@@ -15,6 +15,7 @@
 
 #include "pb/ipc/producer_port.pb-c.h"
 #include "common/log.h"
+#include "service/ds_descriptor.h"
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
 #include "service/session.h"
@@ -63,6 +64,7 @@ static tg_producer_t *producer_get_or_create(void *ctx, tg_ipc_call_t call) {
   p->ident.producer_id = id;
   p->ident.uid = call.conn->chan.peer_uid;
   p->ident.pid = call.conn->chan.peer_pid;
+  p->serial = svc->producers_seen + 1;
   p->smb_fd = -1;
   p->pending_smb_fd = -1;
   tg_list_init(&p->instances);
@@ -310,6 +312,45 @@ static void ds_fill(tg_registered_ds_t *d,
   d->no_flush = desc->has_no_flush && desc->no_flush;
 }
 
+_Static_assert(TG_DS_DESCRIPTOR_MAX_BYTES == 131029, "say so in the refusal");
+_Static_assert(TG_SERVICE_MAX_DESCRIPTOR_BYTES_PER_PRODUCER == 1u << 20,
+               "say so in the refusal");
+
+/* Why a descriptor of |len| bytes, replacing one of |replaced| bytes, is
+ * refused (counted and logged as the producer's other refusals), or NULL:
+ * what a producer makes the service keep is bounded. */
+static const char *descriptor_refusal(tg_producer_t *p, size_t len,
+                                      size_t replaced) {
+  const char *why = NULL;
+  if (len > TG_DS_DESCRIPTOR_MAX_BYTES)
+    why = "data source descriptor larger than 131029 bytes";
+  else if (p->descriptor_bytes - replaced + len >
+           TG_SERVICE_MAX_DESCRIPTOR_BYTES_PER_PRODUCER)
+    why = "data source descriptors of one producer over 1 MiB in all";
+  if (why) tg__producer_refused(p, why, 0, 0);
+  return why;
+}
+
+/* Gives |ds| a copy of |desc| (replacing its own); 0 or -ENOMEM. */
+static int ds_keep_descriptor(tg_producer_t *p, tg_registered_ds_t *ds,
+                              const uint8_t *desc, size_t len) {
+  uint8_t *copy = malloc(len ? len : 1);
+  if (!copy) return -ENOMEM;
+  memcpy(copy, desc, len);
+  p->descriptor_bytes = p->descriptor_bytes - ds->descriptor_len + len;
+  free(ds->descriptor);
+  ds->descriptor = copy;
+  ds->descriptor_len = len;
+  return 0;
+}
+
+static void ds_free(tg_producer_t *p, tg_registered_ds_t *ds) {
+  p->descriptor_bytes -= ds->descriptor_len;
+  free(ds->descriptor);
+  free(ds->name);
+  free(ds);
+}
+
 static void m_register_data_source(void *ctx, tg_ipc_call_t call,
                                    const uint8_t *args, size_t len) {
   tg_service_t *svc = ctx;
@@ -319,13 +360,19 @@ static void m_register_data_source(void *ctx, tg_ipc_call_t call,
       perfetto__protos__register_data_source_request__unpack(NULL, len, args);
   const Perfetto__Protos__DataSourceDescriptor *d =
       req ? req->data_source_descriptor : NULL;
+  const uint8_t *raw = NULL;
+  size_t raw_len = 0;
   const char *err = NULL;
   if (!d || !d->name || !d->name[0] || strlen(d->name) > MAX_NAME_LEN)
     err = "data source descriptor needs a name of 1..256 bytes";
+  else if (tg__ds_descriptor_find(args, len, &raw, &raw_len) < 0)
+    err = "data source descriptor repeated or unreadable";
   else if (ds_by_name(p, d->name))
     err = "a data source with this name is already registered";
   else if (p->n_ds >= TG_SERVICE_MAX_DATA_SOURCES_PER_PRODUCER)
     err = "too many data sources for one producer";
+  else
+    err = descriptor_refusal(p, raw_len, 0);
   if (err) {
     register_ds_reply(call, err);
     if (req) perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
@@ -336,7 +383,8 @@ static void m_register_data_source(void *ctx, tg_ipc_call_t call,
   if (nds) p->ds = nds;
   tg_registered_ds_t *ds = nds ? calloc(1, sizeof(*ds)) : NULL;
   char *name = ds ? strdup(d->name) : NULL;
-  if (!name) {
+  if (!name || ds_keep_descriptor(p, ds, raw, raw_len) < 0) {
+    free(name);
     free(ds);
     register_ds_reply(call, "out of memory");
     perfetto__protos__register_data_source_request__free_unpacked(req, NULL);
@@ -363,11 +411,16 @@ static void m_update_data_source(void *ctx, tg_ipc_call_t call,
   const Perfetto__Protos__DataSourceDescriptor *d =
       req ? req->data_source_descriptor : NULL;
   tg_registered_ds_t *ds = d && d->name ? ds_by_name(p, d->name) : NULL;
-  if (ds) ds_fill(ds, d);
+  const uint8_t *raw = NULL;
+  size_t raw_len = 0;
+  bool ok = ds && tg__ds_descriptor_find(args, len, &raw, &raw_len) == 0 &&
+            !descriptor_refusal(p, raw_len, ds->descriptor_len) &&
+            ds_keep_descriptor(p, ds, raw, raw_len) == 0;
+  if (ok) ds_fill(ds, d);
   if (req) perfetto__protos__update_data_source_request__free_unpacked(req, NULL);
   Perfetto__Protos__UpdateDataSourceResponse r =
       PERFETTO__PROTOS__UPDATE_DATA_SOURCE_RESPONSE__INIT;
-  tg_ipc_reply(&call, ds != NULL, false, &r.base, -1);
+  tg_ipc_reply(&call, ok, false, &r.base, -1);
 }
 
 static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
@@ -394,8 +447,7 @@ static void m_unregister_data_source(void *ctx, tg_ipc_call_t call,
   while (p->ds[idx] != ds) idx++; /* found by ds_by_name: present */
   memmove(&p->ds[idx], &p->ds[idx + 1], (p->n_ds - idx - 1) * sizeof(*p->ds));
   p->n_ds--;
-  free(ds->name);
-  free(ds);
+  ds_free(p, ds);
   Perfetto__Protos__UnregisterDataSourceResponse r =
       PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
@@ -603,10 +655,7 @@ static void on_producer_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   if (p->smb_fd >= 0) close(p->smb_fd);
   if (p->pending_smb_fd >= 0) close(p->pending_smb_fd);
   tg_buf_free(&p->pending_cmds);
-  for (size_t i = 0; i < p->n_ds; i++) {
-    free(p->ds[i]->name);
-    free(p->ds[i]);
-  }
+  for (size_t i = 0; i < p->n_ds; i++) ds_free(p, p->ds[i]);
   free(p->ds);
   free(p->writers);
   free(p->name);

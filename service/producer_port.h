@@ -26,6 +26,10 @@ typedef struct tg_registered_ds {
   bool will_notify_on_stop;
   bool handles_incremental_state_clear;
   bool no_flush;
+  /* The DataSourceDescriptor as the producer sent it (owned), returned
+   * whole by QueryServiceState; counted in descriptor_bytes. */
+  uint8_t *descriptor;
+  size_t descriptor_len;
 } tg_registered_ds_t;
 
 typedef struct tg_writer_reg {
@@ -38,6 +42,9 @@ struct tg_producer {
   tg_ipc_host_conn_t *conn;
   tg_list_t node;
   tg_producer_ident_t ident; /* id + SO_PEERCRED uid/pid */
+  /* Order of connection, never reused (ids wrap): where a paused
+   * QueryServiceState resumes (svc->producers is in this order). */
+  uint64_t serial;
   char *name;
   size_t smb_size_hint;
   size_t page_size_hint;
@@ -54,6 +61,8 @@ struct tg_producer {
 
   tg_registered_ds_t **ds; /* each allocated alone: instances point at it */
   size_t n_ds;
+  size_t descriptor_bytes; /* of all ds[i]->descriptor, at most
+                              TG_SERVICE_MAX_DESCRIPTOR_BYTES_PER_PRODUCER */
   tg_writer_reg_t *writers;
   size_t n_writers;
   tg_list_t instances; /* tg_ds_instance_t.producer_node */

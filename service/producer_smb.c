@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -94,10 +95,14 @@ void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id
   /* Once per producer: a hostile one must not flood the log. */
   if (p->logged_refusal) return;
   p->logged_refusal = true;
-  TG_WARN("producer %u ('%s', pid %d, uid %u): %s (buffer %u, writer %u); "
+  char where[48] = "";
+  if (buffer_id || writer_id)
+    snprintf(where, sizeof(where), " (buffer %u, writer %u)",
+             (unsigned)buffer_id, (unsigned)writer_id);
+  TG_WARN("producer %u ('%s', pid %d, uid %u): %s%s; "
           "further refusals are only counted",
           p->ident.producer_id, p->name ? p->name : "", (int)p->ident.pid,
-          (unsigned)p->ident.uid, what, (unsigned)buffer_id, (unsigned)writer_id);
+          (unsigned)p->ident.uid, what, where);
 }
 
 static bool valid_writer_id(uint32_t writer_id) {

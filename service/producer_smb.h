@@ -19,7 +19,8 @@ int tg__producer_smb_create(tg_producer_t *p, tg_session_t *s);
  * or targeted that very buffer (until the session is freed), else NULL. */
 tg_session_t *tg__producer_allowed_session(tg_producer_t *p, uint32_t buffer_id);
 /* Counts a refused request of |p| (|what|, aimed at |buffer_id| with
- * |writer_id|, 0 if none) as an ABI violation and logs the first one. */
+ * |writer_id|, 0 if none; both 0 for a request that names neither) as an
+ * ABI violation and logs the first one. */
 void tg__producer_refused(tg_producer_t *p, const char *what, uint32_t buffer_id,
                           uint32_t writer_id);
 /* One chunk to move and one chunk to patch of a CommitData (views into

@@ -29,6 +29,9 @@
 /* The longest a session may wait for its trigger, as in Perfetto. */
 #define TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS (7ull * 24 * 3600 * 1000)
 #define TG_SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 256
+/* The descriptors one producer keeps registered, in all (each one is at
+ * most TG_DS_DESCRIPTOR_MAX_BYTES, service/ds_descriptor.h). */
+#define TG_SERVICE_MAX_DESCRIPTOR_BYTES_PER_PRODUCER (1u << 20)
 #define TG_SERVICE_MAX_WRITERS_PER_PRODUCER 1024
 #define TG_SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000
 #define TG_SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000

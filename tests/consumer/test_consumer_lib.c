@@ -22,6 +22,7 @@
 #include "consumer/slice_reassembler.h"
 #include "ipc/unix_transport.h"
 #include "test_service.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "tracegate/error.h"
 
@@ -393,12 +394,28 @@ static void query_merges_replies_and_observe_reports_events(void **state) {
   assert_int_equal(k.sessions, 1);
   assert_true(k.saw_ds_name);
 
-  /* Many producers: the service streams, the library merges. */
-  enum { N = 140 };
+  /* Many producers and two descriptors of 100 KiB: a state larger than a
+   * frame, which the service streams and the library merges. */
+  enum { N = 140, BIG = 2 };
   raw_producer_t *many = calloc(N, sizeof(*many));
   assert_non_null(many);
   for (int i = 0; i < N; i++)
     assert_int_equal(raw_producer_connect(&many[i], ts, "many", "many.ds", 0, 0, false), 0);
+  static uint8_t fill[100 * 1024];
+  for (int i = 0; i < BIG; i++) {
+    Perfetto__Protos__DataSourceDescriptor d =
+        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = i ? "big.1" : "big.0";
+    d.has_track_event_descriptor = 1;
+    d.track_event_descriptor.data = fill;
+    d.track_event_descriptor.len = sizeof(fill);
+    Perfetto__Protos__RegisterDataSourceRequest r =
+        PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+    r.data_source_descriptor = &d;
+    assert_int_equal(
+        raw_call(&p.conn, "RegisterDataSource", &r.base, -1, NULL, NULL, WAIT_MS),
+        1);
+  }
   memset(&k.query, 0, sizeof(k.query));
   k.producers = k.data_sources = k.sessions = k.state_replies = 0;
   assert_int_equal(tg_consumer_query_service_state(k.c, false, true, on_state, &k), 0);
@@ -406,7 +423,7 @@ static void query_merges_replies_and_observe_reports_events(void **state) {
   assert_int_equal(k.query.status, 0);
   assert_int_equal(k.state_replies, 1);
   assert_int_equal(k.producers, N + 1);
-  assert_int_equal(k.data_sources, N + 1);
+  assert_int_equal(k.data_sources, N + 1 + BIG);
   assert_int_equal(k.sessions, 1);
   /* Unmerged: one callback per reply, adding up to the same. */
   memset(&k.query, 0, sizeof(k.query));

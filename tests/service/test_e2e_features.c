@@ -942,11 +942,12 @@ static void sync_marker_and_service_events_are_in_the_trace(void **state) {
   raw_producer_close(&p);
 }
 
-/* QueryServiceState is a stream: a state too large for one reply comes in
- * several, and merging them gives every producer and data source once. */
-static void large_service_state_is_streamed_in_several_replies(void **state) {
+/* QueryServiceState with many producers gives every producer and data
+ * source once, however many replies it takes (replies are cut by size:
+ * test_e2e_service_state.c has states larger than a frame). */
+static void many_producers_and_data_sources_are_listed_once_each(void **state) {
   test_service_t *ts = *state;
-  enum { N = 140 }; /* above one batch of 128 */
+  enum { N = 140 };
   raw_producer_t *p = calloc(N, sizeof(*p));
   assert_non_null(p);
   for (int i = 0; i < N; i++) {
@@ -962,7 +963,7 @@ static void large_service_state_is_streamed_in_several_replies(void **state) {
   assert_int_equal(np, N);
   assert_int_equal(nd, N);
   assert_int_equal(ns, 0);
-  assert_true(replies >= 2);
+  assert_true(replies >= 1);
   raw_consumer_close(&c);
   for (int i = 0; i < N; i++) raw_producer_close(&p[i]);
   free(p);
@@ -999,7 +1000,7 @@ int main(void) {
           query_capabilities_and_service_state_describe_the_service,
           test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(
-          large_service_state_is_streamed_in_several_replies,
+          many_producers_and_data_sources_are_listed_once_each,
           test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(read_out_fills_a_larger_send_buffer,
                                       test_service_setup, test_service_teardown),
