@@ -20,7 +20,7 @@
 #include "tracegate/error.h"
 #include "common/log.h"
 
-#define TICK_MS 250
+#define TICK_MS 250 /* progress, and starting more hosts */
 #define ABORT_GRACE_MS 2000
 
 static void on_closed(uv_handle_t *h) { (void)h; }
@@ -145,36 +145,28 @@ void fleet_host_finished(fleet_t *f) {
 
 /* Hosts connecting or preparing at once. A TLS handshake is milliseconds
  * of CPU at each end: a thousand begun together all progress slowly and
- * all hit the connect guard together (measured: 714 of 1000 hosts failed
- * on loopback), while a window of them completes steadily. A host holds
- * its place through its handshake and its preparation's round trips,
- * which wait more than they compute: with 64 places the 2 cores stood
- * idle 8-9% of the cold start of bench_fanout's 1000 hosts behind 18
- * relays, with 128, 5-7%, and all were tracing ~7% sooner (15 alternated
- * pairs, 128 ahead in 13); 192 and 256 gained nothing more. */
+ * all hit the connect guard together, while a window of them completes
+ * steadily. A host holds its place through its handshake and its
+ * preparation's round trips, which wait more than they compute, so the
+ * window is wider than the cores. */
 #define STARTING_MAX 128
 
-static bool is_starting(host_link_t l) {
-  return l == HL_CONNECTING || l == HL_PREPARING;
-}
-
-/* A started host leaves CONNECTING and PREPARING once: fleet_host.c never
- * sets them again (a lost link reconnects as RECONNECTING). */
-void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, host_link_t from) {
-  if (h->in_start_window && is_starting(from) && !is_starting(h->link)) {
-    h->in_start_window = false;
+/* A started host leaves CONNECTING and PREPARING once: a lost link
+ * reconnects through RECONNECTING and RESUMING (consumer/fleet/link.h). */
+void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from) {
+  if (h->slot == FLEET_SLOT_STARTING && tg_link_starting(from) &&
+      !tg_link_starting(h->link.state)) {
+    h->slot = FLEET_SLOT_NONE;
     f->starting--;
   }
   /* A burst cut by a lost link or an end: a reconnection makes its own. */
-  if (h->in_burst_window && h->link != HL_UP) fleet_host_burst_ended(f, h);
+  if (h->slot == FLEET_SLOT_BURSTING && h->link.state != TG_LINK_UP)
+    fleet_host_burst_ended(f, h);
 }
 
-/* Held clock bursts at once, once every host traces. A thousand at once
- * queued behind each other (and the first reads) in the CLI's loop: half
- * a sample's round trip bounds the estimate's error, and the median host
- * was good to +/- 7.5 ms (bench_fanout, 1000 hosts on loopback), against
- * +/- 1.3-1.8 ms when the whole burst came before the start, and
- * +/- 0.16-0.18 ms with 16 at a time. */
+/* Held clock bursts at a time, once every host traces: bursts taken all
+ * at once queue behind each other (and the first reads) in the CLI's
+ * loop, and half a sample's round trip bounds the estimate's error. */
 #define BURSTING_MAX 16
 
 static void burst_more(fleet_t *f) {
@@ -182,15 +174,15 @@ static void burst_more(fleet_t *f) {
     fleet_host_t *h = &f->hosts[f->next_burst++];
     if (!fleet_host_resume_clock(h)) continue;
     /* It may have ended at once (a call that could not go out). */
-    if (!h->clock_held) continue;
-    h->in_burst_window = true;
+    if (h->clock_hold == CLOCK_FREE) continue;
+    h->slot = FLEET_SLOT_BURSTING;
     f->bursting++;
   }
 }
 
 void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h) {
-  if (!h->in_burst_window) return;
-  h->in_burst_window = false;
+  if (h->slot != FLEET_SLOT_BURSTING) return;
+  h->slot = FLEET_SLOT_NONE;
   f->bursting--;
   burst_more(f);
 }
@@ -202,8 +194,8 @@ static void start_more(fleet_t *f) {
   if (f->sigints || f->aborting) return; /* the rest were stopped unstarted */
   while (f->starting < STARTING_MAX && f->next_start < f->n) {
     fleet_host_t *h = &f->hosts[f->next_start++];
-    if (h->link != HL_CONNECTING || h->failing) continue;
-    h->in_start_window = true;
+    if (h->link.state != TG_LINK_CONNECTING) continue;
+    h->slot = FLEET_SLOT_STARTING;
     f->starting++;
     fleet_host_start(h);
   }
@@ -246,7 +238,7 @@ void fleet_show_key(fleet_t *f, fleet_host_t *h) {
 }
 
 /* With a fleet, when the last host began tracing is the figure that says
- * whether the start kept up (issue 13: within 1 s for 1000 hosts). */
+ * whether the start kept up. */
 void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
   if (h->has_traced) return;
   h->has_traced = true;
@@ -268,7 +260,6 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
 static void on_tick(uv_timer_t *t) {
   fleet_t *f = t->data;
   start_more(f);
-  for (size_t i = 0; i < f->n; i++) fleet_host_tick(&f->hosts[i]);
   fleet_ui_draw(f);
 }
 
@@ -347,7 +338,7 @@ static void write_summary(fleet_t *f, int code) {
     const fleet_host_t *h = &f->hosts[i];
     cli_summary_host_t *o = &hs[i];
     o->host = h->t->spec;
-    o->ok = h->link == HL_DONE;
+    o->ok = h->link.state == TG_LINK_DONE;
     o->reason = o->ok ? NULL
                 : h->why[0] ? h->why
                 : f->aborting ? "aborted (a second interrupt)"
@@ -355,18 +346,13 @@ static void write_summary(fleet_t *f, int code) {
     o->bytes = h->bytes;
     o->packets = h->packets;
     o->loss = h->has_loss ? &h->loss : NULL;
-    o->reconnects = h->reconnects;
-    o->link_down_ms = h->down_ms;
-    if (h->has_clock) {
-      /* As the summary prints it: the host's BOOTTIME minus ours at the
-       * middle of the best round trip, subtracted unsigned (the host's
-       * reading is the relay's word). */
-      const clock_sample_t *b = &h->best;
-      uint64_t rtt = b->after[CLK_BOOTTIME] - b->before[CLK_BOOTTIME];
+    o->reconnects = h->link.reconnects;
+    o->link_down_ms = h->link.down_ms;
+    if (h->clock.estimates) {
+      /* As the summary prints it. */
       o->has_clock = true;
       o->clock_offset_ns =
-          (int64_t)(b->remote[CLK_BOOTTIME] - (b->before[CLK_BOOTTIME] + rtt / 2));
-      o->clock_uncertainty_ns = rtt / 2;
+          tg_clock_offset(&h->clock.best, &o->clock_uncertainty_ns);
     }
     o->compression = compression_name(h->compression);
     o->has_machine_id = f->mode == FLEET_OUT_MERGE;

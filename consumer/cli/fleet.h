@@ -1,26 +1,19 @@
 /* `tracegate record -H ...`: recording from remote hosts, one or many, on
  * one loop. Shared by the fleet files:
  *
- *   fleet.c        the run: outputs, hosts, signals, timers, the end
- *   fleet_host.c   one host: its connection (connect, prepare,
- *                  reconnect) around its recording (consumer/recording.h)
+ *   fleet.c        the run: outputs, hosts, signals, the start and burst
+ *                  windows, the end
+ *   fleet_host.c   one host: its connection (connect, prepare, reconnect)
+ *                  around its recording (consumer/recording.h), driven by
+ *                  its link's state machine (consumer/fleet/link.h: the
+ *                  states, their timers, where a dead link is detected)
  *   fleet_merge.c  the merged trace: packet rewriting and the packets the
  *                  collector adds (docs/merge.md)
  *   fleet_ui.c     progress lines and the summary
  *   fleet_ui_pick.c  which hosts the progress names when they are many
  *
- * A host's link:
- *
- *   CONNECTING -> PREPARING (TracegateRelay: host info, clock sync,
- *   session key) -> UP (the recording runs: enable or attach, trace,
- *   stop, drain, stats) -> CLOSING -> DONE
- *
- * and, when the link drops while the session can be resumed:
- * RECONNECTING (backoff 100 ms doubling to 5 s, bounded in total) ->
- * PREPARING on the new connection -> the recording re-attaches with the
- * same key and goes on where it was. Any other failure: CLOSING ->
- * FAILED. One host failing never stops the others; the run ends when
- * every host is DONE or FAILED.
+ * One host failing never stops the others; the run ends when every host's
+ * link is DONE or FAILED. Everything runs on the one loop thread.
  */
 #ifndef TRACEGATE_CONSUMER_CLI_FLEET_H
 #define TRACEGATE_CONSUMER_CLI_FLEET_H
@@ -29,6 +22,8 @@
 #include "common/u32_map.h"
 #include "consumer/cli/record.h"
 #include "consumer/cli/remote.h"
+#include "consumer/fleet/clock_sync.h"
+#include "consumer/fleet/link.h"
 
 /* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many hosts
  * keep every range below the overflow range (docs/merge.md). */
@@ -50,16 +45,22 @@ typedef enum fleet_out_mode {
   FLEET_OUT_MERGE, /* -o FILE --merge: one trace, machine ids */
 } fleet_out_mode_t;
 
-/* The link to a host; while UP, the recording's own state says more. */
-typedef enum host_link {
-  HL_CONNECTING,
-  HL_PREPARING,
-  HL_UP,
-  HL_RECONNECTING,
-  HL_CLOSING,
-  HL_DONE,
-  HL_FAILED,
-} host_link_t;
+/* Which of fleet.c's windows counts the host (at most one: the start
+ * window while it connects and prepares, the burst window once up). */
+typedef enum fleet_slot {
+  FLEET_SLOT_NONE,
+  FLEET_SLOT_STARTING, /* counted in fleet_t.starting */
+  FLEET_SLOT_BURSTING, /* counted in fleet_t.bursting */
+} fleet_slot_t;
+
+/* A big fleet's start (fleet_host.c, DEFER_READS_ABOVE_HOSTS): the host
+ * enables tracing on the first sample of its first clock burst and takes
+ * the rest once the fleet traces. */
+typedef enum fleet_clock_hold {
+  CLOCK_FREE,    /* the burst, if any, runs straight through */
+  CLOCK_HELD,    /* paused after its first sample; reads held */
+  CLOCK_RESUMED, /* the held burst goes on; reads still held */
+} fleet_clock_hold_t;
 
 /* What a host's relay sends, as the latest preparation of its link
  * settled it (the summary says it). */
@@ -70,15 +71,6 @@ typedef enum host_compression {
   HC_REFUSED,     /* plain: the relay answered SetCompression with a no */
   HC_UNSUPPORTED, /* plain: no TracegateRelay, or one without SetCompression */
 } host_compression_t;
-
-/* The builtin clocks read on both sides, in this order. */
-enum { CLK_BOOTTIME, CLK_MONOTONIC, CLK_REALTIME, CLK_N };
-
-typedef struct clock_sample {
-  uint64_t before[CLK_N]; /* the collector's clocks, before the call */
-  uint64_t remote[CLK_N]; /* the host's, from ClockSyncResponse */
-  uint64_t after[CLK_N];  /* the collector's, after the reply */
-} clock_sample_t;
 
 /* Producer sequence ids that do not fit a host's range, mapped one to one
  * into the overflow range. */
@@ -91,7 +83,10 @@ typedef struct fleet_host {
   size_t index;
   uint32_t machine_id; /* index + 1 */
   const cli_target_t *t;
-  host_link_t link;
+  /* The link's state, its deadlines and reconnections (link.h); the one
+   * timer below is armed for tg_link_deadline() (and clock_due_ms). */
+  tg_link_t link;
+  uv_timer_t timer;
   tg_recording_t *rec; /* the session; NULL once the host finished */
 
   /* The current connection (NULL between connections). */
@@ -100,15 +95,11 @@ typedef struct fleet_host {
   bool relay;          /* TracegateRelay bound on this connection */
   bool bound;          /* ConsumerPort bound on this connection */
   bool ever_connected; /* ConsumerPort was bound once */
-  int intent;          /* why we close the connection (fleet_host.c) */
-  bool failing;        /* on its way to FAILED */
-  bool reconnecting;   /* a link was lost; attempts under way */
   bool key_set;        /* the relay took the resume key */
   host_compression_t compression;
   unsigned prep_wait;  /* parts of preparing not answered (fleet_host.c) */
   char conn_msg[512];  /* why the connection closed */
   char retry_why[300]; /* why the last reconnection attempt failed */
-  uv_timer_t timer;   /* connect guard, reconnect backoff */
 
   /* From GetHostInfo. */
   bool has_info;
@@ -118,30 +109,17 @@ typedef struct fleet_host {
   uint32_t num_cpus;
 
   /* ClockSync: a burst of samples when a connection is prepared, then one
-   * per heartbeat. |best| is the current estimate (the smallest round trip
-   * of the last burst or period), |first| the first one; each is written
-   * into a merged trace as a RemoteClockSync (docs/merge.md). */
-  unsigned syncs;
-  clock_sample_t cur, best, first;
-  bool has_clock;
+   * per heartbeat. Each estimate (clock.best) is written into a merged
+   * trace as a RemoteClockSync (docs/merge.md). */
+  unsigned syncs; /* samples of the current burst */
+  tg_clock_sample_t cur;
+  tg_clock_sync_t clock;
   bool preamble_written;
-  /* A big fleet's start: the host enabled tracing on its first sample and
-   * takes the rest of its first burst once the fleet traces (fleet_host.c,
-   * clock_held); clock_resumed once it has begun them. */
-  bool clock_held, clock_resumed;
-  clock_sample_t burst_best; /* this burst's or period's best so far */
-  bool burst_has;
-  unsigned clock_syncs; /* estimates made (RemoteClockSync when merging) */
-  uint64_t next_sync_ms;
+  fleet_clock_hold_t clock_hold;
+  uint64_t clock_due_ms; /* a held burst goes on by then anyway; 0: none */
 
-  /* The heartbeat: a ClockSync every HB period on a prepared link; no
-   * answer for dead_link_ms and the link is dead, even while TCP looks
-   * alive. heard_ms: the last answer of any kind (the outage starts
-   * there). */
-  uv_timer_t hb;
-  clock_sample_t hb_sample;
-  bool hb_pending;
-  uint64_t hb_sent_ms, heard_ms;
+  /* The heartbeat's sample (link.h says when one is due). */
+  tg_clock_sample_t hb_sample;
   char lost_why[300]; /* why the link was last lost */
 
   char key[TG_RELAY_SESSION_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
@@ -149,15 +127,11 @@ typedef struct fleet_host {
 
   bool stop_requested;
   bool has_traced; /* its recording reached TRACING once */
-  bool in_start_window; /* counted in fleet_t.starting (fleet.c) */
-  bool in_burst_window; /* counted in fleet_t.bursting (fleet.c) */
+  fleet_slot_t slot; /* written by fleet.c only */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
   bool names_recorded; /* its answer is noted, not yet counted */
 
-  /* Reconnection. */
-  unsigned reconnects, attempts;
-  uint32_t backoff_ms;
-  uint64_t lost_at_ms, deadline_ms, down_ms;
+  /* What link losses cost (their count and length: link). */
   unsigned reads_cut;  /* reads cut by a link loss (from the recording) */
   unsigned reads_lost; /* of those, the ones that did carry data */
   uint64_t loss_before_drop;
@@ -246,9 +220,10 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
-/* |h|'s link went from |from| to h->link (fleet_host.c says every change):
- * fleet.c counts the started hosts still connecting or preparing. */
-void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, host_link_t from);
+/* |h|'s link went from |from| to h->link.state (every change, from the
+ * link's on_state): fleet.c counts the started hosts still connecting or
+ * preparing. */
+void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from);
 /* Tells |h|'s resume key before its session exists: on the terminal with
  * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
  * with -o DIR), "HOST KEY" a line, named once on the terminal. */
@@ -289,8 +264,6 @@ void fleet_host_stop(fleet_host_t *h);
 /* A second Ctrl-C: ends the session (FreeBuffers) and the connection;
  * nothing is kept. */
 void fleet_host_abort(fleet_host_t *h);
-/* The tick: the stall watchdog. */
-void fleet_host_tick(fleet_host_t *h);
 /* What the host is doing, for the progress line. */
 const char *fleet_host_state(const fleet_host_t *h);
 bool fleet_host_tracing(const fleet_host_t *h);
@@ -312,15 +285,13 @@ void fleet_host_free(fleet_host_t *h);
 int fleet_merge_head(fleet_t *f);
 /* Host |h|'s SystemInfo, ClockSnapshot and RemoteClockSync packets. */
 int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h);
-/* One more RemoteClockSync of |h| from its current estimate (h->best). */
+/* One more RemoteClockSync of |h| from its current estimate (clock.best). */
 int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h);
 /* One packet of |h| with its machine id and remapped sequence id
  * appended. A packet that does not decode is dropped and counted. */
 int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
                        size_t n);
 void fleet_seq_map_free(seq_map_t *m);
-/* Reads the collector's BOOTTIME, MONOTONIC and REALTIME (ns). */
-void fleet_clock_read(uint64_t out[CLK_N]);
 
 /* --- fleet_ui.c ---------------------------------------------------------- */
 

@@ -1,8 +1,10 @@
 /* One remote host of a fleet recording: its connection, the relay's own
  * service (host info, clock sync, resume key), and getting the session
- * back when the link drops (see fleet.h for the link's phases). The
- * session itself is the recording engine's (consumer/recording.h); its
- * packets come here to be written.
+ * back when the link drops. The link's states, its deadlines and the
+ * places a dead link is detected are consumer/fleet/link.h's: this file
+ * does what the link asks (dial, heartbeat, close) on one timer per host
+ * and reports what happened. The session itself is the recording
+ * engine's (consumer/recording.h); its packets come here to be written.
  *
  * Every consumer callback first checks that it belongs to the current
  * connection; calls that fail because the connection is going away
@@ -24,58 +26,35 @@
 #include "pb/tracegate/relay.pb-c.h"
 
 #define RELAY_SERVICE "TracegateRelay"
-/* Connecting and preparing (ssh has no timeout of its own). */
-#define CONNECT_GUARD_MS 20000
 #define STATS_PERIOD_MS 1000 /* loss counters once a second */
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-/* The heartbeat's period: at most this, and a quarter of the dead-link
- * timeout, so that a few are missed before the link is declared dead. */
-#define HB_MAX_MS 1000
-#define HB_MIN_MS 100
 /* A big fleet starts before it reads: a host that traces while others
  * still connect or prepare reads first when the last one traces, or this
  * long after its own start, whichever comes first (twice the usual read
- * period). Its first read is otherwise 100 ms after it started, and a
- * thousand of those, each a round trip through relay and service with
- * their first compression, slowed the start of the hosts behind them. */
+ * period): each first read is a round trip through relay and service
+ * with their first compression, and many of them slow the start of the
+ * hosts behind. */
 #define START_FIRST_READ_MS 1000
 #define DEFER_READS_ABOVE_HOSTS 64
-/* So does the rest of its first clock burst. The burst's samples are one
- * round trip each, in a row: the four after the first took ~5% of the
- * CLI's CPU in a 1000-host cold start, and, taken while handshakes queue
- * on the same cores, their round trips (half of one bounds the estimate's
- * error) were long: +/- 1.3-1.8 ms for the median host, +/- 0.16-0.18 ms
- * once the fleet traces (fleet.c, BURSTING_MAX). The host enables tracing
- * on its first sample and holds its reads until its burst is done: a
+/* So does the rest of its first clock burst: the burst's samples are one
+ * round trip each, in a row, and taken while handshakes queue on the same
+ * cores their round trips (half of one bounds the estimate's error) are
+ * long. The host enables tracing on its first sample and holds its reads
+ * until its burst is done (fleet.c lets a few bursts run at a time): a
  * merged trace has the host's estimate ahead of its first packet. */
 
-/* Why the current connection is being closed by us. */
-enum intent {
-  INTENT_NONE, /* not by us: the link dropped */
-  INTENT_DONE,
-  INTENT_FAIL,
-  INTENT_RETRY, /* a reconnection attempt that did not work out */
-  INTENT_STALL, /* no answer (a dead link): treat as a dropped link */
-};
-
 static void connect_now(fleet_host_t *h);
-static void link_dead(fleet_host_t *h);
-
-static enum intent intent_of(const fleet_host_t *h) {
-  return (enum intent)h->intent;
-}
-static void set_intent(fleet_host_t *h, enum intent i) { h->intent = (int)i; }
-
-/* Every change of the link goes through here: fleet.c counts the hosts on
- * their way up (fleet_host_link_changed). */
-static void set_link(fleet_host_t *h, host_link_t to) {
-  host_link_t from = h->link;
-  h->link = to;
-  if (from != to) fleet_host_link_changed(h->f, h, from);
-}
+static void arm(fleet_host_t *h);
 
 static uint64_t now_ms(const fleet_host_t *h) { return uv_now(h->f->loop); }
+
+/* Every change of the link (tg_link_set_state calls it): fleet.c counts
+ * the hosts on their way up, and the new state's deadlines are armed. */
+static void on_link_state(tg_link_t *l, tg_link_state_t from, const char *why) {
+  (void)why;
+  fleet_host_t *h = l->data;
+  fleet_host_link_changed(h->f, h, from);
+  arm(h);
+}
 
 /* Whether a reply on |c| is news for the host: a reply from an older link
  * is not, nor one that only says the link went (on_close deals with
@@ -85,7 +64,11 @@ static bool reply_is_news(fleet_host_t *h, tg_consumer_t *c, int status) {
 }
 
 static bool is_finished(const fleet_host_t *h) {
-  return h->link == HL_DONE || h->link == HL_FAILED;
+  return tg_link_finished(&h->link);
+}
+
+static bool is_failing(const fleet_host_t *h) {
+  return h->link.state == TG_LINK_FAILING;
 }
 
 /* The recording was started and has not ended yet. */
@@ -98,10 +81,11 @@ static bool rec_active(const fleet_host_t *h) {
 
 /* --- the end of a host ------------------------------------------------------ */
 
+/* CLOSING or FAILING, the connection gone: -> DONE or FAILED. */
 static void finish(fleet_host_t *h) {
   if (is_finished(h)) return;
-  uv_timer_stop(&h->timer);
-  bool failing = h->failing;
+  bool failing = is_failing(h);
+  h->clock_due_ms = 0;
   if (h->has_own) {
     fleet_ui_clear(h->f);
     if (!failing) {
@@ -118,9 +102,9 @@ static void finish(fleet_host_t *h) {
     }
     h->has_own = false;
   }
-  set_link(h, failing ? HL_FAILED : HL_DONE);
+  tg_link_set_state(&h->link, failing ? TG_LINK_FAILED : TG_LINK_DONE,
+                    failing ? h->why : "the connection closed");
   fleet_names_host(h->f, h, NULL); /* never asked: the others wait on none */
-  uv_timer_stop(&h->hb);
   if (h->rec) {
     h->reads_cut = tg_recording_reads_cut(h->rec);
     h->reads_lost = tg_recording_reads_lost(h->rec);
@@ -130,37 +114,40 @@ static void finish(fleet_host_t *h) {
   fleet_host_finished(h->f);
 }
 
-static void close_conn(fleet_host_t *h, enum intent i) {
-  set_intent(h, i);
+/* In CLOSING or FAILING: the connection goes, then finish(). */
+static void close_conn(fleet_host_t *h) {
   if (h->c) tg_consumer_close(h->c);
-  else if (!h->rt) finish(h); /* nothing open (a failed first connect) */
+  else if (!h->rt) finish(h); /* nothing open (a failed connect, a backoff) */
 }
 
 __attribute__((format(printf, 2, 3)))
 static void fail(fleet_host_t *h, const char *fmt, ...) {
-  if (is_finished(h) || h->failing) return;
-  h->failing = true;
+  if (is_finished(h) || is_failing(h)) return;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(h->why, sizeof(h->why), fmt, ap);
   va_end(ap);
-  set_link(h, HL_CLOSING);
-  uv_timer_stop(&h->timer);
+  tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
   /* The recording ends its session first; its on_end closes. */
   if (rec_active(h)) {
     tg_recording_fail(h->rec, true, h->why);
     return;
   }
-  close_conn(h, INTENT_FAIL);
+  close_conn(h);
+}
+
+/* A reconnection attempt did not work out (|why|): its connection goes,
+ * and once released the backoff begins again (on_remote_gone). */
+static void drop_attempt(fleet_host_t *h, const char *why) {
+  if (h->link.state != TG_LINK_RECONNECTING &&
+      h->link.state != TG_LINK_RESUMING)
+    return; /* already going: on_remote_gone decides */
+  snprintf(h->retry_why, sizeof(h->retry_why), "%s", why);
+  tg_link_drop(&h->link, TG_LINK_DROP_ATTEMPT, h->retry_why);
+  if (h->c) tg_consumer_close(h->c);
 }
 
 /* --- reconnecting ------------------------------------------------------------ */
-
-static void on_backoff(uv_timer_t *t) {
-  fleet_host_t *h = t->data;
-  if (h->link != HL_RECONNECTING) return;
-  connect_now(h);
-}
 
 /* One reconnection attempt failed: try again after the backoff, or give
  * up at the deadline. */
@@ -171,19 +158,14 @@ static void retry_later(fleet_host_t *h, const char *why) {
                          : "the connection closed before the session was back";
   if (why != h->retry_why)
     snprintf(h->retry_why, sizeof(h->retry_why), "%.290s", why);
-  uint64_t now = now_ms(h);
-  if (now >= h->deadline_ms) {
+  if (tg_link_attempt_failed(&h->link, now_ms(h), why) < 0) {
     char limit[32];
     cli_format_ms(limit, sizeof(limit), h->f->reconnect_ms);
     fail(h, "lost the link and could not get the session back within %s "
          "(last attempt: %s)", limit, why);
     return;
   }
-  uint64_t wait = h->backoff_ms;
-  if (now + wait > h->deadline_ms) wait = h->deadline_ms - now;
-  h->backoff_ms = h->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                     : h->backoff_ms * 2;
-  uv_timer_start(&h->timer, on_backoff, wait, 0);
+  arm(h);
 }
 
 static bool can_resume(const fleet_host_t *h) {
@@ -204,50 +186,39 @@ static void link_lost(fleet_host_t *h, const char *why) {
       fail(h, "lost the link (%s)", why);
     return;
   }
-  /* The outage began when the link stopped answering, not when that was
-   * noticed (up to the dead-link timeout later). */
-  uint64_t now = now_ms(h);
-  h->lost_at_ms = h->heard_ms && h->heard_ms <= now ? h->heard_ms : now;
-  h->deadline_ms = now + h->f->reconnect_ms;
   snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);
-  h->hb_pending = false;
-  h->backoff_ms = BACKOFF_MIN_MS;
-  h->attempts = 0;
   h->loss_before_drop = h->loss.total;
-  set_link(h, HL_RECONNECTING);
-  h->reconnecting = true;
+  tg_link_lost(&h->link, now_ms(h), why);
   fleet_say(h->f, "%s: lost the link (%s); reconnecting", h->t->spec, why);
-  uv_timer_start(&h->timer, on_backoff, h->backoff_ms, 0);
-  h->backoff_ms *= 2;
 }
 
 /* --- the connection closed ---------------------------------------------------- */
 
+/* The connection is released: what follows depends on why it went. */
 static void on_remote_gone(void *ctx, const char *detail) {
   fleet_host_t *h = ctx;
-  enum intent i = intent_of(h);
-  set_intent(h, INTENT_NONE);
   char why[700];
   if (detail && detail[0] && !strstr(h->conn_msg, detail))
     snprintf(why, sizeof(why), "%s: %s", h->conn_msg, detail);
   else
     snprintf(why, sizeof(why), "%s", h->conn_msg);
   if (is_finished(h)) return;
-  switch (i) {
-    case INTENT_DONE:
-    case INTENT_FAIL:
-      finish(h);
-      return;
-    case INTENT_RETRY:
+  if (h->link.state == TG_LINK_CLOSING || is_failing(h)) {
+    finish(h);
+    return;
+  }
+  if (h->link.state != TG_LINK_DROPPING) return; /* not reached */
+  switch (h->link.drop) {
+    case TG_LINK_DROP_ATTEMPT:
       retry_later(h, h->retry_why);
       return;
-    case INTENT_STALL: {
+    case TG_LINK_DROP_DEAD: {
       char lim[32];
       cli_format_ms(lim, sizeof(lim), h->f->dead_link_ms);
       snprintf(why, sizeof(why), "no answer for %s: a dead link", lim);
       break;
     }
-    case INTENT_NONE:
+    case TG_LINK_DROP_PEER:
       break;
   }
   if (!h->bound) {
@@ -256,7 +227,7 @@ static void on_remote_gone(void *ctx, const char *detail) {
     if (!strncmp(d, "cannot connect: ", 16)) d += 16;
     snprintf(why, sizeof(why), "cannot connect: %s", d);
   }
-  if (h->reconnecting && h->link == HL_RECONNECTING) {
+  if (tg_link_reconnecting(&h->link)) {
     retry_later(h, why);
     return;
   }
@@ -273,10 +244,16 @@ static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
   h->c = NULL;
   /* The consumer is freed after this: the recording lets go now. */
   if (h->rec) tg_recording_unbind(h->rec);
-  if (msg[0] && !(intent_of(h) == INTENT_RETRY || intent_of(h) == INTENT_STALL))
+  /* A close we asked for keeps our reason (retry_why, the dead link). */
+  bool ours = h->link.state == TG_LINK_DROPPING &&
+              h->link.drop != TG_LINK_DROP_PEER;
+  bool dropped = h->link.state != TG_LINK_DROPPING &&
+                 h->link.state != TG_LINK_CLOSING && !is_failing(h);
+  if (msg[0] && !ours)
     snprintf(h->conn_msg, sizeof(h->conn_msg), "%s", msg);
-  else if (!msg[0] && intent_of(h) == INTENT_NONE)
+  else if (!msg[0] && dropped)
     snprintf(h->conn_msg, sizeof(h->conn_msg), "the connection closed");
+  tg_link_drop(&h->link, TG_LINK_DROP_PEER, h->conn_msg);
   cli_remote_t *rt = h->rt;
   h->rt = NULL;
   /* on_remote_gone runs from the loop, after the transport is gone. */
@@ -312,10 +289,9 @@ static void prep_failed(fleet_host_t *h, tg_consumer_t *c, int status,
                         const char *msg) {
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return; /* on_close */
   if (!msg || !msg[0]) msg = tg_strerror(status);
-  if (h->reconnecting) {
-    snprintf(h->retry_why, sizeof(h->retry_why), "%s", msg);
-    set_intent(h, INTENT_RETRY);
-    tg_consumer_close(c);
+  (void)c;
+  if (tg_link_reconnecting(&h->link)) {
+    drop_attempt(h, msg);
     return;
   }
   fail(h, "%s", msg);
@@ -359,49 +335,28 @@ static void set_key(fleet_host_t *h) {
 
 /* --- clocks and the heartbeat ---------------------------------------------------- */
 
-static uint64_t rtt_of(const clock_sample_t *s) {
-  return s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
-}
-
 /* Fills |s|'s host clocks from a ClockSyncResponse; false if it has none. */
-static bool clock_parse(clock_sample_t *s, const uint8_t *reply, size_t len) {
+static bool clock_parse(tg_clock_sample_t *s, const uint8_t *reply, size_t len) {
   Perfetto__Protos__ClockSyncResponse *r =
       perfetto__protos__clock_sync_response__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
   bool ok = r && r->has_boottime_ns && r->has_monotonic_ns && r->has_realtime_ns;
   if (ok) {
-    s->remote[CLK_BOOTTIME] = r->boottime_ns;
-    s->remote[CLK_MONOTONIC] = r->monotonic_ns;
-    s->remote[CLK_REALTIME] = r->realtime_ns;
+    s->remote[TG_CLK_BOOTTIME] = r->boottime_ns;
+    s->remote[TG_CLK_MONOTONIC] = r->monotonic_ns;
+    s->remote[TG_CLK_REALTIME] = r->realtime_ns;
   }
   if (r) perfetto__protos__clock_sync_response__free_unpacked(r, NULL);
   return ok;
-}
-
-/* Keeps |s| if it has the smallest round trip of this burst or period. */
-static void clock_keep(fleet_host_t *h, const clock_sample_t *s) {
-  if (!h->burst_has || rtt_of(s) < rtt_of(&h->burst_best)) h->burst_best = *s;
-  h->burst_has = true;
 }
 
 /* The burst or period is over: its best sample is the estimate from now
  * on, written into a merged trace once the host's preamble is there (the
  * preamble carries the first). Returns 0 or a write error. */
 static int clock_settle(fleet_host_t *h) {
-  h->next_sync_ms = now_ms(h) + h->f->clock_sync_ms;
-  if (!h->burst_has) return 0;
-  h->best = h->burst_best;
-  h->burst_has = false;
-  if (!h->has_clock) h->first = h->best;
-  h->has_clock = true;
-  h->clock_syncs++;
+  if (!tg_clock_sync_settle(&h->clock, now_ms(h))) return 0;
   if (h->f->mode != FLEET_OUT_MERGE || !h->preamble_written) return 0;
   return fleet_merge_clock_sync(h->f, h);
-}
-
-static uint64_t hb_period(const fleet_t *f) {
-  uint64_t p = f->dead_link_ms / 4;
-  return p > HB_MAX_MS ? HB_MAX_MS : p < HB_MIN_MS ? HB_MIN_MS : p;
 }
 
 static void on_heartbeat(tg_consumer_t *c, void *ctx, int status,
@@ -409,54 +364,45 @@ static void on_heartbeat(tg_consumer_t *c, void *ctx, int status,
   (void)msg;
   fleet_host_t *h = ctx;
   if (h->c != c) return;
-  h->hb_pending = false;
+  tg_link_heartbeat_done(&h->link);
   if (!reply_is_news(h, c, status)) return;
   /* Any answer, even a refusal, says the link works. */
-  h->heard_ms = now_ms(h);
+  uint64_t now = now_ms(h);
+  tg_link_heard(&h->link, now);
   if (status) return;
-  fleet_clock_read(h->hb_sample.after);
-  if (clock_parse(&h->hb_sample, reply, len)) clock_keep(h, &h->hb_sample);
+  tg_clock_read(h->hb_sample.after);
+  if (clock_parse(&h->hb_sample, reply, len))
+    tg_clock_sync_keep(&h->clock, &h->hb_sample);
   /* A held burst settles at its own end (clock_next). */
-  if (h->clock_held || h->heard_ms < h->next_sync_ms) return;
+  if (h->clock_hold != CLOCK_FREE || !tg_clock_sync_due(&h->clock, now)) return;
   int rv = clock_settle(h);
   if (rv < 0) fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
 }
 
-/* Every period while the recording runs on a relay: one ClockSync in
- * flight at a time; none answered (nor any packet) for the dead-link
- * timeout and the link is dead, whatever TCP thinks. */
-static void on_hb_timer(uv_timer_t *t) {
-  fleet_host_t *h = t->data;
-  if (is_finished(h) || h->link != HL_UP || !h->relay || !h->c ||
-      !tg_consumer_ready(h->c))
-    return;
-  uint64_t now = now_ms(h);
-  if (now - h->heard_ms > h->f->dead_link_ms) {
-    link_dead(h);
-    return;
-  }
-  if (h->hb_pending) return;
-  fleet_clock_read(h->hb_sample.before);
+/* The link asks for a heartbeat (a ClockSync: its answer is also a clock
+ * sample between bursts). */
+static void send_heartbeat(fleet_host_t *h) {
+  if (!h->c || !tg_consumer_ready(h->c)) return;
+  tg_clock_read(h->hb_sample.before);
   if (tg_consumer_call(h->c, RELAY_SERVICE, "ClockSync", NULL, 0, on_heartbeat,
-                       h) == 0) {
-    h->hb_pending = true;
-    h->hb_sent_ms = now;
-  }
+                       h) == 0)
+    tg_link_heartbeat_sent(&h->link);
 }
 
-static void link_dead(fleet_host_t *h) {
+/* The link found the connection silent too long (it is DROPPING): close
+ * it; on_remote_gone then reconnects. */
+static void link_dead(fleet_host_t *h, uint64_t now) {
   char el[32];
-  cli_format_ms(el, sizeof(el), now_ms(h) - h->heard_ms);
+  cli_format_ms(el, sizeof(el), now - h->link.heard_ms);
   fleet_say(h->f, "%s: no answer for %s: the link is dead", h->t->spec, el);
-  set_intent(h, INTENT_STALL);
-  tg_consumer_close(h->c);
+  if (h->c) tg_consumer_close(h->c);
 }
 
 static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const uint8_t *reply, size_t len) {
   fleet_host_t *h = ctx;
   if (h->c != c) return;
-  fleet_clock_read(h->cur.after);
+  tg_clock_read(h->cur.after);
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
   if (status) {
     /* Recording works without; the merged trace just cannot align it. */
@@ -465,7 +411,7 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
     clock_next(h);
     return;
   }
-  if (clock_parse(&h->cur, reply, len)) clock_keep(h, &h->cur);
+  if (clock_parse(&h->cur, reply, len)) tg_clock_sync_keep(&h->clock, &h->cur);
   h->syncs++;
   clock_next(h);
 }
@@ -476,8 +422,8 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
  * first sample and goes on from fleet_host_resume_clock(). */
 static void clock_next(fleet_host_t *h) {
   if (h->syncs >= FLEET_CLOCK_SYNC_SAMPLES) {
-    bool was_held = h->clock_held;
-    h->clock_held = false;
+    bool was_held = h->clock_hold != CLOCK_FREE;
+    h->clock_hold = CLOCK_FREE;
     int rv = clock_settle(h);
     /* Done while preparing (a reconnection, say): after_prep writes it. */
     if (rv == 0 && was_held && !(h->prep_wait & PREP_CLOCK)) {
@@ -492,11 +438,11 @@ static void clock_next(fleet_host_t *h) {
     prep_done(h, PREP_CLOCK);
     return;
   }
-  if (h->clock_held && h->syncs > 0 && !h->clock_resumed) {
+  if (h->clock_hold == CLOCK_HELD && h->syncs > 0) {
     prep_done(h, PREP_CLOCK);
     return;
   }
-  fleet_clock_read(h->cur.before);
+  tg_clock_read(h->cur.before);
   int rv = tg_consumer_call(h->c, RELAY_SERVICE, "ClockSync", NULL, 0,
                             on_clock, h);
   if (rv < 0) {
@@ -517,16 +463,14 @@ static int write_preamble(fleet_host_t *h) {
  * START_FIRST_READ_MS, on the connection it started on (a reconnection
  * makes a whole burst of its own). */
 bool fleet_host_resume_clock(fleet_host_t *h) {
-  if (!h->clock_held || h->clock_resumed || h->link != HL_UP || !h->c ||
+  if (h->clock_hold != CLOCK_HELD || h->link.state != TG_LINK_UP || !h->c ||
       !tg_consumer_ready(h->c))
     return false;
-  h->clock_resumed = true;
-  uv_timer_stop(&h->timer);
+  h->clock_hold = CLOCK_RESUMED;
+  h->clock_due_ms = 0;
   clock_next(h);
   return true;
 }
-
-static void on_clock_due(uv_timer_t *t) { fleet_host_resume_clock(t->data); }
 
 static void on_host_info(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
@@ -569,7 +513,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
     /* The relay said no (its operator's --compress never, or an ask it
      * does not take): what it sends stays plain. */
     h->compression = HC_REFUSED;
-    if (!h->reconnecting)
+    if (!tg_link_reconnecting(&h->link))
       fleet_say(h->f, "%s: note: the relay sends uncompressed (%s)",
                 h->t->spec, msg);
     prep_done(h, PREP_COMPRESSION);
@@ -622,7 +566,7 @@ static bool ask_compression(fleet_host_t *h) {
 }
 
 static void ask_host_info(fleet_host_t *h) {
-  if (h->has_info || h->reconnecting ||
+  if (h->has_info || tg_link_reconnecting(&h->link) ||
       tg_consumer_call(h->c, RELAY_SERVICE, "GetHostInfo", NULL, 0,
                        on_host_info, h) < 0)
     prep_done(h, PREP_INFO);
@@ -634,7 +578,7 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
   fleet_host_t *h = ctx;
   if (h->c != c) return;
   if (status == TG_EUNKNOWN_SERVICE) {
-    if (!h->reconnecting)
+    if (!tg_link_reconnecting(&h->link))
       fleet_say(h->f, "%s: warning: the peer does not offer " RELAY_SERVICE
                 " (not a tracegate-relay?): no host info, no clock alignment, "
                 "no resume after a link loss", h->t->spec);
@@ -652,9 +596,11 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   h->relay = true;
-  h->clock_held =
-      !h->reconnecting && !h->has_clock && h->f->n > DEFER_READS_ABOVE_HOSTS;
-  if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
+  h->clock_hold = !tg_link_reconnecting(&h->link) && !h->clock.estimates &&
+                          h->f->n > DEFER_READS_ABOVE_HOSTS
+                      ? CLOCK_HELD
+                      : CLOCK_FREE;
+  tg_link_bound(&h->link);
   /* One flight, answered in this order: compression first, so that the
    * switch comes before the other answers; the first clock sample last. */
   if (!ask_compression(h)) prep_done(h, PREP_COMPRESSION);
@@ -669,12 +615,11 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   fleet_host_t *h = tg_consumer_data(c);
   if (status || h->c != c) return; /* on_close follows */
   h->ever_connected = h->bound = true;
-  /* Reconnecting stays so until the session is back. */
-  if (h->link == HL_CONNECTING) set_link(h, HL_PREPARING);
+  tg_link_bound(&h->link);
   /* The host's registered data sources, before enabling: the names it
    * lacks are said once every host has answered (fleet_names.c). A failed
    * query (a role without QueryServiceState) only leaves the check out. */
-  if (!h->reconnecting && !h->names_checked && h->f->pcfg &&
+  if (!tg_link_reconnecting(&h->link) && !h->names_checked && h->f->pcfg &&
       h->f->pcfg->n_data_sources &&
       tg_consumer_query_service_state(c, false, true, on_names_state, h) == 0) {
     prep_done(h, PREP_CONSUMER);
@@ -686,40 +631,36 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
 static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
                                            .on_close = on_conn_close};
 
-static void on_connect_guard(uv_timer_t *t) {
-  fleet_host_t *h = t->data;
+/* The attempt (connecting and preparing) took longer than the guard. */
+static void guard_expired(fleet_host_t *h) {
   if (!h->c) return;
-  if (h->reconnecting) {
-    snprintf(h->retry_why, sizeof(h->retry_why),
-             "no answer within %d s", CONNECT_GUARD_MS / 1000);
-    set_intent(h, INTENT_RETRY);
-    tg_consumer_close(h->c);
-    return;
-  }
-  fail(h, "cannot connect: no answer within %d s", CONNECT_GUARD_MS / 1000);
+  char why[64];
+  snprintf(why, sizeof(why), "no answer within %u s",
+           (unsigned)(h->link.tm.connect_guard_ms / 1000));
+  if (tg_link_reconnecting(&h->link)) drop_attempt(h, why);
+  else fail(h, "cannot connect: %s", why);
 }
 
 static void connect_now(fleet_host_t *h) {
   char err[512];
   h->relay = h->bound = false;
   h->syncs = 0;
-  h->clock_held = h->clock_resumed = false; /* on_relay_bound decides */
-  h->burst_has = false;
-  h->hb_pending = false;
-  h->attempts++;
-  set_intent(h, INTENT_NONE);
+  h->clock_hold = CLOCK_FREE; /* on_relay_bound decides */
+  h->clock_due_ms = 0;
+  tg_clock_sync_restart(&h->clock);
   h->conn_msg[0] = 0;
   h->prep_wait = PREP_ALL;
+  tg_link_attempt_begin(&h->link, now_ms(h));
+  arm(h);
   int rv = cli_remote_open(&h->f->env, h->t, &conn_cbs, h, &h->c, &h->rt, err,
                            sizeof(err));
   if (rv < 0) {
     h->c = NULL;
     h->rt = NULL;
-    if (h->reconnecting) retry_later(h, err);
+    if (tg_link_reconnecting(&h->link)) retry_later(h, err);
     else fail(h, "%s", err);
     return;
   }
-  uv_timer_start(&h->timer, on_connect_guard, CONNECT_GUARD_MS, 0);
   /* In the same round trip as ConsumerPort's bind. */
   tg_consumer_t *c = h->c;
   rv = tg_consumer_bind_service(c, RELAY_SERVICE, on_relay_bound, h);
@@ -730,7 +671,7 @@ static void connect_now(fleet_host_t *h) {
 
 static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   fleet_host_t *h = tg_recording_data(rec);
-  h->heard_ms = now_ms(h);
+  tg_link_heard(&h->link, now_ms(h));
   int rv = h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
                                          : cli_output_packet(&h->own, p, n);
   if (rv < 0) return rv;
@@ -772,7 +713,7 @@ static void note_stats(fleet_host_t *h, const Perfetto__Protos__TraceStats *st) 
 static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
                          const Perfetto__Protos__TraceStats *st, bool final) {
   fleet_host_t *h = tg_recording_data(rec);
-  if (status == 0) h->heard_ms = now_ms(h);
+  if (status == 0) tg_link_heard(&h->link, now_ms(h));
   if (status == 0) note_stats(h, st);
   else if (final)
     fleet_say(h->f, "%s: warning: no final statistics: %s", h->t->spec, msg);
@@ -786,15 +727,9 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
     prep_failed(h, h->c, TG_EREMOTE_FAILED, msg);
     return;
   }
-  h->heard_ms = now_ms(h);
-  uint64_t down = h->heard_ms - h->lost_at_ms;
-  h->down_ms += down;
-  h->reconnects++;
-  h->reconnecting = false;
+  uint64_t down = tg_link_resumed(&h->link, now_ms(h), h->relay);
   h->recheck_loss = true;
   tg_recording_release_reads(rec);
-  set_link(h, HL_UP);
-  uv_timer_stop(&h->timer);
   char el[32];
   cli_format_ms(el, sizeof(el), down);
   fleet_say(h->f, "%s: reconnected and re-attached the session after %s%s",
@@ -820,13 +755,12 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   (void)status;
   fleet_host_t *h = tg_recording_data(rec);
   if (is_finished(h)) return;
-  if (tg_recording_state(rec) == TG_REC_DONE) {
-    set_link(h, HL_CLOSING);
-    close_conn(h, INTENT_DONE);
+  if (tg_recording_state(rec) == TG_REC_DONE && !is_failing(h)) {
+    tg_link_set_state(&h->link, TG_LINK_CLOSING, "the recording ended");
+    close_conn(h);
     return;
   }
-  if (!h->failing) {
-    h->failing = true;
+  if (!is_failing(h)) {
     const cli_output_t *o =
         h->f->mode == FLEET_OUT_MERGE ? &h->f->merged : &h->own;
     if (o->err)
@@ -835,9 +769,9 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
                tg_strerror(o->err));
     else
       snprintf(h->why, sizeof(h->why), "%s", reason);
+    tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
   }
-  set_link(h, HL_CLOSING);
-  close_conn(h, INTENT_FAIL);
+  close_conn(h);
 }
 
 static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
@@ -874,7 +808,7 @@ static void start_recording(fleet_host_t *h) {
       /* Not before the estimate: a merged trace needs it ahead of the
        * host's packets, and a first read would slow the burst's round
        * trips (each one bounds the estimate's error). */
-      .hold_reads = h->clock_held,
+      .hold_reads = h->clock_hold != CLOCK_FREE,
       .stats_period_ms = STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->attach && o->has_duration ? o->duration_ms : 0,
@@ -884,12 +818,10 @@ static void start_recording(fleet_host_t *h) {
     h->key_shown = true;
     fleet_show_key(h->f, h);
   }
-  set_link(h, HL_UP);
-  h->heard_ms = now_ms(h);
-  uv_timer_stop(&h->timer);
+  uint64_t now = now_ms(h);
   /* The held burst goes on when the fleet traces, or after this long. */
-  if (h->clock_held)
-    uv_timer_start(&h->timer, on_clock_due, START_FIRST_READ_MS, 0);
+  if (h->clock_hold != CLOCK_FREE) h->clock_due_ms = now + START_FIRST_READ_MS;
+  tg_link_up(&h->link, now, h->relay);
   int rv = tg_recording_start(h->rec, h->c, &ro);
   if (rv < 0) {
     fail(h, "cannot %s: %s", o->attach ? "attach" : "enable tracing",
@@ -926,20 +858,19 @@ static void on_names_state(tg_consumer_t *c, void *ctx, int status,
  * if a lost link had cut a held burst short: this connection made a whole
  * one). */
 static void after_prep(fleet_host_t *h) {
-  if (!h->clock_held) {
+  if (h->clock_hold == CLOCK_FREE) {
     int rv = write_preamble(h);
     if (rv < 0) {
       fail(h, "cannot write %s: %s", h->f->out, tg_strerror(rv));
       return;
     }
   }
-  if (h->reconnecting) {
+  if (tg_link_reconnecting(&h->link)) {
     int rv = tg_recording_rebind(h->rec, h->c);
     if (rv < 0) {
-      snprintf(h->retry_why, sizeof(h->retry_why), "cannot attach: %s",
-               tg_strerror(rv));
-      set_intent(h, INTENT_RETRY);
-      tg_consumer_close(h->c);
+      char why[128];
+      snprintf(why, sizeof(why), "cannot attach: %s", tg_strerror(rv));
+      drop_attempt(h, why);
     }
     return;
   }
@@ -952,19 +883,57 @@ static void prep_done(fleet_host_t *h, unsigned part) {
   h->prep_wait &= ~part;
   /* Not on a connection that is closing: a part may count as answered
    * because its call could not go out. */
-  if (h->prep_wait == 0 && h->c && tg_consumer_ready(h->c) && !h->failing)
+  if (h->prep_wait == 0 && h->c && tg_consumer_ready(h->c) && !is_failing(h))
     after_prep(h);
 }
 
-/* Without a relay there is no heartbeat: a read or stats call unanswered
- * (and no packet) for the dead-link timeout is the sign. */
-void fleet_host_tick(fleet_host_t *h) {
-  if (!h->c || !h->rec || h->link != HL_UP || !tg_consumer_ready(h->c)) return;
+/* --- the host's one timer ------------------------------------------------------ */
+
+/* What the link asks for at |now| (link.h), and the end of a held clock
+ * burst's wait. */
+static void on_timer(uv_timer_t *t) {
+  fleet_host_t *h = t->data;
   uint64_t now = now_ms(h);
-  if (tg_recording_waiting_ms(h->rec, now) <= h->f->dead_link_ms ||
-      now - h->heard_ms <= h->f->dead_link_ms)
+  if (h->clock_due_ms && now >= h->clock_due_ms) {
+    h->clock_due_ms = 0;
+    fleet_host_resume_clock(h);
+  }
+  /* Without heartbeats, a read or stats call unanswered is the sign. */
+  uint64_t waiting =
+      h->rec && h->c && tg_consumer_ready(h->c)
+          ? tg_recording_waiting_ms(h->rec, now)
+          : 0;
+  switch (tg_link_due(&h->link, now, waiting)) {
+    case TG_LINK_DUE_NONE:
+      break;
+    case TG_LINK_DUE_HEARTBEAT:
+      send_heartbeat(h);
+      break;
+    case TG_LINK_DUE_DEAD:
+      link_dead(h, now);
+      break;
+    case TG_LINK_DUE_GUARD:
+      guard_expired(h);
+      break;
+    case TG_LINK_DUE_ATTEMPT:
+      connect_now(h);
+      break;
+  }
+  arm(h);
+}
+
+/* Arms the timer for the link's next deadline or the clock's, whichever
+ * comes first. */
+static void arm(fleet_host_t *h) {
+  if (uv_is_closing((uv_handle_t *)&h->timer)) return;
+  uint64_t at = tg_link_deadline(&h->link);
+  if (h->clock_due_ms && h->clock_due_ms < at) at = h->clock_due_ms;
+  if (at == TG_LINK_NEVER) {
+    uv_timer_stop(&h->timer);
     return;
-  link_dead(h);
+  }
+  uint64_t now = now_ms(h);
+  uv_timer_start(&h->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
 void fleet_host_stop(fleet_host_t *h) {
@@ -973,22 +942,28 @@ void fleet_host_stop(fleet_host_t *h) {
     tg_recording_stop(h->rec); /* unbound: once re-attached */
     return;
   }
-  if (h->link == HL_CONNECTING || h->link == HL_PREPARING)
+  if (tg_link_starting(h->link.state))
     fail(h, "stopped before tracing began");
 }
 
 void fleet_host_abort(fleet_host_t *h) { fail(h, "aborted (Ctrl-C)"); }
 
 const char *fleet_host_state(const fleet_host_t *h) {
-  switch (h->link) {
-    case HL_CONNECTING: return "connecting";
-    case HL_PREPARING: return "preparing";
-    case HL_UP: return h->rec ? tg_recording_state_name(tg_recording_state(h->rec))
-                              : "tracing";
-    case HL_RECONNECTING: return "reconnecting";
-    case HL_CLOSING: return "closing";
-    case HL_DONE: return "done";
-    case HL_FAILED: return "FAILED";
+  switch (h->link.state) {
+    case TG_LINK_CONNECTING: return "connecting";
+    case TG_LINK_PREPARING: return "preparing";
+    case TG_LINK_UP:
+      return h->rec ? tg_recording_state_name(tg_recording_state(h->rec))
+                    : "tracing";
+    case TG_LINK_DROPPING:
+      return tg_link_reconnecting(&h->link) ? "reconnecting" : "link lost";
+    case TG_LINK_BACKOFF:
+    case TG_LINK_RECONNECTING:
+    case TG_LINK_RESUMING: return "reconnecting";
+    case TG_LINK_CLOSING:
+    case TG_LINK_FAILING: return "closing";
+    case TG_LINK_DONE: return "done";
+    case TG_LINK_FAILED: return "FAILED";
   }
   return "?";
 }
@@ -998,7 +973,7 @@ void fleet_host_fleet_started(fleet_host_t *h) {
 }
 
 bool fleet_host_tracing(const fleet_host_t *h) {
-  return h->link == HL_UP && h->rec &&
+  return h->link.state == TG_LINK_UP && h->rec &&
          tg_recording_state(h->rec) == TG_REC_TRACING;
 }
 
@@ -1029,11 +1004,12 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
   h->index = index;
   h->machine_id = (uint32_t)index + 1;
   h->t = t;
-  h->link = HL_CONNECTING;
   uv_timer_init(f->loop, &h->timer);
   h->timer.data = h;
-  uv_timer_init(f->loop, &h->hb);
-  h->hb.data = h;
+  tg_link_timing_t tm = {.dead_link_ms = f->dead_link_ms,
+                         .reconnect_ms = f->reconnect_ms};
+  tg_link_init(&h->link, &tm, t->spec, on_link_state, h);
+  tg_clock_sync_init(&h->clock, f->clock_sync_ms);
   h->rec = tg_recording_new(f->loop, &rec_cbs, h);
   /* --attach KEY: the session is the one the key names. */
   if (f->o->attach) snprintf(h->key, sizeof(h->key), "%s", f->o->attach);
@@ -1045,14 +1021,11 @@ void fleet_host_start(fleet_host_t *h) {
     fail(h, "out of memory");
     return;
   }
-  uint64_t p = hb_period(h->f);
-  uv_timer_start(&h->hb, on_hb_timer, p, p);
   connect_now(h);
 }
 
 void fleet_host_close(fleet_host_t *h) {
   uv_close((uv_handle_t *)&h->timer, NULL);
-  uv_close((uv_handle_t *)&h->hb, NULL);
   tg_recording_free(h->rec);
   h->rec = NULL;
 }

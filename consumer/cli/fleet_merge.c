@@ -48,20 +48,10 @@
 #define BUILTIN_MONOTONIC 3
 #define BUILTIN_BOOTTIME 6
 
-static const uint32_t builtin_of[CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONIC,
+static const uint32_t builtin_of[TG_CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONIC,
                                            BUILTIN_REALTIME};
 
 #define SMALL_PACKET 4096
-
-void fleet_clock_read(uint64_t out[CLK_N]) {
-  static const clockid_t ids[CLK_N] = {CLOCK_BOOTTIME, CLOCK_MONOTONIC,
-                                       CLOCK_REALTIME};
-  for (int i = 0; i < CLK_N; i++) {
-    struct timespec ts;
-    clock_gettime(ids[i], &ts);
-    out[i] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-  }
-}
 
 /* --- sequence ids ----------------------------------------------------------- */
 
@@ -170,10 +160,10 @@ static void ids(tg_pbw_t *w, uint32_t machine_id, uint32_t seq) {
   tg_pbw_append_varint(w, PKT_SEQ_ID, seq);
 }
 
-static void clocks(tg_pbw_t *w, uint32_t field, const uint64_t ts[CLK_N],
+static void clocks(tg_pbw_t *w, uint32_t field, const uint64_t ts[TG_CLK_N],
                    bool primary) {
   tg_pbw_begin_nested(w, field);
-  for (int i = 0; i < CLK_N; i++) {
+  for (int i = 0; i < TG_CLK_N; i++) {
     tg_pbw_begin_nested(w, CS_CLOCKS);
     tg_pbw_append_varint(w, CLOCK_ID, builtin_of[i]);
     tg_pbw_append_varint(w, CLOCK_TIMESTAMP, ts[i]);
@@ -184,7 +174,7 @@ static void clocks(tg_pbw_t *w, uint32_t field, const uint64_t ts[CLK_N],
 }
 
 static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
-                          const uint64_t ts[CLK_N]) {
+                          const uint64_t ts[TG_CLK_N]) {
   uint8_t buf[SMALL_PACKET];
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
@@ -201,10 +191,10 @@ static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
  * reading: both offsets then equal remote - (before + after) / 2, the
  * minimum-RTT estimate, off by at most RTT / 2. */
 static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
-  const clock_sample_t *s = &h->best;
-  uint64_t mid[CLK_N];
+  const tg_clock_sample_t *s = &h->clock.best;
+  uint64_t mid[TG_CLK_N];
   /* Signed: REALTIME may have stepped back during the call. */
-  for (int i = 0; i < CLK_N; i++)
+  for (int i = 0; i < TG_CLK_N; i++)
     mid[i] = s->before[i] + (uint64_t)((int64_t)(s->after[i] - s->before[i]) / 2);
   uint8_t buf[SMALL_PACKET];
   tg_pbw_t w;
@@ -251,8 +241,8 @@ int fleet_merge_head(fleet_t *f) {
   si.tracegate_hostname = host;
   si.has_num_cpus = 1;
   si.num_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-  uint64_t now[CLK_N];
-  fleet_clock_read(now);
+  uint64_t now[TG_CLK_N];
+  tg_clock_read(now);
   /* The clock snapshot first: a packet without a machine id makes this
    * machine (0, the collector) the trace's host, whose BOOTTIME is the
    * timeline every host is aligned to. */
@@ -285,11 +275,12 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
     si.num_cpus = h->num_cpus;
   }
   int rv = system_info(f, h->machine_id, seq, &si);
-  if (rv == 0 && h->has_clock) rv = clock_snapshot(f, h->machine_id, seq, h->best.remote);
-  if (rv == 0 && h->has_clock) rv = remote_clock_sync(f, h);
+  if (rv == 0 && h->clock.estimates)
+    rv = clock_snapshot(f, h->machine_id, seq, h->clock.best.remote);
+  if (rv == 0 && h->clock.estimates) rv = remote_clock_sync(f, h);
   return rv;
 }
 
 int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h) {
-  return h->has_clock ? remote_clock_sync(f, h) : 0;
+  return h->clock.estimates ? remote_clock_sync(f, h) : 0;
 }

@@ -42,13 +42,14 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
 static void host_line(const fleet_host_t *h, int w) {
   char by[32], state[96];
   cli_format_bytes(by, sizeof(by), h->bytes);
-  if (h->link == HL_RECONNECTING)
-    snprintf(state, sizeof(state), "reconnecting (attempt %u)", h->attempts);
+  if (tg_link_reconnecting(&h->link))
+    snprintf(state, sizeof(state), "reconnecting (attempt %u)",
+             h->link.attempts);
   else
     snprintf(state, sizeof(state), "%s", fleet_host_state(h));
   fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
           "%s\n", w, w, h->t->spec, state, by, h->packets, h->loss.total,
-          h->reconnects ? "  (reconnected)" : "");
+          h->link.reconnects ? "  (reconnected)" : "");
 }
 
 void fleet_ui_draw(fleet_t *f) {
@@ -63,7 +64,7 @@ void fleet_ui_draw(fleet_t *f) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < f->n; i++) {
     tracing += fleet_host_tracing(&f->hosts[i]);
-    failed += f->hosts[i].link == HL_FAILED;
+    failed += f->hosts[i].link.state == TG_LINK_FAILED;
     bytes += f->hosts[i].bytes;
   }
   cli_format_bytes(by, sizeof(by), bytes);
@@ -92,30 +93,27 @@ void fleet_ui_draw(fleet_t *f) {
 
 /* "+1.234 ms (+/- 0.050 ms)": the host's BOOTTIME minus ours at the
  * midpoint of the round trip, give or take half of it. */
-static void offset_note(const clock_sample_t *s, char *out, size_t n) {
-  uint64_t rtt = s->after[CLK_BOOTTIME] - s->before[CLK_BOOTTIME];
-  /* The host's reading is the relay's word: subtracted unsigned, as a
-   * signed difference would overflow on a wild value. */
-  int64_t off = (int64_t)(s->remote[CLK_BOOTTIME] -
-                          (s->before[CLK_BOOTTIME] + rtt / 2));
+static void offset_note(const tg_clock_sample_t *s, char *out, size_t n) {
+  uint64_t half;
+  int64_t off = tg_clock_offset(s, &half);
   snprintf(out, n, "%+.3f ms (+/- %.3f ms)", (double)off / 1e6,
-           (double)rtt / 2e6);
+           (double)half / 1e6);
 }
 
 static void clock_note(const fleet_host_t *h, char *out, size_t n) {
-  if (!h->has_clock) {
+  if (!h->clock.estimates) {
     snprintf(out, n, "no clock sync");
     return;
   }
   char last[64], first[64];
-  offset_note(&h->best, last, sizeof(last));
-  if (h->clock_syncs <= 1) {
+  offset_note(&h->clock.best, last, sizeof(last));
+  if (h->clock.estimates <= 1) {
     snprintf(out, n, "BOOTTIME offset %s", last);
     return;
   }
-  offset_note(&h->first, first, sizeof(first));
+  offset_note(&h->clock.first, first, sizeof(first));
   snprintf(out, n, "BOOTTIME offset %s at the last of %u clock syncs (first "
-           "%s)", last, h->clock_syncs, first);
+           "%s)", last, h->clock.estimates, first);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -134,9 +132,8 @@ static void clock_summary(const fleet_t *f) {
   const char *worst = "";
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    if (!h->has_clock) continue;
-    uint64_t bound =
-        (h->first.after[CLK_BOOTTIME] - h->first.before[CLK_BOOTTIME]) / 2;
+    if (!h->clock.estimates) continue;
+    uint64_t bound = tg_clock_rtt(&h->clock.first) / 2;
     if (n == 0 || bound > worst_ns) {
       worst_ns = bound;
       worst = h->t->spec;
@@ -179,10 +176,10 @@ size_t fleet_ui_summary(fleet_t *f) {
   uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    bool ok = h->link == HL_DONE;
+    bool ok = h->link.state == TG_LINK_DONE;
     failed += !ok;
     /* Many hosts: the ones that went as planned are counted, not listed. */
-    if (f->n > MAX_HOST_LINES && ok && !h->reconnects && !h->reads_lost &&
+    if (f->n > MAX_HOST_LINES && ok && !h->link.reconnects && !h->reads_lost &&
         !h->malformed && (!h->has_loss || h->loss.n == 0)) {
       quiet++;
       quiet_bytes += h->bytes;
@@ -206,19 +203,19 @@ size_t fleet_ui_summary(fleet_t *f) {
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
     fputc('\n', stderr);
-    if (h->has_info || h->has_clock) {
+    if (h->has_info || h->clock.estimates) {
       char clk[200];
       clock_note(h, clk, sizeof(clk));
       fprintf(stderr, "      host %s%s%s, %s\n", h->hostname[0] ? h->hostname : "?",
               h->kernel[0] ? ", " : "", h->kernel, clk);
     }
-    if (h->reconnects) {
+    if (h->link.reconnects) {
       char down[32];
-      cli_format_ms(down, sizeof(down), h->down_ms);
+      cli_format_ms(down, sizeof(down), h->link.down_ms);
       fprintf(stderr, "      reconnected %u time%s (link down %s in all, from "
               "its last answer; last lost: %s); loss counters while "
-              "disconnected: +%" PRIu64 "\n", h->reconnects,
-              h->reconnects == 1 ? "" : "s", down, h->lost_why,
+              "disconnected: +%" PRIu64 "\n", h->link.reconnects,
+              h->link.reconnects == 1 ? "" : "s", down, h->lost_why,
               h->loss_while_down);
     }
     /* The service cannot count this one: its buffers gave the data away.
@@ -265,7 +262,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
             f->n == 1 ? "" : "s");
     for (size_t i = 0; i < f->n; i++)
-      if (f->hosts[i].link != HL_DONE)
+      if (f->hosts[i].link.state != TG_LINK_DONE)
         fprintf(stderr, " %s", f->hosts[i].t->spec);
     fputc('\n', stderr);
   }

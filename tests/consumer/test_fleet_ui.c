@@ -24,7 +24,7 @@ static fleet_t *make_fleet(size_t n, uint64_t bytes_each) {
   f->n = n;
   for (size_t i = 0; i < n; i++) {
     f->hosts[i].index = i;
-    f->hosts[i].link = HL_UP;
+    f->hosts[i].link.state = TG_LINK_UP;
     f->hosts[i].bytes = bytes_each;
   }
   return f;
@@ -38,7 +38,7 @@ static void free_fleet(fleet_t *f) {
 static void a_few_hosts_are_all_shown_in_order(void **state) {
   (void)state;
   fleet_t *f = make_fleet(5, 0);
-  f->hosts[3].link = HL_FAILED;
+  f->hosts[3].link.state = TG_LINK_FAILED;
   size_t idx[CAP], total;
   assert_int_equal(fleet_ui_pick(f, idx, CAP, &total), 5);
   assert_int_equal(total, 5);
@@ -60,11 +60,11 @@ static void failing_then_not_up_then_behind(void **state) {
   fleet_t *f = make_fleet(HOSTS, 10u << 20);
   f->hosts[900].bytes = 1u << 20;        /* behind */
   f->hosts[10].bytes = 1u << 20;         /* behind */
-  f->hosts[500].link = HL_RECONNECTING;  /* not up */
-  f->hosts[7].link = HL_CONNECTING;      /* not up */
-  f->hosts[999].link = HL_FAILED;        /* failing */
-  f->hosts[42].failing = true;           /* failing */
-  f->hosts[43].link = HL_DONE;           /* finished: nothing to say */
+  f->hosts[500].link.state = TG_LINK_RECONNECTING;  /* not up */
+  f->hosts[7].link.state = TG_LINK_CONNECTING;      /* not up */
+  f->hosts[999].link.state = TG_LINK_FAILED;        /* failing */
+  f->hosts[42].link.state = TG_LINK_FAILING;          /* failing */
+  f->hosts[43].link.state = TG_LINK_DONE;           /* finished: nothing to say */
   f->hosts[44].bytes = 6u << 20;         /* above half the median */
   size_t idx[CAP], total;
   size_t n = fleet_ui_pick(f, idx, CAP, &total);
@@ -79,8 +79,8 @@ static void failing_then_not_up_then_behind(void **state) {
 static void many_failing_hosts_are_capped_and_counted(void **state) {
   (void)state;
   fleet_t *f = make_fleet(HOSTS, 0);
-  for (size_t i = 0; i < HOSTS; i += 2) f->hosts[i].link = HL_FAILED;
-  for (size_t i = 1; i < HOSTS; i += 4) f->hosts[i].link = HL_CONNECTING;
+  for (size_t i = 0; i < HOSTS; i += 2) f->hosts[i].link.state = TG_LINK_FAILED;
+  for (size_t i = 1; i < HOSTS; i += 4) f->hosts[i].link.state = TG_LINK_CONNECTING;
   size_t idx[CAP], total;
   assert_int_equal(fleet_ui_pick(f, idx, CAP, &total), CAP);
   assert_int_equal(total, HOSTS / 2 + HOSTS / 4);

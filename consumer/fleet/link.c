@@ -1,0 +1,197 @@
+/* The host link's state machine (link.h): pure, driven by the owner's
+ * events and the times it is given. */
+#include "consumer/fleet/link.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "common/log.h"
+
+static uint64_t hb_period(uint64_t dead_link_ms) {
+  uint64_t p = dead_link_ms / 4;
+  return p > TG_LINK_HB_MAX_MS ? TG_LINK_HB_MAX_MS
+         : p < TG_LINK_HB_MIN_MS ? TG_LINK_HB_MIN_MS
+                                 : p;
+}
+
+void tg_link_init(tg_link_t *l, const tg_link_timing_t *tm, const char *name,
+                  tg_link_state_cb cb, void *data) {
+  *l = (tg_link_t){
+      .state = TG_LINK_CONNECTING,
+      .tm = *tm,
+      .name = name,
+      .on_state = cb,
+      .data = data,
+  };
+  if (!l->tm.connect_guard_ms) l->tm.connect_guard_ms = TG_LINK_CONNECT_GUARD_MS;
+  l->hb_period_ms = hb_period(l->tm.dead_link_ms);
+}
+
+static bool has_attempt(tg_link_state_t s) {
+  return s == TG_LINK_CONNECTING || s == TG_LINK_PREPARING ||
+         s == TG_LINK_RECONNECTING || s == TG_LINK_RESUMING;
+}
+
+void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why) {
+  tg_link_state_t from = l->state;
+  if (from == to) return;
+  l->state = to;
+  /* A deadline lives only in the states that run it (link.h's table). */
+  if (!has_attempt(to)) l->guard_ms = 0;
+  if (to != TG_LINK_UP) {
+    l->next_hb_ms = 0;
+    l->hb_pending = false;
+  }
+  if (to != TG_LINK_BACKOFF) l->retry_ms = 0;
+  TG_DEBUG("link %s: %s -> %s: %s", l->name ? l->name : "?",
+           tg_link_state_name(from), tg_link_state_name(to),
+           why && why[0] ? why : "-");
+  if (l->on_state) l->on_state(l, from, why ? why : "");
+}
+
+void tg_link_attempt_begin(tg_link_t *l, uint64_t now_ms) {
+  l->attempts++;
+  l->guard_ms = now_ms + l->tm.connect_guard_ms;
+  if (l->state == TG_LINK_BACKOFF)
+    tg_link_set_state(l, TG_LINK_RECONNECTING, "the backoff is over");
+}
+
+void tg_link_bound(tg_link_t *l) {
+  if (l->state == TG_LINK_CONNECTING)
+    tg_link_set_state(l, TG_LINK_PREPARING, "bound");
+  else if (l->state == TG_LINK_RECONNECTING)
+    tg_link_set_state(l, TG_LINK_RESUMING, "bound");
+}
+
+static void go_up(tg_link_t *l, uint64_t now_ms, bool heartbeat,
+                  const char *why) {
+  l->heartbeat = heartbeat;
+  l->heard_ms = now_ms;
+  l->next_hb_ms = now_ms + l->hb_period_ms;
+  tg_link_set_state(l, TG_LINK_UP, why);
+}
+
+void tg_link_up(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
+  go_up(l, now_ms, heartbeat, "the recording starts");
+}
+
+uint64_t tg_link_resumed(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
+  uint64_t down = now_ms >= l->lost_at_ms ? now_ms - l->lost_at_ms : 0;
+  l->down_ms += down;
+  l->reconnects++;
+  go_up(l, now_ms, heartbeat, "the session is back");
+  return down;
+}
+
+void tg_link_heartbeat_sent(tg_link_t *l) { l->hb_pending = true; }
+
+void tg_link_heartbeat_done(tg_link_t *l) { l->hb_pending = false; }
+
+void tg_link_drop(tg_link_t *l, tg_link_drop_t cause, const char *why) {
+  if (!has_attempt(l->state) && l->state != TG_LINK_UP) return;
+  l->drop = cause;
+  l->drop_from = l->state;
+  tg_link_set_state(l, TG_LINK_DROPPING, why);
+}
+
+void tg_link_lost(tg_link_t *l, uint64_t now_ms, const char *why) {
+  /* The outage began when the link went silent, not when that was
+   * noticed (up to the dead-link timeout later). */
+  l->lost_at_ms = l->heard_ms && l->heard_ms <= now_ms ? l->heard_ms : now_ms;
+  l->deadline_ms = now_ms + l->tm.reconnect_ms;
+  l->attempts = 0;
+  l->retry_ms = now_ms + TG_LINK_BACKOFF_MIN_MS;
+  l->backoff_ms = 2 * TG_LINK_BACKOFF_MIN_MS;
+  tg_link_set_state(l, TG_LINK_BACKOFF, why);
+}
+
+int tg_link_attempt_failed(tg_link_t *l, uint64_t now_ms, const char *why) {
+  if (now_ms >= l->deadline_ms) return -ETIMEDOUT;
+  uint64_t wait = l->backoff_ms;
+  if (now_ms + wait > l->deadline_ms) wait = l->deadline_ms - now_ms;
+  l->backoff_ms = l->backoff_ms * 2 > TG_LINK_BACKOFF_MAX_MS
+                      ? TG_LINK_BACKOFF_MAX_MS
+                      : l->backoff_ms * 2;
+  l->retry_ms = now_ms + wait;
+  tg_link_set_state(l, TG_LINK_BACKOFF, why);
+  return 0;
+}
+
+uint64_t tg_link_deadline(const tg_link_t *l) {
+  switch (l->state) {
+    case TG_LINK_CONNECTING:
+    case TG_LINK_PREPARING:
+    case TG_LINK_RECONNECTING:
+    case TG_LINK_RESUMING:
+      return l->guard_ms ? l->guard_ms : TG_LINK_NEVER;
+    case TG_LINK_UP: {
+      /* Without heartbeats the silence is checked at the period: the
+       * recording's unanswered calls have no deadline of their own here. */
+      uint64_t t = l->next_hb_ms ? l->next_hb_ms : TG_LINK_NEVER;
+      uint64_t dead = l->heard_ms + l->tm.dead_link_ms + 1;
+      return l->heartbeat && dead < t ? dead : t;
+    }
+    case TG_LINK_BACKOFF:
+      return l->retry_ms ? l->retry_ms : TG_LINK_NEVER;
+    default:
+      return TG_LINK_NEVER;
+  }
+}
+
+tg_link_due_t tg_link_due(tg_link_t *l, uint64_t now_ms, uint64_t waiting_ms) {
+  if (has_attempt(l->state)) {
+    if (!l->guard_ms || now_ms < l->guard_ms) return TG_LINK_DUE_NONE;
+    l->guard_ms = 0;
+    return TG_LINK_DUE_GUARD;
+  }
+  if (l->state == TG_LINK_BACKOFF) {
+    if (!l->retry_ms || now_ms < l->retry_ms) return TG_LINK_DUE_NONE;
+    l->retry_ms = 0;
+    return TG_LINK_DUE_ATTEMPT;
+  }
+  if (l->state != TG_LINK_UP) return TG_LINK_DUE_NONE;
+  uint64_t silent = now_ms > l->heard_ms ? now_ms - l->heard_ms : 0;
+  if (silent > l->tm.dead_link_ms &&
+      (l->heartbeat || waiting_ms > l->tm.dead_link_ms)) {
+    char why[64];
+    snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms", silent);
+    tg_link_drop(l, TG_LINK_DROP_DEAD, why);
+    return TG_LINK_DUE_DEAD;
+  }
+  if (!l->next_hb_ms || now_ms < l->next_hb_ms) return TG_LINK_DUE_NONE;
+  l->next_hb_ms = now_ms + l->hb_period_ms;
+  return l->heartbeat && !l->hb_pending ? TG_LINK_DUE_HEARTBEAT
+                                        : TG_LINK_DUE_NONE;
+}
+
+const char *tg_link_state_name(tg_link_state_t s) {
+  switch (s) {
+    case TG_LINK_CONNECTING: return "connecting";
+    case TG_LINK_PREPARING: return "preparing";
+    case TG_LINK_UP: return "up";
+    case TG_LINK_DROPPING: return "dropping";
+    case TG_LINK_BACKOFF: return "backoff";
+    case TG_LINK_RECONNECTING: return "reconnecting";
+    case TG_LINK_RESUMING: return "resuming";
+    case TG_LINK_CLOSING: return "closing";
+    case TG_LINK_FAILING: return "failing";
+    case TG_LINK_DONE: return "done";
+    case TG_LINK_FAILED: return "failed";
+  }
+  return "?";
+}
+
+bool tg_link_reconnecting(const tg_link_t *l) {
+  switch (l->state) {
+    case TG_LINK_BACKOFF:
+    case TG_LINK_RECONNECTING:
+    case TG_LINK_RESUMING:
+      return true;
+    case TG_LINK_DROPPING:
+      return l->drop_from == TG_LINK_RECONNECTING ||
+             l->drop_from == TG_LINK_RESUMING;
+    default:
+      return false;
+  }
+}
