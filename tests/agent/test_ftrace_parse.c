@@ -530,6 +530,22 @@ static void config_names_each_unsupported_field(void **state) {
   assert_int_equal(c.buffer_size_kb, TG_FTRACE_DEFAULT_BUFFER_KB);
   assert_int_equal(c.drain_period_ms, TG_FTRACE_DEFAULT_DRAIN_MS);
   tg_ftrace_cfg_free(&c);
+  /* compact_sched: on unless the config turns it off, as Perfetto's
+   * probes do since v42. */
+  Perfetto__Protos__FtraceConfig plain = PERFETTO__PROTOS__FTRACE_CONFIG__INIT;
+  plain.n_ftrace_events = 1;
+  plain.ftrace_events = events;
+  dsc.ftrace_config = &plain;
+  len = perfetto__protos__data_source_config__pack(&dsc, buf);
+  assert_int_equal(tg_ftrace_cfg_parse(buf, len, &c), 0);
+  assert_true(c.compact_sched);
+  tg_ftrace_cfg_free(&c);
+  cs.enabled = false;
+  plain.compact_sched = &cs;
+  len = perfetto__protos__data_source_config__pack(&dsc, buf);
+  assert_int_equal(tg_ftrace_cfg_parse(buf, len, &c), 0);
+  assert_false(c.compact_sched);
+  tg_ftrace_cfg_free(&c);
   const uint8_t junk[] = {0xff, 0xff, 0xff};
   assert_int_equal(tg_ftrace_cfg_parse(junk, sizeof(junk), &c), TG_EBAD_CONFIG);
 }
