@@ -146,8 +146,8 @@ void tg__rec_pace_begin(tg_recording_t *r) {
  * buffers fill faster than the reads drain them: read on at once. One
  * that brought less (the source's commits come in bursts, or it slowed
  * down) does not mean the source stopped: waiting a whole period would
- * let a fast one wrap the ring and overwrite what it holds (a 32 MiB ring
- * at 150 MB/s lost half its data at a 500 ms period). The next read
+ * let a fast one wrap the ring and overwrite what it holds (a period is
+ * long enough for a fast source to fill a ring many times). The next read
  * comes when the target should be waiting again, at the rate the last
  * window of reads measured, and at the latest at the period. */
 static void pace_reads(tg_recording_t *r) {

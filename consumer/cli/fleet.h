@@ -237,8 +237,8 @@ void fleet_say(fleet_t *f, const char *fmt, ...)
 
 /* --- fleet_names.c ------------------------------------------------------- */
 
-/* Data source names checked against each host's registered ones (issue
- * 15.1): once every host has answered or failed, one warning per name
+/* Data source names checked against each host's registered ones: once
+ * every host has answered or failed, one warning per name
  * that some host lacks, naming those hosts (a count and the first few
  * when they are many). */
 int fleet_names_init(fleet_t *f, const Perfetto__Protos__TraceConfig *cfg);

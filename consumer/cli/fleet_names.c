@@ -1,4 +1,4 @@
-/* Data source names a fleet's hosts have not registered (issue 15.1), as
+/* Data source names a fleet's hosts have not registered, as
  * record_check.c does for a local recording: a typo, or a producer that
  * runs on some hosts only, records nothing there, silently.
  *
