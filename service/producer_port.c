@@ -18,6 +18,7 @@
 #include "service/ds_descriptor.h"
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
+#include "service/producer_smb_offer.h"
 #include "service/session.h"
 #include "service/session_flush.h"
 #include "tracegate/error.h"
@@ -165,13 +166,15 @@ int tg__producer_setup_instance(tg_ds_instance_t *inst,
     }
   }
   if (!p->smb_sent) {
-    int fd = dup(p->smb_fd);
-    if (fd < 0) return -errno;
+    /* The producer's own SMB is not sent back: Perfetto's client aborts
+     * on an fd with SetupTracing when it provided the SMB. */
+    int fd = -1;
+    if (!p->smb_from_producer && (fd = dup(p->smb_fd)) < 0) return -errno;
     Perfetto__Protos__GetAsyncCommandResponse cmd =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
-    st.has_shared_buffer_page_size_kb = 1;
+    st.has_shared_buffer_page_size_kb = !p->smb_from_producer;
     st.shared_buffer_page_size_kb = (uint32_t)(p->smb.page_size / 1024);
     cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
     cmd.setup_tracing = &st;
@@ -254,10 +257,7 @@ static void m_initialize_connection(void *ctx, tg_ipc_call_t call,
     fail(call);
     return;
   }
-  /* A producer-provided SMB is not supported: close its fd, if any, and
-   * say so in the reply; the service's own SMB is used. */
   int fd = tg_ipc_chan_take_fd(&call.conn->chan);
-  if (fd >= 0) close(fd);
   p->initialized = true;
   const char *name = req->producer_name ? req->producer_name : "";
   p->name = strndup(name, MAX_NAME_LEN);
@@ -268,11 +268,22 @@ static void m_initialize_connection(void *ctx, tg_ipc_call_t call,
   TG_INFO("producer %u connected: '%s' pid %d uid %u sdk '%s'",
           p->ident.producer_id, p->name ? p->name : "", (int)p->ident.pid,
           (unsigned)p->ident.uid, req->sdk_version ? req->sdk_version : "");
+  /* Its own SMB, when it offers one and it is safe to map; otherwise ours
+   * later, and the reply says so (Perfetto's fallback). An fd without the
+   * flag is not an offer. */
+  bool offered = req->has_producer_provided_shmem && req->producer_provided_shmem;
+  if (offered && fd >= 0)
+    tg__producer_smb_adopt(p, fd, p->smb_size_hint, p->page_size_hint);
+  else if (fd >= 0)
+    close(fd);
+  else if (offered)
+    TG_WARN("producer %u: producer_provided_shmem without an fd; a service "
+            "SMB will be used", p->ident.producer_id);
   perfetto__protos__initialize_connection_request__free_unpacked(req, NULL);
   Perfetto__Protos__InitializeConnectionResponse resp =
       PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
   resp.has_using_shmem_provided_by_producer = 1;
-  resp.using_shmem_provided_by_producer = 0;
+  resp.using_shmem_provided_by_producer = p->smb_from_producer;
   tg_ipc_reply(&call, true, false, &resp.base, -1);
 }
 

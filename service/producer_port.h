@@ -50,10 +50,13 @@ struct tg_producer {
   size_t page_size_hint;
   bool initialized;
 
-  /* SMB: created lazily when the first data source is set up. */
+  /* SMB: the producer's own, adopted at InitializeConnection
+   * (producer_smb_offer.h), else created lazily when the first data source
+   * is set up. */
   int smb_fd;
   void *smb_map;
   tg_smb_t smb;
+  bool smb_from_producer; /* SetupTracing then carries no fd */
 
   bool has_async_call; /* GetAsyncCommand stream open */
   tg_ipc_call_t async_call;

@@ -262,8 +262,9 @@ static void scrape_pages(tg_producer_t *p, tg_session_t *session,
  * the file's allocated ranges (swapped-out pages count as data, unlike
  * mincore()'s view); a page whose header is in a hole has a zero bitmap,
  * nothing to scrape. Two lseeks per range: the agent's pages form one
- * prefix. The file offset moved is shared with the producer's fd, which
- * nothing reads through. */
+ * prefix. The file offset moved is shared with the producer's fd (its
+ * own, when it provided the SMB), which Perfetto's and our producers never
+ * read or write through. */
 void tg__producer_scrape(tg_producer_t *p, tg_session_t *session) {
   if (!p->smb_map) return;
   size_t ps = p->smb.page_size, size = p->smb.num_pages * ps;

@@ -48,11 +48,6 @@ enum {
   PKT_TIMESTAMP_CLOCK_ID = 58,
   SERVICE_SEQUENCE_ID = 1,
   SYNC_MARKER_PERIOD_NS = 5000000000ull,
-  BUILTIN_CLOCK_REALTIME = 1,
-  BUILTIN_CLOCK_MONOTONIC = 3,
-  BUILTIN_CLOCK_MONOTONIC_COARSE = 4,
-  BUILTIN_CLOCK_MONOTONIC_RAW = 5,
-  BUILTIN_CLOCK_REALTIME_COARSE = 2,
   BUILTIN_CLOCK_BOOTTIME = 6,
 };
 
@@ -119,30 +114,33 @@ static void queue_message(tg_session_t *s, uint32_t field,
 }
 
 void tg__readout_clock_snapshot(tg_session_t *s) {
-  static const struct {
-    clockid_t id;
-    uint32_t builtin;
-  } clocks[] = {
-      {CLOCK_BOOTTIME, BUILTIN_CLOCK_BOOTTIME},
-      {CLOCK_MONOTONIC, BUILTIN_CLOCK_MONOTONIC},
-      {CLOCK_MONOTONIC_COARSE, BUILTIN_CLOCK_MONOTONIC_COARSE},
-      {CLOCK_MONOTONIC_RAW, BUILTIN_CLOCK_MONOTONIC_RAW},
-      {CLOCK_REALTIME, BUILTIN_CLOCK_REALTIME},
-      {CLOCK_REALTIME_COARSE, BUILTIN_CLOCK_REALTIME_COARSE},
-  };
-  tg_pbw_t w;
-  uint8_t *p = service_packet_begin(s, &w, 256);
-  if (!p) return;
-  tg_pbw_begin_nested(&w, PKT_CLOCK_SNAPSHOT);
-  for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
-    tg_pbw_begin_nested(&w, 1); /* clocks */
-    tg_pbw_append_varint(&w, 1, clocks[i].builtin);
-    tg_pbw_append_varint(&w, 2, now_ns(clocks[i].id));
+  const Perfetto__Protos__TraceConfig__BuiltinDataSource *b =
+      s->config ? s->config->builtin_data_sources : NULL;
+  if (b && b->has_disable_clock_snapshotting && b->disable_clock_snapshotting)
+    return;
+  tg_clock_sample_t now;
+  tg__clock_sample_now(&now);
+  tg__clock_ring_offer(&s->readout.clocks, &now);
+}
+
+/* Queues the pending clock snapshots as ClockSnapshot packets. */
+static void queue_clock_snapshots(tg_session_t *s) {
+  tg_clock_sample_t c;
+  while (tg__clock_ring_take(&s->readout.clocks, &c)) {
+    tg_pbw_t w;
+    uint8_t *p = service_packet_begin(s, &w, 256);
+    if (!p) return;
+    tg_pbw_begin_nested(&w, PKT_CLOCK_SNAPSHOT);
+    for (size_t i = 0; i < TG_CLOCK_SNAPSHOT_CLOCKS; i++) {
+      tg_pbw_begin_nested(&w, 1); /* clocks */
+      tg_pbw_append_varint(&w, 1, tg_clock_snapshot_builtin[i]);
+      tg_pbw_append_varint(&w, 2, c.ns[i]);
+      tg_pbw_end_nested(&w);
+    }
+    tg_pbw_append_varint(&w, 2, BUILTIN_CLOCK_BOOTTIME); /* primary_trace_clock */
     tg_pbw_end_nested(&w);
+    service_packet_end(s, &w, p);
   }
-  tg_pbw_append_varint(&w, 2, BUILTIN_CLOCK_BOOTTIME); /* primary_trace_clock */
-  tg_pbw_end_nested(&w);
-  service_packet_end(s, &w, p);
 }
 
 static void read_machine_id(char *out, size_t n) {
@@ -442,10 +440,9 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
  * final trace stats of a disabled session. */
 static int drain_plain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   if (s->readout.preamble_done &&
-      now_ns(CLOCK_MONOTONIC) - s->readout.last_sync_marker_ns > SYNC_MARKER_PERIOD_NS) {
+      now_ns(CLOCK_MONOTONIC) - s->readout.last_sync_marker_ns > SYNC_MARKER_PERIOD_NS)
     queue_sync_marker(s);
-    tg__readout_clock_snapshot(s);
-  }
+  queue_clock_snapshots(s);
   for (;;) {
     /* 1. Service packets. */
     while (tg_buf_size(&s->readout.service_packets) >= 4) {

@@ -18,12 +18,14 @@
 #include "common/write_behind.h"
 #include "common/u32_map.h"
 #include "pb/common/trace_stats.pb-c.h"
+#include "service/clock_snapshots.h"
 #include "service/service.h"
 
 typedef struct tg_readout {
   tg_buf_t service_packets; /* pending service packets, [u32 len][bytes] */
   bool preamble_done;
   uint64_t last_sync_marker_ns;
+  tg_clock_ring_t clocks; /* snapshots written at the next read */
   bool stats_emitted;
   uint64_t invalid_packets;
   /* {producer, writer} -> the session's trusted_packet_sequence_id. */
@@ -57,6 +59,10 @@ const char *tg__readout_status_str(tg_readout_status_t st);
 
 /* Queues the service packets that open a trace (config, clocks, system). */
 void tg__readout_preamble(tg_session_t *s);
+/* Offers a clock snapshot to the session's pending ones
+ * (service/clock_snapshots.h): at start, periodically, on a trigger and at
+ * disable, as Perfetto's service does. Nothing with
+ * builtin_data_sources.disable_clock_snapshotting. */
 void tg__readout_clock_snapshot(tg_session_t *s);
 void tg__readout_service_event(tg_session_t *s, int event_field);
 /* Queues a trigger packet (TracePacket.trigger): trigger |name| (borrowed)

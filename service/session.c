@@ -73,6 +73,7 @@ static void timers_init(tg_session_t *s) {
   timer_init(s, &s->stop_timer);
   timer_init(s, &s->clear_timer);
   timer_init(s, &s->lease_timer);
+  timer_init(s, &s->clock_timer);
 }
 
 /* --- instances ---------------------------------------------------------------- */
@@ -318,6 +319,7 @@ static void arm_trigger_timeout(tg_session_t *s);
 static void on_flush_period(uv_timer_t *t);
 static void on_clear_period(uv_timer_t *t);
 static void on_file_period(uv_timer_t *t);
+static void on_clock_period(uv_timer_t *t);
 
 /* The session's trigger mode, or UNSPECIFIED without a trigger_config. */
 static int trigger_mode(const tg_session_t *s) {
@@ -346,6 +348,13 @@ void tg__session_start(tg_session_t *s) {
   const Perfetto__Protos__TraceConfig *c = s->config;
   if (c->has_duration_ms && c->duration_ms > 0)
     uv_timer_start(&s->duration_timer, on_duration_elapsed, c->duration_ms, 0);
+  /* Perfetto's PeriodicSnapshotTask, for the clocks (the preamble took the
+   * first snapshot). */
+  const Perfetto__Protos__TraceConfig__BuiltinDataSource *b = c->builtin_data_sources;
+  uint64_t cp = b && b->has_snapshot_interval_ms && b->snapshot_interval_ms
+                    ? b->snapshot_interval_ms : TG_CLOCK_SNAPSHOT_DEFAULT_INTERVAL_MS;
+  if (cp < TG_CLOCK_SNAPSHOT_MIN_INTERVAL_MS) cp = TG_CLOCK_SNAPSHOT_MIN_INTERVAL_MS;
+  uv_timer_start(&s->clock_timer, on_clock_period, cp, cp);
   if (c->has_flush_period_ms && c->flush_period_ms > 0) {
     uint64_t p = c->flush_period_ms < MIN_FLUSH_PERIOD_MS ? MIN_FLUSH_PERIOD_MS
                                                           : c->flush_period_ms;
@@ -419,6 +428,8 @@ static void write_file(tg_session_t *s) {
 
 static void on_file_period(uv_timer_t *t) { write_file(t->data); }
 
+static void on_clock_period(uv_timer_t *t) { tg__readout_clock_snapshot(t->data); }
+
 /* --- disable ------------------------------------------------------------------- */
 
 static void on_detached_ended(uv_timer_t *t) {
@@ -487,6 +498,8 @@ void tg__session_instance_gone(tg_ds_instance_t *inst) {
 void tg__session_disable(tg_session_t *s) {
   if (s->state == TG_SESSION_DISABLING || s->state == TG_SESSION_DISABLED) return;
   s->state = TG_SESSION_DISABLING;
+  tg__readout_clock_snapshot(s); /* Perfetto's, with tracing_disabled */
+  uv_timer_stop(&s->clock_timer);
   uv_timer_stop(&s->duration_timer);
   uv_timer_stop(&s->trigger_timer);
   uv_timer_stop(&s->period_timer);
@@ -603,6 +616,7 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
               (unsigned long long)s->id, name, p->ident.producer_id);
       /* In the trace, as Perfetto records it: which trigger, from whom. */
       tg__readout_trigger(s, name, p->name, p->ident.uid);
+      tg__readout_clock_snapshot(s);
       trigger_fired(s, p, name, t);
       break;
     }
@@ -695,6 +709,7 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->stop_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->lease_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->clock_timer, on_timer_closed);
 }
 
 /* --- clone --------------------------------------------------------------------- */

@@ -160,6 +160,7 @@ struct tg_session {
   uv_timer_t stop_timer;   /* data source stop timeout */
   uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
   uv_timer_t lease_timer;  /* detached under a disconnect lease */
+  uv_timer_t clock_timer;  /* builtin_data_sources.snapshot_interval_ms */
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
   /* A read-only snapshot made by CloneSession: DISABLED from birth, no

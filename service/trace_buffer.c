@@ -58,8 +58,8 @@
  * producer_gone and packets whose slice table cannot grow
  * count as trace_writer_packet_loss. Gaps and orphan continuations are only
  * flagged: the chunk behind them was counted already (overwritten,
- * discarded or malformed). Unlike Perfetto, the first packet of a sequence
- * is not flagged. A chunk still waiting for patches when its producer goes
+ * discarded or malformed). As in Perfetto, the first packet of a sequence
+ * is flagged too. A chunk still waiting for patches when its producer goes
  * is dropped whole and counted in chunks_discarded (not chunks_read): its
  * patches will never come, and Perfetto never reads such a chunk.
  */
@@ -216,6 +216,11 @@ static int32_t seq_create(tg_trace_buffer_t *tb, uint32_t key) {
   memset(s, 0, sizeof(*s));
   s->used = true;
   s->key = key;
+  /* Nothing is known of what the sequence wrote before its first chunk
+   * here: its first packet is flagged, as Perfetto's TraceBuffer starts
+   * reading every sequence with the previous packet dropped (trace
+   * processor relies on it). Losses are counted in the stats, not here. */
+  s->loss = true;
   s->prev = s->next = -1;
   uint32_t mask = tb->ht_cap - 1;
   uint32_t i = hash_key(key) & mask;

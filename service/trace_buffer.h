@@ -16,7 +16,8 @@
  * - RING_BUFFER overwrites the oldest whole records; DISCARD refuses new
  *   chunks once full. Every loss is counted in tg_trace_buffer_stats_t and
  *   flagged on the next packet read from the sequence that lost data
- *   (previous_packet_dropped).
+ *   (previous_packet_dropped); so is the first packet of every sequence,
+ *   as Perfetto's TraceBuffer does: the stats tell a real loss apart.
  * - A chunk committed again with the same key (scraped first, then complete)
  *   replaces the earlier copy in place; fragments already read from it are
  *   not returned twice.
@@ -93,7 +94,9 @@ typedef struct tg_packet {
   size_t size;                  /* sum of slice_len */
   tg_producer_ident_t producer; /* who wrote it */
   uint16_t writer_id;
-  bool previous_packet_dropped; /* data was lost on this sequence before it */
+  /* The sequence's first packet (as Perfetto's TraceBuffer flags it), or
+   * data was lost on the sequence before it. */
+  bool previous_packet_dropped;
 } tg_packet_t;
 
 /* |size| is rounded down to a multiple of 8 and must be at least 4 KiB.

@@ -72,6 +72,9 @@ tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src) {
     tg_trace_buffer_free(dst);
     return NULL;
   }
+  /* The copy is read into a trace of its own: each sequence's first packet
+   * there is flagged, as in any trace. */
+  for (uint32_t i = 0; i < dst->nseqs; i++) dst->seqs[i].loss = true;
   /* Freeze: every producer of the copy is gone for good. A call marks all
    * sequences of that producer gone (or frees the empty ones), so each
    * producer is handled once. */

@@ -107,9 +107,12 @@ static int on_packet(tg_recording_t *r, const uint8_t *p, size_t n) {
   Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, n, p);
   if (!tp) return TG_EPROTO_DECODE;
   if (tp->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING) {
-    s->n_test++;
-    if (tp->has_previous_packet_dropped && tp->previous_packet_dropped)
+    /* The first packet of the (one) sequence is flagged as Perfetto's
+     * service flags it; only later flags say something was lost. */
+    if (s->n_test > 0 && tp->has_previous_packet_dropped &&
+        tp->previous_packet_dropped)
       s->n_dropped++;
+    s->n_test++;
     if (tp->for_testing->seq_value < s->last_value) s->out_of_order = true;
     s->last_value = tp->for_testing->seq_value + 1;
   }

@@ -48,9 +48,21 @@ static void commit_good(raw_producer_t *p, const char *str, uint32_t chunk_id,
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
 }
 
+/* True the first time |seq| is seen in |seen| (which holds |*n| ids). */
+static bool first_of_sequence(uint64_t *seen, size_t *n, size_t cap,
+                              uint64_t seq) {
+  for (size_t i = 0; i < *n; i++)
+    if (seen[i] == seq) return false;
+  assert_true(*n < cap);
+  seen[(*n)++] = seq;
+  return true;
+}
+
 /* Reads |c|'s session to the end (disabling it first) and checks that the
- * packets with str |str| are exactly first..first+n-1, in order. Returns
- * the stats the trace ends with (freed with |*out|). */
+ * packets with str |str| are exactly first..first+n-1, in order, flagged
+ * previous_packet_dropped only as their sequence's first packet (as
+ * Perfetto flags every sequence's first). Returns the stats the trace ends
+ * with (freed with |*out|). */
 static const Perfetto__Protos__TraceStats *expect_intact(
     raw_consumer_t *c, const char *str, uint32_t first, uint32_t n,
     Perfetto__Protos__TracePacket ***out, size_t *nout) {
@@ -60,10 +72,16 @@ static const Perfetto__Protos__TraceStats *expect_intact(
   Perfetto__Protos__TracePacket *tp[256];
   size_t k = test_packets(*out, *nout, tp, 256);
   uint32_t next = first;
+  uint64_t seen[64];
+  size_t n_seen = 0;
   for (size_t i = 0; i < k; i++) {
+    bool seq_first = first_of_sequence(seen, &n_seen, 64,
+                                       tp[i]->trusted_packet_sequence_id);
     if (!tp[i]->for_testing->str || strcmp(tp[i]->for_testing->str, str)) continue;
     assert_int_equal(tp[i]->for_testing->seq_value, next);
-    assert_false(tp[i]->has_previous_packet_dropped && tp[i]->previous_packet_dropped);
+    assert_int_equal(tp[i]->has_previous_packet_dropped &&
+                         tp[i]->previous_packet_dropped,
+                     seq_first);
     next++;
   }
   assert_int_equal(next, first + n);
