@@ -14,6 +14,7 @@
 
 #include "abi/ipc_frame.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "pb/common/observable_events.pb-c.h"
 #include "pb/common/tracing_service_capabilities.pb-c.h"
 #include "pb/common/tracing_service_state.pb-c.h"
@@ -146,7 +147,7 @@ static void add_scalars(tg_service_t *svc, reply_t *r) {
   st.num_sessions = (int32_t)svc->n_sessions;
   st.has_num_sessions_started = 1;
   st.num_sessions_started = started;
-  st.tracing_service_version = "tracegate 0.1.0";
+  st.tracing_service_version = "tracegate " TG_VERSION;
   reply_add_message(r, 0, &st.base);
 }
 

@@ -25,6 +25,7 @@
 #include "common/fd_write.h"
 #include "common/write_behind.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "service/producer_port.h"
 #include "service/packet_deflate.h"
 #include "service/readout.h"
@@ -168,7 +169,7 @@ static void queue_system_info(tg_session_t *s) {
   read_machine_id(mid, sizeof(mid));
   si.tracegate_hostname = host;
   si.tracegate_machine_id = mid;
-  si.tracing_service_version = "tracegate 0.1.0";
+  si.tracing_service_version = "tracegate " TG_VERSION;
   si.has_page_size = 1;
   si.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
   si.has_num_cpus = 1;
