@@ -214,6 +214,16 @@ void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn);
 /* Whether a consumer of uid |uid| may clone |s|: only the uid that owns
  * it, as for Attach. */
 bool tg__session_clone_allowed(const tg_session_t *s, uid_t uid);
+/* session.c, for session_consumer.c's clones. Buffer ids travel as 16 bits
+ * in the SMB ABI (target_buffer of writers and chunks), so they are taken
+ * from 1..65535, round robin (a late commit for a freed buffer does not
+ * land in a new one at once), skipping ids in use by live sessions and by
+ * |s|'s buffers so far (the last one is |s|'s new buffer, still 0).
+ * Returns 0 when every id is taken. */
+uint16_t tg__session_next_buffer_id(tg_service_t *svc, tg_session_t *s);
+/* Every timer of a session, however it was made: freeing closes them
+ * all. */
+void tg__session_timers_init(tg_session_t *s);
 /* A read-only snapshot of |src|'s buffers (CloneSession) for consumer
  * |conn|: a new DISABLED session with its own copies, read with
  * ReadBuffers and freed with FreeBuffers; |src| runs on untouched.

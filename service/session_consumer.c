@@ -1,0 +1,162 @@
+/* A session's consumers: a clone for another consumer (CloneSession),
+ * and the consumer binding that survives its connection (Detach, Attach,
+ * the disconnect lease). See session.h.
+ *
+ * Owns: nothing of its own; it changes a session's consumer, detach key
+ * and lease timer, and makes clones. Must never touch a session's data
+ * sources or producers (session.c's).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "service/readout.h"
+#include "service/session.h"
+#include "service/trace_buffer.h"
+
+/* --- clone --------------------------------------------------------------------- */
+
+bool tg__session_clone_allowed(const tg_session_t *s, uid_t uid) {
+  return s->consumer_uid == uid;
+}
+
+tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (s->freeing) continue;
+    if (name ? s->config->unique_session_name &&
+                   !strcmp(s->config->unique_session_name, name) && !s->cloned
+             : s->id == id)
+      return s;
+  }
+  return NULL;
+}
+
+tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
+                                const tg_clone_trigger_t *trigger, char *err,
+                                size_t errlen) {
+  tg_service_t *svc = src->svc;
+  tg_session_t *s = calloc(1, sizeof(*s));
+  if (!s) goto oom;
+  s->svc = svc;
+  s->write_fd = -1;
+  s->observer = src->observer;
+  tg_list_init(&s->instances);
+  tg__session_flushes_init(&s->flushes);
+  tg__readout_init(&s->readout);
+  /* Its own copy of the config: the source may be freed first. */
+  s->config = perfetto__protos__trace_config__unpack(NULL, src->config_len,
+                                                     src->config_bytes);
+  s->config_bytes = malloc(src->config_len ? src->config_len : 1);
+  if (!s->config || !s->config_bytes) goto oom;
+  memcpy(s->config_bytes, src->config_bytes, src->config_len);
+  s->config_len = src->config_len;
+  if (tg__session_matchers_compile(&s->matchers, s->config) < 0) {
+    memset(&s->matchers, 0, sizeof(s->matchers));
+    goto oom;
+  }
+  for (size_t i = 0; i < src->n_buffers; i++) {
+    s->buffers[i].tb = tg_trace_buffer_clone(src->buffers[i].tb);
+    if (!s->buffers[i].tb) goto oom;
+    s->n_buffers = i + 1;
+    /* An id of its own, though no producer ever writes into a snapshot:
+     * ids stay unique among the buffers a query lists. */
+    s->buffers[i].global_id = tg__session_next_buffer_id(svc, s);
+    if (!s->buffers[i].global_id) {
+      snprintf(err, errlen, "all 65535 buffer ids are in use");
+      goto fail;
+    }
+  }
+  s->id = ++svc->last_session_id;
+  s->consumer = conn;
+  s->consumer_uid = conn->chan.peer_uid;
+  s->cloned = true;
+  tg__session_timers_init(s);
+  /* Never started: readable at once, as a session that ended. */
+  s->state = TG_SESSION_DISABLED;
+  tg__readout_preamble(s);
+  if (trigger)
+    tg__readout_trigger(s, trigger->name, trigger->producer_name,
+                        trigger->producer_uid);
+  tg_list_insert_tail(&svc->sessions, &s->node);
+  svc->n_sessions++;
+  TG_INFO("session %llu cloned from session %llu", (unsigned long long)s->id,
+          (unsigned long long)src->id);
+  return s;
+
+oom:
+  snprintf(err, errlen, "out of memory");
+fail:
+  if (s) {
+    for (size_t i = 0; i < s->n_buffers; i++) tg_trace_buffer_free(s->buffers[i].tb);
+    tg__readout_free(&s->readout);
+    tg__session_matchers_free(&s->matchers);
+    free(s->config_bytes);
+    if (s->config) perfetto__protos__trace_config__free_unpacked(s->config, NULL);
+    free(s);
+  }
+  return NULL;
+}
+
+/* --- consumer binding ------------------------------------------------------------- */
+
+int tg__session_detach(tg_session_t *s, const char *key) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->svc->sessions) {
+    tg_session_t *o = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (o->detach_key && o->consumer_uid == s->consumer_uid &&
+        !strcmp(o->detach_key, key))
+      return -EEXIST;
+  }
+  char *copy = strdup(key);
+  if (!copy) return -ENOMEM;
+  s->detach_key = copy;
+  s->consumer = NULL;
+  TG_INFO("session %llu detached", (unsigned long long)s->id);
+  return 0;
+}
+
+tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
+                                 tg_ipc_host_conn_t *conn) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    /* Same key and same uid: one user cannot take another's session. */
+    if (s->detach_key && !s->consumer && !strcmp(s->detach_key, key) &&
+        s->consumer_uid == conn->chan.peer_uid) {
+      free(s->detach_key);
+      s->detach_key = NULL;
+      s->consumer = conn;
+      uv_timer_stop(&s->lease_timer);
+      TG_INFO("session %llu attached", (unsigned long long)s->id);
+      return s;
+    }
+  }
+  return NULL;
+}
+
+static void on_lease_expired(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  /* Attach stops the timer; this is a last check, not the mechanism. */
+  if (s->consumer || !s->detach_key || s->freeing) return;
+  TG_INFO("session %llu: disconnect lease ran out with nobody attached; "
+          "freeing it", (unsigned long long)s->id);
+  tg__session_free(s);
+}
+
+void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms) {
+  if (s->freeing || s->consumer || !s->detach_key) return;
+  uv_timer_start(&s->lease_timer, on_lease_expired, lease_ms, 0);
+  TG_INFO("session %llu kept for %llu ms under its disconnect lease",
+          (unsigned long long)s->id, (unsigned long long)lease_ms);
+}
+
+void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (s->consumer == conn) s->consumer = NULL;
+  }
+}
