@@ -1,5 +1,8 @@
-/* A client connection, its upstream, and the filter between them. */
+/* A client connection, its upstream, and the filter between them: the
+ * frames both ways, backpressure, the replay window, closing. Opening and
+ * admitting a client is bridge_open.c's. */
 #include "relay/bridge.h"
+#include "relay/bridge_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,74 +21,13 @@
 #include "tracegate/error.h"
 #include "common/log.h"
 
-/* Per connection, drops and denials are logged at warn level this many
- * times, then at debug level (they are all counted and summed up at the
- * end): a client cannot flood the log. */
-#define LOUD_LOGS 20
-#define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
-/* How long a refused client is kept to be told why (its first request is
- * answered with the refusal), and how long its answer may take to leave. */
-#define REFUSAL_LINGER_MS 3000
-#define REFUSAL_FLUSH_MS 200
-
-enum bridge_state {
-  B_HANDSHAKE, /* TLS handshake running; no upstream yet */
-  B_REFUSING,  /* verified but not authorized: telling the client why */
-  B_OPEN,      /* frames flow both ways */
-  B_DETACHING, /* client gone; waiting for the service to detach */
-  B_CLOSING,   /* waiting for handles to close */
-};
-
-struct tg_relay_bridge {
-  tg_relay_env_t *env;
-  tg_list_t node;
-  enum bridge_state state;
-
-  tg_tls_chan_t *tls;       /* TLS mode */
-  tg_pipe_transport_t pipe; /* --stdio mode */
-  tg_transport_t *client;
-  bool client_open; /* its on_close has not run yet */
-  /* Once the client asked for compression (TracegateRelay.SetCompression),
-   * |client| is |z|, which decorates the TLS or pipe transport. */
-  tg_zstd_transport_t z;
-  bool zstd;
-  bool heartbeats; /* the client called ClockSync: dead-link idle timeout */
-  bool stdio;
-
-  tg_unix_transport_t up;
-  bool up_open;
-
-  uv_timer_t timer; /* bounds the drop-time Detach */
-  bool timer_closing;
-
-  tg_relay_filter_t filter;
-  char identity[TG_AUTHZ_IDENTITY_MAX + 1];
-  char addr[320];
-  bool authorized; /* the connection got past the identity check */
-
-  char close_why[420];
-  char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
-  char detach_key[300];
-  tg_replay_window_t *win; /* the session key's replay window, held */
-  uint64_t replay_adopted, replay_copied; /* replies it kept, and how */
-
-  tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
-  tg_buf_t out;    /* frames the filter built from a client frame */
-  tg_buf_t up_out; /* frames it built from a service frame */
-  bool client_paused, up_paused;
-  unsigned loud;
-  uint64_t opened_ms;
-};
-
-static void bridge_close(tg_relay_bridge_t *b, int status, const char *why);
-static const tg_transport_cbs_t client_cbs;
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
 
-static const char *who(const tg_relay_bridge_t *b) {
+const char *tg__bridge_who(const tg_relay_bridge_t *b) {
   return b->identity[0] ? b->identity : "-";
 }
 
-static size_t high_water(const tg_relay_bridge_t *b) {
+size_t tg__bridge_high_water(const tg_relay_bridge_t *b) {
   return b->env->high_water ? b->env->high_water : DEFAULT_HIGH_WATER;
 }
 
@@ -111,7 +53,7 @@ static void on_timer_closed(uv_handle_t *h) {
 
 /* Frees the bridge once both transports are closed. The timer closes last:
  * its close callback runs after every earlier close callback. */
-static void maybe_free(tg_relay_bridge_t *b) {
+void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
   if (b->client_open || b->up_open || b->timer_closing) return;
   b->state = B_CLOSING;
   b->timer_closing = true;
@@ -122,7 +64,7 @@ static void maybe_free(tg_relay_bridge_t *b) {
             " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64
             "; replay window: %" PRIu64 " replies kept in place, %" PRIu64
             " copied)",
-            who(b), b->addr, secs, b->close_why, st->client_frames,
+            tg__bridge_who(b), b->addr, secs, b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
             st->undecodable + st->refused_kinds, b->replay_adopted,
             b->replay_copied);
@@ -139,7 +81,7 @@ static void send_failed(tg_relay_bridge_t *b, int rv) {
   char why[128];
   snprintf(why, sizeof(why), "cannot queue output for the client: %s%s",
            tg_strerror(rv), rv == -ENOBUFS ? " (the client does not read)" : "");
-  bridge_close(b, rv, why);
+  tg__bridge_close(b, rv, why);
 }
 
 /* A reply made here: a control frame, ahead of queued bulk data. */
@@ -184,14 +126,14 @@ static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
     return;
   }
   tg_zstd_transport_init(b->env->loop, &b->z, b->client);
-  b->z.base.cbs = &client_cbs;
+  b->z.base.cbs = &tg__bridge_client_cbs;
   b->z.base.data = b;
   b->client = &b->z.base;
   b->zstd = true;
   if (b->tls) tg_zstd_transport_set_priority(&b->z, tls_priority_payload, b->tls);
   rv = tg_zstd_transport_start_compress(&b->z, level, window_log);
   if (rv < 0)
-    bridge_close(b, rv, "cannot start compression: the client expects it");
+    tg__bridge_close(b, rv, "cannot start compression: the client expects it");
 }
 
 static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
@@ -200,7 +142,7 @@ static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
     char why[128];
     snprintf(why, sizeof(why), "cannot queue output for the service: %s",
              tg_strerror(rv));
-    bridge_close(b, rv, why);
+    tg__bridge_close(b, rv, why);
   }
 }
 
@@ -215,19 +157,19 @@ static void update_backpressure(tg_relay_bridge_t *b) {
   bool pause_client =
       tg_transport_congested(&b->up.base) ||
       tg_transport_pending(b->client) >
-          high_water(b) + 4 * TG_IPC_FRAME_BUFFER_SIZE;
+          tg__bridge_high_water(b) + 4 * TG_IPC_FRAME_BUFFER_SIZE;
   if (pause_up != b->up_paused) {
     b->up_paused = pause_up;
     tg_transport_pause_reading(&b->up.base, pause_up);
     TG_DEBUG("%s@%s: %s reading the service (client output %zu bytes)",
-             who(b), b->addr, pause_up ? "paused" : "resumed",
+             tg__bridge_who(b), b->addr, pause_up ? "paused" : "resumed",
              tg_transport_pending(b->client));
   }
   if (pause_client != b->client_paused) {
     b->client_paused = pause_client;
     tg_transport_pause_reading(b->client, pause_client);
     TG_DEBUG("%s@%s: %s reading the client (service output %zu bytes)",
-             who(b), b->addr, pause_client ? "paused" : "resumed",
+             tg__bridge_who(b), b->addr, pause_client ? "paused" : "resumed",
              tg_transport_pending(&b->up.base));
   }
 }
@@ -240,7 +182,7 @@ static void send_lease(tg_relay_bridge_t *b) {
   int rv = tg_relay_filter_lease_frames(&b->filter, b->env->session_lease_ms,
                                         &b->up_out);
   if (rv < 0) {
-    bridge_close(b, rv, "cannot build a frame for the service: out of memory");
+    tg__bridge_close(b, rv, "cannot build a frame for the service: out of memory");
     return;
   }
   if (rv == 1) send_up(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
@@ -263,10 +205,10 @@ static void take_window(tg_relay_bridge_t *b) {
   b->win = tg_replay_acquire(b->env->replay, ns, now, &fresh);
   if (!b->win)
     TG_WARN("%s@%s: no replay window for key '%s' (all in use): frames "
-            "lost with a link are not sent again", who(b), b->addr, ns);
+            "lost with a link are not sent again", tg__bridge_who(b), b->addr, ns);
   else if (!fresh)
     TG_INFO("%s@%s: replay window of key '%s' found: %" PRIu64
-            " frames so far, %zu bytes held", who(b), b->addr, ns,
+            " frames so far, %zu bytes held", tg__bridge_who(b), b->addr, ns,
             b->win->next_seq - 1, b->win->held);
 }
 
@@ -278,7 +220,7 @@ static void resume(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
                             v->effect.replay.cum, v->request_id,
                             RESUME_MAX_BYTES, &b->out);
   if (rv < 0) {
-    bridge_close(b, rv, "cannot build the Resume reply: out of memory");
+    tg__bridge_close(b, rv, "cannot build the Resume reply: out of memory");
     return;
   }
   send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
@@ -287,9 +229,9 @@ static void resume(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
 /* The service answered one of the relay's own lease calls. */
 static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   if (v->allowed)
-    TG_INFO("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+    TG_INFO("%s@%s: %s: %s", tg__bridge_who(b), b->addr, v->method, v->reason);
   else
-    TG_WARN("%s@%s: %s: %s", who(b), b->addr, v->method, v->reason);
+    TG_WARN("%s@%s: %s: %s", tg__bridge_who(b), b->addr, v->method, v->reason);
   if (v->audit)
     tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
                    v->allowed ? "allow" : "deny", "%s", v->reason);
@@ -317,10 +259,10 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     const char *what = v->frame == TG_RELAY_FRAME_GARBAGE ? "dropped a frame"
                        : call                               ? "denied"
                                                             : "dropped";
-    TG_LOG(lvl, "%s@%s: %s %s (request %" PRIu64 "): %s", who(b), b->addr,
+    TG_LOG(lvl, "%s@%s: %s %s (request %" PRIu64 "): %s", tg__bridge_who(b), b->addr,
            what, v->method, v->request_id, v->reason);
   } else {
-    TG_DEBUG("%s@%s: %s %s (request %" PRIu64 ")%s%s", who(b), b->addr,
+    TG_DEBUG("%s@%s: %s %s (request %" PRIu64 ")%s%s", tg__bridge_who(b), b->addr,
              v->action == TG_RELAY_REPLY ? "answered" : "forwarded",
              v->method, v->request_id, v->reason[0] ? ": " : "", v->reason);
   }
@@ -344,9 +286,9 @@ static tg_authz_role_t current_role(const tg_relay_bridge_t *b) {
   return tg_authz_role(b->env->authz, b->identity);
 }
 
-static void on_refusal_timer(uv_timer_t *t) {
+void tg__bridge_on_refusal_timer(uv_timer_t *t) {
   tg_relay_bridge_t *b = t->data;
-  bridge_close(b, TG_EDENIED, b->close_why);
+  tg__bridge_close(b, TG_EDENIED, b->close_why);
 }
 
 /* B_REFUSING: the client's first request is answered with a RequestError
@@ -371,9 +313,9 @@ static void tell_refusal(tg_relay_bridge_t *b, const uint8_t *payload,
   if (b->state != B_REFUSING) return;
   b->refusal[0] = 0; /* told once */
   if (tg_transport_pending(b->client) == 0)
-    bridge_close(b, TG_EDENIED, b->close_why);
+    tg__bridge_close(b, TG_EDENIED, b->close_why);
   else
-    uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_FLUSH_MS, 0);
+    uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_FLUSH_MS, 0);
 }
 
 /* A client frame's verdict, carried out: its frames sent where the action
@@ -420,7 +362,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
   if (rv < 0) {
     char why[96];
     snprintf(why, sizeof(why), "cannot build a frame: %s", tg_strerror(rv));
-    bridge_close(b, rv, why);
+    tg__bridge_close(b, rv, why);
     return 1;
   }
   report(b, &v);
@@ -444,12 +386,12 @@ static void client_on_close(tg_transport_t *t, int status) {
              status == TG_EPEER_CLOSED ? "the client closed the connection"
                                        : tg_strerror(status),
              detail[0] ? ": " : "", detail);
-    bridge_close(b, status, why);
+    tg__bridge_close(b, status, why);
   }
-  maybe_free(b);
+  tg__bridge_maybe_free(b);
 }
 
-static const tg_transport_cbs_t client_cbs = {
+const tg_transport_cbs_t tg__bridge_client_cbs = {
     .on_frame = client_on_frame,
     .on_drain = client_on_drain,
     .on_close = client_on_close,
@@ -462,7 +404,7 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
                         const char *why) {
   if (b->state != B_DETACHING) return;
   const char *outcome = detached ? "detached" : why;
-  TG_INFO("%s@%s: session %s under key '%s'", who(b), b->addr, outcome,
+  TG_INFO("%s@%s: session %s under key '%s'", tg__bridge_who(b), b->addr, outcome,
           b->detach_key);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
                  detached ? "allow" : "deny",
@@ -506,7 +448,7 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
   tg_buf_reset(&b->up_out);
   int rv = tg_relay_filter_upstream(&b->filter, payload, len, &b->up_out, &v);
   if (rv < 0) {
-    bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
+    tg__bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
     return 1;
   }
   if (v.effect.kind == TG_RELAY_EFFECT_OWN_DETACH_REPLY) {
@@ -561,12 +503,12 @@ static void up_on_close(tg_transport_t *t, int status) {
     snprintf(why, sizeof(why), "the tracing service closed the connection%s%s",
              status && status != TG_EPEER_CLOSED ? ": " : "",
              status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");
-    bridge_close(b, status, why);
+    tg__bridge_close(b, status, why);
   }
-  maybe_free(b);
+  tg__bridge_maybe_free(b);
 }
 
-static const tg_transport_cbs_t up_cbs = {
+const tg_transport_cbs_t tg__bridge_up_cbs = {
     .on_frame = up_on_frame,
     .on_drain = up_on_drain,
     .on_close = up_on_close,
@@ -581,7 +523,7 @@ static void on_detach_timeout(uv_timer_t *t) {
 
 /* Idempotent. Closes the client, detaches a keyed session if there is one,
  * and closes the upstream (after the detach). */
-static void bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
+void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   if (b->state == B_DETACHING || b->state == B_CLOSING) return;
   bool was_open = b->state == B_OPEN;
   b->state = B_CLOSING;
@@ -602,7 +544,7 @@ static void bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
       uv_timer_start(&b->timer, on_detach_timeout, b->env->detach_timeout_ms,
                      0);
       TG_INFO("%s@%s: link lost with a tracing session: detaching it under "
-              "key '%s'", who(b), b->addr, b->detach_key);
+              "key '%s'", tg__bridge_who(b), b->addr, b->detach_key);
       return;
     }
   }
@@ -613,198 +555,6 @@ void tg_relay_bridge_close_all(tg_relay_env_t *env, const char *why) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &env->bridges) {
     tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
-    bridge_close(b, 0, why);
+    tg__bridge_close(b, 0, why);
   }
-}
-
-/* --- opening ---------------------------------------------------------------- */
-
-static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
-  tg_relay_bridge_t *b = calloc(1, sizeof(*b));
-  if (!b) return NULL;
-  b->env = env;
-  tg_list_init(&b->node);
-  tg_buf_init(&b->out, 0);
-  tg_buf_init(&b->up_out, 0);
-  uv_timer_init(env->loop, &b->timer);
-  b->timer.data = b;
-  b->opened_ms = uv_now(env->loop);
-  tg_list_insert_tail(&env->bridges, &b->node);
-  env->n_bridges++;
-  return b;
-}
-
-/* The client is verified and authorized: connect to the service. */
-static int open_upstream(tg_relay_bridge_t *b) {
-  int rv = tg_unix_transport_connect(b->env->loop, &b->up,
-                                     b->env->consumer_socket);
-  if (rv < 0) return rv;
-  b->up.base.cbs = &up_cbs;
-  b->up.base.data = b;
-  b->up.chan.high_water = high_water(b);
-  b->up_open = true;
-  return 0;
-}
-
-/* The connection's filter, with the relay's policy. The session tag is
- * unique among this relay's connections, and across restarts by the pid. */
-static void start_filter(tg_relay_bridge_t *b) {
-  tg_relay_filter_init(&b->filter, b->identity, b->env->host);
-  char tag[40];
-  snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
-  tg_relay_filter_set_session_tag(&b->filter, tag);
-  tg_relay_filter_set_compress(&b->filter, b->env->compress);
-}
-
-static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
-  b->env->refused++;
-  TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                 why);
-  bridge_close(b, status, why);
-}
-
-/* Refuses a verified client, first telling it why (|fmt|: words for the
- * client, naming nothing but itself) when it sends a request within
- * REFUSAL_LINGER_MS. */
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...) {
-  b->env->refused++;
-  TG_WARN("%s@%s: connection refused: %s", who(b), b->addr, why);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                 why);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
-  va_end(ap);
-  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
-  b->state = B_REFUSING;
-  uv_timer_start(&b->timer, on_refusal_timer, REFUSAL_LINGER_MS, 0);
-}
-
-static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
-  int rv = open_upstream(b);
-  if (rv < 0) {
-    char why[300];
-    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
-             b->env->consumer_socket, tg_strerror(rv));
-    TG_ERROR("%s", why);
-    refuse(b, rv, why);
-    return;
-  }
-  b->state = B_OPEN;
-  b->authorized = true;
-  b->env->accepted++;
-  b->opened_ms = uv_now(b->env->loop);
-  start_filter(b);
-  /* Operators (and tests) tell an abbreviated TLS handshake by this word. */
-  const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)
-                                       ? ", TLS resumed"
-                                       : ", TLS full handshake";
-  TG_INFO("%s@%s: connected with role %s%s", who(b), b->addr,
-          tg_authz_role_name(role), tls);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
-                 "role %s%s", tg_authz_role_name(role), tls);
-}
-
-static void on_handshake(tg_tls_chan_t *ch, int status) {
-  tg_relay_bridge_t *b = tg_tls_chan_transport(ch)->data;
-  if (status != 0) {
-    /* tls_chan has logged it; the audit trail gets it too. on_close
-     * follows. */
-    const char *detail = tg_tls_chan_error(ch);
-    b->env->refused++;
-    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny",
-                   "TLS handshake failed: %s%s%s", tg_strerror(status),
-                   detail[0] ? ": " : "", detail);
-    return;
-  }
-  const char *id = tg_tls_chan_peer_identity(ch);
-  snprintf(b->identity, sizeof(b->identity), "%s", id ? id : "");
-  if (!id) {
-    refuse(b, TG_EDENIED, "the client certificate names no usable identity");
-    return;
-  }
-  tg_authz_role_t role = tg_authz_role(b->env->authz, id);
-  if (role == TG_ROLE_NONE) {
-    char why[TG_AUTHZ_IDENTITY_MAX + 64];
-    snprintf(why, sizeof(why),
-             "identity '%s' is not in the authorization file", id);
-    refuse_telling(b, why,
-                   "this relay does not authorize the identity of this "
-                   "client certificate ('%s' is not in its authorization "
-                   "file)", id);
-    return;
-  }
-  admit(b, role);
-}
-
-int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
-                           tg_tls_config_t *cfg,
-                           const tg_tls_chan_opts_t *opts) {
-  tg_relay_bridge_t *b = bridge_new(env);
-  if (!b) return -ENOMEM;
-  tg_tls_chan_opts_t o = *opts;
-  o.on_handshake = on_handshake;
-  if (!o.high_water) o.high_water = high_water(b);
-  int rv = tg_tls_chan_accept(server, cfg, &o, &client_cbs, b, &b->tls);
-  if (rv < 0) {
-    /* Nothing was accepted: the bridge goes with its timer. */
-    b->tls = NULL;
-    maybe_free(b);
-    return rv;
-  }
-  b->client = tg_tls_chan_transport(b->tls);
-  b->client_open = true;
-  b->state = B_HANDSHAKE;
-  snprintf(b->addr, sizeof(b->addr), "%s", tg_tls_chan_peer_addr(b->tls));
-  snprintf(b->close_why, sizeof(b->close_why), "closed");
-  return 0;
-}
-
-int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
-                               const char *identity) {
-  tg_relay_bridge_t *b = bridge_new(env);
-  if (!b) {
-    close(in_fd);
-    if (out_fd != in_fd) close(out_fd);
-    return -ENOMEM;
-  }
-  b->stdio = true;
-  snprintf(b->identity, sizeof(b->identity), "%s", identity);
-  snprintf(b->addr, sizeof(b->addr), "stdio");
-  snprintf(b->close_why, sizeof(b->close_why), "closed");
-  int rv = tg_pipe_transport_open(env->loop, &b->pipe, in_fd, out_fd,
-                                  high_water(b));
-  if (rv < 0) {
-    /* The pipe's handles close before the timer: the bridge goes last. */
-    maybe_free(b);
-    return rv;
-  }
-  b->client = &b->pipe.base;
-  b->client->cbs = &client_cbs;
-  b->client->data = b;
-  b->client_open = true;
-  rv = open_upstream(b);
-  if (rv < 0) {
-    char why[300];
-    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
-             env->consumer_socket, tg_strerror(rv));
-    TG_ERROR("%s", why);
-    tg_relay_audit(env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                   why);
-    bridge_close(b, rv, why);
-    return rv;
-  }
-  b->state = B_OPEN;
-  b->authorized = true;
-  env->accepted++;
-  start_filter(b);
-  TG_INFO("%s@stdio: connected with role record", b->identity);
-  tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
-                 "role record (--stdio)");
-  return 0;
 }

@@ -1,0 +1,88 @@
+/* What bridge.c and bridge_open.c share of a bridge: its state and the
+ * functions each calls in the other. Only those two files include it.
+ */
+#ifndef TRACEGATE_RELAY_BRIDGE_INTERNAL_H
+#define TRACEGATE_RELAY_BRIDGE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/pipe_transport.h"
+#include "ipc/unix_transport.h"
+#include "relay/bridge.h"
+#include "relay/frame_filter.h"
+#include "tls/compress_transport.h"
+
+/* Per connection, drops and denials are logged at warn level this many
+ * times, then at debug level (they are all counted and summed up at the
+ * end): a client cannot flood the log. */
+#define LOUD_LOGS 20
+#define DEFAULT_HIGH_WATER (4u * 1024 * 1024)
+/* How long a refused client is kept to be told why (its first request is
+ * answered with the refusal), and how long its answer may take to leave. */
+#define REFUSAL_LINGER_MS 3000
+#define REFUSAL_FLUSH_MS 200
+
+enum bridge_state {
+  B_HANDSHAKE, /* TLS handshake running; no upstream yet */
+  B_REFUSING,  /* verified but not authorized: telling the client why */
+  B_OPEN,      /* frames flow both ways */
+  B_DETACHING, /* client gone; waiting for the service to detach */
+  B_CLOSING,   /* waiting for handles to close */
+};
+
+struct tg_relay_bridge {
+  tg_relay_env_t *env;
+  tg_list_t node;
+  enum bridge_state state;
+
+  tg_tls_chan_t *tls;       /* TLS mode */
+  tg_pipe_transport_t pipe; /* --stdio mode */
+  tg_transport_t *client;
+  bool client_open; /* its on_close has not run yet */
+  /* Once the client asked for compression (TracegateRelay.SetCompression),
+   * |client| is |z|, which decorates the TLS or pipe transport. */
+  tg_zstd_transport_t z;
+  bool zstd;
+  bool heartbeats; /* the client called ClockSync: dead-link idle timeout */
+  bool stdio;
+
+  tg_unix_transport_t up;
+  bool up_open;
+
+  uv_timer_t timer; /* bounds the drop-time Detach */
+  bool timer_closing;
+
+  tg_relay_filter_t filter;
+  char identity[TG_AUTHZ_IDENTITY_MAX + 1];
+  char addr[320];
+  bool authorized; /* the connection got past the identity check */
+
+  char close_why[420];
+  char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
+  char detach_key[300];
+  tg_replay_window_t *win; /* the session key's replay window, held */
+  uint64_t replay_adopted, replay_copied; /* replies it kept, and how */
+
+  tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
+  tg_buf_t out;    /* frames the filter built from a client frame */
+  tg_buf_t up_out; /* frames it built from a service frame */
+  bool client_paused, up_paused;
+  unsigned loud;
+  uint64_t opened_ms;
+};
+
+/* bridge.c */
+const char *tg__bridge_who(const tg_relay_bridge_t *b);
+size_t tg__bridge_high_water(const tg_relay_bridge_t *b);
+/* Frees |b| once every handle of it has closed. */
+void tg__bridge_maybe_free(tg_relay_bridge_t *b);
+/* Closes |b| (idempotent): |why| is kept for the log and the audit. */
+void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why);
+/* B_REFUSING ran its course: the connection closes. */
+void tg__bridge_on_refusal_timer(uv_timer_t *t);
+extern const tg_transport_cbs_t tg__bridge_client_cbs;
+extern const tg_transport_cbs_t tg__bridge_up_cbs;
+
+#endif /* TRACEGATE_RELAY_BRIDGE_INTERNAL_H */

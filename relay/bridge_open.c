@@ -1,0 +1,209 @@
+/* Opening a bridge: a TLS client through its handshake, identity check
+ * and authorization, or an --stdio one; then the upstream connection to
+ * the service and the connection's filter. A client that is verified but
+ * not authorized is told why before it is closed (B_REFUSING).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "relay/bridge.h"
+#include "relay/bridge_internal.h"
+#include "tracegate/error.h"
+
+/* --- opening ---------------------------------------------------------------- */
+
+static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
+  tg_relay_bridge_t *b = calloc(1, sizeof(*b));
+  if (!b) return NULL;
+  b->env = env;
+  tg_list_init(&b->node);
+  tg_buf_init(&b->out, 0);
+  tg_buf_init(&b->up_out, 0);
+  uv_timer_init(env->loop, &b->timer);
+  b->timer.data = b;
+  b->opened_ms = uv_now(env->loop);
+  tg_list_insert_tail(&env->bridges, &b->node);
+  env->n_bridges++;
+  return b;
+}
+
+/* The client is verified and authorized: connect to the service. */
+static int open_upstream(tg_relay_bridge_t *b) {
+  int rv = tg_unix_transport_connect(b->env->loop, &b->up,
+                                     b->env->consumer_socket);
+  if (rv < 0) return rv;
+  b->up.base.cbs = &tg__bridge_up_cbs;
+  b->up.base.data = b;
+  b->up.chan.high_water = tg__bridge_high_water(b);
+  b->up_open = true;
+  return 0;
+}
+
+/* The connection's filter, with the relay's policy. The session tag is
+ * unique among this relay's connections, and across restarts by the pid. */
+static void start_filter(tg_relay_bridge_t *b) {
+  tg_relay_filter_init(&b->filter, b->identity, b->env->host);
+  char tag[40];
+  snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
+  tg_relay_filter_set_session_tag(&b->filter, tag);
+  tg_relay_filter_set_compress(&b->filter, b->env->compress);
+}
+
+static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
+  b->env->refused++;
+  TG_WARN("%s@%s: connection refused: %s", tg__bridge_who(b), b->addr, why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                 why);
+  tg__bridge_close(b, status, why);
+}
+
+/* Refuses a verified client, first telling it why (|fmt|: words for the
+ * client, naming nothing but itself) when it sends a request within
+ * REFUSAL_LINGER_MS. */
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse_telling(tg_relay_bridge_t *b, const char *why,
+                           const char *fmt, ...) {
+  b->env->refused++;
+  TG_WARN("%s@%s: connection refused: %s", tg__bridge_who(b), b->addr, why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                 why);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
+  va_end(ap);
+  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  b->state = B_REFUSING;
+  uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_LINGER_MS, 0);
+}
+
+static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
+  int rv = open_upstream(b);
+  if (rv < 0) {
+    char why[300];
+    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
+             b->env->consumer_socket, tg_strerror(rv));
+    TG_ERROR("%s", why);
+    refuse(b, rv, why);
+    return;
+  }
+  b->state = B_OPEN;
+  b->authorized = true;
+  b->env->accepted++;
+  b->opened_ms = uv_now(b->env->loop);
+  start_filter(b);
+  /* Operators (and tests) tell an abbreviated TLS handshake by this word. */
+  const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)
+                                       ? ", TLS resumed"
+                                       : ", TLS full handshake";
+  TG_INFO("%s@%s: connected with role %s%s", tg__bridge_who(b), b->addr,
+          tg_authz_role_name(role), tls);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
+                 "role %s%s", tg_authz_role_name(role), tls);
+}
+
+static void on_handshake(tg_tls_chan_t *ch, int status) {
+  tg_relay_bridge_t *b = tg_tls_chan_transport(ch)->data;
+  if (status != 0) {
+    /* tls_chan has logged it; the audit trail gets it too. on_close
+     * follows. */
+    const char *detail = tg_tls_chan_error(ch);
+    b->env->refused++;
+    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny",
+                   "TLS handshake failed: %s%s%s", tg_strerror(status),
+                   detail[0] ? ": " : "", detail);
+    return;
+  }
+  const char *id = tg_tls_chan_peer_identity(ch);
+  snprintf(b->identity, sizeof(b->identity), "%s", id ? id : "");
+  if (!id) {
+    refuse(b, TG_EDENIED, "the client certificate names no usable identity");
+    return;
+  }
+  tg_authz_role_t role = tg_authz_role(b->env->authz, id);
+  if (role == TG_ROLE_NONE) {
+    char why[TG_AUTHZ_IDENTITY_MAX + 64];
+    snprintf(why, sizeof(why),
+             "identity '%s' is not in the authorization file", id);
+    refuse_telling(b, why,
+                   "this relay does not authorize the identity of this "
+                   "client certificate ('%s' is not in its authorization "
+                   "file)", id);
+    return;
+  }
+  admit(b, role);
+}
+
+int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
+                           tg_tls_config_t *cfg,
+                           const tg_tls_chan_opts_t *opts) {
+  tg_relay_bridge_t *b = bridge_new(env);
+  if (!b) return -ENOMEM;
+  tg_tls_chan_opts_t o = *opts;
+  o.on_handshake = on_handshake;
+  if (!o.high_water) o.high_water = tg__bridge_high_water(b);
+  int rv = tg_tls_chan_accept(server, cfg, &o, &tg__bridge_client_cbs, b, &b->tls);
+  if (rv < 0) {
+    /* Nothing was accepted: the bridge goes with its timer. */
+    b->tls = NULL;
+    tg__bridge_maybe_free(b);
+    return rv;
+  }
+  b->client = tg_tls_chan_transport(b->tls);
+  b->client_open = true;
+  b->state = B_HANDSHAKE;
+  snprintf(b->addr, sizeof(b->addr), "%s", tg_tls_chan_peer_addr(b->tls));
+  snprintf(b->close_why, sizeof(b->close_why), "closed");
+  return 0;
+}
+
+int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
+                               const char *identity) {
+  tg_relay_bridge_t *b = bridge_new(env);
+  if (!b) {
+    close(in_fd);
+    if (out_fd != in_fd) close(out_fd);
+    return -ENOMEM;
+  }
+  b->stdio = true;
+  snprintf(b->identity, sizeof(b->identity), "%s", identity);
+  snprintf(b->addr, sizeof(b->addr), "stdio");
+  snprintf(b->close_why, sizeof(b->close_why), "closed");
+  int rv = tg_pipe_transport_open(env->loop, &b->pipe, in_fd, out_fd,
+                                  tg__bridge_high_water(b));
+  if (rv < 0) {
+    /* The pipe's handles close before the timer: the bridge goes last. */
+    tg__bridge_maybe_free(b);
+    return rv;
+  }
+  b->client = &b->pipe.base;
+  b->client->cbs = &tg__bridge_client_cbs;
+  b->client->data = b;
+  b->client_open = true;
+  rv = open_upstream(b);
+  if (rv < 0) {
+    char why[300];
+    snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
+             env->consumer_socket, tg_strerror(rv));
+    TG_ERROR("%s", why);
+    tg_relay_audit(env->audit, b->identity, b->addr, "connect", "deny", "%s",
+                   why);
+    tg__bridge_close(b, rv, why);
+    return rv;
+  }
+  b->state = B_OPEN;
+  b->authorized = true;
+  env->accepted++;
+  start_filter(b);
+  TG_INFO("%s@stdio: connected with role record", b->identity);
+  tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
+                 "role record (--stdio)");
+  return 0;
+}
