@@ -2,7 +2,8 @@
  * directory of files, or one merged trace), starts every host at once on
  * one loop, drives the shared timers (periodic reads, progress, stats) and
  * Ctrl-C, and ends with the summary once every host is done or failed.
- * The hosts themselves live in fleet_host.c. */
+ * The hosts themselves are the fleet engine's (consumer/fleet/host.h);
+ * what their events do here is fleet_host.c's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -94,6 +95,7 @@ static int open_outputs(fleet_t *f) {
   if (f->mode == FLEET_OUT_MERGE) {
     if (cli_output_open(&f->merged, f->out) < 0) return -1;
     f->has_merged = true;
+    for (size_t i = 0; i < f->n; i++) f->hosts[i].core.out_name = f->out;
     int rv = fleet_merge_head(f);
     if (rv < 0) {
       fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", f->out, tg_strerror(rv));
@@ -118,6 +120,7 @@ static int open_outputs(fleet_t *f) {
     }
     if (cli_output_open(&h->own, h->path) < 0) return -1;
     h->has_own = true;
+    h->core.out_name = h->path;
   }
   return 0;
 }
@@ -155,12 +158,12 @@ void fleet_host_finished(fleet_t *f) {
  * reconnects through RECONNECTING and RESUMING (consumer/fleet/link.h). */
 void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from) {
   if (h->slot == FLEET_SLOT_STARTING && tg_link_starting(from) &&
-      !tg_link_starting(h->link.state)) {
+      !tg_link_starting(h->core.link.state)) {
     h->slot = FLEET_SLOT_NONE;
     f->starting--;
   }
   /* A burst cut by a lost link or an end: a reconnection makes its own. */
-  if (h->slot == FLEET_SLOT_BURSTING && h->link.state != TG_LINK_UP)
+  if (h->slot == FLEET_SLOT_BURSTING && h->core.link.state != TG_LINK_UP)
     fleet_host_burst_ended(f, h);
 }
 
@@ -172,9 +175,7 @@ void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from) 
 static void burst_more(fleet_t *f) {
   while (f->bursting < BURSTING_MAX && f->next_burst < f->n) {
     fleet_host_t *h = &f->hosts[f->next_burst++];
-    if (!fleet_host_resume_clock(h)) continue;
-    /* It may have ended at once (a call that could not go out). */
-    if (h->clock_hold == CLOCK_FREE) continue;
+    if (!tg_fleet_host_resume_clock(&h->core)) continue;
     h->slot = FLEET_SLOT_BURSTING;
     f->bursting++;
   }
@@ -194,10 +195,10 @@ static void start_more(fleet_t *f) {
   if (f->sigints || f->aborting) return; /* the rest were stopped unstarted */
   while (f->starting < STARTING_MAX && f->next_start < f->n) {
     fleet_host_t *h = &f->hosts[f->next_start++];
-    if (h->link.state != TG_LINK_CONNECTING) continue;
+    if (h->core.link.state != TG_LINK_CONNECTING) continue;
     h->slot = FLEET_SLOT_STARTING;
     f->starting++;
-    fleet_host_start(h);
+    tg_fleet_host_start(&h->core);
   }
 }
 
@@ -227,24 +228,21 @@ static int open_keys(fleet_t *f) {
 void fleet_show_key(fleet_t *f, fleet_host_t *h) {
   if (f->n <= KEYS_ON_TERMINAL_MAX) {
     fleet_say(f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
-              h->t->spec, h->key, h->t->spec, h->key);
+              h->t->spec, h->core.key, h->t->spec, h->core.key);
     return;
   }
   if (!f->keys && !f->keys_failed && open_keys(f) < 0) f->keys_failed = true;
   if (!f->keys) return;
   /* On disk before the session exists: if we die, it can be taken back. */
-  fprintf(f->keys, "%s %s\n", h->t->spec, h->key);
+  fprintf(f->keys, "%s %s\n", h->t->spec, h->core.key);
   fflush(f->keys);
 }
 
 /* With a fleet, when the last host began tracing is the figure that says
  * whether the start kept up. */
-void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
-  if (h->has_traced) return;
-  h->has_traced = true;
-  f->traced++;
+void fleet_host_traced(fleet_t *f) {
   start_more(f);
-  if (f->n > 1 && f->traced == f->n) {
+  if (f->n > 1 && f->core.traced == f->n) {
     char el[32];
     cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
     char tls[80] = "";
@@ -253,7 +251,8 @@ void fleet_host_traced(fleet_t *f, fleet_host_t *h) {
                " resumed)", f->tls_counts.full, f->tls_counts.resumed);
     fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
     burst_more(f);
-    for (size_t i = 0; i < f->n; i++) fleet_host_fleet_started(&f->hosts[i]);
+    for (size_t i = 0; i < f->n; i++)
+      tg_fleet_host_fleet_started(&f->hosts[i].core);
   }
 }
 
@@ -292,7 +291,7 @@ static void abort_all(fleet_t *f) {
   fleet_say(f, "aborting: ending the sessions (Ctrl-C again to quit at once)");
   discard_all(f);
   uv_timer_start(&f->abort_timer, on_abort_timer, ABORT_GRACE_MS, 0);
-  for (size_t i = 0; i < f->n; i++) fleet_host_abort(&f->hosts[i]);
+  for (size_t i = 0; i < f->n; i++) tg_fleet_host_abort(&f->hosts[i].core);
 }
 
 static void on_sigint(uv_signal_t *s, int signum) {
@@ -303,7 +302,7 @@ static void on_sigint(uv_signal_t *s, int signum) {
     return;
   }
   fleet_say(f, "stopping the trace on every host (Ctrl-C again to abort)");
-  for (size_t i = 0; i < f->n; i++) fleet_host_stop(&f->hosts[i]);
+  for (size_t i = 0; i < f->n; i++) tg_fleet_host_stop(&f->hosts[i].core);
 }
 
 /* Log lines (TLS refusals, protocol warnings) must not tear the progress
@@ -317,13 +316,13 @@ static void log_sink(void *ctx, tg_log_level_t level, const char *line) {
 
 /* --- --summary-json ---------------------------------------------------------- */
 
-static const char *compression_name(host_compression_t c) {
+static const char *compression_name(tg_fleet_compression_t c) {
   switch (c) {
-    case HC_ZSTD: return "zstd";
-    case HC_NOT_ASKED: return "plain-not-asked";
-    case HC_REFUSED: return "plain-refused";
-    case HC_UNSUPPORTED: return "plain-unsupported";
-    case HC_UNKNOWN: break;
+    case TG_FLEET_COMP_ZSTD: return "zstd";
+    case TG_FLEET_COMP_NOT_ASKED: return "plain-not-asked";
+    case TG_FLEET_COMP_REFUSED: return "plain-refused";
+    case TG_FLEET_COMP_UNSUPPORTED: return "plain-unsupported";
+    case TG_FLEET_COMP_UNKNOWN: break;
   }
   return NULL;
 }
@@ -338,23 +337,23 @@ static void write_summary(fleet_t *f, int code) {
     const fleet_host_t *h = &f->hosts[i];
     cli_summary_host_t *o = &hs[i];
     o->host = h->t->spec;
-    o->ok = h->link.state == TG_LINK_DONE;
+    o->ok = h->core.link.state == TG_LINK_DONE;
     o->reason = o->ok ? NULL
-                : h->why[0] ? h->why
+                : h->core.why[0] ? h->core.why
                 : f->aborting ? "aborted (a second interrupt)"
                               : NULL;
-    o->bytes = h->bytes;
-    o->packets = h->packets;
+    o->bytes = h->core.bytes;
+    o->packets = h->core.packets;
     o->loss = h->has_loss ? &h->loss : NULL;
-    o->reconnects = h->link.reconnects;
-    o->link_down_ms = h->link.down_ms;
-    if (h->clock.estimates) {
+    o->reconnects = h->core.link.reconnects;
+    o->link_down_ms = h->core.link.down_ms;
+    if (h->core.clock.estimates) {
       /* As the summary prints it. */
       o->has_clock = true;
       o->clock_offset_ns =
-          tg_clock_offset(&h->clock.best, &o->clock_uncertainty_ns);
+          tg_clock_offset(&h->core.clock.best, &o->clock_uncertainty_ns);
     }
-    o->compression = compression_name(h->compression);
+    o->compression = compression_name(h->core.compression);
     o->has_machine_id = f->mode == FLEET_OUT_MERGE;
     o->machine_id = h->machine_id;
     o->path = f->mode != FLEET_OUT_MERGE && h->path && (o->ok || h->kept_partial)
@@ -378,8 +377,8 @@ static int commit_merged(fleet_t *f) {
   uint64_t packets = 0;
   size_t hosts = 0;
   for (size_t i = 0; i < f->n; i++) {
-    packets += f->hosts[i].packets;
-    hosts += f->hosts[i].packets > 0;
+    packets += f->hosts[i].core.packets;
+    hosts += f->hosts[i].core.packets > 0;
   }
   if (packets == 0) {
     fprintf(stderr, CLI_PROG ": no host sent any packet: nothing written to "
@@ -435,9 +434,17 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->o = o;
   f->out = o->out;
   f->n = n;
-  f->reconnect_ms = o->reconnect_ms;
-  f->dead_link_ms = o->dead_link_ms ? o->dead_link_ms : 10000;
-  f->clock_sync_ms = o->clock_sync_ms ? o->clock_sync_ms : 30000;
+  tg_fleet_opts_t *fo = &f->core.o;
+  fo->reconnect_ms = o->reconnect_ms;
+  fo->dead_link_ms = o->dead_link_ms ? o->dead_link_ms : 10000;
+  fo->clock_sync_ms = o->clock_sync_ms ? o->clock_sync_ms : 30000;
+  fo->attach_key = o->attach;
+  fo->compress_level = o->compress_level;
+  fo->grace_ms = o->grace_ms;
+  fo->stop_after_ms = o->attach && o->has_duration ? o->duration_ms : 0;
+  fo->stop_at_start = o->stop;
+  f->core.cbs = &fleet_host_cbs;
+  f->core.n = n;
   f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
@@ -453,6 +460,9 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     f->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
     if (cli_config_pack(cfg, &f->cfg) < 0) goto out;
   }
+  fo->config = tg_buf_begin(&f->cfg);
+  fo->config_len = tg_buf_size(&f->cfg);
+  fo->check_names = cfg && cfg->n_data_sources;
   if (choose_mode(f) < 0) goto out;
   f->hosts = calloc(n, sizeof(*f->hosts));
   if (!f->hosts || fleet_names_init(f, cfg) < 0 || uv_loop_init(&loop) < 0)
@@ -462,12 +472,14 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.loop = &loop;
   f->env.tls = tls;
   f->env.server_name = o->remote.server_name;
-  f->env.dead_link_timeout_s = (uint32_t)((f->dead_link_ms + 999) / 1000);
+  f->env.dead_link_timeout_s = (uint32_t)((fo->dead_link_ms + 999) / 1000);
+  f->core.loop = &loop;
+  f->core.dialer = fleet_dialer(f);
   f->env.counts = &f->tls_counts;
   if (open_sessions(f, tls) < 0) goto out;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
   if (open_outputs(f) < 0) {
-    for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
+    for (size_t i = 0; i < n; i++) tg_fleet_host_close(&f->hosts[i].core);
     goto out;
   }
   uv_signal_init(&loop, &f->sigint);
@@ -489,7 +501,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   uv_run(&loop, UV_RUN_DEFAULT);
   tg_log_set_sink(NULL, NULL);
   tg_log_set_level(TG_LOG_WARN);
-  for (size_t i = 0; i < n; i++) fleet_host_close(&f->hosts[i]);
+  for (size_t i = 0; i < n; i++) tg_fleet_host_close(&f->hosts[i].core);
 
   uv_update_time(&loop);
   if (f->aborting) {

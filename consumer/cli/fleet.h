@@ -1,14 +1,17 @@
-/* `tracegate record -H ...`: recording from remote hosts, one or many, on
- * one loop. Shared by the fleet files:
+/* `tracegate record -H ...`: the CLI's front end to the fleet engine
+ * (consumer/fleet/host.h), which drives each host: its connection,
+ * preparation, link, reconnection and recording. Shared by the fleet
+ * files here:
  *
  *   fleet.c        the run: outputs, hosts, signals, the start and burst
- *                  windows, the end
- *   fleet_host.c   one host: its connection (connect, prepare, reconnect)
- *                  around its recording (consumer/recording.h), driven by
- *                  its link's state machine (consumer/fleet/link.h: the
- *                  states, their timers, where a dead link is detected)
+ *                  windows, the keys file, the end, --summary-json
+ *   fleet_host.c   the CLI's side of one host: what the engine's events
+ *                  do here (terminal lines, the host's output, the merge,
+ *                  loss counters) and the dialer it connects through
+ *                  (remote.h)
  *   fleet_merge.c  the merged trace: packet rewriting and the packets the
  *                  collector adds (docs/merge.md)
+ *   fleet_names.c  data source names checked across hosts
  *   fleet_ui.c     progress lines and the summary
  *   fleet_ui_pick.c  which hosts the progress names when they are many
  *
@@ -22,8 +25,7 @@
 #include "common/u32_map.h"
 #include "consumer/cli/record.h"
 #include "consumer/cli/remote.h"
-#include "consumer/fleet/clock_sync.h"
-#include "consumer/fleet/link.h"
+#include "consumer/fleet/host.h"
 
 /* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many hosts
  * keep every range below the overflow range (docs/merge.md). */
@@ -37,7 +39,6 @@
 #define FLEET_SEQ_OVERFLOW_BASE 0xFFF00000u
 /* The collector's own packets (machine 0). */
 #define FLEET_SEQ_MACHINE0 1u
-#define FLEET_CLOCK_SYNC_SAMPLES 5
 
 typedef enum fleet_out_mode {
   FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
@@ -53,25 +54,6 @@ typedef enum fleet_slot {
   FLEET_SLOT_BURSTING, /* counted in fleet_t.bursting */
 } fleet_slot_t;
 
-/* A big fleet's start (fleet_host.c, DEFER_READS_ABOVE_HOSTS): the host
- * enables tracing on the first sample of its first clock burst and takes
- * the rest once the fleet traces. */
-typedef enum fleet_clock_hold {
-  CLOCK_FREE,    /* the burst, if any, runs straight through */
-  CLOCK_HELD,    /* paused after its first sample; reads held */
-  CLOCK_RESUMED, /* the held burst goes on; reads still held */
-} fleet_clock_hold_t;
-
-/* What a host's relay sends, as the latest preparation of its link
- * settled it (the summary says it). */
-typedef enum host_compression {
-  HC_UNKNOWN = 0, /* no link was prepared */
-  HC_ZSTD,        /* compressed, as asked */
-  HC_NOT_ASKED,   /* plain: --compress none */
-  HC_REFUSED,     /* plain: the relay answered SetCompression with a no */
-  HC_UNSUPPORTED, /* plain: no TracegateRelay, or one without SetCompression */
-} host_compression_t;
-
 /* Producer sequence ids that do not fit a host's range, mapped one to one
  * into the overflow range. */
 typedef tg_u32_map_t seq_map_t;
@@ -79,81 +61,36 @@ typedef tg_u32_map_t seq_map_t;
 typedef struct fleet fleet_t;
 
 typedef struct fleet_host {
+  /* The engine's side: link, connection, recording, clock, what was sent
+   * (core.data points back here). */
+  tg_fleet_host_t core;
   fleet_t *f;
-  size_t index;
   uint32_t machine_id; /* index + 1 */
   const cli_target_t *t;
-  /* The link's state, its deadlines and reconnections (link.h); the one
-   * timer below is armed for tg_link_deadline() (and clock_due_ms). */
-  tg_link_t link;
-  uv_timer_t timer;
-  tg_recording_t *rec; /* the session; NULL once the host finished */
-
-  /* The current connection (NULL between connections). */
-  tg_consumer_t *c;
-  cli_remote_t *rt;
-  bool relay;          /* TracegateRelay bound on this connection */
-  bool bound;          /* ConsumerPort bound on this connection */
-  bool ever_connected; /* ConsumerPort was bound once */
-  bool key_set;        /* the relay took the resume key */
-  host_compression_t compression;
-  unsigned prep_wait;  /* parts of preparing not answered (fleet_host.c) */
-  char conn_msg[512];  /* why the connection closed */
-  char retry_why[300]; /* why the last reconnection attempt failed */
-
-  /* From GetHostInfo. */
-  bool has_info;
-  char hostname[256];
-  char host_machine_id[128];
-  char kernel[256];
-  uint32_t num_cpus;
-
-  /* ClockSync: a burst of samples when a connection is prepared, then one
-   * per heartbeat. Each estimate (clock.best) is written into a merged
-   * trace as a RemoteClockSync (docs/merge.md). */
-  unsigned syncs; /* samples of the current burst */
-  tg_clock_sample_t cur;
-  tg_clock_sync_t clock;
-  bool preamble_written;
-  fleet_clock_hold_t clock_hold;
-  uint64_t clock_due_ms; /* a held burst goes on by then anyway; 0: none */
-
-  /* The heartbeat's sample (link.h says when one is due). */
-  tg_clock_sample_t hb_sample;
-  char lost_why[300]; /* why the link was last lost */
-
-  char key[TG_RELAY_SESSION_KEY_MAX + 1]; /* resume key (SetSessionKey; --attach KEY) */
-  bool key_shown;
-
-  bool stop_requested;
-  bool has_traced; /* its recording reached TRACING once */
   fleet_slot_t slot; /* written by fleet.c only */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
   bool names_recorded; /* its answer is noted, not yet counted */
 
-  /* What link losses cost (their count and length: link). */
-  unsigned reads_cut;  /* reads cut by a link loss (from the recording) */
-  unsigned reads_lost; /* of those, the ones that did carry data */
+  /* Loss counters for the summary, and what a link loss cost: the loss
+   * counted between the drop and the first stats after re-attaching. */
+  cli_loss_t loss;
+  bool has_loss;
   uint64_t loss_before_drop;
-  bool recheck_loss; /* compare the loss after re-attaching */
+  bool recheck_loss;
   uint64_t loss_while_down;
 
   /* Output. */
   cli_output_t own; /* FILE and DIR modes */
   bool has_own;
   char *path;
-  uint64_t bytes, packets;
   uint64_t malformed; /* merge: packets dropped for not decoding */
   seq_map_t seqs;
-  cli_loss_t loss;
-  bool has_loss;
-
-  /* The outcome. */
-  char why[600];
   bool kept_partial;
 } fleet_host_t;
 
 struct fleet {
+  /* What the engine's hosts share: options, the dialer, the callbacks. */
+  tg_fleet_t core;
   const record_opts_t *o;
   uv_loop_t *loop;
   cli_remote_env_t env;
@@ -167,9 +104,6 @@ struct fleet {
   tg_buf_t cfg;    /* the TraceConfig every host gets, serialised (empty
                       with --attach: the session has its own) */
   uint32_t duration_ms;
-  uint64_t reconnect_ms; /* 0: no reconnection */
-  uint64_t dead_link_ms; /* a link silent this long is dead */
-  uint64_t clock_sync_ms; /* clock re-sync period */
 
   fleet_host_t *hosts;
   size_t n;
@@ -179,7 +113,6 @@ struct fleet {
   char **ds_near;      /* per data source: "; did you mean ..." or NULL */
   size_t names_checked; /* hosts whose answer (or failure) is in */
   size_t finished;
-  size_t traced; /* hosts whose recording reached TRACING once */
   size_t next_start; /* hosts before it were started (fleet.c start_more) */
   /* Started hosts still connecting or preparing: kept by fleet.c as links
    * change, so that starting more costs no walk over every host. */
@@ -228,8 +161,12 @@ void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from);
  * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
  * with -o DIR), "HOST KEY" a line, named once on the terminal. */
 void fleet_show_key(fleet_t *f, fleet_host_t *h);
-/* A host's recording started tracing for the first time. */
-void fleet_host_traced(fleet_t *f, fleet_host_t *h);
+/* A host's recording started tracing for the first time (counted in
+ * f->core.traced). */
+void fleet_host_traced(fleet_t *f);
+/* |h|'s held clock burst ended (its estimate is in, its reads go on), or
+ * was cut: its place in the burst window is free. */
+void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h);
 /* Prints "tracegate: " + the text on its own line, clearing the progress
  * lines first. */
 void fleet_say(fleet_t *f, const char *fmt, ...)
@@ -255,27 +192,13 @@ void fleet_names_free(fleet_t *f);
 
 /* --- fleet_host.c -------------------------------------------------------- */
 
+/* The engine's host |index| of |f| for target |t|, with the CLI's side. */
 void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
                      const cli_target_t *t);
-/* Opens the first connection. */
-void fleet_host_start(fleet_host_t *h);
-/* Ctrl-C: stop tracing (now, or once started or reconnected). */
-void fleet_host_stop(fleet_host_t *h);
-/* A second Ctrl-C: ends the session (FreeBuffers) and the connection;
- * nothing is kept. */
-void fleet_host_abort(fleet_host_t *h);
-/* What the host is doing, for the progress line. */
-const char *fleet_host_state(const fleet_host_t *h);
-bool fleet_host_tracing(const fleet_host_t *h);
-/* Every host traces: a first read the start deferred comes now. */
-void fleet_host_fleet_started(fleet_host_t *h);
-/* The rest of |h|'s held clock burst begins; false if it has none to take
- * (or not now: a reconnection takes a whole burst of its own). */
-bool fleet_host_resume_clock(fleet_host_t *h);
-/* |h|'s held burst ended (its estimate is in, its reads go on). */
-void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h);
-/* Closes the host's handles (the loop then runs them out). */
-void fleet_host_close(fleet_host_t *h);
+/* The events of every host (the engine's callback table). */
+extern const tg_fleet_host_cbs_t fleet_host_cbs;
+/* The engine's dialer over remote.h's transports, with |f|'s env. */
+tg_fleet_dialer_t fleet_dialer(fleet_t *f);
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
 

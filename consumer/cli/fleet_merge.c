@@ -191,7 +191,7 @@ static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
  * reading: both offsets then equal remote - (before + after) / 2, the
  * minimum-RTT estimate, off by at most RTT / 2. */
 static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
-  const tg_clock_sample_t *s = &h->clock.best;
+  const tg_clock_sample_t *s = &h->core.clock.best;
   uint64_t mid[TG_CLK_N];
   /* Signed: REALTIME may have stepped back during the call. */
   for (int i = 0; i < TG_CLK_N; i++)
@@ -256,7 +256,7 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
   char kernel[256], *release = NULL;
-  snprintf(kernel, sizeof(kernel), "%s", h->kernel);
+  snprintf(kernel, sizeof(kernel), "%s", h->core.kernel);
   if (kernel[0]) { /* "Linux 6.1.0-18-amd64": sysname, release */
     char *sp = strchr(kernel, ' ');
     if (sp) {
@@ -267,20 +267,22 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
     un.release = release;
     si.utsname = &un;
   }
-  si.tracegate_hostname = h->has_info && h->hostname[0] ? h->hostname
-                                                          : (char *)h->t->host;
-  if (h->host_machine_id[0]) si.tracegate_machine_id = h->host_machine_id;
-  if (h->num_cpus) {
+  si.tracegate_hostname = h->core.has_info && h->core.hostname[0]
+                              ? h->core.hostname
+                              : (char *)h->t->host;
+  if (h->core.host_machine_id[0])
+    si.tracegate_machine_id = h->core.host_machine_id;
+  if (h->core.num_cpus) {
     si.has_num_cpus = 1;
-    si.num_cpus = h->num_cpus;
+    si.num_cpus = h->core.num_cpus;
   }
   int rv = system_info(f, h->machine_id, seq, &si);
-  if (rv == 0 && h->clock.estimates)
-    rv = clock_snapshot(f, h->machine_id, seq, h->clock.best.remote);
-  if (rv == 0 && h->clock.estimates) rv = remote_clock_sync(f, h);
+  if (rv == 0 && h->core.clock.estimates)
+    rv = clock_snapshot(f, h->machine_id, seq, h->core.clock.best.remote);
+  if (rv == 0 && h->core.clock.estimates) rv = remote_clock_sync(f, h);
   return rv;
 }
 
 int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h) {
-  return h->clock.estimates ? remote_clock_sync(f, h) : 0;
+  return h->core.clock.estimates ? remote_clock_sync(f, h) : 0;
 }

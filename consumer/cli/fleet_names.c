@@ -107,7 +107,7 @@ void fleet_names_record(fleet_t *f, fleet_host_t *h,
                         const Perfetto__Protos__TracingServiceState *st) {
   if (h->names_checked || h->names_recorded || !n_ds(f)) return;
   h->names_recorded = true;
-  host_ctx_t hc = {f, h->index};
+  host_ctx_t hc = {f, h->core.index};
   record_missing_names(f->pcfg, st, note_missing, &hc);
 }
 

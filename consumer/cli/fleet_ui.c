@@ -41,15 +41,15 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
 
 static void host_line(const fleet_host_t *h, int w) {
   char by[32], state[96];
-  cli_format_bytes(by, sizeof(by), h->bytes);
-  if (tg_link_reconnecting(&h->link))
+  cli_format_bytes(by, sizeof(by), h->core.bytes);
+  if (tg_link_reconnecting(&h->core.link))
     snprintf(state, sizeof(state), "reconnecting (attempt %u)",
-             h->link.attempts);
+             h->core.link.attempts);
   else
-    snprintf(state, sizeof(state), "%s", fleet_host_state(h));
+    snprintf(state, sizeof(state), "%s", tg_fleet_host_state(&h->core));
   fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
-          "%s\n", w, w, h->t->spec, state, by, h->packets, h->loss.total,
-          h->link.reconnects ? "  (reconnected)" : "");
+          "%s\n", w, w, h->t->spec, state, by, h->core.packets, h->loss.total,
+          h->core.link.reconnects ? "  (reconnected)" : "");
 }
 
 void fleet_ui_draw(fleet_t *f) {
@@ -63,9 +63,9 @@ void fleet_ui_draw(fleet_t *f) {
   size_t tracing = 0, failed = 0;
   uint64_t bytes = 0;
   for (size_t i = 0; i < f->n; i++) {
-    tracing += fleet_host_tracing(&f->hosts[i]);
-    failed += f->hosts[i].link.state == TG_LINK_FAILED;
-    bytes += f->hosts[i].bytes;
+    tracing += tg_fleet_host_tracing(&f->hosts[i].core);
+    failed += f->hosts[i].core.link.state == TG_LINK_FAILED;
+    bytes += f->hosts[i].core.bytes;
   }
   cli_format_bytes(by, sizeof(by), bytes);
   fprintf(stderr, "\r\033[K" CLI_PROG ": recording %s / %s, %zu host%s, %zu "
@@ -101,19 +101,19 @@ static void offset_note(const tg_clock_sample_t *s, char *out, size_t n) {
 }
 
 static void clock_note(const fleet_host_t *h, char *out, size_t n) {
-  if (!h->clock.estimates) {
+  if (!h->core.clock.estimates) {
     snprintf(out, n, "no clock sync");
     return;
   }
   char last[64], first[64];
-  offset_note(&h->clock.best, last, sizeof(last));
-  if (h->clock.estimates <= 1) {
+  offset_note(&h->core.clock.best, last, sizeof(last));
+  if (h->core.clock.estimates <= 1) {
     snprintf(out, n, "BOOTTIME offset %s", last);
     return;
   }
-  offset_note(&h->clock.first, first, sizeof(first));
+  offset_note(&h->core.clock.first, first, sizeof(first));
   snprintf(out, n, "BOOTTIME offset %s at the last of %u clock syncs (first "
-           "%s)", last, h->clock.estimates, first);
+           "%s)", last, h->core.clock.estimates, first);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -132,8 +132,8 @@ static void clock_summary(const fleet_t *f) {
   const char *worst = "";
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    if (!h->clock.estimates) continue;
-    uint64_t bound = tg_clock_rtt(&h->clock.first) / 2;
+    if (!h->core.clock.estimates) continue;
+    uint64_t bound = tg_clock_rtt(&h->core.clock.first) / 2;
     if (n == 0 || bound > worst_ns) {
       worst_ns = bound;
       worst = h->t->spec;
@@ -155,12 +155,12 @@ static void clock_summary(const fleet_t *f) {
 /* How the host's relay sent; NULL when no link was prepared. A refusal is
  * told apart from not asking: it is the relay operator's choice. */
 static const char *compression_note(const fleet_host_t *h) {
-  switch (h->compression) {
-    case HC_ZSTD: return "sent with zstd";
-    case HC_NOT_ASKED: return "sent plain (--compress none)";
-    case HC_REFUSED: return "sent plain (relay refused compression)";
-    case HC_UNSUPPORTED: return "sent plain (relay cannot compress)";
-    case HC_UNKNOWN: break;
+  switch (h->core.compression) {
+    case TG_FLEET_COMP_ZSTD: return "sent with zstd";
+    case TG_FLEET_COMP_NOT_ASKED: return "sent plain (--compress none)";
+    case TG_FLEET_COMP_REFUSED: return "sent plain (relay refused compression)";
+    case TG_FLEET_COMP_UNSUPPORTED: return "sent plain (relay cannot compress)";
+    case TG_FLEET_COMP_UNKNOWN: break;
   }
   return NULL;
 }
@@ -176,62 +176,64 @@ size_t fleet_ui_summary(fleet_t *f) {
   uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    bool ok = h->link.state == TG_LINK_DONE;
+    bool ok = h->core.link.state == TG_LINK_DONE;
     failed += !ok;
     /* Many hosts: the ones that went as planned are counted, not listed. */
-    if (f->n > MAX_HOST_LINES && ok && !h->link.reconnects && !h->reads_lost &&
-        !h->malformed && (!h->has_loss || h->loss.n == 0)) {
+    if (f->n > MAX_HOST_LINES && ok && !h->core.link.reconnects &&
+        !h->core.reads_lost && !h->malformed &&
+        (!h->has_loss || h->loss.n == 0)) {
       quiet++;
-      quiet_bytes += h->bytes;
-      quiet_packets += h->packets;
-      quiet_refused += h->compression == HC_REFUSED;
-      quiet_unsupported += h->compression == HC_UNSUPPORTED;
+      quiet_bytes += h->core.bytes;
+      quiet_packets += h->core.packets;
+      quiet_refused += h->core.compression == TG_FLEET_COMP_REFUSED;
+      quiet_unsupported += h->core.compression == TG_FLEET_COMP_UNSUPPORTED;
       continue;
     }
     char by[32];
-    cli_format_bytes(by, sizeof(by), h->bytes);
+    cli_format_bytes(by, sizeof(by), h->core.bytes);
     const char *how = compression_note(h);
     if (ok)
       fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets%s%s", h->t->spec, by,
-              h->packets, how ? ", " : "", how ? how : "");
+              h->core.packets, how ? ", " : "", how ? how : "");
     else
       fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
-              h->t->spec, h->why, by, h->packets);
+              h->t->spec, h->core.why, by, h->core.packets);
     if (f->mode == FLEET_OUT_MERGE)
       fprintf(stderr, "; machine %" PRIu32, h->machine_id);
     else if (h->path && (ok || h->kept_partial))
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
     fputc('\n', stderr);
-    if (h->has_info || h->clock.estimates) {
+    if (h->core.has_info || h->core.clock.estimates) {
       char clk[200];
       clock_note(h, clk, sizeof(clk));
-      fprintf(stderr, "      host %s%s%s, %s\n", h->hostname[0] ? h->hostname : "?",
-              h->kernel[0] ? ", " : "", h->kernel, clk);
+      fprintf(stderr, "      host %s%s%s, %s\n",
+              h->core.hostname[0] ? h->core.hostname : "?",
+              h->core.kernel[0] ? ", " : "", h->core.kernel, clk);
     }
-    if (h->link.reconnects) {
+    if (h->core.link.reconnects) {
       char down[32];
-      cli_format_ms(down, sizeof(down), h->link.down_ms);
+      cli_format_ms(down, sizeof(down), h->core.link.down_ms);
       fprintf(stderr, "      reconnected %u time%s (link down %s in all, from "
               "its last answer; last lost: %s); loss counters while "
-              "disconnected: +%" PRIu64 "\n", h->link.reconnects,
-              h->link.reconnects == 1 ? "" : "s", down, h->lost_why,
+              "disconnected: +%" PRIu64 "\n", h->core.link.reconnects,
+              h->core.link.reconnects == 1 ? "" : "s", down, h->core.lost_why,
               h->loss_while_down);
     }
     /* The service cannot count this one: its buffers gave the data away.
      * Only a read that did take data is named (see reads_lost). */
-    if (h->reads_lost)
+    if (h->core.reads_lost)
       fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
               "the host's buffers: what did not arrive before the cut is lost "
               "(the replay that would resend it is not built yet)\n",
-              h->reads_lost, h->reads_lost == 1 ? "" : "s");
+              h->core.reads_lost, h->core.reads_lost == 1 ? "" : "s");
     if (h->malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
       fprintf(stderr, "      no data loss%s\n",
-              h->reads_lost ? " counted by the service" : "");
+              h->core.reads_lost ? " counted by the service" : "");
       continue;
     }
     fprintf(stderr, "      data loss:\n");
@@ -262,7 +264,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
             f->n == 1 ? "" : "s");
     for (size_t i = 0; i < f->n; i++)
-      if (f->hosts[i].link.state != TG_LINK_DONE)
+      if (f->hosts[i].core.link.state != TG_LINK_DONE)
         fprintf(stderr, " %s", f->hosts[i].t->spec);
     fputc('\n', stderr);
   }

@@ -88,7 +88,7 @@ static void attempt(sim_t *s) {
   }
 }
 
-/* One deadline: jump to it and do what the link asks, as fleet_host.c
+/* One deadline: jump to it and do what the link asks, as fleet/host.c
  * does. False when the link has nothing left to decide before |until|. */
 static bool sim_step(sim_t *s, uint64_t until) {
   uint64_t at = tg_link_deadline(&s->l);

@@ -1,0 +1,640 @@
+/* One remote host of a fleet: the link's side (host.h). Connects through
+ * the owner's dialer, reconnects after a lost link, runs the recording,
+ * and ends the host. Preparing each connection is host_prep.c's.
+ *
+ * Every consumer callback first checks that it belongs to the current
+ * connection; calls that fail because the connection is going away
+ * (TG_EPEER_CLOSED, -ECANCELED) are left to the connection's on_close,
+ * which decides between reconnecting and failing once the transport is
+ * fully released (the dialer's release: the TLS error or ssh's last words
+ * are known by then).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "consumer/fleet/host_internal.h"
+#include "tracegate/error.h"
+
+#define STATS_PERIOD_MS 1000 /* loss counters once a second */
+/* A big fleet starts before it reads: a host that traces while others
+ * still connect or prepare reads first when the last one traces, or this
+ * long after its own start, whichever comes first (twice the usual read
+ * period): each first read is a round trip through relay and service
+ * with their first compression, and many of them slow the start of the
+ * hosts behind. The rest of its first clock burst waits as long (the
+ * burst's round trips, taken while handshakes queue on the same cores,
+ * would be long, and half of one bounds the estimate's error). */
+#define START_FIRST_READ_MS 1000
+
+static void connect_now(tg_fleet_host_t *h);
+static void arm(tg_fleet_host_t *h);
+
+static const tg_fleet_host_cbs_t *cbs(const tg_fleet_host_t *h) {
+  return h->fleet->cbs;
+}
+
+void tg__fleet_format_ms(char *out, size_t n, uint64_t ms) {
+  if (ms < 60000) snprintf(out, n, "%.1fs", (double)ms / 1000.0);
+  else snprintf(out, n, "%llum%02llus", (unsigned long long)(ms / 60000),
+                (unsigned long long)(ms / 1000 % 60));
+}
+
+void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
+                      const char *fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  TG_INFO("fleet host %s: %s", h->name, text);
+  cbs(h)->on_notice(h, kind, text);
+}
+
+/* Every change of the link (tg_link_set_state calls it): the owner hears
+ * of it, and the new state's deadlines are armed. */
+static void on_link_state(tg_link_t *l, tg_link_state_t from, const char *why) {
+  (void)why;
+  tg_fleet_host_t *h = l->data;
+  if (cbs(h)->on_state) cbs(h)->on_state(h, from);
+  arm(h);
+}
+
+static bool is_finished(const tg_fleet_host_t *h) {
+  return tg_link_finished(&h->link);
+}
+
+static bool is_failing(const tg_fleet_host_t *h) {
+  return h->link.state == TG_LINK_FAILING;
+}
+
+/* The recording was started and has not ended yet. */
+static bool rec_active(const tg_fleet_host_t *h) {
+  if (!h->rec) return false;
+  tg_rec_state_t s = tg_recording_state(h->rec);
+  return s != TG_REC_IDLE && s != TG_REC_DONE && s != TG_REC_FAILED &&
+         s != TG_REC_DETACHED;
+}
+
+static void settle_names(tg_fleet_host_t *h) {
+  if (h->names_settled) return;
+  h->names_settled = true;
+  if (cbs(h)->on_names_settled) cbs(h)->on_names_settled(h);
+}
+
+/* --- the end of a host ------------------------------------------------------ */
+
+/* CLOSING or FAILING, the connection gone: -> DONE or FAILED. */
+static void finish(tg_fleet_host_t *h) {
+  if (is_finished(h)) return;
+  bool failing = is_failing(h);
+  h->clock_due_ms = 0;
+  if (cbs(h)->on_closing && cbs(h)->on_closing(h, failing) < 0 && !failing) {
+    failing = true;
+    snprintf(h->why, sizeof(h->why), "the trace could not be written to %s",
+             h->out_name ? h->out_name : "its output");
+  }
+  tg_link_set_state(&h->link, failing ? TG_LINK_FAILED : TG_LINK_DONE,
+                    failing ? h->why : "the connection closed");
+  settle_names(h); /* never asked: the others wait on none */
+  if (h->rec) {
+    h->reads_cut = tg_recording_reads_cut(h->rec);
+    h->reads_lost = tg_recording_reads_lost(h->rec);
+  }
+  tg_recording_free(h->rec);
+  h->rec = NULL;
+  cbs(h)->on_finished(h);
+}
+
+/* In CLOSING or FAILING: the connection goes, then finish(). */
+static void close_conn(tg_fleet_host_t *h) {
+  if (h->c) tg_consumer_close(h->c);
+  else if (!h->conn) finish(h); /* nothing open (a failed connect, a backoff) */
+}
+
+static void fail_why(tg_fleet_host_t *h) {
+  tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
+  /* The recording ends its session first; its on_end closes. */
+  if (rec_active(h)) {
+    tg_recording_fail(h->rec, true, h->why);
+    return;
+  }
+  close_conn(h);
+}
+
+void tg__fleet_fail(tg_fleet_host_t *h, const char *fmt, ...) {
+  if (is_finished(h) || is_failing(h)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(h->why, sizeof(h->why), fmt, ap);
+  va_end(ap);
+  fail_why(h);
+}
+
+void tg__fleet_fail_write(tg_fleet_host_t *h, int err) {
+  if (!h->write_err) h->write_err = err;
+  tg__fleet_fail(h, "cannot write %s: %s",
+                 h->out_name ? h->out_name : "the trace", tg_strerror(err));
+}
+
+void tg__fleet_drop_attempt(tg_fleet_host_t *h, const char *why) {
+  if (h->link.state != TG_LINK_RECONNECTING &&
+      h->link.state != TG_LINK_RESUMING)
+    return; /* already going: on_remote_gone decides */
+  snprintf(h->retry_why, sizeof(h->retry_why), "%s", why);
+  tg_link_drop(&h->link, TG_LINK_DROP_ATTEMPT, h->retry_why);
+  if (h->c) tg_consumer_close(h->c);
+}
+
+void tg__fleet_prep_failed(tg_fleet_host_t *h, int status, const char *msg) {
+  if (status == TG_EPEER_CLOSED || status == -ECANCELED) return; /* on_close */
+  if (!msg || !msg[0]) msg = tg_strerror(status);
+  if (tg_link_reconnecting(&h->link)) {
+    tg__fleet_drop_attempt(h, msg);
+    return;
+  }
+  tg__fleet_fail(h, "%s", msg);
+}
+
+/* --- reconnecting ------------------------------------------------------------ */
+
+/* One reconnection attempt failed: try again after the backoff, or give
+ * up at the deadline. */
+static void retry_later(tg_fleet_host_t *h, const char *why) {
+  /* Never an empty reason: say at least what was tried. */
+  if (!why || !why[0])
+    why = h->conn_msg[0] ? h->conn_msg
+                         : "the connection closed before the session was back";
+  if (why != h->retry_why)
+    snprintf(h->retry_why, sizeof(h->retry_why), "%.290s", why);
+  if (tg_link_attempt_failed(&h->link, tg__fleet_now(h), why) < 0) {
+    char limit[32];
+    tg__fleet_format_ms(limit, sizeof(limit), h->fleet->o.reconnect_ms);
+    tg__fleet_fail(h, "lost the link and could not get the session back "
+                   "within %s (last attempt: %s)", limit, why);
+    return;
+  }
+  arm(h);
+}
+
+static bool can_resume(const tg_fleet_host_t *h) {
+  return h->fleet->o.reconnect_ms > 0 && h->key_set && h->rec &&
+         tg_recording_resumable(h->rec);
+}
+
+static void link_lost(tg_fleet_host_t *h, const char *why) {
+  if (!can_resume(h)) {
+    bool started = rec_active(h);
+    if (started && tg_recording_ended(h->rec))
+      tg__fleet_fail(h, "lost the link after tracing ended; the rest of the "
+                     "trace is lost (%s)", why);
+    else if (started && h->fleet->o.reconnect_ms > 0)
+      tg__fleet_fail(h, "lost the link, and the session cannot be resumed "
+                     "(no resume key: is the peer a tracegate-relay?) (%s)",
+                     why);
+    else
+      tg__fleet_fail(h, "lost the link (%s)", why);
+    return;
+  }
+  snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);
+  tg_link_lost(&h->link, tg__fleet_now(h), why);
+  tg__fleet_notice(h, TG_FLEET_INFO, "lost the link (%s); reconnecting", why);
+}
+
+/* --- the connection closed ---------------------------------------------------- */
+
+/* The connection is released: what follows depends on why it went. */
+static void on_remote_gone(void *ctx, const char *detail) {
+  tg_fleet_host_t *h = ctx;
+  char why[700];
+  if (detail && detail[0] && !strstr(h->conn_msg, detail))
+    snprintf(why, sizeof(why), "%s: %s", h->conn_msg, detail);
+  else
+    snprintf(why, sizeof(why), "%s", h->conn_msg);
+  if (is_finished(h)) return;
+  if (h->link.state == TG_LINK_CLOSING || is_failing(h)) {
+    finish(h);
+    return;
+  }
+  if (h->link.state != TG_LINK_DROPPING) return; /* not reached */
+  switch (h->link.drop) {
+    case TG_LINK_DROP_ATTEMPT:
+      retry_later(h, h->retry_why);
+      return;
+    case TG_LINK_DROP_DEAD: {
+      char lim[32];
+      tg__fleet_format_ms(lim, sizeof(lim), h->fleet->o.dead_link_ms);
+      snprintf(why, sizeof(why), "no answer for %s: a dead link", lim);
+      break;
+    }
+    case TG_LINK_DROP_PEER:
+      break;
+  }
+  if (!h->bound) {
+    /* Never reached the service: the transport's words say why best. */
+    const char *d = detail && detail[0] ? detail : h->conn_msg;
+    if (!strncmp(d, "cannot connect: ", 16)) d += 16;
+    snprintf(why, sizeof(why), "cannot connect: %s", d);
+  }
+  if (tg_link_reconnecting(&h->link)) {
+    retry_later(h, why);
+    return;
+  }
+  if (!h->ever_connected) {
+    tg__fleet_fail(h, "%s", why);
+    return;
+  }
+  link_lost(h, why);
+}
+
+static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
+  (void)status;
+  tg_fleet_host_t *h = tg_consumer_data(c);
+  h->c = NULL;
+  /* The consumer is freed after this: the recording lets go now. */
+  if (h->rec) tg_recording_unbind(h->rec);
+  /* A close we asked for keeps our reason (retry_why, the dead link). */
+  bool ours = h->link.state == TG_LINK_DROPPING &&
+              h->link.drop != TG_LINK_DROP_PEER;
+  bool dropped = h->link.state != TG_LINK_DROPPING &&
+                 h->link.state != TG_LINK_CLOSING && !is_failing(h);
+  if (msg[0] && !ours)
+    snprintf(h->conn_msg, sizeof(h->conn_msg), "%s", msg);
+  else if (!msg[0] && dropped)
+    snprintf(h->conn_msg, sizeof(h->conn_msg), "the connection closed");
+  tg_link_drop(&h->link, TG_LINK_DROP_PEER, h->conn_msg);
+  void *conn = h->conn;
+  h->conn = NULL;
+  /* on_remote_gone runs from the loop, after the transport is gone. */
+  h->fleet->dialer.release(conn, on_remote_gone, h);
+}
+
+static const tg_consumer_cbs_t conn_cbs = {.on_ready = tg__fleet_on_ready,
+                                           .on_close = on_conn_close};
+
+/* The attempt (connecting and preparing) took longer than the guard. */
+static void guard_expired(tg_fleet_host_t *h) {
+  if (!h->c) return;
+  char why[64];
+  snprintf(why, sizeof(why), "no answer within %u s",
+           (unsigned)(h->link.tm.connect_guard_ms / 1000));
+  if (tg_link_reconnecting(&h->link)) tg__fleet_drop_attempt(h, why);
+  else tg__fleet_fail(h, "cannot connect: %s", why);
+}
+
+/* The link found the connection silent too long (it is DROPPING): close
+ * it; on_remote_gone then reconnects. */
+static void link_dead(tg_fleet_host_t *h, uint64_t now) {
+  char el[32];
+  tg__fleet_format_ms(el, sizeof(el), now - h->link.heard_ms);
+  tg__fleet_notice(h, TG_FLEET_INFO, "no answer for %s: the link is dead", el);
+  if (h->c) tg_consumer_close(h->c);
+}
+
+static void connect_now(tg_fleet_host_t *h) {
+  char err[512];
+  tg__fleet_prep_reset(h);
+  tg_link_attempt_begin(&h->link, tg__fleet_now(h));
+  arm(h);
+  const tg_fleet_dialer_t *d = &h->fleet->dialer;
+  int rv = d->open(d->ctx, h, &conn_cbs, &h->c, &h->conn, err, sizeof(err));
+  if (rv < 0) {
+    h->c = NULL;
+    h->conn = NULL;
+    if (tg_link_reconnecting(&h->link)) retry_later(h, err);
+    else tg__fleet_fail(h, "%s", err);
+    return;
+  }
+  tg__fleet_prep_begin(h);
+}
+
+/* --- the recording ------------------------------------------------------------------ */
+
+static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
+  tg_fleet_host_t *h = tg_recording_data(rec);
+  tg_link_heard(&h->link, tg__fleet_now(h));
+  int rv = cbs(h)->on_packet(h, p, n);
+  if (rv < 0) {
+    if (!h->write_err) h->write_err = rv;
+    return rv;
+  }
+  h->packets++;
+  h->bytes += n;
+  return 0;
+}
+
+static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
+                         const Perfetto__Protos__TraceStats *st, bool final) {
+  tg_fleet_host_t *h = tg_recording_data(rec);
+  if (status == 0) {
+    tg_link_heard(&h->link, tg__fleet_now(h));
+    tg_rec_replay_stats_t rs;
+    tg_recording_replay_stats(rec, &rs);
+    cbs(h)->on_stats(h, st, &rs);
+  } else if (final) {
+    tg__fleet_notice(h, TG_FLEET_WARNING, "no final statistics: %s", msg);
+  }
+}
+
+static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
+  tg_fleet_host_t *h = tg_recording_data(rec);
+  if (status) {
+    /* The relay may not have detached the session yet (it notices the
+     * old link's end on its own time): try again until the deadline. */
+    tg__fleet_prep_failed(h, TG_EREMOTE_FAILED, msg);
+    return;
+  }
+  uint64_t down = tg_link_resumed(&h->link, tg__fleet_now(h), h->relay);
+  tg_recording_release_reads(rec);
+  char el[32];
+  tg__fleet_format_ms(el, sizeof(el), down);
+  const tg_fleet_dialer_t *d = &h->fleet->dialer;
+  tg__fleet_notice(h, TG_FLEET_INFO,
+                   "reconnected and re-attached the session after %s%s", el,
+                   h->conn && d->resumed(h->conn) ? " (TLS resumed)" : "");
+  tg_rec_replay_stats_t rs;
+  tg_recording_replay_stats(rec, &rs);
+  if (rs.lost_frames)
+    tg__fleet_notice(h, TG_FLEET_INFO, "the link loss took %" PRIu64
+                     " ReadBuffers replies (%" PRIu64 " bytes) that the "
+                     "relay's replay window no longer held: lost, counted in "
+                     "the summary", rs.lost_frames, rs.lost_bytes);
+  else if (rs.relay_restarted)
+    tg__fleet_notice(h, TG_FLEET_INFO, "the relay was restarted: what it had "
+                     "not delivered when it went away cannot be sent again");
+  else if (rs.frames)
+    tg__fleet_notice(h, TG_FLEET_INFO, "the relay sent again what the link "
+                     "loss took: %" PRIu64 " replies, %" PRIu64 " bytes in "
+                     "all so far", rs.frames, rs.bytes);
+}
+
+static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
+  (void)status;
+  tg_fleet_host_t *h = tg_recording_data(rec);
+  if (is_finished(h)) return;
+  if (tg_recording_state(rec) == TG_REC_DONE && !is_failing(h)) {
+    tg_link_set_state(&h->link, TG_LINK_CLOSING, "the recording ended");
+    close_conn(h);
+    return;
+  }
+  if (!is_failing(h)) {
+    if (h->write_err)
+      snprintf(h->why, sizeof(h->why), "cannot write %s: %s",
+               h->out_name ? h->out_name : "the trace",
+               tg_strerror(h->write_err));
+    else
+      snprintf(h->why, sizeof(h->why), "%s", reason);
+    tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
+  }
+  close_conn(h);
+}
+
+static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
+                         tg_rec_state_t to) {
+  (void)from;
+  tg_fleet_host_t *h = tg_recording_data(rec);
+  if (to != TG_REC_TRACING || h->has_traced) return;
+  h->has_traced = true;
+  h->fleet->traced++;
+  if (cbs(h)->on_tracing) cbs(h)->on_tracing(h);
+}
+
+static const tg_recording_cbs_t rec_cbs = {
+    .on_state = on_rec_state,
+    .on_packet = on_rec_packet,
+    .on_stats = on_rec_stats,
+    .on_rebound = on_rec_rebound,
+    .on_end = on_rec_end,
+};
+
+/* The first start on this host: enable, or attach. */
+static void start_recording(tg_fleet_host_t *h) {
+  const tg_fleet_t *f = h->fleet;
+  const tg_fleet_opts_t *o = &f->o;
+  tg_recording_opts_t ro = {
+      .config = o->config,
+      .config_len = o->config_len,
+      .attach_key = o->attach_key,
+      .resume_key = h->key_set ? h->key : NULL,
+      /* Through a relay with the key set: exactly once across reconnects. */
+      .replay = h->relay && h->key_set,
+      .fd = -1,
+      .stream = true,
+      .first_read_ms = f->n > TG_FLEET_DEFER_ABOVE_HOSTS && f->traced + 1 < f->n
+                           ? START_FIRST_READ_MS
+                           : 0,
+      /* Not before the estimate: a merged trace needs it ahead of the
+       * host's packets, and a first read would slow the burst's round
+       * trips (each one bounds the estimate's error). */
+      .hold_reads = h->clock_hold != TG_FLEET_CLOCK_FREE,
+      .stats_period_ms = STATS_PERIOD_MS,
+      .grace_ms = o->grace_ms,
+      .stop_after_ms = o->stop_after_ms,
+  };
+  if (h->key_set && !h->key_shown) {
+    /* Told before the session exists: if the owner dies, it can be taken
+     * back. */
+    h->key_shown = true;
+    cbs(h)->on_key_ready(h);
+  }
+  uint64_t now = tg__fleet_now(h);
+  /* The held burst goes on when the fleet traces, or after this long. */
+  if (h->clock_hold != TG_FLEET_CLOCK_FREE)
+    h->clock_due_ms = now + START_FIRST_READ_MS;
+  tg_link_up(&h->link, now, h->relay);
+  int rv = tg_recording_start(h->rec, h->c, &ro);
+  if (rv < 0) {
+    tg__fleet_fail(h, "cannot %s: %s",
+                   o->attach_key ? "attach" : "enable tracing",
+                   tg_strerror(rv));
+    return;
+  }
+  if (h->stop_requested || o->stop_at_start) tg_recording_stop(h->rec);
+}
+
+/* Every part is in: the owner gets the host's description (its first
+ * clock estimate), then the session starts, or comes back (with its
+ * reads, if a lost link had cut a held burst short: this connection made
+ * a whole one). */
+void tg__fleet_after_prep(tg_fleet_host_t *h) {
+  if (h->clock_hold == TG_FLEET_CLOCK_FREE) {
+    int rv = tg__fleet_describe(h);
+    if (rv < 0) {
+      tg__fleet_fail_write(h, rv);
+      return;
+    }
+  }
+  if (tg_link_reconnecting(&h->link)) {
+    int rv = tg_recording_rebind(h->rec, h->c);
+    if (rv < 0) {
+      char why[128];
+      snprintf(why, sizeof(why), "cannot attach: %s", tg_strerror(rv));
+      tg__fleet_drop_attempt(h, why);
+    }
+    return;
+  }
+  settle_names(h);
+  if (h->stop_requested) {
+    /* Stopped before this host started: nothing to record. */
+    tg__fleet_fail(h, "stopped before tracing began");
+    return;
+  }
+  start_recording(h);
+}
+
+/* --- the host's one timer ------------------------------------------------------ */
+
+/* What the link asks for at |now| (link.h), and the end of a held clock
+ * burst's wait. */
+static void on_timer(uv_timer_t *t) {
+  tg_fleet_host_t *h = t->data;
+  uint64_t now = tg__fleet_now(h);
+  if (h->clock_due_ms && now >= h->clock_due_ms) {
+    h->clock_due_ms = 0;
+    tg_fleet_host_resume_clock(h);
+  }
+  /* Without heartbeats, a read or stats call unanswered is the sign. */
+  uint64_t waiting =
+      h->rec && h->c && tg_consumer_ready(h->c)
+          ? tg_recording_waiting_ms(h->rec, now)
+          : 0;
+  switch (tg_link_due(&h->link, now, waiting)) {
+    case TG_LINK_DUE_NONE:
+      break;
+    case TG_LINK_DUE_HEARTBEAT:
+      tg__fleet_send_heartbeat(h);
+      break;
+    case TG_LINK_DUE_DEAD:
+      link_dead(h, now);
+      break;
+    case TG_LINK_DUE_GUARD:
+      guard_expired(h);
+      break;
+    case TG_LINK_DUE_ATTEMPT:
+      connect_now(h);
+      break;
+  }
+  arm(h);
+}
+
+/* Arms the timer for the link's next deadline or the clock's, whichever
+ * comes first. */
+static void arm(tg_fleet_host_t *h) {
+  if (uv_is_closing((uv_handle_t *)&h->timer)) return;
+  uint64_t at = tg_link_deadline(&h->link);
+  if (h->clock_due_ms && h->clock_due_ms < at) at = h->clock_due_ms;
+  if (at == TG_LINK_NEVER) {
+    uv_timer_stop(&h->timer);
+    return;
+  }
+  uint64_t now = tg__fleet_now(h);
+  uv_timer_start(&h->timer, on_timer, at > now ? at - now : 0, 0);
+}
+
+/* --- the owner's calls ------------------------------------------------------------- */
+
+void tg_fleet_host_stop(tg_fleet_host_t *h) {
+  h->stop_requested = true;
+  if (rec_active(h)) {
+    tg_recording_stop(h->rec); /* unbound: once re-attached */
+    return;
+  }
+  if (tg_link_starting(h->link.state))
+    tg__fleet_fail(h, "stopped before tracing began");
+}
+
+void tg_fleet_host_abort(tg_fleet_host_t *h) {
+  tg__fleet_fail(h, "aborted (Ctrl-C)");
+}
+
+const char *tg_fleet_host_state(const tg_fleet_host_t *h) {
+  switch (h->link.state) {
+    case TG_LINK_CONNECTING: return "connecting";
+    case TG_LINK_PREPARING: return "preparing";
+    case TG_LINK_UP:
+      return h->rec ? tg_recording_state_name(tg_recording_state(h->rec))
+                    : "tracing";
+    case TG_LINK_DROPPING:
+      return tg_link_reconnecting(&h->link) ? "reconnecting" : "link lost";
+    case TG_LINK_BACKOFF:
+    case TG_LINK_RECONNECTING:
+    case TG_LINK_RESUMING: return "reconnecting";
+    case TG_LINK_CLOSING:
+    case TG_LINK_FAILING: return "closing";
+    case TG_LINK_DONE: return "done";
+    case TG_LINK_FAILED: return "FAILED";
+  }
+  return "?";
+}
+
+void tg_fleet_host_fleet_started(tg_fleet_host_t *h) {
+  if (h->rec) tg_recording_read_first_now(h->rec);
+}
+
+bool tg_fleet_host_tracing(const tg_fleet_host_t *h) {
+  return h->link.state == TG_LINK_UP && h->rec &&
+         tg_recording_state(h->rec) == TG_REC_TRACING;
+}
+
+/* --- setup ---------------------------------------------------------------------------- */
+
+static void make_key(tg_fleet_host_t *h) {
+  uint8_t rnd[12];
+  size_t got = 0;
+  while (got < sizeof(rnd)) {
+    ssize_t r = getrandom(rnd + got, sizeof(rnd) - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  if (got < sizeof(rnd)) { /* no entropy source: still unique enough */
+    uint64_t x = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ h->index;
+    memcpy(rnd, &x, sizeof(x));
+  }
+  int off = snprintf(h->key, sizeof(h->key), "tg-");
+  for (size_t i = 0; i < sizeof(rnd); i++)
+    off += snprintf(h->key + off, sizeof(h->key) - (size_t)off, "%02x", rnd[i]);
+}
+
+int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
+                       const char *name, const void *target, void *data) {
+  memset(h, 0, sizeof(*h));
+  h->fleet = fleet;
+  h->index = index;
+  h->name = name;
+  h->target = target;
+  h->data = data;
+  uv_timer_init(fleet->loop, &h->timer);
+  h->timer.data = h;
+  tg_link_timing_t tm = {.dead_link_ms = fleet->o.dead_link_ms,
+                         .reconnect_ms = fleet->o.reconnect_ms};
+  tg_link_init(&h->link, &tm, name, on_link_state, h);
+  tg_clock_sync_init(&h->clock, fleet->o.clock_sync_ms);
+  h->rec = tg_recording_new(fleet->loop, &rec_cbs, h);
+  /* Attaching: the session is the one the key names. */
+  if (fleet->o.attach_key)
+    snprintf(h->key, sizeof(h->key), "%s", fleet->o.attach_key);
+  else
+    make_key(h);
+  return h->rec ? 0 : -ENOMEM;
+}
+
+void tg_fleet_host_start(tg_fleet_host_t *h) {
+  if (!h->rec) {
+    tg__fleet_fail(h, "out of memory");
+    return;
+  }
+  connect_now(h);
+}
+
+void tg_fleet_host_close(tg_fleet_host_t *h) {
+  uv_close((uv_handle_t *)&h->timer, NULL);
+  tg_recording_free(h->rec);
+  h->rec = NULL;
+}
