@@ -347,6 +347,9 @@ static void write_summary(fleet_t *f, int code) {
     o->loss = h->has_loss ? &h->loss : NULL;
     o->reconnects = h->core.link.reconnects;
     o->link_down_ms = h->core.link.down_ms;
+    o->reads_cut = h->core.reads_cut;
+    o->reads_lost = h->core.reads_lost;
+    o->clock_syncs = h->core.clock.estimates;
     if (h->core.clock.estimates) {
       /* As the summary prints it. */
       o->has_clock = true;

@@ -36,7 +36,9 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
     fputs("}}", f);
   }
   fprintf(f, ", \"reconnects\": %u, \"link_down_ms\": %" PRIu64
-          ", \"clock_offset_ns\": ", h->reconnects, h->link_down_ms);
+          ", \"reads_cut\": %u, \"reads_lost\": %u, \"clock_syncs\": %u"
+          ", \"clock_offset_ns\": ", h->reconnects, h->link_down_ms,
+          h->reads_cut, h->reads_lost, h->clock_syncs);
   if (h->has_clock)
     fprintf(f, "%" PRId64 ", \"clock_uncertainty_ns\": %" PRIu64,
             h->clock_offset_ns, h->clock_uncertainty_ns);

@@ -30,6 +30,11 @@ typedef struct cli_summary_host {
   const cli_loss_t *loss; /* NULL: loss unknown (no final statistics) */
   unsigned reconnects;
   uint64_t link_down_ms;
+  /* Reads a link loss cut, and of those the ones that had taken data the
+   * relay could not give back (their loss is in |loss| only if the
+   * service counted it). */
+  unsigned reads_cut, reads_lost;
+  unsigned clock_syncs; /* clock estimates made (a relay's ClockSync) */
   bool has_clock;
   int64_t clock_offset_ns;       /* the host's BOOTTIME minus ours */
   uint64_t clock_uncertainty_ns; /* half the round trip of the estimate */

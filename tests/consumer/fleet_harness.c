@@ -224,15 +224,6 @@ int fleet_cli_wait(fleet_cli_t *c) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-double fleet_link_down_ms(const char *err) {
-  const char *at = strstr(err, "link down ");
-  assert_non_null(at);
-  char *end;
-  double v = strtod(at + strlen("link down "), &end);
-  if (*end == 'm') return v * 60000 + strtod(end + 1, NULL) * 1000;
-  return v * 1000;
-}
-
 /* --- waits -------------------------------------------------------------------------- */
 
 int64_t fleet_wait_log(const char *path, const char *needle) {

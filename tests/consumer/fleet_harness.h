@@ -143,9 +143,6 @@ const char *fleet_cli_read_until(fleet_cli_t *c, const char *needle,
  * one), or -1 (after killing it) past FLEET_WAIT_MS. A sanitizer report
  * fails the test. */
 int fleet_cli_wait(fleet_cli_t *c);
-/* The outage in the summary's "link down 3.4s" or "link down 10m02s", in
- * ms; fails the test if there is none. */
-double fleet_link_down_ms(const char *err);
 
 /* --- waits -------------------------------------------------------------------------- */
 
