@@ -80,6 +80,19 @@ static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *
   cli_print_sessions(out, st, false, 0);
 }
 
+/* A copy of |m| (a message the consumer library lends a callback) that
+ * outlives the callback, freed with protobuf_c_message_free_unpacked();
+ * NULL when memory runs out. */
+static ProtobufCMessage *copy_message(const ProtobufCMessage *m) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) return NULL;
+  protobuf_c_message_pack(m, buf);
+  ProtobufCMessage *copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
+  free(buf);
+  return copy;
+}
+
 typedef struct query_wait {
   bool done;
   int status;
@@ -96,13 +109,7 @@ static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
   w->status = status;
   snprintf(w->msg, sizeof(w->msg), "%s", msg);
   if (status) return;
-  /* |st| is borrowed: keep a copy for after the callback. */
-  size_t n = perfetto__protos__tracing_service_state__get_packed_size(st);
-  uint8_t *buf = malloc(n ? n : 1);
-  if (!buf) return;
-  perfetto__protos__tracing_service_state__pack(st, buf);
-  w->state = perfetto__protos__tracing_service_state__unpack(NULL, n, buf);
-  free(buf);
+  w->state = (Perfetto__Protos__TracingServiceState *)copy_message(&st->base);
 }
 
 Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
@@ -138,13 +145,7 @@ static void on_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
   w->status = status;
   snprintf(w->msg, sizeof(w->msg), "%s", msg ? msg : "");
   if (status || !caps) return;
-  /* |caps| is borrowed: keep a copy for after the callback. */
-  size_t n = perfetto__protos__tracing_service_capabilities__get_packed_size(caps);
-  uint8_t *buf = malloc(n ? n : 1);
-  if (!buf) return;
-  perfetto__protos__tracing_service_capabilities__pack(caps, buf);
-  w->caps = perfetto__protos__tracing_service_capabilities__unpack(NULL, n, buf);
-  free(buf);
+  w->caps = (Perfetto__Protos__TracingServiceCapabilities *)copy_message(&caps->base);
 }
 
 /* QueryCapabilities, waited for. NULL with |why| filled when the service
