@@ -199,6 +199,10 @@ typedef struct tg_consumer_clone_args {
   const char *clone_trigger_name;
   const char *clone_trigger_producer_name;
   int32_t clone_trigger_producer_uid;
+  /* For a bugreport (Perfetto's --clone-for-bugreport): with session_id
+   * UINT64_MAX (kBugreportSessionId), the service picks the session with
+   * the highest bugreport_score. */
+  bool for_bugreport;
 } tg_consumer_clone_args_t;
 
 /* CloneSession: a read-only snapshot of a session of the same uid (the

@@ -52,6 +52,11 @@ int tg_consumer_clone_session(tg_consumer_t *c,
     r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
     r.session_id = args->session_id;
   }
+  if (args->for_bugreport) {
+    /* As perfetto_cmd sends it: a bugreport's clone skips the filter. */
+    r.has_for_bugreport = r.has_skip_trace_filter = 1;
+    r.for_bugreport = r.skip_trace_filter = 1;
+  }
   if (args->clone_trigger_name) {
     r.clone_trigger_name = (char *)args->clone_trigger_name;
     r.clone_trigger_producer_name = (char *)args->clone_trigger_producer_name;

@@ -43,14 +43,12 @@ typedef struct flush_call {
    * flush is over, so it holds what producers had written until now. */
   bool clone;
   uint64_t clone_src;
-  char *trigger_name; /* owned; NULL: not cloned for a trigger */
-  char *trigger_producer;
-  uid_t trigger_uid;
+  /* The trigger it is cloned for (owned); no name: none. */
+  tg_trigger_info_t trigger;
 } flush_call_t;
 
 static void flush_call_free(flush_call_t *fc) {
-  free(fc->trigger_name);
-  free(fc->trigger_producer);
+  tg__trigger_info_free(&fc->trigger);
   free(fc);
 }
 
@@ -190,7 +188,7 @@ static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
 
 /* CLONE_SNAPSHOT: the session's consumer, if it observes
  * TYPE_CLONE_TRIGGER_HIT, is told to clone it (perfetto_cmd then does). */
-static void on_clone_trigger(tg_session_t *s, const tg_clone_trigger_t *t,
+static void on_clone_trigger(tg_session_t *s, const tg_trigger_info_t *t,
                              void *ctx) {
   tg_service_t *svc = ctx;
   tg_list_t *it, *tmp;
@@ -612,9 +610,8 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
     clone_reply(fc->call, "this connection already has a tracing session", NULL);
     return;
   }
-  tg_clone_trigger_t trig = {fc->trigger_name, fc->trigger_producer, fc->trigger_uid};
   char err[256] = "";
-  tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger_name ? &trig : NULL,
+  tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger.name ? &fc->trigger : NULL,
                                       err, sizeof(err));
   if (!s) {
     clone_reply(fc->call, err, NULL);
@@ -622,6 +619,75 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
   }
   c->session = s;
   clone_reply(fc->call, NULL, s);
+}
+
+/* The trigger a CloneSession names (clone_trigger_*), into |out| (owned).
+ * A request without the trigger's time (tracegate's CLI: our
+ * ObservableEvents carry none) takes it, and the delay, from the hit the
+ * service told for |src|, so that the snapshot's clone_snapshot_trigger
+ * packet still says what the trigger packet said. */
+static int clone_trigger_of(tg_session_t *src,
+                            const Perfetto__Protos__CloneSessionRequest *req,
+                            tg_trigger_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!req->clone_trigger_name || !req->clone_trigger_name[0]) return 0;
+  tg_trigger_info_t hit;
+  bool have_hit = tg__session_clone_hit_take(src, req->clone_trigger_name,
+                                             req->clone_trigger_producer_name, &hit);
+  out->name = strdup(req->clone_trigger_name);
+  out->producer_name = req->clone_trigger_producer_name
+                           ? strdup(req->clone_trigger_producer_name) : NULL;
+  out->producer_uid = req->has_clone_trigger_trusted_producer_uid
+                          ? (uid_t)req->clone_trigger_trusted_producer_uid : 0;
+  out->boot_time_ns = req->has_clone_trigger_boot_time_ns
+                          ? req->clone_trigger_boot_time_ns
+                          : have_hit ? hit.boot_time_ns : 0;
+  out->delay_ms = req->has_clone_trigger_delay_ms ? req->clone_trigger_delay_ms
+                  : have_hit                      ? hit.delay_ms : 0;
+  if (have_hit) tg__trigger_info_free(&hit);
+  if (!out->name || (req->clone_trigger_producer_name && !out->producer_name)) {
+    tg__trigger_info_free(out);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+/* Perfetto's kBugreportSessionId: "the session a bugreport takes". */
+#define BUGREPORT_SESSION_ID UINT64_MAX
+
+/* The session a CloneSession names, or why there is none. */
+static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
+                                  const Perfetto__Protos__CloneSessionRequest *req,
+                                  const char **refusal) {
+  bool by_id = req->selector_case ==
+               PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+  bool by_name = req->selector_case ==
+                 PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+  bool for_bugreport = req->has_for_bugreport && req->for_bugreport;
+  uid_t uid = call.conn->chan.peer_uid;
+  tg_session_t *src = NULL;
+  /* perfetto --save-for-bugreport asks for kBugreportSessionId; a
+   * for_bugreport request naming no session means the same. */
+  if ((by_id && req->session_id == BUGREPORT_SESSION_ID) ||
+      (for_bugreport && !by_id && !by_name)) {
+    src = tg__session_find_for_bugreport(svc, uid);
+    if (!src) *refusal = "No tracing sessions eligible for bugreport found";
+    return src;
+  }
+  if (by_name)
+    src = tg__session_find(svc, 0, req->unique_session_name ? req->unique_session_name : "");
+  else if (by_id)
+    src = tg__session_find(svc, req->session_id, NULL);
+  else {
+    *refusal = "session_id or unique_session_name: one is required";
+    return NULL;
+  }
+  /* Someone else's session is as good as absent: its id says nothing. */
+  if (!src || !tg__session_clone_allowed(src, uid)) {
+    *refusal = "tracing session not found";
+    return NULL;
+  }
+  return src;
 }
 
 /* CloneSession: a read-only snapshot of a session this consumer's uid owns,
@@ -641,38 +707,20 @@ static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_session_t *src = NULL;
   if (c->session)
     refusal = "this connection already has a tracing session";
-  else if (req->has_for_bugreport && req->for_bugreport)
-    refusal = "for_bugreport: tracegated keeps no bugreport session";
-  else if (req->selector_case ==
-           PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME)
-    src = tg__session_find(svc, 0, req->unique_session_name ? req->unique_session_name : "");
-  else if (req->selector_case ==
-           PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID)
-    src = tg__session_find(svc, req->session_id, NULL);
   else
-    refusal = "session_id or unique_session_name: one is required";
-  /* Someone else's session is as good as absent: its id says nothing. */
-  if (!refusal && (!src || !tg__session_clone_allowed(src, call.conn->chan.peer_uid)))
-    refusal = "tracing session not found";
+    src = clone_source(svc, call, req, &refusal);
   flush_call_t *fc = refusal ? NULL : calloc(1, sizeof(*fc));
-  if (!refusal && !fc) refusal = "out of memory";
-  if (fc) {
-    fc->call = call;
-    fc->clone = true;
-    fc->clone_src = src->id;
-    if (req->clone_trigger_name && req->clone_trigger_name[0]) {
-      fc->trigger_name = strdup(req->clone_trigger_name);
-      fc->trigger_producer = req->clone_trigger_producer_name
-                                 ? strdup(req->clone_trigger_producer_name) : NULL;
-      fc->trigger_uid = req->has_clone_trigger_trusted_producer_uid
-                            ? (uid_t)req->clone_trigger_trusted_producer_uid : 0;
-    }
-  }
+  if (!refusal && (!fc || clone_trigger_of(src, req, &fc->trigger) < 0))
+    refusal = "out of memory";
   perfetto__protos__clone_session_request__free_unpacked(req, NULL);
   if (refusal) {
+    if (fc) flush_call_free(fc);
     clone_reply(call, refusal, NULL);
     return;
   }
+  fc->call = call;
+  fc->clone = true;
+  fc->clone_src = src->id;
   if (src->state != TG_SESSION_STARTED) {
     clone_finish(c, fc);
     flush_call_free(fc);

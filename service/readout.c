@@ -44,7 +44,6 @@ enum {
   PKT_SYNC_MARKER = 36,
   PKT_SYSTEM_INFO = 45,
   PKT_SERVICE_EVENT = 69,
-  PKT_TRIGGER = 46,
   PKT_TRACE_UUID = 89,
   PKT_TIMESTAMP_CLOCK_ID = 58,
   SERVICE_SEQUENCE_ID = 1,
@@ -75,16 +74,22 @@ static bool reserved_field(uint32_t id) {
 
 /* --- service packets --------------------------------------------------------- */
 
-/* Starts a service packet in a scratch buffer: [u32 len][packet]. */
-static uint8_t *service_packet_begin(tg_session_t *s, tg_pbw_t *w, size_t cap) {
+/* Starts a service packet of time |ts| (BOOTTIME) in a scratch buffer:
+ * [u32 len][packet]. */
+static uint8_t *service_packet_begin_at(tg_session_t *s, tg_pbw_t *w, size_t cap,
+                                        uint64_t ts) {
   uint8_t *p = tg_buf_reserve(&s->readout.service_packets, 4 + cap);
   if (!p) return NULL;
   tg_pbw_init(w, p + 4, cap, NULL, NULL);
-  tg_pbw_append_varint(w, PKT_TIMESTAMP, now_ns(CLOCK_BOOTTIME));
+  tg_pbw_append_varint(w, PKT_TIMESTAMP, ts);
   tg_pbw_append_varint(w, PKT_TRUSTED_UID, s->readout.own_uid);
   tg_pbw_append_varint(w, PKT_TRUSTED_SEQ_ID, SERVICE_SEQUENCE_ID);
   tg_pbw_append_varint(w, PKT_TRUSTED_PID, (uint64_t)s->readout.own_pid);
   return p;
+}
+
+static uint8_t *service_packet_begin(tg_session_t *s, tg_pbw_t *w, size_t cap) {
+  return service_packet_begin_at(s, w, cap, now_ns(CLOCK_BOOTTIME));
 }
 
 static void service_packet_end(tg_session_t *s, tg_pbw_t *w, uint8_t *p) {
@@ -226,16 +231,18 @@ void tg__readout_service_event(tg_session_t *s, int event_field) {
   service_packet_end(s, &w, p);
 }
 
-void tg__readout_trigger(tg_session_t *s, const char *name,
-                         const char *producer_name, uid_t uid) {
-  size_t nlen = strlen(name), plen = producer_name ? strlen(producer_name) : 0;
+void tg__readout_trigger(tg_session_t *s, tg_readout_trigger_field_t field,
+                         const tg_trigger_info_t *t) {
+  size_t nlen = strlen(t->name);
+  size_t plen = t->producer_name ? strlen(t->producer_name) : 0;
   tg_pbw_t w;
-  uint8_t *p = service_packet_begin(s, &w, nlen + plen + 64);
+  uint8_t *p = service_packet_begin_at(s, &w, nlen + plen + 64, t->boot_time_ns);
   if (!p) return;
-  tg_pbw_begin_nested(&w, PKT_TRIGGER);
-  tg_pbw_append_bytes(&w, 1, name, nlen); /* trigger_name */
-  if (producer_name) tg_pbw_append_bytes(&w, 2, producer_name, plen);
-  tg_pbw_append_varint(&w, 3, (uint64_t)(int64_t)(int32_t)uid); /* trusted_producer_uid */
+  /* Trigger {trigger_name = 1, producer_name = 2, trusted_producer_uid = 3}. */
+  tg_pbw_begin_nested(&w, (uint32_t)field);
+  tg_pbw_append_bytes(&w, 1, t->name, nlen);
+  if (t->producer_name) tg_pbw_append_bytes(&w, 2, t->producer_name, plen);
+  tg_pbw_append_varint(&w, 3, (uint64_t)(int64_t)(int32_t)t->producer_uid);
   tg_pbw_end_nested(&w);
   service_packet_end(s, &w, p);
 }

@@ -65,10 +65,17 @@ void tg__readout_preamble(tg_session_t *s);
  * builtin_data_sources.disable_clock_snapshotting. */
 void tg__readout_clock_snapshot(tg_session_t *s);
 void tg__readout_service_event(tg_session_t *s, int event_field);
-/* Queues a trigger packet (TracePacket.trigger): trigger |name| (borrowed)
- * fired, activated by |producer_name| (borrowed, may be NULL) of |uid|. */
-void tg__readout_trigger(tg_session_t *s, const char *name,
-                         const char *producer_name, uid_t uid);
+/* Which TracePacket field a trigger packet fills: a trigger the session
+ * received, or (a clone's) the trigger it was cloned for. */
+typedef enum tg_readout_trigger_field {
+  TG_READOUT_TRIGGER = 46,                 /* trigger */
+  TG_READOUT_CLONE_SNAPSHOT_TRIGGER = 113, /* clone_snapshot_trigger */
+} tg_readout_trigger_field_t;
+typedef struct tg_trigger_info tg_trigger_info_t;
+/* Queues a Trigger packet saying |t| (borrowed), timestamped when the
+ * trigger was received, as Perfetto's service writes both kinds. */
+void tg__readout_trigger(tg_session_t *s, tg_readout_trigger_field_t field,
+                         const tg_trigger_info_t *t);
 /* For each packet, calls |emit| with the packet's pieces. Returns 1 if
  * more data remains, 0 if drained, negative on error. Stops when |emit|
  * returns non-zero (budget reached).

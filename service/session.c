@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -48,11 +49,12 @@ uint16_t tg__session_next_buffer_id(tg_service_t *svc, tg_session_t *s) {
 
 static void maybe_release(tg_session_t *s);
 
-static void on_timer_closed(uv_handle_t *h) {
-  tg_session_t *s = h->data;
+void tg__session_timer_closed(tg_session_t *s) {
   s->open_timers--;
   maybe_release(s);
 }
+
+static void on_timer_closed(uv_handle_t *h) { tg__session_timer_closed(h->data); }
 
 static void timer_init(tg_session_t *s, uv_timer_t *t) {
   uv_timer_init(s->svc->loop, t);
@@ -264,6 +266,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   s->consumer = conn;
   s->consumer_uid = conn->chan.peer_uid;
   tg_list_init(&s->instances);
+  tg_list_init(&s->clone_waits);
   tg__session_flushes_init(&s->flushes);
   tg__readout_init(&s->readout);
   for (size_t i = 0; i < cfg->n_buffers; i++) {
@@ -537,6 +540,13 @@ static void on_duration_elapsed(uv_timer_t *t) {
 
 /* --- triggers -------------------------------------------------------------- */
 
+/* The trace clock, which trigger packets are stamped with. */
+static uint64_t now_boottime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The first trigger's stop_delay_ms ran out (STOP_TRACING, or a
  * START_TRACING session's duration): stop as duration_ms does. */
 static void on_trigger_stop(uv_timer_t *t) {
@@ -547,24 +557,9 @@ static void on_trigger_stop(uv_timer_t *t) {
   tg__session_flush_start(s, 0, 0, after_final_flush);
 }
 
-/* CLONE_SNAPSHOT: the trigger's delay ran out; its consumer is told to
- * clone the session, which runs on. */
-static void on_trigger_clone(uv_timer_t *t) {
-  tg_session_t *s = t->data;
-  if (s->state == TG_SESSION_STARTED && s->observer.clone_trigger) {
-    tg_clone_trigger_t ct = {s->clone_trigger_name, s->clone_trigger_producer,
-                             s->clone_trigger_uid};
-    s->observer.clone_trigger(s, &ct, s->observer.ctx);
-  }
-  free(s->clone_trigger_name);
-  free(s->clone_trigger_producer);
-  s->clone_trigger_name = s->clone_trigger_producer = NULL;
-}
-
-/* One matching trigger for |s| (its packet is recorded already). */
-static void trigger_fired(tg_session_t *s, tg_producer_t *p, const char *name,
-                          const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t) {
-  uint64_t delay = t->has_stop_delay_ms ? t->stop_delay_ms : 0;
+/* One matching trigger |t| for |s| (its packet is recorded already). */
+static void trigger_fired(tg_session_t *s, const tg_trigger_info_t *t) {
+  uint64_t delay = t->delay_ms;
   switch (trigger_mode(s)) {
     case PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING:
       if (s->state != TG_SESSION_CONFIGURED) return;
@@ -582,15 +577,11 @@ static void trigger_fired(tg_session_t *s, tg_producer_t *p, const char *name,
       uv_timer_start(&s->trigger_timer, on_trigger_stop, delay, 0);
       return;
     case PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT:
-      /* One clone pending at a time: a trigger during its delay is
-       * recorded and joins it. */
-      if (s->state != TG_SESSION_STARTED || s->clone_trigger_name) return;
+      /* Each trigger clones after its own delay, as in Perfetto: two
+       * triggers close together give two snapshots. */
+      if (s->state != TG_SESSION_STARTED) return;
       s->trigger_state = TG_TRIG_FIRED;
-      s->clone_trigger_name = strdup(name);
-      s->clone_trigger_producer = p->name ? strdup(p->name) : NULL;
-      s->clone_trigger_uid = p->ident.uid;
-      if (!s->clone_trigger_name) return;
-      uv_timer_start(&s->trigger_timer, on_trigger_clone, delay, 0);
+      tg__session_clone_wait(s, t);
       return;
     default:
       return;
@@ -609,10 +600,21 @@ void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p, const char *nam
         continue;
       TG_INFO("session %llu: trigger '%s' from producer %u",
               (unsigned long long)s->id, name, p->ident.producer_id);
-      /* In the trace, as Perfetto records it: which trigger, from whom. */
-      tg__readout_trigger(s, name, p->name, p->ident.uid);
+      tg_trigger_info_t info = {
+          .name = (char *)name,
+          .producer_name = p->name,
+          .producer_uid = p->ident.uid,
+          .boot_time_ns = now_boottime_ns(),
+          .delay_ms = t->has_stop_delay_ms ? t->stop_delay_ms : 0,
+      };
+      /* In the trace, as Perfetto records it: which trigger, from whom,
+       * when; and kept for the session's next clone. */
+      tg__readout_trigger(s, TG_READOUT_TRIGGER, &info);
+      if (tg__session_triggers_add(s, &info) < 0)
+        TG_WARN("session %llu: out of memory keeping trigger '%s' for its "
+                "next clone", (unsigned long long)s->id, name);
       tg__readout_clock_snapshot(s);
-      trigger_fired(s, p, name, t);
+      trigger_fired(s, &info);
       break;
     }
   }
@@ -672,8 +674,7 @@ static void maybe_release(tg_session_t *s) {
   free(s->rights);
   free(s->config_bytes);
   free(s->detach_key);
-  free(s->clone_trigger_name);
-  free(s->clone_trigger_producer);
+  tg__session_triggers_free(s);
   perfetto__protos__trace_config__free_unpacked(s->config, NULL);
   free(s);
 }
@@ -705,4 +706,5 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->lease_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clock_timer, on_timer_closed);
+  tg__session_triggers_close(s);
 }

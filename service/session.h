@@ -88,13 +88,27 @@ enum tg_session_state {
   TG_SESSION_DISABLED,
 };
 
-/* Why a session is cloned: a CLONE_SNAPSHOT trigger, recorded in the
- * snapshot as a trigger packet. All fields borrowed for the call. */
-typedef struct tg_clone_trigger {
-  const char *name;
-  const char *producer_name;
+/* A trigger as the service received it (Perfetto's TriggerInfo): what
+ * its trigger packet says, and a clone_snapshot_trigger packet repeats.
+ * Stored in a session it owns its strings; passed to a call, they are
+ * borrowed for the call. */
+typedef struct tg_trigger_info {
+  char *name;
+  char *producer_name; /* may be NULL */
   uid_t producer_uid;
-} tg_clone_trigger_t;
+  uint64_t boot_time_ns; /* when it was received: its packet's timestamp */
+  uint64_t delay_ms;     /* the config's stop_delay_ms for it */
+} tg_trigger_info_t;
+
+/* Received triggers kept for the next clone, and CLONE_SNAPSHOT hits
+ * remembered for the CloneSession that answers them, at most. A producer
+ * that fires more has the oldest forgotten, never the service's memory. */
+#define TG_SESSION_MAX_TRIGGERS 256
+#define TG_SESSION_MAX_CLONE_HITS 16
+/* CLONE_SNAPSHOT triggers waiting for their delay at once: a producer that
+ * fires faster than the delays run out has the rest ignored (and logged
+ * once per burst), so what it makes the service keep stays bounded. */
+#define TG_SESSION_MAX_CLONE_WAITS 16
 
 /* How a session's events go up to the consumer port. Every callback gets
  * the session first and the observer's |ctx| last; any may be NULL.
@@ -114,7 +128,7 @@ typedef struct tg_session_observer {
   void (*flush_done)(tg_session_t *s, int status, uint64_t cookie, void *ctx);
   /* A CLONE_SNAPSHOT trigger of |s| fired: its consumer should clone it
    * (ObservableEvents.clone_trigger_hit). |trigger| valid during the call. */
-  void (*clone_trigger)(tg_session_t *s, const tg_clone_trigger_t *trigger,
+  void (*clone_trigger)(tg_session_t *s, const tg_trigger_info_t *trigger,
                         void *ctx);
   /* |s| is being freed: forget it. */
   void (*freed)(tg_session_t *s, void *ctx);
@@ -152,9 +166,18 @@ struct tg_session {
   uv_timer_t duration_timer;
   uv_timer_t trigger_timer; /* trigger_timeout_ms, then a stop_delay_ms */
   tg_session_trigger_state_t trigger_state;
-  /* CLONE_SNAPSHOT: the trigger whose clone trigger_timer waits for. */
-  char *clone_trigger_name, *clone_trigger_producer;
-  uid_t clone_trigger_uid;
+  /* Triggers received since the session was last cloned (Perfetto's
+   * received_triggers): the next clone's trace has them, and they are
+   * gone from here (session_triggers.c). */
+  tg_trigger_info_t triggers[TG_SESSION_MAX_TRIGGERS];
+  size_t n_triggers;
+  /* CLONE_SNAPSHOT: each trigger waits its own stop_delay_ms (a list of
+   * timers), then is told to the consumer and kept in |clone_hits| until
+   * a CloneSession names it (session_triggers.c). */
+  tg_list_t clone_waits;
+  unsigned n_clone_waits; /* entries of clone_waits */
+  tg_trigger_info_t clone_hits[TG_SESSION_MAX_CLONE_HITS];
+  size_t n_clone_hits;
   uv_timer_t period_timer; /* flush_period_ms */
   uv_timer_t file_timer;   /* file_write_period_ms */
   uv_timer_t stop_timer;   /* data source stop timeout */
@@ -227,11 +250,17 @@ void tg__session_timers_init(tg_session_t *s);
 /* A read-only snapshot of |src|'s buffers (CloneSession) for consumer
  * |conn|: a new DISABLED session with its own copies, read with
  * ReadBuffers and freed with FreeBuffers; |src| runs on untouched.
- * |trigger| (may be NULL) is written into the snapshot as a trigger
- * packet. On failure returns NULL and a message in |err|. */
+ * The snapshot's trace has |trigger| (may be NULL: not cloned for a
+ * trigger) as its clone_snapshot_trigger packet, and the triggers |src|
+ * received since its last clone, which |src| then forgets, as Perfetto's
+ * CloneSession does. On failure returns NULL and a message in |err|. */
 tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
-                                const tg_clone_trigger_t *trigger, char *err,
+                                const tg_trigger_info_t *trigger, char *err,
                                 size_t errlen);
+/* The live session a bugreport clones: the highest positive
+ * TraceConfig.bugreport_score among the STARTED sessions a consumer of
+ * |uid| may clone (the first of equals); NULL when there is none. */
+tg_session_t *tg__session_find_for_bugreport(tg_service_t *svc, uid_t uid);
 /* The live session with |id|, or named |name| (unique_session_name) when
  * |name| is not NULL. */
 tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name);
@@ -253,6 +282,30 @@ void tg__session_on_producer_gone(tg_service_t *svc, tg_producer_t *p);
  * (CLONE_SNAPSHOT) has its observer's clone_trigger run. */
 void tg__session_on_trigger(tg_service_t *svc, tg_producer_t *p,
                             const char *name);
+
+/* --- triggers (session_triggers.c) ------------------------------------------ */
+
+/* Keeps |t| (copied) among the triggers the next clone gets. -ENOMEM. */
+int tg__session_triggers_add(tg_session_t *s, const tg_trigger_info_t *t);
+/* Queues |src|'s received triggers as trigger packets into |clone|'s
+ * trace and forgets them in |src|. */
+void tg__session_triggers_move(tg_session_t *src, tg_session_t *clone);
+/* CLONE_SNAPSHOT: |t| (copied) is told to the observer's clone_trigger
+ * after its delay_ms, unless |s| stops first. */
+void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t);
+/* The hit of trigger |name| (and |producer_name| unless NULL) told for
+ * |s| and not yet answered, the oldest first: moved into |*out| (free it
+ * with tg__trigger_info_free). Returns false when none matches. */
+bool tg__session_clone_hit_take(tg_session_t *s, const char *name,
+                                const char *producer_name,
+                                tg_trigger_info_t *out);
+/* Freeing |s|: its waits' timers close (each counted in open_timers). */
+void tg__session_triggers_close(tg_session_t *s);
+/* The strings of every trigger |s| keeps. */
+void tg__session_triggers_free(tg_session_t *s);
+void tg__trigger_info_free(tg_trigger_info_t *t);
+/* One of |s|'s timers closed: frees |s| once the last has, if freeing. */
+void tg__session_timer_closed(tg_session_t *s);
 
 /* --- lookups ---------------------------------------------------------------- */
 

@@ -35,7 +35,7 @@ tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name)
 }
 
 tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
-                                const tg_clone_trigger_t *trigger, char *err,
+                                const tg_trigger_info_t *trigger, char *err,
                                 size_t errlen) {
   tg_service_t *svc = src->svc;
   tg_session_t *s = calloc(1, sizeof(*s));
@@ -44,6 +44,7 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   s->write_fd = -1;
   s->observer = src->observer;
   tg_list_init(&s->instances);
+  tg_list_init(&s->clone_waits);
   tg__session_flushes_init(&s->flushes);
   tg__readout_init(&s->readout);
   /* Its own copy of the config: the source may be freed first. */
@@ -77,9 +78,10 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   /* Never started: readable at once, as a session that ended. */
   s->state = TG_SESSION_DISABLED;
   tg__readout_preamble(s);
-  if (trigger)
-    tg__readout_trigger(s, trigger->name, trigger->producer_name,
-                        trigger->producer_uid);
+  if (trigger) tg__readout_trigger(s, TG_READOUT_CLONE_SNAPSHOT_TRIGGER, trigger);
+  /* As Perfetto: a CLONE_SNAPSHOT session snapshotted for hours would
+   * otherwise repeat every old trigger in each snapshot. */
+  tg__session_triggers_move(src, s);
   tg_list_insert_tail(&svc->sessions, &s->node);
   svc->n_sessions++;
   TG_INFO("session %llu cloned from session %llu", (unsigned long long)s->id,
@@ -98,6 +100,21 @@ fail:
     free(s);
   }
   return NULL;
+}
+
+tg_session_t *tg__session_find_for_bugreport(tg_service_t *svc, uid_t uid) {
+  tg_session_t *best = NULL;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &svc->sessions) {
+    tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    int32_t score = s->config->has_bugreport_score ? s->config->bugreport_score : 0;
+    /* A session is no bugreport's unless its config says so. */
+    if (s->freeing || s->state != TG_SESSION_STARTED || score <= 0 ||
+        !tg__session_clone_allowed(s, uid))
+      continue;
+    if (!best || score > best->config->bugreport_score) best = s;
+  }
+  return best;
 }
 
 /* --- consumer binding ------------------------------------------------------------- */

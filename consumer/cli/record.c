@@ -99,7 +99,15 @@ static const char about[] =
     "START_TRACING session shows 'waiting for trigger NAME' until one fires,\n"
     "and exits 1 saying so if none did before trigger_timeout_ms. With\n"
     "CLONE_SNAPSHOT, each trigger writes a snapshot to OUT.0, OUT.1, ...\n"
-    "while the session runs on into OUT.\n"
+    "(after its stop_delay_ms; each says which trigger made it, and holds\n"
+    "the triggers since the snapshot before) while the session runs on\n"
+    "into OUT.\n"
+    "\n"
+    "--save-for-bugreport (Perfetto's) writes a snapshot of the running\n"
+    "session with the highest bugreport_score into $TMPDIR/systrace.pftrace\n"
+    "(/tmp/systrace.pftrace without TMPDIR, as perfetto off Android; -o\n"
+    "names another file); with no such session it writes nothing and\n"
+    "exits 0.\n"
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
@@ -143,6 +151,16 @@ static const char about[] =
     "  " CLI_PROG " record --hosts fleet.txt --ca ca.pem --cert me.pem --key me.key \\\n"
     "      -o traces/ -t 30s track_event\n"
     "  " CLI_PROG " record -H ssh://admin@db1 -o db1.pftrace -t 10s track_event\n";
+
+/* Where --save-for-bugreport writes without -o: perfetto_cmd's
+ * GetBugreportTracePath() off Android, base::GetSysTempDir() (TMPDIR, else
+ * /tmp) + "/systrace.pftrace". */
+static const char *bugreport_path(void) {
+  static char path[4096];
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, sizeof(path), "%s/systrace.pftrace", dir && dir[0] ? dir : "/tmp");
+  return path;
+}
 
 static int usage_error(const char *prog, const char *msg) {
   fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
@@ -218,7 +236,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "is a detached session KEY there? exit 0: yes, 2: no, 1: error "
        "(it stays detached)", 0, 0},
       {"save-for-bugreport", TG_FLAG_BOOL, &o->bugreport, NULL,
-       "refused: tracegate has no bugreport location (Android's)", 0, 0},
+       "write a snapshot of the running session with the highest "
+       "bugreport_score into $TMPDIR/systrace.pftrace (/tmp without "
+       "TMPDIR; -o names another file); none: no file, exit 0", 0, 0},
       {"version", TG_FLAG_BOOL, &o->version, NULL,
        "print the version and exit", 0, 0},
   };
@@ -232,13 +252,15 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return CLI_EXIT_OK;
   }
   if (o->bugreport) {
-    /* Perfetto saves the session with the highest bugreport_score into
-     * Android's bugreport directory; there is neither here. */
-    fprintf(stderr, "%s: --save-for-bugreport: tracegate has no bugreport "
-            "location (an Android feature); to take a running session's "
-            "trace, start it with --detach KEY and use --attach KEY --stop "
-            "-o FILE\n", prog);
-    return CLI_EXIT_FAIL;
+    if (o->config || o->n_ds || o->txt || o->time || o->buffer || o->size ||
+        o->attach || o->detach || o->stop || o->background || o->clone_id ||
+        o->clone_name || o->remote.n_hosts || o->remote.hosts_file)
+      return usage_error(prog, "--save-for-bugreport takes only -o and --socket");
+    /* perfetto_cmd's --save-for-bugreport is --clone kBugreportSessionId
+     * --clone-for-bugreport -o its bugreport path. */
+    if (!o->out) o->out = bugreport_path();
+    o->clone_id = UINT64_MAX;
+    return -1; /* go on */
   }
   if (o->is_detached) {
     if (o->config || o->n_ds || o->out || o->attach || o->detach || o->stop ||

@@ -46,7 +46,8 @@ typedef struct record_opts {
   const char *size;          /* -s: max_file_size_bytes */
   uint64_t max_file_bytes;   /* parsed; 0: no limit */
   const char *is_detached;   /* --is_detached KEY: exit 0 yes, 2 no, 1 error */
-  bool bugreport;            /* --save-for-bugreport: refused */
+  bool bugreport;            /* --save-for-bugreport: clone the session a
+                                bugreport takes (for_bugreport) */
   bool version;              /* --version */
 } record_opts_t;
 
@@ -100,6 +101,8 @@ typedef struct record {
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
   record_end_t end;        /* why the session ended, for the summary */
   char fail_why[300];      /* why it failed, for --summary-json */
+  bool nothing_saved;      /* --save-for-bugreport found no session: no
+                              file, exit 0, as perfetto_cmd */
 } record_t;
 
 /* record_flow.c: --summary-json for a local recording, once it ended

@@ -3,7 +3,8 @@
  * to FILE while the session goes on. The service flushes the session,
  * copies its buffers into a session of this connection; we read that
  * (ReadBuffers), take its statistics and free it. Each step runs the loop
- * until its callback fired (cli_wait).
+ * until its callback fired (cli_wait). --save-for-bugreport is the same
+ * clone of the session the service picks for a bugreport.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -65,18 +66,28 @@ static bool finish_step(record_t *r, step_t *s, int rv, const char *what) {
 
 int record_clone(record_t *r) {
   char which[300];
-  if (r->o.clone_name)
+  if (r->o.bugreport)
+    snprintf(which, sizeof(which), "the session for a bugreport");
+  else if (r->o.clone_name)
     snprintf(which, sizeof(which), "the session named '%s'", r->o.clone_name);
   else
     snprintf(which, sizeof(which), "session %" PRIu64, r->o.clone_id);
   tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
-                                   .unique_session_name = r->o.clone_name};
+                                   .unique_session_name = r->o.clone_name,
+                                   .for_bugreport = r->o.bugreport};
   step_t cl = {0};
+  int rv = tg_consumer_clone_session(r->conn.c, &args, on_done, &cl);
+  if (rv == 0) cli_wait(&r->conn, &cl.done);
+  if (rv == 0 && cl.done && cl.status == TG_EREMOTE_FAILED && r->o.bugreport) {
+    /* As perfetto_cmd: no session for a bugreport is no error, and
+     * leaves no file (never an empty one). */
+    fprintf(stderr, CLI_PROG ": nothing saved for a bugreport: %s\n", cl.msg);
+    r->nothing_saved = true;
+    return CLI_EXIT_OK;
+  }
   char what[400];
   snprintf(what, sizeof(what), "cannot clone %s", which);
-  if (!finish_step(r, &cl, tg_consumer_clone_session(r->conn.c, &args, on_done, &cl),
-                   what))
-    return CLI_EXIT_FAIL;
+  if (!finish_step(r, &cl, rv, what)) return CLI_EXIT_FAIL;
   uint64_t t0 = cli_now_ms();
   read_ctx_t rc = {.r = r};
   bool ok = true;

@@ -58,7 +58,8 @@ void record_write_summary(record_t *r) {
       .bytes = r->out.bytes,
       .packets = r->out.packets,
       .loss = r->no_final_stats || !r->began ? NULL : &r->loss,
-      .path = ok && r->o.out && strcmp(r->o.out, "-") ? r->o.out : NULL,
+      .path = ok && r->o.out && strcmp(r->o.out, "-") && !r->nothing_saved
+                  ? r->o.out : NULL,
   };
   cli_summary_t s = {.exit_code = r->exit_code,
                      .elapsed_ms = r->t0 ? cli_now_ms() - r->t0 : 0,

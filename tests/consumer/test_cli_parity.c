@@ -1,6 +1,6 @@
 /* What a Perfetto user expects of `tracegate record` (issue 15): Perfetto's
  * flags (-d, -s, --is_detached, --version, --query-raw, 1m30s durations,
- * --save-for-bugreport refused), data source names checked against the
+ * --save-for-bugreport), data source names checked against the
  * service, the reason a session ended in its summary and its trace_stats
  * at the end of the trace, and the summaries that must not lie. A real
  * tracegated, a raw producer, the CLI as a child process; every wait is on
@@ -67,7 +67,7 @@ static void wait_gone(pid_t pid) {
 
 /* --- 15.2: Perfetto's flags ---------------------------------------------- */
 
-static void version_and_bugreport(void **state) {
+static void version(void **state) {
   (void)state;
   child_t c;
   const char *top[] = {"--version", NULL};
@@ -76,11 +76,76 @@ static void version_and_bugreport(void **state) {
   const char *rec[] = {"record", "--version", NULL};
   assert_int_equal(run_cli(&c, rec), 0);
   assert_non_null(strstr(c.out, "tracegate 0."));
-  /* Refused with a reason, not "unknown option". */
-  const char *bug[] = {"--save-for-bugreport", NULL};
-  assert_int_equal(run_cli(&c, bug), 1);
-  assert_non_null(strstr(c.err, "bugreport location"));
-  assert_null(strstr(c.err, "unknown option"));
+}
+
+/* perfetto --save-for-bugreport on Linux: the running session with the
+ * highest bugreport_score, cloned into $TMPDIR/systrace.pftrace; with no
+ * such session, exit 0 and no file (Perfetto's
+ * UnavailableBugreportLeavesNoEmptyFiles). */
+static void save_for_bugreport(void **state) {
+  test_service_t *ts = *state;
+  char path[300], sum[256];
+  snprintf(path, sizeof(path), "%s/systrace.pftrace", ts->dir);
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "br.json"));
+  assert_int_equal(setenv("TMPDIR", ts->dir, 1), 0);
+  child_t c;
+  const char *save[] = {"--save-for-bugreport", "--socket", ts->consumer_sock,
+                        "--summary-json", sum, NULL};
+  assert_int_equal(run_cli(&c, save), 0);
+  assert_false(exists(path));
+  assert_no_temp(ts->dir);
+  assert_json(sum, "exit_code", "0");
+  assert_json(sum, "output", "null");
+
+  /* A session not meant for bugreports (no score) is not taken either. */
+  raw_producer_t p;
+  raw_consumer_t rc, rc2;
+  simple_cfg_t sc, sc2;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&rc2, ts), 0);
+  simple_cfg_init(&sc2, 256, 1, "other.ds");
+  assert_int_equal(raw_consumer_enable(&rc2, &sc2.cfg, -1), 0);
+  assert_int_equal(run_cli(&c, save), 0);
+  assert_false(exists(path));
+
+  assert_int_equal(raw_consumer_connect(&rc, ts), 0);
+  simple_cfg_init(&sc, 256, 1, "cli.ds");
+  sc.cfg.has_bugreport_score = 1;
+  sc.cfg.bugreport_score = 7;
+  assert_int_equal(raw_consumer_enable(&rc, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "br", 1, 3);
+  spawn_cli(&c, save);
+  ack_flush(&p); /* the clone's flush */
+  assert_int_equal(wait_cli(&c), 0);
+  char want[320];
+  snprintf(want, sizeof(want), "\"%s\"", path);
+  assert_json(sum, "output", want);
+  Perfetto__Protos__Trace *t = decode_file(path);
+  assert_non_null(t);
+  size_t br = 0;
+  int32_t score = 0;
+  for (size_t i = 0; i < t->n_packet; i++) {
+    const Perfetto__Protos__TracePacket *pk = t->packet[i];
+    if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
+        pk->for_testing->str && !strcmp(pk->for_testing->str, "br"))
+      br++;
+    if (pk->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG)
+      score = pk->trace_config->bugreport_score;
+  }
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  assert_int_equal(br, 3);
+  assert_int_equal(score, 7);
+  unlink(path);
+  assert_int_equal(unsetenv("TMPDIR"), 0);
+
+  /* It takes nothing else, as perfetto_cmd. */
+  const char *mixed[] = {"--save-for-bugreport", "-t", "1s", NULL};
+  assert_int_equal(run_cli(&c, mixed), 2);
+  assert_int_equal(raw_consumer_disable(&rc, WAIT_MS), 0);
+  raw_consumer_close(&rc);
+  raw_consumer_close(&rc2);
+  raw_producer_close(&p);
 }
 
 static void compound_durations(void **state) {
@@ -364,7 +429,8 @@ static void several_hosts_refuse_a_trace_file_name(void **state) {
 int main(void) {
 #define SVC(t) cmocka_unit_test_setup_teardown(t, test_service_setup, test_service_teardown)
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(version_and_bugreport),
+      cmocka_unit_test(version),
+      SVC(save_for_bugreport),
       SVC(compound_durations),
       SVC(is_detached_answers_by_exit_status),
       SVC(background_prints_the_pid_and_sigterm_stops_cleanly),

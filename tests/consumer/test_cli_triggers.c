@@ -53,6 +53,32 @@ static size_t count_triggers(const Perfetto__Protos__Trace *t, const char *name,
   return k;
 }
 
+/* The one packet of |t| with a clone_snapshot_trigger, and the one with a
+ * trigger packet: they must say the same, at the same time, as Perfetto's
+ * MultipleTriggersCloneSnapshot checks. */
+static void assert_cloned_for(const Perfetto__Protos__Trace *t, const char *name) {
+  const Perfetto__Protos__TracePacket *clone_pkt = NULL, *trig_pkt = NULL;
+  for (size_t i = 0; i < t->n_packet; i++) {
+    const Perfetto__Protos__TracePacket *p = t->packet[i];
+    if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER) {
+      assert_null(clone_pkt);
+      clone_pkt = p;
+    } else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER) {
+      assert_null(trig_pkt);
+      trig_pkt = p;
+    }
+  }
+  assert_non_null(clone_pkt);
+  assert_non_null(trig_pkt);
+  const Perfetto__Protos__Trigger *a = clone_pkt->clone_snapshot_trigger, *b = trig_pkt->trigger;
+  assert_string_equal(a->trigger_name, name);
+  assert_string_equal(b->trigger_name, name);
+  assert_string_equal(a->producer_name, b->producer_name);
+  assert_int_equal(a->trusted_producer_uid, b->trusted_producer_uid);
+  assert_true(trig_pkt->timestamp > 0);
+  assert_int_equal(clone_pkt->timestamp, trig_pkt->timestamp);
+}
+
 static size_t count_str(const Perfetto__Protos__Trace *t, const char *str) {
   size_t k = 0;
   for (size_t i = 0; i < t->n_packet; i++)
@@ -248,12 +274,13 @@ static void record_clone_writes_a_snapshot(void **state) {
 }
 
 /* As perfetto_cmd: each CLONE_SNAPSHOT trigger clones the session into
- * OUT.0, OUT.1, ...; the session runs on and ends in OUT. */
+ * OUT.0, OUT.1, ...; the session runs on and ends in OUT. Each snapshot
+ * holds the triggers since the one before, and says which one made it. */
 static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
-  char cfg[256], out[256], snap0[300];
+  char cfg[256], out[256], snap0[300], snap1[300];
   snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "snap.pbtxt"));
   write_file(cfg,
              "buffers { size_kb: 1024 }\n"
@@ -264,6 +291,7 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
              "}\n");
   snprintf(out, sizeof(out), "%s", out_in(ts, "snap.pftrace"));
   snprintf(snap0, sizeof(snap0), "%s.0", out);
+  snprintf(snap1, sizeof(snap1), "%s.1", out);
   int slave;
   int master = open_pty(&slave);
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
@@ -285,6 +313,9 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   assert_false(p.stopped);
 
   commit_packets(&p, 1, "post", 4, 2);
+  assert_int_equal(run_cli(&t, targs), 0);
+  ack_flush(&p);
+  wait_tty(master, tty, sizeof(tty), &n, ".1 (trigger 'snap')");
   kill(c.pid, SIGINT);
   ack_flush(&p);
   char rest[16384];
@@ -294,13 +325,21 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   assert_int_equal(count_str(tr, "pre"), 3);
   assert_int_equal(count_str(tr, "post"), 0);
   assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
+  assert_cloned_for(tr, "snap");
+  perfetto__protos__trace__free_unpacked(tr, NULL);
+  /* The first trigger went with OUT.0: OUT.1 has the second alone. */
+  tr = load_trace(snap1);
+  assert_int_equal(count_str(tr, "post"), 2);
+  assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
+  assert_cloned_for(tr, "snap");
   perfetto__protos__trace__free_unpacked(tr, NULL);
   tr = load_trace(out);
   assert_int_equal(count_str(tr, "pre"), 3);
   assert_int_equal(count_str(tr, "post"), 2);
-  assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
+  assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 2);
   perfetto__protos__trace__free_unpacked(tr, NULL);
   unlink(snap0);
+  unlink(snap1);
   unlink(out);
 
   /* Nobody would be left to take the snapshots. */

@@ -1,6 +1,8 @@
 /* tracegated end to end: CloneSession (a read-only snapshot of a running
  * session, the original running on), CLONE_SNAPSHOT triggers, and the
- * trigger packets a fired trigger leaves in the trace. Raw producers and
+ * trigger packets a fired trigger leaves in the trace (moved into the
+ * next clone, whose clone_snapshot_trigger packet repeats the trigger
+ * that made it), and the clone a bugreport takes. Raw producers and
  * consumers, as Perfetto's clients speak to traced. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,13 +43,32 @@ static void trigger_cfg_init(trigger_cfg_t *t, simple_cfg_t *sc,
   sc->cfg.trigger_config = &t->tc;
 }
 
-static int activate_trigger(raw_producer_t *p, const char *name) {
-  char *names[1] = {(char *)name};
+/* A producer of data source |ds| (|p|), one that fires triggers (|t|), a
+ * consumer (|c|), and a config for |ds| with trigger |name| in |mode|
+ * (|sc|, |tc|), not enabled yet. */
+static void trigger_setup(test_service_t *ts, raw_producer_t *p, raw_producer_t *t,
+                          raw_consumer_t *c, simple_cfg_t *sc, trigger_cfg_t *tc,
+                          const char *ds,
+                          Perfetto__Protos__TraceConfig__TriggerConfig__TriggerMode mode,
+                          const char *name) {
+  assert_int_equal(raw_producer_connect(p, ts, "test.producer", ds, 4, 64, false), 0);
+  assert_int_equal(raw_producer_connect(t, ts, "trigger.producer", NULL, 0, 0, false), 0);
+  assert_int_equal(raw_consumer_connect(c, ts), 0);
+  simple_cfg_init(sc, 64, 1, ds);
+  trigger_cfg_init(tc, sc, mode, name);
+}
+
+static int activate_triggers(raw_producer_t *p, char **names, size_t n) {
   Perfetto__Protos__ActivateTriggersRequest r =
       PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-  r.n_trigger_names = 1;
+  r.n_trigger_names = n;
   r.trigger_names = names;
   return raw_call(&p->conn, "ActivateTriggers", &r.base, -1, NULL, NULL, 5000);
+}
+
+static int activate_trigger(raw_producer_t *p, const char *name) {
+  char *names[1] = {(char *)name};
+  return activate_triggers(p, names, 1);
 }
 
 /* |n| test packets of writer 1 in (page 0, chunk 0), committed; the
@@ -93,6 +114,47 @@ static size_t count_triggers(Perfetto__Protos__TracePacket **pk, size_t n,
     k++;
   }
   return k;
+}
+
+/* The packet of field |data_case| (trigger or clone_snapshot_trigger)
+ * whose trigger is |name|, or NULL; asserts there is at most one. */
+static const Perfetto__Protos__TracePacket *
+trigger_packet(Perfetto__Protos__TracePacket **pk, size_t n,
+               Perfetto__Protos__TracePacket__DataCase data_case, const char *name) {
+  const Perfetto__Protos__TracePacket *found = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != data_case) continue;
+    const Perfetto__Protos__Trigger *t =
+        data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER
+            ? pk[i]->trigger : pk[i]->clone_snapshot_trigger;
+    if (strcmp(t->trigger_name, name)) continue;
+    assert_null(found);
+    found = pk[i];
+  }
+  return found;
+}
+
+static size_t count_case(Perfetto__Protos__TracePacket **pk, size_t n,
+                         Perfetto__Protos__TracePacket__DataCase data_case) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += pk[i]->data_case == data_case;
+  return k;
+}
+
+/* A clone_snapshot_trigger packet says what its trigger packet said, and
+ * when, as Perfetto's MultipleTriggersCloneSnapshot test checks. */
+static void assert_same_trigger(const Perfetto__Protos__TracePacket *clone_pkt,
+                                const Perfetto__Protos__TracePacket *trig_pkt) {
+  const Perfetto__Protos__Trigger *a = clone_pkt->clone_snapshot_trigger;
+  const Perfetto__Protos__Trigger *b = trig_pkt->trigger;
+  assert_true(clone_pkt->has_timestamp && trig_pkt->has_timestamp);
+  assert_true(trig_pkt->timestamp > 0);
+  assert_int_equal(clone_pkt->timestamp, trig_pkt->timestamp);
+  assert_string_equal(a->trigger_name, b->trigger_name);
+  assert_string_equal(a->producer_name, b->producer_name);
+  assert_int_equal(a->has_trusted_producer_uid, b->has_trusted_producer_uid);
+  assert_int_equal(a->trusted_producer_uid, b->trusted_producer_uid);
+  assert_int_equal(clone_pkt->trusted_packet_sequence_id, 1);
 }
 
 /* The id of the only session the service lists. */
@@ -151,6 +213,17 @@ static int clone_wait_uuid(raw_consumer_t *c, int64_t rid, char *err,
 
 static int clone_wait(raw_consumer_t *c, int64_t rid, char *err, size_t errlen) {
   return clone_wait_uuid(c, rid, err, errlen, NULL);
+}
+
+/* The clone |rid| of |k| made once |p| acked its flush (newer than flush
+ * |after|); returns that flush's id. */
+static uint64_t clone_acked(raw_consumer_t *k, raw_producer_t *p, int64_t rid,
+                            uint64_t after) {
+  uint64_t fid = raw_producer_wait_flush(p, after, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(clone_wait(k, rid, NULL, 0), 1);
+  return fid;
 }
 
 /* The trace's TraceUuid packets: how many, the last one in |uuid|. */
@@ -265,10 +338,7 @@ static void clone_by_name_and_refusals(void **state) {
   raw_consumer_t k2;
   assert_int_equal(raw_consumer_connect(&k2, ts), 0);
   rid = clone_invoke(&k2, 0, "named", NULL);
-  fid = raw_producer_wait_flush(&p, fid, 5000);
-  assert_true(fid > 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
-  assert_int_equal(clone_wait(&k2, rid, NULL, 0), 1);
+  fid = clone_acked(&k2, &p, rid, fid);
   /* A connection with a snapshot cannot clone again. */
   assert_int_equal(clone_wait(&k2, clone_invoke(&k2, id, NULL, NULL), err, sizeof(err)), 0);
 
@@ -290,13 +360,9 @@ static void stop_trigger_leaves_a_trigger_packet(void **state) {
   raw_consumer_t c;
   simple_cfg_t sc;
   trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64, false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
-                   "stop");
+  trigger_setup(ts, &p, &t, &c, &sc, &tc, "trig.ds",
+                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
+                "stop");
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
   assert_int_equal(activate_trigger(&t, "unrelated"), 1);
@@ -342,26 +408,28 @@ static void wait_clone_hit(raw_consumer_t *c, int64_t orid, uint64_t session_id,
   }
 }
 
+/* Starts the ObserveEvents stream of clone_trigger_hit; its request id. */
+static int64_t observe_clone_hits(raw_consumer_t *c) {
+  Perfetto__Protos__ObserveEventsRequest oreq = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+  Perfetto__Protos__ObservableEvents__Type types[] = {
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT};
+  oreq.n_events_to_observe = 1;
+  oreq.events_to_observe = types;
+  int64_t orid = raw_invoke(&c->conn, "ObserveEvents", &oreq.base, -1, false);
+  assert_true(orid > 0);
+  return orid;
+}
+
 static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p, t;
   raw_consumer_t c, k;
   simple_cfg_t sc;
   trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "snap.ds", 4, 64, false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "snap.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
-                   "snap");
-  Perfetto__Protos__ObserveEventsRequest oreq = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
-  Perfetto__Protos__ObservableEvents__Type types[] = {
-      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT};
-  oreq.n_events_to_observe = 1;
-  oreq.events_to_observe = types;
-  int64_t orid = raw_invoke(&c.conn, "ObserveEvents", &oreq.base, -1, false);
-  assert_true(orid > 0);
+  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
+                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                "snap");
+  int64_t orid = observe_clone_hits(&c);
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
   assert_int_equal(raw_producer_register_writer(&p, 1), 0);
@@ -376,10 +444,7 @@ static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
 
   /* As perfetto_cmd does: a second connection clones, naming the trigger. */
   int64_t rid = clone_invoke(&k, id, NULL, "snap");
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
-  assert_true(fid > 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
-  assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
+  clone_acked(&k, &p, rid, 0);
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
   assert_non_null(out);
@@ -402,8 +467,215 @@ static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
   raw_producer_close(&t);
 }
 
+/* Perfetto's MultipleTriggersCloneSnapshot, at the service: two triggers
+ * fired together, "t2" cloning at once and "t1" after its delay. The
+ * first clone has both trigger packets and a clone_snapshot_trigger for
+ * t2; the session then holds no trigger, so the second has none and a
+ * clone_snapshot_trigger for t1 saying what t1's packet said. */
+static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c, k1, k2, k3;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
+                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                "t1");
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger t2 =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trs[2] = {&tc.tr, &t2};
+  tc.tr.has_stop_delay_ms = 1;
+  tc.tr.stop_delay_ms = 200; /* only its order after t2's matters */
+  t2.name = (char *)"t2";
+  t2.has_stop_delay_ms = 1;
+  t2.stop_delay_ms = 0;
+  tc.tc.n_triggers = 2;
+  tc.tc.triggers = trs;
+  int64_t orid = observe_clone_hits(&c);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_consumer_connect(&k1, ts), 0);
+  assert_int_equal(raw_consumer_connect(&k2, ts), 0);
+  uint64_t id = only_session_id(&k1);
+  char *names[2] = {(char *)"t1", (char *)"t2"};
+  assert_int_equal(activate_triggers(&t, names, 2), 1);
+
+  /* Clones as tracegate's CLI makes them: naming the trigger, without its
+   * time, which the service then takes from the hit it told. */
+  wait_clone_hit(&c, orid, id, "t2");
+  int64_t rid = clone_invoke(&k1, id, NULL, "t2");
+  uint64_t fid = clone_acked(&k1, &p, rid, 0);
+  wait_clone_hit(&c, orid, id, "t1");
+  rid = clone_invoke(&k2, id, NULL, "t1");
+  fid = clone_acked(&k2, &p, rid, fid);
+
+  size_t n1 = 0, n2 = 0;
+  Perfetto__Protos__TracePacket **s1 = raw_consumer_read(&k1, &n1);
+  Perfetto__Protos__TracePacket **s2 = raw_consumer_read(&k2, &n2);
+  assert_non_null(s1);
+  assert_non_null(s2);
+  const Perfetto__Protos__TracePacket *tr1 =
+      trigger_packet(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER, "t1");
+  const Perfetto__Protos__TracePacket *tr2 =
+      trigger_packet(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER, "t2");
+  assert_non_null(tr1);
+  assert_non_null(tr2);
+  assert_int_equal(count_triggers(s1, n1, "t1", "trigger.producer"), 1);
+  assert_int_equal(count_case(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER), 1);
+  assert_same_trigger(
+      trigger_packet(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t2"),
+      tr2);
+  assert_int_equal(count_case(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER), 0);
+  assert_int_equal(count_case(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER), 1);
+  assert_same_trigger(
+      trigger_packet(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t1"),
+      tr1);
+  free_packets(s1, n1);
+  free_packets(s2, n2);
+
+  /* As a Perfetto CLI sends it: the trigger's time and delay in the
+   * request (fields 8 and 9) are what the packet says. */
+  assert_int_equal(raw_consumer_connect(&k3, ts), 0);
+  Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+  r.session_id = id;
+  r.clone_trigger_name = (char *)"by.request";
+  r.has_clone_trigger_boot_time_ns = 1;
+  r.clone_trigger_boot_time_ns = 123456789;
+  r.has_clone_trigger_delay_ms = 1;
+  r.clone_trigger_delay_ms = 7;
+  rid = raw_invoke(&k3.conn, "CloneSession", &r.base, -1, false);
+  fid = clone_acked(&k3, &p, rid, fid);
+  size_t n3 = 0;
+  Perfetto__Protos__TracePacket **s3 = raw_consumer_read(&k3, &n3);
+  assert_non_null(s3);
+  const Perfetto__Protos__TracePacket *ct = trigger_packet(
+      s3, n3, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "by.request");
+  assert_non_null(ct);
+  assert_int_equal(ct->timestamp, 123456789);
+  assert_false(ct->clone_snapshot_trigger->producer_name != NULL);
+  free_packets(s3, n3);
+
+  raw_consumer_close(&k3);
+  raw_consumer_close(&k2);
+  raw_consumer_close(&k1);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
+/* A bugreport clone (session_id kBugreportSessionId, or for_bugreport
+ * naming no session): the STARTED session with the highest positive
+ * bugreport_score the caller may clone; refused when there is none. */
+static int clone_for_bugreport(raw_consumer_t *k, bool magic_id, char *err,
+                               size_t errlen) {
+  Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  r.has_for_bugreport = 1;
+  r.for_bugreport = 1;
+  r.has_skip_trace_filter = 1;
+  r.skip_trace_filter = 1;
+  if (magic_id) {
+    r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+    r.session_id = UINT64_MAX;
+  }
+  return clone_wait(k, raw_invoke(&k->conn, "CloneSession", &r.base, -1, false), err,
+                    errlen);
+}
+
+static int32_t cloned_score(raw_consumer_t *k) {
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(k, &n);
+  assert_non_null(pk);
+  int32_t score = -1;
+  for (size_t i = 0; i < n; i++)
+    if (pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG)
+      score = pk[i]->trace_config->bugreport_score;
+  free_packets(pk, n);
+  return score;
+}
+
+static void clone_for_bugreport_takes_the_highest_score(void **state) {
+  test_service_t *ts = *state;
+  raw_consumer_t c[3], k;
+  simple_cfg_t sc;
+  char err[256];
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  assert_int_equal(clone_for_bugreport(&k, true, err, sizeof(err)), 0);
+  assert_string_equal(err, "No tracing sessions eligible for bugreport found");
+
+  /* Scores 0 (never a bugreport's), 3 and 2. */
+  const int32_t scores[3] = {0, 3, 2};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(raw_consumer_connect(&c[i], ts), 0);
+    simple_cfg_init(&sc, 64, 1, "br.ds");
+    sc.cfg.has_bugreport_score = scores[i] != 0;
+    sc.cfg.bugreport_score = scores[i];
+    assert_int_equal(raw_consumer_enable(&c[i], &sc.cfg, -1), 0);
+  }
+  assert_int_equal(clone_for_bugreport(&k, true, NULL, 0), 1);
+  assert_int_equal(cloned_score(&k), 3);
+  raw_consumer_close(&k);
+  /* The best one gone, the next best; for_bugreport alone works too. */
+  assert_int_equal(raw_consumer_disable(&c[1], 5000), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  assert_int_equal(clone_for_bugreport(&k, false, NULL, 0), 1);
+  assert_int_equal(cloned_score(&k), 2);
+  raw_consumer_close(&k);
+  /* Only the score 0 left: nothing is a bugreport's. */
+  assert_int_equal(raw_consumer_disable(&c[2], 5000), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  assert_int_equal(clone_for_bugreport(&k, true, err, sizeof(err)), 0);
+  assert_string_equal(err, "No tracing sessions eligible for bugreport found");
+  raw_consumer_close(&k);
+  for (int i = 0; i < 3; i++) raw_consumer_close(&c[i]);
+}
+
+/* A producer that fires one CLONE_SNAPSHOT trigger over and over: at most
+ * TG_SESSION_MAX_CLONE_WAITS wait for their delay, the rest are ignored,
+ * and once the waits ended a new trigger clones again. */
+static void a_trigger_storm_waits_for_a_bounded_number_of_clones(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c, k;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  trigger_setup(ts, &p, &t, &c, &sc, &tc, "storm.ds",
+                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                "storm");
+  /* A second trigger, to tell the hits after the storm apart. */
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger after =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+  after.name = "after";
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[] = {&tc.tr, &after};
+  tc.tc.n_triggers = 2;
+  tc.tc.triggers = both;
+  tc.tr.has_stop_delay_ms = 1;
+  tc.tr.stop_delay_ms = 100;
+  int64_t orid = observe_clone_hits(&c);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  uint64_t id = only_session_id(&k);
+  raw_consumer_close(&k);
+  /* One request: every trigger arrives before any delay runs out. */
+  enum { STORM = 40, WAITS = 16 };
+  char *names[STORM];
+  for (int i = 0; i < STORM; i++) names[i] = "storm";
+  assert_int_equal(activate_triggers(&t, names, STORM), 1);
+  for (int i = 0; i < WAITS; i++) wait_clone_hit(&c, orid, id, "storm");
+  /* The next hit is the new trigger's, not a 17th of the storm's. */
+  assert_int_equal(activate_trigger(&t, "after"), 1);
+  wait_clone_hit(&c, orid, id, "after");
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(a_trigger_storm_waits_for_a_bounded_number_of_clones,
+                                      test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_snapshots_a_running_session,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_by_name_and_refusals, test_service_setup,
@@ -411,6 +683,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stop_trigger_leaves_a_trigger_packet,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_snapshot_trigger_asks_the_consumer_to_clone,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_snapshot_triggers_move_to_the_first_clone,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_for_bugreport_takes_the_highest_score,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
