@@ -1,0 +1,73 @@
+/* What every catalog implementation shares: state names and the checks of
+ * what callers hand in, so that each backend refuses the same input. */
+#include <errno.h>
+#include <string.h>
+
+#include "collector/catalog_check.h"
+
+const char *tg_coll_state_name(tg_coll_state_t s) {
+  switch (s) {
+    case TG_COLL_PENDING:
+      return "pending";
+    case TG_COLL_COMPLETE:
+      return "complete";
+    case TG_COLL_PARTIAL:
+      return "partial";
+    case TG_COLL_FAILED:
+      return "failed";
+  }
+  return "?";
+}
+
+/* NULL counts as "" wherever |min| is 0. */
+static bool text_ok(const char *s, size_t min, size_t max) {
+  size_t n = s ? strlen(s) : 0;
+  return n >= min && n <= max;
+}
+
+static bool count_ok(uint64_t v) { return v <= (uint64_t)INT64_MAX; }
+
+int tg__coll_check_begin(const tg_coll_begin_t *b) {
+  if (!b || !text_ok(b->trigger, 1, TG_COLL_TRIGGER_MAX) ||
+      !text_ok(b->reason, 0, TG_COLL_REASON_MAX) ||
+      !text_ok(b->origin, 0, TG_COLL_HOST_MAX))
+    return -EINVAL;
+  return 0;
+}
+
+int tg__coll_check_finish(const tg_coll_finish_t *f) {
+  if (!f || (f->n_hosts && !f->hosts) || f->n_hosts > UINT32_MAX ||
+      !count_ok(f->bytes) || !count_ok(f->packets))
+    return -EINVAL;
+  for (size_t i = 0; i < f->n_hosts; i++) {
+    const tg_coll_host_result_t *h = &f->hosts[i];
+    if (!text_ok(h->host, 1, TG_COLL_HOST_MAX) ||
+        !text_ok(h->error, 0, TG_COLL_ERROR_MAX) ||
+        (h->outcome != TG_COLL_HOST_OK && h->outcome != TG_COLL_HOST_FAILED) ||
+        !count_ok(h->bytes) || !count_ok(h->packets) || !count_ok(h->loss))
+      return -EINVAL;
+  }
+  return 0;
+}
+
+tg_coll_state_t tg__coll_finish_state(const tg_coll_finish_t *f,
+                                      uint32_t *n_failed, uint64_t *loss) {
+  uint32_t failed = 0;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < f->n_hosts; i++) {
+    if (f->hosts[i].outcome != TG_COLL_HOST_OK) failed++;
+    sum = f->hosts[i].loss > UINT64_MAX - sum ? UINT64_MAX
+                                              : sum + f->hosts[i].loss;
+  }
+  *n_failed = failed;
+  *loss = sum > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : sum;
+  if (f->n_hosts == 0 || failed == f->n_hosts) return TG_COLL_FAILED;
+  return failed ? TG_COLL_PARTIAL : TG_COLL_COMPLETE;
+}
+
+bool tg__coll_filter_ok(const tg_coll_filter_t *f) {
+  return f && f->limit <= TG_COLL_LIST_MAX &&
+         text_ok(f->trigger, 0, TG_COLL_TRIGGER_MAX) &&
+         text_ok(f->host, 0, TG_COLL_HOST_MAX) &&
+         f->states < (1u << TG_COLL_STATE_COUNT);
+}

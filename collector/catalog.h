@@ -1,0 +1,183 @@
+/* The trace catalog: what the collector knows about its snapshots, behind
+ * one interface so that SQLite (catalog_sqlite.h, the embedded default) and
+ * later PostgreSQL implement the same operations.
+ *
+ * A catalog owns rows, never files: the store (store.h) is its only writer
+ * and pairs every state change with the file operation it stands for, in
+ * the order docs/collector.md explains. Each operation is one short
+ * transaction; none blocks longer than that (a busy database waits at most
+ * the implementation's busy timeout, then fails with -EBUSY).
+ *
+ * A snapshot row's states (every transition is one operation here):
+ *
+ *   begin -> PENDING --finish--> COMPLETE   every host delivered
+ *                    \         > PARTIAL    some hosts failed
+ *                     \        > FAILED     no host delivered
+ *                      \-fail--> FAILED     aborted, or found PENDING at
+ *                                           open (the collector restarted)
+ *
+ * COMPLETE and PARTIAL rows are "live": their file exists. PENDING and
+ * FAILED rows have no file in snapshots/. Rows leave only by remove().
+ *
+ * Text (trigger, reason, host names, errors) is stored and returned
+ * verbatim: every statement binds its values, none is built from text.
+ * Lengths are capped (TG_COLL_*_MAX); longer text is refused (-EINVAL).
+ */
+#ifndef TRACEGATE_COLLECTOR_CATALOG_H
+#define TRACEGATE_COLLECTOR_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_COLL_TRIGGER_MAX 256
+#define TG_COLL_REASON_MAX 1024
+/* A host as the fleet names it: a DNS name (253) and a ":port". */
+#define TG_COLL_HOST_MAX 320
+#define TG_COLL_ERROR_MAX 512
+/* Most rows one list() returns; page on with before_id. */
+#define TG_COLL_LIST_MAX 1000
+
+typedef enum tg_coll_state {
+  TG_COLL_PENDING = 0,
+  TG_COLL_COMPLETE = 1,
+  TG_COLL_PARTIAL = 2,
+  TG_COLL_FAILED = 3,
+} tg_coll_state_t;
+#define TG_COLL_STATE_COUNT 4
+/* A bit per state, for tg_coll_filter_t.states. */
+#define TG_COLL_STATE_BIT(s) (1u << (s))
+#define TG_COLL_LIVE_STATES \
+  (TG_COLL_STATE_BIT(TG_COLL_COMPLETE) | TG_COLL_STATE_BIT(TG_COLL_PARTIAL))
+
+/* "pending", "complete", "partial", "failed"; "?" out of range. */
+const char *tg_coll_state_name(tg_coll_state_t s);
+
+/* What a snapshot is taken for: given at begin, never changed. Borrowed
+ * for the call. */
+typedef struct tg_coll_begin {
+  const char *trigger; /* trigger name, 1..TG_COLL_TRIGGER_MAX bytes */
+  const char *reason;  /* free text, 0..TG_COLL_REASON_MAX bytes (NULL: "") */
+  const char *origin;  /* host the trigger came from, 0..TG_COLL_HOST_MAX */
+} tg_coll_begin_t;
+
+typedef enum tg_coll_host_outcome {
+  TG_COLL_HOST_OK = 0,     /* its data is in the file */
+  TG_COLL_HOST_FAILED = 1, /* it contributed nothing (error says why) */
+} tg_coll_host_outcome_t;
+
+/* One host's part of a snapshot, as the caller reports it to finish.
+ * Strings borrowed for the call. Times are Unix epoch milliseconds. */
+typedef struct tg_coll_host_result {
+  const char *host; /* 1..TG_COLL_HOST_MAX bytes, unique in the snapshot */
+  tg_coll_host_outcome_t outcome;
+  const char *error; /* NULL or 0..TG_COLL_ERROR_MAX bytes */
+  uint64_t bytes, packets;
+  uint64_t loss; /* the host's loss counters, summed */
+  int64_t window_first_ms, window_last_ms; /* what its data covers */
+} tg_coll_host_result_t;
+
+/* A host row as the catalog returns it: owns its text. */
+typedef struct tg_coll_host {
+  char host[TG_COLL_HOST_MAX + 1];
+  tg_coll_host_outcome_t outcome;
+  char error[TG_COLL_ERROR_MAX + 1];
+  uint64_t bytes, packets, loss;
+  int64_t window_first_ms, window_last_ms;
+} tg_coll_host_t;
+
+/* What finish records: the file's size and checksum (from the writer),
+ * the merged packet count and the hosts. |hosts| borrowed for the call. */
+typedef struct tg_coll_finish {
+  uint64_t bytes;
+  uint32_t crc32;
+  uint64_t packets;
+  const tg_coll_host_result_t *hosts;
+  size_t n_hosts;
+  int64_t finished_ms;
+} tg_coll_finish_t;
+
+/* A snapshot row. Owns its text. */
+typedef struct tg_coll_snapshot {
+  uint64_t id;
+  tg_coll_state_t state;
+  bool pinned;
+  int64_t started_ms;     /* begin's time: what age and time filters use */
+  int64_t finished_ms;    /* 0 while PENDING */
+  uint64_t bytes;         /* the file's size (0 unless live) */
+  uint32_t crc32;         /* zlib crc32 of the file (0 unless live) */
+  uint64_t packets, loss; /* merged packets, the hosts' loss summed */
+  uint32_t n_hosts, n_hosts_failed;
+  char trigger[TG_COLL_TRIGGER_MAX + 1];
+  char reason[TG_COLL_REASON_MAX + 1];
+  char origin[TG_COLL_HOST_MAX + 1];
+  char failure[TG_COLL_ERROR_MAX + 1]; /* why FAILED, else "" */
+} tg_coll_snapshot_t;
+
+/* list()'s filters; start from TG_COLL_FILTER_INIT. Rows come newest
+ * (highest id) first. Strings borrowed for the call. */
+typedef struct tg_coll_filter {
+  int64_t from_ms, to_ms; /* started_ms in [from_ms, to_ms) */
+  const char *trigger;    /* exact trigger name, or NULL for any */
+  const char *host;       /* only snapshots with this host, or NULL */
+  unsigned states;        /* TG_COLL_STATE_BIT()s; 0 for any */
+  uint64_t before_id;     /* only ids below it (paging); 0 for no bound */
+  uint32_t limit;         /* 1..TG_COLL_LIST_MAX; 0 means the max */
+} tg_coll_filter_t;
+#define TG_COLL_FILTER_INIT \
+  { .from_ms = INT64_MIN, .to_ms = INT64_MAX }
+
+/* What retention looks at: the bytes of every live snapshot (pinned ones
+ * included: they use the disk too) and the oldest row it may delete (not
+ * pinned, not PENDING; by started_ms, then id). */
+typedef struct tg_coll_retention_view {
+  uint64_t total_bytes;
+  bool has_candidate;
+  tg_coll_snapshot_t candidate;
+} tg_coll_retention_view_t;
+
+typedef struct tg_coll_catalog tg_coll_catalog_t;
+
+/* An implementation's operations. Every one returns 0 or a negative code
+ * (-ENOENT: no such row; -EINVAL: bad argument or a row not in the state
+ * the transition starts from; -EBUSY: the database stayed locked; -EIO,
+ * -ENOSPC, -ENOMEM: the database failed, logged once with its own code). */
+typedef struct tg_coll_catalog_ops {
+  const char *name;
+  /* Frees the catalog; NULL-safe through tg_coll_catalog_close(). */
+  void (*close)(tg_coll_catalog_t *cat);
+  /* Inserts a PENDING row and returns its new id, durable on return. */
+  int (*begin)(tg_coll_catalog_t *cat, const tg_coll_begin_t *b,
+               int64_t started_ms, uint64_t *id);
+  /* PENDING -> COMPLETE/PARTIAL/FAILED (from the hosts' outcomes: all OK
+   * is COMPLETE, none OK is FAILED), with the hosts' rows. FAILED keeps
+   * bytes and crc32 at 0. */
+  int (*finish)(tg_coll_catalog_t *cat, uint64_t id, const tg_coll_finish_t *f);
+  /* PENDING -> FAILED with |why| (truncated to TG_COLL_ERROR_MAX). */
+  int (*fail)(tg_coll_catalog_t *cat, uint64_t id, const char *why,
+              int64_t finished_ms);
+  /* Live -> FAILED: the file went away behind the store's back. */
+  int (*lose)(tg_coll_catalog_t *cat, uint64_t id, const char *why);
+  int (*list)(tg_coll_catalog_t *cat, const tg_coll_filter_t *f,
+              tg_coll_snapshot_t *out, size_t cap, size_t *n);
+  int (*get)(tg_coll_catalog_t *cat, uint64_t id, tg_coll_snapshot_t *out);
+  /* The host rows of |id|, sorted by host name, at most |cap|; *n is how
+   * many there are (may exceed |cap|: call again with room). */
+  int (*hosts)(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
+               size_t cap, size_t *n);
+  int (*set_pinned)(tg_coll_catalog_t *cat, uint64_t id, bool pinned);
+  /* Deletes the row and its hosts (any state but PENDING: -EBUSY). */
+  int (*remove)(tg_coll_catalog_t *cat, uint64_t id);
+  int (*retention_view)(tg_coll_catalog_t *cat, tg_coll_retention_view_t *v);
+} tg_coll_catalog_ops_t;
+
+/* The base every implementation embeds first. */
+struct tg_coll_catalog {
+  const tg_coll_catalog_ops_t *ops;
+};
+
+static inline void tg_coll_catalog_close(tg_coll_catalog_t *cat) {
+  if (cat) cat->ops->close(cat);
+}
+
+#endif /* TRACEGATE_COLLECTOR_CATALOG_H */

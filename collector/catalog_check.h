@@ -1,0 +1,19 @@
+/* Checks every catalog implementation applies before touching its
+ * database (catalog.c): one definition of what input is acceptable. */
+#ifndef TRACEGATE_COLLECTOR_CATALOG_CHECK_H
+#define TRACEGATE_COLLECTOR_CATALOG_CHECK_H
+
+#include "collector/catalog.h"
+
+/* 0, or -EINVAL: a missing trigger, text over its cap. */
+int tg__coll_check_begin(const tg_coll_begin_t *b);
+/* 0, or -EINVAL: text over its cap, a count over INT64_MAX, an unknown
+ * outcome. */
+int tg__coll_check_finish(const tg_coll_finish_t *f);
+/* The state finish() moves a row to, the failed hosts and the summed loss
+ * (saturated at INT64_MAX). */
+tg_coll_state_t tg__coll_finish_state(const tg_coll_finish_t *f,
+                                      uint32_t *n_failed, uint64_t *loss);
+bool tg__coll_filter_ok(const tg_coll_filter_t *f);
+
+#endif /* TRACEGATE_COLLECTOR_CATALOG_CHECK_H */

@@ -1,0 +1,276 @@
+/* The SQLite catalog's database: open, pragmas, schema migrations, the
+ * prepared statements, errors. The operations are in catalog_sqlite_ops.c.
+ *
+ * No statement here or there is built from text a caller gave: the SQL is
+ * constant and every value is bound (sqlite3_bind_*). The one formatted
+ * statement, "PRAGMA user_version = N", formats an integer of ours.
+ */
+#include "collector/catalog_sqlite.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/catalog_sqlite_internal.h"
+#include "common/log.h"
+#include "tracegate/error.h"
+
+/* Step k takes the schema from version k to k + 1; each runs in the
+ * transaction that also sets user_version, so a crash mid-migration leaves
+ * the old version whole. Append steps; never edit a released one. */
+static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
+    /* 0 -> 1: snapshots and their hosts.
+     * state: 0 pending, 1 complete, 2 partial, 3 failed (catalog.h). */
+    "CREATE TABLE snapshots ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " state INTEGER NOT NULL CHECK (state BETWEEN 0 AND 3),"
+    " pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),"
+    " started_ms INTEGER NOT NULL,"
+    " finished_ms INTEGER NOT NULL DEFAULT 0,"
+    " trigger TEXT NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " origin TEXT NOT NULL,"
+    " failure TEXT NOT NULL DEFAULT '',"
+    " bytes INTEGER NOT NULL DEFAULT 0,"
+    " crc32 INTEGER NOT NULL DEFAULT 0,"
+    " packets INTEGER NOT NULL DEFAULT 0,"
+    " loss INTEGER NOT NULL DEFAULT 0,"
+    " n_hosts INTEGER NOT NULL DEFAULT 0,"
+    " n_hosts_failed INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX snapshots_age ON snapshots (started_ms, id);"
+    "CREATE INDEX snapshots_trigger ON snapshots (trigger);"
+    "CREATE TABLE snapshot_hosts ("
+    " snapshot_id INTEGER NOT NULL"
+    "  REFERENCES snapshots (id) ON DELETE CASCADE,"
+    " host TEXT NOT NULL,"
+    " outcome INTEGER NOT NULL CHECK (outcome IN (0, 1)),"
+    " error TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " packets INTEGER NOT NULL,"
+    " loss INTEGER NOT NULL,"
+    " window_first_ms INTEGER NOT NULL,"
+    " window_last_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (snapshot_id, host)) WITHOUT ROWID;"
+    "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);",
+};
+
+#define SNAPSHOT_COLS                                                    \
+  "id, state, pinned, started_ms, finished_ms, trigger, reason, origin," \
+  " failure, bytes, crc32, packets, loss, n_hosts, n_hosts_failed"
+
+static const char *const sql[S_COUNT] = {
+    [S_TX_BEGIN] = "BEGIN IMMEDIATE",
+    [S_TX_READ] = "BEGIN",
+    [S_TX_COMMIT] = "COMMIT",
+    [S_TX_ROLLBACK] = "ROLLBACK",
+    [S_INSERT] =
+        "INSERT INTO snapshots (state, started_ms, trigger, reason,"
+        " origin) VALUES (0, ?1, ?2, ?3, ?4)",
+    [S_FINISH] =
+        "UPDATE snapshots SET state = ?2, finished_ms = ?3,"
+        " bytes = ?4, crc32 = ?5, packets = ?6, loss = ?7,"
+        " n_hosts = ?8, n_hosts_failed = ?9"
+        " WHERE id = ?1 AND state = 0",
+    [S_INSERT_HOST] =
+        "INSERT INTO snapshot_hosts (snapshot_id, host,"
+        " outcome, error, bytes, packets, loss,"
+        " window_first_ms, window_last_ms)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [S_FAIL] =
+        "UPDATE snapshots SET state = 3, finished_ms = ?2,"
+        " failure = ?3 WHERE id = ?1 AND state = 0",
+    [S_LOSE] =
+        "UPDATE snapshots SET state = 3, failure = ?2, bytes = 0,"
+        " crc32 = 0 WHERE id = ?1 AND state IN (1, 2)",
+    [S_LIST] = "SELECT " SNAPSHOT_COLS
+               " FROM snapshots s"
+               " WHERE started_ms >= ?1 AND started_ms < ?2"
+               " AND (?3 IS NULL OR trigger = ?3)"
+               " AND (?4 IS NULL OR EXISTS (SELECT 1 FROM snapshot_hosts h"
+               "  WHERE h.snapshot_id = s.id AND h.host = ?4))"
+               " AND (?5 = 0 OR (?5 >> state) & 1)"
+               " AND id < ?6"
+               " ORDER BY id DESC LIMIT ?7",
+    [S_GET] = "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE id = ?1",
+    [S_HOSTS] =
+        "SELECT host, outcome, error, bytes, packets, loss,"
+        " window_first_ms, window_last_ms FROM snapshot_hosts"
+        " WHERE snapshot_id = ?1 ORDER BY host",
+    [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",
+    [S_STATE] = "SELECT state FROM snapshots WHERE id = ?1",
+    [S_REMOVE] = "DELETE FROM snapshots WHERE id = ?1 AND state <> 0",
+    [S_TOTAL] =
+        "SELECT COALESCE(SUM(bytes), 0) FROM snapshots"
+        " WHERE state IN (1, 2)",
+    [S_CANDIDATE] = "SELECT " SNAPSHOT_COLS
+                    " FROM snapshots"
+                    " WHERE pinned = 0 AND state <> 0"
+                    " ORDER BY started_ms, id LIMIT 1",
+};
+
+int tg__coll_sqlite_err(tg__coll_sqlite_t *c, int rc, const char *what) {
+  TG_ERROR("catalog: %s: sqlite error %d (%s)", what, rc,
+           c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return -EBUSY;
+    case SQLITE_NOMEM:
+      return -ENOMEM;
+    case SQLITE_FULL:
+      return -ENOSPC;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return -EACCES;
+    case SQLITE_CANTOPEN:
+      return -ENOENT;
+    case SQLITE_CONSTRAINT:
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE:
+      return -EINVAL;
+    default:
+      return -EIO;
+  }
+}
+
+sqlite3_stmt *tg__coll_sqlite_stmt(tg__coll_sqlite_t *c, tg__coll_stmt_t s) {
+  sqlite3_stmt *st = c->stmt[s];
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return st;
+}
+
+int tg__coll_sqlite_exec(tg__coll_sqlite_t *c, tg__coll_stmt_t s,
+                         const char *what) {
+  sqlite3_stmt *st = c->stmt[s];
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : tg__coll_sqlite_err(c, rc, what);
+}
+
+/* A pragma whose one-row answer (if any) we read as an integer. */
+static int pragma_int(tg__coll_sqlite_t *c, const char *text, int64_t *out) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(c->db, text, -1, &st, NULL);
+  if (rc != SQLITE_OK) return tg__coll_sqlite_err(c, rc, text);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && out) *out = sqlite3_column_int64(st, 0);
+  int err = rc == SQLITE_ROW || rc == SQLITE_DONE
+                ? 0
+                : tg__coll_sqlite_err(c, rc, text);
+  sqlite3_finalize(st);
+  return err;
+}
+
+static int exec_text(tg__coll_sqlite_t *c, const char *text, const char *what) {
+  int rc = sqlite3_exec(c->db, text, NULL, NULL, NULL);
+  return rc == SQLITE_OK ? 0 : tg__coll_sqlite_err(c, rc, what);
+}
+
+static int set_wal(tg__coll_sqlite_t *c) {
+  sqlite3_stmt *st = NULL;
+  int rc =
+      sqlite3_prepare_v2(c->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+  if (rc != SQLITE_OK) return tg__coll_sqlite_err(c, rc, "journal_mode");
+  rc = sqlite3_step(st);
+  const unsigned char *mode =
+      rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+  int err = 0;
+  if (!mode || strcmp((const char *)mode, "wal") != 0) {
+    TG_ERROR("catalog: the database refused WAL mode (%s)",
+             mode ? (const char *)mode : sqlite3_errmsg(c->db));
+    err = -EIO;
+  }
+  sqlite3_finalize(st);
+  return err;
+}
+
+/* Brings the schema to TG_COLL_SQLITE_SCHEMA, one transaction per step. */
+static int migrate(tg__coll_sqlite_t *c) {
+  int err;
+  for (;;) {
+    err = exec_text(c, "BEGIN IMMEDIATE", "migration");
+    if (err) return err;
+    int64_t version = 0, app_id = 0;
+    if ((err = pragma_int(c, "PRAGMA user_version", &version)) ||
+        (err = pragma_int(c, "PRAGMA application_id", &app_id)))
+      goto fail;
+    if (app_id != 0 && app_id != TG_COLL_SQLITE_APP_ID) {
+      TG_ERROR("catalog: not a tracegate catalog (application_id %lld)",
+               (long long)app_id);
+      err = TG_ENOT_SUPPORTED;
+      goto fail;
+    }
+    if (version > TG_COLL_SQLITE_SCHEMA || version < 0) {
+      TG_ERROR(
+          "catalog: schema version %lld is newer than this collector's"
+          " (%d)",
+          (long long)version, TG_COLL_SQLITE_SCHEMA);
+      err = TG_ENOT_SUPPORTED;
+      goto fail;
+    }
+    if (version == TG_COLL_SQLITE_SCHEMA)
+      return exec_text(c, "COMMIT", "migration");
+    char stamp[96];
+    snprintf(stamp, sizeof(stamp),
+             "PRAGMA user_version = %d; PRAGMA application_id = %d",
+             (int)version + 1, TG_COLL_SQLITE_APP_ID);
+    if ((err = exec_text(c, migrations[version], "migration")) ||
+        (err = exec_text(c, stamp, "migration")) ||
+        (err = exec_text(c, "COMMIT", "migration")))
+      goto fail;
+    TG_INFO("catalog: schema migrated to version %d", (int)version + 1);
+  }
+fail:
+  sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  return err;
+}
+
+void tg__coll_sqlite_close(tg_coll_catalog_t *cat) {
+  tg__coll_sqlite_t *c = (tg__coll_sqlite_t *)cat;
+  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(c->stmt[i]);
+  /* The last connection's close checkpoints and removes the WAL. */
+  if (c->db && sqlite3_close(c->db) != SQLITE_OK)
+    TG_ERROR("catalog: close: %s", sqlite3_errmsg(c->db));
+  free(c);
+}
+
+int tg_coll_catalog_sqlite_open(const char *path, tg_coll_catalog_t **out) {
+  tg__coll_sqlite_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  c->base.ops = &tg__coll_sqlite_ops;
+  int err;
+  /* Not SQLITE_OPEN_NOFOLLOW: it refuses a symlink in any component of
+   * the path, and a store directory may well be one. */
+  int rc = sqlite3_open_v2(path, &c->db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) {
+    err = tg__coll_sqlite_err(c, rc, "open");
+    goto fail;
+  }
+  sqlite3_extended_result_codes(c->db, 1);
+  if ((rc = sqlite3_busy_timeout(c->db, TG_COLL_SQLITE_BUSY_MS)) != SQLITE_OK) {
+    err = tg__coll_sqlite_err(c, rc, "busy_timeout");
+    goto fail;
+  }
+  if ((err = set_wal(c)) ||
+      (err = pragma_int(c, "PRAGMA synchronous = FULL", NULL)) ||
+      (err = pragma_int(c, "PRAGMA foreign_keys = ON", NULL)) ||
+      (err = migrate(c)))
+    goto fail;
+  for (int i = 0; i < S_COUNT; i++) {
+    rc = sqlite3_prepare_v3(c->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &c->stmt[i], NULL);
+    if (rc != SQLITE_OK) {
+      err = tg__coll_sqlite_err(c, rc, sql[i]);
+      goto fail;
+    }
+  }
+  *out = &c->base;
+  return 0;
+fail:
+  tg__coll_sqlite_close(&c->base);
+  return err;
+}

@@ -1,0 +1,287 @@
+/* The SQLite catalog's operations (catalog.h): each one statement, or one
+ * transaction of a few, on statements prepared at open. */
+#include <errno.h>
+#include <string.h>
+
+#include "collector/catalog_check.h"
+#include "collector/catalog_sqlite_internal.h"
+
+static tg__coll_sqlite_t *sq(tg_coll_catalog_t *cat) {
+  return (tg__coll_sqlite_t *)cat;
+}
+
+/* NULL binds as "": every text column is NOT NULL. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+  sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_STATIC);
+}
+
+/* Copies a column into a fixed buffer; a database edited by hand may hold
+ * longer text than we ever write, which is cut, never overrun. */
+static void column_text(sqlite3_stmt *st, int col, char *dst, size_t cap) {
+  const unsigned char *s = sqlite3_column_text(st, col);
+  size_t n = s ? (size_t)sqlite3_column_bytes(st, col) : 0;
+  if (n >= cap) n = cap - 1;
+  if (n) memcpy(dst, s, n);
+  dst[n] = 0;
+}
+
+static uint64_t column_u64(sqlite3_stmt *st, int col) {
+  int64_t v = sqlite3_column_int64(st, col);
+  return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* One row of SNAPSHOT_COLS (catalog_sqlite.c), in that order. */
+static void read_snapshot(sqlite3_stmt *st, tg_coll_snapshot_t *s) {
+  memset(s, 0, sizeof(*s));
+  s->id = column_u64(st, 0);
+  int state = sqlite3_column_int(st, 1);
+  s->state = state >= 0 && state < TG_COLL_STATE_COUNT ? (tg_coll_state_t)state
+                                                       : TG_COLL_FAILED;
+  s->pinned = sqlite3_column_int(st, 2) != 0;
+  s->started_ms = sqlite3_column_int64(st, 3);
+  s->finished_ms = sqlite3_column_int64(st, 4);
+  column_text(st, 5, s->trigger, sizeof(s->trigger));
+  column_text(st, 6, s->reason, sizeof(s->reason));
+  column_text(st, 7, s->origin, sizeof(s->origin));
+  column_text(st, 8, s->failure, sizeof(s->failure));
+  s->bytes = column_u64(st, 9);
+  s->crc32 = (uint32_t)sqlite3_column_int64(st, 10);
+  s->packets = column_u64(st, 11);
+  s->loss = column_u64(st, 12);
+  s->n_hosts = (uint32_t)sqlite3_column_int64(st, 13);
+  s->n_hosts_failed = (uint32_t)sqlite3_column_int64(st, 14);
+}
+
+/* After a guarded UPDATE or DELETE changed nothing: why. -ENOENT (no row)
+ * or |wrong| (the row is not in a state the transition starts from). */
+static int why_unchanged(tg__coll_sqlite_t *c, uint64_t id, int wrong) {
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_STATE);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_ROW) return wrong;
+  if (rc == SQLITE_DONE) return -ENOENT;
+  return tg__coll_sqlite_err(c, rc, "state");
+}
+
+/* Steps a write that must change exactly one row. */
+static int write_one(tg__coll_sqlite_t *c, sqlite3_stmt *st, uint64_t id,
+                     int wrong, const char *what) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, what);
+  return sqlite3_changes(c->db) == 1 ? 0 : why_unchanged(c, id, wrong);
+}
+
+static int op_begin(tg_coll_catalog_t *cat, const tg_coll_begin_t *b,
+                    int64_t started_ms, uint64_t *id) {
+  tg__coll_sqlite_t *c = sq(cat);
+  int err = tg__coll_check_begin(b);
+  if (err) return err;
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_INSERT);
+  sqlite3_bind_int64(st, 1, started_ms);
+  bind_text(st, 2, b->trigger);
+  bind_text(st, 3, b->reason);
+  bind_text(st, 4, b->origin);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, "begin");
+  *id = (uint64_t)sqlite3_last_insert_rowid(c->db);
+  return 0;
+}
+
+static int insert_host(tg__coll_sqlite_t *c, uint64_t id,
+                       const tg_coll_host_result_t *h) {
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_INSERT_HOST);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  bind_text(st, 2, h->host);
+  sqlite3_bind_int(st, 3, (int)h->outcome);
+  bind_text(st, 4, h->error);
+  sqlite3_bind_int64(st, 5, (sqlite3_int64)h->bytes);
+  sqlite3_bind_int64(st, 6, (sqlite3_int64)h->packets);
+  sqlite3_bind_int64(st, 7, (sqlite3_int64)h->loss);
+  sqlite3_bind_int64(st, 8, h->window_first_ms);
+  sqlite3_bind_int64(st, 9, h->window_last_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  /* A host named twice breaks the primary key: the caller's mistake. */
+  if ((rc & 0xff) == SQLITE_CONSTRAINT) return -EINVAL;
+  return rc == SQLITE_DONE ? 0 : tg__coll_sqlite_err(c, rc, "finish host");
+}
+
+static int op_finish(tg_coll_catalog_t *cat, uint64_t id,
+                     const tg_coll_finish_t *f) {
+  tg__coll_sqlite_t *c = sq(cat);
+  int err = tg__coll_check_finish(f);
+  if (err) return err;
+  uint32_t n_failed;
+  uint64_t loss;
+  tg_coll_state_t state = tg__coll_finish_state(f, &n_failed, &loss);
+  bool live = state != TG_COLL_FAILED;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_BEGIN, "finish"))) return err;
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_FINISH);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  sqlite3_bind_int(st, 2, (int)state);
+  sqlite3_bind_int64(st, 3, f->finished_ms);
+  sqlite3_bind_int64(st, 4, live ? (sqlite3_int64)f->bytes : 0);
+  sqlite3_bind_int64(st, 5, live ? (sqlite3_int64)f->crc32 : 0);
+  sqlite3_bind_int64(st, 6, (sqlite3_int64)f->packets);
+  sqlite3_bind_int64(st, 7, (sqlite3_int64)loss);
+  sqlite3_bind_int64(st, 8, (sqlite3_int64)f->n_hosts);
+  sqlite3_bind_int64(st, 9, (sqlite3_int64)n_failed);
+  if ((err = write_one(c, st, id, -EINVAL, "finish"))) goto fail;
+  for (size_t i = 0; i < f->n_hosts; i++)
+    if ((err = insert_host(c, id, &f->hosts[i]))) goto fail;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_COMMIT, "finish"))) goto fail;
+  return 0;
+fail:
+  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "finish rollback");
+  return err;
+}
+
+static int op_fail(tg_coll_catalog_t *cat, uint64_t id, const char *why,
+                   int64_t finished_ms) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_FAIL);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  sqlite3_bind_int64(st, 2, finished_ms);
+  size_t n = why ? strnlen(why, TG_COLL_ERROR_MAX) : 0;
+  sqlite3_bind_text(st, 3, why ? why : "", (int)n, SQLITE_STATIC);
+  return write_one(c, st, id, -EINVAL, "fail");
+}
+
+static int op_lose(tg_coll_catalog_t *cat, uint64_t id, const char *why) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_LOSE);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  size_t n = why ? strnlen(why, TG_COLL_ERROR_MAX) : 0;
+  sqlite3_bind_text(st, 2, why ? why : "", (int)n, SQLITE_STATIC);
+  return write_one(c, st, id, -EINVAL, "lose");
+}
+
+static int op_list(tg_coll_catalog_t *cat, const tg_coll_filter_t *f,
+                   tg_coll_snapshot_t *out, size_t cap, size_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  if (!tg__coll_filter_ok(f)) return -EINVAL;
+  uint32_t limit = f->limit ? f->limit : TG_COLL_LIST_MAX;
+  if (limit > cap) limit = (uint32_t)cap;
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_LIST);
+  sqlite3_bind_int64(st, 1, f->from_ms);
+  sqlite3_bind_int64(st, 2, f->to_ms);
+  if (f->trigger) sqlite3_bind_text(st, 3, f->trigger, -1, SQLITE_STATIC);
+  if (f->host) sqlite3_bind_text(st, 4, f->host, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 5, (int)f->states);
+  sqlite3_bind_int64(st, 6,
+                     f->before_id ? (sqlite3_int64)f->before_id : INT64_MAX);
+  sqlite3_bind_int(st, 7, (int)limit);
+  size_t got = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) read_snapshot(st, &out[got++]);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, "list");
+  *n = got;
+  return 0;
+}
+
+static int op_get(tg_coll_catalog_t *cat, uint64_t id,
+                  tg_coll_snapshot_t *out) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_GET);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) read_snapshot(st, out);
+  sqlite3_reset(st);
+  if (rc == SQLITE_ROW) return 0;
+  return rc == SQLITE_DONE ? -ENOENT : tg__coll_sqlite_err(c, rc, "get");
+}
+
+static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
+                    size_t cap, size_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_HOSTS);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  size_t count = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (count < cap) {
+      tg_coll_host_t *h = &out[count];
+      column_text(st, 0, h->host, sizeof(h->host));
+      h->outcome = sqlite3_column_int(st, 1) == TG_COLL_HOST_OK
+                       ? TG_COLL_HOST_OK
+                       : TG_COLL_HOST_FAILED;
+      column_text(st, 2, h->error, sizeof(h->error));
+      h->bytes = column_u64(st, 3);
+      h->packets = column_u64(st, 4);
+      h->loss = column_u64(st, 5);
+      h->window_first_ms = sqlite3_column_int64(st, 6);
+      h->window_last_ms = sqlite3_column_int64(st, 7);
+    }
+    count++;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, "hosts");
+  /* No hosts and no snapshot are told apart, as get() would. */
+  if (count == 0) {
+    int err = why_unchanged(c, id, 0);
+    if (err) return err;
+  }
+  *n = count;
+  return 0;
+}
+
+static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_PIN);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  sqlite3_bind_int(st, 2, pinned ? 1 : 0);
+  return write_one(c, st, id, 0, "pin");
+}
+
+static int op_remove(tg_coll_catalog_t *cat, uint64_t id) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_REMOVE);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  return write_one(c, st, id, -EBUSY, "remove");
+}
+
+static int op_retention_view(tg_coll_catalog_t *cat,
+                             tg_coll_retention_view_t *v) {
+  tg__coll_sqlite_t *c = sq(cat);
+  memset(v, 0, sizeof(*v));
+  /* One read transaction: the total and the candidate agree. */
+  int err = tg__coll_sqlite_exec(c, S_TX_READ, "retention");
+  if (err) return err;
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_TOTAL);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) v->total_bytes = column_u64(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW) goto fail;
+  st = tg__coll_sqlite_stmt(c, S_CANDIDATE);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    read_snapshot(st, &v->candidate);
+    v->has_candidate = true;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto fail;
+  return tg__coll_sqlite_exec(c, S_TX_COMMIT, "retention");
+fail:
+  err = tg__coll_sqlite_err(c, rc, "retention");
+  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "retention rollback");
+  return err;
+}
+
+const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
+    .name = "sqlite",
+    .close = tg__coll_sqlite_close,
+    .begin = op_begin,
+    .finish = op_finish,
+    .fail = op_fail,
+    .lose = op_lose,
+    .list = op_list,
+    .get = op_get,
+    .hosts = op_hosts,
+    .set_pinned = op_set_pinned,
+    .remove = op_remove,
+    .retention_view = op_retention_view,
+};

@@ -1,0 +1,217 @@
+/* The store (store.h): opening and locking the directory, the reads,
+ * pin, delete and retention. Writing is in store_writer.c, the repair at
+ * open in store_recover.c. */
+#include "collector/store.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/catalog_sqlite.h"
+#include "collector/snapshot_id.h"
+#include "collector/store_internal.h"
+#include "common/log.h"
+#include "tracegate/error.h"
+
+const char *tg_coll_step_name(tg_coll_step_t s) {
+  static const char *const names[TG_COLL_STEP_COUNT] = {
+      "begun",    "created", "wrote",    "synced",      "renamed", "dir_synced",
+      "finished", "aborted", "removing", "row_removed", "unlinked"};
+  return s < TG_COLL_STEP_COUNT ? names[s] : "?";
+}
+
+static int64_t realtime_ms(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t tg__coll_now(tg_coll_store_t *s) { return s->now_ms(s->clock_ctx); }
+
+void tg__coll_step(tg_coll_store_t *s, tg_coll_step_t step, uint64_t id) {
+  if (s->on_step) s->on_step(s->step_ctx, step, id);
+}
+
+/* Opens directory |name| under |at| (AT_FDCWD for the root), creating it
+ * if missing; *created says whether it was. */
+static int open_dir(int at, const char *name, bool *created, int *fd) {
+  *created = false;
+  if (mkdirat(at, name, 0750) == 0)
+    *created = true;
+  else if (errno != EEXIST)
+    return -errno;
+  /* The root is configuration and may be a symlink; below it, ours. */
+  int d = openat(
+      at, name,
+      O_RDONLY | O_DIRECTORY | O_CLOEXEC | (at == AT_FDCWD ? 0 : O_NOFOLLOW));
+  if (d < 0) return -errno;
+  *fd = d;
+  return 0;
+}
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* The lock file, flock()ed: the kernel drops the lock when the process
+ * dies however it dies, so a killed collector never blocks its successor,
+ * while a second one running on the same store is refused. */
+static int lock_store(tg_coll_store_t *s, const char *dir) {
+  s->lock_fd = openat(s->root_fd, TG_COLL_LOCK_FILE,
+                      O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (s->lock_fd < 0) return -errno;
+  if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    if (err == -EBUSY) TG_ERROR("store %s: in use by another collector", dir);
+    return err;
+  }
+  return 0;
+}
+
+static int open_catalog(tg_coll_store_t *s, const tg_coll_store_config_t *cfg) {
+  if (cfg->catalog) {
+    s->cat = cfg->catalog;
+    return 0;
+  }
+  char path[4096];
+  int n = snprintf(path, sizeof(path), "%s/%s", cfg->dir, TG_COLL_CATALOG_FILE);
+  if (n < 0 || (size_t)n >= sizeof(path)) return -ENAMETOOLONG;
+  s->owns_cat = true;
+  return tg_coll_catalog_sqlite_open(path, &s->cat);
+}
+
+int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
+                       tg_coll_recovery_t *rec) {
+  if (!cfg || !cfg->dir || !*cfg->dir) return -EINVAL;
+  tg_coll_store_t *s = calloc(1, sizeof(*s));
+  if (!s) return -ENOMEM;
+  s->lock_fd = s->root_fd = s->tmp_fd = s->snap_fd = -1;
+  s->retention = cfg->retention;
+  s->now_ms = cfg->now_ms ? cfg->now_ms : realtime_ms;
+  s->clock_ctx = cfg->clock_ctx;
+  s->on_step = cfg->on_step;
+  s->step_ctx = cfg->step_ctx;
+  bool root_new, tmp_new, snap_new;
+  int err;
+  if ((err = open_dir(AT_FDCWD, cfg->dir, &root_new, &s->root_fd)) ||
+      (err = lock_store(s, cfg->dir)) ||
+      (err = open_dir(s->root_fd, TG_COLL_TMP_DIR, &tmp_new, &s->tmp_fd)) ||
+      (err =
+           open_dir(s->root_fd, TG_COLL_SNAPSHOT_DIR, &snap_new, &s->snap_fd)))
+    goto fail;
+  /* New subdirectories must be durable before a file is renamed into one. */
+  if ((tmp_new || snap_new) && fsync(s->root_fd) != 0) {
+    err = -errno;
+    goto fail;
+  }
+  if ((err = open_catalog(s, cfg))) goto fail;
+  tg_coll_recovery_t local;
+  if ((err = tg__coll_recover(s, rec ? rec : &local))) goto fail;
+  *out = s;
+  return 0;
+fail:
+  TG_ERROR("store %s: open: %s", cfg->dir, tg_strerror(err));
+  tg_coll_store_close(s);
+  return err;
+}
+
+void tg_coll_store_close(tg_coll_store_t *s) {
+  if (!s) return;
+  assert(s->writers == 0);
+  if (s->owns_cat) tg_coll_catalog_close(s->cat);
+  close_fd(&s->snap_fd);
+  close_fd(&s->tmp_fd);
+  close_fd(&s->root_fd);
+  close_fd(&s->lock_fd); /* last: releases the flock */
+  free(s);
+}
+
+int tg_coll_store_list(tg_coll_store_t *s, const tg_coll_filter_t *f,
+                       tg_coll_snapshot_t *out, size_t cap, size_t *n) {
+  return s->cat->ops->list(s->cat, f, out, cap, n);
+}
+
+int tg_coll_store_get(tg_coll_store_t *s, uint64_t id,
+                      tg_coll_snapshot_t *out) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->get(s->cat, id, out);
+}
+
+int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
+                        size_t cap, size_t *n) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->hosts(s->cat, id, out, cap, n);
+}
+
+static bool live(tg_coll_state_t st) {
+  return st == TG_COLL_COMPLETE || st == TG_COLL_PARTIAL;
+}
+
+int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
+  tg_coll_snapshot_t snap;
+  int err = tg_coll_store_get(s, id, &snap);
+  if (err) return err;
+  if (!live(snap.state)) return -ENOENT;
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(id, 0, name);
+  int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (f < 0) return -errno;
+  *fd = f;
+  return 0;
+}
+
+int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->set_pinned(s->cat, id, pinned);
+}
+
+/* The row goes first, committed: a crash before the unlink leaves an
+ * orphan file, which the next open removes; the other order could leave a
+ * live row without its file. */
+int tg__coll_remove(tg_coll_store_t *s, uint64_t id) {
+  tg__coll_step(s, TG_COLL_STEP_REMOVING, id);
+  int err = s->cat->ops->remove(s->cat, id);
+  if (err) return err;
+  tg__coll_step(s, TG_COLL_STEP_ROW_REMOVED, id);
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(id, 0, name);
+  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
+    TG_WARN("store: snapshot %s: unlink: %s (removed at the next open)", name,
+            strerror(errno));
+  tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
+  return 0;
+}
+
+int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return tg__coll_remove(s, id);
+}
+
+int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
+  tg_coll_retention_view_t v;
+  int err = s->cat->ops->retention_view(s->cat, &v);
+  if (err) return err;
+  tg_coll_retained_t r = {.total_bytes = v.total_bytes};
+  r.verdict = tg_coll_retention_decide(&s->retention, &v, tg__coll_now(s));
+  if (r.verdict != TG_COLL_KEEP) {
+    r.id = v.candidate.id;
+    r.bytes = v.candidate.bytes;
+    char idtext[TG_COLL_ID_STRLEN];
+    tg_coll_id_format(r.id, idtext);
+    TG_INFO("store: retention (%s) deletes snapshot %s, %llu bytes",
+            tg_coll_verdict_name(r.verdict), idtext,
+            (unsigned long long)r.bytes);
+    if ((err = tg__coll_remove(s, r.id))) return err;
+  }
+  if (out) *out = r;
+  return r.verdict != TG_COLL_KEEP;
+}

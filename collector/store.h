@@ -1,0 +1,162 @@
+/* The snapshot store: a directory of merged traces and the catalog that
+ * describes them, kept consistent across a kill -9 at any moment.
+ *
+ *   <dir>/lock                     flock()ed while a store is open
+ *   <dir>/catalog.sqlite (-wal, -shm)  the default catalog
+ *   <dir>/tmp/<id>.pftrace.partial     a snapshot being written
+ *   <dir>/snapshots/<id>.pftrace       a finished snapshot (live row)
+ *
+ * The protocol (docs/collector.md says why each step is where it is):
+ *   begin:   PENDING row committed -> id returned -> tmp file created
+ *   finish:  fsync(tmp) -> rename into snapshots/ -> fsync(snapshots/)
+ *            -> row COMPLETE/PARTIAL committed
+ *   delete:  row deleted (committed) -> file unlinked
+ *   open:    PENDING rows -> FAILED; tmp/ emptied; files of snapshots/
+ *            without a live row removed; live rows whose file is missing
+ *            or of the wrong size -> FAILED (logged)
+ * So no row points at a missing or partial file, no file outlives a
+ * restart without its row, and an id once returned keeps its row (FAILED
+ * if the snapshot could not be finished) until deleted.
+ *
+ * Threads: a store is used by one thread at a time (a libuv loop's). Each
+ * call is at most one short catalog transaction plus a few file system
+ * calls, except tg_coll_writer_sync() (fsyncs the whole file: run it on a
+ * worker, e.g. uv_queue_work, while the loop goes on; it touches only its
+ * writer) and tg_coll_store_open() (recovery walks the whole store).
+ */
+#ifndef TRACEGATE_COLLECTOR_STORE_H
+#define TRACEGATE_COLLECTOR_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/catalog.h"
+#include "collector/retention.h"
+
+#define TG_COLL_CATALOG_FILE "catalog.sqlite"
+#define TG_COLL_LOCK_FILE "lock"
+#define TG_COLL_TMP_DIR "tmp"
+#define TG_COLL_SNAPSHOT_DIR "snapshots"
+
+typedef struct tg_coll_store tg_coll_store_t;
+typedef struct tg_coll_writer tg_coll_writer_t;
+
+/* The protocol's steps, in the order they happen; see on_step. */
+typedef enum tg_coll_step {
+  TG_COLL_STEP_BEGUN,       /* PENDING row committed, id not yet returned */
+  TG_COLL_STEP_CREATED,     /* tmp file created, begin about to return */
+  TG_COLL_STEP_WROTE,       /* bytes written into the tmp file */
+  TG_COLL_STEP_SYNCED,      /* tmp file fsync()ed */
+  TG_COLL_STEP_RENAMED,     /* file renamed into snapshots/ */
+  TG_COLL_STEP_DIR_SYNCED,  /* snapshots/ fsync()ed, row still PENDING */
+  TG_COLL_STEP_FINISHED,    /* row committed COMPLETE, PARTIAL or FAILED */
+  TG_COLL_STEP_ABORTED,     /* row committed FAILED by abort */
+  TG_COLL_STEP_REMOVING,    /* delete or retention: |id| about to go */
+  TG_COLL_STEP_ROW_REMOVED, /* delete or retention: row gone, file not yet */
+  TG_COLL_STEP_UNLINKED,    /* delete or retention: file gone */
+  TG_COLL_STEP_COUNT
+} tg_coll_step_t;
+
+/* "begun", "created", ... */
+const char *tg_coll_step_name(tg_coll_step_t s);
+
+/* Called after each step, on the thread making the call: for metrics and
+ * for the crash tests, which stop the process there. */
+typedef void (*tg_coll_step_fn)(void *ctx, tg_coll_step_t step, uint64_t id);
+
+typedef struct tg_coll_store_config {
+  const char *dir; /* created if missing (not its parents); copied */
+  /* NULL: the SQLite catalog at <dir>/catalog.sqlite, owned by the store.
+   * Else borrowed: the caller closes it after tg_coll_store_close(). */
+  tg_coll_catalog_t *catalog;
+  tg_coll_retention_policy_t retention;
+  /* Unix epoch milliseconds; NULL: CLOCK_REALTIME. */
+  int64_t (*now_ms)(void *ctx);
+  void *clock_ctx;
+  tg_coll_step_fn on_step; /* NULL: none */
+  void *step_ctx;
+} tg_coll_store_config_t;
+
+/* What open found and repaired. */
+typedef struct tg_coll_recovery {
+  uint32_t interrupted;     /* PENDING rows made FAILED */
+  uint32_t tmp_removed;     /* files removed from tmp/ */
+  uint32_t orphans_removed; /* files of snapshots/ without a live row */
+  uint32_t lost;            /* live rows whose file was gone or short */
+  uint32_t foreign;         /* names in snapshots/ that are not ours, kept */
+} tg_coll_recovery_t;
+
+/* Opens the store at cfg->dir, locking it against a second opener (-EBUSY)
+ * and recovering it (above). Returns 0 and *out (free with
+ * tg_coll_store_close), filling *rec when not NULL; or -errno /
+ * TG_ENOT_SUPPORTED (the catalog's schema is newer). */
+int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
+                       tg_coll_recovery_t *rec);
+/* Every writer must have been finished or aborted. NULL-safe. */
+void tg_coll_store_close(tg_coll_store_t *s);
+
+/* Starts a snapshot: a PENDING row, committed, then its tmp file. Returns
+ * 0, *id and *w (the store's until tg_coll_store_finish/abort); or an
+ * error, and then no id was handed out (a row may stay, FAILED). */
+int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
+                        tg_coll_writer_t **w, uint64_t *id);
+
+uint64_t tg_coll_writer_id(const tg_coll_writer_t *w);
+uint64_t tg_coll_writer_bytes(const tg_coll_writer_t *w);
+/* Appends |n| bytes of |p| (borrowed for the call). 0 or -errno; after an
+ * error the writer refuses everything but abort (and finish, which fails). */
+int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n);
+/* fsync()s what was written. Optional (finish syncs if this was not
+ * called); may run on another thread than the store's, not concurrently
+ * with calls on the same writer. 0 or -errno. */
+int tg_coll_writer_sync(tg_coll_writer_t *w);
+
+/* What the caller knows at the end: the merged packet count and each
+ * host's part. Borrowed for the call. */
+typedef struct tg_coll_result {
+  uint64_t packets;
+  const tg_coll_host_result_t *hosts;
+  size_t n_hosts;
+} tg_coll_result_t;
+
+/* Ends a snapshot: its file goes into snapshots/ and its row becomes
+ * COMPLETE or PARTIAL; if no host delivered, the row becomes FAILED and the
+ * file is dropped. Consumes |w| whatever happens. On error the row is made
+ * FAILED when possible (else recovery does it at the next open) and no
+ * file is left: -EINVAL (bad result), -errno, a catalog error. */
+int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
+                         const tg_coll_result_t *r);
+/* Gives a snapshot up: row FAILED with |why| (NULL: "aborted"), tmp file
+ * removed. Consumes |w|. Returns the catalog's error, if any. */
+int tg_coll_store_abort(tg_coll_store_t *s, tg_coll_writer_t *w,
+                        const char *why);
+
+/* Reads: the catalog's (catalog.h), through the store. */
+int tg_coll_store_list(tg_coll_store_t *s, const tg_coll_filter_t *f,
+                       tg_coll_snapshot_t *out, size_t cap, size_t *n);
+int tg_coll_store_get(tg_coll_store_t *s, uint64_t id, tg_coll_snapshot_t *out);
+int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
+                        size_t cap, size_t *n);
+/* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
+ * caller's and stays readable even if the snapshot is deleted meanwhile.
+ * -ENOENT: no such snapshot or it is not live. */
+int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
+
+int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
+/* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */
+int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id);
+
+/* What one retention step did. */
+typedef struct tg_coll_retained {
+  tg_coll_verdict_t verdict; /* why it went (KEEP: nothing went) */
+  uint64_t id, bytes;        /* the snapshot deleted */
+  uint64_t total_bytes;      /* live bytes before the step */
+} tg_coll_retained_t;
+
+/* One retention step: deletes the oldest deletable snapshot if the policy
+ * says so (one catalog transaction and one unlink). Returns 1 (deleted
+ * one: call again), 0 (nothing to delete) or an error. |out| may be NULL. */
+int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out);
+
+#endif /* TRACEGATE_COLLECTOR_STORE_H */

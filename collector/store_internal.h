@@ -1,0 +1,29 @@
+/* The store's state, shared by store.c (open, reads, delete, retention),
+ * store_recover.c (repair at open) and store_writer.c (writing snapshots).
+ * Nothing outside collector/ includes it. */
+#ifndef TRACEGATE_COLLECTOR_STORE_INTERNAL_H
+#define TRACEGATE_COLLECTOR_STORE_INTERNAL_H
+
+#include "collector/store.h"
+
+struct tg_coll_store {
+  tg_coll_catalog_t *cat;
+  bool owns_cat;
+  int lock_fd, root_fd, tmp_fd, snap_fd; /* directories by fd: no paths */
+  tg_coll_retention_policy_t retention;
+  int64_t (*now_ms)(void *ctx);
+  void *clock_ctx;
+  tg_coll_step_fn on_step;
+  void *step_ctx;
+  unsigned writers; /* open writers: close asserts there are none */
+};
+
+int64_t tg__coll_now(tg_coll_store_t *s);
+void tg__coll_step(tg_coll_store_t *s, tg_coll_step_t step, uint64_t id);
+/* Repairs the store after whatever ended the last process (store.h). */
+int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
+/* Deletes |id|'s row, then its file (if it has one): delete and
+ * retention. */
+int tg__coll_remove(tg_coll_store_t *s, uint64_t id);
+
+#endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -1,0 +1,151 @@
+/* Repair at open (store.h): whatever killed the last process, after this
+ * every row that says "live" has its whole file, every file has a live row
+ * and tmp/ is empty. Runs under the store's lock, before any caller sees
+ * the store. The order matters: PENDING rows fail first, so that a file
+ * renamed into snapshots/ whose row never became live is an orphan below.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collector/snapshot_id.h"
+#include "collector/store_internal.h"
+#include "common/log.h"
+#include "tracegate/error.h"
+
+#define PAGE 64
+
+/* Calls |fn| on every row in |states|, newest first, a page at a time.
+ * |fn| may change the row's state: paging goes by id, not by state. */
+static int each_row(tg_coll_store_t *s, unsigned states,
+                    int (*fn)(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
+                              tg_coll_recovery_t *rec),
+                    tg_coll_recovery_t *rec) {
+  tg_coll_snapshot_t *page = calloc(PAGE, sizeof(*page));
+  if (!page) return -ENOMEM;
+  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
+  f.states = states;
+  f.limit = PAGE;
+  int err;
+  for (;;) {
+    size_t n = 0;
+    if ((err = s->cat->ops->list(s->cat, &f, page, PAGE, &n))) break;
+    for (size_t i = 0; i < n && !err; i++) err = fn(s, &page[i], rec);
+    if (err || n < PAGE) break;
+    f.before_id = page[n - 1].id;
+  }
+  free(page);
+  return err;
+}
+
+static int fail_pending(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
+                        tg_coll_recovery_t *rec) {
+  int err = s->cat->ops->fail(
+      s->cat, r->id, "interrupted: the collector restarted", tg__coll_now(s));
+  if (err) return err;
+  rec->interrupted++;
+  return 0;
+}
+
+static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
+                      tg_coll_recovery_t *rec) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(r->id, 0, name);
+  struct stat st;
+  const char *why = NULL;
+  if (fstatat(s->snap_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    why = "file missing at open";
+  else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->bytes)
+    why = "file of the wrong size at open";
+  if (!why) return 0;
+  TG_ERROR("store: snapshot %s: %s (edited by hand?); marked failed", name,
+           why);
+  int err = s->cat->ops->lose(s->cat, r->id, why);
+  if (err) return err;
+  /* A file of the wrong size goes too: it has no live row now. */
+  unlinkat(s->snap_fd, name, 0);
+  rec->lost++;
+  return 0;
+}
+
+/* Removes from directory |dfd| the entries |keep| does not want. */
+static int sweep(tg_coll_store_t *s, int dfd,
+                 bool (*keep)(tg_coll_store_t *s, const char *name,
+                              tg_coll_recovery_t *rec),
+                 uint32_t *removed, tg_coll_recovery_t *rec) {
+  int fd = dup(dfd);
+  if (fd < 0) return -errno;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  rewinddir(d);
+  struct dirent *e;
+  int err = 0;
+  errno = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (keep(s, e->d_name, rec)) continue;
+    /* What cannot be removed (a directory someone made) is said and
+     * left: it blocks nothing, as ids are never reused. */
+    if (unlinkat(dfd, e->d_name, 0) == 0) {
+      (*removed)++;
+      TG_INFO("store: removed %s", e->d_name);
+    } else if (errno != ENOENT) {
+      TG_WARN("store: cannot remove %s: %s", e->d_name, strerror(errno));
+    }
+    errno = 0;
+  }
+  if (!e && errno) err = -errno;
+  closedir(d);
+  return err;
+}
+
+static bool keep_nothing(tg_coll_store_t *s, const char *name,
+                         tg_coll_recovery_t *rec) {
+  (void)s, (void)name, (void)rec;
+  return false;
+}
+
+/* A file of snapshots/ stays if it is a live row's; names that are not a
+ * snapshot's are not ours to remove. */
+static bool keep_live(tg_coll_store_t *s, const char *name,
+                      tg_coll_recovery_t *rec) {
+  uint64_t id;
+  if (tg_coll_id_parse_file_name(name, 0, &id) != 0) {
+    TG_WARN("store: %s/%s is not a snapshot; left alone", TG_COLL_SNAPSHOT_DIR,
+            name);
+    rec->foreign++;
+    return true;
+  }
+  tg_coll_snapshot_t r;
+  int err = s->cat->ops->get(s->cat, id, &r);
+  if (err == 0 && (r.state == TG_COLL_COMPLETE || r.state == TG_COLL_PARTIAL))
+    return true;
+  /* Only a missing row makes an orphan; a catalog error keeps the file
+   * (the next open tries again) rather than risk a live one. */
+  return err != 0 && err != -ENOENT;
+}
+
+int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
+  memset(rec, 0, sizeof(*rec));
+  int err;
+  if ((err = each_row(s, TG_COLL_STATE_BIT(TG_COLL_PENDING), fail_pending,
+                      rec)) ||
+      (err = sweep(s, s->tmp_fd, keep_nothing, &rec->tmp_removed, rec)) ||
+      (err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec)) ||
+      (err = each_row(s, TG_COLL_LIVE_STATES, check_file, rec)))
+    return err;
+  if (rec->interrupted || rec->tmp_removed || rec->orphans_removed || rec->lost)
+    TG_INFO(
+        "store: recovered: %u interrupted, %u tmp files and %u orphans"
+        " removed, %u lost",
+        rec->interrupted, rec->tmp_removed, rec->orphans_removed, rec->lost);
+  return 0;
+}

@@ -1,0 +1,214 @@
+/* Writing a snapshot (store.h): begin, the writer, finish and abort.
+ *
+ * Every step of the protocol is here, in its order; docs/collector.md
+ * says why each one is where it is. In short: the row exists before the
+ * id leaves (so an id is never lost), the file is whole and durable under
+ * its final name before the row says so (so no live row points at a
+ * missing or partial file), and whatever a crash leaves between two steps
+ * is something the next open recognises and repairs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "collector/catalog_check.h"
+#include "collector/snapshot_id.h"
+#include "collector/store_internal.h"
+#include "common/fd_write.h"
+#include "common/log.h"
+#include "tracegate/error.h"
+
+struct tg_coll_writer {
+  tg_coll_store_t *store;
+  uint64_t id;
+  int fd; /* the tmp file, until finish or abort */
+  uint64_t bytes;
+  uint32_t crc; /* zlib crc32 of the bytes so far */
+  int err;      /* the first write or sync failure; sticky */
+  bool synced;  /* fsync()ed since the last write */
+};
+
+uint64_t tg_coll_writer_id(const tg_coll_writer_t *w) { return w->id; }
+uint64_t tg_coll_writer_bytes(const tg_coll_writer_t *w) { return w->bytes; }
+
+static int fail_row(tg_coll_store_t *s, uint64_t id, const char *why) {
+  int err = s->cat->ops->fail(s->cat, id, why, tg__coll_now(s));
+  if (err)
+    TG_ERROR("store: snapshot %016llx stays pending until the next open: %s",
+             (unsigned long long)id, tg_strerror(err));
+  return err;
+}
+
+int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
+                        tg_coll_writer_t **out, uint64_t *id) {
+  uint64_t nid;
+  /* The row first, committed: from here on the id cannot be lost. */
+  int err = s->cat->ops->begin(s->cat, b, tg__coll_now(s), &nid);
+  if (err) return err;
+  tg__coll_step(s, TG_COLL_STEP_BEGUN, nid);
+  char why[128];
+  tg_coll_writer_t *w = calloc(1, sizeof(*w));
+  if (!w) {
+    fail_row(s, nid, "out of memory");
+    return -ENOMEM;
+  }
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(nid, 1, name);
+  /* O_EXCL: ids are never reused, so an existing file is a bug to see. */
+  w->fd = openat(s->tmp_fd, name,
+                 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (w->fd < 0) {
+    err = -errno;
+    snprintf(why, sizeof(why), "cannot create its file: %s", strerror(errno));
+    TG_ERROR("store: %s: %s", name, why);
+    fail_row(s, nid, why);
+    free(w);
+    return err;
+  }
+  w->store = s;
+  w->id = nid;
+  w->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  s->writers++;
+  tg__coll_step(s, TG_COLL_STEP_CREATED, nid);
+  *out = w;
+  *id = nid;
+  return 0;
+}
+
+int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n) {
+  if (w->err) return w->err;
+  if (n > (uint64_t)INT64_MAX - w->bytes) return w->err = -EFBIG;
+  int err = tg_write_all(w->fd, p, n);
+  if (err) return w->err = err;
+  /* crc32() takes a uInt length. */
+  const unsigned char *b = p;
+  for (size_t left = n; left;) {
+    uInt k = left > UINT_MAX ? UINT_MAX : (uInt)left;
+    w->crc = (uint32_t)crc32(w->crc, b, k);
+    b += k;
+    left -= k;
+  }
+  w->bytes += n;
+  w->synced = false;
+  tg__coll_step(w->store, TG_COLL_STEP_WROTE, w->id);
+  return 0;
+}
+
+int tg_coll_writer_sync(tg_coll_writer_t *w) {
+  if (w->err) return w->err;
+  if (fsync(w->fd) != 0) return w->err = -errno;
+  w->synced = true;
+  tg__coll_step(w->store, TG_COLL_STEP_SYNCED, w->id);
+  return 0;
+}
+
+static void release(tg_coll_store_t *s, tg_coll_writer_t *w) {
+  if (w->fd >= 0) close(w->fd);
+  s->writers--;
+  free(w);
+}
+
+static void unlink_partial(tg_coll_store_t *s, uint64_t id) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(id, 1, name);
+  if (unlinkat(s->tmp_fd, name, 0) != 0 && errno != ENOENT)
+    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
+            strerror(errno));
+}
+
+/* Moves the synced tmp file to its final name, durably. */
+static int publish(tg_coll_store_t *s, tg_coll_writer_t *w, char *why,
+                   size_t cap) {
+  char tmp[TG_COLL_FILE_NAME_MAX], final[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(w->id, 1, tmp);
+  tg_coll_id_file_name(w->id, 0, final);
+  int err;
+  /* Synced before the rename: after a power cut the final name must not
+   * show a file whose blocks never reached the disk. */
+  if (!w->synced && (err = tg_coll_writer_sync(w))) {
+    snprintf(why, cap, "fsync: %s", tg_strerror(err));
+    return err;
+  }
+  close(w->fd);
+  w->fd = -1;
+  if (renameat(s->tmp_fd, tmp, s->snap_fd, final) != 0) {
+    err = -errno;
+    snprintf(why, cap, "rename: %s", strerror(errno));
+    return err;
+  }
+  tg__coll_step(s, TG_COLL_STEP_RENAMED, w->id);
+  /* The new name durable before the row says live: else a power cut could
+   * leave a live row and no file. */
+  if (fsync(s->snap_fd) != 0) {
+    err = -errno;
+    snprintf(why, cap, "fsync of %s/: %s", TG_COLL_SNAPSHOT_DIR,
+             strerror(errno));
+    unlinkat(s->snap_fd, final, 0);
+    return err;
+  }
+  tg__coll_step(s, TG_COLL_STEP_DIR_SYNCED, w->id);
+  return 0;
+}
+
+int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
+                         const tg_coll_result_t *r) {
+  uint64_t id = w->id;
+  char why[TG_COLL_ERROR_MAX];
+  tg_coll_finish_t f = {.bytes = w->bytes, .crc32 = w->crc};
+  if (r) {
+    f.packets = r->packets;
+    f.hosts = r->hosts;
+    f.n_hosts = r->n_hosts;
+  }
+  int err = r ? tg__coll_check_finish(&f) : -EINVAL;
+  if (err) {
+    snprintf(why, sizeof(why), "finish: invalid result");
+    goto fail;
+  }
+  if (w->err) {
+    err = w->err;
+    snprintf(why, sizeof(why), "write: %s", tg_strerror(err));
+    goto fail;
+  }
+  uint32_t n_failed;
+  uint64_t loss;
+  bool live = tg__coll_finish_state(&f, &n_failed, &loss) != TG_COLL_FAILED;
+  if (live && (err = publish(s, w, why, sizeof(why)))) goto fail;
+  if (!live) unlink_partial(s, id); /* no host delivered: nothing to keep */
+  f.finished_ms = tg__coll_now(s);
+  if ((err = s->cat->ops->finish(s->cat, id, &f))) {
+    snprintf(why, sizeof(why), "catalog: %s", tg_strerror(err));
+    if (live) {
+      char final[TG_COLL_FILE_NAME_MAX];
+      tg_coll_id_file_name(id, 0, final);
+      unlinkat(s->snap_fd, final, 0);
+    }
+    goto fail;
+  }
+  tg__coll_step(s, TG_COLL_STEP_FINISHED, id);
+  release(s, w);
+  return 0;
+fail:
+  TG_ERROR("store: snapshot %016llx failed: %s", (unsigned long long)id, why);
+  unlink_partial(s, id);
+  fail_row(s, id, why);
+  release(s, w);
+  return err;
+}
+
+int tg_coll_store_abort(tg_coll_store_t *s, tg_coll_writer_t *w,
+                        const char *why) {
+  uint64_t id = w->id;
+  close(w->fd);
+  w->fd = -1;
+  unlink_partial(s, id);
+  int err = fail_row(s, id, why ? why : "aborted");
+  if (!err) tg__coll_step(s, TG_COLL_STEP_ABORTED, id);
+  release(s, w);
+  return err;
+}

@@ -1,0 +1,191 @@
+/* Repair at open (collector/store_recover.c): what a dead collector or a
+ * hand-edited directory leaves is found and put right; catalogs this code
+ * cannot read are refused, not overwritten. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "coll_fixture.h"
+#include "collector/catalog_sqlite.h"
+#include "collector/snapshot_id.h"
+#include "tracegate/error.h"
+
+static const char *const hosts[] = {"h1", NULL};
+
+static void put_file(const char *dir, const char *sub, const char *name,
+                     const char *text) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+}
+
+static void snapshot_path(coll_fixture_t *fx, uint64_t id, char *out,
+                          size_t cap) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(id, 0, name);
+  snprintf(out, cap, "%s/%s/%s", fx->dir, TG_COLL_SNAPSHOT_DIR, name);
+}
+
+static void recovery_fails_interrupted_snapshots_and_keeps_their_ids(
+    void **state) {
+  coll_fixture_t *fx = *state;
+  int pipefd[2];
+  assert_int_equal(pipe(pipefd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* A collector that dies mid-write, without closing anything. */
+    close(pipefd[0]);
+    if (coll_fixture_open(fx)) _exit(1);
+    tg_coll_begin_t b = {.trigger = "t"};
+    tg_coll_writer_t *w;
+    uint64_t id;
+    if (tg_coll_store_begin(fx->store, &b, &w, &id)) _exit(1);
+    if (write(pipefd[1], &id, sizeof(id)) != sizeof(id)) _exit(1);
+    tg_coll_writer_write(w, "half", 4);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  uint64_t id = 0;
+  assert_int_equal(read(pipefd[0], &id, sizeof(id)), sizeof(id));
+  close(pipefd[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  assert_int_equal(coll_fixture_open(fx), 0);
+  assert_int_equal(fx->rec.interrupted, 1);
+  assert_int_equal(fx->rec.tmp_removed, 1);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(fx->store, id, &s), 0);
+  assert_int_equal(s.state, TG_COLL_FAILED);
+  assert_string_equal(s.failure, "interrupted: the collector restarted");
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+  /* Ids are never reused, even after a crash. */
+  uint64_t next;
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 10, 1, &next), 0);
+  assert_true(next > id);
+}
+
+static void recovery_repairs_a_hand_edited_directory(void **state) {
+  coll_fixture_t *fx = *state;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  uint64_t kept, missing, truncated;
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 100, 1, &kept), 0);
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 100, 2, &missing), 0);
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 100, 3, &truncated), 0);
+  coll_fixture_close(fx);
+
+  char path[512];
+  snapshot_path(fx, missing, path, sizeof(path));
+  assert_int_equal(unlink(path), 0);
+  snapshot_path(fx, truncated, path, sizeof(path));
+  assert_int_equal(truncate(path, 50), 0);
+  put_file(fx->dir, TG_COLL_SNAPSHOT_DIR, "00000000000000ff.pftrace", "orphan");
+  put_file(fx->dir, TG_COLL_SNAPSHOT_DIR, "README", "not ours");
+  put_file(fx->dir, TG_COLL_TMP_DIR, "0000000000000fff.pftrace.partial", "x");
+  put_file(fx->dir, TG_COLL_TMP_DIR, "junk", "x");
+
+  assert_int_equal(coll_fixture_open(fx), 0);
+  assert_int_equal(fx->rec.lost, 2);
+  assert_int_equal(fx->rec.orphans_removed, 1);
+  assert_int_equal(fx->rec.tmp_removed, 2);
+  assert_int_equal(fx->rec.foreign, 1);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(fx->store, kept, &s), 0);
+  assert_int_equal(s.state, TG_COLL_COMPLETE);
+  assert_int_equal(tg_coll_store_get(fx->store, missing, &s), 0);
+  assert_int_equal(s.state, TG_COLL_FAILED);
+  assert_string_equal(s.failure, "file missing at open");
+  assert_int_equal(tg_coll_store_get(fx->store, truncated, &s), 0);
+  assert_int_equal(s.state, TG_COLL_FAILED);
+  /* kept's file and the foreign README remain. */
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), 2);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+
+  /* A second open finds nothing more to do. */
+  coll_fixture_close(fx);
+  assert_int_equal(coll_fixture_open(fx), 0);
+  assert_int_equal(fx->rec.lost + fx->rec.orphans_removed +
+                       fx->rec.tmp_removed + fx->rec.interrupted,
+                   0);
+}
+
+static void set_pragma(coll_fixture_t *fx, const char *pragma) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", fx->dir, TG_COLL_CATALOG_FILE);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, pragma, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+static void recovery_refuses_a_newer_schema_or_a_foreign_database(
+    void **state) {
+  coll_fixture_t *fx = *state;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  coll_fixture_close(fx);
+  set_pragma(fx, "PRAGMA user_version = 99");
+  assert_int_equal(coll_fixture_open(fx), TG_ENOT_SUPPORTED);
+  set_pragma(fx, "PRAGMA user_version = 1; PRAGMA application_id = 7");
+  assert_int_equal(coll_fixture_open(fx), TG_ENOT_SUPPORTED);
+  set_pragma(fx, "PRAGMA application_id = 0");
+  /* application_id 0 is SQLite's default, not another program's mark. */
+  assert_int_equal(coll_fixture_open(fx), 0);
+}
+
+static void recovery_migrates_an_empty_catalog_once(void **state) {
+  coll_fixture_t *fx = *state;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", fx->dir, TG_COLL_CATALOG_FILE);
+  for (int i = 0; i < 2; i++) {
+    tg_coll_catalog_t *cat;
+    assert_int_equal(tg_coll_catalog_sqlite_open(path, &cat), 0);
+    assert_string_equal(cat->ops->name, "sqlite");
+    tg_coll_catalog_close(cat);
+  }
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), TG_COLL_SQLITE_SCHEMA);
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(
+          recovery_fails_interrupted_snapshots_and_keeps_their_ids, coll_setup,
+          coll_teardown),
+      cmocka_unit_test_setup_teardown(recovery_repairs_a_hand_edited_directory,
+                                      coll_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(
+          recovery_refuses_a_newer_schema_or_a_foreign_database, coll_setup,
+          coll_teardown),
+      cmocka_unit_test_setup_teardown(recovery_migrates_an_empty_catalog_once,
+                                      coll_setup, coll_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
