@@ -3,7 +3,9 @@
  * Pure functions over the serialized DataSourceConfig the agent hands to
  * on_start, following traced_probes' reading of the same fields. Every
  * field of the typed config that tracegate-probes does not act on is
- * named in a warning when the config is parsed, never dropped quietly.
+ * named in a warning when the config is parsed, never dropped quietly;
+ * the fields read here are the table of config_fields/probes.c, which
+ * the CLI warns from too.
  */
 #ifndef TRACEGATE_PROBES_CONFIG_H
 #define TRACEGATE_PROBES_CONFIG_H
@@ -54,15 +56,8 @@ int tg_sys_stats_cfg_parse(const uint8_t *cfg, size_t len,
 int tg_process_stats_cfg_parse(const uint8_t *cfg, size_t len,
                                tg_process_stats_cfg_t *out);
 
-/* Writes into |out| (|cap| bytes, NUL-terminated, ", "-separated) the names
- * of the fields set in the typed config of |ds_name| ("linux.sys_stats",
- * "linux.process_stats") that tracegate-probes does not act on. Returns
- * how many there are (0: |out| is ""). Used for the warning at start and
- * by tests. */
-size_t tg_probes_unacted_fields(const char *ds_name, const uint8_t *cfg,
-                                size_t len, char *out, size_t cap);
-
-/* Logs the warning naming those fields (nothing when there are none). */
+/* Logs the warning naming the fields of |cfg| that tracegate-probes does
+ * not act on (config_fields/probes.h; nothing when there are none). */
 void tg_probes_warn_unacted(const char *ds_name, const uint8_t *cfg,
                             size_t len);
 

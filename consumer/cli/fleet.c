@@ -17,7 +17,6 @@
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/summary_json.h"
 #include "consumer/cli/session_cache.h"
-#include "consumer/packet_inflate.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
@@ -89,6 +88,12 @@ static int choose_mode(fleet_t *f) {
   return 0;
 }
 
+/* The merge's sink: its packets into the merged file as they come. */
+static int write_merged(void *ctx, const uint8_t *p, size_t n,
+                        const uint8_t *tail, size_t tail_n) {
+  return cli_output_packet_ex(ctx, p, n, tail, tail_n);
+}
+
 /* Every output is created (as a temporary file) before any session
  * exists: a path that cannot be written fails the run at once. */
 static int open_outputs(fleet_t *f) {
@@ -96,7 +101,9 @@ static int open_outputs(fleet_t *f) {
     if (cli_output_open(&f->merged, f->out) < 0) return -1;
     f->has_merged = true;
     for (size_t i = 0; i < f->n; i++) f->hosts[i].core.out_name = f->out;
-    int rv = fleet_merge_head(f);
+    tg_merge_self_t self;
+    tg_merge_self_read(&self);
+    int rv = tg_merge_head(&f->merge, &self);
     if (rv < 0) {
       fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", f->out, tg_strerror(rv));
       return -1;
@@ -358,7 +365,7 @@ static void write_summary(fleet_t *f, int code) {
     }
     o->compression = compression_name(h->core.compression);
     o->has_machine_id = f->mode == FLEET_OUT_MERGE;
-    o->machine_id = h->machine_id;
+    o->machine_id = h->merge.machine_id;
     o->path = f->mode != FLEET_OUT_MERGE && h->path && (o->ok || h->kept_partial)
                   ? h->path
                   : NULL;
@@ -448,10 +455,9 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   fo->stop_at_start = o->stop;
   f->core.cbs = &fleet_host_cbs;
   f->core.n = n;
-  f->next_overflow_seq = FLEET_SEQ_OVERFLOW_BASE + 1;
+  tg_merge_init(&f->merge, write_merged, &f->merged);
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
-  tg_buf_init(&f->inflated, TG_PACKETS_INFLATE_MAX);
   uv_loop_t loop;
   bool loop_ok = false;
   if (cfg) { /* none with --attach: the session has its own */
@@ -537,7 +543,7 @@ out:
   fleet_names_free(f);
   cli_session_cache_free(f->sessions);
   tg_buf_free(&f->cfg);
-  tg_buf_free(&f->inflated);
+  tg_merge_free(&f->merge);
   free(f);
   return code;
 }

@@ -6,14 +6,15 @@
  *   fleet.c        the run: outputs, hosts, signals, the start and burst
  *                  windows, the keys file, the end, --summary-json
  *   fleet_host.c   the CLI's side of one host: what the engine's events
- *                  do here (terminal lines, the host's output, the merge,
- *                  loss counters) and the dialer it connects through
- *                  (remote.h)
- *   fleet_merge.c  the merged trace: packet rewriting and the packets the
- *                  collector adds (docs/merge.md)
+ *                  do here (terminal lines, the host's output or the
+ *                  merge's, loss counters) and the dialer it connects
+ *                  through (remote.h)
  *   fleet_names.c  data source names checked across hosts
  *   fleet_ui.c     progress lines and the summary
  *   fleet_ui_pick.c  which hosts the progress names when they are many
+ *
+ * The merged trace is the fleet library's (consumer/fleet/merge.h); the
+ * CLI opens and commits its file and is its sink.
  *
  * One host failing never stops the others; the run ends when every host's
  * link is DONE or FAILED. Everything runs on the one loop thread.
@@ -22,23 +23,14 @@
 #define TRACEGATE_CONSUMER_CLI_FLEET_H
 
 #include "abi/protocol_limits.h"
-#include "common/u32_map.h"
 #include "consumer/cli/record.h"
 #include "consumer/cli/remote.h"
 #include "consumer/fleet/host.h"
+#include "consumer/fleet/merge.h"
 
-/* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many hosts
- * keep every range below the overflow range (docs/merge.md). */
-#define FLEET_MAX_HOSTS 1024
-#define FLEET_SEQ_SHIFT 20
-#define FLEET_SEQ_LOW_MASK ((1u << FLEET_SEQ_SHIFT) - 1)
-/* The low value of a host's range that the collector's own packets about
- * that host use; producer ids from here up are mapped. */
-#define FLEET_SEQ_COLLECTOR FLEET_SEQ_LOW_MASK
-/* Mapped ids (producer ids too large for a range) come from here up. */
-#define FLEET_SEQ_OVERFLOW_BASE 0xFFF00000u
-/* The collector's own packets (machine 0). */
-#define FLEET_SEQ_MACHINE0 1u
+/* The most hosts a run takes: as many as the merge has machine ids and
+ * sequence ranges for, whatever the output mode. */
+#define FLEET_MAX_HOSTS TG_MERGE_MAX_HOSTS
 
 typedef enum fleet_out_mode {
   FLEET_OUT_FILE,  /* one host, -o FILE: its packets as they are */
@@ -54,10 +46,6 @@ typedef enum fleet_slot {
   FLEET_SLOT_BURSTING, /* counted in fleet_t.bursting */
 } fleet_slot_t;
 
-/* Producer sequence ids that do not fit a host's range, mapped one to one
- * into the overflow range. */
-typedef tg_u32_map_t seq_map_t;
-
 typedef struct fleet fleet_t;
 
 typedef struct fleet_host {
@@ -65,7 +53,9 @@ typedef struct fleet_host {
    * (core.data points back here). */
   tg_fleet_host_t core;
   fleet_t *f;
-  uint32_t machine_id; /* index + 1 */
+  /* Its machine id, sequence map and dropped packets in the merge (kept
+   * in every mode: the summary names the machine). */
+  tg_merge_host_t merge;
   const cli_target_t *t;
   fleet_slot_t slot; /* written by fleet.c only */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
@@ -83,8 +73,6 @@ typedef struct fleet_host {
   cli_output_t own; /* FILE and DIR modes */
   bool has_own;
   char *path;
-  uint64_t malformed; /* merge: packets dropped for not decoding */
-  seq_map_t seqs;
   bool kept_partial;
 } fleet_host_t;
 
@@ -124,11 +112,8 @@ struct fleet {
   FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
   char *keys_path;
   bool keys_failed;
-  uint32_t next_overflow_seq;
-  /* A host's compressed_packets, inflated so that the merge rewrites the
-   * packets inside (consumer/packet_inflate.h). */
-  tg_buf_t inflated;
-
+  /* --merge: the merge writes into |merged| (its sink is fleet.c's). */
+  tg_merge_t merge;
   cli_output_t merged;
   bool has_merged;
 
@@ -201,20 +186,6 @@ extern const tg_fleet_host_cbs_t fleet_host_cbs;
 tg_fleet_dialer_t fleet_dialer(fleet_t *f);
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
-
-/* --- fleet_merge.c ------------------------------------------------------- */
-
-/* The collector's own packets at the head of a merged trace (machine 0). */
-int fleet_merge_head(fleet_t *f);
-/* Host |h|'s SystemInfo, ClockSnapshot and RemoteClockSync packets. */
-int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h);
-/* One more RemoteClockSync of |h| from its current estimate (clock.best). */
-int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h);
-/* One packet of |h| with its machine id and remapped sequence id
- * appended. A packet that does not decode is dropped and counted. */
-int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
-                       size_t n);
-void fleet_seq_map_free(seq_map_t *m);
 
 /* --- fleet_ui.c ---------------------------------------------------------- */
 

@@ -87,19 +87,20 @@ static void on_tracing(tg_fleet_host_t *c) { fleet_host_traced(of(c)->f); }
 static int on_described(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
   if (h->f->mode != FLEET_OUT_MERGE) return 0;
-  return fleet_merge_host_preamble(h->f, h);
+  return tg_merge_host_preamble(&h->f->merge, &h->merge, c, h->t->host);
 }
 
 static int on_clock_estimate(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
   if (h->f->mode != FLEET_OUT_MERGE) return 0;
-  return fleet_merge_clock_sync(h->f, h);
+  return tg_merge_clock_sync(&h->f->merge, &h->merge, c);
 }
 
 static int on_packet(tg_fleet_host_t *c, const uint8_t *p, size_t n) {
   fleet_host_t *h = of(c);
-  return h->f->mode == FLEET_OUT_MERGE ? fleet_merge_packet(h->f, h, p, n)
-                                       : cli_output_packet(&h->own, p, n);
+  return h->f->mode == FLEET_OUT_MERGE
+             ? tg_merge_packet(&h->f->merge, &h->merge, p, n)
+             : cli_output_packet(&h->own, p, n);
 }
 
 /* Loss items in the summary's list, next to the service's counters (not
@@ -178,7 +179,7 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
                      const cli_target_t *t) {
   memset(h, 0, sizeof(*h));
   h->f = f;
-  h->machine_id = (uint32_t)index + 1;
+  tg_merge_host_init(&h->merge, index);
   h->t = t;
   /* Out of memory: tg_fleet_host_start() fails the host, which says so. */
   (void)tg_fleet_host_init(&f->core, &h->core, index, t->spec, t, h);
@@ -189,5 +190,5 @@ void fleet_host_free(fleet_host_t *h) {
   h->has_own = false;
   free(h->path);
   h->path = NULL;
-  fleet_seq_map_free(&h->seqs);
+  tg_merge_host_free(&h->merge);
 }

@@ -180,7 +180,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     failed += !ok;
     /* Many hosts: the ones that went as planned are counted, not listed. */
     if (f->n > MAX_HOST_LINES && ok && !h->core.link.reconnects &&
-        !h->core.reads_lost && !h->malformed &&
+        !h->core.reads_lost && !h->merge.malformed &&
         (!h->has_loss || h->loss.n == 0)) {
       quiet++;
       quiet_bytes += h->core.bytes;
@@ -199,7 +199,7 @@ size_t fleet_ui_summary(fleet_t *f) {
       fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
               h->t->spec, h->core.why, by, h->core.packets);
     if (f->mode == FLEET_OUT_MERGE)
-      fprintf(stderr, "; machine %" PRIu32, h->machine_id);
+      fprintf(stderr, "; machine %" PRIu32, h->merge.machine_id);
     else if (h->path && (ok || h->kept_partial))
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
@@ -227,9 +227,9 @@ size_t fleet_ui_summary(fleet_t *f) {
               "the host's buffers: what did not arrive before the cut is lost "
               "(the replay that would resend it is not built yet)\n",
               h->core.reads_lost, h->core.reads_lost == 1 ? "" : "s");
-    if (h->malformed)
+    if (h->merge.malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
-              "out of the merged trace\n", h->malformed);
+              "out of the merged trace\n", h->merge.malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
       fprintf(stderr, "      no data loss%s\n",

@@ -6,13 +6,11 @@
  * Only warnings: a producer may register its data source after the
  * session started (the service then starts it), so an unknown name is
  * not an error. The unacted fields come from tg_probes_unacted_fields()
- * (agent/probes/probes_config.c): the CLI links tg_probes_core, a static
- * library of pure functions, which brings only that file's object and the
- * protobuf descriptors it reads, none of the probes' samplers. */
+ * (config_fields/probes.h), the table tracegate-probes warns from too. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/probes/probes_config.h"
+#include "config_fields/probes.h"
 #include "consumer/cli/record.h"
 
 #define MAX_SUGGESTIONS 3

@@ -19,6 +19,7 @@
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_read.h"
+#include "config_fields/probes.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"

@@ -16,6 +16,7 @@
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
+#include "config_fields/probes.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
 

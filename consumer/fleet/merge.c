@@ -1,30 +1,16 @@
-/* The merged trace (docs/merge.md). Every packet of host k (machine id
- * k + 1) keeps its bytes and gets two fields appended:
- *
- *   [packet bytes as read ...][98: machine_id = k+1][10: sequence id]
- *
- * Protobuf's last-field-wins makes the appended values the packet's. The
- * sequence id is the packet's own (its last field 10) moved into the
- * host's range, (k+1) << 20 | id, or mapped into the shared overflow range
- * when the id does not fit. The collector adds, as Perfetto's own
- * multi-machine traces do: its own ClockSnapshot and SystemInfo first
- * (machine 0, the reference clock), then per host a SystemInfo from
- * GetHostInfo, a ClockSnapshot of the host's clocks and a RemoteClockSync
- * tying them to the collector's.
- */
+/* The merged fleet trace; see merge.h and docs/merge.md. */
 #include <errno.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "consumer/fleet/merge.h"
+#include "consumer/packet_inflate.h"
+#include "pb/common/system_info.pb-c.h"
+#include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 #include "tracegate/pb_writer.h"
-#include "pb/common/system_info.pb-c.h"
-#include "consumer/cli/fleet.h"
-#include "consumer/packet_inflate.h"
-#include "tracegate/error.h"
 
 /* TracePacket fields. */
 #define PKT_CLOCK_SNAPSHOT 6
@@ -53,67 +39,89 @@ static const uint32_t builtin_of[TG_CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONI
 
 #define SMALL_PACKET 4096
 
+/* --- the shared and per-host state -------------------------------------------- */
+
+void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx) {
+  memset(m, 0, sizeof(*m));
+  m->write = write;
+  m->ctx = ctx;
+  m->next_overflow_seq = TG_MERGE_SEQ_OVERFLOW_BASE + 1;
+  tg_buf_init(&m->inflated, TG_PACKETS_INFLATE_MAX);
+}
+
+void tg_merge_free(tg_merge_t *m) { tg_buf_free(&m->inflated); }
+
+void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
+  memset(mh, 0, sizeof(*mh));
+  mh->machine_id = (uint32_t)index + 1;
+  tg_u32_map_init(&mh->seqs, 0);
+}
+
+void tg_merge_host_free(tg_merge_host_t *mh) { tg_u32_map_free(&mh->seqs); }
+
 /* --- sequence ids ----------------------------------------------------------- */
 
-void fleet_seq_map_free(seq_map_t *m) { tg_u32_map_free(m); }
+static uint32_t collector_seq(const tg_merge_host_t *mh) {
+  return (mh->machine_id << TG_MERGE_SEQ_SHIFT) | TG_MERGE_SEQ_COLLECTOR;
+}
 
-/* The sequence id |orig| of host |h| becomes. */
-static uint32_t merge_seq(fleet_t *f, fleet_host_t *h, uint32_t orig) {
+/* The sequence id |orig| of host |mh| becomes. */
+static uint32_t merge_seq(tg_merge_t *m, tg_merge_host_t *mh, uint32_t orig) {
   if (orig == 0) return 0;
-  if (orig < FLEET_SEQ_COLLECTOR)
-    return (h->machine_id << FLEET_SEQ_SHIFT) | orig;
+  if (orig < TG_MERGE_SEQ_COLLECTOR)
+    return (mh->machine_id << TG_MERGE_SEQ_SHIFT) | orig;
   uint32_t v;
-  if (tg_u32_map_get(&h->seqs, orig, &v)) return v;
+  if (tg_u32_map_get(&mh->seqs, orig, &v)) return v;
   /* Shared by all hosts: ids stay unique across the trace. When the
    * range is used up (a million mapped sequences), the last id is reused:
    * the sequences then merge, which the summary cannot hide. */
-  v = f->next_overflow_seq;
-  if (tg_u32_map_put(&h->seqs, orig, v) < 0) return UINT32_MAX;
-  if (v != UINT32_MAX) f->next_overflow_seq++;
+  v = m->next_overflow_seq;
+  if (tg_u32_map_put(&mh->seqs, orig, v) < 0) return UINT32_MAX;
+  if (v != UINT32_MAX) m->next_overflow_seq++;
   return v;
 }
 
-static int merge_one(fleet_t *f, fleet_host_t *h, const uint8_t *p, size_t n,
-                     bool inner);
+static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
+                     size_t n, bool inner);
 
 typedef struct inner_ctx {
-  fleet_t *f;
-  fleet_host_t *h;
+  tg_merge_t *m;
+  tg_merge_host_t *mh;
 } inner_ctx_t;
 
 static int merge_inner(void *ctx, const uint8_t *pkt, size_t len) {
   inner_ctx_t *c = ctx;
-  int rv = merge_one(c->f, c->h, pkt, len, true);
+  int rv = merge_one(c->m, c->mh, pkt, len, true);
   return rv < 0 ? rv : 0;
 }
 
 /* A DEFLATE session's wrapper (compressed_packets): its packets need their
  * ids too, so they are inflated and merged one by one (uncompressed: the
  * merged file stays readable everywhere; its size is the price). */
-static int merge_compressed(fleet_t *f, fleet_host_t *h, const uint8_t *z,
-                            size_t n) {
-  int rv = tg_packets_inflate(z, n, &f->inflated);
+static int merge_compressed(tg_merge_t *m, tg_merge_host_t *mh,
+                            const uint8_t *z, size_t n) {
+  int rv = tg_packets_inflate(z, n, &m->inflated);
   if (rv < 0) {
-    h->malformed++; /* counted, shown in the summary */
+    mh->malformed++; /* counted, shown in the summary */
     return rv == -ENOMEM ? rv : 0;
   }
-  inner_ctx_t c = {f, h};
-  rv = tg_packets_each(tg_buf_begin(&f->inflated), tg_buf_size(&f->inflated),
+  inner_ctx_t c = {m, mh};
+  rv = tg_packets_each(tg_buf_begin(&m->inflated), tg_buf_size(&m->inflated),
                        merge_inner, &c);
   if (rv == TG_EPARSE) {
-    h->malformed++;
+    mh->malformed++;
     return 0;
   }
   return rv;
 }
 
-int fleet_merge_packet(fleet_t *f, fleet_host_t *h, const uint8_t *p,
-                       size_t n) {
-  return merge_one(f, h, p, n, false);
+int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
+                    size_t n) {
+  return merge_one(m, mh, p, n, false);
 }
 
-static int merge_one(fleet_t *f, fleet_host_t *h, const uint8_t *p, size_t n,
-                     bool inner) {
+static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
+                     size_t n, bool inner) {
   tg_pb_reader_t r;
   tg_pb_field_t fld;
   tg_pb_reader_init(&r, p, n);
@@ -132,27 +140,27 @@ static int merge_one(fleet_t *f, fleet_host_t *h, const uint8_t *p, size_t n,
    * them, and they would let a host nest inflation. */
   if (rv < 0 || (z && inner)) {
     /* It would make the whole merged file unreadable: leave it out. */
-    h->malformed++;
+    mh->malformed++;
     return 0;
   }
-  if (z) return merge_compressed(f, h, z, zn);
+  if (z) return merge_compressed(m, mh, z, zn);
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
-  t = tg_pb_write_varint(t, h->machine_id);
-  uint32_t seq = merge_seq(f, h, (uint32_t)orig);
+  t = tg_pb_write_varint(t, mh->machine_id);
+  uint32_t seq = merge_seq(m, mh, (uint32_t)orig);
   if (seq) {
     t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
     t = tg_pb_write_varint(t, seq);
   }
-  return cli_output_packet_ex(&f->merged, p, n, tail, (size_t)(t - tail));
+  return m->write(m->ctx, p, n, tail, (size_t)(t - tail));
 }
 
 /* --- packets made here -------------------------------------------------------- */
 
-static int emit(fleet_t *f, tg_pbw_t *w, uint8_t *buf) {
+static int emit(tg_merge_t *m, tg_pbw_t *w, uint8_t *buf) {
   if (tg_pbw_error(w)) return tg_pbw_error(w);
-  return cli_output_packet(&f->merged, buf, (size_t)tg_pbw_written(w));
+  return m->write(m->ctx, buf, (size_t)tg_pbw_written(w), NULL, 0);
 }
 
 static void ids(tg_pbw_t *w, uint32_t machine_id, uint32_t seq) {
@@ -173,14 +181,14 @@ static void clocks(tg_pbw_t *w, uint32_t field, const uint64_t ts[TG_CLK_N],
   tg_pbw_end_nested(w);
 }
 
-static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
+static int clock_snapshot(tg_merge_t *m, uint32_t machine_id, uint32_t seq,
                           const uint64_t ts[TG_CLK_N]) {
   uint8_t buf[SMALL_PACKET];
   tg_pbw_t w;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
   clocks(&w, PKT_CLOCK_SNAPSHOT, ts, true);
   ids(&w, machine_id, seq);
-  return emit(f, &w, buf);
+  return emit(m, &w, buf);
 }
 
 /* Perfetto's RemoteClockSync: pairs of (client, host) snapshots, from
@@ -190,8 +198,8 @@ static int clock_snapshot(fleet_t *f, uint32_t machine_id, uint32_t seq,
  * best sample goes in twice with the collector's midpoint as the host
  * reading: both offsets then equal remote - (before + after) / 2, the
  * minimum-RTT estimate, off by at most RTT / 2. */
-static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
-  const tg_clock_sample_t *s = &h->core.clock.best;
+static int remote_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
+                             const tg_clock_sample_t *s) {
   uint64_t mid[TG_CLK_N];
   /* Signed: REALTIME may have stepped back during the call. */
   for (int i = 0; i < TG_CLK_N; i++)
@@ -207,12 +215,11 @@ static int remote_clock_sync(fleet_t *f, fleet_host_t *h) {
     tg_pbw_end_nested(&w);
   }
   tg_pbw_end_nested(&w);
-  ids(&w, h->machine_id,
-      (h->machine_id << FLEET_SEQ_SHIFT) | FLEET_SEQ_COLLECTOR);
-  return emit(f, &w, buf);
+  ids(&w, mh->machine_id, collector_seq(mh));
+  return emit(m, &w, buf);
 }
 
-static int system_info(fleet_t *f, uint32_t machine_id, uint32_t seq,
+static int system_info(tg_merge_t *m, uint32_t machine_id, uint32_t seq,
                        Perfetto__Protos__SystemInfo *si) {
   size_t n = perfetto__protos__system_info__get_packed_size(si);
   if (n > SMALL_PACKET - 64) return TG_ENO_SPACE;
@@ -222,41 +229,48 @@ static int system_info(fleet_t *f, uint32_t machine_id, uint32_t seq,
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
   tg_pbw_append_bytes(&w, PKT_SYSTEM_INFO, msg, n);
   ids(&w, machine_id, seq);
-  return emit(f, &w, buf);
+  return emit(m, &w, buf);
 }
 
-int fleet_merge_head(fleet_t *f) {
-  struct utsname u;
+void tg_merge_self_read(tg_merge_self_t *self) {
+  memset(self, 0, sizeof(*self));
+  self->has_uname = uname(&self->uts) == 0;
+  gethostname(self->hostname, sizeof(self->hostname) - 1);
+  self->num_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+  tg_clock_read(self->clocks);
+}
+
+int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
+  /* protobuf-c's message fields are not const; packing only reads them. */
+  tg_merge_self_t copy = *self;
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
-  char host[256] = "";
-  gethostname(host, sizeof(host) - 1);
-  if (uname(&u) == 0) {
-    un.sysname = u.sysname;
-    un.release = u.release;
-    un.version = u.version;
-    un.machine = u.machine;
+  if (copy.has_uname) {
+    un.sysname = copy.uts.sysname;
+    un.release = copy.uts.release;
+    un.version = copy.uts.version;
+    un.machine = copy.uts.machine;
     si.utsname = &un;
   }
-  si.tracegate_hostname = host;
+  si.tracegate_hostname = copy.hostname;
   si.has_num_cpus = 1;
-  si.num_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-  uint64_t now[TG_CLK_N];
-  tg_clock_read(now);
+  si.num_cpus = copy.num_cpus;
   /* The clock snapshot first: a packet without a machine id makes this
    * machine (0, the collector) the trace's host, whose BOOTTIME is the
    * timeline every host is aligned to. */
-  int rv = clock_snapshot(f, 0, FLEET_SEQ_MACHINE0, now);
-  if (rv == 0) rv = system_info(f, 0, FLEET_SEQ_MACHINE0, &si);
+  int rv = clock_snapshot(m, 0, TG_MERGE_SEQ_MACHINE0, copy.clocks);
+  if (rv == 0) rv = system_info(m, 0, TG_MERGE_SEQ_MACHINE0, &si);
   return rv;
 }
 
-int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
-  uint32_t seq = (h->machine_id << FLEET_SEQ_SHIFT) | FLEET_SEQ_COLLECTOR;
+int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
+                           const tg_fleet_host_t *h, const char *fallback) {
+  uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
   char kernel[256], *release = NULL;
-  snprintf(kernel, sizeof(kernel), "%s", h->core.kernel);
+  char hostname[sizeof(h->hostname)], machine_id[sizeof(h->host_machine_id)];
+  snprintf(kernel, sizeof(kernel), "%s", h->kernel);
   if (kernel[0]) { /* "Linux 6.1.0-18-amd64": sysname, release */
     char *sp = strchr(kernel, ' ');
     if (sp) {
@@ -267,22 +281,26 @@ int fleet_merge_host_preamble(fleet_t *f, fleet_host_t *h) {
     un.release = release;
     si.utsname = &un;
   }
-  si.tracegate_hostname = h->core.has_info && h->core.hostname[0]
-                              ? h->core.hostname
-                              : (char *)h->t->host;
-  if (h->core.host_machine_id[0])
-    si.tracegate_machine_id = h->core.host_machine_id;
-  if (h->core.num_cpus) {
-    si.has_num_cpus = 1;
-    si.num_cpus = h->core.num_cpus;
+  snprintf(hostname, sizeof(hostname), "%s",
+           h->has_info && h->hostname[0] ? h->hostname : fallback);
+  si.tracegate_hostname = hostname;
+  if (h->host_machine_id[0]) {
+    snprintf(machine_id, sizeof(machine_id), "%s", h->host_machine_id);
+    si.tracegate_machine_id = machine_id;
   }
-  int rv = system_info(f, h->machine_id, seq, &si);
-  if (rv == 0 && h->core.clock.estimates)
-    rv = clock_snapshot(f, h->machine_id, seq, h->core.clock.best.remote);
-  if (rv == 0 && h->core.clock.estimates) rv = remote_clock_sync(f, h);
+  if (h->num_cpus) {
+    si.has_num_cpus = 1;
+    si.num_cpus = h->num_cpus;
+  }
+  int rv = system_info(m, mh->machine_id, seq, &si);
+  if (rv == 0 && h->clock.estimates)
+    rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
+  if (rv == 0 && h->clock.estimates)
+    rv = remote_clock_sync(m, mh, &h->clock.best);
   return rv;
 }
 
-int fleet_merge_clock_sync(fleet_t *f, fleet_host_t *h) {
-  return h->core.clock.estimates ? remote_clock_sync(f, h) : 0;
+int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
+                        const tg_fleet_host_t *h) {
+  return h->clock.estimates ? remote_clock_sync(m, mh, &h->clock.best) : 0;
 }

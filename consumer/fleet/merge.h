@@ -1,0 +1,114 @@
+/* The merged fleet trace (docs/merge.md): one Perfetto trace for many
+ * hosts, each host a machine of Perfetto's multi-machine traces. Host k
+ * (0-based) is machine k + 1; the collector is machine 0, the trace's
+ * host. Every packet of a host keeps its bytes and gets two fields
+ * appended:
+ *
+ *   [packet bytes as read ...][98: machine_id = k+1][10: sequence id]
+ *
+ * Protobuf's last-field-wins makes the appended values the packet's. The
+ * sequence id is the packet's own moved into the host's range, or mapped
+ * into the overflow range that all hosts share. The unit also makes the
+ * packets the collector adds: its own ClockSnapshot and SystemInfo at the
+ * head, per host a SystemInfo, ClockSnapshot and RemoteClockSync before
+ * the host's first packet, and a RemoteClockSync per later estimate.
+ *
+ * Owns: the shared state (tg_merge_t: the overflow range, the buffer
+ * compressed_packets inflate into) and, per host, tg_merge_host_t (its
+ * machine id, its sequence map, its count of dropped packets). Must never:
+ * open, commit or name a file, nor copy or allocate per packet: every
+ * packet goes to the owner's sink in two pieces, the packet as read and
+ * the appended fields. Not thread-safe: one owner's loop thread.
+ */
+#ifndef TRACEGATE_CONSUMER_FLEET_MERGE_H
+#define TRACEGATE_CONSUMER_FLEET_MERGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/utsname.h>
+
+#include "common/buf.h"
+#include "common/u32_map.h"
+#include "consumer/fleet/clock_sync.h"
+#include "consumer/fleet/host.h"
+
+/* Machine ids are k + 1 and sequence ids get (k + 1) << 20: this many
+ * hosts keep every range below the overflow range. */
+#define TG_MERGE_MAX_HOSTS 1024
+#define TG_MERGE_SEQ_SHIFT 20
+/* The low value of a host's range that the collector's own packets about
+ * that host use; producer ids from here up are mapped. */
+#define TG_MERGE_SEQ_COLLECTOR ((1u << TG_MERGE_SEQ_SHIFT) - 1)
+/* Mapped ids (producer ids too large for a range) come after this one. */
+#define TG_MERGE_SEQ_OVERFLOW_BASE 0xFFF00000u
+/* The collector's own packets (machine 0). */
+#define TG_MERGE_SEQ_MACHINE0 1u
+
+/* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
+ * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
+ * NULL for the packets the unit makes). Both are borrowed for the call.
+ * Returns 0 or a negative error, which the merge call returns. */
+typedef int (*tg_merge_write_cb)(void *ctx, const uint8_t *p, size_t n,
+                                 const uint8_t *tail, size_t tail_n);
+
+typedef struct tg_merge {
+  tg_merge_write_cb write;
+  void *ctx;
+  uint32_t next_overflow_seq;
+  /* A host's compressed_packets, inflated so that the packets inside get
+   * their ids too (consumer/packet_inflate.h). */
+  tg_buf_t inflated;
+} tg_merge_t;
+
+typedef struct tg_merge_host {
+  uint32_t machine_id; /* index + 1 */
+  tg_u32_map_t seqs;   /* producer ids mapped into the overflow range */
+  uint64_t malformed;  /* packets left out for not decoding */
+} tg_merge_host_t;
+
+/* The collector, as the head of the trace describes it. */
+typedef struct tg_merge_self {
+  bool has_uname;
+  struct utsname uts;
+  char hostname[256];
+  uint32_t num_cpus;
+  uint64_t clocks[TG_CLK_N]; /* BOOTTIME, MONOTONIC, REALTIME (ns) */
+} tg_merge_self_t;
+
+/* A merge writing through |write| with |ctx| (borrowed for its life). */
+void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx);
+void tg_merge_free(tg_merge_t *m);
+
+/* Host |index| (machine index + 1), with nothing mapped yet. */
+void tg_merge_host_init(tg_merge_host_t *mh, size_t index);
+void tg_merge_host_free(tg_merge_host_t *mh);
+
+/* This machine now: uname, hostname, online CPUs and its clocks. */
+void tg_merge_self_read(tg_merge_self_t *self);
+
+/* The collector's packets at the head of the trace (machine 0): first
+ * the ClockSnapshot, which makes the collector the trace's host and its
+ * BOOTTIME the timeline, then its SystemInfo. */
+int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
+
+/* Host |mh|'s SystemInfo (from |h|'s host info; named |fallback| when
+ * the host did not say its name), then, if |h| has a clock estimate, a
+ * ClockSnapshot of its clocks and a RemoteClockSync tying them to the
+ * collector's. Once, before the host's first packet (on_described). */
+int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
+                           const tg_fleet_host_t *h, const char *fallback);
+
+/* One more RemoteClockSync of |mh| from |h|'s current estimate
+ * (h->clock.best); nothing when there is none (on_clock_estimate). */
+int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
+                        const tg_fleet_host_t *h);
+
+/* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
+ * and moved sequence id appended; the packets of a compressed_packets
+ * wrapper one by one. A packet that does not decode would make the whole
+ * trace unreadable: it is left out and counted in mh->malformed. */
+int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
+                    size_t n);
+
+#endif /* TRACEGATE_CONSUMER_FLEET_MERGE_H */
