@@ -2,6 +2,7 @@
  * then the connection, handed to record_flow.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -229,6 +230,10 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"background", TG_FLAG_BOOL, &o->background, NULL,
        "-d: go on in the background: print the pid of the process that "
        "records and exit (kill -TERM PID stops it cleanly)", 0, 0},
+      {"background-wait", TG_FLAG_BOOL, &o->background_wait, NULL,
+       "as --background, but exit only once every data source started: 0 "
+       "then, 1 if the recording ended first or did not start within "
+       "30s", 0, 0},
       {"size", TG_FLAG_STRING, &o->size, "SIZE",
        "-s: stop the session once the trace file holds SIZE bytes "
        "(max_file_size_bytes; 64mb, 1gb)", 0, 0},
@@ -277,6 +282,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     }
     if (o->attach)
       return usage_error(prog, "--attach cannot change the maximum file size");
+  }
+  if (o->background_wait) {
+    if (o->attach)
+      return usage_error(prog, "--background-wait starts a session: it cannot "
+                               "--attach");
+    o->background = true;
   }
   if (o->background) {
     if (o->detach)
@@ -451,23 +462,61 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
   return cfg;
 }
 
+/* How long --background-wait waits for the child's session to start, as
+ * Perfetto's. */
+#define BACKGROUND_WAIT_MS 30000
+
+/* --background-wait, in the parent: the child's word on |fd|. */
+static int wait_for_child(int fd, pid_t pid) {
+  struct pollfd pf = {fd, POLLIN, 0};
+  int n;
+  while ((n = poll(&pf, 1, BACKGROUND_WAIT_MS)) < 0 && errno == EINTR) {
+  }
+  char b = 0;
+  ssize_t r = n > 0 ? read(fd, &b, 1) : 0;
+  close(fd);
+  if (r == 1 && b == 'S') {
+    printf("%d\n", (int)pid);
+    fflush(stdout);
+    return 1;
+  }
+  fprintf(stderr, CLI_PROG ": --background-wait: the recording (pid %d) %s\n",
+          (int)pid, n == 0 ? "did not start within 30s; it goes on"
+                           : "ended before its data sources started");
+  return 2;
+}
+
 /* -d, as Perfetto's Daemonize(): the parent prints the pid of the child
- * that goes on recording and exits 0; the child leaves the terminal (its
+ * that goes on recording and exits 0 (with --background-wait, once the
+ * child's data sources all started); the child leaves the terminal (its
  * own session, stdio on /dev/null). Called before the loop exists. Returns
- * 1 in the parent, 0 in the child, -1 after printing why. */
-static int go_background(void) {
+ * 0 in the child; in the parent 1, or 2 when --background-wait saw no
+ * start; -1 after printing why there is no child. */
+static int go_background(record_t *r) {
+  int p[2] = {-1, -1};
+  if (r->o.background_wait && pipe2(p, O_CLOEXEC) < 0) {
+    fprintf(stderr, CLI_PROG ": --background-wait: pipe: %s\n", strerror(errno));
+    return -1;
+  }
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, CLI_PROG ": --background: fork: %s\n", strerror(errno));
+    if (p[0] >= 0) close(p[0]), close(p[1]);
     return -1;
   }
   if (pid > 0) {
+    if (p[0] >= 0) {
+      close(p[1]);
+      return wait_for_child(p[0], pid);
+    }
     printf("%d\n", (int)pid);
     fflush(stdout);
     return 1;
   }
+  if (p[0] >= 0) close(p[0]);
+  r->bg_fd = p[1];
   setsid();
   int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (fd >= 0) {
@@ -594,6 +643,7 @@ int cli_record_main(int argc, char **argv) {
     return rc;
   }
   r->exit_code = CLI_EXIT_FAIL;
+  r->bg_fd = -1;
   r->tty = isatty(STDERR_FILENO);
   if (r->o.remote.n_hosts || r->o.remote.hosts_file) {
     rc = record_remote(&r->o);
@@ -621,13 +671,14 @@ int cli_record_main(int argc, char **argv) {
     goto out;
   }
   if (r->o.background) {
-    int bg = go_background();
+    int bg = go_background(r);
     if (bg != 0) {
-      /* The parent: the child owns the partial file from here. */
+      /* The parent: the child owns the partial file from here, whether
+       * its session started or not. */
       if (bg > 0) {
         cli_output_forget(&r->out);
         r->has_out = false;
-        r->exit_code = CLI_EXIT_OK;
+        r->exit_code = bg == 1 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
       }
       goto out;
     }

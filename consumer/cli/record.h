@@ -43,6 +43,7 @@ typedef struct record_opts {
   const char *clone_name; /* --clone-by-name */
   /* Perfetto's other record flags (perfetto_cmd.cc). */
   bool background;           /* -d: go on in a child, print its pid */
+  bool background_wait;      /* ... once the child's session started */
   const char *size;          /* -s: max_file_size_bytes */
   uint64_t max_file_bytes;   /* parsed; 0: no limit */
   const char *is_detached;   /* --is_detached KEY: exit 0 yes, 2 no, 1 error */
@@ -89,6 +90,10 @@ typedef struct record {
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;
   /* A START_TRACING trigger config (record_trigger.c). */
+  /* --background-wait, in the child: the pipe its parent waits on (one
+   * byte once every data source started; EOF says it never did); -1. */
+  int bg_fd;
+  bool snapshot_watch;     /* CLONE_SNAPSHOT hits are cloned into OUT.N */
   bool trigger_wait;       /* the session waits for a trigger */
   bool trigger_fired;      /* ... and it fired: tracing began */
   char trigger_names[256]; /* "'a' or 'b'", for messages */
@@ -105,6 +110,10 @@ typedef struct record {
                               file, exit 0, as perfetto_cmd */
 } record_t;
 
+/* record_trigger.c: --background-wait's child tells its parent that every
+ * data source started (once; closes r->bg_fd). */
+void record_background_started(record_t *r);
+
 /* record_flow.c: --summary-json for a local recording, once it ended
  * (r->exit_code is final), whatever ended it. */
 void record_write_summary(record_t *r);
@@ -114,8 +123,9 @@ void record_write_summary(record_t *r);
 int record_clone(record_t *r);
 
 /* record_trigger.c: when the session of |r| with config |cfg| is asked
- * for (or attached), watches its triggers: the start of one that waits
- * for a START_TRACING trigger, or CLONE_SNAPSHOT hits (record_snapshot.c). */
+ * for (or attached), watches what the recording needs to know: the start
+ * of one that waits for a START_TRACING trigger, CLONE_SNAPSHOT hits
+ * (record_snapshot.c), every data source started (--background-wait). */
 void record_trigger_watch(record_t *r, const Perfetto__Protos__TraceConfig *cfg);
 /* Shows "waiting for trigger NAME" while it waits; false otherwise. */
 bool record_trigger_progress(record_t *r);
@@ -125,7 +135,9 @@ bool record_trigger_never_fired(record_t *r);
 /* record_snapshot.c: whether |cfg| (may be NULL) has CLONE_SNAPSHOT
  * triggers; then each hit is cloned into OUT.0, OUT.1, ... */
 bool record_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg);
-void record_snapshot_watch(record_t *r);
+/* A clone_trigger_hit record_trigger_watch() saw: the next snapshot. */
+void record_snapshot_hit(record_t *r,
+                         const Perfetto__Protos__ObservableEvents__CloneTriggerHit *hit);
 
 /* record_flow.c: starts the session on the connected |r| (handles are
  * initialised here); the loop then runs until everything is closed. */

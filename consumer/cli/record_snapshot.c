@@ -155,18 +155,8 @@ static void start_snapshot(record_t *r,
   }
 }
 
-static void on_events(tg_consumer_t *c, void *ctx, int status, const char *msg,
-                      bool has_more, const Perfetto__Protos__ObservableEvents *ev) {
-  (void)c, (void)msg, (void)has_more;
-  record_t *r = ctx;
-  if (status || !ev || !ev->clone_trigger_hit || r->finished) return;
-  start_snapshot(r, ev->clone_trigger_hit);
-}
-
-void record_snapshot_watch(record_t *r) {
-  const Perfetto__Protos__ObservableEvents__Type types[] = {
-      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT};
-  if (tg_consumer_observe_events(r->conn.c, types, 1, on_events, r) < 0)
-    fprintf(stderr, CLI_PROG ": warning: cannot watch for CLONE_SNAPSHOT "
-            "triggers: no snapshots will be taken\n");
+void record_snapshot_hit(record_t *r,
+                         const Perfetto__Protos__ObservableEvents__CloneTriggerHit *hit) {
+  if (r->finished) return;
+  start_snapshot(r, hit);
 }

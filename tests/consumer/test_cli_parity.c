@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -248,6 +249,65 @@ static void background_prints_the_pid_and_sigterm_stops_cleanly(void **state) {
   raw_producer_close(&p);
 }
 
+/* --background-wait: the pid comes, and the command exits 0, only once the
+ * session's data sources started: a START_TRACING session holds it until
+ * its trigger fires. A session that fails first makes it exit 1. */
+static void background_wait_returns_once_the_data_sources_started(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, ts, "cli.producer", "cli.ds", 4, 64, false), 0);
+  char cfg[256], out[256];
+  snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "bgw.pbtxt"));
+  snprintf(out, sizeof(out), "%s", out_in(ts, "bgw.pftrace"));
+  write_file(cfg,
+             "buffers { size_kb: 1024 }\n"
+             "data_sources { config { name: \"cli.ds\" } }\n"
+             "trigger_config {\n"
+             "  trigger_mode: START_TRACING\n"
+             "  trigger_timeout_ms: 60000\n"
+             "  triggers { name: \"go\" }\n"
+             "}\n");
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-o", out,
+                        "-c", cfg, "--txt", "--background-wait", NULL};
+  child_t c;
+  spawn_cli(&c, args);
+  /* Armed, not started: the command waits (it would be gone by now had
+   * it not). The session exists once the service lists it. */
+  child_t q;
+  const char *stats[] = {"stats", "--socket", ts->consumer_sock, "--json", NULL};
+  for (int64_t deadline = tg_test_now_ms() + WAIT_MS;;) {
+    assert_int_equal(run_cli(&q, stats), 0);
+    if (strstr(q.out, "\"id\"")) break;
+    assert_true(tg_test_now_ms() < deadline);
+  }
+  assert_int_equal(waitpid(c.pid, NULL, WNOHANG), 0);
+  const char *targs[] = {"trigger", "--socket", ts->producer_sock, "go", NULL};
+  assert_int_equal(run_cli(&q, targs), 0);
+  assert_int_equal(wait_cli(&c), 0);
+  char *end;
+  long pid = strtol(c.out, &end, 10);
+  assert_true(pid > 1 && *end == '\n');
+  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  commit_packets(&p, 0, "bgw", 1, 3);
+  assert_int_equal(kill((pid_t)pid, SIGTERM), 0);
+  ack_flush(&p);
+  wait_gone((pid_t)pid);
+  trace_file_t t;
+  read_trace(out, "bgw", &t);
+  assert_int_equal(t.test_packets, 3);
+  unlink(out);
+  /* A config the service refuses: the child ends at once, the command
+   * says so with exit status 1, and no pid is printed. */
+  write_file(cfg,
+             "buffers { size_kb: 1024 }\n"
+             "data_sources { config { name: \"cli.ds\" } }\n"
+             "trace_filter { bytecode: \"x\" }\n");
+  assert_int_equal(run_cli(&c, args), 1);
+  assert_int_equal(c.n_out, 0);
+  unlink(cfg);
+  raw_producer_close(&p);
+}
+
 /* -s: the service stops the session at the size (it writes the file), or
  * the CLI does (it streams). */
 static void size_limit(test_service_t *ts, bool streamed) {
@@ -434,6 +494,7 @@ int main(void) {
       SVC(compound_durations),
       SVC(is_detached_answers_by_exit_status),
       SVC(background_prints_the_pid_and_sigterm_stops_cleanly),
+      SVC(background_wait_returns_once_the_data_sources_started),
       SVC(size_stops_a_service_written_file),
       SVC(size_stops_a_streamed_file),
       SVC(query_raw_and_capabilities),
