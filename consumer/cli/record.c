@@ -244,6 +244,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "write a snapshot of the running session with the highest "
        "bugreport_score into $TMPDIR/systrace.pftrace (/tmp without "
        "TMPDIR; -o names another file); none: no file, exit 0", 0, 0},
+      {"clone-for-bugreport", TG_FLAG_BOOL, &o->clone_for_bugreport, NULL,
+       "with --clone or --clone-by-name: clone as for a bugreport "
+       "(CloneSession for_bugreport)", 0, 0},
       {"version", TG_FLAG_BOOL, &o->version, NULL,
        "print the version and exit", 0, 0},
   };
@@ -296,6 +299,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       return usage_error(prog, "--background cannot write to stdout (-o -)");
   }
 
+  if (o->clone_for_bugreport && !o->clone_id && !o->clone_name)
+    return usage_error(prog, "--clone-for-bugreport goes with --clone or "
+                             "--clone-by-name");
   /* --clone: a snapshot of a session that exists, written to -o. */
   if (o->clone_id || o->clone_name) {
     if (o->clone_id && o->clone_name)

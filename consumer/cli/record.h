@@ -49,6 +49,7 @@ typedef struct record_opts {
   const char *is_detached;   /* --is_detached KEY: exit 0 yes, 2 no, 1 error */
   bool bugreport;            /* --save-for-bugreport: clone the session a
                                 bugreport takes (for_bugreport) */
+  bool clone_for_bugreport;  /* --clone-for-bugreport: --clone as one */
   bool version;              /* --version */
 } record_opts_t;
 

@@ -74,7 +74,8 @@ int record_clone(record_t *r) {
     snprintf(which, sizeof(which), "session %" PRIu64, r->o.clone_id);
   tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
                                    .unique_session_name = r->o.clone_name,
-                                   .for_bugreport = r->o.bugreport};
+                                   .for_bugreport = r->o.bugreport ||
+                                                    r->o.clone_for_bugreport};
   step_t cl = {0};
   int rv = tg_consumer_clone_session(r->conn.c, &args, on_done, &cl);
   if (rv == 0) cli_wait(&r->conn, &cl.done);

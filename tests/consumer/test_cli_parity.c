@@ -143,6 +143,10 @@ static void save_for_bugreport(void **state) {
   /* It takes nothing else, as perfetto_cmd. */
   const char *mixed[] = {"--save-for-bugreport", "-t", "1s", NULL};
   assert_int_equal(run_cli(&c, mixed), 2);
+  /* --clone-for-bugreport goes with --clone only. */
+  const char *alone[] = {"record", "--socket", ts->consumer_sock,
+                         "--clone-for-bugreport", "-o", path, NULL};
+  assert_int_equal(run_cli(&c, alone), 2);
   assert_int_equal(raw_consumer_disable(&rc, WAIT_MS), 0);
   raw_consumer_close(&rc);
   raw_consumer_close(&rc2);
