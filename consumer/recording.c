@@ -137,6 +137,7 @@ static void on_guard(uv_timer_t *t) {
     format_ms(d, sizeof(d), r->duration_ms);
     format_ms(g, sizeof(g), r->grace_ms);
     format_ms(s, sizeof(s), r->deadline_stop_ms);
+    r->deadline_failed = true;
     tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline "
                  "(duration %s + grace %s), and not within %s of being "
                  "stopped", d, g, s);
@@ -573,6 +574,9 @@ void tg_recording_free(tg_recording_t *r) {
 void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
 bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
+bool tg_recording_deadline_failed(const tg_recording_t *r) {
+  return r->deadline_failed;
+}
 uint64_t tg_recording_reads(const tg_recording_t *r) { return r->reads_done; }
 
 void tg_recording_read_first_now(tg_recording_t *r) {

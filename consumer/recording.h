@@ -193,6 +193,9 @@ tg_rec_state_t tg_recording_state(const tg_recording_t *r);
 const char *tg_recording_state_name(tg_rec_state_t s);
 /* Whether the service said the session ended. */
 bool tg_recording_ended(const tg_recording_t *r);
+/* Whether the recording failed because its session did not end by its
+ * deadline (duration + grace, then the stop's own wait). */
+bool tg_recording_deadline_failed(const tg_recording_t *r);
 /* Whether this recording may be resumed after losing its connection. */
 bool tg_recording_resumable(const tg_recording_t *r);
 /* How long a read or stats call has gone unanswered at |now_ms| (loop

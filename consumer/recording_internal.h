@@ -27,6 +27,7 @@ struct tg_recording {
   bool live;  /* a session exists (enable sent or attached) */
   bool ended; /* the service said it ended */
   bool stop_wanted, stop_sent, deadline_hit, freeing;
+  bool deadline_failed; /* failed: the session did not end by its deadline */
   bool reading, stats_pending;
   bool reads_held, read_due; /* hold_reads; a read came due while held */
   unsigned drain_reads, reads_cut;

@@ -349,6 +349,8 @@ static void write_summary(fleet_t *f, int code) {
                 : h->core.why[0] ? h->core.why
                 : f->aborting ? "aborted (a second interrupt)"
                               : NULL;
+    o->failure = tg_fleet_failure_name(h->core.failure);
+    if (!o->ok && !o->failure && f->aborting) o->failure = "stopped";
     o->bytes = h->core.bytes;
     o->packets = h->core.packets;
     o->loss = h->has_loss ? &h->loss : NULL;

@@ -104,6 +104,8 @@ typedef struct record {
   uv_signal_t sigterm;     /* SIGTERM stops cleanly, like Ctrl-C */
   bool size_reached;       /* streamed: -s reached, the rest is dropped */
   bool conn_lost;          /* the service went away */
+  bool deadline_failed;    /* the session did not end by its deadline */
+  bool write_failed;       /* the trace could not be written */
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
   record_end_t end;        /* why the session ended, for the summary */
   char fail_why[300];      /* why it failed, for --summary-json */

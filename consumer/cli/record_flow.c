@@ -44,6 +44,15 @@ static const struct {
     [RECORD_END_STOP] = {"stop", "stopped by --stop"},
 };
 
+/* The failure's kind for --summary-json (the fleet's tokens). */
+static const char *failure_kind(const record_t *r) {
+  if (!r->conn.established) return "connect";
+  if (r->write_failed) return "write";
+  if (r->deadline_failed) return "deadline";
+  if (r->conn_lost) return "link_lost";
+  return "session";
+}
+
 void record_write_summary(record_t *r) {
   bool ok = r->exit_code == CLI_EXIT_OK;
   const char *why = kEnds[r->end].text;
@@ -54,6 +63,7 @@ void record_write_summary(record_t *r) {
       .host = "local",
       .ok = ok,
       .reason = why,
+      .failure = ok ? NULL : failure_kind(r),
       .end = kEnds[r->end].token,
       .bytes = r->out.bytes,
       .packets = r->out.packets,
@@ -177,6 +187,7 @@ static void complete(record_t *r) {
     cli_output_discard(&r->out);
   } else if (r->has_out) {
     rv = cli_output_commit(&r->out);
+    r->write_failed = rv != 0 && r->out.err;
   }
   r->has_out = false;
   if (rv == 0) {
@@ -249,11 +260,13 @@ static void on_end(tg_recording_t *rec, int status, const char *reason) {
       break;
   }
   r->keep_partial = r->began; /* kept only if it holds packets */
+  r->deadline_failed = tg_recording_deadline_failed(rec);
   if (r->conn_lost) {
     r->end = RECORD_END_SERVICE_GONE;
     fprintf(stderr, CLI_PROG ": the session ended: %s\n", kEnds[r->end].text);
   }
-  if (r->has_out && r->out.err)
+  r->write_failed = r->has_out && r->out.err;
+  if (r->write_failed)
     fail(r, "cannot write %s: %s", r->o.out, tg_strerror(r->out.err));
   else
     fail(r, "%s", reason);

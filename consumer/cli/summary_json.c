@@ -16,6 +16,8 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
   cli_json_str(f, h->host);
   fprintf(f, ", \"outcome\": \"%s\", \"reason\": ", h->ok ? "ok" : "failed");
   cli_json_str(f, h->reason);
+  fputs(", \"failure\": ", f);
+  cli_json_str(f, h->ok ? NULL : h->failure);
   fputs(", \"end\": ", f);
   cli_json_str(f, h->end);
   fprintf(f, ", \"bytes\": %" PRIu64 ", \"packets\": %" PRIu64 ", \"loss\": ",

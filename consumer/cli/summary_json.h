@@ -25,6 +25,7 @@ typedef struct cli_summary_host {
   const char *host;    /* "-H" spec, or "local" */
   bool ok;
   const char *reason;  /* why it ended, or why it failed */
+  const char *failure; /* a failure's kind, a token ("connect", ...); or NULL */
   const char *end;     /* how its session ended, a token; NULL: not known */
   uint64_t bytes, packets;
   const cli_loss_t *loss; /* NULL: loss unknown (no final statistics) */

@@ -97,6 +97,7 @@ static void finish(tg_fleet_host_t *h) {
   h->clock_due_ms = 0;
   if (cbs(h)->on_closing && cbs(h)->on_closing(h, failing) < 0 && !failing) {
     failing = true;
+    h->failure = TG_FLEET_FAIL_WRITE;
     snprintf(h->why, sizeof(h->why), "the trace could not be written to %s",
              h->out_name ? h->out_name : "its output");
   }
@@ -128,8 +129,10 @@ static void fail_why(tg_fleet_host_t *h) {
   close_conn(h);
 }
 
-void tg__fleet_fail(tg_fleet_host_t *h, const char *fmt, ...) {
+void tg__fleet_fail(tg_fleet_host_t *h, tg_fleet_failure_t kind,
+                    const char *fmt, ...) {
   if (is_finished(h) || is_failing(h)) return;
+  h->failure = kind;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(h->why, sizeof(h->why), fmt, ap);
@@ -139,7 +142,7 @@ void tg__fleet_fail(tg_fleet_host_t *h, const char *fmt, ...) {
 
 void tg__fleet_fail_write(tg_fleet_host_t *h, int err) {
   if (!h->write_err) h->write_err = err;
-  tg__fleet_fail(h, "cannot write %s: %s",
+  tg__fleet_fail(h, TG_FLEET_FAIL_WRITE, "cannot write %s: %s",
                  h->out_name ? h->out_name : "the trace", tg_strerror(err));
 }
 
@@ -159,7 +162,7 @@ void tg__fleet_prep_failed(tg_fleet_host_t *h, int status, const char *msg) {
     tg__fleet_drop_attempt(h, msg);
     return;
   }
-  tg__fleet_fail(h, "%s", msg);
+  tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", msg);
 }
 
 /* --- reconnecting ------------------------------------------------------------ */
@@ -176,7 +179,8 @@ static void retry_later(tg_fleet_host_t *h, const char *why) {
   if (tg_link_attempt_failed(&h->link, tg__fleet_now(h), why) < 0) {
     char limit[32];
     tg__fleet_format_ms(limit, sizeof(limit), h->fleet->o.reconnect_ms);
-    tg__fleet_fail(h, "lost the link and could not get the session back "
+    tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST,
+                   "lost the link and could not get the session back "
                    "within %s (last attempt: %s)", limit, why);
     return;
   }
@@ -192,14 +196,16 @@ static void link_lost(tg_fleet_host_t *h, const char *why) {
   if (!can_resume(h)) {
     bool started = rec_active(h);
     if (started && tg_recording_ended(h->rec))
-      tg__fleet_fail(h, "lost the link after tracing ended; the rest of the "
+      tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST,
+                     "lost the link after tracing ended; the rest of the "
                      "trace is lost (%s)", why);
     else if (started && h->fleet->o.reconnect_ms > 0)
-      tg__fleet_fail(h, "lost the link, and the session cannot be resumed "
+      tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST,
+                     "lost the link, and the session cannot be resumed "
                      "(no resume key: is the peer a tracegate-relay?) (%s)",
                      why);
     else
-      tg__fleet_fail(h, "lost the link (%s)", why);
+      tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST, "lost the link (%s)", why);
     return;
   }
   snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);
@@ -247,7 +253,7 @@ static void on_remote_gone(void *ctx, const char *detail) {
     return;
   }
   if (!h->ever_connected) {
-    tg__fleet_fail(h, "%s", why);
+    tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", why);
     return;
   }
   link_lost(h, why);
@@ -285,7 +291,7 @@ static void guard_expired(tg_fleet_host_t *h) {
   snprintf(why, sizeof(why), "no answer within %u s",
            (unsigned)(h->link.tm.connect_guard_ms / 1000));
   if (tg_link_reconnecting(&h->link)) tg__fleet_drop_attempt(h, why);
-  else tg__fleet_fail(h, "cannot connect: %s", why);
+  else tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "cannot connect: %s", why);
 }
 
 /* The link found the connection silent too long (it is DROPPING): close
@@ -308,7 +314,7 @@ static void connect_now(tg_fleet_host_t *h) {
     h->c = NULL;
     h->conn = NULL;
     if (tg_link_reconnecting(&h->link)) retry_later(h, err);
-    else tg__fleet_fail(h, "%s", err);
+    else tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", err);
     return;
   }
   tg__fleet_prep_begin(h);
@@ -384,6 +390,9 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
     return;
   }
   if (!is_failing(h)) {
+    h->failure = h->write_err                        ? TG_FLEET_FAIL_WRITE
+                 : tg_recording_deadline_failed(rec) ? TG_FLEET_FAIL_DEADLINE
+                                                     : TG_FLEET_FAIL_SESSION;
     if (h->write_err)
       snprintf(h->why, sizeof(h->why), "cannot write %s: %s",
                h->out_name ? h->out_name : "the trace",
@@ -450,7 +459,7 @@ static void start_recording(tg_fleet_host_t *h) {
   tg_link_up(&h->link, now, h->relay);
   int rv = tg_recording_start(h->rec, h->c, &ro);
   if (rv < 0) {
-    tg__fleet_fail(h, "cannot %s: %s",
+    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "cannot %s: %s",
                    o->attach_key ? "attach" : "enable tracing",
                    tg_strerror(rv));
     return;
@@ -482,7 +491,7 @@ void tg__fleet_after_prep(tg_fleet_host_t *h) {
   settle_names(h);
   if (h->stop_requested) {
     /* Stopped before this host started: nothing to record. */
-    tg__fleet_fail(h, "stopped before tracing began");
+    tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "stopped before tracing began");
     return;
   }
   start_recording(h);
@@ -546,11 +555,25 @@ void tg_fleet_host_stop(tg_fleet_host_t *h) {
     return;
   }
   if (tg_link_starting(h->link.state))
-    tg__fleet_fail(h, "stopped before tracing began");
+    tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "stopped before tracing began");
 }
 
 void tg_fleet_host_abort(tg_fleet_host_t *h) {
-  tg__fleet_fail(h, "aborted (Ctrl-C)");
+  tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "aborted (Ctrl-C)");
+}
+
+const char *tg_fleet_failure_name(tg_fleet_failure_t f) {
+  switch (f) {
+    case TG_FLEET_FAIL_CONNECT: return "connect";
+    case TG_FLEET_FAIL_LINK_LOST: return "link_lost";
+    case TG_FLEET_FAIL_SESSION: return "session";
+    case TG_FLEET_FAIL_DEADLINE: return "deadline";
+    case TG_FLEET_FAIL_WRITE: return "write";
+    case TG_FLEET_FAIL_STOPPED: return "stopped";
+    case TG_FLEET_FAIL_INTERNAL: return "internal";
+    case TG_FLEET_FAIL_NONE: break;
+  }
+  return NULL;
 }
 
 const char *tg_fleet_host_state(const tg_fleet_host_t *h) {
@@ -627,7 +650,7 @@ int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
 
 void tg_fleet_host_start(tg_fleet_host_t *h) {
   if (!h->rec) {
-    tg__fleet_fail(h, "out of memory");
+    tg__fleet_fail(h, TG_FLEET_FAIL_INTERNAL, "out of memory");
     return;
   }
   connect_now(h);

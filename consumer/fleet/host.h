@@ -64,6 +64,22 @@ typedef enum tg_fleet_compression {
   TG_FLEET_COMP_UNSUPPORTED,  /* plain: no TracegateRelay or no such method */
 } tg_fleet_compression_t;
 
+/* Why a host failed, for scripts (the summary's "failure"); the text in
+ * |why| says it for people. */
+typedef enum tg_fleet_failure {
+  TG_FLEET_FAIL_NONE = 0,  /* not failed */
+  TG_FLEET_FAIL_CONNECT,   /* never got a prepared link to the host */
+  TG_FLEET_FAIL_LINK_LOST, /* lost the link and could not get the session back */
+  TG_FLEET_FAIL_SESSION,   /* the service or relay refused or failed the session */
+  TG_FLEET_FAIL_DEADLINE,  /* the session did not end by its deadline */
+  TG_FLEET_FAIL_WRITE,     /* the owner could not write the host's trace */
+  TG_FLEET_FAIL_STOPPED,   /* stopped or aborted by the owner (Ctrl-C) */
+  TG_FLEET_FAIL_INTERNAL,  /* out of memory */
+} tg_fleet_failure_t;
+
+/* The failure's token: "connect", "link_lost", ...; NULL for NONE. */
+const char *tg_fleet_failure_name(tg_fleet_failure_t f);
+
 /* A held clock burst (fleets above TG_FLEET_DEFER_ABOVE_HOSTS): the host
  * enables tracing on the first sample of its first burst and takes the
  * rest when the owner says (tg_fleet_host_resume_clock). */
@@ -233,6 +249,7 @@ struct tg_fleet_host {
   unsigned reads_lost; /* of those, the ones that did carry data */
 
   char why[600]; /* FAILING, FAILED: why */
+  tg_fleet_failure_t failure; /* FAILING, FAILED: its kind */
 };
 
 /* A host of |fleet| in CONNECTING, not started. |name|, |target| and

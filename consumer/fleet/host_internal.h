@@ -29,9 +29,11 @@ static inline bool tg__fleet_reply_is_news(const tg_fleet_host_t *h,
 void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
                       const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Ends |h| with an error (FAILING; the session and connection go). */
-void tg__fleet_fail(tg_fleet_host_t *h, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Ends |h| with an error of kind |kind| (FAILING; the session and
+ * connection go). The first failure's kind and words stay. */
+void tg__fleet_fail(tg_fleet_host_t *h, tg_fleet_failure_t kind,
+                    const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* "cannot write OUT: why" for a failed write of |h|'s packets. */
 void tg__fleet_fail_write(tg_fleet_host_t *h, int err);
 /* A preparation call failed (|status|, |msg|): a reconnection attempt is

@@ -527,6 +527,7 @@ static void missing_service_fails_with_a_message(void **state) {
   assert_json(sum, "output", "null");
   assert_json(sum, "hosts.0.outcome", "\"failed\"");
   assert_json(sum, "hosts.0.loss", "null");
+  assert_json(sum, "hosts.0.failure", "\"connect\"");
   unlink(sum);
   assert_non_null(strstr(c.err, "cannot connect to the tracing service at"));
   assert_non_null(strstr(c.err, sock));

@@ -182,9 +182,15 @@ static void symlink_is_kept_and_its_target_written(void **state) {
 
 static void dev_full_fails_the_run(void **state) {
   test_service_t *ts = *state;
-  const char *args[] = {RECORD_ARGS(ts, "/dev/full"), NULL};
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "full.json"));
+  const char *args[] = {RECORD_ARGS(ts, "/dev/full"), "--summary-json", sum,
+                        NULL};
   child_t c;
   assert_int_equal(run_cli(&c, args), 1);
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"write\"");
+  unlink(sum);
   assert_non_null(strstr(c.err, "cannot write /dev/full"));
   assert_non_null(strstr(c.err, strerror(ENOSPC)));
   assert_null(strstr(c.err, "wrote"));

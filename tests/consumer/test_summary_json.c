@@ -43,11 +43,12 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   loss.items[1].value = 4;
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
+       .failure = "link_lost",
        .bytes = 10, .packets = 2, .loss = &loss, .reconnects = 3,
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
        .has_machine_id = true, .machine_id = 5, .path = NULL},
-      {.host = "local", .ok = true},
+      {.host = "local", .ok = true, .failure = "ignored when ok"},
   };
   cli_summary_t s = {.exit_code = 1, .elapsed_ms = 99, .output = NULL,
                      .hosts = h, .n_hosts = 2};
@@ -61,6 +62,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   /* Bytes above 0x7f come back as the code points of the same value. */
   assert_json(path, "hosts.0.reason",
               "\"bad \\u00ff\\u00fe\\n\\\"bytes\\\"\"");
+  assert_json(path, "hosts.0.failure", "\"link_lost\"");
   assert_json(path, "hosts.0.loss.total", "7");
   assert_json(path, "hosts.0.loss.counters",
               "{\"a\\tb\\u0001\": 4, \"chunks\\\"lost\\\\\": 3}");
@@ -72,6 +74,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.path", "null");
   assert_json(path, "hosts.1.outcome", "\"ok\"");
   assert_json(path, "hosts.1.reason", "null");
+  assert_json(path, "hosts.1.failure", "null");
   assert_json(path, "hosts.1.loss", "null");
   assert_json(path, "hosts.1.clock_offset_ns", "null");
   assert_json(path, "hosts.1.compression", "null");
