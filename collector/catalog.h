@@ -1,6 +1,7 @@
 /* The trace catalog: what the collector knows about its snapshots, behind
  * one interface so that SQLite (catalog_sqlite.h, the embedded default) and
- * later PostgreSQL implement the same operations.
+ * PostgreSQL (catalog_pg.h, shared by several collectors) implement the
+ * same operations.
  *
  * A catalog owns rows, never files: the store (store.h) is its only writer
  * and pairs every state change with the file operation it stands for, in
@@ -18,6 +19,12 @@
  *
  * COMPLETE and PARTIAL rows are "live": their file exists. PENDING and
  * FAILED rows have no file in snapshots/. Rows leave only by remove().
+ *
+ * A shared catalog (ops->shared) is used by several collectors at once,
+ * each a "member" of it (one database connection). Every transition above
+ * is guarded by the state it starts from, so that two collectors racing
+ * for one row leave it in one of the states either would have made, and
+ * the loser is told (-ENOENT, -EINVAL, -EBUSY), never fooled.
  *
  * Text (trigger, reason, host names, errors) is stored and returned
  * verbatim: every statement binds its values, none is built from text.
@@ -144,6 +151,8 @@ typedef struct tg_coll_catalog tg_coll_catalog_t;
  * -ENOSPC, -ENOMEM: the database failed, logged once with its own code). */
 typedef struct tg_coll_catalog_ops {
   const char *name;
+  /* Several collectors may use one database at once (one member each). */
+  bool shared;
   /* Frees the catalog; NULL-safe through tg_coll_catalog_close(). */
   void (*close)(tg_coll_catalog_t *cat);
   /* Inserts a PENDING row and returns its new id, durable on return. */
@@ -156,6 +165,12 @@ typedef struct tg_coll_catalog_ops {
   /* PENDING -> FAILED with |why| (truncated to TG_COLL_ERROR_MAX). */
   int (*fail)(tg_coll_catalog_t *cat, uint64_t id, const char *why,
               int64_t finished_ms);
+  /* At open: every PENDING row no running collector is writing becomes
+   * FAILED with |why|; *n says how many. A catalog of one collector fails
+   * them all; a shared one those of this member and of members it can
+   * prove are gone (docs/collector.md, "Several collectors"). */
+  int (*interrupt)(tg_coll_catalog_t *cat, const char *why, int64_t finished_ms,
+                   uint32_t *n);
   /* Live -> FAILED: the file went away behind the store's back. */
   int (*lose)(tg_coll_catalog_t *cat, uint64_t id, const char *why);
   int (*list)(tg_coll_catalog_t *cat, const tg_coll_filter_t *f,
@@ -166,14 +181,17 @@ typedef struct tg_coll_catalog_ops {
   int (*hosts)(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
                size_t cap, size_t *n);
   int (*set_pinned)(tg_coll_catalog_t *cat, uint64_t id, bool pinned);
-  /* Deletes the row and its hosts (any state but PENDING: -EBUSY). */
-  int (*remove)(tg_coll_catalog_t *cat, uint64_t id);
+  /* Deletes the row and its hosts (any state but PENDING: -EBUSY; with
+   * |unless_pinned|, a pinned row too: what retention asks, so that a pin
+   * committed since its view is honoured). */
+  int (*remove)(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned);
   int (*retention_view)(tg_coll_catalog_t *cat, tg_coll_retention_view_t *v);
 } tg_coll_catalog_ops_t;
 
 /* The base every implementation embeds first. */
 struct tg_coll_catalog {
   const tg_coll_catalog_ops_t *ops;
+  bool attached; /* a store uses it (store.c): one store per catalog */
 };
 
 static inline void tg_coll_catalog_close(tg_coll_catalog_t *cat) {

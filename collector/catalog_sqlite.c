@@ -100,6 +100,13 @@ static const char *const sql[S_COUNT] = {
     [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",
     [S_STATE] = "SELECT state FROM snapshots WHERE id = ?1",
     [S_REMOVE] = "DELETE FROM snapshots WHERE id = ?1 AND state <> 0",
+    [S_REMOVE_UNPINNED] =
+        "DELETE FROM snapshots WHERE id = ?1 AND state <> 0 AND pinned = 0",
+    /* One collector per database (the store's lock): every PENDING row is
+     * an interrupted one. */
+    [S_INTERRUPT] =
+        "UPDATE snapshots SET state = 3, finished_ms = ?1, failure = ?2"
+        " WHERE state = 0",
     [S_TOTAL] =
         "SELECT COALESCE(SUM(bytes), 0) FROM snapshots"
         " WHERE state IN (1, 2)",

@@ -24,6 +24,8 @@ typedef enum {
   S_PIN,
   S_STATE,
   S_REMOVE,
+  S_REMOVE_UNPINNED,
+  S_INTERRUPT,
   S_TOTAL,
   S_CANDIDATE,
   S_COUNT

@@ -237,11 +237,26 @@ static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
   return write_one(c, st, id, 0, "pin");
 }
 
-static int op_remove(tg_coll_catalog_t *cat, uint64_t id) {
+static int op_remove(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned) {
   tg__coll_sqlite_t *c = sq(cat);
-  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_REMOVE);
+  sqlite3_stmt *st =
+      tg__coll_sqlite_stmt(c, unless_pinned ? S_REMOVE_UNPINNED : S_REMOVE);
   sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
   return write_one(c, st, id, -EBUSY, "remove");
+}
+
+static int op_interrupt(tg_coll_catalog_t *cat, const char *why,
+                        int64_t finished_ms, uint32_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_INTERRUPT);
+  sqlite3_bind_int64(st, 1, finished_ms);
+  size_t len = why ? strnlen(why, TG_COLL_ERROR_MAX) : 0;
+  sqlite3_bind_text(st, 2, why ? why : "", (int)len, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, "interrupt");
+  *n = (uint32_t)sqlite3_changes(c->db);
+  return 0;
 }
 
 static int op_retention_view(tg_coll_catalog_t *cat,
@@ -277,6 +292,7 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .begin = op_begin,
     .finish = op_finish,
     .fail = op_fail,
+    .interrupt = op_interrupt,
     .lose = op_lose,
     .list = op_list,
     .get = op_get,

@@ -63,13 +63,16 @@ static void close_fd(int *fd) {
 }
 
 /* The lock file, flock()ed: the kernel drops the lock when the process
- * dies however it dies, so a killed collector never blocks its successor,
- * while a second one running on the same store is refused. */
-static int lock_store(tg_coll_store_t *s, const char *dir) {
+ * dies however it dies, so a killed collector never blocks its successor.
+ * A store with a catalog of its own takes it exclusively: a second one on
+ * the same directory is refused. Collectors sharing a catalog share the
+ * lock (each is told apart by its catalog member), which still keeps a
+ * store of its own off a directory they use, and them off its. */
+static int lock_store(tg_coll_store_t *s, const char *dir, bool shared) {
   s->lock_fd = openat(s->root_fd, TG_COLL_LOCK_FILE,
                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (s->lock_fd < 0) return -errno;
-  if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(s->lock_fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
     if (err == -EBUSY) TG_ERROR("store %s: in use by another collector", dir);
     return err;
@@ -79,6 +82,9 @@ static int lock_store(tg_coll_store_t *s, const char *dir) {
 
 static int open_catalog(tg_coll_store_t *s, const tg_coll_store_config_t *cfg) {
   if (cfg->catalog) {
+    /* Two stores on one catalog would be one member twice: each would
+     * take the other's PENDING rows for its own interrupted ones. */
+    if (cfg->catalog->attached) return -EBUSY;
     s->cat = cfg->catalog;
     return 0;
   }
@@ -101,9 +107,10 @@ int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
   s->on_step = cfg->on_step;
   s->step_ctx = cfg->step_ctx;
   bool root_new, tmp_new, snap_new;
+  bool shared = cfg->catalog && cfg->catalog->ops->shared;
   int err;
   if ((err = open_dir(AT_FDCWD, cfg->dir, &root_new, &s->root_fd)) ||
-      (err = lock_store(s, cfg->dir)) ||
+      (err = lock_store(s, cfg->dir, shared)) ||
       (err = open_dir(s->root_fd, TG_COLL_TMP_DIR, &tmp_new, &s->tmp_fd)) ||
       (err =
            open_dir(s->root_fd, TG_COLL_SNAPSHOT_DIR, &snap_new, &s->snap_fd)))
@@ -114,6 +121,7 @@ int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
     goto fail;
   }
   if ((err = open_catalog(s, cfg))) goto fail;
+  s->cat->attached = true;
   tg_coll_recovery_t local;
   if ((err = tg__coll_recover(s, rec ? rec : &local))) goto fail;
   *out = s;
@@ -127,6 +135,7 @@ fail:
 void tg_coll_store_close(tg_coll_store_t *s) {
   if (!s) return;
   assert(s->writers == 0);
+  if (s->cat) s->cat->attached = false;
   if (s->owns_cat) tg_coll_catalog_close(s->cat);
   close_fd(&s->snap_fd);
   close_fd(&s->tmp_fd);
@@ -176,10 +185,11 @@ int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
 
 /* The row goes first, committed: a crash before the unlink leaves an
  * orphan file, which the next open removes; the other order could leave a
- * live row without its file. */
-int tg__coll_remove(tg_coll_store_t *s, uint64_t id) {
+ * live row without its file. Only the collector whose delete removed the
+ * row unlinks: with a shared catalog, the others get -ENOENT first. */
+int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
   tg__coll_step(s, TG_COLL_STEP_REMOVING, id);
-  int err = s->cat->ops->remove(s->cat, id);
+  int err = s->cat->ops->remove(s->cat, id, unless_pinned);
   if (err) return err;
   tg__coll_step(s, TG_COLL_STEP_ROW_REMOVED, id);
   char name[TG_COLL_FILE_NAME_MAX];
@@ -193,24 +203,36 @@ int tg__coll_remove(tg_coll_store_t *s, uint64_t id) {
 
 int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
-  return tg__coll_remove(s, id);
+  return tg__coll_remove(s, id, false);
 }
 
+/* How often one retention step looks again after its candidate went or
+ * was pinned under it (another collector sharing the catalog). */
+#define RETAIN_RACES 8
+
 int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
-  tg_coll_retention_view_t v;
-  int err = s->cat->ops->retention_view(s->cat, &v);
-  if (err) return err;
-  tg_coll_retained_t r = {.total_bytes = v.total_bytes};
-  r.verdict = tg_coll_retention_decide(&s->retention, &v, tg__coll_now(s));
-  if (r.verdict != TG_COLL_KEEP) {
+  tg_coll_retained_t r;
+  for (int races = 0;; races++) {
+    tg_coll_retention_view_t v;
+    int err = s->cat->ops->retention_view(s->cat, &v);
+    if (err) return err;
+    r = (tg_coll_retained_t){.total_bytes = v.total_bytes};
+    r.verdict = tg_coll_retention_decide(&s->retention, &v, tg__coll_now(s));
+    if (r.verdict == TG_COLL_KEEP) break;
     r.id = v.candidate.id;
     r.bytes = v.candidate.bytes;
     char idtext[TG_COLL_ID_STRLEN];
     tg_coll_id_format(r.id, idtext);
-    TG_INFO("store: retention (%s) deletes snapshot %s, %llu bytes",
-            tg_coll_verdict_name(r.verdict), idtext,
-            (unsigned long long)r.bytes);
-    if ((err = tg__coll_remove(s, r.id))) return err;
+    /* Guarded by its pin: a pin committed since the view keeps it. */
+    err = tg__coll_remove(s, r.id, true);
+    if (err == 0) {
+      TG_INFO("store: retention (%s) deleted snapshot %s, %llu bytes",
+              tg_coll_verdict_name(r.verdict), idtext,
+              (unsigned long long)r.bytes);
+      break;
+    }
+    /* Deleted or pinned by another collector since the view: look again. */
+    if ((err != -ENOENT && err != -EBUSY) || races == RETAIN_RACES) return err;
   }
   if (out) *out = r;
   return r.verdict != TG_COLL_KEEP;

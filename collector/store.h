@@ -11,12 +11,19 @@
  *   finish:  fsync(tmp) -> rename into snapshots/ -> fsync(snapshots/)
  *            -> row COMPLETE/PARTIAL committed
  *   delete:  row deleted (committed) -> file unlinked
- *   open:    PENDING rows -> FAILED; tmp/ emptied; files of snapshots/
- *            without a live row removed; live rows whose file is missing
- *            or of the wrong size -> FAILED (logged)
+ *   open:    PENDING rows nobody writes -> FAILED; files of tmp/ and
+ *            snapshots/ whose row is neither live nor PENDING removed;
+ *            live rows whose file is missing or of the wrong size ->
+ *            FAILED (logged)
  * So no row points at a missing or partial file, no file outlives a
  * restart without its row, and an id once returned keeps its row (FAILED
  * if the snapshot could not be finished) until deleted.
+ *
+ * With a shared catalog (catalog.h, ops->shared: PostgreSQL) several
+ * collectors, each with its own store and catalog member, share one
+ * directory: each writes only the files of ids it allocated, and recovery
+ * removes only files no running collector can need (docs/collector.md,
+ * "Several collectors").
  *
  * Threads: a store is used by one thread at a time (a libuv loop's). Each
  * call is at most one short catalog transaction plus a few file system
@@ -68,7 +75,9 @@ typedef void (*tg_coll_step_fn)(void *ctx, tg_coll_step_t step, uint64_t id);
 typedef struct tg_coll_store_config {
   const char *dir; /* created if missing (not its parents); copied */
   /* NULL: the SQLite catalog at <dir>/catalog.sqlite, owned by the store.
-   * Else borrowed: the caller closes it after tg_coll_store_close(). */
+   * Else borrowed: the caller closes it after tg_coll_store_close(); one
+   * store at a time (-EBUSY). A shared one (PostgreSQL) makes the store
+   * take the directory's lock shared, with the other collectors. */
   tg_coll_catalog_t *catalog;
   tg_coll_retention_policy_t retention;
   /* Unix epoch milliseconds; NULL: CLOCK_REALTIME. */
@@ -87,7 +96,8 @@ typedef struct tg_coll_recovery {
   uint32_t foreign;         /* names in snapshots/ that are not ours, kept */
 } tg_coll_recovery_t;
 
-/* Opens the store at cfg->dir, locking it against a second opener (-EBUSY)
+/* Opens the store at cfg->dir, locking it against a second opener (-EBUSY;
+ * shared with collectors of the same shared catalog)
  * and recovering it (above). Returns 0 and *out (free with
  * tg_coll_store_close), filling *rec when not NULL; or -errno /
  * TG_ENOT_SUPPORTED (the catalog's schema is newer). */
@@ -155,8 +165,10 @@ typedef struct tg_coll_retained {
 } tg_coll_retained_t;
 
 /* One retention step: deletes the oldest deletable snapshot if the policy
- * says so (one catalog transaction and one unlink). Returns 1 (deleted
- * one: call again), 0 (nothing to delete) or an error. |out| may be NULL. */
+ * says so (one catalog transaction and one unlink; again, a few times at
+ * most, if another collector deleted or pinned it first). Returns 1
+ * (deleted one: call again), 0 (nothing to delete) or an error. |out| may
+ * be NULL. */
 int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out);
 
 #endif /* TRACEGATE_COLLECTOR_STORE_H */

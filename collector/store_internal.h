@@ -22,8 +22,8 @@ int64_t tg__coll_now(tg_coll_store_t *s);
 void tg__coll_step(tg_coll_store_t *s, tg_coll_step_t step, uint64_t id);
 /* Repairs the store after whatever ended the last process (store.h). */
 int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
-/* Deletes |id|'s row, then its file (if it has one): delete and
- * retention. */
-int tg__coll_remove(tg_coll_store_t *s, uint64_t id);
+/* Deletes |id|'s row (not if pinned, when |unless_pinned|), then its file
+ * (if it has one): delete and retention. */
+int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
 
 #endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -3,6 +3,14 @@
  * and tmp/ is empty. Runs under the store's lock, before any caller sees
  * the store. The order matters: PENDING rows fail first, so that a file
  * renamed into snapshots/ whose row never became live is an orphan below.
+ *
+ * With a shared catalog and directory, other collectors are writing while
+ * this runs. The catalog fails only the PENDING rows nobody is writing
+ * (catalog.h, interrupt), so a PENDING row left after it is a running
+ * collector's: its files (in tmp/, or in snapshots/ between rename and
+ * commit) are kept. Every other file is garbage whoever made it: a writer
+ * moves or removes its file before its row leaves PENDING, and a row
+ * exists before its file does (docs/collector.md, "Several collectors").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -42,15 +50,6 @@ static int each_row(tg_coll_store_t *s, unsigned states,
   return err;
 }
 
-static int fail_pending(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
-                        tg_coll_recovery_t *rec) {
-  int err = s->cat->ops->fail(
-      s->cat, r->id, "interrupted: the collector restarted", tg__coll_now(s));
-  if (err) return err;
-  rec->interrupted++;
-  return 0;
-}
-
 static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
                       tg_coll_recovery_t *rec) {
   char name[TG_COLL_FILE_NAME_MAX];
@@ -65,6 +64,9 @@ static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
   TG_ERROR("store: snapshot %s: %s (edited by hand?); marked failed", name,
            why);
   int err = s->cat->ops->lose(s->cat, r->id, why);
+  /* Deleted meanwhile by a collector sharing the catalog (row first, then
+   * file): not lost. */
+  if (err == -ENOENT) return 0;
   if (err) return err;
   /* A file of the wrong size goes too: it has no live row now. */
   unlinkat(s->snap_fd, name, 0);
@@ -107,14 +109,29 @@ static int sweep(tg_coll_store_t *s, int dfd,
   return err;
 }
 
-static bool keep_nothing(tg_coll_store_t *s, const char *name,
-                         tg_coll_recovery_t *rec) {
-  (void)s, (void)name, (void)rec;
-  return false;
+/* Whether the row of |id| is in one of |states|, which keeps its file. A
+ * catalog error keeps it too (the next open tries again) rather than risk
+ * removing a live one; only a missing row or one in another state makes
+ * the file garbage. */
+static bool row_keeps_file(tg_coll_store_t *s, uint64_t id, unsigned states) {
+  tg_coll_snapshot_t r;
+  int err = s->cat->ops->get(s->cat, id, &r);
+  if (err) return err != -ENOENT;
+  return (states & TG_COLL_STATE_BIT(r.state)) != 0;
 }
 
-/* A file of snapshots/ stays if it is a live row's; names that are not a
- * snapshot's are not ours to remove. */
+/* A file of tmp/ stays only while a running collector writes it. */
+static bool keep_written(tg_coll_store_t *s, const char *name,
+                         tg_coll_recovery_t *rec) {
+  (void)rec;
+  uint64_t id;
+  return tg_coll_id_parse_file_name(name, 1, &id) == 0 &&
+         row_keeps_file(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));
+}
+
+/* A file of snapshots/ stays if it is a live row's, or a PENDING one's
+ * (renamed, not yet committed, by a running collector); names that are
+ * not a snapshot's are not ours to remove. */
 static bool keep_live(tg_coll_store_t *s, const char *name,
                       tg_coll_recovery_t *rec) {
   uint64_t id;
@@ -124,21 +141,17 @@ static bool keep_live(tg_coll_store_t *s, const char *name,
     rec->foreign++;
     return true;
   }
-  tg_coll_snapshot_t r;
-  int err = s->cat->ops->get(s->cat, id, &r);
-  if (err == 0 && (r.state == TG_COLL_COMPLETE || r.state == TG_COLL_PARTIAL))
-    return true;
-  /* Only a missing row makes an orphan; a catalog error keeps the file
-   * (the next open tries again) rather than risk a live one. */
-  return err != 0 && err != -ENOENT;
+  return row_keeps_file(
+      s, id, TG_COLL_LIVE_STATES | TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
 int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
   memset(rec, 0, sizeof(*rec));
   int err;
-  if ((err = each_row(s, TG_COLL_STATE_BIT(TG_COLL_PENDING), fail_pending,
-                      rec)) ||
-      (err = sweep(s, s->tmp_fd, keep_nothing, &rec->tmp_removed, rec)) ||
+  if ((err = s->cat->ops->interrupt(s->cat,
+                                    "interrupted: the collector restarted",
+                                    tg__coll_now(s), &rec->interrupted)) ||
+      (err = sweep(s, s->tmp_fd, keep_written, &rec->tmp_removed, rec)) ||
       (err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec)) ||
       (err = each_row(s, TG_COLL_LIVE_STATES, check_file, rec)))
     return err;

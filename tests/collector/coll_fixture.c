@@ -4,11 +4,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmocka.h>
+
+#include "coll_pg.h"
+#include "collector/catalog_pg.h"
 #include "collector/snapshot_id.h"
 #include "test_proc.h"
 
@@ -27,18 +34,68 @@ int coll_fixture_init(coll_fixture_t *fx, const char *tag) {
   return 0;
 }
 
+static coll_pg_server_t the_server;
+
+struct coll_pg_server *coll_pg_group_server(void) {
+  return the_server.up ? &the_server : NULL;
+}
+
+int coll_fixture_init_pg(coll_fixture_t *fx, const char *tag) {
+  if (!coll_pg_installed()) {
+    memset(fx, 0, sizeof(*fx));
+    fx->skip = true;
+    return 0;
+  }
+  if (!the_server.up || coll_fixture_init(fx, tag)) return -1;
+  fx->kind = COLL_PG;
+  return coll_pg_createdb(&the_server, fx->conninfo, sizeof(fx->conninfo));
+}
+
+/* A killed collector's server session ends when the server reads EOF on
+ * its socket: each open waits for it up to TG_COLL_PG_BUSY_MS. */
+#define MEMBER_WAITS 20
+
+int coll_pg_catalog(const char *conninfo, uint32_t member,
+                    tg_coll_catalog_t **out) {
+  int err = -EBUSY;
+  for (int i = 0; i < MEMBER_WAITS && err == -EBUSY; i++)
+    err = tg_coll_catalog_pg_open(conninfo, member, out);
+  return err;
+}
+
 int coll_fixture_open(coll_fixture_t *fx) {
-  return tg_coll_store_open(&fx->cfg, &fx->store, &fx->rec);
+  if (fx->kind == COLL_PG) {
+    int err = coll_pg_catalog(fx->conninfo, fx->member, &fx->cat);
+    if (err) return err;
+    fx->cfg.catalog = fx->cat;
+  }
+  int err = tg_coll_store_open(&fx->cfg, &fx->store, &fx->rec);
+  if (err && fx->cat) {
+    tg_coll_catalog_close(fx->cat);
+    fx->cat = fx->cfg.catalog = NULL;
+  }
+  return err;
 }
 
 void coll_fixture_close(coll_fixture_t *fx) {
   tg_coll_store_close(fx->store);
   fx->store = NULL;
+  tg_coll_catalog_close(fx->cat);
+  fx->cat = fx->cfg.catalog = NULL;
 }
 
 void coll_fixture_fini(coll_fixture_t *fx) {
   coll_fixture_close(fx);
-  tg_test_rm_rf(fx->dir);
+  if (fx->dir[0]) tg_test_rm_rf(fx->dir);
+}
+
+coll_fixture_t *coll_fx(void **state) {
+  coll_fixture_t *fx = *state;
+  if (fx->skip) {
+    fprintf(stderr, "skipped: PostgreSQL is not installed (deploy/deps.sh)\n");
+    skip();
+  }
+  return fx;
 }
 
 static coll_fixture_t the_fixture;
@@ -52,6 +109,32 @@ int coll_setup(void **state) {
 int coll_setup_open(void **state) {
   if (coll_setup(state)) return -1;
   return coll_fixture_open(&the_fixture) ? -1 : 0;
+}
+
+int coll_pg_setup(void **state) {
+  if (coll_fixture_init_pg(&the_fixture, "coll-pg")) return -1;
+  *state = &the_fixture;
+  return 0;
+}
+
+int coll_pg_setup_open(void **state) {
+  if (coll_pg_setup(state)) return -1;
+  return the_fixture.skip || coll_fixture_open(&the_fixture) == 0 ? 0 : -1;
+}
+
+int coll_pg_group_setup(void **state) {
+  (void)state;
+  if (!coll_pg_installed()) {
+    fprintf(stderr, "PostgreSQL is not installed: its tests skip\n");
+    return 0;
+  }
+  return coll_pg_start(&the_server);
+}
+
+int coll_pg_group_teardown(void **state) {
+  (void)state;
+  coll_pg_stop(&the_server);
+  return 0;
 }
 
 int coll_teardown(void **state) {

@@ -1,6 +1,13 @@
 /* What the collector's tests share: a store in a fresh directory on a
- * clock the test moves, snapshots written from a seed, and a look at the
- * files on disk. */
+ * clock the test moves, with either catalog (SQLite in the directory, or
+ * PostgreSQL: a fresh database on a server the test group starts), snapshots
+ * written from a seed, and a look at the files on disk.
+ *
+ * A test runs against both catalogs by running its table twice: once with
+ * the SQLite setups, once with the PostgreSQL ones inside
+ * coll_pg_group_setup/teardown (COLL_RUN_BOTH_CATALOGS). Test bodies take
+ * their fixture with coll_fx(), which skips the test when PostgreSQL is not
+ * installed. */
 #ifndef TRACEGATE_TESTS_COLL_FIXTURE_H
 #define TRACEGATE_TESTS_COLL_FIXTURE_H
 
@@ -10,27 +17,68 @@
 
 #include "collector/store.h"
 
+typedef enum coll_kind { COLL_SQLITE, COLL_PG } coll_kind_t;
+
 typedef struct coll_fixture {
   char dir[256];
   int64_t now_ms; /* the store's clock: tests move it */
   tg_coll_store_config_t cfg;
   tg_coll_store_t *store;
   tg_coll_recovery_t rec; /* what the last open repaired */
+  coll_kind_t kind;
+  bool skip;              /* PostgreSQL is not installed: coll_fx() skips */
+  char conninfo[512];     /* COLL_PG: the test's database */
+  uint32_t member;        /* COLL_PG: the catalog's member */
+  tg_coll_catalog_t *cat; /* COLL_PG: opened and closed with the store */
 } coll_fixture_t;
 
 /* A fresh directory; the store is not open yet. Returns 0 or -errno. */
 int coll_fixture_init(coll_fixture_t *fx, const char *tag);
-/* Opens fx->store with fx->cfg, filling fx->rec. Returns its result. */
+/* The same with a fresh PostgreSQL database on the group's server (or
+ * fx->skip set when PostgreSQL is not installed). 0 or -1. */
+int coll_fixture_init_pg(coll_fixture_t *fx, const char *tag);
+/* Opens fx->store with fx->cfg (and, COLL_PG, a catalog of fx->member
+ * first), filling fx->rec. Returns its result. */
 int coll_fixture_open(coll_fixture_t *fx);
 void coll_fixture_close(coll_fixture_t *fx);
 /* Closes and removes the directory. */
 void coll_fixture_fini(coll_fixture_t *fx);
 
+/* Opens the PostgreSQL catalog at |conninfo| as |member|; a member whose
+ * last user was just killed is waited for (its server session ends on
+ * its own), a bounded number of times. Returns the open's result. */
+int coll_pg_catalog(const char *conninfo, uint32_t member,
+                    tg_coll_catalog_t **out);
+
+/* The fixture in *state; skips the test when it needs PostgreSQL and
+ * PostgreSQL is not installed. */
+coll_fixture_t *coll_fx(void **state);
+
 /* cmocka setups and teardown on one static fixture in *state: a fresh
- * directory, with the store open or not. */
+ * directory, with the store open or not; SQLite or PostgreSQL. */
 int coll_setup(void **state);
 int coll_setup_open(void **state);
+int coll_pg_setup(void **state);
+int coll_pg_setup_open(void **state);
 int coll_teardown(void **state);
+/* Group setup and teardown of the PostgreSQL tables: one server. */
+int coll_pg_group_setup(void **state);
+int coll_pg_group_teardown(void **state);
+/* The group's server, for tests that make databases of their own; NULL
+ * when not started. */
+struct coll_pg_server *coll_pg_group_server(void);
+
+/* The body of a main() that runs |table| (a macro of (setup, setup_open)
+ * giving an array initializer) once per catalog. */
+#define COLL_RUN_BOTH_CATALOGS(table)                                          \
+  const struct CMUnitTest sqlite_tests[] = table(coll_setup, coll_setup_open); \
+  const struct CMUnitTest pg_tests[] =                                         \
+      table(coll_pg_setup, coll_pg_setup_open);                                \
+  int failed_ =                                                                \
+      cmocka_run_group_tests_name("sqlite", sqlite_tests, NULL, NULL);         \
+  return failed_ + cmocka_run_group_tests_name("postgresql", pg_tests,         \
+                                               coll_pg_group_setup,            \
+                                               coll_pg_group_teardown)
 
 /* Fills |buf| with |n| bytes made from |seed|. */
 void coll_fill(uint8_t *buf, size_t n, uint64_t seed);

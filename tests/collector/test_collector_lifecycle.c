@@ -1,6 +1,7 @@
 /* The store's lifecycle (collector/store.h): begin, write, finish complete,
  * partial and failed, abort, list with filters, get, hosts, pin, delete,
- * the lock, and text stored verbatim whatever SQL it holds. */
+ * the lock, and text stored verbatim whatever SQL it holds; with each
+ * catalog, SQLite and PostgreSQL. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +21,7 @@ static const char *const one_failed[] = {"alpha", "!beta", NULL};
 static const char *const all_failed[] = {"!alpha", "!beta", NULL};
 
 static void lifecycle_complete_snapshot_has_its_file_and_hosts(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   uint64_t id;
   assert_int_equal(coll_snapshot(fx->store, "oom", two_ok, 10000, 1, &id), 0);
   tg_coll_snapshot_t s;
@@ -64,7 +65,7 @@ static void lifecycle_complete_snapshot_has_its_file_and_hosts(void **state) {
 }
 
 static void lifecycle_partial_and_failed_follow_the_hosts(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   uint64_t partial, failed;
   assert_int_equal(coll_snapshot(fx->store, "t", one_failed, 500, 2, &partial),
                    0);
@@ -94,7 +95,7 @@ static void lifecycle_partial_and_failed_follow_the_hosts(void **state) {
 }
 
 static void lifecycle_abort_keeps_the_row_failed_without_file(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   tg_coll_begin_t b = {.trigger = "manual"};
   tg_coll_writer_t *w;
   uint64_t id;
@@ -116,7 +117,7 @@ static void lifecycle_abort_keeps_the_row_failed_without_file(void **state) {
 
 static void lifecycle_finish_refuses_a_bad_result_and_fails_the_row(
     void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   tg_coll_begin_t b = {.trigger = "t"};
   tg_coll_writer_t *w;
   uint64_t id;
@@ -152,7 +153,7 @@ static size_t list(coll_fixture_t *fx, const tg_coll_filter_t *f, uint64_t *ids,
 
 static void lifecycle_list_filters_by_time_trigger_host_and_state(
     void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   static const char *const ab[] = {"a", "b", NULL};
   static const char *const bc[] = {"b", "!c", NULL};
   uint64_t id[4];
@@ -213,7 +214,7 @@ static void lifecycle_list_filters_by_time_trigger_host_and_state(
 }
 
 static void lifecycle_pin_and_delete(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   uint64_t id;
   assert_int_equal(coll_snapshot(fx->store, "t", two_ok, 100, 9, &id), 0);
   tg_coll_snapshot_t s;
@@ -236,7 +237,7 @@ static void lifecycle_pin_and_delete(void **state) {
 }
 
 static void lifecycle_sql_in_text_is_stored_verbatim(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   static const char *const hostile[] = {
       "'; DROP TABLE snapshots; --",
       "x' OR '1'='1",
@@ -246,9 +247,10 @@ static void lifecycle_sql_in_text_is_stored_verbatim(void **state) {
       "caf\xc3\xa9 \xe2\x80\xae",
       "?1 ?2 :name @x $y",
       "Robert'); DROP TABLE snapshot_hosts;--",
+      "not utf-8: \xff\xfe\xc0\x80", /* bytes, whatever the encoding */
   };
   size_t count = sizeof(hostile) / sizeof(hostile[0]);
-  uint64_t ids[8];
+  uint64_t ids[16];
   for (size_t i = 0; i < count; i++) {
     tg_coll_begin_t b = {.trigger = hostile[i],
                          .reason = hostile[(i + 1) % count],
@@ -289,14 +291,15 @@ static void lifecycle_sql_in_text_is_stored_verbatim(void **state) {
 }
 
 static void lifecycle_second_open_of_a_store_is_refused(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   tg_coll_store_t *other = NULL;
+  /* SQLite: the directory's lock; PostgreSQL: the catalog in use. */
   assert_int_equal(tg_coll_store_open(&fx->cfg, &other, NULL), -EBUSY);
   assert_null(other);
 }
 
 static void lifecycle_store_dir_may_be_a_symlink(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   uint64_t id;
   assert_int_equal(coll_snapshot(fx->store, "t", two_ok, 10, 1, &id), 0);
   coll_fixture_close(fx);
@@ -304,43 +307,44 @@ static void lifecycle_store_dir_may_be_a_symlink(void **state) {
   snprintf(link, sizeof(link), "%s.link", fx->dir);
   unlink(link);
   assert_int_equal(symlink(fx->dir, link), 0);
-  tg_coll_store_config_t cfg = fx->cfg;
-  cfg.dir = link;
-  tg_coll_store_t *s;
-  assert_int_equal(tg_coll_store_open(&cfg, &s, NULL), 0);
+  fx->cfg.dir = link;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  fx->cfg.dir = fx->dir;
   tg_coll_snapshot_t snap;
-  assert_int_equal(tg_coll_store_get(s, id, &snap), 0);
+  assert_int_equal(tg_coll_store_get(fx->store, id, &snap), 0);
   assert_int_equal(snap.state, TG_COLL_COMPLETE);
-  tg_coll_store_close(s);
+  assert_int_equal(fx->rec.orphans_removed + fx->rec.lost, 0);
+  coll_fixture_close(fx);
   assert_int_equal(unlink(link), 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(
-          lifecycle_complete_snapshot_has_its_file_and_hosts, coll_setup_open,
-          coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          lifecycle_partial_and_failed_follow_the_hosts, coll_setup_open,
-          coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          lifecycle_abort_keeps_the_row_failed_without_file, coll_setup_open,
-          coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          lifecycle_finish_refuses_a_bad_result_and_fails_the_row,
-          coll_setup_open, coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          lifecycle_list_filters_by_time_trigger_host_and_state,
-          coll_setup_open, coll_teardown),
-      cmocka_unit_test_setup_teardown(lifecycle_pin_and_delete, coll_setup_open,
-                                      coll_teardown),
-      cmocka_unit_test_setup_teardown(lifecycle_sql_in_text_is_stored_verbatim,
-                                      coll_setup_open, coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          lifecycle_second_open_of_a_store_is_refused, coll_setup_open,
-          coll_teardown),
-      cmocka_unit_test_setup_teardown(lifecycle_store_dir_may_be_a_symlink,
-                                      coll_setup_open, coll_teardown),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+#define LIFECYCLE_TESTS(setup, setup_open)                                     \
+  {                                                                            \
+    cmocka_unit_test_setup_teardown(                                           \
+        lifecycle_complete_snapshot_has_its_file_and_hosts, setup_open,        \
+        coll_teardown),                                                        \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_partial_and_failed_follow_the_hosts, setup_open,         \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_abort_keeps_the_row_failed_without_file, setup_open,     \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_finish_refuses_a_bad_result_and_fails_the_row,           \
+            setup_open, coll_teardown),                                        \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_list_filters_by_time_trigger_host_and_state, setup_open, \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(lifecycle_pin_and_delete, setup_open,  \
+                                        coll_teardown),                        \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_sql_in_text_is_stored_verbatim, setup_open,              \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_second_open_of_a_store_is_refused, setup_open,           \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(lifecycle_store_dir_may_be_a_symlink,  \
+                                        setup_open, coll_teardown),            \
+  }
+
+int main(void) { COLL_RUN_BOTH_CATALOGS(LIFECYCLE_TESTS); }

@@ -1,6 +1,7 @@
 /* Retention (collector/retention.h, tg_coll_store_retain): by total size
  * and by age, oldest first, pinned and PENDING snapshots kept; on the
- * fixture's clock, which the test moves instead of sleeping. */
+ * fixture's clock, which the test moves instead of sleeping; with each
+ * catalog, SQLite and PostgreSQL. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,7 +38,7 @@ static bool exists(coll_fixture_t *fx, uint64_t id) {
 }
 
 static void retention_by_size_goes_oldest_first_and_keeps_pins(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   fx->cfg.retention.max_bytes = 3000;
   assert_int_equal(coll_fixture_open(fx), 0);
   uint64_t id[5];
@@ -70,7 +71,7 @@ static void retention_by_size_goes_oldest_first_and_keeps_pins(void **state) {
 }
 
 static void retention_by_age_spares_young_and_pinned(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   fx->cfg.retention.max_age_ms = 60000;
   assert_int_equal(coll_fixture_open(fx), 0);
   uint64_t old1, old2, pinned, young;
@@ -101,7 +102,7 @@ static void retention_by_age_spares_young_and_pinned(void **state) {
 }
 
 static void retention_never_touches_a_pending_snapshot(void **state) {
-  coll_fixture_t *fx = *state;
+  coll_fixture_t *fx = coll_fx(state);
   fx->cfg.retention.max_bytes = 1;
   fx->cfg.retention.max_age_ms = 1;
   assert_int_equal(coll_fixture_open(fx), 0);
@@ -144,17 +145,16 @@ static void retention_policy_decides_from_the_view_alone(void **state) {
                    TG_COLL_DROP_AGE);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(
-          retention_by_size_goes_oldest_first_and_keeps_pins, coll_setup,
-          coll_teardown),
-      cmocka_unit_test_setup_teardown(retention_by_age_spares_young_and_pinned,
-                                      coll_setup, coll_teardown),
-      cmocka_unit_test_setup_teardown(
-          retention_never_touches_a_pending_snapshot, coll_setup,
-          coll_teardown),
-      cmocka_unit_test(retention_policy_decides_from_the_view_alone),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+#define RETENTION_TESTS(setup, setup_open)                                     \
+  {                                                                            \
+    cmocka_unit_test_setup_teardown(                                           \
+        retention_by_size_goes_oldest_first_and_keeps_pins, setup,             \
+        coll_teardown),                                                        \
+        cmocka_unit_test_setup_teardown(                                       \
+            retention_by_age_spares_young_and_pinned, setup, coll_teardown),   \
+        cmocka_unit_test_setup_teardown(                                       \
+            retention_never_touches_a_pending_snapshot, setup, coll_teardown), \
+        cmocka_unit_test(retention_policy_decides_from_the_view_alone),        \
+  }
+
+int main(void) { COLL_RUN_BOTH_CATALOGS(RETENTION_TESTS); }

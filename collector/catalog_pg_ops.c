@@ -1,0 +1,324 @@
+/* The PostgreSQL catalog's operations (catalog.h): each one prepared
+ * statement, or one transaction of a few. Each starts with
+ * tg__coll_pg_ready(), which brings a lost connection back (and with it
+ * the member's lock) before anything is sent. */
+#include <errno.h>
+#include <string.h>
+
+#include "collector/catalog_check.h"
+#include "collector/catalog_pg_internal.h"
+#include "common/log.h"
+
+static tg__coll_pg_t *pg(tg_coll_catalog_t *cat) {
+  return (tg__coll_pg_t *)cat;
+}
+
+static uint64_t col_u64(const PGresult *r, int row, int col) {
+  int64_t v = tg__coll_pg_int(r, row, col);
+  return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* One row of SNAPSHOT_COLS (catalog_pg.c) from column |c0| on. */
+static void read_snapshot(const PGresult *r, int row, int c0,
+                          tg_coll_snapshot_t *s) {
+  memset(s, 0, sizeof(*s));
+  s->id = col_u64(r, row, c0);
+  int64_t state = tg__coll_pg_int(r, row, c0 + 1);
+  s->state = state >= 0 && state < TG_COLL_STATE_COUNT ? (tg_coll_state_t)state
+                                                       : TG_COLL_FAILED;
+  s->pinned = tg__coll_pg_bool(r, row, c0 + 2);
+  s->started_ms = tg__coll_pg_int(r, row, c0 + 3);
+  s->finished_ms = tg__coll_pg_int(r, row, c0 + 4);
+  tg__coll_pg_text(r, row, c0 + 5, s->trigger, sizeof(s->trigger));
+  tg__coll_pg_text(r, row, c0 + 6, s->reason, sizeof(s->reason));
+  tg__coll_pg_text(r, row, c0 + 7, s->origin, sizeof(s->origin));
+  tg__coll_pg_text(r, row, c0 + 8, s->failure, sizeof(s->failure));
+  s->bytes = col_u64(r, row, c0 + 9);
+  s->crc32 = (uint32_t)tg__coll_pg_int(r, row, c0 + 10);
+  s->packets = col_u64(r, row, c0 + 11);
+  s->loss = col_u64(r, row, c0 + 12);
+  s->n_hosts = (uint32_t)tg__coll_pg_int(r, row, c0 + 13);
+  s->n_hosts_failed = (uint32_t)tg__coll_pg_int(r, row, c0 + 14);
+}
+
+/* Runs a GUARDED statement: 0 when it changed the row, else -ENOENT (no
+ * row) or |wrong| (not in a state the transition starts from). */
+static int guarded(tg__coll_pg_t *c, tg__coll_pg_stmt_t s,
+                   const tg__coll_pg_args_t *a, int wrong, const char *what) {
+  PGresult *r;
+  int err = tg__coll_pg_run(c, s, a, &r, what);
+  if (err) return err;
+  if (PQntuples(r) != 1)
+    err = -EIO;
+  else if (tg__coll_pg_int(r, 0, 0) != 1)
+    err = tg__coll_pg_bool(r, 0, 1) ? wrong : -ENOENT;
+  PQclear(r);
+  return err;
+}
+
+static int op_begin(tg_coll_catalog_t *cat, const tg_coll_begin_t *b,
+                    int64_t started_ms, uint64_t *id) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_check_begin(b);
+  if (err || (err = tg__coll_pg_ready(c))) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, c->member);
+  tg__coll_pg_arg_int(&a, started_ms);
+  tg__coll_pg_arg_text(&a, b->trigger, TG_COLL_TRIGGER_MAX);
+  tg__coll_pg_arg_text(&a, b->reason, TG_COLL_REASON_MAX);
+  tg__coll_pg_arg_text(&a, b->origin, TG_COLL_HOST_MAX);
+  PGresult *r;
+  /* One statement, committed on return: the row exists before the id. */
+  if ((err = tg__coll_pg_run(c, P_INSERT, &a, &r, "begin"))) return err;
+  int64_t v = PQntuples(r) == 1 ? tg__coll_pg_int(r, 0, 0) : 0;
+  PQclear(r);
+  if (v <= 0) return -EIO;
+  *id = (uint64_t)v;
+  return 0;
+}
+
+static int insert_host(tg__coll_pg_t *c, uint64_t id,
+                       const tg_coll_host_result_t *h) {
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_text(&a, h->host, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_int(&a, (int64_t)h->outcome);
+  tg__coll_pg_arg_text(&a, h->error, TG_COLL_ERROR_MAX);
+  tg__coll_pg_arg_int(&a, (int64_t)h->bytes);
+  tg__coll_pg_arg_int(&a, (int64_t)h->packets);
+  tg__coll_pg_arg_int(&a, (int64_t)h->loss);
+  tg__coll_pg_arg_int(&a, h->window_first_ms);
+  tg__coll_pg_arg_int(&a, h->window_last_ms);
+  PGresult *r;
+  /* A host named twice breaks the primary key (-EINVAL): the caller's
+   * mistake. */
+  int err = tg__coll_pg_run(c, P_INSERT_HOST, &a, &r, "finish host");
+  if (!err) PQclear(r);
+  return err;
+}
+
+static int op_get(tg_coll_catalog_t *cat, uint64_t id, tg_coll_snapshot_t *out);
+
+/* The connection broke around COMMIT: whether it happened is unknown to
+ * the client. The reconnect waits for the member's lock, which the old
+ * session holds until the server has ended it (and its transaction, one
+ * way or the other); then the row tells. A live row without its file
+ * must never follow from a commit we wrongly took for failed. */
+static int commit_outcome(tg__coll_pg_t *c, uint64_t id, tg_coll_state_t want,
+                          int err) {
+  tg_coll_snapshot_t s;
+  if (op_get(&c->base, id, &s) == 0 && s.state == want) {
+    TG_WARN(
+        "catalog: finish: the commit went through before the connection"
+        " broke");
+    return 0;
+  }
+  return err;
+}
+
+static int op_finish(tg_coll_catalog_t *cat, uint64_t id,
+                     const tg_coll_finish_t *f) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_check_finish(f);
+  if (err || (err = tg__coll_pg_ready(c))) return err;
+  uint32_t n_failed;
+  uint64_t loss;
+  tg_coll_state_t state = tg__coll_finish_state(f, &n_failed, &loss);
+  bool live = state != TG_COLL_FAILED;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_int(&a, (int64_t)state);
+  tg__coll_pg_arg_int(&a, f->finished_ms);
+  tg__coll_pg_arg_int(&a, live ? (int64_t)f->bytes : 0);
+  tg__coll_pg_arg_int(&a, live ? (int64_t)f->crc32 : 0);
+  tg__coll_pg_arg_int(&a, (int64_t)f->packets);
+  tg__coll_pg_arg_int(&a, (int64_t)loss);
+  tg__coll_pg_arg_int(&a, (int64_t)f->n_hosts);
+  tg__coll_pg_arg_int(&a, (int64_t)n_failed);
+  if ((err = tg__coll_pg_tx(c, "BEGIN", "finish"))) return err;
+  if ((err = guarded(c, P_FINISH, &a, -EINVAL, "finish"))) goto fail;
+  for (size_t i = 0; i < f->n_hosts; i++)
+    if ((err = insert_host(c, id, &f->hosts[i]))) goto fail;
+  if ((err = tg__coll_pg_tx(c, "COMMIT", "finish"))) {
+    if (PQstatus(c->conn) == CONNECTION_BAD)
+      return commit_outcome(c, id, state, err);
+    goto fail;
+  }
+  return 0;
+fail:
+  if (PQstatus(c->conn) == CONNECTION_OK) PQclear(PQexec(c->conn, "ROLLBACK"));
+  return err;
+}
+
+static int op_fail(tg_coll_catalog_t *cat, uint64_t id, const char *why,
+                   int64_t finished_ms) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_int(&a, finished_ms);
+  tg__coll_pg_arg_text(&a, why, TG_COLL_ERROR_MAX);
+  return guarded(c, P_FAIL, &a, -EINVAL, "fail");
+}
+
+static int op_interrupt(tg_coll_catalog_t *cat, const char *why,
+                        int64_t finished_ms, uint32_t *n) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, finished_ms);
+  tg__coll_pg_arg_text(&a, why, TG_COLL_ERROR_MAX);
+  PGresult *r;
+  if ((err = tg__coll_pg_run(c, P_INTERRUPT, &a, &r, "interrupt"))) return err;
+  *n = PQntuples(r) == 1 ? (uint32_t)col_u64(r, 0, 0) : 0;
+  PQclear(r);
+  return 0;
+}
+
+static int op_lose(tg_coll_catalog_t *cat, uint64_t id, const char *why) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_text(&a, why, TG_COLL_ERROR_MAX);
+  return guarded(c, P_LOSE, &a, -EINVAL, "lose");
+}
+
+static int op_list(tg_coll_catalog_t *cat, const tg_coll_filter_t *f,
+                   tg_coll_snapshot_t *out, size_t cap, size_t *n) {
+  tg__coll_pg_t *c = pg(cat);
+  if (!tg__coll_filter_ok(f)) return -EINVAL;
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  uint32_t limit = f->limit ? f->limit : TG_COLL_LIST_MAX;
+  if (limit > cap) limit = (uint32_t)cap;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, f->from_ms);
+  tg__coll_pg_arg_int(&a, f->to_ms);
+  tg__coll_pg_arg_opt_text(&a, f->trigger);
+  tg__coll_pg_arg_opt_text(&a, f->host);
+  tg__coll_pg_arg_int(&a, (int64_t)f->states);
+  tg__coll_pg_arg_int(&a, f->before_id ? (int64_t)f->before_id : INT64_MAX);
+  tg__coll_pg_arg_int(&a, (int64_t)limit);
+  PGresult *r;
+  if ((err = tg__coll_pg_run(c, P_LIST, &a, &r, "list"))) return err;
+  int rows = PQntuples(r);
+  for (int i = 0; i < rows && (size_t)i < limit; i++)
+    read_snapshot(r, i, 0, &out[i]);
+  *n = (size_t)rows < limit ? (size_t)rows : limit;
+  PQclear(r);
+  return 0;
+}
+
+/* A read of one snapshot's rows, as an operation of its own. */
+static int read_id(tg__coll_pg_t *c, tg__coll_pg_stmt_t s, uint64_t id,
+                   PGresult **r, const char *what) {
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  return tg__coll_pg_run(c, s, &a, r, what);
+}
+
+static int op_get(tg_coll_catalog_t *cat, uint64_t id,
+                  tg_coll_snapshot_t *out) {
+  PGresult *r;
+  int err = read_id(pg(cat), P_GET, id, &r, "get");
+  if (err) return err;
+  if (PQntuples(r) == 1)
+    read_snapshot(r, 0, 0, out);
+  else
+    err = -ENOENT;
+  PQclear(r);
+  return err;
+}
+
+static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
+                    size_t cap, size_t *n) {
+  PGresult *r;
+  int err = read_id(pg(cat), P_HOSTS, id, &r, "hosts");
+  if (err) return err;
+  int rows = PQntuples(r);
+  size_t count = 0;
+  for (int i = 0; i < rows; i++) {
+    if (PQgetisnull(r, i, 0)) continue; /* the snapshot has no hosts */
+    if (count < cap) {
+      tg_coll_host_t *h = &out[count];
+      tg__coll_pg_text(r, i, 0, h->host, sizeof(h->host));
+      h->outcome = tg__coll_pg_int(r, i, 1) == TG_COLL_HOST_OK
+                       ? TG_COLL_HOST_OK
+                       : TG_COLL_HOST_FAILED;
+      tg__coll_pg_text(r, i, 2, h->error, sizeof(h->error));
+      h->bytes = col_u64(r, i, 3);
+      h->packets = col_u64(r, i, 4);
+      h->loss = col_u64(r, i, 5);
+      h->window_first_ms = tg__coll_pg_int(r, i, 6);
+      h->window_last_ms = tg__coll_pg_int(r, i, 7);
+    }
+    count++;
+  }
+  PQclear(r);
+  if (rows == 0) return -ENOENT;
+  *n = count;
+  return 0;
+}
+
+static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_int(&a, pinned ? 1 : 0);
+  return guarded(c, P_PIN, &a, 0, "pin");
+}
+
+static int op_remove(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  return guarded(c, unless_pinned ? P_REMOVE_UNPINNED : P_REMOVE, &a, -EBUSY,
+                 "remove");
+}
+
+static int op_retention_view(tg_coll_catalog_t *cat,
+                             tg_coll_retention_view_t *v) {
+  tg__coll_pg_t *c = pg(cat);
+  memset(v, 0, sizeof(*v));
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  PGresult *r;
+  if ((err = tg__coll_pg_run(c, P_RETENTION, &a, &r, "retention"))) return err;
+  if (PQntuples(r) == 1) {
+    v->total_bytes = col_u64(r, 0, 0);
+    v->has_candidate = !PQgetisnull(r, 0, 1);
+    if (v->has_candidate) read_snapshot(r, 0, 1, &v->candidate);
+  } else {
+    err = -EIO;
+  }
+  PQclear(r);
+  return err;
+}
+
+const tg_coll_catalog_ops_t tg__coll_pg_ops = {
+    .name = "postgresql",
+    .shared = true,
+    .close = tg__coll_pg_close,
+    .begin = op_begin,
+    .finish = op_finish,
+    .fail = op_fail,
+    .interrupt = op_interrupt,
+    .lose = op_lose,
+    .list = op_list,
+    .get = op_get,
+    .hosts = op_hosts,
+    .set_pinned = op_set_pinned,
+    .remove = op_remove,
+    .retention_view = op_retention_view,
+};

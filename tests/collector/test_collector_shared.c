@@ -1,0 +1,415 @@
+/* Several collectors sharing one PostgreSQL catalog and one store directory
+ * (docs/collector.md, "Several collectors"): ids never collide, each sees
+ * the other's snapshots, retention and recovery by one never break the
+ * other, a dead member's work is recovered, a member runs once, a lost
+ * session is reopened; and the
+ * catalog's schema: created once, versioned, foreign or newer refused. */
+#include <errno.h>
+#include <libpq-fe.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll_fixture.h"
+#include "coll_pg.h"
+#include "collector/catalog_pg.h"
+#include "tracegate/error.h"
+
+static const char *const hosts[] = {"h1", NULL};
+
+/* The second collector ("B"); the fixture in *state is "A". */
+static coll_fixture_t other;
+
+/* Opens A as member 1 and B as member 2 on A's directory and database. B
+ * shares A's clock; it has no step hook. */
+static coll_fixture_t *open_both(void **state) {
+  coll_fixture_t *a = coll_fx(state);
+  a->member = 1;
+  assert_int_equal(coll_fixture_open(a), 0);
+  other = *a;
+  other.store = NULL;
+  other.cat = other.cfg.catalog = NULL;
+  other.cfg.on_step = NULL;
+  other.member = 2;
+  assert_int_equal(coll_fixture_open(&other), 0);
+  return a;
+}
+
+static int shared_teardown(void **state) {
+  coll_fixture_close(&other);
+  memset(&other, 0, sizeof(other));
+  return coll_teardown(state);
+}
+
+static bool listed(tg_coll_store_t *s, uint64_t id) {
+  tg_coll_snapshot_t snap;
+  return tg_coll_store_get(s, id, &snap) == 0;
+}
+
+static void shared_ids_never_collide_under_interleaved_begins(void **state) {
+  coll_fixture_t *a = open_both(state);
+  enum { N = 16 };
+  tg_coll_writer_t *w[2 * N];
+  uint64_t id[2 * N];
+  tg_coll_begin_t b = {.trigger = "t"};
+  for (int i = 0; i < 2 * N; i++) {
+    tg_coll_store_t *s = i % 2 ? other.store : a->store;
+    assert_int_equal(tg_coll_store_begin(s, &b, &w[i], &id[i]), 0);
+    assert_int_equal(tg_coll_writer_write(w[i], "x", 1), 0);
+    /* Allocation order, whichever collector asked. */
+    if (i) assert_true(id[i] > id[i - 1]);
+  }
+  tg_coll_host_result_t h = {.host = "h1"};
+  tg_coll_result_t r = {.hosts = &h, .n_hosts = 1};
+  for (int i = 2 * N - 1; i >= 0; i--)
+    assert_int_equal(
+        tg_coll_store_finish(i % 2 ? other.store : a->store, w[i], &r), 0);
+  /* Both see every snapshot, whoever wrote it, with its file. */
+  tg_coll_snapshot_t rows[2 * N];
+  size_t n;
+  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
+  assert_int_equal(tg_coll_store_list(a->store, &f, rows, 2 * N, &n), 0);
+  assert_int_equal(n, 2 * N);
+  assert_int_equal(tg_coll_store_list(other.store, &f, rows, 2 * N, &n), 0);
+  assert_int_equal(n, 2 * N);
+  for (int i = 0; i < 2 * N; i++) {
+    assert_int_equal(rows[i].id, id[2 * N - 1 - i]);
+    assert_int_equal(rows[i].state, TG_COLL_COMPLETE);
+    int fd;
+    assert_int_equal(tg_coll_store_open_file(a->store, id[i], &fd), 0);
+    close(fd);
+  }
+  assert_int_equal(coll_count_entries(a->dir, TG_COLL_SNAPSHOT_DIR), 2 * N);
+}
+
+/* What A's step hook does to B while A is in the middle of a step. */
+typedef struct race {
+  tg_coll_step_t at;
+  void (*act)(struct race *r, uint64_t id);
+  bool done;
+  int rc;
+  tg_coll_retained_t retained;
+} race_t;
+
+static void race_step(void *ctx, tg_coll_step_t step, uint64_t id) {
+  race_t *r = ctx;
+  if (step != r->at || r->done) return;
+  r->done = true;
+  r->act(r, id);
+}
+
+static void b_retains(race_t *r, uint64_t id) {
+  (void)id;
+  r->rc = tg_coll_store_retain(other.store, &r->retained);
+}
+
+static void b_pins(race_t *r, uint64_t id) {
+  r->rc = tg_coll_store_pin(other.store, id, true);
+}
+
+/* Opens A (with |race| on its steps and a cap of 2500 bytes) and B, and
+ * writes three snapshots of 1000 bytes, A's, B's, A's, oldest first: the
+ * cap wants one gone. */
+static coll_fixture_t *three_snapshots(void **state, race_t *race,
+                                       uint64_t id[3]) {
+  coll_fixture_t *a = coll_fx(state);
+  a->cfg.retention.max_bytes = 2500;
+  a->cfg.on_step = race_step;
+  a->cfg.step_ctx = race;
+  open_both(state);
+  for (int i = 0; i < 3; i++) {
+    tg_coll_store_t *s = i == 1 ? other.store : a->store;
+    assert_int_equal(coll_snapshot(s, "t", hosts, 1000, (uint64_t)i, &id[i]),
+                     0);
+    a->now_ms += 10;
+  }
+  return a;
+}
+
+static void shared_retention_race_never_fails_the_loser(void **state) {
+  static race_t race;
+  race = (race_t){.at = TG_COLL_STEP_REMOVING, .act = b_retains};
+  uint64_t id[3];
+  coll_fixture_t *a = three_snapshots(state, &race, id);
+  /* A chose the oldest; B deletes it first, from inside A's step. */
+  tg_coll_retained_t r;
+  assert_int_equal(tg_coll_store_retain(a->store, &r), 0);
+  assert_true(race.done);
+  assert_int_equal(race.rc, 1);
+  assert_int_equal(race.retained.id, id[0]);
+  /* A looked again: nothing more to delete, no error. */
+  assert_int_equal(r.verdict, TG_COLL_KEEP);
+  assert_false(listed(a->store, id[0]));
+  assert_true(listed(a->store, id[1]) && listed(other.store, id[2]));
+  assert_int_equal(coll_count_entries(a->dir, TG_COLL_SNAPSHOT_DIR), 2);
+  int fd;
+  assert_int_equal(tg_coll_store_open_file(other.store, id[0], &fd), -ENOENT);
+  assert_int_equal(tg_coll_store_open_file(other.store, id[1], &fd), 0);
+  close(fd);
+}
+
+static void shared_retention_honours_a_pin_made_since_its_view(void **state) {
+  static race_t race;
+  race = (race_t){.at = TG_COLL_STEP_REMOVING, .act = b_pins};
+  uint64_t id[3];
+  coll_fixture_t *a = three_snapshots(state, &race, id);
+  tg_coll_retained_t r;
+  assert_int_equal(tg_coll_store_retain(a->store, &r), 1);
+  assert_int_equal(race.rc, 0);
+  /* B's pin, committed after A's view, kept the oldest: the next went. */
+  assert_int_equal(r.id, id[1]);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(other.store, id[0], &s), 0);
+  assert_true(s.pinned);
+  assert_int_equal(tg_coll_store_retain(a->store, &r), 0);
+}
+
+/* B restarts (its recovery runs) while A is between rename and commit. */
+static void b_restarts(race_t *r, uint64_t id) {
+  (void)id;
+  coll_fixture_close(&other);
+  r->rc = coll_fixture_open(&other);
+}
+
+static void shared_recovery_keeps_a_running_collectors_files(void **state) {
+  coll_fixture_t *a = coll_fx(state);
+  static race_t race;
+  race = (race_t){.at = TG_COLL_STEP_DIR_SYNCED, .act = b_restarts};
+  a->cfg.on_step = race_step;
+  a->cfg.step_ctx = &race;
+  open_both(state);
+  /* A: one snapshot being written, one about to be committed. */
+  tg_coll_begin_t b = {.trigger = "t"};
+  tg_coll_writer_t *w;
+  uint64_t writing, finishing;
+  assert_int_equal(tg_coll_store_begin(a->store, &b, &w, &writing), 0);
+  assert_int_equal(tg_coll_writer_write(w, "half", 4), 0);
+  assert_int_equal(coll_snapshot(a->store, "t", hosts, 100, 1, &finishing), 0);
+  assert_true(race.done);
+  assert_int_equal(race.rc, 0);
+  /* B's recovery left A's work alone. */
+  assert_int_equal(other.rec.interrupted + other.rec.tmp_removed +
+                       other.rec.orphans_removed + other.rec.lost,
+                   0);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(other.store, finishing, &s), 0);
+  assert_int_equal(s.state, TG_COLL_COMPLETE);
+  uint64_t size;
+  uint32_t crc;
+  assert_int_equal(coll_file_crc(a->dir, finishing, false, &size, &crc), 0);
+  assert_int_equal(crc, s.crc32);
+  assert_int_equal(tg_coll_store_get(other.store, writing, &s), 0);
+  assert_int_equal(s.state, TG_COLL_PENDING);
+  tg_coll_host_result_t h = {.host = "h1"};
+  tg_coll_result_t r = {.hosts = &h, .n_hosts = 1};
+  assert_int_equal(tg_coll_store_finish(a->store, w, &r), 0);
+  assert_int_equal(tg_coll_store_get(other.store, writing, &s), 0);
+  assert_int_equal(s.state, TG_COLL_COMPLETE);
+}
+
+static void shared_recovery_fails_the_rows_of_a_dead_member(void **state) {
+  coll_fixture_t *a = open_both(state);
+  tg_coll_begin_t b = {.trigger = "t"};
+  tg_coll_writer_t *w;
+  uint64_t alive;
+  assert_int_equal(tg_coll_store_begin(a->store, &b, &w, &alive), 0);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* Member 3 begins, writes, and is killed: never closes anything. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(p[0]);
+    coll_fixture_t c = *a;
+    c.store = NULL;
+    c.cat = c.cfg.catalog = NULL;
+    c.cfg.on_step = NULL;
+    c.member = 3;
+    uint64_t id;
+    tg_coll_writer_t *cw;
+    if (coll_fixture_open(&c) || tg_coll_store_begin(c.store, &b, &cw, &id) ||
+        tg_coll_writer_write(cw, "dead", 4) ||
+        write(p[1], &id, sizeof(id)) != sizeof(id))
+      _exit(1);
+    for (;;) pause();
+  }
+  close(p[1]);
+  uint64_t dead = 0;
+  assert_int_equal(read(p[0], &dead, sizeof(dead)), sizeof(dead));
+  close(p[0]);
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_int_equal(coll_count_entries(a->dir, TG_COLL_TMP_DIR), 2);
+
+  /* B restarts: member 3's lock is free once the server has noticed, so
+   * its row is proven abandoned; A's (member 1, running) is not. */
+  coll_fixture_close(&other);
+  tg_coll_catalog_t *probe;
+  /* The dead member's session is gone when its lock can be had. */
+  assert_int_equal(coll_pg_catalog(a->conninfo, 3, &probe), 0);
+  tg_coll_catalog_close(probe);
+  assert_int_equal(coll_fixture_open(&other), 0);
+  assert_int_equal(other.rec.interrupted, 1);
+  assert_int_equal(other.rec.tmp_removed, 1);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(other.store, dead, &s), 0);
+  assert_int_equal(s.state, TG_COLL_FAILED);
+  assert_string_equal(s.failure, "interrupted: the collector restarted");
+  assert_int_equal(tg_coll_store_get(other.store, alive, &s), 0);
+  assert_int_equal(s.state, TG_COLL_PENDING);
+  assert_int_equal(tg_coll_store_abort(a->store, w, NULL), 0);
+  assert_int_equal(coll_count_entries(a->dir, TG_COLL_TMP_DIR), 0);
+}
+
+static void shared_member_runs_once_and_a_private_store_keeps_off(
+    void **state) {
+  coll_fixture_t *a = open_both(state);
+  tg_coll_catalog_t *cat = NULL;
+  assert_int_equal(tg_coll_catalog_pg_open(a->conninfo, 1, &cat), -EBUSY);
+  assert_null(cat);
+  assert_int_equal(
+      tg_coll_catalog_pg_open(a->conninfo, TG_COLL_PG_MEMBER_MAX + 1, &cat),
+      -EINVAL);
+  /* A store with a catalog of its own on the shared directory. */
+  tg_coll_store_config_t cfg = {.dir = a->dir};
+  tg_coll_store_t *s = NULL;
+  assert_int_equal(tg_coll_store_open(&cfg, &s, NULL), -EBUSY);
+  /* A second store on A's catalog would be member 1 twice. */
+  assert_int_equal(tg_coll_store_open(&a->cfg, &s, NULL), -EBUSY);
+  assert_null(s);
+}
+
+/* Runs |sql| (constant, test-only) on the database at |conninfo|. */
+static void psql(const char *conninfo, const char *sql) {
+  PGconn *c = PQconnectdb(conninfo);
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(c, sql);
+  ExecStatusType st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+    fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+static void shared_catalog_reconnects_after_its_session_ends(void **state) {
+  coll_fixture_t *a = open_both(state);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(a->store, "t", hosts, 10, 1, &id), 0);
+  /* Both collectors' sessions end (waiting until they have): a server
+   * restart or a dropped link looks the same to them. */
+  psql(a->conninfo,
+       "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+       " WHERE application_name = 'tracegate-collector'");
+  tg_coll_snapshot_t s;
+  /* The call that finds the connection broken fails; the next one
+   * reconnects and takes the member's lock again. */
+  int rc = tg_coll_store_get(a->store, id, &s);
+  assert_true(rc == 0 || rc == -EIO);
+  assert_int_equal(tg_coll_store_get(a->store, id, &s), 0);
+  assert_int_equal(s.state, TG_COLL_COMPLETE);
+  rc = tg_coll_store_pin(other.store, id, true);
+  assert_true(rc == 0 || rc == -EIO);
+  assert_int_equal(tg_coll_store_pin(other.store, id, true), 0);
+  uint64_t next;
+  assert_int_equal(coll_snapshot(other.store, "t", hosts, 10, 2, &next), 0);
+  assert_true(next > id);
+  tg_coll_catalog_t *cat = NULL;
+  assert_int_equal(tg_coll_catalog_pg_open(a->conninfo, 1, &cat), -EBUSY);
+}
+
+static void pg_schema_is_created_once_and_versioned(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  tg_coll_catalog_t *cat;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
+    assert_string_equal(cat->ops->name, "postgresql");
+    assert_true(cat->ops->shared);
+    tg_coll_catalog_close(cat);
+  }
+  psql(fx->conninfo,
+       "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
+       " (SELECT version FROM schema_version"
+       "  WHERE component = 'tracegate-collector') <> 1"
+       " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
+}
+
+static void pg_schema_newer_or_foreign_is_refused(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  tg_coll_catalog_t *cat;
+  assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
+  tg_coll_catalog_close(cat);
+  psql(fx->conninfo, "UPDATE schema_version SET version = 99");
+  assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
+                   TG_ENOT_SUPPORTED);
+  psql(fx->conninfo, "UPDATE schema_version SET version = 1");
+  assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
+  tg_coll_catalog_close(cat);
+
+  /* Someone else's tables, never written over. */
+  static const char *const foreign[] = {
+      "CREATE TABLE snapshots (x integer)",
+      "CREATE TABLE schema_version (x integer)",
+      "CREATE TABLE schema_version (component text, version integer)",
+  };
+  for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+    char db[512];
+    assert_int_equal(coll_pg_createdb(coll_pg_group_server(), db, sizeof(db)),
+                     0);
+    psql(db, foreign[i]);
+    assert_int_equal(tg_coll_catalog_pg_open(db, 0, &cat), TG_ENOT_SUPPORTED);
+  }
+}
+
+static void pg_unreachable_server_fails_cleanly(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  char bad[600];
+  snprintf(bad, sizeof(bad), "%s&port=1", fx->conninfo);
+  tg_coll_catalog_t *cat = NULL;
+  assert_int_equal(tg_coll_catalog_pg_open(bad, 0, &cat), -EIO);
+  assert_null(cat);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(
+          shared_ids_never_collide_under_interleaved_begins, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_retention_race_never_fails_the_loser, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_retention_honours_a_pin_made_since_its_view, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_recovery_keeps_a_running_collectors_files, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_recovery_fails_the_rows_of_a_dead_member, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_member_runs_once_and_a_private_store_keeps_off, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_catalog_reconnects_after_its_session_ends, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(pg_schema_is_created_once_and_versioned,
+                                      coll_pg_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(pg_schema_newer_or_foreign_is_refused,
+                                      coll_pg_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
+                                      coll_pg_setup, coll_teardown),
+  };
+  return cmocka_run_group_tests_name("postgresql", tests, coll_pg_group_setup,
+                                     coll_pg_group_teardown);
+}
