@@ -20,7 +20,7 @@
 #include "tracegate/error.h"
 #include "common/log.h"
 
-#define TICK_MS 250 /* progress, and starting more hosts */
+#define TICK_MS 250 /* progress (and tg_fleet_start, which is idempotent) */
 #define ABORT_GRACE_MS 2000
 
 static void on_closed(uv_handle_t *h) { (void)h; }
@@ -143,70 +143,10 @@ static void close_handles(fleet_t *f) {
   uv_close((uv_handle_t *)&f->abort_timer, on_closed);
 }
 
-static void start_more(fleet_t *f);
-static void burst_more(fleet_t *f);
-
 void fleet_host_finished(fleet_t *f) {
   f->finished++;
-  start_more(f);
   if (f->finished == f->n) close_handles(f);
   else fleet_ui_draw(f);
-}
-
-/* Hosts connecting or preparing at once. A TLS handshake is milliseconds
- * of CPU at each end: a thousand begun together all progress slowly and
- * all hit the connect guard together, while a window of them completes
- * steadily. A host holds its place through its handshake and its
- * preparation's round trips, which wait more than they compute, so the
- * window is wider than the cores. */
-#define STARTING_MAX 128
-
-/* A started host leaves CONNECTING and PREPARING once: a lost link
- * reconnects through RECONNECTING and RESUMING (consumer/fleet/link.h). */
-void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from) {
-  if (h->slot == FLEET_SLOT_STARTING && tg_link_starting(from) &&
-      !tg_link_starting(h->core.link.state)) {
-    h->slot = FLEET_SLOT_NONE;
-    f->starting--;
-  }
-  /* A burst cut by a lost link or an end: a reconnection makes its own. */
-  if (h->slot == FLEET_SLOT_BURSTING && h->core.link.state != TG_LINK_UP)
-    fleet_host_burst_ended(f, h);
-}
-
-/* Held clock bursts at a time, once every host traces: bursts taken all
- * at once queue behind each other (and the first reads) in the CLI's
- * loop, and half a sample's round trip bounds the estimate's error. */
-#define BURSTING_MAX 16
-
-static void burst_more(fleet_t *f) {
-  while (f->bursting < BURSTING_MAX && f->next_burst < f->n) {
-    fleet_host_t *h = &f->hosts[f->next_burst++];
-    if (!tg_fleet_host_resume_clock(&h->core)) continue;
-    h->slot = FLEET_SLOT_BURSTING;
-    f->bursting++;
-  }
-}
-
-void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h) {
-  if (h->slot != FLEET_SLOT_BURSTING) return;
-  h->slot = FLEET_SLOT_NONE;
-  f->bursting--;
-  burst_more(f);
-}
-
-/* Starts hosts while fewer than STARTING_MAX are on their way up; called
- * whenever one gets there or ends, and on every tick. A host counts from
- * before its start, which may end it at once (and uncount it). */
-static void start_more(fleet_t *f) {
-  if (f->sigints || f->aborting) return; /* the rest were stopped unstarted */
-  while (f->starting < STARTING_MAX && f->next_start < f->n) {
-    fleet_host_t *h = &f->hosts[f->next_start++];
-    if (h->core.link.state != TG_LINK_CONNECTING) continue;
-    h->slot = FLEET_SLOT_STARTING;
-    f->starting++;
-    tg_fleet_host_start(&h->core);
-  }
 }
 
 /* Above this many hosts, a line per resume key would drown the terminal. */
@@ -248,7 +188,6 @@ void fleet_show_key(fleet_t *f, fleet_host_t *h) {
 /* With a fleet, when the last host began tracing is the figure that says
  * whether the start kept up. */
 void fleet_host_traced(fleet_t *f) {
-  start_more(f);
   if (f->n > 1 && f->core.traced == f->n) {
     char el[32];
     cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
@@ -257,15 +196,12 @@ void fleet_host_traced(fleet_t *f) {
       snprintf(tls, sizeof(tls), " (TLS: %" PRIu64 " full handshakes, %" PRIu64
                " resumed)", f->tls_counts.full, f->tls_counts.resumed);
     fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
-    burst_more(f);
-    for (size_t i = 0; i < f->n; i++)
-      tg_fleet_host_fleet_started(&f->hosts[i].core);
   }
 }
 
 static void on_tick(uv_timer_t *t) {
   fleet_t *f = t->data;
-  start_more(f);
+  tg_fleet_start(&f->core);
   fleet_ui_draw(f);
 }
 
@@ -295,6 +231,7 @@ static void on_abort_timer(uv_timer_t *t) { exit_now(t->data); }
 static void abort_all(fleet_t *f) {
   if (f->aborting) exit_now(f);
   f->aborting = true;
+  tg_fleet_halt(&f->core);
   fleet_say(f, "aborting: ending the sessions (Ctrl-C again to quit at once)");
   discard_all(f);
   uv_timer_start(&f->abort_timer, on_abort_timer, ABORT_GRACE_MS, 0);
@@ -309,6 +246,7 @@ static void on_sigint(uv_signal_t *s, int signum) {
     return;
   }
   fleet_say(f, "stopping the trace on every host (Ctrl-C again to abort)");
+  tg_fleet_halt(&f->core); /* the hosts not started fail as stopped */
   for (size_t i = 0; i < f->n; i++) tg_fleet_host_stop(&f->hosts[i].core);
 }
 
@@ -476,7 +414,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   fo->check_names = cfg && cfg->n_data_sources;
   if (choose_mode(f) < 0) goto out;
   f->hosts = calloc(n, sizeof(*f->hosts));
-  if (!f->hosts || fleet_names_init(f, cfg) < 0 || uv_loop_init(&loop) < 0)
+  if (!f->hosts || tg_fleet_init(&f->core) < 0 || fleet_names_init(f, cfg) < 0 ||
+      uv_loop_init(&loop) < 0)
     goto out;
   loop_ok = true;
   f->loop = &loop;
@@ -507,7 +446,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   tg_log_set_level(TG_LOG_ERROR);
   tg_log_set_sink(log_sink, f);
   f->t0 = uv_now(&loop);
-  start_more(f);
+  tg_fleet_start(&f->core);
   fleet_ui_draw(f);
   uv_run(&loop, UV_RUN_DEFAULT);
   tg_log_set_sink(NULL, NULL);
@@ -542,6 +481,7 @@ out:
   free(f->keys_path);
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);
   free(f->hosts);
+  tg_fleet_free(&f->core);
   fleet_names_free(f);
   cli_session_cache_free(f->sessions);
   tg_buf_free(&f->cfg);

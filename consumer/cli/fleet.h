@@ -38,14 +38,6 @@ typedef enum fleet_out_mode {
   FLEET_OUT_MERGE, /* -o FILE --merge: one trace, machine ids */
 } fleet_out_mode_t;
 
-/* Which of fleet.c's windows counts the host (at most one: the start
- * window while it connects and prepares, the burst window once up). */
-typedef enum fleet_slot {
-  FLEET_SLOT_NONE,
-  FLEET_SLOT_STARTING, /* counted in fleet_t.starting */
-  FLEET_SLOT_BURSTING, /* counted in fleet_t.bursting */
-} fleet_slot_t;
-
 typedef struct fleet fleet_t;
 
 typedef struct fleet_host {
@@ -57,7 +49,6 @@ typedef struct fleet_host {
    * in every mode: the summary names the machine). */
   tg_merge_host_t merge;
   const cli_target_t *t;
-  fleet_slot_t slot; /* written by fleet.c only */
   bool names_checked; /* its data source names were checked (fleet_names.c) */
   bool names_recorded; /* its answer is noted, not yet counted */
 
@@ -101,14 +92,6 @@ struct fleet {
   char **ds_near;      /* per data source: "; did you mean ..." or NULL */
   size_t names_checked; /* hosts whose answer (or failure) is in */
   size_t finished;
-  size_t next_start; /* hosts before it were started (fleet.c start_more) */
-  /* Started hosts still connecting or preparing: kept by fleet.c as links
-   * change, so that starting more costs no walk over every host. */
-  size_t starting;
-  /* Once every host traces, the held clock bursts go on this many at a
-   * time (fleet.c burst_more): next_burst as next_start, bursting as
-   * starting. */
-  size_t next_burst, bursting;
   FILE *keys;     /* many hosts: their resume keys (fleet_show_key) */
   char *keys_path;
   bool keys_failed;
@@ -138,10 +121,6 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
-/* |h|'s link went from |from| to h->link.state (every change, from the
- * link's on_state): fleet.c counts the started hosts still connecting or
- * preparing. */
-void fleet_host_link_changed(fleet_t *f, fleet_host_t *h, tg_link_state_t from);
 /* Tells |h|'s resume key before its session exists: on the terminal with
  * a few hosts; with many, into the keys file (OUT.keys, or OUT/resume.keys
  * with -o DIR), "HOST KEY" a line, named once on the terminal. */
@@ -149,9 +128,6 @@ void fleet_show_key(fleet_t *f, fleet_host_t *h);
 /* A host's recording started tracing for the first time (counted in
  * f->core.traced). */
 void fleet_host_traced(fleet_t *f);
-/* |h|'s held clock burst ended (its estimate is in, its reads go on), or
- * was cut: its place in the burst window is free. */
-void fleet_host_burst_ended(fleet_t *f, fleet_host_t *h);
 /* Prints "tracegate: " + the text on its own line, clearing the progress
  * lines first. */
 void fleet_say(fleet_t *f, const char *fmt, ...)

@@ -63,7 +63,6 @@ static void on_state(tg_fleet_host_t *c, tg_link_state_t from) {
   if (from == TG_LINK_UP && to == TG_LINK_DROPPING)
     h->loss_before_drop = h->loss.total;
   if (from == TG_LINK_RESUMING && to == TG_LINK_UP) h->recheck_loss = true;
-  fleet_host_link_changed(h->f, h, from);
 }
 
 static void on_key_ready(tg_fleet_host_t *c) {
@@ -131,11 +130,6 @@ static void on_stats(tg_fleet_host_t *c, const Perfetto__Protos__TraceStats *st,
   }
 }
 
-static void on_burst_ended(tg_fleet_host_t *c) {
-  fleet_host_t *h = of(c);
-  fleet_host_burst_ended(h->f, h);
-}
-
 /* The host's own file: kept whole, kept partial (a failure after some
  * packets, not an abort), or removed. */
 static int on_closing(tg_fleet_host_t *c, bool failing) {
@@ -168,7 +162,6 @@ const tg_fleet_host_cbs_t fleet_host_cbs = {
     .on_clock_estimate = on_clock_estimate,
     .on_packet = on_packet,
     .on_stats = on_stats,
-    .on_burst_ended = on_burst_ended,
     .on_closing = on_closing,
     .on_finished = on_finished,
 };

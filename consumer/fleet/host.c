@@ -62,6 +62,7 @@ void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
 static void on_link_state(tg_link_t *l, tg_link_state_t from, const char *why) {
   (void)why;
   tg_fleet_host_t *h = l->data;
+  tg__fleet_link_changed(h, from);
   if (cbs(h)->on_state) cbs(h)->on_state(h, from);
   arm(h);
 }
@@ -110,7 +111,9 @@ static void finish(tg_fleet_host_t *h) {
   }
   tg_recording_free(h->rec);
   h->rec = NULL;
+  tg_fleet_t *fleet = h->fleet;
   cbs(h)->on_finished(h);
+  tg_fleet_start(fleet); /* its place, if it held one, is free */
 }
 
 /* In CLOSING or FAILING: the connection goes, then finish(). */
@@ -411,6 +414,7 @@ static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
   if (to != TG_REC_TRACING || h->has_traced) return;
   h->has_traced = true;
   h->fleet->traced++;
+  tg__fleet_traced(h);
   if (cbs(h)->on_tracing) cbs(h)->on_tracing(h);
 }
 
@@ -633,6 +637,7 @@ int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
   h->name = name;
   h->target = target;
   h->data = data;
+  if (fleet->hosts && index < fleet->n) fleet->hosts[index] = h;
   uv_timer_init(fleet->loop, &h->timer);
   h->timer.data = h;
   tg_link_timing_t tm = {.dead_link_ms = fleet->o.dead_link_ms,

@@ -46,6 +46,7 @@
 
 #include "abi/protocol_limits.h"
 #include "consumer/consumer.h"
+#include "consumer/fleet/admit.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/link.h"
 #include "consumer/recording.h"
@@ -188,7 +189,27 @@ struct tg_fleet {
   const tg_fleet_host_cbs_t *cbs;
   size_t n;      /* hosts in the fleet: sizes the start and zstd windows */
   size_t traced; /* hosts whose recording reached TRACING once */
+  /* Set by tg_fleet_init (fleet.c): the hosts by index, registered by
+   * tg_fleet_host_init, and the windows they are admitted through. */
+  tg_fleet_host_t **hosts;
+  tg_fleet_admit_t admit;
 };
+
+/* The fleet's admission (fleet.c). The owner fills loop, o, dialer, cbs
+ * and n, then calls tg_fleet_init (-ENOMEM), initialises its n hosts
+ * (tg_fleet_host_init) and calls tg_fleet_start. From then on the fleet
+ * starts the next hosts as earlier ones get through their first
+ * preparation, trace or finish (also after an on_finished: the owner keeps
+ * the fleet until its loop ends), at most TG_FLEET_STARTING_MAX at once,
+ * in index order; once every host traces it takes the held clock bursts,
+ * TG_FLEET_BURSTING_MAX at a time, and tells each host
+ * (tg_fleet_host_fleet_started). tg_fleet_halt: no host starts any more
+ * (the owner stops the hosts that did not: tg_fleet_host_stop fails them).
+ * tg_fleet_start may be called again at any time (a periodic tick). */
+int tg_fleet_init(tg_fleet_t *f);
+void tg_fleet_start(tg_fleet_t *f);
+void tg_fleet_halt(tg_fleet_t *f);
+void tg_fleet_free(tg_fleet_t *f);
 
 struct tg_fleet_host {
   tg_fleet_t *fleet;
@@ -197,6 +218,7 @@ struct tg_fleet_host {
   const void *target; /* the dialer's; borrowed */
   const char *out_name; /* where its packets go, for "cannot write"; borrowed */
   void *data;         /* the owner's */
+  tg_fleet_slot_t slot; /* its place in an admission window (fleet.c) */
 
   /* The link's state, its deadlines and reconnections (link.h); the one
    * timer below is armed for tg_link_deadline() (and clock_due_ms). */

@@ -23,6 +23,14 @@ static inline bool tg__fleet_reply_is_news(const tg_fleet_host_t *h,
   return h->c == c && status != TG_EPEER_CLOSED && status != -ECANCELED;
 }
 
+/* --- fleet.c ----------------------------------------------------------------- */
+
+/* The admission's hooks, called by host.c and host_prep.c before the
+ * owner hears of the same event. */
+void tg__fleet_link_changed(tg_fleet_host_t *h, tg_link_state_t from);
+void tg__fleet_traced(tg_fleet_host_t *h);
+void tg__fleet_burst_ended(tg_fleet_host_t *h);
+
 /* --- host.c ------------------------------------------------------------------ */
 
 /* Tells the owner (and the info log) one line about |h|. */

@@ -197,6 +197,7 @@ static void clock_next(tg_fleet_host_t *h) {
     if (rv == 0 && was_held && !(h->prep_wait & PREP_CLOCK)) {
       rv = tg__fleet_describe(h);
       if (h->rec) tg_recording_release_reads(h->rec);
+      tg__fleet_burst_ended(h);
       if (h->fleet->cbs->on_burst_ended) h->fleet->cbs->on_burst_ended(h);
     }
     if (rv < 0) {
