@@ -151,8 +151,9 @@ static uint32_t last_seq(const fixture_t *fx) {
   const uint8_t *p = tg_buf_begin(&fx->sink.out);
   tg_pb_reader_t r;
   tg_pb_field_t f;
-  uint64_t len;
+  uint64_t len = 0;
   size_t k = tg_pb_read_varint(p + 1, p + tg_buf_size(&fx->sink.out), &len);
+  assert_true(k > 0 && 1 + k + len <= tg_buf_size(&fx->sink.out));
   /* Only one packet is kept in the buffer at a time (see merge_id). */
   tg_pb_reader_init(&r, p + 1 + k, (size_t)len);
   uint32_t seq = 0;
