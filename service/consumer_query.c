@@ -189,6 +189,11 @@ static void add_sessions(tg_service_t *svc, reply_t *r) {
     t.duration_ms = s->config->duration_ms;
     t.has_num_data_sources = 1;
     t.num_data_sources = (uint32_t)s->config->n_data_sources;
+    t.has_bugreport_score = s->config->has_bugreport_score;
+    t.bugreport_score = s->config->bugreport_score;
+    t.bugreport_filename = s->config->bugreport_filename;
+    t.has_is_started = 1;
+    t.is_started = s->state == TG_SESSION_STARTED && !s->freeing;
     /* Live counters (NULL when out of memory: the rest still answers). */
     t.trace_stats = tg__readout_stats_new(s);
     reply_add_message(r, STATE_TRACING_SESSIONS, &t.base);

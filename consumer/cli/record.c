@@ -108,7 +108,9 @@ static const char about[] =
     "session with the highest bugreport_score into $TMPDIR/systrace.pftrace\n"
     "(/tmp/systrace.pftrace without TMPDIR, as perfetto off Android; -o\n"
     "names another file); with no such session it writes nothing and\n"
-    "exits 0.\n"
+    "exits 0. --save-all-for-bugreport writes every such session, the\n"
+    "highest score first, each into $TMPDIR/ its bugreport_filename\n"
+    "(systrace.pftrace if none; a repeated name gets _1, _2, ...).\n"
     "\n"
     "--detach KEY starts the session and leaves it running under KEY; later\n"
     "--attach KEY takes it back and waits for its end (or stops it at once\n"
@@ -156,10 +158,14 @@ static const char about[] =
 /* Where --save-for-bugreport writes without -o: perfetto_cmd's
  * GetBugreportTracePath() off Android, base::GetSysTempDir() (TMPDIR, else
  * /tmp) + "/systrace.pftrace". */
+static const char *bugreport_dir(void) {
+  const char *dir = getenv("TMPDIR");
+  return dir && dir[0] ? dir : "/tmp";
+}
+
 static const char *bugreport_path(void) {
   static char path[4096];
-  const char *dir = getenv("TMPDIR");
-  snprintf(path, sizeof(path), "%s/systrace.pftrace", dir && dir[0] ? dir : "/tmp");
+  snprintf(path, sizeof(path), "%s/systrace.pftrace", bugreport_dir());
   return path;
 }
 
@@ -244,6 +250,11 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "write a snapshot of the running session with the highest "
        "bugreport_score into $TMPDIR/systrace.pftrace (/tmp without "
        "TMPDIR; -o names another file); none: no file, exit 0", 0, 0},
+      {"save-all-for-bugreport", TG_FLAG_BOOL, &o->bugreport_all, NULL,
+       "write a snapshot of every running session with a bugreport_score "
+       "> 0 into $TMPDIR (/tmp without TMPDIR), each named by its "
+       "bugreport_filename (default systrace.pftrace; _1, _2 for repeats), "
+       "the highest score first; none: exit 0", 0, 0},
       {"clone-for-bugreport", TG_FLAG_BOOL, &o->clone_for_bugreport, NULL,
        "with --clone or --clone-by-name: clone as for a bugreport "
        "(CloneSession for_bugreport)", 0, 0},
@@ -258,6 +269,15 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (o->version) {
     printf(CLI_PROG " " TG_VERSION "\n");
     return CLI_EXIT_OK;
+  }
+  if (o->bugreport_all) {
+    if (o->bugreport || o->config || o->n_ds || o->txt || o->time ||
+        o->buffer || o->size || o->out || o->attach || o->detach || o->stop ||
+        o->background || o->clone_id || o->clone_name ||
+        o->clone_for_bugreport || o->summary_json || o->remote.n_hosts ||
+        o->remote.hosts_file)
+      return usage_error(prog, "--save-all-for-bugreport takes only --socket");
+    return -1; /* go on */
   }
   if (o->bugreport) {
     if (o->config || o->n_ds || o->txt || o->time || o->buffer || o->size ||
@@ -656,7 +676,7 @@ int cli_record_main(int argc, char **argv) {
     free(r);
     return rc;
   }
-  bool cloning = r->o.clone_id || r->o.clone_name;
+  bool cloning = r->o.clone_id || r->o.clone_name || r->o.bugreport_all;
   if (!r->o.attach && !cloning) {
     r->cfg = make_config(&r->o);
     if (!r->cfg) goto out;
@@ -696,7 +716,9 @@ int cli_record_main(int argc, char **argv) {
   /* A lost connection fails the clone's current step itself. */
   r->conn.on_close = cloning ? NULL : on_conn_close;
   r->conn.data = r;
-  if (cli_connect(&r->conn, &loop, r->o.socket) == 0 && cloning) {
+  if (cli_connect(&r->conn, &loop, r->o.socket) == 0 && r->o.bugreport_all) {
+    r->exit_code = record_save_all_for_bugreport(r, bugreport_dir());
+  } else if (r->conn.established && cloning) {
     r->exit_code = record_clone(r);
   } else if (r->conn.established) {
     if (!r->o.attach) choose_mode(r);

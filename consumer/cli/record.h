@@ -50,6 +50,7 @@ typedef struct record_opts {
   bool bugreport;            /* --save-for-bugreport: clone the session a
                                 bugreport takes (for_bugreport) */
   bool clone_for_bugreport;  /* --clone-for-bugreport: --clone as one */
+  bool bugreport_all;        /* --save-all-for-bugreport */
   bool version;              /* --version */
 } record_opts_t;
 
@@ -124,6 +125,12 @@ void record_write_summary(record_t *r);
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
  * output open): snapshot, read, free, commit. Returns the exit code. */
 int record_clone(record_t *r);
+/* --save-all-for-bugreport on the connected |r|: every started session
+ * with a bugreport_score > 0, highest first, cloned for a bugreport into
+ * |dir|/its bugreport_filename (default systrace.pftrace; "_N" added to a
+ * repeated name). None: exit 0. */
+#define TG_BUGREPORT_NAME_MAX 128
+int record_save_all_for_bugreport(record_t *r, const char *dir);
 
 /* record_trigger.c: when the session of |r| with config |cfg| is asked
  * for (or attached), watches what the recording needs to know: the start

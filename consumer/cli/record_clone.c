@@ -6,8 +6,10 @@
  * until its callback fired (cli_wait). --save-for-bugreport is the same
  * clone of the session the service picks for a bugreport.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "consumer/cli/record.h"
@@ -127,4 +129,143 @@ int record_clone(record_t *r) {
           which, el);
   cli_loss_print(stderr, &r->loss);
   return CLI_EXIT_OK;
+}
+
+/* --- --save-all-for-bugreport --------------------------------------------- */
+
+/* A running session a bugreport takes, and the file it goes to. */
+typedef struct br_pick {
+  uint64_t id;
+  int32_t score;
+  char name[TG_BUGREPORT_NAME_MAX + 1]; /* before the _N of a repeat */
+} br_pick_t;
+
+typedef struct br_query {
+  step_t step;
+  br_pick_t *picks;
+  size_t n, cap;
+  int err; /* -ENOMEM */
+} br_query_t;
+
+/* A name the session's config gives is a file name in the bugreport
+ * directory: plain characters only, never a path or a dot file. */
+static bool br_name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > TG_BUGREPORT_NAME_MAX || s[0] == '.') return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+static void on_br_state(tg_consumer_t *c, void *ctx, int status,
+                        const char *msg, bool has_more,
+                        const Perfetto__Protos__TracingServiceState *st) {
+  br_query_t *q = ctx;
+  for (size_t i = 0; status == 0 && st && i < st->n_tracing_sessions; i++) {
+    const Perfetto__Protos__TracingServiceState__TracingSession *s =
+        st->tracing_sessions[i];
+    if (!s->is_started || s->bugreport_score <= 0) continue;
+    const char *name = s->bugreport_filename && s->bugreport_filename[0]
+                           ? s->bugreport_filename
+                           : "systrace.pftrace";
+    if (!br_name_ok(name)) {
+      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": bugreport_filename "
+              "'%.64s' is not a plain file name (letters, digits, '.', '_', "
+              "'-'; at most %d, no leading '.'): not saved\n", s->id, name,
+              TG_BUGREPORT_NAME_MAX);
+      q->err = q->err ? q->err : -EINVAL;
+      continue;
+    }
+    if (q->n == q->cap) {
+      size_t cap = q->cap ? 2 * q->cap : 8;
+      br_pick_t *p = realloc(q->picks, cap * sizeof(*p));
+      if (!p) {
+        q->err = -ENOMEM;
+        break;
+      }
+      q->picks = p;
+      q->cap = cap;
+    }
+    br_pick_t *p = &q->picks[q->n++];
+    p->id = s->id;
+    p->score = s->bugreport_score;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+  }
+  if (status != 0 || !has_more) on_done(c, &q->step, status, msg);
+}
+
+/* Highest score first; the older session first among equals. */
+static int br_cmp(const void *a, const void *b) {
+  const br_pick_t *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* |name| as the |k|th repeat: "_K" before its last dot ("custom_1.pftrace"),
+ * else at its end. */
+static void br_path(char *out, size_t cap, const char *dir, const char *name,
+                    size_t k) {
+  if (!k) {
+    snprintf(out, cap, "%s/%s", dir, name);
+    return;
+  }
+  const char *dot = strrchr(name, '.');
+  int stem = dot ? (int)(dot - name) : (int)strlen(name);
+  snprintf(out, cap, "%s/%.*s_%zu%s", dir, stem, name, k, dot ? dot : "");
+}
+
+int record_save_all_for_bugreport(record_t *r, const char *dir) {
+  br_query_t q = {0};
+  int rv = tg_consumer_query_service_state(r->conn.c, true, false, on_br_state, &q);
+  if (!finish_step(r, &q.step, rv, "cannot list the tracing sessions")) {
+    free(q.picks);
+    return CLI_EXIT_FAIL;
+  }
+  if (q.err == -ENOMEM) {
+    fprintf(stderr, CLI_PROG ": out of memory\n");
+    free(q.picks);
+    return CLI_EXIT_FAIL;
+  }
+  int code = q.err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+  if (!q.n) {
+    fprintf(stderr, CLI_PROG ": no tracing session eligible for a bugreport "
+            "(started, bugreport_score > 0)\n");
+    free(q.picks);
+    return code;
+  }
+  qsort(q.picks, q.n, sizeof(*q.picks), br_cmp);
+  for (size_t i = 0; i < q.n; i++) {
+    size_t dupes = 0;
+    for (size_t j = 0; j < i; j++)
+      dupes += !strcmp(q.picks[j].name, q.picks[i].name);
+    char path[4096 + TG_BUGREPORT_NAME_MAX + 16];
+    br_path(path, sizeof(path), dir, q.picks[i].name, dupes);
+    fprintf(stderr, CLI_PROG ": session %" PRIu64 ", bugreport_score %d, into "
+            "%s\n", q.picks[i].id, q.picks[i].score, path);
+    r->o.clone_id = q.picks[i].id;
+    r->o.clone_name = NULL;
+    r->o.clone_for_bugreport = true;
+    r->o.out = path;
+    memset(&r->loss, 0, sizeof(r->loss));
+    memset(&r->out, 0, sizeof(r->out));
+    if (cli_output_open(&r->out, path) < 0) { /* says why */
+      code = CLI_EXIT_FAIL;
+      continue;
+    }
+    r->has_out = true;
+    if (record_clone(r) != CLI_EXIT_OK) code = CLI_EXIT_FAIL;
+    if (r->has_out) cli_output_discard(&r->out);
+    r->has_out = false;
+    if (r->conn.closed) { /* the rest cannot be cloned either */
+      code = CLI_EXIT_FAIL;
+      break;
+    }
+  }
+  r->o.out = NULL; /* |path| was this function's */
+  free(q.picks);
+  return code;
 }

@@ -153,6 +153,86 @@ static void save_for_bugreport(void **state) {
   raw_producer_close(&p);
 }
 
+/* The bugreport_score of the trace_config in file |path|; -1 if none. */
+static int32_t file_score(const char *path) {
+  Perfetto__Protos__Trace *t = decode_file(path);
+  assert_non_null(t);
+  int32_t score = -1;
+  for (size_t i = 0; i < t->n_packet; i++)
+    if (t->packet[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG)
+      score = t->packet[i]->trace_config->bugreport_score;
+  perfetto__protos__trace__free_unpacked(t, NULL);
+  return score;
+}
+
+/* perfetto --save-all-for-bugreport (Perfetto's SaveAllForBugreport
+ * tests): every started session with a score, highest first, each into
+ * its bugreport_filename, a repeated name with _1, _2; a name that is a
+ * path is refused, the others still saved. */
+static void save_all_for_bugreport(void **state) {
+  test_service_t *ts = *state;
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/br-all", ts->dir);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(setenv("TMPDIR", dir, 1), 0);
+  child_t c;
+  const char *save[] = {"--save-all-for-bugreport", "--socket",
+                        ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, save), 0); /* none: nothing, exit 0 */
+  assert_no_temp(dir);
+
+  enum { N = 6 };
+  static const int32_t score[N] = {1, 2, 3, 4, 0, 9};
+  static const char *const name[N] = {NULL, "custom_name.pftrace",
+                                      "custom_name.pftrace", NULL, NULL,
+                                      "../escape.pftrace"};
+  raw_consumer_t rc[N];
+  simple_cfg_t sc[N];
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(raw_consumer_connect(&rc[i], ts), 0);
+    simple_cfg_init(&sc[i], 64, 1, "other.ds");
+    sc[i].cfg.has_bugreport_score = score[i] != 0;
+    sc[i].cfg.bugreport_score = score[i];
+    sc[i].cfg.bugreport_filename = (char *)name[i];
+    /* The last one (a path for a name) joins in the second round. */
+    if (i < N - 1) assert_int_equal(raw_consumer_enable(&rc[i], &sc[i].cfg, -1), 0);
+  }
+  assert_int_equal(run_cli(&c, save), 0);
+  char path[400];
+  static const struct { const char *file; int32_t score; } want[] = {
+      {"systrace.pftrace", 4}, {"custom_name.pftrace", 3},
+      {"custom_name_1.pftrace", 2}, {"systrace_1.pftrace", 1}};
+  for (size_t k = 0; k < 4; k++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, want[k].file);
+    assert_int_equal(file_score(path), want[k].score);
+    unlink(path);
+  }
+  assert_no_temp(dir);
+  snprintf(path, sizeof(path), "%s/systrace_2.pftrace", dir);
+  assert_false(exists(path)); /* the session without a score */
+
+  assert_int_equal(raw_consumer_enable(&rc[N - 1], &sc[N - 1].cfg, -1), 0);
+  assert_int_equal(run_cli(&c, save), 1);
+  snprintf(path, sizeof(path), "%s/escape.pftrace", ts->dir);
+  assert_false(exists(path));
+  for (size_t k = 0; k < 4; k++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, want[k].file);
+    assert_int_equal(file_score(path), want[k].score);
+    unlink(path);
+  }
+  assert_no_temp(dir);
+  assert_int_equal(rmdir(dir), 0); /* nothing else was written there */
+  assert_int_equal(unsetenv("TMPDIR"), 0);
+
+  /* It takes nothing else. */
+  const char *mixed[] = {"--save-all-for-bugreport", "-o", path, NULL};
+  assert_int_equal(run_cli(&c, mixed), 2);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(raw_consumer_disable(&rc[i], WAIT_MS), 0);
+    raw_consumer_close(&rc[i]);
+  }
+}
+
 static void compound_durations(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -495,6 +575,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(version),
       SVC(save_for_bugreport),
+      SVC(save_all_for_bugreport),
       SVC(compound_durations),
       SVC(is_detached_answers_by_exit_status),
       SVC(background_prints_the_pid_and_sigterm_stops_cleanly),
