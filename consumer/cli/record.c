@@ -163,10 +163,12 @@ static const char *bugreport_dir(void) {
   return dir && dir[0] ? dir : "/tmp";
 }
 
+/* NULL when TMPDIR is too long for a path (a cut one would name another
+ * file). */
 static const char *bugreport_path(void) {
   static char path[4096];
-  snprintf(path, sizeof(path), "%s/systrace.pftrace", bugreport_dir());
-  return path;
+  int n = snprintf(path, sizeof(path), "%s/systrace.pftrace", bugreport_dir());
+  return n >= 0 && (size_t)n < sizeof(path) ? path : NULL;
 }
 
 static int usage_error(const char *prog, const char *msg) {
@@ -286,7 +288,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       return usage_error(prog, "--save-for-bugreport takes only -o and --socket");
     /* perfetto_cmd's --save-for-bugreport is --clone kBugreportSessionId
      * --clone-for-bugreport -o its bugreport path. */
-    if (!o->out) o->out = bugreport_path();
+    if (!o->out && !(o->out = bugreport_path()))
+      return usage_error(prog, "TMPDIR is too long for a path: give -o FILE");
     o->clone_id = UINT64_MAX;
     return -1; /* go on */
   }

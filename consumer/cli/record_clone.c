@@ -206,16 +206,20 @@ static int br_cmp(const void *a, const void *b) {
 }
 
 /* |name| as the |k|th repeat: "_K" before its last dot ("custom_1.pftrace"),
- * else at its end. */
-static void br_path(char *out, size_t cap, const char *dir, const char *name,
+ * else at its end. False when the path does not fit |cap| (a cut path
+ * would name another file). */
+static bool br_path(char *out, size_t cap, const char *dir, const char *name,
                     size_t k) {
+  int n;
   if (!k) {
-    snprintf(out, cap, "%s/%s", dir, name);
-    return;
+    n = snprintf(out, cap, "%s/%s", dir, name);
+  } else {
+    const char *dot = strrchr(name, '.');
+    int stem = dot ? (int)(dot - name) : (int)strlen(name);
+    n = snprintf(out, cap, "%s/%.*s_%zu%s", dir, stem, name, k,
+                 dot ? dot : "");
   }
-  const char *dot = strrchr(name, '.');
-  int stem = dot ? (int)(dot - name) : (int)strlen(name);
-  snprintf(out, cap, "%s/%.*s_%zu%s", dir, stem, name, k, dot ? dot : "");
+  return n >= 0 && (size_t)n < cap;
 }
 
 int record_save_all_for_bugreport(record_t *r, const char *dir) {
@@ -243,7 +247,13 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     for (size_t j = 0; j < i; j++)
       dupes += !strcmp(q.picks[j].name, q.picks[i].name);
     char path[4096 + TG_BUGREPORT_NAME_MAX + 16];
-    br_path(path, sizeof(path), dir, q.picks[i].name, dupes);
+    if (!br_path(path, sizeof(path), dir, q.picks[i].name, dupes)) {
+      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": the bugreport "
+              "directory's path is too long (TMPDIR): not saved\n",
+              q.picks[i].id);
+      code = CLI_EXIT_FAIL;
+      continue;
+    }
     fprintf(stderr, CLI_PROG ": session %" PRIu64 ", bugreport_score %d, into "
             "%s\n", q.picks[i].id, q.picks[i].score, path);
     r->o.clone_id = q.picks[i].id;

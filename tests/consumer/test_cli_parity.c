@@ -222,6 +222,16 @@ static void save_all_for_bugreport(void **state) {
   }
   assert_no_temp(dir);
   assert_int_equal(rmdir(dir), 0); /* nothing else was written there */
+  /* A TMPDIR too long for a path is refused, never cut to another name. */
+  static char longdir[4200];
+  memset(longdir, 'd', sizeof(longdir) - 1);
+  longdir[0] = '/';
+  assert_int_equal(setenv("TMPDIR", longdir, 1), 0);
+  assert_int_equal(run_cli(&c, save), 1);
+  assert_non_null(strstr(c.err, "too long"));
+  const char *one[] = {"--save-for-bugreport", "--socket", ts->consumer_sock,
+                       NULL};
+  assert_int_equal(run_cli(&c, one), 2);
   assert_int_equal(unsetenv("TMPDIR"), 0);
 
   /* It takes nothing else. */
