@@ -572,15 +572,30 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
                   "not in flight", request_id);
     return 0;
   }
-  v->action = TG_RELAY_FORWARD;
-  if (bind) {
-    if (kind == TG_TRACK_BIND_CONSUMER) {
+  /* The relay's own calls are answered to the relay alone, whatever
+   * shape the answer has. */
+  bool own = kind == TG_TRACK_OWN_DETACH || kind == TG_TRACK_OWN_LEASE_BIND ||
+             kind == TG_TRACK_OWN_LEASE;
+  bool bind_call =
+      kind == TG_TRACK_BIND_CONSUMER || kind == TG_TRACK_OWN_LEASE_BIND;
+  v->action = own ? TG_RELAY_DROP : TG_RELAY_FORWARD;
+  if (bind && !bind_call) {
+    /* A BindServiceReply to a method call: no answer of that call. */
+    f->stats.unmatched++;
+    v->action = TG_RELAY_DROP;
+    tg__relay_set_method(v, "reply");
+    tg__relay_say(v, "the service answered request %" PRIu64 " (a method "
+                  "call) as a BindService", request_id);
+    return 0;
+  }
+  if (bind_call) {
+    /* Its one reply: a BindServiceReply, or a RequestError (bind NULL:
+     * the lease then stays unsupported, and says so). */
+    tg__relay_untrack(f, at);
+    if (kind == TG_TRACK_BIND_CONSUMER && bind)
       learn_methods(f, bind, bind_len);
-      tg__relay_untrack(f, at);
-    } else if (kind == TG_TRACK_OWN_LEASE_BIND) {
-      tg__relay_untrack(f, at);
-      tg__relay_lease_bind_reply(f, bind, bind_len, v);
-    }
+    else if (kind == TG_TRACK_OWN_LEASE_BIND)
+      tg__relay_lease_bind_reply(f, bind, bind ? bind_len : 0, v);
     return 0;
   }
   /* No InvokeMethodReply: a RequestError, the call's failed end. */

@@ -191,6 +191,36 @@ static void without_the_service_the_relay_says_so_once(void **state) {
   tg_buf_free(&up);
 }
 
+/* A RequestError for the relay's own BindService: dropped (the client never
+ * asked), and the lease is unsupported, said once, never left pending. */
+static void an_error_for_the_own_bind_stays_with_the_relay(void **state) {
+  (void)state;
+  tg_relay_filter_t f;
+  tg_relay_filter_init(&f, "alice", NULL);
+  tg_relay_verdict_t v;
+  tg_buf_t up;
+  tg_buf_init(&up, 0);
+  set_key(&f, "k1", &v);
+  assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 1);
+  tg_ipc_frame_t fr = PERFETTO__PROTOS__IPCFRAME__INIT;
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = "unknown service";
+  fr.has_request_id = 1;
+  fr.request_id = TG_RELAY_LEASE_BIND_REQUEST_ID;
+  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  fr.msg_request_error = &err;
+  upstream(&f, &fr, &v);
+  assert_int_equal(v.action, TG_RELAY_DROP);
+  assert_int_equal(v.effect.kind, TG_RELAY_EFFECT_OWN_LEASE_REPLY);
+  assert_false(v.allowed);
+  assert_int_equal(f.lease, TG_LEASE_UNSUPPORTED);
+  assert_int_equal(f.n_tracked, 0);
+  tg_buf_reset(&up);
+  assert_int_equal(tg_relay_filter_lease_frames(&f, 0, &up), 0);
+  tg_buf_free(&up);
+}
+
 static void clients_cannot_use_the_relays_own_ids(void **state) {
   (void)state;
   tg_relay_filter_t f;
@@ -224,6 +254,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lease_is_asked_for_under_the_namespaced_key),
       cmocka_unit_test(without_the_service_the_relay_says_so_once),
+      cmocka_unit_test(an_error_for_the_own_bind_stays_with_the_relay),
       cmocka_unit_test(clients_cannot_use_the_relays_own_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
