@@ -168,10 +168,15 @@ static void add_producers(tg_service_t *svc, reply_t *r) {
   }
 }
 
+/* The sessions of the caller's uid (all of them for root), as Perfetto's
+ * service lists them: another user's names, buffers and counters are not
+ * the caller's to see. */
 static void add_sessions(tg_service_t *svc, reply_t *r) {
+  uid_t uid = r->call.conn->chan.peer_uid;
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->sessions) {
     tg_session_t *s = TG_CONTAINER_OF(it, tg_session_t, node);
+    if (uid != 0 && s->consumer_uid != uid) continue;
     uint32_t sizes[TG_SERVICE_MAX_BUFFERS_PER_SESSION];
     Perfetto__Protos__TracingServiceState__TracingSession t =
         PERFETTO__PROTOS__TRACING_SERVICE_STATE__TRACING_SESSION__INIT;

@@ -25,6 +25,8 @@
 
 #define TG_SERVICE_MAX_BUFFERS_PER_SESSION 32
 #define TG_SERVICE_MAX_SESSIONS 64
+/* The longest unique_session_name or bugreport_filename a config may give. */
+#define TG_SESSION_NAME_MAX 1024
 #define TG_SERVICE_MAX_BUFFER_BYTES (4ull << 30) /* per buffer */
 /* The longest a session may wait for its trigger, as in Perfetto. */
 #define TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS (7ull * 24 * 3600 * 1000)

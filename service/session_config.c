@@ -123,6 +123,19 @@ int tg__session_config_validate(tg_service_t *svc,
                  "descriptor");
     return -EINVAL;
   }
+  /* Each session's entry in QueryServiceState must fit one reply: its
+   * names are bounded (Perfetto's own are short identifiers). */
+  const char *too_long =
+      c->unique_session_name && strlen(c->unique_session_name) > TG_SESSION_NAME_MAX
+          ? "unique_session_name"
+      : c->bugreport_filename && strlen(c->bugreport_filename) > TG_SESSION_NAME_MAX
+          ? "bugreport_filename"
+          : NULL;
+  if (too_long) {
+    config_error(err, n, "%s: longer than %d bytes", too_long,
+                 TG_SESSION_NAME_MAX);
+    return -EINVAL;
+  }
   if (c->unique_session_name && c->unique_session_name[0]) {
     tg_list_t *it, *tmp;
     tg_list_foreach_safe(it, tmp, &svc->sessions) {

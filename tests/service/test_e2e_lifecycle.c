@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -235,6 +237,40 @@ static void consumer_disconnect_ends_its_session(void **state) {
   assert_non_null(q);
   assert_int_equal(q->service_state->n_tracing_sessions, 1);
   perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+
+  /* Another uid sees none of it (root sees all): a child as nobody. */
+  if (geteuid() == 0) {
+    assert_int_equal(chmod(ts->dir, 0755), 0);
+    assert_int_equal(chmod(ts->consumer_sock, 0666), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      raw_consumer_t n;
+      if (setgid(65534) < 0 || setuid(65534) < 0) _exit(10);
+      if (raw_consumer_connect(&n, ts) != 0) _exit(11);
+      Perfetto__Protos__QueryServiceStateResponse *nq = raw_consumer_query(&n, 5000);
+      if (!nq) _exit(12);
+      _exit(nq->service_state->n_tracing_sessions == 0 ? 0 : 13);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(chmod(ts->dir, 0700), 0);
+  }
+
+  /* Names longer than QueryServiceState's entry can carry are refused. */
+  static char long_name[2001];
+  memset(long_name, 'n', sizeof(long_name) - 1);
+  raw_consumer_t c;
+  simple_cfg_t lc;
+  simple_cfg_init(&lc, 64, 1, "disc.ds");
+  lc.cfg.bugreport_filename = long_name;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_enable(&c, &lc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "bugreport_filename"));
+  raw_consumer_close(&c);
 
   /* A goes away without detaching: its session ends, the producer is
    * told to stop, and the name is free again. */
