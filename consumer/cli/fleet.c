@@ -1,7 +1,7 @@
 /* `tracegate record -H ...`: the run. Sets up the outputs (one file, a
- * directory of files, or one merged trace), starts every host at once on
- * one loop, drives the shared timers (periodic reads, progress, stats) and
- * Ctrl-C, and ends with the summary once every host is done or failed.
+ * directory of files, or one merged trace), starts the fleet on one loop
+ * (the engine admits its hosts a window at a time), draws the progress,
+ * handles Ctrl-C, and ends with the summary once every host is done or failed.
  * The hosts themselves are the fleet engine's (consumer/fleet/host.h);
  * what their events do here is fleet_host.c's. */
 #include <errno.h>

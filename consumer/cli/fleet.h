@@ -3,8 +3,8 @@
  * preparation, link, reconnection and recording. Shared by the fleet
  * files here:
  *
- *   fleet.c        the run: outputs, hosts, signals, the start and burst
- *                  windows, the keys file, the end, --summary-json
+ *   fleet.c        the run: outputs, hosts, signals, the keys file, the
+ *                  end, --summary-json (the engine admits the hosts)
  *   fleet_host.c   the CLI's side of one host: what the engine's events
  *                  do here (terminal lines, the host's output or the
  *                  merge's, loss counters) and the dialer it connects
@@ -102,7 +102,7 @@ struct fleet {
 
   uv_signal_t sigint;
   uv_signal_t sigterm; /* stops as Ctrl-C does */
-  uv_timer_t tick;   /* progress, stall watchdog */
+  uv_timer_t tick;   /* progress */
   unsigned sigints;
   bool aborting;
   uv_timer_t abort_timer; /* exits if aborting takes too long */

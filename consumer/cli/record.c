@@ -275,7 +275,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (o->bugreport_all) {
     if (o->bugreport || o->config || o->n_ds || o->txt || o->time ||
         o->buffer || o->size || o->out || o->attach || o->detach || o->stop ||
-        o->background || o->clone_id || o->clone_name ||
+        o->background || o->background_wait || o->clone_id || o->clone_name ||
         o->clone_for_bugreport || o->summary_json || o->remote.n_hosts ||
         o->remote.hosts_file)
       return usage_error(prog, "--save-all-for-bugreport takes only --socket");
@@ -283,13 +283,17 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   }
   if (o->bugreport) {
     if (o->config || o->n_ds || o->txt || o->time || o->buffer || o->size ||
-        o->attach || o->detach || o->stop || o->background || o->clone_id ||
-        o->clone_name || o->remote.n_hosts || o->remote.hosts_file)
+        o->attach || o->detach || o->stop || o->background ||
+        o->background_wait || o->clone_id || o->clone_name ||
+        o->remote.n_hosts || o->remote.hosts_file)
       return usage_error(prog, "--save-for-bugreport takes only -o and --socket");
     /* perfetto_cmd's --save-for-bugreport is --clone kBugreportSessionId
      * --clone-for-bugreport -o its bugreport path. */
-    if (!o->out && !(o->out = bugreport_path()))
-      return usage_error(prog, "TMPDIR is too long for a path: give -o FILE");
+    if (!o->out) {
+      if (!(o->out = bugreport_path()))
+        return usage_error(prog, "TMPDIR is too long for a path: give -o FILE");
+      if (record_bugreport_target_ok(o->out) < 0) return CLI_EXIT_FAIL;
+    }
     o->clone_id = UINT64_MAX;
     return -1; /* go on */
   }

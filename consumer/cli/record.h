@@ -131,6 +131,10 @@ int record_clone(record_t *r);
  * repeated name). None: exit 0. */
 #define TG_BUGREPORT_NAME_MAX 128
 int record_save_all_for_bugreport(record_t *r, const char *dir);
+/* A bugreport's default file is in a shared directory (TMPDIR, /tmp):
+ * what another user left at |path| (a symlink, a FIFO, a file not ours)
+ * is refused, never followed or written. 0, or -errno after saying why. */
+int record_bugreport_target_ok(const char *path);
 
 /* record_trigger.c: when the session of |r| with config |cfg| is asked
  * for (or attached), watches what the recording needs to know: the start

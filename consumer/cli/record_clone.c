@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "consumer/cli/record.h"
 #include "tracegate/error.h"
@@ -132,6 +134,20 @@ int record_clone(record_t *r) {
 }
 
 /* --- --save-all-for-bugreport --------------------------------------------- */
+
+int record_bugreport_target_ok(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) < 0) {
+    if (errno == ENOENT) return 0;
+    int err = -errno;
+    fprintf(stderr, CLI_PROG ": %s: %s\n", path, strerror(-err));
+    return err;
+  }
+  if (S_ISREG(st.st_mode) && st.st_uid == geteuid()) return 0;
+  fprintf(stderr, CLI_PROG ": %s exists and is not a regular file of yours "
+          "(a link, a FIFO, another user's): not written\n", path);
+  return -EEXIST;
+}
 
 /* A running session a bugreport takes, and the file it goes to. */
 typedef struct br_pick {
@@ -262,7 +278,8 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     r->o.out = path;
     memset(&r->loss, 0, sizeof(r->loss));
     memset(&r->out, 0, sizeof(r->out));
-    if (cli_output_open(&r->out, path) < 0) { /* says why */
+    if (record_bugreport_target_ok(path) < 0 ||
+        cli_output_open(&r->out, path) < 0) { /* says why */
       code = CLI_EXIT_FAIL;
       continue;
     }

@@ -151,8 +151,9 @@ typedef struct tg_fleet_host_cbs {
   /* Loss counters, and the relay's account of what a link loss took. */
   void (*on_stats)(tg_fleet_host_t *h, const Perfetto__Protos__TraceStats *st,
                    const tg_rec_replay_stats_t *rs);
-  /* A held clock burst ended (its estimate is in, the reads go on), or
-   * was cut by a lost link. Optional. */
+  /* A held clock burst ended (its estimate is in, the reads go on). A
+   * burst a lost link cuts short is not told: the reconnection takes a
+   * whole one. Optional. */
   void (*on_burst_ended)(tg_fleet_host_t *h);
   /* The connection is gone, the host about to be DONE (|failing| false)
    * or FAILED: the owner finishes the host's output. A negative return
@@ -187,7 +188,7 @@ struct tg_fleet {
   tg_fleet_opts_t o;
   tg_fleet_dialer_t dialer;
   const tg_fleet_host_cbs_t *cbs;
-  size_t n;      /* hosts in the fleet: sizes the start and zstd windows */
+  size_t n;      /* hosts in the fleet: sizes the zstd window and the deferrals */
   size_t traced; /* hosts whose recording reached TRACING once */
   /* Set by tg_fleet_init (fleet.c): the hosts by index, registered by
    * tg_fleet_host_init, and the windows they are admitted through. */
@@ -195,7 +196,8 @@ struct tg_fleet {
   tg_fleet_admit_t admit;
 };
 
-/* The fleet's admission (fleet.c). The owner fills loop, o, dialer, cbs
+/* The fleet's admission (fleet.c). Every host stays valid (registered in
+ * |hosts|) until tg_fleet_free, also after its on_finished. The owner fills loop, o, dialer, cbs
  * and n, then calls tg_fleet_init (-ENOMEM), initialises its n hosts
  * (tg_fleet_host_init) and calls tg_fleet_start. From then on the fleet
  * starts the next hosts as earlier ones get through their first

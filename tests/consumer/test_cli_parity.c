@@ -221,6 +221,28 @@ static void save_all_for_bugreport(void **state) {
     unlink(path);
   }
   assert_no_temp(dir);
+  /* What another user may leave in a shared TMPDIR (a symlink) is
+   * refused, never followed: its target keeps its bytes. */
+  char victim[400], link[400];
+  snprintf(victim, sizeof(victim), "%s/victim", ts->dir);
+  snprintf(link, sizeof(link), "%s/systrace.pftrace", dir);
+  write_file(victim, "keep");
+  assert_int_equal(symlink(victim, link), 0);
+  assert_int_equal(run_cli(&c, save), 1);
+  const char *one_br[] = {"--save-for-bugreport", "--socket",
+                          ts->consumer_sock, NULL};
+  assert_int_equal(run_cli(&c, one_br), 1);
+  struct stat lst;
+  assert_int_equal(lstat(link, &lst), 0);
+  assert_true(S_ISLNK(lst.st_mode));
+  assert_int_equal(stat(victim, &lst), 0);
+  assert_int_equal(lst.st_size, 4);
+  unlink(link);
+  unlink(victim);
+  for (size_t k = 1; k < 4; k++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, want[k].file);
+    unlink(path);
+  }
   assert_int_equal(rmdir(dir), 0); /* nothing else was written there */
   /* A TMPDIR too long for a path is refused, never cut to another name. */
   static char longdir[4200];
