@@ -686,11 +686,17 @@ int cli_record_main(int argc, char **argv) {
   bool cloning = r->o.clone_id || r->o.clone_name || r->o.bugreport_all;
   if (!r->o.attach && !cloning) {
     r->cfg = make_config(&r->o);
-    if (!r->cfg) goto out;
+    if (!r->cfg) {
+      r->early_failure = "config";
+      goto out;
+    }
   }
   /* Checked before any session exists. */
   if (r->o.out) {
-    if (cli_output_open(&r->out, r->o.out) < 0) goto out;
+    if (cli_output_open(&r->out, r->o.out) < 0) {
+      r->early_failure = "write";
+      goto out;
+    }
     r->has_out = true;
   }
   /* CLONE_SNAPSHOT: tracegate clones at each trigger, into OUT.N. */
@@ -709,6 +715,7 @@ int cli_record_main(int argc, char **argv) {
       /* The parent: the child owns the partial file from here, whether
        * its session started or not. */
       if (bg > 0) {
+        r->bg_parent = true;
         cli_output_forget(&r->out);
         r->has_out = false;
         r->exit_code = bg == 1 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
@@ -718,7 +725,10 @@ int cli_record_main(int argc, char **argv) {
     r->tty = false;
   }
   uv_loop_t loop;
-  if (uv_loop_init(&loop) < 0) goto out;
+  if (uv_loop_init(&loop) < 0) {
+    r->early_failure = "internal";
+    goto out;
+  }
   r->loop = &loop;
   /* A lost connection fails the clone's current step itself. */
   r->conn.on_close = cloning ? NULL : on_conn_close;
@@ -745,9 +755,9 @@ int cli_record_main(int argc, char **argv) {
     r->exit_code = CLI_EXIT_FAIL;
   }
 out:
-  /* A parent gone to the background leaves the summary to its child. */
-  if (r->o.summary_json && !(r->o.background && r->exit_code == CLI_EXIT_OK &&
-                             !r->loop))
+  /* A parent gone to the background leaves the summary to its child; a
+   * usage error writes none. */
+  if (r->o.summary_json && !r->bg_parent && r->exit_code != CLI_EXIT_USAGE)
     record_write_summary(r);
   if (r->has_out) {
     /* Success committed the file already; what is left is a failure. */

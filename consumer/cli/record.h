@@ -107,6 +107,8 @@ typedef struct record {
   bool conn_lost;          /* the service went away */
   bool deadline_failed;    /* the session did not end by its deadline */
   bool write_failed;       /* the trace could not be written */
+  const char *early_failure; /* a failure before connecting: its kind */
+  bool bg_parent;          /* the parent of a --background child */
   bool no_final_stats;     /* the last GetTraceStats failed: loss unknown */
   record_end_t end;        /* why the session ended, for the summary */
   char fail_why[300];      /* why it failed, for --summary-json */

@@ -154,6 +154,7 @@ typedef struct br_pick {
   uint64_t id;
   int32_t score;
   char name[TG_BUGREPORT_NAME_MAX + 1]; /* before the _N of a repeat */
+  char file[TG_BUGREPORT_NAME_MAX + 24]; /* the name it is saved under */
 } br_pick_t;
 
 typedef struct br_query {
@@ -222,20 +223,33 @@ static int br_cmp(const void *a, const void *b) {
 }
 
 /* |name| as the |k|th repeat: "_K" before its last dot ("custom_1.pftrace"),
- * else at its end. False when the path does not fit |cap| (a cut path
- * would name another file). */
-static bool br_path(char *out, size_t cap, const char *dir, const char *name,
-                    size_t k) {
-  int n;
+ * else at its end. */
+static void br_file(char *out, size_t cap, const char *name, size_t k) {
   if (!k) {
-    n = snprintf(out, cap, "%s/%s", dir, name);
-  } else {
-    const char *dot = strrchr(name, '.');
-    int stem = dot ? (int)(dot - name) : (int)strlen(name);
-    n = snprintf(out, cap, "%s/%.*s_%zu%s", dir, stem, name, k,
-                 dot ? dot : "");
+    snprintf(out, cap, "%s", name);
+    return;
   }
-  return n >= 0 && (size_t)n < cap;
+  const char *dot = strrchr(name, '.');
+  int stem = dot ? (int)(dot - name) : (int)strlen(name);
+  snprintf(out, cap, "%.*s_%zu%s", stem, name, k, dot ? dot : "");
+}
+
+/* Each pick's file, in order: its name, or its next repeat not taken by
+ * an earlier pick ("x.pftrace" twice and "x_1.pftrace" give x, x_2 and
+ * x_1: no session replaces another's file). */
+static void br_files(br_pick_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    size_t k = 0;
+    for (bool taken = true; taken; k++) {
+      br_file(p[i].file, sizeof(p[i].file), p[i].name, k);
+      taken = false;
+      for (size_t j = 0; j < i && !taken; j++)
+        taken = !strcmp(p[j].file, p[i].file);
+      /* Later picks' own names come first: leave them free. */
+      for (size_t j = i + 1; j < n && !taken && k; j++)
+        taken = !strcmp(p[j].name, p[i].file);
+    }
+  }
 }
 
 int record_save_all_for_bugreport(record_t *r, const char *dir) {
@@ -258,12 +272,11 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     return code;
   }
   qsort(q.picks, q.n, sizeof(*q.picks), br_cmp);
+  br_files(q.picks, q.n);
   for (size_t i = 0; i < q.n; i++) {
-    size_t dupes = 0;
-    for (size_t j = 0; j < i; j++)
-      dupes += !strcmp(q.picks[j].name, q.picks[i].name);
-    char path[4096 + TG_BUGREPORT_NAME_MAX + 16];
-    if (!br_path(path, sizeof(path), dir, q.picks[i].name, dupes)) {
+    char path[4096 + sizeof(q.picks[i].file) + 2];
+    int pn = snprintf(path, sizeof(path), "%s/%s", dir, q.picks[i].file);
+    if (pn < 0 || (size_t)pn >= sizeof(path)) { /* a cut path names another file */
       fprintf(stderr, CLI_PROG ": session %" PRIu64 ": the bugreport "
               "directory's path is too long (TMPDIR): not saved\n",
               q.picks[i].id);

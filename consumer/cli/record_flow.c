@@ -46,6 +46,7 @@ static const struct {
 
 /* The failure's kind for --summary-json (the fleet's tokens). */
 static const char *failure_kind(const record_t *r) {
+  if (r->early_failure) return r->early_failure;
   if (!r->conn.established) return "connect";
   if (r->write_failed) return "write";
   if (r->deadline_failed) return "deadline";
@@ -59,6 +60,10 @@ void record_write_summary(record_t *r) {
   if (!ok && r->fail_why[0]) why = r->fail_why;
   else if (!ok && !r->conn.established && r->conn.close_msg[0])
     why = r->conn.close_msg;
+  else if (!ok && r->early_failure)
+    why = !strcmp(r->early_failure, "config") ? "the trace config is not valid"
+          : !strcmp(r->early_failure, "write") ? "the output cannot be opened"
+                                               : "out of resources";
   cli_summary_host_t h = {
       .host = "local",
       .ok = ok,

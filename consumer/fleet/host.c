@@ -208,7 +208,10 @@ static void link_lost(tg_fleet_host_t *h, const char *why) {
                      "(no resume key: is the peer a tracegate-relay?) (%s)",
                      why);
     else
-      tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST, "lost the link (%s)", why);
+      /* Lost before its session began: it never had a prepared link. */
+      tg__fleet_fail(h, started ? TG_FLEET_FAIL_LINK_LOST
+                                : TG_FLEET_FAIL_CONNECT,
+                     "lost the link (%s)", why);
     return;
   }
   snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);

@@ -548,8 +548,10 @@ static void bad_config_reports_line_and_column(void **state) {
              "duration_ms: 1000\n"
              "  no_such_field: 3\n");
   snprintf(out, sizeof(out), "%s", out_in(ts, "bad.pftrace"));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "bad.json"));
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
-                        "-o", out, NULL};
+                        "-o", out, "--summary-json", sum, NULL};
   child_t c;
   assert_int_not_equal(run_cli(&c, args), 0);
   char want[300];
@@ -557,12 +559,17 @@ static void bad_config_reports_line_and_column(void **state) {
   if (!strstr(c.err, want)) print_message("stderr: %s\n", c.err);
   assert_non_null(strstr(c.err, want));
   assert_false(exists(out));
+  /* Refused before any session: the summary says which kind. */
+  assert_json(sum, "hosts.0.failure", "\"config\"");
+  assert_string_not_equal(tg_test_json(sum, "hosts.0.reason"), "null");
 
   /* A config the service refuses: its own words. */
   write_file(cfg, "duration_ms: 1000\nbuffers { size_kb: 1 }\n");
   assert_int_not_equal(run_cli(&c, args), 0);
   assert_non_null(strstr(c.err, "buffers[0].size_kb: must be at least 4"));
   assert_false(exists(out));
+  assert_json(sum, "hosts.0.failure", "\"session\"");
+  unlink(sum);
   assert_no_temp(ts->dir);
 
   /* A text file without --txt does not decode as binary. */

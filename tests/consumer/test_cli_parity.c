@@ -263,6 +263,33 @@ static void save_all_for_bugreport(void **state) {
     assert_int_equal(raw_consumer_disable(&rc[i], WAIT_MS), 0);
     raw_consumer_close(&rc[i]);
   }
+
+  /* A repeat's name another session has as its own is skipped: x.pftrace
+   * twice and x_1.pftrace go to x, x_2 and x_1, none written over. */
+  static const int32_t sc3[3] = {3, 2, 1};
+  static const char *const nm3[3] = {"x.pftrace", "x.pftrace", "x_1.pftrace"};
+  static const char *const file3[3] = {"x.pftrace", "x_2.pftrace",
+                                       "x_1.pftrace"};
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(setenv("TMPDIR", dir, 1), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(raw_consumer_connect(&rc[i], ts), 0);
+    simple_cfg_init(&sc[i], 64, 1, "other.ds");
+    sc[i].cfg.has_bugreport_score = 1;
+    sc[i].cfg.bugreport_score = sc3[i];
+    sc[i].cfg.bugreport_filename = (char *)nm3[i];
+    assert_int_equal(raw_consumer_enable(&rc[i], &sc[i].cfg, -1), 0);
+  }
+  assert_int_equal(run_cli(&c, save), 0);
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, file3[i]);
+    assert_int_equal(file_score(path), sc3[i]);
+    unlink(path);
+    assert_int_equal(raw_consumer_disable(&rc[i], WAIT_MS), 0);
+    raw_consumer_close(&rc[i]);
+  }
+  assert_int_equal(rmdir(dir), 0);
+  assert_int_equal(unsetenv("TMPDIR"), 0);
 }
 
 static void compound_durations(void **state) {
