@@ -270,8 +270,10 @@ static void read_job_run(tg_consumer_conn_t *c) {
 static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
   tg_consumer_conn_t *c = conn->user;
   if (c && c->reading) read_job_run(c);
-  c = conn->user; /* NULL if the read-out closed the connection */
-  if (c && c->state_query.paused) tg__consumer_query_resume(ctx, &c->state_query);
+  /* A read-out that failed closes the connection (its user is cleared
+   * only later, by the close callback): nothing more is sent on it. */
+  if (c && c->state_query.paused && tg_ipc_chan_is_open(&conn->chan))
+    tg__consumer_query_resume(ctx, &c->state_query);
 }
 
 /* The default send buffer of a UNIX socket (~208 KiB) makes a streaming

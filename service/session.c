@@ -352,7 +352,8 @@ void tg__session_start(tg_session_t *s) {
   uint64_t cp = b && b->has_snapshot_interval_ms && b->snapshot_interval_ms
                     ? b->snapshot_interval_ms : TG_CLOCK_SNAPSHOT_DEFAULT_INTERVAL_MS;
   if (cp < TG_CLOCK_SNAPSHOT_MIN_INTERVAL_MS) cp = TG_CLOCK_SNAPSHOT_MIN_INTERVAL_MS;
-  uv_timer_start(&s->clock_timer, on_clock_period, cp, cp);
+  if (!(b && b->has_disable_clock_snapshotting && b->disable_clock_snapshotting))
+    uv_timer_start(&s->clock_timer, on_clock_period, cp, cp);
   if (c->has_flush_period_ms && c->flush_period_ms > 0) {
     uint64_t p = c->flush_period_ms < MIN_FLUSH_PERIOD_MS ? MIN_FLUSH_PERIOD_MS
                                                           : c->flush_period_ms;

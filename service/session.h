@@ -176,6 +176,7 @@ struct tg_session {
    * a CloneSession names it (session_triggers.c). */
   tg_list_t clone_waits;
   unsigned n_clone_waits; /* entries of clone_waits */
+  bool clone_waits_full_said; /* the cap was logged for this burst */
   tg_trigger_info_t clone_hits[TG_SESSION_MAX_CLONE_HITS];
   size_t n_clone_hits;
   uv_timer_t period_timer; /* flush_period_ms */

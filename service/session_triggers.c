@@ -78,11 +78,8 @@ static void on_wait_closed(uv_handle_t *h) {
 
 static void wait_end(clone_wait_t *w) {
   tg_session_t *s = w->s;
-  /* Past the cap the count also counted the triggers ignored: a burst
-   * ends when a wait does. */
-  s->n_clone_waits = s->n_clone_waits > TG_SESSION_MAX_CLONE_WAITS
-                         ? TG_SESSION_MAX_CLONE_WAITS - 1
-                         : s->n_clone_waits - 1;
+  s->n_clone_waits--;
+  s->clone_waits_full_said = false; /* a burst ends when a wait does */
   tg_list_remove(&w->node);
   uv_close((uv_handle_t *)&w->timer, on_wait_closed);
 }
@@ -103,11 +100,12 @@ static void on_wait_done(uv_timer_t *t) {
 
 void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t) {
   if (s->n_clone_waits >= TG_SESSION_MAX_CLONE_WAITS) {
-    if (s->n_clone_waits++ == TG_SESSION_MAX_CLONE_WAITS)
+    if (!s->clone_waits_full_said)
       TG_WARN("session %llu: %u CLONE_SNAPSHOT triggers already wait for "
               "their delay; trigger '%s' and those after it until one ends "
               "clone nothing", (unsigned long long)s->id,
               TG_SESSION_MAX_CLONE_WAITS, t->name);
+    s->clone_waits_full_said = true;
     return;
   }
   clone_wait_t *w = calloc(1, sizeof(*w));

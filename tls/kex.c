@@ -14,6 +14,7 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl_internal.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 
 /* The handshakes whose exchange lives elsewhere (PSA keys, restartable
@@ -88,6 +89,9 @@ static int x25519(const unsigned char peer[X25519_LEN],
     goto fail;
   ret = 0;
 fail:
+  /* Nothing of a refused value is left for the thread's next libcrypto
+   * user (the record layer, the signer) to take for its own error. */
+  if (ret != 0) ERR_clear_error();
   EVP_PKEY_CTX_free(dctx);
   EVP_PKEY_free(theirs);
   EVP_PKEY_free(own); /* libcrypto wipes the private key */
@@ -117,7 +121,7 @@ int tg_tls_kex_client_step(mbedtls_ssl_context *ssl) {
     ssl->out_msg[0] = MBEDTLS_SSL_HS_CLIENT_KEY_EXCHANGE;
     ssl->state++;
     ret = mbedtls_ssl_write_handshake_msg(ssl);
-    atomic_fetch_add_explicit(&n_steps, 1, memory_order_relaxed);
+    if (ret == 0) atomic_fetch_add_explicit(&n_steps, 1, memory_order_relaxed);
   }
   mbedtls_platform_zeroize(secret, sizeof(secret));
   return ret;

@@ -18,8 +18,12 @@ void tg_fleet_free(tg_fleet_t *f) {
 }
 
 /* A host counts from before its start, which may end it at once (and
- * give its place back). */
+ * give its place back). A host that fails at once finishes inside the
+ * loop and asks for the next start: the loop itself takes it, so a fleet
+ * of hosts that all fail at once does not recurse once per host. */
 void tg_fleet_start(tg_fleet_t *f) {
+  if (f->starting) return;
+  f->starting = true;
   size_t i;
   while (tg_fleet_admit_start(&f->admit, &i)) {
     tg_fleet_host_t *h = f->hosts[i];
@@ -32,6 +36,7 @@ void tg_fleet_start(tg_fleet_t *f) {
     h->slot = TG_FLEET_SLOT_STARTING;
     tg_fleet_host_start(h);
   }
+  f->starting = false;
 }
 
 void tg_fleet_halt(tg_fleet_t *f) { f->admit.halted = true; }

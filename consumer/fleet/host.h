@@ -194,6 +194,7 @@ struct tg_fleet {
    * tg_fleet_host_init, and the windows they are admitted through. */
   tg_fleet_host_t **hosts;
   tg_fleet_admit_t admit;
+  bool starting; /* inside tg_fleet_start: a nested call returns at once */
 };
 
 /* The fleet's admission (fleet.c). Every host stays valid (registered in
