@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void tg_buf_init(tg_buf_t *b, size_t max) {
   memset(b, 0, sizeof(*b));
@@ -57,4 +58,21 @@ void tg_buf_consume(tg_buf_t *b, size_t n) {
   if (n > b->len - b->off) n = b->len - b->off;
   b->off += n;
   if (b->off == b->len) b->off = b->len = 0;
+}
+
+int tg_buf_read_fd(tg_buf_t *b, int fd) {
+  for (;;) {
+    size_t room = b->max - (b->len - b->off);
+    size_t want = room < 64 * 1024 ? room : 64 * 1024;
+    uint8_t one;
+    /* At the cap: only the end of the file may come. */
+    uint8_t *p = want ? tg_buf_reserve(b, want) : &one;
+    if (!p) return -ENOMEM;
+    ssize_t n = read(fd, p, want ? want : 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) return 0;
+    if (!want) return -EFBIG;
+    tg_buf_commit(b, (size_t)n);
+  }
 }

@@ -39,5 +39,8 @@ int tg_buf_append(tg_buf_t *b, const void *p, size_t n);
 /* Drops |n| bytes from the front (n <= size). */
 void tg_buf_consume(tg_buf_t *b, size_t n);
 static inline void tg_buf_reset(tg_buf_t *b) { b->off = b->len = 0; }
+/* Appends what |fd| holds until its end (EINTR retried). Returns 0, -EFBIG
+ * when the cap is reached first, -ENOMEM or read's -errno. */
+int tg_buf_read_fd(tg_buf_t *b, int fd);
 
 #endif /* TRACEGATE_BUF_H */

@@ -43,6 +43,7 @@ static void maybe_release(tg_recording_t *r) {
   free(r->detach_key);
   free(r->resume_key);
   free(r->attach_key);
+  free(r->absent_cfg);
   free(r);
 }
 
@@ -342,6 +343,20 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg, const uint8_t *config, size_t len) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
+  uint8_t *absent = r->absent_cfg;
+  r->absent_cfg = NULL;
+  if (status == TG_EREMOTE_FAILED && absent) {
+    /* Nothing detached under the key: make the session. */
+    tg_recording_opts_t o = {
+        .config = absent, .config_len = r->absent_cfg_len, .fd = -1};
+    int rv = enable(r, &o);
+    free(absent);
+    if (rv < 0 && !tg__rec_is_over(r))
+      tg__rec_fail(r, rv, "no session under '%s', and cannot enable one: %s",
+                   r->attach_key, tg_strerror(rv));
+    return;
+  }
+  free(absent);
   if (status) {
     tg__rec_fail(r, status, "cannot attach to the session '%s': %s",
                  r->attach_key, msg);
@@ -404,6 +419,14 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
       (o->attach_key && !(r->attach_key = strdup(o->attach_key)))) {
     if (fd >= 0) close(fd);
     return -ENOMEM;
+  }
+  if (o->attach_key && o->enable_if_absent && o->config && o->config_len) {
+    if (!(r->absent_cfg = malloc(o->config_len))) {
+      if (fd >= 0) close(fd);
+      return -ENOMEM;
+    }
+    memcpy(r->absent_cfg, o->config, o->config_len);
+    r->absent_cfg_len = o->config_len;
   }
   r->c = c;
   r->stream = o->stream;

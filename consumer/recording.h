@@ -72,6 +72,12 @@ typedef struct tg_recording_opts {
   /* Attach to the detached session of this key instead of enabling one
    * (copied). */
   const char *attach_key;
+  /* With |attach_key| and a |config|: when the service refuses the Attach
+   * (no session is detached under the key), enable |config| instead (the
+   * config is copied until then). For an owner that keeps one long-lived
+   * session under a key of its own and takes it back after a restart
+   * (tracegate-collector's rings). */
+  bool enable_if_absent;
   /* Detach under this key right after enabling, and end as DETACHED
    * (copied). */
   const char *detach_key;

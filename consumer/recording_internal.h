@@ -15,6 +15,10 @@ struct tg_recording {
   tg_rec_state_t resume_state; /* where a rebind goes back to */
 
   char *detach_key, *resume_key, *attach_key;
+  /* enable_if_absent: the config to enable when the Attach is refused
+   * (owned; freed once the attach answered). */
+  uint8_t *absent_cfg;
+  size_t absent_cfg_len;
   bool stream;
   uint32_t read_period_ms, first_read_ms, stats_period_ms, guard_ms,
       deadline_stop_ms;

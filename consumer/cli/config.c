@@ -18,22 +18,7 @@
 static int read_all(const char *path, tg_buf_t *out) {
   int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
   if (fd < 0) return -errno;
-  int rv = 0;
-  for (;;) {
-    uint8_t *p = tg_buf_reserve(out, 64 * 1024);
-    if (!p) {
-      rv = -EFBIG;
-      break;
-    }
-    ssize_t n = read(fd, p, 64 * 1024);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      rv = -errno;
-      break;
-    }
-    if (n == 0) break;
-    tg_buf_commit(out, (size_t)n);
-  }
+  int rv = tg_buf_read_fd(out, fd);
   if (fd != STDIN_FILENO) close(fd);
   return rv;
 }

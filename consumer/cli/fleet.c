@@ -424,7 +424,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.server_name = o->remote.server_name;
   f->env.dead_link_timeout_s = (uint32_t)((fo->dead_link_ms + 999) / 1000);
   f->core.loop = &loop;
-  f->core.dialer = fleet_dialer(f);
+  f->core.dialer = cli_remote_dialer(&f->env);
   f->env.counts = &f->tls_counts;
   if (open_sessions(f, tls) < 0) goto out;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);

@@ -158,8 +158,6 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
                      const cli_target_t *t);
 /* The events of every host (the engine's callback table). */
 extern const tg_fleet_host_cbs_t fleet_host_cbs;
-/* The engine's dialer over remote.h's transports, with |f|'s env. */
-tg_fleet_dialer_t fleet_dialer(fleet_t *f);
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
 

@@ -2,8 +2,8 @@
  * (consumer/fleet/host.h) drives the host: connections, preparation, the
  * link, reconnection, the recording. What its events do here is this
  * file's: lines on the terminal, the resume key, the host's own output or
- * the merged trace, loss counters for the summary; and the dialer the
- * engine connects through (remote.h's TLS and ssh transports).
+ * the merged trace, loss counters for the summary. The engine connects
+ * through remote.h's dialer (cli_remote_dialer).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,36 +13,6 @@
 #include "consumer/cli/fleet.h"
 
 static fleet_host_t *of(tg_fleet_host_t *c) { return c->data; }
-
-/* --- the dialer ----------------------------------------------------------------- */
-
-static int dial_open(void *ctx, tg_fleet_host_t *c,
-                     const tg_consumer_cbs_t *cbs, tg_consumer_t **consumer,
-                     void **conn, char *err, size_t n) {
-  fleet_t *f = ctx;
-  cli_remote_t *rt = NULL;
-  int rv = cli_remote_open(&f->env, of(c)->t, cbs, c, consumer, &rt, err, n);
-  *conn = rt;
-  return rv;
-}
-
-static void dial_release(void *conn, tg_fleet_gone_cb cb, void *ctx) {
-  cli_remote_release(conn, cb, ctx);
-}
-
-static bool dial_resumed(const void *conn) { return cli_remote_resumed(conn); }
-
-static tg_zstd_transport_t *dial_zstd(void *conn) {
-  return cli_remote_zstd(conn);
-}
-
-tg_fleet_dialer_t fleet_dialer(fleet_t *f) {
-  return (tg_fleet_dialer_t){.open = dial_open,
-                             .release = dial_release,
-                             .resumed = dial_resumed,
-                             .zstd = dial_zstd,
-                             .ctx = f};
-}
 
 /* --- the engine's events ------------------------------------------------------------ */
 

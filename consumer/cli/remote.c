@@ -571,3 +571,32 @@ void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
   else
     settle(rt);
 }
+
+/* --- a fleet's dialer --------------------------------------------------------- */
+
+static int dial_open(void *ctx, tg_fleet_host_t *h, const tg_consumer_cbs_t *cbs,
+                     tg_consumer_t **consumer, void **conn, char *err,
+                     size_t n) {
+  cli_remote_t *rt = NULL;
+  int rv = cli_remote_open(ctx, h->target, cbs, h, consumer, &rt, err, n);
+  *conn = rt;
+  return rv;
+}
+
+static void dial_release(void *conn, tg_fleet_gone_cb cb, void *ctx) {
+  cli_remote_release(conn, cb, ctx);
+}
+
+static bool dial_resumed(const void *conn) { return cli_remote_resumed(conn); }
+
+static tg_zstd_transport_t *dial_zstd(void *conn) {
+  return cli_remote_zstd(conn);
+}
+
+tg_fleet_dialer_t cli_remote_dialer(cli_remote_env_t *env) {
+  return (tg_fleet_dialer_t){.open = dial_open,
+                             .release = dial_release,
+                             .resumed = dial_resumed,
+                             .zstd = dial_zstd,
+                             .ctx = env};
+}

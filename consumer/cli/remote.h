@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "consumer/consumer.h"
+#include "consumer/fleet/host.h"
 #include "tls/compress_transport.h"
 #include "tls/session.h"
 
@@ -123,5 +124,11 @@ typedef void (*cli_remote_gone_cb)(void *ctx, const char *detail);
  * of its stderr. |cb| (may be NULL) runs from the loop once it is all
  * gone; |rt| is freed then. */
 void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx);
+
+/* A fleet's dialer (consumer/fleet/host.h) over these transports: each
+ * host's target (tg_fleet_host_t.target) is its cli_target_t, and the
+ * consumer's data its tg_fleet_host_t. |env| is borrowed for as long as
+ * the dialer is used. */
+tg_fleet_dialer_t cli_remote_dialer(cli_remote_env_t *env);
 
 #endif /* TRACEGATE_CONSUMER_CLI_REMOTE_H */

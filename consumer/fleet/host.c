@@ -437,11 +437,12 @@ static void start_recording(tg_fleet_host_t *h) {
       .config = o->config,
       .config_len = o->config_len,
       .attach_key = o->attach_key,
+      .enable_if_absent = o->enable_if_absent,
       .resume_key = h->key_set ? h->key : NULL,
       /* Through a relay with the key set: exactly once across reconnects. */
       .replay = h->relay && h->key_set,
       .fd = -1,
-      .stream = true,
+      .stream = !o->hold,
       .first_read_ms = f->n > TG_FLEET_DEFER_ABOVE_HOSTS && f->traced + 1 < f->n
                            ? START_FIRST_READ_MS
                            : 0,

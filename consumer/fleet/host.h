@@ -169,6 +169,12 @@ typedef struct tg_fleet_opts {
   const uint8_t *config; /* the TraceConfig, serialised (none with attach) */
   size_t config_len;
   const char *attach_key;  /* attach to this session instead of enabling */
+  /* With attach_key and config: enable config when nothing is detached
+   * under the key (recording.h, enable_if_absent). */
+  bool enable_if_absent;
+  /* Keep the session without reading it: a flight recorder's rings, read
+   * only through clones (CloneSession on another connection). */
+  bool hold;
   int compress_level;      /* 0: ask for no compression, else zstd level */
   uint64_t grace_ms;       /* the recording's grace past its duration */
   uint64_t stop_after_ms;  /* attach: stop after this long; 0: no */

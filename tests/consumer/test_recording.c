@@ -712,6 +712,51 @@ static void start_trigger_wait_is_not_cut_by_the_deadline(void **state) {
   bench_close(&b);
 }
 
+/* enable_if_absent: nothing under the key, so the config is enabled; the
+ * session, detached under the key, is then found by a second recording
+ * with the same options (a collector's restart), which attaches and
+ * enables nothing new. */
+static void attach_or_enable_takes_back_the_same_session(void **state) {
+  test_service_t *ts = *state;
+  bench_t a;
+  bench_open(&a, ts, "rec.producer", false);
+  tg_recording_opts_t o = {.fd = -1, .attach_key = "ring-key",
+                           .enable_if_absent = true};
+  bench_config(&a, &o);
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &o), 0);
+  for (int i = 0; i < WAIT_MS / 10 && tg_recording_state(a.r) != TG_REC_TRACING; i++) {
+    bool never = false;
+    run_until(&a.loop, &never, 10);
+  }
+  assert_int_equal(tg_recording_state(a.r), TG_REC_TRACING);
+  assert_false(a.s.attached); /* enabled, not attached */
+  assert_null(tg_recording_config(a.r));
+  assert_int_equal(raw_producer_wait_started(&a.p, WAIT_MS), 0);
+  commit(&a.p, 0, "ring", 0, 3);
+  /* The connection leaves the session under the key (as a relay does). */
+  bool detached = false;
+  assert_int_equal(tg_consumer_detach(a.k.c, "ring-key", on_conn_detached, &detached), 0);
+  assert_true(run_until(&a.loop, &detached, WAIT_MS));
+  tg_recording_free(a.r);
+  close_conn(&a.k, &a.loop);
+
+  /* The same options again: the Attach succeeds; streaming reads what the
+   * first session holds, so it is the same one. */
+  memset(&a.s, 0, sizeof(a.s));
+  a.r = tg_recording_new(&a.loop, &rec_cbs, &a.s);
+  connect_to(&a.k, &a.loop, ts);
+  o.stream = true;
+  o.read_period_ms = 20;
+  assert_int_equal(tg_recording_start(a.r, a.k.c, &o), 0);
+  wait_packets(&a.loop, &a.s, 3);
+  assert_true(a.s.attached);
+  assert_non_null(tg_recording_config(a.r));
+  for (unsigned i = 0; i < 3; i++) assert_int_equal(a.s.values[i], i);
+  tg_recording_fail(a.r, true, "test over");
+  assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
+  bench_close(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
@@ -737,6 +782,9 @@ int main(void) {
           test_service_teardown),
       cmocka_unit_test_setup_teardown(
           detach_attach_and_rebind_keep_every_packet, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          attach_or_enable_takes_back_the_same_session, test_service_setup,
           test_service_teardown),
       cmocka_unit_test_setup_teardown(
           start_trigger_wait_is_not_cut_by_the_deadline, test_service_setup,
