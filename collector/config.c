@@ -1,0 +1,806 @@
+/* tracegate-collector's configuration file (config.h): the definition
+ * table of its scalar keys, the line reader, the value checks and the
+ * checks that need the whole file.
+ *
+ * The text is outside input (a wrong file, a hand edit): every line is
+ * copied into a bounded buffer before it is looked at, every value is
+ * checked for length before it is stored, and nothing here aborts or
+ * reads past |len|. The parse fills the caller's struct directly; on
+ * error it frees what it allocated, so a failed parse owns nothing. */
+#include "collector/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "collector/shard.h"
+
+/* How much of a value or key an error or warning echoes. */
+#define ECHO_MAX 64
+#define DEFAULT_LISTEN_HOST "127.0.0.1"
+#define DEFAULT_LISTEN_PORT 7468
+#define DEFAULT_UI_URL "https://ui.perfetto.dev"
+#define MS_PER_S 1000
+#define MS_PER_MIN (60 * MS_PER_S)
+
+typedef enum kind {
+  K_PATH,     /* char[]: resolved against the base directory */
+  K_DNS,      /* char[]: a DNS name */
+  K_NAME,     /* char[]: name_ok() */
+  K_CATALOG,  /* char[]: a secret, never echoed */
+  K_URL,      /* char[]: url_ok() */
+  K_SHARD,    /* shard_index, shard_count */
+  K_SIZE,     /* uint64_t: bytes */
+  K_DURATION, /* int64_t: milliseconds */
+  K_UINT,     /* uint32_t in min..max */
+  K_LISTEN,   /* listen_host, listen_port, listen_ipv6, listen_loopback */
+} kind_t;
+
+/* The scalar keys, in the table's order. */
+typedef enum key_id {
+  KEY_HOSTS,
+  KEY_CA,
+  KEY_CERT,
+  KEY_KEY,
+  KEY_TLS_SERVER_NAME,
+  KEY_TRACE_CONFIG,
+  KEY_STORE,
+  KEY_CATALOG,
+  KEY_SHARD,
+  KEY_RETENTION_MAX_BYTES,
+  KEY_RETENTION_MAX_AGE,
+  KEY_LISTEN,
+  KEY_HTTP_CERT,
+  KEY_HTTP_KEY,
+  KEY_HTTP_CA,
+  KEY_AUTHZ,
+  KEY_SESSION_KEY,
+  KEY_SNAPSHOT_EVERY,
+  KEY_COALESCE_WINDOW,
+  KEY_MAX_SNAPSHOTS_PER_MINUTE,
+  KEY_COMPRESS_LEVEL,
+  KEY_RECONNECT,
+  KEY_DEAD_LINK,
+  KEY_UI_URL,
+  KEY_COUNT
+} key_id_t;
+
+typedef struct key_def {
+  const char *name;
+  kind_t kind;
+  size_t off; /* of the field in tg_coll_config_t */
+  size_t cap; /* char[] fields: their size */
+  /* K_UINT: the range. K_DURATION: the least non-zero value, and whether
+   * 0 (off, none) is allowed. */
+  int64_t min, max;
+  bool zero_ok;
+  const char *expect;   /* the error's "expected ..." */
+  const char *required; /* what a missing one is, or NULL if optional */
+} key_def_t;
+
+#define STR_FIELD(f) \
+  offsetof(tg_coll_config_t, f), sizeof(((tg_coll_config_t *)0)->f)
+#define NUM_FIELD(f) offsetof(tg_coll_config_t, f), 0
+#define PATH_KEY(n, f, req) \
+  {n, K_PATH, STR_FIELD(f), 0, 0, false, "a path", req}
+#define DURATION_EXPECT "a duration (N followed by ms, s, m, h or d)"
+#define DURATION_KEY(n, f, min, zero, expect) \
+  {n, K_DURATION, NUM_FIELD(f), min, INT64_MAX, zero, expect, NULL}
+#define NAME_EXPECT "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'"
+
+/* The one definition table of the scalar keys (STYLE.md: one config table
+ * per daemon). */
+static const key_def_t KEYS[KEY_COUNT] = {
+    [KEY_HOSTS] = PATH_KEY("hosts", hosts, "the inventory"),
+    [KEY_CA] = PATH_KEY("ca", ca, NULL),
+    [KEY_CERT] = PATH_KEY("cert", cert, NULL),
+    [KEY_KEY] = PATH_KEY("key", key, NULL),
+    [KEY_TLS_SERVER_NAME] = {"tls_server_name", K_DNS,
+                             STR_FIELD(tls_server_name), 0, 0, false,
+                             "a DNS name", NULL},
+    [KEY_TRACE_CONFIG] = PATH_KEY("trace_config", trace_config,
+                                  "the flight recorder's TraceConfig"),
+    [KEY_STORE] = PATH_KEY("store", store, "the snapshot directory"),
+    [KEY_CATALOG] = {"catalog", K_CATALOG, STR_FIELD(catalog), 0, 0, false,
+                     "sqlite or postgresql://...", NULL},
+    [KEY_SHARD] = {"shard", K_SHARD, NUM_FIELD(shard_index), 0, 0, false,
+                   "I/N with 0 <= I < N <= 65536", NULL},
+    [KEY_RETENTION_MAX_BYTES] = {"retention_max_bytes", K_SIZE,
+                                 NUM_FIELD(retention_max_bytes), 0, 0, false,
+                                 "a size (N, or N followed by K, M, G or T)",
+                                 NULL},
+    [KEY_RETENTION_MAX_AGE] = DURATION_KEY("retention_max_age",
+                                           retention_max_age_ms, 0, true,
+                                           DURATION_EXPECT),
+    [KEY_LISTEN] = {"listen", K_LISTEN, NUM_FIELD(listen_port), 0, 0, false,
+                    "HOST:PORT or [IPV6]:PORT with a port 0..65535", NULL},
+    [KEY_HTTP_CERT] = PATH_KEY("http_cert", http_cert, NULL),
+    [KEY_HTTP_KEY] = PATH_KEY("http_key", http_key, NULL),
+    [KEY_HTTP_CA] = PATH_KEY("http_ca", http_ca, NULL),
+    [KEY_AUTHZ] = PATH_KEY("authz", authz, NULL),
+    [KEY_SESSION_KEY] = {"session_key", K_NAME, STR_FIELD(session_key), 0, 0,
+                         false, NAME_EXPECT, NULL},
+    [KEY_SNAPSHOT_EVERY] = DURATION_KEY("snapshot_every", snapshot_every_ms,
+                                        MS_PER_MIN, true,
+                                        "0 or a duration of at least 1m"),
+    [KEY_COALESCE_WINDOW] = DURATION_KEY("coalesce_window",
+                                         coalesce_window_ms, 0, true,
+                                         DURATION_EXPECT),
+    [KEY_MAX_SNAPSHOTS_PER_MINUTE] = {"max_snapshots_per_minute", K_UINT,
+                                      NUM_FIELD(max_snapshots_per_minute), 1,
+                                      600, false, "an integer 1..600", NULL},
+    [KEY_COMPRESS_LEVEL] = {"compress_level", K_UINT,
+                            NUM_FIELD(compress_level), 0, 19, false,
+                            "an integer 0..19", NULL},
+    [KEY_RECONNECT] = DURATION_KEY("reconnect", reconnect_ms, 0, true,
+                                   DURATION_EXPECT),
+    [KEY_DEAD_LINK] = DURATION_KEY("dead_link", dead_link_ms, MS_PER_S, false,
+                                   "a duration of at least 1s"),
+    [KEY_UI_URL] = {"ui_url", K_URL, STR_FIELD(ui_url), 0, 0, false,
+                    "an http:// or https:// URL of at most 512 bytes without "
+                    "blanks, quotes or <>",
+                    NULL},
+};
+
+/* Keys that go together: all three or none. */
+static const key_id_t TLS_KEYS[3] = {KEY_CA, KEY_CERT, KEY_KEY};
+static const key_id_t HTTPS_KEYS[3] = {KEY_HTTP_CERT, KEY_HTTP_KEY,
+                                       KEY_HTTP_CA};
+
+typedef struct parser {
+  tg_coll_config_t *c;
+  const char *label;
+  const char *base_dir;
+  tg_coll_config_warn_fn warn;
+  void *warn_ctx;
+  char *err;
+  size_t errn;
+  unsigned line;
+  unsigned seen[KEY_COUNT]; /* the line that set each key, 0 if none */
+  size_t groups_cap;
+  size_t n_group_hosts; /* over all groups */
+} parser_t;
+
+static bool blank(char c) { return c == ' ' || c == '\t'; }
+static bool digit(char c) { return c >= '0' && c <= '9'; }
+static bool alnum(char c) {
+  return digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+/* Printable ASCII but the blank: what hosts, URIs and URLs are made of. */
+static bool graphic(char c) { return c > ' ' && c < 0x7f; }
+static bool name_char(char c) {
+  return alnum(c) || c == '.' || c == '_' || c == '-';
+}
+
+/* |n| bytes of |s| into |out| for an error: at most ECHO_MAX of them,
+ * anything but printable ASCII as '?' (a terminal obeys escapes). */
+static void shown(char out[ECHO_MAX + 1], const char *s, size_t n) {
+  if (n > ECHO_MAX) n = ECHO_MAX;
+  for (size_t i = 0; i < n; i++)
+    out[i] = s[i] >= ' ' && s[i] < 0x7f ? s[i] : '?';
+  out[n] = 0;
+}
+
+/* "FILE:LINE: " (or "FILE: " for line 0) and the text into the error
+ * buffer. Returns -EINVAL, for the callers' convenience. */
+static int fail(parser_t *p, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(parser_t *p, unsigned line, const char *fmt, ...) {
+  if (p->errn == 0) return -EINVAL;
+  int w = line ? snprintf(p->err, p->errn, "%s:%u: ", p->label, line)
+               : snprintf(p->err, p->errn, "%s: ", p->label);
+  if (w < 0 || (size_t)w >= p->errn) return -EINVAL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err + w, p->errn - (size_t)w, fmt, ap);
+  va_end(ap);
+  return -EINVAL;
+}
+
+/* "KEY: expected WHAT, not 'VALUE'" on the current line. */
+static int bad_value(parser_t *p, const char *key, const char *expect,
+                     const char *v, size_t n) {
+  char echo[ECHO_MAX + 1];
+  shown(echo, v, n);
+  return fail(p, p->line, "%s: expected %s, not '%s'", key, expect, echo);
+}
+
+/* A decimal number: 1 or more digits, no sign, no leading zero but "0"
+ * itself, at most |max|. */
+static bool dec(const char *s, size_t n, uint64_t max, uint64_t *out) {
+  if (n == 0 || (n > 1 && s[0] == '0')) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!digit(s[i])) return false;
+    uint64_t d = (uint64_t)(s[i] - '0');
+    if (d > max || v > (max - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+static size_t digits(const char *s) {
+  size_t n = 0;
+  while (digit(s[n])) n++;
+  return n;
+}
+
+static bool parse_size(const char *v, uint64_t *out) {
+  static const char suffixes[] = "KMGT";
+  size_t n = digits(v);
+  unsigned shift = 0;
+  if (v[n]) {
+    const char *at = strchr(suffixes, v[n]);
+    if (!at || v[n + 1]) return false;
+    shift = 10u * (unsigned)(at - suffixes + 1);
+  }
+  uint64_t x;
+  if (!dec(v, n, UINT64_MAX, &x) || x > UINT64_MAX >> shift) return false;
+  *out = x << shift;
+  return true;
+}
+
+static bool parse_duration(const char *v, int64_t *ms) {
+  static const struct {
+    const char *suffix;
+    int64_t ms;
+  } units[] = {{"ms", 1},          {"s", MS_PER_S},
+               {"m", MS_PER_MIN},  {"h", 60 * MS_PER_MIN},
+               {"d", 24 * 60 * MS_PER_MIN}};
+  size_t n = digits(v);
+  uint64_t x;
+  if (!dec(v, n, INT64_MAX, &x)) return false;
+  if (!v[n]) { /* only 0 goes without a unit */
+    *ms = 0;
+    return x == 0;
+  }
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+    if (strcmp(v + n, units[i].suffix) != 0) continue;
+    if (x > (uint64_t)(INT64_MAX / units[i].ms)) return false;
+    *ms = (int64_t)x * units[i].ms;
+    return true;
+  }
+  return false;
+}
+
+static bool parse_shard(const char *v, tg_coll_config_t *c) {
+  const char *slash = strchr(v, '/');
+  uint64_t i, n;
+  if (!slash || !dec(v, (size_t)(slash - v), TG_COLL_SHARD_COUNT_MAX, &i) ||
+      !dec(slash + 1, strlen(slash + 1), TG_COLL_SHARD_COUNT_MAX, &n) ||
+      i >= n)
+    return false;
+  c->shard_index = (uint32_t)i;
+  c->shard_count = (uint32_t)n;
+  return true;
+}
+
+/* Dot-separated labels of 1..63 [A-Za-z0-9-], none starting or ending
+ * with '-'; at most TG_COLL_CONFIG_DNS_MAX bytes, no final dot. */
+static bool dns_name_ok(const char *s, size_t n) {
+  if (n == 0 || n > TG_COLL_CONFIG_DNS_MAX) return false;
+  size_t label = 0;
+  for (size_t i = 0; i <= n; i++) {
+    if (i == n || s[i] == '.') {
+      if (label == 0 || label > 63 || s[i - 1] == '-') return false;
+      label = 0;
+    } else if (alnum(s[i]) || (s[i] == '-' && label > 0)) {
+      label++;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Session keys and group names; '.' first is refused so that a name is
+ * never a hidden or relative file name where it ends up in one. */
+static bool name_ok(const char *s, size_t n) {
+  if (n == 0 || n > TG_COLL_CONFIG_NAME_MAX || s[0] == '.') return false;
+  for (size_t i = 0; i < n; i++)
+    if (!name_char(s[i])) return false;
+  return true;
+}
+
+static bool trigger_name_ok(const char *s, size_t n) {
+  if (n == 0 || n > TG_COLL_CONFIG_TRIGGER_MAX) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!name_char(s[i]) && s[i] != ':') return false;
+  return true;
+}
+
+static bool all_graphic(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!graphic(s[i])) return false;
+  return true;
+}
+
+static bool catalog_ok(const char *v) {
+  if (!strcmp(v, "sqlite")) return true;
+  return (!strncmp(v, "postgresql://", 13) || !strncmp(v, "postgres://", 11)) &&
+         all_graphic(v, strlen(v));
+}
+
+/* The UI's address is put in links and HTML attributes: no blank, quote
+ * or angle bracket can end one early. */
+static bool url_ok(const char *v) {
+  size_t scheme = !strncmp(v, "https://", 8)  ? 8
+                  : !strncmp(v, "http://", 7) ? 7
+                                              : 0;
+  return scheme && v[scheme] && all_graphic(v, strlen(v)) &&
+         !strpbrk(v, "\"'`<>");
+}
+
+/* |v| into |out| (|cap| bytes) unless it does not fit. */
+static bool copy(char *out, size_t cap, const char *v) {
+  size_t n = strlen(v);
+  if (n >= cap) return false;
+  memcpy(out, v, n + 1);
+  return true;
+}
+
+static bool set_path(const parser_t *p, char *out, size_t cap,
+                     const char *v) {
+  if (!*v) return false;
+  for (const char *s = v; *s; s++)
+    if ((unsigned char)*s < ' ' || *s == 0x7f) return false;
+  const char *base = p->base_dir;
+  if (v[0] == '/' || !base || !base[0]) return copy(out, cap, v);
+  size_t bn = strlen(base);
+  const char *sep = base[bn - 1] == '/' ? "" : "/";
+  int w = snprintf(out, cap, "%s%s%s", base, sep, v);
+  return w >= 0 && (size_t)w < cap;
+}
+
+static bool parse_listen(const char *v, tg_coll_config_t *c) {
+  const char *host, *colon;
+  bool v6 = v[0] == '[';
+  if (v6) {
+    const char *close = strchr(v, ']');
+    if (!close || close[1] != ':') return false;
+    host = v + 1;
+    colon = close + 1;
+  } else {
+    colon = strrchr(v, ':');
+    if (!colon || memchr(v, ':', (size_t)(colon - v))) return false;
+    host = v;
+  }
+  size_t hn = (size_t)(colon - host) - (v6 ? 1 : 0);
+  uint64_t port;
+  if (hn == 0 || hn > TG_COLL_CONFIG_LISTEN_HOST_MAX ||
+      !dec(colon + 1, strlen(colon + 1), UINT16_MAX, &port))
+    return false;
+  char h[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1];
+  memcpy(h, host, hn);
+  h[hn] = 0;
+  bool loopback;
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (v6) {
+    if (inet_pton(AF_INET6, h, &a6) != 1) return false;
+    loopback = IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  } else if (inet_pton(AF_INET, h, &a4) == 1) {
+    loopback = (ntohl(a4.s_addr) >> 24) == 127;
+  } else if (dns_name_ok(h, hn)) {
+    loopback = !strcasecmp(h, "localhost");
+  } else {
+    return false;
+  }
+  memcpy(c->listen_host, h, hn + 1);
+  c->listen_port = (uint16_t)port;
+  c->listen_ipv6 = v6;
+  c->listen_loopback = loopback;
+  return true;
+}
+
+static int set_scalar(parser_t *p, key_id_t id, const char *v) {
+  const key_def_t *k = &KEYS[id];
+  if (p->seen[id])
+    return fail(p, p->line, "%s: expected once, already set on line %u",
+                k->name, p->seen[id]);
+  p->seen[id] = p->line;
+  char *field = (char *)p->c + k->off;
+  bool ok = false;
+  uint64_t u;
+  switch (k->kind) {
+  case K_PATH:
+    ok = set_path(p, field, k->cap, v);
+    break;
+  case K_DNS:
+    ok = dns_name_ok(v, strlen(v)) && copy(field, k->cap, v);
+    break;
+  case K_NAME:
+    ok = name_ok(v, strlen(v)) && copy(field, k->cap, v);
+    break;
+  case K_CATALOG:
+    if (catalog_ok(v) && copy(field, k->cap, v)) return 0;
+    /* Never echoed: it may hold a password. */
+    return fail(p, p->line, "%s: expected %s", k->name, k->expect);
+  case K_URL:
+    ok = url_ok(v) && copy(field, k->cap, v);
+    break;
+  case K_SHARD:
+    ok = parse_shard(v, p->c);
+    break;
+  case K_SIZE:
+    ok = parse_size(v, (uint64_t *)(void *)field);
+    break;
+  case K_DURATION: {
+    int64_t ms;
+    ok = parse_duration(v, &ms) && (ms == 0 ? k->zero_ok : ms >= k->min);
+    if (ok) *(int64_t *)(void *)field = ms;
+    break;
+  }
+  case K_UINT:
+    ok = dec(v, strlen(v), (uint64_t)k->max, &u) && u >= (uint64_t)k->min;
+    if (ok) *(uint32_t *)(void *)field = (uint32_t)u;
+    break;
+  case K_LISTEN:
+    ok = parse_listen(v, p->c);
+    break;
+  }
+  return ok ? 0 : bad_value(p, k->name, k->expect, v, strlen(v));
+}
+
+/* The next blank-separated word at or after *pp, its length in *n; *pp
+ * moves past it. NULL when none is left. */
+static const char *next_word(const char **pp, size_t *n) {
+  const char *s = *pp;
+  while (blank(*s)) s++;
+  if (!*s) return NULL;
+  const char *e = s;
+  while (*e && !blank(*e)) e++;
+  *n = (size_t)(e - s);
+  *pp = e;
+  return s;
+}
+
+static const tg_coll_group_t *find_group(const tg_coll_config_t *c,
+                                         const char *name, size_t n) {
+  for (size_t i = 0; i < c->n_groups; i++)
+    if (strlen(c->groups[i].name) == n && !memcmp(c->groups[i].name, name, n))
+      return &c->groups[i];
+  return NULL;
+}
+
+/* "NAME" checked as a group's (its own, or the one a trigger names). */
+static int check_group_name(parser_t *p, const char *key, const char *s,
+                            size_t n) {
+  if (!name_ok(s, n))
+    return bad_value(p, key, "a group NAME of " NAME_EXPECT, s, n);
+  return 0;
+}
+
+/* group = NAME HOST [HOST ...]: checked whole, then stored in one block,
+ * the host pointers first and their strings after them. */
+static int add_group(parser_t *p, const char *v) {
+  tg_coll_config_t *c = p->c;
+  const char *rest = v;
+  size_t nn = 0, n = 0;
+  const char *name = next_word(&rest, &nn);
+  const char *words = rest;
+  if (!name || !next_word(&rest, &n))
+    return bad_value(p, "group", "NAME HOST [HOST ...]", v, strlen(v));
+  int rv = check_group_name(p, "group", name, nn);
+  if (rv < 0) return rv;
+  if (nn == 3 && !memcmp(name, TG_COLL_CONFIG_GROUP_ALL, 3))
+    return fail(p, p->line,
+                "group: expected a name other than 'all' (every host)");
+  const tg_coll_group_t *dup = find_group(c, name, nn);
+  if (dup)
+    return fail(p, p->line, "group: expected a new name, '%s' is defined on "
+                            "line %u", dup->name, dup->line);
+  if (c->n_groups == TG_COLL_CONFIG_GROUPS_MAX)
+    return fail(p, p->line, "group: expected at most %d groups",
+                TG_COLL_CONFIG_GROUPS_MAX);
+  size_t hosts = 0, bytes = 0;
+  rest = words;
+  for (const char *h; (h = next_word(&rest, &n)) != NULL;) {
+    if (n > TG_COLL_CONFIG_HOST_MAX || !all_graphic(h, n))
+      return bad_value(p, "group", "hosts of 1 to 320 printable bytes", h, n);
+    hosts++;
+    bytes += n + 1;
+  }
+  if (hosts > TG_COLL_CONFIG_GROUP_HOSTS_MAX - p->n_group_hosts)
+    return fail(p, p->line, "group: expected at most %d hosts in all groups",
+                TG_COLL_CONFIG_GROUP_HOSTS_MAX);
+  if (c->n_groups == p->groups_cap) {
+    size_t want = p->groups_cap ? p->groups_cap * 2 : 8;
+    tg_coll_group_t *grown = realloc(c->groups, want * sizeof(*grown));
+    if (!grown) goto nomem;
+    c->groups = grown;
+    p->groups_cap = want;
+  }
+  const char **block = malloc(hosts * sizeof(*block) + bytes);
+  if (!block) goto nomem;
+  char *text = (char *)(block + hosts);
+  rest = words;
+  for (size_t i = 0; i < hosts; i++) {
+    const char *h = next_word(&rest, &n);
+    memcpy(text, h, n);
+    text[n] = 0;
+    block[i] = text;
+    text += n + 1;
+  }
+  tg_coll_group_t *g = &c->groups[c->n_groups++];
+  memcpy(g->name, name, nn);
+  g->name[nn] = 0;
+  g->line = p->line;
+  g->n_hosts = hosts;
+  g->hosts = block;
+  p->n_group_hosts += hosts;
+  return 0;
+nomem:
+  fail(p, p->line, "group: out of memory");
+  return -ENOMEM;
+}
+
+/* trigger = NAME [GROUP]: the group is looked up in finish(), since it
+ * may be defined further down. */
+static int add_trigger(parser_t *p, const char *v) {
+  tg_coll_config_t *c = p->c;
+  const char *rest = v;
+  size_t nn = 0, gn = 3, n = 0;
+  const char *name = next_word(&rest, &nn);
+  const char *group = next_word(&rest, &gn);
+  if (!name || next_word(&rest, &n))
+    return bad_value(p, "trigger", "NAME [GROUP]", v, strlen(v));
+  if (!trigger_name_ok(name, nn))
+    return bad_value(p, "trigger",
+                     "a NAME of 1 to 128 bytes of [A-Za-z0-9._:-]", name, nn);
+  if (!group) {
+    group = TG_COLL_CONFIG_GROUP_ALL;
+  } else {
+    int rv = check_group_name(p, "trigger", group, gn);
+    if (rv < 0) return rv;
+  }
+  for (size_t i = 0; i < c->n_triggers; i++) {
+    const tg_coll_trigger_t *t = &c->triggers[i];
+    if (strlen(t->name) == nn && !memcmp(t->name, name, nn))
+      return fail(p, p->line,
+                  "trigger: expected a new name, '%s' is defined on line %u",
+                  t->name, t->line);
+  }
+  if (c->n_triggers == TG_COLL_CONFIG_TRIGGERS_MAX)
+    return fail(p, p->line, "trigger: expected at most %d triggers",
+                TG_COLL_CONFIG_TRIGGERS_MAX);
+  tg_coll_trigger_t *t = &c->triggers[c->n_triggers++];
+  memcpy(t->name, name, nn);
+  t->name[nn] = 0;
+  memcpy(t->group, group, gn);
+  t->group[gn] = 0;
+  t->line = p->line;
+  return 0;
+}
+
+/* Cuts the comment off |s|: from a '#' that starts it or follows a blank.
+ * Any other '#' is data (a password in a URI). */
+static void cut_comment(char *s) {
+  for (size_t i = 0; s[i]; i++) {
+    if (s[i] == '#' && (i == 0 || blank(s[i - 1]))) {
+      s[i] = 0;
+      return;
+    }
+  }
+}
+
+/* |s| without its leading and trailing blanks (the latter cut in place). */
+static char *trim(char *s) {
+  while (blank(*s)) s++;
+  size_t n = strlen(s);
+  while (n && blank(s[n - 1])) s[--n] = 0;
+  return s;
+}
+
+static void warn_unknown(parser_t *p, const char *key) {
+  if (!p->warn) return;
+  char echo[ECHO_MAX + 1], msg[1024];
+  shown(echo, key, strlen(key));
+  snprintf(msg, sizeof(msg), "%s:%u: unknown key '%s' (ignored)", p->label,
+           p->line, echo);
+  p->warn(p->warn_ctx, msg);
+}
+
+/* One line of |n| bytes (no terminator, no NUL, n <= LINE_MAX). */
+static int parse_line(parser_t *p, const char *s, size_t n) {
+  char line[TG_COLL_CONFIG_LINE_MAX + 1];
+  memcpy(line, s, n);
+  line[n] = 0;
+  cut_comment(line);
+  char *eq = strchr(line, '=');
+  if (eq) *eq = 0;
+  char *key = trim(line);
+  if (!eq) {
+    if (!*key) return 0; /* blank or comment */
+    char echo[ECHO_MAX + 1];
+    shown(echo, key, strlen(key));
+    return fail(p, p->line, "expected key = value, not '%s'", echo);
+  }
+  char *value = trim(eq + 1);
+  if (!*key) return fail(p, p->line, "expected key = value, not '= ...'");
+  for (size_t i = 0; i < KEY_COUNT; i++)
+    if (!strcmp(key, KEYS[i].name)) return set_scalar(p, (key_id_t)i, value);
+  if (!strcmp(key, "group")) return add_group(p, value);
+  if (!strcmp(key, "trigger")) return add_trigger(p, value);
+  warn_unknown(p, key);
+  return 0;
+}
+
+/* Whether the three keys at |ids| are all set (true) or none (false); one
+ * or two is an error, at the first line that set one of them. */
+static int triple(parser_t *p, const key_id_t ids[3], bool *all) {
+  int first = -1, set = 0;
+  char missing[64] = "";
+  for (int i = 0; i < 3; i++) {
+    unsigned l = p->seen[ids[i]];
+    if (l && (first < 0 || l < p->seen[ids[first]])) first = i;
+    set += l != 0;
+    if (!l)
+      snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
+               "%s'%s'", missing[0] ? " and " : "", KEYS[ids[i]].name);
+  }
+  *all = set == 3;
+  if (set == 0 || set == 3) return 0;
+  return fail(p, p->seen[ids[first]],
+              "%s: expected %s, %s and %s together (missing %s)",
+              KEYS[ids[first]].name, KEYS[ids[0]].name, KEYS[ids[1]].name,
+              KEYS[ids[2]].name, missing);
+}
+
+/* The checks that need the whole file, in the order config.h gives. */
+static int finish(parser_t *p) {
+  tg_coll_config_t *c = p->c;
+  for (size_t i = 0; i < KEY_COUNT; i++)
+    if (KEYS[i].required && !p->seen[i])
+      return fail(p, 0, "missing '%s' (%s)", KEYS[i].name, KEYS[i].required);
+  int rv = triple(p, TLS_KEYS, &c->tls);
+  if (rv == 0) rv = triple(p, HTTPS_KEYS, &c->https);
+  if (rv < 0) return rv;
+  if (!c->listen_loopback && !c->https)
+    return fail(p, p->seen[KEY_LISTEN],
+                "listen: expected a loopback address (127.0.0.0/8, ::1, "
+                "localhost) unless http_cert, http_key and http_ca are set");
+  if (p->seen[KEY_AUTHZ] && !c->https)
+    return fail(p, p->seen[KEY_AUTHZ],
+                "authz: expected http_cert, http_key and http_ca too "
+                "(authz is enforced over HTTPS)");
+  for (size_t i = 0; i < c->n_triggers; i++) {
+    const tg_coll_trigger_t *t = &c->triggers[i];
+    if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&
+        !find_group(c, t->group, strlen(t->group)))
+      return fail(p, t->line,
+                  "trigger: expected 'all' or a group the file defines, not "
+                  "'%s'",
+                  t->group);
+  }
+  return 0;
+}
+
+void tg_coll_config_defaults(tg_coll_config_t *c) {
+  memset(c, 0, sizeof(*c));
+  snprintf(c->catalog, sizeof(c->catalog), "sqlite");
+  c->shard_count = 1;
+  snprintf(c->listen_host, sizeof(c->listen_host), DEFAULT_LISTEN_HOST);
+  c->listen_port = DEFAULT_LISTEN_PORT;
+  c->listen_loopback = true;
+  snprintf(c->session_key, sizeof(c->session_key), "collector");
+  c->coalesce_window_ms = 10 * MS_PER_S;
+  c->max_snapshots_per_minute = 6;
+  c->compress_level = 1;
+  c->reconnect_ms = 60 * MS_PER_S;
+  c->dead_link_ms = 15 * MS_PER_S;
+  snprintf(c->ui_url, sizeof(c->ui_url), DEFAULT_UI_URL);
+}
+
+int tg_coll_config_parse(const char *text_untrusted, size_t len,
+                         const char *file_label, const char *base_dir,
+                         tg_coll_config_t *out, tg_coll_config_warn_fn warn,
+                         void *warn_ctx, char *err, size_t errn) {
+  tg_coll_config_defaults(out);
+  if (errn) err[0] = 0;
+  parser_t p = {.c = out,
+                .label = file_label ? file_label : "config",
+                .base_dir = base_dir,
+                .warn = warn,
+                .warn_ctx = warn_ctx,
+                .err = err,
+                .errn = errn};
+  if (len > TG_COLL_CONFIG_FILE_MAX) {
+    fail(&p, 0, "larger than %u bytes", TG_COLL_CONFIG_FILE_MAX);
+    return -EFBIG;
+  }
+  size_t off = 0;
+  if (len >= 3 && !memcmp(text_untrusted, "\xef\xbb\xbf", 3)) off = 3;
+  int rv = 0;
+  while (rv == 0 && off < len) {
+    p.line++;
+    const char *s = text_untrusted + off;
+    const char *nl = memchr(s, '\n', len - off);
+    size_t n = nl ? (size_t)(nl - s) : len - off;
+    off += n + (nl ? 1 : 0);
+    if (n && s[n - 1] == '\r') n--;
+    if (n > TG_COLL_CONFIG_LINE_MAX)
+      rv = fail(&p, p.line, "line longer than %d bytes",
+                TG_COLL_CONFIG_LINE_MAX);
+    else if (memchr(s, 0, n))
+      rv = fail(&p, p.line, "a NUL byte (is this a configuration file?)");
+    else
+      rv = parse_line(&p, s, n);
+  }
+  if (rv == 0) rv = finish(&p);
+  if (rv < 0) tg_coll_config_free(out);
+  return rv;
+}
+
+int tg_coll_config_load(const char *path, tg_coll_config_t *out,
+                        tg_coll_config_warn_fn warn, void *warn_ctx, char *err,
+                        size_t errn) {
+  tg_coll_config_defaults(out); /* a failure owns nothing */
+  if (errn) err[0] = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int rv = -errno;
+    if (errn) snprintf(err, errn, "%s: %s", path, strerror(-rv));
+    return rv;
+  }
+  /* One byte more than a file may hold, so that a larger one is told
+   * apart (the parse refuses it with -EFBIG). */
+  char *text = malloc(TG_COLL_CONFIG_FILE_MAX + 1);
+  size_t n = 0;
+  int rv = text ? 0 : -ENOMEM;
+  while (rv == 0 && n <= TG_COLL_CONFIG_FILE_MAX) {
+    ssize_t r = read(fd, text + n, TG_COLL_CONFIG_FILE_MAX + 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rv = -errno;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  const char *slash = strrchr(path, '/');
+  char *dir = NULL;
+  if (rv == 0) {
+    dir = !slash           ? strdup(".")
+          : slash == path ? strdup("/")
+                          : strndup(path, (size_t)(slash - path));
+    if (!dir) rv = -ENOMEM;
+  }
+  if (rv == 0)
+    rv = tg_coll_config_parse(text, n, path, dir, out, warn, warn_ctx, err,
+                              errn);
+  else if (errn)
+    snprintf(err, errn, "%s: %s", path, strerror(-rv));
+  free(dir);
+  free(text);
+  return rv;
+}
+
+void tg_coll_config_free(tg_coll_config_t *c) {
+  if (!c) return;
+  for (size_t i = 0; i < c->n_groups; i++) free((void *)c->groups[i].hosts);
+  free(c->groups);
+  c->groups = NULL;
+  c->n_groups = 0;
+}
+
+const tg_coll_group_t *tg_coll_config_group(const tg_coll_config_t *c,
+                                            const char *name) {
+  return find_group(c, name, strlen(name));
+}
+
+bool tg_coll_config_group_has(const tg_coll_config_t *c, const char *group,
+                              const char *host) {
+  if (!strcmp(group, TG_COLL_CONFIG_GROUP_ALL)) return true;
+  const tg_coll_group_t *g = tg_coll_config_group(c, group);
+  for (size_t i = 0; g && i < g->n_hosts; i++)
+    if (!strcmp(g->hosts[i], host)) return true;
+  return false;
+}

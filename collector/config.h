@@ -1,0 +1,205 @@
+/* The configuration file of tracegate-collector: its one definition table
+ * (config.c) and the parser that fills a tg_coll_config_t from it. Pure:
+ * no file system access but tg_coll_config_load() reading the one file, no
+ * network, no logging (warnings go through a callback).
+ *
+ * The format, UTF-8 or ASCII text:
+ *
+ *     # tracegate-collector.conf
+ *     hosts        = fleet.hosts            # relative: the file's directory
+ *     trace_config = /etc/tracegate/flight.pbtxt
+ *     store        = /var/lib/tracegate/snapshots
+ *     catalog      = postgresql://collector:s3cr#t@db/tracegate
+ *     shard        = 0/2
+ *     group        = db db1.example:7467 db2.example:7467
+ *     trigger      = oom db
+ *
+ * - One `key = value` a line. Blank lines are skipped; a line whose first
+ *   non-blank character is '#' is a comment; a '#' after a blank (space or
+ *   tab) starts a trailing comment, any other '#' is part of the value (a
+ *   password in a PostgreSQL URI). Keys and values are trimmed of blanks.
+ * - A line is at most TG_COLL_CONFIG_LINE_MAX bytes without its "\n" or
+ *   "\r\n"; a file at most TG_COLL_CONFIG_FILE_MAX bytes (-EFBIG); a NUL
+ *   byte is refused. A leading UTF-8 byte order mark is skipped.
+ * - Scalar keys, each at most once:
+ *     hosts            PATH, required: the inventory (`record --hosts`)
+ *     ca, cert, key    PATH: the collector's client identity toward the
+ *                      relays; all three or none
+ *     tls_server_name  DNS name
+ *     trace_config     PATH, required: the flight recorder's TraceConfig
+ *     store            PATH, required: the snapshot directory
+ *     catalog          "sqlite" (default) or a URI starting postgresql://
+ *                      or postgres://, kept verbatim and never echoed
+ *     shard            I/N, 0 <= I < N <= 65536, default 0/1
+ *     retention_max_bytes  SIZE, default 0 (no limit)
+ *     retention_max_age    DURATION, default 0 (none)
+ *     listen           HOST:PORT or [IPV6]:PORT, port 0 (pick) to 65535,
+ *                      default 127.0.0.1:7468
+ *     http_cert, http_key, http_ca  PATH: HTTPS with client certificates;
+ *                      all three or none, and all three when listen's host
+ *                      is not loopback (127.0.0.0/8, ::1, localhost)
+ *     authz            PATH: who may do what over HTTPS (the relay's authz
+ *                      format); only with http_*
+ *     session_key      NAME, default "collector": the resume key of the
+ *                      collector's ring sessions
+ *     snapshot_every   DURATION, 0 (off, the default) or at least 1m
+ *     coalesce_window  DURATION, default 10s
+ *     max_snapshots_per_minute  1..600, default 6
+ *     compress_level   0..19, default 1 (0: relays do not compress)
+ *     reconnect        DURATION, default 60s
+ *     dead_link        DURATION, at least 1s, default 15s
+ *     ui_url           http:// or https:// URL, at most 512 bytes, no
+ *                      blanks, quotes or <>; default https://ui.perfetto.dev
+ * - Repeatable keys:
+ *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
+ *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
+ *               of them; a HOST is 1..320 bytes of printable non-blank
+ *               ASCII, spelt as the inventory spells it; each NAME once;
+ *               "all" (every host) is implicit and may not be defined
+ *     trigger = NAME [GROUP]   NAME 1..128 bytes of [A-Za-z0-9._:-], each
+ *               once, at most TG_COLL_CONFIG_TRIGGERS_MAX; GROUP is "all"
+ *               (the default) or a group defined anywhere in the file
+ * - PATH: no control bytes, at most TG_COLL_CONFIG_PATH_MAX bytes once a
+ *   relative one is resolved against the file's directory.
+ *   NAME: 1..64 bytes of [A-Za-z0-9._-], not starting with '.'.
+ *   SIZE: decimal bytes, or with a suffix K, M, G or T (powers of 1024).
+ *   DURATION: decimal with a suffix ms, s, m, h or d; a bare 0 is 0.
+ *   Numbers are decimal without sign, blanks or leading zeros; a value
+ *   that overflows is refused.
+ * - An unknown key is not an error (a newer file on an older collector):
+ *   the warning callback gets "FILE:LINE: unknown key 'KEY' (ignored)".
+ *
+ * Errors: the first one stops the parse, and the text says where:
+ * "FILE:LINE: KEY: expected WHAT, not 'VALUE'", or "FILE: missing 'store'
+ * (the snapshot directory)" for what the whole file lacks. Echoed text is
+ * cut to 64 bytes and its non-printable bytes shown as '?'; the catalog is
+ * never echoed (it may hold a password). Checks that need the whole file
+ * (required keys, the key triples, listen against http_*, authz against
+ * http_*, triggers' groups) run after the last line, in that order.
+ */
+#ifndef TRACEGATE_COLLECTOR_CONFIG_H
+#define TRACEGATE_COLLECTOR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_COLL_CONFIG_FILE_MAX (1u << 20)
+#define TG_COLL_CONFIG_LINE_MAX 4096
+#define TG_COLL_CONFIG_PATH_MAX 1024
+#define TG_COLL_CONFIG_CATALOG_MAX 1024
+#define TG_COLL_CONFIG_NAME_MAX 64 /* session_key, group names */
+#define TG_COLL_CONFIG_DNS_MAX 253
+#define TG_COLL_CONFIG_LISTEN_HOST_MAX 255
+#define TG_COLL_CONFIG_URL_MAX 512
+#define TG_COLL_CONFIG_HOST_MAX 320 /* one host of a group */
+#define TG_COLL_CONFIG_GROUPS_MAX 256
+#define TG_COLL_CONFIG_GROUP_HOSTS_MAX 4096 /* over all groups */
+#define TG_COLL_CONFIG_TRIGGER_MAX 128      /* a trigger's name */
+#define TG_COLL_CONFIG_TRIGGERS_MAX 64
+
+/* The implicit group of every host in the inventory. */
+#define TG_COLL_CONFIG_GROUP_ALL "all"
+
+typedef struct tg_coll_group {
+  char name[TG_COLL_CONFIG_NAME_MAX + 1];
+  unsigned line; /* where it is defined */
+  size_t n_hosts; /* >= 1 */
+  /* |n_hosts| NUL-terminated hosts, in the file's order; one block that
+   * also holds the strings, owned by the config. */
+  const char **hosts;
+} tg_coll_group_t;
+
+typedef struct tg_coll_trigger {
+  char name[TG_COLL_CONFIG_TRIGGER_MAX + 1];
+  /* "all" or the name of one of the config's groups. */
+  char group[TG_COLL_CONFIG_NAME_MAX + 1];
+  unsigned line;
+} tg_coll_trigger_t;
+
+/* Every string is NUL-terminated within its array; "" where a key is not
+ * set and has no default. Paths are as resolved. Durations are in
+ * milliseconds. */
+typedef struct tg_coll_config {
+  char hosts[TG_COLL_CONFIG_PATH_MAX + 1];
+  char ca[TG_COLL_CONFIG_PATH_MAX + 1];
+  char cert[TG_COLL_CONFIG_PATH_MAX + 1];
+  char key[TG_COLL_CONFIG_PATH_MAX + 1];
+  bool tls; /* ca, cert and key are set */
+  char tls_server_name[TG_COLL_CONFIG_DNS_MAX + 1];
+  char trace_config[TG_COLL_CONFIG_PATH_MAX + 1];
+  char store[TG_COLL_CONFIG_PATH_MAX + 1];
+  /* A secret: never log or print it (it may hold a password). */
+  char catalog[TG_COLL_CONFIG_CATALOG_MAX + 1];
+  uint32_t shard_index; /* < shard_count */
+  uint32_t shard_count; /* 1..65536 */
+  uint64_t retention_max_bytes; /* 0: no limit */
+  int64_t retention_max_age_ms; /* 0: none */
+  char listen_host[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1]; /* no brackets */
+  uint16_t listen_port; /* 0: any free port */
+  bool listen_ipv6;     /* listen_host is an IPv6 literal */
+  bool listen_loopback;
+  char http_cert[TG_COLL_CONFIG_PATH_MAX + 1];
+  char http_key[TG_COLL_CONFIG_PATH_MAX + 1];
+  char http_ca[TG_COLL_CONFIG_PATH_MAX + 1];
+  bool https; /* http_cert, http_key and http_ca are set */
+  char authz[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https */
+  char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
+  int64_t snapshot_every_ms; /* 0 (off) or >= 60000 */
+  int64_t coalesce_window_ms;
+  uint32_t max_snapshots_per_minute; /* 1..600 */
+  uint32_t compress_level;           /* 0..19 */
+  int64_t reconnect_ms;
+  int64_t dead_link_ms; /* >= 1000 */
+  char ui_url[TG_COLL_CONFIG_URL_MAX + 1];
+  size_t n_groups;
+  tg_coll_group_t *groups; /* |n_groups|, owned; NULL when none */
+  size_t n_triggers;
+  tg_coll_trigger_t triggers[TG_COLL_CONFIG_TRIGGERS_MAX];
+} tg_coll_config_t;
+
+/* Sets every field of |c| to its default (required paths ""); allocates
+ * nothing, so it never needs a free. */
+void tg_coll_config_defaults(tg_coll_config_t *c);
+
+/* Receives each warning: |text| is valid for the call only. */
+typedef void (*tg_coll_config_warn_fn)(void *ctx, const char *text);
+
+/* Parses the |len| bytes at |text_untrusted| (no NUL needed after them)
+ * into *out, which is overwritten whole: free a previous result first.
+ * |file_label| names the file in messages (NULL: "config"). Relative
+ * paths are resolved against |base_dir| (NULL or "": kept as written).
+ * |warn| (may be NULL) is called during the parse only, with |warn_ctx|.
+ * Returns 0, or -EINVAL, -ENOMEM or -EFBIG with the reason in |err| (|errn|
+ * bytes, always NUL-terminated when |errn| > 0); on error *out owns
+ * nothing (tg_coll_config_free() on it is harmless) and its fields are
+ * unspecified. On success the caller frees *out with tg_coll_config_free.
+ * Nothing is kept of |text_untrusted|, |file_label| or |base_dir|. */
+int tg_coll_config_parse(const char *text_untrusted, size_t len,
+                         const char *file_label, const char *base_dir,
+                         tg_coll_config_t *out, tg_coll_config_warn_fn warn,
+                         void *warn_ctx, char *err, size_t errn);
+
+/* Reads the file at |path| (at most TG_COLL_CONFIG_FILE_MAX bytes) and
+ * parses it as above, with |path| as the label and its directory as the
+ * base. Returns as tg_coll_config_parse(), or -errno when the file cannot
+ * be read (|err| says so). */
+int tg_coll_config_load(const char *path, tg_coll_config_t *out,
+                        tg_coll_config_warn_fn warn, void *warn_ctx, char *err,
+                        size_t errn);
+
+/* Frees what a parse allocated and leaves |c| with no groups; NULL-safe,
+ * and safe to call twice. */
+void tg_coll_config_free(tg_coll_config_t *c);
+
+/* The group called |name| (not "all", which has no entry), or NULL. The
+ * result points into |c|. */
+const tg_coll_group_t *tg_coll_config_group(const tg_coll_config_t *c,
+                                            const char *name);
+
+/* Whether |host|, spelt as the inventory spells it (exact bytes), is in
+ * |group|: always for "all", never for a group |c| does not define. */
+bool tg_coll_config_group_has(const tg_coll_config_t *c, const char *group,
+                              const char *host);
+
+#endif /* TRACEGATE_COLLECTOR_CONFIG_H */

@@ -1,0 +1,131 @@
+/* The collector's HTTP(S) server: libwebsockets on the daemon's own libuv
+ * loop (a "foreign loop" to lws), nothing else.
+ *
+ * It owns the listener, the connections and lws's context; it parses
+ * nothing itself (lws does: request line, headers, URI decoding, body
+ * framing) and knows nothing of snapshots. Each complete request goes to
+ * the owner's handler, which answers it at once or later from the loop
+ * (deferred: after a snapshot finishes); the layer sends what the owner
+ * answers, adding Content-Length, X-Content-Type-Options: nosniff and, for
+ * responses that are not files, Cache-Control: no-store.
+ *
+ * What lws decides before the owner sees anything:
+ *   - malformed requests, oversized headers (cfg.max_header), methods lws
+ *     does not know: lws's own 4xx or a closed connection. The methods that
+ *     reach the handler are GET POST PUT PATCH DELETE OPTIONS HEAD; the
+ *     owner answers 405 to those it does not serve.
+ *   - the path and query come URL-decoded and normalised by lws ("/a//b/../c"
+ *     -> "/a/c", "%41" -> "A"); lws keeps no raw copy. req->query is the
+ *     decoded arguments joined with '&', so a '&' or ';' that was sent
+ *     encoded cannot be told from a separator there: parse req->args (one
+ *     decoded "name=value" each) when that matters.
+ *   - a body needs Content-Length; one above cfg.max_body is answered 413
+ *     before it is read and the connection closed.
+ *   - HTTPS (cfg.cert, key and ca all set) requires a client certificate
+ *     chaining to cfg.ca, TLS 1.2 or later: any other peer is refused during
+ *     the handshake (logged as a warning) and never reaches the handler.
+ *
+ * Threads: everything runs on the loop's thread, callbacks included.
+ */
+#ifndef TRACEGATE_COLLECTOR_HTTP_H
+#define TRACEGATE_COLLECTOR_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tg_http_server tg_http_server_t;
+/* One request and its response; opaque. */
+typedef struct tg_http_exchange tg_http_exchange_t;
+
+/* Everything borrowed for the handler call only: copy what outlives it. */
+typedef struct tg_http_request {
+  const char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE", ... */
+  const char *path;   /* decoded and normalised by lws, without the query */
+  const char *query;  /* decoded arguments joined with '&'; "" if none */
+  const char *const *args; /* each decoded "name=value" as sent, in order */
+  size_t n_args;
+  const uint8_t *body; /* the whole body (NULL when body_len is 0) */
+  size_t body_len;     /* at most cfg.max_body */
+  const char *content_type; /* "" if none */
+  const char *origin;       /* Origin header, "" if none */
+  /* HTTPS: the client certificate's subject CN (already verified against
+   * cfg.ca); "" over plain HTTP. */
+  const char *identity;
+  bool tls;
+} tg_http_request_t;
+
+typedef struct tg_http_server_config {
+  const char *host; /* bind address (an IP literal); NULL: every address */
+  uint16_t port;    /* 0: any free port, see tg_http_server_port() */
+  /* All NULL: plain HTTP. All set: HTTPS with a client certificate signed
+   * by |ca| required. Read at start; borrowed for the call. */
+  const char *cert, *key, *ca;
+  size_t max_body;     /* 0: 64 KiB */
+  size_t max_header;   /* lws's header buffer per request; 0: 8 KiB */
+  unsigned max_conns;  /* beyond it new connections are closed; 0: 64 */
+  unsigned timeout_s;  /* idle and slow-client timeout; 0: 30 */
+} tg_http_server_config_t;
+
+/* Called once per complete request. |x| stays the owner's until it calls
+ * tg_http_respond*() (now or later) or until on_abandon(x); |req| only for
+ * this call. Not called again after tg_http_server_stop(). */
+typedef void (*tg_http_handler_fn)(void *ctx, tg_http_exchange_t *x,
+                                   const tg_http_request_t *req);
+/* The connection broke (reset, lws's own timeout) or the server stopped
+ * before the owner answered |x|: after this returns |x| is gone and must
+ * not be touched. Never called for an exchange already answered. A client
+ * that only half-closes (FIN) may still read its answer (HTTP allows it),
+ * so its exchange stays the owner's until answered. */
+typedef void (*tg_http_abandon_fn)(void *ctx, tg_http_exchange_t *x);
+
+/* Binds and listens on |loop|. |cfg| is read during the call; |handler|,
+ * |on_abandon| and |ctx| are kept until the server is stopped. Returns 0
+ * and *out, or a negative errno with the reason logged: -EINVAL (config),
+ * -errno (a certificate file), -EIO (lws refused the context or the
+ * listener; its own warning says why, e.g. the port is taken). After an
+ * -EIO for the listener lws still closes handles on |loop|: run the loop
+ * before closing it. */
+int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
+                         tg_http_handler_fn handler,
+                         tg_http_abandon_fn on_abandon, void *ctx,
+                         tg_http_server_t **out);
+
+/* The port actually listened on. */
+uint16_t tg_http_server_port(const tg_http_server_t *s);
+
+/* Closes the listener and every connection: exchanges not yet answered get
+ * on_abandon. lws's context is destroyed from the loop and lws closes its
+ * handles there; |done| (optional) runs from the loop once all of them are
+ * closed and |s| freed. The loop can end after that. Never runs a callback
+ * inside this call. Calling it twice is a programming error. */
+void tg_http_server_stop(tg_http_server_t *s, void (*done)(void *ctx),
+                         void *ctx);
+
+/* Adds a response header, before tg_http_respond*(). |name| must be an
+ * HTTP token and |value| printable (no CR, LF or other control byte);
+ * Content-Length, Content-Type, Content-Disposition, Transfer-Encoding and
+ * Connection are the layer's. Both copied. 0, -EINVAL (refused), -E2BIG
+ * (more than 16 headers or 4 KiB), -EALREADY (already answered). */
+int tg_http_add_header(tg_http_exchange_t *x, const char *name,
+                       const char *value);
+
+/* Answers |x| with |status| (200..599), |content_type| (NULL: none) and
+ * |len| bytes of |body| (copied). From now on |x| is the layer's. 0, or
+ * -EINVAL / -ENOMEM / -EALREADY, and then |x| is still the owner's. */
+int tg_http_respond(tg_http_exchange_t *x, int status, const char *content_type,
+                    const void *body, size_t len);
+
+/* Answers |x| with |size| bytes of |fd| read from offset 0, streamed from
+ * the loop in chunks (never the whole file in memory). |fd| is the layer's
+ * from the call on, even on error: closed once sent, on error or when the
+ * client goes away. |download_name| (NULL: none) becomes Content-
+ * Disposition: attachment; filename="..." and must be printable ASCII
+ * without '"' or '\'. 0, or -EINVAL / -ENOMEM / -EALREADY, and then |x| is
+ * still the owner's. */
+int tg_http_respond_file(tg_http_exchange_t *x, int status,
+                         const char *content_type, int fd, uint64_t size,
+                         const char *download_name);
+
+#endif /* TRACEGATE_COLLECTOR_HTTP_H */

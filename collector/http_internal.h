@@ -1,0 +1,96 @@
+/* Shared by http.c (server, connections, requests in) and http_respond.c
+ * (responses out). Not installed, not for the owner. */
+#ifndef TRACEGATE_COLLECTOR_HTTP_INTERNAL_H
+#define TRACEGATE_COLLECTOR_HTTP_INTERNAL_H
+
+#include <libwebsockets.h>
+
+#include "collector/http.h"
+#include "common/list.h"
+
+#define TG_HTTP_MAX_HEADERS 16
+#define TG_HTTP_MAX_HEADER_BYTES 4096
+/* Bytes handed to lws_write() per WRITEABLE: large enough to keep a
+ * loopback socket busy, small enough that one slow client never makes lws
+ * buffer much of a file (it keeps what the socket did not take). */
+#define TG_HTTP_CHUNK (32u * 1024)
+
+/* An exchange's life; every transition goes through tg__http_x_set(). */
+typedef enum tg_http_x_state {
+  TG_HTTP_X_READING,    /* headers in, body still arriving */
+  TG_HTTP_X_REFUSING,   /* answered by the layer (413); closes after */
+  TG_HTTP_X_OWNED,      /* handed to the owner: in the handler or deferred */
+  TG_HTTP_X_RESPONDING, /* answered; headers or body being written */
+} tg_http_x_state_t;
+
+typedef enum tg_http_server_state {
+  TG_HTTP_RUNNING,
+  TG_HTTP_STOPPING,  /* stop() called; lws context not destroyed yet */
+  TG_HTTP_DRAINING,  /* lws_context_destroy() called; its handles closing */
+} tg_http_server_state_t;
+
+struct tg_http_server {
+  uv_loop_t *loop;
+  /* Written NULL by lws (info.pcontext) once its destruction is complete:
+   * the only documented signal that lws has left the loop. */
+  struct lws_context *ctx;
+  struct lws_vhost *vh;
+  tg_http_server_state_t state;
+  uint16_t port;
+  size_t max_body;
+  unsigned max_conns;
+  unsigned timeout_s;
+  unsigned n_conns;
+  tg_http_handler_fn handler;
+  tg_http_abandon_fn on_abandon;
+  void *ctx_arg;
+  tg_list_t exchanges; /* every live exchange */
+  uv_idle_t stopper;   /* drives stop: destroy, then wait for ctx == NULL */
+  void (*done)(void *);
+  void *done_arg;
+  struct lws_protocols protocols[2];
+  struct lws_protocol_vhost_options nosniff;
+};
+
+/* One accepted connection: lws's opaque user data of its wsi. */
+typedef struct tg_http_conn {
+  tg_http_server_t *srv;
+  tg_http_exchange_t *x; /* the current exchange, or NULL */
+} tg_http_conn_t;
+
+struct tg_http_exchange {
+  tg_http_server_t *srv;
+  struct lws *wsi;
+  tg_list_t node;
+  tg_http_x_state_t state;
+  /* Request: every string lives in |strings|. */
+  char *strings;
+  tg_http_request_t req;
+  const char **args;
+  uint8_t *body;
+  size_t body_len, body_expected;
+  bool head;
+  /* Response. */
+  int status;
+  char *content_type;
+  char *disposition; /* full Content-Disposition value, or NULL */
+  char *hdr_names[TG_HTTP_MAX_HEADERS], *hdr_values[TG_HTTP_MAX_HEADERS];
+  size_t n_hdrs, hdr_bytes;
+  bool is_file;
+  bool headers_sent;
+  uint8_t *resp;      /* tg_http_respond(): the body, owned */
+  int fd;             /* tg_http_respond_file(): owned, or -1 */
+  uint64_t resp_len;  /* bytes of body to send */
+  uint64_t resp_off;  /* bytes sent */
+};
+
+void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,
+                    const char *why);
+/* Frees |x| and everything it owns (closes its fd); unlinks it. */
+void tg__http_x_free(tg_http_exchange_t *x);
+/* LWS_CALLBACK_HTTP_WRITEABLE for |x| (answered): writes the headers or
+ * the next chunk. 0: more to write, another WRITEABLE asked for; 1: all
+ * sent (the per-request log line written); -1: failed, close. */
+int tg__http_x_write(tg_http_exchange_t *x);
+
+#endif /* TRACEGATE_COLLECTOR_HTTP_INTERNAL_H */

@@ -1,0 +1,755 @@
+/* tracegate-collector's configuration file (collector/config.h): every
+ * key read, defaults, each bad value named by its file, line and key,
+ * the limits, and what a failed parse leaves (nothing: ASan's leak check
+ * sees the rest). Errors are checked by their "FILE:LINE: key:" prefix,
+ * not their English. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "collector/config.h"
+
+#define LABEL "collector.conf"
+/* The three required keys: lines 1 to 3 of the files below. */
+#define REQUIRED                                          \
+  "hosts = fleet.hosts\ntrace_config = /etc/tg/flight.pbtxt\n" \
+  "store = /var/tg\n"
+
+typedef struct warnings {
+  int n;
+  char last[512];
+} warnings_t;
+
+static void on_warn(void *ctx, const char *text) {
+  warnings_t *w = ctx;
+  w->n++;
+  snprintf(w->last, sizeof(w->last), "%s", text);
+}
+
+static warnings_t warned;
+static char err[1024];
+
+static int parse_n(const char *text, size_t len, tg_coll_config_t *c) {
+  memset(&warned, 0, sizeof(warned));
+  memset(err, 'x', sizeof(err));
+  return tg_coll_config_parse(text, len, LABEL, "/etc/tg", c, on_warn, &warned,
+                              err, sizeof(err));
+}
+
+static int parse(const char *text, tg_coll_config_t *c) {
+  return parse_n(text, strlen(text), c);
+}
+
+static void assert_prefix(const char *s, const char *prefix) {
+  if (strncmp(s, prefix, strlen(prefix)) != 0)
+    fail_msg("error '%s' does not start with '%s'", s, prefix);
+}
+
+/* |text| fails with -EINVAL and an error starting "collector.conf:LINE:
+ * PREFIX" (or "collector.conf: PREFIX" for line 0). */
+static void expect_error(const char *text, unsigned line, const char *prefix) {
+  tg_coll_config_t *c = malloc(sizeof(*c));
+  assert_non_null(c);
+  int rv = parse(text, c);
+  if (rv != -EINVAL)
+    fail_msg("'%s' gave %d, not -EINVAL (err '%s')", text, rv,
+             rv == 0 ? "" : err);
+  assert_null(c->groups);
+  char want[256];
+  if (line)
+    snprintf(want, sizeof(want), LABEL ":%u: %s", line, prefix);
+  else
+    snprintf(want, sizeof(want), LABEL ": %s", prefix);
+  assert_prefix(err, want);
+  tg_coll_config_free(c);
+  free(c);
+}
+
+/* REQUIRED then |extra|: the extra's first line is line 4. */
+static void expect_extra_error(const char *extra, unsigned line,
+                               const char *prefix) {
+  char text[8192];
+  snprintf(text, sizeof(text), REQUIRED "%s", extra);
+  expect_error(text, line, prefix);
+}
+
+static void expect_extra_ok(const char *extra, tg_coll_config_t *c) {
+  char text[8192];
+  snprintf(text, sizeof(text), REQUIRED "%s", extra);
+  int rv = parse(text, c);
+  if (rv != 0) fail_msg("'%s' refused: %s", extra, err);
+}
+
+static void config_reads_every_key(void **state) {
+  (void)state;
+  static const char text[] =
+      "# tracegate-collector\n"
+      "hosts = fleet.hosts\n"
+      "ca = tls/ca.pem\n"
+      "cert = /etc/tg/tls/collector.pem\n"
+      "key = tls/collector.key   # a trailing comment\n"
+      "tls_server_name = relay.example.com\n"
+      "trace_config = flight.pbtxt\n"
+      "store = /var/lib/tracegate/snapshots\n"
+      "catalog = postgresql://coll:pa#ss@db.example/tracegate\n"
+      "shard = 3/16\n"
+      "retention_max_bytes = 512G\n"
+      "retention_max_age = 30d\n"
+      "listen = [::]:0\n"
+      "http_cert = https/server.pem\n"
+      "http_key = https/server.key\n"
+      "http_ca = https/clients.pem\n"
+      "authz = authz.conf\n"
+      "session_key = flight-rec_1.a\n"
+      "snapshot_every = 1h\n"
+      "coalesce_window = 250ms\n"
+      "max_snapshots_per_minute = 600\n"
+      "compress_level = 19\n"
+      "reconnect = 5m\n"
+      "dead_link = 20s\n"
+      "ui_url = http://ui.internal:10000/perfetto\n"
+      "\n"
+      "group = db db1.example:7467 db2.example:7467\n"
+      "group\t=\tweb\tssh://admin@web1   10.0.0.5:7467 \n"
+      "trigger = oom db\n"
+      "trigger = app.crash:v2\n"
+      "trigger = slow web\n";
+  tg_coll_config_t c;
+  assert_int_equal(parse(text, &c), 0);
+  assert_int_equal(warned.n, 0);
+  assert_string_equal(c.hosts, "/etc/tg/fleet.hosts");
+  assert_string_equal(c.ca, "/etc/tg/tls/ca.pem");
+  assert_string_equal(c.cert, "/etc/tg/tls/collector.pem");
+  assert_string_equal(c.key, "/etc/tg/tls/collector.key");
+  assert_true(c.tls);
+  assert_string_equal(c.tls_server_name, "relay.example.com");
+  assert_string_equal(c.trace_config, "/etc/tg/flight.pbtxt");
+  assert_string_equal(c.store, "/var/lib/tracegate/snapshots");
+  assert_string_equal(c.catalog,
+                      "postgresql://coll:pa#ss@db.example/tracegate");
+  assert_int_equal(c.shard_index, 3);
+  assert_int_equal(c.shard_count, 16);
+  assert_int_equal(c.retention_max_bytes, 512ull << 30);
+  assert_int_equal(c.retention_max_age_ms, 30ll * 86400 * 1000);
+  assert_string_equal(c.listen_host, "::");
+  assert_int_equal(c.listen_port, 0);
+  assert_true(c.listen_ipv6);
+  assert_false(c.listen_loopback);
+  assert_string_equal(c.http_cert, "/etc/tg/https/server.pem");
+  assert_string_equal(c.http_key, "/etc/tg/https/server.key");
+  assert_string_equal(c.http_ca, "/etc/tg/https/clients.pem");
+  assert_true(c.https);
+  assert_string_equal(c.authz, "/etc/tg/authz.conf");
+  assert_string_equal(c.session_key, "flight-rec_1.a");
+  assert_int_equal(c.snapshot_every_ms, 3600000);
+  assert_int_equal(c.coalesce_window_ms, 250);
+  assert_int_equal(c.max_snapshots_per_minute, 600);
+  assert_int_equal(c.compress_level, 19);
+  assert_int_equal(c.reconnect_ms, 300000);
+  assert_int_equal(c.dead_link_ms, 20000);
+  assert_string_equal(c.ui_url, "http://ui.internal:10000/perfetto");
+
+  assert_int_equal(c.n_groups, 2);
+  assert_string_equal(c.groups[0].name, "db");
+  assert_int_equal(c.groups[0].line, 27);
+  assert_int_equal(c.groups[0].n_hosts, 2);
+  assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
+  assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
+  assert_string_equal(c.groups[1].name, "web");
+  assert_int_equal(c.groups[1].n_hosts, 2);
+  assert_string_equal(c.groups[1].hosts[0], "ssh://admin@web1");
+  assert_string_equal(c.groups[1].hosts[1], "10.0.0.5:7467");
+  assert_ptr_equal(tg_coll_config_group(&c, "web"), &c.groups[1]);
+  assert_null(tg_coll_config_group(&c, "all"));
+
+  assert_int_equal(c.n_triggers, 3);
+  assert_string_equal(c.triggers[0].name, "oom");
+  assert_string_equal(c.triggers[0].group, "db");
+  assert_int_equal(c.triggers[0].line, 29);
+  assert_string_equal(c.triggers[1].name, "app.crash:v2");
+  assert_string_equal(c.triggers[1].group, "all");
+  assert_string_equal(c.triggers[2].group, "web");
+
+  assert_true(tg_coll_config_group_has(&c, "db", "db2.example:7467"));
+  assert_false(tg_coll_config_group_has(&c, "db", "db2.example"));
+  assert_false(tg_coll_config_group_has(&c, "web", "db1.example:7467"));
+  assert_true(tg_coll_config_group_has(&c, "all", "anything:1"));
+  assert_false(tg_coll_config_group_has(&c, "nope", "db1.example:7467"));
+  tg_coll_config_free(&c);
+  assert_null(c.groups);
+  assert_int_equal(c.n_groups, 0);
+  tg_coll_config_free(&c); /* twice: harmless */
+  tg_coll_config_free(NULL);
+}
+
+static void config_defaults_fill_what_is_not_set(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  assert_int_equal(parse(REQUIRED, &c), 0);
+  assert_string_equal(c.hosts, "/etc/tg/fleet.hosts");
+  assert_string_equal(c.ca, "");
+  assert_string_equal(c.cert, "");
+  assert_string_equal(c.key, "");
+  assert_false(c.tls);
+  assert_string_equal(c.tls_server_name, "");
+  assert_string_equal(c.catalog, "sqlite");
+  assert_int_equal(c.shard_index, 0);
+  assert_int_equal(c.shard_count, 1);
+  assert_int_equal(c.retention_max_bytes, 0);
+  assert_int_equal(c.retention_max_age_ms, 0);
+  assert_string_equal(c.listen_host, "127.0.0.1");
+  assert_int_equal(c.listen_port, 7468);
+  assert_false(c.listen_ipv6);
+  assert_true(c.listen_loopback);
+  assert_false(c.https);
+  assert_string_equal(c.http_cert, "");
+  assert_string_equal(c.authz, "");
+  assert_string_equal(c.session_key, "collector");
+  assert_int_equal(c.snapshot_every_ms, 0);
+  assert_int_equal(c.coalesce_window_ms, 10000);
+  assert_int_equal(c.max_snapshots_per_minute, 6);
+  assert_int_equal(c.compress_level, 1);
+  assert_int_equal(c.reconnect_ms, 60000);
+  assert_int_equal(c.dead_link_ms, 15000);
+  assert_string_equal(c.ui_url, "https://ui.perfetto.dev");
+  assert_int_equal(c.n_groups, 0);
+  assert_null(c.groups);
+  assert_int_equal(c.n_triggers, 0);
+  tg_coll_config_free(&c);
+
+  tg_coll_config_t d;
+  tg_coll_config_defaults(&d);
+  assert_string_equal(d.hosts, "");
+}
+
+static void config_names_the_missing_required_keys(void **state) {
+  (void)state;
+  expect_error("", 0, "missing 'hosts'");
+  expect_error("hosts = h\nstore = s\n", 0, "missing 'trace_config'");
+  expect_error("hosts = h\ntrace_config = t\n", 0, "missing 'store'");
+  expect_error("hosts = h\ntrace_config = t\nstore =\n", 3, "store: expected");
+}
+
+static void config_refuses_bad_values_with_their_key_and_line(void **state) {
+  (void)state;
+  static const struct {
+    const char *line;
+    const char *key;
+  } bad[] = {
+      {"shard = 1/1", "shard"},
+      {"shard = 0/0", "shard"},
+      {"shard = 0/65537", "shard"},
+      {"shard = 01/4", "shard"},
+      {"shard = +1/4", "shard"},
+      {"shard = -1/4", "shard"},
+      {"shard = 1", "shard"},
+      {"shard = 1/2/3", "shard"},
+      {"shard = 1 / 2", "shard"},
+      {"shard = 0x1/4", "shard"},
+      {"retention_max_bytes = 10KB", "retention_max_bytes"},
+      {"retention_max_bytes = 1k", "retention_max_bytes"},
+      {"retention_max_bytes = -1", "retention_max_bytes"},
+      {"retention_max_bytes = G", "retention_max_bytes"},
+      {"retention_max_bytes = 1.5G", "retention_max_bytes"},
+      {"retention_max_age = 10", "retention_max_age"},
+      {"retention_max_age = 1w", "retention_max_age"},
+      {"retention_max_age = s", "retention_max_age"},
+      {"retention_max_age = 1 d", "retention_max_age"},
+      {"dead_link = 0", "dead_link"},
+      {"dead_link = 999ms", "dead_link"},
+      {"snapshot_every = 59s", "snapshot_every"},
+      {"dead_link = 0s", "dead_link"},
+      {"coalesce_window = 10S", "coalesce_window"},
+      {"reconnect = 1h30m", "reconnect"},
+      {"max_snapshots_per_minute = 0", "max_snapshots_per_minute"},
+      {"max_snapshots_per_minute = 601", "max_snapshots_per_minute"},
+      {"compress_level = 20", "compress_level"},
+      {"compress_level = -1", "compress_level"},
+      {"compress_level = 1.0", "compress_level"},
+      {"listen = 127.0.0.1", "listen"},
+      {"listen = 127.0.0.1:65536", "listen"},
+      {"listen = 127.0.0.1:-1", "listen"},
+      {"listen = :7468", "listen"},
+      {"listen = ::1:7468", "listen"},
+      {"listen = [::1]7468", "listen"},
+      {"listen = [127.0.0.1]:7468", "listen"},
+      {"listen = [::1:7468", "listen"},
+      {"listen = bad_host:7468", "listen"},
+      {"listen = -host:7468", "listen"},
+      {"session_key = .hidden", "session_key"},
+      {"session_key = a/b", "session_key"},
+      {"session_key = has space", "session_key"},
+      {"session_key = "
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+       "session_key"},
+      {"tls_server_name = -relay.example", "tls_server_name"},
+      {"tls_server_name = relay..example", "tls_server_name"},
+      {"tls_server_name = *.example", "tls_server_name"},
+      {"tls_server_name = relay.example.", "tls_server_name"},
+      {"ui_url = ftp://ui", "ui_url"},
+      {"ui_url = https://", "ui_url"},
+      {"ui_url = https://ui/a b", "ui_url"},
+      {"ui_url = https://ui/\"onload", "ui_url"},
+      {"ui_url = https://ui/<x>", "ui_url"},
+      {"catalog = mysql://db", "catalog"},
+      {"catalog = SQLITE", "catalog"},
+      {"ca = a\tb\x01", "ca"},
+      {"authz =", "authz"},
+      {"group = db", "group"},
+      {"group = .db h1", "group"},
+      {"group = db/x h1", "group"},
+      {"group =", "group"},
+      {"trigger =", "trigger"},
+      {"trigger = a b c", "trigger"},
+      {"trigger = bad/name", "trigger"},
+      {"trigger = ok .group", "trigger"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char extra[256], prefix[128];
+    snprintf(extra, sizeof(extra), "\n%s\n", bad[i].line);
+    snprintf(prefix, sizeof(prefix), "%s: expected", bad[i].key);
+    expect_extra_error(extra, 5, prefix);
+  }
+  /* A line without '=' names no key. */
+  expect_extra_error("just words\n", 4, "expected key = value");
+  expect_extra_error("= value\n", 4, "expected key = value");
+}
+
+static void config_accepts_the_edges_of_each_range(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("shard = 65535/65536\nretention_max_bytes = 0\n"
+                  "retention_max_age = 0\nsnapshot_every = 1m\n"
+                  "dead_link = 1000ms\ncoalesce_window = 0ms\nreconnect = 0\n"
+                  "max_snapshots_per_minute = 1\ncompress_level = 0\n",
+                  &c);
+  assert_int_equal(c.shard_index, 65535);
+  assert_int_equal(c.shard_count, 65536);
+  assert_int_equal(c.snapshot_every_ms, 60000);
+  assert_int_equal(c.dead_link_ms, 1000);
+  assert_int_equal(c.coalesce_window_ms, 0);
+  assert_int_equal(c.reconnect_ms, 0);
+  assert_int_equal(c.max_snapshots_per_minute, 1);
+  assert_int_equal(c.compress_level, 0);
+  tg_coll_config_free(&c);
+
+  expect_extra_ok("retention_max_bytes = 16777215T\n"
+                  "retention_max_age = 106751991167d\n"
+                  "coalesce_window = 9223372036854775807ms\n",
+                  &c);
+  assert_int_equal(c.retention_max_bytes, 16777215ull << 40);
+  assert_int_equal(c.retention_max_age_ms, 106751991167ll * 86400000);
+  assert_int_equal(c.coalesce_window_ms, INT64_MAX);
+  tg_coll_config_free(&c);
+
+  expect_extra_ok("retention_max_bytes = 18446744073709551615\n", &c);
+  assert_int_equal(c.retention_max_bytes, UINT64_MAX);
+  tg_coll_config_free(&c);
+}
+
+static void config_refuses_overflowing_sizes_and_durations(void **state) {
+  (void)state;
+  const char *bad[] = {
+      "retention_max_bytes = 99999999999999999999G",
+      "retention_max_bytes = 18446744073709551616",
+      "retention_max_bytes = 16777216T",
+      "retention_max_bytes = 17179869184G",
+      "retention_max_age = 300000000000d",
+      "retention_max_age = 106751991168d",
+      "coalesce_window = 9223372036854775808ms",
+      "reconnect = 2562047788016h",
+      "coalesce_window = 153722867280913m",
+      "dead_link = 9223372036854776s",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char extra[128], prefix[64];
+    snprintf(extra, sizeof(extra), "%s\n", bad[i]);
+    snprintf(prefix, sizeof(prefix), "%.*s: expected",
+             (int)strcspn(bad[i], " "), bad[i]);
+    expect_extra_error(extra, 4, prefix);
+  }
+}
+
+static void config_refuses_a_scalar_key_twice(void **state) {
+  (void)state;
+  expect_extra_error("shard = 0/2\n\nshard = 1/2\n", 6, "shard: expected once");
+  tg_coll_config_t *c = malloc(sizeof(*c));
+  assert_int_equal(parse(REQUIRED "store = /other\n", c), -EINVAL);
+  assert_prefix(err, LABEL ":4: store:");
+  /* The error names the first line. */
+  assert_non_null(strstr(err, "line 3"));
+  free(c);
+}
+
+static void config_warns_of_unknown_keys_and_goes_on(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  assert_int_equal(parse("hosts = h\ncolour = blue\n"
+                         "trace_config = t\nstore = s\n",
+                         &c),
+                   0);
+  assert_int_equal(warned.n, 1);
+  assert_string_equal(warned.last,
+                      LABEL ":2: unknown key 'colour' (ignored)");
+  assert_string_equal(c.store, "/etc/tg/s");
+  tg_coll_config_free(&c);
+
+  /* Echoed sanitised, and at most 64 bytes of it. */
+  char text[512];
+  snprintf(text, sizeof(text),
+           REQUIRED "\x1b[31m%s = 1\n",
+           "0123456789012345678901234567890123456789012345678901234567890123"
+           "456789");
+  assert_int_equal(parse(text, &c), 0);
+  assert_int_equal(warned.n, 1);
+  assert_string_equal(warned.last,
+                      LABEL ":4: unknown key '?[31m012345678901234567890123456"
+                      "78901234567890123456789012345678' (ignored)");
+  tg_coll_config_free(&c);
+
+  /* No callback: still fine. */
+  assert_int_equal(tg_coll_config_parse(REQUIRED "x = y\n",
+                                        strlen(REQUIRED "x = y\n"), LABEL,
+                                        NULL, &c, NULL, NULL, err, sizeof(err)),
+                   0);
+  tg_coll_config_free(&c);
+}
+
+static void config_comments_need_a_blank_before_their_hash(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("   # indented comment\n#catalog = mysql://x\n"
+                  "catalog = postgres://u:p#w@db#x # the catalog\n"
+                  "ui_url = https://ui/#!/viewer\t# tab before the hash\n",
+                  &c);
+  assert_string_equal(c.catalog, "postgres://u:p#w@db#x");
+  assert_string_equal(c.ui_url, "https://ui/#!/viewer");
+  tg_coll_config_free(&c);
+}
+
+static void config_resolves_relative_paths(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  static const char text[] = "hosts = h\ntrace_config = ./t.pbtxt\n"
+                             "store = /abs/store\n";
+  const size_t len = strlen(text);
+  char e[256];
+  assert_int_equal(tg_coll_config_parse(text, len, LABEL, "/etc/tg/", &c, NULL,
+                                        NULL, e, sizeof(e)),
+                   0);
+  assert_string_equal(c.hosts, "/etc/tg/h");
+  assert_string_equal(c.trace_config, "/etc/tg/./t.pbtxt");
+  assert_string_equal(c.store, "/abs/store");
+  tg_coll_config_free(&c);
+  assert_int_equal(tg_coll_config_parse(text, len, LABEL, "/", &c, NULL, NULL,
+                                        e, sizeof(e)),
+                   0);
+  assert_string_equal(c.hosts, "/h");
+  tg_coll_config_free(&c);
+  assert_int_equal(tg_coll_config_parse(text, len, LABEL, "conf.d", &c, NULL,
+                                        NULL, e, sizeof(e)),
+                   0);
+  assert_string_equal(c.hosts, "conf.d/h");
+  tg_coll_config_free(&c);
+  assert_int_equal(tg_coll_config_parse(text, len, LABEL, NULL, &c, NULL, NULL,
+                                        e, sizeof(e)),
+                   0);
+  assert_string_equal(c.hosts, "h");
+  tg_coll_config_free(&c);
+
+  /* 1024 bytes once resolved, not one more: "/etc/tg/" is 8 of them. */
+  char name[1100], line[1200];
+  memset(name, 'p', 1016);
+  name[1016] = 0;
+  snprintf(line, sizeof(line), "ca = %s\ncert = c\nkey = k\n", name);
+  expect_extra_ok(line, &c);
+  assert_int_equal(strlen(c.ca), 1024);
+  tg_coll_config_free(&c);
+  name[1016] = 'p';
+  name[1017] = 0;
+  snprintf(line, sizeof(line), "ca = %s\n", name);
+  expect_extra_error(line, 4, "ca: expected");
+}
+
+static void config_listen_beyond_loopback_needs_https(void **state) {
+  (void)state;
+  static const struct {
+    const char *listen;
+    const char *host;
+    bool loopback;
+  } ok[] = {
+      {"127.0.0.1:7468", "127.0.0.1", true},
+      {"127.8.9.10:1", "127.8.9.10", true},
+      {"localhost:0", "localhost", true},
+      {"LocalHost:80", "LocalHost", true},
+      {"[::1]:65535", "::1", true},
+      {"[::ffff:127.0.0.2]:7468", "::ffff:127.0.0.2", true},
+  };
+  tg_coll_config_t c;
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    char extra[128];
+    snprintf(extra, sizeof(extra), "listen = %s\n", ok[i].listen);
+    expect_extra_ok(extra, &c);
+    assert_string_equal(c.listen_host, ok[i].host);
+    assert_true(c.listen_loopback);
+    tg_coll_config_free(&c);
+  }
+  const char *outside[] = {"0.0.0.0:7468", "[::]:7468", "10.1.2.3:7468",
+                           "collector.example:443", "128.0.0.1:1",
+                           "localhost.example:1"};
+  for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+    char extra[256];
+    snprintf(extra, sizeof(extra), "\nlisten = %s\n", outside[i]);
+    expect_extra_error(extra, 5, "listen: expected");
+    snprintf(extra, sizeof(extra),
+             "listen = %s\nhttp_cert = c\nhttp_key = k\nhttp_ca = a\n",
+             outside[i]);
+    expect_extra_ok(extra, &c);
+    assert_false(c.listen_loopback);
+    assert_true(c.https);
+    tg_coll_config_free(&c);
+  }
+}
+
+static void config_key_triples_go_together(void **state) {
+  (void)state;
+  expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
+  expect_extra_error("http_ca = a\nhttp_key = k\n", 4, "http_ca: expected");
+  expect_extra_error("authz = authz.conf\n", 4, "authz: expected");
+  tg_coll_config_t c;
+  expect_extra_ok("key = k\ncert = c\nca = a\n", &c);
+  assert_true(c.tls);
+  assert_false(c.https);
+  tg_coll_config_free(&c);
+}
+
+static void config_never_echoes_the_catalog(void **state) {
+  (void)state;
+  const char *bad[] = {"mysql://user:hunter2@db",
+                       "postgres://user:hunter2 @db",
+                       "postgresql://user:hunter2\x7f@db", "hunter2"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char extra[256];
+    snprintf(extra, sizeof(extra), "catalog = %s\n", bad[i]);
+    expect_extra_error(extra, 4, "catalog: expected");
+    assert_null(strstr(err, "hunter2"));
+  }
+  /* Twice: the error is about the key, not the value. */
+  expect_extra_error("catalog = sqlite\ncatalog = postgres://u:hunter2@db\n", 5,
+                     "catalog: expected once");
+  assert_null(strstr(err, "hunter2"));
+}
+
+static void config_triggers_name_groups_defined_anywhere(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("trigger = early db\ngroup = db h1 h2\n", &c);
+  assert_string_equal(c.triggers[0].group, "db");
+  tg_coll_config_free(&c);
+  expect_extra_error("group = db h1\n\ntrigger = t1 db\ntrigger = t2 web\n", 7,
+                     "trigger: expected");
+  expect_extra_error("trigger = t1\ntrigger = t1 all\n", 5,
+                     "trigger: expected a new name");
+  expect_extra_error("group = db h1\ngroup = db h2\n", 5,
+                     "group: expected a new name");
+}
+
+static void config_reserves_group_all(void **state) {
+  (void)state;
+  expect_extra_error("group = all h1\n", 4, "group: expected");
+  tg_coll_config_t c;
+  expect_extra_ok("group = All h1\ntrigger = t all\n", &c);
+  assert_string_equal(c.triggers[0].group, "all");
+  assert_true(tg_coll_config_group_has(&c, "all", "h9"));
+  assert_false(tg_coll_config_group_has(&c, "All", "h9"));
+  tg_coll_config_free(&c);
+}
+
+/* REQUIRED and |n| lines from |line(i)|, in a heap buffer. */
+static char *many(size_t n, void (*line)(char *, size_t, size_t)) {
+  size_t cap = strlen(REQUIRED) + n * 64 + 1;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  size_t off = (size_t)snprintf(text, cap, REQUIRED);
+  for (size_t i = 0; i < n; i++) {
+    line(text + off, cap - off, i);
+    off += strlen(text + off);
+  }
+  return text;
+}
+
+static void group_line(char *out, size_t cap, size_t i) {
+  snprintf(out, cap, "group = g%zu h%zu\n", i, i);
+}
+static void trigger_line(char *out, size_t cap, size_t i) {
+  snprintf(out, cap, "trigger = t%zu\n", i);
+}
+static void hosts_line(char *out, size_t cap, size_t i) {
+  /* 16 hosts a group. */
+  snprintf(out, cap, "group = g%zu a b c d e f g h i j k l m n o p\n", i);
+}
+
+static void config_enforces_its_limits(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  char *text = many(TG_COLL_CONFIG_GROUPS_MAX, group_line);
+  assert_int_equal(parse(text, &c), 0);
+  assert_int_equal(c.n_groups, TG_COLL_CONFIG_GROUPS_MAX);
+  tg_coll_config_free(&c);
+  free(text);
+  text = many(TG_COLL_CONFIG_GROUPS_MAX + 1, group_line);
+  expect_error(text, 3 + TG_COLL_CONFIG_GROUPS_MAX + 1, "group: expected");
+  free(text);
+
+  text = many(TG_COLL_CONFIG_TRIGGERS_MAX, trigger_line);
+  assert_int_equal(parse(text, &c), 0);
+  tg_coll_config_free(&c);
+  free(text);
+  text = many(TG_COLL_CONFIG_TRIGGERS_MAX + 1, trigger_line);
+  expect_error(text, 3 + TG_COLL_CONFIG_TRIGGERS_MAX + 1, "trigger: expected");
+  free(text);
+
+  /* 4096 hosts are 256 groups of 16; one host more is refused. */
+  text = many(TG_COLL_CONFIG_GROUP_HOSTS_MAX / 16, hosts_line);
+  assert_int_equal(parse(text, &c), 0);
+  tg_coll_config_free(&c);
+  strcpy(strrchr(text, '\n'), " q\n");
+  expect_error(text, 3 + TG_COLL_CONFIG_GROUP_HOSTS_MAX / 16,
+               "group: expected");
+  free(text);
+
+  /* A host of 320 bytes, and of 321. */
+  char line[700];
+  int w = snprintf(line, sizeof(line), "group = g %0320d\n", 7);
+  assert_int_equal(w, 331);
+  expect_extra_ok(line, &c);
+  assert_int_equal(strlen(c.groups[0].hosts[0]), 320);
+  tg_coll_config_free(&c);
+  snprintf(line, sizeof(line), "group = g %0321d\n", 7);
+  expect_extra_error(line, 4, "group: expected");
+
+  /* A line of 4096 bytes is fine (with its CRLF too), one of 4097 not. */
+  char *big = malloc(8192);
+  assert_non_null(big);
+  int pre = snprintf(big, 8192, REQUIRED "x = ");
+  memset(big + pre, 'v', 4092);
+  memcpy(big + pre + 4092, "\r\n", 3);
+  assert_int_equal(parse(big, &c), 0);
+  tg_coll_config_free(&c);
+  memcpy(big + pre + 4092, "v\n", 3);
+  expect_error(big, 4, "line longer");
+  free(big);
+
+  static const char nul[] = REQUIRED "shard = 0/1\0\n";
+  assert_int_equal(parse_n(nul, sizeof(nul) - 1, &c), -EINVAL);
+  assert_prefix(err, LABEL ":4: a NUL byte");
+
+  size_t huge = TG_COLL_CONFIG_FILE_MAX + 1;
+  char *blank_lines = malloc(huge);
+  assert_non_null(blank_lines);
+  memset(blank_lines, '\n', huge);
+  assert_int_equal(parse_n(blank_lines, huge, &c), -EFBIG);
+  assert_prefix(err, LABEL ": ");
+  free(blank_lines);
+}
+
+static void config_reads_crlf_files(void **state) {
+  (void)state;
+  static const char text[] = "\xef\xbb\xbfhosts = h\r\n\r\n# c\r\n"
+                             "trace_config = t # x\r\nstore = s\r\n"
+                             "group = db a b\r\ntrigger = t db\r\n";
+  tg_coll_config_t c;
+  assert_int_equal(parse(text, &c), 0);
+  assert_int_equal(warned.n, 0);
+  assert_string_equal(c.hosts, "/etc/tg/h");
+  assert_string_equal(c.trace_config, "/etc/tg/t");
+  assert_string_equal(c.store, "/etc/tg/s");
+  assert_string_equal(c.groups[0].hosts[1], "b");
+  assert_string_equal(c.triggers[0].group, "db");
+  tg_coll_config_free(&c);
+  /* A bare CR inside a line is data, and no path's. */
+  expect_extra_error("ca = a\rb\n", 4, "ca: expected");
+}
+
+static void config_truncates_errors_to_the_buffer(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  char small[12];
+  assert_int_equal(tg_coll_config_parse("shard = x\n", 10, LABEL, NULL, &c,
+                                        NULL, NULL, small, sizeof(small)),
+                   -EINVAL);
+  assert_string_equal(small, "collector.c");
+  assert_int_equal(tg_coll_config_parse("shard = x\n", 10, LABEL, NULL, &c,
+                                        NULL, NULL, NULL, 0),
+                   -EINVAL);
+}
+
+static void config_loads_a_file_relative_to_its_directory(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_config_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof(path), "%s/collector.conf", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(REQUIRED "group = db h1\nunknown = 1\n", f);
+  fclose(f);
+  tg_coll_config_t c;
+  char e[512];
+  memset(&warned, 0, sizeof(warned));
+  assert_int_equal(
+      tg_coll_config_load(path, &c, on_warn, &warned, e, sizeof(e)), 0);
+  char want[256];
+  snprintf(want, sizeof(want), "%s/fleet.hosts", dir);
+  assert_string_equal(c.hosts, want);
+  snprintf(want, sizeof(want), "%s:5: unknown key 'unknown' (ignored)", path);
+  assert_string_equal(warned.last, want);
+  tg_coll_config_free(&c);
+
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("hosts = h\nshard = 2/2\n", f);
+  fclose(f);
+  assert_int_equal(tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e)),
+                   -EINVAL);
+  snprintf(want, sizeof(want), "%s:2: shard: expected", path);
+  assert_prefix(e, want);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e)),
+                   -ENOENT);
+  assert_prefix(e, path);
+  assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(config_reads_every_key),
+      cmocka_unit_test(config_defaults_fill_what_is_not_set),
+      cmocka_unit_test(config_names_the_missing_required_keys),
+      cmocka_unit_test(config_refuses_bad_values_with_their_key_and_line),
+      cmocka_unit_test(config_accepts_the_edges_of_each_range),
+      cmocka_unit_test(config_refuses_overflowing_sizes_and_durations),
+      cmocka_unit_test(config_refuses_a_scalar_key_twice),
+      cmocka_unit_test(config_warns_of_unknown_keys_and_goes_on),
+      cmocka_unit_test(config_comments_need_a_blank_before_their_hash),
+      cmocka_unit_test(config_resolves_relative_paths),
+      cmocka_unit_test(config_listen_beyond_loopback_needs_https),
+      cmocka_unit_test(config_key_triples_go_together),
+      cmocka_unit_test(config_never_echoes_the_catalog),
+      cmocka_unit_test(config_triggers_name_groups_defined_anywhere),
+      cmocka_unit_test(config_reserves_group_all),
+      cmocka_unit_test(config_enforces_its_limits),
+      cmocka_unit_test(config_reads_crlf_files),
+      cmocka_unit_test(config_truncates_errors_to_the_buffer),
+      cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

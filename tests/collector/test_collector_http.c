@@ -1,0 +1,633 @@
+/* The collector's HTTP layer (collector/http.h) on a real loop: clients
+ * are plain sockets (and OpenSSL for HTTPS) in a second thread, the server
+ * runs on the test's loop, every server is stopped and every loop closes
+ * with no handle left. Certificates come from deploy/certs/tg-certs.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "collector/http.h"
+#include "common/log.h"
+#include "test_proc.h"
+#include "test_wait.h"
+
+#define WAIT_MS 10000
+#define MAX_BODY (64u * 1024)
+
+static char g_certs[128];
+
+static const char *cert_path(const char *dir, const char *file) {
+  static char bufs[8][256];
+  static int i;
+  char *b = bufs[i++ % 8];
+  snprintf(b, 256, "%s/%s/%s", g_certs, dir, file);
+  return b;
+}
+
+/* --- the client thread ---------------------------------------------------- */
+
+typedef struct client {
+  uint16_t port;
+  const char *const *parts; /* written one by one, paced */
+  size_t n_parts;
+  bool tls;
+  const char *cert, *key; /* client certificate, or NULL */
+  /* Closes once the handler has the request, without reading. */
+  bool close_when_handled;
+  atomic_int *handled; /* the server side's count, for the above */
+  uint8_t *resp;       /* all that came back until EOF */
+  size_t resp_len;
+  uv_async_t *wake; /* sent when done */
+  atomic_bool done;
+} client_t;
+
+static int tcp_connect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {.tv_sec = 10};
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void pace(void) {
+  struct timespec ts = {.tv_nsec = 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static void wait_handled(client_t *c) {
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  while (atomic_load(c->handled) == 0 && tg_test_now_ms() < deadline) pace();
+}
+
+static void append(client_t *c, const void *p, size_t n) {
+  uint8_t *r = realloc(c->resp, c->resp_len + n + 1);
+  if (!r) return;
+  memcpy(r + c->resp_len, p, n);
+  c->resp = r;
+  c->resp_len += n;
+  c->resp[c->resp_len] = 0;
+}
+
+static void run_plain(client_t *c, int fd) {
+  for (size_t i = 0; i < c->n_parts; i++) {
+    if (i) pace();
+    if (write(fd, c->parts[i], strlen(c->parts[i])) < 0) return;
+  }
+  if (c->close_when_handled) {
+    wait_handled(c);
+    /* Reset, not FIN: a FIN alone is an HTTP half-close, after which the
+     * client may still read its answer. */
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    return;
+  }
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) append(c, buf, (size_t)n);
+}
+
+static void run_tls(client_t *c, int fd) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  SSL *ssl = NULL;
+  if (!ctx) return;
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  if (SSL_CTX_load_verify_locations(ctx, cert_path("pki", "ca.pem"), NULL) !=
+      1)
+    goto out;
+  if (c->cert &&
+      (SSL_CTX_use_certificate_file(ctx, c->cert, SSL_FILETYPE_PEM) != 1 ||
+       SSL_CTX_use_PrivateKey_file(ctx, c->key, SSL_FILETYPE_PEM) != 1))
+    goto out;
+  ssl = SSL_new(ctx);
+  if (!ssl || SSL_set_fd(ssl, fd) != 1 || SSL_connect(ssl) != 1) goto out;
+  for (size_t i = 0; i < c->n_parts; i++)
+    if (SSL_write(ssl, c->parts[i], (int)strlen(c->parts[i])) <= 0) goto out;
+  char buf[16384];
+  int n;
+  while ((n = SSL_read(ssl, buf, sizeof(buf))) > 0) append(c, buf, (size_t)n);
+out:
+  ERR_clear_error();
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+}
+
+static void *client_main(void *arg) {
+  client_t *c = arg;
+  int fd = tcp_connect(c->port);
+  if (fd >= 0) {
+    if (c->tls)
+      run_tls(c, fd);
+    else
+      run_plain(c, fd);
+    close(fd);
+  }
+  atomic_store(&c->done, true);
+  uv_async_send(c->wake);
+  return NULL;
+}
+
+/* --- the server side ------------------------------------------------------ */
+
+enum mode { ANSWER_NOW, DEFER, DEFER_FOREVER, SEND_FILE, INJECT };
+
+typedef struct fixture {
+  uv_loop_t loop;
+  uv_async_t wake;
+  uv_timer_t timer;
+  tg_http_server_t *srv;
+  enum mode mode;
+  atomic_int handled;
+  int abandoned;
+  int respond_after_abandon;
+  bool stopped;
+  tg_http_exchange_t *pending;
+  int file_fd;
+  uint64_t file_size;
+  int inject_rc[3];
+  /* The last request, copied. */
+  char method[16], path[256], query[256], identity[128], ctype[64];
+  char args[4][64];
+  size_t n_args;
+  bool tls;
+  uint8_t *body;
+  size_t body_len;
+} fixture_t;
+
+static void on_wake(uv_async_t *a) { (void)a; }
+
+static void respond_ok(tg_http_exchange_t *x) {
+  static const char body[] = "hello\n";
+  assert_int_equal(tg_http_respond(x, 200, "text/plain", body, 6), 0);
+  (void)body;
+}
+
+static void on_timer(uv_timer_t *t) {
+  fixture_t *f = t->data;
+  if (!f->pending) {
+    f->respond_after_abandon++;
+    return;
+  }
+  tg_http_exchange_t *x = f->pending;
+  f->pending = NULL;
+  respond_ok(x);
+}
+
+static void handler(void *ctx, tg_http_exchange_t *x,
+                    const tg_http_request_t *req) {
+  fixture_t *f = ctx;
+  snprintf(f->method, sizeof(f->method), "%s", req->method);
+  snprintf(f->path, sizeof(f->path), "%s", req->path);
+  snprintf(f->query, sizeof(f->query), "%s", req->query);
+  snprintf(f->identity, sizeof(f->identity), "%s", req->identity);
+  snprintf(f->ctype, sizeof(f->ctype), "%s", req->content_type);
+  f->n_args = req->n_args;
+  for (size_t i = 0; i < req->n_args && i < 4; i++)
+    snprintf(f->args[i], sizeof(f->args[i]), "%s", req->args[i]);
+  f->tls = req->tls;
+  free(f->body);
+  f->body = malloc(req->body_len + 1);
+  if (req->body_len) memcpy(f->body, req->body, req->body_len);
+  f->body_len = req->body_len;
+  switch (f->mode) {
+    case ANSWER_NOW:
+      respond_ok(x);
+      break;
+    case DEFER:
+      f->pending = x;
+      uv_timer_start(&f->timer, on_timer, 50, 0);
+      break;
+    case DEFER_FOREVER:
+      f->pending = x;
+      break;
+    case SEND_FILE:
+      assert_int_equal(tg_http_respond_file(x, 200, "application/octet-stream",
+                                            f->file_fd, f->file_size,
+                                            "trace-1.pftrace"),
+                       0);
+      f->file_fd = -1;
+      break;
+    case INJECT:
+      f->inject_rc[0] =
+          tg_http_add_header(x, "X-Test", "a\r\nSet-Cookie: evil=1");
+      f->inject_rc[1] = tg_http_add_header(x, "Bad Name", "v");
+      f->inject_rc[2] = tg_http_add_header(x, "Location", "/snapshots/1");
+      respond_ok(x);
+      break;
+  }
+  atomic_fetch_add(&f->handled, 1);
+}
+
+static void on_abandon(void *ctx, tg_http_exchange_t *x) {
+  fixture_t *f = ctx;
+  assert_ptr_equal(x, f->pending);
+  f->pending = NULL;
+  f->abandoned++;
+}
+
+static void on_stopped(void *ctx) { ((fixture_t *)ctx)->stopped = true; }
+
+static void fixture_start(fixture_t *f, bool tls) {
+  memset(f, 0, sizeof(*f));
+  f->file_fd = -1;
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  assert_int_equal(uv_async_init(&f->loop, &f->wake, on_wake), 0);
+  assert_int_equal(uv_timer_init(&f->loop, &f->timer), 0);
+  f->timer.data = f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_body = MAX_BODY,
+                                 .max_header = 8192,
+                                 .max_conns = 16,
+                                 .timeout_s = 5};
+  if (tls) {
+    cfg.cert = cert_path("pki", "localhost.pem");
+    cfg.key = cert_path("pki", "localhost.key");
+    cfg.ca = cert_path("pki", "ca.pem");
+  }
+  assert_int_equal(
+      tg_http_server_start(&f->loop, &cfg, handler, on_abandon, f, &f->srv), 0);
+  assert_true(tg_http_server_port(f->srv) != 0);
+}
+
+static bool is_stopped(void *arg) { return ((fixture_t *)arg)->stopped; }
+
+/* Stops the server, lets the loop run out and closes it: a handle left
+ * behind fails uv_loop_close(). */
+static void fixture_stop(fixture_t *f) {
+  tg_http_server_stop(f->srv, on_stopped, f);
+  f->srv = NULL;
+  assert_true(tg_test_run_loop_until(&f->loop, is_stopped, f, WAIT_MS));
+  uv_close((uv_handle_t *)&f->wake, NULL);
+  uv_close((uv_handle_t *)&f->timer, NULL);
+  /* With every handle closed the loop must end by itself. */
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  if (f->file_fd >= 0) close(f->file_fd);
+  free(f->body);
+}
+
+static bool client_done(void *arg) { return atomic_load(&((client_t *)arg)->done); }
+
+/* Runs |parts| through a client thread against |f|'s server until the
+ * client is done; the response is in c->resp. */
+static void exchange(fixture_t *f, client_t *c) {
+  c->port = tg_http_server_port(f->srv);
+  c->wake = &f->wake;
+  c->handled = &f->handled;
+  atomic_init(&c->done, false);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, client_main, c), 0);
+  bool ok = tg_test_run_loop_until(&f->loop, client_done, c, WAIT_MS);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(ok);
+}
+
+static void client_free(client_t *c) { free(c->resp); }
+
+#define PARTS(...)                                 \
+  (const char *const[]) { __VA_ARGS__ }
+#define N_PARTS(...) (sizeof(PARTS(__VA_ARGS__)) / sizeof(const char *))
+#define CLIENT(...) \
+  { .parts = PARTS(__VA_ARGS__), .n_parts = N_PARTS(__VA_ARGS__) }
+
+static bool has_header(const client_t *c, const char *line) {
+  const char *end = c->resp ? strstr((const char *)c->resp, "\r\n\r\n") : NULL;
+  const char *at = c->resp ? strcasestr((const char *)c->resp, line) : NULL;
+  return at && end && at < end;
+}
+
+static const char *body_of(const client_t *c) {
+  const char *end = c->resp ? strstr((const char *)c->resp, "\r\n\r\n") : NULL;
+  return end ? end + 4 : NULL;
+}
+
+/* --- plain HTTP ------------------------------------------------------------- */
+
+static void http_get_passes_path_and_query(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  client_t c = CLIENT("GET /api/snapshots?host=a&limit=10&q=two%20words "
+                      "HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.test\r\n"
+                      "Connection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(f.method, "GET");
+  assert_string_equal(f.path, "/api/snapshots");
+  assert_string_equal(f.query, "host=a&limit=10&q=two words");
+  assert_int_equal(f.n_args, 3);
+  assert_string_equal(f.args[2], "q=two words");
+  assert_string_equal(f.identity, "");
+  assert_false(f.tls);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  assert_true(has_header(&c, "content-length: 6\r\n"));
+  assert_true(has_header(&c, "cache-control: no-store\r\n"));
+  assert_true(has_header(&c, "x-content-type-options: nosniff\r\n"));
+  assert_string_equal(body_of(&c), "hello\n");
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void http_post_body_arrives_whole_across_writes(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  static char a[4000], b[4000], d[2000];
+  memset(a, 'a', sizeof(a) - 1);
+  memset(b, 'b', sizeof(b) - 1);
+  memset(d, 'd', sizeof(d) - 1);
+  client_t c = CLIENT("POST /api/upload HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Type: application/octet-stream\r\n"
+                      "Content-Length: 9996\r\nConnection: close\r\n\r\n",
+                      a, b, d);
+  exchange(&f, &c);
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(f.method, "POST");
+  assert_string_equal(f.ctype, "application/octet-stream");
+  assert_int_equal(f.body_len, 9996);
+  assert_memory_equal(f.body, a, 3999);
+  assert_memory_equal(f.body + 3999, b, 3999);
+  assert_memory_equal(f.body + 7998, d, 1998);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void http_body_over_max_gets_413_unhandled(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  client_t c = CLIENT("POST /api/upload HTTP/1.1\r\nHost: x\r\n"
+                      "Content-Length: 1000000\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(atomic_load(&f.handled), 0);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 413", 12);
+  assert_true(has_header(&c, "x-content-type-options: nosniff\r\n"));
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void http_deferred_response_arrives(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  f.mode = DEFER;
+  int64_t t0 = tg_test_now_ms();
+  client_t c = CLIENT("GET /api/slow HTTP/1.1\r\nHost: x\r\n"
+                      "Connection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_true(tg_test_now_ms() - t0 >= 45);
+  assert_int_equal(f.abandoned, 0);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  assert_string_equal(body_of(&c), "hello\n");
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static bool was_abandoned(void *arg) {
+  return ((fixture_t *)arg)->abandoned > 0;
+}
+
+static void http_client_reset_while_deferred_abandons_once(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  f.mode = DEFER_FOREVER;
+  client_t c = CLIENT("GET /api/slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.close_when_handled = true;
+  exchange(&f, &c);
+  assert_true(tg_test_run_loop_until(&f.loop, was_abandoned, &f, WAIT_MS));
+  assert_null(f.pending);
+  /* Whatever would have answered finds nothing to answer. */
+  uv_timer_start(&f.timer, on_timer, 1, 0);
+  uv_run(&f.loop, UV_RUN_ONCE);
+  assert_int_equal(f.respond_after_abandon, 1);
+  assert_int_equal(f.abandoned, 1);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void http_file_arrives_byte_exact(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  const size_t size = 3u * 1024 * 1024 + 12345;
+  char path[] = "/tmp/tg-test-http-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  uint8_t *data = malloc(size);
+  for (size_t i = 0; i < size; i++) data[i] = (uint8_t)(i * 131 + (i >> 13));
+  assert_int_equal(write(fd, data, size), (ssize_t)size);
+  f.mode = SEND_FILE;
+  f.file_fd = fd;
+  f.file_size = size;
+  client_t c = CLIENT("GET /api/snapshots/1/file HTTP/1.1\r\nHost: x\r\n"
+                      "Connection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(f.file_fd, -1);
+  char want[64];
+  snprintf(want, sizeof(want), "content-length: %zu\r\n", size);
+  assert_true(has_header(&c, want));
+  assert_true(has_header(
+      &c, "content-disposition: attachment; filename=\"trace-1.pftrace\"\r\n"));
+  assert_true(has_header(&c, "x-content-type-options: nosniff\r\n"));
+  const char *body = body_of(&c);
+  assert_non_null(body);
+  assert_int_equal(c.resp_len - (size_t)((const uint8_t *)body - c.resp), size);
+  assert_memory_equal(body, data, size);
+  free(data);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void http_header_injection_refused(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  f.mode = INJECT;
+  client_t c = CLIENT("GET /api/x HTTP/1.1\r\nHost: x\r\n"
+                      "Connection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(f.inject_rc[0], -EINVAL);
+  assert_int_equal(f.inject_rc[1], -EINVAL);
+  assert_int_equal(f.inject_rc[2], 0);
+  assert_true(has_header(&c, "location: /snapshots/1\r\n"));
+  assert_null(strcasestr((const char *)c.resp, "set-cookie"));
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static bool was_handled(void *arg) {
+  return atomic_load(&((fixture_t *)arg)->handled) > 0;
+}
+
+static void http_stop_abandons_deferred_and_loop_ends(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  f.mode = DEFER_FOREVER;
+  client_t c = CLIENT("GET /api/slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  c.port = tg_http_server_port(f.srv);
+  c.wake = &f.wake;
+  c.handled = &f.handled;
+  atomic_init(&c.done, false);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, client_main, &c), 0);
+  assert_true(tg_test_run_loop_until(&f.loop, was_handled, &f, WAIT_MS));
+  assert_non_null(f.pending);
+  /* fixture_stop() asserts the loop ends and closes clean. */
+  tg_http_server_stop(f.srv, on_stopped, &f);
+  f.srv = NULL;
+  assert_int_equal(f.abandoned, 0); /* never inside stop() */
+  assert_true(tg_test_run_loop_until(&f.loop, is_stopped, &f, WAIT_MS));
+  assert_int_equal(f.abandoned, 1);
+  assert_null(f.pending);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(atomic_load(&c.done));
+  assert_null(c.resp); /* the connection closed without an answer */
+  uv_close((uv_handle_t *)&f.wake, NULL);
+  uv_close((uv_handle_t *)&f.timer, NULL);
+  assert_int_equal(uv_run(&f.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&f.loop), 0);
+  free(f.body);
+  client_free(&c);
+}
+
+/* --- HTTPS ------------------------------------------------------------------ */
+
+/* GET /api/me over HTTPS with |dir|/|name| as client certificate (NULL:
+ * none) against a fresh HTTPS server; the fixture is stopped after. */
+static void https_get(fixture_t *f, client_t *c, const char *dir,
+                      const char *name) {
+  static const char *const req[] = {
+      "GET /api/me HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
+  char file[64];
+  fixture_start(f, true);
+  memset(c, 0, sizeof(*c));
+  c->parts = req;
+  c->n_parts = 1;
+  c->tls = true;
+  if (name) {
+    snprintf(file, sizeof(file), "%s.pem", name);
+    c->cert = cert_path(dir, file);
+    snprintf(file, sizeof(file), "%s.key", name);
+    c->key = cert_path(dir, file);
+  }
+  exchange(f, c);
+}
+
+static void https_client_cert_gives_identity(void **state) {
+  (void)state;
+  fixture_t f;
+  client_t c;
+  https_get(&f, &c, "pki", "alice");
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(f.identity, "alice");
+  assert_true(f.tls);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+/* The handshake fails: nothing reaches the handler, nothing comes back. */
+static void expect_refused(const char *dir, const char *name) {
+  fixture_t f;
+  client_t c;
+  https_get(&f, &c, dir, name);
+  assert_int_equal(atomic_load(&f.handled), 0);
+  assert_null(c.resp);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void https_refuses_peer_without_cert(void **state) {
+  (void)state;
+  expect_refused(NULL, NULL);
+}
+
+static void https_refuses_cert_of_another_ca(void **state) {
+  (void)state;
+  expect_refused("other", "eve");
+}
+
+static void http_start_refuses_half_tls_config(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .cert = cert_path("pki", "localhost.pem")};
+  tg_http_server_t *s = (tg_http_server_t *)&loop;
+  assert_int_equal(
+      tg_http_server_start(&loop, &cfg, handler, on_abandon, NULL, &s),
+      -EINVAL);
+  assert_null(s);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static int certs_setup(void **state) {
+  (void)state;
+  static const char *const steps[] = {
+      "ca pki", "host pki localhost --ip 127.0.0.1", "client pki alice",
+      "ca other", "client other eve"};
+  /* Only errors: lws's warnings about refused peers are expected here. */
+  tg_log_set_level(TG_LOG_ERROR);
+  if (tg_test_mkdtemp(g_certs, sizeof(g_certs), "http") < 0) return -1;
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+    if (tg_test_certs(g_certs, steps[i]) < 0) return -1;
+  return 0;
+}
+
+static int certs_teardown(void **state) {
+  (void)state;
+  return tg_test_rm_rf(g_certs) < 0 ? -1 : 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(http_get_passes_path_and_query),
+      cmocka_unit_test(http_post_body_arrives_whole_across_writes),
+      cmocka_unit_test(http_body_over_max_gets_413_unhandled),
+      cmocka_unit_test(http_deferred_response_arrives),
+      cmocka_unit_test(http_client_reset_while_deferred_abandons_once),
+      cmocka_unit_test(http_file_arrives_byte_exact),
+      cmocka_unit_test(http_header_injection_refused),
+      cmocka_unit_test(http_stop_abandons_deferred_and_loop_ends),
+      cmocka_unit_test(http_start_refuses_half_tls_config),
+      cmocka_unit_test(https_client_cert_gives_identity),
+      cmocka_unit_test(https_refuses_peer_without_cert),
+      cmocka_unit_test(https_refuses_cert_of_another_ca),
+  };
+  return cmocka_run_group_tests(tests, certs_setup, certs_teardown);
+}
