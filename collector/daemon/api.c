@@ -1,0 +1,585 @@
+/* The collector's HTTP API, /metrics and the web page (coll.h;
+ * docs/collector.md, "HTTP API"). The transport is collector/http.h
+ * (libwebsockets); this file maps requests to the collector and answers in
+ * JSON.
+ *
+ *   GET  /                                 the web page (page.c)
+ *   GET  /api/v1/hosts                     the shard's hosts and their state
+ *   GET  /api/v1/snapshots?from=&to=&trigger=&host=&state=&before=&limit=
+ *   GET  /api/v1/snapshots/ID              one snapshot and its hosts
+ *   GET  /api/v1/snapshots/ID/trace        the merged trace (download)
+ *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
+ *   POST /api/v1/snapshots/ID/pin?pinned=0|1
+ *   GET  /metrics                          Prometheus text format
+ *   GET  /healthz
+ *
+ * Who may do what: over plain HTTP (loopback only, config.c) everyone
+ * everything; over HTTPS the client certificate's CN, looked up exactly in
+ * the authz file: observe reads, record also triggers and pins.
+ *
+ * Untrusted input: ids go through tg_coll_id_parse() and nothing else
+ * reaches the file system; numbers are parsed whole or refused (400);
+ * text filters go to the catalog as bound parameters; every string echoed
+ * back is JSON-escaped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collector/daemon/coll.h"
+#include "collector/http.h"
+#include "collector/snapshot_id.h"
+#include "common/log.h"
+#include "consumer/cli/json_out.h"
+#include "relay/authz.h"
+#include "tracegate/error.h"
+
+#define API "/api/v1"
+#define WAIT_MAX 256 /* requests waiting for a snapshot at once */
+
+/* A POST with wait=1: answered when its snapshot is stored. */
+typedef struct waiter {
+  tg_list_t node;
+  tg_http_exchange_t *x;
+  uint64_t id; /* 0: folded into the queued snapshot, id not known yet */
+} waiter_t;
+
+static tg_list_t waiters; /* the loop thread's only */
+static size_t n_waiters;
+static tg_authz_t *authz;
+
+/* --- answers ------------------------------------------------------------------ */
+
+typedef struct out {
+  FILE *f;
+  char *buf;
+  size_t len;
+} out_t;
+
+static bool out_open(out_t *o) {
+  o->buf = NULL;
+  o->len = 0;
+  o->f = open_memstream(&o->buf, &o->len);
+  return o->f != NULL;
+}
+
+static void out_send(out_t *o, tg_http_exchange_t *x, int status,
+                     const char *type) {
+  fclose(o->f);
+  if (tg_http_respond(x, status, type, o->buf, o->len) < 0)
+    tg_http_respond(x, 500, NULL, NULL, 0);
+  free(o->buf);
+}
+
+static void json_error(tg_http_exchange_t *x, int status, const char *why) {
+  out_t o;
+  if (!out_open(&o)) {
+    tg_http_respond(x, 500, NULL, NULL, 0);
+    return;
+  }
+  fputs("{\"error\":", o.f);
+  cli_json_str(o.f, why);
+  fputs("}\n", o.f);
+  out_send(&o, x, status, "application/json");
+}
+
+static const char *arg(const tg_http_request_t *r, const char *name) {
+  size_t n = strlen(name);
+  for (size_t i = 0; i < r->n_args; i++)
+    if (!strncmp(r->args[i], name, n) && r->args[i][n] == '=')
+      return r->args[i] + n + 1;
+  return NULL;
+}
+
+/* A decimal number, whole, within [lo, hi]. */
+static bool num(const char *s, int64_t lo, int64_t hi, int64_t *v) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || *end || x < lo || x > hi) return false;
+  *v = x;
+  return true;
+}
+
+/* --- JSON of the collector's things --------------------------------------------- */
+
+static void json_snapshot(FILE *f, const tg_coll_snapshot_t *s) {
+  char id[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(s->id, id);
+  fprintf(f, "{\"id\":\"%s\",\"state\":\"%s\",\"pinned\":%s,"
+          "\"started_ms\":%" PRId64 ",\"finished_ms\":%" PRId64
+          ",\"bytes\":%" PRIu64 ",\"crc32\":%" PRIu32 ",\"packets\":%" PRIu64
+          ",\"loss\":%" PRIu64 ",\"hosts\":%" PRIu32 ",\"hosts_failed\":%" PRIu32
+          ",\"trigger\":", id, tg_coll_state_name(s->state),
+          s->pinned ? "true" : "false", s->started_ms, s->finished_ms, s->bytes,
+          s->crc32, s->packets, s->loss, s->n_hosts, s->n_hosts_failed);
+  cli_json_str(f, s->trigger);
+  fputs(",\"reason\":", f);
+  cli_json_str(f, s->reason);
+  fputs(",\"origin\":", f);
+  cli_json_str(f, s->origin);
+  fputs(",\"failure\":", f);
+  cli_json_str(f, s->failure);
+  fputc('}', f);
+}
+
+static void json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n) {
+  fputc('[', f);
+  for (size_t i = 0; i < n; i++) {
+    fputs(i ? ",{\"host\":" : "{\"host\":", f);
+    cli_json_str(f, h[i].host);
+    fprintf(f, ",\"outcome\":\"%s\",\"error\":",
+            h[i].outcome == TG_COLL_HOST_OK ? "ok" : "failed");
+    cli_json_str(f, h[i].error);
+    fprintf(f, ",\"bytes\":%" PRIu64 ",\"packets\":%" PRIu64
+            ",\"loss\":%" PRIu64 ",\"window_first_ms\":%" PRId64
+            ",\"window_last_ms\":%" PRId64 "}", h[i].bytes, h[i].packets,
+            h[i].loss, h[i].window_first_ms, h[i].window_last_ms);
+  }
+  fputc(']', f);
+}
+
+/* --- routes ----------------------------------------------------------------------- */
+
+static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
+  out_t o;
+  if (!out_open(&o)) return json_error(x, 500, "out of memory");
+  fprintf(o.f, "{\"shard\":\"%u/%u\",\"inventory\":%zu,\"hosts\":[",
+          c->cfg.shard_index, c->cfg.shard_count, c->inventory);
+  for (size_t i = 0; i < c->n; i++) {
+    const coll_host_t *h = &c->hosts[i];
+    fputs(i ? ",{\"host\":" : "{\"host\":", o.f);
+    cli_json_str(o.f, h->t.spec);
+    fputs(",\"state\":", o.f);
+    cli_json_str(o.f, h->state);
+    fprintf(o.f, ",\"since_ms\":%" PRId64 ",\"ring\":%s,\"restarts\":%" PRIu64
+            ",\"why\":", h->since_ms, h->ring_up ? "true" : "false",
+            h->restarts);
+    cli_json_str(o.f, h->why);
+    fputs(",\"hostname\":", o.f);
+    cli_json_str(o.f, h->fh && h->fh->has_info ? h->fh->hostname : "");
+    fputc('}', o.f);
+  }
+  fputs("]}\n", o.f);
+  out_send(&o, x, 200, "application/json");
+}
+
+static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
+                           const tg_http_request_t *r) {
+  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
+  int64_t v;
+  const char *s;
+  if ((s = arg(r, "from"))) {
+    if (!num(s, INT64_MIN, INT64_MAX, &v)) return json_error(x, 400, "from: epoch milliseconds");
+    f.from_ms = v;
+  }
+  if ((s = arg(r, "to"))) {
+    if (!num(s, INT64_MIN, INT64_MAX, &v)) return json_error(x, 400, "to: epoch milliseconds");
+    f.to_ms = v;
+  }
+  if ((s = arg(r, "limit"))) {
+    if (!num(s, 1, TG_COLL_LIST_MAX, &v)) return json_error(x, 400, "limit: 1..1000");
+    f.limit = (uint32_t)v;
+  } else {
+    f.limit = 100;
+  }
+  if ((s = arg(r, "before"))) {
+    uint64_t id;
+    if (tg_coll_id_parse(s, strlen(s), &id) < 0)
+      return json_error(x, 400, "before: a snapshot id (16 hex digits)");
+    f.before_id = id;
+  }
+  if ((s = arg(r, "state"))) {
+    unsigned st = 0;
+    for (int i = 0; i < TG_COLL_STATE_COUNT; i++)
+      if (!strcmp(s, tg_coll_state_name((tg_coll_state_t)i))) st = TG_COLL_STATE_BIT(i);
+    if (!st) return json_error(x, 400, "state: pending, complete, partial or failed");
+    f.states = st;
+  }
+  f.trigger = arg(r, "trigger");
+  f.host = arg(r, "host");
+  if ((f.trigger && strlen(f.trigger) > TG_COLL_TRIGGER_MAX) ||
+      (f.host && strlen(f.host) > TG_COLL_HOST_MAX))
+    return json_error(x, 400, "trigger or host: too long");
+  tg_coll_snapshot_t *rows = calloc(f.limit, sizeof(*rows));
+  if (!rows) return json_error(x, 500, "out of memory");
+  size_t n = 0;
+  int rv = tg_coll_store_list(c->store, &f, rows, f.limit, &n);
+  if (rv < 0) {
+    free(rows);
+    return json_error(x, 503, tg_strerror(rv));
+  }
+  out_t o;
+  if (!out_open(&o)) {
+    free(rows);
+    return json_error(x, 500, "out of memory");
+  }
+  fputs("{\"snapshots\":[", o.f);
+  for (size_t i = 0; i < n; i++) {
+    if (i) fputc(',', o.f);
+    json_snapshot(o.f, &rows[i]);
+  }
+  fputs("],\"next_before\":", o.f);
+  if (n == f.limit && n) {
+    char id[TG_COLL_ID_STRLEN];
+    tg_coll_id_format(rows[n - 1].id, id);
+    fprintf(o.f, "\"%s\"", id);
+  } else {
+    fputs("null", o.f);
+  }
+  fputs("}\n", o.f);
+  free(rows);
+  out_send(&o, x, 200, "application/json");
+}
+
+static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+  tg_coll_snapshot_t s;
+  int rv = tg_coll_store_get(c->store, id, &s);
+  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
+  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+  size_t n = 0, cap = s.n_hosts ? s.n_hosts : 1;
+  tg_coll_host_t *hosts = calloc(cap, sizeof(*hosts));
+  if (!hosts) return json_error(x, 500, "out of memory");
+  rv = tg_coll_store_hosts(c->store, id, hosts, cap, &n);
+  if (rv < 0) {
+    free(hosts);
+    return json_error(x, 503, tg_strerror(rv));
+  }
+  if (n > cap) n = cap;
+  out_t o;
+  if (!out_open(&o)) {
+    free(hosts);
+    return json_error(x, 500, "out of memory");
+  }
+  fputs("{\"snapshot\":", o.f);
+  json_snapshot(o.f, &s);
+  fputs(",\"hosts\":", o.f);
+  json_snap_hosts(o.f, hosts, n);
+  fputs("}\n", o.f);
+  free(hosts);
+  out_send(&o, x, 200, "application/json");
+}
+
+static void get_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+  int fd;
+  int rv = tg_coll_store_open_file(c->store, id, &fd);
+  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
+  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return json_error(x, 500, "cannot read the snapshot");
+  }
+  char idt[TG_COLL_ID_STRLEN], name[64];
+  tg_coll_id_format(id, idt);
+  snprintf(name, sizeof(name), "tracegate-%s.pftrace", idt);
+  if (tg_http_respond_file(x, 200, "application/octet-stream", fd,
+                           (uint64_t)st.st_size, name) < 0)
+    json_error(x, 500, "cannot send the snapshot");
+}
+
+static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                            int status) {
+  if (status == 200) return get_snapshot(c, x, id);
+  out_t o;
+  if (!out_open(&o)) return json_error(x, 500, "out of memory");
+  char idt[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(id, idt);
+  fprintf(o.f, "{\"id\":\"%s\"}\n", idt);
+  char loc[64];
+  snprintf(loc, sizeof(loc), API "/snapshots/%s", idt);
+  tg_http_add_header(x, "Location", loc);
+  out_send(&o, x, status, "application/json");
+}
+
+static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
+                          const tg_http_request_t *r) {
+  const char *reason = arg(r, "reason");
+  const char *group = arg(r, "group");
+  const char *wait = arg(r, "wait");
+  if (!group) group = "all";
+  if (reason && strlen(reason) > TG_COLL_REASON_MAX)
+    return json_error(x, 400, "reason: at most 1024 bytes");
+  if (strcmp(group, "all") != 0 && !tg_coll_config_group(&c->cfg, group))
+    return json_error(x, 400, "group: not a group of the config");
+  bool waiting = wait && !strcmp(wait, "1");
+  if (waiting && n_waiters >= WAIT_MAX)
+    return json_error(x, 503, "too many requests waiting for snapshots");
+  char who[160];
+  snprintf(who, sizeof(who), "%s%s", r->identity[0] ? r->identity : "",
+           r->identity[0] ? "" : "local");
+  coll_trigger_req_t t = {.trigger = "operator",
+                          .reason = reason ? reason : "",
+                          .origin = "",
+                          .group = group};
+  uint64_t id;
+  int rv = coll_trigger(c, &t, &id);
+  if (rv == -EAGAIN)
+    return json_error(x, 429, "over max_snapshots_per_minute: not taken");
+  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+  TG_INFO("snapshot requested over HTTP by %s%s", who,
+          id ? "" : " (folded into the one queued)");
+  if (!waiting) {
+    if (id) return answer_snapshot(c, x, id, 202);
+    return json_error(x, 202, "queued: it begins when the one under way ends");
+  }
+  waiter_t *w = calloc(1, sizeof(*w));
+  if (!w) return json_error(x, 500, "out of memory");
+  w->x = x;
+  w->id = id;
+  tg_list_insert_tail(&waiters, &w->node);
+  n_waiters++;
+  /* The snapshot may already have ended (no host to ask). */
+  if (id && (!c->current || coll_snap_id(c->current) != id)) {
+    tg_list_remove(&w->node);
+    n_waiters--;
+    free(w);
+    answer_snapshot(c, x, id, 200);
+  }
+}
+
+static void post_pin(coll_t *c, tg_http_exchange_t *x,
+                     const tg_http_request_t *r, uint64_t id) {
+  const char *p = arg(r, "pinned");
+  bool pin = !p || !strcmp(p, "1") || !strcmp(p, "true");
+  if (p && !pin && strcmp(p, "0") && strcmp(p, "false"))
+    return json_error(x, 400, "pinned: 0 or 1");
+  int rv = tg_coll_store_pin(c->store, id, pin);
+  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
+  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
+  get_snapshot(c, x, id);
+}
+
+/* Prometheus text format 0.0.4. */
+static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
+  out_t o;
+  if (!out_open(&o)) return json_error(x, 500, "out of memory");
+  static const char *const states[] = {"tracing", "connecting", "preparing",
+                                       "reconnecting", "failed"};
+  size_t by[6] = {0};
+  for (size_t i = 0; i < c->n; i++) {
+    size_t k = 5;
+    for (size_t j = 0; j < 5; j++)
+      if (!strcmp(c->hosts[i].state, states[j])) k = j;
+    by[k]++;
+  }
+  fputs("# HELP tracegate_collector_hosts Hosts of this collector's shard by "
+        "state.\n# TYPE tracegate_collector_hosts gauge\n", o.f);
+  for (size_t j = 0; j < 5; j++)
+    fprintf(o.f, "tracegate_collector_hosts{state=\"%s\"} %zu\n", states[j], by[j]);
+  fprintf(o.f, "tracegate_collector_hosts{state=\"other\"} %zu\n", by[5]);
+  const coll_counts_t *k = &c->counts;
+  fputs("# HELP tracegate_collector_snapshots_total Snapshots finished, by "
+        "outcome.\n# TYPE tracegate_collector_snapshots_total counter\n", o.f);
+  for (int s = 1; s < TG_COLL_STATE_COUNT; s++)
+    fprintf(o.f, "tracegate_collector_snapshots_total{outcome=\"%s\"} %" PRIu64 "\n",
+            tg_coll_state_name((tg_coll_state_t)s), k->snapshots[s]);
+  fprintf(o.f, "tracegate_collector_snapshots_total{outcome=\"error\"} %" PRIu64 "\n",
+          k->snapshot_errors);
+  fprintf(o.f,
+          "# HELP tracegate_collector_trigger_hits_total Triggers received.\n"
+          "# TYPE tracegate_collector_trigger_hits_total counter\n"
+          "tracegate_collector_trigger_hits_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_triggers_coalesced_total Triggers served "
+          "by a snapshot already under way or queued.\n"
+          "# TYPE tracegate_collector_triggers_coalesced_total counter\n"
+          "tracegate_collector_triggers_coalesced_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_triggers_capped_total Triggers refused "
+          "over max_snapshots_per_minute.\n"
+          "# TYPE tracegate_collector_triggers_capped_total counter\n"
+          "tracegate_collector_triggers_capped_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_stored_bytes_total Bytes of snapshots "
+          "stored.\n# TYPE tracegate_collector_stored_bytes_total counter\n"
+          "tracegate_collector_stored_bytes_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_host_loss_total Loss counters of hosts' "
+          "rings in snapshots (chunks discarded, patches failed, ABI "
+          "violations, writer packet loss, malformed packets).\n"
+          "# TYPE tracegate_collector_host_loss_total counter\n"
+          "tracegate_collector_host_loss_total %" PRIu64 "\n",
+          k->trigger_hits, k->triggers_coalesced, k->triggers_capped,
+          k->bytes_stored, k->host_loss);
+  fputs("# HELP tracegate_collector_snapshot_duration_seconds From trigger "
+        "to stored.\n# TYPE tracegate_collector_snapshot_duration_seconds "
+        "histogram\n", o.f);
+  for (size_t i = 0; i < 8; i++)
+    fprintf(o.f, "tracegate_collector_snapshot_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+            coll_dur_bounds_ms[i] / 1000.0, k->dur_buckets[i]);
+  fprintf(o.f, "tracegate_collector_snapshot_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+          "tracegate_collector_snapshot_duration_seconds_sum %.3f\n"
+          "tracegate_collector_snapshot_duration_seconds_count %" PRIu64 "\n",
+          k->dur_count, k->dur_sum_s, k->dur_count);
+  out_send(&o, x, 200, "text/plain; version=0.0.4");
+}
+
+/* /api/v1/snapshots/ID[/what]: the id's 16 digits, parsed, and the rest. */
+static bool snapshot_path(const char *path, uint64_t *id, const char **rest) {
+  const char *p = path + strlen(API "/snapshots/");
+  const char *slash = strchr(p, '/');
+  size_t n = slash ? (size_t)(slash - p) : strlen(p);
+  if (tg_coll_id_parse(p, n, id) < 0) return false;
+  *rest = slash ? slash : "";
+  return true;
+}
+
+static void handle(void *ctx, tg_http_exchange_t *x,
+                   const tg_http_request_t *r) {
+  coll_t *c = ctx;
+  bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+  tg_authz_role_t role = TG_ROLE_RECORD;
+  if (r->tls) role = tg_authz_role(authz, r->identity);
+  TG_DEBUG("http %s %s (%s)", r->method, r->path, r->tls ? r->identity : "plain");
+  if (role == TG_ROLE_NONE)
+    return json_error(x, 403, "this certificate's identity has no role here");
+  if (post && role != TG_ROLE_RECORD)
+    return json_error(x, 403, "triggering and pinning need the record role");
+  const char *p = r->path;
+  if (!strcmp(p, "/") || !strcmp(p, "/index.html")) {
+    if (!get) return json_error(x, 405, "GET only");
+    return coll_page_send(c, x);
+  }
+  if (!strcmp(p, "/app.js")) {
+    if (!get) return json_error(x, 405, "GET only");
+    return coll_app_js_send(c, x);
+  }
+  if (!strcmp(p, "/healthz")) return json_error(x, 200, "ok");
+  if (!strcmp(p, "/metrics")) {
+    if (!get) return json_error(x, 405, "GET only");
+    return get_metrics(c, x);
+  }
+  if (!strcmp(p, API "/hosts")) {
+    if (!get) return json_error(x, 405, "GET only");
+    return get_hosts(c, x);
+  }
+  if (!strcmp(p, API "/snapshots")) {
+    if (get) return list_snapshots(c, x, r);
+    if (post) return post_snapshot(c, x, r);
+    return json_error(x, 405, "GET or POST");
+  }
+  uint64_t id;
+  const char *rest;
+  if (!strncmp(p, API "/snapshots/", strlen(API "/snapshots/"))) {
+    if (!snapshot_path(p, &id, &rest))
+      return json_error(x, 404, "not a snapshot id (16 hex digits)");
+    if (!*rest) {
+      if (!get) return json_error(x, 405, "GET only");
+      return get_snapshot(c, x, id);
+    }
+    if (!strcmp(rest, "/trace")) {
+      if (!get) return json_error(x, 405, "GET only");
+      return get_trace(c, x, id);
+    }
+    if (!strcmp(rest, "/pin")) {
+      if (!post) return json_error(x, 405, "POST only");
+      return post_pin(c, x, r, id);
+    }
+  }
+  json_error(x, 404, "no such resource");
+}
+
+static void on_abandon(void *ctx, tg_http_exchange_t *x) {
+  (void)ctx;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &waiters) {
+    waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
+    if (w->x != x) continue;
+    tg_list_remove(&w->node);
+    n_waiters--;
+    free(w);
+  }
+}
+
+void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
+  uint64_t id = coll_snap_id(s);
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &waiters) {
+    waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
+    if (w->id != id) continue;
+    tg_list_remove(&w->node);
+    n_waiters--;
+    tg_http_exchange_t *x = w->x;
+    free(w);
+    tg_coll_state_t st;
+    if (coll_snap_result(s, &st) < 0)
+      json_error(x, 500, "the snapshot could not be stored (see the log)");
+    else
+      answer_snapshot(c, x, id, 200);
+  }
+}
+
+void coll_api_queued_begun(coll_t *c, uint64_t id) {
+  (void)c;
+  tg_list_t *it;
+  for (it = waiters.next; it != &waiters; it = it->next) {
+    waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
+    if (!w->id) w->id = id;
+  }
+}
+
+void coll_api_queued_failed(coll_t *c, int err) {
+  (void)c;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &waiters) {
+    waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
+    if (w->id) continue;
+    tg_list_remove(&w->node);
+    n_waiters--;
+    json_error(w->x, 503, tg_strerror(err));
+    free(w);
+  }
+}
+
+static void write_ready(coll_t *c) {
+  if (c->ready_fd <= 0) return;
+  char line[32];
+  int n = snprintf(line, sizeof(line), "ready %u\n",
+                   (unsigned)tg_http_server_port(c->http));
+  ssize_t w = write(c->ready_fd, line, (size_t)n);
+  (void)w; /* a parent that went away is told nothing either way */
+  close(c->ready_fd);
+  c->ready_fd = 0;
+}
+
+int coll_api_start(coll_t *c) {
+  tg_list_init(&waiters);
+  const tg_coll_config_t *g = &c->cfg;
+  if (g->https) {
+    char err[512] = "";
+    if (!g->authz[0]) {
+      fprintf(stderr, COLL_PROG ": HTTPS needs an authz file (who may observe "
+              "and who may record)\n");
+      return -1;
+    }
+    if (tg_authz_load(g->authz, &authz, err, sizeof(err)) < 0) {
+      fprintf(stderr, COLL_PROG ": authz: %s\n", err);
+      return -1;
+    }
+  }
+  tg_http_server_config_t hc = {
+      .host = g->listen_host,
+      .port = g->listen_port,
+      .cert = g->https ? g->http_cert : NULL,
+      .key = g->https ? g->http_key : NULL,
+      .ca = g->https ? g->http_ca : NULL,
+      .max_body = 64 * 1024,
+  };
+  int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c, &c->http);
+  if (rv < 0) {
+    fprintf(stderr, COLL_PROG ": cannot listen on %s:%u: %s\n", g->listen_host,
+            (unsigned)g->listen_port, tg_strerror(rv));
+    return -1;
+  }
+  TG_INFO("listening on %s://%s:%u/", g->https ? "https" : "http",
+          g->listen_host, (unsigned)tg_http_server_port(c->http));
+  write_ready(c);
+  return 0;
+}
+
+void coll_api_stop(coll_t *c) {
+  if (c->http) tg_http_server_stop(c->http, NULL, NULL);
+  c->http = NULL;
+}

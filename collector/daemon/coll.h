@@ -1,0 +1,187 @@
+/* tracegate-collector's core (docs/collector.md, "The daemon"): one libuv
+ * loop holding a flight-recorder session on every host of its shard of
+ * the inventory, snapshotting them all on a trigger into the store.
+ *
+ *   coll.c     set-up from the config, the hosts' rings (a fleet of
+ *              hosts in "hold" mode: enabled or re-attached under the
+ *              session key, never read), a failed host started again
+ *   snap.c     one fleet snapshot: CloneSession on every host of a group
+ *              over a connection of its own, each clone read out, freed
+ *              and merged into one store file
+ *   trigger.c  where snapshots come from (operators, hosts' triggers, the
+ *              schedule), coalescing and the per-minute cap
+ *   api.c      the HTTP API, /metrics and the web page
+ *
+ * Threads: everything runs on the loop thread; the store's fsync of a
+ * finished snapshot runs on a libuv worker (snap.c).
+ * One writer per struct: coll_t's fields are coll.c's, except the
+ * counters each unit names below.
+ */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_COLL_H
+#define TRACEGATE_COLLECTOR_DAEMON_COLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "collector/config.h"
+#include "collector/store.h"
+#include "common/buf.h"
+#include "common/list.h"
+#include "consumer/cli/remote.h"
+#include "consumer/fleet/host.h"
+
+#define COLL_PROG "tracegate-collector"
+
+typedef struct coll coll_t;
+typedef struct coll_snap coll_snap_t;
+
+/* One host of the collector's shard. */
+typedef struct coll_host {
+  coll_t *c;
+  size_t index;
+  cli_target_t t;
+  tg_fleet_host_t *fh;  /* the ring's holder (NULL before the first start) */
+  tg_fleet_host_t *old; /* the holder before a restart, until it is closed */
+  uv_timer_t restart;   /* a failed holder starts again when it fires */
+  uint64_t restarts;
+  int64_t since_ms;     /* when the host entered its current state */
+  char state[32];       /* "tracing", "reconnecting", "failed", ... */
+  char why[600];        /* why it is not tracing ("" when it is) */
+  bool ring_up;         /* its ring session is known to exist */
+  bool busy;            /* a snapshot is reading a clone of it */
+} coll_host_t;
+
+/* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
+typedef struct coll_counts {
+  uint64_t trigger_hits;       /* triggers received, every origin */
+  uint64_t triggers_coalesced; /* folded into a snapshot already coming */
+  uint64_t triggers_capped;    /* refused: over max_snapshots_per_minute */
+  uint64_t snapshots[TG_COLL_STATE_COUNT]; /* finished, by outcome */
+  uint64_t snapshot_errors;    /* could not begin or finish in the store */
+  uint64_t bytes_stored;       /* bytes of snapshots finished */
+  uint64_t host_loss;          /* loss counters of hosts in snapshots */
+  /* Snapshot durations (trigger to stored) by le bucket, in ms. */
+  uint64_t dur_buckets[8];
+  uint64_t dur_count;
+  double dur_sum_s;
+} coll_counts_t;
+extern const uint32_t coll_dur_bounds_ms[8];
+
+struct coll {
+  uv_loop_t *loop;
+  tg_coll_config_t cfg;
+  tg_buf_t flight; /* the ring TraceConfig, serialised, named for clones */
+  char clone_name[130]; /* its unique_session_name (the session key) */
+  tg_tls_config_t *tls;
+  cli_remote_env_t env;
+  tg_fleet_t fleet;
+  coll_host_t *hosts; /* the shard's hosts, n of them */
+  size_t n;
+  size_t inventory; /* hosts in the inventory, all shards */
+  tg_coll_catalog_t *shared; /* PostgreSQL, or NULL (the store's SQLite) */
+  tg_coll_store_t *store;
+  /* trigger.c */
+  coll_snap_t *current;   /* the snapshot under way (one at a time) */
+  int64_t current_started_ms;
+  char current_group[65];
+  bool queued;            /* a trigger arrived during |current| */
+  char queued_trigger[TG_COLL_TRIGGER_MAX + 1];
+  char queued_reason[TG_COLL_REASON_MAX + 1];
+  char queued_origin[TG_COLL_HOST_MAX + 1];
+  char queued_group[65];
+  int64_t minute_start_ms;
+  unsigned minute_count;
+  uv_timer_t schedule;
+  uv_timer_t retention;
+  coll_counts_t counts;
+  struct tg_http_server *http;
+  int64_t (*now_ms)(void *ctx); /* epoch ms; tests inject */
+  void *clock_ctx;
+  int ready_fd;     /* "ready PORT\n" once listening; 0: none */
+  bool check_only;  /* --check-config: set up nothing that runs */
+  bool stopping;
+};
+
+/* --- coll.c ---------------------------------------------------------- */
+
+/* Everything from |cfg| (moved in: the caller's copy is emptied): the
+ * flight config, TLS, the inventory's shard, the store, the hosts' rings
+ * started. Prints what is wrong to stderr and returns -1. */
+int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
+/* Stops the listener, the triggers and the restarts; a snapshot under way
+ * is finished with what has come (coll_snap_cut); then the loop stops.
+ * Nothing is torn down: the process exits, its connections with it, and
+ * each relay keeps its ring under the key for its lease, as after a
+ * crash, for the next start to attach to. What the process holds stays
+ * reachable from its one static coll_t until then. */
+void coll_stop(coll_t *c);
+int64_t coll_now_ms(coll_t *c);
+coll_host_t *coll_host_by_name(coll_t *c, const char *spec);
+/* Whether |h| is in |group| ("all": every host). */
+bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
+                        const char *group);
+
+/* --- snap.c ---------------------------------------------------------- */
+
+typedef struct coll_trigger_req {
+  const char *trigger; /* the trigger's name, "operator", "schedule" */
+  const char *reason;
+  const char *origin;  /* the host that fired it, "" for none */
+  const char *group;   /* "all" or a group of the config */
+  /* A CLONE_SNAPSHOT trigger of a host: the clone of |origin| carries it. */
+  const char *producer_name;
+  int32_t producer_uid;
+} coll_trigger_req_t;
+
+/* Called once the snapshot is in the store (or could not be): |id| 0
+ * when it never began. */
+typedef void (*coll_snap_done_fn)(coll_t *c, coll_snap_t *s, void *ctx);
+
+/* Begins a snapshot of |r|'s group: the row, then a clone of every host.
+ * Returns 0 (and *id), or a negative error with nothing begun. */
+int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
+                    coll_snap_done_fn done, void *ctx, coll_snap_t **out,
+                    uint64_t *id);
+uint64_t coll_snap_id(const coll_snap_t *s);
+/* The outcome once done: 0 and the stored state, or the store's error. */
+int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state);
+/* Hosts the snapshot asked, and those that delivered. */
+void coll_snap_progress(const coll_snap_t *s, size_t *asked, size_t *done);
+/* Stops waiting for hosts (collector stopping): the snapshot is finished
+ * with what came. */
+void coll_snap_cut(coll_snap_t *s);
+
+/* --- trigger.c ------------------------------------------------------- */
+
+/* A trigger from anywhere. Coalesced into the snapshot under way or the
+ * one queued after it; refused over the per-minute cap (-EAGAIN). Returns
+ * 0 and the id of the snapshot that serves it in *id when one began now
+ * (0 when it was coalesced into one queued), or an error. */
+int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id);
+/* The schedule (snapshot_every) and retention timers. */
+void coll_trigger_start(coll_t *c);
+void coll_trigger_stop(coll_t *c);
+/* Retention steps now (after a snapshot, and periodically). */
+void coll_retain(coll_t *c);
+/* A host's holder reached tracing: watch its ring's triggers. */
+void coll_watch_host(coll_t *c, coll_host_t *h);
+
+/* --- api.c, page.c ---------------------------------------------------- */
+
+struct tg_http_exchange;
+/* The web page and its script. */
+void coll_page_send(coll_t *c, struct tg_http_exchange *x);
+void coll_app_js_send(coll_t *c, struct tg_http_exchange *x);
+
+int coll_api_start(coll_t *c);
+void coll_api_stop(coll_t *c);
+/* A snapshot ended: answers the requests waiting for it. */
+void coll_api_snapshot_done(coll_t *c, coll_snap_t *s);
+/* The queued snapshot began as |id|, or could not (|err|): the requests
+ * that were folded into it are told. */
+void coll_api_queued_begun(coll_t *c, uint64_t id);
+void coll_api_queued_failed(coll_t *c, int err);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_COLL_H */

@@ -1,0 +1,115 @@
+/* tracegate-collector: the always-on fleet flight recorder
+ * (docs/collector.md). Flags, the config, signals and the loop; the work
+ * is in coll.c, snap.c, trigger.c and api.c. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/daemon/coll.h"
+#include "common/flags.h"
+#include "common/log.h"
+#include "common/version.h"
+
+/* The process's one collector; static so that what it holds at exit is
+ * reachable (the rings stay on the hosts: nothing to tear down). */
+static coll_t coll;
+static uv_signal_t sig_int, sig_term;
+
+static void on_warning(void *ctx, const char *text) {
+  (void)ctx;
+  fprintf(stderr, COLL_PROG ": warning: %s\n", text);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+  TG_INFO("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+  (void)s;
+  coll_stop(&coll);
+}
+
+static void usage_tail(void) {
+  printf(
+      "\n"
+      "Keeps a flight-recorder session (ring buffers) on every host of the\n"
+      "inventory through its tracegate-relay and, on a trigger, snapshots\n"
+      "them all at once into one merged Perfetto trace in the store, listed\n"
+      "in the catalog. Triggers: a host's (`trigger` lines of the config,\n"
+      "fired by an app or `tracegate trigger NAME` there), an operator's\n"
+      "(POST /api/v1/snapshots, `tracegate snapshot --collector ADDR`), or\n"
+      "the schedule (snapshot_every).\n"
+      "\n"
+      "The config file's keys, the HTTP API and the metrics: docs/collector.md.\n"
+      "  tracegate-collector --config /etc/tracegate/collector.conf\n"
+      "  tracegate-collector --config collector.conf --check-config\n"
+      "\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
+      "1 could not start (config, store, TLS, listener), 2 usage.\n");
+}
+
+int main(int argc, char **argv) {
+  const char *config = NULL;
+  int log_level = TG_LOG_INFO;
+  bool check = false, version = false;
+  uint64_t ready_fd = 0;
+  const tg_flag_t flags[] = {
+      {"config", TG_FLAG_STRING, &config, "FILE",
+       "-c: the config file (docs/collector.md, \"Config\")", 0, 0},
+      {"check-config", TG_FLAG_BOOL, &check, NULL,
+       "read the config, the inventory and the flight config, say what is "
+       "wrong, and exit (0: all good)", 0, 0},
+      {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
+       "write \"ready PORT\\n\" to this fd once the HTTP listener is up "
+       "(PORT: its port, for listen = ...:0), then close it (0: none)", 0,
+       1024},
+      {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
+       "error, warn, info or debug", 0, 0},
+      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit",
+       0, 0},
+  };
+  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
+  int rv = tg_flags_parse(COLL_PROG, flags, nflags, argc, argv, NULL, 0, NULL);
+  if (rv == 1) {
+    tg_flags_usage(stdout, COLL_PROG, "--config FILE [options]", flags, nflags);
+    usage_tail();
+    return 0;
+  }
+  if (rv < 0) return 2;
+  if (version) {
+    printf(COLL_PROG " " TG_VERSION "\n");
+    return 0;
+  }
+  if (!config) {
+    fprintf(stderr, COLL_PROG ": --config FILE is required (see --help)\n");
+    return 2;
+  }
+  tg_log_set_prefix(COLL_PROG);
+  tg_log_set_level((tg_log_level_t)log_level);
+  signal(SIGPIPE, SIG_IGN);
+
+  tg_coll_config_t cfg;
+  char err[1024] = "";
+  if (tg_coll_config_load(config, &cfg, on_warning, NULL, err, sizeof(err)) < 0) {
+    fprintf(stderr, COLL_PROG ": %s\n", err);
+    return 1;
+  }
+  coll.ready_fd = (int)ready_fd;
+  coll.check_only = check;
+  uv_loop_t *loop = uv_default_loop();
+  if (coll_start(&coll, loop, &cfg) < 0) {
+    tg_coll_config_free(&cfg);
+    return 1;
+  }
+  if (check) {
+    printf("%s: ok (%zu of %zu hosts in this shard)\n", config, coll.n,
+           coll.inventory);
+    return 0;
+  }
+  uv_signal_init(loop, &sig_int);
+  uv_signal_init(loop, &sig_term);
+  uv_signal_start(&sig_int, on_signal, SIGINT);
+  uv_signal_start(&sig_term, on_signal, SIGTERM);
+  uv_run(loop, UV_RUN_DEFAULT);
+  TG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,532 @@
+/* One fleet snapshot (coll.h): a store row, then for every host of the
+ * trigger's group a connection of its own that clones the host's ring
+ * (CloneSession by the ring's unique_session_name, which the relay scopes
+ * to the collector's identity), reads the clone out, asks its loss
+ * counters and frees it; every packet goes through the merge unit
+ * (consumer/fleet/merge.h: machine per host, clocks from the ring
+ * holder's estimate) into the store's file. When every host delivered or
+ * failed, the file is synced on a worker and the row finished: COMPLETE,
+ * PARTIAL (failed hosts named), or FAILED when none delivered.
+ *
+ * A host's connection, in order (one state per host, sh_state_t):
+ *   DIAL --on_ready--> CLONE --cloned--> READ --read, nothing more-->
+ *   STATS --> FREE --freed--> (close) --> released: DONE or FAILED
+ * Any error closes the connection and fails the host; the snapshot goes
+ * on. The host counts as finished only once its transport is released,
+ * so the snapshot never outlives a callback that could still reach it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/daemon/coll.h"
+#include "common/log.h"
+#include "consumer/fleet/merge.h"
+#include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
+
+/* A snapshot's hosts must have answered by then; the rest are failed. */
+#define SNAP_DEADLINE_MS 120000
+/* Packets are gathered this much before a write to the store's file. */
+#define WRITE_CHUNK (1u << 20)
+
+typedef enum {
+  SH_SKIPPED, /* not asked: its ring was not up */
+  SH_DIAL,
+  SH_CLONE,
+  SH_READ,
+  SH_STATS,
+  SH_FREE,
+  SH_CLOSING,
+  SH_RELEASED,
+} sh_state_t;
+
+typedef struct snap_host {
+  coll_snap_t *s;
+  coll_host_t *h;
+  tg_fleet_host_t *fh; /* the ring's holder: its clock estimate and info */
+  tg_consumer_t *c;
+  void *conn;
+  sh_state_t st;
+  bool failed, preamble;
+  tg_merge_host_t mh;
+  uint64_t bytes, packets, loss, read_packets;
+  uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
+  int64_t cloned_ms;          /* the clone's answer, collector's clock */
+  char err[TG_COLL_ERROR_MAX + 1];
+} snap_host_t;
+
+struct coll_snap {
+  coll_t *c;
+  uint64_t id;
+  tg_coll_writer_t *w;
+  tg_merge_t m;
+  tg_buf_t out; /* framed packets not yet written */
+  int write_err;
+  snap_host_t *hosts;
+  size_t n, asked, open, delivered;
+  uv_timer_t deadline;
+  uv_work_t work;
+  int sync_err;
+  bool finishing, cut;
+  int result;
+  tg_coll_state_t state;
+  int64_t started_ms;
+  uint64_t t0; /* uv_hrtime at the trigger */
+  char trigger[TG_COLL_TRIGGER_MAX + 1];
+  char origin[TG_COLL_HOST_MAX + 1];
+  char producer[128];
+  int32_t producer_uid;
+  coll_snap_done_fn done;
+  void *done_ctx;
+};
+
+const uint32_t coll_dur_bounds_ms[8] = {100,  500,   1000,  2500,
+                                        5000, 10000, 30000, 60000};
+
+uint64_t coll_snap_id(const coll_snap_t *s) { return s->id; }
+
+int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state) {
+  *state = s->state;
+  return s->result;
+}
+
+void coll_snap_progress(const coll_snap_t *s, size_t *asked, size_t *done) {
+  *asked = s->asked;
+  *done = s->delivered;
+}
+
+/* --- the file ------------------------------------------------------------ */
+
+static int flush_out(coll_snap_t *s) {
+  if (!s->write_err && tg_buf_size(&s->out))
+    s->write_err =
+        tg_coll_writer_write(s->w, tg_buf_begin(&s->out), tg_buf_size(&s->out));
+  tg_buf_reset(&s->out);
+  return s->write_err;
+}
+
+/* The merge's sink: Trace.packet (field 1) framing around both pieces. */
+static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
+                size_t tail_n) {
+  coll_snap_t *s = ctx;
+  if (s->write_err) return s->write_err;
+  size_t len = n + tail_n;
+  if (tg_buf_size(&s->out) + len + 16 > WRITE_CHUNK && flush_out(s) < 0)
+    return s->write_err;
+  uint8_t *d = tg_buf_reserve(&s->out, len + 16);
+  if (!d) return s->write_err = -ENOMEM;
+  size_t k = 0;
+  d[k++] = 0x0a;
+  k = (size_t)(tg_pb_write_varint(d + k, len) - d);
+  memcpy(d + k, p, n);
+  k += n;
+  if (tail_n) memcpy(d + k, tail, tail_n);
+  tg_buf_commit(&s->out, k + tail_n);
+  return 0;
+}
+
+/* --- a host's clone ------------------------------------------------------- */
+
+static void host_fail(snap_host_t *sh, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void host_close(snap_host_t *sh);
+
+static void host_fail(snap_host_t *sh, const char *fmt, ...) {
+  if (!sh->failed) {
+    sh->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sh->err, sizeof(sh->err), fmt, ap);
+    va_end(ap);
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s", sh->s->id,
+           sh->h->t.spec, sh->err);
+  }
+  host_close(sh);
+}
+
+static void host_close(snap_host_t *sh) {
+  if (sh->st >= SH_CLOSING) return;
+  sh->st = SH_CLOSING;
+  tg_consumer_close(sh->c);
+}
+
+/* TracePacket.timestamp (8) when the packet has no timestamp_clock_id
+ * (58): the trace's default clock, BOOTTIME. */
+static void note_window(snap_host_t *sh, const uint8_t *p, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  uint64_t ts = 0;
+  bool other_clock = false;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id == 8 && f.type == TG_PB_WT_VARINT) ts = f.value;
+    else if (f.id == 58) other_clock = true;
+  }
+  if (!ts || other_clock) return;
+  if (!sh->first_ts || ts < sh->first_ts) sh->first_ts = ts;
+  if (ts > sh->last_ts) sh->last_ts = ts;
+}
+
+static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
+  (void)c;
+  snap_host_t *sh = ctx;
+  coll_snap_t *s = sh->s;
+  int rv;
+  if (!sh->preamble) {
+    sh->preamble = true;
+    if ((rv = tg_merge_host_preamble(&s->m, &sh->mh, sh->fh, sh->h->t.name)) < 0)
+      return rv;
+  }
+  note_window(sh, p, n);
+  if ((rv = tg_merge_packet(&s->m, &sh->mh, p, n)) < 0) return rv;
+  sh->packets++;
+  sh->read_packets++;
+  sh->bytes += n;
+  return 0;
+}
+
+static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  snap_host_t *sh = ctx;
+  if (status && !sh->failed)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: freeing the clone: "
+           "%s (the service frees it with the connection)", sh->s->id,
+           sh->h->t.spec, msg);
+  host_close(sh);
+}
+
+static void free_clone(snap_host_t *sh) {
+  sh->st = SH_FREE;
+  if (tg_consumer_free_buffers(sh->c, on_freed, sh) < 0) host_close(sh);
+}
+
+/* What the ring lost before the clone: data its writers could not put
+ * in (overwritten chunks are what a ring is for, not a loss). */
+static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
+                     const Perfetto__Protos__TraceStats *st) {
+  (void)c;
+  (void)msg;
+  snap_host_t *sh = ctx;
+  if (sh->st != SH_STATS) return;
+  if (!status && st) {
+    for (size_t i = 0; i < st->n_buffer_stats; i++) {
+      const Perfetto__Protos__TraceStats__BufferStats *b = st->buffer_stats[i];
+      sh->loss += b->chunks_discarded + b->patches_failed + b->abi_violations +
+                  b->trace_writer_packet_loss;
+    }
+  }
+  free_clone(sh);
+}
+
+static void read_more(snap_host_t *sh);
+
+static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  snap_host_t *sh = ctx;
+  if (sh->st != SH_READ) return;
+  if (status) {
+    host_fail(sh, "reading the clone: %s", msg);
+    return;
+  }
+  if (sh->read_packets) { /* until a read brings nothing */
+    read_more(sh);
+    return;
+  }
+  sh->st = SH_STATS;
+  if (tg_consumer_get_trace_stats(sh->c, on_stats, sh) < 0) free_clone(sh);
+}
+
+static void read_more(snap_host_t *sh) {
+  sh->read_packets = 0;
+  int rv = tg_consumer_read_buffers(sh->c, on_packet, on_read, sh);
+  if (rv < 0) host_fail(sh, "reading the clone: %s", tg_strerror(rv));
+}
+
+static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) {
+  (void)c;
+  snap_host_t *sh = ctx;
+  if (sh->st != SH_CLONE) return;
+  if (status) {
+    host_fail(sh, "CloneSession: %s", msg);
+    return;
+  }
+  sh->cloned_ms = coll_now_ms(sh->s->c);
+  sh->st = SH_READ;
+  read_more(sh);
+}
+
+static void on_ready(tg_consumer_t *c, int status, const char *msg) {
+  snap_host_t *sh = tg_consumer_data(c);
+  if (status) {
+    host_fail(sh, "cannot reach the host: %s", msg);
+    return;
+  }
+  sh->st = SH_CLONE;
+  coll_snap_t *s = sh->s;
+  bool origin = s->origin[0] && !strcmp(s->origin, sh->h->t.spec) &&
+                strcmp(s->trigger, "operator") && strcmp(s->trigger, "schedule");
+  tg_consumer_clone_args_t a = {
+      .unique_session_name = s->c->clone_name,
+      .clone_trigger_name = origin ? s->trigger : NULL,
+      .clone_trigger_producer_name = origin && s->producer[0] ? s->producer : NULL,
+      .clone_trigger_producer_uid = s->producer_uid,
+  };
+  int rv = tg_consumer_clone_session(c, &a, on_cloned, sh);
+  if (rv < 0) host_fail(sh, "CloneSession: %s", tg_strerror(rv));
+}
+
+static void maybe_finish(coll_snap_t *s);
+
+static void on_gone(void *ctx, const char *detail) {
+  snap_host_t *sh = ctx;
+  if (sh->failed && detail && detail[0] && strlen(sh->err) + 3 < sizeof(sh->err))
+    snprintf(sh->err + strlen(sh->err), sizeof(sh->err) - strlen(sh->err),
+             " (%s)", detail);
+  sh->st = SH_RELEASED;
+  sh->c = NULL;
+  sh->s->open--;
+  maybe_finish(sh->s);
+}
+
+static void on_close(tg_consumer_t *c, int status, const char *msg) {
+  snap_host_t *sh = tg_consumer_data(c);
+  if (sh->st < SH_FREE && !sh->failed) {
+    sh->failed = true;
+    snprintf(sh->err, sizeof(sh->err), "the connection closed: %s",
+             status ? msg : "before the clone was read");
+  }
+  if (!sh->failed) sh->s->delivered++;
+  sh->s->c->fleet.dialer.release(sh->conn, on_gone, sh);
+}
+
+static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
+                                            .on_close = on_close};
+
+static void host_start(snap_host_t *sh) {
+  coll_t *c = sh->s->c;
+  char err[512] = "";
+  tg_consumer_t *cons = NULL;
+  void *conn = NULL;
+  int rv = c->fleet.dialer.open(c->fleet.dialer.ctx, sh->fh, &clone_cbs, &cons,
+                                &conn, err, sizeof(err));
+  if (rv < 0) {
+    sh->st = SH_RELEASED;
+    sh->failed = true;
+    snprintf(sh->err, sizeof(sh->err), "cannot connect: %.400s", err);
+    return;
+  }
+  tg_consumer_set_data(cons, sh);
+  sh->c = cons;
+  sh->conn = conn;
+  sh->st = SH_DIAL;
+  sh->s->open++;
+}
+
+/* --- the end --------------------------------------------------------------- */
+
+static int64_t host_real_ms(const tg_fleet_host_t *fh, uint64_t boot_ns) {
+  if (!fh->clock.estimates || !boot_ns) return 0;
+  const tg_clock_sample_t *b = &fh->clock.best;
+  int64_t real = (int64_t)b->remote[TG_CLK_REALTIME] +
+                 ((int64_t)boot_ns - (int64_t)b->remote[TG_CLK_BOOTTIME]);
+  return real / 1000000;
+}
+
+static void after_sync(uv_work_t *w, int status);
+
+static void sync_work(uv_work_t *w) {
+  coll_snap_t *s = w->data;
+  s->sync_err = tg_coll_writer_sync(s->w);
+}
+
+/* |bytes|: the file's, taken before finish consumed the writer. */
+static void account(coll_snap_t *s, uint64_t bytes) {
+  coll_counts_t *k = &s->c->counts;
+  if (s->result < 0) {
+    k->snapshot_errors++;
+  } else {
+    k->snapshots[s->state]++;
+    k->bytes_stored += s->state == TG_COLL_FAILED ? 0 : bytes;
+  }
+  uint64_t ms = (uv_hrtime() - s->t0) / 1000000;
+  for (size_t i = 0; i < 8; i++)
+    if (ms <= coll_dur_bounds_ms[i]) k->dur_buckets[i]++;
+  k->dur_count++;
+  k->dur_sum_s += (double)ms / 1000.0;
+}
+
+static void snap_free(uv_handle_t *t) {
+  coll_snap_t *s = t->data;
+  for (size_t i = 0; i < s->n; i++) tg_merge_host_free(&s->hosts[i].mh);
+  tg_merge_free(&s->m);
+  tg_buf_free(&s->out);
+  free(s->hosts);
+  free(s);
+}
+
+static void store_result(coll_snap_t *s) {
+  coll_t *c = s->c;
+  tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
+  uint64_t packets = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    snap_host_t *sh = &s->hosts[i];
+    rs[i] = (tg_coll_host_result_t){
+        .host = sh->h->t.spec,
+        .outcome = sh->failed ? TG_COLL_HOST_FAILED : TG_COLL_HOST_OK,
+        .error = sh->failed ? sh->err : NULL,
+        .bytes = sh->bytes,
+        .packets = sh->packets,
+        .loss = sh->loss + sh->mh.malformed,
+        .window_first_ms = host_real_ms(sh->fh, sh->first_ts),
+        .window_last_ms = host_real_ms(sh->fh, sh->last_ts),
+    };
+    packets += sh->packets;
+    c->counts.host_loss += rs[i].loss;
+  }
+  tg_coll_result_t r = {.packets = packets, .hosts = rs, .n_hosts = s->n};
+  uint64_t bytes = tg_coll_writer_bytes(s->w);
+  if (!rs) {
+    s->result = tg_coll_store_abort(c->store, s->w, "out of memory");
+    s->result = s->result ? s->result : -ENOMEM;
+    s->state = TG_COLL_FAILED;
+  } else if (s->write_err || s->sync_err) {
+    char why[160];
+    snprintf(why, sizeof(why), "cannot write the snapshot: %s",
+             tg_strerror(s->write_err ? s->write_err : s->sync_err));
+    TG_ERROR("snapshot %016" PRIx64 ": %s", s->id, why);
+    s->result = tg_coll_store_abort(c->store, s->w, why);
+    s->state = TG_COLL_FAILED;
+  } else {
+    s->result = tg_coll_store_finish(c->store, s->w, &r);
+    s->state = s->delivered == 0 ? TG_COLL_FAILED
+               : s->delivered < s->n ? TG_COLL_PARTIAL
+                                     : TG_COLL_COMPLETE;
+  }
+  account(s, bytes);
+  s->w = NULL;
+  free(rs);
+  TG_INFO("snapshot %016" PRIx64 " (%s): %s, %zu of %zu hosts, "
+         "%" PRIu64 " packets, %" PRIu64 " bytes", s->id, s->trigger,
+         s->result < 0 ? "not stored" : tg_coll_state_name(s->state),
+         s->delivered, s->n, packets, bytes);
+  if (c->current == s) c->current = NULL;
+  coll_api_snapshot_done(c, s);
+  if (s->done) s->done(c, s, s->done_ctx);
+  uv_close((uv_handle_t *)&s->deadline, snap_free);
+  if (c->stopping) {
+    uv_stop(c->loop); /* coll_stop() waited for this one */
+    return;
+  }
+  coll_retain(c);
+}
+
+static void after_sync(uv_work_t *w, int status) {
+  coll_snap_t *s = w->data;
+  if (status) s->sync_err = status;
+  store_result(s);
+}
+
+static void maybe_finish(coll_snap_t *s) {
+  if (s->open || s->finishing) return;
+  s->finishing = true;
+  uv_timer_stop(&s->deadline);
+  flush_out(s);
+  s->work.data = s;
+  if (s->write_err ||
+      uv_queue_work(s->c->loop, &s->work, sync_work, after_sync) != 0)
+    store_result(s); /* finish syncs on this thread */
+}
+
+static void on_deadline(uv_timer_t *t) {
+  coll_snap_t *s = t->data;
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].st < SH_CLOSING && s->hosts[i].st != SH_SKIPPED)
+      host_fail(&s->hosts[i], "no answer within %d s", SNAP_DEADLINE_MS / 1000);
+}
+
+void coll_snap_cut(coll_snap_t *s) {
+  s->cut = true;
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].st < SH_CLOSING && s->hosts[i].st != SH_SKIPPED)
+      host_fail(&s->hosts[i], "the collector is stopping");
+}
+
+/* --- the start --------------------------------------------------------------- */
+
+int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
+                    coll_snap_done_fn done, void *ctx, coll_snap_t **out,
+                    uint64_t *id) {
+  coll_snap_t *s = calloc(1, sizeof(*s));
+  if (!s) return -ENOMEM;
+  s->c = c;
+  s->t0 = uv_hrtime();
+  s->done = done;
+  s->done_ctx = ctx;
+  snprintf(s->trigger, sizeof(s->trigger), "%s", r->trigger);
+  snprintf(s->origin, sizeof(s->origin), "%s", r->origin ? r->origin : "");
+  snprintf(s->producer, sizeof(s->producer), "%s",
+           r->producer_name ? r->producer_name : "");
+  s->producer_uid = r->producer_uid;
+  for (size_t i = 0; i < c->n; i++)
+    if (coll_host_in_group(c, &c->hosts[i], r->group)) s->n++;
+  s->hosts = calloc(s->n ? s->n : 1, sizeof(*s->hosts));
+  tg_buf_init(&s->out, WRITE_CHUNK + (64u << 20));
+  if (!s->hosts) {
+    free(s);
+    return -ENOMEM;
+  }
+  tg_coll_begin_t b = {.trigger = r->trigger,
+                       .reason = r->reason,
+                       .origin = r->origin};
+  int rv = tg_coll_store_begin(c->store, &b, &s->w, &s->id);
+  if (rv < 0) {
+    c->counts.snapshot_errors++;
+    TG_ERROR("snapshot (%s): the store refused to begin: %s",
+           r->trigger, tg_strerror(rv));
+    free(s->hosts);
+    tg_buf_free(&s->out);
+    free(s);
+    return rv;
+  }
+  s->started_ms = coll_now_ms(c);
+  tg_merge_init(&s->m, sink, s);
+  tg_merge_self_t self;
+  tg_merge_self_read(&self);
+  rv = tg_merge_head(&s->m, &self);
+  uv_timer_init(c->loop, &s->deadline);
+  s->deadline.data = s;
+  c->current = s;
+  size_t k = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    coll_host_t *h = &c->hosts[i];
+    if (!coll_host_in_group(c, h, r->group)) continue;
+    snap_host_t *sh = &s->hosts[k];
+    sh->s = s;
+    sh->h = h;
+    sh->fh = h->fh;
+    tg_merge_host_init(&sh->mh, k);
+    k++;
+    if (!h->fh || !h->ring_up || !tg_fleet_host_tracing(h->fh)) {
+      sh->st = SH_SKIPPED;
+      sh->failed = true;
+      snprintf(sh->err, sizeof(sh->err), "not tracing (%s%s%.400s)", h->state,
+               h->why[0] ? ": " : "", h->why);
+      continue;
+    }
+    s->asked++;
+    host_start(sh);
+  }
+  TG_INFO("snapshot %016" PRIx64 " (%s%s%s): cloning %zu of %zu "
+         "hosts", s->id, r->trigger, s->origin[0] ? " from " : "", s->origin,
+         s->asked, s->n);
+  *out = s;
+  *id = s->id;
+  if (rv < 0) s->write_err = rv;
+  uv_timer_start(&s->deadline, on_deadline, SNAP_DEADLINE_MS, 0);
+  maybe_finish(s); /* no host to ask */
+  return 0;
+}

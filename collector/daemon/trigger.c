@@ -1,0 +1,209 @@
+/* Where snapshots come from (coll.h): operators (HTTP, `tracegate
+ * snapshot --collector`), hosts' CLONE_SNAPSHOT triggers (ObserveEvents
+ * on each ring's holder connection: clone_trigger_hit), and the schedule.
+ *
+ * Storms: one snapshot runs at a time. A trigger within coalesce_window
+ * of the start of the snapshot under way is served by it; a later one
+ * during it queues one more snapshot, and every trigger until that one
+ * starts is folded into it. Beyond max_snapshots_per_minute begun in the
+ * current minute a trigger is refused (-EAGAIN) and counted. So a host
+ * firing thousands of triggers costs a counter each, never a snapshot
+ * each.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collector/daemon/coll.h"
+#include "common/log.h"
+#include "common/printable.h"
+#include "tracegate/error.h"
+
+#define RETENTION_PERIOD_MS 60000
+
+static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx);
+
+static bool capped(coll_t *c) {
+  int64_t now = coll_now_ms(c);
+  if (now - c->minute_start_ms >= 60000 || now < c->minute_start_ms) {
+    c->minute_start_ms = now;
+    c->minute_count = 0;
+  }
+  return c->minute_count >= c->cfg.max_snapshots_per_minute;
+}
+
+static int begin(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
+  coll_snap_t *s;
+  c->minute_count++;
+  c->current_started_ms = coll_now_ms(c);
+  snprintf(c->current_group, sizeof(c->current_group), "%s", r->group);
+  return coll_snap_begin(c, r, start_queued, NULL, &s, id);
+}
+
+/* The snapshot under way ended: the queued one, if any, begins. */
+static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
+  (void)ended;
+  (void)ctx;
+  if (!c->queued || c->stopping) return;
+  c->queued = false;
+  coll_trigger_req_t r = {.trigger = c->queued_trigger,
+                          .reason = c->queued_reason,
+                          .origin = c->queued_origin,
+                          .group = c->queued_group};
+  uint64_t id;
+  int rv = begin(c, &r, &id);
+  if (rv < 0) {
+    TG_ERROR("queued snapshot (%s): %s", c->queued_trigger,
+           tg_strerror(rv));
+    coll_api_queued_failed(c, rv);
+  } else {
+    coll_api_queued_begun(c, id);
+  }
+}
+
+int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
+  *id = 0;
+  c->counts.trigger_hits++;
+  if (c->stopping) return -ESHUTDOWN;
+  if (c->current) {
+    int64_t age = coll_now_ms(c) - c->current_started_ms;
+    if (age >= 0 && age < c->cfg.coalesce_window_ms &&
+        !strcmp(r->group, c->current_group)) {
+      c->counts.triggers_coalesced++;
+      *id = coll_snap_id(c->current);
+      return 0;
+    }
+    if (c->queued) { /* folded into the one queued */
+      c->counts.triggers_coalesced++;
+      if (strcmp(c->queued_group, r->group)) /* widen: every host */
+        snprintf(c->queued_group, sizeof(c->queued_group), "all");
+      return 0;
+    }
+    if (capped(c)) {
+      c->counts.triggers_capped++;
+      return -EAGAIN;
+    }
+    c->queued = true;
+    snprintf(c->queued_trigger, sizeof(c->queued_trigger), "%s", r->trigger);
+    snprintf(c->queued_reason, sizeof(c->queued_reason), "%s",
+             r->reason ? r->reason : "");
+    snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
+             r->origin ? r->origin : "");
+    snprintf(c->queued_group, sizeof(c->queued_group), "%s", r->group);
+    return 0;
+  }
+  if (capped(c)) {
+    c->counts.triggers_capped++;
+    return -EAGAIN;
+  }
+  return begin(c, r, id);
+}
+
+/* --- hosts' triggers ------------------------------------------------------ */
+
+static void on_events(tg_consumer_t *cons, void *ctx, int status,
+                      const char *msg, bool has_more,
+                      const Perfetto__Protos__ObservableEvents *ev) {
+  (void)msg;
+  (void)has_more;
+  coll_host_t *h = ctx;
+  if (status || !ev || !ev->clone_trigger_hit || !h->fh || h->fh->c != cons)
+    return;
+  const Perfetto__Protos__ObservableEvents__CloneTriggerHit *hit =
+      ev->clone_trigger_hit;
+  const char *name = hit->trigger_name ? hit->trigger_name : "";
+  coll_t *c = h->c;
+  const tg_coll_trigger_t *t = NULL;
+  for (size_t i = 0; i < c->cfg.n_triggers && !t; i++)
+    if (!strcmp(c->cfg.triggers[i].name, name)) t = &c->cfg.triggers[i];
+  char safe[TG_COLL_TRIGGER_MAX + 1];
+  tg_printable(safe, sizeof(safe), name);
+  if (!t) {
+    /* The ring's config names only the config's triggers: the service
+     * or a relay sent something else. */
+    TG_WARN("host %s: clone_trigger_hit for '%s', not a trigger "
+           "of the config: ignored", h->t.spec, safe);
+    return;
+  }
+  char reason[TG_COLL_REASON_MAX + 1];
+  char prod[96];
+  tg_printable(prod, sizeof(prod), hit->producer_name ? hit->producer_name : "");
+  snprintf(reason, sizeof(reason), "trigger '%s' on %s%s%s", safe, h->t.spec,
+           prod[0] ? " by " : "", prod);
+  coll_trigger_req_t r = {.trigger = name,
+                          .reason = reason,
+                          .origin = h->t.spec,
+                          .group = t->group,
+                          .producer_name = hit->producer_name,
+                          .producer_uid = hit->has_producer_uid ? hit->producer_uid : 0};
+  uint64_t id;
+  int rv = coll_trigger(c, &r, &id);
+  if (rv < 0)
+    TG_WARN("host %s: trigger '%s': %s", h->t.spec, safe,
+           rv == -EAGAIN ? "over max_snapshots_per_minute, not snapshotted"
+                         : tg_strerror(rv));
+  else if (id)
+    TG_INFO("host %s: trigger '%s' -> snapshot %016" PRIx64,
+           h->t.spec, safe, id);
+}
+
+void coll_watch_host(coll_t *c, coll_host_t *h) {
+  if (!c->cfg.n_triggers || !h->fh || !h->fh->c) return;
+  Perfetto__Protos__ObservableEvents__Type t =
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT;
+  int rv = tg_consumer_observe_events(h->fh->c, &t, 1, on_events, h);
+  if (rv < 0)
+    TG_WARN("host %s: cannot watch its triggers: %s", h->t.spec,
+           tg_strerror(rv));
+}
+
+/* --- the schedule and retention -------------------------------------------- */
+
+static void on_schedule(uv_timer_t *t) {
+  coll_t *c = t->data;
+  coll_trigger_req_t r = {.trigger = "schedule",
+                          .reason = "snapshot_every",
+                          .origin = "",
+                          .group = "all"};
+  uint64_t id;
+  int rv = coll_trigger(c, &r, &id);
+  if (rv < 0)
+    TG_WARN("scheduled snapshot: %s", tg_strerror(rv));
+}
+
+void coll_retain(coll_t *c) {
+  /* A bounded number of steps per call: the loop serves others between. */
+  for (int i = 0; i < 64; i++) {
+    tg_coll_retained_t out;
+    int rv = tg_coll_store_retain(c->store, &out);
+    if (rv < 0) {
+      TG_WARN("retention: %s", tg_strerror(rv));
+      return;
+    }
+    if (rv == 0) return;
+    TG_INFO("retention: snapshot %016" PRIx64 " (%" PRIu64
+           " bytes) deleted (%s)", out.id, out.bytes,
+           tg_coll_verdict_name(out.verdict));
+  }
+}
+
+static void on_retention(uv_timer_t *t) { coll_retain(t->data); }
+
+void coll_trigger_start(coll_t *c) {
+  uv_timer_init(c->loop, &c->schedule);
+  uv_timer_init(c->loop, &c->retention);
+  c->schedule.data = c->retention.data = c;
+  if (c->cfg.snapshot_every_ms)
+    uv_timer_start(&c->schedule, on_schedule,
+                   (uint64_t)c->cfg.snapshot_every_ms,
+                   (uint64_t)c->cfg.snapshot_every_ms);
+  uv_timer_start(&c->retention, on_retention, RETENTION_PERIOD_MS,
+                 RETENTION_PERIOD_MS);
+  coll_retain(c);
+}
+
+void coll_trigger_stop(coll_t *c) {
+  uv_close((uv_handle_t *)&c->schedule, NULL);
+  uv_close((uv_handle_t *)&c->retention, NULL);
+}
