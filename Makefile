@@ -4,6 +4,9 @@
 #   make demo     deps, release build, then a fleet trace on loopback: two
 #                 hosts (service, probes, app, relay each) recorded through
 #                 mutual TLS into demo.pftrace (deploy/demo/demo.sh)
+#   make collector-demo  the same hosts under tracegate-collector: an app's
+#                 trigger snapshots both into the store, listed, the web
+#                 page's URL printed (deploy/demo/collector-demo.sh)
 #   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
 #                 threaded tests, a Release build (what packagers make),
 #                 a build without OpenSSL (mbedtls alone) through the TLS
@@ -41,7 +44,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
                 fuzz_ds_descriptor fuzz_collector_id fuzz_collector_config
 
-.PHONY: all deps build demo install test test-asan test-tsan test-release \
+.PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke bench clean
 
 all: build
@@ -55,6 +58,9 @@ build: deps
 
 demo: build
 	@sh deploy/demo/demo.sh $(REL_DIR) demo.pftrace
+
+collector-demo: build
+	@sh deploy/demo/collector-demo.sh $(REL_DIR)
 
 # The prefix is fixed at configure time: the pkg-config file and the systemd
 # units' ExecStart= paths are written for it. Layout: deploy/CMakeLists.txt;

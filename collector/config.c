@@ -283,6 +283,10 @@ static bool parse_shard(const char *v, tg_coll_config_t *c) {
   return true;
 }
 
+int tg_coll_config_set_shard(tg_coll_config_t *c, const char *text) {
+  return text && parse_shard(text, c) ? 0 : -EINVAL;
+}
+
 /* Dot-separated labels of 1..63 [A-Za-z0-9-], none starting or ending
  * with '-'; at most TG_COLL_CONFIG_DNS_MAX bytes, no final dot. */
 static bool dns_name_ok(const char *s, size_t n) {

@@ -188,6 +188,11 @@ int tg_coll_config_load(const char *path, tg_coll_config_t *out,
                         tg_coll_config_warn_fn warn, void *warn_ctx, char *err,
                         size_t errn);
 
+/* Sets the shard from |text| ("I/N", as the shard key takes it): for a
+ * command line that overrides the file (a StatefulSet's ordinal). 0, or
+ * -EINVAL with |c| unchanged. */
+int tg_coll_config_set_shard(tg_coll_config_t *c, const char *text);
+
 /* Frees what a parse allocated and leaves |c| with no groups; NULL-safe,
  * and safe to call twice. */
 void tg_coll_config_free(tg_coll_config_t *c);

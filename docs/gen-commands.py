@@ -43,6 +43,7 @@ PROGRAMS = {
     "tracegated": ("build", "service/tracegated"),
     "tracegate": ("build", "consumer/tracegate"),
     "tracegate-relay": ("build", "relay/tracegate-relay"),
+    "tracegate-collector": ("build", "collector/daemon/tracegate-collector"),
     "tracegate-probes": ("build", "agent/probes/tracegate-probes"),
     "tracegate-emit": ("build", "agent/emit/tracegate-emit"),
     "tg-certs": ("src", "deploy/certs/tg-certs"),

@@ -40,7 +40,7 @@ static void usage_tail(void) {
       "the schedule (snapshot_every).\n"
       "\n"
       "The config file's keys, the HTTP API and the metrics: docs/collector.md.\n"
-      "  tracegate-collector --config /etc/tracegate/collector.conf\n"
+      "  tracegate-collector --config /etc/tracegate-collector/collector.conf\n"
       "  tracegate-collector --config collector.conf --check-config\n"
       "\n"
       "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
@@ -48,13 +48,16 @@ static void usage_tail(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *config = NULL;
+  const char *config = NULL, *shard = NULL;
   int log_level = TG_LOG_INFO;
   bool check = false, version = false;
   uint64_t ready_fd = 0;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &config, "FILE",
        "-c: the config file (docs/collector.md, \"Config\")", 0, 0},
+      {"shard", TG_FLAG_STRING, &shard, "I/N",
+       "take shard I of N of the inventory, overriding the config's shard "
+       "(a Kubernetes StatefulSet passes its pod's ordinal)", 0, 0},
       {"check-config", TG_FLAG_BOOL, &check, NULL,
        "read the config, the inventory and the flight config, say what is "
        "wrong, and exit (0: all good)", 0, 0},
@@ -92,6 +95,12 @@ int main(int argc, char **argv) {
   if (tg_coll_config_load(config, &cfg, on_warning, NULL, err, sizeof(err)) < 0) {
     fprintf(stderr, COLL_PROG ": %s\n", err);
     return 1;
+  }
+  if (shard && tg_coll_config_set_shard(&cfg, shard) < 0) {
+    fprintf(stderr, COLL_PROG ": --shard: expected I/N with 0 <= I < N <= "
+            "65536, not '%.64s'\n", shard);
+    tg_coll_config_free(&cfg);
+    return 2;
   }
   coll.ready_fd = (int)ready_fd;
   coll.check_only = check;

@@ -729,8 +729,27 @@ static void config_loads_a_file_relative_to_its_directory(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+/* --shard overrides the file's shard with the same syntax and range. */
+static void config_shard_can_be_set_from_a_command_line(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  tg_coll_config_defaults(&c);
+  assert_int_equal(tg_coll_config_set_shard(&c, "2/3"), 0);
+  assert_int_equal(c.shard_index, 2);
+  assert_int_equal(c.shard_count, 3);
+  const char *bad[] = {"3/3", "1/0", "01/3", "-1/3", "1/65537", "1", "1/2/3",
+                       " 1/2", "1/2 ", ""};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(tg_coll_config_set_shard(&c, bad[i]), -EINVAL);
+    assert_int_equal(c.shard_index, 2); /* unchanged */
+    assert_int_equal(c.shard_count, 3);
+  }
+  assert_int_equal(tg_coll_config_set_shard(&c, NULL), -EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(config_shard_can_be_set_from_a_command_line),
       cmocka_unit_test(config_reads_every_key),
       cmocka_unit_test(config_defaults_fill_what_is_not_set),
       cmocka_unit_test(config_names_the_missing_required_keys),

@@ -32,7 +32,7 @@ case $UNITDIR in
   *) SRC_UNITS=$ROOT$PREFIX/$UNITDIR ;;
 esac
 
-UNITS="tracegated.service tracegate-relay.service tracegate-probes.service"
+UNITS="tracegated.service tracegate-relay.service tracegate-probes.service tracegate-collector.service"
 for u in $UNITS; do
   [ -f "$SRC_UNITS/$u" ] || die "$u not installed in $SRC_UNITS"
   # Only the program paths of the install move into the DESTDIR.
@@ -76,7 +76,7 @@ else
   systemd-sysusers --root="$SYSROOT" \
     "$ROOT$PREFIX/lib/sysusers.d/tracegate.conf" >"$WORK/sysusers.log" 2>&1 ||
     { cat "$WORK/sysusers.log"; die "systemd-sysusers"; }
-  for u in tracegate tracegate-relay; do
+  for u in tracegate tracegate-relay tracegate-collector; do
     grep -q "^$u:" "$SYSROOT/etc/passwd" || die "sysusers did not create user $u"
   done
   relay_gid=$(awk -F: '$1 == "tracegate-relay" { print $3 }' "$SYSROOT/etc/group")
@@ -93,7 +93,11 @@ else
   got=$(stat -c '%a %u %g' "$SYSROOT/etc/tracegate" "$SYSROOT/etc/tracegate/relay.key" | tr '\n' ' ')
   [ "$got" = "750 0 $relay_gid 640 0 $relay_gid " ] ||
     die "/etc/tracegate and relay.key: got '$got', want 750/640 root:tracegate-relay ($relay_gid)"
-  say "sysusers.d and tmpfiles.d: users created, /etc/tracegate 0750 and relay.key 0640 root:tracegate-relay"
+  coll_gid=$(awk -F: '$1 == "tracegate-collector" { print $3 }' "$SYSROOT/etc/group")
+  got=$(stat -c '%a %u %g' "$SYSROOT/etc/tracegate-collector" | tr '\n' ' ')
+  [ "$got" = "750 0 $coll_gid " ] ||
+    die "/etc/tracegate-collector: got '$got', want 750 root:tracegate-collector ($coll_gid)"
+  say "sysusers.d and tmpfiles.d: users created, /etc/tracegate 0750 and relay.key 0640 root:tracegate-relay, /etc/tracegate-collector 0750 root:tracegate-collector"
 fi
 
 cd /
