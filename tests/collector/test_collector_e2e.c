@@ -380,10 +380,59 @@ static void a_host_trigger_snapshots_the_fleet(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* kill -9 mid-snapshot: the clones wait for the producers' flush (not
+ * acknowledged yet) when the collector dies. After the restart the
+ * snapshot whose id was returned is still a row (failed: interrupted),
+ * nothing is pending, and the next snapshot holds every packet. */
+static void a_collector_killed_mid_snapshot(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c);
+  fleet_commit_packets(&h[0].p, 0, "midA", 1, 3);
+  fleet_commit_packets(&h[1].p, 0, "midB", 1, 3);
+  const char *json = fleet_in_dir("mid.json");
+  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=mid", json), 202);
+  char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "id") + 1);
+  uint64_t flush[2];
+  for (size_t i = 0; i < 2; i++) {
+    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[i] > 0);
+  }
+  assert_int_equal(tg_test_exit_code(tg_test_stop(c.pid, SIGKILL, FLEET_WAIT_MS)),
+                   128 + SIGKILL);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+
+  collector_start(&c);
+  char path[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  assert_int_equal(http(&c, "GET", path, json), 200);
+  assert_json(json, "snapshot.state", "\"failed\"");
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=pending", json), 200);
+  assert_json(json, "snapshots", "[]");
+  wait_hosts(&c, 2, "tracing");
+  json = fleet_in_dir("mid2.json");
+  const char *id2 = snapshot(&c, h, 2, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  const char *trace = fleet_in_dir("mid.pftrace");
+  download(&c, id2, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "midA", 1, 3);
+  fleet_trace_assert_values(&t, "midB", 1, 3);
+  fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(operator_snapshots_and_a_killed_collector),
       cmocka_unit_test(a_host_trigger_snapshots_the_fleet),
+      cmocka_unit_test(a_collector_killed_mid_snapshot),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
