@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
 #include "collector/shard.h"
+#include "common/fnv1a.h"
 #include "common/log.h"
 #include "consumer/pbtxt.h"
 #include "pb/config/trace_config.pb-c.h"
@@ -147,11 +149,28 @@ static const tg_fleet_host_cbs_t host_cbs = {
     .on_finished = on_finished,
 };
 
+/* |h|'s key and its copy of the flight config, named with it. */
+static int host_ring(coll_t *c, coll_host_t *h) {
+  uint64_t k = tg_fnv1a(TG_FNV1A_SEED, h->t.spec, strlen(h->t.spec));
+  snprintf(h->key, sizeof(h->key), "%s-%016" PRIx64, c->cfg.session_key, k);
+  char *old = c->flight->unique_session_name;
+  c->flight->unique_session_name = h->key;
+  h->config_len = perfetto__protos__trace_config__get_packed_size(c->flight);
+  h->config = malloc(h->config_len);
+  if (h->config) perfetto__protos__trace_config__pack(c->flight, h->config);
+  c->flight->unique_session_name = old;
+  return h->config ? 0 : -ENOMEM;
+}
+
 static int holder_new(coll_host_t *h) {
   tg_fleet_host_t *fh = calloc(1, sizeof(*fh));
   if (!fh) return -ENOMEM;
   int rv = tg_fleet_host_init(&h->c->fleet, fh, h->index, h->t.spec, &h->t, h);
   h->fh = fh;
+  /* Attach mode: the host attaches by this key, else enables this. */
+  snprintf(fh->key, sizeof(fh->key), "%s", h->key);
+  fh->config = h->config;
+  fh->config_len = h->config_len;
   return rv;
 }
 
@@ -241,45 +260,48 @@ static int load_flight(coll_t *c) {
     rv = -EINVAL;
     goto out;
   }
-  snprintf(c->clone_name, sizeof(c->clone_name), "%s", c->cfg.session_key);
-  char *old = tc->unique_session_name;
-  tc->unique_session_name = c->clone_name;
   /* The config's triggers snapshot the ring (CLONE_SNAPSHOT: the service
    * tells the session's consumer, trigger.c). Perfetto's traced wants a
    * trigger_timeout_ms of at most 7 days with any trigger mode, and ends
    * the session then: the holder fails and a fresh ring starts (coll.c's
-   * restart). */
-  Perfetto__Protos__TraceConfig__TriggerConfig trig =
-      PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger
-      tv[TG_COLL_CONFIG_TRIGGERS_MAX];
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger
-      *tp[TG_COLL_CONFIG_TRIGGERS_MAX];
+   * restart). Built once here, owned by |tc| (freed with it). */
   if (c->cfg.n_triggers) {
-    trig.has_trigger_mode = true;
-    trig.trigger_mode =
-        PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
-    trig.has_trigger_timeout_ms = true;
-    trig.trigger_timeout_ms = RING_TRIGGER_TIMEOUT_MS;
-    for (size_t i = 0; i < c->cfg.n_triggers; i++) {
-      perfetto__protos__trace_config__trigger_config__trigger__init(&tv[i]);
-      tv[i].name = c->cfg.triggers[i].name;
-      tp[i] = &tv[i];
+    Perfetto__Protos__TraceConfig__TriggerConfig *trig = calloc(1, sizeof(*trig));
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger **tp =
+        calloc(c->cfg.n_triggers, sizeof(*tp));
+    if (!trig || !tp) {
+      free(trig);
+      free(tp);
+      perfetto__protos__trace_config__free_unpacked(tc, NULL);
+      rv = -ENOMEM;
+      goto out;
     }
-    trig.n_triggers = c->cfg.n_triggers;
-    trig.triggers = tp;
-    tc->trigger_config = &trig;
+    perfetto__protos__trace_config__trigger_config__init(trig);
+    trig->has_trigger_mode = true;
+    trig->trigger_mode =
+        PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
+    trig->has_trigger_timeout_ms = true;
+    trig->trigger_timeout_ms = RING_TRIGGER_TIMEOUT_MS;
+    trig->triggers = tp;
+    tc->trigger_config = trig;
+    for (size_t i = 0; i < c->cfg.n_triggers; i++) {
+      Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t =
+          malloc(sizeof(*t));
+      char *name = strdup(c->cfg.triggers[i].name);
+      if (!t || !name) {
+        free(t);
+        free(name);
+        perfetto__protos__trace_config__free_unpacked(tc, NULL);
+        rv = -ENOMEM;
+        goto out;
+      }
+      perfetto__protos__trace_config__trigger_config__trigger__init(t);
+      t->name = name;
+      tp[trig->n_triggers++] = t;
+    }
   }
-  size_t n = perfetto__protos__trace_config__get_packed_size(tc);
-  uint8_t *p = tg_buf_reserve(&c->flight, n);
-  if (p) {
-    perfetto__protos__trace_config__pack(tc, p);
-    tg_buf_commit(&c->flight, n);
-  }
-  tc->unique_session_name = old;
-  tc->trigger_config = NULL; /* ours, on the stack */
-  perfetto__protos__trace_config__free_unpacked(tc, NULL);
-  rv = p ? 0 : -ENOMEM;
+  c->flight = tc;
+  rv = 0;
 out:
   tg_buf_free(&text);
   tg_buf_free(&wire);
@@ -328,7 +350,6 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   c->loop = loop;
   c->cfg = *cfg;
   memset(cfg, 0, sizeof(*cfg));
-  tg_buf_init(&c->flight, FLIGHT_CONFIG_MAX);
   if (load_flight(c) < 0 || load_hosts(c) < 0) return -1;
 
   if (c->cfg.tls) {
@@ -388,9 +409,9 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
 
   c->fleet = (tg_fleet_t){
       .loop = loop,
-      .o = {.config = tg_buf_begin(&c->flight),
-            .config_len = tg_buf_size(&c->flight),
-            .attach_key = c->cfg.session_key,
+      /* Every host has its own config and key (host_ring): the fleet's
+       * attach key only puts the hosts in attach mode. */
+      .o = {.attach_key = c->cfg.session_key,
             .enable_if_absent = true,
             .hold = true,
             .compress_level = (int)c->cfg.compress_level,
@@ -404,6 +425,7 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   if (tg_fleet_init(&c->fleet) < 0) return -1;
   for (size_t i = 0; i < c->n; i++) {
     coll_host_t *h = &c->hosts[i];
+    if (host_ring(c, h) < 0) return -1;
     uv_timer_init(loop, &h->restart);
     h->restart.data = h;
     if (holder_new(h) < 0) return -1;

@@ -42,6 +42,12 @@ typedef struct coll_host {
   coll_t *c;
   size_t index;
   cli_target_t t;
+  /* Its ring's resume key and session name: "<session_key>-<16 hex of
+   * FNV-1a 64 of its spec>", so that inventory entries reaching one relay
+   * never share a ring. */
+  char key[TG_COLL_CONFIG_NAME_MAX + 18];
+  uint8_t *config; /* the flight config named |key|, serialised; owned */
+  size_t config_len;
   tg_fleet_host_t *fh;  /* the ring's holder (NULL before the first start) */
   tg_fleet_host_t *old; /* the holder before a restart, until it is closed */
   uv_timer_t restart;   /* a failed holder starts again when it fires */
@@ -72,8 +78,9 @@ extern const uint32_t coll_dur_bounds_ms[8];
 struct coll {
   uv_loop_t *loop;
   tg_coll_config_t cfg;
-  tg_buf_t flight; /* the ring TraceConfig, serialised, named for clones */
-  char clone_name[130]; /* its unique_session_name (the session key) */
+  /* The ring's TraceConfig, checked, with its trigger_config made: each
+   * host's copy is this, named with the host's key (coll_host_t). */
+  struct Perfetto__Protos__TraceConfig *flight;
   tg_tls_config_t *tls;
   cli_remote_env_t env;
   tg_fleet_t fleet;

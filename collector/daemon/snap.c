@@ -270,7 +270,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   bool origin = s->origin[0] && !strcmp(s->origin, sh->h->t.spec) &&
                 strcmp(s->trigger, "operator") && strcmp(s->trigger, "schedule");
   tg_consumer_clone_args_t a = {
-      .unique_session_name = s->c->clone_name,
+      .unique_session_name = sh->h->key,
       .clone_trigger_name = origin ? s->trigger : NULL,
       .clone_trigger_producer_name = origin && s->producer[0] ? s->producer : NULL,
       .clone_trigger_producer_uid = s->producer_uid,

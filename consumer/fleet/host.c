@@ -434,9 +434,10 @@ static void start_recording(tg_fleet_host_t *h) {
   const tg_fleet_t *f = h->fleet;
   const tg_fleet_opts_t *o = &f->o;
   tg_recording_opts_t ro = {
-      .config = o->config,
-      .config_len = o->config_len,
-      .attach_key = o->attach_key,
+      .config = h->config ? h->config : o->config,
+      .config_len = h->config ? h->config_len : o->config_len,
+      /* h->key: the fleet's attach key, or the owner's for this host. */
+      .attach_key = o->attach_key ? h->key : NULL,
       .enable_if_absent = o->enable_if_absent,
       .resume_key = h->key_set ? h->key : NULL,
       /* Through a relay with the key set: exactly once across reconnects. */

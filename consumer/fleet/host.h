@@ -226,6 +226,10 @@ struct tg_fleet_host {
   const char *name;   /* for notices and logs; borrowed */
   const void *target; /* the dialer's; borrowed */
   const char *out_name; /* where its packets go, for "cannot write"; borrowed */
+  /* The owner's TraceConfig for this host alone (NULL: the fleet's);
+   * borrowed, set before tg_fleet_host_start(). */
+  const uint8_t *config;
+  size_t config_len;
   void *data;         /* the owner's */
   tg_fleet_slot_t slot; /* its place in an admission window (fleet.c) */
 
@@ -266,7 +270,10 @@ struct tg_fleet_host {
   tg_clock_sample_t hb_sample; /* the heartbeat's */
   char lost_why[300];          /* why the link was last lost */
 
-  char key[TG_RELAY_SESSION_KEY_MAX + 1]; /* resume key (or attach_key) */
+  /* The resume key: random, or the fleet's attach_key; an owner may set
+   * one of its own for this host after tg_fleet_host_init() (attach mode:
+   * the host then attaches by it). */
+  char key[TG_RELAY_SESSION_KEY_MAX + 1];
   bool key_shown;
   bool stop_requested;
   bool has_traced;     /* its recording reached TRACING once */
