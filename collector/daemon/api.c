@@ -152,7 +152,7 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
   fprintf(o.f, "{\"shard\":\"%u/%u\",\"inventory\":%zu,\"hosts\":[",
           c->cfg.shard_index, c->cfg.shard_count, c->inventory);
   for (size_t i = 0; i < c->n; i++) {
-    const coll_host_t *h = &c->hosts[i];
+    const coll_host_t *h = c->hosts[i];
     fputs(i ? ",{\"host\":" : "{\"host\":", o.f);
     cli_json_str(o.f, h->t.spec);
     fputs(",\"state\":", o.f);
@@ -365,7 +365,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
   for (size_t i = 0; i < c->n; i++) {
     size_t k = 5;
     for (size_t j = 0; j < 5; j++)
-      if (!strcmp(c->hosts[i].state, states[j])) k = j;
+      if (!strcmp(c->hosts[i]->state, states[j])) k = j;
     by[k]++;
   }
   fputs("# HELP tracegate_collector_hosts Hosts of this collector's shard by "

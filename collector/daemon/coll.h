@@ -37,10 +37,18 @@
 typedef struct coll coll_t;
 typedef struct coll_snap coll_snap_t;
 
-/* One host of the collector's shard. */
+/* The hosts started together: a fleet of the fleet library (which admits
+ * the hosts it was made with). Kept until the process ends. */
+typedef struct coll_gen {
+  tg_fleet_t fleet;
+  struct coll_gen *next;
+} coll_gen_t;
+
+/* One host of the collector's shard (hosts.c). */
 typedef struct coll_host {
   coll_t *c;
-  size_t index;
+  coll_gen_t *gen;
+  size_t index; /* in its generation's fleet */
   cli_target_t t;
   /* Its ring's resume key and session name: "<session_key>-<16 hex of
    * FNV-1a 64 of its spec>", so that inventory entries reaching one relay
@@ -56,7 +64,11 @@ typedef struct coll_host {
   char state[32];       /* "tracing", "reconnecting", "failed", ... */
   char why[600];        /* why it is not tracing ("" when it is) */
   bool ring_up;         /* its ring session is known to exist */
-  bool busy;            /* a snapshot is reading a clone of it */
+  bool finished;        /* its holder finished (a restart is due) */
+  bool removed;         /* out of the inventory: freed once let go */
+  bool freeing;
+  unsigned busy;        /* snapshots holding it (coll_host_release) */
+  tg_list_t gone;       /* in coll_t.gone once removed */
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -83,10 +95,18 @@ struct coll {
   struct Perfetto__Protos__TraceConfig *flight;
   tg_tls_config_t *tls;
   cli_remote_env_t env;
-  tg_fleet_t fleet;
-  coll_host_t *hosts; /* the shard's hosts, n of them */
-  size_t n;
+  tg_fleet_dialer_t dialer; /* over env: the holders' and the clones' */
+  /* hosts.c: the shard's hosts (n, in an array of cap), the generations
+   * they were started in, the removed ones not yet freed, the inventory
+   * file's watch. */
+  coll_host_t **hosts;
+  size_t n, cap;
   size_t inventory; /* hosts in the inventory, all shards */
+  coll_gen_t *gens;
+  tg_list_t gone;
+  uv_fs_event_t watch;
+  uv_timer_t reload_timer;
+  char hosts_base[TG_COLL_CONFIG_PATH_MAX + 1]; /* the file's name */
   tg_coll_catalog_t *shared; /* PostgreSQL, or NULL (the store's SQLite) */
   tg_coll_store_t *store;
   /* trigger.c */
@@ -125,6 +145,19 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
  * reachable from its one static coll_t until then. */
 void coll_stop(coll_t *c);
 int64_t coll_now_ms(coll_t *c);
+/* --- hosts.c --------------------------------------------------------- */
+
+/* Reads the inventory's shard and starts every host's holder (with
+ * check_only: reads it only). Prints what is wrong and returns -1. */
+int coll_hosts_start(coll_t *c);
+/* Reads the inventory again: hosts that stay are untouched, new ones
+ * start, removed ones have their ring ended. |why| for the log. */
+void coll_hosts_reload(coll_t *c, const char *why);
+/* Reloads when the inventory file changes; unwatch at the stop. */
+void coll_hosts_watch(coll_t *c);
+void coll_hosts_unwatch(coll_t *c);
+/* A snapshot lets go of |h| (it took it with h->busy++). */
+void coll_host_release(coll_host_t *h);
 coll_host_t *coll_host_by_name(coll_t *c, const char *spec);
 /* Whether |h| is in |group| ("all": every host). */
 bool coll_host_in_group(const coll_t *c, const coll_host_t *h,

@@ -15,7 +15,7 @@
 /* The process's one collector; static so that what it holds at exit is
  * reachable (the rings stay on the hosts: nothing to tear down). */
 static coll_t coll;
-static uv_signal_t sig_int, sig_term;
+static uv_signal_t sig_int, sig_term, sig_hup;
 
 static void on_warning(void *ctx, const char *text) {
   (void)ctx;
@@ -26,6 +26,12 @@ static void on_signal(uv_signal_t *s, int signum) {
   TG_INFO("%s: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   (void)s;
   coll_stop(&coll);
+}
+
+static void on_hup(uv_signal_t *s, int signum) {
+  (void)s;
+  (void)signum;
+  coll_hosts_reload(&coll, "SIGHUP");
 }
 
 static void usage_tail(void) {
@@ -42,6 +48,10 @@ static void usage_tail(void) {
       "The config file's keys, the HTTP API and the metrics: docs/collector.md.\n"
       "  tracegate-collector --config /etc/tracegate-collector/collector.conf\n"
       "  tracegate-collector --config collector.conf --check-config\n"
+      "\n"
+      "SIGHUP, or a change of the inventory file, reads the inventory again:\n"
+      "hosts that stay are not touched, new ones start, removed ones have\n"
+      "their ring ended.\n"
       "\n"
       "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
       "1 could not start (config, store, TLS, listener), 2 usage.\n");
@@ -118,6 +128,8 @@ int main(int argc, char **argv) {
   uv_signal_init(loop, &sig_term);
   uv_signal_start(&sig_int, on_signal, SIGINT);
   uv_signal_start(&sig_term, on_signal, SIGTERM);
+  uv_signal_init(loop, &sig_hup);
+  uv_signal_start(&sig_hup, on_hup, SIGHUP);
   uv_run(loop, UV_RUN_DEFAULT);
   TG_INFO("stopped");
   return 0;

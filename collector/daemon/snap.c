@@ -300,7 +300,7 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
              status ? msg : "before the clone was read");
   }
   if (!sh->failed) sh->s->delivered++;
-  sh->s->c->fleet.dialer.release(sh->conn, on_gone, sh);
+  sh->s->c->dialer.release(sh->conn, on_gone, sh);
 }
 
 static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
@@ -311,7 +311,7 @@ static void host_start(snap_host_t *sh) {
   char err[512] = "";
   tg_consumer_t *cons = NULL;
   void *conn = NULL;
-  int rv = c->fleet.dialer.open(c->fleet.dialer.ctx, sh->fh, &clone_cbs, &cons,
+  int rv = c->dialer.open(c->dialer.ctx, sh->fh, &clone_cbs, &cons,
                                 &conn, err, sizeof(err));
   if (rv < 0) {
     sh->st = SH_RELEASED;
@@ -361,7 +361,10 @@ static void account(coll_snap_t *s, uint64_t bytes) {
 
 static void snap_free(uv_handle_t *t) {
   coll_snap_t *s = t->data;
-  for (size_t i = 0; i < s->n; i++) tg_merge_host_free(&s->hosts[i].mh);
+  for (size_t i = 0; i < s->n; i++) {
+    tg_merge_host_free(&s->hosts[i].mh);
+    coll_host_release(s->hosts[i].h);
+  }
   tg_merge_free(&s->m);
   tg_buf_free(&s->out);
   free(s->hosts);
@@ -472,7 +475,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
            r->producer_name ? r->producer_name : "");
   s->producer_uid = r->producer_uid;
   for (size_t i = 0; i < c->n; i++)
-    if (coll_host_in_group(c, &c->hosts[i], r->group)) s->n++;
+    if (coll_host_in_group(c, c->hosts[i], r->group)) s->n++;
   s->hosts = calloc(s->n ? s->n : 1, sizeof(*s->hosts));
   tg_buf_init(&s->out, WRITE_CHUNK + (64u << 20));
   if (!s->hosts) {
@@ -502,11 +505,12 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   c->current = s;
   size_t k = 0;
   for (size_t i = 0; i < c->n; i++) {
-    coll_host_t *h = &c->hosts[i];
+    coll_host_t *h = c->hosts[i];
     if (!coll_host_in_group(c, h, r->group)) continue;
     snap_host_t *sh = &s->hosts[k];
     sh->s = s;
     sh->h = h;
+    h->busy++; /* not freed under the snapshot, even if removed */
     sh->fh = h->fh;
     tg_merge_host_init(&sh->mh, k);
     k++;

@@ -54,12 +54,21 @@ static void write_file(const char *path, const char *fmt, ...) {
   assert_int_equal(fclose(f), 0);
 }
 
-/* The config for |n| hosts, the store in store/. */
-static void write_config(fleet_host_t *hosts, size_t n) {
-  FILE *f = fopen(fleet_in_dir("hosts.txt"), "w");
+/* The inventory: |n| hosts from |hosts|, replaced by a rename as tools
+ * replace files. */
+static void write_hosts(fleet_host_t *hosts, size_t n) {
+  char tmp[256];
+  snprintf(tmp, sizeof(tmp), "%s", fleet_in_dir("hosts.txt.new"));
+  FILE *f = fopen(tmp, "w");
   assert_non_null(f);
   for (size_t i = 0; i < n; i++) fprintf(f, "%s name=relay.test\n", hosts[i].spec);
   assert_int_equal(fclose(f), 0);
+  assert_int_equal(rename(tmp, fleet_in_dir("hosts.txt")), 0);
+}
+
+/* The config for |n| hosts, the store in store/. */
+static void write_config(fleet_host_t *hosts, size_t n) {
+  write_hosts(hosts, n);
   write_file(fleet_in_dir("flight.pbtxt"),
              "buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
              "data_sources { config { name: \"fleet.ds\" } }\n");
@@ -428,11 +437,71 @@ static void a_collector_killed_mid_snapshot(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* The inventory changes while the collector runs: a host added by
+ * replacing the file starts, the other keeps its ring untouched (same
+ * state since, no restart, its packets still there); a host removed with
+ * SIGHUP leaves. */
+static void the_inventory_changes_while_running(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 1);
+  collector_t c;
+  collector_start(&c);
+  assert_int_equal(raw_producer_wait_started(&h[0].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 1, "tracing");
+  const char *out = fleet_in_dir("inv.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+  char since[32];
+  snprintf(since, sizeof(since), "%s", tg_test_json(out, "hosts.0.since_ms"));
+  fleet_commit_packets(&h[0].p, 0, "invA", 1, 3);
+
+  write_hosts(h, 2); /* the watch reads it again */
+  assert_int_equal(raw_producer_wait_started(&h[1].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+  char want[96];
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  assert_json(out, "hosts.0.host", want); /* kept first, untouched */
+  assert_json(out, "hosts.0.since_ms", since);
+  assert_json(out, "hosts.0.restarts", "0");
+  const char *json = fleet_in_dir("inv-snap.json");
+  const char *id = snapshot(&c, h, 2, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  assert_json(json, "snapshot.hosts", "2");
+  const char *trace = fleet_in_dir("inv.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "invA", 1, 3);
+  fleet_trace_free(&t);
+
+  /* Host A out, read on SIGHUP (the watch may see the file first). */
+  FILE *f = fopen(fleet_in_dir("hosts.txt"), "w");
+  assert_non_null(f);
+  fprintf(f, "%s name=relay.test\n", h[1].spec);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  snprintf(want, sizeof(want), "\"%s\"", h[1].spec);
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *v = tg_test_json(out, "hosts.0.host");
+    if (v && !strcmp(v, want) && !tg_test_json(out, "hosts.1.host")) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(operator_snapshots_and_a_killed_collector),
       cmocka_unit_test(a_host_trigger_snapshots_the_fleet),
       cmocka_unit_test(a_collector_killed_mid_snapshot),
+      cmocka_unit_test(the_inventory_changes_while_running),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
