@@ -40,6 +40,9 @@
 
 #define API "/api/v1"
 #define WAIT_MAX 256 /* requests waiting for a snapshot at once */
+/* Host rows one GET of a snapshot carries (~1.2 KB each in memory while
+ * it is built); beyond, "hosts_truncated" says so. */
+#define HOSTS_MAX 20000
 
 /* A POST with wait=1: answered when its snapshot is stored. */
 typedef struct waiter {
@@ -243,6 +246,7 @@ static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));
   size_t n = 0, cap = s.n_hosts ? s.n_hosts : 1;
+  if (cap > HOSTS_MAX) cap = HOSTS_MAX;
   tg_coll_host_t *hosts = calloc(cap, sizeof(*hosts));
   if (!hosts) return json_error(x, 500, "out of memory");
   rv = tg_coll_store_hosts(c->store, id, hosts, cap, &n);
@@ -250,7 +254,8 @@ static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
     free(hosts);
     return json_error(x, 503, tg_strerror(rv));
   }
-  if (n > cap) n = cap;
+  bool truncated = n > cap;
+  if (truncated) n = cap;
   out_t o;
   if (!out_open(&o)) {
     free(hosts);
@@ -260,7 +265,7 @@ static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
   json_snapshot(o.f, &s);
   fputs(",\"hosts\":", o.f);
   json_snap_hosts(o.f, hosts, n);
-  fputs("}\n", o.f);
+  fprintf(o.f, ",\"hosts_truncated\":%s}\n", truncated ? "true" : "false");
   free(hosts);
   out_send(&o, x, 200, "application/json");
 }
@@ -446,7 +451,11 @@ static void handle(void *ctx, tg_http_exchange_t *x,
     if (!get) return json_error(x, 405, "GET only");
     return coll_app_js_send(c, x);
   }
-  if (!strcmp(p, "/healthz")) return json_error(x, 200, "ok");
+  if (!strcmp(p, "/healthz")) {
+    static const char ok[] = "{\"status\":\"ok\"}\n";
+    tg_http_respond(x, 200, "application/json", ok, sizeof(ok) - 1);
+    return;
+  }
   if (!strcmp(p, "/metrics")) {
     if (!get) return json_error(x, 405, "GET only");
     return get_metrics(c, x);

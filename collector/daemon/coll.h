@@ -94,6 +94,7 @@ struct coll {
    * host's copy is this, named with the host's key (coll_host_t). */
   struct Perfetto__Protos__TraceConfig *flight;
   tg_tls_config_t *tls;
+  struct cli_session_cache *sessions; /* TLS sessions saved, in memory */
   cli_remote_env_t env;
   tg_fleet_dialer_t dialer; /* over env: the holders' and the clones' */
   /* hosts.c: the shard's hosts (n, in an array of cap), the generations
