@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -569,7 +570,9 @@ int coll_api_start(coll_t *c) {
     }
   }
   tg_http_server_config_t hc = {
-      .host = g->listen_host,
+      /* The layer binds IP literals; the config also takes "localhost". */
+      .host = strcasecmp(g->listen_host, "localhost") ? g->listen_host
+                                                      : "127.0.0.1",
       .port = g->listen_port,
       .cert = g->https ? g->http_cert : NULL,
       .key = g->https ? g->http_key : NULL,
