@@ -2,6 +2,7 @@
  * (docs/collector.md). Flags, the config, signals and the loop; the work
  * is in coll.c, snap.c, trigger.c and api.c. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,23 @@ static void on_hup(uv_signal_t *s, int signum) {
   (void)s;
   (void)signum;
   coll_hosts_reload(&coll, "SIGHUP");
+}
+
+/* Each host holds a connection and, during a snapshot, one more: raise
+ * the soft limit on descriptors to the hard one, and say when even that
+ * is short for the shard (connections would fail with EMFILE). */
+static void raise_fd_limit(size_t hosts) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  rlim_t want = (rlim_t)hosts * 2 + 64;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+    TG_WARN("%zu hosts need about %llu file descriptors, the limit is %llu: "
+            "raise LimitNOFILE (systemd) or ulimit -n", hosts,
+            (unsigned long long)want, (unsigned long long)rl.rlim_cur);
 }
 
 static void usage_tail(void) {
@@ -119,6 +137,7 @@ int main(int argc, char **argv) {
     tg_coll_config_free(&cfg);
     return 1;
   }
+  raise_fd_limit(coll.n);
   if (check) {
     printf("%s: ok (%zu of %zu hosts in this shard)\n", config, coll.n,
            coll.inventory);
