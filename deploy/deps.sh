@@ -6,7 +6,8 @@ set -eu
 PKGS="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
 zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
-clang libclang-rt-14-dev openssl"
+clang libclang-rt-14-dev openssl
+chromium chromium-driver"
 
 missing=""
 for p in $PKGS; do

@@ -1,9 +1,7 @@
 /* tracegate-collector end to end: hosts of the fleet harness (a real
  * tracegated with a raw producer, a real tracegate-relay in front of it on
  * a loopback TLS port) and the collector as a child, talked to over its
- * HTTP API on a loopback port (requests made by python3's urllib in a
- * child, so that a request can be in flight while the test answers the
- * producers' flushes).
+ * HTTP API on a loopback port (coll_e2e.h).
  *
  * What is asserted: every host's ring reaches "tracing"; an operator's
  * snapshot holds every host's packets (machine per host), its row is
@@ -14,10 +12,8 @@
  * host that is down is named as failed in a partial snapshot.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,197 +24,13 @@
 
 #include <cmocka.h>
 
+#include "coll_e2e.h"
 #include "fleet_harness.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "raw_ipc.h"
 #include "fleet_trace.h"
 #include "test_proc.h"
 #include "test_wait.h"
-
-#ifndef TRACEGATE_COLLECTOR_PATH
-#error "TRACEGATE_COLLECTOR_PATH must name the tracegate-collector binary"
-#endif
-
-typedef struct collector {
-  pid_t pid;
-  int port;
-} collector_t;
-
-static void write_file(const char *path, const char *fmt, ...) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(f, fmt, ap);
-  va_end(ap);
-  assert_int_equal(fclose(f), 0);
-}
-
-/* The inventory: |n| hosts from |hosts|, replaced by a rename as tools
- * replace files. */
-static void write_hosts(fleet_host_t *hosts, size_t n) {
-  char tmp[256];
-  snprintf(tmp, sizeof(tmp), "%s", fleet_in_dir("hosts.txt.new"));
-  FILE *f = fopen(tmp, "w");
-  assert_non_null(f);
-  for (size_t i = 0; i < n; i++) fprintf(f, "%s name=relay.test\n", hosts[i].spec);
-  assert_int_equal(fclose(f), 0);
-  assert_int_equal(rename(tmp, fleet_in_dir("hosts.txt")), 0);
-}
-
-/* The config for |n| hosts, the store in store/. */
-static void write_config(fleet_host_t *hosts, size_t n) {
-  write_hosts(hosts, n);
-  write_file(fleet_in_dir("flight.pbtxt"),
-             "buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
-             "data_sources { config { name: \"fleet.ds\" } }\n");
-  write_file(fleet_in_dir("collector.conf"),
-             "# the e2e test's collector\n"
-             "hosts = hosts.txt\n"
-             "ca = pki/ca.pem\n"
-             "cert = pki/alice.pem\n"
-             "key = pki/alice.key\n"
-             "tls_server_name = relay.test\n"
-             "trace_config = flight.pbtxt\n"
-             "store = store\n"
-             "listen = 127.0.0.1:0\n"
-             "session_key = e2e-collector\n"
-             "coalesce_window = 0s\n"
-             "max_snapshots_per_minute = 100\n"
-             "reconnect = 30s\n"
-             "trigger = app-hit\n");
-}
-
-static void collector_start(collector_t *c) {
-  int p[2];
-  assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-  char fd[16];
-  snprintf(fd, sizeof(fd), "%d", p[1]);
-  int log = open(fleet_in_dir("collector.log"), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  assert_true(log >= 0);
-  const char *argv[] = {"tracegate-collector", "--config",
-                        fleet_in_dir("collector.conf"), "--ready-fd", fd,
-                        "--log-level", "debug", NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_COLLECTOR_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = log;
-  s.stderr_fd = log;
-  s.keep_fd = p[1];
-  c->pid = tg_test_spawn(&s);
-  assert_true(c->pid > 0);
-  close(p[1]);
-  close(log);
-  char line[64];
-  assert_int_equal(tg_test_wait_line(p[0], "ready ", FLEET_WAIT_MS, line, sizeof(line)), 1);
-  close(p[0]);
-  c->port = atoi(line + strlen("ready "));
-  assert_true(c->port > 0);
-}
-
-/* SIGTERM: it must exit 0 (and a sanitizer report would fail it). */
-static void collector_stop(collector_t *c) {
-  int st = tg_test_stop(c->pid, SIGTERM, FLEET_WAIT_MS);
-  assert_int_equal(tg_test_exit_code(st), 0);
-  c->pid = 0;
-}
-
-/* An HTTP request by python3 in a child: the body goes to |out|, the
- * status to |out|.status. Returns the child (reap with http_wait). */
-static pid_t http_spawn(const collector_t *c, const char *method,
-                        const char *path, const char *out) {
-  static const char script[] =
-      "import sys, urllib.request, urllib.error\n"
-      "req = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
-      "try:\n"
-      "    r = urllib.request.urlopen(req, timeout=60)\n"
-      "    code, body = r.status, r.read()\n"
-      "except urllib.error.HTTPError as e:\n"
-      "    code, body = e.code, e.read()\n"
-      "open(sys.argv[3], 'wb').write(body)\n"
-      "open(sys.argv[3] + '.status', 'w').write(str(code))\n";
-  char url[512];
-  snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", c->port, path);
-  const char *argv[] = {"python3", "-c", script, url, method, out, NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = "/usr/bin/python3";
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  pid_t pid = tg_test_spawn(&s);
-  assert_true(pid > 0);
-  return pid;
-}
-
-/* The collector's log, for a failure's diagnosis. */
-static void dump_log(void) {
-  FILE *f = fopen(fleet_in_dir("collector.log"), "r");
-  if (!f) return;
-  char line[1024];
-  fprintf(stderr, "--- collector.log\n");
-  while (fgets(line, sizeof(line), f)) fputs(line, stderr);
-  fclose(f);
-}
-
-/* Reaps the request; returns its HTTP status. */
-static int http_wait(pid_t pid, const char *out) {
-  int code = tg_test_exit_code(tg_test_reap(pid, 90000));
-  if (code != 0) dump_log();
-  assert_int_equal(code, 0);
-  char path[512], text[16] = "";
-  snprintf(path, sizeof(path), "%s.status", out);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  assert_non_null(fgets(text, sizeof(text), f));
-  fclose(f);
-  return atoi(text);
-}
-
-static int http(const collector_t *c, const char *method, const char *path,
-                const char *out) {
-  return http_wait(http_spawn(c, method, path, out), out);
-}
-
-/* Until every one of |n| hosts says |state|. */
-static void wait_hosts(const collector_t *c, size_t n, const char *state) {
-  const char *out = fleet_in_dir("hosts.json");
-  char want[64], key[64];
-  snprintf(want, sizeof(want), "\"%s\"", state);
-  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
-  for (;;) {
-    assert_int_equal(http(c, "GET", "/api/v1/hosts", out), 200);
-    size_t ok = 0;
-    for (size_t i = 0; i < n; i++) {
-      snprintf(key, sizeof(key), "hosts.%zu.state", i);
-      const char *v = tg_test_json(out, key);
-      if (v && !strcmp(v, want)) ok++;
-    }
-    if (ok == n) return;
-    assert_true(tg_test_now_ms() < end);
-    usleep(100 * 1000);
-  }
-}
-
-/* An operator's snapshot, waited for while the producers answer the
- * clone's flush. Returns the id (a static buffer) from |json|. */
-static const char *snapshot(const collector_t *c, fleet_host_t *hosts,
-                            size_t n_ack, const char *json) {
-  pid_t pid = http_spawn(c, "POST", "/api/v1/snapshots?wait=1&reason=e2e", json);
-  for (size_t i = 0; i < n_ack; i++) fleet_ack_flush(&hosts[i].p);
-  assert_int_equal(http_wait(pid, json), 200);
-  static char id[64];
-  const char *v = tg_test_json(json, "snapshot.id");
-  assert_non_null(v);
-  assert_int_equal(strlen(v), 18); /* "0123456789abcdef" quoted */
-  snprintf(id, sizeof(id), "%.16s", v + 1);
-  return id;
-}
-
-static void download(const collector_t *c, const char *id, const char *out) {
-  char path[128];
-  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/trace", id);
-  assert_int_equal(http(c, "GET", path, out), 200);
-}
 
 /* Every packet of |tag| carries machine |machine|. */
 static void assert_machine(const fleet_trace_t *t, const char *tag,
@@ -238,32 +50,13 @@ static int group_setup(void **state) {
   return fleet_dir_create("coll");
 }
 
-static void start_hosts(fleet_host_t *h, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    char log[64];
-    snprintf(log, sizeof(log), "relay%zu.log", i);
-    fleet_host_start(&h[i], fleet_in_dir(log), NULL);
-    fleet_host_connect_producer(&h[i], "coll.producer", "fleet.ds", 4, 64, false);
-  }
-}
-
-/* Two hosts, their config, the collector; back once both rings trace. */
-static void fleet_up(fleet_host_t h[2], collector_t *c) {
-  start_hosts(h, 2);
-  write_config(h, 2);
-  collector_start(c);
-  for (size_t i = 0; i < 2; i++)
-    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
-  wait_hosts(c, 2, "tracing");
-}
-
 /* An operator's snapshot holds both hosts' packets; the rings keep them
  * for the next one; kill -9 and a restart re-attach to the same rings. */
 static void operator_snapshots_and_a_killed_collector(void **state) {
   (void)state;
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c);
+  fleet_up(h, &c, NULL);
   fleet_commit_packets(&h[0].p, 0, "hostA", 1, 5);
   fleet_commit_packets(&h[1].p, 0, "hostB", 1, 7);
 
@@ -347,7 +140,7 @@ static void a_host_trigger_snapshots_the_fleet(void **state) {
   (void)state;
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c);
+  fleet_up(h, &c, NULL);
   fleet_commit_packets(&h[0].p, 0, "trigA", 1, 4);
   fleet_commit_packets(&h[1].p, 0, "trigB", 1, 2);
   char *names[1] = {"app-hit"};
@@ -397,7 +190,7 @@ static void a_collector_killed_mid_snapshot(void **state) {
   (void)state;
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c);
+  fleet_up(h, &c, NULL);
   fleet_commit_packets(&h[0].p, 0, "midA", 1, 3);
   fleet_commit_packets(&h[1].p, 0, "midB", 1, 3);
   const char *json = fleet_in_dir("mid.json");
@@ -445,7 +238,7 @@ static void the_inventory_changes_while_running(void **state) {
   (void)state;
   fleet_host_t h[2];
   start_hosts(h, 2);
-  write_config(h, 1);
+  write_config(h, 1, NULL);
   collector_t c;
   collector_start(&c);
   assert_int_equal(raw_producer_wait_started(&h[0].p, FLEET_WAIT_MS), 0);

@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""tracegate-collector's web page, checked in a real headless Chromium.
+
+Drives Chromium through chromedriver's W3C WebDriver HTTP protocol with
+nothing but the standard library (urllib + json): no selenium, no npm.
+Everything is on loopback, every wait is bounded, and what the script
+starts (chromedriver, Chromium through the WebDriver session, the stand-in
+UI server) is stopped in a finally block, on failure too.
+
+Checks, each a separate assertion that names what differed:
+  1. page: / loads, app.js runs (body[data-loaded=1]) under the page's CSP;
+     the snapshots table lists the snapshot, "complete", hosts "2/2"; the
+     hosts table lists each host, "tracing".
+  2. download: the row's a.download saves tracegate-<id>.pftrace, byte for
+     byte the file the test fetched from the API (sha256).
+  3. open-ui: the row's button.open-ui opens the configured UI URL (a
+     second origin, served here: a stand-in for the Perfetto UI that speaks
+     its postMessage protocol: 'PING' -> 'PONG', then {perfetto: {buffer,
+     title, fileName}}); the buffer that arrives is the snapshot's bytes,
+     the title names the snapshot. The stand-in accepts only messages from
+     the collector's origin and counts the others: none while the page
+     talks to it, and a forged message from another origin is counted and
+     changes nothing.
+  4. console: no error in the browser's console (a CSP violation, an
+     uncaught exception) but the favicon's 404.
+
+Protocol with the test (race-free: the UI port is known before the
+collector's config is written):
+  - the script binds the stand-in on 127.0.0.1:0 and writes
+    "ui-port <port>\\n" to --ready-fd (stdout without it); the collector's
+    config then gets ui_url = http://127.0.0.1:<port>/ui.html;
+  - it then reads one JSON line on stdin (unless --url is given):
+    {"url": "http://127.0.0.1:PORT", "snapshot": "<16 hex>",
+     "trace": "<path of the API's download>", "hosts": ["<host>", ...]}
+  - it exits 0 when every check passed (printing what it checked), 1 on a
+    failed check, 2 on a usage or setup error.
+
+By hand: browser_check.py --ui-port 8099 --url http://127.0.0.1:8080 \\
+    --snapshot ID --trace FILE --host 127.0.0.1:7001 --host ...
+(with the collector's ui_url at http://127.0.0.1:8099/ui.html).
+"""
+import argparse
+import ctypes
+import hashlib
+import http.server
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+PAGE_WAIT_S = 20       # each wait in the browser
+DRIVER_START_S = 15    # chromedriver's "started successfully" line
+STDIN_WAIT_S = 120     # the test's JSON line
+HTTP_TIMEOUT_S = 30    # one WebDriver command
+ELEMENT_KEY = "element-6066-11e4-a52e-4f735466cecf"
+
+# No request may leave loopback: Chromium's background services resolve
+# names, and every name but 127.0.0.1 fails here.
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu",
+    "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+    "--no-proxy-server", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-default-apps",
+    "--disable-domain-reliability", "--disable-client-side-phishing-detection",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--window-size=1200,900",
+]
+
+
+class CheckFailed(Exception):
+    """A check saw something other than what it wants."""
+
+
+class WebDriverError(Exception):
+    """chromedriver answered a command with an error."""
+
+
+def check(cond, what):
+    if not cond:
+        raise CheckFailed(what)
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# The stand-in for the Perfetto UI: the UI's side of the handshake
+# (ui/src/frontend/post_message_handler.ts), recording what arrives in its
+# body's dataset. Served with an inline script: it is ours, not the page
+# under test.
+STAND_IN = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Perfetto UI stand-in</title></head>
+<body data-ignored="0" data-malformed="0" data-pings="0">
+<p>Perfetto UI stand-in</p>
+<script>
+'use strict';
+const trusted = %s;
+const d = document.body.dataset;
+const bump = (k) => { d[k] = String(Number(d[k]) + 1); };
+window.addEventListener('message', async (e) => {
+  if (e.origin !== trusted) { bump('ignored'); return; }
+  if (e.data === 'PING') {
+    bump('pings');
+    e.source.postMessage('PONG', e.origin);
+    return;
+  }
+  const p = e.data && e.data.perfetto;
+  if (!p || !(p.buffer instanceof ArrayBuffer)) { bump('malformed'); return; }
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', p.buffer));
+  d.title = String(p.title);
+  d.fileName = String(p.fileName);
+  d.len = String(p.buffer.byteLength);
+  d.sha256 = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+});
+</script></body></html>
+"""
+
+
+class StandIn:
+    """The stand-in UI on 127.0.0.1:|port| (0: any), in a thread."""
+
+    def __init__(self, port):
+        self.trusted_origin = None  # set before the page may open it
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.split("?")[0] != "/ui.html" or not outer.trusted_origin:
+                    self.send_error(404)
+                    return
+                body = (STAND_IN % json.dumps(outer.trusted_origin)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, fmt, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def die_with_parent():
+    """In the child: SIGKILL when we die (Linux), so a killed test leaves
+    no chromedriver behind."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class ChromeDriver:
+    """chromedriver on a loopback port of its choosing, in a process group
+    of its own (Chromium runs in it too)."""
+
+    def __init__(self, path, log_path):
+        self.proc = subprocess.Popen(
+            [path, "--port=0", "--log-path=" + log_path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent)
+        self.port = None
+        end = time.monotonic() + DRIVER_START_S
+        seen = b""
+        fd = self.proc.stdout.fileno()
+        while self.port is None:
+            left = end - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                raise RuntimeError("chromedriver did not start in %d s: %r"
+                                   % (DRIVER_START_S, seen.decode(errors="replace")))
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            chunk = os.read(fd, 4096)
+            seen += chunk
+            for line in seen.decode(errors="replace").splitlines():
+                if "started successfully on port" in line:
+                    self.port = int(line.rstrip(". ").rsplit(" ", 1)[1])
+        # Its stdout is drained so that a chatty driver never blocks on it.
+        threading.Thread(target=lambda: self.proc.stdout.read(), daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        # Whatever it left in its group (a Chromium whose session did not end).
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# Never through a proxy: everything here is on loopback.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url):
+    with _opener.open(url, timeout=HTTP_TIMEOUT_S) as r:
+        return r.read()
+
+
+class Session:
+    """One W3C WebDriver session."""
+
+    def __init__(self, driver_url, chromium, user_data_dir, download_dir):
+        self.base = driver_url
+        caps = {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "timeouts": {"pageLoad": PAGE_WAIT_S * 1000,
+                         "script": PAGE_WAIT_S * 1000, "implicit": 0},
+            "goog:loggingPrefs": {"browser": "ALL"},
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": CHROMIUM_ARGS + ["--user-data-dir=" + user_data_dir],
+                "prefs": {"download.default_directory": download_dir,
+                          "download.prompt_for_download": False,
+                          "download.directory_upgrade": True,
+                          "safebrowsing.enabled": False},
+            },
+        }}}
+        value = self._call("POST", "/session", caps, timeout=60)
+        self.id = value["sessionId"]
+        self.path = "/session/" + self.id
+
+    def _call(self, method, path, body=None, timeout=HTTP_TIMEOUT_S):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with _opener.open(req, timeout=timeout) as r:
+                payload = json.load(r)
+        except urllib.error.HTTPError as e:
+            try:
+                v = json.load(e).get("value", {})
+                msg = "%s: %s" % (v.get("error"), v.get("message", "").splitlines()[0])
+            except (ValueError, AttributeError, IndexError):
+                msg = "HTTP %d" % e.code
+            raise WebDriverError("%s %s: %s" % (method, path, msg)) from None
+        return payload.get("value")
+
+    def cmd(self, method, rel, body=None):
+        return self._call(method, self.path + rel, body)
+
+    def get(self, url):
+        self.cmd("POST", "/url", {"url": url})
+
+    def js(self, script, *args):
+        return self.cmd("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def find(self, css):
+        return self.cmd("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
+
+    def click(self, css):
+        self.cmd("POST", "/element/%s/click" % self.find(css), {})
+
+    def handles(self):
+        return self.cmd("GET", "/window/handles")
+
+    def browser_log(self):
+        try:
+            return self.cmd("POST", "/se/log", {"type": "browser"})
+        except WebDriverError:
+            return []
+
+    def delete(self):
+        self._call("DELETE", self.path, timeout=15)
+
+
+def wait_for(what, probe, ready=bool, timeout=PAGE_WAIT_S):
+    """Polls |probe| until |ready| of what it returns, for |timeout| s;
+    returns that. A WebDriver error while polling (a page still loading)
+    is retried. On timeout the last answer is in the message."""
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = probe()
+            if ready(last):
+                return last
+        except WebDriverError as e:
+            last = e
+        if time.monotonic() >= end:
+            raise CheckFailed("%s: not within %d s (last: %r)" % (what, timeout, last))
+        time.sleep(0.1)
+
+
+TABLE_JS = """
+const t = document.querySelector(arguments[0]);
+if (!t) return null;
+const head = Array.from(t.querySelectorAll('thead th'), (th) => th.textContent);
+return Array.from(t.querySelectorAll('tbody tr'), (tr) => {
+  const row = {'data-id': tr.dataset.id || null};
+  Array.from(tr.cells).forEach((td, i) => { row[head[i] || ('#' + i)] = td.textContent; });
+  return row;
+});
+"""
+
+
+def check_page(s, args):
+    s.get(args.url + "/")
+    wait_for("page: document.body.dataset.loaded === '1' (app.js ran and loaded the API)",
+             lambda: s.js("return document.body && document.body.dataset.loaded === '1';"))
+    rows = s.js(TABLE_JS, "#snapshots")
+    mine = [r for r in rows if r["data-id"] == args.snapshot]
+    check(len(mine) == 1, "page: #snapshots lists snapshot %s once; rows: %r"
+          % (args.snapshot, rows))
+    row = mine[0]
+    check(row.get("id") == args.snapshot,
+          "page: snapshot %s's id cell reads %r" % (args.snapshot, row.get("id")))
+    check(row.get("state") == "complete",
+          "page: snapshot %s's state is %r, not 'complete'" % (args.snapshot, row.get("state")))
+    check(row.get("hosts") == "2/2",
+          "page: snapshot %s's hosts are %r, not '2/2'" % (args.snapshot, row.get("hosts")))
+    hosts = s.js(TABLE_JS, "#hosts")
+    check(len(hosts) == len(args.host),
+          "page: #hosts has %d rows, want %d: %r" % (len(hosts), len(args.host), hosts))
+    for want in args.host:
+        got = [h for h in hosts
+               if h.get("host") == want or (h.get("host") or "").startswith(want + " (")]
+        check(len(got) == 1, "page: #hosts lists host %s once: %r" % (want, hosts))
+        check(got[0].get("state") == "tracing",
+              "page: host %s's state is %r, not 'tracing'" % (want, got[0].get("state")))
+    return "page: / loaded, snapshot %s complete 2/2, hosts %s tracing" % (
+        args.snapshot, ", ".join(args.host))
+
+
+def check_download(s, args, download_dir, want_len, want_sha):
+    s.click('#snapshots tr[data-id="%s"] a.download' % args.snapshot)
+    name = "tracegate-%s.pftrace" % args.snapshot
+
+    # In flight, Chromium holds .crdownload and hidden temporary files.
+    def finished(names):
+        return names and not any(n.endswith(".crdownload") or n.startswith(".")
+                                 for n in names)
+    names = wait_for("download: a finished file in %s" % download_dir,
+                     lambda: sorted(os.listdir(download_dir)), finished)
+    check(names == [name], "download: the directory holds %r, want [%r] "
+          "(the name from Content-Disposition)" % (names, name))
+    path = os.path.join(download_dir, name)
+    got_len = os.path.getsize(path)
+    got_sha = sha256_file(path)
+    check(got_len == want_len and got_sha == want_sha,
+          "download: %s is %d bytes sha256 %s; the API's is %d bytes sha256 %s"
+          % (name, got_len, got_sha, want_len, want_sha))
+    return "download: a.download saved %s, %d bytes, sha256 equal to the API's" % (
+        name, got_len)
+
+
+STAND_IN_JS = "return Object.assign({url: location.href}, document.body ? document.body.dataset : {});"
+
+
+def check_open_ui(s, args, ui_url, want_len, want_sha):
+    page = s.cmd("GET", "/window")
+    before = set(s.handles())
+    s.click('#snapshots tr[data-id="%s"] button.open-ui' % args.snapshot)
+    new = wait_for("open-ui: a new window after the click",
+                   lambda: [h for h in s.handles() if h not in before])
+    check(len(new) == 1, "open-ui: one new window, got %r" % new)
+    s.cmd("POST", "/window", {"handle": new[0]})
+    got = wait_for("open-ui: the stand-in UI at %s receives the trace" % ui_url,
+                   lambda: s.js(STAND_IN_JS), lambda d: d.get("sha256"))
+    check(got["url"] == ui_url, "open-ui: the window is at %r, want %r" % (got["url"], ui_url))
+    check(int(got["pings"]) >= 1, "open-ui: no PING reached the stand-in: %r" % got)
+    check(got["ignored"] == "0" and got["malformed"] == "0",
+          "open-ui: the stand-in ignored %s and found %s malformed messages from the page"
+          % (got["ignored"], got["malformed"]))
+    check(int(got["len"]) == want_len,
+          "open-ui: the buffer is %s bytes, the snapshot %d" % (got["len"], want_len))
+    check(got["sha256"] == want_sha,
+          "open-ui: the buffer's sha256 is %s, the snapshot's %s" % (got["sha256"], want_sha))
+    check(args.snapshot in got["title"],
+          "open-ui: the title %r does not name snapshot %s" % (got["title"], args.snapshot))
+    check(got["fileName"] == "tracegate-%s.pftrace" % args.snapshot,
+          "open-ui: the fileName is %r" % got["fileName"])
+
+    # The origin check is real: a message from the stand-in's own origin
+    # (not the collector's) is counted and changes nothing.
+    s.js("window.postMessage({perfetto: {buffer: new ArrayBuffer(3), title: 'forged',"
+         " fileName: 'forged'}}, '*'); window.postMessage('PING', '*');")
+    after = wait_for("open-ui: the stand-in counts 2 ignored foreign-origin messages",
+                     lambda: s.js(STAND_IN_JS), lambda d: d.get("ignored") == "2")
+    check(after["len"] == got["len"] and after["sha256"] == got["sha256"]
+          and after["title"] == got["title"] and after["pings"] == got["pings"],
+          "open-ui: a foreign-origin message changed the stand-in: %r -> %r" % (got, after))
+    s.cmd("DELETE", "/window")
+    s.cmd("POST", "/window", {"handle": page})
+    return ("open-ui: PING/PONG with %s, then %d bytes, sha256 equal, title %r; "
+            "foreign-origin messages ignored" % (ui_url, want_len, got["title"]))
+
+
+def check_console(s):
+    """Both windows' console: no error (a CSP violation, an uncaught
+    exception) but the favicon's 404, which neither server serves."""
+    errors = [e.get("message") for e in s.browser_log()
+              if e.get("level") == "SEVERE" and "/favicon.ico " not in e.get("message", "")]
+    check(not errors, "console: errors in the browser: %r" % errors)
+    return "console: no errors (CSP violations, exceptions)"
+
+
+def passed(what):
+    print("browser_check: ok: " + what, flush=True)
+
+
+def read_job(args):
+    """The test's JSON line on stdin, unless everything is on argv."""
+    if args.url:
+        return
+    if not select.select([sys.stdin], [], [], STDIN_WAIT_S)[0]:
+        raise RuntimeError("no job on stdin within %d s" % STDIN_WAIT_S)
+    line = sys.stdin.readline()
+    if not line:
+        raise RuntimeError("stdin closed before the job (the test failed?)")
+    job = json.loads(line)
+    args.url, args.snapshot, args.trace = job["url"], job["snapshot"], job["trace"]
+    args.host = list(job.get("hosts", []))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    ap.add_argument("--ready-fd", type=int, help="where to write 'ui-port N'")
+    ap.add_argument("--ui-port", type=int, default=0, help="the stand-in's port (0: any)")
+    ap.add_argument("--dir", help="scratch directory (default: a new one, removed)")
+    ap.add_argument("--url", help="the collector, http://127.0.0.1:PORT")
+    ap.add_argument("--snapshot", help="a complete snapshot's id")
+    ap.add_argument("--trace", help="that snapshot's file, as the API served it")
+    ap.add_argument("--host", action="append", default=[], help="a host (repeat)")
+    args = ap.parse_args()
+    for exe in (args.chromium, args.chromedriver):
+        if not os.access(exe, os.X_OK):
+            print("browser_check: %s is not installed: run deploy/deps.sh" % exe,
+                  file=sys.stderr)
+            return 2
+    # A SIGTERM still runs the finally blocks.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+
+    scratch = args.dir or tempfile.mkdtemp(prefix="tg-browser-")
+    stand_in = driver = session = None
+    try:
+        stand_in = StandIn(args.ui_port)
+        ready = "ui-port %d\n" % stand_in.port
+        if args.ready_fd is not None:
+            os.write(args.ready_fd, ready.encode())
+            os.close(args.ready_fd)
+        else:
+            sys.stdout.write(ready)
+            sys.stdout.flush()
+        read_job(args)
+        if not (args.url and args.snapshot and args.trace and args.host):
+            print("browser_check: need url, snapshot, trace and hosts", file=sys.stderr)
+            return 2
+        stand_in.trusted_origin = args.url.rstrip("/")
+        args.url = args.url.rstrip("/")
+        ui_url = "http://127.0.0.1:%d/ui.html" % stand_in.port
+        with open(args.trace, "rb") as f:
+            data = f.read()
+        want_len, want_sha = len(data), hashlib.sha256(data).hexdigest()
+
+        download_dir = os.path.join(scratch, "downloads")
+        profile = os.path.join(scratch, "profile")
+        os.makedirs(download_dir, exist_ok=True)
+        os.makedirs(profile, exist_ok=True)
+        driver = ChromeDriver(args.chromedriver, os.path.join(scratch, "chromedriver.log"))
+        session = Session(driver.url, args.chromium, profile, download_dir)
+        passed(check_page(session, args))
+        passed(check_download(session, args, download_dir, want_len, want_sha))
+        passed(check_open_ui(session, args, ui_url, want_len, want_sha))
+        passed(check_console(session))
+    except CheckFailed as e:
+        print("browser_check: FAILED: %s" % e, file=sys.stderr)
+        if session:
+            for entry in session.browser_log():
+                print("browser_check: console: %s %s" % (entry.get("level"),
+                                                        entry.get("message")), file=sys.stderr)
+        return 1
+    except (RuntimeError, WebDriverError, OSError, ValueError, KeyError) as e:
+        print("browser_check: ERROR: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 2
+    finally:
+        if session:
+            try:
+                session.delete()
+            except (WebDriverError, OSError) as e:
+                print("browser_check: ending the session: %s" % e, file=sys.stderr)
+        if driver:
+            driver.stop()
+        if stand_in:
+            stand_in.stop()
+        if not args.dir:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print("browser_check: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

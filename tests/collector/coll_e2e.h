@@ -1,0 +1,66 @@
+/* tracegate-collector as a child of a cmocka test, against hosts of the
+ * fleet harness (fleet_harness.h): its config in the fleet directory, its
+ * start (on --ready-fd) and stop, and HTTP requests to its API made by
+ * python3's urllib in a child, so that a request can be in flight while
+ * the test answers the producers' flushes. Shared by the collector's end
+ * to end tests; every function asserts (cmocka) rather than returns an
+ * error, and every wait is bounded (FLEET_WAIT_MS unless it says).
+ *
+ * Pointers: the structs are the caller's and must not move while they hold
+ * a child; paths are borrowed for the call. Ids come back in a static
+ * buffer, valid until the next call.
+ */
+#ifndef TRACEGATE_TESTS_COLL_E2E_H
+#define TRACEGATE_TESTS_COLL_E2E_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "fleet_harness.h"
+
+typedef struct collector {
+  pid_t pid;
+  int port;
+} collector_t;
+
+/* Starts tracegate-collector on fleet_in_dir("collector.conf"), its log
+ * in collector.log; back once it wrote "ready <port>". */
+void collector_start(collector_t *c);
+/* SIGTERM: it must exit 0 (and a sanitizer report would fail it). */
+void collector_stop(collector_t *c);
+/* Prints collector.log to stderr, for a failure's diagnosis. */
+void collector_dump_log(void);
+
+/* An HTTP request by python3 in a child: the body goes to |out|, the
+ * status to |out|.status. Returns the child (reap with http_wait). */
+pid_t http_spawn(const collector_t *c, const char *method, const char *path,
+                 const char *out);
+/* Reaps the request; returns its HTTP status. */
+int http_wait(pid_t pid, const char *out);
+/* Both: returns the status. */
+int http(const collector_t *c, const char *method, const char *path,
+         const char *out);
+
+/* Until every one of |n| hosts says |state|. */
+void wait_hosts(const collector_t *c, size_t n, const char *state);
+/* An operator's snapshot, waited for while the first |n_ack| producers
+ * answer the clone's flush. Returns the id (a static buffer) from |json|. */
+const char *snapshot(const collector_t *c, fleet_host_t *hosts, size_t n_ack,
+                     const char *json);
+/* The snapshot's trace through the API, into |out|. */
+void download(const collector_t *c, const char *id, const char *out);
+
+/* |n| hosts of the fleet harness, each with a producer of "fleet.ds". */
+void start_hosts(fleet_host_t *h, size_t n);
+/* The inventory: |n| hosts from |hosts| (name=relay.test), replacing the
+ * file by a rename as tools replace files. */
+void write_hosts(fleet_host_t *hosts, size_t n);
+/* The config for |n| hosts (write_hosts), the store in store/, then
+ * |extra| lines (or NULL). */
+void write_config(fleet_host_t *hosts, size_t n, const char *extra);
+
+/* Two hosts, the config (plus |extra_config| lines, or NULL), the
+ * collector; back once both rings trace. */
+void fleet_up(fleet_host_t h[2], collector_t *c, const char *extra_config);
+
+#endif /* TRACEGATE_TESTS_COLL_E2E_H */

@@ -1,0 +1,132 @@
+/* tracegate-collector's web page in a real headless Chromium: what an
+ * operator sees and clicks, not only what the API answers. Two hosts and
+ * the collector as in test_collector_e2e (coll_e2e.h), one operator
+ * snapshot fetched through the API, then browser_check.py (its docstring
+ * says what it checks) drives Chromium through chromedriver: the page
+ * lists the snapshot and the hosts, its download link gives the API's
+ * bytes, and "Open in Perfetto UI" hands the same bytes to a stand-in UI
+ * on a second origin through the UI's postMessage handshake.
+ *
+ * The stand-in's port must be in the collector's config before the
+ * collector starts: the script binds it first and says "ui-port N" on a
+ * pipe; it gets the rest (collector URL, snapshot, file, hosts) as one
+ * JSON line on its stdin once the snapshot exists.
+ *
+ * Chromium and chromedriver come from Debian (deploy/deps.sh installs
+ * them); without them this test fails and says so, rather than passing
+ * having checked nothing.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll_e2e.h"
+#include "fleet_harness.h"
+#include "test_proc.h"
+#include "test_wait.h"
+
+#ifndef TG_BROWSER_CHECK_PATH
+#error "TG_BROWSER_CHECK_PATH must name tests/collector/browser_check.py"
+#endif
+
+#define CHROMIUM "/usr/bin/chromium"
+#define CHROMEDRIVER "/usr/bin/chromedriver"
+/* The script's own waits are bounded well inside this. */
+#define BROWSER_CHECK_MS 120000
+
+typedef struct browser_check {
+  pid_t pid;
+  int job_fd; /* its stdin */
+  int ui_port;
+} browser_check_t;
+
+/* Starts browser_check.py; back once its stand-in UI listens. */
+static void browser_check_start(browser_check_t *b) {
+  int ready[2], job[2];
+  assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(job, O_CLOEXEC), 0);
+  char fd[16];
+  snprintf(fd, sizeof(fd), "%d", ready[1]);
+  const char *argv[] = {"python3", TG_BROWSER_CHECK_PATH,
+                        "--chromium", CHROMIUM, "--chromedriver", CHROMEDRIVER,
+                        "--ready-fd", fd, "--dir", fleet_in_dir("browser"),
+                        NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = "/usr/bin/python3";
+  s.argv = argv;
+  s.stdin_fd = job[0];
+  s.keep_fd = ready[1];
+  b->pid = tg_test_spawn(&s);
+  assert_true(b->pid > 0);
+  close(ready[1]);
+  close(job[0]);
+  b->job_fd = job[1];
+  char line[64];
+  assert_int_equal(tg_test_wait_line(ready[0], "ui-port ", FLEET_WAIT_MS, line, sizeof(line)), 1);
+  close(ready[0]);
+  b->ui_port = atoi(line + strlen("ui-port "));
+  assert_true(b->ui_port > 0);
+}
+
+/* Hands it the job; returns its exit code once it is done. */
+static int browser_check_run(browser_check_t *b, const collector_t *c,
+                             const char *id, const char *trace,
+                             const fleet_host_t h[2]) {
+  FILE *f = fdopen(b->job_fd, "w");
+  assert_non_null(f);
+  fprintf(f, "{\"url\": \"http://127.0.0.1:%d\", \"snapshot\": \"%s\", "
+             "\"trace\": \"%s\", \"hosts\": [\"%s\", \"%s\"]}\n",
+          c->port, id, trace, h[0].spec, h[1].spec);
+  assert_int_equal(fclose(f), 0);
+  return tg_test_exit_code(tg_test_reap(b->pid, BROWSER_CHECK_MS));
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("coll-browser");
+}
+
+/* The page lists the fleet's snapshot and hosts; its download link and
+ * its "Open in Perfetto UI" deliver the snapshot's exact bytes. */
+static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) {
+  (void)state;
+  if (access(CHROMIUM, X_OK) != 0 || access(CHROMEDRIVER, X_OK) != 0)
+    fail_msg("%s and %s are needed (Debian's chromium and chromium-driver): "
+             "run deploy/deps.sh, which installs them", CHROMIUM, CHROMEDRIVER);
+  browser_check_t b;
+  browser_check_start(&b);
+  char ui[96];
+  snprintf(ui, sizeof(ui), "ui_url = http://127.0.0.1:%d/ui.html\n", b.ui_port);
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, ui);
+  fleet_commit_packets(&h[0].p, 0, "pageA", 1, 5);
+  fleet_commit_packets(&h[1].p, 0, "pageB", 1, 3);
+  const char *json = fleet_in_dir("snap.json");
+  const char *id = snapshot(&c, h, 2, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  const char *trace = fleet_in_dir("snap.pftrace");
+  download(&c, id, trace);
+
+  int code = browser_check_run(&b, &c, id, trace, h);
+  if (code != 0) collector_dump_log();
+  assert_int_equal(code, 0);
+
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(the_page_in_chromium_shows_downloads_and_opens_the_ui),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
