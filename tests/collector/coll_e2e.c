@@ -65,16 +65,24 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
              extra ? extra : "");
 }
 
-void collector_start(collector_t *c) {
+void collector_start(collector_t *c) { collector_start_args(c, NULL); }
+
+void collector_start_args(collector_t *c, const char *const *extra) {
   int p[2];
   assert_int_equal(pipe2(p, O_CLOEXEC), 0);
   char fd[16];
   snprintf(fd, sizeof(fd), "%d", p[1]);
   int log = open(fleet_in_dir("collector.log"), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   assert_true(log >= 0);
-  const char *argv[] = {"tracegate-collector", "--config",
-                        fleet_in_dir("collector.conf"), "--ready-fd", fd,
-                        "--log-level", "debug", NULL};
+  const char *argv[16] = {"tracegate-collector", "--config",
+                          fleet_in_dir("collector.conf"), "--ready-fd", fd,
+                          "--log-level", "debug"};
+  size_t n = 7;
+  for (size_t i = 0; extra && extra[i]; i++) {
+    assert_true(n + 1 < sizeof(argv) / sizeof(argv[0]));
+    argv[n++] = extra[i];
+  }
+  argv[n] = NULL;
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
   s.path = TRACEGATE_COLLECTOR_PATH;
   s.argv = argv;

@@ -26,6 +26,9 @@ typedef struct collector {
 /* Starts tracegate-collector on fleet_in_dir("collector.conf"), its log
  * in collector.log; back once it wrote "ready <port>". */
 void collector_start(collector_t *c);
+/* The same with more arguments (NULL-terminated, at most 8; borrowed for
+ * the call), e.g. "--shard", "1/2". */
+void collector_start_args(collector_t *c, const char *const *extra);
 /* SIGTERM: it must exit 0 (and a sanitizer report would fail it). */
 void collector_stop(collector_t *c);
 /* Prints collector.log to stderr, for a failure's diagnosis. */
