@@ -108,20 +108,47 @@ void collector_stop(collector_t *c) {
 }
 
 pid_t http_spawn(const collector_t *c, const char *method,
-                        const char *path, const char *out) {
+                 const char *path, const char *out) {
+  return http_spawn_as(c, NULL, method, path, out);
+}
+
+pid_t http_spawn_as(const collector_t *c, const char *who, const char *method,
+                    const char *path, const char *out) {
+  /* With a client (argv[4] not "-"): HTTPS, verified against the test
+   * CA, presenting pki/WHO.pem. */
   static const char script[] =
-      "import sys, urllib.request, urllib.error\n"
-      "req = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
+      "import ssl, sys, urllib.request, urllib.error\n"
+      "url, method, out, ca, cert, key = sys.argv[1:7]\n"
+      "ctx = None\n"
+      "if ca != '-':\n"
+      "    ctx = ssl.create_default_context(cafile=ca)\n"
+      "    if cert != '-':\n"
+      "        ctx.load_cert_chain(cert, key)\n"
+      "req = urllib.request.Request(url, method=method)\n"
       "try:\n"
-      "    r = urllib.request.urlopen(req, timeout=60)\n"
+      "    r = urllib.request.urlopen(req, timeout=60, context=ctx)\n"
       "    code, body = r.status, r.read()\n"
       "except urllib.error.HTTPError as e:\n"
       "    code, body = e.code, e.read()\n"
-      "open(sys.argv[3], 'wb').write(body)\n"
-      "open(sys.argv[3] + '.status', 'w').write(str(code))\n";
-  char url[512];
-  snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", c->port, path);
-  const char *argv[] = {"python3", "-c", script, url, method, out, NULL};
+      "except Exception as e:  # no HTTP answer at all: status 0\n"
+      "    code, body = 0, str(e).encode()\n"
+      "open(out, 'wb').write(body)\n"
+      "open(out + '.status', 'w').write(str(code))\n";
+  char url[512], ca[256] = "-", cert[256] = "-", key[256] = "-";
+  snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", who ? "https" : "http",
+           c->port, path);
+  if (who) {
+    snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+    if (strcmp(who, "-") != 0) {
+      char name[64];
+      snprintf(name, sizeof(name), "pki/%s.pem", who);
+      snprintf(cert, sizeof(cert), "%s", fleet_in_dir(name));
+      snprintf(name, sizeof(name), "pki/%s.key", who);
+      snprintf(key, sizeof(key), "%s", fleet_in_dir(name));
+    }
+  }
+  const char *argv[] = {"python3", "-c", script, url, method, out,
+                        ca, cert, key, NULL};
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
   s.path = "/usr/bin/python3";
   s.argv = argv;
@@ -151,6 +178,11 @@ int http_wait(pid_t pid, const char *out) {
   assert_non_null(fgets(text, sizeof(text), f));
   fclose(f);
   return atoi(text);
+}
+
+int https_as(const collector_t *c, const char *who, const char *method,
+             const char *path, const char *out) {
+  return http_wait(http_spawn_as(c, who, method, path, out), out);
 }
 
 int http(const collector_t *c, const char *method, const char *path,

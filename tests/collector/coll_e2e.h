@@ -38,6 +38,14 @@ void collector_dump_log(void);
  * status to |out|.status. Returns the child (reap with http_wait). */
 pid_t http_spawn(const collector_t *c, const char *method, const char *path,
                  const char *out);
+/* The same over HTTPS as client |who| (pki/WHO.pem and .key, made by
+ * tg-certs in the fleet directory; "-": no certificate), verifying the
+ * collector against pki/ca.pem; NULL |who|: plain HTTP. A refused
+ * handshake shows as status 0. */
+pid_t http_spawn_as(const collector_t *c, const char *who, const char *method,
+                    const char *path, const char *out);
+int https_as(const collector_t *c, const char *who, const char *method,
+             const char *path, const char *out);
 /* Reaps the request; returns its HTTP status. */
 int http_wait(pid_t pid, const char *out);
 /* Both: returns the status. */

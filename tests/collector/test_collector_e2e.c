@@ -289,12 +289,56 @@ static void the_inventory_changes_while_running(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* HTTPS with client certificates: beyond what the layer's own test
+ * checks, the roles: an observe identity reads but may not trigger, a
+ * record identity triggers, an identity the authz file does not list is
+ * refused, a client without a certificate never gets an answer. */
+static void https_roles_decide_who_reads_and_who_triggers(void **state) {
+  (void)state;
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki bob --role observe"), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki eve --role observe"), 0);
+  FILE *f = fopen(fleet_in_dir("http-authz"), "w");
+  assert_non_null(f);
+  fputs("alice record\nbob observe\n", f); /* eve: not listed */
+  assert_int_equal(fclose(f), 0);
+  fleet_host_t h[2];
+  collector_t c;
+  start_hosts(h, 2);
+  write_config(h, 2, "http_cert = pki/relay.test.pem\nhttp_key = pki/relay.test.key\n"
+                     "http_ca = pki/ca.pem\nauthz = http-authz\n");
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  const char *out = fleet_in_dir("tls.json");
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) { /* both rings tracing, read as bob */
+    assert_int_equal(https_as(&c, "bob", "GET", "/api/v1/hosts", out), 200);
+    const char *a = tg_test_json(out, "hosts.0.state");
+    const char *b = tg_test_json(out, "hosts.1.state");
+    if (a && b && !strcmp(a, "\"tracing\"") && !strcmp(b, "\"tracing\"")) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(https_as(&c, "bob", "POST", "/api/v1/snapshots", out), 403);
+  assert_int_equal(https_as(&c, "eve", "GET", "/api/v1/hosts", out), 403);
+  assert_int_equal(https_as(&c, "-", "GET", "/api/v1/hosts", out), 0);
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 0); /* plain */
+  pid_t pid = http_spawn_as(&c, "alice", "POST", "/api/v1/snapshots?wait=1", out);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  assert_int_equal(http_wait(pid, out), 200);
+  assert_json(out, "snapshot.state", "\"complete\"");
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(operator_snapshots_and_a_killed_collector),
       cmocka_unit_test(a_host_trigger_snapshots_the_fleet),
       cmocka_unit_test(a_collector_killed_mid_snapshot),
       cmocka_unit_test(the_inventory_changes_while_running),
+      cmocka_unit_test(https_roles_decide_who_reads_and_who_triggers),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
