@@ -12,6 +12,7 @@
  * host that is down is named as failed in a partial snapshot.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
@@ -332,6 +333,102 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Replaces |from| by |to| in the collector's config file. */
+static void edit_config(const char *from, const char *to) {
+  const char *path = fleet_in_dir("collector.conf");
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char text[4096];
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = 0;
+  char *at = strstr(text, from);
+  assert_non_null(at);
+  char out[4200];
+  snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to,
+           at + strlen(from));
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(out, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* A storm: 20 triggers while a snapshot waits on the producers' flush.
+ * The first begins it, the second queues one more, the other 18 fold
+ * into that one; once both ran, the per-minute cap (2) refuses the next.
+ * Counted in /metrics: 21 hits, 18 coalesced, 1 capped, 2 snapshots. */
+static void a_trigger_storm_is_coalesced_and_capped(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 2, NULL);
+  edit_config("max_snapshots_per_minute = 100", "max_snapshots_per_minute = 2");
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  const char *out = fleet_in_dir("storm.json");
+  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=storm", out), 202);
+  char first[32];
+  snprintf(first, sizeof(first), "%s", tg_test_json(out, "id"));
+  /* The first snapshot is under way until its flushes are answered. */
+  for (int i = 0; i < 19; i++)
+    assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=storm", out), 202);
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  /* Both stored (the second is the queued one). */
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", out), 200);
+    const char *v = tg_test_json(out, "snapshots.1.id");
+    if (v && strcmp(v, "null") != 0) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+  assert_json(out, "snapshots.1.id", first);
+  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=capped", out), 429);
+  const char *metrics = fleet_in_dir("storm-metrics.txt");
+  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
+  static const char *const want[] = {
+      "tracegate_collector_trigger_hits_total 21\n",
+      "tracegate_collector_triggers_coalesced_total 18\n",
+      "tracegate_collector_triggers_capped_total 1\n",
+      "tracegate_collector_snapshots_total{outcome=\"complete\"} 2\n"};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+    assert_true(tg_test_wait_file_text(metrics, want[i], 1000));
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* A config with a bad value: --check-config exits 1 and names the file,
+ * the line and the key. */
+static void a_bad_config_names_its_line(void **state) {
+  (void)state;
+  fleet_host_t h[1];
+  memset(h, 0, sizeof(h));
+  snprintf(h[0].spec, sizeof(h[0].spec), "127.0.0.1:9");
+  write_config(h, 1, "shard = 2/2\n");
+  const char *err = fleet_in_dir("check.err");
+  int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  const char *argv[] = {"tracegate-collector", "--config",
+                        fleet_in_dir("collector.conf"), "--check-config", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_COLLECTOR_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = fd;
+  s.stderr_fd = fd;
+  pid_t pid = tg_test_spawn(&s);
+  close(fd);
+  assert_true(pid > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS)), 1);
+  /* The line after the base config's 14: shard's. */
+  assert_true(tg_test_wait_file_text(err, "collector.conf:15: shard: expected", 1000));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(operator_snapshots_and_a_killed_collector),
@@ -339,6 +436,8 @@ int main(void) {
       cmocka_unit_test(a_collector_killed_mid_snapshot),
       cmocka_unit_test(the_inventory_changes_while_running),
       cmocka_unit_test(https_roles_decide_who_reads_and_who_triggers),
+      cmocka_unit_test(a_trigger_storm_is_coalesced_and_capped),
+      cmocka_unit_test(a_bad_config_names_its_line),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
