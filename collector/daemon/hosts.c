@@ -179,6 +179,13 @@ static int holder_new(coll_host_t *h) {
 static void on_restart(uv_timer_t *t) {
   coll_host_t *h = t->data;
   if (h->c->stopping || h->removed) return;
+  /* A snapshot may still read the failed holder's clock estimate and
+   * host info (snap.c keeps it): its memory stays until the snapshot
+   * lets go. */
+  if (h->busy) {
+    uv_timer_start(&h->restart, on_restart, 1000, 0);
+    return;
+  }
   if (h->old) free(h->old); /* closed a whole period ago (see the top) */
   tg_fleet_host_close(h->fh);
   h->old = h->fh;
