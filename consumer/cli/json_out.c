@@ -1,10 +1,14 @@
 /* JSON output: see json_out.h. */
 #include "consumer/cli/json_out.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 void cli_json_str(FILE *f, const char *s) {
   if (!s) {
@@ -178,4 +182,31 @@ void cli_json_pb(FILE *f, const ProtobufCMessage *m) {
     fputc(']', f);
   }
   fputc('}', f);
+}
+
+int cli_json_file_write(const char *path, void (*put)(FILE *f, const void *arg),
+                        const void *arg) {
+  if (!strcmp(path, "-")) {
+    put(stdout, arg);
+    return fflush(stdout) == 0 ? 0 : -errno;
+  }
+  size_t n = strlen(path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) return -ENOMEM;
+  snprintf(tmp, n, "%s.tmp-XXXXXX", path);
+  int fd = mkstemp(tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  int rv = 0;
+  if (!f) {
+    rv = -errno;
+    if (fd >= 0) close(fd);
+  } else {
+    put(f, arg);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rv = -errno;
+    if (fclose(f) != 0 && rv == 0) rv = -errno;
+    if (rv == 0 && rename(tmp, path) != 0) rv = -errno;
+  }
+  if (rv < 0 && fd >= 0) unlink(tmp);
+  free(tmp);
+  return rv;
 }

@@ -1,12 +1,9 @@
 /* --summary-json: see summary_json.h. */
 #include "consumer/cli/summary_json.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/version.h"
 #include "consumer/cli/json_out.h"
@@ -69,33 +66,11 @@ static void put_summary(FILE *f, const cli_summary_t *s) {
   fputs(s->n_hosts ? "\n]}\n" : "]}\n", f);
 }
 
+static void put_summary_cb(FILE *f, const void *arg) { put_summary(f, arg); }
+
 int cli_summary_json_write(const char *path, const cli_summary_t *s) {
-  if (!strcmp(path, "-")) {
-    put_summary(stdout, s);
-    return fflush(stdout) == 0 ? 0 : -errno;
-  }
-  /* Beside the destination, then renamed over it: a reader sees the old
-   * summary or the whole new one. */
-  size_t n = strlen(path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) return -ENOMEM;
-  snprintf(tmp, n, "%s.tmp-XXXXXX", path);
-  int fd = mkstemp(tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  int rv = 0;
-  if (!f) {
-    rv = -errno;
-    if (fd >= 0) close(fd);
-  } else {
-    put_summary(f, s);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rv = -errno;
-    if (fclose(f) != 0 && rv == 0) rv = -errno;
-    if (rv == 0 && rename(tmp, path) != 0) rv = -errno;
-  }
-  if (rv < 0) {
+  int rv = cli_json_file_write(path, put_summary_cb, s);
+  if (rv < 0)
     fprintf(stderr, CLI_PROG ": --summary-json %s: %s\n", path, strerror(-rv));
-    if (fd >= 0) unlink(tmp);
-  }
-  free(tmp);
   return rv;
 }
