@@ -23,6 +23,8 @@
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
+/* snapshot: the collector stored it, but some hosts failed. */
+#define CLI_EXIT_PARTIAL 3
 #define CLI_EXIT_ABORTED 130 /* a second Ctrl-C */
 
 /* Every message the CLI prints starts with this. */
@@ -35,6 +37,7 @@ int cli_record_main(int argc, char **argv);
 int cli_query_main(int argc, char **argv);
 int cli_stats_main(int argc, char **argv);
 int cli_trigger_main(int argc, char **argv);
+int cli_snapshot_main(int argc, char **argv);
 
 /* --- args.c --------------------------------------------------------------- */
 

@@ -26,6 +26,10 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
+
+#ifndef TRACEGATE_CLI_PATH
+#error "TRACEGATE_CLI_PATH must name the tracegate binary"
+#endif
 #include "fleet_harness.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "raw_ipc.h"
@@ -429,6 +433,105 @@ static void a_bad_config_names_its_line(void **state) {
   assert_true(tg_test_wait_file_text(err, "collector.conf:15: shard: expected", 1000));
 }
 
+/* A file of the test's directory on stderr, for a failure's diagnosis. */
+static void dump_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  fprintf(stderr, "--- %s\n", path);
+  while (fgets(line, sizeof(line), f)) fputs(line, stderr);
+  fclose(f);
+}
+
+/* `tracegate snapshot --collector 127.0.0.1:PORT ...` with |args| after
+ * the address, its stderr into |err|, while the first |n_ack| hosts'
+ * producers answer the clone's flush. Returns its exit status. */
+static int cli_snapshot(const collector_t *c, fleet_host_t *hosts,
+                        size_t n_ack, const char *const *args,
+                        const char *err) {
+  char addr[64];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", c->port);
+  const char *argv[16] = {"snapshot", "--collector", addr};
+  size_t n = 3;
+  for (; *args && n + 1 < sizeof(argv) / sizeof(argv[0]); args++) argv[n++] = *args;
+  argv[n] = NULL;
+  int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(efd >= 0);
+  pid_t pid = tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
+  close(efd);
+  assert_true(pid > 0);
+  for (size_t i = 0; i < n_ack; i++) fleet_ack_flush(&hosts[i].p);
+  return tg_test_exit_code(tg_test_reap(pid, 90000));
+}
+
+/* The CLI's snapshot: complete (exit 0, the reply in --json), partial
+ * (exit 3, the failed host named), and no collector at all (exit 1). */
+static void the_cli_asks_for_a_snapshot(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  fleet_commit_packets(&h[0].p, 0, "cliA", 1, 3);
+  fleet_commit_packets(&h[1].p, 0, "cliB", 1, 2);
+
+  const char *json = fleet_in_dir("cli1.json"), *err = fleet_in_dir("cli1.err");
+  const char *const args1[] = {"--reason", "cli", "--json", json, NULL};
+  int code = cli_snapshot(&c, h, 2, args1, err);
+  if (code != 0) collector_dump_log(), dump_file(err);
+  assert_int_equal(code, 0);
+  assert_json(json, "snapshot.reason", "\"cli\"");
+  assert_json(json, "snapshot.state", "\"complete\"");
+  assert_json(json, "snapshot.trigger", "\"operator\"");
+  assert_json(json, "snapshot.hosts", "2");
+
+  /* A host down: partial, exit 3, the host named; the reason's bytes
+   * arrive as they were (percent-encoded on the way). */
+  fleet_relay_stop(&h[1].relay, SIGKILL);
+  json = fleet_in_dir("cli2.json");
+  err = fleet_in_dir("cli2.err");
+  const char *const args2[] = {"--reason", "a&b c/%+=\xc3\xa9", "--group", "all",
+                               "--json", json, NULL};
+  code = cli_snapshot(&c, h, 1, args2, err);
+  if (code != 3) collector_dump_log(), dump_file(err);
+  assert_int_equal(code, 3);
+  assert_json(json, "snapshot.state", "\"partial\"");
+  /* (The collector escapes each byte above 0x7f on its own.) */
+  assert_json(json, "snapshot.reason", "\"a&b c/%+=\\u00c3\\u00a9\"");
+  assert_json(json, "snapshot.hosts_failed", "1");
+
+  /* An unknown group is the collector's refusal: exit 1, nothing written. */
+  json = fleet_in_dir("cli3.json");
+  err = fleet_in_dir("cli3.err");
+  const char *const args3[] = {"--group", "nosuch", "--json", json, NULL};
+  assert_int_equal(cli_snapshot(&c, h, 0, args3, err), 1);
+  assert_int_equal(access(json, F_OK), -1);
+
+  /* No collector there any more: exit 1, saying so. */
+  collector_stop(&c);
+  const char *const none[] = {NULL};
+  err = fleet_in_dir("cli4.err");
+  assert_int_equal(cli_snapshot(&c, h, 0, none, err), 1);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* Addresses that are none are usage errors (exit 2), before any request. */
+static void the_cli_refuses_a_bad_collector_address(void **state) {
+  (void)state;
+  const char *bad[] = {"ftp://127.0.0.1:80", "127.0.0.1", "http://127.0.0.1:80/x",
+                       "http://127.0.0.1:0", "", "http://user@127.0.0.1:80"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    const char *err = fleet_in_dir("usage.err");
+    const char *args[] = {"snapshot", "--collector", bad[i], NULL};
+    int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(efd >= 0);
+    pid_t pid = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL, efd);
+    close(efd);
+    assert_int_equal(tg_test_exit_code(tg_test_reap(pid, 30000)), 2);
+    assert_true(tg_test_wait_file_text(err, "--collector", 1000));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(operator_snapshots_and_a_killed_collector),
@@ -438,6 +541,8 @@ int main(void) {
       cmocka_unit_test(https_roles_decide_who_reads_and_who_triggers),
       cmocka_unit_test(a_trigger_storm_is_coalesced_and_capped),
       cmocka_unit_test(a_bad_config_names_its_line),
+      cmocka_unit_test(the_cli_asks_for_a_snapshot),
+      cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
