@@ -68,6 +68,7 @@ struct coll_snap {
   int write_err;
   snap_host_t *hosts;
   size_t n, asked, open, delivered;
+  size_t clones_sent; /* CloneSession requests written so far */
   uv_timer_t deadline;
   uv_work_t work;
   int sync_err;
@@ -255,6 +256,11 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
     return;
   }
   sh->cloned_ms = coll_now_ms(sh->s->c);
+  /* When each host's clone was taken, as seen here: their spread is the
+   * snapshot's skew (bench_collector reads these). */
+  TG_DEBUG("snapshot %016" PRIx64 ": host %s: cloned %.3f ms after the "
+           "trigger", sh->s->id, sh->h->t.spec,
+           (double)(uv_hrtime() - sh->s->t0) / 1e6);
   sh->st = SH_READ;
   read_more(sh);
 }
@@ -276,7 +282,15 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
       .clone_trigger_producer_uid = s->producer_uid,
   };
   int rv = tg_consumer_clone_session(c, &a, on_cloned, sh);
-  if (rv < 0) host_fail(sh, "CloneSession: %s", tg_strerror(rv));
+  if (rv < 0) {
+    host_fail(sh, "CloneSession: %s", tg_strerror(rv));
+    return;
+  }
+  /* The trigger's latency to the last host asked (bench_collector). */
+  if (++s->clones_sent == s->asked)
+    TG_DEBUG("snapshot %016" PRIx64 ": all %zu clones requested, %.3f ms "
+             "after the trigger", s->id, s->asked,
+             (double)(uv_hrtime() - s->t0) / 1e6);
 }
 
 static void maybe_finish(coll_snap_t *s);

@@ -1,0 +1,728 @@
+/* tracegate-collector at fleet scale: HOSTS rings held by one collector,
+ * then one operator snapshot of them all.
+ *
+ * Hosts are simulated as bench_fanout --cli does: GROUP_HOSTS inventory
+ * entries per tracegated + tracegate-relay pair, the entries of one relay
+ * being distinct spellings of 127.0.0.1 (so each gets a ring of its own:
+ * the collector keys rings by the spec's FNV), and one tracegate-emit per
+ * pair writing track events into every ring of its tracegated. A group is
+ * 8 hosts because a producer serves at most TG_DS_MAX_INSTANCES sessions
+ * of one data source: a bigger group would leave rings empty.
+ *
+ * The collector is the real tracegate-collector, a child configured as the
+ * end-to-end test configures it (TLS toward the relays with certificates
+ * of deploy/certs/tg-certs, listen 127.0.0.1:0 told by --ready-fd), driven
+ * over its HTTP API by a blocking HTTP/1.1 client here (loopback only).
+ * Measured, each next to the goal of the collector's issue:
+ * 1. memory per host: (VmRSS with HOSTS rings tracing - VmRSS with a
+ *    one-host inventory, a separate short run) / (HOSTS - 1); VmHWM too;
+ * 2. idle CPU with every ring held: the collector's utime+stime over
+ *    IDLE_S seconds, as a share of one core (the producers stopped by
+ *    then: on a fleet they have the hosts' cores, here they would take
+ *    the collector's);
+ * 3. trigger -> every CloneSession requested: from the POST's send to the
+ *    collector's debug line "all N clones requested" (its timestamp, ms,
+ *    same machine clock), and that line's own figure on the collector's
+ *    clock (uv_hrtime from the snapshot's start);
+ * 4. trigger -> the merged snapshot stored (POST wait=1's round trip) and
+ *    listed (GET /api/v1/snapshots), with its bytes, MB/s and per-host
+ *    outcomes; the rings are given time to fill first (less stored per
+ *    host than the producers wrote shows they wrapped);
+ * 5. the snapshot's skew: the spread over hosts of the moment each clone's
+ *    answer came back (the collector's per-host debug lines, its clock).
+ *
+ * usage: bench_collector [HOSTS [RING_KB [IDLE_S]]]  (default 1000 1024 10)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_children.h"
+#include "bench_remote.h"
+#include "test_service.h"
+
+#ifndef TRACEGATE_COLLECTOR_PATH
+#error "TRACEGATE_COLLECTOR_PATH must name the tracegate-collector binary"
+#endif
+#ifndef TRACEGATE_EMIT_PATH
+#error "TRACEGATE_EMIT_PATH must name the tracegate-emit binary"
+#endif
+
+#define PROG "bench_collector"
+#define HOSTS_MAX 1024
+#define GROUP_HOSTS 8 /* TG_DS_MAX_INSTANCES: sessions one producer feeds */
+#define MAX_GROUPS (HOSTS_MAX / GROUP_HOSTS)
+#define SESSION_KEY "bench-collector"
+#define EMIT_SIZE 1024 /* payload bytes of each track event slice */
+/* The producers' payload would fill a ring in FILL_S; the ring wraps
+ * sooner, as a chunk committed part full takes its whole size there. The
+ * snapshot comes FILL_WAIT_S after the last ring started. */
+#define FILL_S 60
+#define FILL_WAIT_S 45
+#define STEP_MS 15000          /* spawning, a ready line, a stop */
+#define TRACING_WAIT_MS 180000 /* every ring tracing */
+#define HTTP_MS 30000          /* a plain request */
+#define SNAPSHOT_MS 200000     /* POST wait=1 (the collector's own bound: 120 s) */
+#define POLL_MS 250
+
+/* The goals (the collector's issue, docs/collector.md "Sizing"). */
+#define GOAL_MEM_KB 200.0
+#define GOAL_IDLE_CPU_PCT 2.0
+#define GOAL_CLONES_MS 100.0
+#define GOAL_STORED_S 10.0
+
+typedef struct group {
+  test_service_t ts;
+  bench_relay_t relay;
+  pid_t emit;
+} group_t;
+
+typedef struct collector {
+  pid_t pid;
+  int port;
+  char log[160];
+} collector_t;
+
+static group_t g_groups[MAX_GROUPS];
+
+static double real_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --- the fleet ------------------------------------------------------------ */
+
+/* The k-th of 64 spellings of 127.0.0.1 (bench_fanout's). */
+static void spelling(unsigned k, char *out, size_t n) {
+  static const char *const zero[] = {"0", "00", "000", "0000"};
+  static const char *const one[] = {"1", "01", "001", "0001"};
+  snprintf(out, n, "127.%s.%s.%s", zero[k % 4], zero[(k / 4) % 4],
+           one[(k / 16) % 4]);
+}
+
+/* Units per second of each producer: a RING_KB ring filled in FILL_S. */
+static unsigned emit_rate(unsigned ring_kb) {
+  unsigned r = (ring_kb * 1024u + EMIT_SIZE * FILL_S - 1) / (EMIT_SIZE * FILL_S);
+  return r ? r : 1;
+}
+
+static int start_groups(unsigned ng, const char *dir, unsigned rate) {
+  static const char *const relay_extra[] = {"--max-conns", "128", NULL};
+  for (unsigned i = 0; i < ng; i++) {
+    if (test_service_start(&g_groups[i].ts) < 0) {
+      fprintf(stderr, PROG ": cannot start tracegated %u\n", i);
+      return -1;
+    }
+    bench_adopt(g_groups[i].ts.pid);
+    bench_remove_at_exit(g_groups[i].ts.dir);
+  }
+  for (unsigned i = 0; i < ng; i++)
+    if (bench_relay_spawn_with(&g_groups[i].relay, dir, i,
+                               g_groups[i].ts.consumer_sock, relay_extra) < 0)
+      return -1;
+  for (unsigned i = 0; i < ng; i++)
+    if (bench_relay_wait(&g_groups[i].relay, STEP_MS) < 0) return -1;
+  char r[24], sz[24];
+  snprintf(r, sizeof(r), "%u", rate);
+  snprintf(sz, sizeof(sz), "%u", EMIT_SIZE);
+  for (unsigned i = 0; i < ng; i++) {
+    char log[160];
+    snprintf(log, sizeof(log), "%s/emit%u.log", dir, i);
+    const char *argv[] = {TRACEGATE_EMIT_PATH, "--socket",
+                          g_groups[i].ts.producer_sock, "--track-events",
+                          "--rate", r, "--size", sz, "--threads", "1",
+                          "--log-level", "error", NULL};
+    if ((g_groups[i].emit = bench_spawn(argv, -1, log)) < 0) return -1;
+  }
+  return 0;
+}
+
+/* CPU seconds so far of every relay and service. */
+static double groups_cpu(unsigned ng) {
+  double s = 0;
+  for (unsigned i = 0; i < ng; i++)
+    s += bench_proc_cpu_s(g_groups[i].relay.pid) +
+         bench_proc_cpu_s(g_groups[i].ts.pid);
+  return s;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "we");
+  if (!f) return -1;
+  int rv = fputs(text, f) < 0 ? -1 : 0;
+  return fclose(f) != 0 ? -1 : rv;
+}
+
+static int write_hosts(const char *path, unsigned hosts) {
+  FILE *f = fopen(path, "we");
+  if (!f) return -1;
+  for (unsigned i = 0; i < hosts; i++) {
+    char a[32];
+    spelling(i % GROUP_HOSTS, a, sizeof(a));
+    fprintf(f, "%s:%d\n", a, g_groups[i / GROUP_HOSTS].relay.port);
+  }
+  return fclose(f) != 0 ? -1 : 0;
+}
+
+/* <dir>/<tag>.conf over <dir>/<tag>.hosts, store <dir>/<tag>-store. */
+static int write_config(const char *dir, const char *tag, unsigned hosts,
+                        unsigned ring_kb) {
+  char path[200], text[2048];
+  snprintf(path, sizeof(path), "%s/%s.hosts", dir, tag);
+  if (write_hosts(path, hosts) < 0) return -1;
+  snprintf(path, sizeof(path), "%s/flight.pbtxt", dir);
+  snprintf(text, sizeof(text),
+           "buffers { size_kb: %u fill_policy: RING_BUFFER }\n"
+           "data_sources { config { name: \"track_event\" } }\n",
+           ring_kb);
+  if (write_text(path, text) < 0) return -1;
+  snprintf(path, sizeof(path), "%s/%s.conf", dir, tag);
+  snprintf(text, sizeof(text),
+           "hosts = %s/%s.hosts\n"
+           "ca = %s/pki/ca.pem\n"
+           "cert = %s/pki/%s.pem\n"
+           "key = %s/pki/%s.key\n"
+           "tls_server_name = %s\n"
+           "trace_config = %s/flight.pbtxt\n"
+           "store = %s/%s-store\n"
+           "listen = 127.0.0.1:0\n"
+           "session_key = " SESSION_KEY "\n"
+           "coalesce_window = 0s\n"
+           "max_snapshots_per_minute = 600\n",
+           dir, tag, dir, dir, BENCH_CLIENT, dir, BENCH_CLIENT, BENCH_HOST,
+           dir, dir, tag);
+  return write_text(path, text);
+}
+
+static int collector_start(collector_t *c, const char *dir, const char *tag) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return -1;
+  char conf[200], fd[16], line[64];
+  snprintf(conf, sizeof(conf), "%s/%s.conf", dir, tag);
+  snprintf(c->log, sizeof(c->log), "%s/%s.log", dir, tag);
+  snprintf(fd, sizeof(fd), "%d", p[1]);
+  const char *argv[] = {TRACEGATE_COLLECTOR_PATH, "--config", conf,
+                        "--ready-fd", fd, "--log-level", "debug", NULL};
+  c->pid = bench_spawn(argv, p[1], c->log);
+  close(p[1]);
+  int rv = c->pid > 0 ? bench_read_ready(p[0], STEP_MS, line, sizeof(line)) : -1;
+  close(p[0]);
+  if (rv < 0 || sscanf(line, "ready %d", &c->port) != 1 || c->port <= 0) {
+    fprintf(stderr, PROG ": tracegate-collector did not get ready within "
+            "%d ms; its log: %s\n", STEP_MS, c->log);
+    return -1;
+  }
+  return 0;
+}
+
+/* SIGTERM; says so unless it exits 0. */
+static void collector_stop(collector_t *c) {
+  if (c->pid <= 0) return;
+  int st = bench_stop(c->pid, STEP_MS);
+  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fprintf(stderr, PROG ": tracegate-collector did not exit 0 on SIGTERM "
+            "(wait status %d); its log: %s\n", st, c->log);
+  c->pid = 0;
+}
+
+/* --- HTTP: one request per connection, loopback ---------------------------- */
+
+typedef struct http_resp {
+  int status;
+  char *body; /* NUL-terminated, malloc'ed */
+  size_t len;
+  double sent_real_ms, sent_mono_ms; /* the request's last byte written */
+} http_resp_t;
+
+static int http(const collector_t *c, const char *method, const char *path,
+                int timeout_ms, http_resp_t *r) {
+  memset(r, 0, sizeof(*r));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char req[512];
+  int n = snprintf(req, sizeof(req),
+                   "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                   "%s\r\n",
+                   method, path, strcmp(method, "POST") ? "" : "Content-Length: 0\r\n");
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+      write(fd, req, (size_t)n) != n) {
+    close(fd);
+    return -1;
+  }
+  r->sent_real_ms = real_ms();
+  r->sent_mono_ms = bench_now_ms();
+  size_t cap = 1 << 16, got = 0;
+  char *buf = malloc(cap + 1);
+  double end = bench_now_ms() + timeout_ms;
+  long want = -1; /* the whole response's length, once the head is in */
+  while (buf) {
+    if (want >= 0 && got >= (size_t)want) break;
+    double left = end - bench_now_ms();
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&p, 1, (int)left) != 1) {
+      fprintf(stderr, PROG ": %s %s: no whole answer within %d ms\n", method,
+              path, timeout_ms);
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    if (got == cap) {
+      char *nb = realloc(buf, cap * 2 + 1);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t k = read(fd, buf + got, cap - got);
+    if (k <= 0) break;
+    got += (size_t)k;
+    buf[got] = 0;
+    char *head_end = want < 0 ? strstr(buf, "\r\n\r\n") : NULL;
+    if (head_end) {
+      const char *cl = strcasestr(buf, "\r\ncontent-length:");
+      if (cl && cl < head_end)
+        want = (head_end + 4 - buf) + strtol(cl + 17, NULL, 10);
+    }
+  }
+  close(fd);
+  if (!buf) return -1;
+  buf[got] = 0;
+  char *body = strstr(buf, "\r\n\r\n");
+  if (sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1 || !body) {
+    fprintf(stderr, PROG ": %s %s: not an HTTP answer\n", method, path);
+    free(buf);
+    return -1;
+  }
+  body += 4;
+  r->len = got - (size_t)(body - buf);
+  memmove(buf, body, r->len + 1);
+  r->body = buf;
+  return 0;
+}
+
+/* Occurrences of |needle| in |s|. */
+static unsigned count_of(const char *s, const char *needle) {
+  unsigned n = 0;
+  for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* The number after the first "key": at or after |from|; -1 if none. */
+static double json_num(const char *from, const char *key) {
+  char k[64];
+  snprintf(k, sizeof(k), "\"%s\":", key);
+  const char *p = from ? strstr(from, k) : NULL;
+  return p ? strtod(p + strlen(k), NULL) : -1;
+}
+
+/* The string after the first "key": into |out| ("" if none). */
+static void json_str(const char *from, const char *key, char *out, size_t n) {
+  char k[64];
+  snprintf(k, sizeof(k), "\"%s\":\"", key);
+  const char *p = from ? strstr(from, k) : NULL;
+  out[0] = 0;
+  if (!p) return;
+  p += strlen(k);
+  size_t l = strcspn(p, "\"");
+  snprintf(out, n, "%.*s", (int)(l < n ? l : n - 1), p);
+}
+
+/* Polls GET /api/v1/hosts until |n| hosts are tracing, for |timeout_ms|.
+ * Returns the ms it took, or -1 (said, with the states then). */
+static double wait_tracing(const collector_t *c, unsigned n, int timeout_ms) {
+  double t0 = bench_now_ms();
+  unsigned tracing = 0, last_print = 0;
+  for (;;) {
+    http_resp_t r;
+    if (http(c, "GET", "/api/v1/hosts", HTTP_MS, &r) == 0 && r.status == 200) {
+      tracing = count_of(r.body, "\"state\":\"tracing\"");
+      if (tracing >= n) {
+        free(r.body);
+        return bench_now_ms() - t0;
+      }
+      double now = bench_now_ms();
+      if (now - t0 > timeout_ms) {
+        fprintf(stderr,
+                PROG ": only %u of %u hosts tracing after %d ms (connecting "
+                "%u, reconnecting %u, failed %u); the first others:\n",
+                tracing, n, timeout_ms,
+                count_of(r.body, "\"state\":\"connecting\""),
+                count_of(r.body, "\"state\":\"reconnecting\""),
+                count_of(r.body, "\"state\":\"failed\""));
+        unsigned shown = 0;
+        for (const char *p = r.body; shown < 5 && (p = strstr(p, "{\"host\":"));
+             p++) {
+          const char *e = strchr(p, '}');
+          const char *st = strstr(p, "\"state\":");
+          if (!e || !st || st > e || !strncmp(st, "\"state\":\"tracing\"", 17))
+            continue;
+          fprintf(stderr, "  %.*s\n", (int)(e - p + 1), p);
+          shown++;
+        }
+        free(r.body);
+        return -1;
+      }
+      if (n > 50 && tracing / 100 != last_print / 100) {
+        fprintf(stderr, PROG ": %u of %u hosts tracing (%.1f s)\n", tracing, n,
+                (now - t0) / 1e3);
+        last_print = tracing;
+      }
+      free(r.body);
+    } else {
+      if (r.body) free(r.body);
+      if (bench_now_ms() - t0 > timeout_ms) {
+        fprintf(stderr, PROG ": GET /api/v1/hosts fails\n");
+        return -1;
+      }
+    }
+    usleep(POLL_MS * 1000);
+  }
+}
+
+/* --- the collector's log -------------------------------------------------- */
+
+/* "2026-01-02T03:04:05.678Z ..." as epoch ms; -1 if not a log line. */
+static double log_time_ms(const char *line) {
+  struct tm tm = {0};
+  int ms;
+  if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+             &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return (double)timegm(&tm) * 1e3 + ms;
+}
+
+typedef struct snap_log {
+  double cloning_real_ms;  /* "cloning N of M hosts" (info), -1: none */
+  double all_real_ms;      /* "all N clones requested" (debug), -1: none */
+  double all_after_ms;     /* its figure: since the snapshot's start */
+  unsigned cloned;         /* per-host "cloned T ms after the trigger" */
+  double cloned_min, cloned_max, cloned_median;
+  unsigned warnings;       /* "warn" lines about this snapshot */
+  char first_warning[300];
+} snap_log_t;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void read_snap_log(const char *log, const char *id, unsigned hosts,
+                          snap_log_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->cloning_real_ms = out->all_real_ms = out->all_after_ms = -1;
+  double *t = calloc(hosts ? hosts : 1, sizeof(double));
+  FILE *f = fopen(log, "re");
+  char line[1200], tag[40];
+  snprintf(tag, sizeof(tag), "snapshot %s", id);
+  while (f && t && fgets(line, sizeof(line), f)) {
+    const char *p = strstr(line, tag);
+    if (!p) continue;
+    const char *q;
+    if (strstr(p, "): cloning ")) {
+      out->cloning_real_ms = log_time_ms(line);
+    } else if ((q = strstr(p, " clones requested, "))) {
+      out->all_real_ms = log_time_ms(line);
+      out->all_after_ms = strtod(q + strlen(" clones requested, "), NULL);
+    } else if ((q = strstr(p, ": cloned ")) && out->cloned < hosts) {
+      t[out->cloned++] = strtod(q + strlen(": cloned "), NULL);
+    } else if (strstr(line, " warn ")) {
+      if (!out->warnings++)
+        snprintf(out->first_warning, sizeof(out->first_warning), "%.*s",
+                 (int)strcspn(line, "\n"), line);
+    }
+  }
+  if (f) fclose(f);
+  if (t && out->cloned) {
+    qsort(t, out->cloned, sizeof(double), cmp_double);
+    out->cloned_min = t[0];
+    out->cloned_max = t[out->cloned - 1];
+    out->cloned_median = t[out->cloned / 2];
+  }
+  free(t);
+}
+
+/* --- the runs ----------------------------------------------------------------- */
+
+static const char *met(bool ok) { return ok ? "met" : "NOT met"; }
+
+static int baseline_run(const char *dir, unsigned ring_kb, long *rss_kb,
+                        long *hwm_kb) {
+  collector_t c = {0};
+  if (write_config(dir, "one", 1, ring_kb) < 0 ||
+      collector_start(&c, dir, "one") < 0)
+    return -1;
+  if (wait_tracing(&c, 1, STEP_MS * 2) < 0) {
+    collector_stop(&c);
+    return -1;
+  }
+  sleep(1); /* the first heartbeats and stats calls */
+  *rss_kb = bench_proc_status_kb(c.pid, "VmRSS");
+  *hwm_kb = bench_proc_status_kb(c.pid, "VmHWM");
+  collector_stop(&c);
+  return 0;
+}
+
+static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
+  unsigned ng = (hosts + GROUP_HOSTS - 1) / GROUP_HOSTS;
+  unsigned rate = emit_rate(ring_kb);
+  char dir[96];
+  if (bench_tempdir(dir, sizeof(dir), "collector") < 0 ||
+      bench_certs(dir, BENCH_HOST, BENCH_CLIENT) < 0) {
+    fprintf(stderr, PROG ": cannot make certificates\n");
+    return 1;
+  }
+  double t_spawn = bench_now_ms();
+  if (start_groups(ng, dir, rate) < 0) return 1;
+  t_spawn = bench_now_ms() - t_spawn;
+  fprintf(stderr, PROG ": %u tracegated + tracegate-relay + tracegate-emit "
+          "groups up in %.0f ms\n", ng, t_spawn);
+
+  /* 1-host run first: its ring is the first host's of the full run, which
+   * attaches to it (the same key). */
+  long rss1 = -1, hwm1 = -1;
+  if (baseline_run(dir, ring_kb, &rss1, &hwm1) < 0) {
+    fprintf(stderr, PROG ": the one-host run failed\n");
+    return 1;
+  }
+
+  collector_t c = {0};
+  if (write_config(dir, "all", hosts, ring_kb) < 0 ||
+      collector_start(&c, dir, "all") < 0)
+    return 1;
+  double t_tracing = wait_tracing(&c, hosts, TRACING_WAIT_MS);
+  if (t_tracing < 0) {
+    collector_stop(&c);
+    return 1;
+  }
+  double t_all_tracing = bench_now_ms();
+  double cpu_to_tracing = bench_proc_cpu_s(c.pid);
+  sleep(2); /* past the connect burst: the steady state */
+  long rss = bench_proc_status_kb(c.pid, "VmRSS");
+  long hwm = bench_proc_status_kb(c.pid, "VmHWM");
+
+  /* Full rings: FILL_WAIT_S after the last one started. Then the
+   * producers stop: in a fleet they run on the hosts' own cores, here they
+   * would share the collector's two (the rings keep what they hold; a
+   * clone's flush then has no producer to wait for). */
+  uint64_t idle0, all0, idle1, all1;
+  bench_machine_ticks(&idle0, &all0);
+  double emit_cpu = 0;
+  double fill_left = t_all_tracing + FILL_WAIT_S * 1e3 - bench_now_ms();
+  if (fill_left > 0) usleep((useconds_t)(fill_left * 1e3));
+  bench_machine_ticks(&idle1, &all1);
+  double fill_idle =
+      all1 > all0 ? 100.0 * (double)(idle1 - idle0) / (double)(all1 - all0) : 0;
+  for (unsigned i = 0; i < ng; i++) {
+    double cpu_s = 0;
+    bench_stop_cpu(g_groups[i].emit, STEP_MS, &cpu_s);
+    emit_cpu += cpu_s;
+    g_groups[i].emit = 0;
+  }
+
+  /* Idle: every ring held, nothing asked of the collector. */
+  bench_machine_ticks(&idle0, &all0);
+  double others0 = groups_cpu(ng);
+  double cpu0 = bench_proc_cpu_s(c.pid), t_idle = bench_now_ms();
+  sleep(idle_s);
+  double cpu1 = bench_proc_cpu_s(c.pid);
+  double others = groups_cpu(ng) - others0;
+  t_idle = bench_now_ms() - t_idle;
+  bench_machine_ticks(&idle1, &all1);
+  double idle_pct = 100.0 * (cpu1 - cpu0) / (t_idle / 1e3);
+  double machine_idle =
+      all1 > all0 ? 100.0 * (double)(idle1 - idle0) / (double)(all1 - all0) : 0;
+  http_resp_t r;
+  unsigned still = 0;
+  if (http(&c, "GET", "/api/v1/hosts", HTTP_MS, &r) == 0) {
+    still = count_of(r.body, "\"state\":\"tracing\"");
+    free(r.body);
+  }
+
+  /* The trigger. */
+  long hwm_before_snap = bench_proc_status_kb(c.pid, "VmHWM");
+  double snap_cpu0 = bench_proc_cpu_s(c.pid);
+  if (http(&c, "POST", "/api/v1/snapshots?wait=1&reason=bench", SNAPSHOT_MS,
+           &r) < 0) {
+    collector_stop(&c);
+    return 1;
+  }
+  double round_trip_ms = bench_now_ms() - r.sent_mono_ms;
+  double post_real_ms = r.sent_real_ms;
+  double snap_cpu = bench_proc_cpu_s(c.pid) - snap_cpu0;
+  long hwm_after_snap = bench_proc_status_kb(c.pid, "VmHWM");
+  if (r.status != 200) {
+    fprintf(stderr, PROG ": POST /api/v1/snapshots?wait=1: %d %.300s\n",
+            r.status, r.body);
+    free(r.body);
+    collector_stop(&c);
+    return 1;
+  }
+  char id[24], state[24];
+  const char *snap = strstr(r.body, "\"snapshot\":");
+  json_str(snap, "id", id, sizeof(id));
+  json_str(snap, "state", state, sizeof(state));
+  double bytes = json_num(snap, "bytes"), loss = json_num(snap, "loss");
+  double packets = json_num(snap, "packets");
+  double started = json_num(snap, "started_ms"), finished = json_num(snap, "finished_ms");
+  unsigned ok = count_of(r.body, "\"outcome\":\"ok\"");
+  unsigned failed = count_of(r.body, "\"outcome\":\"failed\"");
+  char first_error[300] = "";
+  const char *fe = strstr(r.body, "\"outcome\":\"failed\",\"error\":");
+  if (fe) snprintf(first_error, sizeof(first_error), "%.200s", fe);
+  free(r.body);
+
+  /* Listed. */
+  double t_list = bench_now_ms();
+  bool listed = false;
+  if (http(&c, "GET", "/api/v1/snapshots", HTTP_MS, &r) == 0) {
+    char want[40];
+    snprintf(want, sizeof(want), "\"id\":\"%s\"", id);
+    listed = r.status == 200 && strstr(r.body, want) != NULL;
+    free(r.body);
+  }
+  t_list = bench_now_ms() - t_list;
+
+  snap_log_t sl;
+  read_snap_log(c.log, id, hosts, &sl);
+  collector_stop(&c);
+
+  /* --- the report --- */
+  double per_host_kb = (double)(rss - rss1) / (hosts > 1 ? hosts - 1 : 1);
+  double per_host_hwm_kb = (double)(hwm - hwm1) / (hosts > 1 ? hosts - 1 : 1);
+  double clones_ms = sl.all_real_ms >= 0 ? sl.all_real_ms - post_real_ms : -1;
+  double mb = bytes / 1e6;
+  printf(PROG ": %u hosts (%u tracegated + tracegate-relay pairs of %u "
+         "rings, started in %.0f ms; tracegate-emit --track-events %u x %u B "
+         "per s per ring), rings of %u KiB, one tracegate-collector\n",
+         hosts, ng, GROUP_HOSTS, t_spawn, rate, EMIT_SIZE, ring_kb);
+  printf("  all rings tracing                       : %8.1f s after the start "
+         "(collector CPU by then %.2f s)\n",
+         t_tracing / 1e3, cpu_to_tracing);
+  printf("  1. memory per host                      : %8.1f KiB  (goal <= "
+         "%.0f KB: %s)  VmRSS %ld KiB with %u hosts, %ld with one\n",
+         per_host_kb, GOAL_MEM_KB, met(per_host_kb * 1.024 <= GOAL_MEM_KB),
+         rss, hosts, rss1);
+  printf("     peak (VmHWM) per host                : %8.1f KiB  (VmHWM %ld "
+         "KiB with %u hosts, %ld with one; %ld -> %ld KiB over the snapshot)\n",
+         per_host_hwm_kb, hwm, hosts, hwm1, hwm_before_snap, hwm_after_snap);
+  printf("  2. idle CPU, every ring held            : %8.2f %% of a core  "
+         "(goal <= %.0f %%: %s)  %.2f s over %.1f s; machine idle %.0f %% of "
+         "%ld cores (producers stopped; relays + services used %.2f s); %u of %u "
+         "hosts tracing after\n",
+         idle_pct, GOAL_IDLE_CPU_PCT, met(idle_pct <= GOAL_IDLE_CPU_PCT),
+         cpu1 - cpu0, t_idle / 1e3, machine_idle, sysconf(_SC_NPROCESSORS_ONLN),
+         others, still, hosts);
+  if (clones_ms >= 0)
+    printf("  3. trigger -> every clone requested     : %8.0f ms  (goal <= "
+           "%.0f: %s)  POST sent -> the collector's debug line, 1 ms log "
+           "resolution; on its own clock %.1f ms from the snapshot's start "
+           "(\"cloning\" logged %.0f ms after the POST)\n",
+           clones_ms, GOAL_CLONES_MS, met(clones_ms <= GOAL_CLONES_MS),
+           sl.all_after_ms,
+           sl.cloning_real_ms >= 0 ? sl.cloning_real_ms - post_real_ms : -1);
+  else
+    printf("  3. trigger -> every clone requested     :   never  (goal <= "
+           "%.0f: NOT met)  the collector never logged \"all N clones "
+           "requested\": some host failed before its CloneSession\n",
+           GOAL_CLONES_MS);
+  printf("  4. trigger -> snapshot stored           : %8.2f s  (goal <= %.0f "
+         "s: %s)  POST wait=1 round trip; state %s, listed by GET "
+         "/api/v1/snapshots: %s (%.0f ms); the collector's row: %.2f s\n",
+         round_trip_ms / 1e3, GOAL_STORED_S,
+         met(round_trip_ms / 1e3 <= GOAL_STORED_S &&
+             !strcmp(state, "complete") && listed),
+         state, listed ? "yes" : "NO", t_list,
+         finished >= 0 && started >= 0 ? (finished - started) / 1e3 : -1);
+  printf("     stored                               : %8.1f MB  (%.1f MB/s; "
+         "%.0f packets, loss %.0f; collector CPU %.2f s)\n",
+         mb, round_trip_ms > 0 ? mb / (round_trip_ms / 1e3) : 0, packets, loss,
+         snap_cpu);
+  printf("     the producers while the rings filled : %8.1f s CPU over %d s "
+         "(machine idle %.0f %%), stopped before the idle window\n",
+         emit_cpu, FILL_WAIT_S, fill_idle);
+  /* Less stored than written: the rings wrapped, i.e. were full. */
+  double written_kib = (double)rate * EMIT_SIZE * FILL_WAIT_S / 1024.0;
+  printf("     per host                             : %8.0f KiB stored of "
+         ">= %.0f KiB of payload written (%s; a ring of %u KiB holds less "
+         "payload: a chunk takes its whole size)\n",
+         bytes / 1024.0 / hosts, written_kib,
+         bytes / 1024.0 / hosts < written_kib ? "less: the rings wrapped, full"
+                                              : "NOT less: rings not full",
+         ring_kb);
+  printf("     hosts' outcomes                      : %8u ok, %u failed%s%s\n",
+         ok, failed, failed ? "; first: " : "", failed ? first_error : "");
+  if (sl.cloned)
+    printf("  5. snapshot skew (clone answers)        : %8.1f ms  max - min "
+           "over %u hosts (first %.1f, median %.1f, last %.1f ms after the "
+           "trigger, the collector's clock)\n",
+           sl.cloned_max - sl.cloned_min, sl.cloned, sl.cloned_min,
+           sl.cloned_median, sl.cloned_max);
+  else
+    printf("  5. snapshot skew (clone answers)        :   none logged\n");
+  if (sl.warnings)
+    printf("  collector warnings about the snapshot   : %8u  (first: %s)\n",
+           sl.warnings, sl.first_warning);
+  bool all_ok = listed && ok == hosts && !strcmp(state, "complete");
+  if (!all_ok)
+    fprintf(stderr, PROG ": the snapshot was not complete (state %s, %u of "
+            "%u hosts ok, listed: %s)\n", state, ok, hosts, listed ? "yes" : "no");
+  bench_stop_all(STEP_MS);
+  for (unsigned i = 0; i < ng; i++) {
+    g_groups[i].ts.pid = 0; /* stopped above */
+    test_service_stop(&g_groups[i].ts);
+  }
+  return all_ok ? 0 : 1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: " PROG " [HOSTS [RING_KB [IDLE_S]]]\n"
+          "  tracegate-collector holding HOSTS rings (2-%d, default 1000) of\n"
+          "  RING_KB KiB each (4-65536, default 1024), %d hosts per\n"
+          "  tracegated + tracegate-relay pair with a tracegate-emit writing\n"
+          "  track events; measures its memory per host, its CPU over IDLE_S\n"
+          "  idle seconds (1-600, default 10), then one operator snapshot:\n"
+          "  trigger to every clone requested, trigger to stored and listed,\n"
+          "  and the clones' skew. Each figure is printed next to its goal.\n",
+          HOSTS_MAX, GROUP_HOSTS);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    usage(stdout);
+    return 0;
+  }
+  uint64_t hosts = 1000, ring_kb = 1024, idle_s = 10;
+  if (argc > 4 ||
+      (argc > 1 && bench_parse_uint(PROG, "HOSTS", argv[1], 2, HOSTS_MAX, &hosts) < 0) ||
+      (argc > 2 && bench_parse_uint(PROG, "RING_KB", argv[2], 4, 65536, &ring_kb) < 0) ||
+      (argc > 3 && bench_parse_uint(PROG, "IDLE_S", argv[3], 1, 600, &idle_s) < 0)) {
+    usage(stderr);
+    return 2;
+  }
+  bench_children_init();
+  /* Start, the one-host run, tracing, the fill, the snapshot, the stop. */
+  bench_deadline((unsigned)(60 + 30 + TRACING_WAIT_MS / 1000 + FILL_WAIT_S +
+                            idle_s + SNAPSHOT_MS / 1000 + 60));
+  return run((unsigned)hosts, (unsigned)ring_kb, (unsigned)idle_s);
+}
