@@ -33,10 +33,13 @@
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
+#include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
 
 #define RESTART_MS 5000
+#define HOLD_HEARTBEAT_MS 2500
+#define HOLD_STATS_MS 10000
 #define MAX_INVENTORY 100000
 /* Edits come in bursts (write, rename, chmod): read once it settles. */
 #define RELOAD_SETTLE_MS 300
@@ -311,7 +314,11 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
             .compress_level = (int)c->cfg.compress_level,
             .reconnect_ms = (uint64_t)c->cfg.reconnect_ms,
             .dead_link_ms = (uint64_t)c->cfg.dead_link_ms,
-            .clock_sync_ms = 60000},
+            .clock_sync_ms = 60000,
+            /* Idle links: a beat every 2.5 s (under the relay's 10 s
+             * dead-link timeout by default), loss counters every 10 s. */
+            .heartbeat_max_ms = HOLD_HEARTBEAT_MS,
+            .stats_period_ms = HOLD_STATS_MS},
       .dialer = c->dialer,
       .cbs = &host_cbs,
       .n = n,
@@ -352,6 +359,15 @@ int coll_hosts_start(coll_t *c) {
       free(t);
       return -1;
     }
+  if (n > TG_MERGE_MAX_HOSTS) {
+    /* A snapshot merges its hosts as machines 1..1024 (merge.h). */
+    fprintf(stderr, COLL_PROG ": %s: %zu hosts in shard %u/%u; one collector "
+            "snapshots at most %d: share the inventory (shard = i/N)\n",
+            c->cfg.hosts, n, c->cfg.shard_index, c->cfg.shard_count,
+            TG_MERGE_MAX_HOSTS);
+    free(t);
+    return -1;
+  }
   int rv = c->check_only ? 0 : add_hosts(c, t, n);
   if (c->check_only) c->n = n;
   free(t);
@@ -404,6 +420,13 @@ void coll_hosts_reload(coll_t *c, const char *why) {
       t[added++] = t[j];
     }
   free(seen);
+  if (kept + added > TG_MERGE_MAX_HOSTS) {
+    TG_WARN("inventory %s: %zu hosts would be over the %d one collector "
+            "snapshots: %zu new ones left out (shard = i/N shares them)",
+            c->cfg.hosts, kept + added, TG_MERGE_MAX_HOSTS,
+            kept + added - TG_MERGE_MAX_HOSTS);
+    added = kept < TG_MERGE_MAX_HOSTS ? TG_MERGE_MAX_HOSTS - kept : 0;
+  }
   int rv = add_hosts(c, t, added);
   free(t);
   c->inventory = inventory;

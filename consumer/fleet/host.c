@@ -451,7 +451,7 @@ static void start_recording(tg_fleet_host_t *h) {
        * host's packets, and a first read would slow the burst's round
        * trips (each one bounds the estimate's error). */
       .hold_reads = h->clock_hold != TG_FLEET_CLOCK_FREE,
-      .stats_period_ms = STATS_PERIOD_MS,
+      .stats_period_ms = o->stats_period_ms ? o->stats_period_ms : STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->stop_after_ms,
   };
@@ -646,7 +646,8 @@ int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
   uv_timer_init(fleet->loop, &h->timer);
   h->timer.data = h;
   tg_link_timing_t tm = {.dead_link_ms = fleet->o.dead_link_ms,
-                         .reconnect_ms = fleet->o.reconnect_ms};
+                         .reconnect_ms = fleet->o.reconnect_ms,
+                         .heartbeat_max_ms = fleet->o.heartbeat_max_ms};
   tg_link_init(&h->link, &tm, name, on_link_state, h);
   tg_clock_sync_init(&h->clock, fleet->o.clock_sync_ms);
   h->rec = tg_recording_new(fleet->loop, &rec_cbs, h);

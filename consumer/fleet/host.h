@@ -183,6 +183,11 @@ typedef struct tg_fleet_opts {
   uint64_t reconnect_ms;   /* 0: a lost link is not reconnected */
   uint64_t dead_link_ms;   /* a link silent this long is dead */
   uint64_t clock_sync_ms;  /* clock re-sync period */
+  /* The heartbeat's longest period (link.h; 0: TG_LINK_HB_MAX_MS) and the
+   * loss counters' period (0: once a second): a collector holding
+   * thousands of idle rings asks less often. */
+  uint64_t heartbeat_max_ms;
+  uint32_t stats_period_ms;
 } tg_fleet_opts_t;
 
 /* Above this many hosts, a host's first reads and the rest of its first

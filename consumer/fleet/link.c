@@ -8,11 +8,10 @@
 
 #include "common/log.h"
 
-static uint64_t hb_period(uint64_t dead_link_ms) {
+static uint64_t hb_period(uint64_t dead_link_ms, uint64_t max_ms) {
   uint64_t p = dead_link_ms / 4;
-  return p > TG_LINK_HB_MAX_MS ? TG_LINK_HB_MAX_MS
-         : p < TG_LINK_HB_MIN_MS ? TG_LINK_HB_MIN_MS
-                                 : p;
+  uint64_t max = max_ms ? max_ms : TG_LINK_HB_MAX_MS;
+  return p > max ? max : p < TG_LINK_HB_MIN_MS ? TG_LINK_HB_MIN_MS : p;
 }
 
 void tg_link_init(tg_link_t *l, const tg_link_timing_t *tm, const char *name,
@@ -25,7 +24,7 @@ void tg_link_init(tg_link_t *l, const tg_link_timing_t *tm, const char *name,
       .data = data,
   };
   if (!l->tm.connect_guard_ms) l->tm.connect_guard_ms = TG_LINK_CONNECT_GUARD_MS;
-  l->hb_period_ms = hb_period(l->tm.dead_link_ms);
+  l->hb_period_ms = hb_period(l->tm.dead_link_ms, l->tm.heartbeat_max_ms);
 }
 
 static bool has_attempt(tg_link_state_t s) {

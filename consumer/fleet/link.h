@@ -101,6 +101,11 @@ typedef struct tg_link_timing {
   uint64_t dead_link_ms;     /* silent this long: dead (> 0) */
   uint64_t reconnect_ms;     /* 0: a lost link is not reconnected */
   uint64_t connect_guard_ms; /* 0: TG_LINK_CONNECT_GUARD_MS */
+  /* The heartbeat's longest period (it is a quarter of dead_link_ms, at
+   * least TG_LINK_HB_MIN_MS and at most this); 0: TG_LINK_HB_MAX_MS. An
+   * owner holding many idle links raises it (each beat is a round trip),
+   * keeping it well under the relay's idle timeout. */
+  uint64_t heartbeat_max_ms;
 } tg_link_timing_t;
 
 typedef struct tg_link tg_link_t;
