@@ -44,6 +44,28 @@ typedef struct coll_gen {
   struct coll_gen *next;
 } coll_gen_t;
 
+/* A connection kept open to a host for its next clone (standby.c), so
+ * that a trigger sends CloneSession at once instead of dialing first (a
+ * thousand TLS connections take most of a second). A snapshot borrows it
+ * (BUSY) and gives it back after FreeBuffers; a connection that closes is
+ * dialed again later. */
+typedef enum coll_standby_state {
+  COLL_SB_NONE,    /* no connection (a dial is due after |retry|) */
+  COLL_SB_DIALING, /* dialed, ConsumerPort not bound yet */
+  COLL_SB_READY,   /* bound, idle */
+  COLL_SB_BUSY,    /* a snapshot's clone runs on it (|user|) */
+  COLL_SB_CLOSING, /* closing; released when the transport is gone */
+} coll_standby_state_t;
+
+struct snap_host;
+typedef struct coll_standby {
+  coll_standby_state_t st;
+  tg_consumer_t *c;
+  void *conn;             /* the dialer's */
+  uv_timer_t retry;
+  struct snap_host *user; /* BUSY, and CLOSING while a snapshot used it */
+} coll_standby_t;
+
 /* One host of the collector's shard (hosts.c). */
 typedef struct coll_host {
   coll_t *c;
@@ -69,6 +91,8 @@ typedef struct coll_host {
   bool freeing;
   unsigned busy;        /* snapshots holding it (coll_host_release) */
   tg_list_t gone;       /* in coll_t.gone once removed */
+  coll_standby_t sb;    /* standby.c */
+  unsigned closing;     /* its handles being closed before it is freed */
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -157,6 +181,8 @@ void coll_hosts_reload(coll_t *c, const char *why);
 /* Reloads when the inventory file changes; unwatch at the stop. */
 void coll_hosts_watch(coll_t *c);
 void coll_hosts_unwatch(coll_t *c);
+/* A removed host is freed if nothing holds it any more. */
+void coll_host_check_free(coll_host_t *h);
 /* A snapshot lets go of |h| (it took it with h->busy++). */
 void coll_host_release(coll_host_t *h);
 coll_host_t *coll_host_by_name(coll_t *c, const char *spec);
@@ -164,7 +190,28 @@ coll_host_t *coll_host_by_name(coll_t *c, const char *spec);
 bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
                         const char *group);
 
+/* --- standby.c ------------------------------------------------------- */
+
+void coll_standby_init(coll_host_t *h);
+/* Dials the standby connection if there is none (the holder traces). */
+void coll_standby_want(coll_host_t *h);
+/* Takes the ready connection for |user|'s clone: true, and h->sb.c is
+ * the consumer; false: none ready (the snapshot dials its own). */
+bool coll_standby_take(coll_host_t *h, struct snap_host *user);
+/* The clone was read and freed: the connection is idle again. */
+void coll_standby_give_back(coll_host_t *h);
+/* Closes it (a failed clone, the host removed); the user, if any, hears
+ * coll_snap_standby_closed() then coll_snap_standby_gone(). */
+void coll_standby_close(coll_host_t *h);
+/* Whether nothing of it is left to wait for (freeing the host). */
+bool coll_standby_idle(const coll_host_t *h);
+
 /* --- snap.c ---------------------------------------------------------- */
+
+/* A standby connection a snapshot borrowed closed (|status|, |msg| as
+ * the consumer's on_close gave them), then its transport was released. */
+void coll_snap_standby_closed(struct snap_host *sh, int status, const char *msg);
+void coll_snap_standby_gone(struct snap_host *sh, const char *detail);
 
 typedef struct coll_trigger_req {
   const char *trigger; /* the trigger's name, "operator", "schedule" */

@@ -69,7 +69,10 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
     case TG_LINK_UP:
       set_state(h, tg_fleet_host_tracing(fh) ? "tracing" : st, "");
       /* Re-attached on a new connection: its triggers come there now. */
-      if (h->ring_up && from != TG_LINK_PREPARING) coll_watch_host(h->c, h);
+      if (h->ring_up && from != TG_LINK_PREPARING) {
+        coll_watch_host(h->c, h);
+        coll_standby_want(h);
+      }
       break;
     case TG_LINK_DROPPING:
     case TG_LINK_BACKOFF:
@@ -96,6 +99,7 @@ static void on_tracing(tg_fleet_host_t *fh) {
   TG_INFO("host %s: ring session under '%s' is tracing",
          h->t.spec, h->c->cfg.session_key);
   coll_watch_host(h->c, h);
+  coll_standby_want(h);
 }
 
 static int on_described(tg_fleet_host_t *fh) {
@@ -219,6 +223,7 @@ bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
 
 static void host_closed(uv_handle_t *t) {
   coll_host_t *h = t->data;
+  if (--h->closing) return; /* the other timer */
   free(h->fh);
   free(h->old);
   free(h->config);
@@ -229,15 +234,21 @@ static void host_closed(uv_handle_t *t) {
  * Its fleet forgets it first: the fleet's admission may look at its
  * slot again. */
 static void host_try_free(coll_host_t *h) {
-  if (!h->removed || !h->finished || h->busy || h->freeing) return;
+  if (!h->removed || !h->finished || h->busy || h->freeing ||
+      !coll_standby_idle(h))
+    return;
   h->freeing = true;
   tg_list_remove(&h->gone);
   tg_fleet_t *f = &h->gen->fleet;
   if (f->hosts && h->index < f->n && f->hosts[h->index] == h->fh)
     f->hosts[h->index] = NULL;
   if (h->fh) tg_fleet_host_close(h->fh);
+  h->closing = 2;
   uv_close((uv_handle_t *)&h->restart, host_closed);
+  uv_close((uv_handle_t *)&h->sb.retry, host_closed);
 }
+
+void coll_host_check_free(coll_host_t *h) { host_try_free(h); }
 
 void coll_host_release(coll_host_t *h) {
   if (h->busy) h->busy--;
@@ -248,6 +259,7 @@ static void host_remove(coll_t *c, coll_host_t *h) {
   TG_INFO("host %s: out of the inventory: its ring ends", h->t.spec);
   h->removed = true;
   uv_timer_stop(&h->restart);
+  coll_standby_close(h);
   tg_list_insert_tail(&c->gone, &h->gone);
   if (h->fh && !h->finished) tg_fleet_host_abort(h->fh); /* on_finished */
   else h->finished = true;
@@ -339,6 +351,7 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
     tg_list_init(&h->gone);
     uv_timer_init(c->loop, &h->restart);
     h->restart.data = h;
+    coll_standby_init(h);
     set_state(h, "connecting", "");
     c->hosts[c->n++] = h;
     if (host_ring(c, h) < 0 || holder_new(h) < 0) return -ENOMEM;

@@ -46,6 +46,7 @@ typedef enum {
 
 typedef struct snap_host {
   coll_snap_t *s;
+  bool standby; /* on the host's standby connection (standby.c), not ours */
   coll_host_t *h;
   tg_fleet_host_t *fh; /* the ring's holder: its clock estimate and info */
   tg_consumer_t *c;
@@ -152,7 +153,21 @@ static void host_fail(snap_host_t *sh, const char *fmt, ...) {
 static void host_close(snap_host_t *sh) {
   if (sh->st >= SH_CLOSING) return;
   sh->st = SH_CLOSING;
-  tg_consumer_close(sh->c);
+  if (sh->standby) coll_standby_close(sh->h); /* standby.c tells us back */
+  else tg_consumer_close(sh->c);
+}
+
+static void maybe_finish(coll_snap_t *s);
+
+/* Read and freed on the standby connection: it goes back for the next
+ * snapshot. */
+static void standby_done(snap_host_t *sh) {
+  sh->st = SH_RELEASED;
+  sh->c = NULL;
+  sh->s->delivered++;
+  coll_standby_give_back(sh->h);
+  sh->s->open--;
+  maybe_finish(sh->s);
 }
 
 /* TracePacket.timestamp (8) when the packet has no timestamp_clock_id
@@ -197,7 +212,8 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
     TG_WARN("snapshot %016" PRIx64 ": host %s: freeing the clone: "
            "%s (the service frees it with the connection)", sh->s->id,
            sh->h->t.spec, msg);
-  host_close(sh);
+  if (sh->standby && !status && sh->st == SH_FREE) standby_done(sh);
+  else host_close(sh);
 }
 
 static void free_clone(snap_host_t *sh) {
@@ -265,12 +281,18 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
   read_more(sh);
 }
 
+static void send_clone(snap_host_t *sh, tg_consumer_t *c);
+
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
   snap_host_t *sh = tg_consumer_data(c);
   if (status) {
     host_fail(sh, "cannot reach the host: %s", msg);
     return;
   }
+  send_clone(sh, c);
+}
+
+static void send_clone(snap_host_t *sh, tg_consumer_t *c) {
   sh->st = SH_CLONE;
   coll_snap_t *s = sh->s;
   bool origin = s->origin[0] && !strcmp(s->origin, sh->h->t.spec) &&
@@ -293,10 +315,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
              (double)(uv_hrtime() - s->t0) / 1e6);
 }
 
-static void maybe_finish(coll_snap_t *s);
-
-static void on_gone(void *ctx, const char *detail) {
-  snap_host_t *sh = ctx;
+static void gone(snap_host_t *sh, const char *detail) {
   if (sh->failed && detail && detail[0] && strlen(sh->err) + 3 < sizeof(sh->err))
     snprintf(sh->err + strlen(sh->err), sizeof(sh->err) - strlen(sh->err),
              " (%s)", detail);
@@ -306,15 +325,30 @@ static void on_gone(void *ctx, const char *detail) {
   maybe_finish(sh->s);
 }
 
-static void on_close(tg_consumer_t *c, int status, const char *msg) {
-  snap_host_t *sh = tg_consumer_data(c);
+static void on_gone(void *ctx, const char *detail) { gone(ctx, detail); }
+
+/* The clone's connection closed: delivered if the clone was read. */
+static void closed(snap_host_t *sh, int status, const char *msg) {
   if (sh->st < SH_FREE && !sh->failed) {
     sh->failed = true;
     snprintf(sh->err, sizeof(sh->err), "the connection closed: %s",
              status ? msg : "before the clone was read");
   }
   if (!sh->failed) sh->s->delivered++;
+}
+
+static void on_close(tg_consumer_t *c, int status, const char *msg) {
+  snap_host_t *sh = tg_consumer_data(c);
+  closed(sh, status, msg);
   sh->s->c->dialer.release(sh->conn, on_gone, sh);
+}
+
+void coll_snap_standby_closed(snap_host_t *sh, int status, const char *msg) {
+  closed(sh, status, msg);
+}
+
+void coll_snap_standby_gone(snap_host_t *sh, const char *detail) {
+  gone(sh, detail);
 }
 
 static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
@@ -322,6 +356,13 @@ static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
 
 static void host_start(snap_host_t *sh) {
   coll_t *c = sh->s->c;
+  if (coll_standby_take(sh->h, sh)) {
+    sh->standby = true;
+    sh->c = sh->h->sb.c;
+    sh->s->open++;
+    send_clone(sh, sh->c);
+    return;
+  }
   char err[512] = "";
   tg_consumer_t *cons = NULL;
   void *conn = NULL;
