@@ -433,6 +433,48 @@ static void a_bad_config_names_its_line(void **state) {
   assert_true(tg_test_wait_file_text(err, "collector.conf:15: shard: expected", 1000));
 }
 
+/* A relay crash: tracegated keeps the ring for the relay's lease (the
+ * relay set SetDisconnectLease for the key), the holder reconnects to the
+ * restarted relay and re-attaches; the next snapshot holds what the ring
+ * held before the crash and what came after. */
+static void a_relay_crash_keeps_the_ring(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  fleet_commit_packets(&h[0].p, 0, "crash", 1, 4);
+  int port = h[0].relay.port;
+  fleet_relay_stop(&h[0].relay, SIGKILL);
+  fleet_relay_start(&h[0].relay, h[0].ts.consumer_sock, port,
+                    fleet_in_dir("relay0-again.log"), NULL);
+  fleet_commit_packets(&h[0].p, 1, "crash", 5, 2);
+  /* Tracing, the holder never restarted (a restart would enable a new
+   * ring); the packets from before the crash prove it is the same one. */
+  const char *out = fleet_in_dir("crash-hosts.json");
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *st = tg_test_json(out, "hosts.0.state");
+    const char *r = tg_test_json(out, "hosts.0.restarts");
+    /* tracing again without a restart of the holder: the same ring */
+    if (st && !strcmp(st, "\"tracing\"") && r && !strcmp(r, "0")) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  const char *json = fleet_in_dir("crash.json");
+  const char *id = snapshot(&c, h, 2, json);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  const char *trace = fleet_in_dir("crash.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "crash", 1, 6);
+  fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* A file of the test's directory on stderr, for a failure's diagnosis. */
 static void dump_file(const char *path) {
   FILE *f = fopen(path, "r");
@@ -541,6 +583,7 @@ int main(void) {
       cmocka_unit_test(https_roles_decide_who_reads_and_who_triggers),
       cmocka_unit_test(a_trigger_storm_is_coalesced_and_capped),
       cmocka_unit_test(a_bad_config_names_its_line),
+      cmocka_unit_test(a_relay_crash_keeps_the_ring),
       cmocka_unit_test(the_cli_asks_for_a_snapshot),
       cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
   };
