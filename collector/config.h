@@ -42,7 +42,8 @@
  *                      format); only with http_*
  *     session_key      NAME, default "collector": the resume key of the
  *                      collector's ring sessions
- *     snapshot_every   DURATION, 0 (off, the default) or at least 1m
+ *     snapshot_every   DURATION, 0 (off, the default) or at least 1s (the
+ *                      per-minute cap bounds the rate all the same)
  *     coalesce_window  DURATION, default 10s
  *     max_snapshots_per_minute  1..600, default 6
  *     compress_level   0..19, default 1 (0: relays do not compress)
@@ -145,7 +146,7 @@ typedef struct tg_coll_config {
   bool https; /* http_cert, http_key and http_ca are set */
   char authz[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https */
   char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
-  int64_t snapshot_every_ms; /* 0 (off) or >= 60000 */
+  int64_t snapshot_every_ms; /* 0 (off) or >= 1000 */
   int64_t coalesce_window_ms;
   uint32_t max_snapshots_per_minute; /* 1..600 */
   uint32_t compress_level;           /* 0..19 */

@@ -265,7 +265,7 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"retention_max_age = 1 d", "retention_max_age"},
       {"dead_link = 0", "dead_link"},
       {"dead_link = 999ms", "dead_link"},
-      {"snapshot_every = 59s", "snapshot_every"},
+      {"snapshot_every = 999ms", "snapshot_every"},
       {"dead_link = 0s", "dead_link"},
       {"coalesce_window = 10S", "coalesce_window"},
       {"reconnect = 1h30m", "reconnect"},
@@ -327,13 +327,13 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   (void)state;
   tg_coll_config_t c;
   expect_extra_ok("shard = 65535/65536\nretention_max_bytes = 0\n"
-                  "retention_max_age = 0\nsnapshot_every = 1m\n"
+                  "retention_max_age = 0\nsnapshot_every = 1s\n"
                   "dead_link = 1000ms\ncoalesce_window = 0ms\nreconnect = 0\n"
                   "max_snapshots_per_minute = 1\ncompress_level = 0\n",
                   &c);
   assert_int_equal(c.shard_index, 65535);
   assert_int_equal(c.shard_count, 65536);
-  assert_int_equal(c.snapshot_every_ms, 60000);
+  assert_int_equal(c.snapshot_every_ms, 1000);
   assert_int_equal(c.dead_link_ms, 1000);
   assert_int_equal(c.coalesce_window_ms, 0);
   assert_int_equal(c.reconnect_ms, 0);

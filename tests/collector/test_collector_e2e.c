@@ -475,6 +475,91 @@ static void a_relay_crash_keeps_the_ring(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Retention at the daemon: with retention_max_bytes = 1 every snapshot
+ * goes once stored, but a pinned one stays. The first is pinned while
+ * still pending (its clones wait on the producers' flush). */
+static void retention_deletes_all_but_the_pinned(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 2, "retention_max_bytes = 1\n");
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  fleet_commit_packets(&h[0].p, 0, "kept", 1, 2);
+  const char *out = fleet_in_dir("ret.json");
+  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=pinned", out), 202);
+  char pinned[32], path[96];
+  snprintf(pinned, sizeof(pinned), "%.16s", tg_test_json(out, "id") + 1);
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=1", pinned);
+  assert_int_equal(http(&c, "POST", path, out), 200);
+  assert_json(out, "snapshot.pinned", "true");
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  /* The next one, not pinned: gone right after it is stored. */
+  const char *json = fleet_in_dir("ret2.json");
+  const char *id = snapshot(&c, h, 2, json);
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (http(&c, "GET", path, out) != 404) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", pinned);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  assert_json(out, "snapshot.state", "\"complete\"");
+  const char *trace = fleet_in_dir("ret.pftrace");
+  download(&c, pinned, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "kept", 1, 2);
+  fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* The schedule: snapshot_every = 1s gives snapshots whose trigger is
+ * "schedule", with every host's packets. */
+static void the_schedule_snapshots_the_fleet(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 2, "snapshot_every = 1s\n");
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  fleet_commit_packets(&h[0].p, 0, "schedA", 1, 2);
+  fleet_commit_packets(&h[1].p, 0, "schedB", 1, 3);
+  const char *out = fleet_in_dir("sched.json");
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) { /* answer the scheduled clones' flushes until one is stored */
+    for (size_t i = 0; i < 2; i++) {
+      uint64_t id = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, 200);
+      if (id) assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, id), 0);
+    }
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?trigger=schedule&state=complete", out), 200);
+    const char *v = tg_test_json(out, "snapshots.0.id");
+    if (v && strcmp(v, "null") != 0) break;
+    assert_true(tg_test_now_ms() < end);
+  }
+  assert_json(out, "snapshots.0.hosts", "2");
+  char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshots.0.id") + 1);
+  const char *trace = fleet_in_dir("sched.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "schedA", 1, 2);
+  fleet_trace_assert_values(&t, "schedB", 1, 3);
+  fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* A file of the test's directory on stderr, for a failure's diagnosis. */
 static void dump_file(const char *path) {
   FILE *f = fopen(path, "r");
@@ -584,6 +669,8 @@ int main(void) {
       cmocka_unit_test(a_trigger_storm_is_coalesced_and_capped),
       cmocka_unit_test(a_bad_config_names_its_line),
       cmocka_unit_test(a_relay_crash_keeps_the_ring),
+      cmocka_unit_test(retention_deletes_all_but_the_pinned),
+      cmocka_unit_test(the_schedule_snapshots_the_fleet),
       cmocka_unit_test(the_cli_asks_for_a_snapshot),
       cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
   };

@@ -84,7 +84,7 @@ static void check_config(const tg_coll_config_t *c) {
   CHECK_STR(c, session_key);
   check(c->session_key[0] != '.');
   check(c->dead_link_ms >= 1000);
-  check(c->snapshot_every_ms == 0 || c->snapshot_every_ms >= 60000);
+  check(c->snapshot_every_ms == 0 || c->snapshot_every_ms >= 1000);
   check(c->coalesce_window_ms >= 0 && c->reconnect_ms >= 0);
   check(c->max_snapshots_per_minute >= 1 && c->max_snapshots_per_minute <= 600);
   check(c->compress_level <= 19);
