@@ -26,6 +26,8 @@ static void usage(FILE *out) {
           "  query     list the producers, data sources and tracing sessions\n"
           "  stats     show the buffer statistics of a tracing session\n"
           "  trigger   activate triggers (Perfetto's trigger_perfetto)\n"
+          "  bridge    let the Perfetto UI record from here and from relays "
+          "(Perfetto's\n            websocket_bridge)\n"
           "  snapshot  ask tracegate-collector for a fleet snapshot and wait "
           "until it is stored\n"
           "  help      show the help of a command: " CLI_PROG " help record\n"
@@ -42,6 +44,7 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "query")) return cli_query_main(argc, argv);
   if (!strcmp(cmd, "stats")) return cli_stats_main(argc, argv);
   if (!strcmp(cmd, "trigger")) return cli_trigger_main(argc, argv);
+  if (!strcmp(cmd, "bridge")) return cli_bridge_main(argc, argv);
   if (!strcmp(cmd, "snapshot")) return cli_snapshot_main(argc, argv);
   fprintf(stderr, CLI_PROG ": unknown command '%s' (see " CLI_PROG " --help)\n",
           cmd);
