@@ -1,0 +1,632 @@
+/* `tracegate bridge` end to end: the bridge as a child, a WebSocket client
+ * written here with libwebsockets' client API that speaks the consumer
+ * protocol as the Perfetto UI does (BindService, EnableTracing,
+ * DisableTracing, ReadBuffers), against a local tracegated (/traced) and
+ * a host behind a tracegate-relay (/traced/HOST); the Origin check; and
+ * hostile WebSocket peers written byte by byte over raw TCP, after each
+ * of which the bridge must still serve a well-behaved client.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "abi/ipc_frame.h"
+#include "common/buf.h"
+#include "fleet_harness.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "test_proc.h"
+
+#define UI_ORIGIN "https://ui.perfetto.dev"
+#define DS_NAME "bridge.ds"
+#define WAIT_MS 20000
+#define MAX_OUT 16
+
+/* --- the bridge as a child ------------------------------------------------ */
+
+typedef struct bridge {
+  fleet_cli_t cli;
+  int port;
+} bridge_t;
+
+/* Starts `tracegate bridge` on 127.0.0.1:0 in front of |sock| with the
+ * harness's client certificate, plus |extra| (NULL-terminated, may be
+ * NULL), and reads its port from the ready line. */
+static void bridge_start(bridge_t *b, const char *sock,
+                         const char *const *extra) {
+  const char *args[40] = {"bridge", "--listen", "127.0.0.1:0",
+                          "--consumer-socket", sock, FLEET_TLS_ARGS};
+  size_t n = 0;
+  while (args[n]) n++;
+  for (size_t i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+  args[n] = NULL;
+  fleet_cli_spawn(&b->cli, args);
+  const char *at =
+      fleet_cli_read_until(&b->cli, "listening on ws://127.0.0.1:", WAIT_MS);
+  b->port = atoi(at + strlen("listening on ws://127.0.0.1:"));
+  assert_true(b->port > 0);
+}
+
+/* SIGINT: the bridge must stop by itself, every connection closed. Its
+ * connection lines are shown one by one (cmocka cuts long messages). */
+static void bridge_stop(bridge_t *b) {
+  kill(b->cli.pid, SIGINT);
+  assert_int_equal(fleet_cli_wait(&b->cli), 0);
+  for (const char *l = b->cli.err; (l = strstr(l, "bridge #")); l++) {
+    const char *e = strchr(l, '\n');
+    print_message("  %.*s\n", (int)(e ? e - l : (ptrdiff_t)strlen(l)), l);
+  }
+}
+
+/* --- a WebSocket client, as the UI ----------------------------------------- */
+
+typedef struct ws_client {
+  struct lws_context *ctx;
+  struct lws *wsi;
+  bool established, closed;
+  bool closing; /* ws_close(): a close frame goes out next */
+  char error[256];
+  tg_buf_t in; /* every byte received, in order */
+  size_t in_off; /* bytes of |in| already cut into frames */
+  uint8_t *out[MAX_OUT]; /* messages, each after LWS_PRE bytes */
+  size_t out_len[MAX_OUT];
+  size_t n_out;
+  uint64_t next_request;
+  uint32_t service_id;
+  Perfetto__Protos__IPCFrame__BindServiceReply *methods; /* owned frame */
+  tg_ipc_frame_t *bind_frame;
+} ws_client_t;
+
+static int ws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                 void *in, size_t len) {
+  (void)user;
+  ws_client_t *ws = lws_get_opaque_user_data(wsi);
+  if (!ws) return 0;
+  switch (reason) {
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+      ws->established = true;
+      if (ws->n_out) lws_callback_on_writable(wsi);
+      return 0;
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+      snprintf(ws->error, sizeof(ws->error), "%s",
+               in ? (const char *)in : "connection error");
+      ws->closed = true;
+      ws->wsi = NULL;
+      return 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+      assert_true(lws_frame_is_binary(wsi));
+      assert_int_equal(tg_buf_append(&ws->in, in, len), 0);
+      return 0;
+    case LWS_CALLBACK_CLIENT_WRITEABLE: {
+      if (!ws->n_out && ws->closing) {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
+        return -1;
+      }
+      if (!ws->n_out) return 0;
+      uint8_t *m = ws->out[0];
+      size_t n = ws->out_len[0];
+      int w = lws_write(wsi, m + LWS_PRE, n, LWS_WRITE_BINARY);
+      free(m);
+      memmove(ws->out, ws->out + 1, (ws->n_out - 1) * sizeof(ws->out[0]));
+      memmove(ws->out_len, ws->out_len + 1,
+              (ws->n_out - 1) * sizeof(ws->out_len[0]));
+      ws->n_out--;
+      if (w < (int)n) return -1;
+      if (ws->n_out) lws_callback_on_writable(wsi);
+      return 0;
+    }
+    case LWS_CALLBACK_CLIENT_CLOSED:
+      ws->closed = true;
+      ws->wsi = NULL;
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+static const struct lws_protocols ws_protocols[] = {
+    {.name = "tg-test-ui", .callback = ws_cb, .rx_buffer_size = 65536},
+    {0},
+};
+
+static void ws_service_until(ws_client_t *ws, const bool *flag, int ms) {
+  int64_t deadline = tg_test_now_ms() + ms;
+  while (!*flag && !ws->closed && tg_test_now_ms() < deadline)
+    lws_service(ws->ctx, 20);
+}
+
+/* Opens ws://127.0.0.1:|port||path| from |origin| and waits for the
+ * upgrade. Returns true once established. */
+static bool ws_open(ws_client_t *ws, int port, const char *path,
+                    const char *origin) {
+  memset(ws, 0, sizeof(*ws));
+  tg_buf_init(&ws->in, 64u << 20);
+  lws_set_log_level(LLL_ERR, NULL);
+  struct lws_context_creation_info ci;
+  memset(&ci, 0, sizeof(ci));
+  ci.port = CONTEXT_PORT_NO_LISTEN;
+  ci.protocols = ws_protocols;
+  ci.uid = ci.gid = -1;
+  /* The Origin header as the browser sends it (else lws adds "http://"). */
+  ci.options = LWS_SERVER_OPTION_JUST_USE_RAW_ORIGIN;
+  ws->ctx = lws_create_context(&ci);
+  assert_non_null(ws->ctx);
+  struct lws_client_connect_info cc;
+  memset(&cc, 0, sizeof(cc));
+  cc.context = ws->ctx;
+  cc.address = "127.0.0.1";
+  cc.port = port;
+  cc.path = path;
+  cc.host = "127.0.0.1";
+  cc.origin = origin;
+  cc.local_protocol_name = ws_protocols[0].name;
+  cc.opaque_user_data = ws;
+  cc.pwsi = &ws->wsi;
+  cc.ietf_version_or_minus_one = -1;
+  if (!lws_client_connect_via_info(&cc)) ws->closed = true;
+  ws_service_until(ws, &ws->established, WAIT_MS);
+  if (!ws->established || ws->closed)
+    print_message("WebSocket to %s failed: %s\n", path, ws->error);
+  return ws->established && !ws->closed;
+}
+
+/* Closes as a browser does: a close frame, then the end. */
+static void ws_close(ws_client_t *ws) {
+  if (ws->wsi && !ws->closed) {
+    ws->closing = true;
+    lws_callback_on_writable(ws->wsi);
+    ws_service_until(ws, &ws->closed, WAIT_MS);
+  }
+  for (size_t i = 0; i < ws->n_out; i++) free(ws->out[i]);
+  if (ws->bind_frame) tg_ipc_frame_free(ws->bind_frame);
+  lws_context_destroy(ws->ctx);
+  tg_buf_free(&ws->in);
+  memset(ws, 0, sizeof(*ws));
+}
+
+/* Queues |n| bytes as one binary message. */
+static void ws_send_bytes(ws_client_t *ws, const void *p, size_t n) {
+  assert_true(ws->n_out < MAX_OUT);
+  uint8_t *m = malloc(LWS_PRE + n);
+  assert_non_null(m);
+  memcpy(m + LWS_PRE, p, n);
+  ws->out[ws->n_out] = m;
+  ws->out_len[ws->n_out++] = n;
+  if (ws->wsi) lws_callback_on_writable(ws->wsi);
+}
+
+/* Queues |f| as one binary message ([len][IPCFrame], as the UI sends). */
+static void ws_send_frame(ws_client_t *ws, const tg_ipc_frame_t *f) {
+  tg_buf_t b;
+  tg_buf_init(&b, TG_IPC_FRAME_BUFFER_SIZE);
+  assert_int_equal(tg_ipc_frame_append(f, &b), 0);
+  ws_send_bytes(ws, tg_buf_begin(&b), tg_buf_size(&b));
+  tg_buf_free(&b);
+}
+
+/* The next whole frame received, or NULL (caller frees). */
+static tg_ipc_frame_t *ws_next_frame(ws_client_t *ws) {
+  const uint8_t *p = (const uint8_t *)tg_buf_begin(&ws->in) + ws->in_off;
+  size_t have = tg_buf_size(&ws->in) - ws->in_off;
+  if (have < 4) return NULL;
+  uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+  assert_true(len <= TG_IPC_FRAME_MAX_PAYLOAD);
+  if (have < 4 + (size_t)len) return NULL;
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, len);
+  assert_non_null(f);
+  ws->in_off += 4 + (size_t)len;
+  return f;
+}
+
+/* Waits for the next frame answering |request_id| (others are dropped). */
+static tg_ipc_frame_t *ws_wait_reply(ws_client_t *ws, uint64_t request_id) {
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  for (;;) {
+    tg_ipc_frame_t *f;
+    while ((f = ws_next_frame(ws))) {
+      if (f->request_id == request_id) return f;
+      tg_ipc_frame_free(f);
+    }
+    if (ws->closed) fail_msg("the bridge closed the WebSocket (%s)", ws->error);
+    if (tg_test_now_ms() > deadline)
+      fail_msg("no reply to request %llu", (unsigned long long)request_id);
+    lws_service(ws->ctx, 20);
+  }
+}
+
+static void ws_bind_consumer(ws_client_t *ws) {
+  Perfetto__Protos__IPCFrame__BindService b =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+  b.service_name = "ConsumerPort";
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = true;
+  f.request_id = ++ws->next_request;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+  f.msg_bind_service = &b;
+  ws_send_frame(ws, &f);
+  tg_ipc_frame_t *r = ws_wait_reply(ws, f.request_id);
+  assert_int_equal(r->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
+  assert_true(r->msg_bind_service_reply->success);
+  ws->bind_frame = r;
+  ws->methods = r->msg_bind_service_reply;
+  ws->service_id = ws->methods->service_id;
+}
+
+static uint64_t ws_invoke(ws_client_t *ws, const char *method,
+                          const ProtobufCMessage *args) {
+  uint32_t id = 0;
+  for (size_t i = 0; i < ws->methods->n_methods; i++)
+    if (!strcmp(ws->methods->methods[i]->name, method))
+      id = ws->methods->methods[i]->id;
+  assert_true(id != 0);
+  uint8_t *args_buf = malloc(protobuf_c_message_get_packed_size(args) + 1);
+  assert_non_null(args_buf);
+  size_t n = protobuf_c_message_pack(args, args_buf);
+  tg_buf_t b;
+  tg_buf_init(&b, TG_IPC_FRAME_BUFFER_SIZE);
+  uint64_t request_id = ++ws->next_request;
+  assert_int_equal(tg_ipc_invoke_append(&b, request_id, ws->service_id, id,
+                                        args_buf, n, false),
+                   0);
+  ws_send_bytes(ws, tg_buf_begin(&b), tg_buf_size(&b));
+  tg_buf_free(&b);
+  free(args_buf);
+  return request_id;
+}
+
+static void assert_success(tg_ipc_frame_t *r) {
+  assert_int_equal(r->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+  assert_true(r->msg_invoke_method_reply->success);
+}
+
+static size_t count_tag(const uint8_t *p, size_t n, const char *tag) {
+  size_t k = 0, tl = strlen(tag);
+  for (const uint8_t *at = p; n >= tl;) {
+    const uint8_t *hit = memmem(at, n, tag, tl);
+    if (!hit) break;
+    k++;
+    n -= (size_t)(hit + tl - at);
+    at = hit + tl;
+  }
+  return k;
+}
+
+/* A recording as the UI makes it, over |ws|: |n| packets "|tag|" that
+ * |p| commits while the session runs must come back from ReadBuffers. */
+static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
+                      unsigned n) {
+  ws_bind_consumer(ws);
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 1024, 1, DS_NAME);
+  Perfetto__Protos__EnableTracingRequest en =
+      PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+  en.trace_config = &sc.cfg;
+  uint64_t enable = ws_invoke(ws, "EnableTracing", &en.base);
+  /* The bytes go out while the producer waits (another process). */
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  while (ws->n_out && !ws->closed && tg_test_now_ms() < deadline)
+    lws_service(ws->ctx, 20);
+  assert_int_equal(raw_producer_wait_started(p, FLEET_WAIT_MS), 0);
+  fleet_commit_packets(p, 0, tag, 1, n);
+
+  Perfetto__Protos__DisableTracingRequest dis =
+      PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+  tg_ipc_frame_t *r = ws_wait_reply(ws, ws_invoke(ws, "DisableTracing", &dis.base));
+  assert_success(r);
+  tg_ipc_frame_free(r);
+  r = ws_wait_reply(ws, enable); /* EnableTracing answers once it ended */
+  assert_success(r);
+  tg_ipc_frame_free(r);
+
+  Perfetto__Protos__ReadBuffersRequest rb =
+      PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+  uint64_t read = ws_invoke(ws, "ReadBuffers", &rb.base);
+  tg_buf_t data;
+  tg_buf_init(&data, 16u << 20);
+  for (bool more = true; more;) {
+    r = ws_wait_reply(ws, read);
+    assert_success(r);
+    Perfetto__Protos__IPCFrame__InvokeMethodReply *ir =
+        r->msg_invoke_method_reply;
+    more = ir->has_has_more && ir->has_more;
+    Perfetto__Protos__ReadBuffersResponse *resp =
+        perfetto__protos__read_buffers_response__unpack(
+            NULL, ir->reply_proto.len, ir->reply_proto.data);
+    assert_non_null(resp);
+    for (size_t i = 0; i < resp->n_slices; i++)
+      assert_int_equal(tg_buf_append(&data, resp->slices[i]->data.data,
+                                     resp->slices[i]->data.len),
+                       0);
+    perfetto__protos__read_buffers_response__free_unpacked(resp, NULL);
+    tg_ipc_frame_free(r);
+  }
+  assert_int_equal(count_tag(tg_buf_begin(&data), tg_buf_size(&data), tag), n);
+  tg_buf_free(&data);
+}
+
+/* --- raw TCP: upgrades and hostile peers ---------------------------------- */
+
+static int tcp_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  struct timeval tv = {.tv_sec = WAIT_MS / 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+/* Sends a WebSocket upgrade of |path| from |origin| (NULL: none) and
+ * returns the HTTP status; the connection stays open in *fd. */
+static int upgrade(int port, const char *path, const char *origin, int *fd) {
+  *fd = tcp_connect(port);
+  char req[1024];
+  int n = snprintf(req, sizeof(req),
+                   "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                   "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                   "Sec-WebSocket-Version: 13\r\n%s%s%s\r\n",
+                   path, port, origin ? "Origin: " : "", origin ? origin : "",
+                   origin ? "\r\n" : "");
+  assert_int_equal(send(*fd, req, (size_t)n, MSG_NOSIGNAL), n);
+  char resp[2048];
+  size_t have = 0;
+  while (have < sizeof(resp) - 1) {
+    ssize_t r = recv(*fd, resp + have, sizeof(resp) - 1 - have, 0);
+    assert_true(r > 0);
+    have += (size_t)r;
+    resp[have] = 0;
+    if (strstr(resp, "\r\n\r\n")) break;
+  }
+  int status = 0;
+  assert_int_equal(sscanf(resp, "HTTP/1.%*d %d", &status), 1);
+  return status;
+}
+
+static int upgrade_status(int port, const char *path, const char *origin) {
+  int fd;
+  int status = upgrade(port, path, origin, &fd);
+  close(fd);
+  return status;
+}
+
+/* A client frame: FIN, |opcode|, masked unless |unmasked|; |len| as the
+ * header says (|n| bytes of |payload| actually follow). */
+static size_t ws_frame(uint8_t *out, unsigned opcode, bool fin, bool unmasked,
+                       uint64_t len, const uint8_t *payload, size_t n) {
+  size_t k = 0;
+  out[k++] = (uint8_t)((fin ? 0x80 : 0) | opcode);
+  uint8_t mask_bit = unmasked ? 0 : 0x80;
+  if (len < 126) {
+    out[k++] = (uint8_t)(mask_bit | len);
+  } else if (len < 65536) {
+    out[k++] = mask_bit | 126;
+    out[k++] = (uint8_t)(len >> 8);
+    out[k++] = (uint8_t)len;
+  } else {
+    out[k++] = mask_bit | 127;
+    for (int i = 7; i >= 0; i--) out[k++] = (uint8_t)(len >> (8 * i));
+  }
+  static const uint8_t key[4] = {0x12, 0x34, 0x56, 0x78};
+  if (!unmasked) {
+    memcpy(out + k, key, 4);
+    k += 4;
+  }
+  for (size_t i = 0; i < n; i++)
+    out[k++] = unmasked ? payload[i] : (uint8_t)(payload[i] ^ key[i % 4]);
+  return k;
+}
+
+/* True if the bridge closes the connection (EOF or reset; a close frame
+ * may come first) within WAIT_MS. */
+static bool closed_by_peer(int fd) {
+  uint8_t buf[4096];
+  int64_t deadline = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < deadline) {
+    ssize_t r = recv(fd, buf, sizeof(buf), 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    if (r < 0 && errno == EAGAIN) return false; /* SO_RCVTIMEO ran out */
+  }
+  return false;
+}
+
+/* Upgrades /traced, sends |n| hostile bytes, and expects the close. */
+static void assert_hostile_closed(int port, const uint8_t *bytes, size_t n,
+                                  const char *what) {
+  int fd;
+  assert_int_equal(upgrade(port, "/traced", UI_ORIGIN, &fd), 101);
+  ssize_t w = send(fd, bytes, n, MSG_NOSIGNAL);
+  (void)w; /* the bridge may hang up before it all went */
+  if (!closed_by_peer(fd)) fail_msg("the bridge kept a peer that sent %s", what);
+  close(fd);
+}
+
+/* --- tests ------------------------------------------------------------------ */
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("bridge");
+}
+
+/* (1) /traced: the local service, as the UI records from it. */
+static void bridge_records_the_local_service_over_traced(void **state) {
+  (void)state;
+  test_service_t ts;
+  assert_int_equal(test_service_start(&ts), 0);
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &ts, "bridge.producer", DS_NAME, 4,
+                                        64, false),
+                   0);
+  bridge_t b;
+  bridge_start(&b, ts.consumer_sock, NULL);
+  ws_client_t ws;
+  assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
+  ui_record(&ws, &p, "localpkt", 5);
+  ws_close(&ws);
+  fleet_cli_read_until(&b.cli, "the UI closed the WebSocket", WAIT_MS);
+  bridge_stop(&b);
+  assert_non_null(strstr(b.cli.err, "origin " UI_ORIGIN " /traced -> "));
+  raw_producer_close(&p);
+  assert_int_equal(test_service_stop(&ts), 0);
+}
+
+/* (1) /traced/HOST: a host behind its relay, over mutual TLS, named as
+ * host:port and, with --hosts, refused when not listed. */
+static void bridge_records_a_host_behind_its_relay(void **state) {
+  (void)state;
+  fleet_host_t h;
+  fleet_host_start(&h, fleet_in_dir("relay-bridge.log"), NULL);
+  fleet_host_connect_producer(&h, "bridge.producer", DS_NAME, 4, 64, false);
+  const char *hosts = fleet_in_dir("bridge-hosts.txt");
+  FILE *f = fopen(hosts, "w");
+  assert_non_null(f);
+  fprintf(f, "# the bridge's hosts\n%s\n", h.spec);
+  fclose(f);
+  const char *extra[] = {"--hosts", hosts, NULL};
+  bridge_t b;
+  bridge_start(&b, h.ts.consumer_sock, extra);
+
+  char path[128];
+  snprintf(path, sizeof(path), "/traced/%s", h.spec);
+  ws_client_t ws;
+  assert_true(ws_open(&ws, b.port, path, UI_ORIGIN));
+  ui_record(&ws, &h.p, "relaypkt", 7);
+  ws_close(&ws);
+
+  /* Not in --hosts, or not a host at all: refused before the upgrade. */
+  assert_int_equal(upgrade_status(b.port, "/traced/127.0.0.1:1", UI_ORIGIN),
+                   403);
+  assert_int_equal(upgrade_status(b.port, "/traced/bad%20host", UI_ORIGIN), 403);
+  fleet_cli_read_until(&b.cli, "TLS to ", WAIT_MS);
+  fleet_cli_read_until(&b.cli, "host not in --hosts", WAIT_MS);
+  bridge_stop(&b);
+  fleet_host_stop(&h);
+}
+
+/* (2) Origins: Perfetto's and --allow-origin's, compared exactly. */
+static void bridge_refuses_foreign_origins(void **state) {
+  (void)state;
+  test_service_t ts;
+  assert_int_equal(test_service_start(&ts), 0);
+  const char *extra[] = {"--allow-origin", "http://localhost:8080", NULL};
+  bridge_t b;
+  bridge_start(&b, ts.consumer_sock, extra);
+  assert_int_equal(upgrade_status(b.port, "/traced", "https://evil.example"),
+                   403);
+  assert_int_equal(upgrade_status(b.port, "/traced",
+                                  "https://ui.perfetto.dev.evil.example"),
+                   403);
+  assert_int_equal(upgrade_status(b.port, "/traced", "HTTPS://UI.PERFETTO.DEV"),
+                   403);
+  assert_int_equal(upgrade_status(b.port, "/traced", NULL), 403);
+  assert_int_equal(upgrade_status(b.port, "/elsewhere", UI_ORIGIN), 404);
+  assert_int_equal(upgrade_status(b.port, "/traced", UI_ORIGIN), 101);
+  assert_int_equal(upgrade_status(b.port, "/traced", "http://127.0.0.1:10000"),
+                   101);
+  assert_int_equal(upgrade_status(b.port, "/traced", "http://localhost:8080"),
+                   101);
+  fleet_cli_read_until(&b.cli, "origin https://evil.example /traced refused "
+                       "(403)", WAIT_MS);
+  fleet_cli_read_until(&b.cli, "origin (none) /traced refused (403)", WAIT_MS);
+  bridge_stop(&b);
+  assert_int_equal(test_service_stop(&ts), 0);
+}
+
+/* (3) Hostile peers are closed, and the bridge serves the next one. */
+static void bridge_closes_hostile_peers_and_goes_on(void **state) {
+  (void)state;
+  test_service_t ts;
+  assert_int_equal(test_service_start(&ts), 0);
+  bridge_t b;
+  bridge_start(&b, ts.consumer_sock, NULL);
+  uint8_t buf[1024];
+  static const uint8_t empty_frame[4] = {0, 0, 0, 0}; /* a valid IPC stream */
+
+  /* lws 4.1 reads an unmasked client frame as if it were masked (RFC 6455
+   * wants it closed; the mask protects proxies, not us): its bytes meet
+   * the same checks as any other's. */
+  static const uint8_t huge_ipc[4] = {0xff, 0xff, 0xff, 0x7f};
+  size_t n = ws_frame(buf, 2, true, true, 4, huge_ipc, 4);
+  assert_hostile_closed(b.port, buf, n, "an unmasked frame of garbage");
+
+  n = ws_frame(buf, 2, true, false, (uint64_t)1 << 40, empty_frame, 4);
+  assert_hostile_closed(b.port, buf, n, "a frame announcing 1 TiB");
+
+  n = ws_frame(buf, 2, true, false, TG_IPC_FRAME_BUFFER_SIZE + 1, empty_frame, 4);
+  assert_hostile_closed(b.port, buf, n, "a message over the frame limit");
+
+  /* A message in fragments whose sum is over the limit. */
+  static uint8_t chunk[65536];
+  uint8_t *big = malloc(3 * (sizeof(chunk) + 16));
+  assert_non_null(big);
+  size_t k = ws_frame(big, 2, false, false, sizeof(chunk), chunk, sizeof(chunk));
+  k += ws_frame(big + k, 0, false, false, sizeof(chunk), chunk, sizeof(chunk));
+  k += ws_frame(big + k, 0, true, false, sizeof(chunk), chunk, sizeof(chunk));
+  assert_hostile_closed(b.port, big, k, "fragments over the frame limit");
+  free(big);
+
+  n = ws_frame(buf, 0, true, false, 4, empty_frame, 4);
+  assert_hostile_closed(b.port, buf, n, "a continuation with nothing to continue");
+
+  static const uint8_t text[] = "hello";
+  n = ws_frame(buf, 1, true, false, 5, text, 5);
+  assert_hostile_closed(b.port, buf, n, "a text message");
+
+  static const uint8_t bad_utf8[] = {0xc3, 0x28, 0xff, 0xfe};
+  n = ws_frame(buf, 1, true, false, 4, bad_utf8, 4);
+  assert_hostile_closed(b.port, buf, n, "a text message of bad UTF-8");
+
+  /* An IPC length over the limit inside a well-formed message. */
+  n = ws_frame(buf, 2, true, false, 4, huge_ipc, 4);
+  assert_hostile_closed(b.port, buf, n, "an IPC frame announcing 2 GiB");
+
+  srandom(42);
+  for (size_t i = 0; i < sizeof(buf); i++) buf[i] = (uint8_t)random();
+  buf[0] = 0xff; /* reserved bits and opcode */
+  assert_hostile_closed(b.port, buf, sizeof(buf), "random bytes");
+
+  /* Without --hosts any host:port may be named, but it must be one; one
+   * whose relay does not answer ends the WebSocket, saying why. */
+  assert_int_equal(upgrade_status(b.port, "/traced/bad%20host", UI_ORIGIN), 400);
+  int fd;
+  assert_int_equal(upgrade(b.port, "/traced/127.0.0.1:1", UI_ORIGIN, &fd), 101);
+  assert_true(closed_by_peer(fd));
+  close(fd);
+  fleet_cli_read_until(&b.cli, "the relay connection failed", WAIT_MS);
+
+  /* And a well-behaved client now. */
+  ws_client_t ws;
+  assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
+  ws_bind_consumer(&ws);
+  ws_close(&ws);
+  fleet_cli_read_until(&b.cli, "a text message (the consumer protocol is "
+                       "binary)", WAIT_MS);
+  fleet_cli_read_until(&b.cli, "a message over", WAIT_MS);
+  bridge_stop(&b);
+  assert_int_equal(test_service_stop(&ts), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(bridge_records_the_local_service_over_traced),
+      cmocka_unit_test(bridge_records_a_host_behind_its_relay),
+      cmocka_unit_test(bridge_refuses_foreign_origins),
+      cmocka_unit_test(bridge_closes_hostile_peers_and_goes_on),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
