@@ -305,10 +305,13 @@ static size_t count_tag(const uint8_t *p, size_t n, const char *tag) {
   return k;
 }
 
-/* A recording as the UI makes it, over |ws|: |n| packets "|tag|" that
- * |p| commits while the session runs must come back from ReadBuffers. */
+/* A recording as the UI makes it, over |ws|: |n| packets "|tag|" and
+ * |big| chunks of 24 packets of FLEET_BIG bytes ("BIG:...": ReadBuffers
+ * replies of whole 128 KiB frames) that |p| commits while the session runs
+ * must come back from ReadBuffers. */
+#define BIG_PER_CHUNK 24
 static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
-                      unsigned n) {
+                      unsigned n, unsigned big) {
   ws_bind_consumer(ws);
   simple_cfg_t sc;
   simple_cfg_init(&sc, 1024, 1, DS_NAME);
@@ -322,6 +325,8 @@ static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
     lws_service(ws->ctx, 20);
   assert_int_equal(raw_producer_wait_started(p, FLEET_WAIT_MS), 0);
   fleet_commit_packets(p, 0, tag, 1, n);
+  for (unsigned k = 0; k < big; k++)
+    fleet_commit_big(p, 1 + k, "BIG", k * BIG_PER_CHUNK, BIG_PER_CHUNK);
 
   Perfetto__Protos__DisableTracingRequest dis =
       PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
@@ -355,6 +360,8 @@ static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
     tg_ipc_frame_free(r);
   }
   assert_int_equal(count_tag(tg_buf_begin(&data), tg_buf_size(&data), tag), n);
+  assert_int_equal(count_tag(tg_buf_begin(&data), tg_buf_size(&data), "BIG:"),
+                   big * BIG_PER_CHUNK);
   tg_buf_free(&data);
 }
 
@@ -469,14 +476,14 @@ static void bridge_records_the_local_service_over_traced(void **state) {
   test_service_t ts;
   assert_int_equal(test_service_start(&ts), 0);
   raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, &ts, "bridge.producer", DS_NAME, 4,
-                                        64, false),
+  assert_int_equal(raw_producer_connect(&p, &ts, "bridge.producer", DS_NAME, 32,
+                                        256, false),
                    0);
   bridge_t b;
   bridge_start(&b, ts.consumer_sock, NULL);
   ws_client_t ws;
   assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
-  ui_record(&ws, &p, "localpkt", 5);
+  ui_record(&ws, &p, "localpkt", 5, 30);
   ws_close(&ws);
   fleet_cli_read_until(&b.cli, "the UI closed the WebSocket", WAIT_MS);
   bridge_stop(&b);
@@ -491,7 +498,7 @@ static void bridge_records_a_host_behind_its_relay(void **state) {
   (void)state;
   fleet_host_t h;
   fleet_host_start(&h, fleet_in_dir("relay-bridge.log"), NULL);
-  fleet_host_connect_producer(&h, "bridge.producer", DS_NAME, 4, 64, false);
+  fleet_host_connect_producer(&h, "bridge.producer", DS_NAME, 32, 256, false);
   const char *hosts = fleet_in_dir("bridge-hosts.txt");
   FILE *f = fopen(hosts, "w");
   assert_non_null(f);
@@ -505,7 +512,7 @@ static void bridge_records_a_host_behind_its_relay(void **state) {
   snprintf(path, sizeof(path), "/traced/%s", h.spec);
   ws_client_t ws;
   assert_true(ws_open(&ws, b.port, path, UI_ORIGIN));
-  ui_record(&ws, &h.p, "relaypkt", 7);
+  ui_record(&ws, &h.p, "relaypkt", 7, 10);
   ws_close(&ws);
 
   /* Not in --hosts, or not a host at all: refused before the upgrade. */
