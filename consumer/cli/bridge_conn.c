@@ -16,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "abi/ipc_frame.h"
 #include "common/log.h"
 #include "common/printable.h"
 #include "consumer/cli/bridge.h"
+#include "ipc/net_addr.h"
 #include "ipc/unix_transport.h"
 #include "tls/dial.h"
 #include "tls/transport.h"
@@ -62,6 +64,7 @@ typedef struct bridge_conn {
   tg_list_t out;          /* out_msg_t, to the UI */
   size_t out_bytes;
   uint64_t bytes_in, bytes_out, frames_in, frames_out;
+  uint64_t rx_pauses, up_pauses; /* times each side had to wait */
   uint64_t opened_ms;
   uint16_t close_code; /* sent to the UI when we close */
   char why[256];       /* the first reason the connection ended */
@@ -102,10 +105,12 @@ static void maybe_free(bridge_conn_t *c) {
   uint64_t secs = (uv_now(c->srv->loop) - c->opened_ms) / 1000;
   TG_INFO("bridge #%" PRIu64 ": %s origin %s %s -> %s: closed after %" PRIu64
           " s: %s (UI to service %" PRIu64 " bytes in %" PRIu64
-          " frames, service to UI %" PRIu64 " bytes in %" PRIu64 " frames)",
+          " frames, service to UI %" PRIu64 " bytes in %" PRIu64
+          " frames; the UI waited %" PRIu64 " times for the service, the "
+          "service %" PRIu64 " times for the UI)",
           c->id, c->peer, c->origin, c->path, c->upstream, secs,
           c->why[0] ? c->why : "closed", c->bytes_in, c->frames_in,
-          c->bytes_out, c->frames_out);
+          c->bytes_out, c->frames_out, c->rx_pauses, c->up_pauses);
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &c->out) {
     tg_list_remove(it);
@@ -284,12 +289,14 @@ static void update_flow(bridge_conn_t *c) {
   bool rx_pause = tg_transport_congested(c->up);
   if (rx_pause != c->rx_paused) {
     c->rx_paused = rx_pause;
+    c->rx_pauses += rx_pause;
     lws_rx_flow_control(c->wsi, rx_pause ? 0 : 1);
   }
   bool up_pause = c->out_bytes > BRIDGE_HIGH_WATER ||
                   (c->up_paused && c->out_bytes > BRIDGE_LOW_WATER);
   if (up_pause != c->up_paused) {
     c->up_paused = up_pause;
+    c->up_pauses += up_pause;
     tg_transport_pause_reading(c->up, up_pause);
   }
 }
@@ -349,6 +356,17 @@ static bool copy_hdr(struct lws *wsi, enum lws_token_indexes h, char *out,
   return lws_hdr_copy(wsi, out, (int)cap, h) == n;
 }
 
+/* "127.0.0.1:51234": who, for the logs. */
+static void peer_of(struct lws *wsi, char *out, size_t n) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  int fd = lws_get_socket_fd(wsi);
+  if (fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
+    tg_net_sockaddr_format((struct sockaddr *)&ss, out, n);
+  else
+    lws_get_peer_simple(wsi, out, n);
+}
+
 static int refuse_upgrade(struct lws *wsi, const char *peer, const char *origin,
                           const char *path, unsigned status, const char *why) {
   TG_WARN("bridge: %s origin %s %s refused (%u): %s", peer,
@@ -365,7 +383,7 @@ static int refuse_upgrade(struct lws *wsi, const char *peer, const char *origin,
 static int on_confirm_upgrade(bridge_server_t *s, struct lws *wsi,
                               const char *proto) {
   char peer[64] = "?", origin_raw[256], origin[128], path_raw[512], path[320];
-  lws_get_peer_simple(wsi, peer, sizeof(peer));
+  peer_of(wsi, peer, sizeof(peer));
   bool has_origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, origin_raw,
                              sizeof(origin_raw));
   bool has_path = copy_hdr(wsi, WSI_TOKEN_GET_URI, path_raw, sizeof(path_raw));
@@ -429,7 +447,7 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
     case LWS_CALLBACK_HTTP: {
       /* Not an upgrade: the bridge serves no pages. */
       char peer[64] = "?", path[320], raw[512];
-      lws_get_peer_simple(wsi, peer, sizeof(peer));
+      peer_of(wsi, peer, sizeof(peer));
       copy_hdr(wsi, WSI_TOKEN_GET_URI, raw, sizeof(raw));
       tg_printable(path, sizeof(path), raw);
       TG_WARN("bridge: %s %s refused (404): not a WebSocket upgrade", peer,

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -140,10 +141,18 @@ static const struct lws_protocols ws_protocols[] = {
     {0},
 };
 
+/* One round of lws's service. lws 4.1 ignores lws_service()'s timeout
+ * and sleeps until its next timer: a 20 ms timer on the connection keeps
+ * the callers' deadlines. */
+static void ws_service(ws_client_t *ws) {
+  if (ws->wsi) lws_set_timer_usecs(ws->wsi, 20 * 1000);
+  lws_service(ws->ctx, 0);
+}
+
 static void ws_service_until(ws_client_t *ws, const bool *flag, int ms) {
   int64_t deadline = tg_test_now_ms() + ms;
   while (!*flag && !ws->closed && tg_test_now_ms() < deadline)
-    lws_service(ws->ctx, 20);
+    ws_service(ws);
 }
 
 /* Opens ws://127.0.0.1:|port||path| from |origin| and waits for the
@@ -242,7 +251,7 @@ static tg_ipc_frame_t *ws_wait_reply(ws_client_t *ws, uint64_t request_id) {
     if (ws->closed) fail_msg("the bridge closed the WebSocket (%s)", ws->error);
     if (tg_test_now_ms() > deadline)
       fail_msg("no reply to request %llu", (unsigned long long)request_id);
-    lws_service(ws->ctx, 20);
+    ws_service(ws);
   }
 }
 
@@ -293,14 +302,15 @@ static void assert_success(tg_ipc_frame_t *r) {
   assert_true(r->msg_invoke_method_reply->success);
 }
 
+/* Occurrences of |tag| in |p|. A plain loop: ASan's memmem checks the
+ * whole rest of the haystack on every call. */
 static size_t count_tag(const uint8_t *p, size_t n, const char *tag) {
   size_t k = 0, tl = strlen(tag);
-  for (const uint8_t *at = p; n >= tl;) {
-    const uint8_t *hit = memmem(at, n, tag, tl);
-    if (!hit) break;
-    k++;
-    n -= (size_t)(hit + tl - at);
-    at = hit + tl;
+  for (size_t i = 0; i + tl <= n; i++) {
+    if (p[i] == (uint8_t)tag[0] && !memcmp(p + i, tag, tl)) {
+      k++;
+      i += tl - 1;
+    }
   }
   return k;
 }
@@ -310,11 +320,19 @@ static size_t count_tag(const uint8_t *p, size_t n, const char *tag) {
  * replies of whole 128 KiB frames) that |p| commits while the session runs
  * must come back from ReadBuffers. */
 #define BIG_PER_CHUNK 24
-static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
-                      unsigned n, unsigned big) {
+typedef struct ui_run {
+  const char *tag;
+  unsigned n, big;
+  uint32_t buffer_kb;
+  int lag_ms; /* the UI reads nothing for this long after ReadBuffers */
+} ui_run_t;
+
+static void ui_record(ws_client_t *ws, raw_producer_t *p, const ui_run_t *u) {
+  const char *tag = u->tag;
+  unsigned n = u->n, big = u->big;
   ws_bind_consumer(ws);
   simple_cfg_t sc;
-  simple_cfg_init(&sc, 1024, 1, DS_NAME);
+  simple_cfg_init(&sc, u->buffer_kb, 1, DS_NAME);
   Perfetto__Protos__EnableTracingRequest en =
       PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
   en.trace_config = &sc.cfg;
@@ -322,7 +340,7 @@ static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
   /* The bytes go out while the producer waits (another process). */
   int64_t deadline = tg_test_now_ms() + WAIT_MS;
   while (ws->n_out && !ws->closed && tg_test_now_ms() < deadline)
-    lws_service(ws->ctx, 20);
+    ws_service(ws);
   assert_int_equal(raw_producer_wait_started(p, FLEET_WAIT_MS), 0);
   fleet_commit_packets(p, 0, tag, 1, n);
   for (unsigned k = 0; k < big; k++)
@@ -340,6 +358,12 @@ static void ui_record(ws_client_t *ws, raw_producer_t *p, const char *tag,
   Perfetto__Protos__ReadBuffersRequest rb =
       PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
   uint64_t read = ws_invoke(ws, "ReadBuffers", &rb.base);
+  if (u->lag_ms) {
+    bool sent = false;
+    ws_service_until(ws, &sent, 200); /* the request goes out */
+    struct timespec lag = {u->lag_ms / 1000, (u->lag_ms % 1000) * 1000000L};
+    nanosleep(&lag, NULL);
+  }
   tg_buf_t data;
   tg_buf_init(&data, 16u << 20);
   for (bool more = true; more;) {
@@ -439,14 +463,15 @@ static size_t ws_frame(uint8_t *out, unsigned opcode, bool fin, bool unmasked,
   return k;
 }
 
-/* True if the bridge closes the connection (EOF or reset; a close frame
- * may come first) within WAIT_MS. */
+/* True if the bridge closes the connection within WAIT_MS: EOF, a reset,
+ * or a close frame (lws then waits 5 s for ours before hanging up). */
 static bool closed_by_peer(int fd) {
   uint8_t buf[4096];
   int64_t deadline = tg_test_now_ms() + WAIT_MS;
   while (tg_test_now_ms() < deadline) {
     ssize_t r = recv(fd, buf, sizeof(buf), 0);
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    if (r > 0 && buf[0] == 0x88) return true; /* FIN + close */
     if (r < 0 && errno == EAGAIN) return false; /* SO_RCVTIMEO ran out */
   }
   return false;
@@ -470,26 +495,67 @@ static int group_setup(void **state) {
   return fleet_dir_create("bridge");
 }
 
+/* A local tracegated with a producer of DS_NAME, a bridge in front of
+ * it, and a UI connected to /traced. */
+typedef struct local {
+  test_service_t ts;
+  raw_producer_t p;
+  bridge_t b;
+  ws_client_t ws;
+} local_t;
+
+static void local_start(local_t *l) {
+  assert_int_equal(test_service_start(&l->ts), 0);
+  assert_int_equal(raw_producer_connect(&l->p, &l->ts, "bridge.producer",
+                                        DS_NAME, 32, 256, false),
+                   0);
+  bridge_start(&l->b, l->ts.consumer_sock, NULL);
+  assert_true(ws_open(&l->ws, l->b.port, "/traced", UI_ORIGIN));
+}
+
+/* Closes the UI; |log_needle| is the bridge's account of its close. Returns
+ * where it starts in the bridge's stderr (valid until the bridge stops). */
+static const char *local_close_ui(local_t *l, const char *log_needle) {
+  ws_close(&l->ws);
+  return fleet_cli_read_until(&l->b.cli, log_needle, WAIT_MS);
+}
+
+static void local_stop(local_t *l) {
+  bridge_stop(&l->b);
+  raw_producer_close(&l->p);
+  assert_int_equal(test_service_stop(&l->ts), 0);
+}
+
 /* (1) /traced: the local service, as the UI records from it. */
 static void bridge_records_the_local_service_over_traced(void **state) {
   (void)state;
-  test_service_t ts;
-  assert_int_equal(test_service_start(&ts), 0);
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, &ts, "bridge.producer", DS_NAME, 32,
-                                        256, false),
-                   0);
-  bridge_t b;
-  bridge_start(&b, ts.consumer_sock, NULL);
-  ws_client_t ws;
-  assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
-  ui_record(&ws, &p, "localpkt", 5, 30);
-  ws_close(&ws);
-  fleet_cli_read_until(&b.cli, "the UI closed the WebSocket", WAIT_MS);
-  bridge_stop(&b);
-  assert_non_null(strstr(b.cli.err, "origin " UI_ORIGIN " /traced -> "));
-  raw_producer_close(&p);
-  assert_int_equal(test_service_stop(&ts), 0);
+  local_t *l = calloc(1, sizeof(*l));
+  assert_non_null(l);
+  local_start(l);
+  ui_record(&l->ws, &l->p, &(ui_run_t){"localpkt", 5, 30, 1024, 0});
+  local_close_ui(l, "the UI closed the WebSocket");
+  local_stop(l);
+  assert_non_null(strstr(l->b.cli.err, "origin " UI_ORIGIN " /traced -> "));
+  free(l);
+}
+
+/* A UI that lags behind a large read: the bridge stops reading the
+ * service rather than queueing the trace (1 MiB at most), and everything
+ * arrives once the UI reads again. */
+static void bridge_holds_the_service_while_the_ui_lags(void **state) {
+  (void)state;
+  local_t *l = calloc(1, sizeof(*l));
+  assert_non_null(l);
+  local_start(l);
+  /* 12 MiB: more than the loopback socket buffers and the high-water
+   * mark together. */
+  ui_record(&l->ws, &l->p, &(ui_run_t){"lagpkt", 3, 500, 16384, 3000});
+  const char *at = local_close_ui(l, "the service ");
+  unsigned waits = 0;
+  assert_int_equal(sscanf(at, "the service %u times for the UI", &waits), 1);
+  assert_true(waits > 0);
+  local_stop(l);
+  free(l);
 }
 
 /* (1) /traced/HOST: a host behind its relay, over mutual TLS, named as
@@ -512,7 +578,7 @@ static void bridge_records_a_host_behind_its_relay(void **state) {
   snprintf(path, sizeof(path), "/traced/%s", h.spec);
   ws_client_t ws;
   assert_true(ws_open(&ws, b.port, path, UI_ORIGIN));
-  ui_record(&ws, &h.p, "relaypkt", 7, 10);
+  ui_record(&ws, &h.p, &(ui_run_t){"relaypkt", 7, 10, 1024, 0});
   ws_close(&ws);
 
   /* Not in --hosts, or not a host at all: refused before the upgrade. */
@@ -631,6 +697,7 @@ static void bridge_closes_hostile_peers_and_goes_on(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bridge_records_the_local_service_over_traced),
+      cmocka_unit_test(bridge_holds_the_service_while_the_ui_lags),
       cmocka_unit_test(bridge_records_a_host_behind_its_relay),
       cmocka_unit_test(bridge_refuses_foreign_origins),
       cmocka_unit_test(bridge_closes_hostile_peers_and_goes_on),
