@@ -1,7 +1,7 @@
 /* `tracegate bridge`: Perfetto's websocket_bridge for tracegate. Shared by
  * bridge.c (the command: flags, the lws context on our libuv loop, start
- * and stop), bridge_policy.c (who may open what: pure) and bridge_conn.c
- * (one WebSocket and its upstream, bytes both ways).
+ * and stop) and bridge_conn.c (one WebSocket and its upstream, bytes both
+ * ways); who may open what is bridge_policy.h's (pure).
  *
  * A bridged connection: the UI's WebSocket on one side, the consumer
  * socket of the local tracegated (path /traced) or a tracegate-relay over
@@ -20,46 +20,12 @@
 #include <uv.h>
 
 #include "common/list.h"
-#include "consumer/cli/remote.h"
-#include "tls/session.h"
+#include "consumer/cli/bridge_policy.h"
 
-#define BRIDGE_MAX_ORIGINS 32
 #define BRIDGE_MAX_CONNS 64
 /* Queued bytes, per direction, above which the other side is not read. */
 #define BRIDGE_HIGH_WATER (1024u * 1024)
 #define BRIDGE_LOW_WATER (BRIDGE_HIGH_WATER / 4)
-#define BRIDGE_PATH "/traced"
-
-/* What the command was told; read-only once the server runs. */
-typedef struct bridge_cfg {
-  const char *consumer_socket;
-  const char *origins[BRIDGE_MAX_ORIGINS]; /* --allow-origin, in order */
-  size_t n_origins;
-  cli_target_t *hosts; /* --hosts FILE; NULL: any host:port */
-  size_t n_hosts;
-  tg_tls_config_t *tls;    /* NULL: no --ca, /traced/HOST is refused */
-  const char *server_name; /* --tls-server-name */
-} bridge_cfg_t;
-
-/* --- bridge_policy.c: the upgrade's verdict, no effects ------------------ */
-
-typedef enum bridge_verdict {
-  BRIDGE_LOCAL,  /* /traced: the local consumer socket */
-  BRIDGE_REMOTE, /* /traced/HOST: |target| over TLS */
-  BRIDGE_REFUSE, /* |status| and |why| say so */
-} bridge_verdict_t;
-
-typedef struct bridge_decision {
-  bridge_verdict_t verdict;
-  unsigned status; /* HTTP status of a refusal */
-  char why[160];
-  cli_target_t target; /* BRIDGE_REMOTE */
-} bridge_decision_t;
-
-/* Decides on a WebSocket upgrade of |path_untrusted| from
- * |origin_untrusted| (NULL: no Origin header). Pure. */
-void bridge_decide(const bridge_cfg_t *cfg, const char *path_untrusted,
-                   const char *origin_untrusted, bridge_decision_t *out);
 
 /* --- bridge.c: the server ------------------------------------------------ */
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "consumer/cli/bridge.h"
+#include "consumer/cli/bridge_policy.h"
 
 /* Perfetto's websocket_bridge allows these, and so do we. */
 static const char *const perfetto_origins[] = {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/bridge.h"
+#include "consumer/cli/bridge_policy.h"
 
 /* Any non-NULL pointer: the policy only checks that TLS is configured. */
 static tg_tls_config_t *const some_tls = (tg_tls_config_t *)&some_tls;
