@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -560,6 +561,61 @@ static void the_schedule_snapshots_the_fleet(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* A group: a snapshot of group "first" clones only its host; each host's
+ * row says what time window its packets cover (epoch ms, on the
+ * collector's clock through the host's clock estimate). */
+/* Wall-clock milliseconds (the catalog's times are epoch ms). */
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void a_group_snapshots_only_its_hosts(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  char extra[160];
+  snprintf(extra, sizeof(extra), "group = first %s\n", h[0].spec);
+  write_config(h, 2, extra);
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  fleet_commit_packets(&h[0].p, 0, "grpA", 1, 3);
+  fleet_commit_packets(&h[1].p, 0, "grpB", 1, 3);
+  const char *out = fleet_in_dir("group.json");
+  pid_t pid = http_spawn(&c, "POST", "/api/v1/snapshots?wait=1&group=first", out);
+  fleet_ack_flush(&h[0].p); /* only host A is asked */
+  assert_int_equal(http_wait(pid, out), 200);
+  int64_t after = wall_ms();
+  assert_json(out, "snapshot.state", "\"complete\"");
+  assert_json(out, "snapshot.hosts", "1");
+  char want[96];
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  assert_json(out, "hosts.0.host", want);
+  /* The test packets carry no timestamp; the service's own packets
+   * (clock snapshots, stats) of the clone do: the window lies within the
+   * ring's life, up to the clone. */
+  long long first = atoll(tg_test_json(out, "hosts.0.window_first_ms"));
+  long long last = atoll(tg_test_json(out, "hosts.0.window_last_ms"));
+  assert_true(first > 0 && first <= last);
+  assert_true(last <= after + 1000); /* the estimate's error is ms, not s */
+  char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshot.id") + 1);
+  const char *trace = fleet_in_dir("group.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "grpA", 1, 3);
+  assert_int_equal(fleet_trace_count_tag(&t, "grpB"), 0);
+  fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* A file of the test's directory on stderr, for a failure's diagnosis. */
 static void dump_file(const char *path) {
   FILE *f = fopen(path, "r");
@@ -671,6 +727,7 @@ int main(void) {
       cmocka_unit_test(a_relay_crash_keeps_the_ring),
       cmocka_unit_test(retention_deletes_all_but_the_pinned),
       cmocka_unit_test(the_schedule_snapshots_the_fleet),
+      cmocka_unit_test(a_group_snapshots_only_its_hosts),
       cmocka_unit_test(the_cli_asks_for_a_snapshot),
       cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
   };
