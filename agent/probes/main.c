@@ -1,5 +1,6 @@
 /* tracegate-probes: the system producer. Registers "linux.sys_stats",
- * "linux.process_stats" and "linux.ftrace" with the local tracing service;
+ * "linux.process_stats", "linux.system_info" and "linux.ftrace" with the
+ * local tracing service;
  * samples /proc and reads the kernel's ring buffers for every session that
  * enables them. Wires flags, signals, the agent and
  * the sampler together; the data sources live in *_ds.c. */
@@ -20,7 +21,8 @@
 static const char about[] =
     "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
     "/proc/stat),\nlinux.process_stats (process tree, per-process "
-    "memory and cpu time)\nand linux.ftrace (kernel tracepoints through "
+    "memory and cpu time),\nlinux.system_info (the CPUs, once) and "
+    "linux.ftrace (kernel tracepoints through "
     "tracefs; needs root).\nSIGINT/SIGTERM stop it cleanly.\n";
 
 int main(int argc, char **argv) {
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_sys_stats_probe)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_process_stats_probe)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_system_info_probe)) < 0 ||
       (rv = tg_sampler_start(sampler)) < 0 ||
       (rv = tg_ftrace_ds_new(&ftrace)) < 0) {
     TG_ERROR("cannot set up the data sources: %s", tg_strerror(rv));

@@ -7,5 +7,7 @@
 /* "linux.sys_stats" and "linux.process_stats". */
 extern const tg_probe_ops_t tg_sys_stats_probe;
 extern const tg_probe_ops_t tg_process_stats_probe;
+/* "linux.system_info": the CPUs, once (cpu_info.h). */
+extern const tg_probe_ops_t tg_system_info_probe;
 
 #endif /* TRACEGATE_PROBES_PROBES_H */

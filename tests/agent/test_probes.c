@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tracegate/pb_writer.h"
+#include "agent/probes/cpu_info.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
@@ -773,6 +774,78 @@ static void process_stats_packet_decodes(void **state) {
   perfetto__protos__trace_packet__free_unpacked(p, NULL);
 }
 
+
+/* --- linux.system_info ---------------------------------------------------- */
+
+static void cpuinfo_of_x86_and_arm_parses_and_encodes(void **state) {
+  (void)state;
+  static const char x86[] =
+      "processor\t: 0\nvendor_id\t: GenuineIntel\n"
+      "model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz \nflags\t\t: fpu vme\n\n"
+      "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
+  tg_cpu_info_t ci;
+  assert_int_equal(tg_cpu_info_parse(x86, sizeof(x86) - 1, &ci), 0);
+  assert_int_equal(ci.n, 2);
+  assert_string_equal(ci.cpus[0].processor, "Intel(R) Xeon(R) CPU @ 2.20GHz");
+  assert_string_equal(ci.cpus[1].processor, "Intel(R) Xeon(R) CPU @ 2.20GHz");
+  assert_false(ci.cpus[0].has_arm);
+  tg_cpu_info_free(&ci);
+
+  /* ARM: one "Processor" line for all, identifiers per CPU, a gap. */
+  static const char arm[] =
+      "Processor\t: AArch64 Processor rev 4 (aarch64)\n"
+      "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+      "CPU variant\t: 0x1\nCPU part\t: 0xd05\nCPU revision\t: 0\n\n"
+      "processor\t: 2\nCPU implementer\t: 0x51\nCPU part\t: 0x804\n";
+  assert_int_equal(tg_cpu_info_parse(arm, sizeof(arm) - 1, &ci), 0);
+  assert_int_equal(ci.n, 3);
+  assert_string_equal(ci.cpus[0].processor, "AArch64 Processor rev 4 (aarch64)");
+  assert_true(ci.cpus[0].has_arm);
+  assert_int_equal(ci.cpus[0].arm_implementer, 0x41);
+  assert_int_equal(ci.cpus[0].arm_architecture, 8);
+  assert_int_equal(ci.cpus[0].arm_variant, 1);
+  assert_int_equal(ci.cpus[0].arm_part, 0xd05);
+  assert_false(ci.cpus[1].present); /* offline: an empty entry */
+  assert_int_equal(ci.cpus[2].arm_part, 0x804);
+  static const char freqs[] = "300000 576000 748800\n";
+  assert_int_equal(tg_cpu_info_parse_freqs(freqs, sizeof(freqs) - 1, &ci.cpus[0]), 0);
+  assert_int_equal(ci.cpus[0].n_freqs, 3);
+  ci.cpus[0].capacity = 1024;
+
+  uint8_t out[4096];
+  tg_pbw_t w;
+  tg_pbw_init(&w, out, sizeof(out), NULL, NULL);
+  tg_cpu_info_write(&w, 42, &ci);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  Perfetto__Protos__TracePacket *p =
+      perfetto__protos__trace_packet__unpack(NULL, (size_t)tg_pbw_written(&w), out);
+  assert_non_null(p);
+  assert_int_equal(p->timestamp, 42);
+  assert_int_equal(p->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_CPU_INFO);
+  assert_int_equal(p->cpu_info->n_cpus, 3);
+  const Perfetto__Protos__CpuInfo__Cpu *c0 = p->cpu_info->cpus[0];
+  assert_string_equal(c0->processor, "AArch64 Processor rev 4 (aarch64)");
+  assert_int_equal(c0->n_frequencies, 3);
+  assert_int_equal(c0->frequencies[2], 748800);
+  assert_int_equal(c0->capacity, 1024);
+  assert_int_equal(c0->identifier_case,
+                   PERFETTO__PROTOS__CPU_INFO__CPU__IDENTIFIER_ARM_IDENTIFIER);
+  assert_int_equal(c0->arm_identifier->part, 0xd05);
+  perfetto__protos__trace_packet__free_unpacked(p, NULL);
+  tg_cpu_info_free(&ci);
+
+  /* Not cpuinfo: refused, nothing owned. */
+  static const char *bad[] = {"", "no cpus here\n", "processor\t: x\n",
+                              "processor\t: 99999\n"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    assert_int_equal(tg_cpu_info_parse(bad[i], strlen(bad[i]), &ci), TG_EPARSE);
+  static const char many[] = "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 "
+      "21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 "
+      "45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65";
+  tg_cpu_desc_t d = {0};
+  assert_int_equal(tg_cpu_info_parse_freqs(many, sizeof(many) - 1, &d), TG_EPARSE);
+}
+
 /* --- configs ------------------------------------------------------------- */
 
 static uint8_t *pack_dsc(const Perfetto__Protos__DataSourceConfig *c,
@@ -987,6 +1060,7 @@ int main(void) {
       cmocka_unit_test(sys_stats_packet_overflow_is_an_error),
       cmocka_unit_test(process_tree_packet_decodes),
       cmocka_unit_test(process_stats_packet_decodes),
+      cmocka_unit_test(cpuinfo_of_x86_and_arm_parses_and_encodes),
       cmocka_unit_test(sys_stats_config_reads_periods_and_counters),
       cmocka_unit_test(process_stats_config_reads_flags),
       cmocka_unit_test(real_proc_reads_and_encodes),

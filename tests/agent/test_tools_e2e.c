@@ -490,6 +490,64 @@ static void probes_record_every_group_of_the_config(void **state) {
                               "resolve_process_fds"));
 }
 
+
+/* linux.system_info: one cpu_info packet, a CPU per "processor" line of
+ * /proc/cpuinfo, each named as that file names it. */
+static void probes_describe_the_cpus(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
+                        NULL};
+  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
+  assert_true(probes > 0);
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  assert_true(wait_data_sources(&q, 3));
+  raw_consumer_close(&q);
+
+  /* What the test itself reads of /proc/cpuinfo. */
+  char text[65536];
+  read_text("/proc/cpuinfo", text, sizeof(text));
+  size_t want = 0;
+  for (const char *p = text; (p = strstr(p, "processor")); p++)
+    if (p == text || p[-1] == '\n') want++;
+  char model[128] = "";
+  const char *m = strstr(text, "model name");
+  if (m && (m = strchr(m, ':'))) {
+    m++;
+    while (*m == ' ' || *m == '\t') m++;
+    size_t n = strcspn(m, "\n");
+    snprintf(model, sizeof(model), "%.*s", (int)n, m);
+  }
+
+  session_t b;
+  session_config(&b, true, false);
+  b.dsc[0].name = "linux.system_info";
+  b.dsc[0].sys_stats_config = NULL;
+  session_enable(&b, ts);
+  const Perfetto__Protos__CpuInfo *ci = NULL;
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (!ci && tg_test_now_ms() < end) {
+    sleep_ms(50);
+    read_more(&b.c, &b.got);
+    for (size_t i = 0; i < b.got.n && !ci; i++)
+      if (b.got.pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CPU_INFO)
+        ci = b.got.pk[i]->cpu_info;
+  }
+  assert_non_null(ci);
+  assert_int_equal(ci->n_cpus, want);
+  for (size_t i = 0; i < ci->n_cpus; i++) {
+    assert_non_null(ci->cpus[i]->processor);
+    if (model[0]) assert_string_equal(ci->cpus[i]->processor, model);
+  }
+  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
+  packets_free(&b.got);
+  raw_consumer_close(&b.c);
+  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* --- tracegate-emit ------------------------------------------------------ */
 
 static void emit_delivers_every_packet_in_order(void **state) {
@@ -648,6 +706,9 @@ int main(void) {
           probes_record_two_sessions_with_their_own_configs,
           test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(probes_record_every_group_of_the_config,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(probes_describe_the_cpus,
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(emit_delivers_every_packet_in_order,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/probes/cpu_info.h"
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
 #include "agent/probes/probes_config.h"
@@ -34,7 +35,7 @@ static void check_decodes(const uint8_t *out, tg_pbw_t *w) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  unsigned which = data[0] % 12;
+  unsigned which = data[0] % 14;
   /* An exact-size copy, so ASan sees any read past the end. */
   size_t n = size - 1;
   char *text = malloc(n ? n : 1);
@@ -169,6 +170,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                           sizeof(names));
       if (k == 0 && names[0] != '\0') __builtin_trap();
       if (strlen(names) >= sizeof(names)) __builtin_trap();
+      break;
+    }
+    case 12: {
+      /* /proc/cpuinfo: every described CPU within bounds, and what parses
+       * encodes into a cpu_info packet that decodes. */
+      tg_cpu_info_t ci;
+      rv = tg_cpu_info_parse(text, n, &ci);
+      if (rv == 0) {
+        if (ci.n == 0 || ci.n > TG_CPU_INFO_MAX_CPUS) __builtin_trap();
+        for (uint32_t i = 0; i < ci.n; i++)
+          if (strnlen(ci.cpus[i].processor, TG_CPU_INFO_NAME_MAX) ==
+              TG_CPU_INFO_NAME_MAX)
+            __builtin_trap();
+        tg_cpu_info_write(&w, 1, &ci);
+        check_decodes(out, &w);
+        tg_cpu_info_free(&ci);
+      }
+      break;
+    }
+    case 13: {
+      tg_cpu_desc_t d = {0};
+      rv = tg_cpu_info_parse_freqs(text, n, &d);
+      if (d.n_freqs > TG_CPU_INFO_MAX_FREQS) __builtin_trap();
       break;
     }
   }
