@@ -49,6 +49,10 @@ static const tg_ftrace_known_event_t known[] = {
       {"child_pid", 4, I}}},
     {"sched", "sched_process_free", 240,
      {{"comm", 1, S}, {"pid", 2, I}, {"prio", 3, I}}},
+    /* Process memory counters: trace_processor's mem.rss.* tracks. Newer
+     * kernels add mm_id and curr; older ones have only member and size. */
+    {"kmem", "rss_stat", 313,
+     {{"member", 1, I}, {"size", 2, I}, {"curr", 3, U}, {"mm_id", 4, U}}},
     {"raw_syscalls", "sys_enter", 329,
      {{"id", 1, I}, {"args", 2, TG_FTRACE_PT_REPEATED_UINT}}},
     {"raw_syscalls", "sys_exit", 330, {{"id", 1, I}, {"ret", 2, I}}},

@@ -34,6 +34,14 @@ static const char irq_format[] =
     "\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n"
     "\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n";
 
+/* kmem/rss_stat as kernels since 5.x print it. */
+static const char rss_format[] =
+    "name: rss_stat\nID: 200\n" COMMON_FIELDS
+    "\tfield:unsigned int mm_id;\toffset:8;\tsize:4;\tsigned:0;\n"
+    "\tfield:unsigned int curr;\toffset:12;\tsize:4;\tsigned:0;\n"
+    "\tfield:int member;\toffset:16;\tsize:4;\tsigned:1;\n"
+    "\tfield:long size;\toffset:24;\tsize:8;\tsigned:1;\n";
+
 /* Not one of Perfetto's: written as GenericFtraceEvent. */
 static const char generic_format[] =
     "name: hrtimer_start\nID: 90\n" COMMON_FIELDS
@@ -243,6 +251,7 @@ static enc_fixture_t *fixture(bool compact) {
   add_format(&fx->table, "raw_syscalls", sys_enter_format);
   add_format(&fx->table, "ftrace", print_format);
   add_format(&fx->table, "timer", generic_format);
+  add_format(&fx->table, "kmem", rss_format);
   tg_ftrace_format_t f;
   assert_int_equal(tg_ftrace_format_parse(irq_format, strlen(irq_format), &f), 0);
   assert_int_equal(tg_ftrace_table_add(&fx->table, "irq", &f, false), -EEXIST);
@@ -353,6 +362,38 @@ static void encoder_writes_perfettos_messages(void **state) {
   assert_int_equal(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT);
   assert_int_equal(e->print->ip, 0xffff1234);
   assert_string_equal(e->print->buf, "hello marker\n");
+  perfetto__protos__trace_packet__free_unpacked(pk, NULL);
+  fixture_free(fx);
+}
+
+/* kmem/rss_stat becomes RssStatFtraceEvent (313): trace_processor's RSS
+ * counters come from it, not from a generic event. */
+static void encoder_writes_rss_stat(void **state) {
+  (void)state;
+  enc_fixture_t *fx = fixture(false);
+  page_t p;
+  page_init(&p, 7000);
+  uint8_t b[24] = {0}, rec[64];
+  uint32_t mm_id = 0xabcd, curr = 1;
+  int32_t member = 1; /* MM_ANONPAGES */
+  int64_t size = 123 * 4096;
+  memcpy(b, &mm_id, 4);
+  memcpy(b + 4, &curr, 4);
+  memcpy(b + 8, &member, 4);
+  memcpy(b + 16, &size, 8);
+  size_t n = event(rec, 200, 55, b, sizeof(b));
+  rec_data(&p, 2, rec, n);
+  page_finish(&p, false);
+  tg_ftrace_bundle_result_t res;
+  Perfetto__Protos__TracePacket *pk = encode(fx, &p, &res);
+  assert_int_equal(res.events, 1);
+  const Perfetto__Protos__FtraceEvent *e = pk->ftrace_events->event[0];
+  assert_int_equal(e->pid, 55);
+  assert_int_equal(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_RSS_STAT);
+  assert_int_equal(e->rss_stat->member, 1);
+  assert_int_equal(e->rss_stat->size, 123 * 4096);
+  assert_int_equal(e->rss_stat->curr, 1);
+  assert_int_equal(e->rss_stat->mm_id, 0xabcd);
   perfetto__protos__trace_packet__free_unpacked(pk, NULL);
   fixture_free(fx);
 }
@@ -596,6 +637,7 @@ int main(void) {
       cmocka_unit_test(format_file_gives_fields_and_kinds),
       cmocka_unit_test(encoder_writes_perfettos_messages),
       cmocka_unit_test(encoder_writes_generic_events_field_by_field),
+      cmocka_unit_test(encoder_writes_rss_stat),
       cmocka_unit_test(encoder_fills_compact_sched_with_interned_comms),
       cmocka_unit_test(encoder_survives_a_truncated_record),
       cmocka_unit_test(config_names_each_unsupported_field),
