@@ -20,7 +20,7 @@
 #define DEFAULT_MAX_HEADER (8u * 1024)
 #define DEFAULT_MAX_CONNS 64u
 #define DEFAULT_TIMEOUT_S 30u
-/* More URI arguments than this are refused (lws caps them too). */
+/* More URI arguments than this are refused (414). */
 #define MAX_ARGS 64
 
 static const char *const method_names[] = {
@@ -201,8 +201,11 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
 }
 
 /* Hands a complete request to the owner. */
-static void x_dispatch(tg_http_exchange_t *x) {
+static int x_dispatch(tg_http_exchange_t *x) {
   tg_http_server_t *srv = x->srv;
+  /* Stopping: the owner hears of no request any more (http.h); the body
+   * that completed meanwhile closes the connection. */
+  if (srv->state != TG_HTTP_RUNNING) return -1;
   x->req.body = x->body_len ? x->body : NULL;
   x->req.body_len = x->body_len;
   tg__http_x_set(x, TG_HTTP_X_OWNED, "request complete");
@@ -213,6 +216,7 @@ static void x_dispatch(tg_http_exchange_t *x) {
    * reading, so it keeps its exchange until the answer's write fails. */
   lws_set_timeout(x->wsi, NO_PENDING_TIMEOUT, 0);
   srv->handler(srv->ctx_arg, x, &x->req);
+  return 0;
 }
 
 /* The layer answers |x| itself (413, 411) and closes the connection
@@ -262,6 +266,8 @@ static int on_request(struct lws *wsi) {
   }
   conn->x = x;
   tg__http_x_set(x, TG_HTTP_X_READING, "headers in");
+  if (lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, MAX_ARGS) > 0)
+    return x_refuse(x, 414, "more than 64 query arguments");
   uint64_t len;
   if (content_length(wsi, &len) < 0) return x_refuse(x, 400, "bad length");
   if (len > srv->max_body) {
@@ -273,10 +279,7 @@ static int on_request(struct lws *wsi) {
   if (len == 0 &&
       lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
     return x_refuse(x, 411, "body without Content-Length");
-  if (len == 0) {
-    x_dispatch(x);
-    return 0;
-  }
+  if (len == 0) return x_dispatch(x);
   x->body = malloc((size_t)len);
   if (!x->body) return -1;
   x->body_expected = (size_t)len;
@@ -302,8 +305,7 @@ static int on_body_done(struct lws *wsi) {
   if (!x) return -1;
   if (x->state != TG_HTTP_X_READING) return 0;
   if (x->body_len != x->body_expected) return -1;
-  x_dispatch(x);
-  return 0;
+  return x_dispatch(x);
 }
 
 /* LWS_CALLBACK_HTTP_WRITEABLE with an exchange on the connection. */

@@ -36,14 +36,16 @@
 #include "collector/snapshot_id.h"
 #include "common/log.h"
 #include "consumer/cli/json_out.h"
+#include "consumer/fleet/merge.h"
 #include "relay/authz.h"
 #include "tracegate/error.h"
 
 #define API "/api/v1"
 #define WAIT_MAX 256 /* requests waiting for a snapshot at once */
 /* Host rows one GET of a snapshot carries (~1.2 KB each in memory while
- * it is built); beyond, "hosts_truncated" says so. */
-#define HOSTS_MAX 20000
+ * it is built): a snapshot has at most TG_MERGE_MAX_HOSTS (one
+ * collector's), so "hosts_truncated" is for a catalog edited by hand. */
+#define HOSTS_MAX TG_MERGE_MAX_HOSTS
 
 /* A POST with wait=1: answered when its snapshot is stored. */
 typedef struct waiter {

@@ -29,6 +29,11 @@
 #include "tls/transport.h"
 #include "tracegate/error.h"
 
+/* How long a WebSocket may take to take its close (a peer that stopped
+ * reading), and to read what the service said last before it closed. */
+#define CLOSE_GRACE_S 5
+#define DRAIN_GRACE_S 30
+
 #define HANDSHAKE_TIMEOUT_MS 10000
 /* The largest message the UI may send: one IPC frame's worth (the UI
  * sends one frame per message). */
@@ -130,7 +135,12 @@ static void conn_close(bridge_conn_t *c, uint16_t code) {
   set_state(c, BC_CLOSING, c->why);
   c->close_code = code;
   if (c->up) tg_transport_close(c->up, 0);
-  if (c->wsi) lws_callback_on_writable(c->wsi);
+  if (c->wsi) {
+    lws_callback_on_writable(c->wsi);
+    /* A peer that reads nothing never lets us write the close: lws drops
+     * it after this, so it cannot hold a slot for good. */
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, CLOSE_GRACE_S);
+  }
 }
 
 /* Inside an lws callback of |c|'s WebSocket: the close starts at once.
@@ -203,6 +213,8 @@ static void up_on_close(tg_transport_t *t, int status) {
                         ? LWS_CLOSE_STATUS_NORMAL
                         : LWS_CLOSE_STATUS_UNEXPECTED_CONDITION;
     lws_callback_on_writable(c->wsi);
+    /* The drain is bounded too: a UI that stops reading is dropped. */
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, DRAIN_GRACE_S);
   }
   maybe_free(c);
 }

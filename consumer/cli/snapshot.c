@@ -31,7 +31,10 @@
 #include "ipc/net_addr.h"
 
 #define PROG CLI_PROG " snapshot"
-#define REPLY_MAX (4u << 20)
+/* The collector's largest answer: a snapshot of its at most 1024 hosts,
+ * each row up to ~5.4 KB when every byte of a 320-byte host and a 512-byte
+ * error is escaped (\u00XX), plus the snapshot itself. */
+#define REPLY_MAX (16u << 20)
 #define DEFAULT_TIMEOUT_S 300
 #define REASON_MAX 1024 /* what the collector takes (TG_COLL_REASON_MAX) */
 #define GROUP_MAX 128
