@@ -114,7 +114,7 @@ static const char *copy_hdr(struct lws *wsi, enum lws_token_indexes h,
 static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
                                  int method, const char *uri, int uri_len) {
   enum lws_token_indexes hs[] = {WSI_TOKEN_HTTP_CONTENT_TYPE,
-                                 WSI_TOKEN_ORIGIN};
+                                 WSI_TOKEN_ORIGIN, WSI_TOKEN_HOST};
   size_t cap = (size_t)uri_len + 1 + 256; /* identity and the NULs */
   for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
     int n = lws_hdr_total_length(wsi, hs[i]);
@@ -156,6 +156,7 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
   at += uri_len + 1;
   x->req.content_type = copy_hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, &at, end);
   x->req.origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, &at, end);
+  x->req.host = copy_hdr(wsi, WSI_TOKEN_HOST, &at, end);
 
   for (int i = 0; i < n_args; i++) {
     int n = lws_hdr_copy_fragment(wsi, at, (int)(end - at),

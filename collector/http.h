@@ -50,6 +50,7 @@ typedef struct tg_http_request {
   size_t body_len;     /* at most cfg.max_body */
   const char *content_type; /* "" if none */
   const char *origin;       /* Origin header, "" if none */
+  const char *host;         /* Host header, "" if none */
   /* HTTPS: the client certificate's subject CN (already verified against
    * cfg.ca); "" over plain HTTP. */
   const char *identity;

@@ -434,6 +434,36 @@ static bool snapshot_path(const char *path, uint64_t *id, const char **rest) {
   return true;
 }
 
+/* A web page the operator has open can send requests to a loopback
+ * listener (a form, a no-cors fetch) or reach it under a name it controls
+ * (DNS rebinding). So over plain HTTP the Host must be a loopback name
+ * with this listener's port, and whatever the scheme an Origin, when
+ * there is one, must be this listener's own (the web page's requests):
+ * tools (python, curl, tracegate snapshot) send none. */
+static bool host_ok(const coll_t *c, const char *host) {
+  char name[300];
+  const char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+  size_t n = colon ? (size_t)(colon - host) + (host[0] == '[') : strlen(host);
+  if (n >= sizeof(name)) return false;
+  memcpy(name, host, n);
+  name[n] = 0;
+  if (colon) {
+    const char *port = colon + (host[0] == '[' ? 2 : 1);
+    char *end;
+    unsigned long p = strtoul(port, &end, 10);
+    if (*end || end == port || p != tg_http_server_port(c->http)) return false;
+  }
+  return !strcmp(name, "127.0.0.1") || !strcasecmp(name, "localhost") ||
+         !strcmp(name, "[::1]") || !strcmp(name, c->cfg.listen_host);
+}
+
+static bool origin_ok(const tg_http_request_t *r) {
+  if (!r->origin[0]) return true;
+  char own[320];
+  snprintf(own, sizeof(own), "%s://%s", r->tls ? "https" : "http", r->host);
+  return !strcmp(r->origin, own);
+}
+
 static void handle(void *ctx, tg_http_exchange_t *x,
                    const tg_http_request_t *r) {
   coll_t *c = ctx;
@@ -443,6 +473,8 @@ static void handle(void *ctx, tg_http_exchange_t *x,
   TG_DEBUG("http %s %s (%s)", r->method, r->path, r->tls ? r->identity : "plain");
   if (role == TG_ROLE_NONE)
     return json_error(x, 403, "this certificate's identity has no role here");
+  if ((!r->tls && !host_ok(c, r->host)) || !origin_ok(r))
+    return json_error(x, 403, "another site's request (Host or Origin)");
   if (post && role != TG_ROLE_RECORD)
     return json_error(x, 403, "triggering and pinning need the record role");
   const char *p = r->path;
@@ -524,11 +556,20 @@ void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
 }
 
 void coll_api_queued_begun(coll_t *c, uint64_t id) {
-  (void)c;
-  tg_list_t *it;
-  for (it = waiters.next; it != &waiters; it = it->next) {
+  /* It may have ended inside its begin (no host to ask, a store error):
+   * then its waiters are answered now, nothing else would. */
+  bool over = !c->current || coll_snap_id(c->current) != id;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
-    if (!w->id) w->id = id;
+    if (w->id) continue;
+    w->id = id;
+    if (!over) continue;
+    tg_list_remove(&w->node);
+    n_waiters--;
+    tg_http_exchange_t *x = w->x;
+    free(w);
+    answer_snapshot(c, x, id, 200);
   }
 }
 

@@ -143,6 +143,8 @@ struct coll {
   char queued_reason[TG_COLL_REASON_MAX + 1];
   char queued_origin[TG_COLL_HOST_MAX + 1];
   char queued_group[65];
+  char queued_producer[128];
+  int32_t queued_producer_uid;
   int64_t minute_start_ms;
   unsigned minute_count;
   uv_timer_t schedule;
@@ -240,6 +242,9 @@ void coll_snap_progress(const coll_snap_t *s, size_t *asked, size_t *done);
 /* Stops waiting for hosts (collector stopping): the snapshot is finished
  * with what came. */
 void coll_snap_cut(coll_snap_t *s);
+/* Whether some host's clone is still to be taken: a trigger now is still
+ * served by this snapshot (after, its data would not be in it). */
+bool coll_snap_cloning(const coll_snap_t *s);
 
 /* --- trigger.c ------------------------------------------------------- */
 

@@ -173,7 +173,12 @@ static int host_ring(coll_t *c, coll_host_t *h) {
 
 static int holder_new(coll_host_t *h) {
   tg_fleet_host_t *fh = calloc(1, sizeof(*fh));
-  if (!fh) return -ENOMEM;
+  if (!fh) {
+    /* The fleet must not keep admitting the closed one. */
+    tg_fleet_t *f = &h->gen->fleet;
+    if (f->hosts && h->index < f->n) f->hosts[h->index] = NULL;
+    return -ENOMEM;
+  }
   int rv = tg_fleet_host_init(&h->gen->fleet, fh, h->index, h->t.spec, &h->t, h);
   h->fh = fh;
   /* Attach mode: the host attaches by this key, else enables this. */
@@ -193,12 +198,14 @@ static void on_restart(uv_timer_t *t) {
     uv_timer_start(&h->restart, on_restart, 1000, 0);
     return;
   }
-  if (h->old) free(h->old); /* closed a whole period ago (see the top) */
-  tg_fleet_host_close(h->fh);
-  h->old = h->fh;
-  h->fh = NULL;
+  if (h->fh) { /* NULL: the last restart ran out of memory */
+    free(h->old); /* closed a whole period ago (see the top) */
+    tg_fleet_host_close(h->fh);
+    h->old = h->fh;
+    h->fh = NULL;
+  }
   h->restarts++;
-  if (holder_new(h) < 0) {
+  if ((!h->config && host_ring(h->c, h) < 0) || holder_new(h) < 0) {
     set_state(h, "failed", "out of memory");
     uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
     return;
@@ -221,13 +228,20 @@ bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
 
 /* --- hosts coming and going ------------------------------------------------ */
 
-static void host_closed(uv_handle_t *t) {
-  coll_host_t *h = t->data;
-  if (--h->closing) return; /* the other timer */
+/* One of the host's handles is closed; the last one frees it. */
+static void host_handle_closed(coll_host_t *h) {
+  if (--h->closing) return;
   free(h->fh);
   free(h->old);
   free(h->config);
   free(h);
+}
+
+static void host_closed(uv_handle_t *t) { host_handle_closed(t->data); }
+
+static void holder_closed(uv_handle_t *t) {
+  tg_fleet_host_t *fh = t->data;
+  host_handle_closed(fh->data);
 }
 
 /* A removed host goes once its holder finished and no snapshot holds it.
@@ -242,8 +256,9 @@ static void host_try_free(coll_host_t *h) {
   tg_fleet_t *f = &h->gen->fleet;
   if (f->hosts && h->index < f->n && f->hosts[h->index] == h->fh)
     f->hosts[h->index] = NULL;
-  if (h->fh) tg_fleet_host_close(h->fh);
-  h->closing = 2;
+  /* Freed once every handle is closed, the holder's timer included. */
+  h->closing = h->fh ? 3 : 2;
+  if (h->fh) tg_fleet_host_close_cb(h->fh, holder_closed);
   uv_close((uv_handle_t *)&h->restart, host_closed);
   uv_close((uv_handle_t *)&h->sb.retry, host_closed);
 }
@@ -341,9 +356,13 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
   }
   g->next = c->gens;
   c->gens = g;
+  int rv = 0;
   for (size_t i = 0; i < n; i++) {
     coll_host_t *h = calloc(1, sizeof(*h));
-    if (!h) return -ENOMEM;
+    if (!h) {
+      rv = -ENOMEM;
+      break;
+    }
     h->c = c;
     h->gen = g;
     h->index = i;
@@ -354,10 +373,16 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
     coll_standby_init(h);
     set_state(h, "connecting", "");
     c->hosts[c->n++] = h;
-    if (host_ring(c, h) < 0 || holder_new(h) < 0) return -ENOMEM;
+    if (host_ring(c, h) < 0 || holder_new(h) < 0) {
+      /* Out of memory: this host tries again later, the others start. */
+      set_state(h, "failed", "out of memory");
+      h->finished = true;
+      uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
+      rv = -ENOMEM;
+    }
   }
   tg_fleet_start(&g->fleet);
-  return 0;
+  return rv;
 }
 
 int coll_hosts_start(coll_t *c) {

@@ -70,6 +70,7 @@ struct coll_snap {
   snap_host_t *hosts;
   size_t n, asked, open, delivered;
   size_t clones_sent; /* CloneSession requests written so far */
+  size_t cloned;      /* hosts whose clone was taken, or that failed first */
   uv_timer_t deadline;
   uv_work_t work;
   int sync_err;
@@ -138,6 +139,7 @@ static void host_fail(snap_host_t *sh, const char *fmt, ...)
 static void host_close(snap_host_t *sh);
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...) {
+  if (!sh->failed && sh->st <= SH_CLONE) sh->s->cloned++;
   if (!sh->failed) {
     sh->failed = true;
     va_list ap;
@@ -272,6 +274,7 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
     return;
   }
   sh->cloned_ms = coll_now_ms(sh->s->c);
+  sh->s->cloned++;
   /* When each host's clone was taken, as seen here: their spread is the
    * snapshot's skew (bench_collector reads these). */
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: cloned %.3f ms after the "
@@ -371,6 +374,7 @@ static void host_start(snap_host_t *sh) {
   if (rv < 0) {
     sh->st = SH_RELEASED;
     sh->failed = true;
+    sh->s->cloned++;
     snprintf(sh->err, sizeof(sh->err), "cannot connect: %.400s", err);
     return;
   }
@@ -384,7 +388,7 @@ static void host_start(snap_host_t *sh) {
 /* --- the end --------------------------------------------------------------- */
 
 static int64_t host_real_ms(const tg_fleet_host_t *fh, uint64_t boot_ns) {
-  if (!fh->clock.estimates || !boot_ns) return 0;
+  if (!fh || !fh->clock.estimates || !boot_ns) return 0;
   const tg_clock_sample_t *b = &fh->clock.best;
   int64_t real = (int64_t)b->remote[TG_CLK_REALTIME] +
                  ((int64_t)boot_ns - (int64_t)b->remote[TG_CLK_BOOTTIME]);
@@ -430,7 +434,7 @@ static void store_result(coll_snap_t *s) {
   coll_t *c = s->c;
   tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
   uint64_t packets = 0;
-  for (size_t i = 0; i < s->n; i++) {
+  for (size_t i = 0; rs && i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
@@ -499,19 +503,30 @@ static void maybe_finish(coll_snap_t *s) {
     store_result(s); /* finish syncs on this thread */
 }
 
+/* Ends the hosts still at work: those whose clone is read whole (asking
+ * its loss counters, freeing it) delivered and are only closed; the
+ * others fail with |why|. */
+static void end_hosts(coll_snap_t *s, const char *why) {
+  for (size_t i = 0; i < s->n; i++) {
+    snap_host_t *sh = &s->hosts[i];
+    if (sh->st >= SH_CLOSING || sh->st == SH_SKIPPED) continue;
+    if (sh->st >= SH_STATS) host_close(sh);
+    else host_fail(sh, "%s", why);
+  }
+}
+
 static void on_deadline(uv_timer_t *t) {
-  coll_snap_t *s = t->data;
-  for (size_t i = 0; i < s->n; i++)
-    if (s->hosts[i].st < SH_CLOSING && s->hosts[i].st != SH_SKIPPED)
-      host_fail(&s->hosts[i], "no answer within %d s", SNAP_DEADLINE_MS / 1000);
+  char why[64];
+  snprintf(why, sizeof(why), "no answer within %d s", SNAP_DEADLINE_MS / 1000);
+  end_hosts(t->data, why);
 }
 
 void coll_snap_cut(coll_snap_t *s) {
   s->cut = true;
-  for (size_t i = 0; i < s->n; i++)
-    if (s->hosts[i].st < SH_CLOSING && s->hosts[i].st != SH_SKIPPED)
-      host_fail(&s->hosts[i], "the collector is stopping");
+  end_hosts(s, "the collector is stopping");
 }
+
+bool coll_snap_cloning(const coll_snap_t *s) { return s->cloned < s->asked; }
 
 /* --- the start --------------------------------------------------------------- */
 

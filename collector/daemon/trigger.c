@@ -50,7 +50,9 @@ static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
   coll_trigger_req_t r = {.trigger = c->queued_trigger,
                           .reason = c->queued_reason,
                           .origin = c->queued_origin,
-                          .group = c->queued_group};
+                          .group = c->queued_group,
+                          .producer_name = c->queued_producer,
+                          .producer_uid = c->queued_producer_uid};
   uint64_t id;
   int rv = begin(c, &r, &id);
   if (rv < 0) {
@@ -68,7 +70,10 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   if (c->stopping) return -ESHUTDOWN;
   if (c->current) {
     int64_t age = coll_now_ms(c) - c->current_started_ms;
+    /* Served by the snapshot under way only while its clones are being
+     * taken: after, what the trigger marks would not be in it. */
     if (age >= 0 && age < c->cfg.coalesce_window_ms &&
+        coll_snap_cloning(c->current) &&
         !strcmp(r->group, c->current_group)) {
       c->counts.triggers_coalesced++;
       *id = coll_snap_id(c->current);
@@ -91,6 +96,9 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
     snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
              r->origin ? r->origin : "");
     snprintf(c->queued_group, sizeof(c->queued_group), "%s", r->group);
+    snprintf(c->queued_producer, sizeof(c->queued_producer), "%s",
+             r->producer_name ? r->producer_name : "");
+    c->queued_producer_uid = r->producer_uid;
     return 0;
   }
   if (capped(c)) {
@@ -139,13 +147,17 @@ static void on_events(tg_consumer_t *cons, void *ctx, int status,
                           .producer_uid = hit->has_producer_uid ? hit->producer_uid : 0};
   uint64_t id;
   int rv = coll_trigger(c, &r, &id);
-  if (rv < 0)
-    TG_WARN("host %s: trigger '%s': %s", h->t.spec, safe,
-           rv == -EAGAIN ? "over max_snapshots_per_minute, not snapshotted"
-                         : tg_strerror(rv));
-  else if (id)
-    TG_INFO("host %s: trigger '%s' -> snapshot %016" PRIx64,
-           h->t.spec, safe, id);
+  /* A storm costs a counter per trigger, not a log line: refusals are
+   * said at the 1st, 2nd, 4th, 8th... of the collector's life. */
+  uint64_t k = c->counts.triggers_capped;
+  if (rv == -EAGAIN && (k & (k - 1)) == 0)
+    TG_WARN("host %s: trigger '%s' over max_snapshots_per_minute, not "
+            "snapshotted (%" PRIu64 " refused so far)", h->t.spec, safe, k);
+  else if (rv < 0 && rv != -EAGAIN)
+    TG_WARN("host %s: trigger '%s': %s", h->t.spec, safe, tg_strerror(rv));
+  else if (rv == 0)
+    TG_DEBUG("host %s: trigger '%s' -> snapshot %016" PRIx64, h->t.spec,
+             safe, id);
 }
 
 void coll_watch_host(coll_t *c, coll_host_t *h) {

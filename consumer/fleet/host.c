@@ -667,8 +667,10 @@ void tg_fleet_host_start(tg_fleet_host_t *h) {
   connect_now(h);
 }
 
-void tg_fleet_host_close(tg_fleet_host_t *h) {
-  uv_close((uv_handle_t *)&h->timer, NULL);
+void tg_fleet_host_close(tg_fleet_host_t *h) { tg_fleet_host_close_cb(h, NULL); }
+
+void tg_fleet_host_close_cb(tg_fleet_host_t *h, uv_close_cb cb) {
+  uv_close((uv_handle_t *)&h->timer, cb);
   tg_recording_free(h->rec);
   h->rec = NULL;
 }

@@ -318,5 +318,8 @@ void tg_fleet_host_fleet_started(tg_fleet_host_t *h);
 bool tg_fleet_host_resume_clock(tg_fleet_host_t *h);
 /* Closes the host's handles (the loop then runs them out). */
 void tg_fleet_host_close(tg_fleet_host_t *h);
+/* The same, and |cb| runs from the loop once its last handle is closed
+ * (the uv handle's data is |h|): then its memory may go. */
+void tg_fleet_host_close_cb(tg_fleet_host_t *h, uv_close_cb cb);
 
 #endif /* TRACEGATE_CONSUMER_FLEET_HOST_H */

@@ -616,6 +616,59 @@ static void a_group_snapshots_only_its_hosts(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* A request with one header of the test's choosing (python's http.client,
+ * which sends it as given); returns the status. */
+static int http_with(const collector_t *c, const char *method,
+                     const char *path, const char *name, const char *value) {
+  static const char script[] =
+      "import http.client, sys\n"
+      "port, method, path, name, value = sys.argv[1:6]\n"
+      "h = http.client.HTTPConnection('127.0.0.1', int(port), timeout=30)\n"
+      "h.putrequest(method, path, skip_host=(name.lower() == 'host'))\n"
+      "h.putheader(name, value)\n"
+      "h.putheader('Content-Length', '0')\n"
+      "h.endheaders()\n"
+      "sys.exit(h.getresponse().status // 100)\n";
+  char port[16];
+  snprintf(port, sizeof(port), "%d", c->port);
+  const char *argv[] = {"python3", "-c", script, port, method, path, name,
+                        value, NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = "/usr/bin/python3";
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  return tg_test_exit_code(tg_test_reap(pid, 60000)) * 100;
+}
+
+/* Another site's page can reach a loopback listener (a form, a no-cors
+ * fetch, DNS rebinding): a foreign Origin or a Host that is not this
+ * listener's is refused before anything is done; the listener's own
+ * origin and plain tools are served. */
+static void requests_of_other_sites_are_refused(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  char own[64], host[64];
+  snprintf(own, sizeof(own), "http://127.0.0.1:%d", c.port);
+  snprintf(host, sizeof(host), "evil.example:%d", c.port);
+  assert_int_equal(http_with(&c, "POST", "/api/v1/snapshots", "Origin",
+                             "https://evil.example"), 400);
+  assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Host", host), 400);
+  assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Origin", own), 200);
+  /* Nothing was triggered by the refused POST (this collector's count;
+   * the store holds earlier tests' snapshots). */
+  const char *metrics = fleet_in_dir("sites-metrics.txt");
+  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
+  assert_true(tg_test_wait_file_text(metrics,
+                                     "tracegate_collector_trigger_hits_total 0\n", 1000));
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* A file of the test's directory on stderr, for a failure's diagnosis. */
 static void dump_file(const char *path) {
   FILE *f = fopen(path, "r");
@@ -728,6 +781,7 @@ int main(void) {
       cmocka_unit_test(retention_deletes_all_but_the_pinned),
       cmocka_unit_test(the_schedule_snapshots_the_fleet),
       cmocka_unit_test(a_group_snapshots_only_its_hosts),
+      cmocka_unit_test(requests_of_other_sites_are_refused),
       cmocka_unit_test(the_cli_asks_for_a_snapshot),
       cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
   };
