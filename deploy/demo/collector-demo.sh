@@ -28,34 +28,10 @@ for b in "$TRACEGATED" "$EMIT" "$RELAY" "$CLI" "$COLLECTOR"; do
   [ -x "$b" ] || { echo "collector-demo: $b is missing (build first)" >&2; exit 1; }
 done
 
-WORK=$(mktemp -d /tmp/tracegate-collector-demo.XXXXXX)
-PIDS=""
-cleanup() {
-  status=$?
-  trap - EXIT INT TERM
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'echo; echo "collector-demo: interrupted, stopping everything"; exit 130' INT TERM
-
-step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-
-# Waits (bounded) until FILE holds a line starting with "ready".
-wait_ready() {
-  i=0
-  while ! grep -q '^ready' "$1" 2>/dev/null; do
-    i=$((i + 1))
-    if [ "$i" -gt 100 ]; then
-      echo "collector-demo: $2 did not come up; its log:" >&2
-      cat "$3" >&2 || true
-      exit 1
-    fi
-    sleep 0.1
-  done
-}
+DEMO=collector-demo
+WORK_PREFIX=tracegate-collector-demo
+# shellcheck source=deploy/demo/lib.sh
+. "$HERE/lib.sh"
 
 # GET (or POST) on the collector's API into a file; python3's urllib, as
 # the tests use, so the demo needs no curl.

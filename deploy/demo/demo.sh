@@ -26,34 +26,10 @@ for b in "$TRACEGATED" "$PROBES" "$EMIT" "$RELAY" "$CLI"; do
   [ -x "$b" ] || { echo "demo: $b is missing (build first)" >&2; exit 1; }
 done
 
-WORK=$(mktemp -d /tmp/tracegate-demo.XXXXXX)
-PIDS=""
-cleanup() {
-  status=$?
-  trap - EXIT INT TERM
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'echo; echo "demo: interrupted, stopping everything"; exit 130' INT TERM
-
-step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-
-# Waits (bounded) until FILE holds a line starting with "ready".
-wait_ready() {
-  i=0
-  while ! grep -q '^ready' "$1" 2>/dev/null; do
-    i=$((i + 1))
-    if [ "$i" -gt 100 ]; then
-      echo "demo: $2 did not come up; its log:" >&2
-      cat "$3" >&2 || true
-      exit 1
-    fi
-    sleep 0.1
-  done
-}
+DEMO=demo
+WORK_PREFIX=tracegate-demo
+# shellcheck source=deploy/demo/lib.sh
+. "$HERE/lib.sh"
 
 step "throw-away certificates in $WORK/certs"
 CERTS=$WORK/certs
