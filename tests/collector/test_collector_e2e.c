@@ -119,6 +119,50 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
   id = snapshot(&c, h, 1, json);
   assert_json(json, "snapshot.state", "\"partial\"");
   assert_json(json, "snapshot.hosts_failed", "1");
+  /* The host's state says it: reconnecting (or failed, past the
+   * reconnect limit), since when and why. */
+  {
+    const char *hj = fleet_in_dir("down-hosts.json");
+    char key[48], down[96];
+    snprintf(down, sizeof(down), "\"%s\"", h[1].spec);
+    int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+    for (bool seen = false; !seen;) {
+      assert_int_equal(http(&c, "GET", "/api/v1/hosts", hj), 200);
+      for (int i = 0; i < 2 && !seen; i++) {
+        snprintf(key, sizeof(key), "hosts.%d.host", i);
+        if (strcmp(tg_test_json(hj, key), down)) continue;
+        snprintf(key, sizeof(key), "hosts.%d.state", i);
+        const char *st = tg_test_json(hj, key);
+        snprintf(key, sizeof(key), "hosts.%d.why", i);
+        const char *why = tg_test_json(hj, key);
+        seen = (!strcmp(st, "\"reconnecting\"") || !strcmp(st, "\"failed\"")) &&
+               strcmp(why, "\"\"") != 0;
+        snprintf(key, sizeof(key), "hosts.%d.since_ms", i);
+        if (seen) assert_true(atoll(tg_test_json(hj, key)) > 0);
+      }
+      if (!seen) {
+        assert_true(tg_test_now_ms() < end);
+        usleep(100 * 1000);
+      }
+    }
+  }
+  /* The list's filters: by host (the down one is in this last snapshot
+   * only as failed, but it is a host of every snapshot here), by time. */
+  {
+    const char *lj = fleet_in_dir("filter.json");
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/snapshots?host=%s&limit=1", h[1].spec);
+    assert_int_equal(http(&c, "GET", path, lj), 200);
+    char want_id[32];
+    snprintf(want_id, sizeof(want_id), "\"%s\"", id);
+    assert_json(lj, "snapshots.0.id", want_id);
+    assert_json(lj, "next_before", want_id); /* a page of 1: more follow */
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?host=no.such.host:1", lj), 200);
+    assert_json(lj, "snapshots", "[]");
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?from=9000000000000", lj), 200);
+    assert_json(lj, "snapshots", "[]");
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?from=x", lj), 400);
+  }
   for (int i = 0; i < 2; i++) {
     char key[32], down[96];
     snprintf(key, sizeof(key), "hosts.%d.host", i);
