@@ -24,8 +24,7 @@
 /* The longest trigger_timeout_ms Perfetto's traced accepts (7 days). */
 #define RING_TRIGGER_TIMEOUT_MS (7u * 24 * 3600 * 1000)
 
-int64_t coll_now_ms(coll_t *c) {
-  if (c->now_ms) return c->now_ms(c->clock_ctx);
+int64_t coll_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -177,8 +176,6 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
       .dir = c->cfg.store,
       .retention = {.max_bytes = c->cfg.retention_max_bytes,
                     .max_age_ms = c->cfg.retention_max_age_ms},
-      .now_ms = c->now_ms,
-      .clock_ctx = c->clock_ctx,
   };
   if (strcmp(c->cfg.catalog, "sqlite") != 0) {
     int rv = tg_coll_catalog_pg_open(c->cfg.catalog, c->cfg.shard_index,

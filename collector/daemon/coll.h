@@ -136,7 +136,7 @@ struct coll {
   tg_coll_store_t *store;
   /* trigger.c */
   coll_snap_t *current;   /* the snapshot under way (one at a time) */
-  int64_t current_started_ms;
+  int64_t current_started_ms; /* loop time (uv_now), as minute_start_ms */
   char current_group[65];
   bool queued;            /* a trigger arrived during |current| */
   char queued_trigger[TG_COLL_TRIGGER_MAX + 1];
@@ -151,8 +151,6 @@ struct coll {
   uv_timer_t retention;
   coll_counts_t counts;
   struct tg_http_server *http;
-  int64_t (*now_ms)(void *ctx); /* epoch ms; tests inject */
-  void *clock_ctx;
   int ready_fd;     /* "ready PORT\n" once listening; 0: none */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
@@ -171,7 +169,8 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
  * crash, for the next start to attach to. What the process holds stays
  * reachable from its one static coll_t until then. */
 void coll_stop(coll_t *c);
-int64_t coll_now_ms(coll_t *c);
+/* Epoch milliseconds (the catalog's times). */
+int64_t coll_now_ms(void);
 /* --- hosts.c --------------------------------------------------------- */
 
 /* Reads the inventory's shard and starts every host's holder (with
@@ -187,7 +186,6 @@ void coll_hosts_unwatch(coll_t *c);
 void coll_host_check_free(coll_host_t *h);
 /* A snapshot lets go of |h| (it took it with h->busy++). */
 void coll_host_release(coll_host_t *h);
-coll_host_t *coll_host_by_name(coll_t *c, const char *spec);
 /* Whether |h| is in |group| ("all": every host). */
 bool coll_host_in_group(const coll_t *c, const coll_host_t *h,
                         const char *group);
@@ -237,8 +235,6 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
 uint64_t coll_snap_id(const coll_snap_t *s);
 /* The outcome once done: 0 and the stored state, or the store's error. */
 int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state);
-/* Hosts the snapshot asked, and those that delivered. */
-void coll_snap_progress(const coll_snap_t *s, size_t *asked, size_t *done);
 /* Stops waiting for hosts (collector stopping): the snapshot is finished
  * with what came. */
 void coll_snap_cut(coll_snap_t *s);

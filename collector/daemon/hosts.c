@@ -48,7 +48,7 @@ static coll_host_t *of(tg_fleet_host_t *fh) { return fh->data; }
 static void host_try_free(coll_host_t *h);
 
 static void set_state(coll_host_t *h, const char *state, const char *why) {
-  if (strcmp(h->state, state) != 0) h->since_ms = coll_now_ms(h->c);
+  if (strcmp(h->state, state) != 0) h->since_ms = coll_now_ms();
   snprintf(h->state, sizeof(h->state), "%s", state);
   snprintf(h->why, sizeof(h->why), "%s", why ? why : "");
 }
@@ -213,12 +213,6 @@ static void on_restart(uv_timer_t *t) {
   h->finished = false;
   set_state(h, "connecting", "");
   tg_fleet_host_start(h->fh);
-}
-
-coll_host_t *coll_host_by_name(coll_t *c, const char *spec) {
-  for (size_t i = 0; i < c->n; i++)
-    if (!strcmp(c->hosts[i]->t.spec, spec)) return c->hosts[i];
-  return NULL;
 }
 
 bool coll_host_in_group(const coll_t *c, const coll_host_t *h,

@@ -56,7 +56,6 @@ typedef struct snap_host {
   tg_merge_host_t mh;
   uint64_t bytes, packets, loss, read_packets;
   uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
-  int64_t cloned_ms;          /* the clone's answer, collector's clock */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
 
@@ -74,10 +73,9 @@ struct coll_snap {
   uv_timer_t deadline;
   uv_work_t work;
   int sync_err;
-  bool finishing, cut;
+  bool finishing;
   int result;
   tg_coll_state_t state;
-  int64_t started_ms;
   uint64_t t0; /* uv_hrtime at the trigger */
   char trigger[TG_COLL_TRIGGER_MAX + 1];
   char origin[TG_COLL_HOST_MAX + 1];
@@ -95,11 +93,6 @@ uint64_t coll_snap_id(const coll_snap_t *s) { return s->id; }
 int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state) {
   *state = s->state;
   return s->result;
-}
-
-void coll_snap_progress(const coll_snap_t *s, size_t *asked, size_t *done) {
-  *asked = s->asked;
-  *done = s->delivered;
 }
 
 /* --- the file ------------------------------------------------------------ */
@@ -273,7 +266,6 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
     host_fail(sh, "CloneSession: %s", msg);
     return;
   }
-  sh->cloned_ms = coll_now_ms(sh->s->c);
   sh->s->cloned++;
   /* When each host's clone was taken, as seen here: their spread is the
    * snapshot's skew (bench_collector reads these). */
@@ -464,9 +456,12 @@ static void store_result(coll_snap_t *s) {
     s->state = TG_COLL_FAILED;
   } else {
     s->result = tg_coll_store_finish(c->store, s->w, &r);
-    s->state = s->delivered == 0 ? TG_COLL_FAILED
-               : s->delivered < s->n ? TG_COLL_PARTIAL
-                                     : TG_COLL_COMPLETE;
+    /* The catalog decides the state from the hosts' outcomes (catalog.h):
+     * read it back rather than decide it twice. */
+    tg_coll_snapshot_t row;
+    s->state = TG_COLL_FAILED;
+    if (s->result == 0 && tg_coll_store_get(c->store, s->id, &row) == 0)
+      s->state = row.state;
   }
   account(s, bytes);
   s->w = NULL;
@@ -522,7 +517,6 @@ static void on_deadline(uv_timer_t *t) {
 }
 
 void coll_snap_cut(coll_snap_t *s) {
-  s->cut = true;
   end_hosts(s, "the collector is stopping");
 }
 
@@ -565,7 +559,6 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     free(s);
     return rv;
   }
-  s->started_ms = coll_now_ms(c);
   tg_merge_init(&s->m, sink, s);
   tg_merge_self_t self;
   tg_merge_self_read(&self);

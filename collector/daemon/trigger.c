@@ -25,7 +25,7 @@
 static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx);
 
 static bool capped(coll_t *c) {
-  int64_t now = coll_now_ms(c);
+  int64_t now = (int64_t)uv_now(c->loop);
   if (now - c->minute_start_ms >= 60000 || now < c->minute_start_ms) {
     c->minute_start_ms = now;
     c->minute_count = 0;
@@ -36,7 +36,7 @@ static bool capped(coll_t *c) {
 static int begin(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   coll_snap_t *s;
   c->minute_count++;
-  c->current_started_ms = coll_now_ms(c);
+  c->current_started_ms = (int64_t)uv_now(c->loop);
   snprintf(c->current_group, sizeof(c->current_group), "%s", r->group);
   return coll_snap_begin(c, r, start_queued, NULL, &s, id);
 }
@@ -69,7 +69,7 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   c->counts.trigger_hits++;
   if (c->stopping) return -ESHUTDOWN;
   if (c->current) {
-    int64_t age = coll_now_ms(c) - c->current_started_ms;
+    int64_t age = (int64_t)uv_now(c->loop) - c->current_started_ms;
     /* Served by the snapshot under way only while its clones are being
      * taken: after, what the trigger marks would not be in it. */
     if (age >= 0 && age < c->cfg.coalesce_window_ms &&

@@ -56,34 +56,19 @@ PY
 }
 
 step "throw-away certificates in $WORK/certs"
-CERTS=$WORK/certs
-"$TOP/deploy/certs/tg-certs" ca "$CERTS" >/dev/null
-"$TOP/deploy/certs/tg-certs" host "$CERTS" localhost --ip 127.0.0.1 >/dev/null
-"$TOP/deploy/certs/tg-certs" client "$CERTS" demo-collector --role record \
-  >/dev/null
+make_certs demo-collector
 
 : >"$WORK/hosts"
 for h in 1 2; do
   H=$WORK/host$h
   mkdir -p "$H"
   step "host$h: tracegated, an app (tracegate-emit), tracegate-relay"
-  "$TRACEGATED" --producer-socket "$H/producer" --consumer-socket "$H/consumer" \
-    --log-level warn --ready-fd 3 3>"$H/service.ready" 2>"$H/service.log" &
-  PIDS="$PIDS $!"
-  wait_ready "$H/service.ready" "host$h tracegated" "$H/service.log"
+  start_service "$H" "host$h"
   "$EMIT" --socket "$H/producer" --name "host$h-app" --track-events \
     --threads 2 --rate 500 --log-level warn 2>"$H/emit.log" &
   PIDS="$PIDS $!"
-  "$RELAY" --listen 127.0.0.1:0 --consumer-socket "$H/consumer" \
-    --cert "$CERTS/localhost.pem" --key "$CERTS/localhost.key" \
-    --ca "$CERTS/ca.pem" --authz "$CERTS/authz" --log-level warn \
-    --audit-log "$H/audit.log" --ready-fd 3 3>"$H/relay.ready" \
-    2>"$H/relay.log" &
-  PIDS="$PIDS $!"
-  wait_ready "$H/relay.ready" "host$h relay" "$H/relay.log"
-  port=$(sed -n 's/^ready \([0-9]*\).*/\1/p' "$H/relay.ready")
-  echo "localhost:$port" >>"$WORK/hosts"
-  echo "    relay of host$h listening on localhost:$port (mutual TLS)"
+  start_relay "$H" "host$h"
+  echo "localhost:$RELAY_PORT" >>"$WORK/hosts"
 done
 
 step "tracegate-collector: a ring on each host, trigger 'demo-incident'"

@@ -1,7 +1,8 @@
 # Shared by demo.sh and collector-demo.sh (sourced, not run): the work
 # directory, the children started (PIDS) and stopped at the end, on error
-# and on Ctrl-C, and the waits. The sourcing script sets DEMO (its name,
-# for messages) and WORK_PREFIX before sourcing.
+# and on Ctrl-C, the waits, the certificates and the hosts' service and
+# relay. The sourcing script sets DEMO (its name, for messages),
+# WORK_PREFIX, TOP, TRACEGATED and RELAY before sourcing.
 
 WORK=$(mktemp -d "/tmp/${WORK_PREFIX}.XXXXXX")
 PIDS=""
@@ -30,4 +31,35 @@ wait_ready() {
     fi
     sleep 0.1
   done
+}
+
+# A CA, the relays' certificate (localhost, 127.0.0.1) and a client
+# certificate CLIENT with the record role, in $WORK/certs ($CERTS).
+make_certs() {
+  CERTS=$WORK/certs
+  "$TOP/deploy/certs/tg-certs" ca "$CERTS" >/dev/null
+  "$TOP/deploy/certs/tg-certs" host "$CERTS" localhost --ip 127.0.0.1 >/dev/null
+  "$TOP/deploy/certs/tg-certs" client "$CERTS" "$1" --role record >/dev/null
+}
+
+# Host DIR's tracegated (NAME for messages), back once it is ready.
+start_service() {
+  "$TRACEGATED" --producer-socket "$1/producer" --consumer-socket "$1/consumer" \
+    --log-level warn --ready-fd 3 3>"$1/service.ready" 2>"$1/service.log" &
+  PIDS="$PIDS $!"
+  wait_ready "$1/service.ready" "$2 tracegated" "$1/service.log"
+}
+
+# Host DIR's tracegate-relay on a free loopback port, back once it is
+# ready; its port in RELAY_PORT.
+start_relay() {
+  "$RELAY" --listen 127.0.0.1:0 --consumer-socket "$1/consumer" \
+    --cert "$CERTS/localhost.pem" --key "$CERTS/localhost.key" \
+    --ca "$CERTS/ca.pem" --authz "$CERTS/authz" --log-level warn \
+    --audit-log "$1/audit.log" --ready-fd 3 3>"$1/relay.ready" \
+    2>"$1/relay.log" &
+  PIDS="$PIDS $!"
+  wait_ready "$1/relay.ready" "$2 relay" "$1/relay.log"
+  RELAY_PORT=$(sed -n 's/^ready \([0-9]*\).*/\1/p' "$1/relay.ready")
+  echo "    relay of $2 listening on localhost:$RELAY_PORT (mutual TLS)"
 }
