@@ -152,6 +152,7 @@ FORCE_FUZZ_BUILD: deps
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 
 bench: build
+	@sh deploy/deps.sh bench
 	@for b in $(REL_DIR)/tests/bench/bench_*; do \
 	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; } || true; done
 

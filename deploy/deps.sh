@@ -1,13 +1,17 @@
 #!/bin/sh
 # Installs the Debian packages tracegate needs to build and test, and only
 # those that are missing. Used by `make` targets; safe to run repeatedly.
+# `deps.sh bench` adds the peer tools the benchmarks measure against
+# (stunnel4, ssh): without them their rows are skipped.
 set -eu
 
 PKGS="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
 zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
+libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl
 chromium chromium-driver"
+[ "${1:-}" = bench ] && PKGS="$PKGS stunnel4 openssh-client openssh-server"
 
 missing=""
 for p in $PKGS; do
