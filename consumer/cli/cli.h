@@ -235,6 +235,10 @@ typedef struct cli_output {
   bool by_service; /* write_into_file: the service writes, we scan */
   int err;         /* first error (negative errno or TG_E*) */
   tg_write_behind_t wb; /* what we write, out of the page cache early */
+  /* The partial file written with O_DIRECT (common/direct_write.h), from
+   * the first flush on; NULL: written as above. */
+  struct tg_direct_writer *dw;
+  bool dw_tried;
 } cli_output_t;
 
 /* Opens |path| ("-": stdout): creates the partial file, or opens a

@@ -27,6 +27,7 @@
 
 #include "tracegate/pb_wire.h"
 #include "consumer/cli/cli.h"
+#include "common/direct_write.h"
 #include "common/fd_write.h"
 #include "common/write_behind.h"
 #include "tracegate/error.h"
@@ -254,10 +255,35 @@ int cli_output_open(cli_output_t *o, const char *path) {
   return rv < 0 ? open_failed(o, path, rv) : opened(o);
 }
 
+/* A partial file we write ourselves goes direct from its first flush on
+ * (offset 0, so aligned), when the file system and the process's writer
+ * budget allow; else it stays with write-behind. Not for files the service
+ * writes into (they share our file description, and its flags). */
+static void maybe_go_direct(cli_output_t *o) {
+  if (o->dw_tried || !o->tmp || o->by_service) return;
+  o->dw_tried = true;
+  if (tg_direct_writer_start(o->fd, &o->dw) < 0) o->dw = NULL;
+}
+
+/* Everything handed to the direct writer written, the writer gone. */
+static void finish_direct(cli_output_t *o) {
+  if (!o->dw) return;
+  int rv = tg_direct_writer_finish(o->dw);
+  tg_direct_writer_free(o->dw);
+  o->dw = NULL;
+  if (rv < 0 && !o->err) o->err = rv;
+}
+
 static int flush_buf(cli_output_t *o) {
   if (o->err) return o->err;
-  int rv = tg_write_all(o->fd, o->buf, o->len);
-  if (rv == 0) tg_write_behind_wrote(&o->wb, o->len);
+  maybe_go_direct(o);
+  int rv;
+  if (o->dw) {
+    rv = tg_direct_writer_append(o->dw, o->buf, o->len);
+  } else {
+    rv = tg_write_all(o->fd, o->buf, o->len);
+    if (rv == 0) tg_write_behind_wrote(&o->wb, o->len);
+  }
   o->len = 0;
   if (rv < 0) o->err = rv;
   return rv;
@@ -274,6 +300,15 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
   hdr[0] = TRACE_PACKET_TAG;
   size_t total = n + extra_n;
   size_t h = (size_t)(tg_pb_write_varint(hdr + 1, total) - hdr);
+  if (o->dw) { /* straight into the writer's block: one copy */
+    int rv = tg_direct_writer_append(o->dw, hdr, h);
+    if (rv == 0) rv = tg_direct_writer_append(o->dw, p, n);
+    if (rv == 0 && extra_n) rv = tg_direct_writer_append(o->dw, extra, extra_n);
+    if (rv < 0) return o->err = rv;
+    o->bytes += h + total;
+    o->packets++;
+    return 0;
+  }
   if (o->len + h + total > OUT_BUF_SIZE && flush_buf(o) < 0) return o->err;
   if (h + total > OUT_BUF_SIZE) { /* large: straight to the file */
     int rv = tg_write_all(o->fd, hdr, h);
@@ -367,6 +402,7 @@ int cli_output_commit(cli_output_t *o) {
   if (o->fd < 0) return -1;
   int rv = 0;
   if (o->len) flush_buf(o);
+  finish_direct(o);
   if (o->by_service) {
     int err = cli_output_scan(o);
     if (err == 0 && o->scan_off != o->bytes)
@@ -400,6 +436,7 @@ int cli_output_commit(cli_output_t *o) {
 void cli_output_keep_partial(cli_output_t *o) {
   if (o->fd >= 0) {
     if (o->len) flush_buf(o);
+    finish_direct(o);
     if (o->by_service) cli_output_scan(o);
     if (o->packets > 0 && !o->err && close_checked(o) == 0) {
       int rv = 0;
@@ -415,6 +452,7 @@ void cli_output_keep_partial(cli_output_t *o) {
 void cli_output_abandon(cli_output_t *o) {
   if (o->fd >= 0 && o->tmp) {
     if (o->len) flush_buf(o);
+    finish_direct(o);
     struct stat st;
     if (fstat(o->fd, &st) == 0 && st.st_size > 0) {
       /* Left as it is, under its visible name. */
@@ -439,6 +477,8 @@ void cli_output_forget(cli_output_t *o) { release(o, false); }
 
 static void release(cli_output_t *o, bool remove_tmp) {
   unannounce(o);
+  tg_direct_writer_free(o->dw); /* before its fd closes */
+  o->dw = NULL;
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
   if (o->tmp && remove_tmp) unlink(o->tmp);

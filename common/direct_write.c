@@ -1,0 +1,254 @@
+/* See direct_write.h.
+ *
+ * The blocks form a ring: [head, head + n_queued) are queued for the
+ * thread in file order (the one at head is being written), the caller
+ * fills the next one. The caller waits only when all of them are queued.
+ * The thread owns |direct| and the stats it counts; the mutex guards
+ * head, n_queued, the queued lengths and quit; err is atomic so that an
+ * append can see it without the lock.
+ */
+#include "common/direct_write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+/* Every logical block size in use divides it; blocks and the file's
+ * offset stay multiples of it. */
+#define ALIGN 4096u
+
+_Static_assert(TG_DIRECT_WRITE_BLOCK % ALIGN == 0, "blocks must stay aligned");
+_Static_assert(TG_DIRECT_WRITE_BUFS >= 2, "the caller fills one block while "
+                                          "the thread writes another");
+
+struct tg_direct_writer {
+  int fd;
+  int flags; /* the fd's status flags before start, O_DIRECT cleared */
+  uint8_t *blk[TG_DIRECT_WRITE_BUFS];
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t to_writer, to_caller;
+  /* Under mu. */
+  unsigned head, n_queued;
+  size_t queued_len[TG_DIRECT_WRITE_BUFS];
+  bool quit;
+  /* First error; nothing is written after it. */
+  atomic_int err;
+  atomic_bool refuse_next; /* test hook */
+  /* The thread's. */
+  bool direct;
+  /* The caller's. */
+  unsigned fill;
+  size_t fill_len;
+  bool finished;
+  tg_direct_write_stats_t st;
+};
+
+static atomic_int n_writers;
+
+static int set_flags(int fd, int flags) {
+  return fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
+}
+
+/* Writes |len| bytes at the file's offset: with O_DIRECT while the file
+ * system takes it, through the page cache from the first refusal on (and
+ * for a last block that is not a multiple of ALIGN). */
+static int write_block(tg_direct_writer_t *w, const uint8_t *p, size_t len) {
+  if (w->direct && len % ALIGN) {
+    int rv = set_flags(w->fd, w->flags);
+    if (rv < 0) return rv;
+    w->direct = false;
+  }
+  bool was_direct = w->direct;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t r;
+    if (w->direct && atomic_exchange(&w->refuse_next, false)) {
+      r = -1;
+      errno = EINVAL;
+    } else {
+      r = write(w->fd, p + done, len - done);
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINVAL && w->direct) {
+      /* The file system will not (or no longer) write this directly: a
+       * short write left an unaligned rest, or it refuses for this file.
+       * The same bytes go through the page cache instead. */
+      int rv = set_flags(w->fd, w->flags);
+      if (rv < 0) return rv;
+      w->direct = false;
+      TG_INFO("fd %d: direct writes refused (EINVAL) at block %llu; the rest "
+              "of the file goes through the page cache", w->fd,
+              (unsigned long long)(w->st.blocks_direct +
+                                   w->st.blocks_buffered));
+      continue;
+    }
+    if (r < 0) return -errno;
+    if (r == 0) return -EIO; /* a regular file never takes nothing */
+    done += (size_t)r;
+  }
+  if (was_direct && w->direct) w->st.blocks_direct++;
+  else w->st.blocks_buffered++;
+  return 0;
+}
+
+static void *writer_main(void *arg) {
+  tg_direct_writer_t *w = arg;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->n_queued && !w->quit) pthread_cond_wait(&w->to_writer, &w->mu);
+    if (!w->n_queued) break; /* quit, and everything written */
+    unsigned i = w->head;
+    size_t len = w->queued_len[i];
+    pthread_mutex_unlock(&w->mu);
+    /* After an error the rest is dropped: the file is failed already, and
+     * the caller must never wait for a block nobody frees. */
+    if (!atomic_load(&w->err)) {
+      int rv = write_block(w, w->blk[i], len);
+      if (rv < 0) {
+        int none = 0;
+        atomic_compare_exchange_strong(&w->err, &none, rv);
+      }
+    }
+    pthread_mutex_lock(&w->mu);
+    w->head = (w->head + 1) % TG_DIRECT_WRITE_BUFS;
+    w->n_queued--;
+    pthread_cond_signal(&w->to_caller);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+static void free_blocks(tg_direct_writer_t *w) {
+  for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++) free(w->blk[i]);
+}
+
+int tg_direct_writer_start(int fd, tg_direct_writer_t **out) {
+  *out = NULL;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) return -EINVAL;
+  off_t at = lseek(fd, 0, SEEK_CUR);
+  if (at < 0 || at % ALIGN) return -EINVAL;
+  int cur = atomic_load(&n_writers);
+  do {
+    if (cur >= TG_DIRECT_WRITE_MAX) return -EBUSY;
+  } while (!atomic_compare_exchange_weak(&n_writers, &cur, cur + 1));
+
+  int rv = -ENOMEM;
+  tg_direct_writer_t *w = calloc(1, sizeof(*w));
+  if (!w) goto fail;
+  for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++) {
+    void *p;
+    if (posix_memalign(&p, ALIGN, TG_DIRECT_WRITE_BLOCK) != 0) goto fail;
+    w->blk[i] = p;
+  }
+  w->fd = fd;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) {
+    rv = -errno;
+    goto fail;
+  }
+  w->flags = flags & ~O_DIRECT;
+  /* A file system without direct I/O refuses the flag here (EINVAL). */
+  if (set_flags(fd, w->flags | O_DIRECT) < 0) {
+    rv = -EINVAL;
+    goto fail;
+  }
+  w->direct = true;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->to_writer, NULL);
+  pthread_cond_init(&w->to_caller, NULL);
+  if ((rv = -pthread_create(&w->thread, NULL, writer_main, w)) < 0) {
+    pthread_cond_destroy(&w->to_caller);
+    pthread_cond_destroy(&w->to_writer);
+    pthread_mutex_destroy(&w->mu);
+    set_flags(fd, w->flags);
+    goto fail;
+  }
+  *out = w;
+  return 0;
+
+fail:
+  if (w) {
+    free_blocks(w);
+    free(w);
+  }
+  atomic_fetch_sub(&n_writers, 1);
+  return rv;
+}
+
+/* Queues the block being filled (|len| bytes) and moves to the next one,
+ * waiting while every block is queued. */
+static int submit(tg_direct_writer_t *w, size_t len) {
+  pthread_mutex_lock(&w->mu);
+  w->queued_len[w->fill] = len;
+  w->n_queued++;
+  pthread_cond_signal(&w->to_writer);
+  if (w->n_queued == TG_DIRECT_WRITE_BUFS) w->st.waits++;
+  while (w->n_queued == TG_DIRECT_WRITE_BUFS)
+    pthread_cond_wait(&w->to_caller, &w->mu);
+  w->fill = (w->head + w->n_queued) % TG_DIRECT_WRITE_BUFS;
+  pthread_mutex_unlock(&w->mu);
+  w->fill_len = 0;
+  return atomic_load(&w->err);
+}
+
+int tg_direct_writer_append(tg_direct_writer_t *w, const void *p, size_t n) {
+  if (w->finished) return -EINVAL;
+  int rv = atomic_load(&w->err);
+  const uint8_t *src = p;
+  while (n && rv == 0) {
+    size_t k = TG_DIRECT_WRITE_BLOCK - w->fill_len;
+    if (k > n) k = n;
+    memcpy(w->blk[w->fill] + w->fill_len, src, k);
+    w->fill_len += k;
+    src += k;
+    n -= k;
+    if (w->fill_len == TG_DIRECT_WRITE_BLOCK)
+      rv = submit(w, TG_DIRECT_WRITE_BLOCK);
+  }
+  return rv;
+}
+
+int tg_direct_writer_finish(tg_direct_writer_t *w) {
+  if (w->finished) return atomic_load(&w->err);
+  if (w->fill_len) submit(w, w->fill_len);
+  pthread_mutex_lock(&w->mu);
+  w->quit = true;
+  pthread_cond_signal(&w->to_writer);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->thread, NULL);
+  w->finished = true;
+  /* The thread may have left O_DIRECT set; the fd goes back as it was. */
+  int rv = set_flags(w->fd, w->flags);
+  int none = 0;
+  if (rv < 0) atomic_compare_exchange_strong(&w->err, &none, rv);
+  return atomic_load(&w->err);
+}
+
+const tg_direct_write_stats_t *tg_direct_writer_stats(
+    const tg_direct_writer_t *w) {
+  return &w->st;
+}
+
+void tg_direct_writer_free(tg_direct_writer_t *w) {
+  if (!w) return;
+  tg_direct_writer_finish(w);
+  pthread_cond_destroy(&w->to_caller);
+  pthread_cond_destroy(&w->to_writer);
+  pthread_mutex_destroy(&w->mu);
+  free_blocks(w);
+  free(w);
+  atomic_fetch_sub(&n_writers, 1);
+}
+
+void tg_direct_writer_refuse_next_for_test(tg_direct_writer_t *w) {
+  atomic_store(&w->refuse_next, true);
+}
