@@ -300,6 +300,11 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
   hdr[0] = TRACE_PACKET_TAG;
   size_t total = n + extra_n;
   size_t h = (size_t)(tg_pb_write_varint(hdr + 1, total) - hdr);
+  /* With the direct writer, o->buf stays empty. */
+  if (!o->dw && o->len + h + total > OUT_BUF_SIZE && flush_buf(o) < 0)
+    return o->err;
+  /* The flush may have started the direct writer: from then on every byte
+   * goes through it, or the file would get them out of order. */
   if (o->dw) { /* straight into the writer's block: one copy */
     int rv = tg_direct_writer_append(o->dw, hdr, h);
     if (rv == 0) rv = tg_direct_writer_append(o->dw, p, n);
@@ -309,7 +314,6 @@ int cli_output_packet_ex(cli_output_t *o, const uint8_t *p, size_t n,
     o->packets++;
     return 0;
   }
-  if (o->len + h + total > OUT_BUF_SIZE && flush_buf(o) < 0) return o->err;
   if (h + total > OUT_BUF_SIZE) { /* large: straight to the file */
     int rv = tg_write_all(o->fd, hdr, h);
     if (rv == 0) rv = tg_write_all(o->fd, p, n);

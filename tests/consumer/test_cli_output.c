@@ -1,6 +1,7 @@
 /* The CLI's trace file (consumer/cli/output.c): counting the packets that a
  * service writes into it (write_into_file), which the CLI scans for its
- * progress line and checks before it names the file.
+ * progress line and checks before it names the file; and the packets the
+ * CLI writes itself, every one whole and in order.
  *
  * The bytes are written here as the service would, straight into the
  * output's fd; the scan must count whole packets only, read on as more
@@ -160,10 +161,12 @@ static void scan_rejects_an_overlong_length(void **state) {
   assert_int_equal(fx->o.packets, 0);
 }
 
-/* The CLI's own writes into a regular file reach the write-behind helper
- * (common/write_behind.h): a step of packets starts their write-back. A
- * FIFO has no pages: there it is off. */
-static void writes_behind_a_regular_file_only(void **state) {
+/* The CLI's own writes into a regular file leave the page cache alone:
+ * direct (common/direct_write.h) from the first flush on where the file
+ * system takes O_DIRECT, else through the write-behind helper
+ * (common/write_behind.h), whose step of packets starts their write-back.
+ * A FIFO has no pages: there both are off. */
+static void own_writes_go_direct_or_behind(void **state) {
   fixture_t *fx = *state;
   fx->o.by_service = false;
   assert_true(tg_write_behind_active(&fx->o.wb));
@@ -171,9 +174,13 @@ static void writes_behind_a_regular_file_only(void **state) {
   size_t step = TG_WRITE_BEHIND_STEP;
   while (fx->o.bytes <= step + (1u << 20))
     assert_int_equal(cli_output_packet(&fx->o, body, sizeof(body)), 0);
-  assert_true(tg_write_behind_active(&fx->o.wb));
-  assert_true(fx->o.wb.started >= step);
-  assert_true(fx->o.wb.started <= fx->o.wb.end);
+  if (!fx->o.dw) {
+    assert_true(tg_write_behind_active(&fx->o.wb));
+    assert_true(fx->o.wb.started >= step);
+    assert_true(fx->o.wb.started <= fx->o.wb.end);
+  } else {
+    assert_int_equal(fx->o.wb.started, 0); /* the cache saw none of it */
+  }
 
   char fifo[160];
   snprintf(fifo, sizeof(fifo), "%s/fifo", fx->dir);
@@ -185,6 +192,61 @@ static void writes_behind_a_regular_file_only(void **state) {
   assert_false(tg_write_behind_active(&piped.wb));
   cli_output_discard(&piped);
   close(reader);
+}
+
+/* Packets of every size, the first one larger than the output's buffer
+ * (the flush it causes starts the direct writer): each packet in the
+ * file whole, once, in order. */
+static void own_packets_in_order_whatever_their_size(void **state) {
+  fixture_t *fx = *state;
+  fx->o.by_service = false;
+  static const size_t sizes[] = {300000, 5, 70000, 1, 262144, 4000, 999999};
+  uint8_t *body = malloc(1000000);
+  assert_non_null(body);
+  uint32_t n = 0;
+  /* Past two direct blocks, so blocks go while packets keep coming. */
+  while (fx->o.bytes < (10u << 20)) {
+    size_t len = sizes[n % (sizeof(sizes) / sizeof(sizes[0]))];
+    memset(body, (int)(n & 0xff), len);
+    memcpy(body, &n, len < 4 ? len : 4);
+    assert_int_equal(cli_output_packet(&fx->o, body, len), 0);
+    n++;
+  }
+  uint64_t bytes = fx->o.bytes;
+  assert_int_equal(cli_output_commit(&fx->o), 0);
+
+  int fd = open(fx->path, O_RDONLY);
+  assert_true(fd >= 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_int_equal((uint64_t)st.st_size, bytes);
+  uint8_t *file = malloc((size_t)st.st_size);
+  assert_non_null(file);
+  size_t got = 0;
+  while (got < (size_t)st.st_size) {
+    ssize_t r = read(fd, file + got, (size_t)st.st_size - got);
+    assert_true(r > 0);
+    got += (size_t)r;
+  }
+  close(fd);
+  tg_pb_reader_t rd;
+  tg_pb_reader_init(&rd, file, got);
+  tg_pb_field_t f;
+  uint32_t k = 0;
+  int rv;
+  while ((rv = tg_pb_reader_next(&rd, &f)) == 1) {
+    assert_int_equal(f.id, 1);
+    size_t len = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))];
+    assert_int_equal(f.size, len);
+    memset(body, (int)(k & 0xff), len);
+    memcpy(body, &k, len < 4 ? len : 4);
+    if (memcmp(f.data, body, len) != 0) fail_msg("packet %u differs", k);
+    k++;
+  }
+  assert_int_equal(rv, 0);
+  assert_int_equal(k, n);
+  free(file);
+  free(body);
 }
 
 int main(void) {
@@ -199,8 +261,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(scan_rejects_an_overlong_length, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(writes_behind_a_regular_file_only, setup,
+      cmocka_unit_test_setup_teardown(own_writes_go_direct_or_behind, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(own_packets_in_order_whatever_their_size,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
