@@ -5,10 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The length of the well-formed UTF-8 sequence (RFC 3629: shortest form,
- * no surrogates, at most U+10FFFF) starting at |s|, with its code point
- * in *cp; 0 if |s| does not start one. Reads stop at the NUL. */
-static size_t utf8_sequence(const unsigned char *s, uint32_t *cp) {
+size_t tg_utf8_sequence(const char *s_untrusted, uint32_t *cp) {
+  const unsigned char *s = (const unsigned char *)s_untrusted;
   size_t n;
   uint32_t c, min;
   if (s[0] >= 0xc2 && s[0] <= 0xdf) {
@@ -44,7 +42,9 @@ size_t tg_printable(char *dst, size_t cap, const char *src_untrusted) {
   size_t out = 0;
   while (*s) {
     uint32_t cp = 0;
-    size_t n = s[0] >= 0x20 && s[0] < 0x7f ? 1 : utf8_sequence(s, &cp);
+    size_t n = s[0] >= 0x20 && s[0] < 0x7f
+                   ? 1
+                   : tg_utf8_sequence((const char *)s, &cp);
     if (n > 1 && is_control_point(cp)) n = 0;
     if (n) {
       if (out + n >= cap) break;

@@ -13,6 +13,13 @@
 #define TRACEGATE_COMMON_PRINTABLE_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* The length of the well-formed UTF-8 sequence (RFC 3629: shortest form,
+ * no surrogates, at most U+10FFFF) that |s_untrusted| starts with, its
+ * code point in *cp; 0 if it starts none (an ASCII byte included). Reads
+ * stop at a NUL. */
+size_t tg_utf8_sequence(const char *s_untrusted, uint32_t *cp);
 
 /* Copies |src_untrusted| (NUL-terminated; NULL reads as "") into |dst|
  * (|cap| bytes, always NUL-terminated when |cap| > 0), truncated to fit.

@@ -10,19 +10,30 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/printable.h"
+
 void cli_json_str(FILE *f, const char *s) {
   if (!s) {
     fputs("null", f);
     return;
   }
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20 || *p > 0x7e)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    uint32_t cp;
+    size_t n;
+    if (*p == '"' || *p == '\\') {
+      fprintf(f, "\\%c", *p++);
+    } else if (*p >= 0x20 && *p < 0x7f) {
+      fputc(*p++, f);
+    } else if (*p >= 0x80 && (n = tg_utf8_sequence((const char *)p, &cp))) {
+      fwrite(p, 1, n, f); /* JSON is UTF-8: the text as it is */
+      p += n;
+    } else {
+      /* A control byte, DEL, or a byte that is not part of well-formed
+       * UTF-8: as the code point of its value, which snapshot_json.c
+       * reads back as that byte. */
+      fprintf(f, "\\u%04x", *p++);
+    }
   }
   fputc('"', f);
 }

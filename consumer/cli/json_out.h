@@ -15,9 +15,10 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-/* |s| as a JSON string ("null" for NULL): quotes, backslashes and every
- * byte outside printable ASCII escaped (above 0x7f as \u00XX: the text
- * may not be UTF-8, and the output must be valid JSON whatever it held). */
+/* |s| as a JSON string ("null" for NULL): well-formed UTF-8 as it is;
+ * quotes, backslashes and control bytes escaped; a byte that is not part
+ * of well-formed UTF-8 as \u00XX (the code point of its value), so the
+ * output is valid JSON whatever |s| held. */
 void cli_json_str(FILE *f, const char *s);
 
 /* |m| as a JSON object ("null" for NULL). Nesting is bounded by the

@@ -118,7 +118,7 @@ static int hex4(scan_t *s, unsigned *v) {
 }
 
 /* One escape after its '\\'. The collector writes each byte of its text
- * above 0x7f as \u00XX (cli_json_str: the text may not be UTF-8), so
+ * that is not part of well-formed UTF-8 as \u00XX (cli_json_str), so
  * U+0080..U+00FF are decoded as that byte again; tg_printable() shows a
  * byte that does not make UTF-8 as \xHH. NUL and unpaired surrogates
  * become U+FFFD: the text stays a C string. */

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "consumer/cli/json_out.h"
 #include "consumer/cli/snapshot_json.h"
 
 static cli_snap_reply_t g_r;
@@ -146,6 +147,33 @@ static void escapes_are_decoded_to_utf8(void **state) {
     assert_int_equal(parse(bad[i]), -EINVAL);
 }
 
+/* What the collector writes with cli_json_str() reads back as the same
+ * bytes: well-formed UTF-8 as it is, the bytes of malformed UTF-8 and
+ * control bytes through their escapes. */
+static void written_text_reads_back_the_same(void **state) {
+  (void)state;
+  static const char *texts[] = {
+      "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80",      /* UTF-8 */
+      "bad \xff\xfe \xc3( \xe2\x82 \xed\xa0\x80 \xc0\xaf", /* not */
+      "ctl \x01\x1b[2J\x7f \"q\" \\ \xc2\x85",            /* controls */
+  };
+  for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+    char *doc = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&doc, &len);
+    assert_non_null(f);
+    fputs("{\"error\":", f);
+    cli_json_str(f, texts[i]);
+    fputs("}", f);
+    assert_int_equal(fclose(f), 0);
+    /* Well-formed UTF-8 is written as it is, not escaped byte by byte. */
+    if (i == 0) assert_non_null(strstr(doc, "caf\xc3\xa9 \xe2\x9c\x93"));
+    assert_int_equal(parse_n(doc, len), 0);
+    assert_string_equal(g_r.error, texts[i]);
+    free(doc);
+  }
+}
+
 static void long_strings_are_cut_on_a_character(void **state) {
   (void)state;
   static char buf[8192];
@@ -222,6 +250,7 @@ int main(void) {
       cmocka_unit_test(nesting_is_bounded),
       cmocka_unit_test(counts_must_be_whole_and_within_64_bits),
       cmocka_unit_test(escapes_are_decoded_to_utf8),
+      cmocka_unit_test(written_text_reads_back_the_same),
       cmocka_unit_test(long_strings_are_cut_on_a_character),
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),

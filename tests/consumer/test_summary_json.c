@@ -48,7 +48,8 @@ static void hostile_text_comes_back_as_it_was(void **state) {
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
        .has_machine_id = true, .machine_id = 5, .path = NULL},
-      {.host = "local", .ok = true, .failure = "ignored when ok"},
+      {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true,
+       .failure = "ignored when ok"},
   };
   cli_summary_t s = {.exit_code = 1, .elapsed_ms = 99, .output = NULL,
                      .hosts = h, .n_hosts = 2};
@@ -72,6 +73,9 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.clock_uncertainty_ns", "9");
   assert_json(path, "hosts.0.machine_id", "5");
   assert_json(path, "hosts.0.path", "null");
+  /* Well-formed UTF-8 is the text it spells (not its bytes as code
+   * points); Python writes it back escaped. */
+  assert_json(path, "hosts.1.host", "\"local-caf\\u00e9-\\u2713\"");
   assert_json(path, "hosts.1.outcome", "\"ok\"");
   assert_json(path, "hosts.1.reason", "null");
   assert_json(path, "hosts.1.failure", "null");
