@@ -17,9 +17,10 @@ static const char *const sys_stats_acted[] = {
     "psi_period_ms",
 };
 static const char *const process_stats_acted[] = {
-    "scan_all_processes_on_start", "record_thread_names",
-    "proc_stats_poll_ms",          "record_process_runtime",
-    "record_process_age",          "scan_smaps_rollup",
+    "quirks",                 "scan_all_processes_on_start",
+    "record_thread_names",    "proc_stats_poll_ms",
+    "record_process_runtime", "record_process_age",
+    "scan_smaps_rollup",
 };
 
 /* Whether |f| is present in |m|: proto2 optionals by their has_ flag or

@@ -63,6 +63,8 @@ int tg_ftrace_cfg_parse(const uint8_t *cfg, size_t len, tg_ftrace_cfg_t *out) {
           NULL, len, cfg ? cfg : (const uint8_t *)"");
   if (!dsc) return TG_EBAD_CONFIG;
   int rv = 0;
+  if (dsc->has_tracing_session_id)
+    out->tracing_session_id = dsc->tracing_session_id;
   const Perfetto__Protos__FtraceConfig *c = dsc->ftrace_config;
   if (c) {
     out->buffer_size_kb = clamp(c->buffer_size_kb, TG_FTRACE_DEFAULT_BUFFER_KB,

@@ -27,6 +27,9 @@ typedef struct tg_ftrace_cfg {
   bool compact_sched;
   bool disable_generic_events;
   bool events_truncated;
+  /* DataSourceConfig.tracing_session_id: the session whose
+   * linux.process_stats resolves the pids of the records; 0: not said. */
+  uint64_t tracing_session_id;
   /* Field names of FtraceConfig that were set but that the probes do not
    * act on (static strings). */
   const char *unsupported[TG_FTRACE_MAX_UNSUPPORTED];

@@ -29,6 +29,12 @@
 #define STATS_PHASE 1
 #define STATS_FAILED_EVENTS 7
 
+/* Where a session's pids go: its process_stats, found by session id. */
+typedef struct pid_target {
+  tg_pid_feed_t *feed;
+  uint64_t session_id;
+} pid_target_t;
+
 typedef struct slot {
   /* Under the mutex: written by the callbacks. */
   uint32_t want_gen;
@@ -42,6 +48,7 @@ typedef struct slot {
   uint32_t have_gen;
   tg_ftrace_cfg_t cfg;
   tg_ftrace_session_t *sess;
+  pid_target_t pid_target;
   bool active;      /* a session, or a failed start still to report */
   bool announced;   /* start stats (or the failure) written */
   uint64_t next_ms;
@@ -56,22 +63,14 @@ struct tg_ftrace_ds {
   bool running;
   pthread_t thread;
   tg_ds_t *ds;
+  tg_pid_feed_t *feed; /* borrowed; NULL: pids are not published */
   slot_t slots[TG_DS_MAX_INSTANCES];
 };
 
-typedef struct ds_sink_ctx {
-  tg_ds_t *ds;
-  unsigned inst;
-} ds_sink_ctx_t;
-
-static tg_pbw_t *sink_begin(void *ctx) {
-  ds_sink_ctx_t *c = ctx;
-  return tg_ds_packet_begin(c->ds, c->inst);
-}
-
-static void sink_end(void *ctx) {
-  ds_sink_ctx_t *c = ctx;
-  tg_ds_packet_end(c->ds, c->inst);
+/* Only publishes: resolving them is the sampler thread's work. */
+static void publish_pids(void *ctx, const int32_t *pids, size_t n) {
+  pid_target_t *t = ctx;
+  tg_pid_feed_publish(t->feed, t->session_id, pids, n);
 }
 
 static struct timespec deadline_in(uint64_t ms) {
@@ -167,8 +166,8 @@ static void write_failure(tg_ftrace_ds_t *f, unsigned k) {
 static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
   slot_t *sl = &f->slots[k];
   if (sl->sess) {
-    ds_sink_ctx_t c = {f->ds, k};
-    tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+    tg_probes_ds_target_t c = {f->ds, k};
+    tg_probes_sink_t sink = tg_probes_ds_sink(&c);
     if (sl->announced) {
       bool more = true;
       /* Everything up to now, bounded in case the kernel keeps writing. */
@@ -179,9 +178,11 @@ static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
     }
     const tg_ftrace_session_stats_t *st = tg_ftrace_session_stats(sl->sess);
     TG_INFO(DS_NAME ": instance %u: %llu pages, %llu events, %llu lost, "
-            "%llu corrupt", k, (unsigned long long)st->pages,
-            (unsigned long long)st->events, (unsigned long long)st->lost_pages,
-            (unsigned long long)st->corrupt_pages);
+            "%llu corrupt, %llu pids not handed over", k,
+            (unsigned long long)st->pages, (unsigned long long)st->events,
+            (unsigned long long)st->lost_pages,
+            (unsigned long long)st->corrupt_pages,
+            (unsigned long long)st->pids_dropped);
     tg_ftrace_session_stop(sl->sess);
     sl->sess = NULL;
   }
@@ -201,6 +202,10 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
                  : rv == -ENOENT ? " (no tracefs in this kernel)" : "");
     sl->sess = NULL;
   } else {
+    /* Without a session id there is no process_stats to find. */
+    sl->pid_target = (pid_target_t){f->feed, sl->cfg.tracing_session_id};
+    if (f->feed && sl->cfg.tracing_session_id)
+      tg_ftrace_session_on_pids(sl->sess, publish_pids, &sl->pid_target);
     TG_INFO(DS_NAME ": instance %u: %zu event(s) in %s", k,
             tg_ftrace_session_n_events(sl->sess),
             tg_ftrace_session_dir(sl->sess));
@@ -227,13 +232,13 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
       sl->next_ms = UINT64_MAX;
       return;
     }
-    ds_sink_ctx_t c = {f->ds, k};
-    tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+    tg_probes_ds_target_t c = {f->ds, k};
+    tg_probes_sink_t sink = tg_probes_ds_sink(&c);
     tg_ftrace_session_write_stats(sl->sess, &sink, TG_FTRACE_STATS_START);
   }
   if (!sl->sess) return;
-  ds_sink_ctx_t c = {f->ds, k};
-  tg_ftrace_sink_t sink = {sink_begin, sink_end, &c};
+  tg_probes_ds_target_t c = {f->ds, k};
+  tg_probes_sink_t sink = tg_probes_ds_sink(&c);
   bool more = false;
   size_t pages = tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
   /* Commit this round now rather than when the chunk fills up. */
@@ -317,7 +322,7 @@ static void *reader_main(void *arg) {
 
 /* --- lifecycle ----------------------------------------------------------- */
 
-int tg_ftrace_ds_new(tg_ftrace_ds_t **out) {
+int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_ftrace_ds_t **out) {
   /* A run that was killed left its instances (and their ring buffers)
    * behind; remove them now rather than at the first session. */
   char root[TG_TRACEFS_PATH_MAX];
@@ -329,6 +334,7 @@ int tg_ftrace_ds_new(tg_ftrace_ds_t **out) {
   }
   tg_ftrace_ds_t *f = calloc(1, sizeof(*f));
   if (!f) return -ENOMEM;
+  f->feed = feed;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -74,6 +74,38 @@ static void set_compact(tg_ftrace_event_desc_t *d) {
   c->kind = sw ? TG_FTRACE_COMPACT_SWITCH : TG_FTRACE_COMPACT_WAKING;
 }
 
+/* The pid fields of set_pid_fields(), per event; NULL ends a list. */
+static const struct {
+  const char *group, *name, *fields[3];
+} pid_events[] = {
+    {"sched", "sched_switch", {"next_pid", "prev_pid", NULL}},
+    {"sched", "sched_waking", {"pid", NULL, NULL}},
+    {"sched", "sched_wakeup", {"pid", NULL, NULL}},
+    {"sched", "sched_wakeup_new", {"pid", NULL, NULL}},
+    {"sched", "sched_process_fork", {"child_pid", NULL, NULL}},
+    {"task", "task_newtask", {"pid", NULL, NULL}},
+    {"task", "task_rename", {"pid", NULL, NULL}},
+};
+
+/* Only fields the event's message writes (all of them for a generic
+ * event), and only as the kernel's 4-byte pid_t. */
+static void set_pid_fields(tg_ftrace_event_desc_t *d) {
+  for (size_t e = 0; e < sizeof(pid_events) / sizeof(pid_events[0]); e++) {
+    if (strcmp(d->group, pid_events[e].group) != 0 ||
+        strcmp(d->name, pid_events[e].name) != 0)
+      continue;
+    for (unsigned j = 0; j < 2 && pid_events[e].fields[j]; j++) {
+      uint8_t i = find_out(d, pid_events[e].fields[j], TG_FTRACE_FIELD_INT,
+                           TG_FTRACE_FIELD_INT);
+      if (i == NO_FIELD || d->out[i].f.size != 4) continue;
+      if (d->proto_field != TG_FTRACE_EVENT_GENERIC && !d->out[i].proto_field)
+        continue;
+      d->pid_fields[d->n_pid_fields++] = d->out[i].f.offset;
+    }
+    return;
+  }
+}
+
 static bool type_fits(uint8_t type, uint8_t kind) {
   switch (type) {
     case TG_FTRACE_PT_STRING:
@@ -136,6 +168,7 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
     d->plan.min_len = UINT32_MAX; /* GenericFtraceEvent: no plan */
   }
   set_compact(d);
+  set_pid_fields(d);
   t->n++;
   t->by_id[fmt->id] = (uint16_t)t->n;
   return 0;
@@ -358,6 +391,28 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
   return p;
 }
 
+/* --- pids --------------------------------------------------------------- */
+
+static inline int32_t load_pid(const uint8_t *rec, uint16_t offset) {
+  int32_t v;
+  memcpy(&v, rec + offset, 4);
+  return v;
+}
+
+/* The record's common_pid and pid fields that lie inside it; of a compact
+ * row only the column's pid. */
+static inline void collect_pids(tg_pid_set_t *set,
+                                const tg_ftrace_event_desc_t *d,
+                                const uint8_t *rec, uint32_t len,
+                                bool compact_row) {
+  if ((uint32_t)d->pid_offset + 4 <= len)
+    tg_pid_set_add(set, load_pid(rec, d->pid_offset));
+  unsigned n = compact_row && d->n_pid_fields ? 1 : d->n_pid_fields;
+  for (unsigned i = 0; i < n; i++)
+    if ((uint32_t)d->pid_fields[i] + 4 <= len)
+      tg_pid_set_add(set, load_pid(rec, d->pid_fields[i]));
+}
+
 /* --- encoder ------------------------------------------------------------- */
 
 int tg_ftrace_encoder_init(tg_ftrace_encoder_t *e, const tg_ftrace_table_t *table,
@@ -402,6 +457,7 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
   const uint16_t *by_id = e->table->by_id;
   const tg_ftrace_event_desc_t *events = e->table->events;
   const bool compact = e->compact;
+  tg_pid_set_t *const pids = e->pids;
   const uint8_t *page_end = page_untrusted + len;
   uint32_t n_events = 0, n_skipped = 0;
   tg__ftrace_ts_cache_t tc;
@@ -427,6 +483,8 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
     }
     const tg_ftrace_event_desc_t *d = &events[idx - 1];
     n_events++;
+    if (pids)
+      collect_pids(pids, d, rec.data, rec.len, compact && d->compact.kind);
     /* Plans and compact rows read scalars as whole words: 8 bytes past
      * the record must be readable. Only a record that ends the buffer
      * lacks them; it is read from a zero-padded copy. (A record longer

@@ -23,6 +23,7 @@
 #include "agent/probes/ftrace_compact.h"
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_plan.h"
+#include "agent/probes/pid_set.h"
 #include "tracegate/pb_writer.h"
 
 typedef struct tg_ftrace_out_field {
@@ -43,6 +44,12 @@ typedef struct tg_ftrace_event_desc {
   char name[TG_FTRACE_NAME_MAX];
   uint32_t proto_field; /* in FtraceEvent */
   uint16_t pid_offset, flags_offset;
+  /* The pid fields (4 bytes each) of the record that name a task to
+   * resolve: next_pid then prev_pid of sched_switch, pid of the wake-ups,
+   * task_newtask and task_rename, child_pid of sched_process_fork. A
+   * compact row has only the first. */
+  uint8_t n_pid_fields;
+  uint16_t pid_fields[2];
   uint8_t n_out;
   tg_ftrace_out_field_t out[TG_FTRACE_MAX_FIELDS];
 } tg_ftrace_event_desc_t;
@@ -70,7 +77,17 @@ typedef struct tg_ftrace_encoder {
    * it when the buffer ends too soon for word reads. */
   uint8_t *tail;
   uint32_t tail_cap;
+  /* Where the pids of the records go (common_pid and the pid fields);
+   * NULL: not collected. Borrowed; set between pages. */
+  tg_pid_set_t *pids;
 } tg_ftrace_encoder_t;
+
+/* The most pids one page of |page_size| bytes adds to a set: a record is
+ * at least 8 bytes and names at most three. A set with this much room
+ * before each page never drops one. */
+static inline uint32_t tg_ftrace_pids_per_page(uint32_t page_size) {
+  return 3 * (page_size / 8 + 1);
+}
 
 typedef struct tg_ftrace_bundle_result {
   uint32_t events;  /* records written (full or compact) */

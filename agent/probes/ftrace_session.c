@@ -42,6 +42,9 @@
  * encoder's code and tables in cache across pages instead of having each
  * read(2) evict them (the kernel's read path is larger than the page). */
 #define BATCH_PAGES 16
+/* Pages' worth of pids the set holds; distinct pids are usually far fewer
+ * than its worst case, so it rarely fills before the drain ends. */
+#define PID_PAGES 2
 
 typedef struct name_list {
   char **v;
@@ -55,6 +58,11 @@ struct tg_ftrace_session {
   tg_ftrace_page_layout_t layout;
   tg_ftrace_table_t table;
   tg_ftrace_encoder_t enc;
+  /* The pids of the pages since the last hand-over to pids_cb: room for
+   * PID_PAGES pages, handed over early when one more might not fit. */
+  tg_pid_set_t pids;
+  tg_ftrace_pids_cb pids_cb;
+  void *pids_ctx;
   bool no_generic;
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
@@ -179,6 +187,9 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_ftrace_encoder_init(&s->enc, &s->table, cfg->compact_sched,
                                    s->layout.page_size)) < 0)
     goto fail;
+  if ((rv = tg_pid_set_init(&s->pids, PID_PAGES * tg_ftrace_pids_per_page(
+                                           s->layout.page_size))) < 0)
+    goto fail;
   if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
     goto fail;
@@ -218,6 +229,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
       TG_WARN("linux.ftrace: cannot remove %s: %s", s->dir, tg_strerror(rv));
   }
   tg_ftrace_encoder_free(&s->enc);
+  tg_pid_set_free(&s->pids);
   tg_ftrace_table_free(&s->table);
   list_free(&s->unknown);
   list_free(&s->failed);
@@ -226,9 +238,24 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   free(s);
 }
 
-static void write_page(tg_ftrace_session_t *s, const tg_ftrace_sink_t *sink,
+void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
+                               void *ctx) {
+  s->pids_cb = cb;
+  s->pids_ctx = ctx;
+}
+
+static void hand_over_pids(tg_ftrace_session_t *s) {
+  if (s->pids.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.n);
+  s->st.pids_dropped += s->pids.dropped;
+  tg_pid_set_clear(&s->pids);
+}
+
+static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
                        unsigned cpu, const uint8_t *page, size_t len) {
   tg_ftrace_bundle_result_t res;
+  if (s->enc.pids &&
+      tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
+    hand_over_pids(s);
   tg_pbw_t *w = sink->begin(sink->ctx);
   if (!w) return;
   tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
@@ -276,10 +303,11 @@ static bool last_page(const tg_ftrace_session_t *s, const uint8_t *page,
 }
 
 size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
-                               const tg_ftrace_sink_t *sink, size_t max_pages,
+                               const tg_probes_sink_t *sink, size_t max_pages,
                                bool *more) {
   size_t total = 0;
   *more = false;
+  s->enc.pids = sink && s->pids_cb ? &s->pids : NULL;
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
@@ -308,6 +336,8 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
     if (k >= max_pages) *more = true;
     total += k;
   }
+  if (s->enc.pids) hand_over_pids(s);
+  s->enc.pids = NULL;
   return total;
 }
 
@@ -332,7 +362,7 @@ static void write_cpu_stats(tg_ftrace_session_t *s, tg_pbw_t *w, unsigned c) {
 }
 
 void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
-                                   const tg_ftrace_sink_t *sink, int phase) {
+                                   const tg_probes_sink_t *sink, int phase) {
   tg_pbw_t *w = sink->begin(sink->ctx);
   if (!w) return;
   tg_pbw_append_varint(w, PACKET_TIMESTAMP, boottime_ns());

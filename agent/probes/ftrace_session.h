@@ -16,21 +16,20 @@
 #include <stdint.h>
 
 #include "agent/probes/ftrace_config.h"
+#include "agent/probes/probes_sink.h"
 #include "tracegate/pb_writer.h"
 
-/* Where packets go: begin() returns the writer of a new TracePacket (NULL:
- * drop this one), end() completes it. */
-typedef struct tg_ftrace_sink {
-  tg_pbw_t *(*begin)(void *ctx);
-  void (*end)(void *ctx);
-  void *ctx;
-} tg_ftrace_sink_t;
+
+/* Receives the pids the records of written pages named (deduplicated,
+ * never 0); |pids| is borrowed for the call. */
+typedef void (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
 
 typedef struct tg_ftrace_session tg_ftrace_session_t;
 
 typedef struct tg_ftrace_session_stats {
   uint64_t pages, bytes, events, skipped, lost_pages, corrupt_pages;
   uint64_t read_errors;
+  uint64_t pids_dropped; /* not handed over for want of room */
 } tg_ftrace_session_stats_t;
 
 /* FtraceStats.Phase */
@@ -45,17 +44,24 @@ typedef struct tg_ftrace_session_stats {
 int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
                             tg_ftrace_session_t **out);
 
+/* Has drains with a sink hand the pids of their pages to |cb| (NULL: they
+ * are not collected): at the end of each drain, and earlier when the
+ * session's set might not hold one more page. |ctx| is borrowed for the
+ * session's life. */
+void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
+                               void *ctx);
+
 /* Reads up to |max_pages| ready pages of every CPU. With a NULL |sink| the
  * pages are read and discarded (the bench's floor). Sets |*more| when a CPU
  * still had pages at the cap. Returns the pages read. */
 size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
-                               const tg_ftrace_sink_t *sink, size_t max_pages,
+                               const tg_probes_sink_t *sink, size_t max_pages,
                                bool *more);
 
 /* One TracePacket { timestamp, ftrace_stats { phase, cpu_stats per CPU,
  * unknown/failed events (at the start) } }. */
 void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
-                                   const tg_ftrace_sink_t *sink, int phase);
+                                   const tg_probes_sink_t *sink, int phase);
 
 const tg_ftrace_session_stats_t *tg_ftrace_session_stats(
     const tg_ftrace_session_t *s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/probes/ftrace_ds.h"
+#include "agent/probes/pid_feed.h"
 #include "agent/probes/probes.h"
 #include "agent/tool_setup.h"
 #include "ipc/channel.h"
@@ -17,6 +18,8 @@
 #include "common/log.h"
 
 #define PROG "tracegate-probes"
+
+static void wake_sampler(void *ctx) { tg_sampler_wake(ctx); }
 
 static const char about[] =
     "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
@@ -44,16 +47,22 @@ int main(int argc, char **argv) {
   sigset_t sigs;
   tg__tool_setup(PROG, log_level, &sigs);
 
+  /* linux.ftrace hands the pids it sees to linux.process_stats of the
+   * same session through |feed|, which wakes the sampler. The feed
+   * outlives both data sources, and the sampler the ftrace thread. */
   tg_sampler_t *sampler = NULL;
+  tg_pid_feed_t *feed = NULL;
   tg_ftrace_ds_t *ftrace = NULL;
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
-      (rv = tg_sampler_add(sampler, &tg_sys_stats_probe)) < 0 ||
-      (rv = tg_sampler_add(sampler, &tg_process_stats_probe)) < 0 ||
-      (rv = tg_sampler_add(sampler, &tg_system_info_probe)) < 0 ||
+      (rv = tg_pid_feed_new(wake_sampler, sampler, &feed)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_sys_stats_probe, NULL)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_process_stats_probe, feed)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_system_info_probe, NULL)) < 0 ||
       (rv = tg_sampler_start(sampler)) < 0 ||
-      (rv = tg_ftrace_ds_new(&ftrace)) < 0) {
+      (rv = tg_ftrace_ds_new(feed, &ftrace)) < 0) {
     TG_ERROR("cannot set up the data sources: %s", tg_strerror(rv));
     tg_sampler_free(sampler);
+    tg_pid_feed_free(feed);
     return 1;
   }
   tg_agent_options_t opts = {
@@ -70,6 +79,7 @@ int main(int argc, char **argv) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));
     tg_ftrace_ds_free(ftrace);
     tg_sampler_free(sampler);
+    tg_pid_feed_free(feed);
     return 1;
   }
   TG_INFO("producer \"%s\" on %s", name, socket_path);
@@ -81,5 +91,6 @@ int main(int argc, char **argv) {
   tg_agent_shutdown(); /* runs on_stop of every instance */
   tg_ftrace_ds_free(ftrace);
   tg_sampler_free(sampler);
+  tg_pid_feed_free(feed);
   return 0;
 }

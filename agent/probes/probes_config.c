@@ -67,10 +67,24 @@ int tg_process_stats_cfg_parse(const uint8_t *cfg, size_t len,
   memset(out, 0, sizeof(*out));
   Perfetto__Protos__DataSourceConfig *dsc = unpack(cfg, len);
   if (!dsc) return TG_EBAD_CONFIG;
+  if (dsc->has_tracing_session_id)
+    out->tracing_session_id = dsc->tracing_session_id;
+  /* As traced_probes: on-demand dumps unless a quirk says no, with or
+   * without a typed config. */
+  out->on_demand = true;
   const Perfetto__Protos__ProcessStatsConfig *c = dsc->process_stats_config;
   if (c) {
+    bool no_initial = false;
+    for (size_t i = 0; i < c->n_quirks; i++) {
+      if (c->quirks[i] ==
+          PERFETTO__PROTOS__PROCESS_STATS_CONFIG__QUIRKS__DISABLE_INITIAL_DUMP)
+        no_initial = true;
+      else if (c->quirks[i] ==
+               PERFETTO__PROTOS__PROCESS_STATS_CONFIG__QUIRKS__DISABLE_ON_DEMAND)
+        out->on_demand = false;
+    }
     out->poll_ms = clamp_period(c->proc_stats_poll_ms, TG_PROC_STATS_MIN_POLL_MS);
-    out->scan_all_on_start = c->scan_all_processes_on_start;
+    out->scan_all_on_start = c->scan_all_processes_on_start && !no_initial;
     out->record_runtime = c->record_process_runtime;
     out->record_age = c->record_process_age;
     out->thread_names = c->record_thread_names;

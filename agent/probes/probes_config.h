@@ -41,7 +41,13 @@ typedef struct tg_sys_stats_cfg {
 
 typedef struct tg_process_stats_cfg {
   uint32_t poll_ms;       /* 0: no ProcessStats, only the initial tree */
-  bool scan_all_on_start; /* a ProcessTree of every process at start */
+  /* A ProcessTree of every process at start: scan_all_processes_on_start
+   * unless quirks has DISABLE_INITIAL_DUMP. */
+  bool scan_all_on_start;
+  /* Resolve the pids linux.ftrace of the same session sees: unless quirks
+   * has DISABLE_ON_DEMAND. */
+  bool on_demand;
+  uint64_t tracing_session_id; /* DataSourceConfig's; 0: not said */
   bool record_runtime;    /* runtime_user_mode / runtime_kernel_mode */
   bool record_age;        /* ProcessTree.Process.process_start_from_boot */
   bool thread_names;      /* ProcessTree.Thread.name */

@@ -5,6 +5,13 @@
  * proc_stats_poll_ms (with smaps_rollup sizes under scan_smaps_rollup).
  * Runs on the sampler thread.
  *
+ * On-demand dumps (process_stats.h): the pids linux.ftrace of the same
+ * session hands over through the pid feed get entries too, so a sched
+ * trace names the tasks that started after the initial scan. |seen| (the
+ * tgids with a Process entry) and |tseen| (the tids with a Thread entry)
+ * are shared by the scan and the on-demand path: neither writes what the
+ * other already did.
+ *
  * A process may exit at any point of a round: a file that is gone, empty
  * or half-written only drops that process from the round, quietly.
  */
@@ -14,11 +21,13 @@
 #include <string.h>
 
 #include "agent/clock.h"
+#include "agent/probes/pid_feed.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_read.h"
+#include "agent/probes/process_stats.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
@@ -65,6 +74,11 @@ typedef struct proc_stats {
   tg_proc_counters_t *counters;
   size_t n_counters, cap_counters;
   int last_list_err;
+  /* On-demand dumps: NULL consumer when off. */
+  tg_pid_feed_t *feed;
+  tg_pid_feed_consumer_t *consumer;
+  int32_t *demand;  /* TG_PID_FEED_CAP: one drain of the feed */
+  pid_array_t tseen; /* sorted: tids with a Thread entry */
 } proc_stats_t;
 
 static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
@@ -73,7 +87,8 @@ static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
   return rv;
 }
 
-static int create(const void *cfg, void **state) {
+/* |ctx| is the pid feed (NULL: no on-demand dumps). */
+static int create(const void *cfg, void *ctx, void **state) {
   proc_stats_t *ps = calloc(1, sizeof(*ps));
   if (!ps) return -ENOMEM;
   memcpy(&ps->cfg, cfg, sizeof(ps->cfg));
@@ -81,15 +96,39 @@ static int create(const void *cfg, void **state) {
   ps->first_round = true;
   tg_buf_init(&ps->file, STATUS_CAP);
   tg_buf_init(&ps->arena, ARENA_CAP);
-  if (!ps->cfg.poll_ms && !ps->cfg.scan_all_on_start)
+  ps->feed = ctx;
+  if (ps->cfg.on_demand && ps->feed) {
+    int rv = ps->cfg.tracing_session_id
+                 ? tg_pid_feed_register(ps->feed, ps->cfg.tracing_session_id,
+                                        &ps->consumer)
+                 : -EINVAL;
+    if (rv == -EINVAL)
+      TG_INFO("linux.process_stats: the config has no tracing_session_id; "
+              "the pids linux.ftrace sees are not resolved");
+    else if (rv < 0)
+      TG_WARN("linux.process_stats: the pids linux.ftrace sees are not "
+              "resolved: %s", tg_strerror(rv));
+  }
+  if (!ps->cfg.poll_ms && !ps->cfg.scan_all_on_start && !ps->consumer)
     TG_INFO("linux.process_stats: neither proc_stats_poll_ms nor "
-            "scan_all_processes_on_start set; nothing to record");
+            "scan_all_processes_on_start set, nor on-demand dumps; nothing "
+            "to record");
   *state = ps;
   return 0;
 }
 
 static void destroy(void *state) {
   proc_stats_t *ps = state;
+  if (ps->consumer) {
+    uint64_t dropped = tg_pid_feed_dropped(ps->feed, ps->consumer);
+    if (dropped)
+      TG_INFO("linux.process_stats: %llu pid(s) from linux.ftrace were not "
+              "resolved (too many waiting at once)",
+              (unsigned long long)dropped);
+    tg_pid_feed_unregister(ps->feed, ps->consumer);
+  }
+  free(ps->demand);
+  free(ps->tseen.v);
   free(ps->seen.v);
   free(ps->cur.v);
   free(ps->fresh);
@@ -113,6 +152,39 @@ static int reserve(void **arr, size_t *cap, size_t need, size_t elem) {
   *arr = p;
   *cap = ncap;
   return 0;
+}
+
+static bool sorted_has(const pid_array_t *a, int32_t pid) {
+  size_t lo = 0, hi = a->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a->v[mid] < pid) lo = mid + 1;
+    else if (a->v[mid] > pid) hi = mid;
+    else return true;
+  }
+  return false;
+}
+
+/* Inserts |pid| into sorted |a|; returns 0 or -ENOMEM. */
+static int sorted_insert(pid_array_t *a, int32_t pid) {
+  size_t lo = 0, hi = a->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a->v[mid] < pid) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < a->n && a->v[lo] == pid) return 0;
+  int rv = reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v));
+  if (rv < 0) return rv;
+  memmove(a->v + lo + 1, a->v + lo, (a->n - lo) * sizeof(*a->v));
+  a->v[lo] = pid;
+  a->n++;
+  return 0;
+}
+
+static int cmp_pid(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
 }
 
 /* Reads /proc/<pid>/<name> into ps->file. */
@@ -167,6 +239,30 @@ static int add_entry(proc_stats_t *ps, const tg_pid_status_t *st) {
   return 0;
 }
 
+/* Adds thread |tid| of process |tgid| named |name| (len bytes; NULL: no
+ * name). */
+static int add_thread(proc_stats_t *ps, int32_t tid, int32_t tgid,
+                      const char *name, size_t len) {
+  size_t n = ps->n_threads;
+  int rv = reserve((void **)&ps->threads, &ps->cap_threads, n + 1,
+                   sizeof(*ps->threads));
+  if (rv == 0)
+    rv = reserve((void **)&ps->thread_name_offs, &ps->cap_thread_name_offs,
+                 n + 1, sizeof(*ps->thread_name_offs));
+  if (rv < 0) return rv;
+  size_t name_off = SIZE_MAX;
+  if (name) {
+    name_off = tg_buf_size(&ps->arena);
+    if (tg_buf_append(&ps->arena, name, len) < 0 ||
+        tg_buf_append(&ps->arena, "", 1) < 0)
+      return -ENOMEM;
+  }
+  ps->threads[n] = (tg_thread_entry_t){.tid = tid, .tgid = tgid};
+  ps->thread_name_offs[n] = name_off;
+  ps->n_threads++;
+  return 0;
+}
+
 /* Adds the threads of process |pid| other than its main thread, named
  * from /proc/<pid>/task/<tid>/comm when the config asks. A thread that
  * exits meanwhile is left out. */
@@ -178,30 +274,18 @@ static int add_threads(proc_stats_t *ps, int32_t pid) {
   for (size_t i = 0; i < ps->tids.n; i++) {
     int32_t tid = ps->tids.v[i];
     if (tid == pid) continue;
-    size_t n = ps->n_threads;
-    rv = reserve((void **)&ps->threads, &ps->cap_threads, n + 1,
-                 sizeof(*ps->threads));
-    if (rv == 0)
-      rv = reserve((void **)&ps->thread_name_offs, &ps->cap_thread_name_offs,
-                   n + 1, sizeof(*ps->thread_name_offs));
-    if (rv < 0) return rv;
-    size_t name_off = SIZE_MAX;
+    const char *comm = NULL;
+    size_t len = 0;
     if (ps->cfg.thread_names) {
       char path[80];
       snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
       ps->file.max = COMM_CAP;
       if (tg_proc_read_file(path, &ps->file) < 0) continue;
-      size_t len = tg_buf_size(&ps->file);
-      const char *comm = (const char *)tg_buf_begin(&ps->file);
+      len = tg_buf_size(&ps->file);
+      comm = (const char *)tg_buf_begin(&ps->file);
       if (len && comm[len - 1] == '\n') len--;
-      name_off = tg_buf_size(&ps->arena);
-      if (tg_buf_append(&ps->arena, comm, len) < 0 ||
-          tg_buf_append(&ps->arena, "", 1) < 0)
-        return -ENOMEM;
     }
-    ps->threads[n] = (tg_thread_entry_t){.tid = tid, .tgid = pid};
-    ps->thread_name_offs[n] = name_off;
-    ps->n_threads++;
+    if ((rv = add_thread(ps, tid, pid, comm, len)) < 0) return rv;
   }
   return 0;
 }
@@ -239,6 +323,8 @@ static int add_counters(proc_stats_t *ps, const tg_pid_status_t *st) {
   ps->counters[ps->n_counters++] = c;
   return 0;
 }
+
+static void point_entries(proc_stats_t *ps);
 
 /* Reads every listed process; fills entries (new ones) and counters.
  * Leaves in ps->cur the pids that are now "seen". */
@@ -282,7 +368,11 @@ static void collect(proc_stats_t *ps, bool tree, bool stats) {
     if (stats) add_counters(ps, &st);
   }
   ps->cur.n = keep;
-  /* The arena is complete: point the entries into it. */
+  point_entries(ps);
+}
+
+/* The arena is complete: points the entries into it. */
+static void point_entries(proc_stats_t *ps) {
   const char *base = (const char *)tg_buf_begin(&ps->arena);
   for (size_t i = 0; i < ps->n_entries; i++) {
     ps->entries[i].cmdline = base + ps->offs[i].cmdline;
@@ -294,12 +384,103 @@ static void collect(proc_stats_t *ps, bool tree, bool stats) {
                               : base + ps->thread_name_offs[i];
 }
 
-static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
+/* The round's entries as one ProcessTree packet, if there are any. */
+static void write_tree(proc_stats_t *ps, const tg_probes_sink_t *sink,
+                       uint64_t ts, uint64_t end) {
+  if (!ps->n_entries && !ps->n_threads) return;
+  tg_pbw_t *w = sink->begin(sink->ctx);
+  if (!w) return;
+  tg_process_tree_t t = {.procs = ps->entries,
+                         .n_procs = ps->n_entries,
+                         .threads = ps->threads,
+                         .n_threads = ps->n_threads};
+  tg_probes_write_process_tree(w, ts, &t, end);
+  sink->end(sink->ctx);
+}
+
+/* The threads the scan just wrote join |tseen|. */
+static void note_threads(proc_stats_t *ps) {
+  pid_array_t *a = &ps->tseen;
+  if (!ps->n_threads ||
+      reserve((void **)&a->v, &a->cap, a->n + ps->n_threads, sizeof(*a->v)) < 0)
+    return;
+  for (size_t i = 0; i < ps->n_threads; i++) a->v[a->n++] = ps->threads[i].tid;
+  qsort(a->v, a->n, sizeof(*a->v), cmp_pid);
+  size_t keep = 0;
+  for (size_t i = 0; i < a->n; i++)
+    if (keep == 0 || a->v[keep - 1] != a->v[i]) a->v[keep++] = a->v[i];
+  a->n = keep;
+}
+
+/* Reads and parses /proc/<pid>/status into |st|; false when it is gone
+ * or does not parse (logged unless gone). */
+static bool read_status(proc_stats_t *ps, int32_t pid, tg_pid_status_t *st) {
+  int rv = read_pid_file(ps, pid, "status", STATUS_CAP);
+  if (rv == 0)
+    rv = tg_pid_status_parse((const char *)tg_buf_begin(&ps->file),
+                             tg_buf_size(&ps->file), st);
+  if (rv < 0 && !tg_proc_vanished(rv))
+    TG_DEBUG("linux.process_stats: pid %d: status: %s", (int)pid,
+             tg_strerror(rv));
+  return rv == 0;
+}
+
+/* One pid of the feed: a Process for its tgid if not seen yet, and a
+ * Thread if it is not the main thread. */
+static void resolve_one(proc_stats_t *ps, int32_t pid) {
+  if (pid <= 0 || sorted_has(&ps->seen, pid) || sorted_has(&ps->tseen, pid))
+    return;
+  tg_pid_status_t st;
+  if (!read_status(ps, pid, &st)) return;
+  /* A status without Tgid (kernels before 2.6.0) names a process. */
+  int32_t tgid = (st.present & TG_PID_STATUS_TGID) && st.tgid > 0 ? st.tgid
+                                                                  : pid;
+  if (!sorted_has(&ps->seen, tgid)) {
+    /* The process's own status: a thread's Name is the thread's. */
+    tg_pid_status_t pst = st;
+    if ((tgid == pid || read_status(ps, tgid, &pst)) &&
+        add_entry(ps, &pst) == 0 && sorted_insert(&ps->seen, tgid) < 0)
+      ps->n_entries--; /* unrecorded, so never written: tried again later */
+  }
+  if (pid == tgid) return;
+  const char *name = ps->cfg.thread_names ? st.name : NULL;
+  if (add_thread(ps, pid, tgid, name, name ? strlen(name) : 0) == 0 &&
+      sorted_insert(&ps->tseen, pid) < 0)
+    ps->n_threads--;
+}
+
+size_t tg__process_stats_resolve(void *state, const tg_probes_sink_t *sink) {
   proc_stats_t *ps = state;
+  if (!ps->consumer) return 0;
+  if (!ps->demand &&
+      !(ps->demand = malloc(TG_PID_FEED_CAP * sizeof(*ps->demand))))
+    return 0;
+  size_t n = tg_pid_feed_drain(ps->feed, ps->consumer, ps->demand,
+                               TG_PID_FEED_CAP);
+  if (!n) return 0;
+  uint64_t ts = tg__clock_boottime();
+  ps->n_entries = ps->n_counters = ps->n_threads = 0;
+  tg_buf_reset(&ps->arena);
+  for (size_t i = 0; i < n; i++) resolve_one(ps, ps->demand[i]);
+  point_entries(ps);
+  write_tree(ps, sink, ts, tg__clock_boottime());
+  return ps->n_entries + ps->n_threads;
+}
+
+static void wake(void *state, tg_ds_t *ds, unsigned inst) {
+  tg_probes_ds_target_t c = {ds, inst};
+  tg_probes_sink_t sink = tg_probes_ds_sink(&c);
+  tg__process_stats_resolve(state, &sink);
+}
+
+/* The scan of /proc and the ProcessStats poll. */
+static uint64_t scan_round(proc_stats_t *ps, const tg_probes_sink_t *sink,
+                           uint64_t now) {
   const tg_process_stats_cfg_t *c = &ps->cfg;
   bool stats = c->poll_ms > 0;
   /* Without polling, only the dump at start. */
   bool tree = stats || (ps->first_round && c->scan_all_on_start);
+  ps->first_round = false;
   if (!tree) return UINT64_MAX;
 
   uint64_t ts = tg__clock_boottime();
@@ -312,23 +493,14 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   if (rv == 0) {
     collect(ps, tree, stats);
     uint64_t end = tg__clock_boottime();
-    if (ps->n_entries) {
-      tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
-      if (w) {
-        tg_process_tree_t t = {.procs = ps->entries,
-                               .n_procs = ps->n_entries,
-                               .threads = ps->threads,
-                               .n_threads = ps->n_threads};
-        tg_probes_write_process_tree(w, ts, &t, end);
-        tg_ds_packet_end(ds, inst);
-      }
-    }
+    write_tree(ps, sink, ts, end);
+    note_threads(ps);
     if (stats && ps->n_counters) {
-      tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
+      tg_pbw_t *w = sink->begin(sink->ctx);
       if (w) {
         tg_probes_write_process_stats(w, ts, ps->counters, ps->n_counters,
                                       end, ps->ns_per_tick);
-        tg_ds_packet_end(ds, inst);
+        sink->end(sink->ctx);
       }
     }
     /* What this round saw becomes the reference for "new". */
@@ -336,11 +508,20 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
     ps->seen = ps->cur;
     ps->cur = t;
   }
-  ps->first_round = false;
   if (!stats) return UINT64_MAX;
   uint64_t next = (ps->due_ms ? ps->due_ms : now) + c->poll_ms;
   ps->due_ms = next <= now ? now + c->poll_ms : next;
   return ps->due_ms;
+}
+
+static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
+  proc_stats_t *ps = state;
+  tg_probes_ds_target_t c = {ds, inst};
+  tg_probes_sink_t sink = tg_probes_ds_sink(&c);
+  uint64_t next = scan_round(ps, &sink, now);
+  /* Pids that came before the instance was enabled wait for this. */
+  tg__process_stats_resolve(ps, &sink);
+  return next;
 }
 
 const tg_probe_ops_t tg_process_stats_probe = {
@@ -348,5 +529,6 @@ const tg_probe_ops_t tg_process_stats_probe = {
     .parse_cfg = parse_cfg,
     .create = create,
     .tick = tick,
+    .wake = wake,
     .destroy = destroy,
 };

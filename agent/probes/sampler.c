@@ -31,6 +31,7 @@ typedef struct slot {
 typedef struct source {
   tg_sampler_t *s;
   const tg_probe_ops_t *ops;
+  void *ctx;
   tg_ds_t *ds;
   slot_t slots[TG_DS_MAX_INSTANCES];
 } source_t;
@@ -40,6 +41,7 @@ struct tg_sampler {
   pthread_cond_t cv;   /* CLOCK_MONOTONIC */
   bool quit;           /* under mu */
   bool changed;        /* under mu: a want_gen moved */
+  bool woken;          /* under mu: tg_sampler_wake() since the last look */
   bool running;
   pthread_t thread;
   source_t src[MAX_SOURCES];
@@ -102,7 +104,7 @@ static void apply(source_t *src, unsigned k, uint64_t now) {
   sl->have_gen = sl->want_gen;
   drop_state(src, sl);
   if (!sl->want_active) return;
-  int rv = src->ops->create(sl->want_cfg, &sl->state);
+  int rv = src->ops->create(sl->want_cfg, src->ctx, &sl->state);
   if (rv < 0) {
     TG_WARN("%s: instance %u: %s", src->ops->name, k, tg_strerror(rv));
     sl->state = NULL;
@@ -129,6 +131,20 @@ static void run_slot(source_t *src, unsigned k, uint64_t now) {
   tg_ds_flush_thread(src->ds, k);
 }
 
+/* The instances that ask to be woken, outside their schedule. */
+static void run_wakes(tg_sampler_t *s) {
+  for (size_t i = 0; i < s->n_src; i++) {
+    source_t *src = &s->src[i];
+    if (!src->ops->wake) continue;
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+      slot_t *sl = &src->slots[k];
+      if (!sl->state || !sl->enabled_seen) continue;
+      src->ops->wake(sl->state, src->ds, k);
+      tg_ds_flush_thread(src->ds, k);
+    }
+  }
+}
+
 static void wait_until(tg_sampler_t *s, uint64_t due_ms) {
   if (due_ms == UINT64_MAX) {
     pthread_cond_wait(&s->cv, &s->mu);
@@ -150,7 +166,11 @@ static void *sampler_main(void *arg) {
         for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
           apply(&s->src[i], k, now);
     }
+    bool woken = s->woken;
+    s->woken = false;
     pthread_mutex_unlock(&s->mu);
+
+    if (woken) run_wakes(s);
 
     uint64_t next = UINT64_MAX;
     for (size_t i = 0; i < s->n_src; i++) {
@@ -164,7 +184,7 @@ static void *sampler_main(void *arg) {
     }
 
     pthread_mutex_lock(&s->mu);
-    if (!s->changed && !s->quit) wait_until(s, next);
+    if (!s->changed && !s->quit && !s->woken) wait_until(s, next);
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -185,12 +205,20 @@ int tg_sampler_new(tg_sampler_t **out) {
   return 0;
 }
 
-int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops) {
+void tg_sampler_wake(tg_sampler_t *s) {
+  pthread_mutex_lock(&s->mu);
+  s->woken = true;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops, void *ctx) {
   if (s->n_src == MAX_SOURCES || s->running) return -ENOSPC;
   source_t *src = &s->src[s->n_src];
   memset(src, 0, sizeof(*src));
   src->s = s;
   src->ops = ops;
+  src->ctx = ctx;
   tg_ds_options_t o = {
       .name = ops->name,
       .cbs = {.on_start = on_start, .on_stop = on_stop, .ctx = src},

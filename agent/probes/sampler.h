@@ -25,12 +25,17 @@ typedef struct tg_probe_ops {
    * into |out| (TG_PROBE_CFG_MAX bytes). Returns 0 or a negative error
    * (then the instance stays idle). */
   int (*parse_cfg)(const uint8_t *cfg, size_t len, void *out);
-  /* Sampler thread: build an instance's state from its config. */
-  int (*create)(const void *cfg, void **state);
+  /* Sampler thread: build an instance's state from its config; |ctx| is
+   * the one given to tg_sampler_add. */
+  int (*create)(const void *cfg, void *ctx, void **state);
   /* Sampler thread: one round at |now_ms| (CLOCK_MONOTONIC) for instance
    * |inst| of |ds|. Returns when the next round is due (absolute ms), or
    * UINT64_MAX for never. */
   uint64_t (*tick)(void *state, tg_ds_t *ds, unsigned inst, uint64_t now_ms);
+  /* Optional, sampler thread: work asked for by tg_sampler_wake(), outside
+   * the instance's schedule (which it leaves as it is). Runs only once the
+   * instance is enabled. */
+  void (*wake)(void *state, tg_ds_t *ds, unsigned inst);
   void (*destroy)(void *state);
 } tg_probe_ops_t;
 
@@ -39,9 +44,14 @@ typedef struct tg_sampler tg_sampler_t;
 /* Returns 0, -ENOMEM. */
 int tg_sampler_new(tg_sampler_t **out);
 /* Registers |ops| as a data source whose callbacks feed this sampler.
- * |ops| is borrowed for the sampler's life. Before tg_sampler_start.
- * Returns 0, -ENOSPC, or tg_ds_register's error. */
-int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops);
+ * |ops| and |ctx| (handed to ops->create) are borrowed for the sampler's
+ * life. Before tg_sampler_start. Returns 0, -ENOSPC, or tg_ds_register's
+ * error. */
+int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops, void *ctx);
+/* Any thread: runs ops->wake of every enabled instance that has one, soon.
+ * Takes the sampler's mutex briefly; never call it holding a lock the
+ * sampler takes under its own (none of the probes' locks qualify). */
+void tg_sampler_wake(tg_sampler_t *s);
 /* Starts the thread. Returns 0 or -errno. */
 int tg_sampler_start(tg_sampler_t *s);
 /* Stops and joins the thread (if started), destroys every instance's

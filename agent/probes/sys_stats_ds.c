@@ -65,7 +65,8 @@ static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
   return rv;
 }
 
-static int create(const void *cfg, void **state) {
+static int create(const void *cfg, void *ctx, void **state) {
+  (void)ctx;
   sys_stats_t *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   memcpy(&st->cfg, cfg, sizeof(st->cfg));

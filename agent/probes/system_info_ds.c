@@ -21,7 +21,8 @@ static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
   return 0;
 }
 
-static int create(const void *cfg, void **state) {
+static int create(const void *cfg, void *ctx, void **state) {
+  (void)ctx;
   (void)cfg;
   *state = calloc(1, sizeof(system_info_t));
   return *state ? 0 : -ENOMEM;

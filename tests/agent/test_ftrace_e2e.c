@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <dirent.h>
 #include <poll.h>
 #include <sched.h>
@@ -684,6 +685,164 @@ static void ftrace_without_root_reports_every_event_failed(void **state) {
   assert_non_null(strstr(err, "needs root"));
 }
 
+/* --- on-demand process dumps --------------------------------------------- */
+
+#define OD_THREAD "tg-od-thread"
+
+typedef struct od_kid {
+  pid_t pid;
+  int32_t tid;  /* its named thread */
+  int quit_fd;  /* write a byte: the kid exits */
+} od_kid_t;
+
+static int g_od_tid_fd, g_od_quit_fd;
+
+/* The kid's thread: named, reports its tid, then blocks and wakes every
+ * millisecond (so it is switched in and out) until told to quit. */
+static void *od_thread(void *arg) {
+  (void)arg;
+  prctl(PR_SET_NAME, OD_THREAD);
+  int32_t tid = gettid();
+  if (write(g_od_tid_fd, &tid, sizeof(tid)) != (ssize_t)sizeof(tid)) _exit(3);
+  struct pollfd p = {.fd = g_od_quit_fd, .events = POLLIN};
+  while (poll(&p, 1, 1) == 0) {
+  }
+  return NULL;
+}
+
+/* A child process, started while recording, with a named thread that runs
+ * until od_kid_stop. */
+static void od_kid_start(od_kid_t *k) {
+  int tid_pipe[2], quit_pipe[2];
+  assert_int_equal(pipe2(tid_pipe, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(quit_pipe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    g_od_tid_fd = tid_pipe[1];
+    g_od_quit_fd = quit_pipe[0];
+    pthread_t t;
+    if (pthread_create(&t, NULL, od_thread, NULL) != 0) _exit(2);
+    pthread_join(t, NULL);
+    _exit(0);
+  }
+  assert_true(pid > 0);
+  close(tid_pipe[1]);
+  close(quit_pipe[0]);
+  k->pid = pid;
+  assert_int_equal(read(tid_pipe[0], &k->tid, sizeof(k->tid)),
+                   (ssize_t)sizeof(k->tid));
+  close(tid_pipe[0]);
+  k->quit_fd = quit_pipe[1];
+}
+
+static void od_kid_stop(od_kid_t *k) {
+  assert_int_equal(write(k->quit_fd, "q", 1), 1);
+  close(k->quit_fd);
+  int status;
+  assert_int_equal(waitpid(k->pid, &status, 0), k->pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+typedef struct od_found {
+  bool thread, process;
+  size_t thread_entries, process_entries;
+  const char *thread_name;
+} od_found_t;
+
+static void od_find(const packets_t *p, const od_kid_t *k, od_found_t *f) {
+  memset(f, 0, sizeof(*f));
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE)
+      continue;
+    const Perfetto__Protos__ProcessTree *t = p->pk[i]->process_tree;
+    for (size_t j = 0; j < t->n_threads; j++) {
+      if (t->threads[j]->tid != k->tid) continue;
+      f->thread_entries++;
+      f->thread = t->threads[j]->tgid == k->pid;
+      f->thread_name = t->threads[j]->name;
+    }
+    for (size_t j = 0; j < t->n_processes; j++)
+      if (t->processes[j]->pid == k->pid) {
+        f->process_entries++;
+        f->process = true;
+      }
+  }
+}
+
+/* linux.ftrace and linux.process_stats (no scan at start, no polling) in
+ * one session: a process started while recording gets its ProcessTree
+ * entries because its thread showed up in sched_switch. */
+static void ftrace_pids_are_resolved_by_process_stats(void **state) {
+  require_ftrace();
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
+  pid_t probes = spawn_probes(ts, err_path, false);
+  assert_true(probes > 0);
+  assert_true(wait_data_sources(ts, 3));
+
+  char *events[] = {"sched/sched_switch"};
+  session_t s;
+  memset(&s, 0, sizeof(s));
+  simple_cfg_init(&s.sc, 32 * 1024,
+                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
+                  "linux.ftrace");
+  perfetto__protos__ftrace_config__init(&s.fc);
+  s.fc.n_ftrace_events = 1;
+  s.fc.ftrace_events = events;
+  s.fc.has_drain_period_ms = true;
+  s.fc.drain_period_ms = 50;
+  s.sc.dsc.ftrace_config = &s.fc;
+  Perfetto__Protos__TraceConfig__DataSource ds2, *dsp[2];
+  Perfetto__Protos__DataSourceConfig dsc2;
+  Perfetto__Protos__ProcessStatsConfig psc;
+  perfetto__protos__trace_config__data_source__init(&ds2);
+  perfetto__protos__data_source_config__init(&dsc2);
+  perfetto__protos__process_stats_config__init(&psc);
+  psc.has_record_thread_names = true;
+  psc.record_thread_names = true;
+  dsc2.name = "linux.process_stats";
+  dsc2.process_stats_config = &psc;
+  ds2.config = &dsc2;
+  dsp[0] = &s.sc.ds;
+  dsp[1] = &ds2;
+  s.sc.cfg.n_data_sources = 2;
+  s.sc.cfg.data_sources = dsp;
+  assert_int_equal(raw_consumer_connect(&s.c, ts), 0);
+  assert_int_equal(raw_consumer_enable(&s.c, &s.sc.cfg, -1), 0);
+  wait_started(&s);
+
+  od_kid_t k;
+  od_kid_start(&k);
+  /* The entries come once the ftrace pages naming the thread are read and
+   * the pids resolved; the kid lives until then. */
+  od_found_t f;
+  uint64_t end = now_ms() + WAIT_MS;
+  do {
+    sleep_ms(20);
+    read_more(&s.c, &s.got);
+    od_find(&s.got, &k, &f);
+  } while (!(f.thread && f.process) && now_ms() < end);
+  od_kid_stop(&k);
+  flush(&s.c);
+  assert_int_equal(raw_consumer_disable(&s.c, WAIT_MS), 0);
+  read_more(&s.c, &s.got);
+  od_find(&s.got, &k, &f);
+  assert_true(f.thread);
+  assert_true(f.process);
+  /* Seen in page after page, written once. */
+  assert_int_equal(f.thread_entries, 1);
+  assert_int_equal(f.process_entries, 1);
+  assert_non_null(f.thread_name);
+  assert_string_equal(f.thread_name, OD_THREAD);
+
+  assert_true(wait_instances(probes, 0));
+  packets_free(&s.got);
+  raw_consumer_close(&s.c);
+  stop_probes(probes, err_path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -694,6 +853,9 @@ int main(void) {
           test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(
           ftrace_without_root_reports_every_event_failed, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          ftrace_pids_are_resolved_by_process_stats, test_service_setup,
           test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

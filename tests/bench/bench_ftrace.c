@@ -129,7 +129,7 @@ static int phase(const char *label, bool compact, double seconds) {
   }
   mem_sink_t m = {.buf = malloc(OUT_SIZE)};
   if (!m.buf) return 1;
-  tg_ftrace_sink_t sink = {mem_begin, mem_end, &m};
+  tg_probes_sink_t sink = {mem_begin, mem_end, &m};
 
   pid_t pids[PAIRS * 2];
   for (int i = 0; i < PAIRS; i++) ping_pong(pids + 2 * i);

@@ -1,0 +1,479 @@
+/* On-demand process dumps: linux.ftrace collects the pids its records name
+ * (the encoder, on synthetic pages), hands them over per tracing session
+ * (the pid feed), and linux.process_stats resolves them in this machine's
+ * /proc into ProcessTree entries (an instance driven with a plain sink,
+ * fed the pids of this test's own threads).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/probes/ftrace_page.h"
+#include "agent/probes/pid_feed.h"
+#include "agent/probes/pid_set.h"
+#include "agent/probes/probes.h"
+#include "agent/probes/probes_config.h"
+#include "agent/probes/process_stats.h"
+#include "ftrace_fixtures.h"
+#include "pb/config/data_source_config.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
+
+/* --- the encoder's pids -------------------------------------------------- */
+
+static const char fork_format[] =
+    "name: sched_process_fork\nID: 314\n" COMMON_FIELDS
+    "\tfield:char parent_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t parent_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:char child_comm[16];\toffset:28;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t child_pid;\toffset:44;\tsize:4;\tsigned:1;\n";
+
+static size_t switch_rec(uint8_t *out, int32_t common_pid, int32_t prev_pid,
+                         int32_t next_pid) {
+  uint8_t b[56] = {0};
+  strncpy((char *)b, "prev", 16);
+  memcpy(b + 16, &prev_pid, 4);
+  strncpy((char *)b + 32, "next", 16);
+  memcpy(b + 48, &next_pid, 4);
+  return event(out, 372, common_pid, b, sizeof(b));
+}
+
+static size_t waking_rec(uint8_t *out, int32_t common_pid, int32_t pid) {
+  uint8_t b[28] = {0};
+  strncpy((char *)b, "wakee", 16);
+  memcpy(b + 16, &pid, 4);
+  return event(out, 373, common_pid, b, sizeof(b));
+}
+
+static size_t fork_rec(uint8_t *out, int32_t common_pid, int32_t child) {
+  uint8_t b[40] = {0};
+  strncpy((char *)b, "parent", 16);
+  memcpy(b + 16, &common_pid, 4);
+  strncpy((char *)b + 20, "child", 16);
+  memcpy(b + 36, &child, 4);
+  return event(out, 314, common_pid, b, sizeof(b));
+}
+
+/* sched_switch 100 (prev_pid 111) -> 200; sched_waking by 200 of 300;
+ * the idle task (0) switching to 400; a fork by 100 of 500; sys_enter
+ * of 600; and repeats of all of them. */
+static void sched_page(page_t *p) {
+  page_init(p, 1000);
+  uint8_t rec[128];
+  for (int round = 0; round < 2; round++) {
+    rec_data(p, 1, rec, switch_rec(rec, 100, 111, 200));
+    rec_data(p, 1, rec, waking_rec(rec, 200, 300));
+    rec_data(p, 1, rec, switch_rec(rec, 0, 0, 400));
+    rec_data(p, 1, rec, fork_rec(rec, 100, 500));
+    uint8_t se[56] = {0};
+    rec_data(p, 1, rec, event(rec, 443, 600, se, sizeof(se)));
+  }
+  page_finish(p, false);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Encodes |p| with pids collected into |set|; returns the sorted pids. */
+static size_t encode_pids(bool compact, const page_t *p, tg_pid_set_t *set,
+                          int32_t *out) {
+  tg_ftrace_table_t table;
+  tg_ftrace_encoder_t enc;
+  assert_int_equal(tg_ftrace_table_init(&table), 0);
+  add_format(&table, "sched", switch_format);
+  add_format(&table, "sched", waking_format);
+  add_format(&table, "sched", fork_format);
+  add_format(&table, "raw_syscalls", sys_enter_format);
+  assert_int_equal(tg_ftrace_encoder_init(&enc, &table, compact, 4096), 0);
+  tg_ftrace_page_layout_t l;
+  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
+                                               strlen(header_page_fixture), &l),
+                   0);
+  static uint8_t buf[65536];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  enc.pids = set;
+  tg_ftrace_bundle_result_t res;
+  tg_ftrace_encode_bundle(&enc, &w, 0, &l, p->b, sizeof(p->b), &res);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  assert_false(res.corrupt);
+  assert_int_equal(res.events, 10);
+  tg_ftrace_encoder_free(&enc);
+  tg_ftrace_table_free(&table);
+  memcpy(out, set->pids, set->n * sizeof(*out));
+  qsort(out, set->n, sizeof(*out), cmp_i32);
+  return set->n;
+}
+
+static void encoder_collects_record_pids_once(void **state) {
+  (void)state;
+  page_t p;
+  sched_page(&p);
+  tg_pid_set_t set;
+  assert_int_equal(tg_pid_set_init(&set, 64), 0);
+  int32_t got[64];
+  size_t n = encode_pids(false, &p, &set, got);
+  /* Every common_pid and pid field, each once; prev_pid 111 is written
+   * in full events; never the idle task. */
+  const int32_t want[] = {100, 111, 200, 300, 400, 500, 600};
+  assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+  assert_memory_equal(got, want, sizeof(want));
+  assert_int_equal(set.dropped, 0);
+  assert_false(tg_pid_set_has(&set, 0));
+  tg_pid_set_free(&set);
+}
+
+static void encoder_collects_compact_columns_pids(void **state) {
+  (void)state;
+  page_t p;
+  sched_page(&p);
+  tg_pid_set_t set;
+  assert_int_equal(tg_pid_set_init(&set, 64), 0);
+  int32_t got[64];
+  size_t n = encode_pids(true, &p, &set, got);
+  /* Compact rows carry next_pid and the waking pid, not prev_pid. */
+  const int32_t want[] = {100, 200, 300, 400, 500, 600};
+  assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+  assert_memory_equal(got, want, sizeof(want));
+  assert_int_equal(set.dropped, 0);
+  tg_pid_set_free(&set);
+}
+
+static void encoder_counts_pids_past_a_full_set(void **state) {
+  (void)state;
+  page_t p;
+  sched_page(&p);
+  tg_pid_set_t set;
+  assert_int_equal(tg_pid_set_init(&set, 3), 0);
+  int32_t got[8];
+  assert_int_equal(encode_pids(false, &p, &set, got), 3);
+  /* Seven distinct pids, three kept: the other four counted at least
+   * once each (their repeats count again). */
+  assert_true(set.dropped >= 4);
+  tg_pid_set_clear(&set);
+  assert_int_equal(set.n, 0);
+  assert_int_equal(set.dropped, 0);
+  tg_pid_set_free(&set);
+}
+
+static void pid_set_clears_and_refills(void **state) {
+  (void)state;
+  tg_pid_set_t set;
+  assert_int_equal(tg_pid_set_init(&set, 1000), 0);
+  /* Colliding and consecutive pids, cleared in the sparse and the dense
+   * way, leave no slot behind. */
+  for (int round = 0; round < 3; round++) {
+    uint32_t n = round == 1 ? 1000 : 50;
+    for (uint32_t i = 1; i <= n; i++) tg_pid_set_add(&set, (int32_t)(i * 2048));
+    tg_pid_set_add(&set, -5);
+    tg_pid_set_add(&set, 0);
+    assert_int_equal(set.n, n);
+    for (uint32_t i = 1; i <= n; i++)
+      assert_true(tg_pid_set_has(&set, (int32_t)(i * 2048)));
+    tg_pid_set_clear(&set);
+    for (uint32_t k = 0; k <= set.mask; k++) assert_int_equal(set.slots[k], 0);
+  }
+  tg_pid_set_free(&set);
+}
+
+/* --- the feed ------------------------------------------------------------ */
+
+static int g_wakes;
+static void count_wake(void *ctx) { (void)ctx; g_wakes++; }
+
+static void feed_hands_pids_to_the_sessions_consumer_once(void **state) {
+  (void)state;
+  tg_pid_feed_t *f;
+  assert_int_equal(tg_pid_feed_new(count_wake, NULL, &f), 0);
+  g_wakes = 0;
+  tg_pid_feed_consumer_t *c;
+  assert_int_equal(tg_pid_feed_register(f, 7, &c), 0);
+  const int32_t a[] = {10, 0, 11, 10, -3}, b[] = {11, 12};
+  assert_int_equal(tg_pid_feed_publish(f, 7, a, 5), 1);
+  assert_int_equal(tg_pid_feed_publish(f, 7, b, 2), 1);
+  /* Woken when it went from nothing to something, not again. */
+  assert_int_equal(g_wakes, 1);
+  int32_t out[TG_PID_FEED_CAP];
+  assert_int_equal(tg_pid_feed_drain(f, c, out, TG_PID_FEED_CAP), 3);
+  assert_int_equal(out[0], 10);
+  assert_int_equal(out[1], 11);
+  assert_int_equal(out[2], 12);
+  assert_int_equal(tg_pid_feed_drain(f, c, out, TG_PID_FEED_CAP), 0);
+  /* A partial drain keeps the rest for the next one. */
+  assert_int_equal(tg_pid_feed_publish(f, 7, a, 5), 1);
+  assert_int_equal(g_wakes, 2);
+  assert_int_equal(tg_pid_feed_drain(f, c, out, 1), 1);
+  assert_int_equal(out[0], 10);
+  assert_int_equal(tg_pid_feed_drain(f, c, out, TG_PID_FEED_CAP), 1);
+  assert_int_equal(out[0], 11);
+  assert_int_equal(tg_pid_feed_dropped(f, c), 0);
+  tg_pid_feed_unregister(f, c);
+  tg_pid_feed_free(f);
+}
+
+static void feed_keeps_nothing_for_a_session_without_consumer(void **state) {
+  (void)state;
+  tg_pid_feed_t *f;
+  assert_int_equal(tg_pid_feed_new(count_wake, NULL, &f), 0);
+  g_wakes = 0;
+  tg_pid_feed_consumer_t *c;
+  assert_int_equal(tg_pid_feed_register(f, 7, &c), 0);
+  const int32_t a[] = {10, 11};
+  assert_int_equal(tg_pid_feed_publish(f, 8, a, 2), 0);
+  assert_int_equal(tg_pid_feed_publish(f, 0, a, 2), 0);
+  assert_int_equal(g_wakes, 0);
+  int32_t out[4];
+  assert_int_equal(tg_pid_feed_drain(f, c, out, 4), 0);
+  assert_int_equal(tg_pid_feed_register(f, 0, &c), -EINVAL);
+  /* Unregistered: its session's pids go nowhere. */
+  tg_pid_feed_unregister(f, c);
+  assert_int_equal(tg_pid_feed_publish(f, 7, a, 2), 0);
+  tg_pid_feed_free(f);
+}
+
+static void feed_counts_pids_past_the_cap(void **state) {
+  (void)state;
+  tg_pid_feed_t *f;
+  assert_int_equal(tg_pid_feed_new(NULL, NULL, &f), 0);
+  tg_pid_feed_consumer_t *c;
+  assert_int_equal(tg_pid_feed_register(f, 9, &c), 0);
+  static int32_t many[TG_PID_FEED_CAP + 100];
+  for (size_t i = 0; i < TG_PID_FEED_CAP + 100; i++) many[i] = (int32_t)i + 1;
+  assert_int_equal(tg_pid_feed_publish(f, 9, many, TG_PID_FEED_CAP + 100), 1);
+  assert_int_equal(tg_pid_feed_dropped(f, c), 100);
+  static int32_t out[TG_PID_FEED_CAP];
+  assert_int_equal(tg_pid_feed_drain(f, c, out, TG_PID_FEED_CAP),
+                   TG_PID_FEED_CAP);
+  /* Room again after the drain. */
+  assert_int_equal(tg_pid_feed_publish(f, 9, many + TG_PID_FEED_CAP, 100), 1);
+  assert_int_equal(tg_pid_feed_drain(f, c, out, TG_PID_FEED_CAP), 100);
+  assert_int_equal(tg_pid_feed_dropped(f, c), 100);
+  /* Freed with a consumer still registered: nothing leaks (ASan). */
+  tg_pid_feed_free(f);
+}
+
+/* --- process_stats resolving them ---------------------------------------- */
+
+#define SESSION 42
+#define THREAD_NAME "tg-pids-thr"
+
+typedef struct sink_buf {
+  uint8_t b[1 << 20];
+  tg_pbw_t w;
+  size_t packets;
+  Perfetto__Protos__TracePacket *last;
+} sink_buf_t;
+
+static tg_pbw_t *buf_begin(void *ctx) {
+  sink_buf_t *s = ctx;
+  tg_pbw_init(&s->w, s->b, sizeof(s->b), NULL, NULL);
+  return &s->w;
+}
+
+static void buf_end(void *ctx) {
+  sink_buf_t *s = ctx;
+  assert_int_equal(tg_pbw_error(&s->w), 0);
+  if (s->last) perfetto__protos__trace_packet__free_unpacked(s->last, NULL);
+  s->last = perfetto__protos__trace_packet__unpack(
+      NULL, (size_t)tg_pbw_written(&s->w), s->b);
+  assert_non_null(s->last);
+  s->packets++;
+}
+
+typedef struct thr {
+  pthread_t t;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int32_t tid;
+  bool quit;
+} thr_t;
+
+static void *thr_main(void *arg) {
+  thr_t *t = arg;
+  prctl(PR_SET_NAME, THREAD_NAME);
+  pthread_mutex_lock(&t->mu);
+  t->tid = gettid();
+  pthread_cond_broadcast(&t->cv);
+  while (!t->quit) pthread_cond_wait(&t->cv, &t->mu);
+  pthread_mutex_unlock(&t->mu);
+  return NULL;
+}
+
+static void thr_start(thr_t *t) {
+  memset(t, 0, sizeof(*t));
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  assert_int_equal(pthread_create(&t->t, NULL, thr_main, t), 0);
+  pthread_mutex_lock(&t->mu);
+  while (!t->tid) pthread_cond_wait(&t->cv, &t->mu);
+  pthread_mutex_unlock(&t->mu);
+}
+
+static void thr_stop(thr_t *t) {
+  pthread_mutex_lock(&t->mu);
+  t->quit = true;
+  pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  pthread_join(t->t, NULL);
+  pthread_cond_destroy(&t->cv);
+  pthread_mutex_destroy(&t->mu);
+}
+
+/* A linux.process_stats instance of session SESSION on |feed|, as the
+ * sampler builds it from a DataSourceConfig. */
+static void *instance(tg_pid_feed_t *feed, bool disable_on_demand) {
+  Perfetto__Protos__DataSourceConfig dsc =
+      PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+  Perfetto__Protos__ProcessStatsConfig ps =
+      PERFETTO__PROTOS__PROCESS_STATS_CONFIG__INIT;
+  Perfetto__Protos__ProcessStatsConfig__Quirks q =
+      PERFETTO__PROTOS__PROCESS_STATS_CONFIG__QUIRKS__DISABLE_ON_DEMAND;
+  dsc.name = "linux.process_stats";
+  dsc.has_tracing_session_id = true;
+  dsc.tracing_session_id = SESSION;
+  dsc.process_stats_config = &ps;
+  ps.has_record_thread_names = true;
+  ps.record_thread_names = true;
+  if (disable_on_demand) {
+    ps.n_quirks = 1;
+    ps.quirks = &q;
+  }
+  size_t len = perfetto__protos__data_source_config__get_packed_size(&dsc);
+  uint8_t *b = malloc(len);
+  assert_non_null(b);
+  perfetto__protos__data_source_config__pack(&dsc, b);
+  _Alignas(max_align_t) unsigned char cfg[TG_PROBE_CFG_MAX];
+  assert_int_equal(tg_process_stats_probe.parse_cfg(b, len, cfg), 0);
+  free(b);
+  const tg_process_stats_cfg_t *c = (const tg_process_stats_cfg_t *)cfg;
+  assert_int_equal(c->tracing_session_id, SESSION);
+  assert_int_equal(c->on_demand, !disable_on_demand);
+  void *st = NULL;
+  assert_int_equal(tg_process_stats_probe.create(cfg, feed, &st), 0);
+  return st;
+}
+
+static int32_t pid_max(void) {
+  FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+  assert_non_null(f);
+  int v = 0;
+  assert_int_equal(fscanf(f, "%d", &v), 1);
+  fclose(f);
+  return v;
+}
+
+static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
+  (void)state;
+  thr_t t;
+  thr_start(&t);
+  tg_pid_feed_t *feed;
+  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
+  void *ps = instance(feed, false);
+  static sink_buf_t sb;
+  memset(&sb, 0, sizeof(sb));
+  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+
+  /* A pid that cannot exist (pid_max is above every pid), the idle task,
+   * and the thread. */
+  int32_t me = getpid();
+  const int32_t pids[] = {pid_max(), 0, t.tid};
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, pids, 3), 1);
+  assert_int_equal(tg__process_stats_resolve(ps, &sink), 2);
+  assert_int_equal(sb.packets, 1);
+  const Perfetto__Protos__ProcessTree *tree = sb.last->process_tree;
+  assert_non_null(tree);
+  assert_int_equal(tree->n_processes, 1);
+  assert_int_equal(tree->processes[0]->pid, me);
+  assert_int_equal(tree->processes[0]->ppid, getppid());
+  assert_true(tree->processes[0]->n_cmdline >= 1);
+  assert_int_equal(tree->n_threads, 1);
+  assert_int_equal(tree->threads[0]->tid, t.tid);
+  assert_int_equal(tree->threads[0]->tgid, me);
+  assert_string_equal(tree->threads[0]->name, THREAD_NAME);
+
+  /* Fed again, with the process's own pid too: all seen, nothing
+   * written. */
+  const int32_t again[] = {t.tid, me};
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, again, 2), 1);
+  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
+  assert_int_equal(sb.packets, 1);
+
+  tg_process_stats_probe.destroy(ps);
+  /* The instance is gone: its session keeps nothing. */
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, again, 2), 0);
+  tg_pid_feed_free(feed);
+  thr_stop(&t);
+  perfetto__protos__trace_packet__free_unpacked(sb.last, NULL);
+}
+
+static void process_stats_resolves_the_main_thread_as_a_process(void **state) {
+  (void)state;
+  tg_pid_feed_t *feed;
+  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
+  void *ps = instance(feed, false);
+  static sink_buf_t sb;
+  memset(&sb, 0, sizeof(sb));
+  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+  int32_t me = getpid();
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &me, 1), 1);
+  assert_int_equal(tg__process_stats_resolve(ps, &sink), 1);
+  const Perfetto__Protos__ProcessTree *tree = sb.last->process_tree;
+  assert_int_equal(tree->n_processes, 1);
+  assert_int_equal(tree->processes[0]->pid, me);
+  assert_int_equal(tree->n_threads, 0);
+  /* A pid that does not exist alone: skipped, no packet. */
+  int32_t gone = pid_max();
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &gone, 1), 1);
+  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
+  assert_int_equal(sb.packets, 1);
+  tg_process_stats_probe.destroy(ps);
+  tg_pid_feed_free(feed);
+  perfetto__protos__trace_packet__free_unpacked(sb.last, NULL);
+}
+
+static void process_stats_disable_on_demand_writes_nothing(void **state) {
+  (void)state;
+  thr_t t;
+  thr_start(&t);
+  tg_pid_feed_t *feed;
+  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
+  void *ps = instance(feed, true);
+  static sink_buf_t sb;
+  memset(&sb, 0, sizeof(sb));
+  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+  /* Not registered: the session has no consumer, so nothing is kept. */
+  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &t.tid, 1), 0);
+  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
+  assert_int_equal(sb.packets, 0);
+  tg_process_stats_probe.destroy(ps);
+  tg_pid_feed_free(feed);
+  thr_stop(&t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(encoder_collects_record_pids_once),
+      cmocka_unit_test(encoder_collects_compact_columns_pids),
+      cmocka_unit_test(encoder_counts_pids_past_a_full_set),
+      cmocka_unit_test(pid_set_clears_and_refills),
+      cmocka_unit_test(feed_hands_pids_to_the_sessions_consumer_once),
+      cmocka_unit_test(feed_keeps_nothing_for_a_session_without_consumer),
+      cmocka_unit_test(feed_counts_pids_past_the_cap),
+      cmocka_unit_test(process_stats_resolves_a_thread_and_its_process_once),
+      cmocka_unit_test(process_stats_resolves_the_main_thread_as_a_process),
+      cmocka_unit_test(process_stats_disable_on_demand_writes_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
