@@ -276,13 +276,15 @@ void cli_output_forget(cli_output_t *o);
 
 /* --- progress.c ----------------------------------------------------------- */
 
-/* The loss counters of a TraceStats: every non-zero one, by name. */
+/* The loss counters of a TraceStats: every non-zero one, by name, the
+ * first 64 listed; |total| sums them all, listed or not. */
 typedef struct cli_loss {
   size_t n;
   struct {
     char name[64];
     uint64_t value;
   } items[64];
+  size_t omitted; /* non-zero counters past the list's room */
   uint64_t total;
 } cli_loss_t;
 
@@ -297,6 +299,9 @@ void cli_vsay(const char *fmt, va_list ap)
     __attribute__((format(printf, 1, 0)));
 /* Prints every non-zero loss counter, or "no data loss". */
 void cli_loss_print(FILE *out, const cli_loss_t *loss);
+/* The line saying how many counters the list had no room for, if any. */
+void cli_loss_print_omitted(FILE *out, const char *indent,
+                            const cli_loss_t *loss);
 /* A TraceStats as a table: a column per buffer, then the global counters. */
 void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
 

@@ -224,8 +224,8 @@ size_t fleet_ui_summary(fleet_t *f) {
      * Only a read that did take data is named (see reads_lost). */
     if (h->core.reads_lost)
       fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
-              "the host's buffers: what did not arrive before the cut is lost "
-              "(the replay that would resend it is not built yet)\n",
+              "the host's buffers that the relay could not send again: what "
+              "did not arrive before the cut is lost\n",
               h->core.reads_lost, h->core.reads_lost == 1 ? "" : "s");
     if (h->merge.malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
@@ -240,6 +240,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     for (size_t k = 0; k < h->loss.n; k++)
       fprintf(stderr, "        %-44s %" PRIu64 "\n", h->loss.items[k].name,
               h->loss.items[k].value);
+    cli_loss_print_omitted(stderr, "        ", &h->loss);
   }
   if (quiet) {
     char by[32];

@@ -55,7 +55,10 @@ static uint64_t counter_value(const buffer_stats_t *b, const counter_t *c) {
 static void add_loss(cli_loss_t *out, const char *name, uint64_t v) {
   if (!v) return;
   out->total += v;
-  if (out->n == sizeof(out->items) / sizeof(out->items[0])) return;
+  if (out->n == sizeof(out->items) / sizeof(out->items[0])) {
+    out->omitted++;
+    return;
+  }
   snprintf(out->items[out->n].name, sizeof(out->items[0].name), "%s", name);
   out->items[out->n].value = v;
   out->n++;
@@ -115,6 +118,14 @@ void cli_loss_print(FILE *out, const cli_loss_t *loss) {
   for (size_t i = 0; i < loss->n; i++)
     fprintf(out, "  %-44s %" PRIu64 "\n", loss->items[i].name,
             loss->items[i].value);
+  cli_loss_print_omitted(out, "  ", loss);
+}
+
+void cli_loss_print_omitted(FILE *out, const char *indent,
+                            const cli_loss_t *loss) {
+  if (loss->omitted)
+    fprintf(out, "%s(%zu more counters not listed; %" PRIu64 " lost in all)\n",
+            indent, loss->omitted, loss->total);
 }
 
 void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st) {

@@ -22,17 +22,16 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
   if (!h->loss) {
     fputs("null", f);
   } else {
-    /* The sum of the counters listed (the service's and the relay's
-     * transit losses alike), so that 0 means what "no data loss" means. */
-    uint64_t total = 0;
-    for (size_t k = 0; k < h->loss->n; k++) total += h->loss->items[k].value;
-    fprintf(f, "{\"total\": %" PRIu64 ", \"counters\": {", total);
+    /* The sum of every counter, listed or not (the service's and the
+     * relay's transit losses alike), so that 0 means what "no data loss"
+     * means. */
+    fprintf(f, "{\"total\": %" PRIu64 ", \"counters\": {", h->loss->total);
     for (size_t k = 0; k < h->loss->n; k++) {
       if (k) fputs(", ", f);
       cli_json_str(f, h->loss->items[k].name);
       fprintf(f, ": %" PRIu64, h->loss->items[k].value);
     }
-    fputs("}}", f);
+    fprintf(f, "}, \"counters_omitted\": %zu}", h->loss->omitted);
   }
   fprintf(f, ", \"reconnects\": %u, \"link_down_ms\": %" PRIu64
           ", \"reads_cut\": %u, \"reads_lost\": %u, \"clock_syncs\": %u"

@@ -1,0 +1,71 @@
+/* The CLI's loss counters (consumer/cli/progress.c): every non-zero loss
+ * counter of a TraceStats counted in the total, the first 64 listed by
+ * name, the rest counted as omitted, never dropped from the total. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "consumer/cli/cli.h"
+
+#define N_BUFS 20
+
+static void every_counter_is_in_the_total(void **state) {
+  (void)state;
+  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+  Perfetto__Protos__TraceStats__BufferStats bs[N_BUFS], *bsp[N_BUFS];
+  uint64_t want = 0;
+  for (int i = 0; i < N_BUFS; i++) {
+    perfetto__protos__trace_stats__buffer_stats__init(&bs[i]);
+    bsp[i] = &bs[i];
+    /* Four loss counters a buffer, and one that is no loss. */
+    bs[i].has_chunks_overwritten = 1;
+    bs[i].chunks_overwritten = 1 + (uint64_t)i;
+    bs[i].has_patches_failed = 1;
+    bs[i].patches_failed = 100;
+    bs[i].has_abi_violations = 1;
+    bs[i].abi_violations = 7;
+    bs[i].has_trace_writer_packet_loss = 1;
+    bs[i].trace_writer_packet_loss = 1000;
+    bs[i].has_bytes_written = 1;
+    bs[i].bytes_written = 1 << 20;
+    want += 1 + (uint64_t)i + 100 + 7 + 1000;
+  }
+  st.n_buffer_stats = N_BUFS;
+  st.buffer_stats = bsp;
+  st.has_chunks_discarded = 1;
+  st.chunks_discarded = 5;
+  want += 5;
+
+  cli_loss_t loss;
+  cli_loss_collect(&st, &loss);
+  assert_int_equal(loss.n, 64);
+  assert_int_equal(loss.omitted, 4 * N_BUFS + 1 - 64);
+  assert_int_equal(loss.total, want);
+  uint64_t listed = 0;
+  for (size_t i = 0; i < loss.n; i++) listed += loss.items[i].value;
+  assert_true(listed < loss.total);
+  assert_string_equal(loss.items[0].name, "buffer 0 chunks_overwritten");
+}
+
+static void no_loss_is_nothing(void **state) {
+  (void)state;
+  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+  cli_loss_t loss;
+  cli_loss_collect(&st, &loss);
+  assert_int_equal(loss.n, 0);
+  assert_int_equal(loss.omitted, 0);
+  assert_int_equal(loss.total, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_counter_is_in_the_total),
+      cmocka_unit_test(no_loss_is_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
