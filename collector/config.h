@@ -38,6 +38,9 @@
  *     http_cert, http_key, http_ca  PATH: HTTPS with client certificates;
  *                      all three or none, and all three when listen's host
  *                      is not loopback (127.0.0.0/8, ::1, localhost)
+ *     http_max_conns_per_source  1..65535, default 0 (the HTTP layer's:
+ *                      a quarter of its connections): connections one
+ *                      client address may hold open at once
  *     authz            PATH: who may do what over HTTPS (the relay's authz
  *                      format); only with http_*
  *     session_key      NAME, default "collector": the resume key of the
@@ -144,6 +147,9 @@ typedef struct tg_coll_config {
   char http_key[TG_COLL_CONFIG_PATH_MAX + 1];
   char http_ca[TG_COLL_CONFIG_PATH_MAX + 1];
   bool https; /* http_cert, http_key and http_ca are set */
+  /* 0 (not set): the HTTP layer's default; else 1..65535, passed on as
+   * tg_http_server_config_t.max_conns_per_source. */
+  uint32_t http_max_conns_per_source;
   char authz[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https */
   char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
   int64_t snapshot_every_ms; /* 0 (off) or >= 1000 */

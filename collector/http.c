@@ -7,9 +7,14 @@
  * HTTP itself: what it knows of a request, it asks lws through
  * lws_hdr_copy() and friends.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "collector/http_internal.h"
@@ -22,6 +27,9 @@
 #define DEFAULT_TIMEOUT_S 30u
 /* More URI arguments than this are refused (414). */
 #define MAX_ARGS 64
+/* A refused connection is logged at most once per source (and once for
+ * max_conns) per this interval; the counters count every one. */
+#define REFUSED_WARN_INTERVAL_MS (60u * 1000)
 
 static const char *const method_names[] = {
     [LWSHUMETH_GET] = "GET",         [LWSHUMETH_POST] = "POST",
@@ -323,6 +331,171 @@ static int on_writeable(struct lws *wsi, tg_http_conn_t *conn) {
   return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
+/* --- connections and their sources ------------------------------------- */
+
+/* The peer of socket |fd| as a source address: an IPv4-mapped IPv6
+ * address becomes its IPv4 address, so a dual-stack listener counts a
+ * client the same whichever way it arrives. 0, or -errno (the peer
+ * already gone: ENOTCONN), or -EAFNOSUPPORT. */
+static int source_of_fd(int fd, tg_http_source_t *key) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  memset(key, 0, sizeof(*key));
+  if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return -errno;
+  if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+    memcpy(key->addr, &a->sin_addr, 4);
+    key->addr_len = 4;
+    return 0;
+  }
+  if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+      memcpy(key->addr, &a->sin6_addr.s6_addr[12], 4);
+      key->addr_len = 4;
+    } else {
+      memcpy(key->addr, &a->sin6_addr, 16);
+      key->addr_len = 16;
+    }
+    return 0;
+  }
+  return -EAFNOSUPPORT;
+}
+
+static void source_name(const tg_http_source_t *src, char *out, size_t n) {
+  if (!inet_ntop(src->addr_len == 4 ? AF_INET : AF_INET6, src->addr, out,
+                 (socklen_t)n))
+    snprintf(out, n, "?");
+}
+
+/* The slot of |key|'s address, or NULL. With |take|, an address without
+ * one gets a free slot (one never used first, so that a recently refused
+ * address keeps its warning state); NULL then means no slot is free,
+ * which n_conns <= max_conns rules out. */
+static tg_http_source_t *source_find(tg_http_server_t *s,
+                                     const tg_http_source_t *key, bool take) {
+  tg_http_source_t *unused = NULL, *free_slot = NULL;
+  for (unsigned i = 0; i < s->max_conns; i++) {
+    tg_http_source_t *src = &s->sources[i];
+    if (src->addr_len == key->addr_len &&
+        !memcmp(src->addr, key->addr, key->addr_len))
+      return src;
+    if (src->addr_len == 0 && !unused) unused = src;
+    if (src->n_conns == 0 && !free_slot) free_slot = src;
+  }
+  if (!take) return NULL;
+  tg_http_source_t *src = unused ? unused : free_slot;
+  if (src) *src = *key;
+  return src;
+}
+
+typedef enum admit {
+  ADMIT,
+  REFUSE_STOPPING,
+  REFUSE_MAX_CONNS,
+  REFUSE_PER_SOURCE,
+} admit_t;
+
+/* Whether a new connection from an address that already has |from_source|
+ * open may be kept. Pure: the caller counts and logs. */
+static admit_t admit(const tg_http_server_t *s, unsigned from_source) {
+  if (s->state != TG_HTTP_RUNNING) return REFUSE_STOPPING;
+  if (from_source >= s->max_per_source) return REFUSE_PER_SOURCE;
+  if (s->n_conns >= s->max_conns) return REFUSE_MAX_CONNS;
+  return ADMIT;
+}
+
+/* Whether a warning is due for a refusal whose last warning was at
+ * *warned_ms (0: never), and if so marks it given now. */
+static bool warn_due(uv_loop_t *loop, uint64_t *warned_ms) {
+  uint64_t now = uv_now(loop);
+  if (*warned_ms && now - *warned_ms < REFUSED_WARN_INTERVAL_MS) return false;
+  *warned_ms = now ? now : 1;
+  return true;
+}
+
+/* LWS_CALLBACK_FILTER_NETWORK_CONNECTION for the accepted socket |fd|:
+ * 0 keeps it, 1 has lws close it before anything is read or written. */
+static int on_accept(tg_http_server_t *s, int fd) {
+  if (!s) return 1;
+  tg_http_source_t key;
+  int rc = source_of_fd(fd, &key);
+  if (rc < 0) {
+    TG_DEBUG("http: a new connection without a peer address (%s): closed",
+             strerror(-rc));
+    return 1;
+  }
+  tg_http_source_t *src = source_find(s, &key, false);
+  char name[INET6_ADDRSTRLEN];
+  switch (admit(s, src ? src->n_conns : 0)) {
+    case ADMIT:
+      return 0;
+    case REFUSE_STOPPING:
+      return 1;
+    case REFUSE_PER_SOURCE:
+      /* |src| is set: the address has max_per_source >= 1 open. */
+      s->refused_per_source++;
+      src->unwarned++;
+      if (!warn_due(s->loop, &src->warned_ms)) return 1;
+      source_name(src, name, sizeof(name));
+      TG_WARN("http: %s has %u connections open, max_conns_per_source: "
+              "%" PRIu64 " new one(s) from it closed since the last warning",
+              name, src->n_conns, src->unwarned);
+      src->unwarned = 0;
+      return 1;
+    case REFUSE_MAX_CONNS:
+      s->refused_max_conns++;
+      s->max_conns_unwarned++;
+      if (!warn_due(s->loop, &s->max_conns_warned_ms)) return 1;
+      source_name(&key, name, sizeof(name));
+      TG_WARN("http: %u connections open, max_conns: %" PRIu64 " new one(s) "
+              "closed since the last warning (the latest from %s)",
+              s->n_conns, s->max_conns_unwarned, name);
+      s->max_conns_unwarned = 0;
+      return 1;
+  }
+  return 1;
+}
+
+/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, right after on_accept()
+ * kept the socket: the connection's conn, counted against its source
+ * until LWS_CALLBACK_WSI_DESTROY. Without a conn (out of memory, or the
+ * peer reset in between and has no address any more) the connection is
+ * counted nowhere and closed at its first request or error. */
+static void on_instantiated(struct lws *wsi) {
+  tg_http_server_t *s = server_of(wsi);
+  if (!s) return;
+  tg_http_source_t key;
+  int rc = source_of_fd((int)lws_get_socket_fd(wsi), &key);
+  if (rc < 0) {
+    TG_DEBUG("http: a new connection lost its peer address (%s)",
+             strerror(-rc));
+    return;
+  }
+  tg_http_conn_t *conn = calloc(1, sizeof(*conn));
+  tg_http_source_t *src = conn ? source_find(s, &key, true) : NULL;
+  if (!src) {
+    free(conn);
+    return;
+  }
+  conn->srv = s;
+  conn->src = src;
+  src->n_conns++;
+  s->n_conns++;
+  lws_set_opaque_user_data(wsi, conn);
+}
+
+/* LWS_CALLBACK_WSI_DESTROY: the last lws says of a connection. */
+static void on_destroyed(struct lws *wsi) {
+  tg_http_conn_t *conn = lws_get_opaque_user_data(wsi);
+  if (!conn) return;
+  conn_drop_exchange(conn, "connection destroyed");
+  conn->src->n_conns--;
+  conn->srv->n_conns--;
+  lws_set_opaque_user_data(wsi, NULL);
+  free(conn);
+}
+
 /* --- TLS peers ---------------------------------------------------------------- */
 
 /* LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION. lws documents
@@ -356,7 +529,6 @@ static void on_ssl_alert(struct lws *wsi, const struct lws_ssl_info *si) {
 static int on_lws(struct lws *wsi, enum lws_callback_reasons reason,
                   void *user, void *in, size_t len) {
   tg_http_conn_t *conn;
-  tg_http_server_t *srv;
   switch (reason) {
     case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
       /* |user| is the vhost's SSL_CTX. */
@@ -371,22 +543,11 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason,
       on_ssl_alert(wsi, in);
       return 0;
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-      srv = server_of(wsi);
-      if (!srv || srv->state != TG_HTTP_RUNNING) return 1;
-      if (srv->n_conns >= srv->max_conns) {
-        TG_WARN("http: %u connections open: a new one closed",
-                srv->n_conns);
-        return 1;
-      }
-      return 0;
+      /* lws documents |in| as the accepted socket's descriptor; |wsi| is
+       * still the listener's. */
+      return on_accept(server_of(wsi), (int)(intptr_t)in);
     case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
-      /* Without its conn the connection is closed at its first request. */
-      srv = server_of(wsi);
-      conn = srv ? calloc(1, sizeof(*conn)) : NULL;
-      if (!conn) return 0;
-      conn->srv = srv;
-      srv->n_conns++;
-      lws_set_opaque_user_data(wsi, conn);
+      on_instantiated(wsi);
       return 0;
     case LWS_CALLBACK_HTTP:
       return on_request(wsi);
@@ -405,12 +566,7 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason,
       if (conn) conn_drop_exchange(conn, "connection closed");
       return 0;
     case LWS_CALLBACK_WSI_DESTROY:
-      conn = lws_get_opaque_user_data(wsi);
-      if (!conn) return 0;
-      conn_drop_exchange(conn, "connection destroyed");
-      conn->srv->n_conns--;
-      lws_set_opaque_user_data(wsi, NULL);
-      free(conn);
+      on_destroyed(wsi);
       return 0;
     default:
       return 0;
@@ -430,6 +586,7 @@ static void on_stopper_closed(uv_handle_t *h) {
   tg_http_server_t *s = TG_CONTAINER_OF(h, tg_http_server_t, stopper);
   void (*done)(void *) = s->done;
   void *arg = s->done_arg;
+  free(s->sources);
   free(s);
   if (done) done(arg);
 }
@@ -493,6 +650,13 @@ void tg_http_server_stop(tg_http_server_t *s, void (*done)(void *), void *ctx) {
 
 uint16_t tg_http_server_port(const tg_http_server_t *s) { return s->port; }
 
+void tg_http_server_stats(const tg_http_server_t *s,
+                          tg_http_server_stats_t *out) {
+  *out = (tg_http_server_stats_t){.conns = s->n_conns,
+                                  .refused_per_source = s->refused_per_source,
+                                  .refused_max_conns = s->refused_max_conns};
+}
+
 static int check_config(const tg_http_server_config_t *cfg) {
   int n_tls = !!cfg->cert + !!cfg->key + !!cfg->ca;
   if (n_tls != 0 && n_tls != 3) {
@@ -500,7 +664,8 @@ static int check_config(const tg_http_server_config_t *cfg) {
     return -EINVAL;
   }
   if (cfg->max_header > 65535 || cfg->max_conns > 65535 ||
-      cfg->timeout_s > 86400 || cfg->max_body > ((size_t)1 << 40)) {
+      cfg->max_conns_per_source > 65535 || cfg->timeout_s > 86400 ||
+      cfg->max_body > ((size_t)1 << 40)) {
     TG_ERROR("http: a limit is out of range");
     return -EINVAL;
   }
@@ -529,6 +694,19 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
   s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   s->timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  s->max_per_source = cfg->max_conns_per_source;
+  if (s->max_per_source == 0)
+    s->max_per_source = s->max_conns / 4 ? s->max_conns / 4 : 1;
+  if (s->max_per_source > s->max_conns) {
+    TG_WARN("http: max_conns_per_source %u is over max_conns: %u used",
+            s->max_per_source, s->max_conns);
+    s->max_per_source = s->max_conns;
+  }
+  s->sources = calloc(s->max_conns, sizeof(*s->sources));
+  if (!s->sources) {
+    free(s);
+    return -ENOMEM;
+  }
   tg_list_init(&s->exchanges);
   s->protocols[0] = (struct lws_protocols){.name = "http", .callback = on_lws};
   /* Every response, lws's own refusals included, says nosniff. */
@@ -556,6 +734,7 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   s->ctx = lws_create_context(&ci);
   if (!s->ctx) {
     TG_ERROR("http: lws refused its context (libuv event plugin missing?)");
+    free(s->sources);
     free(s);
     return -EIO;
   }
@@ -592,8 +771,11 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   }
   int port = lws_get_vhost_listen_port(s->vh);
   s->port = port > 0 && port <= 65535 ? (uint16_t)port : cfg->port;
-  TG_INFO("http: listening on %s:%u (%s)", cfg->host ? cfg->host : "*",
-          s->port, cfg->cert ? "HTTPS, client certificates required" : "HTTP");
+  TG_INFO("http: listening on %s:%u (%s; at most %u connections, %u per "
+          "source)",
+          cfg->host ? cfg->host : "*", s->port,
+          cfg->cert ? "HTTPS, client certificates required" : "HTTP",
+          s->max_conns, s->max_per_source);
   *out = s;
   return 0;
 }

@@ -21,6 +21,11 @@
  *     decoded "name=value" each) when that matters.
  *   - a body needs Content-Length; one above cfg.max_body is answered 413
  *     before it is read and the connection closed.
+ *   - connections: at most cfg.max_conns open at once, and at most
+ *     cfg.max_conns_per_source of them from one client address (IPv4 or
+ *     IPv6 compared exactly; an IPv4-mapped IPv6 address is its IPv4
+ *     address). One beyond either is closed as soon as it is accepted,
+ *     before any TLS or HTTP, and counted (tg_http_server_stats()).
  *   - HTTPS (cfg.cert, key and ca all set) requires a client certificate
  *     chaining to cfg.ca, TLS 1.2 or later: any other peer is refused during
  *     the handshake (logged as a warning) and never reaches the handler.
@@ -66,6 +71,9 @@ typedef struct tg_http_server_config {
   size_t max_body;     /* 0: 64 KiB */
   size_t max_header;   /* lws's header buffer per request; 0: 8 KiB */
   unsigned max_conns;  /* beyond it new connections are closed; 0: 64 */
+  /* Beyond it new connections from that address are closed; 0: max(1,
+   * max_conns / 4). Above max_conns it is max_conns (with a warning). */
+  unsigned max_conns_per_source;
   unsigned timeout_s;  /* idle and slow-client timeout; 0: 30 */
 } tg_http_server_config_t;
 
@@ -95,6 +103,16 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
 
 /* The port actually listened on. */
 uint16_t tg_http_server_port(const tg_http_server_t *s);
+
+typedef struct tg_http_server_stats {
+  unsigned conns;              /* open now */
+  uint64_t refused_per_source; /* closed at accept: over max_conns_per_source */
+  uint64_t refused_max_conns;  /* closed at accept: over max_conns */
+} tg_http_server_stats_t;
+
+/* The server's counters since start, into *out. */
+void tg_http_server_stats(const tg_http_server_t *s,
+                          tg_http_server_stats_t *out);
 
 /* Closes the listener and every connection: exchanges not yet answered get
  * on_abandon. lws's context is destroyed from the loop and lws closes its

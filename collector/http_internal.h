@@ -23,6 +23,18 @@ typedef enum tg_http_x_state {
   TG_HTTP_X_RESPONDING, /* answered; headers or body being written */
 } tg_http_x_state_t;
 
+/* The connections open from one client address. A slot whose n_conns is
+ * 0 is free; it keeps its address and warning state until another address
+ * takes it, so a source whose connections churn still warns at most once
+ * per interval. */
+typedef struct tg_http_source {
+  uint8_t addr[16]; /* IPv4 in the first 4 bytes, or IPv6 */
+  uint8_t addr_len; /* 4 or 16; 0: never used */
+  unsigned n_conns;
+  uint64_t warned_ms; /* uv_now() of the last warning about it */
+  uint64_t unwarned;  /* refusals since that warning */
+} tg_http_source_t;
+
 typedef enum tg_http_server_state {
   TG_HTTP_RUNNING,
   TG_HTTP_STOPPING,  /* stop() called; lws context not destroyed yet */
@@ -39,8 +51,14 @@ struct tg_http_server {
   uint16_t port;
   size_t max_body;
   unsigned max_conns;
+  unsigned max_per_source;
   unsigned timeout_s;
-  unsigned n_conns;
+  unsigned n_conns; /* == the sum of sources[].n_conns */
+  /* max_conns slots, allocated at start: there are never more distinct
+   * addresses with an open connection than open connections. */
+  tg_http_source_t *sources;
+  uint64_t refused_per_source, refused_max_conns;
+  uint64_t max_conns_warned_ms, max_conns_unwarned;
   tg_http_handler_fn handler;
   tg_http_abandon_fn on_abandon;
   void *ctx_arg;
@@ -56,6 +74,7 @@ struct tg_http_server {
 typedef struct tg_http_conn {
   tg_http_server_t *srv;
   tg_http_exchange_t *x; /* the current exchange, or NULL */
+  tg_http_source_t *src; /* its address's slot, counting it */
 } tg_http_conn_t;
 
 struct tg_http_exchange {

@@ -421,6 +421,17 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
           "tracegate_collector_snapshot_duration_seconds_sum %.3f\n"
           "tracegate_collector_snapshot_duration_seconds_count %" PRIu64 "\n",
           k->dur_count, k->dur_sum_s, k->dur_count);
+  tg_http_server_stats_t hs = {0};
+  if (c->http) tg_http_server_stats(c->http, &hs);
+  fprintf(o.f,
+          "# HELP tracegate_collector_http_refused_total HTTP(S) connections "
+          "closed at accept, by the cap they were over.\n"
+          "# TYPE tracegate_collector_http_refused_total counter\n"
+          "tracegate_collector_http_refused_total{reason=\"per_source\"} "
+          "%" PRIu64 "\n"
+          "tracegate_collector_http_refused_total{reason=\"max_conns\"} "
+          "%" PRIu64 "\n",
+          hs.refused_per_source, hs.refused_max_conns);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
 }
 
@@ -621,6 +632,7 @@ int coll_api_start(coll_t *c) {
       .key = g->https ? g->http_key : NULL,
       .ca = g->https ? g->http_ca : NULL,
       .max_body = 64 * 1024,
+      .max_conns_per_source = g->http_max_conns_per_source,
   };
   int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c, &c->http);
   if (rv < 0) {

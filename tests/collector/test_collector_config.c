@@ -107,6 +107,7 @@ static void config_reads_every_key(void **state) {
       "http_cert = https/server.pem\n"
       "http_key = https/server.key\n"
       "http_ca = https/clients.pem\n"
+      "http_max_conns_per_source = 8\n"
       "authz = authz.conf\n"
       "session_key = flight-rec_1.a\n"
       "snapshot_every = 1h\n"
@@ -147,6 +148,7 @@ static void config_reads_every_key(void **state) {
   assert_string_equal(c.http_key, "/etc/tg/https/server.key");
   assert_string_equal(c.http_ca, "/etc/tg/https/clients.pem");
   assert_true(c.https);
+  assert_int_equal(c.http_max_conns_per_source, 8);
   assert_string_equal(c.authz, "/etc/tg/authz.conf");
   assert_string_equal(c.session_key, "flight-rec_1.a");
   assert_int_equal(c.snapshot_every_ms, 3600000);
@@ -159,7 +161,7 @@ static void config_reads_every_key(void **state) {
 
   assert_int_equal(c.n_groups, 2);
   assert_string_equal(c.groups[0].name, "db");
-  assert_int_equal(c.groups[0].line, 27);
+  assert_int_equal(c.groups[0].line, 28);
   assert_int_equal(c.groups[0].n_hosts, 2);
   assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
   assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
@@ -173,7 +175,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.n_triggers, 3);
   assert_string_equal(c.triggers[0].name, "oom");
   assert_string_equal(c.triggers[0].group, "db");
-  assert_int_equal(c.triggers[0].line, 29);
+  assert_int_equal(c.triggers[0].line, 30);
   assert_string_equal(c.triggers[1].name, "app.crash:v2");
   assert_string_equal(c.triggers[1].group, "all");
   assert_string_equal(c.triggers[2].group, "web");
@@ -211,6 +213,7 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_true(c.listen_loopback);
   assert_false(c.https);
   assert_string_equal(c.http_cert, "");
+  assert_int_equal(c.http_max_conns_per_source, 0);
   assert_string_equal(c.authz, "");
   assert_string_equal(c.session_key, "collector");
   assert_int_equal(c.snapshot_every_ms, 0);
@@ -274,6 +277,11 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"compress_level = 20", "compress_level"},
       {"compress_level = -1", "compress_level"},
       {"compress_level = 1.0", "compress_level"},
+      {"http_max_conns_per_source = 0", "http_max_conns_per_source"},
+      {"http_max_conns_per_source = 65536", "http_max_conns_per_source"},
+      {"http_max_conns_per_source = -1", "http_max_conns_per_source"},
+      {"http_max_conns_per_source = 016", "http_max_conns_per_source"},
+      {"http_max_conns_per_source = 4294967312", "http_max_conns_per_source"},
       {"listen = 127.0.0.1", "listen"},
       {"listen = 127.0.0.1:65536", "listen"},
       {"listen = 127.0.0.1:-1", "listen"},
@@ -329,7 +337,8 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   expect_extra_ok("shard = 65535/65536\nretention_max_bytes = 0\n"
                   "retention_max_age = 0\nsnapshot_every = 1s\n"
                   "dead_link = 1000ms\ncoalesce_window = 0ms\nreconnect = 0\n"
-                  "max_snapshots_per_minute = 1\ncompress_level = 0\n",
+                  "max_snapshots_per_minute = 1\ncompress_level = 0\n"
+                  "http_max_conns_per_source = 1\n",
                   &c);
   assert_int_equal(c.shard_index, 65535);
   assert_int_equal(c.shard_count, 65536);
@@ -339,6 +348,7 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   assert_int_equal(c.reconnect_ms, 0);
   assert_int_equal(c.max_snapshots_per_minute, 1);
   assert_int_equal(c.compress_level, 0);
+  assert_int_equal(c.http_max_conns_per_source, 1);
   tg_coll_config_free(&c);
 
   expect_extra_ok("retention_max_bytes = 16777215T\n"
@@ -353,6 +363,14 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   expect_extra_ok("retention_max_bytes = 18446744073709551615\n", &c);
   assert_int_equal(c.retention_max_bytes, UINT64_MAX);
   tg_coll_config_free(&c);
+
+  expect_extra_ok("http_max_conns_per_source = 65535\n", &c);
+  assert_int_equal(c.http_max_conns_per_source, 65535);
+  tg_coll_config_free(&c);
+  /* The whole error, as for every K_UINT key. */
+  expect_extra_error("\nhttp_max_conns_per_source = 65536\n", 5,
+                     "http_max_conns_per_source: expected an integer "
+                     "1..65535, not '65536'");
 }
 
 static void config_refuses_overflowing_sizes_and_durations(void **state) {

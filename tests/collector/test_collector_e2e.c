@@ -443,7 +443,10 @@ static void a_trigger_storm_is_coalesced_and_capped(void **state) {
       "tracegate_collector_trigger_hits_total 21\n",
       "tracegate_collector_triggers_coalesced_total 18\n",
       "tracegate_collector_triggers_capped_total 1\n",
-      "tracegate_collector_snapshots_total{outcome=\"complete\"} 2\n"};
+      "tracegate_collector_snapshots_total{outcome=\"complete\"} 2\n",
+      /* Every request came over its own connection, within the cap. */
+      "tracegate_collector_http_refused_total{reason=\"per_source\"} 0\n",
+      "tracegate_collector_http_refused_total{reason=\"max_conns\"} 0\n"};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
     assert_true(tg_test_wait_file_text(metrics, want[i], 1000));
   collector_stop(&c);

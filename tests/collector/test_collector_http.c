@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@ static const char *cert_path(const char *dir, const char *file) {
 
 typedef struct client {
   uint16_t port;
+  const char *from; /* the loopback address to connect from; NULL: any */
   const char *const *parts; /* written one by one, paced */
   size_t n_parts;
   bool tls;
@@ -62,16 +64,39 @@ typedef struct client {
   atomic_bool done;
 } client_t;
 
-static int tcp_connect(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* A connection to 127.0.0.1:|port| (or [::1]:|port| when |from| is an
+ * IPv6 literal) from the address |from| (NULL: the kernel's choice). Linux
+ * routes all of 127.0.0.0/8 to lo, so 127.0.0.2 is a second client
+ * address on the same machine. */
+static int tcp_connect_from(uint16_t port, const char *from) {
+  bool v6 = from && strchr(from, ':');
+  struct sockaddr_storage to = {0}, me = {0};
+  socklen_t len;
+  if (v6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&to, *b =
+        (struct sockaddr_in6 *)&me;
+    a->sin6_family = b->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    a->sin6_addr = in6addr_loopback;
+    if (inet_pton(AF_INET6, from, &b->sin6_addr) != 1) return -1;
+    len = sizeof(*a);
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&to, *b =
+        (struct sockaddr_in *)&me;
+    a->sin_family = b->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (from && inet_pton(AF_INET, from, &b->sin_addr) != 1) return -1;
+    len = sizeof(*a);
+  }
+  int fd = socket(to.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   struct timeval tv = {.tv_sec = 10};
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+  if ((from && bind(fd, (struct sockaddr *)&me, len) != 0) ||
+      connect(fd, (struct sockaddr *)&to, len) != 0) {
     close(fd);
     return -1;
   }
@@ -142,7 +167,7 @@ out:
 
 static void *client_main(void *arg) {
   client_t *c = arg;
-  int fd = tcp_connect(c->port);
+  int fd = tcp_connect_from(c->port, c->from);
   if (fd >= 0) {
     if (c->tls)
       run_tls(c, fd);
@@ -255,13 +280,20 @@ static void on_abandon(void *ctx, tg_http_exchange_t *x) {
 
 static void on_stopped(void *ctx) { ((fixture_t *)ctx)->stopped = true; }
 
-static void fixture_start(fixture_t *f, bool tls) {
+static void fixture_start_cfg(fixture_t *f,
+                              const tg_http_server_config_t *cfg) {
   memset(f, 0, sizeof(*f));
   f->file_fd = -1;
   assert_int_equal(uv_loop_init(&f->loop), 0);
   assert_int_equal(uv_async_init(&f->loop, &f->wake, on_wake), 0);
   assert_int_equal(uv_timer_init(&f->loop, &f->timer), 0);
   f->timer.data = f;
+  assert_int_equal(
+      tg_http_server_start(&f->loop, cfg, handler, on_abandon, f, &f->srv), 0);
+  assert_true(tg_http_server_port(f->srv) != 0);
+}
+
+static void fixture_start(fixture_t *f, bool tls) {
   tg_http_server_config_t cfg = {.host = "127.0.0.1",
                                  .max_body = MAX_BODY,
                                  .max_header = 8192,
@@ -272,9 +304,7 @@ static void fixture_start(fixture_t *f, bool tls) {
     cfg.key = cert_path("pki", "localhost.key");
     cfg.ca = cert_path("pki", "ca.pem");
   }
-  assert_int_equal(
-      tg_http_server_start(&f->loop, &cfg, handler, on_abandon, f, &f->srv), 0);
-  assert_true(tg_http_server_port(f->srv) != 0);
+  fixture_start_cfg(f, &cfg);
 }
 
 static bool is_stopped(void *arg) { return ((fixture_t *)arg)->stopped; }
@@ -524,6 +554,229 @@ static void http_stop_abandons_deferred_and_loop_ends(void **state) {
   client_free(&c);
 }
 
+/* --- connections per source ---------------------------------------------- */
+
+typedef struct conns_wait {
+  fixture_t *f;
+  unsigned conns;
+} conns_wait_t;
+
+static bool conns_are(void *arg) {
+  conns_wait_t *w = arg;
+  tg_http_server_stats_t st;
+  tg_http_server_stats(w->f->srv, &st);
+  return st.conns == w->conns;
+}
+
+/* Runs |f|'s loop until the server counts |n| open connections. */
+static bool wait_conns(fixture_t *f, unsigned n) {
+  conns_wait_t w = {f, n};
+  return tg_test_run_loop_until(&f->loop, conns_are, &w, WAIT_MS);
+}
+
+/* Whether the server closed the connection |*fd| (EOF or a reset),
+ * without blocking. */
+static bool peer_closed(void *arg) {
+  int fd = *(int *)arg;
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0) return false;
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static const char *const GET_CLOSE[] = {
+    "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
+
+/* A full GET from |from|; true when it is answered 200. */
+static bool get_from(fixture_t *f, const char *from) {
+  client_t c = {.from = from, .parts = GET_CLOSE, .n_parts = 1};
+  exchange(f, &c);
+  bool ok = c.resp && c.resp_len >= 12 && !memcmp(c.resp, "HTTP/1.1 200", 12);
+  client_free(&c);
+  return ok;
+}
+
+static void http_caps_connections_per_source(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 8,
+                                 .max_conns_per_source = 2,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  /* The hostile source holds two connections and sends nothing. */
+  int idle[2];
+  for (int i = 0; i < 2; i++) {
+    idle[i] = tcp_connect_from(port, "127.0.0.2");
+    assert_true(idle[i] >= 0);
+  }
+  assert_true(wait_conns(&f, 2));
+  /* Its third is closed by the server at once. */
+  int third = tcp_connect_from(port, "127.0.0.2");
+  assert_true(third >= 0);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &third, WAIT_MS));
+  close(third);
+  assert_false(peer_closed(&idle[0]));
+  assert_false(peer_closed(&idle[1]));
+  /* Another source is served meanwhile. */
+  assert_true(get_from(&f, "127.0.0.1"));
+  assert_int_equal(atomic_load(&f.handled), 1);
+  /* The hostile source lets one go: once the server has released it (and
+   * the good client's), a new one from it is served. */
+  close(idle[0]);
+  assert_true(wait_conns(&f, 1));
+  assert_true(get_from(&f, "127.0.0.2"));
+  assert_int_equal(atomic_load(&f.handled), 2);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 1);
+  assert_int_equal(st.refused_max_conns, 0);
+  /* Stops clean with idle[1] still open (fixture_stop() closes the loop). */
+  fixture_stop(&f);
+  close(idle[1]);
+}
+
+static void http_caps_ipv6_source(void **state) {
+  (void)state;
+  int probe = socket(AF_INET6, SOCK_STREAM, 0);
+  struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+                           .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  bool have_v6 =
+      probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+  if (probe >= 0) close(probe);
+  if (!have_v6) skip();
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "::1",
+                                 .max_conns = 2,
+                                 .max_conns_per_source = 1,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  int held = tcp_connect_from(port, "::1");
+  assert_true(held >= 0);
+  assert_true(wait_conns(&f, 1));
+  int more = tcp_connect_from(port, "::1");
+  assert_true(more >= 0);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
+  close(more);
+  assert_false(peer_closed(&held));
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 1);
+  assert_int_equal(st.conns, 1);
+  fixture_stop(&f);
+  close(held);
+}
+
+static void http_per_source_cap_defaults_and_clamps(void **state) {
+  (void)state;
+  /* Over max_conns it is max_conns: a source may then fill the listener,
+   * and the one connection after that is refused over max_conns. */
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 2,
+                                 .max_conns_per_source = 100,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  int held[2];
+  for (int i = 0; i < 2; i++) {
+    held[i] = tcp_connect_from(port, "127.0.0.3");
+    assert_true(held[i] >= 0);
+  }
+  assert_true(wait_conns(&f, 2));
+  int more = tcp_connect_from(port, "127.0.0.4");
+  assert_true(more >= 0);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
+  close(more);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 0);
+  assert_int_equal(st.refused_max_conns, 1);
+  fixture_stop(&f);
+  for (int i = 0; i < 2; i++) close(held[i]);
+
+  /* Unset: a quarter of max_conns, here 1. */
+  cfg.max_conns = 7;
+  cfg.max_conns_per_source = 0;
+  fixture_start_cfg(&f, &cfg);
+  port = tg_http_server_port(f.srv);
+  held[0] = tcp_connect_from(port, "127.0.0.3");
+  assert_true(held[0] >= 0);
+  assert_true(wait_conns(&f, 1));
+  more = tcp_connect_from(port, "127.0.0.3");
+  assert_true(more >= 0);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
+  close(more);
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 1);
+  fixture_stop(&f);
+  close(held[0]);
+}
+
+typedef struct warnings {
+  int n;           /* lines about max_conns_per_source */
+  char last[256];
+} warnings_t;
+
+static void count_warnings(void *ctx, tg_log_level_t level, const char *line) {
+  warnings_t *w = ctx;
+  if (level != TG_LOG_WARN || !strstr(line, "max_conns_per_source")) return;
+  w->n++;
+  snprintf(w->last, sizeof(w->last), "%s", line);
+}
+
+/* A dual-stack listener sees IPv4 clients as IPv4-mapped IPv6 addresses:
+ * they are counted and named as their IPv4 address. Refusals in a burst
+ * are each counted, and warned about once. */
+static void http_per_source_refusals_warn_once_by_ipv4_name(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "::ffff:127.0.0.1",
+                                 .max_conns = 4,
+                                 .max_conns_per_source = 1,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  warnings_t w = {0};
+  tg_log_set_level(TG_LOG_WARN);
+  tg_log_set_sink(count_warnings, &w);
+  int held = tcp_connect_from(port, "127.0.0.5");
+  assert_true(held >= 0);
+  assert_true(wait_conns(&f, 1));
+  for (int i = 0; i < 3; i++) {
+    int more = tcp_connect_from(port, "127.0.0.5");
+    assert_true(more >= 0);
+    assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
+    close(more);
+  }
+  tg_log_set_sink(NULL, NULL);
+  tg_log_set_level(TG_LOG_ERROR);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 3);
+  assert_int_equal(w.n, 1);
+  assert_non_null(strstr(w.last, "http: 127.0.0.5 has 1 connections open"));
+  fixture_stop(&f);
+  close(held);
+}
+
+static void http_start_refuses_per_source_out_of_range(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns_per_source = 65536};
+  tg_http_server_t *s = (tg_http_server_t *)&loop;
+  assert_int_equal(
+      tg_http_server_start(&loop, &cfg, handler, on_abandon, NULL, &s),
+      -EINVAL);
+  assert_null(s);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 /* --- HTTPS ------------------------------------------------------------------ */
 
 /* GET /api/me over HTTPS with |dir|/|name| as client certificate (NULL:
@@ -570,6 +823,49 @@ static void expect_refused(const char *dir, const char *name) {
   assert_null(c.resp);
   client_free(&c);
   fixture_stop(&f);
+}
+
+/* Connections that never start their handshake count against their
+ * source: a third is closed before any TLS, another source still gets
+ * through its handshake and its answer. */
+static void https_caps_handshakeless_connections_per_source(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 8,
+                                 .max_conns_per_source = 2,
+                                 .timeout_s = 60,
+                                 .cert = cert_path("pki", "localhost.pem"),
+                                 .key = cert_path("pki", "localhost.key"),
+                                 .ca = cert_path("pki", "ca.pem")};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  int idle[2];
+  for (int i = 0; i < 2; i++) {
+    idle[i] = tcp_connect_from(port, "127.0.0.2");
+    assert_true(idle[i] >= 0);
+  }
+  assert_true(wait_conns(&f, 2));
+  int third = tcp_connect_from(port, "127.0.0.2");
+  assert_true(third >= 0);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &third, WAIT_MS));
+  close(third);
+  client_t c = {.from = "127.0.0.1",
+                .parts = GET_CLOSE,
+                .n_parts = 1,
+                .tls = true,
+                .cert = cert_path("pki", "alice.pem"),
+                .key = cert_path("pki", "alice.key")};
+  exchange(&f, &c);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  assert_string_equal(f.identity, "alice");
+  client_free(&c);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 1);
+  fixture_stop(&f);
+  for (int i = 0; i < 2; i++) close(idle[i]);
 }
 
 static void https_refuses_peer_without_cert(void **state) {
@@ -625,7 +921,13 @@ int main(void) {
       cmocka_unit_test(http_header_injection_refused),
       cmocka_unit_test(http_stop_abandons_deferred_and_loop_ends),
       cmocka_unit_test(http_start_refuses_half_tls_config),
+      cmocka_unit_test(http_caps_connections_per_source),
+      cmocka_unit_test(http_caps_ipv6_source),
+      cmocka_unit_test(http_per_source_cap_defaults_and_clamps),
+      cmocka_unit_test(http_per_source_refusals_warn_once_by_ipv4_name),
+      cmocka_unit_test(http_start_refuses_per_source_out_of_range),
       cmocka_unit_test(https_client_cert_gives_identity),
+      cmocka_unit_test(https_caps_handshakeless_connections_per_source),
       cmocka_unit_test(https_refuses_peer_without_cert),
       cmocka_unit_test(https_refuses_cert_of_another_ca),
   };
