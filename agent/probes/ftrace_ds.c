@@ -12,6 +12,7 @@
 #include "agent/probes/ftrace_config.h"
 #include "agent/probes/ftrace_session.h"
 #include "agent/probes/ftrace_tracefs.h"
+#include "agent/probes/metatrace.h"
 #include "agent/probes/sampler.h"
 #include "common/log.h"
 #include "tracegate/agent.h"
@@ -240,7 +241,9 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   tg_probes_ds_target_t c = {f->ds, k};
   tg_probes_sink_t sink = tg_probes_ds_sink(&c);
   bool more = false;
+  uint64_t meta = tg_meta_begin();
   size_t pages = tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
+  tg_meta_end(TG_META_FTRACE_DRAIN, meta);
   /* Commit this round now rather than when the chunk fills up. */
   if (pages) tg_ds_flush_thread(f->ds, k);
   sl->next_ms = more ? now : now + sl->cfg.drain_period_ms;

@@ -24,9 +24,10 @@ static void wake_sampler(void *ctx) { tg_sampler_wake(ctx); }
 static const char about[] =
     "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
     "/proc/stat),\nlinux.process_stats (process tree, per-process "
-    "memory and cpu time),\nlinux.system_info (the CPUs, once) and "
+    "memory and cpu time),\nlinux.system_info (the CPUs, once), "
     "linux.ftrace (kernel tracepoints through "
-    "tracefs; needs root).\nSIGINT/SIGTERM stop it cleanly.\n";
+    "tracefs; needs root)\nand perfetto.metatrace (how long its own "
+    "work takes).\nSIGINT/SIGTERM stop it cleanly.\n";
 
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
@@ -58,6 +59,7 @@ int main(int argc, char **argv) {
       (rv = tg_sampler_add(sampler, &tg_sys_stats_probe, NULL)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_process_stats_probe, feed)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_system_info_probe, NULL)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_metatrace_probe, NULL)) < 0 ||
       (rv = tg_sampler_start(sampler)) < 0 ||
       (rv = tg_ftrace_ds_new(feed, &ftrace)) < 0) {
     TG_ERROR("cannot set up the data sources: %s", tg_strerror(rv));

@@ -9,5 +9,7 @@ extern const tg_probe_ops_t tg_sys_stats_probe;
 extern const tg_probe_ops_t tg_process_stats_probe;
 /* "linux.system_info": the CPUs, once (cpu_info.h). */
 extern const tg_probe_ops_t tg_system_info_probe;
+/* "perfetto.metatrace": the probes' own timings (metatrace.h). */
+extern const tg_probe_ops_t tg_metatrace_probe;
 
 #endif /* TRACEGATE_PROBES_PROBES_H */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "agent/clock.h"
+#include "agent/probes/metatrace.h"
 #include "agent/probes/pid_feed.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
@@ -458,12 +459,14 @@ size_t tg__process_stats_resolve(void *state, const tg_probes_sink_t *sink) {
   size_t n = tg_pid_feed_drain(ps->feed, ps->consumer, ps->demand,
                                TG_PID_FEED_CAP);
   if (!n) return 0;
+  uint64_t meta = tg_meta_begin();
   uint64_t ts = tg__clock_boottime();
   ps->n_entries = ps->n_counters = ps->n_threads = 0;
   tg_buf_reset(&ps->arena);
   for (size_t i = 0; i < n; i++) resolve_one(ps, ps->demand[i]);
   point_entries(ps);
   write_tree(ps, sink, ts, tg__clock_boottime());
+  tg_meta_end(TG_META_PS_RESOLVE, meta);
   return ps->n_entries + ps->n_threads;
 }
 
@@ -483,6 +486,7 @@ static uint64_t scan_round(proc_stats_t *ps, const tg_probes_sink_t *sink,
   ps->first_round = false;
   if (!tree) return UINT64_MAX;
 
+  uint64_t meta = tg_meta_begin();
   uint64_t ts = tg__clock_boottime();
   ps->n_entries = ps->n_counters = ps->n_threads = 0;
   tg_buf_reset(&ps->arena);
@@ -508,6 +512,7 @@ static uint64_t scan_round(proc_stats_t *ps, const tg_probes_sink_t *sink,
     ps->seen = ps->cur;
     ps->cur = t;
   }
+  tg_meta_end(TG_META_PS_SCAN, meta);
   if (!stats) return UINT64_MAX;
   uint64_t next = (ps->due_ms ? ps->due_ms : now) + c->poll_ms;
   ps->due_ms = next <= now ? now + c->poll_ms : next;

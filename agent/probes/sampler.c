@@ -13,7 +13,7 @@
 #include "tracegate/error.h"
 #include "common/log.h"
 
-#define MAX_SOURCES 4
+#define MAX_SOURCES 8
 
 typedef struct slot {
   /* Written by the agent's callbacks, under the sampler's mutex. */
@@ -87,7 +87,16 @@ static void on_start(void *ctx, unsigned inst, const uint8_t *cfg,
 }
 
 static void on_stop(void *ctx, unsigned inst) {
+  source_t *src = ctx;
+  if (src->ops->drain_now && inst < TG_DS_MAX_INSTANCES)
+    src->ops->drain_now(src->ds, inst);
   request(ctx, inst, NULL, 0, false);
+}
+
+static void on_flush(void *ctx, unsigned inst) {
+  source_t *src = ctx;
+  if (src->ops->drain_now && inst < TG_DS_MAX_INSTANCES)
+    src->ops->drain_now(src->ds, inst);
 }
 
 /* --- sampler thread ------------------------------------------------------ */
@@ -221,7 +230,10 @@ int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops, void *ctx) {
   src->ctx = ctx;
   tg_ds_options_t o = {
       .name = ops->name,
-      .cbs = {.on_start = on_start, .on_stop = on_stop, .ctx = src},
+      .cbs = {.on_start = on_start,
+              .on_stop = on_stop,
+              .on_flush = on_flush,
+              .ctx = src},
   };
   int rv = tg_ds_register(&o, &src->ds);
   if (rv < 0) return rv;

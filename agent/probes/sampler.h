@@ -36,6 +36,10 @@ typedef struct tg_probe_ops {
    * the instance's schedule (which it leaves as it is). Runs only once the
    * instance is enabled. */
   void (*wake)(void *state, tg_ds_t *ds, unsigned inst);
+  /* Optional, agent thread: at the service's flush and at the stop (before
+   * the instance's writers go), writes what the instance must not lose.
+   * Gets no state: the sampler thread owns that. */
+  void (*drain_now)(tg_ds_t *ds, unsigned inst);
   void (*destroy)(void *state);
 } tg_probe_ops_t;
 

@@ -14,6 +14,7 @@
 #include "agent/clock.h"
 #include "agent/probes/kernel_files.h"
 #include "agent/probes/meminfo.h"
+#include "agent/probes/metatrace.h"
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
@@ -191,6 +192,7 @@ static uint64_t advance(uint64_t due, uint32_t period, uint64_t now) {
 static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
   sys_stats_t *st = state;
   const tg_sys_stats_cfg_t *c = &st->cfg;
+  uint64_t meta = tg_meta_begin();
   tg_sys_stats_sample_t s = {.ts_ns = tg__clock_boottime(),
                              .ns_per_tick = st->ns_per_tick};
   bool due[TG_SYS_GROUPS];
@@ -207,6 +209,7 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
       tg_ds_packet_end(ds, inst);
     }
   }
+  tg_meta_end(TG_META_SYS_STATS, meta);
   uint64_t next = UINT64_MAX;
   for (int g = 0; g < TG_SYS_GROUPS; g++) {
     if (!c->period_ms[g]) continue;

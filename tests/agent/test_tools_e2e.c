@@ -548,6 +548,84 @@ static void probes_describe_the_cpus(void **state) {
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The metatrace packets of |p| named |name|; |tid| gets the last one's
+ * thread. */
+static size_t count_metatrace(const packets_t *p, const char *name,
+                              uint32_t *tid) {
+  size_t n = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->pk[i]->data_case !=
+        PERFETTO__PROTOS__TRACE_PACKET__DATA_PERFETTO_METATRACE)
+      continue;
+    const Perfetto__Protos__PerfettoMetatrace *m = p->pk[i]->perfetto_metatrace;
+    if (m->record_type_case !=
+            PERFETTO__PROTOS__PERFETTO_METATRACE__RECORD_TYPE_EVENT_NAME ||
+        strcmp(m->event_name, name) != 0)
+      continue;
+    assert_true(p->pk[i]->has_timestamp && p->pk[i]->timestamp > 0);
+    assert_true(m->has_event_duration_ns);
+    n++;
+    *tid = m->thread_id;
+  }
+  return n;
+}
+
+/* perfetto.metatrace beside linux.sys_stats: each sys_stats round is timed
+ * on the thread that did it (a thread of tracegate-probes), the records
+ * come at a flush, and the stop writes the last of them. */
+static void probes_time_their_own_work(void **state) {
+  test_service_t *ts = *state;
+  char err_path[160];
+  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
+                        NULL};
+  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
+  assert_true(probes > 0);
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  assert_true(wait_data_sources(&q, 4));
+  raw_consumer_close(&q);
+
+  session_t b;
+  session_config(&b, true, false);
+  b.dsc[1].name = "perfetto.metatrace";
+  b.dsc[1].process_stats_config = NULL;
+  b.cfg.n_data_sources = 2;
+  session_enable(&b, ts);
+  /* Rounds of sys_stats, then a flush brings their timings. */
+  size_t with_cpu, with_mem, timed = 0;
+  uint32_t tid = 0;
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (tg_test_now_ms() < end) {
+    sleep_ms(50);
+    flush(&b.c);
+    read_more(&b.c, &b.got);
+    timed = count_metatrace(&b.got, "linux.sys_stats round", &tid);
+    if (count_sys_stats(&b.got, &with_cpu, &with_mem) >= 3 && timed >= 1)
+      break;
+  }
+  assert_true(timed >= 1);
+  /* The thread is one of the probes' own. */
+  char task[96];
+  snprintf(task, sizeof(task), "/proc/%d/task/%u", (int)probes, tid);
+  assert_int_equal(access(task, F_OK), 0);
+  /* The stop writes what came since. */
+  size_t rounds_before = count_sys_stats(&b.got, &with_cpu, &with_mem);
+  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
+  read_more(&b.c, &b.got);
+  size_t rounds = count_sys_stats(&b.got, &with_cpu, &with_mem);
+  size_t timed_end = count_metatrace(&b.got, "linux.sys_stats round", &tid);
+  assert_true(timed_end >= timed);
+  /* No more timings than rounds: a round is timed once, and only one
+   * (the one the stop cut) may be timed without its packet. */
+  assert_true(rounds >= rounds_before);
+  assert_true(timed_end <= rounds + 1);
+  packets_free(&b.got);
+  raw_consumer_close(&b.c);
+  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* --- tracegate-emit ------------------------------------------------------ */
 
 static void emit_delivers_every_packet_in_order(void **state) {
@@ -708,6 +786,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(probes_record_every_group_of_the_config,
                                       test_service_setup,
                                       test_service_teardown),
+      cmocka_unit_test_setup_teardown(probes_time_their_own_work,
+                                      test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(probes_describe_the_cpus,
                                       test_service_setup,
                                       test_service_teardown),
