@@ -277,7 +277,9 @@ void cli_output_forget(cli_output_t *o);
 /* --- progress.c ----------------------------------------------------------- */
 
 /* The loss counters of a TraceStats: every non-zero one, by name, the
- * first 64 listed; |total| sums them all, listed or not. */
+ * first 64 listed; |total| sums them all, listed or not. A fleet host adds
+ * what its relay lost in transit to the list, summed in |transit|, not in
+ * |total| (the service never counted it). */
 typedef struct cli_loss {
   size_t n;
   struct {
@@ -286,6 +288,7 @@ typedef struct cli_loss {
   } items[64];
   size_t omitted; /* non-zero counters past the list's room */
   uint64_t total;
+  uint64_t transit;
 } cli_loss_t;
 
 void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);

@@ -76,7 +76,11 @@ static int on_packet(tg_fleet_host_t *c, const uint8_t *p, size_t n) {
  * in their total: these are replies, bytes and packets, not chunks). */
 static void add_loss_item(cli_loss_t *l, const char *name, uint64_t v) {
   if (!v) return;
-  if (l->n == sizeof(l->items) / sizeof(l->items[0])) return;
+  l->transit += v;
+  if (l->n == sizeof(l->items) / sizeof(l->items[0])) {
+    l->omitted++;
+    return;
+  }
   snprintf(l->items[l->n].name, sizeof(l->items[0].name), "%s", name);
   l->items[l->n].value = v;
   l->n++;

@@ -125,7 +125,7 @@ void cli_loss_print_omitted(FILE *out, const char *indent,
                             const cli_loss_t *loss) {
   if (loss->omitted)
     fprintf(out, "%s(%zu more counters not listed; %" PRIu64 " lost in all)\n",
-            indent, loss->omitted, loss->total);
+            indent, loss->omitted, loss->total + loss->transit);
 }
 
 void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st) {

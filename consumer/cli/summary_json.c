@@ -25,7 +25,8 @@ static void put_host(FILE *f, const cli_summary_host_t *h) {
     /* The sum of every counter, listed or not (the service's and the
      * relay's transit losses alike), so that 0 means what "no data loss"
      * means. */
-    fprintf(f, "{\"total\": %" PRIu64 ", \"counters\": {", h->loss->total);
+    fprintf(f, "{\"total\": %" PRIu64 ", \"counters\": {",
+            h->loss->total + h->loss->transit);
     for (size_t k = 0; k < h->loss->n; k++) {
       if (k) fputs(", ", f);
       cli_json_str(f, h->loss->items[k].name);
