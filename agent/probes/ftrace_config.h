@@ -27,6 +27,11 @@ typedef struct tg_ftrace_cfg {
   bool compact_sched;
   bool disable_generic_events;
   bool events_truncated;
+  /* symbolize_ksyms: name the kernel addresses of the records (interned
+   * kernel_symbols); ksyms_mem_policy KSYMS_RETAIN: keep the symbols
+   * loaded after the session stops. */
+  bool symbolize_ksyms;
+  bool ksyms_retain;
   /* DataSourceConfig.tracing_session_id: the session whose
    * linux.process_stats resolves the pids of the records; 0: not said. */
   uint64_t tracing_session_id;

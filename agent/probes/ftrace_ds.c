@@ -10,6 +10,8 @@
 
 #include "agent/clock.h"
 #include "agent/probes/ftrace_config.h"
+#include "agent/probes/ftrace_kaddr.h"
+#include "agent/probes/ftrace_ksyms.h"
 #include "agent/probes/ftrace_session.h"
 #include "agent/probes/ftrace_tracefs.h"
 #include "agent/probes/metatrace.h"
@@ -50,6 +52,7 @@ typedef struct slot {
   tg_ftrace_cfg_t cfg;
   tg_ftrace_session_t *sess;
   pid_target_t pid_target;
+  bool uses_ksyms;  /* holds one of tg_ftrace_ds.ksyms_users */
   bool active;      /* a session, or a failed start still to report */
   bool announced;   /* start stats (or the failure) written */
   uint64_t next_ms;
@@ -66,6 +69,12 @@ struct tg_ftrace_ds {
   tg_ds_t *ds;
   tg_pid_feed_t *feed; /* borrowed; NULL: pids are not published */
   slot_t slots[TG_DS_MAX_INSTANCES];
+  /* The thread's own: the kernel's symbols, loaded for the first session
+   * that symbolizes and shared by all that do; freed when the last of them
+   * stops, unless one asked for KSYMS_RETAIN (Perfetto's ksyms_mem_policy). */
+  tg_ksyms_t *ksyms;
+  unsigned ksyms_users;
+  bool ksyms_retain;
 };
 
 /* Only publishes: resolving them is the sampler thread's work. */
@@ -164,6 +173,40 @@ static void write_failure(tg_ftrace_ds_t *f, unsigned k) {
   tg_ds_packet_end(f->ds, k);
 }
 
+#define KALLSYMS_PATH "/proc/kallsyms"
+
+/* The shared symbols, loaded on first use. NULL only without memory. */
+static const tg_ksyms_t *ksyms_acquire(tg_ftrace_ds_t *f, unsigned k) {
+  if (!f->ksyms) {
+    if (!(f->ksyms = malloc(sizeof(*f->ksyms)))) return NULL;
+    uint64_t meta = tg_meta_begin();
+    int n = tg_ksyms_load(f->ksyms, KALLSYMS_PATH);
+    tg_meta_end(TG_META_KALLSYMS, meta);
+    if (n < 0) {
+      TG_WARN(DS_NAME ": instance %u: cannot read " KALLSYMS_PATH
+              " (%s): kernel addresses are not symbolized", k, tg_strerror(n));
+      tg_ksyms_init(f->ksyms);
+    } else if (n == 0) {
+      TG_WARN(DS_NAME ": instance %u: " KALLSYMS_PATH " has no usable "
+              "function addresses (%llu read as 0: kptr_restrict, or not "
+              "root): kernel addresses are not symbolized", k,
+              (unsigned long long)f->ksyms->zero_addrs);
+    } else {
+      TG_INFO(DS_NAME ": %d kernel symbols loaded (%zu KiB)", n,
+              tg_ksyms_mem(f->ksyms) / 1024);
+    }
+  }
+  f->ksyms_users++;
+  return f->ksyms;
+}
+
+static void ksyms_release(tg_ftrace_ds_t *f) {
+  if (--f->ksyms_users > 0 || f->ksyms_retain) return;
+  tg_ksyms_free(f->ksyms);
+  free(f->ksyms);
+  f->ksyms = NULL;
+}
+
 static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
   slot_t *sl = &f->slots[k];
   if (sl->sess) {
@@ -179,13 +222,21 @@ static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
     }
     const tg_ftrace_session_stats_t *st = tg_ftrace_session_stats(sl->sess);
     TG_INFO(DS_NAME ": instance %u: %llu pages, %llu events, %llu lost, "
-            "%llu corrupt, %llu pids not handed over", k,
+            "%llu corrupt, %llu pids not handed over, %llu kernel symbols "
+            "interned, %llu kernel addresses over the table's %d written "
+            "as 0", k,
             (unsigned long long)st->pages, (unsigned long long)st->events,
             (unsigned long long)st->lost_pages,
             (unsigned long long)st->corrupt_pages,
-            (unsigned long long)st->pids_dropped);
+            (unsigned long long)st->pids_dropped,
+            (unsigned long long)st->ksyms_written,
+            (unsigned long long)st->kaddrs_dropped, TG_FTRACE_KADDRS_CAP);
     tg_ftrace_session_stop(sl->sess);
     sl->sess = NULL;
+  }
+  if (sl->uses_ksyms) {
+    sl->uses_ksyms = false;
+    ksyms_release(f);
   }
   tg_ftrace_cfg_free(&sl->cfg);
   sl->active = false;
@@ -207,6 +258,12 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->pid_target = (pid_target_t){f->feed, sl->cfg.tracing_session_id};
     if (f->feed && sl->cfg.tracing_session_id)
       tg_ftrace_session_on_pids(sl->sess, publish_pids, &sl->pid_target);
+    if (sl->cfg.symbolize_ksyms) {
+      f->ksyms_retain |= sl->cfg.ksyms_retain;
+      const tg_ksyms_t *ks = ksyms_acquire(f, k);
+      sl->uses_ksyms = ks != NULL;
+      tg_ftrace_session_set_ksyms(sl->sess, ks);
+    }
     TG_INFO(DS_NAME ": instance %u: %zu event(s) in %s", k,
             tg_ftrace_session_n_events(sl->sess),
             tg_ftrace_session_dir(sl->sess));
@@ -379,6 +436,8 @@ void tg_ftrace_ds_free(tg_ftrace_ds_t *f) {
     tg_ftrace_cfg_free(&sl->cfg);
     tg_ftrace_cfg_free(&sl->want_cfg);
   }
+  if (f->ksyms) tg_ksyms_free(f->ksyms);
+  free(f->ksyms);
   pthread_cond_destroy(&f->cv);
   pthread_cond_destroy(&f->done_cv);
   pthread_mutex_destroy(&f->mu);

@@ -83,6 +83,7 @@ static const struct {
     {"sched", "sched_wakeup", {"pid", NULL, NULL}},
     {"sched", "sched_wakeup_new", {"pid", NULL, NULL}},
     {"sched", "sched_process_fork", {"child_pid", NULL, NULL}},
+    {"sched", "sched_blocked_reason", {"pid", NULL, NULL}},
     {"task", "task_newtask", {"pid", NULL, NULL}},
     {"task", "task_rename", {"pid", NULL, NULL}},
 };
@@ -112,8 +113,9 @@ static bool type_fits(uint8_t type, uint8_t kind) {
       return kind == TG_FTRACE_FIELD_CHARS || kind == TG_FTRACE_FIELD_DATA_LOC ||
              kind == TG_FTRACE_FIELD_REL_LOC || kind == TG_FTRACE_FIELD_TAIL;
     case TG_FTRACE_PT_INT:
-    case TG_FTRACE_PT_UINT:
       return kind == TG_FTRACE_FIELD_INT;
+    case TG_FTRACE_PT_UINT:
+      return kind == TG_FTRACE_FIELD_INT || kind == TG_FTRACE_FIELD_SYMADDR;
     case TG_FTRACE_PT_REPEATED_UINT:
       return kind == TG_FTRACE_FIELD_INT_ARRAY;
     default:
@@ -263,11 +265,26 @@ static bool get_str(const tg_ftrace_field_t *f, const uint8_t *rec, uint32_t len
   return true;
 }
 
-static void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
+/* A kernel address field as its index; false when it lies outside the
+ * record. */
+static bool get_kaddr(tg_ftrace_kaddrs_t *ka, const tg_ftrace_field_t *f,
+                      const uint8_t *rec, uint32_t len, uint64_t *out) {
+  if (!field_in(f, len)) return false;
+  *out = tg_ftrace_kaddrs_index(ka, read_uint(rec + f->offset, f->size));
+  return true;
+}
+
+static void write_known_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+                              const tg_ftrace_out_field_t *o,
                               const uint8_t *rec, uint32_t len) {
   uint64_t v = 0;
   const char *s = NULL;
   size_t n = 0;
+  if (o->f.kind == TG_FTRACE_FIELD_SYMADDR) {
+    if (get_kaddr(ka, &o->f, rec, len, &v))
+      tg_pbw_append_varint(w, o->proto_field, v);
+    return;
+  }
   switch (o->type) {
     case TG_FTRACE_PT_STRING:
       if (get_str(&o->f, rec, len, &s, &n))
@@ -292,13 +309,17 @@ static void write_known_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
   }
 }
 
-static void write_generic_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
+static void write_generic_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+                                const tg_ftrace_out_field_t *o,
                                 const uint8_t *rec, uint32_t len) {
   uint64_t v = 0;
   const char *s = NULL;
   size_t n = 0;
-  bool str = o->f.kind != TG_FTRACE_FIELD_INT;
-  if (str ? !get_str(&o->f, rec, len, &s, &n) : !get_int(&o->f, rec, len, &v))
+  bool kaddr = o->f.kind == TG_FTRACE_FIELD_SYMADDR;
+  bool str = o->f.kind != TG_FTRACE_FIELD_INT && !kaddr;
+  if (str ? !get_str(&o->f, rec, len, &s, &n)
+          : kaddr ? !get_kaddr(ka, &o->f, rec, len, &v)
+                  : !get_int(&o->f, rec, len, &v))
     return;
   tg_pbw_begin_nested(w, GENERIC_FIELD);
   tg_pbw_append_string(w, FIELD_NAME, o->f.name);
@@ -311,8 +332,9 @@ static void write_generic_field(tg_pbw_t *w, const tg_ftrace_out_field_t *o,
   tg_pbw_end_nested(w);
 }
 
-static void write_event(tg_pbw_t *w, const tg_ftrace_event_desc_t *d,
-                        uint64_t ts, const uint8_t *rec, uint32_t len) {
+static void write_event(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+                        const tg_ftrace_event_desc_t *d, uint64_t ts,
+                        const uint8_t *rec, uint32_t len) {
   tg_pbw_begin_nested(w, BUNDLE_EVENT);
   tg_pbw_append_varint(w, TG_FTRACE_EVENT_TIMESTAMP, ts);
   if ((uint32_t)d->pid_offset + 4 <= len)
@@ -322,10 +344,11 @@ static void write_event(tg_pbw_t *w, const tg_ftrace_event_desc_t *d,
   if (d->proto_field == TG_FTRACE_EVENT_GENERIC) {
     tg_pbw_append_string(w, GENERIC_NAME, d->name);
     for (unsigned i = 0; i < d->n_out; i++)
-      write_generic_field(w, &d->out[i], rec, len);
+      write_generic_field(w, ka, &d->out[i], rec, len);
   } else {
     for (unsigned i = 0; i < d->n_out; i++)
-      if (d->out[i].proto_field) write_known_field(w, &d->out[i], rec, len);
+      if (d->out[i].proto_field)
+        write_known_field(w, ka, &d->out[i], rec, len);
   }
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
@@ -426,12 +449,14 @@ int tg_ftrace_encoder_init(tg_ftrace_encoder_t *e, const tg_ftrace_table_t *tabl
     return -ENOMEM;
   /* The smallest record is 8 bytes (a header and one word). */
   int rv = tg__ftrace_compact_init(&e->cs, page_size / 8 + 1);
+  if (rv == 0) rv = tg_ftrace_kaddrs_init(&e->kaddrs, TG_FTRACE_KADDRS_CAP);
   if (rv < 0) tg_ftrace_encoder_free(e);
   return rv;
 }
 
 void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e) {
   tg__ftrace_compact_free(&e->cs);
+  tg_ftrace_kaddrs_free(&e->kaddrs);
   free(e->tail);
   memset(e, 0, sizeof(*e));
 }
@@ -512,7 +537,7 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
       }
     }
     w->cur = cur;
-    write_event(w, d, rec.ts, rec.data, rec.len);
+    write_event(w, &e->kaddrs, d, rec.ts, rec.data, rec.len);
     cur = w->cur;
     seg_end = w->end;
   }

@@ -11,7 +11,9 @@
  * buffers (compact columns, the bundle's comm intern table) are sized for
  * the densest page at init, so encoding allocates nothing and makes no
  * system call. Page bytes are untrusted (ftrace_page.h); a field that does
- * not fit in its record is left out.
+ * not fit in its record is left out. Kernel addresses (void * fields) are
+ * written as indices of the encoder's kaddrs (ftrace_kaddr.h), in known and
+ * generic events alike; events with such fields have no plan.
  */
 #ifndef TRACEGATE_PROBES_FTRACE_ENCODE_H
 #define TRACEGATE_PROBES_FTRACE_ENCODE_H
@@ -22,6 +24,7 @@
 
 #include "agent/probes/ftrace_compact.h"
 #include "agent/probes/ftrace_format.h"
+#include "agent/probes/ftrace_kaddr.h"
 #include "agent/probes/ftrace_plan.h"
 #include "agent/probes/pid_set.h"
 #include "tracegate/pb_writer.h"
@@ -80,6 +83,9 @@ typedef struct tg_ftrace_encoder {
   /* Where the pids of the records go (common_pid and the pid fields);
    * NULL: not collected. Borrowed; set between pages. */
   tg_pid_set_t *pids;
+  /* The indices written for kernel addresses; the owner resets it between
+   * drains (tg_ftrace_kaddrs_reset). */
+  tg_ftrace_kaddrs_t kaddrs;
 } tg_ftrace_encoder_t;
 
 /* The most pids one page of |page_size| bytes adds to a set: a record is

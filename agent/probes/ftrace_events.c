@@ -22,6 +22,9 @@ static const tg_ftrace_known_event_t known[] = {
     {"power", "cpu_frequency", 11, {{"state", 1, U}, {"cpu_id", 2, U}}},
     {"power", "cpu_idle", 13, {{"state", 1, U}, {"cpu_id", 2, U}}},
     {"sched", "sched_wakeup", 17, WAKEUP_FIELDS},
+    /* caller: a kernel address (void *), written as its index. */
+    {"sched", "sched_blocked_reason", 18,
+     {{"pid", 1, I}, {"caller", 2, U}, {"io_wait", 3, U}}},
     {"sched", "sched_waking", 20, WAKEUP_FIELDS},
     {"irq", "softirq_entry", 24, {{"vec", 1, U}}},
     {"irq", "softirq_exit", 25, {{"vec", 1, U}}},
@@ -31,6 +34,18 @@ static const tg_ftrace_known_event_t known[] = {
     {"block", "block_rq_issue", 45,
      {{"dev", 1, U}, {"sector", 2, U}, {"nr_sector", 3, U}, {"bytes", 4, U},
       {"rwbs", 5, S}, {"comm", 6, S}, {"cmd", 7, S}}},
+    /* work and function are kernel addresses (void *), written as indices;
+     * trace_processor names the work slices after function's symbol. */
+    {"workqueue", "workqueue_activate_work", 56,
+     {{"work", 1, U}, {"function", 2, U}}},
+    {"workqueue", "workqueue_execute_end", 57,
+     {{"work", 1, U}, {"function", 2, U}}},
+    {"workqueue", "workqueue_execute_start", 58,
+     {{"work", 1, U}, {"function", 2, U}}},
+    /* Older kernels have a workqueue pointer, not its name: left out. */
+    {"workqueue", "workqueue_queue_work", 59,
+     {{"work", 1, U}, {"function", 2, U}, {"workqueue", 3, S},
+      {"req_cpu", 4, I}, {"cpu", 5, I}}},
     {"sched", "sched_wakeup_new", 114, WAKEUP_FIELDS},
     /* The kernel renamed "errors" to "error"; both map to field 4. */
     {"block", "block_rq_complete", 125,

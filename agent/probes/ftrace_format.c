@@ -59,6 +59,16 @@ static bool contains(const char *s, size_t n, const char *word) {
   return false;
 }
 
+/* The declaration starts with "void *" or "void*" (after blanks). */
+static bool is_void_ptr(const char *d, size_t n) {
+  while (n && (*d == ' ' || *d == '\t')) d++, n--;
+  if (n < 5 || memcmp(d, "void", 4) != 0) return false;
+  d += 4;
+  n -= 4;
+  while (n && (*d == ' ' || *d == '\t')) d++, n--;
+  return n && *d == '*';
+}
+
 /* Fills name/kind of |f| from the declaration. Arrays: "type name[N]";
  * dynamic: "__data_loc char[] name". */
 static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
@@ -93,7 +103,11 @@ static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
   f->is_signed = fl->is_signed;
 
   bool is_char = contains(d, name_start, "char");
-  if (contains(d, name_start, "__data_loc")) {
+  if (count < 0 && (fl->size == 4 || fl->size == 8) &&
+      is_void_ptr(d, name_start)) {
+    f->kind = TG_FTRACE_FIELD_SYMADDR;
+    f->is_signed = false;
+  } else if (contains(d, name_start, "__data_loc")) {
     f->kind = fl->size == 4 ? TG_FTRACE_FIELD_DATA_LOC : TG_FTRACE_FIELD_SKIP;
   } else if (contains(d, name_start, "__rel_loc")) {
     f->kind = fl->size == 4 ? TG_FTRACE_FIELD_REL_LOC : TG_FTRACE_FIELD_SKIP;

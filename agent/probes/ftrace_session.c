@@ -63,6 +63,7 @@ struct tg_ftrace_session {
   tg_pid_set_t pids;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
+  const tg_ksyms_t *ksyms; /* borrowed; NULL: addresses are not named */
   bool no_generic;
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
@@ -244,6 +245,10 @@ void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
   s->pids_ctx = ctx;
 }
 
+void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
+  s->ksyms = ks;
+}
+
 static void hand_over_pids(tg_ftrace_session_t *s) {
   if (s->pids.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.n);
   s->st.pids_dropped += s->pids.dropped;
@@ -261,6 +266,10 @@ static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
   tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
   tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, page, len, &res);
   tg_pbw_end_nested(w);
+  /* In the same packet: its events' indices resolve in it or earlier. */
+  if (s->ksyms)
+    s->st.ksyms_written +=
+        tg_ftrace_kaddrs_write_interned(&s->enc.kaddrs, s->ksyms, w);
   sink->end(sink->ctx);
   s->st.events += res.events;
   s->st.skipped += res.skipped;
@@ -338,6 +347,11 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   }
   if (s->enc.pids) hand_over_pids(s);
   s->enc.pids = NULL;
+  /* As Perfetto's probes after each read tick: the indices start again,
+   * so their names are written again (after SEQ_INCREMENTAL_STATE_CLEARED)
+   * and a reader that lost older packets loses only this drain's. */
+  s->st.kaddrs_dropped += s->enc.kaddrs.dropped;
+  tg_ftrace_kaddrs_reset(&s->enc.kaddrs);
   return total;
 }
 

@@ -3,7 +3,10 @@
  * that turn their pages into TracePackets.
  *
  * Reads are non-blocking and take whole pages (one read(2) per page, never
- * one per event); each page becomes one TracePacket { ftrace_events }.
+ * one per event); each page becomes one TracePacket { ftrace_events }, with
+ * the names of its new kernel address indices (interned_data) when the
+ * session symbolizes. Those indices start again at 1 after every drain
+ * (ftrace_kaddr.h).
  * Packets go to a sink, so the data source (agent writer) and the bench
  * (plain buffer) share this code. Not thread-safe: one thread owns a
  * session from start to stop.
@@ -16,6 +19,7 @@
 #include <stdint.h>
 
 #include "agent/probes/ftrace_config.h"
+#include "agent/probes/ftrace_ksyms.h"
 #include "agent/probes/probes_sink.h"
 #include "tracegate/pb_writer.h"
 
@@ -30,6 +34,8 @@ typedef struct tg_ftrace_session_stats {
   uint64_t pages, bytes, events, skipped, lost_pages, corrupt_pages;
   uint64_t read_errors;
   uint64_t pids_dropped; /* not handed over for want of room */
+  uint64_t ksyms_written; /* interned kernel_symbols */
+  uint64_t kaddrs_dropped; /* kernel addresses written as 0: table full */
 } tg_ftrace_session_stats_t;
 
 /* FtraceStats.Phase */
@@ -50,6 +56,11 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
  * session's life. */
 void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
                                void *ctx);
+
+/* Has written pages carry the names of their kernel addresses from |ks|
+ * (NULL: not named; the addresses are still written as indices). |ks| is
+ * borrowed until the session stops or this is called again. */
+void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks);
 
 /* Reads up to |max_pages| ready pages of every CPU. With a NULL |sink| the
  * pages are read and discarded (the bench's floor). Sets |*more| when a CPU

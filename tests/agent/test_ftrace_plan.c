@@ -411,7 +411,8 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     for (int i = 0; i < 3; i++) {
       tg_pbw_begin_nested(&r->w, 2);
       ref_str(r, 1, names[i], 64);
-      if (i == 0) tg_pbw_append_varint(&r->w, 5, 0xabcdef);
+      /* A kernel address: the first index of a fresh encoder. */
+      if (i == 0) tg_pbw_append_varint(&r->w, 5, 1);
       if (i == 1) tg_pbw_append_int(&r->w, 4, -2);
       if (i == 2) ref_str(r, 3, "tmr", 16);
       tg_pbw_end_nested(&r->w);
