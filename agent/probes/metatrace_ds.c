@@ -14,13 +14,6 @@ typedef struct metatrace {
   int unused;
 } metatrace_t;
 
-static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
-  (void)cfg;
-  (void)len;
-  (void)out;
-  return 0;
-}
-
 static int create(const void *cfg, void *ctx, void **state) {
   (void)cfg;
   (void)ctx;
@@ -49,7 +42,7 @@ static void destroy(void *state) {
 
 const tg_probe_ops_t tg_metatrace_probe = {
     .name = "perfetto.metatrace",
-    .parse_cfg = parse_cfg,
+    .parse_cfg = tg_probe_no_cfg,
     .create = create,
     .tick = tick,
     .drain_now = drain_into,

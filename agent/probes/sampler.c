@@ -59,6 +59,13 @@ uint64_t tg_probes_ns_per_tick(void) {
   return 1000000000u / (uint64_t)(hz > 0 ? hz : 100);
 }
 
+int tg_probe_no_cfg(const uint8_t *cfg, size_t len, void *out) {
+  (void)cfg;
+  (void)len;
+  (void)out;
+  return 0;
+}
+
 /* --- agent thread -------------------------------------------------------- */
 
 static void request(source_t *src, unsigned inst, const uint8_t *cfg,

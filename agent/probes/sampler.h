@@ -43,6 +43,9 @@ typedef struct tg_probe_ops {
   void (*destroy)(void *state);
 } tg_probe_ops_t;
 
+/* The parse_cfg of a probe with nothing to configure: any config does. */
+int tg_probe_no_cfg(const uint8_t *cfg, size_t len, void *out);
+
 typedef struct tg_sampler tg_sampler_t;
 
 /* Returns 0, -ENOMEM. */

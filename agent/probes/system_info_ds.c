@@ -14,13 +14,6 @@ typedef struct system_info {
   int unused;
 } system_info_t;
 
-static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
-  (void)cfg;
-  (void)len;
-  (void)out;
-  return 0;
-}
-
 static int create(const void *cfg, void *ctx, void **state) {
   (void)ctx;
   (void)cfg;
@@ -51,7 +44,7 @@ static void destroy(void *state) { free(state); }
 
 const tg_probe_ops_t tg_system_info_probe = {
     .name = "linux.system_info",
-    .parse_cfg = parse_cfg,
+    .parse_cfg = tg_probe_no_cfg,
     .create = create,
     .tick = tick,
     .destroy = destroy,
