@@ -10,8 +10,10 @@
  *   - floor:  the same reads of the other instance, pages discarded.
  * The CPU time of each (CLOCK_THREAD_CPUTIME_ID around each drain) over
  * the MB it read gives the two figures; the kernel's overrun counters say
- * whether the rate was sustained without loss. Runs once with full events
- * and once with compact_sched. Goal: encode within 2x of the floor.
+ * whether the rate was sustained without loss. Runs with full events and
+ * with compact_sched, each alone and with the pids of the records
+ * collected (what tracegate-probes does when linux.process_stats shares
+ * the session). Goal: encode within 2x of the floor.
  *
  * Needs root and tracefs; without them it says so and exits 0.
  * usage: bench_ftrace [SECONDS per phase, default 3]
@@ -107,7 +109,14 @@ static uint64_t overruns(const tg_ftrace_session_t *s) {
   return total;
 }
 
-static int phase(const char *label, bool compact, double seconds) {
+/* The pids the encoder hands over, counted and dropped. */
+static void count_pids(void *ctx, const int32_t *pids, size_t n) {
+  (void)pids;
+  *(uint64_t *)ctx += n;
+}
+
+static int phase(const char *label, bool compact, bool pids_too,
+                 double seconds) {
   char *events[] = {"sched/sched_switch", "sched/sched_waking",
                     "sched/sched_wakeup_new", "raw_syscalls/sys_enter",
                     "raw_syscalls/sys_exit", "irq/*"};
@@ -127,6 +136,8 @@ static int phase(const char *label, bool compact, double seconds) {
     tg_ftrace_session_stop(enc);
     return 1;
   }
+  uint64_t pids_handed = 0;
+  if (pids_too) tg_ftrace_session_on_pids(enc, count_pids, &pids_handed);
   mem_sink_t m = {.buf = malloc(OUT_SIZE)};
   if (!m.buf) return 1;
   tg_probes_sink_t sink = {mem_begin, mem_end, &m};
@@ -168,6 +179,9 @@ static int phase(const char *label, bool compact, double seconds) {
          mb_e, se->events, se->pages, cpu_enc * 1e3,
          mb_e > 0 ? cpu_enc * 1e3 / mb_e : 0.0, (double)se->events / wall,
          (double)m.bytes / 1e6, over_e, se->lost_pages);
+  if (pids_too)
+    printf("  pids handed over: %" PRIu64 " (deduplicated per drain)\n",
+           pids_handed);
   printf("  floor:  %7.1f MB, %9s events, %6" PRIu64 " pages, "
          "%7.1f ms CPU = %6.2f ms/MB (read and discard), overrun %" PRIu64 "\n",
          mb_f, "-", sf->pages, cpu_floor * 1e3,
@@ -192,8 +206,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (phase("full events (sched_switch, sched_waking as FtraceEvent)", false,
-            seconds) ||
-      phase("compact_sched", true, seconds))
+            false, seconds) ||
+      phase("full events, pids collected", false, true, seconds) ||
+      phase("compact_sched", true, false, seconds) ||
+      phase("compact_sched, pids collected", true, true, seconds))
     return 1;
   return 0;
 }
