@@ -43,7 +43,8 @@ int tg__coll_check_finish(const tg_coll_finish_t *f) {
     const tg_coll_host_result_t *h = &f->hosts[i];
     if (!text_ok(h->host, 1, TG_COLL_HOST_MAX) ||
         !text_ok(h->error, 0, TG_COLL_ERROR_MAX) ||
-        (h->outcome != TG_COLL_HOST_OK && h->outcome != TG_COLL_HOST_FAILED) ||
+        (h->outcome != TG_COLL_HOST_OK && h->outcome != TG_COLL_HOST_FAILED &&
+         h->outcome != TG_COLL_HOST_PARTIAL) ||
         !count_ok(h->bytes) || !count_ok(h->packets) || !count_ok(h->loss))
       return -EINVAL;
   }
@@ -52,17 +53,32 @@ int tg__coll_check_finish(const tg_coll_finish_t *f) {
 
 tg_coll_state_t tg__coll_finish_state(const tg_coll_finish_t *f,
                                       uint32_t *n_failed, uint64_t *loss) {
-  uint32_t failed = 0;
+  uint32_t failed = 0, nothing = 0;
   uint64_t sum = 0;
   for (size_t i = 0; i < f->n_hosts; i++) {
+    /* A host that failed part-way is not complete, but its data is there:
+     * a snapshot of such hosts alone is partial, not failed. */
     if (f->hosts[i].outcome != TG_COLL_HOST_OK) failed++;
+    if (f->hosts[i].outcome == TG_COLL_HOST_FAILED) nothing++;
     sum = f->hosts[i].loss > UINT64_MAX - sum ? UINT64_MAX
                                               : sum + f->hosts[i].loss;
   }
   *n_failed = failed;
   *loss = sum > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : sum;
-  if (f->n_hosts == 0 || failed == f->n_hosts) return TG_COLL_FAILED;
+  if (f->n_hosts == 0 || nothing == f->n_hosts) return TG_COLL_FAILED;
   return failed ? TG_COLL_PARTIAL : TG_COLL_COMPLETE;
+}
+
+tg_coll_host_outcome_t tg__coll_host_outcome_of(int64_t v) {
+  return v == TG_COLL_HOST_OK        ? TG_COLL_HOST_OK
+         : v == TG_COLL_HOST_PARTIAL ? TG_COLL_HOST_PARTIAL
+                                     : TG_COLL_HOST_FAILED;
+}
+
+const char *tg_coll_host_outcome_name(tg_coll_host_outcome_t o) {
+  return o == TG_COLL_HOST_OK        ? "ok"
+         : o == TG_COLL_HOST_PARTIAL ? "partial"
+                                     : "failed";
 }
 
 bool tg__coll_filter_ok(const tg_coll_filter_t *f) {

@@ -69,9 +69,14 @@ typedef struct tg_coll_begin {
 } tg_coll_begin_t;
 
 typedef enum tg_coll_host_outcome {
-  TG_COLL_HOST_OK = 0,     /* its data is in the file */
-  TG_COLL_HOST_FAILED = 1, /* it contributed nothing (error says why) */
+  TG_COLL_HOST_OK = 0,      /* its data is in the file */
+  TG_COLL_HOST_FAILED = 1,  /* it contributed nothing (error says why) */
+  TG_COLL_HOST_PARTIAL = 2, /* it failed part-way (error says why); what it
+                             * sent before is in the file */
 } tg_coll_host_outcome_t;
+
+/* "ok", "partial", "failed" (anything else). */
+const char *tg_coll_host_outcome_name(tg_coll_host_outcome_t o);
 
 /* One host's part of a snapshot, as the caller reports it to finish.
  * Strings borrowed for the call. Times are Unix epoch milliseconds. */

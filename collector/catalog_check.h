@@ -15,5 +15,8 @@ int tg__coll_check_finish(const tg_coll_finish_t *f);
 tg_coll_state_t tg__coll_finish_state(const tg_coll_finish_t *f,
                                       uint32_t *n_failed, uint64_t *loss);
 bool tg__coll_filter_ok(const tg_coll_filter_t *f);
+/* A host outcome read back from a database: an unknown value is FAILED
+ * (it claims no data). */
+tg_coll_host_outcome_t tg__coll_host_outcome_of(int64_t v);
 
 #endif /* TRACEGATE_COLLECTOR_CATALOG_CHECK_H */

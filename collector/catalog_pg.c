@@ -76,6 +76,11 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
     " window_last_ms bigint NOT NULL,"
     " PRIMARY KEY (snapshot_id, host));"
     "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);",
+    /* 1 -> 2: a host's outcome may be 2, partial (catalog.h); the check
+     * has PostgreSQL's default name for it. */
+    "ALTER TABLE snapshot_hosts DROP CONSTRAINT snapshot_hosts_outcome_check;"
+    "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
+    " CHECK (outcome IN (0, 1, 2));",
 };
 
 #define SNAPSHOT_COLS                                                    \

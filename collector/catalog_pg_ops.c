@@ -248,9 +248,7 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
     if (count < cap) {
       tg_coll_host_t *h = &out[count];
       tg__coll_pg_text(r, i, 0, h->host, sizeof(h->host));
-      h->outcome = tg__coll_pg_int(r, i, 1) == TG_COLL_HOST_OK
-                       ? TG_COLL_HOST_OK
-                       : TG_COLL_HOST_FAILED;
+      h->outcome = tg__coll_host_outcome_of(tg__coll_pg_int(r, i, 1));
       tg__coll_pg_text(r, i, 2, h->error, sizeof(h->error));
       h->bytes = col_u64(r, i, 3);
       h->packets = col_u64(r, i, 4);

@@ -53,6 +53,28 @@ static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
     " window_last_ms INTEGER NOT NULL,"
     " PRIMARY KEY (snapshot_id, host)) WITHOUT ROWID;"
     "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);",
+    /* 1 -> 2: a host's outcome may be 2, partial (catalog.h). SQLite
+     * cannot change a CHECK in place: the table is made again, its rows
+     * copied (its own sqlite.org/lang_altertable.html procedure; it is the
+     * child of snapshots, so no reference to it needs repair). */
+    "CREATE TABLE snapshot_hosts_v2 ("
+    " snapshot_id INTEGER NOT NULL"
+    "  REFERENCES snapshots (id) ON DELETE CASCADE,"
+    " host TEXT NOT NULL,"
+    " outcome INTEGER NOT NULL CHECK (outcome IN (0, 1, 2)),"
+    " error TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " packets INTEGER NOT NULL,"
+    " loss INTEGER NOT NULL,"
+    " window_first_ms INTEGER NOT NULL,"
+    " window_last_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (snapshot_id, host)) WITHOUT ROWID;"
+    "INSERT INTO snapshot_hosts_v2 SELECT snapshot_id, host, outcome, error,"
+    " bytes, packets, loss, window_first_ms, window_last_ms"
+    " FROM snapshot_hosts;"
+    "DROP TABLE snapshot_hosts;"
+    "ALTER TABLE snapshot_hosts_v2 RENAME TO snapshot_hosts;"
+    "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);",
 };
 
 #define SNAPSHOT_COLS                                                    \

@@ -206,9 +206,7 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
     if (count < cap) {
       tg_coll_host_t *h = &out[count];
       column_text(st, 0, h->host, sizeof(h->host));
-      h->outcome = sqlite3_column_int(st, 1) == TG_COLL_HOST_OK
-                       ? TG_COLL_HOST_OK
-                       : TG_COLL_HOST_FAILED;
+      h->outcome = tg__coll_host_outcome_of(sqlite3_column_int(st, 1));
       column_text(st, 2, h->error, sizeof(h->error));
       h->bytes = column_u64(st, 3);
       h->packets = column_u64(st, 4);

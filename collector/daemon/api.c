@@ -140,7 +140,7 @@ static void json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n) {
     fputs(i ? ",{\"host\":" : "{\"host\":", f);
     cli_json_str(f, h[i].host);
     fprintf(f, ",\"outcome\":\"%s\",\"error\":",
-            h[i].outcome == TG_COLL_HOST_OK ? "ok" : "failed");
+            tg_coll_host_outcome_name(h[i].outcome));
     cli_json_str(f, h[i].error);
     fprintf(f, ",\"bytes\":%" PRIu64 ",\"packets\":%" PRIu64
             ",\"loss\":%" PRIu64 ",\"window_first_ms\":%" PRId64

@@ -430,7 +430,9 @@ static void store_result(coll_snap_t *s) {
     snap_host_t *sh = &s->hosts[i];
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
-        .outcome = sh->failed ? TG_COLL_HOST_FAILED : TG_COLL_HOST_OK,
+        .outcome = !sh->failed     ? TG_COLL_HOST_OK
+                   : sh->packets ? TG_COLL_HOST_PARTIAL
+                                 : TG_COLL_HOST_FAILED,
         .error = sh->failed ? sh->err : NULL,
         .bytes = sh->bytes,
         .packets = sh->packets,

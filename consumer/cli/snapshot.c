@@ -324,7 +324,9 @@ static int summarize(const cli_snap_reply_t *s) {
     tg_printable(host, sizeof(host), s->failed[i].host);
     tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
                                                          : "failed");
-    fprintf(stderr, "  %s: %s\n", host, err);
+    fprintf(stderr, "  %s: %s%s\n", host, err,
+            s->failed[i].partial ? " (what it sent before is in the snapshot)"
+                                 : "");
   }
   if (s->n_failed > FAILED_LINES_MAX)
     fprintf(stderr, "  ... and %zu more failed hosts\n",

@@ -422,6 +422,7 @@ static int host_element(scan_t *s, size_t i, void *ctx) {
   if (!(c.seen & 2)) return fail(s, "hosts[]: an entry without an outcome");
   o->n_host_entries++;
   if (!strcmp(c.outcome, "ok")) return 0;
+  c.h.partial = !strcmp(c.outcome, "partial");
   if (o->n_failed < CLI_SNAP_MAX_FAILED) o->failed[o->n_failed] = c.h;
   o->n_failed++;
   return 0;

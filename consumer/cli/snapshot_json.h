@@ -27,6 +27,7 @@
 typedef struct cli_snap_host {
   char host[256];
   char error[512];
+  bool partial; /* outcome "partial": its data up to the failure is kept */
 } cli_snap_host_t;
 
 typedef struct cli_snap_reply {

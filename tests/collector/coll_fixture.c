@@ -172,11 +172,13 @@ int coll_snapshot(tg_coll_store_t *s, const char *trigger,
   tg_coll_host_result_t h[MAX_HOSTS];
   size_t n = 0;
   for (; hosts && hosts[n] && n < MAX_HOSTS; n++) {
-    bool failed = hosts[n][0] == '!';
+    bool failed = hosts[n][0] == '!', partial = hosts[n][0] == '~';
     h[n] = (tg_coll_host_result_t){
-        .host = hosts[n] + failed,
-        .outcome = failed ? TG_COLL_HOST_FAILED : TG_COLL_HOST_OK,
-        .error = failed ? "unreachable" : NULL,
+        .host = hosts[n] + (failed || partial),
+        .outcome = failed    ? TG_COLL_HOST_FAILED
+                   : partial ? TG_COLL_HOST_PARTIAL
+                             : TG_COLL_HOST_OK,
+        .error = failed ? "unreachable" : partial ? "link lost" : NULL,
         .bytes = failed ? 0 : bytes,
         .packets = failed ? 0 : 10 + n,
         .loss = n,

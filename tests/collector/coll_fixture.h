@@ -86,7 +86,8 @@ void coll_fill(uint8_t *buf, size_t n, uint64_t seed);
 /* Begins a snapshot with |trigger| (reason "r", origin "o"), writes |bytes|
  * bytes from |seed| in pieces, and finishes it with the hosts named in
  * |hosts| (NULL-terminated), each OK unless its name starts with '!'
- * (then FAILED). Returns 0 and *id, or the first error. */
+ * (then FAILED) or '~' (then PARTIAL: failed part-way, with data).
+ * Returns 0 and *id, or the first error. */
 int coll_snapshot(tg_coll_store_t *s, const char *trigger,
                   const char *const *hosts, size_t bytes, uint64_t seed,
                   uint64_t *id);

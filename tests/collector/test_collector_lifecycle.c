@@ -19,6 +19,7 @@
 static const char *const two_ok[] = {"alpha", "beta", NULL};
 static const char *const one_failed[] = {"alpha", "!beta", NULL};
 static const char *const all_failed[] = {"!alpha", "!beta", NULL};
+static const char *const cut_short[] = {"~alpha", "!beta", NULL};
 
 static void lifecycle_complete_snapshot_has_its_file_and_hosts(void **state) {
   coll_fixture_t *fx = coll_fx(state);
@@ -92,6 +93,31 @@ static void lifecycle_partial_and_failed_follow_the_hosts(void **state) {
   int fd;
   assert_int_equal(tg_coll_store_open_file(fx->store, failed, &fd), -ENOENT);
   assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+}
+
+/* A host that failed part-way delivered data: a snapshot of it alone (and
+ * a host that delivered nothing) is partial and live, not failed, and the
+ * host's row says partial, with why. */
+static void lifecycle_a_host_cut_short_keeps_its_data(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(fx->store, "t", cut_short, 500, 4, &id), 0);
+  tg_coll_snapshot_t s;
+  assert_int_equal(tg_coll_store_get(fx->store, id, &s), 0);
+  assert_int_equal(s.state, TG_COLL_PARTIAL);
+  assert_int_equal(s.n_hosts_failed, 2);
+  assert_int_equal(s.bytes, 500);
+  tg_coll_host_t h[2];
+  size_t n;
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 2, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(h[0].outcome, TG_COLL_HOST_PARTIAL);
+  assert_string_equal(h[0].error, "link lost");
+  assert_string_equal(tg_coll_host_outcome_name(h[0].outcome), "partial");
+  assert_int_equal(h[1].outcome, TG_COLL_HOST_FAILED);
+  int fd;
+  assert_int_equal(tg_coll_store_open_file(fx->store, id, &fd), 0);
+  close(fd);
 }
 
 static void lifecycle_abort_keeps_the_row_failed_without_file(void **state) {
@@ -325,6 +351,9 @@ static void lifecycle_store_dir_may_be_a_symlink(void **state) {
         coll_teardown),                                                        \
         cmocka_unit_test_setup_teardown(                                       \
             lifecycle_partial_and_failed_follow_the_hosts, setup_open,         \
+            coll_teardown),                                                    \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_a_host_cut_short_keeps_its_data, setup_open,             \
             coll_teardown),                                                    \
         cmocka_unit_test_setup_teardown(                                       \
             lifecycle_abort_keeps_the_row_failed_without_file, setup_open,     \

@@ -148,6 +148,48 @@ static void recovery_refuses_a_newer_schema_or_a_foreign_database(
   assert_int_equal(coll_fixture_open(fx), 0);
 }
 
+/* A catalog left by a collector of schema 1 (a host's outcome 0 or 1
+ * only) moves to 2 at open: its rows kept, a host cut short then recorded
+ * as partial. */
+static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
+  coll_fixture_t *fx = *state;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  static const char *const before[] = {"alpha", "!beta", NULL};
+  uint64_t old_id;
+  assert_int_equal(coll_snapshot(fx->store, "t", before, 100, 1, &old_id), 0);
+  coll_fixture_close(fx);
+  set_pragma(fx,
+             "BEGIN;"
+             "CREATE TABLE h1 (snapshot_id INTEGER NOT NULL"
+             " REFERENCES snapshots (id) ON DELETE CASCADE,"
+             " host TEXT NOT NULL,"
+             " outcome INTEGER NOT NULL CHECK (outcome IN (0, 1)),"
+             " error TEXT NOT NULL, bytes INTEGER NOT NULL,"
+             " packets INTEGER NOT NULL, loss INTEGER NOT NULL,"
+             " window_first_ms INTEGER NOT NULL,"
+             " window_last_ms INTEGER NOT NULL,"
+             " PRIMARY KEY (snapshot_id, host)) WITHOUT ROWID;"
+             "INSERT INTO h1 SELECT * FROM snapshot_hosts;"
+             "DROP TABLE snapshot_hosts;"
+             "ALTER TABLE h1 RENAME TO snapshot_hosts;"
+             "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);"
+             "PRAGMA user_version = 1;"
+             "COMMIT;");
+  assert_int_equal(coll_fixture_open(fx), 0);
+  tg_coll_host_t h[2];
+  size_t n;
+  assert_int_equal(tg_coll_store_hosts(fx->store, old_id, h, 2, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(h[0].outcome, TG_COLL_HOST_OK);
+  assert_int_equal(h[1].outcome, TG_COLL_HOST_FAILED);
+  static const char *const after[] = {"~gamma", NULL};
+  uint64_t id;
+  assert_int_equal(coll_snapshot(fx->store, "t", after, 100, 2, &id), 0);
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 2, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(h[0].outcome, TG_COLL_HOST_PARTIAL);
+}
+
 static void recovery_migrates_an_empty_catalog_once(void **state) {
   coll_fixture_t *fx = *state;
   char path[512];
@@ -185,6 +227,8 @@ int main(void) {
           recovery_refuses_a_newer_schema_or_a_foreign_database, coll_setup,
           coll_teardown),
       cmocka_unit_test_setup_teardown(recovery_migrates_an_empty_catalog_once,
+                                      coll_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(recovery_moves_schema_1_to_2_keeping_rows,
                                       coll_setup, coll_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

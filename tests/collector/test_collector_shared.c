@@ -340,8 +340,36 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 1"
+       "  WHERE component = 'tracegate-collector') <> 2"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
+}
+
+/* A catalog left by a collector of schema 1 (a host's outcome 0 or 1
+ * only) moves to 2 at open: its rows kept, a partial host then taken. */
+static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  tg_coll_catalog_t *cat;
+  assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
+  tg_coll_catalog_close(cat);
+  psql(fx->conninfo,
+       "ALTER TABLE snapshot_hosts"
+       " DROP CONSTRAINT snapshot_hosts_outcome_check;"
+       "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
+       " CHECK (outcome IN (0, 1));"
+       "UPDATE schema_version SET version = 1;"
+       "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
+       " origin) VALUES (0, 1, 1, 't', '', '');"
+       "INSERT INTO snapshot_hosts SELECT id, 'old', 1, '', 0, 0, 0, 0, 0"
+       " FROM snapshots;");
+  assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
+  tg_coll_catalog_close(cat);
+  psql(fx->conninfo,
+       "DO $$ BEGIN IF (SELECT version FROM schema_version"
+       "  WHERE component = 'tracegate-collector') <> 2 OR"
+       " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old') <> 1"
+       " THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
+       "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0"
+       " FROM snapshots;");
 }
 
 static void pg_schema_newer_or_foreign_is_refused(void **state) {
@@ -406,6 +434,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(pg_schema_is_created_once_and_versioned,
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_schema_newer_or_foreign_is_refused,
+                                      coll_pg_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(pg_schema_1_moves_to_2_keeping_rows,
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
                                       coll_pg_setup, coll_teardown),

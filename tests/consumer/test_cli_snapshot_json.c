@@ -59,6 +59,7 @@ static void the_collectors_reply_gives_its_fields(void **state) {
   assert_int_equal(g_r.n_failed, 1);
   assert_string_equal(g_r.failed[0].host, "b:7467");
   assert_string_equal(g_r.failed[0].error, "connect: refused");
+  assert_false(g_r.failed[0].partial);
 }
 
 static void a_refusal_gives_its_error(void **state) {
@@ -174,6 +175,22 @@ static void written_text_reads_back_the_same(void **state) {
   }
 }
 
+/* A host cut short is listed with the failed ones, marked partial. */
+static void a_partial_host_is_marked(void **state) {
+  (void)state;
+  assert_int_equal(
+      parse("{\"hosts\":[{\"host\":\"a\",\"outcome\":\"ok\",\"error\":null},"
+            "{\"host\":\"b\",\"outcome\":\"partial\",\"error\":\"link lost\"},"
+            "{\"host\":\"c\",\"outcome\":\"failed\",\"error\":\"refused\"}]}"),
+      0);
+  assert_int_equal(g_r.n_host_entries, 3);
+  assert_int_equal(g_r.n_failed, 2);
+  assert_string_equal(g_r.failed[0].host, "b");
+  assert_true(g_r.failed[0].partial);
+  assert_string_equal(g_r.failed[1].host, "c");
+  assert_false(g_r.failed[1].partial);
+}
+
 static void long_strings_are_cut_on_a_character(void **state) {
   (void)state;
   static char buf[8192];
@@ -251,6 +268,7 @@ int main(void) {
       cmocka_unit_test(counts_must_be_whole_and_within_64_bits),
       cmocka_unit_test(escapes_are_decoded_to_utf8),
       cmocka_unit_test(written_text_reads_back_the_same),
+      cmocka_unit_test(a_partial_host_is_marked),
       cmocka_unit_test(long_strings_are_cut_on_a_character),
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),
