@@ -263,21 +263,32 @@ static size_t count_stats_of(const packets_t *p, int32_t pid,
   return n;
 }
 
+/* Starts tracegate-probes on |ts| (stderr into |err_path|, |cap| bytes:
+ * ts->dir/probes.err) and waits until the service lists its data sources.
+ * Returns its pid. */
+static pid_t start_probes(const test_service_t *ts, char *err_path,
+                          size_t cap) {
+  snprintf(err_path, cap, "%s/probes.err", ts->dir);
+  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
+                        NULL};
+  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
+  assert_true(probes > 0);
+  raw_consumer_t q;
+  assert_int_equal(raw_consumer_connect(&q, ts), 0);
+  /* linux.sys_stats, .process_stats, .system_info, .ftrace and
+   * perfetto.metatrace. */
+  assert_true(wait_data_sources(&q, 5));
+  raw_consumer_close(&q);
+  return probes;
+}
+
 static void probes_record_two_sessions_with_their_own_configs(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
-                        NULL};
   uint64_t t_before = boottime_ns();
-  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
-  assert_true(probes > 0);
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   session_t a, b;
-  raw_consumer_t q;
-  assert_int_equal(raw_consumer_connect(&q, ts), 0);
-  assert_true(wait_data_sources(&q, 2));
-  raw_consumer_close(&q);
   session_begin(&a, ts, true, false); /* cpu times only */
   session_begin(&b, ts, false, true); /* meminfo + processes */
 
@@ -384,16 +395,8 @@ static bool has_vmstat_free_pages(const Perfetto__Protos__SysStats *s) {
 static void probes_record_every_group_of_the_config(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
-                        NULL};
   uint64_t t_before = boottime_ns();
-  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
-  assert_true(probes > 0);
-  raw_consumer_t q;
-  assert_int_equal(raw_consumer_connect(&q, ts), 0);
-  assert_true(wait_data_sources(&q, 2));
-  raw_consumer_close(&q);
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   session_t b;
   session_config(&b, true, true);
@@ -496,15 +499,7 @@ static void probes_record_every_group_of_the_config(void **state) {
 static void probes_describe_the_cpus(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
-                        NULL};
-  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
-  assert_true(probes > 0);
-  raw_consumer_t q;
-  assert_int_equal(raw_consumer_connect(&q, ts), 0);
-  assert_true(wait_data_sources(&q, 3));
-  raw_consumer_close(&q);
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   /* What the test itself reads of /proc/cpuinfo. */
   char text[65536];
@@ -576,15 +571,7 @@ static size_t count_metatrace(const packets_t *p, const char *name,
 static void probes_time_their_own_work(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  const char *args[] = {"--socket", ts->producer_sock, "--log-level", "warn",
-                        NULL};
-  pid_t probes = spawn_tool(PROBES_PATH, args, err_path);
-  assert_true(probes > 0);
-  raw_consumer_t q;
-  assert_int_equal(raw_consumer_connect(&q, ts), 0);
-  assert_true(wait_data_sources(&q, 4));
-  raw_consumer_close(&q);
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   session_t b;
   session_config(&b, true, false);
