@@ -60,7 +60,9 @@ typedef enum key_id {
   KEY_HTTP_CERT,
   KEY_HTTP_KEY,
   KEY_HTTP_CA,
+  KEY_HTTP_MAX_CONNS,
   KEY_HTTP_MAX_CONNS_PER_SOURCE,
+  KEY_HTTP_TIMEOUT,
   KEY_AUTHZ,
   KEY_SESSION_KEY,
   KEY_SNAPSHOT_EVERY,
@@ -78,8 +80,8 @@ typedef struct key_def {
   kind_t kind;
   size_t off; /* of the field in tg_coll_config_t */
   size_t cap; /* char[] fields: their size */
-  /* K_UINT: the range. K_DURATION: the least non-zero value, and whether
-   * 0 (off, none) is allowed. */
+  /* K_UINT: the range. K_DURATION: the least non-zero value, the most,
+   * and whether 0 (off, none) is allowed. */
   int64_t min, max;
   bool zero_ok;
   const char *expect;   /* the error's "expected ..." */
@@ -125,6 +127,13 @@ static const key_def_t KEYS[KEY_COUNT] = {
     [KEY_HTTP_CERT] = PATH_KEY("http_cert", http_cert, NULL),
     [KEY_HTTP_KEY] = PATH_KEY("http_key", http_key, NULL),
     [KEY_HTTP_CA] = PATH_KEY("http_ca", http_ca, NULL),
+    [KEY_HTTP_MAX_CONNS] = {"http_max_conns", K_UINT,
+                            NUM_FIELD(http_max_conns), 1, 65535, false,
+                            "an integer 1..65535", NULL},
+    [KEY_HTTP_TIMEOUT] = {"http_timeout", K_DURATION,
+                          NUM_FIELD(http_timeout_ms), MS_PER_S,
+                          86400LL * MS_PER_S, false,
+                          "a duration from 1s to 1d", NULL},
     [KEY_HTTP_MAX_CONNS_PER_SOURCE] = {"http_max_conns_per_source", K_UINT,
                                        NUM_FIELD(http_max_conns_per_source),
                                        1, 65535, false,
@@ -445,7 +454,8 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
     break;
   case K_DURATION: {
     int64_t ms;
-    ok = parse_duration(v, &ms) && (ms == 0 ? k->zero_ok : ms >= k->min);
+    ok = parse_duration(v, &ms) &&
+         (ms == 0 ? k->zero_ok : ms >= k->min && ms <= k->max);
     if (ok) *(int64_t *)(void *)field = ms;
     break;
   }

@@ -38,9 +38,13 @@
  *     http_cert, http_key, http_ca  PATH: HTTPS with client certificates;
  *                      all three or none, and all three when listen's host
  *                      is not loopback (127.0.0.0/8, ::1, localhost)
+ *     http_max_conns   1..65535, default 0 (the HTTP layer's: 64):
+ *                      connections open at once
  *     http_max_conns_per_source  1..65535, default 0 (the HTTP layer's:
  *                      a quarter of its connections): connections one
  *                      client address may hold open at once
+ *     http_timeout     DURATION, 1s..1d, default 0 (the HTTP layer's:
+ *                      30s): a connection idle or that slow is closed
  *     authz            PATH: who may do what over HTTPS (the relay's authz
  *                      format); only with http_*
  *     session_key      NAME, default "collector": the resume key of the
@@ -150,6 +154,9 @@ typedef struct tg_coll_config {
   /* 0 (not set): the HTTP layer's default; else 1..65535, passed on as
    * tg_http_server_config_t.max_conns_per_source. */
   uint32_t http_max_conns_per_source;
+  /* 0 (not set): the HTTP layer's defaults; else 1..65535, and 1s..1d. */
+  uint32_t http_max_conns;
+  int64_t http_timeout_ms;
   char authz[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https */
   char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
   int64_t snapshot_every_ms; /* 0 (off) or >= 1000 */

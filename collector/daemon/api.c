@@ -632,7 +632,10 @@ int coll_api_start(coll_t *c) {
       .key = g->https ? g->http_key : NULL,
       .ca = g->https ? g->http_ca : NULL,
       .max_body = 64 * 1024,
+      .max_conns = g->http_max_conns,
       .max_conns_per_source = g->http_max_conns_per_source,
+      /* Whole seconds, rounded up: the HTTP layer counts in seconds. */
+      .timeout_s = (unsigned)((g->http_timeout_ms + 999) / 1000),
   };
   int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c, &c->http);
   if (rv < 0) {

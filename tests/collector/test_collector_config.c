@@ -214,6 +214,8 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_false(c.https);
   assert_string_equal(c.http_cert, "");
   assert_int_equal(c.http_max_conns_per_source, 0);
+  assert_int_equal(c.http_max_conns, 0);
+  assert_int_equal(c.http_timeout_ms, 0);
   assert_string_equal(c.authz, "");
   assert_string_equal(c.session_key, "collector");
   assert_int_equal(c.snapshot_every_ms, 0);
@@ -282,6 +284,11 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"http_max_conns_per_source = -1", "http_max_conns_per_source"},
       {"http_max_conns_per_source = 016", "http_max_conns_per_source"},
       {"http_max_conns_per_source = 4294967312", "http_max_conns_per_source"},
+      {"http_max_conns = 0", "http_max_conns"},
+      {"http_max_conns = 65536", "http_max_conns"},
+      {"http_timeout = 999ms", "http_timeout"},
+      {"http_timeout = 0", "http_timeout"},
+      {"http_timeout = 86401s", "http_timeout"},
       {"listen = 127.0.0.1", "listen"},
       {"listen = 127.0.0.1:65536", "listen"},
       {"listen = 127.0.0.1:-1", "listen"},
@@ -366,6 +373,15 @@ static void config_accepts_the_edges_of_each_range(void **state) {
 
   expect_extra_ok("http_max_conns_per_source = 65535\n", &c);
   assert_int_equal(c.http_max_conns_per_source, 65535);
+  tg_coll_config_free(&c);
+
+  expect_extra_ok("http_max_conns = 1\nhttp_timeout = 1s\n", &c);
+  assert_int_equal(c.http_max_conns, 1);
+  assert_int_equal(c.http_timeout_ms, 1000);
+  tg_coll_config_free(&c);
+  expect_extra_ok("http_max_conns = 65535\nhttp_timeout = 1d\n", &c);
+  assert_int_equal(c.http_max_conns, 65535);
+  assert_int_equal(c.http_timeout_ms, 86400000);
   tg_coll_config_free(&c);
   /* The whole error, as for every K_UINT key. */
   expect_extra_error("\nhttp_max_conns_per_source = 65536\n", 5,

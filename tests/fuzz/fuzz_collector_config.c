@@ -73,6 +73,9 @@ static void check_config(const tg_coll_config_t *c) {
   check(c->https || (!c->http_cert[0] && !c->http_key[0] && !c->http_ca[0]));
   check(c->https || (c->listen_loopback && !c->authz[0]));
   check(c->http_max_conns_per_source <= 65535);
+  check(c->http_max_conns <= 65535);
+  check(c->http_timeout_ms == 0 ||
+        (c->http_timeout_ms >= 1000 && c->http_timeout_ms <= 86400000));
   check(terminated(c->tls_server_name, sizeof(c->tls_server_name)));
   CHECK_STR(c, catalog);
   check(!strcmp(c->catalog, "sqlite") ||
