@@ -205,6 +205,18 @@ static bool wait_data_sources(const test_service_t *ts, size_t n) {
   return ok;
 }
 
+/* tracegate-probes on |ts|, its stderr into ts->dir/|name| (kept in
+ * |err_path|, |cap| bytes), started once the service lists its data
+ * sources. */
+static pid_t start_probes(const test_service_t *ts, char *err_path,
+                          size_t cap, const char *name, bool drop_root) {
+  snprintf(err_path, cap, "%s/%s", ts->dir, name);
+  pid_t probes = spawn_probes(ts, err_path, drop_root);
+  assert_true(probes > 0);
+  assert_true(wait_data_sources(ts, 3));
+  return probes;
+}
+
 static void flush(raw_consumer_t *c) {
   Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
   fr.has_timeout_ms = true;
@@ -224,8 +236,10 @@ typedef struct session {
   packets_t got;
 } session_t;
 
-static void session_begin(session_t *s, const test_service_t *ts,
-                          char **events, size_t n, bool compact) {
+/* A linux.ftrace session's config in |s| (tests may add to it before
+ * session_enable). */
+static void session_config(session_t *s, char **events, size_t n,
+                           bool compact) {
   memset(s, 0, sizeof(*s));
   simple_cfg_init(&s->sc, 32 * 1024,
                   PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
@@ -242,8 +256,17 @@ static void session_begin(session_t *s, const test_service_t *ts,
   s->cs.enabled = compact;
   s->fc.compact_sched = &s->cs;
   s->sc.dsc.ftrace_config = &s->fc;
+}
+
+static void session_enable(session_t *s, const test_service_t *ts) {
   assert_int_equal(raw_consumer_connect(&s->c, ts), 0);
   assert_int_equal(raw_consumer_enable(&s->c, &s->sc.cfg, -1), 0);
+}
+
+static void session_begin(session_t *s, const test_service_t *ts,
+                          char **events, size_t n, bool compact) {
+  session_config(s, events, n, compact);
+  session_enable(s, ts);
 }
 
 static const Perfetto__Protos__FtraceStats *stats_of(
@@ -551,10 +574,8 @@ static void ftrace_sessions_record_consistent_sched_events(void **state) {
   require_ftrace();
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  pid_t probes = spawn_probes(ts, err_path, false);
-  assert_true(probes > 0);
-  assert_true(wait_data_sources(ts, 3));
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path),
+                              "probes.err", false);
 
   uint64_t t0 = boottime_ns();
   char *full_events[] = {"sched/sched_switch", "sched/sched_waking",
@@ -632,10 +653,8 @@ static void ftrace_instance_of_killed_probes_is_removed_on_restart(void **state)
   require_ftrace();
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  pid_t probes = spawn_probes(ts, err_path, false);
-  assert_true(probes > 0);
-  assert_true(wait_data_sources(ts, 3));
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path),
+                              "probes.err", false);
   char *events[] = {"sched/sched_switch"};
   session_t a;
   session_begin(&a, ts, events, 1, true);
@@ -663,10 +682,8 @@ static void ftrace_without_root_reports_every_event_failed(void **state) {
   /* nobody must reach the producer socket. */
   assert_int_equal(chmod(ts->dir, 0755), 0);
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes-nobody.err", ts->dir);
-  pid_t probes = spawn_probes(ts, err_path, true);
-  assert_true(probes > 0);
-  assert_true(wait_data_sources(ts, 3));
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path),
+                              "probes-nobody.err", true);
   char *events[] = {"sched/sched_switch", "sched/sched_waking"};
   session_t a;
   session_begin(&a, ts, events, 2, false);
@@ -779,23 +796,12 @@ static void ftrace_pids_are_resolved_by_process_stats(void **state) {
   require_ftrace();
   test_service_t *ts = *state;
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  pid_t probes = spawn_probes(ts, err_path, false);
-  assert_true(probes > 0);
-  assert_true(wait_data_sources(ts, 3));
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path),
+                              "probes.err", false);
 
   char *events[] = {"sched/sched_switch"};
   session_t s;
-  memset(&s, 0, sizeof(s));
-  simple_cfg_init(&s.sc, 32 * 1024,
-                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
-                  "linux.ftrace");
-  perfetto__protos__ftrace_config__init(&s.fc);
-  s.fc.n_ftrace_events = 1;
-  s.fc.ftrace_events = events;
-  s.fc.has_drain_period_ms = true;
-  s.fc.drain_period_ms = 50;
-  s.sc.dsc.ftrace_config = &s.fc;
+  session_config(&s, events, 1, true);
   Perfetto__Protos__TraceConfig__DataSource ds2, *dsp[2];
   Perfetto__Protos__DataSourceConfig dsc2;
   Perfetto__Protos__ProcessStatsConfig psc;
@@ -811,8 +817,7 @@ static void ftrace_pids_are_resolved_by_process_stats(void **state) {
   dsp[1] = &ds2;
   s.sc.cfg.n_data_sources = 2;
   s.sc.cfg.data_sources = dsp;
-  assert_int_equal(raw_consumer_connect(&s.c, ts), 0);
-  assert_int_equal(raw_consumer_enable(&s.c, &s.sc.cfg, -1), 0);
+  session_enable(&s, ts);
   wait_started(&s);
 
   od_kid_t k;
@@ -1002,27 +1007,15 @@ static void ftrace_kernel_addresses_are_indices_named_by_kallsyms(void **state) 
     skip();
   }
   char err_path[160];
-  snprintf(err_path, sizeof(err_path), "%s/probes.err", ts->dir);
-  pid_t probes = spawn_probes(ts, err_path, false);
-  assert_true(probes > 0);
-  assert_true(wait_data_sources(ts, 3));
+  pid_t probes = start_probes(ts, err_path, sizeof(err_path),
+                              "probes.err", false);
 
   char *events[] = {"workqueue/*", "timer/hrtimer_start", "sched/sched_switch"};
   session_t a;
-  memset(&a, 0, sizeof(a));
-  simple_cfg_init(&a.sc, 32 * 1024,
-                  PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
-                  "linux.ftrace");
-  perfetto__protos__ftrace_config__init(&a.fc);
-  a.fc.n_ftrace_events = 3;
-  a.fc.ftrace_events = events;
-  a.fc.has_drain_period_ms = true;
-  a.fc.drain_period_ms = 50;
+  session_config(&a, events, 3, true);
   a.fc.has_symbolize_ksyms = true;
   a.fc.symbolize_ksyms = true;
-  a.sc.dsc.ftrace_config = &a.fc;
-  assert_int_equal(raw_consumer_connect(&a.c, ts), 0);
-  assert_int_equal(raw_consumer_enable(&a.c, &a.sc.cfg, -1), 0);
+  session_enable(&a, ts);
   wait_started(&a);
 
   /* Work items run on their own; writeback on sync() adds some. Wait for

@@ -374,25 +374,44 @@ static int32_t pid_max(void) {
   return v;
 }
 
+/* A process_stats instance on a feed of its own, writing into g_sb. */
+typedef struct ps_fixture {
+  tg_pid_feed_t *feed;
+  void *ps; /* NULL once destroyed */
+  tg_probes_sink_t sink;
+} ps_fixture_t;
+
+static sink_buf_t g_sb;
+
+static void ps_start(ps_fixture_t *x, bool disable_on_demand) {
+  assert_int_equal(tg_pid_feed_new(NULL, NULL, &x->feed), 0);
+  x->ps = instance(x->feed, disable_on_demand);
+  memset(&g_sb, 0, sizeof(g_sb));
+  x->sink = (tg_probes_sink_t){buf_begin, buf_end, &g_sb};
+}
+
+static void ps_stop(ps_fixture_t *x) {
+  if (x->ps) tg_process_stats_probe.destroy(x->ps);
+  tg_pid_feed_free(x->feed);
+  if (g_sb.last) perfetto__protos__trace_packet__free_unpacked(g_sb.last, NULL);
+  g_sb.last = NULL;
+}
+
 static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
   (void)state;
   thr_t t;
   thr_start(&t);
-  tg_pid_feed_t *feed;
-  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
-  void *ps = instance(feed, false);
-  static sink_buf_t sb;
-  memset(&sb, 0, sizeof(sb));
-  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+  ps_fixture_t x;
+  ps_start(&x, false);
 
   /* A pid that cannot exist (pid_max is above every pid), the idle task,
    * and the thread. */
   int32_t me = getpid();
   const int32_t pids[] = {pid_max(), 0, t.tid};
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, pids, 3), 1);
-  assert_int_equal(tg__process_stats_resolve(ps, &sink), 2);
-  assert_int_equal(sb.packets, 1);
-  const Perfetto__Protos__ProcessTree *tree = sb.last->process_tree;
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, pids, 3), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 2);
+  assert_int_equal(g_sb.packets, 1);
+  const Perfetto__Protos__ProcessTree *tree = g_sb.last->process_tree;
   assert_non_null(tree);
   assert_int_equal(tree->n_processes, 1);
   assert_int_equal(tree->processes[0]->pid, me);
@@ -406,59 +425,48 @@ static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
   /* Fed again, with the process's own pid too: all seen, nothing
    * written. */
   const int32_t again[] = {t.tid, me};
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, again, 2), 1);
-  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
-  assert_int_equal(sb.packets, 1);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, again, 2), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
+  assert_int_equal(g_sb.packets, 1);
 
-  tg_process_stats_probe.destroy(ps);
+  tg_process_stats_probe.destroy(x.ps);
+  x.ps = NULL;
   /* The instance is gone: its session keeps nothing. */
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, again, 2), 0);
-  tg_pid_feed_free(feed);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, again, 2), 0);
+  ps_stop(&x);
   thr_stop(&t);
-  perfetto__protos__trace_packet__free_unpacked(sb.last, NULL);
 }
 
 static void process_stats_resolves_the_main_thread_as_a_process(void **state) {
   (void)state;
-  tg_pid_feed_t *feed;
-  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
-  void *ps = instance(feed, false);
-  static sink_buf_t sb;
-  memset(&sb, 0, sizeof(sb));
-  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+  ps_fixture_t x;
+  ps_start(&x, false);
   int32_t me = getpid();
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &me, 1), 1);
-  assert_int_equal(tg__process_stats_resolve(ps, &sink), 1);
-  const Perfetto__Protos__ProcessTree *tree = sb.last->process_tree;
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &me, 1), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 1);
+  const Perfetto__Protos__ProcessTree *tree = g_sb.last->process_tree;
   assert_int_equal(tree->n_processes, 1);
   assert_int_equal(tree->processes[0]->pid, me);
   assert_int_equal(tree->n_threads, 0);
   /* A pid that does not exist alone: skipped, no packet. */
   int32_t gone = pid_max();
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &gone, 1), 1);
-  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
-  assert_int_equal(sb.packets, 1);
-  tg_process_stats_probe.destroy(ps);
-  tg_pid_feed_free(feed);
-  perfetto__protos__trace_packet__free_unpacked(sb.last, NULL);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &gone, 1), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
+  assert_int_equal(g_sb.packets, 1);
+  ps_stop(&x);
 }
 
 static void process_stats_disable_on_demand_writes_nothing(void **state) {
   (void)state;
   thr_t t;
   thr_start(&t);
-  tg_pid_feed_t *feed;
-  assert_int_equal(tg_pid_feed_new(NULL, NULL, &feed), 0);
-  void *ps = instance(feed, true);
-  static sink_buf_t sb;
-  memset(&sb, 0, sizeof(sb));
-  tg_probes_sink_t sink = {buf_begin, buf_end, &sb};
+  ps_fixture_t x;
+  ps_start(&x, true);
   /* Not registered: the session has no consumer, so nothing is kept. */
-  assert_int_equal(tg_pid_feed_publish(feed, SESSION, &t.tid, 1), 0);
-  assert_int_equal(tg__process_stats_resolve(ps, &sink), 0);
-  assert_int_equal(sb.packets, 0);
-  tg_process_stats_probe.destroy(ps);
-  tg_pid_feed_free(feed);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &t.tid, 1), 0);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
+  assert_int_equal(g_sb.packets, 0);
+  ps_stop(&x);
   thr_stop(&t);
 }
 

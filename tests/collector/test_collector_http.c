@@ -585,6 +585,16 @@ static bool peer_closed(void *arg) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
+/* A connection from |from| that the server closes as soon as it is
+ * accepted (over a cap). */
+static void assert_refused_from(fixture_t *f, uint16_t port,
+                                const char *from) {
+  int fd = tcp_connect_from(port, from);
+  assert_true(fd >= 0);
+  assert_true(tg_test_run_loop_until(&f->loop, peer_closed, &fd, WAIT_MS));
+  close(fd);
+}
+
 static const char *const GET_CLOSE[] = {
     "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
 
@@ -614,10 +624,7 @@ static void http_caps_connections_per_source(void **state) {
   }
   assert_true(wait_conns(&f, 2));
   /* Its third is closed by the server at once. */
-  int third = tcp_connect_from(port, "127.0.0.2");
-  assert_true(third >= 0);
-  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &third, WAIT_MS));
-  close(third);
+  assert_refused_from(&f, port, "127.0.0.2");
   assert_false(peer_closed(&idle[0]));
   assert_false(peer_closed(&idle[1]));
   /* Another source is served meanwhile. */
@@ -657,10 +664,7 @@ static void http_caps_ipv6_source(void **state) {
   int held = tcp_connect_from(port, "::1");
   assert_true(held >= 0);
   assert_true(wait_conns(&f, 1));
-  int more = tcp_connect_from(port, "::1");
-  assert_true(more >= 0);
-  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
-  close(more);
+  assert_refused_from(&f, port, "::1");
   assert_false(peer_closed(&held));
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
@@ -687,10 +691,7 @@ static void http_per_source_cap_defaults_and_clamps(void **state) {
     assert_true(held[i] >= 0);
   }
   assert_true(wait_conns(&f, 2));
-  int more = tcp_connect_from(port, "127.0.0.4");
-  assert_true(more >= 0);
-  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
-  close(more);
+  assert_refused_from(&f, port, "127.0.0.4");
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
   assert_int_equal(st.refused_per_source, 0);
@@ -706,10 +707,7 @@ static void http_per_source_cap_defaults_and_clamps(void **state) {
   held[0] = tcp_connect_from(port, "127.0.0.3");
   assert_true(held[0] >= 0);
   assert_true(wait_conns(&f, 1));
-  more = tcp_connect_from(port, "127.0.0.3");
-  assert_true(more >= 0);
-  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
-  close(more);
+  assert_refused_from(&f, port, "127.0.0.3");
   tg_http_server_stats(f.srv, &st);
   assert_int_equal(st.refused_per_source, 1);
   fixture_stop(&f);
@@ -746,12 +744,7 @@ static void http_per_source_refusals_warn_once_by_ipv4_name(void **state) {
   int held = tcp_connect_from(port, "127.0.0.5");
   assert_true(held >= 0);
   assert_true(wait_conns(&f, 1));
-  for (int i = 0; i < 3; i++) {
-    int more = tcp_connect_from(port, "127.0.0.5");
-    assert_true(more >= 0);
-    assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &more, WAIT_MS));
-    close(more);
-  }
+  for (int i = 0; i < 3; i++) assert_refused_from(&f, port, "127.0.0.5");
   tg_log_set_sink(NULL, NULL);
   tg_log_set_level(TG_LOG_ERROR);
   tg_http_server_stats_t st;
@@ -846,10 +839,7 @@ static void https_caps_handshakeless_connections_per_source(void **state) {
     assert_true(idle[i] >= 0);
   }
   assert_true(wait_conns(&f, 2));
-  int third = tcp_connect_from(port, "127.0.0.2");
-  assert_true(third >= 0);
-  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &third, WAIT_MS));
-  close(third);
+  assert_refused_from(&f, port, "127.0.0.2");
   client_t c = {.from = "127.0.0.1",
                 .parts = GET_CLOSE,
                 .n_parts = 1,
