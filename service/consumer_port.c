@@ -619,6 +619,11 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
     clone_reply(fc->call, err, NULL);
     return;
   }
+  /* Only a clone that succeeded answers the hit: one refused above leaves
+   * it, with its time, for the consumer's next try. */
+  if (fc->trigger.name)
+    tg__session_clone_hit_answered(src, fc->trigger.name,
+                                   fc->trigger.producer_name);
   c->session = s;
   clone_reply(fc->call, NULL, s);
 }
@@ -627,15 +632,15 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
  * A request without the trigger's time (tracegate's CLI: our
  * ObservableEvents carry none) takes it, and the delay, from the hit the
  * service told for |src|, so that the snapshot's clone_snapshot_trigger
- * packet still says what the trigger packet said. */
+ * packet still says what the trigger packet said. The hit stays until a
+ * clone succeeds (clone_finish). */
 static int clone_trigger_of(tg_session_t *src,
                             const Perfetto__Protos__CloneSessionRequest *req,
                             tg_trigger_info_t *out) {
   memset(out, 0, sizeof(*out));
   if (!req->clone_trigger_name || !req->clone_trigger_name[0]) return 0;
-  tg_trigger_info_t hit;
-  bool have_hit = tg__session_clone_hit_take(src, req->clone_trigger_name,
-                                             req->clone_trigger_producer_name, &hit);
+  const tg_trigger_info_t *hit = tg__session_clone_hit_find(
+      src, req->clone_trigger_name, req->clone_trigger_producer_name);
   out->name = strdup(req->clone_trigger_name);
   out->producer_name = req->clone_trigger_producer_name
                            ? strdup(req->clone_trigger_producer_name) : NULL;
@@ -643,10 +648,9 @@ static int clone_trigger_of(tg_session_t *src,
                           ? (uid_t)req->clone_trigger_trusted_producer_uid : 0;
   out->boot_time_ns = req->has_clone_trigger_boot_time_ns
                           ? req->clone_trigger_boot_time_ns
-                          : have_hit ? hit.boot_time_ns : 0;
+                          : hit ? hit->boot_time_ns : 0;
   out->delay_ms = req->has_clone_trigger_delay_ms ? req->clone_trigger_delay_ms
-                  : have_hit                      ? hit.delay_ms : 0;
-  if (have_hit) tg__trigger_info_free(&hit);
+                  : hit                           ? hit->delay_ms : 0;
   if (!out->name || (req->clone_trigger_producer_name && !out->producer_name)) {
     tg__trigger_info_free(out);
     return -ENOMEM;

@@ -294,12 +294,16 @@ void tg__session_triggers_move(tg_session_t *src, tg_session_t *clone);
 /* CLONE_SNAPSHOT: |t| (copied) is told to the observer's clone_trigger
  * after its delay_ms, unless |s| stops first. */
 void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t);
-/* The hit of trigger |name| (and |producer_name| unless NULL) told for
- * |s| and not yet answered, the oldest first: moved into |*out| (free it
- * with tg__trigger_info_free). Returns false when none matches. */
-bool tg__session_clone_hit_take(tg_session_t *s, const char *name,
-                                const char *producer_name,
-                                tg_trigger_info_t *out);
+/* The oldest hit of trigger |name| (and |producer_name| unless NULL or
+ * empty) told for |s| and not yet answered by a successful clone, or
+ * NULL. Borrowed: valid until |s|'s hits change. */
+const tg_trigger_info_t *tg__session_clone_hit_find(const tg_session_t *s,
+                                                    const char *name,
+                                                    const char *producer_name);
+/* Forgets that hit: a clone answered it. No-op when there is none, so a
+ * failed or repeated clone leaves the hit for the next one. */
+void tg__session_clone_hit_answered(tg_session_t *s, const char *name,
+                                    const char *producer_name);
 /* Freeing |s|: its waits' timers close (each counted in open_timers). */
 void tg__session_triggers_close(tg_session_t *s);
 /* The strings of every trigger |s| keeps. */

@@ -8,6 +8,7 @@
  * consumer clones.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,22 +125,34 @@ void tg__session_clone_wait(tg_session_t *s, const tg_trigger_info_t *t) {
   uv_timer_start(&w->timer, on_wait_done, t->delay_ms, 0);
 }
 
-bool tg__session_clone_hit_take(tg_session_t *s, const char *name,
-                                const char *producer_name,
-                                tg_trigger_info_t *out) {
+static ptrdiff_t hit_index(const tg_session_t *s, const char *name,
+                           const char *producer_name) {
   for (size_t i = 0; i < s->n_clone_hits; i++) {
     const tg_trigger_info_t *h = &s->clone_hits[i];
     if (strcmp(h->name, name)) continue;
     if (producer_name && producer_name[0] &&
         (!h->producer_name || strcmp(h->producer_name, producer_name)))
       continue;
-    *out = *h;
-    memmove(&s->clone_hits[i], &s->clone_hits[i + 1],
-            (s->n_clone_hits - i - 1) * sizeof(s->clone_hits[0]));
-    s->n_clone_hits--;
-    return true;
+    return (ptrdiff_t)i;
   }
-  return false;
+  return -1;
+}
+
+const tg_trigger_info_t *tg__session_clone_hit_find(const tg_session_t *s,
+                                                    const char *name,
+                                                    const char *producer_name) {
+  ptrdiff_t i = hit_index(s, name, producer_name);
+  return i < 0 ? NULL : &s->clone_hits[i];
+}
+
+void tg__session_clone_hit_answered(tg_session_t *s, const char *name,
+                                    const char *producer_name) {
+  ptrdiff_t i = hit_index(s, name, producer_name);
+  if (i < 0) return;
+  tg__trigger_info_free(&s->clone_hits[i]);
+  memmove(&s->clone_hits[i], &s->clone_hits[i + 1],
+          (s->n_clone_hits - (size_t)i - 1) * sizeof(s->clone_hits[0]));
+  s->n_clone_hits--;
 }
 
 void tg__session_triggers_close(tg_session_t *s) {

@@ -564,6 +564,65 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   raw_producer_close(&t);
 }
 
+/* A clone that fails leaves the trigger hit it named for the next one:
+ * on one connection a clone naming no trigger and one naming "snap" are
+ * sent together; the first succeeds, so the second is refused (the
+ * connection has a session by then). A clone from another connection
+ * then still gets the hit's time in its clone_snapshot_trigger packet. */
+static void a_failed_clone_leaves_the_trigger_hit(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p, t;
+  raw_consumer_t c, k, k2;
+  simple_cfg_t sc;
+  trigger_cfg_t tc;
+  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
+                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                "snap");
+  int64_t orid = observe_clone_hits(&c);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  assert_int_equal(raw_consumer_connect(&k2, ts), 0);
+  uint64_t id = only_session_id(&k);
+  assert_int_equal(activate_trigger(&t, "snap"), 1);
+  wait_clone_hit(&c, orid, id, "snap");
+
+  int64_t rid1 = clone_invoke(&k, id, NULL, NULL);
+  int64_t rid2 = clone_invoke(&k, id, NULL, "snap");
+  uint64_t f1 = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(f1 > 0);
+  uint64_t f2 = raw_producer_wait_flush(&p, f1, 5000);
+  assert_true(f2 > f1);
+  /* Acks are cumulative: the two clones finish in the order they came. */
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, f2, false), 0);
+  assert_int_equal(clone_wait(&k, rid1, NULL, 0), 1);
+  char err[256];
+  assert_int_equal(clone_wait(&k, rid2, err, sizeof(err)), 0);
+
+  int64_t rid3 = clone_invoke(&k2, id, NULL, "snap");
+  clone_acked(&k2, &p, rid3, f2);
+  size_t n1 = 0, n2 = 0;
+  Perfetto__Protos__TracePacket **s1 = raw_consumer_read(&k, &n1);
+  Perfetto__Protos__TracePacket **s2 = raw_consumer_read(&k2, &n2);
+  assert_non_null(s1);
+  assert_non_null(s2);
+  const Perfetto__Protos__TracePacket *tr =
+      trigger_packet(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER, "snap");
+  assert_non_null(tr);
+  assert_int_equal(count_case(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER), 0);
+  const Perfetto__Protos__TracePacket *ct = trigger_packet(
+      s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "snap");
+  assert_non_null(ct);
+  assert_same_trigger(ct, tr);
+  free_packets(s1, n1);
+  free_packets(s2, n2);
+  raw_consumer_close(&k2);
+  raw_consumer_close(&k);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+  raw_producer_close(&t);
+}
+
 /* A bugreport clone (session_id kBugreportSessionId, or for_bugreport
  * naming no session): the STARTED session with the highest positive
  * bugreport_score the caller may clone; refused when there is none. */
@@ -685,6 +744,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(clone_snapshot_trigger_asks_the_consumer_to_clone,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_snapshot_triggers_move_to_the_first_clone,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(a_failed_clone_leaves_the_trigger_hit,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_for_bugreport_takes_the_highest_score,
                                       test_service_setup, test_service_teardown),
