@@ -19,4 +19,11 @@
  * gone are skipped. Returns the entries written (processes and threads). */
 size_t tg__process_stats_resolve(void *state, const tg_probes_sink_t *sink);
 
+/* How many processes (returned) and threads (|*threads|, may be NULL) the
+ * instance knows it wrote; the sets shrink as their members exit (pruned
+ * once a set has doubled). For tests. */
+size_t tg__process_stats_known(const void *state, size_t *threads);
+/* Forgets now the known processes and threads that have exited. */
+void tg__process_stats_prune(void *state);
+
 #endif /* TRACEGATE_PROBES_PROCESS_STATS_H */

@@ -10,7 +10,12 @@
  * trace names the tasks that started after the initial scan. |seen| (the
  * tgids with a Process entry) and |tseen| (the tids with a Thread entry)
  * are shared by the scan and the on-demand path: neither writes what the
- * other already did.
+ * other already did. Both forget what has exited: |seen| is this round's
+ * listing after each scan, and whenever either set has doubled since it
+ * was last pruned, the ids whose /proc entry is gone leave it (a thread
+ * by /proc/<tgid>/task/<tid>, so a tid the kernel gave to another process
+ * is written again). Each set thus holds at most twice what is alive
+ * (and PRUNE_MIN), and costs one stat per member per doubling.
  *
  * A process may exit at any point of a round: a file that is gone, empty
  * or half-written only drops that process from the round, quietly.
@@ -19,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/clock.h"
 #include "agent/probes/metatrace.h"
@@ -42,11 +48,24 @@ _Static_assert(sizeof(tg_process_stats_cfg_t) <= TG_PROBE_CFG_MAX,
 #define ARENA_CAP (64u << 20)
 /* A thread name: comm is at most 15 bytes and a newline. */
 #define COMM_CAP 64
+/* A seen set is not pruned below this many members. */
+#define PRUNE_MIN 4096u
 
 typedef struct pid_array {
   int32_t *v;
   size_t n, cap;
 } pid_array_t;
+
+/* A thread with a Thread entry, and its process. */
+typedef struct tid_entry {
+  int32_t tid, tgid;
+} tid_entry_t;
+
+typedef struct tid_array {
+  tid_entry_t *v;
+  size_t n, cap;
+  size_t prune_at; /* 0: PRUNE_MIN */
+} tid_array_t;
 
 typedef struct proc_stats {
   tg_process_stats_cfg_t cfg;
@@ -79,7 +98,8 @@ typedef struct proc_stats {
   tg_pid_feed_t *feed;
   tg_pid_feed_consumer_t *consumer;
   int32_t *demand;  /* TG_PID_FEED_CAP: one drain of the feed */
-  pid_array_t tseen; /* sorted: tids with a Thread entry */
+  tid_array_t tseen; /* sorted by tid: threads with a Thread entry */
+  size_t seen_prune_at; /* 0: PRUNE_MIN */
 } proc_stats_t;
 
 static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
@@ -181,11 +201,6 @@ static int sorted_insert(pid_array_t *a, int32_t pid) {
   a->v[lo] = pid;
   a->n++;
   return 0;
-}
-
-static int cmp_pid(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
 }
 
 /* Reads /proc/<pid>/<name> into ps->file. */
@@ -399,18 +414,88 @@ static void write_tree(proc_stats_t *ps, const tg_probes_sink_t *sink,
   sink->end(sink->ctx);
 }
 
-/* The threads the scan just wrote join |tseen|. */
+static int cmp_tid(const void *a, const void *b) {
+  int32_t x = ((const tid_entry_t *)a)->tid, y = ((const tid_entry_t *)b)->tid;
+  return (x > y) - (x < y);
+}
+
+static bool tseen_has(const tid_array_t *a, int32_t tid) {
+  size_t lo = 0, hi = a->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a->v[mid].tid < tid) lo = mid + 1;
+    else if (a->v[mid].tid > tid) hi = mid;
+    else return true;
+  }
+  return false;
+}
+
+static bool proc_path_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 || errno != ENOENT;
+}
+
+/* Forgets the threads whose /proc/<tgid>/task/<tid> is gone (an error
+ * other than ENOENT keeps the thread). */
+static void tseen_prune(tid_array_t *a) {
+  size_t keep = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)a->v[i].tgid,
+             (int)a->v[i].tid);
+    if (proc_path_exists(path)) a->v[keep++] = a->v[i];
+  }
+  a->n = keep;
+  a->prune_at = 2 * keep > PRUNE_MIN ? 2 * keep : PRUNE_MIN;
+}
+
+/* The threads this round or resolve just wrote (each tid once among
+ * them) join |tseen|, which stays sorted and is pruned once it doubled. */
 static void note_threads(proc_stats_t *ps) {
-  pid_array_t *a = &ps->tseen;
+  tid_array_t *a = &ps->tseen;
   if (!ps->n_threads ||
       reserve((void **)&a->v, &a->cap, a->n + ps->n_threads, sizeof(*a->v)) < 0)
     return;
-  for (size_t i = 0; i < ps->n_threads; i++) a->v[a->n++] = ps->threads[i].tid;
-  qsort(a->v, a->n, sizeof(*a->v), cmp_pid);
+  for (size_t i = 0; i < ps->n_threads; i++)
+    a->v[a->n++] = (tid_entry_t){ps->threads[i].tid, ps->threads[i].tgid};
+  qsort(a->v, a->n, sizeof(*a->v), cmp_tid);
   size_t keep = 0;
   for (size_t i = 0; i < a->n; i++)
-    if (keep == 0 || a->v[keep - 1] != a->v[i]) a->v[keep++] = a->v[i];
+    if (keep == 0 || a->v[keep - 1].tid != a->v[i].tid) a->v[keep++] = a->v[i];
   a->n = keep;
+  if (a->n >= (a->prune_at ? a->prune_at : PRUNE_MIN)) tseen_prune(a);
+}
+
+/* The processes in |seen| whose /proc entry is gone leave it. */
+static void seen_prune(proc_stats_t *ps) {
+  pid_array_t *a = &ps->seen;
+  size_t keep = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    char path[32];
+    snprintf(path, sizeof(path), "/proc/%d", (int)a->v[i]);
+    if (proc_path_exists(path)) a->v[keep++] = a->v[i];
+  }
+  a->n = keep;
+  ps->seen_prune_at = 2 * keep > PRUNE_MIN ? 2 * keep : PRUNE_MIN;
+}
+
+/* The on-demand path's inserts grow |seen| between rounds (or without
+ * any): pruned once it doubled. */
+static void seen_maybe_prune(proc_stats_t *ps) {
+  if (ps->seen.n >= (ps->seen_prune_at ? ps->seen_prune_at : PRUNE_MIN))
+    seen_prune(ps);
+}
+
+void tg__process_stats_prune(void *state) {
+  proc_stats_t *ps = state;
+  seen_prune(ps);
+  tseen_prune(&ps->tseen);
+}
+
+size_t tg__process_stats_known(const void *state, size_t *threads) {
+  const proc_stats_t *ps = state;
+  if (threads) *threads = ps->tseen.n;
+  return ps->seen.n;
 }
 
 /* Reads and parses /proc/<pid>/status into |st|; false when it is gone
@@ -429,7 +514,7 @@ static bool read_status(proc_stats_t *ps, int32_t pid, tg_pid_status_t *st) {
 /* One pid of the feed: a Process for its tgid if not seen yet, and a
  * Thread if it is not the main thread. */
 static void resolve_one(proc_stats_t *ps, int32_t pid) {
-  if (pid <= 0 || sorted_has(&ps->seen, pid) || sorted_has(&ps->tseen, pid))
+  if (pid <= 0 || sorted_has(&ps->seen, pid) || tseen_has(&ps->tseen, pid))
     return;
   tg_pid_status_t st;
   if (!read_status(ps, pid, &st)) return;
@@ -444,10 +529,9 @@ static void resolve_one(proc_stats_t *ps, int32_t pid) {
       ps->n_entries--; /* unrecorded, so never written: tried again later */
   }
   if (pid == tgid) return;
+  /* Joins |tseen| with the others of this drain (note_threads). */
   const char *name = ps->cfg.thread_names ? st.name : NULL;
-  if (add_thread(ps, pid, tgid, name, name ? strlen(name) : 0) == 0 &&
-      sorted_insert(&ps->tseen, pid) < 0)
-    ps->n_threads--;
+  add_thread(ps, pid, tgid, name, name ? strlen(name) : 0);
 }
 
 size_t tg__process_stats_resolve(void *state, const tg_probes_sink_t *sink) {
@@ -466,6 +550,8 @@ size_t tg__process_stats_resolve(void *state, const tg_probes_sink_t *sink) {
   for (size_t i = 0; i < n; i++) resolve_one(ps, ps->demand[i]);
   point_entries(ps);
   write_tree(ps, sink, ts, tg__clock_boottime());
+  note_threads(ps);
+  seen_maybe_prune(ps);
   tg_meta_end(TG_META_PS_RESOLVE, meta);
   return ps->n_entries + ps->n_threads;
 }

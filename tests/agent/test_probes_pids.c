@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -470,6 +472,70 @@ static void process_stats_disable_on_demand_writes_nothing(void **state) {
   thr_stop(&t);
 }
 
+/* A child process with a second thread; its tid is read from |fd|. */
+static void *child_thread(void *arg) {
+  int fd = *(int *)arg;
+  int32_t tid = gettid();
+  if (write(fd, &tid, sizeof(tid)) != (ssize_t)sizeof(tid)) _exit(1);
+  for (;;) pause();
+  return NULL;
+}
+
+static pid_t child_with_thread(int32_t *tid) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    pthread_t t;
+    if (pthread_create(&t, NULL, child_thread, &fds[1]) != 0) _exit(1);
+    for (;;) pause();
+  }
+  close(fds[1]);
+  assert_int_equal(read(fds[0], tid, sizeof(*tid)), (ssize_t)sizeof(*tid));
+  close(fds[0]);
+  return pid;
+}
+
+/* The sets of what was written forget what exited: a child process and
+ * its thread, and a thread of this process that ended, leave them when
+ * they are pruned; live ones stay, and nothing is written twice. */
+static void process_stats_forgets_what_exited(void **state) {
+  (void)state;
+  thr_t t, u;
+  thr_start(&t);
+  thr_start(&u);
+  int32_t child_tid = 0;
+  pid_t child = child_with_thread(&child_tid);
+  ps_fixture_t x;
+  ps_start(&x, false);
+  const int32_t pids[] = {t.tid, u.tid, child_tid};
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, pids, 3), 1);
+  /* This process, the child, and the three threads. */
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 5);
+  size_t threads = 0;
+  assert_int_equal(tg__process_stats_known(x.ps, &threads), 2);
+  assert_int_equal(threads, 3);
+
+  assert_int_equal(kill(child, SIGKILL), 0);
+  assert_int_equal(waitpid(child, NULL, 0), child);
+  int32_t u_tid = u.tid;
+  thr_stop(&u);
+  tg__process_stats_prune(x.ps);
+  assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);
+  assert_int_equal(threads, 1);
+
+  /* The live thread is still known; the gone ones are not resolved. */
+  const int32_t again[] = {t.tid, u_tid, child_tid, (int32_t)child};
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, again, 4), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
+  assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);
+  assert_int_equal(threads, 1);
+  ps_stop(&x);
+  thr_stop(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(encoder_collects_record_pids_once),
@@ -482,6 +548,7 @@ int main(void) {
       cmocka_unit_test(process_stats_resolves_a_thread_and_its_process_once),
       cmocka_unit_test(process_stats_resolves_the_main_thread_as_a_process),
       cmocka_unit_test(process_stats_disable_on_demand_writes_nothing),
+      cmocka_unit_test(process_stats_forgets_what_exited),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
