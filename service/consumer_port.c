@@ -646,11 +646,19 @@ static int clone_trigger_of(tg_session_t *src,
                            ? strdup(req->clone_trigger_producer_name) : NULL;
   out->producer_uid = req->has_clone_trigger_trusted_producer_uid
                           ? (uid_t)req->clone_trigger_trusted_producer_uid : 0;
-  out->boot_time_ns = req->has_clone_trigger_boot_time_ns
-                          ? req->clone_trigger_boot_time_ns
-                          : hit ? hit->boot_time_ns : 0;
-  out->delay_ms = req->has_clone_trigger_delay_ms ? req->clone_trigger_delay_ms
-                  : hit                           ? hit->delay_ms : 0;
+  /* A time of 0 is none: a client that copies the hit's fields into its
+   * request sends 0 for those our CloneTriggerHit does not carry. Time
+   * and delay then both come from the same place. */
+  bool from_req = req->has_clone_trigger_boot_time_ns &&
+                  req->clone_trigger_boot_time_ns != 0;
+  if (from_req) {
+    out->boot_time_ns = req->clone_trigger_boot_time_ns;
+    out->delay_ms =
+        req->has_clone_trigger_delay_ms ? req->clone_trigger_delay_ms : 0;
+  } else if (hit) {
+    out->boot_time_ns = hit->boot_time_ns;
+    out->delay_ms = hit->delay_ms;
+  }
   if (!out->name || (req->clone_trigger_producer_name && !out->producer_name)) {
     tg__trigger_info_free(out);
     return -ENOMEM;

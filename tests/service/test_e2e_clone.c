@@ -568,7 +568,9 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
  * on one connection a clone naming no trigger and one naming "snap" are
  * sent together; the first succeeds, so the second is refused (the
  * connection has a session by then). A clone from another connection
- * then still gets the hit's time in its clone_snapshot_trigger packet. */
+ * then still gets the hit's time in its clone_snapshot_trigger packet,
+ * though it sends a time and delay of 0 (as a client that copies the
+ * hit's fields, which ours does not carry, into its request). */
 static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p, t;
@@ -599,7 +601,16 @@ static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   char err[256];
   assert_int_equal(clone_wait(&k, rid2, err, sizeof(err)), 0);
 
-  int64_t rid3 = clone_invoke(&k2, id, NULL, "snap");
+  Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+  r.session_id = id;
+  r.clone_trigger_name = (char *)"snap";
+  r.clone_trigger_producer_name = (char *)"trigger.producer";
+  r.has_clone_trigger_trusted_producer_uid = 1;
+  r.clone_trigger_trusted_producer_uid = (int32_t)getuid();
+  r.has_clone_trigger_boot_time_ns = 1;
+  r.has_clone_trigger_delay_ms = 1;
+  int64_t rid3 = raw_invoke(&k2.conn, "CloneSession", &r.base, -1, false);
   clone_acked(&k2, &p, rid3, f2);
   size_t n1 = 0, n2 = 0;
   Perfetto__Protos__TracePacket **s1 = raw_consumer_read(&k, &n1);
