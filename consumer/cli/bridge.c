@@ -7,7 +7,9 @@
  * libuv loop as a foreign loop (the same documented lws usage as
  * collector/http.c: lws_context_creation_info.foreign_loops with
  * LWS_SERVER_OPTION_LIBUV), so that the upstream transports (ipc/, tls/),
- * which are libuv's, run on the same thread and loop. Connections are
+ * which are libuv's, run on the same thread and loop. lws's vhost listens
+ * nowhere: bridge_screen.c accepts the connections and hands them to lws
+ * behind its check of the client's frames. Connections are
  * bridge_conn.c's, the verdict on each upgrade bridge_policy.c's.
  */
 #include <arpa/inet.h>
@@ -28,7 +30,6 @@
 #define MAX_HOSTS 4096
 #define RX_BUFFER_SIZE (16u * 1024)
 #define HANDSHAKE_TIMEOUT_S 10
-#define MAX_HEADER 4096
 
 typedef struct bridge_run {
   bridge_server_t srv;
@@ -70,6 +71,7 @@ static void on_stopper(uv_idle_t *h) {
     lws_context_destroy(s->ctx);
     return;
   }
+  tg__bridge_screen_lws_gone(s);
   uv_idle_stop(h);
   uv_close((uv_handle_t *)h, NULL);
   uv_close((uv_handle_t *)&r->sigint, NULL);
@@ -80,6 +82,7 @@ static void begin_stop(bridge_run_t *r) {
   if (r->stop_requested) return;
   r->stop_requested = true;
   r->srv.state = BRIDGE_STOPPING;
+  tg__bridge_screen_stop(&r->srv);
   tg__bridge_close_all(&r->srv);
   uv_idle_start(&r->stopper, on_stopper);
 }
@@ -108,11 +111,13 @@ static bool is_loopback(const tg_net_addr_t *a) {
 }
 
 static int start_server(bridge_run_t *r, uv_loop_t *loop,
-                        const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
+                        const bridge_cfg_t *cfg, const tg_net_addr_t *at,
+                        uint16_t *port) {
   bridge_server_t *s = &r->srv;
   s->loop = loop;
   s->cfg = cfg;
   tg_list_init(&s->conns);
+  tg_list_init(&s->screens);
   s->protocols[0] = (struct lws_protocols){
       .name = "tracegate-bridge",
       .callback = tg__bridge_on_lws,
@@ -133,7 +138,7 @@ static int start_server(bridge_run_t *r, uv_loop_t *loop,
   ci.pcontext = &s->ctx;
   ci.user = s;
   ci.port = CONTEXT_PORT_NO_LISTEN;
-  ci.max_http_header_data2 = MAX_HEADER;
+  ci.max_http_header_data2 = BRIDGE_MAX_HEADER;
   ci.max_http_header_pool2 = BRIDGE_MAX_CONNS;
   ci.uid = -1;
   ci.gid = -1;
@@ -143,23 +148,28 @@ static int start_server(bridge_run_t *r, uv_loop_t *loop,
             "(its libuv event library missing?)\n");
     return -1;
   }
+  /* A server vhost without a listener of its own: the screen adopts
+   * what it accepts into it (lws-adopt.h). */
   struct lws_context_creation_info vi;
   memset(&vi, 0, sizeof(vi));
   vi.protocols = s->protocols;
-  vi.iface = at->host;
-  vi.port = at->port;
+  vi.port = CONTEXT_PORT_NO_LISTEN_SERVER;
   vi.timeout_secs = HANDSHAKE_TIMEOUT_S;
   vi.timeout_secs_ah_idle = HANDSHAKE_TIMEOUT_S;
-  vi.options = LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
-  if (!at->ipv6) vi.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
   vi.alpn = "http/1.1";
   s->vh = lws_create_vhost(s->ctx, &vi);
   if (!s->vh) {
+    fprintf(stderr, CLI_PROG " bridge: libwebsockets refused its vhost (its "
+            "warning above says why)\n");
+    return -1; /* the caller stops what lws started */
+  }
+  int rv = tg__bridge_screen_listen(s, at, port);
+  if (rv < 0) {
     char shown[TG_NET_ADDR_STRLEN];
     tg_net_addr_format(at, shown, sizeof(shown));
-    fprintf(stderr, CLI_PROG " bridge: cannot listen on %s (lws's warning "
-            "above says why)\n", shown);
-    return -1; /* the caller stops what lws started */
+    fprintf(stderr, CLI_PROG " bridge: cannot listen on %s: %s\n", shown,
+            tg_strerror(rv));
+    return -1;
   }
   return 0;
 }
@@ -178,12 +188,15 @@ static int run_bridge(const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
   uv_signal_init(&loop, &r->sigint);
   uv_signal_init(&loop, &r->sigterm);
   uv_idle_init(&loop, &r->stopper);
+  uv_tcp_init(&loop, &r->srv.listener);
   r->sigint.data = r->sigterm.data = r->stopper.data = r;
   int code = CLI_EXIT_OK;
-  if (start_server(r, &loop, cfg, at) < 0) {
+  uint16_t port = 0;
+  if (start_server(r, &loop, cfg, at, &port) < 0) {
     code = CLI_EXIT_FAIL;
     if (r->srv.ctx) begin_stop(r);
     else {
+      uv_close((uv_handle_t *)&r->srv.listener, NULL);
       uv_close((uv_handle_t *)&r->stopper, NULL);
       uv_close((uv_handle_t *)&r->sigint, NULL);
       uv_close((uv_handle_t *)&r->sigterm, NULL);
@@ -191,9 +204,8 @@ static int run_bridge(const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
   } else {
     uv_signal_start(&r->sigint, on_signal, SIGINT);
     uv_signal_start(&r->sigterm, on_signal, SIGTERM);
-    int port = lws_get_vhost_listen_port(r->srv.vh);
     tg_net_addr_t shown_at = *at;
-    if (port > 0 && port <= 65535) shown_at.port = (uint16_t)port;
+    shown_at.port = port;
     char shown[TG_NET_ADDR_STRLEN];
     tg_net_addr_format(&shown_at, shown, sizeof(shown));
     fprintf(stderr,

@@ -1,7 +1,9 @@
 /* `tracegate bridge`: Perfetto's websocket_bridge for tracegate. Shared by
  * bridge.c (the command: flags, the lws context on our libuv loop, start
- * and stop) and bridge_conn.c (one WebSocket and its upstream, bytes both
- * ways); who may open what is bridge_policy.h's (pure).
+ * and stop), bridge_screen.c (the TCP side: the listener, and each
+ * client's bytes checked on their way to lws) and bridge_conn.c (one
+ * WebSocket and its upstream, bytes both ways); who may open what is
+ * bridge_policy.h's (pure).
  *
  * A bridged connection: the UI's WebSocket on one side, the consumer
  * socket of the local tracegated (path /traced) or a tracegate-relay over
@@ -21,11 +23,19 @@
 
 #include "common/list.h"
 #include "consumer/cli/bridge_policy.h"
+#include "ipc/net_addr.h"
 
 #define BRIDGE_MAX_CONNS 64
 /* Queued bytes, per direction, above which the other side is not read. */
 #define BRIDGE_HIGH_WATER (1024u * 1024)
 #define BRIDGE_LOW_WATER (BRIDGE_HIGH_WATER / 4)
+/* lws's room for a request's header values (max_http_header_data2). */
+#define BRIDGE_MAX_HEADER 4096
+/* Bytes read at once from a client or from lws (bridge_screen.c). */
+#define BRIDGE_READ_SIZE (64u * 1024)
+
+typedef struct bridge_conn bridge_conn_t;     /* bridge_conn.c's */
+typedef struct bridge_screen bridge_screen_t; /* bridge_screen.c's */
 
 /* --- bridge.c: the server ------------------------------------------------ */
 
@@ -45,7 +55,38 @@ typedef struct bridge_server {
   tg_list_t conns; /* bridge_conn_t.node */
   unsigned n_conns;
   uint64_t next_id;
+  uv_tcp_t listener; /* initialized by bridge.c, bound by bridge_screen.c */
+  tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
+  unsigned n_screens;
+  uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */
 } bridge_server_t;
+
+/* --- bridge_screen.c: accepted connections -------------------------------- */
+
+/* Binds |at| (loopback, checked by the caller) and accepts on s->loop;
+ * each connection is adopted into s->vh behind its screen. Returns 0 and
+ * the port bound, or a libuv error (the listener stays for the caller to
+ * close). */
+int tg__bridge_screen_listen(bridge_server_t *s, const tg_net_addr_t *at,
+                             uint16_t *port);
+/* No more connections are accepted (the bridge is stopping). */
+void tg__bridge_screen_stop(bridge_server_t *s);
+/* lws's context is gone: no wsi will be destroyed any more. */
+void tg__bridge_screen_lws_gone(bridge_server_t *s);
+
+/* Every wsi's opaque user data is its screen; bridge_conn.c's callback
+ * tells it what lws did, and asks it what lws cannot know. */
+/* "127.0.0.1:51234": the client, for the logs. Valid as long as |sc|. */
+const char *tg__bridge_screen_peer(const bridge_screen_t *sc);
+/* Why the screen closed the client, or NULL if it did not. */
+const char *tg__bridge_screen_why(const bridge_screen_t *sc);
+/* The connection bridged over it (NULL before the upgrade). Borrowed. */
+bridge_conn_t *tg__bridge_screen_conn(const bridge_screen_t *sc);
+void tg__bridge_screen_set_conn(bridge_screen_t *sc, bridge_conn_t *c);
+/* LWS_CALLBACK_ESTABLISHED: the client's frames are checked from now. */
+void tg__bridge_screen_established(bridge_screen_t *sc);
+/* LWS_CALLBACK_WSI_DESTROY: its wsi is gone (|sc| may be freed). */
+void tg__bridge_screen_wsi_destroyed(bridge_screen_t *sc);
 
 /* --- bridge_conn.c: bridged connections ---------------------------------- */
 

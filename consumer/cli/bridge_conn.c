@@ -6,6 +6,9 @@
  * lws does the WebSocket framing (masks, fragments, control frames, UTF-8
  * of text); this file never parses WebSocket or HTTP bytes itself, and
  * asks lws for what it needs to know (lws_hdr_copy, lws_frame_is_binary).
+ * In front of lws, bridge_screen.c closes a client that sends an unmasked
+ * frame (lws 4.1 does not); each wsi's opaque user data is its screen,
+ * which knows the client's address and holds this file's connection.
  *
  * Lifetime: a bridge_conn_t is made when an upgrade is allowed, and freed
  * once both the WebSocket (LWS_CALLBACK_WSI_DESTROY) and the upstream
@@ -16,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "abi/ipc_frame.h"
@@ -52,7 +54,7 @@ typedef struct out_msg {
   uint8_t data[];
 } out_msg_t;
 
-typedef struct bridge_conn {
+struct bridge_conn {
   tg_list_t node; /* bridge_server_t.conns */
   bridge_server_t *srv;
   uint64_t id;
@@ -73,8 +75,8 @@ typedef struct bridge_conn {
   uint64_t opened_ms;
   uint16_t close_code; /* sent to the UI when we close */
   char why[256];       /* the first reason the connection ended */
-  char peer[64], origin[128], path[320], upstream[320];
-} bridge_conn_t;
+  char peer[TG_NET_ADDR_STRLEN], origin[128], path[320], upstream[320];
+};
 
 static void update_flow(bridge_conn_t *c);
 
@@ -368,15 +370,10 @@ static bool copy_hdr(struct lws *wsi, enum lws_token_indexes h, char *out,
   return lws_hdr_copy(wsi, out, (int)cap, h) == n;
 }
 
-/* "127.0.0.1:51234": who, for the logs. */
-static void peer_of(struct lws *wsi, char *out, size_t n) {
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  int fd = lws_get_socket_fd(wsi);
-  if (fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
-    tg_net_sockaddr_format((struct sockaddr *)&ss, out, n);
-  else
-    lws_get_peer_simple(wsi, out, n);
+/* "127.0.0.1:51234": who, for the logs. lws's socket is the screen's
+ * socketpair: the client's address is the screen's. */
+static const char *peer_of(const bridge_screen_t *sc) {
+  return sc ? tg__bridge_screen_peer(sc) : "?";
 }
 
 static int refuse_upgrade(struct lws *wsi, const char *peer, const char *origin,
@@ -393,9 +390,9 @@ static int refuse_upgrade(struct lws *wsi, const char *peer, const char *origin,
  * absence is a 503; a relay's TLS handshake finishes after the upgrade,
  * and the UI's first frames wait in the channel meanwhile). */
 static int on_confirm_upgrade(bridge_server_t *s, struct lws *wsi,
-                              const char *proto) {
-  char peer[64] = "?", origin_raw[256], origin[128], path_raw[512], path[320];
-  peer_of(wsi, peer, sizeof(peer));
+                              bridge_screen_t *sc, const char *proto) {
+  char origin_raw[256], origin[128], path_raw[512], path[320];
+  const char *peer = peer_of(sc);
   bool has_origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, origin_raw,
                              sizeof(origin_raw));
   bool has_path = copy_hdr(wsi, WSI_TOKEN_GET_URI, path_raw, sizeof(path_raw));
@@ -434,16 +431,19 @@ static int on_confirm_upgrade(bridge_server_t *s, struct lws *wsi,
   c->wsi = wsi;
   tg_list_insert_tail(&s->conns, &c->node);
   s->n_conns++;
-  lws_set_opaque_user_data(wsi, c);
+  tg__bridge_screen_set_conn(sc, c);
   TG_INFO("bridge #%" PRIu64 ": %s origin %s %s -> %s", c->id, peer, origin,
           path, c->upstream);
   return 0;
 }
 
-/* LWS_CALLBACK_WSI_DESTROY: the WebSocket is gone, for whatever reason. */
-static void on_destroy(bridge_conn_t *c) {
-  lws_set_opaque_user_data(c->wsi, NULL);
+/* LWS_CALLBACK_WSI_DESTROY: the WebSocket is gone, for whatever reason
+ * (the screen's, if it closed the client). */
+static void on_destroy(bridge_conn_t *c, bridge_screen_t *sc) {
+  tg__bridge_screen_set_conn(sc, NULL);
   c->wsi = NULL;
+  const char *screened = tg__bridge_screen_why(sc);
+  if (screened) set_why(c, "%s", screened);
   set_why(c, "the WebSocket ended without a close from the UI (a broken "
              "connection, or a WebSocket protocol error)");
   conn_close(c, LWS_CLOSE_STATUS_NORMAL);
@@ -454,21 +454,25 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
                       void *user, void *in, size_t len) {
   (void)user;
   bridge_server_t *s = lws_context_user(lws_get_context(wsi));
-  bridge_conn_t *c = lws_get_opaque_user_data(wsi);
+  /* NULL before the adoption has set it (LWS_CALLBACK_WSI_CREATE). */
+  bridge_screen_t *sc = lws_get_opaque_user_data(wsi);
+  bridge_conn_t *c = sc ? tg__bridge_screen_conn(sc) : NULL;
   switch (reason) {
     case LWS_CALLBACK_HTTP: {
       /* Not an upgrade: the bridge serves no pages. */
-      char peer[64] = "?", path[320], raw[512];
-      peer_of(wsi, peer, sizeof(peer));
+      char path[320], raw[512];
       copy_hdr(wsi, WSI_TOKEN_GET_URI, raw, sizeof(raw));
       tg_printable(path, sizeof(path), raw);
-      TG_WARN("bridge: %s %s refused (404): not a WebSocket upgrade", peer,
-              path);
+      TG_WARN("bridge: %s %s refused (404): not a WebSocket upgrade",
+              peer_of(sc), path);
       lws_return_http_status(wsi, 404, "not a WebSocket upgrade");
       return -1;
     }
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-      return on_confirm_upgrade(s, wsi, in);
+      return sc ? on_confirm_upgrade(s, wsi, sc, in) : -1;
+    case LWS_CALLBACK_ESTABLISHED:
+      if (sc) tg__bridge_screen_established(sc);
+      return 0;
     case LWS_CALLBACK_RECEIVE:
       return c ? on_receive(c, in, len) : -1;
     case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -482,7 +486,8 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
       }
       return 0;
     case LWS_CALLBACK_WSI_DESTROY:
-      if (c) on_destroy(c);
+      if (c) on_destroy(c, sc);
+      if (sc) tg__bridge_screen_wsi_destroyed(sc); /* may free |sc| */
       return 0;
     default:
       return 0;
