@@ -23,6 +23,13 @@ static const char *const process_stats_acted[] = {
     "scan_smaps_rollup",
 };
 
+/* InodeFileConfig: all of it (the scan's pace, do_not_scan, where to
+ * scan). */
+static const char *const inode_file_acted[] = {
+    "scan_interval_ms",  "scan_delay_ms",      "scan_batch_size",
+    "do_not_scan",       "scan_mount_points",  "mount_point_mapping",
+};
+
 /* Whether |f| is present in |m|: proto2 optionals by their has_ flag or
  * pointer, repeated fields by their count. */
 static bool field_is_set(const ProtobufCMessage *m,
@@ -85,6 +92,11 @@ size_t tg_probes_unacted_fields(const char *ds_name, const uint8_t *cfg,
     n = unacted(&dsc->process_stats_config->base, process_stats_acted,
                 sizeof(process_stats_acted) / sizeof(process_stats_acted[0]),
                 out, cap);
+  else if (strcmp(ds_name, "linux.inode_file_map") == 0 &&
+           dsc->inode_file_config)
+    n = unacted(&dsc->inode_file_config->base, inode_file_acted,
+                sizeof(inode_file_acted) / sizeof(inode_file_acted[0]), out,
+                cap);
   perfetto__protos__data_source_config__free_unpacked(dsc, NULL);
   return n;
 }

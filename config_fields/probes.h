@@ -14,8 +14,8 @@
 
 /* Writes into |out| (|cap| bytes, NUL-terminated, ", "-separated) the names
  * of the fields set in the typed config of |ds_name| ("linux.sys_stats",
- * "linux.process_stats") that tracegate-probes does not act on; fields
- * newer than our schema are named "field #N". |cfg| is a serialized
+ * "linux.process_stats", "linux.inode_file_map") that tracegate-probes
+ * does not act on; fields newer than our schema are named "field #N". |cfg| is a serialized
  * DataSourceConfig (borrowed). Returns how many there are, counting those
  * that did not fit (0: |out| is "", also for another data source or a
  * config that does not decode). */

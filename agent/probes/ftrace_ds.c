@@ -38,6 +38,12 @@ typedef struct pid_target {
   uint64_t session_id;
 } pid_target_t;
 
+/* Where its inodes go: its inode_file_map, found the same way. */
+typedef struct inode_target {
+  tg_inode_feed_t *feed;
+  uint64_t session_id;
+} inode_target_t;
+
 typedef struct slot {
   /* Under the mutex: written by the callbacks. */
   uint32_t want_gen;
@@ -52,6 +58,7 @@ typedef struct slot {
   tg_ftrace_cfg_t cfg;
   tg_ftrace_session_t *sess;
   pid_target_t pid_target;
+  inode_target_t inode_target;
   bool uses_ksyms;  /* holds one of tg_ftrace_ds.ksyms_users */
   bool active;      /* a session, or a failed start still to report */
   bool announced;   /* start stats (or the failure) written */
@@ -68,6 +75,7 @@ struct tg_ftrace_ds {
   pthread_t thread;
   tg_ds_t *ds;
   tg_pid_feed_t *feed; /* borrowed; NULL: pids are not published */
+  tg_inode_feed_t *inodes; /* borrowed; NULL: inodes are not published */
   slot_t slots[TG_DS_MAX_INSTANCES];
   /* The thread's own: the kernel's symbols, loaded for the first session
    * that symbolizes and shared by all that do; freed when the last of them
@@ -81,6 +89,18 @@ struct tg_ftrace_ds {
 static void publish_pids(void *ctx, const int32_t *pids, size_t n) {
   pid_target_t *t = ctx;
   tg_pid_feed_publish(t->feed, t->session_id, pids, n);
+}
+
+/* Asked once per drain: a session without an inode_file_map collects
+ * nothing. */
+static bool want_inodes(void *ctx, int32_t *skip_pid) {
+  inode_target_t *t = ctx;
+  return tg_inode_feed_wanted(t->feed, t->session_id, skip_pid);
+}
+
+static void publish_inodes(void *ctx, const tg_inode_key_t *keys, size_t n) {
+  inode_target_t *t = ctx;
+  tg_inode_feed_publish(t->feed, t->session_id, keys, n);
 }
 
 static struct timespec deadline_in(uint64_t ms) {
@@ -222,13 +242,14 @@ static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
     }
     const tg_ftrace_session_stats_t *st = tg_ftrace_session_stats(sl->sess);
     TG_INFO(DS_NAME ": instance %u: %llu pages, %llu events, %llu lost, "
-            "%llu corrupt, %llu pids not handed over, %llu kernel symbols "
-            "interned, %llu kernel addresses over the table's %d written "
-            "as 0", k,
+            "%llu corrupt, %llu pids and %llu inodes not handed over, %llu "
+            "kernel symbols interned, %llu kernel addresses over the "
+            "table's %d written as 0", k,
             (unsigned long long)st->pages, (unsigned long long)st->events,
             (unsigned long long)st->lost_pages,
             (unsigned long long)st->corrupt_pages,
             (unsigned long long)st->pids_dropped,
+            (unsigned long long)st->inodes_dropped,
             (unsigned long long)st->ksyms_written,
             (unsigned long long)st->kaddrs_dropped, TG_FTRACE_KADDRS_CAP);
     tg_ftrace_session_stop(sl->sess);
@@ -258,6 +279,10 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->pid_target = (pid_target_t){f->feed, sl->cfg.tracing_session_id};
     if (f->feed && sl->cfg.tracing_session_id)
       tg_ftrace_session_on_pids(sl->sess, publish_pids, &sl->pid_target);
+    sl->inode_target = (inode_target_t){f->inodes, sl->cfg.tracing_session_id};
+    if (f->inodes && sl->cfg.tracing_session_id)
+      tg_ftrace_session_on_inodes(sl->sess, want_inodes, publish_inodes,
+                                  &sl->inode_target);
     if (sl->cfg.symbolize_ksyms) {
       f->ksyms_retain |= sl->cfg.ksyms_retain;
       const tg_ksyms_t *ks = ksyms_acquire(f, k);
@@ -382,7 +407,8 @@ static void *reader_main(void *arg) {
 
 /* --- lifecycle ----------------------------------------------------------- */
 
-int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_ftrace_ds_t **out) {
+int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_inode_feed_t *inodes,
+                     tg_ftrace_ds_t **out) {
   /* A run that was killed left its instances (and their ring buffers)
    * behind; remove them now rather than at the first session. */
   char root[TG_TRACEFS_PATH_MAX];
@@ -395,6 +421,7 @@ int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_ftrace_ds_t **out) {
   tg_ftrace_ds_t *f = calloc(1, sizeof(*f));
   if (!f) return -ENOMEM;
   f->feed = feed;
+  f->inodes = inodes;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -9,15 +9,18 @@
 #ifndef TRACEGATE_PROBES_FTRACE_DS_H
 #define TRACEGATE_PROBES_FTRACE_DS_H
 
+#include "agent/probes/inode_feed.h"
 #include "agent/probes/pid_feed.h"
 
 typedef struct tg_ftrace_ds tg_ftrace_ds_t;
 
 /* Registers "linux.ftrace" and starts the reader thread, which publishes
- * the pids of each session's records to |feed| (borrowed until
+ * the pids of each session's records to |feed| and, while the session has
+ * a consumer there, the inodes to |inodes| (both borrowed until
  * tg_ftrace_ds_free; NULL: not published). Before tg_agent_init. Returns
  * 0, -ENOMEM, tg_ds_register's error or -errno. */
-int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_ftrace_ds_t **out);
+int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_inode_feed_t *inodes,
+                     tg_ftrace_ds_t **out);
 /* Stops the thread, ends every session (instances removed) and frees |f|.
  * After tg_agent_shutdown(). NULL is a no-op. */
 void tg_ftrace_ds_free(tg_ftrace_ds_t *f);

@@ -107,6 +107,29 @@ static void set_pid_fields(tg_ftrace_event_desc_t *d) {
   }
 }
 
+/* The first dev_t the event's record holds, and the inode fields beside
+ * it; as set_pid_fields, only fields the event's message writes. */
+static void set_inode_fields(tg_ftrace_event_desc_t *d) {
+  bool generic = d->proto_field == TG_FTRACE_EVENT_GENERIC;
+  int dev = -1;
+  for (unsigned i = 0; i < d->n_out && dev < 0; i++)
+    if (d->out[i].f.kind == TG_FTRACE_FIELD_INT &&
+        d->out[i].f.role == TG_FTRACE_ROLE_DEV)
+      dev = (int)i;
+  if (dev < 0) return;
+  for (unsigned i = 0; i < d->n_out; i++) {
+    const tg_ftrace_out_field_t *o = &d->out[i];
+    if (o->f.kind != TG_FTRACE_FIELD_INT || o->f.role != TG_FTRACE_ROLE_INODE ||
+        (!generic && !o->proto_field) ||
+        d->n_ino_fields == TG_FTRACE_INO_FIELDS_MAX)
+      continue;
+    d->ino_offsets[d->n_ino_fields] = o->f.offset;
+    d->ino_sizes[d->n_ino_fields++] = (uint8_t)o->f.size;
+  }
+  d->dev_offset = d->out[dev].f.offset;
+  d->dev_size = (uint8_t)d->out[dev].f.size;
+}
+
 static bool type_fits(uint8_t type, uint8_t kind) {
   switch (type) {
     case TG_FTRACE_PT_STRING:
@@ -171,6 +194,7 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
   }
   set_compact(d);
   set_pid_fields(d);
+  set_inode_fields(d);
   t->n++;
   t->by_id[fmt->id] = (uint16_t)t->n;
   return 0;
@@ -295,7 +319,9 @@ static void write_known_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
         tg_pbw_append_int(w, o->proto_field, (int64_t)v);
       break;
     case TG_FTRACE_PT_UINT:
-      if (get_int(&o->f, rec, len, &v)) tg_pbw_append_varint(w, o->proto_field, v);
+      if (!get_int(&o->f, rec, len, &v)) break;
+      if (o->f.role == TG_FTRACE_ROLE_DEV) v = tg_ftrace_dev_to_user(v);
+      tg_pbw_append_varint(w, o->proto_field, v);
       break;
     case TG_FTRACE_PT_REPEATED_UINT:
       if (!field_in(&o->f, len) || !o->f.elem_size) break;
@@ -323,9 +349,10 @@ static void write_generic_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
     return;
   tg_pbw_begin_nested(w, GENERIC_FIELD);
   tg_pbw_append_string(w, FIELD_NAME, o->f.name);
+  if (o->f.role == TG_FTRACE_ROLE_DEV) v = tg_ftrace_dev_to_user(v);
   if (str)
     tg_pbw_append_bytes(w, FIELD_STR, s, n);
-  else if (o->f.is_signed)
+  else if (o->f.is_signed && o->f.role != TG_FTRACE_ROLE_DEV)
     tg_pbw_append_int(w, FIELD_INT, (int64_t)v);
   else
     tg_pbw_append_varint(w, FIELD_UINT, v);
@@ -388,6 +415,10 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
       *p++ = (uint8_t)n;
       memcpy(p, s, 16); /* one block; the bytes past the NUL are slack */
       p += n;
+    } else if (op->cls == TG_FTRACE_OPC_DEV) {
+      p = tg__ftrace_put_tag(p, op->tag, op->tag_len);
+      uint64_t v = tg__ftrace_ld64(rec + op->offset) & op->mask;
+      p = tg__ftrace_put_varint(p, tg_ftrace_dev_to_user(v));
     } else if (op->cls == TG_FTRACE_OPC_ARRAY) {
       /* One key and varint per element (not packed: Perfetto's proto). */
       const uint32_t tag = op->tag;
@@ -434,6 +465,35 @@ static inline void collect_pids(tg_pid_set_t *set,
   for (unsigned i = 0; i < n; i++)
     if ((uint32_t)d->pid_fields[i] + 4 <= len)
       tg_pid_set_add(set, load_pid(rec, d->pid_fields[i]));
+}
+
+/* --- inodes ------------------------------------------------------------- */
+
+static inline uint64_t load_uint(const uint8_t *p, unsigned size) {
+  if (size == 4) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  return tg__ftrace_ld64(p);
+}
+
+/* The record's (inode, device) pairs, for the fields that lie inside it;
+ * none when its dev_t does not, or when |skip_pid| (not 0) wrote it. */
+static inline void collect_inodes(tg_inode_set_t *set,
+                                  const tg_ftrace_event_desc_t *d,
+                                  const uint8_t *rec, uint32_t len,
+                                  int32_t skip_pid) {
+  if ((uint32_t)d->dev_offset + d->dev_size > len) return;
+  if (skip_pid && (uint32_t)d->pid_offset + 4 <= len &&
+      load_pid(rec, d->pid_offset) == skip_pid)
+    return;
+  uint64_t dev =
+      tg_ftrace_dev_to_user(load_uint(rec + d->dev_offset, d->dev_size));
+  for (unsigned i = 0; i < d->n_ino_fields; i++) {
+    uint32_t off = d->ino_offsets[i], size = d->ino_sizes[i];
+    if (off + size <= len) tg_inode_set_add(set, load_uint(rec + off, size), dev);
+  }
 }
 
 /* --- encoder ------------------------------------------------------------- */
@@ -483,6 +543,8 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
   const tg_ftrace_event_desc_t *events = e->table->events;
   const bool compact = e->compact;
   tg_pid_set_t *const pids = e->pids;
+  tg_inode_set_t *const inodes = e->inodes;
+  const int32_t inode_skip_pid = e->inode_skip_pid;
   const uint8_t *page_end = page_untrusted + len;
   uint32_t n_events = 0, n_skipped = 0;
   tg__ftrace_ts_cache_t tc;
@@ -510,6 +572,8 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
     n_events++;
     if (pids)
       collect_pids(pids, d, rec.data, rec.len, compact && d->compact.kind);
+    if (inodes && d->n_ino_fields)
+      collect_inodes(inodes, d, rec.data, rec.len, inode_skip_pid);
     /* Plans and compact rows read scalars as whole words: 8 bytes past
      * the record must be readable. Only a record that ends the buffer
      * lacks them; it is read from a zero-padded copy. (A record longer

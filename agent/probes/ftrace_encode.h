@@ -13,7 +13,9 @@
  * system call. Page bytes are untrusted (ftrace_page.h); a field that does
  * not fit in its record is left out. Kernel addresses (void * fields) are
  * written as indices of the encoder's kaddrs (ftrace_kaddr.h), in known and
- * generic events alike; events with such fields have no plan.
+ * generic events alike; events with such fields have no plan. dev_t fields
+ * are written as stat(2) gives the device (tg_ftrace_dev_to_user), as
+ * Perfetto's probes write them.
  */
 #ifndef TRACEGATE_PROBES_FTRACE_ENCODE_H
 #define TRACEGATE_PROBES_FTRACE_ENCODE_H
@@ -26,6 +28,7 @@
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_kaddr.h"
 #include "agent/probes/ftrace_plan.h"
+#include "agent/probes/inode_set.h"
 #include "agent/probes/pid_set.h"
 #include "tracegate/pb_writer.h"
 
@@ -34,6 +37,10 @@ typedef struct tg_ftrace_out_field {
   uint16_t proto_field; /* 0 in generic events */
   uint8_t type;         /* tg_ftrace_proto_type_t; 0 in generic events */
 } tg_ftrace_out_field_t;
+
+/* Inode fields collected per record; real events have at most two with a
+ * dev_t beside them (ext4's ino and parent). */
+#define TG_FTRACE_INO_FIELDS_MAX 3
 
 typedef struct tg_ftrace_event_desc {
   /* What every record reads first, together. Records are written by the
@@ -53,6 +60,14 @@ typedef struct tg_ftrace_event_desc {
    * compact row has only the first. */
   uint8_t n_pid_fields;
   uint16_t pid_fields[2];
+  /* The inode fields the record names on its device (the first dev_t
+   * field, at dev_offset): ext4's ino and parent, filemap's i_ino... Only
+   * fields the event's message writes; none without a dev_t field. */
+  uint8_t n_ino_fields;
+  uint8_t dev_size; /* 4 or 8 */
+  uint16_t dev_offset;
+  uint16_t ino_offsets[TG_FTRACE_INO_FIELDS_MAX];
+  uint8_t ino_sizes[TG_FTRACE_INO_FIELDS_MAX]; /* 4 or 8 */
   uint8_t n_out;
   tg_ftrace_out_field_t out[TG_FTRACE_MAX_FIELDS];
 } tg_ftrace_event_desc_t;
@@ -83,6 +98,11 @@ typedef struct tg_ftrace_encoder {
   /* Where the pids of the records go (common_pid and the pid fields);
    * NULL: not collected. Borrowed; set between pages. */
   tg_pid_set_t *pids;
+  /* Where the (inode, device) pairs of the records go; NULL: not
+   * collected. Records whose common_pid is inode_skip_pid (when not 0)
+   * are left out: the scanner's own reads. Borrowed; set between pages. */
+  tg_inode_set_t *inodes;
+  int32_t inode_skip_pid;
   /* The indices written for kernel addresses; the owner resets it between
    * drains (tg_ftrace_kaddrs_reset). */
   tg_ftrace_kaddrs_t kaddrs;
@@ -93,6 +113,12 @@ typedef struct tg_ftrace_encoder {
  * before each page never drops one. */
 static inline uint32_t tg_ftrace_pids_per_page(uint32_t page_size) {
   return 3 * (page_size / 8 + 1);
+}
+
+/* The most pairs one page adds to an inode set (a record is at least 8
+ * bytes): a set with this much room before each page never drops one. */
+static inline uint32_t tg_ftrace_inodes_per_page(uint32_t page_size) {
+  return TG_FTRACE_INO_FIELDS_MAX * (page_size / 8 + 1);
 }
 
 typedef struct tg_ftrace_bundle_result {

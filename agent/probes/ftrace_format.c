@@ -69,6 +69,26 @@ static bool is_void_ptr(const char *d, size_t n) {
   return n && *d == '*';
 }
 
+/* The declaration's type (before the name at |name_start|) is |word|,
+ * possibly followed by more words. */
+static bool type_starts(const char *d, size_t name_start, const char *word) {
+  while (name_start && (*d == ' ' || *d == '\t')) d++, name_start--;
+  size_t wl = strlen(word);
+  return name_start > wl && memcmp(d, word, wl) == 0 &&
+         (d[wl] == ' ' || d[wl] == '\t');
+}
+
+/* See tg_ftrace_field_role_t. */
+static uint8_t role_of(const char *d, size_t name_start, const char *name) {
+  if (type_starts(d, name_start, "dev_t")) return TG_FTRACE_ROLE_DEV;
+  if (strncmp(name, "cgroup", 6) == 0) return TG_FTRACE_ROLE_NONE;
+  if (type_starts(d, name_start, "ino_t") ||
+      type_starts(d, name_start, "i_ino") || strcmp(name, "ino") == 0 ||
+      strcmp(name, "i_ino") == 0)
+    return TG_FTRACE_ROLE_INODE;
+  return TG_FTRACE_ROLE_NONE;
+}
+
 /* Fills name/kind of |f| from the declaration. Arrays: "type name[N]";
  * dynamic: "__data_loc char[] name". */
 static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
@@ -123,6 +143,7 @@ static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
   } else if (count < 0 && (fl->size == 1 || fl->size == 2 || fl->size == 4 ||
                            fl->size == 8)) {
     f->kind = TG_FTRACE_FIELD_INT;
+    if (fl->size >= 4) f->role = role_of(d, name_start, f->name);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/sysmacros.h>
 
 #define TG_FTRACE_NAME_MAX 64
 #define TG_FTRACE_FIELD_NAME_MAX 48
@@ -34,14 +35,39 @@ typedef enum tg_ftrace_field_kind {
   TG_FTRACE_FIELD_SYMADDR,
 } tg_ftrace_field_kind_t;
 
+/* What an integer field names, read from its declaration as Perfetto's
+ * probes infer it, for linux.inode_file_map (inode_feed.h). */
+typedef enum tg_ftrace_field_role {
+  TG_FTRACE_ROLE_NONE = 0,
+  /* An inode number: declared ino_t (or i_ino, Perfetto's other spelling),
+   * or named ino or i_ino (filemap's "unsigned long i_ino", xfs's
+   * xfs_ino_t ino); never a cgroup_* inode, which lives on cgroupfs rather
+   * than on the record's device. */
+  TG_FTRACE_ROLE_INODE,
+  /* A dev_t: the kernel's encoding (major << 20 | minor), which the
+   * encoder writes and collects as stat(2)'s st_dev
+   * (tg_ftrace_dev_to_user). */
+  TG_FTRACE_ROLE_DEV,
+} tg_ftrace_field_role_t;
+
 typedef struct tg_ftrace_field {
   char name[TG_FTRACE_FIELD_NAME_MAX];
   uint16_t offset;
   uint16_t size;
   uint16_t elem_size; /* TG_FTRACE_FIELD_INT_ARRAY only */
   uint8_t kind;       /* tg_ftrace_field_kind_t */
+  uint8_t role;       /* tg_ftrace_field_role_t; scalars of 4 or 8 bytes */
   bool is_signed;
 } tg_ftrace_field_t;
+
+/* A dev_t of a trace record in the kernel's internal layout (MAJOR is the
+ * 12 bits above 20 bits of MINOR: linux/kdev_t.h) as userspace sees the
+ * same device in st_dev: makedev() of that major and minor. Only the low
+ * 32 bits count; the kernel's dev_t is 32 bits wide. */
+static inline uint64_t tg_ftrace_dev_to_user(uint64_t kdev) {
+  uint32_t k = (uint32_t)kdev;
+  return (uint64_t)makedev(k >> 20, k & 0xfffffu);
+}
 
 typedef struct tg_ftrace_format {
   char name[TG_FTRACE_NAME_MAX];

@@ -57,9 +57,11 @@ static bool op_for(const tg_ftrace_field_t *f, tg_ftrace_op_t *op,
   op->end = (uint32_t)f->offset + f->size;
   *var = false;
   *worst_per_key = 0;
+  *worst = 0;
   switch (f->kind) {
     case TG_FTRACE_FIELD_INT:
-      op->kind = int_op(f, false);
+      op->kind = f->role == TG_FTRACE_ROLE_DEV ? TG_FTRACE_OP_DEV
+                                               : int_op(f, false);
       if (op->kind) word_read(op, f->size, f->is_signed);
       *worst = TG_PB_MAX_VARINT_SIZE;
       *worst_per_key = 1;
@@ -97,7 +99,10 @@ static bool op_for(const tg_ftrace_field_t *f, tg_ftrace_op_t *op,
     default:
       break;
   }
-  if (op->kind >= TG_FTRACE_OP_ARRAY_U8) {
+  if (op->kind == TG_FTRACE_OP_DEV) {
+    op->cls = TG_FTRACE_OPC_DEV;
+    op->sign = 0;
+  } else if (op->kind >= TG_FTRACE_OP_ARRAY_U8) {
     op->cls = TG_FTRACE_OPC_ARRAY;
     op->elem_size = (uint8_t)f->elem_size;
     op->count = (uint16_t)(f->size / f->elem_size);

@@ -49,6 +49,7 @@ enum {
   TG_FTRACE_OP_ARRAY_U16,
   TG_FTRACE_OP_ARRAY_U32,
   TG_FTRACE_OP_ARRAY_U64,
+  TG_FTRACE_OP_DEV, /* a dev_t of 4 or 8 bytes, as tg_ftrace_dev_to_user */
 };
 
 /* What the encoder's loop switches on: ops of a class are written alike. */
@@ -57,6 +58,7 @@ enum {
   TG_FTRACE_OPC_COMM,
   TG_FTRACE_OPC_STRING, /* CHARS, DATA_LOC, REL_LOC, TAIL */
   TG_FTRACE_OPC_ARRAY,  /* ARRAY_* */
+  TG_FTRACE_OPC_DEV,    /* DEV */
 };
 
 typedef struct tg_ftrace_op {

@@ -45,6 +45,11 @@
 /* Pages' worth of pids the set holds; distinct pids are usually far fewer
  * than its worst case, so it rarely fills before the drain ends. */
 #define PID_PAGES 2
+/* The same for (inode, device) pairs, up to a bound for the largest
+ * sub-buffers (past it a page dense with inode fields may drop some,
+ * counted). */
+#define INODE_PAGES 2
+#define INODE_SET_MAX 65536u
 
 typedef struct name_list {
   char **v;
@@ -63,6 +68,11 @@ struct tg_ftrace_session {
   tg_pid_set_t pids;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
+  /* The same for inodes; allocated at the first drain that wants them. */
+  tg_inode_set_t inodes;
+  tg_ftrace_inodes_want_cb inodes_want;
+  tg_ftrace_inodes_cb inodes_cb;
+  void *inodes_ctx;
   const tg_ksyms_t *ksyms; /* borrowed; NULL: addresses are not named */
   bool no_generic;
   unsigned n_cpus;
@@ -231,6 +241,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   }
   tg_ftrace_encoder_free(&s->enc);
   tg_pid_set_free(&s->pids);
+  tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);
   list_free(&s->unknown);
   list_free(&s->failed);
@@ -245,6 +256,14 @@ void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
   s->pids_ctx = ctx;
 }
 
+void tg_ftrace_session_on_inodes(tg_ftrace_session_t *s,
+                                 tg_ftrace_inodes_want_cb want,
+                                 tg_ftrace_inodes_cb cb, void *ctx) {
+  s->inodes_want = want;
+  s->inodes_cb = cb;
+  s->inodes_ctx = ctx;
+}
+
 void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
@@ -255,12 +274,42 @@ static void hand_over_pids(tg_ftrace_session_t *s) {
   tg_pid_set_clear(&s->pids);
 }
 
+static void hand_over_inodes(tg_ftrace_session_t *s) {
+  if (s->inodes.n) s->inodes_cb(s->inodes_ctx, s->inodes.keys, s->inodes.n);
+  s->st.inodes_dropped += s->inodes.dropped;
+  tg_inode_set_clear(&s->inodes);
+}
+
+/* The inode set for this drain, or NULL: none wanted (or no memory). */
+static tg_inode_set_t *inodes_for_drain(tg_ftrace_session_t *s,
+                                        int32_t *skip_pid) {
+  *skip_pid = 0;
+  if (!s->inodes_want || !s->inodes_want(s->inodes_ctx, skip_pid))
+    return NULL;
+  if (!s->inodes.slots) {
+    uint32_t cap = INODE_PAGES * tg_ftrace_inodes_per_page(s->layout.page_size);
+    int rv = tg_inode_set_init(&s->inodes,
+                               cap < INODE_SET_MAX ? cap : INODE_SET_MAX);
+    if (rv < 0) {
+      TG_WARN("linux.ftrace: no memory to collect inodes: %s",
+              tg_strerror(rv));
+      s->inodes_want = NULL;
+      return NULL;
+    }
+  }
+  return &s->inodes;
+}
+
 static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
                        unsigned cpu, const uint8_t *page, size_t len) {
   tg_ftrace_bundle_result_t res;
   if (s->enc.pids &&
       tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
     hand_over_pids(s);
+  if (s->enc.inodes && s->inodes.n &&
+      tg_inode_set_room(&s->inodes) <
+          tg_ftrace_inodes_per_page(s->layout.page_size))
+    hand_over_inodes(s);
   tg_pbw_t *w = sink->begin(sink->ctx);
   if (!w) return;
   tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
@@ -317,6 +366,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   size_t total = 0;
   *more = false;
   s->enc.pids = sink && s->pids_cb ? &s->pids : NULL;
+  s->enc.inodes = sink ? inodes_for_drain(s, &s->enc.inode_skip_pid) : NULL;
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
@@ -347,6 +397,8 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   }
   if (s->enc.pids) hand_over_pids(s);
   s->enc.pids = NULL;
+  if (s->enc.inodes) hand_over_inodes(s);
+  s->enc.inodes = NULL;
   /* As Perfetto's probes after each read tick: the indices start again,
    * so their names are written again (after SEQ_INCREMENTAL_STATE_CLEARED)
    * and a reader that lost older packets loses only this drain's. */

@@ -20,6 +20,7 @@
 
 #include "agent/probes/ftrace_config.h"
 #include "agent/probes/ftrace_ksyms.h"
+#include "agent/probes/inode_set.h"
 #include "agent/probes/probes_sink.h"
 #include "tracegate/pb_writer.h"
 
@@ -28,12 +29,21 @@
  * never 0); |pids| is borrowed for the call. */
 typedef void (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
 
+/* Whether the next drain is to collect the (inode, device) pairs its
+ * records name; |*skip_pid| may name a task whose records are left out. */
+typedef bool (*tg_ftrace_inodes_want_cb)(void *ctx, int32_t *skip_pid);
+/* Receives the pairs (deduplicated, inode never 0, the device as st_dev);
+ * |keys| is borrowed for the call. */
+typedef void (*tg_ftrace_inodes_cb)(void *ctx, const tg_inode_key_t *keys,
+                                    size_t n);
+
 typedef struct tg_ftrace_session tg_ftrace_session_t;
 
 typedef struct tg_ftrace_session_stats {
   uint64_t pages, bytes, events, skipped, lost_pages, corrupt_pages;
   uint64_t read_errors;
   uint64_t pids_dropped; /* not handed over for want of room */
+  uint64_t inodes_dropped; /* the same, of (inode, device) pairs */
   uint64_t ksyms_written; /* interned kernel_symbols */
   uint64_t kaddrs_dropped; /* kernel addresses written as 0: table full */
 } tg_ftrace_session_stats_t;
@@ -56,6 +66,14 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
  * session's life. */
 void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
                                void *ctx);
+
+/* Has drains with a sink for which |want| says so hand the (inode,
+ * device) pairs of their pages to |cb|, as the pids (NULL |want|: never).
+ * A drain that is not wanted collects nothing, and the set is allocated
+ * the first time one is. |ctx| is borrowed for the session's life. */
+void tg_ftrace_session_on_inodes(tg_ftrace_session_t *s,
+                                 tg_ftrace_inodes_want_cb want,
+                                 tg_ftrace_inodes_cb cb, void *ctx);
 
 /* Has written pages carry the names of their kernel addresses from |ks|
  * (NULL: not named; the addresses are still written as indices). |ks| is

@@ -1,6 +1,6 @@
 /* tracegate-probes: the system producer. Registers "linux.sys_stats",
- * "linux.process_stats", "linux.system_info" and "linux.ftrace" with the
- * local tracing service;
+ * "linux.process_stats", "linux.system_info", "linux.inode_file_map" and
+ * "linux.ftrace" with the local tracing service;
  * samples /proc and reads the kernel's ring buffers for every session that
  * enables them. Wires flags, signals, the agent and
  * the sampler together; the data sources live in *_ds.c. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/probes/ftrace_ds.h"
+#include "agent/probes/inode_feed.h"
 #include "agent/probes/pid_feed.h"
 #include "agent/probes/probes.h"
 #include "agent/tool_setup.h"
@@ -26,7 +27,8 @@ static const char about[] =
     "/proc/stat),\nlinux.process_stats (process tree, per-process "
     "memory and cpu time),\nlinux.system_info (the CPUs, once), "
     "linux.ftrace (kernel tracepoints through "
-    "tracefs; needs root)\nand perfetto.metatrace (how long its own "
+    "tracefs; needs root),\nlinux.inode_file_map (the paths of the inodes "
+    "linux.ftrace sees)\nand perfetto.metatrace (how long its own "
     "work takes).\nSIGINT/SIGTERM stop it cleanly.\n";
 
 int main(int argc, char **argv) {
@@ -49,21 +51,26 @@ int main(int argc, char **argv) {
   tg__tool_setup(PROG, log_level, &sigs);
 
   /* linux.ftrace hands the pids it sees to linux.process_stats of the
-   * same session through |feed|, which wakes the sampler. The feed
-   * outlives both data sources, and the sampler the ftrace thread. */
+   * same session through |feed|, and the inodes to linux.inode_file_map
+   * through |inodes|; both wake the sampler. The feeds outlive the data
+   * sources, and the sampler the ftrace thread. */
   tg_sampler_t *sampler = NULL;
   tg_pid_feed_t *feed = NULL;
+  tg_inode_feed_t *inodes = NULL;
   tg_ftrace_ds_t *ftrace = NULL;
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
       (rv = tg_pid_feed_new(wake_sampler, sampler, &feed)) < 0 ||
+      (rv = tg_inode_feed_new(wake_sampler, sampler, &inodes)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_sys_stats_probe, NULL)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_process_stats_probe, feed)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_system_info_probe, NULL)) < 0 ||
+      (rv = tg_sampler_add(sampler, &tg_inode_file_probe, inodes)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_metatrace_probe, NULL)) < 0 ||
       (rv = tg_sampler_start(sampler)) < 0 ||
-      (rv = tg_ftrace_ds_new(feed, &ftrace)) < 0) {
+      (rv = tg_ftrace_ds_new(feed, inodes, &ftrace)) < 0) {
     TG_ERROR("cannot set up the data sources: %s", tg_strerror(rv));
     tg_sampler_free(sampler);
+    tg_inode_feed_free(inodes);
     tg_pid_feed_free(feed);
     return 1;
   }
@@ -81,6 +88,7 @@ int main(int argc, char **argv) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));
     tg_ftrace_ds_free(ftrace);
     tg_sampler_free(sampler);
+    tg_inode_feed_free(inodes);
     tg_pid_feed_free(feed);
     return 1;
   }
@@ -93,6 +101,7 @@ int main(int argc, char **argv) {
   tg_agent_shutdown(); /* runs on_stop of every instance */
   tg_ftrace_ds_free(ftrace);
   tg_sampler_free(sampler);
+  tg_inode_feed_free(inodes);
   tg_pid_feed_free(feed);
   return 0;
 }

@@ -3,6 +3,9 @@
  * it is ignored. */
 #include "agent/probes/probes_config.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/probes/meminfo.h"
@@ -92,6 +95,116 @@ int tg_process_stats_cfg_parse(const uint8_t *cfg, size_t len,
   }
   perfetto__protos__data_source_config__free_unpacked(dsc, NULL);
   return 0;
+}
+
+static uint32_t or_default(bool has, uint64_t v, uint32_t def, uint32_t max) {
+  if (!has || v == 0) return def;
+  return v > max ? max : (uint32_t)v;
+}
+
+/* A copy of |s| (NULL: none), or NULL with *rv set: too long, or no
+ * memory. */
+static char *copy_path(const char *s, int *rv) {
+  size_t n = s ? strnlen(s, PATH_MAX) : 0;
+  if (n >= PATH_MAX) {
+    *rv = TG_EBAD_CONFIG;
+    return NULL;
+  }
+  char *c = malloc(n + 1);
+  if (!c) {
+    *rv = -ENOMEM;
+    return NULL;
+  }
+  memcpy(c, s ? s : "", n);
+  c[n] = '\0';
+  return c;
+}
+
+/* Copies |n| strings (at most TG_INODE_CFG_LIST_MAX) into |*out|. */
+static int copy_list(char *const *v, size_t n, char ***out, size_t *n_out,
+                     bool *truncated) {
+  *out = NULL;
+  *n_out = 0;
+  if (n > TG_INODE_CFG_LIST_MAX) {
+    n = TG_INODE_CFG_LIST_MAX;
+    *truncated = true;
+  }
+  if (n == 0) return 0;
+  if (!(*out = calloc(n, sizeof(**out)))) return -ENOMEM;
+  int rv = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!((*out)[i] = copy_path(v[i], &rv))) return rv;
+    (*n_out)++;
+  }
+  return 0;
+}
+
+int tg_inode_file_cfg_parse(const uint8_t *cfg, size_t len,
+                            tg_inode_file_cfg_t **out) {
+  *out = NULL;
+  Perfetto__Protos__DataSourceConfig *dsc = unpack(cfg, len);
+  if (!dsc) return TG_EBAD_CONFIG;
+  tg_inode_file_cfg_t *o = calloc(1, sizeof(*o));
+  int rv = o ? 0 : -ENOMEM;
+  const Perfetto__Protos__InodeFileConfig *c = dsc->inode_file_config;
+  if (o) {
+    if (dsc->has_tracing_session_id)
+      o->tracing_session_id = dsc->tracing_session_id;
+    o->scan_interval_ms =
+        or_default(c && c->has_scan_interval_ms, c ? c->scan_interval_ms : 0,
+              TG_INODE_SCAN_INTERVAL_MS, TG_INODE_SCAN_PERIOD_MAX_MS);
+    o->scan_delay_ms =
+        or_default(c && c->has_scan_delay_ms, c ? c->scan_delay_ms : 0,
+              TG_INODE_SCAN_DELAY_MS, TG_INODE_SCAN_PERIOD_MAX_MS);
+    o->scan_batch_size =
+        or_default(c && c->has_scan_batch_size, c ? c->scan_batch_size : 0,
+              TG_INODE_SCAN_BATCH, TG_INODE_SCAN_BATCH_MAX);
+  }
+  if (o && c) {
+    o->do_not_scan = c->has_do_not_scan && c->do_not_scan;
+    rv = copy_list(c->scan_mount_points, c->n_scan_mount_points,
+                   &o->scan_mount_points, &o->n_scan_mount_points,
+                   &o->truncated);
+    size_t n = c->n_mount_point_mapping;
+    if (n > TG_INODE_CFG_LIST_MAX) {
+      n = TG_INODE_CFG_LIST_MAX;
+      o->truncated = true;
+    }
+    if (rv == 0 && n && !(o->mappings = calloc(n, sizeof(*o->mappings))))
+      rv = -ENOMEM;
+    for (size_t i = 0; rv == 0 && i < n; i++) {
+      const Perfetto__Protos__InodeFileConfig__MountPointMappingEntry *e =
+          c->mount_point_mapping[i];
+      tg_inode_mapping_t *m = &o->mappings[i];
+      o->n_mappings++;
+      if ((m->mountpoint = copy_path(e->mountpoint, &rv)))
+        rv = copy_list(e->scan_roots, e->n_scan_roots, &m->roots, &m->n_roots,
+                       &o->truncated);
+    }
+  }
+  perfetto__protos__data_source_config__free_unpacked(dsc, NULL);
+  if (rv < 0) {
+    tg_inode_file_cfg_free(o);
+    return rv;
+  }
+  *out = o;
+  return 0;
+}
+
+static void free_list(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+void tg_inode_file_cfg_free(tg_inode_file_cfg_t *c) {
+  if (!c) return;
+  free_list(c->scan_mount_points, c->n_scan_mount_points);
+  for (size_t i = 0; i < c->n_mappings; i++) {
+    free(c->mappings[i].mountpoint);
+    free_list(c->mappings[i].roots, c->mappings[i].n_roots);
+  }
+  free(c->mappings);
+  free(c);
 }
 
 void tg_probes_warn_unacted(const char *ds_name, const uint8_t *cfg,

@@ -54,6 +54,35 @@ typedef struct tg_process_stats_cfg {
   bool smaps_rollup;      /* ProcessStats.Process.smr_*_kb */
 } tg_process_stats_cfg_t;
 
+/* linux.inode_file_map: InodeFileConfig with traced_probes' defaults for
+ * what is not set (or 0). Lists past TG_INODE_CFG_LIST_MAX entries are
+ * cut (|truncated|). */
+#define TG_INODE_SCAN_INTERVAL_MS 10000
+#define TG_INODE_SCAN_DELAY_MS 10000
+#define TG_INODE_SCAN_BATCH 15000
+/* Larger values are lowered to these: a tick stays short, a wait bounded. */
+#define TG_INODE_SCAN_BATCH_MAX 1000000
+#define TG_INODE_SCAN_PERIOD_MAX_MS 3600000
+#define TG_INODE_CFG_LIST_MAX 64
+
+/* mount_point_mapping: scan |roots| instead of |mountpoint|. */
+typedef struct tg_inode_mapping {
+  char *mountpoint;
+  char **roots;
+  size_t n_roots;
+} tg_inode_mapping_t;
+
+typedef struct tg_inode_file_cfg {
+  uint64_t tracing_session_id; /* DataSourceConfig's; 0: not said */
+  uint32_t scan_interval_ms, scan_delay_ms, scan_batch_size;
+  bool do_not_scan;
+  bool truncated;
+  char **scan_mount_points;
+  size_t n_scan_mount_points;
+  tg_inode_mapping_t *mappings;
+  size_t n_mappings;
+} tg_inode_file_cfg_t;
+
 /* |cfg| is a serialized DataSourceConfig (borrowed). A config without the
  * typed sub-message yields all zeros (nothing to poll). Returns 0 or
  * TG_EBAD_CONFIG when it does not decode. */
@@ -61,6 +90,14 @@ int tg_sys_stats_cfg_parse(const uint8_t *cfg, size_t len,
                            tg_sys_stats_cfg_t *out);
 int tg_process_stats_cfg_parse(const uint8_t *cfg, size_t len,
                                tg_process_stats_cfg_t *out);
+
+/* The same for linux.inode_file_map into a new |*out| (the caller's, for
+ * tg_inode_file_cfg_free). Returns 0, TG_EBAD_CONFIG (does not decode, or
+ * a path of PATH_MAX bytes or more) or -ENOMEM. */
+int tg_inode_file_cfg_parse(const uint8_t *cfg, size_t len,
+                            tg_inode_file_cfg_t **out);
+/* NULL is a no-op. */
+void tg_inode_file_cfg_free(tg_inode_file_cfg_t *c);
 
 /* Logs the warning naming the fields of |cfg| that tracegate-probes does
  * not act on (config_fields/probes.h; nothing when there are none). */

@@ -19,6 +19,7 @@ typedef struct slot {
   /* Written by the agent's callbacks, under the sampler's mutex. */
   uint32_t want_gen;
   bool want_active;
+  bool want_owned; /* want_cfg holds what ops->free_cfg must release */
   _Alignas(max_align_t) unsigned char want_cfg[TG_PROBE_CFG_MAX];
   /* The sampler thread's own. */
   uint32_t have_gen;
@@ -66,6 +67,12 @@ int tg_probe_no_cfg(const uint8_t *cfg, size_t len, void *out) {
   return 0;
 }
 
+/* Under s->mu: frees what the slot's parsed config holds, if anything. */
+static void release_cfg(source_t *src, slot_t *sl) {
+  if (sl->want_owned) src->ops->free_cfg(sl->want_cfg);
+  sl->want_owned = false;
+}
+
 /* --- agent thread -------------------------------------------------------- */
 
 static void request(source_t *src, unsigned inst, const uint8_t *cfg,
@@ -75,12 +82,14 @@ static void request(source_t *src, unsigned inst, const uint8_t *cfg,
   pthread_mutex_lock(&s->mu);
   slot_t *sl = &src->slots[inst];
   sl->want_active = false;
+  release_cfg(src, sl);
   if (start) {
     int rv = src->ops->parse_cfg(cfg, len, sl->want_cfg);
     if (rv < 0)
       TG_WARN("%s: instance %u: unusable config (%s); it stays idle",
               src->ops->name, inst, tg_strerror(rv));
     sl->want_active = rv == 0;
+    sl->want_owned = rv == 0 && src->ops->free_cfg;
   }
   sl->want_gen++;
   s->changed = true;
@@ -121,6 +130,9 @@ static void apply(source_t *src, unsigned k, uint64_t now) {
   drop_state(src, sl);
   if (!sl->want_active) return;
   int rv = src->ops->create(sl->want_cfg, src->ctx, &sl->state);
+  /* A create that succeeded took what the config held. */
+  if (rv == 0) sl->want_owned = false;
+  release_cfg(src, sl);
   if (rv < 0) {
     TG_WARN("%s: instance %u: %s", src->ops->name, k, tg_strerror(rv));
     sl->state = NULL;
@@ -264,9 +276,12 @@ void tg_sampler_free(tg_sampler_t *s) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
   }
-  for (size_t i = 0; i < s->n_src; i++)
-    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
+  for (size_t i = 0; i < s->n_src; i++) {
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
       drop_state(&s->src[i], &s->src[i].slots[k]);
+      release_cfg(&s->src[i], &s->src[i].slots[k]);
+    }
+  }
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
   free(s);

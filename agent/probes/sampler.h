@@ -26,8 +26,14 @@ typedef struct tg_probe_ops {
    * (then the instance stays idle). */
   int (*parse_cfg)(const uint8_t *cfg, size_t len, void *out);
   /* Sampler thread: build an instance's state from its config; |ctx| is
-   * the one given to tg_sampler_add. */
+   * the one given to tg_sampler_add. With free_cfg set, a create that
+   * returns 0 owns what parse_cfg allocated for |cfg|. */
   int (*create)(const void *cfg, void *ctx, void **state);
+  /* Optional, under the sampler's mutex: releases what parse_cfg
+   * allocated for |cfg| (a config too large for TG_PROBE_CFG_MAX keeps a
+   * pointer there), when no create took it: the config was replaced
+   * before the sampler saw it, create failed, or the sampler is freed. */
+  void (*free_cfg)(void *cfg);
   /* Sampler thread: one round at |now_ms| (CLOCK_MONOTONIC) for instance
    * |inst| of |ds|. Returns when the next round is due (absolute ms), or
    * UINT64_MAX for never. */

@@ -1,0 +1,227 @@
+/* Bounded, resumable directory walks; see inode_scan.h. */
+#include "agent/probes/inode_scan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* struct linux_dirent64 (getdents64(2)), read by offset: u64 d_ino,
+ * s64 d_off, u16 d_reclen, u8 d_type, then the NUL-terminated name. */
+#define DIRENT_INO 0
+#define DIRENT_RECLEN 16
+#define DIRENT_TYPE 18
+#define DIRENT_NAME 19
+
+#define OPEN_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+typedef struct level {
+  int fd;
+  size_t path_len; /* the directory's path in s->path */
+  uint8_t *buf;    /* TG_INODE_SCAN_BUF; kept across walks */
+  size_t pos, len;
+} level_t;
+
+typedef struct root {
+  char *path;
+  uint64_t dev;
+} root_t;
+
+struct tg_inode_scan {
+  tg_inode_scan_cbs_t cbs;
+  root_t roots[TG_INODE_SCAN_MAX_ROOTS];
+  size_t n_roots, next_root;
+  uint64_t dev;   /* of the root being walked */
+  unsigned depth; /* levels open */
+  level_t levels[TG_INODE_SCAN_MAX_DEPTH];
+  char path[PATH_MAX];
+  tg_inode_scan_stats_t st;
+};
+
+int tg_inode_scan_new(const tg_inode_scan_cbs_t *cbs, tg_inode_scan_t **out) {
+  tg_inode_scan_t *s = calloc(1, sizeof(*s));
+  if (!s) return -ENOMEM;
+  s->cbs = *cbs;
+  for (unsigned i = 0; i < TG_INODE_SCAN_MAX_DEPTH; i++) s->levels[i].fd = -1;
+  *out = s;
+  return 0;
+}
+
+void tg_inode_scan_reset(tg_inode_scan_t *s) {
+  while (s->depth > 0) {
+    level_t *l = &s->levels[--s->depth];
+    close(l->fd);
+    l->fd = -1;
+  }
+  for (size_t i = 0; i < s->n_roots; i++) free(s->roots[i].path);
+  s->n_roots = s->next_root = 0;
+}
+
+void tg_inode_scan_free(tg_inode_scan_t *s) {
+  if (!s) return;
+  tg_inode_scan_reset(s);
+  for (unsigned i = 0; i < TG_INODE_SCAN_MAX_DEPTH; i++) free(s->levels[i].buf);
+  free(s);
+}
+
+int tg_inode_scan_add_root(tg_inode_scan_t *s, const char *path, uint64_t dev) {
+  if (s->n_roots == TG_INODE_SCAN_MAX_ROOTS) return -ENOSPC;
+  size_t n = strnlen(path, PATH_MAX);
+  /* "/a/b/" walks as "/a/b", so that children are "/a/b/c". */
+  while (n > 1 && path[n - 1] == '/') n--;
+  if (n == 0 || n >= PATH_MAX) return -ENAMETOOLONG;
+  char *p = malloc(n + 1);
+  if (!p) return -ENOMEM;
+  memcpy(p, path, n);
+  p[n] = '\0';
+  s->roots[s->n_roots++] = (root_t){p, dev};
+  return 0;
+}
+
+const tg_inode_scan_stats_t *tg_inode_scan_stats(const tg_inode_scan_t *s) {
+  return &s->st;
+}
+
+/* Opens |name| in |dirfd| (or |name| itself, for AT_FDCWD) as level
+ * s->depth with its path s->path[0, path_len): when it is a directory on
+ * the walk's device that is not a symlink. */
+static void push(tg_inode_scan_t *s, int dirfd, const char *name,
+                 size_t path_len) {
+  if (s->depth == TG_INODE_SCAN_MAX_DEPTH) {
+    s->st.too_deep++;
+    return;
+  }
+  level_t *l = &s->levels[s->depth];
+  if (!l->buf && !(l->buf = malloc(TG_INODE_SCAN_BUF))) {
+    s->st.open_errors++;
+    return;
+  }
+  int fd = openat(dirfd, name, OPEN_DIR_FLAGS);
+  if (fd < 0) {
+    s->st.open_errors++;
+    return;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    s->st.open_errors++;
+    close(fd);
+    return;
+  }
+  if ((uint64_t)st.st_dev != s->dev) {
+    s->st.other_dev++;
+    close(fd);
+    return;
+  }
+  l->fd = fd;
+  l->path_len = path_len;
+  l->pos = l->len = 0;
+  s->depth++;
+  s->st.dirs++;
+}
+
+static void pop(tg_inode_scan_t *s) {
+  level_t *l = &s->levels[--s->depth];
+  close(l->fd);
+  l->fd = -1;
+}
+
+/* The entry's type: from the directory entry, else (file systems that do
+ * not say) from fstatat without following a symlink. */
+static tg_inode_type_t type_of(int dirfd, const char *name, uint8_t d_type) {
+  if (d_type == DT_DIR) return TG_INODE_TYPE_DIRECTORY;
+  if (d_type == DT_REG) return TG_INODE_TYPE_FILE;
+  if (d_type != DT_UNKNOWN) return TG_INODE_TYPE_UNKNOWN;
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return TG_INODE_TYPE_UNKNOWN;
+  return S_ISDIR(st.st_mode)   ? TG_INODE_TYPE_DIRECTORY
+         : S_ISREG(st.st_mode) ? TG_INODE_TYPE_FILE
+                               : TG_INODE_TYPE_UNKNOWN;
+}
+
+/* Visits the next entry of the deepest level (reading more of it when its
+ * buffer is used up, closing it at its end). Returns 1 for an entry
+ * visited, 0 for none (".", "..", the level's end), -1 when found() ended
+ * the walk. */
+static int visit_next(tg_inode_scan_t *s) {
+  level_t *l = &s->levels[s->depth - 1];
+  if (l->pos >= l->len) {
+    ssize_t n;
+    do n = getdents64(l->fd, l->buf, TG_INODE_SCAN_BUF);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      pop(s);
+      return 0;
+    }
+    l->pos = 0;
+    l->len = (size_t)n;
+  }
+  const uint8_t *d = l->buf + l->pos;
+  size_t room = l->len - l->pos;
+  uint16_t reclen = 0;
+  if (room > DIRENT_NAME) memcpy(&reclen, d + DIRENT_RECLEN, 2);
+  if (reclen <= DIRENT_NAME || reclen > room) {
+    pop(s); /* not what getdents64 writes: give the directory up */
+    return 0;
+  }
+  l->pos += reclen;
+  const char *name = (const char *)d + DIRENT_NAME;
+  size_t name_max = (size_t)reclen - DIRENT_NAME;
+  size_t name_len = strnlen(name, name_max);
+  if (name_len == 0 || name_len == name_max ||
+      (name[0] == '.' && (name_len == 1 || (name_len == 2 && name[1] == '.'))))
+    return 0;
+  uint64_t ino;
+  memcpy(&ino, d + DIRENT_INO, 8);
+  /* The entry's path: the directory's, a slash (unless it is "/"), the
+   * name. */
+  size_t base = l->path_len;
+  size_t sep = s->path[base - 1] == '/' ? 0 : 1;
+  if (base + sep + name_len >= PATH_MAX) {
+    s->st.too_long++;
+    return 1;
+  }
+  if (sep) s->path[base] = '/';
+  memcpy(s->path + base + sep, name, name_len);
+  size_t len = base + sep + name_len;
+  s->path[len] = '\0';
+  tg_inode_type_t type = type_of(l->fd, name, d[DIRENT_TYPE]);
+  s->st.entries++;
+  if (!s->cbs.found(s->cbs.ctx, s->dev, ino, s->path, len, type)) return -1;
+  if (type == TG_INODE_TYPE_DIRECTORY &&
+      !(s->cbs.skip_dir && s->cbs.skip_dir(s->cbs.ctx, s->path, len)))
+    push(s, l->fd, name, len);
+  return 1;
+}
+
+size_t tg_inode_scan_step(tg_inode_scan_t *s, size_t budget, bool *done) {
+  size_t visited = 0;
+  *done = false;
+  while (visited < budget) {
+    if (s->depth == 0) {
+      if (s->next_root == s->n_roots) break;
+      const root_t *r = &s->roots[s->next_root++];
+      size_t n = strlen(r->path);
+      memcpy(s->path, r->path, n + 1);
+      s->dev = r->dev;
+      push(s, AT_FDCWD, r->path, n);
+      continue;
+    }
+    int rv = visit_next(s);
+    if (rv < 0) {
+      tg_inode_scan_reset(s);
+      *done = true;
+      return visited + 1;
+    }
+    visited += (size_t)rv;
+  }
+  if (s->depth == 0 && s->next_root == s->n_roots) {
+    tg_inode_scan_reset(s);
+    *done = true;
+  }
+  return visited;
+}
