@@ -2,6 +2,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -10,6 +11,10 @@
 _Atomic int tg__log_threshold = TG_LOG_INFO;
 
 static char log_prefix[32] = "tracegate";
+/* The sink and its ctx change together under the write lock; a line is
+ * handed over under the read lock, so once tg_log_set_sink returns no
+ * thread is still in the old sink (its ctx may go). */
+static pthread_rwlock_t sink_lock = PTHREAD_RWLOCK_INITIALIZER;
 static tg_log_sink_fn log_sink;
 static void *log_sink_ctx;
 
@@ -34,8 +39,10 @@ void tg_log_set_prefix(const char *prefix) {
 }
 
 void tg_log_set_sink(tg_log_sink_fn sink, void *ctx) {
+  pthread_rwlock_wrlock(&sink_lock);
   log_sink = sink;
   log_sink_ctx = ctx;
+  pthread_rwlock_unlock(&sink_lock);
 }
 
 void tg__log(tg_log_level_t level, const char *file, int line, const char *fmt,
@@ -69,9 +76,8 @@ void tg__log(tg_log_level_t level, const char *file, int line, const char *fmt,
   for (char *p = buf; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
 
-  if (log_sink) {
-    log_sink(log_sink_ctx, level, buf);
-    return;
-  }
-  fprintf(stderr, "%s\n", buf);
+  pthread_rwlock_rdlock(&sink_lock);
+  if (log_sink) log_sink(log_sink_ctx, level, buf);
+  else fprintf(stderr, "%s\n", buf);
+  pthread_rwlock_unlock(&sink_lock);
 }

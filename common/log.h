@@ -31,7 +31,9 @@ int tg_log_parse_level(const char *name, tg_log_level_t *out);
 /* |prefix| is copied (at most 31 bytes), e.g. "tracegated". */
 void tg_log_set_prefix(const char *prefix);
 /* NULL restores the default stderr sink. |ctx| is borrowed until the next
- * call. Not safe to call concurrently with logging from other threads. */
+ * call, which waits for the lines being handed to the old sink: once it
+ * returns, the old sink is not called again. A sink must not log, nor set
+ * the sink. */
 void tg_log_set_sink(tg_log_sink_fn sink, void *ctx);
 
 void tg__log(tg_log_level_t level, const char *file, int line,

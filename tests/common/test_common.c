@@ -1,10 +1,15 @@
 /* common/: error table, growable buffer, intrusive list, logger. */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -125,9 +130,58 @@ static void log_is_level_checked_bounded_and_single_line(void **state) {
   tg_log_set_sink(NULL, NULL);
 }
 
+/* Swapping the sink while other threads log: once tg_log_set_sink
+ * returns, no thread is in the old sink, so its ctx may be freed (ASan
+ * sees a thread still using it; TSan the unsynchronised sink). */
+typedef struct swap_ctx {
+  _Atomic long lines;
+} swap_ctx_t;
+
+static void counting_sink(void *ctx, tg_log_level_t level, const char *line) {
+  (void)level;
+  (void)line;
+  atomic_fetch_add(&((swap_ctx_t *)ctx)->lines, 1);
+}
+
+static _Atomic bool swap_stop;
+
+static void *log_loop(void *arg) {
+  (void)arg;
+  while (!atomic_load(&swap_stop)) TG_WARN("a line from another thread");
+  return NULL;
+}
+
+static void log_sink_swap_waits_for_lines_in_flight(void **state) {
+  (void)state;
+  tg_log_set_level(TG_LOG_WARN);
+  swap_ctx_t *c = calloc(1, sizeof(*c));
+  assert_non_null(c);
+  tg_log_set_sink(counting_sink, c);
+  atomic_store(&swap_stop, false);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, log_loop, NULL), 0);
+  while (atomic_load(&c->lines) < 2) sched_yield();
+  long total = 0;
+  for (int i = 0; i < 200; i++) {
+    swap_ctx_t *n = calloc(1, sizeof(*n));
+    assert_non_null(n);
+    tg_log_set_sink(counting_sink, n);
+    total += atomic_load(&c->lines);
+    free(c);
+    c = n;
+  }
+  atomic_store(&swap_stop, true);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  tg_log_set_sink(NULL, NULL);
+  free(c);
+  assert_true(total >= 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(strerror_covers_errno_and_project_codes),
+      cmocka_unit_test(log_sink_swap_waits_for_lines_in_flight),
       cmocka_unit_test(buf_grows_consumes_and_compacts),
       cmocka_unit_test(buf_enforces_its_cap),
       cmocka_unit_test(list_insert_remove_iterate),
