@@ -14,9 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -30,6 +28,7 @@
 #include "ftrace_fixtures.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
+#include "probes_fixtures.h"
 
 /* --- the encoder's pids -------------------------------------------------- */
 
@@ -91,29 +90,18 @@ static int cmp_i32(const void *a, const void *b) {
 /* Encodes |p| with pids collected into |set|; returns the sorted pids. */
 static size_t encode_pids(bool compact, const page_t *p, tg_pid_set_t *set,
                           int32_t *out) {
-  tg_ftrace_table_t table;
-  tg_ftrace_encoder_t enc;
-  assert_int_equal(tg_ftrace_table_init(&table), 0);
-  add_format(&table, "sched", switch_format);
-  add_format(&table, "sched", waking_format);
-  add_format(&table, "sched", fork_format);
-  add_format(&table, "raw_syscalls", sys_enter_format);
-  assert_int_equal(tg_ftrace_encoder_init(&enc, &table, compact, 4096), 0);
-  tg_ftrace_page_layout_t l;
-  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
-                                               strlen(header_page_fixture), &l),
-                   0);
+  static const group_format_t formats[] = {{"sched", switch_format},
+                                           {"sched", waking_format},
+                                           {"sched", fork_format},
+                                           {"raw_syscalls", sys_enter_format}};
+  page_encoder_t pe;
+  page_encoder_init(&pe, formats, 4, compact);
   static uint8_t buf[65536];
-  tg_pbw_t w;
-  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
-  enc.pids = set;
+  pe.enc.pids = set;
   tg_ftrace_bundle_result_t res;
-  tg_ftrace_encode_bundle(&enc, &w, 0, &l, p->b, sizeof(p->b), &res);
-  assert_int_equal(tg_pbw_error(&w), 0);
-  assert_false(res.corrupt);
+  page_encoder_encode(&pe, p, buf, sizeof(buf), &res);
   assert_int_equal(res.events, 10);
-  tg_ftrace_encoder_free(&enc);
-  tg_ftrace_table_free(&table);
+  page_encoder_free(&pe);
   memcpy(out, set->pids, set->n * sizeof(*out));
   qsort(out, set->n, sizeof(*out), cmp_i32);
   return set->n;
@@ -271,29 +259,6 @@ static void feed_counts_pids_past_the_cap(void **state) {
 #define SESSION 42
 #define THREAD_NAME "tg-pids-thr"
 
-typedef struct sink_buf {
-  uint8_t b[1 << 20];
-  tg_pbw_t w;
-  size_t packets;
-  Perfetto__Protos__TracePacket *last;
-} sink_buf_t;
-
-static tg_pbw_t *buf_begin(void *ctx) {
-  sink_buf_t *s = ctx;
-  tg_pbw_init(&s->w, s->b, sizeof(s->b), NULL, NULL);
-  return &s->w;
-}
-
-static void buf_end(void *ctx) {
-  sink_buf_t *s = ctx;
-  assert_int_equal(tg_pbw_error(&s->w), 0);
-  if (s->last) perfetto__protos__trace_packet__free_unpacked(s->last, NULL);
-  s->last = perfetto__protos__trace_packet__unpack(
-      NULL, (size_t)tg_pbw_written(&s->w), s->b);
-  assert_non_null(s->last);
-  s->packets++;
-}
-
 typedef struct thr {
   pthread_t t;
   pthread_mutex_t mu;
@@ -352,13 +317,8 @@ static void *instance(tg_pid_feed_t *feed, bool disable_on_demand) {
     ps.n_quirks = 1;
     ps.quirks = &q;
   }
-  size_t len = perfetto__protos__data_source_config__get_packed_size(&dsc);
-  uint8_t *b = malloc(len);
-  assert_non_null(b);
-  perfetto__protos__data_source_config__pack(&dsc, b);
   _Alignas(max_align_t) unsigned char cfg[TG_PROBE_CFG_MAX];
-  assert_int_equal(tg_process_stats_probe.parse_cfg(b, len, cfg), 0);
-  free(b);
+  probe_parse_cfg(&tg_process_stats_probe, &dsc, cfg);
   const tg_process_stats_cfg_t *c = (const tg_process_stats_cfg_t *)cfg;
   assert_int_equal(c->tracing_session_id, SESSION);
   assert_int_equal(c->on_demand, !disable_on_demand);
@@ -389,14 +349,13 @@ static void ps_start(ps_fixture_t *x, bool disable_on_demand) {
   assert_int_equal(tg_pid_feed_new(NULL, NULL, &x->feed), 0);
   x->ps = instance(x->feed, disable_on_demand);
   memset(&g_sb, 0, sizeof(g_sb));
-  x->sink = (tg_probes_sink_t){buf_begin, buf_end, &g_sb};
+  x->sink = sink_buf_sink(&g_sb);
 }
 
 static void ps_stop(ps_fixture_t *x) {
   if (x->ps) tg_process_stats_probe.destroy(x->ps);
   tg_pid_feed_free(x->feed);
-  if (g_sb.last) perfetto__protos__trace_packet__free_unpacked(g_sb.last, NULL);
-  g_sb.last = NULL;
+  sink_buf_clear(&g_sb);
 }
 
 static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
@@ -412,8 +371,8 @@ static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
   const int32_t pids[] = {pid_max(), 0, t.tid};
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, pids, 3), 1);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 2);
-  assert_int_equal(g_sb.packets, 1);
-  const Perfetto__Protos__ProcessTree *tree = g_sb.last->process_tree;
+  assert_int_equal(g_sb.n, 1);
+  const Perfetto__Protos__ProcessTree *tree = sink_buf_last(&g_sb)->process_tree;
   assert_non_null(tree);
   assert_int_equal(tree->n_processes, 1);
   assert_int_equal(tree->processes[0]->pid, me);
@@ -429,7 +388,7 @@ static void process_stats_resolves_a_thread_and_its_process_once(void **state) {
   const int32_t again[] = {t.tid, me};
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, again, 2), 1);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
-  assert_int_equal(g_sb.packets, 1);
+  assert_int_equal(g_sb.n, 1);
 
   tg_process_stats_probe.destroy(x.ps);
   x.ps = NULL;
@@ -446,7 +405,7 @@ static void process_stats_resolves_the_main_thread_as_a_process(void **state) {
   int32_t me = getpid();
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &me, 1), 1);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 1);
-  const Perfetto__Protos__ProcessTree *tree = g_sb.last->process_tree;
+  const Perfetto__Protos__ProcessTree *tree = sink_buf_last(&g_sb)->process_tree;
   assert_int_equal(tree->n_processes, 1);
   assert_int_equal(tree->processes[0]->pid, me);
   assert_int_equal(tree->n_threads, 0);
@@ -454,7 +413,7 @@ static void process_stats_resolves_the_main_thread_as_a_process(void **state) {
   int32_t gone = pid_max();
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &gone, 1), 1);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
-  assert_int_equal(g_sb.packets, 1);
+  assert_int_equal(g_sb.n, 1);
   ps_stop(&x);
 }
 
@@ -467,35 +426,9 @@ static void process_stats_disable_on_demand_writes_nothing(void **state) {
   /* Not registered: the session has no consumer, so nothing is kept. */
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, &t.tid, 1), 0);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
-  assert_int_equal(g_sb.packets, 0);
+  assert_int_equal(g_sb.n, 0);
   ps_stop(&x);
   thr_stop(&t);
-}
-
-/* A child process with a second thread; its tid is read from |fd|. */
-static void *child_thread(void *arg) {
-  int fd = *(int *)arg;
-  int32_t tid = gettid();
-  if (write(fd, &tid, sizeof(tid)) != (ssize_t)sizeof(tid)) _exit(1);
-  for (;;) pause();
-  return NULL;
-}
-
-static pid_t child_with_thread(int32_t *tid) {
-  int fds[2];
-  assert_int_equal(pipe(fds), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    pthread_t t;
-    if (pthread_create(&t, NULL, child_thread, &fds[1]) != 0) _exit(1);
-    for (;;) pause();
-  }
-  close(fds[1]);
-  assert_int_equal(read(fds[0], tid, sizeof(*tid)), (ssize_t)sizeof(*tid));
-  close(fds[0]);
-  return pid;
 }
 
 /* The sets of what was written forget what exited: a child process and
@@ -506,11 +439,11 @@ static void process_stats_forgets_what_exited(void **state) {
   thr_t t, u;
   thr_start(&t);
   thr_start(&u);
-  int32_t child_tid = 0;
-  pid_t child = child_with_thread(&child_tid);
+  kid_t child;
+  kid_start(&child, THREAD_NAME);
   ps_fixture_t x;
   ps_start(&x, false);
-  const int32_t pids[] = {t.tid, u.tid, child_tid};
+  const int32_t pids[] = {t.tid, u.tid, child.tid};
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, pids, 3), 1);
   /* This process, the child, and the three threads. */
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 5);
@@ -518,8 +451,7 @@ static void process_stats_forgets_what_exited(void **state) {
   assert_int_equal(tg__process_stats_known(x.ps, &threads), 2);
   assert_int_equal(threads, 3);
 
-  assert_int_equal(kill(child, SIGKILL), 0);
-  assert_int_equal(waitpid(child, NULL, 0), child);
+  kid_kill(&child);
   int32_t u_tid = u.tid;
   thr_stop(&u);
   tg__process_stats_prune(x.ps);
@@ -527,7 +459,7 @@ static void process_stats_forgets_what_exited(void **state) {
   assert_int_equal(threads, 1);
 
   /* The live thread is still known; the gone ones are not resolved. */
-  const int32_t again[] = {t.tid, u_tid, child_tid, (int32_t)child};
+  const int32_t again[] = {t.tid, u_tid, child.tid, (int32_t)child.pid};
   assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, again, 4), 1);
   assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
   assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);

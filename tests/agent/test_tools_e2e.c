@@ -1,6 +1,7 @@
 /* tracegate-probes and tracegate-emit end to end: a real tracegated in a
  * child, the tool in another child, and a raw consumer recording what the
- * tool writes into the shared memory buffer. */
+ * tool writes into the shared memory buffer. The harness is probes_e2e.h.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "probes_e2e.h"
 #include "test_proc.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -27,8 +29,6 @@
 #ifndef EMIT_PATH
 #error "EMIT_PATH must name the tracegate-emit binary"
 #endif
-
-#define WAIT_MS 20000
 
 /* --- children ------------------------------------------------------------ */
 
@@ -52,26 +52,6 @@ static pid_t spawn_tool(const char *path, const char *const *args,
   close(err);
   assert_true(pid > 0);
   return pid;
-}
-
-static void read_text(const char *path, char *out, size_t cap) {
-  out[0] = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  size_t n = fread(out, 1, cap - 1, f);
-  out[n] = 0;
-  fclose(f);
-}
-
-static uint64_t boottime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(unsigned ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
 }
 
 /* --- recording ----------------------------------------------------------- */
@@ -108,56 +88,6 @@ static const Perfetto__Protos__TrackEvent *track_event_of(
              : NULL;
 }
 
-typedef struct packets {
-  Perfetto__Protos__TracePacket **pk;
-  size_t n, cap;
-} packets_t;
-
-/* Appends what the session's buffer holds now (ReadBuffers drains it). */
-static void read_more(raw_consumer_t *c, packets_t *all) {
-  size_t n = 0;
-  Perfetto__Protos__TracePacket **pk = raw_consumer_read(c, &n);
-  assert_non_null(pk);
-  for (size_t i = 0; i < n; i++) {
-    if (all->n == all->cap) {
-      all->cap = all->cap ? all->cap * 2 : 1024;
-      all->pk = realloc(all->pk, all->cap * sizeof(*all->pk));
-      assert_non_null(all->pk);
-    }
-    all->pk[all->n++] = pk[i];
-  }
-  free(pk);
-}
-
-static void packets_free(packets_t *all) {
-  free_packets(all->pk, all->n);
-  memset(all, 0, sizeof(*all));
-}
-
-/* Waits until the service lists at least |n| data sources. */
-static bool wait_data_sources(raw_consumer_t *c, size_t n) {
-  int64_t end = tg_test_now_ms() + WAIT_MS;
-  while (tg_test_now_ms() < end) {
-    size_t p, d, s, r;
-    if (raw_consumer_query_all(c, WAIT_MS, &p, &d, &s, &r) == 0 && d >= n)
-      return true;
-    sleep_ms(20);
-  }
-  return false;
-}
-
-/* A consumer Flush: producers commit what they buffered. */
-static void flush(raw_consumer_t *c) {
-  Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
-  fr.has_timeout_ms = true;
-  fr.timeout_ms = 5000;
-  int64_t rid = raw_invoke(&c->conn, "Flush", &fr.base, -1, false);
-  assert_true(rid > 0);
-  raw_frame_t f;
-  assert_int_equal(raw_wait(&c->conn, (uint64_t)rid, WAIT_MS, &f), 1);
-  tg_ipc_frame_free(f.frame);
-}
-
 /* --- tracegate-probes ---------------------------------------------------- */
 
 typedef struct session {
@@ -168,7 +98,7 @@ typedef struct session {
   Perfetto__Protos__DataSourceConfig dsc[2];
   Perfetto__Protos__SysStatsConfig sys;
   Perfetto__Protos__ProcessStatsConfig ps;
-  packets_t got;
+  e2e_packets_t got;
 } session_t;
 
 /* The config of a session with sys_stats (|stat| or meminfo only) and, if
@@ -225,7 +155,7 @@ static void session_begin(session_t *s, const test_service_t *ts, bool stat,
   session_enable(s, ts);
 }
 
-static size_t count_sys_stats(const packets_t *p, size_t *with_cpu,
+static size_t count_sys_stats(const e2e_packets_t *p, size_t *with_cpu,
                               size_t *with_mem) {
   size_t n = 0;
   *with_cpu = *with_mem = 0;
@@ -240,7 +170,7 @@ static size_t count_sys_stats(const packets_t *p, size_t *with_cpu,
 }
 
 static const Perfetto__Protos__ProcessTree__Process *find_tree(
-    const packets_t *p, int32_t pid) {
+    const e2e_packets_t *p, int32_t pid) {
   for (size_t i = 0; i < p->n; i++) {
     const Perfetto__Protos__ProcessTree *t = tree_of(p->pk[i]);
     for (size_t k = 0; t && k < t->n_processes; k++)
@@ -249,7 +179,7 @@ static const Perfetto__Protos__ProcessTree__Process *find_tree(
   return NULL;
 }
 
-static size_t count_stats_of(const packets_t *p, int32_t pid,
+static size_t count_stats_of(const e2e_packets_t *p, int32_t pid,
                              const Perfetto__Protos__ProcessStats__Process **last) {
   size_t n = 0;
   for (size_t i = 0; i < p->n; i++) {
@@ -277,7 +207,7 @@ static pid_t start_probes(const test_service_t *ts, char *err_path,
   assert_int_equal(raw_consumer_connect(&q, ts), 0);
   /* linux.sys_stats, .process_stats, .system_info, .ftrace and
    * perfetto.metatrace. */
-  assert_true(wait_data_sources(&q, 5));
+  assert_true(e2e_wait_data_sources(&q, 5));
   raw_consumer_close(&q);
   return probes;
 }
@@ -285,20 +215,20 @@ static pid_t start_probes(const test_service_t *ts, char *err_path,
 static void probes_record_two_sessions_with_their_own_configs(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  uint64_t t_before = boottime_ns();
+  uint64_t t_before = e2e_boottime_ns();
   pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   session_t a, b;
   session_begin(&a, ts, true, false); /* cpu times only */
   session_begin(&b, ts, false, true); /* meminfo + processes */
 
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   size_t a_sys = 0, a_cpu = 0, a_mem = 0, b_sys = 0, b_cpu = 0, b_mem = 0;
   size_t stats_of_probes = 0;
   while (tg_test_now_ms() < end) {
-    sleep_ms(100);
-    read_more(&a.c, &a.got);
-    read_more(&b.c, &b.got);
+    e2e_sleep_ms(100);
+    e2e_read_more(&a.c, &a.got);
+    e2e_read_more(&b.c, &b.got);
     a_sys = count_sys_stats(&a.got, &a_cpu, &a_mem);
     b_sys = count_sys_stats(&b.got, &b_cpu, &b_mem);
     stats_of_probes = count_stats_of(&b.got, probes, NULL);
@@ -306,11 +236,11 @@ static void probes_record_two_sessions_with_their_own_configs(void **state) {
         find_tree(&b.got, probes))
       break;
   }
-  assert_int_equal(raw_consumer_disable(&a.c, WAIT_MS), 0);
-  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
-  read_more(&a.c, &a.got);
-  read_more(&b.c, &b.got);
-  uint64_t t_after = boottime_ns();
+  assert_int_equal(raw_consumer_disable(&a.c, E2E_WAIT_MS), 0);
+  assert_int_equal(raw_consumer_disable(&b.c, E2E_WAIT_MS), 0);
+  e2e_read_more(&a.c, &a.got);
+  e2e_read_more(&b.c, &b.got);
+  uint64_t t_after = e2e_boottime_ns();
   a_sys = count_sys_stats(&a.got, &a_cpu, &a_mem);
   b_sys = count_sys_stats(&b.got, &b_cpu, &b_mem);
 
@@ -369,16 +299,12 @@ static void probes_record_two_sessions_with_their_own_configs(void **state) {
   }
   assert_int_equal(entries, 1);
 
-  packets_free(&a.got);
-  packets_free(&b.got);
+  e2e_packets_free(&a.got);
+  e2e_packets_free(&b.got);
   raw_consumer_close(&a.c);
   raw_consumer_close(&b.c);
 
-  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
-  char err[4096];
-  read_text(err_path, err, sizeof(err));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fail_msg("tracegate-probes exit status %#x; stderr:\n%s", status, err);
+  e2e_stop_probes(probes, err_path);
 }
 
 /* Every sys_stats group this kernel has, and the process tree's threads,
@@ -395,7 +321,7 @@ static bool has_vmstat_free_pages(const Perfetto__Protos__SysStats *s) {
 static void probes_record_every_group_of_the_config(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
-  uint64_t t_before = boottime_ns();
+  uint64_t t_before = e2e_boottime_ns();
   pid_t probes = start_probes(ts, err_path, sizeof(err_path));
 
   session_t b;
@@ -428,10 +354,10 @@ static void probes_record_every_group_of_the_config(void **state) {
   bool psi_kernel = access("/proc/pressure/cpu", R_OK) == 0;
   bool buddy = false, disks = false, psi = false, vmstat = false;
   const Perfetto__Protos__ProcessTree *probes_threads = NULL;
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   while (tg_test_now_ms() < end) {
-    sleep_ms(100);
-    read_more(&b.c, &b.got);
+    e2e_sleep_ms(100);
+    e2e_read_more(&b.c, &b.got);
     for (size_t i = 0; i < b.got.n; i++) {
       const Perfetto__Protos__SysStats *s = sys_stats_of(b.got.pk[i]);
       if (s) {
@@ -448,9 +374,9 @@ static void probes_record_every_group_of_the_config(void **state) {
         count_stats_of(&b.got, probes, NULL) >= 2)
       break;
   }
-  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
-  read_more(&b.c, &b.got);
-  uint64_t t_after = boottime_ns();
+  assert_int_equal(raw_consumer_disable(&b.c, E2E_WAIT_MS), 0);
+  e2e_read_more(&b.c, &b.got);
+  uint64_t t_after = e2e_boottime_ns();
   assert_true(vmstat);
   assert_true(buddy);
   assert_true(disks);
@@ -478,13 +404,11 @@ static void probes_record_every_group_of_the_config(void **state) {
   assert_true(last->has_smr_rss_kb && last->smr_rss_kb > 0);
   assert_true(last->has_smr_pss_kb && last->smr_pss_kb > 0);
 
-  packets_free(&b.got);
+  e2e_packets_free(&b.got);
   raw_consumer_close(&b.c);
-  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
+  e2e_stop_probes(probes, err_path);
   char err[8192];
-  read_text(err_path, err, sizeof(err));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fail_msg("tracegate-probes exit status %#x; stderr:\n%s", status, err);
+  e2e_read_text(err_path, err, sizeof(err));
   /* Nothing the config asked for is ignored without a word. */
   assert_non_null(strstr(err, "linux.sys_stats: 1 config field(s) not acted "
                               "on by tracegate-probes: thermal_period_ms"));
@@ -503,7 +427,7 @@ static void probes_describe_the_cpus(void **state) {
 
   /* What the test itself reads of /proc/cpuinfo. */
   char text[65536];
-  read_text("/proc/cpuinfo", text, sizeof(text));
+  e2e_read_text("/proc/cpuinfo", text, sizeof(text));
   size_t want = 0;
   for (const char *p = text; (p = strstr(p, "processor")); p++)
     if (p == text || p[-1] == '\n') want++;
@@ -522,10 +446,10 @@ static void probes_describe_the_cpus(void **state) {
   b.dsc[0].sys_stats_config = NULL;
   session_enable(&b, ts);
   const Perfetto__Protos__CpuInfo *ci = NULL;
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   while (!ci && tg_test_now_ms() < end) {
-    sleep_ms(50);
-    read_more(&b.c, &b.got);
+    e2e_sleep_ms(50);
+    e2e_read_more(&b.c, &b.got);
     for (size_t i = 0; i < b.got.n && !ci; i++)
       if (b.got.pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CPU_INFO)
         ci = b.got.pk[i]->cpu_info;
@@ -536,16 +460,15 @@ static void probes_describe_the_cpus(void **state) {
     assert_non_null(ci->cpus[i]->processor);
     if (model[0]) assert_string_equal(ci->cpus[i]->processor, model);
   }
-  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
-  packets_free(&b.got);
+  assert_int_equal(raw_consumer_disable(&b.c, E2E_WAIT_MS), 0);
+  e2e_packets_free(&b.got);
   raw_consumer_close(&b.c);
-  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  e2e_stop_probes(probes, err_path);
 }
 
 /* The metatrace packets of |p| named |name|; |tid| gets the last one's
  * thread. */
-static size_t count_metatrace(const packets_t *p, const char *name,
+static size_t count_metatrace(const e2e_packets_t *p, const char *name,
                               uint32_t *tid) {
   size_t n = 0;
   for (size_t i = 0; i < p->n; i++) {
@@ -582,11 +505,11 @@ static void probes_time_their_own_work(void **state) {
   /* Rounds of sys_stats, then a flush brings their timings. */
   size_t with_cpu, with_mem, timed = 0;
   uint32_t tid = 0;
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   while (tg_test_now_ms() < end) {
-    sleep_ms(50);
-    flush(&b.c);
-    read_more(&b.c, &b.got);
+    e2e_sleep_ms(50);
+    e2e_flush(&b.c);
+    e2e_read_more(&b.c, &b.got);
     timed = count_metatrace(&b.got, "linux.sys_stats round", &tid);
     if (count_sys_stats(&b.got, &with_cpu, &with_mem) >= 3 && timed >= 1)
       break;
@@ -598,8 +521,8 @@ static void probes_time_their_own_work(void **state) {
   assert_int_equal(access(task, F_OK), 0);
   /* The stop writes what came since. */
   size_t rounds_before = count_sys_stats(&b.got, &with_cpu, &with_mem);
-  assert_int_equal(raw_consumer_disable(&b.c, WAIT_MS), 0);
-  read_more(&b.c, &b.got);
+  assert_int_equal(raw_consumer_disable(&b.c, E2E_WAIT_MS), 0);
+  e2e_read_more(&b.c, &b.got);
   size_t rounds = count_sys_stats(&b.got, &with_cpu, &with_mem);
   size_t timed_end = count_metatrace(&b.got, "linux.sys_stats round", &tid);
   assert_true(timed_end >= timed);
@@ -607,10 +530,9 @@ static void probes_time_their_own_work(void **state) {
    * (the one the stop cut) may be timed without its packet. */
   assert_true(rounds >= rounds_before);
   assert_true(timed_end <= rounds + 1);
-  packets_free(&b.got);
+  e2e_packets_free(&b.got);
   raw_consumer_close(&b.c);
-  int status = tg_test_stop(probes, SIGTERM, WAIT_MS);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  e2e_stop_probes(probes, err_path);
 }
 
 /* --- tracegate-emit ------------------------------------------------------ */
@@ -630,26 +552,26 @@ static void emit_delivers_every_packet_in_order(void **state) {
 
   raw_consumer_t c;
   assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  assert_true(wait_data_sources(&c, 1));
+  assert_true(e2e_wait_data_sources(&c, 1));
   simple_cfg_t sc;
   simple_cfg_init(&sc, 32 * 1024,
                   PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
                   "tracegate.emit");
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
 
-  packets_t got = {0};
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  e2e_packets_t got = {0};
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   size_t test_packets = 0;
   while (tg_test_now_ms() < end && test_packets < THREADS * COUNT) {
-    sleep_ms(50);
-    flush(&c);
-    read_more(&c, &got);
+    e2e_sleep_ms(50);
+    e2e_flush(&c);
+    e2e_read_more(&c, &got);
     test_packets = 0;
     for (size_t i = 0; i < got.n; i++)
       if (test_of(got.pk[i])) test_packets++;
   }
-  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
-  read_more(&c, &got);
+  assert_int_equal(raw_consumer_disable(&c, E2E_WAIT_MS), 0);
+  e2e_read_more(&c, &got);
 
   uint32_t next[THREADS] = {0};
   for (size_t i = 0; i < got.n; i++) {
@@ -666,13 +588,13 @@ static void emit_delivers_every_packet_in_order(void **state) {
     assert_true(got.pk[i]->has_timestamp);
   }
   for (unsigned i = 0; i < THREADS; i++) assert_int_equal(next[i], COUNT);
-  packets_free(&got);
+  e2e_packets_free(&got);
   raw_consumer_close(&c);
 
   /* --exit-when-stopped: it leaves by itself, with its summary. */
-  int status = tg_test_reap(emit, WAIT_MS);
+  int status = tg_test_reap(emit, E2E_WAIT_MS);
   char err[4096];
-  read_text(err_path, err, sizeof(err));
+  e2e_read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
   assert_non_null(strstr(err, "t0=3000 t1=3000 t2=3000 t3=3000 total=12000"));
@@ -691,20 +613,20 @@ static void emit_track_events_reach_the_session(void **state) {
 
   raw_consumer_t c;
   assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  assert_true(wait_data_sources(&c, 1));
+  assert_true(e2e_wait_data_sources(&c, 1));
   simple_cfg_t sc;
   simple_cfg_init(&sc, 4 * 1024,
                   PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD,
                   "track_event");
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
 
-  packets_t got = {0};
+  e2e_packets_t got = {0};
   size_t begins = 0, ends = 0, counters = 0;
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   while (tg_test_now_ms() < end) {
-    sleep_ms(50);
-    flush(&c);
-    read_more(&c, &got);
+    e2e_sleep_ms(50);
+    e2e_flush(&c);
+    e2e_read_more(&c, &got);
     begins = ends = counters = 0;
     for (size_t i = 0; i < got.n; i++) {
       const Perfetto__Protos__TrackEvent *te = track_event_of(got.pk[i]);
@@ -715,16 +637,16 @@ static void emit_track_events_reach_the_session(void **state) {
     }
     if (begins == 100 && ends == 100 && counters == 100) break;
   }
-  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  assert_int_equal(raw_consumer_disable(&c, E2E_WAIT_MS), 0);
   assert_int_equal(begins, 100);
   assert_int_equal(ends, 100);
   assert_int_equal(counters, 100);
-  packets_free(&got);
+  e2e_packets_free(&got);
   raw_consumer_close(&c);
 
-  int status = tg_test_reap(emit, WAIT_MS);
+  int status = tg_test_reap(emit, E2E_WAIT_MS);
   char err[4096];
-  read_text(err_path, err, sizeof(err));
+  e2e_read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
 }
@@ -739,29 +661,29 @@ static void emit_exits_on_sigterm_while_writing(void **state) {
   assert_true(emit > 0);
   raw_consumer_t c;
   assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  assert_true(wait_data_sources(&c, 1));
+  assert_true(e2e_wait_data_sources(&c, 1));
   simple_cfg_t sc;
   simple_cfg_init(&sc, 4 * 1024,
                   PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__RING_BUFFER,
                   "tracegate.emit");
   assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
   /* Wait until it writes, then stop it mid-stream. */
-  packets_t got = {0};
-  int64_t end = tg_test_now_ms() + WAIT_MS;
+  e2e_packets_t got = {0};
+  int64_t end = tg_test_now_ms() + E2E_WAIT_MS;
   while (tg_test_now_ms() < end && got.n == 0) {
-    sleep_ms(50);
-    flush(&c);
-    read_more(&c, &got);
+    e2e_sleep_ms(50);
+    e2e_flush(&c);
+    e2e_read_more(&c, &got);
   }
   assert_true(got.n > 0);
-  int status = tg_test_stop(emit, SIGTERM, WAIT_MS);
+  int status = tg_test_stop(emit, SIGTERM, E2E_WAIT_MS);
   char err[4096];
-  read_text(err_path, err, sizeof(err));
+  e2e_read_text(err_path, err, sizeof(err));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     fail_msg("tracegate-emit exit status %#x; stderr:\n%s", status, err);
   assert_non_null(strstr(err, "tracegate-emit: packets t0="));
-  packets_free(&got);
-  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  e2e_packets_free(&got);
+  assert_int_equal(raw_consumer_disable(&c, E2E_WAIT_MS), 0);
   raw_consumer_close(&c);
 }
 
