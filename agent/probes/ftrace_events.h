@@ -6,6 +6,7 @@
 #ifndef TRACEGATE_PROBES_FTRACE_EVENTS_H
 #define TRACEGATE_PROBES_FTRACE_EVENTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* FtraceEvent fields. */
@@ -23,6 +24,9 @@ typedef enum tg_ftrace_proto_type {
   TG_FTRACE_PT_REPEATED_UINT,
 } tg_ftrace_proto_type_t;
 
+/* An entry may name fields this kernel lacks (other kernels' names). A
+ * format field the entry does not name, or names with a type its layout
+ * cannot take (ftrace_encode.c's type_fits), is not written. */
 typedef struct tg_ftrace_known_field {
   const char *name; /* as in the format file */
   uint8_t proto_field;
@@ -40,5 +44,8 @@ typedef struct tg_ftrace_known_event {
 /* The entry for group/name, or NULL. */
 const tg_ftrace_known_event_t *tg_ftrace_known_event(const char *group,
                                                      const char *name);
+/* The whole table (static), for checks over every entry; |*n| receives
+ * its length. */
+const tg_ftrace_known_event_t *tg_ftrace_known_events(size_t *n);
 
 #endif /* TRACEGATE_PROBES_FTRACE_EVENTS_H */

@@ -181,24 +181,31 @@ static void encoder_collects_inode_device_pairs(void **state) {
   assert_false(has_pair(&set, 16, vda)); /* outside the record */
   assert_int_equal(set.dropped, 0);
 
-  /* The generic events write their dev_t as st_dev too. */
+  /* Every event writes its dev_t as st_dev: ext4 and filemap in their own
+   * messages, writeback_start as a generic event. */
   size_t devs = 0;
   for (size_t i = 0; i < e->bundle->n_event; i++) {
-    const Perfetto__Protos__GenericFtraceEvent *g =
-        e->bundle->event[i]->generic;
-    if (!g) continue;
-    for (size_t j = 0; j < g->n_field; j++) {
-      const char *name = g->field[j]->name;
-      if (strcmp(name, "dev") && strcmp(name, "s_dev") &&
-          strcmp(name, "sb_dev"))
-        continue;
+    const Perfetto__Protos__FtraceEvent *ev = e->bundle->event[i];
+    uint64_t dev;
+    if (ev->event_case ==
+        PERFETTO__PROTOS__FTRACE_EVENT__EVENT_EXT4_SYNC_FILE_ENTER) {
+      dev = ev->ext4_sync_file_enter->dev;
+    } else if (ev->event_case ==
+               PERFETTO__PROTOS__FTRACE_EVENT__EVENT_MM_FILEMAP_ADD_TO_PAGE_CACHE) {
+      dev = ev->mm_filemap_add_to_page_cache->s_dev;
+    } else {
+      assert_int_equal(ev->event_case,
+                       PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC);
+      const Perfetto__Protos__GenericFtraceEvent *g = ev->generic;
+      assert_int_equal(g->n_field, 3);
+      assert_string_equal(g->field[1]->name, "sb_dev");
       assert_int_equal(
-          g->field[j]->value_case,
+          g->field[1]->value_case,
           PERFETTO__PROTOS__GENERIC_FTRACE_EVENT__FIELD__VALUE_UINT_VALUE);
-      assert_true(g->field[j]->uint_value == vda ||
-                  g->field[j]->uint_value == sdb1);
-      devs++;
+      dev = g->field[1]->uint_value;
     }
+    assert_true(dev == vda || dev == sdb1);
+    devs++;
   }
   assert_int_equal(devs, 7);
   perfetto__protos__ftrace_event_bundle__free_unpacked(e->bundle, NULL);
