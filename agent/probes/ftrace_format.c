@@ -59,16 +59,6 @@ static bool contains(const char *s, size_t n, const char *word) {
   return false;
 }
 
-/* The declaration starts with "void *" or "void*" (after blanks). */
-static bool is_void_ptr(const char *d, size_t n) {
-  while (n && (*d == ' ' || *d == '\t')) d++, n--;
-  if (n < 5 || memcmp(d, "void", 4) != 0) return false;
-  d += 4;
-  n -= 4;
-  while (n && (*d == ' ' || *d == '\t')) d++, n--;
-  return n && *d == '*';
-}
-
 /* The declaration's type (before the name at |name_start|) is |word|,
  * possibly followed by more words. */
 static bool type_starts(const char *d, size_t name_start, const char *word) {
@@ -123,8 +113,12 @@ static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
   f->is_signed = fl->is_signed;
 
   bool is_char = contains(d, name_start, "char");
-  if (count < 0 && (fl->size == 4 || fl->size == 8) &&
-      is_void_ptr(d, name_start)) {
+  /* Any pointer (void *, const char *, struct page *...) holds a kernel
+   * address; an array of them is not decoded at all. */
+  bool is_ptr = contains(d, name_start, "*");
+  if (is_ptr && (count >= 0 || (fl->size != 4 && fl->size != 8))) {
+    f->kind = TG_FTRACE_FIELD_SKIP;
+  } else if (is_ptr) {
     f->kind = TG_FTRACE_FIELD_SYMADDR;
     f->is_signed = false;
   } else if (contains(d, name_start, "__data_loc")) {

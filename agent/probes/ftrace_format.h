@@ -29,9 +29,10 @@ typedef enum tg_ftrace_field_kind {
   TG_FTRACE_FIELD_DATA_LOC,  /* __data_loc: u32 len<<16 | offset in record */
   TG_FTRACE_FIELD_REL_LOC,   /* __rel_loc: offset from the field's end */
   TG_FTRACE_FIELD_TAIL,      /* char buf[] of size 0: the record's tail */
-  /* "void *" of 4 or 8 bytes: a kernel address (Perfetto's
-   * kFtraceSymAddr32/64). Never written as is: it would disclose the
-   * kernel's layout (KASLR); see ftrace_kaddr.h. */
+  /* A pointer of 4 or 8 bytes ("void *", "const char *", "struct page
+   * *"...): a kernel address (Perfetto's kFtraceSymAddr32/64 for void *).
+   * Never written as is: it would disclose the kernel's layout (KASLR);
+   * see ftrace_kaddr.h. An array of pointers is SKIP. */
   TG_FTRACE_FIELD_SYMADDR,
 } tg_ftrace_field_kind_t;
 
