@@ -1,21 +1,12 @@
 /* The hand-over of inodes from linux.ftrace to linux.inode_file_map of the
- * same tracing session.
+ * same tracing session: session_feed.h with (inode, device) sets.
  *
  * The ftrace reader thread asks, once per drain, whether the session has a
  * consumer (tg_inode_feed_wanted): without one its encoder collects no
- * inodes at all. With one it publishes the (inode, device) pairs its
- * records named, keyed by DataSourceConfig.tracing_session_id; the sampler
- * thread drains them for each inode_file_map instance registered under
- * that id. Publishing never blocks on the file system or on the sampler: a
- * few set inserts under the feed's mutex, then the wake callback.
- *
- * Memory is bounded: each consumer holds at most TG_INODE_FEED_CAP pending
- * pairs; more are counted as dropped (and logged once per consumer).
- * Unregistering frees what the consumer held.
- *
- * Lock order: as the pid feed's (pid_feed.h): register and unregister may
- * run under the sampler's mutex; the wake callback runs after the feed's
- * mutex is released.
+ * inodes at all. With one it publishes the pairs its records named; the
+ * sampler thread drains them for each inode_file_map instance registered
+ * under that session. Memory, locking and the wake callback:
+ * session_feed.h.
  */
 #ifndef TRACEGATE_PROBES_INODE_FEED_H
 #define TRACEGATE_PROBES_INODE_FEED_H
@@ -25,18 +16,16 @@
 #include <stdint.h>
 
 #include "agent/probes/inode_set.h"
+#include "agent/probes/session_feed.h"
 
 /* Pending pairs per consumer. */
 #define TG_INODE_FEED_CAP 16384
 /* Consumers at once (inode_file_map instances). */
-#define TG_INODE_FEED_MAX_CONSUMERS 16
+#define TG_INODE_FEED_MAX_CONSUMERS TG_SESSION_FEED_MAX_CONSUMERS
 
-typedef struct tg_inode_feed tg_inode_feed_t;
-typedef struct tg_inode_feed_consumer tg_inode_feed_consumer_t;
-
-/* Called (without the feed's mutex) when a consumer that had nothing
- * pending gets pairs; |ctx| must outlive every publisher. */
-typedef void (*tg_inode_feed_wake_cb)(void *ctx);
+typedef struct tg_session_feed tg_inode_feed_t;
+typedef struct tg_session_feed_consumer tg_inode_feed_consumer_t;
+typedef tg_session_feed_wake_cb tg_inode_feed_wake_cb;
 
 /* |wake| may be NULL (the consumer polls). Returns 0 or -ENOMEM. */
 int tg_inode_feed_new(tg_inode_feed_wake_cb wake, void *wake_ctx,

@@ -43,3 +43,24 @@ void tg_inode_set_clear(tg_inode_set_t *s) {
   s->last = (tg_inode_key_t){0, 0};
   s->dropped = 0;
 }
+
+size_t tg_inode_set_take(tg_inode_set_t *s, tg_inode_key_t *out, size_t cap) {
+  size_t n = s->n < cap ? s->n : cap;
+  memcpy(out, s->keys, n * sizeof(*out));
+  if (n == s->n) {
+    uint64_t dropped = s->dropped;
+    tg_inode_set_clear(s);
+    s->dropped = dropped;
+    return n;
+  }
+  /* The rest move to the front and are added again (each add writes at or
+   * before where it reads). */
+  uint32_t rest = s->n - (uint32_t)n;
+  memmove(s->keys, s->keys + n, rest * sizeof(*s->keys));
+  memset(s->slots, 0, ((size_t)s->mask + 1) * sizeof(*s->slots));
+  s->n = 0;
+  s->last = (tg_inode_key_t){0, 0};
+  for (uint32_t i = 0; i < rest; i++)
+    tg_inode_set_add(s, s->keys[i].ino, s->keys[i].dev);
+  return n;
+}

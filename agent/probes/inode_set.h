@@ -79,6 +79,10 @@ static inline void tg_inode_set_add(tg_inode_set_t *s, uint64_t ino,
   s->last = (tg_inode_key_t){ino, dev};
 }
 
+/* Moves up to |cap| members, in insertion order, to |out|; the rest stay
+ * (in their order). Returns how many. */
+size_t tg_inode_set_take(tg_inode_set_t *s, tg_inode_key_t *out, size_t cap);
+
 static inline uint32_t tg_inode_set_room(const tg_inode_set_t *s) {
   return s->cap - s->n;
 }

@@ -1,21 +1,10 @@
 /* The hand-over of pids from linux.ftrace to linux.process_stats of the
- * same tracing session ("on-demand process dumps").
- *
- * The ftrace reader thread publishes the pids its records named, keyed by
- * DataSourceConfig.tracing_session_id; the sampler thread drains them for
- * each process_stats instance registered under that id and resolves them
- * in /proc. Publishing never blocks on /proc or on the sampler: it takes
- * the feed's mutex for a few set inserts and then calls the wake callback.
- * Pids of a session without a registered consumer are not kept.
- *
- * Memory is bounded: each consumer holds at most TG_PID_FEED_CAP pending
- * pids; more are counted as dropped (and logged once per consumer).
- * Unregistering frees what the consumer held.
- *
- * Lock order: the sampler's mutex may be held while calling register and
- * unregister (instances are created and destroyed under it); the wake
- * callback is called after the feed's mutex is released, so it may take
- * the sampler's.
+ * same tracing session ("on-demand process dumps"): session_feed.h with
+ * pid sets. The ftrace reader thread publishes the pids its records
+ * named; the sampler thread drains them for each process_stats instance
+ * registered under that session and resolves them in /proc. Pids of a
+ * session without a registered consumer are not kept. Memory, locking and
+ * the wake callback: session_feed.h.
  */
 #ifndef TRACEGATE_PROBES_PID_FEED_H
 #define TRACEGATE_PROBES_PID_FEED_H
@@ -23,17 +12,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/session_feed.h"
+
 /* Pending pids per consumer. */
 #define TG_PID_FEED_CAP 16384
 /* Consumers at once (process_stats instances with on-demand dumps). */
-#define TG_PID_FEED_MAX_CONSUMERS 16
+#define TG_PID_FEED_MAX_CONSUMERS TG_SESSION_FEED_MAX_CONSUMERS
 
-typedef struct tg_pid_feed tg_pid_feed_t;
-typedef struct tg_pid_feed_consumer tg_pid_feed_consumer_t;
-
-/* Called (without the feed's mutex) when a consumer that had nothing
- * pending gets pids; |ctx| must outlive every publisher. */
-typedef void (*tg_pid_feed_wake_cb)(void *ctx);
+typedef struct tg_session_feed tg_pid_feed_t;
+typedef struct tg_session_feed_consumer tg_pid_feed_consumer_t;
+typedef tg_session_feed_wake_cb tg_pid_feed_wake_cb;
 
 /* |wake| may be NULL (the consumer polls). Returns 0 or -ENOMEM. */
 int tg_pid_feed_new(tg_pid_feed_wake_cb wake, void *wake_ctx,

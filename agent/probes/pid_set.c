@@ -44,3 +44,23 @@ void tg_pid_set_clear(tg_pid_set_t *s) {
   s->last = 0;
   s->dropped = 0;
 }
+
+size_t tg_pid_set_take(tg_pid_set_t *s, int32_t *out, size_t cap) {
+  size_t n = s->n < cap ? s->n : cap;
+  memcpy(out, s->pids, n * sizeof(*out));
+  if (n == s->n) {
+    uint64_t dropped = s->dropped;
+    tg_pid_set_clear(s);
+    s->dropped = dropped;
+    return n;
+  }
+  /* The rest move to the front and are added again (each add writes at or
+   * before where it reads). */
+  uint32_t rest = s->n - (uint32_t)n;
+  memmove(s->pids, s->pids + n, rest * sizeof(*s->pids));
+  memset(s->slots, 0, ((size_t)s->mask + 1) * sizeof(*s->slots));
+  s->n = 0;
+  s->last = 0;
+  for (uint32_t i = 0; i < rest; i++) tg_pid_set_add(s, s->pids[i]);
+  return n;
+}

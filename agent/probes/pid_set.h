@@ -63,6 +63,10 @@ static inline int tg_pid_set_has(const tg_pid_set_t *s, int32_t pid) {
   }
 }
 
+/* Moves up to |cap| members, in insertion order, to |out|; the rest stay
+ * (in their order). Returns how many. */
+size_t tg_pid_set_take(tg_pid_set_t *s, int32_t *out, size_t cap);
+
 static inline uint32_t tg_pid_set_room(const tg_pid_set_t *s) {
   return s->cap - s->n;
 }
