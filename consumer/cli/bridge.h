@@ -56,6 +56,10 @@ typedef struct bridge_server {
   unsigned n_conns;
   uint64_t next_id;
   uv_tcp_t listener; /* initialized by bridge.c, bound by bridge_screen.c */
+  /* A connection no screen could be allocated for is accepted into this
+   * and closed (libuv offers no further one until it is accepted). */
+  uv_tcp_t refused;
+  bool refusing; /* |refused| is open or closing */
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
   unsigned n_screens;
   uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */

@@ -421,6 +421,23 @@ static int adopt(bridge_screen_t *sc) {
   return 0;
 }
 
+static void on_refused_closed(uv_handle_t *h) {
+  ((bridge_server_t *)h->data)->refusing = false;
+}
+
+/* Out of memory for a screen: the connection is taken and closed, or
+ * libuv would stop offering the next ones. One at a time (a second while
+ * the first still closes waits in the backlog). */
+static void refuse(bridge_server_t *s) {
+  TG_WARN("bridge: out of memory: a connection is refused");
+  if (s->refusing) return;
+  if (uv_tcp_init(s->loop, &s->refused) < 0) return;
+  s->refusing = true;
+  s->refused.data = s;
+  uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->refused);
+  uv_close((uv_handle_t *)&s->refused, on_refused_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status) {
   bridge_server_t *s = server->data;
   if (status < 0) {
@@ -428,7 +445,10 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   bridge_screen_t *sc = calloc(1, sizeof(*sc));
-  if (!sc) return; /* libuv offers the connection again later */
+  if (!sc) {
+    refuse(s);
+    return;
+  }
   sc->srv = s;
   sc->wsi_state = WSI_GONE; /* none yet */
   snprintf(sc->peer, sizeof(sc->peer), "?");
