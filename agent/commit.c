@@ -65,8 +65,13 @@ static void send_writer_events(tg_arbiter_t *arb) {
 }
 
 /* Refreshes the snapshot of the current arbiter's counters; |retire| adds
- * them to the past ones first and zeroes the snapshot. */
-static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
+ * them to the past ones first and zeroes the snapshot. |in_use|: sample
+ * the SMB's bytes in use too, a pass over every page header (the commit
+ * tick does, the commits between ticks do not: under load they come many
+ * times a millisecond, and the pass reads lines writers and the service
+ * are writing). */
+static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire,
+                                   bool in_use_too) {
   tg_arbiter_stats_t st = {0};
   if (arb) tg_arbiter_get_stats(arb, &st);
   if (retire) {
@@ -84,7 +89,6 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
   atomic_store(&cm->dropped_now, st.packets_dropped);
   atomic_store(&cm->markers_now, st.drop_markers);
   atomic_store(&cm->reclaimed_now, st.chunks_reclaimed);
-  size_t in_use = arb && !retire ? tg_arbiter_bytes_in_use(arb) : 0;
   atomic_store(&cm->smb_size,
                arb && !retire ? tg_arbiter_smb(arb)->size : 0);
   atomic_store(&cm->smb_active,
@@ -93,6 +97,8 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
     atomic_store(&cm->smb_resident, 0);
     cm->resident_due_ms = 0; /* the next SMB's first tick samples it */
   }
+  if (!retire && !in_use_too) return;
+  size_t in_use = arb && !retire ? tg_arbiter_bytes_in_use(arb) : 0;
   atomic_store(&cm->smb_in_use, in_use);
   if (in_use > atomic_load(&cm->smb_in_use_peak))
     atomic_store(&cm->smb_in_use_peak, in_use);
@@ -101,7 +107,7 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire) {
 static uint64_t now_ns(void) { return uv_hrtime(); }
 
 void tg__commit_retire_arbiter_stats(void) {
-  snapshot_arbiter_stats(tg__agent.session.arb, true);
+  snapshot_arbiter_stats(tg__agent.session.arb, true, true);
 }
 
 /* Sends everything the writers queued: writer (un)registrations first (the
@@ -135,7 +141,7 @@ void tg__commit_all(uint64_t flush_id) {
       return;
     }
     bool more = tg_arbiter_commit_pending(arb);
-    snapshot_arbiter_stats(arb, false);
+    snapshot_arbiter_stats(arb, false, false);
     if (tg_buf_size(buf) > 0) {
       int rv = tg__conn_invoke_bytes("CommitData", tg_buf_begin(buf),
                                      tg_buf_size(buf), NULL, NULL);
@@ -171,7 +177,7 @@ static void on_commit_timer(uv_timer_t *t) {
     atomic_store(&cm->smb_resident, tg_arbiter_resident_bytes(arb));
     cm->resident_due_ms = now + RESIDENT_PERIOD_MS;
   }
-  snapshot_arbiter_stats(arb, false);
+  snapshot_arbiter_stats(arb, false, true);
 }
 
 /* |timer_active| is stored with the timer's state so that other threads

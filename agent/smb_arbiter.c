@@ -105,7 +105,7 @@ struct tg_arbiter {
   _Atomic bool pressure;  /* a scan found the SMB (nearly) full */
   _Atomic size_t nwriters; /* mirror of writer_ids_used */
   _Atomic uint64_t packets_dropped, drop_markers, chunks_reclaimed,
-      chunk_misses;
+      chunk_misses, near_misses;
 
   /* The writers, for the agent's idle pass; before |mu| in lock order. */
   pthread_mutex_t writers_mu;
@@ -186,6 +186,7 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->drop_markers, 0);
   atomic_init(&arb->chunks_reclaimed, 0);
   atomic_init(&arb->chunk_misses, 0);
+  atomic_init(&arb->near_misses, 0);
   tg_list_init(&arb->writers);
   tg_buf_init(&arb->moves, 0);
   tg_buf_init(&arb->patches, 0);
@@ -417,11 +418,13 @@ bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {
  * one. The cursor moves round
  * the SMB, so the pages ahead of it are the ones written longest ago: when
  * more than half of them are still taken, the SMB is filling up. */
-static int scan_active(tg_arbiter_t *arb, size_t n, uint16_t writer_id,
-                       uint32_t chunk_id, tg_smb_chunk_t *out) {
+static int scan_active(tg_arbiter_t *arb, size_t n, size_t limit,
+                       uint16_t writer_id, uint32_t chunk_id,
+                       tg_smb_chunk_t *out) {
   size_t start = atomic_load_explicit(&arb->cursor, memory_order_relaxed);
   if (start >= n) start = 0;
-  for (size_t i = 0; i < n; i++) {
+  if (limit > n) limit = n;
+  for (size_t i = 0; i < limit; i++) {
     size_t pg = start + i < n ? start + i : start + i - n;
     uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
     if (bm == 0) {
@@ -458,7 +461,7 @@ static int scan_pages(tg_arbiter_t *arb, uint16_t writer_id, uint32_t chunk_id,
                       tg_smb_chunk_t *out) {
   size_t n = active_pages(arb);
   for (;;) {
-    if (scan_active(arb, n, writer_id, chunk_id, out) == 0) return 0;
+    if (scan_active(arb, n, n, writer_id, chunk_id, out) == 0) return 0;
     grow_to(arb, 2 * n);
     size_t grown = active_pages(arb);
     if (grown == n) break;
@@ -502,6 +505,16 @@ int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
                              uint32_t chunk_id, tg_smb_chunk_t *out) {
   if (tg_arbiter_is_shut_down(arb)) return TG_ENO_SPACE;
   return scan_pages(arb, writer_id, chunk_id, out);
+}
+
+int tg_arbiter_chunk_try_get_near(tg_arbiter_t *arb, uint16_t writer_id,
+                                  uint32_t chunk_id, tg_smb_chunk_t *out) {
+  if (tg_arbiter_is_shut_down(arb)) return TG_ENO_SPACE;
+  if (scan_active(arb, active_pages(arb), TG_ARBITER_NEAR_PAGES, writer_id,
+                  chunk_id, out) == 0)
+    return 0;
+  atomic_fetch_add_explicit(&arb->near_misses, 1, memory_order_relaxed);
+  return TG_ENO_SPACE;
 }
 
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb) {
@@ -612,6 +625,8 @@ void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out) {
       atomic_load_explicit(&arb->chunks_reclaimed, memory_order_relaxed);
   out->chunk_misses =
       atomic_load_explicit(&arb->chunk_misses, memory_order_relaxed);
+  out->near_misses =
+      atomic_load_explicit(&arb->near_misses, memory_order_relaxed);
 }
 
 bool tg_arbiter_commit_pending(const tg_arbiter_t *arb) {

@@ -116,6 +116,17 @@ int tg_arbiter_chunk_get(tg_arbiter_t *arb, uint16_t writer_id,
 int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
                              uint32_t chunk_id, tg_smb_chunk_t *out);
 
+/* A look at the TG_ARBITER_NEAR_PAGES pages from the search cursor only,
+ * without waiting and without growing a reserve: 0 with |out| filled, or
+ * TG_ENO_SPACE (counted in near_misses, not chunk_misses). In a full SMB
+ * the pages just ahead of the cursor hold the chunks taken longest ago,
+ * the ones the service copies and frees first, so a writer backing off
+ * (trace_writer.h) finds a freed chunk there for a few cache lines where a
+ * full pass reads every page header, lines the service is writing. */
+int tg_arbiter_chunk_try_get_near(tg_arbiter_t *arb, uint16_t writer_id,
+                                  uint32_t chunk_id, tg_smb_chunk_t *out);
+#define TG_ARBITER_NEAR_PAGES 16u
+
 /* The policy the arbiter was made with (opts.stall_when_full). */
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb);
 
@@ -187,7 +198,8 @@ typedef struct tg_arbiter_stats {
   uint64_t packets_dropped;  /* packets writers could not store */
   uint64_t drop_markers;     /* of them, reported in a chunk's drop marker */
   uint64_t chunks_reclaimed; /* idle writers' chunks taken back */
-  uint64_t chunk_misses;     /* scans that found no free chunk */
+  uint64_t chunk_misses;     /* full passes that found no free chunk */
+  uint64_t near_misses;      /* near looks that found none */
 } tg_arbiter_stats_t;
 void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out);
 

@@ -105,14 +105,22 @@ tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w) {
 /* --- chunks --------------------------------------------------------------- */
 
 /* A chunk with the next id; |wait|: by the arbiter's policy, else one try.
+ * A retry while backing off looks near the cursor, and only every
+ * TG_TW_FULL_LOOK_EVERY-th one passes over the whole SMB.
  * A failure starts (or doubles) the drop backoff, a success ends it. */
 static bool take_chunk(tg_trace_writer_t *w, tg_smb_chunk_t *out, bool wait) {
-  int rv =
-      wait ? tg_arbiter_chunk_get(w->arb, w->writer_id, w->next_chunk_id, out)
-           : tg_arbiter_chunk_try_get(w->arb, w->writer_id, w->next_chunk_id,
-                                      out);
+  int rv;
+  if (wait && w->drop_backoff && !tg_arbiter_stalls_when_full(w->arb) &&
+      ++w->drop_looks % TG_TW_FULL_LOOK_EVERY)
+    rv = tg_arbiter_chunk_try_get_near(w->arb, w->writer_id, w->next_chunk_id,
+                                       out);
+  else if (wait)
+    rv = tg_arbiter_chunk_get(w->arb, w->writer_id, w->next_chunk_id, out);
+  else
+    rv = tg_arbiter_chunk_try_get(w->arb, w->writer_id, w->next_chunk_id, out);
   if (rv == 0) {
     w->drop_retry_after = w->drop_backoff = 0;
+    w->drop_looks = 0;
     return true;
   }
   uint32_t step = w->drop_backoff ? w->drop_backoff : TG_TW_DROP_BACKOFF_MIN;

@@ -118,9 +118,11 @@ typedef struct tg_trace_writer {
    * lines the service is writing: a writer that found none drops this many
    * bytes before it tries again (0: try at the next packet), and the step
    * doubles while the SMB stays full (Perfetto's writer, for the same
-   * reason, fills a garbage chunk before it retries). */
+   * reason, fills a garbage chunk before it retries). Most retries look
+   * only near the cursor (TG_TW_FULL_LOOK_EVERY). */
   uint32_t drop_retry_after;
   uint32_t drop_backoff; /* the next step; 0 until a try fails */
+  uint32_t drop_looks;   /* retries since the last chunk (see take_chunk) */
   uint64_t packets_written;
   uint64_t packets_dropped;
 
@@ -155,6 +157,10 @@ void tg_trace_writer_fini(tg_trace_writer_t *w);
  * service that frees chunks again is noticed within 256 KiB of data. */
 #define TG_TW_DROP_BACKOFF_MIN 4096u
 #define TG_TW_DROP_BACKOFF_MAX (256u * 1024u)
+/* Of the retries while backing off, all but every this-many-th look only
+ * near the arbiter's cursor (tg_arbiter_chunk_try_get_near); the others
+ * pass over the whole SMB, for chunks freed out of order. */
+#define TG_TW_FULL_LOOK_EVERY 8u
 
 /* Slow paths of begin/end (trace_writer.c). */
 tg_pbw_t *tg__trace_writer_begin_contended(tg_trace_writer_t *w);

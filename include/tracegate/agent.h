@@ -140,8 +140,10 @@ typedef struct tg_agent_stats {
    * idle (or, with the SMB nearly full, between packets). */
   uint64_t chunks_reclaimed;
   uint64_t smb_size;              /* the current SMB, 0 when none */
-  uint64_t smb_bytes_in_use;      /* its chunks not Free, last sampled */
-  uint64_t smb_bytes_in_use_peak; /* highest sample since process start */
+  /* Its chunks not Free, sampled at the agent's commit tick (every 1-10
+   * ms while it traces), and the highest sample since process start. */
+  uint64_t smb_bytes_in_use;
+  uint64_t smb_bytes_in_use_peak;
   /* The part of the current SMB writers use now (its size unless it is a
    * reserve, see smb_size_hint), and its bytes in memory (pages anyone
    * touched; sampled at the agent's first tick with that SMB, then every

@@ -660,10 +660,10 @@ static void drops_are_counted_and_flagged(void **state) {
   env_fini(&e);
 }
 
-/* A full SMB costs a writer one pass over it per backoff step, not one per
- * packet: the pass reads every page header, lines the service is writing
- * as it frees chunks. The steps double up to the cap while the SMB stays
- * full. */
+/* A full SMB costs a writer one look per backoff step, not one per packet,
+ * and most looks read only the pages near the cursor: a full pass reads
+ * every page header, lines the service is writing as it frees chunks. The
+ * steps double up to the cap while the SMB stays full. */
 static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
   (void)state;
   env_t e;
@@ -673,16 +673,20 @@ static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
     write_packet(&e.w, &(spec_t){.seq = 1, .filler = 1000});
   tg_arbiter_stats_t ast;
   tg_arbiter_get_stats(e.arb, &ast);
-  uint64_t misses0 = ast.chunk_misses;
+  uint64_t misses0 = ast.chunk_misses, near0 = ast.near_misses;
   /* 64 MiB of 1 KiB packets into a full SMB. */
   const unsigned n = 64u * 1024u;
   for (unsigned i = 0; i < n; i++)
     write_packet(&e.w, &(spec_t){.seq = 2, .filler = 1000});
   tg_arbiter_get_stats(e.arb, &ast);
-  uint64_t looks = ast.chunk_misses - misses0;
-  /* 4+8+...+128 KiB, then one look per 256 KiB: about 260 looks. */
+  uint64_t full = ast.chunk_misses - misses0;
+  uint64_t looks = full + ast.near_misses - near0;
+  /* 4+8+...+128 KiB, then one look per 256 KiB: about 260 looks, of which
+   * one in TG_TW_FULL_LOOK_EVERY passes over the whole SMB. */
   assert_true(looks >= 64u * 1024u / 256u);
   assert_true(looks <= 64u * 1024u / 256u + 16u);
+  assert_true(full >= looks / TG_TW_FULL_LOOK_EVERY - 1);
+  assert_true(full <= looks / TG_TW_FULL_LOOK_EVERY + 1);
   assert_int_equal(e.w.drop_backoff, TG_TW_DROP_BACKOFF_MAX);
   /* The service catches up: the writer is back within one step. */
   fake_service_release_held(&e.fs);
@@ -701,6 +705,65 @@ static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
 
 /* A packet dropped while nested sizes of earlier chunks wait for patches:
  * the patches still go out, so the service does not stall the sequence. */
+/* Frees the held chunk of page |pg| (the service copied it). */
+static void free_held_page(fake_service_t *fs, size_t pg) {
+  for (size_t i = 0; i < fs->nheld; i++) {
+    if (fs->held[i].page_idx != pg) continue;
+    assert_int_equal(tg_smb_release_chunk_as_free(&fs->smb, &fs->held[i]), 0);
+    fs->held[i] = fs->held[--fs->nheld];
+    return;
+  }
+  fail_msg("page %zu is not held", pg);
+}
+
+/* Writes until the writer has got a chunk and stored a packet in it. */
+static void write_until_stored(env_t *e, uint32_t seq) {
+  uint64_t written0 = e->w.packets_written;
+  for (unsigned n = 0; e->w.packets_written == written0; n++) {
+    assert_true(n < 64u * 1024u); /* 64 MiB: far past any backoff */
+    write_packet(&e->w, &(spec_t){.seq = seq, .filler = 1000});
+  }
+}
+
+/* The service frees chunks far from the arbiter's cursor (out of the order
+ * it took them): the near looks miss them, the next full pass finds them.
+ * Then it frees the chunks at the cursor: the next look, a near one, finds
+ * them without another full pass. Two chunks each time: the first a
+ * writer gets after a loss carries the loss's marker alone. */
+static void a_chunk_freed_out_of_order_is_found_by_a_full_pass(void **state) {
+  (void)state;
+  enum { PAGES = 64, FAR = 40 };
+  _Static_assert(FAR >= TG_ARBITER_NEAR_PAGES && FAR + 3 < PAGES, "far");
+  env_t e;
+  env_init(&e, PAGES, TG_PAGE_DIV_1, false, 0, false);
+  e.fs.hold = true;
+  while (e.w.packets_dropped == 0)
+    write_packet(&e.w, &(spec_t){.seq = 1, .filler = 1000});
+  fake_service_drain(&e.fs); /* every chunk now BeingRead, held */
+  assert_int_equal(e.fs.nheld, PAGES);
+  /* One writer took pages 0..PAGES-1 in turn: the cursor is back at 0. */
+  free_held_page(&e.fs, FAR);
+  free_held_page(&e.fs, FAR + 1);
+  tg_arbiter_stats_t a0, a1;
+  tg_arbiter_get_stats(e.arb, &a0);
+  write_until_stored(&e, 2);
+  tg_arbiter_get_stats(e.arb, &a1);
+  /* Near misses, then the full pass that found FAR (and FAR + 1). */
+  assert_int_equal(a1.chunk_misses, a0.chunk_misses);
+  assert_true(a1.near_misses - a0.near_misses >= 1);
+  assert_true(a1.near_misses - a0.near_misses <= TG_TW_FULL_LOOK_EVERY - 1);
+  /* The writer fills FAR + 1's chunk and is out of chunks again. */
+  while (e.w.has_chunk) write_packet(&e.w, &(spec_t){.seq = 3, .filler = 1000});
+  free_held_page(&e.fs, FAR + 2); /* the cursor's page */
+  free_held_page(&e.fs, FAR + 3);
+  tg_arbiter_get_stats(e.arb, &a0);
+  write_until_stored(&e, 4);
+  tg_arbiter_get_stats(e.arb, &a1);
+  assert_int_equal(a1.chunk_misses, a0.chunk_misses);
+  assert_int_equal(a1.near_misses, a0.near_misses);
+  env_fini(&e);
+}
+
 static void drop_releases_pending_patches(void **state) {
   (void)state;
   env_t e;
@@ -1293,6 +1356,7 @@ int main(void) {
       cmocka_unit_test(packet_larger_than_smb_arrives_intact),
       cmocka_unit_test(drops_are_counted_and_flagged),
       cmocka_unit_test(a_full_smb_is_scanned_once_per_backoff_step),
+      cmocka_unit_test(a_chunk_freed_out_of_order_is_found_by_a_full_pass),
       cmocka_unit_test(idle_writer_chunk_is_taken_back_after_idle_time),
       cmocka_unit_test(reclaim_skips_a_writer_inside_a_packet),
       cmocka_unit_test(
