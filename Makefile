@@ -40,7 +40,8 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_proc_parsers \
                 fuzz_slice_reassembler fuzz_net_addr \
                 fuzz_authz fuzz_hosts_file fuzz_flags \
-                fuzz_ftrace_page fuzz_ksyms fuzz_mountinfo fuzz_zstd_stream \
+                fuzz_ftrace_page fuzz_ksyms fuzz_printk_formats fuzz_mountinfo \
+                fuzz_zstd_stream \
                 fuzz_packet_inflate \
                 fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
                 fuzz_ds_descriptor fuzz_collector_id fuzz_collector_config \

@@ -134,11 +134,13 @@ static bool type_fits(uint8_t type, uint8_t kind) {
   switch (type) {
     case TG_FTRACE_PT_STRING:
       return kind == TG_FTRACE_FIELD_CHARS || kind == TG_FTRACE_FIELD_DATA_LOC ||
-             kind == TG_FTRACE_FIELD_REL_LOC || kind == TG_FTRACE_FIELD_TAIL;
+             kind == TG_FTRACE_FIELD_REL_LOC || kind == TG_FTRACE_FIELD_TAIL ||
+             kind == TG_FTRACE_FIELD_STRPTR;
     case TG_FTRACE_PT_INT:
       return kind == TG_FTRACE_FIELD_INT;
-    case TG_FTRACE_PT_UINT:
-      return kind == TG_FTRACE_FIELD_INT || kind == TG_FTRACE_FIELD_SYMADDR;
+    case TG_FTRACE_PT_UINT: /* a char pointer too: as its address's index */
+      return kind == TG_FTRACE_FIELD_INT || kind == TG_FTRACE_FIELD_SYMADDR ||
+             kind == TG_FTRACE_FIELD_STRPTR;
     case TG_FTRACE_PT_REPEATED_UINT:
       return kind == TG_FTRACE_FIELD_INT_ARRAY;
     default:
@@ -181,6 +183,11 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
       if (!o.proto_field && strcmp(d->name, "sched_switch") != 0 &&
           strcmp(d->name, "sched_waking") != 0)
         continue; /* a field Perfetto's message does not have */
+      /* A char pointer is its string only where the message wants one;
+       * elsewhere it is an address like any other. (Generic events write
+       * it as its string, as Perfetto's probes do.) */
+      if (o.f.kind == TG_FTRACE_FIELD_STRPTR && o.type != TG_FTRACE_PT_STRING)
+        o.f.kind = TG_FTRACE_FIELD_SYMADDR;
     }
     d->out[d->n_out++] = o;
   }
@@ -198,6 +205,18 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
   t->n++;
   t->by_id[fmt->id] = (uint16_t)t->n;
   return 0;
+}
+
+bool tg_ftrace_table_wants_strings(const tg_ftrace_table_t *t) {
+  for (size_t i = 0; i < t->n; i++) {
+    const tg_ftrace_event_desc_t *d = &t->events[i];
+    bool generic = d->proto_field == TG_FTRACE_EVENT_GENERIC;
+    for (unsigned j = 0; j < d->n_out; j++)
+      if (d->out[j].f.kind == TG_FTRACE_FIELD_STRPTR &&
+          (generic || d->out[j].proto_field))
+        return true;
+  }
+  return false;
 }
 
 /* --- the general path ---------------------------------------------------- */
@@ -298,15 +317,35 @@ static bool get_kaddr(tg_ftrace_kaddrs_t *ka, const tg_ftrace_field_t *f,
   return true;
 }
 
-static void write_known_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+/* A char pointer as the string printk_formats lists at its address: empty
+ * when none is (Perfetto's probes write an empty string then too); false
+ * when the pointer lies outside the record. */
+static bool get_strptr(const tg_printk_formats_t *pf,
+                       const tg_ftrace_field_t *f, const uint8_t *rec,
+                       uint32_t len, const char **s, size_t *n) {
+  if (!field_in(f, len)) return false;
+  *s = tg_printk_formats_lookup(pf, read_uint(rec + f->offset, f->size), n);
+  if (!*s) {
+    *s = "";
+    *n = 0;
+  }
+  return true;
+}
+
+static void write_known_field(tg_pbw_t *w, tg_ftrace_encoder_t *e,
                               const tg_ftrace_out_field_t *o,
                               const uint8_t *rec, uint32_t len) {
   uint64_t v = 0;
   const char *s = NULL;
   size_t n = 0;
   if (o->f.kind == TG_FTRACE_FIELD_SYMADDR) {
-    if (get_kaddr(ka, &o->f, rec, len, &v))
+    if (get_kaddr(&e->kaddrs, &o->f, rec, len, &v))
       tg_pbw_append_varint(w, o->proto_field, v);
+    return;
+  }
+  if (o->f.kind == TG_FTRACE_FIELD_STRPTR) { /* a string field: table_add */
+    if (get_strptr(e->printk, &o->f, rec, len, &s, &n))
+      tg_pbw_append_bytes(w, o->proto_field, s, n);
     return;
   }
   switch (o->type) {
@@ -335,18 +374,28 @@ static void write_known_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
   }
 }
 
-static void write_generic_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+static void write_generic_field(tg_pbw_t *w, tg_ftrace_encoder_t *e,
                                 const tg_ftrace_out_field_t *o,
                                 const uint8_t *rec, uint32_t len) {
   uint64_t v = 0;
   const char *s = NULL;
   size_t n = 0;
-  bool kaddr = o->f.kind == TG_FTRACE_FIELD_SYMADDR;
-  bool str = o->f.kind != TG_FTRACE_FIELD_INT && !kaddr;
-  if (str ? !get_str(&o->f, rec, len, &s, &n)
-          : kaddr ? !get_kaddr(ka, &o->f, rec, len, &v)
-                  : !get_int(&o->f, rec, len, &v))
-    return;
+  bool ok, str = false;
+  switch (o->f.kind) {
+    case TG_FTRACE_FIELD_INT:
+      ok = get_int(&o->f, rec, len, &v);
+      break;
+    case TG_FTRACE_FIELD_SYMADDR:
+      ok = get_kaddr(&e->kaddrs, &o->f, rec, len, &v);
+      break;
+    case TG_FTRACE_FIELD_STRPTR:
+      ok = str = get_strptr(e->printk, &o->f, rec, len, &s, &n);
+      break;
+    default:
+      ok = str = get_str(&o->f, rec, len, &s, &n);
+      break;
+  }
+  if (!ok) return;
   tg_pbw_begin_nested(w, GENERIC_FIELD);
   tg_pbw_append_string(w, FIELD_NAME, o->f.name);
   if (o->f.role == TG_FTRACE_ROLE_DEV) v = tg_ftrace_dev_to_user(v);
@@ -359,7 +408,7 @@ static void write_generic_field(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
   tg_pbw_end_nested(w);
 }
 
-static void write_event(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
+static void write_event(tg_pbw_t *w, tg_ftrace_encoder_t *e,
                         const tg_ftrace_event_desc_t *d, uint64_t ts,
                         const uint8_t *rec, uint32_t len) {
   tg_pbw_begin_nested(w, BUNDLE_EVENT);
@@ -371,11 +420,11 @@ static void write_event(tg_pbw_t *w, tg_ftrace_kaddrs_t *ka,
   if (d->proto_field == TG_FTRACE_EVENT_GENERIC) {
     tg_pbw_append_string(w, GENERIC_NAME, d->name);
     for (unsigned i = 0; i < d->n_out; i++)
-      write_generic_field(w, ka, &d->out[i], rec, len);
+      write_generic_field(w, e, &d->out[i], rec, len);
   } else {
     for (unsigned i = 0; i < d->n_out; i++)
       if (d->out[i].proto_field)
-        write_known_field(w, ka, &d->out[i], rec, len);
+        write_known_field(w, e, &d->out[i], rec, len);
   }
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
@@ -601,7 +650,7 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
       }
     }
     w->cur = cur;
-    write_event(w, &e->kaddrs, d, rec.ts, rec.data, rec.len);
+    write_event(w, e, d, rec.ts, rec.data, rec.len);
     cur = w->cur;
     seg_end = w->end;
   }

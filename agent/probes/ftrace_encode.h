@@ -13,9 +13,14 @@
  * system call. Page bytes are untrusted (ftrace_page.h); a field that does
  * not fit in its record is left out. Kernel addresses (void * fields) are
  * written as indices of the encoder's kaddrs (ftrace_kaddr.h), in known and
- * generic events alike; events with such fields have no plan. dev_t fields
- * are written as stat(2) gives the device (tg_ftrace_dev_to_user), as
- * Perfetto's probes write them.
+ * generic events alike. A char pointer (TG_FTRACE_FIELD_STRPTR) is written
+ * as the string printk_formats lists at its address (ftrace_printk.h),
+ * where the message's field is a string and in generic events, and as an
+ * empty string when none is listed, as Perfetto's probes write it; where
+ * the message's field is an integer it is an index like void *. Events
+ * with either kind of field have no plan. dev_t fields are written as
+ * stat(2) gives the device (tg_ftrace_dev_to_user), as Perfetto's probes
+ * write them.
  */
 #ifndef TRACEGATE_PROBES_FTRACE_ENCODE_H
 #define TRACEGATE_PROBES_FTRACE_ENCODE_H
@@ -28,6 +33,7 @@
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_kaddr.h"
 #include "agent/probes/ftrace_plan.h"
+#include "agent/probes/ftrace_printk.h"
 #include "agent/probes/inode_set.h"
 #include "agent/probes/pid_set.h"
 #include "tracegate/pb_writer.h"
@@ -86,6 +92,9 @@ int tg_ftrace_table_init(tg_ftrace_table_t *t);
 int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
                         const tg_ftrace_format_t *fmt, bool no_generic);
 void tg_ftrace_table_free(tg_ftrace_table_t *t);
+/* True if some event of the table writes a char pointer as its string:
+ * encoding it needs printk_formats. */
+bool tg_ftrace_table_wants_strings(const tg_ftrace_table_t *t);
 
 typedef struct tg_ftrace_encoder {
   const tg_ftrace_table_t *table;
@@ -106,6 +115,9 @@ typedef struct tg_ftrace_encoder {
   /* The indices written for kernel addresses; the owner resets it between
    * drains (tg_ftrace_kaddrs_reset). */
   tg_ftrace_kaddrs_t kaddrs;
+  /* The strings of char pointers; NULL: none listed (each is written
+   * empty). Borrowed; set between pages. */
+  const tg_printk_formats_t *printk;
 } tg_ftrace_encoder_t;
 
 /* The most pids one page of |page_size| bytes adds to a set: a record is

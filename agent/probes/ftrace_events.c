@@ -133,9 +133,8 @@ static const tg_ftrace_known_event_t known[] = {
      {{"order", 1, I}, {"gfp_mask", 2, U}, {"mode", 3, U}, {"prio", 4, I}}},
     {"compaction", "mm_compaction_wakeup_kcompactd", 112,
      COMPACT_KCOMPACTD_FIELDS},
-    /* action is a "const char *" into the kernel's rodata, which the format
-     * layer reads as an integer: it is not written (a string, once that
-     * layer resolves such pointers through printk_formats). */
+    /* action is a "const char *" into the kernel's rodata: written as the
+     * string printk_formats lists at that address (ftrace_printk.h). */
     {"power", "suspend_resume", 113,
      {{"action", 1, S}, {"val", 2, I}, {"start", 3, U}}},
     {"sched", "sched_wakeup_new", 114, WAKEUP_FIELDS},

@@ -68,6 +68,17 @@ static bool type_starts(const char *d, size_t name_start, const char *word) {
          (d[wl] == ' ' || d[wl] == '\t');
 }
 
+/* The declaration's type (before the name at |name_start|) is a single
+ * pointer to chars: "char *", "const char *", "unsigned char*". */
+static bool is_char_ptr(const char *d, size_t name_start) {
+  size_t n = name_start;
+  while (n && (d[n - 1] == ' ' || d[n - 1] == '\t')) n--;
+  if (!n || d[--n] != '*') return false;
+  while (n && (d[n - 1] == ' ' || d[n - 1] == '\t')) n--;
+  return n >= 4 && memcmp(d + n - 4, "char", 4) == 0 &&
+         (n == 4 || !is_ident(d[n - 5]));
+}
+
 /* See tg_ftrace_field_role_t. */
 static uint8_t role_of(const char *d, size_t name_start, const char *name) {
   if (type_starts(d, name_start, "dev_t")) return TG_FTRACE_ROLE_DEV;
@@ -119,7 +130,8 @@ static void classify(const field_line_t *fl, tg_ftrace_field_t *f) {
   if (is_ptr && (count >= 0 || (fl->size != 4 && fl->size != 8))) {
     f->kind = TG_FTRACE_FIELD_SKIP;
   } else if (is_ptr) {
-    f->kind = TG_FTRACE_FIELD_SYMADDR;
+    f->kind = is_char_ptr(d, name_start) ? TG_FTRACE_FIELD_STRPTR
+                                         : TG_FTRACE_FIELD_SYMADDR;
     f->is_signed = false;
   } else if (contains(d, name_start, "__data_loc")) {
     f->kind = fl->size == 4 ? TG_FTRACE_FIELD_DATA_LOC : TG_FTRACE_FIELD_SKIP;

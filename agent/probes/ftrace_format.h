@@ -29,11 +29,17 @@ typedef enum tg_ftrace_field_kind {
   TG_FTRACE_FIELD_DATA_LOC,  /* __data_loc: u32 len<<16 | offset in record */
   TG_FTRACE_FIELD_REL_LOC,   /* __rel_loc: offset from the field's end */
   TG_FTRACE_FIELD_TAIL,      /* char buf[] of size 0: the record's tail */
-  /* A pointer of 4 or 8 bytes ("void *", "const char *", "struct page
-   * *"...): a kernel address (Perfetto's kFtraceSymAddr32/64 for void *).
-   * Never written as is: it would disclose the kernel's layout (KASLR);
-   * see ftrace_kaddr.h. An array of pointers is SKIP. */
+  /* A pointer of 4 or 8 bytes ("void *", "struct page *", "char **"...):
+   * a kernel address (Perfetto's kFtraceSymAddr32/64 for void *). Never
+   * written as is: it would disclose the kernel's layout (KASLR); see
+   * ftrace_kaddr.h. An array of pointers is SKIP. */
   TG_FTRACE_FIELD_SYMADDR,
+  /* A pointer of 4 or 8 bytes to chars ("const char *", "char *"): most
+   * often a string constant of the kernel's, named in printk_formats
+   * (ftrace_printk.h; Perfetto's kFtraceStringPtr). Written as that
+   * string where a string is wanted (tg_ftrace_table_add decides), else
+   * as a SYMADDR; never as the address. */
+  TG_FTRACE_FIELD_STRPTR,
 } tg_ftrace_field_kind_t;
 
 /* What an integer field names, read from its declaration as Perfetto's

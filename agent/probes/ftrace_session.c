@@ -12,6 +12,7 @@
 #include "agent/probes/ftrace_encode.h"
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_page.h"
+#include "agent/probes/ftrace_printk.h"
 #include "agent/probes/ftrace_tracefs.h"
 #include "common/log.h"
 #include "tracegate/error.h"
@@ -74,6 +75,9 @@ struct tg_ftrace_session {
   tg_ftrace_inodes_cb inodes_cb;
   void *inodes_ctx;
   const tg_ksyms_t *ksyms; /* borrowed; NULL: addresses are not named */
+  /* The strings of char pointer fields, read at start when an event of the
+   * table writes one (empty otherwise, or when unreadable). */
+  tg_printk_formats_t printk;
   bool no_generic;
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
@@ -156,6 +160,30 @@ static int setup_events(tg_ftrace_session_t *s, const tg_ftrace_cfg_t *cfg) {
   return 0;
 }
 
+/* Reads printk_formats for the events that write char pointers as their
+ * strings. Without it they are written empty, as Perfetto's probes write
+ * them then: logged here, once for the session. */
+static void load_printk(tg_ftrace_session_t *s) {
+  if (!tg_ftrace_table_wants_strings(&s->table)) return;
+  int n = tg_printk_formats_load(&s->printk, s->root);
+  if (n < 0)
+    TG_WARN("linux.ftrace: cannot read %s/" TG_PRINTK_FILE " (%s): string "
+            "pointer fields (e.g. suspend_resume's action) are written empty",
+            s->root, tg_strerror(n));
+  else if (n == 0)
+    TG_WARN("linux.ftrace: %s/" TG_PRINTK_FILE " lists no strings (%llu "
+            "addresses read as 0, %llu bad lines): string pointer fields "
+            "(e.g. suspend_resume's action) are written empty", s->root,
+            (unsigned long long)s->printk.zero_addrs,
+            (unsigned long long)s->printk.bad_lines);
+  else
+    TG_DEBUG("linux.ftrace: %d kernel strings from " TG_PRINTK_FILE
+             " (%zu KiB, %llu bad lines)", n,
+             tg_printk_formats_mem(&s->printk) / 1024,
+             (unsigned long long)s->printk.bad_lines);
+  s->enc.printk = &s->printk;
+}
+
 static int open_cpus(tg_ftrace_session_t *s) {
   long n = sysconf(_SC_NPROCESSORS_CONF);
   s->n_cpus = n > 0 && n < 4096 ? (unsigned)n : 1;
@@ -220,6 +248,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
     goto fail;
   }
   if ((rv = setup_events(s, cfg)) < 0) goto fail;
+  load_printk(s);
   if ((rv = open_cpus(s)) < 0) goto fail;
   if ((rv = tg_tracefs_write(s->dir, "tracing_on", "1")) < 0) goto fail;
   *out = s;
@@ -240,6 +269,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
       TG_WARN("linux.ftrace: cannot remove %s: %s", s->dir, tg_strerror(rv));
   }
   tg_ftrace_encoder_free(&s->enc);
+  tg_printk_formats_free(&s->printk);
   tg_pid_set_free(&s->pids);
   tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);

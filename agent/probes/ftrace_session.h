@@ -6,7 +6,8 @@
  * one per event); each page becomes one TracePacket { ftrace_events }, with
  * the names of its new kernel address indices (interned_data) when the
  * session symbolizes. Those indices start again at 1 after every drain
- * (ftrace_kaddr.h).
+ * (ftrace_kaddr.h). When an event writes a char pointer as its string,
+ * tracefs' printk_formats is read at start (ftrace_printk.h).
  * Packets go to a sink, so the data source (agent writer) and the bench
  * (plain buffer) share this code. Not thread-safe: one thread owns a
  * session from start to stop.
