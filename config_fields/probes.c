@@ -14,7 +14,8 @@ static const char *const sys_stats_acted[] = {
     "meminfo_period_ms", "meminfo_counters",    "vmstat_period_ms",
     "vmstat_counters",   "stat_period_ms",      "stat_counters",
     "cpufreq_period_ms", "buddyinfo_period_ms", "diskstat_period_ms",
-    "psi_period_ms",
+    "psi_period_ms",     "devfreq_period_ms",   "thermal_period_ms",
+    "cpuidle_period_ms", "gpufreq_period_ms",
 };
 static const char *const process_stats_acted[] = {
     "quirks",                 "scan_all_processes_on_start",

@@ -39,6 +39,10 @@ int tg_sys_stats_cfg_parse(const uint8_t *cfg, size_t len,
         [TG_SYS_BUDDYINFO] = c->buddyinfo_period_ms,
         [TG_SYS_DISKSTAT] = c->diskstat_period_ms,
         [TG_SYS_PSI] = c->psi_period_ms,
+        [TG_SYS_DEVFREQ] = c->devfreq_period_ms,
+        [TG_SYS_THERMAL] = c->thermal_period_ms,
+        [TG_SYS_CPUIDLE] = c->cpuidle_period_ms,
+        [TG_SYS_GPUFREQ] = c->gpufreq_period_ms,
     };
     for (int g = 0; g < TG_SYS_GROUPS; g++)
       out->period_ms[g] = clamp_period(periods[g], TG_SYS_STATS_MIN_PERIOD_MS);

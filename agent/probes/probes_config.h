@@ -29,6 +29,10 @@ typedef enum tg_sys_group {
   TG_SYS_BUDDYINFO, /* /proc/buddyinfo */
   TG_SYS_DISKSTAT,  /* /proc/diskstats */
   TG_SYS_PSI,       /* /proc/pressure/{cpu,io,memory} */
+  TG_SYS_DEVFREQ,   /* /sys/class/devfreq/<device>/cur_freq */
+  TG_SYS_THERMAL,   /* /sys/class/thermal/thermal_zoneN */
+  TG_SYS_CPUIDLE,   /* /sys/devices/system/cpu/cpuN/cpuidle/stateM */
+  TG_SYS_GPUFREQ,   /* the GPU's frequency (sysfs_groups.h) */
   TG_SYS_GROUPS
 } tg_sys_group_t;
 

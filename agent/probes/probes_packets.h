@@ -19,6 +19,7 @@
 #include "agent/probes/meminfo.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
+#include "agent/probes/sysfs_files.h"
 
 /* SysStatsConfig.StatCounters values, as bits of a mask. */
 #define TG_STAT_BIT(counter) (1u << (counter))
@@ -40,10 +41,23 @@ typedef struct tg_sys_stats_sample {
   const tg_diskstats_t *diskstats;
   /* Indexed by SysStats.PsiSample.PsiResource / 2: cpu, io, memory. */
   const tg_psi_t *psi[3];
+  /* The /sys groups (sysfs_groups.h): n == 0 when not polled. */
+  const tg_devfreq_t *devfreq;
+  size_t n_devfreq;
+  const tg_thermal_zone_t *thermal;
+  size_t n_thermal;
+  const tg_cpuidle_cpu_t *cpuidle;
+  size_t n_cpuidle;
+  bool has_gpufreq;
+  uint64_t gpufreq_mhz;
 } tg_sys_stats_sample_t;
 
+/* True if |s| holds anything to write. */
+bool tg_sys_stats_sample_empty(const tg_sys_stats_sample_t *s);
+
 /* timestamp + sys_stats { meminfo*, vmstat*, cpu_stat*, num_forks, num_irq*,
- * cpufreq_khz*, buddy_info*, disk_stat*, psi*, ... }.
+ * devfreq*, cpufreq_khz*, buddy_info*, disk_stat*, psi*, thermal_zone*,
+ * cpuidle_state*, gpufreq_mhz, ... }.
  * IRQs with a zero count are left out (softirqs are all listed), as
  * traced_probes does. */
 void tg_probes_write_sys_stats(tg_pbw_t *w, const tg_sys_stats_sample_t *s);

@@ -1,11 +1,16 @@
 /* "linux.sys_stats": each counter group of SysStatsConfig on its own
  * period, one SysStats packet per round holding the groups that were due.
- * Runs on the sampler thread.
+ * Runs on the sampler thread; see sys_stats.h.
  *
- * A group the kernel does not have (no /proc/pressure, no cpufreq on a
- * VM) is said once in the log and then skipped quietly each round.
+ * A group the kernel does not have (no /proc/pressure, no cpufreq or
+ * thermal zones on a VM) is said once in the log and then skipped quietly
+ * each round.
  */
+#include "agent/probes/sys_stats.h"
+
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_read.h"
 #include "agent/probes/proc_stat.h"
+#include "agent/probes/sysfs_groups.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -40,6 +46,10 @@ static const char *const group_names[TG_SYS_GROUPS] = {
     [TG_SYS_BUDDYINFO] = "/proc/buddyinfo",
     [TG_SYS_DISKSTAT] = "/proc/diskstats",
     [TG_SYS_PSI] = "/proc/pressure",
+    [TG_SYS_DEVFREQ] = "devfreq (/sys/class/devfreq)",
+    [TG_SYS_THERMAL] = "thermal (/sys/class/thermal)",
+    [TG_SYS_CPUIDLE] = "cpuidle (/sys/devices/system/cpu/cpu*/cpuidle)",
+    [TG_SYS_GPUFREQ] = "gpufreq (/sys/class/kgsl, /sys/class/drm/card0)",
 };
 static const char *const psi_files[3] = {
     "/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory"};
@@ -50,6 +60,8 @@ typedef struct sys_stats {
   long n_cpus;
   uint64_t next_ms[TG_SYS_GROUPS]; /* 0: due now */
   int last_err[TG_SYS_GROUPS];     /* log each new error once */
+  char root[PATH_MAX / 2];         /* before every path: "" but in tests */
+  char path[PATH_MAX];
   tg_buf_t file;
   tg_meminfo_t meminfo;
   tg_vmstat_t vmstat;
@@ -58,6 +70,7 @@ typedef struct sys_stats {
   tg_buddyinfo_t buddyinfo;
   tg_diskstats_t diskstats;
   tg_psi_t psi[3];
+  tg_sysfs_groups_t *sysfs;
 } sys_stats_t;
 
 static int parse_cfg(const uint8_t *cfg, size_t len, void *out) {
@@ -76,6 +89,12 @@ static int create(const void *cfg, void *ctx, void **state) {
   if (st->n_cpus < 1) st->n_cpus = 1;
   if (st->n_cpus > MAX_CPUS) st->n_cpus = MAX_CPUS;
   tg_buf_init(&st->file, READ_CAP);
+  int rv = tg_sysfs_groups_new("", &st->sysfs);
+  if (rv < 0) {
+    tg_buf_free(&st->file);
+    free(st);
+    return rv;
+  }
   bool any = false;
   for (int g = 0; g < TG_SYS_GROUPS; g++) any |= st->cfg.period_ms[g] != 0;
   if (!any) TG_INFO("linux.sys_stats: no *_period_ms set; nothing to poll");
@@ -87,7 +106,33 @@ static void destroy(void *state) {
   sys_stats_t *st = state;
   tg_buf_free(&st->file);
   tg_proc_stat_free(&st->stat);
+  tg_sysfs_groups_free(st->sysfs);
   free(st);
+}
+
+int tg__sys_stats_set_root(void *state, const char *root) {
+  sys_stats_t *st = state;
+  size_t n = strnlen(root, sizeof(st->root));
+  if (n == sizeof(st->root)) return -ENAMETOOLONG;
+  tg_sysfs_groups_t *g;
+  int rv = tg_sysfs_groups_new(root, &g);
+  if (rv < 0) return rv;
+  tg_sysfs_groups_free(st->sysfs);
+  st->sysfs = g;
+  memcpy(st->root, root, n + 1);
+  return 0;
+}
+
+/* |fmt| under the root, in st->path; NULL if that does not fit. */
+__attribute__((format(printf, 2, 3))) static const char *at_root(
+    sys_stats_t *st, const char *fmt, ...) {
+  size_t n = strlen(st->root);
+  memcpy(st->path, st->root, n);
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(st->path + n, sizeof(st->path) - n, fmt, ap);
+  va_end(ap);
+  return w < 0 || (size_t)w >= sizeof(st->path) - n ? NULL : st->path;
 }
 
 static void note_error(sys_stats_t *st, int g, int rv) {
@@ -97,9 +142,12 @@ static void note_error(sys_stats_t *st, int g, int rv) {
   st->last_err[g] = rv;
 }
 
-/* Reads |path| into st->file and hands its text to |parse|. */
-static int read_parse(sys_stats_t *st, const char *path,
+/* Reads |rel| (under the root) into st->file and hands its text to
+ * |parse|. */
+static int read_parse(sys_stats_t *st, const char *rel,
                       int (*parse)(const char *, size_t, void *), void *out) {
+  const char *path = at_root(st, "%s", rel);
+  if (!path) return -ENAMETOOLONG;
   int rv = tg_proc_read_file(path, &st->file);
   if (rv == 0)
     rv = parse((const char *)tg_buf_begin(&st->file), tg_buf_size(&st->file),
@@ -120,11 +168,10 @@ static int parse_psi(const char *t, size_t n, void *o) { return tg_psi_parse(t, 
 static int read_cpufreq(sys_stats_t *st) {
   bool any = false;
   for (long cpu = 0; cpu < st->n_cpus; cpu++) {
-    char path[96];
-    snprintf(path, sizeof(path),
-             "/sys/devices/system/cpu/cpu%ld/cpufreq/scaling_cur_freq", cpu);
+    const char *path = at_root(
+        st, "/sys/devices/system/cpu/cpu%ld/cpufreq/scaling_cur_freq", cpu);
     uint64_t khz = 0;
-    if (tg_proc_read_file(path, &st->file) == 0) {
+    if (path && tg_proc_read_file(path, &st->file) == 0) {
       char *end;
       khz = strtoull((const char *)tg_buf_begin(&st->file), &end, 10);
       if (khz > UINT32_MAX) khz = 0;
@@ -178,6 +225,19 @@ static void read_group(sys_stats_t *st, int g, tg_sys_stats_sample_t *s) {
         if (r == 0 || rv == -ENOENT) rv = r;
       }
       break;
+    case TG_SYS_DEVFREQ:
+      rv = tg_sysfs_devfreq_read(st->sysfs, &s->devfreq, &s->n_devfreq);
+      break;
+    case TG_SYS_THERMAL:
+      rv = tg_sysfs_thermal_read(st->sysfs, &s->thermal, &s->n_thermal);
+      break;
+    case TG_SYS_CPUIDLE:
+      rv = tg_sysfs_cpuidle_read(st->sysfs, &s->cpuidle, &s->n_cpuidle);
+      break;
+    case TG_SYS_GPUFREQ:
+      rv = tg_sysfs_gpufreq_read(st->sysfs, &s->gpufreq_mhz);
+      s->has_gpufreq = rv == 0;
+      break;
   }
   note_error(st, g, rv);
 }
@@ -189,7 +249,8 @@ static uint64_t advance(uint64_t due, uint32_t period, uint64_t now) {
   return next <= now ? now + period : next;
 }
 
-static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
+uint64_t tg__sys_stats_round(void *state, const tg_probes_sink_t *sink,
+                             uint64_t now) {
   sys_stats_t *st = state;
   const tg_sys_stats_cfg_t *c = &st->cfg;
   uint64_t meta = tg_meta_begin();
@@ -201,12 +262,11 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
     if (due[g]) read_group(st, g, &s);
   }
   s.end_ts_ns = tg__clock_boottime();
-  if (s.meminfo || s.vmstat || s.stat || s.n_cpufreq || s.buddyinfo ||
-      s.diskstats || s.psi[0] || s.psi[1] || s.psi[2]) {
-    tg_pbw_t *w = tg_ds_packet_begin(ds, inst);
+  if (!tg_sys_stats_sample_empty(&s)) {
+    tg_pbw_t *w = sink->begin(sink->ctx);
     if (w) {
       tg_probes_write_sys_stats(w, &s);
-      tg_ds_packet_end(ds, inst);
+      sink->end(sink->ctx);
     }
   }
   tg_meta_end(TG_META_SYS_STATS, meta);
@@ -217,6 +277,12 @@ static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
     if (st->next_ms[g] < next) next = st->next_ms[g];
   }
   return next;
+}
+
+static uint64_t tick(void *state, tg_ds_t *ds, unsigned inst, uint64_t now) {
+  tg_probes_ds_target_t t = {ds, inst};
+  tg_probes_sink_t sink = tg_probes_ds_sink(&t);
+  return tg__sys_stats_round(state, &sink, now);
 }
 
 const tg_probe_ops_t tg_sys_stats_probe = {

@@ -15,10 +15,14 @@ enum {
   SYS_NUM_SOFTIRQ_TOTAL = 7,
   SYS_NUM_SOFTIRQ = 8,
   SYS_COLLECTION_END = 9,
+  SYS_DEVFREQ = 10,
   SYS_CPUFREQ_KHZ = 11,
   SYS_BUDDY_INFO = 12,
   SYS_DISK_STAT = 13,
   SYS_PSI = 14,
+  SYS_THERMAL_ZONE = 15,
+  SYS_CPUIDLE_STATE = 16,
+  SYS_GPUFREQ_MHZ = 17,
 };
 enum { VMSTAT_KEY = 1, VMSTAT_VALUE = 2, SYS_VMSTAT = 2 };
 enum { BUDDY_NODE = 1, BUDDY_ZONE = 2, BUDDY_ORDER_PAGES = 3 };
@@ -47,6 +51,10 @@ enum {
   CPU_STEAL_NS = 9,
 };
 enum { IRQ_NUMBER = 1, IRQ_COUNT = 2 };
+enum { DEVFREQ_KEY = 1, DEVFREQ_VALUE = 2 };
+enum { THERMAL_NAME = 1, THERMAL_TEMP = 2, THERMAL_TYPE = 3 };
+enum { CPUIDLE_CPU_ID = 1, CPUIDLE_ENTRY = 2 };
+enum { IDLE_ENTRY_STATE = 1, IDLE_ENTRY_DURATION_US = 2 };
 
 static void write_meminfo(tg_pbw_t *w, const tg_meminfo_t *m, uint64_t mask) {
   for (unsigned id = 1; id < TG_MEMINFO_COUNTERS; id++) {
@@ -164,17 +172,61 @@ static void write_psi(tg_pbw_t *w, const tg_psi_t *const psi[3]) {
   }
 }
 
+static void write_devfreq(tg_pbw_t *w, const tg_devfreq_t *d, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    tg_pbw_begin_nested(w, SYS_DEVFREQ);
+    tg_pbw_append_string(w, DEVFREQ_KEY, d[i].name);
+    tg_pbw_append_varint(w, DEVFREQ_VALUE, d[i].cur_freq);
+    tg_pbw_end_nested(w);
+  }
+}
+
+static void write_thermal(tg_pbw_t *w, const tg_thermal_zone_t *z, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    tg_pbw_begin_nested(w, SYS_THERMAL_ZONE);
+    tg_pbw_append_string(w, THERMAL_NAME, z[i].name);
+    tg_pbw_append_varint(w, THERMAL_TEMP, z[i].temp_c);
+    tg_pbw_append_string(w, THERMAL_TYPE, z[i].type);
+    tg_pbw_end_nested(w);
+  }
+}
+
+static void write_cpuidle(tg_pbw_t *w, const tg_cpuidle_cpu_t *c, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    tg_pbw_begin_nested(w, SYS_CPUIDLE_STATE);
+    tg_pbw_append_varint(w, CPUIDLE_CPU_ID, c[i].cpu);
+    for (size_t k = 0; k < c[i].n_states; k++) {
+      tg_pbw_begin_nested(w, CPUIDLE_ENTRY);
+      tg_pbw_append_string(w, IDLE_ENTRY_STATE, c[i].states[k].name);
+      tg_pbw_append_varint(w, IDLE_ENTRY_DURATION_US, c[i].states[k].time_us);
+      tg_pbw_end_nested(w);
+    }
+    tg_pbw_end_nested(w);
+  }
+}
+
+bool tg_sys_stats_sample_empty(const tg_sys_stats_sample_t *s) {
+  return !s->meminfo && !s->vmstat && !s->stat && !s->n_cpufreq &&
+         !s->buddyinfo && !s->diskstats && !s->psi[0] && !s->psi[1] &&
+         !s->psi[2] && !s->n_devfreq && !s->n_thermal && !s->n_cpuidle &&
+         !s->has_gpufreq;
+}
+
 void tg_probes_write_sys_stats(tg_pbw_t *w, const tg_sys_stats_sample_t *s) {
   tg_pbw_append_varint(w, PACKET_TIMESTAMP, s->ts_ns);
   tg_pbw_begin_nested(w, PACKET_SYS_STATS);
   if (s->meminfo) write_meminfo(w, s->meminfo, s->meminfo_mask);
   if (s->vmstat) write_vmstat(w, s->vmstat, s->vmstat_mask);
   if (s->stat) write_stat(w, s->stat, s->stat_mask, s->ns_per_tick);
+  write_devfreq(w, s->devfreq, s->n_devfreq);
   for (size_t i = 0; i < s->n_cpufreq; i++)
     tg_pbw_append_varint(w, SYS_CPUFREQ_KHZ, s->cpufreq_khz[i]);
   if (s->buddyinfo) write_buddyinfo(w, s->buddyinfo);
   if (s->diskstats) write_diskstats(w, s->diskstats);
   write_psi(w, s->psi);
+  write_thermal(w, s->thermal, s->n_thermal);
+  write_cpuidle(w, s->cpuidle, s->n_cpuidle);
+  if (s->has_gpufreq) tg_pbw_append_varint(w, SYS_GPUFREQ_MHZ, s->gpufreq_mhz);
   tg_pbw_append_varint(w, SYS_COLLECTION_END, s->end_ts_ns);
   tg_pbw_end_nested(w);
 }

@@ -314,21 +314,19 @@ static void every_unacted_config_field_is_named(void **state) {
                    0);
   assert_string_equal(names, "");
   free(b);
+  /* So are the /sys groups. */
   ss.has_thermal_period_ms = true;
   ss.thermal_period_ms = 100;
   ss.has_devfreq_period_ms = true;
   ss.devfreq_period_ms = 100;
+  ss.has_cpuidle_period_ms = true;
+  ss.cpuidle_period_ms = 100;
+  ss.has_gpufreq_period_ms = true;
+  ss.gpufreq_period_ms = 100;
   b = pack_dsc(&dsc, &len);
   assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, names,
                                             sizeof(names)),
-                   2);
-  assert_string_equal(names, "devfreq_period_ms, thermal_period_ms");
-  /* Too small a buffer still counts them all and stays terminated. */
-  char tiny[8];
-  assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, tiny,
-                                            sizeof(tiny)),
-                   2);
-  assert_true(strlen(tiny) < sizeof(tiny));
+                   0);
   free(b);
 
   Perfetto__Protos__ProcessStatsConfig ps =
@@ -343,12 +341,20 @@ static void every_unacted_config_field_is_named(void **state) {
   ps.quirks = q;
   ps.has_proc_stats_cache_ttl_ms = true;
   ps.proc_stats_cache_ttl_ms = 1000;
+  ps.has_resolve_process_fds = true;
+  ps.resolve_process_fds = true;
   b = pack_dsc(&dsc, &len);
-  /* quirks is acted on (on-demand dumps); the cache TTL is not. */
+  /* quirks is acted on (on-demand dumps); the cache TTL and fds are not. */
   assert_int_equal(tg_probes_unacted_fields("linux.process_stats", b, len,
                                             names, sizeof(names)),
-                   1);
-  assert_string_equal(names, "proc_stats_cache_ttl_ms");
+                   2);
+  assert_string_equal(names, "proc_stats_cache_ttl_ms, resolve_process_fds");
+  /* Too small a buffer still counts them all and stays terminated. */
+  char tiny[8];
+  assert_int_equal(tg_probes_unacted_fields("linux.process_stats", b, len,
+                                            tiny, sizeof(tiny)),
+                   2);
+  assert_true(strlen(tiny) < sizeof(tiny));
   /* The typed config of another source is not this source's business. */
   assert_int_equal(tg_probes_unacted_fields("linux.sys_stats", b, len, names,
                                             sizeof(names)),

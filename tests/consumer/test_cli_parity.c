@@ -557,8 +557,9 @@ static void unknown_data_sources_are_named_with_close_matches(void **state) {
              "buffers { size_kb: 1024 }\n"
              "data_sources { config { name: \"cli.dsx\" } }\n"
              "data_sources { config { name: \"cli.dsy\" } }\n"
-             "data_sources { config { name: \"linux.sys_stats\"\n"
-             "  sys_stats_config { meminfo_period_ms: 100 thermal_period_ms: 100 } } }\n"
+             "data_sources { config { name: \"linux.process_stats\"\n"
+             "  process_stats_config { proc_stats_poll_ms: 100\n"
+             "    proc_stats_cache_ttl_ms: 100 } } }\n"
              "duration_ms: 500\n");
   const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
                         "--txt", "-o", out, NULL};
@@ -572,10 +573,11 @@ static void unknown_data_sources_are_named_with_close_matches(void **state) {
   assert_non_null(strstr(c.err, "'cli.dsy'"));
   assert_non_null(strstr(c.err, "did you mean: cli.dsx?"));
   assert_null(strstr(c.err, "'cli.dsx'"));
-  /* linux.sys_stats is unknown here too, and thermal is not acted on. */
-  assert_non_null(strstr(c.err, "'linux.sys_stats'"));
-  assert_non_null(strstr(c.err, "thermal_period_ms"));
-  assert_null(strstr(c.err, "meminfo_period_ms"));
+  /* linux.process_stats is unknown here too, and the cache TTL is not
+   * acted on. */
+  assert_non_null(strstr(c.err, "'linux.process_stats'"));
+  assert_non_null(strstr(c.err, "proc_stats_cache_ttl_ms"));
+  assert_null(strstr(c.err, "proc_stats_poll_ms"));
   unlink(out);
   unlink(cfg);
   raw_producer_close(&p);

@@ -1,4 +1,4 @@
-/* Fuzzes tracegate-probes' /proc parsers and config readers
+/* Fuzzes tracegate-probes' /proc and /sys parsers and config readers
  * (agent/probes/): the first byte picks the parser, the rest is the file.
  *
  * Parsing must succeed or return TG_EPARSE / TG_EBAD_CONFIG, never crash
@@ -17,6 +17,7 @@
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
 #include "agent/probes/proc_stat.h"
+#include "agent/probes/sysfs_files.h"
 #include "config_fields/probes.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/error.h"
@@ -35,7 +36,7 @@ static void check_decodes(const uint8_t *out, tg_pbw_t *w) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
-  unsigned which = data[0] % 14;
+  unsigned which = data[0] % 17;
   /* An exact-size copy, so ASan sees any read past the end. */
   size_t n = size - 1;
   char *text = malloc(n ? n : 1);
@@ -193,6 +194,57 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       tg_cpu_desc_t d = {0};
       rv = tg_cpu_info_parse_freqs(text, n, &d);
       if (d.n_freqs > TG_CPU_INFO_MAX_FREQS) __builtin_trap();
+      break;
+    }
+    case 14: {
+      /* A sysfs number (temp, time, cur_freq, gt_act_freq_mhz) as every
+       * /sys group writes it. */
+      uint64_t v = 0;
+      int64_t t = 0;
+      int ru = tg_sysfs_u64_parse(text, n, &v);
+      rv = tg_sysfs_i64_parse(text, n, &t);
+      if (ru != 0 && ru != TG_EPARSE) __builtin_trap();
+      if (ru == 0 && rv == 0 && (uint64_t)t != v) __builtin_trap();
+      if (ru == 0) {
+        tg_thermal_zone_t z = {"thermal_zone0", "zone", v / 1000};
+        tg_cpuidle_state_t st = {"C1", v};
+        tg_cpuidle_cpu_t c = {.cpu = 0, .states = &st, .n_states = 1};
+        tg_devfreq_t d = {"dev", v};
+        tg_sys_stats_sample_t s = {.thermal = &z, .n_thermal = 1,
+                                   .cpuidle = &c, .n_cpuidle = 1,
+                                   .devfreq = &d, .n_devfreq = 1,
+                                   .has_gpufreq = true, .gpufreq_mhz = v};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      }
+      break;
+    }
+    case 15: {
+      /* A thermal zone's type or an idle state's name: bounded, printable,
+       * and a packet string that decodes. */
+      tg_thermal_zone_t z = {.name = "thermal_zone0"};
+      rv = tg_sysfs_name_parse(text, n, z.type, sizeof(z.type));
+      size_t len = strnlen(z.type, sizeof(z.type));
+      if (len == sizeof(z.type)) __builtin_trap();
+      if (rv == 0) {
+        if (len == 0) __builtin_trap();
+        for (size_t i = 0; i < len; i++)
+          if (z.type[i] < 0x20 || z.type[i] > 0x7e) __builtin_trap();
+        tg_cpuidle_state_t st = {.time_us = 1};
+        memcpy(st.name, z.type, sizeof(st.name));
+        tg_cpuidle_cpu_t c = {.cpu = 1, .states = &st, .n_states = 1};
+        tg_sys_stats_sample_t s = {.thermal = &z, .n_thermal = 1,
+                                   .cpuidle = &c, .n_cpuidle = 1};
+        tg_probes_write_sys_stats(&w, &s);
+        check_decodes(out, &w);
+      } else if (len != 0) {
+        __builtin_trap();
+      }
+      break;
+    }
+    case 16: {
+      uint64_t mhz = 0;
+      rv = tg_amdgpu_sclk_parse(text, n, &mhz);
       break;
     }
   }
