@@ -83,6 +83,8 @@ static const struct {
     {"sched", "sched_wakeup", {"pid", NULL, NULL}},
     {"sched", "sched_wakeup_new", {"pid", NULL, NULL}},
     {"sched", "sched_process_fork", {"child_pid", NULL, NULL}},
+    /* A thread that execs takes its leader's pid: old_pid was its tid. */
+    {"sched", "sched_process_exec", {"pid", "old_pid", NULL}},
     {"sched", "sched_blocked_reason", {"pid", NULL, NULL}},
     {"task", "task_newtask", {"pid", NULL, NULL}},
     {"task", "task_rename", {"pid", NULL, NULL}},

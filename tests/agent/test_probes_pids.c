@@ -39,6 +39,12 @@ static const char fork_format[] =
     "\tfield:char child_comm[16];\toffset:28;\tsize:16;\tsigned:0;\n"
     "\tfield:pid_t child_pid;\toffset:44;\tsize:4;\tsigned:1;\n";
 
+static const char exec_format[] =
+    "name: sched_process_exec\nID: 310\n" COMMON_FIELDS
+    "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n"
+    "\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n"
+    "\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;\n";
+
 static size_t switch_rec(uint8_t *out, int32_t common_pid, int32_t prev_pid,
                          int32_t next_pid) {
   uint8_t b[56] = {0};
@@ -65,9 +71,21 @@ static size_t fork_rec(uint8_t *out, int32_t common_pid, int32_t child) {
   return event(out, 314, common_pid, b, sizeof(b));
 }
 
+/* An exec by thread 701 of process 700 (it becomes 700), filename "/x". */
+static size_t exec_rec(uint8_t *out) {
+  uint8_t b[16] = {0};
+  uint32_t loc = 3u << 16 | 20u; /* after the 8-byte common header */
+  memcpy(b, &loc, 4);
+  int32_t pid = 700, old_pid = 701;
+  memcpy(b + 4, &pid, 4);
+  memcpy(b + 8, &old_pid, 4);
+  memcpy(b + 12, "/x", 3);
+  return event(out, 310, 700, b, sizeof(b));
+}
+
 /* sched_switch 100 (prev_pid 111) -> 200; sched_waking by 200 of 300;
  * the idle task (0) switching to 400; a fork by 100 of 500; sys_enter
- * of 600; and repeats of all of them. */
+ * of 600; an exec by 701 that makes it 700; and repeats of all of them. */
 static void sched_page(page_t *p) {
   page_init(p, 1000);
   uint8_t rec[128];
@@ -78,6 +96,7 @@ static void sched_page(page_t *p) {
     rec_data(p, 1, rec, fork_rec(rec, 100, 500));
     uint8_t se[56] = {0};
     rec_data(p, 1, rec, event(rec, 443, 600, se, sizeof(se)));
+    rec_data(p, 1, rec, exec_rec(rec));
   }
   page_finish(p, false);
 }
@@ -93,14 +112,15 @@ static size_t encode_pids(bool compact, const page_t *p, tg_pid_set_t *set,
   static const group_format_t formats[] = {{"sched", switch_format},
                                            {"sched", waking_format},
                                            {"sched", fork_format},
+                                           {"sched", exec_format},
                                            {"raw_syscalls", sys_enter_format}};
   page_encoder_t pe;
-  page_encoder_init(&pe, formats, 4, compact);
+  page_encoder_init(&pe, formats, 5, compact);
   static uint8_t buf[65536];
   pe.enc.pids = set;
   tg_ftrace_bundle_result_t res;
   page_encoder_encode(&pe, p, buf, sizeof(buf), &res);
-  assert_int_equal(res.events, 10);
+  assert_int_equal(res.events, 12);
   page_encoder_free(&pe);
   memcpy(out, set->pids, set->n * sizeof(*out));
   qsort(out, set->n, sizeof(*out), cmp_i32);
@@ -116,8 +136,8 @@ static void encoder_collects_record_pids_once(void **state) {
   int32_t got[64];
   size_t n = encode_pids(false, &p, &set, got);
   /* Every common_pid and pid field, each once; prev_pid 111 is written
-   * in full events; never the idle task. */
-  const int32_t want[] = {100, 111, 200, 300, 400, 500, 600};
+   * in full events; the exec's old_pid; never the idle task. */
+  const int32_t want[] = {100, 111, 200, 300, 400, 500, 600, 700, 701};
   assert_int_equal(n, sizeof(want) / sizeof(want[0]));
   assert_memory_equal(got, want, sizeof(want));
   assert_int_equal(set.dropped, 0);
@@ -134,7 +154,7 @@ static void encoder_collects_compact_columns_pids(void **state) {
   int32_t got[64];
   size_t n = encode_pids(true, &p, &set, got);
   /* Compact rows carry next_pid and the waking pid, not prev_pid. */
-  const int32_t want[] = {100, 200, 300, 400, 500, 600};
+  const int32_t want[] = {100, 200, 300, 400, 500, 600, 700, 701};
   assert_int_equal(n, sizeof(want) / sizeof(want[0]));
   assert_memory_equal(got, want, sizeof(want));
   assert_int_equal(set.dropped, 0);
@@ -149,9 +169,9 @@ static void encoder_counts_pids_past_a_full_set(void **state) {
   assert_int_equal(tg_pid_set_init(&set, 3), 0);
   int32_t got[8];
   assert_int_equal(encode_pids(false, &p, &set, got), 3);
-  /* Seven distinct pids, three kept: the other four counted at least
+  /* Nine distinct pids, three kept: the other six counted at least
    * once each (their repeats count again). */
-  assert_true(set.dropped >= 4);
+  assert_true(set.dropped >= 6);
   tg_pid_set_clear(&set);
   assert_int_equal(set.n, 0);
   assert_int_equal(set.dropped, 0);
