@@ -2,15 +2,20 @@
 #include "agent/probes/ftrace_ksyms.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "agent/probes/proc_read.h"
 
 /* /proc/kallsyms is read this much at a time. */
 #define READ_CHUNK 65536
 
-void tg_ksyms_init(tg_ksyms_t *k) { memset(k, 0, sizeof(*k)); }
+_Static_assert(TG_KSYMS_LINE_MAX <= TG__LINE_MAX, "lines cut short");
+
+void tg_ksyms_init(tg_ksyms_t *k) {
+  memset(k, 0, sizeof(*k));
+  tg__lines_init(&k->lines, TG_KSYMS_LINE_MAX);
+}
 
 void tg_ksyms_free(tg_ksyms_t *k) {
   free(k->syms);
@@ -59,8 +64,10 @@ static int add_sym(tg_ksyms_t *k, uint64_t addr, const char *name, size_t len) {
   return 0;
 }
 
-/* One line without its newline. */
-static int parse_line(tg_ksyms_t *k, const char *s, size_t n) {
+/* One line without its newline (a tg__line_cb). */
+static int parse_line(void *ctx, int status, const char *s, size_t n) {
+  tg_ksyms_t *k = ctx;
+  if (status < 0) goto bad; /* too long */
   size_t i = 0;
   uint64_t addr = 0;
   unsigned digits = 0;
@@ -100,41 +107,7 @@ bad:
 }
 
 int tg_ksyms_feed(tg_ksyms_t *k, const char *text_untrusted, size_t len) {
-  const char *p = text_untrusted, *end = text_untrusted + len;
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    size_t n = (size_t)((nl ? nl : end) - p);
-    /* A whole line in the input and none pending: parse it in place. */
-    if (nl && k->line_len == 0 && !k->line_too_long) {
-      if (n > TG_KSYMS_LINE_MAX) {
-        k->bad_lines++;
-      } else {
-        int rv = parse_line(k, p, n);
-        if (rv < 0) return rv;
-      }
-      p = nl + 1;
-      continue;
-    }
-    if (!k->line_too_long) {
-      if (k->line_len + n > TG_KSYMS_LINE_MAX) {
-        k->line_too_long = true;
-      } else {
-        memcpy(k->line + k->line_len, p, n);
-        k->line_len += n;
-      }
-    }
-    if (!nl) break;
-    int rv = 0;
-    if (k->line_too_long)
-      k->bad_lines++;
-    else
-      rv = parse_line(k, k->line, k->line_len);
-    k->line_len = 0;
-    k->line_too_long = false;
-    if (rv < 0) return rv;
-    p = nl + 1;
-  }
-  return 0;
+  return tg__lines_feed(&k->lines, text_untrusted, len, parse_line, k);
 }
 
 static int by_addr(const void *a, const void *b) {
@@ -147,13 +120,7 @@ static int by_addr(const void *a, const void *b) {
 int tg_ksyms_finish(tg_ksyms_t *k) {
   if (!k->finished) {
     k->finished = true;
-    int rv = 0;
-    if (k->line_too_long)
-      k->bad_lines++;
-    else if (k->line_len)
-      rv = parse_line(k, k->line, k->line_len);
-    k->line_len = 0;
-    k->line_too_long = false;
+    int rv = tg__lines_finish(&k->lines, parse_line, k);
     if (k->n) qsort(k->syms, k->n, sizeof(*k->syms), by_addr);
     size_t out = 0;
     for (size_t i = 0; i < k->n; i++)
@@ -187,21 +154,13 @@ int tg_ksyms_parse(tg_ksyms_t *k, const char *text_untrusted, size_t len) {
   return rv < 0 ? rv : n;
 }
 
+static int feed_chunk(void *ctx, const char *p, size_t n) {
+  return tg_ksyms_feed(ctx, p, n);
+}
+
 int tg_ksyms_load(tg_ksyms_t *k, const char *path) {
   tg_ksyms_init(k);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  char *buf = malloc(READ_CHUNK);
-  int rv = buf ? 0 : -ENOMEM;
-  while (rv == 0) {
-    ssize_t r = read(fd, buf, READ_CHUNK);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rv = -errno;
-    if (r <= 0) break;
-    rv = tg_ksyms_feed(k, buf, (size_t)r);
-  }
-  free(buf);
-  close(fd);
+  int rv = tg_proc_read_chunks(path, READ_CHUNK, feed_chunk, k);
   int n = tg_ksyms_finish(k);
   if (rv < 0 || n < 0) {
     tg_ksyms_free(k);

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/text.h"
+
 /* Longer lines are skipped whole (real ones are below 300 bytes). */
 #define TG_KSYMS_LINE_MAX 512
 #define TG_KSYMS_NAME_MAX 256
@@ -43,9 +45,7 @@ typedef struct tg_ksyms {
   char *names;
   size_t names_len, names_cap;
   /* The line being parsed, across tg_ksyms_feed calls. */
-  char line[TG_KSYMS_LINE_MAX];
-  size_t line_len;
-  bool line_too_long;
+  tg__lines_t lines;
   bool finished;
   uint64_t zero_addrs; /* text symbols whose address read as 0 */
   uint64_t bad_lines;  /* too long, bad hex, no type or no name */

@@ -2,19 +2,21 @@
 #include "agent/probes/ftrace_printk.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent/probes/ftrace_tracefs.h"
+#include "agent/probes/proc_read.h"
 
 /* The file is read this much at a time. */
 #define READ_CHUNK 16384
 
+_Static_assert(TG_PRINTK_LINE_MAX <= TG__LINE_MAX, "lines cut short");
+
 void tg_printk_formats_init(tg_printk_formats_t *t) {
   memset(t, 0, sizeof(*t));
+  tg__lines_init(&t->lines, TG_PRINTK_LINE_MAX);
 }
 
 void tg_printk_formats_free(tg_printk_formats_t *t) {
@@ -75,8 +77,10 @@ static int add_entry(tg_printk_formats_t *t, uint64_t addr, const char *s,
   return 0;
 }
 
-/* One line without its newline. */
-static int parse_line(tg_printk_formats_t *t, const char *s, size_t n) {
+/* One line without its newline (a tg__line_cb). */
+static int parse_line(void *ctx, int status, const char *s, size_t n) {
+  tg_printk_formats_t *t = ctx;
+  if (status < 0) goto bad; /* too long */
   if (n == 0) return 0;
   const char *colon = memchr(s, ':', n);
   if (!colon) goto bad;
@@ -109,41 +113,7 @@ bad:
 
 int tg_printk_formats_feed(tg_printk_formats_t *t, const char *text_untrusted,
                            size_t len) {
-  const char *p = text_untrusted, *end = text_untrusted + len;
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    size_t n = (size_t)((nl ? nl : end) - p);
-    /* A whole line in the input and none pending: parse it in place. */
-    if (nl && t->line_len == 0 && !t->line_too_long) {
-      int rv = 0;
-      if (n > TG_PRINTK_LINE_MAX)
-        t->bad_lines++;
-      else
-        rv = parse_line(t, p, n);
-      if (rv < 0) return rv;
-      p = nl + 1;
-      continue;
-    }
-    if (!t->line_too_long) {
-      if (t->line_len + n > TG_PRINTK_LINE_MAX) {
-        t->line_too_long = true;
-      } else {
-        memcpy(t->line + t->line_len, p, n);
-        t->line_len += n;
-      }
-    }
-    if (!nl) break;
-    int rv = 0;
-    if (t->line_too_long)
-      t->bad_lines++;
-    else
-      rv = parse_line(t, t->line, t->line_len);
-    t->line_len = 0;
-    t->line_too_long = false;
-    if (rv < 0) return rv;
-    p = nl + 1;
-  }
-  return 0;
+  return tg__lines_feed(&t->lines, text_untrusted, len, parse_line, t);
 }
 
 static int by_addr(const void *a, const void *b) {
@@ -156,13 +126,7 @@ static int by_addr(const void *a, const void *b) {
 int tg_printk_formats_finish(tg_printk_formats_t *t) {
   if (t->finished) return (int)t->n;
   t->finished = true;
-  int rv = 0;
-  if (t->line_too_long)
-    t->bad_lines++;
-  else if (t->line_len)
-    rv = parse_line(t, t->line, t->line_len);
-  t->line_len = 0;
-  t->line_too_long = false;
+  int rv = tg__lines_finish(&t->lines, parse_line, t);
   if (t->n) qsort(t->entries, t->n, sizeof(*t->entries), by_addr);
   size_t out = 0;
   for (size_t i = 0; i < t->n; i++)
@@ -196,23 +160,15 @@ int tg_printk_formats_parse(tg_printk_formats_t *t, const char *text_untrusted,
   return rv < 0 ? rv : n;
 }
 
+static int feed_chunk(void *ctx, const char *p, size_t n) {
+  return tg_printk_formats_feed(ctx, p, n);
+}
+
 int tg_printk_formats_load(tg_printk_formats_t *t, const char *tracefs_root) {
   tg_printk_formats_init(t);
   char path[TG_TRACEFS_PATH_MAX * 2];
   snprintf(path, sizeof(path), "%s/" TG_PRINTK_FILE, tracefs_root);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  char *buf = malloc(READ_CHUNK);
-  int rv = buf ? 0 : -ENOMEM;
-  while (rv == 0) {
-    ssize_t r = read(fd, buf, READ_CHUNK);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rv = -errno;
-    if (r <= 0) break;
-    rv = tg_printk_formats_feed(t, buf, (size_t)r);
-  }
-  free(buf);
-  close(fd);
+  int rv = tg_proc_read_chunks(path, READ_CHUNK, feed_chunk, t);
   int n = tg_printk_formats_finish(t);
   if (rv < 0 || n < 0) {
     tg_printk_formats_free(t);

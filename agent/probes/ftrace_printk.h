@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/text.h"
+
 /* Longer lines are skipped whole (real ones are below 200 bytes). */
 #define TG_PRINTK_LINE_MAX 2048
 #define TG_PRINTK_STR_MAX 1024
@@ -51,9 +53,7 @@ typedef struct tg_printk_formats {
   char *strs;
   size_t strs_len, strs_cap;
   /* The line being parsed, across tg_printk_formats_feed calls. */
-  char line[TG_PRINTK_LINE_MAX];
-  size_t line_len;
-  bool line_too_long;
+  tg__lines_t lines;
   bool finished;
   uint64_t zero_addrs; /* entries whose address read as 0 */
   uint64_t bad_lines;  /* too long, no ':', bad or overflowing hex */

@@ -37,6 +37,24 @@ int tg_proc_read_file(const char *path, tg_buf_t *b) {
   return rv;
 }
 
+int tg_proc_read_chunks(const char *path, size_t chunk, tg_proc_chunk_cb feed,
+                        void *ctx) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  char *buf = malloc(chunk);
+  int rv = buf ? 0 : -ENOMEM;
+  while (rv == 0) {
+    ssize_t r = read(fd, buf, chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rv = -errno;
+    if (r <= 0) break;
+    rv = feed(ctx, buf, (size_t)r);
+  }
+  free(buf);
+  close(fd);
+  return rv;
+}
+
 static int cmp_i32(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
   return (x > y) - (x < y);

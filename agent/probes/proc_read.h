@@ -1,4 +1,5 @@
-/* Reading /proc: whole small files and the list of pids.
+/* Reading /proc: whole small files, large ones in chunks, and the list of
+ * pids.
  *
  * Processes come and go while we read: -ENOENT and -ESRCH mean "it
  * vanished" and callers skip it quietly.
@@ -17,6 +18,16 @@
  * when the file is larger than the cap (then |b| holds the beginning, one
  * byte short of the cap). */
 int tg_proc_read_file(const char *path, tg_buf_t *b);
+
+/* Takes one read of a file; a negative return stops the reading. */
+typedef int (*tg_proc_chunk_cb)(void *ctx, const char *p, size_t n);
+
+/* Reads |path| |chunk| bytes at a time into a buffer of its own and hands
+ * each read to |feed|, so a large file (/proc/kallsyms) is never held
+ * whole. Returns 0, -ENOMEM, read's -errno, or |feed|'s first negative
+ * value. */
+int tg_proc_read_chunks(const char *path, size_t chunk, tg_proc_chunk_cb feed,
+                        void *ctx);
 
 /* Lists the numeric entries of |proc_root| ("/proc") in ascending order
  * into *pids (grown with realloc; *cap is its capacity). Returns 0 or

@@ -1,6 +1,7 @@
 /* Line and number scanning for /proc text; see text.h. */
 #include "agent/probes/text.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "tracegate/error.h"
@@ -94,4 +95,49 @@ int tg__parse_kb(const char *p, const char *end, uint64_t *out,
   if (*has_unit && (!tg__word_is(unit, un, "kB") || !tg__only_blanks(p, end)))
     return TG_EPARSE;
   return 0;
+}
+
+void tg__lines_init(tg__lines_t *l, size_t cap) {
+  l->cap = cap < TG__LINE_MAX ? cap : TG__LINE_MAX;
+  l->len = 0;
+}
+
+/* A line too long for the cap goes over as its length alone. */
+static int hand_over(const tg__lines_t *l, const char *s, size_t n,
+                     tg__line_cb on_line, void *ctx) {
+  if (n > l->cap) return on_line(ctx, -ENOBUFS, NULL, n);
+  return on_line(ctx, 0, s, n);
+}
+
+/* The pending line, which nothing may extend any more. */
+static int flush(tg__lines_t *l, tg__line_cb on_line, void *ctx) {
+  size_t n = l->len;
+  l->len = 0;
+  return hand_over(l, l->buf, n, on_line, ctx);
+}
+
+int tg__lines_feed(tg__lines_t *l, const char *text, size_t len,
+                   tg__line_cb on_line, void *ctx) {
+  const char *p = text, *end = text + len;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = (size_t)((nl ? nl : end) - p);
+    int rv;
+    if (nl && l->len == 0) {
+      rv = hand_over(l, p, n, on_line, ctx);
+    } else {
+      /* Past the cap only the length is kept: the line is skipped. */
+      if (l->len + n <= l->cap) memcpy(l->buf + l->len, p, n);
+      l->len += n;
+      if (!nl) break;
+      rv = flush(l, on_line, ctx);
+    }
+    if (rv < 0) return rv;
+    p = nl + 1;
+  }
+  return 0;
+}
+
+int tg__lines_finish(tg__lines_t *l, tg__line_cb on_line, void *ctx) {
+  return l->len ? flush(l, on_line, ctx) : 0;
 }
