@@ -3,6 +3,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -88,4 +91,16 @@ int tg_proc_list_pids(const char *proc_root, int32_t **pids, size_t *n,
   closedir(d);
   if (rv == 0 && *n > 1) qsort(*pids, *n, sizeof(**pids), cmp_i32);
   return rv;
+}
+
+const char *tg_proc_path_at(char *dst, size_t cap, const char *root,
+                            const char *fmt, ...) {
+  size_t n = strnlen(root, cap);
+  if (n >= cap) return NULL;
+  memcpy(dst, root, n);
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(dst + n, cap - n, fmt, ap);
+  va_end(ap);
+  return w < 0 || (size_t)w >= cap - n ? NULL : dst;
 }

@@ -19,6 +19,11 @@
  * byte short of the cap). */
 int tg_proc_read_file(const char *path, tg_buf_t *b);
 
+/* |root| ("" on a live machine, a fake tree's directory in tests) and then
+ * |fmt| into |dst| of |cap| bytes: |dst|, or NULL when it does not fit. */
+__attribute__((format(printf, 4, 5))) const char *tg_proc_path_at(
+    char *dst, size_t cap, const char *root, const char *fmt, ...);
+
 /* Takes one read of a file; a negative return stops the reading. */
 typedef int (*tg_proc_chunk_cb)(void *ctx, const char *p, size_t n);
 

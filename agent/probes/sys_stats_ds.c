@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,16 +123,8 @@ int tg__sys_stats_set_root(void *state, const char *root) {
 }
 
 /* |fmt| under the root, in st->path; NULL if that does not fit. */
-__attribute__((format(printf, 2, 3))) static const char *at_root(
-    sys_stats_t *st, const char *fmt, ...) {
-  size_t n = strlen(st->root);
-  memcpy(st->path, st->root, n);
-  va_list ap;
-  va_start(ap, fmt);
-  int w = vsnprintf(st->path + n, sizeof(st->path) - n, fmt, ap);
-  va_end(ap);
-  return w < 0 || (size_t)w >= sizeof(st->path) - n ? NULL : st->path;
-}
+#define at_root(st, ...) \
+  tg_proc_path_at((st)->path, sizeof((st)->path), (st)->root, __VA_ARGS__)
 
 static void note_error(sys_stats_t *st, int g, int rv) {
   if (rv != st->last_err[g] && rv < 0)

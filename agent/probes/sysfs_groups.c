@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +83,8 @@ void tg_sysfs_groups_free(tg_sysfs_groups_t *g) {
 /* --- paths, files, directories -------------------------------------------- */
 
 /* The root and then |fmt| into g->path; NULL if that does not fit. */
-__attribute__((format(printf, 2, 3))) static const char *mkpath(
-    tg_sysfs_groups_t *g, const char *fmt, ...) {
-  size_t n = strlen(g->root);
-  memcpy(g->path, g->root, n);
-  va_list ap;
-  va_start(ap, fmt);
-  int w = vsnprintf(g->path + n, sizeof(g->path) - n, fmt, ap);
-  va_end(ap);
-  return w < 0 || (size_t)w >= sizeof(g->path) - n ? NULL : g->path;
-}
+#define mkpath(g, ...) \
+  tg_proc_path_at((g)->path, sizeof((g)->path), (g)->root, __VA_ARGS__)
 
 /* Logs the first file of |group| left out, with why; then no more. */
 static void tell_left_out(tg_sysfs_groups_t *g, int group, const char *path,
