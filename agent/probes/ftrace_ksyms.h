@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/addr_strs.h"
 #include "agent/probes/text.h"
 
 /* Longer lines are skipped whole (real ones are below 300 bytes). */
@@ -33,23 +34,15 @@
  * (Perfetto's kSymMaxSizeBytes): past the end of the kernel's text. */
 #define TG_KSYMS_MAX_FUNC_SIZE (1u << 20)
 
-typedef struct tg_ksym {
-  uint64_t addr;
-  uint32_t name; /* offset in names */
-  uint32_t len;
-} tg_ksym_t;
-
 typedef struct tg_ksyms {
-  tg_ksym_t *syms;
-  size_t n, cap;
-  char *names;
-  size_t names_len, names_cap;
+  /* Name by address; sorted after tg_ksyms_finish. Its |dropped| counts
+   * the text symbols past the caps. */
+  tg__addr_strs_t syms;
   /* The line being parsed, across tg_ksyms_feed calls. */
   tg__lines_t lines;
   bool finished;
   uint64_t zero_addrs; /* text symbols whose address read as 0 */
   uint64_t bad_lines;  /* too long, bad hex, no type or no name */
-  uint64_t dropped;    /* text symbols past the caps */
 } tg_ksyms_t;
 
 void tg_ksyms_init(tg_ksyms_t *k);

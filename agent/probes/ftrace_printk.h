@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/addr_strs.h"
 #include "agent/probes/text.h"
 
 /* Longer lines are skipped whole (real ones are below 200 bytes). */
@@ -41,24 +42,16 @@
 #define TG_PRINTK_STRS_MAX (16u << 20)
 #define TG_PRINTK_FILE "printk_formats"
 
-typedef struct tg_printk_entry {
-  uint64_t addr;
-  uint32_t str; /* offset in strs */
-  uint32_t len;
-} tg_printk_entry_t;
-
 typedef struct tg_printk_formats {
-  tg_printk_entry_t *entries;
-  size_t n, cap;
-  char *strs;
-  size_t strs_len, strs_cap;
+  /* String by address; sorted after tg_printk_formats_finish. Its
+   * |dropped| counts the entries past the caps. */
+  tg__addr_strs_t strs;
   /* The line being parsed, across tg_printk_formats_feed calls. */
   tg__lines_t lines;
   bool finished;
   uint64_t zero_addrs; /* entries whose address read as 0 */
   uint64_t bad_lines;  /* too long, no ':', bad or overflowing hex */
   uint64_t cut;        /* strings cut at TG_PRINTK_STR_MAX */
-  uint64_t dropped;    /* entries past the caps */
 } tg_printk_formats_t;
 
 void tg_printk_formats_init(tg_printk_formats_t *t);

@@ -25,6 +25,16 @@ static inline void tg__text_init(tg__text_t *t, const char *s, size_t len) {
  * of the text. */
 bool tg__text_next_line(tg__text_t *t, const char **line, size_t *len);
 
+static inline bool tg__is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* The value of a hex digit of either case, or -1. */
+static inline int tg__hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 /* Skips spaces and tabs. */
 void tg__skip_blanks(const char **p, const char *end);
 

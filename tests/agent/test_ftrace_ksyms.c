@@ -443,13 +443,18 @@ static void kallsyms_survives_hostile_text(void **state) {
   for (size_t i = 0; i < o; i++) assert_int_equal(tg_ksyms_feed(&b, text + i, 1), 0);
   assert_int_equal(tg_ksyms_finish(&b), n);
   assert_int_equal(n, 8);
-  assert_int_equal(a.n, b.n);
-  for (size_t i = 0; i < a.n; i++) {
-    assert_true(a.syms[i].addr == b.syms[i].addr);
-    assert_int_equal(a.syms[i].len, b.syms[i].len);
-    assert_memory_equal(a.names + a.syms[i].name, b.names + b.syms[i].name,
-                        a.syms[i].len);
-    if (i) assert_true(a.syms[i - 1].addr < a.syms[i].addr); /* sorted */
+  assert_int_equal(a.syms.n, b.syms.n);
+  for (size_t i = 0; i < a.syms.n; i++) {
+    size_t al, bl;
+    const char *as = tg__addr_strs_str(&a.syms, i, &al);
+    const char *bs = tg__addr_strs_str(&b.syms, i, &bl);
+    assert_true(tg__addr_strs_addr(&a.syms, i) ==
+                tg__addr_strs_addr(&b.syms, i));
+    assert_int_equal(al, bl);
+    assert_memory_equal(as, bs, al);
+    if (i) /* sorted */
+      assert_true(tg__addr_strs_addr(&a.syms, i - 1) <
+                  tg__addr_strs_addr(&a.syms, i));
   }
   assert_int_equal(a.bad_lines, b.bad_lines);
   assert_true(a.bad_lines >= 10);
@@ -495,7 +500,9 @@ static void kallsyms_loads_this_kernels_file(void **state) {
   }
   /* Unprivileged or under kptr_restrict every address is 0: nothing. */
   if (n == 0) assert_true(k.zero_addrs > 0);
-  for (size_t i = 1; i < k.n; i++) assert_true(k.syms[i - 1].addr < k.syms[i].addr);
+  for (size_t i = 1; i < k.syms.n; i++)
+    assert_true(tg__addr_strs_addr(&k.syms, i - 1) <
+                tg__addr_strs_addr(&k.syms, i));
   tg_ksyms_free(&k);
   assert_int_equal(tg_ksyms_load(&k, "/nonexistent/kallsyms"), -ENOENT);
   tg_ksyms_free(&k);

@@ -78,13 +78,8 @@ static bool no_kernel_address(const uint8_t *p, size_t n, const tg_ksyms_t *ks,
     const char *name = tg_ksyms_lookup(ks, v, &l);
     /* A value equal to a function's own address would be the address. */
     if (name) {
-      size_t lo = 0, hi = ks->n;
-      while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ks->syms[mid].addr < v) lo = mid + 1;
-        else hi = mid;
-      }
-      if (lo < ks->n && ks->syms[lo].addr == v)
+      size_t at = tg__addr_strs_search(&ks->syms, v);
+      if (at != TG__ADDR_STRS_NONE && tg__addr_strs_addr(&ks->syms, at) == v)
         fail_msg("field %llu carries %#llx, the address of %.*s",
                  (unsigned long long)(key >> 3), (unsigned long long)v, (int)l,
                  name);

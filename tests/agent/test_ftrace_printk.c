@@ -97,7 +97,7 @@ static const char *lookup(const tg_printk_formats_t *t, uint64_t addr,
 static void printk_parses_kernel_lines(void **state) {
   (void)state;
   tg_printk_formats_t t = parsed(printk_text);
-  assert_int_equal(t.n, 3); /* the duplicate once */
+  assert_int_equal(t.strs.n, 3); /* the duplicate once */
   assert_int_equal(t.bad_lines, 0);
   LOOKS_UP(&t, S_THAW, "thaw_processes");
   LOOKS_UP(&t, S_DPM, "dpm_suspend: late");
@@ -111,7 +111,7 @@ static void printk_parses_kernel_lines(void **state) {
              "ABCDEF : \"no prefix\"\n"
              " \t0X10 \t: \t\"blanks\"\n"
              "0x9 : \"Last line\"");
-  assert_int_equal(t.n, 5);
+  assert_int_equal(t.strs.n, 5);
   assert_int_equal(t.bad_lines, 0);
   LOOKS_UP(&t, 2, "No quotes");
   LOOKS_UP(&t, 3, "No gap");
@@ -119,8 +119,9 @@ static void printk_parses_kernel_lines(void **state) {
   LOOKS_UP(&t, 0x10, "blanks");
   LOOKS_UP(&t, 9, "Last line");
   /* Sorted by address. */
-  for (size_t i = 1; i < t.n; i++)
-    assert_true(t.entries[i - 1].addr < t.entries[i].addr);
+  for (size_t i = 1; i < t.strs.n; i++)
+    assert_true(tg__addr_strs_addr(&t.strs, i - 1) <
+                tg__addr_strs_addr(&t.strs, i));
   tg_printk_formats_free(&t);
 }
 
@@ -149,7 +150,7 @@ static void printk_skips_malformed_lines(void **state) {
       "   \n"
       "0x00000000000000000000000006 : \"leading zeros\"\n"
       "0xffffffffffffffff : \"max\"\n");
-  assert_int_equal(t.n, 2);
+  assert_int_equal(t.strs.n, 2);
   assert_int_equal(t.bad_lines, 15);
   LOOKS_UP(&t, 6, "leading zeros");
   LOOKS_UP(&t, UINT64_MAX, "max");
@@ -178,7 +179,7 @@ static void printk_keeps_strings_as_printed(void **state) {
   /* Blanks after the closing quote: it is not the last byte, so kept. */
   LOOKS_UP(&t, 5, "a\\tb\"  ");
   MISSES(&t, 6); /* a lone quote: empty */
-  assert_int_equal(t.n, 5);
+  assert_int_equal(t.strs.n, 5);
   tg_printk_formats_free(&t);
 }
 
@@ -222,7 +223,7 @@ static void printk_bounds_lines_strings_and_entries(void **state) {
     o += (size_t)snprintf(text + o, cap - o, "0x%zx : \"s\"\n", i);
   assert_int_equal(tg_printk_formats_parse(&t, text, o),
                    (int)TG_PRINTK_MAX_ENTRIES);
-  assert_int_equal(t.dropped, 2);
+  assert_int_equal(t.strs.dropped, 2);
   LOOKS_UP(&t, TG_PRINTK_MAX_ENTRIES, "s");
   MISSES(&t, TG_PRINTK_MAX_ENTRIES + 1);
   tg_printk_formats_free(&t);
@@ -238,7 +239,7 @@ static void printk_empty_or_zeroed_text_lists_nothing(void **state) {
   tg_printk_formats_free(&t);
   /* A reader the kernel hides addresses from. */
   t = parsed("0x0 : \"Rescheduling interrupts\"\n0x0 : \"rcu_sched\"\n");
-  assert_int_equal(t.n, 0);
+  assert_int_equal(t.strs.n, 0);
   assert_int_equal(t.zero_addrs, 2);
   MISSES(&t, 0);
   tg_printk_formats_free(&t);
@@ -253,7 +254,7 @@ static void printk_duplicates_keep_the_first_listed(void **state) {
                                  "0x30 : \"third again\"\n"
                                  "0x20 : \"second\"\n"
                                  "0x10 : \"first again\"\n");
-  assert_int_equal(t.n, 3);
+  assert_int_equal(t.strs.n, 3);
   LOOKS_UP(&t, 0x10, "first");
   LOOKS_UP(&t, 0x20, "second");
   LOOKS_UP(&t, 0x30, "third");
@@ -278,19 +279,21 @@ static void printk_pieces_parse_as_the_whole(void **state) {
       size_t n = strlen(text) - o < step ? strlen(text) - o : step;
       assert_int_equal(tg_printk_formats_feed(&parts, text + o, n), 0);
     }
-    assert_int_equal(tg_printk_formats_finish(&parts), (int)whole.n);
+    assert_int_equal(tg_printk_formats_finish(&parts), (int)whole.strs.n);
     assert_int_equal(parts.bad_lines, whole.bad_lines);
     assert_int_equal(parts.zero_addrs, whole.zero_addrs);
-    for (size_t i = 0; i < whole.n; i++) {
-      assert_true(parts.entries[i].addr == whole.entries[i].addr);
-      assert_int_equal(parts.entries[i].len, whole.entries[i].len);
-      assert_memory_equal(parts.strs + parts.entries[i].str,
-                          whole.strs + whole.entries[i].str,
-                          whole.entries[i].len);
+    for (size_t i = 0; i < whole.strs.n; i++) {
+      size_t pl, wl;
+      const char *ps = tg__addr_strs_str(&parts.strs, i, &pl);
+      const char *ws = tg__addr_strs_str(&whole.strs, i, &wl);
+      assert_true(tg__addr_strs_addr(&parts.strs, i) ==
+                  tg__addr_strs_addr(&whole.strs, i));
+      assert_int_equal(pl, wl);
+      assert_memory_equal(ps, ws, wl);
     }
     tg_printk_formats_free(&parts);
   }
-  assert_int_equal(whole.n, 3);
+  assert_int_equal(whole.strs.n, 3);
   LOOKS_UP(&whole, 0x20, "no newline");
   tg_printk_formats_free(&whole);
 }
@@ -640,8 +643,9 @@ static void printk_loads_this_kernels_file(void **state) {
                 n, (unsigned long long)t.zero_addrs,
                 (unsigned long long)t.bad_lines, tg_printk_formats_mem(&t));
   assert_int_equal(t.bad_lines, 0);
-  for (size_t i = 1; i < t.n; i++)
-    assert_true(t.entries[i - 1].addr < t.entries[i].addr);
+  for (size_t i = 1; i < t.strs.n; i++)
+    assert_true(tg__addr_strs_addr(&t.strs, i - 1) <
+                tg__addr_strs_addr(&t.strs, i));
   tg_printk_formats_free(&t);
 
   /* This kernel's suspend_resume, if it has one: action is a string. */

@@ -27,21 +27,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t o = 0; o < len; o += chunk)
     if (tg_ksyms_feed(&parts, text + o, len - o < chunk ? len - o : chunk) < 0)
       abort();
-  if (n < 0 || tg_ksyms_finish(&parts) != n || parts.n != whole.n ||
-      parts.bad_lines != whole.bad_lines || parts.zero_addrs != whole.zero_addrs)
+  if (n < 0 || tg_ksyms_finish(&parts) != n || parts.syms.n != whole.syms.n ||
+      (size_t)n != whole.syms.n || parts.bad_lines != whole.bad_lines ||
+      parts.zero_addrs != whole.zero_addrs ||
+      parts.syms.dropped != whole.syms.dropped)
     abort();
-  for (size_t i = 0; i < whole.n; i++) {
-    const tg_ksym_t *a = &whole.syms[i], *b = &parts.syms[i];
-    if (a->addr != b->addr || a->len != b->len || a->len == 0 ||
-        a->len > TG_KSYMS_NAME_MAX ||
-        memcmp(whole.names + a->name, parts.names + b->name, a->len) != 0)
+  for (size_t i = 0; i < whole.syms.n; i++) {
+    uint64_t addr = tg__addr_strs_addr(&whole.syms, i);
+    size_t wl, pl;
+    const char *ws = tg__addr_strs_str(&whole.syms, i, &wl);
+    const char *ps = tg__addr_strs_str(&parts.syms, i, &pl);
+    if (addr != tg__addr_strs_addr(&parts.syms, i) || wl != pl || wl == 0 ||
+        wl > TG_KSYMS_NAME_MAX || memcmp(ws, ps, wl) != 0)
       abort();
-    if (i && whole.syms[i - 1].addr >= a->addr) abort();
+    if (i && tg__addr_strs_addr(&whole.syms, i - 1) >= addr) abort();
     size_t l;
-    const char *s = tg_ksyms_lookup(&whole, a->addr, &l);
-    if (!s || l != a->len || memcmp(s, whole.names + a->name, l) != 0) abort();
+    const char *s = tg_ksyms_lookup(&whole, addr, &l);
+    if (!s || l != wl || memcmp(s, ws, l) != 0) abort();
     /* Just below a symbol: the one before, or none. */
-    s = tg_ksyms_lookup(&whole, a->addr - 1, &l);
+    s = tg_ksyms_lookup(&whole, addr - 1, &l);
     if (i == 0 && s) abort();
   }
   tg_ksyms_free(&whole);

@@ -29,24 +29,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tg_printk_formats_feed(&parts, text + o,
                                len - o < chunk ? len - o : chunk) < 0)
       abort();
-  if (n < 0 || tg_printk_formats_finish(&parts) != n || parts.n != whole.n ||
+  if (n < 0 || tg_printk_formats_finish(&parts) != n ||
+      parts.strs.n != whole.strs.n || (size_t)n != whole.strs.n ||
       parts.bad_lines != whole.bad_lines ||
       parts.zero_addrs != whole.zero_addrs || parts.cut != whole.cut ||
-      parts.dropped != whole.dropped)
+      parts.strs.dropped != whole.strs.dropped)
     abort();
-  for (size_t i = 0; i < whole.n; i++) {
-    const tg_printk_entry_t *a = &whole.entries[i], *b = &parts.entries[i];
-    if (a->addr != b->addr || a->len != b->len || a->len == 0 ||
-        a->len > TG_PRINTK_STR_MAX || a->addr == 0 ||
-        memcmp(whole.strs + a->str, parts.strs + b->str, a->len) != 0)
+  for (size_t i = 0; i < whole.strs.n; i++) {
+    uint64_t addr = tg__addr_strs_addr(&whole.strs, i);
+    size_t wl, pl;
+    const char *ws = tg__addr_strs_str(&whole.strs, i, &wl);
+    const char *ps = tg__addr_strs_str(&parts.strs, i, &pl);
+    if (addr != tg__addr_strs_addr(&parts.strs, i) || wl != pl || wl == 0 ||
+        wl > TG_PRINTK_STR_MAX || addr == 0 || memcmp(ws, ps, wl) != 0)
       abort();
-    if (i && whole.entries[i - 1].addr >= a->addr) abort();
+    if (i && tg__addr_strs_addr(&whole.strs, i - 1) >= addr) abort();
     size_t l;
-    const char *s = tg_printk_formats_lookup(&whole, a->addr, &l);
-    if (!s || l != a->len || memcmp(s, whole.strs + a->str, l) != 0) abort();
+    const char *s = tg_printk_formats_lookup(&whole, addr, &l);
+    if (!s || l != wl || memcmp(s, ws, l) != 0) abort();
     /* Exact addresses only. */
-    if ((i == 0 || whole.entries[i - 1].addr != a->addr - 1) &&
-        tg_printk_formats_lookup(&whole, a->addr - 1, &l))
+    if ((i == 0 || tg__addr_strs_addr(&whole.strs, i - 1) != addr - 1) &&
+        tg_printk_formats_lookup(&whole, addr - 1, &l))
       abort();
   }
   tg_printk_formats_free(&whole);
