@@ -520,15 +520,6 @@ static inline void collect_pids(tg_pid_set_t *set,
 
 /* --- inodes ------------------------------------------------------------- */
 
-static inline uint64_t load_uint(const uint8_t *p, unsigned size) {
-  if (size == 4) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-  }
-  return tg__ftrace_ld64(p);
-}
-
 /* The record's (inode, device) pairs, for the fields that lie inside it;
  * none when its dev_t does not, or when |skip_pid| (not 0) wrote it. */
 static inline void collect_inodes(tg_inode_set_t *set,
@@ -540,10 +531,10 @@ static inline void collect_inodes(tg_inode_set_t *set,
       load_pid(rec, d->pid_offset) == skip_pid)
     return;
   uint64_t dev =
-      tg_ftrace_dev_to_user(load_uint(rec + d->dev_offset, d->dev_size));
+      tg_ftrace_dev_to_user(read_uint(rec + d->dev_offset, d->dev_size));
   for (unsigned i = 0; i < d->n_ino_fields; i++) {
     uint32_t off = d->ino_offsets[i], size = d->ino_sizes[i];
-    if (off + size <= len) tg_inode_set_add(set, load_uint(rec + off, size), dev);
+    if (off + size <= len) tg_inode_set_add(set, read_uint(rec + off, size), dev);
   }
 }
 

@@ -16,9 +16,11 @@
 #ifndef TRACEGATE_PROBES_INODE_FILE_H
 #define TRACEGATE_PROBES_INODE_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/probes/mountinfo.h"
 #include "agent/probes/probes_sink.h"
 
 /* Resolved inodes kept per instance (Perfetto's probes keep 1000). */
@@ -64,5 +66,13 @@ uint64_t tg__inode_file_round(void *state, const tg_probes_sink_t *sink,
                               uint64_t now_ms);
 
 const tg_inode_file_stats_t *tg__inode_file_stats(const void *state);
+
+/* Whether a walk from mount |c| (of |mi|, sorted) reaches every directory
+ * of mount |m| of the same device: |m|'s root lies in |c|'s tree, and no
+ * mount point hides that place in |c|'s view (the walk does not enter
+ * mount points). A scan walks only mounts that no other covers (of two
+ * that cover each other, the first). */
+bool tg__inode_mount_covers(const tg_mountinfo_t *mi, const tg_mount_t *c,
+                            const tg_mount_t *m);
 
 #endif /* TRACEGATE_PROBES_INODE_FILE_H */

@@ -4,6 +4,8 @@
  * owns everything here; only the feed is shared with the ftrace reader.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,6 +112,16 @@ static void load_mounts(inode_file_t *x) {
   x->have_mounts = true;
 }
 
+/* Whether mount |i| of |mi| (sorted by point) repeats the point of an
+ * earlier mount of its device: equal points are adjacent, in any order of
+ * their devices. */
+static bool repeats_point(const tg_mountinfo_t *mi, size_t i) {
+  const tg_mount_t *m = &mi->v[i];
+  for (size_t j = i; j > 0 && strcmp(mi->v[j - 1].point, m->point) == 0; j--)
+    if (mi->v[j - 1].dev == m->dev) return true;
+  return false;
+}
+
 static void begin_packet(inode_file_t *x, uint64_t dev) {
   if (!x->have_mounts) load_mounts(x);
   x->w = x->sink->begin(x->sink->ctx);
@@ -122,29 +134,27 @@ static void begin_packet(inode_file_t *x, uint64_t dev) {
   unsigned points = 0;
   for (size_t i = 0; i < x->mounts.n && points < TG_INODE_MAP_MAX_POINTS; i++) {
     const tg_mount_t *m = &x->mounts.v[i];
-    /* Sorted by point: a point mounted twice comes twice in a row. */
-    if (m->dev != dev ||
-        (i > 0 && strcmp(x->mounts.v[i - 1].point, m->point) == 0 &&
-         x->mounts.v[i - 1].dev == dev))
-      continue;
+    if (m->dev != dev || repeats_point(&x->mounts, i)) continue;
     tg_pbw_append_bytes(x->w, MAP_MOUNT_POINTS, m->point, m->point_len);
     points++;
   }
 }
 
-/* One entry into the packet of |dev|: the current one, or a new one. */
-static void emit(inode_file_t *x, uint64_t dev, uint64_t ino, const char *path,
+/* One entry into the packet of |dev|: the current one, or a new one.
+ * False when the sink gave no packet. */
+static bool emit(inode_file_t *x, uint64_t dev, uint64_t ino, const char *path,
                  size_t len, uint8_t type) {
   if (x->w && (x->w_dev != dev || x->w_entries == TG_INODE_MAP_MAX_ENTRIES))
     end_packet(x);
   if (!x->w) begin_packet(x, dev);
-  if (!x->w) return;
+  if (!x->w) return false;
   tg_pbw_begin_nested(x->w, MAP_ENTRIES);
   tg_pbw_append_varint(x->w, ENTRY_INODE_NUMBER, ino);
   tg_pbw_append_bytes(x->w, ENTRY_PATHS, path, len);
   tg_pbw_append_varint(x->w, ENTRY_TYPE, type);
   tg_pbw_end_nested(x->w);
   x->w_entries++;
+  return true;
 }
 
 /* --- taking pairs from the feed ----------------------------------------- */
@@ -162,7 +172,7 @@ static bool take_one(inode_file_t *x, tg_inode_key_t k) {
   if (e) {
     if (e->written_ms && x->now_ms - e->written_ms < TG_INODE_REWRITE_MS)
       return false;
-    emit(x, k.dev, k.ino, e->path, e->path_len, e->type);
+    if (!emit(x, k.dev, k.ino, e->path, e->path_len, e->type)) return false;
     e->written_ms = x->now_ms ? x->now_ms : 1;
     x->st.from_cache++;
     return true;
@@ -194,6 +204,7 @@ size_t tg__inode_file_take(void *state, const tg_probes_sink_t *sink,
   size_t written = 0;
   for (size_t i = 0; i < n; i++) written += take_one(x, x->taken[i]);
   end_packet(x);
+  x->sink = NULL; /* the caller's, for this take only */
   x->st.dropped += x->next.dropped;
   x->next.dropped = 0;
   if (x->state == SCAN_IDLE && x->next.n) {
@@ -224,14 +235,41 @@ static void add_root(inode_file_t *x, const char *path, uint64_t dev) {
   if (rv < 0) TG_DEBUG(DS_NAME ": %s not scanned: %s", path, tg_strerror(rv));
 }
 
+bool tg__inode_mount_covers(const tg_mountinfo_t *mi, const tg_mount_t *c,
+                            const tg_mount_t *m) {
+  if (c->dev != m->dev) return false;
+  /* |rest|: where |m|'s root lies below |c|'s, "" or starting with '/'. */
+  const char *rest;
+  size_t cl = strlen(c->root);
+  if (strcmp(c->root, "/") == 0)
+    rest = strcmp(m->root, "/") == 0 ? "" : m->root;
+  else if (strncmp(m->root, c->root, cl) == 0 &&
+           (m->root[cl] == '/' || m->root[cl] == '\0'))
+    rest = m->root + cl;
+  else
+    return false;
+  if (rest[0] == '\0') return true;
+  /* That place in |c|'s view, and every directory on the way to it below
+   * |c|'s point: none may be a mount point. */
+  char path[PATH_MAX];
+  const char *base = strcmp(c->point, "/") == 0 ? "" : c->point;
+  int w = snprintf(path, sizeof(path), "%s%s", base, rest);
+  if (w < 0 || (size_t)w >= sizeof(path)) return false;
+  for (size_t i = strlen(base) + 1; i <= (size_t)w; i++)
+    if ((i == (size_t)w || path[i] == '/') &&
+        tg_mountinfo_is_point(mi, path, i))
+      return false;
+  return true;
+}
+
 /* Queues where the inodes of |dev| are looked for: a mount_point_mapping's
- * scan_roots for one of its mount points, else its mount points. Mounts
- * of the whole file system (root "/") cover its bind mounts of parts of
- * it, which are then left out. */
+ * scan_roots for one of its mount points, else the mount points of |dev|
+ * that no other covers (tg__inode_mount_covers): a device mounted whole
+ * twice, or a bind mount of a part of it, is walked once. */
 static void add_roots_of(inode_file_t *x, uint64_t dev) {
-  bool whole = false;
-  for (size_t i = 0; i < x->mounts.n; i++) {
-    const tg_mount_t *m = &x->mounts.v[i];
+  const tg_mountinfo_t *mi = &x->mounts;
+  for (size_t i = 0; i < mi->n; i++) {
+    const tg_mount_t *m = &mi->v[i];
     if (m->dev != dev || !allowed(x, m)) continue;
     for (size_t j = 0; j < x->cfg->n_mappings; j++) {
       const tg_inode_mapping_t *map = &x->cfg->mappings[j];
@@ -239,16 +277,20 @@ static void add_roots_of(inode_file_t *x, uint64_t dev) {
       for (size_t r = 0; r < map->n_roots; r++) add_root(x, map->roots[r], dev);
       return;
     }
-    if (strcmp(m->root, "/") == 0) whole = true;
   }
-  for (size_t i = 0; i < x->mounts.n; i++) {
-    const tg_mount_t *m = &x->mounts.v[i];
-    if (m->dev != dev || !allowed(x, m) ||
-        (whole && strcmp(m->root, "/") != 0) ||
-        (i > 0 && x->mounts.v[i - 1].dev == dev &&
-         strcmp(x->mounts.v[i - 1].point, m->point) == 0))
-      continue;
-    add_root(x, m->point, dev);
+  for (size_t i = 0; i < mi->n; i++) {
+    const tg_mount_t *m = &mi->v[i];
+    if (m->dev != dev || !allowed(x, m) || repeats_point(mi, i)) continue;
+    bool covered = false;
+    for (size_t j = 0; j < mi->n && !covered; j++) {
+      const tg_mount_t *c = &mi->v[j];
+      if (j == i || c->dev != dev || !allowed(x, c) || repeats_point(mi, j) ||
+          !tg__inode_mount_covers(mi, c, m))
+        continue;
+      /* Of two that cover each other, the first is walked. */
+      covered = j < i || !tg__inode_mount_covers(mi, m, c);
+    }
+    if (!covered) add_root(x, m->point, dev);
   }
 }
 
@@ -262,8 +304,9 @@ static bool on_entry(void *ctx, uint64_t dev, uint64_t ino, const char *path,
   x->st.resolved++;
   tg_inode_cache_entry_t *e =
       tg_inode_cache_put(x->cache, ino, dev, path, len, (uint8_t)type);
-  if (e) e->written_ms = x->now_ms ? x->now_ms : 1;
-  emit(x, dev, ino, path, len, (uint8_t)type);
+  /* Not written (no packet): the next take writes it from the cache. */
+  if (emit(x, dev, ino, path, len, (uint8_t)type) && e)
+    e->written_ms = x->now_ms ? x->now_ms : 1;
   return x->remaining > 0;
 }
 
@@ -339,14 +382,12 @@ static void run_batch(inode_file_t *x, uint64_t now) {
 uint64_t tg__inode_file_round(void *state, const tg_probes_sink_t *sink,
                               uint64_t now) {
   inode_file_t *x = state;
-  x->sink = sink;
   tg__inode_file_take(x, sink, now);
-  if (x->state == SCAN_WAITING && now >= x->due_ms) {
-    start_scan(x);
+  if (x->state == SCAN_WAITING && now >= x->due_ms) start_scan(x);
+  if (x->state == SCAN_RUNNING) {
+    x->sink = sink; /* for this batch only */
     run_batch(x, now);
-    if (x->state == SCAN_RUNNING) return now + x->cfg->scan_interval_ms;
-  } else if (x->state == SCAN_RUNNING) {
-    run_batch(x, now);
+    x->sink = NULL;
     if (x->state == SCAN_RUNNING) return now + x->cfg->scan_interval_ms;
   }
   uint64_t idle = now + TG_INODE_IDLE_POLL_MS;

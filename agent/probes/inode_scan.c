@@ -70,10 +70,13 @@ void tg_inode_scan_free(tg_inode_scan_t *s) {
 
 int tg_inode_scan_add_root(tg_inode_scan_t *s, const char *path, uint64_t dev) {
   if (s->n_roots == TG_INODE_SCAN_MAX_ROOTS) return -ENOSPC;
+  /* Absolute only: a relative root would be walked from the cwd, and its
+   * paths would match no mount point. */
+  if (path[0] != '/') return -EINVAL;
   size_t n = strnlen(path, PATH_MAX);
+  if (n >= PATH_MAX) return -ENAMETOOLONG; /* before trimming: never cut */
   /* "/a/b/" walks as "/a/b", so that children are "/a/b/c". */
   while (n > 1 && path[n - 1] == '/') n--;
-  if (n == 0 || n >= PATH_MAX) return -ENAMETOOLONG;
   char *p = malloc(n + 1);
   if (!p) return -ENOMEM;
   memcpy(p, path, n);

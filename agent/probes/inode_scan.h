@@ -57,9 +57,10 @@ int tg_inode_scan_new(const tg_inode_scan_cbs_t *cbs, tg_inode_scan_t **out);
 /* Closes what the walk holds and frees |s|. NULL is a no-op. */
 void tg_inode_scan_free(tg_inode_scan_t *s);
 
-/* Queues directory |path| (copied) to be walked for the inodes of device
- * |dev| (st_dev). Returns 0, -ENOSPC (TG_INODE_SCAN_MAX_ROOTS queued),
- * -ENAMETOOLONG or -ENOMEM. */
+/* Queues directory |path| (absolute, copied) to be walked for the inodes
+ * of device |dev| (st_dev). Returns 0, -ENOSPC (TG_INODE_SCAN_MAX_ROOTS
+ * queued), -EINVAL (not absolute), -ENAMETOOLONG (PATH_MAX or more) or
+ * -ENOMEM. */
 int tg_inode_scan_add_root(tg_inode_scan_t *s, const char *path, uint64_t dev);
 
 /* Walks on for up to |budget| entries. Returns the entries visited; sets

@@ -430,13 +430,14 @@ static bool tseen_has(const tid_array_t *a, int32_t tid) {
   return false;
 }
 
+/* False once |path| is gone as a process's entry goes (any other error
+ * keeps it: the id may still be alive). */
 static bool proc_path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 || errno != ENOENT;
+  return stat(path, &st) == 0 || !tg_proc_vanished(-errno);
 }
 
-/* Forgets the threads whose /proc/<tgid>/task/<tid> is gone (an error
- * other than ENOENT keeps the thread). */
+/* Forgets the threads whose /proc/<tgid>/task/<tid> is gone. */
 static void tseen_prune(tid_array_t *a) {
   size_t keep = 0;
   for (size_t i = 0; i < a->n; i++) {

@@ -45,6 +45,45 @@ static const tg_mount_t *mount_at(const tg_mountinfo_t *mi, const char *p) {
   return NULL;
 }
 
+/* Which mounts a scan walks: a device mounted whole twice once, a bind
+ * mount of a part of it not at all unless a mount hides that part from
+ * the whole one, and a root that only shares a name prefix is no part. */
+static void mounts_covered_by_another_are_not_walked_twice(void **state) {
+  (void)state;
+  static const char text[] =
+      "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+      "2 1 8:1 / /mnt/host rw - ext4 /dev/sda1 rw\n"
+      "3 1 8:1 /srv /x rw - ext4 /dev/sda1 rw\n"
+      "4 1 8:2 / /home rw - ext4 /dev/sda2 rw\n"
+      "5 1 8:1 /home/u /y rw - ext4 /dev/sda1 rw\n"
+      "6 1 8:1 /srvx /z rw - ext4 /dev/sda1 rw\n";
+  tg_mountinfo_t mi = {0};
+  assert_int_equal(tg_mountinfo_parse(&mi, text, sizeof(text) - 1), 6);
+  tg_mountinfo_sort(&mi);
+  const tg_mount_t *root = mount_at(&mi, "/"), *host = mount_at(&mi, "/mnt/host"),
+                   *x = mount_at(&mi, "/x"), *home = mount_at(&mi, "/home"),
+                   *y = mount_at(&mi, "/y"), *z = mount_at(&mi, "/z");
+  assert_non_null(root);
+  assert_non_null(host);
+  assert_non_null(x);
+  assert_non_null(home);
+  assert_non_null(y);
+  assert_non_null(z);
+  /* The whole device twice: each covers the other. */
+  assert_true(tg__inode_mount_covers(&mi, root, host));
+  assert_true(tg__inode_mount_covers(&mi, host, root));
+  /* /srv at /x is /srv in the whole view; not the other way. */
+  assert_true(tg__inode_mount_covers(&mi, root, x));
+  assert_false(tg__inode_mount_covers(&mi, x, root));
+  /* /home/u lies under /home, where sda2 hides it from the walk of /. */
+  assert_false(tg__inode_mount_covers(&mi, root, y));
+  /* /srvx is not inside /srv; another device is never covered. */
+  assert_false(tg__inode_mount_covers(&mi, x, z));
+  assert_true(tg__inode_mount_covers(&mi, root, z));
+  assert_false(tg__inode_mount_covers(&mi, root, home));
+  tg_mountinfo_free(&mi);
+}
+
 static void mountinfo_parses_escapes_and_skips_malformed_lines(void **state) {
   (void)state;
   static const char text[] =
@@ -388,6 +427,18 @@ static void scan_walks_the_tree_in_steps_without_following_links(void **state) {
   assert_int_equal(tg_inode_scan_stats(s)->other_dev, other + 1);
   assert_int_equal(tg_inode_scan_stats(s)->open_errors, errors + 2);
 
+  /* Roots it refuses: relative, empty, and one of PATH_MAX bytes or more
+   * even when trimming its trailing slashes would bring it under. */
+  assert_int_equal(tg_inode_scan_add_root(s, "tmp", t->dev), -EINVAL);
+  assert_int_equal(tg_inode_scan_add_root(s, "", t->dev), -EINVAL);
+  static char long_root[PATH_MAX + 101];
+  memset(long_root, 'a', sizeof(long_root) - 1);
+  long_root[0] = '/';
+  long_root[PATH_MAX - 1] = '/';
+  memset(long_root + PATH_MAX, '/', 100);
+  assert_int_equal(tg_inode_scan_add_root(s, long_root, t->dev),
+                   -ENAMETOOLONG);
+
   /* Abandoned halfway: everything it held is closed (ASan, fds). */
   assert_int_equal(tg_inode_scan_add_root(s, t->root, t->dev), 0);
   tg_inode_scan_step(s, 2, &done);
@@ -676,6 +727,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(mountinfo_parses_escapes_and_skips_malformed_lines),
       cmocka_unit_test(mountinfo_reads_this_machines_root),
+      cmocka_unit_test(mounts_covered_by_another_are_not_walked_twice),
       cmocka_unit_test(feed_hands_pairs_to_the_sessions_consumer_once),
       cmocka_unit_test(feed_counts_pairs_past_the_cap),
       cmocka_unit_test(scan_walks_the_tree_in_steps_without_following_links),

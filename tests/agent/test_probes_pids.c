@@ -318,6 +318,15 @@ static void thr_stop(thr_t *t) {
   pthread_mutex_destroy(&t->mu);
 }
 
+/* pthread_join returns once the kernel cleared the thread's tid, a moment
+ * before /proc/self/task/<tid> goes: waits for that (bounded). */
+static void thr_wait_gone(int32_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+  for (int i = 0; i < 10000 && access(path, F_OK) == 0; i++) usleep(1000);
+  assert_int_equal(access(path, F_OK), -1);
+}
+
 /* A linux.process_stats instance of session SESSION on |feed|, as the
  * sampler builds it from a DataSourceConfig. */
 static void *instance(tg_pid_feed_t *feed, bool disable_on_demand) {
@@ -474,6 +483,7 @@ static void process_stats_forgets_what_exited(void **state) {
   kid_kill(&child);
   int32_t u_tid = u.tid;
   thr_stop(&u);
+  thr_wait_gone(u_tid);
   tg__process_stats_prune(x.ps);
   assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);
   assert_int_equal(threads, 1);
