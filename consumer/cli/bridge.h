@@ -59,7 +59,8 @@ typedef struct bridge_server {
   /* A connection no screen could be allocated for is accepted into this
    * and closed (libuv offers no further one until it is accepted). */
   uv_tcp_t refused;
-  bool refusing; /* |refused| is open or closing */
+  bool refusing;       /* |refused| is open or closing */
+  bool refuse_pending; /* another waits for it: libuv offers no more */
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
   unsigned n_screens;
   uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */

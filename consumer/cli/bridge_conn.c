@@ -454,7 +454,7 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
                       void *user, void *in, size_t len) {
   (void)user;
   bridge_server_t *s = lws_context_user(lws_get_context(wsi));
-  /* NULL before the adoption has set it (LWS_CALLBACK_WSI_CREATE). */
+  /* NULL until a successful adoption set it (bridge_screen.c, adopt). */
   bridge_screen_t *sc = lws_get_opaque_user_data(wsi);
   bridge_conn_t *c = sc ? tg__bridge_screen_conn(sc) : NULL;
   switch (reason) {

@@ -19,8 +19,8 @@
  *     empty line; twice lws's header room at most, or the client is
  *     closed);
  *   - then the client is not read until lws has decided: the WebSocket
- *     established (bridge_conn.c tells the screen), or lws answered (a
- *     403 or 404) and closed its end, whose last bytes still reach the
+ *     established (bridge_conn.c tells the screen), or lws answered (an
+ *     HTTP error: bridge_conn.c's 4xx or 5xx) and closed its end, whose last bytes still reach the
  *     client before the TCP connection is shut down; a WebSocket client
  *     waits for the 101 before it sends frames anyway;
  *   - after the upgrade, the header of every client frame is read, and
@@ -35,10 +35,11 @@
  * lws's own flow control (bridge_conn.c) reaches the client through them.
  *
  * Lifetime: a screen is freed once its three handles are closed and lws
- * destroyed its wsi (LWS_CALLBACK_WSI_DESTROY, or its whole context), so
- * that the wsi's opaque pointer never dangles.
+ * destroyed its wsi (LWS_CALLBACK_WSI_DESTROY, or its whole context) or
+ * never adopted one, so that the wsi's opaque pointer never dangles.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -73,25 +74,22 @@ typedef enum screen_state {
   SC_CLOSED,   /* handles closing */
 } screen_state_t;
 
-typedef enum wsi_state {
-  WSI_UNKNOWN, /* adopting, or the adoption failed: a destroy may follow */
-  WSI_LIVE,
-  WSI_GONE,
-} wsi_state_t;
-
 /* One direction: what the writer did not take at once. */
 typedef struct pump {
   uv_stream_t *to;
   uv_write_t req;
-  uint8_t *rest; /* NULL: nothing queued */
+  uint8_t *buf; /* BRIDGE_READ_SIZE, from the first queued write to the end */
+  bool queued;  /* |req| writes from |buf| */
 } pump_t;
 
 struct bridge_screen {
   tg_list_t node; /* bridge_server_t.screens */
   bridge_server_t *srv;
   screen_state_t state;
-  wsi_state_t wsi_state;
-  struct lws *wsi;     /* WSI_LIVE */
+  /* lws's, from a successful adoption until it is destroyed; NULL: none
+   * (the screen's opaque pointer is set only then, so no callback of a
+   * failed adoption ever sees the screen). */
+  struct lws *wsi;
   bridge_conn_t *conn; /* bridge_conn.c's, once upgraded */
   uv_tcp_t tcp;        /* the client */
   uv_pipe_t lws_end;   /* our end of lws's socketpair */
@@ -133,7 +131,9 @@ static void set_state(bridge_screen_t *sc, screen_state_t to,
 /* --- closing ------------------------------------------------------------- */
 
 static void maybe_free(bridge_screen_t *sc) {
-  if (sc->open_handles || sc->wsi_state != WSI_GONE) return;
+  if (sc->open_handles || sc->wsi) return;
+  free(sc->up.buf);
+  free(sc->down.buf);
   free(sc->held);
   tg_list_remove(&sc->node);
   sc->srv->n_screens--;
@@ -155,7 +155,7 @@ static void close_handle(uv_handle_t *h) {
 static void end(bridge_screen_t *sc, const char *why) {
   if (sc->state == SC_CLOSED) return;
   set_state(sc, SC_CLOSED, why);
-  if (sc->wsi_state == WSI_LIVE)
+  if (sc->wsi)
     lws_set_timeout(sc->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
   free(sc->held);
   sc->held = NULL;
@@ -196,7 +196,7 @@ static void on_client_shut(uv_shutdown_t *req, int status) {
  * the client, then the TCP connection is shut down and closed. */
 static void lws_done(bridge_screen_t *sc, const char *why) {
   if (sc->state >= SC_FLUSHING) return;
-  if (sc->down.rest && sc->srv->state != BRIDGE_RUNNING) {
+  if (sc->down.queued && sc->srv->state != BRIDGE_RUNNING) {
     end(sc, "the bridge is stopping"); /* no wait for a client behind */
     return;
   }
@@ -223,8 +223,7 @@ static void pump_failed(bridge_screen_t *sc, pump_t *pm, int err) {
 static void on_written(uv_write_t *req, int status) {
   bridge_screen_t *sc = req->data;
   pump_t *pm = req == &sc->up.req ? &sc->up : &sc->down;
-  free(pm->rest);
-  pm->rest = NULL;
+  pm->queued = false;
   if (status == UV_ECANCELED) return; /* closing */
   if (status < 0) {
     pump_failed(sc, pm, status);
@@ -235,40 +234,33 @@ static void on_written(uv_write_t *req, int status) {
 }
 
 /* Writes what the stream takes now and queues the rest (one read at
- * most: the source is not read while it waits). */
-static int pump_write(bridge_screen_t *sc, pump_t *pm, const uint8_t *p,
-                      size_t n) {
-  if (!n) return 0;
+ * most: the source is not read while it waits, and the held bytes wait
+ * for the queued write, release_held), in the pump's one buffer. */
+static void pump_write(bridge_screen_t *sc, pump_t *pm, const uint8_t *p,
+                       size_t n) {
+  if (!n) return;
+  assert(!pm->queued && n <= BRIDGE_READ_SIZE);
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-  int w = pm->rest ? UV_EAGAIN : uv_try_write(pm->to, &b, 1);
+  int w = uv_try_write(pm->to, &b, 1);
   if (w == UV_EAGAIN) w = 0;
   if (w < 0) {
     pump_failed(sc, pm, w);
-    return w;
+    return;
   }
-  if ((size_t)w == n) return 0;
-  if (pm->rest) {
-    /* Only the held bytes could come in behind a queued write, and they
-     * wait for it (release_held). A programmer error otherwise. */
-    fail(sc, "internal error: a second write queued");
-    return -EINVAL;
-  }
-  pm->rest = malloc(n - (size_t)w);
-  if (!pm->rest) {
+  if ((size_t)w == n) return;
+  if (!pm->buf && !(pm->buf = malloc(BRIDGE_READ_SIZE))) {
     fail(sc, "out of memory");
-    return -ENOMEM;
+    return;
   }
-  memcpy(pm->rest, p + w, n - (size_t)w);
-  b = uv_buf_init((char *)pm->rest, (unsigned)(n - (size_t)w));
+  memcpy(pm->buf, p + w, n - (size_t)w);
+  b = uv_buf_init((char *)pm->buf, (unsigned)(n - (size_t)w));
   pm->req.data = sc;
   int rv = uv_write(&pm->req, pm->to, &b, 1, on_written);
   if (rv < 0) {
-    free(pm->rest);
-    pm->rest = NULL;
     pump_failed(sc, pm, rv);
-    return rv;
+    return;
   }
-  return 0;
+  pm->queued = true;
 }
 
 static void unmasked(bridge_screen_t *sc) {
@@ -290,7 +282,7 @@ static void frames_to_lws(bridge_screen_t *sc, const uint8_t *p, size_t n) {
 /* What came behind the head goes once lws upgraded and what went before
  * it has been written. */
 static void release_held(bridge_screen_t *sc) {
-  if (sc->state != SC_FRAMES || !sc->held || sc->up.rest) return;
+  if (sc->state != SC_FRAMES || !sc->held || sc->up.queued) return;
   uint8_t *h = sc->held;
   sc->held = NULL;
   frames_to_lws(sc, h, sc->held_len);
@@ -368,8 +360,8 @@ static void on_lws_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
  * client only where the screen looks at its bytes. */
 static void update_reading(bridge_screen_t *sc) {
   bool tcp = (sc->state == SC_HEAD || sc->state == SC_FRAMES) &&
-             !sc->up.rest && !sc->held;
-  bool lws = sc->state <= SC_HALF && !sc->down.rest;
+             !sc->up.queued && !sc->held;
+  bool lws = sc->state <= SC_HALF && !sc->down.queued;
   int rv = 0;
   if (tcp != sc->tcp_reading) {
     sc->tcp_reading = tcp;
@@ -403,35 +395,47 @@ static int adopt(bridge_screen_t *sc) {
     close(sv[1]);
     return rv;
   }
-  sc->wsi_state = WSI_UNKNOWN;
   lws_adopt_desc_t ad;
   memset(&ad, 0, sizeof(ad));
   ad.vh = s->vh;
   ad.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP;
   ad.fd.sockfd = sv[1];
   ad.vh_prot_name = s->protocols[0].name;
-  ad.opaque = sc;
-  /* On failure lws has closed sv[1]; a WSI_DESTROY may still come. */
+  /* No opaque pointer yet: a failed adoption may destroy its wsi with or
+   * without LWS_CALLBACK_WSI_DESTROY, and then no callback may know the
+   * screen. A successful one runs no callback that needs it. On failure
+   * lws has closed sv[1]. */
+  ad.opaque = NULL;
   struct lws *wsi = lws_adopt_descriptor_vhost_via_info(&ad);
   if (!wsi) return -ECONNABORTED;
-  if (sc->wsi_state == WSI_UNKNOWN) {
-    sc->wsi_state = WSI_LIVE;
-    sc->wsi = wsi;
-  }
+  lws_set_opaque_user_data(wsi, sc);
+  sc->wsi = wsi;
   return 0;
 }
 
+static void refuse(bridge_server_t *s);
+
 static void on_refused_closed(uv_handle_t *h) {
-  ((bridge_server_t *)h->data)->refusing = false;
+  bridge_server_t *s = h->data;
+  s->refusing = false;
+  if (s->refuse_pending) {
+    s->refuse_pending = false;
+    refuse(s);
+  }
 }
 
 /* Out of memory for a screen: the connection is taken and closed, or
- * libuv would stop offering the next ones. One at a time (a second while
- * the first still closes waits in the backlog). */
+ * libuv would stop offering the next ones (it polls the listener again
+ * only once the pending one is accepted). One handle for it: a connection
+ * refused while the last still closes is accepted when that close ends
+ * (libuv offers no other meanwhile). */
 static void refuse(bridge_server_t *s) {
   TG_WARN("bridge: out of memory: a connection is refused");
-  if (s->refusing) return;
-  if (uv_tcp_init(s->loop, &s->refused) < 0) return;
+  if (s->refusing) {
+    s->refuse_pending = true;
+    return;
+  }
+  uv_tcp_init(s->loop, &s->refused); /* cannot fail: no socket yet */
   s->refusing = true;
   s->refused.data = s;
   uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->refused);
@@ -450,7 +454,6 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   sc->srv = s;
-  sc->wsi_state = WSI_GONE; /* none yet */
   snprintf(sc->peer, sizeof(sc->peer), "?");
   uv_tcp_init(s->loop, &sc->tcp);
   uv_pipe_init(s->loop, &sc->lws_end, 0);
@@ -519,7 +522,6 @@ void tg__bridge_screen_lws_gone(bridge_server_t *s) {
   tg_list_foreach_safe(it, tmp, &s->screens) {
     bridge_screen_t *sc = TG_CONTAINER_OF(it, bridge_screen_t, node);
     sc->wsi = NULL;
-    sc->wsi_state = WSI_GONE;
     sc->conn = NULL;
     if (sc->state == SC_CLOSED) maybe_free(sc);
     else lws_done(sc, "libwebsockets stopped");
@@ -559,7 +561,6 @@ void tg__bridge_screen_established(bridge_screen_t *sc) {
 
 void tg__bridge_screen_wsi_destroyed(bridge_screen_t *sc) {
   sc->wsi = NULL;
-  sc->wsi_state = WSI_GONE;
   sc->conn = NULL;
   maybe_free(sc);
 }
