@@ -155,12 +155,19 @@ int tg_mountinfo_read(tg_mountinfo_t *out, const char *path) {
   tg_buf_t b;
   tg_buf_init(&b, TG_MOUNTINFO_FILE_MAX);
   int rv = tg_proc_read_file(path, &b);
-  if (rv == -ENOBUFS) rv = -EFBIG;
-  if (rv == 0)
-    rv = tg_mountinfo_parse(out, (const char *)tg_buf_begin(&b),
-                            tg_buf_size(&b));
-  else
+  bool cut = rv == -ENOBUFS;
+  if (rv == 0 || cut) {
+    /* A file past the cap: its whole lines, and the rest skipped as past
+     * TG_MOUNTINFO_MAX would be (it holds far more mounts than that). */
+    const char *t = (const char *)tg_buf_begin(&b);
+    size_t n = tg_buf_size(&b);
+    if (cut)
+      while (n && t[n - 1] != '\n') n--;
+    rv = tg_mountinfo_parse(out, t, n);
+    if (rv >= 0 && cut) out->skipped++;
+  } else {
     tg_mountinfo_free(out);
+  }
   tg_buf_free(&b);
   return rv;
 }

@@ -21,7 +21,8 @@
 /* Mounts kept; the rest of a longer table is counted in |skipped|. */
 #define TG_MOUNTINFO_MAX 8192
 /* The file is read up to this size (a container host has thousands of
- * mounts of ~150 bytes each). */
+ * mounts of ~150 bytes each); the lines of a longer one past its last
+ * whole line in it count as one skipped. */
 #define TG_MOUNTINFO_FILE_MAX (4u << 20)
 
 typedef struct tg_mount {
@@ -38,7 +39,7 @@ typedef struct tg_mountinfo {
   size_t n;
   char *names;      /* every mount's strings, NUL-terminated */
   size_t bad_lines; /* lines that did not parse */
-  size_t skipped;   /* good lines past TG_MOUNTINFO_MAX */
+  size_t skipped;   /* good lines past TG_MOUNTINFO_MAX (or the file cap) */
 } tg_mountinfo_t;
 
 /* Parses |len| bytes of |text| into |out| (replacing what it held; a
@@ -47,8 +48,8 @@ typedef struct tg_mountinfo {
 int tg_mountinfo_parse(tg_mountinfo_t *out, const char *text, size_t len);
 
 /* Reads and parses |path| (e.g. "/proc/self/mountinfo") into |out|,
- * which is left empty when that fails. Returns the mounts kept, -errno, or
- * -EFBIG past TG_MOUNTINFO_FILE_MAX. */
+ * which is left empty when that fails. Returns the mounts kept (of the
+ * first TG_MOUNTINFO_FILE_MAX bytes at most), or -errno. */
 int tg_mountinfo_read(tg_mountinfo_t *out, const char *path);
 
 void tg_mountinfo_free(tg_mountinfo_t *mi);

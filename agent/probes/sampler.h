@@ -63,7 +63,8 @@ int tg_sampler_new(tg_sampler_t **out);
 int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops, void *ctx);
 /* Any thread: runs ops->wake of every enabled instance that has one, soon.
  * Takes the sampler's mutex briefly; never call it holding a lock the
- * sampler takes under its own (none of the probes' locks qualify). */
+ * sampler takes under its own (the feeds' mutexes are: instances register
+ * and unregister under it, so the feeds wake only after unlocking). */
 void tg_sampler_wake(tg_sampler_t *s);
 /* Starts the thread. Returns 0 or -errno. */
 int tg_sampler_start(tg_sampler_t *s);

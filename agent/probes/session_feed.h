@@ -5,8 +5,9 @@
  * its two typed faces; the set that holds a consumer's pending keys is
  * theirs, through tg_session_feed_ops_t.
  *
- * Publishing never blocks on the consumers' work: a few set inserts under
- * the feed's mutex, then the wake callback. Memory is bounded: each
+ * Publishing never blocks on the consumers' work: a few set inserts (and
+ * a consumer's first overflow warning) under the feed's mutex, then the
+ * wake callback. Memory is bounded: each
  * consumer holds at most |cap| pending keys; more are counted as dropped
  * (and logged once per consumer). Unregistering frees what it held.
  *

@@ -84,6 +84,31 @@ static void mounts_covered_by_another_are_not_walked_twice(void **state) {
   tg_mountinfo_free(&mi);
 }
 
+/* A table longer than the file cap still gives its first mounts, and
+ * says that some were skipped. */
+static void mountinfo_past_the_file_cap_keeps_its_first_mounts(void **state) {
+  (void)state;
+  char path[] = "/tmp/tg-mountinfo-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  assert_non_null(f);
+  size_t bytes = 0;
+  for (unsigned i = 0; bytes <= TG_MOUNTINFO_FILE_MAX; i++) {
+    int w = fprintf(f, "%u 1 0:%u / /m/%u rw - tmpfs t rw\n", i + 2, i % 256,
+                    i);
+    assert_true(w > 0);
+    bytes += (size_t)w;
+  }
+  assert_int_equal(fclose(f), 0);
+  tg_mountinfo_t mi = {0};
+  assert_int_equal(tg_mountinfo_read(&mi, path), TG_MOUNTINFO_MAX);
+  assert_true(mi.skipped > 0);
+  assert_int_equal(mi.bad_lines, 0); /* no cut line parsed */
+  tg_mountinfo_free(&mi);
+  unlink(path);
+}
+
 static void mountinfo_parses_escapes_and_skips_malformed_lines(void **state) {
   (void)state;
   static const char text[] =
@@ -727,6 +752,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(mountinfo_parses_escapes_and_skips_malformed_lines),
       cmocka_unit_test(mountinfo_reads_this_machines_root),
+      cmocka_unit_test(mountinfo_past_the_file_cap_keeps_its_first_mounts),
       cmocka_unit_test(mounts_covered_by_another_are_not_walked_twice),
       cmocka_unit_test(feed_hands_pairs_to_the_sessions_consumer_once),
       cmocka_unit_test(feed_counts_pairs_past_the_cap),
