@@ -61,7 +61,7 @@ typedef struct inode_file {
   tg_inode_set_t not_found;           /* what full scans missed */
   tg_inode_cache_t *cache;
   tg_mountinfo_t mounts; /* sorted by mount point */
-  bool have_mounts, mounts_warned;
+  bool mounts_warned;
   tg_inode_scan_t *scan;
   scan_state_t state;
   uint64_t due_ms;
@@ -109,7 +109,6 @@ static void load_mounts(inode_file_t *x) {
     x->mounts_warned = true;
   }
   tg_mountinfo_sort(&x->mounts);
-  x->have_mounts = true;
 }
 
 /* Whether mount |i| of |mi| (sorted by point) repeats the point of an
@@ -122,8 +121,9 @@ static bool repeats_point(const tg_mountinfo_t *mi, size_t i) {
   return false;
 }
 
+/* The mount points come from the mountinfo of the last scan: every entry
+ * written, from a scan or from the cache, was found by a scan. */
 static void begin_packet(inode_file_t *x, uint64_t dev) {
-  if (!x->have_mounts) load_mounts(x);
   x->w = x->sink->begin(x->sink->ctx);
   if (!x->w) return;
   x->w_dev = dev;

@@ -13,6 +13,7 @@
 /* struct linux_dirent64 (getdents64(2)), read by offset: u64 d_ino,
  * s64 d_off, u16 d_reclen, u8 d_type, then the NUL-terminated name. */
 #define DIRENT_INO 0
+#define DIRENT_OFF 8
 #define DIRENT_RECLEN 16
 #define DIRENT_TYPE 18
 #define DIRENT_NAME 19
@@ -20,8 +21,11 @@
 #define OPEN_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
 typedef struct level {
-  int fd;
+  int fd;          /* -1 while the walk is parked */
   size_t path_len; /* the directory's path in s->path */
+  uint64_t ino;    /* the directory's, to know it again when reopened */
+  int64_t resume;  /* d_off past the last entry taken: where to seek on
+                    * reopening (0: its start) */
   uint8_t *buf;    /* TG_INODE_SCAN_BUF; kept across walks */
   size_t pos, len;
 } level_t;
@@ -36,7 +40,8 @@ struct tg_inode_scan {
   root_t roots[TG_INODE_SCAN_MAX_ROOTS];
   size_t n_roots, next_root;
   uint64_t dev;   /* of the root being walked */
-  unsigned depth; /* levels open */
+  unsigned depth; /* levels of the walk, open or parked */
+  bool parked;    /* their fds are closed until the next step */
   level_t levels[TG_INODE_SCAN_MAX_DEPTH];
   char path[PATH_MAX];
   tg_inode_scan_stats_t st;
@@ -51,12 +56,18 @@ int tg_inode_scan_new(const tg_inode_scan_cbs_t *cbs, tg_inode_scan_t **out) {
   return 0;
 }
 
-void tg_inode_scan_reset(tg_inode_scan_t *s) {
-  while (s->depth > 0) {
+/* Closes levels [from, depth) and drops them from the walk. */
+static void drop_levels(tg_inode_scan_t *s, unsigned from) {
+  while (s->depth > from) {
     level_t *l = &s->levels[--s->depth];
-    close(l->fd);
+    if (l->fd >= 0) close(l->fd);
     l->fd = -1;
   }
+}
+
+void tg_inode_scan_reset(tg_inode_scan_t *s) {
+  drop_levels(s, 0);
+  s->parked = false;
   for (size_t i = 0; i < s->n_roots; i++) free(s->roots[i].path);
   s->n_roots = s->next_root = 0;
 }
@@ -121,15 +132,76 @@ static void push(tg_inode_scan_t *s, int dirfd, const char *name,
   }
   l->fd = fd;
   l->path_len = path_len;
+  l->ino = (uint64_t)st.st_ino;
+  l->resume = 0;
   l->pos = l->len = 0;
   s->depth++;
   s->st.dirs++;
 }
 
-static void pop(tg_inode_scan_t *s) {
-  level_t *l = &s->levels[--s->depth];
-  close(l->fd);
-  l->fd = -1;
+static void pop(tg_inode_scan_t *s) { drop_levels(s, s->depth - 1); }
+
+/* Between steps the walk holds no directory open: a file system being
+ * scanned can still be unmounted, and a long scan costs no fds while it
+ * waits.
+ * Each level keeps its path (a prefix of s->path), its inode and the
+ * getdents64 cookie past its last entry taken; entries read ahead into its
+ * buffer are read again after the seek. */
+static void park(tg_inode_scan_t *s) {
+  for (unsigned i = 0; i < s->depth; i++) {
+    level_t *l = &s->levels[i];
+    close(l->fd);
+    l->fd = -1;
+    l->pos = l->len = 0;
+  }
+  s->parked = s->depth > 0;
+}
+
+/* Opens level |i| again: the root by its path, a deeper level by its name
+ * in its parent (O_NOFOLLOW, as the walk opened it). False when it is no
+ * longer the directory the walk left, or does not seek to its cookie. */
+static bool reopen_level(tg_inode_scan_t *s, unsigned i) {
+  level_t *l = &s->levels[i];
+  int fd;
+  if (i == 0) {
+    /* The root's path is s->path's prefix: cut there for the open only,
+     * since deeper levels' paths go on past it. */
+    char keep = s->path[l->path_len];
+    s->path[l->path_len] = '\0';
+    fd = open(s->path, OPEN_DIR_FLAGS);
+    s->path[l->path_len] = keep;
+  } else {
+    const level_t *up = &s->levels[i - 1];
+    size_t from = up->path_len + (s->path[up->path_len - 1] == '/' ? 0 : 1);
+    char name[NAME_MAX + 1];
+    if (l->path_len <= from || l->path_len - from > NAME_MAX) return false;
+    memcpy(name, s->path + from, l->path_len - from);
+    name[l->path_len - from] = '\0';
+    fd = openat(up->fd, name, OPEN_DIR_FLAGS);
+  }
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != s->dev ||
+      (uint64_t)st.st_ino != l->ino ||
+      lseek(fd, (off_t)l->resume, SEEK_SET) == (off_t)-1) {
+    close(fd);
+    return false;
+  }
+  l->fd = fd;
+  return true;
+}
+
+/* Takes the parked walk up again; a level that moved, went or changed
+ * since is given up with all below it (counted in |changed|), and the walk
+ * goes on in its parent. */
+static void unpark(tg_inode_scan_t *s) {
+  s->parked = false;
+  for (unsigned i = 0; i < s->depth; i++) {
+    if (reopen_level(s, i)) continue;
+    s->st.changed++;
+    drop_levels(s, i);
+    break;
+  }
 }
 
 /* The entry's type: from the directory entry, else (file systems that do
@@ -172,6 +244,7 @@ static int visit_next(tg_inode_scan_t *s) {
     return 0;
   }
   l->pos += reclen;
+  memcpy(&l->resume, d + DIRENT_OFF, 8);
   const char *name = (const char *)d + DIRENT_NAME;
   size_t name_max = (size_t)reclen - DIRENT_NAME;
   size_t name_len = strnlen(name, name_max);
@@ -204,6 +277,7 @@ static int visit_next(tg_inode_scan_t *s) {
 size_t tg_inode_scan_step(tg_inode_scan_t *s, size_t budget, bool *done) {
   size_t visited = 0;
   *done = false;
+  if (s->parked) unpark(s);
   while (visited < budget) {
     if (s->depth == 0) {
       if (s->next_root == s->n_roots) break;
@@ -225,6 +299,8 @@ size_t tg_inode_scan_step(tg_inode_scan_t *s, size_t budget, bool *done) {
   if (s->depth == 0 && s->next_root == s->n_roots) {
     tg_inode_scan_reset(s);
     *done = true;
+  } else {
+    park(s);
   }
   return visited;
 }

@@ -6,10 +6,13 @@
  * Each root is walked depth first on the device it was queued for: a
  * directory on another device (another mount) is never entered, nor one
  * the skip_dir callback names (a mount point of the same device), nor a
- * symlink (every open is O_NOFOLLOW). The walk holds one directory fd and
- * one TG_INODE_SCAN_BUF buffer per level, at most TG_INODE_SCAN_MAX_DEPTH
- * levels; deeper directories and paths of PATH_MAX bytes or more are
- * counted and left out. Not thread-safe: the sampler thread owns a scan.
+ * symlink (every open is O_NOFOLLOW). During a step the walk holds one
+ * directory fd and one TG_INODE_SCAN_BUF buffer per level, at most
+ * TG_INODE_SCAN_MAX_DEPTH levels; deeper directories and paths of PATH_MAX
+ * bytes or more are counted and left out. Between steps it holds no fd
+ * (a file system being scanned can be unmounted): each level is opened
+ * again by its name, known again by its inode and device, and read on from
+ * where it was left. Not thread-safe: the sampler thread owns a scan.
  */
 #ifndef TRACEGATE_PROBES_INODE_SCAN_H
 #define TRACEGATE_PROBES_INODE_SCAN_H
@@ -48,6 +51,8 @@ typedef struct tg_inode_scan_stats {
   uint64_t too_long;    /* entries whose path would reach PATH_MAX */
   uint64_t other_dev;   /* directories (or roots) on another device */
   uint64_t open_errors; /* directories (or roots) that did not open */
+  uint64_t changed;     /* directories that went, moved or would not seek
+                         * between two steps: left, with what lies below */
 } tg_inode_scan_stats_t;
 
 typedef struct tg_inode_scan tg_inode_scan_t;

@@ -472,6 +472,174 @@ static void scan_walks_the_tree_in_steps_without_following_links(void **state) {
   tree_free(t);
 }
 
+/* Directory fds this process holds below |root|. */
+static int fds_below(const char *root) {
+  int n = 0;
+  size_t rl = strlen(root);
+  for (int fd = 0; fd < 1024; fd++) {
+    char link[64], target[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t k = readlink(link, target, sizeof(target) - 1);
+    if (k < 0) continue;
+    target[k] = '\0';
+    if ((size_t)k >= rl && memcmp(target, root, rl) == 0) n++;
+  }
+  return n;
+}
+
+/* Between two steps the walk holds nothing open below its roots, so a file
+ * system it scans could be unmounted; the walk still ends with every entry
+ * seen once. */
+static void scan_holds_no_directory_open_between_steps(void **state) {
+  (void)state;
+  tree_t *t = tree_new();
+  walk_t w = {.t = t};
+  tg_inode_scan_cbs_t cbs = {on_found, NULL, &w};
+  tg_inode_scan_t *s;
+  assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
+  assert_int_equal(tg_inode_scan_add_root(s, t->root, t->dev), 0);
+  bool done = false;
+  size_t steps = 0, deep = 0;
+  while (!done && steps < 1000) {
+    tg_inode_scan_step(s, 1, &done);
+    steps++;
+    assert_int_equal(fds_below(t->root), 0);
+    /* Parked below a/b at least once: the deepest level was reopened. */
+    if (!done && t->e[1].found) deep++;
+  }
+  assert_true(done);
+  assert_true(deep > 0);
+  assert_int_equal(w.entries, t->n + 1);
+  for (size_t i = 0; i < t->n; i++) assert_true(t->e[i].found);
+  assert_int_equal(tg_inode_scan_stats(s)->changed, 0);
+  tg_inode_scan_free(s);
+  tree_free(t);
+}
+
+#define BIG_DIR_FILES 300
+
+typedef struct count_walk {
+  uint64_t ino[BIG_DIR_FILES];
+  unsigned seen[BIG_DIR_FILES];
+  size_t others;
+} count_walk_t;
+
+static bool on_count(void *ctx, uint64_t dev, uint64_t ino, const char *path,
+                     size_t len, tg_inode_type_t type) {
+  (void)dev, (void)path, (void)len, (void)type;
+  count_walk_t *c = ctx;
+  for (size_t i = 0; i < BIG_DIR_FILES; i++)
+    if (c->ino[i] == ino) {
+      c->seen[i]++;
+      return true;
+    }
+  c->others++;
+  return true;
+}
+
+/* Long names: a 4 KiB read of the directory holds a few dozen of them. */
+static void big_name(char path[PATH_MAX], const char *root, int i) {
+  snprintf(path, PATH_MAX,
+           "%s/file-%03d-with-a-long-name-so-that-one-read-of-the-directory"
+           "-holds-only-a-few-dozen-entries",
+           root, i);
+}
+
+/* A directory that takes many getdents64 reads, walked a few entries a
+ * step: each step reopens it and seeks past what was taken, so every
+ * entry comes exactly once, wherever a step ends in a read. */
+static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
+  (void)state;
+  char root[512];
+  snprintf(root, sizeof(root), "%s/tg-inode-big-XXXXXX", tmp_base());
+  assert_non_null(mkdtemp(root));
+  struct stat st;
+  assert_int_equal(stat(root, &st), 0);
+  static count_walk_t c;
+  memset(&c, 0, sizeof(c));
+  char path[PATH_MAX];
+  for (int i = 0; i < BIG_DIR_FILES; i++) {
+    big_name(path, root, i);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    struct stat fst;
+    assert_int_equal(fstat(fd, &fst), 0);
+    c.ino[i] = fst.st_ino;
+    close(fd);
+  }
+  tg_inode_scan_cbs_t cbs = {on_count, NULL, &c};
+  tg_inode_scan_t *s;
+  assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
+  assert_int_equal(tg_inode_scan_add_root(s, root, st.st_dev), 0);
+  bool done = false;
+  size_t steps = 0;
+  while (!done && steps < 10 * BIG_DIR_FILES) {
+    assert_true(tg_inode_scan_step(s, 7, &done) <= 7);
+    steps++;
+  }
+  assert_true(done);
+  for (int i = 0; i < BIG_DIR_FILES; i++) assert_int_equal(c.seen[i], 1);
+  assert_int_equal(c.others, 0);
+  assert_int_equal(tg_inode_scan_stats(s)->changed, 0);
+  tg_inode_scan_free(s);
+  for (int i = 0; i < BIG_DIR_FILES; i++) {
+    big_name(path, root, i);
+    unlink(path);
+  }
+  rmdir(root);
+}
+
+typedef struct moved_walk {
+  char below[PATH_MAX]; /* "ROOT/a/b/": entries here after the move are wrong */
+  bool moved;
+  size_t in_b, after_move;
+} moved_walk_t;
+
+static bool on_moved(void *ctx, uint64_t dev, uint64_t ino, const char *path,
+                     size_t len, tg_inode_type_t type) {
+  (void)dev, (void)ino, (void)len, (void)type;
+  moved_walk_t *m = ctx;
+  if (strncmp(path, m->below, strlen(m->below)) == 0) {
+    m->in_b++;
+    if (m->moved) m->after_move++;
+  }
+  return true;
+}
+
+/* A directory renamed while the walk is parked in it is not read on under
+ * its old path: it is left (counted) and the walk goes on in its parent. */
+static void scan_leaves_a_directory_moved_between_steps(void **state) {
+  (void)state;
+  tree_t *t = tree_new();
+  static moved_walk_t m;
+  memset(&m, 0, sizeof(m));
+  snprintf(m.below, sizeof(m.below), "%s/a/b/", t->root);
+  tg_inode_scan_cbs_t cbs = {on_moved, NULL, &m};
+  tg_inode_scan_t *s;
+  assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
+  assert_int_equal(tg_inode_scan_add_root(s, t->root, t->dev), 0);
+  bool done = false;
+  size_t steps = 0;
+  char from[PATH_MAX + 8], to[PATH_MAX + 8];
+  snprintf(from, sizeof(from), "%s/a/b", t->root);
+  snprintf(to, sizeof(to), "%s/a/moved", t->root);
+  while (!done && steps < 1000) {
+    tg_inode_scan_step(s, 1, &done);
+    steps++;
+    if (!m.moved && m.in_b == 1) {
+      assert_int_equal(rename(from, to), 0);
+      m.moved = true;
+    }
+  }
+  assert_true(done);
+  assert_true(m.moved);
+  assert_int_equal(m.after_move, 0);
+  assert_int_equal(tg_inode_scan_stats(s)->changed, 1);
+  tg_inode_scan_free(s);
+  assert_int_equal(rename(to, from), 0); /* for tree_free */
+  tree_free(t);
+}
+
 /* --- the data source's rounds -------------------------------------------- */
 
 typedef struct ds_opts {
@@ -757,6 +925,9 @@ int main(void) {
       cmocka_unit_test(feed_hands_pairs_to_the_sessions_consumer_once),
       cmocka_unit_test(feed_counts_pairs_past_the_cap),
       cmocka_unit_test(scan_walks_the_tree_in_steps_without_following_links),
+      cmocka_unit_test(scan_holds_no_directory_open_between_steps),
+      cmocka_unit_test(scan_resumes_a_large_directory_entry_by_entry),
+      cmocka_unit_test(scan_leaves_a_directory_moved_between_steps),
       cmocka_unit_test(inode_file_resolves_in_batches_across_rounds),
       cmocka_unit_test(inode_file_do_not_scan_answers_from_the_cache_only),
       cmocka_unit_test(inode_file_config_reads_the_lists_and_defaults),
