@@ -99,6 +99,7 @@ typedef struct proc_stats {
   tg_pid_feed_consumer_t *consumer;
   int32_t *demand;  /* TG_PID_FEED_CAP: one drain of the feed */
   tid_array_t tseen; /* sorted by tid: threads with a Thread entry */
+  tid_array_t tnew;  /* scratch: the threads one drain or round wrote */
   size_t seen_prune_at; /* 0: PRUNE_MIN */
 } proc_stats_t;
 
@@ -150,6 +151,7 @@ static void destroy(void *state) {
   }
   free(ps->demand);
   free(ps->tseen.v);
+  free(ps->tnew.v);
   free(ps->seen.v);
   free(ps->cur.v);
   free(ps->fresh);
@@ -451,19 +453,34 @@ static void tseen_prune(tid_array_t *a) {
 }
 
 /* The threads this round or resolve just wrote (each tid once among
- * them) join |tseen|, which stays sorted and is pruned once it doubled. */
+ * them) join |tseen|: sorted apart, then merged into it from the back, a
+ * tid in both keeping the new tgid (the kernel gave the tid to another
+ * process since), so a drain costs its own sort and one pass, not a sort
+ * of everything seen. |tseen| is pruned once it doubled. */
 static void note_threads(proc_stats_t *ps) {
-  tid_array_t *a = &ps->tseen;
-  if (!ps->n_threads ||
-      reserve((void **)&a->v, &a->cap, a->n + ps->n_threads, sizeof(*a->v)) < 0)
+  tid_array_t *a = &ps->tseen, *b = &ps->tnew;
+  size_t m = ps->n_threads;
+  if (!m ||
+      reserve((void **)&a->v, &a->cap, a->n + m, sizeof(*a->v)) < 0 ||
+      reserve((void **)&b->v, &b->cap, m, sizeof(*b->v)) < 0)
     return;
-  for (size_t i = 0; i < ps->n_threads; i++)
-    a->v[a->n++] = (tid_entry_t){ps->threads[i].tid, ps->threads[i].tgid};
-  qsort(a->v, a->n, sizeof(*a->v), cmp_tid);
-  size_t keep = 0;
-  for (size_t i = 0; i < a->n; i++)
-    if (keep == 0 || a->v[keep - 1].tid != a->v[i].tid) a->v[keep++] = a->v[i];
-  a->n = keep;
+  for (size_t k = 0; k < m; k++)
+    b->v[k] = (tid_entry_t){ps->threads[k].tid, ps->threads[k].tgid};
+  qsort(b->v, m, sizeof(*b->v), cmp_tid);
+  /* Invariant: w >= i + j, so a write never lands on an unread old
+   * entry; a tid in both leaves a gap, closed below. */
+  size_t i = a->n, j = m, w = a->n + m;
+  while (j > 0) {
+    if (i > 0 && a->v[i - 1].tid > b->v[j - 1].tid) {
+      a->v[--w] = a->v[--i];
+    } else {
+      if (i > 0 && a->v[i - 1].tid == b->v[j - 1].tid) i--;
+      a->v[--w] = b->v[--j];
+    }
+  }
+  size_t merged = a->n + m - w;
+  if (w > i) memmove(a->v + i, a->v + w, merged * sizeof(*a->v));
+  a->n = i + merged;
   if (a->n >= (a->prune_at ? a->prune_at : PRUNE_MIN)) tseen_prune(a);
 }
 

@@ -460,6 +460,48 @@ static void process_stats_disable_on_demand_writes_nothing(void **state) {
   thr_stop(&t);
 }
 
+/* Threads resolved over several drains, their tids interleaving with
+ * those known already, are each known once: a later drain of all of them
+ * writes nothing (the known set stays sorted across merges). */
+static void process_stats_merges_threads_across_drains(void **state) {
+  (void)state;
+  enum { N = 6 };
+  thr_t t[N];
+  int32_t tids[N];
+  for (int i = 0; i < N; i++) {
+    thr_start(&t[i]);
+    tids[i] = t[i].tid;
+  }
+  /* Sorted, then drained odd places first, even ones second. */
+  for (int i = 1; i < N; i++)
+    for (int k = i; k > 0 && tids[k - 1] > tids[k]; k--) {
+      int32_t x = tids[k];
+      tids[k] = tids[k - 1];
+      tids[k - 1] = x;
+    }
+  ps_fixture_t x;
+  ps_start(&x, false);
+  int32_t odd[N / 2], even[N / 2];
+  for (int i = 0; i < N / 2; i++) {
+    odd[i] = tids[2 * i + 1];
+    even[i] = tids[2 * i];
+  }
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, odd, N / 2), 1);
+  /* This process, and the odd threads. */
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 1 + N / 2);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, even, N / 2), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), N / 2);
+  size_t threads = 0;
+  assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);
+  assert_int_equal(threads, N);
+  assert_int_equal(tg_pid_feed_publish(x.feed, SESSION, tids, N), 1);
+  assert_int_equal(tg__process_stats_resolve(x.ps, &x.sink), 0);
+  assert_int_equal(tg__process_stats_known(x.ps, &threads), 1);
+  assert_int_equal(threads, N);
+  ps_stop(&x);
+  for (int i = 0; i < N; i++) thr_stop(&t[i]);
+}
+
 /* The sets of what was written forget what exited: a child process and
  * its thread, and a thread of this process that ended, leave them when
  * they are pruned; live ones stay, and nothing is written twice. */
@@ -511,6 +553,7 @@ int main(void) {
       cmocka_unit_test(process_stats_resolves_the_main_thread_as_a_process),
       cmocka_unit_test(process_stats_disable_on_demand_writes_nothing),
       cmocka_unit_test(process_stats_forgets_what_exited),
+      cmocka_unit_test(process_stats_merges_threads_across_drains),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
