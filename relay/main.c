@@ -16,6 +16,7 @@
 #include "common/version.h"
 #include "ipc/channel.h"
 #include "ipc/net_addr.h"
+#include "ipc/net_addr_listen.h"
 #include "common/identity.h"
 #include "relay/audit.h"
 #include "relay/authz.h"
@@ -152,18 +153,18 @@ static void on_connection(uv_stream_t *server, int status) {
 }
 
 /* "1.2.3.4:port" or "[v6]:port": numeric only (a listener binds, it does
- * not resolve), port 0 meaning any free port. */
-static int parse_listen(const char *s, struct sockaddr_storage *ss) {
-  tg_net_addr_t a;
-  int rv = tg_net_addr_parse(s, TG_NET_ADDR_PORT_ZERO, 0, &a);
-  if (rv == 0) rv = tg_net_addr_to_sockaddr(&a, ss);
+ * not resolve), port 0 meaning any free port. Numeric is checked here, so
+ * that a name gets the usage line rather than a bare "invalid argument". */
+static int parse_listen(const char *s, tg_net_addr_t *a) {
+  struct sockaddr_storage ss;
+  int rv = tg_net_addr_parse(s, TG_NET_ADDR_PORT_ZERO, 0, a);
+  if (rv == 0) rv = tg_net_addr_to_sockaddr(a, &ss);
   return rv;
 }
 
 static int start_listening(relay_t *r, const char *addr, int *port) {
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof(ss));
-  if (parse_listen(addr, &ss) < 0) {
+  tg_net_addr_t at;
+  if (parse_listen(addr, &at) < 0) {
     TG_ERROR("--listen %s: not ADDR:PORT with a numeric IPv4 address or "
              "[IPv6] and a port 0-65535 (e.g. 0.0.0.0:7467, [::]:7467)",
              addr);
@@ -171,18 +172,14 @@ static int start_listening(relay_t *r, const char *addr, int *port) {
   }
   uv_tcp_init(r->loop, &r->listener);
   r->listener.data = r;
-  r->listening = true;
-  int rv = uv_tcp_bind(&r->listener, (struct sockaddr *)&ss, 0);
-  if (rv == 0) rv = uv_listen((uv_stream_t *)&r->listener, 128, on_connection);
+  r->listening = true; /* initialised: stop() closes it, even on failure */
+  uint16_t bound = 0;
+  int rv = tg_net_tcp_listen(&r->listener, &at, 128, on_connection, &bound);
   if (rv < 0) {
     TG_ERROR("--listen %s: %s", addr, uv_strerror(rv));
     return rv;
   }
-  int sl = sizeof(ss);
-  uv_tcp_getsockname(&r->listener, (struct sockaddr *)&ss, &sl);
-  *port = ntohs(ss.ss_family == AF_INET6
-                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                    : ((struct sockaddr_in *)&ss)->sin_port);
+  *port = bound;
   return 0;
 }
 

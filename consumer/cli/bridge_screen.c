@@ -38,7 +38,6 @@
  * destroyed its wsi (LWS_CALLBACK_WSI_DESTROY, or its whole context) or
  * never adopted one, so that the wsi's opaque pointer never dangles.
  */
-#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -52,6 +51,7 @@
 #include "common/log.h"
 #include "consumer/cli/bridge.h"
 #include "consumer/cli/bridge_screen_walk.h"
+#include "ipc/net_addr_listen.h"
 #include "tracegate/error.h"
 
 /* Connections at once, upgraded or not: lws bridges BRIDGE_MAX_CONNS
@@ -494,22 +494,9 @@ static void on_connection(uv_stream_t *server, int status) {
 
 int tg__bridge_screen_listen(bridge_server_t *s, const tg_net_addr_t *at,
                              uint16_t *port) {
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof(ss));
-  int rv = tg_net_addr_to_sockaddr(at, &ss);
-  if (rv < 0) return rv;
   s->listener.data = s;
-  rv = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
-  if (rv == 0)
-    rv = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
-  if (rv < 0) return rv;
-  int len = sizeof(ss);
-  rv = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
-  if (rv < 0) return rv;
-  *port = ntohs(ss.ss_family == AF_INET6
-                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                    : ((struct sockaddr_in *)&ss)->sin_port);
-  return 0;
+  return tg_net_tcp_listen(&s->listener, at, LISTEN_BACKLOG, on_connection,
+                           port);
 }
 
 void tg__bridge_screen_stop(bridge_server_t *s) {
