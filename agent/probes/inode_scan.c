@@ -143,10 +143,9 @@ static void pop(tg_inode_scan_t *s) { drop_levels(s, s->depth - 1); }
 
 /* Between steps the walk holds no directory open: a file system being
  * scanned can still be unmounted, and a long scan costs no fds while it
- * waits.
- * Each level keeps its path (a prefix of s->path), its inode and the
- * getdents64 cookie past its last entry taken; entries read ahead into its
- * buffer are read again after the seek. */
+ * waits. Each level keeps its path (a prefix of s->path), its inode and
+ * the getdents64 cookie past its last entry taken; entries read ahead into
+ * its buffer are read again after the seek. */
 static void park(tg_inode_scan_t *s) {
   for (unsigned i = 0; i < s->depth; i++) {
     level_t *l = &s->levels[i];
