@@ -299,14 +299,14 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
 }
 
 static void hand_over_pids(tg_ftrace_session_t *s) {
-  if (s->pids.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.n);
-  s->st.pids_dropped += s->pids.dropped;
+  if (s->pids.base.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.base.n);
+  s->st.pids_dropped += s->pids.base.dropped;
   tg_pid_set_clear(&s->pids);
 }
 
 static void hand_over_inodes(tg_ftrace_session_t *s) {
-  if (s->inodes.n) s->inodes_cb(s->inodes_ctx, s->inodes.keys, s->inodes.n);
-  s->st.inodes_dropped += s->inodes.dropped;
+  if (s->inodes.base.n) s->inodes_cb(s->inodes_ctx, s->inodes.keys, s->inodes.base.n);
+  s->st.inodes_dropped += s->inodes.base.dropped;
   tg_inode_set_clear(&s->inodes);
 }
 
@@ -316,7 +316,7 @@ static tg_inode_set_t *inodes_for_drain(tg_ftrace_session_t *s,
   *skip_pid = 0;
   if (!s->inodes_want || !s->inodes_want(s->inodes_ctx, skip_pid))
     return NULL;
-  if (!s->inodes.slots) {
+  if (!s->inodes.base.slots) {
     uint32_t cap = INODE_PAGES * tg_ftrace_inodes_per_page(s->layout.page_size);
     int rv = tg_inode_set_init(&s->inodes,
                                cap < INODE_SET_MAX ? cap : INODE_SET_MAX);
@@ -336,7 +336,7 @@ static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
   if (s->enc.pids &&
       tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
     hand_over_pids(s);
-  if (s->enc.inodes && s->inodes.n &&
+  if (s->enc.inodes && s->inodes.base.n &&
       tg_inode_set_room(&s->inodes) <
           tg_ftrace_inodes_per_page(s->layout.page_size))
     hand_over_inodes(s);

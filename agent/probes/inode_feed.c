@@ -5,7 +5,7 @@
 static int set_init(void *s, uint32_t cap) { return tg_inode_set_init(s, cap); }
 static void set_free(void *s) { tg_inode_set_free(s); }
 static uint32_t set_count(const void *s) {
-  return ((const tg_inode_set_t *)s)->n;
+  return ((const tg_inode_set_t *)s)->base.n;
 }
 static size_t set_take(void *s, void *out, size_t cap) {
   return tg_inode_set_take(s, out, cap);
@@ -15,8 +15,8 @@ static uint64_t set_add(void *set, const void *keys, size_t n) {
   tg_inode_set_t *s = set;
   const tg_inode_key_t *k = keys;
   for (size_t i = 0; i < n; i++) tg_inode_set_add(s, k[i].ino, k[i].dev);
-  uint64_t dropped = s->dropped;
-  s->dropped = 0;
+  uint64_t dropped = s->base.dropped;
+  s->base.dropped = 0;
   return dropped;
 }
 

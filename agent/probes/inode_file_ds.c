@@ -205,9 +205,9 @@ size_t tg__inode_file_take(void *state, const tg_probes_sink_t *sink,
   for (size_t i = 0; i < n; i++) written += take_one(x, x->taken[i]);
   end_packet(x);
   x->sink = NULL; /* the caller's, for this take only */
-  x->st.dropped += x->next.dropped;
-  x->next.dropped = 0;
-  if (x->state == SCAN_IDLE && x->next.n) {
+  x->st.dropped += x->next.base.dropped;
+  x->next.base.dropped = 0;
+  if (x->state == SCAN_IDLE && x->next.base.n) {
     x->state = SCAN_WAITING;
     x->due_ms = now_ms + x->cfg->scan_delay_ms;
   }
@@ -320,7 +320,7 @@ static bool skip_dir(void *ctx, const char *path, size_t len) {
 /* The pairs the scan did not find are not looked for again. */
 static void finish_scan(inode_file_t *x, uint64_t now) {
   tg_inode_scan_reset(x->scan);
-  for (uint32_t i = 0; i < x->missing.n; i++) {
+  for (uint32_t i = 0; i < x->missing.base.n; i++) {
     if (x->found[i]) continue;
     if (tg_inode_set_room(&x->not_found) == 0)
       tg_inode_set_clear(&x->not_found);
@@ -330,7 +330,7 @@ static void finish_scan(inode_file_t *x, uint64_t now) {
   }
   tg_inode_set_clear(&x->missing);
   x->remaining = 0;
-  if (x->next.n) {
+  if (x->next.base.n) {
     x->state = SCAN_WAITING;
     x->due_ms = now + x->cfg->scan_delay_ms;
   } else {
@@ -345,11 +345,11 @@ static void start_scan(inode_file_t *x) {
   x->missing = x->next;
   x->next = t;
   tg_inode_set_clear(&x->next);
-  memset(x->found, 0, x->missing.n);
-  x->remaining = x->missing.n;
+  memset(x->found, 0, x->missing.base.n);
+  x->remaining = x->missing.base.n;
   uint64_t devs[TG_INODE_SCAN_MAX_DEVS];
   size_t n_devs = 0;
-  for (uint32_t i = 0; i < x->missing.n; i++) {
+  for (uint32_t i = 0; i < x->missing.base.n; i++) {
     uint64_t dev = x->missing.keys[i].dev;
     size_t d = 0;
     while (d < n_devs && devs[d] != dev) d++;

@@ -7,7 +7,7 @@
 static int set_init(void *s, uint32_t cap) { return tg_pid_set_init(s, cap); }
 static void set_free(void *s) { tg_pid_set_free(s); }
 static uint32_t set_count(const void *s) {
-  return ((const tg_pid_set_t *)s)->n;
+  return ((const tg_pid_set_t *)s)->base.n;
 }
 static size_t set_take(void *s, void *out, size_t cap) {
   return tg_pid_set_take(s, out, cap);
@@ -17,8 +17,8 @@ static uint64_t set_add(void *set, const void *keys, size_t n) {
   tg_pid_set_t *s = set;
   const int32_t *pids = keys;
   for (size_t k = 0; k < n; k++) tg_pid_set_add(s, pids[k]);
-  uint64_t dropped = s->dropped;
-  s->dropped = 0;
+  uint64_t dropped = s->base.dropped;
+  s->base.dropped = 0;
   return dropped;
 }
 

@@ -171,7 +171,7 @@ static void encoder_collects_inode_device_pairs(void **state) {
   assert_non_null(e);
   encode(&p, &set, 555, e);
   const uint64_t vda = makedev(254, 0), sdb1 = makedev(8, 17);
-  assert_int_equal(set.n, 4);
+  assert_int_equal(set.base.n, 4);
   assert_true(has_pair(&set, 12, vda));
   assert_true(has_pair(&set, 2, vda));
   assert_true(has_pair(&set, 13, sdb1));
@@ -179,7 +179,7 @@ static void encoder_collects_inode_device_pairs(void **state) {
   assert_false(has_pair(&set, 14, vda)); /* the scanner's own */
   assert_false(has_pair(&set, 99, vda)); /* a cgroup's */
   assert_false(has_pair(&set, 16, vda)); /* outside the record */
-  assert_int_equal(set.dropped, 0);
+  assert_int_equal(set.base.dropped, 0);
 
   /* Every event writes its dev_t as st_dev: ext4 and filemap in their own
    * messages, writeback_start as a generic event. */
@@ -224,8 +224,8 @@ static void encoder_collects_inode_device_pairs(void **state) {
   encode(&p, &tiny, 0, e);
   /* Five pairs (pid 555's too, nothing is skipped now), two kept: the
    * other three counted. */
-  assert_int_equal(tiny.n, 2);
-  assert_int_equal(tiny.dropped, 3);
+  assert_int_equal(tiny.base.n, 2);
+  assert_int_equal(tiny.base.dropped, 3);
   perfetto__protos__ftrace_event_bundle__free_unpacked(e->bundle, NULL);
   free(e);
   tg_inode_set_free(&tiny);

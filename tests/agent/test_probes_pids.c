@@ -122,9 +122,9 @@ static size_t encode_pids(bool compact, const page_t *p, tg_pid_set_t *set,
   page_encoder_encode(&pe, p, buf, sizeof(buf), &res);
   assert_int_equal(res.events, 12);
   page_encoder_free(&pe);
-  memcpy(out, set->pids, set->n * sizeof(*out));
-  qsort(out, set->n, sizeof(*out), cmp_i32);
-  return set->n;
+  memcpy(out, set->pids, set->base.n * sizeof(*out));
+  qsort(out, set->base.n, sizeof(*out), cmp_i32);
+  return set->base.n;
 }
 
 static void encoder_collects_record_pids_once(void **state) {
@@ -140,7 +140,7 @@ static void encoder_collects_record_pids_once(void **state) {
   const int32_t want[] = {100, 111, 200, 300, 400, 500, 600, 700, 701};
   assert_int_equal(n, sizeof(want) / sizeof(want[0]));
   assert_memory_equal(got, want, sizeof(want));
-  assert_int_equal(set.dropped, 0);
+  assert_int_equal(set.base.dropped, 0);
   assert_false(tg_pid_set_has(&set, 0));
   tg_pid_set_free(&set);
 }
@@ -157,7 +157,7 @@ static void encoder_collects_compact_columns_pids(void **state) {
   const int32_t want[] = {100, 200, 300, 400, 500, 600, 700, 701};
   assert_int_equal(n, sizeof(want) / sizeof(want[0]));
   assert_memory_equal(got, want, sizeof(want));
-  assert_int_equal(set.dropped, 0);
+  assert_int_equal(set.base.dropped, 0);
   tg_pid_set_free(&set);
 }
 
@@ -171,10 +171,10 @@ static void encoder_counts_pids_past_a_full_set(void **state) {
   assert_int_equal(encode_pids(false, &p, &set, got), 3);
   /* Nine distinct pids, three kept: the other six counted at least
    * once each (their repeats count again). */
-  assert_true(set.dropped >= 6);
+  assert_true(set.base.dropped >= 6);
   tg_pid_set_clear(&set);
-  assert_int_equal(set.n, 0);
-  assert_int_equal(set.dropped, 0);
+  assert_int_equal(set.base.n, 0);
+  assert_int_equal(set.base.dropped, 0);
   tg_pid_set_free(&set);
 }
 
@@ -189,11 +189,11 @@ static void pid_set_clears_and_refills(void **state) {
     for (uint32_t i = 1; i <= n; i++) tg_pid_set_add(&set, (int32_t)(i * 2048));
     tg_pid_set_add(&set, -5);
     tg_pid_set_add(&set, 0);
-    assert_int_equal(set.n, n);
+    assert_int_equal(set.base.n, n);
     for (uint32_t i = 1; i <= n; i++)
       assert_true(tg_pid_set_has(&set, (int32_t)(i * 2048)));
     tg_pid_set_clear(&set);
-    for (uint32_t k = 0; k <= set.mask; k++) assert_int_equal(set.slots[k], 0);
+    for (uint32_t k = 0; k <= set.base.mask; k++) assert_int_equal(set.base.slots[k], 0);
   }
   tg_pid_set_free(&set);
 }
