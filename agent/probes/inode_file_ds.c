@@ -420,6 +420,19 @@ static void destroy(void *state) {
              (unsigned long long)x->st.not_found,
              (unsigned long long)x->st.not_scanned,
              (unsigned long long)x->st.dropped);
+  const tg_inode_scan_stats_t *ss = x->scan ? tg_inode_scan_stats(x->scan)
+                                            : NULL;
+  if (ss && ss->dirs)
+    TG_DEBUG(DS_NAME
+             ": walked %llu entries in %llu directories; left out: %llu too "
+             "deep, %llu paths too long, %llu on another device, %llu that "
+             "did not open, %llu changed between batches",
+             (unsigned long long)ss->entries, (unsigned long long)ss->dirs,
+             (unsigned long long)ss->too_deep,
+             (unsigned long long)ss->too_long,
+             (unsigned long long)ss->other_dev,
+             (unsigned long long)ss->open_errors,
+             (unsigned long long)ss->changed);
   tg_inode_scan_free(x->scan);
   tg_inode_cache_free(x->cache);
   tg_mountinfo_free(&x->mounts);

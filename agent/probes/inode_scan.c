@@ -24,9 +24,13 @@ typedef struct level {
   int fd;          /* -1 while the walk is parked */
   size_t path_len; /* the directory's path in s->path */
   uint64_t ino;    /* the directory's, to know it again when reopened */
-  int64_t resume;  /* d_off past the last entry taken: where to seek on
-                    * reopening (0: its start) */
-  uint8_t *buf;    /* TG_INODE_SCAN_BUF; kept across walks */
+  /* Where to read on after a park: |last_ino| (0: nothing taken yet) is
+   * the last entry taken, which begins at cookie |last_at| and ends at
+   * |resume| (getdents64's d_off cookies). */
+  int64_t last_at, resume;
+  uint64_t last_ino;
+  bool restarted; /* read again from its start once already */
+  uint8_t *buf;   /* TG_INODE_SCAN_BUF; kept across walks */
   size_t pos, len;
 } level_t;
 
@@ -41,7 +45,6 @@ struct tg_inode_scan {
   size_t n_roots, next_root;
   uint64_t dev;   /* of the root being walked */
   unsigned depth; /* levels of the walk, open or parked */
-  bool parked;    /* their fds are closed until the next step */
   level_t levels[TG_INODE_SCAN_MAX_DEPTH];
   char path[PATH_MAX];
   tg_inode_scan_stats_t st;
@@ -67,7 +70,6 @@ static void drop_levels(tg_inode_scan_t *s, unsigned from) {
 
 void tg_inode_scan_reset(tg_inode_scan_t *s) {
   drop_levels(s, 0);
-  s->parked = false;
   for (size_t i = 0; i < s->n_roots; i++) free(s->roots[i].path);
   s->n_roots = s->next_root = 0;
 }
@@ -133,7 +135,9 @@ static void push(tg_inode_scan_t *s, int dirfd, const char *name,
   l->fd = fd;
   l->path_len = path_len;
   l->ino = (uint64_t)st.st_ino;
-  l->resume = 0;
+  l->last_at = l->resume = 0;
+  l->last_ino = 0;
+  l->restarted = false;
   l->pos = l->len = 0;
   s->depth++;
   s->st.dirs++;
@@ -144,8 +148,8 @@ static void pop(tg_inode_scan_t *s) { drop_levels(s, s->depth - 1); }
 /* Between steps the walk holds no directory open: a file system being
  * scanned can still be unmounted, and a long scan costs no fds while it
  * waits. Each level keeps its path (a prefix of s->path), its inode and
- * the getdents64 cookie past its last entry taken; entries read ahead into
- * its buffer are read again after the seek. */
+ * where it was in its entries; entries read ahead into its buffer are read
+ * again. */
 static void park(tg_inode_scan_t *s) {
   for (unsigned i = 0; i < s->depth; i++) {
     level_t *l = &s->levels[i];
@@ -153,13 +157,19 @@ static void park(tg_inode_scan_t *s) {
     l->fd = -1;
     l->pos = l->len = 0;
   }
-  s->parked = s->depth > 0;
+}
+
+static bool is_parked(const tg_inode_scan_t *s) {
+  return s->depth > 0 && s->levels[0].fd < 0;
 }
 
 /* Opens level |i| again: the root by its path, a deeper level by its name
- * in its parent (O_NOFOLLOW, as the walk opened it). False when it is no
- * longer the directory the walk left, or does not seek to its cookie. */
-static bool reopen_level(tg_inode_scan_t *s, unsigned i) {
+ * in its parent (O_NOFOLLOW, as the walk opened it). Returns the fd, -1
+ * when it is no longer there or no longer the directory the walk left
+ * (counted in |changed|; a directory removed and made again under its
+ * name with a reused inode number passes for it), -2 when it did not
+ * open for another reason (counted in |open_errors|: out of fds...). */
+static int reopen_fd(tg_inode_scan_t *s, unsigned i) {
   level_t *l = &s->levels[i];
   int fd;
   if (i == 0) {
@@ -173,33 +183,80 @@ static bool reopen_level(tg_inode_scan_t *s, unsigned i) {
     const level_t *up = &s->levels[i - 1];
     size_t from = up->path_len + (s->path[up->path_len - 1] == '/' ? 0 : 1);
     char name[NAME_MAX + 1];
-    if (l->path_len <= from || l->path_len - from > NAME_MAX) return false;
+    if (l->path_len <= from || l->path_len - from > NAME_MAX) return -1;
     memcpy(name, s->path + from, l->path_len - from);
     name[l->path_len - from] = '\0';
     fd = openat(up->fd, name, OPEN_DIR_FLAGS);
   }
-  if (fd < 0) return false;
+  if (fd < 0)
+    return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -1 : -2;
   struct stat st;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != s->dev ||
-      (uint64_t)st.st_ino != l->ino ||
-      lseek(fd, (off_t)l->resume, SEEK_SET) == (off_t)-1) {
+      (uint64_t)st.st_ino != l->ino) {
     close(fd);
-    return false;
+    return -1;
   }
-  l->fd = fd;
+  return fd;
+}
+
+static ssize_t read_dents(level_t *l) {
+  ssize_t n;
+  do n = getdents64(l->fd, l->buf, TG_INODE_SCAN_BUF);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+/* Puts reopened level |l| back where it was. A cookie is only as good as
+ * its file system makes it: ext4's and btrfs's name an entry for good,
+ * while tmpfs before Linux 6.6, overlayfs' merged directories and vfat
+ * count positions, which shift when entries before them go or come. So
+ * the last entry taken is read again at its cookie and must be the same
+ * inode; when it is not, the directory is read again from its start, once
+ * (entries found twice cost nothing, entries skipped would stay unfound),
+ * and a second time it is given up. False: given up. */
+static bool seek_back(tg_inode_scan_t *s, level_t *l) {
+  if (l->last_ino == 0)
+    return lseek(l->fd, (off_t)l->resume, SEEK_SET) != (off_t)-1;
+  if (lseek(l->fd, (off_t)l->last_at, SEEK_SET) != (off_t)-1) {
+    ssize_t n = read_dents(l);
+    uint16_t reclen = 0;
+    uint64_t ino = 0;
+    if (n > DIRENT_NAME) {
+      memcpy(&reclen, l->buf + DIRENT_RECLEN, 2);
+      memcpy(&ino, l->buf + DIRENT_INO, 8);
+    }
+    if (reclen > DIRENT_NAME && reclen <= (size_t)n && ino == l->last_ino) {
+      /* Found again: the rest of this read comes next. */
+      l->pos = reclen;
+      l->len = (size_t)n;
+      return true;
+    }
+  }
+  s->st.changed++;
+  if (l->restarted || lseek(l->fd, 0, SEEK_SET) == (off_t)-1) return false;
+  l->restarted = true;
+  l->last_at = l->resume = 0;
+  l->last_ino = 0;
+  l->pos = l->len = 0;
   return true;
 }
 
-/* Takes the parked walk up again; a level that moved, went or changed
- * since is given up with all below it (counted in |changed|), and the walk
- * goes on in its parent. */
+/* Takes the parked walk up again; a level that cannot be is given up with
+ * all below it, and the walk goes on in its parent. */
 static void unpark(tg_inode_scan_t *s) {
-  s->parked = false;
   for (unsigned i = 0; i < s->depth; i++) {
-    if (reopen_level(s, i)) continue;
-    s->st.changed++;
+    level_t *l = &s->levels[i];
+    int fd = reopen_fd(s, i);
+    if (fd >= 0) {
+      l->fd = fd;
+      if (seek_back(s, l)) continue;
+    } else if (fd == -1) {
+      s->st.changed++;
+    } else {
+      s->st.open_errors++;
+    }
     drop_levels(s, i);
-    break;
+    return;
   }
 }
 
@@ -224,9 +281,7 @@ static tg_inode_type_t type_of(int dirfd, const char *name, uint8_t d_type) {
 static int visit_next(tg_inode_scan_t *s) {
   level_t *l = &s->levels[s->depth - 1];
   if (l->pos >= l->len) {
-    ssize_t n;
-    do n = getdents64(l->fd, l->buf, TG_INODE_SCAN_BUF);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = read_dents(l);
     if (n <= 0) {
       pop(s);
       return 0;
@@ -243,7 +298,9 @@ static int visit_next(tg_inode_scan_t *s) {
     return 0;
   }
   l->pos += reclen;
+  l->last_at = l->resume;
   memcpy(&l->resume, d + DIRENT_OFF, 8);
+  memcpy(&l->last_ino, d + DIRENT_INO, 8);
   const char *name = (const char *)d + DIRENT_NAME;
   size_t name_max = (size_t)reclen - DIRENT_NAME;
   size_t name_len = strnlen(name, name_max);
@@ -276,7 +333,7 @@ static int visit_next(tg_inode_scan_t *s) {
 size_t tg_inode_scan_step(tg_inode_scan_t *s, size_t budget, bool *done) {
   size_t visited = 0;
   *done = false;
-  if (s->parked) unpark(s);
+  if (is_parked(s)) unpark(s);
   while (visited < budget) {
     if (s->depth == 0) {
       if (s->next_root == s->n_roots) break;

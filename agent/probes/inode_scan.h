@@ -12,7 +12,8 @@
  * bytes or more are counted and left out. Between steps it holds no fd
  * (a file system being scanned can be unmounted): each level is opened
  * again by its name, known again by its inode and device, and read on from
- * where it was left. Not thread-safe: the sampler thread owns a scan.
+ * where it was left, once its last entry is found there again. Not
+ * thread-safe: the sampler thread owns a scan.
  */
 #ifndef TRACEGATE_PROBES_INODE_SCAN_H
 #define TRACEGATE_PROBES_INODE_SCAN_H
@@ -51,8 +52,10 @@ typedef struct tg_inode_scan_stats {
   uint64_t too_long;    /* entries whose path would reach PATH_MAX */
   uint64_t other_dev;   /* directories (or roots) on another device */
   uint64_t open_errors; /* directories (or roots) that did not open */
-  uint64_t changed;     /* directories that went, moved or would not seek
-                         * between two steps: left, with what lies below */
+  uint64_t changed;     /* directories found changed between two steps:
+                         * read again from their start (entries that
+                         * shifted) or left with what lies below them
+                         * (gone, moved, shifted twice) */
 } tg_inode_scan_stats_t;
 
 typedef struct tg_inode_scan tg_inode_scan_t;
