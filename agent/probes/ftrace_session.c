@@ -305,7 +305,8 @@ static void hand_over_pids(tg_ftrace_session_t *s) {
 }
 
 static void hand_over_inodes(tg_ftrace_session_t *s) {
-  if (s->inodes.base.n) s->inodes_cb(s->inodes_ctx, s->inodes.keys, s->inodes.base.n);
+  if (s->inodes.base.n)
+    s->inodes_cb(s->inodes_ctx, s->inodes.keys, s->inodes.base.n);
   s->st.inodes_dropped += s->inodes.base.dropped;
   tg_inode_set_clear(&s->inodes);
 }

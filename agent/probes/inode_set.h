@@ -54,7 +54,8 @@ static inline uint32_t tg__inode_set_hash(const tg_inode_set_t *s, uint64_t ino,
 static inline int32_t tg_inode_set_find(const tg_inode_set_t *s, uint64_t ino,
                                         uint64_t dev) {
   if (ino == 0 || !s->base.slots) return -1;
-  for (uint32_t k = tg__inode_set_hash(s, ino, dev);; k = (k + 1) & s->base.mask) {
+  uint32_t k = tg__inode_set_hash(s, ino, dev);
+  for (;; k = (k + 1) & s->base.mask) {
     uint32_t v = s->base.slots[k];
     if (v == 0) return -1;
     if (s->keys[v - 1].ino == ino && s->keys[v - 1].dev == dev)

@@ -193,7 +193,8 @@ static void pid_set_clears_and_refills(void **state) {
     for (uint32_t i = 1; i <= n; i++)
       assert_true(tg_pid_set_has(&set, (int32_t)(i * 2048)));
     tg_pid_set_clear(&set);
-    for (uint32_t k = 0; k <= set.base.mask; k++) assert_int_equal(set.base.slots[k], 0);
+    for (uint32_t k = 0; k <= set.base.mask; k++)
+      assert_int_equal(set.base.slots[k], 0);
   }
   tg_pid_set_free(&set);
 }
