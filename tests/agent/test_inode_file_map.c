@@ -547,18 +547,16 @@ static void big_name(char path[PATH_MAX], const char *root, int i) {
            root, i);
 }
 
-/* A directory that takes many getdents64 reads, walked a few entries a
- * step: each step reopens it and seeks past what was taken, so every
- * entry comes exactly once, wherever a step ends in a read. */
-static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
-  (void)state;
-  char root[512];
-  snprintf(root, sizeof(root), "%s/tg-inode-big-XXXXXX", tmp_base());
+/* A directory of BIG_DIR_FILES long names, $TMPDIR/tg-inode-TAG-XXXXXX
+ * (its path into |root|: 512 bytes), queued in a new scan whose found()
+ * counts them into |c|. */
+static tg_inode_scan_t *big_dir_scan(char *root, const char *tag,
+                                     count_walk_t *c) {
+  snprintf(root, 512, "%s/tg-inode-%s-XXXXXX", tmp_base(), tag);
   assert_non_null(mkdtemp(root));
   struct stat st;
   assert_int_equal(stat(root, &st), 0);
-  static count_walk_t c;
-  memset(&c, 0, sizeof(c));
+  memset(c, 0, sizeof(*c));
   char path[PATH_MAX];
   for (int i = 0; i < BIG_DIR_FILES; i++) {
     big_name(path, root, i);
@@ -566,13 +564,33 @@ static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
     assert_true(fd >= 0);
     struct stat fst;
     assert_int_equal(fstat(fd, &fst), 0);
-    c.ino[i] = fst.st_ino;
+    c->ino[i] = fst.st_ino;
     close(fd);
   }
-  tg_inode_scan_cbs_t cbs = {on_count, NULL, &c};
+  tg_inode_scan_cbs_t cbs = {on_count, NULL, c};
   tg_inode_scan_t *s;
   assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
   assert_int_equal(tg_inode_scan_add_root(s, root, st.st_dev), 0);
+  return s;
+}
+
+static void big_dir_remove(const char *root) {
+  char path[PATH_MAX];
+  for (int i = 0; i < BIG_DIR_FILES; i++) {
+    big_name(path, root, i);
+    unlink(path);
+  }
+  rmdir(root);
+}
+
+/* A directory that takes many getdents64 reads, walked a few entries a
+ * step: each step reopens it and seeks past what was taken, so every
+ * entry comes exactly once, wherever a step ends in a read. */
+static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
+  (void)state;
+  char root[512];
+  static count_walk_t c;
+  tg_inode_scan_t *s = big_dir_scan(root, "big", &c);
   bool done = false;
   size_t steps = 0;
   while (!done && steps < 10 * BIG_DIR_FILES) {
@@ -584,11 +602,7 @@ static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
   assert_int_equal(c.others, 0);
   assert_int_equal(tg_inode_scan_stats(s)->changed, 0);
   tg_inode_scan_free(s);
-  for (int i = 0; i < BIG_DIR_FILES; i++) {
-    big_name(path, root, i);
-    unlink(path);
-  }
-  rmdir(root);
+  big_dir_remove(root);
 }
 
 /* Entries already taken are removed while the walk is parked in their
@@ -597,27 +611,9 @@ static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
  * where it was left cannot be checked), and the walk ends. */
 static void scan_finds_every_entry_after_removals_while_parked(void **state) {
   (void)state;
-  char root[512];
-  snprintf(root, sizeof(root), "%s/tg-inode-rm-XXXXXX", tmp_base());
-  assert_non_null(mkdtemp(root));
-  struct stat st;
-  assert_int_equal(stat(root, &st), 0);
+  char root[512], path[PATH_MAX];
   static count_walk_t c;
-  memset(&c, 0, sizeof(c));
-  char path[PATH_MAX];
-  for (int i = 0; i < BIG_DIR_FILES; i++) {
-    big_name(path, root, i);
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    assert_true(fd >= 0);
-    struct stat fst;
-    assert_int_equal(fstat(fd, &fst), 0);
-    c.ino[i] = fst.st_ino;
-    close(fd);
-  }
-  tg_inode_scan_cbs_t cbs = {on_count, NULL, &c};
-  tg_inode_scan_t *s;
-  assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
-  assert_int_equal(tg_inode_scan_add_root(s, root, st.st_dev), 0);
+  tg_inode_scan_t *s = big_dir_scan(root, "rm", &c);
   bool done = false;
   size_t steps = 0, seen = 0;
   while (!done && seen < BIG_DIR_FILES / 2) {
@@ -653,11 +649,7 @@ static void scan_finds_every_entry_after_removals_while_parked(void **state) {
   /* Its last entry was not found again: read again from its start. */
   assert_int_equal(tg_inode_scan_stats(s)->changed, 1);
   tg_inode_scan_free(s);
-  for (int i = 0; i < BIG_DIR_FILES; i++) {
-    big_name(path, root, i);
-    unlink(path);
-  }
-  rmdir(root);
+  big_dir_remove(root);
 }
 
 typedef struct moved_walk {
