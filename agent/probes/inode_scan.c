@@ -166,9 +166,12 @@ static bool is_parked(const tg_inode_scan_t *s) {
 /* Opens level |i| again: the root by its path, a deeper level by its name
  * in its parent (O_NOFOLLOW, as the walk opened it). Returns the fd, -1
  * when it is no longer there or no longer the directory the walk left
- * (counted in |changed|; a directory removed and made again under its
- * name with a reused inode number passes for it), -2 when it did not
- * open for another reason (counted in |open_errors|: out of fds...). */
+ * (counted in |changed|), -2 when it did not open for another reason
+ * (counted in |open_errors|: out of fds...). A directory removed and made
+ * again under its name with a reused inode number passes for the one the
+ * walk left; seek_back() then finds its last entry missing and reads it
+ * from its start (or gives it up), so that the walk still reports only
+ * what is there. */
 static int reopen_fd(tg_inode_scan_t *s, unsigned i) {
   level_t *l = &s->levels[i];
   int fd;

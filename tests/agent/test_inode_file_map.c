@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,9 +61,10 @@ static void mounts_covered_by_another_are_not_walked_twice(void **state) {
   tg_mountinfo_t mi = {0};
   assert_int_equal(tg_mountinfo_parse(&mi, text, sizeof(text) - 1), 6);
   tg_mountinfo_sort(&mi);
-  const tg_mount_t *root = mount_at(&mi, "/"), *host = mount_at(&mi, "/mnt/host"),
-                   *x = mount_at(&mi, "/x"), *home = mount_at(&mi, "/home"),
-                   *y = mount_at(&mi, "/y"), *z = mount_at(&mi, "/z");
+  const tg_mount_t *root = mount_at(&mi, "/");
+  const tg_mount_t *host = mount_at(&mi, "/mnt/host");
+  const tg_mount_t *x = mount_at(&mi, "/x"), *home = mount_at(&mi, "/home");
+  const tg_mount_t *y = mount_at(&mi, "/y"), *z = mount_at(&mi, "/z");
   assert_non_null(root);
   assert_non_null(host);
   assert_non_null(x);
@@ -259,6 +261,39 @@ typedef struct tree {
   uint64_t hidden_ino; /* behind the symlink: must not be reached */
 } tree_t;
 
+/* Every directory a test makes under $TMPDIR is named here and removed,
+ * with all it holds, by remove_made(): the teardown, which cmocka runs
+ * after the test whether its assertions held or not. */
+#define MAX_MADE 4
+static char g_made[MAX_MADE][PATH_MAX];
+static size_t g_n_made;
+
+static void made(const char *path) {
+  assert_true(g_n_made < MAX_MADE);
+  assert_true(strlen(path) < PATH_MAX);
+  strcpy(g_made[g_n_made++], path);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *at) {
+  (void)st, (void)flag, (void)at;
+  remove(path); /* best effort: what stays is left, not fatal */
+  return 0;
+}
+
+static int remove_made(void **state) {
+  (void)state;
+  for (size_t i = 0; i < g_n_made; i++)
+    nftw(g_made[i], remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  g_n_made = 0;
+  return 0;
+}
+
+static const char *tmp_base(void) {
+  const char *d = getenv("TMPDIR");
+  return d && *d ? d : "/tmp";
+}
+
 static void tree_add(tree_t *t, const char *rel, tg_inode_type_t type) {
   /* Joined by hand: gcc -O3 takes root and path, two fields of |t|, for
    * overlapping snprintf arguments (-Wrestrict). */
@@ -290,6 +325,7 @@ static void tree_make(tree_t *t, const char *base) {
   int k = snprintf(t->root, sizeof(t->root), "%s/tg-inode-XXXXXX", base);
   assert_true(k > 0 && (size_t)k < sizeof(t->root));
   assert_non_null(mkdtemp(t->root));
+  made(t->root);
   struct stat st;
   assert_int_equal(stat(t->root, &st), 0);
   t->dev = st.st_dev;
@@ -305,6 +341,7 @@ static void tree_make(tree_t *t, const char *base) {
   snprintf(link, sizeof(link), "%s/link", t->root);
   char outside[PATH_MAX + 16];
   snprintf(outside, sizeof(outside), "%s-outside", t->root);
+  made(outside);
   assert_int_equal(mkdir(outside, 0755), 0);
   char hidden[PATH_MAX + 32];
   snprintf(hidden, sizeof(hidden), "%s/hidden", outside);
@@ -316,29 +353,8 @@ static void tree_make(tree_t *t, const char *base) {
   assert_int_equal(symlink(outside, link), 0);
 }
 
-static void tree_remove(const tree_t *t) {
-  char p[PATH_MAX + 32];
-  snprintf(p, sizeof(p), "%s-outside/hidden", t->root);
-  unlink(p);
-  snprintf(p, sizeof(p), "%s-outside", t->root);
-  rmdir(p);
-  snprintf(p, sizeof(p), "%s/link", t->root);
-  unlink(p);
-  for (size_t i = t->n; i-- > 0;) {
-    if (t->e[i].type == TG_INODE_TYPE_DIRECTORY)
-      rmdir(t->e[i].path);
-    else
-      unlink(t->e[i].path);
-  }
-  rmdir(t->root);
-}
-
-static const char *tmp_base(void) {
-  const char *d = getenv("TMPDIR");
-  return d && *d ? d : "/tmp";
-}
-
-/* A tree (tree_make) under $TMPDIR; tree_free removes and frees it. */
+/* A tree (tree_make) under $TMPDIR; the test's teardown (remove_made)
+ * removes it, tree_free frees it. */
 static tree_t *tree_new(void) {
   tree_t *t = malloc(sizeof(*t));
   assert_non_null(t);
@@ -346,10 +362,7 @@ static tree_t *tree_new(void) {
   return t;
 }
 
-static void tree_free(tree_t *t) {
-  tree_remove(t);
-  free(t);
-}
+static void tree_free(tree_t *t) { free(t); }
 
 /* --- the walk ------------------------------------------------------------ */
 
@@ -554,6 +567,7 @@ static tg_inode_scan_t *big_dir_scan(char *root, const char *tag,
                                      count_walk_t *c) {
   snprintf(root, 512, "%s/tg-inode-%s-XXXXXX", tmp_base(), tag);
   assert_non_null(mkdtemp(root));
+  made(root);
   struct stat st;
   assert_int_equal(stat(root, &st), 0);
   memset(c, 0, sizeof(*c));
@@ -572,15 +586,6 @@ static tg_inode_scan_t *big_dir_scan(char *root, const char *tag,
   assert_int_equal(tg_inode_scan_new(&cbs, &s), 0);
   assert_int_equal(tg_inode_scan_add_root(s, root, st.st_dev), 0);
   return s;
-}
-
-static void big_dir_remove(const char *root) {
-  char path[PATH_MAX];
-  for (int i = 0; i < BIG_DIR_FILES; i++) {
-    big_name(path, root, i);
-    unlink(path);
-  }
-  rmdir(root);
 }
 
 /* A directory that takes many getdents64 reads, walked a few entries a
@@ -602,7 +607,6 @@ static void scan_resumes_a_large_directory_entry_by_entry(void **state) {
   assert_int_equal(c.others, 0);
   assert_int_equal(tg_inode_scan_stats(s)->changed, 0);
   tg_inode_scan_free(s);
-  big_dir_remove(root);
 }
 
 /* Entries already taken are removed while the walk is parked in their
@@ -649,7 +653,6 @@ static void scan_finds_every_entry_after_removals_while_parked(void **state) {
   /* Its last entry was not found again: read again from its start. */
   assert_int_equal(tg_inode_scan_stats(s)->changed, 1);
   tg_inode_scan_free(s);
-  big_dir_remove(root);
 }
 
 typedef struct moved_walk {
@@ -702,7 +705,6 @@ static void scan_leaves_a_directory_moved_between_steps(void **state) {
    * read again and walks the directory under its new name. */
   assert_true(tg_inode_scan_stats(s)->changed >= 1);
   tg_inode_scan_free(s);
-  assert_int_equal(rename(to, from), 0); /* for tree_free */
   tree_free(t);
 }
 
@@ -982,6 +984,9 @@ static void inode_file_config_reads_the_lists_and_defaults(void **state) {
                    TG_EBAD_CONFIG);
 }
 
+/* A test that makes directories: removed after it, passed or failed. */
+#define MAKES_DIRS(f) cmocka_unit_test_teardown(f, remove_made)
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(mountinfo_parses_escapes_and_skips_malformed_lines),
@@ -990,13 +995,13 @@ int main(void) {
       cmocka_unit_test(mounts_covered_by_another_are_not_walked_twice),
       cmocka_unit_test(feed_hands_pairs_to_the_sessions_consumer_once),
       cmocka_unit_test(feed_counts_pairs_past_the_cap),
-      cmocka_unit_test(scan_walks_the_tree_in_steps_without_following_links),
-      cmocka_unit_test(scan_holds_no_directory_open_between_steps),
-      cmocka_unit_test(scan_resumes_a_large_directory_entry_by_entry),
-      cmocka_unit_test(scan_leaves_a_directory_moved_between_steps),
-      cmocka_unit_test(scan_finds_every_entry_after_removals_while_parked),
-      cmocka_unit_test(inode_file_resolves_in_batches_across_rounds),
-      cmocka_unit_test(inode_file_do_not_scan_answers_from_the_cache_only),
+      MAKES_DIRS(scan_walks_the_tree_in_steps_without_following_links),
+      MAKES_DIRS(scan_holds_no_directory_open_between_steps),
+      MAKES_DIRS(scan_resumes_a_large_directory_entry_by_entry),
+      MAKES_DIRS(scan_leaves_a_directory_moved_between_steps),
+      MAKES_DIRS(scan_finds_every_entry_after_removals_while_parked),
+      MAKES_DIRS(inode_file_resolves_in_batches_across_rounds),
+      MAKES_DIRS(inode_file_do_not_scan_answers_from_the_cache_only),
       cmocka_unit_test(inode_file_config_reads_the_lists_and_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
