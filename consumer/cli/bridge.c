@@ -3,14 +3,11 @@
  * port, each bridged to the local consumer socket (/traced) or to a
  * host's tracegate-relay over mutual TLS (/traced/HOST).
  *
- * This file is the command: its flags, and libwebsockets on the command's
- * libuv loop as a foreign loop (the same documented lws usage as
- * collector/http.c: lws_context_creation_info.foreign_loops with
- * LWS_SERVER_OPTION_LIBUV), so that the upstream transports (ipc/, tls/),
- * which are libuv's, run on the same thread and loop. lws's vhost listens
- * nowhere: bridge_screen.c accepts the connections and hands them to lws
- * behind its check of the client's frames. Connections are
- * bridge_conn.c's, the verdict on each upgrade bridge_policy.c's.
+ * This file is the command: its flags, its signals and its loop;
+ * bridge_server.c starts and stops libwebsockets and the listener on that
+ * loop. Connections are bridge_conn.c's, what a client sends before lws
+ * sees it bridge_screen.c's, the verdict on each upgrade
+ * bridge_policy.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,70 +25,25 @@
 
 #define DEFAULT_LISTEN "127.0.0.1:8037"
 #define MAX_HOSTS 4096
-#define RX_BUFFER_SIZE (16u * 1024)
-#define HANDSHAKE_TIMEOUT_S 10
 
 typedef struct bridge_run {
   bridge_server_t srv;
   uv_signal_t sigint, sigterm;
-  uv_idle_t stopper;
-  bool stop_requested;
 } bridge_run_t;
-
-/* lws's lines end in '\n'; they concern peers or its own setup. */
-static void lws_log_emit(int level, const char *line) {
-  size_t n = strlen(line);
-  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
-  TG_WARN("lws%s: %.*s", (level & LLL_ERR) ? " error" : "", (int)n, line);
-}
 
 /* --- stopping ----------------------------------------------------------- */
 
-static void count_closing(uv_handle_t *h, void *arg) {
-  if (uv_is_closing(h)) ++*(unsigned *)arg;
-}
-
-/* lws 4.1 on a foreign loop takes two lws_context_destroy() calls (its
- * minimal-http-server-eventlib-foreign example): the first closes every
- * connection and starts closing lws's handles on the loop, the second,
- * once those closes have run, frees the context and clears *pcontext.
- * Both run from this idle handle, outside any lws callback. */
-static void on_stopper(uv_idle_t *h) {
-  bridge_run_t *r = h->data;
-  bridge_server_t *s = &r->srv;
-  if (s->state == BRIDGE_STOPPING) {
-    s->state = BRIDGE_DRAINING;
-    lws_context_destroy(s->ctx);
-    return;
-  }
-  unsigned closing = 0;
-  uv_walk(s->loop, count_closing, &closing);
-  if (closing) return;
-  if (s->ctx) {
-    lws_context_destroy(s->ctx);
-    return;
-  }
-  tg__bridge_screen_lws_gone(s);
-  uv_idle_stop(h);
-  uv_close((uv_handle_t *)h, NULL);
+static void on_stopped(bridge_server_t *s) {
+  bridge_run_t *r = s->data;
   uv_close((uv_handle_t *)&r->sigint, NULL);
   uv_close((uv_handle_t *)&r->sigterm, NULL);
-}
-
-static void begin_stop(bridge_run_t *r) {
-  if (r->stop_requested) return;
-  r->stop_requested = true;
-  r->srv.state = BRIDGE_STOPPING;
-  tg__bridge_screen_stop(&r->srv);
-  tg__bridge_close_all(&r->srv);
-  uv_idle_start(&r->stopper, on_stopper);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
   bridge_run_t *r = h->data;
   fprintf(stderr, CLI_PROG " bridge: %s: stopping\n",
           signum == SIGINT ? "interrupted" : "terminated");
-  begin_stop(r);
+  tg__bridge_server_stop(&r->srv);
 }
 
 /* --- starting ----------------------------------------------------------- */
@@ -110,70 +62,6 @@ static bool is_loopback(const tg_net_addr_t *a) {
          !memcmp(&in6->sin6_addr, &in6addr_loopback, sizeof(in6addr_loopback));
 }
 
-static int start_server(bridge_run_t *r, uv_loop_t *loop,
-                        const bridge_cfg_t *cfg, const tg_net_addr_t *at,
-                        uint16_t *port) {
-  bridge_server_t *s = &r->srv;
-  s->loop = loop;
-  s->cfg = cfg;
-  tg_list_init(&s->conns);
-  tg_list_init(&s->screens);
-  s->protocols[0] = (struct lws_protocols){
-      .name = "tracegate-bridge",
-      .callback = tg__bridge_on_lws,
-      .rx_buffer_size = RX_BUFFER_SIZE,
-  };
-  lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
-
-  void *loops[1] = {loop};
-  struct lws_context_creation_info ci;
-  memset(&ci, 0, sizeof(ci));
-  /* VALIDATE_UTF8: a text message with bad UTF-8 closes the connection in
-   * lws (any text message is refused by bridge_conn.c anyway). */
-  ci.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
-               LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN |
-               LWS_SERVER_OPTION_SKIP_SERVER_CANONICAL_NAME |
-               LWS_SERVER_OPTION_VALIDATE_UTF8;
-  ci.foreign_loops = loops;
-  ci.pcontext = &s->ctx;
-  ci.user = s;
-  ci.port = CONTEXT_PORT_NO_LISTEN;
-  ci.max_http_header_data2 = BRIDGE_MAX_HEADER;
-  ci.max_http_header_pool2 = BRIDGE_MAX_CONNS;
-  ci.uid = -1;
-  ci.gid = -1;
-  s->ctx = lws_create_context(&ci);
-  if (!s->ctx) {
-    fprintf(stderr, CLI_PROG " bridge: libwebsockets refused its context "
-            "(its libuv event library missing?)\n");
-    return -1;
-  }
-  /* A server vhost without a listener of its own: the screen adopts
-   * what it accepts into it (lws-adopt.h). */
-  struct lws_context_creation_info vi;
-  memset(&vi, 0, sizeof(vi));
-  vi.protocols = s->protocols;
-  vi.port = CONTEXT_PORT_NO_LISTEN_SERVER;
-  vi.timeout_secs = HANDSHAKE_TIMEOUT_S;
-  vi.timeout_secs_ah_idle = HANDSHAKE_TIMEOUT_S;
-  vi.alpn = "http/1.1";
-  s->vh = lws_create_vhost(s->ctx, &vi);
-  if (!s->vh) {
-    fprintf(stderr, CLI_PROG " bridge: libwebsockets refused its vhost (its "
-            "warning above says why)\n");
-    return -1; /* the caller stops what lws started */
-  }
-  int rv = tg__bridge_screen_listen(s, at, port);
-  if (rv < 0) {
-    char shown[TG_NET_ADDR_STRLEN];
-    tg_net_addr_format(at, shown, sizeof(shown));
-    fprintf(stderr, CLI_PROG " bridge: cannot listen on %s: %s\n", shown,
-            tg_strerror(rv));
-    return -1;
-  }
-  return 0;
-}
-
 static int run_bridge(const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
   uv_loop_t loop;
   if (uv_loop_init(&loop) < 0) {
@@ -187,20 +75,14 @@ static int run_bridge(const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
   }
   uv_signal_init(&loop, &r->sigint);
   uv_signal_init(&loop, &r->sigterm);
-  uv_idle_init(&loop, &r->stopper);
-  uv_tcp_init(&loop, &r->srv.listener);
-  r->sigint.data = r->sigterm.data = r->stopper.data = r;
+  r->sigint.data = r->sigterm.data = r;
+  r->srv.data = r;
+  r->srv.on_stopped = on_stopped;
   int code = CLI_EXIT_OK;
   uint16_t port = 0;
-  if (start_server(r, &loop, cfg, at, &port) < 0) {
+  if (tg__bridge_server_start(&r->srv, &loop, cfg, at, &port) < 0) {
     code = CLI_EXIT_FAIL;
-    if (r->srv.ctx) begin_stop(r);
-    else {
-      uv_close((uv_handle_t *)&r->srv.listener, NULL);
-      uv_close((uv_handle_t *)&r->stopper, NULL);
-      uv_close((uv_handle_t *)&r->sigint, NULL);
-      uv_close((uv_handle_t *)&r->sigterm, NULL);
-    }
+    tg__bridge_server_stop(&r->srv);
   } else {
     uv_signal_start(&r->sigint, on_signal, SIGINT);
     uv_signal_start(&r->sigterm, on_signal, SIGTERM);
@@ -285,7 +167,8 @@ int cli_bridge_main(int argc, char **argv) {
     code = usage_error(prog, "--listen takes ADDR:PORT (127.0.0.1:8037)");
     goto out;
   }
-  if (!strcmp(at.host, "localhost")) snprintf(at.host, sizeof(at.host), "127.0.0.1");
+  if (!strcmp(at.host, "localhost"))
+    snprintf(at.host, sizeof(at.host), "127.0.0.1");
   if (!is_loopback(&at)) {
     fprintf(stderr, "%s: --listen %s: only loopback addresses (127.0.0.1, "
             "[::1]): the bridge hands the tracing service to whoever reaches "

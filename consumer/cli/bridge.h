@@ -1,6 +1,7 @@
 /* `tracegate bridge`: Perfetto's websocket_bridge for tracegate. Shared by
- * bridge.c (the command: flags, the lws context on our libuv loop, start
- * and stop), bridge_screen.c (the TCP side: the listener, and each
+ * bridge.c (the command: flags, signals, the loop), bridge_server.c (the
+ * lws context on that libuv loop, start and stop), bridge_screen.c (the
+ * TCP side: the listener, and each
  * client's bytes checked on their way to lws) and bridge_conn.c (one
  * WebSocket and its upstream, bytes both ways); who may open what is
  * bridge_policy.h's (pure).
@@ -33,17 +34,27 @@
 #define BRIDGE_MAX_HEADER 4096
 /* Bytes read at once from a client or from lws (bridge_screen.c). */
 #define BRIDGE_READ_SIZE (64u * 1024)
+/* lws closes a client whose upgrade has not ended by then. */
+#define BRIDGE_HANDSHAKE_TIMEOUT_S 10
 
 typedef struct bridge_conn bridge_conn_t;     /* bridge_conn.c's */
 typedef struct bridge_screen bridge_screen_t; /* bridge_screen.c's */
 
-/* --- bridge.c: the server ------------------------------------------------ */
+/* --- bridge_server.c: the server ----------------------------------------- */
 
 typedef enum bridge_state {
   BRIDGE_RUNNING,
   BRIDGE_STOPPING, /* connections closing; lws's context destroyed next */
   BRIDGE_DRAINING, /* lws's handles closing on the loop */
 } bridge_state_t;
+
+/* What |refused| is doing. */
+typedef enum bridge_refusal {
+  BRIDGE_REFUSAL_NONE,    /* free */
+  BRIDGE_REFUSAL_CLOSING, /* closing a refused connection */
+  BRIDGE_REFUSAL_QUEUED,  /* that, and another waits for it (libuv offers
+                             no more until it is accepted) */
+} bridge_refusal_t;
 
 typedef struct bridge_server {
   uv_loop_t *loop;
@@ -55,16 +66,37 @@ typedef struct bridge_server {
   tg_list_t conns; /* bridge_conn_t.node */
   unsigned n_conns;
   uint64_t next_id;
-  uv_tcp_t listener; /* initialized by bridge.c, bound by bridge_screen.c */
+  uv_tcp_t listener; /* initialized by bridge_server.c, bound by
+                        bridge_screen.c */
+  uv_idle_t stopper;  /* the stop's steps, outside lws's callbacks */
+  /* Called once the stop has closed every handle of the bridge; the
+   * owner's, as is |data|. */
+  void (*on_stopped)(struct bridge_server *s);
+  void *data;
   /* A connection no screen could be allocated for is accepted into this
    * and closed (libuv offers no further one until it is accepted). */
   uv_tcp_t refused;
-  bool refusing;       /* |refused| is open or closing */
-  bool refuse_pending; /* another waits for it: libuv offers no more */
+  bridge_refusal_t refusal;
+  /* Test hook (tg__bridge_screen_fail_next_for_test): connections still
+   * to be refused as if no screen could be allocated. 0 in production. */
+  unsigned fail_screens_for_test;
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
   unsigned n_screens;
   uint8_t rx[BRIDGE_READ_SIZE]; /* each read, until its callback returns */
 } bridge_server_t;
+
+/* Starts |s| (zeroed caller memory, valid until on_stopped) on |loop|:
+ * lws's context and vhost, and the listener at |at| (the port it got
+ * into |port|). |cfg| is borrowed until on_stopped. Returns 0, or -1 with
+ * why on stderr; either way tg__bridge_server_stop() takes down what was
+ * started. */
+int tg__bridge_server_start(bridge_server_t *s, uv_loop_t *loop,
+                            const bridge_cfg_t *cfg, const tg_net_addr_t *at,
+                            uint16_t *port);
+/* Stops accepting, closes every connection, destroys lws's context, and
+ * calls s->on_stopped once all of it is closed. Once only: later calls do
+ * nothing. */
+void tg__bridge_server_stop(bridge_server_t *s);
 
 /* --- bridge_screen.c: accepted connections -------------------------------- */
 
@@ -78,6 +110,10 @@ int tg__bridge_screen_listen(bridge_server_t *s, const tg_net_addr_t *at,
 void tg__bridge_screen_stop(bridge_server_t *s);
 /* lws's context is gone: no wsi will be destroyed any more. */
 void tg__bridge_screen_lws_gone(bridge_server_t *s);
+/* For tests: the next |n| connections act as if calloc had failed for
+ * their screen (refused and closed at once), to exercise the refusal path
+ * in-process. Replaces any count not yet used up. */
+void tg__bridge_screen_fail_next_for_test(bridge_server_t *s, unsigned n);
 
 /* Every wsi's opaque user data is its screen; bridge_conn.c's callback
  * tells it what lws did, and asks it what lws cannot know. */

@@ -20,9 +20,10 @@
  *     closed);
  *   - then the client is not read until lws has decided: the WebSocket
  *     established (bridge_conn.c tells the screen), or lws answered (an
- *     HTTP error: bridge_conn.c's 4xx or 5xx) and closed its end, whose last bytes still reach the
- *     client before the TCP connection is shut down; a WebSocket client
- *     waits for the 101 before it sends frames anyway;
+ *     HTTP error: bridge_conn.c's 4xx or 5xx) and closed its end, whose
+ *     last bytes still reach the client before the TCP connection is shut
+ *     down; a WebSocket client waits for the 101 before it sends frames
+ *     anyway;
  *   - after the upgrade, the header of every client frame is read, and
  *     the first one without the MASK bit closes both sides at once: the
  *     frame does not reach lws, and the connection's close line says why.
@@ -417,11 +418,9 @@ static void refuse(bridge_server_t *s);
 
 static void on_refused_closed(uv_handle_t *h) {
   bridge_server_t *s = h->data;
-  s->refusing = false;
-  if (s->refuse_pending) {
-    s->refuse_pending = false;
-    refuse(s);
-  }
+  bool queued = s->refusal == BRIDGE_REFUSAL_QUEUED;
+  s->refusal = BRIDGE_REFUSAL_NONE;
+  if (queued) refuse(s);
 }
 
 /* Out of memory for a screen: the connection is taken and closed, or
@@ -430,13 +429,14 @@ static void on_refused_closed(uv_handle_t *h) {
  * refused while the last still closes is accepted when that close ends
  * (libuv offers no other meanwhile). */
 static void refuse(bridge_server_t *s) {
-  TG_WARN("bridge: out of memory: a connection is refused");
-  if (s->refusing) {
-    s->refuse_pending = true;
+  if (s->refusal != BRIDGE_REFUSAL_NONE) {
+    s->refusal = BRIDGE_REFUSAL_QUEUED;
     return;
   }
+  /* Once per connection: a queued one is told when it is taken. */
+  TG_WARN("bridge: out of memory: a connection is refused");
   uv_tcp_init(s->loop, &s->refused); /* cannot fail: no socket yet */
-  s->refusing = true;
+  s->refusal = BRIDGE_REFUSAL_CLOSING;
   s->refused.data = s;
   uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->refused);
   uv_close((uv_handle_t *)&s->refused, on_refused_closed);
@@ -448,7 +448,9 @@ static void on_connection(uv_stream_t *server, int status) {
     TG_WARN("bridge: cannot accept a connection: %s", uv_strerror(status));
     return;
   }
-  bridge_screen_t *sc = calloc(1, sizeof(*sc));
+  bridge_screen_t *sc = NULL;
+  if (s->fail_screens_for_test) s->fail_screens_for_test--;
+  else sc = calloc(1, sizeof(*sc));
   if (!sc) {
     refuse(s);
     return;
@@ -497,6 +499,10 @@ int tg__bridge_screen_listen(bridge_server_t *s, const tg_net_addr_t *at,
   s->listener.data = s;
   return tg_net_tcp_listen(&s->listener, at, LISTEN_BACKLOG, on_connection,
                            port);
+}
+
+void tg__bridge_screen_fail_next_for_test(bridge_server_t *s, unsigned n) {
+  s->fail_screens_for_test = n;
 }
 
 void tg__bridge_screen_stop(bridge_server_t *s) {
