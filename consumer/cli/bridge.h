@@ -1,10 +1,9 @@
 /* `tracegate bridge`: Perfetto's websocket_bridge for tracegate. Shared by
  * bridge.c (the command: flags, signals, the loop), bridge_server.c (the
  * lws context on that libuv loop, start and stop), bridge_screen.c (the
- * TCP side: the listener, and each
- * client's bytes checked on their way to lws) and bridge_conn.c (one
- * WebSocket and its upstream, bytes both ways); who may open what is
- * bridge_policy.h's (pure).
+ * TCP side: the listener, and each client's bytes checked on their way to
+ * lws) and bridge_conn.c (one WebSocket and its upstream, bytes both
+ * ways); who may open what is bridge_policy.h's (pure).
  *
  * A bridged connection: the UI's WebSocket on one side, the consumer
  * socket of the local tracegated (path /traced) or a tracegate-relay over
