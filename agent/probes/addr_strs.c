@@ -105,3 +105,15 @@ size_t tg__addr_strs_search(const tg__addr_strs_t *t, uint64_t key) {
 size_t tg__addr_strs_mem(const tg__addr_strs_t *t) {
   return t->cap * sizeof(*t->v) + t->pool_cap;
 }
+
+bool tg__addr_strs_equal(const tg__addr_strs_t *a, const tg__addr_strs_t *b) {
+  if (a->n != b->n) return false;
+  for (size_t i = 0; i < a->n; i++) {
+    size_t al, bl;
+    const char *as = tg__addr_strs_str(a, i, &al);
+    const char *bs = tg__addr_strs_str(b, i, &bl);
+    if (a->v[i].addr != b->v[i].addr || al != bl || memcmp(as, bs, al) != 0)
+      return false;
+  }
+  return true;
+}

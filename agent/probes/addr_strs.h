@@ -15,6 +15,7 @@
 #define TRACEGATE_PROBES_ADDR_STRS_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,5 +81,10 @@ static inline const char *tg__addr_strs_str(const tg__addr_strs_t *t, size_t i,
 
 /* Bytes held. */
 size_t tg__addr_strs_mem(const tg__addr_strs_t *t);
+
+/* Whether |a| and |b| hold the same entries in the same order: addresses,
+ * and strings byte for byte (caps, storage and |dropped| aside). For the
+ * tests that parse a file whole and in pieces. */
+bool tg__addr_strs_equal(const tg__addr_strs_t *a, const tg__addr_strs_t *b);
 
 #endif /* TRACEGATE_PROBES_ADDR_STRS_H */

@@ -1,8 +1,8 @@
 /* The probes' address-keyed string table (agent/probes/addr_strs.h), under
  * kallsyms and printk_formats: the first added of an address is kept,
  * entries past the caps are counted, a search finds the greatest address at
- * or below a key, and finishing shrinks the storage without changing what
- * it holds. */
+ * or below a key, finishing shrinks the storage without changing what it
+ * holds, and two tables compare equal only entry for entry. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,6 +186,61 @@ static void addr_strs_finish_shrinks_and_keeps_content(void **state) {
   tg__addr_strs_free(&t);
 }
 
+/* Equal: the same entries in the same order, whatever their storage; a
+ * different address, string, length or count is not. */
+static void addr_strs_equal_compares_entries_not_storage(void **state) {
+  (void)state;
+  static const tg__addr_strs_caps_t roomy = {
+      .max_entries = 1000,
+      .max_bytes = 100000,
+      .first_entries = 64,
+      .first_bytes = 1024,
+  };
+  tg__addr_strs_t a, b;
+  tg__addr_strs_init(&a, small);
+  tg__addr_strs_init(&b, roomy);
+  assert_true(tg__addr_strs_equal(&a, &b)); /* both empty */
+  add(&a, 0x20, "two");
+  add(&a, 0x10, "one");
+  add(&a, 0x30, "");
+  add(&b, 0x30, "");
+  add(&b, 0x10, "one");
+  add(&b, 0x20, "two");
+  tg__addr_strs_finish(&a);
+  tg__addr_strs_finish(&b);
+  assert_true(tg__addr_strs_equal(&a, &b));
+  assert_true(tg__addr_strs_equal(&b, &a));
+
+  tg__addr_strs_t c;
+  tg__addr_strs_init(&c, small);
+  add(&c, 0x10, "one");
+  add(&c, 0x20, "twO"); /* a byte */
+  add(&c, 0x30, "");
+  tg__addr_strs_finish(&c);
+  assert_false(tg__addr_strs_equal(&a, &c));
+  tg__addr_strs_free(&c);
+  add(&c, 0x10, "one");
+  add(&c, 0x21, "two"); /* an address */
+  add(&c, 0x30, "");
+  tg__addr_strs_finish(&c);
+  assert_false(tg__addr_strs_equal(&a, &c));
+  tg__addr_strs_free(&c);
+  add(&c, 0x10, "one");
+  add(&c, 0x20, "tw"); /* a length */
+  add(&c, 0x30, "");
+  tg__addr_strs_finish(&c);
+  assert_false(tg__addr_strs_equal(&a, &c));
+  tg__addr_strs_free(&c);
+  add(&c, 0x10, "one");
+  add(&c, 0x20, "two"); /* one entry fewer */
+  tg__addr_strs_finish(&c);
+  assert_false(tg__addr_strs_equal(&a, &c));
+  assert_false(tg__addr_strs_equal(&c, &a));
+  tg__addr_strs_free(&c);
+  tg__addr_strs_free(&a);
+  tg__addr_strs_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(addr_strs_duplicates_keep_the_first_added),
@@ -193,6 +248,7 @@ int main(void) {
       cmocka_unit_test(addr_strs_search_at_below_and_above_the_ends),
       cmocka_unit_test(addr_strs_empty_table_finds_nothing),
       cmocka_unit_test(addr_strs_finish_shrinks_and_keeps_content),
+      cmocka_unit_test(addr_strs_equal_compares_entries_not_storage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
