@@ -115,6 +115,20 @@ static const char *copy_hdr(struct lws *wsi, enum lws_token_indexes h,
   return dst;
 }
 
+/* The length of query argument |i| (the URI's fragment: lws decodes and
+ * splits at '&'), or -1 when the query has no such argument. An empty one
+ * ("?&a=1" starts with one) counts: lws_hdr_fragment_length() says 0 for
+ * it and for one that is not there alike, so that counting up to the first
+ * 0 took "?&limit=0" for no arguments at all; lws_hdr_copy_fragment() tells
+ * the two apart. */
+static int arg_len(struct lws *wsi, int i) {
+  int n = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+  if (n > 0) return n;
+  char nul;
+  return lws_hdr_copy_fragment(wsi, &nul, 1, WSI_TOKEN_HTTP_URI_ARGS, i) < 0 ? -1
+                                                                            : 0;
+}
+
 /* The exchange for the request whose headers lws just parsed, with every
  * string it will hand the owner copied into one arena (lws reuses its
  * header storage once the body starts). NULL: out of memory or a request
@@ -129,18 +143,14 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
     if (n > 0) cap += (size_t)n;
     cap++;
   }
-  int n_args = 0;
-  while (n_args < MAX_ARGS) {
-    int n = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, n_args);
-    if (n <= 0) break;
+  int n_frags = 0;
+  for (int n; n_frags < MAX_ARGS && (n = arg_len(wsi, n_frags)) >= 0; n_frags++)
     cap += 2 * ((size_t)n + 1); /* in args and in query */
-    n_args++;
-  }
   cap++;
 
   tg_http_exchange_t *x = calloc(1, sizeof(*x));
   char *s = malloc(cap);
-  const char **args = calloc((size_t)n_args + 1, sizeof(*args));
+  const char **args = calloc((size_t)n_frags + 1, sizeof(*args));
   if (!x || !s || !args) {
     free(x);
     free(s);
@@ -166,12 +176,17 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
   x->req.origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, &at, end);
   x->req.host = copy_hdr(wsi, WSI_TOKEN_HOST, &at, end);
 
-  for (int i = 0; i < n_args; i++) {
+  int n_args = 0;
+  for (int i = 0; i < n_frags; i++) {
     int n = lws_hdr_copy_fragment(wsi, at, (int)(end - at),
                                   WSI_TOKEN_HTTP_URI_ARGS, i);
-    if (n < 0) n = 0;
+    /* "a=1&&b=2": nothing between the two. lws 4.1 hands a trailing '&'
+     * ("a=1&") over as an argument "/" (its path normaliser runs on the
+     * last fragment): nothing either, and no handler takes an argument
+     * "/" of its own. */
+    if (n <= 0 || (n == 1 && at[0] == '/')) continue;
     at[n] = '\0';
-    args[i] = at;
+    args[n_args++] = at;
     at += n + 1;
   }
   x->req.args = args;
@@ -275,7 +290,7 @@ static int on_request(struct lws *wsi) {
   }
   conn->x = x;
   tg__http_x_set(x, TG_HTTP_X_READING, "headers in");
-  if (lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, MAX_ARGS) > 0)
+  if (arg_len(wsi, MAX_ARGS) >= 0)
     return x_refuse(x, 414, "more than 64 query arguments");
   uint64_t len;
   if (content_length(wsi, &len) < 0) return x_refuse(x, 400, "bad length");

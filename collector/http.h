@@ -49,7 +49,9 @@ typedef struct tg_http_request {
   const char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE", ... */
   const char *path;   /* decoded and normalised by lws, without the query */
   const char *query;  /* decoded arguments joined with '&'; "" if none */
-  const char *const *args; /* each decoded "name=value" as sent, in order */
+  /* Each decoded "name=value" as sent, in order; empty ones ("a=1&&b=2",
+   * a trailing '&') are not there. */
+  const char *const *args;
   size_t n_args;
   const uint8_t *body; /* the whole body (NULL when body_len is 0) */
   size_t body_len;     /* at most cfg.max_body */

@@ -18,7 +18,8 @@
  * the authz file: observe reads, record also triggers and pins.
  *
  * Untrusted input: ids go through tg_coll_id_parse() and nothing else
- * reaches the file system; numbers are parsed whole or refused (400);
+ * reaches the file system; a request under /api/v1 takes only its own
+ * arguments, each once, and numbers and flags parsed whole (else 400);
  * text filters go to the catalog as bound parameters; every string echoed
  * back is JSON-escaped.
  */
@@ -41,6 +42,8 @@
 #include "tracegate/error.h"
 
 #define API "/api/v1"
+/* What an id is, said in refusals (snapshot_id.h). */
+#define ID_FORM "16 lowercase hex digits, 0000000000000001 to 7fffffffffffffff"
 #define WAIT_MAX 256 /* requests waiting for a snapshot at once */
 /* Host rows one GET of a snapshot carries (~1.2 KB each in memory while
  * it is built): a snapshot has at most TG_MERGE_MAX_HOSTS (one
@@ -100,6 +103,41 @@ static const char *arg(const tg_http_request_t *r, const char *name) {
       return r->args[i] + n + 1;
   return NULL;
 }
+
+/* Whether every argument of |r| is "name=value" with a name of |allowed|
+ * (NULL-terminated), each name once. Otherwise answers 400 naming the
+ * argument and returns false: a misspelt name would be ignored and a
+ * repeated one would have one of its values taken, and the answer would
+ * look like the one asked for. */
+static bool args_ok(tg_http_exchange_t *x, const tg_http_request_t *r,
+                    const char *const *allowed) {
+  for (size_t i = 0; i < r->n_args; i++) {
+    const char *a = r->args[i];
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    const char *why = NULL;
+    size_t k = 0;
+    while (allowed[k] && !(strlen(allowed[k]) == n && !memcmp(allowed[k], a, n)))
+      k++;
+    if (!allowed[k]) {
+      why = "not an argument of this request";
+    } else if (!eq) {
+      why = "no value (name=value)";
+    } else {
+      for (size_t j = 0; j < i && !why; j++)
+        if (!strncmp(r->args[j], a, n + 1)) why = "given twice";
+    }
+    if (!why) continue;
+    /* The name is the client's: cut, and JSON-escaped by json_error(). */
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%.*s: %s", n > 64 ? 64 : (int)n, a, why);
+    json_error(x, 400, msg);
+    return false;
+  }
+  return true;
+}
+
+static const char *const no_args[] = {NULL};
 
 /* A decimal number, whole, within [lo, hi]. */
 static bool num(const char *s, int64_t lo, int64_t hi, int64_t *v) {
@@ -197,7 +235,7 @@ static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
   if ((s = arg(r, "before"))) {
     uint64_t id;
     if (tg_coll_id_parse(s, strlen(s), &id) < 0)
-      return json_error(x, 400, "before: a snapshot id (16 hex digits)");
+      return json_error(x, 400, "before: " ID_FORM);
     f.before_id = id;
   }
   if ((s = arg(r, "state"))) {
@@ -315,6 +353,8 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
     return json_error(x, 400, "reason: at most 1024 bytes");
   if (strcmp(group, "all") != 0 && !tg_coll_config_group(&c->cfg, group))
     return json_error(x, 400, "group: not a group of the config");
+  if (wait && strcmp(wait, "0") && strcmp(wait, "1"))
+    return json_error(x, 400, "wait: 0 or 1");
   bool waiting = wait && !strcmp(wait, "1");
   if (waiting && n_waiters >= WAIT_MAX)
     return json_error(x, 503, "too many requests waiting for snapshots");
@@ -508,28 +548,37 @@ static void handle(void *ctx, tg_http_exchange_t *x,
   }
   if (!strcmp(p, API "/hosts")) {
     if (!get) return json_error(x, 405, "GET only");
+    if (!args_ok(x, r, no_args)) return;
     return get_hosts(c, x);
   }
   if (!strcmp(p, API "/snapshots")) {
+    static const char *const list_args[] = {"from",  "to",      "limit", "before",
+                                            "state", "trigger", "host",  NULL};
+    static const char *const post_args[] = {"reason", "group", "wait", NULL};
+    if (!get && !post) return json_error(x, 405, "GET or POST");
+    if (!args_ok(x, r, get ? list_args : post_args)) return;
     if (get) return list_snapshots(c, x, r);
-    if (post) return post_snapshot(c, x, r);
-    return json_error(x, 405, "GET or POST");
+    return post_snapshot(c, x, r);
   }
   uint64_t id;
   const char *rest;
   if (!strncmp(p, API "/snapshots/", strlen(API "/snapshots/"))) {
     if (!snapshot_path(p, &id, &rest))
-      return json_error(x, 404, "not a snapshot id (16 hex digits)");
+      return json_error(x, 404, "not a snapshot id: " ID_FORM);
     if (!*rest) {
       if (!get) return json_error(x, 405, "GET only");
+      if (!args_ok(x, r, no_args)) return;
       return get_snapshot(c, x, id);
     }
     if (!strcmp(rest, "/trace")) {
       if (!get) return json_error(x, 405, "GET only");
+      if (!args_ok(x, r, no_args)) return;
       return get_trace(c, x, id);
     }
     if (!strcmp(rest, "/pin")) {
+      static const char *const pin_args[] = {"pinned", NULL};
       if (!post) return json_error(x, 405, "POST only");
+      if (!args_ok(x, r, pin_args)) return;
       return post_pin(c, x, r, id);
     }
   }

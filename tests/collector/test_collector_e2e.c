@@ -162,6 +162,35 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
     assert_int_equal(http(&c, "GET", "/api/v1/snapshots?from=9000000000000", lj), 200);
     assert_json(lj, "snapshots", "[]");
     assert_int_equal(http(&c, "GET", "/api/v1/snapshots?from=x", lj), 400);
+    /* Arguments the request does not take, or takes once and by value, are
+     * refused rather than ignored or picked from: the answer would look
+     * like the one asked for. */
+    static const char *const refused[][2] = {
+        {"GET", "/api/v1/snapshots?limt=1"},
+        {"GET", "/api/v1/snapshots?limit=1&limit=2"},
+        {"GET", "/api/v1/snapshots?limit"},
+        {"GET", "/api/v1/snapshots?&limit=0"}, /* 0 is out of range */
+        {"GET", "/api/v1/snapshots?wait=1"},
+        {"GET", "/api/v1/hosts?state=tracing"},
+        {"POST", "/api/v1/snapshots?wait=yes"},
+        {"POST", "/api/v1/snapshots?limit=1"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+      print_message("%s %s\n", refused[i][0], refused[i][1]);
+      assert_int_equal(http(&c, refused[i][0], refused[i][1], lj), 400);
+      assert_true(strlen(tg_test_json(lj, "error")) > 2);
+    }
+    /* A trailing '&' is nothing to refuse. */
+    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?limit=1&", lj), 200);
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/trace?x=1", id);
+    assert_int_equal(http(&c, "GET", path, lj), 400);
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s?x=1", id);
+    assert_int_equal(http(&c, "GET", path, lj), 400);
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=1&pinned=0", id);
+    assert_int_equal(http(&c, "POST", path, lj), 400);
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+    assert_int_equal(http(&c, "GET", path, lj), 200); /* nothing was pinned */
+    assert_json(lj, "snapshot.pinned", "false");
   }
   for (int i = 0; i < 2; i++) {
     char key[32], down[96];

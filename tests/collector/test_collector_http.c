@@ -387,6 +387,39 @@ static void http_get_passes_path_and_query(void **state) {
   fixture_stop(&f);
 }
 
+/* An empty argument ("?&limit=0", "a=1&&b=2", a trailing '&') carries
+ * nothing, and what follows it still arrives: counting arguments up to the
+ * first empty one once handed the owner no arguments for "?&limit=0".
+ * Empty ones still count toward the 64. */
+static void http_empty_query_arguments_hide_nothing(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  client_t c = CLIENT("GET /api/snapshots?&limit=0&&host=b& HTTP/1.1\r\n"
+                      "Host: x\r\nConnection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_int_equal(f.n_args, 2);
+  assert_string_equal(f.args[0], "limit=0");
+  assert_string_equal(f.args[1], "host=b");
+  assert_string_equal(f.query, "limit=0&host=b");
+  client_free(&c);
+
+  /* 64 empty ones and one more argument: over the limit, not handled. */
+  char req[512];
+  size_t n = (size_t)snprintf(req, sizeof(req), "GET /api/snapshots?");
+  for (int i = 0; i < 64; i++) req[n++] = '&';
+  n += (size_t)snprintf(req + n, sizeof(req) - n,
+                        "limit=0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  client_t d = CLIENT(req);
+  exchange(&f, &d);
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_non_null(d.resp);
+  assert_memory_equal(d.resp, "HTTP/1.1 414", 12);
+  client_free(&d);
+  fixture_stop(&f);
+}
+
 static void http_post_body_arrives_whole_across_writes(void **state) {
   (void)state;
   fixture_t f;
@@ -903,6 +936,7 @@ static int certs_teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(http_get_passes_path_and_query),
+      cmocka_unit_test(http_empty_query_arguments_hide_nothing),
       cmocka_unit_test(http_post_body_arrives_whole_across_writes),
       cmocka_unit_test(http_body_over_max_gets_413_unhandled),
       cmocka_unit_test(http_deferred_response_arrives),
