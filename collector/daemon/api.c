@@ -13,6 +13,8 @@
  *   GET  /metrics                          Prometheus text format
  *   GET  /healthz
  *
+ * Every GET also answers HEAD (the HTTP layer leaves the body out).
+ *
  * Who may do what: over plain HTTP (loopback only, config.c) everyone
  * everything; over HTTPS the client certificate's CN, looked up exactly in
  * the authz file: observe reads, record also triggers and pins.
@@ -518,7 +520,9 @@ static bool origin_ok(const tg_http_request_t *r) {
 static void handle(void *ctx, tg_http_exchange_t *x,
                    const tg_http_request_t *r) {
   coll_t *c = ctx;
-  bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+  /* HEAD: download tools ask a trace's size with it. */
+  bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+  bool post = !strcmp(r->method, "POST");
   tg_authz_role_t role = TG_ROLE_RECORD;
   if (r->tls) role = tg_authz_role(authz, r->identity);
   TG_DEBUG("http %s %s (%s)", r->method, r->path, r->tls ? r->identity : "plain");

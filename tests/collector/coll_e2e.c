@@ -130,10 +130,13 @@ pid_t http_spawn_as(const collector_t *c, const char *who, const char *method,
       "    code, body = r.status, r.read()\n"
       "except urllib.error.HTTPError as e:\n"
       "    code, body = e.code, e.read()\n"
+      "    r = e\n"
       "except Exception as e:  # no HTTP answer at all: status 0\n"
-      "    code, body = 0, str(e).encode()\n"
+      "    code, body, r = 0, str(e).encode(), None\n"
       "open(out, 'wb').write(body)\n"
-      "open(out + '.status', 'w').write(str(code))\n";
+      "open(out + '.status', 'w').write(str(code))\n"
+      "length = r.headers.get('Content-Length') if r is not None else None\n"
+      "open(out + '.length', 'w').write(length or '-1')\n";
   char url[512], ca[256] = "-", cert[256] = "-", key[256] = "-";
   snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", who ? "https" : "http",
            c->port, path);
@@ -178,6 +181,16 @@ int http_wait(pid_t pid, const char *out) {
   assert_non_null(fgets(text, sizeof(text), f));
   fclose(f);
   return atoi(text);
+}
+
+long long http_length(const char *out) {
+  char path[512], text[32] = "";
+  snprintf(path, sizeof(path), "%s.length", out);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof(text), f));
+  fclose(f);
+  return atoll(text);
 }
 
 int https_as(const collector_t *c, const char *who, const char *method,

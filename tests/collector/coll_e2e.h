@@ -48,6 +48,8 @@ int https_as(const collector_t *c, const char *who, const char *method,
              const char *path, const char *out);
 /* Reaps the request; returns its HTTP status. */
 int http_wait(pid_t pid, const char *out);
+/* The Content-Length of the answer a request wrote to |out|; -1: none. */
+long long http_length(const char *out);
 /* Both: returns the status. */
 int http(const collector_t *c, const char *method, const char *path,
          const char *out);

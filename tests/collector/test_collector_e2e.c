@@ -77,6 +77,19 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
   assert_json(json, "hosts.1.outcome", "\"ok\"");
   const char *trace = fleet_in_dir("snap1.pftrace");
   download(&c, id, trace);
+  /* HEAD: the download's headers (its length), without its body. */
+  {
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/trace", id);
+    const char *head = fleet_in_dir("head.out");
+    assert_int_equal(http(&c, "HEAD", path, head), 200);
+    struct stat st, hs;
+    assert_int_equal(stat(trace, &st), 0);
+    assert_int_equal(stat(head, &hs), 0);
+    assert_int_equal(hs.st_size, 0);
+    assert_true(st.st_size > 0);
+    assert_int_equal(http_length(head), st.st_size);
+  }
   fleet_trace_t t;
   fleet_trace_load(trace, &t);
   fleet_trace_assert_values(&t, "hostA", 1, 5);
