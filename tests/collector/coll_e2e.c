@@ -170,28 +170,25 @@ void collector_dump_log(void) {
   fclose(f);
 }
 
-int http_wait(pid_t pid, const char *out) {
-  int code = tg_test_exit_code(tg_test_reap(pid, 90000));
-  if (code != 0) collector_dump_log();
-  assert_int_equal(code, 0);
-  char path[512], text[16] = "";
-  snprintf(path, sizeof(path), "%s.status", out);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  assert_non_null(fgets(text, sizeof(text), f));
-  fclose(f);
-  return atoi(text);
-}
-
-long long http_length(const char *out) {
+/* The number the request's script wrote to |out| + |suffix|. */
+static long long answer_number(const char *out, const char *suffix) {
   char path[512], text[32] = "";
-  snprintf(path, sizeof(path), "%s.length", out);
+  snprintf(path, sizeof(path), "%s%s", out, suffix);
   FILE *f = fopen(path, "r");
   assert_non_null(f);
   assert_non_null(fgets(text, sizeof(text), f));
   fclose(f);
   return atoll(text);
 }
+
+int http_wait(pid_t pid, const char *out) {
+  int code = tg_test_exit_code(tg_test_reap(pid, 90000));
+  if (code != 0) collector_dump_log();
+  assert_int_equal(code, 0);
+  return (int)answer_number(out, ".status");
+}
+
+long long http_length(const char *out) { return answer_number(out, ".length"); }
 
 int https_as(const collector_t *c, const char *who, const char *method,
              const char *path, const char *out) {
