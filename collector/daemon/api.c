@@ -501,10 +501,12 @@ static bool host_ok(const coll_t *c, const char *host) {
   memcpy(name, host, n);
   name[n] = 0;
   if (colon) {
+    /* Digits only: strtoul() would also take blanks, a sign, and wrap. */
     const char *port = colon + (host[0] == '[' ? 2 : 1);
-    char *end;
-    unsigned long p = strtoul(port, &end, 10);
-    if (*end || end == port || p != tg_http_server_port(c->http)) return false;
+    size_t len = strspn(port, "0123456789");
+    if (len == 0 || len > 5 || port[len] ||
+        strtoul(port, NULL, 10) != tg_http_server_port(c->http))
+      return false;
   }
   return !strcmp(name, "127.0.0.1") || !strcasecmp(name, "localhost") ||
          !strcmp(name, "[::1]") || !strcmp(name, c->cfg.listen_host);

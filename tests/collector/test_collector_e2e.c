@@ -746,6 +746,13 @@ static void requests_of_other_sites_are_refused(void **state) {
   assert_int_equal(http_with(&c, "POST", "/api/v1/snapshots", "Origin",
                              "https://evil.example"), 400);
   assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Host", host), 400);
+  /* The port written only in digits: -(2^64 - port) wraps to it in
+   * strtoul(). */
+  snprintf(host, sizeof(host), "127.0.0.1:-%llu",
+           (unsigned long long)(0ull - (unsigned long long)c.port));
+  assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Host", host), 400);
+  snprintf(host, sizeof(host), "127.0.0.1:%d", c.port);
+  assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Host", host), 200);
   assert_int_equal(http_with(&c, "GET", "/api/v1/hosts", "Origin", own), 200);
   /* Nothing was triggered by the refused POST (this collector's count;
    * the store holds earlier tests' snapshots). */
