@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "collector/http_internal.h"
+#include "common/decimal.h"
 #include "common/log.h"
 #include "common/printable.h"
 
@@ -264,12 +265,7 @@ static int content_length(struct lws *wsi, uint64_t *out) {
   if (n >= (int)sizeof(v) ||
       lws_hdr_copy(wsi, v, sizeof(v), WSI_TOKEN_HTTP_CONTENT_LENGTH) != n)
     return -1;
-  char *end;
-  errno = 0;
-  unsigned long long len = strtoull(v, &end, 10);
-  if (errno || end == v || *end || v[0] == '-') return -1;
-  *out = len;
-  return 0;
+  return tg_decimal_u64(v, UINT64_MAX, out) < 0 ? -1 : 0;
 }
 
 /* LWS_CALLBACK_HTTP: a request's headers are in. */

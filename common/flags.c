@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/decimal.h"
 #include "common/log.h"
 
 #define HELP_VAL 'h'
@@ -96,18 +97,22 @@ static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
       *(const char **)f->target = v;
       return 0;
     case TG_FLAG_UINT: {
-      errno = 0;
-      unsigned long long x = strtoull(v, &end, 10);
-      if (errno || end == v || *end || v[0] == '-') {
+      uint64_t x;
+      int rv = tg_decimal_u64(v, UINT64_MAX, &x);
+      if (rv == -ERANGE) {
+        fprintf(stderr, "%s: --%s: '%s' is too large\n", prog, f->name, v);
+        return -EINVAL;
+      }
+      if (rv < 0) {
         fprintf(stderr, "%s: --%s: '%s' is not a whole number\n", prog, f->name, v);
         return -EINVAL;
       }
       if (x < f->min || (f->max && x > f->max)) {
         if (f->max)
-          fprintf(stderr, "%s: --%s: %llu is outside %" PRIu64 "..%" PRIu64 "\n",
+          fprintf(stderr, "%s: --%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64 "\n",
                   prog, f->name, x, f->min, f->max);
         else
-          fprintf(stderr, "%s: --%s: %llu is less than %" PRIu64 "\n", prog,
+          fprintf(stderr, "%s: --%s: %" PRIu64 " is less than %" PRIu64 "\n", prog,
                   f->name, x, f->min);
         return -EINVAL;
       }

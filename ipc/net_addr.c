@@ -7,8 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
-/* Longest port text: "65535". */
-#define PORT_DIGITS_MAX 5
+#include "common/decimal.h"
 
 static bool host_char_ok(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -28,17 +27,11 @@ static int take_host(const char *h_untrusted, size_t len, tg_net_addr_t *out) {
   return 0;
 }
 
-/* Digits only (no sign, no spaces, which strtoul would let through). */
+/* Digits only: no sign, no blanks (strtoul() would take both). */
 static int take_port(const char *p_untrusted, unsigned flags, uint16_t *port) {
-  size_t n = strlen(p_untrusted);
-  if (n == 0 || n > PORT_DIGITS_MAX) return -EINVAL;
-  uint32_t v = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)p_untrusted[i];
-    if (c < '0' || c > '9') return -EINVAL;
-    v = v * 10 + (uint32_t)(c - '0'); /* 5 digits: no overflow */
-  }
-  if (v > 65535 || (v == 0 && !(flags & TG_NET_ADDR_PORT_ZERO)))
+  uint64_t v;
+  if (tg_decimal_u64(p_untrusted, 65535, &v) < 0 ||
+      (v == 0 && !(flags & TG_NET_ADDR_PORT_ZERO)))
     return -EINVAL;
   *port = (uint16_t)v;
   return 0;

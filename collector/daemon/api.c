@@ -37,6 +37,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/http.h"
 #include "collector/snapshot_id.h"
+#include "common/decimal.h"
 #include "common/log.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/fleet/merge.h"
@@ -143,13 +144,7 @@ static const char *const no_args[] = {NULL};
 
 /* A decimal number, whole, within [lo, hi]. */
 static bool num(const char *s, int64_t lo, int64_t hi, int64_t *v) {
-  if (!s || !*s) return false;
-  char *end;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (errno || *end || x < lo || x > hi) return false;
-  *v = x;
-  return true;
+  return s && tg_decimal_i64(s, lo, hi, v) == 0;
 }
 
 /* --- JSON of the collector's things --------------------------------------------- */
@@ -501,11 +496,9 @@ static bool host_ok(const coll_t *c, const char *host) {
   memcpy(name, host, n);
   name[n] = 0;
   if (colon) {
-    /* Digits only: strtoul() would also take blanks, a sign, and wrap. */
-    const char *port = colon + (host[0] == '[' ? 2 : 1);
-    size_t len = strspn(port, "0123456789");
-    if (len == 0 || len > 5 || port[len] ||
-        strtoul(port, NULL, 10) != tg_http_server_port(c->http))
+    uint64_t port;
+    if (tg_decimal_u64(colon + (host[0] == '[' ? 2 : 1), 65535, &port) < 0 ||
+        port != tg_http_server_port(c->http))
       return false;
   }
   return !strcmp(name, "127.0.0.1") || !strcasecmp(name, "localhost") ||

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/decimal.h"
 #include "common/version.h"
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/record.h"
@@ -41,10 +42,8 @@ static int cli_parse_compress(const char *s, int *level) {
     return 0;
   }
   if (strncmp(s, "zstd:", 5) != 0) return -EINVAL;
-  char *end;
-  errno = 0;
-  long v = strtol(s + 5, &end, 10);
-  if (errno || end == s + 5 || *end || v < 1 || v > 19) return -EINVAL;
+  uint64_t v;
+  if (tg_decimal_u64(s + 5, 19, &v) < 0 || v < 1) return -EINVAL;
   *level = (int)v;
   return 0;
 }

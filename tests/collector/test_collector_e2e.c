@@ -183,6 +183,8 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
         {"GET", "/api/v1/snapshots?limit=1&limit=2"},
         {"GET", "/api/v1/snapshots?limit"},
         {"GET", "/api/v1/snapshots?&limit=0"}, /* 0 is out of range */
+        {"GET", "/api/v1/snapshots?limit=%2B5"}, /* digits only: no sign, */
+        {"GET", "/api/v1/snapshots?limit=%205"}, /* no blank */
         {"GET", "/api/v1/snapshots?wait=1"},
         {"GET", "/api/v1/hosts?state=tracing"},
         {"POST", "/api/v1/snapshots?wait=yes"},

@@ -124,6 +124,9 @@ static void flags_errors_are_reported(void **state) {
       {"--count", "abc", NULL},  /* not a number */
       {"--count", "11", NULL},   /* out of range */
       {"--count", "-1", NULL},   /* negative */
+      {"--count", " 5", NULL},   /* strtoull() skips the blank */
+      {"--count", "+5", NULL},   /* and takes a sign */
+      {"--count", "99999999999999999999", NULL}, /* past 2^64 */
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     if (parse(&o, cases[i], 0) != -EINVAL) fail_msg("case %zu accepted", i);
