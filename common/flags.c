@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,7 +88,6 @@ static int add_to_list(const char *prog, const tg_flag_t *f, const char *v) {
 }
 
 static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
-  char *end;
   switch (f->type) {
     case TG_FLAG_STRING:
       if (!*v) {
@@ -120,9 +120,11 @@ static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
       return 0;
     }
     case TG_FLAG_OCTAL: {
-      errno = 0;
-      unsigned long x = strtoul(v, &end, 8);
-      if (errno || end == v || *end || x > 07777) {
+      /* Octal digits only, as for decimals (common/decimal.h): strtoul()
+       * would also take blanks and a sign. Past ULONG_MAX it saturates. */
+      size_t n = strspn(v, "01234567");
+      unsigned long x = n && !v[n] ? strtoul(v, NULL, 8) : ULONG_MAX;
+      if (x > 07777) {
         fprintf(stderr, "%s: --%s: '%s' is not an octal file mode\n", prog,
                 f->name, v);
         return -EINVAL;

@@ -27,7 +27,7 @@ static int take_host(const char *h_untrusted, size_t len, tg_net_addr_t *out) {
   return 0;
 }
 
-/* Digits only: no sign, no blanks (strtoul() would take both). */
+/* Digits only (common/decimal.h says why). */
 static int take_port(const char *p_untrusted, unsigned flags, uint16_t *port) {
   uint64_t v;
   if (tg_decimal_u64(p_untrusted, 65535, &v) < 0 ||

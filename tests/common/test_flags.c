@@ -133,6 +133,28 @@ static void flags_errors_are_reported(void **state) {
   }
 }
 
+/* File modes: octal digits only, 07777 at most. */
+static void flags_octal_takes_octal_digits_only(void **state) {
+  (void)state;
+  unsigned mode = 0;
+  const tg_flag_t flags[] = {
+      {"mode", TG_FLAG_OCTAL, &mode, "MODE", "the mode", 0, 0},
+  };
+  static const char *const bad[] = {" 644", "+644", "-644", "", "8",
+                                    "0x1ff", "10000", "0644 ",
+                                    "7777777777777777777777777"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *argv[] = {"prog", "--mode", (char *)bad[i], NULL};
+    mode = 1;
+    if (tg_flags_parse("prog", flags, 1, 3, argv, NULL, 0, NULL) != -EINVAL)
+      fail_msg("'%s' accepted", bad[i]);
+    assert_int_equal(mode, 1);
+  }
+  char *ok[] = {"prog", "--mode", "0640", NULL};
+  assert_int_equal(tg_flags_parse("prog", flags, 1, 3, ok, NULL, 0, NULL), 0);
+  assert_int_equal(mode, 0640);
+}
+
 static void flags_help_stops_parsing(void **state) {
   (void)state;
   opts_t o;
@@ -189,6 +211,7 @@ int main(void) {
       cmocka_unit_test(flags_list_collects_every_value_in_order),
       cmocka_unit_test(flags_positionals_in_order_and_after_double_dash),
       cmocka_unit_test(flags_errors_are_reported),
+      cmocka_unit_test(flags_octal_takes_octal_digits_only),
       cmocka_unit_test(flags_help_stops_parsing),
       cmocka_unit_test(flags_parse_again_from_the_start),
       cmocka_unit_test(flags_usage_lists_flags_defaults_and_short_forms),
