@@ -126,7 +126,7 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(the_page_in_chromium_shows_downloads_and_opens_the_ui),
+      FLEET_TEST(the_page_in_chromium_shows_downloads_and_opens_the_ui),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -868,20 +868,20 @@ static void the_cli_refuses_a_bad_collector_address(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(operator_snapshots_and_a_killed_collector),
-      cmocka_unit_test(a_host_trigger_snapshots_the_fleet),
-      cmocka_unit_test(a_collector_killed_mid_snapshot),
-      cmocka_unit_test(the_inventory_changes_while_running),
-      cmocka_unit_test(https_roles_decide_who_reads_and_who_triggers),
-      cmocka_unit_test(a_trigger_storm_is_coalesced_and_capped),
-      cmocka_unit_test(a_bad_config_names_its_line),
-      cmocka_unit_test(a_relay_crash_keeps_the_ring),
-      cmocka_unit_test(retention_deletes_all_but_the_pinned),
-      cmocka_unit_test(the_schedule_snapshots_the_fleet),
-      cmocka_unit_test(a_group_snapshots_only_its_hosts),
-      cmocka_unit_test(requests_of_other_sites_are_refused),
-      cmocka_unit_test(the_cli_asks_for_a_snapshot),
-      cmocka_unit_test(the_cli_refuses_a_bad_collector_address),
+      FLEET_TEST(operator_snapshots_and_a_killed_collector),
+      FLEET_TEST(a_host_trigger_snapshots_the_fleet),
+      FLEET_TEST(a_collector_killed_mid_snapshot),
+      FLEET_TEST(the_inventory_changes_while_running),
+      FLEET_TEST(https_roles_decide_who_reads_and_who_triggers),
+      FLEET_TEST(a_trigger_storm_is_coalesced_and_capped),
+      FLEET_TEST(a_bad_config_names_its_line),
+      FLEET_TEST(a_relay_crash_keeps_the_ring),
+      FLEET_TEST(retention_deletes_all_but_the_pinned),
+      FLEET_TEST(the_schedule_snapshots_the_fleet),
+      FLEET_TEST(a_group_snapshots_only_its_hosts),
+      FLEET_TEST(requests_of_other_sites_are_refused),
+      FLEET_TEST(the_cli_asks_for_a_snapshot),
+      FLEET_TEST(the_cli_refuses_a_bad_collector_address),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

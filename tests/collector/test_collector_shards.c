@@ -148,7 +148,7 @@ static void two_sharded_collectors_share_a_postgresql_catalog(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(two_sharded_collectors_share_a_postgresql_catalog),
+      FLEET_TEST(two_sharded_collectors_share_a_postgresql_catalog),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

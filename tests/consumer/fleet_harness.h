@@ -10,8 +10,10 @@
  * error (it asserts and returns no error code), so call them from a test
  * only. Every wait has a deadline (FLEET_WAIT_MS unless it says
  * otherwise). What a *_start starts, the matching *_stop stops and reaps;
- * a test calls them itself, and a test that fails half-way leaves its
- * children to PR_SET_PDEATHSIG (test_proc.h) when the binary exits.
+ * a test calls them itself. Tests are declared with FLEET_TEST(), whose
+ * teardown kills and reaps the children of a test that failed half-way
+ * (its relays, services, collector, CLI), so the next test of the binary
+ * does not meet them; a test that passes without stopping one fails.
  *
  * Pointers: the structs (fleet_relay_t, fleet_host_t, fleet_cli_t) are the
  * caller's, usually on its stack, and must not move while they hold a
@@ -34,7 +36,11 @@
 #include <sys/types.h>
 
 #include "fault_proxy.h"
+#include "test_proc.h"
 #include "test_service.h"
+
+/* A cmocka test entry of a binary built on this harness. */
+#define FLEET_TEST(f) cmocka_unit_test_teardown(f, tg_test_children_teardown)
 
 #define FLEET_WAIT_MS 30000
 #define FLEET_BIG 1000 /* payload bytes of a fleet_commit_big() packet */

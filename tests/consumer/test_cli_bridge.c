@@ -875,12 +875,12 @@ static void bridge_closes_unmasked_frames_and_goes_on(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(bridge_records_the_local_service_over_traced),
-      cmocka_unit_test(bridge_holds_the_service_while_the_ui_lags),
-      cmocka_unit_test(bridge_records_a_host_behind_its_relay),
-      cmocka_unit_test(bridge_refuses_foreign_origins),
-      cmocka_unit_test(bridge_closes_hostile_peers_and_goes_on),
-      cmocka_unit_test(bridge_closes_unmasked_frames_and_goes_on),
+      FLEET_TEST(bridge_records_the_local_service_over_traced),
+      FLEET_TEST(bridge_holds_the_service_while_the_ui_lags),
+      FLEET_TEST(bridge_records_a_host_behind_its_relay),
+      FLEET_TEST(bridge_refuses_foreign_origins),
+      FLEET_TEST(bridge_closes_hostile_peers_and_goes_on),
+      FLEET_TEST(bridge_closes_unmasked_frames_and_goes_on),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

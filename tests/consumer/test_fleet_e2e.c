@@ -930,22 +930,22 @@ static void stuck_host_fails_at_its_deadline_and_the_other_finishes(void **state
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(remote_record_through_one_relay_over_tls),
-      cmocka_unit_test(tls_files_from_the_environment_and_a_name_per_host),
-      cmocka_unit_test(three_hosts_merged_and_one_file_each),
-      cmocka_unit_test(
+      FLEET_TEST(remote_record_through_one_relay_over_tls),
+      FLEET_TEST(tls_files_from_the_environment_and_a_name_per_host),
+      FLEET_TEST(three_hosts_merged_and_one_file_each),
+      FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),
-      cmocka_unit_test(many_hosts_lacking_a_name_give_one_summary_line),
-      cmocka_unit_test(big_fleet_clock_before_every_host_packet),
-      cmocka_unit_test(a_host_down_fails_the_run_but_not_the_others),
-      cmocka_unit_test(link_cut_mid_session_reconnects_and_keeps_everything),
-      cmocka_unit_test(truncated_link_is_an_error_not_the_end_of_data),
-      cmocka_unit_test(compressed_stream_carries_every_packet_in_fewer_bytes),
-      cmocka_unit_test(relay_that_never_compresses_sends_plain_and_says_so),
-      cmocka_unit_test(merge_rewrites_packets_inside_compressed_packets),
-      cmocka_unit_test(ssh_transport_runs_the_relay_in_stdio_mode),
-      cmocka_unit_test(killed_cli_session_taken_back_with_attach_and_merge),
-      cmocka_unit_test(stuck_host_fails_at_its_deadline_and_the_other_finishes),
+      FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),
+      FLEET_TEST(big_fleet_clock_before_every_host_packet),
+      FLEET_TEST(a_host_down_fails_the_run_but_not_the_others),
+      FLEET_TEST(link_cut_mid_session_reconnects_and_keeps_everything),
+      FLEET_TEST(truncated_link_is_an_error_not_the_end_of_data),
+      FLEET_TEST(compressed_stream_carries_every_packet_in_fewer_bytes),
+      FLEET_TEST(relay_that_never_compresses_sends_plain_and_says_so),
+      FLEET_TEST(merge_rewrites_packets_inside_compressed_packets),
+      FLEET_TEST(ssh_transport_runs_the_relay_in_stdio_mode),
+      FLEET_TEST(killed_cli_session_taken_back_with_attach_and_merge),
+      FLEET_TEST(stuck_host_fails_at_its_deadline_and_the_other_finishes),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -310,10 +310,10 @@ static void five_lossless_recordings_in_a_row_each_say_no_data_loss(void **state
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(silent_partition_is_found_on_both_ends_and_nothing_is_lost),
-      cmocka_unit_test(reset_reconnects_and_keeps_every_packet),
-      cmocka_unit_test(a_reply_lost_in_flight_is_reported),
-      cmocka_unit_test(five_lossless_recordings_in_a_row_each_say_no_data_loss),
+      FLEET_TEST(silent_partition_is_found_on_both_ends_and_nothing_is_lost),
+      FLEET_TEST(reset_reconnects_and_keeps_every_packet),
+      FLEET_TEST(a_reply_lost_in_flight_is_reported),
+      FLEET_TEST(five_lossless_recordings_in_a_row_each_say_no_data_loss),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

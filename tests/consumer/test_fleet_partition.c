@@ -371,12 +371,12 @@ static void partition_past_the_buffer_counts_exactly_what_was_overwritten(void *
 
 int main(int argc, char **argv) {
   const struct CMUnitTest regular[] = {
-      cmocka_unit_test(partition_of_25s_compressed),
-      cmocka_unit_test(partition_past_the_buffer_counts_exactly_what_was_overwritten),
+      FLEET_TEST(partition_of_25s_compressed),
+      FLEET_TEST(partition_past_the_buffer_counts_exactly_what_was_overwritten),
   };
   const struct CMUnitTest real_time[] = {
-      cmocka_unit_test(partition_of_2min_plain),
-      cmocka_unit_test(partition_of_10min_compressed),
+      FLEET_TEST(partition_of_2min_plain),
+      FLEET_TEST(partition_of_10min_compressed),
   };
   if (argc > 1 && !strcmp(argv[1], "long"))
     return cmocka_run_group_tests(real_time, group_setup, fleet_dir_teardown);

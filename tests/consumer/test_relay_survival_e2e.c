@@ -301,9 +301,9 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(relay_killed_and_restarted_loses_nothing),
-      cmocka_unit_test(cuts_mid_read_lose_nothing_and_double_nothing),
-      cmocka_unit_test(a_window_too_small_loses_exactly_what_it_says),
+      FLEET_TEST(relay_killed_and_restarted_loses_nothing),
+      FLEET_TEST(cuts_mid_read_lose_nothing_and_double_nothing),
+      FLEET_TEST(a_window_too_small_loses_exactly_what_it_says),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -37,11 +37,48 @@ static void place_fd(int fd, int target) {
   if (fd == target) fcntl(fd, F_SETFD, 0);
 }
 
+/* The children tg_test_spawn() started that tg_test_reap() has not reaped
+ * yet, each with a pidfd opened at the fork: a pidfd names that process
+ * and no other, so tg_test_children_teardown() never signals a pid that
+ * was reaped elsewhere and reused. Used from the test's thread only. */
+typedef struct live_child {
+  pid_t pid;
+  int pidfd; /* -1: pidfd_open() failed; the pid is still tracked */
+} live_child_t;
+
+static live_child_t g_live[256];
+static size_t g_n_live;
+
+static void live_add(pid_t pid) {
+  if (g_n_live == sizeof(g_live) / sizeof(g_live[0])) {
+    fprintf(stderr, "test_proc: more than %zu children at once; pid %d is "
+            "not tracked for the teardown\n", g_n_live, (int)pid);
+    return;
+  }
+  g_live[g_n_live].pid = pid;
+  g_live[g_n_live].pidfd = pidfd_open(pid, 0);
+  g_n_live++;
+}
+
+/* Forgets |pid|; returns its pidfd (the caller's to close), or -1. */
+static int live_take(pid_t pid) {
+  for (size_t i = 0; i < g_n_live; i++) {
+    if (g_live[i].pid != pid) continue;
+    int fd = g_live[i].pidfd;
+    g_live[i] = g_live[--g_n_live];
+    return fd;
+  }
+  return -1;
+}
+
 pid_t tg_test_spawn(const tg_test_spawn_t *s) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return -errno;
-  if (pid > 0) return pid;
+  if (pid > 0) {
+    live_add(pid);
+    return pid;
+  }
   /* A test that crashes must not leave its children behind. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
@@ -74,7 +111,8 @@ pid_t tg_test_spawn_cli(const char *path, const char *const *args, int out_fd,
 }
 
 int tg_test_reap(pid_t pid, int timeout_ms) {
-  int pidfd = pidfd_open(pid, 0);
+  int pidfd = live_take(pid);
+  if (pidfd < 0) pidfd = pidfd_open(pid, 0);
   struct pollfd p = {.fd = pidfd, .events = POLLIN};
   bool killed = false;
   if (pidfd < 0) {
@@ -102,6 +140,33 @@ int tg_test_reap(pid_t pid, int timeout_ms) {
 int tg_test_stop(pid_t pid, int sig, int timeout_ms) {
   kill(pid, sig);
   return tg_test_reap(pid, timeout_ms);
+}
+
+int tg_test_children_teardown(void **state) {
+  (void)state;
+  size_t left = g_n_live;
+  while (g_n_live > 0) {
+    live_child_t c = g_live[--g_n_live];
+    if (c.pidfd < 0) {
+      /* Untracked by fd: only a child of ours still unreaped is touched. */
+      siginfo_t si = {0};
+      if (waitid(P_PID, (id_t)c.pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+        continue;
+      kill(c.pid, SIGKILL);
+      while (waitpid(c.pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+      continue;
+    }
+    pidfd_send_signal(c.pidfd, SIGKILL, NULL, 0);
+    siginfo_t si;
+    while (waitid(P_PIDFD, (id_t)c.pidfd, &si, WEXITED) < 0 && errno == EINTR) {
+    }
+    close(c.pidfd);
+  }
+  if (left == 0) return 0;
+  fprintf(stderr, "test_proc: the test left %zu children running: killed and "
+          "reaped\n", left);
+  return -1;
 }
 
 int tg_test_exit_code(int status) {

@@ -3,7 +3,8 @@
  *
  * Children die with the test (PR_SET_PDEATHSIG), so a crashed test leaves
  * nothing behind holding ctest's pipes; every wait is bounded and what was
- * started is killed and reaped when the bound passes.
+ * started is killed and reaped when the bound passes; a test that fails
+ * half-way has its children killed by tg_test_children_teardown().
  */
 #ifndef TRACEGATE_TESTS_TEST_PROC_H
 #define TRACEGATE_TESTS_TEST_PROC_H
@@ -54,6 +55,15 @@ int tg_test_reap(pid_t pid, int timeout_ms);
 
 /* Sends |sig| and reaps as tg_test_reap. */
 int tg_test_stop(pid_t pid, int sig, int timeout_ms);
+
+/* A cmocka per-test teardown (cmocka_unit_test_teardown): SIGKILLs and
+ * reaps every child tg_test_spawn() started that was not reaped since, so
+ * that a test failing half-way does not leave daemons holding the
+ * directory, sockets or catalog the next test uses. Returns 0 when there
+ * were none; -1 otherwise (said on stderr), which fails a test that
+ * passed without stopping what it started. Not for a binary whose group
+ * setup spawns children the tests share. */
+int tg_test_children_teardown(void **state);
 
 /* A wait status as a shell would report it: the exit code, or 128 + the
  * signal; -1 stays -1. */

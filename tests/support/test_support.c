@@ -57,6 +57,25 @@ static void a_child_past_its_deadline_is_killed_and_reaped(void **state) {
                    128 + SIGTERM);
 }
 
+/* What a test failing half-way leaves, the per-test teardown kills and
+ * reaps, and says so; children already reaped are not touched again. */
+static void the_teardown_kills_what_a_test_left_running(void **state) {
+  assert_int_equal(tg_test_children_teardown(state), 0);
+  pid_t gone = sh("exit 0", -1);
+  assert_int_equal(tg_test_reap(gone, 5000), 0);
+  pid_t a = sh("exec sleep 30", TG_TEST_FD_DEVNULL);
+  pid_t b = sh("exec sleep 30", TG_TEST_FD_DEVNULL);
+  int64_t t0 = tg_test_now_ms();
+  assert_int_equal(tg_test_children_teardown(state), -1);
+  assert_true(tg_test_now_ms() - t0 < 5000);
+  /* Both reaped: neither pid is ours to signal or wait for any more. */
+  assert_int_equal(kill(a, 0), -1);
+  assert_int_equal(errno, ESRCH);
+  assert_int_equal(kill(b, 0), -1);
+  assert_int_equal(errno, ESRCH);
+  assert_int_equal(tg_test_children_teardown(state), 0);
+}
+
 static void wait_line_returns_the_line_and_stops_at_eof_or_deadline(
     void **state) {
   (void)state;
@@ -151,6 +170,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(exit_codes_and_exec_failures_are_reported),
       cmocka_unit_test(a_child_past_its_deadline_is_killed_and_reaped),
+      cmocka_unit_test(the_teardown_kills_what_a_test_left_running),
       cmocka_unit_test(wait_line_returns_the_line_and_stops_at_eof_or_deadline),
       cmocka_unit_test(waits_on_files_wake_when_they_appear_or_change),
       cmocka_unit_test(run_loop_until_returns_on_the_condition_or_the_deadline),
