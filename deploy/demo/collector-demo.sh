@@ -138,6 +138,8 @@ The collector's web page: $URL/
 EOF
 if [ "${DEMO_HOLD:-0}" = 1 ]; then
   printf 'Press Enter to stop everything. '
-  read -r _
+  # End of input (no terminal: a pipe, setsid, CI) stops it too, not as
+  # a failure of the demo.
+  read -r _ || echo
 fi
 [ "$state" = complete ]
