@@ -31,6 +31,7 @@
 #ifndef TRACEGATE_RELAY_BRIDGE_H
 #define TRACEGATE_RELAY_BRIDGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -82,6 +83,11 @@ typedef struct tg_relay_env {
   tg_list_t bridges;
   size_t n_bridges;
   uint64_t accepted, refused, denied_calls;
+  uint64_t handshakes_evicted; /* unverified, closed for newer ones */
+  /* Lines about peers not verified (no identity: failed handshakes,
+   * connections closed or refused for room) share one budget, so that a
+   * flood of connections cannot flood the log and the audit trail. */
+  tg_relay_audit_limit_t unverified_limit;
 } tg_relay_env_t;
 
 /* Prepares the bridge list of |env| (call once before the first bridge). */
@@ -93,6 +99,27 @@ void tg_relay_env_init(tg_relay_env_t *env);
  * was accepted). */
 int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
                            tg_tls_config_t *cfg, const tg_tls_chan_opts_t *opts);
+
+/* Connections that are not closing: what --max-conns counts (a closed
+ * one leaves the list a loop iteration later). */
+size_t tg_relay_bridge_live(const tg_relay_env_t *env);
+
+/* For room: closes the oldest connection whose TLS handshake has not
+ * verified a client after |min_age_ms| (0: none is closed). Returns
+ * whether there was one. Verified clients are never closed for room, and
+ * neither is a handshake younger than that: a client's takes a few round
+ * trips, so peers without a certificate that hold connections open (or
+ * dribble a ClientHello) cannot keep verified clients out unless they open
+ * a connection for every slot every |min_age_ms|. */
+bool tg_relay_bridge_evict_unverified(tg_relay_env_t *env,
+                                      uint64_t min_age_ms);
+
+/* Logs and audits a "connect deny" about the unverified peer at |addr|
+ * within env->unverified_limit: past its burst, lines are counted and
+ * their number said with the next line written. */
+void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
+                              const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Bridges |in_fd|/|out_fd| (ownership passes) to the service as
  * |identity| with the record role (--stdio: ssh authenticated the user).

@@ -16,6 +16,62 @@
 #include "relay/bridge_internal.h"
 #include "tracegate/error.h"
 
+/* --- unverified peers -------------------------------------------------------- */
+
+void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
+                              const char *fmt, ...) {
+  uint64_t held = 0;
+  if (!tg_relay_audit_limit_take(&env->unverified_limit, uv_now(env->loop),
+                                 &held))
+    return;
+  if (held) {
+    TG_WARN("%" PRIu64 " more lines about unverified peers suppressed (at "
+            "most %d a second after %d)", held, TG_AUDIT_DENIALS_PER_S,
+            TG_AUDIT_DENIAL_BURST);
+    tg_relay_audit(env->audit, NULL, "-", "connect", "suppressed",
+                   "%" PRIu64 " more refusals of unverified peers (at most "
+                   "%d lines a second after %d)", held, TG_AUDIT_DENIALS_PER_S,
+                   TG_AUDIT_DENIAL_BURST);
+  }
+  char why[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  TG_WARN("-@%s: connection refused: %s", addr, why);
+  tg_relay_audit(env->audit, NULL, addr, "connect", "deny", "%s", why);
+}
+
+size_t tg_relay_bridge_live(const tg_relay_env_t *env) {
+  size_t n = 0;
+  for (const tg_list_t *it = env->bridges.next; it != &env->bridges;
+       it = it->next) {
+    const tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
+    if (b->state != B_CLOSING) n++;
+  }
+  return n;
+}
+
+bool tg_relay_bridge_evict_unverified(tg_relay_env_t *env,
+                                      uint64_t min_age_ms) {
+  if (min_age_ms == 0) return false;
+  uint64_t now = uv_now(env->loop);
+  /* The list is in accept order: the first unverified one is the oldest. */
+  for (tg_list_t *it = env->bridges.next; it != &env->bridges; it = it->next) {
+    tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
+    if (b->state != B_HANDSHAKE) continue;
+    uint64_t age = now - b->opened_ms;
+    if (age < min_age_ms) return false;
+    env->handshakes_evicted++;
+    tg_relay_deny_unverified(env, b->addr, "still unverified after %" PRIu64
+                             " ms: closed for a newer connection "
+                             "(--max-conns)", age);
+    tg__bridge_close(b, TG_EDENIED, "closed for a newer connection");
+    return true;
+  }
+  return false;
+}
+
 /* --- opening ---------------------------------------------------------------- */
 
 static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
@@ -112,13 +168,12 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
 static void on_handshake(tg_tls_chan_t *ch, int status) {
   tg_relay_bridge_t *b = tg_tls_chan_transport(ch)->data;
   if (status != 0) {
-    /* tls_chan has logged it; the audit trail gets it too. on_close
-     * follows. */
+    /* on_close follows. */
     const char *detail = tg_tls_chan_error(ch);
     b->env->refused++;
-    tg_relay_audit(b->env->audit, NULL, b->addr, "connect", "deny",
-                   "TLS handshake failed: %s%s%s", tg_strerror(status),
-                   detail[0] ? ": " : "", detail);
+    tg_relay_deny_unverified(b->env, b->addr, "TLS handshake failed: %s%s%s",
+                             tg_strerror(status), detail[0] ? ": " : "",
+                             detail);
     return;
   }
   const char *id = tg_tls_chan_peer_identity(ch);

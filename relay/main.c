@@ -51,6 +51,7 @@ typedef struct relay {
   const char *authz_path;
   const char *crl_path;
   uint64_t max_conns;
+  uint64_t evict_after_ms; /* --unverified-evict-ms */
   uint64_t refused_busy;
 } relay_t;
 
@@ -114,8 +115,9 @@ static void on_signal(uv_signal_t *h, int signum) {
   else stop(r, strsignal(signum));
 }
 
-/* Beyond --max-conns: accept and close at once, so the peer learns at
- * once and the listen queue does not fill up. */
+/* Beyond --max-conns with no unverified connection old enough to close:
+ * accept and close at once, so the peer learns at once and the listen
+ * queue does not fill up. */
 static void on_busy_closed(uv_handle_t *h) { free(h); }
 
 static void refuse_busy(relay_t *r) {
@@ -129,11 +131,10 @@ static void refuse_busy(relay_t *r) {
       uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0)
     tg_net_sockaddr_format((struct sockaddr *)&ss, addr, sizeof(addr));
   r->refused_busy++;
-  TG_WARN("-@%s: connection refused: %zu connections open (--max-conns)",
-          addr, r->env.n_bridges);
-  tg_relay_audit(r->audit, NULL, addr, "connect", "deny",
-                 "too many connections (max %llu)",
-                 (unsigned long long)r->max_conns);
+  tg_relay_deny_unverified(&r->env, addr, "too many connections (max %llu): "
+                           "%zu connections open (--max-conns)",
+                           (unsigned long long)r->max_conns,
+                           tg_relay_bridge_live(&r->env));
   uv_close((uv_handle_t *)t, on_busy_closed);
 }
 
@@ -144,7 +145,10 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   if (r->stopping) return;
-  if (r->env.n_bridges >= r->max_conns) {
+  /* Closing connections leave the list a loop iteration later: they do
+   * not count. */
+  if (tg_relay_bridge_live(&r->env) >= r->max_conns &&
+      !tg_relay_bridge_evict_unverified(&r->env, r->evict_after_ms)) {
     refuse_busy(r);
     return;
   }
@@ -234,6 +238,7 @@ int main(int argc, char **argv) {
   const char *authz_path = NULL, *audit_path = NULL;
   const char *compress = "allow";
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
+  uint64_t evict_after_ms = 1000;
   uint64_t high_water_kb = 4096;
   uint64_t dead_link_s = 10;
   uint64_t session_lease_ms = 0;
@@ -283,6 +288,12 @@ int main(int argc, char **argv) {
        65535},
       {"handshake-timeout-ms", TG_FLAG_UINT, &hs_timeout, "N",
        "from accept to a verified client", 100, 600000},
+      {"unverified-evict-ms", TG_FLAG_UINT, &evict_after_ms, "N",
+       "with --max-conns reached, a new connection closes the oldest one "
+       "that has not presented a verified certificate after this long, "
+       "instead of being refused: peers without a certificate holding "
+       "connections open cannot keep clients out (a client's handshake "
+       "takes a few round trips; 0: refuse the new one)", 0, 600000},
       {"idle-timeout-ms", TG_FLAG_UINT, &idle_timeout, "N",
        "close a connection that has been silent this long (0: never)", 0,
        86400000},
@@ -352,6 +363,7 @@ int main(int argc, char **argv) {
 
   r.loop = uv_default_loop();
   r.max_conns = max_conns;
+  r.evict_after_ms = evict_after_ms;
   r.authz_path = stdio ? NULL : authz_path;
   r.crl_path = crl;
   tg_relay_host_info_load(&r.host);
@@ -461,9 +473,11 @@ int main(int argc, char **argv) {
   }
   uv_run(r.loop, UV_RUN_DEFAULT);
   TG_INFO("stopped: %llu connection(s) served, %llu refused, %llu over "
-          "--max-conns, %llu call(s) denied",
+          "--max-conns, %llu unverified closed for newer ones, %llu call(s) "
+          "denied",
           (unsigned long long)r.env.accepted, (unsigned long long)r.env.refused,
           (unsigned long long)r.refused_busy,
+          (unsigned long long)r.env.handshakes_evicted,
           (unsigned long long)r.env.denied_calls);
 out:
   if (r.env.replay) tg_replay_store_free(r.env.replay);

@@ -117,12 +117,12 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
 void tg__tls_chan_fail_handshake(tg_tls_chan_t *ch, int status) {
   if (ch->state >= ST_CLOSING) return;
   if (ch->dial) tg__tls_chan_note_addr(ch, tg_net_dial_addr(ch->dial));
-  /* A server tells its operator; a client's owner says it to its user in
-   * plain words (tg_tls_chan_error() carries the details), so the
-   * library's raw line would only be noise above that. */
-  TG_LOG(ch->server ? TG_LOG_WARN : TG_LOG_DEBUG, "tls: %s %s refused: %s: %s",
-         role(ch), ch->peer, tg_strerror(status),
-         ch->why[0] ? ch->why : "no details");
+  /* The owner says it (tg_tls_chan_error() carries the details): a
+   * client's to its user in plain words, a server's to its operator at a
+   * rate it chooses (a peer that opens connections in a loop must not
+   * write a line each), so the library's raw line is for debugging. */
+  TG_DEBUG("tls: %s %s refused: %s: %s", role(ch), ch->peer,
+           tg_strerror(status), ch->why[0] ? ch->why : "no details");
   if (!ch->hs_reported) {
     ch->hs_reported = true;
     ch->opts.on_handshake(ch, status);

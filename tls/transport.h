@@ -36,7 +36,11 @@
  * already decrypted in the current batch (at most 256 KiB) are still
  * delivered, the rest waits for the resume.
  *
- * Every refusal is logged once (TG_LOG) with the peer address and why.
+ * A failed handshake is the owner's to report: on_handshake gets its
+ * status, tg_tls_chan_error() why and tg_tls_chan_peer_addr() who (the
+ * channel logs it at debug level only, so that a server can hold a flood
+ * of failing peers to a budget of lines). Other refusals, of a verified
+ * peer, are logged once (TG_LOG) with the peer address and why.
  * Callbacks never run inside a call made by the owner (send, close,
  * pause_reading, accept, connect); they run from the loop.
  */

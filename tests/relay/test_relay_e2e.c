@@ -26,6 +26,7 @@
 #include "test_wait.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
+#include "relay/audit.h"
 #include "relay_harness.h"
 #include "test_service.h"
 #include "tracegate/error.h"
@@ -610,6 +611,99 @@ static void relay_refuses_connections_beyond_max_conns(void **state) {
   disconnect(&a, acfg);
 }
 
+/* Peers without a certificate that hold connections open do not keep a
+ * client out: past --max-conns, a new connection closes the oldest one
+ * still unverified after --unverified-evict-ms. */
+static void relay_closes_stale_unverified_connections_for_a_client(
+    void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "4", "--unverified-evict-ms", "100",
+                         NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  int idle[4];
+  for (int i = 0; i < 4; i++) idle[i] = tcp_connect(f->rp.port);
+  /* The scenario: they stay silent past the age that makes them stale. */
+  usleep(300 * 1000);
+  rc_t a;
+  tg_tls_config_t *acfg;
+  connect_as(f, &a, "alice", &acfg);
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  /* The oldest went; the others are still open. */
+  assert_true(wait_eof(idle[0], STEP_MS));
+  for (int i = 1; i < 4; i++) assert_false(wait_eof(idle[i], 0));
+  expect_log(f, "closed for a newer connection (--max-conns)");
+  expect_audit(f, "connect deny", "still unverified after");
+  /* A verified client is never closed for room: with alice and three
+   * stale unverified connections in the four slots, bob's closes one of
+   * those, never alice's, the oldest. */
+  for (int i = 0; i < 4; i++) close(idle[i]);
+  disconnect(&a, acfg);
+  connect_as(f, &a, "alice", &acfg);
+  int fresh[3];
+  for (int i = 0; i < 3; i++) fresh[i] = tcp_connect(f->rp.port);
+  tg_tls_config_t *bcfg = client_cfg("pki", "bob", "pki");
+  rc_t b;
+  usleep(300 * 1000); /* the three go stale */
+  assert_int_equal(rc_connect(&b, f->rp.port, bcfg), 0);
+  for (int i = 0; i < 3; i++) close(fresh[i]);
+  disconnect(&b, bcfg);
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  disconnect(&a, acfg);
+}
+
+/* A handshake younger than --unverified-evict-ms is not closed for room:
+ * the new connection is refused instead. */
+static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
+    void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms",
+                         "600000", NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  int idle = tcp_connect(f->rp.port);
+  tg_tls_config_t *acfg = client_cfg("pki", "alice", "pki");
+  rc_t a;
+  assert_int_not_equal(rc_connect(&a, f->rp.port, acfg), 0);
+  disconnect(&a, acfg);
+  assert_false(wait_eof(idle, 0));
+  close(idle);
+  expect_audit(f, "connect deny", "too many connections (max 1)");
+}
+
+/* Lines about peers without a certificate share one budget: a burst of
+ * refused connections writes TG_AUDIT_DENIAL_BURST of them, then says how
+ * many it held back. */
+static void relay_rate_limits_lines_about_unverified_peers(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms", "0",
+                         NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t a;
+  tg_tls_config_t *acfg;
+  connect_as(f, &a, "alice", &acfg);
+  enum { FLOOD = 3 * TG_AUDIT_DENIAL_BURST };
+  for (int i = 0; i < FLOOD; i++) {
+    int fd = tcp_connect(f->rp.port);
+    assert_true(wait_eof(fd, STEP_MS));
+    close(fd);
+  }
+  /* The bucket refills (TG_AUDIT_DENIALS_PER_S): the next refusal's line
+   * comes after the count of those held back. */
+  usleep(1000 * 1000 / TG_AUDIT_DENIALS_PER_S * 2);
+  int fd = tcp_connect(f->rp.port);
+  assert_true(wait_eof(fd, STEP_MS));
+  close(fd);
+  expect_audit(f, "connect suppressed", "more refusals of unverified peers");
+  size_t lines = file_lines_with(f->rp.audit, "connect deny",
+                                 "too many connections (max 1)");
+  assert_true(lines >= TG_AUDIT_DENIAL_BURST);
+  assert_true(lines < FLOOD);
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  disconnect(&a, acfg);
+}
+
 /* --- backpressure ------------------------------------------------------------------------- */
 
 #define BIG_CHUNKS 400
@@ -814,6 +908,9 @@ int main(void) {
       T(relay_reloads_roles_on_sighup_without_dropping),
       T(relay_exits_cleanly_on_sigterm),
       TS(relay_refuses_connections_beyond_max_conns),
+      TS(relay_closes_stale_unverified_connections_for_a_client),
+      TS(relay_keeps_young_handshakes_and_refuses_the_newcomer),
+      TS(relay_rate_limits_lines_about_unverified_peers),
       TS(relay_backpressure_pauses_and_resumes_without_loss),
       TS(relay_closes_idle_connections),
       TS(relay_idle_limit_follows_the_heartbeat),

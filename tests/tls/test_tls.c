@@ -1030,7 +1030,8 @@ static void tls_client_reports_connection_refused(void **state) {
   tg_tls_config_free(ccfg);
 }
 
-/* Raw TCP clients: the server refuses with |want| and logs the peer. */
+/* Raw TCP clients: the server refuses with |want|, and tells its owner
+ * why without logging a warning itself. */
 static void expect_raw_refused(const uint8_t *send, size_t len, int want,
                                const char *why, uint32_t hs_timeout_ms) {
   tg_tls_config_t *scfg = cfg_load(true, "pki", "relay.test", "pki", true);
@@ -1046,8 +1047,10 @@ static void expect_raw_refused(const uint8_t *send, size_t len, int want,
   assert_int_equal(s->close_status, want);
   assert_int_equal(s->nframes, 0);
   if (!strstr(s->error, why)) fail_msg("'%s' not in '%s'", why, s->error);
-  assert_non_null(strstr(g_last_warn, "client 127.0.0.1:"));
-  assert_non_null(strstr(g_last_warn, why));
+  /* The owner says it, at a rate it chooses (the relay: within one budget
+   * for all unverified peers); the channel itself only at debug level, or
+   * a peer opening connections in a loop would write a warning each. */
+  if (g_last_warn[0]) fail_msg("the channel warned: %s", g_last_warn);
   tg_tls_config_free(scfg);
 }
 
