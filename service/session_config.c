@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/name_regex.h"
 #include "service/producer_port.h"
 #include "service/session.h"
 #include "service/session_config.h"
@@ -30,6 +31,23 @@ static int compile_whole_name(regex_t *re, const char *pat) {
   free(anchored);
   if (rv == 0) return 0;
   return rv == REG_ESPACE ? -ENOMEM : -EINVAL;
+}
+
+/* Whether the pattern |pat| of |field| did not compile; then says why in
+ * |err|. */
+static bool refused_pattern(const tg_name_matcher_t *m, const char *pat,
+                            const char *field, char *err, size_t n) {
+  if (m->compiled) return false;
+  char why[256];
+  if (m->over_budget)
+    config_error(err, n, "%s: the config's producer name patterns together "
+                 "cost more than %d (see tg_name_regex_check)", field,
+                 TG_NAME_REGEX_MAX_CONFIG_POSITIONS);
+  else if (pat && tg_name_regex_check(pat, why, sizeof(why)) < 0)
+    config_error(err, n, "%s: refused: %s", field, why);
+  else
+    config_error(err, n, "%s: not a valid regular expression", field);
+  return true;
 }
 
 int tg__session_config_validate(tg_service_t *svc,
@@ -78,13 +96,12 @@ int tg__session_config_validate(tg_service_t *svc,
       return -EINVAL;
     }
     for (size_t r = 0; r < d->n_producer_name_regex_filter; r++) {
-      if (!m->ds_regex[i][r].compiled) {
-        config_error(err, n,
-                     "data_sources[%zu].producer_name_regex_filter[%zu]: not a "
-                     "valid regular expression",
-                     i, r);
+      char field[96];
+      snprintf(field, sizeof(field),
+               "data_sources[%zu].producer_name_regex_filter[%zu]", i, r);
+      if (refused_pattern(&m->ds_regex[i][r], d->producer_name_regex_filter[r],
+                          field, err, n))
         return -EINVAL;
-      }
     }
   }
   /* Perfetto's packet filter strips fields and packets from the trace;
@@ -109,13 +126,11 @@ int tg__session_config_validate(tg_service_t *svc,
   for (size_t i = 0; tc && i < tc->n_triggers; i++) {
     const char *pat = tc->triggers[i]->producer_name_regex;
     if (!pat || !pat[0]) continue;
-    if (!m->trigger_regex[i].compiled) {
-      config_error(err, n,
-                   "trigger_config.triggers[%zu].producer_name_regex: not a "
-                   "valid regular expression",
-                   i);
+    char field[96];
+    snprintf(field, sizeof(field),
+             "trigger_config.triggers[%zu].producer_name_regex", i);
+    if (refused_pattern(&m->trigger_regex[i], pat, field, err, n))
       return -EINVAL;
-    }
   }
   if (c->has_write_into_file && c->write_into_file && write_fd < 0) {
     config_error(err, n,
@@ -162,10 +177,22 @@ int tg__session_config_validate(tg_service_t *svc,
 /* --- matchers ---------------------------------------------------------------- */
 
 /* An invalid pattern (possible after ChangeTraceConfig, which is not
- * validated) stays uncompiled and matches nothing, as before. */
-static int matcher_compile(tg_name_matcher_t *m, const char *pat) {
+ * validated) stays uncompiled and matches nothing, as before; so does one
+ * past name_regex.h's limits, or past what is left of |budget|, the cost
+ * the config's patterns may still take. */
+static int matcher_compile(tg_name_matcher_t *m, const char *pat,
+                           long *budget) {
   m->compiled = false;
+  m->over_budget = false;
   if (!pat) return 0;
+  char why[256];
+  long cost = tg_name_regex_check(pat, why, sizeof(why));
+  if (cost < 0) return 0;
+  if (cost > *budget) {
+    m->over_budget = true;
+    return 0;
+  }
+  *budget -= cost;
   int rv = compile_whole_name(&m->re, pat);
   if (rv == -ENOMEM) return rv;
   m->compiled = rv == 0;
@@ -196,20 +223,23 @@ int tg__session_matchers_compile(tg_session_matchers_t *m,
   m->trigger_regex = calloc((tc ? tc->n_triggers : 0) + 1, sizeof(*m->trigger_regex));
   if (!m->ds_regex || !m->n_ds_regex || !m->trigger_regex) goto oom;
   m->n_ds = c->n_data_sources;
+  long budget = TG_NAME_REGEX_MAX_CONFIG_POSITIONS;
   for (size_t i = 0; i < c->n_data_sources; i++) {
     const Perfetto__Protos__TraceConfig__DataSource *d = c->data_sources[i];
     m->ds_regex[i] = calloc(d->n_producer_name_regex_filter + 1, sizeof(**m->ds_regex));
     if (!m->ds_regex[i]) goto oom;
     m->n_ds_regex[i] = d->n_producer_name_regex_filter;
     for (size_t r = 0; r < d->n_producer_name_regex_filter; r++)
-      if (matcher_compile(&m->ds_regex[i][r], d->producer_name_regex_filter[r]) < 0)
+      if (matcher_compile(&m->ds_regex[i][r], d->producer_name_regex_filter[r],
+                          &budget) < 0)
         goto oom;
   }
   m->n_triggers = tc ? tc->n_triggers : 0;
   for (size_t i = 0; i < m->n_triggers; i++) {
     const char *pat = tc->triggers[i]->producer_name_regex;
     /* An empty pattern means any producer: nothing to compile. */
-    if (pat && pat[0] && matcher_compile(&m->trigger_regex[i], pat) < 0) goto oom;
+    if (pat && pat[0] && matcher_compile(&m->trigger_regex[i], pat, &budget) < 0)
+      goto oom;
   }
   return 0;
 oom:

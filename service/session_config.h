@@ -17,10 +17,14 @@
 #include "pb/config/trace_config.pb-c.h"
 #include "service/service.h"
 
-/* One pattern; a pattern that does not compile matches nothing. */
+/* One pattern; a pattern that does not compile, or is not compiled
+ * (name_regex.h: past the limits of one pattern or of the config's
+ * patterns together), matches nothing. */
 typedef struct tg_name_matcher {
   regex_t re;
   bool compiled;
+  bool over_budget; /* not compiled: the config's patterns past
+                       TG_NAME_REGEX_MAX_CONFIG_POSITIONS */
 } tg_name_matcher_t;
 
 typedef struct tg_session_matchers {
@@ -39,7 +43,8 @@ int tg__session_config_validate(tg_service_t *svc,
                                 const tg_session_matchers_t *m, int write_fd,
                                 char *err, size_t n);
 /* Compiles the matchers of |c| into |m|; 0 or -ENOMEM. A pattern that
- * does not compile is kept as such (see tg_name_matcher_t). */
+ * does not compile, or that name_regex.h's limits keep from regcomp(), is
+ * kept as such (see tg_name_matcher_t). */
 int tg__session_matchers_compile(tg_session_matchers_t *m,
                                  const Perfetto__Protos__TraceConfig *c);
 void tg__session_matchers_free(tg_session_matchers_t *m);

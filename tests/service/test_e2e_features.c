@@ -236,6 +236,77 @@ static void producer_name_regex_filter_matches_whole_names(void **state) {
   raw_producer_close(&out);
 }
 
+/* EnableTracing with |sc| is refused, the error naming |words|. */
+static void expect_config_refused(test_service_t *ts, simple_cfg_t *sc,
+                                  const char *words) {
+  raw_consumer_t c;
+  char err[512] = "";
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_enable(&c, &sc->cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 20000, err, sizeof(err)), 0);
+  if (!strstr(err, words)) fail_msg("refused with '%s', not '%s'", err, words);
+  raw_consumer_close(&c);
+}
+
+/* Producer name patterns come from consumers, remote ones through a relay:
+ * those that would take glibc's regcomp() seconds and gigabytes, or its
+ * stack (tracegated died), are refused naming the field, and the service
+ * goes on serving (service/name_regex.h). */
+static void producer_name_patterns_past_the_limits_are_refused(void **state) {
+  test_service_t *ts = *state;
+  enum { LEVELS = 20000 };
+  char *deep = malloc(2 * LEVELS + 2);
+  assert_non_null(deep);
+  memset(deep, '(', LEVELS);
+  deep[LEVELS] = 'a';
+  memset(deep + LEVELS + 1, ')', LEVELS);
+  deep[2 * LEVELS + 1] = 0;
+  char *hostile[] = {"(((.*){1,16}){1,16}){1,16}", deep};
+  for (size_t i = 0; i < 2; i++) {
+    simple_cfg_t sc;
+    simple_cfg_init(&sc, 64, 1, "re.ds");
+    sc.ds.n_producer_name_regex_filter = 1;
+    sc.ds.producer_name_regex_filter = &hostile[i];
+    expect_config_refused(ts, &sc,
+                          "data_sources[0].producer_name_regex_filter[0]: "
+                          "refused: ");
+    trigger_cfg_t tc;
+    simple_cfg_init(&sc, 64, 1, "re.ds");
+    trigger_cfg_init(&tc, &sc,
+                     PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
+                     "go", 5000);
+    tc.tr.producer_name_regex = hostile[i];
+    expect_config_refused(ts, &sc,
+                          "trigger_config.triggers[0].producer_name_regex: "
+                          "refused: ");
+  }
+  free(deep);
+  /* Each within the limits, together past them: the fifth is refused. */
+  char *many[5];
+  for (size_t i = 0; i < 5; i++) many[i] = "[a-z]{255}[a-z]{255}[a-z]{255}[a-z]{255}";
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 64, 1, "re.ds");
+  sc.ds.n_producer_name_regex_filter = 5;
+  sc.ds.producer_name_regex_filter = many;
+  expect_config_refused(ts, &sc,
+                        "producer_name_regex_filter[4]: the config's producer "
+                        "name patterns together cost more than 4096");
+  /* The service is whole: a session with a pattern in the limits runs. */
+  raw_producer_t p;
+  raw_consumer_t c;
+  assert_int_equal(raw_producer_connect(&p, ts, "prod1", "re.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  char *ok[] = {"pro[a-z]{0,8}[0-9]"};
+  simple_cfg_init(&sc, 64, 1, "re.ds");
+  sc.ds.n_producer_name_regex_filter = 1;
+  sc.ds.producer_name_regex_filter = ok;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 static void flush_period_sends_periodic_flushes(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -977,6 +1048,9 @@ int main(void) {
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(producer_name_regex_filter_matches_whole_names,
                                       test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          producer_name_patterns_past_the_limits_are_refused,
+          test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(flush_period_sends_periodic_flushes,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(
