@@ -48,10 +48,9 @@ static void atom(level_t *l, long cost, long positions, int height,
 }
 
 /* The last atom, repeated to make |copies| of it at most: under a
- * repetition its positions cost TG_NAME_REGEX_LOOSE each (matching keeps
- * all of them live at once: ".?" x 500 took regexec 29 ms on a 256-byte
- * name, 500 literal characters nothing), unless |exact| ({m}: plain
- * copies). */
+ * repetition its positions cost TG_NAME_REGEX_LOOSE each (regexec() keeps
+ * them all live at once, where it walks literal characters one by one),
+ * unless |exact| ({m}: plain copies). */
 static void loosen(level_t *l, long copies, bool exact) {
   long positions = l->last_raw * copies;
   long cost = exact ? l->last * copies : positions * TG_NAME_REGEX_LOOSE;
@@ -76,7 +75,7 @@ static long repeat(level_t *l, const char *pat, const char *p, char *why,
   if (l->repeated)
     return refuse(why, n, "'%c' at byte %zu repeats a repetition (as in "
                   "a*+)", *p, (size_t)(p - pat));
-  /* (.*)* x 20 took regcomp 1.5 s, x 30 did not end. */
+  /* regcomp()'s epsilon closures grow exponentially with runs of these. */
   if (l->last_null)
     return refuse(why, n, "'%c' at byte %zu repeats something that can "
                   "match nothing (as in (a*)*)", *p, (size_t)(p - pat));

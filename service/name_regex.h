@@ -4,11 +4,10 @@
  * A TraceConfig's producer_name_regex_filter and a trigger's
  * producer_name_regex come from consumers: local ones, and remote clients
  * with the record role through a relay. glibc's regcomp() and regexec()
- * have no limits of their own: a 33-byte pattern, three nested bounded
- * repetitions of ".*", took 20 s and 4.6 GB to compile; 200 nested "(...)*"
- * 43 s; 20,000 nested parentheses overflowed the stack (tracegated died).
- * So a pattern is compiled only if it stays within what is measured to be
- * cheap:
+ * have no limits of their own: nested bounds and repetitions cost them
+ * time and memory exponentially, and deep parentheses their stack
+ * (docs/security.md, Limits, has what was measured). So a pattern is
+ * compiled only if it stays within what is measured to be cheap:
  *
  * - at most TG_NAME_REGEX_MAX_LEN bytes and TG_NAME_REGEX_MAX_DEPTH levels
  *   of parentheses, balanced (tracegated compiles "^(PAT)$" to match whole
