@@ -38,11 +38,14 @@ void tg_ftrace_table_free(tg_ftrace_table_t *t) {
   memset(t, 0, sizeof(*t));
 }
 
+/* The field |name| of one of two kinds. Its users want pids, priorities,
+ * cpus and states: a dev_t of that name is none of them. */
 static uint8_t find_out(const tg_ftrace_event_desc_t *d, const char *name,
                         uint8_t kind_a, uint8_t kind_b) {
   for (uint8_t i = 0; i < d->n_out; i++)
     if (strcmp(d->out[i].f.name, name) == 0 &&
-        (d->out[i].f.kind == kind_a || d->out[i].f.kind == kind_b))
+        (d->out[i].f.kind == kind_a || d->out[i].f.kind == kind_b) &&
+        d->out[i].f.role != TG_FTRACE_ROLE_DEV)
       return i;
   return NO_FIELD;
 }
@@ -132,7 +135,13 @@ static void set_inode_fields(tg_ftrace_event_desc_t *d) {
   d->dev_size = (uint8_t)d->out[dev].f.size;
 }
 
-static bool type_fits(uint8_t type, uint8_t kind) {
+static bool type_fits(uint8_t type, const tg_ftrace_field_t *f) {
+  uint8_t kind = f->kind;
+  /* A dev_t becomes stat(2)'s device number, an unsigned 64-bit value:
+   * only a uint64 field takes it (Perfetto's probes translate it to no
+   * other), and the plan, compact_sched and the field-by-field writer then
+   * agree on it. */
+  if (f->role == TG_FTRACE_ROLE_DEV && type != TG_FTRACE_PT_UINT) return false;
   switch (type) {
     case TG_FTRACE_PT_STRING:
       return kind == TG_FTRACE_FIELD_CHARS || kind == TG_FTRACE_FIELD_DATA_LOC ||
@@ -177,7 +186,7 @@ int tg_ftrace_table_add(tg_ftrace_table_t *t, const char *group,
       for (unsigned j = 0; j < TG_FTRACE_KNOWN_FIELDS_MAX && k->fields[j].name;
            j++) {
         if (strcmp(k->fields[j].name, f->name) == 0 &&
-            type_fits(k->fields[j].type, f->kind)) {
+            type_fits(k->fields[j].type, f)) {
           o.proto_field = k->fields[j].proto_field;
           o.type = k->fields[j].type;
         }

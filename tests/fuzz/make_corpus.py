@@ -4,7 +4,8 @@
     python3 tests/fuzz/make_corpus.py
 
 Deterministic: rerunning it reproduces the committed files byte for byte
-(stale files in the corpus directories are removed first). Seeds are
+(stale files in the corpus directories are removed first, except the
+regress-* inputs that fuzzers found, which are kept by hand). Seeds are
 small (< 1 KiB) hand-built wire bytes; each name says what it exercises.
 """
 import os
@@ -764,7 +765,9 @@ def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
     for old in os.listdir(d):
-        os.remove(os.path.join(d, old))
+        # regress-*: inputs a fuzzer found, kept by hand, not made here.
+        if not old.startswith("regress-"):
+            os.remove(os.path.join(d, old))
     for name, data in sorted(files.items()):
         assert len(data) < 1024, (target, name, len(data))
         with open(os.path.join(d, name), "wb") as f:
