@@ -41,7 +41,8 @@ static bool refused_pattern(const tg_name_matcher_t *m, const char *pat,
   char why[256];
   if (m->over_budget)
     config_error(err, n, "%s: the config's producer name patterns together "
-                 "cost more than %d (see tg_name_regex_check)", field,
+                 "cost more than %d (how a pattern's cost is counted: "
+                 "docs/security.md, Limits)", field,
                  TG_NAME_REGEX_MAX_CONFIG_POSITIONS);
   else if (pat && tg_name_regex_check(pat, why, sizeof(why)) < 0)
     config_error(err, n, "%s: refused: %s", field, why);
