@@ -140,35 +140,12 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
 
 /* --- rate limit ------------------------------------------------------------ */
 
-#define MILLI 1000u
-
 bool tg_relay_audit_limit_take(tg_relay_audit_limit_t *l, uint64_t now_ms,
                                uint64_t *suppressed_before) {
-  const uint64_t cap = (uint64_t)TG_AUDIT_DENIAL_BURST * MILLI;
-  if (!l->started) {
-    l->started = true;
-    l->last_ms = now_ms;
-    l->milli_tokens = cap;
-  } else if (now_ms > l->last_ms) {
-    /* Bounded before multiplying: a long quiet spell just fills it. */
-    uint64_t elapsed = now_ms - l->last_ms;
-    if (elapsed > cap) elapsed = cap;
-    l->milli_tokens += elapsed * TG_AUDIT_DENIALS_PER_S;
-    if (l->milli_tokens > cap) l->milli_tokens = cap;
-    l->last_ms = now_ms;
-  }
-  if (l->milli_tokens < MILLI) {
-    l->suppressed++;
-    return false;
-  }
-  l->milli_tokens -= MILLI;
-  *suppressed_before = l->suppressed;
-  l->suppressed = 0;
-  return true;
+  return tg_line_limit_take(l, now_ms, TG_AUDIT_DENIAL_BURST,
+                            TG_AUDIT_DENIALS_PER_S, suppressed_before);
 }
 
 uint64_t tg_relay_audit_limit_flush(tg_relay_audit_limit_t *l) {
-  uint64_t n = l->suppressed;
-  l->suppressed = 0;
-  return n;
+  return tg_line_limit_flush(l);
 }

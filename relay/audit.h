@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/line_limit.h"
+
 typedef struct tg_relay_audit tg_relay_audit_t;
 
 /* |path| NULL: audit lines go to the log. Returns 0 or -errno (the file
@@ -51,13 +53,9 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
 #define TG_AUDIT_DENIALS_PER_S 10
 #define TG_AUDIT_DENIAL_BURST 50
 
-/* A token bucket in thousandths of a line. Zeroed = full. */
-typedef struct tg_relay_audit_limit {
-  bool started;
-  uint64_t last_ms;
-  uint64_t milli_tokens;
-  uint64_t suppressed; /* denials not written since the last one that was */
-} tg_relay_audit_limit_t;
+/* common/line_limit.h's bucket with the relay's burst and rate. Zeroed =
+ * full. */
+typedef tg_line_limit_t tg_relay_audit_limit_t;
 
 /* One denial at |now_ms| (a monotonic clock). Returns true when its line
  * may be written; then *suppressed_before is how many were held back
