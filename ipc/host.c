@@ -10,9 +10,24 @@
 #include <unistd.h>
 
 #include "tracegate/error.h"
+#include "common/line_limit.h"
 #include "common/log.h"
 
 #define MAX_SERVICES 32
+
+/* Lines about refused and evicted connections (any local user can cause
+ * them at will): a burst, then this many a second, then a count. */
+#define CONN_LINES_BURST 50
+#define CONN_LINES_PER_S 10
+
+/* The open connections of one local user (SO_PEERCRED uid): what the
+ * fair share at the limit compares (see host.h). */
+struct tg_ipc_uid_share {
+  tg_list_t node;
+  uid_t uid;
+  size_t conns; /* >= 1: a share is freed when its last connection goes */
+};
+typedef struct tg_ipc_uid_share uid_share_t;
 
 struct tg_ipc_host {
   uv_loop_t *loop;
@@ -22,8 +37,11 @@ struct tg_ipc_host {
   const tg_ipc_service_def_t *services;
   size_t n_services;
   size_t max_conns;
-  size_t n_conns;
-  tg_list_t conns;
+  size_t n_conns;    /* connections not yet released, evicted ones included */
+  size_t n_evicting; /* evicted, not yet released: their slots are free */
+  tg_list_t conns;   /* in accept order */
+  tg_list_t shares;  /* uid_share_t, one per uid with a connection */
+  tg_line_limit_t conn_lines;
   uint64_t next_conn_id;
   tg_ipc_host_limits_t limits;
   bool closing;
@@ -34,6 +52,33 @@ struct tg_ipc_host {
 };
 
 static const tg_ipc_chan_cbs_t conn_cbs;
+
+static uid_share_t *share_find(tg_ipc_host_t *h, uid_t uid) {
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &h->shares) {
+    uid_share_t *s = TG_CONTAINER_OF(it, uid_share_t, node);
+    if (s->uid == uid) return s;
+  }
+  return NULL;
+}
+
+static uid_share_t *share_get(tg_ipc_host_t *h, uid_t uid) {
+  uid_share_t *s = share_find(h, uid);
+  if (!s) {
+    s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->uid = uid;
+    tg_list_insert_tail(&h->shares, &s->node);
+  }
+  s->conns++;
+  return s;
+}
+
+static void share_put(uid_share_t *s) {
+  if (!s || --s->conns > 0) return;
+  tg_list_remove(&s->node);
+  free(s);
+}
 
 static void maybe_finish_close(tg_ipc_host_t *h) {
   if (!h->closing || !h->listener_closed || h->n_conns > 0) return;
@@ -233,7 +278,7 @@ static void on_conn_closed(tg_ipc_chan_t *ch, int status) {
             h->path[0] ? h->path : "(abstract socket)",
             (unsigned long long)c->id, (int)ch->peer_pid, (int)ch->peer_uid,
             h->limits.output_hard_cap / 1024);
-  } else if (status != 0 && status != TG_EPEER_CLOSED)
+  } else if (status != 0 && status != TG_EPEER_CLOSED && !c->evicted)
     TG_INFO("ipc: conn %llu (pid %d) closed: %s", (unsigned long long)c->id,
             (int)ch->peer_pid, tg_strerror(status));
   for (size_t i = 0; i < h->n_services; i++)
@@ -241,6 +286,8 @@ static void on_conn_closed(tg_ipc_chan_t *ch, int status) {
       h->services[i].on_disconnect(h->services[i].ctx, c);
   tg_list_remove(&c->node);
   h->n_conns--;
+  if (c->evicted) h->n_evicting--;
+  share_put(c->share);
   free(c);
   maybe_finish_close(h);
 }
@@ -259,6 +306,75 @@ static const tg_ipc_chan_cbs_t conn_cbs = {
     .on_close = on_conn_closed,
 };
 
+/* Writes one line about a refused or evicted connection, within the
+ * host's budget, after the count of those held back before it. */
+static bool conn_line_allowed(tg_ipc_host_t *h) {
+  uint64_t held = 0;
+  if (!tg_line_limit_take(&h->conn_lines, uv_now(h->loop), CONN_LINES_BURST,
+                          CONN_LINES_PER_S, &held))
+    return false;
+  if (held)
+    TG_WARN("ipc: %s: %llu more lines about refused or evicted connections "
+            "held back (at most %d a second after %d)",
+            h->path[0] ? h->path : "(abstract socket)",
+            (unsigned long long)held, CONN_LINES_PER_S, CONN_LINES_BURST);
+  return true;
+}
+
+/* The connection of |share|'s user to close for another user's: one that
+ * has bound no service (nothing depends on it yet), the oldest first;
+ * else the newest, which has the least tracing state behind it. */
+static tg_ipc_host_conn_t *pick_victim(tg_ipc_host_t *h, uid_share_t *share) {
+  tg_ipc_host_conn_t *newest = NULL;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &h->conns) {
+    tg_ipc_host_conn_t *c = TG_CONTAINER_OF(it, tg_ipc_host_conn_t, node);
+    if (c->share != share || !tg_ipc_chan_is_open(&c->chan)) continue;
+    if (!c->bound) return c;
+    newest = c;
+  }
+  return newest;
+}
+
+/* At the limit: makes room for a connection from |cr|'s user by evicting
+ * one of the user holding the most, if that user holds at least two more
+ * (so the two end at most one apart, and nobody is evicted for a user
+ * who already has as many). Returns false when the new one is refused. */
+static bool make_room(tg_ipc_host_t *h, const struct ucred *cr) {
+  const char *path = h->path[0] ? h->path : "(abstract socket)";
+  uid_share_t *mine = share_find(h, cr->uid), *top = NULL;
+  size_t have = mine ? mine->conns : 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &h->shares) {
+    uid_share_t *s = TG_CONTAINER_OF(it, uid_share_t, node);
+    if (!top || s->conns > top->conns) top = s;
+  }
+  tg_ipc_host_conn_t *victim =
+      top && top->conns >= have + 2 ? pick_victim(h, top) : NULL;
+  if (!victim) {
+    h->stats.connections_refused++;
+    if (conn_line_allowed(h))
+      TG_WARN("ipc: %s: refused a connection from pid %d (uid %d): %zu "
+              "connections already, %zu of them that user's",
+              path, (int)cr->pid, (int)cr->uid, h->max_conns, have);
+    return false;
+  }
+  h->stats.connections_evicted++;
+  if (conn_line_allowed(h))
+    TG_WARN("ipc: %s: closed conn %llu (pid %d, uid %d) for a connection "
+            "from pid %d (uid %d): at %zu connections, uid %d held %zu, "
+            "uid %d %zu",
+            path, (unsigned long long)victim->id, (int)victim->chan.peer_pid,
+            (int)top->uid, (int)cr->pid, (int)cr->uid, h->max_conns,
+            (int)top->uid, top->conns, (int)cr->uid, have);
+  victim->evicted = true;
+  h->n_evicting++;
+  share_put(victim->share);
+  victim->share = NULL;
+  tg_ipc_host_conn_close(victim, -EUSERS);
+  return true;
+}
+
 static void on_listen_readable(uv_poll_t *p, int status, int events) {
   (void)events;
   tg_ipc_host_t *h = p->data;
@@ -270,22 +386,31 @@ static void on_listen_readable(uv_poll_t *p, int status, int events) {
         TG_WARN("ipc: accept on %s: %s", h->path, strerror(errno));
       return;
     }
-    if (h->n_conns >= h->max_conns) {
-      h->stats.connections_refused++;
-      TG_WARN("ipc: %s: refusing a connection: %zu connections already",
-              h->path, h->n_conns);
-      close(fd);
-      continue;
-    }
+    /* The kernel's word on who connected; unknown is a user of its own. */
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0)
+      cr = (struct ucred){.pid = -1, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    /* Allocated first: nobody is evicted for a connection that then
+     * could not be kept. */
     tg_ipc_host_conn_t *c = calloc(1, sizeof(*c));
-    if (!c) {
+    if (!c || (h->n_conns - h->n_evicting >= h->max_conns &&
+               !make_room(h, &cr))) {
+      free(c);
       close(fd);
       continue;
     }
     c->host = h;
     c->id = ++h->next_conn_id;
     tg_list_init(&c->node);
+    c->share = share_get(h, cr.uid);
+    if (!c->share) {
+      free(c);
+      close(fd);
+      continue;
+    }
     if (tg_ipc_chan_open(h->loop, &c->chan, fd, &conn_cbs, c) < 0) {
+      share_put(c->share);
       free(c);
       continue;
     }
@@ -363,6 +488,7 @@ int tg_ipc_host_listen(uv_loop_t *loop, const char *addr, mode_t mode,
   h->limits.input_hold = TG_IPC_HOST_INPUT_HOLD;
   h->limits.output_hard_cap = TG_IPC_HOST_OUTPUT_HARD_CAP;
   tg_list_init(&h->conns);
+  tg_list_init(&h->shares);
   err = uv_poll_init(loop, &h->listen_poll, fd);
   if (err < 0) {
     free(h);

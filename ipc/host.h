@@ -19,6 +19,17 @@
  * it has drained them; one that lets TG_IPC_HOST_OUTPUT_HARD_CAP bytes
  * pile up (streams the service pushes: ReadBuffers, GetAsyncCommand) is
  * disconnected, logged with its pid, uid and socket.
+ *
+ * The connections a host accepts at once (max_conns) are shared between
+ * local users, told apart by the kernel's SO_PEERCRED uid: at the limit, a
+ * new connection from a user who holds at least two fewer than the user
+ * holding the most closes one of that user's (one that has bound no
+ * service yet, the oldest first; else its newest) and takes its place;
+ * any other is refused. So a user who fills the producer socket with idle
+ * connections cannot keep another user's producers out: against one other
+ * user it keeps at most half of the slots, plus one. Refusals and
+ * evictions are counted in the stats and logged within a budget (50
+ * lines, then 10 a second, then a count).
  */
 #ifndef TRACEGATE_IPC_HOST_H
 #define TRACEGATE_IPC_HOST_H
@@ -68,6 +79,8 @@ struct tg_ipc_host_conn {
   uint64_t id;
   uint32_t bound; /* bit i: service i bound */
   void *user;     /* per-connection state of the service that owns it */
+  struct tg_ipc_uid_share *share; /* its user's count; NULL once evicted */
+  bool evicted;   /* closed for another user's connection (fair share) */
 };
 
 /* Output queued for one client above which its requests are not read. */
@@ -85,6 +98,7 @@ typedef struct tg_ipc_host_stats {
   uint64_t output_cap_disconnects;
   uint64_t connections_accepted;
   uint64_t connections_refused;
+  uint64_t connections_evicted; /* closed for another user's (fair share) */
   uint64_t frames_undecodable;
   uint64_t requests_unknown;
 } tg_ipc_host_stats_t;
