@@ -305,6 +305,14 @@ static void after_output_change(tg_ipc_chan_t *ch) {
 static void on_poll(uv_poll_t *h, int status, int events) {
   tg_ipc_chan_t *ch = h->data;
   if (status < 0) {
+    /* libuv reports any socket error (POLLERR) as UV_EBADF; the socket
+     * says which it was, and with none pending the peer went away. */
+    if (status == UV_EBADF) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (getsockopt(ch->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
+        status = err ? -err : TG_EPEER_CLOSED;
+    }
     tg_ipc_chan_close(ch, status);
     return;
   }
