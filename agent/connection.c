@@ -133,7 +133,8 @@ static void on_conn_close(tg_ipc_client_t *cl, int status) {
   if (was_ready) {
     atomic_fetch_add(&link_state->disconnects, 1);
     tg__agent_log(TG_LOG_INFO, "agent: disconnected from %s: %s",
-                  tg__agent.cfg.socket_path, tg_strerror(status));
+                  tg__agent.cfg.socket_path,
+                  status ? tg_strerror(status) : "closed by this process");
   }
   free(c);
   schedule_reconnect();
@@ -179,13 +180,22 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   (void)ctx;
   tg__conn_t *c = cl->data;
   const tg_agent_options_t *o = &tg__agent.cfg.opts;
+  if (status == TG_EUNKNOWN_SERVICE) {
+    tg__agent_log(TG_LOG_WARN, "agent: %s does not offer ProducerPort",
+                  tg__agent.cfg.socket_path);
+    tg_ipc_client_close(cl, status);
+    return;
+  }
   if (status < 0) {
-    if (status != TG_EPEER_CLOSED) {
-      tg__agent_log(TG_LOG_WARN,
-                    "agent: %s does not offer ProducerPort: %s",
-                    tg__agent.cfg.socket_path, tg_strerror(status));
-      tg_ipc_client_close(cl, status);
-    }
+    /* The connection went before the answer: a service at its connection
+     * limit closes new ones at once. Said once per outage, as for a
+     * service that is not there. */
+    tg__agent_log(link_state->backoff_ms ? TG_LOG_DEBUG : TG_LOG_WARN,
+                  "agent: %s closed the connection before binding "
+                  "ProducerPort (%s); the service may be at its limit of "
+                  "producer connections (its log says); retrying",
+                  tg__agent.cfg.socket_path, tg_strerror(status));
+    tg_ipc_client_close(cl, status);
     return;
   }
   c->svc = svc;

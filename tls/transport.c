@@ -596,12 +596,23 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tg_tls_chan_t *ch = s->data;
   if (ch->state >= ST_CLOSING) return;
   if (nread > 0) {
+    ch->answered = true;
     tg_buf_commit(tg_tls_in(ch->tls), (size_t)nread);
     ch->last_activity = uv_now(ch->loop);
     process_input(ch);
     return;
   }
   if (nread == 0) return;
+  if (ch->state == ST_HANDSHAKE && !ch->server && !ch->answered &&
+      (nread == UV_EOF || nread == UV_ECONNRESET)) {
+    /* Taken and closed without a word (a reset when our ClientHello was
+     * still unread): what a relay does at its connection limit. */
+    tg__tls_chan_set_why(ch, "closed the connection before answering the "
+                             "handshake (a relay at its --max-conns limit "
+                             "does so; its log says why)");
+    tg__tls_chan_fail_handshake(ch, TG_EPEER_CLOSED);
+    return;
+  }
   if (nread == UV_EOF) {
     if (ch->state == ST_HANDSHAKE) {
       tg__tls_chan_set_why(ch, "closed the connection during the handshake");

@@ -38,6 +38,7 @@ struct tg_tls_chan {
   bool server;
   bool silent;      /* failed inside accept/connect: no owner callbacks */
   bool sniffed;     /* server: first input bytes looked like TLS */
+  bool answered;    /* the peer has sent at least one byte */
   bool hs_reported; /* on_handshake has run */
   bool reading;     /* uv_read_start in effect */
   bool reading_paused;

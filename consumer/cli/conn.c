@@ -43,19 +43,21 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
 static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
                                            .on_close = on_close};
 
-/* |hint|: nothing answered, so the service may not be running; a peer
- * that answered but is not a consumer socket needs no such guess. The
- * reason stays in close_msg for the caller's summary. */
+/* |hint|, NULL or a guess at the cause for the user: nothing answered (the
+ * service may not be running), or it took the connection and closed it
+ * before answering (at its connection limit). A peer that answered but is
+ * not a consumer socket needs no guess. The reason stays in close_msg for
+ * the caller's summary. */
 static void cannot_connect(cli_conn_t *cc, const char *addr, const char *why,
-                           bool hint) {
+                           const char *hint) {
   char reason[257]; /* |why| may be close_msg itself */
   snprintf(reason, sizeof(reason), "%s", why);
   _Static_assert(sizeof(cc->close_msg) > 48 + 200 + 256, "room for both");
   snprintf(cc->close_msg, sizeof(cc->close_msg),
            "cannot connect to the tracing service at %.200s: %s", addr,
            reason);
-  fprintf(stderr, CLI_PROG ": %s%s\n", cc->close_msg,
-          hint ? " (is tracegated running?)" : "");
+  fprintf(stderr, CLI_PROG ": %s%s%s%s\n", cc->close_msg, hint ? " (" : "",
+          hint ? hint : "", hint ? ")" : "");
 }
 
 int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
@@ -68,7 +70,7 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   int rv = tg_consumer_connect(loop, addr, &conn_cbs, cc, &cc->c);
   if (rv < 0) {
     cc->closed = true;
-    cannot_connect(cc, addr, tg_strerror(rv), true);
+    cannot_connect(cc, addr, tg_strerror(rv), "is tracegated running?");
     return -1;
   }
   /* The bind either succeeds or closes the connection. */
@@ -77,7 +79,10 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   if (!cc->ready) {
     cli_disconnect(cc);
     cannot_connect(cc, addr, cc->close_msg[0] ? cc->close_msg : "the bind failed",
-                   cc->bind_status != TG_EUNKNOWN_SERVICE);
+                   cc->bind_status == TG_EUNKNOWN_SERVICE
+                       ? NULL
+                       : "it closed the connection before answering: at its "
+                         "--max-consumers limit? its log says why");
     return -1;
   }
   cc->established = true;
