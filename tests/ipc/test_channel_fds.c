@@ -5,6 +5,8 @@
  * Leaks are seen through pipes: the fds a peer sends are copies of a pipe's
  * write end, so the read end reports EOF exactly when every copy, ours and
  * the channel's, is closed.
+ *
+ * And how the channel names its peer going away: a reset is a reset.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +80,7 @@ static int teardown(void **state) {
   fixture_t *f = *state;
   tg_ipc_chan_close(&f->ch, 0);
   bool closed = tg_test_run_loop_until(&f->loop, is_closed, f, WAIT_MS);
-  close(f->peer);
+  if (f->peer >= 0) close(f->peer);
   for (unsigned i = 0; i < f->n_taken; i++) close(f->taken[i]);
   uv_run(&f->loop, UV_RUN_DEFAULT);
   int rv = uv_loop_close(&f->loop);
@@ -202,6 +204,18 @@ static void fds_pending_when_the_channel_closes_are_closed(void **state) {
   close(p[0]);
 }
 
+/* A peer that closes with our bytes unread resets the connection: libuv
+ * reports that (POLLERR) as UV_EBADF, the channel as what it was. */
+static void a_reset_is_reported_as_a_reset(void **state) {
+  fixture_t *f = *state;
+  static const uint8_t bytes[] = {8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  assert_int_equal(tg_ipc_chan_send(&f->ch, bytes, sizeof(bytes), -1), 0);
+  close(f->peer); /* unread: the kernel resets our end */
+  f->peer = -1;
+  assert_true(tg_test_run_loop_until(&f->loop, is_closed, f, WAIT_MS));
+  assert_int_equal(f->close_status, -ECONNRESET);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -212,6 +226,8 @@ int main(void) {
           setup, teardown),
       cmocka_unit_test_setup_teardown(
           fds_pending_when_the_channel_closes_are_closed, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_reset_is_reported_as_a_reset, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
