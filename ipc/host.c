@@ -42,6 +42,7 @@ struct tg_ipc_host {
   tg_list_t conns;   /* in accept order */
   tg_list_t shares;  /* uid_share_t, one per uid with a connection */
   tg_line_limit_t conn_lines;
+  bool share_by_uid;
   uint64_t next_conn_id;
   tg_ipc_host_limits_t limits;
   bool closing;
@@ -349,8 +350,10 @@ static bool make_room(tg_ipc_host_t *h, const struct ucred *cr) {
     uid_share_t *s = TG_CONTAINER_OF(it, uid_share_t, node);
     if (!top || s->conns > top->conns) top = s;
   }
-  tg_ipc_host_conn_t *victim =
-      top && top->conns >= have + 2 ? pick_victim(h, top) : NULL;
+  tg_ipc_host_conn_t *victim = h->share_by_uid && top &&
+                                        top->conns >= have + 2
+                                    ? pick_victim(h, top)
+                                    : NULL;
   if (!victim) {
     h->stats.connections_refused++;
     if (conn_line_allowed(h))
@@ -530,6 +533,10 @@ void tg_ipc_host_close(tg_ipc_host_t *h, void (*done)(void *), void *arg) {
 
 const tg_ipc_host_stats_t *tg_ipc_host_stats(const tg_ipc_host_t *h) {
   return &h->stats;
+}
+
+void tg_ipc_host_share_by_uid(tg_ipc_host_t *h, bool on) {
+  h->share_by_uid = on;
 }
 
 void tg_ipc_host_conn_close(tg_ipc_host_conn_t *conn, int status) {

@@ -20,8 +20,9 @@
  * pile up (streams the service pushes: ReadBuffers, GetAsyncCommand) is
  * disconnected, logged with its pid, uid and socket.
  *
- * The connections a host accepts at once (max_conns) are shared between
- * local users, told apart by the kernel's SO_PEERCRED uid: at the limit, a
+ * The connections a host accepts at once (max_conns) can be shared between
+ * local users (tg_ipc_host_share_by_uid; the producer socket's are), told
+ * apart by the kernel's SO_PEERCRED uid: at the limit, a
  * new connection from a user who holds at least two fewer than the user
  * holding the most closes one of that user's (one that has bound no
  * service yet, the oldest first; else its newest) and takes its place;
@@ -118,6 +119,10 @@ int tg_ipc_host_listen(uv_loop_t *loop, const char *addr, mode_t mode,
 void tg_ipc_host_close(tg_ipc_host_t *host, void (*done)(void *), void *arg);
 
 const tg_ipc_host_stats_t *tg_ipc_host_stats(const tg_ipc_host_t *host);
+
+/* Shares the connection limit between local users as described above
+ * (off by default: a host of trusted clients refuses past its limit). */
+void tg_ipc_host_share_by_uid(tg_ipc_host_t *host, bool on);
 
 /* Replies to |call|. |msg| may be NULL for an empty reply. |fd| >= 0 rides
  * along and is owned by the host from now on. Returns 0 or a negative error

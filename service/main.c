@@ -53,8 +53,7 @@ int main(int argc, char **argv) {
        "local users: one holding two fewer than another takes one of that "
        "user's", 1, 65535},
       {"max-consumers", TG_FLAG_UINT, &max_consumers, "N",
-       "consumer connections accepted at once, shared as producers' are",
-       1, 4096},
+       "consumer connections accepted at once", 1, 4096},
       {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
        "how long a session outlives a consumer connection that died without "
        "Detach, when the consumer asked for a lease (a relay does): the "

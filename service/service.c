@@ -37,6 +37,8 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                                : tg_strerror(rv));
     return rv;
   }
+  /* Any local user may connect here: one must not keep the others out. */
+  tg_ipc_host_share_by_uid(svc->producer_host, true);
   rv = tg_ipc_host_listen(loop, opt->consumer_socket, opt->consumer_mode,
                           svc->consumer_defs, 2, svc->opt.max_consumers,
                           &svc->consumer_host);

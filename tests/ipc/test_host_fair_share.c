@@ -5,6 +5,7 @@
  * three times. The first two connections each close one of the first
  * user's, never the one with a bound service (the oldest unbound goes
  * first); the third is refused, since the two users then hold as many.
+ * And a host that does not share (trusted clients) refuses both alike.
  * Needs root, to be two users.
  */
 #include <errno.h>
@@ -212,6 +213,27 @@ static void a_user_filling_the_slots_cannot_keep_another_out(void **state) {
   close(c);
 }
 
+/* A host of trusted clients (the consumer socket) keeps the plain limit:
+ * the second user is refused like the first. */
+static void without_sharing_the_limit_refuses_everyone(void **state) {
+  fixture_t *f = *state;
+  if (geteuid() != 0) {
+    skip();
+    return;
+  }
+  tg_ipc_host_share_by_uid(f->host, false);
+  char r = 0;
+  read_child(f, &r, 1);
+  assert_int_equal(r, 'R');
+  wait_stats(f, MAX_CONNS, 2, 0);
+  int a = connect_unix(f->sock);
+  assert_true(a >= 0);
+  wait_stats(f, MAX_CONNS, 3, 0);
+  assert_false(ours_open(f, a));
+  assert_int_equal(their_closed(f, 0x30), 0x30);
+  close(a);
+}
+
 static int setup(void **state) {
   static fixture_t f;
   memset(&f, 0, sizeof(f));
@@ -224,6 +246,7 @@ static int setup(void **state) {
   if (tg_ipc_host_listen(&f.loop, f.sock, 0666, &service, 1, MAX_CONNS,
                          &f.host) != 0)
     return -1;
+  tg_ipc_host_share_by_uid(f.host, true);
   *state = &f;
   if (geteuid() != 0) return 0;
   int down[2], up[2];
@@ -284,6 +307,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
           a_user_filling_the_slots_cannot_keep_another_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          without_sharing_the_limit_refuses_everyone, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* tracegated end to end: how sessions begin and end. Flushes that time out
  * or succeed, producers and consumers that go away, detach/attach, configs
  * refused at the door, and sessions that end on their own. */
+#include <grp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -475,6 +477,58 @@ static void duration_ms_ends_the_session_by_itself(void **state) {
   raw_producer_close(&p);
 }
 
+/* One local user holding every producer slot does not keep another's
+ * producer out: the producer socket shares its limit by uid (ipc/host.h).
+ * Needs root, to be two users. */
+static void a_user_holding_every_producer_slot_keeps_no_one_out(void **state) {
+  test_service_t *ts = *state;
+  if (geteuid() != 0) {
+    skip();
+    return;
+  }
+  assert_int_equal(chmod(ts->dir, 0711), 0);
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* nobody: both slots, idle, until the test is done with them */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(ready[0]);
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(10);
+    raw_conn_t held[2];
+    for (int i = 0; i < 2; i++)
+      if (raw_connect(&held[i], ts->producer_sock) != 0) _exit(11);
+    if (write(ready[1], "R", 1) != 1) _exit(12);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char r = 0;
+  assert_int_equal(read(ready[0], &r, 1), 1);
+  close(ready[0]);
+  raw_producer_t p;
+  int rv = raw_producer_connect(&p, ts, "root-producer", "share.ds", 0, 0,
+                                false);
+  kill(pid, SIGKILL);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_int_equal(rv, 0);
+  raw_producer_close(&p);
+}
+
+static int setup_two_producer_slots(void **state) {
+  test_service_t *ts = calloc(1, sizeof(*ts));
+  const char *args[] = {"--max-producers", "2", NULL};
+  if (!ts || test_service_start_with(ts, args, 10000) < 0) {
+    free(ts);
+    return -1;
+  }
+  *state = ts;
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(flush_times_out_without_ack_and_succeeds_with_one,
@@ -491,6 +545,9 @@ int main(void) {
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(duration_ms_ends_the_session_by_itself,
                                       test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          a_user_holding_every_producer_slot_keeps_no_one_out,
+          setup_two_producer_slots, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
