@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,7 +23,6 @@
 #error "PROBES_PATH must name the tracegate-probes binary"
 #endif
 
-#define NOBODY 65534
 
 static char tracefs_root[TG_TRACEFS_PATH_MAX];
 
@@ -88,8 +86,7 @@ pid_t e2e_spawn_probes(const test_service_t *ts, const char *err_path,
   if (getppid() != parent) _exit(127);
   int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd >= 0) dup2(fd, STDERR_FILENO);
-  if (drop_root && (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 ||
-                    setuid(NOBODY) != 0))
+  if (drop_root && tg_test_become_nobody() != 0)
     _exit(126);
   execl(PROBES_PATH, PROBES_PATH, "--socket", ts->producer_sock, "--log-level",
         "info", (char *)NULL);

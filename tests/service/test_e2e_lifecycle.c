@@ -1,7 +1,6 @@
 /* tracegated end to end: how sessions begin and end. Flushes that time out
  * or succeed, producers and consumers that go away, detach/attach, configs
  * refused at the door, and sessions that end on their own. */
-#include <grp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -248,7 +247,7 @@ static void consumer_disconnect_ends_its_session(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
       raw_consumer_t n;
-      if (setgid(65534) < 0 || setuid(65534) < 0) _exit(10);
+      if (tg_test_become_nobody() != 0) _exit(10);
       if (raw_consumer_connect(&n, ts) != 0) _exit(11);
       Perfetto__Protos__QueryServiceStateResponse *nq = raw_consumer_query(&n, 5000);
       if (!nq) _exit(12);
@@ -495,8 +494,7 @@ static void a_user_holding_every_producer_slot_keeps_no_one_out(void **state) {
     /* nobody: both slots, idle, until the test is done with them */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close(ready[0]);
-    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
-      _exit(10);
+    if (tg_test_become_nobody() != 0) _exit(10);
     raw_conn_t held[2];
     for (int i = 0; i < 2; i++)
       if (raw_connect(&held[i], ts->producer_sock) != 0) _exit(11);

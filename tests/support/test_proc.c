@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -280,4 +281,11 @@ const char *tg_test_json(const char *path, const char *key) {
   static unsigned i;
   char *b = bufs[i++ % 8];
   return tg_test_json_get(path, key, b, sizeof(bufs[0])) == 0 ? b : NULL;
+}
+
+int tg_test_become_nobody(void) {
+  if (setgroups(0, NULL) != 0 || setgid(TG_TEST_NOBODY) != 0 ||
+      setuid(TG_TEST_NOBODY) != 0)
+    return -errno;
+  return 0;
 }

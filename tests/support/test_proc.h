@@ -77,6 +77,12 @@ int tg_test_mkdtemp(char *out, size_t cap, const char *tag);
  * of the first failure; a missing |path| is not an error. */
 int tg_test_rm_rf(const char *path);
 
+/* The uid and gid tests use as "another user". */
+#define TG_TEST_NOBODY 65534
+/* Becomes nobody (uid and gid TG_TEST_NOBODY, no supplementary groups):
+ * for a forked child of a test running as root. Returns 0 or -errno. */
+int tg_test_become_nobody(void);
+
 /* Runs deploy/certs/tg-certs in |dir| with |args|, words separated by
  * spaces ("client pki alice --role record"), its output discarded. Returns
  * 0 or -1 (tool failed; its status is printed). */
