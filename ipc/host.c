@@ -345,15 +345,15 @@ static bool make_room(tg_ipc_host_t *h, const struct ucred *cr) {
   const char *path = h->path[0] ? h->path : "(abstract socket)";
   uid_share_t *mine = share_find(h, cr->uid), *top = NULL;
   size_t have = mine ? mine->conns : 0;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &h->shares) {
-    uid_share_t *s = TG_CONTAINER_OF(it, uid_share_t, node);
-    if (!top || s->conns > top->conns) top = s;
+  if (h->share_by_uid) {
+    tg_list_t *it, *tmp;
+    tg_list_foreach_safe(it, tmp, &h->shares) {
+      uid_share_t *s = TG_CONTAINER_OF(it, uid_share_t, node);
+      if (!top || s->conns > top->conns) top = s;
+    }
   }
-  tg_ipc_host_conn_t *victim = h->share_by_uid && top &&
-                                        top->conns >= have + 2
-                                    ? pick_victim(h, top)
-                                    : NULL;
+  tg_ipc_host_conn_t *victim =
+      top && top->conns >= have + 2 ? pick_victim(h, top) : NULL;
   if (!victim) {
     h->stats.connections_refused++;
     if (conn_line_allowed(h))
@@ -364,12 +364,11 @@ static bool make_room(tg_ipc_host_t *h, const struct ucred *cr) {
   }
   h->stats.connections_evicted++;
   if (conn_line_allowed(h))
-    TG_WARN("ipc: %s: closed conn %llu (pid %d, uid %d) for a connection "
-            "from pid %d (uid %d): at %zu connections, uid %d held %zu, "
-            "uid %d %zu",
+    TG_WARN("ipc: %s: closed conn %llu (pid %d, uid %d, holding %zu of "
+            "%zu) for a connection from pid %d (uid %d, holding %zu)",
             path, (unsigned long long)victim->id, (int)victim->chan.peer_pid,
-            (int)top->uid, (int)cr->pid, (int)cr->uid, h->max_conns,
-            (int)top->uid, top->conns, (int)cr->uid, have);
+            (int)top->uid, top->conns, h->max_conns, (int)cr->pid,
+            (int)cr->uid, have);
   victim->evicted = true;
   h->n_evicting++;
   share_put(victim->share);
