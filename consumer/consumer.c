@@ -37,9 +37,13 @@ int tg__failure(const tg__call_t *call, int status, const char *remote,
         snprintf(msg, n, "the service refused %s", m);
       }
       break;
-    case TG_EUNKNOWN_METHOD:
-      snprintf(msg, n, "the service rejected the %s request", m);
+    case TG_EUNKNOWN_METHOD: {
+      const char *why = tg_ipc_client_notice(&call->c->client);
+      tg_printable(text, sizeof(text), why);
+      snprintf(msg, n, "the service rejected the %s request%s%s", m,
+               why[0] ? ": " : "", text);
       break;
+    }
     case TG_EPEER_CLOSED:
       snprintf(msg, n, "lost the connection to the service before %s finished (%s)",
                m, tg_strerror(call->c->raw_status));
@@ -195,6 +199,10 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
   if (status == 0) {
     c->svc = svc;
     c->state = TG__CONSUMER_READY;
+  } else if (status == TG_EUNKNOWN_SERVICE && tg_ipc_client_notice(cl)[0]) {
+    char text[256]; /* the peer's words: a relay's refusal says why */
+    tg_printable(text, sizeof(text), tg_ipc_client_notice(cl));
+    snprintf(msg, sizeof(msg), "binding ConsumerPort refused: %s", text);
   } else if (status == TG_EUNKNOWN_SERVICE) {
     snprintf(msg, sizeof(msg),
              "the peer does not offer ConsumerPort (not a tracing service's "

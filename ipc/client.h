@@ -83,7 +83,9 @@ struct tg_ipc_client {
    * reason for refusing the call whose InvokeMethodReply{success=false}
    * follows, when that method's reply has no error field of its own.
    * Printable ASCII; kept until the next InvokeMethodReply has been
-   * dispatched. Perfetto's client drops such a frame (no request 0). */
+   * dispatched. Perfetto's client drops such a frame (no request 0).
+   * A RequestError that answers a call puts its own text here for the
+   * length of that call's callback. */
   char notice[256];
 };
 
@@ -92,8 +94,10 @@ struct tg_ipc_client {
 void tg_ipc_client_init(tg_ipc_client_t *c, tg_transport_t *t,
                         const tg_ipc_client_cbs_t *cbs, void *data);
 
-/* The notice for the InvokeMethodReply being dispatched ("" if none):
- * valid inside its reply callback only. */
+/* The notice for the reply being dispatched ("" if none): a relay's notice
+ * before an InvokeMethodReply, or the text of the RequestError that
+ * refused the call (TG_EUNKNOWN_METHOD, TG_EUNKNOWN_SERVICE). Valid inside
+ * its callback only. */
 const char *tg_ipc_client_notice(const tg_ipc_client_t *c);
 
 /* Sends BindService. Returns 0 (the callback will run) or a negative error

@@ -286,9 +286,39 @@ static tg_authz_role_t current_role(const tg_relay_bridge_t *b) {
   return tg_authz_role(b->env->authz, b->identity);
 }
 
+/* A refusal's close is the relay's own decision, said to the client (or
+ * offered for REFUSAL_LINGER_MS): an orderly one, with a close_notify, so
+ * that the client tells it from a stream an attacker cut. */
 void tg__bridge_on_refusal_timer(uv_timer_t *t) {
   tg_relay_bridge_t *b = t->data;
-  tg__bridge_close(b, TG_EDENIED, b->close_why);
+  tg__bridge_close(b, 0, b->close_why);
+}
+
+/* B_REFUSING after the client was told: closes now if nothing is left to
+ * send, else once it has had REFUSAL_FLUSH_MS to leave. */
+static void close_when_sent(tg_relay_bridge_t *b) {
+  if (!b->client_open || tg_transport_pending(b->client) == 0)
+    tg__bridge_close(b, 0, b->close_why);
+  else
+    uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_FLUSH_MS, 0);
+}
+
+/* A RequestError carrying |text| to the client, for request |request_id|
+ * (0: a notice, which no request of a client uses; tracegate's client
+ * prints it as the reason and Perfetto's drops it as unmatched). */
+static void send_request_error(tg_relay_bridge_t *b, uint64_t request_id,
+                               const char *text) {
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = (char *)text;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  tg_buf_reset(&b->out);
+  if (tg_ipc_frame_append(&f, &b->out) == 0)
+    send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
 }
 
 /* B_REFUSING: the client's first request is answered with a RequestError
@@ -299,23 +329,27 @@ static void tell_refusal(tg_relay_bridge_t *b, const uint8_t *payload,
   tg_ipc_frame_t *fr = tg_ipc_frame_unpack(payload, len);
   uint64_t request_id = fr ? fr->request_id : 0;
   if (fr) tg_ipc_frame_free(fr);
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = b->refusal;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
-  tg_buf_reset(&b->out);
-  if (tg_ipc_frame_append(&f, &b->out) == 0)
-    send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
-  if (b->state != B_REFUSING) return;
+  send_request_error(b, request_id, b->refusal);
+  if (b->state != B_REFUSING) return; /* the send failed and closed it */
   b->refusal[0] = 0; /* told once */
-  if (tg_transport_pending(b->client) == 0)
-    tg__bridge_close(b, TG_EDENIED, b->close_why);
-  else
-    uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_FLUSH_MS, 0);
+  close_when_sent(b);
+}
+
+/* Sends |text| to the client as a notice, then closes once it has left,
+ * or after REFUSAL_FLUSH_MS. |why| is kept for the log. */
+static void tell_and_close(tg_relay_bridge_t *b, const char *why,
+                           const char *text) {
+  if (why != b->close_why)
+    snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  /* From here on the client's frames are dropped (nothing takes them) and
+   * the service's transport, if still open, closes with the bridge. */
+  b->state = B_REFUSING;
+  b->refusal[0] = 0;
+  if (b->client_open) {
+    send_request_error(b, 0, text);
+    if (b->state != B_REFUSING) return; /* the send failed and closed it */
+  }
+  close_when_sent(b);
 }
 
 /* A client frame's verdict, carried out: its frames sent where the action
@@ -352,7 +386,10 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
   tg_relay_bridge_t *b = t->data;
   if (b->state == B_REFUSING && b->refusal[0]) {
     tell_refusal(b, payload, len);
-    return 1;
+    /* Still B_REFUSING: the answer is leaving, and what else the client
+     * sends meanwhile is read and dropped (non-zero stops the transport:
+     * only when closing). */
+    return b->state == B_REFUSING ? 0 : 1;
   }
   if (b->state != B_OPEN) return 0;
   tg_buf_reset(&b->out);
@@ -485,6 +522,7 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
 
 static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_relay_bridge_t *b = t->data;
+  b->up_answered = true;
   uint8_t *orphan = NULL;
   int rv = up_frame(b, payload, len, &orphan);
   free(orphan);
@@ -499,11 +537,22 @@ static void up_on_close(tg_transport_t *t, int status) {
   if (b->state == B_DETACHING) {
     detach_done(b, false, "NOT detached (the service went away)");
   } else if (b->state == B_OPEN) {
-    char why[160];
-    snprintf(why, sizeof(why), "the tracing service closed the connection%s%s",
+    /* The client is told, or it would see only its TLS connection end
+     * (and guess at the relay): a service that closes before answering
+     * anything refused the connection, most likely at its limit. */
+    char why[200];
+    snprintf(why, sizeof(why), "the tracing service closed the connection%s%s%s",
+             b->up_answered ? "" : " before answering",
              status && status != TG_EPEER_CLOSED ? ": " : "",
              status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");
-    tg__bridge_close(b, status, why);
+    char text[300];
+    if (b->up_answered)
+      snprintf(text, sizeof(text), "relay: %s", why);
+    else
+      snprintf(text, sizeof(text), "relay: the tracing service closed the "
+               "connection before answering (at its --max-consumers limit? "
+               "tracegated's log on the relay's host says why)");
+    tell_and_close(b, why, text);
   }
   tg__bridge_maybe_free(b);
 }

@@ -26,7 +26,8 @@
 
 enum bridge_state {
   B_HANDSHAKE, /* TLS handshake running; no upstream yet */
-  B_REFUSING,  /* verified but not authorized: telling the client why */
+  B_REFUSING,  /* verified but not authorized, or the service went away:
+                * telling the client why */
   B_OPEN,      /* frames flow both ways */
   B_DETACHING, /* client gone; waiting for the service to detach */
   B_CLOSING,   /* waiting for handles to close */
@@ -50,6 +51,7 @@ struct tg_relay_bridge {
 
   tg_unix_transport_t up;
   bool up_open;
+  bool up_answered; /* the service sent a frame: it took the connection */
 
   uv_timer_t timer; /* bounds the drop-time Detach */
   bool timer_closing;

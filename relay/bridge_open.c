@@ -146,8 +146,10 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
     char why[300];
     snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
              b->env->consumer_socket, tg_strerror(rv));
-    TG_ERROR("%s", why);
-    refuse(b, rv, why);
+    /* refuse_telling() logs it. The client is told too (not the socket's path: the relay's own). */
+    refuse_telling(b, why, "relay: the tracing service on the relay's host is "
+                   "not reachable (%s): is tracegated running?",
+                   tg_strerror(rv));
     return;
   }
   b->state = B_OPEN;

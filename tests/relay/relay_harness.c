@@ -340,15 +340,16 @@ typedef struct bind_wait {
   bool done;
   int status;
   const tg_ipc_remote_service_t *svc;
+  char said[sizeof(((tg_ipc_client_t *)0)->notice)];
 } bind_wait_t;
 
 static void on_bound(tg_ipc_client_t *c, void *ctx, int status,
                      const tg_ipc_remote_service_t *svc) {
-  (void)c;
   bind_wait_t *w = ctx;
   w->done = true;
   w->status = status;
   w->svc = svc;
+  snprintf(w->said, sizeof(w->said), "%s", tg_ipc_client_notice(c));
 }
 
 static bool bind_done(void *arg) { return ((bind_wait_t *)arg)->done; }
@@ -365,6 +366,7 @@ int rc_bind(rc_t *rc, const char *service) {
   }
   if (w.status == 0 && !strcmp(service, "ConsumerPort")) rc->cp = w.svc;
   if (w.status == 0 && !strcmp(service, "TracegateRelay")) rc->relay = w.svc;
+  snprintf(rc->bind_said, sizeof(rc->bind_said), "%s", w.said);
   return w.status;
 }
 

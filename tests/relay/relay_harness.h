@@ -93,6 +93,7 @@ typedef struct rc {
   char error[600];
   const tg_ipc_remote_service_t *cp;    /* ConsumerPort once bound */
   const tg_ipc_remote_service_t *relay; /* TracegateRelay once bound */
+  char bind_said[256]; /* the text of a RequestError that refused the bind */
 } rc_t;
 
 /* Connects to the relay on 127.0.0.1:|port| as |cfg|'s identity and waits

@@ -332,6 +332,85 @@ static void cli_prints_the_relays_reason_for_a_call_without_error_field(
                        "role observe does not allow Attach");
 }
 
+/* --- when the service goes away -------------------------------------------- */
+
+/* The client's channel ended orderly (the relay's close_notify), and the
+ * relay said why before it: a notice (for no request), or the answer that
+ * refused the bind. */
+static void expect_told(rc_t *rc, const char *token) {
+  assert_true(rc_wait_closed(rc, STEP_MS));
+  assert_int_equal(rc->close_status, TG_EPEER_CLOSED);
+  const char *said = rc->ipc.notice[0] ? rc->ipc.notice : rc->bind_said;
+  if (!strstr(said, token))
+    fail_msg("the relay said '%s', not naming '%s'", said, token);
+}
+
+static int setup_full_service(void **state) {
+  fx_t *f = calloc(1, sizeof(*f));
+  const char *const args[] = {"--max-consumers", "1", NULL};
+  if (!f || test_service_start_with(&f->ts, args, STEP_MS) < 0) return -1;
+  loop_setup();
+  *state = f;
+  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
+  f->relay_up = true;
+  return 0;
+}
+
+/* tracegated at its --max-consumers limit takes the relay's connection and
+ * closes it before answering. The client used to see its TLS stream cut
+ * (no close_notify) and nothing else; now the relay says the service closed
+ * before answering, naming the limit, and closes orderly. */
+static void relay_tells_the_client_a_full_service_closed_on_it(void **state) {
+  fx_t *f = *state;
+  raw_conn_t holder; /* the service's one consumer slot, bound */
+  assert_int_equal(raw_connect(&holder, f->ts.consumer_sock), 0);
+  assert_int_equal(raw_bind(&holder, "ConsumerPort"), 0);
+
+  tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
+  rc_t rc = {0};
+  assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
+  assert_int_not_equal(rc_bind(&rc, "ConsumerPort"), 0);
+  expect_told(&rc, "--max-consumers");
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+
+  /* The CLI's last word is the relay's. */
+  static char err[16384];
+  assert_int_not_equal(cli_query_as(f, "pki", "alice", "pki", err, sizeof(err)),
+                       0);
+  expect_cli_says(err, "--max-consumers");
+  assert_null(strstr(err, "close_notify"));
+  raw_close(&holder);
+}
+
+/* The service ends in the middle of a client's connection: the client is
+ * told before its connection closes, orderly. */
+static void relay_tells_the_client_the_service_went_away(void **state) {
+  fx_t *f = *state;
+  tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
+  rc_t rc = {0};
+  assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), 0);
+  assert_true(WIFEXITED(test_service_terminate(&f->ts)));
+  expect_told(&rc, "tracing service closed the connection");
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+}
+
+/* No service listening: the relay answers the client's first request with
+ * the reason, instead of closing on it unannounced. */
+static void relay_tells_the_client_no_service_listens(void **state) {
+  fx_t *f = *state;
+  assert_true(WIFEXITED(test_service_terminate(&f->ts)));
+  tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
+  rc_t rc = {0};
+  assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), TG_EUNKNOWN_SERVICE);
+  expect_told(&rc, "is tracegated running?");
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -354,6 +433,11 @@ int main(void) {
       T(cli_prints_why_the_relay_refused),
       T(cli_prints_the_relays_reason_for_a_denied_call),
       T(cli_prints_the_relays_reason_for_a_call_without_error_field),
+      cmocka_unit_test_setup_teardown(
+          relay_tells_the_client_a_full_service_closed_on_it,
+          setup_full_service, teardown),
+      T(relay_tells_the_client_the_service_went_away),
+      T(relay_tells_the_client_no_service_listens),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
