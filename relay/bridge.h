@@ -77,6 +77,11 @@ typedef struct tg_relay_env {
    * TracegateRelay.ClockSync): silence this long means a dead link. 0:
    * keep the ordinary one. */
   uint32_t heartbeat_idle_ms;
+  /* Connections one identity may hold at once (0: no cap), so that one
+   * client, looping or hostile, cannot take every --max-conns slot from
+   * the others. A connection over it is refused after its handshake, and
+   * told why. */
+  size_t max_conns_per_identity;
   void *data; /* owner's */
 
   /* Maintained by bridge.c. */

@@ -167,6 +167,19 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
                  "role %s%s", tg_authz_role_name(role), tls);
 }
 
+/* Connections |id| holds: admitted and not closing (a detaching one still
+ * holds the service's connection). Compared exactly. */
+static size_t identity_conns(const tg_relay_env_t *env, const char *id) {
+  size_t n = 0;
+  for (const tg_list_t *it = env->bridges.next; it != &env->bridges;
+       it = it->next) {
+    const tg_relay_bridge_t *o = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
+    if (o->authorized && o->state != B_CLOSING && !strcmp(o->identity, id))
+      n++;
+  }
+  return n;
+}
+
 static void on_handshake(tg_tls_chan_t *ch, int status) {
   tg_relay_bridge_t *b = tg_tls_chan_transport(ch)->data;
   if (status != 0) {
@@ -193,6 +206,18 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
                    "this relay does not authorize the identity of this "
                    "client certificate ('%s' is not in its authorization "
                    "file)", id);
+    return;
+  }
+  size_t held = identity_conns(b->env, id);
+  if (b->env->max_conns_per_identity && held >= b->env->max_conns_per_identity) {
+    char why[TG_AUTHZ_IDENTITY_MAX + 96];
+    snprintf(why, sizeof(why),
+             "identity '%s' already holds %zu connections "
+             "(--max-conns-per-identity)", id, held);
+    refuse_telling(b, why,
+                   "relay: this client's identity ('%s') already holds %zu "
+                   "connections to this relay, its limit "
+                   "(--max-conns-per-identity): close one first", id, held);
     return;
   }
   admit(b, role);

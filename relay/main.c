@@ -239,6 +239,7 @@ int main(int argc, char **argv) {
   const char *compress = "allow";
   uint64_t max_conns = 64, hs_timeout = 10000, idle_timeout = 600000;
   uint64_t evict_after_ms = 1000;
+  uint64_t per_identity = 0; /* half of --max-conns */
   uint64_t high_water_kb = 4096;
   uint64_t dead_link_s = 10;
   uint64_t session_lease_ms = 0;
@@ -286,6 +287,10 @@ int main(int argc, char **argv) {
       {"max-conns", TG_FLAG_UINT, &max_conns, "N",
        "connections at once (handshakes included); more are refused", 1,
        65535},
+      {"max-conns-per-identity", TG_FLAG_UINT, &per_identity, "N",
+       "connections one client identity may hold at once; more are refused "
+       "after their handshake, told why, so that one client cannot take "
+       "every slot (0: half of --max-conns, rounded up)", 0, 65535},
       {"handshake-timeout-ms", TG_FLAG_UINT, &hs_timeout, "N",
        "from accept to a verified client", 100, 600000},
       {"unverified-evict-ms", TG_FLAG_UINT, &evict_after_ms, "N",
@@ -414,6 +419,8 @@ int main(int argc, char **argv) {
   r.env.detach_timeout_ms = DETACH_TIMEOUT_MS;
   r.env.high_water = (size_t)high_water_kb * 1024;
   r.env.compress = compress_policy;
+  r.env.max_conns_per_identity =
+      (size_t)(per_identity ? per_identity : (max_conns + 1) / 2);
   r.env.session_lease_ms = session_lease_ms;
   /* One window per connection at most, each kept after its last
    * connection for as long as the session's lease (tracegated's default
@@ -459,9 +466,9 @@ int main(int argc, char **argv) {
     } else {
       size_t n = tg_authz_count(r.authz);
       TG_INFO("listening on %s (port %d), forwarding to %s; %zu identit%s "
-              "authorized; max %llu connections%s", listen, port,
-              consumer_socket, n, n == 1 ? "y" : "ies",
-              (unsigned long long)max_conns,
+              "authorized; max %llu connections, %zu per identity%s",
+              listen, port, consumer_socket, n, n == 1 ? "y" : "ies",
+              (unsigned long long)max_conns, r.env.max_conns_per_identity,
               compress_policy == TG_RELAY_COMPRESS_NEVER
                   ? "; compression refused (--compress never)"
                   : "");

@@ -120,7 +120,10 @@ static unsigned emit_rate(unsigned ring_kb) {
 }
 
 static int start_groups(unsigned ng, const char *dir, unsigned rate) {
-  static const char *const relay_extra[] = {"--max-conns", "128", NULL};
+  /* Every host of the fleet is one identity's connection to a few
+   * relays: all 128 slots may be that identity's. */
+  static const char *const relay_extra[] = {
+      "--max-conns", "128", "--max-conns-per-identity", "128", NULL};
   for (unsigned i = 0; i < ng; i++) {
     if (test_service_start(&g_groups[i].ts) < 0) {
       fprintf(stderr, PROG ": cannot start tracegated %u\n", i);

@@ -423,7 +423,10 @@ static void spelling(unsigned k, char *out, size_t n) {
 
 static int start_groups(group_t *g, unsigned ng, const char *dir,
                         uint64_t rate) {
-  static const char *const relay_extra[] = {"--max-conns", "128", NULL};
+  /* Every host of the fleet is one identity's connection to a few
+   * relays: all 128 slots may be that identity's. */
+  static const char *const relay_extra[] = {
+      "--max-conns", "128", "--max-conns-per-identity", "128", NULL};
   for (unsigned i = 0; i < ng; i++) {
     if (test_service_start(&g[i].ts) < 0) {
       fprintf(stderr, "bench_fanout: cannot start tracegated %u\n", i);

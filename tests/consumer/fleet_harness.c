@@ -68,13 +68,15 @@ void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
   char fd[16], listen[32];
   snprintf(fd, sizeof(fd), "%d", pfd[1]);
   snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+  /* A fleet here is many spellings of a few relays, all one identity's
+   * connections: as many as --max-conns (64) may be one identity's. */
   const char *argv[32] = {
       "tracegate-relay", "--listen", listen, "--consumer-socket",
       consumer_sock, "--cert", fleet_in_dir("pki/relay.test.pem"), "--key",
       fleet_in_dir("pki/relay.test.key"), "--ca", fleet_in_dir("pki/ca.pem"),
       "--authz", fleet_in_dir("pki/authz"), "--ready-fd", fd, "--log-level",
-      "info"};
-  size_t n = 17;
+      "info", "--max-conns-per-identity", "64"};
+  size_t n = 19;
   for (size_t i = 0; extra_args && extra_args[i]; i++) {
     assert_true(n + 1 < sizeof(argv) / sizeof(argv[0]));
     argv[n++] = extra_args[i];

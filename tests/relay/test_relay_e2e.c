@@ -612,6 +612,41 @@ static void relay_refuses_connections_beyond_max_conns(void **state) {
   disconnect(&a, acfg);
 }
 
+/* One identity cannot take every slot: with --max-conns 4 (and so 2 per
+ * identity by default), alice's third connection is refused after its
+ * handshake and told why, orderly; carol still gets in, and alice again
+ * once one of hers has closed. */
+static void relay_caps_the_connections_of_one_identity(void **state) {
+  fx_t *f = *state;
+  const char *extra[] = {"--max-conns", "4", NULL};
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
+  f->relay_up = true;
+  rc_t a1, a2, a3, c;
+  tg_tls_config_t *a1cfg, *a2cfg, *ccfg;
+  connect_as(f, &a1, "alice", &a1cfg);
+  connect_as(f, &a2, "alice", &a2cfg);
+  tg_tls_config_t *a3cfg = client_cfg("pki", "alice", "pki");
+  assert_int_equal(rc_connect(&a3, f->rp.port, a3cfg), 0);
+  assert_int_equal(rc_bind(&a3, "ConsumerPort"), TG_EUNKNOWN_SERVICE);
+  assert_non_null(strstr(a3.bind_said, "--max-conns-per-identity"));
+  assert_true(rc_wait_closed(&a3, STEP_MS));
+  assert_int_equal(a3.close_status, TG_EPEER_CLOSED);
+  disconnect(&a3, a3cfg);
+  expect_audit(f, "connect deny", "identity 'alice' already holds 2 "
+                                  "connections");
+  /* Another identity is not held back by alice's. */
+  connect_as(f, &c, "carol", &ccfg);
+  assert_int_equal(simple_call(&c, "QueryServiceState"), 0);
+  /* One of alice's goes: she may open another. */
+  disconnect(&a1, a1cfg);
+  connect_as(f, &a1, "alice", &a1cfg);
+  assert_int_equal(simple_call(&a1, "QueryServiceState"), 0);
+  assert_int_equal(simple_call(&a2, "QueryServiceState"), 0);
+  disconnect(&a1, a1cfg);
+  disconnect(&a2, a2cfg);
+  disconnect(&c, ccfg);
+}
+
 /* Peers without a certificate that hold connections open do not keep a
  * client out: past --max-conns, a new connection closes the oldest one
  * still unverified after --unverified-evict-ms. */
@@ -909,6 +944,7 @@ int main(void) {
       T(relay_reloads_roles_on_sighup_without_dropping),
       T(relay_exits_cleanly_on_sigterm),
       TS(relay_refuses_connections_beyond_max_conns),
+      TS(relay_caps_the_connections_of_one_identity),
       TS(relay_closes_stale_unverified_connections_for_a_client),
       TS(relay_keeps_young_handshakes_and_refuses_the_newcomer),
       TS(relay_rate_limits_lines_about_unverified_peers),
