@@ -274,16 +274,3 @@ int bench_certs(const char *dir, const char *host, const char *client) {
   return -1;
 }
 
-int bench_parse_uint(const char *prog, const char *what, const char *s,
-                     uint64_t lo, uint64_t hi, uint64_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-    fprintf(stderr, "%s: %s must be %llu-%llu, not '%s'\n", prog, what,
-            (unsigned long long)lo, (unsigned long long)hi, s);
-    return -1;
-  }
-  *out = (uint64_t)v;
-  return 0;
-}

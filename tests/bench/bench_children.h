@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bench_args.h"
+
 /* Installs the exit and signal hooks. Call once, first. */
 void bench_children_init(void);
 
@@ -74,10 +76,5 @@ int bench_certs(const char *dir, const char *host, const char *client);
 
 /* CLOCK_MONOTONIC in ms. */
 double bench_now_ms(void);
-
-/* One number of a bench's command line in [lo, hi] into |out|: 0, or -1
- * after saying on stderr which argument of |prog| was wrong. */
-int bench_parse_uint(const char *prog, const char *what, const char *s,
-                     uint64_t lo, uint64_t hi, uint64_t *out);
 
 #endif /* TRACEGATE_BENCH_CHILDREN_H */

@@ -16,7 +16,7 @@
  * the session). Goal: encode within 2x of the floor.
  *
  * Needs root and tracefs; without them it says so and exits 0.
- * usage: bench_ftrace [SECONDS per phase, default 3]
+ * usage: bench_ftrace [SECONDS]   (per phase, default 3; see --help)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +33,7 @@
 #include "agent/probes/ftrace_session.h"
 #include "agent/probes/ftrace_tracefs.h"
 #include "tracegate/error.h"
+#include "bench_args.h"
 
 #define PAIRS 2
 #define DRAIN_EVERY_MS 20
@@ -195,9 +196,25 @@ static int phase(const char *label, bool compact, bool pids_too,
   return 0;
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_ftrace [SECONDS]\n"
+          "  linux.ftrace's CPU per MB of kernel ring buffer data, encoded "
+          "into\n"
+          "  TracePackets, against reading the same pages and discarding "
+          "them\n"
+          "  (goal: within 2x). Needs root and tracefs, else it says so and "
+          "exits 0.\n"
+          "  SECONDS  time per phase, four phases (1-600, default 3)\n");
+}
+
 int main(int argc, char **argv) {
-  double seconds = argc > 1 ? atof(argv[1]) : 3.0;
-  if (seconds <= 0 || seconds > 600) seconds = 3.0;
+  uint64_t secs = 3;
+  const bench_arg_t args[] = {{"SECONDS", 1, 600, &secs}};
+  int parsed = bench_args_parse("bench_ftrace", argc, argv, args, 1, usage,
+                                NULL);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
+  double seconds = (double)secs;
   char root[TG_TRACEFS_PATH_MAX];
   int rv = geteuid() == 0 ? tg_tracefs_find(root) : -EACCES;
   if (rv < 0) {

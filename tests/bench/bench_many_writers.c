@@ -48,6 +48,7 @@
 
 #include "test_service.h"
 #include "tracegate/agent.h"
+#include "bench_args.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 #define ROW_SECONDS 1u
@@ -334,7 +335,22 @@ static double run_single(const test_service_t *ts, uint64_t *dropped) {
   return ns;
 }
 
-int main(void) {
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_many_writers\n"
+          "  1 to 4096 writer threads sharing the default SMB (no size hint, "
+          "drop\n"
+          "  policy) with a real tracegated draining: drops, ns per event "
+          "and SMB\n"
+          "  bytes in use per threads x rate row, next to one thread alone.\n"
+          "  Takes no arguments. TG_BENCH_WRITER_NICE=N runs the writers at "
+          "nice N.\n");
+}
+
+int main(int argc, char **argv) {
+  int parsed =
+      bench_args_parse("bench_many_writers", argc, argv, NULL, 0, usage, NULL);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
   memset(g_payload, 'x', sizeof(g_payload));
   const char *nice_env = getenv("TG_BENCH_WRITER_NICE");
   if (nice_env) g_writer_nice = atoi(nice_env);

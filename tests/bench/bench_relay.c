@@ -29,7 +29,7 @@
  * encrypts: on 2 cores it is bounded by the relay's own MB per CPU-second,
  * which is why that ratio is printed too.
  *
- * usage: bench_relay [TOTAL_MiB [ROUND_MiB]]   (default 1024 128)
+ * usage: bench_relay [TOTAL_MiB [ROUND_MiB]]   (default 1024 128; --help)
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -459,20 +459,62 @@ static void report(const bench_t *b, uint64_t mib, uint64_t round_mib,
          d_wall > 0 ? r_wall / d_wall : 0);
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_relay [TOTAL_MiB [ROUND_MiB]]\n"
+          "  Read-out through tracegate-relay over TLS against the same "
+          "read-out from\n"
+          "  the service's consumer socket and raw AEAD speed: MB/s and MB "
+          "per\n"
+          "  CPU-second of each process, rounds alternating between the "
+          "two.\n"
+          "  TOTAL_MiB  read out each way (1-%u, default 1024)\n"
+          "  ROUND_MiB  filled and read per round (1-1024, default 128, cut "
+          "to\n"
+          "             TOTAL_MiB; at most %d rounds in all)\n"
+          "  With the defaults the run stops at %d s; with sizes given, at "
+          "%d s.\n",
+          MAX_ROUNDS * 1024u, MAX_ROUNDS, DEADLINE_S, LONG_DEADLINE_S);
+}
+
+/* Returns 0, 1 after --help, or -1 after an error it reported (before
+ * anything starts). *sized: sizes were given (the long deadline). */
+static int parse_args(int argc, char **argv, uint64_t *mib,
+                      uint64_t *round_mib, bool *sized) {
+  *mib = 1024;
+  *round_mib = 128;
+  const bench_arg_t args[] = {{"TOTAL_MiB", 1, MAX_ROUNDS * 1024u, mib},
+                              {"ROUND_MiB", 1, 1024, round_mib}};
+  size_t pos = 0;
+  int rv = bench_args_parse("bench_relay", argc, argv, args, 2, usage, &pos);
+  if (rv != 0) return rv;
+  /* A ROUND_MiB above TOTAL_MiB is one round of TOTAL_MiB (`bench_relay
+   * 64` with the default 128). */
+  if (*round_mib > *mib) *round_mib = *mib;
+  uint64_t rounds = (*mib + *round_mib - 1) / *round_mib;
+  if (rounds > MAX_ROUNDS) {
+    fprintf(stderr, "bench_relay: %" PRIu64 " MiB in rounds of %" PRIu64
+            " MiB is %" PRIu64 " rounds, at most %d: give a larger "
+            "ROUND_MiB\n", *mib, *round_mib, rounds, MAX_ROUNDS);
+    usage(stderr);
+    return -1;
+  }
+  *sized = pos > 0;
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 1024;
-  uint64_t round_mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 128;
-  if (mib == 0) mib = 1024;
-  if (round_mib == 0 || round_mib > 1024) round_mib = 128;
-  if (round_mib > mib) round_mib = mib;
+  uint64_t mib, round_mib;
+  bool sized;
+  int parsed = parse_args(argc, argv, &mib, &round_mib, &sized);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
   unsigned rounds = (unsigned)((mib + round_mib - 1) / round_mib);
-  if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
   tg_log_set_level(TG_LOG_WARN);
   bench_children_init();
-  bench_deadline(argc > 1 ? LONG_DEADLINE_S : DEADLINE_S);
+  bench_deadline(sized ? LONG_DEADLINE_S : DEADLINE_S);
   double t_begin = bench_now_ms();
   double budget_ms =
-      (argc > 1 ? LONG_DEADLINE_S - 60 : BUDGET_S) * 1000.0;
+      (sized ? LONG_DEADLINE_S - 60 : BUDGET_S) * 1000.0;
 
   static bench_t bench;
   bench_t *b = &bench;

@@ -10,6 +10,7 @@
  * trace_buffer.c chose small pages on these figures.
  * Targets (DEVELOPERS.md): >= 1.4 GB/s ingest, >= 1 GB/s read-out.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -25,6 +26,7 @@
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "test_service.h"
+#include "bench_args.h"
 
 #define PACKET_SIZE 1024
 #define PAGE_KB 32
@@ -312,7 +314,26 @@ static double first_fill_gbps(bool huge) {
   return (double)n / 1e9 / s;
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: bench_service_ingest [MIB]\n"
+          "  A real tracegated's ingest and read-out: MB/s into the central "
+          "buffer and\n"
+          "  out to a consumer, service CPU per GB, peak RSS and loss, next "
+          "to a memcpy\n"
+          "  of the same bytes; first, how fast fresh memory fills with 4 KiB "
+          "and 2 MiB\n"
+          "  pages.\n"
+          "  MIB  written by the producer in each of three runs (1-65536, "
+          "default 1024)\n");
+}
+
 int main(int argc, char **argv) {
+  uint64_t mib = 1024;
+  const bench_arg_t args[] = {{"MIB", 1, 65536, &mib}};
+  int parsed = bench_args_parse("bench_service_ingest", argc, argv, args, 1,
+                                usage, NULL);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
   /* Small pages first: memory the huge mapping just gave back would come
    * to them warm. */
   double small = first_fill_gbps(false), huge = first_fill_gbps(true);
@@ -323,8 +344,6 @@ int main(int argc, char **argv) {
     printf("unavailable\n");
   else
     printf("%.2f GB/s (the ring uses 4 KiB pages)\n", huge);
-  uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 1024;
-  if (mib == 0) mib = 1024;
   int rv = run(mib, false, 0, "ingest only, ring wrapping, no reader");
   if (rv == 0)
     rv = run(mib, true, 0, "consumer streaming, producer unpaced");
