@@ -126,11 +126,13 @@ static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
       tg_ipc_reply_cb rcb = pc->kind == CALL_INVOKE ? pc->reply_cb : NULL;
       tg_ipc_bind_cb bcb = pc->kind == CALL_BIND ? pc->bind_cb : NULL;
       void *ctx = pc->ctx;
-      /* The owner says it to its user, with the peer's words (the
-       * notice, for the callback's length): one line, not two. */
-      TG_DEBUG("ipc client: request %llu refused: %s",
-               (unsigned long long)f->request_id,
-               f->msg_request_error->error ? f->msg_request_error->error : "");
+      /* A callback's owner says it to its user, with the peer's words
+       * (the notice, for the callback's length): one line, not two. A
+       * call nobody waits for is said here. */
+      TG_LOG(rcb || bcb ? TG_LOG_DEBUG : TG_LOG_WARN,
+             "ipc client: request %llu refused: %s",
+             (unsigned long long)f->request_id,
+             f->msg_request_error->error ? f->msg_request_error->error : "");
       keep_notice(c, f->msg_request_error->error);
       finish_call(pc);
       if (rcb) rcb(c, ctx, TG_EUNKNOWN_METHOD, false, NULL, 0);
