@@ -541,7 +541,8 @@ static void up_on_close(tg_transport_t *t, int status) {
      * (and guess at the relay): a service that closes before answering
      * anything refused the connection, most likely at its limit. */
     char why[200];
-    snprintf(why, sizeof(why), "the tracing service closed the connection%s%s%s",
+    snprintf(why, sizeof(why),
+             "the tracing service closed the connection%s%s%s",
              b->up_answered ? "" : " before answering",
              status && status != TG_EPEER_CLOSED ? ": " : "",
              status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");

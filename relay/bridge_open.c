@@ -146,7 +146,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
     char why[300];
     snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
              b->env->consumer_socket, tg_strerror(rv));
-    /* refuse_telling() logs it. The client is told too (not the socket's path: the relay's own). */
+    /* refuse_telling() logs it; the client is told too, without the
+     * socket's path (the relay's own business). */
     refuse_telling(b, why, "relay: the tracing service on the relay's host is "
                    "not reachable (%s): is tracegated running?",
                    tg_strerror(rv));
@@ -208,8 +209,9 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
                    "file)", id);
     return;
   }
+  size_t cap = b->env->max_conns_per_identity;
   size_t held = identity_conns(b->env, id);
-  if (b->env->max_conns_per_identity && held >= b->env->max_conns_per_identity) {
+  if (cap && held >= cap) {
     char why[TG_AUTHZ_IDENTITY_MAX + 96];
     snprintf(why, sizeof(why),
              "identity '%s' already holds %zu connections "
