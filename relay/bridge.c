@@ -212,6 +212,22 @@ static void take_window(tg_relay_bridge_t *b) {
             b->win->next_seq - 1, b->win->held);
 }
 
+/* TracegateRelay.SetSessionKey's reply, once the key's window is held:
+ * whether the key's last session ended with the service's connection.
+ * False when the bridge closed (out of memory, or the send failed). */
+static bool answer_session_key(tg_relay_bridge_t *b, uint64_t request_id) {
+  tg_buf_reset(&b->out);
+  if (tg_relay_filter_session_key_reply(request_id,
+                                        b->win && b->win->service_ended,
+                                        &b->out) < 0) {
+    tg__bridge_close(b, -ENOMEM, "cannot build the SetSessionKey reply: out "
+                     "of memory");
+    return false;
+  }
+  send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
+  return b->state == B_OPEN;
+}
+
 /* TracegateRelay.Resume: what followed the client's last frame, again,
  * from the key's replay window. */
 static void resume(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
@@ -367,6 +383,7 @@ static void carry_out(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     send_client_frames(b, p, n);
   if (e->kind == TG_RELAY_EFFECT_SESSION_KEY_SET) {
     take_window(b);
+    if (e->session_key.reply && !answer_session_key(b, v->request_id)) return;
     send_lease(b);
   } else if (b->state != B_OPEN) {
     return; /* a failed send closed the bridge */
@@ -488,6 +505,8 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     tg__bridge_close(b, rv, "cannot filter a reply of the service: out of memory");
     return 1;
   }
+  /* A session under the key again: an earlier end is no longer news. */
+  if (b->win && b->filter.session_active) b->win->service_ended = false;
   if (v.effect.kind == TG_RELAY_EFFECT_OWN_DETACH_REPLY) {
     detach_done(b, v.allowed, "NOT detached (the service refused)");
     return 1;
@@ -534,6 +553,16 @@ static void up_on_drain(tg_transport_t *t) { update_backpressure(t->data); }
 static void up_on_close(tg_transport_t *t, int status) {
   tg_relay_bridge_t *b = t->data;
   b->up_open = false;
+  /* The service itself ended the connection that carried the key's
+   * session (it stopped, restarted or dropped it): it has dealt with the
+   * session by now, so what Attach answers a reconnecting client is final
+   * (SetSessionKeyResponse.ended_with_service). Not after an error on the
+   * relay's side, which the service learns of on its own time. */
+  bool by_service = status == TG_EPEER_CLOSED || status == -ECONNRESET ||
+                    status == -EPIPE;
+  if (b->win && b->filter.session_active && by_service &&
+      (b->state == B_OPEN || b->state == B_DETACHING))
+    b->win->service_ended = true;
   if (b->state == B_DETACHING) {
     detach_done(b, false, "NOT detached (the service went away)");
   } else if (b->state == B_OPEN) {

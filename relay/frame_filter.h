@@ -120,9 +120,11 @@ typedef enum tg_relay_effect_kind {
    * behind everything before it, then compress from the next frame on
    * with |compression|. */
   TG_RELAY_EFFECT_START_COMPRESSION,
-  /* Client: SetSessionKey set the resume key (f->session_key): hold the
-   * key's replay window and send tg_relay_filter_lease_frames()
-   * upstream. */
+  /* Client: SetSessionKey set the resume key (f->session_key), with |out|
+   * empty: hold the key's replay window, answer request_id with
+   * tg_relay_filter_session_key_reply() when |session_key.reply| (what
+   * the reply says comes from the window), and send
+   * tg_relay_filter_lease_frames() upstream. */
   TG_RELAY_EFFECT_SESSION_KEY_SET,
   /* Client: ClockSync was answered; the client heartbeats. */
   TG_RELAY_EFFECT_HEARTBEAT,
@@ -158,6 +160,9 @@ typedef struct tg_relay_effect {
     struct {
       uint64_t seq, cum; /* cum: Resume only */
     } replay;
+    struct {
+      bool reply; /* false: the client asked for no reply (drop_reply) */
+    } session_key;
   };
 } tg_relay_effect_t;
 
@@ -300,5 +305,12 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
 int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
                              size_t len, tg_buf_t *out,
                              tg_relay_verdict_t *v);
+
+/* After TG_RELAY_EFFECT_SESSION_KEY_SET with |session_key.reply|: appends
+ * the SetSessionKey reply frame for |request_id| to |out|, saying whether
+ * the key's last session ended with the service's connection
+ * (proto/tracegate/relay.proto). Returns 0, or -ENOMEM. */
+int tg_relay_filter_session_key_reply(uint64_t request_id,
+                                      bool ended_with_service, tg_buf_t *out);
 
 #endif /* TRACEGATE_RELAY_FRAME_FILTER_H */

@@ -5,8 +5,8 @@
  * decoded by relay/relay_service.c.
  *
  * Never forwards anything to the service and never tracks a call: every
- * call here is answered at once (Resume by the caller, from the replay
- * window), so none is ever in flight. A refused call has no effect.
+ * call here is answered at once (Resume and SetSessionKey by the caller,
+ * from the replay window), so none is ever in flight. A refused call has no effect.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 /* What a method's handler decided. */
 typedef enum call_outcome {
   CALL_ANSWER,        /* InvokeMethodReply{success} with the body */
-  CALL_ANSWER_LATER,  /* allowed; the caller answers (Resume) */
+  CALL_ANSWER_LATER,  /* allowed; the caller answers (Resume, SetSessionKey) */
   CALL_REFUSE,        /* InvokeMethodReply{success=false}; v->reason */
   CALL_REFUSE_NOTICE, /* the same, the reason in a notice just before */
 } call_outcome_t;
@@ -31,7 +31,7 @@ static call_outcome_t built(int rv, tg_relay_verdict_t *v) {
   return CALL_REFUSE;
 }
 
-static call_outcome_t set_session_key(tg_relay_filter_t *f,
+static call_outcome_t set_session_key(tg_relay_filter_t *f, bool drop,
                                       const uint8_t *args, size_t alen,
                                       tg_relay_verdict_t *v) {
   const char *why = "";
@@ -47,7 +47,22 @@ static call_outcome_t set_session_key(tg_relay_filter_t *f,
   tg__relay_say(v, "resume key '%s/%s'", f->identity, key);
   v->audit = true;
   v->effect.kind = TG_RELAY_EFFECT_SESSION_KEY_SET;
-  return CALL_ANSWER;
+  v->effect.session_key.reply = !drop;
+  /* The reply says what the key's window knows: the caller's. */
+  return CALL_ANSWER_LATER;
+}
+
+int tg_relay_filter_session_key_reply(uint64_t request_id,
+                                      bool ended_with_service, tg_buf_t *out) {
+  tg_buf_t body;
+  tg_buf_init(&body, 64);
+  int rv = tg_relay_service_session_key_reply(ended_with_service, &body);
+  if (rv == 0)
+    rv = tg__relay_append_reply_bytes(
+        request_id, true, tg_buf_size(&body) ? tg_buf_begin(&body) : NULL,
+        tg_buf_size(&body), out);
+  tg_buf_free(&body);
+  return rv;
 }
 
 /* Ack{seq} and Resume{last_seq, cum}: the key's replay window, which the
@@ -163,7 +178,7 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
       if (o == CALL_ANSWER) v->effect.kind = TG_RELAY_EFFECT_HEARTBEAT;
       break;
     case TG_RELAY_M_SET_SESSION_KEY:
-      o = set_session_key(f, args, alen, v);
+      o = set_session_key(f, drop, args, alen, v);
       break;
     case TG_RELAY_M_ACK:
     case TG_RELAY_M_RESUME:

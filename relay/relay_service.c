@@ -142,6 +142,14 @@ bool tg_relay_key_valid(const char *key, const char **why) {
   return true;
 }
 
+int tg_relay_service_session_key_reply(bool ended_with_service, tg_buf_t *out) {
+  Perfetto__Protos__SetSessionKeyResponse r =
+      PERFETTO__PROTOS__SET_SESSION_KEY_RESPONSE__INIT;
+  r.has_ended_with_service = ended_with_service;
+  r.ended_with_service = ended_with_service;
+  return pack_into(&r.base, out);
+}
+
 int tg_relay_service_parse_session_key(const uint8_t *args_untrusted,
                                        size_t len, char *key, size_t cap,
                                        const char **why) {

@@ -82,6 +82,9 @@ int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out);
  * into |out| (appended). */
 int tg_relay_service_clock_sync(tg_buf_t *out);
 
+/* Serialises SetSessionKeyResponse into |out| (appended). */
+int tg_relay_service_session_key_reply(bool ended_with_service, tg_buf_t *out);
+
 /* Decodes SetSessionKeyRequest from untrusted |args| and checks the key:
  * 1..TG_RELAY_SESSION_KEY_MAX printable ASCII characters, no space, no '/'
  * (the '/' separates identity and key once namespaced). Copies it into

@@ -56,6 +56,11 @@ typedef struct tg_replay_window {
   bool gone_ends_packet, last_ends_packet;
   uint64_t acked_seq;
   uint64_t dropped_frames, dropped_bytes; /* for room, never acked */
+  /* The last connection that had a session under this key lost it when
+   * the tracing service closed that connection (SetSessionKeyResponse's
+   * ended_with_service); cleared when a connection has a session under
+   * the key again. Written by the bridges that hold the window. */
+  bool service_ended;
 } tg_replay_window_t;
 
 typedef struct tg_replay_store {

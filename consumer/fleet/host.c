@@ -356,6 +356,15 @@ static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
 
 static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   tg_fleet_host_t *h = tg_recording_data(rec);
+  if (status && h->service_ended) {
+    /* The service ended the session's connection itself and has dealt
+     * with the session since: the refusal is final. */
+    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
+                   "the session is gone: the tracing service closed its "
+                   "connection while tracing (stopped or restarted?) and no "
+                   "longer has it (%s)", msg);
+    return;
+  }
   if (status) {
     /* The relay may not have detached the session yet (it notices the
      * old link's end on its own time): try again until the deadline. */

@@ -251,6 +251,10 @@ struct tg_fleet_host {
   bool bound;          /* ConsumerPort bound on this connection */
   bool ever_connected; /* ConsumerPort was bound once */
   bool key_set;        /* the relay took the resume key */
+  /* The relay said, taking the key on this connection, that the key's
+   * session ended with the service's connection: a refused Attach is
+   * final (proto/tracegate/relay.proto, SetSessionKeyResponse). */
+  bool service_ended;
   tg_fleet_compression_t compression;
   unsigned prep_wait;  /* parts of preparing not answered (host_prep.c) */
   char conn_msg[512];  /* why the connection closed */

@@ -67,17 +67,26 @@ void tg__fleet_prep_reset(tg_fleet_host_t *h) {
 
 static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
                        const uint8_t *reply, size_t len) {
-  (void)reply;
-  (void)len;
   tg_fleet_host_t *h = ctx;
   if (!tg__fleet_reply_is_news(h, c, status)) return;
+  h->service_ended = false;
   if (status) {
     /* Tracing works without; only resuming after a link loss does not. */
     tg__fleet_notice(h, TG_FLEET_WARNING, "the relay refused the resume key "
                      "(%s): a lost link will end this host's recording", msg);
     h->key_set = false;
-  } else {
-    h->key_set = true;
+    prep_done(h, PREP_KEY);
+    return;
+  }
+  h->key_set = true;
+  /* An older relay answers with nothing: the flag is then unknown (false),
+   * and a refused Attach is tried again until the deadline. */
+  Perfetto__Protos__SetSessionKeyResponse *r =
+      perfetto__protos__set_session_key_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
+  if (r) {
+    h->service_ended = r->has_ended_with_service && r->ended_with_service;
+    perfetto__protos__set_session_key_response__free_unpacked(r, NULL);
   }
   prep_done(h, PREP_KEY);
 }

@@ -13,6 +13,10 @@
  *   followed the last reply it received (TracegateRelay.Resume): every
  *   packet exactly once, no gap, no duplicate, no loss reported.
  *
+ * - tracegated killed mid-recording and started again: the session is
+ *   gone, the relay says so, and the CLI fails the host at once instead
+ *   of trying to re-attach until its reconnect timeout.
+ *
  * Between the CLI and the relay sits fleet_proxy.h's proxy (shared with
  * test_fleet_e2e.c): it counts the bytes going to the CLI, holds what the
  * relay sends on request, and cuts every connection on request. Every wait
@@ -299,11 +303,67 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   assert_int_equal(test_service_stop(&ts), 0);
 }
 
+/* tracegated killed mid-recording and started again: the session died
+ * with it. The relay saw the service close the session's connection and
+ * says so when the reconnected CLI sets its key again
+ * (SetSessionKeyResponse.ended_with_service), so the refused Attach is
+ * final: the host fails at once, its partial trace kept, where the CLI
+ * used to try again until --reconnect-timeout (here 10 minutes, past the
+ * test's bounded wait). */
+static void a_service_restart_ends_the_recording_at_once(void **state) {
+  (void)state;
+  test_service_t ts;
+  assert_int_equal(test_service_start(&ts), 0);
+  fleet_relay_t r;
+  fleet_relay_start(&r, ts.consumer_sock, 0, fleet_in_dir("restart.log"), NULL);
+  raw_producer_t p;
+  assert_int_equal(raw_producer_connect(&p, &ts, "restart.producer",
+                                        "restart.ds", 32, 256, false), 0);
+  fleet_proxy_t px;
+  fleet_proxy_start(&px, r.port);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("restart.pftrace"));
+  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out, "-t", "0",
+                        "-b", "4mb", "--compress", "none",
+                        "--reconnect-timeout", "10m", "--summary-json",
+                        fleet_in_dir("restart.json"), "restart.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  assert_int_equal(raw_producer_wait_started(&p, FLEET_WAIT_MS), 0);
+  unsigned long long base = atomic_load(&px.down_bytes);
+  fleet_commit_big(&p, 0, "before", 0, 20);
+  fleet_proxy_wait_down_bytes(&px, base, 20 * FLEET_BIG);
+
+  /* The service dies without a word; systemd starts it again. */
+  tg_test_stop(ts.pid, SIGKILL, FLEET_WAIT_MS);
+  ts.pid = 0;
+  raw_producer_close(&p);
+  assert_int_equal(test_service_launch(&ts), 0);
+
+  assert_int_not_equal(fleet_cli_wait(&c), -1); /* -1: still retrying */
+  const char *sum = fleet_in_dir("restart.json");
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"session\"");
+  /* What arrived before is kept. */
+  fleet_trace_t t;
+  fleet_trace_load(out, &t);
+  fleet_trace_assert_values(&t, "before", 0, 20);
+  fleet_trace_free(&t);
+  unlink(out);
+
+  fleet_proxy_stop(&px);
+  fleet_relay_stop(&r, SIGTERM);
+  assert_int_equal(test_service_stop(&ts), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(relay_killed_and_restarted_loses_nothing),
       FLEET_TEST(cuts_mid_read_lose_nothing_and_double_nothing),
       FLEET_TEST(a_window_too_small_loses_exactly_what_it_says),
+      FLEET_TEST(a_service_restart_ends_the_recording_at_once),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -942,9 +942,32 @@ static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
   client(x, TG_ROLE_OBSERVE,
          invoke_frame(91, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
                       &sk.base, false, x->frame, 4096));
-  void *m = relay_reply(x, &perfetto__protos__set_session_key_response__descriptor);
-  protobuf_c_message_free_unpacked(m, NULL);
+  /* Allowed, answered by the caller once it holds the key's window. */
+  assert_int_equal(x->v.action, TG_RELAY_REPLY);
+  assert_true(x->v.allowed);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_SESSION_KEY_SET);
+  assert_true(x->v.effect.session_key.reply);
+  assert_int_equal(tg_buf_size(&x->out), 0);
   assert_string_equal(x->f.session_key, "resume-1");
+  for (int ended = 0; ended < 2; ended++) {
+    tg_buf_reset(&x->out);
+    assert_int_equal(tg_relay_filter_session_key_reply(x->v.request_id,
+                                                       ended, &x->out), 0);
+    tg_ipc_frame_t *rf = out_frame(x);
+    assert_int_equal(rf->request_id, 91);
+    tg_ipc_frame_free(rf);
+    Perfetto__Protos__SetSessionKeyResponse *m =
+        relay_reply(x, &perfetto__protos__set_session_key_response__descriptor);
+    assert_int_equal(m->has_ended_with_service && m->ended_with_service,
+                     ended);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+  }
+  /* drop_reply: no reply wanted, none to send. */
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(93, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
+                      &sk.base, true, x->frame, 4096));
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_SESSION_KEY_SET);
+  assert_false(x->v.effect.session_key.reply);
   /* A key but no session: nothing to detach. */
   assert_int_equal(tg_relay_filter_detach_on_drop(&x->f, &d, key, sizeof(key)), 0);
 
