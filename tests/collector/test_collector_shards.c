@@ -120,7 +120,7 @@ static void two_sharded_collectors_share_a_postgresql_catalog(void **state) {
   for (uint32_t k = 0; k < 2; k++) {
     assert_int_equal(http(&c[k], "GET", "/api/v1/snapshots", json), 200);
     for (uint32_t j = 0; j < 2; j++) {
-      char path[64];
+      char path[96];
       snprintf(path, sizeof(path), "/api/v1/snapshots/%s", ids[j]);
       assert_int_equal(http(&c[k], "GET", path, fleet_in_dir("one.json")), 200);
     }
