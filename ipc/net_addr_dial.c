@@ -35,6 +35,7 @@ struct tg_net_dial {
   bool tcp_open;  /* tcp initialised, its close callback yet to run */
   bool canceled;
   bool reported;  /* on_dialed has run */
+  bool resolver;  /* the name went to the resolver (not a literal) */
   struct addrinfo *ai_list, *ai_next;
   int last_err;   /* the last failed connect, for the final report */
   char name[TG_NET_ADDR_STRLEN]; /* what was asked, for logs */
@@ -233,6 +234,7 @@ int tg_net_dial_start(uv_loop_t *loop, const tg_net_addr_t *addr,
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_protocol = IPPROTO_TCP;
   hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+  d->resolver = true;
   int rv = uv_getaddrinfo(loop, &d->gai, on_resolved, addr->host, port, &hints);
   if (rv < 0) {
     free(d);
@@ -261,6 +263,7 @@ void *tg_net_dial_data(const tg_net_dial_t *d) { return d->data; }
 const char *tg_net_dial_addr(const tg_net_dial_t *d) { return d->addr; }
 
 const char *tg_net_dial_error(const tg_net_dial_t *d) { return d->why; }
+bool tg_net_dial_resolved(const tg_net_dial_t *d) { return d->resolver; }
 
 /* --- dead links ------------------------------------------------------------ */
 

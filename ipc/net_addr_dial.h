@@ -14,6 +14,8 @@
 #ifndef TRACEGATE_IPC_NET_ADDR_DIAL_H
 #define TRACEGATE_IPC_NET_ADDR_DIAL_H
 
+#include <stdbool.h>
+
 #include <uv.h>
 
 #include "ipc/net_addr.h"
@@ -51,6 +53,10 @@ const char *tg_net_dial_addr(const tg_net_dial_t *d);
 /* Why the dial failed, in words ("cannot resolve: ...", "cannot connect:
  * ...", "no usable address"), or "". Owned by the dial. */
 const char *tg_net_dial_error(const tg_net_dial_t *d);
+
+/* Whether the address went to the resolver (a name), or was connected to
+ * as written (numbers). */
+bool tg_net_dial_resolved(const tg_net_dial_t *d);
 
 /* Makes the connected TCP socket |fd| give up on a silent peer within
  * about |timeout_s| seconds: SO_KEEPALIVE with idle + interval x count
