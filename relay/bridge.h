@@ -93,6 +93,11 @@ typedef struct tg_relay_env {
    * connections closed or refused for room) share one budget, so that a
    * flood of connections cannot flood the log and the audit trail. */
   tg_relay_audit_limit_t unverified_limit;
+  /* The same for refusals of verified clients (not authorized, over the
+   * per-identity cap, no usable identity, no service): a certificate
+   * looping resumed handshakes at a tenth of a millisecond each would
+   * otherwise write thousands of lines a second. */
+  tg_relay_audit_limit_t refused_limit;
 } tg_relay_env_t;
 
 /* Prepares the bridge list of |env| (call once before the first bridge). */

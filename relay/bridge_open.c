@@ -18,21 +18,28 @@
 
 /* --- unverified peers -------------------------------------------------------- */
 
-void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
-                              const char *fmt, ...) {
+/* Whether a refusal's lines fit |l|'s budget; when they do and earlier
+ * ones were held back, says how many first ("refusals of |whom|"). */
+static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
+                             const char *whom) {
   uint64_t held = 0;
-  if (!tg_relay_audit_limit_take(&env->unverified_limit, uv_now(env->loop),
-                                 &held))
-    return;
+  if (!tg_relay_audit_limit_take(l, uv_now(env->loop), &held)) return false;
   if (held) {
-    TG_WARN("%" PRIu64 " more lines about unverified peers suppressed (at "
-            "most %d a second after %d)", held, TG_AUDIT_DENIALS_PER_S,
+    TG_WARN("%" PRIu64 " more lines about refusals of %s suppressed (at "
+            "most %d a second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
             TG_AUDIT_DENIAL_BURST);
     tg_relay_audit(env->audit, NULL, "-", "connect", "suppressed",
-                   "%" PRIu64 " more refusals of unverified peers (at most "
-                   "%d lines a second after %d)", held, TG_AUDIT_DENIALS_PER_S,
+                   "%" PRIu64 " more refusals of %s (at most %d lines a "
+                   "second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
                    TG_AUDIT_DENIAL_BURST);
   }
+  return true;
+}
+
+void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
+                              const char *fmt, ...) {
+  if (!refusal_line_due(env, &env->unverified_limit, "unverified peers"))
+    return;
   char why[512];
   va_list ap;
   va_start(ap, fmt);
@@ -111,11 +118,19 @@ static void start_filter(tg_relay_bridge_t *b) {
   tg_relay_filter_set_compress(&b->filter, b->env->compress);
 }
 
-static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
+/* A verified client's connection refused: counted, and said in the log
+ * and the audit trail within env->refused_limit. */
+static void say_refused(tg_relay_bridge_t *b, const char *why) {
   b->env->refused++;
+  if (!refusal_line_due(b->env, &b->env->refused_limit, "verified clients"))
+    return;
   TG_WARN("%s@%s: connection refused: %s", tg__bridge_who(b), b->addr, why);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
                  why);
+}
+
+static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
+  say_refused(b, why);
   tg__bridge_close(b, status, why);
 }
 
@@ -127,10 +142,7 @@ static void refuse_telling(tg_relay_bridge_t *b, const char *why,
     __attribute__((format(printf, 3, 4)));
 static void refuse_telling(tg_relay_bridge_t *b, const char *why,
                            const char *fmt, ...) {
-  b->env->refused++;
-  TG_WARN("%s@%s: connection refused: %s", tg__bridge_who(b), b->addr, why);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                 why);
+  say_refused(b, why);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);

@@ -707,6 +707,17 @@ static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
   expect_audit(f, "connect deny", "too many connections (max 1)");
 }
 
+/* After |flood| refusals: a burst of "connect deny" lines with |deny|,
+ * fewer than |flood|, and a "connect suppressed" line with |suppressed|
+ * that counts the others. */
+static void expect_budget_kept(fx_t *f, const char *suppressed,
+                               const char *deny, size_t flood) {
+  expect_audit(f, "connect suppressed", suppressed);
+  size_t lines = file_lines_with(f->rp.audit, "connect deny", deny);
+  assert_true(lines >= TG_AUDIT_DENIAL_BURST);
+  assert_true(lines < flood);
+}
+
 /* Lines about peers without a certificate share one budget: a burst of
  * refused connections writes TG_AUDIT_DENIAL_BURST of them, then says how
  * many it held back. */
@@ -731,11 +742,43 @@ static void relay_rate_limits_lines_about_unverified_peers(void **state) {
   int fd = tcp_connect(f->rp.port);
   assert_true(wait_eof(fd, STEP_MS));
   close(fd);
-  expect_audit(f, "connect suppressed", "more refusals of unverified peers");
-  size_t lines = file_lines_with(f->rp.audit, "connect deny",
-                                 "too many connections (max 1)");
-  assert_true(lines >= TG_AUDIT_DENIAL_BURST);
-  assert_true(lines < FLOOD);
+  expect_budget_kept(f, "more refusals of unverified peers",
+                     "too many connections (max 1)", FLOOD);
+  assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
+  disconnect(&a, acfg);
+}
+
+/* Refusals of verified clients have a budget of their own: a valid
+ * certificate that is not authorized, looping connections, writes
+ * TG_AUDIT_DENIAL_BURST lines, then says how many it held back, and the
+ * relay goes on serving the others. */
+static void relay_rate_limits_lines_about_refused_clients(void **state) {
+  fx_t *f = *state;
+  assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, NULL), 0);
+  f->relay_up = true;
+  tg_tls_config_t *dcfg = client_cfg("pki", "dave", "pki");
+  enum { FLOOD = 3 * TG_AUDIT_DENIAL_BURST };
+  /* Each asks at once, so that the relay answers with the refusal and
+   * closes rather than waiting a while for a request. */
+  for (int i = 0; i < FLOOD; i++) {
+    rc_t rc;
+    if (rc_connect(&rc, f->rp.port, dcfg) == 0)
+      assert_true(rc_bind(&rc, "ConsumerPort") < 0);
+    rc_close(&rc);
+  }
+  /* The bucket refills (TG_AUDIT_DENIALS_PER_S): the next refusal's line
+   * comes after the count of those held back. */
+  usleep(1000 * 1000 / TG_AUDIT_DENIALS_PER_S * 2);
+  rc_t rc;
+  if (rc_connect(&rc, f->rp.port, dcfg) == 0)
+    assert_true(rc_bind(&rc, "ConsumerPort") < 0);
+  rc_close(&rc);
+  tg_tls_config_free(dcfg);
+  expect_budget_kept(f, "more refusals of verified clients",
+                     "identity 'dave' is not in the authorization", FLOOD);
+  rc_t a;
+  tg_tls_config_t *acfg;
+  connect_as(f, &a, "alice", &acfg);
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
   disconnect(&a, acfg);
 }
@@ -948,6 +991,7 @@ int main(void) {
       TS(relay_closes_stale_unverified_connections_for_a_client),
       TS(relay_keeps_young_handshakes_and_refuses_the_newcomer),
       TS(relay_rate_limits_lines_about_unverified_peers),
+      TS(relay_rate_limits_lines_about_refused_clients),
       TS(relay_backpressure_pauses_and_resumes_without_loss),
       TS(relay_closes_idle_connections),
       TS(relay_idle_limit_follows_the_heartbeat),
