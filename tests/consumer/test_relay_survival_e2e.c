@@ -144,6 +144,45 @@ static void relay_killed_and_restarted_loses_nothing(void **state) {
   assert_int_equal(test_service_stop(&ts), 0);
 }
 
+/* One host (tracegated, a raw producer of "<tag>.ds") behind a relay
+ * (log "<tag>.log") behind the cutting proxy; the CLI records from |spec|
+ * into |out| ("<tag>.pftrace"). */
+typedef struct survive {
+  test_service_t ts;
+  fleet_relay_t r;
+  raw_producer_t p;
+  fleet_proxy_t px;
+  char spec[64];
+  char out[256]; /* fleet_in_dir's buffers rotate */
+  char log[256];
+} survive_t;
+
+static void survive_start(survive_t *s, const char *tag,
+                          const char *const *relay_args) {
+  char name[64], ds[64];
+  assert_int_equal(test_service_start(&s->ts), 0);
+  snprintf(name, sizeof(name), "%s.log", tag);
+  snprintf(s->log, sizeof(s->log), "%s", fleet_in_dir(name));
+  fleet_relay_start(&s->r, s->ts.consumer_sock, 0, s->log, relay_args);
+  snprintf(name, sizeof(name), "%s.producer", tag);
+  snprintf(ds, sizeof(ds), "%s.ds", tag);
+  assert_int_equal(raw_producer_connect(&s->p, &s->ts, name, ds, 32, 256,
+                                        false), 0);
+  fleet_proxy_start(&s->px, s->r.port);
+  snprintf(s->spec, sizeof(s->spec), "127.0.0.1:%d", s->px.port);
+  snprintf(name, sizeof(name), "%s.pftrace", tag);
+  snprintf(s->out, sizeof(s->out), "%s", fleet_in_dir(name));
+}
+
+/* Stops all of it (the producer may be closed already). */
+static void survive_stop(survive_t *s) {
+  unlink(s->out);
+  fleet_proxy_stop(&s->px);
+  raw_producer_close(&s->p);
+  fleet_relay_stop(&s->r, SIGTERM);
+  assert_int_equal(test_service_stop(&s->ts), 0);
+}
+
 #define ROUNDS 3
 #define COMMITS 10 /* of 24 packets of FLEET_BIG bytes: ~240 KB per round */
 
@@ -158,48 +197,37 @@ static void wait_resumes(const char *log, size_t n) {
 
 static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   (void)state;
-  test_service_t ts;
-  assert_int_equal(test_service_start(&ts), 0);
-  fleet_relay_t r;
-  fleet_relay_start(&r, ts.consumer_sock, 0, fleet_in_dir("relay.log"), NULL);
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, &ts, "replay.producer",
-                                        "replay.ds", 32, 256, false), 0);
-  fleet_proxy_t px;
-  fleet_proxy_start(&px, r.port);
-  char spec[64];
-  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
-  char out[256]; /* fleet_in_dir's buffers rotate */
-  snprintf(out, sizeof(out), "%s", fleet_in_dir("replay.pftrace"));
-  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out, "-t", "0",
+  survive_t s;
+  survive_start(&s, "replay", NULL);
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
                         "-b", "16mb", "--compress", "none", "--summary-json",
                         fleet_in_dir("replay.json"), "replay.ds", NULL};
   fleet_cli_t c;
   fleet_cli_spawn(&c, args);
-  assert_int_equal(raw_producer_wait_started(&p, FLEET_WAIT_MS), 0);
+  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
   char tag[16];
   uint32_t chunk = 0;
   const unsigned long long round_bytes = COMMITS * 24ull * FLEET_BIG;
   for (int k = 0; k < ROUNDS; k++) {
     snprintf(tag, sizeof(tag), "round%d", k);
     /* From now on what the relay sends is in flight and stays there. */
-    fleet_proxy_hold(&px);
-    unsigned long long held = atomic_load(&px.held_bytes);
+    fleet_proxy_hold(&s.px);
+    unsigned long long held = atomic_load(&s.px.held_bytes);
     for (unsigned i = 0; i < COMMITS; i++)
-      fleet_commit_big(&p, chunk++, tag, i * 24, 24);
+      fleet_commit_big(&s.p, chunk++, tag, i * 24, 24);
     /* The CLI's reads fetched the whole round from the service; the relay
      * forwarded it; none of it arrived. */
     int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
-    while (atomic_load(&px.held_bytes) < held + round_bytes)
-      fleet_proxy_wait(&px, deadline);
-    unsigned long long down = atomic_load(&px.down_bytes);
-    fleet_proxy_cut(&px);
+    while (atomic_load(&s.px.held_bytes) < held + round_bytes)
+      fleet_proxy_wait(&s.px, deadline);
+    unsigned long long down = atomic_load(&s.px.down_bytes);
+    fleet_proxy_cut(&s.px);
     /* Back, resumed, and the round sent again. */
-    wait_resumes(fleet_in_dir("relay.log"), (size_t)k + 1);
-    fleet_proxy_wait_down_bytes(&px, down, round_bytes);
+    wait_resumes(s.log, (size_t)k + 1);
+    fleet_proxy_wait_down_bytes(&s.px, down, round_bytes);
   }
   kill(c.pid, SIGINT);
-  fleet_ack_flush(&p);
+  fleet_ack_flush(&s.p);
   assert_int_equal(fleet_cli_wait(&c), 0);
   /* The cut reads were made whole: nothing lost in transit or anywhere. */
   const char *sum = fleet_in_dir("replay.json");
@@ -212,21 +240,16 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   assert_non_null(strstr(c.err, "the relay sent again what the link loss took"));
   /* Every packet exactly once, in order: no gap, no duplicate. */
   fleet_trace_t t;
-  fleet_trace_load(out, &t);
+  fleet_trace_load(s.out, &t);
   for (int k = 0; k < ROUNDS; k++) {
     snprintf(tag, sizeof(tag), "round%d", k);
     fleet_trace_assert_values(&t, tag, 0, COMMITS * 24);
   }
   fleet_trace_free(&t);
-  unlink(out);
-  fleet_proxy_stop(&px);
-  raw_producer_close(&p);
-  fleet_relay_stop(&r, SIGTERM);
+  survive_stop(&s);
   /* What was sent again came from the service's own reply buffers, kept
    * by the window without a copy (bulk replies of ~128 KiB). */
-  assert_true(file_sum_after(fleet_in_dir("relay.log"), "; replay window: ") >
-              0);
-  assert_int_equal(test_service_stop(&ts), 0);
+  assert_true(file_sum_after(s.log, "; replay window: ") > 0);
 }
 
 /* The same cut with a replay window smaller than what was in flight (a
@@ -235,37 +258,26 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
  * and what is left is in order. */
 static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   (void)state;
-  test_service_t ts;
-  assert_int_equal(test_service_start(&ts), 0);
-  fleet_relay_t r;
+  survive_t s;
   const char *const window[] = {"--replay-window-kb", "160", NULL};
-  fleet_relay_start(&r, ts.consumer_sock, 0, fleet_in_dir("small.log"), window);
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, &ts, "small.producer",
-                                        "small.ds", 32, 256, false), 0);
-  fleet_proxy_t px;
-  fleet_proxy_start(&px, r.port);
-  char spec[64];
-  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
-  char out[256];
-  snprintf(out, sizeof(out), "%s", fleet_in_dir("small.pftrace"));
-  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out, "-t", "0",
+  survive_start(&s, "small", window);
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
                         "-b", "16mb", "--compress", "none", "--summary-json",
                         fleet_in_dir("small.json"), "small.ds", NULL};
   fleet_cli_t c;
   fleet_cli_spawn(&c, args);
-  assert_int_equal(raw_producer_wait_started(&p, FLEET_WAIT_MS), 0);
+  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
   const unsigned long long round_bytes = COMMITS * 24ull * FLEET_BIG;
-  fleet_proxy_hold(&px);
-  for (unsigned i = 0; i < COMMITS; i++) fleet_commit_big(&p, i, "small", i * 24, 24);
+  fleet_proxy_hold(&s.px);
+  for (unsigned i = 0; i < COMMITS; i++) fleet_commit_big(&s.p, i, "small", i * 24, 24);
   int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
-  while (atomic_load(&px.held_bytes) < round_bytes) fleet_proxy_wait(&px, deadline);
-  fleet_proxy_cut(&px);
-  wait_resumes(fleet_in_dir("small.log"), 1);
+  while (atomic_load(&s.px.held_bytes) < round_bytes) fleet_proxy_wait(&s.px, deadline);
+  fleet_proxy_cut(&s.px);
+  wait_resumes(s.log, 1);
   /* Then more, which arrives whole. */
-  fleet_commit_big(&p, COMMITS, "after", 0, 20);
+  fleet_commit_big(&s.p, COMMITS, "after", 0, 20);
   kill(c.pid, SIGINT);
-  fleet_ack_flush(&p);
+  fleet_ack_flush(&s.p);
   assert_int_equal(fleet_cli_wait(&c), 0);
   assert_non_null(strstr(c.err, "no longer held: lost, counted in the summary"));
   const char *sum = fleet_in_dir("small.json");
@@ -275,7 +287,7 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   assert_true(lost_bytes > 0);
   assert_string_not_equal(tg_test_json(sum, "hosts.0.loss.total"), "0");
   fleet_trace_t t;
-  fleet_trace_load(out, &t);
+  fleet_trace_load(s.out, &t);
   /* In order, none twice, the last ones there: the oldest are missing. */
   uint32_t prev = 0;
   size_t n = 0;
@@ -296,11 +308,7 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   assert_true(lost_bytes <= (missing + 1) * (FLEET_BIG + 64));
   fleet_trace_assert_values(&t, "after", 0, 20);
   fleet_trace_free(&t);
-  unlink(out);
-  fleet_proxy_stop(&px);
-  raw_producer_close(&p);
-  fleet_relay_stop(&r, SIGTERM);
-  assert_int_equal(test_service_stop(&ts), 0);
+  survive_stop(&s);
 }
 
 /* tracegated killed mid-recording and started again: the session died
@@ -312,35 +320,24 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
  * test's bounded wait). */
 static void a_service_restart_ends_the_recording_at_once(void **state) {
   (void)state;
-  test_service_t ts;
-  assert_int_equal(test_service_start(&ts), 0);
-  fleet_relay_t r;
-  fleet_relay_start(&r, ts.consumer_sock, 0, fleet_in_dir("restart.log"), NULL);
-  raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, &ts, "restart.producer",
-                                        "restart.ds", 32, 256, false), 0);
-  fleet_proxy_t px;
-  fleet_proxy_start(&px, r.port);
-  char spec[64];
-  snprintf(spec, sizeof(spec), "127.0.0.1:%d", px.port);
-  char out[256];
-  snprintf(out, sizeof(out), "%s", fleet_in_dir("restart.pftrace"));
-  const char *args[] = {"record", "-H", spec, FLEET_TLS_ARGS, "-o", out, "-t", "0",
+  survive_t s;
+  survive_start(&s, "restart", NULL);
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
                         "-b", "4mb", "--compress", "none",
                         "--reconnect-timeout", "10m", "--summary-json",
                         fleet_in_dir("restart.json"), "restart.ds", NULL};
   fleet_cli_t c;
   fleet_cli_spawn(&c, args);
-  assert_int_equal(raw_producer_wait_started(&p, FLEET_WAIT_MS), 0);
-  unsigned long long base = atomic_load(&px.down_bytes);
-  fleet_commit_big(&p, 0, "before", 0, 20);
-  fleet_proxy_wait_down_bytes(&px, base, 20 * FLEET_BIG);
+  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
+  unsigned long long base = atomic_load(&s.px.down_bytes);
+  fleet_commit_big(&s.p, 0, "before", 0, 20);
+  fleet_proxy_wait_down_bytes(&s.px, base, 20 * FLEET_BIG);
 
   /* The service dies without a word; systemd starts it again. */
-  tg_test_stop(ts.pid, SIGKILL, FLEET_WAIT_MS);
-  ts.pid = 0;
-  raw_producer_close(&p);
-  assert_int_equal(test_service_launch(&ts), 0);
+  tg_test_stop(s.ts.pid, SIGKILL, FLEET_WAIT_MS);
+  s.ts.pid = 0;
+  raw_producer_close(&s.p);
+  assert_int_equal(test_service_launch(&s.ts), 0);
 
   assert_int_not_equal(fleet_cli_wait(&c), -1); /* -1: still retrying */
   const char *sum = fleet_in_dir("restart.json");
@@ -348,14 +345,10 @@ static void a_service_restart_ends_the_recording_at_once(void **state) {
   assert_json(sum, "hosts.0.failure", "\"session\"");
   /* What arrived before is kept. */
   fleet_trace_t t;
-  fleet_trace_load(out, &t);
+  fleet_trace_load(s.out, &t);
   fleet_trace_assert_values(&t, "before", 0, 20);
   fleet_trace_free(&t);
-  unlink(out);
-
-  fleet_proxy_stop(&px);
-  fleet_relay_stop(&r, SIGTERM);
-  assert_int_equal(test_service_stop(&ts), 0);
+  survive_stop(&s);
 }
 
 int main(void) {
