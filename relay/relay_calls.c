@@ -6,7 +6,8 @@
  *
  * Never forwards anything to the service and never tracks a call: every
  * call here is answered at once (Resume and SetSessionKey by the caller,
- * from the replay window), so none is ever in flight. A refused call has no effect.
+ * from the replay window), so none is ever in flight. A refused call has
+ * no effect.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -199,7 +199,8 @@ static void cuts_mid_read_lose_nothing_and_double_nothing(void **state) {
   (void)state;
   survive_t s;
   survive_start(&s, "replay", NULL);
-  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS,
+                        "-o", s.out, "-t", "0",
                         "-b", "16mb", "--compress", "none", "--summary-json",
                         fleet_in_dir("replay.json"), "replay.ds", NULL};
   fleet_cli_t c;
@@ -261,7 +262,8 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   survive_t s;
   const char *const window[] = {"--replay-window-kb", "160", NULL};
   survive_start(&s, "small", window);
-  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS,
+                        "-o", s.out, "-t", "0",
                         "-b", "16mb", "--compress", "none", "--summary-json",
                         fleet_in_dir("small.json"), "small.ds", NULL};
   fleet_cli_t c;
@@ -269,9 +271,11 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
   const unsigned long long round_bytes = COMMITS * 24ull * FLEET_BIG;
   fleet_proxy_hold(&s.px);
-  for (unsigned i = 0; i < COMMITS; i++) fleet_commit_big(&s.p, i, "small", i * 24, 24);
+  for (unsigned i = 0; i < COMMITS; i++)
+    fleet_commit_big(&s.p, i, "small", i * 24, 24);
   int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
-  while (atomic_load(&s.px.held_bytes) < round_bytes) fleet_proxy_wait(&s.px, deadline);
+  while (atomic_load(&s.px.held_bytes) < round_bytes)
+    fleet_proxy_wait(&s.px, deadline);
   fleet_proxy_cut(&s.px);
   wait_resumes(s.log, 1);
   /* Then more, which arrives whole. */
@@ -322,7 +326,8 @@ static void a_service_restart_ends_the_recording_at_once(void **state) {
   (void)state;
   survive_t s;
   survive_start(&s, "restart", NULL);
-  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS, "-o", s.out, "-t", "0",
+  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS,
+                        "-o", s.out, "-t", "0",
                         "-b", "4mb", "--compress", "none",
                         "--reconnect-timeout", "10m", "--summary-json",
                         fleet_in_dir("restart.json"), "restart.ds", NULL};
