@@ -79,8 +79,9 @@ static void *proxy_main(void *arg) {
       continue;
     }
     if (fds[1].revents) {
-      int c = accept(p->listen_fd, NULL, NULL);
-      int u = socket(AF_INET, SOCK_STREAM, 0);
+      /* Close-on-exec: the tests start children while this thread runs. */
+      int c = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+      int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       struct sockaddr_in a = {.sin_family = AF_INET,
                               .sin_port = htons((uint16_t)p->target_port),
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -120,14 +121,14 @@ static void *proxy_main(void *arg) {
 void fleet_proxy_start(fleet_proxy_t *p, int target_port) {
   memset(p, 0, sizeof(*p));
   p->target_port = target_port;
-  p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
   assert_int_equal(listen(p->listen_fd, 8), 0);
   socklen_t l = sizeof(a);
   assert_int_equal(getsockname(p->listen_fd, (struct sockaddr *)&a, &l), 0);
   p->port = ntohs(a.sin_port);
-  assert_int_equal(pipe(p->ctl), 0);
+  assert_int_equal(pipe2(p->ctl, O_CLOEXEC), 0);
   assert_int_equal(pipe2(p->notify, O_NONBLOCK | O_CLOEXEC), 0);
   assert_int_equal(pthread_create(&p->thread, NULL, proxy_main, p), 0);
 }

@@ -86,6 +86,10 @@ pid_t tg_test_spawn(const tg_test_spawn_t *s) {
   place_fd(s->stdin_fd, STDIN_FILENO);
   place_fd(s->stdout_fd, STDOUT_FILENO);
   place_fd(s->stderr_fd, STDERR_FILENO);
+  /* Nothing else of the test's goes along: a socket another thread of
+   * the test holds (a proxy's) would stay open in the child after the
+   * test closed it, and its peer would never see the close. */
+  close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
   if (s->keep_fd >= 0) fcntl(s->keep_fd, F_SETFD, 0);
   if (s->default_sigint) signal(SIGINT, SIG_DFL);
   execv(s->path, (char *const *)s->argv);
