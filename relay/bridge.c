@@ -138,6 +138,10 @@ static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
 
 static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
   int rv = tg_transport_send(&b->up.base, frame, len, -1);
+  /* The connection to the service is closing already (a write found it
+   * gone): its close, coming from the loop, tells the client why and
+   * remembers that the service ended it (up_on_close). */
+  if (rv == -EPIPE) return;
   if (rv < 0) {
     char why[128];
     snprintf(why, sizeof(why), "cannot queue output for the service: %s",
