@@ -356,6 +356,13 @@ static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
 
 static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   tg_fleet_host_t *h = tg_recording_data(rec);
+  if (status && h->rebooted) {
+    /* A new boot: the host's services started again, without it. */
+    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
+                   "the session is gone: the host rebooted (its boot id "
+                   "changed); %s", msg);
+    return;
+  }
   if (status && h->service_ended) {
     /* The service ended the session's connection itself and has dealt
      * with the session since: the refusal is final. */

@@ -264,6 +264,11 @@ struct tg_fleet_host {
   bool has_info;
   char hostname[256];
   char host_machine_id[128];
+  /* The host's boot at the first GetHostInfo ("" if the relay said none),
+   * asked again after each reconnection: a new one means the host
+   * rebooted, and its sessions with it. */
+  char boot_id[64];
+  bool rebooted;
   char kernel[256];
   uint32_t num_cpus;
 

@@ -250,21 +250,28 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   tg_fleet_host_t *h = ctx;
   if (!tg__fleet_reply_is_news(h, c, status)) return;
   if (status) {
-    tg__fleet_notice(h, TG_FLEET_WARNING, "no host info (%s)", msg);
+    if (!h->has_info)
+      tg__fleet_notice(h, TG_FLEET_WARNING, "no host info (%s)", msg);
     prep_done(h, PREP_INFO);
     return;
   }
   Perfetto__Protos__RelayHostInfo *r =
       perfetto__protos__relay_host_info__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
-  if (r) {
+  if (r && !h->has_info) {
     h->has_info = true;
     tg_printable(h->hostname, sizeof(h->hostname), r->hostname);
     tg_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
     tg_printable(h->kernel, sizeof(h->kernel), r->kernel);
+    tg_printable(h->boot_id, sizeof(h->boot_id), r->boot_id);
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
-    perfetto__protos__relay_host_info__free_unpacked(r, NULL);
+  } else if (r && h->boot_id[0]) {
+    /* Asked again after a reconnection: the same boot, or a reboot. */
+    char now[sizeof(h->boot_id)];
+    tg_printable(now, sizeof(now), r->boot_id);
+    if (now[0] && strcmp(now, h->boot_id) != 0) h->rebooted = true;
   }
+  if (r) perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   prep_done(h, PREP_INFO);
 }
 
@@ -329,10 +336,14 @@ static bool ask_compression(tg_fleet_host_t *h) {
   return rv == 0;
 }
 
+/* Once for the host's description, and again after each reconnection
+ * (in the same flight: no round trip more) to tell a host that rebooted,
+ * whose sessions are gone, from a link that came back. */
 static void ask_host_info(tg_fleet_host_t *h) {
-  if (h->has_info || tg_link_reconnecting(&h->link) ||
-      tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "GetHostInfo", NULL, 0,
-                       on_host_info, h) < 0)
+  bool want = tg_link_reconnecting(&h->link) ? h->boot_id[0] != 0
+                                             : !h->has_info;
+  if (!want || tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "GetHostInfo",
+                                NULL, 0, on_host_info, h) < 0)
     prep_done(h, PREP_INFO);
 }
 

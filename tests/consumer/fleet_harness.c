@@ -58,8 +58,18 @@ const char *fleet_in_dir(const char *name) {
 
 /* --- relays ------------------------------------------------------------------- */
 
-void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
-                       const char *log, const char *const *extra_args) {
+/* The boot the host seems to have to a relay started by
+ * fleet_relay_start_rebooted(): its /proc file, covered in the relay's own
+ * mount namespace by a file of ours. */
+#define BOOT_ID_PROC "/proc/sys/kernel/random/boot_id"
+#define IN_NEW_BOOT \
+  "mount --bind \"$0\" " BOOT_ID_PROC " && exec \"$@\""
+
+/* Under |boot_id_file| (non-NULL), in a mount namespace where the host's
+ * boot id reads as that file's. */
+static void relay_spawn(fleet_relay_t *r, const char *consumer_sock, int port,
+                        const char *log, const char *const *extra_args,
+                        const char *boot_id_file) {
   snprintf(r->log, sizeof(r->log), "%s", log);
   int pfd[2];
   assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
@@ -70,20 +80,27 @@ void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
   snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
   /* A fleet here is many spellings of a few relays, all one identity's
    * connections: as many as --max-conns (64) may be one identity's. */
-  const char *argv[32] = {
+  const char *argv[48] = {
+      "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+      IN_NEW_BOOT, boot_id_file, TRACEGATE_RELAY_PATH};
+  /* Without a boot of its own: the relay's words only. */
+  size_t n = boot_id_file ? 9 : 0;
+  const char *const relay_argv[] = {
       "tracegate-relay", "--listen", listen, "--consumer-socket",
       consumer_sock, "--cert", fleet_in_dir("pki/relay.test.pem"), "--key",
       fleet_in_dir("pki/relay.test.key"), "--ca", fleet_in_dir("pki/ca.pem"),
       "--authz", fleet_in_dir("pki/authz"), "--ready-fd", fd, "--log-level",
       "info", "--max-conns-per-identity", "64"};
-  size_t n = 19;
+  for (size_t i = boot_id_file ? 1 : 0;
+       i < sizeof(relay_argv) / sizeof(relay_argv[0]); i++)
+    argv[n++] = relay_argv[i];
   for (size_t i = 0; extra_args && extra_args[i]; i++) {
     assert_true(n + 1 < sizeof(argv) / sizeof(argv[0]));
     argv[n++] = extra_args[i];
   }
   argv[n] = NULL;
   tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_RELAY_PATH;
+  s.path = boot_id_file ? "/usr/bin/unshare" : TRACEGATE_RELAY_PATH;
   s.argv = argv;
   s.stderr_fd = lfd;
   s.keep_fd = pfd[1];
@@ -97,6 +114,30 @@ void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
   assert_int_equal(got, 1);
   assert_int_equal(sscanf(line, "ready %d", &r->port), 1);
   if (port) assert_int_equal(r->port, port);
+}
+
+void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
+                       const char *log, const char *const *extra_args) {
+  relay_spawn(r, consumer_sock, port, log, extra_args, NULL);
+}
+
+bool fleet_relay_start_rebooted(fleet_relay_t *r, const char *consumer_sock,
+                                int port, const char *log,
+                                const char *boot_id) {
+  char file[256];
+  snprintf(file, sizeof(file), "%s", fleet_in_dir("boot_id"));
+  FILE *f = fopen(file, "we");
+  assert_non_null(f);
+  fprintf(f, "%s\n", boot_id);
+  assert_int_equal(fclose(f), 0);
+  /* Can this machine make the namespace at all (root, mounts allowed)? */
+  char probe[512];
+  snprintf(probe, sizeof(probe), "unshare --mount --propagation private "
+           "/bin/sh -c 'mount --bind \"$0\" %s' '%s' 2>/dev/null",
+           BOOT_ID_PROC, file);
+  if (system(probe) != 0) return false;
+  relay_spawn(r, consumer_sock, port, log, NULL, file);
+  return true;
 }
 
 void fleet_relay_stop(fleet_relay_t *r, int sig) {

@@ -78,6 +78,14 @@ typedef struct fleet_relay {
  * call; |r| is the caller's and is overwritten. */
 void fleet_relay_start(fleet_relay_t *r, const char *consumer_sock, int port,
                        const char *log, const char *const *extra_args);
+/* fleet_relay_start() as on a host that rebooted: the relay runs in a
+ * mount namespace of its own where /proc/sys/kernel/random/boot_id reads
+ * |boot_id| (what GetHostInfo says). Needs root and mounts: returns false,
+ * with nothing started, where the namespace cannot be made (the test then
+ * skips). */
+bool fleet_relay_start_rebooted(fleet_relay_t *r, const char *consumer_sock,
+                                int port, const char *log,
+                                const char *boot_id);
 /* Sends |sig| and reaps (SIGKILL after 10 s). Nothing if not running. */
 void fleet_relay_stop(fleet_relay_t *r, int sig);
 

@@ -16,6 +16,9 @@
  * - tracegated killed mid-recording and started again: the session is
  *   gone, the relay says so, and the CLI fails the host at once instead
  *   of trying to re-attach until its reconnect timeout.
+ * - The host rebooted (relay and tracegated killed, started again with
+ *   another boot id): the CLI sees the new boot and fails the host at
+ *   once too.
  *
  * Between the CLI and the relay sits fleet_proxy.h's proxy (shared with
  * test_fleet_e2e.c): it counts the bytes going to the CLI, holds what the
@@ -315,6 +318,50 @@ static void a_window_too_small_loses_exactly_what_it_says(void **state) {
   survive_stop(&s);
 }
 
+/* The CLI records |s|'s host as "<tag>" with a reconnect timeout past
+ * the test's bounded waits, and has the host's 20 packets "before" in
+ * hand. */
+static void record_before(survive_t *s, const char *tag, fleet_cli_t *c) {
+  char name[64], ds[64], sum[256];
+  snprintf(name, sizeof(name), "%s.json", tag);
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir(name));
+  snprintf(ds, sizeof(ds), "%s.ds", tag);
+  const char *args[] = {"record", "-H", s->spec, FLEET_TLS_ARGS,
+                        "-o", s->out, "-t", "0",
+                        "-b", "4mb", "--compress", "none",
+                        "--reconnect-timeout", "10m", "--summary-json", sum,
+                        ds, NULL};
+  fleet_cli_spawn(c, args);
+  assert_int_equal(raw_producer_wait_started(&s->p, FLEET_WAIT_MS), 0);
+  unsigned long long base = atomic_load(&s->px.down_bytes);
+  fleet_commit_big(&s->p, 0, "before", 0, 20);
+  fleet_proxy_wait_down_bytes(&s->px, base, 20 * FLEET_BIG);
+}
+
+/* The host's tracegated dies without a word and starts again. */
+static void service_killed_and_started(survive_t *s) {
+  tg_test_stop(s->ts.pid, SIGKILL, FLEET_WAIT_MS);
+  s->ts.pid = 0;
+  raw_producer_close(&s->p);
+  assert_int_equal(test_service_launch(&s->ts), 0);
+}
+
+/* The CLI ended by itself (-1: it was still retrying), the host failed
+ * with its session, and what arrived before is in the partial trace. */
+static void expect_session_failed(survive_t *s, fleet_cli_t *c,
+                                  const char *tag) {
+  assert_int_not_equal(fleet_cli_wait(c), -1);
+  char name[64];
+  snprintf(name, sizeof(name), "%s.json", tag);
+  const char *sum = fleet_in_dir(name);
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"session\"");
+  fleet_trace_t t;
+  fleet_trace_load(s->out, &t);
+  fleet_trace_assert_values(&t, "before", 0, 20);
+  fleet_trace_free(&t);
+}
+
 /* tracegated killed mid-recording and started again: the session died
  * with it. The relay saw the service close the session's connection and
  * says so when the reconnected CLI sets its key again
@@ -326,33 +373,39 @@ static void a_service_restart_ends_the_recording_at_once(void **state) {
   (void)state;
   survive_t s;
   survive_start(&s, "restart", NULL);
-  const char *args[] = {"record", "-H", s.spec, FLEET_TLS_ARGS,
-                        "-o", s.out, "-t", "0",
-                        "-b", "4mb", "--compress", "none",
-                        "--reconnect-timeout", "10m", "--summary-json",
-                        fleet_in_dir("restart.json"), "restart.ds", NULL};
   fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
-  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
-  unsigned long long base = atomic_load(&s.px.down_bytes);
-  fleet_commit_big(&s.p, 0, "before", 0, 20);
-  fleet_proxy_wait_down_bytes(&s.px, base, 20 * FLEET_BIG);
+  record_before(&s, "restart", &c);
+  /* systemd starts it again. */
+  service_killed_and_started(&s);
+  expect_session_failed(&s, &c, "restart");
+  survive_stop(&s);
+}
 
-  /* The service dies without a word; systemd starts it again. */
-  tg_test_stop(s.ts.pid, SIGKILL, FLEET_WAIT_MS);
-  s.ts.pid = 0;
-  raw_producer_close(&s.p);
-  assert_int_equal(test_service_launch(&s.ts), 0);
-
-  assert_int_not_equal(fleet_cli_wait(&c), -1); /* -1: still retrying */
-  const char *sum = fleet_in_dir("restart.json");
-  assert_json(sum, "hosts.0.outcome", "\"failed\"");
-  assert_json(sum, "hosts.0.failure", "\"session\"");
-  /* What arrived before is kept. */
-  fleet_trace_t t;
-  fleet_trace_load(s.out, &t);
-  fleet_trace_assert_values(&t, "before", 0, 20);
-  fleet_trace_free(&t);
+/* The host rebooted under the recording: relay and tracegated start
+ * again, the new relay knows nothing of the key, and tracegated nothing of
+ * the session. The CLI asks the relay for the host's facts again after
+ * reconnecting; a new boot id makes the refused Attach final: the host
+ * fails at once, its partial trace kept, where the CLI used to try again
+ * until --reconnect-timeout. The new boot is the relay's own mount
+ * namespace with another boot_id (needs root: skipped without). */
+static void a_host_reboot_ends_the_recording_at_once(void **state) {
+  (void)state;
+  survive_t s;
+  survive_start(&s, "reboot", NULL);
+  fleet_cli_t c;
+  record_before(&s, "reboot", &c);
+  /* Power cut: everything on the host dies at once, then comes back. */
+  int port = s.r.port;
+  fleet_relay_stop(&s.r, SIGKILL);
+  service_killed_and_started(&s);
+  if (!fleet_relay_start_rebooted(&s.r, s.ts.consumer_sock, port, s.log,
+                                  "0badb007-0000-4000-8000-000000000001")) {
+    kill(c.pid, SIGKILL);
+    fleet_cli_wait(&c);
+    survive_stop(&s);
+    skip();
+  }
+  expect_session_failed(&s, &c, "reboot");
   survive_stop(&s);
 }
 
@@ -362,6 +415,7 @@ int main(void) {
       FLEET_TEST(cuts_mid_read_lose_nothing_and_double_nothing),
       FLEET_TEST(a_window_too_small_loses_exactly_what_it_says),
       FLEET_TEST(a_service_restart_ends_the_recording_at_once),
+      FLEET_TEST(a_host_reboot_ends_the_recording_at_once),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
