@@ -83,7 +83,8 @@ static void relay_spawn(fleet_relay_t *r, const char *consumer_sock, int port,
   const char *argv[48] = {
       "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
       IN_NEW_BOOT, boot_id_file, TRACEGATE_RELAY_PATH};
-  /* Without a boot of its own: the relay's words only. */
+  /* Under unshare the relay's arguments follow its path ("$@" of the
+   * shell); without, they are the whole argv, argv[0] its name. */
   size_t n = boot_id_file ? 9 : 0;
   const char *const relay_argv[] = {
       "tracegate-relay", "--listen", listen, "--consumer-socket",
