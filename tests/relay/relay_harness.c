@@ -119,6 +119,27 @@ size_t file_lines_with(const char *path, const char *a, const char *b) {
   return n;
 }
 
+uint64_t file_sum_after(const char *path, const char *marker,
+                        const char *also) {
+  char *s = slurp(path);
+  uint64_t sum = 0;
+  for (char *line = s, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    const char *at = strstr(line, marker);
+    if (at && strstr(line, also)) {
+      char *end = NULL;
+      unsigned long long n = strtoull(at + strlen(marker), &end, 10);
+      if (end == at + strlen(marker))
+        fail_msg("no count after '%s': %s", marker, line);
+      sum += n;
+    }
+    if (!next) break;
+  }
+  free(s);
+  return sum;
+}
+
 int file_replace(const char *path, const char *text) {
   char tmp[300];
   snprintf(tmp, sizeof(tmp), "%s.new", path);

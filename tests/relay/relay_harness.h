@@ -71,6 +71,11 @@ void relay_dump(const relay_proc_t *rp);
 size_t file_count(const char *path, const char *needle);
 /* Lines of |path| that contain both |a| and |b|. */
 size_t file_lines_with(const char *path, const char *a, const char *b);
+/* The sum of the numbers that follow |marker| on the lines of |path| that
+ * also contain |also| (the audit trail's "suppressed N more ..."). Fails
+ * the test when such a line has no number there. */
+uint64_t file_sum_after(const char *path, const char *marker,
+                        const char *also);
 /* Replaces |path| atomically (write + rename). Returns 0 or -1. */
 int file_replace(const char *path, const char *text);
 

@@ -707,15 +707,19 @@ static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
   expect_audit(f, "connect deny", "too many connections (max 1)");
 }
 
-/* After |flood| refusals: a burst of "connect deny" lines with |deny|,
- * fewer than |flood|, and a "connect suppressed" line with |suppressed|
- * that counts the others. */
+/* After |flood| refusals and one more once the budget refilled: a burst
+ * of "connect deny" lines with |deny|, fewer than |flood|, and
+ * "connect suppressed" lines with |suppressed| that count the others, each
+ * refusal once. */
 static void expect_budget_kept(fx_t *f, const char *suppressed,
                                const char *deny, size_t flood) {
   expect_audit(f, "connect suppressed", suppressed);
   size_t lines = file_lines_with(f->rp.audit, "connect deny", deny);
   assert_true(lines >= TG_AUDIT_DENIAL_BURST);
   assert_true(lines < flood);
+  uint64_t held =
+      file_sum_after(f->rp.audit, "connect suppressed ", suppressed);
+  assert_int_equal(lines + held, flood + 1);
 }
 
 /* Lines about peers without a certificate share one budget: a burst of

@@ -78,26 +78,6 @@ static void connect_as(fx_t *f, rc_t *rc, const char *name,
   assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
 }
 
-/* The sum of N over the "N more denials suppressed" lines of |path|. */
-static uint64_t suppressed_in(const char *path) {
-  FILE *fp = fopen(path, "r");
-  assert_non_null(fp);
-  char line[2048];
-  uint64_t sum = 0;
-  while (fgets(line, sizeof(line), fp)) {
-    const char *p = strstr(line, " denials suppressed ");
-    if (!p) continue;
-    p = strstr(line, " suppressed ");
-    assert_non_null(p);
-    uint64_t n = 0;
-    assert_int_equal(sscanf(p, " suppressed %" SCNu64 " more denials", &n),
-                     1);
-    sum += n;
-  }
-  fclose(fp);
-  return sum;
-}
-
 #define DENIED_CALLS 1000
 
 static bool all_done(void *arg) {
@@ -140,7 +120,8 @@ static void relay_rate_limits_denial_lines_and_counts_the_rest(void **state) {
   }
   size_t written =
       file_lines_with(f->rp.audit, "bob", "SaveTraceForBugreport deny");
-  uint64_t suppressed = suppressed_in(f->rp.audit);
+  uint64_t suppressed =
+      file_sum_after(f->rp.audit, " suppressed ", " more denials");
   print_message("%zu denial lines written, %" PRIu64 " suppressed in %" PRId64
                 " ms\n", written, suppressed, took_ms);
   assert_int_equal(written + suppressed, DENIED_CALLS);
