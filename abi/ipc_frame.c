@@ -171,6 +171,70 @@ int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out) {
   return 0;
 }
 
+/* Whether the varint field just read (its last byte at |end| - 1) took
+ * one byte: its tag's last byte, before it, has no continuation bit. A
+ * longer bool may carry bits past 64 that protobuf-c counts as true. */
+static bool one_byte_varint(const uint8_t *end) {
+  return !(end[-2] & 0x80);
+}
+
+static int read_reply_body(const uint8_t *p, size_t n, tg_ipc_reply_view_t *v) {
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  int rv;
+  tg_pb_reader_init(&r, p, n);
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    switch (f.id) {
+      case 1: /* success */
+      case 2: /* has_more */
+        if (f.type != TG_PB_WT_VARINT || !one_byte_varint(r.cur)) return 0;
+        if (f.id == 1) v->success = f.value != 0;
+        else v->has_more = f.value != 0;
+        break;
+      case 3: /* reply_proto: the last one counts, as in protobuf-c */
+        if (f.type != TG_PB_WT_LEN) return 0;
+        v->has_reply_proto = true;
+        v->reply_proto = f.data;
+        v->reply_proto_len = f.size;
+        break;
+      default:
+        break; /* unknown: skipped, as protobuf-c does */
+    }
+  }
+  return rv == 0;
+}
+
+int tg_ipc_frame_read_reply(const uint8_t *payload, size_t len,
+                            tg_ipc_reply_view_t *v) {
+  memset(v, 0, sizeof(*v));
+  const uint8_t *body = NULL;
+  size_t body_len = 0;
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  int rv;
+  tg_pb_reader_init(&r, payload, len);
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    switch (f.id) {
+      case 2: /* request_id: the last one counts */
+        if (f.type != TG_PB_WT_VARINT) return 0;
+        v->request_id = f.value;
+        break;
+      case 6: /* msg_invoke_method_reply, once */
+        if (f.type != TG_PB_WT_LEN || body) return 0;
+        body = f.data;
+        body_len = f.size;
+        break;
+      case 1: /* data_for_testing */
+      case 3: case 4: case 5: case 7: case 8: /* the oneof's others */
+        return 0;
+      default:
+        break;
+    }
+  }
+  if (rv != 0 || !body) return 0;
+  return read_reply_body(body, body_len, v);
+}
+
 /* IPCFrame field numbers (wire_protocol.proto). */
 enum {
   IPC_FRAME_REQUEST_ID = 2,

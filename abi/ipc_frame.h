@@ -120,6 +120,31 @@ static inline size_t tg_frame_decoder_pending(const tg_frame_decoder_t *d) {
 tg_ipc_frame_t *tg_ipc_frame_unpack(const uint8_t *payload, size_t len);
 void tg_ipc_frame_free(tg_ipc_frame_t *f);
 
+/* --- reading an InvokeMethodReply in place -------------------------------
+ * A consumer's hot frames are ReadBuffers replies of up to 128 KiB, which
+ * protobuf-c would copy (reply_proto) into an allocation of their own: a
+ * second copy of the whole trace. The reader below points into the frame
+ * instead, for the plain shape every service sends; anything else goes to
+ * tg_ipc_frame_unpack(), which then decides. */
+typedef struct tg_ipc_reply_view {
+  uint64_t request_id;
+  bool success;
+  bool has_more;
+  bool has_reply_proto;
+  const uint8_t *reply_proto; /* into the payload; NULL without one */
+  size_t reply_proto_len;
+} tg_ipc_reply_view_t;
+
+/* Reads |payload| as an IPCFrame whose msg is one InvokeMethodReply.
+ * Returns 1 with |v| filled (valid as long as |payload|), or 0 when the
+ * frame is not that plain: another member of the msg oneof, the reply
+ * twice (protobuf-c merges), data_for_testing, a known field of another
+ * wire type, a bool longer than one byte, or bytes that do not decode.
+ * When it returns 1, tg_ipc_frame_unpack() of the same bytes gives the same
+ * values (fuzz_frame_decoder checks both ways). */
+int tg_ipc_frame_read_reply(const uint8_t *payload, size_t len,
+                            tg_ipc_reply_view_t *v);
+
 /* Appends [len][frame] to |out|. Returns 0, TG_EFRAME_TOO_LARGE,
  * TG_EPROTO_ENCODE or a tg_buf error. */
 int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out);

@@ -78,8 +78,35 @@ static void keep_notice(tg_ipc_client_t *c, const char *text_untrusted) {
 
 const char *tg_ipc_client_notice(const tg_ipc_client_t *c) { return c->notice; }
 
+/* An InvokeMethodReply, read in place. */
+static int on_reply(tg_ipc_client_t *c, const tg_ipc_reply_view_t *r) {
+  pending_call_t *pc = find_call(c, r->request_id);
+  if (!pc || pc->kind != CALL_INVOKE) {
+    c->replies_unmatched++;
+    return 0;
+  }
+  tg_ipc_reply_cb cb = pc->reply_cb;
+  void *ctx = pc->ctx;
+  if (!r->has_more) finish_call(pc);
+  if (r->success) c->notice[0] = 0;
+  if (cb)
+    cb(c, ctx, r->success ? 0 : TG_EREMOTE_FAILED, r->has_more,
+       r->has_reply_proto ? r->reply_proto : NULL,
+       r->has_reply_proto ? r->reply_proto_len : 0);
+  /* It spoke for this reply only. The client outlives its callbacks
+   * (freed after on_close). */
+  c->notice[0] = 0;
+  /* A callback may have closed the client: stop reading this input. */
+  return c->closing ? 1 : 0;
+}
+
 static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   tg_ipc_client_t *c = t->data;
+  /* Replies (a ReadBuffers stream is all replies) are read where they
+   * lie; the rest, and any reply of an unusual shape, by protobuf-c. */
+  tg_ipc_reply_view_t view;
+  if (tg_ipc_frame_read_reply(payload, len, &view) == 1)
+    return on_reply(c, &view);
   tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
   if (!f) {
     c->frames_undecodable++;
@@ -105,22 +132,20 @@ static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
       finish_call(pc);
       break;
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY: {
-      if (pc->kind != CALL_INVOKE) break;
+      /* An unusual shape (the reply merged from two, say). */
       const Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
           f->msg_invoke_method_reply;
-      bool more = r->has_more;
-      tg_ipc_reply_cb cb = pc->reply_cb;
-      void *ctx = pc->ctx;
-      if (!more) finish_call(pc);
-      if (r->success) c->notice[0] = 0;
-      if (cb)
-        cb(c, ctx, r->success ? 0 : TG_EREMOTE_FAILED, more,
-           r->has_reply_proto ? r->reply_proto.data : NULL,
-           r->has_reply_proto ? r->reply_proto.len : 0);
-      /* It spoke for this reply only. The client outlives its callbacks
-       * (freed after on_close). */
-      c->notice[0] = 0;
-      break;
+      tg_ipc_reply_view_t v = {
+          .request_id = f->request_id,
+          .success = r->success,
+          .has_more = r->has_more,
+          .has_reply_proto = r->has_reply_proto,
+          .reply_proto = r->reply_proto.data,
+          .reply_proto_len = r->reply_proto.len,
+      };
+      int rv = on_reply(c, &v);
+      tg_ipc_frame_free(f);
+      return rv;
     }
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR: {
       tg_ipc_reply_cb rcb = pc->kind == CALL_INVOKE ? pc->reply_cb : NULL;

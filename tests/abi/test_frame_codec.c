@@ -251,6 +251,102 @@ static void reply_writer_output_decodes_with_protobuf_c(void **state) {
   tg_ipc_frame_free(f);
 }
 
+/* The in-place reader takes what the reply writer writes, pointing into
+ * the frame. */
+static void reply_view_reads_the_writers_frame_in_place(void **state) {
+  (void)state;
+  uint8_t space[4096];
+  tg_ipc_reply_writer_t rw;
+  tg_ipc_reply_begin(&rw, space, sizeof(space), 300, true, true);
+  tg_pbw_append_bytes(&rw.body, 1, "hello", 5);
+  size_t flen = 0;
+  assert_int_equal(tg_ipc_reply_end(&rw, &flen), 0);
+  tg_ipc_reply_view_t v;
+  assert_int_equal(tg_ipc_frame_read_reply(space + 4, flen - 4, &v), 1);
+  assert_int_equal(v.request_id, 300);
+  assert_true(v.success);
+  assert_true(v.has_more);
+  assert_true(v.has_reply_proto);
+  assert_int_equal(v.reply_proto_len, 7); /* 0a 05 hello */
+  assert_true(v.reply_proto > space && v.reply_proto + 7 <= space + flen);
+  assert_memory_equal(v.reply_proto + 2, "hello", 5);
+
+  /* A failed final reply without a body. */
+  tg_ipc_reply_begin(&rw, space, sizeof(space), 1, false, false);
+  assert_int_equal(tg_ipc_reply_end(&rw, &flen), 0);
+  assert_int_equal(tg_ipc_frame_read_reply(space + 4, flen - 4, &v), 1);
+  assert_false(v.success);
+  assert_false(v.has_more);
+}
+
+/* Compares the view with protobuf-c on |frame| when the view reads it. */
+static int view_against_protobuf_c(const uint8_t *frame, size_t n) {
+  tg_ipc_reply_view_t v;
+  int plain = tg_ipc_frame_read_reply(frame, n, &v);
+  if (plain != 1) return plain;
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(frame, n);
+  assert_non_null(f);
+  assert_int_equal(f->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+  const Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+      f->msg_invoke_method_reply;
+  assert_int_equal(v.request_id, f->request_id);
+  assert_int_equal(v.success, r->success);
+  assert_int_equal(v.has_more, r->has_more);
+  assert_int_equal(v.has_reply_proto, r->has_reply_proto);
+  assert_int_equal(v.reply_proto_len, r->reply_proto.len);
+  if (v.reply_proto_len)
+    assert_memory_equal(v.reply_proto, r->reply_proto.data, v.reply_proto_len);
+  tg_ipc_frame_free(f);
+  return 1;
+}
+
+/* Shapes the reader leaves to protobuf-c (0), and ones it reads as
+ * protobuf-c does (1): the last request id and reply_proto count, unknown
+ * fields are skipped. */
+static void reply_view_leaves_unusual_shapes_to_protobuf_c(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int plain;
+    uint8_t n;
+    uint8_t bytes[24];
+  } cases[] = {
+      /* id 4, reply { success, has_more, reply_proto "ab" } */
+      {"plain", 1, 12,
+       {0x10, 4, 0x32, 8, 0x08, 1, 0x10, 1, 0x1a, 2, 'a', 'b'}},
+      {"the reply twice: protobuf-c merges", 0, 10,
+       {0x10, 4, 0x32, 2, 0x08, 1, 0x32, 2, 0x10, 1}},
+      {"a bool in two bytes", 0, 7, {0x10, 4, 0x32, 3, 0x08, 0x80, 0x01}},
+      {"a bool with bits past 64", 0, 15,
+       {0x10, 4, 0x32, 11, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+        0x80, 0x80, 0x02}},
+      {"a RequestError after the reply", 0, 8,
+       {0x10, 4, 0x32, 0, 0x3a, 2, 0x0a, 0}},
+      {"a BindServiceReply before it", 0, 6, {0x22, 0, 0x10, 4, 0x32, 0}},
+      {"data_for_testing", 0, 6, {0x0a, 0, 0x10, 4, 0x32, 0}},
+      {"request_id as LEN", 0, 5, {0x12, 1, 4, 0x32, 0}},
+      {"success as LEN", 0, 6, {0x10, 4, 0x32, 2, 0x0a, 0}},
+      {"reply_proto as varint", 0, 6, {0x10, 4, 0x32, 2, 0x18, 1}},
+      {"a truncated reply", 0, 4, {0x10, 4, 0x32, 5}},
+      {"no reply", 0, 2, {0x10, 4}},
+      {"ids and reply_proto twice, unknowns", 1, 19,
+       {0x10, 4, 0x48, 9, 0x10, 5, 0x32, 11, 0x1a, 1, 'x', 0x25, 1, 2, 3, 4,
+        0x1a, 1, 'y'}},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    int got = view_against_protobuf_c(cases[i].bytes, cases[i].n);
+    if (got != cases[i].plain) fail_msg("%s: %d", cases[i].what, got);
+  }
+  /* The last case reads as request 5 with reply_proto "y". */
+  tg_ipc_reply_view_t v;
+  assert_int_equal(tg_ipc_frame_read_reply(cases[12].bytes, cases[12].n, &v),
+                   1);
+  assert_int_equal(v.request_id, 5);
+  assert_int_equal(v.reply_proto_len, 1);
+  assert_int_equal(v.reply_proto[0], 'y');
+}
+
 static void reply_writer_reports_no_space(void **state) {
   (void)state;
   uint8_t space[64];
@@ -574,6 +670,8 @@ int main(void) {
       cmocka_unit_test(frame_adopt_hands_over_only_the_decoders_buffer),
       cmocka_unit_test(reply_writer_output_decodes_with_protobuf_c),
       cmocka_unit_test(reply_writer_reports_no_space),
+      cmocka_unit_test(reply_view_reads_the_writers_frame_in_place),
+      cmocka_unit_test(reply_view_leaves_unusual_shapes_to_protobuf_c),
       cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

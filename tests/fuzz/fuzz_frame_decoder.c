@@ -11,6 +11,10 @@
  * on how the socket happened to deliver the bytes, nor on where they were
  * written.
  *
+ * Each frame is also read by the in-place reply reader
+ * (tg_ipc_frame_read_reply) and by protobuf-c: whenever the former reads
+ * a frame, both must give the same request id, flags and reply bytes.
+ *
  * Every piece is fed from its own exact-size heap copy so ASan catches a
  * read past the end of a piece, not just past the end of the input. The
  * second and third decodes keep every frame they can by adopting the
@@ -58,6 +62,35 @@ static void log_free(frame_log_t *l) {
   free(l->bytes);
 }
 
+/* The in-place reply reader against protobuf-c: whenever it reads a
+ * frame, protobuf-c reads the same InvokeMethodReply from it. */
+static void check_reply_view(const uint8_t *payload, size_t len) {
+  tg_ipc_reply_view_t v;
+  int plain = tg_ipc_frame_read_reply(payload, len, &v);
+  if (plain != 0 && plain != 1) __builtin_trap();
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
+  if (plain) {
+    if (!f || f->msg_case !=
+                  PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY)
+      __builtin_trap();
+    const Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
+        f->msg_invoke_method_reply;
+    if (v.request_id != f->request_id || v.success != r->success ||
+        v.has_more != r->has_more ||
+        v.has_reply_proto != (bool)r->has_reply_proto ||
+        (v.has_reply_proto && v.reply_proto_len != r->reply_proto.len) ||
+        (v.reply_proto_len &&
+         memcmp(v.reply_proto, r->reply_proto.data, v.reply_proto_len)))
+      __builtin_trap();
+    /* In place: the bytes lie in the frame. */
+    if (v.has_reply_proto && (v.reply_proto < payload ||
+                              v.reply_proto + v.reply_proto_len >
+                                  payload + len))
+      __builtin_trap();
+  }
+  tg_ipc_frame_free(f);
+}
+
 static int on_frame(void *ctx, const uint8_t *payload, size_t len) {
   frame_log_t *l = ctx;
   /* Zero-length frames are skipped; nothing larger than the cap exists. */
@@ -66,10 +99,7 @@ static int on_frame(void *ctx, const uint8_t *payload, size_t len) {
   memcpy(l->bytes + l->used, payload, len); /* also probes every byte */
   l->used += len;
   l->lens[l->n++] = len;
-  if (l->unpack) {
-    tg_ipc_frame_t *f = tg_ipc_frame_unpack(payload, len);
-    tg_ipc_frame_free(f);
-  }
+  if (l->unpack) check_reply_view(payload, len);
   if (l->adopt_from) {
     uint8_t *b = tg_frame_decoder_adopt(l->adopt_from, payload);
     if (b) {

@@ -125,6 +125,23 @@ def frame_corpus():
         "callback_stops_at_second": stream(FIXED_3, 2, bind + commit + reply),
         "request_error": stream(SELF, 0, frame(
             ipc_frame(9, 7, f_len(1, b"unknown method")))),
+        # The in-place reply reader's fallbacks: the reply twice (merged
+        # by protobuf-c), a bool in two bytes, another oneof member after
+        # the reply, an unknown field and a repeated reply_proto.
+        "reply_twice": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(6, f_varint(1, 1)) +
+            f_len(6, f_varint(2, 1) + f_len(3, b"ab")))),
+        "reply_long_bool": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(6, tag(1, 0) + b"\x80\x01" +
+                                   f_len(3, b"x")))),
+        "reply_bool_past_64_bits": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(6, tag(2, 0) + b"\x80" * 9 + b"\x02"))),
+        "reply_then_error": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(6, f_varint(1, 1)) +
+            f_len(7, f_len(1, b"no")))),
+        "reply_unknown_fields": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_fixed64(9, 1) + f_len(6, f_varint(1, 1) +
+            f_len(3, b"one") + f_fixed32(5, 2) + f_len(3, b"two")))),
     }
 
 
