@@ -44,10 +44,14 @@ int tg__failure(const tg__call_t *call, int status, const char *remote,
                why[0] ? ": " : "", text);
       break;
     }
-    case TG_EPEER_CLOSED:
+    case TG_EPEER_CLOSED: {
+      /* What the peer said before it closed, if anything (a relay does). */
+      const char *note = tg_ipc_client_notice(&call->c->client);
+      if (note[0]) tg_printable(text, sizeof(text), note);
       snprintf(msg, n, "lost the connection to the service before %s finished (%s)",
-               m, tg_strerror(call->c->raw_status));
+               m, note[0] ? text : tg_strerror(call->c->raw_status));
       break;
+    }
     case -ECANCELED:
       snprintf(msg, n, "%s was cancelled: the consumer was closed", m);
       break;
@@ -179,7 +183,12 @@ static void on_client_close(tg_ipc_client_t *cl, int status) {
     /* However it broke, the connection is lost: TG_EPEER_CLOSED, with the
      * transport's reason in the message. */
     st = TG_EPEER_CLOSED;
-    if (status == 0 || status == TG_EPEER_CLOSED)
+    const char *note = tg_ipc_client_notice(cl);
+    if ((status == 0 || status == TG_EPEER_CLOSED) && note[0])
+      /* A relay says why before it closes, and names itself: its words,
+       * not our guess (which would call the relay "the service"). */
+      tg_printable(msg, sizeof(msg), note);
+    else if (status == 0 || status == TG_EPEER_CLOSED)
       snprintf(msg, sizeof(msg), "the service closed the connection");
     else
       snprintf(msg, sizeof(msg), "lost the connection to the service (%s)",

@@ -96,7 +96,9 @@ void tg_ipc_client_init(tg_ipc_client_t *c, tg_transport_t *t,
 
 /* The notice for the reply being dispatched ("" if none): a relay's notice
  * before an InvokeMethodReply, or the text of the RequestError that
- * refused the call (TG_EUNKNOWN_METHOD, TG_EUNKNOWN_SERVICE). Valid inside
+ * refused the call (TG_EUNKNOWN_METHOD, TG_EUNKNOWN_SERVICE). When the peer
+ * closes, also the last notice it sent after its last reply, inside the
+ * callbacks of the calls the close fails and inside on_close. Valid inside
  * its callback only. */
 const char *tg_ipc_client_notice(const tg_ipc_client_t *c);
 

@@ -21,6 +21,7 @@
 #include "consumer/consumer.h"
 #include "consumer/slice_reassembler.h"
 #include "ipc/unix_transport.h"
+#include "raw_ipc.h"
 #include "test_service.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
@@ -634,6 +635,90 @@ static void lost_connection_fails_every_pending_call(void **state) {
   raw_producer_close(&p);
 }
 
+/* A peer that says why before it closes (the relay does, when the tracing
+ * service closed its side): the close, and the call it fails, carry the
+ * peer's words as sent, where they used to say "the service closed the
+ * connection" and the CLI then appended the same words again. The peer
+ * is the test, over a socketpair. */
+#define PEER_NOTE "relay: the tracing service closed the connection"
+
+static void send_frame(raw_conn_t *peer, const tg_ipc_frame_t *f) {
+  assert_int_equal(raw_send_frame(peer, f), 0);
+}
+
+static void a_notice_before_the_close_is_its_reason(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  tg_unix_transport_t tr;
+  assert_int_equal(tg_unix_transport_open(&loop, &tr, sv[0]), 0);
+  conn_t k;
+  memset(&k, 0, sizeof(k));
+  k.loop = &loop;
+  assert_int_equal(tg_consumer_open(&loop, &tr.base, true, &cbs, &k, &k.c), 0);
+  raw_conn_t peer;
+  memset(&peer, 0, sizeof(peer));
+  peer.fd = sv[1];
+  tg_frame_decoder_init(&peer.dec);
+
+  /* BindService ConsumerPort -> one method. */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  raw_frame_t in;
+  assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+  assert_int_equal(in.frame->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE);
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__METHOD_INFO__INIT;
+  mi.has_id = 1;
+  mi.id = 1;
+  mi.name = "QueryServiceState";
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *mis[] = {&mi};
+  Perfetto__Protos__IPCFrame__BindServiceReply br =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  br.has_success = br.success = 1;
+  br.has_service_id = 1;
+  br.service_id = 1;
+  br.n_methods = 1;
+  br.methods = mis;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = in.frame->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  f.msg_bind_service_reply = &br;
+  tg_ipc_frame_free(in.frame);
+  send_frame(&peer, &f);
+  assert_true(run_until(&loop, &k.ready, WAIT_MS));
+
+  /* A call in flight, then the notice (request 0) and the close. */
+  assert_int_equal(
+      tg_consumer_query_service_state(k.c, false, true, on_state, &k), 0);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+  tg_ipc_frame_free(in.frame);
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = PEER_NOTE;
+  f = (tg_ipc_frame_t)PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = 0;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  send_frame(&peer, &f);
+  raw_close(&peer);
+
+  assert_true(run_until(&loop, &k.closed, WAIT_MS));
+  assert_int_equal(k.close_status, TG_EPEER_CLOSED);
+  assert_string_equal(k.close_msg, PEER_NOTE);
+  assert_true(k.query.done);
+  assert_int_equal(k.query.status, TG_EPEER_CLOSED);
+  const char *at = strstr(k.query.msg, PEER_NOTE);
+  assert_non_null(at);
+  assert_null(strstr(at + 1, PEER_NOTE)); /* once */
+  close_loop(&loop);
+}
+
 /* --- the slice reassembler alone ------------------------------------------------ */
 
 typedef struct sink {
@@ -866,6 +951,7 @@ int main(void) {
                                       test_service_setup,
                                       test_service_teardown),
       cmocka_unit_test(no_service_is_a_connect_error),
+      cmocka_unit_test(a_notice_before_the_close_is_its_reason),
       cmocka_unit_test_setup_teardown(refused_config_reports_the_service_text,
                                       test_service_setup,
                                       test_service_teardown),
