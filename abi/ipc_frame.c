@@ -204,35 +204,78 @@ static int read_reply_body(const uint8_t *p, size_t n, tg_ipc_reply_view_t *v) {
   return rv == 0;
 }
 
-int tg_ipc_frame_read_reply(const uint8_t *payload, size_t len,
-                            tg_ipc_reply_view_t *v) {
-  memset(v, 0, sizeof(*v));
-  const uint8_t *body = NULL;
-  size_t body_len = 0;
+/* Finds the one msg of IPCFrame |payload|, which must be member |msg_id|
+ * of the oneof, and its request id. 1, or 0 for any other shape. */
+static int read_frame_msg(const uint8_t *payload, size_t len, uint32_t msg_id,
+                          uint64_t *request_id, const uint8_t **body,
+                          size_t *body_len) {
   tg_pb_reader_t r;
   tg_pb_field_t f;
   int rv;
+  *body = NULL;
+  *body_len = 0;
+  *request_id = 0;
   tg_pb_reader_init(&r, payload, len);
   while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    if (f.id == 2) { /* request_id: the last one counts */
+      if (f.type != TG_PB_WT_VARINT) return 0;
+      *request_id = f.value;
+    } else if (f.id == msg_id) { /* once: protobuf-c merges a second */
+      if (f.type != TG_PB_WT_LEN || *body) return 0;
+      *body = f.data;
+      *body_len = f.size;
+    } else if (f.id <= 8) {
+      return 0; /* data_for_testing (1), the oneof's other members */
+    }
+  }
+  return rv == 0 && *body;
+}
+
+int tg_ipc_frame_read_reply(const uint8_t *payload, size_t len,
+                            tg_ipc_reply_view_t *v) {
+  memset(v, 0, sizeof(*v));
+  const uint8_t *body;
+  size_t body_len;
+  if (!read_frame_msg(payload, len, 6 /* msg_invoke_method_reply */,
+                      &v->request_id, &body, &body_len))
+    return 0;
+  return read_reply_body(body, body_len, v);
+}
+
+int tg_ipc_frame_read_invoke(const uint8_t *payload, size_t len,
+                             tg_ipc_invoke_view_t *v) {
+  memset(v, 0, sizeof(*v));
+  const uint8_t *body;
+  size_t body_len;
+  if (!read_frame_msg(payload, len, 5 /* msg_invoke_method */,
+                      &v->request_id, &body, &body_len))
+    return 0;
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  int rv;
+  tg_pb_reader_init(&r, body, body_len);
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
     switch (f.id) {
-      case 2: /* request_id: the last one counts */
-        if (f.type != TG_PB_WT_VARINT) return 0;
-        v->request_id = f.value;
+      case 1: /* service_id */
+      case 2: /* method_id */
+        if (f.type != TG_PB_WT_VARINT || f.value > UINT32_MAX) return 0;
+        if (f.id == 1) v->service_id = (uint32_t)f.value;
+        else v->method_id = (uint32_t)f.value;
         break;
-      case 6: /* msg_invoke_method_reply, once */
-        if (f.type != TG_PB_WT_LEN || body) return 0;
-        body = f.data;
-        body_len = f.size;
+      case 3: /* args_proto: the last one counts */
+        if (f.type != TG_PB_WT_LEN) return 0;
+        v->args = f.data;
+        v->args_len = f.size;
         break;
-      case 1: /* data_for_testing */
-      case 3: case 4: case 5: case 7: case 8: /* the oneof's others */
-        return 0;
+      case 4: /* drop_reply */
+        if (f.type != TG_PB_WT_VARINT || !one_byte_varint(r.cur)) return 0;
+        v->drop_reply = f.value != 0;
+        break;
       default:
         break;
     }
   }
-  if (rv != 0 || !body) return 0;
-  return read_reply_body(body, body_len, v);
+  return rv == 0;
 }
 
 /* IPCFrame field numbers (wire_protocol.proto). */

@@ -145,6 +145,22 @@ typedef struct tg_ipc_reply_view {
 int tg_ipc_frame_read_reply(const uint8_t *payload, size_t len,
                             tg_ipc_reply_view_t *v);
 
+/* The same for the service's side: an IPCFrame whose msg is one
+ * InvokeMethod (a producer's CommitData, say), read in place. Returns 1
+ * with |v| filled, or 0 for any other shape, as tg_ipc_frame_read_reply()
+ * (also a service or method id past 32 bits). */
+typedef struct tg_ipc_invoke_view {
+  uint64_t request_id;
+  uint32_t service_id;
+  uint32_t method_id;
+  bool drop_reply;
+  const uint8_t *args; /* into the payload; NULL without args_proto */
+  size_t args_len;
+} tg_ipc_invoke_view_t;
+
+int tg_ipc_frame_read_invoke(const uint8_t *payload, size_t len,
+                             tg_ipc_invoke_view_t *v);
+
 /* Appends [len][frame] to |out|. Returns 0, TG_EFRAME_TOO_LARGE,
  * TG_EPROTO_ENCODE or a tg_buf error. */
 int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out);

@@ -214,12 +214,11 @@ static void handle_bind(tg_ipc_host_conn_t *c, uint64_t request_id,
   send_frame(c, &f, -1);
 }
 
-static void handle_invoke(tg_ipc_host_conn_t *c, uint64_t request_id,
-                          const Perfetto__Protos__IPCFrame__InvokeMethod *im) {
+static void handle_invoke(tg_ipc_host_conn_t *c, const tg_ipc_invoke_view_t *im) {
   tg_ipc_host_t *h = c->host;
   tg_ipc_call_t call = {.conn = c,
-                        .request_id = request_id,
-                        .drop_reply = im->has_drop_reply && im->drop_reply};
+                        .request_id = im->request_id,
+                        .drop_reply = im->drop_reply};
   uint32_t sid = im->service_id, mid = im->method_id;
   if (sid == 0 || sid > h->n_services || !(c->bound & (1u << (sid - 1)))) {
     h->stats.requests_unknown++;
@@ -234,11 +233,18 @@ static void handle_invoke(tg_ipc_host_conn_t *c, uint64_t request_id,
     tg_ipc_reply(&call, false, false, NULL, -1);
     return;
   }
-  s->methods[mid - 1].fn(s->ctx, call, im->args_proto.data, im->args_proto.len);
+  s->methods[mid - 1].fn(s->ctx, call, im->args, im->args_len);
 }
 
 static int on_frame(tg_ipc_chan_t *ch, const uint8_t *p, size_t n) {
   tg_ipc_host_conn_t *c = ch->data;
+  /* Calls (a producer's CommitData is most frames) are read where they
+   * lie; the rest, and a call of an unusual shape, by protobuf-c. */
+  tg_ipc_invoke_view_t iv;
+  if (tg_ipc_frame_read_invoke(p, n, &iv) == 1) {
+    handle_invoke(c, &iv);
+    return 0;
+  }
   tg_ipc_frame_t *f = tg_ipc_frame_unpack(p, n);
   if (!f) {
     c->host->stats.frames_undecodable++;
@@ -251,9 +257,19 @@ static int on_frame(tg_ipc_chan_t *ch, const uint8_t *p, size_t n) {
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE:
       handle_bind(c, rid, f->msg_bind_service->service_name);
       break;
-    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD:
-      handle_invoke(c, rid, f->msg_invoke_method);
+    case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD: {
+      const Perfetto__Protos__IPCFrame__InvokeMethod *im = f->msg_invoke_method;
+      tg_ipc_invoke_view_t v = {
+          .request_id = rid,
+          .service_id = im->service_id,
+          .method_id = im->method_id,
+          .drop_reply = im->has_drop_reply && im->drop_reply,
+          .args = im->has_args_proto ? im->args_proto.data : NULL,
+          .args_len = im->has_args_proto ? im->args_proto.len : 0,
+      };
+      handle_invoke(c, &v);
       break;
+    }
     case PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY:
       /* Only meaningful on TCP; on a UNIX socket the kernel's SO_PEERCRED
        * is the identity, so a claimed one is ignored. */

@@ -387,6 +387,20 @@ static void invoke_writer_output_decodes_with_protobuf_c(void **state) {
       assert_int_equal(m->args_proto.len, 0);
       assert_true(m->has_drop_reply && m->drop_reply);
     }
+    /* The in-place reader reads the same, pointing into the frame. */
+    tg_ipc_invoke_view_t v;
+    const uint8_t *fp = p + TG_IPC_FRAME_HEADER_SIZE;
+    assert_int_equal(tg_ipc_frame_read_invoke(fp, n, &v), 1);
+    assert_int_equal(v.request_id, f->request_id);
+    assert_int_equal(v.service_id, m->service_id);
+    assert_int_equal(v.method_id, m->method_id);
+    assert_int_equal(v.drop_reply, m->has_drop_reply && m->drop_reply);
+    assert_int_equal(v.args_len, m->args_proto.len);
+    assert_non_null(v.args); /* the writer always writes args_proto */
+    assert_true(v.args >= fp && v.args + v.args_len <= fp + n);
+    if (v.args_len) assert_memory_equal(v.args, args, sizeof(args));
+    tg_ipc_reply_view_t rv;
+    assert_int_equal(tg_ipc_frame_read_reply(fp, n, &rv), 0); /* not one */
     tg_ipc_frame_free(f);
     p += TG_IPC_FRAME_HEADER_SIZE + n;
   }
@@ -398,6 +412,49 @@ static void invoke_writer_output_decodes_with_protobuf_c(void **state) {
                                         false), TG_EFRAME_TOO_LARGE);
   assert_int_equal(tg_buf_size(&out), before);
   tg_buf_free(&out);
+}
+
+/* Calls the reader leaves to protobuf-c, and what it reads as protobuf-c
+ * does. */
+static void invoke_view_leaves_unusual_shapes_to_protobuf_c(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int plain;
+    uint8_t n;
+    uint8_t bytes[24];
+  } cases[] = {
+      /* id 4, call { service 1, method 2, args "a", drop_reply } */
+      {"plain", 1, 13,
+       {0x10, 4, 0x2a, 9, 0x08, 1, 0x10, 2, 0x1a, 1, 'a', 0x20, 1}},
+      {"no args", 1, 8, {0x10, 4, 0x2a, 4, 0x08, 1, 0x10, 2}},
+      {"the call twice: protobuf-c merges", 0, 10,
+       {0x10, 4, 0x2a, 2, 0x08, 1, 0x2a, 2, 0x10, 1}},
+      {"a service id past 32 bits", 0, 10,
+       {0x10, 4, 0x2a, 6, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10}},
+      {"drop_reply in two bytes", 0, 7, {0x10, 4, 0x2a, 3, 0x20, 0x81, 0x00}},
+      {"SetPeerIdentity after it", 0, 6, {0x10, 4, 0x2a, 0, 0x42, 0}},
+      {"method_id as fixed32", 0, 9,
+       {0x10, 4, 0x2a, 5, 0x15, 1, 0, 0, 0}},
+      {"args as varint", 0, 6, {0x10, 4, 0x2a, 2, 0x18, 1}},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tg_ipc_invoke_view_t v;
+    int got = tg_ipc_frame_read_invoke(cases[i].bytes, cases[i].n, &v);
+    if (got != cases[i].plain) fail_msg("%s: %d", cases[i].what, got);
+    tg_ipc_frame_t *f = tg_ipc_frame_unpack(cases[i].bytes, cases[i].n);
+    if (got) {
+      assert_non_null(f);
+      const Perfetto__Protos__IPCFrame__InvokeMethod *m = f->msg_invoke_method;
+      assert_non_null(m);
+      assert_int_equal(v.service_id, m->service_id);
+      assert_int_equal(v.method_id, m->method_id);
+      assert_int_equal(v.drop_reply, m->has_drop_reply && m->drop_reply);
+      assert_int_equal(v.args != NULL, m->has_args_proto);
+      assert_int_equal(v.args_len, m->args_proto.len);
+    }
+    tg_ipc_frame_free(f);
+  }
 }
 
 /* Collects like collect() and notes whether each frame was handed over
@@ -673,6 +730,7 @@ int main(void) {
       cmocka_unit_test(reply_view_reads_the_writers_frame_in_place),
       cmocka_unit_test(reply_view_leaves_unusual_shapes_to_protobuf_c),
       cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),
+      cmocka_unit_test(invoke_view_leaves_unusual_shapes_to_protobuf_c),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

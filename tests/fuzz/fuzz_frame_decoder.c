@@ -11,9 +11,9 @@
  * on how the socket happened to deliver the bytes, nor on where they were
  * written.
  *
- * Each frame is also read by the in-place reply reader
- * (tg_ipc_frame_read_reply) and by protobuf-c: whenever the former reads
- * a frame, both must give the same request id, flags and reply bytes.
+ * Each frame is also read by the in-place readers (tg_ipc_frame_read_reply
+ * and _read_invoke) and by protobuf-c: whenever one of the former reads a
+ * frame, both must give the same ids, flags and bytes.
  *
  * Every piece is fed from its own exact-size heap copy so ASan catches a
  * read past the end of a piece, not just past the end of the input. The
@@ -62,9 +62,9 @@ static void log_free(frame_log_t *l) {
   free(l->bytes);
 }
 
-/* The in-place reply reader against protobuf-c: whenever it reads a
- * frame, protobuf-c reads the same InvokeMethodReply from it. */
-static void check_reply_view(const uint8_t *payload, size_t len) {
+/* The in-place readers against protobuf-c: whenever one reads a frame,
+ * protobuf-c reads the same InvokeMethodReply or InvokeMethod from it. */
+static void check_views(const uint8_t *payload, size_t len) {
   tg_ipc_reply_view_t v;
   int plain = tg_ipc_frame_read_reply(payload, len, &v);
   if (plain != 0 && plain != 1) __builtin_trap();
@@ -88,6 +88,23 @@ static void check_reply_view(const uint8_t *payload, size_t len) {
                                   payload + len))
       __builtin_trap();
   }
+  tg_ipc_invoke_view_t iv;
+  int call = tg_ipc_frame_read_invoke(payload, len, &iv);
+  if (call != 0 && call != 1) __builtin_trap();
+  if (call && plain) __builtin_trap(); /* one oneof member or the other */
+  if (call) {
+    if (!f || f->msg_case != PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD)
+      __builtin_trap();
+    const Perfetto__Protos__IPCFrame__InvokeMethod *m = f->msg_invoke_method;
+    if (iv.request_id != f->request_id || iv.service_id != m->service_id ||
+        iv.method_id != m->method_id || iv.drop_reply != (bool)m->drop_reply ||
+        (iv.args != NULL) != (bool)m->has_args_proto ||
+        iv.args_len != m->args_proto.len ||
+        (iv.args_len && memcmp(iv.args, m->args_proto.data, iv.args_len)))
+      __builtin_trap();
+    if (iv.args && (iv.args < payload || iv.args + iv.args_len > payload + len))
+      __builtin_trap();
+  }
   tg_ipc_frame_free(f);
 }
 
@@ -99,7 +116,7 @@ static int on_frame(void *ctx, const uint8_t *payload, size_t len) {
   memcpy(l->bytes + l->used, payload, len); /* also probes every byte */
   l->used += len;
   l->lens[l->n++] = len;
-  if (l->unpack) check_reply_view(payload, len);
+  if (l->unpack) check_views(payload, len);
   if (l->adopt_from) {
     uint8_t *b = tg_frame_decoder_adopt(l->adopt_from, payload);
     if (b) {

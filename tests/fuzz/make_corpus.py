@@ -139,6 +139,16 @@ def frame_corpus():
         "reply_then_error": stream(0xFD, 0, frame(
             f_varint(2, 4) + f_len(6, f_varint(1, 1)) +
             f_len(7, f_len(1, b"no")))),
+        "invoke_twice": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(5, f_varint(1, 1)) +
+            f_len(5, f_varint(2, 2) + f_len(3, b"ab")))),
+        "invoke_service_id_past_32_bits": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(5, f_varint(1, 1 << 33) +
+                                   f_varint(2, 1)))),
+        "invoke_unknown_fields": stream(0xFD, 0, frame(
+            f_varint(2, 4) + f_len(5, f_varint(1, 1) + f_varint(2, 3) +
+            f_fixed32(7, 9) + f_len(3, b"x") + f_len(3, b"yz") +
+            f_varint(4, 1)))),
         "reply_unknown_fields": stream(0xFD, 0, frame(
             f_varint(2, 4) + f_fixed64(9, 1) + f_len(6, f_varint(1, 1) +
             f_len(3, b"one") + f_fixed32(5, 2) + f_len(3, b"two")))),
