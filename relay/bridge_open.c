@@ -116,6 +116,11 @@ static void start_filter(tg_relay_bridge_t *b) {
   snprintf(tag, sizeof(tag), "%ld.%" PRIu64, (long)getpid(), b->env->accepted);
   tg_relay_filter_set_session_tag(&b->filter, tag);
   tg_relay_filter_set_compress(&b->filter, b->env->compress);
+  /* Which tracegated answers (SO_PEERCRED): a restarted one has lost the
+   * sessions of the one before, which a reconnected client can tell. */
+  char inst[48];
+  if (tg_relay_service_instance(b->up.chan.peer_pid, inst, sizeof(inst)) == 0)
+    tg_relay_filter_set_service_instance(&b->filter, inst);
 }
 
 /* A verified client's connection refused: counted, and said in the log

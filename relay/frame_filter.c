@@ -35,6 +35,12 @@ void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag) {
   snprintf(f->session_tag, sizeof(f->session_tag), "%s", tag ? tag : "");
 }
 
+void tg_relay_filter_set_service_instance(tg_relay_filter_t *f,
+                                          const char *instance) {
+  snprintf(f->service_instance, sizeof(f->service_instance), "%s",
+           instance ? instance : "");
+}
+
 void tg_relay_filter_set_compress(tg_relay_filter_t *f,
                                   tg_relay_compress_t policy) {
   f->compress = policy;

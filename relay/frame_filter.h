@@ -225,6 +225,7 @@ typedef enum tg_relay_lease_state {
 typedef struct tg_relay_filter {
   char identity[TG_AUTHZ_IDENTITY_MAX + 1];
   const tg_relay_host_info_t *host; /* borrowed */
+  char service_instance[48]; /* the upstream's (RelayHostInfo); "" unknown */
 
   /* ConsumerPort as the service announced it. */
   bool consumer_bound;
@@ -276,6 +277,11 @@ void tg_relay_filter_init(tg_relay_filter_t *f, const char *identity,
 /* Sets the tag that makes the relay's names for unnamed sessions unique
  * (e.g. "<pid>.<connection number>"; truncated to 39 characters). */
 void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag);
+
+/* Sets the tracing service's process, as GetHostInfo tells it (see
+ * tg_relay_service_instance; truncated to 47 characters). */
+void tg_relay_filter_set_service_instance(tg_relay_filter_t *f,
+                                          const char *instance);
 
 /* Sets whether SetCompression may be granted (the default: allowed).
  * With TG_RELAY_COMPRESS_NEVER it is denied and the link stays plain. */

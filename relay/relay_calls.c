@@ -168,7 +168,8 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
     case TG_RELAY_M_GET_HOST_INFO:
       v->audit = true;
       if (f->host) {
-        o = built(tg_relay_service_host_info(f->host, &body), v);
+        o = built(tg_relay_service_host_info(f->host, f->service_instance,
+                                             &body), v);
       } else {
         tg__relay_say(v, "host facts unavailable");
         o = CALL_REFUSE;

@@ -2,6 +2,8 @@
 #include "relay/relay_service.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -88,8 +90,40 @@ int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out) {
   return tg_ipc_frame_append(&f, out);
 }
 
-int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out) {
+int tg_relay_service_instance(pid_t pid, char *out, size_t cap) {
+  out[0] = 0;
+  if (pid <= 0) return -ESRCH;
+  char path[64], line[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -errno;
+  bool got = fgets(line, sizeof(line), f) != NULL;
+  fclose(f);
+  if (!got) return -EIO;
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+   * the fields are counted from the last ')'; starttime is the 20th. */
+  const char *p = strrchr(line, ')');
+  if (!p) return -EPROTO;
+  p++;
+  for (int field = 3; field < 22; field++) {
+    p += strspn(p, " ");
+    p += strcspn(p, " ");
+    if (!*p) return -EPROTO;
+  }
+  p += strspn(p, " ");
+  char *end;
+  errno = 0;
+  unsigned long long start = strtoull(p, &end, 10);
+  if (end == p || errno) return -EPROTO;
+  snprintf(out, cap, "%d.%llu", (int)pid, start);
+  return 0;
+}
+
+int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
+                               const char *service_instance, tg_buf_t *out) {
   Perfetto__Protos__RelayHostInfo r = PERFETTO__PROTOS__RELAY_HOST_INFO__INIT;
+  if (service_instance && service_instance[0])
+    r.service_instance = (char *)service_instance;
   r.hostname = (char *)hi->hostname;
   r.machine_id = (char *)hi->machine_id;
   r.kernel = (char *)hi->kernel;

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "abi/protocol_limits.h"
 #include "common/buf.h"
@@ -75,8 +76,16 @@ const char *tg_relay_service_method_name(uint32_t id);
  * id and method table) for |request_id| to |out|. Returns 0 or an error. */
 int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out);
 
-/* Serialises RelayHostInfo for |hi| into |out| (appended). */
-int tg_relay_service_host_info(const tg_relay_host_info_t *hi, tg_buf_t *out);
+/* Serialises RelayHostInfo for |hi| and |service_instance| ("" or NULL:
+ * unknown, left out) into |out| (appended). */
+int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
+                               const char *service_instance, tg_buf_t *out);
+
+/* Writes "<pid>.<start time>" of process |pid| (the start time in clock
+ * ticks after boot, /proc/<pid>/stat field 22) into |out|: with the boot
+ * id, one process of one boot. Returns 0, or -errno with |out| "" (no
+ * such process in our pid namespace, /proc hidden). */
+int tg_relay_service_instance(pid_t pid, char *out, size_t cap);
 
 /* Reads the three clocks back to back and serialises ClockSyncResponse
  * into |out| (appended). */

@@ -363,6 +363,14 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
                    "changed); %s", msg);
     return;
   }
+  if (status && h->service_restarted) {
+    /* Another tracing service process answers: sessions do not survive
+     * the one that had them. */
+    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
+                   "the session is gone: the tracing service on the host was "
+                   "restarted (another process answers now); %s", msg);
+    return;
+  }
   if (status && h->service_ended) {
     /* The service ended the session's connection itself and has dealt
      * with the session since: the refusal is final. */

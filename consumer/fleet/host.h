@@ -269,6 +269,12 @@ struct tg_fleet_host {
    * rebooted, and its sessions with it. */
   char boot_id[64];
   bool rebooted;
+  /* Likewise the tracing service's process behind the relay ("" if the
+   * relay did not say): another one means it was restarted, sessions
+   * lost, even where no relay remembers it (an --stdio relay over ssh
+   * lives as long as its connection; a relay restarted too). */
+  char service_instance[48];
+  bool service_restarted;
   char kernel[256];
   uint32_t num_cpus;
 

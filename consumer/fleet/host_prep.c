@@ -264,12 +264,22 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
     tg_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
     tg_printable(h->kernel, sizeof(h->kernel), r->kernel);
     tg_printable(h->boot_id, sizeof(h->boot_id), r->boot_id);
+    tg_printable(h->service_instance, sizeof(h->service_instance),
+                 r->service_instance);
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
-  } else if (r && h->boot_id[0]) {
-    /* Asked again after a reconnection: the same boot, or a reboot. */
+  } else if (r) {
+    /* Asked again after a reconnection: the same boot, or a reboot; the
+     * same tracing service, or a restarted one. Exact comparisons of what
+     * the relay said the first time ("" then: unknown, never a change). */
     char now[sizeof(h->boot_id)];
     tg_printable(now, sizeof(now), r->boot_id);
-    if (now[0] && strcmp(now, h->boot_id) != 0) h->rebooted = true;
+    if (h->boot_id[0] && now[0] && strcmp(now, h->boot_id) != 0)
+      h->rebooted = true;
+    char inst[sizeof(h->service_instance)];
+    tg_printable(inst, sizeof(inst), r->service_instance);
+    if (h->service_instance[0] && inst[0] &&
+        strcmp(inst, h->service_instance) != 0)
+      h->service_restarted = true;
   }
   if (r) perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   prep_done(h, PREP_INFO);
@@ -338,10 +348,12 @@ static bool ask_compression(tg_fleet_host_t *h) {
 
 /* Once for the host's description, and again after each reconnection
  * (in the same flight: no round trip more) to tell a host that rebooted,
- * whose sessions are gone, from a link that came back. */
+ * or a tracing service that was restarted, whose sessions are gone, from
+ * a link that came back. */
 static void ask_host_info(tg_fleet_host_t *h) {
-  bool want = tg_link_reconnecting(&h->link) ? h->boot_id[0] != 0
-                                             : !h->has_info;
+  bool want = tg_link_reconnecting(&h->link)
+                  ? h->boot_id[0] != 0 || h->service_instance[0] != 0
+                  : !h->has_info;
   if (!want || tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "GetHostInfo",
                                 NULL, 0, on_host_info, h) < 0)
     prep_done(h, PREP_INFO);

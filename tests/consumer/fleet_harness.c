@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -201,6 +202,19 @@ void fleet_ack_flush(raw_producer_t *p) {
   uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, FLEET_WAIT_MS);
   assert_true(id > 0);
   assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, id), 0);
+}
+
+const char *fleet_fake_ssh(const char *consumer_sock) {
+  char args[256];
+  snprintf(args, sizeof(args), "%s", fleet_in_dir("ssh-args"));
+  const char *script = fleet_in_dir("fake-ssh");
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\necho \"$@\" > '%s'\nexec '%s' --stdio --consumer-socket "
+          "'%s' --log-level warn\n", args, TRACEGATE_RELAY_PATH, consumer_sock);
+  fclose(f);
+  assert_int_equal(chmod(script, 0755), 0);
+  return script;
 }
 
 /* --- the CLI as a child -------------------------------------------------------------- */

@@ -89,6 +89,14 @@ bool fleet_relay_start_rebooted(fleet_relay_t *r, const char *consumer_sock,
 /* Sends |sig| and reaps (SIGKILL after 10 s). Nothing if not running. */
 void fleet_relay_stop(fleet_relay_t *r, int sig);
 
+/* Writes the directory's "fake-ssh": a script that writes its arguments
+ * (-o BatchMode=yes, user@host, the remote command) to the directory's
+ * "ssh-args" and runs the relay in --stdio mode in front of
+ * |consumer_sock|, as sshd would run the remote command. Returns the
+ * script's path (fleet_in_dir's rotating buffers: copy it to keep it);
+ * the CLI runs it when TRACEGATE_SSH names it. */
+const char *fleet_fake_ssh(const char *consumer_sock);
+
 /* --- hosts ---------------------------------------------------------------------- */
 
 /* A simulated host. The caller owns it (usually on its stack); everything

@@ -29,10 +29,6 @@
 #include "fleet_trace.h"
 #include "test_proc.h"
 
-#ifndef TRACEGATE_RELAY_PATH
-#error "TRACEGATE_RELAY_PATH must name the tracegate-relay binary"
-#endif
-
 #define MAX_HOSTS 3
 
 /* Host |i|: its relay's log is relay<i>.log. */
@@ -640,15 +636,7 @@ static void ssh_transport_runs_the_relay_in_stdio_mode(void **state) {
   /* "ssh" here: the relay in --stdio mode on this host's service; its
    * arguments (-o BatchMode=yes, user@host, the remote command) are
    * recorded for the check below. */
-  const char *script = fleet_in_dir("fake-ssh");
-  FILE *f = fopen(script, "w");
-  assert_non_null(f);
-  fprintf(f, "#!/bin/sh\necho \"$@\" > '%s'\nexec '%s' --stdio --consumer-socket "
-          "'%s' --log-level warn\n", fleet_in_dir("ssh-args"), TRACEGATE_RELAY_PATH,
-          h.ts.consumer_sock);
-  fclose(f);
-  assert_int_equal(chmod(script, 0755), 0);
-  setenv("TRACEGATE_SSH", script, 1);
+  setenv("TRACEGATE_SSH", fleet_fake_ssh(h.ts.consumer_sock), 1);
   const char *out = fleet_in_dir("ssh.pftrace");
   const char *args[] = {"record", "-H", "ssh://tester@fakehost:2222", "-o", out,
                         "-t", "0", "fleet.ds", NULL};
@@ -666,7 +654,7 @@ static void ssh_transport_runs_the_relay_in_stdio_mode(void **state) {
   fleet_trace_free(&t);
   unlink(out);
   char line[256] = "";
-  f = fopen(fleet_in_dir("ssh-args"), "r");
+  FILE *f = fopen(fleet_in_dir("ssh-args"), "r");
   assert_non_null(f);
   assert_non_null(fgets(line, sizeof(line), f));
   fclose(f);

@@ -19,6 +19,9 @@
  * - The host rebooted (relay and tracegated killed, started again with
  *   another boot id): the CLI sees the new boot and fails the host at
  *   once too.
+ * - tracegated restarted under a recording over ssh, whose --stdio relay
+ *   knows nothing of the connection before: the CLI sees another service
+ *   process and fails the host at once too.
  *
  * Between the CLI and the relay sits fleet_proxy.h's proxy (shared with
  * test_fleet_e2e.c): it counts the bytes going to the CLI, holds what the
@@ -409,6 +412,39 @@ static void a_host_reboot_ends_the_recording_at_once(void **state) {
   survive_stop(&s);
 }
 
+/* The same restart under a recording over ssh: the --stdio relay lives
+ * as long as its connection, so the one the reconnected CLI talks to
+ * remembers nothing of the session; but another tracegated process
+ * answers it, which GetHostInfo names (RelayHostInfo.service_instance):
+ * the refused Attach is final, where the CLI used to try again until
+ * --reconnect-timeout (10 minutes here, past the test's bounded wait). */
+static void a_service_restart_over_ssh_ends_the_recording_at_once(
+    void **state) {
+  (void)state;
+  survive_t s;
+  memset(&s, 0, sizeof(s));
+  assert_int_equal(test_service_start(&s.ts), 0);
+  assert_int_equal(raw_producer_connect(&s.p, &s.ts, "sshrs.producer",
+                                        "sshrs.ds", 32, 256, false), 0);
+  setenv("TRACEGATE_SSH", fleet_fake_ssh(s.ts.consumer_sock), 1);
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("sshrs.json"));
+  snprintf(s.out, sizeof(s.out), "%s", fleet_in_dir("sshrs.pftrace"));
+  const char *args[] = {"record", "-H", "ssh://tester@fakehost", "-o", s.out,
+                        "-t", "0", "-b", "4mb", "--reconnect-timeout", "10m",
+                        "--summary-json", sum, "sshrs.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  unsetenv("TRACEGATE_SSH");
+  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
+  service_killed_and_started(&s);
+  assert_int_not_equal(fleet_cli_wait(&c), -1);
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"session\"");
+  unlink(s.out);
+  assert_int_equal(test_service_stop(&s.ts), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(relay_killed_and_restarted_loses_nothing),
@@ -416,6 +452,7 @@ int main(void) {
       FLEET_TEST(a_window_too_small_loses_exactly_what_it_says),
       FLEET_TEST(a_service_restart_ends_the_recording_at_once),
       FLEET_TEST(a_host_reboot_ends_the_recording_at_once),
+      FLEET_TEST(a_service_restart_over_ssh_ends_the_recording_at_once),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

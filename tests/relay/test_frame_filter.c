@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -831,6 +834,15 @@ static void filter_serves_host_info_and_clocks(void **state) {
   assert_string_equal(hi->boot_id, "b00t");
   assert_int_equal(hi->num_cpus, 8);
   assert_true(hi->relay_version && hi->relay_version[0]);
+  assert_null(hi->service_instance); /* not known: left out */
+  protobuf_c_message_free_unpacked(&hi->base, NULL);
+  /* Once the service's process is known, it is said as given. */
+  tg_relay_filter_set_service_instance(&x->f, "4242.987654");
+  client(x, TG_ROLE_OBSERVE,
+         invoke_frame(79, TG_RELAY_SERVICE_ID, TG_RELAY_M_GET_HOST_INFO, NULL,
+                      false, x->frame, 4096));
+  hi = relay_reply(x, &perfetto__protos__relay_host_info__descriptor);
+  assert_string_equal(hi->service_instance, "4242.987654");
   protobuf_c_message_free_unpacked(&hi->base, NULL);
 
   client(x, TG_ROLE_OBSERVE,
@@ -1038,6 +1050,58 @@ static void filter_refuses_the_relays_detach_request_id(void **state) {
   expect_forwarded(x, TG_RELAY_DETACH_REQUEST_ID - 1, mid("ReadBuffers"));
 }
 
+/* A process's instance: its pid and start time, read past a name that
+ * holds spaces and parentheses; the same for the same process, another for
+ * another process; an error and "" for a pid that is no process. */
+static void service_instance_names_one_process(void **state) {
+  (void)state;
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "a) b (c) 9");
+    char ch;
+    close(go[1]);
+    (void)!read(go[0], &ch, 1); /* until the parent closes its end */
+    _exit(0);
+  }
+  close(go[0]);
+  char a[48], b[48], me[48];
+  /* The child names itself at once; wait until /proc shows it. */
+  for (int i = 0; i < 500; i++) {
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)child);
+    FILE *f = fopen(path, "re");
+    if (f) {
+      if (!fgets(comm, sizeof(comm), f)) comm[0] = 0;
+      fclose(f);
+    }
+    if (strstr(comm, "a) b (c) 9")) break;
+    usleep(2000);
+  }
+  assert_int_equal(tg_relay_service_instance(child, a, sizeof(a)), 0);
+  assert_int_equal(tg_relay_service_instance(child, b, sizeof(b)), 0);
+  assert_string_equal(a, b);
+  char pid_part[16];
+  snprintf(pid_part, sizeof(pid_part), "%d.", (int)child);
+  assert_int_equal(strncmp(a, pid_part, strlen(pid_part)), 0);
+  char *end;
+  unsigned long long start = strtoull(a + strlen(pid_part), &end, 10);
+  assert_true(*end == 0 && end != a + strlen(pid_part));
+  /* /proc/self/stat's own field 22, counted by hand. */
+  assert_int_equal(tg_relay_service_instance(getpid(), me, sizeof(me)), 0);
+  assert_string_not_equal(me, a);
+  assert_true(start >= strtoull(strchr(me, '.') + 1, NULL, 10));
+  close(go[1]);
+  assert_int_equal(waitpid(child, NULL, 0), child);
+  /* Gone: an error, nothing said. */
+  assert_true(tg_relay_service_instance(child, a, sizeof(a)) < 0);
+  assert_string_equal(a, "");
+  assert_true(tg_relay_service_instance(0, a, sizeof(a)) < 0);
+  assert_true(tg_relay_service_instance(-1, a, sizeof(a)) < 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -1057,6 +1121,7 @@ int main(void) {
       T(filter_refuses_a_call_whose_id_is_in_flight),
       T(filter_ends_a_call_on_request_error),
       T(filter_serves_host_info_and_clocks),
+      cmocka_unit_test(service_instance_names_one_process),
       T(filter_grants_compression_once_when_allowed),
       T(filter_refuses_compression_when_the_relay_never_compresses),
       T(filter_detaches_on_drop_only_with_key_and_session),
