@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,7 +93,29 @@ int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out) {
   return tg_ipc_frame_append(&f, out);
 }
 
+/* pidfs's magic (linux/magic.h of 6.9; older headers lack it). */
+#define TG_PIDFS_MAGIC 0x50494446
+
 int tg_relay_service_instance(pid_t pid, char *out, size_t cap) {
+  out[0] = 0;
+  if (pid <= 0) return -ESRCH;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) {
+    /* Before pidfs, every pidfd shares one anonymous inode: no name. */
+    struct statfs sf;
+    struct stat st;
+    bool named = fstatfs(fd, &sf) == 0 && sf.f_type == TG_PIDFS_MAGIC &&
+                 fstat(fd, &st) == 0;
+    close(fd);
+    if (named) {
+      snprintf(out, cap, "pidfs.%llu", (unsigned long long)st.st_ino);
+      return 0;
+    }
+  }
+  return tg_relay_proc_instance(pid, out, cap);
+}
+
+int tg_relay_proc_instance(pid_t pid, char *out, size_t cap) {
   out[0] = 0;
   if (pid <= 0) return -ESRCH;
   char path[64], line[1024];
@@ -115,7 +140,7 @@ int tg_relay_service_instance(pid_t pid, char *out, size_t cap) {
   errno = 0;
   unsigned long long start = strtoull(p, &end, 10);
   if (end == p || errno) return -EPROTO;
-  snprintf(out, cap, "%d.%llu", (int)pid, start);
+  snprintf(out, cap, "proc.%d.%llu", (int)pid, start);
   return 0;
 }
 

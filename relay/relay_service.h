@@ -81,11 +81,18 @@ int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out);
 int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
                                const char *service_instance, tg_buf_t *out);
 
-/* Writes "<pid>.<start time>" of process |pid| (the start time in clock
- * ticks after boot, /proc/<pid>/stat field 22) into |out|: with the boot
- * id, one process of one boot. Returns 0, or -errno with |out| "" (no
- * such process in our pid namespace, /proc hidden). */
+/* Names process |pid| for RelayHostInfo.service_instance: one process of
+ * one boot, another name for a process started later with the same pid.
+ * Where pidfds live in pidfs (Linux 6.9 on), "pidfs.<inode>": the inode
+ * number is the process's own for the whole boot, and needs no /proc (the
+ * relay's unit hides other users' processes there, ProtectProc=invisible).
+ * Else tg_relay_proc_instance(). Returns 0, or -errno with |out| "". */
 int tg_relay_service_instance(pid_t pid, char *out, size_t cap);
+
+/* "proc.<pid>.<start time>": the start time in clock ticks after boot,
+ * /proc/<pid>/stat field 22. Returns 0, or -errno with |out| "" (no such
+ * process in our pid namespace, /proc hidden). */
+int tg_relay_proc_instance(pid_t pid, char *out, size_t cap);
 
 /* Reads the three clocks back to back and serialises ClockSyncResponse
  * into |out| (appended). */

@@ -1050,9 +1050,10 @@ static void filter_refuses_the_relays_detach_request_id(void **state) {
   expect_forwarded(x, TG_RELAY_DETACH_REQUEST_ID - 1, mid("ReadBuffers"));
 }
 
-/* A process's instance: its pid and start time, read past a name that
- * holds spaces and parentheses; the same for the same process, another for
- * another process; an error and "" for a pid that is no process. */
+/* A process's instance names one process: the same for the same process,
+ * another for another; an error and "" for a pid that is no process. The
+ * /proc reader counts its fields past a name holding spaces and
+ * parentheses. */
 static void service_instance_names_one_process(void **state) {
   (void)state;
   int go[2];
@@ -1067,7 +1068,6 @@ static void service_instance_names_one_process(void **state) {
     _exit(0);
   }
   close(go[0]);
-  char a[48], b[48], me[48];
   /* The child names itself at once; wait until /proc shows it. */
   for (int i = 0; i < 500; i++) {
     char path[64], comm[64] = "";
@@ -1080,23 +1080,31 @@ static void service_instance_names_one_process(void **state) {
     if (strstr(comm, "a) b (c) 9")) break;
     usleep(2000);
   }
+  char a[48], b[48], me[48];
   assert_int_equal(tg_relay_service_instance(child, a, sizeof(a)), 0);
   assert_int_equal(tg_relay_service_instance(child, b, sizeof(b)), 0);
   assert_string_equal(a, b);
-  char pid_part[16];
-  snprintf(pid_part, sizeof(pid_part), "%d.", (int)child);
-  assert_int_equal(strncmp(a, pid_part, strlen(pid_part)), 0);
-  char *end;
-  unsigned long long start = strtoull(a + strlen(pid_part), &end, 10);
-  assert_true(*end == 0 && end != a + strlen(pid_part));
-  /* /proc/self/stat's own field 22, counted by hand. */
+  assert_true(!strncmp(a, "pidfs.", 6) || !strncmp(a, "proc.", 5));
   assert_int_equal(tg_relay_service_instance(getpid(), me, sizeof(me)), 0);
   assert_string_not_equal(me, a);
-  assert_true(start >= strtoull(strchr(me, '.') + 1, NULL, 10));
+
+  /* /proc: "proc.<pid>.<field 22>", the child started after us. */
+  char pa[48], pme[48], prefix[24];
+  assert_int_equal(tg_relay_proc_instance(child, pa, sizeof(pa)), 0);
+  snprintf(prefix, sizeof(prefix), "proc.%d.", (int)child);
+  assert_int_equal(strncmp(pa, prefix, strlen(prefix)), 0);
+  char *end;
+  unsigned long long start = strtoull(pa + strlen(prefix), &end, 10);
+  assert_true(*end == 0 && end != pa + strlen(prefix));
+  assert_int_equal(tg_relay_proc_instance(getpid(), pme, sizeof(pme)), 0);
+  assert_true(start >= strtoull(strrchr(pme, '.') + 1, NULL, 10));
+
   close(go[1]);
   assert_int_equal(waitpid(child, NULL, 0), child);
   /* Gone: an error, nothing said. */
   assert_true(tg_relay_service_instance(child, a, sizeof(a)) < 0);
+  assert_string_equal(a, "");
+  assert_true(tg_relay_proc_instance(child, a, sizeof(a)) < 0);
   assert_string_equal(a, "");
   assert_true(tg_relay_service_instance(0, a, sizeof(a)) < 0);
   assert_true(tg_relay_service_instance(-1, a, sizeof(a)) < 0);
