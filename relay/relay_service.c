@@ -99,20 +99,27 @@ int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out) {
 int tg_relay_service_instance(pid_t pid, char *out, size_t cap) {
   out[0] = 0;
   if (pid <= 0) return -ESRCH;
+  /* The kind of name depends only on the system (kernel, seccomp), never
+   * on a passing failure: one process may not get two names from one
+   * relay, which the client would take for a restart. */
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) {
-    /* Before pidfs, every pidfd shares one anonymous inode: no name. */
-    struct statfs sf;
-    struct stat st;
-    bool named = fstatfs(fd, &sf) == 0 && sf.f_type == TG_PIDFS_MAGIC &&
-                 fstat(fd, &st) == 0;
-    close(fd);
-    if (named) {
-      snprintf(out, cap, "pidfs.%llu", (unsigned long long)st.st_ino);
-      return 0;
-    }
+  if (fd < 0) {
+    int err = errno;
+    if (err != ENOSYS && err != EPERM) return -err; /* EMFILE, ESRCH... */
+    return tg_relay_proc_instance(pid, out, cap);
   }
-  return tg_relay_proc_instance(pid, out, cap);
+  struct statfs sf;
+  struct stat st;
+  if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) {
+    int err = errno;
+    close(fd);
+    return -err;
+  }
+  close(fd);
+  /* Before pidfs, every pidfd shares one anonymous inode: no name. */
+  if (sf.f_type != TG_PIDFS_MAGIC) return tg_relay_proc_instance(pid, out, cap);
+  snprintf(out, cap, "pidfs.%llu", (unsigned long long)st.st_ino);
+  return 0;
 }
 
 int tg_relay_proc_instance(pid_t pid, char *out, size_t cap) {

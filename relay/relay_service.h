@@ -86,7 +86,9 @@ int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
  * Where pidfds live in pidfs (Linux 6.9 on), "pidfs.<inode>": the inode
  * number is the process's own for the whole boot, and needs no /proc (the
  * relay's unit hides other users' processes there, ProtectProc=invisible).
- * Else tg_relay_proc_instance(). Returns 0, or -errno with |out| "". */
+ * Else (no pidfd_open, or no pidfs) tg_relay_proc_instance(); never that
+ * after a passing failure (EMFILE...), which would give one process two
+ * names. Returns 0, or -errno with |out| "". */
 int tg_relay_service_instance(pid_t pid, char *out, size_t cap);
 
 /* "proc.<pid>.<start time>": the start time in clock ticks after boot,
