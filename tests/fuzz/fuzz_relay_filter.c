@@ -245,6 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tg_relay_filter_init(&fo, "bob", &host);
   tg_relay_filter_init(&fr, "alice", &host);
   tg_relay_filter_init(&fn, "mallory", &host);
+  tg_relay_filter_set_service_instance(&fr, "pidfs.4242"); /* GetHostInfo */
   tg_relay_filter_t *all[3] = {&fo, &fr, &fn};
   const tg_authz_role_t roles[3] = {TG_ROLE_OBSERVE, TG_ROLE_RECORD,
                                     TG_ROLE_NONE};
