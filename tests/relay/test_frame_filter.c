@@ -1098,6 +1098,15 @@ static void service_instance_names_one_process(void **state) {
   assert_true(*end == 0 && end != pa + strlen(prefix));
   assert_int_equal(tg_relay_proc_instance(getpid(), pme, sizeof(pme)), 0);
   assert_true(start >= strtoull(strrchr(pme, '.') + 1, NULL, 10));
+  /* Field 22 is the start in clock ticks after boot: the child started
+   * within the last minute of /proc/uptime (any other field is not). */
+  double up = 0;
+  FILE *uf = fopen("/proc/uptime", "re");
+  assert_non_null(uf);
+  assert_int_equal(fscanf(uf, "%lf", &up), 1);
+  fclose(uf);
+  double started = (double)start / (double)sysconf(_SC_CLK_TCK);
+  assert_true(started <= up + 1 && started >= up - 60);
 
   close(go[1]);
   assert_int_equal(waitpid(child, NULL, 0), child);
