@@ -611,8 +611,9 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
   tg_pb_reader_init(&r, reply ? reply : no_reply, reply_len);
   while (tg_pb_reader_next(&r, &fld) == 1) {
     if (fld.type != TG_PB_WT_VARINT) continue;
-    if (fld.id == R_SUCCESS) success = fld.value != 0;
-    else if (fld.id == R_HAS_MORE) more = fld.value != 0;
+    /* As protobuf-c reads them, as the client will (ipc/client.c). */
+    if (fld.id == R_SUCCESS) success = tg_pb_reader_bool(&r);
+    else if (fld.id == R_HAS_MORE) more = tg_pb_reader_bool(&r);
   }
   switch (kind) {
     case TG_TRACK_READ_BUFFERS:

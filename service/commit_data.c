@@ -45,7 +45,7 @@ static int read_move(const uint8_t *p, size_t n, tg_commit_move_t *m) {
       m->data_len = f.size;
     } else if (is(&f, M_INCOMPLETE, TG_PB_WT_VARINT, &bad)) {
       m->has_chunk_incomplete = true;
-      m->chunk_incomplete = f.value != 0;
+      m->chunk_incomplete = tg_pb_reader_bool(&r);
     }
     if (bad) return -1;
   }
@@ -99,7 +99,7 @@ static int read_patch(const uint8_t *p, size_t n, tg_commit_patch_t *cp) {
       cp->n_patches++;
     } else if (is(&f, P_MORE, TG_PB_WT_VARINT, &bad)) {
       cp->has_has_more_patches = true;
-      cp->has_more_patches = f.value != 0;
+      cp->has_more_patches = tg_pb_reader_bool(&r);
     }
     if (bad) return -1;
   }

@@ -12,6 +12,7 @@
 #ifndef TRACEGATE_PB_WIRE_H
 #define TRACEGATE_PB_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,5 +114,20 @@ static inline void tg_pb_reader_init(tg_pb_reader_t *r, const uint8_t *p,
  * length prefix longer than 5 bytes, field id 0, groups, unknown wire
  * types, lengths past the end). */
 int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f);
+
+/* The bool of the VARINT field tg_pb_reader_next() just returned, as
+ * protobuf-c reads it: true when any of its 7-bit groups is non-zero, the
+ * bits past 64 included (f->value drops those, so a 10-byte varint whose
+ * only set bits lie there reads 0). The varint's bytes are those before
+ * r->cur back to its tag's last byte, which has no continuation bit. */
+static inline bool tg_pb_reader_bool(const tg_pb_reader_t *r) {
+  const uint8_t *p = r->cur - 1;
+  bool v = (*p & 0x7F) != 0;
+  while (p[-1] & 0x80) {
+    p--;
+    v = v || (*p & 0x7F) != 0;
+  }
+  return v;
+}
 
 #endif /* TRACEGATE_PB_WIRE_H */

@@ -272,6 +272,11 @@ def commit_data_corpus():
         "wrong_wire_type": f_len(1, f_fixed32(1, 3)),
         "wrong_wire_type_top": f_varint(1, 3),
         "bool_as_len": f_len(1, f_varint(1, 1) + f_len(5, b"\x01")),
+        # Bools as protobuf-c reads them: set bits only past 64 (true), a
+        # padded 0 (false).
+        "bool_bits_past_64": f_len(1, f_varint(1, 1) + tag(5, 0) +
+                                   b"\x80" * 9 + b"\x02") +
+                             f_len(2, tag(5, 0) + b"\x80\x00"),
         # A 10-byte tag whose high bits fall off: protobuf-c refuses it.
         "tag_of_ten_bytes": bytes([0xF8] * 4 + [0x80] * 5 + [0x20, 0x5B]),
         # A length prefix padded to 6 bytes: protobuf-c refuses it too.

@@ -639,6 +639,23 @@ static void filter_marks_read_buffers_replies_as_bulk(void **state) {
   assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_int_equal(x->v.action, TG_RELAY_DROP);
   assert_int_equal(x->f.stats.unmatched, 2);
+
+  /* has_more as a 10-byte varint whose only set bits lie past 64: true for
+   * protobuf-c, and so for the client; the relay keeps the call too. */
+  client(x, TG_ROLE_RECORD, invoke_frame(62, CONSUMER_ID, mid("ReadBuffers"),
+                                         NULL, false, x->frame, 4096));
+  static const uint8_t odd[] = {0x10, 62,   0x32, 13,   0x08, 0x01, 0x10,
+                                0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                0x80, 0x80, 0x02};
+  upstream(x, (memcpy(x->frame, odd, sizeof(odd)), sizeof(odd)));
+  assert_int_equal(x->v.action, TG_RELAY_FORWARD);
+  assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_BULK);
+  assert_false(x->v.effect.bulk.last);
+  assert_int_equal(x->f.n_tracked, 1);
+  tg_ipc_frame_t *f = tg_ipc_frame_unpack(odd, sizeof(odd));
+  assert_non_null(f);
+  assert_true(f->msg_invoke_method_reply->has_more);
+  tg_ipc_frame_free(f);
 }
 
 static void filter_refuses_calls_beyond_the_tracking_table(void **state) {

@@ -178,11 +178,42 @@ static void skips_unknown_fields_and_keeps_the_last_value(void **state) {
   perfetto__protos__commit_data_request__free_unpacked(r, NULL);
 }
 
+/* Bools read as protobuf-c reads them: a 10-byte varint whose only set
+ * bits lie past 64 is true (its value, cut to 64 bits, is 0); a padded 0
+ * is false. */
+static void reads_bools_as_protobuf_c(void **state) {
+  (void)state;
+  /* move {page 1, chunk_incomplete: 80 x9 02}, patch {more: 80 00} */
+  const uint8_t msg[] = {0x0A, 0x0D, 0x08, 0x01, 0x28, 0x80, 0x80, 0x80,
+                         0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0x12,
+                         0x03, 0x28, 0x80, 0x00};
+  tg_commit_data_t cd;
+  assert_int_equal(tg_commit_data_parse(msg, sizeof(msg), &cd), 0);
+  tg_commit_iter_t it;
+  tg_commit_move_t m;
+  tg_commit_iter_init(&it, &cd);
+  assert_int_equal(tg_commit_next_move(&it, &m), 1);
+  assert_true(m.has_chunk_incomplete);
+  tg_commit_patch_t cp;
+  tg_commit_iter_init(&it, &cd);
+  assert_int_equal(tg_commit_next_patch(&it, &cp), 1);
+  assert_true(cp.has_has_more_patches);
+  req_t *r =
+      perfetto__protos__commit_data_request__unpack(NULL, sizeof(msg), msg);
+  assert_non_null(r);
+  assert_true(r->chunks_to_move[0]->chunk_incomplete);
+  assert_int_equal(m.chunk_incomplete, 1);
+  assert_false(r->chunks_to_patch[0]->has_more_patches);
+  assert_false(cp.has_more_patches);
+  perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(reads_back_what_protobuf_c_packed),
       cmocka_unit_test(refuses_what_does_not_parse_whole),
       cmocka_unit_test(skips_unknown_fields_and_keeps_the_last_value),
+      cmocka_unit_test(reads_bools_as_protobuf_c),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
