@@ -183,12 +183,13 @@ static void on_client_close(tg_ipc_client_t *cl, int status) {
     /* However it broke, the connection is lost: TG_EPEER_CLOSED, with the
      * transport's reason in the message. */
     st = TG_EPEER_CLOSED;
+    bool by_peer = status == 0 || status == TG_EPEER_CLOSED;
     const char *note = tg_ipc_client_notice(cl);
-    if ((status == 0 || status == TG_EPEER_CLOSED) && note[0])
+    if (by_peer && note[0])
       /* A relay says why before it closes, and names itself: its words,
        * not our guess (which would call the relay "the service"). */
       tg_printable(msg, sizeof(msg), note);
-    else if (status == 0 || status == TG_EPEER_CLOSED)
+    else if (by_peer)
       snprintf(msg, sizeof(msg), "the service closed the connection");
     else
       snprintf(msg, sizeof(msg), "lost the connection to the service (%s)",

@@ -356,28 +356,23 @@ static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
 
 static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   tg_fleet_host_t *h = tg_recording_data(rec);
-  if (status && h->rebooted) {
-    /* A new boot: the host's services started again, without it. */
-    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
-                   "the session is gone: the host rebooted (its boot id "
-                   "changed); %s", msg);
-    return;
-  }
-  if (status && h->service_restarted) {
-    /* Another tracing service process answers: sessions do not survive
-     * the one that had them. */
-    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
-                   "the session is gone: the tracing service on the host was "
-                   "restarted (another process answers now); %s", msg);
-    return;
-  }
-  if (status && h->service_ended) {
-    /* The service ended the session's connection itself and has dealt
-     * with the session since: the refusal is final. */
-    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION,
-                   "the session is gone: the tracing service closed its "
-                   "connection while tracing (stopped or restarted?) and no "
-                   "longer has it (%s)", msg);
+  /* The new connection may have said the session cannot come back: a new
+   * boot (the host's services started again, without it), another service
+   * process (sessions do not survive the one that had them), or the
+   * service itself ended the session's connection and has dealt with the
+   * session since. The refusal is then final. */
+  const char *gone =
+      !status                ? NULL
+      : h->rebooted          ? "the host rebooted (its boot id changed)"
+      : h->service_restarted ? "the tracing service on the host was restarted "
+                               "(another process answers now)"
+      : h->service_ended     ? "the tracing service closed its connection "
+                               "while tracing (stopped or restarted?) and no "
+                               "longer has it"
+                             : NULL;
+  if (gone) {
+    tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s; %s",
+                   gone, msg);
     return;
   }
   if (status) {

@@ -245,6 +245,15 @@ bool tg_fleet_host_resume_clock(tg_fleet_host_t *h) {
 
 /* --- host info and compression ------------------------------------------------- */
 
+/* Whether the relay now names another thing than |first| (what it said
+ * the first time, kept in |cap| bytes): an exact comparison, where ""
+ * on either side is unknown, never a change. */
+static bool changed(const char *first, size_t cap, const char *now_untrusted) {
+  char now[64];
+  tg_printable(now, cap < sizeof(now) ? cap : sizeof(now), now_untrusted);
+  return first[0] && now[0] && strcmp(now, first) != 0;
+}
+
 static void on_host_info(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
   tg_fleet_host_t *h = ctx;
@@ -269,16 +278,11 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
     h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
   } else if (r) {
     /* Asked again after a reconnection: the same boot, or a reboot; the
-     * same tracing service, or a restarted one. Exact comparisons of what
-     * the relay said the first time ("" then: unknown, never a change). */
-    char now[sizeof(h->boot_id)];
-    tg_printable(now, sizeof(now), r->boot_id);
-    if (h->boot_id[0] && now[0] && strcmp(now, h->boot_id) != 0)
+     * same tracing service, or a restarted one. */
+    if (changed(h->boot_id, sizeof(h->boot_id), r->boot_id))
       h->rebooted = true;
-    char inst[sizeof(h->service_instance)];
-    tg_printable(inst, sizeof(inst), r->service_instance);
-    if (h->service_instance[0] && inst[0] &&
-        strcmp(inst, h->service_instance) != 0)
+    if (changed(h->service_instance, sizeof(h->service_instance),
+                r->service_instance))
       h->service_restarted = true;
   }
   if (r) perfetto__protos__relay_host_info__free_unpacked(r, NULL);
