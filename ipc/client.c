@@ -183,6 +183,14 @@ static void on_close(tg_transport_t *t, int status) {
   tg_ipc_client_t *c = t->data;
   c->closing = true;
   int err = status ? status : TG_EPEER_CLOSED;
+  /* The calls still pending were never answered: they fail as the
+   * connection did, never with a status that reads as the peer's answer.
+   * An owner that closes because one bind was refused (a relay refusing
+   * the whole connection) would otherwise tell every other pending bind
+   * that its service does not exist. */
+  if (err == TG_EUNKNOWN_SERVICE || err == TG_EUNKNOWN_METHOD ||
+      err == TG_EREMOTE_FAILED)
+    err = -ECANCELED;
   while (!tg_list_empty(&c->pending)) {
     pending_call_t *pc = TG_CONTAINER_OF(c->pending.next, pending_call_t, node);
     tg_list_remove(&pc->node);

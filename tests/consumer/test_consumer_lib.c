@@ -646,22 +646,28 @@ static void send_frame(raw_conn_t *peer, const tg_ipc_frame_t *f) {
   assert_int_equal(raw_send_frame(peer, f), 0);
 }
 
-static void a_notice_before_the_close_is_its_reason(void **state) {
-  (void)state;
+/* A consumer on |loop| over a socketpair whose other end is |peer|. */
+static void open_with_peer(uv_loop_t *loop, tg_unix_transport_t *tr,
+                           conn_t *k, raw_conn_t *peer) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  uv_loop_init(loop);
+  assert_int_equal(tg_unix_transport_open(loop, tr, sv[0]), 0);
+  memset(k, 0, sizeof(*k));
+  k->loop = loop;
+  assert_int_equal(tg_consumer_open(loop, &tr->base, true, &cbs, k, &k->c), 0);
+  memset(peer, 0, sizeof(*peer));
+  peer->fd = sv[1];
+  tg_frame_decoder_init(&peer->dec);
+}
+
+static void a_notice_before_the_close_is_its_reason(void **state) {
+  (void)state;
   uv_loop_t loop;
-  uv_loop_init(&loop);
   tg_unix_transport_t tr;
-  assert_int_equal(tg_unix_transport_open(&loop, &tr, sv[0]), 0);
   conn_t k;
-  memset(&k, 0, sizeof(k));
-  k.loop = &loop;
-  assert_int_equal(tg_consumer_open(&loop, &tr.base, true, &cbs, &k, &k.c), 0);
   raw_conn_t peer;
-  memset(&peer, 0, sizeof(peer));
-  peer.fd = sv[1];
-  tg_frame_decoder_init(&peer.dec);
+  open_with_peer(&loop, &tr, &k, &peer);
 
   /* BindService ConsumerPort -> one method. */
   uv_run(&loop, UV_RUN_NOWAIT);
@@ -716,6 +722,55 @@ static void a_notice_before_the_close_is_its_reason(void **state) {
   const char *at = strstr(k.query.msg, PEER_NOTE);
   assert_non_null(at);
   assert_null(strstr(at + 1, PEER_NOTE)); /* once */
+  close_loop(&loop);
+}
+
+/* A relay that refuses the whole connection answers its first request
+ * (the ConsumerPort bind) with a RequestError and closes: a service bind
+ * sent in the same flight fails as the connection did, not as a service
+ * the peer lacks (the CLI took that for "not a tracegate-relay"). */
+#define REFUSAL "relay: the tracing service on the relay's host is down"
+static void a_refused_connection_fails_other_binds_as_closed(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  tg_unix_transport_t tr;
+  conn_t k;
+  raw_conn_t peer;
+  open_with_peer(&loop, &tr, &k, &peer);
+  assert_int_equal(tg_consumer_bind_service(k.c, "TracegateRelay", on_extra, &k),
+                   0);
+
+  uv_run(&loop, UV_RUN_NOWAIT);
+  raw_frame_t in;
+  assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+  assert_int_equal(in.frame->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE);
+  assert_string_equal(in.frame->msg_bind_service->service_name, "ConsumerPort");
+  uint64_t first = in.frame->request_id;
+  tg_ipc_frame_free(in.frame);
+  assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+  assert_string_equal(in.frame->msg_bind_service->service_name,
+                      "TracegateRelay");
+  tg_ipc_frame_free(in.frame);
+
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = REFUSAL;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = first;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  send_frame(&peer, &f);
+  raw_close(&peer);
+
+  assert_true(run_until(&loop, &k.closed, WAIT_MS));
+  assert_false(k.ready);
+  assert_int_equal(k.ready_status, TG_EUNKNOWN_SERVICE);
+  assert_non_null(strstr(k.close_msg, REFUSAL));
+  assert_true(k.extra.done);
+  assert_int_not_equal(k.extra.status, TG_EUNKNOWN_SERVICE);
+  assert_int_equal(k.extra.status, TG_EPEER_CLOSED);
   close_loop(&loop);
 }
 
@@ -952,6 +1007,7 @@ int main(void) {
                                       test_service_teardown),
       cmocka_unit_test(no_service_is_a_connect_error),
       cmocka_unit_test(a_notice_before_the_close_is_its_reason),
+      cmocka_unit_test(a_refused_connection_fails_other_binds_as_closed),
       cmocka_unit_test_setup_teardown(refused_config_reports_the_service_text,
                                       test_service_setup,
                                       test_service_teardown),

@@ -371,6 +371,33 @@ static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
+/* The relay answers but its tracegated is not running: the relay refuses
+ * the connection, and the host fails as a refused connection, not as a
+ * peer without TracegateRelay sending plain (the CLI said both). */
+static void a_relay_without_its_service_fails_as_refused(void **state) {
+  (void)state;
+  fleet_host_t h;
+  start_host(&h, 0);
+  assert_true(WIFEXITED(test_service_terminate(&h.ts)));
+  char sum[256];
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("noservice.json"));
+  const char *out = fleet_in_dir("noservice.pftrace");
+  const char *args[] = {"record", "-H", h.spec, FLEET_TLS_ARGS, "-o", out, "-t",
+                        "0", "--summary-json", sum, "fleet.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  assert_int_not_equal(fleet_cli_wait(&c), 0);
+  assert_json(sum, "exit_code", "1");
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"connect\"");
+  assert_json(sum, "hosts.0.compression", "null");
+  assert_json(sum, "hosts.0.reconnects", "0");
+  assert_null(strstr(c.err, "TracegateRelay"));
+  assert_false(exists(out));
+  unlink(sum);
+  fleet_host_stop(&h);
+}
+
 /* --- (d) a link cut mid-session ------------------------------------------------------------------ */
 
 static void link_cut_mid_session_reconnects_and_keeps_everything(void **state) {
@@ -926,6 +953,7 @@ int main(void) {
       FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),
       FLEET_TEST(big_fleet_clock_before_every_host_packet),
       FLEET_TEST(a_host_down_fails_the_run_but_not_the_others),
+      FLEET_TEST(a_relay_without_its_service_fails_as_refused),
       FLEET_TEST(link_cut_mid_session_reconnects_and_keeps_everything),
       FLEET_TEST(truncated_link_is_an_error_not_the_end_of_data),
       FLEET_TEST(compressed_stream_carries_every_packet_in_fewer_bytes),
