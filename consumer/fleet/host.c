@@ -96,6 +96,7 @@ static void finish(tg_fleet_host_t *h) {
   if (is_finished(h)) return;
   bool failing = is_failing(h);
   h->clock_due_ms = 0;
+  tg_link_outage_end(&h->link, tg__fleet_now(h)); /* one that never ended */
   if (cbs(h)->on_closing && cbs(h)->on_closing(h, failing) < 0 && !failing) {
     failing = true;
     h->failure = TG_FLEET_FAIL_WRITE;

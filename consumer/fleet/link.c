@@ -78,6 +78,7 @@ void tg_link_up(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
 uint64_t tg_link_resumed(tg_link_t *l, uint64_t now_ms, bool heartbeat) {
   uint64_t down = now_ms >= l->lost_at_ms ? now_ms - l->lost_at_ms : 0;
   l->down_ms += down;
+  l->outage = false;
   l->reconnects++;
   go_up(l, now_ms, heartbeat, "the session is back");
   return down;
@@ -98,6 +99,7 @@ void tg_link_lost(tg_link_t *l, uint64_t now_ms, const char *why) {
   /* The outage began when the link went silent, not when that was
    * noticed (up to the dead-link timeout later). */
   l->lost_at_ms = l->heard_ms && l->heard_ms <= now_ms ? l->heard_ms : now_ms;
+  l->outage = true;
   l->deadline_ms = now_ms + l->tm.reconnect_ms;
   l->attempts = 0;
   l->retry_ms = now_ms + TG_LINK_BACKOFF_MIN_MS;
@@ -115,6 +117,12 @@ int tg_link_attempt_failed(tg_link_t *l, uint64_t now_ms, const char *why) {
   l->retry_ms = now_ms + wait;
   tg_link_set_state(l, TG_LINK_BACKOFF, why);
   return 0;
+}
+
+void tg_link_outage_end(tg_link_t *l, uint64_t now_ms) {
+  if (!l->outage) return;
+  l->outage = false;
+  if (now_ms >= l->lost_at_ms) l->down_ms += now_ms - l->lost_at_ms;
 }
 
 uint64_t tg_link_deadline(const tg_link_t *l) {

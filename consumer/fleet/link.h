@@ -135,7 +135,9 @@ struct tg_link {
   uint32_t backoff_ms;  /* the wait after the next failed attempt */
   unsigned attempts;    /* of this connection or this outage */
   unsigned reconnects;  /* outages survived */
-  uint64_t down_ms;     /* their total length */
+  bool outage;          /* lost, not yet resumed or ended */
+  uint64_t down_ms;     /* the outages' total length, the last one
+                         * counted when it ends (resumed or given up) */
   const char *name;     /* borrowed, for the debug log */
   tg_link_state_cb on_state;
   void *data; /* owner's */
@@ -185,6 +187,10 @@ void tg_link_lost(tg_link_t *l, uint64_t now_ms, const char *why);
 /* A reconnection attempt failed, its connection released: -> BACKOFF and
  * 0, or -ETIMEDOUT at or past the deadline (the owner fails the link). */
 int tg_link_attempt_failed(tg_link_t *l, uint64_t now_ms, const char *why);
+/* The link ends (the owner gave up, or the run ended) in the outage
+ * tg_link_lost() began: its length is added to down_ms as a survived
+ * one's is, though it adds no reconnection. Nothing outside an outage. */
+void tg_link_outage_end(tg_link_t *l, uint64_t now_ms);
 
 /* --- time ------------------------------------------------------------------- */
 

@@ -121,6 +121,7 @@ static bool sim_step(sim_t *s, uint64_t until) {
       s->fail_rv = tg_link_attempt_failed(&s->l, s->now, "no answer");
       if (s->fail_rv < 0) {
         s->failed_at = s->now;
+        tg_link_outage_end(&s->l, s->now); /* as fleet/host.c's finish() */
         tg_link_set_state(&s->l, TG_LINK_FAILING, "reconnect deadline");
         tg_link_set_state(&s->l, TG_LINK_FAILED, "closed");
       }
@@ -173,6 +174,8 @@ static void two_minute_partition_is_survived_with_the_session(void **st) {
   assert_int_equal(s.resumed_at, 200301);
   assert_int_equal(s.down, 200301 - 59000);
   assert_int_equal(s.l.down_ms, s.down);
+  tg_link_outage_end(&s.l, s.now); /* resumed: none open */
+  assert_int_equal(s.l.down_ms, s.down);
   assert_int_equal(s.l.reconnects, 1);
   assert_int_equal(s.l.attempts, 7);
   assert_int_equal(s.l.state, TG_LINK_UP);
@@ -195,6 +198,11 @@ static void ten_minute_partition_fails_at_the_reconnect_deadline(void **st) {
   assert_int_equal(s.l.state, TG_LINK_FAILED);
   assert_int_equal(s.l.reconnects, 0);
   assert_int_equal(s.resumed_at, 0);
+  /* The outage that was never survived still counts, from the last
+   * answer to the end, and once. */
+  assert_int_equal(s.l.down_ms, s.failed_at - 59000);
+  tg_link_outage_end(&s.l, s.failed_at + 5000);
+  assert_int_equal(s.l.down_ms, s.failed_at - 59000);
   /* Nothing is left to decide: the owner's timer stops. */
   assert_int_equal(tg_link_deadline(&s.l), TG_LINK_NEVER);
 }
