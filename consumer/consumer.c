@@ -121,7 +121,16 @@ int tg__classify(tg_consumer_t *c, int status) {
 static void on_ipc_reply(tg_ipc_client_t *cl, void *ctx, int status,
                          bool has_more, const uint8_t *reply, size_t len) {
   tg__call_t *call = ctx;
-  call->on_reply(call, tg__classify(cl->data, status), has_more, reply, len);
+  tg_consumer_t *c = cl->data;
+  call->on_reply(call, tg__classify(c, status), has_more, reply, len);
+  tg__consumer_close_if_refused(c);
+}
+
+void tg__consumer_close_if_refused(tg_consumer_t *c) {
+  if (c->state == TG__CONSUMER_REFUSED && !c->client.closing &&
+      tg_list_empty(&c->client.pending))
+    tg_ipc_client_close(&c->client, c->bind_status ? c->bind_status
+                                                   : TG_EUNKNOWN_SERVICE);
 }
 
 int tg__invoke(tg__call_t *call, const uint8_t *args, size_t len, int fd) {
@@ -226,8 +235,14 @@ static void on_bound(tg_ipc_client_t *cl, void *ctx, int status,
     c->bind_status = status;
     snprintf(c->bind_msg, sizeof(c->bind_msg), "%s", msg);
   }
+  /* Refused while calls on another service (a relay's own) are in flight:
+   * their answers still come (a relay says in them why it refused). */
+  bool others = status && !c->local_close && !c->client.closing &&
+                !tg_list_empty(&c->client.pending);
+  if (others) c->state = TG__CONSUMER_REFUSED;
   if (c->cbs->on_ready) c->cbs->on_ready(c, status, msg);
-  if (status) tg_ipc_client_close(&c->client, status);
+  if (others) tg__consumer_close_if_refused(c);
+  else if (status) tg_ipc_client_close(&c->client, status);
 }
 
 static int start(tg_consumer_t *c, tg_transport_t *t,

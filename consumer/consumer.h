@@ -51,7 +51,10 @@ typedef struct tg_consumer tg_consumer_t;
 
 typedef struct tg_consumer_cbs {
   /* The bind to ConsumerPort finished. On error (the host does not offer
-   * ConsumerPort, or the connection failed) on_close follows. Optional. */
+   * ConsumerPort, or the connection failed) on_close follows: at once, or,
+   * when calls on another service (tg_consumer_bind_service) are in
+   * flight, once they and the calls their callbacks make are answered (a
+   * relay whose tracing service is down still answers its own). Optional. */
   void (*on_ready)(tg_consumer_t *c, int status, const char *msg);
   /* The connection is closed and every pending callback has run. |status|
    * is 0 after tg_consumer_close(), the bind's error if the bind failed,

@@ -16,10 +16,18 @@
 enum tg__consumer_state {
   TG__CONSUMER_BINDING,
   TG__CONSUMER_READY,
+  /* ConsumerPort's bind failed while calls on another service were in
+   * flight: those go on (and may make more) until none is left, then the
+   * connection closes (tg__consumer_close_if_refused). */
+  TG__CONSUMER_REFUSED,
   TG__CONSUMER_CLOSING,
 };
 
 typedef struct tg__call tg__call_t;
+
+/* In TG__CONSUMER_REFUSED, once no call is in flight: closes with the
+ * bind's error. Called after every callback of another service's call. */
+void tg__consumer_close_if_refused(tg_consumer_t *c);
 
 /* The caller's callback of a call: one member per kind of call. */
 typedef union tg__call_cb {

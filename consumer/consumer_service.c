@@ -29,7 +29,8 @@ bool tg_consumer_has_service(const tg_consumer_t *c, const char *service) {
 /* Other services need the connection, not ConsumerPort: they may be bound
  * and called while its bind is still in flight (one round trip for both). */
 static bool usable(const tg_consumer_t *c) {
-  return (c->state == TG__CONSUMER_BINDING || c->state == TG__CONSUMER_READY) &&
+  return (c->state == TG__CONSUMER_BINDING || c->state == TG__CONSUMER_READY ||
+          c->state == TG__CONSUMER_REFUSED) &&
          !c->client.closing;
 }
 
@@ -50,6 +51,7 @@ static void on_service_bound(tg_ipc_client_t *cl, void *ctx, int status,
   void *cctx = b->ctx;
   free(b);
   cb(c, cctx, status, msg);
+  tg__consumer_close_if_refused(c);
 }
 
 int tg_consumer_bind_service(tg_consumer_t *c, const char *service,

@@ -128,8 +128,12 @@ static int on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   switch (f->msg_case) {
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY:
       if (pc->kind != CALL_BIND) break;
+      /* Out of the pending list before its callback, as every answered
+       * call is: the callback sees only the calls still unanswered. */
+      tg_list_remove(&pc->node);
       on_bind_reply(c, pc, f->msg_bind_service_reply);
-      finish_call(pc);
+      free(pc);
+      c->notice[0] = 0; /* it spoke for this reply only */
       break;
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY: {
       /* An unusual shape (the reply merged from two, say). */

@@ -19,6 +19,7 @@
 #include "relay/own_calls.h"
 #include "tls/compress_transport.h"
 #include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
 #include "common/log.h"
 
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
@@ -136,7 +137,14 @@ static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
     tg__bridge_close(b, rv, "cannot start compression: the client expects it");
 }
 
+static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
+                                   size_t n);
+
 static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
+  if (!b->up_open) {
+    if (b->no_service) answer_without_service(b, frame, len);
+    return;
+  }
   int rv = tg_transport_send(&b->up.base, frame, len, -1);
   /* The connection to the service is closing already (a write found it
    * gone): its close, coming from the loop, tells the client why and
@@ -159,9 +167,10 @@ static void update_backpressure(tg_relay_bridge_t *b) {
    * holds replies made here, to a client sending requests without reading
    * the answers. */
   bool pause_client =
-      tg_transport_congested(&b->up.base) ||
+      (b->up_open && tg_transport_congested(&b->up.base)) ||
       tg_transport_pending(b->client) >
           tg__bridge_high_water(b) + 4 * TG_IPC_FRAME_BUFFER_SIZE;
+  if (!b->up_open) pause_up = false; /* no_service: nothing to pause */
   if (pause_up != b->up_paused) {
     b->up_paused = pause_up;
     tg_transport_pause_reading(&b->up.base, pause_up);
@@ -174,14 +183,14 @@ static void update_backpressure(tg_relay_bridge_t *b) {
     tg_transport_pause_reading(b->client, pause_client);
     TG_DEBUG("%s@%s: %s reading the client (service output %zu bytes)",
              tg__bridge_who(b), b->addr, pause_client ? "paused" : "resumed",
-             tg_transport_pending(&b->up.base));
+             b->up_open ? tg_transport_pending(&b->up.base) : 0);
   }
 }
 
 /* The resume key changed or a lease call was answered: tell the service
  * what comes next (relay/own_calls.h, tg_relay_filter_lease_frames). */
 static void send_lease(tg_relay_bridge_t *b) {
-  if (b->state != B_OPEN) return;
+  if (b->state != B_OPEN || !b->up_open) return; /* no_service: no lease */
   tg_buf_reset(&b->up_out);
   int rv = tg_relay_filter_lease_frames(&b->filter, b->env->session_lease_ms,
                                         &b->up_out);
@@ -370,6 +379,61 @@ static void tell_and_close(tg_relay_bridge_t *b, const char *why,
     if (b->state != B_REFUSING) return; /* the send failed and closed it */
   }
   close_when_sent(b);
+}
+
+static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
+                    uint8_t **orphan);
+
+/* no_service: the frames the filter meant for the service (|p|, |n|:
+ * length-prefixed) are answered as a service with nothing would answer
+ * them, through the filter's way back like any answer of the service (it
+ * maps the request ids back and keeps its books), each after a notice
+ * saying why. Only BindService gets here: the filter forwards calls only
+ * on a service whose bind the service granted, and the relay's own lease
+ * calls are not made (send_lease). */
+static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
+                                   size_t n) {
+  tg_buf_t in, reply;
+  tg_buf_init(&in, n);
+  tg_buf_init(&reply, 64);
+  if (tg_buf_append(&in, p, n) < 0) {
+    tg__bridge_close(b, -ENOMEM, "cannot answer for the service: out of memory");
+    goto out;
+  }
+  const uint8_t *cur = tg_buf_begin(&in), *end = cur + tg_buf_size(&in);
+  while (b->state == B_OPEN && end - cur >= 4) {
+    uint32_t len = tg_pb_read_le32(cur);
+    if (len > (size_t)(end - cur) - 4) break; /* built by the filter: whole */
+    tg_ipc_frame_t *fr = tg_ipc_frame_unpack(cur + 4, len);
+    cur += 4 + (size_t)len;
+    if (!fr) continue;
+    bool bind = fr->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+    uint64_t request_id = fr->request_id;
+    tg_ipc_frame_free(fr);
+    if (!bind) continue;
+    Perfetto__Protos__IPCFrame__BindServiceReply br =
+        PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+    br.has_success = 1; /* success = 0 */
+    tg_ipc_frame_t ans = PERFETTO__PROTOS__IPCFRAME__INIT;
+    ans.has_request_id = 1;
+    ans.request_id = request_id;
+    ans.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+    ans.msg_bind_service_reply = &br;
+    tg_buf_reset(&reply);
+    if (tg_ipc_frame_append(&ans, &reply) < 0) {
+      tg__bridge_close(b, -ENOMEM, "cannot answer for the service: out of "
+                       "memory");
+      break;
+    }
+    send_request_error(b, 0, b->refusal);
+    if (b->state != B_OPEN) break; /* the send failed and closed it */
+    uint8_t *orphan = NULL;
+    up_frame(b, tg_buf_begin(&reply) + 4, tg_buf_size(&reply) - 4, &orphan);
+    free(orphan);
+  }
+out:
+  tg_buf_free(&in);
+  tg_buf_free(&reply);
 }
 
 /* A client frame's verdict, carried out: its frames sent where the action

@@ -23,6 +23,10 @@
  * answered with the refusal), and how long its answer may take to leave. */
 #define REFUSAL_LINGER_MS 3000
 #define REFUSAL_FLUSH_MS 200
+/* How long a connection with no service behind it (no_service) is kept
+ * for the relay's own calls: a client that lost its session learns from
+ * GetHostInfo that the service is down. */
+#define NO_SERVICE_LINGER_MS 10000
 
 enum bridge_state {
   B_HANDSHAKE, /* TLS handshake running; no upstream yet */
@@ -51,6 +55,12 @@ struct tg_relay_bridge {
 
   tg_unix_transport_t up;
   bool up_open;
+  /* B_OPEN without an upstream: nothing listened on the service's socket
+   * when the client was admitted. The relay's own service answers; a bind
+   * of the service's is refused as a service with nothing would refuse
+   * it, after a notice saying why (|refusal|). Closes after
+   * NO_SERVICE_LINGER_MS. */
+  bool no_service;
   bool up_answered; /* the service sent a frame: it took the connection */
 
   uv_timer_t timer; /* bounds the drop-time Detach */

@@ -119,7 +119,8 @@ static void start_filter(tg_relay_bridge_t *b) {
   /* Which tracegated answers (SO_PEERCRED): a restarted one has lost the
    * sessions of the one before, which a reconnected client can tell. */
   char inst[48];
-  if (tg_relay_service_instance(b->up.chan.peer_pid, inst, sizeof(inst)) == 0)
+  if (b->up_open &&
+      tg_relay_service_instance(b->up.chan.peer_pid, inst, sizeof(inst)) == 0)
     tg_relay_filter_set_service_instance(&b->filter, inst);
 }
 
@@ -157,8 +158,48 @@ static void refuse_telling(tg_relay_bridge_t *b, const char *why,
   uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_LINGER_MS, 0);
 }
 
+/* Nothing listens on the service's socket: no tracing service runs, and
+ * with it went its sessions. */
+static bool service_not_running(int err) {
+  return err == -ENOENT || err == -ECONNREFUSED;
+}
+
+/* A verified client of a host whose tracing service is not running: the
+ * relay's own service answers it (GetHostInfo says service_down, which a
+ * client whose session was there takes as the session's end), a bind of
+ * the tracing service's is refused with the reason (bridge_internal.h,
+ * no_service), and the connection closes after NO_SERVICE_LINGER_MS.
+ * Counted, logged and audited as a refusal. */
+static void admit_without_service(tg_relay_bridge_t *b, tg_authz_role_t role,
+                                  int err) {
+  char why[300];
+  snprintf(why, sizeof(why), "the tracing service is not running: cannot "
+           "reach %.200s: %s", b->env->consumer_socket, tg_strerror(err));
+  say_refused(b, why);
+  snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  /* For the client, without the socket's path (the relay's own business). */
+  snprintf(b->refusal, sizeof(b->refusal), "relay: the tracing service on "
+           "the relay's host is not running (%s): is tracegated running?",
+           tg_strerror(err));
+  b->no_service = true;
+  b->state = B_OPEN;
+  b->authorized = true;
+  b->env->accepted++;
+  b->opened_ms = uv_now(b->env->loop);
+  start_filter(b);
+  tg_relay_filter_set_service_down(&b->filter);
+  TG_DEBUG("%s@%s: answering as role %s for the relay's own service only",
+           tg__bridge_who(b), b->addr, tg_authz_role_name(role));
+  uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, NO_SERVICE_LINGER_MS,
+                 0);
+}
+
 static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   int rv = open_upstream(b);
+  if (service_not_running(rv)) {
+    admit_without_service(b, role, rv);
+    return;
+  }
   if (rv < 0) {
     char why[300];
     snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
@@ -289,6 +330,10 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   b->client->data = b;
   b->client_open = true;
   rv = open_upstream(b);
+  if (service_not_running(rv)) {
+    admit_without_service(b, TG_ROLE_RECORD, rv);
+    return 0;
+  }
   if (rv < 0) {
     char why[300];
     snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",

@@ -41,6 +41,10 @@ void tg_relay_filter_set_service_instance(tg_relay_filter_t *f,
            instance ? instance : "");
 }
 
+void tg_relay_filter_set_service_down(tg_relay_filter_t *f) {
+  f->service_down = true;
+}
+
 void tg_relay_filter_set_compress(tg_relay_filter_t *f,
                                   tg_relay_compress_t policy) {
   f->compress = policy;

@@ -226,6 +226,7 @@ typedef struct tg_relay_filter {
   char identity[TG_AUTHZ_IDENTITY_MAX + 1];
   const tg_relay_host_info_t *host; /* borrowed */
   char service_instance[48]; /* the upstream's (RelayHostInfo); "" unknown */
+  bool service_down; /* nothing listens on the service's socket */
 
   /* ConsumerPort as the service announced it. */
   bool consumer_bound;
@@ -282,6 +283,9 @@ void tg_relay_filter_set_session_tag(tg_relay_filter_t *f, const char *tag);
  * tg_relay_service_instance; truncated to 47 characters). */
 void tg_relay_filter_set_service_instance(tg_relay_filter_t *f,
                                           const char *instance);
+/* The connection has no service behind it: nothing listens on the
+ * service's socket (GetHostInfo says service_down). */
+void tg_relay_filter_set_service_down(tg_relay_filter_t *f);
 
 /* Sets whether SetCompression may be granted (the default: allowed).
  * With TG_RELAY_COMPRESS_NEVER it is denied and the link stays plain. */

@@ -169,6 +169,7 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
       v->audit = true;
       if (f->host) {
         o = built(tg_relay_service_host_info(f->host, f->service_instance,
+                                             f->service_down,
                                              &body), v);
       } else {
         tg__relay_say(v, "host facts unavailable");

@@ -152,10 +152,12 @@ int tg_relay_proc_instance(pid_t pid, char *out, size_t cap) {
 }
 
 int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
-                               const char *service_instance, tg_buf_t *out) {
+                               const char *service_instance, bool service_down,
+                               tg_buf_t *out) {
   Perfetto__Protos__RelayHostInfo r = PERFETTO__PROTOS__RELAY_HOST_INFO__INIT;
   if (service_instance && service_instance[0])
     r.service_instance = (char *)service_instance;
+  if (service_down) r.has_service_down = r.service_down = 1;
   r.hostname = (char *)hi->hostname;
   r.machine_id = (char *)hi->machine_id;
   r.kernel = (char *)hi->kernel;

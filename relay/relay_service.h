@@ -76,10 +76,12 @@ const char *tg_relay_service_method_name(uint32_t id);
  * id and method table) for |request_id| to |out|. Returns 0 or an error. */
 int tg_relay_service_bind_reply(uint64_t request_id, tg_buf_t *out);
 
-/* Serialises RelayHostInfo for |hi| and |service_instance| ("" or NULL:
- * unknown, left out) into |out| (appended). */
+/* Serialises RelayHostInfo for |hi|, |service_instance| ("" or NULL:
+ * unknown, left out) and |service_down| (set only when true) into |out|
+ * (appended). */
 int tg_relay_service_host_info(const tg_relay_host_info_t *hi,
-                               const char *service_instance, tg_buf_t *out);
+                               const char *service_instance, bool service_down,
+                               tg_buf_t *out);
 
 /* Names process |pid| for RelayHostInfo.service_instance: one process of
  * one boot, another name for a process started later with the same pid.

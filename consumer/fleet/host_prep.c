@@ -284,6 +284,20 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
     if (changed(h->service_instance, sizeof(h->service_instance),
                 r->service_instance))
       h->service_restarted = true;
+    /* Nothing listens on the service's socket: its sessions, ours among
+     * them, went with it. The relay refuses ConsumerPort, so no re-attach
+     * would come to say so: waiting for the reconnect deadline would only
+     * delay the same end. */
+    if (r->has_service_down && r->service_down) {
+      perfetto__protos__relay_host_info__free_unpacked(r, NULL);
+      tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s",
+                     h->rebooted ? "the host rebooted (its boot id changed) "
+                                   "and its tracing service is not running"
+                                 : "the tracing service on the host is not "
+                                   "running (it stopped, and its sessions "
+                                   "with it)");
+      return;
+    }
   }
   if (r) perfetto__protos__relay_host_info__free_unpacked(r, NULL);
   prep_done(h, PREP_INFO);

@@ -661,6 +661,46 @@ static void open_with_peer(uv_loop_t *loop, tg_unix_transport_t *tr,
   tg_frame_decoder_init(&peer->dec);
 }
 
+static void bind_reply(raw_conn_t *peer, uint64_t request_id, bool ok,
+                       const char *method) {
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__METHOD_INFO__INIT;
+  mi.has_id = 1;
+  mi.id = 1;
+  mi.name = (char *)method;
+  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *mis[] = {&mi};
+  Perfetto__Protos__IPCFrame__BindServiceReply br =
+      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+  br.has_success = 1;
+  br.success = ok;
+  if (ok) {
+    br.has_service_id = 1;
+    br.service_id = 2;
+    br.n_methods = 1;
+    br.methods = mis;
+  }
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+  f.msg_bind_service_reply = &br;
+  send_frame(peer, &f);
+}
+
+/* A RequestError carrying |text|, for |request_id| (0: a notice). */
+static void send_request_error(raw_conn_t *peer, uint64_t request_id,
+                               const char *text) {
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = (char *)text;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  send_frame(peer, &f);
+}
+
 static void a_notice_before_the_close_is_its_reason(void **state) {
   (void)state;
   uv_loop_t loop;
@@ -675,26 +715,8 @@ static void a_notice_before_the_close_is_its_reason(void **state) {
   assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
   assert_int_equal(in.frame->msg_case,
                    PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE);
-  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo mi =
-      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__METHOD_INFO__INIT;
-  mi.has_id = 1;
-  mi.id = 1;
-  mi.name = "QueryServiceState";
-  Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *mis[] = {&mi};
-  Perfetto__Protos__IPCFrame__BindServiceReply br =
-      PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
-  br.has_success = br.success = 1;
-  br.has_service_id = 1;
-  br.service_id = 1;
-  br.n_methods = 1;
-  br.methods = mis;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = in.frame->request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
-  f.msg_bind_service_reply = &br;
+  bind_reply(&peer, in.frame->request_id, true, "QueryServiceState");
   tg_ipc_frame_free(in.frame);
-  send_frame(&peer, &f);
   assert_true(run_until(&loop, &k.ready, WAIT_MS));
 
   /* A call in flight, then the notice (request 0) and the close. */
@@ -703,15 +725,7 @@ static void a_notice_before_the_close_is_its_reason(void **state) {
   uv_run(&loop, UV_RUN_NOWAIT);
   assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
   tg_ipc_frame_free(in.frame);
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = PEER_NOTE;
-  f = (tg_ipc_frame_t)PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = 0;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
-  send_frame(&peer, &f);
+  send_request_error(&peer, 0, PEER_NOTE);
   raw_close(&peer);
 
   assert_true(run_until(&loop, &k.closed, WAIT_MS));
@@ -753,15 +767,7 @@ static void a_refused_connection_fails_other_binds_as_closed(void **state) {
                       "TracegateRelay");
   tg_ipc_frame_free(in.frame);
 
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = REFUSAL;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = first;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
-  send_frame(&peer, &f);
+  send_request_error(&peer, first, REFUSAL);
   raw_close(&peer);
 
   assert_true(run_until(&loop, &k.closed, WAIT_MS));
@@ -771,6 +777,87 @@ static void a_refused_connection_fails_other_binds_as_closed(void **state) {
   assert_true(k.extra.done);
   assert_int_not_equal(k.extra.status, TG_EUNKNOWN_SERVICE);
   assert_int_equal(k.extra.status, TG_EPEER_CLOSED);
+  close_loop(&loop);
+}
+
+/* A relay whose tracing service is down refuses ConsumerPort (a notice,
+ * then BindServiceReply{success: false}) and still answers its own
+ * service: a bind of it in the same flight, and a call its callback
+ * makes, are answered before the connection closes, by itself, with the
+ * refusal as its reason. */
+#define DOWN_NOTE "relay: the tracing service on the relay's host is not running"
+
+static void on_info_reply(tg_consumer_t *c, void *ctx, int status,
+                          const char *msg, const uint8_t *reply, size_t len) {
+  (void)c;
+  (void)reply;
+  (void)len;
+  set_result(&((conn_t *)ctx)->stats, status, msg);
+}
+
+static void on_relay_bound_ask(tg_consumer_t *c, void *ctx, int status,
+                               const char *msg) {
+  conn_t *k = ctx;
+  set_result(&k->extra, status, msg);
+  if (status == 0)
+    k->call_after_close = tg_consumer_call(c, "TracegateRelay", "GetHostInfo",
+                                           NULL, 0, on_info_reply, k);
+}
+
+
+static void a_refused_consumer_port_lets_other_calls_finish(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  tg_unix_transport_t tr;
+  conn_t k;
+  raw_conn_t peer;
+  open_with_peer(&loop, &tr, &k, &peer);
+  assert_int_equal(tg_consumer_bind_service(k.c, "TracegateRelay",
+                                            on_relay_bound_ask, &k),
+                   0);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  raw_frame_t in;
+  uint64_t ids[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+    ids[i] = in.frame->request_id;
+    tg_ipc_frame_free(in.frame);
+  }
+  send_request_error(&peer, 0, DOWN_NOTE); /* the notice */
+  bind_reply(&peer, ids[0], false, NULL);
+  bind_reply(&peer, ids[1], true, "GetHostInfo");
+
+  /* The call made in the bind's callback arrives and is answered. */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  while (!k.extra.done && uv_run(&loop, UV_RUN_ONCE)) {
+  }
+  assert_int_equal(k.extra.status, 0);
+  assert_int_equal(k.call_after_close, 0);
+  assert_false(k.closed);
+  assert_int_equal(k.ready_status, TG_EUNKNOWN_SERVICE);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  assert_int_equal(raw_wait(&peer, 0, WAIT_MS, &in), 1);
+  assert_int_equal(in.frame->msg_case,
+                   PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD);
+  Perfetto__Protos__IPCFrame__InvokeMethodReply ir =
+      PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+  ir.has_success = ir.success = 1;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = in.frame->request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+  f.msg_invoke_method_reply = &ir;
+  tg_ipc_frame_free(in.frame);
+  send_frame(&peer, &f);
+
+  /* Answered: the connection closes by itself, for the refusal. */
+  assert_true(run_until(&loop, &k.closed, WAIT_MS));
+  assert_true(k.stats.done);
+  assert_int_equal(k.stats.status, 0);
+  assert_int_equal(k.close_status, TG_EUNKNOWN_SERVICE);
+  assert_non_null(strstr(k.close_msg, DOWN_NOTE));
+  assert_true(raw_wait_closed(&peer, WAIT_MS));
+  raw_close(&peer);
   close_loop(&loop);
 }
 
@@ -1008,6 +1095,7 @@ int main(void) {
       cmocka_unit_test(no_service_is_a_connect_error),
       cmocka_unit_test(a_notice_before_the_close_is_its_reason),
       cmocka_unit_test(a_refused_connection_fails_other_binds_as_closed),
+      cmocka_unit_test(a_refused_consumer_port_lets_other_calls_finish),
       cmocka_unit_test_setup_teardown(refused_config_reports_the_service_text,
                                       test_service_setup,
                                       test_service_teardown),

@@ -372,8 +372,9 @@ static void a_host_down_fails_the_run_but_not_the_others(void **state) {
 }
 
 /* The relay answers but its tracegated is not running: the relay refuses
- * the connection, and the host fails as a refused connection, not as a
- * peer without TracegateRelay sending plain (the CLI said both). */
+ * ConsumerPort and answers its own service, and the host fails as a
+ * refused connection, not as a peer without TracegateRelay sending plain
+ * (the CLI said both when the relay refused the whole connection). */
 static void a_relay_without_its_service_fails_as_refused(void **state) {
   (void)state;
   fleet_host_t h;
@@ -390,7 +391,7 @@ static void a_relay_without_its_service_fails_as_refused(void **state) {
   assert_json(sum, "exit_code", "1");
   assert_json(sum, "hosts.0.outcome", "\"failed\"");
   assert_json(sum, "hosts.0.failure", "\"connect\"");
-  assert_json(sum, "hosts.0.compression", "null");
+  assert_json(sum, "hosts.0.compression", "\"zstd\"");
   assert_json(sum, "hosts.0.reconnects", "0");
   assert_null(strstr(c.err, "TracegateRelay"));
   assert_false(exists(out));

@@ -384,6 +384,30 @@ static void a_service_restart_ends_the_recording_at_once(void **state) {
   survive_stop(&s);
 }
 
+/* tracegated killed mid-recording and not started again: the relay can
+ * answer only its own service, and its GetHostInfo says the service is
+ * down, so the host fails at once with its session, its partial trace
+ * kept, where the CLI used to try again until --reconnect-timeout (10
+ * minutes here, past the test's bounded wait). The outage it failed in
+ * counts in link_down_ms. */
+static void a_service_that_stays_down_ends_the_recording_at_once(
+    void **state) {
+  (void)state;
+  survive_t s;
+  survive_start(&s, "down", NULL);
+  fleet_cli_t c;
+  record_before(&s, "down", &c);
+  tg_test_stop(s.ts.pid, SIGKILL, FLEET_WAIT_MS);
+  s.ts.pid = 0;
+  s.ts.exit_status = 0; /* killed on purpose: no failure of the service */
+  raw_producer_close(&s.p);
+  expect_session_failed(&s, &c, "down");
+  const char *sum = fleet_in_dir("down.json");
+  assert_json(sum, "hosts.0.reconnects", "0");
+  assert_string_not_equal(tg_test_json(sum, "hosts.0.link_down_ms"), "0");
+  survive_stop(&s);
+}
+
 /* The host rebooted under the recording: relay and tracegated start
  * again, the new relay knows nothing of the key, and tracegated nothing of
  * the session. The CLI asks the relay for the host's facts again after
@@ -412,6 +436,42 @@ static void a_host_reboot_ends_the_recording_at_once(void **state) {
   survive_stop(&s);
 }
 
+/* A recording over ssh (the fake ssh runs the relay in --stdio mode in
+ * front of the service's socket) with its producer started; the summary
+ * goes to |tag|.json. */
+static void ssh_record(survive_t *s, const char *tag, fleet_cli_t *c) {
+  char name[64], ds[64], sum[256];
+  memset(s, 0, sizeof(*s));
+  assert_int_equal(test_service_start(&s->ts), 0);
+  snprintf(name, sizeof(name), "%s.producer", tag);
+  snprintf(ds, sizeof(ds), "%s.ds", tag);
+  assert_int_equal(raw_producer_connect(&s->p, &s->ts, name, ds, 32, 256,
+                                        false), 0);
+  setenv("TRACEGATE_SSH", fleet_fake_ssh(s->ts.consumer_sock), 1);
+  snprintf(name, sizeof(name), "%s.json", tag);
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir(name));
+  snprintf(name, sizeof(name), "%s.pftrace", tag);
+  snprintf(s->out, sizeof(s->out), "%s", fleet_in_dir(name));
+  const char *args[] = {"record", "-H", "ssh://tester@fakehost", "-o", s->out,
+                        "-t", "0", "-b", "4mb", "--reconnect-timeout", "10m",
+                        "--summary-json", sum, ds, NULL};
+  fleet_cli_spawn(c, args);
+  unsetenv("TRACEGATE_SSH");
+  assert_int_equal(raw_producer_wait_started(&s->p, FLEET_WAIT_MS), 0);
+}
+
+/* The CLI ended by itself with the host's session failed (|tag|.json). */
+static void expect_ssh_session_failed(survive_t *s, fleet_cli_t *c,
+                                      const char *tag) {
+  assert_int_not_equal(fleet_cli_wait(c), -1);
+  char name[64];
+  snprintf(name, sizeof(name), "%s.json", tag);
+  assert_json(fleet_in_dir(name), "hosts.0.outcome", "\"failed\"");
+  assert_json(fleet_in_dir(name), "hosts.0.failure", "\"session\"");
+  unlink(s->out);
+  assert_int_equal(test_service_stop(&s->ts), 0);
+}
+
 /* The same restart under a recording over ssh: the --stdio relay lives
  * as long as its connection, so the one the reconnected CLI talks to
  * remembers nothing of the session; but another tracegated process
@@ -422,27 +482,25 @@ static void a_service_restart_over_ssh_ends_the_recording_at_once(
     void **state) {
   (void)state;
   survive_t s;
-  memset(&s, 0, sizeof(s));
-  assert_int_equal(test_service_start(&s.ts), 0);
-  assert_int_equal(raw_producer_connect(&s.p, &s.ts, "sshrs.producer",
-                                        "sshrs.ds", 32, 256, false), 0);
-  setenv("TRACEGATE_SSH", fleet_fake_ssh(s.ts.consumer_sock), 1);
-  char sum[256];
-  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("sshrs.json"));
-  snprintf(s.out, sizeof(s.out), "%s", fleet_in_dir("sshrs.pftrace"));
-  const char *args[] = {"record", "-H", "ssh://tester@fakehost", "-o", s.out,
-                        "-t", "0", "-b", "4mb", "--reconnect-timeout", "10m",
-                        "--summary-json", sum, "sshrs.ds", NULL};
   fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
-  unsetenv("TRACEGATE_SSH");
-  assert_int_equal(raw_producer_wait_started(&s.p, FLEET_WAIT_MS), 0);
+  ssh_record(&s, "sshrs", &c);
   service_killed_and_started(&s);
-  assert_int_not_equal(fleet_cli_wait(&c), -1);
-  assert_json(sum, "hosts.0.outcome", "\"failed\"");
-  assert_json(sum, "hosts.0.failure", "\"session\"");
-  unlink(s.out);
-  assert_int_equal(test_service_stop(&s.ts), 0);
+  expect_ssh_session_failed(&s, &c, "sshrs");
+}
+
+/* The same service down under a recording over ssh: the --stdio relay of
+ * the reconnection finds nothing on the service's socket and answers its
+ * own service only. */
+static void a_service_down_over_ssh_ends_the_recording_at_once(void **state) {
+  (void)state;
+  survive_t s;
+  fleet_cli_t c;
+  ssh_record(&s, "sshdn", &c);
+  tg_test_stop(s.ts.pid, SIGKILL, FLEET_WAIT_MS);
+  s.ts.pid = 0;
+  s.ts.exit_status = 0; /* killed on purpose, and not started again */
+  raw_producer_close(&s.p);
+  expect_ssh_session_failed(&s, &c, "sshdn");
 }
 
 int main(void) {
@@ -451,8 +509,10 @@ int main(void) {
       FLEET_TEST(cuts_mid_read_lose_nothing_and_double_nothing),
       FLEET_TEST(a_window_too_small_loses_exactly_what_it_says),
       FLEET_TEST(a_service_restart_ends_the_recording_at_once),
+      FLEET_TEST(a_service_that_stays_down_ends_the_recording_at_once),
       FLEET_TEST(a_host_reboot_ends_the_recording_at_once),
       FLEET_TEST(a_service_restart_over_ssh_ends_the_recording_at_once),
+      FLEET_TEST(a_service_down_over_ssh_ends_the_recording_at_once),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pb/tracegate/relay.pb-c.h"
 #include "relay/audit.h"
 #include "relay_harness.h"
 #include "test_wait.h"
@@ -378,8 +379,20 @@ static void relay_tells_the_client_the_service_went_away(void **state) {
   tg_tls_config_free(cfg);
 }
 
-/* No service listening: the relay answers the client's first request with
- * the reason, instead of closing on it unannounced. */
+/* TracegateRelay.GetHostInfo on |rc| (bound): the caller frees it with
+ * protobuf_c_message_free_unpacked. */
+static Perfetto__Protos__RelayHostInfo *host_info(rc_t *rc) {
+  ProtobufCMessage *m;
+  assert_int_equal(rc_call(rc, rc->relay, "GetHostInfo", NULL,
+                           &perfetto__protos__relay_host_info__descriptor, &m),
+                   0);
+  return (Perfetto__Protos__RelayHostInfo *)m;
+}
+
+/* No service listening: the relay refuses the service's bind with the
+ * reason, instead of closing on it unannounced, and still answers its own
+ * service: GetHostInfo says the service is down (a client whose session
+ * was there learns it is gone), calls for the service fail. */
 static void relay_tells_the_client_no_service_listens(void **state) {
   fx_t *f = *state;
   assert_true(WIFEXITED(test_service_terminate(&f->ts)));
@@ -387,7 +400,33 @@ static void relay_tells_the_client_no_service_listens(void **state) {
   rc_t rc = {0};
   assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
   assert_int_equal(rc_bind(&rc, "ConsumerPort"), TG_EUNKNOWN_SERVICE);
-  expect_told(&rc, "is tracegated running?");
+  if (!strstr(rc.bind_said, "is tracegated running?"))
+    fail_msg("the relay said '%s'", rc.bind_said);
+  assert_int_equal(rc_bind(&rc, "TracegateRelay"), 0);
+  Perfetto__Protos__RelayHostInfo *hi = host_info(&rc);
+  assert_true(hi->has_service_down && hi->service_down);
+  assert_null(hi->service_instance);
+  assert_true(hi->kernel && hi->kernel[0]);
+  protobuf_c_message_free_unpacked(&hi->base, NULL);
+  /* Asked again, the bind is refused again, with the reason. */
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), TG_EUNKNOWN_SERVICE);
+  assert_non_null(strstr(rc.bind_said, "not running"));
+  rc_close(&rc);
+  tg_tls_config_free(cfg);
+}
+
+/* With the service up, GetHostInfo does not say it is down. */
+static void relay_host_info_says_a_running_service_is_up(void **state) {
+  fx_t *f = *state;
+  tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
+  rc_t rc = {0};
+  assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
+  assert_int_equal(rc_bind(&rc, "ConsumerPort"), 0);
+  assert_int_equal(rc_bind(&rc, "TracegateRelay"), 0);
+  Perfetto__Protos__RelayHostInfo *hi = host_info(&rc);
+  assert_false(hi->has_service_down && hi->service_down);
+  assert_non_null(hi->service_instance);
+  protobuf_c_message_free_unpacked(&hi->base, NULL);
   rc_close(&rc);
   tg_tls_config_free(cfg);
 }
@@ -419,6 +458,7 @@ int main(void) {
           setup_full_service, teardown),
       T(relay_tells_the_client_the_service_went_away),
       T(relay_tells_the_client_no_service_listens),
+      T(relay_host_info_says_a_running_service_is_up),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
