@@ -85,14 +85,16 @@ static void chan_close(tg_tls_chan_t *ch, int status) {
   if (ch->state >= ST_CLOSING) return;
   if (ch->state == ST_OPEN || ch->state == ST_HANDSHAKE) {
     /* Best effort, never waiting: a close_notify for an orderly close,
-     * ours or the peer's (which must be answered with one, RFC 5246
-     * 7.2.1: OpenSSL peers report a truncation otherwise), and whatever
-     * ciphertext (an alert) is still unsent. */
+     * ours (0, or -ECANCELED: the owner is done with the channel) or the
+     * peer's (which must be answered with one, RFC 5246 7.2.1: OpenSSL
+     * peers report a truncation otherwise), and whatever ciphertext (an
+     * alert) is still unsent. A close on a failure sends none. */
     /* Frames sent just before the close leave with it (they wait for the
      * loop's flush otherwise); not behind a write still in flight. */
     if (ch->state == ST_OPEN && !ch->writing)
       (void)encrypt_queued(ch, SIZE_MAX);
-    if (ch->state == ST_OPEN && (status == 0 || status == TG_EPEER_CLOSED))
+    if (ch->state == ST_OPEN &&
+        (status == 0 || status == -ECANCELED || status == TG_EPEER_CLOSED))
       tg_tls_close_notify(ch->tls);
     /* A handshake step on the thread pool owns the session. */
     tg_buf_t *out = ch->hs_working ? NULL : tg_tls_out(ch->tls);

@@ -1155,6 +1155,40 @@ static void tls_tells_truncation_from_close_notify(void **state) {
   }
 }
 
+/* The owner ending an open channel (status 0, or -ECANCELED as a consumer
+ * that is done closes it) is an orderly end: the peer gets a close_notify
+ * and sees TG_EPEER_CLOSED, where every recording's end through a relay
+ * used to read as a truncation there. A close on a failure (a timeout
+ * here) still sends none. */
+static int g_close_with;
+
+static void close_client_now(peer_t *p) {
+  tg_transport_close(tg_tls_chan_transport(p->ch), g_close_with);
+}
+
+static void tls_owner_close_is_orderly_for_the_peer(void **state) {
+  (void)state;
+  const int statuses[] = {0, -ECANCELED, TG_ETIMEOUT};
+  const int seen[] = {TG_EPEER_CLOSED, TG_EPEER_CLOSED, TG_ETLS_TRUNCATED};
+  for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+    tg_tls_config_t *scfg = cfg_load(true, "pki", "relay.test", "pki", true);
+    tg_tls_config_t *ccfg = cfg_load(false, "pki", "alice", "pki", false);
+    world_t w;
+    world_init(&w, false, scfg);
+    w.done = refused_done;
+    g_close_with = statuses[i];
+    w.on_cli_handshake = close_client_now;
+    client(&w, ccfg, "relay.test");
+    world_run(&w);
+    assert_int_equal(w.cli[0].hs_status, 0);
+    assert_int_equal(w.cli[0].close_status, statuses[i]);
+    assert_int_equal(w.srv[0].hs_status, 0);
+    assert_int_equal(w.srv[0].close_status, seen[i]);
+    tg_tls_config_free(scfg);
+    tg_tls_config_free(ccfg);
+  }
+}
+
 /* --- handshakes on the thread pool ------------------------------------------ */
 
 static bool all_closed(world_t *w) {
@@ -1414,6 +1448,7 @@ int main(void) {
       cmocka_unit_test(tls_closes_on_oversized_frame),
       cmocka_unit_test(tls_idle_timeout_closes),
       cmocka_unit_test(tls_tells_truncation_from_close_notify),
+      cmocka_unit_test(tls_owner_close_is_orderly_for_the_peer),
       cmocka_unit_test(tls_threaded_handshakes_at_once),
       cmocka_unit_test(tls_threaded_step_outlives_a_close),
       cmocka_unit_test(tls_crl_reload_refuses_newly_revoked),
