@@ -171,6 +171,19 @@ int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out) {
   return 0;
 }
 
+int tg_ipc_request_error_append(uint64_t request_id, const char *text,
+                                tg_buf_t *out) {
+  Perfetto__Protos__IPCFrame__RequestError err =
+      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+  err.error = (char *)text;
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = request_id;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+  f.msg_request_error = &err;
+  return tg_ipc_frame_append(&f, out);
+}
+
 /* Whether the varint field just read (its last byte at |end| - 1) took
  * one byte: its tag's last byte, before it, has no continuation bit. A
  * longer bool may carry bits past 64 that protobuf-c counts as true. */

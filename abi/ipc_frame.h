@@ -165,6 +165,12 @@ int tg_ipc_frame_read_invoke(const uint8_t *payload, size_t len,
  * TG_EPROTO_ENCODE or a tg_buf error. */
 int tg_ipc_frame_append(const tg_ipc_frame_t *f, tg_buf_t *out);
 
+/* Appends IPCFrame{request_id, RequestError{error = |text|}} to |out|:
+ * a request refused before it was processed, or, with request id 0 (which
+ * no client request uses), a notice. Returns as tg_ipc_frame_append(). */
+int tg_ipc_request_error_append(uint64_t request_id, const char *text,
+                                tg_buf_t *out);
+
 /* Appends a whole InvokeMethod frame ([len][IPCFrame]) to |out|, written
  * with the pb writer (no protobuf-c structures, one copy of |args|).
  * Returns 0, TG_EFRAME_TOO_LARGE or -ENOMEM (|out| unchanged). */

@@ -89,32 +89,32 @@ static void maybe_finish_close(tg_ipc_host_t *h) {
   if (done) done(arg);
 }
 
-static void send_frame(tg_ipc_host_conn_t *c, const tg_ipc_frame_t *f, int fd) {
-  tg_buf_t b;
-  tg_buf_init(&b, 0);
-  int rv = tg_ipc_frame_append(f, &b);
+/* Sends what |b| holds, |built| being how building it went, with |fd|
+ * (when >= 0) attached; frees |b| and, unless the channel took it, |fd|. */
+static void send_built(tg_ipc_host_conn_t *c, int built, tg_buf_t *b, int fd) {
+  int rv = built;
   if (rv == 0) {
-    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(&b), tg_buf_size(&b), fd);
+    rv = tg_ipc_chan_send(&c->chan, tg_buf_begin(b), tg_buf_size(b), fd);
     fd = -1; /* owned by the channel now, sent or closed */
   }
   if (rv < 0)
     TG_WARN("ipc: conn %llu: cannot send reply: %s",
             (unsigned long long)c->id, tg_strerror(rv));
   if (fd >= 0) close(fd);
-  tg_buf_free(&b);
+  tg_buf_free(b);
+}
+
+static void send_frame(tg_ipc_host_conn_t *c, const tg_ipc_frame_t *f, int fd) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  send_built(c, tg_ipc_frame_append(f, &b), &b, fd);
 }
 
 static void send_request_error(tg_ipc_host_conn_t *c, uint64_t request_id,
                                const char *why) {
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = (char *)why;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
-  send_frame(c, &f, -1);
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  send_built(c, tg_ipc_request_error_append(request_id, why, &b), &b, -1);
 }
 
 int tg_ipc_reply_bytes(const tg_ipc_call_t *call, bool success, bool has_more,

@@ -337,16 +337,8 @@ static void close_when_sent(tg_relay_bridge_t *b) {
  * prints it as the reason and Perfetto's drops it as unmatched). */
 static void send_request_error(tg_relay_bridge_t *b, uint64_t request_id,
                                const char *text) {
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = (char *)text;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
   tg_buf_reset(&b->out);
-  if (tg_ipc_frame_append(&f, &b->out) == 0)
+  if (tg_ipc_request_error_append(request_id, text, &b->out) == 0)
     send_client(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
 }
 
@@ -393,6 +385,7 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
  * calls are not made (send_lease). */
 static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
                                    size_t n) {
+  /* |p| lies in b->out, which the notices below reuse: work on a copy. */
   tg_buf_t in, reply;
   tg_buf_init(&in, n);
   tg_buf_init(&reply, 64);

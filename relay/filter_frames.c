@@ -96,17 +96,6 @@ int tg__relay_append_invoke(uint64_t request_id, uint32_t service_id,
   return tg_ipc_frame_append(&fr, out);
 }
 
-/* IPCFrame{request_id 0, RequestError{|text|}}. */
-static int append_notice(const char *text, tg_buf_t *out) {
-  Perfetto__Protos__IPCFrame__RequestError e =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  e.error = (char *)text;
-  tg_ipc_frame_t fr = frame_for(0);
-  fr.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  fr.msg_request_error = &e;
-  return tg_ipc_frame_append(&fr, out);
-}
-
 int tg__relay_deny(tg_relay_filter_t *f, tg_relay_verdict_t *v,
                    bool drop_reply, const ProtobufCMessage *reply,
                    tg_buf_t *out) {
@@ -154,7 +143,7 @@ int tg__relay_deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
      * no request (id 0, which no client uses) carries it just before, for
      * tracegate's client to print with the refusal; Perfetto's client
      * drops it as unmatched. */
-    int rv = append_notice(text, out);
+    int rv = tg_ipc_request_error_append(0, text, out);
     if (rv < 0) return rv;
   }
   return tg__relay_deny(f, v, drop_reply, NULL, out);

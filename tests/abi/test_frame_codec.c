@@ -711,6 +711,28 @@ static void frame_adopt_hands_over_only_the_decoders_buffer(void **state) {
   tg_frame_decoder_free(&d);
 }
 
+/* A RequestError, for a request or as a notice (request 0), decodes with
+ * protobuf-c to the id and text given. */
+static void request_error_writer_output_decodes_with_protobuf_c(void **state) {
+  (void)state;
+  const uint64_t ids[] = {0, 7, UINT64_MAX};
+  for (size_t i = 0; i < 3; i++) {
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    assert_int_equal(tg_ipc_request_error_append(ids[i], "relay: no", &b), 0);
+    const uint8_t *p = tg_buf_begin(&b);
+    assert_int_equal(tg_pb_read_le32(p), tg_buf_size(&b) - 4);
+    tg_ipc_frame_t *f = tg_ipc_frame_unpack(p + 4, tg_buf_size(&b) - 4);
+    assert_non_null(f);
+    assert_int_equal(f->request_id, ids[i]);
+    assert_int_equal(f->msg_case,
+                     PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR);
+    assert_string_equal(f->msg_request_error->error, "relay: no");
+    tg_ipc_frame_free(f);
+    tg_buf_free(&b);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_split_at_every_byte_offset),
@@ -731,6 +753,7 @@ int main(void) {
       cmocka_unit_test(reply_view_leaves_unusual_shapes_to_protobuf_c),
       cmocka_unit_test(invoke_writer_output_decodes_with_protobuf_c),
       cmocka_unit_test(invoke_view_leaves_unusual_shapes_to_protobuf_c),
+      cmocka_unit_test(request_error_writer_output_decodes_with_protobuf_c),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

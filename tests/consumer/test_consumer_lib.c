@@ -690,15 +690,11 @@ static void bind_reply(raw_conn_t *peer, uint64_t request_id, bool ok,
 /* A RequestError carrying |text|, for |request_id| (0: a notice). */
 static void send_request_error(raw_conn_t *peer, uint64_t request_id,
                                const char *text) {
-  Perfetto__Protos__IPCFrame__RequestError err =
-      PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
-  err.error = (char *)text;
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = request_id;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
-  f.msg_request_error = &err;
-  send_frame(peer, &f);
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  assert_int_equal(tg_ipc_request_error_append(request_id, text, &b), 0);
+  assert_int_equal(raw_send_bytes(peer, tg_buf_begin(&b), tg_buf_size(&b)), 0);
+  tg_buf_free(&b);
 }
 
 static void a_notice_before_the_close_is_its_reason(void **state) {
