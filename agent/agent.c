@@ -7,6 +7,8 @@
  * service's commands (commands.c) and commits (commit.c) run on that loop.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,9 +106,35 @@ static void on_clock_timer(uv_timer_t *t) {
   tg__clock_calibrate();
 }
 
+/* The agent's thread does batch work (commits, the service's commands)
+ * that can wait a scheduler slice without harm. Under SCHED_BATCH its
+ * wake-ups do not preempt the task running where it wakes (sched(7)): a
+ * writer that finds the SMB full wakes it for every pass, thousands of
+ * times a second, and each wake-up used to switch out whatever ran there,
+ * often the tracing service copying the chunks it had just been sent. It
+ * keeps its share of the CPU. A policy the app chose (inherited from the
+ * thread that called tg_agent_init: real-time, idle, batch) is kept. */
+static void use_batch_policy(void) {
+  int policy;
+  struct sched_param sp;
+  int rv = pthread_getschedparam(pthread_self(), &policy, &sp);
+  if (rv != 0 || policy != SCHED_OTHER) {
+    tg__agent_log(TG_LOG_DEBUG, "agent: thread keeps scheduling policy %d%s",
+                  rv != 0 ? -1 : policy, rv != 0 ? " (unreadable)" : "");
+    return;
+  }
+  sp.sched_priority = 0;
+  rv = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+  if (rv != 0)
+    tg__agent_log(TG_LOG_DEBUG,
+                  "agent: thread stays SCHED_OTHER: SCHED_BATCH refused: %s",
+                  tg_strerror(-rv));
+}
+
 static void *agent_thread(void *arg) {
   (void)arg;
   tg__agent_thread_t *th = &tg__agent.th;
+  use_batch_policy();
   if (tg__clock_tsc_usable()) {
     tg__clock_calibrate(); /* first sample; the line starts 50 ms later */
     uv_timer_start(&th->clock_timer, on_clock_timer, CLOCK_FIRST_MS,

@@ -18,7 +18,11 @@
  * For slices, instants and counters use tracegate/track_event.h instead.
  *
  * Threads: every function may be called from any thread. Data source
- * callbacks run on the agent's thread, one at a time. A thread that writes
+ * callbacks run on the agent's thread, one at a time. That thread runs
+ * under SCHED_BATCH (Linux) when it inherits SCHED_OTHER, so that its
+ * wake-ups, thousands a second when writers fill the SMB, do not preempt
+ * the app's threads or the tracing service; any other policy inherited
+ * from the thread that calls tg_agent_init is kept. A thread that writes
  * gets one trace writer per data source instance, created on first use and
  * released when the thread exits or the instance stops.
  *

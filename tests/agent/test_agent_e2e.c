@@ -4,6 +4,7 @@
  * The agent is a process singleton, so every test initialises it and
  * shuts it down again; data sources stay registered across tests. */
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -36,6 +37,7 @@ static tg_ds_t *g_ds;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_starts, g_stops, g_flushes, g_clears;
+static int g_start_policy = -1; /* the agent thread's, seen by on_start */
 
 static void bump(int *counter) {
   pthread_mutex_lock(&g_mu);
@@ -46,6 +48,9 @@ static void bump(int *counter) {
 
 static void on_start(void *ctx, unsigned inst, const uint8_t *c, size_t n) {
   (void)ctx, (void)inst, (void)c, (void)n;
+  pthread_mutex_lock(&g_mu);
+  g_start_policy = sched_getscheduler(0); /* this thread's (Linux) */
+  pthread_mutex_unlock(&g_mu);
   bump(&g_starts);
 }
 static void on_stop(void *ctx, unsigned inst) {
@@ -604,6 +609,36 @@ static void many_threads_with_no_hint_lose_nothing(void **state) {
   tg_agent_shutdown();
 }
 
+/* The agent's thread does not preempt the app or the service at each
+ * wake-up (agent.c): SCHED_BATCH, unless the app chose a policy for the
+ * thread that started the agent, which it inherits and keeps. */
+static void agent_thread_runs_as_batch_unless_the_app_chose(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts, TG_AGENT_FULL_STALL, 0);
+  recording_t r;
+  record_begin(&r, ts, 1024);
+  pthread_mutex_lock(&g_mu);
+  int policy = g_start_policy;
+  pthread_mutex_unlock(&g_mu);
+  assert_int_equal(policy, SCHED_BATCH);
+  record_end(&r);
+  record_free(&r);
+  tg_agent_shutdown();
+
+  struct sched_param sp = {.sched_priority = 0};
+  assert_int_equal(pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp), 0);
+  start_agent(ts, TG_AGENT_FULL_STALL, 0);
+  assert_int_equal(pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp), 0);
+  record_begin(&r, ts, 1024);
+  pthread_mutex_lock(&g_mu);
+  policy = g_start_policy;
+  pthread_mutex_unlock(&g_mu);
+  assert_int_equal(policy, SCHED_IDLE);
+  record_end(&r);
+  record_free(&r);
+  tg_agent_shutdown();
+}
+
 static int teardown(void **state) {
   tg_agent_shutdown();
   return test_service_teardown(state);
@@ -627,6 +662,9 @@ int main(void) {
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(flush_commits_partial_chunks,
                                       test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          agent_thread_runs_as_batch_unless_the_app_chose, test_service_setup,
+          teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
