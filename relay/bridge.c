@@ -42,6 +42,7 @@ void tg_relay_env_init(tg_relay_env_t *env) {
 static void on_timer_closed(uv_handle_t *h) {
   tg_relay_bridge_t *b = h->data;
   tg_relay_env_t *env = b->env;
+  if (b->seg) tg_replay_seg_close(b->win, b->seg); /* the client is gone */
   if (b->win) tg_replay_release(env->replay, b->win, uv_now(env->loop));
   tg_list_remove(&b->node);
   env->n_bridges--;
@@ -63,12 +64,12 @@ void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
     uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
     TG_INFO("%s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
             " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64
-            "; replay window: %" PRIu64 " replies kept in place, %" PRIu64
-            " copied)",
+            "; replay window: %" PRIu64 " replies kept compressed, %" PRIu64
+            " in place, %" PRIu64 " copied)",
             tg__bridge_who(b), b->addr, secs, b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
-            st->undecodable + st->refused_kinds, b->replay_adopted,
-            b->replay_copied);
+            st->undecodable + st->refused_kinds, b->replay_compressed,
+            b->replay_adopted, b->replay_copied);
     audit_suppressed(b, tg_relay_audit_limit_flush(&b->deny_limit));
     tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
                    "%s", b->close_why);
@@ -201,6 +202,52 @@ static void send_lease(tg_relay_bridge_t *b) {
   if (rv == 1) send_up(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
 }
 
+/* --- the replay window's compressed segments ------------------------------- */
+
+/* The compressor's bytes, as it makes them, into the open segment. */
+static void on_tap(void *ctx, const uint8_t *z, size_t n) {
+  tg_relay_bridge_t *b = ctx;
+  if (b->seg) tg_replay_seg_append(b->env->replay, b->win, b->seg, z, n);
+}
+
+/* Ends the open segment where the stream goes on: its zstd frame ends, so
+ * that it inflates by itself. */
+static void cut_seg(tg_relay_bridge_t *b) {
+  if (!b->seg) return;
+  if (tg_zstd_transport_end_frame(&b->z) < 0) {
+    /* Closing, or zstd failed: nothing after this inflates. */
+    tg_zstd_transport_drain_tap(&b->z);
+  }
+  tg_replay_seg_close(b->win, b->seg);
+  b->seg = NULL;
+}
+
+/* Numbers a ReadBuffers reply about to be compressed for the client and
+ * holds it as its place in the open segment (opened here, after a cut
+ * when the last one reached TG_REPLAY_SEG_RAW). False when no segment can
+ * be opened (out of memory): then the caller keeps a copy. */
+static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
+                            size_t payload_len, const tg_relay_effect_t *e) {
+  if (b->seg && (b->seg->broken ||
+                 tg_zstd_transport_frame_pos(&b->z) >= TG_REPLAY_SEG_RAW))
+    cut_seg(b);
+  if (!b->seg) {
+    /* A segment starts a zstd frame: end one that holds frames already. */
+    if (tg_zstd_transport_end_frame(&b->z) < 0) return false;
+    if (!(b->seg = tg_replay_seg_open())) return false;
+    tg_zstd_transport_set_tap(&b->z, on_tap, b);
+  }
+  /* Inflated, the segment holds each frame as [4-byte len][payload]. */
+  uint64_t off = tg_zstd_transport_frame_pos(&b->z) + TG_IPC_FRAME_HEADER_SIZE +
+                 (uint64_t)(e->bulk.body - payload);
+  tg_replay_push_ref(b->env->replay, b->win, b->seg, off, e->bulk.body,
+                     e->bulk.len, e->bulk.last);
+  b->seg_frame_end = tg_zstd_transport_frame_pos(&b->z) +
+                     TG_IPC_FRAME_HEADER_SIZE + (uint64_t)(payload_len);
+  b->replay_compressed++;
+  return true;
+}
+
 /* Resume answers are built from the window at most this big per call. */
 #define RESUME_MAX_BYTES (1u << 20)
 
@@ -210,6 +257,7 @@ static void send_lease(tg_relay_bridge_t *b) {
 static void take_window(tg_relay_bridge_t *b) {
   if (!b->env->replay) return;
   uint64_t now = uv_now(b->env->loop);
+  cut_seg(b); /* the old key's segment ends with its window */
   if (b->win) tg_replay_release(b->env->replay, b->win, now);
   char ns[TG_AUTHZ_IDENTITY_MAX + TG_RELAY_SESSION_KEY_MAX + 2];
   snprintf(ns, sizeof(ns), "%s/%s", b->filter.identity,
@@ -249,7 +297,10 @@ static void resume(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
                             v->effect.replay.cum, v->request_id,
                             RESUME_MAX_BYTES, &b->out);
   if (rv < 0) {
-    tg__bridge_close(b, rv, "cannot build the Resume reply: out of memory");
+    char why[160];
+    snprintf(why, sizeof(why), "cannot build the Resume reply: %s",
+             tg_strerror(rv));
+    tg__bridge_close(b, rv, why);
     return;
   }
   send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
@@ -579,7 +630,14 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
   /* Numbered and kept until acknowledged, also when the client is gone
    * already (B_DETACHING): those are exactly the frames it missed. */
   bool bulk = v.effect.kind == TG_RELAY_EFFECT_BULK;
-  if (bulk && b->win) *orphan = keep_for_replay(b, payload, &v.effect);
+  /* Forwarded as it is into the compressed stream: the window keeps what
+   * the compressor makes of it, not a copy (relay/replay_window.h). */
+  bool compressed = bulk && b->win && b->zstd && b->state == B_OPEN &&
+                    !b->z.closing && len < TG_IPC_FRAME_MAX_PAYLOAD &&
+                    v.action != TG_RELAY_DROP && tg_buf_size(&b->up_out) == 0;
+  if (bulk && b->win &&
+      !(compressed && keep_compressed(b, payload, len, &v.effect)))
+    *orphan = keep_for_replay(b, payload, &v.effect);
   if (b->state != B_OPEN) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);
@@ -595,6 +653,10 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
   rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, !bulk)
        : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !bulk)
                 : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+  /* A frame the compressor did not take whole is not in the segment. */
+  if (compressed && b->seg &&
+      tg_zstd_transport_frame_pos(&b->z) != b->seg_frame_end)
+    tg_replay_seg_fail(b->win, b->seg);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
   return b->state == B_OPEN ? 0 : 1;
@@ -672,6 +734,13 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   if (why != b->close_why)
     snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   if (b->client_open) tg_transport_close(b->client, status);
+  /* After the close, whose last flush and the compressor's remains went
+   * to the segment: it holds every frame sent. */
+  if (b->seg) {
+    tg_zstd_transport_drain_tap(&b->z);
+    tg_replay_seg_close(b->win, b->seg);
+    b->seg = NULL;
+  }
   if (b->up_open && was_open) {
     tg_buf_reset(&b->out);
     int d = tg_relay_filter_detach_on_drop(&b->filter, &b->out, b->detach_key,

@@ -75,7 +75,12 @@ struct tg_relay_bridge {
   char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
   tg_replay_window_t *win; /* the session key's replay window, held */
-  uint64_t replay_adopted, replay_copied; /* replies it kept, and how */
+  /* While the client takes the stream compressed: the segment of |win|
+   * that the compressor's bytes go to (relay/replay_window.h). */
+  tg_replay_seg_t *seg;
+  uint64_t seg_frame_end; /* where the frame just kept in it ends, inflated */
+  /* Replies the window kept: in the buffer read, copied, compressed. */
+  uint64_t replay_adopted, replay_copied, replay_compressed;
 
   tg_relay_audit_limit_t deny_limit; /* denial lines in the audit trail */
   tg_buf_t out;    /* frames the filter built from a client frame */

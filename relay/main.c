@@ -318,8 +318,9 @@ int main(int argc, char **argv) {
       {"replay-window-kb", TG_FLAG_UINT, &replay_window_kb, "N",
        "per session key, ReadBuffers replies kept until the client "
        "acknowledges them, to send again what a lost link swallowed (0: "
-       "none); beyond it the oldest go and a resuming client is told "
-       "exactly what is lost", 0, 262144},
+       "none); sent compressed, they are kept as the compressed bytes, so "
+       "the same memory holds several times more; beyond it the oldest go "
+       "and a resuming client is told exactly what is lost", 0, 262144},
       {"audit-log", TG_FLAG_STRING, &audit_path, "FILE",
        "append audit lines here, reopened on SIGHUP (default: the log; "
        "syslog with --stdio)", 0,

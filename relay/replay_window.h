@@ -15,6 +15,17 @@
  * |max_windows| windows exist, and a window no connection uses is freed
  * after |linger_ms| or when room is needed, the least recently used first.
  *
+ * A frame is held in one of three ways: copied, in the buffer the relay
+ * read it into (push_block), or, when the client takes the stream
+ * compressed, as a place in a segment: the zstd bytes the compressing
+ * transport made of it (tls/compress_transport.h's tap), one zstd frame
+ * per segment, inflated only when a Resume needs it. Holding what was
+ * sent compressed costs the relay no copy of the trace (a copy of each
+ * frame was ~20% of its CPU on a fast stream) and lets the same cap hold
+ * the trace many times over. A segment counts against its window's cap as
+ * its compressed bytes; an open segment may take the window past the cap
+ * by what it holds (at most about TG_REPLAY_SEG_RAW of frames).
+ *
  * Pure data structure: no I/O, the caller passes the time.
  */
 #ifndef TRACEGATE_RELAY_REPLAY_WINDOW_H
@@ -27,6 +38,18 @@
 #include "common/buf.h"
 #include "common/list.h"
 
+/* Frames' bytes after which the compressing end starts a new segment (a
+ * new zstd frame): what a Resume inflates to reach one frame, at most. */
+#define TG_REPLAY_SEG_RAW (1u << 20)
+
+/* One zstd frame of the compressed stream: frames point into it. */
+typedef struct tg_replay_seg {
+  unsigned refs; /* frames held in it, and 1 while open */
+  bool open;     /* still being appended to (by one connection) */
+  bool broken;   /* out of memory while appending: holds no frame */
+  tg_buf_t z;    /* the compressed bytes */
+} tg_replay_seg_t;
+
 typedef struct tg_replay_frame {
   tg_list_t node;
   uint64_t seq;
@@ -36,8 +59,11 @@ typedef struct tg_replay_frame {
                      * frame before did) */
   size_t len;
   size_t charge;       /* bytes it holds against the window's cap */
-  const uint8_t *body; /* the ReadBuffersResponse: in |block| or |data| */
+  const uint8_t *body; /* the ReadBuffersResponse: in |block| or |data|;
+                        * NULL when it is in |seg| */
   void *block;         /* owned; NULL when |body| was copied into |data| */
+  tg_replay_seg_t *seg; /* a reference held, or NULL */
+  uint64_t seg_off;     /* where the body starts, inflated */
   uint8_t data[];
 } tg_replay_frame_t;
 
@@ -97,6 +123,28 @@ uint64_t tg_replay_push_block(tg_replay_store_t *st, tg_replay_window_t *w,
                               const uint8_t *body, size_t len,
                               bool last_of_read);
 
+/* Segments (see above). open() starts one (NULL when out of memory:
+ * frames then go by copy); append() adds compressed bytes made
+ * for it, dropping the oldest frames of other segments while the window
+ * is over its cap; push_ref() numbers a frame whose |len|-byte body starts
+ * |off| bytes into the segment inflated (|body| is read now, to see where
+ * its packets end, and not kept); close() ends the opener's hold, after
+ * which the segment lives as long as frames point into it. A segment
+ * whose append failed holds no frame: push_ref() then counts the frame
+ * lost as if dropped for room, and returns 0. The opener cuts a new one. */
+tg_replay_seg_t *tg_replay_seg_open(void);
+void tg_replay_seg_append(tg_replay_store_t *st, tg_replay_window_t *w,
+                          tg_replay_seg_t *seg, const uint8_t *z, size_t n);
+uint64_t tg_replay_push_ref(tg_replay_store_t *st, tg_replay_window_t *w,
+                            tg_replay_seg_t *seg, uint64_t off,
+                            const uint8_t *body, size_t len,
+                            bool last_of_read);
+void tg_replay_seg_close(tg_replay_window_t *w, tg_replay_seg_t *seg);
+/* The segment misses bytes of a frame pushed into it (the compressor did
+ * not take it whole): nothing held inflates past them, so every frame
+ * goes, counted as dropped for room, and the segment holds none again. */
+void tg_replay_seg_fail(tg_replay_window_t *w, tg_replay_seg_t *seg);
+
 /* The client has everything through |seq| (bounded by what was pushed). */
 void tg_replay_ack(tg_replay_window_t *w, uint64_t seq);
 
@@ -108,7 +156,8 @@ void tg_replay_ack(tg_replay_window_t *w, uint64_t seq);
  * ResumeResponse: the frames and bytes lost between |last_seq| and the
  * first frame still held, and |more| when frames were left for another
  * call. Frames through |last_seq| are acknowledged by the call. |w| NULL:
- * the final reply says unknown_key. Returns 0 or -ENOMEM. */
+ * the final reply says unknown_key. Returns 0, -ENOMEM, or TG_EBAD_COMPRESSED
+ * when a segment does not inflate to the frame it should hold. */
 int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,
                      uint64_t request_id, size_t max_bytes, tg_buf_t *out);
 

@@ -38,12 +38,17 @@ static int emit_block(tg_zstd_transport_t *t) {
 }
 
 /* Runs the compressor over |in| with |op|, emitting every full block;
- * with ZSTD_e_flush, until zstd holds nothing back. */
+ * with ZSTD_e_flush, until zstd holds nothing back. A block the inner
+ * transport refuses does not stop it: zstd takes all of |in| (the tap's
+ * copy of the stream stays whole) and the first refusal is returned. */
 static int compress(tg_zstd_transport_t *t, ZSTD_inBuffer *in,
                     ZSTD_EndDirective op) {
+  int refused = 0;
   for (;;) {
     ZSTD_outBuffer out = {t->block + HDR, BLOCK_MAX, t->block_len};
     size_t left = ZSTD_compressStream2(t->cctx, &out, in, op);
+    if (t->tap && !ZSTD_isError(left) && out.pos > t->block_len)
+      t->tap(t->tap_ctx, t->block + HDR + t->block_len, out.pos - t->block_len);
     t->block_len = out.pos;
     if (ZSTD_isError(left)) {
       TG_ERROR("zstd transport: compression failed: %s",
@@ -52,12 +57,12 @@ static int compress(tg_zstd_transport_t *t, ZSTD_inBuffer *in,
     }
     if (t->block_len == BLOCK_MAX) {
       int rv = emit_block(t);
-      if (rv < 0) return rv;
+      if (rv < 0 && !refused) refused = rv;
     }
     bool input_done = in->pos == in->size;
     if (op == ZSTD_e_continue ? input_done && t->block_len < BLOCK_MAX
                               : input_done && left == 0)
-      return 0;
+      return refused;
   }
 }
 
@@ -96,6 +101,7 @@ static int zt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
   }
   ZSTD_inBuffer in = {frame, len, 0};
   int rv = compress(t, &in, ZSTD_e_continue);
+  t->frame_raw += in.pos;
   if (rv < 0) return rv;
   t->frames_in++;
   t->bytes_in += len;
@@ -141,8 +147,14 @@ int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
                                            (uint8_t)(len >> 24)};
   ZSTD_inBuffer in = {hdr, sizeof(hdr), 0};
   int rv = compress(t, &in, ZSTD_e_continue);
+  t->frame_raw += in.pos;
   in = (ZSTD_inBuffer){payload, len, 0};
-  if (rv == 0) rv = compress(t, &in, ZSTD_e_continue);
+  /* On and after a refused block, zstd still takes the frame whole. */
+  if (rv != -EIO) {
+    int rv2 = compress(t, &in, ZSTD_e_continue);
+    if (rv == 0) rv = rv2;
+  }
+  t->frame_raw += in.pos;
   if (rv < 0) return rv;
   t->frames_in++;
   t->bytes_in += sizeof(hdr) + len;
@@ -159,6 +171,47 @@ int tg_zstd_transport_send_plain(tg_zstd_transport_t *t, const uint8_t *frame,
   if (len < TG_IPC_FRAME_HEADER_SIZE) return -EINVAL;
   return tg_zstd_transport_send_payload(t, frame + TG_IPC_FRAME_HEADER_SIZE,
                                         len - TG_IPC_FRAME_HEADER_SIZE, true);
+}
+
+void tg_zstd_transport_set_tap(tg_zstd_transport_t *t,
+                               void (*fn)(void *ctx, const uint8_t *z,
+                                          size_t n),
+                               void *ctx) {
+  t->tap = fn;
+  t->tap_ctx = ctx;
+}
+
+int tg_zstd_transport_end_frame(tg_zstd_transport_t *t) {
+  if (!t->cctx || t->closing) return -EIO;
+  if (t->frame_raw == 0) return 0;
+  ZSTD_inBuffer in = {NULL, 0, 0};
+  int rv = compress(t, &in, ZSTD_e_end);
+  if (rv < 0) return rv;
+  /* The frame's end sits in |block| with what follows: the flush tick of
+   * the next send takes it; none armed means nothing was sent since the
+   * last tick, so arm one. */
+  t->frame_raw = 0;
+  t->unflushed++;
+  if (!t->flush_armed) {
+    uv_prepare_start(&t->flush_tick, on_flush_tick);
+    t->flush_armed = true;
+  }
+  return 0;
+}
+
+void tg_zstd_transport_drain_tap(tg_zstd_transport_t *t) {
+  if (!t->tap) return;
+  uint8_t buf[4096];
+  ZSTD_inBuffer in = {NULL, 0, 0};
+  while (t->cctx) {
+    ZSTD_outBuffer out = {buf, sizeof(buf), 0};
+    size_t left = ZSTD_compressStream2(t->cctx, &out, &in, ZSTD_e_flush);
+    if (ZSTD_isError(left)) break;
+    if (out.pos) t->tap(t->tap_ctx, buf, out.pos);
+    if (left == 0) break;
+  }
+  t->tap = NULL;
+  t->tap_ctx = NULL;
 }
 
 void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
@@ -293,6 +346,7 @@ static void on_inner_drain(tg_transport_t *inner) {
 
 static void on_tick_closed(uv_handle_t *h) {
   tg_zstd_transport_t *t = h->data;
+  tg_zstd_transport_drain_tap(t);
   ZSTD_freeCCtx(t->cctx);
   ZSTD_freeDCtx(t->dctx);
   free(t->block);
@@ -322,6 +376,7 @@ static void close_transport(tg_zstd_transport_t *t, int status) {
   if (t->closing) return;
   /* What was sent before the close still leaves (a local close only). */
   if (status == 0) flush(t);
+  tg_zstd_transport_drain_tap(t); /* after the flush: what the peer gets */
   t->closing = true;
   t->close_status = status;
   tg_transport_close(t->inner, status);

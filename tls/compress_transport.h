@@ -21,7 +21,10 @@
  * switch must itself go through the ordinary queue, behind everything sent
  * before it, so that the receiver switches exactly at the right frame.
  *
- * One zstd stream spans the connection, so repeats across frames compress.
+ * One zstd stream spans the connection, so repeats across frames compress;
+ * the sender may end a zstd frame and start the next (end_frame(), for the
+ * relay's replay window, whose tap keeps the compressed bytes), and the
+ * receiver inflates the frames one after the other as one stream.
  * Output is flushed once per loop iteration (a uv_prepare): what the
  * sender queued in one iteration leaves together, and a small control
  * reply is never held back waiting for more data. Frames are copied once
@@ -81,6 +84,12 @@ typedef struct tg_zstd_transport {
   int close_status;
   int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);
   void *priority_ctx;
+  /* The sending end's tap (set_tap): each compressed byte as zstd makes
+   * it, before any framing, and the bytes given to zstd since the current
+   * zstd frame began (end_frame() starts the next). */
+  void (*tap)(void *ctx, const uint8_t *z, size_t n);
+  void *tap_ctx;
+  uint64_t frame_raw;
   /* Totals, for stats and benches. */
   uint64_t frames_in, bytes_in;   /* before compression (sending end) */
   uint64_t blocks_out, bytes_out; /* on the wire */
@@ -116,6 +125,31 @@ void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
                                     int (*fn)(void *ctx, const uint8_t *payload,
                                               size_t len),
                                     void *ctx);
+
+/* Sending end: |fn| sees every compressed byte of the stream from now on,
+ * as zstd produces it (blocks and their framing aside), the last ones when
+ * the transport closes or drain_tap() runs, whether or not they reached
+ * the peer; NULL stops it. Concatenated, the bytes from one end_frame() to
+ * the next are one zstd frame that inflates by itself into exactly the
+ * frames sent between them, each as [4-byte len][payload]. |ctx| is
+ * borrowed until the tap is cleared or the transport closed. */
+void tg_zstd_transport_set_tap(tg_zstd_transport_t *t,
+                               void (*fn)(void *ctx, const uint8_t *z,
+                                          size_t n),
+                               void *ctx);
+/* Ends the current zstd frame (its last bytes go to the tap and the
+ * stream) so that what is sent next starts a new one; a receiver inflates
+ * the frames one after the other as one stream. No-op when nothing was
+ * sent since the last end. Returns 0 or -EIO. */
+int tg_zstd_transport_end_frame(tg_zstd_transport_t *t);
+/* Bytes of frames (with their 4-byte lengths) given to zstd since the
+ * current zstd frame began: where the next frame will start inflated. */
+static inline uint64_t tg_zstd_transport_frame_pos(const tg_zstd_transport_t *t) {
+  return t->frame_raw;
+}
+/* Hands the tap whatever zstd still holds back, without sending it, and
+ * clears the tap (the transport also does this as it closes). */
+void tg_zstd_transport_drain_tap(tg_zstd_transport_t *t);
 
 static inline bool tg_zstd_transport_compressing(const tg_zstd_transport_t *t) {
   return t->cctx != NULL;

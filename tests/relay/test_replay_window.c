@@ -1,6 +1,7 @@
 /* Replay windows (relay/replay_window.h), without I/O: numbering,
  * acknowledgement, the exact loss when the window overflowed, frames too
- * big for one reply sent in parts, unknown keys, and the store's bounds. */
+ * big for one reply sent in parts, unknown keys, the store's bounds, and
+ * frames held as their place in compressed segments. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,10 +10,12 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "abi/ipc_frame.h"
 #include "pb/tracegate/relay.pb-c.h"
 #include "relay/replay_window.h"
+#include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 
 #define REQ 77u
@@ -313,8 +316,269 @@ static void blocks_are_kept_charged_and_freed(void **state) {
   tg_replay_store_free(&st);
 }
 
+/* --- compressed segments ---------------------------------------------------- */
+
+/* The compressing end, as tls/compress_transport.c makes its stream: each
+ * frame [4-byte len][payload] into zstd, the bytes to the open segment. */
+typedef struct zend {
+  ZSTD_CCtx *c;
+  uint64_t pos; /* bytes given to zstd since the zstd frame began */
+} zend_t;
+
+static void zrun(zend_t *z, tg_replay_store_t *st, tg_replay_window_t *w,
+                 tg_replay_seg_t *seg, const uint8_t *p, size_t n,
+                 ZSTD_EndDirective op) {
+  ZSTD_inBuffer in = {p, n, 0};
+  for (;;) {
+    uint8_t out[4096];
+    ZSTD_outBuffer o = {out, sizeof(out), 0};
+    size_t left = ZSTD_compressStream2(z->c, &o, &in, op);
+    assert_false(ZSTD_isError(left));
+    if (o.pos) tg_replay_seg_append(st, w, seg, out, o.pos);
+    if (in.pos == in.size && (op == ZSTD_e_continue ? o.pos < sizeof(out)
+                                                    : left == 0))
+      break;
+  }
+  z->pos += n;
+  if (op == ZSTD_e_end) z->pos = 0;
+}
+
+/* Sends one reply of |body| (after a 9-byte stand-in for the IPC frame's
+ * own fields) through |z| into |seg|, held by reference. */
+static uint64_t zsend(zend_t *z, tg_replay_store_t *st, tg_replay_window_t *w,
+                      tg_replay_seg_t *seg, const uint8_t *b, size_t n,
+                      bool last) {
+  uint8_t frame[4 + 9 + 512];
+  assert_true(n <= 512);
+  uint32_t len = (uint32_t)(9 + n);
+  memcpy(frame, &len, 4);
+  memset(frame + 4, 0xEE, 9);
+  memcpy(frame + 13, b, n);
+  uint64_t seq = tg_replay_push_ref(st, w, seg, z->pos + 13, b, n, last);
+  zrun(z, st, w, seg, frame, 4 + len, ZSTD_e_continue);
+  return seq;
+}
+
+/* A body of |n| bytes that does not compress (so that segments have a
+ * size the cap can be set against). */
+static size_t noisy_body(uint8_t *out, size_t n, uint32_t seed, bool last) {
+  size_t len = body(out, n, 'x', last);
+  uint8_t *p = out + len - 2 - n;
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    p[i] = (uint8_t)(seed >> 16);
+  }
+  return len;
+}
+
+/* A store with one window, a compressing end and an output buffer. */
+typedef struct zfix {
+  tg_replay_store_t st;
+  tg_replay_window_t *w;
+  zend_t z;
+  tg_buf_t out;
+} zfix_t;
+
+static void zfix_init(zfix_t *f, size_t cap) {
+  tg_replay_store_init(&f->st, cap, 4, 1000);
+  bool fresh;
+  f->w = tg_replay_acquire(&f->st, "alice/k", 0, &fresh);
+  assert_non_null(f->w);
+  f->z = (zend_t){ZSTD_createCCtx(), 0};
+  assert_non_null(f->z.c);
+  tg_buf_init(&f->out, 0);
+}
+
+static void zfix_free(zfix_t *f) {
+  tg_buf_free(&f->out);
+  ZSTD_freeCCtx(f->z.c);
+  tg_replay_store_free(&f->st);
+}
+
+static void compressed_segments_resume_whole_frames(void **state) {
+  (void)state;
+  zfix_t fx;
+  zfix_init(&fx, 1 << 20);
+  tg_replay_store_t *st = &fx.st;
+  tg_replay_window_t *w = fx.w;
+  zend_t *z = &fx.z;
+  uint8_t want[6][256];
+  size_t n[6];
+  /* Segment A: three frames, its zstd frame ended (a cut). */
+  tg_replay_seg_t *a = tg_replay_seg_open();
+  assert_non_null(a);
+  for (int i = 0; i < 3; i++) {
+    n[i] = body(want[i], 60 + i, (char)('a' + i), i != 1);
+    assert_int_equal(zsend(z, st, w, a, want[i], n[i], false), i + 1);
+  }
+  zrun(z, st, w, a, NULL, 0, ZSTD_e_end);
+  tg_replay_seg_close(w, a);
+  /* Segment B: three more, flushed but never ended (the connection went). */
+  tg_replay_seg_t *b = tg_replay_seg_open();
+  assert_non_null(b);
+  for (int i = 3; i < 6; i++) {
+    n[i] = body(want[i], 50 + i, (char)('a' + i), true);
+    assert_int_equal(zsend(z, st, w, b, want[i], n[i], i == 5), i + 1);
+  }
+  zrun(z, st, w, b, NULL, 0, ZSTD_e_flush);
+  tg_replay_seg_close(w, b);
+  /* Held as their compressed bytes: far less than the frames. */
+  size_t total = 0;
+  for (int i = 0; i < 6; i++) total += n[i];
+  assert_true(w->held > 0);
+  /* The client had frame 1: 2 to 6 come back whole. */
+  assert_int_equal(tg_replay_resume(w, 1, n[0], REQ, 1 << 20, &fx.out), 0);
+  replies_t rs;
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.n, 6); /* 2..6, end */
+  for (int i = 1; i < 6; i++) {
+    const Perfetto__Protos__ReplayedFrame *f = rs.r[i - 1]->frames[0];
+    assert_int_equal(f->seq, i + 1);
+    assert_int_equal(f->read_buffers_response.len, n[i]);
+    assert_memory_equal(f->read_buffers_response.data, want[i], n[i]);
+  }
+  assert_true(rs.r[4]->frames[0]->last_of_read);
+  assert_int_equal(rs.r[5]->last_seq, 6);
+  assert_int_equal(rs.r[5]->cum, total);
+  assert_int_equal(rs.r[5]->lost_frames, 0);
+  free_replies(&rs);
+  /* Resumed again from the middle of segment B: it inflates from its
+   * start on its own. */
+  tg_buf_reset(&fx.out);
+  uint64_t cum5 = total - n[5];
+  assert_int_equal(tg_replay_resume(w, 5, cum5, REQ, 1 << 20, &fx.out), 0);
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.n, 2);
+  assert_memory_equal(rs.r[0]->frames[0]->read_buffers_response.data, want[5],
+                      n[5]);
+  free_replies(&rs);
+  /* Acknowledged, every segment is freed and its charge given back. */
+  tg_replay_ack(w, 6);
+  assert_int_equal(w->held, 0);
+  zfix_free(&fx);
+}
+
+static void compressed_segments_over_the_cap_lose_exactly_the_oldest(
+    void **state) {
+  (void)state;
+  uint8_t b[512];
+  size_t one = noisy_body(b, 400, 1, true);
+  /* Room for about four frames' compressed bytes. */
+  zfix_t fx;
+  zfix_init(&fx, 4 * one + 1024);
+  tg_replay_store_t *st = &fx.st;
+  tg_replay_window_t *w = fx.w;
+  zend_t *z = &fx.z;
+  uint8_t want[12][512];
+  size_t n[12];
+  uint64_t seq = 0;
+  /* Three segments of four frames each: the third cannot fit beside the
+   * first two. */
+  for (int sg = 0; sg < 3; sg++) {
+    tg_replay_seg_t *seg = tg_replay_seg_open();
+    for (int i = sg * 4; i < sg * 4 + 4; i++) {
+      n[i] = noisy_body(want[i], 400, (uint32_t)i + 7, i != 7);
+      seq = zsend(z, st, w, seg, want[i], n[i], false);
+      assert_int_equal(seq, i + 1);
+      zrun(z, st, w, seg, NULL, 0, ZSTD_e_flush);
+    }
+    zrun(z, st, w, seg, NULL, 0, ZSTD_e_end);
+    tg_replay_seg_close(w, seg);
+    /* Over the cap by at most the segment being filled. */
+    assert_true(w->held <= st->cap + 4 * one + 1024);
+  }
+  /* The oldest frames went, counted exactly; what is left comes back. */
+  assert_true(w->dropped_frames >= 4);
+  uint64_t lost = w->dropped_frames;
+  uint64_t lost_bytes = 0;
+  for (uint64_t i = 0; i < lost; i++) lost_bytes += n[i];
+  assert_int_equal(w->dropped_bytes, lost_bytes);
+  assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &fx.out), 0);
+  replies_t rs;
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.r[0]->lost_frames, lost);
+  assert_int_equal(rs.r[0]->lost_bytes, lost_bytes);
+  /* Frame 8 ended inside a packet: when it is lost, 9 starts inside one. */
+  assert_int_equal(rs.r[0]->resync_inside_packet, lost == 8);
+  assert_int_equal(rs.n, 1 + (12 - lost) + 1);
+  for (uint64_t i = lost; i < 12; i++) {
+    const Perfetto__Protos__ReplayedFrame *f = rs.r[1 + i - lost]->frames[0];
+    assert_int_equal(f->seq, i + 1);
+    assert_memory_equal(f->read_buffers_response.data, want[i], n[i]);
+  }
+  free_replies(&rs);
+  zfix_free(&fx);
+}
+
+static void a_failed_segment_loses_its_frames_and_no_more(void **state) {
+  (void)state;
+  zfix_t fx;
+  zfix_init(&fx, 1 << 20);
+  tg_replay_store_t *st = &fx.st;
+  tg_replay_window_t *w = fx.w;
+  zend_t *z = &fx.z;
+  uint8_t b[256];
+  size_t n = body(b, 40, 'a', true);
+  tg_replay_seg_t *seg = tg_replay_seg_open();
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(zsend(z, st, w, seg, b, n, false), i + 1);
+  /* The compressor did not take frame 3 whole: nothing held inflates. */
+  tg_replay_seg_fail(w, seg);
+  assert_int_equal(w->held, 0);
+  assert_int_equal(w->dropped_frames, 3);
+  /* A frame into the failed segment is lost as well, counted. */
+  assert_int_equal(tg_replay_push_ref(st, w, seg, 0, b, n, false), 0);
+  assert_int_equal(w->dropped_frames, 4);
+  tg_replay_seg_close(w, seg);
+  /* A new segment (a new zstd frame) holds again. */
+  ZSTD_CCtx_reset(z->c, ZSTD_reset_session_only);
+  z->pos = 0;
+  tg_replay_seg_t *next = tg_replay_seg_open();
+  uint8_t b2[256];
+  size_t n2 = body(b2, 30, 'z', true);
+  assert_int_equal(zsend(z, st, w, next, b2, n2, true), 5);
+  zrun(z, st, w, next, NULL, 0, ZSTD_e_flush);
+  tg_replay_seg_close(w, next);
+  assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &fx.out), 0);
+  replies_t rs;
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.n, 3); /* loss, 5, end */
+  assert_int_equal(rs.r[0]->lost_frames, 4);
+  assert_int_equal(rs.r[0]->lost_bytes, 4 * n);
+  assert_int_equal(rs.r[1]->frames[0]->seq, 5);
+  assert_memory_equal(rs.r[1]->frames[0]->read_buffers_response.data, b2, n2);
+  free_replies(&rs);
+  zfix_free(&fx);
+}
+
+/* A frame said to be where the segment's bytes do not reach: the Resume
+ * fails with TG_EBAD_COMPRESSED, it does not send what it never held. */
+static void a_segment_short_of_its_frame_is_an_error(void **state) {
+  (void)state;
+  zfix_t fx;
+  zfix_init(&fx, 1 << 20);
+  tg_replay_store_t *st = &fx.st;
+  tg_replay_window_t *w = fx.w;
+  zend_t *z = &fx.z;
+  uint8_t b[256];
+  size_t n = body(b, 40, 'a', true);
+  tg_replay_seg_t *seg = tg_replay_seg_open();
+  assert_int_equal(zsend(z, st, w, seg, b, n, false), 1);
+  zrun(z, st, w, seg, NULL, 0, ZSTD_e_flush);
+  /* Frame 2 is numbered but its bytes never reach the segment. */
+  assert_int_equal(tg_replay_push_ref(st, w, seg, z->pos + 13, b, n, false), 2);
+  tg_replay_seg_close(w, seg);
+  assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &fx.out),
+                   TG_EBAD_COMPRESSED);
+  zfix_free(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(compressed_segments_resume_whole_frames),
+      cmocka_unit_test(compressed_segments_over_the_cap_lose_exactly_the_oldest),
+      cmocka_unit_test(a_failed_segment_loses_its_frames_and_no_more),
+      cmocka_unit_test(a_segment_short_of_its_frame_is_an_error),
       cmocka_unit_test(acked_frames_are_not_sent_again),
       cmocka_unit_test(overflow_is_counted_exactly),
       cmocka_unit_test(big_frames_go_in_parts_cut_at_slices),

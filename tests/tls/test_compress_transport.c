@@ -462,8 +462,125 @@ static void bulk_frames_are_assembled_in_place(void **state) {
   }
 }
 
+/* The tap (what the relay's replay window keeps of a compressed stream):
+ * the compressed bytes between two end_frame() calls inflate on their own
+ * into exactly the frames sent between them, each at the place
+ * frame_pos() gave before it was sent; plain frames stay out of it; the
+ * receiving end reads the zstd frames one after the other as one stream;
+ * and what zstd held back when the sender closed reaches the tap too. */
+#define TAP_FRAMES 60
+#define TAP_SEGS 8
+
+typedef struct tap_log {
+  tg_buf_t seg[TAP_SEGS];
+  unsigned cur;
+} tap_log_t;
+
+static void tap_fn(void *ctx, const uint8_t *z, size_t n) {
+  tap_log_t *l = ctx;
+  assert_true(l->cur < TAP_SEGS);
+  assert_int_equal(tg_buf_append(&l->seg[l->cur], z, n), 0);
+}
+
+static void the_tap_holds_each_zstd_frame_whole(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  p.rx.check_content = true;
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+  assert_int_equal(tg_zstd_transport_start_decompress(&p.rx.z, 20), 0);
+  static tap_log_t log;
+  for (int i = 0; i < TAP_SEGS; i++) tg_buf_init(&log.seg[i], 0);
+  log.cur = 0;
+  tg_zstd_transport_set_tap(&p.tx.z, tap_fn, &log);
+  /* What each segment must inflate to, and where each frame starts. */
+  static tg_buf_t want[TAP_SEGS];
+  for (int i = 0; i < TAP_SEGS; i++) tg_buf_init(&want[i], 0);
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  uint64_t pos[TAP_FRAMES];
+  unsigned seg_of[TAP_FRAMES];
+  uint32_t seq = 0;
+  for (; seq < TAP_FRAMES; seq++) {
+    if (seq > 0 && seq % 9 == 0) {
+      assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
+      assert_int_equal(tg_zstd_transport_frame_pos(&p.tx.z), 0);
+      /* Nothing sent since: a second end is nothing. */
+      assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
+      log.cur++;
+    }
+    size_t n = make_frame(buf + 4, seq,
+                          seq % 5 == 0 ? TG_IPC_FRAME_MAX_PAYLOAD - 2
+                                       : 100 + seq * 37);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    seg_of[seq] = TAP_SEGS; /* none */
+    if (seq % 7 == 3) {
+      /* A plain frame beside the stream is not in it (sent after what
+       * came before it left, so that it arrives in order). */
+      uv_run(&loop, UV_RUN_NOWAIT);
+      uint64_t before = tg_zstd_transport_frame_pos(&p.tx.z);
+      assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, true),
+                       0);
+      assert_int_equal(tg_zstd_transport_frame_pos(&p.tx.z), before);
+      continue;
+    }
+    pos[seq] = tg_zstd_transport_frame_pos(&p.tx.z);
+    seg_of[seq] = log.cur;
+    assert_int_equal(want[log.cur].len, pos[seq]);
+    assert_int_equal(tg_buf_append(&want[log.cur], buf, 4 + n), 0);
+    assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, false), 0);
+    if (seq % 4 == 0) uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  p.want = TAP_FRAMES;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_false(p.rx.closed);
+  assert_true(p.rx.order_ok);
+  assert_true(p.rx.content_ok);
+  /* Close with nothing flushed since the last frames went: the close's
+   * own flush reaches the tap. */
+  size_t n = make_frame(buf + 4, seq, 3000);
+  memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+  uint64_t last_pos = tg_zstd_transport_frame_pos(&p.tx.z);
+  assert_int_equal(tg_buf_append(&want[log.cur], buf, 4 + n), 0);
+  assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, false), 0);
+  tg_transport_close(&p.tx.z.base, TG_EPEER_CLOSED); /* no flush to the peer */
+  assert_null(p.tx.z.tap);
+  /* Each segment alone inflates to its frames, each where it was said. */
+  for (unsigned sg = 0; sg <= log.cur; sg++) {
+    size_t cap = tg_buf_size(&want[sg]);
+    uint8_t *got = malloc(cap + 1);
+    assert_non_null(got);
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    ZSTD_inBuffer zi = {tg_buf_begin(&log.seg[sg]), tg_buf_size(&log.seg[sg]), 0};
+    ZSTD_outBuffer zo = {got, cap + 1, 0};
+    while (zi.pos < zi.size) {
+      size_t r = ZSTD_decompressStream(d, &zo, &zi);
+      assert_false(ZSTD_isError(r));
+    }
+    assert_int_equal(zo.pos, cap);
+    assert_memory_equal(got, tg_buf_begin(&want[sg]), cap);
+    for (unsigned f = 0; f < TAP_FRAMES; f++)
+      if (seg_of[f] == sg)
+        assert_memory_equal(got + pos[f] + 4, &(uint32_t){f}, 4);
+    if (sg == log.cur)
+      assert_memory_equal(got + last_pos + 4, &(uint32_t){seq}, 4);
+    ZSTD_freeDCtx(d);
+    free(got);
+  }
+  for (int i = 0; i < TAP_SEGS; i++) {
+    tg_buf_free(&log.seg[i]);
+    tg_buf_free(&want[i]);
+  }
+  tg_transport_close(&p.rx.z.base, 0);
+  assert_true(run_until(&loop, both_closed, &p));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(the_tap_holds_each_zstd_frame_whole),
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
       cmocka_unit_test(hostile_streams_close_the_receiver),
       cmocka_unit_test(plain_frames_pass_beside_the_stream),
