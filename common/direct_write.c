@@ -3,6 +3,19 @@
  * The blocks form a ring: [head, head + n_queued) are queued for the
  * thread in file order (the one at head is being written), the caller
  * fills the next one. The caller waits only when all of them are queued.
+ *
+ * The caller fills a block with streaming stores (x86's non-temporal
+ * moves) where it can: the device read the block's lines the last time
+ * round, and an ordinary store must first take each line back from it
+ * (a read of the line for ownership); a streaming store of a whole line
+ * skips that, and the lines, never read again here, do not evict the
+ * caller's data from the cache. It costs the CLI 20-30% less CPU per GB
+ * on a fast recording (docs/operations.md). A line must not mix ordinary
+ * and streaming stores (that is slower than either), so the end of each
+ * append that does not fill its line waits in |line| until the next
+ * append fills it; only a block's last partial line is copied the
+ * ordinary way, when the block is handed over. Streaming stores are not
+ * ordered by the mutex: submit() fences them first.
  * The thread owns |direct| and the stats it counts; the mutex guards
  * head, n_queued, the queued lengths and quit; err is atomic so that an
  * append can see it without the lock.
@@ -17,6 +30,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "common/log.h"
 
@@ -46,7 +62,11 @@ struct tg_direct_writer {
   bool direct;
   /* The caller's. */
   unsigned fill;
-  size_t fill_len;
+  size_t fill_len; /* bytes of the block filled, |line|'s included */
+  /* The block's last partial line, not yet stored: its bytes belong at
+   * fill_len - line_len, a multiple of 64. */
+  _Alignas(64) uint8_t line[64];
+  size_t line_len;
   bool finished;
   tg_direct_write_stats_t st;
 };
@@ -186,7 +206,62 @@ fail:
 
 /* Queues the block being filled (|len| bytes) and moves to the next one,
  * waiting while every block is queued. */
+#if defined(__SSE2__)
+/* One 64-byte line from |s| (any alignment) to |d| (line-aligned). */
+static inline void stream_line(uint8_t *d, const uint8_t *s) {
+  __m128i a = _mm_loadu_si128((const __m128i *)s);
+  __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+  __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+  __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+  _mm_stream_si128((__m128i *)d, a);
+  _mm_stream_si128((__m128i *)(d + 16), b);
+  _mm_stream_si128((__m128i *)(d + 32), c);
+  _mm_stream_si128((__m128i *)(d + 48), e);
+}
+
+/* Appends |n| bytes that fit the block: whole lines streamed, a partial
+ * one staged in |line|. */
+static void fill_block(tg_direct_writer_t *w, const uint8_t *src, size_t n) {
+  uint8_t *blk = w->blk[w->fill];
+  size_t at = w->fill_len - w->line_len;
+  w->fill_len += n;
+  while (n) {
+    if (w->line_len || n < 64) {
+      size_t t = 64 - w->line_len;
+      if (t > n) t = n;
+      memcpy(w->line + w->line_len, src, t);
+      w->line_len += t;
+      src += t;
+      n -= t;
+      if (w->line_len == 64) {
+        stream_line(blk + at, w->line);
+        at += 64;
+        w->line_len = 0;
+      }
+      continue;
+    }
+    for (; n >= 64; n -= 64, src += 64, at += 64) stream_line(blk + at, src);
+  }
+}
+
+/* The staged line into the block, and every streamed store visible
+ * before the block changes hands. */
+static void seal_block(tg_direct_writer_t *w) {
+  memcpy(w->blk[w->fill] + w->fill_len - w->line_len, w->line, w->line_len);
+  w->line_len = 0;
+  _mm_sfence();
+}
+#else
+static void fill_block(tg_direct_writer_t *w, const uint8_t *src, size_t n) {
+  memcpy(w->blk[w->fill] + w->fill_len, src, n);
+  w->fill_len += n;
+}
+
+static void seal_block(tg_direct_writer_t *w) { (void)w; }
+#endif
+
 static int submit(tg_direct_writer_t *w, size_t len) {
+  seal_block(w);
   pthread_mutex_lock(&w->mu);
   w->queued_len[w->fill] = len;
   w->n_queued++;
@@ -207,8 +282,7 @@ int tg_direct_writer_append(tg_direct_writer_t *w, const void *p, size_t n) {
   while (n && rv == 0) {
     size_t k = TG_DIRECT_WRITE_BLOCK - w->fill_len;
     if (k > n) k = n;
-    memcpy(w->blk[w->fill] + w->fill_len, src, k);
-    w->fill_len += k;
+    fill_block(w, src, k);
     src += k;
     n -= k;
     if (w->fill_len == TG_DIRECT_WRITE_BLOCK)

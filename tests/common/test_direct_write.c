@@ -36,19 +36,23 @@ static uint8_t byte_at(uint64_t i) {
   return (uint8_t)(x >> 56);
 }
 
-/* Appends |total| bytes in pieces of sizes from 1 byte to 9 MiB. */
+/* Appends |total| bytes in pieces of sizes from 1 byte to 9 MiB, from
+ * sources at any alignment, with runs the size of the CLI's (a 3-byte
+ * packet header, then ~1 KiB of packet) and around a 64-byte line. */
 static int append_pattern(tg_direct_writer_t *w, uint64_t total) {
-  static const size_t sizes[] = {1, 7, 4096, 4095, 100000, 9u << 20, 33,
-                                 (4u << 20) - 5, 65536, 3};
-  uint8_t *piece = malloc(9u << 20);
+  static const size_t sizes[] = {1,  7,  4096, 4095, 100000, 9u << 20, 33,
+                                 (4u << 20) - 5, 65536, 3, 1021, 3, 1021,
+                                 63, 64, 65, 128, 2,  61};
+  uint8_t *piece = malloc((9u << 20) + 8);
   assert_non_null(piece);
   uint64_t off = 0;
   int rv = 0;
   for (size_t k = 0; off < total && rv == 0; k++) {
     size_t n = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))];
     if (n > total - off) n = (size_t)(total - off);
-    for (size_t i = 0; i < n; i++) piece[i] = byte_at(off + i);
-    rv = tg_direct_writer_append(w, piece, n);
+    uint8_t *src = piece + k % 7;
+    for (size_t i = 0; i < n; i++) src[i] = byte_at(off + i);
+    rv = tg_direct_writer_append(w, src, n);
     off += n;
   }
   free(piece);
