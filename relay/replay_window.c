@@ -306,7 +306,10 @@ typedef struct inflater {
  * frame may start just before that. */
 #define SEG_INFLATED_MAX (TG_REPLAY_SEG_RAW + TG_IPC_FRAME_BUFFER_SIZE)
 
-/* Points |*base| at |seg| inflated through byte |end|. */
+/* Points |*base| at |seg| inflated through byte |end|. -EAGAIN when an
+ * open segment does not reach it yet: its compressor makes the bytes of
+ * a frame by the end of the loop iteration it was sent in, and a Resume
+ * on another connection may come first. */
 static int inflate_to(inflater_t *in, const tg_replay_seg_t *seg,
                       uint64_t end, const uint8_t **base) {
   if (end > SEG_INFLATED_MAX) return TG_EBAD_COMPRESSED;
@@ -334,7 +337,8 @@ static int inflate_to(inflater_t *in, const tg_replay_seg_t *seg,
     bool stuck = zo.pos == in->have && zi.pos == in->zpos;
     in->have = zo.pos;
     in->zpos = zi.pos;
-    if (ZSTD_isError(r) || stuck) return TG_EBAD_COMPRESSED;
+    if (ZSTD_isError(r)) return TG_EBAD_COMPRESSED;
+    if (stuck) return seg->open ? -EAGAIN : TG_EBAD_COMPRESSED;
   }
   *base = in->buf;
   return 0;
@@ -449,6 +453,11 @@ int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,
     if (f->seg) {
       const uint8_t *base = NULL;
       rv = inflate_to(&inf, f->seg, f->seg_off + f->len, &base);
+      if (rv == -EAGAIN) { /* the client asks again for the rest */
+        rv = 0;
+        r.has_more = r.more = 1;
+        break;
+      }
       if (rv < 0) break;
       body = base + f->seg_off;
     }

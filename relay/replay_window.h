@@ -155,7 +155,9 @@ void tg_replay_ack(tg_replay_window_t *w, uint64_t seq);
  * frame), at most about |max_bytes| of them, then the final
  * ResumeResponse: the frames and bytes lost between |last_seq| and the
  * first frame still held, and |more| when frames were left for another
- * call. Frames through |last_seq| are acknowledged by the call. |w| NULL:
+ * call, or when a frame's compressed bytes are not all made yet (its
+ * segment still open: they come within the loop iteration). Frames
+ * through |last_seq| are acknowledged by the call. |w| NULL:
  * the final reply says unknown_key. Returns 0, -ENOMEM, or TG_EBAD_COMPRESSED
  * when a segment does not inflate to the frame it should hold. */
 int tg_replay_resume(tg_replay_window_t *w, uint64_t last_seq, uint64_t cum,

@@ -573,8 +573,49 @@ static void a_segment_short_of_its_frame_is_an_error(void **state) {
   zfix_free(&fx);
 }
 
+/* A Resume that comes before the compressor made a frame's bytes (on
+ * another connection, in the same loop iteration): the frames before it
+ * go now, the reply says more, and the next Resume sends the rest. */
+static void a_frame_still_in_the_compressor_comes_with_the_next_resume(
+    void **state) {
+  (void)state;
+  zfix_t fx;
+  zfix_init(&fx, 1 << 20);
+  zend_t *z = &fx.z;
+  uint8_t b[256], b2[512];
+  size_t n = body(b, 40, 'a', true);
+  size_t n2 = noisy_body(b2, 400, 9, true);
+  tg_replay_seg_t *seg = tg_replay_seg_open();
+  assert_int_equal(zsend(z, &fx.st, fx.w, seg, b, n, false), 1);
+  zrun(z, &fx.st, fx.w, seg, NULL, 0, ZSTD_e_flush);
+  /* Frame 2 is given to zstd, not flushed: its bytes are not all out. */
+  assert_int_equal(zsend(z, &fx.st, fx.w, seg, b2, n2, true), 2);
+  assert_int_equal(tg_replay_resume(fx.w, 0, 0, REQ, 1 << 20, &fx.out), 0);
+  replies_t rs;
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.n, 2); /* 1, end with more */
+  assert_int_equal(rs.r[0]->frames[0]->seq, 1);
+  assert_true(rs.r[1]->more);
+  free_replies(&rs);
+  /* The iteration's flush: the client's next Resume gets frame 2. */
+  zrun(z, &fx.st, fx.w, seg, NULL, 0, ZSTD_e_flush);
+  tg_buf_reset(&fx.out);
+  assert_int_equal(tg_replay_resume(fx.w, 1, n, REQ, 1 << 20, &fx.out), 0);
+  parse(&fx.out, &rs);
+  assert_int_equal(rs.n, 2); /* 2, end */
+  assert_int_equal(rs.r[0]->frames[0]->seq, 2);
+  assert_memory_equal(rs.r[0]->frames[0]->read_buffers_response.data, b2, n2);
+  assert_false(rs.r[1]->more);
+  assert_int_equal(rs.r[1]->last_seq, 2);
+  free_replies(&rs);
+  tg_replay_seg_close(fx.w, seg);
+  zfix_free(&fx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(
+          a_frame_still_in_the_compressor_comes_with_the_next_resume),
       cmocka_unit_test(compressed_segments_resume_whole_frames),
       cmocka_unit_test(compressed_segments_over_the_cap_lose_exactly_the_oldest),
       cmocka_unit_test(a_failed_segment_loses_its_frames_and_no_more),
