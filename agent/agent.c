@@ -109,10 +109,10 @@ static void on_clock_timer(uv_timer_t *t) {
 /* The agent's thread does batch work (commits, the service's commands)
  * that can wait a scheduler slice without harm. Under SCHED_BATCH its
  * wake-ups do not preempt the task running where it wakes (sched(7)): a
- * writer that finds the SMB full wakes it for every pass, thousands of
- * times a second, and each wake-up used to switch out whatever ran there,
- * often the tracing service copying the chunks it had just been sent. It
- * keeps its share of the CPU. A policy the app chose (inherited from the
+ * writer that finds the SMB full wakes it for every pass, and each
+ * wake-up would switch out whatever ran there, often the tracing service
+ * copying the chunks it had just been sent. It keeps its share of the
+ * CPU. A policy the app chose (inherited from the
  * thread that called tg_agent_init: real-time, idle, batch) is kept. */
 static void use_batch_policy(void) {
   int policy;

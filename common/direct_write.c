@@ -9,8 +9,8 @@
  * round, and an ordinary store must first take each line back from it
  * (a read of the line for ownership); a streaming store of a whole line
  * skips that, and the lines, never read again here, do not evict the
- * caller's data from the cache. It costs the CLI 20-30% less CPU per GB
- * on a fast recording (docs/operations.md). A line must not mix ordinary
+ * caller's data from the cache (docs/operations.md has the figures). A
+ * line must not mix ordinary
  * and streaming stores (that is slower than either), so the end of each
  * append that does not fill its line waits in |line| until the next
  * append fills it; only a block's last partial line is copied the
@@ -204,8 +204,6 @@ fail:
   return rv;
 }
 
-/* Queues the block being filled (|len| bytes) and moves to the next one,
- * waiting while every block is queued. */
 #if defined(__SSE2__)
 /* One 64-byte line from |s| (any alignment) to |d| (line-aligned). */
 static inline void stream_line(uint8_t *d, const uint8_t *s) {
@@ -260,6 +258,8 @@ static void fill_block(tg_direct_writer_t *w, const uint8_t *src, size_t n) {
 static void seal_block(tg_direct_writer_t *w) { (void)w; }
 #endif
 
+/* Queues the block being filled (|len| bytes) and moves to the next one,
+ * waiting while every block is queued. */
 static int submit(tg_direct_writer_t *w, size_t len) {
   seal_block(w);
   pthread_mutex_lock(&w->mu);

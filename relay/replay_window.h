@@ -20,9 +20,9 @@
  * compressed, as a place in a segment: the zstd bytes the compressing
  * transport made of it (tls/compress_transport.h's tap), one zstd frame
  * per segment, inflated only when a Resume needs it. Holding what was
- * sent compressed costs the relay no copy of the trace (a copy of each
- * frame was ~20% of its CPU on a fast stream) and lets the same cap hold
- * the trace many times over. A segment counts against its window's cap as
+ * sent compressed costs the relay no copy of the trace, nor a fresh
+ * buffer for each reply read (memory the cache never holds), and lets
+ * the same cap hold the trace many times over. A segment counts against its window's cap as
  * its compressed bytes; an open segment may take the window past the cap
  * by what it holds (at most about TG_REPLAY_SEG_RAW of frames).
  *

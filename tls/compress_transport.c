@@ -186,7 +186,7 @@ int tg_zstd_transport_end_frame(tg_zstd_transport_t *t) {
   if (t->frame_raw == 0) return 0;
   ZSTD_inBuffer in = {NULL, 0, 0};
   int rv = compress(t, &in, ZSTD_e_end);
-  if (rv < 0) return rv;
+  if (rv == -EIO) return rv; /* a refused block still ended the frame */
   /* The frame's end sits in |block| with what follows: the flush tick of
    * the next send takes it; none armed means nothing was sent since the
    * last tick, so arm one. */
