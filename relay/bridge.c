@@ -23,6 +23,7 @@
 #include "common/log.h"
 
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n);
+static void close_seg(tg_relay_bridge_t *b, bool cut);
 
 const char *tg__bridge_who(const tg_relay_bridge_t *b) {
   return b->identity[0] ? b->identity : "-";
@@ -42,7 +43,7 @@ void tg_relay_env_init(tg_relay_env_t *env) {
 static void on_timer_closed(uv_handle_t *h) {
   tg_relay_bridge_t *b = h->data;
   tg_relay_env_t *env = b->env;
-  if (b->seg) tg_replay_seg_close(b->win, b->seg); /* the client is gone */
+  close_seg(b, false); /* the client is gone */
   if (b->win) tg_replay_release(env->replay, b->win, uv_now(env->loop));
   tg_list_remove(&b->node);
   env->n_bridges--;
@@ -210,14 +211,14 @@ static void on_tap(void *ctx, const uint8_t *z, size_t n) {
   if (b->seg) tg_replay_seg_append(b->env->replay, b->win, b->seg, z, n);
 }
 
-/* Ends the open segment where the stream goes on: its zstd frame ends, so
- * that it inflates by itself. */
-static void cut_seg(tg_relay_bridge_t *b) {
+/* Closes the open segment. |cut|: the stream goes on, so its zstd frame
+ * ends first and the segment inflates by itself; otherwise (the client is
+ * going, or ending the frame failed) whatever zstd still holds goes to it,
+ * and nothing sent after this is in it. */
+static void close_seg(tg_relay_bridge_t *b, bool cut) {
   if (!b->seg) return;
-  if (tg_zstd_transport_end_frame(&b->z) < 0) {
-    /* Closing, or zstd failed: nothing after this inflates. */
+  if (!cut || tg_zstd_transport_end_frame(&b->z) < 0)
     tg_zstd_transport_drain_tap(&b->z);
-  }
   tg_replay_seg_close(b->win, b->seg);
   b->seg = NULL;
 }
@@ -230,7 +231,7 @@ static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
                             size_t payload_len, const tg_relay_effect_t *e) {
   if (b->seg && (b->seg->broken ||
                  tg_zstd_transport_frame_pos(&b->z) >= TG_REPLAY_SEG_RAW))
-    cut_seg(b);
+    close_seg(b, true);
   if (!b->seg) {
     /* A segment starts a zstd frame: end one that holds frames already. */
     if (tg_zstd_transport_end_frame(&b->z) < 0) return false;
@@ -238,12 +239,11 @@ static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
     tg_zstd_transport_set_tap(&b->z, on_tap, b);
   }
   /* Inflated, the segment holds each frame as [4-byte len][payload]. */
-  uint64_t off = tg_zstd_transport_frame_pos(&b->z) + TG_IPC_FRAME_HEADER_SIZE +
-                 (uint64_t)(e->bulk.body - payload);
-  tg_replay_push_ref(b->env->replay, b->win, b->seg, off, e->bulk.body,
+  uint64_t at = tg_zstd_transport_frame_pos(&b->z) + TG_IPC_FRAME_HEADER_SIZE;
+  tg_replay_push_ref(b->env->replay, b->win, b->seg,
+                     at + (uint64_t)(e->bulk.body - payload), e->bulk.body,
                      e->bulk.len, e->bulk.last);
-  b->seg_frame_end = tg_zstd_transport_frame_pos(&b->z) +
-                     TG_IPC_FRAME_HEADER_SIZE + (uint64_t)(payload_len);
+  b->seg_frame_end = at + payload_len;
   b->replay_compressed++;
   return true;
 }
@@ -257,7 +257,7 @@ static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
 static void take_window(tg_relay_bridge_t *b) {
   if (!b->env->replay) return;
   uint64_t now = uv_now(b->env->loop);
-  cut_seg(b); /* the old key's segment ends with its window */
+  close_seg(b, true); /* the old key's segment ends with its window */
   if (b->win) tg_replay_release(b->env->replay, b->win, now);
   char ns[TG_AUTHZ_IDENTITY_MAX + TG_RELAY_SESSION_KEY_MAX + 2];
   snprintf(ns, sizeof(ns), "%s/%s", b->filter.identity,
@@ -736,11 +736,7 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   if (b->client_open) tg_transport_close(b->client, status);
   /* After the close, whose last flush and the compressor's remains went
    * to the segment: it holds every frame sent. */
-  if (b->seg) {
-    tg_zstd_transport_drain_tap(&b->z);
-    tg_replay_seg_close(b->win, b->seg);
-    b->seg = NULL;
-  }
+  close_seg(b, false);
   if (b->up_open && was_open) {
     tg_buf_reset(&b->out);
     int d = tg_relay_filter_detach_on_drop(&b->filter, &b->out, b->detach_key,

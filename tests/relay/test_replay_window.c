@@ -318,47 +318,6 @@ static void blocks_are_kept_charged_and_freed(void **state) {
 
 /* --- compressed segments ---------------------------------------------------- */
 
-/* The compressing end, as tls/compress_transport.c makes its stream: each
- * frame [4-byte len][payload] into zstd, the bytes to the open segment. */
-typedef struct zend {
-  ZSTD_CCtx *c;
-  uint64_t pos; /* bytes given to zstd since the zstd frame began */
-} zend_t;
-
-static void zrun(zend_t *z, tg_replay_store_t *st, tg_replay_window_t *w,
-                 tg_replay_seg_t *seg, const uint8_t *p, size_t n,
-                 ZSTD_EndDirective op) {
-  ZSTD_inBuffer in = {p, n, 0};
-  for (;;) {
-    uint8_t out[4096];
-    ZSTD_outBuffer o = {out, sizeof(out), 0};
-    size_t left = ZSTD_compressStream2(z->c, &o, &in, op);
-    assert_false(ZSTD_isError(left));
-    if (o.pos) tg_replay_seg_append(st, w, seg, out, o.pos);
-    if (in.pos == in.size && (op == ZSTD_e_continue ? o.pos < sizeof(out)
-                                                    : left == 0))
-      break;
-  }
-  z->pos += n;
-  if (op == ZSTD_e_end) z->pos = 0;
-}
-
-/* Sends one reply of |body| (after a 9-byte stand-in for the IPC frame's
- * own fields) through |z| into |seg|, held by reference. */
-static uint64_t zsend(zend_t *z, tg_replay_store_t *st, tg_replay_window_t *w,
-                      tg_replay_seg_t *seg, const uint8_t *b, size_t n,
-                      bool last) {
-  uint8_t frame[4 + 9 + 512];
-  assert_true(n <= 512);
-  uint32_t len = (uint32_t)(9 + n);
-  memcpy(frame, &len, 4);
-  memset(frame + 4, 0xEE, 9);
-  memcpy(frame + 13, b, n);
-  uint64_t seq = tg_replay_push_ref(st, w, seg, z->pos + 13, b, n, last);
-  zrun(z, st, w, seg, frame, 4 + len, ZSTD_e_continue);
-  return seq;
-}
-
 /* A body of |n| bytes that does not compress (so that segments have a
  * size the cap can be set against). */
 static size_t noisy_body(uint8_t *out, size_t n, uint32_t seed, bool last) {
@@ -371,12 +330,15 @@ static size_t noisy_body(uint8_t *out, size_t n, uint32_t seed, bool last) {
   return len;
 }
 
-/* A store with one window, a compressing end and an output buffer. */
+/* A store with one window, and the compressing end of a connection as
+ * tls/compress_transport.c makes its stream: each frame [4-byte
+ * len][payload] into zstd, the bytes to the open segment. */
 typedef struct zfix {
   tg_replay_store_t st;
   tg_replay_window_t *w;
-  zend_t z;
-  tg_buf_t out;
+  ZSTD_CCtx *c;
+  uint64_t pos; /* bytes given to zstd since the zstd frame began */
+  tg_buf_t out; /* Resume's replies */
 } zfix_t;
 
 static void zfix_init(zfix_t *f, size_t cap) {
@@ -384,24 +346,55 @@ static void zfix_init(zfix_t *f, size_t cap) {
   bool fresh;
   f->w = tg_replay_acquire(&f->st, "alice/k", 0, &fresh);
   assert_non_null(f->w);
-  f->z = (zend_t){ZSTD_createCCtx(), 0};
-  assert_non_null(f->z.c);
+  f->c = ZSTD_createCCtx();
+  assert_non_null(f->c);
+  f->pos = 0;
   tg_buf_init(&f->out, 0);
 }
 
 static void zfix_free(zfix_t *f) {
   tg_buf_free(&f->out);
-  ZSTD_freeCCtx(f->z.c);
+  ZSTD_freeCCtx(f->c);
   tg_replay_store_free(&f->st);
+}
+
+static void zrun(zfix_t *f, tg_replay_seg_t *seg, const uint8_t *p, size_t n,
+                 ZSTD_EndDirective op) {
+  ZSTD_inBuffer in = {p, n, 0};
+  for (;;) {
+    uint8_t out[4096];
+    ZSTD_outBuffer o = {out, sizeof(out), 0};
+    size_t left = ZSTD_compressStream2(f->c, &o, &in, op);
+    assert_false(ZSTD_isError(left));
+    if (o.pos) tg_replay_seg_append(&f->st, f->w, seg, out, o.pos);
+    if (in.pos == in.size && (op == ZSTD_e_continue ? o.pos < sizeof(out)
+                                                    : left == 0))
+      break;
+  }
+  f->pos += n;
+  if (op == ZSTD_e_end) f->pos = 0;
+}
+
+/* Sends one reply of |body| (after a 9-byte stand-in for the IPC frame's
+ * own fields) into |seg|, held by reference. */
+static uint64_t zsend(zfix_t *f, tg_replay_seg_t *seg, const uint8_t *b,
+                      size_t n, bool last) {
+  uint8_t frame[4 + 9 + 512];
+  assert_true(n <= 512);
+  uint32_t len = (uint32_t)(9 + n);
+  memcpy(frame, &len, 4);
+  memset(frame + 4, 0xEE, 9);
+  memcpy(frame + 13, b, n);
+  uint64_t seq = tg_replay_push_ref(&f->st, f->w, seg, f->pos + 13, b, n, last);
+  zrun(f, seg, frame, 4 + len, ZSTD_e_continue);
+  return seq;
 }
 
 static void compressed_segments_resume_whole_frames(void **state) {
   (void)state;
   zfix_t fx;
   zfix_init(&fx, 1 << 20);
-  tg_replay_store_t *st = &fx.st;
   tg_replay_window_t *w = fx.w;
-  zend_t *z = &fx.z;
   uint8_t want[6][256];
   size_t n[6];
   /* Segment A: three frames, its zstd frame ended (a cut). */
@@ -409,18 +402,18 @@ static void compressed_segments_resume_whole_frames(void **state) {
   assert_non_null(a);
   for (int i = 0; i < 3; i++) {
     n[i] = body(want[i], 60 + i, (char)('a' + i), i != 1);
-    assert_int_equal(zsend(z, st, w, a, want[i], n[i], false), i + 1);
+    assert_int_equal(zsend(&fx, a, want[i], n[i], false), i + 1);
   }
-  zrun(z, st, w, a, NULL, 0, ZSTD_e_end);
+  zrun(&fx, a, NULL, 0, ZSTD_e_end);
   tg_replay_seg_close(w, a);
   /* Segment B: three more, flushed but never ended (the connection went). */
   tg_replay_seg_t *b = tg_replay_seg_open();
   assert_non_null(b);
   for (int i = 3; i < 6; i++) {
     n[i] = body(want[i], 50 + i, (char)('a' + i), true);
-    assert_int_equal(zsend(z, st, w, b, want[i], n[i], i == 5), i + 1);
+    assert_int_equal(zsend(&fx, b, want[i], n[i], i == 5), i + 1);
   }
-  zrun(z, st, w, b, NULL, 0, ZSTD_e_flush);
+  zrun(&fx, b, NULL, 0, ZSTD_e_flush);
   tg_replay_seg_close(w, b);
   /* Held as their compressed bytes: far less than the frames. */
   size_t total = 0;
@@ -466,9 +459,7 @@ static void compressed_segments_over_the_cap_lose_exactly_the_oldest(
   /* Room for about four frames' compressed bytes. */
   zfix_t fx;
   zfix_init(&fx, 4 * one + 1024);
-  tg_replay_store_t *st = &fx.st;
   tg_replay_window_t *w = fx.w;
-  zend_t *z = &fx.z;
   uint8_t want[12][512];
   size_t n[12];
   uint64_t seq = 0;
@@ -478,14 +469,14 @@ static void compressed_segments_over_the_cap_lose_exactly_the_oldest(
     tg_replay_seg_t *seg = tg_replay_seg_open();
     for (int i = sg * 4; i < sg * 4 + 4; i++) {
       n[i] = noisy_body(want[i], 400, (uint32_t)i + 7, i != 7);
-      seq = zsend(z, st, w, seg, want[i], n[i], false);
+      seq = zsend(&fx, seg, want[i], n[i], false);
       assert_int_equal(seq, i + 1);
-      zrun(z, st, w, seg, NULL, 0, ZSTD_e_flush);
+      zrun(&fx, seg, NULL, 0, ZSTD_e_flush);
     }
-    zrun(z, st, w, seg, NULL, 0, ZSTD_e_end);
+    zrun(&fx, seg, NULL, 0, ZSTD_e_end);
     tg_replay_seg_close(w, seg);
     /* Over the cap by at most the segment being filled. */
-    assert_true(w->held <= st->cap + 4 * one + 1024);
+    assert_true(w->held <= fx.st.cap + 4 * one + 1024);
   }
   /* The oldest frames went, counted exactly; what is left comes back. */
   assert_true(w->dropped_frames >= 4);
@@ -514,30 +505,28 @@ static void a_failed_segment_loses_its_frames_and_no_more(void **state) {
   (void)state;
   zfix_t fx;
   zfix_init(&fx, 1 << 20);
-  tg_replay_store_t *st = &fx.st;
   tg_replay_window_t *w = fx.w;
-  zend_t *z = &fx.z;
   uint8_t b[256];
   size_t n = body(b, 40, 'a', true);
   tg_replay_seg_t *seg = tg_replay_seg_open();
   for (int i = 0; i < 3; i++)
-    assert_int_equal(zsend(z, st, w, seg, b, n, false), i + 1);
+    assert_int_equal(zsend(&fx, seg, b, n, false), i + 1);
   /* The compressor did not take frame 3 whole: nothing held inflates. */
   tg_replay_seg_fail(w, seg);
   assert_int_equal(w->held, 0);
   assert_int_equal(w->dropped_frames, 3);
   /* A frame into the failed segment is lost as well, counted. */
-  assert_int_equal(tg_replay_push_ref(st, w, seg, 0, b, n, false), 0);
+  assert_int_equal(tg_replay_push_ref(&fx.st, w, seg, 0, b, n, false), 0);
   assert_int_equal(w->dropped_frames, 4);
   tg_replay_seg_close(w, seg);
   /* A new segment (a new zstd frame) holds again. */
-  ZSTD_CCtx_reset(z->c, ZSTD_reset_session_only);
-  z->pos = 0;
+  ZSTD_CCtx_reset(fx.c, ZSTD_reset_session_only);
+  fx.pos = 0;
   tg_replay_seg_t *next = tg_replay_seg_open();
   uint8_t b2[256];
   size_t n2 = body(b2, 30, 'z', true);
-  assert_int_equal(zsend(z, st, w, next, b2, n2, true), 5);
-  zrun(z, st, w, next, NULL, 0, ZSTD_e_flush);
+  assert_int_equal(zsend(&fx, next, b2, n2, true), 5);
+  zrun(&fx, next, NULL, 0, ZSTD_e_flush);
   tg_replay_seg_close(w, next);
   assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &fx.out), 0);
   replies_t rs;
@@ -557,16 +546,14 @@ static void a_segment_short_of_its_frame_is_an_error(void **state) {
   (void)state;
   zfix_t fx;
   zfix_init(&fx, 1 << 20);
-  tg_replay_store_t *st = &fx.st;
   tg_replay_window_t *w = fx.w;
-  zend_t *z = &fx.z;
   uint8_t b[256];
   size_t n = body(b, 40, 'a', true);
   tg_replay_seg_t *seg = tg_replay_seg_open();
-  assert_int_equal(zsend(z, st, w, seg, b, n, false), 1);
-  zrun(z, st, w, seg, NULL, 0, ZSTD_e_flush);
+  assert_int_equal(zsend(&fx, seg, b, n, false), 1);
+  zrun(&fx, seg, NULL, 0, ZSTD_e_flush);
   /* Frame 2 is numbered but its bytes never reach the segment. */
-  assert_int_equal(tg_replay_push_ref(st, w, seg, z->pos + 13, b, n, false), 2);
+  assert_int_equal(tg_replay_push_ref(&fx.st, w, seg, fx.pos + 13, b, n, false), 2);
   tg_replay_seg_close(w, seg);
   assert_int_equal(tg_replay_resume(w, 0, 0, REQ, 1 << 20, &fx.out),
                    TG_EBAD_COMPRESSED);
@@ -581,15 +568,14 @@ static void a_frame_still_in_the_compressor_comes_with_the_next_resume(
   (void)state;
   zfix_t fx;
   zfix_init(&fx, 1 << 20);
-  zend_t *z = &fx.z;
   uint8_t b[256], b2[512];
   size_t n = body(b, 40, 'a', true);
   size_t n2 = noisy_body(b2, 400, 9, true);
   tg_replay_seg_t *seg = tg_replay_seg_open();
-  assert_int_equal(zsend(z, &fx.st, fx.w, seg, b, n, false), 1);
-  zrun(z, &fx.st, fx.w, seg, NULL, 0, ZSTD_e_flush);
+  assert_int_equal(zsend(&fx, seg, b, n, false), 1);
+  zrun(&fx, seg, NULL, 0, ZSTD_e_flush);
   /* Frame 2 is given to zstd, not flushed: its bytes are not all out. */
-  assert_int_equal(zsend(z, &fx.st, fx.w, seg, b2, n2, true), 2);
+  assert_int_equal(zsend(&fx, seg, b2, n2, true), 2);
   assert_int_equal(tg_replay_resume(fx.w, 0, 0, REQ, 1 << 20, &fx.out), 0);
   replies_t rs;
   parse(&fx.out, &rs);
@@ -598,7 +584,7 @@ static void a_frame_still_in_the_compressor_comes_with_the_next_resume(
   assert_true(rs.r[1]->more);
   free_replies(&rs);
   /* The iteration's flush: the client's next Resume gets frame 2. */
-  zrun(z, &fx.st, fx.w, seg, NULL, 0, ZSTD_e_flush);
+  zrun(&fx, seg, NULL, 0, ZSTD_e_flush);
   tg_buf_reset(&fx.out);
   assert_int_equal(tg_replay_resume(fx.w, 1, n, REQ, 1 << 20, &fx.out), 0);
   parse(&fx.out, &rs);
