@@ -223,6 +223,12 @@ unsigned tg_recording_reads_cut(const tg_recording_t *r);
 unsigned tg_recording_reads_lost(const tg_recording_t *r);
 void tg_recording_replay_stats(const tg_recording_t *r,
                                tg_rec_replay_stats_t *out);
+/* Whether |cfg| (NULL: none) asks for CLONE_SNAPSHOT triggers. Such a
+ * session is not read while it traces: each snapshot is a copy of what
+ * its buffers hold when the trigger fires, and a read would have emptied
+ * them of all it took (perfetto_cmd too reads such a session at its end). */
+bool tg_recording_clone_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg);
+
 /* The attached session's TraceConfig (NULL before, or when enabling). */
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r);
 

@@ -115,10 +115,19 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
  * source that speeds up. */
 #define RATE_WINDOW_MS 50
 
+bool tg_recording_clone_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg) {
+  const Perfetto__Protos__TraceConfig__TriggerConfig *tc =
+      cfg ? cfg->trigger_config : NULL;
+  return tc && tc->has_trigger_mode &&
+         tc->trigger_mode ==
+             PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
+}
+
 void tg__rec_set_read_target(tg_recording_t *r,
                              const Perfetto__Protos__TraceConfig *cfg) {
   uint64_t target = TG_REC_READ_AGAIN_BYTES;
-  r->reads_at_end = false;
+  /* Snapshots copy the buffers: reading them first would empty them. */
+  r->reads_at_end = tg_recording_clone_snapshot_mode(cfg);
   for (size_t i = 0; cfg && i < cfg->n_buffers; i++) {
     if (!cfg->buffers[i]) continue;
     /* Reading a DISCARD buffer while tracing would free its room, and it

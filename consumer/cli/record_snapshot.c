@@ -32,11 +32,7 @@ typedef struct snapshot {
 } snapshot_t;
 
 bool record_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg) {
-  const Perfetto__Protos__TraceConfig__TriggerConfig *tc =
-      cfg ? cfg->trigger_config : NULL;
-  return tc && tc->has_trigger_mode &&
-         tc->trigger_mode ==
-             PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
+  return tg_recording_clone_snapshot_mode(cfg);
 }
 
 static void snap_fail(snapshot_t *s, const char *what, const char *msg) {
