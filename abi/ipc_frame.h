@@ -34,7 +34,9 @@ _Static_assert(TG_IPC_FRAME_BUFFER_SIZE == 128 * 1024,
 
 typedef Perfetto__Protos__IPCFrame tg_ipc_frame_t;
 
-/* Called once per complete frame. |payload| is valid only during the call.
+/* Called once per complete frame. |payload| is valid only during the call,
+ * and the frame's 4-byte length is always just before it (in the
+ * decoder's buffer or in the input fed).
  * Return 0 to continue; anything else stops the decoder, which returns that
  * value from tg_frame_decoder_feed() and drops the rest of the input (the
  * caller is closing the connection). */

@@ -36,8 +36,11 @@
 typedef struct tg_ipc_chan tg_ipc_chan_t;
 
 typedef struct tg_ipc_chan_cbs {
-  /* One complete frame payload (an IPCFrame), valid during the call. Return
-   * non-zero to stop processing input (e.g. after closing the channel). */
+  /* One complete frame payload (an IPCFrame), valid during the call, and
+   * always just behind its 4-byte length: |payload| -
+   * TG_IPC_FRAME_HEADER_SIZE is the whole frame (abi/ipc_frame.h's
+   * decoder). Return non-zero to stop processing input (e.g. after
+   * closing the channel). */
   int (*on_frame)(tg_ipc_chan_t *ch, const uint8_t *payload, size_t len);
   /* The output queue fell below the low-water mark after having been above
    * the high-water mark (resume producing). Optional. */

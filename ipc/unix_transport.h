@@ -1,5 +1,7 @@
 /* The UNIX-socket transport: a tg_ipc_chan_t behind the tg_transport_t
- * interface, so the IPC client runs over it like over TLS. Carries fds. */
+ * interface, so the IPC client runs over it like over TLS. Carries fds.
+ * As the channel's, each payload its on_frame gets follows its 4-byte
+ * length in memory (ipc/channel.h). */
 #ifndef TRACEGATE_IPC_UNIX_TRANSPORT_H
 #define TRACEGATE_IPC_UNIX_TRANSPORT_H
 

@@ -227,19 +227,24 @@ static void close_seg(tg_relay_bridge_t *b, bool cut) {
  * holds it as its place in the open segment (opened here, after a cut
  * when the last one reached TG_REPLAY_SEG_RAW). False when no segment can
  * be opened (out of memory): then the caller keeps a copy. */
+/* Bytes of frames in the open segment, inflated. */
+static uint64_t seg_pos(const tg_relay_bridge_t *b) {
+  return tg_zstd_transport_raw_pos(&b->z) - b->seg_start;
+}
+
 static bool keep_compressed(tg_relay_bridge_t *b, const uint8_t *payload,
                             size_t payload_len, const tg_relay_effect_t *e) {
-  if (b->seg && (b->seg->broken ||
-                 tg_zstd_transport_frame_pos(&b->z) >= TG_REPLAY_SEG_RAW))
+  if (b->seg && (b->seg->broken || seg_pos(b) >= TG_REPLAY_SEG_RAW))
     close_seg(b, true);
   if (!b->seg) {
     /* A segment starts a zstd frame: end one that holds frames already. */
     if (tg_zstd_transport_end_frame(&b->z) < 0) return false;
     if (!(b->seg = tg_replay_seg_open())) return false;
+    b->seg_start = tg_zstd_transport_raw_pos(&b->z);
     tg_zstd_transport_set_tap(&b->z, on_tap, b);
   }
   /* Inflated, the segment holds each frame as [4-byte len][payload]. */
-  uint64_t at = tg_zstd_transport_frame_pos(&b->z) + TG_IPC_FRAME_HEADER_SIZE;
+  uint64_t at = seg_pos(b) + TG_IPC_FRAME_HEADER_SIZE;
   tg_replay_push_ref(b->env->replay, b->win, b->seg,
                      at + (uint64_t)(e->bulk.body - payload), e->bulk.body,
                      e->bulk.len, e->bulk.last);
@@ -649,13 +654,19 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     update_backpressure(b);
     return b->state == B_OPEN ? 0 : 1;
   }
-  /* Straight from the service's frame into the client's queue: one copy. */
-  rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, !bulk)
-       : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !bulk)
-                : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+  /* Straight from the service's frame into the client's queue: one copy,
+   * or none into the compressor (the upstream channel hands each payload
+   * just behind its length, ipc/channel.h). */
+  if (b->zstd && bulk)
+    rv = tg_zstd_transport_send_frame(&b->z,
+                                      payload - TG_IPC_FRAME_HEADER_SIZE,
+                                      len + TG_IPC_FRAME_HEADER_SIZE);
+  else
+    rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, true)
+         : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !bulk)
+                  : tg_pipe_transport_send_payload(&b->pipe, payload, len);
   /* A frame the compressor did not take whole is not in the segment. */
-  if (compressed && b->seg &&
-      tg_zstd_transport_frame_pos(&b->z) != b->seg_frame_end)
+  if (compressed && b->seg && seg_pos(b) != b->seg_frame_end)
     tg_replay_seg_fail(b->win, b->seg);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);

@@ -78,6 +78,7 @@ struct tg_relay_bridge {
   /* While the client takes the stream compressed: the segment of |win|
    * that the compressor's bytes go to (relay/replay_window.h). */
   tg_replay_seg_t *seg;
+  uint64_t seg_start;     /* the compressor's raw_pos() where it began */
   uint64_t seg_frame_end; /* where the frame just kept in it ends, inflated */
   /* Replies the window kept: in the buffer read, copied, compressed. */
   uint64_t replay_adopted, replay_copied, replay_compressed;

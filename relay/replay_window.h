@@ -18,8 +18,8 @@
  * A frame is held in one of three ways: copied, in the buffer the relay
  * read it into (push_block), or, when the client takes the stream
  * compressed, as a place in a segment: the zstd bytes the compressing
- * transport made of it (tls/compress_transport.h's tap), one zstd frame
- * per segment, inflated only when a Resume needs it. Holding what was
+ * transport made of it (tls/compress_transport.h's tap), whole zstd
+ * frames per segment, inflated only when a Resume needs it. Holding what was
  * sent compressed costs the relay no copy of the trace, nor a fresh
  * buffer for each reply read (memory the cache never holds), and lets
  * the same cap hold the trace many times over. A segment counts against its window's cap as
@@ -38,11 +38,12 @@
 #include "common/buf.h"
 #include "common/list.h"
 
-/* Frames' bytes after which the compressing end starts a new segment (a
- * new zstd frame): what a Resume inflates to reach one frame, at most. */
+/* Frames' bytes after which the compressing end starts a new segment
+ * (ending its zstd frame): what a Resume inflates to reach one frame, at
+ * most. */
 #define TG_REPLAY_SEG_RAW (1u << 20)
 
-/* One zstd frame of the compressed stream: frames point into it. */
+/* Whole zstd frames of the compressed stream: frames point into them. */
 typedef struct tg_replay_seg {
   unsigned refs; /* frames held in it, and 1 while open */
   bool open;     /* still being appended to (by one connection) */

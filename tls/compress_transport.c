@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "tracegate/pb_wire.h"
 #include "tracegate/error.h"
 
 /* The kind byte that opens every frame once compressing. */
@@ -17,6 +18,8 @@ enum { KIND_PLAIN = 0, KIND_BLOCK = 1 };
 /* A block's compressed bytes: whatever fits one frame after its kind. */
 #define BLOCK_MAX (TG_IPC_FRAME_MAX_PAYLOAD - 1)
 #define SCRATCH_SIZE (64u << 10)
+/* Where a whole frame that may not fit the block's room is compressed. */
+#define ZOUT_SIZE ZSTD_COMPRESSBOUND(TG_IPC_FRAME_BUFFER_SIZE)
 
 static const tg_transport_ops_t ops;
 
@@ -66,10 +69,100 @@ static int compress(tg_zstd_transport_t *t, ZSTD_inBuffer *in,
   }
 }
 
+static void on_flush_tick(uv_prepare_t *h);
+
+/* Copies |n| compressed bytes into the blocks, emitting each one filled.
+ * Takes all of |z|; returns the first refusal. */
+static int append_z(tg_zstd_transport_t *t, const uint8_t *z, size_t n) {
+  int refused = 0;
+  while (n > 0) {
+    size_t room = BLOCK_MAX - t->block_len, k = n < room ? n : room;
+    memcpy(t->block + HDR + t->block_len, z, k);
+    t->block_len += k;
+    z += k;
+    n -= k;
+    if (t->block_len == BLOCK_MAX) {
+      int rv = emit_block(t);
+      if (rv < 0 && !refused) refused = rv;
+    }
+  }
+  return refused;
+}
+
+/* Streams |n| bytes into the open zstd frame (one is started if none). */
+static int stream(tg_zstd_transport_t *t, const uint8_t *p, size_t n) {
+  ZSTD_inBuffer in = {p, n, 0};
+  int rv = compress(t, &in, ZSTD_e_continue);
+  t->frame_raw += in.pos;
+  t->raw_in += in.pos;
+  return rv;
+}
+
+/* Compresses the frame |f| (|n| bytes, its length included) as a zstd
+ * frame of its own, read where it lies: ZSTD_compress2() takes its input
+ * in place, where streamed input is first copied into zstd's window. The
+ * output goes straight into the block when the block has room for the
+ * worst case, else through |zout|. Returns 0, the first refusal of a
+ * block (the frame is taken whole all the same), -ENOMEM before anything
+ * is taken, or -EIO. */
+static int compress_whole(tg_zstd_transport_t *t, const uint8_t *f,
+                          size_t n) {
+  int refused = 0;
+  if (t->frame_raw) { /* the streamed frame before it ends first */
+    ZSTD_inBuffer none = {NULL, 0, 0};
+    refused = compress(t, &none, ZSTD_e_end);
+    if (refused == -EIO) return refused;
+    t->frame_raw = 0;
+  }
+  uint8_t *dst = t->block + HDR + t->block_len;
+  size_t cap = BLOCK_MAX - t->block_len;
+  if (cap < ZSTD_compressBound(n)) {
+    if (!t->zout && !(t->zout = malloc(ZOUT_SIZE))) return -ENOMEM;
+    dst = t->zout;
+    cap = ZOUT_SIZE;
+  }
+  size_t c = ZSTD_compress2(t->cctx, dst, cap, f, n);
+  if (ZSTD_isError(c)) {
+    TG_ERROR("zstd transport: compression failed: %s", ZSTD_getErrorName(c));
+    return -EIO;
+  }
+  t->raw_in += n;
+  if (t->tap) t->tap(t->tap_ctx, dst, c);
+  int rv;
+  if (dst == t->zout) {
+    rv = append_z(t, dst, c);
+  } else {
+    t->block_len += c;
+    rv = t->block_len == BLOCK_MAX ? emit_block(t) : 0;
+  }
+  return refused ? refused : rv;
+}
+
+/* One whole frame into the compressed stream (see the header on which
+ * frames are compressed whole). */
+static int compress_frame(tg_zstd_transport_t *t, const uint8_t *f,
+                          size_t n) {
+  return n >= TG_ZSTD_WHOLE_MIN ? compress_whole(t, f, n) : stream(t, f, n);
+}
+
+/* What a frame queued into the stream leaves to the flush tick. */
+static void queued(tg_zstd_transport_t *t, size_t n) {
+  t->frames_in++;
+  t->bytes_in += n;
+  t->unflushed += n;
+  if (!t->flush_armed) {
+    uv_prepare_start(&t->flush_tick, on_flush_tick);
+    t->flush_armed = true;
+  }
+}
+
 static int flush(tg_zstd_transport_t *t) {
   if (!t->cctx || !t->unflushed) return 0;
-  ZSTD_inBuffer in = {NULL, 0, 0};
-  int rv = compress(t, &in, ZSTD_e_flush);
+  int rv = 0;
+  if (t->frame_raw) { /* zstd holds back some of the open frame */
+    ZSTD_inBuffer in = {NULL, 0, 0};
+    rv = compress(t, &in, ZSTD_e_flush);
+  }
   if (rv == 0) rv = emit_block(t);
   t->unflushed = 0;
   return rv;
@@ -99,17 +192,9 @@ static int zt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
     close(fd);
     return -EOPNOTSUPP;
   }
-  ZSTD_inBuffer in = {frame, len, 0};
-  int rv = compress(t, &in, ZSTD_e_continue);
-  t->frame_raw += in.pos;
+  int rv = compress_frame(t, frame, len);
   if (rv < 0) return rv;
-  t->frames_in++;
-  t->bytes_in += len;
-  t->unflushed += len;
-  if (!t->flush_armed) {
-    uv_prepare_start(&t->flush_tick, on_flush_tick);
-    t->flush_armed = true;
-  }
+  queued(t, len);
   return 0;
 }
 
@@ -145,24 +230,27 @@ int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
   uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE] = {(uint8_t)len, (uint8_t)(len >> 8),
                                            (uint8_t)(len >> 16),
                                            (uint8_t)(len >> 24)};
-  ZSTD_inBuffer in = {hdr, sizeof(hdr), 0};
-  int rv = compress(t, &in, ZSTD_e_continue);
-  t->frame_raw += in.pos;
-  in = (ZSTD_inBuffer){payload, len, 0};
+  int rv = stream(t, hdr, sizeof(hdr));
   /* On and after a refused block, zstd still takes the frame whole. */
   if (rv != -EIO) {
-    int rv2 = compress(t, &in, ZSTD_e_continue);
+    int rv2 = stream(t, payload, len);
     if (rv == 0) rv = rv2;
   }
-  t->frame_raw += in.pos;
   if (rv < 0) return rv;
-  t->frames_in++;
-  t->bytes_in += sizeof(hdr) + len;
-  t->unflushed += sizeof(hdr) + len;
-  if (!t->flush_armed) {
-    uv_prepare_start(&t->flush_tick, on_flush_tick);
-    t->flush_armed = true;
-  }
+  queued(t, sizeof(hdr) + len);
+  return 0;
+}
+
+int tg_zstd_transport_send_frame(tg_zstd_transport_t *t, const uint8_t *frame,
+                                 size_t len) {
+  if (t->closing) return -EPIPE;
+  if (!t->cctx || len < TG_IPC_FRAME_HEADER_SIZE ||
+      len - TG_IPC_FRAME_HEADER_SIZE + 1 > TG_IPC_FRAME_MAX_PAYLOAD ||
+      tg_pb_read_le32(frame) != len - TG_IPC_FRAME_HEADER_SIZE)
+    return -EINVAL;
+  int rv = compress_frame(t, frame, len);
+  if (rv < 0) return rv;
+  queued(t, len);
   return 0;
 }
 
@@ -203,7 +291,7 @@ void tg_zstd_transport_drain_tap(tg_zstd_transport_t *t) {
   if (!t->tap) return;
   uint8_t buf[4096];
   ZSTD_inBuffer in = {NULL, 0, 0};
-  while (t->cctx) {
+  while (t->cctx && t->frame_raw) { /* else zstd holds nothing back */
     ZSTD_outBuffer out = {buf, sizeof(buf), 0};
     size_t left = ZSTD_compressStream2(t->cctx, &out, &in, ZSTD_e_flush);
     if (ZSTD_isError(left)) break;
@@ -350,11 +438,12 @@ static void on_tick_closed(uv_handle_t *h) {
   ZSTD_freeCCtx(t->cctx);
   ZSTD_freeDCtx(t->dctx);
   free(t->block);
+  free(t->zout);
   free(t->scratch);
   tg_frame_decoder_free(&t->dec);
   t->cctx = NULL;
   t->dctx = NULL;
-  t->block = t->scratch = NULL;
+  t->block = t->zout = t->scratch = NULL;
   if (t->base.cbs) t->base.cbs->on_close(&t->base, t->close_status);
 }
 

@@ -21,17 +21,21 @@
  * switch must itself go through the ordinary queue, behind everything sent
  * before it, so that the receiver switches exactly at the right frame.
  *
- * One zstd stream spans the connection, so repeats across frames compress;
- * the sender may end a zstd frame and start the next (end_frame(), for the
- * relay's replay window, whose tap keeps the compressed bytes), and the
- * receiver inflates the frames one after the other as one stream.
+ * The block frames carry one stream of zstd frames, which the receiver
+ * inflates one after the other. Small frames share a zstd frame, so
+ * repeats across them compress. A frame of TG_ZSTD_WHOLE_MIN bytes or more
+ * given whole (send_frame(), send()) is compressed as a zstd frame of its
+ * own, read where it lies: zstd copies streamed input into its window
+ * first, one more copy of every byte a relay forwards, while a 16-128 KiB
+ * frame of trace data loses little by not reaching back into the frames
+ * before it. The sender may also end a zstd frame itself (end_frame(),
+ * for the relay's replay window, whose tap keeps the compressed bytes).
  * Output is flushed once per loop iteration (a uv_prepare): what the
  * sender queued in one iteration leaves together, and a small control
- * reply is never held back waiting for more data. Frames are copied once
- * into the compressor; the receiver inflates small frames into a scratch
- * buffer and splits them from it in place, and large ones (a ReadBuffers
- * stream) straight into the frame decoder's buffer, header and all, so
- * that no inflated byte is copied again.
+ * reply is never held back waiting for more data. The receiver inflates
+ * small frames into a scratch buffer and splits them from it in place,
+ * and large ones (a ReadBuffers stream) straight into the frame decoder's
+ * buffer, header and all, so that no inflated byte is copied again.
  *
  * Hostile peers: the window the receiver accepts is capped at what it
  * asked for, inflated frames go through the same 128 KiB frame decoder as
@@ -65,6 +69,9 @@
 #define TG_ZSTD_WINDOW_LOG_MAX 23
 #define TG_ZSTD_WINDOW_LOG_DEFAULT 20
 #define TG_ZSTD_LEVEL_DEFAULT 1
+/* Whole frames from this size on are compressed as zstd frames of their
+ * own (above). */
+#define TG_ZSTD_WHOLE_MIN (16u << 10)
 
 typedef struct tg_zstd_transport {
   tg_transport_t base; /* first: what the owner uses */
@@ -77,6 +84,8 @@ typedef struct tg_zstd_transport {
   uint8_t *block;    /* [4-byte len][kind 1][compressed bytes] being filled */
   size_t block_len;  /* compressed bytes in |block| */
   size_t unflushed;  /* frame bytes given to zstd since the last flush */
+  uint8_t *zout;     /* a whole frame's zstd frame when the block may not
+                      * hold it; NULL until one needs it */
   /* Receiving end. */
   ZSTD_DCtx *dctx;   /* non-NULL once decompressing */
   uint8_t *scratch;  /* NULL unless it ever inflated nested in another */
@@ -85,11 +94,11 @@ typedef struct tg_zstd_transport {
   int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);
   void *priority_ctx;
   /* The sending end's tap (set_tap): each compressed byte as zstd makes
-   * it, before any framing, and the bytes given to zstd since the current
-   * zstd frame began (end_frame() starts the next). */
+   * it, before any framing. */
   void (*tap)(void *ctx, const uint8_t *z, size_t n);
   void *tap_ctx;
-  uint64_t frame_raw;
+  uint64_t frame_raw; /* bytes streamed into the zstd frame still open */
+  uint64_t raw_in;    /* bytes of frames given to zstd, in all */
   /* Totals, for stats and benches. */
   uint64_t frames_in, bytes_in;   /* before compression (sending end) */
   uint64_t blocks_out, bytes_out; /* on the wire */
@@ -116,8 +125,14 @@ int tg_zstd_transport_start_compress(tg_zstd_transport_t *t, int level,
 int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
                                    const uint8_t *payload, size_t len,
                                    bool plain);
-/* The same for a whole frame ([len][IPCFrame]). */
+/* The same as a plain frame, given whole ([len][IPCFrame]). */
 int tg_zstd_transport_send_plain(tg_zstd_transport_t *t, const uint8_t *frame,
+                                 size_t len);
+/* Sending end, once compressing: queues one whole frame ([len][IPCFrame],
+ * the length checked against |len|) into the compressed stream; from
+ * TG_ZSTD_WHOLE_MIN bytes on, as a zstd frame of its own compressed in
+ * place. Returns as send_payload(). */
+int tg_zstd_transport_send_frame(tg_zstd_transport_t *t, const uint8_t *frame,
                                  size_t len);
 /* The queue plain frames jump: |fn| queues one frame given as its payload
  * ahead of queued bulk data. |ctx| is borrowed until on_close. */
@@ -130,9 +145,10 @@ void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
  * as zstd produces it (blocks and their framing aside), the last ones when
  * the transport closes or drain_tap() runs, whether or not they reached
  * the peer; NULL stops it. Concatenated, the bytes from one end_frame() to
- * the next are one zstd frame that inflates by itself into exactly the
- * frames sent between them, each as [4-byte len][payload]. |ctx| is
- * borrowed until the tap is cleared or the transport closed. */
+ * the next are whole zstd frames that inflate by themselves into exactly
+ * the frames sent between them, each as [4-byte len][payload], the first
+ * at raw_pos() as it was at the end_frame(). |ctx| is borrowed until the
+ * tap is cleared or the transport closed. */
 void tg_zstd_transport_set_tap(tg_zstd_transport_t *t,
                                void (*fn)(void *ctx, const uint8_t *z,
                                           size_t n),
@@ -142,10 +158,11 @@ void tg_zstd_transport_set_tap(tg_zstd_transport_t *t,
  * the frames one after the other as one stream. No-op when nothing was
  * sent since the last end. Returns 0 or -EIO. */
 int tg_zstd_transport_end_frame(tg_zstd_transport_t *t);
-/* Bytes of frames (with their 4-byte lengths) given to zstd since the
- * current zstd frame began: where the next frame will start inflated. */
-static inline uint64_t tg_zstd_transport_frame_pos(const tg_zstd_transport_t *t) {
-  return t->frame_raw;
+/* Bytes of frames (with their 4-byte lengths) given to zstd since
+ * compression started: where the next frame starts in the inflated
+ * stream. */
+static inline uint64_t tg_zstd_transport_raw_pos(const tg_zstd_transport_t *t) {
+  return t->raw_in;
 }
 /* Hands the tap whatever zstd still holds back, without sending it, and
  * clears the tap (the transport also does this as it closes). */

@@ -39,9 +39,24 @@ typedef struct end {
   bool closed;
   int close_status;
   bool check_content; /* frames must be make_frame()'s */
+  unsigned noise_every; /* but those with seq % it == 1 noise_frame()'s */
   bool content_ok;
   void (*hook)(struct end *e, uint32_t seq); /* after each frame */
 } end_t;
+
+/* Byte |i| of frame |seq|: repetitive fields, or noise, which nothing
+ * compresses. */
+static uint8_t frame_byte(uint32_t seq, size_t i, bool noise) {
+  if (!noise)
+    return (uint8_t)("track_event name=frame ts="[i % 26] + (i / 512) % 3);
+  uint32_t x = seq * 0x9E3779B1u ^ (uint32_t)i * 0x85EBCA77u;
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  x *= 0x297A2D39u;
+  x ^= x >> 15;
+  return (uint8_t)x;
+}
 
 static tg_transport_t *base_of(end_t *e) {
   return e->use_z ? &e->z.base : &e->pipe.base;
@@ -62,11 +77,10 @@ static int on_frame(tg_transport_t *t, const uint8_t *p, size_t len) {
   e->next_seq = seq + 1;
   e->frames++;
   e->bytes += len;
+  bool noise = e->noise_every && seq % e->noise_every == 1;
   if (e->check_content)
     for (size_t i = sizeof(seq); i < len; i++)
-      if (p[i] !=
-          (uint8_t)("track_event name=frame ts="[i % 26] + (i / 512) % 3))
-        e->content_ok = false;
+      if (p[i] != frame_byte(seq, i, noise)) e->content_ok = false;
   if (e->hook) e->hook(e, seq);
   return 0;
 }
@@ -134,12 +148,17 @@ static void pair_close(uv_loop_t *loop, pair_t *p) {
   assert_int_equal(uv_loop_close(loop), 0);
 }
 
-/* A trace-like frame: a sequence number, then repetitive fields. */
-static size_t make_frame(uint8_t *buf, uint32_t seq, size_t len) {
+/* A frame: a sequence number, then trace-like repetitive fields, or
+ * noise. */
+static size_t make_frame_as(uint8_t *buf, uint32_t seq, size_t len,
+                            bool noise) {
   memcpy(buf, &seq, sizeof(seq));
-  for (size_t i = sizeof(seq); i < len; i++)
-    buf[i] = (uint8_t)("track_event name=frame ts=" [i % 26] + (i / 512) % 3);
+  for (size_t i = sizeof(seq); i < len; i++) buf[i] = frame_byte(seq, i, noise);
   return len;
+}
+
+static size_t make_frame(uint8_t *buf, uint32_t seq, size_t len) {
+  return make_frame_as(buf, seq, len, false);
 }
 
 static void frames_cross_the_switch_whole_and_in_order(void **state) {
@@ -464,8 +483,9 @@ static void bulk_frames_are_assembled_in_place(void **state) {
 
 /* The tap (what the relay's replay window keeps of a compressed stream):
  * the compressed bytes between two end_frame() calls inflate on their own
- * into exactly the frames sent between them, each at the place
- * frame_pos() gave before it was sent; plain frames stay out of it; the
+ * into exactly the frames sent between them, each at the place raw_pos()
+ * gave before it was sent (less its value at the end_frame()), whether
+ * streamed or compressed whole; plain frames stay out of it; the
  * receiving end reads the zstd frames one after the other as one stream;
  * and what zstd held back when the sender closed reaches the tap too. */
 #define TAP_FRAMES 60
@@ -501,13 +521,15 @@ static void the_tap_holds_each_zstd_frame_whole(void **state) {
   static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
   uint64_t pos[TAP_FRAMES];
   unsigned seg_of[TAP_FRAMES];
+  uint64_t seg_start = tg_zstd_transport_raw_pos(&p.tx.z);
   uint32_t seq = 0;
   for (; seq < TAP_FRAMES; seq++) {
     if (seq > 0 && seq % 9 == 0) {
       assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
-      assert_int_equal(tg_zstd_transport_frame_pos(&p.tx.z), 0);
+      seg_start = tg_zstd_transport_raw_pos(&p.tx.z);
       /* Nothing sent since: a second end is nothing. */
       assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
+      assert_int_equal(tg_zstd_transport_raw_pos(&p.tx.z), seg_start);
       log.cur++;
     }
     size_t n = make_frame(buf + 4, seq,
@@ -519,17 +541,25 @@ static void the_tap_holds_each_zstd_frame_whole(void **state) {
       /* A plain frame beside the stream is not in it (sent after what
        * came before it left, so that it arrives in order). */
       uv_run(&loop, UV_RUN_NOWAIT);
-      uint64_t before = tg_zstd_transport_frame_pos(&p.tx.z);
+      uint64_t before = tg_zstd_transport_raw_pos(&p.tx.z);
       assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, true),
                        0);
-      assert_int_equal(tg_zstd_transport_frame_pos(&p.tx.z), before);
+      assert_int_equal(tg_zstd_transport_raw_pos(&p.tx.z), before);
       continue;
     }
-    pos[seq] = tg_zstd_transport_frame_pos(&p.tx.z);
+    pos[seq] = tg_zstd_transport_raw_pos(&p.tx.z) - seg_start;
     seg_of[seq] = log.cur;
     assert_int_equal(want[log.cur].len, pos[seq]);
     assert_int_equal(tg_buf_append(&want[log.cur], buf, 4 + n), 0);
-    assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, false), 0);
+    /* Given whole (every other one), large frames are zstd frames of
+     * their own, small ones join the stream. */
+    if (seq % 2)
+      assert_int_equal(tg_zstd_transport_send_frame(&p.tx.z, buf, 4 + n), 0);
+    else
+      assert_int_equal(
+          tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, false), 0);
+    assert_int_equal(tg_zstd_transport_raw_pos(&p.tx.z) - seg_start,
+                     pos[seq] + 4 + n);
     if (seq % 4 == 0) uv_run(&loop, UV_RUN_NOWAIT);
   }
   p.want = TAP_FRAMES;
@@ -541,7 +571,7 @@ static void the_tap_holds_each_zstd_frame_whole(void **state) {
    * own flush reaches the tap. */
   size_t n = make_frame(buf + 4, seq, 3000);
   memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
-  uint64_t last_pos = tg_zstd_transport_frame_pos(&p.tx.z);
+  uint64_t last_pos = tg_zstd_transport_raw_pos(&p.tx.z) - seg_start;
   assert_int_equal(tg_buf_append(&want[log.cur], buf, 4 + n), 0);
   assert_int_equal(tg_zstd_transport_send_payload(&p.tx.z, buf + 4, n, false), 0);
   tg_transport_close(&p.tx.z.base, TG_EPEER_CLOSED); /* no flush to the peer */
@@ -578,9 +608,94 @@ static void the_tap_holds_each_zstd_frame_whole(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A large frame given whole is a zstd frame of its own, compressed from
+ * where it lies, its size in its header; small ones between large ones
+ * share one streamed zstd frame, ended as the next large one starts. A
+ * frame of noise, whose zstd frame cannot fit the block's room, is split
+ * over blocks, and everything arrives whole and in order. */
+static void large_frames_are_zstd_frames_of_their_own(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  p.rx.noise_every = 7;
+  p.rx.check_content = true;
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+  assert_int_equal(tg_zstd_transport_start_decompress(&p.rx.z, 20), 0);
+  static tap_log_t log;
+  tg_buf_init(&log.seg[0], 0);
+  log.cur = 0;
+  tg_zstd_transport_set_tap(&p.tx.z, tap_fn, &log);
+  /* Sizes by seq % 7: 1 noise of the largest size, 0 and 4 large, the
+   * others under TG_ZSTD_WHOLE_MIN. */
+  static const size_t sizes[7] = {TG_ZSTD_WHOLE_MIN - 4,
+                                  TG_IPC_FRAME_MAX_PAYLOAD - 1,
+                                  300,
+                                  TG_ZSTD_WHOLE_MIN - 5,
+                                  70000,
+                                  5000,
+                                  17};
+  enum { N = 42 };
+  /* Per zstd frame made: what it must inflate to (0: streamed, unknown). */
+  unsigned long long want_size[N];
+  unsigned nwant = 0;
+  bool streaming = false;
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  for (uint32_t seq = 0; seq < N; seq++) {
+    size_t n = sizes[seq % 7];
+    make_frame_as(buf + 4, seq, n, seq % 7 == 1);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    if (4 + n >= TG_ZSTD_WHOLE_MIN) {
+      want_size[nwant++] = 4 + n;
+      streaming = false;
+    } else if (!streaming) {
+      want_size[nwant++] = 0;
+      streaming = true;
+    }
+    assert_int_equal(tg_zstd_transport_send_frame(&p.tx.z, buf, 4 + n), 0);
+    if (seq % 3 == 0) uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  /* The frame length must match the bytes given. */
+  assert_int_equal(tg_zstd_transport_send_frame(&p.tx.z, buf, 4 + 16), -EINVAL);
+  p.want = N;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_false(p.rx.closed);
+  assert_true(p.rx.order_ok);
+  assert_true(p.rx.content_ok);
+  assert_true(p.tx.z.blocks_out >= 2); /* the noise took blocks of its own */
+  /* The last streamed frame is still open: end it for the walk. */
+  assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
+  const uint8_t *z = tg_buf_begin(&log.seg[0]);
+  size_t left = tg_buf_size(&log.seg[0]);
+  unsigned made = 0;
+  while (left > 0) {
+    size_t c = ZSTD_findFrameCompressedSize(z, left);
+    assert_false(ZSTD_isError(c));
+    unsigned long long cs = ZSTD_getFrameContentSize(z, c);
+    assert_true(made < nwant);
+    if (want_size[made])
+      assert_int_equal(cs, want_size[made]);
+    else
+      assert_true(cs == ZSTD_CONTENTSIZE_UNKNOWN);
+    made++;
+    z += c;
+    left -= c;
+  }
+  assert_int_equal(made, nwant);
+  tg_zstd_transport_set_tap(&p.tx.z, NULL, NULL);
+  tg_buf_free(&log.seg[0]);
+  tg_transport_close(&p.tx.z.base, 0);
+  tg_transport_close(&p.rx.z.base, 0);
+  assert_true(run_until(&loop, both_closed, &p));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_tap_holds_each_zstd_frame_whole),
+      cmocka_unit_test(large_frames_are_zstd_frames_of_their_own),
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
       cmocka_unit_test(hostile_streams_close_the_receiver),
       cmocka_unit_test(plain_frames_pass_beside_the_stream),
