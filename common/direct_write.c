@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__SSE2__)
@@ -146,8 +147,31 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* A block on a 2 MiB boundary, asked for in transparent huge pages: each
+ * direct write pins the block's pages for the device, one by one when
+ * they are 4 KiB, and the caller's stores walk it a TLB entry per page.
+ * A fresh huge page costs more to fault in on some VMs (the trace
+ * buffer's comment in service/trace_buffer.c), once here: the blocks are
+ * reused for the writer's life. Where the kernel gives none, 4 KiB pages
+ * serve the same. */
+#define HUGE_PAGE (2u << 20)
+
+static void *block_alloc(void) {
+  size_t len = TG_DIRECT_WRITE_BLOCK + HUGE_PAGE;
+  uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  uintptr_t at = ((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+  size_t head = at - (uintptr_t)m, tail = len - head - TG_DIRECT_WRITE_BLOCK;
+  if (head) munmap(m, head);
+  if (tail) munmap((uint8_t *)at + TG_DIRECT_WRITE_BLOCK, tail);
+  (void)madvise((void *)at, TG_DIRECT_WRITE_BLOCK, MADV_HUGEPAGE);
+  return (void *)at;
+}
+
 static void free_blocks(tg_direct_writer_t *w) {
-  for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++) free(w->blk[i]);
+  for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++)
+    if (w->blk[i]) munmap(w->blk[i], TG_DIRECT_WRITE_BLOCK);
 }
 
 int tg_direct_writer_start(int fd, tg_direct_writer_t **out) {
@@ -165,9 +189,7 @@ int tg_direct_writer_start(int fd, tg_direct_writer_t **out) {
   tg_direct_writer_t *w = calloc(1, sizeof(*w));
   if (!w) goto fail;
   for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++) {
-    void *p;
-    if (posix_memalign(&p, ALIGN, TG_DIRECT_WRITE_BLOCK) != 0) goto fail;
-    w->blk[i] = p;
+    if (!(w->blk[i] = block_alloc())) goto fail;
   }
   w->fd = fd;
   int flags = fcntl(fd, F_GETFL);
@@ -325,4 +347,9 @@ void tg_direct_writer_free(tg_direct_writer_t *w) {
 
 void tg_direct_writer_refuse_next_for_test(tg_direct_writer_t *w) {
   atomic_store(&w->refuse_next, true);
+}
+
+const void *tg_direct_writer_block_for_test(const tg_direct_writer_t *w,
+                                            unsigned i) {
+  return i < TG_DIRECT_WRITE_BUFS ? w->blk[i] : NULL;
 }

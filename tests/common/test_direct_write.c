@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +109,67 @@ static void every_byte_in_order(void **state) {
   assert_int_equal(tg_direct_writer_append(w, "x", 1), -EINVAL);
   tg_direct_writer_free(w);
   assert_int_equal(fcntl(fd, F_GETFL), flags);
+  assert_file_is_pattern(fd, total);
+  close(fd);
+}
+
+/* The kernel's THP mode, the bracketed word of its setting: "always",
+ * "madvise" or "never"; "" when it cannot tell. */
+static void thp_mode(char *out, size_t cap) {
+  out[0] = 0;
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!f) return;
+  char line[128];
+  if (fgets(line, sizeof(line), f)) {
+    char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a && b && (size_t)(b - a - 1) < cap) {
+      memcpy(out, a + 1, (size_t)(b - a - 1));
+      out[b - a - 1] = 0;
+    }
+  }
+  fclose(f);
+}
+
+/* THPeligible of the mapping that holds |p| (/proc/self/smaps), -1 when
+ * not found. */
+static int thp_eligible(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  bool in = false;
+  int v = -1;
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line */
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    else if (in && sscanf(line, "THPeligible: %d", &v) == 1)
+      break;
+  }
+  fclose(f);
+  return v;
+}
+
+/* Each block starts on a 2 MiB boundary, eligible for huge pages where
+ * the kernel has them: with 4 KiB pages every direct write pins a
+ * thousand pages one by one. */
+static void blocks_ask_for_huge_pages(void **state) {
+  (void)state;
+  int fd = open_new("huge");
+  tg_direct_writer_t *w = start_or_skip(fd);
+  char mode[16];
+  thp_mode(mode, sizeof(mode));
+  for (unsigned i = 0; i < TG_DIRECT_WRITE_BUFS; i++) {
+    const void *b = tg_direct_writer_block_for_test(w, i);
+    assert_non_null(b);
+    assert_int_equal((uintptr_t)b % (2u << 20), 0);
+    if (!strcmp(mode, "always") || !strcmp(mode, "madvise"))
+      assert_int_equal(thp_eligible(b), 1);
+  }
+  assert_null(tg_direct_writer_block_for_test(w, TG_DIRECT_WRITE_BUFS));
+  uint64_t total = (uint64_t)TG_DIRECT_WRITE_BLOCK + 4096;
+  assert_int_equal(append_pattern(w, total), 0);
+  assert_int_equal(tg_direct_writer_finish(w), 0);
+  tg_direct_writer_free(w);
   assert_file_is_pattern(fd, total);
   close(fd);
 }
@@ -245,6 +307,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_byte_in_order),
       cmocka_unit_test(exact_blocks_and_empty),
+      cmocka_unit_test(blocks_ask_for_huge_pages),
       cmocka_unit_test(refusal_falls_back_to_page_cache),
       cmocka_unit_test(refused_starts),
       cmocka_unit_test(budget_per_process),
