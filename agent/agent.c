@@ -282,4 +282,6 @@ void tg_agent_get_stats(tg_agent_stats_t *out) {
   out->smb_bytes_in_use_peak = atomic_load(&c->smb_in_use_peak);
   out->smb_active_size = atomic_load(&c->smb_active);
   out->smb_resident_bytes = atomic_load(&c->smb_resident);
+  out->patches_in_place =
+      atomic_load(&c->in_place_past) + atomic_load(&c->in_place_now);
 }

@@ -62,6 +62,9 @@ typedef struct tg__agent_link {
   tg__conn_t *conn; /* NULL between connections */
   uint32_t backoff_ms;
   size_t ds_acked; /* registrations answered on this connection */
+  /* The service takes patches written into chunks not yet released
+   * (InitializeConnectionResponse.direct_smb_patching_supported). */
+  bool direct_patching;
   _Atomic uint64_t connects, disconnects;
 } tg__agent_link_t;
 
@@ -90,6 +93,7 @@ typedef struct tg__agent_commit {
   _Atomic uint64_t chunks_now, patches_now, stalls_now;
   _Atomic uint64_t dropped_past, markers_past, reclaimed_past;
   _Atomic uint64_t dropped_now, markers_now, reclaimed_now;
+  _Atomic uint64_t in_place_past, in_place_now;
   /* The current SMB's size, active size and bytes not Free, sampled at
    * each tick and commit; the peak since the process started; its bytes
    * in memory, sampled at the first tick of each SMB and then at most

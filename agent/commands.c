@@ -172,6 +172,7 @@ static void setup_tracing(int fd_untrusted, uint32_t page_kb) {
       .stall_when_full =
           tg__agent.cfg.opts.on_smb_full == TG_AGENT_FULL_STALL,
       .reserve = tg__agent.cfg.opts.smb_size_hint == 0,
+      .direct_patching = tg__agent.link.direct_patching,
       .wake = tg__agent_wake,
   };
   /* On failure the session has no SMB: instances start and drop. */

@@ -81,6 +81,7 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire,
     atomic_fetch_add(&cm->dropped_past, st.packets_dropped);
     atomic_fetch_add(&cm->markers_past, st.drop_markers);
     atomic_fetch_add(&cm->reclaimed_past, st.chunks_reclaimed);
+    atomic_fetch_add(&cm->in_place_past, st.patches_in_place);
     st = (tg_arbiter_stats_t){0};
   }
   atomic_store(&cm->chunks_now, st.chunks_committed);
@@ -89,6 +90,7 @@ static void snapshot_arbiter_stats(tg_arbiter_t *arb, bool retire,
   atomic_store(&cm->dropped_now, st.packets_dropped);
   atomic_store(&cm->markers_now, st.drop_markers);
   atomic_store(&cm->reclaimed_now, st.chunks_reclaimed);
+  atomic_store(&cm->in_place_now, st.patches_in_place);
   atomic_store(&cm->smb_size,
                arb && !retire ? tg_arbiter_smb(arb)->size : 0);
   atomic_store(&cm->smb_active,

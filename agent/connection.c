@@ -146,8 +146,6 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
                            bool has_more, const uint8_t *r, size_t n) {
   (void)ctx;
   (void)has_more;
-  (void)r;
-  (void)n;
   tg__conn_t *c = cl->data;
   if (status < 0) {
     if (status != TG_EPEER_CLOSED) {
@@ -158,6 +156,13 @@ static void on_initialized(tg_ipc_client_t *cl, void *ctx, int status,
     }
     return;
   }
+  /* An answer that does not parse offers nothing. */
+  Perfetto__Protos__InitializeConnectionResponse *resp =
+      perfetto__protos__initialize_connection_response__unpack(NULL, n, r);
+  link_state->direct_patching = resp && resp->has_direct_smb_patching_supported &&
+                                resp->direct_smb_patching_supported;
+  if (resp)
+    perfetto__protos__initialize_connection_response__free_unpacked(resp, NULL);
   c->ready = true;
   link_state->backoff_ms = 0;
   atomic_fetch_add(&link_state->connects, 1);

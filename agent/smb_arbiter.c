@@ -24,6 +24,18 @@
  * move of the chunk it patches (the service would not find the chunk). Each
  * patch remembers how many moves had been queued when it was added; it is
  * sent only once those moves have been taken.
+ *
+ * Direct patching (opts.direct_patching, when the service said it copes:
+ * InitializeConnectionResponse.direct_smb_patching_supported). A chunk
+ * returned with patches to come stays BeingWritten while its move waits in
+ * the batch; a patch for it then goes into the chunk itself, and the last
+ * one (has_more_patches false) clears the chunk's needs-patching flag and
+ * releases it Complete. A chunk whose move is taken first is released
+ * Complete then, flag set, and its patches go by CommitData as without.
+ * The service reads a chunk only once it is Complete (a scrape takes a
+ * BeingWritten one as incomplete), so it never sees a half-applied patch,
+ * and it is spared parsing and applying a patch for nearly every chunk
+ * that a packet leaves unfinished.
  */
 #include "agent/smb_arbiter.h"
 
@@ -71,6 +83,11 @@ typedef struct move {
   uint32_t page;
   uint16_t chunk;
   uint16_t target_buffer;
+  /* Direct patching: the chunk is still BeingWritten, waiting for patches
+   * that land in it in place (see patch_in_place()). */
+  bool open;
+  uint16_t writer_id;
+  uint32_t chunk_id;
 } move_t;
 
 typedef struct patch {
@@ -87,6 +104,7 @@ struct tg_arbiter {
   tg_smb_t smb;
   void (*free_fn)(void *base, size_t size);
   bool stall_when_full;
+  bool direct_patching;
   bool adaptive_layout;
   size_t initial_pages;      /* 0: a fixed SMB, every page active */
   /* Pages writers may use: the SMB's first |active_pages|. Only grows. */
@@ -118,6 +136,8 @@ struct tg_arbiter {
   uint64_t moves_queued; /* ever */
   uint64_t moves_taken;  /* ever: the chunks committed */
   uint64_t patches_committed;
+  uint64_t patches_in_place;
+  size_t open_moves; /* queued moves with |open| */
   uint64_t writer_ids[(TG_WRITER_ID_MAX + 1) / 64]; /* bit set: in use */
   unsigned writer_ids_used;
   uint16_t last_writer_id;
@@ -161,6 +181,7 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   if (rv < 0) goto fail;
   arb->free_fn = opts->free_fn;
   arb->stall_when_full = opts->stall_when_full;
+  arb->direct_patching = opts->direct_patching;
   arb->adaptive_layout = opts->layout == 0;
   arb->base_layout =
       opts->layout ? opts->layout : default_layout(opts->page_size);
@@ -570,16 +591,38 @@ size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb) {
   return bytes;
 }
 
+/* Releases the chunk of move |m| Complete (direct patching). */
+static void release_open(tg_arbiter_t *arb, move_t *m) {
+  tg_smb_chunk_t c = {.page_idx = m->page, .chunk_idx = (uint8_t)m->chunk};
+  (void)tg_smb_release_chunk_as_complete(&arb->smb, &c);
+  m->open = false;
+  arb->open_moves--;
+}
+
 void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
                              uint16_t target_buffer) {
+  /* The writer's own header words: it wrote them, nobody else may. */
+  const tg_smb_chunk_header_t *h = (const tg_smb_chunk_header_t *)c->begin;
+  uint16_t packets = atomic_load_explicit(&h->packets, memory_order_relaxed);
+  bool open = arb->direct_patching &&
+              (tg_chunk_packets_flags(packets) & TG_CHUNK_NEEDS_PATCHING);
   /* Release: the service's acquire-for-reading sees the chunk's bytes. A
    * failure means someone scribbled on our page word: nothing to commit. */
-  if (tg_smb_release_chunk_as_complete(&arb->smb, c) != 0) return;
+  if (!open && tg_smb_release_chunk_as_complete(&arb->smb, c) != 0) return;
   bool do_wake = false;
   pthread_mutex_lock(&arb->mu);
   move_t *m = QUEUE_PUSH(&arb->moves, move_t);
+  if (!m && open) /* lost to OOM: Complete for the service to scrape */
+    (void)tg_smb_release_chunk_as_complete(&arb->smb, c);
   if (m) { /* else lost to OOM: the service scrapes it on flush */
-    *m = (move_t){c->page_idx, c->chunk_idx, target_buffer};
+    *m = (move_t){
+        .page = c->page_idx,
+        .chunk = c->chunk_idx,
+        .target_buffer = target_buffer,
+        .open = open,
+        .writer_id = atomic_load_explicit(&h->writer_id, memory_order_relaxed),
+        .chunk_id = atomic_load_explicit(&h->chunk_id, memory_order_relaxed)};
+    if (open) arb->open_moves++;
     arb->moves_queued++;
     atomic_fetch_add_explicit(&arb->pending, 1, memory_order_relaxed);
     size_t threshold = arb->commit_threshold;
@@ -590,10 +633,49 @@ void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
   if (do_wake) wake(arb);
 }
 
+/* Applies a patch to its chunk in the SMB when the chunk's move is still
+ * in the batch with the chunk open (direct patching). Newest first: a
+ * patch comes soon after its chunk left the writer. Under |mu|. */
+static bool patch_in_place(tg_arbiter_t *arb, uint16_t writer_id,
+                           uint32_t chunk_id, uint32_t offset,
+                           const uint8_t data[4], bool more) {
+  if (arb->open_moves == 0) return false;
+  for (size_t i = QUEUE_COUNT(&arb->moves, move_t); i-- > 0;) {
+    move_t *m = QUEUE_AT(&arb->moves, move_t, i);
+    if (!m->open || m->writer_id != writer_id || m->chunk_id != chunk_id)
+      continue;
+    tg_smb_chunk_t c;
+    uint32_t bm = tg_smb_page_bitmap(&arb->smb, m->page);
+    if (tg_smb_chunk_locate(&arb->smb, m->page, m->chunk, bm, &c) < 0 ||
+        c.size < TG_SMB_CHUNK_HEADER_SIZE + 4 ||
+        offset > c.size - TG_SMB_CHUNK_HEADER_SIZE - 4)
+      return false; /* not ours to write: the service judges it */
+    memcpy(c.begin + TG_SMB_CHUNK_HEADER_SIZE + offset, data, 4);
+    arb->patches_in_place++;
+    if (!more) {
+      tg_smb_chunk_header_t *h = (tg_smb_chunk_header_t *)c.begin;
+      uint16_t packets = atomic_load_explicit(&h->packets, memory_order_relaxed);
+      atomic_store_explicit(
+          &h->packets,
+          tg_chunk_packets_pack(tg_chunk_packets_count(packets),
+                                tg_chunk_packets_flags(packets) &
+                                    ~(unsigned)TG_CHUNK_NEEDS_PATCHING),
+          memory_order_relaxed);
+      release_open(arb, m);
+    }
+    return true;
+  }
+  return false;
+}
+
 void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
                           uint16_t writer_id, uint32_t chunk_id,
                           uint32_t offset, const uint8_t data[4], bool more) {
   pthread_mutex_lock(&arb->mu);
+  if (patch_in_place(arb, writer_id, chunk_id, offset, data, more)) {
+    pthread_mutex_unlock(&arb->mu);
+    return;
+  }
   patch_t *p = QUEUE_PUSH(&arb->patches, patch_t);
   if (p) {
     *p = (patch_t){.move_seq = arb->moves_queued,
@@ -615,6 +697,7 @@ void tg_arbiter_get_stats(const tg_arbiter_t *arb, tg_arbiter_stats_t *out) {
   pthread_mutex_lock(&a->mu);
   out->chunks_committed = a->moves_taken;
   out->patches = a->patches_committed;
+  out->patches_in_place = a->patches_in_place;
   pthread_mutex_unlock(&a->mu);
   out->stalls = atomic_load_explicit(&arb->stalls, memory_order_relaxed);
   out->packets_dropped =
@@ -782,6 +865,12 @@ int tg_arbiter_take_commit(tg_arbiter_t *arb, uint64_t flush_request_id,
   if (!dst) {
     pthread_mutex_unlock(&arb->mu);
     return -ENOMEM;
+  }
+  /* Chunks still open leave Complete, their patches to come by CommitData
+   * (taken here from now on: patch_in_place() no longer finds them). */
+  for (size_t i = 0; i < nmoves && arb->open_moves; i++) {
+    move_t *m = QUEUE_AT(&arb->moves, move_t, i);
+    if (m->open) release_open(arb, m);
   }
   QUEUE_POP(&arb->moves, move_t, nmoves);
   QUEUE_POP(&arb->patches, patch_t, npatches);

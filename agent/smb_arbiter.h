@@ -50,6 +50,10 @@ typedef struct tg_arbiter_opts {
   size_t page_size;
   void (*free_fn)(void *base, size_t size); /* NULL: munmap */
   bool stall_when_full;                    /* else drop */
+  /* Patches of a chunk whose move has not left yet go into the chunk in
+   * place (see smb_arbiter.c); only when the service said it copes
+   * (InitializeConnectionResponse.direct_smb_patching_supported). */
+  bool direct_patching;
   /* 0: every page is usable from the start (a fixed SMB). Else a reserve:
    * only the first |active_size| bytes (whole pages, at least one) are
    * used at first, and that active prefix doubles, up to |smb_size|, when
@@ -131,14 +135,17 @@ int tg_arbiter_chunk_try_get_near(tg_arbiter_t *arb, uint16_t writer_id,
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb);
 
 /* Releases |c| as Complete and queues it for CommitData (chunks_to_move
- * {page, chunk, target_buffer}). May call wake. */
+ * {page, chunk, target_buffer}); with direct patching, a chunk flagged as
+ * needing patches stays BeingWritten until its last patch or its move
+ * leaves. May call wake. */
 void tg_arbiter_chunk_return(tg_arbiter_t *arb, const tg_smb_chunk_t *c,
                              uint16_t target_buffer);
 
 /* Queues a patch: 4 bytes at |offset| from the start of the chunk's payload
  * (just after its 8-byte header) of chunk {writer_id, chunk_id}. Patches of
  * the same chunk queued in a row are sent together; |more| is
- * has_more_patches (more patches for this chunk will follow). */
+ * has_more_patches (more patches for this chunk will follow). With direct
+ * patching, written into the chunk instead while its move is queued. */
 void tg_arbiter_patch_add(tg_arbiter_t *arb, uint16_t target_buffer,
                           uint16_t writer_id, uint32_t chunk_id,
                           uint32_t offset, const uint8_t data[4], bool more);
@@ -194,6 +201,7 @@ size_t tg_arbiter_resident_bytes(const tg_arbiter_t *arb);
 typedef struct tg_arbiter_stats {
   uint64_t chunks_committed; /* moves serialized by take_commit */
   uint64_t patches;          /* patches (not groups) serialized */
+  uint64_t patches_in_place; /* patches written into their chunk instead */
   uint64_t stalls;           /* chunk_get calls that had to wait */
   uint64_t packets_dropped;  /* packets writers could not store */
   uint64_t drop_markers;     /* of them, reported in a chunk's drop marker */

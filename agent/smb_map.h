@@ -12,6 +12,7 @@
 typedef struct tg__smb_map_opts {
   uint32_t page_size_kb;  /* from SetupTracing; 0: the default page size */
   bool stall_when_full;   /* tg_agent_options_t.on_smb_full */
+  bool direct_patching;   /* tg_arbiter_opts_t.direct_patching */
   /* The app gave no size hint, so the agent asked for a reserve: start
    * with an active prefix of TG_SMB_DEFAULT_SIZE and grow into the rest
    * (tg_arbiter_opts_t.active_size). */

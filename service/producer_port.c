@@ -284,6 +284,11 @@ static void m_initialize_connection(void *ctx, tg_ipc_call_t call,
       PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
   resp.has_using_shmem_provided_by_producer = 1;
   resp.using_shmem_provided_by_producer = p->smb_from_producer;
+  /* A producer may write patches into chunks it has not released yet:
+   * the service reads a chunk only once Complete, and takes a scraped
+   * BeingWritten one as incomplete, to be committed again. */
+  resp.has_direct_smb_patching_supported = 1;
+  resp.direct_smb_patching_supported = 1;
   tg_ipc_reply(&call, true, false, &resp.base, -1);
 }
 

@@ -154,6 +154,10 @@ typedef struct tg_agent_stats {
    * 100 ms or so while it traces). 0 when none. */
   uint64_t smb_active_size;
   uint64_t smb_resident_bytes;
+  /* Patches written into their chunk in the SMB while its commit was
+   * still pending (when the service supports it), instead of being sent
+   * in CommitData (patches_sent). */
+  uint64_t patches_in_place;
 } tg_agent_stats_t;
 TG_EXPORT void tg_agent_get_stats(tg_agent_stats_t *out);
 

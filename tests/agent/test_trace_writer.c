@@ -105,6 +105,9 @@ static void on_wake(void *ctx) {
   sem_post(&e->wake_sem);
 }
 
+/* Arbiters made from now on patch in place (tg_arbiter_opts_t). */
+static bool g_direct;
+
 static tg_arbiter_t *new_arbiter(size_t pages, unsigned layout, bool stall,
                                  void *wake_ctx) {
   size_t size = pages * PAGE;
@@ -116,6 +119,7 @@ static tg_arbiter_t *new_arbiter(size_t pages, unsigned layout, bool stall,
                          .page_size = PAGE,
                          .free_fn = smb_free,
                          .stall_when_full = stall,
+                         .direct_patching = g_direct,
                          .layout = layout,
                          .wake = wake_ctx ? on_wake : NULL,
                          .wake_ctx = wake_ctx};
@@ -215,10 +219,14 @@ static void sweep(unsigned layout, bool packet_per_chunk) {
 static void fragments_reassemble_at_every_boundary(void **state) {
   (void)state;
   const unsigned layouts[] = {TG_PAGE_DIV_14, TG_PAGE_DIV_4, TG_PAGE_DIV_1};
-  for (size_t i = 0; i < 3; i++) {
-    sweep(layouts[i], true);
-    sweep(layouts[i], false);
+  for (int direct = 0; direct < 2; direct++) {
+    g_direct = direct;
+    for (size_t i = 0; i < 3; i++) {
+      sweep(layouts[i], true);
+      sweep(layouts[i], false);
+    }
   }
+  g_direct = false;
 }
 
 /* Fragment framing to the letter: ids, counts and continuation flags. */
@@ -380,6 +388,86 @@ static void nested_sizes_are_patched_in_one_group(void **state) {
   assert_int_equal(tg_buf_size(&e.got), len);
   assert_memory_equal(tg_buf_begin(&e.got), e.expect, len);
   assert_int_equal(e.w.packets_written, 1);
+  assert_service_clean(&e);
+  env_fini(&e);
+}
+
+/* An env whose arbiter patches in place, small chunks. */
+static void env_init_direct(env_t *e) {
+  g_direct = true;
+  env_init(e, 16, TG_PAGE_DIV_14, false, TB_SIZE, true);
+  g_direct = false;
+}
+
+/* The service's next packet is |s|, byte for byte. */
+static void assert_next_packet(env_t *e, const spec_t *s) {
+  size_t len = expect_spec(s, e->expect, MAX_PACKET);
+  assert_int_equal(fake_service_read(&e->fs, &e->got, NULL, NULL), 1);
+  assert_int_equal(tg_buf_size(&e->got), len);
+  assert_memory_equal(tg_buf_begin(&e->got), e->expect, len);
+}
+
+/* Direct patching: the same packet's three patches go into chunk 0 while
+ * its move waits in the batch; it leaves Complete, its needs-patching
+ * flag cleared, and no patch goes by CommitData. */
+static void patches_land_in_a_chunk_whose_move_waits(void **state) {
+  (void)state;
+  env_t e;
+  env_init_direct(&e);
+  spec_t s = {.seq = 7, .filler = 0, .depth = 3, .inner = {0, 0, 1200}};
+  write_packet(&e.w, &s);
+  tg_trace_writer_flush(&e.w);
+  fake_service_drain(&e.fs);
+  assert_int_equal(e.fs.nchunks, 5);
+  for (size_t i = 0; i < 5; i++) assert_false(e.fs.chunks[i].needs_patching);
+  assert_int_equal(e.fs.ngroups, 0);
+  tg_arbiter_stats_t as;
+  tg_arbiter_get_stats(e.arb, &as);
+  assert_int_equal(as.patches_in_place, 3);
+  assert_int_equal(as.patches, 0);
+  assert_next_packet(&e, &s);
+  collect_t c = {0};
+  assert_int_equal(
+      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
+  assert_int_equal(c.packets, 1);
+  assert_service_clean(&e);
+  env_fini(&e);
+}
+
+/* Direct patching, but the chunk's move leaves before the packet ends:
+ * the chunk goes Complete with its flag set, and its patch follows by
+ * CommitData as without direct patching. */
+static void a_chunk_that_leaves_first_is_patched_by_commit(void **state) {
+  (void)state;
+  env_t e;
+  env_init_direct(&e);
+  spec_t s = {.seq = 3, .filler = 0, .depth = 1, .inner = {900}};
+  tg_pbw_t *pw = tg_trace_writer_begin_packet(&e.w);
+  tg_pbw_append_varint(pw, 1, s.seq);
+  tg_pbw_append_bytes(pw, 2, g_tmp, 0);
+  tg_pbw_begin_nested(pw, 3);
+  tg_pbw_append_varint(pw, 1, 0);
+  fill_pattern(g_tmp, 900, s.seq + 1);
+  /* Two chunks' worth of the nested message: the first chunk, holding
+   * its size field, has left the writer. */
+  tg_pbw_append_raw(pw, (const uint8_t[]){0x12, 0x84, 0x07}, 3); /* 2: 900 */
+  tg_pbw_append_raw(pw, g_tmp, 600);
+  assert_true(fake_service_commit(&e.fs, 0, NULL) > 0);
+  assert_int_equal(e.fs.nchunks, 2);
+  assert_true(e.fs.chunks[0].needs_patching);
+  tg_pbw_append_raw(pw, g_tmp + 600, 300);
+  tg_pbw_end_nested(pw);
+  tg_trace_writer_end_packet(&e.w);
+  tg_trace_writer_flush(&e.w);
+  fake_service_drain(&e.fs);
+  assert_int_equal(e.fs.ngroups, 1);
+  assert_int_equal(e.fs.groups[0].chunk_id, 0);
+  assert_true(e.fs.chunks[0].patched_final);
+  tg_arbiter_stats_t as;
+  tg_arbiter_get_stats(e.arb, &as);
+  assert_int_equal(as.patches_in_place, 0);
+  assert_int_equal(as.patches, 1);
+  assert_next_packet(&e, &s);
   assert_service_clean(&e);
   env_fini(&e);
 }
@@ -1347,6 +1435,8 @@ int main(void) {
   g_tmp = malloc(MAX_PACKET);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fragments_reassemble_at_every_boundary),
+      cmocka_unit_test(patches_land_in_a_chunk_whose_move_waits),
+      cmocka_unit_test(a_chunk_that_leaves_first_is_patched_by_commit),
       cmocka_unit_test(chunk_headers_follow_the_abi),
       cmocka_unit_test(packet_count_per_chunk_is_capped),
       cmocka_unit_test(packet_does_not_start_in_a_sliver),

@@ -73,6 +73,9 @@ static bool connect_offering(raw_producer_t *p, const test_service_t *ts,
       (Perfetto__Protos__InitializeConnectionResponse *)reply;
   assert_non_null(r);
   assert_true(r->has_using_shmem_provided_by_producer);
+  /* Patches may be written into chunks not released yet. */
+  assert_true(r->has_direct_smb_patching_supported &&
+              r->direct_smb_patching_supported);
   bool own = r->using_shmem_provided_by_producer;
   perfetto__protos__initialize_connection_response__free_unpacked(r, NULL);
   Perfetto__Protos__GetAsyncCommandRequest gac =
