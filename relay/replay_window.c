@@ -128,20 +128,22 @@ void tg_replay_release(tg_replay_store_t *st, tg_replay_window_t *w,
 /* Whether |body|'s last slice ends a packet; |prev| when it has none. */
 static bool ends_packet(const uint8_t *body, size_t len, bool prev) {
   tg_pb_reader_t r;
-  tg_pb_field_t f;
-  bool ends = prev;
+  tg_pb_field_t f, last_slice;
+  bool any = false;
   tg_pb_reader_init(&r, body, len);
-  while (tg_pb_reader_next(&r, &f) == 1) {
-    if (f.id != 2 || f.type != TG_PB_WT_LEN) continue; /* slices */
-    bool last = false;
-    tg_pb_reader_t sr;
-    tg_pb_field_t sf;
-    tg_pb_reader_init(&sr, f.data, f.size);
-    while (tg_pb_reader_next(&sr, &sf) == 1)
-      if (sf.id == 2 && sf.type == TG_PB_WT_VARINT) last = sf.value != 0;
-    ends = last;
-  }
-  return ends;
+  while (tg_pb_reader_next(&r, &f) == 1)
+    if (f.id == 2 && f.type == TG_PB_WT_LEN) { /* slices: only the last counts */
+      last_slice = f;
+      any = true;
+    }
+  if (!any) return prev;
+  bool last = false;
+  tg_pb_reader_t sr;
+  tg_pb_field_t sf;
+  tg_pb_reader_init(&sr, last_slice.data, last_slice.size);
+  while (tg_pb_reader_next(&sr, &sf) == 1)
+    if (sf.id == 2 && sf.type == TG_PB_WT_VARINT) last = sf.value != 0;
+  return last;
 }
 
 /* Every frame goes, oldest first, as if dropped for room. */
