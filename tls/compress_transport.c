@@ -17,7 +17,9 @@ enum { KIND_PLAIN = 0, KIND_BLOCK = 1 };
 #define HDR (TG_IPC_FRAME_HEADER_SIZE + 1)
 /* A block's compressed bytes: whatever fits one frame after its kind. */
 #define BLOCK_MAX (TG_IPC_FRAME_MAX_PAYLOAD - 1)
-#define SCRATCH_SIZE (64u << 10)
+/* Holds any frame whole: a zstd frame that inflates to one is inflated at
+ * once (inflate_whole()). */
+#define SCRATCH_SIZE TG_IPC_FRAME_BUFFER_SIZE
 /* Where a whole frame that may not fit the block's room is compressed. */
 #define ZOUT_SIZE ZSTD_COMPRESSBOUND(TG_IPC_FRAME_BUFFER_SIZE)
 
@@ -322,7 +324,7 @@ static int deliver(void *ctx, const uint8_t *payload, size_t len) {
  * delivered, a partial one copied by the frame decoder) before
  * on_inner_frame returns, so one scratch buffer serves every receiving
  * end on a thread: a collector with a thousand hosts would otherwise hold
- * a thousand, mostly touched (64 MB). An end that inflates while another
+ * a thousand, mostly touched (128 MB). An end that inflates while another
  * on its thread is in the middle of it (a delivered frame that makes
  * another connection's input flow at once) takes a scratch of its own,
  * kept until it closes. Freed at the thread's exit. */
@@ -385,15 +387,70 @@ static int on_inner_frame(tg_transport_t *inner, const uint8_t *payload,
   return rv;
 }
 
+/* True when |z| starts a zstd frame whose window is its content, which
+ * its header then always gives (RFC 8878 3.1.1: Single_Segment_flag, bit
+ * 5 of the frame header descriptor after the magic number). */
+static bool single_segment(const uint8_t *z, size_t n) {
+  return n > 4 && tg_pb_read_le32(z) == ZSTD_MAGICNUMBER && (z[4] & 0x20);
+}
+
+/* At a zstd frame boundary: a whole single-segment frame at the front of
+ * |in| that inflates to at most the scratch is inflated in one call into
+ * it and its frames handed over in place (a streaming inflate writes into
+ * zstd's own window first and copies out: a sender's large frames are
+ * such frames, compress_whole()). Its window is its content, so the
+ * receiver's window cap has nothing to refuse. Returns -1 when |in| does
+ * not start with one, 0 when it was taken, else as inflate_into(). */
+static int inflate_whole(tg_zstd_transport_t *t, uint8_t *scratch,
+                         ZSTD_inBuffer *in) {
+  const uint8_t *z = (const uint8_t *)in->src + in->pos;
+  size_t avail = in->size - in->pos;
+  if (!single_segment(z, avail)) return -1;
+  size_t zn = ZSTD_findFrameCompressedSize(z, avail);
+  if (ZSTD_isError(zn)) return -1; /* not all here yet, or bad: streamed */
+  unsigned long long n = ZSTD_getFrameContentSize(z, zn);
+  if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
+      n > SCRATCH_SIZE)
+    return -1;
+  size_t got = ZSTD_decompressDCtx(t->dctx, scratch, SCRATCH_SIZE, z, zn);
+  ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+  if (ZSTD_isError(got)) {
+    TG_WARN("zstd transport: the peer's stream does not inflate: %s",
+            ZSTD_getErrorName(got));
+    close_transport(t, TG_EBAD_COMPRESSED);
+    return 1;
+  }
+  in->pos += zn;
+  t->whole_in++;
+  int rv = tg_frame_decoder_feed(&t->dec, scratch, got, deliver, t);
+  if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
+    TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
+            tg_strerror(rv));
+    close_transport(t, rv == -ENOMEM ? rv : TG_EBAD_COMPRESSED);
+    return 1;
+  }
+  return rv; /* non-zero: the owner stopped reading */
+}
+
 /* Inflates into the scratch buffer, whose whole frames are handed over in
  * place, or, while a frame is partial, straight into the decoder's room for
  * its rest; on a bulk stream every frame is opened there, header and all,
  * so that its bytes are written once (the scratch's tail would be copied:
- * half of each 128 KiB frame). */
+ * half of each 128 KiB frame). Whole zstd frames of one frame's size skip
+ * both (inflate_whole()). */
 static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
                         ZSTD_inBuffer *in) {
   ZSTD_outBuffer out = {NULL, 0, 0};
   do {
+    if (t->zframe_start) {
+      int w = inflate_whole(t, scratch, in);
+      if (w > 0) return w;
+      if (w == 0) {
+        out = (ZSTD_outBuffer){NULL, 0, 0};
+        if (in->pos == in->size) return 0;
+        continue; /* the loop's test sees more input */
+      }
+    }
     uint8_t *at = NULL;
     size_t room = tg_frame_decoder_room(&t->dec, &at);
     int rv = 0;
@@ -411,6 +468,7 @@ static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
         close_transport(t, TG_EBAD_COMPRESSED);
         return 1;
       }
+      t->zframe_start = r == 0; /* a frame ended and all of it is out */
       rv = room ? tg_frame_decoder_wrote(&t->dec, out.pos, deliver, t)
                 : tg_frame_decoder_feed(&t->dec, scratch, out.pos, deliver, t);
     }
@@ -551,5 +609,6 @@ int tg_zstd_transport_start_decompress(tg_zstd_transport_t *t,
     return -ENOMEM;
   }
   t->dctx = d;
+  t->zframe_start = true;
   return 0;
 }

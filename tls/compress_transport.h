@@ -35,15 +35,18 @@
  * reply is never held back waiting for more data. The receiver inflates
  * small frames into a scratch buffer and splits them from it in place,
  * and large ones (a ReadBuffers stream) straight into the frame decoder's
- * buffer, header and all, so that no inflated byte is copied again.
+ * buffer, header and all, so that no inflated byte is copied again; a
+ * zstd frame that arrived whole and inflates to at most one frame's size
+ * (a large frame compressed whole) is inflated in one call into the
+ * scratch, without zstd's window in between.
  *
  * Hostile peers: the window the receiver accepts is capped at what it
  * asked for, inflated frames go through the same 128 KiB frame decoder as
  * plain ones, and any zstd error closes the transport with
  * TG_EBAD_COMPRESSED. Memory per receiving end: the zstd window and the
- * frame decoder's buffer; the 64 KiB scratch buffer is the thread's,
- * shared by every end on it (one of its own for an end that inflates
- * while another is).
+ * frame decoder's buffer; the scratch buffer (a frame's size) is the
+ * thread's, shared by every end on it (one of its own for an end that
+ * inflates while another is).
  *
  * Callback rules are the transport's (ipc/transport.h). The decorator owns
  * the inner transport's callbacks and data pointer from init() on; the
@@ -89,6 +92,8 @@ typedef struct tg_zstd_transport {
   /* Receiving end. */
   ZSTD_DCtx *dctx;   /* non-NULL once decompressing */
   uint8_t *scratch;  /* NULL unless it ever inflated nested in another */
+  bool zframe_start; /* the next input byte starts a zstd frame */
+  uint64_t whole_in; /* zstd frames inflated in one call */
   tg_frame_decoder_t dec;
   int close_status;
   int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);

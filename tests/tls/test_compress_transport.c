@@ -272,7 +272,23 @@ static void hostile_streams_close_the_receiver(void **state) {
   assert_int_equal(p.rx.frames, 0);
   pair_close(&loop, &p);
 
-  /* 4. A frame of a kind that does not exist. */
+  /* 4. A whole zstd frame of a frame's size, inflated in one call, whose
+   * block is of a type that does not exist. */
+  uv_loop_init(&loop);
+  pair_open(&loop, &p, false, true);
+  send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
+  memset(src, 'x', 1000);
+  cn = ZSTD_compress(dst, sizeof(dst), src, 1000, 1);
+  assert_false(ZSTD_isError(cn));
+  assert_true(dst[4] & 0x20); /* single segment, 2-byte content size */
+  dst[7] |= 0x06;             /* the block header's type: reserved */
+  send_block(&p.tx, dst, cn);
+  assert_true(run_until(&loop, rx_closed, &p));
+  assert_int_equal(p.rx.close_status, TG_EBAD_COMPRESSED);
+  assert_int_equal(p.rx.frames, 0);
+  pair_close(&loop, &p);
+
+  /* 5. A frame of a kind that does not exist. */
   uv_loop_init(&loop);
   pair_open(&loop, &p, false, true);
   send_raw(&p.tx, ANSWER, sizeof(ANSWER) - 1);
@@ -664,6 +680,8 @@ static void large_frames_are_zstd_frames_of_their_own(void **state) {
   assert_true(p.rx.order_ok);
   assert_true(p.rx.content_ok);
   assert_true(p.tx.z.blocks_out >= 2); /* the noise took blocks of its own */
+  /* Those that arrived within one block were inflated in one call. */
+  assert_true(p.rx.z.whole_in > 0);
   /* The last streamed frame is still open: end it for the walk. */
   assert_int_equal(tg_zstd_transport_end_frame(&p.tx.z), 0);
   const uint8_t *z = tg_buf_begin(&log.seg[0]);
