@@ -648,8 +648,13 @@ static bool patch_in_place(tg_arbiter_t *arb, uint16_t writer_id,
     uint32_t bm = tg_smb_page_bitmap(&arb->smb, m->page);
     if (tg_smb_chunk_locate(&arb->smb, m->page, m->chunk, bm, &c) < 0 ||
         c.size < TG_SMB_CHUNK_HEADER_SIZE + 4 ||
-        offset > c.size - TG_SMB_CHUNK_HEADER_SIZE - 4)
-      return false; /* not ours to write: the service judges it */
+        offset > c.size - TG_SMB_CHUNK_HEADER_SIZE - 4) {
+      /* Not ours to write: the service judges it. The chunk leaves
+       * Complete with its flag set now, so that no later patch lands in
+       * place ahead of this one. */
+      release_open(arb, m);
+      return false;
+    }
     memcpy(c.begin + TG_SMB_CHUNK_HEADER_SIZE + offset, data, 4);
     arb->patches_in_place++;
     if (!more) {

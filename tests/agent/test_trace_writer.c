@@ -472,6 +472,39 @@ static void a_chunk_that_leaves_first_is_patched_by_commit(void **state) {
   env_fini(&e);
 }
 
+/* Direct patching, a patch the chunk cannot hold: it goes by CommitData
+ * for the service to judge, and the chunk leaves Complete, flag set, at
+ * once, so that its next patch does not land in place ahead of it. */
+static void a_patch_out_of_the_chunk_sends_the_chunk_as_without(void **state) {
+  (void)state;
+  env_t e;
+  env_init_direct(&e);
+  const tg_smb_t *smb = tg_arbiter_smb(e.arb);
+  tg_smb_chunk_t c;
+  assert_int_equal(tg_arbiter_chunk_get(e.arb, e.w.writer_id, 1000, &c), 0);
+  tg_smb_chunk_set_packets(&c, 1, TG_CHUNK_NEEDS_PATCHING);
+  tg_arbiter_chunk_return(e.arb, &c, 1);
+  assert_int_equal(tg_smb_bitmap_chunk_state(
+                       tg_smb_page_bitmap(smb, c.page_idx), c.chunk_idx),
+                   TG_CHUNK_BEING_WRITTEN);
+  const uint8_t data[4] = {0x81, 0x80, 0x80, 0x00};
+  tg_arbiter_patch_add(e.arb, 1, e.w.writer_id, 1000, (uint32_t)c.size, data,
+                       true);
+  assert_int_equal(tg_smb_bitmap_chunk_state(
+                       tg_smb_page_bitmap(smb, c.page_idx), c.chunk_idx),
+                   TG_CHUNK_COMPLETE);
+  const tg_smb_chunk_header_t *h = (const tg_smb_chunk_header_t *)c.begin;
+  assert_true(tg_chunk_packets_flags(atomic_load(&h->packets)) &
+              TG_CHUNK_NEEDS_PATCHING);
+  tg_arbiter_patch_add(e.arb, 1, e.w.writer_id, 1000, 0, data, false);
+  tg_arbiter_stats_t as;
+  tg_arbiter_get_stats(e.arb, &as);
+  assert_int_equal(as.patches_in_place, 0);
+  uint8_t zero[4] = {0};
+  assert_memory_equal(c.begin + TG_SMB_CHUNK_HEADER_SIZE, zero, 4);
+  env_fini(&e);
+}
+
 /* Depth 3 with each level's size field in a different chunk, 5 chunks. */
 static void nested_depth3_over_five_chunks(void **state) {
   (void)state;
@@ -1437,6 +1470,7 @@ int main(void) {
       cmocka_unit_test(fragments_reassemble_at_every_boundary),
       cmocka_unit_test(patches_land_in_a_chunk_whose_move_waits),
       cmocka_unit_test(a_chunk_that_leaves_first_is_patched_by_commit),
+      cmocka_unit_test(a_patch_out_of_the_chunk_sends_the_chunk_as_without),
       cmocka_unit_test(chunk_headers_follow_the_abi),
       cmocka_unit_test(packet_count_per_chunk_is_capped),
       cmocka_unit_test(packet_does_not_start_in_a_sliver),
