@@ -1,11 +1,12 @@
-/* tls/kex.h: a client's x25519 key exchange, made by libcrypto.
+/* tls/kex.h: the x25519 key exchange of both ends, made by libcrypto.
  *
- * In a full TLS 1.2 handshake the client makes an ephemeral key pair and
- * the shared secret with the server's ephemeral key: two x25519 scalar
+ * In a full TLS 1.2 handshake each end makes an ephemeral key pair and
+ * the shared secret with the other's ephemeral key: two x25519 scalar
  * multiplications, which mbedtls 2.28 makes with its generic bignum code,
- * most of a client's CPU per handshake, and a collector that opens a
- * thousand hosts pays it a thousand times. libcrypto makes both in a small
- * fraction of that (bench_tls_handshake prints the two side by side).
+ * most of an end's CPU per handshake; a collector that opens a thousand
+ * hosts pays it a thousand times, and a relay once per client. libcrypto
+ * makes both in a small fraction of that (bench_tls_handshake prints the
+ * two side by side).
  *
  * mbedtls 2.28 offers no hook for the key exchange, so the client's
  * ClientKeyExchange step is taken here instead of by mbedtls, and only it:
@@ -20,7 +21,17 @@
  * any release): tls/paths.c takes this path only when the mbedtls running
  * is exactly the version compiled against and tg_tls_kex_self_test()
  * passed; otherwise mbedtls makes the exchange, and the log says why.
- * The server's side of the exchange always stays with mbedtls.
+ *
+ * The server's side is two steps. At MBEDTLS_SSL_SERVER_KEY_EXCHANGE of
+ * an ECDHE-ECDSA suite where mbedtls would pick x25519 (its preference
+ * list against the client's groups), this module makes the key pair,
+ * writes the parameters, signs them as mbedtls does (the hash the
+ * client's signature_algorithms allow, over both randoms and the
+ * parameters, with the config's own key) and keeps the private key for
+ * the caller; at MBEDTLS_SSL_CLIENT_KEY_EXCHANGE it reads the client's
+ * message, makes the shared secret, and derives the session keys. A
+ * handshake whose first step this module took must have its second taken
+ * here too: mbedtls holds no key of its own for it.
  *
  * Only tls/session.c and tls/paths.c use it. */
 #ifndef TRACEGATE_TLS_KEX_H
@@ -46,14 +57,38 @@ bool tg_tls_kex_applies(const mbedtls_ssl_context *ssl);
  * the secret's copies outside mbedtls are wiped before it returns. */
 int tg_tls_kex_client_step(mbedtls_ssl_context *ssl);
 
-/* A handshake in memory between a client that takes this step and an
- * mbedtls server that makes its side itself: NULL when both ends finish
- * (each checks the other's Finished, which holds only if both derived the
- * same keys from the same secret), else what went wrong. A few
- * milliseconds, once per process. */
+/* Whether the next handshake step of server |ssl| is the first of this
+ * module's two: ServerKeyExchange of an ECDHE-ECDSA suite over x25519
+ * (TLS 1.2, no asynchronous signer). */
+bool tg_tls_kex_server_applies(const mbedtls_ssl_context *ssl);
+
+/* Takes it, as mbedtls_ssl_handshake_step() would: 0 (or
+ * MBEDTLS_ERR_SSL_WANT_WRITE, the message queued) with the handshake
+ * moved on and |*key| the ephemeral private key, which the caller keeps
+ * for tg_tls_kex_server_finish() and otherwise gives back with
+ * tg_tls_kex_server_abandon(); or an mbedtls error code, |*key| NULL. */
+int tg_tls_kex_server_params(mbedtls_ssl_context *ssl, void **key);
+
+/* The second step, at MBEDTLS_SSL_CLIENT_KEY_EXCHANGE of a handshake
+ * whose first step was taken here: 0 with the session keys derived and
+ * |*key| freed; MBEDTLS_ERR_SSL_WANT_READ with |*key| kept (call again);
+ * else an mbedtls error code (the client's message is not one x25519
+ * value, the shared secret is zero), |*key| freed. */
+int tg_tls_kex_server_finish(mbedtls_ssl_context *ssl, void **key);
+
+/* Frees (and wipes) a key that no finish will use. NULL is a no-op. */
+void tg_tls_kex_server_abandon(void **key);
+
+/* Two handshakes in memory, each end taking its steps here against
+ * mbedtls's own other end: NULL when all finish (each checks the other's
+ * Finished, which holds only if both derived the same keys from the same
+ * secret, and mbedtls's client checks the server's signature), else what
+ * went wrong. A few milliseconds, once per process. */
 const char *tg_tls_kex_self_test(void);
 
-/* How many handshakes took the step, for tests and benches. */
+/* How many handshakes took the client's step, and the server's second
+ * step, for tests and benches. */
 unsigned long tg_tls_kex_count(void);
+unsigned long tg_tls_kex_server_count(void);
 
 #endif /* TRACEGATE_TLS_KEX_H */

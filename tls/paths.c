@@ -59,7 +59,7 @@ void tg_tls_paths_describe(const tg_tls_paths_t *p, char *buf, size_t cap) {
     snprintf(why, sizeof(why), " (%s)", p->signatures_why);
   char kwhy[sizeof(p->kex_why) + 4] = "";
   if (p->kex_why[0]) snprintf(kwhy, sizeof(kwhy), " (%s)", p->kex_why);
-  snprintf(buf, cap, "TLS: handshakes by mbedtls %s; a client's x25519 by "
+  snprintf(buf, cap, "TLS: handshakes by mbedtls %s; x25519 by "
            "%s%s; records by %s; ECDSA by %s%s", mbed,
            p->kex_libcrypto ? "libcrypto" : "mbedtls", kwhy,
            p->records_libcrypto ? OpenSSL_version(OPENSSL_VERSION) : "mbedtls",
@@ -67,7 +67,7 @@ void tg_tls_paths_describe(const tg_tls_paths_t *p, char *buf, size_t cap) {
 #else
   (void)p;
   snprintf(buf, cap,
-           "TLS: handshakes by mbedtls %s; a client's x25519 by mbedtls; "
+           "TLS: handshakes by mbedtls %s; x25519 by mbedtls; "
            "records by mbedtls; ECDSA by mbedtls (built without libcrypto)",
            mbed);
 #endif

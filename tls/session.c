@@ -70,7 +70,7 @@ struct tg_tls_config {
   /* The handshake's ECDSA by libcrypto (tls/ecdsa.h): the own key and the
    * CA keys are adopted at load time, the peer's in note_verify. */
   bool libcrypto_signatures;
-  /* Client: its x25519 key exchange by libcrypto (tls/kex.h). */
+  /* Either end: its x25519 key exchange by libcrypto (tls/kex.h). */
   bool libcrypto_kex;
 };
 
@@ -99,6 +99,9 @@ struct tg_tls_session {
   /* NULL when mbedtls carries the records; else, once started, every
    * record after the handshake goes through it. */
   tg_tls_handoff_t *handoff;
+  /* Server: the ephemeral key of a key exchange tls/kex.c took, between
+   * its two steps (NULL otherwise). */
+  void *kex_key;
 #endif
   /* Once the records are handed over, |ssl| is freed (its keys wiped with
    * it): what is still asked of the session after that is kept here. */
@@ -487,7 +490,7 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
   cfg->handoff = !o->mbedtls_records && paths->records_libcrypto;
   cfg->libcrypto_signatures =
       !o->mbedtls_signatures && paths->signatures_libcrypto;
-  cfg->libcrypto_kex = !cfg->server && !o->mbedtls_kex && paths->kex_libcrypto;
+  cfg->libcrypto_kex = !o->mbedtls_kex && paths->kex_libcrypto;
   const int *wanted = cfg->handoff && tg_tls_cpu_has_aes()
                           ? suites_aes_first
                           : suites_chacha_first;
@@ -744,6 +747,7 @@ void tg_tls_session_free(tg_tls_session_t *s) {
     tg_tls_handoff_clear(s->handoff);
     free(s->handoff);
   }
+  tg_tls_kex_server_abandon(&s->kex_key);
 #endif
   if (!s->released) mbedtls_ssl_free(&s->ssl);
   mbedtls_ssl_session_free(&s->saved);
@@ -923,19 +927,28 @@ static void release_mbedtls(tg_tls_session_t *s) {
 #endif
 
 #if TG_TLS_LIBCRYPTO
-/* mbedtls_ssl_handshake(), but the client's x25519 key exchange is made
- * by tls/kex.c. */
-static int handshake_steps(mbedtls_ssl_context *ssl) {
+/* mbedtls_ssl_handshake(), but the x25519 key exchange is made by
+ * tls/kex.c: the client's one step, or the server's two, the second
+ * whenever the first was taken. */
+static int handshake_steps(tg_tls_session_t *s) {
+  mbedtls_ssl_context *ssl = &s->ssl;
   while (ssl->state != MBEDTLS_SSL_HANDSHAKE_OVER) {
-    int ret = tg_tls_kex_applies(ssl) ? tg_tls_kex_client_step(ssl)
-                                      : mbedtls_ssl_handshake_step(ssl);
+    int ret;
+    if (s->kex_key && ssl->state == MBEDTLS_SSL_CLIENT_KEY_EXCHANGE)
+      ret = tg_tls_kex_server_finish(ssl, &s->kex_key);
+    else if (tg_tls_kex_server_applies(ssl))
+      ret = tg_tls_kex_server_params(ssl, &s->kex_key);
+    else if (tg_tls_kex_applies(ssl))
+      ret = tg_tls_kex_client_step(ssl);
+    else
+      ret = mbedtls_ssl_handshake_step(ssl);
     if (ret != 0) return ret;
   }
   return 0;
 }
 #else
-static int handshake_steps(mbedtls_ssl_context *ssl) {
-  return mbedtls_ssl_handshake(ssl);
+static int handshake_steps(tg_tls_session_t *s) {
+  return mbedtls_ssl_handshake(&s->ssl);
 }
 #endif
 
@@ -943,7 +956,7 @@ int tg_tls_handshake(tg_tls_session_t *s) {
   if (s->done) return 0;
   if (s->dead) return s->dead;
   tl_handshaking = s;
-  int ret = s->cfg->libcrypto_kex ? handshake_steps(&s->ssl)
+  int ret = s->cfg->libcrypto_kex ? handshake_steps(s)
                                   : mbedtls_ssl_handshake(&s->ssl);
   tl_handshaking = NULL;
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE)

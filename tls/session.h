@@ -98,10 +98,10 @@ typedef struct tg_tls_opts {
    * by mbedtls. The same bytes on the wire either way. For tests and
    * benches that compare. */
   bool mbedtls_signatures;
-  /* Client only. false (the default): an x25519 key exchange is made by
-   * libcrypto (tls/kex.h) where tls/paths.h allows it; true: by mbedtls.
-   * The same bytes on the wire either way. For tests and benches that
-   * compare. */
+  /* false (the default): an x25519 key exchange is made by libcrypto
+   * (tls/kex.h), at either end, where tls/paths.h allows it; true: by
+   * mbedtls. The same protocol on the wire either way. For tests and
+   * benches that compare. */
   bool mbedtls_kex;
   /* Only this ciphersuite (an mbedtls name, e.g.
    * "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256", one of those offered by

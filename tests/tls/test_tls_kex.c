@@ -1,9 +1,10 @@
-/* A client's x25519 key exchange by libcrypto (tls/kex.h): it meets
- * mbedtls's own server and its own kind, moves application data both ways
- * afterwards (so both ends derived the same keys), is left to mbedtls when
- * asked, is not taken by a resumed handshake (there is no exchange), and
- * its self-test passes on the mbedtls it was built against. The refusal on
- * another mbedtls version is test_tls_paths's. */
+/* The x25519 key exchange by libcrypto (tls/kex.h), at either end: each
+ * meets mbedtls's own other end and its own kind, moves application data
+ * both ways afterwards (so both ends derived the same keys), is left to
+ * mbedtls when asked, is not taken by a resumed handshake (there is no
+ * exchange), a server's refuses a ClientKeyExchange that is not one
+ * x25519 value, and the self-test passes on the mbedtls it was built
+ * against. The refusal on another mbedtls version is test_tls_paths's. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,20 +53,25 @@ static void carries(tg_tls_session_t *from, tg_tls_session_t *to,
   assert_memory_equal(got, msg, n);
 }
 
-/* One full handshake between |scfg| and |ccfg|, data both ways, and how
- * many key exchanges libcrypto made for it. Saves the client's session
- * into *saved when |saved| is given (free it). */
+/* Key exchanges libcrypto made, by the client (1) and the server (2). */
+static unsigned long exchanges(unsigned long c0, unsigned long s0) {
+  return (tg_tls_kex_count() - c0) + 2 * (tg_tls_kex_server_count() - s0);
+}
+
+/* One full handshake between |scfg| and |ccfg|, data both ways, and which
+ * ends' key exchanges libcrypto made (exchanges()). Saves the client's
+ * session into *saved when |saved| is given (free it). */
 static unsigned long handshake(tg_tls_config_t *scfg, tg_tls_config_t *ccfg,
                                const uint8_t *offer, size_t offer_len,
                                uint8_t **saved, size_t *saved_len) {
-  unsigned long before = tg_tls_kex_count();
+  unsigned long c0 = tg_tls_kex_count(), s0 = tg_tls_kex_server_count();
   tls_pair_t p = {.scfg = scfg, .ccfg = ccfg};
   assert_int_equal(tls_pair_open(&p, offer, offer_len), 0);
   assert_int_equal(tls_pair_handshake(&p), 0);
   carries(p.c, p.s, "from the client");
   carries(p.s, p.c, "from the server");
   assert_int_equal(tls_pair_close(&p, saved, saved_len), 0);
-  return tg_tls_kex_count() - before;
+  return exchanges(c0, s0);
 }
 
 static void kex_self_test_passes_on_the_mbedtls_built_against(void **state) {
@@ -80,17 +86,21 @@ static void kex_self_test_passes_on_the_mbedtls_built_against(void **state) {
   assert_true(tg_tls_paths()->kex_libcrypto);
 }
 
-/* The default client takes the exchange; mbedtls's server (which makes
- * its own side) agrees on the keys, as does a client that leaves the
- * exchange to mbedtls. */
-static void kex_client_agrees_with_mbedtls_servers(void **state) {
+/* The default ends take the exchange; each agrees on the keys with
+ * mbedtls's own other end (which makes its side itself) and with its own
+ * kind. */
+static void kex_each_end_agrees_with_mbedtls_and_its_own(void **state) {
   (void)state;
   if (!tg_tls_paths()->kex_libcrypto) skip();
   tg_tls_config_t *s = config(true, (tg_tls_opts_t){0});
+  tg_tls_config_t *plain_s =
+      config(true, (tg_tls_opts_t){.mbedtls_kex = true});
   tg_tls_config_t *fast = config(false, (tg_tls_opts_t){0});
   tg_tls_config_t *plain = config(false, (tg_tls_opts_t){.mbedtls_kex = true});
-  assert_int_equal(handshake(s, fast, NULL, 0, NULL, NULL), 1);
-  assert_int_equal(handshake(s, plain, NULL, 0, NULL, NULL), 0);
+  assert_int_equal(handshake(plain_s, fast, NULL, 0, NULL, NULL), 1);
+  assert_int_equal(handshake(s, plain, NULL, 0, NULL, NULL), 2);
+  assert_int_equal(handshake(plain_s, plain, NULL, 0, NULL, NULL), 0);
+  assert_int_equal(handshake(s, fast, NULL, 0, NULL, NULL), 3);
   /* Every suite offered, with records by either library. */
   static const char *const suites[] = {
       "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256",
@@ -102,14 +112,59 @@ static void kex_client_agrees_with_mbedtls_servers(void **state) {
                          .mbedtls_records = mbed_records};
       tg_tls_config_t *ss = config(true, o);
       tg_tls_config_t *cc = config(false, o);
-      assert_int_equal(handshake(ss, cc, NULL, 0, NULL, NULL), 1);
+      assert_int_equal(handshake(ss, cc, NULL, 0, NULL, NULL), 3);
       tg_tls_config_free(ss);
       tg_tls_config_free(cc);
     }
   }
   tg_tls_config_free(s);
+  tg_tls_config_free(plain_s);
   tg_tls_config_free(fast);
   tg_tls_config_free(plain);
+}
+
+/* A ClientKeyExchange whose point is not one x25519 value (its length
+ * byte says 31): the server that took the exchange fails the handshake,
+ * as mbedtls's own does, and makes no keys from it. */
+static void kex_server_refuses_a_bad_client_value(void **state) {
+  (void)state;
+  if (!tg_tls_paths()->kex_libcrypto) skip();
+  for (int ours = 1; ours >= 0; ours--) {
+    tg_tls_config_t *s =
+        config(true, (tg_tls_opts_t){.mbedtls_kex = !ours});
+    tg_tls_config_t *c = config(false, (tg_tls_opts_t){0});
+    tls_pair_t p = {.scfg = s, .ccfg = c};
+    assert_int_equal(tls_pair_open(&p, NULL, 0), 0);
+    unsigned long s0 = tg_tls_kex_server_count();
+    int srv = 0;
+    bool corrupted = false;
+    for (int round = 0; round < 8 && srv == 0; round++) {
+      int cl = tg_tls_handshake(p.c);
+      assert_true(cl == 0 || cl == -EAGAIN);
+      /* The client's second flight holds, after its Certificate, its
+       * ClientKeyExchange record: [16 03 03 len len][10 00 00 21][20 ..]. */
+      tg_buf_t *out = tg_tls_out(p.c);
+      uint8_t *b = tg_buf_begin(out);
+      size_t n = tg_buf_size(out);
+      for (size_t at = 0; !corrupted && at + 10 <= n;
+           at += 5 + ((size_t)b[at + 3] << 8 | b[at + 4])) {
+        if (b[at] != 0x16 || b[at + 5] != 0x10) continue;
+        assert_int_equal(b[at + 9], 32);
+        b[at + 9] = 31;
+        corrupted = true;
+      }
+      assert_int_equal(tls_pair_carry(p.c, p.s), 0);
+      srv = tg_tls_handshake(p.s);
+      if (srv == -EAGAIN) srv = 0;
+      assert_int_equal(tls_pair_carry(p.s, p.c), 0);
+    }
+    assert_true(corrupted);
+    assert_true(srv < 0);
+    assert_int_equal(tg_tls_kex_server_count(), s0);
+    tls_pair_close(&p, NULL, NULL);
+    tg_tls_config_free(s);
+    tg_tls_config_free(c);
+  }
 }
 
 /* A resumed handshake exchanges no keys: the step is never reached. */
@@ -120,12 +175,12 @@ static void kex_is_not_taken_by_a_resumed_handshake(void **state) {
   tg_tls_config_t *c = config(false, (tg_tls_opts_t){0});
   uint8_t *saved = NULL;
   size_t len = 0;
-  assert_int_equal(handshake(s, c, NULL, 0, &saved, &len), 1);
+  assert_int_equal(handshake(s, c, NULL, 0, &saved, &len), 3);
   assert_non_null(saved);
   tls_pair_t p = {.scfg = s, .ccfg = c};
-  unsigned long before = tg_tls_kex_count();
+  unsigned long c0 = tg_tls_kex_count(), s0 = tg_tls_kex_server_count();
   assert_int_equal(tls_pair_once(&p, saved, len, NULL, NULL), 0);
-  assert_int_equal(tg_tls_kex_count(), before);
+  assert_int_equal(exchanges(c0, s0), 0);
   free(saved);
   tg_tls_config_free(s);
   tg_tls_config_free(c);
@@ -134,7 +189,8 @@ static void kex_is_not_taken_by_a_resumed_handshake(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(kex_self_test_passes_on_the_mbedtls_built_against),
-      cmocka_unit_test(kex_client_agrees_with_mbedtls_servers),
+      cmocka_unit_test(kex_each_end_agrees_with_mbedtls_and_its_own),
+      cmocka_unit_test(kex_server_refuses_a_bad_client_value),
       cmocka_unit_test(kex_is_not_taken_by_a_resumed_handshake),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
