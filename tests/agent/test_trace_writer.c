@@ -247,6 +247,15 @@ static void collect_cb(void *ctx, const uint8_t *data, size_t len) {
   if (c->last) memcpy(c->last, data, len);
 }
 
+/* Packets the strict reassembler finds for the env's writer, its framing
+ * checked to the letter on the way. */
+static unsigned reassembled_packets(env_t *e) {
+  collect_t c = {0};
+  assert_int_equal(
+      fake_service_reassemble(&e->fs, e->w.writer_id, collect_cb, &c), 0);
+  return c.packets;
+}
+
 static void chunk_headers_follow_the_abi(void **state) {
   (void)state;
   env_t e;
@@ -276,10 +285,7 @@ static void chunk_headers_follow_the_abi(void **state) {
   tg_pb_write_redundant_varint(hdr, (uint32_t)len);
   assert_memory_equal(p, hdr, 4);
   assert_memory_equal(p + 4, e.expect, len);
-  collect_t c = {0};
-  assert_int_equal(
-      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
-  assert_int_equal(c.packets, 4);
+  assert_int_equal(reassembled_packets(&e), 4);
   env_fini(&e);
 }
 
@@ -426,10 +432,7 @@ static void patches_land_in_a_chunk_whose_move_waits(void **state) {
   assert_int_equal(as.patches_in_place, 3);
   assert_int_equal(as.patches, 0);
   assert_next_packet(&e, &s);
-  collect_t c = {0};
-  assert_int_equal(
-      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
-  assert_int_equal(c.packets, 1);
+  assert_int_equal(reassembled_packets(&e), 1);
   assert_service_clean(&e);
   env_fini(&e);
 }
@@ -538,10 +541,7 @@ static void nested_depth3_over_five_chunks(void **state) {
   len = expect_spec(&(spec_t){.seq = 10, .filler = 5}, e.expect, 64);
   assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 1);
   assert_memory_equal(tg_buf_begin(&e.got), e.expect, len);
-  collect_t c = {0};
-  assert_int_equal(
-      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
-  assert_int_equal(c.packets, 2);
+  assert_int_equal(reassembled_packets(&e), 2);
   assert_service_clean(&e);
   env_fini(&e);
 }
@@ -1337,10 +1337,7 @@ static void idle_writer_chunk_is_taken_back_after_idle_time(void **state) {
   assert_int_equal(e.fs.nchunks, 2);
   assert_int_equal(e.fs.chunks[0].chunk_id, 0);
   assert_int_equal(e.fs.chunks[1].chunk_id, 1);
-  collect_t c = {0};
-  assert_int_equal(
-      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
-  assert_int_equal(c.packets, 2);
+  assert_int_equal(reassembled_packets(&e), 2);
   tg_arbiter_stats_t st;
   tg_arbiter_get_stats(e.arb, &st);
   assert_int_equal(st.chunks_reclaimed, 1);
@@ -1372,10 +1369,7 @@ static void reclaim_skips_a_writer_inside_a_packet(void **state) {
   assert_int_equal(tg_buf_size(&e.got), len);
   assert_memory_equal(tg_buf_begin(&e.got), e.expect, len);
   assert_int_equal(fake_service_read(&e.fs, &e.got, NULL, NULL), 0);
-  collect_t c = {0};
-  assert_int_equal(
-      fake_service_reassemble(&e.fs, e.w.writer_id, collect_cb, &c), 0);
-  assert_int_equal(c.packets, 1);
+  assert_int_equal(reassembled_packets(&e), 1);
   assert_service_clean(&e);
   env_fini(&e);
 }
