@@ -394,42 +394,50 @@ static bool single_segment(const uint8_t *z, size_t n) {
   return n > 4 && tg_pb_read_le32(z) == ZSTD_MAGICNUMBER && (z[4] & 0x20);
 }
 
-/* At a zstd frame boundary: a whole single-segment frame at the front of
- * |in| that inflates to at most the scratch is inflated in one call into
- * it and its frames handed over in place (a streaming inflate writes into
- * zstd's own window first and copies out: a sender's large frames are
- * such frames, compress_whole()). Its window is its content, so the
- * receiver's window cap has nothing to refuse. Returns -1 when |in| does
- * not start with one, 0 when it was taken, else as inflate_into(). */
-static int inflate_whole(tg_zstd_transport_t *t, uint8_t *scratch,
-                         ZSTD_inBuffer *in) {
-  const uint8_t *z = (const uint8_t *)in->src + in->pos;
-  size_t avail = in->size - in->pos;
-  if (!single_segment(z, avail)) return -1;
-  size_t zn = ZSTD_findFrameCompressedSize(z, avail);
-  if (ZSTD_isError(zn)) return -1; /* not all here yet, or bad: streamed */
-  unsigned long long n = ZSTD_getFrameContentSize(z, zn);
-  if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
-      n > SCRATCH_SIZE)
-    return -1;
-  size_t got = ZSTD_decompressDCtx(t->dctx, scratch, SCRATCH_SIZE, z, zn);
-  ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
-  if (ZSTD_isError(got)) {
-    TG_WARN("zstd transport: the peer's stream does not inflate: %s",
-            ZSTD_getErrorName(got));
-    close_transport(t, TG_EBAD_COMPRESSED);
-    return 1;
-  }
-  in->pos += zn;
-  t->whole_in++;
-  int rv = tg_frame_decoder_feed(&t->dec, scratch, got, deliver, t);
+/* What the frame decoder made of inflated bytes: 0 to go on, 1 when the
+ * transport closed on a bad frame or no memory, else the owner's non-zero
+ * return (it stopped reading). */
+static int fed(tg_zstd_transport_t *t, int rv) {
   if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
     TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
             tg_strerror(rv));
     close_transport(t, rv == -ENOMEM ? rv : TG_EBAD_COMPRESSED);
     return 1;
   }
-  return rv; /* non-zero: the owner stopped reading */
+  return rv;
+}
+
+/* At a zstd frame boundary: a whole single-segment frame at the front of
+ * |in| that inflates to at most the scratch is inflated in one call into
+ * it and its frames handed over in place (a streaming inflate writes into
+ * zstd's own window first and copies out: a sender's large frames are
+ * such frames, compress_whole()). Its window is its content, so the
+ * receiver's window cap has nothing to refuse. False when |in| does not
+ * start with one; else true with |*rv| as inflate_into() returns it. */
+static bool inflate_whole(tg_zstd_transport_t *t, uint8_t *scratch,
+                          ZSTD_inBuffer *in, int *rv) {
+  const uint8_t *z = (const uint8_t *)in->src + in->pos;
+  size_t avail = in->size - in->pos;
+  if (!single_segment(z, avail)) return false;
+  size_t zn = ZSTD_findFrameCompressedSize(z, avail);
+  if (ZSTD_isError(zn)) return false; /* not all here yet, or bad: streamed */
+  unsigned long long n = ZSTD_getFrameContentSize(z, zn);
+  if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
+      n > SCRATCH_SIZE)
+    return false;
+  size_t got = ZSTD_decompressDCtx(t->dctx, scratch, SCRATCH_SIZE, z, zn);
+  ZSTD_DCtx_reset(t->dctx, ZSTD_reset_session_only);
+  if (ZSTD_isError(got)) {
+    TG_WARN("zstd transport: the peer's stream does not inflate: %s",
+            ZSTD_getErrorName(got));
+    close_transport(t, TG_EBAD_COMPRESSED);
+    *rv = 1;
+    return true;
+  }
+  in->pos += zn;
+  t->whole_in++;
+  *rv = fed(t, tg_frame_decoder_feed(&t->dec, scratch, got, deliver, t));
+  return true;
 }
 
 /* Inflates into the scratch buffer, whose whole frames are handed over in
@@ -442,14 +450,12 @@ static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
                         ZSTD_inBuffer *in) {
   ZSTD_outBuffer out = {NULL, 0, 0};
   do {
-    if (t->zframe_start) {
-      int w = inflate_whole(t, scratch, in);
-      if (w > 0) return w;
-      if (w == 0) {
-        out = (ZSTD_outBuffer){NULL, 0, 0};
-        if (in->pos == in->size) return 0;
-        continue; /* the loop's test sees more input */
-      }
+    int w;
+    if (t->zframe_start && inflate_whole(t, scratch, in, &w)) {
+      if (w != 0) return w; /* closed, or the owner stopped reading */
+      out = (ZSTD_outBuffer){NULL, 0, 0};
+      if (in->pos == in->size) return 0;
+      continue; /* the loop's test sees more input */
     }
     uint8_t *at = NULL;
     size_t room = tg_frame_decoder_room(&t->dec, &at);
@@ -472,13 +478,7 @@ static int inflate_into(tg_zstd_transport_t *t, uint8_t *scratch,
       rv = room ? tg_frame_decoder_wrote(&t->dec, out.pos, deliver, t)
                 : tg_frame_decoder_feed(&t->dec, scratch, out.pos, deliver, t);
     }
-    if (rv == TG_EFRAME_TOO_LARGE || rv == -ENOMEM) {
-      TG_WARN("zstd transport: inflated stream holds a bad frame: %s",
-              tg_strerror(rv));
-      close_transport(t, rv == -ENOMEM ? rv : TG_EBAD_COMPRESSED);
-      return 1;
-    }
-    if (rv) return rv; /* the owner stopped reading */
+    if ((rv = fed(t, rv)) != 0) return rv;
   } while (in->pos < in->size || out.pos == out.size);
   return 0;
 }
