@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdsa.h>
+#include <mbedtls/entropy.h>
 #include <mbedtls/ecp.h>
 /* Internal to mbedtls: used only where tls/paths.c found the version we
  * were compiled against and tg_tls_ecdsa_self_test() passed. */
@@ -16,6 +18,8 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+
+#include "tls/self_test_key.h"
 
 static mbedtls_pk_info_t adopted_info;
 
@@ -316,32 +320,8 @@ tg_tls_ecdsa_counts_t tg_tls_ecdsa_counts(void) {
 
 /* --- the self-test of this path (tls/paths.h) ------------------------------ */
 
-/* A P-256 key made for this test alone (SEC1 DER; it guards nothing), a
- * SHA-256 digest and a signature of that digest under the key that
- * libcrypto made (DER). */
-static const unsigned char kat_key[] = {
-    0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20, 0x86, 0x53, 0x57, 0x5a, 0x8c,
-    0x4b, 0x4f, 0x07, 0x7a, 0x17, 0xd0, 0x4d, 0x67, 0xe9, 0x10, 0xf0, 0xd4,
-    0x8f, 0x46, 0xd9, 0x7c, 0x4d, 0x95, 0x81, 0x93, 0xe5, 0xfe, 0xad, 0xd4,
-    0xe4, 0x60, 0x7f, 0xa0, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
-    0x03, 0x01, 0x07, 0xa1, 0x44, 0x03, 0x42, 0x00, 0x04, 0x28, 0xf9, 0xe4,
-    0x2e, 0xe3, 0x8a, 0x0d, 0x76, 0x49, 0x9a, 0x8e, 0xc9, 0xa3, 0x23, 0x7f,
-    0x6b, 0x99, 0xb3, 0xe0, 0xd1, 0x75, 0xe8, 0xb5, 0x39, 0xab, 0xa9, 0xe9,
-    0xd7, 0x3f, 0x7c, 0xa4, 0xc4, 0x76, 0xd7, 0x6f, 0xfc, 0x7e, 0x95, 0x26,
-    0xb0, 0x40, 0x26, 0x58, 0xcf, 0x2e, 0x32, 0xb0, 0xdf, 0x52, 0x13, 0x05,
-    0x7d, 0xc4, 0xd4, 0x88, 0x63, 0xc0, 0xbe, 0x3e, 0xf7, 0xbb, 0x95, 0xe9,
-    0x81};
-static const unsigned char kat_digest[] = {
-    0xec, 0x73, 0x49, 0x6b, 0xb2, 0x9c, 0x27, 0xf0, 0xda, 0x51, 0x77, 0x01,
-    0xbd, 0xec, 0x2a, 0x80, 0x34, 0x1e, 0x04, 0x8f, 0x11, 0x41, 0xde, 0x15,
-    0x0a, 0xdf, 0x7d, 0x3b, 0x8d, 0xd3, 0xef, 0xf6};
-static const unsigned char kat_sig[] = {
-    0x30, 0x46, 0x02, 0x21, 0x00, 0x9e, 0xea, 0x7a, 0x29, 0xdc, 0x02, 0x06,
-    0x8a, 0xe3, 0x8f, 0x69, 0x1e, 0xb5, 0x70, 0xbb, 0xc3, 0xad, 0xaa, 0xdc,
-    0x5a, 0x69, 0x7d, 0xbf, 0xa0, 0x0d, 0xf1, 0x58, 0x90, 0xe8, 0x0d, 0x6d,
-    0xcf, 0x02, 0x21, 0x00, 0xcf, 0xf7, 0x26, 0xe4, 0xe4, 0x25, 0x43, 0xc4,
-    0x17, 0xb3, 0x20, 0xd6, 0x2b, 0x70, 0x01, 0x45, 0xaf, 0x4c, 0x75, 0x1e,
-    0x1e, 0x2a, 0x88, 0xcf, 0xff, 0xf0, 0xbd, 0xaf, 0xda, 0xd6, 0x28, 0xf5};
+/* The digest the self-test signs: any 32 bytes do. */
+static const unsigned char test_digest[32] = "tracegate ecdsa path self-test.";
 
 /* The adopted path must never ask mbedtls's RNG: libcrypto draws the
  * nonce. */
@@ -353,21 +333,30 @@ static int no_rng(void *ctx, unsigned char *out, size_t n) {
 }
 
 /* Through mbedtls's own public entry points, as a handshake reaches an
- * adopted key: the known signature holds and a changed one does not; a
- * signature made through the adopted private key holds under mbedtls's
- * own verification; and mbedtls still sees the adopted keys as the same
- * P-256 keys. */
-static const char *self_test(mbedtls_pk_context *key, mbedtls_pk_context *pub,
+ * adopted key, on a key made for this run (tls/self_test_key.h): a
+ * signature mbedtls made holds under the adopted public key and a changed
+ * one does not; a signature made through the adopted private key holds
+ * under mbedtls's own verification; and mbedtls still sees the adopted
+ * keys as the same P-256 keys. */
+static const char *self_test(mbedtls_ctr_drbg_context *drbg,
+                             mbedtls_pk_context *key, mbedtls_pk_context *pub,
                              mbedtls_pk_context *plain_pub) {
   unsigned char der[128];
-  int n = mbedtls_pk_parse_key(key, kat_key, sizeof(kat_key), NULL, 0) == 0
-              ? mbedtls_pk_write_pubkey_der(key, der, sizeof(der))
-              : -1;
+  if (tg_tls_self_test_key(key, NULL, drbg) != 0)
+    return "mbedtls does not make a test key";
+  int n = mbedtls_pk_write_pubkey_der(key, der, sizeof(der));
   /* The public key is written at the end of |der|. */
   const unsigned char *pub_der = der + sizeof(der) - (n > 0 ? n : 0);
   if (n <= 0 || mbedtls_pk_parse_public_key(pub, pub_der, (size_t)n) != 0 ||
       mbedtls_pk_parse_public_key(plain_pub, pub_der, (size_t)n) != 0)
     return "mbedtls does not parse the test key";
+  /* Signed by mbedtls itself, before the key is adopted. */
+  unsigned char known[MBEDTLS_ECDSA_MAX_LEN];
+  size_t known_len = 0;
+  if (mbedtls_pk_sign(key, MBEDTLS_MD_SHA256, test_digest, sizeof(test_digest),
+                      known, &known_len, mbedtls_ctr_drbg_random, drbg) != 0 ||
+      known_len == 0)
+    return "mbedtls does not sign with the test key";
   if (!tg_tls_ecdsa_adopt(key) || !tg_tls_ecdsa_adopt(pub))
     return "libcrypto does not take the test key";
   if (mbedtls_pk_get_bitlen(pub) != 256 ||
@@ -376,22 +365,20 @@ static const char *self_test(mbedtls_pk_context *key, mbedtls_pk_context *pub,
                             &mbedtls_pk_ec(*plain_pub)->Q) != 0)
     return "mbedtls no longer sees the adopted key as it was";
   tg_tls_ecdsa_counts_t before = tg_tls_ecdsa_counts();
-  if (mbedtls_pk_verify(pub, MBEDTLS_MD_SHA256, kat_digest, sizeof(kat_digest),
-                        kat_sig, sizeof(kat_sig)) != 0)
+  if (mbedtls_pk_verify(pub, MBEDTLS_MD_SHA256, test_digest,
+                        sizeof(test_digest), known, known_len) != 0)
     return "a known signature does not verify";
-  unsigned char bad[sizeof(kat_sig)];
-  memcpy(bad, kat_sig, sizeof(bad));
-  bad[sizeof(bad) - 1] ^= 1;
-  if (mbedtls_pk_verify(pub, MBEDTLS_MD_SHA256, kat_digest, sizeof(kat_digest),
-                        bad, sizeof(bad)) == 0)
+  known[known_len - 1] ^= 1;
+  if (mbedtls_pk_verify(pub, MBEDTLS_MD_SHA256, test_digest,
+                        sizeof(test_digest), known, known_len) == 0)
     return "a changed signature verifies";
   unsigned char sig[MBEDTLS_ECDSA_MAX_LEN];
   size_t sig_len = 0;
-  if (mbedtls_pk_sign(key, MBEDTLS_MD_SHA256, kat_digest, sizeof(kat_digest),
+  if (mbedtls_pk_sign(key, MBEDTLS_MD_SHA256, test_digest, sizeof(test_digest),
                       sig, &sig_len, no_rng, NULL) != 0)
     return "signing fails";
-  if (mbedtls_pk_verify(plain_pub, MBEDTLS_MD_SHA256, kat_digest,
-                        sizeof(kat_digest), sig, sig_len) != 0)
+  if (mbedtls_pk_verify(plain_pub, MBEDTLS_MD_SHA256, test_digest,
+                        sizeof(test_digest), sig, sig_len) != 0)
     return "mbedtls does not verify the signature made";
   tg_tls_ecdsa_counts_t after = tg_tls_ecdsa_counts();
   if (after.signs == before.signs || after.verifies - before.verifies < 2)
@@ -400,13 +387,24 @@ static const char *self_test(mbedtls_pk_context *key, mbedtls_pk_context *pub,
 }
 
 const char *tg_tls_ecdsa_self_test(void) {
+  static const char seed[] = "tracegate ecdsa self-test";
+  mbedtls_entropy_context entropy;
+  mbedtls_ctr_drbg_context drbg;
   mbedtls_pk_context key, pub, plain_pub;
+  mbedtls_entropy_init(&entropy);
+  mbedtls_ctr_drbg_init(&drbg);
   mbedtls_pk_init(&key);
   mbedtls_pk_init(&pub);
   mbedtls_pk_init(&plain_pub);
-  const char *why = self_test(&key, &pub, &plain_pub);
+  const char *why =
+      mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
+                            (const unsigned char *)seed, sizeof(seed) - 1) != 0
+          ? "no random numbers"
+          : self_test(&drbg, &key, &pub, &plain_pub);
   mbedtls_pk_free(&key);
   mbedtls_pk_free(&pub);
   mbedtls_pk_free(&plain_pub);
+  mbedtls_ctr_drbg_free(&drbg);
+  mbedtls_entropy_free(&entropy);
   return why;
 }

@@ -18,11 +18,14 @@
 
 #include <cmocka.h>
 
+#include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecdsa.h>
+#include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 
 #include "test_proc.h"
 #include "tls/ecdsa.h"
+#include "tls/self_test_key.h"
 #include "tls/session.h"
 #include "tls_pair.h"
 #include "tracegate/error.h"
@@ -416,6 +419,41 @@ static void an_impostor_client_is_refused_after_the_real_one(void **state) {
   tg_tls_config_free(c);
 }
 
+/* The self-tests' key is made at each run (tls/self_test_key.h): two runs
+ * never share one, and the certificate made with it is its own: it names
+ * the key's public half and verifies under it. */
+static void self_test_keys_are_made_fresh(void **state) {
+  (void)state;
+  static const char seed[] = "test_tls_ecdsa";
+  mbedtls_entropy_context entropy;
+  mbedtls_ctr_drbg_context drbg;
+  mbedtls_pk_context a, b;
+  mbedtls_x509_crt cert;
+  mbedtls_entropy_init(&entropy);
+  mbedtls_ctr_drbg_init(&drbg);
+  mbedtls_pk_init(&a);
+  mbedtls_pk_init(&b);
+  mbedtls_x509_crt_init(&cert);
+  assert_int_equal(mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
+                                         (const unsigned char *)seed,
+                                         sizeof(seed) - 1), 0);
+  assert_int_equal(tg_tls_self_test_key(&a, &cert, &drbg), 0);
+  assert_int_equal(tg_tls_self_test_key(&b, NULL, &drbg), 0);
+  assert_int_equal(mbedtls_pk_get_bitlen(&a), 256);
+  assert_int_not_equal(mbedtls_mpi_cmp_mpi(&mbedtls_pk_ec(a)->d,
+                                           &mbedtls_pk_ec(b)->d), 0);
+  assert_int_equal(mbedtls_ecp_point_cmp(&mbedtls_pk_ec(cert.pk)->Q,
+                                         &mbedtls_pk_ec(a)->Q), 0);
+  uint32_t flags = 0;
+  assert_int_equal(mbedtls_x509_crt_verify(&cert, &cert, NULL, NULL, &flags,
+                                           NULL, NULL), 0);
+  mbedtls_x509_crt_free(&cert);
+  mbedtls_pk_free(&a);
+  mbedtls_pk_free(&b);
+  mbedtls_ctr_drbg_free(&drbg);
+  mbedtls_entropy_free(&entropy);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(signatures_cross_between_libcrypto_and_mbedtls),
@@ -427,6 +465,7 @@ int main(void) {
       cmocka_unit_test(libcrypto_and_mbedtls_signatures_meet_in_a_handshake),
       cmocka_unit_test(an_impostor_ca_of_the_same_name_is_refused),
       cmocka_unit_test(an_impostor_client_is_refused_after_the_real_one),
+      cmocka_unit_test(self_test_keys_are_made_fresh),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
