@@ -21,6 +21,7 @@
  * append can see it without the lock.
  */
 #include "common/direct_write.h"
+#include "common/direct_write_test.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -76,11 +76,4 @@ const tg_direct_write_stats_t *tg_direct_writer_stats(
  * for paths that throw the file away). NULL is a no-op. */
 void tg_direct_writer_free(tg_direct_writer_t *w);
 
-/* For tests: makes the next direct write of |w| act as if the file system
- * had refused it (EINVAL), to exercise the page-cache fallback. */
-void tg_direct_writer_refuse_next_for_test(tg_direct_writer_t *w);
-/* For tests: where block |i| (< TG_DIRECT_WRITE_BUFS) lies. */
-const void *tg_direct_writer_block_for_test(const tg_direct_writer_t *w,
-                                            unsigned i);
-
 #endif /* TRACEGATE_COMMON_DIRECT_WRITE_H */

@@ -4,6 +4,7 @@
  * and must never be used unless tls/paths.c found the mbedtls running to
  * be the version compiled against and tg_tls_kex_self_test() passed. */
 #include "tls/kex.h"
+#include "tls/kex_test.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -86,9 +86,4 @@ void tg_tls_kex_server_abandon(void **key);
  * went wrong. A few milliseconds, once per process. */
 const char *tg_tls_kex_self_test(void);
 
-/* How many handshakes took the client's step, and the server's second
- * step, for tests and benches. */
-unsigned long tg_tls_kex_count(void);
-unsigned long tg_tls_kex_server_count(void);
-
 #endif /* TRACEGATE_TLS_KEX_H */

@@ -76,7 +76,7 @@ typedef struct bridge_server {
    * and closed (libuv offers no further one until it is accepted). */
   uv_tcp_t refused;
   bridge_refusal_t refusal;
-  /* Test hook (tg__bridge_screen_fail_next_for_test): connections still
+  /* Tests' hook (bridge_test.h): connections still
    * to be refused as if no screen could be allocated. 0 in production. */
   unsigned fail_screens_for_test;
   tg_list_t screens; /* bridge_screen_t.node: every accepted connection */
@@ -109,10 +109,6 @@ int tg__bridge_screen_listen(bridge_server_t *s, const tg_net_addr_t *at,
 void tg__bridge_screen_stop(bridge_server_t *s);
 /* lws's context is gone: no wsi will be destroyed any more. */
 void tg__bridge_screen_lws_gone(bridge_server_t *s);
-/* For tests: the next |n| connections act as if calloc had failed for
- * their screen (refused and closed at once), to exercise the refusal path
- * in-process. Replaces any count not yet used up. */
-void tg__bridge_screen_fail_next_for_test(bridge_server_t *s, unsigned n);
 
 /* Every wsi's opaque user data is its screen; bridge_conn.c's callback
  * tells it what lws did, and asks it what lws cannot know. */

@@ -51,6 +51,7 @@
 
 #include "common/log.h"
 #include "consumer/cli/bridge.h"
+#include "consumer/cli/bridge_test.h"
 #include "consumer/cli/bridge_screen_walk.h"
 #include "ipc/net_addr_listen.h"
 #include "tracegate/error.h"

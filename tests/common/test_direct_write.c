@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "common/direct_write.h"
+#include "common/direct_write_test.h"
 
 static char dir[] = "/tmp/tg-direct-XXXXXX";
 

@@ -19,6 +19,7 @@
 
 #include "test_proc.h"
 #include "tls/kex.h"
+#include "tls/kex_test.h"
 #include "tls/paths.h"
 #include "tls/session.h"
 #include "tls_pair.h"
