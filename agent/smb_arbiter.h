@@ -34,9 +34,8 @@ typedef struct tg_arbiter tg_arbiter_t;
 /* A reserve's active prefix holds this many bytes per registered writer
  * (rounded up to a power-of-two number of pages), and the adaptive layout
  * leaves this many chunks per writer in it (see tg_arbiter_opts_t); a
- * fixed SMB keeps its older rule of two. Measured with
- * tests/bench/bench_many_writers (docs/operations.md): with two, 4096
- * threads each held a 1 KiB chunk for one 80-byte event and filled 8 MiB. */
+ * fixed SMB keeps its rule of two. Why four for a reserve, and what two
+ * cost thousands of threads: docs/operations.md (bench_many_writers). */
 #define TG_ARBITER_WRITER_BUDGET 4096u
 #define TG_ARBITER_CHUNKS_PER_WRITER 4u
 #define TG_ARBITER_CHUNKS_PER_WRITER_FIXED 2u

@@ -3,12 +3,11 @@
  * Left alone, the kernel keeps every page of such a file dirty in the page
  * cache until its dirty limits or the final fsync() force the write-back,
  * then keeps it cached although nothing reads it again. Every page is a
- * fresh one for the kernel to find. On the 2-core VMs we measure on,
- * bench_write_behind (1.6 GB in 256 KiB writes, then fsync) gives plain
- * writes 0.9-1.0 CPU s/GB, 2.2-2.7 when the kernel has to reclaim first,
- * and a 0.7-0.8 s fsync(); with this helper, 0.27-0.28 CPU s/GB and an
- * fsync() with nothing left to wait for. It was most of what the CLI
- * spent on a streamed recording.
+ * fresh one for the kernel to find, and the final fsync() waits for all
+ * of it. This helper keeps the write-back running behind the writer and
+ * the cache from filling, so that the writer never pays for reclaim and
+ * the fsync() has little left to wait for (bench_write_behind; the
+ * figures are in docs/operations.md, "Writing the trace file").
  *
  * What it does, after each TG_WRITE_BEHIND_STEP bytes written:
  *  - sync_file_range(SYNC_FILE_RANGE_WRITE) starts the write-back of the

@@ -150,8 +150,8 @@ static int take_input(tg_ipc_chan_t *ch, size_t in_place, size_t in_rbuf) {
 /* Bytes read into the chunk buffer on a bulk stream, past the end of the
  * frame being assembled in place (or with nothing partial): the next
  * frame's start, which the decoder then copies; the rest of that frame is
- * read in place by the next call. One or two syscalls per frame, ~3%
- * copied. */
+ * read in place by the next call: one or two syscalls per frame, and only
+ * this tail is ever copied. */
 #define BULK_TAIL_READ 4096
 
 static void do_read(tg_ipc_chan_t *ch) {
@@ -164,8 +164,8 @@ static void do_read(tg_ipc_chan_t *ch) {
       chunk = tg_buf_size(&ch->out) > 0 ? BACKLOGGED_READ_CHUNK
                                         : LIMITED_READ_CHUNK;
     /* The rest of a split frame goes straight where the decoder assembles
-     * it (a 128 KiB ReadBuffers reply spans two 64 KiB reads: without this,
-     * nearly every byte of a bulk stream was copied once more). */
+     * it (a 128 KiB ReadBuffers reply spans two 64 KiB reads), so a bulk
+     * stream's bytes are not copied a second time. */
     uint8_t *at = NULL;
     size_t room = tg_frame_decoder_room(&ch->dec, &at);
     if (ch->input_hold_water) {

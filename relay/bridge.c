@@ -589,8 +589,8 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
 /* Numbers a ReadBuffers reply and keeps it until the client acknowledges
  * it. A bulk reply sits alone in the upstream decoder's frame buffer
  * (128 KiB, it spans reads): the window takes that buffer rather than a
- * copy of the reply, which cost a fifth of the relay's CPU. A reply that
- * fills less than half of it is copied, so that the window's cap still
+ * copy of the reply, so a bulk byte is never copied to be kept. A reply
+ * that fills less than half of it is copied, so that the window's cap still
  * holds about as many replies. Returns a buffer taken that the window
  * did not keep: the caller frees it once done with |payload|. */
 static uint8_t *keep_for_replay(tg_relay_bridge_t *b, const uint8_t *payload,
