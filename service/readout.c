@@ -238,11 +238,15 @@ void tg__readout_trigger(tg_session_t *s, tg_readout_trigger_field_t field,
   tg_pbw_t w;
   uint8_t *p = service_packet_begin_at(s, &w, nlen + plen + 64, t->boot_time_ns);
   if (!p) return;
-  /* Trigger {trigger_name = 1, producer_name = 2, trusted_producer_uid = 3}. */
+  /* Trigger {trigger_name = 1, producer_name = 2, trusted_producer_uid = 3,
+   * stop_delay_ms = 4}. The delay is written even when 0, as Perfetto
+   * writes it: a clone_snapshot_trigger then equals its trigger packet
+   * field for field. */
   tg_pbw_begin_nested(&w, (uint32_t)field);
   tg_pbw_append_bytes(&w, 1, t->name, nlen);
   if (t->producer_name) tg_pbw_append_bytes(&w, 2, t->producer_name, plen);
   tg_pbw_append_varint(&w, 3, (uint64_t)(int64_t)(int32_t)t->producer_uid);
+  tg_pbw_append_varint(&w, 4, t->delay_ms);
   tg_pbw_end_nested(&w);
   service_packet_end(s, &w, p);
 }

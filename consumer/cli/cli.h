@@ -198,7 +198,8 @@ void cli_print_sessions(FILE *out, const Perfetto__Protos__TracingServiceState *
 
 /* Reads |path| ("-" = stdin) as text (|txt|) or binary TraceConfig and
  * returns it decoded (free with perfetto__protos__trace_config__free_unpacked).
- * Errors are printed as "PATH: line L, column C: msg". */
+ * Errors are printed as "PATH: line L, column C: msg". A file of no bytes
+ * is refused (NULL), as Perfetto's CLI refuses it. */
 Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt);
 /* The quick form: one ring buffer of |buffer_bytes|, one data source per
  * name, |duration_ms| (0: until stopped). linux.sys_stats samples CPU times

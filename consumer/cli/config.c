@@ -35,9 +35,18 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
             rv == -EFBIG ? "larger than 16 MiB" : tg_strerror(rv));
     goto out;
   }
-  static const uint8_t empty[1];
   size_t len = tg_buf_size(&raw);
-  const uint8_t *bytes = len ? tg_buf_begin(&raw) : empty;
+  /* Perfetto's CLI refuses a config of no bytes at all ("The TraceConfig
+   * is empty"), binary or text, and so does tracegate: an empty file or
+   * stdin is far likelier a mistake than a wish for a session without
+   * buffers or data sources. A text config that is only comments or
+   * spaces is not empty: it decodes as an empty TraceConfig and goes to
+   * the service, which takes it, as Perfetto's CLI and service do. */
+  if (len == 0) {
+    fprintf(stderr, CLI_PROG ": %s: the TraceConfig is empty\n", name);
+    goto out;
+  }
+  const uint8_t *bytes = tg_buf_begin(&raw);
   if (txt) {
     tg_pbtxt_error_t err;
     memset(&err, 0, sizeof(err));
@@ -52,8 +61,10 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
                 err.line, err.column, err.msg[0] ? err.msg : tg_strerror(rv));
       goto out;
     }
+    /* Comments only: no bytes, which decode as an empty TraceConfig. */
+    static const uint8_t none[1];
     len = tg_buf_size(&bin);
-    bytes = len ? tg_buf_begin(&bin) : empty;
+    bytes = len ? tg_buf_begin(&bin) : none;
   }
   cfg = perfetto__protos__trace_config__unpack(NULL, len, bytes);
   if (!cfg)

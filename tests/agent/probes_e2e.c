@@ -126,7 +126,9 @@ bool e2e_wait_data_sources(raw_consumer_t *c, size_t n) {
   return false;
 }
 
-size_t e2e_instances_of(pid_t pid) {
+/* Counts the instances of |pid|; the path of the last one seen goes into
+ * |last| (|cap| bytes) unless NULL. */
+static size_t scan_instances(pid_t pid, char *last, size_t cap) {
   char dir[TG_TRACEFS_PATH_MAX + 16], prefix[48];
   snprintf(dir, sizeof(dir), "%s/instances", tracefs_root);
   snprintf(prefix, sizeof(prefix), TG_TRACEFS_INSTANCE_PREFIX "%d-", (int)pid);
@@ -134,10 +136,19 @@ size_t e2e_instances_of(pid_t pid) {
   assert_non_null(d);
   size_t n = 0;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL)
-    if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) n++;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
+    if (last) snprintf(last, cap, "%s/%s", dir, de->d_name);
+    n++;
+  }
   closedir(d);
   return n;
+}
+
+size_t e2e_instances_of(pid_t pid) { return scan_instances(pid, NULL, 0); }
+
+void e2e_only_instance_of(pid_t pid, char *dir, size_t cap) {
+  assert_int_equal(scan_instances(pid, dir, cap), 1);
 }
 
 bool e2e_wait_instances(pid_t pid, size_t n) {

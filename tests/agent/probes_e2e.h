@@ -71,6 +71,10 @@ bool e2e_wait_data_sources(raw_consumer_t *c, size_t n);
 /* The tracefs instances of tracegate-probes |pid| (one per session with
  * linux.ftrace). After e2e_require_ftrace. */
 size_t e2e_instances_of(pid_t pid);
+/* The path of |pid|'s one instance into |dir| (|cap| bytes): the files of
+ * a session's own tracefs state (its trace_marker). Fails the test unless
+ * |pid| has exactly one. */
+void e2e_only_instance_of(pid_t pid, char *dir, size_t cap);
 /* Waits until |pid| has |n| instances. tracefs has no change
  * notification, so this polls. */
 bool e2e_wait_instances(pid_t pid, size_t n);

@@ -1,9 +1,14 @@
 /* linux.ftrace end to end: a real tracegated, a real tracegate-probes and
  * raw consumers recording kernel events of this machine: sched events
- * consistent in full and compact form, the instance a killed
+ * consistent in full and compact form, whatever state another tracer left
+ * the top-level tracefs in (its tracing_on at 0), the instance a killed
  * tracegate-probes left removed by the next, and every event failing
  * without root. On-demand process dumps are test_ftrace_pids_e2e's, kernel
  * addresses test_ftrace_ksyms_e2e's; the harness is probes_e2e.h.
+ *
+ * The tests depend only on the tracefs state they set themselves: the
+ * probes' instances, and the top-level tracing_on that one test turns off
+ * and puts back.
  *
  * Needs root and tracefs. Without them the tests are skipped with the
  * reason, unless TG_REQUIRE_FTRACE is set in the environment (CI runs as
@@ -32,7 +37,10 @@
 
 #define KID_COMM "tg-ftrace-kid"
 
-/* A child that renames itself KID_COMM, writes a marker and exits; it is
+/* A child that renames itself KID_COMM, writes a marker into the
+ * trace_marker of the tracefs instance |instance| (the session's own: the
+ * top-level one fails while another tracer has left the top level's
+ * tracing_on at 0) and exits; it is
  * switched in under that name from a running task, not from the idle task:
  * on the VMs this runs on, the kernel records no switch out of the idle
  * task, so a kid that only ever woke on an idle CPU left no switch into it
@@ -40,7 +48,7 @@
  * machine). Parent and kid share one CPU and hand over through pipes: the
  * parent, running, wakes the kid and blocks, and the switch from it to the
  * kid is recorded. Returns its pid. */
-static pid_t run_kid(void) {
+static pid_t run_kid(const char *instance) {
   cpu_set_t old, one;
   assert_int_equal(sched_getaffinity(0, sizeof(old), &old), 0);
   int cpu = sched_getcpu();
@@ -57,14 +65,13 @@ static pid_t run_kid(void) {
     char c = 'r';
     if (write(renamed[1], &c, 1) != 1) _exit(4);
     if (read(go[0], &c, 1) != 1) _exit(5); /* blocks: the parent runs */
-    char path[TG_TRACEFS_PATH_MAX + 16], msg[64];
-    snprintf(path, sizeof(path), "%s/trace_marker", e2e_tracefs_root());
+    char path[TG_TRACEFS_PATH_MAX * 2], msg[64];
+    snprintf(path, sizeof(path), "%s/trace_marker", instance);
     int n = snprintf(msg, sizeof(msg), "tg-marker-%d", (int)getpid());
     int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      if (write(fd, msg, (size_t)n) != n) _exit(3);
-      close(fd);
-    }
+    if (fd < 0) _exit(2);
+    if (write(fd, msg, (size_t)n) != n) _exit(3);
+    close(fd);
     for (int i = 0; i < 20; i++) e2e_sleep_ms(1);
     _exit(0);
   }
@@ -298,9 +305,9 @@ static void check_stats(const e2e_packets_t *p) {
 
 /* --- tests --------------------------------------------------------------- */
 
-static void ftrace_sessions_record_consistent_sched_events(void **state) {
-  e2e_require_ftrace();
-  test_service_t *ts = *state;
+/* Two sessions, full and compact, of one tracegate-probes record what the
+ * kernel did meanwhile, consistently. */
+static void record_consistent_sched_events(test_service_t *ts) {
   char err_path[160];
   pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
                                   "probes.err", false, 3);
@@ -313,8 +320,12 @@ static void ftrace_sessions_record_consistent_sched_events(void **state) {
   char *compact_events[] = {"sched/sched_switch", "sched_waking"};
   e2e_session_t a, b;
   e2e_session_begin(&a, ts, full_events, 8, false);
-  e2e_session_begin(&b, ts, compact_events, 2, true);
   e2e_wait_started(&a);
+  /* The kid's marker goes to the full session only (the compact one
+   * records no ftrace/print). */
+  char a_dir[TG_TRACEFS_PATH_MAX];
+  e2e_only_instance_of(probes, a_dir, sizeof(a_dir));
+  e2e_session_begin(&b, ts, compact_events, 2, true);
   e2e_wait_started(&b);
   /* Each session has an instance of its own. */
   assert_int_equal(e2e_instances_of(probes), 2);
@@ -322,7 +333,7 @@ static void ftrace_sessions_record_consistent_sched_events(void **state) {
   assert_int_equal(st->n_unknown_ftrace_events, 1);
   assert_string_equal(st->unknown_ftrace_events[0], "no_such_group/no_such_event");
 
-  pid_t kid = run_kid();
+  pid_t kid = run_kid(a_dir);
   e2e_flush(&a.c);
   e2e_flush(&b.c);
   assert_int_equal(raw_consumer_disable(&a.c, E2E_WAIT_MS), 0);
@@ -373,6 +384,46 @@ static void ftrace_sessions_record_consistent_sched_events(void **state) {
   e2e_session_close(&a);
   e2e_session_close(&b);
   e2e_stop_probes(probes, err_path);
+}
+
+static void ftrace_sessions_record_consistent_sched_events(void **state) {
+  e2e_require_ftrace();
+  record_consistent_sched_events(*state);
+}
+
+/* The top level's tracing_on as the test found it ("" when untouched),
+ * put back by the teardown whether the test passed or not. */
+static char g_saved_tracing_on[8];
+
+static void top_level_tracing_on(char *out, size_t cap) {
+  long n = tg_tracefs_read(e2e_tracefs_root(), "tracing_on", out, cap);
+  assert_true(n > 0);
+  out[strcspn(out, "\n")] = 0;
+}
+
+/* Another tracer (Perfetto's traced_probes, for one) may leave the top
+ * level's tracing_on at 0: the probes trace in their own instances and
+ * still record everything, and leave the top level as they found it. */
+static void ftrace_records_with_top_level_tracing_off(void **state) {
+  e2e_require_ftrace();
+  top_level_tracing_on(g_saved_tracing_on, sizeof(g_saved_tracing_on));
+  assert_int_equal(tg_tracefs_write(e2e_tracefs_root(), "tracing_on", "0"), 0);
+  record_consistent_sched_events(*state);
+  char now[8];
+  top_level_tracing_on(now, sizeof(now));
+  assert_string_equal(now, "0");
+}
+
+static int tracing_off_teardown(void **state) {
+  if (g_saved_tracing_on[0]) {
+    int rv = tg_tracefs_write(e2e_tracefs_root(), "tracing_on",
+                              g_saved_tracing_on);
+    if (rv < 0)
+      fprintf(stderr, "cannot put back the top-level tracing_on (%s): %s\n",
+              g_saved_tracing_on, strerror(-rv));
+    g_saved_tracing_on[0] = 0;
+  }
+  return test_service_teardown(state);
 }
 
 static void ftrace_instance_of_killed_probes_is_removed_on_restart(void **state) {
@@ -433,6 +484,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           ftrace_sessions_record_consistent_sched_events, test_service_setup,
           test_service_teardown),
+      cmocka_unit_test_setup_teardown(ftrace_records_with_top_level_tracing_off,
+                                      test_service_setup, tracing_off_teardown),
       cmocka_unit_test_setup_teardown(
           ftrace_instance_of_killed_probes_is_removed_on_restart,
           test_service_setup, test_service_teardown),

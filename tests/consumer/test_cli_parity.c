@@ -1,11 +1,11 @@
 /* What a Perfetto user expects of `tracegate record` (issue 15): Perfetto's
  * flags (-d, -s, --is_detached, --version, --query-raw, 1m30s durations,
- * --save-for-bugreport), data source names checked against the
- * service, the reason a session ended in its summary and its trace_stats
- * at the end of the trace, and the summaries that must not lie. A real
- * tracegated, a raw producer, the CLI as a child process; every wait is on
- * an event (a command from the service, the child's output or exit, a
- * pidfd) with a deadline. */
+ * --save-for-bugreport), an empty config refused, data source names
+ * checked against the service, the reason a session ended in its summary
+ * and its trace_stats at the end of the trace, and the summaries that must
+ * not lie. A real tracegated, a raw producer, the CLI as a child process;
+ * every wait is on an event (a command from the service, the child's
+ * output or exit, a pidfd) with a deadline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -631,6 +631,60 @@ static void several_hosts_refuse_a_trace_file_name(void **state) {
   assert_false(exists(out));
 }
 
+/* Perfetto's CLI refuses a config of no bytes ("The TraceConfig is
+ * empty", exit 1), from a file, with --txt, or on stdin; so does record:
+ * exit 1, failure "config" in the summary, no output file, no session.
+ * A text config of comments only is not empty: it records. */
+static void empty_config_is_refused(void **state) {
+  test_service_t *ts = *state;
+  char cfg[256], out[256], sum[256];
+  snprintf(cfg, sizeof(cfg), "%s", out_in(ts, "empty.cfg"));
+  snprintf(out, sizeof(out), "%s", out_in(ts, "empty.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", out_in(ts, "empty.json"));
+  write_file(cfg, "");
+  const char *binary[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                          "-o", out, "--summary-json", sum, NULL};
+  const char *text[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                        "--txt", "-o", out, "--summary-json", sum, NULL};
+  const char *in[] = {"record", "--socket", ts->consumer_sock, "-c", "-",
+                      "-o", out, "--summary-json", sum, NULL};
+  const char *const *runs[] = {binary, text, in};
+  /* The child's stdin is ours: the empty file for the run that reads it. */
+  int saved = dup(STDIN_FILENO);
+  assert_true(saved >= 0);
+  for (size_t i = 0; i < 3; i++) {
+    int fd = open(cfg, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(dup2(fd, STDIN_FILENO), STDIN_FILENO);
+    close(fd);
+    child_t c;
+    int rc = run_cli(&c, runs[i]);
+    assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+    assert_int_equal(rc, 1);
+    assert_json(sum, "exit_code", "1");
+    assert_json(sum, "hosts.0.failure", "\"config\"");
+    assert_false(exists(out));
+    unlink(sum);
+  }
+  close(saved);
+  raw_consumer_t rc;
+  assert_int_equal(raw_consumer_connect(&rc, ts), 0);
+  size_t producers, sources, sessions, replies;
+  assert_int_equal(raw_consumer_query_all(&rc, WAIT_MS, &producers, &sources,
+                                          &sessions, &replies), 0);
+  assert_int_equal(sessions, 0);
+  raw_consumer_close(&rc);
+
+  write_file(cfg, "# nothing but a comment\n");
+  const char *comments[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                            "--txt", "-t", "100ms", "-o", out, NULL};
+  child_t c;
+  assert_int_equal(run_cli(&c, comments), 0);
+  assert_true(exists(out));
+  unlink(out);
+  unlink(cfg);
+}
+
 int main(void) {
 #define SVC(t) cmocka_unit_test_setup_teardown(t, test_service_setup, test_service_teardown)
   const struct CMUnitTest tests[] = {
@@ -648,6 +702,7 @@ int main(void) {
       SVC(unknown_data_sources_are_named_with_close_matches),
       SVC(service_gone_is_not_no_data_loss),
       SVC(several_hosts_refuse_a_trace_file_name),
+      SVC(empty_config_is_refused),
   };
 #undef SVC
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,9 +54,10 @@ static size_t count_triggers(const Perfetto__Protos__Trace *t, const char *name,
 }
 
 /* The one packet of |t| with a clone_snapshot_trigger, and the one with a
- * trigger packet: they must say the same, at the same time, as Perfetto's
- * MultipleTriggersCloneSnapshot checks. */
-static void assert_cloned_for(const Perfetto__Protos__Trace *t, const char *name) {
+ * trigger packet: they must say the same (the trigger's |delay_ms| too),
+ * at the same time, as Perfetto's MultipleTriggersCloneSnapshot checks. */
+static void assert_cloned_for(const Perfetto__Protos__Trace *t, const char *name,
+                              uint64_t delay_ms) {
   const Perfetto__Protos__TracePacket *clone_pkt = NULL, *trig_pkt = NULL;
   for (size_t i = 0; i < t->n_packet; i++) {
     const Perfetto__Protos__TracePacket *p = t->packet[i];
@@ -75,6 +76,9 @@ static void assert_cloned_for(const Perfetto__Protos__Trace *t, const char *name
   assert_string_equal(b->trigger_name, name);
   assert_string_equal(a->producer_name, b->producer_name);
   assert_int_equal(a->trusted_producer_uid, b->trusted_producer_uid);
+  assert_true(a->has_stop_delay_ms && b->has_stop_delay_ms);
+  assert_int_equal(a->stop_delay_ms, delay_ms);
+  assert_int_equal(b->stop_delay_ms, delay_ms);
   assert_true(trig_pkt->timestamp > 0);
   assert_int_equal(clone_pkt->timestamp, trig_pkt->timestamp);
 }
@@ -287,7 +291,7 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
              "data_sources { config { name: \"cli.ds\" } }\n"
              "trigger_config {\n"
              "  trigger_mode: CLONE_SNAPSHOT\n"
-             "  triggers { name: \"snap\" }\n"
+             "  triggers { name: \"snap\" stop_delay_ms: 20 }\n"
              "}\n");
   snprintf(out, sizeof(out), "%s", out_in(ts, "snap.pftrace"));
   snprintf(snap0, sizeof(snap0), "%s.0", out);
@@ -325,13 +329,13 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   assert_int_equal(count_str(tr, "pre"), 3);
   assert_int_equal(count_str(tr, "post"), 0);
   assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
-  assert_cloned_for(tr, "snap");
+  assert_cloned_for(tr, "snap", 20);
   perfetto__protos__trace__free_unpacked(tr, NULL);
   /* The first trigger went with OUT.0: OUT.1 has the second alone. */
   tr = load_trace(snap1);
   assert_int_equal(count_str(tr, "post"), 2);
   assert_int_equal(count_triggers(tr, "snap", "tracegate-trigger"), 1);
-  assert_cloned_for(tr, "snap");
+  assert_cloned_for(tr, "snap", 20);
   perfetto__protos__trace__free_unpacked(tr, NULL);
   tr = load_trace(out);
   assert_int_equal(count_str(tr, "pre"), 3);

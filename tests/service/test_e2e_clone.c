@@ -154,6 +154,8 @@ static void assert_same_trigger(const Perfetto__Protos__TracePacket *clone_pkt,
   assert_string_equal(a->producer_name, b->producer_name);
   assert_int_equal(a->has_trusted_producer_uid, b->has_trusted_producer_uid);
   assert_int_equal(a->trusted_producer_uid, b->trusted_producer_uid);
+  assert_true(a->has_stop_delay_ms && b->has_stop_delay_ms);
+  assert_int_equal(a->stop_delay_ms, b->stop_delay_ms);
   assert_int_equal(clone_pkt->trusted_packet_sequence_id, 1);
 }
 
@@ -468,10 +470,11 @@ static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
 }
 
 /* Perfetto's MultipleTriggersCloneSnapshot, at the service: two triggers
- * fired together, "t2" cloning at once and "t1" after its delay. The
- * first clone has both trigger packets and a clone_snapshot_trigger for
- * t2; the session then holds no trigger, so the second has none and a
- * clone_snapshot_trigger for t1 saying what t1's packet said. */
+ * fired together, "t2" cloning after its short delay and "t1" after its
+ * longer one. The first clone has both trigger packets and a
+ * clone_snapshot_trigger for t2; the session then holds no trigger, so
+ * the second has none and a clone_snapshot_trigger for t1 saying what
+ * t1's packet said, its stop_delay_ms included. */
 static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p, t;
@@ -484,11 +487,13 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger t2 =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trs[2] = {&tc.tr, &t2};
+  /* The service's timers run out in the order of their delays, however
+   * late its loop runs: t2 clones first. */
   tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 200; /* only its order after t2's matters */
+  tc.tr.stop_delay_ms = 150;
   t2.name = (char *)"t2";
   t2.has_stop_delay_ms = 1;
-  t2.stop_delay_ms = 0;
+  t2.stop_delay_ms = 50;
   tc.tc.n_triggers = 2;
   tc.tc.triggers = trs;
   int64_t orid = observe_clone_hits(&c);
@@ -522,14 +527,18 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   assert_non_null(tr2);
   assert_int_equal(count_triggers(s1, n1, "t1", "trigger.producer"), 1);
   assert_int_equal(count_case(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER), 1);
-  assert_same_trigger(
-      trigger_packet(s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t2"),
-      tr2);
+  const Perfetto__Protos__TracePacket *ct2 = trigger_packet(
+      s1, n1, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t2");
+  assert_non_null(ct2);
+  assert_int_equal(ct2->clone_snapshot_trigger->stop_delay_ms, 50);
+  assert_same_trigger(ct2, tr2);
   assert_int_equal(count_case(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRIGGER), 0);
   assert_int_equal(count_case(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER), 1);
-  assert_same_trigger(
-      trigger_packet(s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t1"),
-      tr1);
+  const Perfetto__Protos__TracePacket *ct1 = trigger_packet(
+      s2, n2, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "t1");
+  assert_non_null(ct1);
+  assert_int_equal(ct1->clone_snapshot_trigger->stop_delay_ms, 150);
+  assert_same_trigger(ct1, tr1);
   free_packets(s1, n1);
   free_packets(s2, n2);
 
@@ -553,6 +562,7 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
       s3, n3, PERFETTO__PROTOS__TRACE_PACKET__DATA_CLONE_SNAPSHOT_TRIGGER, "by.request");
   assert_non_null(ct);
   assert_int_equal(ct->timestamp, 123456789);
+  assert_int_equal(ct->clone_snapshot_trigger->stop_delay_ms, 7);
   assert_false(ct->clone_snapshot_trigger->producer_name != NULL);
   free_packets(s3, n3);
 
