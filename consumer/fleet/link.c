@@ -2,6 +2,7 @@
  * events and the times it is given. */
 #include "consumer/fleet/link.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,9 +33,43 @@ static bool has_attempt(tg_link_state_t s) {
          s == TG_LINK_RECONNECTING || s == TG_LINK_RESUMING;
 }
 
+#define S(x) (1u << TG_LINK_##x)
+/* Each state's arrows out of it, but the ending ones (link.h). */
+static const unsigned kNext[] = {
+    [TG_LINK_CONNECTING] = S(PREPARING) | S(DROPPING),
+    [TG_LINK_PREPARING] = S(UP) | S(DROPPING),
+    [TG_LINK_UP] = S(DROPPING),
+    [TG_LINK_DROPPING] = S(BACKOFF),
+    [TG_LINK_BACKOFF] = S(RECONNECTING),
+    [TG_LINK_RECONNECTING] = S(RESUMING) | S(DROPPING),
+    [TG_LINK_RESUMING] = S(UP) | S(DROPPING),
+    [TG_LINK_CLOSING] = S(DONE) | S(FAILED),
+    [TG_LINK_FAILING] = S(FAILED),
+    [TG_LINK_DONE] = 0,
+    [TG_LINK_FAILED] = 0,
+};
+
+bool tg_link_transition_ok(tg_link_state_t from, tg_link_state_t to) {
+  if ((unsigned)from > TG_LINK_FAILED || (unsigned)to > TG_LINK_FAILED)
+    return false;
+  unsigned next = kNext[from];
+  bool final = from == TG_LINK_DONE || from == TG_LINK_FAILED;
+  if (!final && from != TG_LINK_FAILING) next |= S(FAILING);
+  if (!final && from != TG_LINK_FAILING && from != TG_LINK_CLOSING)
+    next |= S(CLOSING);
+  return (next & (1u << to)) != 0;
+}
+#undef S
+
 void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why) {
   tg_link_state_t from = l->state;
   if (from == to) return;
+  if (!tg_link_transition_ok(from, to)) {
+    TG_ERROR("link %s: %s -> %s is no transition of link.h's (%s)",
+             l->name ? l->name : "?", tg_link_state_name(from),
+             tg_link_state_name(to), why && why[0] ? why : "-");
+    assert(!"a link transition link.h does not have");
+  }
   l->state = to;
   /* A deadline lives only in the states that run it (link.h's table). */
   if (!has_attempt(to)) l->guard_ms = 0;

@@ -149,10 +149,24 @@ struct tg_link {
 void tg_link_init(tg_link_t *l, const tg_link_timing_t *tm, const char *name,
                   tg_link_state_cb cb, void *data);
 
+/* Whether the diagram above has an arrow |from| -> |to|; written out:
+ *   CONNECTING   -> PREPARING, DROPPING     PREPARING  -> UP, DROPPING
+ *   UP           -> DROPPING                DROPPING   -> BACKOFF
+ *   BACKOFF      -> RECONNECTING            RECONNECTING -> RESUMING, DROPPING
+ *   RESUMING     -> UP, DROPPING            CLOSING    -> DONE, FAILED
+ *   FAILING      -> FAILED
+ * and every state but DONE, FAILED and those two ending ones -> CLOSING;
+ * every state but DONE, FAILED and FAILING -> FAILING (a close that went
+ * wrong fails too). DONE and FAILED are final. A state to itself is no
+ * transition (tg_link_set_state ignores it). */
+bool tg_link_transition_ok(tg_link_state_t from, tg_link_state_t to);
+
 /* The one transition: logs "who: from -> to: why" at debug level and
  * tells on_state. Clears the deadlines the new state does not run. The
  * event calls below use it; owners call it for CLOSING, FAILING, DONE and
- * FAILED. */
+ * FAILED. A transition tg_link_transition_ok() refuses is a bug of the
+ * owner's: it asserts, and where asserts are compiled out it is logged
+ * as an error and made all the same (the owner's next step expects it). */
 void tg_link_set_state(tg_link_t *l, tg_link_state_t to, const char *why);
 
 /* --- events, reported by the owner ---------------------------------------- */

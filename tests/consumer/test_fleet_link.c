@@ -49,9 +49,10 @@ static bool partitioned(const sim_t *s) {
 }
 
 static void on_state(tg_link_t *l, tg_link_state_t from, const char *why) {
-  (void)from;
   (void)why;
   sim_t *s = l->data;
+  /* Every transition a scenario makes is one of link.h's. */
+  assert_true(tg_link_transition_ok(from, l->state));
   if (s->n_states < sizeof(s->states) / sizeof(s->states[0]))
     s->states[s->n_states++] = l->state;
   if (l->state == TG_LINK_BACKOFF &&
@@ -323,6 +324,28 @@ static void every_transition_is_logged_and_reported(void **st) {
   assert_non_null(strstr(logged[0], "link h1: connecting -> preparing"));
 }
 
+/* The table link.h draws: a few arrows it has, a few it has not, and the
+ * ending states. */
+static void the_transition_table_is_link_h_s(void **st) {
+  (void)st;
+  assert_true(tg_link_transition_ok(TG_LINK_CONNECTING, TG_LINK_PREPARING));
+  assert_true(tg_link_transition_ok(TG_LINK_RESUMING, TG_LINK_UP));
+  assert_true(tg_link_transition_ok(TG_LINK_BACKOFF, TG_LINK_FAILING));
+  assert_true(tg_link_transition_ok(TG_LINK_CLOSING, TG_LINK_FAILING));
+  assert_true(tg_link_transition_ok(TG_LINK_CLOSING, TG_LINK_FAILED));
+  assert_false(tg_link_transition_ok(TG_LINK_CONNECTING, TG_LINK_UP));
+  assert_false(tg_link_transition_ok(TG_LINK_UP, TG_LINK_BACKOFF));
+  assert_false(tg_link_transition_ok(TG_LINK_BACKOFF, TG_LINK_UP));
+  assert_false(tg_link_transition_ok(TG_LINK_DROPPING, TG_LINK_UP));
+  assert_false(tg_link_transition_ok(TG_LINK_FAILING, TG_LINK_CLOSING));
+  assert_false(tg_link_transition_ok(TG_LINK_FAILING, TG_LINK_DONE));
+  for (int to = TG_LINK_CONNECTING; to <= TG_LINK_FAILED; to++) {
+    assert_false(tg_link_transition_ok(TG_LINK_DONE, (tg_link_state_t)to));
+    assert_false(tg_link_transition_ok(TG_LINK_FAILED, (tg_link_state_t)to));
+  }
+  assert_false(tg_link_transition_ok((tg_link_state_t)99, TG_LINK_UP));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dead_link_is_found_one_timeout_after_the_last_answer),
@@ -334,6 +357,7 @@ int main(void) {
       cmocka_unit_test(without_heartbeats_silence_counts_only_while_a_call_waits),
       cmocka_unit_test(answers_keep_a_link_up_and_move_its_deadline),
       cmocka_unit_test(every_transition_is_logged_and_reported),
+      cmocka_unit_test(the_transition_table_is_link_h_s),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
