@@ -161,14 +161,11 @@ static const stmt_def_t stmts[P_COUNT] = {
     [P_REMOVE_UNPINNED] = {GUARDED("DELETE FROM snapshots WHERE id = $1"
                                    " AND state <> 0 AND NOT pinned"),
                            "i", "ib"},
-    /* One statement, one snapshot: the total and the candidate agree. */
-    [P_RETENTION] = {"SELECT t.total, c.* FROM (SELECT COALESCE(SUM(bytes),"
-                     " 0)::bigint AS total FROM snapshots"
-                     " WHERE state IN (1, 2)) t"
-                     " LEFT JOIN LATERAL (SELECT " SNAPSHOT_COLS
-                     " FROM snapshots WHERE NOT pinned AND state <> 0"
-                     " ORDER BY started_ms, id LIMIT 1) c ON true",
-                     "", "i" SNAPSHOT_SHAPE},
+    /* Every row, one statement (one snapshot): retention.h decides. */
+    [P_RETENTION] = {"SELECT id, started_ms, CASE WHEN state IN (1, 2)"
+                     " THEN bytes ELSE 0 END, pinned, state = 0"
+                     " FROM snapshots ORDER BY started_ms, id",
+                     "", "iiibb"},
 };
 
 static const char *stmt_name(tg__coll_pg_stmt_t s) {

@@ -3,6 +3,7 @@
  * tg__coll_pg_ready(), which brings a lost connection back (and with it
  * the member's lock) before anything is sent. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog_check.h"
@@ -293,14 +294,20 @@ static int op_retention_view(tg_coll_catalog_t *cat,
   tg__coll_pg_args_t a = {0};
   PGresult *r;
   if ((err = tg__coll_pg_run(c, P_RETENTION, &a, &r, "retention"))) return err;
-  if (PQntuples(r) == 1) {
-    v->total_bytes = col_u64(r, 0, 0);
-    v->has_candidate = !PQgetisnull(r, 0, 1);
-    if (v->has_candidate) read_snapshot(r, 0, 1, &v->candidate);
-  } else {
-    err = -EIO;
+  size_t cap = 0;
+  for (int i = 0; i < PQntuples(r) && !err; i++) {
+    tg_coll_retention_row_t row = {.id = col_u64(r, i, 0),
+                                   .started_ms = tg__coll_pg_int(r, i, 1),
+                                   .bytes = col_u64(r, i, 2),
+                                   .pinned = tg__coll_pg_bool(r, i, 3),
+                                   .pending = tg__coll_pg_bool(r, i, 4)};
+    err = tg__coll_retention_add(v, &cap, &row);
   }
   PQclear(r);
+  if (err) {
+    free(v->rows);
+    memset(v, 0, sizeof(*v));
+  }
   return err;
 }
 

@@ -129,13 +129,11 @@ static const char *const sql[S_COUNT] = {
     [S_INTERRUPT] =
         "UPDATE snapshots SET state = 3, finished_ms = ?1, failure = ?2"
         " WHERE state = 0",
-    [S_TOTAL] =
-        "SELECT COALESCE(SUM(bytes), 0) FROM snapshots"
-        " WHERE state IN (1, 2)",
-    [S_CANDIDATE] = "SELECT " SNAPSHOT_COLS
-                    " FROM snapshots"
-                    " WHERE pinned = 0 AND state <> 0"
-                    " ORDER BY started_ms, id LIMIT 1",
+    /* Every row: what retention decides from (retention.h). */
+    [S_RETENTION] =
+        "SELECT id, started_ms, CASE WHEN state IN (1, 2) THEN bytes"
+        " ELSE 0 END, pinned, state = 0 FROM snapshots"
+        " ORDER BY started_ms, id",
 };
 
 int tg__coll_sqlite_err(tg__coll_sqlite_t *c, int rc, const char *what) {

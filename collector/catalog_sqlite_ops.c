@@ -1,6 +1,7 @@
 /* The SQLite catalog's operations (catalog.h): each one statement, or one
  * transaction of a few, on statements prepared at open. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog_check.h"
@@ -261,26 +262,24 @@ static int op_retention_view(tg_coll_catalog_t *cat,
                              tg_coll_retention_view_t *v) {
   tg__coll_sqlite_t *c = sq(cat);
   memset(v, 0, sizeof(*v));
-  /* One read transaction: the total and the candidate agree. */
-  int err = tg__coll_sqlite_exec(c, S_TX_READ, "retention");
-  if (err) return err;
-  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_TOTAL);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) v->total_bytes = column_u64(st, 0);
-  sqlite3_reset(st);
-  if (rc != SQLITE_ROW) goto fail;
-  st = tg__coll_sqlite_stmt(c, S_CANDIDATE);
-  rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    read_snapshot(st, &v->candidate);
-    v->has_candidate = true;
+  /* One statement: its rows are of one point in time. */
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_RETENTION);
+  size_t cap = 0;
+  int rc, err = 0;
+  while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tg_coll_retention_row_t r = {.id = column_u64(st, 0),
+                                 .started_ms = sqlite3_column_int64(st, 1),
+                                 .bytes = column_u64(st, 2),
+                                 .pinned = sqlite3_column_int64(st, 3) != 0,
+                                 .pending = sqlite3_column_int64(st, 4) != 0};
+    err = tg__coll_retention_add(v, &cap, &r);
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto fail;
-  return tg__coll_sqlite_exec(c, S_TX_COMMIT, "retention");
-fail:
-  err = tg__coll_sqlite_err(c, rc, "retention");
-  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "retention rollback");
+  if (!err && rc != SQLITE_DONE) err = tg__coll_sqlite_err(c, rc, "retention");
+  if (err) {
+    free(v->rows);
+    memset(v, 0, sizeof(*v));
+  }
   return err;
 }
 

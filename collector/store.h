@@ -164,8 +164,8 @@ typedef struct tg_coll_retained {
   uint64_t total_bytes;      /* live bytes before the step */
 } tg_coll_retained_t;
 
-/* One retention step: deletes the oldest deletable snapshot if the policy
- * says so (one catalog transaction and one unlink; again, a few times at
+/* One retention step: deletes the snapshot the policy names (retention.h)
+ * if it names one (one catalog transaction and one unlink; again, a few times at
  * most, if another collector deleted or pinned it first). Returns 1
  * (deleted one: call again), 0 (nothing to delete) or an error. |out| may
  * be NULL. */
