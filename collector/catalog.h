@@ -194,6 +194,11 @@ typedef struct tg_coll_catalog_ops {
    * many there are (may exceed |cap|: call again with room). */
   int (*hosts)(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
                size_t cap, size_t *n);
+  /* get() and hosts() of |id| at one point in time (one read): a row
+   * deleted meanwhile is -ENOENT, never a row without its hosts. */
+  int (*get_with_hosts)(tg_coll_catalog_t *cat, uint64_t id,
+                        tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
+                        size_t cap, size_t *n);
   int (*set_pinned)(tg_coll_catalog_t *cat, uint64_t id, bool pinned);
   /* Deletes the row and its hosts (any state but PENDING: -EBUSY; with
    * |unless_pinned|, a pinned row too: what retention asks, so that a pin

@@ -228,6 +228,20 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
   return 0;
 }
 
+static int op_get_with_hosts(tg_coll_catalog_t *cat, uint64_t id,
+                             tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
+                             size_t cap, size_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  /* One read transaction: both statements see the same database. */
+  int err = tg__coll_sqlite_exec(c, S_TX_READ, "get");
+  if (err) return err;
+  if ((err = op_get(cat, id, out)) || (err = op_hosts(cat, id, hosts, cap, n))) {
+    tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "get rollback");
+    return err;
+  }
+  return tg__coll_sqlite_exec(c, S_TX_COMMIT, "get");
+}
+
 static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
   tg__coll_sqlite_t *c = sq(cat);
   sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_PIN);
@@ -294,6 +308,7 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .list = op_list,
     .get = op_get,
     .hosts = op_hosts,
+    .get_with_hosts = op_get_with_hosts,
     .set_pinned = op_set_pinned,
     .remove = op_remove,
     .retention_view = op_retention_view,

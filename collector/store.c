@@ -161,6 +161,14 @@ int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
   return s->cat->ops->hosts(s->cat, id, out, cap, n);
 }
 
+int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
+                                 tg_coll_snapshot_t *out,
+                                 tg_coll_host_t *hosts, size_t cap,
+                                 size_t *n) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->get_with_hosts(s->cat, id, out, hosts, cap, n);
+}
+
 static bool live(tg_coll_state_t st) {
   return st == TG_COLL_COMPLETE || st == TG_COLL_PARTIAL;
 }

@@ -148,6 +148,13 @@ int tg_coll_store_list(tg_coll_store_t *s, const tg_coll_filter_t *f,
 int tg_coll_store_get(tg_coll_store_t *s, uint64_t id, tg_coll_snapshot_t *out);
 int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
                         size_t cap, size_t *n);
+/* The row and its hosts in one read: what an answer about one snapshot
+ * uses, so that a delete by another collector sharing the catalog is
+ * -ENOENT, never half a snapshot. */
+int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
+                                 tg_coll_snapshot_t *out,
+                                 tg_coll_host_t *hosts, size_t cap,
+                                 size_t *n);
 /* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
  * caller's and stays readable even if the snapshot is deleted meanwhile.
  * -ENOENT: no such snapshot or it is not live. */
