@@ -420,9 +420,10 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
 static void post_pin(coll_t *c, tg_http_exchange_t *x,
                      const tg_http_request_t *r, uint64_t id) {
   const char *p = arg(r, "pinned");
-  bool pin = !p || !strcmp(p, "1") || !strcmp(p, "true");
-  if (p && !pin && strcmp(p, "0") && strcmp(p, "false"))
+  /* One spelling per value, as documented: 0 or 1 (absent: 1). */
+  if (p && strcmp(p, "0") && strcmp(p, "1"))
     return json_error(x, 400, "pinned: 0 or 1");
+  bool pin = !p || !strcmp(p, "1");
   int rv = tg_coll_store_pin(c->store, id, pin);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));

@@ -109,6 +109,11 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
                         fleet_in_dir("bad.json")), 404);
   assert_int_equal(http(&c, "GET", "/api/v1/snapshots/0000000000000000",
                         fleet_in_dir("bad.json")), 404);
+  /* An id that is not there: 404 naming it, not deleted under a wait. */
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots/7fffffffffffffff",
+                        fleet_in_dir("bad.json")), 404);
+  assert_json(fleet_in_dir("bad.json"), "id", "\"7fffffffffffffff\"");
+  assert_json(fleet_in_dir("bad.json"), "deleted", "false");
 
   /* Killed: the relays keep the rings under the key for their lease. */
   fleet_commit_packets(&h[0].p, 1, "hostA", 6, 3);
@@ -202,6 +207,9 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s?x=1", id);
     assert_int_equal(http(&c, "GET", path, lj), 400);
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=1&pinned=0", id);
+    assert_int_equal(http(&c, "POST", path, lj), 400);
+    /* pinned is 0 or 1 (issue 59 point 11): no other spelling. */
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=true", id);
     assert_int_equal(http(&c, "POST", path, lj), 400);
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
     assert_int_equal(http(&c, "GET", path, lj), 200); /* nothing was pinned */
