@@ -459,6 +459,18 @@ void tg__coll_pg_close(tg_coll_catalog_t *cat) {
 int tg_coll_catalog_pg_open(const char *conninfo, uint32_t member,
                             tg_coll_catalog_t **out) {
   if (!conninfo || member > TG_COLL_PG_MEMBER_MAX) return -EINVAL;
+  /* libpq's message about a string it cannot parse quotes the string, and
+   * with it the password: parse it first and say only that it failed. */
+  char *why = NULL;
+  PQconninfoOption *opts = PQconninfoParse(conninfo, &why);
+  PQfreemem(why);
+  if (!opts) {
+    TG_ERROR("catalog: the PostgreSQL connection string does not parse"
+             " (libpq's reason is not logged: it quotes the string, password"
+             " and all); check its %%-escapes and key=value pairs");
+    return -EINVAL;
+  }
+  PQconninfoFree(opts);
   tg__coll_pg_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->base.ops = &tg__coll_pg_ops;

@@ -548,6 +548,45 @@ static void pg_unreachable_server_fails_cleanly(void **state) {
   assert_null(cat);
 }
 
+static char logged[8192];
+static size_t logged_len;
+
+static void keep_lines(void *ctx, tg_log_level_t level, const char *line) {
+  (void)ctx;
+  (void)level;
+  size_t n = strlen(line);
+  if (logged_len + n + 1 < sizeof(logged)) {
+    memcpy(logged + logged_len, line, n);
+    logged_len += n;
+    logged[logged_len++] = '\n';
+    logged[logged_len] = 0;
+  }
+}
+
+/* Issue 59 point 11: libpq's message about a URI it cannot parse quotes
+ * it, password included, and it went to the log. */
+static void pg_malformed_uri_never_logs_its_password(void **state) {
+  (void)state;
+  static const char *const uris[] = {
+      "postgresql://tg:s3cretpw@localhost/db%zz",
+      "postgresql://tg:s3cretpw@localhost/db%00",
+      "postgresql://tg:s3cretpw%zz@localhost/db",
+      "host=localhost password=s3cretpw dbname='unterminated",
+  };
+  for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
+    logged_len = 0;
+    logged[0] = 0;
+    tg_log_set_sink(keep_lines, NULL);
+    tg_coll_catalog_t *cat = NULL;
+    int rc = tg_coll_catalog_pg_open(uris[i], 0, &cat);
+    tg_log_set_sink(NULL, NULL);
+    assert_int_equal(rc, -EINVAL);
+    assert_null(cat);
+    assert_true(logged_len > 0); /* it says something */
+    if (strstr(logged, "s3cretpw")) fail_msg("%s logged: %s", uris[i], logged);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -583,6 +622,7 @@ int main(void) {
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_schema_1_moves_to_2_keeping_rows,
                                       coll_pg_setup, coll_teardown),
+      cmocka_unit_test(pg_malformed_uri_never_logs_its_password),
       cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
                                       coll_pg_setup, coll_teardown),
   };
