@@ -1,7 +1,8 @@
 /* tracegate-collector's web page in a real headless Chromium: what an
  * operator sees and clicks, not only what the API answers. Two hosts and
  * the collector as in test_collector_e2e (coll_e2e.h), one operator
- * snapshot fetched through the API, then browser_check.py (its docstring
+ * snapshot fetched through the API, one failed (the collector killed
+ * under it), then browser_check.py (its docstring
  * says what it checks) drives Chromium through chromedriver: the page
  * lists the snapshot and the hosts, its download link gives the API's
  * bytes, and "Open in Perfetto UI" hands the same bytes to a stand-in UI
@@ -17,6 +18,7 @@
  * having checked nothing.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,13 +79,14 @@ static void browser_check_start(browser_check_t *b) {
 
 /* Hands it the job; returns its exit code once it is done. */
 static int browser_check_run(browser_check_t *b, const collector_t *c,
-                             const char *id, const char *trace,
-                             const fleet_host_t h[2]) {
+                             const char *id, const char *failed,
+                             const char *trace, const fleet_host_t h[2]) {
   FILE *f = fdopen(b->job_fd, "w");
   assert_non_null(f);
   fprintf(f, "{\"url\": \"http://127.0.0.1:%d\", \"snapshot\": \"%s\", "
-             "\"trace\": \"%s\", \"hosts\": [\"%s\", \"%s\"]}\n",
-          c->port, id, trace, h[0].spec, h[1].spec);
+             "\"failed\": \"%s\", \"trace\": \"%s\", "
+             "\"hosts\": [\"%s\", \"%s\"]}\n",
+          c->port, id, failed, trace, h[0].spec, h[1].spec);
   assert_int_equal(fclose(f), 0);
   return tg_test_exit_code(tg_test_reap(b->pid, BROWSER_CHECK_MS));
 }
@@ -115,7 +118,24 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
   const char *trace = fleet_in_dir("snap.pftrace");
   download(&c, id, trace);
 
-  int code = browser_check_run(&b, &c, id, trace, h);
+  /* A failed snapshot: the collector killed while one is under way (its
+   * row says "interrupted" once it restarts). */
+  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=killed", json), 202);
+  char failed[32];
+  snprintf(failed, sizeof(failed), "%.16s", tg_test_json(json, "id") + 1);
+  uint64_t flush[2];
+  for (size_t i = 0; i < 2; i++) {
+    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[i] > 0);
+  }
+  assert_int_equal(tg_test_exit_code(tg_test_stop(c.pid, SIGKILL, FLEET_WAIT_MS)),
+                   128 + SIGKILL);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+  collector_start(&c);
+  wait_hosts(&c, 2, "tracing");
+
+  int code = browser_check_run(&b, &c, id, failed, trace, h);
   if (code != 0) collector_dump_log();
   assert_int_equal(code, 0);
 
