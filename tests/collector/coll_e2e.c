@@ -232,6 +232,25 @@ const char *snapshot(const collector_t *c, fleet_host_t *hosts,
   return id;
 }
 
+const char *snapshot_killed_under_way(collector_t *c, fleet_host_t h[2],
+                                      const char *reason, const char *json) {
+  char path[128];
+  snprintf(path, sizeof(path), "/api/v1/snapshots?reason=%s", reason);
+  assert_int_equal(http(c, "POST", path, json), 202);
+  static char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "id") + 1);
+  uint64_t flush[2];
+  for (size_t i = 0; i < 2; i++) {
+    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[i] > 0);
+  }
+  assert_int_equal(tg_test_exit_code(tg_test_stop(c->pid, SIGKILL, FLEET_WAIT_MS)),
+                   128 + SIGKILL);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+  return id;
+}
+
 void download(const collector_t *c, const char *id, const char *out) {
   char path[128];
   snprintf(path, sizeof(path), "/api/v1/snapshots/%s/trace", id);

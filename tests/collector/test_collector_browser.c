@@ -18,7 +18,6 @@
  * having checked nothing.
  */
 #include <fcntl.h>
-#include <signal.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,18 +119,7 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
 
   /* A failed snapshot: the collector killed while one is under way (its
    * row says "interrupted" once it restarts). */
-  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=killed", json), 202);
-  char failed[32];
-  snprintf(failed, sizeof(failed), "%.16s", tg_test_json(json, "id") + 1);
-  uint64_t flush[2];
-  for (size_t i = 0; i < 2; i++) {
-    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
-    assert_true(flush[i] > 0);
-  }
-  assert_int_equal(tg_test_exit_code(tg_test_stop(c.pid, SIGKILL, FLEET_WAIT_MS)),
-                   128 + SIGKILL);
-  for (size_t i = 0; i < 2; i++)
-    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+  const char *failed = snapshot_killed_under_way(&c, h, "killed", json);
   collector_start(&c);
   wait_hosts(&c, 2, "tracing");
 

@@ -296,18 +296,8 @@ static void a_collector_killed_mid_snapshot(void **state) {
   fleet_commit_packets(&h[0].p, 0, "midA", 1, 3);
   fleet_commit_packets(&h[1].p, 0, "midB", 1, 3);
   const char *json = fleet_in_dir("mid.json");
-  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=mid", json), 202);
   char id[32];
-  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "id") + 1);
-  uint64_t flush[2];
-  for (size_t i = 0; i < 2; i++) {
-    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
-    assert_true(flush[i] > 0);
-  }
-  assert_int_equal(tg_test_exit_code(tg_test_stop(c.pid, SIGKILL, FLEET_WAIT_MS)),
-                   128 + SIGKILL);
-  for (size_t i = 0; i < 2; i++)
-    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+  snprintf(id, sizeof(id), "%s", snapshot_killed_under_way(&c, h, "mid", json));
 
   collector_start(&c);
   char path[64];
