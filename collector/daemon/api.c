@@ -199,8 +199,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
     fputs(",\"state\":", o.f);
     cli_json_str(o.f, h->state);
     fprintf(o.f, ",\"since_ms\":%" PRId64 ",\"ring\":%s,\"restarts\":%" PRIu64
-            ",\"why\":", h->since_ms, h->ring_up ? "true" : "false",
-            h->restarts);
+            ",\"failures\":%" PRIu64 ",\"why\":", h->since_ms,
+            h->ring_up ? "true" : "false", h->restarts, h->failures);
     cli_json_str(o.f, h->why);
     fputs(",\"hostname\":", o.f);
     cli_json_str(o.f, h->fh && h->fh->has_info ? h->fh->hostname : "");

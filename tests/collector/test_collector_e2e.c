@@ -610,6 +610,53 @@ static void retention_deletes_all_but_the_pinned(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Lines of the collector's log at |level| (" warn ") that name |spec|. */
+static int log_lines(const char *level, const char *spec) {
+  FILE *f = fopen(fleet_in_dir("collector.log"), "r");
+  assert_non_null(f);
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, level) && strstr(line, spec)) n++;
+  fclose(f);
+  return n;
+}
+
+/* Issue 59 point 12: a host that cannot be reached was warned about at
+ * every restart (each RESTART_MS) forever. It is said once, and then
+ * only when the reason changes; /api/v1/hosts counts the failures. */
+static void an_unreachable_host_is_warned_about_once(void **state) {
+  (void)state;
+  fleet_host_t h[1];
+  start_hosts(h, 1);
+  write_config(h, 1, NULL);
+  /* A second host on a port nothing listens on (a relay's, stopped). */
+  fleet_host_t dead[1];
+  start_hosts(dead, 1);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "%s", dead[0].spec);
+  fleet_host_stop(&dead[0]);
+  fleet_host_t both[2] = {h[0], dead[0]};
+  write_hosts(both, 2);
+  collector_t c;
+  collector_start(&c);
+  const char *out = fleet_in_dir("hosts.json");
+  int64_t end = tg_test_now_ms() + 4 * FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *f0 = tg_test_json(out, "hosts.0.failures");
+    const char *f1 = tg_test_json(out, "hosts.1.failures");
+    assert_non_null(f0);
+    assert_non_null(f1);
+    if (atoi(f0) >= 3 || atoi(f1) >= 3) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(200 * 1000);
+  }
+  collector_stop(&c);
+  assert_int_equal(log_lines(" warn ", spec), 1);
+  fleet_host_stop(&h[0]);
+}
+
 /* The schedule: snapshot_every = 1s gives snapshots whose trigger is
  * "schedule", with every host's packets. */
 static void the_schedule_snapshots_the_fleet(void **state) {
@@ -875,6 +922,7 @@ int main(void) {
       FLEET_TEST(a_bad_config_names_its_line),
       FLEET_TEST(a_relay_crash_keeps_the_ring),
       FLEET_TEST(retention_deletes_all_but_the_pinned),
+      FLEET_TEST(an_unreachable_host_is_warned_about_once),
       FLEET_TEST(the_schedule_snapshots_the_fleet),
       FLEET_TEST(a_group_snapshots_only_its_hosts),
       FLEET_TEST(requests_of_other_sites_are_refused),
