@@ -43,6 +43,11 @@ void write_hosts(fleet_host_t *hosts, size_t n) {
 }
 
 void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
+  write_config_ca(hosts, n, "pki/ca.pem", extra);
+}
+
+void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
+                     const char *extra) {
   write_hosts(hosts, n);
   write_file(fleet_in_dir("flight.pbtxt"),
              "buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
@@ -50,7 +55,7 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
   write_file(fleet_in_dir("collector.conf"),
              "# the e2e test's collector\n"
              "hosts = hosts.txt\n"
-             "ca = pki/ca.pem\n"
+             "ca = %s\n"
              "cert = pki/alice.pem\n"
              "key = pki/alice.key\n"
              "tls_server_name = relay.test\n"
@@ -62,7 +67,7 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
              "max_snapshots_per_minute = 100\n"
              "reconnect = 30s\n"
              "trigger = app-hit\n%s",
-             extra ? extra : "");
+             ca, extra ? extra : "");
 }
 
 void collector_start(collector_t *c) { collector_start_args(c, NULL); }

@@ -77,6 +77,10 @@ void write_hosts(fleet_host_t *hosts, size_t n);
 /* The config for |n| hosts (write_hosts), the store in store/, then
  * |extra| lines (or NULL). */
 void write_config(fleet_host_t *hosts, size_t n, const char *extra);
+/* The same with the relays' certificates checked against |ca| (a path in
+ * the fleet directory) instead of pki/ca.pem. */
+void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
+                     const char *extra);
 
 /* Two hosts, the config (plus |extra_config| lines, or NULL), the
  * collector; back once both rings trace. */

@@ -657,6 +657,35 @@ static void an_unreachable_host_is_warned_about_once(void **state) {
   fleet_host_stop(&h[0]);
 }
 
+/* Issue 59 point 12: a relay certificate of another CA was reported as
+ * "not signed by the CA given with --ca", the CLI's flag; the collector's
+ * setting is its config key `ca`, and the host's why names that. */
+static void a_relay_of_another_ca_names_the_config_key(void **state) {
+  (void)state;
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "ca other"), 0);
+  fleet_host_t h[1];
+  start_hosts(h, 1);
+  write_config_ca(h, 1, "other/ca.pem", NULL);
+  collector_t c;
+  collector_start(&c);
+  const char *out = fleet_in_dir("hosts-ca.json");
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *failures = tg_test_json(out, "hosts.0.failures");
+    assert_non_null(failures);
+    if (atoi(failures) >= 1) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  const char *why = tg_test_json(out, "hosts.0.why");
+  assert_non_null(why);
+  if (!strstr(why, "`ca`") || strstr(why, "--ca"))
+    fail_msg("the host's why does not name the config key: %s", why);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+}
+
 /* The schedule: snapshot_every = 1s gives snapshots whose trigger is
  * "schedule", with every host's packets. */
 static void the_schedule_snapshots_the_fleet(void **state) {
@@ -923,6 +952,7 @@ int main(void) {
       FLEET_TEST(a_relay_crash_keeps_the_ring),
       FLEET_TEST(retention_deletes_all_but_the_pinned),
       FLEET_TEST(an_unreachable_host_is_warned_about_once),
+      FLEET_TEST(a_relay_of_another_ca_names_the_config_key),
       FLEET_TEST(the_schedule_snapshots_the_fleet),
       FLEET_TEST(a_group_snapshots_only_its_hosts),
       FLEET_TEST(requests_of_other_sites_are_refused),
