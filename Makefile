@@ -6,7 +6,8 @@
 #                 mutual TLS into demo.pftrace (deploy/demo/demo.sh)
 #   make collector-demo  the same hosts under tracegate-collector: an app's
 #                 trigger snapshots both into the store, listed, the web
-#                 page's URL printed (deploy/demo/collector-demo.sh)
+#                 page's URL printed and kept up until Enter from a
+#                 terminal (deploy/demo/collector-demo.sh)
 #   make test     deps, ASan+UBSan build, every test (ctest), TSan run of the
 #                 threaded tests, a Release build (what packagers make),
 #                 a build without OpenSSL (mbedtls alone) through the TLS

@@ -1,6 +1,8 @@
 /* What every catalog implementation shares: state names and the checks of
  * what callers hand in, so that each backend refuses the same input. */
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog_check.h"
@@ -86,4 +88,18 @@ bool tg__coll_filter_ok(const tg_coll_filter_t *f) {
          text_ok(f->trigger, 0, TG_COLL_TRIGGER_MAX) &&
          text_ok(f->host, 0, TG_COLL_HOST_MAX) &&
          f->states < (1u << TG_COLL_STATE_COUNT);
+}
+
+int tg__coll_retention_add(tg_coll_retention_view_t *v, size_t *cap,
+                           const tg_coll_retention_row_t *r) {
+  if (v->n == *cap) {
+    size_t want = *cap ? *cap * 2 : 64;
+    if (want > SIZE_MAX / sizeof(*r)) return -ENOMEM;
+    tg_coll_retention_row_t *rows = realloc(v->rows, want * sizeof(*r));
+    if (!rows) return -ENOMEM;
+    v->rows = rows;
+    *cap = want;
+  }
+  v->rows[v->n++] = *r;
+  return 0;
 }

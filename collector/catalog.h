@@ -139,13 +139,22 @@ typedef struct tg_coll_filter {
 #define TG_COLL_FILTER_INIT \
   { .from_ms = INT64_MIN, .to_ms = INT64_MAX }
 
-/* What retention looks at: the bytes of every live snapshot (pinned ones
- * included: they use the disk too) and the oldest row it may delete (not
- * pinned, not PENDING; by started_ms, then id). */
+/* A row as retention sees it (retention.h decides from these alone). */
+typedef struct tg_coll_retention_row {
+  uint64_t id;
+  int64_t started_ms;
+  uint64_t bytes; /* the file's size; 0 unless live */
+  bool pinned;
+  bool pending; /* being written: never deleted, but it starts a burst */
+} tg_coll_retention_row_t;
+
+/* What retention looks at: every row of the catalog (of every member, for
+ * a shared one) by started_ms, then id, read at one point in time. The
+ * catalog's retention_view() allocates |rows| (NULL when n is 0, and on
+ * error); the caller frees it with free(). */
 typedef struct tg_coll_retention_view {
-  uint64_t total_bytes;
-  bool has_candidate;
-  tg_coll_snapshot_t candidate;
+  tg_coll_retention_row_t *rows;
+  size_t n;
 } tg_coll_retention_view_t;
 
 typedef struct tg_coll_catalog tg_coll_catalog_t;
@@ -185,6 +194,11 @@ typedef struct tg_coll_catalog_ops {
    * many there are (may exceed |cap|: call again with room). */
   int (*hosts)(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
                size_t cap, size_t *n);
+  /* get() and hosts() of |id| at one point in time (one read): a row
+   * deleted meanwhile is -ENOENT, never a row without its hosts. */
+  int (*get_with_hosts)(tg_coll_catalog_t *cat, uint64_t id,
+                        tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
+                        size_t cap, size_t *n);
   int (*set_pinned)(tg_coll_catalog_t *cat, uint64_t id, bool pinned);
   /* Deletes the row and its hosts (any state but PENDING: -EBUSY; with
    * |unless_pinned|, a pinned row too: what retention asks, so that a pin

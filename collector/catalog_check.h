@@ -18,5 +18,9 @@ bool tg__coll_filter_ok(const tg_coll_filter_t *f);
 /* A host outcome read back from a database: an unknown value is FAILED
  * (it claims no data). */
 tg_coll_host_outcome_t tg__coll_host_outcome_of(int64_t v);
+/* Appends |r| to |v|, whose array holds *cap rows (grown by doubling):
+ * 0 or -ENOMEM (|v| unchanged). */
+int tg__coll_retention_add(tg_coll_retention_view_t *v, size_t *cap,
+                           const tg_coll_retention_row_t *r);
 
 #endif /* TRACEGATE_COLLECTOR_CATALOG_CHECK_H */

@@ -161,14 +161,11 @@ static const stmt_def_t stmts[P_COUNT] = {
     [P_REMOVE_UNPINNED] = {GUARDED("DELETE FROM snapshots WHERE id = $1"
                                    " AND state <> 0 AND NOT pinned"),
                            "i", "ib"},
-    /* One statement, one snapshot: the total and the candidate agree. */
-    [P_RETENTION] = {"SELECT t.total, c.* FROM (SELECT COALESCE(SUM(bytes),"
-                     " 0)::bigint AS total FROM snapshots"
-                     " WHERE state IN (1, 2)) t"
-                     " LEFT JOIN LATERAL (SELECT " SNAPSHOT_COLS
-                     " FROM snapshots WHERE NOT pinned AND state <> 0"
-                     " ORDER BY started_ms, id LIMIT 1) c ON true",
-                     "", "i" SNAPSHOT_SHAPE},
+    /* Every row, one statement (one snapshot): retention.h decides. */
+    [P_RETENTION] = {"SELECT id, started_ms, CASE WHEN state IN (1, 2)"
+                     " THEN bytes ELSE 0 END, pinned, state = 0"
+                     " FROM snapshots ORDER BY started_ms, id",
+                     "", "iiibb"},
 };
 
 static const char *stmt_name(tg__coll_pg_stmt_t s) {
@@ -462,6 +459,18 @@ void tg__coll_pg_close(tg_coll_catalog_t *cat) {
 int tg_coll_catalog_pg_open(const char *conninfo, uint32_t member,
                             tg_coll_catalog_t **out) {
   if (!conninfo || member > TG_COLL_PG_MEMBER_MAX) return -EINVAL;
+  /* libpq's message about a string it cannot parse quotes the string, and
+   * with it the password: parse it first and say only that it failed. */
+  char *why = NULL;
+  PQconninfoOption *opts = PQconninfoParse(conninfo, &why);
+  PQfreemem(why);
+  if (!opts) {
+    TG_ERROR("catalog: the PostgreSQL connection string does not parse"
+             " (libpq's reason is not logged: it quotes the string, password"
+             " and all); check its %%-escapes and key=value pairs");
+    return -EINVAL;
+  }
+  PQconninfoFree(opts);
   tg__coll_pg_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->base.ops = &tg__coll_pg_ops;

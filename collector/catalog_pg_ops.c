@@ -3,6 +3,7 @@
  * tg__coll_pg_ready(), which brings a lost connection back (and with it
  * the member's lock) before anything is sent. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog_check.h"
@@ -223,11 +224,9 @@ static int read_id(tg__coll_pg_t *c, tg__coll_pg_stmt_t s, uint64_t id,
   return tg__coll_pg_run(c, s, &a, r, what);
 }
 
-static int op_get(tg_coll_catalog_t *cat, uint64_t id,
-                  tg_coll_snapshot_t *out) {
-  PGresult *r;
-  int err = read_id(pg(cat), P_GET, id, &r, "get");
-  if (err) return err;
+/* P_GET's answer into |out|; clears |r|. */
+static int get_result(PGresult *r, tg_coll_snapshot_t *out) {
+  int err = 0;
   if (PQntuples(r) == 1)
     read_snapshot(r, 0, 0, out);
   else
@@ -236,11 +235,9 @@ static int op_get(tg_coll_catalog_t *cat, uint64_t id,
   return err;
 }
 
-static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
-                    size_t cap, size_t *n) {
-  PGresult *r;
-  int err = read_id(pg(cat), P_HOSTS, id, &r, "hosts");
-  if (err) return err;
+/* P_HOSTS's answer into |out| (at most |cap|, *n how many); clears |r|. */
+static int hosts_result(PGresult *r, tg_coll_host_t *out, size_t cap,
+                        size_t *n) {
   int rows = PQntuples(r);
   size_t count = 0;
   for (int i = 0; i < rows; i++) {
@@ -262,6 +259,42 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
   if (rows == 0) return -ENOENT;
   *n = count;
   return 0;
+}
+
+static int op_get(tg_coll_catalog_t *cat, uint64_t id,
+                  tg_coll_snapshot_t *out) {
+  PGresult *r;
+  int err = read_id(pg(cat), P_GET, id, &r, "get");
+  return err ? err : get_result(r, out);
+}
+
+static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
+                    size_t cap, size_t *n) {
+  PGresult *r;
+  int err = read_id(pg(cat), P_HOSTS, id, &r, "hosts");
+  return err ? err : hosts_result(r, out, cap, n);
+}
+
+static int op_get_with_hosts(tg_coll_catalog_t *cat, uint64_t id,
+                             tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
+                             size_t cap, size_t *n) {
+  tg__coll_pg_t *c = pg(cat);
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  /* One snapshot of the database for both statements: another member's
+   * delete in between is either all seen or not at all. */
+  if ((err = tg__coll_pg_tx(
+           c, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", "get")))
+    return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  PGresult *r;
+  if (!(err = tg__coll_pg_run(c, P_GET, &a, &r, "get")))
+    err = get_result(r, out);
+  if (!err && !(err = tg__coll_pg_run(c, P_HOSTS, &a, &r, "hosts")))
+    err = hosts_result(r, hosts, cap, n);
+  int end = tg__coll_pg_tx(c, err ? "ROLLBACK" : "COMMIT", "get");
+  return err ? err : end;
 }
 
 static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
@@ -293,14 +326,20 @@ static int op_retention_view(tg_coll_catalog_t *cat,
   tg__coll_pg_args_t a = {0};
   PGresult *r;
   if ((err = tg__coll_pg_run(c, P_RETENTION, &a, &r, "retention"))) return err;
-  if (PQntuples(r) == 1) {
-    v->total_bytes = col_u64(r, 0, 0);
-    v->has_candidate = !PQgetisnull(r, 0, 1);
-    if (v->has_candidate) read_snapshot(r, 0, 1, &v->candidate);
-  } else {
-    err = -EIO;
+  size_t cap = 0;
+  for (int i = 0; i < PQntuples(r) && !err; i++) {
+    tg_coll_retention_row_t row = {.id = col_u64(r, i, 0),
+                                   .started_ms = tg__coll_pg_int(r, i, 1),
+                                   .bytes = col_u64(r, i, 2),
+                                   .pinned = tg__coll_pg_bool(r, i, 3),
+                                   .pending = tg__coll_pg_bool(r, i, 4)};
+    err = tg__coll_retention_add(v, &cap, &row);
   }
   PQclear(r);
+  if (err) {
+    free(v->rows);
+    memset(v, 0, sizeof(*v));
+  }
   return err;
 }
 
@@ -316,6 +355,7 @@ const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .list = op_list,
     .get = op_get,
     .hosts = op_hosts,
+    .get_with_hosts = op_get_with_hosts,
     .set_pinned = op_set_pinned,
     .remove = op_remove,
     .retention_view = op_retention_view,

@@ -8,9 +8,13 @@
 #include "collector/catalog_sqlite.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "collector/catalog_sqlite_internal.h"
 #include "common/log.h"
@@ -129,13 +133,11 @@ static const char *const sql[S_COUNT] = {
     [S_INTERRUPT] =
         "UPDATE snapshots SET state = 3, finished_ms = ?1, failure = ?2"
         " WHERE state = 0",
-    [S_TOTAL] =
-        "SELECT COALESCE(SUM(bytes), 0) FROM snapshots"
-        " WHERE state IN (1, 2)",
-    [S_CANDIDATE] = "SELECT " SNAPSHOT_COLS
-                    " FROM snapshots"
-                    " WHERE pinned = 0 AND state <> 0"
-                    " ORDER BY started_ms, id LIMIT 1",
+    /* Every row: what retention decides from (retention.h). */
+    [S_RETENTION] =
+        "SELECT id, started_ms, CASE WHEN state IN (1, 2) THEN bytes"
+        " ELSE 0 END, pinned, state = 0 FROM snapshots"
+        " ORDER BY started_ms, id",
 };
 
 int tg__coll_sqlite_err(tg__coll_sqlite_t *c, int rc, const char *what) {
@@ -266,11 +268,46 @@ void tg__coll_sqlite_close(tg_coll_catalog_t *cat) {
   free(c);
 }
 
+/* Opens |path| (creating it when |create|) and takes away what the
+ * snapshots' mode (0640, store_writer.c) does not give. 0 also when it
+ * does not exist and is not to be created. */
+static int make_private(const char *path, bool create) {
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
+                0640);
+  if (fd < 0 && !create && errno == ENOENT) return 0;
+  int err = 0;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0)
+    err = -errno;
+  else if ((st.st_mode & 0137) != 0 && fchmod(fd, st.st_mode & 0640) != 0)
+    err = -errno;
+  if (fd >= 0) close(fd);
+  if (err) TG_ERROR("catalog: %s: %s", path, strerror(-err));
+  return err;
+}
+
+/* The database and its -wal and -shm readable by the owner and group
+ * only, as the snapshots. SQLite makes a new database 0644, and its -wal
+ * and -shm with the mode of the database file: so the database is made
+ * here first, and files an older collector left are brought to it. */
+static int private_files(const char *path) {
+  static const char *const suffixes[] = {"-wal", "-shm"};
+  int err = make_private(path, true);
+  for (size_t i = 0; !err && i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+    char p[4096];
+    int n = snprintf(p, sizeof(p), "%s%s", path, suffixes[i]);
+    if (n < 0 || (size_t)n >= sizeof(p)) return -ENAMETOOLONG;
+    err = make_private(p, false);
+  }
+  return err;
+}
+
 int tg_coll_catalog_sqlite_open(const char *path, tg_coll_catalog_t **out) {
+  int err = private_files(path);
+  if (err) return err;
   tg__coll_sqlite_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->base.ops = &tg__coll_sqlite_ops;
-  int err;
   /* Not SQLITE_OPEN_NOFOLLOW: it refuses a symlink in any component of
    * the path, and a store directory may well be one. */
   int rc = sqlite3_open_v2(path, &c->db,

@@ -26,8 +26,7 @@ typedef enum {
   S_REMOVE,
   S_REMOVE_UNPINNED,
   S_INTERRUPT,
-  S_TOTAL,
-  S_CANDIDATE,
+  S_RETENTION,
   S_COUNT
 } tg__coll_stmt_t;
 

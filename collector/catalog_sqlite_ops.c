@@ -1,6 +1,7 @@
 /* The SQLite catalog's operations (catalog.h): each one statement, or one
  * transaction of a few, on statements prepared at open. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog_check.h"
@@ -227,6 +228,20 @@ static int op_hosts(tg_coll_catalog_t *cat, uint64_t id, tg_coll_host_t *out,
   return 0;
 }
 
+static int op_get_with_hosts(tg_coll_catalog_t *cat, uint64_t id,
+                             tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
+                             size_t cap, size_t *n) {
+  tg__coll_sqlite_t *c = sq(cat);
+  /* One read transaction: both statements see the same database. */
+  int err = tg__coll_sqlite_exec(c, S_TX_READ, "get");
+  if (err) return err;
+  if ((err = op_get(cat, id, out)) || (err = op_hosts(cat, id, hosts, cap, n))) {
+    tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "get rollback");
+    return err;
+  }
+  return tg__coll_sqlite_exec(c, S_TX_COMMIT, "get");
+}
+
 static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
   tg__coll_sqlite_t *c = sq(cat);
   sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_PIN);
@@ -261,26 +276,24 @@ static int op_retention_view(tg_coll_catalog_t *cat,
                              tg_coll_retention_view_t *v) {
   tg__coll_sqlite_t *c = sq(cat);
   memset(v, 0, sizeof(*v));
-  /* One read transaction: the total and the candidate agree. */
-  int err = tg__coll_sqlite_exec(c, S_TX_READ, "retention");
-  if (err) return err;
-  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_TOTAL);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) v->total_bytes = column_u64(st, 0);
-  sqlite3_reset(st);
-  if (rc != SQLITE_ROW) goto fail;
-  st = tg__coll_sqlite_stmt(c, S_CANDIDATE);
-  rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    read_snapshot(st, &v->candidate);
-    v->has_candidate = true;
+  /* One statement: its rows are of one point in time. */
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_RETENTION);
+  size_t cap = 0;
+  int rc, err = 0;
+  while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    tg_coll_retention_row_t r = {.id = column_u64(st, 0),
+                                 .started_ms = sqlite3_column_int64(st, 1),
+                                 .bytes = column_u64(st, 2),
+                                 .pinned = sqlite3_column_int64(st, 3) != 0,
+                                 .pending = sqlite3_column_int64(st, 4) != 0};
+    err = tg__coll_retention_add(v, &cap, &r);
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto fail;
-  return tg__coll_sqlite_exec(c, S_TX_COMMIT, "retention");
-fail:
-  err = tg__coll_sqlite_err(c, rc, "retention");
-  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "retention rollback");
+  if (!err && rc != SQLITE_DONE) err = tg__coll_sqlite_err(c, rc, "retention");
+  if (err) {
+    free(v->rows);
+    memset(v, 0, sizeof(*v));
+  }
   return err;
 }
 
@@ -295,6 +308,7 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .list = op_list,
     .get = op_get,
     .hosts = op_hosts,
+    .get_with_hosts = op_get_with_hosts,
     .set_pinned = op_set_pinned,
     .remove = op_remove,
     .retention_view = op_retention_view,

@@ -161,6 +161,14 @@ int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
   return s->cat->ops->hosts(s->cat, id, out, cap, n);
 }
 
+int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
+                                 tg_coll_snapshot_t *out,
+                                 tg_coll_host_t *hosts, size_t cap,
+                                 size_t *n) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->get_with_hosts(s->cat, id, out, hosts, cap, n);
+}
+
 static bool live(tg_coll_state_t st) {
   return st == TG_COLL_COMPLETE || st == TG_COLL_PARTIAL;
 }
@@ -216,11 +224,17 @@ int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out) {
     tg_coll_retention_view_t v;
     int err = s->cat->ops->retention_view(s->cat, &v);
     if (err) return err;
-    r = (tg_coll_retained_t){.total_bytes = v.total_bytes};
-    r.verdict = tg_coll_retention_decide(&s->retention, &v, tg__coll_now(s));
+    r = (tg_coll_retained_t){0};
+    for (size_t i = 0; i < v.n; i++) r.total_bytes += v.rows[i].bytes;
+    size_t victim = 0;
+    r.verdict =
+        tg_coll_retention_decide(&s->retention, &v, tg__coll_now(s), &victim);
+    if (r.verdict != TG_COLL_KEEP) {
+      r.id = v.rows[victim].id;
+      r.bytes = v.rows[victim].bytes;
+    }
+    free(v.rows);
     if (r.verdict == TG_COLL_KEEP) break;
-    r.id = v.candidate.id;
-    r.bytes = v.candidate.bytes;
     char idtext[TG_COLL_ID_STRLEN];
     tg_coll_id_format(r.id, idtext);
     /* Guarded by its pin: a pin committed since the view keeps it. */

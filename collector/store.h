@@ -148,6 +148,13 @@ int tg_coll_store_list(tg_coll_store_t *s, const tg_coll_filter_t *f,
 int tg_coll_store_get(tg_coll_store_t *s, uint64_t id, tg_coll_snapshot_t *out);
 int tg_coll_store_hosts(tg_coll_store_t *s, uint64_t id, tg_coll_host_t *out,
                         size_t cap, size_t *n);
+/* The row and its hosts in one read: what an answer about one snapshot
+ * uses, so that a delete by another collector sharing the catalog is
+ * -ENOENT, never half a snapshot. */
+int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
+                                 tg_coll_snapshot_t *out,
+                                 tg_coll_host_t *hosts, size_t cap,
+                                 size_t *n);
 /* Opens a live snapshot's file read-only (O_CLOEXEC); the fd is the
  * caller's and stays readable even if the snapshot is deleted meanwhile.
  * -ENOENT: no such snapshot or it is not live. */
@@ -164,8 +171,8 @@ typedef struct tg_coll_retained {
   uint64_t total_bytes;      /* live bytes before the step */
 } tg_coll_retained_t;
 
-/* One retention step: deletes the oldest deletable snapshot if the policy
- * says so (one catalog transaction and one unlink; again, a few times at
+/* One retention step: deletes the snapshot the policy names (retention.h)
+ * if it names one (one catalog transaction and one unlink; again, a few times at
  * most, if another collector deleted or pinned it first). Returns 1
  * (deleted one: call again), 0 (nothing to delete) or an error. |out| may
  * be NULL. */

@@ -61,13 +61,32 @@ static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
   else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->bytes)
     why = "file of the wrong size at open";
   if (!why) return 0;
+  int err = s->cat->ops->lose(s->cat, r->id, why);
+  if (err == -ENOENT || err == -EINVAL) {
+    /* No longer a live row: deleted (row first, then file) or changed by
+     * a collector sharing the catalog since the list. Nothing was lost. */
+    tg_coll_snapshot_t now;
+    int gone = s->cat->ops->get(s->cat, r->id, &now);
+    if (gone == -ENOENT) {
+      TG_INFO("store: snapshot %s: deleted by another collector during the"
+              " check at open; nothing to repair", name);
+      return 0;
+    }
+    if (gone == 0 && now.state != TG_COLL_COMPLETE &&
+        now.state != TG_COLL_PARTIAL) {
+      TG_INFO("store: snapshot %s: %s by another collector during the check"
+              " at open; nothing to repair", name,
+              tg_coll_state_name(now.state));
+      return 0;
+    }
+  }
+  if (err) {
+    TG_ERROR("store: snapshot %s: %s (edited by hand?); cannot mark it"
+             " failed: %s", name, why, tg_strerror(err));
+    return err;
+  }
   TG_ERROR("store: snapshot %s: %s (edited by hand?); marked failed", name,
            why);
-  int err = s->cat->ops->lose(s->cat, r->id, why);
-  /* Deleted meanwhile by a collector sharing the catalog (row first, then
-   * file): not lost. */
-  if (err == -ENOENT) return 0;
-  if (err) return err;
   /* A file of the wrong size goes too: it has no live row now. */
   unlinkat(s->snap_fd, name, 0);
   rec->lost++;

@@ -199,8 +199,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
     fputs(",\"state\":", o.f);
     cli_json_str(o.f, h->state);
     fprintf(o.f, ",\"since_ms\":%" PRId64 ",\"ring\":%s,\"restarts\":%" PRIu64
-            ",\"why\":", h->since_ms, h->ring_up ? "true" : "false",
-            h->restarts);
+            ",\"failures\":%" PRIu64 ",\"why\":", h->since_ms,
+            h->ring_up ? "true" : "false", h->restarts, h->failures);
     cli_json_str(o.f, h->why);
     fputs(",\"hostname\":", o.f);
     cli_json_str(o.f, h->fh && h->fh->has_info ? h->fh->hostname : "");
@@ -278,18 +278,43 @@ static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
   out_send(&o, x, 200, "application/json");
 }
 
-static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+/* 404 for a snapshot that is not (or no longer) there, with its id: a
+ * caller that waited for |id| learns it was stored, then deleted. */
+static void snapshot_gone(tg_http_exchange_t *x, uint64_t id, bool stored) {
+  out_t o;
+  if (!out_open(&o)) return json_error(x, 500, "out of memory");
+  char idt[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(id, idt);
+  fputs("{\"error\":", o.f);
+  cli_json_str(o.f, stored ? "stored, then deleted (retention) before this answer"
+                           : "no such snapshot");
+  fprintf(o.f, ",\"id\":\"%s\",\"deleted\":%s}\n", idt,
+          stored ? "true" : "false");
+  out_send(&o, x, 404, "application/json");
+}
+
+/* Hosts room the first read takes; a snapshot with more is read again
+ * whole (each read is one point in time). */
+#define HOSTS_FIRST 64
+
+/* |stored|: the caller knows the snapshot was stored (wait=1). */
+static void answer_row(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                       bool stored) {
   tg_coll_snapshot_t s;
-  int rv = tg_coll_store_get(c->store, id, &s);
-  if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
-  if (rv < 0) return json_error(x, 503, tg_strerror(rv));
-  size_t n = 0, cap = s.n_hosts ? s.n_hosts : 1;
-  if (cap > HOSTS_MAX) cap = HOSTS_MAX;
-  tg_coll_host_t *hosts = calloc(cap, sizeof(*hosts));
-  if (!hosts) return json_error(x, 500, "out of memory");
-  rv = tg_coll_store_hosts(c->store, id, hosts, cap, &n);
+  size_t n = 0, cap = HOSTS_FIRST;
+  tg_coll_host_t *hosts = NULL;
+  int rv;
+  for (;;) {
+    free(hosts);
+    hosts = calloc(cap, sizeof(*hosts));
+    if (!hosts) return json_error(x, 500, "out of memory");
+    rv = tg_coll_store_get_with_hosts(c->store, id, &s, hosts, cap, &n);
+    if (rv < 0 || n <= cap || cap == HOSTS_MAX) break;
+    cap = n < HOSTS_MAX ? n : HOSTS_MAX;
+  }
   if (rv < 0) {
     free(hosts);
+    if (rv == -ENOENT) return snapshot_gone(x, id, stored);
     return json_error(x, 503, tg_strerror(rv));
   }
   bool truncated = n > cap;
@@ -306,6 +331,10 @@ static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
   fprintf(o.f, ",\"hosts_truncated\":%s}\n", truncated ? "true" : "false");
   free(hosts);
   out_send(&o, x, 200, "application/json");
+}
+
+static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+  answer_row(c, x, id, false);
 }
 
 static void get_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
@@ -328,7 +357,7 @@ static void get_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
 
 static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                             int status) {
-  if (status == 200) return get_snapshot(c, x, id);
+  if (status == 200) return answer_row(c, x, id, true);
   out_t o;
   if (!out_open(&o)) return json_error(x, 500, "out of memory");
   char idt[TG_COLL_ID_STRLEN];
@@ -391,9 +420,10 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
 static void post_pin(coll_t *c, tg_http_exchange_t *x,
                      const tg_http_request_t *r, uint64_t id) {
   const char *p = arg(r, "pinned");
-  bool pin = !p || !strcmp(p, "1") || !strcmp(p, "true");
-  if (p && !pin && strcmp(p, "0") && strcmp(p, "false"))
+  /* One spelling per value, as documented: 0 or 1 (absent: 1). */
+  if (p && strcmp(p, "0") && strcmp(p, "1"))
     return json_error(x, 400, "pinned: 0 or 1");
+  bool pin = !p || !strcmp(p, "1");
   int rv = tg_coll_store_pin(c->store, id, pin);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));

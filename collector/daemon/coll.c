@@ -167,6 +167,7 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
       .server_name = c->cfg.tls_server_name[0] ? c->cfg.tls_server_name : NULL,
       .dead_link_timeout_s = (uint32_t)((c->cfg.dead_link_ms + 999) / 1000),
       .sessions = c->sessions,
+      .ca_setting = "`ca` (the collector's config)",
   };
   c->dialer = cli_remote_dialer(&c->env);
   /* --check-config: the inventory is read, nothing started. */

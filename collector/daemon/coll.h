@@ -82,6 +82,8 @@ typedef struct coll_host {
   tg_fleet_host_t *old; /* the holder before a restart, until it is closed */
   uv_timer_t restart;   /* a failed holder starts again when it fires */
   uint64_t restarts;
+  uint64_t failures;    /* its holder's failures since it last traced */
+  char warned[600];     /* the failure last warned about ("" since it traced) */
   int64_t since_ms;     /* when the host entered its current state */
   char state[32];       /* "tracing", "reconnecting", "failed", ... */
   char why[600];        /* why it is not tracing ("" when it is) */

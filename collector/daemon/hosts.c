@@ -98,6 +98,11 @@ static void on_tracing(tg_fleet_host_t *fh) {
   set_state(h, "tracing", "");
   TG_INFO("host %s: ring session under '%s' is tracing",
          h->t.spec, h->c->cfg.session_key);
+  if (h->failures)
+    TG_INFO("host %s: tracing again after %" PRIu64 " failures", h->t.spec,
+            h->failures);
+  h->failures = 0;
+  h->warned[0] = '\0';
   coll_watch_host(h->c, h);
   coll_standby_want(h);
 }
@@ -141,8 +146,18 @@ static void on_finished(tg_fleet_host_t *fh) {
     return;
   }
   if (h->c->stopping) return;
-  TG_WARN("host %s: %s; starting again in %d s", h->t.spec,
-         fh->why, RESTART_MS / 1000);
+  h->failures++;
+  /* A host that cannot be reached fails at every restart: said once, and
+   * again only when the reason changes; /api/v1/hosts counts them all. */
+  if (strcmp(h->warned, fh->why) != 0) {
+    TG_WARN("host %s: %s; starting again every %d s (failure %" PRIu64
+            "; said again when the reason changes)",
+            h->t.spec, fh->why, RESTART_MS / 1000, h->failures);
+    snprintf(h->warned, sizeof(h->warned), "%s", fh->why);
+  } else {
+    TG_DEBUG("host %s: %s; starting again in %d s (failure %" PRIu64 ")",
+             h->t.spec, fh->why, RESTART_MS / 1000, h->failures);
+  }
   uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
 }
 

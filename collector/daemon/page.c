@@ -4,7 +4,11 @@
  * Perfetto UI", which fetches the trace and hands it to the UI through the
  * UI's documented postMessage handshake: open the UI's URL, send 'PING'
  * until it answers 'PONG', then send {perfetto: {buffer, title,
- * fileName}} to the UI's origin (never '*').
+ * fileName}} to the UI's origin (never '*'). The UI's window keeps its
+ * opener: the UI takes messages only from its opener (or the page that
+ * frames it), so 'noopener' would leave it deaf (docs/security.md). A
+ * failed snapshot's row says why (its failure text), with no hosts or
+ * size to show.
  *
  * The page is static; the only value put into it is the UI's URL, which
  * the config checked (http(s), no quotes or angle brackets) and which is
@@ -27,7 +31,7 @@ static const char page_head[] =
     "table{border-collapse:collapse;margin-bottom:2em}\n"
     "th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}\n"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-    ".failed,.partial{color:#b00}.tracing,.complete{color:#070}\n"
+    ".failed,.partial,.failure{color:#b00}.tracing,.complete{color:#070}\n"
     "button{cursor:pointer}\n"
     "</style></head>\n";
 
@@ -94,11 +98,13 @@ static const char app_js[] =
     "    cell(tr, x.trigger + (x.origin ? ' @ ' + x.origin : ''));\n"
     "    cell(tr, x.reason);\n"
     "    cell(tr, x.state + (x.pinned ? ' (pinned)' : ''), x.state);\n"
-    "    cell(tr, (x.hosts - x.hosts_failed) + '/' + x.hosts, 'n');\n"
-    "    cell(tr, size(x.bytes), 'n');\n"
+    "    const live = x.state === 'complete' || x.state === 'partial';\n"
+    "    cell(tr, x.hosts ? (x.hosts - x.hosts_failed) + '/' + x.hosts : '', 'n');\n"
+    "    cell(tr, live ? size(x.bytes) : '', 'n');\n"
     "    cell(tr, x.loss, 'n');\n"
     "    const td = cell(tr, '');\n"
-    "    if (x.state === 'complete' || x.state === 'partial') {\n"
+    "    if (x.failure) { td.textContent = x.failure; td.className = 'failure'; }\n"
+    "    if (live) {\n"
     "      const a = document.createElement('a');\n"
     "      a.href = '/api/v1/snapshots/' + x.id + '/trace';\n"
     "      a.textContent = 'download';\n"

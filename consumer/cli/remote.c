@@ -57,6 +57,7 @@ struct cli_remote {
   tg_tls_chan_t *ch; /* TLS */
   cli_session_cache_t *sessions; /* env's, borrowed */
   cli_tls_counts_t *counts;      /* env's, borrowed */
+  const char *ca_setting;        /* env's, static */
   bool offered, resumed;
   char hostport[300], server_name[256]; /* the sessions' key */
 
@@ -502,6 +503,7 @@ int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
     snprintf(err, n, "out of memory");
     return -ENOMEM;
   }
+  rt->ca_setting = env->ca_setting;
   int rv = t->kind == CLI_TARGET_SSH ? open_ssh(env, t, cbs, data, c, rt, err, n)
                                      : open_tls(env, t, cbs, data, c, rt, err, n);
   if (rv < 0) {
@@ -519,7 +521,8 @@ int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
 /* A TLS failure in words a user acts on, rather than mbedtls's: the
  * handshake errors a client meets are told apart by the mbedtls code that
  * tls.c puts in its text and by the certificate verification flags. */
-static void plain_tls_failure(const char *raw, char *out, size_t n) {
+static void plain_tls_failure(const char *raw, const char *ca_setting,
+                              char *out, size_t n) {
   const char *sentence = NULL;
   if (strstr(raw, "(-0x7780)")) {
     /* MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE: the relay hung up on us. */
@@ -533,9 +536,12 @@ static void plain_tls_failure(const char *raw, char *out, size_t n) {
                  "(connect by the name in it, or give --tls-server-name)";
     else if (strstr(raw, "expired"))
       sentence = "the relay's certificate has expired";
-    else
-      sentence = "the relay's certificate is not signed by the CA given "
-                 "with --ca";
+    else {
+      snprintf(out, n,
+               "the relay's certificate is not signed by the CA given with %s",
+               ca_setting ? ca_setting : "--ca");
+      return;
+    }
   }
   snprintf(out, n, "%s", sentence ? sentence : raw);
 }
@@ -558,7 +564,7 @@ void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
     if (rt->peek.text[0])
       snprintf(rt->detail, sizeof(rt->detail), "%s", rt->peek.text);
     else
-      plain_tls_failure(tg_tls_chan_error(rt->ch), rt->detail,
+      plain_tls_failure(tg_tls_chan_error(rt->ch), rt->ca_setting, rt->detail,
                         sizeof(rt->detail));
     tg_tls_chan_free(rt->ch);
     rt->ch = NULL;

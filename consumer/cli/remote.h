@@ -85,6 +85,9 @@ typedef struct cli_remote_env {
   struct cli_session_cache *sessions;
   /* Counted per successful TLS handshake when not NULL. */
   struct cli_tls_counts *counts;
+  /* Where the user gave the CA, as a refusal names it ("--ca" when NULL;
+   * the collector's config key otherwise). Static text, borrowed. */
+  const char *ca_setting;
 } cli_remote_env_t;
 
 typedef struct cli_tls_counts {

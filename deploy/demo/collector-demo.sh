@@ -7,10 +7,11 @@
 # a flight-recorder ring on both. An app on host1 fires the trigger
 # "demo-incident" (`tracegate trigger`, as tg_agent_activate_triggers
 # would); the collector snapshots both hosts at that moment into one merged
-# trace, stores it and lists it. The web page's URL is printed; with
-# DEMO_HOLD=1 the demo waits for Enter before stopping, so the page can be
-# opened. Everything it starts, it stops: at the end, on error and on
-# Ctrl-C.
+# trace, stores it and lists it. The web page's URL is printed while the
+# collector is up, and the demo keeps everything up until Enter when its
+# input is a terminal (DEMO_HOLD=1 asks for that anywhere, DEMO_HOLD=0
+# never); otherwise it says how to keep it up before stopping. Everything
+# it starts, it stops: at the end, on error and on Ctrl-C.
 #
 # usage: deploy/demo/collector-demo.sh BUILD_DIR
 set -eu
@@ -136,10 +137,18 @@ trigger demo-incident from host1; saved as demo-fleet-snapshot.pftrace.
 The collector's web page: $URL/
 (the snapshots, the hosts, a download link and "Open in Perfetto UI").
 EOF
-if [ "${DEMO_HOLD:-0}" = 1 ]; then
-  printf 'Press Enter to stop everything. '
+# From a terminal the page must stay up for the link above to work.
+hold=${DEMO_HOLD:-}
+if [ -z "$hold" ]; then
+  if [ -t 0 ]; then hold=1; else hold=0; fi
+fi
+if [ "$hold" = 1 ]; then
+  printf 'The collector is up. Press Enter to stop everything. '
   # End of input (no terminal: a pipe, setsid, CI) stops it too, not as
   # a failure of the demo.
   read -r _ || echo
+else
+  echo "Stopping now (input is not a terminal): run it from a terminal, or"
+  echo "with DEMO_HOLD=1, to keep the page up until Enter."
 fi
 [ "$state" = complete ]

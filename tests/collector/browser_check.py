@@ -9,8 +9,10 @@ UI server) is stopped in a finally block, on failure too.
 
 Checks, each a separate assertion that names what differed:
   1. page: / loads, app.js runs (body[data-loaded=1]) under the page's CSP;
-     the snapshots table lists the snapshot, "complete", hosts "2/2"; the
-     hosts table lists each host, "tracing".
+     the snapshots table lists the snapshot, "complete", hosts "2/2"; a
+     failed snapshot (when given) with no hosts or size and its failure
+     text from the API in its row; the hosts table lists each host,
+     "tracing".
   2. download: the row's a.download saves tracegate-<id>.pftrace, byte for
      byte the file the test fetched from the API (sha256).
   3. open-ui: the row's button.open-ui opens the configured UI URL (a
@@ -18,9 +20,9 @@ Checks, each a separate assertion that names what differed:
      its postMessage protocol: 'PING' -> 'PONG', then {perfetto: {buffer,
      title, fileName}}); the buffer that arrives is the snapshot's bytes,
      the title names the snapshot. The stand-in accepts only messages from
-     the collector's origin and counts the others: none while the page
-     talks to it, and a forged message from another origin is counted and
-     changes nothing.
+     the collector's origin and from its opener, as the UI does, and
+     counts the others: none while the page talks to it, and a forged
+     message from another origin is counted and changes nothing.
   4. console: no error in the browser's console (a CSP violation, an
      uncaught exception) but the favicon's 404.
 
@@ -31,7 +33,8 @@ collector's config is written):
     config then gets ui_url = http://127.0.0.1:<port>/ui.html;
   - it then reads one JSON line on stdin (unless --url is given):
     {"url": "http://127.0.0.1:PORT", "snapshot": "<16 hex>",
-     "trace": "<path of the API's download>", "hosts": ["<host>", ...]}
+     "trace": "<path of the API's download>", "hosts": ["<host>", ...],
+     "failed": "<16 hex>" (optional)}
   - it exits 0 when every check passed (printing what it checked), 1 on a
     failed check, 2 on a usage or setup error.
 
@@ -108,7 +111,8 @@ const trusted = %s;
 const d = document.body.dataset;
 const bump = (k) => { d[k] = String(Number(d[k]) + 1); };
 window.addEventListener('message', async (e) => {
-  if (e.origin !== trusted) { bump('ignored'); return; }
+  // As the UI: only its opener is heard (post_message_handler.ts).
+  if (e.origin !== trusted || e.source !== window.opener) { bump('ignored'); return; }
   if (e.data === 'PING') {
     bump('pings');
     e.source.postMessage('PONG', e.origin);
@@ -334,6 +338,25 @@ def check_page(s, args):
           "page: snapshot %s's state is %r, not 'complete'" % (args.snapshot, row.get("state")))
     check(row.get("hosts") == "2/2",
           "page: snapshot %s's hosts are %r, not '2/2'" % (args.snapshot, row.get("hosts")))
+    if args.failed:
+        # A failed snapshot says why in its row, and shows no hosts or size
+        # it does not have (issue 59 point 12).
+        api = json.loads(http_get("%s/api/v1/snapshots/%s" % (args.url, args.failed)))
+        failure = api["snapshot"]["failure"]
+        check(api["snapshot"]["state"] == "failed" and failure,
+              "page: snapshot %s is not a failed one with a reason: %r" % (args.failed, api))
+        mine = [r for r in rows if r["data-id"] == args.failed]
+        check(len(mine) == 1, "page: #snapshots lists snapshot %s once; rows: %r"
+              % (args.failed, rows))
+        row = mine[0]
+        check(row.get("state") == "failed",
+              "page: snapshot %s's state is %r" % (args.failed, row.get("state")))
+        check(row.get("hosts") == "" and row.get("size") == "",
+              "page: failed snapshot %s shows hosts %r and size %r"
+              % (args.failed, row.get("hosts"), row.get("size")))
+        check(failure in row.values(),
+              "page: failed snapshot %s's row %r lacks its failure %r"
+              % (args.failed, row, failure))
     hosts = s.js(TABLE_JS, "#hosts")
     check(len(hosts) == len(args.host),
           "page: #hosts has %d rows, want %d: %r" % (len(hosts), len(args.host), hosts))
@@ -436,6 +459,7 @@ def read_job(args):
     job = json.loads(line)
     args.url, args.snapshot, args.trace = job["url"], job["snapshot"], job["trace"]
     args.host = list(job.get("hosts", []))
+    args.failed = job.get("failed")
 
 
 def main():
@@ -449,6 +473,7 @@ def main():
     ap.add_argument("--snapshot", help="a complete snapshot's id")
     ap.add_argument("--trace", help="that snapshot's file, as the API served it")
     ap.add_argument("--host", action="append", default=[], help="a host (repeat)")
+    ap.add_argument("--failed", help="a failed snapshot's id (optional)")
     args = ap.parse_args()
     for exe in (args.chromium, args.chromedriver):
         if not os.access(exe, os.X_OK):

@@ -43,6 +43,11 @@ void write_hosts(fleet_host_t *hosts, size_t n) {
 }
 
 void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
+  write_config_ca(hosts, n, "pki/ca.pem", extra);
+}
+
+void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
+                     const char *extra) {
   write_hosts(hosts, n);
   write_file(fleet_in_dir("flight.pbtxt"),
              "buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
@@ -50,7 +55,7 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
   write_file(fleet_in_dir("collector.conf"),
              "# the e2e test's collector\n"
              "hosts = hosts.txt\n"
-             "ca = pki/ca.pem\n"
+             "ca = %s\n"
              "cert = pki/alice.pem\n"
              "key = pki/alice.key\n"
              "tls_server_name = relay.test\n"
@@ -62,7 +67,7 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra) {
              "max_snapshots_per_minute = 100\n"
              "reconnect = 30s\n"
              "trigger = app-hit\n%s",
-             extra ? extra : "");
+             ca, extra ? extra : "");
 }
 
 void collector_start(collector_t *c) { collector_start_args(c, NULL); }
@@ -229,6 +234,25 @@ const char *snapshot(const collector_t *c, fleet_host_t *hosts,
   assert_non_null(v);
   assert_int_equal(strlen(v), 18); /* "0123456789abcdef" quoted */
   snprintf(id, sizeof(id), "%.16s", v + 1);
+  return id;
+}
+
+const char *snapshot_killed_under_way(collector_t *c, fleet_host_t h[2],
+                                      const char *reason, const char *json) {
+  char path[128];
+  snprintf(path, sizeof(path), "/api/v1/snapshots?reason=%s", reason);
+  assert_int_equal(http(c, "POST", path, json), 202);
+  static char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "id") + 1);
+  uint64_t flush[2];
+  for (size_t i = 0; i < 2; i++) {
+    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[i] > 0);
+  }
+  assert_int_equal(tg_test_exit_code(tg_test_stop(c->pid, SIGKILL, FLEET_WAIT_MS)),
+                   128 + SIGKILL);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
   return id;
 }
 

@@ -60,6 +60,12 @@ void wait_hosts(const collector_t *c, size_t n, const char *state);
  * answer the clone's flush. Returns the id (a static buffer) from |json|. */
 const char *snapshot(const collector_t *c, fleet_host_t *hosts, size_t n_ack,
                      const char *json);
+/* A snapshot begun, with |reason|, then the collector SIGKILLed while
+ * the two hosts' clones wait on their flush, which each then answers:
+ * the id (a static buffer; its row is PENDING until the collector starts
+ * again, which fails it as interrupted). |json| takes the POST's answer. */
+const char *snapshot_killed_under_way(collector_t *c, fleet_host_t h[2],
+                                      const char *reason, const char *json);
 /* The snapshot's trace through the API, into |out|. */
 void download(const collector_t *c, const char *id, const char *out);
 
@@ -71,6 +77,10 @@ void write_hosts(fleet_host_t *hosts, size_t n);
 /* The config for |n| hosts (write_hosts), the store in store/, then
  * |extra| lines (or NULL). */
 void write_config(fleet_host_t *hosts, size_t n, const char *extra);
+/* The same with the relays' certificates checked against |ca| (a path in
+ * the fleet directory) instead of pki/ca.pem. */
+void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
+                     const char *extra);
 
 /* Two hosts, the config (plus |extra_config| lines, or NULL), the
  * collector; back once both rings trace. */

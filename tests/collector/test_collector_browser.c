@@ -1,7 +1,8 @@
 /* tracegate-collector's web page in a real headless Chromium: what an
  * operator sees and clicks, not only what the API answers. Two hosts and
  * the collector as in test_collector_e2e (coll_e2e.h), one operator
- * snapshot fetched through the API, then browser_check.py (its docstring
+ * snapshot fetched through the API, one failed (the collector killed
+ * under it), then browser_check.py (its docstring
  * says what it checks) drives Chromium through chromedriver: the page
  * lists the snapshot and the hosts, its download link gives the API's
  * bytes, and "Open in Perfetto UI" hands the same bytes to a stand-in UI
@@ -77,13 +78,14 @@ static void browser_check_start(browser_check_t *b) {
 
 /* Hands it the job; returns its exit code once it is done. */
 static int browser_check_run(browser_check_t *b, const collector_t *c,
-                             const char *id, const char *trace,
-                             const fleet_host_t h[2]) {
+                             const char *id, const char *failed,
+                             const char *trace, const fleet_host_t h[2]) {
   FILE *f = fdopen(b->job_fd, "w");
   assert_non_null(f);
   fprintf(f, "{\"url\": \"http://127.0.0.1:%d\", \"snapshot\": \"%s\", "
-             "\"trace\": \"%s\", \"hosts\": [\"%s\", \"%s\"]}\n",
-          c->port, id, trace, h[0].spec, h[1].spec);
+             "\"failed\": \"%s\", \"trace\": \"%s\", "
+             "\"hosts\": [\"%s\", \"%s\"]}\n",
+          c->port, id, failed, trace, h[0].spec, h[1].spec);
   assert_int_equal(fclose(f), 0);
   return tg_test_exit_code(tg_test_reap(b->pid, BROWSER_CHECK_MS));
 }
@@ -115,7 +117,13 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
   const char *trace = fleet_in_dir("snap.pftrace");
   download(&c, id, trace);
 
-  int code = browser_check_run(&b, &c, id, trace, h);
+  /* A failed snapshot: the collector killed while one is under way (its
+   * row says "interrupted" once it restarts). */
+  const char *failed = snapshot_killed_under_way(&c, h, "killed", json);
+  collector_start(&c);
+  wait_hosts(&c, 2, "tracing");
+
+  int code = browser_check_run(&b, &c, id, failed, trace, h);
   if (code != 0) collector_dump_log();
   assert_int_equal(code, 0);
 

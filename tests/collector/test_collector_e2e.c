@@ -109,6 +109,11 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
                         fleet_in_dir("bad.json")), 404);
   assert_int_equal(http(&c, "GET", "/api/v1/snapshots/0000000000000000",
                         fleet_in_dir("bad.json")), 404);
+  /* An id that is not there: 404 naming it, not deleted under a wait. */
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots/7fffffffffffffff",
+                        fleet_in_dir("bad.json")), 404);
+  assert_json(fleet_in_dir("bad.json"), "id", "\"7fffffffffffffff\"");
+  assert_json(fleet_in_dir("bad.json"), "deleted", "false");
 
   /* Killed: the relays keep the rings under the key for their lease. */
   fleet_commit_packets(&h[0].p, 1, "hostA", 6, 3);
@@ -203,6 +208,9 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
     assert_int_equal(http(&c, "GET", path, lj), 400);
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=1&pinned=0", id);
     assert_int_equal(http(&c, "POST", path, lj), 400);
+    /* pinned is 0 or 1 (issue 59 point 11): no other spelling. */
+    snprintf(path, sizeof(path), "/api/v1/snapshots/%s/pin?pinned=true", id);
+    assert_int_equal(http(&c, "POST", path, lj), 400);
     snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
     assert_int_equal(http(&c, "GET", path, lj), 200); /* nothing was pinned */
     assert_json(lj, "snapshot.pinned", "false");
@@ -288,18 +296,8 @@ static void a_collector_killed_mid_snapshot(void **state) {
   fleet_commit_packets(&h[0].p, 0, "midA", 1, 3);
   fleet_commit_packets(&h[1].p, 0, "midB", 1, 3);
   const char *json = fleet_in_dir("mid.json");
-  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=mid", json), 202);
   char id[32];
-  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "id") + 1);
-  uint64_t flush[2];
-  for (size_t i = 0; i < 2; i++) {
-    flush[i] = raw_producer_wait_flush(&h[i].p, h[i].p.last_flush_id, FLEET_WAIT_MS);
-    assert_true(flush[i] > 0);
-  }
-  assert_int_equal(tg_test_exit_code(tg_test_stop(c.pid, SIGKILL, FLEET_WAIT_MS)),
-                   128 + SIGKILL);
-  for (size_t i = 0; i < 2; i++)
-    assert_int_equal(raw_producer_commit(&h[i].p, NULL, NULL, 0, flush[i]), 0);
+  snprintf(id, sizeof(id), "%s", snapshot_killed_under_way(&c, h, "mid", json));
 
   collector_start(&c);
   char path[64];
@@ -612,6 +610,82 @@ static void retention_deletes_all_but_the_pinned(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Lines of the collector's log at |level| (" warn ") that name |spec|. */
+static int log_lines(const char *level, const char *spec) {
+  FILE *f = fopen(fleet_in_dir("collector.log"), "r");
+  assert_non_null(f);
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, level) && strstr(line, spec)) n++;
+  fclose(f);
+  return n;
+}
+
+/* Issue 59 point 12: a host that cannot be reached was warned about at
+ * every restart (each RESTART_MS) forever. It is said once, and then
+ * only when the reason changes; /api/v1/hosts counts the failures. */
+static void an_unreachable_host_is_warned_about_once(void **state) {
+  (void)state;
+  fleet_host_t h[1];
+  start_hosts(h, 1);
+  write_config(h, 1, NULL);
+  /* A second host on a port nothing listens on (a relay's, stopped). */
+  fleet_host_t dead[1];
+  start_hosts(dead, 1);
+  char spec[64];
+  snprintf(spec, sizeof(spec), "%s", dead[0].spec);
+  fleet_host_stop(&dead[0]);
+  fleet_host_t both[2] = {h[0], dead[0]};
+  write_hosts(both, 2);
+  collector_t c;
+  collector_start(&c);
+  const char *out = fleet_in_dir("hosts.json");
+  int64_t end = tg_test_now_ms() + 4 * FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *f0 = tg_test_json(out, "hosts.0.failures");
+    const char *f1 = tg_test_json(out, "hosts.1.failures");
+    assert_non_null(f0);
+    assert_non_null(f1);
+    if (atoi(f0) >= 3 || atoi(f1) >= 3) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(200 * 1000);
+  }
+  collector_stop(&c);
+  assert_int_equal(log_lines(" warn ", spec), 1);
+  fleet_host_stop(&h[0]);
+}
+
+/* Issue 59 point 12: a relay certificate of another CA was reported as
+ * "not signed by the CA given with --ca", the CLI's flag; the collector's
+ * setting is its config key `ca`, and the host's why names that. */
+static void a_relay_of_another_ca_names_the_config_key(void **state) {
+  (void)state;
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "ca other"), 0);
+  fleet_host_t h[1];
+  start_hosts(h, 1);
+  write_config_ca(h, 1, "other/ca.pem", NULL);
+  collector_t c;
+  collector_start(&c);
+  const char *out = fleet_in_dir("hosts-ca.json");
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    const char *failures = tg_test_json(out, "hosts.0.failures");
+    assert_non_null(failures);
+    if (atoi(failures) >= 1) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  const char *why = tg_test_json(out, "hosts.0.why");
+  assert_non_null(why);
+  if (!strstr(why, "`ca`") || strstr(why, "--ca"))
+    fail_msg("the host's why does not name the config key: %s", why);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+}
+
 /* The schedule: snapshot_every = 1s gives snapshots whose trigger is
  * "schedule", with every host's packets. */
 static void the_schedule_snapshots_the_fleet(void **state) {
@@ -877,6 +951,8 @@ int main(void) {
       FLEET_TEST(a_bad_config_names_its_line),
       FLEET_TEST(a_relay_crash_keeps_the_ring),
       FLEET_TEST(retention_deletes_all_but_the_pinned),
+      FLEET_TEST(an_unreachable_host_is_warned_about_once),
+      FLEET_TEST(a_relay_of_another_ca_names_the_config_key),
       FLEET_TEST(the_schedule_snapshots_the_fleet),
       FLEET_TEST(a_group_snapshots_only_its_hosts),
       FLEET_TEST(requests_of_other_sites_are_refused),

@@ -216,6 +216,43 @@ static void recovery_migrates_an_empty_catalog_once(void **state) {
   sqlite3_close(db);
 }
 
+static unsigned file_mode(coll_fixture_t *fx, const char *name) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (unsigned)(st.st_mode & 0777);
+}
+
+/* Issue 59 point 11: catalog.sqlite and its -wal and -shm were 0644
+ * while the snapshots are 0640. New ones are made 0640, and ones an
+ * older collector left are brought to it at open. */
+static void catalog_files_have_the_snapshots_mode(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  mode_t old = umask(022);
+  assert_int_equal(coll_fixture_open(fx), 0);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 10, 1, &id), 0);
+  static const char *const files[] = {TG_COLL_CATALOG_FILE,
+                                      TG_COLL_CATALOG_FILE "-wal",
+                                      TG_COLL_CATALOG_FILE "-shm"};
+  for (size_t i = 0; i < 3; i++) {
+    print_message("%s\n", files[i]);
+    assert_int_equal(file_mode(fx, files[i]), 0640);
+  }
+  char path[512];
+  snapshot_path(fx, id, path, sizeof(path));
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0640);
+  coll_fixture_close(fx);
+  snprintf(path, sizeof(path), "%s/%s", fx->dir, TG_COLL_CATALOG_FILE);
+  assert_int_equal(chmod(path, 0644), 0);
+  assert_int_equal(coll_fixture_open(fx), 0);
+  assert_int_equal(file_mode(fx, TG_COLL_CATALOG_FILE), 0640);
+  umask(old);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -229,6 +266,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(recovery_migrates_an_empty_catalog_once,
                                       coll_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(recovery_moves_schema_1_to_2_keeping_rows,
+                                      coll_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(catalog_files_have_the_snapshots_mode,
                                       coll_setup, coll_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
  * catalog's schema: created once, versioned, foreign or newer refused. */
 #include <errno.h>
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,8 @@
 #include "coll_fixture.h"
 #include "coll_pg.h"
 #include "collector/catalog_pg.h"
+#include "collector/snapshot_id.h"
+#include "common/log.h"
 #include "tracegate/error.h"
 
 static const char *const hosts[] = {"h1", NULL};
@@ -117,8 +121,8 @@ static void b_pins(race_t *r, uint64_t id) {
 }
 
 /* Opens A (with |race| on its steps and a cap of 2500 bytes) and B, and
- * writes three snapshots of 1000 bytes, A's, B's, A's, oldest first: the
- * cap wants one gone. */
+ * writes three snapshots of 1000 bytes, A's, B's, A's, oldest first and
+ * apart (no burst): the cap wants the oldest gone. */
 static coll_fixture_t *three_snapshots(void **state, race_t *race,
                                        uint64_t id[3]) {
   coll_fixture_t *a = coll_fx(state);
@@ -130,7 +134,7 @@ static coll_fixture_t *three_snapshots(void **state, race_t *race,
     tg_coll_store_t *s = i == 1 ? other.store : a->store;
     assert_int_equal(coll_snapshot(s, "t", hosts, 1000, (uint64_t)i, &id[i]),
                      0);
-    a->now_ms += 10;
+    a->now_ms += TG_COLL_BURST_MS;
   }
   return a;
 }
@@ -302,6 +306,142 @@ static void psql(const char *conninfo, const char *sql) {
   PQfinish(c);
 }
 
+/* A test session holding a transaction open on the test's database. */
+static PGconn *tx_open(const char *conninfo, const char *sql) {
+  PGconn *c = PQconnectdb(conninfo);
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+      PQresultStatus(r) != PGRES_TUPLES_OK)
+    fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  return c;
+}
+
+/* Waits until a session of the database waits for a lock. */
+static void wait_for_a_blocked_session(PGconn *c) {
+  for (int i = 0; i < 2000; i++) {
+    PGresult *r = PQexec(c,
+                         "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity"
+                         " a USING (pid) WHERE NOT l.granted AND"
+                         " a.application_name = 'tracegate-collector'");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    bool blocked = strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+    PQclear(r);
+    if (blocked) return;
+    usleep(5000);
+  }
+  fail_msg("no collector session blocked");
+}
+
+/* Deletes row |id| in |c|'s transaction and commits it. */
+static void tx_delete_and_commit(PGconn *c, uint64_t id) {
+  char sql[128];
+  snprintf(sql, sizeof(sql), "DELETE FROM snapshots WHERE id = %llu; COMMIT",
+           (unsigned long long)id);
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s", PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+typedef struct reader {
+  tg_coll_store_t *store;
+  uint64_t id;
+  int rc;
+  tg_coll_snapshot_t snap;
+  tg_coll_host_t hosts[2];
+  size_t n;
+} reader_t;
+
+static void *read_snapshot_thread(void *arg) {
+  reader_t *r = arg;
+  r->rc = tg_coll_store_get_with_hosts(r->store, r->id, &r->snap, r->hosts, 2,
+                                       &r->n);
+  return NULL;
+}
+
+/* Issue 59 point 13: B's retention deleted a row between A's read of it
+ * and A's read of its hosts, and A's answer was an error. Here the test's
+ * session holds the hosts' table until A's read waits on it, then deletes
+ * the row: A's read, begun before the delete, is the row with its hosts
+ * (an answer about it is whole, never an error). */
+static void shared_read_of_a_snapshot_is_one_point_in_time(void **state) {
+  coll_fixture_t *a = open_both(state);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(other.store, "t", hosts, 10, 1, &id), 0);
+  PGconn *c = tx_open(a->conninfo,
+                      "BEGIN; LOCK TABLE snapshot_hosts IN ACCESS EXCLUSIVE"
+                      " MODE");
+  reader_t r = {.store = a->store, .id = id};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, read_snapshot_thread, &r), 0);
+  wait_for_a_blocked_session(c);
+  tx_delete_and_commit(c, id);
+  pthread_join(t, NULL);
+  assert_int_equal(r.rc, 0);
+  assert_int_equal(r.snap.id, id);
+  assert_int_equal(r.n, 1);
+  assert_string_equal(r.hosts[0].host, "h1");
+  /* The next read is of after the delete: no row. */
+  assert_int_equal(tg_coll_store_get_with_hosts(a->store, id, &r.snap,
+                                                r.hosts, 2, &r.n),
+                   -ENOENT);
+}
+
+static atomic_int errors_logged;
+
+static void count_errors(void *ctx, tg_log_level_t level, const char *line) {
+  (void)ctx;
+  (void)line;
+  if (level == TG_LOG_ERROR) atomic_fetch_add(&errors_logged, 1);
+}
+
+typedef struct opener {
+  coll_fixture_t *fx;
+  int rc;
+} opener_t;
+
+static void *open_thread(void *arg) {
+  opener_t *o = arg;
+  o->rc = coll_fixture_open(o->fx);
+  return NULL;
+}
+
+/* Issue 59 point 13: at A's start, B deleted a row (row, then file)
+ * between A's list of live rows and A's repair of the one whose file it
+ * found missing; A said at ERROR it marked it failed, and marked nothing.
+ * Here the test's session holds the row until A's repair waits on it,
+ * then deletes it: A opens, loses nothing and logs no error. */
+static void shared_recovery_takes_a_row_deleted_meanwhile_for_deleted(
+    void **state) {
+  coll_fixture_t *a = open_both(state);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(other.store, "t", hosts, 10, 1, &id), 0);
+  coll_fixture_close(a);
+  char sql[160];
+  snprintf(sql, sizeof(sql),
+           "BEGIN; SELECT 1 FROM snapshots WHERE id = %llu FOR UPDATE",
+           (unsigned long long)id);
+  PGconn *c = tx_open(a->conninfo, sql);
+  char path[512], name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_file_name(id, 0, name);
+  snprintf(path, sizeof(path), "%s/%s/%s", a->dir, TG_COLL_SNAPSHOT_DIR, name);
+  assert_int_equal(unlink(path), 0);
+  atomic_store(&errors_logged, 0);
+  tg_log_set_sink(count_errors, NULL);
+  opener_t o = {.fx = a};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, open_thread, &o), 0);
+  wait_for_a_blocked_session(c);
+  tx_delete_and_commit(c, id);
+  pthread_join(t, NULL);
+  tg_log_set_sink(NULL, NULL);
+  assert_int_equal(o.rc, 0);
+  assert_int_equal(a->rec.lost, 0);
+  assert_int_equal(atomic_load(&errors_logged), 0);
+}
+
 static void shared_catalog_reconnects_after_its_session_ends(void **state) {
   coll_fixture_t *a = open_both(state);
   uint64_t id;
@@ -408,6 +548,45 @@ static void pg_unreachable_server_fails_cleanly(void **state) {
   assert_null(cat);
 }
 
+static char logged[8192];
+static size_t logged_len;
+
+static void keep_lines(void *ctx, tg_log_level_t level, const char *line) {
+  (void)ctx;
+  (void)level;
+  size_t n = strlen(line);
+  if (logged_len + n + 1 < sizeof(logged)) {
+    memcpy(logged + logged_len, line, n);
+    logged_len += n;
+    logged[logged_len++] = '\n';
+    logged[logged_len] = 0;
+  }
+}
+
+/* Issue 59 point 11: libpq's message about a URI it cannot parse quotes
+ * it, password included, and it went to the log. */
+static void pg_malformed_uri_never_logs_its_password(void **state) {
+  (void)state;
+  static const char *const uris[] = {
+      "postgresql://tg:s3cretpw@localhost/db%zz",
+      "postgresql://tg:s3cretpw@localhost/db%00",
+      "postgresql://tg:s3cretpw%zz@localhost/db",
+      "host=localhost password=s3cretpw dbname='unterminated",
+  };
+  for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
+    logged_len = 0;
+    logged[0] = 0;
+    tg_log_set_sink(keep_lines, NULL);
+    tg_coll_catalog_t *cat = NULL;
+    int rc = tg_coll_catalog_pg_open(uris[i], 0, &cat);
+    tg_log_set_sink(NULL, NULL);
+    assert_int_equal(rc, -EINVAL);
+    assert_null(cat);
+    assert_true(logged_len > 0); /* it says something */
+    if (strstr(logged, "s3cretpw")) fail_msg("%s logged: %s", uris[i], logged);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -419,6 +598,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           shared_retention_honours_a_pin_made_since_its_view, coll_pg_setup,
           shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_read_of_a_snapshot_is_one_point_in_time, coll_pg_setup,
+          shared_teardown),
+      cmocka_unit_test_setup_teardown(
+          shared_recovery_takes_a_row_deleted_meanwhile_for_deleted,
+          coll_pg_setup, shared_teardown),
       cmocka_unit_test_setup_teardown(
           shared_recovery_keeps_a_running_collectors_files, coll_pg_setup,
           shared_teardown),
@@ -437,6 +622,7 @@ int main(void) {
                                       coll_pg_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(pg_schema_1_moves_to_2_keeping_rows,
                                       coll_pg_setup, coll_teardown),
+      cmocka_unit_test(pg_malformed_uri_never_logs_its_password),
       cmocka_unit_test_setup_teardown(pg_unreachable_server_fails_cleanly,
                                       coll_pg_setup, coll_teardown),
   };
