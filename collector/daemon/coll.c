@@ -218,10 +218,14 @@ void coll_stop(coll_t *c) {
   coll_trigger_stop(c);
   coll_hosts_unwatch(c);
   for (size_t i = 0; i < c->n; i++) uv_timer_stop(&c->hosts[i]->restart);
-  /* A snapshot under way is finished with what came (snap.c stops the
-   * loop then); else the loop stops now. The hosts' connections go with
-   * the process: each relay detaches its ring under the key, for the
-   * next start to attach to, exactly as after a crash. */
-  if (c->current) coll_snap_cut(c->current);
-  else uv_stop(c->loop);
+  /* The snapshots under way are finished with what came (snap.c stops
+   * the loop once the last is stored); else the loop stops now. The
+   * hosts' connections go with the process: each relay detaches its ring
+   * under the key, for the next start to attach to, exactly as after a
+   * crash. A copy: a snapshot cut may leave |running| at once. */
+  coll_snap_t *cut[COLL_RUNNING_MAX];
+  size_t n = c->n_running;
+  memcpy(cut, c->running, n * sizeof(cut[0]));
+  for (size_t i = 0; i < n; i++) coll_snap_cut(cut[i]);
+  if (!n) uv_stop(c->loop);
 }
