@@ -736,7 +736,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->host_snapshots_per_minute = 2;
   c->operator_snapshots_per_minute = 6;
   c->schedule_snapshots_per_minute = 6;
-  c->clone_timeout_ms = 10 * MS_PER_S;
+  c->clone_timeout_ms = 8 * MS_PER_S;
   c->compress_level = 1;
   c->reconnect_ms = 60 * MS_PER_S;
   c->dead_link_ms = 15 * MS_PER_S;

@@ -57,7 +57,7 @@
  *     host_snapshots_per_minute  1..600, default 2: one host's triggers
  *     operator_snapshots_per_minute  1..600, default 6: operators'
  *     schedule_snapshots_per_minute  1..600, default 6: snapshot_every's
- *     clone_timeout    DURATION, 100ms..120s, default 10s: a host silent
+ *     clone_timeout    DURATION, 100ms..120s, default 8s: a host silent
  *                      this long during a snapshot fails for it
  *     compress_level   0..19, default 1 (0: relays do not compress)
  *     reconnect        DURATION, default 60s

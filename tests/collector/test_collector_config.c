@@ -232,7 +232,7 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.host_snapshots_per_minute, 2);
   assert_int_equal(c.operator_snapshots_per_minute, 6);
   assert_int_equal(c.schedule_snapshots_per_minute, 6);
-  assert_int_equal(c.clone_timeout_ms, 10000);
+  assert_int_equal(c.clone_timeout_ms, 8000);
   assert_int_equal(c.compress_level, 1);
   assert_int_equal(c.reconnect_ms, 60000);
   assert_int_equal(c.dead_link_ms, 15000);
