@@ -102,7 +102,8 @@ static void a_silent_host_fails_alone_and_holds_no_trigger(void **state) {
   char direct_b[64];
   snprintf(direct_b, sizeof(direct_b), "%s", h[1].spec);
   snprintf(h[1].spec, sizeof(h[1].spec), "127.0.0.1:%d", tg_fault_proxy_port(px));
-  write_config(h, 2, "clone_timeout = 3s\n");
+  /* Above the service's 5 s flush timeout: A answers within it. */
+  write_config(h, 2, "clone_timeout = 6s\n");
   collector_t c;
   start_collector(&c, h, 2);
   fleet_commit_packets(&h[0].p, 0, "quietA", 1, 3);
