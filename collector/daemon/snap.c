@@ -13,9 +13,11 @@
  *   STATS --> FREE --freed--> (close) --> released: DONE or FAILED
  * Any error closes the connection and fails the host; the snapshot goes
  * on. A host silent for clone_timeout at any step (dialing, cloning,
- * reading, freeing) fails for this snapshot alone; the deadline timer
- * looks for them every tick (TICK_MS), a field's read per host. The host counts as finished only once its transport is released,
- * so the snapshot never outlives a callback that could still reach it.
+ * reading, freeing) fails for this snapshot alone: the deadline timer
+ * ticks every tenth of clone_timeout and compares each host's last
+ * answer (a loop time, kept without a syscall). The host counts as
+ * finished only once its transport is released, so the snapshot never
+ * outlives a callback that could still reach it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -585,9 +587,12 @@ void coll_snap_cut(coll_snap_t *s) {
 
 void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
                     tg_trigger_snap_view_t *v) {
-  *v = (tg_trigger_snap_view_t){.group = s->group,
-                                .started_ms = (int64_t)s->started_ms,
-                                .none_requested = s->clones_sent == 0};
+  /* None requested, and some still to come: a snapshot whose every host
+   * failed before its clone serves nothing. */
+  *v = (tg_trigger_snap_view_t){
+      .group = s->group,
+      .started_ms = (int64_t)s->started_ms,
+      .none_requested = s->clones_sent == 0 && s->cloned < s->asked};
   if (!from || s->clones_sent >= s->asked) return;
   /* Still dialing: its CloneSession is not sent yet. */
   for (size_t i = 0; i < s->n; i++)

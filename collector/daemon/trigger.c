@@ -204,7 +204,7 @@ static void on_schedule(uv_timer_t *t) {
                           .group = "all"};
   uint64_t id;
   int rv = coll_trigger(c, &r, &id);
-  if (rv < 0)
+  if (rv < 0 && rv != -EAGAIN) /* refusals are counted and said there */
     TG_WARN("scheduled snapshot: %s", tg_strerror(rv));
 }
 

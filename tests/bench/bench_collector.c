@@ -802,10 +802,15 @@ static int silent_run(unsigned hosts, unsigned ring_kb) {
          hosts, ring_kb, SECOND_AFTER_MS);
   bool good = silent_report("first ", s1.body ? s1.body : "", ms1, hosts);
   good &= silent_report("second", s2.body ? s2.body : "", ms2, hosts);
-  printf("     second trigger -> its clones requested: %6.0f ms  (goal <= %.0f: "
-         "%s)  POST sent -> \"cloning\" logged, 1 ms log resolution, while "
-         "the first waited on the silent host\n",
+  printf("     second trigger -> begun           : %6.0f ms  (goal for its "
+         "clones <= %.0f: %s)  POST sent -> \"cloning\" logged (1 ms log "
+         "resolution): the clones on standby connections are sent by then; "
+         "hosts whose standby the first still held dial their own\n",
          begun_ms, GOAL_CLONES_MS, met(begun_ms >= 0 && begun_ms <= GOAL_CLONES_MS));
+  if (sl.cloned)
+    printf("     second trigger -> clone answers   : first %.0f, median %.0f, "
+           "last %.0f ms  (%u hosts, the collector's clock)\n",
+           sl.cloned_min, sl.cloned_median, sl.cloned_max, sl.cloned);
   free(s1.body);
   free(s2.body);
   rv = good ? 0 : 1;
