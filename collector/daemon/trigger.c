@@ -30,7 +30,8 @@ static tg_trigger_origin_t origin_of(const coll_trigger_req_t *r) {
 }
 
 static tg_trigger_budget_t *own_budget(coll_t *c, const coll_trigger_req_t *r) {
-  return r->from ? &r->from->budget : &c->budgets[tg_trigger_budget_of(origin_of(r))];
+  if (r->from) return &r->from->budget;
+  return &c->budgets[tg_trigger_budget_of(origin_of(r))];
 }
 
 /* The snapshot is paid for from the trigger's budgets. */
