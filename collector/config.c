@@ -68,6 +68,10 @@ typedef enum key_id {
   KEY_SNAPSHOT_EVERY,
   KEY_COALESCE_WINDOW,
   KEY_MAX_SNAPSHOTS_PER_MINUTE,
+  KEY_HOST_SNAPSHOTS_PER_MINUTE,
+  KEY_OPERATOR_SNAPSHOTS_PER_MINUTE,
+  KEY_SCHEDULE_SNAPSHOTS_PER_MINUTE,
+  KEY_CLONE_TIMEOUT,
   KEY_COMPRESS_LEVEL,
   KEY_RECONNECT,
   KEY_DEAD_LINK,
@@ -150,6 +154,21 @@ static const key_def_t KEYS[KEY_COUNT] = {
     [KEY_MAX_SNAPSHOTS_PER_MINUTE] = {"max_snapshots_per_minute", K_UINT,
                                       NUM_FIELD(max_snapshots_per_minute), 1,
                                       600, false, "an integer 1..600", NULL},
+    [KEY_HOST_SNAPSHOTS_PER_MINUTE] = {"host_snapshots_per_minute", K_UINT,
+                                       NUM_FIELD(host_snapshots_per_minute),
+                                       1, 600, false, "an integer 1..600",
+                                       NULL},
+    [KEY_OPERATOR_SNAPSHOTS_PER_MINUTE] = {
+        "operator_snapshots_per_minute", K_UINT,
+        NUM_FIELD(operator_snapshots_per_minute), 1, 600, false,
+        "an integer 1..600", NULL},
+    [KEY_SCHEDULE_SNAPSHOTS_PER_MINUTE] = {
+        "schedule_snapshots_per_minute", K_UINT,
+        NUM_FIELD(schedule_snapshots_per_minute), 1, 600, false,
+        "an integer 1..600", NULL},
+    [KEY_CLONE_TIMEOUT] = {"clone_timeout", K_DURATION,
+                           NUM_FIELD(clone_timeout_ms), 100, 120 * MS_PER_S,
+                           false, "a duration from 100ms to 120s", NULL},
     [KEY_COMPRESS_LEVEL] = {"compress_level", K_UINT,
                             NUM_FIELD(compress_level), 0, 19, false,
                             "an integer 0..19", NULL},
@@ -714,6 +733,10 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   snprintf(c->session_key, sizeof(c->session_key), "collector");
   c->coalesce_window_ms = 10 * MS_PER_S;
   c->max_snapshots_per_minute = 6;
+  c->host_snapshots_per_minute = 2;
+  c->operator_snapshots_per_minute = 6;
+  c->schedule_snapshots_per_minute = 6;
+  c->clone_timeout_ms = 8 * MS_PER_S;
   c->compress_level = 1;
   c->reconnect_ms = 60 * MS_PER_S;
   c->dead_link_ms = 15 * MS_PER_S;

@@ -50,9 +50,15 @@
  *     session_key      NAME, default "collector": the resume key of the
  *                      collector's ring sessions
  *     snapshot_every   DURATION, 0 (off, the default) or at least 1s (the
- *                      per-minute cap bounds the rate all the same)
+ *                      schedule's budget bounds the rate all the same)
  *     coalesce_window  DURATION, default 10s
- *     max_snapshots_per_minute  1..600, default 6
+ *     max_snapshots_per_minute  1..600, default 6: snapshots all hosts'
+ *                      triggers together begin in a minute
+ *     host_snapshots_per_minute  1..600, default 2: one host's triggers
+ *     operator_snapshots_per_minute  1..600, default 6: operators'
+ *     schedule_snapshots_per_minute  1..600, default 6: snapshot_every's
+ *     clone_timeout    DURATION, 100ms..120s, default 8s: a host silent
+ *                      this long during a snapshot fails for it
  *     compress_level   0..19, default 1 (0: relays do not compress)
  *     reconnect        DURATION, default 60s
  *     dead_link        DURATION, at least 1s, default 15s
@@ -161,7 +167,11 @@ typedef struct tg_coll_config {
   char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
   int64_t snapshot_every_ms; /* 0 (off) or >= 1000 */
   int64_t coalesce_window_ms;
-  uint32_t max_snapshots_per_minute; /* 1..600 */
+  uint32_t max_snapshots_per_minute; /* 1..600, all hosts' triggers */
+  uint32_t host_snapshots_per_minute;     /* 1..600, each host's */
+  uint32_t operator_snapshots_per_minute; /* 1..600 */
+  uint32_t schedule_snapshots_per_minute; /* 1..600 */
+  int64_t clone_timeout_ms;               /* 100..120000 */
   uint32_t compress_level;           /* 0..19 */
   int64_t reconnect_ms;
   int64_t dead_link_ms; /* >= 1000 */

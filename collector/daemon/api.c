@@ -394,7 +394,8 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
   uint64_t id;
   int rv = coll_trigger(c, &t, &id);
   if (rv == -EAGAIN)
-    return json_error(x, 429, "over max_snapshots_per_minute: not taken");
+    return json_error(x, 429, "over the operators' budget "
+                      "(operator_snapshots_per_minute): not taken");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));
   TG_INFO("snapshot requested over HTTP by %s%s", who,
           id ? "" : " (folded into the one queued)");
@@ -409,7 +410,7 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
   tg_list_insert_tail(&waiters, &w->node);
   n_waiters++;
   /* The snapshot may already have ended (no host to ask). */
-  if (id && (!c->current || coll_snap_id(c->current) != id)) {
+  if (id && !coll_snap_under_way(c, id)) {
     tg_list_remove(&w->node);
     n_waiters--;
     free(w);
@@ -464,10 +465,6 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
           "by a snapshot already under way or queued.\n"
           "# TYPE tracegate_collector_triggers_coalesced_total counter\n"
           "tracegate_collector_triggers_coalesced_total %" PRIu64 "\n"
-          "# HELP tracegate_collector_triggers_capped_total Triggers refused "
-          "over max_snapshots_per_minute.\n"
-          "# TYPE tracegate_collector_triggers_capped_total counter\n"
-          "tracegate_collector_triggers_capped_total %" PRIu64 "\n"
           "# HELP tracegate_collector_stored_bytes_total Bytes of snapshots "
           "stored.\n# TYPE tracegate_collector_stored_bytes_total counter\n"
           "tracegate_collector_stored_bytes_total %" PRIu64 "\n"
@@ -476,8 +473,15 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
           "violations, writer packet loss, malformed packets).\n"
           "# TYPE tracegate_collector_host_loss_total counter\n"
           "tracegate_collector_host_loss_total %" PRIu64 "\n",
-          k->trigger_hits, k->triggers_coalesced, k->triggers_capped,
-          k->bytes_stored, k->host_loss);
+          k->trigger_hits, k->triggers_coalesced, k->bytes_stored,
+          k->host_loss);
+  fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
+        "by the budget that had nothing left.\n"
+        "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);
+  for (int b = 0; b < TG_TRIGGER_BUDGET_COUNT; b++)
+    fprintf(o.f, "tracegate_collector_triggers_capped_total{budget=\"%s\"} %" PRIu64 "\n",
+            tg_trigger_budget_name((tg_trigger_budget_id_t)b),
+            k->triggers_capped[b]);
   fputs("# HELP tracegate_collector_snapshot_duration_seconds From trigger "
         "to stored.\n# TYPE tracegate_collector_snapshot_duration_seconds "
         "histogram\n", o.f);
@@ -647,7 +651,7 @@ void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
 void coll_api_queued_begun(coll_t *c, uint64_t id) {
   /* It may have ended inside its begin (no host to ask, a store error):
    * then its waiters are answered now, nothing else would. */
-  bool over = !c->current || coll_snap_id(c->current) != id;
+  bool over = !coll_snap_under_way(c, id);
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);

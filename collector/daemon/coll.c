@@ -21,6 +21,8 @@
 #include "tracegate/error.h"
 
 #define FLIGHT_CONFIG_MAX (1u << 20)
+/* TraceConfig.flush_timeout_ms when unset (Perfetto's, tracegated's). */
+#define PERFETTO_DEFAULT_FLUSH_TIMEOUT_MS 5000
 /* The longest trigger_timeout_ms Perfetto's traced accepts (7 days). */
 #define RING_TRIGGER_TIMEOUT_MS (7u * 24 * 3600 * 1000)
 
@@ -86,6 +88,16 @@ static int load_flight(coll_t *c) {
     rv = -EINVAL;
     goto out;
   }
+  /* A clone waits for its producers' flush up to the ring's flush timeout
+   * (Perfetto's default when unset): a clone_timeout not above it fails
+   * healthy hosts whose producers are slow to flush. */
+  uint32_t flush_ms = tc->has_flush_timeout_ms && tc->flush_timeout_ms
+                          ? tc->flush_timeout_ms
+                          : PERFETTO_DEFAULT_FLUSH_TIMEOUT_MS;
+  if ((int64_t)flush_ms >= c->cfg.clone_timeout_ms)
+    TG_WARN("%s: flush_timeout_ms %" PRIu32 " is not below clone_timeout "
+            "(%" PRId64 " ms): a host whose producers flush slowly fails "
+            "snapshots", path, flush_ms, c->cfg.clone_timeout_ms);
   /* The config's triggers snapshot the ring (CLONE_SNAPSHOT: the service
    * tells the session's consumer, trigger.c). Perfetto's traced wants a
    * trigger_timeout_ms of at most 7 days with any trigger mode, and ends
@@ -219,10 +231,14 @@ void coll_stop(coll_t *c) {
   coll_trigger_stop(c);
   coll_hosts_unwatch(c);
   for (size_t i = 0; i < c->n; i++) uv_timer_stop(&c->hosts[i]->restart);
-  /* A snapshot under way is finished with what came (snap.c stops the
-   * loop then); else the loop stops now. The hosts' connections go with
-   * the process: each relay detaches its ring under the key, for the
-   * next start to attach to, exactly as after a crash. */
-  if (c->current) coll_snap_cut(c->current);
-  else uv_stop(c->loop);
+  /* The snapshots under way are finished with what came (snap.c stops
+   * the loop once the last is stored); else the loop stops now. The
+   * hosts' connections go with the process: each relay detaches its ring
+   * under the key, for the next start to attach to, exactly as after a
+   * crash. A copy: a snapshot cut may leave |running| at once. */
+  coll_snap_t *cut[COLL_RUNNING_MAX];
+  size_t n = c->n_running;
+  memcpy(cut, c->running, n * sizeof(cut[0]));
+  for (size_t i = 0; i < n; i++) coll_snap_cut(cut[i]);
+  if (!n) uv_stop(c->loop);
 }

@@ -9,7 +9,8 @@
  *              over a connection of its own, each clone read out, freed
  *              and merged into one store file
  *   trigger.c  where snapshots come from (operators, hosts' triggers, the
- *              schedule), coalescing and the per-minute cap
+ *              schedule): the shell of trigger_policy.h (serving, folding,
+ *              queueing, the budgets)
  *   api.c      the HTTP API, /metrics and the web page
  *
  * Threads: everything runs on the loop thread; the store's fsync of a
@@ -26,6 +27,7 @@
 #include <uv.h>
 
 #include "collector/config.h"
+#include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
 #include "common/buf.h"
 #include "common/list.h"
@@ -33,6 +35,11 @@
 #include "consumer/fleet/host.h"
 
 #define COLL_PROG "tracegate-collector"
+
+/* Snapshots under way at once: each holds a clone of every host of its
+ * group on the hosts (a copy of the ring each) and a connection per host
+ * here, so their number bounds the memory a trigger storm can cost. */
+#define COLL_RUNNING_MAX 4
 
 typedef struct coll coll_t;
 typedef struct coll_snap coll_snap_t;
@@ -90,6 +97,7 @@ typedef struct coll_host {
   bool ring_up;         /* its ring session is known to exist */
   bool finished;        /* its holder finished (a restart is due) */
   bool removed;         /* out of the inventory: freed once let go */
+  tg_trigger_budget_t budget; /* its triggers' snapshots (trigger.c) */
   bool freeing;
   unsigned busy;        /* snapshots holding it (coll_host_release) */
   tg_list_t gone;       /* in coll_t.gone once removed */
@@ -100,8 +108,9 @@ typedef struct coll_host {
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
 typedef struct coll_counts {
   uint64_t trigger_hits;       /* triggers received, every origin */
-  uint64_t triggers_coalesced; /* folded into a snapshot already coming */
-  uint64_t triggers_capped;    /* refused: over max_snapshots_per_minute */
+  uint64_t triggers_coalesced; /* served by a snapshot under way or queued */
+  /* Refused, by the budget that had nothing left. */
+  uint64_t triggers_capped[TG_TRIGGER_BUDGET_COUNT];
   uint64_t snapshots[TG_COLL_STATE_COUNT]; /* finished, by outcome */
   uint64_t snapshot_errors;    /* could not begin or finish in the store */
   uint64_t bytes_stored;       /* bytes of snapshots finished */
@@ -136,19 +145,22 @@ struct coll {
   char hosts_base[TG_COLL_CONFIG_PATH_MAX + 1]; /* the file's name */
   tg_coll_catalog_t *shared; /* PostgreSQL, or NULL (the store's SQLite) */
   tg_coll_store_t *store;
+  /* snap.c: the snapshots under way, in the order they began (added by
+   * coll_snap_begin, removed once stored). */
+  coll_snap_t *running[COLL_RUNNING_MAX];
+  size_t n_running;
   /* trigger.c */
-  coll_snap_t *current;   /* the snapshot under way (one at a time) */
-  int64_t current_started_ms; /* loop time (uv_now), as minute_start_ms */
-  char current_group[65];
-  bool queued;            /* a trigger arrived during |current| */
+  bool queued; /* a snapshot waits for one under way to end */
   char queued_trigger[TG_COLL_TRIGGER_MAX + 1];
   char queued_reason[TG_COLL_REASON_MAX + 1];
   char queued_origin[TG_COLL_HOST_MAX + 1];
   char queued_group[65];
   char queued_producer[128];
   int32_t queued_producer_uid;
-  int64_t minute_start_ms;
-  unsigned minute_count;
+  /* All hosts' together, the operators', the schedule's (the per-host
+   * ones are in coll_host_t); indexed by tg_trigger_budget_id_t, the
+   * HOST slot unused. */
+  tg_trigger_budget_t budgets[TG_TRIGGER_BUDGET_COUNT];
   uv_timer_t schedule;
   uv_timer_t retention;
   coll_counts_t counts;
@@ -164,8 +176,8 @@ struct coll {
  * flight config, TLS, the inventory's shard, the store, the hosts' rings
  * started. Prints what is wrong to stderr and returns -1. */
 int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
-/* Stops the listener, the triggers and the restarts; a snapshot under way
- * is finished with what has come (coll_snap_cut); then the loop stops.
+/* Stops the listener, the triggers and the restarts; the snapshots under
+ * way are finished with what has come (coll_snap_cut); then the loop stops.
  * Nothing is torn down: the process exits, its connections with it, and
  * each relay keeps its ring under the key for its lease, as after a
  * crash, for the next start to attach to. What the process holds stays
@@ -219,6 +231,8 @@ typedef struct coll_trigger_req {
   const char *trigger; /* the trigger's name, "operator", "schedule" */
   const char *reason;
   const char *origin;  /* the host that fired it, "" for none */
+  coll_host_t *from;   /* that host (borrowed), NULL for an operator's or
+                        * the schedule's (|trigger| says which) */
   const char *group;   /* "all" or a group of the config */
   /* A CLONE_SNAPSHOT trigger of a host: the clone of |origin| carries it. */
   const char *producer_name;
@@ -229,8 +243,11 @@ typedef struct coll_trigger_req {
  * when it never began. */
 typedef void (*coll_snap_done_fn)(coll_t *c, coll_snap_t *s, void *ctx);
 
-/* Begins a snapshot of |r|'s group: the row, then a clone of every host.
- * Returns 0 (and *id), or a negative error with nothing begun. */
+/* Begins a snapshot of |r|'s group: the row, then a clone of every host
+ * (each requested before this returns, but those dialing a connection
+ * first). Returns 0 (and *id), or a negative error with nothing begun
+ * (-EBUSY: COLL_RUNNING_MAX under way). |done| may run before it returns
+ * (no host to ask). */
 int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
                     coll_snap_done_fn done, void *ctx, coll_snap_t **out,
                     uint64_t *id);
@@ -240,16 +257,19 @@ int coll_snap_result(const coll_snap_t *s, tg_coll_state_t *state);
 /* Stops waiting for hosts (collector stopping): the snapshot is finished
  * with what came. */
 void coll_snap_cut(coll_snap_t *s);
-/* Whether some host's clone is still to be taken: a trigger now is still
- * served by this snapshot (after, its data would not be in it). */
-bool coll_snap_cloning(const coll_snap_t *s);
+/* What the trigger policy sees of |s| for a trigger from |from| (NULL:
+ * not a host's). The view borrows |s|'s group. */
+void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
+                    tg_trigger_snap_view_t *v);
+/* Whether snapshot |id| is under way. */
+bool coll_snap_under_way(const coll_t *c, uint64_t id);
 
 /* --- trigger.c ------------------------------------------------------- */
 
-/* A trigger from anywhere. Coalesced into the snapshot under way or the
- * one queued after it; refused over the per-minute cap (-EAGAIN). Returns
- * 0 and the id of the snapshot that serves it in *id when one began now
- * (0 when it was coalesced into one queued), or an error. */
+/* A trigger from anywhere, as trigger_policy.h decides: served by a
+ * snapshot under way, folded into the queued one, refused over its budget
+ * (-EAGAIN), begun now or queued. Returns 0 and in *id the snapshot that
+ * serves it (0 when queued or folded into the queued one), or an error. */
 int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id);
 /* The schedule (snapshot_every) and retention timers. */
 void coll_trigger_start(coll_t *c);

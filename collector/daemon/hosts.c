@@ -380,6 +380,7 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
     uv_timer_init(c->loop, &h->restart);
     h->restart.data = h;
     coll_standby_init(h);
+    h->budget.limit = c->cfg.host_snapshots_per_minute;
     set_state(h, "connecting", "");
     c->hosts[c->n++] = h;
     if (host_ring(c, h) < 0 || holder_new(h) < 0) {

@@ -12,8 +12,12 @@
  *   DIAL --on_ready--> CLONE --cloned--> READ --read, nothing more-->
  *   STATS --> FREE --freed--> (close) --> released: DONE or FAILED
  * Any error closes the connection and fails the host; the snapshot goes
- * on. The host counts as finished only once its transport is released,
- * so the snapshot never outlives a callback that could still reach it.
+ * on. A host silent for clone_timeout at any step (dialing, cloning,
+ * reading, freeing) fails for this snapshot alone: the deadline timer
+ * ticks every tenth of clone_timeout and compares each host's last
+ * answer (a loop time, kept without a syscall). The host counts as
+ * finished only once its transport is released, so the snapshot never
+ * outlives a callback that could still reach it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +32,9 @@
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 
-/* A snapshot's hosts must have answered by then; the rest are failed. */
+/* A snapshot's hosts must have delivered by then; the rest are failed.
+ * The safety under clone_timeout: a host that answers, slowly but never
+ * for clone_timeout in silence, holds its snapshot no longer. */
 #define SNAP_DEADLINE_MS 120000
 /* Packets are gathered this much before a write to the store's file. */
 #define WRITE_CHUNK (1u << 20)
@@ -44,6 +50,18 @@ typedef enum {
   SH_RELEASED,
 } sh_state_t;
 
+/* What a host was doing when it went silent (its failure says). */
+static const char *step_name(sh_state_t st) {
+  switch (st) {
+    case SH_DIAL: return "connecting";
+    case SH_CLONE: return "cloning";
+    case SH_READ: return "reading the clone";
+    case SH_STATS: return "asking its loss counters";
+    case SH_FREE: return "freeing the clone";
+    default: return "closing";
+  }
+}
+
 typedef struct snap_host {
   coll_snap_t *s;
   bool standby; /* on the host's standby connection (standby.c), not ours */
@@ -56,6 +74,7 @@ typedef struct snap_host {
   tg_merge_host_t mh;
   uint64_t bytes, packets, loss, read_packets;
   uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
+  uint64_t heard_ms; /* loop time of its last answer (or of its start) */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
 
@@ -77,6 +96,8 @@ struct coll_snap {
   int result;
   tg_coll_state_t state;
   uint64_t t0; /* uv_hrtime at the trigger */
+  uint64_t started_ms; /* loop time (uv_now) at the trigger */
+  char group[65];
   char trigger[TG_COLL_TRIGGER_MAX + 1];
   char origin[TG_COLL_HOST_MAX + 1];
   char producer[128];
@@ -130,6 +151,9 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
 static void host_fail(snap_host_t *sh, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void host_close(snap_host_t *sh);
+
+/* The host answered: its clone_timeout starts again. */
+static void heard(snap_host_t *sh) { sh->heard_ms = uv_now(sh->s->c->loop); }
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...) {
   if (!sh->failed && sh->st <= SH_CLONE) sh->s->cloned++;
@@ -187,6 +211,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   snap_host_t *sh = ctx;
   coll_snap_t *s = sh->s;
   int rv;
+  heard(sh);
   if (!sh->preamble) {
     sh->preamble = true;
     if ((rv = tg_merge_host_preamble(&s->m, &sh->mh, sh->fh, sh->h->t.name)) < 0)
@@ -203,6 +228,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
 static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   (void)c;
   snap_host_t *sh = ctx;
+  heard(sh);
   if (status && !sh->failed)
     TG_WARN("snapshot %016" PRIx64 ": host %s: freeing the clone: "
            "%s (the service frees it with the connection)", sh->s->id,
@@ -224,6 +250,7 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
   (void)msg;
   snap_host_t *sh = ctx;
   if (sh->st != SH_STATS) return;
+  heard(sh);
   if (!status && st) {
     for (size_t i = 0; i < st->n_buffer_stats; i++) {
       const Perfetto__Protos__TraceStats__BufferStats *b = st->buffer_stats[i];
@@ -240,6 +267,7 @@ static void on_read(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   (void)c;
   snap_host_t *sh = ctx;
   if (sh->st != SH_READ) return;
+  heard(sh);
   if (status) {
     host_fail(sh, "reading the clone: %s", msg);
     return;
@@ -262,6 +290,7 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
   (void)c;
   snap_host_t *sh = ctx;
   if (sh->st != SH_CLONE) return;
+  heard(sh);
   if (status) {
     host_fail(sh, "CloneSession: %s", msg);
     return;
@@ -284,6 +313,7 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
     host_fail(sh, "cannot reach the host: %s", msg);
     return;
   }
+  heard(sh);
   send_clone(sh, c);
 }
 
@@ -351,6 +381,7 @@ static const tg_consumer_cbs_t clone_cbs = {.on_ready = on_ready,
 
 static void host_start(snap_host_t *sh) {
   coll_t *c = sh->s->c;
+  heard(sh);
   if (coll_standby_take(sh->h, sh)) {
     sh->standby = true;
     sh->c = sh->h->sb.c;
@@ -422,6 +453,16 @@ static void snap_free(uv_handle_t *t) {
   free(s);
 }
 
+static void running_remove(coll_t *c, const coll_snap_t *s) {
+  for (size_t i = 0; i < c->n_running; i++) {
+    if (c->running[i] != s) continue;
+    memmove(&c->running[i], &c->running[i + 1],
+            (c->n_running - i - 1) * sizeof(c->running[0]));
+    c->n_running--;
+    return;
+  }
+}
+
 static void store_result(coll_snap_t *s) {
   coll_t *c = s->c;
   tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
@@ -472,12 +513,12 @@ static void store_result(coll_snap_t *s) {
          "%" PRIu64 " packets, %" PRIu64 " bytes", s->id, s->trigger,
          s->result < 0 ? "not stored" : tg_coll_state_name(s->state),
          s->delivered, s->n, packets, bytes);
-  if (c->current == s) c->current = NULL;
+  running_remove(c, s);
   coll_api_snapshot_done(c, s);
   if (s->done) s->done(c, s, s->done_ctx);
   uv_close((uv_handle_t *)&s->deadline, snap_free);
   if (c->stopping) {
-    uv_stop(c->loop); /* coll_stop() waited for this one */
+    if (!c->n_running) uv_stop(c->loop); /* coll_stop() waited for these */
     return;
   }
   coll_retain(c);
@@ -512,27 +553,70 @@ static void end_hosts(coll_snap_t *s, const char *why) {
   }
 }
 
+/* How often the deadline timer looks for silent hosts: a tenth of
+ * clone_timeout, so that a host fails within 1.1 times it. */
+static uint64_t tick_ms(const coll_t *c) {
+  uint64_t t = (uint64_t)c->cfg.clone_timeout_ms / 10;
+  return t < 10 ? 10 : t > 1000 ? 1000 : t;
+}
+
 static void on_deadline(uv_timer_t *t) {
-  char why[64];
-  snprintf(why, sizeof(why), "no answer within %d s", SNAP_DEADLINE_MS / 1000);
-  end_hosts(t->data, why);
+  coll_snap_t *s = t->data;
+  uint64_t now = uv_now(s->c->loop);
+  if (now - s->started_ms >= SNAP_DEADLINE_MS) {
+    char why[64];
+    snprintf(why, sizeof(why), "not delivered within %d s",
+             SNAP_DEADLINE_MS / 1000);
+    end_hosts(s, why);
+    return;
+  }
+  uint64_t limit = (uint64_t)s->c->cfg.clone_timeout_ms;
+  for (size_t i = 0; i < s->n; i++) {
+    snap_host_t *sh = &s->hosts[i];
+    if (sh->st == SH_SKIPPED || sh->st >= SH_CLOSING ||
+        now - sh->heard_ms < limit)
+      continue;
+    host_fail(sh, "no answer within clone_timeout (%" PRIu64 " ms) while %s",
+              limit, step_name(sh->st));
+  }
 }
 
 void coll_snap_cut(coll_snap_t *s) {
   end_hosts(s, "the collector is stopping");
 }
 
-bool coll_snap_cloning(const coll_snap_t *s) { return s->cloned < s->asked; }
+void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
+                    tg_trigger_snap_view_t *v) {
+  /* None requested, and some still to come: a snapshot whose every host
+   * failed before its clone serves nothing. */
+  *v = (tg_trigger_snap_view_t){
+      .group = s->group,
+      .started_ms = (int64_t)s->started_ms,
+      .none_requested = s->clones_sent == 0 && s->cloned < s->asked};
+  if (!from || s->clones_sent >= s->asked) return;
+  /* Still dialing: its CloneSession is not sent yet. */
+  for (size_t i = 0; i < s->n; i++)
+    if (s->hosts[i].h == from) v->origin_to_come = s->hosts[i].st == SH_DIAL;
+}
+
+bool coll_snap_under_way(const coll_t *c, uint64_t id) {
+  for (size_t i = 0; i < c->n_running; i++)
+    if (c->running[i]->id == id) return true;
+  return false;
+}
 
 /* --- the start --------------------------------------------------------------- */
 
 int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
                     coll_snap_done_fn done, void *ctx, coll_snap_t **out,
                     uint64_t *id) {
+  if (c->n_running >= COLL_RUNNING_MAX) return -EBUSY;
   coll_snap_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->c = c;
   s->t0 = uv_hrtime();
+  s->started_ms = uv_now(c->loop);
+  snprintf(s->group, sizeof(s->group), "%s", r->group);
   s->done = done;
   s->done_ctx = ctx;
   snprintf(s->trigger, sizeof(s->trigger), "%s", r->trigger);
@@ -567,7 +651,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   rv = tg_merge_head(&s->m, &self);
   uv_timer_init(c->loop, &s->deadline);
   s->deadline.data = s;
-  c->current = s;
+  c->running[c->n_running++] = s;
   size_t k = 0;
   for (size_t i = 0; i < c->n; i++) {
     coll_host_t *h = c->hosts[i];
@@ -595,7 +679,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   *out = s;
   *id = s->id;
   if (rv < 0) s->write_err = rv;
-  uv_timer_start(&s->deadline, on_deadline, SNAP_DEADLINE_MS, 0);
+  uv_timer_start(&s->deadline, on_deadline, tick_ms(c), tick_ms(c));
   maybe_finish(s); /* no host to ask */
   return 0;
 }

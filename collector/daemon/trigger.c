@@ -2,13 +2,12 @@
  * snapshot --collector`), hosts' CLONE_SNAPSHOT triggers (ObserveEvents
  * on each ring's holder connection: clone_trigger_hit), and the schedule.
  *
- * Storms: one snapshot runs at a time. A trigger within coalesce_window
- * of the start of the snapshot under way is served by it; a later one
- * during it queues one more snapshot, and every trigger until that one
- * starts is folded into it. Beyond max_snapshots_per_minute begun in the
- * current minute a trigger is refused (-EAGAIN) and counted. So a host
- * firing thousands of triggers costs a counter each, never a snapshot
- * each.
+ * The shell of trigger_policy.h: it shows the policy the snapshots under
+ * way, the queued one and the trigger's budgets, then does what the
+ * policy decided. Storms: a trigger the snapshots under way or the queued
+ * one serve costs a counter; one that costs a snapshot is paid from its
+ * origin's budget, so a host firing thousands of triggers spends its own
+ * budget and never an operator's or another host's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,24 +23,31 @@
 
 static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx);
 
-static bool capped(coll_t *c) {
+static tg_trigger_origin_t origin_of(const coll_trigger_req_t *r) {
+  if (r->from) return TG_TRIGGER_FROM_HOST;
+  return strcmp(r->trigger, "schedule") ? TG_TRIGGER_FROM_OPERATOR
+                                        : TG_TRIGGER_FROM_SCHEDULE;
+}
+
+static tg_trigger_budget_t *own_budget(coll_t *c, const coll_trigger_req_t *r) {
+  if (r->from) return &r->from->budget;
+  return &c->budgets[tg_trigger_budget_of(origin_of(r))];
+}
+
+/* The snapshot is paid for from the trigger's budgets. */
+static void charge(coll_t *c, const coll_trigger_req_t *r) {
   int64_t now = (int64_t)uv_now(c->loop);
-  if (now - c->minute_start_ms >= 60000 || now < c->minute_start_ms) {
-    c->minute_start_ms = now;
-    c->minute_count = 0;
-  }
-  return c->minute_count >= c->cfg.max_snapshots_per_minute;
+  tg_trigger_charge(own_budget(c, r), now);
+  if (r->from) tg_trigger_charge(&c->budgets[TG_TRIGGER_BUDGET_HOSTS], now);
 }
 
 static int begin(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   coll_snap_t *s;
-  c->minute_count++;
-  c->current_started_ms = (int64_t)uv_now(c->loop);
-  snprintf(c->current_group, sizeof(c->current_group), "%s", r->group);
   return coll_snap_begin(c, r, start_queued, NULL, &s, id);
 }
 
-/* The snapshot under way ended: the queued one, if any, begins. */
+/* A snapshot ended: the queued one, if any, begins (it was paid for when
+ * it was queued). */
 static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
   (void)ended;
   (void)ctx;
@@ -64,47 +70,71 @@ static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
   }
 }
 
+static void queue(coll_t *c, const coll_trigger_req_t *r) {
+  c->queued = true;
+  snprintf(c->queued_trigger, sizeof(c->queued_trigger), "%s", r->trigger);
+  snprintf(c->queued_reason, sizeof(c->queued_reason), "%s",
+           r->reason ? r->reason : "");
+  snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
+           r->origin ? r->origin : "");
+  snprintf(c->queued_group, sizeof(c->queued_group), "%s", r->group);
+  snprintf(c->queued_producer, sizeof(c->queued_producer), "%s",
+           r->producer_name ? r->producer_name : "");
+  c->queued_producer_uid = r->producer_uid;
+}
+
+/* A storm costs a counter per trigger, not a log line: refusals are said
+ * at the 1st, 2nd, 4th, 8th... of each budget in the collector's life. */
+static void refused(coll_t *c, const coll_trigger_req_t *r,
+                    tg_trigger_budget_id_t b) {
+  uint64_t k = ++c->counts.triggers_capped[b];
+  if ((k & (k - 1)) != 0) return;
+  char safe[TG_COLL_TRIGGER_MAX + 1];
+  tg_printable(safe, sizeof(safe), r->trigger);
+  TG_WARN("trigger '%s'%s%s: over the %s budget, not snapshotted (%" PRIu64
+          " refused by it so far)", safe, r->from ? " of " : "",
+          r->from ? r->from->t.spec : "", tg_trigger_budget_name(b), k);
+}
+
 int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   *id = 0;
   c->counts.trigger_hits++;
   if (c->stopping) return -ESHUTDOWN;
-  if (c->current) {
-    int64_t age = (int64_t)uv_now(c->loop) - c->current_started_ms;
-    /* Served by the snapshot under way only while its clones are being
-     * taken: after, what the trigger marks would not be in it. */
-    if (age >= 0 && age < c->cfg.coalesce_window_ms &&
-        coll_snap_cloning(c->current) &&
-        !strcmp(r->group, c->current_group)) {
+  tg_trigger_snap_view_t views[COLL_RUNNING_MAX];
+  for (size_t i = 0; i < c->n_running; i++)
+    coll_snap_view(c->running[i], r->from, &views[i]);
+  tg_trigger_state_t st = {
+      .running = views,
+      .n_running = c->n_running,
+      .running_max = COLL_RUNNING_MAX,
+      .queued = c->queued,
+      .queued_group = c->queued_group,
+      .coalesce_window_ms = c->cfg.coalesce_window_ms,
+      .own = own_budget(c, r),
+      .hosts = r->from ? &c->budgets[TG_TRIGGER_BUDGET_HOSTS] : NULL,
+  };
+  tg_trigger_t t = {.from = origin_of(r), .group = r->group};
+  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, (int64_t)uv_now(c->loop));
+  switch (d.verdict) {
+    case TG_TRIGGER_SERVE:
       c->counts.triggers_coalesced++;
-      *id = coll_snap_id(c->current);
+      *id = coll_snap_id(c->running[d.snap]);
       return 0;
-    }
-    if (c->queued) { /* folded into the one queued */
+    case TG_TRIGGER_FOLD:
       c->counts.triggers_coalesced++;
-      if (strcmp(c->queued_group, r->group)) /* widen: every host */
-        snprintf(c->queued_group, sizeof(c->queued_group), "all");
+      if (d.widen) snprintf(c->queued_group, sizeof(c->queued_group), "all");
       return 0;
-    }
-    if (capped(c)) {
-      c->counts.triggers_capped++;
+    case TG_TRIGGER_REFUSE:
+      refused(c, r, d.budget);
       return -EAGAIN;
-    }
-    c->queued = true;
-    snprintf(c->queued_trigger, sizeof(c->queued_trigger), "%s", r->trigger);
-    snprintf(c->queued_reason, sizeof(c->queued_reason), "%s",
-             r->reason ? r->reason : "");
-    snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
-             r->origin ? r->origin : "");
-    snprintf(c->queued_group, sizeof(c->queued_group), "%s", r->group);
-    snprintf(c->queued_producer, sizeof(c->queued_producer), "%s",
-             r->producer_name ? r->producer_name : "");
-    c->queued_producer_uid = r->producer_uid;
-    return 0;
+    case TG_TRIGGER_QUEUE:
+      charge(c, r);
+      queue(c, r);
+      return 0;
+    case TG_TRIGGER_BEGIN:
+      break;
   }
-  if (capped(c)) {
-    c->counts.triggers_capped++;
-    return -EAGAIN;
-  }
+  charge(c, r);
   return begin(c, r, id);
 }
 
@@ -142,18 +172,13 @@ static void on_events(tg_consumer_t *cons, void *ctx, int status,
   coll_trigger_req_t r = {.trigger = name,
                           .reason = reason,
                           .origin = h->t.spec,
+                          .from = h,
                           .group = t->group,
                           .producer_name = hit->producer_name,
                           .producer_uid = hit->has_producer_uid ? hit->producer_uid : 0};
   uint64_t id;
   int rv = coll_trigger(c, &r, &id);
-  /* A storm costs a counter per trigger, not a log line: refusals are
-   * said at the 1st, 2nd, 4th, 8th... of the collector's life. */
-  uint64_t k = c->counts.triggers_capped;
-  if (rv == -EAGAIN && (k & (k - 1)) == 0)
-    TG_WARN("host %s: trigger '%s' over max_snapshots_per_minute, not "
-            "snapshotted (%" PRIu64 " refused so far)", h->t.spec, safe, k);
-  else if (rv < 0 && rv != -EAGAIN)
+  if (rv < 0 && rv != -EAGAIN)
     TG_WARN("host %s: trigger '%s': %s", h->t.spec, safe, tg_strerror(rv));
   else if (rv == 0)
     TG_DEBUG("host %s: trigger '%s' -> snapshot %016" PRIx64, h->t.spec,
@@ -180,7 +205,7 @@ static void on_schedule(uv_timer_t *t) {
                           .group = "all"};
   uint64_t id;
   int rv = coll_trigger(c, &r, &id);
-  if (rv < 0)
+  if (rv < 0 && rv != -EAGAIN) /* refusals are counted and said there */
     TG_WARN("scheduled snapshot: %s", tg_strerror(rv));
 }
 
@@ -203,6 +228,11 @@ void coll_retain(coll_t *c) {
 static void on_retention(uv_timer_t *t) { coll_retain(t->data); }
 
 void coll_trigger_start(coll_t *c) {
+  c->budgets[TG_TRIGGER_BUDGET_HOSTS].limit = c->cfg.max_snapshots_per_minute;
+  c->budgets[TG_TRIGGER_BUDGET_OPERATOR].limit =
+      c->cfg.operator_snapshots_per_minute;
+  c->budgets[TG_TRIGGER_BUDGET_SCHEDULE].limit =
+      c->cfg.schedule_snapshots_per_minute;
   uv_timer_init(c->loop, &c->schedule);
   uv_timer_init(c->loop, &c->retention);
   c->schedule.data = c->retention.data = c;

@@ -31,7 +31,18 @@
  * 5. the snapshot's skew: the spread over hosts of the moment each clone's
  *    answer came back (the collector's per-host debug lines, its clock).
  *
+ *
+ * With --silent instead: one host of HOSTS silent (its inventory entry is
+ * a fault proxy in front of its relay, stalled: nothing moves, nothing
+ * closes) while two operator triggers come SECOND_AFTER_MS apart:
+ * 6. trigger -> stored for the others: each snapshot's POST to its row
+ *    stored (PARTIAL, the silent host failed for clone_timeout), next to
+ *    the issue's goal (10 s); and for the second trigger, fired while the
+ *    first still waits on the silent host, POST -> its clones requested
+ *    ("cloning" logged), next to the goal of 100 ms.
+ *
  * usage: bench_collector [HOSTS [RING_KB [IDLE_S]]]  (default 1000 1024 10)
+ *        bench_collector --silent [HOSTS [RING_KB]]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +62,7 @@
 
 #include "bench_children.h"
 #include "bench_remote.h"
+#include "fault_proxy.h"
 #include "test_service.h"
 
 #ifndef TRACEGATE_COLLECTOR_PATH
@@ -96,6 +108,8 @@ typedef struct collector {
 } collector_t;
 
 static group_t g_groups[MAX_GROUPS];
+/* --silent: the last host's entry is this port (a fault proxy); 0: none. */
+static int g_silent_port;
 
 static double real_ms(void) {
   struct timespec ts;
@@ -175,7 +189,10 @@ static int write_hosts(const char *path, unsigned hosts) {
   for (unsigned i = 0; i < hosts; i++) {
     char a[32];
     spelling(i % GROUP_HOSTS, a, sizeof(a));
-    fprintf(f, "%s:%d\n", a, g_groups[i / GROUP_HOSTS].relay.port);
+    if (g_silent_port && i == hosts - 1)
+      fprintf(f, "127.0.0.1:%d\n", g_silent_port);
+    else
+      fprintf(f, "%s:%d\n", a, g_groups[i / GROUP_HOSTS].relay.port);
   }
   return fclose(f) != 0 ? -1 : 0;
 }
@@ -697,6 +714,118 @@ static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
   return all_ok ? 0 : 1;
 }
 
+/* --- one silent host --------------------------------------------------------- */
+
+#define SILENT_FILL_S 5      /* the rings fill a little before the stall */
+#define SECOND_AFTER_MS 2000 /* the second trigger, while the first waits */
+
+/* Polls GET /api/v1/snapshots/ID until stored; the body in |r|. Returns
+ * the ms since |t0| (bench_now_ms) when seen stored, or -1. */
+static double wait_stored(const collector_t *c, const char *id, double t0,
+                          http_resp_t *r) {
+  char path[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  while (bench_now_ms() - t0 < SNAPSHOT_MS) {
+    if (http(c, "GET", path, HTTP_MS, r) == 0 && r->status == 200 &&
+        !strstr(r->body, "\"state\":\"pending\""))
+      return bench_now_ms() - t0;
+    free(r->body);
+    r->body = NULL;
+    usleep(20 * 1000);
+  }
+  return -1;
+}
+
+/* One snapshot's line of the report; true if it met the goal with every
+ * host but the silent one ok. */
+static bool silent_report(const char *what, const char *body, double ms,
+                          unsigned hosts) {
+  unsigned ok = count_of(body, "\"outcome\":\"ok\"");
+  char state[24], err[200] = "";
+  json_str(strstr(body, "\"snapshot\":"), "state", state, sizeof(state));
+  const char *fe = strstr(body, "\"outcome\":\"failed\",\"error\":");
+  if (fe) json_str(fe, "error", err, sizeof(err));
+  bool good = ms >= 0 && ms / 1e3 <= GOAL_STORED_S && ok == hosts - 1;
+  printf("  6. %s trigger -> stored for the others : %6.2f s  (goal <= %.0f "
+         "s: %s)  state %s, %u of %u hosts ok; the silent one: %s\n",
+         what, ms / 1e3, GOAL_STORED_S, met(good), state, ok, hosts, err);
+  return good;
+}
+
+static int silent_run(unsigned hosts, unsigned ring_kb) {
+  unsigned ng = (hosts + GROUP_HOSTS - 1) / GROUP_HOSTS;
+  char dir[96];
+  if (bench_tempdir(dir, sizeof(dir), "collector") < 0 ||
+      bench_certs(dir, BENCH_HOST, BENCH_CLIENT) < 0) {
+    fprintf(stderr, PROG ": cannot make certificates\n");
+    return 1;
+  }
+  if (start_groups(ng, dir, emit_rate(ring_kb)) < 0) return 1;
+  tg_fault_proxy_t *px;
+  if (tg_fault_proxy_start(g_groups[(hosts - 1) / GROUP_HOSTS].relay.port,
+                           &px) < 0) {
+    fprintf(stderr, PROG ": cannot start the fault proxy\n");
+    return 1;
+  }
+  g_silent_port = tg_fault_proxy_port(px);
+  collector_t c = {0};
+  int rv = 1;
+  if (write_config(dir, "silent", hosts, ring_kb) < 0 ||
+      collector_start(&c, dir, "silent") < 0)
+    goto out;
+  if (wait_tracing(&c, hosts, TRACING_WAIT_MS) < 0) goto out;
+  sleep(SILENT_FILL_S);
+  tg_fault_proxy_stall(px);
+  http_resp_t r1, r2, s1 = {0}, s2 = {0};
+  if (http(&c, "POST", "/api/v1/snapshots?reason=silent-1", HTTP_MS, &r1) < 0)
+    goto out;
+  char id1[24], id2[24];
+  json_str(r1.body, "id", id1, sizeof(id1));
+  free(r1.body);
+  usleep(SECOND_AFTER_MS * 1000);
+  if (http(&c, "POST", "/api/v1/snapshots?reason=silent-2", HTTP_MS, &r2) < 0)
+    goto out;
+  json_str(r2.body, "id", id2, sizeof(id2));
+  free(r2.body);
+  if (!id1[0] || !id2[0]) {
+    fprintf(stderr, PROG ": a trigger got no snapshot id (%s, %s)\n", id1, id2);
+    goto out;
+  }
+  double ms1 = wait_stored(&c, id1, r1.sent_mono_ms, &s1);
+  double ms2 = wait_stored(&c, id2, r2.sent_mono_ms, &s2);
+  snap_log_t sl;
+  read_snap_log(c.log, id2, hosts, &sl);
+  double begun_ms =
+      sl.cloning_real_ms >= 0 ? sl.cloning_real_ms - r2.sent_real_ms : -1;
+  printf(PROG " --silent: %u hosts, one of them silent (a stalled proxy), "
+         "rings of %u KiB; two operator triggers %d ms apart\n",
+         hosts, ring_kb, SECOND_AFTER_MS);
+  bool good = silent_report("first ", s1.body ? s1.body : "", ms1, hosts);
+  good &= silent_report("second", s2.body ? s2.body : "", ms2, hosts);
+  printf("     second trigger -> begun           : %6.0f ms  (goal for its "
+         "clones <= %.0f: %s)  POST sent -> \"cloning\" logged (1 ms log "
+         "resolution): the clones on standby connections are sent by then; "
+         "hosts whose standby the first still held dial their own\n",
+         begun_ms, GOAL_CLONES_MS, met(begun_ms >= 0 && begun_ms <= GOAL_CLONES_MS));
+  if (sl.cloned)
+    printf("     second trigger -> clone answers   : first %.0f, median %.0f, "
+           "last %.0f ms  (%u hosts, the collector's clock)\n",
+           sl.cloned_min, sl.cloned_median, sl.cloned_max, sl.cloned);
+  free(s1.body);
+  free(s2.body);
+  rv = good ? 0 : 1;
+out:
+  tg_fault_proxy_resume(px);
+  collector_stop(&c);
+  bench_stop_all(STEP_MS);
+  for (unsigned i = 0; i < ng; i++) {
+    g_groups[i].ts.pid = 0; /* stopped above */
+    test_service_stop(&g_groups[i].ts);
+  }
+  tg_fault_proxy_stop(px);
+  return rv;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: " PROG " [HOSTS [RING_KB [IDLE_S]]]\n"
@@ -706,8 +835,12 @@ static void usage(FILE *f) {
           "  track events; measures its memory per host, its CPU over IDLE_S\n"
           "  idle seconds (1-600, default 10), then one operator snapshot:\n"
           "  trigger to every clone requested, trigger to stored and listed,\n"
-          "  and the clones' skew. Each figure is printed next to its goal.\n",
-          HOSTS_MAX, GROUP_HOSTS);
+          "  and the clones' skew. Each figure is printed next to its goal.\n"
+          "usage: " PROG " --silent [HOSTS [RING_KB]]\n"
+          "  the same fleet with one host silent: two triggers %d ms apart,\n"
+          "  each one's trigger to stored for the others, and the second's\n"
+          "  trigger to its clones requested.\n",
+          HOSTS_MAX, GROUP_HOSTS, SECOND_AFTER_MS);
 }
 
 int main(int argc, char **argv) {
@@ -716,7 +849,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   uint64_t hosts = 1000, ring_kb = 1024, idle_s = 10;
-  if (argc > 4 ||
+  bool silent = argc > 1 && !strcmp(argv[1], "--silent");
+  if (silent) {
+    argv++;
+    argc--;
+  }
+  if (argc > (silent ? 3 : 4) ||
       (argc > 1 && bench_parse_uint(PROG, "HOSTS", argv[1], 2, HOSTS_MAX, &hosts) < 0) ||
       (argc > 2 && bench_parse_uint(PROG, "RING_KB", argv[2], 4, 65536, &ring_kb) < 0) ||
       (argc > 3 && bench_parse_uint(PROG, "IDLE_S", argv[3], 1, 600, &idle_s) < 0)) {
@@ -724,6 +862,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   bench_children_init();
+  if (silent) {
+    bench_deadline((unsigned)(60 + TRACING_WAIT_MS / 1000 + SILENT_FILL_S +
+                              2 * SNAPSHOT_MS / 1000 + 60));
+    return silent_run((unsigned)hosts, (unsigned)ring_kb);
+  }
   /* Start, the one-host run, tracing, the fill, the snapshot, the stop. */
   bench_deadline((unsigned)(60 + 30 + TRACING_WAIT_MS / 1000 + FILL_WAIT_S +
                             idle_s + SNAPSHOT_MS / 1000 + 60));

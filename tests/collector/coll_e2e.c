@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
+#include "pb/ipc/producer_port.pb-c.h"
+#include "raw_ipc.h"
 #include "test_proc.h"
 #include "test_wait.h"
 
@@ -280,3 +282,73 @@ void fleet_up(fleet_host_t h[2], collector_t *c, const char *extra_config) {
   wait_hosts(c, 2, "tracing");
 }
 
+
+void edit_config(const char *from, const char *to) {
+  const char *path = fleet_in_dir("collector.conf");
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char text[4096];
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = 0;
+  char *at = strstr(text, from);
+  assert_non_null(at);
+  char out[4200];
+  snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to,
+           at + strlen(from));
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(out, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+void host_fire_trigger(fleet_host_t *h, const char *name) {
+  char *names[1] = {(char *)name};
+  Perfetto__Protos__ActivateTriggersRequest at =
+      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+  at.n_trigger_names = 1;
+  at.trigger_names = names;
+  assert_int_equal(raw_call(&h->p.conn, "ActivateTriggers", &at.base, -1,
+                            NULL, NULL, FLEET_WAIT_MS), 1);
+}
+
+void wait_snapshot_stored(const collector_t *c, const char *path,
+                          const char *out) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(c, "GET", path, out), 200);
+    const char *v = tg_test_json(out, "snapshot.state");
+    assert_non_null(v);
+    if (strcmp(v, "\"pending\"") != 0) return;
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+}
+
+void wait_metric(const collector_t *c, const char *line, const char *out) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(c, "GET", "/metrics", out), 200);
+    if (tg_test_wait_file_text(out, line, 0)) return;
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+}
+
+const char *wait_listed(const collector_t *c, const char *query,
+                        const char *out) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(http(c, "GET", query, out), 200);
+    const char *v = tg_test_json(out, "snapshots.0.id");
+    if (v && strcmp(v, "null") != 0) break;
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(50 * 1000);
+  }
+  static char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshots.0.id") + 1);
+  return id;
+}

@@ -82,6 +82,22 @@ void write_config(fleet_host_t *hosts, size_t n, const char *extra);
 void write_config_ca(fleet_host_t *hosts, size_t n, const char *ca,
                      const char *extra);
 
+/* Replaces the first |from| by |to| in the collector's config file. */
+void edit_config(const char *from, const char *to);
+/* An app on |h| fires trigger |name| (ActivateTriggers, as
+ * tg_agent_activate_triggers does). */
+void host_fire_trigger(fleet_host_t *h, const char *name);
+/* Until GET |path| (a snapshot) says a state other than "pending";
+ * the answer is in |out|. */
+void wait_snapshot_stored(const collector_t *c, const char *path,
+                          const char *out);
+/* Until GET |query| (a list of snapshots) lists one; the answer in |out|.
+ * Returns the first one's id (a static buffer). */
+const char *wait_listed(const collector_t *c, const char *query,
+                        const char *out);
+/* Until /metrics holds |line| (with its newline); the text in |out|. */
+void wait_metric(const collector_t *c, const char *line, const char *out);
+
 /* Two hosts, the config (plus |extra_config| lines, or NULL), the
  * collector; back once both rings trace. */
 void fleet_up(fleet_host_t h[2], collector_t *c, const char *extra_config);

@@ -113,6 +113,10 @@ static void config_reads_every_key(void **state) {
       "snapshot_every = 1h\n"
       "coalesce_window = 250ms\n"
       "max_snapshots_per_minute = 600\n"
+      "host_snapshots_per_minute = 3\n"
+      "operator_snapshots_per_minute = 12\n"
+      "schedule_snapshots_per_minute = 60\n"
+      "clone_timeout = 2500ms\n"
       "compress_level = 19\n"
       "reconnect = 5m\n"
       "dead_link = 20s\n"
@@ -154,6 +158,10 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.snapshot_every_ms, 3600000);
   assert_int_equal(c.coalesce_window_ms, 250);
   assert_int_equal(c.max_snapshots_per_minute, 600);
+  assert_int_equal(c.host_snapshots_per_minute, 3);
+  assert_int_equal(c.operator_snapshots_per_minute, 12);
+  assert_int_equal(c.schedule_snapshots_per_minute, 60);
+  assert_int_equal(c.clone_timeout_ms, 2500);
   assert_int_equal(c.compress_level, 19);
   assert_int_equal(c.reconnect_ms, 300000);
   assert_int_equal(c.dead_link_ms, 20000);
@@ -161,7 +169,7 @@ static void config_reads_every_key(void **state) {
 
   assert_int_equal(c.n_groups, 2);
   assert_string_equal(c.groups[0].name, "db");
-  assert_int_equal(c.groups[0].line, 28);
+  assert_int_equal(c.groups[0].line, 32);
   assert_int_equal(c.groups[0].n_hosts, 2);
   assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
   assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
@@ -175,7 +183,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.n_triggers, 3);
   assert_string_equal(c.triggers[0].name, "oom");
   assert_string_equal(c.triggers[0].group, "db");
-  assert_int_equal(c.triggers[0].line, 30);
+  assert_int_equal(c.triggers[0].line, 34);
   assert_string_equal(c.triggers[1].name, "app.crash:v2");
   assert_string_equal(c.triggers[1].group, "all");
   assert_string_equal(c.triggers[2].group, "web");
@@ -221,6 +229,10 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.snapshot_every_ms, 0);
   assert_int_equal(c.coalesce_window_ms, 10000);
   assert_int_equal(c.max_snapshots_per_minute, 6);
+  assert_int_equal(c.host_snapshots_per_minute, 2);
+  assert_int_equal(c.operator_snapshots_per_minute, 6);
+  assert_int_equal(c.schedule_snapshots_per_minute, 6);
+  assert_int_equal(c.clone_timeout_ms, 8000);
   assert_int_equal(c.compress_level, 1);
   assert_int_equal(c.reconnect_ms, 60000);
   assert_int_equal(c.dead_link_ms, 15000);
@@ -276,6 +288,12 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"reconnect = 1h30m", "reconnect"},
       {"max_snapshots_per_minute = 0", "max_snapshots_per_minute"},
       {"max_snapshots_per_minute = 601", "max_snapshots_per_minute"},
+      {"host_snapshots_per_minute = 0", "host_snapshots_per_minute"},
+      {"operator_snapshots_per_minute = 601", "operator_snapshots_per_minute"},
+      {"schedule_snapshots_per_minute = 0", "schedule_snapshots_per_minute"},
+      {"clone_timeout = 0", "clone_timeout"},
+      {"clone_timeout = 99ms", "clone_timeout"},
+      {"clone_timeout = 121s", "clone_timeout"},
       {"compress_level = 20", "compress_level"},
       {"compress_level = -1", "compress_level"},
       {"compress_level = 1.0", "compress_level"},
@@ -345,7 +363,8 @@ static void config_accepts_the_edges_of_each_range(void **state) {
                   "retention_max_age = 0\nsnapshot_every = 1s\n"
                   "dead_link = 1000ms\ncoalesce_window = 0ms\nreconnect = 0\n"
                   "max_snapshots_per_minute = 1\ncompress_level = 0\n"
-                  "http_max_conns_per_source = 1\n",
+                  "http_max_conns_per_source = 1\nclone_timeout = 100ms\n"
+                  "host_snapshots_per_minute = 600\n",
                   &c);
   assert_int_equal(c.shard_index, 65535);
   assert_int_equal(c.shard_count, 65536);
@@ -354,6 +373,8 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   assert_int_equal(c.coalesce_window_ms, 0);
   assert_int_equal(c.reconnect_ms, 0);
   assert_int_equal(c.max_snapshots_per_minute, 1);
+  assert_int_equal(c.clone_timeout_ms, 100);
+  assert_int_equal(c.host_snapshots_per_minute, 600);
   assert_int_equal(c.compress_level, 0);
   assert_int_equal(c.http_max_conns_per_source, 1);
   tg_coll_config_free(&c);

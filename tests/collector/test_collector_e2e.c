@@ -245,29 +245,16 @@ static void a_host_trigger_snapshots_the_fleet(void **state) {
   fleet_up(h, &c, NULL);
   fleet_commit_packets(&h[0].p, 0, "trigA", 1, 4);
   fleet_commit_packets(&h[1].p, 0, "trigB", 1, 2);
-  char *names[1] = {"app-hit"};
-  Perfetto__Protos__ActivateTriggersRequest at =
-      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-  at.n_trigger_names = 1;
-  at.trigger_names = names;
-  assert_int_equal(raw_call(&h[0].p.conn, "ActivateTriggers", &at.base, -1,
-                            NULL, NULL, FLEET_WAIT_MS), 1);
+  host_fire_trigger(&h[0], "app-hit");
   for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
   const char *list = fleet_in_dir("trig.json");
   char want[96];
   snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
-  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
-  for (;;) {
-    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?trigger=app-hit&state=complete", list), 200);
-    const char *v = tg_test_json(list, "snapshots.0.id");
-    if (v && strcmp(v, "null") != 0) break;
-    assert_true(tg_test_now_ms() < end);
-    usleep(50 * 1000);
-  }
+  char id[32];
+  snprintf(id, sizeof(id), "%s",
+           wait_listed(&c, "/api/v1/snapshots?trigger=app-hit&state=complete", list));
   assert_json(list, "snapshots.0.origin", want);
   assert_json(list, "snapshots.0.hosts", "2");
-  char id[32];
-  snprintf(id, sizeof(id), "%.16s", tg_test_json(list, "snapshots.0.id") + 1);
   const char *trace = fleet_in_dir("trig.pftrace");
   download(&c, id, trace);
   fleet_trace_t t;
@@ -419,78 +406,6 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
   assert_int_equal(http_wait(pid, out), 200);
   assert_json(out, "snapshot.state", "\"complete\"");
-  collector_stop(&c);
-  fleet_host_stop(&h[0]);
-  fleet_host_stop(&h[1]);
-}
-
-/* Replaces |from| by |to| in the collector's config file. */
-static void edit_config(const char *from, const char *to) {
-  const char *path = fleet_in_dir("collector.conf");
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  char text[4096];
-  size_t n = fread(text, 1, sizeof(text) - 1, f);
-  fclose(f);
-  text[n] = 0;
-  char *at = strstr(text, from);
-  assert_non_null(at);
-  char out[4200];
-  snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - text), text, to,
-           at + strlen(from));
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(out, f);
-  assert_int_equal(fclose(f), 0);
-}
-
-/* A storm: 20 triggers while a snapshot waits on the producers' flush.
- * The first begins it, the second queues one more, the other 18 fold
- * into that one; once both ran, the per-minute cap (2) refuses the next.
- * Counted in /metrics: 21 hits, 18 coalesced, 1 capped, 2 snapshots. */
-static void a_trigger_storm_is_coalesced_and_capped(void **state) {
-  (void)state;
-  fleet_host_t h[2];
-  start_hosts(h, 2);
-  write_config(h, 2, NULL);
-  edit_config("max_snapshots_per_minute = 100", "max_snapshots_per_minute = 2");
-  collector_t c;
-  collector_start(&c);
-  for (size_t i = 0; i < 2; i++)
-    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
-  wait_hosts(&c, 2, "tracing");
-  const char *out = fleet_in_dir("storm.json");
-  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=storm", out), 202);
-  char first[32];
-  snprintf(first, sizeof(first), "%s", tg_test_json(out, "id"));
-  /* The first snapshot is under way until its flushes are answered. */
-  for (int i = 0; i < 19; i++)
-    assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=storm", out), 202);
-  for (int round = 0; round < 2; round++)
-    for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
-  /* Both stored (the second is the queued one). */
-  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
-  for (;;) {
-    assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", out), 200);
-    const char *v = tg_test_json(out, "snapshots.1.id");
-    if (v && strcmp(v, "null") != 0) break;
-    assert_true(tg_test_now_ms() < end);
-    usleep(50 * 1000);
-  }
-  assert_json(out, "snapshots.1.id", first);
-  assert_int_equal(http(&c, "POST", "/api/v1/snapshots?reason=capped", out), 429);
-  const char *metrics = fleet_in_dir("storm-metrics.txt");
-  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
-  static const char *const want[] = {
-      "tracegate_collector_trigger_hits_total 21\n",
-      "tracegate_collector_triggers_coalesced_total 18\n",
-      "tracegate_collector_triggers_capped_total 1\n",
-      "tracegate_collector_snapshots_total{outcome=\"complete\"} 2\n",
-      /* Every request came over its own connection, within the cap. */
-      "tracegate_collector_http_refused_total{reason=\"per_source\"} 0\n",
-      "tracegate_collector_http_refused_total{reason=\"max_conns\"} 0\n"};
-  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-    assert_true(tg_test_wait_file_text(metrics, want[i], 1000));
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -947,7 +862,6 @@ int main(void) {
       FLEET_TEST(a_collector_killed_mid_snapshot),
       FLEET_TEST(the_inventory_changes_while_running),
       FLEET_TEST(https_roles_decide_who_reads_and_who_triggers),
-      FLEET_TEST(a_trigger_storm_is_coalesced_and_capped),
       FLEET_TEST(a_bad_config_names_its_line),
       FLEET_TEST(a_relay_crash_keeps_the_ring),
       FLEET_TEST(retention_deletes_all_but_the_pinned),

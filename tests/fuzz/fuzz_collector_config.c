@@ -91,6 +91,12 @@ static void check_config(const tg_coll_config_t *c) {
   check(c->snapshot_every_ms == 0 || c->snapshot_every_ms >= 1000);
   check(c->coalesce_window_ms >= 0 && c->reconnect_ms >= 0);
   check(c->max_snapshots_per_minute >= 1 && c->max_snapshots_per_minute <= 600);
+  check(c->host_snapshots_per_minute >= 1 && c->host_snapshots_per_minute <= 600);
+  check(c->operator_snapshots_per_minute >= 1 &&
+        c->operator_snapshots_per_minute <= 600);
+  check(c->schedule_snapshots_per_minute >= 1 &&
+        c->schedule_snapshots_per_minute <= 600);
+  check(c->clone_timeout_ms >= 100 && c->clone_timeout_ms <= 120000);
   check(c->compress_level <= 19);
   CHECK_STR(c, ui_url);
   check(!strncmp(c->ui_url, "https://", 8) ||
