@@ -51,29 +51,7 @@ typedef struct caps_fleet {
 
 static void caps_up(caps_fleet_t *f, tg_hostile_mode_t mode, const char *extra) {
   start_hosts(f->h, 2);
-  /* fleet_in_dir's buffers are reused: the paths are read in the call. */
-  char cert[256], key[256], ca[256], ccert[256], ckey[256];
-  snprintf(cert, sizeof(cert), "%s", fleet_in_dir("pki/relay.test.pem"));
-  snprintf(key, sizeof(key), "%s", fleet_in_dir("pki/relay.test.key"));
-  snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
-  snprintf(ccert, sizeof(ccert), "%s", fleet_in_dir("pki/alice.pem"));
-  snprintf(ckey, sizeof(ckey), "%s", fleet_in_dir("pki/alice.key"));
-  tg_hostile_opts_t o = {
-      .target_port = f->h[0].relay.port,
-      .cert_file = cert,
-      .key_file = key,
-      .ca_file = ca,
-      .client_cert_file = ccert,
-      .client_key_file = ckey,
-      .server_name = "relay.test",
-      .mode = mode,
-  };
-  char err[256] = "";
-  if (tg_hostile_relay_start(&o, &f->hostile, err, sizeof(err)) < 0)
-    fail_msg("hostile relay: %s", err);
-  /* The inventory names the hostile relay for the first host. */
-  snprintf(f->h[0].spec, sizeof(f->h[0].spec), "127.0.0.1:%d",
-           tg_hostile_relay_port(f->hostile));
+  f->hostile = fleet_hostile_start(&f->h[0], mode);
   char conf[512];
   snprintf(conf, sizeof(conf), "compress_level = 0\n%s", extra ? extra : "");
   write_config(f->h, 2, conf);
