@@ -320,6 +320,18 @@ static int free_port(void) {
   return ntohs(a.sin_port);
 }
 
+/* The CLI runs |args| against hosts |hs| (0 and 1), each of which
+ * commits values 0..2 of its tag once tracing. */
+static void record_two(fleet_host_t *hs, const char *const *args,
+                       fleet_cli_t *c) {
+  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
+  fleet_cli_spawn(c, args);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
+  }
+}
+
 static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   (void)state;
   fleet_host_t hs[2];
@@ -332,13 +344,8 @@ static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   const char *args[] = {"record", "-H", hs[0].spec, "-H", down, "-H", hs[1].spec,
                         FLEET_TLS_ARGS, "-o", dir, "-t", "0", "--summary-json",
                         sum, "fleet.ds", NULL};
-  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
   fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
-    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
-  }
+  record_two(hs, args, &c);
   kill(c.pid, SIGINT);
   for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
   assert_int_not_equal(fleet_cli_wait(&c), 0);
@@ -388,13 +395,8 @@ static void merge_fails_a_host_that_floods_sequence_ids(void **state) {
                         FLEET_TLS_ARGS, "-o", merged, "--merge", "--compress",
                         "none", "-t", "0", "--summary-json", sum, "fleet.ds",
                         NULL};
-  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
   fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
-    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
-  }
+  record_two(hs, args, &c);
   /* The flood starts at the end of the host's first read, and any read
    * after it (the last one at the stop too) floods again. */
   int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
