@@ -34,7 +34,7 @@
  *     retention_max_bytes  SIZE, default 0 (no limit)
  *     retention_max_age    DURATION, default 0 (none)
  *     snapshot_host_max_bytes  SIZE, default 0 (derived from the flight
- *                      config's buffers: coll.h, COLL_HOST_CAP_FACTOR):
+ *                      config's buffers: daemon/snap.c, HOST_CAP_FACTOR):
  *                      what one host may put into one snapshot
  *     listen           HOST:PORT or [IPV6]:PORT, port 0 (pick) to 65535,
  *                      default 127.0.0.1:7468
