@@ -302,10 +302,15 @@ static void a_full_disk_fails_the_snapshot_and_keeps_the_others(void **state) {
   /* The store on a small tmpfs, seen by this process and its children. */
   char store[256];
   snprintf(store, sizeof(store), "%s", fleet_in_dir("store"));
-  assert_int_equal(unshare(CLONE_NEWNS), 0);
-  assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
   assert_int_equal(mkdir(store, 0755) == 0 || errno == EEXIST, 1);
-  assert_int_equal(mount("tmpfs", store, "tmpfs", 0, "size=16m"), 0);
+  if (unshare(CLONE_NEWNS) != 0 ||
+      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", store, "tmpfs", 0, "size=16m") != 0) {
+    /* Root without CAP_SYS_ADMIN (a container): no mounts. */
+    print_message("skipped: cannot mount a tmpfs in a mount namespace of "
+                  "its own: %s\n", strerror(errno));
+    skip();
+  }
 
   caps_fleet_t f;
   caps_up(&f, TG_HOSTILE_PASS, NULL);
