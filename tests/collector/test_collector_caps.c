@@ -9,6 +9,7 @@
  *  - a ReadBuffers stream that never ends fails that host with the
  *    per-host cap named, the other host's packets are stored, the earlier
  *    snapshot is still there, byte for byte;
+ *  - a packet that never ends fails that host at the same cap;
  *  - a flood of sequence ids fails that host at the merge's bound, and
  *    the collector's resident memory stays within a generous bound;
  *  - the store's disk full mid-snapshot (a small tmpfs, in a mount
@@ -241,6 +242,23 @@ static void an_endless_read_fails_the_host_at_its_cap(void **state) {
   caps_down(&f);
 }
 
+/* A packet that never ends: the clone's reassembly stops at the cap, not
+ * at the consumer's 64 MiB default. */
+static void an_endless_packet_fails_the_host_at_its_cap(void **state) {
+  (void)state;
+  caps_fleet_t f;
+  caps_up(&f, TG_HOSTILE_ENDLESS_PACKET, NULL);
+  fleet_commit_packets(&f.h[0].p, 0, "hostA", 1, 5);
+  fleet_commit_packets(&f.h[1].p, 0, "hostB", 1, 7);
+  const char *json = fleet_in_dir("packet.json");
+  const char *id = caps_snapshot(&f, json);
+  char cap[32];
+  snprintf(cap, sizeof(cap), "%u", 5u << 20);
+  one_host_failed(json, f.h[0].spec, cap);
+  assert_download_values(&f.c, id, "packet.pftrace", "hostB", 1, 7);
+  caps_down(&f);
+}
+
 /* --- the merge's bound on sequences -------------------------------------- */
 
 static void a_sequence_flood_fails_the_host_and_memory_stays_bounded(
@@ -346,6 +364,7 @@ static void a_full_disk_fails_the_snapshot_and_keeps_the_others(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(an_endless_read_fails_the_host_at_its_cap),
+      FLEET_TEST(an_endless_packet_fails_the_host_at_its_cap),
       FLEET_TEST(a_sequence_flood_fails_the_host_and_memory_stays_bounded),
       FLEET_TEST(a_full_disk_fails_the_snapshot_and_keeps_the_others),
   };

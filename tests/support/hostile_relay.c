@@ -221,12 +221,25 @@ static void forge_packet(conn_t *k, tg_pbw_t *w) {
   atomic_fetch_add(&k->h->forged_bytes, len);
 }
 
+/* One slice of a packet that never ends: never the last one, so the
+ * client's reassembler only ever grows (the bytes never decode). */
+static void forge_slice(conn_t *k, tg_pbw_t *w) {
+  tg_pbw_begin_nested(w, RB_SLICES);
+  tg_pbw_begin_nested(w, SLICE_DATA);
+  tg_pbw_append_bytes(w, PKT_FOR_TESTING, k->pad, sizeof(k->pad));
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  atomic_fetch_add(&k->h->forged_bytes, sizeof(k->pad));
+}
+
 /* The next frame of an endless stream, to the client. */
 static bool forge_frame(conn_t *k) {
   tg_ipc_reply_writer_t rw;
   tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), k->flood_id, true, true);
-  while (tg_pbw_written(&rw.body) < FORGE_FRAME_FILL && !tg_pbw_error(&rw.body))
-    forge_packet(k, &rw.body);
+  while (tg_pbw_written(&rw.body) < FORGE_FRAME_FILL && !tg_pbw_error(&rw.body)) {
+    if (k->flood_mode == TG_HOSTILE_ENDLESS_PACKET) forge_slice(k, &rw.body);
+    else forge_packet(k, &rw.body);
+  }
   size_t len;
   return tg_ipc_reply_end(&rw, &len) == 0 &&
          tg_tls_write(k->ds, k->frame, len) == 0;

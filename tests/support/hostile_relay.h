@@ -21,6 +21,8 @@
  *                 fast as the client reads, until it closes
  *   SEQ_FLOOD     the same, with tiny forged packets that each carry a
  *                 new trusted_packet_sequence_id (from 1 << 20 up)
+ *   ENDLESS_PACKET  the same, the forged slices all of one packet that
+ *                 never ends (no last_slice_for_packet)
  *
  * The mode is read at each ReadBuffers request, so a test may switch it
  * between snapshots; streams already forged go on until their connection
@@ -51,6 +53,7 @@ typedef enum tg_hostile_mode {
   TG_HOSTILE_PASS = 0,
   TG_HOSTILE_ENDLESS_READ,
   TG_HOSTILE_SEQ_FLOOD,
+  TG_HOSTILE_ENDLESS_PACKET,
 } tg_hostile_mode_t;
 
 /* Paths are read during tg_hostile_relay_start() only. */
