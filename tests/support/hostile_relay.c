@@ -125,7 +125,7 @@ static bool fill_tls(tg_tls_session_t *s, int fd) {
   return r > 0 && tg_tls_feed(s, buf, (size_t)r) == 0;
 }
 
-/* Both handshakes, one after the other, bounded by the stop pipe. */
+/* The handshake of |s| on |fd|, bounded by the stop pipe. */
 static bool handshake(conn_t *k, tg_tls_session_t *s, int fd) {
   for (;;) {
     int rv = tg_tls_handshake(s);
@@ -344,6 +344,11 @@ static int dial_relay(int port) {
 }
 
 static void relay_loop(conn_t *k) {
+  /* What came with either side's last handshake record is already in its
+   * session, where poll() cannot see it. */
+  if (!pump(k, k->ds, &k->up, pass_client_frame, k->us) ||
+      !pump(k, k->us, &k->down, relay_frame, k->ds))
+    return;
   for (;;) {
     while (k->flooding && tg_buf_size(tg_tls_out(k->ds)) < FORGE_HIGH_WATER)
       if (!forge_frame(k)) return;
