@@ -419,10 +419,9 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
     /* The merge refusing what the host sent is the host's doing, not a
      * failure to write. */
     bool refused = h->write_err == TG_ETOO_MANY_SEQUENCES;
-    h->failure = refused || !h->write_err
-                     ? (tg_recording_deadline_failed(rec) ? TG_FLEET_FAIL_DEADLINE
-                                                          : TG_FLEET_FAIL_SESSION)
-                     : TG_FLEET_FAIL_WRITE;
+    if (h->write_err && !refused) h->failure = TG_FLEET_FAIL_WRITE;
+    else if (tg_recording_deadline_failed(rec)) h->failure = TG_FLEET_FAIL_DEADLINE;
+    else h->failure = TG_FLEET_FAIL_SESSION;
     if (refused)
       snprintf(h->why, sizeof(h->why), "the host sent %s",
                tg_strerror(h->write_err));
