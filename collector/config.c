@@ -76,6 +76,7 @@ typedef enum key_id {
   KEY_RECONNECT,
   KEY_DEAD_LINK,
   KEY_UI_URL,
+  KEY_SNAPSHOT_HOST_MAX_BYTES,
   KEY_COUNT
 } key_id_t;
 
@@ -100,6 +101,9 @@ typedef struct key_def {
 #define DURATION_EXPECT "a duration (N followed by ms, s, m, h or d)"
 #define DURATION_KEY(n, f, min, zero, expect) \
   {n, K_DURATION, NUM_FIELD(f), min, INT64_MAX, zero, expect, NULL}
+#define SIZE_KEY(n, f) \
+  {n, K_SIZE, NUM_FIELD(f), 0, 0, false, \
+   "a size (N, or N followed by K, M, G or T)", NULL}
 #define NAME_EXPECT "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'"
 
 /* The one definition table of the scalar keys (STYLE.md: one config table
@@ -119,10 +123,8 @@ static const key_def_t KEYS[KEY_COUNT] = {
                      "sqlite or postgresql://...", NULL},
     [KEY_SHARD] = {"shard", K_SHARD, NUM_FIELD(shard_index), 0, 0, false,
                    "I/N with 0 <= I < N <= 65536", NULL},
-    [KEY_RETENTION_MAX_BYTES] = {"retention_max_bytes", K_SIZE,
-                                 NUM_FIELD(retention_max_bytes), 0, 0, false,
-                                 "a size (N, or N followed by K, M, G or T)",
-                                 NULL},
+    [KEY_RETENTION_MAX_BYTES] = SIZE_KEY("retention_max_bytes",
+                                         retention_max_bytes),
     [KEY_RETENTION_MAX_AGE] = DURATION_KEY("retention_max_age",
                                            retention_max_age_ms, 0, true,
                                            DURATION_EXPECT),
@@ -180,6 +182,8 @@ static const key_def_t KEYS[KEY_COUNT] = {
                     "an http:// or https:// URL of at most 512 bytes without "
                     "blanks, quotes or <>",
                     NULL},
+    [KEY_SNAPSHOT_HOST_MAX_BYTES] = SIZE_KEY("snapshot_host_max_bytes",
+                                             snapshot_host_max_bytes),
 };
 
 /* Keys that go together: all three or none. */

@@ -33,6 +33,9 @@
  *     shard            I/N, 0 <= I < N <= 65536, default 0/1
  *     retention_max_bytes  SIZE, default 0 (no limit)
  *     retention_max_age    DURATION, default 0 (none)
+ *     snapshot_host_max_bytes  SIZE, default 0 (derived from the flight
+ *                      config's buffers: daemon/snap.c, HOST_CAP_FACTOR):
+ *                      what one host may put into one snapshot
  *     listen           HOST:PORT or [IPV6]:PORT, port 0 (pick) to 65535,
  *                      default 127.0.0.1:7468
  *     http_cert, http_key, http_ca  PATH: HTTPS with client certificates;
@@ -149,6 +152,7 @@ typedef struct tg_coll_config {
   uint32_t shard_count; /* 1..65536 */
   uint64_t retention_max_bytes; /* 0: no limit */
   int64_t retention_max_age_ms; /* 0: none */
+  uint64_t snapshot_host_max_bytes; /* 0: from the ring's buffers */
   char listen_host[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1]; /* no brackets */
   uint16_t listen_port; /* 0: any free port */
   bool listen_ipv6;     /* listen_host is an IPv6 literal */

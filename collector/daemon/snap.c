@@ -18,6 +18,13 @@
  * answer (a loop time, kept without a syscall). The host counts as
  * finished only once its transport is released, so the snapshot never
  * outlives a callback that could still reach it.
+ *
+ * What one host may cost (docs/collector.md, "Sizing"): its share of the
+ * file is at most the snapshot's per-host cap (snapshot_host_max_bytes,
+ * else HOST_CAP_FACTOR times the ring's buffers), its packets at most
+ * that cap or the consumer's default, whichever is smaller, and its
+ * mapped sequences the merge's bound; passing any of them fails the host
+ * with the reason, and the snapshot goes on with the others.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +36,7 @@
 #include "collector/daemon/coll.h"
 #include "common/log.h"
 #include "consumer/fleet/merge.h"
+#include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 
@@ -38,6 +46,14 @@
 #define SNAP_DEADLINE_MS 120000
 /* Packets are gathered this much before a write to the store's file. */
 #define WRITE_CHUNK (1u << 20)
+/* The default per-host cap: the ring's buffers this many times over, and
+ * HOST_CAP_SLACK more. A ring of small packets reads back larger than it
+ * is held (the service's trusted fields, the merge's machine and sequence
+ * ids, the file's framing: about twice for 20-byte packets); the factor
+ * leaves room for twice that, the slack for the collector's own packets
+ * about the host. */
+#define HOST_CAP_FACTOR 4u
+#define HOST_CAP_SLACK (1u << 20)
 
 typedef enum {
   SH_SKIPPED, /* not asked: its ring was not up */
@@ -73,6 +89,7 @@ typedef struct snap_host {
   bool failed, preamble;
   tg_merge_host_t mh;
   uint64_t bytes, packets, loss, read_packets;
+  uint64_t stored; /* bytes of the file that are this host's */
   uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
   uint64_t heard_ms; /* loop time of its last answer (or of its start) */
   char err[TG_COLL_ERROR_MAX + 1];
@@ -84,6 +101,8 @@ struct coll_snap {
   tg_coll_writer_t *w;
   tg_merge_t m;
   tg_buf_t out; /* framed packets not yet written */
+  uint64_t framed; /* bytes ever put in |out|: a host's share is a difference */
+  uint64_t host_cap; /* what one host may put into the file */
   int write_err;
   snap_host_t *hosts;
   size_t n, asked, open, delivered;
@@ -143,6 +162,7 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
   k += n;
   if (tail_n) memcpy(d + k, tail, tail_n);
   tg_buf_commit(&s->out, k + tail_n);
+  s->framed += k + tail_n;
   return 0;
 }
 
@@ -206,22 +226,43 @@ static void note_window(snap_host_t *sh, const uint8_t *p, size_t n) {
   if (ts > sh->last_ts) sh->last_ts = ts;
 }
 
+/* The host passed the snapshot's cap: failed now, before its next packet
+ * reaches the file. */
+static int over_cap(snap_host_t *sh) {
+  host_fail(sh, "sent more than the snapshot's per-host cap of %" PRIu64
+            " bytes (snapshot_host_max_bytes)", sh->s->host_cap);
+  return -ECANCELED;
+}
+
 static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   (void)c;
   snap_host_t *sh = ctx;
   coll_snap_t *s = sh->s;
-  int rv;
+  uint64_t before = s->framed;
+  int rv = 0;
   heard(sh);
+  /* |n| is what the packet takes at least once framed. */
+  if (sh->stored + n > s->host_cap) return over_cap(sh);
   if (!sh->preamble) {
     sh->preamble = true;
-    if ((rv = tg_merge_host_preamble(&s->m, &sh->mh, sh->fh, sh->h->t.name)) < 0)
-      return rv;
+    rv = tg_merge_host_preamble(&s->m, &sh->mh, sh->fh, sh->h->t.name);
   }
-  note_window(sh, p, n);
-  if ((rv = tg_merge_packet(&s->m, &sh->mh, p, n)) < 0) return rv;
+  if (rv == 0) {
+    note_window(sh, p, n);
+    rv = tg_merge_packet(&s->m, &sh->mh, p, n);
+  }
+  sh->stored += s->framed - before;
+  if (rv == TG_ETOO_MANY_SEQUENCES) {
+    host_fail(sh, "sent more than %u packet sequences, the most the merge "
+              "maps for one host", TG_MERGE_HOST_MAX_SEQS);
+    return -ECANCELED;
+  }
+  if (rv < 0) return rv;
   sh->packets++;
   sh->read_packets++;
   sh->bytes += n;
+  /* A compressed_packets wrapper inflates to more than |n|. */
+  if (sh->stored > s->host_cap) return over_cap(sh);
   return 0;
 }
 
@@ -296,6 +337,9 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
     return;
   }
   sh->s->cloned++;
+  /* No packet of the clone can be larger than its share of the file. */
+  if (sh->s->host_cap < TG_CONSUMER_DEFAULT_MAX_PACKET)
+    tg_consumer_set_max_packet(sh->c, (size_t)sh->s->host_cap);
   /* When each host's clone was taken, as seen here: their spread is the
    * snapshot's skew (bench_collector reads these). */
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: cloned %.3f ms after the "
@@ -607,6 +651,16 @@ bool coll_snap_under_way(const coll_t *c, uint64_t id) {
 
 /* --- the start --------------------------------------------------------------- */
 
+/* snapshot_host_max_bytes, else HOST_CAP_FACTOR times the flight config's
+ * buffers plus HOST_CAP_SLACK. */
+static uint64_t host_cap(const coll_t *c) {
+  if (c->cfg.snapshot_host_max_bytes) return c->cfg.snapshot_host_max_bytes;
+  uint64_t ring = 0;
+  for (size_t i = 0; c->flight && i < c->flight->n_buffers; i++)
+    ring += (uint64_t)c->flight->buffers[i]->size_kb * 1024;
+  return ring * HOST_CAP_FACTOR + HOST_CAP_SLACK;
+}
+
 int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
                     coll_snap_done_fn done, void *ctx, coll_snap_t **out,
                     uint64_t *id) {
@@ -624,6 +678,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   snprintf(s->producer, sizeof(s->producer), "%s",
            r->producer_name ? r->producer_name : "");
   s->producer_uid = r->producer_uid;
+  s->host_cap = host_cap(c);
   for (size_t i = 0; i < c->n; i++)
     if (coll_host_in_group(c, c->hosts[i], r->group)) s->n++;
   s->hosts = calloc(s->n ? s->n : 1, sizeof(*s->hosts));
@@ -674,8 +729,8 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     host_start(sh);
   }
   TG_INFO("snapshot %016" PRIx64 " (%s%s%s): cloning %zu of %zu "
-         "hosts", s->id, r->trigger, s->origin[0] ? " from " : "", s->origin,
-         s->asked, s->n);
+         "hosts, at most %" PRIu64 " bytes each", s->id, r->trigger,
+         s->origin[0] ? " from " : "", s->origin, s->asked, s->n, s->host_cap);
   *out = s;
   *id = s->id;
   if (rv < 0) s->write_err = rv;

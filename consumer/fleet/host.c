@@ -416,10 +416,16 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
     return;
   }
   if (!is_failing(h)) {
-    h->failure = h->write_err                        ? TG_FLEET_FAIL_WRITE
-                 : tg_recording_deadline_failed(rec) ? TG_FLEET_FAIL_DEADLINE
-                                                     : TG_FLEET_FAIL_SESSION;
-    if (h->write_err)
+    /* The merge refusing what the host sent is the host's doing, not a
+     * failure to write. */
+    bool refused = h->write_err == TG_ETOO_MANY_SEQUENCES;
+    if (h->write_err && !refused) h->failure = TG_FLEET_FAIL_WRITE;
+    else if (tg_recording_deadline_failed(rec)) h->failure = TG_FLEET_FAIL_DEADLINE;
+    else h->failure = TG_FLEET_FAIL_SESSION;
+    if (refused)
+      snprintf(h->why, sizeof(h->why), "the host sent %s",
+               tg_strerror(h->write_err));
+    else if (h->write_err)
       snprintf(h->why, sizeof(h->why), "cannot write %s: %s",
                h->out_name ? h->out_name : "the trace",
                tg_strerror(h->write_err));

@@ -54,7 +54,7 @@ void tg_merge_free(tg_merge_t *m) { tg_buf_free(&m->inflated); }
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
   memset(mh, 0, sizeof(*mh));
   mh->machine_id = (uint32_t)index + 1;
-  tg_u32_map_init(&mh->seqs, 0);
+  tg_u32_map_init(&mh->seqs, TG_MERGE_HOST_MAX_SEQS);
 }
 
 void tg_merge_host_free(tg_merge_host_t *mh) { tg_u32_map_free(&mh->seqs); }
@@ -65,20 +65,26 @@ static uint32_t collector_seq(const tg_merge_host_t *mh) {
   return (mh->machine_id << TG_MERGE_SEQ_SHIFT) | TG_MERGE_SEQ_COLLECTOR;
 }
 
-/* The sequence id |orig| of host |mh| becomes. */
-static uint32_t merge_seq(tg_merge_t *m, tg_merge_host_t *mh, uint32_t orig) {
-  if (orig == 0) return 0;
-  if (orig < TG_MERGE_SEQ_COLLECTOR)
-    return (mh->machine_id << TG_MERGE_SEQ_SHIFT) | orig;
-  uint32_t v;
-  if (tg_u32_map_get(&mh->seqs, orig, &v)) return v;
+/* The sequence id |orig| of host |mh| becomes, in *out: 0, or
+ * TG_ETOO_MANY_SEQUENCES (the host's map is full), -ENOMEM. */
+static int merge_seq(tg_merge_t *m, tg_merge_host_t *mh, uint32_t orig,
+                     uint32_t *out) {
+  if (orig < TG_MERGE_SEQ_COLLECTOR) {
+    *out = orig ? (mh->machine_id << TG_MERGE_SEQ_SHIFT) | orig : 0;
+    return 0;
+  }
+  if (tg_u32_map_get(&mh->seqs, orig, out)) return 0;
   /* Shared by all hosts: ids stay unique across the trace. When the
-   * range is used up (a million mapped sequences), the last id is reused:
-   * the sequences then merge, which the summary cannot hide. */
-  v = m->next_overflow_seq;
-  if (tg_u32_map_put(&mh->seqs, orig, v) < 0) return UINT32_MAX;
+   * range is used up (a million mapped sequences, which takes 256 hosts
+   * at their bound), the last id is reused: the sequences then merge,
+   * which the summary cannot hide. */
+  uint32_t v = m->next_overflow_seq;
+  int rv = tg_u32_map_put(&mh->seqs, orig, v);
+  if (rv == -ENOSPC) return TG_ETOO_MANY_SEQUENCES;
+  if (rv < 0) return rv;
   if (v != UINT32_MAX) m->next_overflow_seq++;
-  return v;
+  *out = v;
+  return 0;
 }
 
 static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
@@ -144,11 +150,12 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   if (z) return merge_compressed(m, mh, z, zn);
+  uint32_t seq;
+  if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
   t = tg_pb_write_varint(t, mh->machine_id);
-  uint32_t seq = merge_seq(m, mh, (uint32_t)orig);
   if (seq) {
     t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
     t = tg_pb_write_varint(t, seq);

@@ -44,6 +44,13 @@
 #define TG_MERGE_SEQ_OVERFLOW_BASE 0xFFF00000u
 /* The collector's own packets (machine 0). */
 #define TG_MERGE_SEQ_MACHINE0 1u
+/* Producer ids a host may have mapped into the overflow range in one
+ * merge. A service numbers its sequences from 1, so a host only needs the
+ * map once it has handed out a million of them, and then for the writers
+ * alive in its buffers, far fewer than this. The bound keeps a host's map
+ * (grown at half load: 8192 slots of 8 bytes, 64 KiB) and its share of the
+ * overflow range, which all hosts draw from, small whatever it sends. */
+#define TG_MERGE_HOST_MAX_SEQS 4096u
 
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
@@ -63,7 +70,9 @@ typedef struct tg_merge {
 
 typedef struct tg_merge_host {
   uint32_t machine_id; /* index + 1 */
-  tg_u32_map_t seqs;   /* producer ids mapped into the overflow range */
+  /* Producer ids mapped into the overflow range: at most
+   * TG_MERGE_HOST_MAX_SEQS. */
+  tg_u32_map_t seqs;
   uint64_t malformed;  /* packets left out for not decoding */
 } tg_merge_host_t;
 
@@ -107,7 +116,11 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
  * and moved sequence id appended; the packets of a compressed_packets
  * wrapper one by one. A packet that does not decode would make the whole
- * trace unreadable: it is left out and counted in mh->malformed. */
+ * trace unreadable: it is left out and counted in mh->malformed. A packet
+ * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
+ * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
+ * that many is failed by the owner (leaving them out, or merging them
+ * into one, would hide it); so is -ENOMEM. */
 int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                     size_t n);
 

@@ -40,7 +40,9 @@
     "the peer sent a corrupt or oversized compressed stream")                 \
   X(PARSE, -20018, "text does not parse")                                     \
   X(REMOTE_FAILED, -20040, "the remote side answered with a failure")         \
-  X(NOT_CONNECTED, -20041, "not connected to the service")
+  X(NOT_CONNECTED, -20041, "not connected to the service")                   \
+  X(TOO_MANY_SEQUENCES, -20060,                                              \
+    "more packet sequences than a merged trace maps for one host")
 
 enum {
 #define TG__ERR_ENUM(name, value, msg) TG_E##name = (value),

@@ -103,6 +103,7 @@ static void config_reads_every_key(void **state) {
       "shard = 3/16\n"
       "retention_max_bytes = 512G\n"
       "retention_max_age = 30d\n"
+      "snapshot_host_max_bytes = 3M\n"
       "listen = [::]:0\n"
       "http_cert = https/server.pem\n"
       "http_key = https/server.key\n"
@@ -144,6 +145,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.shard_count, 16);
   assert_int_equal(c.retention_max_bytes, 512ull << 30);
   assert_int_equal(c.retention_max_age_ms, 30ll * 86400 * 1000);
+  assert_int_equal(c.snapshot_host_max_bytes, 3u << 20);
   assert_string_equal(c.listen_host, "::");
   assert_int_equal(c.listen_port, 0);
   assert_true(c.listen_ipv6);
@@ -169,7 +171,7 @@ static void config_reads_every_key(void **state) {
 
   assert_int_equal(c.n_groups, 2);
   assert_string_equal(c.groups[0].name, "db");
-  assert_int_equal(c.groups[0].line, 32);
+  assert_int_equal(c.groups[0].line, 33);
   assert_int_equal(c.groups[0].n_hosts, 2);
   assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
   assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
@@ -183,7 +185,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.n_triggers, 3);
   assert_string_equal(c.triggers[0].name, "oom");
   assert_string_equal(c.triggers[0].group, "db");
-  assert_int_equal(c.triggers[0].line, 34);
+  assert_int_equal(c.triggers[0].line, 35);
   assert_string_equal(c.triggers[1].name, "app.crash:v2");
   assert_string_equal(c.triggers[1].group, "all");
   assert_string_equal(c.triggers[2].group, "web");
@@ -215,6 +217,7 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.shard_count, 1);
   assert_int_equal(c.retention_max_bytes, 0);
   assert_int_equal(c.retention_max_age_ms, 0);
+  assert_int_equal(c.snapshot_host_max_bytes, 0);
   assert_string_equal(c.listen_host, "127.0.0.1");
   assert_int_equal(c.listen_port, 7468);
   assert_false(c.listen_ipv6);
@@ -276,6 +279,8 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"retention_max_bytes = -1", "retention_max_bytes"},
       {"retention_max_bytes = G", "retention_max_bytes"},
       {"retention_max_bytes = 1.5G", "retention_max_bytes"},
+      {"snapshot_host_max_bytes = 1MB", "snapshot_host_max_bytes"},
+      {"snapshot_host_max_bytes = -1", "snapshot_host_max_bytes"},
       {"retention_max_age = 10", "retention_max_age"},
       {"retention_max_age = 1w", "retention_max_age"},
       {"retention_max_age = s", "retention_max_age"},

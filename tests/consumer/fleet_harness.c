@@ -164,6 +164,32 @@ void fleet_host_start_relay(fleet_host_t *h, const char *relay_log,
   snprintf(h->spec, sizeof(h->spec), "127.0.0.1:%d", h->relay.port);
 }
 
+tg_hostile_relay_t *fleet_hostile_start(fleet_host_t *h, tg_hostile_mode_t mode) {
+  /* fleet_in_dir's buffers are reused: the paths are read in the call. */
+  char cert[256], key[256], ca[256], ccert[256], ckey[256];
+  snprintf(cert, sizeof(cert), "%s", fleet_in_dir("pki/relay.test.pem"));
+  snprintf(key, sizeof(key), "%s", fleet_in_dir("pki/relay.test.key"));
+  snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+  snprintf(ccert, sizeof(ccert), "%s", fleet_in_dir("pki/alice.pem"));
+  snprintf(ckey, sizeof(ckey), "%s", fleet_in_dir("pki/alice.key"));
+  tg_hostile_opts_t o = {
+      .target_port = h->relay.port,
+      .cert_file = cert,
+      .key_file = key,
+      .ca_file = ca,
+      .client_cert_file = ccert,
+      .client_key_file = ckey,
+      .server_name = "relay.test",
+      .mode = mode,
+  };
+  char err[256] = "";
+  tg_hostile_relay_t *x = NULL;
+  if (tg_hostile_relay_start(&o, &x, err, sizeof(err)) < 0)
+    fail_msg("hostile relay: %s", err);
+  snprintf(h->spec, sizeof(h->spec), "127.0.0.1:%d", tg_hostile_relay_port(x));
+  return x;
+}
+
 void fleet_host_connect_producer(fleet_host_t *h, const char *name,
                                  const char *ds_name, uint32_t page_kb,
                                  uint32_t smb_kb, bool will_notify_on_stop) {

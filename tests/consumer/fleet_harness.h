@@ -36,6 +36,7 @@
 #include <sys/types.h>
 
 #include "fault_proxy.h"
+#include "hostile_relay.h"
 #include "test_proc.h"
 #include "test_service.h"
 
@@ -126,6 +127,13 @@ void fleet_host_drop_producer(fleet_host_t *h);
 /* The producer, the relay (SIGTERM) and tracegated, in that order;
  * tracegated must exit with status 0. */
 void fleet_host_stop(fleet_host_t *h);
+
+/* Starts a hostile relay (hostile_relay.h) in |mode| in front of |h|'s
+ * relay: the directory's relay.test certificate toward clients, alice's
+ * toward the relay. h->spec names it from then on, so that -H and the
+ * collector's inventory reach the host through it. The caller stops it
+ * with tg_hostile_relay_stop() before fleet_host_stop(). */
+tg_hostile_relay_t *fleet_hostile_start(fleet_host_t *h, tg_hostile_mode_t mode);
 
 /* --- producer steps ---------------------------------------------------------------- */
 

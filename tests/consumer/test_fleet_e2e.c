@@ -28,6 +28,8 @@
 #include "fleet_proxy.h"
 #include "fleet_trace.h"
 #include "test_proc.h"
+#include "consumer/fleet/merge.h"
+#include "tracegate/error.h"
 
 #define MAX_HOSTS 3
 
@@ -318,6 +320,18 @@ static int free_port(void) {
   return ntohs(a.sin_port);
 }
 
+/* The CLI runs |args| against hosts |hs| (0 and 1), each of which
+ * commits values 0..2 of its tag once tracing. */
+static void record_two(fleet_host_t *hs, const char *const *args,
+                       fleet_cli_t *c) {
+  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
+  fleet_cli_spawn(c, args);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
+  }
+}
+
 static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   (void)state;
   fleet_host_t hs[2];
@@ -330,13 +344,8 @@ static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   const char *args[] = {"record", "-H", hs[0].spec, "-H", down, "-H", hs[1].spec,
                         FLEET_TLS_ARGS, "-o", dir, "-t", "0", "--summary-json",
                         sum, "fleet.ds", NULL};
-  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
   fleet_cli_t c;
-  fleet_cli_spawn(&c, args);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
-    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
-  }
+  record_two(hs, args, &c);
   kill(c.pid, SIGINT);
   for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
   assert_int_not_equal(fleet_cli_wait(&c), 0);
@@ -368,6 +377,49 @@ static void a_host_down_fails_the_run_but_not_the_others(void **state) {
   snprintf(dead, sizeof(dead), "%s/127.0.0.1_%s.pftrace", dir, strchr(down, ':') + 1);
   assert_false(exists(dead));
   rmdir(dir);
+  for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
+}
+
+/* A host whose every packet has a new sequence id (a hostile relay in
+ * front of it): record --merge fails that host at the merge's bound, with
+ * the reason, and keeps the other host's packets. */
+static void merge_fails_a_host_that_floods_sequence_ids(void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) start_host(&hs[i], i);
+  tg_hostile_relay_t *x = fleet_hostile_start(&hs[0], TG_HOSTILE_SEQ_FLOOD);
+  char merged[256], sum[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("flood.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("flood.json"));
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "--compress",
+                        "none", "-t", "0", "--summary-json", sum, "fleet.ds",
+                        NULL};
+  fleet_cli_t c;
+  record_two(hs, args, &c);
+  /* The flood starts at the end of the host's first read, and any read
+   * after it (the last one at the stop too) floods again. */
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (tg_hostile_stats_t st = {0}; st.forged_packets <= TG_MERGE_HOST_MAX_SEQS;
+       tg_hostile_relay_stats(x, &st)) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(20 * 1000);
+  }
+  kill(c.pid, SIGINT);
+  fleet_ack_flush(&hs[1].p);
+  assert_int_not_equal(fleet_cli_wait(&c), 0);
+  assert_json(sum, "hosts.0.outcome", "\"failed\"");
+  assert_json(sum, "hosts.0.failure", "\"session\"");
+  const char *why = tg_test_json(sum, "hosts.0.reason");
+  assert_non_null(why);
+  assert_non_null(strstr(why, tg_strerror(TG_ETOO_MANY_SEQUENCES)));
+  assert_json(sum, "hosts.1.outcome", "\"ok\"");
+  fleet_trace_t t;
+  fleet_trace_load(merged, &t);
+  fleet_trace_assert_values(&t, tags[1], 0, 3);
+  fleet_trace_free(&t);
+  unlink(merged);
+  tg_hostile_relay_stop(x);
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
@@ -954,6 +1006,7 @@ int main(void) {
       FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),
       FLEET_TEST(big_fleet_clock_before_every_host_packet),
       FLEET_TEST(a_host_down_fails_the_run_but_not_the_others),
+      FLEET_TEST(merge_fails_a_host_that_floods_sequence_ids),
       FLEET_TEST(a_relay_without_its_service_fails_as_refused),
       FLEET_TEST(link_cut_mid_session_reconnects_and_keeps_everything),
       FLEET_TEST(truncated_link_is_an_error_not_the_end_of_data),

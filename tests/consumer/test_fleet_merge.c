@@ -2,7 +2,8 @@
  * a fixed recording (fleet_merge_script.h) comes out byte for byte as the
  * golden trace (fleet_merge_golden.inc), through a sink that frames
  * packets as the CLI's output file does; packets reach the sink uncopied,
- * the sink's errors come back, overflow ids are shared and stable. */
+ * the sink's errors come back, overflow ids are shared and stable, and a
+ * host mapping more sequences than its bound is refused, not truncated. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include "common/buf.h"
 #include "consumer/fleet/merge.h"
 #include "fleet_merge_script.h"
+#include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
 
 static const uint8_t golden[] = {
@@ -162,11 +164,16 @@ static uint32_t last_seq(const fixture_t *fx) {
   return seq;
 }
 
-static uint32_t merge_id(fixture_t *fx, size_t host, uint32_t orig) {
+/* One packet of |host| with id |orig|: the merge's result. */
+static int merge_rv(fixture_t *fx, size_t host, uint32_t orig) {
   uint8_t p[64];
   size_t n = script_packet(p, sizeof(p), 1, NULL, &orig, 1);
   tg_buf_reset(&fx->sink.out);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[host], p, n), 0);
+  return tg_merge_packet(&fx->m, &fx->hosts[host], p, n);
+}
+
+static uint32_t merge_id(fixture_t *fx, size_t host, uint32_t orig) {
+  assert_int_equal(merge_rv(fx, host, orig), 0);
   return last_seq(fx);
 }
 
@@ -182,6 +189,26 @@ static void overflow_ids_are_shared_and_stable_per_host(void **state) {
   assert_int_equal(merge_id(fx, 1, TG_MERGE_SEQ_COLLECTOR), b);
 }
 
+static void a_host_past_its_mapped_sequences_is_refused(void **state) {
+  fixture_t *fx = *state;
+  const uint32_t base = TG_MERGE_SEQ_COLLECTOR;
+  for (uint32_t i = 0; i < TG_MERGE_HOST_MAX_SEQS; i++)
+    assert_int_equal(merge_rv(fx, 0, base + i), 0);
+  size_t writes = fx->sink.writes;
+  /* One more new id: refused, and nothing of the packet written. */
+  assert_int_equal(merge_rv(fx, 0, base + TG_MERGE_HOST_MAX_SEQS),
+                   TG_ETOO_MANY_SEQUENCES);
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(tg_u32_map_count(&fx->hosts[0].seqs), TG_MERGE_HOST_MAX_SEQS);
+  /* Ids it has, and those of its own range, still go through. */
+  assert_int_equal(merge_id(fx, 0, base), TG_MERGE_SEQ_OVERFLOW_BASE + 1);
+  assert_int_equal(merge_id(fx, 0, 5), (1u << TG_MERGE_SEQ_SHIFT) | 5);
+  /* The bound is per host: another host maps its own. */
+  assert_int_equal(merge_id(fx, 1, base),
+                   TG_MERGE_SEQ_OVERFLOW_BASE + 1 + TG_MERGE_HOST_MAX_SEQS);
+  assert_int_equal(fx->hosts[0].malformed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -192,6 +219,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(
           overflow_ids_are_shared_and_stable_per_host, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_host_past_its_mapped_sequences_is_refused, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
