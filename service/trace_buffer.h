@@ -146,9 +146,14 @@ void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
 
 /* A read-only snapshot of |src| (ConsumerPort.CloneSession): its unread
  * records, index and counters, copied. |src| is not changed and producers
- * keep writing into it. The copy takes no more chunks: every sequence in it
- * is final, as after tg_trace_buffer_producer_gone() for each producer.
- * Returns NULL when out of memory. Free with tg_trace_buffer_free(). */
+ * keep writing into it. The copy takes no more chunks or patches, and
+ * tg_trace_buffer_producer_gone() leaves it as it is. Each of its
+ * sequences reads out what it had committed and ends, without a loss
+ * counted, where data was still in flight (as Perfetto's CloneReadOnly):
+ * the last fragment of a scraped chunk, a packet continuing into a chunk
+ * not committed yet, a chunk still waiting for patches. The original
+ * keeps that data. Returns NULL when out of memory. Free with
+ * tg_trace_buffer_free(). */
 tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src);
 
 /* Counts an ABI violation found outside the buffer but aimed at it (e.g. a

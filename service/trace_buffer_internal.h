@@ -79,6 +79,8 @@ struct tg_trace_buffer {
   bool wrapped;
   size_t live_bytes;
   tg_fill_policy_t policy;
+  /* A snapshot (tg_trace_buffer_clone): producer_gone leaves it as is. */
+  bool read_only;
 
   seq_t *seqs;
   uint32_t nseqs, seqs_cap;

@@ -1238,13 +1238,14 @@ static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
   /* The original goes on: a new chunk lands in it, not in the clone. */
   assert_int_equal(commit_free(tb, &kP1, big_chunk(5, 1, 5)), 0);
 
-  /* The clone: the unread packets, and the unfinished one of writer 2 is
-   * final (its producer can add nothing to a snapshot) and counted lost. */
+  /* The clone: the unread packets. Writer 2's unfinished packet was in
+   * flight: the snapshot ends before it, and nothing is lost (the
+   * original still has it). */
   unsigned w1 = 0, w2 = 0;
   const uint32_t clone_tags[] = {3, 4};
   drain_by_writer(cl, clone_tags, 2, &w1, &w2);
   assert_int_equal(w2, 1);
-  assert_int_equal(stats(cl)->trace_writer_packet_loss, 1);
+  assert_int_equal(stats(cl)->trace_writer_packet_loss, 0);
   tg_trace_buffer_free(cl);
 
   /* The original still has everything unread, plus the new chunk, and its
@@ -1254,6 +1255,98 @@ static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
   assert_int_equal(w2, 1);
   assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
   assert_int_equal(stats(tb)->chunks_written, 7);
+  tg_trace_buffer_free(tb);
+}
+
+/* What a clone finds of each writer that is between two commits: the
+ * service scraped its chunk while it was writing a packet (last fragment
+ * open, as an agent leaves it between packets too), or a packet goes on in
+ * a chunk not committed yet, or a chunk waits for its patches. None of it
+ * is lost: the snapshot ends there (as Perfetto's CloneReadOnly), counts
+ * nothing, and the original reads it all once the writer is done. */
+static void clone_of_writers_in_flight_counts_no_loss(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  uint8_t p[3][50];
+  for (int i = 0; i < 3; i++) payload(p[i], 50, (uint32_t)i);
+  /* Writer 1: chunk 0 scraped with A done and B being written. */
+  chunk_t *c1 = chunk_new(0, 1);
+  chunk_frag(c1, p[0], 50);
+  chunk_frag_sized(c1, 0, p[1], 20);
+  chunk_pad(c1, 292);
+  assert_int_equal(commit(tb, &kP1, c1, false), 0);
+  /* Writer 2: one whole packet, then one going on in chunk 1. */
+  chunk_t *c2 = chunk_whole(0, 2, 20, 1, 30);
+  chunk_frag(c2, p[2], 25);
+  chunk_flags(c2, LAST);
+  assert_int_equal(commit(tb, &kP1, c2, true), 0);
+  /* Writer 3: a chunk still waiting for a patch. */
+  chunk_t *c3 = chunk_whole(0, 3, 30, 2, 40);
+  chunk_flags(c3, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c3), 0);
+
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  unsigned n = 0;
+  while (read_one(cl)) {
+    n++;
+    assert_int_equal(g_got.dropped, true); /* each writer's first */
+    assert_true(g_got.writer == 1 || g_got.writer == 2);
+  }
+  assert_int_equal(n, 2); /* A of writer 1, tag 20 of writer 2 */
+  /* The producer leaving now changes nothing in the snapshot. */
+  tg_trace_buffer_producer_gone(cl, kP1.producer_id);
+  expect_nothing(cl);
+  const tg_trace_buffer_stats_t *st = stats(cl);
+  assert_int_equal(st->trace_writer_packet_loss, 0);
+  assert_int_equal(st->chunks_discarded, 0);
+  assert_int_equal(st->chunks_overwritten, 0);
+  assert_int_equal(st->abi_violations, 0);
+  tg_trace_buffer_free(cl);
+
+  /* The original: the writers finish, everything reads out once. */
+  c1->len = TG_SMB_CHUNK_HEADER_SIZE;
+  c1->count = 0;
+  chunk_frag(c1, p[0], 50);
+  chunk_frag(c1, p[1], 50);
+  chunk_pad(c1, 292);
+  assert_int_equal(commit_free(tb, &kP1, c1), 0);
+  chunk_t *c2b = chunk_new(1, 2);
+  chunk_frag(c2b, p[2] + 25, 25);
+  chunk_flags(c2b, FIRST);
+  assert_int_equal(commit_free(tb, &kP1, c2b), 0);
+  uint32_t offsets[1] = {0};
+  const uint8_t data[1][4] = {{0x80 | 40, 0x80, 0x80, 0}};
+  assert_int_equal(tg_trace_buffer_patch(tb, 1, 3, 0, offsets, data, 1, false), 0);
+  unsigned got[4] = {0};
+  while (read_one(tb)) got[g_got.writer]++;
+  assert_int_equal(got[1], 2);
+  assert_int_equal(got[2], 2);
+  assert_int_equal(got[3], 2);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
+  free(c2);
+  tg_trace_buffer_free(tb);
+}
+
+/* A real loss still shows in a clone: a writer that dropped packets says
+ * so with a drop marker, counted whether the original or the clone reads
+ * it first. */
+static void clone_still_counts_a_writers_real_loss(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  chunk_t *c = chunk_whole(0, 1, 0, 2, 40);
+  chunk_drop_marker(c);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(1, 1, 2, 1, 40)), 0);
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  expect_packet(cl, 1, 0, 40, true);
+  expect_packet(cl, 1, 1, 40, false);
+  expect_packet(cl, 1, 2, 40, true); /* after the dropped one */
+  expect_nothing(cl);
+  assert_int_equal(stats(cl)->trace_writer_packet_loss, 1);
+  tg_trace_buffer_free(cl);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 1);
   tg_trace_buffer_free(tb);
 }
 
@@ -1297,6 +1390,8 @@ int main(void) {
       cmocka_unit_test(patched_chunk_of_departed_producer_is_read),
       cmocka_unit_test(packet_of_many_fragments_is_reassembled),
       cmocka_unit_test(clone_is_a_snapshot_and_the_original_goes_on),
+      cmocka_unit_test(clone_of_writers_in_flight_counts_no_loss),
+      cmocka_unit_test(clone_still_counts_a_writers_real_loss),
       cmocka_unit_test(random_stress_matches_writers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
