@@ -13,8 +13,12 @@
  *   whole packets are returned. A missing next chunk, a chunk that still
  *   needs patching, or an incomplete (scraped) chunk stalls that sequence
  *   only; the others keep flowing.
+ * - A complete chunk (not waiting for patches) takes the ring bytes its
+ *   fragments were written in, not its size: a chunk committed part full
+ *   costs what it holds, so the ring keeps that much more history.
  * - RING_BUFFER overwrites the oldest whole records; DISCARD refuses new
- *   chunks once full. Every loss is counted in tg_trace_buffer_stats_t and
+ *   chunks once full. Either makes room for the chunk's whole size before
+ *   the copy tells what it holds. Every loss is counted in tg_trace_buffer_stats_t and
  *   flagged on the next packet read from the sequence that lost data
  *   (previous_packet_dropped); so is the first packet of every sequence,
  *   as Perfetto's TraceBuffer does: the stats tell a real loss apart.
@@ -40,8 +44,9 @@
  * registration naming writer 0 or one above this is refused. */
 #define TG_TRACE_BUFFER_MAX_WRITER_ID 32767u
 
-/* Bytes the buffer keeps beside each chunk it holds. The ring is the size
- * asked for plus one of these, so that a chunk as large as the buffer fits;
+/* Bytes the buffer keeps beside each chunk it holds (the chunk's own bytes
+ * are then rounded up to 8). The ring is the size asked for plus one of
+ * these, so that a chunk as large as the buffer fits;
  * tg_trace_buffer_used() counts them too. */
 #define TG_TRACE_BUFFER_RECORD_OVERHEAD 48u
 

@@ -266,7 +266,7 @@ void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb,
     for (uint32_t k = 0; k < s->qlen; k++) {
       rec_t *r = ent_rec(tb, q_at(s, k));
       r->flags |= R_FINAL;
-      if (r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) tg__tb_rec_analyze(tb, r, false);
+      if (r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) tg__tb_rec_analyze(tb, r, false, NULL);
     }
     if (s->qlen == 0)
       tg__tb_seq_free(tb, s);
