@@ -127,7 +127,9 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
  * of the chunk payload (after the 8-byte chunk header); each patch must lie
  * entirely within the chunk's payload. Returns 0 if the chunk was found and
  * every patch applied (patches_succeeded), TG_EABI_VIOLATION / -ENOENT
- * otherwise (patches_failed; nothing applied). |has_more| false clears the
+ * otherwise (patches_failed; nothing applied). The part of a patch past
+ * the bytes a complete chunk's fragments cover is not kept: nothing reads
+ * there. |has_more| false clears the
  * chunk's needs-patching flag so its sequence can be read past it. */
 int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
                           uint16_t writer_id, uint32_t chunk_id,
