@@ -68,9 +68,9 @@
 #define EMIT_SIZE 1024 /* payload bytes of each track event slice */
 /* The producers' payload would fill a ring in FILL_S (a ring keeps what
  * its chunks hold, plus a record header each); the snapshot comes
- * FILL_WAIT_S after the last ring started. */
+ * FILL_WAIT_S after the last ring started, once the rings wrapped. */
 #define FILL_S 60
-#define FILL_WAIT_S 45
+#define FILL_WAIT_S 75
 #define STEP_MS 15000          /* spawning, a ready line, a stop */
 #define TRACING_WAIT_MS 180000 /* every ring tracing */
 #define HTTP_MS 30000          /* a plain request */
@@ -671,7 +671,9 @@ static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
          host_bytes / 1024.0, written_kib,
          host_bytes / 1024.0 < written_kib ? "less: the rings wrapped, full"
                                            : "NOT less: rings not full");
-  /* What a ring kept, in bytes and in seconds of its producer's writing. */
+  /* What a ring kept, in bytes and in seconds of its producer's writing
+   * (stored bytes over the payload rate: the packets' own fields and the
+   * service's packets make it a little more than the payload's span). */
   printf("     history per ring                     : %8.1f s  (%.1f %% of "
          "each %u KiB ring is trace: %.2f stored bytes per ring byte)\n",
          host_bytes / ((double)rate * EMIT_SIZE), 100.0 * host_bytes / (ring_kb * 1024.0),
