@@ -184,8 +184,10 @@ static void clean_clones_report_no_loss(void **state) {
   test_service_t *ts = *state;
   char err_path[160];
   snprintf(err_path, sizeof(err_path), "%s/emit.err", ts->dir);
+  /* --stall: a writer waits for room rather than drop, so that a loaded
+   * machine cannot make a real loss here. */
   const char *argv[] = {"tracegate-emit", "--socket", ts->producer_sock,
-                        "--threads", "2", "--rate", "1000", NULL};
+                        "--threads", "2", "--rate", "1000", "--stall", NULL};
   pid_t emit = spawn_logged(EMIT_PATH, argv, err_path, false);
   pid_t rec = start_session(ts, "tracegate.emit");
 
