@@ -6,10 +6,8 @@
  * never let one sequence's stall or garbage hold up another sequence.
  *
  * Ring. A record is a rec_t header followed by the chunk copy, padded to 8
- * bytes. It reserves the chunk's full size, so a scraped chunk committed
- * again later is rewritten in place. Records are appended at |wr| and leave
- * from |head|, oldest first; one that would straddle the end leaves the
- * tail as padding and wraps:
+ * bytes. Records are appended at |wr| and leave from |head|, oldest first;
+ * one that would straddle the end leaves the tail as padding and wraps:
  *
  *   unwrapped: [ free ][head .. records .. wr)[ free ]
  *   wrapped:   [ records .. wr)[ free ][head .. records .. wrap_at)[ pad ]
@@ -17,6 +15,20 @@
  * A record is live while it is in its sequence's index. Reading it to the
  * end, or overwriting it, takes it out; its bytes are reclaimed when it
  * reaches the head, so a record read early waits behind older ones.
+ *
+ * Room. A chunk is copied whole, but a complete one keeps only the bytes
+ * its fragments cover (the analysis of the copy says how many, drop
+ * markers and malformed headers included): a writer that commits a chunk
+ * part full (an idle thread, a flush) costs the ring what it wrote, not
+ * the chunk's size, and the ring holds that much more history. Validating
+ * that prefix again (a patch, producer_gone) finds what the whole copy
+ * gave. The newest record gives its unused tail back to the ring at once;
+ * an older one (re-committed in place) keeps its room. A scraped chunk
+ * (incomplete) or one waiting for patches keeps its full size: its
+ * complete copy, or a patch, may still need it. A copy first needs room
+ * for the whole chunk, since its extent is only known from the copy: the
+ * ring overwrites (or DISCARD refuses) as if the chunk were full, and the
+ * bytes given back take the next records.
  *
  * Index. Sequences ({producer, writer}) live in an array found through an
  * open-addressing hash table. Each keeps a ring deque of {chunk id, record
@@ -292,14 +304,20 @@ void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s) {
  * re-commit, a patch or producer_gone. Keeps the read progress. Returns the
  * validation result; violations are counted for every new copy
  * (|new_copy|) and otherwise only when the chunk was sound before. */
-int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
+int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy,
+                       uint32_t *used) {
   const uint8_t *c = rec_chunk(r);
   bool incomplete = (r->flags & R_INCOMPLETE) != 0;
   bool final = (r->flags & R_FINAL) != 0;
   tg_chunk_info_t info;
-  int rv = tg_chunk_validate(c, r->chunk_size, !incomplete, &info);
+  int rv = tg_chunk_validate(c, r->held, !incomplete, &info);
   if (rv != 0 && (new_copy || !(r->flags & R_BAD))) tb->stats.abi_violations++;
   r->headers_end = info.headers_end;
+  if (used) {
+    uint32_t end = info.payload_used > info.headers_end ? info.payload_used
+                                                        : info.headers_end;
+    *used = TG_SMB_CHUNK_HEADER_SIZE + end;
+  }
 
   unsigned readable = info.valid_fragments;
   bool drop = info.ends_with_drop;
@@ -344,7 +362,7 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
   r->read_off = TG_SMB_CHUNK_HEADER_SIZE;
   if (r->nread) {
     tg_fragment_iter_t it;
-    tg_fragment_iter_init(&it, c, r->chunk_size, &info);
+    tg_fragment_iter_init(&it, c, r->held, &info);
     const uint8_t *d;
     size_t len;
     for (unsigned i = 0; i < r->nread; i++)
@@ -359,8 +377,8 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy) {
 bool tg__tb_frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
                     uint32_t *next) {
   uint8_t *c = rec_chunk(r);
-  if (off > r->chunk_size) return false;
-  tg_fragment_iter_t it = {c + off, c + r->chunk_size, 1};
+  if (off > r->held) return false;
+  tg_fragment_iter_t it = {c + off, c + r->held, 1};
   if (!tg_fragment_iter_next(&it, data, len)) return false;
   *next = (uint32_t)(it.cur - c);
   return true;
@@ -432,6 +450,19 @@ static bool make_room(tg_trace_buffer_t *tb, size_t need, size_t *off) {
   return true;
 }
 
+/* Keeps only the first |used| bytes of a complete chunk's copy, and gives
+ * the rest of its room back when it is the newest record (see "Room"). */
+static void rec_shrink(tg_trace_buffer_t *tb, rec_t *r, uint32_t used) {
+  if ((r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) || used >= r->held) return;
+  r->held = used;
+  size_t off = (size_t)((uint8_t *)r - tb->ring);
+  size_t rec_size = rec_size_for(used);
+  if (off + r->rec_size != tb->wr || rec_size >= r->rec_size) return;
+  tb->live_bytes -= r->rec_size - rec_size;
+  r->rec_size = (uint32_t)rec_size;
+  tb->wr = off + rec_size;
+}
+
 /* A chunk that is not stored. The sequence remembers it, so that a packet
  * waiting for it is dropped rather than stalled for ever (in DISCARD mode
  * that stall would pin the oldest record and refuse everything after).
@@ -484,14 +515,19 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
     hflags |= R_NEEDS_PATCH;
 
   rec_t *r;
+  size_t keep = size; /* chunk bytes copied into the record */
   int64_t pos = q_find(s, id);
   if (pos >= 0) {
-    /* Re-commit (scraped, then complete): in place, keeping read progress. */
+    /* Re-commit (scraped, then complete): in place, keeping read progress.
+     * A chunk's size never changes; one that kept only its fragments'
+     * prefix has room for that prefix (the rest was, and is, unused). */
     r = ent_rec(tb, q_at(s, (uint32_t)pos));
-    if (size > r->chunk_cap) {
+    size_t room = r->rec_size - sizeof(rec_t);
+    if (size > room && r->held == r->chunk_size) {
       tb->stats.abi_violations++;
       return TG_EABI_VIOLATION;
     }
+    if (keep > room) keep = room;
     tb->stats.chunks_rewritten++;
     r->flags = (uint16_t)((r->flags & (R_LIVE | R_DROP_COUNTED)) | hflags);
   } else {
@@ -509,7 +545,6 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
     tb->live_bytes += need;
     r = rec_at(tb, off);
     r->rec_size = (uint32_t)need;
-    r->chunk_cap = (uint32_t)size;
     r->chunk_id = id;
     r->seq = (uint32_t)si;
     r->nread = nread;
@@ -528,14 +563,17 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
   }
   uint8_t *dst = rec_chunk(r);
   memcpy(dst, hdr, sizeof(hdr));
-  memcpy(dst + sizeof(hdr), chunk_untrusted + sizeof(hdr), size - sizeof(hdr));
+  memcpy(dst + sizeof(hdr), chunk_untrusted + sizeof(hdr), keep - sizeof(hdr));
+  r->held = (uint32_t)keep;
   r->chunk_size = (uint32_t)size;
   r->producer_id = producer->producer_id;
   r->writer_id = writer_id;
   r->uid = (uint32_t)producer->uid;
   r->pid = (int32_t)producer->pid;
   tb->stats.bytes_written += size;
-  int rv = tg__tb_rec_analyze(tb, r, true);
+  uint32_t used;
+  int rv = tg__tb_rec_analyze(tb, r, true, &used);
+  rec_shrink(tb, r, used);
   tg__tb_ready_add(tb, s);
   return rv;
 }
@@ -558,16 +596,19 @@ int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
     if (payload < 4 || offsets[i] > payload - 4) goto fail;
   }
   uint8_t *p = rec_chunk(r) + TG_SMB_CHUNK_HEADER_SIZE;
+  size_t held = r->held - TG_SMB_CHUNK_HEADER_SIZE;
   bool hits_header = false;
   for (size_t i = 0; i < n; i++) {
-    memcpy(p + offsets[i], data[i], 4);
+    /* Bytes past what the record held were past every fragment: unread. */
+    if (offsets[i] < held)
+      memcpy(p + offsets[i], data[i], held - offsets[i] < 4 ? held - offsets[i] : 4);
     hits_header |= offsets[i] < r->headers_end;
   }
   /* A patch that reaches a fragment's size header may change what can be
    * read: analyse again. One past every header the analysis read (the
    * usual case: the size of a message that went on into the next chunk)
    * cannot, and the chunk, long out of the cache by now, is not walked. */
-  if (hits_header) tg__tb_rec_analyze(tb, r, false);
+  if (hits_header) tg__tb_rec_analyze(tb, r, false, NULL);
   if (!has_more) r->flags &= (uint16_t)~R_NEEDS_PATCH;
   tb->stats.patches_succeeded++;
   tg__tb_ready_add(tb, s);

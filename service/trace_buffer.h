@@ -13,8 +13,12 @@
  *   whole packets are returned. A missing next chunk, a chunk that still
  *   needs patching, or an incomplete (scraped) chunk stalls that sequence
  *   only; the others keep flowing.
+ * - A complete chunk (not waiting for patches) takes the ring bytes its
+ *   fragments were written in, not its size: a chunk committed part full
+ *   costs what it holds, so the ring keeps that much more history.
  * - RING_BUFFER overwrites the oldest whole records; DISCARD refuses new
- *   chunks once full. Every loss is counted in tg_trace_buffer_stats_t and
+ *   chunks once full. Either makes room for the chunk's whole size before
+ *   the copy tells what it holds. Every loss is counted in tg_trace_buffer_stats_t and
  *   flagged on the next packet read from the sequence that lost data
  *   (previous_packet_dropped); so is the first packet of every sequence,
  *   as Perfetto's TraceBuffer does: the stats tell a real loss apart.
@@ -40,8 +44,9 @@
  * registration naming writer 0 or one above this is refused. */
 #define TG_TRACE_BUFFER_MAX_WRITER_ID 32767u
 
-/* Bytes the buffer keeps beside each chunk it holds. The ring is the size
- * asked for plus one of these, so that a chunk as large as the buffer fits;
+/* Bytes the buffer keeps beside each chunk it holds (the chunk's own bytes
+ * are then rounded up to 8). The ring is the size asked for plus one of
+ * these, so that a chunk as large as the buffer fits;
  * tg_trace_buffer_used() counts them too. */
 #define TG_TRACE_BUFFER_RECORD_OVERHEAD 48u
 
@@ -122,7 +127,9 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
  * of the chunk payload (after the 8-byte chunk header); each patch must lie
  * entirely within the chunk's payload. Returns 0 if the chunk was found and
  * every patch applied (patches_succeeded), TG_EABI_VIOLATION / -ENOENT
- * otherwise (patches_failed; nothing applied). |has_more| false clears the
+ * otherwise (patches_failed; nothing applied). The part of a patch past
+ * the bytes a complete chunk's fragments cover is not kept: nothing reads
+ * there. |has_more| false clears the
  * chunk's needs-patching flag so its sequence can be read past it. */
 int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,
                           uint16_t writer_id, uint32_t chunk_id,
@@ -146,9 +153,14 @@ void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb, uint16_t producer_id);
 
 /* A read-only snapshot of |src| (ConsumerPort.CloneSession): its unread
  * records, index and counters, copied. |src| is not changed and producers
- * keep writing into it. The copy takes no more chunks: every sequence in it
- * is final, as after tg_trace_buffer_producer_gone() for each producer.
- * Returns NULL when out of memory. Free with tg_trace_buffer_free(). */
+ * keep writing into it. The copy takes no more chunks or patches, and
+ * tg_trace_buffer_producer_gone() leaves it as it is. Each of its
+ * sequences reads out what it had committed and ends, without a loss
+ * counted, where data was still in flight (as Perfetto's CloneReadOnly):
+ * the last fragment of a scraped chunk, a packet continuing into a chunk
+ * not committed yet, a chunk still waiting for patches. The original
+ * keeps that data. Returns NULL when out of memory. Free with
+ * tg_trace_buffer_free(). */
 tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src);
 
 /* Counts an ABI violation found outside the buffer but aimed at it (e.g. a

@@ -2,11 +2,15 @@
  *
  * The snapshot is a deep copy: the ring's live bytes, the sequence index
  * and the counters. Producers keep writing into the original, which is not
- * changed. Nothing will ever be committed or patched into the copy, so
- * every sequence in it is treated as if its producer were gone: what it
- * holds reads out to the end, a trailing incomplete packet is counted as
- * lost, and a chunk still waiting for patches is dropped (as in
- * tg_trace_buffer_producer_gone).
+ * changed. The copy is read as Perfetto's CloneReadOnly() buffer is: what
+ * each sequence had committed when it was taken reads out, and the
+ * sequence ends where data was still in flight (a scraped chunk's last
+ * fragment, a packet continuing into a chunk not committed yet, a chunk
+ * waiting for patches). That tail is not lost: it goes on in the original
+ * and reaches the next snapshot or the session's trace. So a snapshot of a
+ * clean session counts no loss; losses the original counted (drop markers,
+ * overwrites, discards) come with the copied counters, and the ones its
+ * own read finds (a drop marker not read yet) are counted there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,12 +79,8 @@ tg_trace_buffer_t *tg_trace_buffer_clone(const tg_trace_buffer_t *src) {
   /* The copy is read into a trace of its own: each sequence's first packet
    * there is flagged, as in any trace. */
   for (uint32_t i = 0; i < dst->nseqs; i++) dst->seqs[i].loss = true;
-  /* Freeze: every producer of the copy is gone for good. A call marks all
-   * sequences of that producer gone (or frees the empty ones), so each
-   * producer is handled once. */
-  for (uint32_t i = 0; i < dst->nseqs; i++) {
-    const seq_t *s = &dst->seqs[i];
-    if (s->used && !s->gone) tg_trace_buffer_producer_gone(dst, (uint16_t)(s->key >> 16));
-  }
+  /* Nothing will be committed or patched into it, and a producer leaving
+   * the original later says nothing about what the snapshot held. */
+  dst->read_only = true;
   return dst;
 }

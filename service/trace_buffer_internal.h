@@ -29,9 +29,11 @@ enum rec_flags {
 };
 
 typedef struct rec {
-  uint32_t rec_size;   /* header + reserved chunk bytes, multiple of 8 */
-  uint32_t chunk_cap;  /* chunk bytes reserved: size of the first copy */
-  uint32_t chunk_size; /* chunk bytes of the current copy */
+  uint32_t rec_size;   /* header + room for chunk bytes, multiple of 8 */
+  /* Chunk bytes the record keeps: all of the copy, or (a complete chunk)
+   * the prefix its fragments cover. Everything reads only these. */
+  uint32_t held;
+  uint32_t chunk_size; /* chunk bytes as committed (the last copy) */
   uint32_t chunk_id;
   uint32_t seq;      /* index in tb->seqs while R_LIVE */
   uint32_t read_off; /* chunk offset of the next unread fragment's header */
@@ -79,6 +81,8 @@ struct tg_trace_buffer {
   bool wrapped;
   size_t live_bytes;
   tg_fill_policy_t policy;
+  /* A snapshot (tg_trace_buffer_clone): producer_gone leaves it as is. */
+  bool read_only;
 
   seq_t *seqs;
   uint32_t nseqs, seqs_cap;
@@ -121,7 +125,8 @@ bool tg__tb_frag_at(rec_t *r, uint32_t off, const uint8_t **data, size_t *len,
 void tg__tb_q_erase(seq_t *s, uint32_t pos);
 void tg__tb_ready_add(tg_trace_buffer_t *tb, seq_t *s);
 void tg__tb_ready_remove(tg_trace_buffer_t *tb, seq_t *s);
-int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy);
+int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy,
+                       uint32_t *used);
 void tg__tb_rec_truncate(tg_trace_buffer_t *tb, rec_t *r);
 void tg__tb_release_read_records(tg_trace_buffer_t *tb);
 void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s);

@@ -258,6 +258,7 @@ int tg_trace_buffer_read_packet(tg_trace_buffer_t *tb, tg_packet_t *out) {
 
 void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb,
                                    uint16_t producer_id) {
+  if (tb->read_only) return; /* see trace_buffer_clone.c */
   for (uint32_t i = 0; i < tb->nseqs; i++) {
     seq_t *s = &tb->seqs[i];
     if (!s->used || s->key >> 16 != producer_id) continue;
@@ -265,7 +266,7 @@ void tg_trace_buffer_producer_gone(tg_trace_buffer_t *tb,
     for (uint32_t k = 0; k < s->qlen; k++) {
       rec_t *r = ent_rec(tb, q_at(s, k));
       r->flags |= R_FINAL;
-      if (r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) tg__tb_rec_analyze(tb, r, false);
+      if (r->flags & (R_INCOMPLETE | R_NEEDS_PATCH)) tg__tb_rec_analyze(tb, r, false, NULL);
     }
     if (s->qlen == 0)
       tg__tb_seq_free(tb, s);

@@ -78,11 +78,11 @@
 #define MAX_GROUPS (HOSTS_MAX / GROUP_HOSTS)
 #define SESSION_KEY "bench-collector"
 #define EMIT_SIZE 1024 /* payload bytes of each track event slice */
-/* The producers' payload would fill a ring in FILL_S; the ring wraps
- * sooner, as a chunk committed part full takes its whole size there. The
- * snapshot comes FILL_WAIT_S after the last ring started. */
+/* The producers' payload would fill a ring in FILL_S (a ring keeps what
+ * its chunks hold, plus a record header each); the snapshot comes
+ * FILL_WAIT_S after the last ring started, once the rings wrapped. */
 #define FILL_S 60
-#define FILL_WAIT_S 45
+#define FILL_WAIT_S 75
 #define STEP_MS 15000          /* spawning, a ready line, a stop */
 #define TRACING_WAIT_MS 180000 /* every ring tracing */
 #define HTTP_MS 30000          /* a plain request */
@@ -682,13 +682,19 @@ static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
          emit_cpu, FILL_WAIT_S, fill_idle);
   /* Less stored than written: the rings wrapped, i.e. were full. */
   double written_kib = (double)rate * EMIT_SIZE * FILL_WAIT_S / 1024.0;
+  double host_bytes = bytes / hosts;
   printf("     per host                             : %8.0f KiB stored of "
-         ">= %.0f KiB of payload written (%s; a ring of %u KiB holds less "
-         "payload: a chunk takes its whole size)\n",
-         bytes / 1024.0 / hosts, written_kib,
-         bytes / 1024.0 / hosts < written_kib ? "less: the rings wrapped, full"
-                                              : "NOT less: rings not full",
-         ring_kb);
+         ">= %.0f KiB of payload written (%s)\n",
+         host_bytes / 1024.0, written_kib,
+         host_bytes / 1024.0 < written_kib ? "less: the rings wrapped, full"
+                                           : "NOT less: rings not full");
+  /* What a ring kept, in bytes and in seconds of its producer's writing
+   * (stored bytes over the payload rate: the packets' own fields and the
+   * service's packets make it a little more than the payload's span). */
+  printf("     history per ring                     : %8.1f s  (%.1f %% of "
+         "each %u KiB ring is trace: %.2f stored bytes per ring byte)\n",
+         host_bytes / ((double)rate * EMIT_SIZE), 100.0 * host_bytes / (ring_kb * 1024.0),
+         ring_kb, host_bytes / (ring_kb * 1024.0));
   printf("     hosts' outcomes                      : %8u ok, %u failed%s%s\n",
          ok, failed, failed ? "; first: " : "", failed ? first_error : "");
   if (sl.cloned)

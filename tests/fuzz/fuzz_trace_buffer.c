@@ -7,9 +7,13 @@
  *   2 patch:        [producer][writer][id][n|has_more][n x (off2, data4)]
  *   3 read:         [count]
  *   4 producer gone:[producer]
+ *   5 clone:        (read out at once, then freed)
  * The buffer is small (4..16 KiB) so that it wraps all the time. Every
  * packet read must add up, lie in readable memory (ASan probes each byte),
- * and once every producer is gone the buffer must drain to empty.
+ * and once every producer is gone the buffer must drain to empty. A
+ * complete chunk that needs no patches takes no more of the ring than the
+ * bytes its fragments were written in (a record header, 8-byte aligned),
+ * however large the chunk. A clone reads out and discards nothing.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -40,6 +44,39 @@ static void check_stats(const tg_trace_buffer_t *tb) {
     __builtin_trap();
   if (st->bytes_read + st->bytes_overwritten > st->bytes_written)
     __builtin_trap();
+}
+
+/* After a copy that added one record and overwrote nothing: the record
+ * takes at most |written| chunk bytes when the chunk was complete and
+ * needed no patches (|trimmable|), its whole size otherwise. */
+static void check_record_room(const tg_trace_buffer_t *tb,
+                              const tg_trace_buffer_stats_t *before,
+                              size_t used_before, size_t written,
+                              bool trimmable) {
+  const tg_trace_buffer_stats_t *st = tg_trace_buffer_stats(tb);
+  if (!trimmable || st->chunks_written != before->chunks_written + 1 ||
+      st->chunks_overwritten != before->chunks_overwritten)
+    return;
+  size_t room = TG_TRACE_BUFFER_RECORD_OVERHEAD + ((written + 7u) & ~(size_t)7u);
+  if (tg_trace_buffer_used(tb) > used_before + room) __builtin_trap();
+}
+
+static int read_some(tg_trace_buffer_t *tb, unsigned count);
+
+/* A clone reads out on its own, discards nothing, and keeps its counters
+ * consistent. */
+static void check_clone(const tg_trace_buffer_t *tb) {
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  if (!cl) return;
+  uint64_t discarded = tg_trace_buffer_stats(cl)->chunks_discarded;
+  if (discarded != tg_trace_buffer_stats(tb)->chunks_discarded) __builtin_trap();
+  for (unsigned guard = 0; read_some(cl, 64) > 0; guard++)
+    if (guard > 100000) __builtin_trap();
+  tg_trace_buffer_producer_gone(cl, 1);
+  if (read_some(cl, 1) != 0) __builtin_trap(); /* a snapshot stays as it is */
+  if (tg_trace_buffer_stats(cl)->chunks_discarded != discarded) __builtin_trap();
+  check_stats(cl);
+  tg_trace_buffer_free(cl);
 }
 
 static int read_some(tg_trace_buffer_t *tb, unsigned count) {
@@ -77,15 +114,19 @@ static void put_size(uint8_t *p, uint32_t v) {
 
 /* Builds a chunk from a few bytes: ids near 0 (both sides of the wrap),
  * writers 1..3, any flags, fragments of the given sizes (0xFF: a drop
- * marker, 0xFE: a size running past the end). */
-static size_t build_chunk(input_t *in, uint8_t *c, size_t cap) {
+ * marker, 0xFE: a size running past the end), then zero padding. |*written|
+ * is where the fragments end, or the padded size when fewer fragments fit
+ * than the header claims (the reader then takes padding for fragments). */
+static size_t build_chunk(input_t *in, uint8_t *c, size_t cap,
+                          size_t *written, unsigned *flags_out) {
   uint32_t id = (uint32_t)(int32_t)(int8_t)take(in);
   uint8_t wf = take(in);
   uint16_t writer = (uint16_t)(1 + (wf & 3) % 3);
   unsigned flags = wf >> 2;
   unsigned n = take(in) % 12;
   size_t len = TG_SMB_CHUNK_HEADER_SIZE;
-  for (unsigned i = 0; i < n && len + 4 <= cap; i++) {
+  unsigned i = 0;
+  for (; i < n && len + 4 <= cap; i++) {
     uint8_t s = take(in);
     if (s == 0xFF) {
       put_size(c + len, TG_PACKET_SIZE_DROP);
@@ -102,6 +143,8 @@ static size_t build_chunk(input_t *in, uint8_t *c, size_t cap) {
   size_t padded = len + (size_t)pad * 4;
   if (padded > cap) padded = cap;
   memset(c + len, 0, padded - len);
+  *written = i == n ? len : padded;
+  *flags_out = flags;
   c[0] = (uint8_t)id;
   c[1] = (uint8_t)(id >> 8);
   c[2] = (uint8_t)(id >> 16);
@@ -125,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   while (in.left) {
     uint8_t op = take(&in);
-    switch (op % 5) {
+    switch (op % 6) {
       case 0: {
         uint8_t pc = take(&in);
         size_t len = take(&in);
@@ -147,12 +190,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       case 1: {
         uint8_t pc = take(&in);
-        size_t len = build_chunk(&in, chunk, 4200);
+        size_t written;
+        unsigned flags;
+        size_t len = build_chunk(&in, chunk, 4200, &written, &flags);
+        tg_trace_buffer_stats_t before = *tg_trace_buffer_stats(tb);
+        size_t used = tg_trace_buffer_used(tb);
         int rv = tg_trace_buffer_copy_chunk(tb, producer_of(pc), chunk, len,
                                             !(pc & 0x80));
         if (rv != 0 && rv != TG_EABI_VIOLATION && rv != TG_ENO_SPACE &&
             rv != -ENOMEM)
           __builtin_trap();
+        check_record_room(tb, &before, used, written,
+                          !(pc & 0x80) && !(flags & TG_CHUNK_NEEDS_PATCHING));
         break;
       }
       case 2: {
@@ -181,6 +230,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
       case 4:
         tg_trace_buffer_producer_gone(tb, (uint16_t)(1 + take(&in) % 3));
+        break;
+      case 5:
+        check_clone(tb);
         break;
     }
     check_stats(tb);

@@ -291,7 +291,7 @@ def commit_data_corpus():
 
 # --- trace buffer programs (see fuzz_trace_buffer.c) -----------------------
 
-TB_RAW, TB_BUILT, TB_PATCH, TB_READ, TB_GONE = range(5)
+TB_RAW, TB_BUILT, TB_PATCH, TB_READ, TB_GONE, TB_CLONE = range(6)
 INCOMPLETE = 0x80
 
 
@@ -320,6 +320,10 @@ def tb_read(n=16):
 
 def tb_gone(producer):
     return bytes([TB_GONE, producer - 1])
+
+
+def tb_clone():
+    return bytes([TB_CLONE])
 
 
 def trace_buffer_corpus():
@@ -373,6 +377,19 @@ def trace_buffer_corpus():
             tb_built(0, 0, 1, NEEDS_PATCHING, [10, 20]) +
             tb_built(0, 1, 1, 0, [6]) + tb_read() +
             tb_gone(1) + tb_gone(1) + tb_read(),
+        # Part-full chunks (a few bytes, then up to 1 KiB of padding): each
+        # record keeps its fragments only, so the ring holds many.
+        "part_full_chunks_wrap": bytes([ring_4k]) + b"".join(
+            tb_built(0, i, 1 + i % 2, 0, [20, 0xFF] if i == 9 else [20], 250) +
+            (tb_read(1) if i % 7 == 0 else b"") for i in range(40)) +
+            tb_patch(1, 1, 38, [(900, b"wxyz")]) + tb_read(),
+        "clone_in_flight": bytes([ring_16k]) +
+            tb_built(0, 0, 1, LAST_CONT, [10, 20], 100) +
+            tb_built(INCOMPLETE, 0, 2, 0, [8, 0], 100) +
+            tb_built(0, 0, 3, NEEDS_PATCHING, [6, 6], 100) +
+            tb_built(0, 1, 3, 0, [0xFF], 100) + tb_clone() + tb_read() +
+            tb_built(0, 1, 1, FIRST_CONT, [4]) + tb_clone() + tb_gone(1) +
+            tb_clone() + tb_read(),
     }
 
 

@@ -492,11 +492,11 @@ static void patch_failures_are_counted_and_touch_nothing(void **state) {
   tg_trace_buffer_free(tb);
 }
 
-/* 1000-byte chunks (1048-byte records): three fit in 4 KiB. */
+/* 1000-byte chunks filled by one packet of BIG bytes (1048-byte records):
+ * three fit in 4 KiB. */
+#define BIG 988
 static chunk_t *big_chunk(uint32_t id, uint16_t writer, uint32_t tag) {
-  chunk_t *c = chunk_whole(id, writer, tag, 1, 100);
-  chunk_pad(c, 1000);
-  return c;
+  return chunk_whole(id, writer, tag, 1, BIG);
 }
 
 static void ring_wrap_counts_overwrites_and_flags_next_packet(void **state) {
@@ -512,15 +512,15 @@ static void ring_wrap_counts_overwrites_and_flags_next_packet(void **state) {
   /* The ring holds the buffer's 4096 bytes and one record header. */
   assert_int_equal(st->padding_bytes_written, 4096 + 48 - 3 * 1048);
 
-  expect_packet(tb, 1, 3, 100, true); /* chunks 0..2 are gone */
-  expect_packet(tb, 1, 4, 100, false);
-  expect_packet(tb, 1, 5, 100, false);
+  expect_packet(tb, 1, 3, BIG, true); /* chunks 0..2 are gone */
+  expect_packet(tb, 1, 4, BIG, false);
+  expect_packet(tb, 1, 5, BIG, false);
   expect_nothing(tb);
 
   /* Read chunks are not overwrite losses. */
   for (uint32_t i = 6; i < 12; i++) {
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 1, i)), 0);
-    expect_packet(tb, 1, i, 100, false);
+    expect_packet(tb, 1, i, BIG, false);
   }
   assert_int_equal(st->chunks_overwritten, 3);
   assert_int_equal(st->chunks_read, 9);
@@ -531,16 +531,16 @@ static void ring_wrap_counts_overwrites_and_flags_next_packet(void **state) {
 static void overwrite_of_partly_read_chunk_is_a_loss(void **state) {
   (void)state;
   tg_trace_buffer_t *tb = tg_trace_buffer_new(4096, TG_FILL_RING_BUFFER);
-  chunk_t *c = chunk_whole(0, 1, 0, 3, 100);
+  chunk_t *c = chunk_whole(0, 1, 0, 3, 326); /* 998 bytes: 1048 held */
   chunk_pad(c, 1000);
   assert_int_equal(commit_free(tb, &kP1, c), 0);
-  expect_packet(tb, 1, 0, 100, true);
+  expect_packet(tb, 1, 0, 326, true);
   for (uint32_t i = 1; i < 4; i++) /* the 4th record evicts chunk 0 */
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 1, 10 + i)), 0);
   assert_int_equal(stats(tb)->chunks_overwritten, 1);
-  expect_packet(tb, 1, 11, 100, true); /* packets 1 and 2 were lost */
-  expect_packet(tb, 1, 12, 100, false);
-  expect_packet(tb, 1, 13, 100, false);
+  expect_packet(tb, 1, 11, BIG, true); /* packets 1 and 2 were lost */
+  expect_packet(tb, 1, 12, BIG, false);
+  expect_packet(tb, 1, 13, BIG, false);
   tg_trace_buffer_free(tb);
 }
 
@@ -554,13 +554,13 @@ static void discard_refuses_when_full_and_reuses_read_space(void **state) {
   assert_int_equal(st->chunks_discarded, 1);
   assert_int_equal(st->chunks_overwritten, 0);
 
-  expect_packet(tb, 1, 0, 100, true); /* frees chunk 0's record */
+  expect_packet(tb, 1, 0, BIG, true); /* frees chunk 0's record */
   assert_int_equal(commit_free(tb, &kP1, big_chunk(4, 1, 4)), 0);
   assert_int_equal(st->chunks_discarded, 1);
   assert_int_equal(st->write_wrap_count, 1);
-  expect_packet(tb, 1, 1, 100, false);
-  expect_packet(tb, 1, 2, 100, false);
-  expect_packet(tb, 1, 4, 100, true); /* chunk 3 was refused */
+  expect_packet(tb, 1, 1, BIG, false);
+  expect_packet(tb, 1, 2, BIG, false);
+  expect_packet(tb, 1, 4, BIG, true); /* chunk 3 was refused */
   expect_nothing(tb);
   assert_int_equal(tg_trace_buffer_used(tb), 0);
   tg_trace_buffer_free(tb);
@@ -569,29 +569,28 @@ static void discard_refuses_when_full_and_reuses_read_space(void **state) {
 static void discarded_continuation_drops_the_waiting_packet(void **state) {
   (void)state;
   tg_trace_buffer_t *tb = tg_trace_buffer_new(4096, TG_FILL_DISCARD);
-  uint8_t pb[200];
+  uint8_t pb[984];
   payload(pb, sizeof(pb), 1);
-  chunk_t *a = chunk_whole(0, 1, 0, 1, 100);
-  chunk_frag(a, pb, 100);
+  chunk_t *a = chunk_whole(0, 1, 0, 1, 100); /* B's start fills it */
+  chunk_frag(a, pb, 884);
   chunk_flags(a, LAST);
-  chunk_pad(a, 1000);
   assert_int_equal(commit_free(tb, &kP1, a), 0);
   for (uint32_t i = 0; i < 2; i++)
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 2, 20 + i)), 0);
   /* Full: the rest of B is refused. Waiting for it would pin chunk 0 at
    * the head of the ring and refuse every later chunk. */
   chunk_t *b = chunk_new(1, 1);
-  chunk_frag(b, pb + 100, 100);
+  chunk_frag(b, pb + 884, 100);
   chunk_flags(b, FIRST);
   chunk_pad(b, 1000);
   assert_int_equal(commit_free(tb, &kP1, b), TG_ENO_SPACE);
   expect_packet(tb, 1, 0, 100, true);
-  expect_packet(tb, 2, 20, 100, true);
-  expect_packet(tb, 2, 21, 100, false);
+  expect_packet(tb, 2, 20, BIG, true);
+  expect_packet(tb, 2, 21, BIG, false);
   expect_nothing(tb);
   assert_int_equal(tg_trace_buffer_used(tb), 0);
   assert_int_equal(commit_free(tb, &kP1, big_chunk(2, 1, 5)), 0);
-  expect_packet(tb, 1, 5, 100, true);
+  expect_packet(tb, 1, 5, BIG, true);
   tg_trace_buffer_free(tb);
 }
 
@@ -602,9 +601,106 @@ static void discarded_first_chunk_flags_first_packet(void **state) {
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 1, i)), 0);
   /* Writer 2's first chunk is refused: its first packet read says so. */
   assert_int_equal(commit_free(tb, &kP1, big_chunk(0, 2, 20)), TG_ENO_SPACE);
-  for (uint32_t i = 0; i < 3; i++) expect_packet(tb, 1, i, 100, i == 0);
+  for (uint32_t i = 0; i < 3; i++) expect_packet(tb, 1, i, BIG, i == 0);
   assert_int_equal(commit_free(tb, &kP1, big_chunk(1, 2, 21)), 0);
-  expect_packet(tb, 2, 21, 100, true);
+  expect_packet(tb, 2, 21, BIG, true);
+  tg_trace_buffer_free(tb);
+}
+
+/* Chunks as an agent commits them when its writers idle: the SMB's
+ * 4088-byte chunks, each with one 100-byte packet. A record keeps what the
+ * fragments cover (112 bytes: a 160-byte record), not the chunk's size, so
+ * a 64 KiB ring holds hundreds of them rather than fifteen, and reads them
+ * out newest last, with the overwritten ones counted. */
+static void part_full_chunks_take_the_bytes_they_hold(void **state) {
+  (void)state;
+  enum { N = 1000, SIZE = 65536 };
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(SIZE, TG_FILL_RING_BUFFER);
+  for (uint32_t i = 0; i < N; i++) {
+    chunk_t *c = chunk_whole(i, 1, i, 1, 100);
+    chunk_pad(c, 4088);
+    assert_int_equal(commit_free(tb, &kP1, c), 0);
+    /* Full but for the room a next chunk needs and the tail left as
+     * padding when the ring wrapped: less than a chunk each. */
+    if (i > 2 * SIZE / 160)
+      assert_true(tg_trace_buffer_used(tb) + 2 * 4136 >= SIZE);
+    assert_true(tg_trace_buffer_used(tb) <= SIZE + TG_TRACE_BUFFER_RECORD_OVERHEAD);
+  }
+  const tg_trace_buffer_stats_t *st = stats(tb);
+  uint64_t kept = N - st->chunks_overwritten;
+  assert_true(kept >= (SIZE - 2 * 4136) / 160);
+  assert_int_equal(st->bytes_written, (uint64_t)N * 4088);
+  for (uint64_t k = 0; k < kept; k++)
+    expect_packet(tb, 1, (uint32_t)(N - kept + k), 100, k == 0);
+  expect_nothing(tb);
+  assert_int_equal(st->chunks_read, kept);
+  assert_int_equal(st->bytes_read + st->bytes_overwritten, st->bytes_written);
+  assert_int_equal(tg_trace_buffer_used(tb), 0);
+  tg_trace_buffer_free(tb);
+}
+
+/* A record that kept only its fragments' prefix behaves as the whole
+ * chunk did: a drop marker still counts (once), a malformed chunk keeps
+ * its sound fragments and is counted once however often it is analysed
+ * again, a second complete copy does not return packets twice, a patch
+ * past the prefix lands nowhere that is read, and a clone reads the same. */
+static void trimmed_records_read_as_whole_chunks(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  uint8_t pb[60];
+  payload(pb, sizeof(pb), 7);
+  /* Writer 1: two packets and a drop marker. */
+  chunk_t *c = chunk_whole(0, 1, 0, 2, 60);
+  chunk_drop_marker(c);
+  chunk_pad(c, 4088);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(1, 1, 2, 1, 60)), 0);
+  /* Writer 2: one packet, then a fragment running past the chunk. */
+  c = chunk_whole(0, 2, 10, 1, 60);
+  chunk_frag_sized(c, 5000, pb, 60);
+  chunk_pad(c, 4088);
+  assert_int_equal(commit_free(tb, &kP1, c), TG_EABI_VIOLATION);
+  /* Writer 3: committed twice (scraped as complete, then CommitData). */
+  c = chunk_whole(0, 3, 20, 3, 60);
+  chunk_pad(c, 4088);
+  assert_int_equal(commit(tb, &kP1, c, true), 0);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(stats(tb)->chunks_rewritten, 1);
+  /* A patch into writer 3's unused tail, and one on a packet. */
+  uint32_t off[2] = {4000, 4};
+  const uint8_t data[2][4] = {{1, 2, 3, 4}, {9, 9, 9, 9}};
+  assert_int_equal(tg_trace_buffer_patch(tb, 1, 3, 0, off, data, 2, false), 0);
+  uint8_t want[60];
+  payload(want, 60, 20);
+  memcpy(want, data[1], 4);
+  /* Three records of a few hundred bytes, not three of 4 KiB. */
+  assert_true(tg_trace_buffer_used(tb) < 3 * 4136);
+
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  tg_trace_buffer_t *both[2] = {tb, cl};
+  for (int k = 0; k < 2; k++) {
+    tg_trace_buffer_t *b = both[k];
+    tg_trace_buffer_producer_gone(b, kP1.producer_id); /* analysed again */
+    unsigned got[4] = {0};
+    while (read_one(b)) {
+      uint16_t w = g_got.writer;
+      assert_true(w >= 1 && w <= 3);
+      assert_int_equal(g_got.len, 60);
+      if (w == 1) assert_int_equal(g_got.dropped, got[1] != 1);
+      if (w == 3 && got[3] == 0) assert_memory_equal(g_got.data, want, 60);
+      got[w]++;
+    }
+    assert_int_equal(got[1], 3);
+    assert_int_equal(got[2], 1);
+    assert_int_equal(got[3], 3);
+    const tg_trace_buffer_stats_t *st = stats(b);
+    assert_int_equal(st->trace_writer_packet_loss, 1);
+    assert_int_equal(st->abi_violations, 1);
+    assert_int_equal(st->chunks_discarded, 0);
+    assert_int_equal(tg_trace_buffer_used(b), 0);
+  }
+  tg_trace_buffer_free(cl);
   tg_trace_buffer_free(tb);
 }
 
@@ -623,7 +719,7 @@ static void chunk_larger_than_buffer_is_discarded(void **state) {
     assert_int_equal(commit_free(tb, &kP1, c), TG_ENO_SPACE);
     assert_int_equal(stats(tb)->chunks_discarded, 1);
     assert_int_equal(stats(tb)->chunks_overwritten, 0); /* nothing evicted */
-    expect_packet(tb, 1, 0, 100, true);
+    expect_packet(tb, 1, 0, BIG, true);
     /* A chunk of the buffer's whole size takes the whole ring. */
     c = chunk_whole(2, 1, 2, 1, 100);
     chunk_pad(c, 4096);
@@ -706,7 +802,7 @@ static void scraped_chunk_overwritten_then_recommitted_is_not_repeated(
   for (uint32_t i = 0; i < 3; i++) /* writer 2 overwrites it */
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 2, 20 + i)), 0);
   assert_int_equal(stats(tb)->chunks_overwritten, 1);
-  for (uint32_t i = 0; i < 3; i++) expect_packet(tb, 2, 20 + i, 100, i == 0);
+  for (uint32_t i = 0; i < 3; i++) expect_packet(tb, 2, 20 + i, BIG, i == 0);
   assert_int_equal(commit_free(tb, &kP1, c), 0); /* the complete copy */
   expect_packet(tb, 1, 2, 100, true); /* not packets 0 and 1 again */
   expect_nothing(tb);
@@ -1205,10 +1301,10 @@ static void drain_by_writer(tg_trace_buffer_t *tb, const uint32_t *tags,
     }
     assert_int_equal(g_got.writer, 1);
     assert_true(*w1 < n);
-    uint8_t want[100];
-    payload(want, 100, tags[*w1]);
-    assert_int_equal(g_got.len, 100);
-    assert_memory_equal(g_got.data, want, 100);
+    uint8_t want[BIG];
+    payload(want, BIG, tags[*w1]);
+    assert_int_equal(g_got.len, BIG);
+    assert_memory_equal(g_got.data, want, BIG);
     (*w1)++;
   }
   assert_int_equal(*w1, n);
@@ -1221,7 +1317,7 @@ static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
   tg_trace_buffer_t *tb = tg_trace_buffer_new(4096, TG_FILL_RING_BUFFER);
   for (uint32_t i = 0; i < 5; i++) /* wraps: chunks 0 and 1 are overwritten */
     assert_int_equal(commit_free(tb, &kP1, big_chunk(i, 1, i)), 0);
-  expect_packet(tb, 1, 2, 100, true); /* read before the clone */
+  expect_packet(tb, 1, 2, BIG, true); /* read before the clone */
   /* A packet of writer 2 that continues in a chunk not committed yet. */
   chunk_t *c = chunk_whole(0, 2, 50, 1, 30);
   uint8_t half[20];
@@ -1238,13 +1334,14 @@ static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
   /* The original goes on: a new chunk lands in it, not in the clone. */
   assert_int_equal(commit_free(tb, &kP1, big_chunk(5, 1, 5)), 0);
 
-  /* The clone: the unread packets, and the unfinished one of writer 2 is
-   * final (its producer can add nothing to a snapshot) and counted lost. */
+  /* The clone: the unread packets. Writer 2's unfinished packet was in
+   * flight: the snapshot ends before it, and nothing is lost (the
+   * original still has it). */
   unsigned w1 = 0, w2 = 0;
   const uint32_t clone_tags[] = {3, 4};
   drain_by_writer(cl, clone_tags, 2, &w1, &w2);
   assert_int_equal(w2, 1);
-  assert_int_equal(stats(cl)->trace_writer_packet_loss, 1);
+  assert_int_equal(stats(cl)->trace_writer_packet_loss, 0);
   tg_trace_buffer_free(cl);
 
   /* The original still has everything unread, plus the new chunk, and its
@@ -1254,6 +1351,98 @@ static void clone_is_a_snapshot_and_the_original_goes_on(void **state) {
   assert_int_equal(w2, 1);
   assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
   assert_int_equal(stats(tb)->chunks_written, 7);
+  tg_trace_buffer_free(tb);
+}
+
+/* What a clone finds of each writer that is between two commits: the
+ * service scraped its chunk while it was writing a packet (last fragment
+ * open, as an agent leaves it between packets too), or a packet goes on in
+ * a chunk not committed yet, or a chunk waits for its patches. None of it
+ * is lost: the snapshot ends there (as Perfetto's CloneReadOnly), counts
+ * nothing, and the original reads it all once the writer is done. */
+static void clone_of_writers_in_flight_counts_no_loss(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  uint8_t p[3][50];
+  for (int i = 0; i < 3; i++) payload(p[i], 50, (uint32_t)i);
+  /* Writer 1: chunk 0 scraped with A done and B being written. */
+  chunk_t *c1 = chunk_new(0, 1);
+  chunk_frag(c1, p[0], 50);
+  chunk_frag_sized(c1, 0, p[1], 20);
+  chunk_pad(c1, 292);
+  assert_int_equal(commit(tb, &kP1, c1, false), 0);
+  /* Writer 2: one whole packet, then one going on in chunk 1. */
+  chunk_t *c2 = chunk_whole(0, 2, 20, 1, 30);
+  chunk_frag(c2, p[2], 25);
+  chunk_flags(c2, LAST);
+  assert_int_equal(commit(tb, &kP1, c2, true), 0);
+  /* Writer 3: a chunk still waiting for a patch. */
+  chunk_t *c3 = chunk_whole(0, 3, 30, 2, 40);
+  chunk_flags(c3, PATCH);
+  assert_int_equal(commit_free(tb, &kP1, c3), 0);
+
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  unsigned n = 0;
+  while (read_one(cl)) {
+    n++;
+    assert_int_equal(g_got.dropped, true); /* each writer's first */
+    assert_true(g_got.writer == 1 || g_got.writer == 2);
+  }
+  assert_int_equal(n, 2); /* A of writer 1, tag 20 of writer 2 */
+  /* The producer leaving now changes nothing in the snapshot. */
+  tg_trace_buffer_producer_gone(cl, kP1.producer_id);
+  expect_nothing(cl);
+  const tg_trace_buffer_stats_t *st = stats(cl);
+  assert_int_equal(st->trace_writer_packet_loss, 0);
+  assert_int_equal(st->chunks_discarded, 0);
+  assert_int_equal(st->chunks_overwritten, 0);
+  assert_int_equal(st->abi_violations, 0);
+  tg_trace_buffer_free(cl);
+
+  /* The original: the writers finish, everything reads out once. */
+  c1->len = TG_SMB_CHUNK_HEADER_SIZE;
+  c1->count = 0;
+  chunk_frag(c1, p[0], 50);
+  chunk_frag(c1, p[1], 50);
+  chunk_pad(c1, 292);
+  assert_int_equal(commit_free(tb, &kP1, c1), 0);
+  chunk_t *c2b = chunk_new(1, 2);
+  chunk_frag(c2b, p[2] + 25, 25);
+  chunk_flags(c2b, FIRST);
+  assert_int_equal(commit_free(tb, &kP1, c2b), 0);
+  uint32_t offsets[1] = {0};
+  const uint8_t data[1][4] = {{0x80 | 40, 0x80, 0x80, 0}};
+  assert_int_equal(tg_trace_buffer_patch(tb, 1, 3, 0, offsets, data, 1, false), 0);
+  unsigned got[4] = {0};
+  while (read_one(tb)) got[g_got.writer]++;
+  assert_int_equal(got[1], 2);
+  assert_int_equal(got[2], 2);
+  assert_int_equal(got[3], 2);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 0);
+  free(c2);
+  tg_trace_buffer_free(tb);
+}
+
+/* A real loss still shows in a clone: a writer that dropped packets says
+ * so with a drop marker, counted whether the original or the clone reads
+ * it first. */
+static void clone_still_counts_a_writers_real_loss(void **state) {
+  (void)state;
+  tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
+  chunk_t *c = chunk_whole(0, 1, 0, 2, 40);
+  chunk_drop_marker(c);
+  assert_int_equal(commit_free(tb, &kP1, c), 0);
+  assert_int_equal(commit_free(tb, &kP1, chunk_whole(1, 1, 2, 1, 40)), 0);
+  tg_trace_buffer_t *cl = tg_trace_buffer_clone(tb);
+  assert_non_null(cl);
+  expect_packet(cl, 1, 0, 40, true);
+  expect_packet(cl, 1, 1, 40, false);
+  expect_packet(cl, 1, 2, 40, true); /* after the dropped one */
+  expect_nothing(cl);
+  assert_int_equal(stats(cl)->trace_writer_packet_loss, 1);
+  tg_trace_buffer_free(cl);
+  assert_int_equal(stats(tb)->trace_writer_packet_loss, 1);
   tg_trace_buffer_free(tb);
 }
 
@@ -1282,6 +1471,8 @@ int main(void) {
       cmocka_unit_test(discard_refuses_when_full_and_reuses_read_space),
       cmocka_unit_test(discarded_continuation_drops_the_waiting_packet),
       cmocka_unit_test(discarded_first_chunk_flags_first_packet),
+      cmocka_unit_test(part_full_chunks_take_the_bytes_they_hold),
+      cmocka_unit_test(trimmed_records_read_as_whole_chunks),
       cmocka_unit_test(chunk_larger_than_buffer_is_discarded),
       cmocka_unit_test(recommit_of_scraped_chunk_returns_each_packet_once),
       cmocka_unit_test(
@@ -1297,6 +1488,8 @@ int main(void) {
       cmocka_unit_test(patched_chunk_of_departed_producer_is_read),
       cmocka_unit_test(packet_of_many_fragments_is_reassembled),
       cmocka_unit_test(clone_is_a_snapshot_and_the_original_goes_on),
+      cmocka_unit_test(clone_of_writers_in_flight_counts_no_loss),
+      cmocka_unit_test(clone_still_counts_a_writers_real_loss),
       cmocka_unit_test(random_stress_matches_writers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
