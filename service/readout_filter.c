@@ -111,9 +111,9 @@ static uint64_t mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void count_discarded(tg_readout_filter_t *rf, uint64_t n) {
-  if (rf->buffer < 0 || rf->buffer >= TG_SERVICE_MAX_BUFFERS_PER_SESSION) return;
-  size_t b = (size_t)rf->buffer;
+static void count_discarded(tg_readout_filter_t *rf, int buffer, uint64_t n) {
+  if (buffer < 0 || buffer >= TG_SERVICE_MAX_BUFFERS_PER_SESSION) return;
+  size_t b = (size_t)buffer;
   rf->discarded[b] += n;
   if (b + 1 > rf->n_buffers_seen) rf->n_buffers_seen = b + 1;
 }
@@ -129,16 +129,17 @@ int tg__readout_filter_emit(void *ctx, const uint8_t *const *pieces,
   uint64_t t0 = mono_ns();
   long len = tg_trace_filter_run(rf->f, pieces, lens, n, &out);
   rf->time_taken_ns += mono_ns() - t0;
+  int buffer = rf->buffer;
   rf->buffer = -1;
   if (len < 0) {
     rf->errors++;
-    count_discarded(rf, total);
+    count_discarded(rf, buffer, total);
     if (len == -ENOMEM)
       TG_WARN("trace filter: no memory for a %zu-byte packet; dropped", total);
     return 0;
   }
   rf->output_bytes += (uint64_t)len;
-  count_discarded(rf, total - (size_t)len);
+  count_discarded(rf, buffer, total - (size_t)len);
   if (len == 0 && !rf->keep_empty) return 0;
   size_t l = (size_t)len;
   return rf->sink(rf->sink_ctx, &out, &l, 1, 0, l);

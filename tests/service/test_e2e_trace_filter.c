@@ -1,0 +1,284 @@
+/* tracegated end to end: TraceConfig.trace_filter. Packets leave the
+ * session filtered (producer and service packets alike), a packet the
+ * filter finds malformed is dropped and counted, filter_stats say what
+ * went in and out, a filter that does not load refuses the config, and a
+ * clone keeps its source's filter unless asked to skip it (the bugreport
+ * clone). Raw producers and consumers, as Perfetto's clients speak. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
+#include "pb/trace/test_event.pb-c.h"
+#include "tests/service/filter_bytecode_gen.h"
+#include "test_service.h"
+
+#define W(id, op) FBC_WORD(id, op)
+
+/* Trace {packet: TracePacket}; TracePacket {for_testing (900): TestEvent,
+ * trace_stats (35) whole}; TestEvent {seq_value (2)}: a producer's str is
+ * stripped, every other service packet emptied. */
+static const uint32_t kFilterWords[] = {
+    W(1, FBC_NESTED), 1, W(0, FBC_EOM),
+    W(35, FBC_SIMPLE), W(900, FBC_NESTED), 2, W(0, FBC_EOM),
+    W(2, FBC_SIMPLE), W(0, FBC_EOM),
+};
+
+typedef struct filter_cfg {
+  simple_cfg_t sc;
+  Perfetto__Protos__TraceConfig__TraceFilter tf;
+  uint8_t code[128];
+} filter_cfg_t;
+
+static void filter_cfg_init(filter_cfg_t *f, const char *ds) {
+  simple_cfg_init(&f->sc, 256, 1, ds);
+  perfetto__protos__trace_config__trace_filter__init(&f->tf);
+  f->tf.has_bytecode_v2 = 1;
+  f->tf.bytecode_v2.data = f->code;
+  f->tf.bytecode_v2.len =
+      fbc_encode(kFilterWords, sizeof(kFilterWords) / sizeof(kFilterWords[0]),
+                 f->code);
+  f->sc.cfg.trace_filter = &f->tf;
+}
+
+/* for_testing {seq_value: 2, then a varint cut by the message's end}:
+ * the top level parses (the service takes it), the filter does not. */
+static const uint8_t kBadPacket[] = {0xa2, 0x38, 0x03, 0x10, 0x02, 0x10};
+
+static void write_and_commit(raw_producer_t *p, uint32_t chunk_id,
+                             const char *str, unsigned n, bool with_bad) {
+  uint8_t pk[8][128];
+  const uint8_t *frags[9];
+  size_t lens[9];
+  unsigned k = 0;
+  for (unsigned i = 0; i < n; i++, k++) {
+    lens[k] = make_test_packet(pk[i], sizeof(pk[i]), str, 100 + i);
+    frags[k] = pk[i];
+  }
+  if (with_bad) {
+    frags[k] = kBadPacket;
+    lens[k++] = sizeof(kBadPacket);
+  }
+  assert_int_equal(raw_producer_write_chunk(p, 0, chunk_id % 4, TG_PAGE_DIV_4, 1,
+                                            chunk_id, 0, frags, lens, k), 0);
+  uint32_t page = 0, chunk = chunk_id % 4;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+typedef struct seen {
+  size_t test_with_str, test_without_str, configs, empty, others;
+  const Perfetto__Protos__TraceStats *stats;
+} seen_t;
+
+static seen_t look(Perfetto__Protos__TracePacket **pk, size_t n) {
+  seen_t s = {0};
+  for (size_t i = 0; i < n; i++) {
+    switch (pk[i]->data_case) {
+      case PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING:
+        if (pk[i]->for_testing->str) s.test_with_str++;
+        else s.test_without_str++;
+        break;
+      case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG:
+        s.configs++;
+        break;
+      case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS:
+        s.stats = pk[i]->trace_stats;
+        break;
+      case PERFETTO__PROTOS__TRACE_PACKET__DATA__NOT_SET:
+        if (!pk[i]->has_trusted_pid && !pk[i]->has_timestamp) s.empty++;
+        else s.others++;
+        break;
+      default:
+        s.others++;
+    }
+  }
+  return s;
+}
+
+static void filtered_session_strips_fields_and_counts(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  filter_cfg_t fc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "filter.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  filter_cfg_init(&fc, "filter.ds");
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  write_and_commit(&p, 0, "secret", 5, true);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  seen_t s = look(out, n);
+  /* The producer's packets, without their str and without the trusted
+   * fields; the malformed one gone; no service packet but the stats. */
+  assert_int_equal(s.test_with_str, 0);
+  assert_int_equal(s.test_without_str, 5);
+  assert_int_equal(s.configs, 0);
+  assert_int_equal(s.others, 0);
+  assert_int_equal(s.empty, 0); /* ReadBuffers sends no emptied packet */
+  for (size_t i = 0, v = 100; i < n; i++)
+    if (out[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING) {
+      assert_true(out[i]->for_testing->has_seq_value);
+      assert_int_equal(out[i]->for_testing->seq_value, v++);
+      assert_false(out[i]->has_trusted_pid);
+    }
+  assert_non_null(s.stats);
+  const Perfetto__Protos__TraceStats__FilterStats *fs = s.stats->filter_stats;
+  assert_non_null(fs);
+  /* Before the stats packet: at least the 6 producer packets and the
+   * service's preamble; one error; less out than in. */
+  assert_true(fs->has_input_packets && fs->input_packets > 6);
+  assert_int_equal(fs->errors, 1);
+  assert_true(fs->output_bytes < fs->input_bytes);
+  assert_true(fs->has_time_taken_ns);
+  assert_int_equal(fs->n_bytes_discarded_per_buffer, 1);
+  assert_true(fs->bytes_discarded_per_buffer[0] >= sizeof(kBadPacket));
+  uint64_t seen_before = fs->input_packets;
+  free_packets(out, n);
+
+  /* GetTraceStats says the same, counting the packets read since. */
+  Perfetto__Protos__GetTraceStatsResponse *r = raw_consumer_stats(&c);
+  assert_non_null(r);
+  assert_non_null(r->trace_stats->filter_stats);
+  assert_int_equal(r->trace_stats->filter_stats->errors, 1);
+  assert_true(r->trace_stats->filter_stats->input_packets > seen_before);
+  perfetto__protos__get_trace_stats_response__free_unpacked(r, NULL);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+static void unloadable_filters_refuse_the_config(void **state) {
+  test_service_t *ts = *state;
+  raw_consumer_t c;
+  filter_cfg_t fc;
+  char err[512];
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  /* A bad checksum. */
+  filter_cfg_init(&fc, "x.ds");
+  fc.code[fc.tf.bytecode_v2.len - 1] ^= 1;
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "trace_filter.bytecode_v2"));
+  /* Trace.packet not an allowed message: no root to filter from. */
+  const uint32_t flat[] = {W(1, FBC_SIMPLE), W(0, FBC_EOM)};
+  filter_cfg_init(&fc, "x.ds");
+  fc.tf.bytecode_v2.len = fbc_encode(flat, 2, fc.code);
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "trace_filter"));
+  /* A string rule with no policy, one that does not compile. */
+  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterRule rule =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_RULE__INIT, *rp = &rule;
+  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterChain ch =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_CHAIN__INIT;
+  ch.n_rules = 1;
+  ch.rules = &rp;
+  rule.regex_pattern = (char *)"(a)";
+  filter_cfg_init(&fc, "x.ds");
+  fc.tf.string_filter_chain = &ch;
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "string_filter_chain.rules[0]"));
+  rule.has_policy = 1;
+  rule.policy = PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_POLICY__SFP_MATCH_REDACT_GROUPS;
+  rule.regex_pattern = (char *)"(a";
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "string_filter_chain.rules[0]"));
+  raw_consumer_close(&c);
+}
+
+static int64_t clone_of(raw_consumer_t *k, uint64_t id, bool skip) {
+  Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+  r.session_id = id;
+  r.has_skip_trace_filter = skip;
+  r.skip_trace_filter = skip;
+  return raw_invoke(&k->conn, "CloneSession", &r.base, -1, false);
+}
+
+static void clone_wait_ok(raw_consumer_t *k, int64_t rid) {
+  ProtobufCMessage *m = NULL;
+  assert_true(rid > 0);
+  assert_int_equal(raw_wait_reply(&k->conn, (uint64_t)rid,
+                                  &perfetto__protos__clone_session_response__descriptor,
+                                  &m, 5000), 1);
+  Perfetto__Protos__CloneSessionResponse *r = (void *)m;
+  assert_true(r->has_success && r->success);
+  protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* A clone of |id| by a new consumer of |ts|, acked by |p|: what it reads. */
+static seen_t read_clone(test_service_t *ts, raw_producer_t *p, uint64_t id,
+                         bool skip, uint64_t *flush_after) {
+  raw_consumer_t k;
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  int64_t rid = clone_of(&k, id, skip);
+  uint64_t fid = raw_producer_wait_flush(p, *flush_after, 5000);
+  assert_true(fid > 0);
+  *flush_after = fid;
+  assert_int_equal(raw_producer_commit_ex(p, NULL, 0, NULL, 0, fid, false), 0);
+  clone_wait_ok(&k, rid);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
+  assert_non_null(out);
+  seen_t s = look(out, n);
+  s.stats = NULL; /* freed below */
+  free_packets(out, n);
+  raw_consumer_close(&k);
+  return s;
+}
+
+static void clones_keep_the_filter_unless_told_to_skip_it(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  filter_cfg_t fc;
+  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "filter.ds", 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  filter_cfg_init(&fc, "filter.ds");
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  write_and_commit(&p, 0, "secret", 3, false);
+  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
+  assert_non_null(q);
+  assert_int_equal(q->service_state->n_tracing_sessions, 1);
+  uint64_t id = q->service_state->tracing_sessions[0]->id;
+  perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+
+  uint64_t fid = 0;
+  seen_t kept = read_clone(ts, &p, id, false, &fid);
+  assert_int_equal(kept.test_with_str, 0);
+  assert_int_equal(kept.test_without_str, 3);
+  assert_int_equal(kept.configs, 0);
+  /* skip_trace_filter (perfetto --clone-for-bugreport): all of it. */
+  seen_t raw = read_clone(ts, &p, id, true, &fid);
+  assert_int_equal(raw.test_with_str, 3);
+  assert_int_equal(raw.test_without_str, 0);
+  assert_int_equal(raw.configs, 1);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(filtered_session_strips_fields_and_counts,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(unloadable_filters_refuse_the_config,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clones_keep_the_filter_unless_told_to_skip_it,
+                                      test_service_setup, test_service_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
