@@ -15,10 +15,16 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "tests/service/filter_bytecode_gen.h"
+#include "test_proc.h"
 #include "test_service.h"
 
 #define W(id, op) FBC_WORD(id, op)
@@ -49,6 +55,15 @@ static void filter_cfg_init(filter_cfg_t *f, const char *ds) {
   f->sc.cfg.trace_filter = &f->tf;
 }
 
+/* A producer of |ds| (|p|), a consumer (|c|) and a filtered config for
+ * |ds| (|fc|), not enabled yet. */
+static void filter_setup(const test_service_t *ts, raw_producer_t *p,
+                         raw_consumer_t *c, filter_cfg_t *fc, const char *ds) {
+  assert_int_equal(raw_producer_connect(p, ts, "test.producer", ds, 4, 64, false), 0);
+  assert_int_equal(raw_consumer_connect(c, ts), 0);
+  filter_cfg_init(fc, ds);
+}
+
 /* for_testing {seq_value: 2, then a varint cut by the message's end}:
  * the top level parses (the service takes it), the filter does not. */
 static const uint8_t kBadPacket[] = {0xa2, 0x38, 0x03, 0x10, 0x02, 0x10};
@@ -71,6 +86,17 @@ static void write_and_commit(raw_producer_t *p, uint32_t chunk_id,
                                             chunk_id, 0, frags, lens, k), 0);
   uint32_t page = 0, chunk = chunk_id % 4;
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+/* A filtered session of |c| recording |n| test packets (and the bad one
+ * after them when |with_bad|) of producer |p|. */
+static void filter_record(const test_service_t *ts, raw_producer_t *p,
+                          raw_consumer_t *c, filter_cfg_t *fc, unsigned n,
+                          bool with_bad) {
+  filter_setup(ts, p, c, fc, "filter.ds");
+  assert_int_equal(raw_consumer_enable(c, &fc->sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+  write_and_commit(p, 0, "secret", n, with_bad);
 }
 
 typedef struct seen {
@@ -108,12 +134,7 @@ static void filtered_session_strips_fields_and_counts(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   filter_cfg_t fc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "filter.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  filter_cfg_init(&fc, "filter.ds");
-  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  write_and_commit(&p, 0, "secret", 5, true);
+  filter_record(ts, &p, &c, &fc, 5, true);
   assert_int_equal(raw_consumer_disable(&c, 5000), 0);
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
@@ -244,12 +265,7 @@ static void clones_keep_the_filter_unless_told_to_skip_it(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   filter_cfg_t fc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "filter.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  filter_cfg_init(&fc, "filter.ds");
-  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  write_and_commit(&p, 0, "secret", 3, false);
+  filter_record(ts, &p, &c, &fc, 3, false);
   Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
   assert_non_null(q);
   assert_int_equal(q->service_state->n_tracing_sessions, 1);
@@ -271,6 +287,191 @@ static void clones_keep_the_filter_unless_told_to_skip_it(void **state) {
   raw_producer_close(&p);
 }
 
+/* --- side by side with Perfetto's traced ----------------------------------- */
+
+/* for_testing (900): M {1: filtered string, 2 simple, 3: M, 4 simple
+ * fixed, 5..9 simple}; anything else dropped. Every other packet of
+ * either service filters to nothing. */
+static const uint32_t kSideWords[] = {
+    W(1, FBC_NESTED), 1, W(0, FBC_EOM),
+    W(900, FBC_NESTED), 2, W(0, FBC_EOM),
+    W(1, FBC_STRING), W(2, FBC_SIMPLE), W(3, FBC_NESTED), 2, W(4, FBC_SIMPLE),
+    W(5, FBC_RANGE), 5, W(0, FBC_EOM),
+};
+
+/* Packets both services get, each a for_testing body (|body|, |n|). */
+typedef struct side_packet {
+  const uint8_t *body;
+  size_t n;
+} side_packet_t;
+
+static const uint8_t kSideA[] = {
+    0x0a, 14, 'B', '|', '4', '2', '|', 'p', 'w', '=', 's', 'e', 'c', 'r', 'e', 't',
+    0x10, 0x96, 0x01,                               /* 2: 150 */
+    0x90, 0x80, 0x00, 0x07,                         /* 2, redundant tag */
+    0x18, 0x81, 0x80, 0x80, 0x00,                   /* 3 as varint: dropped */
+    0x25, 1, 2, 3, 4,                               /* 4: fixed32 */
+    0x31, 1, 2, 3, 4, 5, 6, 7, 8,                   /* 6: fixed64 */
+    0x50, 1,                                        /* 10: dropped */
+};
+static const uint8_t kSideB[] = {
+    0x1a, 11, 0x10, 1, 0x58, 9, 0x1a, 5, 0x10, 2, 0x0a, 1, 'x',   /* 3: M{M{}} */
+    0x3a, 3, 0x01, 0x02, 0x03,                      /* 7: packed bytes */
+    0x1a, 0,                                        /* 3: empty message */
+};
+static const uint8_t kSideErr[] = {0x1a, 3, 0x10, 1, 0x10}; /* cut varint */
+static const uint8_t kSideDrop[] = {0x58, 1};               /* all dropped */
+
+/* Wraps |body| as a TracePacket {for_testing (900): body}. */
+static size_t side_wrap(uint8_t *out, const uint8_t *body, size_t n) {
+  out[0] = 0xa2;
+  out[1] = 0x38;
+  size_t k = 2 + fbc_put_varint(out + 2, (uint32_t)n);
+  memcpy(out + k, body, n);
+  return k + n;
+}
+
+/* The non-empty packets of trace file |path|, concatenated as
+ * [u32 len][bytes] into |*out|; |*empty|: how many were empty. */
+static size_t file_packets(const char *path, uint8_t **out, size_t *empty) {
+  *empty = 0;
+  size_t len = 0, k = 0;
+  uint8_t *f = tg_test_read_file(path, &len);
+  assert_non_null(f);
+  *out = malloc(len + 4);
+  assert_non_null(*out);
+  for (size_t at = 0; at < len;) {
+    assert_int_equal(f[at++], 0x0a);
+    uint64_t n = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      assert_true(at < len && shift < 64);
+      n |= (uint64_t)(f[at] & 0x7f) << shift;
+      if (!(f[at++] & 0x80)) break;
+    }
+    assert_true(n <= len - at);
+    if (!n) (*empty)++;
+    if (n) {
+      uint32_t l = (uint32_t)n;
+      memcpy(*out + k, &l, 4);
+      memcpy(*out + k + 4, f + at, n);
+      k += 4 + n;
+    }
+    at += n;
+  }
+  free(f);
+  return k;
+}
+
+/* Records the side packets through the service on |ts|'s sockets into
+ * |path| with the filter. */
+static void side_record(const test_service_t *ts, const char *path) {
+  raw_producer_t p;
+  raw_consumer_t c;
+  filter_cfg_t fc;
+  filter_setup(ts, &p, &c, &fc, "side.ds");
+  fc.tf.bytecode_v2.len = fbc_encode(kSideWords, sizeof(kSideWords) / 4, fc.code);
+  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterRule rule =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_RULE__INIT, *rp = &rule;
+  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterChain ch =
+      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_CHAIN__INIT;
+  rule.has_policy = 1;
+  rule.policy = PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_POLICY__SFP_ATRACE_REPEATED_SEARCH_REDACT_GROUPS;
+  rule.regex_pattern = (char *)"pw=(\\w+)";
+  rule.atrace_payload_starts_with = (char *)"pw";
+  ch.n_rules = 1;
+  ch.rules = &rp;
+  fc.tf.string_filter_chain = &ch;
+  fc.sc.cfg.has_write_into_file = 1;
+  fc.sc.cfg.write_into_file = 1;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, fd), 0);
+  close(fd);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  const side_packet_t in[] = {{kSideA, sizeof(kSideA)}, {kSideErr, sizeof(kSideErr)},
+                              {kSideB, sizeof(kSideB)}, {kSideDrop, sizeof(kSideDrop)}};
+  uint8_t pk[4][128];
+  const uint8_t *frags[4];
+  size_t lens[4];
+  for (unsigned i = 0; i < 4; i++) {
+    lens[i] = side_wrap(pk[i], in[i].body, in[i].n);
+    frags[i] = pk[i];
+  }
+  assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_4, 1, 0, 0, frags, lens, 4), 0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+  assert_int_equal(raw_consumer_disable(&c, 10000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+/* Perfetto's traced on |ts|'s socket paths; waits until it accepts. */
+static pid_t start_traced(const char *bin, const test_service_t *ts) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/traced", bin);
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", ts->producer_sock, 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", ts->consumer_sock, 1);
+  const char *argv[] = {"traced", NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = path;
+  sp.argv = argv;
+  sp.stdout_fd = sp.stderr_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+  assert_true(pid > 0);
+  for (int64_t end = tg_test_now_ms() + 10000; tg_test_now_ms() < end;) {
+    raw_consumer_t c;
+    if (access(ts->producer_sock, F_OK) == 0 && raw_consumer_connect(&c, ts) == 0) {
+      raw_consumer_close(&c);
+      return pid;
+    }
+    usleep(20000);
+  }
+  fail_msg("traced did not start on %s", ts->consumer_sock);
+  return -1;
+}
+
+static void same_filtered_bytes_as_perfettos_traced(void **state) {
+  test_service_t *ts = *state;
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !bin[0]) {
+    print_message("skipped: PERFETTO_BIN is not set (Perfetto's traced, to "
+                  "compare with)\n");
+    skip();
+  }
+  test_service_t pts;
+  assert_int_equal(test_service_prepare(&pts), 0);
+  pid_t traced = start_traced(bin, &pts);
+  char ours[160], theirs[160];
+  snprintf(ours, sizeof(ours), "%s/ours.pftrace", ts->dir);
+  snprintf(theirs, sizeof(theirs), "%s/theirs.pftrace", pts.dir);
+  side_record(ts, ours);
+  side_record(&pts, theirs);
+  assert_true(tg_test_stop(traced, SIGTERM, 10000) != -1);
+  uint8_t *a, *b;
+  size_t ea, eb;
+  size_t na = file_packets(ours, &a, &ea), nb = file_packets(theirs, &b, &eb);
+  /* Emptied packets stay in a file, as empty TracePackets, in both. */
+  assert_true(ea > 0 && eb > 0);
+  /* Three packets survive (the malformed one and the emptied one do not),
+   * byte for byte the same. */
+  size_t count = 0;
+  for (size_t at = 0; at + 4 <= na; count++) {
+    uint32_t l;
+    memcpy(&l, a + at, 4);
+    at += 4 + l;
+  }
+  assert_int_equal(count, 3);
+  assert_non_null(memmem(a, na, "pw=P60RED", 9)); /* the rule ran */
+  assert_int_equal(na, nb);
+  assert_memory_equal(a, b, na);
+  free(a);
+  free(b);
+  unlink(theirs);
+  tg_test_rm_rf(pts.dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(filtered_session_strips_fields_and_counts,
@@ -278,6 +479,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(unloadable_filters_refuse_the_config,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clones_keep_the_filter_unless_told_to_skip_it,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(same_filtered_bytes_as_perfettos_traced,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

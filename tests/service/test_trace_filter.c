@@ -25,6 +25,12 @@ static int load_words(tg_filter_bytecode_t *bc, const uint32_t *w, size_t n) {
 }
 
 #define W(id, op) FBC_WORD(id, op)
+#define SIMPLE (TG_FILTER_ALLOWED | TG_FILTER_SIMPLE)
+
+static void expect_state(const tg_filter_bytecode_t *bc, uint32_t msg,
+                         uint32_t field, uint32_t want) {
+  assert_int_equal(tg_filter_bytecode_query(bc, msg, field), want);
+}
 #define NWORDS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* --- bytecode ------------------------------------------------------------- */
@@ -40,28 +46,22 @@ static void bytecode_v1_fields_nested_and_ranges(void **state) {
   tg_filter_bytecode_t bc;
   assert_int_equal(load_words(&bc, w, NWORDS(w)), 0);
   assert_int_equal(bc.n_messages, 3);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 0, 1), TG_FILTER_ALLOWED | 1);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 0, 2), 0);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 1),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 2), TG_FILTER_ALLOWED | 2);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 3), 0);
+  expect_state(&bc, 0, 1, TG_FILTER_ALLOWED | 1);
+  expect_state(&bc, 0, 2, 0);
+  expect_state(&bc, 1, 1, SIMPLE);
+  expect_state(&bc, 1, 2, TG_FILTER_ALLOWED | 2);
+  expect_state(&bc, 1, 3, 0);
   /* A range across the direct-index limit: both halves, nothing past. */
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 120),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 127),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 128),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 139),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 140), 0);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 1000),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 1001), 0);
+  expect_state(&bc, 1, 120, SIMPLE);
+  expect_state(&bc, 1, 127, SIMPLE);
+  expect_state(&bc, 1, 128, SIMPLE);
+  expect_state(&bc, 1, 139, SIMPLE);
+  expect_state(&bc, 1, 140, 0);
+  expect_state(&bc, 1, 1000, SIMPLE);
+  expect_state(&bc, 1, 1001, 0);
   /* Messages past the last are no message. */
-  assert_int_equal(tg_filter_bytecode_query(&bc, 3, 1), 0);
-  assert_int_equal(tg_filter_bytecode_query(&bc, UINT32_MAX, 1), 0);
+  expect_state(&bc, 3, 1, 0);
+  expect_state(&bc, UINT32_MAX, 1, 0);
   tg_filter_bytecode_free(&bc);
 }
 
@@ -71,10 +71,8 @@ static void bytecode_v2_filter_string_opcode(void **state) {
                         W(3, FBC_STRING), W(200, FBC_STRING), W(0, FBC_EOM)};
   tg_filter_bytecode_t bc;
   assert_int_equal(load_words(&bc, w, NWORDS(w)), 0);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 3),
-                   TG_FILTER_ALLOWED | TG_FILTER_STRING);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 200),
-                   TG_FILTER_ALLOWED | TG_FILTER_STRING);
+  expect_state(&bc, 1, 3, TG_FILTER_ALLOWED | TG_FILTER_STRING);
+  expect_state(&bc, 1, 200, TG_FILTER_ALLOWED | TG_FILTER_STRING);
   tg_filter_bytecode_free(&bc);
 }
 
@@ -90,15 +88,11 @@ static void bytecode_overlay_adds_and_upgrades(void **state) {
   tg_filter_bytecode_t bc;
   char why[256];
   assert_int_equal(tg_filter_bytecode_load(&bc, code, cl, over, ol, why, sizeof(why)), 0);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 1),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 2),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 9),
-                   TG_FILTER_ALLOWED | TG_FILTER_STRING);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 1, 300),
-                   TG_FILTER_ALLOWED | TG_FILTER_SIMPLE);
-  assert_int_equal(tg_filter_bytecode_query(&bc, 0, 1), TG_FILTER_ALLOWED | 1);
+  expect_state(&bc, 1, 1, SIMPLE);
+  expect_state(&bc, 1, 2, SIMPLE);
+  expect_state(&bc, 1, 9, TG_FILTER_ALLOWED | TG_FILTER_STRING);
+  expect_state(&bc, 1, 300, SIMPLE);
+  expect_state(&bc, 0, 1, TG_FILTER_ALLOWED | 1);
   tg_filter_bytecode_free(&bc);
 }
 
@@ -178,11 +172,16 @@ static void bytecode_refuses_every_malformed_form(void **state) {
 
 /* --- string rules ----------------------------------------------------------- */
 
+static void add_rule(tg_string_filter_t *sf, int policy, const char *re,
+                     const char *prefix) {
+  char why[256];
+  assert_int_equal(tg_string_filter_add_rule(sf, policy, re, prefix, why, sizeof(why)), 0);
+}
+
 static tg_string_filter_t *rules(int policy, const char *re, const char *prefix) {
   tg_string_filter_t *sf = tg_string_filter_new();
   assert_non_null(sf);
-  char why[256];
-  assert_int_equal(tg_string_filter_add_rule(sf, policy, re, prefix, why, sizeof(why)), 0);
+  add_rule(sf, policy, re, prefix);
   return sf;
 }
 
@@ -214,10 +213,7 @@ static void strings_match_redact_groups(void **state) {
 static void strings_match_break_stops_the_chain(void **state) {
   (void)state;
   tg_string_filter_t *sf = rules(TG_SFP_MATCH_BREAK, "B\\|1\\|keep (.*)", NULL);
-  char why[256];
-  assert_int_equal(tg_string_filter_add_rule(sf, TG_SFP_MATCH_REDACT_GROUPS,
-                                             "B\\|\\d+\\|\\w+ (.*)", NULL, why,
-                                             sizeof(why)), 0);
+  add_rule(sf, TG_SFP_MATCH_REDACT_GROUPS, "B\\|\\d+\\|\\w+ (.*)", NULL);
   expect_filtered(sf, "B|1|keep secret", "B|1|keep secret", false);
   expect_filtered(sf, "B|2|keep secret", "B|2|keep P60RED", true);
   assert_int_equal(tg_string_filter_n_rules(sf), 2);
@@ -235,10 +231,7 @@ static void strings_atrace_policies_check_the_payload_prefix(void **state) {
   expect_filtered(sf, "B|1024|bar:foo:x", "B|1024|bar:foo:x", false);
   tg_string_filter_free(sf);
   sf = rules(TG_SFP_ATRACE_MATCH_BREAK, "B\\|\\d+\\|foo:.*", "foo");
-  char why[256];
-  assert_int_equal(tg_string_filter_add_rule(sf, TG_SFP_MATCH_REDACT_GROUPS,
-                                             "B\\|\\d+\\|(.*)", NULL, why,
-                                             sizeof(why)), 0);
+  add_rule(sf, TG_SFP_MATCH_REDACT_GROUPS, "B\\|\\d+\\|(.*)", NULL);
   expect_filtered(sf, "B|1|foo:x", "B|1|foo:x", false);
   expect_filtered(sf, "B|1|bar:x", "B|1|P60RE", true);
   tg_string_filter_free(sf);
