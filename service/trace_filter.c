@@ -271,6 +271,61 @@ static int tokenize(run_t *r, uint8_t b) {
   return -EINVAL;
 }
 
+/* A varint of at most 10 bytes at |p| (|n| bytes there): its length, or 0
+ * when it is cut or longer (the byte path then decides). */
+static size_t read_varint(const uint8_t *p, size_t n, uint64_t *v) {
+  uint64_t x = 0;
+  for (size_t i = 0; i < n && i < 10; i++) {
+    x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+    if (!(p[i] & 0x80)) {
+      *v = x;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+/* The byte path's steps for one whole field at |p|, when the slice holds
+ * it and it ends within the open message: the same calls in the same
+ * order, without a tokenizer state per byte. Returns the bytes taken (0:
+ * leave it to the byte path, which also finds every malformed form), or
+ * -EINVAL. */
+static long fast_field(run_t *r, const uint8_t *p, size_t n) {
+  tg_trace_filter_t *f = r->f;
+  level_t *top = &f->stack[r->depth];
+  uint64_t tag, v = 0;
+  size_t k = read_varint(p, n, &tag);
+  if (!k) return 0;
+  unsigned wt = (unsigned)(tag & 7);
+  size_t vk;
+  switch (wt) {
+    case WT_VARINT:
+    case WT_LEN:
+      vk = read_varint(p + k, n - k, &v);
+      if (!vk || (wt == WT_LEN && v > MAX_FIELD_LEN)) return 0;
+      break;
+    case WT_FIXED32:
+    case WT_FIXED64:
+      vk = wt == WT_FIXED32 ? 4 : 8;
+      if (n - k < vk) return 0;
+      for (size_t i = 0; i < vk; i++) v |= (uint64_t)p[k + i] << (8 * i);
+      break;
+    default:
+      return 0;
+  }
+  size_t used = k + vk;
+  if (used > top->in_limit - top->in_bytes) return 0;
+  /* All but the last byte: no message can end there. */
+  top->in_bytes += (uint32_t)(used - 1);
+  f->field_id = (uint32_t)(tag >> 3);
+  int opened = f->field_id ? on_field(r, wt, v) : 0;
+  if (opened < 0) return opened;
+  int rv = account(r, 1);
+  if (rv < 0) return rv;
+  if (opened) r->depth++;
+  return (long)used;
+}
+
 /* Consumes the bytes of |p| (|n| of them). */
 static int run_slice(run_t *r, const uint8_t *p, size_t n) {
   tg_trace_filter_t *f = r->f;
@@ -291,6 +346,15 @@ static int run_slice(run_t *r, const uint8_t *p, size_t n) {
       int rv = account(r, k);
       if (rv < 0) return rv;
       continue;
+    }
+    if (f->tok == TOK_TAG && f->shift == 0) {
+      long used = fast_field(r, p, n);
+      if (used < 0) return (int)used;
+      if (used > 0) {
+        p += used;
+        n -= (size_t)used;
+        continue;
+      }
     }
     int opened = tokenize(r, *p++);
     n--;
