@@ -322,6 +322,32 @@ static const uint8_t kSideB[] = {
 static const uint8_t kSideErr[] = {0x1a, 3, 0x10, 1, 0x10}; /* cut varint */
 static const uint8_t kSideDrop[] = {0x58, 1};               /* all dropped */
 
+#define SFP(x) PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_POLICY__SFP_##x
+
+/* A chain with every policy, and strings that each rule (or none) takes. */
+static const struct {
+  int policy;
+  const char *pattern, *prefix;
+} kSideRules[] = {
+    {SFP(ATRACE_MATCH_BREAK), "B\\|\\d+\\|keep.*", "keep"},
+    {SFP(ATRACE_MATCH_REDACT_GROUPS), "B\\|\\d+\\|tok (\\w+) (\\d+)", "tok"},
+    {SFP(MATCH_BREAK), "plain keep.*", ""},
+    {SFP(MATCH_REDACT_GROUPS), "plain (.*) (end|fin)", ""},
+    {SFP(ATRACE_REPEATED_SEARCH_REDACT_GROUPS), "pw=(\\w+)", "pw"},
+};
+static const char *const kSideStrings[] = {
+    "B|1|keep pw=x",
+    "B|1|tok abcdefghijklmnop 12345",
+    "B|1|tok short",
+    "plain keep x end",
+    "plain secret stuff end",
+    "plain a b fin",
+    "C|7|pw=aa pw=bbbbbbbbbbbbbbbbbb,pw=c",
+    "E|1|pw=zz",
+    "S|12|pwd x",
+    "B|",
+};
+
 /* Wraps |body| as a TracePacket {for_testing (900): body}. */
 static size_t side_wrap(uint8_t *out, const uint8_t *body, size_t n) {
   out[0] = 0xa2;
@@ -370,16 +396,20 @@ static void side_record(const test_service_t *ts, const char *path) {
   filter_cfg_t fc;
   filter_setup(ts, &p, &c, &fc, "side.ds");
   fc.tf.bytecode_v2.len = fbc_encode(kSideWords, sizeof(kSideWords) / 4, fc.code);
-  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterRule rule =
-      PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_RULE__INIT, *rp = &rule;
+  enum { N_RULES = sizeof(kSideRules) / sizeof(kSideRules[0]) };
+  Perfetto__Protos__TraceConfig__TraceFilter__StringFilterRule rule[N_RULES], *rp[N_RULES];
   Perfetto__Protos__TraceConfig__TraceFilter__StringFilterChain ch =
       PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_CHAIN__INIT;
-  rule.has_policy = 1;
-  rule.policy = PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__STRING_FILTER_POLICY__SFP_ATRACE_REPEATED_SEARCH_REDACT_GROUPS;
-  rule.regex_pattern = (char *)"pw=(\\w+)";
-  rule.atrace_payload_starts_with = (char *)"pw";
-  ch.n_rules = 1;
-  ch.rules = &rp;
+  for (size_t i = 0; i < N_RULES; i++) {
+    perfetto__protos__trace_config__trace_filter__string_filter_rule__init(&rule[i]);
+    rule[i].has_policy = 1;
+    rule[i].policy = kSideRules[i].policy;
+    rule[i].regex_pattern = (char *)kSideRules[i].pattern;
+    rule[i].atrace_payload_starts_with = (char *)kSideRules[i].prefix;
+    rp[i] = &rule[i];
+  }
+  ch.n_rules = N_RULES;
+  ch.rules = rp;
   fc.tf.string_filter_chain = &ch;
   fc.sc.cfg.has_write_into_file = 1;
   fc.sc.cfg.write_into_file = 1;
@@ -388,16 +418,29 @@ static void side_record(const test_service_t *ts, const char *path) {
   assert_int_equal(raw_consumer_enable(&c, &fc.sc.cfg, fd), 0);
   close(fd);
   assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  /* One more body: every string of kSideStrings as field 1. */
+  uint8_t strs[400];
+  size_t ns = 0;
+  for (size_t i = 0; i < sizeof(kSideStrings) / sizeof(kSideStrings[0]); i++) {
+    size_t l = strlen(kSideStrings[i]);
+    assert_true(ns + 2 + l <= sizeof(strs) && l < 128);
+    strs[ns++] = 0x0a;
+    strs[ns++] = (uint8_t)l;
+    memcpy(strs + ns, kSideStrings[i], l);
+    ns += l;
+  }
   const side_packet_t in[] = {{kSideA, sizeof(kSideA)}, {kSideErr, sizeof(kSideErr)},
-                              {kSideB, sizeof(kSideB)}, {kSideDrop, sizeof(kSideDrop)}};
-  uint8_t pk[4][128];
-  const uint8_t *frags[4];
-  size_t lens[4];
-  for (unsigned i = 0; i < 4; i++) {
+                              {kSideB, sizeof(kSideB)}, {kSideDrop, sizeof(kSideDrop)},
+                              {strs, ns}};
+  enum { N_IN = sizeof(in) / sizeof(in[0]) };
+  uint8_t pk[N_IN][512];
+  const uint8_t *frags[N_IN];
+  size_t lens[N_IN];
+  for (unsigned i = 0; i < N_IN; i++) {
     lens[i] = side_wrap(pk[i], in[i].body, in[i].n);
     frags[i] = pk[i];
   }
-  assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_4, 1, 0, 0, frags, lens, 4), 0);
+  assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_4, 1, 0, 0, frags, lens, N_IN), 0);
   uint32_t page = 0, chunk = 0;
   assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
   assert_int_equal(raw_consumer_disable(&c, 10000), 0);
@@ -462,8 +505,15 @@ static void same_filtered_bytes_as_perfettos_traced(void **state) {
     memcpy(&l, a + at, 4);
     at += 4 + l;
   }
-  assert_int_equal(count, 3);
-  assert_non_null(memmem(a, na, "pw=P60RED", 9)); /* the rule ran */
+  assert_int_equal(count, 4);
+  /* The rules ran: each policy's result is there. */
+  static const char *const want[] = {
+      "pw=P60RED", "B|1|keep pw=x", "tok P60REDACTED----- P60RE",
+      "B|1|tok short", "plain keep x end", "plain P60REDACTED- P60",
+      "plain P60 P60", "pw=P6 pw=P60REDACTED-------,pw=P", "E|1|pw=zz",
+      "S|12|pwd x"};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+    if (!memmem(a, na, want[i], strlen(want[i]))) fail_msg("missing: %s", want[i]);
   assert_int_equal(na, nb);
   assert_memory_equal(a, b, na);
   free(a);
