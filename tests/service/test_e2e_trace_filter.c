@@ -219,6 +219,47 @@ static void unloadable_filters_refuse_the_config(void **state) {
   raw_consumer_close(&c);
 }
 
+/* EnableTracing with |fc| by a consumer of its own, then DisableTracing:
+ * 1 if the session ran, 0 if the config was refused (the reason in
+ * |err|). */
+static int runs(const test_service_t *ts, filter_cfg_t *fc, char *err,
+                size_t errlen) {
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_enable(&c, &fc->sc.cfg, -1), 0);
+  Perfetto__Protos__DisableTracingRequest d = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+  raw_call(&c.conn, "DisableTracing", &d.base, -1, NULL, NULL, 5000);
+  int rv = raw_consumer_wait_disabled(&c, 5000, err, errlen);
+  raw_consumer_close(&c);
+  return rv;
+}
+
+static void bytecode_v2_is_taken_over_v1_when_set(void **state) {
+  test_service_t *ts = *state;
+  filter_cfg_t fc;
+  char err[512];
+  uint8_t bad[] = {0x01};
+  /* v1 alone. */
+  filter_cfg_init(&fc, "x.ds");
+  fc.tf.bytecode = fc.tf.bytecode_v2;
+  fc.tf.has_bytecode = 1;
+  fc.tf.has_bytecode_v2 = 0;
+  fc.tf.bytecode_v2.len = 0;
+  if (runs(ts, &fc, err, sizeof(err)) != 1) fail_msg("refused: %s", err);
+  /* v2 set: v1 is not even read. */
+  filter_cfg_init(&fc, "x.ds");
+  fc.tf.has_bytecode = 1;
+  fc.tf.bytecode.data = bad;
+  fc.tf.bytecode.len = sizeof(bad);
+  if (runs(ts, &fc, err, sizeof(err)) != 1) fail_msg("refused: %s", err);
+  /* v2 bad, v1 good: refused for v2. */
+  fc.tf.bytecode = fc.tf.bytecode_v2;
+  fc.tf.bytecode_v2.data = bad;
+  fc.tf.bytecode_v2.len = sizeof(bad);
+  assert_int_equal(runs(ts, &fc, err, sizeof(err)), 0);
+  assert_non_null(strstr(err, "trace_filter.bytecode_v2"));
+}
+
 static int64_t clone_of(raw_consumer_t *k, uint64_t id, bool skip) {
   Perfetto__Protos__CloneSessionRequest r = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
   r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
@@ -527,6 +568,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(filtered_session_strips_fields_and_counts,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(unloadable_filters_refuse_the_config,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(bytecode_v2_is_taken_over_v1_when_set,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clones_keep_the_filter_unless_told_to_skip_it,
                                       test_service_setup, test_service_teardown),
