@@ -23,6 +23,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
+#include "pb/trace/trace.pb-c.h"
 #include "tests/service/filter_bytecode_gen.h"
 #include "test_proc.h"
 #include "test_service.h"
@@ -89,11 +90,15 @@ static void write_and_commit(raw_producer_t *p, uint32_t chunk_id,
 }
 
 /* A filtered session of |c| recording |n| test packets (and the bad one
- * after them when |with_bad|) of producer |p|. */
+ * after them when |with_bad|) of producer |p|; compressed (DEFLATE) when
+ * |deflate|. */
 static void filter_record(const test_service_t *ts, raw_producer_t *p,
                           raw_consumer_t *c, filter_cfg_t *fc, unsigned n,
-                          bool with_bad) {
+                          bool with_bad, bool deflate) {
   filter_setup(ts, p, c, fc, "filter.ds");
+  fc->sc.cfg.has_compression_type = deflate;
+  fc->sc.cfg.compression_type =
+      PERFETTO__PROTOS__TRACE_CONFIG__COMPRESSION_TYPE__COMPRESSION_TYPE_DEFLATE;
   assert_int_equal(raw_consumer_enable(c, &fc->sc.cfg, -1), 0);
   assert_int_equal(raw_producer_wait_started(p, 5000), 0);
   write_and_commit(p, 0, "secret", n, with_bad);
@@ -134,7 +139,7 @@ static void filtered_session_strips_fields_and_counts(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   filter_cfg_t fc;
-  filter_record(ts, &p, &c, &fc, 5, true);
+  filter_record(ts, &p, &c, &fc, 5, true, false);
   assert_int_equal(raw_consumer_disable(&c, 5000), 0);
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
@@ -174,6 +179,31 @@ static void filtered_session_strips_fields_and_counts(void **state) {
   assert_int_equal(r->trace_stats->filter_stats->errors, 1);
   assert_true(r->trace_stats->filter_stats->input_packets > seen_before);
   perfetto__protos__get_trace_stats_response__free_unpacked(r, NULL);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
+/* COMPRESSION_TYPE_DEFLATE: the filter comes first, the compressor gets
+ * what it left. */
+static void filtered_then_compressed(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c;
+  filter_cfg_t fc;
+  filter_record(ts, &p, &c, &fc, 5, false, true);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  assert_non_null(out);
+  Perfetto__Protos__Trace *t =
+      test_inflate_trace((const Perfetto__Protos__TracePacket *const *)out, n);
+  free_packets(out, n);
+  assert_non_null(t);
+  seen_t s = look(t->packet, t->n_packet);
+  assert_int_equal(s.test_with_str, 0);
+  assert_int_equal(s.test_without_str, 5);
+  assert_int_equal(s.configs, 0);
+  perfetto__protos__trace__free_unpacked(t, NULL);
   raw_consumer_close(&c);
   raw_producer_close(&p);
 }
@@ -306,7 +336,7 @@ static void clones_keep_the_filter_unless_told_to_skip_it(void **state) {
   raw_producer_t p;
   raw_consumer_t c;
   filter_cfg_t fc;
-  filter_record(ts, &p, &c, &fc, 3, false);
+  filter_record(ts, &p, &c, &fc, 3, false, false);
   Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
   assert_non_null(q);
   assert_int_equal(q->service_state->n_tracing_sessions, 1);
@@ -567,6 +597,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(filtered_session_strips_fields_and_counts,
                                       test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(filtered_then_compressed, test_service_setup,
+                                      test_service_teardown),
       cmocka_unit_test_setup_teardown(unloadable_filters_refuse_the_config,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(bytecode_v2_is_taken_over_v1_when_set,
