@@ -37,7 +37,7 @@ MBED_DIR := build/mbedtls-only
 PREFIX ?= /usr/local
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
-                fuzz_trace_buffer fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
+                fuzz_trace_buffer fuzz_trace_filter fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
                 fuzz_proc_parsers \
                 fuzz_slice_reassembler fuzz_net_addr \
                 fuzz_authz fuzz_hosts_file fuzz_flags \

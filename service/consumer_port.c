@@ -43,6 +43,9 @@ typedef struct flush_call {
    * flush is over, so it holds what producers had written until now. */
   bool clone;
   uint64_t clone_src;
+  /* skip_trace_filter: the snapshot is read without the source's filter
+   * (perfetto --clone-for-bugreport asks for this). */
+  bool skip_trace_filter;
   /* The trigger it is cloned for (owned); no name: none. */
   tg_trigger_info_t trigger;
 } flush_call_t;
@@ -619,6 +622,10 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
     clone_reply(fc->call, err, NULL);
     return;
   }
+  if (fc->skip_trace_filter) {
+    tg__readout_filter_free(s->readout.filter);
+    s->readout.filter = NULL;
+  }
   /* Only a clone that succeeded answers the hit: one refused above leaves
    * it, with its time, for the consumer's next try. */
   if (fc->trigger.name)
@@ -726,6 +733,7 @@ static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   flush_call_t *fc = refusal ? NULL : calloc(1, sizeof(*fc));
   if (!refusal && (!fc || clone_trigger_of(src, req, &fc->trigger) < 0))
     refusal = "out of memory";
+  if (fc) fc->skip_trace_filter = req->has_skip_trace_filter && req->skip_trace_filter;
   perfetto__protos__clone_session_request__free_unpacked(req, NULL);
   if (refusal) {
     if (fc) flush_call_free(fc);

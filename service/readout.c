@@ -279,6 +279,12 @@ Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
 #undef SET
     st->buffer_stats[i] = &bs[i];
   }
+  if (tg__readout_filter_stats(s->readout.filter, st) < 0) {
+    free(bs);
+    free(st->buffer_stats);
+    free(st);
+    return NULL;
+  }
   /* [0] holds the array even with no buffer: tg__readout_stats_free()
    * frees it through [0] (n_buffer_stats says it is not one). */
   st->buffer_stats[0] = bs;
@@ -312,6 +318,7 @@ Perfetto__Protos__TraceStats *tg__readout_stats_new(tg_session_t *s) {
 
 void tg__readout_stats_free(Perfetto__Protos__TraceStats *st) {
   if (!st) return;
+  tg__readout_filter_stats_free(st);
   /* One array holds every BufferStats; [0] points at its start. */
   if (st->buffer_stats) free(st->buffer_stats[0]);
   free(st->buffer_stats);
@@ -440,6 +447,7 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
       pkt.slice[pkt.num_slices] = suffix;
       pkt.slice_len[pkt.num_slices] = (size_t)(q - suffix);
       size_t total = pkt.size + (size_t)(q - suffix);
+      tg__readout_filter_from(s->readout.filter, (int)i);
       if (emit(ctx, pkt.slice, pkt.slice_len, pkt.num_slices + 1,
                pkt.num_slices, total))
         return 1;
@@ -476,6 +484,20 @@ static int drain_plain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   }
 }
 
+/* drain_plain through the session's trace filter, if it has one. A
+ * packet filtered to nothing still goes to a file (Perfetto writes it as
+ * an empty TracePacket), not to ReadBuffers. */
+static int file_emit(void *ctx, const uint8_t *const *pieces,
+                     const size_t *lens, unsigned n, unsigned n_stable,
+                     size_t total);
+static int drain_filtered(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
+  tg_readout_filter_t *rf = s->readout.filter;
+  if (!rf) return drain_plain(s, emit, ctx);
+  tg__readout_filter_begin(rf, emit, ctx,
+                           emit == file_emit || emit == tg_deflate_emit);
+  return drain_plain(s, tg__readout_filter_emit, rf);
+}
+
 static bool deflate_requested(const tg_session_t *s) {
   return s->config->has_compression_type &&
          s->config->compression_type ==
@@ -483,11 +505,11 @@ static bool deflate_requested(const tg_session_t *s) {
 }
 
 int tg__readout_drain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
-  if (!deflate_requested(s)) return drain_plain(s, emit, ctx);
+  if (!deflate_requested(s)) return drain_filtered(s, emit, ctx);
   tg_deflate_t d;
   int rv = tg_deflate_init(&d, emit, ctx);
   if (rv == 0) {
-    rv = drain_plain(s, tg_deflate_emit, &d);
+    rv = drain_filtered(s, tg_deflate_emit, &d);
     /* The batch closes with the pass, whether it drained or the sink asked
      * to stop: no packet waits in the compressor for the next pass. When
      * only this last batch filled the sink's budget, the buffers are empty
@@ -622,6 +644,8 @@ void tg__readout_init(tg_readout_t *r) {
 void tg__readout_free(tg_readout_t *r) {
   tg_buf_free(&r->service_packets);
   tg_u32_map_free(&r->seqs);
+  tg__readout_filter_free(r->filter);
+  r->filter = NULL;
 }
 
 const char *tg__readout_status_str(tg_readout_status_t st) {

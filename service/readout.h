@@ -19,6 +19,7 @@
 #include "common/u32_map.h"
 #include "pb/common/trace_stats.pb-c.h"
 #include "service/clock_snapshots.h"
+#include "service/readout_filter.h"
 #include "service/service.h"
 
 typedef struct tg_readout {
@@ -43,6 +44,8 @@ typedef struct tg_readout {
    * syscall each (glibc caches neither) saved on every packet. */
   uint32_t own_uid;
   int32_t own_pid;
+  /* TraceConfig.trace_filter, owned; NULL: packets leave as they are. */
+  tg_readout_filter_t *filter;
 } tg_readout_t;
 
 /* What a file write asks of the session. */

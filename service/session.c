@@ -269,6 +269,8 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
   tg_list_init(&s->clone_waits);
   tg__session_flushes_init(&s->flushes);
   tg__readout_init(&s->readout);
+  if (tg__readout_filter_new(&s->readout.filter, cfg, err, errlen) < 0)
+    goto fail;
   for (size_t i = 0; i < cfg->n_buffers; i++) {
     const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
     tg_fill_policy_t pol =

@@ -8,6 +8,7 @@
 
 #include "service/name_regex.h"
 #include "service/producer_port.h"
+#include "service/readout_filter.h"
 #include "service/session.h"
 #include "service/session_config.h"
 
@@ -105,15 +106,13 @@ int tg__session_config_validate(tg_service_t *svc,
         return -EINVAL;
     }
   }
-  /* Perfetto's packet filter strips fields and packets from the trace;
-   * recording without it would keep what the user asked to remove. */
-  if (c->trace_filter) {
-    config_error(err, n,
-                 "trace_filter: tracegated does not apply Perfetto's packet "
-                 "filter, and a trace recorded without it would hold every "
-                 "field it strips; remove trace_filter from the config");
-    return -EINVAL;
-  }
+  /* A filter that does not load refuses the config, as in Perfetto: a
+   * trace recorded without it would keep what the user asked to remove.
+   * The session builds its own (session.c); this one only checks. */
+  tg_readout_filter_t *rf;
+  int frv = tg__readout_filter_new(&rf, c, err, n);
+  tg__readout_filter_free(rf);
+  if (frv < 0) return frv;
   const Perfetto__Protos__TraceConfig__TriggerConfig *tc = c->trigger_config;
   if (tc && tc->has_trigger_timeout_ms &&
       tc->trigger_timeout_ms > TG_SERVICE_MAX_TRIGGER_TIMEOUT_MS) {

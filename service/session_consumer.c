@@ -58,6 +58,11 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
     memset(&s->matchers, 0, sizeof(s->matchers));
     goto oom;
   }
+  /* The source's filter, stats from zero; CloneSession's
+   * skip_trace_filter drops it (consumer_port.c). */
+  if (src->readout.filter &&
+      !(s->readout.filter = tg__readout_filter_dup(src->readout.filter)))
+    goto oom;
   for (size_t i = 0; i < src->n_buffers; i++) {
     s->buffers[i].tb = tg_trace_buffer_clone(src->buffers[i].tb);
     if (!s->buffers[i].tb) goto oom;

@@ -810,6 +810,36 @@ def tls_ecdsa_corpus():
     }
 
 
+def trace_filter_corpus():
+    """fuzz_trace_filter input: [n][n words, 3 bytes LE][mode][cut a][cut b]
+    [packet]. The words are filter opcodes, (field << 3) | op."""
+    def words(ws):
+        return bytes([len(ws)]) + b"".join(w.to_bytes(3, "little") for w in ws)
+
+    def op(field, code):
+        return (field << 3) | code
+
+    # Trace {1: TracePacket}; TracePacket {1 simple, 2: Sub, 3 string,
+    # 200..210 simple}; Sub {1 simple, 2: Sub}.
+    schema = words([op(1, 3), 1, 0,
+                    op(1, 1), op(2, 3), 2, op(3, 4), op(200, 2), 10, 0,
+                    op(1, 1), op(2, 3), 2, 0])
+    nested = f_len(2, f_varint(1, 7) + f_len(2, f_varint(1, 9) + f_varint(5, 1)))
+    packet = (f_varint(1, 150) + f_varint(7, 5) + f_fixed32(4, 1) +
+              f_fixed64(5, 2) + f_len(3, b"B|1|secret") + nested +
+              f_varint(205, 3))
+    return {
+        "schema_packet": schema + b"\x00\x03\x07" + packet,
+        "schema_bad_checksum": schema + b"\x01\x00\x00" + packet,
+        "redundant_varints": schema + b"\x00\x01\x01" + bytes([0x88, 0x80, 0x00, 0x81, 0x80, 0x00]),
+        "nested_too_long": schema + b"\x00\x00\x00" + bytes([0x12, 4, 0x12, 5, 0x08, 1]),
+        "group_wire_type": schema + b"\x00\x02\x00" + bytes([0x08, 1, 0x13, 0]),
+        "unclosed_message": words([op(1, 1)]) + b"\x00\x00\x00" + f_varint(1, 1),
+        "nested_index_out_of_range": words([op(1, 3), 9, 0]) + b"\x00\x00\x00" + nested,
+        "empty_packet": schema + b"\x00\x00\x00",
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -828,6 +858,7 @@ def main():
     write("fuzz_chunk_validator", chunk_corpus())
     write("fuzz_pb_reader", pb_corpus())
     write("fuzz_trace_buffer", trace_buffer_corpus())
+    write("fuzz_trace_filter", trace_filter_corpus())
     write("fuzz_commit_data", commit_data_corpus())
     write("fuzz_relay_filter", relay_filter_corpus())
     write("fuzz_ftrace_page", ftrace_page_corpus())

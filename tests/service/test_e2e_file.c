@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <zlib.h>
 
 #include "test_proc.h"
 #include "test_service.h"
@@ -257,20 +256,7 @@ static void unused_file_descriptor_is_closed(void **state) {
  * the producer's packets in order, stats), in a file and when streamed. */
 static Perfetto__Protos__Trace *inflate_trace(const Perfetto__Protos__TracePacket *const *pk,
                                               size_t n) {
-  size_t cap = 16u << 20, len = 0;
-  uint8_t *all = malloc(cap);
-  assert_non_null(all);
-  for (size_t i = 0; i < n; i++) {
-    assert_int_equal(pk[i]->data_case,
-                     PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS);
-    uLongf out = (uLongf)(cap - len);
-    assert_int_equal(uncompress(all + len, &out, pk[i]->compressed_packets.data,
-                                pk[i]->compressed_packets.len),
-                     Z_OK);
-    len += out;
-  }
-  Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, len, all);
-  free(all);
+  Perfetto__Protos__Trace *t = test_inflate_trace(pk, n);
   assert_non_null(t);
   return t;
 }

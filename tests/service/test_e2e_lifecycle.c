@@ -369,7 +369,8 @@ static void invalid_configs_are_refused_naming_the_field(void **state) {
   assert_int_equal(raw_consumer_wait_disabled(&c, 5000, err, sizeof(err)), 0);
   assert_non_null(strstr(err, "target_buffer: 0, but the config has 0"));
 
-  /* Perfetto's packet filter is not applied: refused, not ignored. */
+  /* A trace_filter without bytecode does not load: refused, as Perfetto
+   * refuses it. */
   simple_cfg_init(&sc, 64, 1, "x.ds");
   Perfetto__Protos__TraceConfig__TraceFilter tf =
       PERFETTO__PROTOS__TRACE_CONFIG__TRACE_FILTER__INIT;

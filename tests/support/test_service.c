@@ -12,12 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "test_proc.h"
 #include "test_wait.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
+#include "pb/trace/trace.pb-c.h"
 
 #ifndef TRACEGATED_PATH
 #error "TRACEGATED_PATH must name the tracegated binary"
@@ -730,4 +733,24 @@ void simple_config(Perfetto__Protos__TraceConfig *cfg,
 void simple_cfg_init(simple_cfg_t *sc, uint32_t kb, int policy, const char *ds_name) {
   simple_config(&sc->cfg, &sc->buf, &sc->bufp, &sc->ds, &sc->dsp, &sc->dsc, kb,
                 policy, ds_name);
+}
+
+Perfetto__Protos__Trace *test_inflate_trace(
+    const Perfetto__Protos__TracePacket *const *pk, size_t n) {
+  size_t cap = 16u << 20, len = 0;
+  uint8_t *all = malloc(cap);
+  if (!all) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    uLongf out = (uLongf)(cap - len);
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS ||
+        uncompress(all + len, &out, pk[i]->compressed_packets.data,
+                   pk[i]->compressed_packets.len) != Z_OK) {
+      free(all);
+      return NULL;
+    }
+    len += out;
+  }
+  Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, len, all);
+  free(all);
+  return t;
 }

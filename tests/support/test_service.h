@@ -12,6 +12,7 @@
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "raw_ipc.h"
+#include "pb/trace/trace.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 
 typedef struct test_service {
@@ -208,6 +209,12 @@ int raw_consumer_query_all(raw_consumer_t *c, int timeout_ms, size_t *producers,
                            size_t *data_sources, size_t *sessions,
                            size_t *replies);
 void raw_consumer_close(raw_consumer_t *c);
+
+/* COMPRESSION_TYPE_DEFLATE: the Trace the |n| compressed_packets wrappers
+ * of |pk| hold, inflated (free with perfetto__protos__trace__free_unpacked);
+ * NULL if one is not such a wrapper or does not inflate. */
+Perfetto__Protos__Trace *test_inflate_trace(
+    const Perfetto__Protos__TracePacket *const *pk, size_t n);
 
 /* A config: one buffer of |kb| KiB with |policy|, one data source. */
 void simple_config(Perfetto__Protos__TraceConfig *cfg,
