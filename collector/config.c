@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "collector/shard.h"
+#include "common/read_file.h"
 
 /* How much of a value or key an error or warning echoes. */
 #define ECHO_MAX 64
@@ -765,25 +766,19 @@ int tg_coll_config_load(const char *path, tg_coll_config_t *out,
                         size_t errn) {
   tg_coll_config_defaults(out); /* a failure owns nothing */
   if (errn) err[0] = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int rv = -errno;
-    if (errn) snprintf(err, errn, "%s: %s", path, strerror(-rv));
+  char *text = NULL;
+  size_t n = 0;
+  int rv = tg_read_regular_file(path, TG_COLL_CONFIG_FILE_MAX, &text, &n);
+  if (rv == -EFBIG) {
+    if (errn)
+      snprintf(err, errn, "%s: larger than %u bytes", path,
+               TG_COLL_CONFIG_FILE_MAX);
     return rv;
   }
-  /* One byte more than a file may hold, so that a larger one is told
-   * apart (the parse refuses it with -EFBIG). */
-  char *text = malloc(TG_COLL_CONFIG_FILE_MAX + 1);
-  size_t n = 0;
-  int rv = text ? 0 : -ENOMEM;
-  while (rv == 0 && n <= TG_COLL_CONFIG_FILE_MAX) {
-    ssize_t r = read(fd, text + n, TG_COLL_CONFIG_FILE_MAX + 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rv = -errno;
-    if (r <= 0) break;
-    n += (size_t)r;
+  if (rv < 0) {
+    if (errn) snprintf(err, errn, "%s: %s", path, tg_read_file_strerror(rv));
+    return rv;
   }
-  close(fd);
   const char *slash = strrchr(path, '/');
   char *dir = NULL;
   if (rv == 0) {

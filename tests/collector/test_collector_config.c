@@ -4,6 +4,7 @@
  * sees the rest). Errors are checked by their "FILE:LINE: key:" prefix,
  * not their English. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -763,6 +765,37 @@ static void config_loads_a_file_relative_to_its_directory(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+/* A FIFO (or any file but a regular one) named as the config is refused
+ * at once, without a writer and without waiting for one: opening or
+ * reading it would block the daemon for good. alarm() bounds the test if
+ * it does block. */
+static void config_refuses_a_fifo_without_blocking(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_config_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof(path), "%s/collector.conf", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  tg_coll_config_t c;
+  char e[512];
+  alarm(10);
+  int rv = tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e));
+  /* And with a writer that never closes: read() would wait for it. */
+  int w = open(path, O_RDWR | O_CLOEXEC);
+  assert_true(w >= 0);
+  int rv_open = tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e));
+  alarm(0);
+  close(w);
+  assert_int_equal(rv, -EINVAL);
+  assert_int_equal(rv_open, -EINVAL);
+  assert_prefix(e, path);
+  /* A directory too. */
+  assert_int_equal(tg_coll_config_load(dir, &c, NULL, NULL, e, sizeof(e)),
+                   -EINVAL);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 /* --shard overrides the file's shard with the same syntax and range. */
 static void config_shard_can_be_set_from_a_command_line(void **state) {
   (void)state;
@@ -801,6 +834,7 @@ int main(void) {
       cmocka_unit_test(config_reserves_group_all),
       cmocka_unit_test(config_enforces_its_limits),
       cmocka_unit_test(config_reads_crlf_files),
+      cmocka_unit_test(config_refuses_a_fifo_without_blocking),
       cmocka_unit_test(config_truncates_errors_to_the_buffer),
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
   };
