@@ -41,7 +41,7 @@
 #include "common/log.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/fleet/merge.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "tracegate/error.h"
 
 #define API "/api/v1"
