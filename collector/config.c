@@ -64,6 +64,8 @@ typedef enum key_id {
   KEY_HTTP_MAX_CONNS,
   KEY_HTTP_MAX_CONNS_PER_SOURCE,
   KEY_HTTP_TIMEOUT,
+  KEY_HTTP_MIN_RATE,
+  KEY_HTTP_CRL,
   KEY_AUTHZ,
   KEY_SESSION_KEY,
   KEY_SNAPSHOT_EVERY,
@@ -139,6 +141,11 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                        NUM_FIELD(http_max_conns_per_source),
                                        1, 65535, false,
                                        "an integer 1..65535", NULL},
+    [KEY_HTTP_MIN_RATE] = {"http_min_rate", K_SIZE, NUM_FIELD(http_min_rate),
+                           0, 0, false,
+                           "a size per second (N, or N followed by K, M, G "
+                           "or T)", NULL},
+    [KEY_HTTP_CRL] = PATH_KEY("http_crl", http_crl, NULL),
     [KEY_AUTHZ] = PATH_KEY("authz", authz, NULL),
     [KEY_SESSION_KEY] = {"session_key", K_NAME, STR_FIELD(session_key), 0, 0,
                          false, NAME_EXPECT, NULL},
@@ -693,6 +700,10 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_AUTHZ],
                 "authz: expected http_cert, http_key and http_ca too "
                 "(authz is enforced over HTTPS)");
+  if (p->seen[KEY_HTTP_CRL] && !c->https)
+    return fail(p, p->seen[KEY_HTTP_CRL],
+                "http_crl: expected http_cert, http_key and http_ca too "
+                "(it revokes HTTPS client certificates)");
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
     if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&

@@ -19,6 +19,7 @@
 
 #include "collector/http_internal.h"
 #include "common/decimal.h"
+#include "tracegate/error.h"
 #include "common/log.h"
 #include "common/printable.h"
 
@@ -26,6 +27,7 @@
 #define DEFAULT_MAX_HEADER (8u * 1024)
 #define DEFAULT_MAX_CONNS 64u
 #define DEFAULT_TIMEOUT_S 30u
+#define DEFAULT_MIN_RATE 4096u
 /* More URI arguments than this are refused (414). */
 #define MAX_ARGS 64
 /* A refused connection is logged at most once per source (and once for
@@ -134,11 +136,13 @@ static int arg_len(struct lws *wsi, int i) {
  * string it will hand the owner copied into one arena (lws reuses its
  * header storage once the body starts). NULL: out of memory or a request
  * lws could not describe (refused by the caller). */
-static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
-                                 int method, const char *uri, int uri_len) {
+static tg_http_exchange_t *x_new(tg_http_conn_t *conn, int method,
+                                 const char *uri, int uri_len) {
+  tg_http_server_t *srv = conn->srv;
+  struct lws *wsi = conn->wsi;
   enum lws_token_indexes hs[] = {WSI_TOKEN_HTTP_CONTENT_TYPE,
                                  WSI_TOKEN_ORIGIN, WSI_TOKEN_HOST};
-  size_t cap = (size_t)uri_len + 1 + 256; /* identity and the NULs */
+  size_t cap = (size_t)uri_len + 1 + sizeof(conn->identity);
   for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
     int n = lws_hdr_total_length(wsi, hs[i]);
     if (n > 0) cap += (size_t)n;
@@ -203,23 +207,11 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
   x->req.query = q;
 
   x->req.tls = lws_is_ssl(wsi) != 0;
+  /* Judged by on_request() before anything is handed over. */
   char *id = at;
-  *id = '\0';
-  if (x->req.tls) {
-    /* The CN of a certificate OpenSSL verified against cfg.ca during the
-     * handshake (on_lws() refuses every other peer). */
-    union {
-      union lws_tls_cert_info_results r;
-      char space[sizeof(union lws_tls_cert_info_results) + 192];
-    } u;
-    if (lws_tls_peer_cert_info(wsi, LWS_TLS_CERT_INFO_COMMON_NAME, &u.r,
-                               sizeof(u.r.ns.name) + 192) == 0) {
-      size_t n = strnlen(u.r.ns.name, sizeof(u.r.ns.name) + 191);
-      if (n > 255) n = 255;
-      memcpy(id, u.r.ns.name, n);
-      id[n] = '\0';
-    }
-  }
+  snprintf(id, sizeof(conn->identity), "%s",
+           x->req.tls && conn->peer == TG_HTTP_PEER_OK ? conn->identity : "");
+  x->req.role = x->req.tls ? conn->role : TG_ROLE_NONE;
   x->req.identity = id;
   tg_list_insert_tail(&srv->exchanges, &x->node);
   return x;
@@ -244,8 +236,8 @@ static int x_dispatch(tg_http_exchange_t *x) {
   return 0;
 }
 
-/* The layer answers |x| itself (413, 411) and closes the connection
- * after it. */
+/* The layer answers |x| itself (400, 403, 413, 414) and closes the
+ * connection after it. */
 static int x_refuse(tg_http_exchange_t *x, int status, const char *why) {
   static const char body[] = "request refused\n";
   TG_DEBUG("http: %s %s refused: %s", x->req.method, x->req.path, why);
@@ -268,6 +260,58 @@ static int content_length(struct lws *wsi, uint64_t *out) {
   return tg_decimal_u64(v, UINT64_MAX, out) < 0 ? -1 : 0;
 }
 
+/* --- HTTPS peers: identity, revocation, role --------------------------------- */
+
+/* The DER of the certificate OpenSSL verified for |wsi|'s peer into *der
+ * (malloc'd): > 0 its length, 0 none yet (still in its handshake), -1 out
+ * of memory. */
+static int peer_der(struct lws *wsi, unsigned char **der) {
+  *der = NULL;
+  SSL *ssl = lws_get_ssl(wsi);
+  X509 *cert = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+  if (!cert) return 0;
+  int n = i2d_X509(cert, NULL);
+  if (n <= 0) return -1;
+  unsigned char *buf = malloc((size_t)n), *p = buf;
+  if (!buf || i2d_X509(cert, &p) != n) {
+    free(buf);
+    return -1;
+  }
+  *der = buf;
+  return n;
+}
+
+/* Judges |conn|'s peer against the access tables in force, once per
+ * table: its identity (the relay's rule, auth/crl.h), the CRL, its role.
+ * Policy only; the callers refuse or end the connection. */
+static tg_http_peer_t conn_judge(tg_http_conn_t *conn) {
+  tg_http_server_t *s = conn->srv;
+  if (conn->peer != TG_HTTP_PEER_UNKNOWN && conn->judged_gen == s->access_gen)
+    return conn->peer;
+  unsigned char *der;
+  int n = peer_der(conn->wsi, &der);
+  if (n <= 0) return TG_HTTP_PEER_UNKNOWN;
+  const char *why = NULL;
+  int rv = tg_cert_check_der(der, (size_t)n, s->crl, conn->identity, &why);
+  free(der);
+  if (rv == -ENOMEM) return TG_HTTP_PEER_UNKNOWN;
+  conn->role = rv == 0 ? tg_authz_role(s->authz, conn->identity) : TG_ROLE_NONE;
+  if (rv == 0 && conn->role == TG_ROLE_NONE)
+    why = "its identity has no role in the authorization file";
+  conn->judged_gen = s->access_gen;
+  conn->peer = conn->role != TG_ROLE_NONE ? TG_HTTP_PEER_OK
+                                          : TG_HTTP_PEER_REFUSED;
+  conn->refused_why = why;
+  if (conn->peer == TG_HTTP_PEER_REFUSED) {
+    s->refused_peers++;
+    char peer[64] = "?", shown[TG_CERT_IDENTITY_SIZE];
+    lws_get_peer_simple(conn->wsi, peer, sizeof(peer));
+    tg_printable(shown, sizeof(shown), conn->identity);
+    TG_WARN("http: TLS peer %s (identity '%s') refused: %s", peer, shown, why);
+  }
+  return conn->peer;
+}
+
 /* LWS_CALLBACK_HTTP: a request's headers are in. */
 static int on_request(struct lws *wsi) {
   tg_http_conn_t *conn = lws_get_opaque_user_data(wsi);
@@ -279,13 +323,25 @@ static int on_request(struct lws *wsi) {
   if (m < 0 || (size_t)m >= sizeof(method_names) / sizeof(method_names[0]) ||
       !method_names[m] || uri_len < 0)
     return -1;
-  tg_http_exchange_t *x = x_new(srv, wsi, m, uri, uri_len);
+  /* OpenSSL verified the chain in the handshake, so a TLS connection has
+   * its peer's certificate by now. */
+  tg_http_peer_t peer = lws_is_ssl(wsi) ? conn_judge(conn) : TG_HTTP_PEER_OK;
+  if (peer == TG_HTTP_PEER_UNKNOWN) {
+    TG_WARN("http: a TLS peer without a certificate, or out of memory; "
+            "connection closed");
+    return -1;
+  }
+  tg_http_exchange_t *x = x_new(conn, m, uri, uri_len);
   if (!x) {
     TG_WARN("http: out of memory for a request; connection closed");
     return -1;
   }
   conn->x = x;
   tg__http_x_set(x, TG_HTTP_X_READING, "headers in");
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
+    return x_refuse(x, 400, "Transfer-Encoding (only Content-Length frames "
+                            "a body here)");
+  if (peer == TG_HTTP_PEER_REFUSED) return x_refuse(x, 403, conn->refused_why);
   if (arg_len(wsi, MAX_ARGS) >= 0)
     return x_refuse(x, 414, "more than 64 query arguments");
   uint64_t len;
@@ -296,9 +352,6 @@ static int on_request(struct lws *wsi) {
              (unsigned long long)len, srv->max_body);
     return x_refuse(x, 413, why);
   }
-  if (len == 0 &&
-      lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
-    return x_refuse(x, 411, "body without Content-Length");
   if (len == 0) return x_dispatch(x);
   x->body = malloc((size_t)len);
   if (!x->body) return -1;
@@ -337,6 +390,7 @@ static int on_writeable(struct lws *wsi, tg_http_conn_t *conn) {
   /* Sent or failed: the connection is free for the next request, or
    * closes (after a refusal the rest of the request is not read). */
   conn->x = NULL;
+  conn->idle_since_ms = uv_now(conn->srv->loop);
   tg__http_x_free(x);
   if (rc < 0 || refused) return -1;
   return lws_http_transaction_completed(wsi) ? -1 : 0;
@@ -344,10 +398,27 @@ static int on_writeable(struct lws *wsi, tg_http_conn_t *conn) {
 
 /* --- connections and their sources ------------------------------------- */
 
+/* Every loopback address is this one source (127.0.0.0, which no peer
+ * has): 127.0.0.1 to 127.255.255.255 and ::1 are all this machine, where
+ * any user may bind any of them. */
+static const uint8_t loopback_key[4] = {127, 0, 0, 0};
+
+static void key_set(tg_http_source_t *key, const void *addr, uint8_t len) {
+  bool loopback = len == 4 ? ((const uint8_t *)addr)[0] == 127
+                           : IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)addr);
+  if (loopback) {
+    addr = loopback_key;
+    len = 4;
+  }
+  memcpy(key->addr, addr, len);
+  key->addr_len = len;
+}
+
 /* The peer of socket |fd| as a source address: an IPv4-mapped IPv6
  * address becomes its IPv4 address, so a dual-stack listener counts a
- * client the same whichever way it arrives. 0, or -errno (the peer
- * already gone: ENOTCONN), or -EAFNOSUPPORT. */
+ * client the same whichever way it arrives; a loopback address becomes
+ * loopback_key. 0, or -errno (the peer already gone: ENOTCONN), or
+ * -EAFNOSUPPORT. */
 static int source_of_fd(int fd, tg_http_source_t *key) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);
@@ -355,26 +426,24 @@ static int source_of_fd(int fd, tg_http_source_t *key) {
   if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return -errno;
   if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-    memcpy(key->addr, &a->sin_addr, 4);
-    key->addr_len = 4;
+    key_set(key, &a->sin_addr, 4);
     return 0;
   }
   if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
     const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-      memcpy(key->addr, &a->sin6_addr.s6_addr[12], 4);
-      key->addr_len = 4;
-    } else {
-      memcpy(key->addr, &a->sin6_addr, 16);
-      key->addr_len = 16;
-    }
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+      key_set(key, &a->sin6_addr.s6_addr[12], 4);
+    else
+      key_set(key, &a->sin6_addr, 16);
     return 0;
   }
   return -EAFNOSUPPORT;
 }
 
 static void source_name(const tg_http_source_t *src, char *out, size_t n) {
-  if (!inet_ntop(src->addr_len == 4 ? AF_INET : AF_INET6, src->addr, out,
+  if (src->addr_len == 4 && !memcmp(src->addr, loopback_key, 4))
+    snprintf(out, n, "loopback");
+  else if (!inet_ntop(src->addr_len == 4 ? AF_INET : AF_INET6, src->addr, out,
                  (socklen_t)n))
     snprintf(out, n, "?");
 }
@@ -382,11 +451,12 @@ static void source_name(const tg_http_source_t *src, char *out, size_t n) {
 /* The slot of |key|'s address, or NULL. With |take|, an address without
  * one gets a free slot (one never used first, so that a recently refused
  * address keeps its warning state); NULL then means no slot is free,
- * which n_conns <= max_conns rules out. */
+ * which n_conns <= 2 * max_conns rules out (at most max_conns counted
+ * and max_conns evicted). */
 static tg_http_source_t *source_find(tg_http_server_t *s,
                                      const tg_http_source_t *key, bool take) {
   tg_http_source_t *unused = NULL, *free_slot = NULL;
-  for (unsigned i = 0; i < s->max_conns; i++) {
+  for (unsigned i = 0; i < 2 * s->max_conns; i++) {
     tg_http_source_t *src = &s->sources[i];
     if (src->addr_len == key->addr_len &&
         !memcmp(src->addr, key->addr, key->addr_len))
@@ -407,13 +477,46 @@ typedef enum admit {
   REFUSE_PER_SOURCE,
 } admit_t;
 
-/* Whether a new connection from an address that already has |from_source|
- * open may be kept. Pure: the caller counts and logs. */
-static admit_t admit(const tg_http_server_t *s, unsigned from_source) {
+/* Whether a new connection from |src| (NULL: an address with none open)
+ * may be kept. Connections already evicted are on their way out (lws
+ * frees them from the loop): they hold no slot. Pure: the caller counts
+ * and logs. */
+static admit_t admit(const tg_http_server_t *s, const tg_http_source_t *src) {
   if (s->state != TG_HTTP_RUNNING) return REFUSE_STOPPING;
-  if (from_source >= s->max_per_source) return REFUSE_PER_SOURCE;
-  if (s->n_conns >= s->max_conns) return REFUSE_MAX_CONNS;
+  if (src && src->n_conns - src->n_evicted >= s->max_per_source)
+    return REFUSE_PER_SOURCE;
+  if (s->n_conns - s->n_evicted >= s->max_conns) return REFUSE_MAX_CONNS;
   return ADMIT;
+}
+
+/* The connection idle the longest (no exchange) from |src|, or from any
+ * source when |src| is NULL; NULL when every one is busy. */
+static tg_http_conn_t *idlest(tg_http_server_t *s, const tg_http_source_t *src) {
+  tg_http_conn_t *best = NULL;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->conns) {
+    tg_http_conn_t *c = TG_CONTAINER_OF(it, tg_http_conn_t, node);
+    if (c->x || c->evicted || (src && c->src != src)) continue;
+    if (!best || c->idle_since_ms < best->idle_since_ms) best = c;
+  }
+  return best;
+}
+
+/* Makes room for a new connection by closing |victim| (idle) now: lws
+ * documents LWS_TO_KILL_SYNC for a wsi other than the one being serviced
+ * (here the listener's). Its WSI_DESTROY comes later, from the loop, so
+ * until then it is counted as evicted, holding no slot. */
+static void evict(tg_http_server_t *s, tg_http_conn_t *victim,
+                  const char *cap) {
+  char name[INET6_ADDRSTRLEN];
+  source_name(victim->src, name, sizeof(name));
+  TG_DEBUG("http: %s: a connection from %s idle for %" PRIu64 " ms closed "
+           "for a new one", cap, name, uv_now(s->loop) - victim->idle_since_ms);
+  s->evicted++;
+  victim->evicted = true;
+  victim->src->n_evicted++;
+  s->n_evicted++;
+  lws_set_timeout(victim->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
 }
 
 /* Whether a warning is due for a refusal whose last warning was at
@@ -438,7 +541,22 @@ static int on_accept(tg_http_server_t *s, int fd) {
   }
   tg_http_source_t *src = source_find(s, &key, false);
   char name[INET6_ADDRSTRLEN];
-  switch (admit(s, src ? src->n_conns : 0)) {
+  admit_t verdict = admit(s, src);
+  /* A full listener or source still takes a new client: in place of the
+   * connection idle the longest, which would otherwise hold its slot
+   * until its timeout. */
+  tg_http_conn_t *victim =
+      s->n_evicted >= s->max_conns  ? NULL /* a burst: wait for the loop */
+      : verdict == REFUSE_PER_SOURCE ? idlest(s, src)
+      : verdict == REFUSE_MAX_CONNS  ? idlest(s, NULL)
+                                     : NULL;
+  if (victim) {
+    evict(s, victim, verdict == REFUSE_PER_SOURCE ? "max_conns_per_source"
+                                                  : "max_conns");
+    src = source_find(s, &key, false);
+    verdict = admit(s, src);
+  }
+  switch (verdict) {
     case ADMIT:
       return 0;
     case REFUSE_STOPPING:
@@ -490,7 +608,10 @@ static void on_instantiated(struct lws *wsi) {
     return;
   }
   conn->srv = s;
+  conn->wsi = wsi;
   conn->src = src;
+  conn->idle_since_ms = uv_now(s->loop);
+  tg_list_insert_tail(&s->conns, &conn->node);
   src->n_conns++;
   s->n_conns++;
   lws_set_opaque_user_data(wsi, conn);
@@ -501,6 +622,11 @@ static void on_destroyed(struct lws *wsi) {
   tg_http_conn_t *conn = lws_get_opaque_user_data(wsi);
   if (!conn) return;
   conn_drop_exchange(conn, "connection destroyed");
+  tg_list_remove(&conn->node);
+  if (conn->evicted) {
+    conn->src->n_evicted--;
+    conn->srv->n_evicted--;
+  }
   conn->src->n_conns--;
   conn->srv->n_conns--;
   lws_set_opaque_user_data(wsi, NULL);
@@ -597,6 +723,8 @@ static void on_stopper_closed(uv_handle_t *h) {
   tg_http_server_t *s = TG_CONTAINER_OF(h, tg_http_server_t, stopper);
   void (*done)(void *) = s->done;
   void *arg = s->done_arg;
+  tg_authz_free(s->authz);
+  tg_crl_free(s->crl);
   free(s->sources);
   free(s);
   if (done) done(arg);
@@ -663,15 +791,54 @@ uint16_t tg_http_server_port(const tg_http_server_t *s) { return s->port; }
 
 void tg_http_server_stats(const tg_http_server_t *s,
                           tg_http_server_stats_t *out) {
+  unsigned busy = 0;
+  const tg_list_t *it;
+  for (it = s->conns.next; it != &s->conns; it = it->next)
+    busy += TG_CONTAINER_OF(it, tg_http_conn_t, node)->x != NULL;
   *out = (tg_http_server_stats_t){.conns = s->n_conns,
+                                  .busy = busy,
                                   .refused_per_source = s->refused_per_source,
-                                  .refused_max_conns = s->refused_max_conns};
+                                  .refused_max_conns = s->refused_max_conns,
+                                  .evicted = s->evicted,
+                                  .refused_peers = s->refused_peers,
+                                  .ended_by_reload = s->ended_by_reload};
+}
+
+int tg_http_server_set_access(tg_http_server_t *s, tg_authz_t *authz,
+                              tg_crl_t *crl) {
+  if (!s || !s->authz || !authz) return -EINVAL;
+  tg_authz_free(s->authz);
+  tg_crl_free(s->crl);
+  s->authz = authz;
+  s->crl = crl;
+  s->access_gen++;
+  int ended = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->conns) {
+    tg_http_conn_t *c = TG_CONTAINER_OF(it, tg_http_conn_t, node);
+    if (conn_judge(c) != TG_HTTP_PEER_REFUSED) continue;
+    /* From the loop, not inside this call: ending it may abandon an
+     * exchange, which calls the owner back. */
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    ended++;
+  }
+  s->ended_by_reload += (uint64_t)ended;
+  TG_INFO("http: access tables replaced: %zu identit%s, %s; %d connection(s) "
+          "no longer allowed end", tg_authz_count(authz),
+          tg_authz_count(authz) == 1 ? "y" : "ies", crl ? "a CRL" : "no CRL",
+          ended);
+  return ended;
 }
 
 static int check_config(const tg_http_server_config_t *cfg) {
   int n_tls = !!cfg->cert + !!cfg->key + !!cfg->ca;
   if (n_tls != 0 && n_tls != 3) {
     TG_ERROR("http: cert, key and ca go together (%d of 3 given)", n_tls);
+    return -EINVAL;
+  }
+  if ((n_tls == 3) != !!cfg->authz || (n_tls == 0 && cfg->crl)) {
+    TG_ERROR("http: HTTPS needs an authorization table, plain HTTP takes "
+             "neither it nor a CRL");
     return -EINVAL;
   }
   if (cfg->max_header > 65535 || cfg->max_conns > 65535 ||
@@ -705,6 +872,7 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
   s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   s->timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  s->min_rate = cfg->min_rate ? cfg->min_rate : DEFAULT_MIN_RATE;
   s->max_per_source = cfg->max_conns_per_source;
   if (s->max_per_source == 0)
     s->max_per_source = s->max_conns / 4 ? s->max_conns / 4 : 1;
@@ -713,12 +881,13 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
             s->max_per_source, s->max_conns);
     s->max_per_source = s->max_conns;
   }
-  s->sources = calloc(s->max_conns, sizeof(*s->sources));
+  s->sources = calloc(2 * (size_t)s->max_conns, sizeof(*s->sources));
   if (!s->sources) {
     free(s);
     return -ENOMEM;
   }
   tg_list_init(&s->exchanges);
+  tg_list_init(&s->conns);
   s->protocols[0] = (struct lws_protocols){.name = "http", .callback = on_lws};
   /* Every response, lws's own refusals included, says nosniff. */
   s->nosniff = (struct lws_protocol_vhost_options){
@@ -780,6 +949,9 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
     begin_stop(s, NULL, NULL);
     return -EIO;
   }
+  /* The tables are the server's from here (http.h). */
+  s->authz = cfg->authz;
+  s->crl = cfg->crl;
   int port = lws_get_vhost_listen_port(s->vh);
   s->port = port > 0 && port <= 65535 ? (uint16_t)port : cfg->port;
   TG_INFO("http: listening on %s:%u (%s; at most %u connections, %u per "

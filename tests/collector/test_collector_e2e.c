@@ -386,20 +386,24 @@ static void the_inventory_changes_while_running(void **state) {
 /* HTTPS with client certificates: beyond what the layer's own test
  * checks, the roles: an observe identity reads but may not trigger, a
  * record identity triggers, an identity the authz file does not list is
- * refused, a client without a certificate never gets an answer. */
+ * refused, a client without a certificate never gets an answer. SIGHUP
+ * reads authz and http_crl again: an identity taken out of the one, or a
+ * certificate revoked in the other, is refused from then on. */
 static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   (void)state;
   assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki bob --role observe"), 0);
   assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki eve --role observe"), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki dave"), 0);
   FILE *f = fopen(fleet_in_dir("http-authz"), "w");
   assert_non_null(f);
-  fputs("alice record\nbob observe\n", f); /* eve: not listed */
+  fputs("alice record\nbob observe\ndave observe\n", f); /* eve: not listed */
   assert_int_equal(fclose(f), 0);
   fleet_host_t h[2];
   collector_t c;
   start_hosts(h, 2);
   write_config(h, 2, "http_cert = pki/relay.test.pem\nhttp_key = pki/relay.test.key\n"
-                     "http_ca = pki/ca.pem\nauthz = http-authz\n");
+                     "http_ca = pki/ca.pem\nauthz = http-authz\n"
+                     "http_crl = pki/crl.pem\n");
   collector_start(&c);
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
@@ -421,6 +425,23 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
   assert_int_equal(http_wait(pid, out), 200);
   assert_json(out, "snapshot.state", "\"complete\"");
+
+  /* bob out of authz, dave's certificate revoked: both refused once the
+   * collector has read them again (SIGHUP is handled from its loop). */
+  assert_int_equal(https_as(&c, "dave", "GET", "/api/v1/hosts", out), 200);
+  f = fopen(fleet_in_dir("http-authz"), "w");
+  assert_non_null(f);
+  fputs("alice record\ndave observe\n", f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "revoke pki dave"), 0);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (https_as(&c, "bob", "GET", "/api/v1/hosts", out) != 403) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(https_as(&c, "dave", "GET", "/api/v1/hosts", out), 403);
+  assert_int_equal(https_as(&c, "alice", "GET", "/api/v1/hosts", out), 200);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
