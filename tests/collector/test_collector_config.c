@@ -110,6 +110,8 @@ static void config_reads_every_key(void **state) {
       "http_key = https/server.key\n"
       "http_ca = https/clients.pem\n"
       "http_max_conns_per_source = 8\n"
+      "http_min_rate = 16K\n"
+      "http_crl = https/crl.pem\n"
       "authz = authz.conf\n"
       "session_key = flight-rec_1.a\n"
       "snapshot_every = 1h\n"
@@ -151,6 +153,8 @@ static void config_reads_every_key(void **state) {
   assert_string_equal(c.http_ca, "/etc/tg/https/clients.pem");
   assert_true(c.https);
   assert_int_equal(c.http_max_conns_per_source, 8);
+  assert_int_equal(c.http_min_rate, 16 * 1024);
+  assert_string_equal(c.http_crl, "/etc/tg/https/crl.pem");
   assert_string_equal(c.authz, "/etc/tg/authz.conf");
   assert_string_equal(c.session_key, "flight-rec_1.a");
   assert_int_equal(c.snapshot_every_ms, 3600000);
@@ -163,7 +167,7 @@ static void config_reads_every_key(void **state) {
 
   assert_int_equal(c.n_groups, 2);
   assert_string_equal(c.groups[0].name, "db");
-  assert_int_equal(c.groups[0].line, 28);
+  assert_int_equal(c.groups[0].line, 30);
   assert_int_equal(c.groups[0].n_hosts, 2);
   assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
   assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
@@ -177,7 +181,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.n_triggers, 3);
   assert_string_equal(c.triggers[0].name, "oom");
   assert_string_equal(c.triggers[0].group, "db");
-  assert_int_equal(c.triggers[0].line, 30);
+  assert_int_equal(c.triggers[0].line, 32);
   assert_string_equal(c.triggers[1].name, "app.crash:v2");
   assert_string_equal(c.triggers[1].group, "all");
   assert_string_equal(c.triggers[2].group, "web");
@@ -218,6 +222,8 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.http_max_conns_per_source, 0);
   assert_int_equal(c.http_max_conns, 0);
   assert_int_equal(c.http_timeout_ms, 0);
+  assert_int_equal(c.http_min_rate, 0);
+  assert_string_equal(c.http_crl, "");
   assert_string_equal(c.authz, "");
   assert_string_equal(c.session_key, "collector");
   assert_int_equal(c.snapshot_every_ms, 0);
@@ -560,6 +566,7 @@ static void config_key_triples_go_together(void **state) {
   expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
   expect_extra_error("http_ca = a\nhttp_key = k\n", 4, "http_ca: expected");
   expect_extra_error("authz = authz.conf\n", 4, "authz: expected");
+  expect_extra_error("http_crl = crl.pem\n", 4, "http_crl: expected");
   tg_coll_config_t c;
   expect_extra_ok("key = k\ncert = c\nca = a\n", &c);
   assert_true(c.tls);

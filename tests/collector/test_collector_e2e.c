@@ -407,7 +407,11 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   collector_start(&c);
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
-  const char *out = fleet_in_dir("tls.json");
+  /* A copy: fleet_in_dir() reuses its buffer, and https_as() calls it for
+   * the certificate's paths (the answer would overwrite the key). */
+  char out_path[512];
+  snprintf(out_path, sizeof(out_path), "%s", fleet_in_dir("tls.json"));
+  const char *out = out_path;
   int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
   for (;;) { /* both rings tracing, read as bob */
     assert_int_equal(https_as(&c, "bob", "GET", "/api/v1/hosts", out), 200);
