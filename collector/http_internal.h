@@ -138,6 +138,22 @@ struct tg_http_exchange {
 
 void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,
                     const char *why);
+/* The connection lost its exchange (closed, destroyed): the owner hears
+ * of it only if the exchange is still its own. */
+void tg__http_conn_drop_exchange(tg_http_conn_t *conn, const char *why);
+
+/* http_conn.c. LWS_CALLBACK_FILTER_NETWORK_CONNECTION for the accepted
+ * socket |fd|: 0 keeps it (making room if it must), 1 has lws close it
+ * before anything is read or written. */
+int tg__http_on_accept(tg_http_server_t *s, int fd);
+/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, right after on_accept()
+ * kept the socket: the connection's conn, counted against its source
+ * until LWS_CALLBACK_WSI_DESTROY. Without a conn (out of memory, or the
+ * peer reset in between and has no address any more) the connection is
+ * counted nowhere and closed at its first request or error. */
+void tg__http_on_instantiated(tg_http_server_t *s, struct lws *wsi);
+/* LWS_CALLBACK_WSI_DESTROY: the last lws says of a connection. */
+void tg__http_on_destroyed(struct lws *wsi);
 /* Frees |x| and everything it owns (closes its fd); unlinks it. */
 void tg__http_x_free(tg_http_exchange_t *x);
 /* LWS_CALLBACK_HTTP_WRITEABLE for |x| (answered): writes the headers or
