@@ -242,6 +242,18 @@ static int x_refuse(tg_http_exchange_t *x, int status, const char *why) {
   return 0;
 }
 
+/* The bytes of the request's head that lws kept: the request line's URI
+ * and every header it stores, values only (lws keeps no names, no
+ * separators). */
+static size_t head_bytes(struct lws *wsi) {
+  size_t n = 0;
+  for (int t = 0; t < WSI_TOKEN_COUNT; t++) {
+    int len = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+    if (len > 0) n += (size_t)len;
+  }
+  return n;
+}
+
 /* Parses the Content-Length lws already validated for its own framing. */
 static int content_length(struct lws *wsi, uint64_t *out) {
   char v[32];
@@ -332,6 +344,8 @@ static int on_request(struct lws *wsi) {
   }
   conn->x = x;
   tg__http_x_set(x, TG_HTTP_X_READING, "headers in");
+  if (head_bytes(wsi) > srv->max_header)
+    return x_refuse(x, 431, "request head over max_header");
   if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
     return x_refuse(x, 400, "Transfer-Encoding (only Content-Length frames "
                             "a body here)");
@@ -627,6 +641,7 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   s->on_abandon = on_abandon;
   s->ctx_arg = ctx;
   s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+  s->max_header = cfg->max_header ? cfg->max_header : DEFAULT_MAX_HEADER;
   s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   s->timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
   s->min_rate = cfg->min_rate ? cfg->min_rate : DEFAULT_MIN_RATE;
@@ -663,8 +678,10 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   ci.pcontext = &s->ctx;
   ci.user = s;
   ci.port = CONTEXT_PORT_NO_LISTEN;
-  ci.max_http_header_data2 =
-      (unsigned)(cfg->max_header ? cfg->max_header : DEFAULT_MAX_HEADER);
+  /* lws closes a request whose head overflows its buffer without an
+   * answer: twice the limit, so that a head over it is still parsed and
+   * answered 431 (on_request), and only one over twice closed. */
+  ci.max_http_header_data2 = (unsigned)(2 * s->max_header);
   ci.max_http_header_pool2 = s->max_conns;
   ci.uid = -1;
   ci.gid = -1;

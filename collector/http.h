@@ -10,8 +10,11 @@
  * responses that are not files, Cache-Control: no-store.
  *
  * What lws decides before the owner sees anything:
- *   - malformed requests, oversized headers (cfg.max_header), methods lws
- *     does not know: lws's own 4xx or a closed connection. The methods that
+ *   - malformed requests, methods lws does not know: lws's own 4xx or a
+ *     closed connection. The headers lws knows (Host, Cookie, User-Agent
+ *     ...: the values it keeps) over cfg.max_header: 431 from this layer.
+ *     lws's buffer is twice cfg.max_header: a head past it (unknown
+ *     headers count only there) is closed by lws without an answer. The methods that
  *     reach the handler are GET POST PUT PATCH DELETE OPTIONS HEAD; the
  *     owner answers 405 to those it does not serve.
  *   - the path and query come URL-decoded and normalised by lws ("/a//b/../c"
@@ -100,7 +103,9 @@ typedef struct tg_http_server_config {
   tg_authz_t *authz;
   tg_crl_t *crl;
   size_t max_body;     /* 0: 64 KiB */
-  size_t max_header;   /* lws's header buffer per request; 0: 8 KiB */
+  /* Header bytes a request may have (values lws keeps), beyond: 431;
+   * lws's buffer per request is twice this. 0: 8 KiB. */
+  size_t max_header;
   unsigned max_conns;  /* beyond it new connections are closed; 0: 64 */
   /* Beyond it new connections from that address are closed; 0: max(1,
    * max_conns / 4). Above max_conns it is max_conns (with a warning). */

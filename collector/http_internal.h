@@ -54,6 +54,7 @@ struct tg_http_server {
   tg_http_server_state_t state;
   uint16_t port;
   size_t max_body;
+  size_t max_header; /* header bytes a request may have; more: 431 */
   unsigned max_conns;
   unsigned max_per_source;
   unsigned timeout_s;
