@@ -378,6 +378,36 @@ static void the_inventory_changes_while_running(void **state) {
     assert_true(tg_test_now_ms() < end);
     usleep(50 * 1000);
   }
+
+  /* The inventory turned into a FIFO nobody writes: reading it would
+   * block the loop for good. SIGHUP (and the watch) refuse it, the hosts
+   * stay as they were and the API keeps answering; a --check-config of
+   * it exits 1 at once. */
+  char inventory[256], answer[256]; /* fleet_in_dir() reuses its buffer */
+  snprintf(inventory, sizeof(inventory), "%s", fleet_in_dir("hosts.txt"));
+  snprintf(answer, sizeof(answer), "%s", fleet_in_dir("inv.json"));
+  out = answer;
+  assert_int_equal(unlink(inventory), 0);
+  assert_int_equal(mkfifo(inventory, 0600), 0);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    assert_json(out, "hosts.0.host", want);
+    usleep(100 * 1000);
+  }
+  char conf[256];
+  snprintf(conf, sizeof(conf), "%s", fleet_in_dir("collector.conf"));
+  const char *argv[] = {"tracegate-collector", "--config", conf,
+                        "--check-config", NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = TRACEGATE_COLLECTOR_PATH;
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  sp.stdout_fd = TG_TEST_FD_DEVNULL;
+  sp.stderr_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  assert_true(pid > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS)), 1);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
