@@ -328,6 +328,24 @@ static void a_collector_killed_mid_snapshot(void **state) {
  * replacing the file starts, the other keeps its ring untouched (same
  * state since, no restart, its packets still there); a host removed with
  * SIGHUP leaves. */
+/* tracegate-collector --check-config of the fleet's collector.conf, its
+ * output to |out_fd| (an fd or TG_TEST_FD_*): its exit code. */
+static int check_config(int out_fd) {
+  char conf[256];
+  snprintf(conf, sizeof(conf), "%s", fleet_in_dir("collector.conf"));
+  const char *argv[] = {"tracegate-collector", "--config", conf,
+                        "--check-config", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_COLLECTOR_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = out_fd;
+  s.stderr_fd = out_fd;
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  return tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS));
+}
+
 static void the_inventory_changes_while_running(void **state) {
   (void)state;
   fleet_host_t h[2];
@@ -395,19 +413,7 @@ static void the_inventory_changes_while_running(void **state) {
     assert_json(out, "hosts.0.host", want);
     usleep(100 * 1000);
   }
-  char conf[256];
-  snprintf(conf, sizeof(conf), "%s", fleet_in_dir("collector.conf"));
-  const char *argv[] = {"tracegate-collector", "--config", conf,
-                        "--check-config", NULL};
-  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
-  sp.path = TRACEGATE_COLLECTOR_PATH;
-  sp.argv = argv;
-  sp.stdin_fd = TG_TEST_FD_DEVNULL;
-  sp.stdout_fd = TG_TEST_FD_DEVNULL;
-  sp.stderr_fd = TG_TEST_FD_DEVNULL;
-  pid_t pid = tg_test_spawn(&sp);
-  assert_true(pid > 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS)), 1);
+  assert_int_equal(check_config(TG_TEST_FD_DEVNULL), 1);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -564,18 +570,8 @@ static void a_bad_config_names_its_line(void **state) {
   const char *err = fleet_in_dir("check.err");
   int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   assert_true(fd >= 0);
-  const char *argv[] = {"tracegate-collector", "--config",
-                        fleet_in_dir("collector.conf"), "--check-config", NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_COLLECTOR_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = fd;
-  s.stderr_fd = fd;
-  pid_t pid = tg_test_spawn(&s);
+  assert_int_equal(check_config(fd), 1);
   close(fd);
-  assert_true(pid > 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS)), 1);
   /* The line after the base config's 14: shard's. */
   assert_true(tg_test_wait_file_text(err, "collector.conf:15: shard: expected", 1000));
 }
