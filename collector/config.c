@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "collector/shard.h"
+#include "common/read_file.h"
 
 /* How much of a value or key an error or warning echoes. */
 #define ECHO_MAX 64
@@ -63,6 +64,8 @@ typedef enum key_id {
   KEY_HTTP_MAX_CONNS,
   KEY_HTTP_MAX_CONNS_PER_SOURCE,
   KEY_HTTP_TIMEOUT,
+  KEY_HTTP_MIN_RATE,
+  KEY_HTTP_CRL,
   KEY_AUTHZ,
   KEY_SESSION_KEY,
   KEY_SNAPSHOT_EVERY,
@@ -144,6 +147,11 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                        NUM_FIELD(http_max_conns_per_source),
                                        1, 65535, false,
                                        "an integer 1..65535", NULL},
+    [KEY_HTTP_MIN_RATE] = {"http_min_rate", K_SIZE, NUM_FIELD(http_min_rate),
+                           0, 0, false,
+                           "a size per second (N, or N followed by K, M, G "
+                           "or T)", NULL},
+    [KEY_HTTP_CRL] = PATH_KEY("http_crl", http_crl, NULL),
     [KEY_AUTHZ] = PATH_KEY("authz", authz, NULL),
     [KEY_SESSION_KEY] = {"session_key", K_NAME, STR_FIELD(session_key), 0, 0,
                          false, NAME_EXPECT, NULL},
@@ -715,6 +723,10 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_AUTHZ],
                 "authz: expected http_cert, http_key and http_ca too "
                 "(authz is enforced over HTTPS)");
+  if (p->seen[KEY_HTTP_CRL] && !c->https)
+    return fail(p, p->seen[KEY_HTTP_CRL],
+                "http_crl: expected http_cert, http_key and http_ca too "
+                "(it revokes HTTPS client certificates)");
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
     if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&
@@ -792,25 +804,19 @@ int tg_coll_config_load(const char *path, tg_coll_config_t *out,
                         size_t errn) {
   tg_coll_config_defaults(out); /* a failure owns nothing */
   if (errn) err[0] = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int rv = -errno;
-    if (errn) snprintf(err, errn, "%s: %s", path, strerror(-rv));
+  char *text = NULL;
+  size_t n = 0;
+  int rv = tg_read_regular_file(path, TG_COLL_CONFIG_FILE_MAX, &text, &n);
+  if (rv == -EFBIG) {
+    if (errn)
+      snprintf(err, errn, "%s: larger than %u bytes", path,
+               TG_COLL_CONFIG_FILE_MAX);
     return rv;
   }
-  /* One byte more than a file may hold, so that a larger one is told
-   * apart (the parse refuses it with -EFBIG). */
-  char *text = malloc(TG_COLL_CONFIG_FILE_MAX + 1);
-  size_t n = 0;
-  int rv = text ? 0 : -ENOMEM;
-  while (rv == 0 && n <= TG_COLL_CONFIG_FILE_MAX) {
-    ssize_t r = read(fd, text + n, TG_COLL_CONFIG_FILE_MAX + 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rv = -errno;
-    if (r <= 0) break;
-    n += (size_t)r;
+  if (rv < 0) {
+    if (errn) snprintf(err, errn, "%s: %s", path, tg_read_file_strerror(rv));
+    return rv;
   }
-  close(fd);
   const char *slash = strrchr(path, '/');
   char *dir = NULL;
   if (rv == 0) {

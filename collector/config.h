@@ -48,8 +48,14 @@
  *                      client address may hold open at once
  *     http_timeout     DURATION, 1s..1d, default 0 (the HTTP layer's:
  *                      30s): a connection idle or that slow is closed
+ *     http_min_rate    SIZE per second, default 0 (the HTTP layer's:
+ *                      4K): a response slower than that on average, after
+ *                      its first http_timeout, is closed
+ *     http_crl         PATH: the revocation list of http_ca's client
+ *                      certificates (PEM); only with http_*
  *     authz            PATH: who may do what over HTTPS (the relay's authz
- *                      format); only with http_*
+ *                      format); only with http_*. authz and http_crl are
+ *                      read again on SIGHUP
  *     session_key      NAME, default "collector": the resume key of the
  *                      collector's ring sessions
  *     snapshot_every   DURATION, 0 (off, the default) or at least 1s (the
@@ -167,6 +173,8 @@ typedef struct tg_coll_config {
   /* 0 (not set): the HTTP layer's defaults; else 1..65535, and 1s..1d. */
   uint32_t http_max_conns;
   int64_t http_timeout_ms;
+  uint64_t http_min_rate; /* bytes per second; 0: the HTTP layer's */
+  char http_crl[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https; "": none */
   char authz[TG_COLL_CONFIG_PATH_MAX + 1]; /* only with https */
   char session_key[TG_COLL_CONFIG_NAME_MAX + 1];
   int64_t snapshot_every_ms; /* 0 (off) or >= 1000 */

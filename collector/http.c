@@ -7,30 +7,26 @@
  * HTTP itself: what it knows of a request, it asks lws through
  * lws_hdr_copy() and friends.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "collector/http_internal.h"
 #include "common/decimal.h"
 #include "common/log.h"
 #include "common/printable.h"
+#include "tracegate/error.h"
 
 #define DEFAULT_MAX_BODY (64u * 1024)
 #define DEFAULT_MAX_HEADER (8u * 1024)
 #define DEFAULT_MAX_CONNS 64u
 #define DEFAULT_TIMEOUT_S 30u
+#define DEFAULT_MIN_RATE 4096u
 /* More URI arguments than this are refused (414). */
 #define MAX_ARGS 64
-/* A refused connection is logged at most once per source (and once for
- * max_conns) per this interval; the counters count every one. */
-#define REFUSED_WARN_INTERVAL_MS (60u * 1000)
 
 static const char *const method_names[] = {
     [LWSHUMETH_GET] = "GET",         [LWSHUMETH_POST] = "POST",
@@ -92,7 +88,7 @@ void tg__http_x_free(tg_http_exchange_t *x) {
 /* The connection lost its exchange: the client went away, lws timed it
  * out, or the context is being destroyed. The owner hears of it only if
  * the exchange is still its own. */
-static void conn_drop_exchange(tg_http_conn_t *conn, const char *why) {
+void tg__http_conn_drop_exchange(tg_http_conn_t *conn, const char *why) {
   tg_http_exchange_t *x = conn->x;
   if (!x) return;
   conn->x = NULL;
@@ -134,11 +130,13 @@ static int arg_len(struct lws *wsi, int i) {
  * string it will hand the owner copied into one arena (lws reuses its
  * header storage once the body starts). NULL: out of memory or a request
  * lws could not describe (refused by the caller). */
-static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
-                                 int method, const char *uri, int uri_len) {
+static tg_http_exchange_t *x_new(tg_http_conn_t *conn, int method,
+                                 const char *uri, int uri_len) {
+  tg_http_server_t *srv = conn->srv;
+  struct lws *wsi = conn->wsi;
   enum lws_token_indexes hs[] = {WSI_TOKEN_HTTP_CONTENT_TYPE,
                                  WSI_TOKEN_ORIGIN, WSI_TOKEN_HOST};
-  size_t cap = (size_t)uri_len + 1 + 256; /* identity and the NULs */
+  size_t cap = (size_t)uri_len + 1 + sizeof(conn->identity);
   for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++) {
     int n = lws_hdr_total_length(wsi, hs[i]);
     if (n > 0) cap += (size_t)n;
@@ -203,23 +201,11 @@ static tg_http_exchange_t *x_new(tg_http_server_t *srv, struct lws *wsi,
   x->req.query = q;
 
   x->req.tls = lws_is_ssl(wsi) != 0;
+  /* Judged by on_request() before anything is handed over. */
   char *id = at;
-  *id = '\0';
-  if (x->req.tls) {
-    /* The CN of a certificate OpenSSL verified against cfg.ca during the
-     * handshake (on_lws() refuses every other peer). */
-    union {
-      union lws_tls_cert_info_results r;
-      char space[sizeof(union lws_tls_cert_info_results) + 192];
-    } u;
-    if (lws_tls_peer_cert_info(wsi, LWS_TLS_CERT_INFO_COMMON_NAME, &u.r,
-                               sizeof(u.r.ns.name) + 192) == 0) {
-      size_t n = strnlen(u.r.ns.name, sizeof(u.r.ns.name) + 191);
-      if (n > 255) n = 255;
-      memcpy(id, u.r.ns.name, n);
-      id[n] = '\0';
-    }
-  }
+  snprintf(id, sizeof(conn->identity), "%s",
+           x->req.tls && conn->peer == TG_HTTP_PEER_OK ? conn->identity : "");
+  x->req.role = x->req.tls ? conn->role : TG_ROLE_NONE;
   x->req.identity = id;
   tg_list_insert_tail(&srv->exchanges, &x->node);
   return x;
@@ -244,8 +230,8 @@ static int x_dispatch(tg_http_exchange_t *x) {
   return 0;
 }
 
-/* The layer answers |x| itself (413, 411) and closes the connection
- * after it. */
+/* The layer answers |x| itself (400, 403, 413, 414) and closes the
+ * connection after it. */
 static int x_refuse(tg_http_exchange_t *x, int status, const char *why) {
   static const char body[] = "request refused\n";
   TG_DEBUG("http: %s %s refused: %s", x->req.method, x->req.path, why);
@@ -254,6 +240,18 @@ static int x_refuse(tg_http_exchange_t *x, int status, const char *why) {
   if (rc < 0) return -1;
   tg__http_x_set(x, TG_HTTP_X_REFUSING, why);
   return 0;
+}
+
+/* The bytes of the request's head that lws kept: the request line's URI
+ * and every header it stores, values only (lws keeps no names, no
+ * separators). */
+static size_t head_bytes(struct lws *wsi) {
+  size_t n = 0;
+  for (int t = 0; t < WSI_TOKEN_COUNT; t++) {
+    int len = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+    if (len > 0) n += (size_t)len;
+  }
+  return n;
 }
 
 /* Parses the Content-Length lws already validated for its own framing. */
@@ -268,6 +266,58 @@ static int content_length(struct lws *wsi, uint64_t *out) {
   return tg_decimal_u64(v, UINT64_MAX, out) < 0 ? -1 : 0;
 }
 
+/* --- HTTPS peers: identity, revocation, role --------------------------------- */
+
+/* The DER of the certificate OpenSSL verified for |wsi|'s peer into *der
+ * (malloc'd): > 0 its length, 0 none yet (still in its handshake), -1 out
+ * of memory. */
+static int peer_der(struct lws *wsi, unsigned char **der) {
+  *der = NULL;
+  SSL *ssl = lws_get_ssl(wsi);
+  X509 *cert = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+  if (!cert) return 0;
+  int n = i2d_X509(cert, NULL);
+  if (n <= 0) return -1;
+  unsigned char *buf = malloc((size_t)n), *p = buf;
+  if (!buf || i2d_X509(cert, &p) != n) {
+    free(buf);
+    return -1;
+  }
+  *der = buf;
+  return n;
+}
+
+/* Judges |conn|'s peer against the access tables in force, once per
+ * table: its identity (the relay's rule, auth/crl.h), the CRL, its role.
+ * Policy only; the callers refuse or end the connection. */
+static tg_http_peer_t conn_judge(tg_http_conn_t *conn) {
+  tg_http_server_t *s = conn->srv;
+  if (conn->peer != TG_HTTP_PEER_UNKNOWN && conn->judged_gen == s->access_gen)
+    return conn->peer;
+  unsigned char *der;
+  int n = peer_der(conn->wsi, &der);
+  if (n <= 0) return TG_HTTP_PEER_UNKNOWN;
+  const char *why = NULL;
+  int rv = tg_cert_check_der(der, (size_t)n, s->crl, conn->identity, &why);
+  free(der);
+  if (rv == -ENOMEM) return TG_HTTP_PEER_UNKNOWN;
+  conn->role = rv == 0 ? tg_authz_role(s->authz, conn->identity) : TG_ROLE_NONE;
+  if (rv == 0 && conn->role == TG_ROLE_NONE)
+    why = "its identity has no role in the authorization file";
+  conn->judged_gen = s->access_gen;
+  conn->peer = conn->role != TG_ROLE_NONE ? TG_HTTP_PEER_OK
+                                          : TG_HTTP_PEER_REFUSED;
+  conn->refused_why = why;
+  if (conn->peer == TG_HTTP_PEER_REFUSED) {
+    s->refused_peers++;
+    char peer[64] = "?", shown[TG_CERT_IDENTITY_SIZE];
+    lws_get_peer_simple(conn->wsi, peer, sizeof(peer));
+    tg_printable(shown, sizeof(shown), conn->identity);
+    TG_WARN("http: TLS peer %s (identity '%s') refused: %s", peer, shown, why);
+  }
+  return conn->peer;
+}
+
 /* LWS_CALLBACK_HTTP: a request's headers are in. */
 static int on_request(struct lws *wsi) {
   tg_http_conn_t *conn = lws_get_opaque_user_data(wsi);
@@ -279,13 +329,27 @@ static int on_request(struct lws *wsi) {
   if (m < 0 || (size_t)m >= sizeof(method_names) / sizeof(method_names[0]) ||
       !method_names[m] || uri_len < 0)
     return -1;
-  tg_http_exchange_t *x = x_new(srv, wsi, m, uri, uri_len);
+  /* OpenSSL verified the chain in the handshake, so a TLS connection has
+   * its peer's certificate by now. */
+  tg_http_peer_t peer = lws_is_ssl(wsi) ? conn_judge(conn) : TG_HTTP_PEER_OK;
+  if (peer == TG_HTTP_PEER_UNKNOWN) {
+    TG_WARN("http: a TLS peer without a certificate, or out of memory; "
+            "connection closed");
+    return -1;
+  }
+  tg_http_exchange_t *x = x_new(conn, m, uri, uri_len);
   if (!x) {
     TG_WARN("http: out of memory for a request; connection closed");
     return -1;
   }
   conn->x = x;
   tg__http_x_set(x, TG_HTTP_X_READING, "headers in");
+  if (head_bytes(wsi) > srv->max_header)
+    return x_refuse(x, 431, "request head over max_header");
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
+    return x_refuse(x, 400, "Transfer-Encoding (only Content-Length frames "
+                            "a body here)");
+  if (peer == TG_HTTP_PEER_REFUSED) return x_refuse(x, 403, conn->refused_why);
   if (arg_len(wsi, MAX_ARGS) >= 0)
     return x_refuse(x, 414, "more than 64 query arguments");
   uint64_t len;
@@ -296,9 +360,6 @@ static int on_request(struct lws *wsi) {
              (unsigned long long)len, srv->max_body);
     return x_refuse(x, 413, why);
   }
-  if (len == 0 &&
-      lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
-    return x_refuse(x, 411, "body without Content-Length");
   if (len == 0) return x_dispatch(x);
   x->body = malloc((size_t)len);
   if (!x->body) return -1;
@@ -337,174 +398,10 @@ static int on_writeable(struct lws *wsi, tg_http_conn_t *conn) {
   /* Sent or failed: the connection is free for the next request, or
    * closes (after a refusal the rest of the request is not read). */
   conn->x = NULL;
+  conn->idle_since_ms = uv_now(conn->srv->loop);
   tg__http_x_free(x);
   if (rc < 0 || refused) return -1;
   return lws_http_transaction_completed(wsi) ? -1 : 0;
-}
-
-/* --- connections and their sources ------------------------------------- */
-
-/* The peer of socket |fd| as a source address: an IPv4-mapped IPv6
- * address becomes its IPv4 address, so a dual-stack listener counts a
- * client the same whichever way it arrives. 0, or -errno (the peer
- * already gone: ENOTCONN), or -EAFNOSUPPORT. */
-static int source_of_fd(int fd, tg_http_source_t *key) {
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  memset(key, 0, sizeof(*key));
-  if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return -errno;
-  if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-    memcpy(key->addr, &a->sin_addr, 4);
-    key->addr_len = 4;
-    return 0;
-  }
-  if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-      memcpy(key->addr, &a->sin6_addr.s6_addr[12], 4);
-      key->addr_len = 4;
-    } else {
-      memcpy(key->addr, &a->sin6_addr, 16);
-      key->addr_len = 16;
-    }
-    return 0;
-  }
-  return -EAFNOSUPPORT;
-}
-
-static void source_name(const tg_http_source_t *src, char *out, size_t n) {
-  if (!inet_ntop(src->addr_len == 4 ? AF_INET : AF_INET6, src->addr, out,
-                 (socklen_t)n))
-    snprintf(out, n, "?");
-}
-
-/* The slot of |key|'s address, or NULL. With |take|, an address without
- * one gets a free slot (one never used first, so that a recently refused
- * address keeps its warning state); NULL then means no slot is free,
- * which n_conns <= max_conns rules out. */
-static tg_http_source_t *source_find(tg_http_server_t *s,
-                                     const tg_http_source_t *key, bool take) {
-  tg_http_source_t *unused = NULL, *free_slot = NULL;
-  for (unsigned i = 0; i < s->max_conns; i++) {
-    tg_http_source_t *src = &s->sources[i];
-    if (src->addr_len == key->addr_len &&
-        !memcmp(src->addr, key->addr, key->addr_len))
-      return src;
-    if (src->addr_len == 0 && !unused) unused = src;
-    if (src->n_conns == 0 && !free_slot) free_slot = src;
-  }
-  if (!take) return NULL;
-  tg_http_source_t *src = unused ? unused : free_slot;
-  if (src) *src = *key;
-  return src;
-}
-
-typedef enum admit {
-  ADMIT,
-  REFUSE_STOPPING,
-  REFUSE_MAX_CONNS,
-  REFUSE_PER_SOURCE,
-} admit_t;
-
-/* Whether a new connection from an address that already has |from_source|
- * open may be kept. Pure: the caller counts and logs. */
-static admit_t admit(const tg_http_server_t *s, unsigned from_source) {
-  if (s->state != TG_HTTP_RUNNING) return REFUSE_STOPPING;
-  if (from_source >= s->max_per_source) return REFUSE_PER_SOURCE;
-  if (s->n_conns >= s->max_conns) return REFUSE_MAX_CONNS;
-  return ADMIT;
-}
-
-/* Whether a warning is due for a refusal whose last warning was at
- * *warned_ms (0: never), and if so marks it given now. */
-static bool warn_due(uv_loop_t *loop, uint64_t *warned_ms) {
-  uint64_t now = uv_now(loop);
-  if (*warned_ms && now - *warned_ms < REFUSED_WARN_INTERVAL_MS) return false;
-  *warned_ms = now ? now : 1;
-  return true;
-}
-
-/* LWS_CALLBACK_FILTER_NETWORK_CONNECTION for the accepted socket |fd|:
- * 0 keeps it, 1 has lws close it before anything is read or written. */
-static int on_accept(tg_http_server_t *s, int fd) {
-  if (!s) return 1;
-  tg_http_source_t key;
-  int rc = source_of_fd(fd, &key);
-  if (rc < 0) {
-    TG_DEBUG("http: a new connection without a peer address (%s): closed",
-             strerror(-rc));
-    return 1;
-  }
-  tg_http_source_t *src = source_find(s, &key, false);
-  char name[INET6_ADDRSTRLEN];
-  switch (admit(s, src ? src->n_conns : 0)) {
-    case ADMIT:
-      return 0;
-    case REFUSE_STOPPING:
-      return 1;
-    case REFUSE_PER_SOURCE:
-      /* |src| is set: the address has max_per_source >= 1 open. */
-      s->refused_per_source++;
-      src->unwarned++;
-      if (!warn_due(s->loop, &src->warned_ms)) return 1;
-      source_name(src, name, sizeof(name));
-      TG_WARN("http: %s has %u connections open, max_conns_per_source: "
-              "%" PRIu64 " new one(s) from it closed since the last warning",
-              name, src->n_conns, src->unwarned);
-      src->unwarned = 0;
-      return 1;
-    case REFUSE_MAX_CONNS:
-      s->refused_max_conns++;
-      s->max_conns_unwarned++;
-      if (!warn_due(s->loop, &s->max_conns_warned_ms)) return 1;
-      source_name(&key, name, sizeof(name));
-      TG_WARN("http: %u connections open, max_conns: %" PRIu64 " new one(s) "
-              "closed since the last warning (the latest from %s)",
-              s->n_conns, s->max_conns_unwarned, name);
-      s->max_conns_unwarned = 0;
-      return 1;
-  }
-  return 1;
-}
-
-/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, right after on_accept()
- * kept the socket: the connection's conn, counted against its source
- * until LWS_CALLBACK_WSI_DESTROY. Without a conn (out of memory, or the
- * peer reset in between and has no address any more) the connection is
- * counted nowhere and closed at its first request or error. */
-static void on_instantiated(struct lws *wsi) {
-  tg_http_server_t *s = server_of(wsi);
-  if (!s) return;
-  tg_http_source_t key;
-  int rc = source_of_fd((int)lws_get_socket_fd(wsi), &key);
-  if (rc < 0) {
-    TG_DEBUG("http: a new connection lost its peer address (%s)",
-             strerror(-rc));
-    return;
-  }
-  tg_http_conn_t *conn = calloc(1, sizeof(*conn));
-  tg_http_source_t *src = conn ? source_find(s, &key, true) : NULL;
-  if (!src) {
-    free(conn);
-    return;
-  }
-  conn->srv = s;
-  conn->src = src;
-  src->n_conns++;
-  s->n_conns++;
-  lws_set_opaque_user_data(wsi, conn);
-}
-
-/* LWS_CALLBACK_WSI_DESTROY: the last lws says of a connection. */
-static void on_destroyed(struct lws *wsi) {
-  tg_http_conn_t *conn = lws_get_opaque_user_data(wsi);
-  if (!conn) return;
-  conn_drop_exchange(conn, "connection destroyed");
-  conn->src->n_conns--;
-  conn->srv->n_conns--;
-  lws_set_opaque_user_data(wsi, NULL);
-  free(conn);
 }
 
 /* --- TLS peers ---------------------------------------------------------------- */
@@ -556,9 +453,9 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason,
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
       /* lws documents |in| as the accepted socket's descriptor; |wsi| is
        * still the listener's. */
-      return on_accept(server_of(wsi), (int)(intptr_t)in);
+      return tg__http_on_accept(server_of(wsi), (int)(intptr_t)in);
     case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
-      on_instantiated(wsi);
+      tg__http_on_instantiated(server_of(wsi), wsi);
       return 0;
     case LWS_CALLBACK_HTTP:
       return on_request(wsi);
@@ -574,10 +471,10 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason,
       return -1; /* no websockets, no h2c: hang up */
     case LWS_CALLBACK_CLOSED_HTTP:
       conn = lws_get_opaque_user_data(wsi);
-      if (conn) conn_drop_exchange(conn, "connection closed");
+      if (conn) tg__http_conn_drop_exchange(conn, "connection closed");
       return 0;
     case LWS_CALLBACK_WSI_DESTROY:
-      on_destroyed(wsi);
+      tg__http_on_destroyed(wsi);
       return 0;
     default:
       return 0;
@@ -597,6 +494,8 @@ static void on_stopper_closed(uv_handle_t *h) {
   tg_http_server_t *s = TG_CONTAINER_OF(h, tg_http_server_t, stopper);
   void (*done)(void *) = s->done;
   void *arg = s->done_arg;
+  tg_authz_free(s->authz);
+  tg_crl_free(s->crl);
   free(s->sources);
   free(s);
   if (done) done(arg);
@@ -663,15 +562,54 @@ uint16_t tg_http_server_port(const tg_http_server_t *s) { return s->port; }
 
 void tg_http_server_stats(const tg_http_server_t *s,
                           tg_http_server_stats_t *out) {
+  unsigned busy = 0;
+  const tg_list_t *it;
+  for (it = s->conns.next; it != &s->conns; it = it->next)
+    busy += TG_CONTAINER_OF(it, tg_http_conn_t, node)->x != NULL;
   *out = (tg_http_server_stats_t){.conns = s->n_conns,
+                                  .busy = busy,
                                   .refused_per_source = s->refused_per_source,
-                                  .refused_max_conns = s->refused_max_conns};
+                                  .refused_max_conns = s->refused_max_conns,
+                                  .evicted = s->evicted,
+                                  .refused_peers = s->refused_peers,
+                                  .ended_by_reload = s->ended_by_reload};
+}
+
+int tg_http_server_set_access(tg_http_server_t *s, tg_authz_t *authz,
+                              tg_crl_t *crl) {
+  if (!s || !s->authz || !authz) return -EINVAL;
+  tg_authz_free(s->authz);
+  tg_crl_free(s->crl);
+  s->authz = authz;
+  s->crl = crl;
+  s->access_gen++;
+  int ended = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->conns) {
+    tg_http_conn_t *c = TG_CONTAINER_OF(it, tg_http_conn_t, node);
+    if (conn_judge(c) != TG_HTTP_PEER_REFUSED) continue;
+    /* From the loop, not inside this call: ending it may abandon an
+     * exchange, which calls the owner back. */
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    ended++;
+  }
+  s->ended_by_reload += (uint64_t)ended;
+  TG_INFO("http: access tables replaced: %zu identit%s, %s; %d connection(s) "
+          "no longer allowed end", tg_authz_count(authz),
+          tg_authz_count(authz) == 1 ? "y" : "ies", crl ? "a CRL" : "no CRL",
+          ended);
+  return ended;
 }
 
 static int check_config(const tg_http_server_config_t *cfg) {
   int n_tls = !!cfg->cert + !!cfg->key + !!cfg->ca;
   if (n_tls != 0 && n_tls != 3) {
     TG_ERROR("http: cert, key and ca go together (%d of 3 given)", n_tls);
+    return -EINVAL;
+  }
+  if ((n_tls == 3) != !!cfg->authz || (n_tls == 0 && cfg->crl)) {
+    TG_ERROR("http: HTTPS needs an authorization table, plain HTTP takes "
+             "neither it nor a CRL");
     return -EINVAL;
   }
   if (cfg->max_header > 65535 || cfg->max_conns > 65535 ||
@@ -703,8 +641,10 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   s->on_abandon = on_abandon;
   s->ctx_arg = ctx;
   s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+  s->max_header = cfg->max_header ? cfg->max_header : DEFAULT_MAX_HEADER;
   s->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   s->timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  s->min_rate = cfg->min_rate ? cfg->min_rate : DEFAULT_MIN_RATE;
   s->max_per_source = cfg->max_conns_per_source;
   if (s->max_per_source == 0)
     s->max_per_source = s->max_conns / 4 ? s->max_conns / 4 : 1;
@@ -713,12 +653,13 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
             s->max_per_source, s->max_conns);
     s->max_per_source = s->max_conns;
   }
-  s->sources = calloc(s->max_conns, sizeof(*s->sources));
+  s->sources = calloc(2 * (size_t)s->max_conns, sizeof(*s->sources));
   if (!s->sources) {
     free(s);
     return -ENOMEM;
   }
   tg_list_init(&s->exchanges);
+  tg_list_init(&s->conns);
   s->protocols[0] = (struct lws_protocols){.name = "http", .callback = on_lws};
   /* Every response, lws's own refusals included, says nosniff. */
   s->nosniff = (struct lws_protocol_vhost_options){
@@ -737,8 +678,10 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   ci.pcontext = &s->ctx;
   ci.user = s;
   ci.port = CONTEXT_PORT_NO_LISTEN;
-  ci.max_http_header_data2 =
-      (unsigned)(cfg->max_header ? cfg->max_header : DEFAULT_MAX_HEADER);
+  /* lws closes a request whose head overflows its buffer without an
+   * answer: twice the limit, so that a head over it is still parsed and
+   * answered 431 (on_request), and only one over twice closed. */
+  ci.max_http_header_data2 = (unsigned)(2 * s->max_header);
   ci.max_http_header_pool2 = s->max_conns;
   ci.uid = -1;
   ci.gid = -1;
@@ -780,6 +723,9 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
     begin_stop(s, NULL, NULL);
     return -EIO;
   }
+  /* The tables are the server's from here (http.h). */
+  s->authz = cfg->authz;
+  s->crl = cfg->crl;
   int port = lws_get_vhost_listen_port(s->vh);
   s->port = port > 0 && port <= 65535 ? (uint16_t)port : cfg->port;
   TG_INFO("http: listening on %s:%u (%s; at most %u connections, %u per "

@@ -10,8 +10,11 @@
  * responses that are not files, Cache-Control: no-store.
  *
  * What lws decides before the owner sees anything:
- *   - malformed requests, oversized headers (cfg.max_header), methods lws
- *     does not know: lws's own 4xx or a closed connection. The methods that
+ *   - malformed requests, methods lws does not know: lws's own 4xx or a
+ *     closed connection. The headers lws knows (Host, Cookie, User-Agent
+ *     ...: the values it keeps) over cfg.max_header: 431 from this layer.
+ *     lws's buffer is twice cfg.max_header: a head past it (unknown
+ *     headers count only there) is closed by lws without an answer. The methods that
  *     reach the handler are GET POST PUT PATCH DELETE OPTIONS HEAD; the
  *     owner answers 405 to those it does not serve.
  *   - the path and query come URL-decoded and normalised by lws ("/a//b/../c"
@@ -20,15 +23,31 @@
  *     encoded cannot be told from a separator there: parse req->args (one
  *     decoded "name=value" each) when that matters.
  *   - a body needs Content-Length; one above cfg.max_body is answered 413
- *     before it is read and the connection closed.
+ *     before it is read and the connection closed. A request with any
+ *     Transfer-Encoding is answered 400 and the connection closed: with
+ *     Content-Length too, lws would frame the body by the length, and the
+ *     bytes a front proxy took for the rest of a chunked body would be read
+ *     here as a request of their own (request smuggling).
  *   - connections: at most cfg.max_conns open at once, and at most
  *     cfg.max_conns_per_source of them from one client address (IPv4 or
  *     IPv6 compared exactly; an IPv4-mapped IPv6 address is its IPv4
- *     address). One beyond either is closed as soon as it is accepted,
- *     before any TLS or HTTP, and counted (tg_http_server_stats()).
+ *     address; every loopback address, 127.0.0.0/8 and ::1, is one source:
+ *     they are all the same machine's users). A connection beyond either
+ *     takes the place of the connection idle the longest (no request in
+ *     progress) of that source, or of all for max_conns, which is closed
+ *     (counted as evicted); with none idle it is closed as soon as it is
+ *     accepted, before any TLS or HTTP, and counted.
+ *   - a response is written at cfg.min_rate bytes per second on average at
+ *     least, after a first cfg.timeout_s: a reader slower than that is
+ *     closed, however often it takes a little.
  *   - HTTPS (cfg.cert, key and ca all set) requires a client certificate
  *     chaining to cfg.ca, TLS 1.2 or later: any other peer is refused during
  *     the handshake (logged as a warning) and never reaches the handler.
+ *     Then the certificate must name an identity (auth/cert_identity.h, the
+ *     relay's rule), not be revoked by cfg.crl and have a role in
+ *     cfg.authz: else every request on the connection is answered 403 by
+ *     the layer and the connection closed. tg_http_server_set_access()
+ *     replaces the tables and ends the connections they no longer allow.
  *
  * Threads: everything runs on the loop's thread, callbacks included.
  */
@@ -39,6 +58,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "auth/authz.h"
+#include "auth/crl.h"
 
 typedef struct tg_http_server tg_http_server_t;
 /* One request and its response; opaque. */
@@ -58,9 +80,13 @@ typedef struct tg_http_request {
   const char *content_type; /* "" if none */
   const char *origin;       /* Origin header, "" if none */
   const char *host;         /* Host header, "" if none */
-  /* HTTPS: the client certificate's subject CN (already verified against
-   * cfg.ca); "" over plain HTTP. */
+  /* HTTPS: the identity the client certificate names (auth/
+   * cert_identity.h; verified against cfg.ca, not revoked); "" over plain
+   * HTTP. */
   const char *identity;
+  /* HTTPS: the identity's role in cfg.authz, never TG_ROLE_NONE (those
+   * are refused by the layer); TG_ROLE_NONE over plain HTTP. */
+  tg_authz_role_t role;
   bool tls;
 } tg_http_request_t;
 
@@ -70,13 +96,24 @@ typedef struct tg_http_server_config {
   /* All NULL: plain HTTP. All set: HTTPS with a client certificate signed
    * by |ca| required. Read at start; borrowed for the call. */
   const char *cert, *key, *ca;
+  /* HTTPS: who has which role (required) and the revocation list (NULL:
+   * none). The server's once tg_http_server_start() returns 0 (freed at
+   * the stop or replaced by tg_http_server_set_access); the caller's
+   * still after an error. NULL over plain HTTP. */
+  tg_authz_t *authz;
+  tg_crl_t *crl;
   size_t max_body;     /* 0: 64 KiB */
-  size_t max_header;   /* lws's header buffer per request; 0: 8 KiB */
+  /* Header bytes a request may have (values lws keeps), beyond: 431;
+   * lws's buffer per request is twice this. 0: 8 KiB. */
+  size_t max_header;
   unsigned max_conns;  /* beyond it new connections are closed; 0: 64 */
   /* Beyond it new connections from that address are closed; 0: max(1,
    * max_conns / 4). Above max_conns it is max_conns (with a warning). */
   unsigned max_conns_per_source;
   unsigned timeout_s;  /* idle and slow-client timeout; 0: 30 */
+  /* Bytes per second a response must average after its first timeout_s;
+   * 0: 4096. */
+  uint64_t min_rate;
 } tg_http_server_config_t;
 
 /* Called once per complete request. |x| stays the owner's until it calls
@@ -108,13 +145,27 @@ uint16_t tg_http_server_port(const tg_http_server_t *s);
 
 typedef struct tg_http_server_stats {
   unsigned conns;              /* open now */
+  unsigned busy;               /* of those, with a request in progress */
   uint64_t refused_per_source; /* closed at accept: over max_conns_per_source */
   uint64_t refused_max_conns;  /* closed at accept: over max_conns */
+  uint64_t evicted;        /* idle ones closed to let a new one in */
+  uint64_t refused_peers;  /* HTTPS: no identity, revoked, or no role */
+  uint64_t ended_by_reload; /* set_access() no longer allowed them */
 } tg_http_server_stats_t;
 
 /* The server's counters since start, into *out. */
 void tg_http_server_stats(const tg_http_server_t *s,
                           tg_http_server_stats_t *out);
+
+/* HTTPS: replaces the authorization table and the CRL (NULL: none) with
+ * |authz| and |crl|, which become the server's (the previous ones are
+ * freed). Every open connection whose certificate they no longer allow
+ * (revoked, or its identity without a role) is ended from the loop (its
+ * unanswered exchange abandoned), and any request still arriving on it is
+ * answered 403. Returns how many connections end, or -EINVAL (plain
+ * HTTP, or |authz| NULL: then nothing is taken). */
+int tg_http_server_set_access(tg_http_server_t *s, tg_authz_t *authz,
+                              tg_crl_t *crl);
 
 /* Closes the listener and every connection: exchanges not yet answered get
  * on_abandon. lws's context is destroyed from the loop and lws closes its

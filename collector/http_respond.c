@@ -9,6 +9,7 @@
  * so one chunk per WRITEABLE is all the flow control there is to do.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -110,13 +111,30 @@ static int check_answer(const tg_http_exchange_t *x, int status,
   return 0;
 }
 
+/* Seconds the client has to take what was written so far, or 0 when it
+ * is already late: the response may take cfg.timeout_s plus what its bytes
+ * written are worth at cfg.min_rate, counted from the answer. The clock
+ * never restarts, so a reader that takes a little now and then still
+ * meets the deadline of the bytes it has not taken. */
+static int seconds_left(const tg_http_exchange_t *x) {
+  const tg_http_server_t *s = x->srv;
+  uint64_t allowed_ms = (uint64_t)s->timeout_s * 1000 +
+                        x->resp_off / s->min_rate * 1000 +
+                        x->resp_off % s->min_rate * 1000 / s->min_rate;
+  uint64_t spent_ms = uv_now(s->loop) - x->answered_ms;
+  if (spent_ms >= allowed_ms) return 0;
+  uint64_t left = (allowed_ms - spent_ms + 999) / 1000;
+  return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
 /* The exchange becomes the layer's: asks lws for a WRITEABLE. */
 static void start_answer(tg_http_exchange_t *x, int status) {
   x->status = status;
+  x->answered_ms = uv_now(x->srv->loop);
   tg__http_x_set(x, TG_HTTP_X_RESPONDING, "answered");
-  /* From here a client that stops reading is the slow client of
-   * cfg.timeout_s; each chunk written restarts the clock. */
-  lws_set_timeout(x->wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)x->srv->timeout_s);
+  /* From here a client that stops reading is a slow client: lws ends the
+   * connection when its time is up (seconds_left()). */
+  lws_set_timeout(x->wsi, PENDING_TIMEOUT_HTTP_CONTENT, seconds_left(x));
   lws_callback_on_writable(x->wsi);
 }
 
@@ -271,7 +289,15 @@ static int write_chunk(tg_http_exchange_t *x) {
   /* A short write is lws's to finish: it keeps the rest (lws-write.h). */
   x->resp_off += n;
   if (last) return finish(x);
-  lws_set_timeout(x->wsi, PENDING_TIMEOUT_HTTP_CONTENT, (int)x->srv->timeout_s);
+  int secs = seconds_left(x);
+  if (secs == 0) {
+    TG_WARN("http: %s %s: the client reads slower than min_rate (%llu of "
+            "%llu bytes taken in %llu ms): closed", x->req.method, x->req.path,
+            (unsigned long long)x->resp_off, (unsigned long long)x->resp_len,
+            (unsigned long long)(uv_now(x->srv->loop) - x->answered_ms));
+    return -1;
+  }
+  lws_set_timeout(x->wsi, PENDING_TIMEOUT_HTTP_CONTENT, secs);
   lws_callback_on_writable(x->wsi);
   return 0;
 }

@@ -37,7 +37,7 @@
 #include <uv.h>
 
 #include "relay/audit.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "relay/relay_service.h"
 #include "relay/replay_window.h"
 #include "tls/session.h"

@@ -63,7 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "relay/relay_service.h"
 #include "common/buf.h"
 

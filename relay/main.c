@@ -19,7 +19,7 @@
 #include "ipc/net_addr_listen.h"
 #include "common/identity.h"
 #include "relay/audit.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "relay/bridge.h"
 #include "relay/relay_service.h"
 #include "tls/paths.h"

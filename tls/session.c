@@ -33,6 +33,8 @@
 #include "tls/kex.h"
 #endif
 #include "tracegate/error.h"
+#include "auth/cert_identity.h"
+#include "auth/crl.h"
 #include "common/identity.h"
 #include "common/log.h"
 
@@ -218,44 +220,6 @@ static int load_crt(mbedtls_x509_crt *crt, const char *what, const char *path,
     set_err(err, errlen, "%s %s: %d certificate(s) in it do not parse", what,
             path, ret);
     return TG_EBAD_CONFIG;
-  }
-  return 0;
-}
-
-/* Loads a CRL and checks it can work: issued by one of our CAs (else it
- * would silently revoke nothing) and not expired (else mbedtls refuses
- * every certificate of that CA: better to say so at load time). */
-static int load_crl(tg_tls_config_t *cfg, mbedtls_x509_crl *crl,
-                    const char *path, char *err, size_t errlen) {
-  int rv = check_readable("CRL", path, err, errlen);
-  if (rv) return rv;
-  int ret = mbedtls_x509_crl_parse_file(crl, path);
-  if (ret == MBEDTLS_ERR_X509_ALLOC_FAILED) return -ENOMEM;
-  if (ret != 0) {
-    char m[160];
-    mbed_text(ret, m, sizeof(m));
-    set_err(err, errlen, "CRL %s: not a valid PEM CRL: %s (-0x%04x)", path, m,
-            (unsigned)-ret);
-    return TG_EBAD_CONFIG;
-  }
-  for (const mbedtls_x509_crl *c = crl; c && c->version != 0; c = c->next) {
-    bool ours = false;
-    for (const mbedtls_x509_crt *ca = &cfg->ca; ca && ca->raw.p; ca = ca->next)
-      if (ca->subject_raw.len == c->issuer_raw.len &&
-          memcmp(ca->subject_raw.p, c->issuer_raw.p, c->issuer_raw.len) == 0)
-        ours = true;
-    if (!ours) {
-      set_err(err, errlen, "CRL %s: not issued by the configured CA", path);
-      return TG_EBAD_CONFIG;
-    }
-    if (mbedtls_x509_time_is_past(&c->next_update)) {
-      set_err(err, errlen,
-              "CRL %s: expired on %04d-%02d-%02d (regenerate it: tg-certs crl); "
-              "an expired CRL fails every handshake",
-              path, c->next_update.year, c->next_update.mon,
-              c->next_update.day);
-      return TG_EBAD_CONFIG;
-    }
   }
   return 0;
 }
@@ -555,7 +519,7 @@ int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
       goto fail;
     }
     mbedtls_x509_crl_init(cfg->crl);
-    rv = load_crl(cfg, cfg->crl, o->crl_file, err, errlen);
+    rv = tg_crl_parse_file(cfg->crl, &cfg->ca, o->crl_file, err, errlen);
     if (rv) goto fail;
   }
   if (o->ca_file) mbedtls_ssl_conf_ca_chain(&cfg->conf, &cfg->ca, cfg->crl);
@@ -605,7 +569,7 @@ int tg_tls_config_reload_crl(tg_tls_config_t *cfg, const char *path,
     return -ENOMEM;
   }
   mbedtls_x509_crl_init(crl);
-  int rv = load_crl(cfg, crl, path, err, errlen);
+  int rv = tg_crl_parse_file(crl, &cfg->ca, path, err, errlen);
   if (rv) {
     mbedtls_x509_crl_free(crl);
     free(crl);
@@ -646,40 +610,6 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n) {
   return (int)n;
 }
 
-/* The identity |crt| names: its CN when it has one, else its first DNS
- * SAN; either must be an identity (common/identity.h) as it stands. No
- * fallback from a bad CN to a SAN, or from a bad SAN to a later one: a
- * certificate names one identity or none. Returns NULL with the identity
- * in |out| (TG_TLS_IDENTITY_MAX + 1 bytes), or why there is none. */
-static const char *cert_identity(const mbedtls_x509_crt *crt, char *out) {
-  const mbedtls_x509_buf *cn = NULL;
-  int ncn = 0;
-  for (const mbedtls_x509_name *nm = &crt->subject; nm; nm = nm->next) {
-    if (nm->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &nm->oid) == 0) {
-      cn = &nm->val;
-      ncn++;
-    }
-  }
-  if (ncn > 1) return "more than one CN";
-  const mbedtls_x509_buf *id = cn;
-  if (!id && (crt->ext_types & MBEDTLS_X509_EXT_SUBJECT_ALT_NAME)) {
-    for (const mbedtls_x509_sequence *seq = &crt->subject_alt_names; seq;
-         seq = seq->next) {
-      if (seq->buf.tag ==
-          (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME)) {
-        id = &seq->buf;
-        break;
-      }
-    }
-  }
-  if (!id) return "neither a CN nor a DNS SAN";
-  const char *why = NULL;
-  if (!tg_identity_valid((const char *)id->p, id->len, &why)) return why;
-  memcpy(out, id->p, id->len);
-  out[id->len] = 0;
-  return NULL;
-}
-
 /* Runs for each certificate of a chain mbedtls verifies, once the chain's
  * signatures are checked, from the root down: only in a full handshake,
  * never in one resumed from a ticket. Changes no verdict (|flags| stay as
@@ -694,7 +624,7 @@ static int note_verify(void *ctx, mbedtls_x509_crt *crt, int depth,
   char id[TG_TLS_IDENTITY_MAX + 1];
   if (s->cfg->server && depth == 0 &&
       s->cfg->client_auth == TG_TLS_CLIENT_CERT_REQUIRED &&
-      (s->no_identity = cert_identity(crt, id)))
+      (s->no_identity = tg_cert_identity(crt, id)))
     *flags |= MBEDTLS_X509_BADCERT_OTHER;
 #if TG_TLS_LIBCRYPTO
   if (s->cfg->libcrypto_signatures && depth == 0 && *flags == 0)
@@ -853,7 +783,7 @@ static int fail(tg_tls_session_t *s, int ret, bool in_handshake) {
 static const char *extract_identity(tg_tls_session_t *s) {
   const mbedtls_x509_crt *crt = mbedtls_ssl_get_peer_cert(&s->ssl);
   if (!crt) return "no certificate";
-  const char *why = cert_identity(crt, s->identity);
+  const char *why = tg_cert_identity(crt, s->identity);
   s->has_identity = !why;
   return why;
 }
@@ -863,18 +793,6 @@ static int refuse_peer(tg_tls_session_t *s, unsigned char alert) {
                                        alert);
   s->dead = TG_ETLS_CERT;
   return s->dead;
-}
-
-/* Whether |crt| is on a list of |crl| (a chain of CRLs) issued by its
- * issuer. */
-static bool revoked_now(const mbedtls_x509_crt *crt,
-                        const mbedtls_x509_crl *crl) {
-  for (const mbedtls_x509_crl *c = crl; c && c->version != 0; c = c->next)
-    if (c->issuer_raw.len == crt->issuer_raw.len &&
-        memcmp(c->issuer_raw.p, crt->issuer_raw.p, crt->issuer_raw.len) == 0 &&
-        mbedtls_x509_crt_is_revoked(crt, c))
-      return true;
-  return false;
 }
 
 /* A session resumed from a ticket skips certificate verification: the
@@ -891,7 +809,7 @@ static int recheck_resumed_client(tg_tls_session_t *s) {
              "resumed session carries no verified client certificate");
     return refuse_peer(s, MBEDTLS_SSL_ALERT_MSG_BAD_CERT);
   }
-  if (s->cfg->crl && revoked_now(crt, s->cfg->crl)) {
+  if (s->cfg->crl && tg_crl_revokes(s->cfg->crl, crt)) {
     snprintf(s->why, sizeof(s->why),
              "client certificate has been revoked (resumed session, checked "
              "against the CRL in force)");

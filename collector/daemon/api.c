@@ -41,7 +41,7 @@
 #include "common/log.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/fleet/merge.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "tracegate/error.h"
 
 #define API "/api/v1"
@@ -62,7 +62,6 @@ typedef struct waiter {
 
 static tg_list_t waiters; /* the loop thread's only */
 static size_t n_waiters;
-static tg_authz_t *authz;
 
 /* --- answers ------------------------------------------------------------------ */
 
@@ -552,8 +551,8 @@ static void handle(void *ctx, tg_http_exchange_t *x,
   /* HEAD: download tools ask a trace's size with it. */
   bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
   bool post = !strcmp(r->method, "POST");
-  tg_authz_role_t role = TG_ROLE_RECORD;
-  if (r->tls) role = tg_authz_role(authz, r->identity);
+  /* HTTPS: the layer refused every identity without a role. */
+  tg_authz_role_t role = r->tls ? r->role : TG_ROLE_RECORD;
   TG_DEBUG("http %s %s (%s)", r->method, r->path, r->tls ? r->identity : "plain");
   if (role == TG_ROLE_NONE)
     return json_error(x, 403, "this certificate's identity has no role here");
@@ -693,17 +692,12 @@ static void write_ready(coll_t *c) {
 int coll_api_start(coll_t *c) {
   tg_list_init(&waiters);
   const tg_coll_config_t *g = &c->cfg;
-  if (g->https) {
-    char err[512] = "";
-    if (!g->authz[0]) {
-      fprintf(stderr, COLL_PROG ": HTTPS needs an authz file (who may observe "
-              "and who may record)\n");
-      return -1;
-    }
-    if (tg_authz_load(g->authz, &authz, err, sizeof(err)) < 0) {
-      fprintf(stderr, COLL_PROG ": authz: %s\n", err);
-      return -1;
-    }
+  tg_authz_t *authz;
+  tg_crl_t *crl;
+  char err[640];
+  if (coll_access_load(g, &authz, &crl, err, sizeof(err)) < 0) {
+    fprintf(stderr, COLL_PROG ": %s\n", err);
+    return -1;
   }
   tg_http_server_config_t hc = {
       /* The layer binds IP literals; the config also takes "localhost". */
@@ -718,9 +712,14 @@ int coll_api_start(coll_t *c) {
       .max_conns_per_source = g->http_max_conns_per_source,
       /* Whole seconds, rounded up: the HTTP layer counts in seconds. */
       .timeout_s = (unsigned)((g->http_timeout_ms + 999) / 1000),
+      .min_rate = g->http_min_rate,
+      .authz = authz,
+      .crl = crl,
   };
   int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c, &c->http);
   if (rv < 0) {
+    tg_authz_free(authz);
+    tg_crl_free(crl);
     fprintf(stderr, COLL_PROG ": cannot listen on %s:%u: %s\n", g->listen_host,
             (unsigned)g->listen_port, tg_strerror(rv));
     return -1;

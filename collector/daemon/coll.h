@@ -12,6 +12,7 @@
  *              schedule): the shell of trigger_policy.h (serving, folding,
  *              queueing, the budgets)
  *   api.c      the HTTP API, /metrics and the web page
+ *   access.c   who may use it: the authz file and the CRL, SIGHUP
  *
  * Threads: everything runs on the loop thread; the store's fsync of a
  * finished snapshot runs on a libuv worker (snap.c).
@@ -278,6 +279,18 @@ void coll_trigger_stop(coll_t *c);
 void coll_retain(coll_t *c);
 /* A host's holder reached tracing: watch its ring's triggers. */
 void coll_watch_host(coll_t *c, coll_host_t *h);
+
+/* --- access.c --------------------------------------------------------- */
+
+struct tg_authz;
+struct tg_crl;
+/* The HTTPS access tables of |g| (none over plain HTTP: both NULL), the
+ * caller's on success. -1 with what is wrong in |err|. */
+int coll_access_load(const tg_coll_config_t *g, struct tg_authz **authz,
+                     struct tg_crl **crl, char *err, size_t errlen);
+/* Reads them again and hands them to the HTTP layer, which ends the
+ * connections they no longer allow; on an error the old ones stay. */
+void coll_access_reload(coll_t *c, const char *why);
 
 /* --- api.c, page.c ---------------------------------------------------- */
 

@@ -33,6 +33,7 @@ static void on_hup(uv_signal_t *s, int signum) {
   (void)s;
   (void)signum;
   coll_hosts_reload(&coll, "SIGHUP");
+  coll_access_reload(&coll, "SIGHUP");
 }
 
 /* Each host holds a connection and, during a snapshot, one more: raise
@@ -69,7 +70,8 @@ static void usage_tail(void) {
       "\n"
       "SIGHUP, or a change of the inventory file, reads the inventory again:\n"
       "hosts that stay are not touched, new ones start, removed ones have\n"
-      "their ring ended.\n"
+      "their ring ended. SIGHUP also reads authz and http_crl again: HTTPS\n"
+      "connections they no longer allow end.\n"
       "\n"
       "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
       "1 could not start (config, store, TLS, listener), 2 usage.\n");

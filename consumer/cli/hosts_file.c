@@ -20,6 +20,7 @@
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/remote.h"
+#include "common/read_file.h"
 
 #define MAX_HOSTS_LINE 1024
 #define MAX_HOSTS_FILE (4u << 20)
@@ -133,51 +134,14 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
   return 0;
 }
 
-/* The whole file, at most MAX_HOSTS_FILE bytes. */
-static int read_file(const char *path, char **out, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t cap = 64 * 1024, n = 0;
-  char *buf = malloc(cap);
-  int rv = buf ? 0 : -ENOMEM;
-  while (rv == 0) {
-    if (n == cap) {
-      if (cap >= MAX_HOSTS_FILE) {
-        rv = -EFBIG;
-        break;
-      }
-      char *g = realloc(buf, cap * 2);
-      if (!g) {
-        rv = -ENOMEM;
-        break;
-      }
-      buf = g;
-      cap *= 2;
-    }
-    ssize_t r = read(fd, buf + n, cap - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rv = -errno;
-    if (r <= 0) break;
-    n += (size_t)r;
-  }
-  close(fd);
-  if (rv < 0) {
-    free(buf);
-    return rv;
-  }
-  *out = buf;
-  *len = n;
-  return 0;
-}
-
 int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
                      size_t max) {
   char *text = NULL;
   size_t len = 0;
-  int rv = read_file(path, &text, &len);
+  int rv = tg_read_regular_file(path, MAX_HOSTS_FILE, &text, &len);
   if (rv < 0) {
     fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
-            rv == -EFBIG ? "larger than 4 MiB" : strerror(-rv));
+            rv == -EFBIG ? "larger than 4 MiB" : tg_read_file_strerror(rv));
     return -1;
   }
   char err[400];

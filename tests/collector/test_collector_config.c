@@ -4,6 +4,7 @@
  * sees the rest). Errors are checked by their "FILE:LINE: key:" prefix,
  * not their English. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -109,6 +111,8 @@ static void config_reads_every_key(void **state) {
       "http_key = https/server.key\n"
       "http_ca = https/clients.pem\n"
       "http_max_conns_per_source = 8\n"
+      "http_min_rate = 16K\n"
+      "http_crl = https/crl.pem\n"
       "authz = authz.conf\n"
       "session_key = flight-rec_1.a\n"
       "snapshot_every = 1h\n"
@@ -155,6 +159,8 @@ static void config_reads_every_key(void **state) {
   assert_string_equal(c.http_ca, "/etc/tg/https/clients.pem");
   assert_true(c.https);
   assert_int_equal(c.http_max_conns_per_source, 8);
+  assert_int_equal(c.http_min_rate, 16 * 1024);
+  assert_string_equal(c.http_crl, "/etc/tg/https/crl.pem");
   assert_string_equal(c.authz, "/etc/tg/authz.conf");
   assert_string_equal(c.session_key, "flight-rec_1.a");
   assert_int_equal(c.snapshot_every_ms, 3600000);
@@ -171,7 +177,7 @@ static void config_reads_every_key(void **state) {
 
   assert_int_equal(c.n_groups, 2);
   assert_string_equal(c.groups[0].name, "db");
-  assert_int_equal(c.groups[0].line, 33);
+  assert_int_equal(c.groups[0].line, 35);
   assert_int_equal(c.groups[0].n_hosts, 2);
   assert_string_equal(c.groups[0].hosts[0], "db1.example:7467");
   assert_string_equal(c.groups[0].hosts[1], "db2.example:7467");
@@ -185,7 +191,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.n_triggers, 3);
   assert_string_equal(c.triggers[0].name, "oom");
   assert_string_equal(c.triggers[0].group, "db");
-  assert_int_equal(c.triggers[0].line, 35);
+  assert_int_equal(c.triggers[0].line, 37);
   assert_string_equal(c.triggers[1].name, "app.crash:v2");
   assert_string_equal(c.triggers[1].group, "all");
   assert_string_equal(c.triggers[2].group, "web");
@@ -227,6 +233,8 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.http_max_conns_per_source, 0);
   assert_int_equal(c.http_max_conns, 0);
   assert_int_equal(c.http_timeout_ms, 0);
+  assert_int_equal(c.http_min_rate, 0);
+  assert_string_equal(c.http_crl, "");
   assert_string_equal(c.authz, "");
   assert_string_equal(c.session_key, "collector");
   assert_int_equal(c.snapshot_every_ms, 0);
@@ -584,6 +592,7 @@ static void config_key_triples_go_together(void **state) {
   expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
   expect_extra_error("http_ca = a\nhttp_key = k\n", 4, "http_ca: expected");
   expect_extra_error("authz = authz.conf\n", 4, "authz: expected");
+  expect_extra_error("http_crl = crl.pem\n", 4, "http_crl: expected");
   tg_coll_config_t c;
   expect_extra_ok("key = k\ncert = c\nca = a\n", &c);
   assert_true(c.tls);
@@ -789,6 +798,37 @@ static void config_loads_a_file_relative_to_its_directory(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+/* A FIFO (or any file but a regular one) named as the config is refused
+ * at once, without a writer and without waiting for one: opening or
+ * reading it would block the daemon for good. alarm() bounds the test if
+ * it does block. */
+static void config_refuses_a_fifo_without_blocking(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_config_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof(path), "%s/collector.conf", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  tg_coll_config_t c;
+  char e[512];
+  alarm(10);
+  int rv = tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e));
+  /* And with a writer that never closes: read() would wait for it. */
+  int w = open(path, O_RDWR | O_CLOEXEC);
+  assert_true(w >= 0);
+  int rv_open = tg_coll_config_load(path, &c, NULL, NULL, e, sizeof(e));
+  alarm(0);
+  close(w);
+  assert_int_equal(rv, -EINVAL);
+  assert_int_equal(rv_open, -EINVAL);
+  assert_prefix(e, path);
+  /* A directory too. */
+  assert_int_equal(tg_coll_config_load(dir, &c, NULL, NULL, e, sizeof(e)),
+                   -EINVAL);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 /* --shard overrides the file's shard with the same syntax and range. */
 static void config_shard_can_be_set_from_a_command_line(void **state) {
   (void)state;
@@ -827,6 +867,7 @@ int main(void) {
       cmocka_unit_test(config_reserves_group_all),
       cmocka_unit_test(config_enforces_its_limits),
       cmocka_unit_test(config_reads_crlf_files),
+      cmocka_unit_test(config_refuses_a_fifo_without_blocking),
       cmocka_unit_test(config_truncates_errors_to_the_buffer),
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
   };

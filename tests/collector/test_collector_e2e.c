@@ -313,6 +313,24 @@ static void a_collector_killed_mid_snapshot(void **state) {
  * replacing the file starts, the other keeps its ring untouched (same
  * state since, no restart, its packets still there); a host removed with
  * SIGHUP leaves. */
+/* tracegate-collector --check-config of the fleet's collector.conf, its
+ * output to |out_fd| (an fd or TG_TEST_FD_*): its exit code. */
+static int check_config(int out_fd) {
+  char conf[256];
+  snprintf(conf, sizeof(conf), "%s", fleet_in_dir("collector.conf"));
+  const char *argv[] = {"tracegate-collector", "--config", conf,
+                        "--check-config", NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_COLLECTOR_PATH;
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  s.stdout_fd = out_fd;
+  s.stderr_fd = out_fd;
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  return tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS));
+}
+
 static void the_inventory_changes_while_running(void **state) {
   (void)state;
   fleet_host_t h[2];
@@ -363,6 +381,24 @@ static void the_inventory_changes_while_running(void **state) {
     assert_true(tg_test_now_ms() < end);
     usleep(50 * 1000);
   }
+
+  /* The inventory turned into a FIFO nobody writes: reading it would
+   * block the loop for good. SIGHUP (and the watch) refuse it, the hosts
+   * stay as they were and the API keeps answering; a --check-config of
+   * it exits 1 at once. */
+  char inventory[256], answer[256]; /* fleet_in_dir() reuses its buffer */
+  snprintf(inventory, sizeof(inventory), "%s", fleet_in_dir("hosts.txt"));
+  snprintf(answer, sizeof(answer), "%s", fleet_in_dir("inv.json"));
+  out = answer;
+  assert_int_equal(unlink(inventory), 0);
+  assert_int_equal(mkfifo(inventory, 0600), 0);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+    assert_json(out, "hosts.0.host", want);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(check_config(TG_TEST_FD_DEVNULL), 1);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -371,24 +407,32 @@ static void the_inventory_changes_while_running(void **state) {
 /* HTTPS with client certificates: beyond what the layer's own test
  * checks, the roles: an observe identity reads but may not trigger, a
  * record identity triggers, an identity the authz file does not list is
- * refused, a client without a certificate never gets an answer. */
+ * refused, a client without a certificate never gets an answer. SIGHUP
+ * reads authz and http_crl again: an identity taken out of the one, or a
+ * certificate revoked in the other, is refused from then on. */
 static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   (void)state;
   assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki bob --role observe"), 0);
   assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki eve --role observe"), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki dave"), 0);
   FILE *f = fopen(fleet_in_dir("http-authz"), "w");
   assert_non_null(f);
-  fputs("alice record\nbob observe\n", f); /* eve: not listed */
+  fputs("alice record\nbob observe\ndave observe\n", f); /* eve: not listed */
   assert_int_equal(fclose(f), 0);
   fleet_host_t h[2];
   collector_t c;
   start_hosts(h, 2);
   write_config(h, 2, "http_cert = pki/relay.test.pem\nhttp_key = pki/relay.test.key\n"
-                     "http_ca = pki/ca.pem\nauthz = http-authz\n");
+                     "http_ca = pki/ca.pem\nauthz = http-authz\n"
+                     "http_crl = pki/crl.pem\n");
   collector_start(&c);
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
-  const char *out = fleet_in_dir("tls.json");
+  /* A copy: fleet_in_dir() reuses its buffer, and https_as() calls it for
+   * the certificate's paths (the answer would overwrite the key). */
+  char out_path[512];
+  snprintf(out_path, sizeof(out_path), "%s", fleet_in_dir("tls.json"));
+  const char *out = out_path;
   int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
   for (;;) { /* both rings tracing, read as bob */
     assert_int_equal(https_as(&c, "bob", "GET", "/api/v1/hosts", out), 200);
@@ -406,6 +450,23 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
   assert_int_equal(http_wait(pid, out), 200);
   assert_json(out, "snapshot.state", "\"complete\"");
+
+  /* bob out of authz, dave's certificate revoked: both refused once the
+   * collector has read them again (SIGHUP is handled from its loop). */
+  assert_int_equal(https_as(&c, "dave", "GET", "/api/v1/hosts", out), 200);
+  f = fopen(fleet_in_dir("http-authz"), "w");
+  assert_non_null(f);
+  fputs("alice record\ndave observe\n", f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "revoke pki dave"), 0);
+  assert_int_equal(kill(c.pid, SIGHUP), 0);
+  end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (https_as(&c, "bob", "GET", "/api/v1/hosts", out) != 403) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(https_as(&c, "dave", "GET", "/api/v1/hosts", out), 403);
+  assert_int_equal(https_as(&c, "alice", "GET", "/api/v1/hosts", out), 200);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -422,18 +483,8 @@ static void a_bad_config_names_its_line(void **state) {
   const char *err = fleet_in_dir("check.err");
   int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   assert_true(fd >= 0);
-  const char *argv[] = {"tracegate-collector", "--config",
-                        fleet_in_dir("collector.conf"), "--check-config", NULL};
-  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
-  s.path = TRACEGATE_COLLECTOR_PATH;
-  s.argv = argv;
-  s.stdin_fd = TG_TEST_FD_DEVNULL;
-  s.stdout_fd = fd;
-  s.stderr_fd = fd;
-  pid_t pid = tg_test_spawn(&s);
+  assert_int_equal(check_config(fd), 1);
   close(fd);
-  assert_true(pid > 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, FLEET_WAIT_MS)), 1);
   /* The line after the base config's 14: shard's. */
   assert_true(tg_test_wait_file_text(err, "collector.conf:15: shard: expected", 1000));
 }

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "auth/authz.h"
+#include "auth/crl.h"
 #include "collector/http.h"
 #include "common/log.h"
 #include "test_proc.h"
@@ -200,6 +202,7 @@ typedef struct fixture {
   int inject_rc[3];
   /* The last request, copied. */
   char method[16], path[256], query[256], identity[128], ctype[64];
+  tg_authz_role_t role;
   char args[4][64];
   size_t n_args;
   bool tls;
@@ -233,6 +236,7 @@ static void handler(void *ctx, tg_http_exchange_t *x,
   snprintf(f->path, sizeof(f->path), "%s", req->path);
   snprintf(f->query, sizeof(f->query), "%s", req->query);
   snprintf(f->identity, sizeof(f->identity), "%s", req->identity);
+  f->role = req->role;
   snprintf(f->ctype, sizeof(f->ctype), "%s", req->content_type);
   f->n_args = req->n_args;
   for (size_t i = 0; i < req->n_args && i < 4; i++)
@@ -293,17 +297,38 @@ static void fixture_start_cfg(fixture_t *f,
   assert_true(tg_http_server_port(f->srv) != 0);
 }
 
+/* Who has a role in the HTTPS tests: the identities the odd certificates
+ * would forge ("rec") or spell ("rec/OU=ops") are listed too, so that a
+ * refusal can only come from how the identity is read. */
+static const char AUTHZ_TEXT[] =
+    "alice record\nrec record\nbob observe\ncarol record\n"
+    "rec.OU.ops record\n";
+
+static tg_authz_t *authz_of(const char *text) {
+  tg_authz_t *a = NULL;
+  char err[256];
+  assert_int_equal(tg_authz_parse(text, strlen(text), "test", &a, err,
+                                  sizeof(err)),
+                   0);
+  return a;
+}
+
+/* The HTTPS part of a config: the pki CA, localhost's certificate,
+ * AUTHZ_TEXT and no CRL. */
+static void cfg_https(tg_http_server_config_t *cfg) {
+  cfg->cert = cert_path("pki", "localhost.pem");
+  cfg->key = cert_path("pki", "localhost.key");
+  cfg->ca = cert_path("pki", "ca.pem");
+  cfg->authz = authz_of(AUTHZ_TEXT);
+}
+
 static void fixture_start(fixture_t *f, bool tls) {
   tg_http_server_config_t cfg = {.host = "127.0.0.1",
                                  .max_body = MAX_BODY,
                                  .max_header = 8192,
                                  .max_conns = 16,
                                  .timeout_s = 5};
-  if (tls) {
-    cfg.cert = cert_path("pki", "localhost.pem");
-    cfg.key = cert_path("pki", "localhost.key");
-    cfg.ca = cert_path("pki", "ca.pem");
-  }
+  if (tls) cfg_https(&cfg);
   fixture_start_cfg(f, &cfg);
 }
 
@@ -587,23 +612,161 @@ static void http_stop_abandons_deferred_and_loop_ends(void **state) {
   client_free(&c);
 }
 
+/* Content-Length and Transfer-Encoding together: lws frames the body by
+ * the length, so what a proxy took for the end of a chunked body would be
+ * a request of its own here. Refused whole: one answer, nothing handled. */
+static void http_transfer_encoding_gets_400_unhandled(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  client_t c = CLIENT(
+      "POST /api/v1/snapshots HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+      "POST /api/v1/snapshots?reason=hidden HTTP/1.1\r\nHost: x\r\n"
+      "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(atomic_load(&f.handled), 0);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 400", 12);
+  assert_null(strstr((const char *)c.resp + 12, "HTTP/1.1"));
+  client_free(&c);
+  /* Transfer-Encoding alone: the same. */
+  client_t d = CLIENT("POST /api/x HTTP/1.1\r\nHost: x\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  exchange(&f, &d);
+  assert_int_equal(atomic_load(&f.handled), 0);
+  assert_non_null(d.resp);
+  assert_memory_equal(d.resp, "HTTP/1.1 400", 12);
+  client_free(&d);
+  fixture_stop(&f);
+}
+
+/* GET with a |name| header of |pad| bytes; the answer's status line (12
+ * bytes), or "" when the connection closed without one. */
+static const char *padded_get(fixture_t *f, const char *name, size_t pad,
+                              char status[13]) {
+  char *req = malloc(pad + 256);
+  assert_non_null(req);
+  int n = snprintf(req, 256, "GET /api/x HTTP/1.1\r\nHost: x\r\n"
+                             "Connection: close\r\n%s: ", name);
+  memset(req + n, 'a', pad);
+  snprintf(req + n + pad, 256, "\r\n\r\n");
+  const char *parts[] = {req};
+  client_t c = {.parts = parts, .n_parts = 1};
+  exchange(f, &c);
+  snprintf(status, 13, "%s", c.resp && c.resp_len >= 12 ? (char *)c.resp : "");
+  client_free(&c);
+  free(req);
+  return status;
+}
+
+/* The headers lws knows over max_header: 431, unhandled (lws closed the
+ * connection without a word). A head past lws's buffer, twice
+ * max_header, is still closed unanswered, however it is made up. */
+static void http_head_over_max_header_gets_431(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false); /* max_header 8192 */
+  char st[13];
+  assert_string_equal(padded_get(&f, "User-Agent", 8000, st), "HTTP/1.1 200");
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(padded_get(&f, "User-Agent", 8300, st), "HTTP/1.1 431");
+  assert_string_equal(padded_get(&f, "Cookie", 12000, st), "HTTP/1.1 431");
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(padded_get(&f, "X-Padding", 40000, st), "");
+  assert_int_equal(atomic_load(&f.handled), 1);
+  fixture_stop(&f);
+}
+
+/* A reader that takes a little now and then, never enough. */
+typedef struct slow_reader {
+  uint16_t port;
+  uint64_t got;
+  bool closed; /* the server ended it (EOF or reset) */
+  uv_async_t *wake;
+  atomic_bool done;
+} slow_reader_t;
+
+static void *slow_reader_main(void *arg) {
+  static const char req[] =
+      "GET /api/snapshots/1/trace HTTP/1.1\r\nHost: x\r\n\r\n";
+  slow_reader_t *r = arg;
+  int fd = tcp_connect_from(r->port, NULL);
+  if (fd >= 0) {
+    if (write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1) {
+      int64_t deadline = tg_test_now_ms() + 2 * WAIT_MS;
+      char buf[64 * 1024];
+      while (tg_test_now_ms() < deadline) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+          r->closed = n == 0 || errno == ECONNRESET;
+          break;
+        }
+        r->got += (uint64_t)n;
+        struct timespec ts = {.tv_nsec = 16 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+      }
+    }
+    close(fd);
+  }
+  atomic_store(&r->done, true);
+  uv_async_send(r->wake);
+  return NULL;
+}
+
+static bool reader_done(void *arg) {
+  return atomic_load(&((slow_reader_t *)arg)->done);
+}
+
+/* Under min_rate the download ends, though the reader takes some of it
+ * every few milliseconds (each write used to restart the timeout). */
+static void http_slow_reader_closed_under_min_rate(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 4,
+                                 .timeout_s = 1,
+                                 .min_rate = 32u << 20};
+  fixture_start_cfg(&f, &cfg);
+  const uint64_t size = 256ull << 20; /* sparse: reads as zeros */
+  char path[] = "/tmp/tg-test-http-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  assert_int_equal(ftruncate(fd, (off_t)size), 0);
+  f.mode = SEND_FILE;
+  f.file_fd = fd;
+  f.file_size = size;
+  slow_reader_t r = {.port = tg_http_server_port(f.srv), .wake = &f.wake};
+  atomic_init(&r.done, false);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, slow_reader_main, &r), 0);
+  bool ok = tg_test_run_loop_until(&f.loop, reader_done, &r, 3 * WAIT_MS);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(ok);
+  assert_true(r.closed);
+  assert_true(r.got < size);
+  fixture_stop(&f);
+}
+
 /* --- connections per source ---------------------------------------------- */
 
 typedef struct conns_wait {
   fixture_t *f;
-  unsigned conns;
+  bool busy; /* count the busy ones (a request in progress), not all */
+  unsigned n;
 } conns_wait_t;
 
 static bool conns_are(void *arg) {
   conns_wait_t *w = arg;
   tg_http_server_stats_t st;
   tg_http_server_stats(w->f->srv, &st);
-  return st.conns == w->conns;
+  return (w->busy ? st.busy : st.conns) == w->n;
 }
 
 /* Runs |f|'s loop until the server counts |n| open connections. */
 static bool wait_conns(fixture_t *f, unsigned n) {
-  conns_wait_t w = {f, n};
+  conns_wait_t w = {f, false, n};
   return tg_test_run_loop_until(&f->loop, conns_are, &w, WAIT_MS);
 }
 
@@ -631,6 +794,17 @@ static void assert_refused_from(fixture_t *f, uint16_t port,
 static const char *const GET_CLOSE[] = {
     "GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
 
+/* A GET_CLOSE over HTTPS presenting pki/|name|.pem. */
+static client_t tls_client(const char *name) {
+  char file[64];
+  client_t c = {.parts = GET_CLOSE, .n_parts = 1, .tls = true};
+  snprintf(file, sizeof(file), "%s.pem", name);
+  c.cert = cert_path("pki", file);
+  snprintf(file, sizeof(file), "%s.key", name);
+  c.key = cert_path("pki", file);
+  return c;
+}
+
 /* A full GET from |from|; true when it is answered 200. */
 static bool get_from(fixture_t *f, const char *from) {
   client_t c = {.from = from, .parts = GET_CLOSE, .n_parts = 1};
@@ -638,6 +812,30 @@ static bool get_from(fixture_t *f, const char *from) {
   bool ok = c.resp && c.resp_len >= 12 && !memcmp(c.resp, "HTTP/1.1 200", 12);
   client_free(&c);
   return ok;
+}
+
+/* |n| connections from |from| that send nothing, in order (the first is
+ * the idlest), each counted by the server before the next. */
+static void open_idle(fixture_t *f, const char *from, int *fds, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    fds[i] = tcp_connect_from(tg_http_server_port(f->srv), from);
+    assert_true(fds[i] >= 0);
+    assert_true(wait_conns(f, i + 1));
+  }
+}
+
+/* A connection from |from| whose request is in progress (its body still
+ * to come), so that it is never the idle one a newcomer replaces; the
+ * server counts |busy_after| such when this returns. */
+static int busy_from(fixture_t *f, const char *from, unsigned busy_after) {
+  static const char head[] =
+      "POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+  int fd = tcp_connect_from(tg_http_server_port(f->srv), from);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, head, sizeof(head) - 1), (ssize_t)sizeof(head) - 1);
+  conns_wait_t w = {f, true, busy_after};
+  assert_true(tg_test_run_loop_until(&f->loop, conns_are, &w, WAIT_MS));
+  return fd;
 }
 
 static void http_caps_connections_per_source(void **state) {
@@ -649,33 +847,74 @@ static void http_caps_connections_per_source(void **state) {
                                  .timeout_s = 60};
   fixture_start_cfg(&f, &cfg);
   uint16_t port = tg_http_server_port(f.srv);
-  /* The hostile source holds two connections and sends nothing. */
-  int idle[2];
-  for (int i = 0; i < 2; i++) {
-    idle[i] = tcp_connect_from(port, "127.0.0.2");
-    assert_true(idle[i] >= 0);
-  }
-  assert_true(wait_conns(&f, 2));
-  /* Its third is closed by the server at once. */
+  /* The source holds two connections, each in the middle of a request. */
+  int busy[2];
+  for (int i = 0; i < 2; i++) busy[i] = busy_from(&f, "127.0.0.2", i + 1);
+  /* Its third is closed by the server at once: none is idle to replace. */
   assert_refused_from(&f, port, "127.0.0.2");
-  assert_false(peer_closed(&idle[0]));
-  assert_false(peer_closed(&idle[1]));
-  /* Another source is served meanwhile. */
-  assert_true(get_from(&f, "127.0.0.1"));
-  assert_int_equal(atomic_load(&f.handled), 1);
-  /* The hostile source lets one go: once the server has released it (and
-   * the good client's), a new one from it is served. */
-  close(idle[0]);
+  assert_false(peer_closed(&busy[0]));
+  assert_false(peer_closed(&busy[1]));
+  /* It lets one go: once the server has released it, a new one from it
+   * is served. */
+  close(busy[0]);
   assert_true(wait_conns(&f, 1));
   assert_true(get_from(&f, "127.0.0.2"));
-  assert_int_equal(atomic_load(&f.handled), 2);
+  assert_int_equal(atomic_load(&f.handled), 1);
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
   assert_int_equal(st.refused_per_source, 1);
   assert_int_equal(st.refused_max_conns, 0);
-  /* Stops clean with idle[1] still open (fixture_stop() closes the loop). */
+  assert_int_equal(st.evicted, 0);
+  /* Stops clean with busy[1] still open (fixture_stop() closes the loop). */
   fixture_stop(&f);
-  close(idle[1]);
+  close(busy[1]);
+}
+
+/* 127.0.0.0/8 is one machine, where any user binds any of its addresses:
+ * one source, whichever address a connection comes from. */
+static void http_loopback_addresses_are_one_source(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 8,
+                                 .max_conns_per_source = 2,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  uint16_t port = tg_http_server_port(f.srv);
+  int busy[2] = {busy_from(&f, "127.0.0.2", 1), busy_from(&f, "127.0.0.3", 2)};
+  assert_refused_from(&f, port, "127.0.0.4");
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_per_source, 1);
+  assert_int_equal(st.conns, 2);
+  fixture_stop(&f);
+  for (int i = 0; i < 2; i++) close(busy[i]);
+}
+
+/* Every slot held by connections that send nothing: a new client is still
+ * served, in place of the one idle the longest. */
+static void http_full_listener_serves_new_client(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 3,
+                                 .max_conns_per_source = 3,
+                                 .timeout_s = 60};
+  fixture_start_cfg(&f, &cfg);
+  int idle[3];
+  open_idle(&f, "127.0.0.1", idle, 3);
+  assert_true(get_from(&f, "127.0.0.1"));
+  assert_int_equal(atomic_load(&f.handled), 1);
+  /* The oldest idle one made room; the others are untouched. */
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &idle[0], WAIT_MS));
+  assert_false(peer_closed(&idle[1]));
+  assert_false(peer_closed(&idle[2]));
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.evicted, 1);
+  assert_int_equal(st.refused_per_source + st.refused_max_conns, 0);
+  fixture_stop(&f);
+  for (int i = 0; i < 3; i++) close(idle[i]);
 }
 
 static void http_caps_ipv6_source(void **state) {
@@ -694,9 +933,7 @@ static void http_caps_ipv6_source(void **state) {
                                  .timeout_s = 60};
   fixture_start_cfg(&f, &cfg);
   uint16_t port = tg_http_server_port(f.srv);
-  int held = tcp_connect_from(port, "::1");
-  assert_true(held >= 0);
-  assert_true(wait_conns(&f, 1));
+  int held = busy_from(&f, "::1", 1);
   assert_refused_from(&f, port, "::1");
   assert_false(peer_closed(&held));
   tg_http_server_stats_t st;
@@ -710,7 +947,9 @@ static void http_caps_ipv6_source(void **state) {
 static void http_per_source_cap_defaults_and_clamps(void **state) {
   (void)state;
   /* Over max_conns it is max_conns: a source may then fill the listener,
-   * and the one connection after that is refused over max_conns. */
+   * and the one connection after that is refused by the per-source cap
+   * (checked first), which unclamped would have let it through to
+   * max_conns. */
   fixture_t f;
   tg_http_server_config_t cfg = {.host = "127.0.0.1",
                                  .max_conns = 2,
@@ -719,16 +958,12 @@ static void http_per_source_cap_defaults_and_clamps(void **state) {
   fixture_start_cfg(&f, &cfg);
   uint16_t port = tg_http_server_port(f.srv);
   int held[2];
-  for (int i = 0; i < 2; i++) {
-    held[i] = tcp_connect_from(port, "127.0.0.3");
-    assert_true(held[i] >= 0);
-  }
-  assert_true(wait_conns(&f, 2));
+  for (unsigned i = 0; i < 2; i++) held[i] = busy_from(&f, "127.0.0.3", i + 1);
   assert_refused_from(&f, port, "127.0.0.4");
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 0);
-  assert_int_equal(st.refused_max_conns, 1);
+  assert_int_equal(st.refused_per_source, 1);
+  assert_int_equal(st.refused_max_conns, 0);
   fixture_stop(&f);
   for (int i = 0; i < 2; i++) close(held[i]);
 
@@ -737,9 +972,7 @@ static void http_per_source_cap_defaults_and_clamps(void **state) {
   cfg.max_conns_per_source = 0;
   fixture_start_cfg(&f, &cfg);
   port = tg_http_server_port(f.srv);
-  held[0] = tcp_connect_from(port, "127.0.0.3");
-  assert_true(held[0] >= 0);
-  assert_true(wait_conns(&f, 1));
+  held[0] = busy_from(&f, "127.0.0.3", 1);
   assert_refused_from(&f, port, "127.0.0.3");
   tg_http_server_stats(f.srv, &st);
   assert_int_equal(st.refused_per_source, 1);
@@ -760,9 +993,9 @@ static void count_warnings(void *ctx, tg_log_level_t level, const char *line) {
 }
 
 /* A dual-stack listener sees IPv4 clients as IPv4-mapped IPv6 addresses:
- * they are counted and named as their IPv4 address. Refusals in a burst
- * are each counted, and warned about once. */
-static void http_per_source_refusals_warn_once_by_ipv4_name(void **state) {
+ * they are counted as their IPv4 address, here loopback's one source.
+ * Refusals in a burst are each counted, and warned about once. */
+static void http_per_source_refusals_warn_once_as_loopback(void **state) {
   (void)state;
   fixture_t f;
   tg_http_server_config_t cfg = {.host = "::ffff:127.0.0.1",
@@ -774,9 +1007,7 @@ static void http_per_source_refusals_warn_once_by_ipv4_name(void **state) {
   warnings_t w = {0};
   tg_log_set_level(TG_LOG_WARN);
   tg_log_set_sink(count_warnings, &w);
-  int held = tcp_connect_from(port, "127.0.0.5");
-  assert_true(held >= 0);
-  assert_true(wait_conns(&f, 1));
+  int held = busy_from(&f, "127.0.0.5", 1);
   for (int i = 0; i < 3; i++) assert_refused_from(&f, port, "127.0.0.5");
   tg_log_set_sink(NULL, NULL);
   tg_log_set_level(TG_LOG_ERROR);
@@ -784,7 +1015,7 @@ static void http_per_source_refusals_warn_once_by_ipv4_name(void **state) {
   tg_http_server_stats(f.srv, &st);
   assert_int_equal(st.refused_per_source, 3);
   assert_int_equal(w.n, 1);
-  assert_non_null(strstr(w.last, "http: 127.0.0.5 has 1 connections open"));
+  assert_non_null(strstr(w.last, "http: loopback has 1 connections open"));
   fixture_stop(&f);
   close(held);
 }
@@ -851,42 +1082,32 @@ static void expect_refused(const char *dir, const char *name) {
   fixture_stop(&f);
 }
 
-/* Connections that never start their handshake count against their
- * source: a third is closed before any TLS, another source still gets
- * through its handshake and its answer. */
-static void https_caps_handshakeless_connections_per_source(void **state) {
+/* Connections that never start their handshake hold their source's
+ * slots: a client that does is still served, in place of the idlest, and
+ * gets through its handshake and its answer. */
+static void https_handshakeless_connections_make_room(void **state) {
   (void)state;
   fixture_t f;
   tg_http_server_config_t cfg = {.host = "127.0.0.1",
                                  .max_conns = 8,
                                  .max_conns_per_source = 2,
-                                 .timeout_s = 60,
-                                 .cert = cert_path("pki", "localhost.pem"),
-                                 .key = cert_path("pki", "localhost.key"),
-                                 .ca = cert_path("pki", "ca.pem")};
+                                 .timeout_s = 60};
+  cfg_https(&cfg);
   fixture_start_cfg(&f, &cfg);
-  uint16_t port = tg_http_server_port(f.srv);
   int idle[2];
-  for (int i = 0; i < 2; i++) {
-    idle[i] = tcp_connect_from(port, "127.0.0.2");
-    assert_true(idle[i] >= 0);
-  }
-  assert_true(wait_conns(&f, 2));
-  assert_refused_from(&f, port, "127.0.0.2");
-  client_t c = {.from = "127.0.0.1",
-                .parts = GET_CLOSE,
-                .n_parts = 1,
-                .tls = true,
-                .cert = cert_path("pki", "alice.pem"),
-                .key = cert_path("pki", "alice.key")};
+  open_idle(&f, "127.0.0.2", idle, 2);
+  client_t c = tls_client("alice");
   exchange(&f, &c);
   assert_non_null(c.resp);
   assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
   assert_string_equal(f.identity, "alice");
   client_free(&c);
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &idle[0], WAIT_MS));
+  assert_false(peer_closed(&idle[1]));
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 1);
+  assert_int_equal(st.evicted, 1);
+  assert_int_equal(st.refused_per_source, 0);
   fixture_stop(&f);
   for (int i = 0; i < 2; i++) close(idle[i]);
 }
@@ -915,16 +1136,165 @@ static void http_start_refuses_half_tls_config(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A certificate's identity is its one CN attribute, read as the relay
+ * reads it: a subject without a CN whose O is "Example/CN=rec" names
+ * nobody, two CNs name nobody (both refused by the layer with 403, the
+ * handler never called), and "CN=rec, OU=ops" names exactly "rec". */
+static void expect_403(const char *dir, const char *name) {
+  fixture_t f;
+  client_t c;
+  https_get(&f, &c, dir, name);
+  assert_int_equal(atomic_load(&f.handled), 0);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 403", 12);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.refused_peers, 1);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+static void https_identity_is_the_one_cn_attribute(void **state) {
+  (void)state;
+  expect_403("pki", "nocn");
+  expect_403("pki", "twocn");
+  fixture_t f;
+  client_t c;
+  https_get(&f, &c, "pki", "ou");
+  assert_int_equal(atomic_load(&f.handled), 1);
+  assert_string_equal(f.identity, "rec");
+  assert_int_equal(f.role, TG_ROLE_RECORD);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+/* With a CRL, a revoked certificate gets 403 and its identity's role
+ * nothing; one the CRL does not list is served. */
+static void https_revoked_cert_refused_with_crl(void **state) {
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    fixture_t f;
+    tg_http_server_config_t cfg = {.host = "127.0.0.1", .timeout_s = 5};
+    cfg_https(&cfg);
+    char err[256];
+    assert_int_equal(tg_crl_load(cert_path("pki", "crl.pem"),
+                                 cert_path("pki", "ca.pem"), &cfg.crl, err,
+                                 sizeof(err)),
+                     0);
+    fixture_start_cfg(&f, &cfg);
+    client_t c = tls_client(i ? "alice" : "carol");
+    exchange(&f, &c);
+    assert_non_null(c.resp);
+    assert_memory_equal(c.resp, i ? "HTTP/1.1 200" : "HTTP/1.1 403", 12);
+    assert_int_equal(atomic_load(&f.handled), i);
+    client_free(&c);
+    fixture_stop(&f);
+  }
+}
+
+typedef struct answered_wait {
+  fixture_t *f;
+  int handled;
+} answered_wait_t;
+
+/* The handler had |handled| requests and every answer is written. */
+static bool answered(void *arg) {
+  answered_wait_t *w = arg;
+  tg_http_server_stats_t st;
+  tg_http_server_stats(w->f->srv, &st);
+  return atomic_load(&w->f->handled) == w->handled && st.busy == 0;
+}
+
+/* New access tables end the open connections of the identities they no
+ * longer list, and a new connection of theirs gets 403; the others go on. */
+static void https_set_access_ends_removed_identities(void **state) {
+  (void)state;
+  static const char *const keep_alive[] = {
+      "GET /api/me HTTP/1.1\r\nHost: x\r\n\r\n"};
+  fixture_t f;
+  fixture_start(&f, true);
+  client_t c = {.parts = keep_alive,
+                .n_parts = 1,
+                .tls = true,
+                .cert = cert_path("pki", "alice.pem"),
+                .key = cert_path("pki", "alice.key"),
+                .port = tg_http_server_port(f.srv),
+                .wake = &f.wake,
+                .handled = &f.handled};
+  atomic_init(&c.done, false);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, client_main, &c), 0);
+  answered_wait_t w = {&f, 1};
+  assert_true(tg_test_run_loop_until(&f.loop, answered, &w, WAIT_MS));
+  assert_false(atomic_load(&c.done)); /* kept alive, reading */
+  assert_int_equal(
+      tg_http_server_set_access(f.srv, authz_of("bob observe\n"), NULL), 1);
+  bool ok = tg_test_run_loop_until(&f.loop, client_done, &c, WAIT_MS);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(ok);
+  assert_non_null(c.resp);
+  assert_memory_equal(c.resp, "HTTP/1.1 200", 12);
+  assert_null(strstr((const char *)c.resp + 12, "HTTP/1.1"));
+  client_free(&c);
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.ended_by_reload, 1);
+  /* alice again: 403, unhandled; bob: served as an observer. */
+  client_t a = tls_client("alice");
+  exchange(&f, &a);
+  assert_non_null(a.resp);
+  assert_memory_equal(a.resp, "HTTP/1.1 403", 12);
+  assert_int_equal(atomic_load(&f.handled), 1);
+  client_free(&a);
+  client_t b = tls_client("bob");
+  exchange(&f, &b);
+  assert_non_null(b.resp);
+  assert_memory_equal(b.resp, "HTTP/1.1 200", 12);
+  assert_string_equal(f.identity, "bob");
+  assert_int_equal(f.role, TG_ROLE_OBSERVE);
+  client_free(&b);
+  /* Plain tables are refused on an HTTPS server's behalf: NULL authz. */
+  assert_int_equal(tg_http_server_set_access(f.srv, NULL, NULL), -EINVAL);
+  fixture_stop(&f);
+}
+
+/* A client certificate of the pki CA with subject |subj|, as NAME.pem and
+ * NAME.key, made with openssl (tg-certs makes only CN=NAME ones). */
+static int odd_cert(const char *name, const char *subj) {
+  static const char script[] =
+      "set -e; cd \"$0\"; "
+      "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+      "-keyout \"$1.key\" -subj \"$2\" -out \"$1.csr\" 2>/dev/null; "
+      "printf 'extendedKeyUsage=clientAuth\\n' >\"$1.ext\"; "
+      "openssl x509 -req -in \"$1.csr\" -CA ca.pem -CAkey ca.key "
+      "-CAcreateserial -days 2 -extfile \"$1.ext\" -out \"$1.pem\" "
+      "2>/dev/null";
+  char dir[256];
+  snprintf(dir, sizeof(dir), "%s/pki", g_certs);
+  const char *argv[] = {"sh", "-c", script, dir, name, subj, NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = "/bin/sh";
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  return pid > 0 && tg_test_reap(pid, 60000) == 0 ? 0 : -1;
+}
+
 static int certs_setup(void **state) {
   (void)state;
   static const char *const steps[] = {
       "ca pki", "host pki localhost --ip 127.0.0.1", "client pki alice",
+      "client pki bob", "client pki carol", "revoke pki carol",
       "ca other", "client other eve"};
   /* Only errors: lws's warnings about refused peers are expected here. */
   tg_log_set_level(TG_LOG_ERROR);
   if (tg_test_mkdtemp(g_certs, sizeof(g_certs), "http") < 0) return -1;
   for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
     if (tg_test_certs(g_certs, steps[i]) < 0) return -1;
+  if (odd_cert("nocn", "/O=Example\\/CN=rec") < 0 ||
+      odd_cert("twocn", "/CN=rec/CN=alice") < 0 ||
+      odd_cert("ou", "/CN=rec/OU=ops") < 0)
+    return -1;
   return 0;
 }
 
@@ -942,18 +1312,26 @@ int main(void) {
       cmocka_unit_test(http_deferred_response_arrives),
       cmocka_unit_test(http_client_reset_while_deferred_abandons_once),
       cmocka_unit_test(http_file_arrives_byte_exact),
+      cmocka_unit_test(http_transfer_encoding_gets_400_unhandled),
+      cmocka_unit_test(http_head_over_max_header_gets_431),
+      cmocka_unit_test(http_slow_reader_closed_under_min_rate),
       cmocka_unit_test(http_header_injection_refused),
       cmocka_unit_test(http_stop_abandons_deferred_and_loop_ends),
       cmocka_unit_test(http_start_refuses_half_tls_config),
       cmocka_unit_test(http_caps_connections_per_source),
       cmocka_unit_test(http_caps_ipv6_source),
       cmocka_unit_test(http_per_source_cap_defaults_and_clamps),
-      cmocka_unit_test(http_per_source_refusals_warn_once_by_ipv4_name),
+      cmocka_unit_test(http_per_source_refusals_warn_once_as_loopback),
+      cmocka_unit_test(http_loopback_addresses_are_one_source),
+      cmocka_unit_test(http_full_listener_serves_new_client),
       cmocka_unit_test(http_start_refuses_per_source_out_of_range),
       cmocka_unit_test(https_client_cert_gives_identity),
-      cmocka_unit_test(https_caps_handshakeless_connections_per_source),
+      cmocka_unit_test(https_handshakeless_connections_make_room),
       cmocka_unit_test(https_refuses_peer_without_cert),
       cmocka_unit_test(https_refuses_cert_of_another_ca),
+      cmocka_unit_test(https_identity_is_the_one_cn_attribute),
+      cmocka_unit_test(https_revoked_cert_refused_with_crl),
+      cmocka_unit_test(https_set_access_ends_removed_identities),
   };
   return cmocka_run_group_tests(tests, certs_setup, certs_teardown);
 }

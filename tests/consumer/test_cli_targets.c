@@ -5,6 +5,7 @@
  * pairwise check was quadratic. And a hosts file's lines appended to the
  * -H targets (consumer/cli/hosts_file.c, cli_hosts_parse). */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -123,12 +126,42 @@ static void a_hosts_file_appends_to_the_targets_given(void **state) {
   free(text);
 }
 
+/* A hosts file that is a FIFO (the collector's inventory, the CLI's -f)
+ * is refused at once, with or without a writer holding it open: reading
+ * it would block the collector's loop for good. alarm() bounds the test
+ * if it does block. */
+static void a_hosts_file_must_be_a_regular_file(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tg_hosts_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof(path), "%s/fleet.hosts", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  cli_target_t *t = NULL;
+  size_t n = 0;
+  alarm(10);
+  int rv = cli_targets_load(path, &t, &n, 16);
+  int w = open(path, O_RDWR | O_CLOEXEC);
+  assert_true(w >= 0);
+  int rv_open = cli_targets_load(path, &t, &n, 16);
+  alarm(0);
+  close(w);
+  assert_int_equal(rv, -1);
+  assert_int_equal(rv_open, -1);
+  assert_int_equal(cli_targets_load(dir, &t, &n, 16), -1);
+  assert_int_equal(n, 0);
+  free(t);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(names_alone_shared_and_sanitised),
       cmocka_unit_test(refuses_a_target_given_twice),
       cmocka_unit_test(names_a_big_fleet),
       cmocka_unit_test(a_hosts_file_appends_to_the_targets_given),
+      cmocka_unit_test(a_hosts_file_must_be_a_regular_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

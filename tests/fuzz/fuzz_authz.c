@@ -1,4 +1,4 @@
-/* Fuzzes the relay's authorization file parser (relay/authz.h).
+/* Fuzzes the authorization file parser (auth/authz.h).
  *
  * The text is parsed from an exact-size copy (no NUL after it), so reads
  * past the end show up under ASan. A failure must be TG_EPARSE with a
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "tracegate/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

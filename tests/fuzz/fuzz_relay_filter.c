@@ -30,7 +30,7 @@
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "relay/frame_filter.h"
 #include "relay/own_calls.h"
 

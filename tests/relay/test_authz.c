@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "tracegate/error.h"
 
 static void authz_parses_lines_comments_and_blanks(void **state) {

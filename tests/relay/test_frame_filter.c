@@ -19,7 +19,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
-#include "relay/authz.h"
+#include "auth/authz.h"
 #include "relay/frame_filter.h"
 #include "relay/own_calls.h"
 #include "relay/relay_service.h"

@@ -1,6 +1,7 @@
-/* The relay's authorization file and its roles.
+/* The authorization file and its roles, the relay's and the collector's.
  *
- * The file maps client identities (certificate CN, or "ssh:USER" in --stdio
+ * The file maps client identities (auth/cert_identity.h: a certificate's
+ * one CN, else its first DNS SAN; or the relay's "ssh:USER" in --stdio
  * mode) to roles, one per line:
  *
  *   # identity role
@@ -19,14 +20,16 @@
  *            DisableTracing, ReadBuffers, FreeBuffers, Detach, Attach,
  *            CloneSession
  * Every other method (SaveTraceForBugreport, names we do not know) is
- * denied to everyone.
+ * denied to everyone. The collector's HTTP API reads the same roles:
+ * observe reads, record also triggers and pins (docs/collector.md).
  *
  * A table is immutable once parsed; a reload builds a new one and the owner
  * swaps the pointer, so a broken file never replaces a good one. No I/O but
- * tg_authz_load() reading the file.
+ * tg_authz_load() reading the file (a regular file only:
+ * common/read_file.h).
  */
-#ifndef TRACEGATE_RELAY_AUTHZ_H
-#define TRACEGATE_RELAY_AUTHZ_H
+#ifndef TRACEGATE_AUTH_AUTHZ_H
+#define TRACEGATE_AUTH_AUTHZ_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -75,4 +78,4 @@ const char *tg_authz_role_name(tg_authz_role_t role);
 /* Parses "observe"/"record"; returns 0 or -EINVAL. */
 int tg_authz_parse_role(const char *s, tg_authz_role_t *out);
 
-#endif /* TRACEGATE_RELAY_AUTHZ_H */
+#endif /* TRACEGATE_AUTH_AUTHZ_H */

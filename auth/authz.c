@@ -1,5 +1,6 @@
 /* The authorization file: "identity role" lines, and the role table. */
-#include "relay/authz.h"
+#include "auth/authz.h"
+#include "auth/auth_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/read_file.h"
 #include "tracegate/error.h"
 
 /* A file larger than this is surely not an authorization file. */
@@ -80,9 +82,7 @@ void tg_authz_free(tg_authz_t *a) {
   free(a);
 }
 
-static int fail(char *err, size_t errlen, int rv, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rv, const char *fmt, ...) {
+int tg__auth_fail(char *err, size_t errlen, int rv, const char *fmt, ...) {
   if (errlen) {
     va_list ap;
     va_start(ap, fmt);
@@ -177,23 +177,23 @@ static int parse_line(const char *line, size_t n, const char *name,
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)line[i];
     if (c == 0 || (c < 0x20 && c != '\t' && c != '\r') || c >= 0x7f)
-      return fail(err, errlen, TG_EPARSE,
+      return tg__auth_fail(err, errlen, TG_EPARSE,
                   "%s:%zu: byte 0x%02x is not printable ASCII", name, lineno,
                   c);
   }
   if (k != 2)
-    return fail(err, errlen, TG_EPARSE,
+    return tg__auth_fail(err, errlen, TG_EPARSE,
                 "%s:%zu: expected \"identity role\", found %zu word%s", name,
                 lineno, k, k == 1 ? "" : "s");
   const char *why = NULL;
   if (!tg_identity_valid_listed(w[0], wl[0], &why))
-    return fail(err, errlen, TG_EPARSE, "%s:%zu: identity '%.*s': %s", name,
+    return tg__auth_fail(err, errlen, TG_EPARSE, "%s:%zu: identity '%.*s': %s", name,
                 lineno, (int)(wl[0] < 64 ? wl[0] : 64), w[0], why);
   char role_s[16];
   snprintf(role_s, sizeof(role_s), "%.*s", (int)(wl[1] < 15 ? wl[1] : 15),
            w[1]);
   if (wl[1] >= sizeof(role_s) || tg_authz_parse_role(role_s, role) < 0)
-    return fail(err, errlen, TG_EPARSE,
+    return tg__auth_fail(err, errlen, TG_EPARSE,
                 "%s:%zu: role '%.*s' is not observe or record", name, lineno,
                 (int)(wl[1] < 32 ? wl[1] : 32), w[1]);
   *id = w[0];
@@ -205,7 +205,7 @@ int tg_authz_parse(const char *text, size_t len, const char *name,
                    tg_authz_t **out, char *err, size_t errlen) {
   *out = NULL;
   tg_authz_t *a = calloc(1, sizeof(*a));
-  if (!a) return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
+  if (!a) return tg__auth_fail(err, errlen, -ENOMEM, "%s: out of memory", name);
   size_t cap = 0, lineno = 0, off = 0;
   int rv = 0;
   while (off < len && rv == 0) {
@@ -221,7 +221,7 @@ int tg_authz_parse(const char *text, size_t len, const char *name,
     if (rv == 1) {
       rv = add_entry(a, &cap, id, idlen, lineno, role);
       if (rv < 0) {
-        fail(err, errlen, rv, "%s: out of memory", name);
+        tg__auth_fail(err, errlen, rv, "%s: out of memory", name);
         goto out;
       }
     }
@@ -230,7 +230,7 @@ int tg_authz_parse(const char *text, size_t len, const char *name,
    * entry comes from above a syntax error, so a repeat is reported first. */
   const authz_entry_t *dup = sort_and_find_repeat(a);
   if (dup)
-    rv = fail(err, errlen, TG_EPARSE,
+    rv = tg__auth_fail(err, errlen, TG_EPARSE,
               "%s:%zu: identity '%s' is listed twice", name, dup->line,
               dup->identity);
 out:
@@ -245,25 +245,17 @@ out:
 int tg_authz_load(const char *path, tg_authz_t **out, char *err,
                   size_t errlen) {
   *out = NULL;
-  FILE *f = fopen(path, "re");
-  if (!f)
-    return fail(err, errlen, TG_EBAD_CONFIG, "%s: %s", path, strerror(errno));
-  char *buf = malloc(AUTHZ_FILE_MAX + 1);
-  if (!buf) {
-    fclose(f);
-    return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
-  }
-  size_t n = fread(buf, 1, AUTHZ_FILE_MAX + 1, f);
-  int rerr = ferror(f);
-  fclose(f);
-  int rv;
-  if (rerr)
-    rv = fail(err, errlen, TG_EBAD_CONFIG, "%s: read error", path);
-  else if (n > AUTHZ_FILE_MAX)
-    rv = fail(err, errlen, TG_EBAD_CONFIG, "%s: larger than %u bytes", path,
-              AUTHZ_FILE_MAX);
-  else
-    rv = tg_authz_parse(buf, n, path, out, err, errlen);
+  char *buf = NULL;
+  size_t n = 0;
+  int rv = tg_read_regular_file(path, AUTHZ_FILE_MAX, &buf, &n);
+  if (rv == -ENOMEM) return tg__auth_fail(err, errlen, rv, "%s: out of memory", path);
+  if (rv == -EFBIG)
+    return tg__auth_fail(err, errlen, TG_EBAD_CONFIG, "%s: larger than %u bytes", path,
+                AUTHZ_FILE_MAX);
+  if (rv < 0)
+    return tg__auth_fail(err, errlen, TG_EBAD_CONFIG, "%s: %s", path,
+                tg_read_file_strerror(rv));
+  rv = tg_authz_parse(buf, n, path, out, err, errlen);
   free(buf);
   return rv;
 }
