@@ -114,6 +114,7 @@ struct tg_arbiter {
   void (*wake)(void *ctx);
   void *wake_ctx;
   size_t commit_threshold;   /* 0: a quarter of the active chunks */
+  uint64_t (*now_ns)(void);  /* opts.now_ns, or NULL */
 
   _Atomic uint32_t refs;
   _Atomic bool shut_down;
@@ -188,6 +189,7 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->layout, arb->base_layout);
   arb->wake = opts->wake;
   arb->wake_ctx = opts->wake_ctx;
+  arb->now_ns = opts->now_ns;
   arb->commit_threshold = opts->commit_threshold;
   size_t active = arb->smb.num_pages;
   if (opts->active_size && opts->active_size < arb->smb.size) {
@@ -424,6 +426,13 @@ static void raise_pressure(tg_arbiter_t *arb) {
   if (atomic_load_explicit(&arb->pressure, memory_order_relaxed)) return;
   if (!atomic_exchange_explicit(&arb->pressure, true, memory_order_relaxed))
     wake(arb);
+}
+
+uint64_t tg_arbiter_now_ns(const tg_arbiter_t *arb) {
+  if (arb->now_ns) return arb->now_ns();
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {

@@ -82,6 +82,10 @@ typedef struct tg_arbiter_opts {
   void (*wake)(void *ctx);
   void *wake_ctx;
   size_t commit_threshold;
+  /* CLOCK_MONOTONIC nanoseconds for writers backing off from a full SMB
+   * (trace_writer.h); NULL: clock_gettime(). Tests inject their own. Read
+   * only on the drop path, never per stored packet. */
+  uint64_t (*now_ns)(void);
 } tg_arbiter_opts_t;
 
 /* Returns 0 or -EINVAL (bad geometry) / -ENOMEM. The new arbiter has one
@@ -129,6 +133,9 @@ int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
 int tg_arbiter_chunk_try_get_near(tg_arbiter_t *arb, uint16_t writer_id,
                                   uint32_t chunk_id, tg_smb_chunk_t *out);
 #define TG_ARBITER_NEAR_PAGES 16u
+
+/* opts.now_ns(), or CLOCK_MONOTONIC in nanoseconds. Any thread. */
+uint64_t tg_arbiter_now_ns(const tg_arbiter_t *arb);
 
 /* The policy the arbiter was made with (opts.stall_when_full). */
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb);

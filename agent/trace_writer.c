@@ -125,9 +125,17 @@ static bool take_chunk(tg_trace_writer_t *w, tg_smb_chunk_t *out, bool wait) {
   }
   uint32_t step = w->drop_backoff ? w->drop_backoff : TG_TW_DROP_BACKOFF_MIN;
   w->drop_retry_after = step;
+  w->drop_retry_ns = tg_arbiter_now_ns(w->arb) + TG_TW_DROP_RETRY_NS;
   w->drop_backoff =
       step < TG_TW_DROP_BACKOFF_MAX / 2 ? 2 * step : TG_TW_DROP_BACKOFF_MAX;
   return false;
+}
+
+/* Whether a writer backing off may look for a chunk now: its step of
+ * bytes is dropped, or its time is up (a clock read on the drop path). */
+static bool retry_due(const tg_trace_writer_t *w) {
+  return w->drop_retry_after == 0 ||
+         tg_arbiter_now_ns(w->arb) >= w->drop_retry_ns;
 }
 
 /* |n| bytes of a dropped packet went to scratch: the backoff moves on. */
@@ -313,7 +321,7 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
   if (!w->has_chunk) {
     tg_smb_chunk_t c;
     /* Backing off: this packet is dropped without a look at the SMB. */
-    bool got = w->drop_retry_after == 0 && take_chunk(w, &c, true);
+    bool got = retry_due(w) && take_chunk(w, &c, true);
     if (got && w->loss_unreported) {
       use_chunk(w, &c, 0);
       report_loss(w);
