@@ -162,11 +162,12 @@ void tg_trace_writer_fini(tg_trace_writer_t *w);
  * service that frees chunks again is noticed within 256 KiB of data. */
 #define TG_TW_DROP_BACKOFF_MIN 4096u
 #define TG_TW_DROP_BACKOFF_MAX (256u * 1024u)
-/* A step also ends this long after the failed look (drop_retry_ns): a
- * writer looks at most once per period by time, whatever its rate, and
- * one slower than a step of bytes per period loses at most a period's
- * packets once the SMB has room. */
-#define TG_TW_DROP_RETRY_NS 10000000u
+/* A writer also looks this long after its failed look (drop_retry_ns),
+ * near the cursor only, before its step of bytes is dropped: one slower
+ * than a step of bytes per period loses about a period's packets once the
+ * SMB has room, not seconds of them, and thousands of such writers cost
+ * a few page-header reads each per period. */
+#define TG_TW_DROP_RETRY_NS 50000000u
 /* Of the retries while backing off, all but every this-many-th look only
  * near the arbiter's cursor (tg_arbiter_chunk_try_get_near); the others
  * pass over the whole SMB, for chunks freed out of order. */

@@ -845,9 +845,20 @@ static void a_slow_writer_backs_off_for_a_bounded_time(void **state) {
   env_t e;
   env_init_full(&e);
   assert_true(e.w.drop_retry_after > 0);
-  /* Small packets, far fewer bytes than the step: all dropped, no look. */
+  /* Time is up while the SMB is still full: one near look, which misses;
+   * the step of bytes stays, and the next look waits another period. */
   tg_arbiter_stats_t ast;
   tg_arbiter_get_stats(e.arb, &ast);
+  uint64_t full0 = ast.chunk_misses, near0 = ast.near_misses;
+  uint32_t backoff0 = e.w.drop_backoff;
+  g_test_now_ns += TG_TW_DROP_RETRY_NS;
+  write_packet(&e.w, &(spec_t){.seq = 2, .filler = 10});
+  write_packet(&e.w, &(spec_t){.seq = 2, .filler = 10});
+  tg_arbiter_get_stats(e.arb, &ast);
+  assert_int_equal(ast.near_misses, near0 + 1);
+  assert_int_equal(ast.chunk_misses, full0);
+  assert_int_equal(e.w.drop_backoff, backoff0);
+  /* Small packets, far fewer bytes than the step: all dropped, no look. */
   uint64_t looks0 = ast.chunk_misses + ast.near_misses;
   fake_service_release_held(&e.fs);
   e.fs.hold = false;
