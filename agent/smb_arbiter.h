@@ -74,7 +74,9 @@ typedef struct tg_arbiter_opts {
    * larger ones (a large chunk per writer is mostly empty when idle
    * writers give theirs back). A page takes a new layout only once all its
    * chunks are free, so the SMB moves over gradually; chunks are taken
-   * from pages of any layout. */
+   * from pages of the current layout or a smaller one first, and from a
+   * page of larger chunks only when no other has room (left alone, it
+   * frees up whole and takes the current layout). */
   unsigned layout;
   /* Called from a writer's thread when the pending commit batch reaches
    * |commit_threshold| chunks (0: a quarter of the SMB's chunks), and when a

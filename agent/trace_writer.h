@@ -19,7 +19,8 @@
  * previous_packet_dropped = true (TracePacket field 42) as its first field.
  * A writer that found no chunk drops a backoff's worth of bytes before it
  * looks again (TG_TW_DROP_BACKOFF_*), so a full SMB is not scanned once per
- * packet.
+ * packet, or, if that takes longer than TG_TW_DROP_RETRY_NS, looks near the
+ * arbiter's cursor once per such period (a slow writer).
  * In stall mode a writer never waits while it holds a chunk: it returns the
  * current one (LAST_PACKET_CONTINUES) first, so any number of writers can
  * share an SMB of any size without deadlock. A loss that no drop marker
