@@ -139,6 +139,14 @@ static void *agent_thread(void *arg) {
     tg__clock_calibrate(); /* first sample; the line starts 50 ms later */
     uv_timer_start(&th->clock_timer, on_clock_timer, CLOCK_FIRST_MS,
                    CLOCK_PERIOD_MS);
+  } else {
+    /* Said once per process: each tg_agent_init would find the same. */
+    static atomic_bool said;
+    if (!atomic_exchange_explicit(&said, true, memory_order_relaxed))
+      tg__agent_log(TG_LOG_INFO,
+                    "agent: track events read clock_gettime(CLOCK_BOOTTIME): "
+                    "the TSC is not invariant (constant_tsc, nonstop_tsc) or "
+                    "not the kernel's clocksource");
   }
   tg__connection_start();
   uv_run(&th->loop, UV_RUN_DEFAULT);

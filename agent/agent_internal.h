@@ -102,6 +102,9 @@ typedef struct tg__agent_commit {
   _Atomic uint64_t smb_size, smb_in_use, smb_in_use_peak;
   _Atomic uint64_t smb_active, smb_resident;
   uint64_t resident_due_ms;
+  /* When the next pass over the writers for idle chunks is due (loop
+   * time; agent's thread only): every IDLE_SCAN_MS (commit.c). */
+  uint64_t idle_due_ms;
 } tg__agent_commit_t;
 
 typedef struct tg__agent {

@@ -8,12 +8,19 @@
  * some instance is started: with no session, nothing new is written and
  * the agent's thread stays asleep.
  *
- * Idle chunks. Each tick first takes back the chunks of writers idle for
- * IDLE_MS (tg_trace_writers_reclaim_idle), so that a thread that wrote
- * once holds nothing and its data reaches the service. The tick is
+ * Idle chunks. Every IDLE_SCAN_MS a tick first takes back the chunks of
+ * writers idle for IDLE_MS (tg_trace_writers_reclaim_idle), so that a
+ * thread that wrote once holds nothing and its data reaches the service.
+ * IDLE_MS is long next to the gaps of a thread that writes steadily, even
+ * slowly: such a thread fills the chunk it holds and returns it full. Were
+ * it shorter, every burst of thousands of such threads would leave in a
+ * chunk of its own, mostly empty: the SMB would churn chunks (and fill)
+ * and the service's ring would hold padding instead of history. The pass
+ * reads a line of every writer, so it does not run at every tick. The tick is
  * COMMIT_PERIOD_MS while the SMB has chunks to spare for every writer,
  * and FAST_PERIOD_MS once writers outnumber half its default chunks: then
- * every chunk an idle writer sits on is one a busy writer lacks. When
+ * the chunks are small and the SMB's spare ones few, and a returned chunk
+ * must reach the service (to be freed) without waiting a long tick. When
  * writers find the SMB nearly full (the arbiter's pressure flag), the
  * next commit first takes back the chunk of every writer between packets,
  * however recent its last one.
@@ -29,7 +36,8 @@
 
 #define COMMIT_PERIOD_MS 10
 #define FAST_PERIOD_MS 1
-#define IDLE_MS 1
+#define IDLE_MS 100
+#define IDLE_SCAN_MS (IDLE_MS / 4)
 /* mincore() over the whole SMB looks up every page not mapped here in
  * the memfd's page cache: ~2000 lookups for the 8 MiB reserve, which at
  * the fast tick made a many-writer producer spend a tenth of a core on a
@@ -169,12 +177,16 @@ static void on_commit_timer(uv_timer_t *t) {
   uint64_t period = period_ms(arb);
   if (uv_timer_get_repeat(t) != period) uv_timer_set_repeat(t, period);
   if (!arb) return;
-  tg_trace_writers_reclaim_idle(arb, now_ns(), (uint64_t)IDLE_MS * 1000000u);
+  uint64_t now = uv_now(t->loop);
+  if (now >= cm->idle_due_ms) {
+    tg_trace_writers_reclaim_idle(arb, now_ns(),
+                                  (uint64_t)IDLE_MS * 1000000u);
+    cm->idle_due_ms = now + IDLE_SCAN_MS;
+  }
   if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
   else send_writer_events(arb);
   /* Before the snapshot: a reader that sees this tick's counters sees a
    * resident size at most RESIDENT_PERIOD_MS older. */
-  uint64_t now = uv_now(t->loop);
   if (now >= cm->resident_due_ms) {
     atomic_store(&cm->smb_resident, tg_arbiter_resident_bytes(arb));
     cm->resident_due_ms = now + RESIDENT_PERIOD_MS;

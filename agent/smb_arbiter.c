@@ -114,6 +114,7 @@ struct tg_arbiter {
   void (*wake)(void *ctx);
   void *wake_ctx;
   size_t commit_threshold;   /* 0: a quarter of the active chunks */
+  uint64_t (*now_ns)(void);  /* opts.now_ns, or NULL */
 
   _Atomic uint32_t refs;
   _Atomic bool shut_down;
@@ -188,6 +189,7 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
   atomic_init(&arb->layout, arb->base_layout);
   arb->wake = opts->wake;
   arb->wake_ctx = opts->wake_ctx;
+  arb->now_ns = opts->now_ns;
   arb->commit_threshold = opts->commit_threshold;
   size_t active = arb->smb.num_pages;
   if (opts->active_size && opts->active_size < arb->smb.size) {
@@ -426,6 +428,13 @@ static void raise_pressure(tg_arbiter_t *arb) {
     wake(arb);
 }
 
+uint64_t tg_arbiter_now_ns(const tg_arbiter_t *arb) {
+  if (arb->now_ns) return arb->now_ns();
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {
   if (!atomic_load_explicit(&arb->pressure, memory_order_relaxed))
     return false;
@@ -433,23 +442,49 @@ bool tg_arbiter_take_pressure(tg_arbiter_t *arb) {
                                   memory_order_relaxed);
 }
 
+/* Takes a Free chunk of page |pg| (bitmap |bm|): 0 with |out| filled and
+ * the cursor moved past it, or TG_ENO_SPACE. */
+static int take_in_page(tg_arbiter_t *arb, size_t n, size_t pg, uint32_t bm,
+                        uint16_t writer_id, uint32_t chunk_id,
+                        tg_smb_chunk_t *out) {
+  unsigned nchunks = tg_smb_layout_num_chunks(tg_smb_bitmap_layout(bm));
+  for (unsigned c = 0; c < nchunks; c++) {
+    if (tg_smb_bitmap_chunk_state(bm, c) != TG_CHUNK_FREE) continue;
+    if (tg_smb_try_acquire_chunk_for_writing(&arb->smb, pg, c, chunk_id,
+                                             writer_id, out) == 0) {
+      /* Relaxed: the cursor is a hint; the bitmaps carry the ordering. */
+      size_t next = c + 1 < nchunks ? pg : pg + 1;
+      atomic_store_explicit(&arb->cursor, next < n ? next : 0,
+                            memory_order_relaxed);
+      return 0;
+    }
+  }
+  return TG_ENO_SPACE;
+}
+
 /* One pass over every page from the cursor. Returns 0 with |out| filled, or
  * TG_ENO_SPACE when no page had a chunk for us. With the adaptive layout,
- * chunks are taken from pages of any layout; a free page gets the current
- * one. The cursor moves round
- * the SMB, so the pages ahead of it are the ones written longest ago: when
- * more than half of them are still taken, the SMB is filling up. */
+ * a page of larger chunks than the current layout's (partitioned when
+ * there were fewer writers) is passed over while it has chunks in use:
+ * left alone, it frees up whole and takes the current layout, where
+ * writers that keep their chunks for long would otherwise hold on to its
+ * chunks one after the other and keep it large for ever. It is used only
+ * when the pass finds nothing else. A free page gets the current layout.
+ * The cursor moves round the SMB, so the pages ahead of it are the ones
+ * written longest ago: when more than half of them are still taken, the
+ * SMB is filling up. */
 static int scan_active(tg_arbiter_t *arb, size_t n, size_t limit,
                        uint16_t writer_id, uint32_t chunk_id,
                        tg_smb_chunk_t *out) {
   size_t start = atomic_load_explicit(&arb->cursor, memory_order_relaxed);
   if (start >= n) start = 0;
   if (limit > n) limit = n;
+  unsigned fresh = tg_arbiter_layout(arb);
+  size_t large_pg = SIZE_MAX, large_i = 0;
   for (size_t i = 0; i < limit; i++) {
     size_t pg = start + i < n ? start + i : start + i - n;
     uint32_t bm = tg_smb_page_bitmap(&arb->smb, pg);
     if (bm == 0) {
-      unsigned fresh = tg_arbiter_layout(arb);
       if (tg_smb_try_partition_page(&arb->smb, pg, fresh) == 0)
         bm = (uint32_t)fresh << TG_SMB_LAYOUT_SHIFT;
       else
@@ -458,19 +493,23 @@ static int scan_active(tg_arbiter_t *arb, size_t n, size_t limit,
     unsigned layout = tg_smb_bitmap_layout(bm);
     /* A fixed layout is kept: pages of another are not ours to judge. */
     if (!arb->adaptive_layout && layout != arb->base_layout) continue;
-    unsigned nchunks = tg_smb_layout_num_chunks(layout);
-    for (unsigned c = 0; c < nchunks; c++) {
-      if (tg_smb_bitmap_chunk_state(bm, c) != TG_CHUNK_FREE) continue;
-      if (tg_smb_try_acquire_chunk_for_writing(&arb->smb, pg, c, chunk_id,
-                                               writer_id, out) == 0) {
-        /* Relaxed: the cursor is a hint; the bitmaps carry the ordering. */
-        size_t next = c + 1 < nchunks ? pg : pg + 1;
-        atomic_store_explicit(&arb->cursor, next < n ? next : 0,
-                              memory_order_relaxed);
-        if (i > n / 2) raise_pressure(arb);
-        return 0;
+    if (arb->adaptive_layout && layout < fresh) {
+      if (large_pg == SIZE_MAX) {
+        large_pg = pg;
+        large_i = i;
       }
+      continue;
     }
+    if (take_in_page(arb, n, pg, bm, writer_id, chunk_id, out) == 0) {
+      if (i > n / 2) raise_pressure(arb);
+      return 0;
+    }
+  }
+  if (large_pg != SIZE_MAX &&
+      take_in_page(arb, n, large_pg, tg_smb_page_bitmap(&arb->smb, large_pg),
+                   writer_id, chunk_id, out) == 0) {
+    if (large_i > n / 2) raise_pressure(arb);
+    return 0;
   }
   return TG_ENO_SPACE;
 }

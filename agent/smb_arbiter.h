@@ -74,7 +74,9 @@ typedef struct tg_arbiter_opts {
    * larger ones (a large chunk per writer is mostly empty when idle
    * writers give theirs back). A page takes a new layout only once all its
    * chunks are free, so the SMB moves over gradually; chunks are taken
-   * from pages of any layout. */
+   * from pages of the current layout or a smaller one first, and from a
+   * page of larger chunks only when no other has room (left alone, it
+   * frees up whole and takes the current layout). */
   unsigned layout;
   /* Called from a writer's thread when the pending commit batch reaches
    * |commit_threshold| chunks (0: a quarter of the SMB's chunks), and when a
@@ -82,6 +84,10 @@ typedef struct tg_arbiter_opts {
   void (*wake)(void *ctx);
   void *wake_ctx;
   size_t commit_threshold;
+  /* CLOCK_MONOTONIC nanoseconds for writers backing off from a full SMB
+   * (trace_writer.h); NULL: clock_gettime(). Tests inject their own. Read
+   * only on the drop path, never per stored packet. */
+  uint64_t (*now_ns)(void);
 } tg_arbiter_opts_t;
 
 /* Returns 0 or -EINVAL (bad geometry) / -ENOMEM. The new arbiter has one
@@ -129,6 +135,9 @@ int tg_arbiter_chunk_try_get(tg_arbiter_t *arb, uint16_t writer_id,
 int tg_arbiter_chunk_try_get_near(tg_arbiter_t *arb, uint16_t writer_id,
                                   uint32_t chunk_id, tg_smb_chunk_t *out);
 #define TG_ARBITER_NEAR_PAGES 16u
+
+/* opts.now_ns(), or CLOCK_MONOTONIC in nanoseconds. Any thread. */
+uint64_t tg_arbiter_now_ns(const tg_arbiter_t *arb);
 
 /* The policy the arbiter was made with (opts.stall_when_full). */
 bool tg_arbiter_stalls_when_full(const tg_arbiter_t *arb);

@@ -125,9 +125,36 @@ static bool take_chunk(tg_trace_writer_t *w, tg_smb_chunk_t *out, bool wait) {
   }
   uint32_t step = w->drop_backoff ? w->drop_backoff : TG_TW_DROP_BACKOFF_MIN;
   w->drop_retry_after = step;
+  w->drop_retry_ns = tg_arbiter_now_ns(w->arb) + TG_TW_DROP_RETRY_NS;
   w->drop_backoff =
       step < TG_TW_DROP_BACKOFF_MAX / 2 ? 2 * step : TG_TW_DROP_BACKOFF_MAX;
   return false;
+}
+
+/* A writer backing off whose time is up before its step of bytes (a slow
+ * writer): one look near the cursor, the cheapest there is. Thousands of
+ * slow writers each doing so every period cost the SMB's page headers a
+ * few reads each, where passes over the whole SMB would cost all of them
+ * and keep it full. A miss leaves the step as it was, and waits another
+ * period. */
+static bool take_chunk_by_time(tg_trace_writer_t *w, tg_smb_chunk_t *out) {
+  uint64_t now = tg_arbiter_now_ns(w->arb);
+  if (now < w->drop_retry_ns) return false;
+  if (tg_arbiter_chunk_try_get_near(w->arb, w->writer_id, w->next_chunk_id,
+                                    out) == 0) {
+    w->drop_retry_after = w->drop_backoff = 0;
+    w->drop_looks = 0;
+    return true;
+  }
+  w->drop_retry_ns = now + TG_TW_DROP_RETRY_NS;
+  return false;
+}
+
+/* A chunk for a writer that has none (see take_chunk): while backing off
+ * only when its step of bytes is dropped or its time is up. */
+static bool take_chunk_when_due(tg_trace_writer_t *w, tg_smb_chunk_t *out) {
+  if (w->drop_retry_after == 0) return take_chunk(w, out, true);
+  return take_chunk_by_time(w, out);
 }
 
 /* |n| bytes of a dropped packet went to scratch: the backoff moves on. */
@@ -313,7 +340,7 @@ tg_pbw_t *tg__trace_writer_begin_slow(tg_trace_writer_t *w) {
   if (!w->has_chunk) {
     tg_smb_chunk_t c;
     /* Backing off: this packet is dropped without a look at the SMB. */
-    bool got = w->drop_retry_after == 0 && take_chunk(w, &c, true);
+    bool got = take_chunk_when_due(w, &c);
     if (got && w->loss_unreported) {
       use_chunk(w, &c, 0);
       report_loss(w);

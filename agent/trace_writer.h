@@ -19,7 +19,8 @@
  * previous_packet_dropped = true (TracePacket field 42) as its first field.
  * A writer that found no chunk drops a backoff's worth of bytes before it
  * looks again (TG_TW_DROP_BACKOFF_*), so a full SMB is not scanned once per
- * packet.
+ * packet, or, if that takes longer than TG_TW_DROP_RETRY_NS, looks near the
+ * arbiter's cursor once per such period (a slow writer).
  * In stall mode a writer never waits while it holds a chunk: it returns the
  * current one (LAST_PACKET_CONTINUES) first, so any number of writers can
  * share an SMB of any size without deadlock. A loss that no drop marker
@@ -122,6 +123,10 @@ typedef struct tg_trace_writer {
    * only near the cursor (TG_TW_FULL_LOOK_EVERY). */
   uint32_t drop_retry_after;
   uint32_t drop_backoff; /* the next step; 0 until a try fails */
+  /* ... or until this time (tg_arbiter_now_ns), whichever comes first: a
+   * slow writer's step of bytes would last seconds, and it would lose
+   * everything it writes long after the SMB has room again. */
+  uint64_t drop_retry_ns;
   uint32_t drop_looks;   /* retries since the last chunk (see take_chunk) */
   uint64_t packets_written;
   uint64_t packets_dropped;
@@ -152,11 +157,18 @@ void tg_trace_writer_fini(tg_trace_writer_t *w);
 #define TG_TW_MIN_PACKET_ROOM 8u
 
 /* The backoff of a writer that found no chunk (drop policy): bytes dropped
- * before the first retry, and the most it grows to. At the top step a
+ * before the first retry, and the most it grows to (or TG_TW_DROP_RETRY_NS,
+ * whichever ends first). At the top step a
  * writer of 1 KiB packets pays one SMB pass per 256 packets lost, and a
  * service that frees chunks again is noticed within 256 KiB of data. */
 #define TG_TW_DROP_BACKOFF_MIN 4096u
 #define TG_TW_DROP_BACKOFF_MAX (256u * 1024u)
+/* A writer also looks this long after its failed look (drop_retry_ns),
+ * near the cursor only, before its step of bytes is dropped: one slower
+ * than a step of bytes per period loses about a period's packets once the
+ * SMB has room, not seconds of them, and thousands of such writers cost
+ * a few page-header reads each per period. */
+#define TG_TW_DROP_RETRY_NS 50000000u
 /* Of the retries while backing off, all but every this-many-th look only
  * near the arbiter's cursor (tg_arbiter_chunk_try_get_near); the others
  * pass over the whole SMB, for chunks freed out of order. */

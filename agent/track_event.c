@@ -3,13 +3,26 @@
  *
  * Packets written per thread and session (one sequence):
  *   after a clear:  TrackDescriptor(process) with TracePacketDefaults
- *                   {track_uuid: the thread's track}, flagged
- *                   SEQ_INCREMENTAL_STATE_CLEARED; TrackDescriptor(thread);
+ *                   {timestamp_clock_id: TE_CLOCK_INCREMENTAL, track_uuid:
+ *                   the thread's track}, flagged
+ *                   SEQ_INCREMENTAL_STATE_CLEARED; a ClockSnapshot at the
+ *                   event's time: BOOTTIME and TE_CLOCK_INCREMENTAL
+ *                   (is_incremental) read the same; TrackDescriptor(thread);
  *   per event:      timestamp, TrackEvent{type, category_iids, name_iid,
  *                   debug_annotations} (track_uuid only for counters, the
  *                   thread's track is the default), InternedData with the
  *                   names first seen in this event, SEQ_NEEDS_INCREMENTAL_STATE;
  *   new counter:    TrackDescriptor(counter track) before its first value.
+ *
+ * Timestamps. An event's is the nanoseconds since the sequence's previous
+ * one (Perfetto's clock model: a sequence-scoped clock >= 64 with
+ * is_incremental, its origin given by the snapshot), so trace processors
+ * place it on CLOCK_BOOTTIME exactly, offset 0, and its varint takes a
+ * byte or two where an absolute time takes six. A time before the
+ * previous event's (the clock stepped back) is written absolute, with
+ * timestamp_clock_id BOOTTIME, and leaves the running sum alone. A session
+ * whose TrackEventConfig sets disable_incremental_timestamps gets absolute
+ * BOOTTIME times on every event, as before.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -29,6 +42,17 @@
 
 /* TracePacket fields */
 #define F_TIMESTAMP 8
+#define F_CLOCK_SNAPSHOT 6
+#define F_TIMESTAMP_CLOCK_ID 58
+#define TPD_TIMESTAMP_CLOCK_ID 58
+/* ClockSnapshot, ClockSnapshot.Clock */
+#define CS_CLOCKS 1
+#define CSC_CLOCK_ID 1
+#define CSC_TIMESTAMP 2
+#define CSC_IS_INCREMENTAL 3
+#define CLOCK_BOOTTIME_ID 6
+/* The sequence-scoped clock of the events (Perfetto: ids 64 to 127). */
+#define TE_CLOCK_INCREMENTAL 64
 #define F_TRACK_EVENT 11
 #define F_INTERNED_DATA 12
 #define F_SEQUENCE_FLAGS 13
@@ -82,6 +106,10 @@ static tg_category_t *g_cats[TG_TRACK_EVENT_MAX_CATEGORIES];
 static size_t g_n_cats;
 /* Each started instance's TrackEventConfig patterns (agent's thread). */
 static Perfetto__Protos__DataSourceConfig *g_inst_cfg[TG_DS_MAX_INSTANCES];
+/* Instance i's config sets disable_incremental_timestamps. Written by the
+ * agent's thread at start; read relaxed by writers when a sequence (re)starts
+ * (its seq_state keeps the choice, so a sequence never mixes encodings). */
+static _Atomic bool g_inst_absolute_ts[TG_DS_MAX_INSTANCES];
 
 static bool match_any(char **patterns, size_t n, const char *name,
                       bool *exact) {
@@ -143,6 +171,12 @@ static void te_on_start(void *ctx, unsigned inst, const uint8_t *cfg,
                   "track_event: instance %u has an undecodable config; all "
                   "categories on",
                   inst);
+  const Perfetto__Protos__TrackEventConfig *te =
+      g_inst_cfg[inst] ? g_inst_cfg[inst]->track_event_config : NULL;
+  atomic_store_explicit(&g_inst_absolute_ts[inst],
+                        te && te->has_disable_incremental_timestamps &&
+                            te->disable_incremental_timestamps,
+                        memory_order_relaxed);
   apply_instance(inst);
   pthread_mutex_unlock(&g_categories_lock);
 }
@@ -204,6 +238,10 @@ typedef struct seq_state {
   intern_slot_t slots[INTERN_SLOTS];
   size_t used;
   uint32_t next_iid[K_COUNTER + 1];
+  /* Incremental timestamps on this sequence (chosen at its clear, from
+   * the instance's config), and the time the next delta starts from. */
+  bool incremental;
+  uint64_t last_ts;
 } seq_state_t;
 
 uint64_t tg_track_event_now(void) { return tg__clock_now(); }
@@ -298,9 +336,31 @@ static void thread_name(char *out, size_t n) {
  * through tg_ds_packet_begin(): that may replace the slot's writer (the
  * instance restarted meanwhile) and free the sequence state in use. */
 
+/* The origin of the sequence's incremental clock: at |ts| it reads |ts|,
+ * as BOOTTIME does. The packet's own time is BOOTTIME, said explicitly:
+ * the sequence's default clock is the incremental one. */
+static void write_clock_snapshot(tg_trace_writer_t *tw, uint64_t ts) {
+  tg_pbw_t *w = tg_trace_writer_begin_packet(tw);
+  tg_pbw_append_varint(w, F_TIMESTAMP, ts);
+  tg_pbw_append_varint(w, F_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME_ID);
+  tg_pbw_begin_nested(w, F_CLOCK_SNAPSHOT);
+  tg_pbw_begin_nested(w, CS_CLOCKS);
+  tg_pbw_append_varint(w, CSC_CLOCK_ID, CLOCK_BOOTTIME_ID);
+  tg_pbw_append_varint(w, CSC_TIMESTAMP, ts);
+  tg_pbw_end_nested(w);
+  tg_pbw_begin_nested(w, CS_CLOCKS);
+  tg_pbw_append_varint(w, CSC_CLOCK_ID, TE_CLOCK_INCREMENTAL);
+  tg_pbw_append_varint(w, CSC_TIMESTAMP, ts);
+  tg_pbw_append_bool(w, CSC_IS_INCREMENTAL, true);
+  tg_pbw_end_nested(w);
+  tg_pbw_end_nested(w);
+  tg_trace_writer_end_packet(tw);
+}
+
 /* Descriptors for the process and thread tracks, in the first packet of a
  * (re)started sequence. */
-static void write_descriptors(tg_trace_writer_t *tw, int32_t tid) {
+static void write_descriptors(tg_trace_writer_t *tw, int32_t tid,
+                              const seq_state_t *s) {
   tg_pbw_t *w = tg_trace_writer_begin_packet(tw);
   char comm[64];
   tg__process_name(comm, sizeof(comm));
@@ -308,6 +368,8 @@ static void write_descriptors(tg_trace_writer_t *tw, int32_t tid) {
   /* Events on this thread's track leave track_uuid out: the default of
    * the sequence says it, as Perfetto's SDK does. */
   tg_pbw_begin_nested(w, F_TRACE_PACKET_DEFAULTS);
+  if (s->incremental)
+    tg_pbw_append_varint(w, TPD_TIMESTAMP_CLOCK_ID, TE_CLOCK_INCREMENTAL);
   tg_pbw_begin_nested(w, TPD_TRACK_EVENT_DEFAULTS);
   tg_pbw_append_varint(w, TED_TRACK_UUID, thread_uuid(tid));
   tg_pbw_end_nested(w);
@@ -320,6 +382,8 @@ static void write_descriptors(tg_trace_writer_t *tw, int32_t tid) {
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
   tg_trace_writer_end_packet(tw);
+
+  if (s->incremental) write_clock_snapshot(tw, s->last_ts);
 
   w = tg_trace_writer_begin_packet(tw);
   char tname[32];
@@ -364,7 +428,7 @@ static inline seq_state_t *current_sequence(const tg__writer_slot_t *sl,
  * (or on the sequence's first event) it is reset and the descriptors
  * written. */
 static seq_state_t *sequence(tg__writer_slot_t *sl, unsigned inst,
-                             int32_t tid) {
+                             int32_t tid, uint64_t ts) {
   void **user = tg_ds_writer_user(g_te_ds, inst, free);
   if (!user) return NULL;
   seq_state_t *s = *user;
@@ -377,7 +441,12 @@ static seq_state_t *sequence(tg__writer_slot_t *sl, unsigned inst,
   } else if (cleared) {
     memset(s, 0, sizeof(*s));
   }
-  if (cleared) write_descriptors(sl->w, tid);
+  if (cleared) {
+    s->incremental = !atomic_load_explicit(&g_inst_absolute_ts[inst],
+                                           memory_order_relaxed);
+    s->last_ts = ts;
+    write_descriptors(sl->w, tid, s);
+  }
   return s;
 }
 
@@ -397,11 +466,17 @@ static inline bool emit_fast(unsigned inst, const tg_category_t *cat,
                              int type, const char *name, uint64_t ts) {
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return true; /* not active: nothing to do on any path */
-  const seq_state_t *s = current_sequence(sl, inst);
+  seq_state_t *s = current_sequence(sl, inst);
   if (!s) return false;
   uint32_t ci = intern_peek(s, K_CATEGORY, cat);
   uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
   if (!ci || (name && !ni)) return false;
+  uint64_t tv = ts;
+  if (s->incremental) {
+    if (__builtin_expect(ts < s->last_ts, 0)) return false;
+    tv = ts - s->last_ts;
+    s->last_ts = ts;
+  }
   /* At most 1+10 (timestamp) + 2 + 14 (track event) + 2 bytes. */
   enum { MAX_EVENT = 32 };
   uint8_t tmp[MAX_EVENT];
@@ -410,7 +485,7 @@ static inline bool emit_fast(unsigned inst, const tg_category_t *cat,
   uint8_t *p = direct ? w->cur : tmp;
   uint8_t *start = p;
   *p++ = (uint8_t)TG_PB_TAG(F_TIMESTAMP, TG_PB_WT_VARINT);
-  p = tg_pb_write_varint(p, ts);
+  p = tg_pb_write_varint(p, tv);
   *p++ = (uint8_t)TG_PB_TAG(F_TRACK_EVENT, TG_PB_WT_LEN);
   uint8_t *len_byte = p++;
   uint8_t *body = p;
@@ -439,7 +514,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return;
   seq_state_t *s = current_sequence(sl, inst);
-  if (!s && !(s = sequence(sl, inst, tid))) return;
+  if (!s && !(s = sequence(sl, inst, tid, ts))) return;
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
   bool is_new;
@@ -452,7 +527,16 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   }
   tg_pbw_t *w = tg_trace_writer_begin_packet(sl->w);
 
-  tg_pbw_append_varint(w, F_TIMESTAMP, ts);
+  if (!s->incremental) {
+    tg_pbw_append_varint(w, F_TIMESTAMP, ts);
+  } else if (ts >= s->last_ts) {
+    tg_pbw_append_varint(w, F_TIMESTAMP, ts - s->last_ts);
+    s->last_ts = ts;
+  } else {
+    /* The clock stepped back: absolute, on BOOTTIME (see the top). */
+    tg_pbw_append_varint(w, F_TIMESTAMP, ts);
+    tg_pbw_append_varint(w, F_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME_ID);
+  }
   tg_pbw_begin_nested(w, F_TRACK_EVENT);
   tg_pbw_append_varint(w, TE_TYPE, (uint64_t)type);
   uint32_t cat_iid = intern(s, K_CATEGORY, cat, &is_new);

@@ -18,7 +18,11 @@
  * (one table per thread and session) and sent once per sequence; after an
  * incremental-state clear they are sent again, together with the process
  * and thread track descriptors. Timestamps are CLOCK_BOOTTIME, the trace
- * clock of Perfetto.
+ * clock of Perfetto, written as deltas from the thread's previous event on
+ * a sequence-scoped incremental clock that a ClockSnapshot ties to
+ * BOOTTIME (trace processors place them exactly; a session's
+ * TrackEventConfig.disable_incremental_timestamps asks for absolute
+ * ones).
  *
  * A category that no session enables costs one relaxed load and a branch;
  * the arguments are not evaluated.

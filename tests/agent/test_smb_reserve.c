@@ -178,6 +178,40 @@ typedef struct grow_ctx {
 /* Registers writers one by one (growing the prefix) and cycles chunks
  * between registrations, holding some across them; every chunk must lie
  * in the prefix as it was when the chunk was handed out. */
+/* Writers that came later want smaller chunks: a page partitioned for
+ * fewer of them, with a chunk still in use, is passed over while other
+ * pages have room (so that it frees up whole and takes the new layout),
+ * and used only when nothing else is left. */
+static void larger_pages_are_left_to_free_up_whole(void **state) {
+  (void)state;
+  tg_arbiter_t *arb = memfd_arbiter(16 * PAGE, 0); /* fixed: 2 per writer */
+  register_n(arb, 17);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_4);
+  uint32_t id = 1;
+  tg_smb_chunk_t a, c;
+  assert_int_equal(tg_arbiter_chunk_try_get(arb, 1, id++, &a), 0);
+  assert_int_equal(a.layout, TG_PAGE_DIV_4);
+  register_n(arb, 16);
+  assert_int_equal(tg_arbiter_layout(arb), TG_PAGE_DIV_7);
+  /* Page |a|'s three free 1 KiB chunks are not taken... */
+  assert_int_equal(tg_arbiter_chunk_try_get(arb, 1, id++, &c), 0);
+  assert_int_not_equal(c.page_idx, a.page_idx);
+  assert_int_equal(c.layout, TG_PAGE_DIV_7);
+  /* ... until every other page is full. */
+  unsigned from_a = 0, taken = 1;
+  while (tg_arbiter_chunk_try_get(arb, 1, id++, &c) == 0) {
+    taken++;
+    if (c.page_idx == a.page_idx) {
+      assert_int_equal(c.layout, TG_PAGE_DIV_4);
+      assert_int_equal(taken, 15 * 7 + from_a + 1);
+      from_a++;
+    }
+  }
+  assert_int_equal(from_a, 3);
+  assert_int_equal(taken, 15 * 7 + 3);
+  tg_arbiter_unref(arb);
+}
+
 static void *grow_thread(void *arg) {
   grow_ctx_t *g = arg;
   tg_smb_chunk_t held[GROW_WRITERS_EACH];
@@ -230,6 +264,7 @@ int main(void) {
       cmocka_unit_test(active_prefix_grows_with_writers_up_to_the_reserve),
       cmocka_unit_test(a_full_prefix_doubles_up_to_the_reserve),
       cmocka_unit_test(pages_past_the_active_prefix_stay_untouched),
+      cmocka_unit_test(larger_pages_are_left_to_free_up_whole),
       cmocka_unit_test(writers_use_the_prefix_while_it_grows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

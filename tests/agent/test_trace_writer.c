@@ -108,6 +108,12 @@ static void on_wake(void *ctx) {
 /* Arbiters made from now on patch in place (tg_arbiter_opts_t). */
 static bool g_direct;
 
+/* The arbiters' clock (opts.now_ns): it moves only when a test moves it,
+ * so the drop backoff's time limit never ends a step behind a test's
+ * back, however slowly it runs. */
+static uint64_t g_test_now_ns = 1000000000u;
+static uint64_t test_now_ns(void) { return g_test_now_ns; }
+
 static tg_arbiter_t *new_arbiter(size_t pages, unsigned layout, bool stall,
                                  void *wake_ctx) {
   size_t size = pages * PAGE;
@@ -122,7 +128,8 @@ static tg_arbiter_t *new_arbiter(size_t pages, unsigned layout, bool stall,
                          .direct_patching = g_direct,
                          .layout = layout,
                          .wake = wake_ctx ? on_wake : NULL,
-                         .wake_ctx = wake_ctx};
+                         .wake_ctx = wake_ctx,
+                         .now_ns = test_now_ns};
   tg_arbiter_t *arb = NULL;
   assert_int_equal(tg_arbiter_new(&o, &arb), 0);
   return arb;
@@ -793,6 +800,15 @@ static void drops_are_counted_and_flagged(void **state) {
   env_fini(&e);
 }
 
+/* A writer of a 4-page SMB the service holds on to, just past its first
+ * drop: backing off. */
+static void env_init_full(env_t *e) {
+  env_init(e, 4, TG_PAGE_DIV_1, false, TB_SIZE, true);
+  e->fs.hold = true;
+  while (e->w.packets_dropped == 0)
+    write_packet(&e->w, &(spec_t){.seq = 1, .filler = 1000});
+}
+
 /* A full SMB costs a writer one look per backoff step, not one per packet,
  * and most looks read only the pages near the cursor: a full pass reads
  * every page header, lines the service is writing as it frees chunks. The
@@ -800,10 +816,7 @@ static void drops_are_counted_and_flagged(void **state) {
 static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
   (void)state;
   env_t e;
-  env_init(&e, 4, TG_PAGE_DIV_1, false, TB_SIZE, true);
-  e.fs.hold = true;
-  while (e.w.packets_dropped == 0)
-    write_packet(&e.w, &(spec_t){.seq = 1, .filler = 1000});
+  env_init_full(&e);
   tg_arbiter_stats_t ast;
   tg_arbiter_get_stats(e.arb, &ast);
   uint64_t misses0 = ast.chunk_misses, near0 = ast.near_misses;
@@ -832,6 +845,49 @@ static void a_full_smb_is_scanned_once_per_backoff_step(void **state) {
     lost++;
     assert_true(lost <= TG_TW_DROP_BACKOFF_MAX / 1000 + 1);
   }
+  assert_int_equal(e.w.drop_backoff, 0);
+  env_fini(&e);
+}
+
+/* A slow writer that found the SMB full does not drop a whole step of
+ * bytes (seconds of its packets) once the SMB has room again: the step
+ * also ends TG_TW_DROP_RETRY_NS after the failed look. */
+static void a_slow_writer_backs_off_for_a_bounded_time(void **state) {
+  (void)state;
+  env_t e;
+  env_init_full(&e);
+  assert_true(e.w.drop_retry_after > 0);
+  /* Time is up while the SMB is still full: one near look, which misses;
+   * the step of bytes stays, and the next look waits another period. */
+  tg_arbiter_stats_t ast;
+  tg_arbiter_get_stats(e.arb, &ast);
+  uint64_t full0 = ast.chunk_misses, near0 = ast.near_misses;
+  uint32_t backoff0 = e.w.drop_backoff;
+  g_test_now_ns += TG_TW_DROP_RETRY_NS;
+  write_packet(&e.w, &(spec_t){.seq = 2, .filler = 10});
+  write_packet(&e.w, &(spec_t){.seq = 2, .filler = 10});
+  tg_arbiter_get_stats(e.arb, &ast);
+  assert_int_equal(ast.near_misses, near0 + 1);
+  assert_int_equal(ast.chunk_misses, full0);
+  assert_int_equal(e.w.drop_backoff, backoff0);
+  /* Small packets, far fewer bytes than the step: all dropped, no look. */
+  uint64_t looks0 = ast.chunk_misses + ast.near_misses;
+  fake_service_release_held(&e.fs);
+  e.fs.hold = false;
+  fake_service_drain(&e.fs);
+  uint64_t dropped0 = e.w.packets_dropped;
+  for (unsigned i = 0; i < 8; i++)
+    write_packet(&e.w, &(spec_t){.seq = 2, .filler = 10});
+  assert_int_equal(e.w.packets_dropped, dropped0 + 8);
+  assert_true(e.w.drop_retry_after > 0);
+  tg_arbiter_get_stats(e.arb, &ast);
+  assert_int_equal(ast.chunk_misses + ast.near_misses, looks0);
+  /* Time is up: the next packet looks, finds a chunk and is stored. */
+  g_test_now_ns += TG_TW_DROP_RETRY_NS;
+  uint64_t written0 = e.w.packets_written;
+  write_packet(&e.w, &(spec_t){.seq = 3, .filler = 10});
+  assert_int_equal(e.w.packets_written, written0 + 1);
+  assert_int_equal(e.w.packets_dropped, dropped0 + 8);
   assert_int_equal(e.w.drop_backoff, 0);
   env_fini(&e);
 }
@@ -1486,6 +1542,7 @@ int main(void) {
       cmocka_unit_test(packet_larger_than_smb_arrives_intact),
       cmocka_unit_test(drops_are_counted_and_flagged),
       cmocka_unit_test(a_full_smb_is_scanned_once_per_backoff_step),
+      cmocka_unit_test(a_slow_writer_backs_off_for_a_bounded_time),
       cmocka_unit_test(a_chunk_freed_out_of_order_is_found_by_a_full_pass),
       cmocka_unit_test(idle_writer_chunk_is_taken_back_after_idle_time),
       cmocka_unit_test(reclaim_skips_a_writer_inside_a_packet),

@@ -626,6 +626,154 @@ static void two_sessions_each_get_only_their_categories(void **state) {
   tg_agent_shutdown();
 }
 
+/* --- (9) incremental timestamps place events as BOOTTIME does ------------ */
+
+#define CLOCK_ROUNDS 200
+
+static void frames_and_counters(job_t *j) {
+  (void)j;
+  for (int i = 0; i < CLOCK_ROUNDS; i++) {
+    TG_SLICE_BEGIN(cat_render, "frame", TG_ARG_INT("n", i));
+    TG_SLICE_BEGIN(cat_render, "draw");
+    TG_SLICE_END(cat_render);
+    TG_COUNTER(cat_render, "queued", i % 7);
+    TG_SLICE_END(cat_render);
+    if (i % 4 == 0) sleep_ms(1); /* deltas of every size, clears between */
+  }
+}
+
+/* Writes |s|'s packets as a trace file (Trace.packet, field 1). */
+static void write_trace_file(const te_session_t *s, const char *path) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  for (size_t i = 0; i < s->n; i++) {
+    size_t len = perfetto__protos__trace_packet__get_packed_size(s->pk[i]);
+    uint8_t *buf = malloc(len ? len : 1);
+    assert_non_null(buf);
+    perfetto__protos__trace_packet__pack(s->pk[i], buf);
+    uint8_t hdr[11];
+    size_t h = 0;
+    hdr[h++] = 0x0A; /* field 1, length-delimited */
+    for (size_t v = len; ; v >>= 7) {
+      hdr[h++] = (uint8_t)((v & 0x7F) | (v >= 0x80 ? 0x80 : 0));
+      if (v < 0x80) break;
+    }
+    assert_int_equal(fwrite(hdr, 1, h, f), h);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    free(buf);
+  }
+  assert_int_equal(fclose(f), 0);
+}
+
+/* trace_processor_shell's answer to |sql| on |trace|, in |out|. */
+static void tp_query(const char *bin, const char *sql_path, const char *trace,
+                     char *out, size_t cap) {
+  char cmd[1024];
+  snprintf(cmd, sizeof(cmd), "%s/trace_processor_shell -q %s %s 2>/dev/null",
+           bin, sql_path, trace);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  assert_int_equal(pclose(p), 0);
+  assert_true(n > 0 && n < cap - 1);
+}
+
+/* With PERFETTO_BIN: Perfetto's trace processor imports both recordings
+ * and finds the same slices and counter values at the same times. */
+static void compare_in_trace_processor(const te_session_t *inc,
+                                       const te_session_t *abs) {
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !*bin) {
+    fprintf(stderr, "PERFETTO_BIN not set: trace_processor comparison "
+                    "skipped\n");
+    return;
+  }
+  char dir[] = "/tmp/te_clock_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char inc_path[64], abs_path[64], sql_path[64];
+  snprintf(inc_path, sizeof(inc_path), "%s/inc.pftrace", dir);
+  snprintf(abs_path, sizeof(abs_path), "%s/abs.pftrace", dir);
+  snprintf(sql_path, sizeof(sql_path), "%s/q.sql", dir);
+  write_trace_file(inc, inc_path);
+  write_trace_file(abs, abs_path);
+  FILE *q = fopen(sql_path, "w");
+  assert_non_null(q);
+  fputs("select s.ts, s.dur, s.depth, s.name from slice s "
+        "union all select c.ts, cast(c.value as int), -1, t.name "
+        "from counter c join counter_track t on c.track_id = t.id "
+        "order by 1, 3, 4;\n",
+        q);
+  assert_int_equal(fclose(q), 0);
+  static char a[1 << 20], b[1 << 20];
+  tp_query(bin, sql_path, inc_path, a, sizeof(a));
+  tp_query(bin, sql_path, abs_path, b, sizeof(b));
+  /* Header and one row per begin (slices) or value (counters). */
+  size_t rows = 0;
+  for (const char *c = a; *c; c++) rows += *c == '\n';
+  assert_int_equal(rows, 1 + CLOCK_ROUNDS * 3);
+  assert_string_equal(a, b);
+  unlink(inc_path);
+  unlink(abs_path);
+  unlink(sql_path);
+  rmdir(dir);
+}
+
+/* One thread's events go to two sessions at once, read from the clock
+ * once: one with the incremental clock (the default), one with
+ * disable_incremental_timestamps (absolute BOOTTIME). Resolved as a trace
+ * processor does, every event lands at the same nanosecond in both
+ * (tolerance 0), across incremental state clears that restart the clock
+ * with a new snapshot. */
+static void incremental_timestamps_place_events_as_boottime(void **state) {
+  test_service_t *ts = *state;
+  start_agent(ts);
+  te_session_t inc, abs;
+  const char *const en[] = {"render", NULL};
+  const char *const all[] = {"*", NULL};
+  session_config(&inc, en, all, 20);
+  session_config(&abs, en, all, 0);
+  abs.tec.has_disable_incremental_timestamps = true;
+  abs.tec.disable_incremental_timestamps = true;
+  session_enable(&inc, ts);
+  session_enable(&abs, ts);
+  /* Both instances on, not just one: every event must reach both. */
+  for (int i = 0; i < WAIT_MS &&
+                  __builtin_popcount(atomic_load(&cat_render.enabled)) < 2;
+       i++)
+    sleep_ms(1);
+  assert_int_equal(__builtin_popcount(atomic_load(&cat_render.enabled)), 2);
+  job_t j = {.fn = frames_and_counters};
+  run_jobs(&j, 1);
+  session_end(&inc);
+  session_end(&abs);
+
+  trace_t ti, ta;
+  decode(&inc, &ti);
+  decode(&abs, &ta);
+  assert_int_equal(ti.n_ev, CLOCK_ROUNDS * 5);
+  assert_int_equal(ta.n_ev, ti.n_ev);
+  const seq_state_t *si = te_seq_of_tid(&ti, j.tid);
+  const seq_state_t *sa = te_seq_of_tid(&ta, j.tid);
+  assert_int_equal(si->default_clock, 64); /* deltas on the incremental clock */
+  assert_true(si->seq_clock_incremental);
+  assert_int_equal(sa->default_clock, 0); /* absolute BOOTTIME */
+  assert_int_equal(sa->seq_clock, 0);
+  for (size_t i = 0; i < ti.n_ev; i++) {
+    const event_t *a = &ti.ev[i], *b = &ta.ev[i];
+    assert_int_equal(a->type, b->type);
+    assert_int_equal(a->ts, b->ts);
+    if (a->name || b->name) assert_string_equal(a->name, b->name);
+    assert_int_equal(a->counter_value, b->counter_value);
+  }
+  compare_in_trace_processor(&inc, &abs);
+  te_trace_free(&ti);
+  te_trace_free(&ta);
+  session_free(&inc);
+  session_free(&abs);
+  tg_agent_shutdown();
+}
+
 /* A failed test leaves the agent running: stop it before the service. */
 static int teardown(void **state) {
   tg_agent_shutdown();
@@ -643,6 +791,7 @@ int main(void) {
       T(disabled_category_costs_nothing_without_a_session),
       T(incremental_clears_reemit_descriptors_and_interned_names),
       T(two_sessions_each_get_only_their_categories),
+      T(incremental_timestamps_place_events_as_boottime),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

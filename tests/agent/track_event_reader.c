@@ -183,6 +183,51 @@ static void on_track_event(trace_t *t, seq_state_t *s, uint64_t ts,
   }
 }
 
+#define CLOCK_BOOTTIME_ID 6
+
+/* A snapshot relating one sequence-scoped clock to BOOTTIME (the only
+ * kind the agent writes): its origin, and whether it counts deltas. */
+static void on_clock_snapshot(seq_state_t *s,
+                              const Perfetto__Protos__ClockSnapshot *cs) {
+  const Perfetto__Protos__ClockSnapshot__Clock *boot = NULL, *own = NULL;
+  for (size_t i = 0; i < cs->n_clocks; i++) {
+    const Perfetto__Protos__ClockSnapshot__Clock *c = cs->clocks[i];
+    assert_true(c->has_clock_id && c->has_timestamp);
+    if (c->clock_id == CLOCK_BOOTTIME_ID) boot = c;
+    else if (c->clock_id >= 64 && c->clock_id <= 127) own = c;
+    else fail_msg("sequence %u: snapshot of clock %u", s->id, c->clock_id);
+  }
+  assert_non_null(boot);
+  assert_non_null(own);
+  /* ns, like BOOTTIME: the agent's deltas are nanoseconds. */
+  assert_false(own->has_unit_multiplier_ns && own->unit_multiplier_ns != 1);
+  s->seq_clock = own->clock_id;
+  s->seq_clock_incremental = own->has_is_incremental && own->is_incremental;
+  s->seq_clock_now = own->timestamp;
+  s->seq_clock_to_boot = (int64_t)(boot->timestamp - own->timestamp);
+}
+
+/* The packet's time on BOOTTIME: its clock is its own timestamp_clock_id,
+ * else the sequence's default, else BOOTTIME; a sequence-scoped clock
+ * goes through the last snapshot (a delta first adds to the running
+ * value, as trace processor's ClockTracker does). */
+static uint64_t boottime_of(seq_state_t *s,
+                            const Perfetto__Protos__TracePacket *p) {
+  uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id
+                   : s->default_clock      ? s->default_clock
+                                           : CLOCK_BOOTTIME_ID;
+  if (clock == CLOCK_BOOTTIME_ID) {
+    if (s->default_clock) s->absolute_events++;
+    return p->timestamp;
+  }
+  if (clock != s->seq_clock)
+    fail_msg("sequence %u: timestamp on clock %u, no snapshot of it", s->id,
+             clock);
+  uint64_t v = p->timestamp;
+  if (s->seq_clock_incremental) v = s->seq_clock_now += p->timestamp;
+  return v + (uint64_t)s->seq_clock_to_boot;
+}
+
 void te_decode(Perfetto__Protos__TracePacket *const *pk, size_t n,
                uint64_t t_lo, uint64_t t_hi, trace_t *t) {
   memset(t, 0, sizeof(*t));
@@ -199,8 +244,10 @@ void te_decode(Perfetto__Protos__TracePacket *const *pk, size_t n,
         p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
     bool is_desc =
         p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
+    bool is_clock =
+        p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
     /* Every packet the agent writes says something. */
-    if (!is_event && !is_desc && !p->interned_data)
+    if (!is_event && !is_desc && !is_clock && !p->interned_data)
       fail_msg(
           "sequence %u: packet %zu carries no track event, descriptor "
           "or interned data (data case %d)",
@@ -212,12 +259,16 @@ void te_decode(Perfetto__Protos__TracePacket *const *pk, size_t n,
       memset(&sq->anns, 0, sizeof(sq->anns));
       sq->n_tracks = 0;
       sq->default_track = 0;
+      sq->default_clock = 0;
+      sq->seq_clock = 0; /* a cleared sequence snapshots its clock again */
       sq->clears++;
     }
     const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
     if (d && d->track_event_defaults &&
         d->track_event_defaults->has_track_uuid)
       sq->default_track = d->track_event_defaults->track_uuid;
+    if (d && d->has_timestamp_clock_id) sq->default_clock = d->timestamp_clock_id;
+    if (is_clock) on_clock_snapshot(sq, p->clock_snapshot);
     if ((flags & SEQ_NEEDS_STATE) && sq->clears == 0)
       fail_msg(
           "sequence %u: packet %zu needs incremental state before any "
@@ -238,7 +289,7 @@ void te_decode(Perfetto__Protos__TracePacket *const *pk, size_t n,
     if (is_event) {
       assert_true(p->has_timestamp);
       assert_true(flags & SEQ_NEEDS_STATE);
-      on_track_event(t, sq, p->timestamp, p->track_event, t_lo, t_hi);
+      on_track_event(t, sq, boottime_of(sq, p), p->track_event, t_lo, t_hi);
     }
   }
 }

@@ -2,8 +2,10 @@
  * packets of a recording per sequence (trusted_packet_sequence_id), keeps
  * the interning tables and track descriptors that
  * SEQ_INCREMENTAL_STATE_CLEARED wipes, resolves every event's names,
- * categories, annotation names and track on its own sequence, and fails
- * the running cmocka test on anything it could not resolve. */
+ * categories, annotation names and track on its own sequence, places its
+ * timestamp on CLOCK_BOOTTIME through the sequence's clocks (defaults,
+ * ClockSnapshot, incremental deltas), and fails the running cmocka test on
+ * anything it could not resolve. */
 #ifndef TRACEGATE_TESTS_AGENT_TRACK_EVENT_READER_H
 #define TRACEGATE_TESTS_AGENT_TRACK_EVENT_READER_H
 
@@ -43,6 +45,16 @@ typedef struct seq_state {
   uint64_t last_ts;
   int32_t tid; /* of the thread descriptors, 0 before one */
   uint64_t default_track; /* TracePacketDefaults' track_uuid, 0: none */
+  /* Clocks, as trace processor keeps them: TracePacketDefaults'
+   * timestamp_clock_id (0: none, BOOTTIME), and the sequence-scoped
+   * clock of the last ClockSnapshot: its id, whether incremental, its
+   * running value and its offset to BOOTTIME. */
+  uint32_t default_clock;
+  uint32_t seq_clock;
+  bool seq_clock_incremental;
+  uint64_t seq_clock_now;
+  int64_t seq_clock_to_boot;
+  unsigned absolute_events; /* events that named BOOTTIME themselves */
 } seq_state_t;
 
 typedef struct arg {

@@ -20,20 +20,28 @@
  *     ticks and commits), polled every millisecond during the row; the
  *     SMB's active size (what the agent grew its reserve to, for every
  *     row so far: it never shrinks) and size, and its bytes in memory;
- *   - chunks the agent took back from idle writers.
+ *   - chunks the agent took back from idle writers;
+ *   - kept: the share of the row's packets that reached the trace
+ *     buffer, and B/pkt: the chunk bytes the buffer took in per packet
+ *     kept (ring bytes a packet costs: chunks that leave nearly empty
+ *     raise it, and a ring then holds less history).
  * The same run first times one thread writing bursts of SINGLE_BURST
  * events every SINGLE_GAP_MS (a pace the service can drain, so that the
  * figure is the write path and not the drop path): the single-thread
  * figure each row is compared with.
  *
- * Goal: 0 dropped in every row with no size hint, and the single-thread
- * cost <= 30 ns/event. On a loaded machine threads fall behind their
+ * Goal: 0 dropped in every row with no size hint (4096 x 100/s included),
+ * the same B/pkt with 4096 threads as with 64, and the single-thread cost
+ * <= 30 ns/event. On a loaded machine threads fall behind their
  * schedule and write in bursts; the row's real duration is printed, with
  * the CPU seconds tracegated used and the chunks the agent committed.
  * Thousands of writer threads compete for the CPU with the agent's thread
  * and the service, which must commit and drain the SMB within the few
  * milliseconds of data it holds: TG_BENCH_WRITER_NICE=N runs the writers
  * at nice N, to tell that competition apart from the SMB's own limits.
+ * TG_BENCH_ROW_SECONDS=N makes every row N seconds long (a short row ends
+ * before a slow drain fills the SMB), TG_BENCH_THREADS=N runs only the
+ * rows of N threads.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -51,7 +59,7 @@
 #include "bench_args.h"
 
 #define NS_PER_S UINT64_C(1000000000)
-#define ROW_SECONDS 1u
+#define ROW_SECONDS 1u /* TG_BENCH_ROW_SECONDS=N: longer rows */
 #define WAKE_MS 10u
 #define PREEMPTED_NS 20000u
 #define SINGLE_BURST 1000u
@@ -69,11 +77,13 @@ typedef struct row {
 } row_t;
 
 static const row_t k_rows[] = {
-    {1, 500}, {16, 500}, {256, 500}, {1024, 500}, {4096, 50},
+    {1, 500},   {16, 500},  {64, 100},   {256, 500},
+    {1024, 500}, {4096, 50}, {4096, 100},
 };
 
 static tg_ds_t *g_ds;
 static int g_writer_nice; /* TG_BENCH_WRITER_NICE */
+static unsigned g_row_seconds = ROW_SECONDS;
 static uint8_t g_payload[PAYLOAD];
 
 /* CPU seconds |pid| has used (utime + stime from /proc), or 0. */
@@ -194,6 +204,7 @@ static int start_session(raw_consumer_t *c, const test_service_t *ts,
 
 typedef struct service_loss {
   uint64_t packet_loss, chunks_discarded;
+  uint64_t ring_bytes; /* chunk bytes the session's buffers took in */
 } service_loss_t;
 
 static void read_service_loss(raw_consumer_t *c, service_loss_t *out) {
@@ -206,6 +217,7 @@ static void read_service_loss(raw_consumer_t *c, service_loss_t *out) {
     for (size_t i = 0; i < st->n_buffer_stats; i++) {
       out->packet_loss += st->buffer_stats[i]->trace_writer_packet_loss;
       out->chunks_discarded += st->buffer_stats[i]->chunks_discarded;
+      out->ring_bytes += st->buffer_stats[i]->bytes_written;
     }
   }
   perfetto__protos__get_trace_stats_response__free_unpacked(gs, NULL);
@@ -237,7 +249,7 @@ static int run_row(const test_service_t *ts, const row_t *r, double clock_ns,
   unsigned started = 0;
   for (; started < r->threads; started++) {
     w[started].period_ns = period;
-    w[started].events = r->rate * ROW_SECONDS;
+    w[started].events = r->rate * g_row_seconds;
     w[started].start_ns = t0 + period * started / r->threads;
     if (pthread_create(&w[started].thread, &attr, worker_main,
                        &w[started]) != 0)
@@ -279,15 +291,19 @@ static int run_row(const test_service_t *ts, const row_t *r, double clock_ns,
     ns = (double)write_ns / (double)timed -
          clock_ns / (double)(per_burst ? per_burst : 1);
   }
+  uint64_t written = after.packets_written - before.packets_written;
+  uint64_t dropped = after.packets_dropped - before.packets_dropped;
+  uint64_t kept = written > sl.packet_loss ? written - sl.packet_loss : 0;
   printf("%5u x %4" PRIu64 "/s %5.2fs | %8" PRIu64 " %8" PRIu64 " %7" PRIu64
-         " | %6" PRIu64 " %6" PRIu64 " | %6.1f (x%4.1f) %3.0f%% | %4.0f %4.0f"
-         " of %5.0f/%5.0f res %5.0f KiB | %7" PRIu64 " | %5.2f %6" PRIu64
-         "\n",
-         r->threads, r->rate, seconds,
-         after.packets_written - before.packets_written,
-         after.packets_dropped - before.packets_dropped,
+         " | %6" PRIu64 " %6" PRIu64 " | %5.1f%% %6.1f | %6.1f (x%4.1f) %3.0f%%"
+         " | %4.0f %4.0f of %5.0f/%5.0f res %5.0f KiB | %7" PRIu64
+         " | %5.2f %6" PRIu64 "\n",
+         r->threads, r->rate, seconds, written, dropped,
          after.drop_markers - before.drop_markers, sl.packet_loss,
-         sl.chunks_discarded, ns, ns / single_ns,
+         sl.chunks_discarded,
+         events ? 100.0 * (double)kept / (double)events : 0.0,
+         kept ? (double)sl.ring_bytes / (double)kept : 0.0, ns,
+         ns / single_ns,
          events ? 100.0 * (double)preempted / (double)events : 0.0,
          smp.n ? (double)smp.sum / (double)smp.n / 1024.0 : 0.0,
          (double)smp.max / 1024.0, (double)after.smb_active_size / 1024.0,
@@ -354,6 +370,8 @@ int main(int argc, char **argv) {
   memset(g_payload, 'x', sizeof(g_payload));
   const char *nice_env = getenv("TG_BENCH_WRITER_NICE");
   if (nice_env) g_writer_nice = atoi(nice_env);
+  const char *secs_env = getenv("TG_BENCH_ROW_SECONDS");
+  if (secs_env && atoi(secs_env) > 0) g_row_seconds = (unsigned)atoi(secs_env);
   test_service_t ts;
   if (test_service_start(&ts) < 0) {
     fprintf(stderr, "bench_many_writers: cannot start tracegated\n");
@@ -374,16 +392,21 @@ int main(int argc, char **argv) {
   double single_ns = run_single(&ts, &single_dropped);
   printf("bench_many_writers: no SMB size hint, drop policy, %u-byte payloads, "
          "%us per row, threads wake every %u ms, writers at nice %d\n",
-         PAYLOAD, ROW_SECONDS, WAKE_MS, g_writer_nice);
+         PAYLOAD, g_row_seconds, WAKE_MS, g_writer_nice);
   printf("single thread, best burst of %u: %.1f ns/event (target <= 30), "
          "%" PRIu64 " dropped; clock pair: %.1f ns\n",
          SINGLE_BURST, single_ns, single_dropped, clock_ns);
   printf("thr x rate    time |  written  dropped markers | svc: loss "
-         "discrd | ns/event (x1T) %%pre | SMB in use: mean peak       "
+         "discrd |  kept  B/pkt | ns/event (x1T) %%pre | SMB in use: mean peak       "
          "of active/SMB, resident | reclaimed | svc CPU s, chunks\n");
   int rv = 0;
+  /* TG_BENCH_THREADS=N: only the rows of N threads. */
+  const char *only_env = getenv("TG_BENCH_THREADS");
+  unsigned only = only_env ? (unsigned)atoi(only_env) : 0;
   for (size_t i = 0; i < sizeof(k_rows) / sizeof(k_rows[0]); i++)
-    if (run_row(&ts, &k_rows[i], clock_ns, single_ns) < 0) rv = 1;
+    if ((!only || k_rows[i].threads == only) &&
+        run_row(&ts, &k_rows[i], clock_ns, single_ns) < 0)
+      rv = 1;
   tg_agent_shutdown();
   test_service_stop(&ts);
   return rv;
