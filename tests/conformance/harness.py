@@ -24,6 +24,9 @@ import tempfile
 import time
 
 PR_SET_PDEATHSIG = 1
+# Our daemons' log level: info, so that a failure's logs say which
+# connection closed and why; TG_CONFORMANCE_LOG_LEVEL=debug for more.
+LOG_LEVEL = os.environ.get("TG_CONFORMANCE_LOG_LEVEL", "info")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -175,7 +178,8 @@ class Stack:
         if self.service == "tracegated":
             p, _ = self.h.spawn_ready(
                 [t.tracegated, "--producer-socket", self.psock,
-                 "--consumer-socket", self.csock, "--log-level", "warn"], log)
+                 "--consumer-socket", self.csock, "--log-level", LOG_LEVEL],
+                log)
             self.procs.append(p)
         else:
             self.procs.append(self.h.spawn([t.perfetto_bin("traced")], log,
@@ -191,7 +195,8 @@ class Stack:
         t = self.tools
         log = os.path.join(self.dir, self.probes + ".log")
         if self.probes == "tracegate-probes":
-            argv = [t.probes, "--socket", self.psock, "--log-level", "warn"]
+            argv = [t.probes, "--socket", self.psock, "--log-level",
+                    LOG_LEVEL]
         else:
             argv = [t.perfetto_bin("traced_probes")]
         p = self.h.spawn(argv, log, env=self.env())

@@ -116,4 +116,6 @@ def run(h, tools, work, only, results):
             note = "" if ours == "pass" else \
                 "log: " + os.path.join(work, prefix, test, "test.log")
             results.add("%s/%s" % (prefix, test),
-                        "pass" if ours == "pass" else "fail", ours, base, note)
+                        "pass" if ours == "pass" else
+                        "error" if ours.startswith("setup:") else "fail",
+                        ours, base, note)

@@ -9,10 +9,11 @@ usage: run.py --build DIR [--perfetto-bin DIR] [--out DIR] [--only REGEX]
 Three parts (docs/conformance.md): Perfetto's integration tests against
 tracegated (itests.py), Perfetto's Linux example configs recorded by both
 stacks (configs.py), a clone and a collector snapshot (snapshots.py). Every
-row is PASS, FAIL, SKIP (with why), KNOWN (a failure listed in
+row is PASS, FAIL, ERROR (the check could not be set up), SKIP (with
+why), KNOWN (a failure listed in
 known_failures.tsv with the issue point that owns it) or UNLISTED-PASS
 (listed there but passing: the list must be trimmed). The job fails (exit
-1) on FAIL, UNLISTED-PASS, or a job time over the budget; the table is
+1) on FAIL, ERROR, UNLISTED-PASS, or a job time over the budget; the table is
 printed and written as summary.tsv and summary.json in --out.
 
 Without Perfetto's binaries (PERFETTO_BIN, default ../shared/perfetto/bin)
@@ -105,10 +106,23 @@ class Results:
         self.rows = []
         self.known = known  # [(pattern, owner, why)]
 
-    def add(self, name, result, ours, perfetto, note="", detail=None):
+    def add(self, name, result, ours, perfetto, note="", detail=None,
+            problems=()):
+        """One row. problems: what failed, one item each (a snapshot's
+        stats); a known failure that names ONLY covers the row only when
+        each item matches it, so that a new loss beside a known one fails.
+        """
         listed = next((k for k in self.known
                        if fnmatch.fnmatchcase(name, k[0])), None)
-        status = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}[result]
+        if listed and result == "fail" and len(listed) > 3:
+            beyond = [p for p in problems if not re.search(listed[3], p)]
+            if beyond:
+                note = "beyond %s: %s" % (listed[1], "; ".join(beyond))
+                listed = None
+        # error: the job could not set the check up (a daemon that did not
+        # start): never a known failure, whatever the list says.
+        status = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP",
+                  "error": "ERROR"}[result]
         if listed and result == "fail":
             status = "KNOWN"
             note = "%s (%s)%s" % (listed[1], listed[2],
@@ -127,7 +141,7 @@ class Results:
 
     def failed(self):
         return [r for r in self.rows
-                if r["status"] in ("FAIL", "UNLISTED-PASS")]
+                if r["status"] in ("FAIL", "ERROR", "UNLISTED-PASS")]
 
 
 def load_known(path):
@@ -137,9 +151,9 @@ def load_known(path):
             if not line.strip() or line.startswith("#"):
                 continue
             parts = line.rstrip("\n").split("\t")
-            if len(parts) != 3:
-                raise SystemExit("%s: expected PATTERN<TAB>OWNER<TAB>WHY: %r"
-                                 % (path, line))
+            if len(parts) not in (3, 4):
+                raise SystemExit("%s: expected PATTERN<TAB>OWNER<TAB>WHY"
+                                 "[<TAB>ONLY]: %r" % (path, line))
             known.append(tuple(parts))
     return known
 
