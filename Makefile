@@ -24,8 +24,9 @@
 #                 recorded by both, a clone and a collector snapshot; needs
 #                 Perfetto's binaries (PERFETTO_BIN, default
 #                 ../shared/perfetto/bin; without them it says why and
-#                 exits 0) and root; at most 20 minutes
-#                 (tests/conformance/, docs/conformance.md)
+#                 exits 0) and root; at most 20 minutes; a few rows with
+#                 CONFORMANCE_ARGS="--only REGEX" (tests/conformance/,
+#                 docs/conformance.md)
 #   make install  the release build, installed under PREFIX (default
 #                 /usr/local), into DESTDIR when given (staging, packaging)
 
@@ -43,6 +44,7 @@ MBED_DIR := build/mbedtls-only
 PREFIX ?= /usr/local
 PERFETTO_BIN ?= $(wildcard $(CURDIR)/../shared/perfetto/bin)
 CONFORMANCE_OUT ?= build/conformance
+CONFORMANCE_ARGS ?=
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_trace_buffer fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
@@ -181,7 +183,7 @@ conformance:
 	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF && \
 	cmake --build $(PKG_DIR) -j $(JOBS) && \
 	PERFETTO_BIN="$(PERFETTO_BIN)" python3 tests/conformance/run.py \
-	  --build $(PKG_DIR) --out $(CONFORMANCE_OUT)
+	  --build $(PKG_DIR) --out $(CONFORMANCE_OUT) $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf build

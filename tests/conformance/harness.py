@@ -271,12 +271,27 @@ class MachineState:
         except OSError:
             return []
 
-    def make_system_dir(self):
-        # The mount point of the namespace's /system tmpfs; on the machine
-        # an empty directory, removed at the end when the job made it.
+    def ensure_system_links(self, perfetto_bin):
+        """/system/bin/{perfetto,trigger_perfetto} in the job's namespace,
+        made again when they are gone: /system is a directory of the
+        machine's root, shared with whoever else runs Perfetto's tests
+        here, and when another process removes it, the namespace's tmpfs
+        on it goes with it. True when the links are there."""
+        links = {t: os.path.join(perfetto_bin, t)
+                 for t in ("perfetto", "trigger_perfetto")}
+        if all(os.path.realpath("/system/bin/" + t) == os.path.realpath(p)
+               for t, p in links.items()):
+            return True
         if not os.path.isdir("/system"):
             os.mkdir("/system", 0o755)
             self.made_system = True
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755",
+                           "tg-conformance", "/system"]).returncode != 0:
+            return False
+        os.mkdir("/system/bin")
+        for t, p in links.items():
+            os.symlink(p, "/system/bin/" + t)
+        return True
 
     def restore(self, probe_pids):
         """Undoes what the job left; returns the list of what it undid.

@@ -63,10 +63,13 @@ def _gtest_outcome(json_path):
         else "fail"
 
 
-def run_one(h, tools, workdir, test, service, probes):
+def run_one(h, tools, workdir, test, service, probes, links):
     """Runs one test against a fresh stack: 'pass', 'fail', 'timeout',
-    'crash' (no report: the client aborted) or 'setup: ...'."""
+    'crash' (no report: the client aborted) or 'setup: ...'. links():
+    the /system/bin links are there (made again if they went)."""
     os.makedirs(workdir, exist_ok=True)
+    if not links():
+        return "setup: no /system/bin links"
     stack = Stack(h, tools, workdir, service, probes)
     report = os.path.join(workdir, "gtest.json")
     try:
@@ -80,6 +83,9 @@ def run_one(h, tools, workdir, test, service, probes):
     finally:
         stack.stop()
     check_dev_null()
+    if not os.path.exists("/system/bin/perfetto"):
+        # Another user of the machine removed /system during the test.
+        return "setup: /system/bin went away during the test"
     if rc is None:
         return "timeout"
     outcome = _gtest_outcome(report)
@@ -99,7 +105,7 @@ def check_dev_null():
         raise RuntimeError("/dev/null is no longer a character device")
 
 
-def run(h, tools, work, only, results):
+def run(h, tools, work, only, results, links):
     """Adds a row per (our configuration, test) to results."""
     tests = [t for t in list_tests(tools) if only(t)]
     for test in tests:
@@ -109,10 +115,10 @@ def run(h, tools, work, only, results):
                             OWN_TRACED[test])
             continue
         base = run_one(h, tools, os.path.join(work, "perfetto", test),
-                       test, *BASELINE)
+                       test, *BASELINE, links)
         for prefix, service, probes in OURS:
             ours = run_one(h, tools, os.path.join(work, prefix, test),
-                           test, service, probes)
+                           test, service, probes, links)
             note = "" if ours == "pass" else \
                 "log: " + os.path.join(work, prefix, test, "test.log")
             results.add("%s/%s" % (prefix, test),

@@ -32,6 +32,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 
 import configs  # noqa: E402
@@ -204,16 +205,16 @@ def namespace_setup(tools, state):
     """In the job's private mount namespace: the guarded /dev/null and the
     /system/bin links the command-line tests exec."""
     subprocess.run(["mount", "--bind", "/dev/null", "/dev/null"], check=True)
-    state.make_system_dir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755",
-                    "tg-conformance", "/system"], check=True)
-    os.mkdir("/system/bin")
-    for t in ("perfetto", "trigger_perfetto"):
-        os.symlink(tools.perfetto_bin(t), "/system/bin/" + t)
+    if not state.ensure_system_links(tools.pbin):
+        raise SystemExit("conformance: cannot mount a tmpfs on /system")
 
 
 def namespace_teardown():
-    subprocess.run(["umount", "/system"], check=False)
+    # Every tmpfs the job stacked on /system (ensure_system_links may have
+    # mounted it again), so that the directory can be removed.
+    while subprocess.run(["umount", "/system"], stderr=subprocess.DEVNULL
+                         ).returncode == 0:
+        pass
 
 
 def main():
@@ -270,7 +271,8 @@ def main():
     try:
         namespace_setup(tools, state)
         itests.run(h, tools, os.path.join(a.out, "itests"),
-                   lambda t: only("itest/" + t), results)
+                   lambda t: only("itest/" + t), results,
+                   lambda: state.ensure_system_links(tools.pbin))
         configs.run(h, tools, HERE, os.path.join(a.out, "configs"), only,
                     a.seconds, results)
         if only("snapshot/clone"):
