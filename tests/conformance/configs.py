@@ -149,13 +149,8 @@ def check_one(h, tools, work, path, duration_s):
                             duration_s)
     (oerr, otab, ostats), (perr, ptab, pstats) = side["ours"], side["perfetto"]
     short = [] if oerr or perr else tracecheck.shortfalls(otab, ptab)
-    # A stat Perfetto's trace of the same config, recorded at the same
-    # time, reports as high comes with the config, not with our service:
-    # config_write_into_file_no_flush (write_into_file without a flush
-    # period), the patches a full DISCARD buffer refuses. It is shown,
-    # and does not count against ours.
-    own = {k: v for k, v in ostats.items() if pstats.get(k, 0) < v}
-    shared = {k: v for k, v in ostats.items() if k not in own}
+    # Shared stats are shown, and do not count against ours.
+    own, shared = tracecheck.split_stats(ostats, pstats)
     problems = []
     if oerr:
         problems.append(oerr)

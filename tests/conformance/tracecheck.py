@@ -69,3 +69,13 @@ def shortfalls(ours, theirs):
     return ["%s %d < %d%% of %d" % (t, ours.get(t, 0), MIN_SHARE * 100, n)
             for t, n in theirs.items()
             if n > 0 and ours.get(t, 0) < MIN_SHARE * n]
+
+
+def split_stats(ours, theirs):
+    """(own, shared): ours's stats that Perfetto's trace of the same
+    config, recorded at the same time, does not report as high, and those
+    it does. A shared one comes with the config, not with our service:
+    config_write_into_file_no_flush (write_into_file without a flush
+    period), the patches a full DISCARD buffer refuses."""
+    own = {k: v for k, v in ours.items() if theirs.get(k, 0) < v}
+    return own, {k: v for k, v in ours.items() if k not in own}
