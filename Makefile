@@ -20,6 +20,14 @@
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
+#   make conformance  Perfetto's own tools against tracegate: its integration
+#                 tests against tracegated, its Linux example configs
+#                 recorded by both, a clone and a collector snapshot; needs
+#                 Perfetto's binaries (PERFETTO_BIN, default
+#                 ../shared/perfetto/bin; without them it says why and
+#                 exits 0) and root; at most 20 minutes; a few rows with
+#                 CONFORMANCE_ARGS="--only REGEX" (tests/conformance/,
+#                 docs/conformance.md)
 #   make install  the release build, installed under PREFIX (default
 #                 /usr/local), into DESTDIR when given (staging, packaging)
 
@@ -35,6 +43,9 @@ REL_DIR := build/release
 PKG_DIR := build/release-check
 MBED_DIR := build/mbedtls-only
 PREFIX ?= /usr/local
+PERFETTO_BIN ?= $(wildcard $(CURDIR)/../shared/perfetto/bin)
+CONFORMANCE_OUT ?= build/conformance
+CONFORMANCE_ARGS ?=
 DESTDIR ?=
 FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_trace_buffer fuzz_trace_filter fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
@@ -50,7 +61,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_name_regex
 
 .PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
-        test-mbedtls-only test-long fuzz fuzz-smoke bench clean
+        test-mbedtls-only test-long fuzz fuzz-smoke bench conformance clean
 
 all: build
 
@@ -159,6 +170,21 @@ bench: build
 	@sh deploy/deps.sh bench
 	@for b in $(REL_DIR)/tests/bench/bench_*; do \
 	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; } || true; done
+
+# On the Release build test-release makes (so that after make test it is
+# already built). The preflight exits 0 when the job can run, 1 (having
+# said why) when it cannot run here (no Perfetto binaries, not root): the
+# target then succeeds; 2 when the binaries are there but broken.
+conformance:
+	@if [ -n "$(PERFETTO_BIN)" ]; then sh deploy/deps.sh conformance; fi
+	@rc=0; PERFETTO_BIN="$(PERFETTO_BIN)" python3 tests/conformance/run.py \
+	  --preflight || rc=$$?; \
+	[ $$rc = 1 ] && exit 0; [ $$rc = 0 ] || exit 1; \
+	cmake -S . -B $(PKG_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release \
+	  -DTG_WERROR=ON -DTG_TESTS=OFF -DTG_BENCH=OFF && \
+	cmake --build $(PKG_DIR) -j $(JOBS) && \
+	PERFETTO_BIN="$(PERFETTO_BIN)" python3 tests/conformance/run.py \
+	  --build $(PKG_DIR) --out $(CONFORMANCE_OUT) $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf build

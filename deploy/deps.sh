@@ -2,7 +2,9 @@
 # Installs the Debian packages tracegate needs to build and test, and only
 # those that are missing. Used by `make` targets; safe to run repeatedly.
 # `deps.sh bench` adds the peer tools the benchmarks measure against
-# (stunnel4, ssh): without them their rows are skipped.
+# (stunnel4, ssh): without them their rows are skipped. `deps.sh
+# conformance` adds the runtime of Perfetto's prebuilt tools
+# (tests/conformance).
 set -eu
 
 PKGS="cmake ninja-build pkg-config gcc make python3
@@ -13,6 +15,7 @@ libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl
 chromium chromium-driver"
 [ "${1:-}" = bench ] && PKGS="$PKGS stunnel4 openssh-client openssh-server"
+[ "${1:-}" = conformance ] && PKGS="$PKGS libprotobuf32 zlib1g util-linux"
 
 missing=""
 for p in $PKGS; do

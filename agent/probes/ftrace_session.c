@@ -24,6 +24,8 @@
 /* FtraceStats and FtraceCpuStats. */
 #define STATS_PHASE 1
 #define STATS_CPU_STATS 2
+#define STATS_KERNEL_SYMBOLS_PARSED 3
+#define STATS_KERNEL_SYMBOLS_MEM_KB 4
 #define STATS_UNKNOWN_EVENTS 6
 #define STATS_FAILED_EVENTS 7
 #define CPU_CPU 1
@@ -466,6 +468,13 @@ void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
   tg_pbw_begin_nested(w, PACKET_FTRACE_STATS);
   tg_pbw_append_varint(w, STATS_PHASE, (uint64_t)phase);
   for (unsigned c = 0; c < s->n_cpus; c++) write_cpu_stats(s, w, c);
+  /* As traced_probes does: what symbolize_ksyms had to name addresses
+   * with (none parsed tells a reader why the names are missing). */
+  if (s->ksyms) {
+    tg_pbw_append_varint(w, STATS_KERNEL_SYMBOLS_PARSED, s->ksyms->syms.n);
+    tg_pbw_append_varint(w, STATS_KERNEL_SYMBOLS_MEM_KB,
+                         tg_ksyms_mem(s->ksyms) / 1024);
+  }
   if (phase == TG_FTRACE_STATS_START) {
     for (size_t i = 0; i < s->unknown.n; i++)
       tg_pbw_append_string(w, STATS_UNKNOWN_EVENTS, s->unknown.v[i]);

@@ -1,6 +1,7 @@
 /* linux.ftrace's kernel addresses end to end: a real tracegate-probes
  * recording workqueue events for a real tracegated writes indices, never
- * addresses, named by kernel_symbols interned from /proc/kallsyms.
+ * addresses, named by kernel_symbols interned from /proc/kallsyms, and
+ * says in its end-of-trace FtraceStats how many symbols it parsed.
  *
  * Needs root and tracefs (probes_e2e.h: skipped without them, unless
  * TG_REQUIRE_FTRACE is set), and a kernel with workqueue events whose
@@ -219,6 +220,15 @@ static void ftrace_kernel_addresses_are_indices_named_by_kallsyms(void **state) 
     free(buf);
   }
   assert_true(values > 0);
+  /* The end-of-trace stats say how many symbols named the addresses, as
+   * traced_probes' do (Perfetto's KernelAddressSymbolization reads it). */
+  const Perfetto__Protos__FtraceStats *fs = e2e_find_stats(&a.got, 2);
+  assert_non_null(fs);
+  uint32_t parsed = fs->has_kernel_symbols_parsed ? fs->kernel_symbols_parsed
+                                                  : 0;
+  print_message("end-of-trace stats: %u kernel symbols parsed (%d here)\n",
+                parsed, nsyms);
+  assert_true(parsed > 100);
   e2e_session_close(&a);
   e2e_stop_probes(probes, err_path);
   tg_ksyms_free(&ks);
