@@ -95,6 +95,90 @@ static tg_consumer_conn_t *consumer_of(tg_service_t *svc,
   return c;
 }
 
+/* --- the dispatcher ----------------------------------------------------------- */
+
+/* EnableTracingRequest {trace_config = 1, attach_notification_only = 2},
+ * read with the field reader: the config bytes go to the session exactly
+ * as sent, unknown fields included, without a decode/re-encode round. */
+typedef struct enable_args {
+  const uint8_t *config; /* into the request's bytes */
+  size_t config_len;
+  bool has_config;
+  bool attach_notification_only;
+} enable_args_t;
+
+static int parse_enable_args(const uint8_t *args, size_t len, enable_args_t *out) {
+  memset(out, 0, sizeof(*out));
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, args, len);
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    if (f.id == 1 && f.type == TG_PB_WT_LEN) {
+      /* Repeated occurrences would have to be merged; nobody sends them. */
+      if (out->has_config) return -1;
+      out->has_config = true;
+      out->config = f.data;
+      out->config_len = f.size;
+    } else if (f.id == 2 && f.type == TG_PB_WT_VARINT) {
+      out->attach_notification_only = f.value != 0;
+    }
+  }
+  return rv;
+}
+
+/* A method's handler: |c| is the calling connection's, |req| its request,
+ * decoded, borrowed for the call (the dispatcher frees it after: a
+ * handler copies what it keeps, and none keeps the request itself). */
+typedef void (*consumer_handler_fn)(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                                    const void *req);
+
+typedef struct consumer_method {
+  /* The request's type, unpacked with protobuf-c; NULL: an
+   * EnableTracingRequest, read into an enable_args_t. */
+  const ProtobufCMessageDescriptor *request;
+  consumer_handler_fn handle;
+} consumer_method_t;
+
+/* Every ConsumerPort call: a request that does not decode is refused
+ * (success = false) before its handler sees it. */
+static void dispatch(tg_service_t *svc, tg_ipc_call_t call,
+                     const uint8_t *args, size_t len,
+                     const consumer_method_t *m) {
+  tg_consumer_conn_t *c = consumer_of(svc, call);
+  if (!c) {
+    fail(call);
+    return;
+  }
+  if (!m->request) {
+    enable_args_t req;
+    if (parse_enable_args(args, len, &req) < 0) {
+      fail(call);
+      return;
+    }
+    m->handle(c, call, &req);
+    return;
+  }
+  ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, len, args);
+  if (!req) {
+    TG_DEBUG("consumer pid %d: a %s that does not decode; refused",
+             (int)call.conn->chan.peer_pid, m->request->name);
+    fail(call);
+    return;
+  }
+  m->handle(c, call, req);
+  protobuf_c_message_free_unpacked(req, NULL);
+}
+
+/* The IPC host's entry for |handler|, whose request is of |descriptor|'s
+ * type (NULL: EnableTracing's). */
+#define CONSUMER_METHOD(handler, descriptor)                              \
+  static void handler##_ipc(void *ctx, tg_ipc_call_t call,               \
+                            const uint8_t *args, size_t len) {           \
+    static const consumer_method_t m = {(descriptor), handler};          \
+    dispatch(ctx, call, args, len, &m);                                  \
+  }
+
 /* --- session observer ---------------------------------------------------------- */
 
 static void send_event(tg_consumer_conn_t *c,
@@ -301,12 +385,10 @@ static void stream_send_buffer(tg_consumer_conn_t *c) {
   }
 }
 
-static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                           size_t len) {
-  (void)args;
-  (void)len;
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  if (!c || !c->session || c->reading || call.drop_reply) {
+static void m_read_buffers(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                           const void *req) {
+  (void)req;
+  if (!c->session || c->reading || call.drop_reply) {
     fail(call);
     return;
   }
@@ -332,6 +414,7 @@ static void m_read_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   c->read_budget = budget;
   read_job_run(c);
 }
+CONSUMER_METHOD(m_read_buffers, &perfetto__protos__read_buffers_request__descriptor)
 
 /* --- session control ------------------------------------------------------------ */
 
@@ -344,36 +427,6 @@ static void enable_reply_error(tg_ipc_call_t call, const char *error) {
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
 
-/* EnableTracingRequest {trace_config = 1, attach_notification_only = 2},
- * read with the field reader: the config bytes go to the session exactly
- * as sent, unknown fields included, without a decode/re-encode round. */
-typedef struct enable_args {
-  const uint8_t *config;
-  size_t config_len;
-  bool has_config;
-  bool attach_notification_only;
-} enable_args_t;
-
-static int parse_enable_args(const uint8_t *args, size_t len, enable_args_t *out) {
-  memset(out, 0, sizeof(*out));
-  tg_pb_reader_t r;
-  tg_pb_field_t f;
-  tg_pb_reader_init(&r, args, len);
-  int rv;
-  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
-    if (f.id == 1 && f.type == TG_PB_WT_LEN) {
-      /* Repeated occurrences would have to be merged; nobody sends them. */
-      if (out->has_config) return -1;
-      out->has_config = true;
-      out->config = f.data;
-      out->config_len = f.size;
-    } else if (f.id == 2 && f.type == TG_PB_WT_VARINT) {
-      out->attach_notification_only = f.value != 0;
-    }
-  }
-  return rv;
-}
-
 /* Whether a consumer waits for |s| to end (EnableTracing). */
 static bool enable_call_pending(tg_service_t *svc, const tg_session_t *s) {
   tg_list_t *it, *tmp;
@@ -384,18 +437,15 @@ static bool enable_call_pending(tg_service_t *svc, const tg_session_t *s) {
   return false;
 }
 
-static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                             size_t len) {
-  tg_service_t *svc = ctx;
-  tg_consumer_conn_t *c = consumer_of(svc, call);
+/* The write_into_file descriptor, if sent with the call, is taken here; a
+ * request the dispatcher refused leaves it to the channel, which closes
+ * the descriptors no handler claimed. */
+static void m_enable_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                             const void *arg) {
+  const enable_args_t *req = arg;
+  tg_service_t *svc = c->svc;
   int fd = tg_ipc_chan_take_fd(&call.conn->chan);
-  enable_args_t req;
-  if (!c || parse_enable_args(args, len, &req) < 0) {
-    if (fd >= 0) close(fd);
-    fail(call);
-    return;
-  }
-  if (req.attach_notification_only) {
+  if (req->attach_notification_only) {
     /* After Attach: the consumer wants the end-of-tracing notification. */
     if (fd >= 0) close(fd);
     if (!c->session || enable_call_pending(svc, c->session)) {
@@ -409,7 +459,7 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     return;
   }
   const char *refusal = c->session ? "this connection already has a tracing session"
-                        : !req.has_config ? "trace_config: missing"
+                        : !req->has_config ? "trace_config: missing"
                                           : NULL;
   if (refusal) {
     if (fd >= 0) close(fd);
@@ -428,7 +478,7 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_session_observer_t obs = observer;
   obs.ctx = svc;
   /* The session owns |fd| from here on, whatever the outcome. */
-  tg_session_t *s = tg__session_create(svc, req.config, req.config_len, fd,
+  tg_session_t *s = tg__session_create(svc, req->config, req->config_len, fd,
                                        call.conn, &obs, err, sizeof(err));
   if (!s) {
     TG_INFO("consumer pid %d: config refused: %s", (int)call.conn->chan.peer_pid, err);
@@ -441,13 +491,12 @@ static void m_enable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   c->enable_session = s;
   tg__session_enable(s);
 }
+CONSUMER_METHOD(m_enable_tracing, NULL)
 
-static void m_start_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                            size_t len) {
-  (void)args;
-  (void)len;
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  if (!c || !c->session || c->session->state != TG_SESSION_CONFIGURED) {
+static void m_start_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                            const void *req) {
+  (void)req;
+  if (!c->session || c->session->state != TG_SESSION_CONFIGURED) {
     fail(call);
     return;
   }
@@ -455,13 +504,12 @@ static void m_start_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   Perfetto__Protos__StartTracingResponse r = PERFETTO__PROTOS__START_TRACING_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
+CONSUMER_METHOD(m_start_tracing, &perfetto__protos__start_tracing_request__descriptor)
 
-static void m_disable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                              size_t len) {
-  (void)args;
-  (void)len;
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  if (!c || !c->session) {
+static void m_disable_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                              const void *req) {
+  (void)req;
+  if (!c->session) {
     fail(call);
     return;
   }
@@ -470,13 +518,12 @@ static void m_disable_tracing(void *ctx, tg_ipc_call_t call, const uint8_t *args
   tg_ipc_reply(&call, true, false, &r.base, -1);
   tg__session_disable(c->session);
 }
+CONSUMER_METHOD(m_disable_tracing, &perfetto__protos__disable_tracing_request__descriptor)
 
-static void m_free_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                           size_t len) {
-  (void)args;
-  (void)len;
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  if (!c || !c->session) {
+static void m_free_buffers(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                           const void *req) {
+  (void)req;
+  if (!c->session) {
     fail(call);
     return;
   }
@@ -487,19 +534,16 @@ static void m_free_buffers(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_ipc_reply(&call, true, false, &r.base, -1);
   tg__session_free(s);
 }
+CONSUMER_METHOD(m_free_buffers, &perfetto__protos__free_buffers_request__descriptor)
 
-static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                    size_t len) {
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  Perfetto__Protos__FlushRequest *req =
-      perfetto__protos__flush_request__unpack(NULL, len, args);
-  if (!c || !c->session || !req || c->session->state != TG_SESSION_STARTED) {
-    if (req) perfetto__protos__flush_request__free_unpacked(req, NULL);
+static void m_flush(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                    const void *arg) {
+  const Perfetto__Protos__FlushRequest *req = arg;
+  if (!c->session || c->session->state != TG_SESSION_STARTED) {
     fail(call);
     return;
   }
   uint32_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
-  perfetto__protos__flush_request__free_unpacked(req, NULL);
   flush_call_t *fc = malloc(sizeof(*fc));
   if (!fc) {
     fail(call);
@@ -511,21 +555,18 @@ static void m_flush(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_list_insert_tail(&c->flush_calls, &fc->node);
   tg__session_flush(c->session, timeout, (uint64_t)(uintptr_t)fc);
 }
+CONSUMER_METHOD(m_flush, &perfetto__protos__flush_request__descriptor)
 
 /* Only the producer filters of data sources may change: the service
  * re-matches producers, sets up new instances and leaves the rest. */
-static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
-                                  const uint8_t *args, size_t len) {
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  Perfetto__Protos__ChangeTraceConfigRequest *req =
-      perfetto__protos__change_trace_config_request__unpack(NULL, len, args);
-  if (!c || !c->session || !req || !req->trace_config) {
-    if (req) perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
+static void m_change_trace_config(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                                  const void *arg) {
+  const Perfetto__Protos__ChangeTraceConfigRequest *req = arg;
+  if (!c->session || !req->trace_config) {
     fail(call);
     return;
   }
   int rv = tg__session_change_filters(c->session, req->trace_config);
-  perfetto__protos__change_trace_config_request__free_unpacked(req, NULL);
   if (rv < 0) {
     fail(call);
     return;
@@ -534,16 +575,15 @@ static void m_change_trace_config(void *ctx, tg_ipc_call_t call,
       PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_RESPONSE__INIT;
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
+CONSUMER_METHOD(m_change_trace_config,
+                &perfetto__protos__change_trace_config_request__descriptor)
 
 /* --- detach / attach ------------------------------------------------------------- */
 
-static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                     size_t len) {
-  tg_service_t *svc = ctx;
-  tg_consumer_conn_t *c = consumer_of(svc, call);
-  Perfetto__Protos__DetachRequest *req =
-      perfetto__protos__detach_request__unpack(NULL, len, args);
-  bool ok = c && c->session && req && req->key && req->key[0] &&
+static void m_detach(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                     const void *arg) {
+  const Perfetto__Protos__DetachRequest *req = arg;
+  bool ok = c->session && req->key && req->key[0] &&
             strlen(req->key) <= TG_DETACH_KEY_MAX;
   /* Fails when the key is taken. */
   tg_session_t *s = ok ? c->session : NULL;
@@ -558,21 +598,17 @@ static void m_detach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
     c->session = NULL;
     c->reading = false;
   }
-  if (req) perfetto__protos__detach_request__free_unpacked(req, NULL);
   Perfetto__Protos__DetachResponse r = PERFETTO__PROTOS__DETACH_RESPONSE__INIT;
   tg_ipc_reply(&call, ok, false, &r.base, -1);
 }
+CONSUMER_METHOD(m_detach, &perfetto__protos__detach_request__descriptor)
 
-static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                     size_t len) {
-  tg_service_t *svc = ctx;
-  tg_consumer_conn_t *c = consumer_of(svc, call);
-  Perfetto__Protos__AttachRequest *req =
-      perfetto__protos__attach_request__unpack(NULL, len, args);
+static void m_attach(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                     const void *arg) {
+  const Perfetto__Protos__AttachRequest *req = arg;
   tg_session_t *found = NULL;
-  if (c && !c->session && req && req->key)
-    found = tg__session_attach(svc, req->key, call.conn);
-  if (req) perfetto__protos__attach_request__free_unpacked(req, NULL);
+  if (!c->session && req->key)
+    found = tg__session_attach(c->svc, req->key, call.conn);
   if (!found) {
     fail(call);
     return;
@@ -582,6 +618,7 @@ static void m_attach(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   r.trace_config = found->config;
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
+CONSUMER_METHOD(m_attach, &perfetto__protos__attach_request__descriptor)
 
 /* --- clone ----------------------------------------------------------------------- */
 
@@ -617,14 +654,10 @@ static void clone_finish(tg_consumer_conn_t *c, flush_call_t *fc) {
   }
   char err[256] = "";
   tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger.name ? &fc->trigger : NULL,
-                                      err, sizeof(err));
+                                      fc->skip_trace_filter, err, sizeof(err));
   if (!s) {
     clone_reply(fc->call, err, NULL);
     return;
-  }
-  if (fc->skip_trace_filter) {
-    tg__readout_filter_free(s->readout.filter);
-    s->readout.filter = NULL;
   }
   /* Only a clone that succeeded answers the hit: one refused above leaves
    * it, with its time, for the consumer's next try. */
@@ -713,17 +746,10 @@ static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
 
 /* CloneSession: a read-only snapshot of a session this consumer's uid owns,
  * after a flush of the session if it is running. */
-static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                            size_t len) {
-  tg_service_t *svc = ctx;
-  tg_consumer_conn_t *c = consumer_of(svc, call);
-  Perfetto__Protos__CloneSessionRequest *req =
-      perfetto__protos__clone_session_request__unpack(NULL, len, args);
-  if (!c || !req) {
-    if (req) perfetto__protos__clone_session_request__free_unpacked(req, NULL);
-    fail(call);
-    return;
-  }
+static void m_clone_session(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                            const void *arg) {
+  const Perfetto__Protos__CloneSessionRequest *req = arg;
+  tg_service_t *svc = c->svc;
   const char *refusal = NULL;
   tg_session_t *src = NULL;
   if (c->session)
@@ -734,7 +760,6 @@ static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   if (!refusal && (!fc || clone_trigger_of(src, req, &fc->trigger) < 0))
     refusal = "out of memory";
   if (fc) fc->skip_trace_filter = req->has_skip_trace_filter && req->skip_trace_filter;
-  perfetto__protos__clone_session_request__free_unpacked(req, NULL);
   if (refusal) {
     if (fc) flush_call_free(fc);
     clone_reply(call, refusal, NULL);
@@ -752,15 +777,14 @@ static void m_clone_session(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   tg_list_insert_tail(&c->flush_calls, &fc->node);
   tg__session_flush(src, 0, (uint64_t)(uintptr_t)fc);
 }
+CONSUMER_METHOD(m_clone_session, &perfetto__protos__clone_session_request__descriptor)
 
 /* --- queries ------------------------------------------------------------------------ */
 
-static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                              size_t len) {
-  (void)args;
-  (void)len;
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  Perfetto__Protos__TraceStats *st = c && c->session ? tg__readout_stats_new(c->session) : NULL;
+static void m_get_trace_stats(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                              const void *req) {
+  (void)req;
+  Perfetto__Protos__TraceStats *st = c->session ? tg__readout_stats_new(c->session) : NULL;
   if (!st) {
     fail(call);
     return;
@@ -770,21 +794,18 @@ static void m_get_trace_stats(void *ctx, tg_ipc_call_t call, const uint8_t *args
   tg_ipc_reply(&call, true, false, &r.base, -1);
   tg__readout_stats_free(st);
 }
+CONSUMER_METHOD(m_get_trace_stats, &perfetto__protos__get_trace_stats_request__descriptor)
 
-static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
-                             size_t len) {
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  Perfetto__Protos__ObserveEventsRequest *req =
-      perfetto__protos__observe_events_request__unpack(NULL, len, args);
-  if (!c || !req || call.drop_reply) {
-    if (req) perfetto__protos__observe_events_request__free_unpacked(req, NULL);
+static void m_observe_events(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                             const void *arg) {
+  const Perfetto__Protos__ObserveEventsRequest *req = arg;
+  if (call.drop_reply) {
     fail(call);
     return;
   }
   uint32_t mask = 0;
   for (size_t i = 0; i < req->n_events_to_observe; i++)
     if ((unsigned)req->events_to_observe[i] < 32) mask |= 1u << req->events_to_observe[i];
-  perfetto__protos__observe_events_request__free_unpacked(req, NULL);
   if (c->observing) /* a new request replaces the old stream */
     tg_ipc_reply(&c->observe_call, true, false, NULL, -1);
   c->observing = mask != 0;
@@ -792,6 +813,7 @@ static void m_observe_events(void *ctx, tg_ipc_call_t call, const uint8_t *args,
   c->observe_call = call;
   if (!mask) tg_ipc_reply(&call, true, false, NULL, -1);
 }
+CONSUMER_METHOD(m_observe_events, &perfetto__protos__observe_events_request__descriptor)
 
 /* The connection died with |c|'s session attached: detach it under the
  * lease's key if there is one. Returns true if the session was kept. */
@@ -851,31 +873,36 @@ void tg__consumer_port_disconnect(void *ctx, tg_ipc_host_conn_t *conn) {
   free(c);
 }
 
-static void m_query_service_state(void *ctx, tg_ipc_call_t call,
-                                  const uint8_t *args, size_t len) {
-  tg_consumer_conn_t *c = consumer_of(ctx, call);
-  if (!c) {
-    fail(call);
-    return;
-  }
-  tg__consumer_query_service_state(ctx, &c->state_query, call, args, len);
+static void m_query_service_state(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                                  const void *req) {
+  tg__consumer_query_service_state(c->svc, &c->state_query, call, req);
 }
+CONSUMER_METHOD(m_query_service_state,
+                &perfetto__protos__query_service_state_request__descriptor)
+
+static void m_query_capabilities(tg_consumer_conn_t *c, tg_ipc_call_t call,
+                                 const void *req) {
+  (void)req;
+  tg__consumer_query_capabilities(c->svc, call);
+}
+CONSUMER_METHOD(m_query_capabilities,
+                &perfetto__protos__query_capabilities_request__descriptor)
 
 static const tg_ipc_method_def_t consumer_methods[] = {
-    {"EnableTracing", m_enable_tracing},
-    {"DisableTracing", m_disable_tracing},
-    {"ReadBuffers", m_read_buffers},
-    {"FreeBuffers", m_free_buffers},
-    {"Flush", m_flush},
-    {"StartTracing", m_start_tracing},
-    {"ChangeTraceConfig", m_change_trace_config},
-    {"Detach", m_detach},
-    {"Attach", m_attach},
-    {"GetTraceStats", m_get_trace_stats},
-    {"ObserveEvents", m_observe_events},
-    {"QueryServiceState", m_query_service_state},
-    {"QueryCapabilities", tg__consumer_query_capabilities},
-    {"CloneSession", m_clone_session},
+    {"EnableTracing", m_enable_tracing_ipc},
+    {"DisableTracing", m_disable_tracing_ipc},
+    {"ReadBuffers", m_read_buffers_ipc},
+    {"FreeBuffers", m_free_buffers_ipc},
+    {"Flush", m_flush_ipc},
+    {"StartTracing", m_start_tracing_ipc},
+    {"ChangeTraceConfig", m_change_trace_config_ipc},
+    {"Detach", m_detach_ipc},
+    {"Attach", m_attach_ipc},
+    {"GetTraceStats", m_get_trace_stats_ipc},
+    {"ObserveEvents", m_observe_events_ipc},
+    {"QueryServiceState", m_query_service_state_ipc},
+    {"QueryCapabilities", m_query_capabilities_ipc},
+    {"CloneSession", m_clone_session_ipc},
     /* Not supported: the host answers it with an explicit failure. */
     {"SaveTraceForBugreport", NULL},
 };

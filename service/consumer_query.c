@@ -124,15 +124,6 @@ static void reply_add_data_source(reply_t *r, const tg_producer_t *p,
   r->len += n;
 }
 
-static const char *session_state_name(enum tg_session_state st) {
-  switch (st) {
-    case TG_SESSION_CONFIGURED: return "CONFIGURED";
-    case TG_SESSION_STARTED: return "STARTED";
-    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
-    default: return "DISABLED";
-  }
-}
-
 static void add_scalars(tg_service_t *svc, reply_t *r) {
   int32_t started = 0;
   tg_list_t *it, *tmp;
@@ -184,7 +175,7 @@ static void add_sessions(tg_service_t *svc, reply_t *r) {
     t.id = s->id;
     t.has_consumer_uid = 1;
     t.consumer_uid = (int32_t)s->consumer_uid;
-    t.state = (char *)session_state_name(s->state);
+    t.state = (char *)tg__session_state_name(s->state);
     t.unique_session_name = s->config->unique_session_name;
     t.n_buffer_size_kb = s->n_buffers;
     t.buffer_size_kb = sizes;
@@ -244,20 +235,16 @@ static void stream_rest(tg_service_t *svc, tg_state_query_t *q, reply_t *r,
 
 static uint8_t *reply_buffer(void) { return malloc(STATE_HEAD + STATE_MAX); }
 
-void tg__consumer_query_service_state(tg_service_t *svc, tg_state_query_t *q,
-                                      tg_ipc_call_t call, const uint8_t *args,
-                                      size_t len) {
+void tg__consumer_query_service_state(
+    tg_service_t *svc, tg_state_query_t *q, tg_ipc_call_t call,
+    const Perfetto__Protos__QueryServiceStateRequest *req) {
   if (call.drop_reply) return;
-  Perfetto__Protos__QueryServiceStateRequest *req =
-      perfetto__protos__query_service_state_request__unpack(NULL, len, args);
-  reply_t r = {.call = call, .buf = req && !q->paused ? reply_buffer() : NULL};
+  reply_t r = {.call = call, .buf = !q->paused ? reply_buffer() : NULL};
   if (!r.buf) {
-    if (req) perfetto__protos__query_service_state_request__free_unpacked(req, NULL);
     fail(call);
     return;
   }
   bool sessions_only = req->has_sessions_only && req->sessions_only;
-  perfetto__protos__query_service_state_request__free_unpacked(req, NULL);
   q->call = call;
   q->next_serial = 0;
   q->next_ds = 0;
@@ -284,11 +271,8 @@ static const Perfetto__Protos__ObservableEvents__Type observable_types[] = {
     PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
 };
 
-void tg__consumer_query_capabilities(void *ctx, tg_ipc_call_t call,
-                                     const uint8_t *args, size_t len) {
-  (void)ctx;
-  (void)args;
-  (void)len;
+void tg__consumer_query_capabilities(tg_service_t *svc, tg_ipc_call_t call) {
+  (void)svc;
   Perfetto__Protos__TracingServiceCapabilities cap =
       PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
   cap.has_has_query_capabilities = 1;

@@ -1,6 +1,6 @@
 /* ConsumerPort's queries about the whole service (QueryServiceState,
- * QueryCapabilities), in the shape of IPC method handlers; |svc| or |ctx|
- * is the tg_service_t.
+ * QueryCapabilities), called by consumer_port.c's dispatcher once the
+ * request decoded.
  *
  * QueryServiceState is a stream, as in Perfetto: replies of at most one
  * frame each, all but the last with has_more; every reply's service_state
@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "service/service.h"
 
 /* A QueryServiceState whose data sources did not all go out: the
@@ -34,14 +35,14 @@ typedef struct tg_state_query {
   size_t next_ds;
 } tg_state_query_t;
 
-/* |q| is the connection's; a call while it is paused fails. */
-void tg__consumer_query_service_state(tg_service_t *svc, tg_state_query_t *q,
-                                      tg_ipc_call_t call, const uint8_t *args,
-                                      size_t len);
+/* |q| is the connection's; a call while it is paused fails. |req| is
+ * borrowed for the call (consumer_port.c decoded it). */
+void tg__consumer_query_service_state(
+    tg_service_t *svc, tg_state_query_t *q, tg_ipc_call_t call,
+    const Perfetto__Protos__QueryServiceStateRequest *req);
 /* The connection of a paused |q| drained: sends more of its state. */
 void tg__consumer_query_resume(tg_service_t *svc, tg_state_query_t *q);
 
-void tg__consumer_query_capabilities(void *ctx, tg_ipc_call_t call,
-                                     const uint8_t *args, size_t len);
+void tg__consumer_query_capabilities(tg_service_t *svc, tg_ipc_call_t call);
 
 #endif /* TRACEGATE_SERVICE_CONSUMER_QUERY_H */

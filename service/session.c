@@ -45,6 +45,47 @@ uint16_t tg__session_next_buffer_id(tg_service_t *svc, tg_session_t *s) {
   return 0;
 }
 
+/* --- state ----------------------------------------------------------------- */
+
+const char *tg__session_state_name(enum tg_session_state st) {
+  switch (st) {
+    case TG_SESSION_CONFIGURED: return "CONFIGURED";
+    case TG_SESSION_STARTED: return "STARTED";
+    case TG_SESSION_DISABLING: return "DISABLING_WAITING_STOP_ACKS";
+    case TG_SESSION_DISABLED: return "DISABLED";
+  }
+  return "?";
+}
+
+bool tg__session_transition_ok(enum tg_session_state from,
+                               enum tg_session_state to, bool cloned) {
+  switch (from) {
+    case TG_SESSION_CONFIGURED:
+      /* A snapshot never runs: it is readable from birth. */
+      return to == TG_SESSION_STARTED || to == TG_SESSION_DISABLING ||
+             (to == TG_SESSION_DISABLED && cloned);
+    case TG_SESSION_STARTED: return to == TG_SESSION_DISABLING;
+    case TG_SESSION_DISABLING: return to == TG_SESSION_DISABLED;
+    case TG_SESSION_DISABLED: return false; /* only freed from here */
+  }
+  return false;
+}
+
+int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
+                          const char *why) {
+  if (!tg__session_transition_ok(s->state, to, s->cloned)) {
+    TG_ERROR("session %llu: refused to go from %s to %s (%s): a bug in the "
+             "service",
+             (unsigned long long)s->id, tg__session_state_name(s->state),
+             tg__session_state_name(to), why);
+    return -EINVAL;
+  }
+  TG_DEBUG("session %llu: %s -> %s (%s)", (unsigned long long)s->id,
+           tg__session_state_name(s->state), tg__session_state_name(to), why);
+  s->state = to;
+  return 0;
+}
+
 /* --- timers ---------------------------------------------------------------- */
 
 static void maybe_release(tg_session_t *s);
@@ -291,7 +332,8 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
     }
   }
   tg__session_timers_init(s);
-  s->state = TG_SESSION_CONFIGURED;
+  /* CONFIGURED, the zero of the calloc'd struct: where every session
+   * begins. */
   tg_list_insert_tail(&svc->sessions, &s->node);
   svc->n_sessions++;
   instantiate_all(s);
@@ -336,7 +378,7 @@ static bool waits_for_trigger(const tg_session_t *s) {
 
 void tg__session_start(tg_session_t *s) {
   if (s->state != TG_SESSION_CONFIGURED) return;
-  s->state = TG_SESSION_STARTED;
+  tg__session_set_state(s, TG_SESSION_STARTED, "starting");
   tg__readout_preamble(s);
   tg__readout_service_event(s, 2 /* tracing_started */);
   tg_list_t *it, *tmp;
@@ -442,8 +484,9 @@ static void on_detached_ended(uv_timer_t *t) {
 }
 
 static void finalize_disable(tg_session_t *s) {
-  if (s->state == TG_SESSION_DISABLED) return;
-  s->state = TG_SESSION_DISABLED;
+  if (s->state == TG_SESSION_DISABLED ||
+      tg__session_set_state(s, TG_SESSION_DISABLED, "its data sources stopped") < 0)
+    return;
   uv_timer_stop(&s->stop_timer);
   tg__readout_service_event(s, 5 /* tracing_disabled */);
   /* The trace stats packet comes from the read-out that drains the
@@ -498,7 +541,7 @@ void tg__session_instance_gone(tg_ds_instance_t *inst) {
 
 void tg__session_disable(tg_session_t *s) {
   if (s->state == TG_SESSION_DISABLING || s->state == TG_SESSION_DISABLED) return;
-  s->state = TG_SESSION_DISABLING;
+  tg__session_set_state(s, TG_SESSION_DISABLING, "stopping");
   tg__readout_clock_snapshot(s); /* Perfetto's, with tracing_disabled */
   uv_timer_stop(&s->clock_timer);
   uv_timer_stop(&s->duration_timer);

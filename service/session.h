@@ -2,18 +2,23 @@
  * triggers, and who the session's consumer is.
  *
  * Owns: struct tg_session and struct tg_ds_instance. session.c is their
- * only writer, helped by session_config.c (matchers, producer filters) and
- * session_flush.c (flush bookkeeping; Flush requests and acks go through
- * session_flush.h), each for its own sub-struct, and by readout.c for the
- * tg_readout_t it embeds. Must never call into a port's
- * file: producers are driven through producer_port.h, consumers hear about
- * the session through the observer installed at creation.
+ * only writer, helped by session_consumer.c (clones, the consumer binding),
+ * session_triggers.c (triggers kept and waited for), session_config.c
+ * (matchers, producer filters) and session_flush.c (flush bookkeeping;
+ * Flush requests and acks go through session_flush.h), each for its own
+ * part, and by readout.c for the tg_readout_t it embeds. Must never call
+ * into a port's file: producers are driven through producer_port.h,
+ * consumers hear about the session through the observer installed at
+ * creation.
  *
- * Lifecycle: CONFIGURED (deferred_start or waiting for a START trigger)
- * -> STARTED -> DISABLING (stop sent, waiting for acks or the timeout)
+ * Lifecycle (every change through tg__session_set_state, which refuses
+ * any other): CONFIGURED (deferred_start or waiting for a START trigger)
+ * -> STARTED -> DISABLING (stop sent, waiting for acks or the timeout;
+ * also straight from CONFIGURED, stopped before it started)
  * -> DISABLED (stats written, observer told) -> freed by FreeBuffers or
  * when its consumer goes away (unless that consumer set a disconnect
  * lease: then detached, and freed when the lease runs out unattached).
+ * A clone (CloneSession) goes from CONFIGURED straight to DISABLED.
  */
 #ifndef TRACEGATE_SERVICE_SESSION_H
 #define TRACEGATE_SERVICE_SESSION_H
@@ -202,6 +207,20 @@ struct tg_session {
   tg_readout_t readout; /* readout.c */
 };
 
+/* --- state ------------------------------------------------------------------ */
+
+/* Perfetto's spelling of |st| (TracingServiceState.TracingSession.state). */
+const char *tg__session_state_name(enum tg_session_state st);
+/* Whether the Lifecycle above allows |from| -> |to|; |cloned|: a snapshot,
+ * born DISABLED from CONFIGURED (the zero of a new session). Pure. */
+bool tg__session_transition_ok(enum tg_session_state from,
+                               enum tg_session_state to, bool cloned);
+/* The only writer of tg_session.state: moves |s| to |to| and logs |why|
+ * (borrowed for the call). A transition the Lifecycle does not allow is
+ * a bug of the service: -EINVAL, logged, |s| unchanged. */
+int tg__session_set_state(tg_session_t *s, enum tg_session_state to,
+                          const char *why);
+
 /* --- consumer side ---------------------------------------------------------- */
 
 /* Validates and creates a session from |cfg_bytes| (a TraceConfig; copied)
@@ -254,9 +273,12 @@ void tg__session_timers_init(tg_session_t *s);
  * The snapshot's trace has |trigger| (may be NULL: not cloned for a
  * trigger) as its clone_snapshot_trigger packet, and the triggers |src|
  * received since its last clone, which |src| then forgets, as Perfetto's
- * CloneSession does. On failure returns NULL and a message in |err|. */
+ * CloneSession does. |skip_trace_filter| (CloneSession's): the snapshot
+ * is read without |src|'s trace filter. On failure returns NULL and a
+ * message in |err|. */
 tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
-                                const tg_trigger_info_t *trigger, char *err,
+                                const tg_trigger_info_t *trigger,
+                                bool skip_trace_filter, char *err,
                                 size_t errlen);
 /* The live session a bugreport clones: the highest positive
  * TraceConfig.bugreport_score among the STARTED sessions a consumer of

@@ -35,7 +35,8 @@ tg_session_t *tg__session_find(tg_service_t *svc, uint64_t id, const char *name)
 }
 
 tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
-                                const tg_trigger_info_t *trigger, char *err,
+                                const tg_trigger_info_t *trigger,
+                                bool skip_trace_filter, char *err,
                                 size_t errlen) {
   tg_service_t *svc = src->svc;
   tg_session_t *s = calloc(1, sizeof(*s));
@@ -58,9 +59,8 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
     memset(&s->matchers, 0, sizeof(s->matchers));
     goto oom;
   }
-  /* The source's filter, stats from zero; CloneSession's
-   * skip_trace_filter drops it (consumer_port.c). */
-  if (src->readout.filter &&
+  /* The source's filter, stats from zero, unless the clone skips it. */
+  if (src->readout.filter && !skip_trace_filter &&
       !(s->readout.filter = tg__readout_filter_dup(src->readout.filter)))
     goto oom;
   for (size_t i = 0; i < src->n_buffers; i++) {
@@ -81,7 +81,7 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   s->cloned = true;
   tg__session_timers_init(s);
   /* Never started: readable at once, as a session that ended. */
-  s->state = TG_SESSION_DISABLED;
+  tg__session_set_state(s, TG_SESSION_DISABLED, "a clone");
   tg__readout_preamble(s);
   if (trigger) tg__readout_trigger(s, TG_READOUT_CLONE_SNAPSHOT_TRIGGER, trigger);
   /* As Perfetto: a CLONE_SNAPSHOT session snapshotted for hours would

@@ -196,7 +196,7 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
     fputs(i ? ",{\"host\":" : "{\"host\":", o.f);
     cli_json_str(o.f, h->t.spec);
     fputs(",\"state\":", o.f);
-    cli_json_str(o.f, h->state);
+    cli_json_str(o.f, coll_host_state_name(h->state));
     fprintf(o.f, ",\"since_ms\":%" PRId64 ",\"ring\":%s,\"restarts\":%" PRIu64
             ",\"failures\":%" PRIu64 ",\"why\":", h->since_ms,
             h->ring_up ? "true" : "false", h->restarts, h->failures);
@@ -434,20 +434,13 @@ static void post_pin(coll_t *c, tg_http_exchange_t *x,
 static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
   out_t o;
   if (!out_open(&o)) return json_error(x, 500, "out of memory");
-  static const char *const states[] = {"tracing", "connecting", "preparing",
-                                       "reconnecting", "failed"};
-  size_t by[6] = {0};
-  for (size_t i = 0; i < c->n; i++) {
-    size_t k = 5;
-    for (size_t j = 0; j < 5; j++)
-      if (!strcmp(c->hosts[i]->state, states[j])) k = j;
-    by[k]++;
-  }
+  size_t by[COLL_HOST_STATE_COUNT] = {0};
+  for (size_t i = 0; i < c->n; i++) by[c->hosts[i]->state]++;
   fputs("# HELP tracegate_collector_hosts Hosts of this collector's shard by "
         "state.\n# TYPE tracegate_collector_hosts gauge\n", o.f);
-  for (size_t j = 0; j < 5; j++)
-    fprintf(o.f, "tracegate_collector_hosts{state=\"%s\"} %zu\n", states[j], by[j]);
-  fprintf(o.f, "tracegate_collector_hosts{state=\"other\"} %zu\n", by[5]);
+  for (int j = 0; j < COLL_HOST_STATE_COUNT; j++)
+    fprintf(o.f, "tracegate_collector_hosts{state=\"%s\"} %zu\n",
+            coll_host_state_name((coll_host_state_t)j), by[j]);
   const coll_counts_t *k = &c->counts;
   fputs("# HELP tracegate_collector_snapshots_total Snapshots finished, by "
         "outcome.\n# TYPE tracegate_collector_snapshots_total counter\n", o.f);

@@ -74,6 +74,34 @@ typedef struct coll_standby {
   struct snap_host *user; /* BUSY, and CLOSING while a snapshot used it */
 } coll_standby_t;
 
+/* Where a host's ring holder stands (hosts.c writes it from the holder's
+ * events). Its link (consumer/fleet/link.h) says most; while the link is
+ * up, its recording (consumer/recording.h) says how far the ring session
+ * is. /api/v1/hosts and /metrics spell it with coll_host_state_name. */
+typedef enum coll_host_state {
+  COLL_HOST_CONNECTING,   /* dialing: where a host starts */
+  COLL_HOST_PREPARING,    /* connected, binding ConsumerPort */
+  COLL_HOST_IDLE,         /* link up, its ring not asked for yet */
+  COLL_HOST_STARTING,     /* its ring being attached, or enabled */
+  COLL_HOST_TRACING,      /* its ring runs: snapshots clone it */
+  COLL_HOST_STOPPING,     /* its ring session stopping */
+  COLL_HOST_DRAINING,     /* its ring session ended: the last reads */
+  COLL_HOST_STATS,        /* the ring session's final statistics */
+  COLL_HOST_DETACHED,     /* its ring left detached in the service */
+  COLL_HOST_RECONNECTING, /* the link lost: dialing again */
+  COLL_HOST_CLOSING,      /* the holder closing its link */
+  COLL_HOST_DONE,         /* the holder done */
+  COLL_HOST_FAILED,       /* the holder failed: started again later */
+  COLL_HOST_STATE_COUNT
+} coll_host_state_t;
+
+/* |st|'s name in the API and the metrics (a static string). */
+const char *coll_host_state_name(coll_host_state_t st);
+/* The state of a holder whose link is in |link| and whose recording, if
+ * |has_rec|, is in |rec|. Pure. */
+coll_host_state_t coll_host_state_of(tg_link_state_t link, bool has_rec,
+                                     tg_rec_state_t rec);
+
 /* One host of the collector's shard (hosts.c). */
 typedef struct coll_host {
   coll_t *c;
@@ -93,7 +121,7 @@ typedef struct coll_host {
   uint64_t failures;    /* its holder's failures since it last traced */
   char warned[600];     /* the failure last warned about ("" since it traced) */
   int64_t since_ms;     /* when the host entered its current state */
-  char state[32];       /* "tracing", "reconnecting", "failed", ... */
+  coll_host_state_t state;
   char why[600];        /* why it is not tracing ("" when it is) */
   bool ring_up;         /* its ring session is known to exist */
   bool finished;        /* its holder finished (a restart is due) */

@@ -47,9 +47,66 @@
 static coll_host_t *of(tg_fleet_host_t *fh) { return fh->data; }
 static void host_try_free(coll_host_t *h);
 
-static void set_state(coll_host_t *h, const char *state, const char *why) {
-  if (strcmp(h->state, state) != 0) h->since_ms = coll_now_ms();
-  snprintf(h->state, sizeof(h->state), "%s", state);
+const char *coll_host_state_name(coll_host_state_t st) {
+  switch (st) {
+    case COLL_HOST_CONNECTING: return "connecting";
+    case COLL_HOST_PREPARING: return "preparing";
+    case COLL_HOST_IDLE: return "idle";
+    case COLL_HOST_STARTING: return "starting";
+    case COLL_HOST_TRACING: return "tracing";
+    case COLL_HOST_STOPPING: return "stopping";
+    case COLL_HOST_DRAINING: return "reading the end";
+    case COLL_HOST_STATS: return "statistics";
+    case COLL_HOST_DETACHED: return "detached";
+    case COLL_HOST_RECONNECTING: return "reconnecting";
+    case COLL_HOST_CLOSING: return "closing";
+    case COLL_HOST_DONE: return "done";
+    case COLL_HOST_FAILED: return "failed";
+    case COLL_HOST_STATE_COUNT: break;
+  }
+  return "?";
+}
+
+/* A recording's state, once its link is up. */
+static coll_host_state_t rec_state(tg_rec_state_t rec) {
+  switch (rec) {
+    case TG_REC_IDLE: return COLL_HOST_IDLE;
+    case TG_REC_STARTING: return COLL_HOST_STARTING;
+    case TG_REC_TRACING: return COLL_HOST_TRACING;
+    case TG_REC_STOPPING: return COLL_HOST_STOPPING;
+    case TG_REC_DRAINING: return COLL_HOST_DRAINING;
+    case TG_REC_STATS: return COLL_HOST_STATS;
+    case TG_REC_UNBOUND: return COLL_HOST_RECONNECTING;
+    case TG_REC_DONE: return COLL_HOST_DONE;
+    case TG_REC_DETACHED: return COLL_HOST_DETACHED;
+    case TG_REC_FAILED: return COLL_HOST_FAILED;
+  }
+  return COLL_HOST_FAILED;
+}
+
+coll_host_state_t coll_host_state_of(tg_link_state_t link, bool has_rec,
+                                     tg_rec_state_t rec) {
+  switch (link) {
+    case TG_LINK_CONNECTING: return COLL_HOST_CONNECTING;
+    case TG_LINK_PREPARING: return COLL_HOST_PREPARING;
+    /* Without a recording the link itself is the ring's holder. */
+    case TG_LINK_UP: return has_rec ? rec_state(rec) : COLL_HOST_TRACING;
+    case TG_LINK_DROPPING:
+    case TG_LINK_BACKOFF:
+    case TG_LINK_RECONNECTING:
+    case TG_LINK_RESUMING: return COLL_HOST_RECONNECTING;
+    case TG_LINK_CLOSING: return COLL_HOST_CLOSING;
+    case TG_LINK_FAILING:
+    case TG_LINK_FAILED: return COLL_HOST_FAILED;
+    case TG_LINK_DONE: return COLL_HOST_DONE;
+  }
+  return COLL_HOST_FAILED;
+}
+
+/* The only writer of h->state; |since_ms| moves only on a change. */
+static void set_state(coll_host_t *h, coll_host_state_t st, const char *why) {
+  if (h->state != st) h->since_ms = coll_now_ms();
+  h->state = st;
   snprintf(h->why, sizeof(h->why), "%s", why ? why : "");
 }
 
@@ -64,10 +121,12 @@ static void on_notice(tg_fleet_host_t *fh, tg_fleet_notice_t kind,
 static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
   coll_host_t *h = of(fh);
   if (fh != h->fh) return;
-  const char *st = tg_fleet_host_state(fh);
+  coll_host_state_t st = coll_host_state_of(
+      fh->link.state, fh->rec != NULL,
+      fh->rec ? tg_recording_state(fh->rec) : TG_REC_IDLE);
   switch (fh->link.state) {
     case TG_LINK_UP:
-      set_state(h, tg_fleet_host_tracing(fh) ? "tracing" : st, "");
+      set_state(h, st, "");
       /* Re-attached on a new connection: its triggers come there now. */
       if (h->ring_up && from != TG_LINK_PREPARING) {
         coll_watch_host(h->c, h);
@@ -79,13 +138,13 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
     case TG_LINK_RECONNECTING:
     case TG_LINK_RESUMING:
       /* The state's "since" is the first loss, not each attempt. */
-      if (strcmp(h->state, "reconnecting") != 0)
-        set_state(h, "reconnecting", fh->lost_why[0] ? fh->lost_why : fh->conn_msg);
+      if (h->state != COLL_HOST_RECONNECTING)
+        set_state(h, st, fh->lost_why[0] ? fh->lost_why : fh->conn_msg);
       else if (fh->retry_why[0])
         snprintf(h->why, sizeof(h->why), "%s", fh->retry_why);
       break;
     case TG_LINK_FAILING:
-    case TG_LINK_FAILED: set_state(h, "failed", fh->why); break;
+    case TG_LINK_FAILED: set_state(h, st, fh->why); break;
     default: set_state(h, st, ""); break;
   }
 }
@@ -95,7 +154,7 @@ static void on_key_ready(tg_fleet_host_t *fh) { (void)fh; }
 static void on_tracing(tg_fleet_host_t *fh) {
   coll_host_t *h = of(fh);
   h->ring_up = true;
-  set_state(h, "tracing", "");
+  set_state(h, COLL_HOST_TRACING, "");
   TG_INFO("host %s: ring session under '%s' is tracing",
          h->t.spec, h->c->cfg.session_key);
   if (h->failures)
@@ -140,7 +199,7 @@ static void on_finished(tg_fleet_host_t *fh) {
   if (fh != h->fh) return;
   h->ring_up = false;
   h->finished = true;
-  set_state(h, "failed", fh->why);
+  set_state(h, COLL_HOST_FAILED, fh->why);
   if (h->removed) {
     host_try_free(h);
     return;
@@ -221,12 +280,12 @@ static void on_restart(uv_timer_t *t) {
   }
   h->restarts++;
   if ((!h->config && host_ring(h->c, h) < 0) || holder_new(h) < 0) {
-    set_state(h, "failed", "out of memory");
+    set_state(h, COLL_HOST_FAILED, "out of memory");
     uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
     return;
   }
   h->finished = false;
-  set_state(h, "connecting", "");
+  set_state(h, COLL_HOST_CONNECTING, "");
   tg_fleet_host_start(h->fh);
 }
 
@@ -381,11 +440,11 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
     h->restart.data = h;
     coll_standby_init(h);
     h->budget.limit = c->cfg.host_snapshots_per_minute;
-    set_state(h, "connecting", "");
+    set_state(h, COLL_HOST_CONNECTING, "");
     c->hosts[c->n++] = h;
     if (host_ring(c, h) < 0 || holder_new(h) < 0) {
       /* Out of memory: this host tries again later, the others start. */
-      set_state(h, "failed", "out of memory");
+      set_state(h, COLL_HOST_FAILED, "out of memory");
       h->finished = true;
       uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
       rv = -ENOMEM;

@@ -721,7 +721,8 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     if (!h->fh || !h->ring_up || !tg_fleet_host_tracing(h->fh)) {
       sh->st = SH_SKIPPED;
       sh->failed = true;
-      snprintf(sh->err, sizeof(sh->err), "not tracing (%s%s%.400s)", h->state,
+      snprintf(sh->err, sizeof(sh->err), "not tracing (%s%s%.400s)",
+               coll_host_state_name(h->state),
                h->why[0] ? ": " : "", h->why);
       continue;
     }

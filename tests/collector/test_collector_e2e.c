@@ -228,6 +228,11 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
   const char *metrics = fleet_in_dir("metrics.txt");
   assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
   assert_true(tg_test_wait_file_text(metrics, "tracegate_collector_snapshots_total{outcome=\"partial\"} 1", 1000));
+  /* Hosts by state: the live one tracing, every state listed, none of
+   * them lumped together as "other". */
+  wait_metric(&c, "tracegate_collector_hosts{state=\"tracing\"} 1\n", metrics);
+  assert_true(tg_test_wait_file_text(metrics, "tracegate_collector_hosts{state=\"closing\"} ", 0));
+  assert_false(tg_test_wait_file_text(metrics, "state=\"other\"", 0));
 
   collector_stop(&c);
   fleet_host_stop(&h[0]);

@@ -1,6 +1,7 @@
 /* tracegated end to end: the process and the protocol edges. Unknown
- * services and methods, methods it does not support, and who gets the
- * socket paths when another service or a stale file is there. */
+ * services and methods, methods it does not support, requests that do
+ * not decode, and who gets the socket paths when another service or a
+ * stale file is there. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +51,25 @@ static void expect_serving(const test_service_t *ts) {
   raw_producer_close(&p);
 }
 
+/* Calls |method| with arguments that do not decode (an unterminated
+ * varint) as request |rid|: raw_wait_reply's answer. */
+static int call_junk(raw_conn_t *c, const char *method, uint64_t rid) {
+  Perfetto__Protos__IPCFrame__InvokeMethod im = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+  uint8_t junk[] = {0xFF, 0xFF, 0xFF};
+  im.has_service_id = im.has_method_id = im.has_args_proto = 1;
+  im.service_id = c->service_id;
+  im.method_id = raw_method_id(c, method);
+  im.args_proto.data = junk;
+  im.args_proto.len = sizeof(junk);
+  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
+  f.has_request_id = 1;
+  f.request_id = rid;
+  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+  f.msg_invoke_method = &im;
+  assert_int_equal(raw_send_frame(c, &f), 0);
+  return raw_wait_reply(c, rid, NULL, NULL, 5000);
+}
+
 static int call_id(raw_conn_t *c, uint32_t method_id) {
   int64_t rid = raw_invoke_id(c, method_id, NULL, -1, false);
   assert_true(rid > 0);
@@ -88,20 +108,7 @@ static void unknown_services_and_methods_fail_explicitly(void **state) {
   protobuf_c_message_free_unpacked(csr, NULL);
 
   /* Arguments that do not decode. */
-  Perfetto__Protos__IPCFrame__InvokeMethod im = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
-  uint8_t junk[] = {0xFF, 0xFF, 0xFF};
-  im.has_service_id = im.has_method_id = im.has_args_proto = 1;
-  im.service_id = c.service_id;
-  im.method_id = raw_method_id(&c, "EnableTracing");
-  im.args_proto.data = junk;
-  im.args_proto.len = sizeof(junk);
-  tg_ipc_frame_t f = PERFETTO__PROTOS__IPCFRAME__INIT;
-  f.has_request_id = 1;
-  f.request_id = 1000;
-  f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
-  f.msg_invoke_method = &im;
-  assert_int_equal(raw_send_frame(&c, &f), 0);
-  assert_int_equal(raw_wait_reply(&c, 1000, NULL, NULL, 5000), 0);
+  assert_int_equal(call_junk(&c, "EnableTracing", 1000), 0);
 
   /* A frame with no known kind gets a RequestError. */
   tg_ipc_frame_t odd = PERFETTO__PROTOS__IPCFRAME__INIT;
@@ -129,6 +136,34 @@ static void unknown_services_and_methods_fail_explicitly(void **state) {
   assert_int_equal(call_id(&c, 0), 0);
   assert_int_equal(call_id(&c, 13), 0);
   raw_close(&c);
+}
+
+/* Every ConsumerPort method refuses a request that does not decode, and
+ * does nothing else: a session waiting for StartTracing is neither
+ * started, nor stopped, nor freed, nor detached by one. */
+static void every_consumer_method_refuses_requests_that_do_not_decode(void **state) {
+  test_service_t *ts = *state;
+  raw_consumer_t c;
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_t sc;
+  simple_cfg_init(&sc, 64, 0, "ds");
+  sc.cfg.has_deferred_start = 1;
+  sc.cfg.deferred_start = 1;
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  static const char *const methods[] = {
+      "EnableTracing", "DisableTracing", "ReadBuffers", "FreeBuffers",
+      "Flush", "StartTracing", "ChangeTraceConfig", "Detach", "Attach",
+      "GetTraceStats", "ObserveEvents", "QueryServiceState",
+      "QueryCapabilities", "CloneSession"};
+  for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+    if (call_junk(&c.conn, methods[i], 2000 + i) != 0)
+      fail_msg("%s: a request that does not decode was not refused", methods[i]);
+  }
+  /* The session is still this connection's, still CONFIGURED. */
+  Perfetto__Protos__StartTracingRequest st = PERFETTO__PROTOS__START_TRACING_REQUEST__INIT;
+  assert_int_equal(raw_call(&c.conn, "StartTracing", &st.base, -1, NULL, NULL, 5000), 1);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
 }
 
 static void second_service_on_live_sockets_refuses_to_start(void **state) {
@@ -189,6 +224,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(unknown_services_and_methods_fail_explicitly,
                                       test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          every_consumer_method_refuses_requests_that_do_not_decode,
+          test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(second_service_on_live_sockets_refuses_to_start,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(stale_socket_files_are_replaced, setup_paths,
