@@ -1,8 +1,7 @@
 /* The web page at /, its script at /app.js and its style at /style.css
  * (api.c routes them; the files are collector/daemon/page/, embedded at
- * build time: page_assets.h): the
- * snapshots, newest first, with their trigger, hosts, size and loss; the
- * hosts and their state; a download link per snapshot, and "Open in
+ * build time: page_assets.h): the snapshots, newest first, with their
+ * trigger, hosts, size and loss; the hosts and their state; a download link per snapshot, and "Open in
  * Perfetto UI", which fetches the trace and hands it to the UI through the
  * UI's documented postMessage handshake: open the UI's URL, send 'PING'
  * until it answers 'PONG', then send {perfetto: {buffer, title,
