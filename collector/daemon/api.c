@@ -1,9 +1,11 @@
 /* The collector's HTTP API, /metrics and the web page (coll.h;
  * docs/collector.md, "HTTP API"). The transport is collector/http.h
- * (libwebsockets); this file maps requests to the collector and answers in
- * JSON.
+ * (libwebsockets); this file maps requests to the collector through its
+ * table of routes (routes.h, the table at the end) and answers in JSON
+ * (api_parts.h writes it).
  *
  *   GET  /                                 the web page (page.c)
+ *   GET  /app.js, /style.css               its script and style
  *   GET  /api/v1/hosts                     the shard's hosts and their state
  *   GET  /api/v1/snapshots?from=&to=&trigger=&host=&state=&before=&limit=
  *   GET  /api/v1/snapshots/ID              one snapshot and its hosts
@@ -13,7 +15,8 @@
  *   GET  /metrics                          Prometheus text format
  *   GET  /healthz
  *
- * Every GET also answers HEAD (the HTTP layer leaves the body out).
+ * Every GET also answers HEAD (the HTTP layer leaves the body out); any
+ * other method of a known path is 405.
  *
  * Who may do what: over plain HTTP (loopback only, config.c) everyone
  * everything; over HTTPS the client certificate's CN, looked up exactly in
@@ -34,7 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/daemon/api_parts.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/routes.h"
 #include "collector/http.h"
 #include "collector/snapshot_id.h"
 #include "common/decimal.h"
@@ -45,8 +50,6 @@
 #include "tracegate/error.h"
 
 #define API "/api/v1"
-/* What an id is, said in refusals (snapshot_id.h). */
-#define ID_FORM "16 lowercase hex digits, 0000000000000001 to 7fffffffffffffff"
 #define WAIT_MAX 256 /* requests waiting for a snapshot at once */
 /* Host rows one GET of a snapshot carries (~1.2 KB each in memory while
  * it is built): a snapshot has at most TG_MERGE_MAX_HOSTS (one
@@ -60,8 +63,6 @@ typedef struct waiter {
   uint64_t id; /* 0: folded into the queued snapshot, id not known yet */
 } waiter_t;
 
-static tg_list_t waiters; /* the loop thread's only */
-static size_t n_waiters;
 
 /* --- answers ------------------------------------------------------------------ */
 
@@ -99,94 +100,14 @@ static void json_error(tg_http_exchange_t *x, int status, const char *why) {
 }
 
 static const char *arg(const tg_http_request_t *r, const char *name) {
-  size_t n = strlen(name);
-  for (size_t i = 0; i < r->n_args; i++)
-    if (!strncmp(r->args[i], name, n) && r->args[i][n] == '=')
-      return r->args[i] + n + 1;
-  return NULL;
-}
-
-/* Whether every argument of |r| is "name=value" with a name of |allowed|
- * (NULL-terminated), each name once. Otherwise answers 400 naming the
- * argument and returns false: a misspelt name would be ignored and a
- * repeated one would have one of its values taken, and the answer would
- * look like the one asked for. */
-static bool args_ok(tg_http_exchange_t *x, const tg_http_request_t *r,
-                    const char *const *allowed) {
-  for (size_t i = 0; i < r->n_args; i++) {
-    const char *a = r->args[i];
-    const char *eq = strchr(a, '=');
-    size_t n = eq ? (size_t)(eq - a) : strlen(a);
-    const char *why = NULL;
-    size_t k = 0;
-    while (allowed[k] && !(strlen(allowed[k]) == n && !memcmp(allowed[k], a, n)))
-      k++;
-    if (!allowed[k]) {
-      why = "not an argument of this request";
-    } else if (!eq) {
-      why = "no value (name=value)";
-    } else {
-      for (size_t j = 0; j < i && !why; j++)
-        if (!strncmp(r->args[j], a, n + 1)) why = "given twice";
-    }
-    if (!why) continue;
-    /* The name is the client's: cut, and JSON-escaped by json_error(). */
-    char msg[160];
-    snprintf(msg, sizeof(msg), "%.*s: %s", n > 64 ? 64 : (int)n, a, why);
-    json_error(x, 400, msg);
-    return false;
-  }
-  return true;
-}
-
-static const char *const no_args[] = {NULL};
-
-/* A decimal number, whole, within [lo, hi]. */
-static bool num(const char *s, int64_t lo, int64_t hi, int64_t *v) {
-  return s && tg_decimal_i64(s, lo, hi, v) == 0;
-}
-
-/* --- JSON of the collector's things --------------------------------------------- */
-
-static void json_snapshot(FILE *f, const tg_coll_snapshot_t *s) {
-  char id[TG_COLL_ID_STRLEN];
-  tg_coll_id_format(s->id, id);
-  fprintf(f, "{\"id\":\"%s\",\"state\":\"%s\",\"pinned\":%s,"
-          "\"started_ms\":%" PRId64 ",\"finished_ms\":%" PRId64
-          ",\"bytes\":%" PRIu64 ",\"crc32\":%" PRIu32 ",\"packets\":%" PRIu64
-          ",\"loss\":%" PRIu64 ",\"hosts\":%" PRIu32 ",\"hosts_failed\":%" PRIu32
-          ",\"trigger\":", id, tg_coll_state_name(s->state),
-          s->pinned ? "true" : "false", s->started_ms, s->finished_ms, s->bytes,
-          s->crc32, s->packets, s->loss, s->n_hosts, s->n_hosts_failed);
-  cli_json_str(f, s->trigger);
-  fputs(",\"reason\":", f);
-  cli_json_str(f, s->reason);
-  fputs(",\"origin\":", f);
-  cli_json_str(f, s->origin);
-  fputs(",\"failure\":", f);
-  cli_json_str(f, s->failure);
-  fputc('}', f);
-}
-
-static void json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n) {
-  fputc('[', f);
-  for (size_t i = 0; i < n; i++) {
-    fputs(i ? ",{\"host\":" : "{\"host\":", f);
-    cli_json_str(f, h[i].host);
-    fprintf(f, ",\"outcome\":\"%s\",\"error\":",
-            tg_coll_host_outcome_name(h[i].outcome));
-    cli_json_str(f, h[i].error);
-    fprintf(f, ",\"bytes\":%" PRIu64 ",\"packets\":%" PRIu64
-            ",\"loss\":%" PRIu64 ",\"window_first_ms\":%" PRId64
-            ",\"window_last_ms\":%" PRId64 "}", h[i].bytes, h[i].packets,
-            h[i].loss, h[i].window_first_ms, h[i].window_last_ms);
-  }
-  fputc(']', f);
+  return coll_route_arg(r->args, r->n_args, name);
 }
 
 /* --- routes ----------------------------------------------------------------------- */
 
-static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
+static void get_hosts(coll_t *c, tg_http_exchange_t *x,
+                      const tg_http_request_t *r, uint64_t id) {
+  (void)r, (void)id;
   out_t o;
   if (!out_open(&o)) return json_error(x, 500, "out of memory");
   fprintf(o.f, "{\"shard\":\"%u/%u\",\"inventory\":%zu,\"hosts\":[",
@@ -210,42 +131,12 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x) {
 }
 
 static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
-                           const tg_http_request_t *r) {
-  tg_coll_filter_t f = TG_COLL_FILTER_INIT;
-  int64_t v;
-  const char *s;
-  if ((s = arg(r, "from"))) {
-    if (!num(s, INT64_MIN, INT64_MAX, &v)) return json_error(x, 400, "from: epoch milliseconds");
-    f.from_ms = v;
-  }
-  if ((s = arg(r, "to"))) {
-    if (!num(s, INT64_MIN, INT64_MAX, &v)) return json_error(x, 400, "to: epoch milliseconds");
-    f.to_ms = v;
-  }
-  if ((s = arg(r, "limit"))) {
-    if (!num(s, 1, TG_COLL_LIST_MAX, &v)) return json_error(x, 400, "limit: 1..1000");
-    f.limit = (uint32_t)v;
-  } else {
-    f.limit = 100;
-  }
-  if ((s = arg(r, "before"))) {
-    uint64_t id;
-    if (tg_coll_id_parse(s, strlen(s), &id) < 0)
-      return json_error(x, 400, "before: " ID_FORM);
-    f.before_id = id;
-  }
-  if ((s = arg(r, "state"))) {
-    unsigned st = 0;
-    for (int i = 0; i < TG_COLL_STATE_COUNT; i++)
-      if (!strcmp(s, tg_coll_state_name((tg_coll_state_t)i))) st = TG_COLL_STATE_BIT(i);
-    if (!st) return json_error(x, 400, "state: pending, complete, partial or failed");
-    f.states = st;
-  }
-  f.trigger = arg(r, "trigger");
-  f.host = arg(r, "host");
-  if ((f.trigger && strlen(f.trigger) > TG_COLL_TRIGGER_MAX) ||
-      (f.host && strlen(f.host) > TG_COLL_HOST_MAX))
-    return json_error(x, 400, "trigger or host: too long");
+                           const tg_http_request_t *r, uint64_t no_id) {
+  (void)no_id;
+  tg_coll_filter_t f;
+  const char *why;
+  if (coll_list_filter(r->args, r->n_args, &f, &why) < 0)
+    return json_error(x, 400, why);
   tg_coll_snapshot_t *rows = calloc(f.limit, sizeof(*rows));
   if (!rows) return json_error(x, 500, "out of memory");
   size_t n = 0;
@@ -262,7 +153,7 @@ static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
   fputs("{\"snapshots\":[", o.f);
   for (size_t i = 0; i < n; i++) {
     if (i) fputc(',', o.f);
-    json_snapshot(o.f, &rows[i]);
+    coll_json_snapshot(o.f, &rows[i]);
   }
   fputs("],\"next_before\":", o.f);
   if (n == f.limit && n) {
@@ -324,19 +215,23 @@ static void answer_row(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     return json_error(x, 500, "out of memory");
   }
   fputs("{\"snapshot\":", o.f);
-  json_snapshot(o.f, &s);
+  coll_json_snapshot(o.f, &s);
   fputs(",\"hosts\":", o.f);
-  json_snap_hosts(o.f, hosts, n);
+  coll_json_snap_hosts(o.f, hosts, n);
   fprintf(o.f, ",\"hosts_truncated\":%s}\n", truncated ? "true" : "false");
   free(hosts);
   out_send(&o, x, 200, "application/json");
 }
 
-static void get_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+static void get_snapshot(coll_t *c, tg_http_exchange_t *x,
+                         const tg_http_request_t *r, uint64_t id) {
+  (void)r;
   answer_row(c, x, id, false);
 }
 
-static void get_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+static void get_trace(coll_t *c, tg_http_exchange_t *x,
+                      const tg_http_request_t *r, uint64_t id) {
+  (void)r;
   int fd;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
@@ -369,7 +264,8 @@ static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,
 }
 
 static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
-                          const tg_http_request_t *r) {
+                          const tg_http_request_t *r, uint64_t no_id) {
+  (void)no_id;
   const char *reason = arg(r, "reason");
   const char *group = arg(r, "group");
   const char *wait = arg(r, "wait");
@@ -381,7 +277,7 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
   if (wait && strcmp(wait, "0") && strcmp(wait, "1"))
     return json_error(x, 400, "wait: 0 or 1");
   bool waiting = wait && !strcmp(wait, "1");
-  if (waiting && n_waiters >= WAIT_MAX)
+  if (waiting && c->api.n_waiters >= WAIT_MAX)
     return json_error(x, 503, "too many requests waiting for snapshots");
   char who[160];
   snprintf(who, sizeof(who), "%s%s", r->identity[0] ? r->identity : "",
@@ -406,12 +302,12 @@ static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
   if (!w) return json_error(x, 500, "out of memory");
   w->x = x;
   w->id = id;
-  tg_list_insert_tail(&waiters, &w->node);
-  n_waiters++;
+  tg_list_insert_tail(&c->api.waiters, &w->node);
+  c->api.n_waiters++;
   /* The snapshot may already have ended (no host to ask). */
   if (id && !coll_snap_under_way(c, id)) {
     tg_list_remove(&w->node);
-    n_waiters--;
+    c->api.n_waiters--;
     free(w);
     answer_snapshot(c, x, id, 200);
   }
@@ -427,11 +323,13 @@ static void post_pin(coll_t *c, tg_http_exchange_t *x,
   int rv = tg_coll_store_pin(c->store, id, pin);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));
-  get_snapshot(c, x, id);
+  answer_row(c, x, id, false);
 }
 
 /* Prometheus text format 0.0.4. */
-static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
+static void get_metrics(coll_t *c, tg_http_exchange_t *x,
+                        const tg_http_request_t *r, uint64_t id) {
+  (void)r, (void)id;
   out_t o;
   if (!out_open(&o)) return json_error(x, 500, "out of memory");
   size_t by[COLL_HOST_STATE_COUNT] = {0};
@@ -486,26 +384,8 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x) {
           k->dur_count, k->dur_sum_s, k->dur_count);
   tg_http_server_stats_t hs = {0};
   if (c->http) tg_http_server_stats(c->http, &hs);
-  fprintf(o.f,
-          "# HELP tracegate_collector_http_refused_total HTTP(S) connections "
-          "closed at accept, by the cap they were over.\n"
-          "# TYPE tracegate_collector_http_refused_total counter\n"
-          "tracegate_collector_http_refused_total{reason=\"per_source\"} "
-          "%" PRIu64 "\n"
-          "tracegate_collector_http_refused_total{reason=\"max_conns\"} "
-          "%" PRIu64 "\n",
-          hs.refused_per_source, hs.refused_max_conns);
+  coll_metrics_http(o.f, &hs);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
-}
-
-/* /api/v1/snapshots/ID[/what]: the id's 16 digits, parsed, and the rest. */
-static bool snapshot_path(const char *path, uint64_t *id, const char **rest) {
-  const char *p = path + strlen(API "/snapshots/");
-  const char *slash = strchr(p, '/');
-  size_t n = slash ? (size_t)(slash - p) : strlen(p);
-  if (tg_coll_id_parse(p, n, id) < 0) return false;
-  *rest = slash ? slash : "";
-  return true;
 }
 
 /* A web page the operator has open can send requests to a loopback
@@ -538,12 +418,63 @@ static bool origin_ok(const tg_http_request_t *r) {
   return !strcmp(r->origin, own);
 }
 
+/* --- the routes (routes.h) -------------------------------------------------------- */
+
+static void route_page(coll_t *c, tg_http_exchange_t *x,
+                       const tg_http_request_t *r, uint64_t id) {
+  (void)r, (void)id;
+  coll_page_send(c, x);
+}
+
+static void route_asset(coll_t *c, tg_http_exchange_t *x,
+                        const tg_http_request_t *r, uint64_t id) {
+  (void)c, (void)id;
+  coll_asset_send(x, r->path);
+}
+
+static void route_healthz(coll_t *c, tg_http_exchange_t *x,
+                          const tg_http_request_t *r, uint64_t id) {
+  (void)c, (void)r, (void)id;
+  static const char ok[] = "{\"status\":\"ok\"}\n";
+  tg_http_respond(x, 200, "application/json", ok, sizeof(ok) - 1);
+}
+
+static const char *const no_args[] = {NULL};
+static const char *const list_args[] = {"from",  "to",      "limit", "before",
+                                        "state", "trigger", "host",  NULL};
+static const char *const post_args[] = {"reason", "group", "wait", NULL};
+static const char *const pin_args[] = {"pinned", NULL};
+
+/* The page, its files and /metrics take no arguments but ignore them (a
+ * browser's reload may add some); everything under /api/v1 checks its
+ * own. */
+static const coll_route_t routes[] = {
+    {COLL_ROUTE_GET, "/", TG_ROLE_OBSERVE, NULL, route_page},
+    {COLL_ROUTE_GET, "/index.html", TG_ROLE_OBSERVE, NULL, route_page},
+    {COLL_ROUTE_GET, "/app.js", TG_ROLE_OBSERVE, NULL, route_asset},
+    {COLL_ROUTE_GET, "/style.css", TG_ROLE_OBSERVE, NULL, route_asset},
+    {COLL_ROUTE_GET, "/healthz", TG_ROLE_OBSERVE, NULL, route_healthz},
+    {COLL_ROUTE_GET, "/metrics", TG_ROLE_OBSERVE, NULL, get_metrics},
+    {COLL_ROUTE_GET, API "/hosts", TG_ROLE_OBSERVE, no_args, get_hosts},
+    {COLL_ROUTE_GET, API "/snapshots", TG_ROLE_OBSERVE, list_args, list_snapshots},
+    {COLL_ROUTE_POST, API "/snapshots", TG_ROLE_RECORD, post_args,
+     post_snapshot},
+    {COLL_ROUTE_GET, API "/snapshots/{id}", TG_ROLE_OBSERVE, no_args,
+     get_snapshot},
+    {COLL_ROUTE_GET, API "/snapshots/{id}/trace", TG_ROLE_OBSERVE, no_args,
+     get_trace},
+    {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
+     post_pin},
+};
+
+const coll_route_t *coll_api_routes(size_t *n) {
+  *n = sizeof(routes) / sizeof(routes[0]);
+  return routes;
+}
+
 static void handle(void *ctx, tg_http_exchange_t *x,
                    const tg_http_request_t *r) {
   coll_t *c = ctx;
-  /* HEAD: download tools ask a trace's size with it. */
-  bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
-  bool post = !strcmp(r->method, "POST");
   /* HTTPS: the layer refused every identity without a role. */
   tg_authz_role_t role = r->tls ? r->role : TG_ROLE_RECORD;
   TG_DEBUG("http %s %s (%s)", r->method, r->path, r->tls ? r->identity : "plain");
@@ -551,73 +482,26 @@ static void handle(void *ctx, tg_http_exchange_t *x,
     return json_error(x, 403, "this certificate's identity has no role here");
   if ((!r->tls && !host_ok(c, r->host)) || !origin_ok(r))
     return json_error(x, 403, "another site's request (Host or Origin)");
-  if (post && role != TG_ROLE_RECORD)
-    return json_error(x, 403, "triggering and pinning need the record role");
-  const char *p = r->path;
-  if (!strcmp(p, "/") || !strcmp(p, "/index.html")) {
-    if (!get) return json_error(x, 405, "GET only");
-    return coll_page_send(c, x);
-  }
-  if (!strcmp(p, "/app.js")) {
-    if (!get) return json_error(x, 405, "GET only");
-    return coll_app_js_send(c, x);
-  }
-  if (!strcmp(p, "/healthz")) {
-    static const char ok[] = "{\"status\":\"ok\"}\n";
-    tg_http_respond(x, 200, "application/json", ok, sizeof(ok) - 1);
-    return;
-  }
-  if (!strcmp(p, "/metrics")) {
-    if (!get) return json_error(x, 405, "GET only");
-    return get_metrics(c, x);
-  }
-  if (!strcmp(p, API "/hosts")) {
-    if (!get) return json_error(x, 405, "GET only");
-    if (!args_ok(x, r, no_args)) return;
-    return get_hosts(c, x);
-  }
-  if (!strcmp(p, API "/snapshots")) {
-    static const char *const list_args[] = {"from",  "to",      "limit", "before",
-                                            "state", "trigger", "host",  NULL};
-    static const char *const post_args[] = {"reason", "group", "wait", NULL};
-    if (!get && !post) return json_error(x, 405, "GET or POST");
-    if (!args_ok(x, r, get ? list_args : post_args)) return;
-    if (get) return list_snapshots(c, x, r);
-    return post_snapshot(c, x, r);
-  }
-  uint64_t id;
-  const char *rest;
-  if (!strncmp(p, API "/snapshots/", strlen(API "/snapshots/"))) {
-    if (!snapshot_path(p, &id, &rest))
-      return json_error(x, 404, "not a snapshot id: " ID_FORM);
-    if (!*rest) {
-      if (!get) return json_error(x, 405, "GET only");
-      if (!args_ok(x, r, no_args)) return;
-      return get_snapshot(c, x, id);
-    }
-    if (!strcmp(rest, "/trace")) {
-      if (!get) return json_error(x, 405, "GET only");
-      if (!args_ok(x, r, no_args)) return;
-      return get_trace(c, x, id);
-    }
-    if (!strcmp(rest, "/pin")) {
-      static const char *const pin_args[] = {"pinned", NULL};
-      if (!post) return json_error(x, 405, "POST only");
-      if (!args_ok(x, r, pin_args)) return;
-      return post_pin(c, x, r, id);
-    }
-  }
-  json_error(x, 404, "no such resource");
+  coll_route_match_t m;
+  if (coll_route_find(routes, sizeof(routes) / sizeof(routes[0]), r->method,
+                      r->path, role, &m) != 0)
+    return json_error(x, m.status, m.why);
+  char why[160];
+  if (m.route->args &&
+      coll_route_args_check(m.route->args, r->args, r->n_args, why,
+                            sizeof(why)) < 0)
+    return json_error(x, 400, why); /* the client's name: escaped there */
+  m.route->fn(c, x, r, m.id);
 }
 
 static void on_abandon(void *ctx, tg_http_exchange_t *x) {
-  (void)ctx;
+  coll_t *c = ctx;
   tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &waiters) {
+  tg_list_foreach_safe(it, tmp, &c->api.waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
     if (w->x != x) continue;
     tg_list_remove(&w->node);
-    n_waiters--;
+    c->api.n_waiters--;
     free(w);
   }
 }
@@ -625,11 +509,11 @@ static void on_abandon(void *ctx, tg_http_exchange_t *x) {
 void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
   uint64_t id = coll_snap_id(s);
   tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &waiters) {
+  tg_list_foreach_safe(it, tmp, &c->api.waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
     if (w->id != id) continue;
     tg_list_remove(&w->node);
-    n_waiters--;
+    c->api.n_waiters--;
     tg_http_exchange_t *x = w->x;
     free(w);
     tg_coll_state_t st;
@@ -645,13 +529,13 @@ void coll_api_queued_begun(coll_t *c, uint64_t id) {
    * then its waiters are answered now, nothing else would. */
   bool over = !coll_snap_under_way(c, id);
   tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &waiters) {
+  tg_list_foreach_safe(it, tmp, &c->api.waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
     if (w->id) continue;
     w->id = id;
     if (!over) continue;
     tg_list_remove(&w->node);
-    n_waiters--;
+    c->api.n_waiters--;
     tg_http_exchange_t *x = w->x;
     free(w);
     answer_snapshot(c, x, id, 200);
@@ -659,13 +543,12 @@ void coll_api_queued_begun(coll_t *c, uint64_t id) {
 }
 
 void coll_api_queued_failed(coll_t *c, int err) {
-  (void)c;
   tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &waiters) {
+  tg_list_foreach_safe(it, tmp, &c->api.waiters) {
     waiter_t *w = TG_CONTAINER_OF(it, waiter_t, node);
     if (w->id) continue;
     tg_list_remove(&w->node);
-    n_waiters--;
+    c->api.n_waiters--;
     json_error(w->x, 503, tg_strerror(err));
     free(w);
   }
@@ -683,7 +566,7 @@ static void write_ready(coll_t *c) {
 }
 
 int coll_api_start(coll_t *c) {
-  tg_list_init(&waiters);
+  tg_list_init(&c->api.waiters);
   const tg_coll_config_t *g = &c->cfg;
   tg_authz_t *authz;
   tg_crl_t *crl;

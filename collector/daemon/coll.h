@@ -151,6 +151,13 @@ typedef struct coll_counts {
 } coll_counts_t;
 extern const uint32_t coll_dur_bounds_ms[8];
 
+/* The HTTP API's own state (api.c writes it): the POSTs with wait=1
+ * waiting for their snapshot, at most api.c's WAIT_MAX. */
+typedef struct coll_api {
+  tg_list_t waiters; /* of api.c's waiter_t */
+  size_t n_waiters;
+} coll_api_t;
+
 struct coll {
   uv_loop_t *loop;
   tg_coll_config_t cfg;
@@ -194,6 +201,7 @@ struct coll {
   uv_timer_t retention;
   coll_counts_t counts;
   struct tg_http_server *http;
+  coll_api_t api;
   int ready_fd;     /* "ready PORT\n" once listening; 0: none */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
@@ -323,9 +331,9 @@ void coll_access_reload(coll_t *c, const char *why);
 /* --- api.c, page.c ---------------------------------------------------- */
 
 struct tg_http_exchange;
-/* The web page and its script. */
+/* The web page (page.c), and its file at |path| ("/app.js"). */
 void coll_page_send(coll_t *c, struct tg_http_exchange *x);
-void coll_app_js_send(coll_t *c, struct tg_http_exchange *x);
+void coll_asset_send(struct tg_http_exchange *x, const char *path);
 
 int coll_api_start(coll_t *c);
 void coll_api_stop(coll_t *c);

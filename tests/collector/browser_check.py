@@ -8,7 +8,8 @@ starts (chromedriver, Chromium through the WebDriver session, the stand-in
 UI server) is stopped in a finally block, on failure too.
 
 Checks, each a separate assertion that names what differed:
-  1. page: / loads, app.js runs (body[data-loaded=1]) under the page's CSP;
+  1. page: / loads, app.js runs (body[data-loaded=1]) and style.css
+     applies, under the page's CSP;
      the snapshots table lists the snapshot, "complete", hosts "2/2"; a
      failed snapshot (when given) with no hosts or size and its failure
      text from the API in its row; the hosts table lists each host,
@@ -327,6 +328,12 @@ def check_page(s, args):
     s.get(args.url + "/")
     wait_for("page: document.body.dataset.loaded === '1' (app.js ran and loaded the API)",
              lambda: s.js("return document.body && document.body.dataset.loaded === '1';"))
+    # style.css applied under the CSP (style-src 'self'): td.n cells are
+    # right-aligned by it alone.
+    align = s.js("const td = document.querySelector('#snapshots td.n');"
+                 "return td ? getComputedStyle(td).textAlign : null;")
+    check(align == "right",
+          "page: style.css not applied (a td.n cell's text-align is %r)" % (align,))
     rows = s.js(TABLE_JS, "#snapshots")
     mine = [r for r in rows if r["data-id"] == args.snapshot]
     check(len(mine) == 1, "page: #snapshots lists snapshot %s once; rows: %r"

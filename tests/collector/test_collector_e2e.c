@@ -409,6 +409,23 @@ static void the_inventory_changes_while_running(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* The value of the unlabelled metric |name| in the /metrics text at
+ * |path|; fails the test when it is not there. */
+static int64_t metric(const char *path, const char *name) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  size_t n = strlen(name);
+  long long v = -1;
+  while (fgets(line, sizeof(line), f))
+    if (!strncmp(line, name, n) && line[n] == ' ' &&
+        sscanf(line + n + 1, "%lld", &v) == 1)
+      break;
+  fclose(f);
+  if (v < 0) fail_msg("%s: no %s", path, name);
+  return v;
+}
+
 /* HTTPS with client certificates: beyond what the layer's own test
  * checks, the roles: an observe identity reads but may not trigger, a
  * record identity triggers, an identity the authz file does not list is
@@ -472,6 +489,16 @@ static void https_roles_decide_who_reads_and_who_triggers(void **state) {
   }
   assert_int_equal(https_as(&c, "dave", "GET", "/api/v1/hosts", out), 403);
   assert_int_equal(https_as(&c, "alice", "GET", "/api/v1/hosts", out), 200);
+  /* The HTTP layer's counters in /metrics: eve, then bob and dave after
+   * the reload, each refused for its certificate once per connection. A
+   * connection of bob's open across the reload is ended by it and
+   * counted in both; none was evicted. */
+  assert_int_equal(https_as(&c, "alice", "GET", "/metrics", out), 200);
+  int64_t refused = metric(out, "tracegate_collector_http_refused_peers_total");
+  int64_t ended = metric(out, "tracegate_collector_http_ended_by_reload_total");
+  assert_true(ended == 0 || ended == 1);
+  assert_int_equal(refused, 3 + ended);
+  assert_int_equal(metric(out, "tracegate_collector_http_evictions_total"), 0);
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);

@@ -1,0 +1,34 @@
+/* api.c's pure parts (no I/O but the FILE handed in, no collector): the
+ * list's filter read from a request's arguments, the JSON of the store's
+ * rows, the HTTP layer's counters in Prometheus text. Unit-tested by
+ * tests/collector/test_collector_routes.c; api.c answers with them. */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_API_PARTS_H
+#define TRACEGATE_COLLECTOR_DAEMON_API_PARTS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "collector/catalog.h"
+#include "collector/http.h"
+
+/* The list's page size when the request names none. */
+#define COLL_LIST_DEFAULT 100
+
+/* GET /api/v1/snapshots's filter from |args| (|n|, "name=value", already
+ * checked by coll_route_args_check: known names, each once) into *f:
+ * numbers whole and in range, the id by tg_coll_id_parse(), the state
+ * one of the store's names, trigger and host within the catalog's
+ * lengths. f's strings borrow |args|. 0, or -EINVAL with the refusal (a
+ * static text) in *why. */
+int coll_list_filter(const char *const *args, size_t n, tg_coll_filter_t *f,
+                     const char **why);
+
+/* One snapshot row as a JSON object; its texts JSON-escaped. */
+void coll_json_snapshot(FILE *f, const tg_coll_snapshot_t *s);
+/* |n| host rows of a snapshot as a JSON array. */
+void coll_json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n);
+
+/* The HTTP layer's counters (tracegate_collector_http_*_total). */
+void coll_metrics_http(FILE *f, const tg_http_server_stats_t *hs);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_API_PARTS_H */

@@ -1,0 +1,26 @@
+/* The web page's files (collector/daemon/page/), embedded at build time by
+ * embed.cmake into a generated page_assets.c: page.c serves them. */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_PAGE_ASSETS_H
+#define TRACEGATE_COLLECTOR_DAEMON_PAGE_ASSETS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct coll_page_asset {
+  const char *name;           /* its file name under page/: "app.js" */
+  const unsigned char *bytes; /* |len| bytes, then a NUL not counted */
+  size_t len;
+} coll_page_asset_t;
+
+/* Static, read-only. */
+extern const coll_page_asset_t coll_page_assets[];
+extern const size_t coll_page_n_assets;
+
+/* The asset named |name| ("app.js"), or NULL. */
+const coll_page_asset_t *coll_page_asset(const char *name);
+
+/* Writes the page (index.html) to |f| with |ui_url| HTML-escaped at its
+ * mark. 0, or -1 when index.html does not have exactly one mark. */
+int coll_page_render(FILE *f, const char *ui_url);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_PAGE_ASSETS_H */
