@@ -327,7 +327,10 @@ void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
   }
   fprintf(out, "  %-32s %s\n", "--help", "show this help and exit");
   for (size_t i = 0; i < n; i++) {
-    if (!unit_of(flags[i].type)) continue;
+    const char *m = flags[i].metavar;
+    if (!unit_of(flags[i].type) &&
+        !(m && (!strcmp(m, "DURATION") || !strcmp(m, "SIZE"))))
+      continue;
     fprintf(out, "\n%s", TG_UNITS_HELP);
     break;
   }

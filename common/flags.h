@@ -5,6 +5,10 @@
  * the targets and tg_flags_usage() prints --help from the same table, so
  * the two never disagree. Errors name the flag and the problem.
  *
+ * --help ends with the grammar of durations and sizes (common/units.h)
+ * when a flag is of a unit type or its metavar is DURATION or SIZE (a
+ * string the program parses with common/units.h itself).
+ *
  * A short form is declared where --help shows it: a help text that starts
  * with "-x: " makes -x the flag's short form ("-x V" and "-xV").
  */

@@ -28,7 +28,8 @@
 #define TG_UNITS_HELP                                                        \
   "durations: 500ms, 10s, 1.5s, 2m (or 2min), 1h, 1d, 1m30s (terms add "   \
   "up)\nsizes: 4096, 64K, 64KB, 64KiB, M, G, T in any case (binary: 1K = "  \
-  "1024 bytes)\na number alone counts the unit its flag names\n"
+  "1024 bytes)\na number alone counts the unit its flag names (seconds, " \
+  "bytes where it names none)\n"
 
 /* Room for any formatted value, NUL included. */
 #define TG_UNITS_FORMAT_MAX 48
