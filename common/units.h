@@ -15,7 +15,7 @@
  * number of milliseconds (bytes) is refused, not rounded, as are signs,
  * blanks, unknown units, trailing bytes and whatever exceeds 64 bits.
  *
- * docs/operations.md ("Durations and sizes") is the user-facing copy of
+ * docs/commands.md ("Durations and sizes") is the user-facing copy of
  * this grammar; keep the two in step.
  */
 #ifndef TRACEGATE_COMMON_UNITS_H

@@ -474,7 +474,7 @@ int cli_snapshot_main(int argc, char **argv) {
   };
   int rv = cli_parse_flags(PROG,
                            "--collector ADDR [--reason TEXT] [--group G] "
-                           "[--json FILE]\n         [--timeout SECONDS] "
+                           "[--json FILE]\n         [--timeout DURATION] "
                            "[--ca F --cert F --key F]",
                            about, flags, sizeof(flags) / sizeof(flags[0]), argc,
                            argv, NULL, 0, NULL);
