@@ -186,13 +186,15 @@ static int finish(int len, size_t n) {
 int tg_units_format_duration(uint64_t ms, char *out, size_t n) {
   static const unit_t parts[] = {
       {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+  if (!n) return -ENOSPC;
   if (!ms) return finish(snprintf(out, n, "0s"), n);
   size_t len = 0;
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
     uint64_t k = ms / parts[i].mul;
     if (!k) continue;
     ms -= k * parts[i].mul;
-    int w = snprintf(out + (len < n ? len : n), len < n ? n - len : 0,
+    /* Past the end, snprintf() only counts: |out| keeps its NUL. */
+    int w = snprintf(out + (len < n ? len : n - 1), len < n ? n - len : 0,
                      "%" PRIu64 "%s", k, parts[i].name);
     if (w < 0) return -ENOSPC;
     len += (size_t)w;

@@ -193,6 +193,11 @@ static void format_reads_back(void **state) {
   /* Too small a buffer is said, not silently cut. */
   assert_int_equal(tg_units_format_duration(90000, out, 4), -ENOSPC);
   assert_int_equal(tg_units_format_size(UINT64_MAX, out, 5), -ENOSPC);
+  assert_int_equal(tg_units_format_duration(90000, NULL, 0), -ENOSPC);
+  assert_int_equal(tg_units_format_size(1024, NULL, 0), -ENOSPC);
+  /* Cut where it ran out, still a string. */
+  assert_int_equal(tg_units_format_duration(90000, out, 4), -ENOSPC);
+  assert_string_equal(out, "1m3");
 }
 
 int main(void) {
