@@ -88,26 +88,6 @@ static int add_to_list(const char *prog, const tg_flag_t *f, const char *v) {
   return 0;
 }
 
-/* A value of a unit type (or a plain number) into its target, in range. */
-static void format_value(const tg_flag_t *f, uint64_t x, char *out, size_t n);
-
-static int set_in_range(const char *prog, const tg_flag_t *f, uint64_t x) {
-  if (x < f->min || (f->max && x > f->max)) {
-    char xs[TG_UNITS_FORMAT_MAX], lo[TG_UNITS_FORMAT_MAX], hi[TG_UNITS_FORMAT_MAX];
-    format_value(f, x, xs, sizeof(xs));
-    format_value(f, f->min, lo, sizeof(lo));
-    format_value(f, f->max, hi, sizeof(hi));
-    if (f->max)
-      fprintf(stderr, "%s: --%s: %s is outside %s..%s\n", prog, f->name, xs, lo,
-              hi);
-    else
-      fprintf(stderr, "%s: --%s: %s is less than %s\n", prog, f->name, xs, lo);
-    return -EINVAL;
-  }
-  *(uint64_t *)f->target = x;
-  return 0;
-}
-
 /* Base units (ms, bytes) per unit of a unit type; 0 for the others. */
 static uint64_t unit_of(tg_flag_type_t t) {
   switch (t) {
@@ -132,6 +112,25 @@ static void format_value(const tg_flag_t *f, uint64_t x, char *out, size_t n) {
     tg_units_format_duration(x * unit, out, n);
   else
     tg_units_format_size(x * unit, out, n);
+}
+
+/* A number, or a value of a unit type in its unit, into the target if it
+ * is in range; the error spells the value and range in units. */
+static int set_in_range(const char *prog, const tg_flag_t *f, uint64_t x) {
+  if (x < f->min || (f->max && x > f->max)) {
+    char xs[TG_UNITS_FORMAT_MAX], lo[TG_UNITS_FORMAT_MAX], hi[TG_UNITS_FORMAT_MAX];
+    format_value(f, x, xs, sizeof(xs));
+    format_value(f, f->min, lo, sizeof(lo));
+    format_value(f, f->max, hi, sizeof(hi));
+    if (f->max)
+      fprintf(stderr, "%s: --%s: %s is outside %s..%s\n", prog, f->name, xs, lo,
+              hi);
+    else
+      fprintf(stderr, "%s: --%s: %s is less than %s\n", prog, f->name, xs, lo);
+    return -EINVAL;
+  }
+  *(uint64_t *)f->target = x;
+  return 0;
 }
 
 static int set_unit_value(const char *prog, const tg_flag_t *f, const char *v) {
