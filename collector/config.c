@@ -22,6 +22,7 @@
 
 #include "collector/shard.h"
 #include "common/read_file.h"
+#include "common/units.h"
 
 /* How much of a value or key an error or warning echoes. */
 #define ECHO_MAX 64
@@ -29,7 +30,6 @@
 #define DEFAULT_LISTEN_PORT 7468
 #define DEFAULT_UI_URL "https://ui.perfetto.dev"
 #define MS_PER_S 1000
-#define MS_PER_MIN (60 * MS_PER_S)
 
 typedef enum kind {
   K_PATH,     /* char[]: resolved against the base directory */
@@ -101,12 +101,12 @@ typedef struct key_def {
 #define NUM_FIELD(f) offsetof(tg_coll_config_t, f), 0
 #define PATH_KEY(n, f, req) \
   {n, K_PATH, STR_FIELD(f), 0, 0, false, "a path", req}
-#define DURATION_EXPECT "a duration (N followed by ms, s, m, h or d)"
+#define DURATION_EXPECT "a duration like 500ms, 1.5s, 1m30s or 1d"
 #define DURATION_KEY(n, f, min, zero, expect) \
   {n, K_DURATION, NUM_FIELD(f), min, INT64_MAX, zero, expect, NULL}
 #define SIZE_KEY(n, f) \
   {n, K_SIZE, NUM_FIELD(f), 0, 0, false, \
-   "a size (N, or N followed by K, M, G or T)", NULL}
+   "a size like 4096, 64K, 64MiB or 1.5G", NULL}
 #define NAME_EXPECT "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'"
 
 /* The one definition table of the scalar keys (STYLE.md: one config table
@@ -149,8 +149,7 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                        "an integer 1..65535", NULL},
     [KEY_HTTP_MIN_RATE] = {"http_min_rate", K_SIZE, NUM_FIELD(http_min_rate),
                            0, 0, false,
-                           "a size per second (N, or N followed by K, M, G "
-                           "or T)", NULL},
+                           "a size per second like 4096, 64K or 1.5M", NULL},
     [KEY_HTTP_CRL] = PATH_KEY("http_crl", http_crl, NULL),
     [KEY_AUTHZ] = PATH_KEY("authz", authz, NULL),
     [KEY_SESSION_KEY] = {"session_key", K_NAME, STR_FIELD(session_key), 0, 0,
@@ -249,12 +248,19 @@ static int fail(parser_t *p, unsigned line, const char *fmt, ...) {
   return -EINVAL;
 }
 
-/* "KEY: expected WHAT, not 'VALUE'" on the current line. */
-static int bad_value(parser_t *p, const char *key, const char *expect,
-                     const char *v, size_t n) {
+/* "KEY: expected WHAT, not 'VALUE'" on the current line, then ": WHY"
+ * when the value's parser said why. */
+static int bad_value_why(parser_t *p, const char *key, const char *expect,
+                         const char *v, size_t n, const char *why) {
   char echo[ECHO_MAX + 1];
   shown(echo, v, n);
-  return fail(p, p->line, "%s: expected %s, not '%s'", key, expect, echo);
+  return fail(p, p->line, "%s: expected %s, not '%s'%s%s", key, expect, echo,
+              why ? ": " : "", why ? why : "");
+}
+
+static int bad_value(parser_t *p, const char *key, const char *expect,
+                     const char *v, size_t n) {
+  return bad_value_why(p, key, expect, v, n, NULL);
 }
 
 /* A decimal number: 1 or more digits, no sign, no leading zero but "0"
@@ -270,50 +276,6 @@ static bool dec(const char *s, size_t n, uint64_t max, uint64_t *out) {
   }
   *out = v;
   return true;
-}
-
-static size_t digits(const char *s) {
-  size_t n = 0;
-  while (digit(s[n])) n++;
-  return n;
-}
-
-static bool parse_size(const char *v, uint64_t *out) {
-  static const char suffixes[] = "KMGT";
-  size_t n = digits(v);
-  unsigned shift = 0;
-  if (v[n]) {
-    const char *at = strchr(suffixes, v[n]);
-    if (!at || v[n + 1]) return false;
-    shift = 10u * (unsigned)(at - suffixes + 1);
-  }
-  uint64_t x;
-  if (!dec(v, n, UINT64_MAX, &x) || x > UINT64_MAX >> shift) return false;
-  *out = x << shift;
-  return true;
-}
-
-static bool parse_duration(const char *v, int64_t *ms) {
-  static const struct {
-    const char *suffix;
-    int64_t ms;
-  } units[] = {{"ms", 1},          {"s", MS_PER_S},
-               {"m", MS_PER_MIN},  {"h", 60 * MS_PER_MIN},
-               {"d", 24 * 60 * MS_PER_MIN}};
-  size_t n = digits(v);
-  uint64_t x;
-  if (!dec(v, n, INT64_MAX, &x)) return false;
-  if (!v[n]) { /* only 0 goes without a unit */
-    *ms = 0;
-    return x == 0;
-  }
-  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-    if (strcmp(v + n, units[i].suffix) != 0) continue;
-    if (x > (uint64_t)(INT64_MAX / units[i].ms)) return false;
-    *ms = (int64_t)x * units[i].ms;
-    return true;
-  }
-  return false;
 }
 
 static bool parse_shard(const char *v, tg_coll_config_t *c) {
@@ -460,6 +422,7 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
   char *field = (char *)p->c + k->off;
   bool ok = false;
   uint64_t u;
+  const char *why = NULL;
   switch (k->kind) {
   case K_PATH:
     ok = set_path(p, field, k->cap, v);
@@ -481,13 +444,18 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
     ok = parse_shard(v, p->c);
     break;
   case K_SIZE:
-    ok = parse_size(v, (uint64_t *)(void *)field);
+    /* A number alone is bytes, as it always was here. */
+    ok = tg_units_parse_size(v, 1, (uint64_t *)(void *)field, &why) == 0;
     break;
   case K_DURATION: {
-    int64_t ms;
-    ok = parse_duration(v, &ms) &&
-         (ms == 0 ? k->zero_ok : ms >= k->min && ms <= k->max);
-    if (ok) *(int64_t *)(void *)field = ms;
+    /* No unit goes without saying: a number alone is 0 or refused. */
+    ok = tg_units_parse_duration(v, 0, &u, &why) == 0;
+    if (ok && (u == 0 ? !k->zero_ok
+                      : u < (uint64_t)k->min || u > (uint64_t)k->max)) {
+      ok = false;
+      why = u == 0 ? "0 is not allowed here" : "out of range";
+    }
+    if (ok) *(int64_t *)(void *)field = (int64_t)u;
     break;
   }
   case K_UINT:
@@ -498,7 +466,7 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
     ok = parse_listen(v, p->c);
     break;
   }
-  return ok ? 0 : bad_value(p, k->name, k->expect, v, strlen(v));
+  return ok ? 0 : bad_value_why(p, k->name, k->expect, v, strlen(v), why);
 }
 
 /* The next blank-separated word at or after *pp, its length in *n; *pp

@@ -85,8 +85,9 @@
  * - PATH: no control bytes, at most TG_COLL_CONFIG_PATH_MAX bytes once a
  *   relative one is resolved against the file's directory.
  *   NAME: 1..64 bytes of [A-Za-z0-9._-], not starting with '.'.
- *   SIZE: decimal bytes, or with a suffix K, M, G or T (powers of 1024).
- *   DURATION: decimal with a suffix ms, s, m, h or d; a bare 0 is 0.
+ *   SIZE and DURATION: the grammar of common/units.h, as every flag
+ *   ("64M", "64KiB", "1.5G", "4096" bytes; "500ms", "1.5s", "1m30s",
+ *   "1d"); a number alone is bytes in a SIZE, and only 0 in a DURATION.
  *   Numbers are decimal without sign, blanks or leading zeros; a value
  *   that overflows is refused.
  * - An unknown key is not an error (a newer file on an older collector):

@@ -11,6 +11,7 @@
 
 #include "common/decimal.h"
 #include "common/log.h"
+#include "common/units.h"
 
 #define HELP_VAL 'h'
 #define LONG_ONLY_VAL 256 /* + table index: past every short option char */
@@ -87,6 +88,69 @@ static int add_to_list(const char *prog, const tg_flag_t *f, const char *v) {
   return 0;
 }
 
+/* Base units (ms, bytes) per unit of a unit type; 0 for the others. */
+static uint64_t unit_of(tg_flag_type_t t) {
+  switch (t) {
+    case TG_FLAG_MS: return 1;
+    case TG_FLAG_SECONDS: return 1000;
+    case TG_FLAG_BYTES: return 1;
+    case TG_FLAG_KIB: return 1024;
+    default: return 0;
+  }
+}
+
+static bool is_duration(tg_flag_type_t t) {
+  return t == TG_FLAG_MS || t == TG_FLAG_SECONDS;
+}
+
+static void format_value(const tg_flag_t *f, uint64_t x, char *out, size_t n) {
+  uint64_t unit = unit_of(f->type);
+  /* Past 2^64 base units it cannot be spelled in them: the plain count. */
+  if (!unit || x > UINT64_MAX / unit)
+    snprintf(out, n, "%" PRIu64, x);
+  else if (is_duration(f->type))
+    tg_units_format_duration(x * unit, out, n);
+  else
+    tg_units_format_size(x * unit, out, n);
+}
+
+/* A number, or a value of a unit type in its unit, into the target if it
+ * is in range; the error spells the value and range in units. */
+static int set_in_range(const char *prog, const tg_flag_t *f, uint64_t x) {
+  if (x < f->min || (f->max && x > f->max)) {
+    char xs[TG_UNITS_FORMAT_MAX], lo[TG_UNITS_FORMAT_MAX], hi[TG_UNITS_FORMAT_MAX];
+    format_value(f, x, xs, sizeof(xs));
+    format_value(f, f->min, lo, sizeof(lo));
+    format_value(f, f->max, hi, sizeof(hi));
+    if (f->max)
+      fprintf(stderr, "%s: --%s: %s is outside %s..%s\n", prog, f->name, xs, lo,
+              hi);
+    else
+      fprintf(stderr, "%s: --%s: %s is less than %s\n", prog, f->name, xs, lo);
+    return -EINVAL;
+  }
+  *(uint64_t *)f->target = x;
+  return 0;
+}
+
+static int set_unit_value(const char *prog, const tg_flag_t *f, const char *v) {
+  uint64_t unit = unit_of(f->type), base;
+  const char *why = "";
+  int rv = is_duration(f->type) ? tg_units_parse_duration(v, unit, &base, &why)
+                                : tg_units_parse_size(v, unit, &base, &why);
+  if (rv == 0 && base % unit) {
+    rv = -EINVAL;
+    why = f->type == TG_FLAG_SECONDS ? "not a whole number of seconds"
+                                     : "not a whole number of KiB";
+  }
+  if (rv < 0) {
+    fprintf(stderr, "%s: --%s: '%s' is %s (see --help)\n", prog, f->name, v,
+            why);
+    return -EINVAL;
+  }
+  return set_in_range(prog, f, base / unit);
+}
+
 static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
   switch (f->type) {
     case TG_FLAG_STRING:
@@ -107,18 +171,13 @@ static int set_value(const char *prog, const tg_flag_t *f, const char *v) {
         fprintf(stderr, "%s: --%s: '%s' is not a whole number\n", prog, f->name, v);
         return -EINVAL;
       }
-      if (x < f->min || (f->max && x > f->max)) {
-        if (f->max)
-          fprintf(stderr, "%s: --%s: %" PRIu64 " is outside %" PRIu64 "..%" PRIu64 "\n",
-                  prog, f->name, x, f->min, f->max);
-        else
-          fprintf(stderr, "%s: --%s: %" PRIu64 " is less than %" PRIu64 "\n", prog,
-                  f->name, x, f->min);
-        return -EINVAL;
-      }
-      *(uint64_t *)f->target = x;
-      return 0;
+      return set_in_range(prog, f, x);
     }
+    case TG_FLAG_MS:
+    case TG_FLAG_SECONDS:
+    case TG_FLAG_BYTES:
+    case TG_FLAG_KIB:
+      return set_unit_value(prog, f, v);
     case TG_FLAG_OCTAL: {
       /* Octal digits only, as for decimals (common/decimal.h): strtoul()
        * would also take blanks and a sign. Past ULONG_MAX it saturates. */
@@ -238,6 +297,18 @@ void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
       case TG_FLAG_UINT:
         fprintf(out, " (default: %" PRIu64 ")", *(uint64_t *)f->target);
         break;
+      case TG_FLAG_MS:
+      case TG_FLAG_SECONDS:
+      case TG_FLAG_BYTES:
+      case TG_FLAG_KIB: {
+        /* In the enum's order, from TG_FLAG_MS. */
+        static const char *alone[] = {"ms", "seconds", "bytes", "KiB"};
+        char d[TG_UNITS_FORMAT_MAX];
+        format_value(f, *(uint64_t *)f->target, d, sizeof(d));
+        fprintf(out, " (a number alone: %s; default: %s)",
+                alone[f->type - TG_FLAG_MS], d);
+        break;
+      }
       case TG_FLAG_OCTAL:
         fprintf(out, " (default: %04o)", *(unsigned *)f->target);
         break;
@@ -254,6 +325,14 @@ void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
     fputc('\n', out);
   }
   fprintf(out, "  %-32s %s\n", "--help", "show this help and exit");
+  for (size_t i = 0; i < n; i++) {
+    const char *m = flags[i].metavar;
+    if (!unit_of(flags[i].type) &&
+        !(m && (!strcmp(m, "DURATION") || !strcmp(m, "SIZE"))))
+      continue;
+    fprintf(out, "\n%s", TG_UNITS_HELP);
+    break;
+  }
   bool any = false;
   for (size_t i = 0; i < n; i++) {
     char l = letter_of(&flags[i]);

@@ -5,6 +5,10 @@
  * the targets and tg_flags_usage() prints --help from the same table, so
  * the two never disagree. Errors name the flag and the problem.
  *
+ * --help ends with the grammar of durations and sizes (common/units.h)
+ * when a flag is of a unit type or its metavar is DURATION or SIZE (a
+ * string the program parses with common/units.h itself).
+ *
  * A short form is declared where --help shows it: a help text that starts
  * with "-x: " makes -x the flag's short form ("-x V" and "-xV").
  */
@@ -24,6 +28,14 @@ typedef enum tg_flag_type {
   TG_FLAG_BOOL,   /* bool *; takes no value */
   TG_FLAG_LOG_LEVEL, /* int * (tg_log_level_t) */
   TG_FLAG_LIST,   /* tg_flag_list_t *; may be given many times */
+  /* Durations and sizes in the grammar of common/units.h ("1m30s",
+   * "64M"), each into a uint64_t * counting the type's unit, which is also
+   * what a number alone counts; min/max are in that unit too. A value
+   * that is not a whole number of it is refused. */
+  TG_FLAG_MS,      /* milliseconds */
+  TG_FLAG_SECONDS, /* seconds */
+  TG_FLAG_BYTES,   /* bytes */
+  TG_FLAG_KIB,     /* KiB (1024 bytes) */
 } tg_flag_type_t;
 
 /* The values of a TG_FLAG_LIST flag, in order: pointers into argv. */
@@ -39,7 +51,7 @@ typedef struct tg_flag {
   void *target;        /* holds the default before parsing */
   const char *metavar; /* "PATH", "N"; NULL for bools */
   const char *help;    /* "-x: ..." gives the short form -x */
-  uint64_t min, max;   /* TG_FLAG_UINT; max 0 = no limit */
+  uint64_t min, max;   /* TG_FLAG_UINT and the units; max 0 = no limit */
 } tg_flag_t;
 
 /* Parses argv[1..]: "--name value", "--name=value", and "-x value" or

@@ -266,8 +266,8 @@ int main(int argc, char **argv) {
       {"authz", TG_FLAG_STRING, &authz_path, "FILE",
        "authorization file: \"identity observe|record\" lines, reloaded on "
        "SIGHUP (required unless --stdio)", 0, 0},
-      {"session-ticket-lifetime", TG_FLAG_UINT, &ticket_lifetime_s,
-       "SECONDS",
+      {"session-ticket-lifetime", TG_FLAG_SECONDS, &ticket_lifetime_s,
+       "DURATION",
        "issue TLS session tickets accepted this long, so that a client "
        "reconnecting within it resumes without any public-key operation "
        "(its certificate is still checked against the CRL in force and its "
@@ -291,31 +291,31 @@ int main(int argc, char **argv) {
        "connections one client identity may hold at once; more are refused "
        "after their handshake, told why, so that one client cannot take "
        "every slot (0: half of --max-conns, rounded up)", 0, 65535},
-      {"handshake-timeout-ms", TG_FLAG_UINT, &hs_timeout, "N",
+      {"handshake-timeout-ms", TG_FLAG_MS, &hs_timeout, "DURATION",
        "from accept to a verified client", 100, 600000},
-      {"unverified-evict-ms", TG_FLAG_UINT, &evict_after_ms, "N",
+      {"unverified-evict-ms", TG_FLAG_MS, &evict_after_ms, "DURATION",
        "with --max-conns reached, a new connection closes the oldest one "
        "that has not presented a verified certificate after this long, "
        "instead of being refused: peers without a certificate holding "
        "connections open cannot keep clients out (a client's handshake "
        "takes a few round trips; 0: refuse the new one)", 0, 600000},
-      {"idle-timeout-ms", TG_FLAG_UINT, &idle_timeout, "N",
+      {"idle-timeout-ms", TG_FLAG_MS, &idle_timeout, "DURATION",
        "close a connection that has been silent this long (0: never)", 0,
        86400000},
-      {"dead-link-timeout", TG_FLAG_UINT, &dead_link_s, "SECONDS",
+      {"dead-link-timeout", TG_FLAG_SECONDS, &dead_link_s, "DURATION",
        "declare a client's link dead once it has been silent this long: TCP "
        "keepalive and TCP_USER_TIMEOUT, and the connection is closed "
        "(tracegate clients send a heartbeat every second; 0: neither)", 0,
        3600},
-      {"high-water-kb", TG_FLAG_UINT, &high_water_kb, "N",
+      {"high-water-kb", TG_FLAG_KIB, &high_water_kb, "SIZE",
        "output queued per connection and direction before reading the "
        "other side pauses (hard cap: 16x)", 64, 1048576},
-      {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
+      {"session-lease-ms", TG_FLAG_MS, &session_lease_ms, "DURATION",
        "how long tracegated keeps a session with a resume key when the "
        "relay goes away (a crash, a restart) before its client re-attaches "
        "(0: tracegated's --session-lease-ms, which also caps it)", 0,
        86400000},
-      {"replay-window-kb", TG_FLAG_UINT, &replay_window_kb, "N",
+      {"replay-window-kb", TG_FLAG_KIB, &replay_window_kb, "SIZE",
        "per session key, ReadBuffers replies kept until the client "
        "acknowledges them, to send again what a lost link swallowed (0: "
        "none); sent compressed, they are kept as the compressed bytes, so "

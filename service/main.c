@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
        "user's", 1, 65535},
       {"max-consumers", TG_FLAG_UINT, &max_consumers, "N",
        "consumer connections accepted at once", 1, 4096},
-      {"session-lease-ms", TG_FLAG_UINT, &session_lease_ms, "MS",
+      {"session-lease-ms", TG_FLAG_MS, &session_lease_ms, "DURATION",
        "how long a session outlives a consumer connection that died without "
        "Detach, when the consumer asked for a lease (a relay does): the "
        "default and the most a consumer gets (at most 24 h)",

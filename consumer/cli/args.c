@@ -1,13 +1,12 @@
 /* Command-line plumbing: the flag table's parser with the subcommands'
- * help, and the units of durations and sizes. */
-#include <ctype.h>
+ * help, and durations and sizes (common/units.h) with their ranges. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "common/units.h"
 #include "consumer/cli/cli.h"
 
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
@@ -23,83 +22,43 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
   return rv;
 }
 
-/* A non-negative decimal number with an optional fraction, then a unit
- * suffix (returned in |unit|, lower-cased, at most 3 letters). */
-static int split_number(const char *s, double *v, char *unit, size_t n) {
-  if (!s || !*s || !(isdigit((unsigned char)s[0]) || s[0] == '.')) return -EINVAL;
-  char *end;
-  errno = 0;
-  double d = strtod(s, &end);
-  if (errno || end == s || !isfinite(d) || d < 0) return -EINVAL;
-  size_t k = 0;
-  for (; *end && k + 1 < n; end++) unit[k++] = (char)tolower((unsigned char)*end);
-  unit[k] = 0;
-  if (*end) return -EINVAL;
-  *v = d;
-  return 0;
-}
-
-/* One "<number><unit>" term of a duration, in ms; |*end| after it.
- * |first|: no term came before it. */
-static int duration_term(const char *s, bool first, const char **end,
-                         double *ms) {
-  if (!(isdigit((unsigned char)s[0]) || s[0] == '.')) return -EINVAL;
-  char *e;
-  errno = 0;
-  double v = strtod(s, &e);
-  if (errno || e == s || !isfinite(v) || v < 0) return -EINVAL;
-  /* The unit: letters up to the next digit (a following term). */
-  char u[4];
-  size_t k = 0;
-  for (; *e && !isdigit((unsigned char)*e) && *e != '.'; e++) {
-    if (k + 1 >= sizeof(u)) return -EINVAL;
-    u[k++] = (char)tolower((unsigned char)*e);
+/* One value of the grammar of common/units.h, in [min, max]; says why
+ * not on stderr. */
+static int unit_flag(const char *prog, const char *flag, const char *v,
+                     bool duration, uint64_t bare, uint64_t min, uint64_t max,
+                     uint64_t *out) {
+  uint64_t x;
+  const char *why = "";
+  int rv = duration ? tg_units_parse_duration(v, bare, &x, &why)
+                    : tg_units_parse_size(v, bare, &x, &why);
+  if (rv < 0) {
+    fprintf(stderr, "%s: --%s: '%s' is %s (see --help)\n", prog, flag, v, why);
+    return -EINVAL;
   }
-  u[k] = 0;
-  double mul;
-  if (!strcmp(u, "ms")) mul = 1;
-  else if (!strcmp(u, "s") || !u[0]) mul = 1000;
-  else if (!strcmp(u, "m") || !strcmp(u, "min")) mul = 60e3;
-  else if (!strcmp(u, "h")) mul = 3600e3;
-  else return -EINVAL;
-  /* A bare number (seconds) only alone: in "1m30" it would be a guess. */
-  if (!u[0] && (*e || !first)) return -EINVAL;
-  *ms = v * mul;
-  *end = e;
-  return 0;
-}
-
-int cli_parse_duration_ms(const char *s, uint64_t *ms) {
-  if (!s || !*s) return -EINVAL;
-  /* Perfetto's -t takes "1m30s" too: terms add up. */
-  double total = 0;
-  for (const char *p = s; *p;) {
-    double t;
-    if (duration_term(p, p == s, &p, &t) < 0) return -EINVAL;
-    total += t;
-    /* Past 2^32 ms the sum stays out of range: stop before it grows on. */
-    if (total > 4294967295.0) return -ERANGE;
+  if (x < min || x > max) {
+    char lo[TG_UNITS_FORMAT_MAX], hi[TG_UNITS_FORMAT_MAX];
+    if (duration) {
+      tg_units_format_duration(min, lo, sizeof(lo));
+      tg_units_format_duration(max, hi, sizeof(hi));
+    } else {
+      tg_units_format_size(min, lo, sizeof(lo));
+      tg_units_format_size(max, hi, sizeof(hi));
+    }
+    fprintf(stderr, "%s: --%s: '%s' is outside %s..%s\n", prog, flag, v, lo, hi);
+    return -ERANGE;
   }
-  /* TraceConfig.duration_ms is a uint32. */
-  *ms = (uint64_t)llround(total);
+  *out = x;
   return 0;
 }
 
-int cli_parse_size(const char *s, uint64_t *bytes) {
-  double v;
-  char u[4];
-  if (split_number(s, &v, u, sizeof(u)) < 0) return -EINVAL;
-  double mul;
-  if (!u[0] || !strcmp(u, "b")) mul = 1;
-  else if (!strcmp(u, "k") || !strcmp(u, "kb") || !strcmp(u, "kib")) mul = 1024.0;
-  else if (!strcmp(u, "m") || !strcmp(u, "mb") || !strcmp(u, "mib")) mul = 1048576.0;
-  else if (!strcmp(u, "g") || !strcmp(u, "gb") || !strcmp(u, "gib")) mul = 1073741824.0;
-  else return -EINVAL;
-  double r = v * mul;
-  /* Past LLONG_MAX llround() has no defined result: round by hand. */
-  if (r > 18e18) return -ERANGE;
-  *bytes = (uint64_t)(r + 0.5);
-  return 0;
+int cli_flag_duration_ms(const char *prog, const char *flag, const char *v,
+                         uint64_t min_ms, uint64_t max_ms, uint64_t *ms) {
+  return unit_flag(prog, flag, v, true, 1000, min_ms, max_ms, ms);
+}
+
+int cli_flag_size(const char *prog, const char *flag, const char *v,
+                  uint64_t min, uint64_t max, uint64_t *bytes) {
+  return unit_flag(prog, flag, v, false, 1, min, max, bytes);
 }
 
 void cli_format_bytes(char *out, size_t n, uint64_t b) {

@@ -50,12 +50,16 @@ int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
 
-/* "10s", "500ms", "2m", "1h", "1.5s", "1m30s" (terms add up); a bare
- * number alone is seconds. */
-int cli_parse_duration_ms(const char *s, uint64_t *ms);
-/* "64mb", "512kb", "1gb", "4096" (bytes); suffixes b/k/kb/m/mb/g/gb, any
- * case, binary multiples (Perfetto's -b). */
-int cli_parse_size(const char *s, uint64_t *bytes);
+/* The value |v| of --|flag| as a duration in the grammar of
+ * common/units.h ("10s", "1.5s", "1m30s"; a number alone is seconds, as
+ * Perfetto's -t), in [min_ms, max_ms]. Returns 0 and *ms, or a negative
+ * code after printing "prog: --flag: why" (*ms untouched). */
+int cli_flag_duration_ms(const char *prog, const char *flag, const char *v,
+                         uint64_t min_ms, uint64_t max_ms, uint64_t *ms);
+/* The same for a size in bytes ("64mb", "64M", "512KiB", "4096"; binary
+ * multiples, as Perfetto's -b). */
+int cli_flag_size(const char *prog, const char *flag, const char *v,
+                  uint64_t min, uint64_t max, uint64_t *bytes);
 void cli_format_bytes(char *out, size_t n, uint64_t bytes);
 void cli_format_ms(char *out, size_t n, uint64_t ms);
 uint64_t cli_now_ms(void);

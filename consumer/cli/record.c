@@ -11,6 +11,7 @@
 
 #include "common/decimal.h"
 #include "common/version.h"
+#include "common/units.h"
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/record.h"
 #include "ipc/channel.h"
@@ -57,8 +58,8 @@ static const char about[] =
     "from the DATA_SOURCE names given: one ring buffer of\n"
     "-b SIZE (default " DEFAULT_BUFFER "), -t DURATION (default 10s). With a config,\n"
     "-t, -b and -s override its duration_ms, the size of its first buffer\n"
-    "and its max_file_size_bytes. DURATION: 500ms, 10s, 2m, 1h, 1m30s (0 =\n"
-    "until Ctrl-C). SIZE: 512kb, 64mb, 1gb.\n"
+    "and its max_file_size_bytes. DURATION: 500ms, 10s, 2m, 1h, 1m30s; a\n"
+    "number alone is seconds (0 = until Ctrl-C). SIZE: 512kb, 64M, 1gb.\n"
     "\n"
     "Before the session starts, data source names no producer has\n"
     "registered are named in a warning with the closest registered names\n"
@@ -190,9 +191,11 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the config is in protobuf text format", 0, 0},
       {"out", TG_FLAG_STRING, &o->out, "FILE", "-o: the trace file to write", 0, 0},
       {"time", TG_FLAG_STRING, &o->time, "DURATION",
-       "-t: how long to trace (10s, 500ms, 2m, 1m30s; 0 = until Ctrl-C)", 0, 0},
+       "-t: how long to trace (10s, 500ms, 2m, 1m30s; a number alone: "
+       "seconds; 0 = until Ctrl-C)", 0, 0},
       {"buffer", TG_FLAG_STRING, &o->buffer, "SIZE",
-       "-b: the buffer size (64mb, 512kb; default " DEFAULT_BUFFER ")", 0, 0},
+       "-b: the buffer size (64mb, 512K; a number alone: bytes; default "
+       DEFAULT_BUFFER ")", 0, 0},
       {"detach", TG_FLAG_STRING, &o->detach, "KEY",
        "start the session, leave it running under KEY and exit", 0, 0},
       {"attach", TG_FLAG_STRING, &o->attach, "KEY",
@@ -247,7 +250,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "30s", 0, 0},
       {"size", TG_FLAG_STRING, &o->size, "SIZE",
        "-s: stop the session once the trace file holds SIZE bytes "
-       "(max_file_size_bytes; 64mb, 1gb)", 0, 0},
+       "(max_file_size_bytes; 64mb, 1G; a number alone: bytes)", 0, 0},
       {"is_detached", TG_FLAG_STRING, &o->is_detached, "KEY",
        "is a detached session KEY there? exit 0: yes, 2: no, 1: error "
        "(it stays detached)", 0, 0},
@@ -307,12 +310,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return -1;
   }
   if (o->size) {
-    if (cli_parse_size(o->size, &o->max_file_bytes) < 0 ||
-        o->max_file_bytes < 4096) {
-      fprintf(stderr, "%s: --size: '%s' is not a size like 64mb or 1gb "
-              "(at least 4kb)\n", prog, o->size);
+    if (cli_flag_size(prog, "size", o->size, 4096, UINT64_MAX,
+                      &o->max_file_bytes) < 0)
       return CLI_EXIT_USAGE;
-    }
     if (o->attach)
       return usage_error(prog, "--attach cannot change the maximum file size");
   }
@@ -352,21 +352,17 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   }
 
   if (o->time) {
-    rv = cli_parse_duration_ms(o->time, &o->duration_ms);
-    if (rv < 0) {
-      fprintf(stderr, "%s: --time: '%s' is not a duration like 10s, 500ms, 2m%s\n",
-              prog, o->time, rv == -ERANGE ? " (at most 49 days)" : "");
+    /* TraceConfig.duration_ms is a uint32. */
+    if (cli_flag_duration_ms(prog, "time", o->time, 0, UINT32_MAX,
+                             &o->duration_ms) < 0)
       return CLI_EXIT_USAGE;
-    }
     o->has_duration = true;
   }
   if (o->buffer) {
-    if (cli_parse_size(o->buffer, &o->buffer_bytes) < 0 ||
-        o->buffer_bytes < 4096 || o->buffer_bytes / 1024 > UINT32_MAX) {
-      fprintf(stderr, "%s: --buffer: '%s' is not a size like 64mb or 512kb "
-              "(at least 4kb)\n", prog, o->buffer);
+    /* BufferConfig.size_kb is a uint32. */
+    if (cli_flag_size(prog, "buffer", o->buffer, 4096,
+                      (uint64_t)UINT32_MAX * 1024 + 1023, &o->buffer_bytes) < 0)
       return CLI_EXIT_USAGE;
-    }
     o->has_buffer = true;
   }
   if (o->remote.n_hosts || o->remote.hosts_file) {
@@ -417,13 +413,10 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                              "--session-cache, --reconnect-timeout and "
                              "--compress are for "
                              "remote hosts (-H)");
-  rv = cli_parse_duration_ms(o->reconnect ? o->reconnect : DEFAULT_RECONNECT,
-                             &o->reconnect_ms);
-  if (rv < 0) {
-    fprintf(stderr, "%s: --reconnect-timeout: '%s' is not a duration like "
-            "60s or 5m\n", prog, o->reconnect);
+  if (cli_flag_duration_ms(prog, "reconnect-timeout",
+                           o->reconnect ? o->reconnect : DEFAULT_RECONNECT, 0,
+                           UINT64_MAX, &o->reconnect_ms) < 0)
     return CLI_EXIT_USAGE;
-  }
   rv = cli_parse_compress(o->compress ? o->compress : DEFAULT_COMPRESS,
                           &o->compress_level);
   if (rv < 0) {
@@ -431,29 +424,19 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
             "with LEVEL 1..19\n", prog, o->compress);
     return CLI_EXIT_USAGE;
   }
-  rv = cli_parse_duration_ms(o->grace ? o->grace : DEFAULT_GRACE, &o->grace_ms);
-  if (rv < 0 || o->grace_ms == 0) {
-    fprintf(stderr, "%s: --grace: '%s' is not a duration like 60s or 500ms\n",
-            prog, o->grace);
+  if (cli_flag_duration_ms(prog, "grace", o->grace ? o->grace : DEFAULT_GRACE,
+                           1, UINT64_MAX, &o->grace_ms) < 0)
     return CLI_EXIT_USAGE;
-  }
   if (!remote && (o->dead_link || o->clock_sync))
     return usage_error(prog, "--dead-link-timeout and --clock-sync-period "
                              "are for remote hosts (-H)");
-  rv = cli_parse_duration_ms(o->dead_link ? o->dead_link : DEFAULT_DEAD_LINK,
-                             &o->dead_link_ms);
-  if (rv < 0 || o->dead_link_ms < 1000 || o->dead_link_ms > 3600000) {
-    fprintf(stderr, "%s: --dead-link-timeout: '%s' is not a duration from 1s "
-            "to 1h\n", prog, o->dead_link);
+  if (cli_flag_duration_ms(prog, "dead-link-timeout",
+                           o->dead_link ? o->dead_link : DEFAULT_DEAD_LINK,
+                           1000, 3600000, &o->dead_link_ms) < 0 ||
+      cli_flag_duration_ms(prog, "clock-sync-period",
+                           o->clock_sync ? o->clock_sync : DEFAULT_CLOCK_SYNC,
+                           1000, UINT64_MAX, &o->clock_sync_ms) < 0)
     return CLI_EXIT_USAGE;
-  }
-  rv = cli_parse_duration_ms(o->clock_sync ? o->clock_sync : DEFAULT_CLOCK_SYNC,
-                             &o->clock_sync_ms);
-  if (rv < 0 || o->clock_sync_ms < 1000) {
-    fprintf(stderr, "%s: --clock-sync-period: '%s' is not a duration of at "
-            "least 1s\n", prog, o->clock_sync);
-    return CLI_EXIT_USAGE;
-  }
   return -1; /* go on */
 }
 
@@ -480,7 +463,7 @@ static Perfetto__Protos__TraceConfig *make_config(record_opts_t *o) {
     return cfg;
   }
   uint64_t size = o->buffer_bytes;
-  if (!o->has_buffer) cli_parse_size(DEFAULT_BUFFER, &size);
+  if (!o->has_buffer) tg_units_parse_size(DEFAULT_BUFFER, 1, &size, NULL);
   cfg = cli_config_quick(o->ds, o->n_ds, size,
                          o->has_duration ? o->duration_ms
                                          : DEFAULT_QUICK_DURATION_MS);

@@ -457,7 +457,7 @@ int cli_snapshot_main(int argc, char **argv) {
        0, 0},
       {"json", TG_FLAG_STRING, &o.json, "FILE",
        "write the collector's JSON reply to FILE ('-': standard output)", 0, 0},
-      {"timeout", TG_FLAG_UINT, &o.timeout_s, "SECONDS",
+      {"timeout", TG_FLAG_SECONDS, &o.timeout_s, "DURATION",
        "give up (exit 1) when the snapshot is not stored by then", 1, 86400},
       {"ca", TG_FLAG_STRING, &o.tls.ca, "FILE",
        "https: CA (PEM) that must have signed the collector's certificate "
@@ -474,7 +474,7 @@ int cli_snapshot_main(int argc, char **argv) {
   };
   int rv = cli_parse_flags(PROG,
                            "--collector ADDR [--reason TEXT] [--group G] "
-                           "[--json FILE]\n         [--timeout SECONDS] "
+                           "[--json FILE]\n         [--timeout DURATION] "
                            "[--ca F --cert F --key F]",
                            about, flags, sizeof(flags) / sizeof(flags[0]), argc,
                            argv, NULL, 0, NULL);

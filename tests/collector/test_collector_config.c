@@ -282,23 +282,24 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"shard = 1/2/3", "shard"},
       {"shard = 1 / 2", "shard"},
       {"shard = 0x1/4", "shard"},
-      {"retention_max_bytes = 10KB", "retention_max_bytes"},
-      {"retention_max_bytes = 1k", "retention_max_bytes"},
       {"retention_max_bytes = -1", "retention_max_bytes"},
       {"retention_max_bytes = G", "retention_max_bytes"},
-      {"retention_max_bytes = 1.5G", "retention_max_bytes"},
-      {"snapshot_host_max_bytes = 1MB", "snapshot_host_max_bytes"},
       {"snapshot_host_max_bytes = -1", "snapshot_host_max_bytes"},
       {"retention_max_age = 10", "retention_max_age"},
       {"retention_max_age = 1w", "retention_max_age"},
       {"retention_max_age = s", "retention_max_age"},
       {"retention_max_age = 1 d", "retention_max_age"},
+      {"retention_max_bytes = 1.1k", "retention_max_bytes"},
+      {"retention_max_bytes = 1kk", "retention_max_bytes"},
+      {"retention_max_bytes = 1e3", "retention_max_bytes"},
+      {"retention_max_age = 1.0005s", "retention_max_age"},
+      {"retention_max_age = 1m30", "retention_max_age"},
+      {"retention_max_age = -1s", "retention_max_age"},
+      {"retention_max_age = 1s,", "retention_max_age"},
       {"dead_link = 0", "dead_link"},
       {"dead_link = 999ms", "dead_link"},
       {"snapshot_every = 999ms", "snapshot_every"},
       {"dead_link = 0s", "dead_link"},
-      {"coalesce_window = 10S", "coalesce_window"},
-      {"reconnect = 1h30m", "reconnect"},
       {"max_snapshots_per_minute = 0", "max_snapshots_per_minute"},
       {"max_snapshots_per_minute = 601", "max_snapshots_per_minute"},
       {"host_snapshots_per_minute = 0", "host_snapshots_per_minute"},
@@ -421,6 +422,38 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   expect_extra_error("\nhttp_max_conns_per_source = 65536\n", 5,
                      "http_max_conns_per_source: expected an integer "
                      "1..65535, not '65536'");
+}
+
+/* common/units.h: the spellings the CLI's flags take, here too. */
+static void config_takes_the_cli_spellings(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("retention_max_bytes = 10KB\nsnapshot_host_max_bytes = 1MiB\n"
+                  "http_min_rate = 1.5k\nretention_max_age = 1.5d\n"
+                  "coalesce_window = 10S\nreconnect = 1h30m\n"
+                  "dead_link = 1.5s\nclone_timeout = 2min\n",
+                  &c);
+  assert_int_equal(c.retention_max_bytes, 10240);
+  assert_int_equal(c.snapshot_host_max_bytes, 1048576);
+  assert_int_equal(c.http_min_rate, 1536);
+  assert_int_equal(c.retention_max_age_ms, 36 * 3600000ll);
+  assert_int_equal(c.coalesce_window_ms, 10000);
+  assert_int_equal(c.reconnect_ms, 5400000);
+  assert_int_equal(c.dead_link_ms, 1500);
+  assert_int_equal(c.clone_timeout_ms, 120000);
+  tg_coll_config_free(&c);
+  expect_extra_ok("retention_max_bytes = 1.5G\nhttp_min_rate = 64kb\n", &c);
+  assert_int_equal(c.retention_max_bytes, 3ull << 29);
+  assert_int_equal(c.http_min_rate, 65536);
+  tg_coll_config_free(&c);
+  /* A number alone has no unit to count in a duration key: 0 only; the
+   * error says why. */
+  expect_extra_error("\nretention_max_age = 10\n", 5,
+                     "retention_max_age: expected a duration like 500ms, "
+                     "1.5s, 1m30s or 1d, not '10': a number without a unit");
+  expect_extra_error("\ndead_link = 0.5s\n", 5,
+                     "dead_link: expected a duration of at least 1s, not "
+                     "'0.5s': out of range");
 }
 
 static void config_refuses_overflowing_sizes_and_durations(void **state) {
@@ -855,6 +888,7 @@ int main(void) {
       cmocka_unit_test(config_names_the_missing_required_keys),
       cmocka_unit_test(config_refuses_bad_values_with_their_key_and_line),
       cmocka_unit_test(config_accepts_the_edges_of_each_range),
+      cmocka_unit_test(config_takes_the_cli_spellings),
       cmocka_unit_test(config_refuses_overflowing_sizes_and_durations),
       cmocka_unit_test(config_refuses_a_scalar_key_twice),
       cmocka_unit_test(config_warns_of_unknown_keys_and_goes_on),

@@ -203,6 +203,96 @@ static void flags_usage_lists_flags_defaults_and_short_forms(void **state) {
   free(text);
 }
 
+typedef struct unit_opts {
+  uint64_t ms, s, bytes, kib;
+} unit_opts_t;
+
+static const tg_flag_t *unit_flags(unit_opts_t *u, size_t *n) {
+  static tg_flag_t flags[4];
+  const tg_flag_t f[] = {
+      {"timeout-ms", TG_FLAG_MS, &u->ms, "DURATION", "a timeout", 100, 600000},
+      {"lifetime", TG_FLAG_SECONDS, &u->s, "DURATION", "a lifetime", 0, 3600},
+      {"size", TG_FLAG_BYTES, &u->bytes, "SIZE", "a size", 0, 0},
+      {"high-water-kb", TG_FLAG_KIB, &u->kib, "SIZE", "a queue", 64, 1048576},
+  };
+  memcpy(flags, f, sizeof(f));
+  *n = 4;
+  return flags;
+}
+
+static int parse_units(unit_opts_t *u, const char *a, const char *b) {
+  *u = (unit_opts_t){10000, 10, 4096, 4096};
+  size_t n;
+  const tg_flag_t *flags = unit_flags(u, &n);
+  char *argv[] = {"prog", (char *)a, (char *)b, NULL};
+  return tg_flags_parse("prog", flags, n, b ? 3 : 2, argv, NULL, 0, NULL);
+}
+
+static void flags_units_take_the_one_grammar(void **state) {
+  (void)state;
+  unit_opts_t u;
+  /* A number alone counts the flag's unit, as these flags always did. */
+  assert_int_equal(parse_units(&u, "--timeout-ms=250", "--lifetime=90"), 0);
+  assert_int_equal(u.ms, 250);
+  assert_int_equal(u.s, 90);
+  assert_int_equal(parse_units(&u, "--size=4096", "--high-water-kb=128"), 0);
+  assert_int_equal(u.bytes, 4096);
+  assert_int_equal(u.kib, 128);
+  /* Units, into the flag's unit. */
+  assert_int_equal(parse_units(&u, "--timeout-ms=1.5s", "--lifetime=1h"), 0);
+  assert_int_equal(u.ms, 1500);
+  assert_int_equal(u.s, 3600);
+  assert_int_equal(parse_units(&u, "--timeout-ms=1m30s", "--lifetime=2000ms"), 0);
+  assert_int_equal(u.ms, 90000);
+  assert_int_equal(u.s, 2);
+  assert_int_equal(parse_units(&u, "--size=64MiB", "--high-water-kb=4M"), 0);
+  assert_int_equal(u.bytes, 64ull << 20);
+  assert_int_equal(u.kib, 4096);
+  assert_int_equal(parse_units(&u, "--size=1.5k", "--high-water-kb=1G"), 0);
+  assert_int_equal(u.bytes, 1536);
+  assert_int_equal(u.kib, 1048576);
+}
+
+static void flags_units_refuse_and_keep_the_default(void **state) {
+  (void)state;
+  unit_opts_t u;
+  static const char *const bad[] = {
+      "--timeout-ms=",       "--timeout-ms=-1s",      "--timeout-ms=10x",
+      "--timeout-ms=99ms",   /* below the range */   "--timeout-ms=11m",
+      "--lifetime=1500ms",   /* not whole seconds */ "--lifetime=2h",
+      "--size=1.1k",         "--size=1e3",            "--size=16777216T",
+      "--high-water-kb=1000b", /* not whole KiB */
+      "--high-water-kb=32",  "--lifetime=1m30",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    int rv = parse_units(&u, bad[i], NULL);
+    if (rv != -EINVAL) fail_msg("%s: %d", bad[i], rv);
+    assert_int_equal(u.ms, 10000);
+    assert_int_equal(u.s, 10);
+    assert_int_equal(u.bytes, 4096);
+    assert_int_equal(u.kib, 4096);
+  }
+}
+
+static void flags_usage_spells_unit_defaults(void **state) {
+  (void)state;
+  unit_opts_t u = {10000, 90, 64ull << 20, 4096};
+  size_t n;
+  const tg_flag_t *flags = unit_flags(&u, &n);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  tg_flags_usage(f, "prog", "[options]", flags, n);
+  fclose(f);
+  assert_non_null(strstr(text, "a timeout (a number alone: ms; default: 10s)"));
+  assert_non_null(strstr(text, "a lifetime (a number alone: seconds; default: 1m30s)"));
+  assert_non_null(strstr(text, "a size (a number alone: bytes; default: 64M)"));
+  assert_non_null(strstr(text, "a queue (a number alone: KiB; default: 4M)"));
+  assert_non_null(strstr(text, "durations: 500ms"));
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(flags_long_forms_with_space_or_equals),
@@ -215,6 +305,9 @@ int main(void) {
       cmocka_unit_test(flags_help_stops_parsing),
       cmocka_unit_test(flags_parse_again_from_the_start),
       cmocka_unit_test(flags_usage_lists_flags_defaults_and_short_forms),
+      cmocka_unit_test(flags_units_take_the_one_grammar),
+      cmocka_unit_test(flags_units_refuse_and_keep_the_default),
+      cmocka_unit_test(flags_usage_spells_unit_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

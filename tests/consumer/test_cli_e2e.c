@@ -594,6 +594,41 @@ static void bad_config_reports_line_and_column(void **state) {
   assert_non_null(strstr(c.err, "--stop needs --attach"));
 }
 
+/* Durations and sizes in common/units.h's grammar: what parses goes on to
+ * the connection (exit 1: no service here), what does not is a usage
+ * error (exit 2) before any connection. */
+static void record_flags_take_the_one_grammar(void **state) {
+  test_service_t *ts = *state;
+  char sock[256], out[256];
+  snprintf(sock, sizeof(sock), "%s/no-such-socket", ts->dir);
+  snprintf(out, sizeof(out), "%s", out_in(ts, "units.pftrace"));
+  static const struct {
+    const char *flag, *value;
+    int exit_code;
+  } cases[] = {
+      {"-t", "1d", 1},           {"-t", "1m30s", 1},   {"-t", "90", 1},
+      {"-t", "1.5s", 1},         {"-t", "49d17h2m47s295ms", 1},
+      {"-t", "49d17h2m47s296ms", 2}, /* past TraceConfig's uint32 */
+      {"-t", "1m30", 2},         {"-t", "1.0005s", 2}, {"-t", "-1s", 2},
+      {"-b", "4T", 2},           /* past BufferConfig's uint32 KiB */
+      {"-b", "1T", 1},
+      {"-b", "64KiB", 1},        {"-b", "64K", 1},     {"-b", "1.5M", 1},
+      {"-b", "4095", 2},         {"-b", "1.1k", 2},    {"-b", "64kk", 2},
+      {"-s", "1T", 1},           {"-s", "2tib", 1},    {"-s", "4k", 1},
+      {"-s", "1k", 2},
+      {"--grace", "1m30s", 1},   {"--grace", "0", 2},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *args[] = {"record", "--socket", sock, "-o", out,
+                          cases[i].flag, cases[i].value, "cli.ds", NULL};
+    child_t c;
+    int rv = run_cli(&c, args);
+    if (rv != cases[i].exit_code)
+      fail_msg("%s %s: exit %d: %s", cases[i].flag, cases[i].value, rv, c.err);
+    assert_false(exists(out));
+  }
+}
+
 static void unwritable_output_fails_before_tracing(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
@@ -718,6 +753,7 @@ int main(void) {
       SVC(progress_line_on_a_terminal),
       SVC(missing_service_fails_with_a_message),
       SVC(bad_config_reports_line_and_column),
+      SVC(record_flags_take_the_one_grammar),
       SVC(unwritable_output_fails_before_tracing),
       SVC(query_and_stats_print_tables),
       cmocka_unit_test(help_of_every_command),

@@ -11,8 +11,9 @@
  * - positionals are at most MAX_POS, each one of the arguments;
  * - a string or list value is one of the arguments (or its "=value"
  *   part), never empty; a list has at most its capacity;
- * - a number is within its range or still the default; an octal mode is
- *   at most 07777; a log level is one of the four;
+ * - a number is within its range or still the default (durations and
+ *   sizes too, in their flag's unit); an octal mode is at most 07777; a
+ *   log level is one of the four;
  * - parsing the same arguments again gives the same result (getopt's
  *   global state is reset between parses).
  */
@@ -33,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct values {
   const char *str;
-  uint64_t num;
+  uint64_t num, ms, secs, kib;
   unsigned mode;
   bool flag;
   int level;
@@ -56,6 +57,7 @@ static bool in_args(const char *v, char **argv, int argc) {
 static void parse(char **argv, int argc, values_t *v) {
   memset(v, 0, sizeof(*v));
   v->num = UINT_DEFAULT;
+  v->ms = v->secs = v->kib = UINT_DEFAULT;
   v->mode = 0640;
   v->level = 2;
   tg_flag_list_t list = {v->list, LIST_MAX, &v->n_list};
@@ -66,6 +68,9 @@ static void parse(char **argv, int argc, values_t *v) {
       {"force", TG_FLAG_BOOL, &v->flag, NULL, "-f: a switch", 0, 0},
       {"log-level", TG_FLAG_LOG_LEVEL, &v->level, "LEVEL", "a level", 0, 0},
       {"host", TG_FLAG_LIST, &list, "HOST", "-H: repeated", 0, 0},
+      {"timeout-ms", TG_FLAG_MS, &v->ms, "DURATION", "-t: ms", 100, 600000},
+      {"lifetime", TG_FLAG_SECONDS, &v->secs, "DURATION", "s", 1, 3600},
+      {"window-kb", TG_FLAG_KIB, &v->kib, "SIZE", "-w: KiB", 64, 1048576},
   };
   v->rv = tg_flags_parse("fuzz", flags, sizeof(flags) / sizeof(flags[0]), argc,
                          argv, v->pos, MAX_POS, &v->n_pos);
@@ -81,6 +86,9 @@ static void check(const values_t *v, char **argv, int argc) {
   for (size_t i = 0; i < v->n_list; i++)
     if (!*v->list[i] || !in_args(v->list[i], argv, argc)) __builtin_trap();
   if (v->num != UINT_DEFAULT && (v->num < 1 || v->num > 1000)) __builtin_trap();
+  if (v->ms != UINT_DEFAULT && (v->ms < 100 || v->ms > 600000)) __builtin_trap();
+  if (v->secs != UINT_DEFAULT && (v->secs < 1 || v->secs > 3600)) __builtin_trap();
+  if (v->kib != UINT_DEFAULT && (v->kib < 64 || v->kib > 1048576)) __builtin_trap();
   if (v->mode > 07777) __builtin_trap();
   if (v->level < 0 || v->level > 3) __builtin_trap();
 }
@@ -106,7 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check(&v1, argv, argc);
   parse(a2, argc, &v2);
   if (v1.rv != v2.rv || v1.n_pos != v2.n_pos || v1.n_list != v2.n_list ||
-      v1.num != v2.num || v1.mode != v2.mode || v1.flag != v2.flag ||
+      v1.num != v2.num || v1.ms != v2.ms || v1.secs != v2.secs ||
+      v1.kib != v2.kib || v1.mode != v2.mode || v1.flag != v2.flag ||
       v1.level != v2.level || v1.str != v2.str)
     __builtin_trap();
   for (size_t i = 0; i < v1.n_pos; i++)

@@ -840,6 +840,27 @@ def trace_filter_corpus():
     }
 
 
+def units_corpus():
+    """Durations and sizes (common/units.h): every unit, fractions, terms,
+    the edges of 64 bits, and what is refused."""
+    texts = {
+        "ms": b"500ms", "seconds": b"10s", "fraction": b"1.5s",
+        "leading_point": b".5s", "minutes": b"2m", "min": b"2min",
+        "hours": b"1h", "days": b"1d", "terms": b"1m30s",
+        "all_terms": b"1d2h3m4s5ms", "upper": b"10S", "bare": b"90",
+        "bare_fraction": b"1.25", "zero": b"0", "max_ms": b"18446744073709551615ms",
+        "overflow_ms": b"18446744073709551616ms", "overflow_terms": b"213503982334d1d",
+        "bytes": b"4096", "k": b"64k", "kb": b"64KB", "kib": b"64KiB",
+        "mb": b"64mb", "g": b"1.5G", "t": b"16777215T", "overflow_t": b"16777216T",
+        "b": b"7B", "too_fine": b"1.0005s", "many_digits": b"1.000000000000000000001s",
+        "sign": b"-1s", "blank": b" 1s", "trailing": b"1s ", "bare_term": b"1m30",
+        "unknown_unit": b"1w", "exponent": b"1e3", "hex": b"0x10",
+        "empty": b"", "dot": b".", "nul_inside": b"1s\x002s",
+        "utf8_digit": "\u0663s".encode(),
+    }
+    return texts
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -865,6 +886,7 @@ def main():
     write("fuzz_session_cache", session_cache_corpus())
     write("fuzz_tls_record", tls_record_corpus())
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
+    write("fuzz_units", units_corpus())
     return 0
 
 

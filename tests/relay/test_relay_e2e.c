@@ -936,6 +936,47 @@ static void relay_refuses_an_unknown_compress_mode(void **state) {
   assert_int_equal(WEXITSTATUS(st), 2);
 }
 
+/* The exit status of the relay run with |argv| (stdio to /dev/null). */
+static int relay_exit_status(const char *const *argv) {
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = TRACEGATE_RELAY_PATH;
+  s.argv = argv;
+  s.stdin_fd = s.stdout_fd = s.stderr_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  int st = tg_test_reap(pid, STEP_MS);
+  assert_true(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* Durations and sizes in common/units.h's grammar, a number alone in the
+ * flag's own unit: parsed before --version exits 0, refused with 2. */
+static void relay_flags_take_durations_and_sizes(void **state) {
+  (void)state;
+  static const struct {
+    const char *flag, *value;
+    int status;
+  } cases[] = {
+      {"--handshake-timeout-ms", "10000", 0}, {"--handshake-timeout-ms", "10s", 0},
+      {"--handshake-timeout-ms", "1.5s", 0},  {"--handshake-timeout-ms", "99", 2},
+      {"--idle-timeout-ms", "1h", 0},         {"--idle-timeout-ms", "1d1ms", 2},
+      {"--dead-link-timeout", "30", 0},       {"--dead-link-timeout", "1m", 0},
+      {"--dead-link-timeout", "1500ms", 2},   {"--dead-link-timeout", "2h", 2},
+      {"--high-water-kb", "4096", 0},         {"--high-water-kb", "4M", 0},
+      {"--high-water-kb", "64KiB", 0},        {"--high-water-kb", "1000b", 2},
+      {"--replay-window-kb", "8M", 0},        {"--replay-window-kb", "-1", 2},
+      {"--session-ticket-lifetime", "1h", 0}, {"--session-lease-ms", "10m", 0},
+      {"--unverified-evict-ms", "1m30", 2},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *argv[] = {"tracegate-relay", cases[i].flag, cases[i].value,
+                          "--version", NULL};
+    int st = relay_exit_status(argv);
+    if (st != cases[i].status)
+      fail_msg("%s %s: exit %d", cases[i].flag, cases[i].value, st);
+  }
+}
+
 /* --version names the version and, on a line of its own, which library
  * carries each part of TLS in this build (tls/paths.h). */
 static void relay_version_names_its_tls_paths(void **state) {
@@ -1000,6 +1041,7 @@ int main(void) {
       TS(relay_closes_idle_connections),
       TS(relay_idle_limit_follows_the_heartbeat),
       cmocka_unit_test(relay_refuses_an_unknown_compress_mode),
+      cmocka_unit_test(relay_flags_take_durations_and_sizes),
       cmocka_unit_test(relay_version_names_its_tls_paths),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
