@@ -1,8 +1,7 @@
 /* ReadBuffers reply frames, sent from where the packets lie.
  *
- * A streaming read-out used to copy each packet twice on its way out: from
- * the trace buffer into a reply frame in the channel's output queue, then
- * into the socket. A tg_read_frames_t writes a frame's own bytes (the
+ * A packet's bytes are copied once on their way out, by the socket: a
+ * tg_read_frames_t writes a frame's own bytes (the
  * IPCFrame and ReadBuffersResponse fields, slice headers, each packet's
  * trusted suffix, small pieces) into an arena, leaves the bytes of large
  * pieces where the trace buffer holds them, and sends the frame with one

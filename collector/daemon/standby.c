@@ -1,9 +1,9 @@
 /* Standby connections (coll.h): one idle, bound consumer connection per
  * host, dialed once its ring traces, lent to a snapshot for its clone and
  * taken back after FreeBuffers. A trigger then costs one CloneSession
- * request per host, sent in one loop iteration, where dialing first cost
- * a TLS handshake per host (bench_collector: 825 ms for 1000 hosts with
- * resumed sessions). Idle, it sends nothing: the relay's idle timeout may
+ * request per host, all sent in one loop iteration, with no TLS handshake
+ * between the trigger and the clone (bench_collector measures what the
+ * handshakes would add; docs/operations.md). Idle, it sends nothing: the relay's idle timeout may
  * close it, and it is dialed again RETRY_MS later (a snapshot meanwhile
  * dials a connection of its own, as without a standby).
  *
