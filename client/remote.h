@@ -1,18 +1,19 @@
-/* Remote tracing services for the CLI: where they are (targets: "-H
+/* client/remote.h: remote tracing services, for the CLI, `tracegate
+ * bridge` and tracegate-collector: where they are (targets: "-H
  * host:port" over TLS to a tracegate-relay, or "-H ssh://[user@]host[:port]"
  * through `ssh host tracegate-relay --stdio`), and the transports that
  * reach them, each opened with a consumer on top.
  *
- * A cli_remote_t is one connection attempt's transport: a TLS channel, or
+ * A tg_remote_t is one connection attempt's transport: a TLS channel, or
  * an ssh child process with a socket pair on its stdin/stdout and a pipe on
  * its stderr. It outlives the consumer that runs over it: once the
- * consumer's on_close has run, cli_remote_release() closes what is left
+ * consumer's on_close has run, tg_remote_release() closes what is left
  * (waits for the ssh child, kills it if it lingers) and reports, from the
  * loop, the transport's own words about a failure (the TLS verification
  * error, the last line ssh wrote to stderr).
  */
-#ifndef TRACEGATE_CONSUMER_CLI_REMOTE_H
-#define TRACEGATE_CONSUMER_CLI_REMOTE_H
+#ifndef TRACEGATE_CLIENT_REMOTE_H
+#define TRACEGATE_CLIENT_REMOTE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,55 +26,55 @@
 #include "tls/session.h"
 
 /* Default relay port (tracegate-relay --listen 0.0.0.0:7467). */
-#define CLI_RELAY_PORT 7467
+#define TG_RELAY_PORT 7467
 /* Environment variable naming the ssh command ("ssh" by default). */
-#define CLI_SSH_ENV "TRACEGATE_SSH"
+#define TG_SSH_ENV "TRACEGATE_SSH"
 
-typedef enum cli_target_kind {
-  CLI_TARGET_TLS,
-  CLI_TARGET_SSH,
-} cli_target_kind_t;
+typedef enum tg_target_kind {
+  TG_TARGET_TLS,
+  TG_TARGET_SSH,
+} tg_target_kind_t;
 
-typedef struct cli_target {
-  cli_target_kind_t kind;
+typedef struct tg_target {
+  tg_target_kind_t kind;
   char spec[300];     /* as given: "relay.example:7467", "ssh://u@h:22" */
   char host[256];     /* the host part, without brackets */
   char hostport[300]; /* TLS: "host:port" or "[v6]:port" to connect to */
   char user[64];      /* ssh: "" when not given */
   unsigned port;      /* TLS: the relay's port; ssh: 0 = ssh's default */
-  char name[128];     /* for file names and messages: see cli_targets_name */
+  char name[128];     /* for file names and messages: see tg_targets_name */
   char server_name[254]; /* TLS: the name its relay's certificate carries
                             (a hosts file's name=); "": the default */
-} cli_target_t;
+} tg_target_t;
 
 /* Parses "host:port", "host" (port 7467), "[v6]:port", "ssh://[user@]host
  * [:port]". Writes why into |err| and returns -EINVAL when |spec| is none
  * of these. */
-int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n);
+int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n);
 
 /* hosts_file.c. Appends the targets of a hosts file (one per line,
  * "HOST [name=SERVER_NAME]", '#' starts a comment, blank lines skipped) to
  * |list| (grown with realloc; |*n| entries, at most |max|). Prints
  * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
-int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
-                     size_t max);
+int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
+                    size_t max);
 /* The same over |len| bytes of text (no NUL needed): 0, or -EINVAL,
  * -E2BIG (more than |max|), -ENOMEM with why in |err| and the line in
  * *|lineno|. */
-int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
-                    size_t *n, size_t max, unsigned *lineno, char *err,
-                    size_t errn);
+int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
+                   size_t *n, size_t max, unsigned *lineno, char *err,
+                   size_t errn);
 
 /* Gives each target a file-name-safe |name|: the host, or host_port when
  * two targets share a host, with characters outside [A-Za-z0-9._-]
  * replaced by '_'. Returns -1 (after printing why) for a duplicate
  * target. */
-int cli_targets_name(cli_target_t *list, size_t n);
+int tg_targets_name(tg_target_t *list, size_t n);
 
 /* What the TLS targets need: the client configuration (CA, certificate,
  * key) and the name the relays' certificates must carry (NULL: each
  * target's host part; a target's own server_name comes first). */
-typedef struct cli_remote_env {
+typedef struct tg_remote_env {
   uv_loop_t *loop;
   tg_tls_config_t *tls; /* NULL when only ssh targets are used */
   const char *server_name;
@@ -82,56 +83,56 @@ typedef struct cli_remote_env {
   /* Saved TLS sessions (session_cache.h; NULL: every handshake full):
    * each TLS attempt offers its target's, and a successful handshake
    * saves the session (a refused attempt forgets it). Borrowed. */
-  struct cli_session_cache *sessions;
+  struct tg_session_cache *sessions;
   /* Counted per successful TLS handshake when not NULL. */
-  struct cli_tls_counts *counts;
+  struct tg_remote_tls_counts *counts;
   /* Where the user gave the CA, as a refusal names it ("--ca" when NULL;
    * the collector's config key otherwise). Static text, borrowed. */
   const char *ca_setting;
-} cli_remote_env_t;
+} tg_remote_env_t;
 
-typedef struct cli_tls_counts {
+typedef struct tg_remote_tls_counts {
   uint64_t full, resumed;
-} cli_tls_counts_t;
+} tg_remote_tls_counts_t;
 
 /* Loads the client TLS configuration. Prints why and returns -1. */
-int cli_tls_load(const char *cert, const char *key, const char *ca,
-                 tg_tls_config_t **out);
+int tg_client_tls_load(const char *cert, const char *key, const char *ca,
+                       tg_tls_config_t **out);
 
-typedef struct cli_remote cli_remote_t;
+typedef struct tg_remote tg_remote_t;
 
 /* Opens a transport to |t| and a consumer over it (cbs and data as for
  * tg_consumer_open; the consumer binds ConsumerPort at once and its
  * on_ready says when the relay is reached). On success *c and *rt are set;
- * after the consumer's on_close the caller must call cli_remote_release().
+ * after the consumer's on_close the caller must call tg_remote_release().
  * On failure returns a negative error with a message in |err|; nothing is
  * left to the caller. */
-int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
-                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
-                    cli_remote_t **rt, char *err, size_t n);
+int tg_remote_open(const tg_remote_env_t *env, const tg_target_t *t,
+                   const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                   tg_remote_t **rt, char *err, size_t n);
 
 /* Whether |rt|'s TLS handshake was resumed from a saved session (false
  * for ssh, and until the handshake succeeded). */
-bool cli_remote_resumed(const cli_remote_t *rt);
+bool tg_remote_resumed(const tg_remote_t *rt);
 
 /* The zstd decorator between |rt|'s transport and its consumer, for the
  * owner to switch on once the relay agreed (owned by |rt|). */
-tg_zstd_transport_t *cli_remote_zstd(cli_remote_t *rt);
+tg_zstd_transport_t *tg_remote_zstd(tg_remote_t *rt);
 
 /* Runs once |rt| is fully closed: |detail| is the transport's account of
  * a failure ("" if it has none), valid during the call. */
-typedef void (*cli_remote_gone_cb)(void *ctx, const char *detail);
+typedef void (*tg_remote_gone_cb)(void *ctx, const char *detail);
 
 /* Releases |rt| after its consumer closed: frees a TLS channel; for ssh,
  * waits for the child (SIGTERM after 3 s, SIGKILL 2 s later) and the end
  * of its stderr. |cb| (may be NULL) runs from the loop once it is all
  * gone; |rt| is freed then. */
-void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx);
+void tg_remote_release(tg_remote_t *rt, tg_remote_gone_cb cb, void *ctx);
 
 /* A fleet's dialer (consumer/fleet/host.h) over these transports: each
- * host's target (tg_fleet_host_t.target) is its cli_target_t, and the
+ * host's target (tg_fleet_host_t.target) is its tg_target_t, and the
  * consumer's data its tg_fleet_host_t. |env| is borrowed for as long as
  * the dialer is used. */
-tg_fleet_dialer_t cli_remote_dialer(cli_remote_env_t *env);
+tg_fleet_dialer_t tg_remote_dialer(tg_remote_env_t *env);
 
-#endif /* TRACEGATE_CONSUMER_CLI_REMOTE_H */
+#endif /* TRACEGATE_CLIENT_REMOTE_H */
