@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "client/prog.h"
-#include "client/remote.h"
+#include "client/target.h"
 #include "common/read_file.h"
 
 #define MAX_HOSTS_LINE 1024

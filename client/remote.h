@@ -1,8 +1,7 @@
-/* client/remote.h: remote tracing services, for the CLI, `tracegate
- * bridge` and tracegate-collector: where they are (targets: "-H
- * host:port" over TLS to a tracegate-relay, or "-H ssh://[user@]host[:port]"
- * through `ssh host tracegate-relay --stdio`), and the transports that
- * reach them, each opened with a consumer on top.
+/* client/remote.h: the transports that reach remote tracing services
+ * (targets: target.h), each opened with a consumer on top: TLS to a
+ * tracegate-relay, or `ssh host tracegate-relay --stdio`. The CLI,
+ * `tracegate bridge` and tracegate-collector dial through them.
  *
  * A tg_remote_t is one connection attempt's transport: a TLS channel, or
  * an ssh child process with a socket pair on its stdin/stdout and a pipe on
@@ -20,56 +19,11 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "client/target.h"
 #include "consumer/consumer.h"
 #include "consumer/fleet/host.h"
 #include "tls/compress_transport.h"
 #include "tls/session.h"
-
-/* Default relay port (tracegate-relay --listen 0.0.0.0:7467). */
-#define TG_RELAY_PORT 7467
-/* Environment variable naming the ssh command ("ssh" by default). */
-#define TG_SSH_ENV "TRACEGATE_SSH"
-
-typedef enum tg_target_kind {
-  TG_TARGET_TLS,
-  TG_TARGET_SSH,
-} tg_target_kind_t;
-
-typedef struct tg_target {
-  tg_target_kind_t kind;
-  char spec[300];     /* as given: "relay.example:7467", "ssh://u@h:22" */
-  char host[256];     /* the host part, without brackets */
-  char hostport[300]; /* TLS: "host:port" or "[v6]:port" to connect to */
-  char user[64];      /* ssh: "" when not given */
-  unsigned port;      /* TLS: the relay's port; ssh: 0 = ssh's default */
-  char name[128];     /* for file names and messages: see tg_targets_name */
-  char server_name[254]; /* TLS: the name its relay's certificate carries
-                            (a hosts file's name=); "": the default */
-} tg_target_t;
-
-/* Parses "host:port", "host" (port 7467), "[v6]:port", "ssh://[user@]host
- * [:port]". Writes why into |err| and returns -EINVAL when |spec| is none
- * of these. */
-int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n);
-
-/* hosts_file.c. Appends the targets of a hosts file (one per line,
- * "HOST [name=SERVER_NAME]", '#' starts a comment, blank lines skipped) to
- * |list| (grown with realloc; |*n| entries, at most |max|). Prints
- * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
-int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
-                    size_t max);
-/* The same over |len| bytes of text (no NUL needed): 0, or -EINVAL,
- * -E2BIG (more than |max|), -ENOMEM with why in |err| and the line in
- * *|lineno|. */
-int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
-                   size_t *n, size_t max, unsigned *lineno, char *err,
-                   size_t errn);
-
-/* Gives each target a file-name-safe |name|: the host, or host_port when
- * two targets share a host, with characters outside [A-Za-z0-9._-]
- * replaced by '_'. Returns -1 (after printing why) for a duplicate
- * target. */
-int tg_targets_name(tg_target_t *list, size_t n);
 
 /* What the TLS targets need: the client configuration (CA, certificate,
  * key) and the name the relays' certificates must carry (NULL: each

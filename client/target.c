@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "client/prog.h"
-#include "client/remote.h"
+#include "client/target.h"
 #include "common/fnv1a.h"
 #include "ipc/net_addr.h"
 

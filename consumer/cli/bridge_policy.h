@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "client/remote.h"
+#include "client/target.h"
 #include "tls/session.h"
 
 #define BRIDGE_MAX_ORIGINS 32

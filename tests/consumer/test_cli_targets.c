@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "client/remote.h"
+#include "client/target.h"
 
 static void parse_all(tg_target_t *t, const char *const *specs, size_t n) {
   for (size_t i = 0; i < n; i++) {
