@@ -1,4 +1,4 @@
-/* The CLI's saved TLS sessions (client/session_cache.c): keys that
+/* A client's saved TLS sessions (client/session_cache.c): keys that
  * keep identities and CAs apart, expiry, the file's permissions and
  * atomic write, and files that are corrupt, truncated, oversized or not
  * ours. Sessions here are opaque bytes: what they hold is tested in
