@@ -56,9 +56,9 @@ struct tg_remote {
   char detail[600];
 
   tg_tls_chan_t *ch; /* TLS */
-  tg_session_cache_t *sessions; /* env's, borrowed */
-  tg_remote_tls_counts_t *counts;      /* env's, borrowed */
-  const char *ca_setting;        /* env's, static */
+  tg_session_cache_t *sessions;    /* env's, borrowed */
+  tg_remote_tls_counts_t *counts; /* env's, borrowed */
+  const char *ca_setting;         /* env's, static */
   bool offered, resumed;
   char hostport[300], server_name[256]; /* the sessions' key */
 

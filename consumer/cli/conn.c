@@ -156,7 +156,7 @@ int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
     if (rv < 0) return -1;
   }
   tg_remote_env_t env = {.loop = loop, .tls = *tls,
-                          .server_name = ro->server_name};
+                         .server_name = ro->server_name};
   return connect_remote(cc, loop, &env, &t);
 }
 
