@@ -12,7 +12,7 @@
 
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
-#include "consumer/cli/session_cache.h"
+#include "client/session_cache.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
@@ -168,12 +168,12 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
      * both ends at every snapshot). */
     uint8_t own[TG_TLS_FINGERPRINT_SIZE], ca[TG_TLS_FINGERPRINT_SIZE];
     tg_tls_config_fingerprints(c->tls, own, ca);
-    if (cli_session_cache_new(own, ca, &c->sessions) < 0) {
+    if (tg_session_cache_new(own, ca, &c->sessions) < 0) {
       fprintf(stderr, COLL_PROG ": out of memory\n");
       return -1;
     }
   }
-  c->env = (cli_remote_env_t){
+  c->env = (tg_remote_env_t){
       .loop = loop,
       .tls = c->tls,
       .server_name = c->cfg.tls_server_name[0] ? c->cfg.tls_server_name : NULL,
@@ -181,7 +181,7 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
       .sessions = c->sessions,
       .ca_setting = "`ca` (the collector's config)",
   };
-  c->dialer = cli_remote_dialer(&c->env);
+  c->dialer = tg_remote_dialer(&c->env);
   /* --check-config: the inventory is read, nothing started. */
   if (c->check_only) return coll_hosts_start(c);
 

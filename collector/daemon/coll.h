@@ -32,7 +32,7 @@
 #include "collector/store.h"
 #include "common/buf.h"
 #include "common/list.h"
-#include "consumer/cli/remote.h"
+#include "client/remote.h"
 #include "consumer/fleet/host.h"
 
 #define COLL_PROG "tracegate-collector"
@@ -107,7 +107,7 @@ typedef struct coll_host {
   coll_t *c;
   coll_gen_t *gen;
   size_t index; /* in its generation's fleet */
-  cli_target_t t;
+  tg_target_t t;
   /* Its ring's resume key and session name: "<session_key>-<16 hex of
    * FNV-1a 64 of its spec>", so that inventory entries reaching one relay
    * never share a ring. */
@@ -165,8 +165,8 @@ struct coll {
    * host's copy is this, named with the host's key (coll_host_t). */
   struct Perfetto__Protos__TraceConfig *flight;
   tg_tls_config_t *tls;
-  struct cli_session_cache *sessions; /* TLS sessions saved, in memory */
-  cli_remote_env_t env;
+  struct tg_session_cache *sessions; /* TLS sessions saved, in memory */
+  tg_remote_env_t env;
   tg_fleet_dialer_t dialer; /* over env: the holders' and the clones' */
   /* hosts.c: the shard's hosts (n, in an array of cap), the generations
    * they were started in, the removed ones not yet freed, the inventory

@@ -349,17 +349,17 @@ static void host_remove(coll_t *c, coll_host_t *h) {
   host_try_free(h);
 }
 
-static bool same_target(const cli_target_t *a, const cli_target_t *b) {
+static bool same_target(const tg_target_t *a, const tg_target_t *b) {
   return !strcmp(a->spec, b->spec) && !strcmp(a->server_name, b->server_name);
 }
 
-/* The inventory's hosts of this shard, named (cli_targets_name). */
-static int read_inventory(coll_t *c, cli_target_t **out, size_t *n_out,
+/* The inventory's hosts of this shard, named (tg_targets_name). */
+static int read_inventory(coll_t *c, tg_target_t **out, size_t *n_out,
                           size_t *inventory) {
-  cli_target_t *all = NULL;
+  tg_target_t *all = NULL;
   size_t n = 0;
-  if (cli_targets_load(c->cfg.hosts, &all, &n, MAX_INVENTORY) < 0 ||
-      cli_targets_name(all, n) < 0) {
+  if (tg_targets_load(c->cfg.hosts, &all, &n, MAX_INVENTORY) < 0 ||
+      tg_targets_name(all, n) < 0) {
     free(all);
     return -1;
   }
@@ -387,7 +387,7 @@ static int read_inventory(coll_t *c, cli_target_t **out, size_t *n_out,
 
 /* New hosts |t| (|n| of them) in a generation of their own, started
  * through its admission. */
-static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
+static int add_hosts(coll_t *c, const tg_target_t *t, size_t n) {
   if (!n) return 0;
   if (c->n + n > c->cap) {
     size_t cap = c->cap ? c->cap : 16;
@@ -456,11 +456,11 @@ static int add_hosts(coll_t *c, const cli_target_t *t, size_t n) {
 
 int coll_hosts_start(coll_t *c) {
   tg_list_init(&c->gone);
-  cli_target_t *t;
+  tg_target_t *t;
   size_t n;
   if (read_inventory(c, &t, &n, &c->inventory) < 0) return -1;
   for (size_t i = 0; i < n; i++)
-    if (t[i].kind == CLI_TARGET_TLS && !c->tls) {
+    if (t[i].kind == TG_TARGET_TLS && !c->tls) {
       fprintf(stderr, COLL_PROG ": %s: a TLS host needs ca, cert and key in "
               "the config\n", t[i].spec);
       free(t);
@@ -487,7 +487,7 @@ int coll_hosts_start(coll_t *c) {
 
 void coll_hosts_reload(coll_t *c, const char *why) {
   if (c->stopping) return;
-  cli_target_t *t;
+  tg_target_t *t;
   size_t n, inventory;
   if (read_inventory(c, &t, &n, &inventory) < 0) {
     TG_WARN("inventory %s (%s): not read again (see above); the hosts stay "
@@ -519,7 +519,7 @@ void coll_hosts_reload(coll_t *c, const char *why) {
   size_t added = 0;
   for (size_t j = 0; j < n; j++)
     if (!seen[j]) {
-      if (t[j].kind == CLI_TARGET_TLS && !c->tls) {
+      if (t[j].kind == TG_TARGET_TLS && !c->tls) {
         TG_WARN("inventory: %s: a TLS host needs ca, cert and key in the "
                 "config: left out", t[j].spec);
         continue;

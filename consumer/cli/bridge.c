@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/remote.h"
 #include "common/log.h"
 #include "consumer/cli/bridge.h"
 #include "consumer/cli/cli.h"
@@ -183,18 +184,20 @@ int cli_bridge_main(int argc, char **argv) {
     }
   }
   code = CLI_EXIT_FAIL;
-  if (cli_tls_defaults(ro) < 0) goto out;
-  if (ro->hosts_file && !ro->ca) {
+  if (tg_client_tls_defaults(&ro->tls) < 0) goto out;
+  if (ro->hosts_file && !ro->tls.ca) {
     fprintf(stderr, "%s: --hosts needs --ca (the CA that signed the relays' "
             "certificates), --cert and --key\n", prog);
     goto out;
   }
-  if (ro->ca && cli_tls_load(ro->cert, ro->key, ro->ca, &cfg.tls) < 0) goto out;
+  if (ro->tls.ca &&
+      tg_client_tls_load(ro->tls.cert, ro->tls.key, ro->tls.ca, &cfg.tls) < 0)
+    goto out;
   cfg.server_name = ro->server_name;
   if (ro->hosts_file) {
-    if (cli_targets_load(ro->hosts_file, &cfg.hosts, &cfg.n_hosts, MAX_HOSTS) <
+    if (tg_targets_load(ro->hosts_file, &cfg.hosts, &cfg.n_hosts, MAX_HOSTS) <
             0 ||
-        cli_targets_name(cfg.hosts, cfg.n_hosts) < 0)
+        tg_targets_name(cfg.hosts, cfg.n_hosts) < 0)
       goto out;
     if (!cfg.hosts) { /* an empty file allows no host */
       cfg.hosts = calloc(1, sizeof(*cfg.hosts));

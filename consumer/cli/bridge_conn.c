@@ -343,7 +343,7 @@ static int open_upstream(bridge_conn_t *c, const bridge_decision_t *d,
     c->up = &c->ut.base;
     return 0;
   }
-  const cli_target_t *t = &d->target;
+  const tg_target_t *t = &d->target;
   snprintf(c->upstream, sizeof(c->upstream), "%s", t->hostport);
   tg_tls_chan_opts_t opts = {.handshake_timeout_ms = HANDSHAKE_TIMEOUT_MS,
                              .high_water = BRIDGE_HIGH_WATER,

@@ -36,11 +36,11 @@ static void refuse(bridge_decision_t *d, unsigned status, const char *why) {
 }
 
 /* --hosts given: HOST must be one of them, by its spec, its host:port or
- * the name `record --hosts` gives it (cli_targets_name). */
-static const cli_target_t *listed_host(const bridge_cfg_t *cfg,
-                                       const char *host) {
+ * the name `record --hosts` gives it (tg_targets_name). */
+static const tg_target_t *listed_host(const bridge_cfg_t *cfg,
+                                      const char *host) {
   for (size_t i = 0; i < cfg->n_hosts; i++) {
-    const cli_target_t *t = &cfg->hosts[i];
+    const tg_target_t *t = &cfg->hosts[i];
     if (!strcmp(host, t->spec) || !strcmp(host, t->hostport) ||
         !strcmp(host, t->name))
       return t;
@@ -56,12 +56,12 @@ static void decide_remote(const bridge_cfg_t *cfg, const char *host,
     return;
   }
   if (cfg->hosts) {
-    const cli_target_t *t = listed_host(cfg, host);
+    const tg_target_t *t = listed_host(cfg, host);
     if (!t) {
       refuse(d, 403, "host not in --hosts");
       return;
     }
-    if (t->kind != CLI_TARGET_TLS) {
+    if (t->kind != TG_TARGET_TLS) {
       refuse(d, 403, "ssh hosts are not bridged (only host:port)");
       return;
     }
@@ -70,11 +70,11 @@ static void decide_remote(const bridge_cfg_t *cfg, const char *host,
     return;
   }
   char err[128];
-  if (cli_target_parse(host, &d->target, err, sizeof(err)) < 0) {
+  if (tg_target_parse(host, &d->target, err, sizeof(err)) < 0) {
     refuse(d, 400, "HOST is not host[:port]");
     return;
   }
-  if (d->target.kind != CLI_TARGET_TLS) {
+  if (d->target.kind != TG_TARGET_TLS) {
     refuse(d, 400, "ssh hosts are not bridged (only host:port)");
     return;
   }

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "consumer/cli/remote.h"
+#include "client/target.h"
 #include "tls/session.h"
 
 #define BRIDGE_MAX_ORIGINS 32
@@ -19,7 +19,7 @@ typedef struct bridge_cfg {
   const char *consumer_socket;
   const char *origins[BRIDGE_MAX_ORIGINS]; /* --allow-origin, in order */
   size_t n_origins;
-  cli_target_t *hosts; /* --hosts FILE; NULL: any host:port */
+  tg_target_t *hosts; /* --hosts FILE; NULL: any host:port */
   size_t n_hosts;
   tg_tls_config_t *tls;    /* NULL: no --ca, /traced/HOST is refused */
   const char *server_name; /* --tls-server-name */
@@ -35,7 +35,7 @@ typedef struct bridge_decision {
   bridge_verdict_t verdict;
   unsigned status; /* HTTP status of a refusal */
   char why[160];
-  cli_target_t target; /* BRIDGE_REMOTE */
+  tg_target_t target; /* BRIDGE_REMOTE */
 } bridge_decision_t;
 
 /* Decides on a WebSocket upgrade of |path_untrusted| from

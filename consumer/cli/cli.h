@@ -15,6 +15,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "common/write_behind.h"
+#include "client/tls_defaults.h"
 #include "consumer/consumer.h"
 #include "common/buf.h"
 #include "common/flags.h"
@@ -66,47 +67,34 @@ uint64_t cli_now_ms(void);
 
 /* --- conn.c --------------------------------------------------------------- */
 
-struct cli_remote;
+struct tg_remote;
 struct tg_tls_config;
 
 /* Where the one-shot commands and record find the service: the local
  * socket, or remote hosts (-H, --hosts) with the TLS files. */
 #define CLI_MAX_HOST_ARGS 1024
-#define CLI_TLS_PATH_MAX 1024
 typedef struct cli_remote_opts {
   const char *hosts[CLI_MAX_HOST_ARGS]; /* -H values, in order */
   size_t n_hosts;
   const char *hosts_file;
-  const char *cert, *key, *ca;
   const char *server_name; /* --tls-server-name */
-  /* --session-cache: "off" (default), "on" or a file (session_cache.h). */
-  const char *session_cache;
-  /* cli_tls_defaults(): the config file's values that cert, key, ca and
-   * session_cache may point to. */
-  char file_vals[4][CLI_TLS_PATH_MAX];
+  /* --cert, --key, --ca, --session-cache ("off" by default, "on" or a
+   * file); the ones no flag gave come from tg_client_tls_defaults(). */
+  tg_client_tls_files_t tls;
 } cli_remote_opts_t;
-
-/* tls_defaults.c: fills |ro|'s cert, key, ca and session_cache that no
- * flag gave from $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA,
- * $TRACEGATE_SESSION_CACHE, then the per-user config file
- * ($XDG_CONFIG_HOME or ~/.config, tracegate/config: "cert = PATH",
- * "key = PATH", "ca = PATH", "session_cache = on|off|PATH" lines). The certificate and key come as a
- * pair from one source. Returns -1 after printing why the file is wrong;
- * a missing file is no error. */
-int cli_tls_defaults(cli_remote_opts_t *ro);
 
 #define CLI_HOST_HELP                                                       \
   "-H: a remote host: host[:port] (TLS to its tracegate-relay, port 7467) " \
   "or ssh://[user@]host[:port] (ssh host tracegate-relay --stdio)"
 /* The TLS flags, as entries of a flag table. */
 #define CLI_TLS_FLAGS(ro)                                                     \
-  {"cert", TG_FLAG_STRING, &(ro)->cert, "FILE",                               \
+  {"cert", TG_FLAG_STRING, &(ro)->tls.cert, "FILE",                           \
    "client certificate (PEM) presented to the relays (default: "             \
    "$TRACEGATE_CERT, or cert in ~/.config/tracegate/config)", 0, 0},          \
-  {"key", TG_FLAG_STRING, &(ro)->key, "FILE",                                 \
+  {"key", TG_FLAG_STRING, &(ro)->tls.key, "FILE",                             \
    "its private key (PEM) (default: $TRACEGATE_KEY, or key in the config "   \
    "file)", 0, 0},                                                            \
-  {"ca", TG_FLAG_STRING, &(ro)->ca, "FILE",                                   \
+  {"ca", TG_FLAG_STRING, &(ro)->tls.ca, "FILE",                               \
    "CA (PEM) that must have signed the relays' certificates (default: "      \
    "$TRACEGATE_CA, or ca in the config file)", 0, 0},                         \
   {"tls-server-name", TG_FLAG_STRING, &(ro)->server_name, "NAME",             \
@@ -115,7 +103,7 @@ int cli_tls_defaults(cli_remote_opts_t *ro);
 /* record's TLS session cache flag (the one-shot commands make a single
  * connection: nothing to resume). */
 #define CLI_SESSION_CACHE_FLAG(ro)                                            \
-  {"session-cache", TG_FLAG_STRING, &(ro)->session_cache, "on|off|FILE",      \
+  {"session-cache", TG_FLAG_STRING, &(ro)->tls.session_cache, "on|off|FILE",  \
    "keep TLS sessions across runs so that the next run against the same "    \
    "relays resumes them (no public-key work) while their tickets live (1 h "  \
    "by default): on (~/.cache/tracegate/sessions, or under "                \
@@ -137,7 +125,7 @@ typedef struct cli_conn {
   int bind_status;  /* of ConsumerPort's bind, once it answered */
   char close_msg[512];
   /* A remote connection's transport, until released after the close. */
-  struct cli_remote *rt;
+  struct tg_remote *rt;
   bool rt_pending;
   char detail[600];
   /* Optional: told when a connection that cli_connect() established

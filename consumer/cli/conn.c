@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
-#include "consumer/cli/remote.h"
+#include "client/remote.h"
 #include "tls/session.h"
 #include "tracegate/error.h"
 
@@ -27,7 +27,7 @@ static void on_close(tg_consumer_t *c, int status, const char *msg) {
   cli_conn_t *cc = tg_consumer_data(c);
   cc->c = NULL;
   if (cc->rt) {
-    cli_remote_release(cc->rt, on_remote_gone, cc);
+    tg_remote_release(cc->rt, on_remote_gone, cc);
     cc->rt = NULL;
   }
   cc->closed = true;
@@ -102,12 +102,12 @@ void cli_disconnect(cli_conn_t *cc) {
 }
 
 static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
-                          const cli_remote_env_t *env, const cli_target_t *t) {
+                          const tg_remote_env_t *env, const tg_target_t *t) {
   memset(cc, 0, sizeof(*cc));
   cc->loop = loop;
   char err[512];
-  int rv = cli_remote_open(env, t, &conn_cbs, cc, &cc->c, &cc->rt, err,
-                           sizeof(err));
+  int rv = tg_remote_open(env, t, &conn_cbs, cc, &cc->c, &cc->rt, err,
+                          sizeof(err));
   if (rv < 0) {
     cc->closed = true;
     cc->c = NULL;
@@ -139,24 +139,24 @@ int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
     fprintf(stderr, CLI_PROG ": this command talks to one host: give one -H\n");
     return -1;
   }
-  cli_target_t t;
+  tg_target_t t;
   char err[400];
-  if (cli_target_parse(ro->hosts[0], &t, err, sizeof(err)) < 0) {
+  if (tg_target_parse(ro->hosts[0], &t, err, sizeof(err)) < 0) {
     fprintf(stderr, CLI_PROG ": -H %s\n", err);
     return -1;
   }
-  if (t.kind == CLI_TARGET_TLS) {
+  if (t.kind == TG_TARGET_TLS) {
     /* The flags, else the environment or the config file. */
-    cli_remote_opts_t *full = malloc(sizeof(*full));
+    tg_client_tls_files_t *full = malloc(sizeof(*full));
     if (!full) return -1;
-    *full = *ro;
-    int rv = cli_tls_defaults(full);
-    if (rv == 0) rv = cli_tls_load(full->cert, full->key, full->ca, tls);
+    *full = ro->tls;
+    int rv = tg_client_tls_defaults(full);
+    if (rv == 0) rv = tg_client_tls_load(full->cert, full->key, full->ca, tls);
     free(full);
     if (rv < 0) return -1;
   }
-  cli_remote_env_t env = {.loop = loop, .tls = *tls,
-                          .server_name = ro->server_name};
+  tg_remote_env_t env = {.loop = loop, .tls = *tls,
+                         .server_name = ro->server_name};
   return connect_remote(cc, loop, &env, &t);
 }
 

@@ -16,7 +16,7 @@
 
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/summary_json.h"
-#include "consumer/cli/session_cache.h"
+#include "client/session_cache.h"
 #include "tracegate/error.h"
 #include "common/log.h"
 
@@ -352,22 +352,22 @@ static int commit_merged(fleet_t *f) {
  * --session-cache asks for one. */
 static int open_sessions(fleet_t *f, tg_tls_config_t *tls) {
   if (!tls) return 0;
-  int on = cli_session_cache_resolve(f->o->remote.session_cache,
-                                     f->sessions_path,
-                                     sizeof(f->sessions_path));
+  int on = tg_session_cache_resolve(f->o->remote.tls.session_cache,
+                                    f->sessions_path,
+                                    sizeof(f->sessions_path));
   if (on < 0) {
     fprintf(stderr, CLI_PROG " record: --session-cache %s: not on, off or a "
-            "file path (with a '/')%s\n", f->o->remote.session_cache,
-            strcmp(f->o->remote.session_cache, "on") ? ""
+            "file path (with a '/')%s\n", f->o->remote.tls.session_cache,
+            strcmp(f->o->remote.tls.session_cache, "on") ? ""
                 : " (on: no $HOME or $XDG_CACHE_HOME)");
     return -1;
   }
   if (!on) f->sessions_path[0] = 0;
   uint8_t own[TG_TLS_FINGERPRINT_SIZE], ca[TG_TLS_FINGERPRINT_SIZE];
   tg_tls_config_fingerprints(tls, own, ca);
-  if (cli_session_cache_new(own, ca, &f->sessions) < 0 ||
-      (on && cli_session_cache_load(f->sessions, f->sessions_path,
-                                    (uint64_t)time(NULL)) < 0)) {
+  if (tg_session_cache_new(own, ca, &f->sessions) < 0 ||
+      (on && tg_session_cache_load(f->sessions, f->sessions_path,
+                                   (uint64_t)time(NULL)) < 0)) {
     fprintf(stderr, CLI_PROG " record: out of memory\n");
     return -1;
   }
@@ -376,7 +376,7 @@ static int open_sessions(fleet_t *f, tg_tls_config_t *tls) {
 }
 
 int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
-                 const cli_target_t *targets, size_t n,
+                 const tg_target_t *targets, size_t n,
                  tg_tls_config_t *tls) {
   fleet_t *f = calloc(1, sizeof(*f));
   if (!f) return CLI_EXIT_FAIL;
@@ -424,7 +424,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->env.server_name = o->remote.server_name;
   f->env.dead_link_timeout_s = (uint32_t)((fo->dead_link_ms + 999) / 1000);
   f->core.loop = &loop;
-  f->core.dialer = cli_remote_dialer(&f->env);
+  f->core.dialer = tg_remote_dialer(&f->env);
   f->env.counts = &f->tls_counts;
   if (open_sessions(f, tls) < 0) goto out;
   for (size_t i = 0; i < n; i++) fleet_host_init(f, &f->hosts[i], i, &targets[i]);
@@ -460,8 +460,8 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     code = CLI_EXIT_ABORTED;
   } else {
     if (f->sessions_path[0])
-      (void)cli_session_cache_store(f->sessions, f->sessions_path,
-                                    (uint64_t)time(NULL)); /* warns */
+      (void)tg_session_cache_store(f->sessions, f->sessions_path,
+                                   (uint64_t)time(NULL)); /* warns */
     size_t failed = fleet_ui_summary(f);
     int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
     code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -483,7 +483,7 @@ out:
   free(f->hosts);
   tg_fleet_free(&f->core);
   fleet_names_free(f);
-  cli_session_cache_free(f->sessions);
+  tg_session_cache_free(f->sessions);
   tg_buf_free(&f->cfg);
   tg_merge_free(&f->merge);
   free(f);

@@ -24,7 +24,7 @@
 
 #include "abi/protocol_limits.h"
 #include "consumer/cli/record.h"
-#include "consumer/cli/remote.h"
+#include "client/remote.h"
 #include "consumer/fleet/host.h"
 #include "consumer/fleet/merge.h"
 
@@ -48,7 +48,7 @@ typedef struct fleet_host {
   /* Its machine id, sequence map and dropped packets in the merge (kept
    * in every mode: the summary names the machine). */
   tg_merge_host_t merge;
-  const cli_target_t *t;
+  const tg_target_t *t;
   bool names_checked; /* its data source names were checked (fleet_names.c) */
   bool names_recorded; /* its answer is noted, not yet counted */
 
@@ -72,12 +72,12 @@ struct fleet {
   tg_fleet_t core;
   const record_opts_t *o;
   uv_loop_t *loop;
-  cli_remote_env_t env;
+  tg_remote_env_t env;
   /* TLS sessions for resumption: always in memory (reconnections), read
    * from and written back to |sessions_path| with --session-cache. */
-  struct cli_session_cache *sessions;
-  char sessions_path[CLI_TLS_PATH_MAX];
-  cli_tls_counts_t tls_counts;
+  struct tg_session_cache *sessions;
+  char sessions_path[TG_CLIENT_PATH_MAX];
+  tg_remote_tls_counts_t tls_counts;
   fleet_out_mode_t mode;
   const char *out; /* -o */
   tg_buf_t cfg;    /* the TraceConfig every host gets, serialised (empty
@@ -117,7 +117,7 @@ struct fleet {
 /* Records from |targets| (|n|, named) with |cfg| into o->out. Returns the
  * exit code. */
 int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
-                 const cli_target_t *targets, size_t n,
+                 const tg_target_t *targets, size_t n,
                  tg_tls_config_t *tls);
 /* A host reached DONE or FAILED. */
 void fleet_host_finished(fleet_t *f);
@@ -155,7 +155,7 @@ void fleet_names_free(fleet_t *f);
 
 /* The engine's host |index| of |f| for target |t|, with the CLI's side. */
 void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
-                     const cli_target_t *t);
+                     const tg_target_t *t);
 /* The events of every host (the engine's callback table). */
 extern const tg_fleet_host_cbs_t fleet_host_cbs;
 /* Frees what the host holds (after the loop ended). */

@@ -3,7 +3,7 @@
  * link, reconnection, the recording. What its events do here is this
  * file's: lines on the terminal, the resume key, the host's own output or
  * the merged trace, loss counters for the summary. The engine connects
- * through remote.h's dialer (cli_remote_dialer).
+ * through remote.h's dialer (tg_remote_dialer).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -143,7 +143,7 @@ const tg_fleet_host_cbs_t fleet_host_cbs = {
 /* --- setup ------------------------------------------------------------------------ */
 
 void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
-                     const cli_target_t *t) {
+                     const tg_target_t *t) {
   memset(h, 0, sizeof(*h));
   h->f = f;
   tg_merge_host_init(&h->merge, index);

@@ -127,7 +127,7 @@ static const char about[] =
     "and --ca default to $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then\n"
     "to ~/.config/tracegate/config ('cert = FILE', 'key = FILE', 'ca = FILE');\n"
     "ssh://[user@]host[:port] runs 'ssh host tracegate-relay --stdio' ($"
-    CLI_SSH_ENV "\n"
+    TG_SSH_ENV "\n"
     "replaces ssh). Every host starts at once and streams over its\n"
     "connection; one line per host shows progress on a terminal, and the\n"
     "summary gives each host's outcome, losses and how its relay sent (with\n"
@@ -406,8 +406,9 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
     return usage_error(prog, "-o OUT is required");
   if (remote && o->attach && strlen(o->attach) > TG_RELAY_SESSION_KEY_MAX)
     return usage_error(prog, "--attach: a resume key is at most 128 characters");
-  if (!remote && (o->remote.cert || o->remote.key || o->remote.ca ||
-                  o->remote.server_name || o->remote.session_cache ||
+  if (!remote && (o->remote.tls.cert || o->remote.tls.key ||
+                  o->remote.tls.ca || o->remote.server_name ||
+                  o->remote.tls.session_cache ||
                   o->reconnect || o->compress))
     return usage_error(prog, "--cert, --key, --ca, --tls-server-name, "
                              "--session-cache, --reconnect-timeout and "
@@ -585,7 +586,7 @@ static bool looks_like_a_trace_file(const char *path) {
 
 /* -H / --hosts: the targets, the TLS files, then fleet.c. */
 static int record_remote(record_opts_t *o) {
-  cli_target_t *targets = NULL;
+  tg_target_t *targets = NULL;
   size_t n = 0;
   tg_tls_config_t *tls = NULL;
   Perfetto__Protos__TraceConfig *cfg = NULL;
@@ -596,14 +597,14 @@ static int record_remote(record_opts_t *o) {
   }
   for (size_t i = 0; i < o->remote.n_hosts; i++) {
     char err[400];
-    if (cli_target_parse(o->remote.hosts[i], &targets[n], err, sizeof(err)) < 0) {
+    if (tg_target_parse(o->remote.hosts[i], &targets[n], err, sizeof(err)) < 0) {
       fprintf(stderr, CLI_PROG " record: -H %s\n", err);
       goto out;
     }
     n++;
   }
   if (o->remote.hosts_file &&
-      cli_targets_load(o->remote.hosts_file, &targets, &n, FLEET_MAX_HOSTS) < 0)
+      tg_targets_load(o->remote.hosts_file, &targets, &n, FLEET_MAX_HOSTS) < 0)
     goto out;
   if (n == 0) {
     fprintf(stderr, CLI_PROG " record: %s lists no hosts\n", o->remote.hosts_file);
@@ -613,7 +614,7 @@ static int record_remote(record_opts_t *o) {
     fprintf(stderr, CLI_PROG " record: at most %d hosts\n", FLEET_MAX_HOSTS);
     goto out;
   }
-  if (cli_targets_name(targets, n) < 0) goto out;
+  if (tg_targets_name(targets, n) < 0) goto out;
   if (n > 1 && !o->merge && !o->attach && looks_like_a_trace_file(o->out)) {
     fprintf(stderr, CLI_PROG " record: -o %s names a trace file, but %zu hosts "
             "without --merge write one trace each into a directory: give "
@@ -622,11 +623,11 @@ static int record_remote(record_opts_t *o) {
   }
   rc = CLI_EXIT_FAIL;
   bool need_tls = false;
-  for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == CLI_TARGET_TLS;
+  for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == TG_TARGET_TLS;
   /* The flags, else the environment or the config file. */
-  if (need_tls && (cli_tls_defaults(&o->remote) < 0 ||
-                   cli_tls_load(o->remote.cert, o->remote.key, o->remote.ca,
-                                &tls) < 0))
+  if (need_tls && (tg_client_tls_defaults(&o->remote.tls) < 0 ||
+                   tg_client_tls_load(o->remote.tls.cert, o->remote.tls.key,
+                                      o->remote.tls.ca, &tls) < 0))
     goto out;
   if (!o->attach) {
     cfg = make_config(o);

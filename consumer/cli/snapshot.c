@@ -217,7 +217,7 @@ static const char *no_connection_why(const collector_addr_t *a) {
 typedef struct snap_opts {
   const char *collector, *reason, *group, *json, *server_name;
   uint64_t timeout_s;
-  cli_remote_opts_t tls; /* cert, key and ca only */
+  tg_client_tls_files_t tls; /* session_cache unused */
 } snap_opts_t;
 
 /* Runs the POST to its end (r->state DONE or FAILED). Returns -1 if lws
@@ -424,7 +424,7 @@ static int check_usage(snap_opts_t *o, collector_addr_t *a) {
     }
     return 0;
   }
-  if (cli_tls_defaults(&o->tls) < 0) return -1;
+  if (tg_client_tls_defaults(&o->tls) < 0) return -1;
   if (!o->tls.ca || !o->tls.cert || !o->tls.key) {
     fprintf(stderr, "%s: an https:// collector needs --ca, --cert and --key "
             "(or $TRACEGATE_CA, $TRACEGATE_CERT, $TRACEGATE_KEY, or the config "

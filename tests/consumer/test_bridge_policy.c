@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,12 +88,12 @@ static void policy_hosts(void **state) {
   assert_refused(&no_tls, "/traced/relay.example:7467", o, 503);
   assert_int_equal(decide(&no_tls, "/traced", o).verdict, BRIDGE_LOCAL);
 
-  cli_target_t hosts[2];
+  tg_target_t hosts[2];
   char err[128];
-  assert_int_equal(cli_target_parse("a.example:7000", &hosts[0], err, sizeof(err)), 0);
+  assert_int_equal(tg_target_parse("a.example:7000", &hosts[0], err, sizeof(err)), 0);
   snprintf(hosts[0].name, sizeof(hosts[0].name), "a.example");
   snprintf(hosts[0].server_name, sizeof(hosts[0].server_name), "relay.a");
-  assert_int_equal(cli_target_parse("ssh://b.example", &hosts[1], err, sizeof(err)), 0);
+  assert_int_equal(tg_target_parse("ssh://b.example", &hosts[1], err, sizeof(err)), 0);
   snprintf(hosts[1].name, sizeof(hosts[1].name), "b.example");
   bridge_cfg_t listed = {.tls = some_tls, .hosts = hosts, .n_hosts = 2};
   const char *names[] = {"/traced/a.example:7000", "/traced/a.example"};

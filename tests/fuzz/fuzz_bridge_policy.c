@@ -58,10 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     origin[ol] = 0;
   }
 
-  static cli_target_t hosts[2];
+  static tg_target_t hosts[2];
   char err[128];
-  if (cli_target_parse("relay.example:7467", &hosts[0], err, sizeof(err)) ||
-      cli_target_parse("ssh://jump.example", &hosts[1], err, sizeof(err)))
+  if (tg_target_parse("relay.example:7467", &hosts[0], err, sizeof(err)) ||
+      tg_target_parse("ssh://jump.example", &hosts[1], err, sizeof(err)))
     __builtin_trap();
   memcpy(hosts[0].name, "relay.example", sizeof("relay.example"));
   memcpy(hosts[1].name, "jump.example", sizeof("jump.example"));
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!cfg.tls || strncmp(path, "/traced/", 8) ||
           !origin_ok(origin, n_allowed))
         __builtin_trap();
-      if (d.target.kind != CLI_TARGET_TLS || !d.target.hostport[0] ||
+      if (d.target.kind != TG_TARGET_TLS || !d.target.hostport[0] ||
           !memchr(d.target.hostport, 0, sizeof(d.target.hostport)) ||
           d.target.host[0] == '-')
         __builtin_trap();

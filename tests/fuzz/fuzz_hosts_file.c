@@ -1,5 +1,5 @@
-/* Fuzzes the CLI's hosts file parser (consumer/cli/hosts_file.c,
- * cli_hosts_parse): `tracegate record --hosts FILE` reads any file it is
+/* Fuzzes the CLI's hosts file parser (client/hosts_file.c,
+ * tg_hosts_parse): `tracegate record --hosts FILE` reads any file it is
  * given, and each target it accepts reaches getaddrinfo, a TLS handshake
  * (its server name) or ssh's command line.
  *
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "consumer/cli/remote.h"
+#include "client/target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,8 +34,8 @@ static size_t count_lines(const uint8_t *d, size_t n) {
 
 static int terminated(const char *s, size_t cap) { return memchr(s, 0, cap) != NULL; }
 
-static void check_target(const cli_target_t *t) {
-  if (t->kind != CLI_TARGET_TLS && t->kind != CLI_TARGET_SSH) __builtin_trap();
+static void check_target(const tg_target_t *t) {
+  if (t->kind != TG_TARGET_TLS && t->kind != TG_TARGET_SSH) __builtin_trap();
   if (!terminated(t->spec, sizeof(t->spec)) || !terminated(t->host, sizeof(t->host)) ||
       !terminated(t->hostport, sizeof(t->hostport)) ||
       !terminated(t->user, sizeof(t->user)) ||
@@ -43,16 +43,16 @@ static void check_target(const cli_target_t *t) {
     __builtin_trap();
   if (!t->host[0] || t->host[0] == '-') __builtin_trap();
   if (t->server_name[0]) {
-    if (t->kind != CLI_TARGET_TLS) __builtin_trap();
+    if (t->kind != TG_TARGET_TLS) __builtin_trap();
     if (strpbrk(t->server_name, " \t\r\n#")) __builtin_trap();
   }
 }
 
-static int parse(const char *text, size_t len, cli_target_t **list, size_t *n) {
+static int parse(const char *text, size_t len, tg_target_t **list, size_t *n) {
   char err[400];
   unsigned line = 0;
   memset(err, 'x', sizeof(err));
-  int rv = cli_hosts_parse(text, len, list, n, MAX_HOSTS, &line, err, sizeof(err));
+  int rv = tg_hosts_parse(text, len, list, n, MAX_HOSTS, &line, err, sizeof(err));
   if (rv != 0 && rv != -EINVAL && rv != -E2BIG && rv != -ENOMEM) __builtin_trap();
   if (rv != 0) {
     if (!terminated(err, sizeof(err))) __builtin_trap();
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size ? size : 1);
   if (!text) return 0;
   memcpy(text, data, size);
-  cli_target_t *a = NULL, *b = NULL;
+  tg_target_t *a = NULL, *b = NULL;
   size_t na = 0, nb = 0;
   int rv = parse(text, size, &a, &na);
   if (na > MAX_HOSTS) __builtin_trap();

@@ -15,11 +15,13 @@
  * unknown name or a malformed line is an error naming the line (a typo
  * must not silently pick no file). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "consumer/cli/cli.h"
+#include "client/prog.h"
+#include "client/tls_defaults.h"
 
 #define ENV_CERT "TRACEGATE_CERT"
 #define ENV_KEY "TRACEGATE_KEY"
@@ -46,21 +48,23 @@ static bool config_path(char *out, size_t n) {
   return w > 0 && (size_t)w < n;
 }
 
-/* Reads the file's settings into |ro|'s slots that are still empty. */
-static int read_config(cli_remote_opts_t *ro, const char *path) {
+/* Reads the file's settings into |tf|'s slots that are still empty. */
+static int read_config(tg_client_tls_files_t *tf, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
     if (errno == ENOENT) return 0; /* no file: no defaults */
-    fprintf(stderr, CLI_PROG ": cannot read %s: %s\n", path, strerror(errno));
+    fprintf(stderr, TG_CLIENT_PROG ": cannot read %s: %s\n", path,
+            strerror(errno));
     return -1;
   }
-  char line[CLI_TLS_PATH_MAX + 64];
+  char line[TG_CLIENT_PATH_MAX + 64];
   unsigned lineno = 0;
   int rv = 0;
   while (rv == 0 && fgets(line, sizeof(line), f)) {
     lineno++;
     if (!strchr(line, '\n') && !feof(f)) {
-      fprintf(stderr, CLI_PROG ": %s:%u: line too long\n", path, lineno);
+      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: line too long\n", path,
+              lineno);
       rv = -1;
       break;
     }
@@ -70,7 +74,8 @@ static int read_config(cli_remote_opts_t *ro, const char *path) {
     if (!*s) continue;
     char *eq = strchr(s, '=');
     if (!eq) {
-      fprintf(stderr, CLI_PROG ": %s:%u: not 'name = value'\n", path, lineno);
+      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: not 'name = value'\n", path,
+              lineno);
       rv = -1;
       break;
     }
@@ -80,57 +85,57 @@ static int read_config(cli_remote_opts_t *ro, const char *path) {
              : !strcmp(name, "ca")   ? 2
              : !strcmp(name, "session_cache") ? 3 : -1;
     if (slot < 0 || !*val) {
-      fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, lineno,
+      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: %s\n", path, lineno,
               slot < 0 ? "unknown setting (cert, key, ca, session_cache)"
                        : "empty value");
       rv = -1;
       break;
     }
-    const char **dst = slot == 0 ? &ro->cert : slot == 1 ? &ro->key
-                     : slot == 2 ? &ro->ca : &ro->session_cache;
-    snprintf(ro->file_vals[slot], sizeof(ro->file_vals[slot]), "%s", val);
-    if (!*dst) *dst = ro->file_vals[slot];
+    const char **dst = slot == 0 ? &tf->cert : slot == 1 ? &tf->key
+                     : slot == 2 ? &tf->ca : &tf->session_cache;
+    snprintf(tf->file_vals[slot], sizeof(tf->file_vals[slot]), "%s", val);
+    if (!*dst) *dst = tf->file_vals[slot];
   }
   fclose(f);
   return rv;
 }
 
-int cli_tls_defaults(cli_remote_opts_t *ro) {
+int tg_client_tls_defaults(tg_client_tls_files_t *tf) {
   /* --cert and --key go together: a pair is taken from one place only,
    * or a flag's certificate would meet another source's key. */
-  bool pair_given = ro->cert || ro->key;
+  bool pair_given = tf->cert || tf->key;
   const char *ec = getenv(ENV_CERT), *ek = getenv(ENV_KEY), *ea = getenv(ENV_CA);
   if (!pair_given && ((ec && *ec) || (ek && *ek))) {
-    ro->cert = ec && *ec ? ec : NULL;
-    ro->key = ek && *ek ? ek : NULL;
+    tf->cert = ec && *ec ? ec : NULL;
+    tf->key = ek && *ek ? ek : NULL;
     pair_given = true;
   }
-  if (!ro->ca && ea && *ea) ro->ca = ea;
+  if (!tf->ca && ea && *ea) tf->ca = ea;
   const char *es = getenv(ENV_SESSION_CACHE);
-  if (!ro->session_cache && es && *es) ro->session_cache = es;
-  if (pair_given && ro->ca && ro->session_cache) return 0;
-  char path[CLI_TLS_PATH_MAX];
+  if (!tf->session_cache && es && *es) tf->session_cache = es;
+  if (pair_given && tf->ca && tf->session_cache) return 0;
+  char path[TG_CLIENT_PATH_MAX];
   if (!config_path(path, sizeof(path))) return 0;
-  cli_remote_opts_t file;
+  tg_client_tls_files_t file;
   memset(&file, 0, sizeof(file));
   if (read_config(&file, path) < 0) return -1;
   if (!pair_given && (file.cert || file.key)) {
     if (file.cert) {
-      memcpy(ro->file_vals[0], file.file_vals[0], sizeof(ro->file_vals[0]));
-      ro->cert = ro->file_vals[0];
+      memcpy(tf->file_vals[0], file.file_vals[0], sizeof(tf->file_vals[0]));
+      tf->cert = tf->file_vals[0];
     }
     if (file.key) {
-      memcpy(ro->file_vals[1], file.file_vals[1], sizeof(ro->file_vals[1]));
-      ro->key = ro->file_vals[1];
+      memcpy(tf->file_vals[1], file.file_vals[1], sizeof(tf->file_vals[1]));
+      tf->key = tf->file_vals[1];
     }
   }
-  if (!ro->ca && file.ca) {
-    memcpy(ro->file_vals[2], file.file_vals[2], sizeof(ro->file_vals[2]));
-    ro->ca = ro->file_vals[2];
+  if (!tf->ca && file.ca) {
+    memcpy(tf->file_vals[2], file.file_vals[2], sizeof(tf->file_vals[2]));
+    tf->ca = tf->file_vals[2];
   }
-  if (!ro->session_cache && file.session_cache) {
-    memcpy(ro->file_vals[3], file.file_vals[3], sizeof(ro->file_vals[3]));
-    ro->session_cache = ro->file_vals[3];
+  if (!tf->session_cache && file.session_cache) {
+    memcpy(tf->file_vals[3], file.file_vals[3], sizeof(tf->file_vals[3]));
+    tf->session_cache = tf->file_vals[3];
   }
   return 0;
 }

@@ -13,13 +13,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "consumer/cli/cli.h"
-#include "consumer/cli/remote.h"
+#include "client/prog.h"
+#include "client/target.h"
 #include "common/read_file.h"
 
 #define MAX_HOSTS_LINE 1024
@@ -43,7 +44,7 @@ static bool server_name_ok(const char *s) {
 
 /* One line (|line| NUL-terminated, comment removed): 1 if blank, 0 with
  * |t| filled, -EINVAL with why in |err|. Modifies |line|. */
-static int parse_line(char *line, cli_target_t *t, char *err, size_t n) {
+static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
   char *words[8];
   size_t nw = 0;
   for (char *p = line; *p;) {
@@ -57,7 +58,7 @@ static int parse_line(char *line, cli_target_t *t, char *err, size_t n) {
     while (*p && !blank(*p)) p++;
   }
   if (nw == 0) return 1;
-  int rv = cli_target_parse(words[0], t, err, n);
+  int rv = tg_target_parse(words[0], t, err, n);
   if (rv < 0) return rv;
   for (size_t i = 1; i < nw; i++) {
     if (strncmp(words[i], NAME_OPT, strlen(NAME_OPT)) != 0) {
@@ -66,7 +67,7 @@ static int parse_line(char *line, cli_target_t *t, char *err, size_t n) {
       return -EINVAL;
     }
     const char *v = words[i] + strlen(NAME_OPT);
-    if (t->kind != CLI_TARGET_TLS) {
+    if (t->kind != TG_TARGET_TLS) {
       snprintf(err, n, "name= is for TLS hosts (host:port), not ssh://");
       return -EINVAL;
     }
@@ -83,9 +84,9 @@ static int parse_line(char *line, cli_target_t *t, char *err, size_t n) {
   return 0;
 }
 
-int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
-                    size_t *n, size_t max, unsigned *lineno, char *err,
-                    size_t errn) {
+int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
+                   size_t *n, size_t max, unsigned *lineno, char *err,
+                   size_t errn) {
   *lineno = 0;
   size_t off = 0;
   size_t cap = *n; /* what *list holds on entry is all we know of it */
@@ -108,7 +109,7 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
     line[ll] = 0;
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
-    cli_target_t t;
+    tg_target_t t;
     int rv = parse_line(line, &t, err, errn);
     if (rv < 0) return rv;
     if (rv == 1) continue;
@@ -121,7 +122,7 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
        * time, copied ~300 MB before the first connection. */
       size_t want = cap < 16 ? 16 : cap * 2;
       if (want > max) want = max;
-      cli_target_t *grown = realloc(*list, want * sizeof(**list));
+      tg_target_t *grown = realloc(*list, want * sizeof(**list));
       if (!grown) {
         snprintf(err, errn, "out of memory");
         return -ENOMEM;
@@ -134,22 +135,23 @@ int cli_hosts_parse(const char *text, size_t len, cli_target_t **list,
   return 0;
 }
 
-int cli_targets_load(const char *path, cli_target_t **list, size_t *n,
-                     size_t max) {
+int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
+                    size_t max) {
   char *text = NULL;
   size_t len = 0;
   int rv = tg_read_regular_file(path, MAX_HOSTS_FILE, &text, &len);
   if (rv < 0) {
-    fprintf(stderr, CLI_PROG ": cannot read the hosts file %s: %s\n", path,
+    fprintf(stderr, TG_CLIENT_PROG ": cannot read the hosts file %s: %s\n",
+            path,
             rv == -EFBIG ? "larger than 4 MiB" : tg_read_file_strerror(rv));
     return -1;
   }
   char err[400];
   unsigned line = 0;
-  rv = cli_hosts_parse(text, len, list, n, max, &line, err, sizeof(err));
+  rv = tg_hosts_parse(text, len, list, n, max, &line, err, sizeof(err));
   free(text);
   if (rv < 0) {
-    fprintf(stderr, CLI_PROG ": %s:%u: %s\n", path, line, err);
+    fprintf(stderr, TG_CLIENT_PROG ": %s:%u: %s\n", path, line, err);
     return -1;
   }
   return 0;

@@ -1,7 +1,8 @@
-/* The CLI's saved TLS sessions: memory, the file format, the file. Owns
- * copies of master secrets: every copy it frees is wiped first. It never
- * offers an entry of another identity or CA, nor an expired one. */
-#include "consumer/cli/session_cache.h"
+/* A client's saved TLS sessions (the CLI's and the collector's): memory,
+ * the file format, the file. Owns copies of master secrets: every copy it
+ * frees is wiped first. It never offers an entry of another identity or
+ * CA, nor an expired one. */
+#include "client/session_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,26 +12,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client/prog.h"
 #include "common/fd_write.h"
 #include "common/fnv1a.h"
 
-#define CLI_PROG_NAME "tracegate"
 static const uint8_t MAGIC[8] = {'T', 'G', 'S', 'E', 'S', 'S', 0, 1};
 #define HEADER_SIZE (sizeof(MAGIC) + 4)
 /* u16 + u16 + fps + u64 + u32, names and session apart. */
-#define ENTRY_FIXED (2 + 2 + 2 * CLI_SC_FP_SIZE + 8 + 4)
+#define ENTRY_FIXED (2 + 2 + 2 * TG_SC_FP_SIZE + 8 + 4)
 
 typedef struct entry {
   char *hostport, *server_name;
-  uint8_t own_fp[CLI_SC_FP_SIZE], ca_fp[CLI_SC_FP_SIZE];
+  uint8_t own_fp[TG_SC_FP_SIZE], ca_fp[TG_SC_FP_SIZE];
   uint64_t expires;
   uint8_t *session;
   size_t len;
   uint64_t hash; /* of the key: key_hash() */
 } entry_t;
 
-struct cli_session_cache {
-  uint8_t own_fp[CLI_SC_FP_SIZE], ca_fp[CLI_SC_FP_SIZE];
+struct tg_session_cache {
+  uint8_t own_fp[TG_SC_FP_SIZE], ca_fp[TG_SC_FP_SIZE];
   entry_t *e;
   size_t n, cap;
   /* The index: open addressing over |nslots| (a power of two, at least
@@ -47,23 +48,23 @@ static void entry_free(entry_t *e) {
   memset(e, 0, sizeof(*e));
 }
 
-static void clear(cli_session_cache_t *sc) {
+static void clear(tg_session_cache_t *sc) {
   for (size_t i = 0; i < sc->n; i++) entry_free(&sc->e[i]);
   sc->n = 0;
   if (sc->slots) memset(sc->slots, 0, sc->nslots * sizeof(*sc->slots));
 }
 
-int cli_session_cache_new(const uint8_t own_fp[CLI_SC_FP_SIZE],
-                          const uint8_t ca_fp[CLI_SC_FP_SIZE],
-                          cli_session_cache_t **out) {
+int tg_session_cache_new(const uint8_t own_fp[TG_SC_FP_SIZE],
+                         const uint8_t ca_fp[TG_SC_FP_SIZE],
+                         tg_session_cache_t **out) {
   *out = calloc(1, sizeof(**out));
   if (!*out) return -ENOMEM;
-  memcpy((*out)->own_fp, own_fp, CLI_SC_FP_SIZE);
-  memcpy((*out)->ca_fp, ca_fp, CLI_SC_FP_SIZE);
+  memcpy((*out)->own_fp, own_fp, TG_SC_FP_SIZE);
+  memcpy((*out)->ca_fp, ca_fp, TG_SC_FP_SIZE);
   return 0;
 }
 
-void cli_session_cache_free(cli_session_cache_t *sc) {
+void tg_session_cache_free(tg_session_cache_t *sc) {
   if (!sc) return;
   clear(sc);
   free(sc->e);
@@ -71,15 +72,15 @@ void cli_session_cache_free(cli_session_cache_t *sc) {
   free(sc);
 }
 
-size_t cli_session_cache_count(const cli_session_cache_t *sc) { return sc->n; }
+size_t tg_session_cache_count(const tg_session_cache_t *sc) { return sc->n; }
 
 static bool alive(uint64_t expires, uint64_t now) {
-  return expires > now && expires - now <= CLI_SC_MAX_LIFETIME_S;
+  return expires > now && expires - now <= TG_SC_MAX_LIFETIME_S;
 }
 
 static bool name_ok(const char *s, size_t n, bool may_be_empty) {
   if (n == 0) return may_be_empty;
-  if (n > CLI_SC_MAX_NAME) return false;
+  if (n > TG_SC_MAX_NAME) return false;
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) return false;
   return true;
@@ -90,11 +91,11 @@ static uint64_t key_hash(const char *hostport, const char *server_name,
                          const uint8_t *own, const uint8_t *ca) {
   uint64_t h = tg_fnv1a(TG_FNV1A_SEED, hostport, strlen(hostport) + 1);
   h = tg_fnv1a(h, server_name, strlen(server_name) + 1);
-  h = tg_fnv1a(h, own, CLI_SC_FP_SIZE);
-  return tg_fnv1a(h, ca, CLI_SC_FP_SIZE);
+  h = tg_fnv1a(h, own, TG_SC_FP_SIZE);
+  return tg_fnv1a(h, ca, TG_SC_FP_SIZE);
 }
 
-static void index_add(cli_session_cache_t *sc, size_t idx) {
+static void index_add(tg_session_cache_t *sc, size_t idx) {
   size_t mask = sc->nslots - 1;
   size_t i = (size_t)sc->e[idx].hash & mask;
   while (sc->slots[i]) i = (i + 1) & mask;
@@ -102,7 +103,7 @@ static void index_add(cli_session_cache_t *sc, size_t idx) {
 }
 
 /* Rebuilds the index with room for |want| entries. */
-static int index_rebuild(cli_session_cache_t *sc, size_t want) {
+static int index_rebuild(tg_session_cache_t *sc, size_t want) {
   size_t nslots = sc->nslots ? sc->nslots : 32;
   while (nslots < 2 * want) nslots *= 2;
   if (nslots != sc->nslots) {
@@ -118,7 +119,7 @@ static int index_rebuild(cli_session_cache_t *sc, size_t want) {
   return 0;
 }
 
-static entry_t *find(const cli_session_cache_t *sc, const char *hostport,
+static entry_t *find(const tg_session_cache_t *sc, const char *hostport,
                      const char *server_name, const uint8_t *own,
                      const uint8_t *ca) {
   if (!sc->nslots) return NULL;
@@ -128,20 +129,20 @@ static entry_t *find(const cli_session_cache_t *sc, const char *hostport,
     entry_t *e = &sc->e[sc->slots[i] - 1];
     if (e->hash == h && !strcmp(e->hostport, hostport) &&
         !strcmp(e->server_name, server_name) &&
-        !memcmp(e->own_fp, own, CLI_SC_FP_SIZE) &&
-        !memcmp(e->ca_fp, ca, CLI_SC_FP_SIZE))
+        !memcmp(e->own_fp, own, TG_SC_FP_SIZE) &&
+        !memcmp(e->ca_fp, ca, TG_SC_FP_SIZE))
       return e;
   }
   return NULL;
 }
 
 /* Adds or replaces; takes nothing from the caller (copies). */
-static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
+static int put_fp(tg_session_cache_t *sc, const char *hostport, size_t hl,
                   const char *server_name, size_t sl, const uint8_t *own,
                   const uint8_t *ca, const uint8_t *data, size_t len,
                   uint64_t expires) {
   if (!name_ok(hostport, hl, false) || !name_ok(server_name, sl, true) ||
-      len == 0 || len > CLI_SC_MAX_SESSION)
+      len == 0 || len > TG_SC_MAX_SESSION)
     return -EINVAL;
   entry_t ne = {0};
   ne.hostport = strndup(hostport, hl);
@@ -151,8 +152,8 @@ static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
     entry_free(&ne);
     return -ENOMEM;
   }
-  memcpy(ne.own_fp, own, CLI_SC_FP_SIZE);
-  memcpy(ne.ca_fp, ca, CLI_SC_FP_SIZE);
+  memcpy(ne.own_fp, own, TG_SC_FP_SIZE);
+  memcpy(ne.ca_fp, ca, TG_SC_FP_SIZE);
   memcpy(ne.session, data, len);
   ne.len = len;
   ne.expires = expires;
@@ -163,7 +164,7 @@ static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
     *old = ne;
     return 0;
   }
-  if (sc->n >= CLI_SC_MAX_ENTRIES) {
+  if (sc->n >= TG_SC_MAX_ENTRIES) {
     entry_free(&ne);
     return -ENOSPC;
   }
@@ -186,19 +187,19 @@ static int put_fp(cli_session_cache_t *sc, const char *hostport, size_t hl,
   return 0;
 }
 
-int cli_session_cache_put(cli_session_cache_t *sc, const char *hostport,
-                          const char *server_name, const uint8_t *data,
-                          size_t len, uint64_t expires) {
+int tg_session_cache_put(tg_session_cache_t *sc, const char *hostport,
+                         const char *server_name, const uint8_t *data,
+                         size_t len, uint64_t expires) {
   if (!server_name) server_name = "";
   return put_fp(sc, hostport, strlen(hostport), server_name,
                 strlen(server_name), sc->own_fp, sc->ca_fp, data, len,
                 expires);
 }
 
-const uint8_t *cli_session_cache_get(const cli_session_cache_t *sc,
-                                     const char *hostport,
-                                     const char *server_name, uint64_t now,
-                                     size_t *len) {
+const uint8_t *tg_session_cache_get(const tg_session_cache_t *sc,
+                                    const char *hostport,
+                                    const char *server_name, uint64_t now,
+                                    size_t *len) {
   *len = 0;
   const entry_t *e = find(sc, hostport, server_name ? server_name : "",
                           sc->own_fp, sc->ca_fp);
@@ -207,8 +208,8 @@ const uint8_t *cli_session_cache_get(const cli_session_cache_t *sc,
   return e->session;
 }
 
-void cli_session_cache_forget(cli_session_cache_t *sc, const char *hostport,
-                              const char *server_name) {
+void tg_session_cache_forget(tg_session_cache_t *sc, const char *hostport,
+                             const char *server_name) {
   entry_t *e = find(sc, hostport, server_name ? server_name : "", sc->own_fp,
                     sc->ca_fp);
   if (!e) return;
@@ -246,11 +247,11 @@ static const uint8_t *take(cursor_t *c, size_t n) {
   return p;
 }
 
-static int parse_entries(cli_session_cache_t *sc, cursor_t *c, uint64_t now) {
+static int parse_entries(tg_session_cache_t *sc, cursor_t *c, uint64_t now) {
   const uint8_t *h = take(c, HEADER_SIZE);
   if (!h || memcmp(h, MAGIC, sizeof(MAGIC)) != 0) return -EINVAL;
   uint64_t count = rd(h + sizeof(MAGIC), 4);
-  if (count > CLI_SC_MAX_ENTRIES) return -EINVAL;
+  if (count > TG_SC_MAX_ENTRIES) return -EINVAL;
   for (uint64_t i = 0; i < count; i++) {
     const uint8_t *p;
     if (!(p = take(c, 2))) return -EINVAL;
@@ -259,13 +260,13 @@ static int parse_entries(cli_session_cache_t *sc, cursor_t *c, uint64_t now) {
     if (!host || !(p = take(c, 2))) return -EINVAL;
     size_t sl = (size_t)rd(p, 2);
     const char *sni = (const char *)take(c, sl);
-    const uint8_t *own = take(c, CLI_SC_FP_SIZE);
-    const uint8_t *ca = take(c, CLI_SC_FP_SIZE);
+    const uint8_t *own = take(c, TG_SC_FP_SIZE);
+    const uint8_t *ca = take(c, TG_SC_FP_SIZE);
     const uint8_t *exp = take(c, 8);
     const uint8_t *lp = take(c, 4);
     if (!sni || !own || !ca || !exp || !lp) return -EINVAL;
     uint64_t len = rd(lp, 4);
-    if (len == 0 || len > CLI_SC_MAX_SESSION) return -EINVAL;
+    if (len == 0 || len > TG_SC_MAX_SESSION) return -EINVAL;
     const uint8_t *sess = take(c, (size_t)len);
     if (!sess) return -EINVAL;
     uint64_t expires = rd(exp, 8);
@@ -277,19 +278,19 @@ static int parse_entries(cli_session_cache_t *sc, cursor_t *c, uint64_t now) {
   return c->left == 0 ? 0 : -EINVAL;
 }
 
-int cli_session_cache_parse(cli_session_cache_t *sc,
-                            const uint8_t *data_untrusted, size_t len,
-                            uint64_t now) {
+int tg_session_cache_parse(tg_session_cache_t *sc,
+                           const uint8_t *data_untrusted, size_t len,
+                           uint64_t now) {
   clear(sc);
-  if (len > CLI_SC_MAX_FILE) return -EINVAL;
+  if (len > TG_SC_MAX_FILE) return -EINVAL;
   cursor_t c = {data_untrusted, len};
   int rv = parse_entries(sc, &c, now);
   if (rv) clear(sc);
   return rv;
 }
 
-int cli_session_cache_serialize(const cli_session_cache_t *sc, uint64_t now,
-                                tg_buf_t *out) {
+int tg_session_cache_serialize(const tg_session_cache_t *sc, uint64_t now,
+                               tg_buf_t *out) {
   size_t total = HEADER_SIZE, n = 0;
   for (size_t i = 0; i < sc->n; i++) {
     const entry_t *e = &sc->e[i];
@@ -311,9 +312,9 @@ int cli_session_cache_serialize(const cli_session_cache_t *sc, uint64_t now,
     p = wr(p + hl, sl, 2);
     memcpy(p, e->server_name, sl);
     p += sl;
-    memcpy(p, e->own_fp, CLI_SC_FP_SIZE);
-    memcpy(p + CLI_SC_FP_SIZE, e->ca_fp, CLI_SC_FP_SIZE);
-    p = wr(p + 2 * CLI_SC_FP_SIZE, e->expires, 8);
+    memcpy(p, e->own_fp, TG_SC_FP_SIZE);
+    memcpy(p + TG_SC_FP_SIZE, e->ca_fp, TG_SC_FP_SIZE);
+    p = wr(p + 2 * TG_SC_FP_SIZE, e->expires, 8);
     p = wr(p, e->len, 4);
     memcpy(p, e->session, e->len);
     p += e->len;
@@ -324,7 +325,7 @@ int cli_session_cache_serialize(const cli_session_cache_t *sc, uint64_t now,
 
 /* --- the file ------------------------------------------------------------ */
 
-int cli_session_cache_resolve(const char *setting, char *path, size_t n) {
+int tg_session_cache_resolve(const char *setting, char *path, size_t n) {
   if (!setting || !strcmp(setting, "off")) return 0;
   int w;
   if (!strcmp(setting, "on")) {
@@ -346,13 +347,13 @@ int cli_session_cache_resolve(const char *setting, char *path, size_t n) {
 
 static void warn_ignored(const char *path, const char *why) {
   fprintf(stderr,
-          CLI_PROG_NAME ": warning: session cache %s %s: ignoring it (full "
+          TG_CLIENT_PROG ": warning: session cache %s %s: ignoring it (full "
           "TLS handshakes this time; it is rewritten at the end)\n",
           path, why);
 }
 
-int cli_session_cache_load(cli_session_cache_t *sc, const char *path,
-                           uint64_t now) {
+int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
+                          uint64_t now) {
   clear(sc);
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
@@ -365,7 +366,7 @@ int cli_session_cache_load(cli_session_cache_t *sc, const char *path,
   else if (!S_ISREG(st.st_mode)) why = "is not a regular file";
   else if (st.st_uid != getuid()) why = "is not owned by this user";
   else if (st.st_mode & 077) why = "is readable or writable by others (chmod 600)";
-  else if ((uint64_t)st.st_size > CLI_SC_MAX_FILE) why = "is too large";
+  else if ((uint64_t)st.st_size > TG_SC_MAX_FILE) why = "is too large";
   if (why) {
     close(fd);
     warn_ignored(path, why);
@@ -388,7 +389,7 @@ int cli_session_cache_load(cli_session_cache_t *sc, const char *path,
   if (got != size) {
     warn_ignored(path, "changed while it was read");
   } else {
-    rv = cli_session_cache_parse(sc, buf, size, now);
+    rv = tg_session_cache_parse(sc, buf, size, now);
     if (rv == -EINVAL) warn_ignored(path, "is truncated or corrupt");
     if (rv == -EINVAL || rv == -ENOSPC) rv = 0;
   }
@@ -416,11 +417,11 @@ static int make_dir_of(const char *path) {
   return mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
-int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
-                            uint64_t now) {
+int tg_session_cache_store(const tg_session_cache_t *sc, const char *path,
+                           uint64_t now) {
   tg_buf_t b;
   tg_buf_init(&b, 0);
-  int rv = cli_session_cache_serialize(sc, now, &b);
+  int rv = tg_session_cache_serialize(sc, now, &b);
   if (rv) goto out;
   if (tg_buf_size(&b) == HEADER_SIZE) {
     /* Nothing alive: no file keeps stale secrets at rest. */
@@ -448,8 +449,8 @@ int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
   if (rv) unlink(tmp);
 out:
   if (rv)
-    fprintf(stderr, CLI_PROG_NAME ": warning: cannot write the session cache "
-            "%s: %s\n", path, strerror(-rv));
+    fprintf(stderr, TG_CLIENT_PROG ": warning: cannot write the session "
+            "cache %s: %s\n", path, strerror(-rv));
   if (b.data) explicit_bzero(b.data, b.cap);
   tg_buf_free(&b);
   return rv;

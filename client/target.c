@@ -2,14 +2,15 @@
  * files are given. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/prog.h"
+#include "client/target.h"
 #include "common/fnv1a.h"
-#include "consumer/cli/cli.h"
-#include "consumer/cli/remote.h"
 #include "ipc/net_addr.h"
 
 #define SSH_SCHEME "ssh://"
@@ -23,16 +24,16 @@ static bool user_ok(const char *u) {
   return true;
 }
 
-_Static_assert(sizeof(((cli_target_t *)0)->host) > TG_NET_HOST_MAX,
-               "cli_target_t.host holds any parsed host");
-_Static_assert(sizeof(((cli_target_t *)0)->hostport) >= TG_NET_ADDR_STRLEN,
-               "cli_target_t.hostport holds any formatted address");
+_Static_assert(sizeof(((tg_target_t *)0)->host) > TG_NET_HOST_MAX,
+               "tg_target_t.host holds any parsed host");
+_Static_assert(sizeof(((tg_target_t *)0)->hostport) >= TG_NET_ADDR_STRLEN,
+               "tg_target_t.hostport holds any formatted address");
 
 /* "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address
  * (ipc/net_addr.h). Host names reach getaddrinfo or ssh's command line:
  * the parser refuses spaces, control bytes and a leading '-'. The port is
  * |default_port| when none is given. */
-static int split_host(const char *s, uint16_t default_port, cli_target_t *t,
+static int split_host(const char *s, uint16_t default_port, tg_target_t *t,
                       tg_net_addr_t *a) {
   if (tg_net_addr_parse(s, TG_NET_ADDR_PORT_OPTIONAL, default_port, a) < 0)
     return -EINVAL;
@@ -41,7 +42,7 @@ static int split_host(const char *s, uint16_t default_port, cli_target_t *t,
   return 0;
 }
 
-int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
+int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n) {
   memset(t, 0, sizeof(*t));
   if (!spec || strlen(spec) >= sizeof(t->spec)) {
     snprintf(err, n, "'%s' is too long for a host", spec ? spec : "");
@@ -50,7 +51,7 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
   snprintf(t->spec, sizeof(t->spec), "%s", spec);
   tg_net_addr_t a;
   if (!strncmp(spec, SSH_SCHEME, strlen(SSH_SCHEME))) {
-    t->kind = CLI_TARGET_SSH;
+    t->kind = TG_TARGET_SSH;
     const char *rest = spec + strlen(SSH_SCHEME);
     const char *at = strchr(rest, '@');
     if (at) {
@@ -71,8 +72,8 @@ int cli_target_parse(const char *spec, cli_target_t *t, char *err, size_t n) {
     }
     return 0;
   }
-  t->kind = CLI_TARGET_TLS;
-  if (strstr(spec, "://") || split_host(spec, CLI_RELAY_PORT, t, &a) < 0) {
+  t->kind = TG_TARGET_TLS;
+  if (strstr(spec, "://") || split_host(spec, TG_RELAY_PORT, t, &a) < 0) {
     snprintf(err, n, "'%s' is not host:port, [ipv6]:port or "
              "ssh://[user@]host[:port]", spec);
     return -EINVAL;
@@ -93,9 +94,9 @@ static void safe_copy(char *dst, size_t cap, const char *src) {
 /* Orders targets by host, then kind, port and user: the same target lands
  * next to itself, and targets sharing a host form one run. */
 static int by_target(const void *a, const void *b, void *ctx) {
-  const cli_target_t *list = ctx;
-  const cli_target_t *x = &list[*(const size_t *)a];
-  const cli_target_t *y = &list[*(const size_t *)b];
+  const tg_target_t *list = ctx;
+  const tg_target_t *x = &list[*(const size_t *)a];
+  const tg_target_t *y = &list[*(const size_t *)b];
   int c = strcmp(x->host, y->host);
   if (c) return c;
   if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
@@ -111,7 +112,7 @@ static uint64_t name_hash(const char *s) {
 }
 
 /* Open addressing over |cap| (a power of two) slots of indices + 1. */
-static bool name_taken(const cli_target_t *list, const size_t *slots,
+static bool name_taken(const tg_target_t *list, const size_t *slots,
                        size_t cap, const char *name) {
   for (size_t i = name_hash(name) & (cap - 1); slots[i];
        i = (i + 1) & (cap - 1))
@@ -119,7 +120,7 @@ static bool name_taken(const cli_target_t *list, const size_t *slots,
   return false;
 }
 
-static void name_take(const cli_target_t *list, size_t *slots, size_t cap,
+static void name_take(const tg_target_t *list, size_t *slots, size_t cap,
                       size_t idx) {
   size_t i = name_hash(list[idx].name) & (cap - 1);
   while (slots[i]) i = (i + 1) & (cap - 1);
@@ -127,7 +128,7 @@ static void name_take(const cli_target_t *list, size_t *slots, size_t cap,
 }
 
 /* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
-int cli_targets_name(cli_target_t *list, size_t n) {
+int tg_targets_name(tg_target_t *list, size_t n) {
   if (n == 0) return 0;
   size_t cap = 16;
   while (cap < 2 * n) cap *= 2;
@@ -135,7 +136,8 @@ int cli_targets_name(cli_target_t *list, size_t n) {
   bool *shared = calloc(n, sizeof(*shared));
   size_t *slots = calloc(cap, sizeof(*slots));
   if (!order || !shared || !slots) {
-    fprintf(stderr, CLI_PROG ": out of memory naming %zu hosts\n", n);
+    fprintf(stderr, TG_CLIENT_PROG ": out of memory naming %zu hosts\n",
+            n);
     free(order);
     free(shared);
     free(slots);
@@ -151,7 +153,7 @@ int cli_targets_name(cli_target_t *list, size_t n) {
     for (size_t k = run; k < end; k++) {
       shared[order[k]] = end - run > 1;
       if (k + 1 < end) {
-        const cli_target_t *a = &list[order[k]], *b = &list[order[k + 1]];
+        const tg_target_t *a = &list[order[k]], *b = &list[order[k + 1]];
         if (a->kind == b->kind && a->port == b->port &&
             !strcmp(a->user, b->user) && order[k] < dup)
           dup = order[k];
@@ -160,7 +162,8 @@ int cli_targets_name(cli_target_t *list, size_t n) {
     run = end;
   }
   if (dup < n) {
-    fprintf(stderr, CLI_PROG ": host %s is given twice\n", list[dup].spec);
+    fprintf(stderr, TG_CLIENT_PROG ": host %s is given twice\n",
+            list[dup].spec);
     free(order);
     free(shared);
     free(slots);
@@ -170,7 +173,7 @@ int cli_targets_name(cli_target_t *list, size_t n) {
     char raw[400];
     if (!shared[i])
       snprintf(raw, sizeof(raw), "%s", list[i].host);
-    else if (list[i].kind == CLI_TARGET_SSH)
+    else if (list[i].kind == TG_TARGET_SSH)
       snprintf(raw, sizeof(raw), "%s%s%s_ssh%u", list[i].user,
                list[i].user[0] ? "@" : "", list[i].host, list[i].port);
     else

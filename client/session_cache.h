@@ -1,4 +1,4 @@
-/* consumer/cli/session_cache.h: the CLI's saved TLS sessions, so that a
+/* client/session_cache.h: a client's saved TLS sessions, so that a
  * reconnection (and, with the on-disk cache, the next run) resumes from a
  * session ticket instead of paying a full handshake's public-key work.
  *
@@ -21,8 +21,8 @@
  *             own_fp[32] | ca_fp[32] | u64 expires (Unix s) |
  *             u32 n, session[n] (tg_tls_session_save's bytes) }
  */
-#ifndef TRACEGATE_CONSUMER_CLI_SESSION_CACHE_H
-#define TRACEGATE_CONSUMER_CLI_SESSION_CACHE_H
+#ifndef TRACEGATE_CLIENT_SESSION_CACHE_H
+#define TRACEGATE_CLIENT_SESSION_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,76 +30,76 @@
 
 #include "common/buf.h"
 
-#define CLI_SC_FP_SIZE 32
-#define CLI_SC_MAX_ENTRIES 4096
-#define CLI_SC_MAX_NAME 300
-#define CLI_SC_MAX_SESSION 16384
-#define CLI_SC_MAX_FILE (8u * 1024 * 1024)
+#define TG_SC_FP_SIZE 32
+#define TG_SC_MAX_ENTRIES 4096
+#define TG_SC_MAX_NAME 300
+#define TG_SC_MAX_SESSION 16384
+#define TG_SC_MAX_FILE (8u * 1024 * 1024)
 /* No entry lives longer than this past now, whatever the file says. */
-#define CLI_SC_MAX_LIFETIME_S (24u * 3600)
-#define CLI_SC_ENV "TRACEGATE_SESSION_CACHE"
+#define TG_SC_MAX_LIFETIME_S (24u * 3600)
+#define TG_SC_ENV "TRACEGATE_SESSION_CACHE"
 
-typedef struct cli_session_cache cli_session_cache_t;
+typedef struct tg_session_cache tg_session_cache_t;
 
 /* An empty cache for sessions made with the client certificate |own_fp|
  * and the CA |ca_fp| (both copied). Returns 0 or -ENOMEM. */
-int cli_session_cache_new(const uint8_t own_fp[CLI_SC_FP_SIZE],
-                          const uint8_t ca_fp[CLI_SC_FP_SIZE],
-                          cli_session_cache_t **out);
+int tg_session_cache_new(const uint8_t own_fp[TG_SC_FP_SIZE],
+                         const uint8_t ca_fp[TG_SC_FP_SIZE],
+                         tg_session_cache_t **out);
 /* Wipes every saved session and frees |sc| (NULL: nothing). */
-void cli_session_cache_free(cli_session_cache_t *sc);
+void tg_session_cache_free(tg_session_cache_t *sc);
 
 /* Replaces the entries with those of |len| file bytes (read only during
  * the call), dropping the ones expired at |now| (Unix s) or implausibly
  * far ahead. Returns 0, -EINVAL (malformed: the cache is left empty) or
  * -ENOMEM. */
-int cli_session_cache_parse(cli_session_cache_t *sc,
-                            const uint8_t *data_untrusted, size_t len,
-                            uint64_t now);
+int tg_session_cache_parse(tg_session_cache_t *sc,
+                           const uint8_t *data_untrusted, size_t len,
+                           uint64_t now);
 
 /* Appends the file bytes of the entries alive at |now| to |out|. */
-int cli_session_cache_serialize(const cli_session_cache_t *sc, uint64_t now,
-                                tg_buf_t *out);
+int tg_session_cache_serialize(const tg_session_cache_t *sc, uint64_t now,
+                               tg_buf_t *out);
 
 /* The session saved for (|hostport|, |server_name|) with this cache's
  * fingerprints, alive at |now|: NULL or |*len| bytes owned by the cache,
  * valid until its next put/forget/parse/free. */
-const uint8_t *cli_session_cache_get(const cli_session_cache_t *sc,
-                                     const char *hostport,
-                                     const char *server_name, uint64_t now,
-                                     size_t *len);
+const uint8_t *tg_session_cache_get(const tg_session_cache_t *sc,
+                                    const char *hostport,
+                                    const char *server_name, uint64_t now,
+                                    size_t *len);
 
 /* Saves |data| (|len| bytes, copied) for the key, replacing an older
  * one. Returns 0, -EINVAL (empty or oversized names or session), -ENOSPC
- * (CLI_SC_MAX_ENTRIES entries already), -ENOMEM. */
-int cli_session_cache_put(cli_session_cache_t *sc, const char *hostport,
-                          const char *server_name, const uint8_t *data,
-                          size_t len, uint64_t expires);
+ * (TG_SC_MAX_ENTRIES entries already), -ENOMEM. */
+int tg_session_cache_put(tg_session_cache_t *sc, const char *hostport,
+                         const char *server_name, const uint8_t *data,
+                         size_t len, uint64_t expires);
 
 /* Drops the key's session (a server refused it). */
-void cli_session_cache_forget(cli_session_cache_t *sc, const char *hostport,
-                              const char *server_name);
+void tg_session_cache_forget(tg_session_cache_t *sc, const char *hostport,
+                             const char *server_name);
 
-size_t cli_session_cache_count(const cli_session_cache_t *sc);
+size_t tg_session_cache_count(const tg_session_cache_t *sc);
 
 /* What a --session-cache / $TRACEGATE_SESSION_CACHE / "session_cache ="
  * value means: "off" (or NULL: the default) -> 0; "on" -> 1 with the
  * default file ($XDG_CACHE_HOME/tracegate/sessions, else
  * ~/.cache/tracegate/sessions) in |path|; a value with a '/' -> 1 with
  * that file. Anything else, or no home for "on": -EINVAL. */
-int cli_session_cache_resolve(const char *setting, char *path, size_t n);
+int tg_session_cache_resolve(const char *setting, char *path, size_t n);
 
 /* Reads |path| into |sc| at |now|. A missing file is no error; any other
  * problem (not a regular file of ours with mode 0600 or stricter, too
  * large, unreadable, malformed) prints one warning to stderr and leaves
  * the cache empty. Returns 0, or -ENOMEM. */
-int cli_session_cache_load(cli_session_cache_t *sc, const char *path,
-                           uint64_t now);
+int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
+                          uint64_t now);
 
 /* Writes the entries alive at |now| to |path| atomically (its directory
  * made 0700 when missing, the file 0600), or removes the file when none is
  * left. Returns 0 or a -errno after printing a warning. */
-int cli_session_cache_store(const cli_session_cache_t *sc, const char *path,
-                            uint64_t now);
+int tg_session_cache_store(const tg_session_cache_t *sc, const char *path,
+                           uint64_t now);
 
-#endif /* TRACEGATE_CONSUMER_CLI_SESSION_CACHE_H */
+#endif /* TRACEGATE_CLIENT_SESSION_CACHE_H */

@@ -1,9 +1,9 @@
-/* Naming -H targets (consumer/cli/target.c, cli_targets_name): a host's
+/* Naming -H targets (client/target.c, tg_targets_name): a host's
  * own name when it is alone, host_port (or user@host_sshPORT) when several
  * targets share a host, sanitised for file names, numbered when two names
  * still meet; a target given twice is refused. Also at fleet size, where a
  * pairwise check was quadratic. And a hosts file's lines appended to the
- * -H targets (consumer/cli/hosts_file.c, cli_hosts_parse). */
+ * -H targets (client/hosts_file.c, tg_hosts_parse). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -18,12 +18,12 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/remote.h"
+#include "client/target.h"
 
-static void parse_all(cli_target_t *t, const char *const *specs, size_t n) {
+static void parse_all(tg_target_t *t, const char *const *specs, size_t n) {
   for (size_t i = 0; i < n; i++) {
     char err[256];
-    assert_int_equal(cli_target_parse(specs[i], &t[i], err, sizeof(err)), 0);
+    assert_int_equal(tg_target_parse(specs[i], &t[i], err, sizeof(err)), 0);
   }
 }
 
@@ -34,9 +34,9 @@ static void names_alone_shared_and_sanitised(void **state) {
       "ssh://u@beta.example:22", "[::1]:7467",        "__1:7467",
   };
   enum { N = sizeof(specs) / sizeof(specs[0]) };
-  cli_target_t t[N];
+  tg_target_t t[N];
   parse_all(t, specs, N);
-  assert_int_equal(cli_targets_name(t, N), 0);
+  assert_int_equal(tg_targets_name(t, N), 0);
   assert_string_equal(t[0].name, "alpha.example");
   assert_string_equal(t[1].name, "beta.example_7000");
   assert_string_equal(t[2].name, "beta.example_7001");
@@ -50,14 +50,14 @@ static void refuses_a_target_given_twice(void **state) {
   (void)state;
   static const char *const specs[] = {"a.example:1", "b.example:2",
                                       "a.example:3", "b.example:2"};
-  cli_target_t t[4];
+  tg_target_t t[4];
   parse_all(t, specs, 4);
-  assert_int_equal(cli_targets_name(t, 4), -1);
+  assert_int_equal(tg_targets_name(t, 4), -1);
   /* Another port, or ssh to the same host, is another target. */
   static const char *const ok[] = {"a.example:1", "a.example:2",
                                    "ssh://a.example:1"};
   parse_all(t, ok, 3);
-  assert_int_equal(cli_targets_name(t, 3), 0);
+  assert_int_equal(tg_targets_name(t, 3), 0);
 }
 
 /* 5000 hosts: each named, every name distinct; then the same list with
@@ -65,21 +65,21 @@ static void refuses_a_target_given_twice(void **state) {
 static void names_a_big_fleet(void **state) {
   (void)state;
   enum { N = 5000 };
-  cli_target_t *t = calloc(N + 1, sizeof(*t));
+  tg_target_t *t = calloc(N + 1, sizeof(*t));
   assert_non_null(t);
   for (size_t i = 0; i < N; i++) {
     char spec[64], err[128];
     snprintf(spec, sizeof(spec), "host%zu.example:%zu", i % 2500,
              7000 + i / 2500);
-    assert_int_equal(cli_target_parse(spec, &t[i], err, sizeof(err)), 0);
+    assert_int_equal(tg_target_parse(spec, &t[i], err, sizeof(err)), 0);
   }
-  assert_int_equal(cli_targets_name(t, N), 0);
+  assert_int_equal(tg_targets_name(t, N), 0);
   assert_string_equal(t[0].name, "host0.example_7000");
   assert_string_equal(t[N - 1].name, "host2499.example_7001");
   for (size_t i = 1; i < N; i++)
     assert_int_not_equal(strcmp(t[i].name, t[i - 1].name), 0);
   t[N] = t[1234];
-  assert_int_equal(cli_targets_name(t, N + 1), -1);
+  assert_int_equal(tg_targets_name(t, N + 1), -1);
   free(t);
 }
 
@@ -96,7 +96,7 @@ static void a_hosts_file_appends_to_the_targets_given(void **state) {
     len += (size_t)snprintf(text + len, cap - len, "h%zu.example:%zu # x\n", i,
                             7000 + i % 7);
   for (size_t max = GIVEN + LINES; max >= GIVEN + LINES - 1; max--) {
-    cli_target_t *t = calloc(GIVEN, sizeof(*t));
+    tg_target_t *t = calloc(GIVEN, sizeof(*t));
     assert_non_null(t);
     static const char *const given[] = {"a.example:1", "b.example:2",
                                         "ssh://c.example"};
@@ -104,7 +104,7 @@ static void a_hosts_file_appends_to_the_targets_given(void **state) {
     size_t n = GIVEN;
     unsigned line = 0;
     char err[256];
-    int rv = cli_hosts_parse(text, len, &t, &n, max, &line, err, sizeof(err));
+    int rv = tg_hosts_parse(text, len, &t, &n, max, &line, err, sizeof(err));
     if (max == GIVEN + LINES) {
       assert_int_equal(rv, 0);
       assert_int_equal(n, GIVEN + LINES);
@@ -137,18 +137,18 @@ static void a_hosts_file_must_be_a_regular_file(void **state) {
   char path[128];
   snprintf(path, sizeof(path), "%s/fleet.hosts", dir);
   assert_int_equal(mkfifo(path, 0600), 0);
-  cli_target_t *t = NULL;
+  tg_target_t *t = NULL;
   size_t n = 0;
   alarm(10);
-  int rv = cli_targets_load(path, &t, &n, 16);
+  int rv = tg_targets_load(path, &t, &n, 16);
   int w = open(path, O_RDWR | O_CLOEXEC);
   assert_true(w >= 0);
-  int rv_open = cli_targets_load(path, &t, &n, 16);
+  int rv_open = tg_targets_load(path, &t, &n, 16);
   alarm(0);
   close(w);
   assert_int_equal(rv, -1);
   assert_int_equal(rv_open, -1);
-  assert_int_equal(cli_targets_load(dir, &t, &n, 16), -1);
+  assert_int_equal(tg_targets_load(dir, &t, &n, 16), -1);
   assert_int_equal(n, 0);
   free(t);
   assert_int_equal(unlink(path), 0);

@@ -1,7 +1,7 @@
 /* Transports to remote tracing services: TLS to a tracegate-relay, or an
  * ssh child running `tracegate-relay --stdio`, each with a consumer on top.
  *
- * Every cli_remote_t has a timer handle; the struct is freed in that
+ * Every tg_remote_t has a timer handle; the struct is freed in that
  * timer's close callback, which comes after every other handle of the
  * remote (and of its transport) has closed. */
 #include <errno.h>
@@ -13,9 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "consumer/cli/cli.h"
-#include "consumer/cli/remote.h"
-#include "consumer/cli/session_cache.h"
+#include "client/prog.h"
+#include "client/remote.h"
+#include "client/session_cache.h"
+#include "common/printable.h"
 #include "ipc/pipe_transport.h"
 #include "tls/dial.h"
 #include "tls/compress_transport.h"
@@ -41,8 +42,8 @@ typedef struct refusal_peek {
   char text[300];
 } refusal_peek_t;
 
-struct cli_remote {
-  cli_target_kind_t kind;
+struct tg_remote {
+  tg_target_kind_t kind;
   refusal_peek_t peek;
   /* Between the TLS or ssh transport and the consumer: a pass-through
    * until the relay agrees to compress (TracegateRelay.SetCompression). */
@@ -50,14 +51,14 @@ struct cli_remote {
   uv_timer_t timer; /* deferred report; the ssh child's kill schedule */
   bool timer_closing;
   bool released;
-  cli_remote_gone_cb gone_cb;
+  tg_remote_gone_cb gone_cb;
   void *gone_ctx;
   char detail[600];
 
   tg_tls_chan_t *ch; /* TLS */
-  cli_session_cache_t *sessions; /* env's, borrowed */
-  cli_tls_counts_t *counts;      /* env's, borrowed */
-  const char *ca_setting;        /* env's, static */
+  tg_session_cache_t *sessions;    /* env's, borrowed */
+  tg_remote_tls_counts_t *counts; /* env's, borrowed */
+  const char *ca_setting;         /* env's, static */
   bool offered, resumed;
   char hostport[300], server_name[256]; /* the sessions' key */
 
@@ -77,22 +78,22 @@ struct cli_remote {
 
 /* --- freeing ------------------------------------------------------------- */
 
-static void ssh_detail(cli_remote_t *rt);
+static void ssh_detail(tg_remote_t *rt);
 
 static void on_timer_closed(uv_handle_t *h) {
-  cli_remote_t *rt = h->data;
+  tg_remote_t *rt = h->data;
   /* The ssh child's account is complete only now: it exited and its
    * stderr reached its end. */
-  if (rt->kind == CLI_TARGET_SSH) ssh_detail(rt);
+  if (rt->kind == TG_TARGET_SSH) ssh_detail(rt);
   if (rt->gone_cb) rt->gone_cb(rt->gone_ctx, rt->detail);
   free(rt);
 }
 
 /* Frees |rt| (through its timer) once the transport and the ssh child's
  * handles are all closed and the owner has released it. */
-static void maybe_free(cli_remote_t *rt) {
+static void maybe_free(tg_remote_t *rt) {
   if (!rt->released || rt->timer_closing || rt->pt_open) return;
-  if (rt->kind == CLI_TARGET_SSH && (!rt->proc_closed || !rt->err_closed))
+  if (rt->kind == TG_TARGET_SSH && (!rt->proc_closed || !rt->err_closed))
     return;
   rt->timer_closing = true;
   uv_close((uv_handle_t *)&rt->timer, on_timer_closed);
@@ -107,12 +108,12 @@ static int placeholder_frame(tg_transport_t *t, const uint8_t *p, size_t n) {
   return 0;
 }
 
-static void schedule_kill(cli_remote_t *rt, uint64_t after_ms);
-static void settle(cli_remote_t *rt);
+static void schedule_kill(tg_remote_t *rt, uint64_t after_ms);
+static void settle(tg_remote_t *rt);
 
 static void placeholder_close(tg_transport_t *t, int status) {
   (void)status;
-  cli_remote_t *rt = t->data;
+  tg_remote_t *rt = t->data;
   rt->pt_open = false;
   if (rt->ch) {
     tg_tls_chan_free(rt->ch);
@@ -129,8 +130,8 @@ static const tg_transport_cbs_t placeholder_cbs = {
     .on_close = placeholder_close,
 };
 
-static cli_remote_t *remote_new(uv_loop_t *loop, cli_target_kind_t kind) {
-  cli_remote_t *rt = calloc(1, sizeof(*rt));
+static tg_remote_t *remote_new(uv_loop_t *loop, tg_target_kind_t kind) {
+  tg_remote_t *rt = calloc(1, sizeof(*rt));
   if (!rt) return NULL;
   rt->kind = kind;
   uv_timer_init(loop, &rt->timer);
@@ -141,22 +142,22 @@ static cli_remote_t *remote_new(uv_loop_t *loop, cli_target_kind_t kind) {
 
 /* --- TLS ----------------------------------------------------------------- */
 
-int cli_tls_load(const char *cert, const char *key, const char *ca,
-                 tg_tls_config_t **out) {
+int tg_client_tls_load(const char *cert, const char *key, const char *ca,
+                       tg_tls_config_t **out) {
   if (!ca) {
-    fprintf(stderr, CLI_PROG ": --ca FILE is required for -H host:port (the "
-            "CA that signed the relays' certificates)\n");
+    fprintf(stderr, TG_CLIENT_PROG ": --ca FILE is required for -H host:port "
+            "(the CA that signed the relays' certificates)\n");
     return -1;
   }
   if (!cert != !key) {
-    fprintf(stderr, CLI_PROG ": --cert and --key go together\n");
+    fprintf(stderr, TG_CLIENT_PROG ": --cert and --key go together\n");
     return -1;
   }
   tg_tls_opts_t o = {.server = false, .cert_file = cert, .key_file = key,
                      .ca_file = ca};
   char err[512] = "";
   if (tg_tls_config_new(&o, out, err, sizeof(err)) < 0) {
-    fprintf(stderr, CLI_PROG ": TLS: %s\n", err);
+    fprintf(stderr, TG_CLIENT_PROG ": TLS: %s\n", err);
     return -1;
   }
   return 0;
@@ -205,10 +206,10 @@ static void peek_close(tg_transport_t *t, int status) {
  * is saved for the next connection to this relay, or, when an offered one
  * ended in a refusal, forgotten (the next attempt is a full handshake). */
 static void on_handshake(tg_tls_chan_t *ch, int status) {
-  cli_remote_t *rt = tg_tls_chan_owner(ch);
+  tg_remote_t *rt = tg_tls_chan_owner(ch);
   if (status != 0) {
     if (rt->offered && rt->sessions)
-      cli_session_cache_forget(rt->sessions, rt->hostport, rt->server_name);
+      tg_session_cache_forget(rt->sessions, rt->hostport, rt->server_name);
     return;
   }
   rt->resumed = tg_tls_chan_resumed(ch);
@@ -222,17 +223,17 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
   uint64_t expires;
   if (tg_tls_chan_save_session(ch, &data, &len, &expires) != 0) return;
   /* Not saved (no room, out of memory): the next handshake is full. */
-  (void)cli_session_cache_put(rt->sessions, rt->hostport, rt->server_name,
-                              data, len, expires);
+  (void)tg_session_cache_put(rt->sessions, rt->hostport, rt->server_name,
+                             data, len, expires);
   explicit_bzero(data, len);
   free(data);
 }
 
-bool cli_remote_resumed(const cli_remote_t *rt) { return rt->resumed; }
+bool tg_remote_resumed(const tg_remote_t *rt) { return rt->resumed; }
 
-static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
+static int open_tls(const tg_remote_env_t *env, const tg_target_t *t,
                     const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
-                    cli_remote_t *rt, char *err, size_t n) {
+                    tg_remote_t *rt, char *err, size_t n) {
   if (!env->tls) {
     snprintf(err, n, "no TLS configuration (give --ca, --cert and --key)");
     return -EINVAL;
@@ -254,7 +255,7 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
   snprintf(rt->server_name, sizeof(rt->server_name), "%s",
            name ? name : t->host);
   if (rt->sessions) {
-    opts.resume_session = cli_session_cache_get(
+    opts.resume_session = tg_session_cache_get(
         rt->sessions, rt->hostport, rt->server_name, (uint64_t)time(NULL),
         &opts.resume_session_len);
     rt->offered = opts.resume_session != NULL;
@@ -288,7 +289,7 @@ static int open_tls(const cli_remote_env_t *env, const cli_target_t *t,
 /* --- ssh ----------------------------------------------------------------- */
 
 static void on_proc_closed(uv_handle_t *h) {
-  cli_remote_t *rt = h->data;
+  tg_remote_t *rt = h->data;
   rt->proc_closed = true;
   maybe_free(rt);
 }
@@ -298,21 +299,21 @@ static void on_err_closed(uv_handle_t *h);
 /* The child is gone but its stderr is still open (a process it left
  * behind, e.g. an ssh connection master, holds it): stop waiting. */
 static void on_err_grace(uv_timer_t *t) {
-  cli_remote_t *rt = t->data;
+  tg_remote_t *rt = t->data;
   if (rt->err_closed || uv_is_closing((uv_handle_t *)&rt->err)) return;
   uv_read_stop((uv_stream_t *)&rt->err);
   uv_close((uv_handle_t *)&rt->err, on_err_closed);
 }
 
 /* Released, and the child has exited: what is left is its stderr. */
-static void settle(cli_remote_t *rt) {
+static void settle(tg_remote_t *rt) {
   if (!rt->err_closed && !uv_is_closing((uv_handle_t *)&rt->err))
     uv_timer_start(&rt->timer, on_err_grace, SSH_STDERR_GRACE_MS, 0);
   maybe_free(rt);
 }
 
 static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
-  cli_remote_t *rt = p->data;
+  tg_remote_t *rt = p->data;
   rt->proc_running = false;
   rt->exit_status = status;
   rt->term_signal = sig;
@@ -321,7 +322,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
 }
 
 static void on_err_closed(uv_handle_t *h) {
-  cli_remote_t *rt = h->data;
+  tg_remote_t *rt = h->data;
   rt->err_closed = true;
   maybe_free(rt);
 }
@@ -335,7 +336,7 @@ static void on_err_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
 
 /* Keeps the last TAIL_MAX bytes the child wrote to stderr. */
 static void on_err_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
-  cli_remote_t *rt = s->data;
+  tg_remote_t *rt = s->data;
   if (nread < 0) {
     if (!uv_is_closing((uv_handle_t *)s)) uv_close((uv_handle_t *)s, on_err_closed);
     return;
@@ -358,7 +359,7 @@ static void on_err_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
 }
 
 /* The last non-empty line of the child's stderr, without control bytes. */
-static void last_line(const cli_remote_t *rt, char *out, size_t cap) {
+static void last_line(const tg_remote_t *rt, char *out, size_t cap) {
   char tmp[TAIL_MAX];
   memcpy(tmp, rt->tail, rt->tail_len);
   tmp[rt->tail_len] = 0;
@@ -370,7 +371,7 @@ static void last_line(const cli_remote_t *rt, char *out, size_t cap) {
   tg_printable(out, cap, start);
 }
 
-static void ssh_detail(cli_remote_t *rt) {
+static void ssh_detail(tg_remote_t *rt) {
   char line[400];
   last_line(rt, line, sizeof(line));
   char how[64] = "";
@@ -384,7 +385,7 @@ static void ssh_detail(cli_remote_t *rt) {
 }
 
 static void on_kill_timer(uv_timer_t *t) {
-  cli_remote_t *rt = t->data;
+  tg_remote_t *rt = t->data;
   if (!rt->proc_running) return;
   if (rt->kill_stage++ == 0) {
     uv_process_kill(&rt->proc, SIGTERM);
@@ -394,15 +395,15 @@ static void on_kill_timer(uv_timer_t *t) {
   }
 }
 
-static void schedule_kill(cli_remote_t *rt, uint64_t after_ms) {
+static void schedule_kill(tg_remote_t *rt, uint64_t after_ms) {
   uv_timer_start(&rt->timer, on_kill_timer, after_ms, 0);
 }
 
 /* Splits $TRACEGATE_SSH (default "ssh") on blanks and appends the
  * arguments that reach |t|'s relay. */
-static int ssh_argv(const cli_target_t *t, char *words, size_t cap, char **argv,
+static int ssh_argv(const tg_target_t *t, char *words, size_t cap, char **argv,
                     char *port, char *dest) {
-  const char *cmd = getenv(CLI_SSH_ENV);
+  const char *cmd = getenv(TG_SSH_ENV);
   if (!cmd || !*cmd) cmd = "ssh";
   snprintf(words, cap, "%s", cmd);
   size_t n = 0;
@@ -428,14 +429,14 @@ static int ssh_argv(const cli_target_t *t, char *words, size_t cap, char **argv,
   return 0;
 }
 
-static int open_ssh(const cli_remote_env_t *env, const cli_target_t *t,
+static int open_ssh(const tg_remote_env_t *env, const tg_target_t *t,
                     const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
-                    cli_remote_t *rt, char *err, size_t n) {
+                    tg_remote_t *rt, char *err, size_t n) {
   char words[512], port[12], dest[330];
   char *argv[SSH_MAX_ARGS];
   int rv = ssh_argv(t, words, sizeof(words), argv, port, dest);
   if (rv < 0) {
-    snprintf(err, n, "$" CLI_SSH_ENV " is not a usable command");
+    snprintf(err, n, "$" TG_SSH_ENV " is not a usable command");
     return rv;
   }
   int sv[2];
@@ -495,16 +496,16 @@ static int open_ssh(const cli_remote_env_t *env, const cli_target_t *t,
 
 /* --- common -------------------------------------------------------------- */
 
-int cli_remote_open(const cli_remote_env_t *env, const cli_target_t *t,
-                    const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
-                    cli_remote_t **out, char *err, size_t n) {
-  cli_remote_t *rt = remote_new(env->loop, t->kind);
+int tg_remote_open(const tg_remote_env_t *env, const tg_target_t *t,
+                   const tg_consumer_cbs_t *cbs, void *data, tg_consumer_t **c,
+                   tg_remote_t **out, char *err, size_t n) {
+  tg_remote_t *rt = remote_new(env->loop, t->kind);
   if (!rt) {
     snprintf(err, n, "out of memory");
     return -ENOMEM;
   }
   rt->ca_setting = env->ca_setting;
-  int rv = t->kind == CLI_TARGET_SSH ? open_ssh(env, t, cbs, data, c, rt, err, n)
+  int rv = t->kind == TG_TARGET_SSH ? open_ssh(env, t, cbs, data, c, rt, err, n)
                                      : open_tls(env, t, cbs, data, c, rt, err, n);
   if (rv < 0) {
     if (!rt->pt_open && !rt->released) {
@@ -547,19 +548,19 @@ static void plain_tls_failure(const char *raw, const char *ca_setting,
 }
 
 static void on_report(uv_timer_t *t) {
-  cli_remote_t *rt = t->data;
+  tg_remote_t *rt = t->data;
   maybe_free(rt);
 }
 
-tg_zstd_transport_t *cli_remote_zstd(cli_remote_t *rt) { return &rt->z; }
+tg_zstd_transport_t *tg_remote_zstd(tg_remote_t *rt) { return &rt->z; }
 
-void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
+void tg_remote_release(tg_remote_t *rt, tg_remote_gone_cb cb, void *ctx) {
   rt->gone_cb = cb;
   rt->gone_ctx = ctx;
   rt->released = true;
   /* The consumer's on_close ran: the transport is closed. */
   rt->pt_open = false;
-  if (rt->kind == CLI_TARGET_TLS) {
+  if (rt->kind == TG_TARGET_TLS) {
     /* The relay's own words about a refusal come first. */
     if (rt->peek.text[0])
       snprintf(rt->detail, sizeof(rt->detail), "%s", rt->peek.text);
@@ -583,23 +584,23 @@ void cli_remote_release(cli_remote_t *rt, cli_remote_gone_cb cb, void *ctx) {
 static int dial_open(void *ctx, tg_fleet_host_t *h, const tg_consumer_cbs_t *cbs,
                      tg_consumer_t **consumer, void **conn, char *err,
                      size_t n) {
-  cli_remote_t *rt = NULL;
-  int rv = cli_remote_open(ctx, h->target, cbs, h, consumer, &rt, err, n);
+  tg_remote_t *rt = NULL;
+  int rv = tg_remote_open(ctx, h->target, cbs, h, consumer, &rt, err, n);
   *conn = rt;
   return rv;
 }
 
 static void dial_release(void *conn, tg_fleet_gone_cb cb, void *ctx) {
-  cli_remote_release(conn, cb, ctx);
+  tg_remote_release(conn, cb, ctx);
 }
 
-static bool dial_resumed(const void *conn) { return cli_remote_resumed(conn); }
+static bool dial_resumed(const void *conn) { return tg_remote_resumed(conn); }
 
 static tg_zstd_transport_t *dial_zstd(void *conn) {
-  return cli_remote_zstd(conn);
+  return tg_remote_zstd(conn);
 }
 
-tg_fleet_dialer_t cli_remote_dialer(cli_remote_env_t *env) {
+tg_fleet_dialer_t tg_remote_dialer(tg_remote_env_t *env) {
   return (tg_fleet_dialer_t){.open = dial_open,
                              .release = dial_release,
                              .resumed = dial_resumed,

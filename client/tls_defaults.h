@@ -1,0 +1,31 @@
+/* client/tls_defaults.h: where a client's TLS files (certificate, key,
+ * CA) and its session cache setting come from when no flag gave them:
+ * the environment (TRACEGATE_CERT, TRACEGATE_KEY, TRACEGATE_CA,
+ * TRACEGATE_SESSION_CACHE), then the per-user config file
+ * ($XDG_CONFIG_HOME or ~/.config, tracegate/config; its format:
+ * tls_defaults.c and docs/commands.md). */
+#ifndef TRACEGATE_CLIENT_TLS_DEFAULTS_H
+#define TRACEGATE_CLIENT_TLS_DEFAULTS_H
+
+#define TG_CLIENT_PATH_MAX 1024
+
+/* The settings, each NULL until given. The pointers are borrowed: from
+ * argv, the environment, or |file_vals| of the same struct (the config
+ * file's values), so a copy of the struct must not outlive the original
+ * when it points into it. */
+typedef struct tg_client_tls_files {
+  const char *cert, *key, *ca;
+  /* "off", "on" or a file (session_cache.h, tg_session_cache_resolve). */
+  const char *session_cache;
+  char file_vals[4][TG_CLIENT_PATH_MAX];
+} tg_client_tls_files_t;
+
+/* Fills |f|'s cert, key, ca and session_cache that are still NULL from
+ * $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA,
+ * $TRACEGATE_SESSION_CACHE, then the per-user config file ("cert = PATH",
+ * "key = PATH", "ca = PATH", "session_cache = on|off|PATH" lines). The
+ * certificate and key come as a pair from one source. Returns -1 after
+ * printing why the file is wrong; a missing file is no error. */
+int tg_client_tls_defaults(tg_client_tls_files_t *f);
+
+#endif /* TRACEGATE_CLIENT_TLS_DEFAULTS_H */
