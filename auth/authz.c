@@ -248,13 +248,12 @@ int tg_authz_load(const char *path, tg_authz_t **out, char *err,
   char *buf = NULL;
   size_t n = 0;
   int rv = tg_read_regular_file(path, AUTHZ_FILE_MAX, &buf, &n);
-  if (rv == -ENOMEM) return tg__auth_fail(err, errlen, rv, "%s: out of memory", path);
-  if (rv == -EFBIG)
-    return tg__auth_fail(err, errlen, TG_EBAD_CONFIG, "%s: larger than %u bytes", path,
-                AUTHZ_FILE_MAX);
-  if (rv < 0)
-    return tg__auth_fail(err, errlen, TG_EBAD_CONFIG, "%s: %s", path,
-                tg_read_file_strerror(rv));
+  if (rv < 0) {
+    char why[96];
+    return tg__auth_fail(err, errlen, rv == -ENOMEM ? rv : TG_EBAD_CONFIG,
+                         "%s: %s", path,
+                         tg_read_file_why(why, sizeof(why), rv, AUTHZ_FILE_MAX));
+  }
   rv = tg_authz_parse(buf, n, path, out, err, errlen);
   free(buf);
   return rv;

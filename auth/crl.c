@@ -28,8 +28,9 @@ static int read_pki_file(const char *what, const char *path, char **out,
   int rv = tg_read_regular_file(path, PKI_FILE_MAX, out, len);
   if (rv == -ENOMEM) return rv;
   if (rv < 0) {
+    char why[96];
     return tg__auth_fail(err, errlen, TG_EBAD_CONFIG, "%s %s: %s", what, path,
-                         tg_read_file_strerror(rv));
+                         tg_read_file_why(why, sizeof(why), rv, PKI_FILE_MAX));
   }
   ++*len;
   return 0;

@@ -141,9 +141,9 @@ int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
   size_t len = 0;
   int rv = tg_read_regular_file(path, MAX_HOSTS_FILE, &text, &len);
   if (rv < 0) {
+    char why[96];
     fprintf(stderr, TG_CLIENT_PROG ": cannot read the hosts file %s: %s\n",
-            path,
-            rv == -EFBIG ? "larger than 4 MiB" : tg_read_file_strerror(rv));
+            path, tg_read_file_why(why, sizeof(why), rv, MAX_HOSTS_FILE));
     return -1;
   }
   char err[400];

@@ -775,14 +775,11 @@ int tg_coll_config_load(const char *path, tg_coll_config_t *out,
   char *text = NULL;
   size_t n = 0;
   int rv = tg_read_regular_file(path, TG_COLL_CONFIG_FILE_MAX, &text, &n);
-  if (rv == -EFBIG) {
-    if (errn)
-      snprintf(err, errn, "%s: larger than %u bytes", path,
-               TG_COLL_CONFIG_FILE_MAX);
-    return rv;
-  }
   if (rv < 0) {
-    if (errn) snprintf(err, errn, "%s: %s", path, tg_read_file_strerror(rv));
+    char why[96];
+    if (errn)
+      snprintf(err, errn, "%s: %s", path,
+               tg_read_file_why(why, sizeof(why), rv, TG_COLL_CONFIG_FILE_MAX));
     return rv;
   }
   const char *slash = strrchr(path, '/');

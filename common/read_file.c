@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,8 +64,12 @@ int tg_read_regular_file(const char *path, size_t max, char **out,
   return 0;
 }
 
-const char *tg_read_file_strerror(int rv) {
-  if (rv == -EINVAL) return "not a regular file (a FIFO, a device or a directory)";
-  if (rv == -EFBIG) return "larger than the limit";
-  return strerror(-rv);
+const char *tg_read_file_why(char *out, size_t cap, int rv, size_t max) {
+  if (rv == -EFBIG)
+    snprintf(out, cap, "larger than %zu bytes", max);
+  else
+    snprintf(out, cap, "%s",
+             rv == -EINVAL ? "not a regular file (a FIFO, a device or a directory)"
+                           : strerror(-rv));
+  return out;
 }

@@ -22,8 +22,9 @@ int tg_read_regular_file(const char *path, size_t max, char **out,
                          size_t *len);
 
 /* What a tg_read_regular_file() failure means, for a message that already
- * names the file: "not a regular file (a FIFO, a device or a directory)",
- * "larger than the limit", or strerror(). Static. */
-const char *tg_read_file_strerror(int rv);
+ * names the file, into |out| (|cap| bytes): "not a regular file (a FIFO, a
+ * device or a directory)", "larger than MAX bytes" (|max| as given to the
+ * read), or strerror(). Returns |out|. */
+const char *tg_read_file_why(char *out, size_t cap, int rv, size_t max);
 
 #endif /* TRACEGATE_COMMON_READ_FILE_H */

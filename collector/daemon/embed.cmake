@@ -23,11 +23,7 @@ foreach(name IN LISTS names)
 endforeach()
 string(APPEND body "\nconst coll_page_asset_t coll_page_assets[] = {\n${rows}};\n")
 string(APPEND body "const size_t coll_page_n_assets = ${i};\n")
-# Rewritten only when it changes, so that a rebuild recompiles nothing.
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL body)
-    return()
-  endif()
-endif()
+# The build runs this only when a page file or this script changed (the
+# custom command's DEPENDS), so OUT is simply written; a page file that is
+# missing fails file(READ) above, and with it the build.
 file(WRITE "${OUT}" "${body}")

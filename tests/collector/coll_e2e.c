@@ -20,6 +20,9 @@
 #include "test_proc.h"
 #include "test_wait.h"
 
+/* A host spec, quoted, as a JSON answer spells it. */
+#define HOST_ROW_MAX 96
+
 #ifndef TRACEGATE_COLLECTOR_PATH
 #error "TRACEGATE_COLLECTOR_PATH must name the tracegate-collector binary"
 #endif
@@ -351,4 +354,16 @@ const char *wait_listed(const collector_t *c, const char *query,
   static char id[32];
   snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshots.0.id") + 1);
   return id;
+}
+
+size_t snapshot_host_row(const char *json, const char *spec, size_t n) {
+  char want[HOST_ROW_MAX], key[48];
+  snprintf(want, sizeof(want), "\"%s\"", spec);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(key, sizeof(key), "hosts.%zu.host", i);
+    const char *v = tg_test_json(json, key);
+    if (v && !strcmp(v, want)) return i;
+  }
+  fail_msg("%s: no host %s", json, spec);
+  return 0;
 }

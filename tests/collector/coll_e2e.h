@@ -68,6 +68,10 @@ const char *snapshot_killed_under_way(collector_t *c, fleet_host_t h[2],
                                       const char *reason, const char *json);
 /* The snapshot's trace through the API, into |out|. */
 void download(const collector_t *c, const char *id, const char *out);
+/* The index, in the snapshot answer |json| (GET /api/v1/snapshots/ID), of
+ * the host row spelt |spec| among its first |n| rows; fails the test when
+ * none is. */
+size_t snapshot_host_row(const char *json, const char *spec, size_t n);
 
 /* |n| hosts of the fleet harness, each with a producer of "fleet.ds". */
 void start_hosts(fleet_host_t *h, size_t n);

@@ -68,19 +68,6 @@ static void caps_down(caps_fleet_t *f) {
   for (size_t i = 0; i < 2; i++) fleet_host_stop(&f->h[i]);
 }
 
-/* The index in |json|'s "hosts" of the host spelt |spec|. */
-static int host_index(const char *json, const char *spec) {
-  char key[48], want[96];
-  snprintf(want, sizeof(want), "\"%s\"", spec);
-  for (int i = 0; i < 2; i++) {
-    snprintf(key, sizeof(key), "hosts.%d.host", i);
-    const char *v = tg_test_json(json, key);
-    if (v && !strcmp(v, want)) return i;
-  }
-  fail_msg("%s: no host %s", json, spec);
-  return -1;
-}
-
 static const char *host_field(const char *json, int i, const char *field) {
   char key[64];
   snprintf(key, sizeof(key), "hosts.%d.%s", i, field);
@@ -94,7 +81,7 @@ static const char *host_field(const char *json, int i, const char *field) {
 static int one_host_failed(const char *json, const char *spec, const char *why) {
   assert_json(json, "snapshot.state", "\"partial\"");
   assert_json(json, "snapshot.hosts_failed", "1");
-  int bad = host_index(json, spec);
+  int bad = (int)snapshot_host_row(json, spec, 2);
   assert_string_equal(host_field(json, 1 - bad, "outcome"), "\"ok\"");
   assert_non_null(strstr(host_field(json, bad, "error"), why));
   return bad;

@@ -77,19 +77,6 @@ static void answer_id(const char *out, char id[17]) {
   snprintf(id, 17, "%.16s", v + 1);
 }
 
-/* The row of |host| among the snapshot's hosts in |out|: its index. */
-static size_t host_row(const char *out, const char *host) {
-  char want[96], key[32];
-  snprintf(want, sizeof(want), "\"%s\"", host);
-  for (size_t i = 0; i < 2; i++) {
-    snprintf(key, sizeof(key), "hosts.%zu.host", i);
-    const char *v = tg_test_json(out, key);
-    if (v && !strcmp(v, want)) return i;
-  }
-  fail_msg("host %s not in the snapshot", host);
-  return 0;
-}
-
 /* Host B silent (its proxy stalled, nothing closed): the snapshot fails B
  * for clone_timeout and stores A's packets; a second trigger during the
  * wait begins a snapshot of its own at once. */
@@ -131,7 +118,8 @@ static void a_silent_host_fails_alone_and_holds_no_trigger(void **state) {
     wait_snapshot_stored(&c, path, out);
     assert_json(out, "snapshot.state", "\"partial\"");
     assert_json(out, "snapshot.hosts_failed", "1");
-    size_t a = host_row(out, h[0].spec), b = host_row(out, h[1].spec);
+    size_t a = snapshot_host_row(out, h[0].spec, 2),
+           b = snapshot_host_row(out, h[1].spec, 2);
     snprintf(key, sizeof(key), "hosts.%zu.outcome", a);
     assert_json(out, key, "\"ok\"");
     snprintf(key, sizeof(key), "hosts.%zu.outcome", b);

@@ -73,7 +73,10 @@ static void refuses_what_is_not_a_regular_file(void **state) {
   assert_int_equal(tg_read_regular_file("/dev/zero", 10, &text, &len),
                    -EINVAL);
   assert_null(text);
-  assert_non_null(strstr(tg_read_file_strerror(-EINVAL), "regular"));
+  char why[96];
+  assert_non_null(strstr(tg_read_file_why(why, sizeof(why), -EINVAL, 9), "regular"));
+  assert_string_equal(tg_read_file_why(why, sizeof(why), -EFBIG, 100),
+                      "larger than 100 bytes");
 }
 
 static int setup(void **state) {
