@@ -4,17 +4,19 @@
 # `deps.sh bench` adds the peer tools the benchmarks measure against
 # (stunnel4, ssh): without them their rows are skipped. `deps.sh
 # conformance` adds the runtime of Perfetto's prebuilt tools
-# (tests/conformance).
+# (tests/conformance). `deps.sh deb` adds Debian's packaging tools
+# (`make deb`).
 set -eu
 
 PKGS="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
-libpcre2-dev
+libpcre2-dev libjansson-dev
 zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
 libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl
-chromium chromium-driver"
+chromium chromium-driver prometheus-alertmanager"
 [ "${1:-}" = bench ] && PKGS="$PKGS stunnel4 openssh-client openssh-server"
+[ "${1:-}" = deb ] && PKGS="$PKGS debhelper lintian dpkg-dev fakeroot"
 [ "${1:-}" = conformance ] && PKGS="$PKGS libprotobuf32 zlib1g util-linux"
 
 missing=""
