@@ -146,7 +146,7 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr);
 int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
                     const cli_remote_opts_t *ro, struct tg_tls_config **tls);
 /* Runs the loop until *|flag| is true or the connection closed. Returns 0
- * if the flag was set. */
+ * if the flag was set. (step.c, beside the machines that wait with it.) */
 int cli_wait(cli_conn_t *cc, const bool *flag);
 /* Closes the connection (if open) and runs the loop until it is gone. */
 void cli_disconnect(cli_conn_t *cc);
