@@ -73,6 +73,7 @@ static int step(cli_sm_t *m) {
   cli_sm_outcome_t o = m->send_rv < 0 || !m->done ? CLI_SM_LOST
                        : m->status != 0           ? CLI_SM_REFUSED
                                                   : CLI_SM_OK;
+  m->outcome = o;
   int next = st->decide ? st->decide(m, o) : CLI_SM_TABLE;
   if (next == CLI_SM_TABLE) {
     next = o == CLI_SM_OK ? st->on_ok : st->on_fail;

@@ -59,6 +59,7 @@ struct cli_sm {
   int status;     /* its status: 0 success */
   int send_rv;    /* what send() returned */
   char msg[512];  /* its message */
+  cli_sm_outcome_t outcome; /* once it was judged */
 };
 
 /* Runs |m| from state |first| until a transition to CLI_SM_END. Fills

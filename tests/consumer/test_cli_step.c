@@ -111,6 +111,7 @@ static void sm_goes_through_the_table_on_success(void **state) {
   assert_visited(v, 3);
   assert_int_equal(f.s.decided, 1);
   assert_int_equal(f.m.state, CLI_SM_END);
+  assert_int_equal(f.m.outcome, CLI_SM_OK);
 }
 
 /* decide() sees the refusal first and ends the machine with its code. */
@@ -120,6 +121,7 @@ static void sm_decide_takes_a_refusal(void **state) {
   assert_int_equal(run(a, 1), CLI_EXIT_USAGE);
   static const int v[] = {A};
   assert_visited(v, 1);
+  assert_int_equal(f.m.outcome, CLI_SM_REFUSED);
   assert_int_equal(f.m.status, -1);
   assert_string_equal(cli_sm_why(&f.m), "no such key");
 }
@@ -148,6 +150,8 @@ static void sm_unsent_request_is_lost(void **state) {
   (void)state;
   static const answer_t a[] = {UNSENT};
   assert_int_equal(run(a, 1), CLI_EXIT_FAIL);
+  assert_int_equal(f.m.outcome, CLI_SM_LOST);
+  assert_int_equal(f.s.decided, 1); /* saw it, left it to the table */
   assert_int_equal(f.m.send_rv, -ENOTCONN);
   assert_false(f.m.done);
   assert_string_equal(cli_sm_why(&f.m), tg_strerror(-ENOTCONN));
@@ -163,6 +167,7 @@ static void sm_connection_end_is_lost(void **state) {
   assert_visited(v, 3);
   static const answer_t lost_first[] = {SILENT};
   assert_int_equal(run(lost_first, 1), CLI_EXIT_FAIL);
+  assert_int_equal(f.m.outcome, CLI_SM_LOST);
   assert_false(f.m.done);
   assert_string_equal(cli_sm_why(&f.m), "the service went away");
 }
