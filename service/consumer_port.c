@@ -114,13 +114,13 @@ static void dispatch(tg_service_t *svc, tg_ipc_call_t call,
   protobuf_c_message_free_unpacked(req, NULL);
 }
 
-/* The IPC host's entry for |handler|, whose request is of |descriptor|'s
- * type (NULL: EnableTracing's), named handler_ipc. */
-#define CONSUMER_METHOD(handler, descriptor)                              \
-  static void handler##_ipc(void *ctx, tg_ipc_call_t call,               \
-                            const uint8_t *args, size_t len) {           \
-    static const consumer_method_t m = {(descriptor), handler};          \
-    dispatch(ctx, call, args, len, &m);                                  \
+/* |entry|, the IPC host's entry for |handler|, whose request is of
+ * |descriptor|'s type (NULL: EnableTracing's). */
+#define CONSUMER_METHOD(entry, handler, descriptor)                        \
+  static void entry(void *ctx, tg_ipc_call_t call, const uint8_t *args,   \
+                    size_t len) {                                         \
+    static const consumer_method_t m = {(descriptor), handler};           \
+    dispatch(ctx, call, args, len, &m);                                   \
   }
 
 /* --- detach / attach ------------------------------------------------------ */
@@ -146,7 +146,8 @@ static void m_detach(tg_consumer_conn_t *c, tg_ipc_call_t call,
   Perfetto__Protos__DetachResponse r = PERFETTO__PROTOS__DETACH_RESPONSE__INIT;
   tg_ipc_reply(&call, ok, false, &r.base, -1);
 }
-CONSUMER_METHOD(m_detach, &perfetto__protos__detach_request__descriptor)
+CONSUMER_METHOD(ipc_detach, m_detach,
+                &perfetto__protos__detach_request__descriptor)
 
 static void m_attach(tg_consumer_conn_t *c, tg_ipc_call_t call,
                      const void *arg) {
@@ -163,7 +164,8 @@ static void m_attach(tg_consumer_conn_t *c, tg_ipc_call_t call,
   r.trace_config = found->config;
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
-CONSUMER_METHOD(m_attach, &perfetto__protos__attach_request__descriptor)
+CONSUMER_METHOD(ipc_attach, m_attach,
+                &perfetto__protos__attach_request__descriptor)
 
 /* --- queries --------------------------------------------------------------- */
 
@@ -180,7 +182,8 @@ static void m_get_trace_stats(tg_consumer_conn_t *c, tg_ipc_call_t call,
   tg_ipc_reply(&call, true, false, &r.base, -1);
   tg__readout_stats_free(st);
 }
-CONSUMER_METHOD(m_get_trace_stats, &perfetto__protos__get_trace_stats_request__descriptor)
+CONSUMER_METHOD(ipc_get_trace_stats, m_get_trace_stats,
+                &perfetto__protos__get_trace_stats_request__descriptor)
 
 static void m_observe_events(tg_consumer_conn_t *c, tg_ipc_call_t call,
                              const void *arg) {
@@ -199,7 +202,8 @@ static void m_observe_events(tg_consumer_conn_t *c, tg_ipc_call_t call,
   c->observe_call = call;
   if (!mask) tg_ipc_reply(&call, true, false, NULL, -1);
 }
-CONSUMER_METHOD(m_observe_events, &perfetto__protos__observe_events_request__descriptor)
+CONSUMER_METHOD(ipc_observe_events, m_observe_events,
+                &perfetto__protos__observe_events_request__descriptor)
 
 /* --- leases and the end of a connection ------------------------------------ */
 
@@ -265,7 +269,7 @@ static void m_query_service_state(tg_consumer_conn_t *c, tg_ipc_call_t call,
                                   const void *req) {
   tg__consumer_query_service_state(c->svc, &c->state_query, call, req);
 }
-CONSUMER_METHOD(m_query_service_state,
+CONSUMER_METHOD(ipc_query_service_state, m_query_service_state,
                 &perfetto__protos__query_service_state_request__descriptor)
 
 static void m_query_capabilities(tg_consumer_conn_t *c, tg_ipc_call_t call,
@@ -273,7 +277,7 @@ static void m_query_capabilities(tg_consumer_conn_t *c, tg_ipc_call_t call,
   (void)req;
   tg__consumer_query_capabilities(c->svc, call);
 }
-CONSUMER_METHOD(m_query_capabilities,
+CONSUMER_METHOD(ipc_query_capabilities, m_query_capabilities,
                 &perfetto__protos__query_capabilities_request__descriptor)
 
 static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
@@ -288,36 +292,37 @@ static void on_consumer_drain(void *ctx, tg_ipc_host_conn_t *conn) {
 /* --- the method table ------------------------------------------------------- */
 
 /* The handlers of the other files (consumer_port_internal.h). */
-CONSUMER_METHOD(tg__cport_enable_tracing, NULL)
-CONSUMER_METHOD(tg__cport_start_tracing,
+CONSUMER_METHOD(ipc_enable_tracing, tg__cport_enable_tracing, NULL)
+CONSUMER_METHOD(ipc_start_tracing, tg__cport_start_tracing,
                 &perfetto__protos__start_tracing_request__descriptor)
-CONSUMER_METHOD(tg__cport_disable_tracing,
+CONSUMER_METHOD(ipc_disable_tracing, tg__cport_disable_tracing,
                 &perfetto__protos__disable_tracing_request__descriptor)
-CONSUMER_METHOD(tg__cport_free_buffers,
+CONSUMER_METHOD(ipc_free_buffers, tg__cport_free_buffers,
                 &perfetto__protos__free_buffers_request__descriptor)
-CONSUMER_METHOD(tg__cport_flush, &perfetto__protos__flush_request__descriptor)
-CONSUMER_METHOD(tg__cport_change_trace_config,
+CONSUMER_METHOD(ipc_flush, tg__cport_flush,
+                &perfetto__protos__flush_request__descriptor)
+CONSUMER_METHOD(ipc_change_trace_config, tg__cport_change_trace_config,
                 &perfetto__protos__change_trace_config_request__descriptor)
-CONSUMER_METHOD(tg__cport_read_buffers,
+CONSUMER_METHOD(ipc_read_buffers, tg__cport_read_buffers,
                 &perfetto__protos__read_buffers_request__descriptor)
-CONSUMER_METHOD(tg__cport_clone_session,
+CONSUMER_METHOD(ipc_clone_session, tg__cport_clone_session,
                 &perfetto__protos__clone_session_request__descriptor)
 
 static const tg_ipc_method_def_t consumer_methods[] = {
-    {"EnableTracing", tg__cport_enable_tracing_ipc},
-    {"DisableTracing", tg__cport_disable_tracing_ipc},
-    {"ReadBuffers", tg__cport_read_buffers_ipc},
-    {"FreeBuffers", tg__cport_free_buffers_ipc},
-    {"Flush", tg__cport_flush_ipc},
-    {"StartTracing", tg__cport_start_tracing_ipc},
-    {"ChangeTraceConfig", tg__cport_change_trace_config_ipc},
-    {"Detach", m_detach_ipc},
-    {"Attach", m_attach_ipc},
-    {"GetTraceStats", m_get_trace_stats_ipc},
-    {"ObserveEvents", m_observe_events_ipc},
-    {"QueryServiceState", m_query_service_state_ipc},
-    {"QueryCapabilities", m_query_capabilities_ipc},
-    {"CloneSession", tg__cport_clone_session_ipc},
+    {"EnableTracing", ipc_enable_tracing},
+    {"DisableTracing", ipc_disable_tracing},
+    {"ReadBuffers", ipc_read_buffers},
+    {"FreeBuffers", ipc_free_buffers},
+    {"Flush", ipc_flush},
+    {"StartTracing", ipc_start_tracing},
+    {"ChangeTraceConfig", ipc_change_trace_config},
+    {"Detach", ipc_detach},
+    {"Attach", ipc_attach},
+    {"GetTraceStats", ipc_get_trace_stats},
+    {"ObserveEvents", ipc_observe_events},
+    {"QueryServiceState", ipc_query_service_state},
+    {"QueryCapabilities", ipc_query_capabilities},
+    {"CloneSession", ipc_clone_session},
     /* Not supported: the host answers it with an explicit failure. */
     {"SaveTraceForBugreport", NULL},
 };
