@@ -1,4 +1,4 @@
-/* Flags, logging and signals of the agent's ready tools; see tool_setup.h. */
+/* Logging and signals of the agent's ready tools; see tool_setup.h. */
 #include "agent/tool_setup.h"
 
 #include <pthread.h>
@@ -7,16 +7,6 @@
 #include <string.h>
 
 #include "common/log.h"
-
-int tg__tool_parse_flags(const char *prog, const tg_flag_t *flags, size_t n,
-                         const char *about, int argc, char **argv) {
-  int rv = tg_flags_parse(prog, flags, n, argc, argv, NULL, 0, NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, prog, "[options]", flags, n);
-    fputs(about, stdout);
-  }
-  return rv;
-}
 
 void tg__tool_setup(const char *prog, int log_level, sigset_t *stop_sigs) {
   tg_log_set_prefix(prog);

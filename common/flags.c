@@ -12,6 +12,7 @@
 #include "common/decimal.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "common/version.h"
 
 #define HELP_VAL 'h'
 #define LONG_ONLY_VAL 256 /* + table index: past every short option char */
@@ -341,4 +342,39 @@ void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
     any = true;
   }
   if (any) fputc('\n', out);
+}
+
+void tg_prog_version(FILE *out, const tg_prog_t *p) {
+  fprintf(out, "%s %s\n", p->version_name ? p->version_name : p->name,
+          TG_VERSION);
+  if (p->version_detail) p->version_detail(out);
+}
+
+bool tg_prog_flags(const tg_prog_t *p, const tg_flag_t *flags, size_t n,
+                   int argc, char **argv, char **pos, size_t max_pos,
+                   size_t *n_pos, int *status) {
+  /* --version is a flag of the table, so that --help lists it and the
+   * line is parsed whole before it answers. */
+  bool version = false;
+  tg_flag_t *all = malloc((n + 1) * sizeof(*all));
+  if (!all) {
+    fprintf(stderr, "%s: out of memory\n", p->name);
+    *status = TG_EXIT_FAIL;
+    return true;
+  }
+  if (n) memcpy(all, flags, n * sizeof(*all));
+  all[n] = (tg_flag_t){"version", TG_FLAG_BOOL, &version, NULL,
+                       "print the version and exit", 0, 0};
+  int rv = tg_flags_parse(p->name, all, n + 1, argc, argv, pos, max_pos, n_pos);
+  if (rv == 1) {
+    tg_flags_usage(stdout, p->name, p->synopsis, all, n + 1);
+    if (p->about && p->about[0]) printf("\n%s", p->about);
+  }
+  free(all);
+  if (rv == -ENOMEM) fprintf(stderr, "%s: out of memory\n", p->name);
+  if (rv == 0 && version) tg_prog_version(stdout, p);
+  *status = rv == 1 || (rv == 0 && version) ? TG_EXIT_OK
+            : rv == -ENOMEM                 ? TG_EXIT_FAIL
+                                            : TG_EXIT_USAGE;
+  return rv != 0 || version;
 }

@@ -69,4 +69,40 @@ int tg_flags_parse(const char *prog, const tg_flag_t *flags, size_t n,
 void tg_flags_usage(FILE *out, const char *prog, const char *synopsis,
                     const tg_flag_t *flags, size_t n);
 
+/* --- a program's command line ------------------------------------------- */
+
+/* The exit statuses every program gives alike; a program's own ones come
+ * after these (tracegate snapshot's 3: stored, some hosts failed). */
+#define TG_EXIT_OK 0
+#define TG_EXIT_FAIL 1  /* it could not do what it was asked */
+#define TG_EXIT_USAGE 2 /* a bad flag or argument, named on stderr */
+
+/* What main() hands tg_prog_flags() besides its flag table. */
+typedef struct tg_prog {
+  const char *name;     /* "tracegated", "tracegate record": every message's */
+  const char *synopsis; /* --help: "usage: NAME SYNOPSIS" */
+  const char *about;    /* --help: a paragraph after the flags; NULL: none */
+  /* --version's first line is "PROGRAM VERSION": PROGRAM is this (a
+   * command's program, "tracegate"), or |name| when NULL. */
+  const char *version_name;
+  /* --version: lines after the first one (the libraries that serve a
+   * program's parts); NULL: none. */
+  void (*version_detail)(FILE *out);
+} tg_prog_t;
+
+/* main()'s flags: tg_flags_parse() with |flags| and the two flags every
+ * program answers alike, --help (the usage, then |about|, to stdout) and
+ * --version (tg_prog_version(), after the whole line parsed: a bad flag
+ * anywhere still fails). Returns true when main() is to return *status at
+ * once: TG_EXIT_OK after --help or --version, TG_EXIT_USAGE after a bad
+ * flag or argument was named on stderr ("NAME: --flag: why"), TG_EXIT_FAIL
+ * when out of memory; false: the targets are set, go on. |flags| must not
+ * name "help" or "version". */
+bool tg_prog_flags(const tg_prog_t *p, const tg_flag_t *flags, size_t n,
+                   int argc, char **argv, char **pos, size_t max_pos,
+                   size_t *n_pos, int *status);
+
+/* --version's output: "PROGRAM VERSION" on a line, then the detail. */
+void tg_prog_version(FILE *out, const tg_prog_t *p);
+
 #endif /* TRACEGATE_FLAGS_H */

@@ -13,7 +13,6 @@
 #include <mbedtls/version.h>
 #include <uv.h>
 
-#include "common/version.h"
 #include "ipc/channel.h"
 #include "ipc/net_addr.h"
 #include "ipc/net_addr_listen.h"
@@ -214,9 +213,8 @@ static int parse_compress(const char *s, tg_relay_compress_t *out) {
   return 0;
 }
 
-static void usage_tail(void) {
-  printf(
-      "\nOffers the consumer protocol of the local tracing service "
+static const char about[] =
+      "Offers the consumer protocol of the local tracing service "
       "(tracegated, or\nPerfetto's traced) to remote clients over mutual "
       "TLS. Every frame is checked:\nclients are identified by their "
       "certificate (CN), authorized by role from\n--authz (lines "
@@ -227,7 +225,16 @@ static void usage_tail(void) {
       "role, as ssh:USER:\n             ssh host tracegate-relay --stdio\n\n"
       "Signals: SIGTERM/SIGINT close every connection and exit 0; SIGHUP "
       "reloads\n--authz and --crl and reopens --audit-log without dropping "
-      "connections\n(a broken new file keeps the old one).\n");
+      "connections\n(a broken new file keeps the old one).\n";
+
+/* --version's second line: which library carries each part of TLS here
+ * (tls/paths.h). */
+static void version_detail(FILE *out) {
+  tg_tls_paths_t p;
+  tg_tls_paths_decide(&p, mbedtls_version_get_number());
+  char paths[640];
+  tg_tls_paths_describe(&p, paths, sizeof(paths));
+  fprintf(out, "%s\n", paths);
 }
 
 int main(int argc, char **argv) {
@@ -247,7 +254,7 @@ int main(int argc, char **argv) {
   uint64_t ready_fd = 0;
   uint64_t ticket_lifetime_s = TG_TLS_TICKET_LIFETIME_DEFAULT_S;
   int log_level = TG_LOG_INFO;
-  bool stdio = false, version = false;
+  bool stdio = false;
   const tg_flag_t flags[] = {
       {"listen", TG_FLAG_STRING, &listen, "ADDR:PORT",
        "TLS listen address: 0.0.0.0:7467, [::]:7467, 127.0.0.1:0 (port 0: "
@@ -332,35 +339,24 @@ int main(int argc, char **argv) {
        "none)", 0, 1024},
       {"stdio", TG_FLAG_BOOL, &stdio, NULL,
        "bridge stdin/stdout to the service instead of listening", 0, 0},
-      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit",
-       0, 0},
   };
-  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
-  int rv = tg_flags_parse(PROG, flags, nflags, argc, argv, NULL, 0, NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, PROG, "[options]", flags, nflags);
-    usage_tail();
-    return 0;
-  }
-  if (rv < 0) return 2;
-  if (version) {
-    /* Which library carries each part of TLS here (tls/paths.h). */
-    tg_tls_paths_t p;
-    tg_tls_paths_decide(&p, mbedtls_version_get_number());
-    char paths[640];
-    tg_tls_paths_describe(&p, paths, sizeof(paths));
-    printf(PROG " " TG_VERSION "\n%s\n", paths);
-    return 0;
-  }
+  static const tg_prog_t prog = {.name = PROG,
+                                 .synopsis = "[options]",
+                                 .about = about,
+                                 .version_detail = version_detail};
+  int rv, status;
+  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc, argv,
+                    NULL, 0, NULL, &status))
+    return status;
   tg_relay_compress_t compress_policy;
-  if (parse_compress(compress, &compress_policy) < 0) return 2;
+  if (parse_compress(compress, &compress_policy) < 0) return TG_EXIT_USAGE;
   if (!stdio) {
     const char *missing = !cert ? "--cert" : !key ? "--key" : !ca ? "--ca"
                           : !authz_path ? "--authz" : NULL;
     if (missing) {
       fprintf(stderr, PROG ": %s is required (or --stdio; see --help)\n",
               missing);
-      return 2;
+      return TG_EXIT_USAGE;
     }
   }
   tg_log_set_prefix(PROG);
@@ -374,7 +370,7 @@ int main(int argc, char **argv) {
   r.crl_path = crl;
   tg_relay_host_info_load(&r.host);
   char err[512] = "";
-  int status = 1;
+  status = TG_EXIT_FAIL;
   if (stdio && !audit_path) {
     /* stderr goes back to the ssh client: audit lines stay on the host. */
     if (tg_relay_audit_open_syslog(PROG, &r.audit) < 0) {
@@ -458,7 +454,7 @@ int main(int argc, char **argv) {
       stop(&r, "--stdio failed");
     } else {
       write_ready(ready_fd, "stdio");
-      status = 0;
+      status = TG_EXIT_OK;
     }
   } else {
     int port = 0;
@@ -476,7 +472,7 @@ int main(int argc, char **argv) {
       char p[16];
       snprintf(p, sizeof(p), "%d", port);
       write_ready(ready_fd, p);
-      status = 0;
+      status = TG_EXIT_OK;
     }
   }
   uv_run(r.loop, UV_RUN_DEFAULT);

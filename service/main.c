@@ -8,7 +8,6 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "common/version.h"
 #include "ipc/channel.h"
 #include "service/service.h"
 #include "common/flags.h"
@@ -37,7 +36,6 @@ int main(int argc, char **argv) {
   uint64_t max_producers = 1024, max_consumers = 64;
   uint64_t session_lease_ms = TG_SERVICE_DEFAULT_SESSION_LEASE_MS;
   int log_level = TG_LOG_INFO;
-  bool version = false;
   uint64_t ready_fd = 0;
   const tg_flag_t flags[] = {
       {"producer-socket", TG_FLAG_STRING, &producer_socket, "PATH",
@@ -64,22 +62,19 @@ int main(int argc, char **argv) {
       {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
        "write \"ready\\n\" to this fd once both sockets listen, then close "
        "it (0: none)", 0, 1024},
-      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit", 0, 0},
   };
-  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
-  int rv = tg_flags_parse("tracegated", flags, nflags, argc, argv, NULL, 0, NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, "tracegated", "[options]", flags, nflags);
-    printf("\nThe local tracing service: producers write into shared memory, "
-           "consumers\nrecord sessions. Speaks Perfetto's producer and consumer "
-           "protocols.\nSIGINT/SIGTERM end every session cleanly.\n");
-    return 0;
-  }
-  if (rv < 0) return 2;
-  if (version) {
-    printf("tracegated " TG_VERSION "\n");
-    return 0;
-  }
+  static const tg_prog_t prog = {
+      .name = "tracegated",
+      .synopsis = "[options]",
+      .about = "The local tracing service: producers write into shared "
+               "memory, consumers\nrecord sessions. Speaks Perfetto's "
+               "producer and consumer protocols.\nSIGINT/SIGTERM end every "
+               "session cleanly.\n",
+  };
+  int status;
+  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc,
+                    argv, NULL, 0, NULL, &status))
+    return status;
   tg_log_set_prefix("tracegated");
   tg_log_set_level((tg_log_level_t)log_level);
   signal(SIGPIPE, SIG_IGN);
@@ -94,7 +89,7 @@ int main(int argc, char **argv) {
       .max_consumers = max_consumers,
       .session_lease_ms = (uint32_t)session_lease_ms,
   };
-  if (tg_service_start(&service, loop, &opt) < 0) return 1;
+  if (tg_service_start(&service, loop, &opt) < 0) return TG_EXIT_FAIL;
   uv_signal_init(loop, &sig_int);
   uv_signal_init(loop, &sig_term);
   uv_signal_start(&sig_int, on_signal, SIGINT);
@@ -106,7 +101,7 @@ int main(int argc, char **argv) {
     close((int)ready_fd);
   }
   uv_run(loop, UV_RUN_DEFAULT);
-  rv = uv_loop_close(loop);
+  int rv = uv_loop_close(loop);
   if (rv != 0) TG_WARN("loop closed with handles open: %s", uv_strerror(rv));
   TG_INFO("stopped");
   return 0;

@@ -78,11 +78,14 @@ static void print_summary(const emit_worker_t *w, size_t n) {
 }
 
 static const char about[] =
-    "\nA load generator. Raw packets are TracePacket.for_testing with "
+    "A load generator. Raw packets are TracePacket.for_testing with "
     "seq_value =\nthe thread's sequence number (from 0 each session) "
     "and str = \"t<thread>:\"\npadded to --size. At exit it prints "
     "packets per thread and the agent's\nwritten/dropped counts to "
     "stderr.\n";
+
+static const tg_prog_t prog = {
+    .name = PROG, .synopsis = "[options]", .about = about};
 
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
@@ -124,9 +127,10 @@ int main(int argc, char **argv) {
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
   };
-  int rv = tg__tool_parse_flags(PROG, flags, sizeof(flags) / sizeof(flags[0]),
-                                about, argc, argv);
-  if (rv) return rv > 0 ? 0 : 2;
+  int rv;
+  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc, argv,
+                    NULL, 0, NULL, &rv))
+    return rv;
   sigset_t sigs;
   tg__tool_setup(PROG, log_level, &sigs);
 

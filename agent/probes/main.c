@@ -23,13 +23,16 @@
 static void wake_sampler(void *ctx) { tg_sampler_wake(ctx); }
 
 static const char about[] =
-    "\nThe system producer: data sources linux.sys_stats (/proc/meminfo, "
+    "The system producer: data sources linux.sys_stats (/proc/meminfo, "
     "/proc/stat),\nlinux.process_stats (process tree, per-process "
     "memory and cpu time),\nlinux.system_info (the CPUs, once), "
     "linux.ftrace (kernel tracepoints through "
     "tracefs; needs root),\nlinux.inode_file_map (the paths of the inodes "
     "linux.ftrace sees)\nand perfetto.metatrace (how long its own "
     "work takes).\nSIGINT/SIGTERM stop it cleanly.\n";
+
+static const tg_prog_t prog = {
+    .name = PROG, .synopsis = "[options]", .about = about};
 
 int main(int argc, char **argv) {
   const char *socket_path = tg_ipc_default_socket(true);
@@ -43,9 +46,10 @@ int main(int argc, char **argv) {
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
   };
-  int rv = tg__tool_parse_flags(PROG, flags, sizeof(flags) / sizeof(flags[0]),
-                                about, argc, argv);
-  if (rv) return rv > 0 ? 0 : 2;
+  int rv;
+  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc, argv,
+                    NULL, 0, NULL, &rv))
+    return rv;
   /* Before any thread starts: the signals reach only sigwait() below. */
   sigset_t sigs;
   tg__tool_setup(PROG, log_level, &sigs);

@@ -11,7 +11,6 @@
 #include "collector/daemon/coll.h"
 #include "common/flags.h"
 #include "common/log.h"
-#include "common/version.h"
 
 /* The process's one collector; static so that what it holds at exit is
  * reachable (the rings stay on the hosts: nothing to tear down). */
@@ -53,9 +52,7 @@ static void raise_fd_limit(size_t hosts) {
             (unsigned long long)want, (unsigned long long)rl.rlim_cur);
 }
 
-static void usage_tail(void) {
-  printf(
-      "\n"
+static const char about[] =
       "Keeps a flight-recorder session (ring buffers) on every host of the\n"
       "inventory through its tracegate-relay and, on a trigger, snapshots\n"
       "them all at once into one merged Perfetto trace in the store, listed\n"
@@ -74,13 +71,12 @@ static void usage_tail(void) {
       "connections they no longer allow end.\n"
       "\n"
       "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
-      "1 could not start (config, store, TLS, listener), 2 usage.\n");
-}
+      "1 could not start (config, store, TLS, listener), 2 usage.\n";
 
 int main(int argc, char **argv) {
   const char *config = NULL, *shard = NULL;
   int log_level = TG_LOG_INFO;
-  bool check = false, version = false;
+  bool check = false;
   uint64_t ready_fd = 0;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &config, "FILE",
@@ -97,24 +93,16 @@ int main(int argc, char **argv) {
        1024},
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
-      {"version", TG_FLAG_BOOL, &version, NULL, "print the version and exit",
-       0, 0},
   };
-  const size_t nflags = sizeof(flags) / sizeof(flags[0]);
-  int rv = tg_flags_parse(COLL_PROG, flags, nflags, argc, argv, NULL, 0, NULL);
-  if (rv == 1) {
-    tg_flags_usage(stdout, COLL_PROG, "--config FILE [options]", flags, nflags);
-    usage_tail();
-    return 0;
-  }
-  if (rv < 0) return 2;
-  if (version) {
-    printf(COLL_PROG " " TG_VERSION "\n");
-    return 0;
-  }
+  static const tg_prog_t prog = {
+      .name = COLL_PROG, .synopsis = "--config FILE [options]", .about = about};
+  int status;
+  if (tg_prog_flags(&prog, flags, sizeof(flags) / sizeof(flags[0]), argc, argv,
+                    NULL, 0, NULL, &status))
+    return status;
   if (!config) {
     fprintf(stderr, COLL_PROG ": --config FILE is required (see --help)\n");
-    return 2;
+    return TG_EXIT_USAGE;
   }
   tg_log_set_prefix(COLL_PROG);
   tg_log_set_level((tg_log_level_t)log_level);
@@ -124,20 +112,20 @@ int main(int argc, char **argv) {
   char err[1024] = "";
   if (tg_coll_config_load(config, &cfg, on_warning, NULL, err, sizeof(err)) < 0) {
     fprintf(stderr, COLL_PROG ": %s\n", err);
-    return 1;
+    return TG_EXIT_FAIL;
   }
   if (shard && tg_coll_config_set_shard(&cfg, shard) < 0) {
     fprintf(stderr, COLL_PROG ": --shard: expected I/N with 0 <= I < N <= "
             "65536, not '%.64s'\n", shard);
     tg_coll_config_free(&cfg);
-    return 2;
+    return TG_EXIT_USAGE;
   }
   coll.ready_fd = (int)ready_fd;
   coll.check_only = check;
   uv_loop_t *loop = uv_default_loop();
   if (coll_start(&coll, loop, &cfg) < 0) {
     tg_coll_config_free(&cfg);
-    return 1;
+    return TG_EXIT_FAIL;
   }
   raise_fd_limit(coll.n);
   if (check) {

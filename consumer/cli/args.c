@@ -1,5 +1,5 @@
-/* Command-line plumbing: the flag table's parser with the subcommands'
- * help, and durations and sizes (common/units.h) with their ranges. */
+/* Command-line plumbing: the commands' flags (tg_prog_flags, as every
+ * program's), and durations and sizes (common/units.h) with their ranges. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +12,13 @@
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos) {
-  int rv = tg_flags_parse(prog, flags, n, argc, argv, pos, max_pos, n_pos);
-  if (rv == -ENOMEM) fprintf(stderr, "%s: out of memory\n", prog);
-  if (rv < 0) return -1; /* said why */
-  if (rv == 1) {
-    tg_flags_usage(stdout, prog, synopsis, flags, n);
-    if (about && about[0]) printf("\n%s", about);
-  }
-  return rv;
+  /* Every command's --version is the program's. */
+  const tg_prog_t p = {.name = prog, .synopsis = synopsis, .about = about,
+                       .version_name = CLI_PROG};
+  int status;
+  if (!tg_prog_flags(&p, flags, n, argc, argv, pos, max_pos, n_pos, &status))
+    return 0;
+  return status == TG_EXIT_OK ? 1 : -1; /* -1: said why */
 }
 
 /* One value of the grammar of common/units.h, in [min, max]; says why

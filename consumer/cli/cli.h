@@ -21,16 +21,16 @@
 #include "common/flags.h"
 #include "common/printable.h"
 
-#define CLI_EXIT_OK 0
-#define CLI_EXIT_FAIL 1
-#define CLI_EXIT_USAGE 2
+/* The exit statuses of every program (common/flags.h), and the CLI's own. */
+#define CLI_EXIT_OK TG_EXIT_OK
+#define CLI_EXIT_FAIL TG_EXIT_FAIL
+#define CLI_EXIT_USAGE TG_EXIT_USAGE
 /* snapshot: the collector stored it, but some hosts failed. */
 #define CLI_EXIT_PARTIAL 3
 #define CLI_EXIT_ABORTED 130 /* a second Ctrl-C */
 
-/* Every message the CLI prints starts with this. */
+/* Every message the CLI prints starts with this; so does --version. */
 #define CLI_PROG "tracegate"
-/* What --version prints after CLI_PROG (the daemons' version). */
 
 /* --- subcommands (one file each) --------------------------------------- */
 
@@ -43,10 +43,11 @@ int cli_bridge_main(int argc, char **argv);
 
 /* --- args.c --------------------------------------------------------------- */
 
-/* Parses argv[1..] with |flags| (tg_flags_parse: Perfetto's short forms
+/* Parses argv[1..] with |flags| (tg_prog_flags: Perfetto's short forms
  * come from the table's "-x: " help texts). Prints usage (|synopsis|, the
- * table, |about|) on --help. Returns 0 to go on, 1 after --help, -1 after
- * an error was printed. */
+ * table, |about|) on --help and the program's version on --version.
+ * Returns 0 to go on, 1 after --help or --version, -1 after an error was
+ * printed. */
 int cli_parse_flags(const char *prog, const char *synopsis, const char *about,
                     const tg_flag_t *flags, size_t n, int argc, char **argv,
                     char **pos, size_t max_pos, size_t *n_pos);
@@ -145,7 +146,7 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr);
 int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
                     const cli_remote_opts_t *ro, struct tg_tls_config **tls);
 /* Runs the loop until *|flag| is true or the connection closed. Returns 0
- * if the flag was set. */
+ * if the flag was set. (step.c, beside the machines that wait with it.) */
 int cli_wait(cli_conn_t *cc, const bool *flag);
 /* Closes the connection (if open) and runs the loop until it is gone. */
 void cli_disconnect(cli_conn_t *cc);

@@ -89,12 +89,6 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   return 0;
 }
 
-int cli_wait(cli_conn_t *cc, const bool *flag) {
-  while (!*flag && uv_run(cc->loop, UV_RUN_ONCE)) {
-  }
-  return *flag ? 0 : -1;
-}
-
 void cli_disconnect(cli_conn_t *cc) {
   if (cc->c) tg_consumer_close(cc->c);
   while ((!cc->closed || cc->rt_pending) && uv_run(cc->loop, UV_RUN_ONCE)) {

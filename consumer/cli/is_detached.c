@@ -5,54 +5,45 @@
 #include <string.h>
 
 #include "consumer/cli/record.h"
-#include "tracegate/error.h"
+#include "consumer/cli/step.h"
 
-typedef struct step {
-  bool done;
-  int status;
-  char msg[512];
-} step_t;
+enum { ATTACH, DETACH };
 
-static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  step_t *s = ctx;
-  s->done = true;
-  s->status = status;
-  snprintf(s->msg, sizeof(s->msg), "%s", msg ? msg : "");
+static int send_attach(cli_sm_t *m) {
+  return tg_consumer_attach(m->cc->c, m->ctx, cli_sm_on_attached, m);
 }
 
-static void on_attached(tg_consumer_t *c, void *ctx, int status,
-                        const char *msg, const uint8_t *cfg, size_t len) {
-  (void)cfg;
-  (void)len;
-  on_done(c, ctx, status, msg);
+static int send_detach(cli_sm_t *m) {
+  return tg_consumer_detach(m->cc->c, m->ctx, cli_sm_on_done, m);
 }
+
+/* The service refuses an attach only for a key it does not hold. */
+static int after_attach(cli_sm_t *m, cli_sm_outcome_t o) {
+  if (o != CLI_SM_REFUSED) return CLI_SM_TABLE;
+  printf("no detached session '%s'\n", (const char *)m->ctx);
+  m->code = CLI_EXIT_USAGE;
+  return CLI_SM_END;
+}
+
+static int after_detach(cli_sm_t *m, cli_sm_outcome_t o) {
+  if (o != CLI_SM_OK)
+    cli_sm_fail(m, CLI_EXIT_FAIL, "the session '%s' was there but could not "
+                "be detached again (it ends now)", (const char *)m->ctx);
+  return CLI_SM_END;
+}
+
+static const cli_sm_state_t states[] = {
+    [ATTACH] = {"attach", send_attach, DETACH, CLI_SM_END,
+                "cannot ask the service", CLI_EXIT_FAIL, after_attach},
+    [DETACH] = {"detach", send_detach, CLI_SM_END, CLI_SM_END, NULL,
+                CLI_EXIT_FAIL, after_detach},
+};
 
 static int ask(cli_conn_t *cc, void *arg) {
-  const char *key = arg;
-  step_t a = {0}, d = {0};
-  int rv = tg_consumer_attach(cc->c, key, on_attached, &a);
-  if (rv == 0) cli_wait(cc, &a.done);
-  if (rv < 0 || !a.done) {
-    fprintf(stderr, CLI_PROG ": cannot ask the service: %s\n",
-            rv < 0 ? tg_strerror(rv) : cc->close_msg);
-    return CLI_EXIT_FAIL;
-  }
-  if (a.status) {
-    /* The service refuses an attach only for a key it does not hold. */
-    printf("no detached session '%s'\n", key);
-    return CLI_EXIT_USAGE;
-  }
-  rv = tg_consumer_detach(cc->c, key, on_done, &d);
-  if (rv == 0) cli_wait(cc, &d.done);
-  if (rv < 0 || !d.done || d.status) {
-    fprintf(stderr, CLI_PROG ": the session '%s' was there but could not be "
-            "detached again (it ends now): %s\n", key,
-            rv < 0 ? tg_strerror(rv) : d.done ? d.msg : cc->close_msg);
-    return CLI_EXIT_FAIL;
-  }
-  printf("detached session '%s'\n", key);
-  return CLI_EXIT_OK;
+  cli_sm_t m = {.cc = cc, .states = states, .ctx = arg};
+  int code = cli_sm_run(&m, ATTACH);
+  if (code == CLI_EXIT_OK) printf("detached session '%s'\n", (const char *)arg);
+  return code;
 }
 
 int record_is_detached(const char *socket, const char *key) {

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/version.h"
 #include "consumer/cli/cli.h"
 #include "common/log.h"
 
@@ -73,7 +72,7 @@ int main(int argc, char **argv) {
     return run(argv[2], 2, help_argv);
   }
   if (!strcmp(a, "--version")) {
-    printf(CLI_PROG " " TG_VERSION "\n");
+    tg_prog_version(stdout, &(const tg_prog_t){.name = CLI_PROG});
     return CLI_EXIT_OK;
   }
   if (!strcmp(a, "--query")) {

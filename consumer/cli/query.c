@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "consumer/cli/cli.h"
+#include "consumer/cli/step.h"
 #include "consumer/cli/json_out.h"
 #include "ipc/channel.h"
 #include "tracegate/error.h"
@@ -93,75 +94,68 @@ static ProtobufCMessage *copy_message(const ProtobufCMessage *m) {
   return copy;
 }
 
-typedef struct query_wait {
-  bool done;
-  int status;
-  char msg[512];
-  Perfetto__Protos__TracingServiceState *state; /* a packed copy, unpacked */
-} query_wait_t;
-
+/* QueryServiceState and QueryCapabilities, each a one-step machine of
+ * step.h whose answer is copied into |copy|. */
 static void on_state(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      bool has_more, const Perfetto__Protos__TracingServiceState *st) {
   (void)c;
   (void)has_more; /* merged: one call */
-  query_wait_t *w = ctx;
-  w->done = true;
-  w->status = status;
-  snprintf(w->msg, sizeof(w->msg), "%s", msg);
+  cli_sm_t *m = ctx;
+  cli_sm_reply(m, status, msg);
   if (status) return;
-  w->state = (Perfetto__Protos__TracingServiceState *)copy_message(&st->base);
+  Perfetto__Protos__TracingServiceState **out = m->ctx;
+  *out = (Perfetto__Protos__TracingServiceState *)copy_message(&st->base);
 }
+
+static int send_query(cli_sm_t *m) {
+  return tg_consumer_query_service_state(m->cc->c, false, true, on_state, m);
+}
+
+static const cli_sm_state_t query_states[] = {
+    {"query", send_query, CLI_SM_END, CLI_SM_END, "cannot query the service",
+     CLI_EXIT_FAIL, NULL},
+};
 
 Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
-  query_wait_t w;
-  memset(&w, 0, sizeof(w));
-  int rv = tg_consumer_query_service_state(cc->c, false, true, on_state, &w);
-  if (rv < 0) {
-    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n", tg_strerror(rv));
-    return NULL;
-  }
-  cli_wait(cc, &w.done);
-  if (!w.done || w.status) {
-    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n",
-            w.done ? w.msg : cc->close_msg);
-    return NULL;
-  }
-  if (!w.state) fprintf(stderr, CLI_PROG ": out of memory\n");
-  return w.state;
+  Perfetto__Protos__TracingServiceState *st = NULL;
+  cli_sm_t m = {.cc = cc, .states = query_states, .ctx = &st};
+  if (cli_sm_run(&m, 0) != CLI_EXIT_OK) return NULL;
+  if (!st) fprintf(stderr, CLI_PROG ": out of memory\n");
+  return st;
 }
-
-typedef struct caps_wait {
-  bool done;
-  int status;
-  char msg[512];
-  Perfetto__Protos__TracingServiceCapabilities *caps; /* a copy, unpacked */
-} caps_wait_t;
 
 static void on_caps(tg_consumer_t *c, void *ctx, int status, const char *msg,
                     const Perfetto__Protos__TracingServiceCapabilities *caps) {
   (void)c;
-  caps_wait_t *w = ctx;
-  w->done = true;
-  w->status = status;
-  snprintf(w->msg, sizeof(w->msg), "%s", msg ? msg : "");
+  cli_sm_t *m = ctx;
+  cli_sm_reply(m, status, msg);
   if (status || !caps) return;
-  w->caps = (Perfetto__Protos__TracingServiceCapabilities *)copy_message(&caps->base);
+  Perfetto__Protos__TracingServiceCapabilities **out = m->ctx;
+  *out = (Perfetto__Protos__TracingServiceCapabilities *)copy_message(&caps->base);
 }
+
+static int send_caps(cli_sm_t *m) {
+  return tg_consumer_query_capabilities(m->cc->c, on_caps, m);
+}
+
+/* Not answered is no failure here: the caller says why in its output. */
+static const cli_sm_state_t caps_states[] = {
+    {"capabilities", send_caps, CLI_SM_END, CLI_SM_END, NULL, CLI_EXIT_OK,
+     NULL},
+};
 
 /* QueryCapabilities, waited for. NULL with |why| filled when the service
  * did not answer (too old to know the call) or memory ran out. */
 static Perfetto__Protos__TracingServiceCapabilities *query_caps(
     cli_conn_t *cc, char *why, size_t cap) {
-  caps_wait_t w;
-  memset(&w, 0, sizeof(w));
-  int rv = tg_consumer_query_capabilities(cc->c, on_caps, &w);
-  if (rv == 0) cli_wait(cc, &w.done);
-  if (rv < 0 || !w.done || w.status)
-    snprintf(why, cap, "%s",
-             rv < 0 ? tg_strerror(rv) : w.done ? w.msg : cc->close_msg);
-  else if (!w.caps)
+  Perfetto__Protos__TracingServiceCapabilities *caps = NULL;
+  cli_sm_t m = {.cc = cc, .states = caps_states, .ctx = &caps};
+  cli_sm_run(&m, 0);
+  if (m.outcome != CLI_SM_OK)
+    snprintf(why, cap, "%s", cli_sm_why(&m));
+  else if (!caps)
     snprintf(why, cap, "out of memory");
-  return w.caps;
+  return caps;
 }
 
 static const char *event_name(int type) {

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "common/decimal.h"
-#include "common/version.h"
 #include "common/units.h"
 #include "consumer/cli/fleet.h"
 #include "consumer/cli/record.h"
@@ -266,18 +265,12 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
       {"clone-for-bugreport", TG_FLAG_BOOL, &o->clone_for_bugreport, NULL,
        "with --clone or --clone-by-name: clone as for a bugreport "
        "(CloneSession for_bugreport)", 0, 0},
-      {"version", TG_FLAG_BOOL, &o->version, NULL,
-       "print the version and exit", 0, 0},
   };
   int rv = cli_parse_flags(prog, synopsis, about, flags,
                            sizeof(flags) / sizeof(flags[0]), argc, argv, o->ds,
                            RECORD_MAX_DATA_SOURCES, &o->n_ds);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
-  if (o->version) {
-    printf(CLI_PROG " " TG_VERSION "\n");
-    return CLI_EXIT_OK;
-  }
   if (o->bugreport_all) {
     if (o->bugreport || o->config || o->n_ds || o->txt || o->time ||
         o->buffer || o->size || o->out || o->attach || o->detach || o->stop ||

@@ -51,7 +51,6 @@ typedef struct record_opts {
                                 bugreport takes (for_bugreport) */
   bool clone_for_bugreport;  /* --clone-for-bugreport: --clone as one */
   bool bugreport_all;        /* --save-all-for-bugreport */
-  bool version;              /* --version */
 } record_opts_t;
 
 /* Why a local recording's session ended: a token for --summary-json and

@@ -2,8 +2,7 @@
  * Perfetto's --clone: a read-only snapshot of a running session, written
  * to FILE while the session goes on. The service flushes the session,
  * copies its buffers into a session of this connection; we read that
- * (ReadBuffers), take its statistics and free it. Each step runs the loop
- * until its callback fired (cli_wait). --save-for-bugreport is the same
+ * (ReadBuffers), take its statistics and free it: a machine of step.h. --save-for-bugreport is the same
  * clone of the session the service picks for a bugreport.
  */
 #include <errno.h>
@@ -15,58 +14,119 @@
 #include <unistd.h>
 
 #include "consumer/cli/record.h"
+#include "consumer/cli/step.h"
 #include "tracegate/error.h"
 
 /* The snapshot does not grow: a read that brings nothing new ends it. At
  * most this many reads, in case it keeps bringing something. */
 #define MAX_READS 64
 
-typedef struct step {
-  bool done;
-  int status;
-  char msg[512];
-} step_t;
+/* The clone's steps: CloneSession, ReadBuffers until a read brings
+ * nothing new, GetTraceStats, FreeBuffers. */
+enum { CLONE, READ, STATS, FREE };
 
-static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  step_t *s = ctx;
-  s->done = true;
-  s->status = status;
-  snprintf(s->msg, sizeof(s->msg), "%s", msg);
-}
-
-typedef struct read_ctx {
-  step_t step;
+typedef struct clone_ctx {
   record_t *r;
-  uint64_t packets;
-} read_ctx_t;
+  const char *which; /* "session 3": what is cloned, for messages */
+  uint64_t packets;  /* read so far */
+  uint64_t before;   /* ... before the read in progress */
+  int reads;
+  uint64_t t0;       /* when the snapshot was there to read */
+  bool nothing;      /* no session for a bugreport: no file */
+} clone_ctx_t;
 
 static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   (void)c;
-  read_ctx_t *rc = ctx;
-  rc->packets++;
-  return cli_output_packet(&rc->r->out, p, n);
-}
-
-static void on_read_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  on_done(c, &((read_ctx_t *)ctx)->step, status, msg);
+  clone_ctx_t *cl = ((cli_sm_t *)ctx)->ctx;
+  cl->packets++;
+  return cli_output_packet(&cl->r->out, p, n);
 }
 
 static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st) {
-  read_ctx_t *rc = ctx;
-  on_done(c, &rc->step, status, msg);
-  if (status == 0) cli_loss_collect(st, &rc->r->loss);
+  (void)c;
+  cli_sm_t *m = ctx;
+  cli_sm_reply(m, status, msg);
+  clone_ctx_t *cl = m->ctx;
+  if (status == 0) cli_loss_collect(st, &cl->r->loss);
 }
 
-/* Runs one call to its end; false (and says why) when it failed. */
-static bool finish_step(record_t *r, step_t *s, int rv, const char *what) {
-  if (rv == 0) cli_wait(&r->conn, &s->done);
-  if (rv == 0 && s->done && s->status == 0) return true;
-  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
-          rv < 0 ? tg_strerror(rv) : s->done ? s->msg : r->conn.close_msg);
-  return false;
+static int send_clone(cli_sm_t *m) {
+  const record_t *r = ((clone_ctx_t *)m->ctx)->r;
+  tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
+                                   .unique_session_name = r->o.clone_name,
+                                   .for_bugreport = r->o.bugreport ||
+                                                    r->o.clone_for_bugreport};
+  return tg_consumer_clone_session(r->conn.c, &args, cli_sm_on_done, m);
 }
+
+static int after_clone(cli_sm_t *m, cli_sm_outcome_t o) {
+  clone_ctx_t *cl = m->ctx;
+  if (o == CLI_SM_OK) {
+    cl->t0 = cli_now_ms();
+    return READ;
+  }
+  if (o == CLI_SM_REFUSED && m->status == TG_EREMOTE_FAILED &&
+      cl->r->o.bugreport) {
+    /* As perfetto_cmd: no session for a bugreport is no error, and
+     * leaves no file (never an empty one). */
+    fprintf(stderr, CLI_PROG ": nothing saved for a bugreport: %s\n", m->msg);
+    cl->r->nothing_saved = cl->nothing = true;
+    return CLI_SM_END;
+  }
+  cli_sm_fail(m, CLI_EXIT_FAIL, "cannot clone %s", cl->which);
+  return CLI_SM_END;
+}
+
+static int send_read(cli_sm_t *m) {
+  clone_ctx_t *cl = m->ctx;
+  cl->before = cl->packets;
+  cl->reads++;
+  return tg_consumer_read_buffers(cl->r->conn.c, on_packet, cli_sm_on_done, m);
+}
+
+static int after_read(cli_sm_t *m, cli_sm_outcome_t o) {
+  clone_ctx_t *cl = m->ctx;
+  if (o != CLI_SM_OK) return CLI_SM_TABLE;
+  if (cl->r->out.err) {
+    fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", cl->r->o.out,
+            tg_strerror(cl->r->out.err));
+    m->code = CLI_EXIT_FAIL;
+    return FREE;
+  }
+  return cl->packets > cl->before && cl->reads < MAX_READS ? READ : STATS;
+}
+
+static int send_stats(cli_sm_t *m) {
+  return tg_consumer_get_trace_stats(((clone_ctx_t *)m->ctx)->r->conn.c,
+                                     on_stats, m);
+}
+
+/* The counters are the source session's at the time of the clone. */
+static int after_stats(cli_sm_t *m, cli_sm_outcome_t o) {
+  clone_ctx_t *cl = m->ctx;
+  if (o != CLI_SM_OK) memset(&cl->r->loss, 0, sizeof(cl->r->loss));
+  return CLI_SM_TABLE;
+}
+
+static int send_free(cli_sm_t *m) {
+  return tg_consumer_free_buffers(((clone_ctx_t *)m->ctx)->r->conn.c,
+                                  cli_sm_on_done, m);
+}
+
+/* A failure after the snapshot was read is only a warning: the snapshot
+ * also ends when this connection closes. */
+static const cli_sm_state_t clone_states[] = {
+    [CLONE] = {"clone", send_clone, READ, CLI_SM_END, NULL, CLI_EXIT_FAIL,
+               after_clone},
+    [READ] = {"read", send_read, STATS, FREE, "cannot read the snapshot",
+              CLI_EXIT_FAIL, after_read},
+    [STATS] = {"stats", send_stats, FREE, FREE,
+               "warning: no statistics of the snapshot", CLI_EXIT_OK,
+               after_stats},
+    [FREE] = {"free", send_free, CLI_SM_END, CLI_SM_END,
+              "warning: cannot free the snapshot", CLI_EXIT_OK, NULL},
+};
 
 int record_clone(record_t *r) {
   char which[300];
@@ -76,56 +136,15 @@ int record_clone(record_t *r) {
     snprintf(which, sizeof(which), "the session named '%s'", r->o.clone_name);
   else
     snprintf(which, sizeof(which), "session %" PRIu64, r->o.clone_id);
-  tg_consumer_clone_args_t args = {.session_id = r->o.clone_id,
-                                   .unique_session_name = r->o.clone_name,
-                                   .for_bugreport = r->o.bugreport ||
-                                                    r->o.clone_for_bugreport};
-  step_t cl = {0};
-  int rv = tg_consumer_clone_session(r->conn.c, &args, on_done, &cl);
-  if (rv == 0) cli_wait(&r->conn, &cl.done);
-  if (rv == 0 && cl.done && cl.status == TG_EREMOTE_FAILED && r->o.bugreport) {
-    /* As perfetto_cmd: no session for a bugreport is no error, and
-     * leaves no file (never an empty one). */
-    fprintf(stderr, CLI_PROG ": nothing saved for a bugreport: %s\n", cl.msg);
-    r->nothing_saved = true;
-    return CLI_EXIT_OK;
-  }
-  char what[400];
-  snprintf(what, sizeof(what), "cannot clone %s", which);
-  if (!finish_step(r, &cl, rv, what)) return CLI_EXIT_FAIL;
-  uint64_t t0 = cli_now_ms();
-  read_ctx_t rc = {.r = r};
-  bool ok = true;
-  for (int i = 0; ok && i < MAX_READS; i++) {
-    uint64_t before = rc.packets;
-    memset(&rc.step, 0, sizeof(rc.step));
-    ok = finish_step(r, &rc.step,
-                     tg_consumer_read_buffers(r->conn.c, on_packet, on_read_done, &rc),
-                     "cannot read the snapshot");
-    if (ok && r->out.err) {
-      fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", r->o.out,
-              tg_strerror(r->out.err));
-      ok = false;
-    }
-    if (rc.packets == before) break;
-  }
-  if (ok) {
-    memset(&rc.step, 0, sizeof(rc.step));
-    /* The counters are the source session's at the time of the clone. */
-    if (!finish_step(r, &rc.step, tg_consumer_get_trace_stats(r->conn.c, on_stats, &rc),
-                     "warning: no statistics of the snapshot"))
-      memset(&r->loss, 0, sizeof(r->loss));
-  }
-  step_t fb = {0};
-  /* Not fatal: the snapshot also ends when this connection closes. */
-  finish_step(r, &fb, tg_consumer_free_buffers(r->conn.c, on_done, &fb),
-              "warning: cannot free the snapshot");
-  if (!ok) return CLI_EXIT_FAIL;
+  clone_ctx_t cl = {.r = r, .which = which};
+  cli_sm_t m = {.cc = &r->conn, .states = clone_states, .ctx = &cl};
+  if (cli_sm_run(&m, CLONE) != CLI_EXIT_OK) return CLI_EXIT_FAIL;
+  if (cl.nothing) return CLI_EXIT_OK;
   r->has_out = false;
   if (cli_output_commit(&r->out) < 0) return CLI_EXIT_FAIL;
   char by[32], el[32];
   cli_format_bytes(by, sizeof(by), r->out.bytes);
-  cli_format_ms(el, sizeof(el), cli_now_ms() - t0);
+  cli_format_ms(el, sizeof(el), cli_now_ms() - cl.t0);
   fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, a snapshot of %s "
           "(it runs on), %s\n", r->o.out, by, (unsigned long long)r->out.packets,
           which, el);
@@ -158,7 +177,7 @@ typedef struct br_pick {
 } br_pick_t;
 
 typedef struct br_query {
-  step_t step;
+  cli_sm_t *m; /* the one-step machine that asks */
   br_pick_t *picks;
   size_t n, cap;
   int err; /* -ENOMEM */
@@ -212,7 +231,7 @@ static void on_br_state(tg_consumer_t *c, void *ctx, int status,
     p->score = s->bugreport_score;
     snprintf(p->name, sizeof(p->name), "%s", name);
   }
-  if (status != 0 || !has_more) on_done(c, &q->step, status, msg);
+  if (status != 0 || !has_more) cli_sm_on_done(c, q->m, status, msg);
 }
 
 /* Highest score first; the older session first among equals. */
@@ -252,10 +271,21 @@ static void br_files(br_pick_t *p, size_t n) {
   }
 }
 
+static int send_list(cli_sm_t *m) {
+  return tg_consumer_query_service_state(m->cc->c, true, false, on_br_state,
+                                         m->ctx);
+}
+
+static const cli_sm_state_t list_states[] = {
+    {"list", send_list, CLI_SM_END, CLI_SM_END,
+     "cannot list the tracing sessions", CLI_EXIT_FAIL, NULL},
+};
+
 int record_save_all_for_bugreport(record_t *r, const char *dir) {
   br_query_t q = {0};
-  int rv = tg_consumer_query_service_state(r->conn.c, true, false, on_br_state, &q);
-  if (!finish_step(r, &q.step, rv, "cannot list the tracing sessions")) {
+  cli_sm_t m = {.cc = &r->conn, .states = list_states, .ctx = &q};
+  q.m = &m;
+  if (cli_sm_run(&m, 0) != CLI_EXIT_OK) {
     free(q.picks);
     return CLI_EXIT_FAIL;
   }

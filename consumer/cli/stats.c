@@ -10,71 +10,66 @@
 
 #include "consumer/cli/cli.h"
 #include "consumer/cli/json_out.h"
+#include "consumer/cli/step.h"
 #include "ipc/channel.h"
-#include "tracegate/error.h"
 
-typedef struct step {
-  bool done;
-  int status;
-  char msg[512];
-  const char *json_key; /* GetTraceStats with --json: the session's key */
-} step_t;
+/* stats --attach KEY: attach, GetTraceStats, detach again. */
+enum { ATTACH, STATS, DETACH };
 
-static void on_done(tg_consumer_t *c, void *ctx, int status, const char *msg) {
-  (void)c;
-  step_t *s = ctx;
-  s->done = true;
-  s->status = status;
-  snprintf(s->msg, sizeof(s->msg), "%s", msg);
-}
-
-static void on_attached(tg_consumer_t *c, void *ctx, int status,
-                        const char *msg, const uint8_t *cfg, size_t len) {
-  (void)cfg;
-  (void)len;
-  on_done(c, ctx, status, msg);
-}
+typedef struct detached {
+  const char *key;
+  bool json;
+} detached_t;
 
 static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st) {
-  on_done(c, ctx, status, msg);
+  (void)c;
+  cli_sm_t *m = ctx;
+  cli_sm_reply(m, status, msg);
   if (status != 0) return;
-  const step_t *s = ctx;
-  if (!s->json_key) {
+  const detached_t *d = m->ctx;
+  if (!d->json) {
     cli_stats_print(stdout, st);
     return;
   }
   fputs("{\"schema\": 1, \"session_key\": ", stdout);
-  cli_json_str(stdout, s->json_key);
+  cli_json_str(stdout, d->key);
   fputs(", \"trace_stats\": ", stdout);
   cli_json_pb(stdout, &st->base);
   fputs("}\n", stdout);
 }
 
-/* Runs one call to its end; prints "what: why" on failure. */
-static int finish_step(cli_conn_t *cc, step_t *s, int rv, const char *what) {
-  if (rv == 0) cli_wait(cc, &s->done);
-  if (rv == 0 && s->done && s->status == 0) return 0;
-  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
-          rv < 0 ? tg_strerror(rv) : s->done ? s->msg : cc->close_msg);
-  return -1;
+static int send_attach(cli_sm_t *m) {
+  const detached_t *d = m->ctx;
+  return tg_consumer_attach(m->cc->c, d->key, cli_sm_on_attached, m);
 }
 
+static int send_stats(cli_sm_t *m) {
+  const detached_t *d = m->ctx;
+  if (!d->json) fprintf(stdout, "session '%s'\n\n", d->key);
+  return tg_consumer_get_trace_stats(m->cc->c, on_stats, m);
+}
+
+/* Gives the session back, or it ends when this connection closes. */
+static int send_detach(cli_sm_t *m) {
+  const detached_t *d = m->ctx;
+  return tg_consumer_detach(m->cc->c, d->key, cli_sm_on_done, m);
+}
+
+static const cli_sm_state_t detached_states[] = {
+    [ATTACH] = {"attach", send_attach, STATS, CLI_SM_END,
+                "cannot attach to the session", CLI_EXIT_FAIL, NULL},
+    [STATS] = {"stats", send_stats, DETACH, DETACH,
+               "cannot get the statistics", CLI_EXIT_FAIL, NULL},
+    [DETACH] = {"detach", send_detach, CLI_SM_END, CLI_SM_END,
+                "cannot detach again (the session ends now)", CLI_EXIT_FAIL,
+                NULL},
+};
+
 static int stats_of_detached(cli_conn_t *cc, const char *key, bool json) {
-  step_t a = {0}, st = {.json_key = json ? key : NULL}, d = {0};
-  if (finish_step(cc, &a, tg_consumer_attach(cc->c, key, on_attached, &a),
-                  "cannot attach to the session") < 0)
-    return CLI_EXIT_FAIL;
-  int code = CLI_EXIT_OK;
-  if (!json) fprintf(stdout, "session '%s'\n\n", key);
-  if (finish_step(cc, &st, tg_consumer_get_trace_stats(cc->c, on_stats, &st),
-                  "cannot get the statistics") < 0)
-    code = CLI_EXIT_FAIL;
-  /* Give the session back, or it ends when this connection closes. */
-  if (finish_step(cc, &d, tg_consumer_detach(cc->c, key, on_done, &d),
-                  "cannot detach again (the session ends now)") < 0)
-    code = CLI_EXIT_FAIL;
-  return code;
+  detached_t d = {.key = key, .json = json};
+  cli_sm_t m = {.cc = cc, .states = detached_states, .ctx = &d};
+  return cli_sm_run(&m, ATTACH);
 }
 
 /* --json: {"schema": 1, "num_sessions_started": N, "tracing_sessions":

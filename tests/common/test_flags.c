@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "common/flags.h"
+#include "common/version.h"
 
 typedef struct opts {
   const char *config, *out;
@@ -293,6 +294,62 @@ static void flags_usage_spells_unit_defaults(void **state) {
   free(text);
 }
 
+/* main()'s flags (tg_prog_flags): go on with the targets set, or the
+ * status to exit with. */
+static int prog_parse(const char *const *args, uint64_t *count) {
+  const tg_flag_t flags[] = {
+      {"count", TG_FLAG_UINT, count, "N", "-n: how many", 1, 10},
+  };
+  static const tg_prog_t prog = {.name = "prog", .synopsis = "[options]"};
+  char *argv[8] = {"prog"};
+  int argc = 1;
+  for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+  int status = -1;
+  if (!tg_prog_flags(&prog, flags, 1, argc, argv, NULL, 0, NULL, &status))
+    return -1;
+  return status;
+}
+
+static void prog_flags_exit_statuses(void **state) {
+  (void)state;
+  uint64_t count = 0;
+  const char *go[] = {"-n", "3", NULL};
+  assert_int_equal(prog_parse(go, &count), -1);
+  assert_int_equal(count, 3);
+  const char *help[] = {"--help", NULL};
+  assert_int_equal(prog_parse(help, &count), TG_EXIT_OK);
+  const char *version[] = {"-n", "4", "--version", NULL};
+  assert_int_equal(prog_parse(version, &count), TG_EXIT_OK);
+  const char *bad[] = {"--nope", NULL};
+  assert_int_equal(prog_parse(bad, &count), TG_EXIT_USAGE);
+  /* The whole line is read before --version answers. */
+  const char *bad_value[] = {"--version", "-n", "11", NULL};
+  assert_int_equal(prog_parse(bad_value, &count), TG_EXIT_USAGE);
+  const char *value_for_version[] = {"--version=yes", NULL};
+  assert_int_equal(prog_parse(value_for_version, &count), TG_EXIT_USAGE);
+}
+
+/* One format of --version: "PROGRAM VERSION", then any detail lines. */
+static void detail(FILE *out) { fputs("TLS: by someone\n", out); }
+
+static void prog_version_names_the_program(void **state) {
+  (void)state;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  tg_prog_version(f, &(const tg_prog_t){.name = "tracegate stats",
+                                        .version_name = "tracegate"});
+  tg_prog_version(f, &(const tg_prog_t){.name = "tracegate-relay",
+                                        .version_detail = detail});
+  fclose(f);
+  char want[256];
+  snprintf(want, sizeof(want), "tracegate %s\ntracegate-relay %s\nTLS: by someone\n",
+           TG_VERSION, TG_VERSION);
+  assert_string_equal(text, want);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(flags_long_forms_with_space_or_equals),
@@ -308,6 +365,8 @@ int main(void) {
       cmocka_unit_test(flags_units_take_the_one_grammar),
       cmocka_unit_test(flags_units_refuse_and_keep_the_default),
       cmocka_unit_test(flags_usage_spells_unit_defaults),
+      cmocka_unit_test(prog_flags_exit_statuses),
+      cmocka_unit_test(prog_version_names_the_program),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
