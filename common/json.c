@@ -3,11 +3,74 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/decimal.h"
 #include "common/printable.h"
+
+/* --- jansson's allocator ------------------------------------------------- */
+
+/* A tg_json_load() under way in this thread: what its tree may still
+ * take, and whether it asked for more. Other threads are not counted.
+ * Blocks are plain malloc ones (malloc_usable_size() says what each
+ * takes), so what jansson hands out, json_dumps()'s text included, is
+ * freed with free() as its documentation says. */
+static _Thread_local struct {
+  bool on, over;
+  size_t left;
+} t_budget;
+
+static void *counted_malloc(size_t n) {
+  void *p = malloc(n);
+  if (!p || !t_budget.on) return p;
+  size_t took = malloc_usable_size(p);
+  if (took > t_budget.left) {
+    free(p);
+    t_budget.over = true;
+    return NULL;
+  }
+  t_budget.left -= took;
+  return p;
+}
+
+static void counted_free(void *p) {
+  /* What this thread frees while it loads goes back to its budget (the
+   * parser's buffers grow by allocating anew and freeing the old). */
+  if (p && t_budget.on) t_budget.left += malloc_usable_size(p);
+  free(p);
+}
+
+/* jansson wants its functions set before any other call of it. */
+__attribute__((constructor)) static void set_allocator(void) {
+  json_set_alloc_funcs(counted_malloc, counted_free);
+}
+
+json_t *tg_json_load(const char *text_untrusted, size_t len, size_t flags,
+                     size_t max_tree, json_error_t *err, int *rv) {
+  t_budget.on = true;
+  t_budget.over = false;
+  t_budget.left = max_tree;
+  json_t *v = json_loadb(text_untrusted, len, flags, err);
+  t_budget.on = false;
+  if (t_budget.over) {
+    /* Even where jansson got past a refused allocation, the tree is not
+     * the whole document. */
+    json_decref(v);
+    v = NULL;
+    *rv = -E2BIG;
+  } else if (v) {
+    *rv = 0;
+  } else {
+    *rv = json_error_code(err) == json_error_out_of_memory ? -ENOMEM : -EINVAL;
+  }
+  return v;
+}
+
+/* --- text --------------------------------------------------------------------- */
 
 /* The bytes that may follow |lead| as the second byte of a well-formed
  * sequence (Unicode Table 3-7), and how many bytes its sequence has; 0:

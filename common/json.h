@@ -18,6 +18,15 @@
  * (as protobuf's JSON mapping writes 64-bit integers), so no value is
  * clamped or rounded. tg_json_get_u64() reads back exactly those two forms.
  *
+ * Documents from outside. jansson's tree of a document takes many times
+ * its text (docs/operations.md has figures), so a reader of network input
+ * bounds the tree, not only the text: tg_json_load() counts what
+ * jansson allocates while it parses, in the calling thread, and stops at
+ * the caller's cap. For that this library gives jansson its allocator
+ * (json_set_alloc_funcs(), before main() runs, so before any other jansson
+ * call as jansson requires): malloc and free, counted in a load only, so
+ * what jansson returns (json_dumps()) is still freed with free().
+ *
  * Every function returns a new reference the caller owns (json_decref),
  * or NULL when out of memory; none keeps a pointer to its arguments.
  */
@@ -50,6 +59,13 @@ int tg_json_get_u64(const json_t *v, uint64_t *out);
  * with the whole container or NULL. */
 json_t *tg_json_push(json_t *arr, json_t *v);
 json_t *tg_json_put(json_t *obj, const char *key, json_t *v);
+
+/* json_loadb() of the |len| bytes at |text_untrusted| with |flags|, its
+ * tree allowed at most |max_tree| bytes. Returns the tree, or NULL with
+ * *rv set: -EINVAL (not JSON as |flags| want: |err| says where and why),
+ * -E2BIG (the tree would take more than |max_tree|), -ENOMEM. */
+json_t *tg_json_load(const char *text_untrusted, size_t len, size_t flags,
+                     size_t max_tree, json_error_t *err, int *rv);
 
 /* Writes |doc| to |f| with jansson's |flags| and a final newline.
  * Returns 0, or -EIO (jansson says no more; errno when |f| does). */

@@ -130,13 +130,18 @@ int cli_snap_parse(const char *json_untrusted, size_t len, cli_snap_reply_t *out
   if (err_cap > 0) err[0] = 0;
   reader_t r = {err, err_cap};
   json_error_t je;
-  json_t *root = json_loadb(json_untrusted, len, JSON_REJECT_DUPLICATES, &je);
+  int rv;
+  json_t *root = tg_json_load(json_untrusted, len, JSON_REJECT_DUPLICATES,
+                              CLI_SNAP_MAX_TREE, &je, &rv);
   if (!root) {
-    if (err_cap > 0)
+    if (err_cap > 0 && rv == -E2BIG)
+      snprintf(err, err_cap, "its JSON takes more than %u MiB to hold",
+               CLI_SNAP_MAX_TREE >> 20);
+    else if (err_cap > 0)
       snprintf(err, err_cap, "byte %d: %s", je.position, je.text);
-    return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : -EINVAL;
+    return rv;
   }
-  int rv = read_reply(&r, root, out);
+  rv = read_reply(&r, root, out);
   json_decref(root);
   if (rv < 0) memset(out, 0, sizeof(*out));
   return rv;

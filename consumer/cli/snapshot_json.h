@@ -1,8 +1,8 @@
 /* The collector's answer to POST /api/v1/snapshots, read for
  * `tracegate snapshot` (collector/daemon/api.c writes it).
  *
- * The reply comes from the network: jansson reads it (json_loadb), and it
- * must be one JSON object (RFC 8259) with nothing but whitespace after
+ * The reply comes from the network: jansson reads it (json_loadb, its
+ * tree within CLI_SNAP_MAX_TREE bytes), and it must be one JSON object (RFC 8259) with nothing but whitespace after
  * it, no key twice in an object (JSON_REJECT_DUPLICATES), no "\u0000",
  * nesting within jansson's JSON_PARSER_MAX_DEPTH. Each field read has its
  * type and range checked; a wrong one fails the whole reply with an error
@@ -23,6 +23,10 @@
 /* Failed hosts kept for the summary; the others are only counted. */
 #define CLI_SNAP_MAX_FAILED 64
 #define CLI_SNAP_ID_LEN 16 /* hex digits */
+/* The memory the reply's parsed tree may take (common/json.h,
+ * tg_json_load): the largest reply, a snapshot of 1024 hosts with every
+ * text at its cap, takes a few MiB; docs/operations.md has the figures. */
+#define CLI_SNAP_MAX_TREE (64u << 20)
 
 typedef struct cli_snap_host {
   char host[256];
@@ -50,7 +54,8 @@ typedef struct cli_snap_reply {
  * when |err_cap| > 0): not JSON (with the byte offset), too deep, a key
  * twice, a field of the wrong type, a count that is not a whole number
  * within 64 bits (common/json.h's two forms), or a snapshot without a
- * valid id; or -ENOMEM. *out is all zero on failure. The parsed tree is
+ * valid id; -E2BIG past CLI_SNAP_MAX_TREE; or -ENOMEM. *out is all zero
+ * on failure. The parsed tree is
  * freed before the return. */
 int cli_snap_parse(const char *json_untrusted, size_t len, cli_snap_reply_t *out,
                    char *err, size_t err_cap);

@@ -360,6 +360,51 @@ static void failed_hosts_past_the_bound_are_counted(void **state) {
   free(buf);
 }
 
+/* The largest reply the collector sends, a snapshot of 1024 hosts with
+ * every host name and error at its cap in control bytes (each written as
+ * six), is read whole; a reply whose tree would take more than
+ * CLI_SNAP_MAX_TREE is refused before it does. */
+static void the_tree_of_a_reply_is_bounded(void **state) {
+  (void)state;
+  char host[321], error[513];
+  memset(host, 1, 320), host[320] = 0;
+  memset(error, 2, 512), error[512] = 0;
+  json_t *hosts = json_array();
+  for (int i = 0; i < 1024; i++)
+    hosts = tg_json_push(hosts, json_pack("{s:o, s:s, s:o, s:i}", "host",
+                                          tg_json_text(host), "outcome",
+                                          "failed", "error",
+                                          tg_json_text(error), "bytes", 0));
+  json_t *doc = json_pack(
+      "{s:{s:s, s:s, s:i, s:i}, s:o, s:b}", "snapshot", "id",
+      "0000000000000001", "state", "failed", "hosts", 1024, "hosts_failed",
+      1024, "hosts", hosts, "hosts_truncated", 0);
+  assert_non_null(doc);
+  char *text = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  assert_non_null(text);
+  assert_true(strlen(text) > 1024 * 832 * 6);
+  assert_int_equal(parse(text), 0);
+  free(text);
+  assert_int_equal(g_r.n_host_entries, 1024);
+  /* Kept as far as its buffer goes. */
+  size_t kept = sizeof(g_r.failed[63].host) - 1;
+  assert_int_equal(strlen(g_r.failed[63].host), kept);
+  assert_memory_equal(g_r.failed[63].host, host, kept);
+  /* 12 MiB of empty objects in a field nobody reads. */
+  size_t n = 12u << 20;
+  char *big = malloc(n);
+  assert_non_null(big);
+  size_t len = (size_t)sprintf(big, "{\"x\":[");
+  while (len + 4 < n) memcpy(big + len, "{},", 3), len += 3;
+  big[len - 1] = ']';
+  big[len++] = '}';
+  assert_int_equal(parse_n(big, len), -E2BIG);
+  assert_false(g_r.has_snapshot);
+  assert_true(g_err[0] != 0);
+  free(big);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_collectors_reply_gives_its_fields),
@@ -375,6 +420,7 @@ int main(void) {
       cmocka_unit_test(long_strings_are_cut_on_a_character),
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),
+      cmocka_unit_test(the_tree_of_a_reply_is_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
