@@ -91,16 +91,14 @@ static void out_send(out_t *o, tg_http_exchange_t *x, int status,
  * it ran out of memory, which is a 500 without a body), written once. */
 static void respond_json(tg_http_exchange_t *x, int status, json_t *doc) {
   out_t o;
-  if (!doc || !out_open(&o)) {
-    json_decref(doc);
-    tg_http_respond(x, 500, NULL, NULL, 0);
-    return;
-  }
-  int rv = tg_json_dumpf_line(doc, o.f, JSON_COMPACT);
-  json_decref(doc);
-  if (rv < 0) {
+  int rv = doc && out_open(&o) ? 0 : -ENOMEM;
+  if (rv == 0 && (rv = tg_json_dumpf_line(doc, o.f, JSON_COMPACT)) < 0) {
     fclose(o.f);
     free(o.buf);
+  }
+  json_decref(doc);
+  if (rv < 0) {
+    TG_WARN("http: cannot write a %d answer: %s", status, tg_strerror(rv));
     tg_http_respond(x, 500, NULL, NULL, 0);
     return;
   }

@@ -2,7 +2,6 @@
 #include "consumer/cli/json_out.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
