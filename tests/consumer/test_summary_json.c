@@ -1,6 +1,7 @@
 /* The CLI's JSON (consumer/cli/json_out.h, summary_json.h): whatever bytes
  * a host's name, a reason or a loss counter's name hold, the output is
- * valid JSON (read back by Python's json module) with those values; absent
+ * valid JSON (read back by Python's json module) with those values, bytes
+ * that are not UTF-8 as U+FFFD, counts above INT64_MAX as strings; absent
  * figures are null; the summary file is replaced whole; a protobuf message
  * comes out whole (set fields only, enums by name, bytes in base64). */
 #include <setjmp.h>
@@ -38,11 +39,13 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   snprintf(path, sizeof(path), "%s/s.json", g_dir);
   /* Two counters listed and one more the list had no room for, and what
    * the relay lost in transit: the total counts them all. */
-  cli_loss_t loss = {.n = 2, .omitted = 1, .total = 9, .transit = 5};
+  cli_loss_t loss = {.n = 3, .omitted = 1, .total = 9, .transit = 5};
   snprintf(loss.items[0].name, sizeof(loss.items[0].name), "chunks\"lost\\");
   loss.items[0].value = 3;
   snprintf(loss.items[1].name, sizeof(loss.items[1].name), "a\tb\x01");
   loss.items[1].value = 4;
+  snprintf(loss.items[2].name, sizeof(loss.items[2].name), "lost \xff");
+  loss.items[2].value = UINT64_MAX;
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
@@ -50,7 +53,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
        .has_machine_id = true, .machine_id = 5, .path = NULL},
-      {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true,
+      {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true, .bytes = UINT64_MAX,
        .failure = "ignored when ok"},
   };
   cli_summary_t s = {.exit_code = 1, .elapsed_ms = 99, .output = NULL,
@@ -68,8 +71,11 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.failure", "\"link_lost\"");
   assert_json(path, "hosts.0.loss.total", "14");
   assert_json(path, "hosts.0.loss.counters_omitted", "1");
+  /* Names made UTF-8 like any text; a count above INT64_MAX is the
+   * string of its digits (common/json.h). */
   assert_json(path, "hosts.0.loss.counters",
-              "{\"a\\tb\\u0001\": 4, \"chunks\\\"lost\\\\\": 3}");
+              "{\"a\\tb\\u0001\": 4, \"chunks\\\"lost\\\\\": 3, "
+              "\"lost \\ufffd\": \"18446744073709551615\"}");
   assert_json(path, "hosts.0.reconnects", "3");
   assert_json(path, "hosts.0.link_down_ms", "1500");
   assert_json(path, "hosts.0.clock_offset_ns", "-42");
@@ -80,6 +86,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
    * points); Python writes it back escaped. */
   assert_json(path, "hosts.1.host", "\"local-caf\\u00e9-\\u2713\"");
   assert_json(path, "hosts.1.outcome", "\"ok\"");
+  assert_json(path, "hosts.1.bytes", "\"18446744073709551615\"");
   assert_json(path, "hosts.1.reason", "null");
   assert_json(path, "hosts.1.failure", "null");
   assert_json(path, "hosts.1.loss", "null");
