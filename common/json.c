@@ -167,6 +167,7 @@ json_t *tg_json_put(json_t *obj, const char *key, json_t *v) {
 }
 
 int tg_json_dumpf_line(const json_t *doc, FILE *f, size_t flags) {
+  errno = 0;
   if (json_dumpf(doc, f, flags) != 0 || fputc('\n', f) == EOF)
     return errno ? -errno : -EIO;
   return 0;

@@ -27,8 +27,9 @@
  * call as jansson requires): malloc and free, counted in a load only, so
  * what jansson returns (json_dumps()) is still freed with free().
  *
- * Every function returns a new reference the caller owns (json_decref),
- * or NULL when out of memory; none keeps a pointer to its arguments.
+ * A json_t * returned is a new reference the caller owns (json_decref),
+ * or NULL when out of memory; no function keeps a pointer to its
+ * arguments.
  */
 #ifndef TRACEGATE_COMMON_JSON_H
 #define TRACEGATE_COMMON_JSON_H
@@ -68,7 +69,7 @@ json_t *tg_json_load(const char *text_untrusted, size_t len, size_t flags,
                      size_t max_tree, json_error_t *err, int *rv);
 
 /* Writes |doc| to |f| with jansson's |flags| and a final newline.
- * Returns 0, or -EIO (jansson says no more; errno when |f| does). */
+ * Returns 0, or -errno of the failed write (-EIO when none is set). */
 int tg_json_dumpf_line(const json_t *doc, FILE *f, size_t flags);
 
 #endif /* TRACEGATE_COMMON_JSON_H */
