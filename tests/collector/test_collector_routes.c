@@ -220,7 +220,7 @@ static void a_snapshot_row_is_json_with_its_texts_escaped(void **state) {
                           .finished_ms = INT64_MAX, .bytes = UINT64_MAX,
                           .crc32 = UINT32_MAX, .loss = 7, .n_hosts = 3,
                           .n_hosts_failed = 3};
-  strcpy(s.trigger, "oom\"killer");
+  strcpy(s.trigger, "oom\"killer\xc3");
   strcpy(s.reason, "line\nbreak\\ and </script>");
   strcpy(s.origin, "h\x01st");
   strcpy(s.failure, "\xc3\xa9t\xc3\xa9");
@@ -230,7 +230,7 @@ static void a_snapshot_row_is_json_with_its_texts_escaped(void **state) {
       {.outcome = TG_COLL_HOST_FAILED},
   };
   strcpy(hosts[0].host, "a.example:7");
-  strcpy(hosts[1].host, "b\"");
+  strcpy(hosts[1].host, "b\"\xe2\x82\xac\xe2\x82");
   strcpy(hosts[1].error, "re\xff\xfeused \xe2\x82");
   json_t *doc = json_pack("{s:o, s:o, s:o}", "snapshot", coll_json_snapshot(&s),
                           "hosts", coll_json_snap_hosts(hosts, 2),
@@ -250,13 +250,13 @@ static void a_snapshot_row_is_json_with_its_texts_escaped(void **state) {
   assert_json(p, "snapshot.loss", "7");
   assert_json(p, "snapshot.crc32", "4294967295");
   assert_json(p, "snapshot.hosts_failed", "3");
-  assert_json(p, "snapshot.trigger", "\"oom\\\"killer\"");
+  assert_json(p, "snapshot.trigger", "\"oom\\\"killer\\ufffd\"");
   assert_json(p, "snapshot.reason", "\"line\\nbreak\\\\ and </script>\"");
   assert_json(p, "snapshot.origin", "\"h\\u0001st\"");
   assert_json(p, "hosts.0.host", "\"a.example:7\"");
   assert_json(p, "hosts.0.outcome", "\"ok\"");
   assert_json(p, "hosts.0.window_last_ms", "6");
-  assert_json(p, "hosts.1.host", "\"b\\\"\"");
+  assert_json(p, "hosts.1.host", "\"b\\\"\\u20ac\\ufffd\"");
   /* Bytes that are not UTF-8: one U+FFFD per maximal subpart. */
   assert_json(p, "hosts.1.error", "\"re\\ufffd\\ufffdused \\ufffd\"");
   assert_json(p, "snapshot.failure", "\"\\u00e9t\\u00e9\"");
