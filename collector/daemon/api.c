@@ -25,8 +25,8 @@
  * Untrusted input: ids go through tg_coll_id_parse() and nothing else
  * reaches the file system; a request under /api/v1 takes only its own
  * arguments, each once, and numbers and flags parsed whole (else 400);
- * text filters go to the catalog as bound parameters; every string echoed
- * back is JSON-escaped.
+ * text filters go to the catalog as bound parameters; every answer is a
+ * jansson tree written once, its text under common/json.h's rule.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,8 +43,8 @@
 #include "collector/http.h"
 #include "collector/snapshot_id.h"
 #include "common/decimal.h"
+#include "common/json.h"
 #include "common/log.h"
-#include "consumer/cli/json_out.h"
 #include "consumer/fleet/merge.h"
 #include "auth/authz.h"
 #include "tracegate/error.h"
@@ -87,16 +87,26 @@ static void out_send(out_t *o, tg_http_exchange_t *x, int status,
   free(o->buf);
 }
 
-static void json_error(tg_http_exchange_t *x, int status, const char *why) {
+/* Answers |x| with |doc| (taken: a new reference, or NULL when building
+ * it ran out of memory, which is a 500 without a body), written once. */
+static void respond_json(tg_http_exchange_t *x, int status, json_t *doc) {
   out_t o;
-  if (!out_open(&o)) {
+  int rv = doc && out_open(&o) ? 0 : -ENOMEM;
+  if (rv == 0 && (rv = tg_json_dumpf_line(doc, o.f, JSON_COMPACT)) < 0) {
+    fclose(o.f);
+    free(o.buf);
+  }
+  json_decref(doc);
+  if (rv < 0) {
+    TG_WARN("http: cannot write a %d answer: %s", status, tg_strerror(rv));
     tg_http_respond(x, 500, NULL, NULL, 0);
     return;
   }
-  fputs("{\"error\":", o.f);
-  cli_json_str(o.f, why);
-  fputs("}\n", o.f);
   out_send(&o, x, status, "application/json");
+}
+
+static void json_error(tg_http_exchange_t *x, int status, const char *why) {
+  respond_json(x, status, json_pack("{s:o}", "error", tg_json_text(why)));
 }
 
 static const char *arg(const tg_http_request_t *r, const char *name) {
@@ -108,26 +118,27 @@ static const char *arg(const tg_http_request_t *r, const char *name) {
 static void get_hosts(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   (void)r, (void)id;
-  out_t o;
-  if (!out_open(&o)) return json_error(x, 500, "out of memory");
-  fprintf(o.f, "{\"shard\":\"%u/%u\",\"inventory\":%zu,\"hosts\":[",
-          c->cfg.shard_index, c->cfg.shard_count, c->inventory);
-  for (size_t i = 0; i < c->n; i++) {
+  json_t *hosts = json_array();
+  for (size_t i = 0; hosts && i < c->n; i++) {
     const coll_host_t *h = c->hosts[i];
-    fputs(i ? ",{\"host\":" : "{\"host\":", o.f);
-    cli_json_str(o.f, h->t.spec);
-    fputs(",\"state\":", o.f);
-    cli_json_str(o.f, coll_host_state_name(h->state));
-    fprintf(o.f, ",\"since_ms\":%" PRId64 ",\"ring\":%s,\"restarts\":%" PRIu64
-            ",\"failures\":%" PRIu64 ",\"why\":", h->since_ms,
-            h->ring_up ? "true" : "false", h->restarts, h->failures);
-    cli_json_str(o.f, h->why);
-    fputs(",\"hostname\":", o.f);
-    cli_json_str(o.f, h->fh && h->fh->has_info ? h->fh->hostname : "");
-    fputc('}', o.f);
+    hosts = tg_json_push(
+        hosts,
+        json_pack("{s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o}",
+                  "host", tg_json_text(h->t.spec),
+                  "state", coll_host_state_name(h->state),
+                  "since_ms", (json_int_t)h->since_ms, "ring", h->ring_up,
+                  "restarts", tg_json_u64(h->restarts),
+                  "failures", tg_json_u64(h->failures),
+                  "why", tg_json_text(h->why),
+                  "hostname", tg_json_text(h->fh && h->fh->has_info
+                                               ? h->fh->hostname : "")));
   }
-  fputs("]}\n", o.f);
-  out_send(&o, x, 200, "application/json");
+  char shard[32];
+  snprintf(shard, sizeof(shard), "%u/%u", c->cfg.shard_index,
+           c->cfg.shard_count);
+  respond_json(x, 200, json_pack("{s:s, s:o, s:o}", "shard", shard,
+                                 "inventory", tg_json_u64(c->inventory),
+                                 "hosts", hosts));
 }
 
 static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
@@ -145,42 +156,30 @@ static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
     free(rows);
     return json_error(x, 503, tg_strerror(rv));
   }
-  out_t o;
-  if (!out_open(&o)) {
-    free(rows);
-    return json_error(x, 500, "out of memory");
-  }
-  fputs("{\"snapshots\":[", o.f);
-  for (size_t i = 0; i < n; i++) {
-    if (i) fputc(',', o.f);
-    coll_json_snapshot(o.f, &rows[i]);
-  }
-  fputs("],\"next_before\":", o.f);
+  json_t *list = json_array();
+  for (size_t i = 0; list && i < n; i++)
+    list = tg_json_push(list, coll_json_snapshot(&rows[i]));
+  json_t *next = json_null();
   if (n == f.limit && n) {
     char id[TG_COLL_ID_STRLEN];
     tg_coll_id_format(rows[n - 1].id, id);
-    fprintf(o.f, "\"%s\"", id);
-  } else {
-    fputs("null", o.f);
+    next = json_string(id);
   }
-  fputs("}\n", o.f);
   free(rows);
-  out_send(&o, x, 200, "application/json");
+  respond_json(x, 200, json_pack("{s:o, s:o}", "snapshots", list,
+                                 "next_before", next));
 }
 
 /* 404 for a snapshot that is not (or no longer) there, with its id: a
  * caller that waited for |id| learns it was stored, then deleted. */
 static void snapshot_gone(tg_http_exchange_t *x, uint64_t id, bool stored) {
-  out_t o;
-  if (!out_open(&o)) return json_error(x, 500, "out of memory");
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
-  fputs("{\"error\":", o.f);
-  cli_json_str(o.f, stored ? "stored, then deleted (retention) before this answer"
-                           : "no such snapshot");
-  fprintf(o.f, ",\"id\":\"%s\",\"deleted\":%s}\n", idt,
-          stored ? "true" : "false");
-  out_send(&o, x, 404, "application/json");
+  respond_json(x, 404, json_pack("{s:s, s:s, s:b}", "error",
+                                 stored ? "stored, then deleted (retention) "
+                                          "before this answer"
+                                        : "no such snapshot",
+                                 "id", idt, "deleted", stored));
 }
 
 /* Hosts room the first read takes; a snapshot with more is read again
@@ -209,18 +208,11 @@ static void answer_row(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   bool truncated = n > cap;
   if (truncated) n = cap;
-  out_t o;
-  if (!out_open(&o)) {
-    free(hosts);
-    return json_error(x, 500, "out of memory");
-  }
-  fputs("{\"snapshot\":", o.f);
-  coll_json_snapshot(o.f, &s);
-  fputs(",\"hosts\":", o.f);
-  coll_json_snap_hosts(o.f, hosts, n);
-  fprintf(o.f, ",\"hosts_truncated\":%s}\n", truncated ? "true" : "false");
+  json_t *doc = json_pack("{s:o, s:o, s:b}", "snapshot", coll_json_snapshot(&s),
+                          "hosts", coll_json_snap_hosts(hosts, n),
+                          "hosts_truncated", truncated);
   free(hosts);
-  out_send(&o, x, 200, "application/json");
+  respond_json(x, 200, doc);
 }
 
 static void get_snapshot(coll_t *c, tg_http_exchange_t *x,
@@ -252,15 +244,12 @@ static void get_trace(coll_t *c, tg_http_exchange_t *x,
 static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                             int status) {
   if (status == 200) return answer_row(c, x, id, true);
-  out_t o;
-  if (!out_open(&o)) return json_error(x, 500, "out of memory");
   char idt[TG_COLL_ID_STRLEN];
   tg_coll_id_format(id, idt);
-  fprintf(o.f, "{\"id\":\"%s\"}\n", idt);
   char loc[64];
   snprintf(loc, sizeof(loc), API "/snapshots/%s", idt);
   tg_http_add_header(x, "Location", loc);
-  out_send(&o, x, status, "application/json");
+  respond_json(x, status, json_pack("{s:s}", "id", idt));
 }
 
 static void post_snapshot(coll_t *c, tg_http_exchange_t *x,
@@ -435,8 +424,7 @@ static void route_asset(coll_t *c, tg_http_exchange_t *x,
 static void route_healthz(coll_t *c, tg_http_exchange_t *x,
                           const tg_http_request_t *r, uint64_t id) {
   (void)c, (void)r, (void)id;
-  static const char ok[] = "{\"status\":\"ok\"}\n";
-  tg_http_respond(x, 200, "application/json", ok, sizeof(ok) - 1);
+  respond_json(x, 200, json_pack("{s:s}", "status", "ok"));
 }
 
 static const char *const no_args[] = {NULL};

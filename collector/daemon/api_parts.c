@@ -8,7 +8,7 @@
 #include "collector/daemon/routes.h"
 #include "collector/snapshot_id.h"
 #include "common/decimal.h"
-#include "consumer/cli/json_out.h"
+#include "common/json.h"
 
 int coll_list_filter(const char *const *args, size_t n, tg_coll_filter_t *f,
                      const char **why) {
@@ -53,40 +53,37 @@ int coll_list_filter(const char *const *args, size_t n, tg_coll_filter_t *f,
   return 0;
 }
 
-void coll_json_snapshot(FILE *f, const tg_coll_snapshot_t *s) {
+json_t *coll_json_snapshot(const tg_coll_snapshot_t *s) {
   char id[TG_COLL_ID_STRLEN];
   tg_coll_id_format(s->id, id);
-  fprintf(f, "{\"id\":\"%s\",\"state\":\"%s\",\"pinned\":%s,"
-          "\"started_ms\":%" PRId64 ",\"finished_ms\":%" PRId64
-          ",\"bytes\":%" PRIu64 ",\"crc32\":%" PRIu32 ",\"packets\":%" PRIu64
-          ",\"loss\":%" PRIu64 ",\"hosts\":%" PRIu32 ",\"hosts_failed\":%" PRIu32
-          ",\"trigger\":", id, tg_coll_state_name(s->state),
-          s->pinned ? "true" : "false", s->started_ms, s->finished_ms, s->bytes,
-          s->crc32, s->packets, s->loss, s->n_hosts, s->n_hosts_failed);
-  cli_json_str(f, s->trigger);
-  fputs(",\"reason\":", f);
-  cli_json_str(f, s->reason);
-  fputs(",\"origin\":", f);
-  cli_json_str(f, s->origin);
-  fputs(",\"failure\":", f);
-  cli_json_str(f, s->failure);
-  fputc('}', f);
+  return json_pack(
+      "{s:s, s:s, s:b, s:I, s:I, s:o, s:I, s:o, s:o, s:I, s:I, s:o, s:o,"
+      " s:o, s:o}",
+      "id", id, "state", tg_coll_state_name(s->state), "pinned", s->pinned,
+      "started_ms", (json_int_t)s->started_ms,
+      "finished_ms", (json_int_t)s->finished_ms,
+      "bytes", tg_json_u64(s->bytes), "crc32", (json_int_t)s->crc32,
+      "packets", tg_json_u64(s->packets), "loss", tg_json_u64(s->loss),
+      "hosts", (json_int_t)s->n_hosts,
+      "hosts_failed", (json_int_t)s->n_hosts_failed,
+      "trigger", tg_json_text(s->trigger), "reason", tg_json_text(s->reason),
+      "origin", tg_json_text(s->origin), "failure", tg_json_text(s->failure));
 }
 
-void coll_json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n) {
-  fputc('[', f);
-  for (size_t i = 0; i < n; i++) {
-    fputs(i ? ",{\"host\":" : "{\"host\":", f);
-    cli_json_str(f, h[i].host);
-    fprintf(f, ",\"outcome\":\"%s\",\"error\":",
-            tg_coll_host_outcome_name(h[i].outcome));
-    cli_json_str(f, h[i].error);
-    fprintf(f, ",\"bytes\":%" PRIu64 ",\"packets\":%" PRIu64
-            ",\"loss\":%" PRIu64 ",\"window_first_ms\":%" PRId64
-            ",\"window_last_ms\":%" PRId64 "}", h[i].bytes, h[i].packets,
-            h[i].loss, h[i].window_first_ms, h[i].window_last_ms);
-  }
-  fputc(']', f);
+json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++)
+    a = tg_json_push(
+        a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:I}",
+                     "host", tg_json_text(h[i].host),
+                     "outcome", tg_coll_host_outcome_name(h[i].outcome),
+                     "error", tg_json_text(h[i].error),
+                     "bytes", tg_json_u64(h[i].bytes),
+                     "packets", tg_json_u64(h[i].packets),
+                     "loss", tg_json_u64(h[i].loss),
+                     "window_first_ms", (json_int_t)h[i].window_first_ms,
+                     "window_last_ms", (json_int_t)h[i].window_last_ms));
+  return a;
 }
 
 /* One counter without labels, its HELP and TYPE lines first. */

@@ -1,12 +1,15 @@
 /* api.c's pure parts (no I/O but the FILE handed in, no collector): the
  * list's filter read from a request's arguments, the JSON of the store's
- * rows, the HTTP layer's counters in Prometheus text. Unit-tested by
+ * rows (jansson trees; text under common/json.h's rule), the HTTP layer's
+ * counters in Prometheus text. Unit-tested by
  * tests/collector/test_collector_routes.c; api.c answers with them. */
 #ifndef TRACEGATE_COLLECTOR_DAEMON_API_PARTS_H
 #define TRACEGATE_COLLECTOR_DAEMON_API_PARTS_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "collector/catalog.h"
 #include "collector/http.h"
@@ -23,10 +26,11 @@
 int coll_list_filter(const char *const *args, size_t n, tg_coll_filter_t *f,
                      const char **why);
 
-/* One snapshot row as a JSON object; its texts JSON-escaped. */
-void coll_json_snapshot(FILE *f, const tg_coll_snapshot_t *s);
-/* |n| host rows of a snapshot as a JSON array. */
-void coll_json_snap_hosts(FILE *f, const tg_coll_host_t *h, size_t n);
+/* One snapshot row as a JSON object; |n| host rows of a snapshot as a
+ * JSON array. New references the caller owns, or NULL when out of
+ * memory. */
+json_t *coll_json_snapshot(const tg_coll_snapshot_t *s);
+json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n);
 
 /* The HTTP layer's counters (tracegate_collector_http_*_total). */
 void coll_metrics_http(FILE *f, const tg_http_server_stats_t *hs);

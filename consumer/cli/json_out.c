@@ -2,7 +2,6 @@
 #include "consumer/cli/json_out.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,112 +9,73 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/printable.h"
+#include "common/json.h"
+#include "consumer/cli/cli.h"
 
-void cli_json_str(FILE *f, const char *s) {
-  if (!s) {
-    fputs("null", f);
-    return;
-  }
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    uint32_t cp;
-    size_t n;
-    if (*p == '"' || *p == '\\') {
-      fprintf(f, "\\%c", *p++);
-    } else if (*p >= 0x20 && *p < 0x7f) {
-      fputc(*p++, f);
-    } else if (*p >= 0x80 && (n = tg_utf8_sequence((const char *)p, &cp))) {
-      fwrite(p, 1, n, f); /* JSON is UTF-8: the text as it is */
-      p += n;
-    } else {
-      /* A control byte, DEL, or a byte that is not part of well-formed
-       * UTF-8: as the code point of its value, which snapshot_json.c
-       * reads back as that byte. */
-      fprintf(f, "\\u%04x", *p++);
-    }
-  }
-  fputc('"', f);
-}
-
-static void put_base64(FILE *f, const uint8_t *p, size_t n) {
+/* |n| bytes at |p| as a base64 string (RFC 4648, padded). */
+static json_t *base64(const uint8_t *p, size_t n) {
   static const char abc[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  fputc('"', f);
+  size_t len = (n + 2) / 3 * 4;
+  char *out = malloc(len + 1);
+  if (!out) return NULL;
+  char *o = out;
   for (size_t i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)p[i] << 16;
     if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
     if (i + 2 < n) v |= p[i + 2];
-    fputc(abc[v >> 18 & 63], f);
-    fputc(abc[v >> 12 & 63], f);
-    fputc(i + 1 < n ? abc[v >> 6 & 63] : '=', f);
-    fputc(i + 2 < n ? abc[v & 63] : '=', f);
+    *o++ = abc[v >> 18 & 63];
+    *o++ = abc[v >> 12 & 63];
+    *o++ = i + 1 < n ? abc[v >> 6 & 63] : '=';
+    *o++ = i + 2 < n ? abc[v & 63] : '=';
   }
-  fputc('"', f);
+  json_t *j = json_stringn(out, len);
+  free(out);
+  return j;
 }
 
-static void put_double(FILE *f, double d) {
-  if (isfinite(d))
-    fprintf(f, "%.17g", d);
-  else
-    fputs("null", f);
-}
+static json_t *real(double d) { return isfinite(d) ? json_real(d) : json_null(); }
 
 /* One value of |fd|'s type at |v|. */
-static void put_value(FILE *f, const ProtobufCFieldDescriptor *fd,
-                      const void *v) {
+static json_t *value(const ProtobufCFieldDescriptor *fd, const void *v) {
   switch (fd->type) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SFIXED32:
-      fprintf(f, "%" PRId32, *(const int32_t *)v);
-      break;
+      return json_integer(*(const int32_t *)v);
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
-      fprintf(f, "%" PRId64, *(const int64_t *)v);
-      break;
+      return json_integer(*(const int64_t *)v);
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
-      fprintf(f, "%" PRIu32, *(const uint32_t *)v);
-      break;
+      return json_integer(*(const uint32_t *)v);
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-      fprintf(f, "%" PRIu64, *(const uint64_t *)v);
-      break;
+      return tg_json_u64(*(const uint64_t *)v);
     case PROTOBUF_C_TYPE_FLOAT:
-      put_double(f, *(const float *)v);
-      break;
+      return real(*(const float *)v);
     case PROTOBUF_C_TYPE_DOUBLE:
-      put_double(f, *(const double *)v);
-      break;
+      return real(*(const double *)v);
     case PROTOBUF_C_TYPE_BOOL:
-      fputs(*(const protobuf_c_boolean *)v ? "true" : "false", f);
-      break;
+      return json_boolean(*(const protobuf_c_boolean *)v);
     case PROTOBUF_C_TYPE_ENUM: {
       int e = *(const int *)v;
       const ProtobufCEnumValue *ev =
           protobuf_c_enum_descriptor_get_value(fd->descriptor, e);
-      if (ev)
-        cli_json_str(f, ev->name);
-      else
-        fprintf(f, "%d", e);
-      break;
+      return ev ? tg_json_text(ev->name) : json_integer(e);
     }
     case PROTOBUF_C_TYPE_STRING:
-      cli_json_str(f, *(char *const *)v);
-      break;
+      return tg_json_text(*(char *const *)v);
     case PROTOBUF_C_TYPE_BYTES: {
       const ProtobufCBinaryData *b = v;
-      put_base64(f, b->data, b->len);
-      break;
+      return base64(b->data, b->len);
     }
     case PROTOBUF_C_TYPE_MESSAGE:
-      cli_json_pb(f, *(ProtobufCMessage *const *)v);
-      break;
+      return cli_json_pb(*(ProtobufCMessage *const *)v);
   }
+  return NULL;
 }
-
 static size_t value_size(ProtobufCType t) {
   switch (t) {
     case PROTOBUF_C_TYPE_INT64:
@@ -162,44 +122,60 @@ static bool present(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f
   return true; /* required, or a proto3 scalar */
 }
 
-void cli_json_pb(FILE *f, const ProtobufCMessage *m) {
-  if (!m) {
-    fputs("null", f);
-    return;
-  }
-  const ProtobufCMessageDescriptor *d = m->descriptor;
+/* A field's values: one, or an array of them. */
+static json_t *field(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *fd) {
   const uint8_t *base = (const uint8_t *)m;
-  bool first = true;
-  fputc('{', f);
-  for (unsigned i = 0; i < d->n_fields; i++) {
-    const ProtobufCFieldDescriptor *fd = &d->fields[i];
-    if (!present(m, fd)) continue;
-    fputs(first ? "" : ", ", f);
-    first = false;
-    cli_json_str(f, fd->name);
-    fputs(": ", f);
-    if (fd->label != PROTOBUF_C_LABEL_REPEATED) {
-      put_value(f, fd, base + fd->offset);
-      continue;
-    }
-    size_t n = *(const size_t *)(base + fd->quantifier_offset);
-    const uint8_t *arr = *(const uint8_t *const *)(base + fd->offset);
-    size_t step = value_size(fd->type);
-    fputc('[', f);
-    for (size_t k = 0; k < n; k++) {
-      if (k) fputs(", ", f);
-      put_value(f, fd, arr + k * step);
-    }
-    fputc(']', f);
-  }
-  fputc('}', f);
+  if (fd->label != PROTOBUF_C_LABEL_REPEATED) return value(fd, base + fd->offset);
+  size_t n = *(const size_t *)(base + fd->quantifier_offset);
+  const uint8_t *arr = *(const uint8_t *const *)(base + fd->offset);
+  size_t step = value_size(fd->type);
+  json_t *a = json_array();
+  for (size_t k = 0; a && k < n; k++) a = tg_json_push(a, value(fd, arr + k * step));
+  return a;
 }
 
-int cli_json_file_write(const char *path, void (*put)(FILE *f, const void *arg),
+json_t *cli_json_pb(const ProtobufCMessage *m) {
+  if (!m) return json_null();
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  json_t *o = json_object();
+  for (unsigned i = 0; o && i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *fd = &d->fields[i];
+    if (present(m, fd)) o = tg_json_put(o, fd->name, field(m, fd));
+  }
+  return o;
+}
+
+int cli_json_stdout(const json_t *doc) {
+  int rv = doc ? tg_json_dumpf_line(doc, stdout, 0) : -ENOMEM;
+  if (rv == 0 && fflush(stdout) != 0) rv = -errno;
+  if (rv < 0) {
+    fprintf(stderr, CLI_PROG ": cannot write JSON to stdout: %s\n", strerror(-rv));
+    return CLI_EXIT_FAIL;
+  }
+  return 0;
+}
+
+typedef struct doc_arg {
+  const json_t *doc;
+  size_t flags;
+} doc_arg_t;
+
+static int put_doc(FILE *f, const void *arg) {
+  const doc_arg_t *d = arg;
+  return tg_json_dumpf_line(d->doc, f, d->flags);
+}
+
+int cli_json_doc_write(const char *path, const json_t *doc, size_t flags) {
+  doc_arg_t d = {doc, flags};
+  return cli_json_file_write(path, put_doc, &d);
+}
+
+int cli_json_file_write(const char *path, int (*put)(FILE *f, const void *arg),
                         const void *arg) {
   if (!strcmp(path, "-")) {
-    put(stdout, arg);
-    return fflush(stdout) == 0 ? 0 : -errno;
+    int rv = put(stdout, arg);
+    if (rv == 0 && fflush(stdout) != 0) rv = -errno;
+    return rv;
   }
   size_t n = strlen(path) + 16;
   char *tmp = malloc(n);
@@ -212,8 +188,8 @@ int cli_json_file_write(const char *path, void (*put)(FILE *f, const void *arg),
     rv = -errno;
     if (fd >= 0) close(fd);
   } else {
-    put(f, arg);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rv = -errno;
+    rv = put(f, arg);
+    if (rv == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0)) rv = -errno;
     if (fclose(f) != 0 && rv == 0) rv = -errno;
     if (rv == 0 && rename(tmp, path) != 0) rv = -errno;
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "consumer/cli/cli.h"
 #include "consumer/cli/step.h"
 #include "consumer/cli/json_out.h"
@@ -195,19 +196,14 @@ static int write_json(cli_conn_t *cc,
   char why[512];
   Perfetto__Protos__TracingServiceCapabilities *c =
       query_caps(cc, why, sizeof(why));
-  fputs("{\"schema\": 1, \"service_state\": ", stdout);
-  cli_json_pb(stdout, &st->base);
-  fputs(", \"capabilities\": ", stdout);
-  cli_json_pb(stdout, c ? &c->base : NULL);
-  fputs(", \"capabilities_error\": ", stdout);
-  cli_json_str(stdout, c ? NULL : why);
-  fputs("}\n", stdout);
+  json_t *doc = json_pack("{s:i, s:o, s:o, s:o}", "schema", 1, "service_state",
+                          cli_json_pb(&st->base), "capabilities",
+                          cli_json_pb(c ? &c->base : NULL),
+                          "capabilities_error", tg_json_text(c ? NULL : why));
   if (c) perfetto__protos__tracing_service_capabilities__free_unpacked(c, NULL);
-  if (fflush(stdout) != 0) {
-    fprintf(stderr, CLI_PROG ": cannot write to stdout: %s\n", strerror(errno));
-    return CLI_EXIT_FAIL;
-  }
-  return CLI_EXIT_OK;
+  int code = cli_json_stdout(doc);
+  json_decref(doc);
+  return code;
 }
 
 static const char about[] =

@@ -305,9 +305,10 @@ static void put_encoded(char *out, size_t cap, size_t *len, const char *s) {
 
 /* --- the answer --------------------------------------------------------------- */
 
-static void put_body(FILE *f, const void *arg) {
+static int put_body(FILE *f, const void *arg) {
   const req_t *r = arg;
-  fwrite(tg_buf_begin(&r->body), 1, tg_buf_size(&r->body), f);
+  size_t n = tg_buf_size(&r->body);
+  return fwrite(tg_buf_begin(&r->body), 1, n, f) == n ? 0 : -EIO;
 }
 
 /* What the summary says of a 200 reply, and the exit status. */

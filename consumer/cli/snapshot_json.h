@@ -1,16 +1,17 @@
 /* The collector's answer to POST /api/v1/snapshots, read for
  * `tracegate snapshot` (collector/daemon/api.c writes it).
  *
- * The reply comes from the network: this reads it as hostile JSON. The
- * whole text must be one valid JSON value (RFC 8259) and nothing but
- * whitespace after it; nesting deeper than CLI_SNAP_MAX_DEPTH is refused,
- * so the recursion is bounded whatever the input. Only the fields the
- * summary needs are kept, each in a fixed-size buffer (longer strings are
- * cut on a character boundary); everything else is checked and skipped.
- * Escapes \u0080..\u00ff are read as single bytes, as the collector
- * writes them (docs/commands.md: text from hosts is escaped per byte).
- * Nothing read here is fit for a terminal as it is: print strings through
- * tg_printable().
+ * The reply comes from the network: jansson reads it (json_loadb, its
+ * tree within CLI_SNAP_MAX_TREE bytes), and it must be one JSON object (RFC 8259) with nothing but whitespace after
+ * it, no key twice in an object (JSON_REJECT_DUPLICATES), no "\u0000",
+ * nesting within jansson's JSON_PARSER_MAX_DEPTH. Each field read has its
+ * type and range checked; a wrong one fails the whole reply with an error
+ * naming the field ("snapshot.bytes: not a count"), never a default. Only
+ * the fields the summary needs are kept, each in a fixed-size buffer
+ * (longer strings are cut on a character boundary); the rest is ignored.
+ * Strings are UTF-8, as the collector writes them (common/json.h: bytes
+ * that were not UTF-8 arrive as U+FFFD). Nothing read here is fit for a
+ * terminal as it is: print strings through tg_printable().
  */
 #ifndef TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H
 #define TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H
@@ -19,10 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CLI_SNAP_MAX_DEPTH 32
 /* Failed hosts kept for the summary; the others are only counted. */
 #define CLI_SNAP_MAX_FAILED 64
 #define CLI_SNAP_ID_LEN 16 /* hex digits */
+/* The memory the reply's parsed tree may take (common/json.h,
+ * tg_json_load): the largest reply, a snapshot of 1024 hosts with every
+ * text at its cap, takes a few MiB; docs/operations.md has the figures. */
+#define CLI_SNAP_MAX_TREE (64u << 20)
 
 typedef struct cli_snap_host {
   char host[256];
@@ -46,10 +50,13 @@ typedef struct cli_snap_reply {
 } cli_snap_reply_t;
 
 /* Reads |json_untrusted| (|len| bytes, no NUL needed) into *out. Returns
- * 0, or -EINVAL with why (and the byte offset) in |err| (|err_cap| bytes,
- * always NUL-terminated when |err_cap| > 0): not JSON, too deep, a field
- * of the wrong type, a count that is not a whole number within 64 bits, a
- * field given twice, or a snapshot without a valid id. Never allocates. */
+ * 0, -EINVAL with why in |err| (|err_cap| bytes, always NUL-terminated
+ * when |err_cap| > 0): not JSON (with the byte offset), too deep, a key
+ * twice, a field of the wrong type, a count that is not a whole number
+ * within 64 bits (common/json.h's two forms), or a snapshot without a
+ * valid id; -E2BIG past CLI_SNAP_MAX_TREE; or -ENOMEM. *out is all zero
+ * on failure. The parsed tree is
+ * freed before the return. */
 int cli_snap_parse(const char *json_untrusted, size_t len, cli_snap_reply_t *out,
                    char *err, size_t err_cap);
 

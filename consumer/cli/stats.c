@@ -4,10 +4,12 @@
  * a detached session is attached, asked, and detached again under the same
  * key (it goes on running). Without a key the service's view of its
  * sessions (QueryServiceState) is what there is. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "consumer/cli/cli.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/cli/step.h"
@@ -25,18 +27,23 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st) {
   (void)c;
   cli_sm_t *m = ctx;
-  cli_sm_reply(m, status, msg);
-  if (status != 0) return;
   const detached_t *d = m->ctx;
-  if (!d->json) {
+  if (status == 0 && !d->json) {
     cli_stats_print(stdout, st);
-    return;
+  } else if (status == 0) {
+    json_t *doc = json_pack("{s:i, s:o, s:o}", "schema", 1, "session_key",
+                            tg_json_text(d->key), "trace_stats",
+                            cli_json_pb(&st->base));
+    int rv = doc ? tg_json_dumpf_line(doc, stdout, 0) : -ENOMEM;
+    json_decref(doc);
+    if (rv < 0) {
+      char why[128];
+      snprintf(why, sizeof(why), "cannot write its JSON: %s", strerror(-rv));
+      cli_sm_reply(m, rv, why);
+      return;
+    }
   }
-  fputs("{\"schema\": 1, \"session_key\": ", stdout);
-  cli_json_str(stdout, d->key);
-  fputs(", \"trace_stats\": ", stdout);
-  cli_json_pb(stdout, &st->base);
-  fputs("}\n", stdout);
+  cli_sm_reply(m, status, msg);
 }
 
 static int send_attach(cli_sm_t *m) {
@@ -74,18 +81,18 @@ static int stats_of_detached(cli_conn_t *cc, const char *key, bool json) {
 
 /* --json: {"schema": 1, "num_sessions_started": N, "tracing_sessions":
  * [TracingSession, with its trace_stats where the service gives them]}. */
-static void sessions_json(const Perfetto__Protos__TracingServiceState *st,
-                          bool filter, uint64_t id) {
-  printf("{\"schema\": 1, \"num_sessions_started\": %d, "
-         "\"tracing_sessions\": [", st->num_sessions_started);
-  bool first = true;
-  for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+static int sessions_json(const Perfetto__Protos__TracingServiceState *st,
+                         bool filter, uint64_t id) {
+  json_t *list = json_array();
+  for (size_t i = 0; list && i < st->n_tracing_sessions; i++) {
     if (filter && st->tracing_sessions[i]->id != id) continue;
-    fputs(first ? "" : ", ", stdout);
-    first = false;
-    cli_json_pb(stdout, &st->tracing_sessions[i]->base);
+    list = tg_json_push(list, cli_json_pb(&st->tracing_sessions[i]->base));
   }
-  fputs("]}\n", stdout);
+  json_t *doc = json_pack("{s:i, s:i, s:o}", "schema", 1, "num_sessions_started",
+                          st->num_sessions_started, "tracing_sessions", list);
+  int code = cli_json_stdout(doc);
+  json_decref(doc);
+  return code;
 }
 
 static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id,
@@ -100,7 +107,7 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id,
     fprintf(stderr, CLI_PROG ": no tracing session %" PRIu64 "\n", id);
     code = CLI_EXIT_FAIL;
   } else if (json) {
-    sessions_json(st, filter, id);
+    code = sessions_json(st, filter, id);
   } else if (st->n_tracing_sessions == 0) {
     printf("no tracing sessions\n");
   } else {

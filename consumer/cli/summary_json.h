@@ -5,8 +5,8 @@
  * half-written) or to standard output ("-"). The schema is in
  * docs/commands.md ("Summary as JSON"); "schema" says its version and
  * grows only by adding fields. Text from elsewhere (host names, reasons,
- * loss counter names) is escaped so that the output is valid JSON
- * whatever bytes it held.
+ * loss counter names) follows common/json.h's rule, so the output is
+ * valid JSON whatever bytes it held.
  */
 #ifndef TRACEGATE_CONSUMER_CLI_SUMMARY_JSON_H
 #define TRACEGATE_CONSUMER_CLI_SUMMARY_JSON_H

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "bench_children.h"
+#include "common/json.h"
 #include "bench_remote.h"
 #include "fault_proxy.h"
 #include "test_service.h"
@@ -338,31 +339,59 @@ static int http(const collector_t *c, const char *method, const char *path,
   return 0;
 }
 
-/* Occurrences of |needle| in |s|. */
-static unsigned count_of(const char *s, const char *needle) {
+/* The collector's answer |body| as JSON (jansson); NULL when it is none
+ * (said). */
+static json_t *answer_json(const char *body) {
+  json_error_t e;
+  json_t *j = body ? json_loads(body, JSON_REJECT_DUPLICATES, &e) : NULL;
+  if (!j)
+    fprintf(stderr, PROG ": the collector's answer is not JSON: %s\n",
+            body ? e.text : "no body");
+  return j;
+}
+
+/* o[key] if it is a string, else "". */
+static const char *jtext(const json_t *o, const char *key) {
+  const char *v = json_string_value(json_object_get(o, key));
+  return v ? v : "";
+}
+
+/* o[key] if it is a number (a count above 2^63 - 1 in its string form
+ * too), else -1. */
+static double jnum(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  uint64_t u;
+  if (json_is_number(v)) return json_number_value(v);
+  return tg_json_get_u64(v, &u) == 0 ? (double)u : -1;
+}
+
+/* The first element of the array |a| whose |key| is |value|, at or after
+ * index *i (advanced past it); NULL if none. */
+static const json_t *next_row(const json_t *a, const char *key,
+                              const char *value, size_t *i) {
+  for (; *i < json_array_size(a); (*i)++) {
+    const json_t *row = json_array_get(a, *i);
+    if (!strcmp(jtext(row, key), value)) {
+      (*i)++;
+      return row;
+    }
+  }
+  return NULL;
+}
+
+/* Elements of the array |a| whose |key| is |value|. */
+static unsigned count_rows(const json_t *a, const char *key, const char *value) {
   unsigned n = 0;
-  for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  for (size_t i = 0; next_row(a, key, value, &i);) n++;
   return n;
 }
 
-/* The number after the first "key": at or after |from|; -1 if none. */
-static double json_num(const char *from, const char *key) {
-  char k[64];
-  snprintf(k, sizeof(k), "\"%s\":", key);
-  const char *p = from ? strstr(from, k) : NULL;
-  return p ? strtod(p + strlen(k), NULL) : -1;
-}
-
-/* The string after the first "key": into |out| ("" if none). */
-static void json_str(const char *from, const char *key, char *out, size_t n) {
-  char k[64];
-  snprintf(k, sizeof(k), "\"%s\":\"", key);
-  const char *p = from ? strstr(from, k) : NULL;
-  out[0] = 0;
-  if (!p) return;
-  p += strlen(k);
-  size_t l = strcspn(p, "\"");
-  snprintf(out, n, "%.*s", (int)(l < n ? l : n - 1), p);
+/* Hosts of GET /api/v1/hosts's |body| in |state|. */
+static unsigned hosts_in(const char *body, const char *state) {
+  json_t *j = answer_json(body);
+  unsigned n = count_rows(json_object_get(j, "hosts"), "state", state);
+  json_decref(j);
+  return n;
 }
 
 /* Polls GET /api/v1/hosts until |n| hosts are tracing, for |timeout_ms|.
@@ -373,7 +402,7 @@ static double wait_tracing(const collector_t *c, unsigned n, int timeout_ms) {
   for (;;) {
     http_resp_t r;
     if (http(c, "GET", "/api/v1/hosts", HTTP_MS, &r) == 0 && r.status == 200) {
-      tracing = count_of(r.body, "\"state\":\"tracing\"");
+      tracing = hosts_in(r.body, "tracing");
       if (tracing >= n) {
         free(r.body);
         return bench_now_ms() - t0;
@@ -384,19 +413,19 @@ static double wait_tracing(const collector_t *c, unsigned n, int timeout_ms) {
                 PROG ": only %u of %u hosts tracing after %d ms (connecting "
                 "%u, reconnecting %u, failed %u); the first others:\n",
                 tracing, n, timeout_ms,
-                count_of(r.body, "\"state\":\"connecting\""),
-                count_of(r.body, "\"state\":\"reconnecting\""),
-                count_of(r.body, "\"state\":\"failed\""));
-        unsigned shown = 0;
-        for (const char *p = r.body; shown < 5 && (p = strstr(p, "{\"host\":"));
-             p++) {
-          const char *e = strchr(p, '}');
-          const char *st = strstr(p, "\"state\":");
-          if (!e || !st || st > e || !strncmp(st, "\"state\":\"tracing\"", 17))
-            continue;
-          fprintf(stderr, "  %.*s\n", (int)(e - p + 1), p);
+                hosts_in(r.body, "connecting"), hosts_in(r.body, "reconnecting"),
+                hosts_in(r.body, "failed"));
+        json_t *j = answer_json(r.body);
+        const json_t *hs = json_object_get(j, "hosts");
+        for (size_t i = 0, shown = 0; i < json_array_size(hs) && shown < 5; i++) {
+          const json_t *h = json_array_get(hs, i);
+          if (!strcmp(jtext(h, "state"), "tracing")) continue;
+          char *row = json_dumps(h, JSON_COMPACT);
+          fprintf(stderr, "  %s\n", row ? row : "?");
+          free(row);
           shown++;
         }
+        json_decref(j);
         free(r.body);
         return -1;
       }
@@ -574,7 +603,7 @@ static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
   http_resp_t r;
   unsigned still = 0;
   if (http(&c, "GET", "/api/v1/hosts", HTTP_MS, &r) == 0) {
-    still = count_of(r.body, "\"state\":\"tracing\"");
+    still = hosts_in(r.body, "tracing");
     free(r.body);
   }
 
@@ -598,26 +627,33 @@ static int run(unsigned hosts, unsigned ring_kb, unsigned idle_s) {
     return 1;
   }
   char id[24], state[24];
-  const char *snap = strstr(r.body, "\"snapshot\":");
-  json_str(snap, "id", id, sizeof(id));
-  json_str(snap, "state", state, sizeof(state));
-  double bytes = json_num(snap, "bytes"), loss = json_num(snap, "loss");
-  double packets = json_num(snap, "packets");
-  double started = json_num(snap, "started_ms"), finished = json_num(snap, "finished_ms");
-  unsigned ok = count_of(r.body, "\"outcome\":\"ok\"");
-  unsigned failed = count_of(r.body, "\"outcome\":\"failed\"");
+  json_t *answer = answer_json(r.body);
+  const json_t *snap = json_object_get(answer, "snapshot");
+  const json_t *rows = json_object_get(answer, "hosts");
+  snprintf(id, sizeof(id), "%s", jtext(snap, "id"));
+  snprintf(state, sizeof(state), "%s", jtext(snap, "state"));
+  double bytes = jnum(snap, "bytes"), loss = jnum(snap, "loss");
+  double packets = jnum(snap, "packets");
+  double started = jnum(snap, "started_ms"), finished = jnum(snap, "finished_ms");
+  unsigned ok = count_rows(rows, "outcome", "ok");
+  unsigned failed = count_rows(rows, "outcome", "failed");
   char first_error[300] = "";
-  const char *fe = strstr(r.body, "\"outcome\":\"failed\",\"error\":");
-  if (fe) snprintf(first_error, sizeof(first_error), "%.200s", fe);
+  size_t at = 0;
+  const json_t *fe = next_row(rows, "outcome", "failed", &at);
+  if (fe)
+    snprintf(first_error, sizeof(first_error), "%s: %.200s", jtext(fe, "host"),
+             jtext(fe, "error"));
+  json_decref(answer);
   free(r.body);
 
   /* Listed. */
   double t_list = bench_now_ms();
   bool listed = false;
   if (http(&c, "GET", "/api/v1/snapshots", HTTP_MS, &r) == 0) {
-    char want[40];
-    snprintf(want, sizeof(want), "\"id\":\"%s\"", id);
-    listed = r.status == 200 && strstr(r.body, want) != NULL;
+    json_t *list = r.status == 200 ? answer_json(r.body) : NULL;
+    size_t at_id = 0;
+    listed = next_row(json_object_get(list, "snapshots"), "id", id, &at_id);
+    json_decref(list);
     free(r.body);
   }
   t_list = bench_now_ms() - t_list;
@@ -732,9 +768,13 @@ static double wait_stored(const collector_t *c, const char *id, double t0,
   char path[64];
   snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
   while (bench_now_ms() - t0 < SNAPSHOT_MS) {
-    if (http(c, "GET", path, HTTP_MS, r) == 0 && r->status == 200 &&
-        !strstr(r->body, "\"state\":\"pending\""))
-      return bench_now_ms() - t0;
+    if (http(c, "GET", path, HTTP_MS, r) == 0 && r->status == 200) {
+      json_t *j = answer_json(r->body);
+      bool stored = strcmp(jtext(json_object_get(j, "snapshot"), "state"),
+                           "pending") != 0;
+      json_decref(j);
+      if (stored) return bench_now_ms() - t0;
+    }
     free(r->body);
     r->body = NULL;
     usleep(20 * 1000);
@@ -746,11 +786,16 @@ static double wait_stored(const collector_t *c, const char *id, double t0,
  * host but the silent one ok. */
 static bool silent_report(const char *what, const char *body, double ms,
                           unsigned hosts) {
-  unsigned ok = count_of(body, "\"outcome\":\"ok\"");
+  json_t *answer = answer_json(body);
+  const json_t *rows = json_object_get(answer, "hosts");
+  unsigned ok = count_rows(rows, "outcome", "ok");
   char state[24], err[200] = "";
-  json_str(strstr(body, "\"snapshot\":"), "state", state, sizeof(state));
-  const char *fe = strstr(body, "\"outcome\":\"failed\",\"error\":");
-  if (fe) json_str(fe, "error", err, sizeof(err));
+  snprintf(state, sizeof(state), "%s",
+           jtext(json_object_get(answer, "snapshot"), "state"));
+  size_t at = 0;
+  const json_t *fe = next_row(rows, "outcome", "failed", &at);
+  if (fe) snprintf(err, sizeof(err), "%s", jtext(fe, "error"));
+  json_decref(answer);
   bool good = ms >= 0 && ms / 1e3 <= GOAL_STORED_S && ok == hosts - 1;
   printf("  6. %s trigger -> stored for the others : %6.2f s  (goal <= %.0f "
          "s: %s)  state %s, %u of %u hosts ok; the silent one: %s\n",
@@ -786,12 +831,16 @@ static int silent_run(unsigned hosts, unsigned ring_kb) {
   if (http(&c, "POST", "/api/v1/snapshots?reason=silent-1", HTTP_MS, &r1) < 0)
     goto out;
   char id1[24], id2[24];
-  json_str(r1.body, "id", id1, sizeof(id1));
+  json_t *a1 = answer_json(r1.body);
+  snprintf(id1, sizeof(id1), "%s", jtext(a1, "id"));
+  json_decref(a1);
   free(r1.body);
   usleep(SECOND_AFTER_MS * 1000);
   if (http(&c, "POST", "/api/v1/snapshots?reason=silent-2", HTTP_MS, &r2) < 0)
     goto out;
-  json_str(r2.body, "id", id2, sizeof(id2));
+  json_t *a2 = answer_json(r2.body);
+  snprintf(id2, sizeof(id2), "%s", jtext(a2, "id"));
+  json_decref(a2);
   free(r2.body);
   if (!id1[0] || !id2[0]) {
     fprintf(stderr, PROG ": a trigger got no snapshot id (%s, %s)\n", id1, id2);

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
+#include "common/json.h"
 #include "fleet_harness.h"
 #include "test_proc.h"
 #include "test_wait.h"
@@ -80,12 +81,16 @@ static void browser_check_start(browser_check_t *b) {
 static int browser_check_run(browser_check_t *b, const collector_t *c,
                              const char *id, const char *failed,
                              const char *trace, const fleet_host_t h[2]) {
+  char url[64];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", c->port);
+  json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:[s, s]}", "url", url,
+                          "snapshot", id, "failed", failed, "trace", trace,
+                          "hosts", h[0].spec, h[1].spec);
+  assert_non_null(job);
   FILE *f = fdopen(b->job_fd, "w");
   assert_non_null(f);
-  fprintf(f, "{\"url\": \"http://127.0.0.1:%d\", \"snapshot\": \"%s\", "
-             "\"failed\": \"%s\", \"trace\": \"%s\", "
-             "\"hosts\": [\"%s\", \"%s\"]}\n",
-          c->port, id, failed, trace, h[0].spec, h[1].spec);
+  assert_int_equal(tg_json_dumpf_line(job, f, 0), 0);
+  json_decref(job);
   assert_int_equal(fclose(f), 0);
   return tg_test_exit_code(tg_test_reap(b->pid, BROWSER_CHECK_MS));
 }

@@ -891,18 +891,20 @@ static void the_cli_asks_for_a_snapshot(void **state) {
   assert_json(json, "snapshot.hosts", "2");
 
   /* A host down: partial, exit 3, the host named; the reason's bytes
-   * arrive as they were (percent-encoded on the way). */
+   * arrive as they were (percent-encoded on the way) and come back under
+   * the rule for bytes that are not UTF-8 (docs/collector.md). */
   fleet_relay_stop(&h[1].relay, SIGKILL);
   json = fleet_in_dir("cli2.json");
   err = fleet_in_dir("cli2.err");
-  const char *const args2[] = {"--reason", "a&b c/%+=\xc3\xa9", "--group", "all",
+  const char *const args2[] = {"--reason", "a&b c/%+=\xc3\xa9\xff\xc3", "--group", "all",
                                "--json", json, NULL};
   code = cli_snapshot(&c, h, 1, args2, err);
   if (code != 3) collector_dump_log(), dump_file(err);
   assert_int_equal(code, 3);
   assert_json(json, "snapshot.state", "\"partial\"");
-  /* UTF-8 stays the text it spells (Python writes it back escaped). */
-  assert_json(json, "snapshot.reason", "\"a&b c/%+=\\u00e9\"");
+  /* UTF-8 stays the text it spells (Python writes it back escaped); each
+   * maximal subpart of what is not, \xff and the cut \xc3, is U+FFFD. */
+  assert_json(json, "snapshot.reason", "\"a&b c/%+=\\u00e9\\ufffd\\ufffd\"");
   assert_json(json, "snapshot.hosts_failed", "1");
 
   /* An unknown group is the collector's refusal: exit 1, nothing written. */

@@ -220,7 +220,7 @@ static void a_snapshot_row_is_json_with_its_texts_escaped(void **state) {
                           .finished_ms = INT64_MAX, .bytes = UINT64_MAX,
                           .crc32 = UINT32_MAX, .loss = 7, .n_hosts = 3,
                           .n_hosts_failed = 3};
-  strcpy(s.trigger, "oom\"killer");
+  strcpy(s.trigger, "oom\"killer\xc3");
   strcpy(s.reason, "line\nbreak\\ and </script>");
   strcpy(s.origin, "h\x01st");
   strcpy(s.failure, "\xc3\xa9t\xc3\xa9");
@@ -230,37 +230,36 @@ static void a_snapshot_row_is_json_with_its_texts_escaped(void **state) {
       {.outcome = TG_COLL_HOST_FAILED},
   };
   strcpy(hosts[0].host, "a.example:7");
-  strcpy(hosts[1].host, "b\"");
-  strcpy(hosts[1].error, "refused");
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  assert_non_null(f);
-  fputs("{\"snapshot\":", f);
-  coll_json_snapshot(f, &s);
-  fputs(",\"hosts\":", f);
-  coll_json_snap_hosts(f, hosts, 2);
-  fputs(",\"none\":", f);
-  coll_json_snap_hosts(f, hosts, 0);
-  fputs("}", f);
-  assert_int_equal(fclose(f), 0);
-  const char *p = in_file(dir, "row.json", buf, len);
+  strcpy(hosts[1].host, "b\"\xe2\x82\xac\xe2\x82");
+  strcpy(hosts[1].error, "re\xff\xfeused \xe2\x82");
+  json_t *doc = json_pack("{s:o, s:o, s:o}", "snapshot", coll_json_snapshot(&s),
+                          "hosts", coll_json_snap_hosts(hosts, 2),
+                          "none", coll_json_snap_hosts(hosts, 0));
+  assert_non_null(doc);
+  char *buf = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  assert_non_null(buf);
+  const char *p = in_file(dir, "row.json", buf, strlen(buf));
   assert_json(p, "snapshot.id", "\"0000000000001234\"");
   assert_json(p, "snapshot.state", "\"failed\"");
   assert_json(p, "snapshot.pinned", "true");
   assert_json(p, "snapshot.started_ms", "-1");
   assert_json(p, "snapshot.finished_ms", "9223372036854775807");
-  assert_json(p, "snapshot.bytes", "18446744073709551615");
+  /* Above INT64_MAX: the string of its digits (common/json.h). */
+  assert_json(p, "snapshot.bytes", "\"18446744073709551615\"");
+  assert_json(p, "snapshot.loss", "7");
   assert_json(p, "snapshot.crc32", "4294967295");
   assert_json(p, "snapshot.hosts_failed", "3");
-  assert_json(p, "snapshot.trigger", "\"oom\\\"killer\"");
+  assert_json(p, "snapshot.trigger", "\"oom\\\"killer\\ufffd\"");
   assert_json(p, "snapshot.reason", "\"line\\nbreak\\\\ and </script>\"");
   assert_json(p, "snapshot.origin", "\"h\\u0001st\"");
   assert_json(p, "hosts.0.host", "\"a.example:7\"");
   assert_json(p, "hosts.0.outcome", "\"ok\"");
   assert_json(p, "hosts.0.window_last_ms", "6");
-  assert_json(p, "hosts.1.host", "\"b\\\"\"");
-  assert_json(p, "hosts.1.error", "\"refused\"");
+  assert_json(p, "hosts.1.host", "\"b\\\"\\u20ac\\ufffd\"");
+  /* Bytes that are not UTF-8: one U+FFFD per maximal subpart. */
+  assert_json(p, "hosts.1.error", "\"re\\ufffd\\ufffdused \\ufffd\"");
+  assert_json(p, "snapshot.failure", "\"\\u00e9t\\u00e9\"");
   assert_json(p, "none", "[]");
   free(buf);
   assert_int_equal(tg_test_rm_rf(dir), 0);

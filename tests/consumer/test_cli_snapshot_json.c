@@ -1,8 +1,9 @@
 /* The collector's snapshot reply as `tracegate snapshot` reads it
  * (consumer/cli/snapshot_json.h): the collector's own replies give their
- * fields; hostile text (cut anywhere, nested past the bound, numbers past
- * 64 bits, escapes of every kind, fields twice or of the wrong type) is
- * refused or kept within its buffers, never read past its length. */
+ * fields; hostile text (cut anywhere, nested past jansson's bound, numbers
+ * past 64 bits, escapes of every kind, keys twice, fields of the wrong
+ * type, named) is refused or kept within its buffers, never read past its
+ * length; text that was not UTF-8 reads as Python reads it. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,8 +15,9 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/json_out.h"
+#include "common/json.h"
 #include "consumer/cli/snapshot_json.h"
+#include "test_proc.h"
 
 static cli_snap_reply_t g_r;
 static char g_err[128];
@@ -85,26 +87,22 @@ static void every_cut_of_a_reply_is_refused(void **state) {
   assert_int_equal(parse_n(partial, n), 0);
 }
 
+/* jansson's bound (JSON_PARSER_MAX_DEPTH, jansson_config.h), the
+ * top-level object included, in a field nobody reads. */
 static void nesting_is_bounded(void **state) {
   (void)state;
-  char buf[4096];
-  /* Within the bound, deep in a field nobody reads: fine. */
-  size_t len = 0;
-  len += (size_t)sprintf(buf, "{\"x\":");
-  for (int i = 0; i < CLI_SNAP_MAX_DEPTH - 1; i++) buf[len++] = '[';
-  for (int i = 0; i < CLI_SNAP_MAX_DEPTH - 1; i++) buf[len++] = ']';
-  buf[len++] = '}';
-  assert_int_equal(parse_n(buf, len), 0);
-  /* One past it, and far past it (no stack to spare for that). */
-  for (int extra = 1; extra <= 2; extra++) {
-    int depth = extra == 1 ? CLI_SNAP_MAX_DEPTH : 2000;
-    len = (size_t)sprintf(buf, "{\"x\":");
-    for (int i = 0; i < depth; i++) buf[len++] = '[';
-    for (int i = 0; i < depth && len < sizeof(buf) - 2; i++) buf[len++] = ']';
+  size_t cap = 200000;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  int depths[] = {JSON_PARSER_MAX_DEPTH - 1, JSON_PARSER_MAX_DEPTH, 90000};
+  for (size_t k = 0; k < 3; k++) {
+    size_t len = (size_t)sprintf(buf, "{\"x\":");
+    for (int i = 0; i < depths[k]; i++) buf[len++] = '[';
+    for (int i = 0; i < depths[k]; i++) buf[len++] = ']';
     buf[len++] = '}';
-    assert_int_equal(parse_n(buf, len), -EINVAL);
-    assert_non_null(strstr(g_err, "deep"));
+    assert_int_equal(parse_n(buf, len), k == 0 ? 0 : -EINVAL);
   }
+  free(buf);
 }
 
 static void counts_must_be_whole_and_within_64_bits(void **state) {
@@ -112,67 +110,175 @@ static void counts_must_be_whole_and_within_64_bits(void **state) {
   const char *fmt = "{\"snapshot\":{\"id\":\"0000000000000001\",\"state\":"
                     "\"complete\",\"bytes\":%s}}";
   char buf[512];
-  snprintf(buf, sizeof(buf), fmt, "18446744073709551615");
+  /* A number up to INT64_MAX, the string of its digits above. */
+  snprintf(buf, sizeof(buf), fmt, "9223372036854775807");
+  assert_int_equal(parse(buf), 0);
+  assert_true(g_r.bytes == INT64_MAX);
+  snprintf(buf, sizeof(buf), fmt, "\"18446744073709551615\"");
   assert_int_equal(parse(buf), 0);
   assert_true(g_r.bytes == UINT64_MAX);
-  const char *bad[] = {"18446744073709551616", "1e3", "1.5", "-1", "01",
-                       "99999999999999999999999999999999999999999999", "\"3\"",
-                       "null", "-", "1.", "1e"};
+  snprintf(buf, sizeof(buf), fmt, "\"9223372036854775808\"");
+  assert_int_equal(parse(buf), 0);
+  assert_true(g_r.bytes == (uint64_t)INT64_MAX + 1);
+  const char *bad[] = {"18446744073709551615", "\"18446744073709551616\"",
+                       "1e3", "1.5", "-1", "01", "\"3\"",
+                       "\"09223372036854775808\"", "\"+9223372036854775808\"",
+                       "99999999999999999999999999999999999999999999", "true",
+                       "null", "-", "1.", "1e", "[]", "{}"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     snprintf(buf, sizeof(buf), fmt, bad[i]);
-    assert_int_equal(parse(buf), -EINVAL);
+    if (parse(buf) != -EINVAL) fail_msg("accepted bytes: %s", bad[i]);
+    assert_false(g_r.has_snapshot);
   }
-  /* A huge number where nobody reads one is only JSON. */
-  assert_int_equal(parse("{\"x\":-123456789012345678901234567890.5e+999}"), 0);
+  /* jansson holds every number in 64 bits or a double: past them, even
+   * where nobody reads one, the document is refused. */
+  assert_int_equal(parse("{\"x\":-123456789012345678901234567890.5e+999}"), -EINVAL);
+  assert_int_equal(parse("{\"x\":123456789012345678901234567890}"), -EINVAL);
+  assert_int_equal(parse("{\"x\":-1.5e300}"), 0);
+}
+
+/* A field of the wrong type fails the reply, naming the field. */
+static void a_wrong_type_names_its_field(void **state) {
+  (void)state;
+  static const struct {
+    const char *doc, *field;
+  } cases[] = {
+      {"{\"snapshot\":{\"id\":\"0000000000000001\",\"bytes\":\"x\"}}", "snapshot.bytes"},
+      {"{\"snapshot\":{\"id\":\"0000000000000001\",\"hosts\":-3}}", "snapshot.hosts"},
+      {"{\"snapshot\":{\"id\":\"0000000000000001\",\"hosts_failed\":1.0}}",
+       "snapshot.hosts_failed"},
+      {"{\"snapshot\":{\"id\":\"0000000000000001\",\"state\":7}}", "snapshot.state"},
+      {"{\"snapshot\":{\"id\":2}}", "snapshot.id"},
+      {"{\"snapshot\":{\"state\":\"complete\"}}", "snapshot.id"},
+      {"{\"snapshot\":[]}", "snapshot"},
+      {"{\"hosts\":{}}", "hosts"},
+      {"{\"hosts\":[{\"outcome\":\"ok\"},{\"outcome\":[]}]}", "hosts[1].outcome"},
+      {"{\"hosts\":[{\"outcome\":\"ok\",\"host\":null}]}", "hosts[0].host"},
+      {"{\"hosts\":[{\"outcome\":\"failed\",\"error\":false}]}", "hosts[0].error"},
+      {"{\"hosts\":[{\"host\":\"a\"}]}", "hosts[0].outcome"},
+      {"{\"error\":{}}", "error"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (parse(cases[i].doc) != -EINVAL) fail_msg("accepted: %s", cases[i].doc);
+    char want[64];
+    snprintf(want, sizeof(want), "%s: ", cases[i].field);
+    if (strncmp(g_err, want, strlen(want)) != 0)
+      fail_msg("%s: says \"%s\", not the field %s", cases[i].doc, g_err,
+               cases[i].field);
+  }
+}
+
+/* No key twice in any object, read or not (JSON_REJECT_DUPLICATES). */
+static void a_key_twice_is_refused(void **state) {
+  (void)state;
+  const char *bad[] = {
+      "{\"snapshot\":{\"id\":\"0000000000000001\",\"id\":\"0000000000000002\"}}",
+      "{\"snapshot\":{\"id\":\"0000000000000001\"},\"snapshot\":{\"id\":\"0000000000000002\"}}",
+      "{\"error\":\"a\",\"error\":null}",
+      "{\"x\":{\"y\":1,\"y\":1}}",
+      "{\"hosts\":[{\"outcome\":\"ok\",\"outcome\":\"failed\"}]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    if (parse(bad[i]) != -EINVAL) fail_msg("accepted: %s", bad[i]);
+    assert_false(g_r.has_snapshot);
+  }
 }
 
 static void escapes_are_decoded_to_utf8(void **state) {
   (void)state;
   assert_int_equal(
-      parse("{\"hosts\":[{\"host\":\"a\\\"b\\\\c\\/\\u00c3\\u00a9\\ud83d\\ude00\\u0000"
-            "\\ud800x\\n\\u001b[2J\",\"outcome\":\"failed\",\"error\":null}]}"),
+      parse("{\"hosts\":[{\"host\":\"a\\\"b\\\\c\\/\\u00e9\\ud83d\\ude00"
+            "\\n\\u001b[2J\",\"outcome\":\"failed\",\"error\":null}]}"),
       0);
   assert_int_equal(g_r.n_failed, 1);
-  /* Bytes escaped one by one (as the collector does) are those bytes
-   * again; NUL and a lone surrogate became U+FFFD; the rest is itself. */
   assert_string_equal(g_r.failed[0].host,
-                      "a\"b\\c/\xc3\xa9\xf0\x9f\x98\x80\xef\xbf\xbd"
-                      "\xef\xbf\xbdx\n\x1b[2J");
+                      "a\"b\\c/\xc3\xa9\xf0\x9f\x98\x80\n\x1b[2J");
   assert_string_equal(g_r.failed[0].error, "");
-  assert_int_equal(parse("{\"error\":\"\\u00e9\\u0100\\u07ff\\uffff\"}"), 0);
-  assert_string_equal(g_r.error, "\xe9\xc4\x80\xdf\xbf\xef\xbf\xbf");
+  /* \u00XX is the code point U+00XX, as every reader reads it. */
+  assert_int_equal(parse("{\"error\":\"\\u00c3\\u00a9\\u0100\\u07ff\\uffff\"}"), 0);
+  assert_string_equal(g_r.error, "\xc3\x83\xc2\xa9\xc4\x80\xdf\xbf\xef\xbf\xbf");
+  /* NUL (the text is a C string), lone surrogates, bad escapes, raw
+   * control bytes and bytes that are not UTF-8 are not JSON text. */
   const char *bad[] = {"{\"error\":\"\\x\"}", "{\"error\":\"\\u12\"}",
                        "{\"error\":\"\\u12g4\"}", "{\"error\":\"a\nb\"}",
-                       "{\"error\":\"\\", "{\"error\":\"\\u"};
+                       "{\"error\":\"\\", "{\"error\":\"\\u",
+                       "{\"error\":\"a\\u0000b\"}", "{\"error\":\"\\ud800x\"}",
+                       "{\"error\":\"\\udc00\"}", "{\"error\":\"\xff\"}",
+                       "{\"error\":\"\xc3(\"}"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    assert_int_equal(parse(bad[i]), -EINVAL);
+    if (parse(bad[i]) != -EINVAL) fail_msg("accepted: %s", bad[i]);
 }
 
-/* What the collector writes with cli_json_str() reads back as the same
- * bytes: well-formed UTF-8 as it is, the bytes of malformed UTF-8 and
- * control bytes through their escapes. */
-static void written_text_reads_back_the_same(void **state) {
+/* The hex of |n| bytes at |p| into |out| (2n + 1 bytes). */
+static void hex(const char *p, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++)
+    sprintf(out + 2 * i, "%02x", (unsigned char)p[i]);
+  out[2 * n] = 0;
+}
+
+/* Python's reading of hosts[0].host in |path| and its own decoding of
+ * |raw_hex| (bytes.decode("utf-8", "replace")), each as the hex of its
+ * UTF-8, on two lines of |out|. */
+static void python_reads(const char *path, const char *raw_hex, char *out,
+                         size_t cap) {
+  char cmd[8192];
+  snprintf(cmd, sizeof(cmd),
+           "python3 -c 'import json,sys; "
+           "print(json.load(open(sys.argv[1]))[\"hosts\"][0][\"host\"]"
+           ".encode().hex()); "
+           "print(bytes.fromhex(sys.argv[2]).decode(\"utf-8\",\"replace\")"
+           ".encode().hex())' %s %s",
+           path, raw_hex);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  assert_int_equal(pclose(p), 0);
+}
+
+/* The rule for bytes that are not UTF-8 (common/json.h), end to end: what
+ * the collector writes with tg_json_text() reads back through this reader
+ * as the same text Python's json module reads, and that is Python's own
+ * decoding of the original bytes, U+FFFD for each maximal subpart of an
+ * ill-formed sequence. Well-formed UTF-8 and control bytes stay. */
+static void text_that_is_not_utf8_reads_as_python_reads_it(void **state) {
   (void)state;
+  char dir[128], path[256];
+  assert_int_equal(tg_test_mkdtemp(dir, sizeof(dir), "snapjson"), 0);
+  snprintf(path, sizeof(path), "%s/reply.json", dir);
   static const char *texts[] = {
-      "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80",      /* UTF-8 */
-      "bad \xff\xfe \xc3( \xe2\x82 \xed\xa0\x80 \xc0\xaf", /* not */
-      "ctl \x01\x1b[2J\x7f \"q\" \\ \xc2\x85",            /* controls */
+      "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80",              /* UTF-8 */
+      "bad \xff\xfe \xc3( \xe2\x82 \xed\xa0\x80 \xc0\xaf",      /* not */
+      "\xf0\x9f\x98 \xf4\x90\x80\x80 \xe0\x80\xaf \xf1\x80\x80", /* cut, too high */
+      "ctl \x01\x1b[2J\x7f \"q\" \\ \xc2\x85",                   /* controls */
+      "\x80\xbf\xc2",
   };
   for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
-    char *doc = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&doc, &len);
+    json_t *doc = json_pack("{s:[{s:o, s:s, s:o}]}", "hosts", "host",
+                            tg_json_text(texts[i]), "outcome", "failed",
+                            "error", tg_json_text(texts[i]));
+    assert_non_null(doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    assert_non_null(text);
+    FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fputs("{\"error\":", f);
-    cli_json_str(f, texts[i]);
-    fputs("}", f);
+    fputs(text, f);
     assert_int_equal(fclose(f), 0);
-    /* Well-formed UTF-8 is written as it is, not escaped byte by byte. */
-    if (i == 0) assert_non_null(strstr(doc, "caf\xc3\xa9 \xe2\x9c\x93"));
-    assert_int_equal(parse_n(doc, len), 0);
-    assert_string_equal(g_r.error, texts[i]);
-    free(doc);
+    assert_int_equal(parse(text), 0);
+    free(text);
+    assert_string_equal(g_r.failed[0].host, g_r.failed[0].error);
+    char ours[1024], raw[1024], py[2048], want[2100];
+    hex(g_r.failed[0].host, strlen(g_r.failed[0].host), ours);
+    hex(texts[i], strlen(texts[i]), raw);
+    python_reads(path, raw, py, sizeof(py));
+    snprintf(want, sizeof(want), "%s\n%s\n", ours, ours);
+    if (strcmp(py, want) != 0)
+      fail_msg("text %zu: ours %s, Python's reading and decoding:\n%s", i, ours, py);
+    /* Well-formed UTF-8 is the same bytes. */
+    if (i == 0) assert_string_equal(g_r.failed[0].host, texts[0]);
   }
+  assert_int_equal(tg_test_rm_rf(dir), 0);
 }
 
 /* A host cut short is listed with the failed ones, marked partial. */
@@ -213,18 +319,12 @@ static void wrong_shapes_are_refused(void **state) {
   const char *bad[] = {
       "",
       "[]",
+      "\"x\"",
       "{} {}",
-      "{\"snapshot\":{\"state\":\"complete\"}}",                 /* no id */
       "{\"snapshot\":{\"id\":\"000000000000002A\"}}",            /* upper case */
       "{\"snapshot\":{\"id\":\"000000000000002\"}}",             /* 15 digits */
       "{\"snapshot\":{\"id\":\"000000000000002a0\"}}",           /* 17 digits */
-      "{\"snapshot\":{\"id\":2}}",
-      "{\"snapshot\":[]}",
-      "{\"snapshot\":{\"id\":\"0000000000000001\",\"id\":\"0000000000000002\"}}",
-      "{\"snapshot\":{\"id\":\"0000000000000001\"},\"snapshot\":{\"id\":\"0000000000000002\"}}",
-      "{\"hosts\":{}}",
       "{\"hosts\":[1]}",
-      "{\"hosts\":[{\"host\":\"a\"}]}",                          /* no outcome */
       "{\"hosts\":[{\"outcome\":\"ok\"},]}",
       "{\"a\":1,}",
       "{\"a\" 1}",
@@ -236,6 +336,7 @@ static void wrong_shapes_are_refused(void **state) {
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     if (parse(bad[i]) != -EINVAL) fail_msg("accepted: %s", bad[i]);
     assert_false(g_r.has_snapshot);
+    assert_true(g_err[0] != 0);
   }
   /* A NUL inside the text is a byte like any other: not JSON there. */
   assert_int_equal(parse_n("{\"a\":1}\0", 8), -EINVAL);
@@ -259,6 +360,51 @@ static void failed_hosts_past_the_bound_are_counted(void **state) {
   free(buf);
 }
 
+/* The largest reply the collector sends, a snapshot of 1024 hosts with
+ * every host name and error at its cap in control bytes (each written as
+ * six), is read whole; a reply whose tree would take more than
+ * CLI_SNAP_MAX_TREE is refused before it does. */
+static void the_tree_of_a_reply_is_bounded(void **state) {
+  (void)state;
+  char host[321], error[513];
+  memset(host, 1, 320), host[320] = 0;
+  memset(error, 2, 512), error[512] = 0;
+  json_t *hosts = json_array();
+  for (int i = 0; i < 1024; i++)
+    hosts = tg_json_push(hosts, json_pack("{s:o, s:s, s:o, s:i}", "host",
+                                          tg_json_text(host), "outcome",
+                                          "failed", "error",
+                                          tg_json_text(error), "bytes", 0));
+  json_t *doc = json_pack(
+      "{s:{s:s, s:s, s:i, s:i}, s:o, s:b}", "snapshot", "id",
+      "0000000000000001", "state", "failed", "hosts", 1024, "hosts_failed",
+      1024, "hosts", hosts, "hosts_truncated", 0);
+  assert_non_null(doc);
+  char *text = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  assert_non_null(text);
+  assert_true(strlen(text) > 1024 * 832 * 6);
+  assert_int_equal(parse(text), 0);
+  free(text);
+  assert_int_equal(g_r.n_host_entries, 1024);
+  /* Kept as far as its buffer goes. */
+  size_t kept = sizeof(g_r.failed[63].host) - 1;
+  assert_int_equal(strlen(g_r.failed[63].host), kept);
+  assert_memory_equal(g_r.failed[63].host, host, kept);
+  /* 12 MiB of empty objects in a field nobody reads. */
+  size_t n = 12u << 20;
+  char *big = malloc(n);
+  assert_non_null(big);
+  size_t len = (size_t)sprintf(big, "{\"x\":[");
+  while (len + 4 < n) memcpy(big + len, "{},", 3), len += 3;
+  big[len - 1] = ']';
+  big[len++] = '}';
+  assert_int_equal(parse_n(big, len), -E2BIG);
+  assert_false(g_r.has_snapshot);
+  assert_true(g_err[0] != 0);
+  free(big);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_collectors_reply_gives_its_fields),
@@ -266,12 +412,15 @@ int main(void) {
       cmocka_unit_test(every_cut_of_a_reply_is_refused),
       cmocka_unit_test(nesting_is_bounded),
       cmocka_unit_test(counts_must_be_whole_and_within_64_bits),
+      cmocka_unit_test(a_wrong_type_names_its_field),
+      cmocka_unit_test(a_key_twice_is_refused),
       cmocka_unit_test(escapes_are_decoded_to_utf8),
-      cmocka_unit_test(written_text_reads_back_the_same),
+      cmocka_unit_test(text_that_is_not_utf8_reads_as_python_reads_it),
       cmocka_unit_test(a_partial_host_is_marked),
       cmocka_unit_test(long_strings_are_cut_on_a_character),
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),
+      cmocka_unit_test(the_tree_of_a_reply_is_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

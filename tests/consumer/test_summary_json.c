@@ -1,6 +1,7 @@
 /* The CLI's JSON (consumer/cli/json_out.h, summary_json.h): whatever bytes
  * a host's name, a reason or a loss counter's name hold, the output is
- * valid JSON (read back by Python's json module) with those values; absent
+ * valid JSON (read back by Python's json module) with those values, bytes
+ * that are not UTF-8 as U+FFFD, counts above INT64_MAX as strings; absent
  * figures are null; the summary file is replaced whole; a protobuf message
  * comes out whole (set fields only, enums by name, bytes in base64). */
 #include <setjmp.h>
@@ -38,11 +39,13 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   snprintf(path, sizeof(path), "%s/s.json", g_dir);
   /* Two counters listed and one more the list had no room for, and what
    * the relay lost in transit: the total counts them all. */
-  cli_loss_t loss = {.n = 2, .omitted = 1, .total = 9, .transit = 5};
+  cli_loss_t loss = {.n = 3, .omitted = 1, .total = 9, .transit = 5};
   snprintf(loss.items[0].name, sizeof(loss.items[0].name), "chunks\"lost\\");
   loss.items[0].value = 3;
   snprintf(loss.items[1].name, sizeof(loss.items[1].name), "a\tb\x01");
   loss.items[1].value = 4;
+  snprintf(loss.items[2].name, sizeof(loss.items[2].name), "lost \xff");
+  loss.items[2].value = UINT64_MAX;
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
@@ -50,7 +53,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
        .has_machine_id = true, .machine_id = 5, .path = NULL},
-      {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true,
+      {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true, .bytes = UINT64_MAX,
        .failure = "ignored when ok"},
   };
   cli_summary_t s = {.exit_code = 1, .elapsed_ms = 99, .output = NULL,
@@ -62,14 +65,17 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "output", "null");
   assert_json(path, "hosts.0.host", "\"h\\\"1\\\\:1\"");
   assert_json(path, "hosts.0.outcome", "\"failed\"");
-  /* Bytes above 0x7f come back as the code points of the same value. */
+  /* Bytes that are not UTF-8 come back as U+FFFD (common/json.h). */
   assert_json(path, "hosts.0.reason",
-              "\"bad \\u00ff\\u00fe\\n\\\"bytes\\\"\"");
+              "\"bad \\ufffd\\ufffd\\n\\\"bytes\\\"\"");
   assert_json(path, "hosts.0.failure", "\"link_lost\"");
   assert_json(path, "hosts.0.loss.total", "14");
   assert_json(path, "hosts.0.loss.counters_omitted", "1");
+  /* Names made UTF-8 like any text; a count above INT64_MAX is the
+   * string of its digits (common/json.h). */
   assert_json(path, "hosts.0.loss.counters",
-              "{\"a\\tb\\u0001\": 4, \"chunks\\\"lost\\\\\": 3}");
+              "{\"a\\tb\\u0001\": 4, \"chunks\\\"lost\\\\\": 3, "
+              "\"lost \\ufffd\": \"18446744073709551615\"}");
   assert_json(path, "hosts.0.reconnects", "3");
   assert_json(path, "hosts.0.link_down_ms", "1500");
   assert_json(path, "hosts.0.clock_offset_ns", "-42");
@@ -80,6 +86,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
    * points); Python writes it back escaped. */
   assert_json(path, "hosts.1.host", "\"local-caf\\u00e9-\\u2713\"");
   assert_json(path, "hosts.1.outcome", "\"ok\"");
+  assert_json(path, "hosts.1.bytes", "\"18446744073709551615\"");
   assert_json(path, "hosts.1.reason", "null");
   assert_json(path, "hosts.1.failure", "null");
   assert_json(path, "hosts.1.loss", "null");
@@ -131,20 +138,17 @@ static void protobuf_messages_come_out_whole(void **state) {
   caps.has_clone_session = true;
   caps.n_observable_events = 2;
   caps.observable_events = ev;
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs("{\"stats\": ", f);
-  cli_json_pb(f, &st.base);
-  fputs(", \"caps\": ", f);
-  cli_json_pb(f, &caps.base);
-  fputs(", \"none\": ", f);
-  cli_json_pb(f, NULL);
-  fputs("}\n", f);
-  assert_int_equal(fclose(f), 0);
+  json_t *doc = json_pack("{s:o, s:o, s:o}", "stats", cli_json_pb(&st.base),
+                          "caps", cli_json_pb(&caps.base), "none",
+                          cli_json_pb(NULL));
+  assert_non_null(doc);
+  assert_int_equal(cli_json_doc_write(path, doc, 0), 0);
+  json_decref(doc);
   assert_json(path, "stats.producers_seen", "3");
   assert_json(path, "stats.buffer_stats.1.buffer_size", "1048576");
+  /* Above INT64_MAX: the string of its digits (common/json.h). */
   assert_json(path, "stats.buffer_stats.1.bytes_written",
-              "18446744073709551615");
+              "\"18446744073709551615\"");
   /* Unset fields are left out. */
   assert_null(tg_test_json(path, "stats.buffer_stats.0.chunks_discarded"));
   assert_null(tg_test_json(path, "stats.producers_connected"));

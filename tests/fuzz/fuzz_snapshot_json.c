@@ -1,13 +1,16 @@
 /* Fuzzes the reader of tracegate-collector's snapshot reply
- * (consumer/cli/snapshot_json.c, cli_snap_parse): `tracegate snapshot`
- * parses whatever the collector's address answered, up to 4 MiB.
+ * (consumer/cli/snapshot_json.c, cli_snap_parse: jansson and the typed
+ * accessors on its tree): `tracegate snapshot` parses whatever the
+ * collector's address answered.
  *
  * The text is parsed from an exact-size copy (no NUL after it), so reads
  * past the end show up under ASan.
  *
  * Invariants (trap on violation):
- * - the result is 0 or -EINVAL, and a failure leaves a NUL-terminated
- *   message and an all-zero reply;
+ * - the result is 0, -EINVAL, -E2BIG or -ENOMEM, and a failure leaves a
+ *   NUL-terminated message and an all-zero reply;
+ * - every kept string is well-formed UTF-8 (jansson decoded it, and a
+ *   cut string is cut between characters);
  * - every kept string is NUL-terminated within its buffer;
  * - a snapshot has an id of exactly 16 lower-case hex digits;
  * - the failed hosts are among the entries, at most CLI_SNAP_MAX_FAILED
@@ -19,11 +22,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "consumer/cli/snapshot_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int terminated(const char *s, size_t cap) { return memchr(s, 0, cap) != NULL; }
+
+/* jansson takes only well-formed UTF-8: a kept string it refuses was cut
+ * inside a character. */
+static int utf8(const char *s) {
+  json_t *v = json_string(s);
+  json_decref(v);
+  return v != NULL;
+}
 
 static void check(const cli_snap_reply_t *r) {
   if (!terminated(r->id, sizeof(r->id)) || !terminated(r->state, sizeof(r->state)) ||
@@ -40,8 +53,10 @@ static void check(const cli_snap_reply_t *r) {
   size_t kept = r->n_failed < CLI_SNAP_MAX_FAILED ? r->n_failed : CLI_SNAP_MAX_FAILED;
   for (size_t i = 0; i < kept; i++)
     if (!terminated(r->failed[i].host, sizeof(r->failed[i].host)) ||
-        !terminated(r->failed[i].error, sizeof(r->failed[i].error)))
+        !terminated(r->failed[i].error, sizeof(r->failed[i].error)) ||
+        !utf8(r->failed[i].host) || !utf8(r->failed[i].error))
       __builtin_trap();
+  if (!utf8(r->state) || !utf8(r->error)) __builtin_trap();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -52,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[128];
   memset(err, 'x', sizeof(err));
   int rv = cli_snap_parse(text, size, a, err, sizeof(err));
-  if (rv != 0 && rv != -EINVAL) __builtin_trap();
+  if (rv != 0 && rv != -EINVAL && rv != -E2BIG && rv != -ENOMEM) __builtin_trap();
   if (!terminated(err, sizeof(err))) __builtin_trap();
   check(a);
   if (rv != 0) {

@@ -861,6 +861,24 @@ def units_corpus():
     return texts
 
 
+def json_text_corpus():
+    """Bytes made JSON text (common/json.h): UTF-8 of every length, each
+    kind of ill-formed sequence, and counts in their two forms."""
+    return {
+        "ascii": b"host-1:7467", "controls": b"a\x01\x1b[2J\x7f",
+        "utf8": "caf\u00e9 \u2713 \U0001f600".encode(),
+        "max_code_point": b"\xf4\x8f\xbf\xbf",
+        "table_3_8": b"a\xf1\x80\x80\xe1\x80\xc2b\x80c\x80\xbfd",
+        "overlong": b"\xc0\xaf\xe0\x80\xaf", "surrogate": b"\xed\xa0\x80",
+        "too_high": b"\xf4\x90\x80\x80\xf5\x80", "cut": b"\xf0\x9f\x98",
+        "lone_bytes": b"\xff\xfe\x80", "count_int64": b"9223372036854775807",
+        "count_above": b"9223372036854775808",
+        "count_max": b"18446744073709551615",
+        "count_over": b"18446744073709551616", "count_zero_led": b"01",
+        "nul_inside": b"ok\x00\xff",
+    }
+
+
 def write(target, files):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -887,6 +905,7 @@ def main():
     write("fuzz_tls_record", tls_record_corpus())
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
     write("fuzz_units", units_corpus())
+    write("fuzz_json_text", json_text_corpus())
     return 0
 
 
