@@ -18,7 +18,9 @@
  * so, when the binary is not installed (deploy/deps.sh installs it).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -562,6 +564,428 @@ static void am_config_keys_read_and_checked(void **state) {
   }
 }
 
+
+/* --- the real thing ------------------------------------------------------------ */
+
+/* A request by python3 (urllib) in a child: |method| to |url| with the
+ * body of file |body| (NULL: none), over HTTPS as |who| (pki/WHO.pem,
+ * the collector verified against pki/ca.pem) or plain HTTP (NULL). The
+ * answer's body goes to |out|; returns its status (0: no HTTP answer). */
+static int request(const char *url, const char *who, const char *method,
+                   const char *body, const char *out) {
+  static const char script[] =
+      "import ssl, sys, urllib.request, urllib.error\n"
+      "url, method, body, out, ca, cert, key = sys.argv[1:8]\n"
+      "ctx = None\n"
+      "if ca != '-':\n"
+      "    ctx = ssl.create_default_context(cafile=ca)\n"
+      "    ctx.load_cert_chain(cert, key)\n"
+      "data = open(body, 'rb').read() if body != '-' else None\n"
+      "req = urllib.request.Request(url, method=method)\n"
+      "if data is not None:\n"
+      "    # in pieces of 1000 bytes, each its own TLS record, as Go's TLS\n"
+      "    # (Alertmanager's) sends a request's first kilobytes\n"
+      "    req.data = [data[i:i + 1000] for i in range(0, len(data), 1000)]\n"
+      "    req.add_header('Content-Length', str(len(data)))\n"
+      "    req.add_header('Content-Type', 'application/json')\n"
+      "try:\n"
+      "    r = urllib.request.urlopen(req, timeout=30, context=ctx)\n"
+      "    code, text = r.status, r.read()\n"
+      "except urllib.error.HTTPError as e:\n"
+      "    code, text = e.code, e.read()\n"
+      "except Exception as e:  # no HTTP answer: status 0\n"
+      "    code, text = 0, str(e).encode()\n"
+      "open(out, 'wb').write(text)\n"
+      "open(out + '.status', 'w').write(str(code))\n";
+  char ca[256] = "-", cert[256] = "-", key[256] = "-", name[64];
+  if (who) {
+    snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+    snprintf(name, sizeof(name), "pki/%s.pem", who);
+    snprintf(cert, sizeof(cert), "%s", fleet_in_dir(name));
+    snprintf(name, sizeof(name), "pki/%s.key", who);
+    snprintf(key, sizeof(key), "%s", fleet_in_dir(name));
+  }
+  const char *argv[] = {"python3", "-c", script, url, method, body ? body : "-",
+                        out, ca, cert, key, NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = "/usr/bin/python3";
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  assert_true(pid > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, 60000)), 0);
+  char path[512], text[16] = "";
+  snprintf(path, sizeof(path), "%s.status", out);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof(text), f));
+  fclose(f);
+  return atoi(text);
+}
+
+/* The collector's API over HTTPS as |who|. */
+static int coll_req(const collector_t *c, const char *who, const char *method,
+                    const char *path, const char *body, const char *out) {
+  char url[512];
+  snprintf(url, sizeof(url), "https://127.0.0.1:%d%s", c->port, path);
+  return request(url, who, method, body, out);
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* A loopback port nobody listens on now. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+typedef struct alertmanager {
+  pid_t pid;
+  int port;
+} alertmanager_t;
+
+/* prometheus-alertmanager on loopback, its storage in the test's
+ * directory, no cluster, one webhook receiver: the collector's
+ * /api/v1/alertmanager over mutual TLS as "am". Groups by alert name and
+ * instance; short waits and intervals so that repeats come quickly. */
+static void alertmanager_start(alertmanager_t *am, const collector_t *c) {
+  char conf[4096], ca[256], cert[256], key[256];
+  snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+  snprintf(cert, sizeof(cert), "%s", fleet_in_dir("pki/am.pem"));
+  snprintf(key, sizeof(key), "%s", fleet_in_dir("pki/am.key"));
+  snprintf(conf, sizeof(conf),
+           "route:\n"
+           "  receiver: tracegate\n"
+           "  group_by: [alertname, instance]\n"
+           "  group_wait: 100ms\n"
+           "  group_interval: 500ms\n"
+           "  repeat_interval: 1s\n"
+           "receivers:\n"
+           "- name: tracegate\n"
+           "  webhook_configs:\n"
+           "  - url: https://127.0.0.1:%d/api/v1/alertmanager\n"
+           "    send_resolved: true\n"
+           "    http_config:\n"
+           "      tls_config:\n"
+           "        ca_file: %s\n"
+           "        cert_file: %s\n"
+           "        key_file: %s\n"
+           "        server_name: relay.test\n",
+           c->port, ca, cert, key);
+  char conf_path[256], storage[256], config_arg[300], storage_arg[300],
+      listen_arg[64];
+  snprintf(conf_path, sizeof(conf_path), "%s", fleet_in_dir("alertmanager.yml"));
+  write_text(conf_path, conf);
+  snprintf(storage, sizeof(storage), "%s", fleet_in_dir("alertmanager-data"));
+  am->port = free_port();
+  snprintf(config_arg, sizeof(config_arg), "--config.file=%s", conf_path);
+  snprintf(storage_arg, sizeof(storage_arg), "--storage.path=%s", storage);
+  snprintf(listen_arg, sizeof(listen_arg), "--web.listen-address=127.0.0.1:%d",
+           am->port);
+  const char *argv[] = {"prometheus-alertmanager", config_arg, storage_arg,
+                        listen_arg, "--cluster.listen-address=",
+                        "--log.level=debug", NULL};
+  int log = open(fleet_in_dir("alertmanager.log"),
+                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  assert_true(log >= 0);
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = ALERTMANAGER_PATH;
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  sp.stdout_fd = log;
+  sp.stderr_fd = log;
+  am->pid = tg_test_spawn(&sp);
+  close(log);
+  assert_true(am->pid > 0);
+  char url[128];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/-/ready", am->port);
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (request(url, NULL, "GET", NULL, fleet_in_dir("am-ready.txt")) != 200) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+}
+
+static void alertmanager_stop(alertmanager_t *am) {
+  int st = tg_test_stop(am->pid, SIGTERM, FLEET_WAIT_MS);
+  assert_int_equal(tg_test_exit_code(st), 0);
+  am->pid = 0;
+}
+
+/* Posts |alerts| (a JSON array) to Alertmanager's /api/v2/alerts, as
+ * Prometheus does. */
+static void alertmanager_post(const alertmanager_t *am, const char *alerts) {
+  char body[256], url[128];
+  snprintf(body, sizeof(body), "%s", fleet_in_dir("am-alerts.json"));
+  write_text(body, alerts);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v2/alerts", am->port);
+  assert_int_equal(request(url, NULL, "POST", body, fleet_in_dir("am-post.txt")),
+                   200);
+}
+
+/* The value of |series| ("name{label=\"v\"}") in the collector's
+ * /metrics; -1 when absent. */
+static long long coll_metric(const collector_t *c, const char *series) {
+  char out[256], line[512];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("metrics.txt"));
+  assert_int_equal(coll_req(c, "alice", "GET", "/metrics", NULL, out), 200);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  long long v = -1;
+  size_t n = strlen(series);
+  while (v < 0 && fgets(line, sizeof(line), f))
+    if (!strncmp(line, series, n) && line[n] == ' ') v = atoll(line + n + 1);
+  fclose(f);
+  return v;
+}
+
+/* Until |series| is at least |least|. */
+static void wait_coll_metric(const collector_t *c, const char *series,
+                             long long least) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (coll_metric(c, series) < least) {
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+}
+
+#define AM_ALERTS(result) \
+  "tracegate_collector_alertmanager_alerts_total{result=\"" result "\"}"
+#define AM_REFUSED(status) \
+  "tracegate_collector_alertmanager_payloads_refused_total{status=\"" status "\"}"
+
+/* How many rows the list answer |out| holds (each row has one "id"). */
+static size_t rows_of(const char *out) {
+  const char *list = tg_test_json(out, "snapshots");
+  assert_non_null(list);
+  size_t n = 0;
+  for (const char *p = list; (p = strstr(p, "\"id\": ")) != NULL; p++) n++;
+  return n;
+}
+
+/* The snapshot listed with |trigger| (it must be the only one), once
+ * stored, into |out|; returns its id (a static buffer). */
+static const char *stored_snapshot(const collector_t *c, const char *trigger,
+                                   const char *out) {
+  char path[256];
+  snprintf(path, sizeof(path), "/api/v1/snapshots?trigger=%s", trigger);
+  static char id[32];
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(coll_req(c, "alice", "GET", path, NULL, out), 200);
+    const char *v = rows_of(out) ? tg_test_json(out, "snapshots.0.state") : NULL;
+    if (v && strcmp(v, "\"pending\"") != 0) break;
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(rows_of(out), 1);
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshots.0.id") + 1);
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  assert_int_equal(coll_req(c, "alice", "GET", path, NULL, out), 200);
+  return id;
+}
+
+/* How many snapshots the collector lists. */
+static size_t snapshots_listed(const collector_t *c) {
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("list.json"));
+  assert_int_equal(coll_req(c, "alice", "GET", "/api/v1/snapshots", NULL, out),
+                   200);
+  return rows_of(out);
+}
+
+/* "2026-11-26T10:00:00Z" for |t| seconds since the epoch. */
+static const char *rfc3339(time_t t) {
+  static char out[32];
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+static void alertmanager_snapshots_what_its_alerts_name(void **state) {
+  (void)state;
+  if (access(ALERTMANAGER_PATH, X_OK) != 0) {
+    print_message("skipped: " ALERTMANAGER_PATH " is not installed "
+                  "(Debian's prometheus-alertmanager; deploy/deps.sh)\n");
+    skip();
+  }
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki am"), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki viewer --role observe"), 0);
+  write_text(fleet_in_dir("http-authz"), "alice record\nam record\nviewer observe\n");
+  fleet_host_t h[2];
+  collector_t c;
+  start_hosts(h, 2);
+  char extra[1024];
+  snprintf(extra, sizeof(extra),
+           "http_cert = pki/relay.test.pem\nhttp_key = pki/relay.test.key\n"
+           "http_ca = pki/ca.pem\nauthz = http-authz\n"
+           "group = second %s\n"
+           "alertmanager_host = db-1 %s\n"
+           "alertmanager_max_bytes = 8K\n",
+           h[1].spec, h[1].spec);
+  write_config(h, 2, extra);
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("answer.json"));
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) { /* both rings tracing */
+    assert_int_equal(coll_req(&c, "alice", "GET", "/api/v1/hosts", NULL, out), 200);
+    const char *a = tg_test_json(out, "hosts.0.state");
+    const char *b = tg_test_json(out, "hosts.1.state");
+    if (a && b && !strcmp(a, "\"tracing\"") && !strcmp(b, "\"tracing\"")) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  alertmanager_t am;
+  alertmanager_start(&am, &c);
+
+  /* A run-queue alert naming host A by its host:port: host A alone, the
+   * alert's name the trigger, its labels and annotations the reason. */
+  char alerts[1024], want[1024];
+  snprintf(alerts, sizeof(alerts),
+           "[{\"labels\":{\"alertname\":\"RunQueueHigh\",\"instance\":\"%s\","
+           "\"severity\":\"page\"},\"annotations\":{\"summary\":\"run queue "
+           "over 4\"}}]", h[0].spec);
+  alertmanager_post(&am, alerts);
+  fleet_ack_flush(&h[0].p); /* only host A is asked */
+  stored_snapshot(&c, "RunQueueHigh", out);
+  assert_json(out, "snapshot.state", "\"complete\"");
+  assert_json(out, "snapshot.trigger", "\"RunQueueHigh\"");
+  assert_json(out, "snapshot.hosts", "1");
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  assert_json(out, "hosts.0.host", want);
+  snprintf(want, sizeof(want),
+           "\"{\\\"annotations\\\":{\\\"summary\\\":\\\"run queue over 4\\\"},"
+           "\\\"labels\\\":{\\\"alertname\\\":\\\"RunQueueHigh\\\","
+           "\\\"instance\\\":\\\"%s\\\",\\\"severity\\\":\\\"page\\\"}}\"",
+           h[0].spec);
+  assert_json(out, "snapshot.reason", want);
+
+  /* Alertmanager sends the group again (repeat_interval): within the
+   * repeat window it snapshots nothing. */
+  wait_coll_metric(&c, AM_ALERTS("repeat"), 1);
+  assert_int_equal(snapshots_listed(&c), 1);
+
+  /* A mapping names host B (alertmanager_host = db-1), and a group label
+   * names the group holding host B alone. */
+  alertmanager_post(&am,
+                    "[{\"labels\":{\"alertname\":\"LatencyHigh\",\"instance\":"
+                    "\"db-1\"}},{\"labels\":{\"alertname\":\"DiskLatency\","
+                    "\"tracegate_group\":\"second\"}}]");
+  fleet_ack_flush(&h[1].p);
+  fleet_ack_flush(&h[1].p);
+  snprintf(want, sizeof(want), "\"%s\"", h[1].spec);
+  stored_snapshot(&c, "LatencyHigh", out);
+  assert_json(out, "snapshot.hosts", "1");
+  assert_json(out, "hosts.0.host", want);
+  stored_snapshot(&c, "DiskLatency", out);
+  assert_json(out, "snapshot.hosts", "1");
+  assert_json(out, "hosts.0.host", want);
+  assert_int_equal(snapshots_listed(&c), 3);
+
+  /* The run-queue alert resolved: Alertmanager says so, nothing is
+   * snapshotted. */
+  snprintf(alerts, sizeof(alerts),
+           "[{\"labels\":{\"alertname\":\"RunQueueHigh\",\"instance\":\"%s\","
+           "\"severity\":\"page\"},\"annotations\":{\"summary\":\"run queue "
+           "over 4\"},\"endsAt\":\"%s\"}]", h[0].spec, rfc3339(time(NULL) - 1));
+  alertmanager_post(&am, alerts);
+  wait_coll_metric(&c, AM_ALERTS("resolved"), 1);
+  assert_int_equal(snapshots_listed(&c), 3);
+  assert_int_equal(coll_metric(&c, AM_ALERTS("snapshot")), 3);
+  alertmanager_stop(&am);
+
+  /* Posted directly: malformed (400) and oversized (413) payloads change
+   * nothing; an observe identity may not trigger (403). */
+  const char *body = fleet_in_dir("direct.json");
+  char body_path[256];
+  snprintf(body_path, sizeof(body_path), "%s", body);
+  static const char *const malformed[] = {
+      "{",
+      "{\"version\":\"3\",\"groupKey\":\"k\",\"status\":\"firing\","
+      "\"receiver\":\"r\",\"alerts\":[]}",
+      "{\"version\":\"4\",\"groupKey\":\"k\",\"status\":\"firing\","
+      "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+      "{\"alertname\":\"X\",\"instance\":7}}]}",
+  };
+  for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+    write_text(body_path, malformed[i]);
+    assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                              body_path, out), 400);
+    assert_non_null(tg_test_json(out, "error"));
+  }
+  char *big = malloc(9000);
+  assert_non_null(big);
+  snprintf(big, 9000, "{\"version\":\"4\",\"groupKey\":\"k\",\"status\":"
+           "\"firing\",\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\","
+           "\"labels\":{\"alertname\":\"Big\",\"instance\":\"%s\"},"
+           "\"annotations\":{\"pad\":\"", h[0].spec);
+  size_t n = strlen(big);
+  memset(big + n, 'x', 9000 - n - 8);
+  snprintf(big + 9000 - 8, 8, "\"}}]}");
+  write_text(body_path, big);
+  free(big);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 413);
+  snprintf(alerts, sizeof(alerts),
+           "{\"version\":\"4\",\"groupKey\":\"k2\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+           "{\"alertname\":\"Viewer\",\"instance\":\"%s\"}}]}", h[0].spec);
+  write_text(body_path, alerts);
+  assert_int_equal(coll_req(&c, "viewer", "POST", "/api/v1/alertmanager",
+                            body_path, out), 403);
+  assert_int_equal(coll_metric(&c, AM_REFUSED("400")), 3);
+  assert_int_equal(coll_metric(&c, AM_REFUSED("413")), 1);
+  assert_int_equal(coll_metric(&c, AM_ALERTS("snapshot")), 3);
+  assert_int_equal(snapshots_listed(&c), 3);
+
+  /* The same payload as a record identity: answered per alert. */
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  assert_json(out, "receiver", "\"r\"");
+  assert_json(out, "alerts.0.alertname", "\"Viewer\"");
+  assert_json(out, "alerts.0.result", "\"snapshot\"");
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  char want_list[sizeof(want) + 2];
+  snprintf(want_list, sizeof(want_list), "[%s]", want);
+  assert_string_equal(tg_test_json(out, "alerts.0.hosts"), want_list);
+  char snap[32];
+  snprintf(snap, sizeof(snap), "%s", tg_test_json(out, "alerts.0.id"));
+  fleet_ack_flush(&h[0].p);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  assert_json(out, "alerts.0.result", "\"repeat\"");
+  assert_json(out, "alerts.0.id", snap);
+  stored_snapshot(&c, "Viewer", out);
+  assert_int_equal(snapshots_listed(&c), 4);
+
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("am");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(am_parse_reads_a_webhook_payload),
@@ -574,6 +998,7 @@ int main(void) {
       cmocka_unit_test(am_decide_in_its_order),
       cmocka_unit_test(am_budget_is_its_own),
       cmocka_unit_test(am_config_keys_read_and_checked),
+      FLEET_TEST(alertmanager_snapshots_what_its_alerts_name),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
