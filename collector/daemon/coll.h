@@ -12,6 +12,8 @@
  *              schedule): the shell of trigger_policy.h (serving, folding,
  *              queueing, the budgets)
  *   api.c      the HTTP API, /metrics and the web page
+ *   alertmanager.c  Alertmanager's webhook: alerts to snapshots of the
+ *              hosts they name (alertmanager.h, its pure half)
  *   access.c   who may use it: the authz file and the CRL, SIGHUP
  *
  * Threads: everything runs on the loop thread; the store's fsync of a
