@@ -827,7 +827,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   snprintf(c->am_group_label, sizeof(c->am_group_label), "tracegate_group");
   c->am_repeat_window_ms = 3600LL * MS_PER_S;
   c->am_snapshots_per_minute = 6;
-  c->am_max_bytes = 1u << 20;
+  c->am_max_bytes = 256u << 10;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

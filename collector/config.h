@@ -81,7 +81,7 @@
  *                      alert sent again for its group within it does not
  *                      snapshot again
  *     alertmanager_snapshots_per_minute  1..600, default 6: the webhook's
- *     alertmanager_max_bytes  SIZE, 1K..16M, default 1M: a webhook
+ *     alertmanager_max_bytes  SIZE, 1K..16M, default 256K: a webhook
  *                      payload above it is refused (413)
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX

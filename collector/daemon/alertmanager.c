@@ -72,6 +72,25 @@ static void set_result(coll_t *c, json_t *row, tg_am_result_t r) {
   json_object_set_new(row, "result", json_string(tg_am_result_name(r)));
 }
 
+/* An alert that names nothing this collector knows is a config to fix
+ * (a label, a mapping, a group): said at the 1st, 2nd, 4th, 8th... of
+ * each kind, so that a storm of them costs a counter, not a log line. */
+static void unmatched(const coll_t *c, const tg_am_alert_t *a,
+                      tg_am_result_t r) {
+  bool misfit = r == TG_AM_R_NO_ALERTNAME || r == TG_AM_R_NO_GROUP ||
+                r == TG_AM_R_NO_HOST || r == TG_AM_R_NO_LABEL;
+  uint64_t k = c->am.alerts[r];
+  if (!misfit || (k & (k - 1)) != 0) return;
+  char name[TG_COLL_TRIGGER_MAX + 1], value[TG_COLL_CONFIG_HOST_MAX + 1];
+  tg_printable(name, sizeof(name), a->alertname ? a->alertname : "");
+  tg_printable(value, sizeof(value),
+               r == TG_AM_R_NO_GROUP ? a->group : a->host ? a->host : "");
+  TG_WARN("alertmanager: alert '%s' (%s '%s'): nothing snapshotted: %s "
+          "(%" PRIu64 " so far)", name,
+          r == TG_AM_R_NO_GROUP ? c->cfg.am_group_label : c->cfg.am_host_label,
+          value, tg_am_result_name(r), k);
+}
+
 /* Triggers the snapshot |v| calls for and says so in |row|. */
 static void snapshot(coll_t *c, const tg_am_alert_t *a, tg_am_verdict_t v,
                      const char *group, const bool *hit, json_t *row) {
@@ -185,6 +204,7 @@ void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
       continue;
     }
     set_result(c, row, tg_am_result_of(v));
+    unmatched(c, a, tg_am_result_of(v));
     if (v == TG_AM_REPEAT && earlier)
       json_object_set_new(row, "id", id_json(earlier));
   }

@@ -514,7 +514,7 @@ static void am_config_keys_read_and_checked(void **state) {
   assert_string_equal(c.am_group_label, "tracegate_group");
   assert_int_equal(c.am_repeat_window_ms, 3600000);
   assert_int_equal(c.am_snapshots_per_minute, 6);
-  assert_int_equal(c.am_max_bytes, 1 << 20);
+  assert_int_equal(c.am_max_bytes, 256 << 10);
   assert_int_equal(c.n_am_hosts, 0);
   tg_coll_config_free(&c);
   config_of(CONF_REQUIRED "alertmanager_host_label = node\n"
@@ -974,6 +974,33 @@ static void alertmanager_snapshots_what_its_alerts_name(void **state) {
   assert_json(out, "alerts.0.result", "\"repeat\"");
   assert_json(out, "alerts.0.id", snap);
   stored_snapshot(&c, "Viewer", out);
+  assert_int_equal(snapshots_listed(&c), 4);
+
+  /* Alerts that name nothing: each answered with why, none snapshotted. */
+  snprintf(alerts, sizeof(alerts),
+           "{\"version\":\"4\",\"groupKey\":\"k3\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":["
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"Nowhere\","
+           "\"instance\":\"nowhere.example:9100\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"NoGroup\","
+           "\"tracegate_group\":\"nosuch\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"Bare\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"instance\":\"%s\"}},"
+           "{\"status\":\"resolved\",\"labels\":{\"alertname\":\"Done\","
+           "\"instance\":\"%s\"}}]}", h[0].spec, h[0].spec);
+  write_text(body_path, alerts);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  static const char *const why[] = {"\"no_host\"", "\"no_group\"",
+                                    "\"no_label\"", "\"no_alertname\"",
+                                    "\"resolved\""};
+  for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
+    char key[32];
+    snprintf(key, sizeof(key), "alerts.%zu.result", i);
+    assert_json(out, key, why[i]);
+  }
+  assert_json(out, "alerts.3.alertname", "null");
+  assert_int_equal(coll_metric(&c, AM_ALERTS("no_host")), 1);
   assert_int_equal(snapshots_listed(&c), 4);
 
   collector_stop(&c);
