@@ -175,11 +175,15 @@ void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
   }
   tg_am_inv_t *inv = calloc(c->n ? c->n : 1, sizeof(*inv));
   bool *hit = calloc(c->n ? c->n : 1, sizeof(*hit));
+  /* |rows| is ours as well as |doc|'s until the end: each is let go once. */
   json_t *rows = json_array();
-  json_t *doc = json_pack("{s:s,s:o}", "receiver", p.receiver, "alerts", rows);
-  if (!inv || !hit || !doc) {
+  json_t *doc = json_object();
+  if (!inv || !hit || !rows || !doc ||
+      json_object_set_new(doc, "receiver", json_string(p.receiver)) < 0 ||
+      json_object_set(doc, "alerts", rows) < 0) {
     free(inv);
     free(hit);
+    json_decref(rows);
     json_decref(doc);
     tg_am_payload_free(&p);
     return send_error(x, 503, "out of memory");
@@ -210,6 +214,7 @@ void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
   }
   free(inv);
   free(hit);
+  json_decref(rows);
   tg_am_payload_free(&p);
   if (oom) {
     json_decref(doc);
