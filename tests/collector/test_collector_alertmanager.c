@@ -1008,6 +1008,91 @@ static void alertmanager_snapshots_what_its_alerts_name(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Posts a payload of one firing alert |name| naming |instance|, in group
+ * |group_key|, to a plain-HTTP collector's webhook; the answer in |out|.
+ * Returns the status. */
+static int post_alert(const collector_t *c, const char *group_key,
+                      const char *name, const char *instance,
+                      const char *out) {
+  char body[1024], path[256], url[128];
+  snprintf(body, sizeof(body),
+           "{\"version\":\"4\",\"groupKey\":\"%s\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+           "{\"alertname\":\"%s\",\"instance\":\"%s\"}}]}",
+           group_key, name, instance);
+  snprintf(path, sizeof(path), "%s", fleet_in_dir("storm-body.json"));
+  write_text(path, body);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/alertmanager", c->port);
+  return request(url, NULL, "POST", path, out);
+}
+
+/* An alert storm while the snapshots wait on the producers' flushes: four
+ * alerts naming host A begin four snapshots (COLL_RUNNING_MAX); the fifth,
+ * naming host B, is queued, as a snapshot of every host (the queue keeps
+ * no host list), and a sixth folds into it. Once all ran, the webhook's
+ * budget (5) refuses the next alert, and an operator's trigger is still
+ * taken from a budget of its own. */
+static void an_alert_storm_queues_and_spends_its_own_budget(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 2, "alertmanager_snapshots_per_minute = 5\n"
+                     "clone_timeout = 90s\n");
+  /* The snapshots end when the test answers their flushes, not when the
+   * service gives up on them, however slow the storm. */
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
+  assert_non_null(f);
+  fputs("flush_timeout_ms: 60000\n", f);
+  assert_int_equal(fclose(f), 0);
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  char out[256], key[16], want[128];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("storm.json"));
+  uint64_t flush[4];
+  for (int k = 0; k < 4; k++) {
+    snprintf(key, sizeof(key), "g%d", k);
+    assert_int_equal(post_alert(&c, key, "Storm", h[0].spec, out), 200);
+    assert_json(out, "alerts.0.result", "\"snapshot\"");
+    flush[k] = raw_producer_wait_flush(&h[0].p, h[0].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[k] > 0);
+  }
+  assert_int_equal(post_alert(&c, "g4", "Queued", h[1].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"queued\"");
+  snprintf(want, sizeof(want), "[\"%s\"]", h[1].spec);
+  assert_string_equal(tg_test_json(out, "alerts.0.hosts"), want);
+  assert_int_equal(post_alert(&c, "g5", "Folded", h[1].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"queued\"");
+  for (int k = 0; k < 4; k++)
+    assert_int_equal(raw_producer_commit(&h[0].p, NULL, NULL, 0, flush[k]), 0);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p); /* the queued one */
+  char metrics[256];
+  snprintf(metrics, sizeof(metrics), "%s", fleet_in_dir("storm-metrics.txt"));
+  wait_metric(&c, "tracegate_collector_snapshots_total{outcome=\"complete\"} 5\n",
+              metrics);
+  /* The queued snapshot took every host. */
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?trigger=Queued", out), 200);
+  assert_json(out, "snapshots.0.hosts", "2");
+  assert_json(out, "snapshots.0.state", "\"complete\"");
+  /* The webhook's budget is spent (4 begun, 1 queued): refused, said so. */
+  assert_int_equal(post_alert(&c, "g6", "Refused", h[0].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"refused\"");
+  assert_json(out, "alerts.0.budget", "\"alertmanager\"");
+  /* The operators' budget is untouched. */
+  snapshot(&c, h, 2, fleet_in_dir("storm-op.json"));
+  wait_metric(&c, "tracegate_collector_triggers_capped_total{budget=\"alertmanager\"} 1\n",
+              metrics);
+  wait_metric(&c, "tracegate_collector_triggers_capped_total{budget=\"operator\"} 0\n",
+              metrics);
+  wait_metric(&c, "tracegate_collector_alertmanager_alerts_total{result=\"queued\"} 2\n",
+              metrics);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 static int group_setup(void **state) {
   (void)state;
   return fleet_dir_create("am");
@@ -1026,6 +1111,7 @@ int main(void) {
       cmocka_unit_test(am_budget_is_its_own),
       cmocka_unit_test(am_config_keys_read_and_checked),
       FLEET_TEST(alertmanager_snapshots_what_its_alerts_name),
+      FLEET_TEST(an_alert_storm_queues_and_spends_its_own_budget),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
