@@ -30,6 +30,8 @@
 #define DEFAULT_LISTEN_PORT 7468
 #define DEFAULT_UI_URL "https://ui.perfetto.dev"
 #define MS_PER_S 1000
+#define AM_MAX_BYTES_MIN 1024
+#define AM_MAX_BYTES_MAX (16u << 20)
 
 typedef enum kind {
   K_PATH,     /* char[]: resolved against the base directory */
@@ -38,7 +40,7 @@ typedef enum kind {
   K_CATALOG,  /* char[]: a secret, never echoed */
   K_URL,      /* char[]: url_ok() */
   K_SHARD,    /* shard_index, shard_count */
-  K_SIZE,     /* uint64_t: bytes */
+  K_SIZE,     /* uint64_t: bytes; max > 0: in min..max */
   K_DURATION, /* int64_t: milliseconds */
   K_UINT,     /* uint32_t in min..max */
   K_LISTEN,   /* listen_host, listen_port, listen_ipv6, listen_loopback */
@@ -80,6 +82,11 @@ typedef enum key_id {
   KEY_DEAD_LINK,
   KEY_UI_URL,
   KEY_SNAPSHOT_HOST_MAX_BYTES,
+  KEY_AM_HOST_LABEL,
+  KEY_AM_GROUP_LABEL,
+  KEY_AM_REPEAT_WINDOW,
+  KEY_AM_SNAPSHOTS_PER_MINUTE,
+  KEY_AM_MAX_BYTES,
   KEY_COUNT
 } key_id_t;
 
@@ -191,6 +198,24 @@ static const key_def_t KEYS[KEY_COUNT] = {
                     NULL},
     [KEY_SNAPSHOT_HOST_MAX_BYTES] = SIZE_KEY("snapshot_host_max_bytes",
                                              snapshot_host_max_bytes),
+    [KEY_AM_HOST_LABEL] = {"alertmanager_host_label", K_NAME,
+                           STR_FIELD(am_host_label), 0, 0, false, NAME_EXPECT,
+                           NULL},
+    [KEY_AM_GROUP_LABEL] = {"alertmanager_group_label", K_NAME,
+                            STR_FIELD(am_group_label), 0, 0, false,
+                            NAME_EXPECT, NULL},
+    [KEY_AM_REPEAT_WINDOW] = {"alertmanager_repeat_window", K_DURATION,
+                              NUM_FIELD(am_repeat_window_ms), 1,
+                              30LL * 86400 * MS_PER_S, true,
+                              "0 or a duration up to 30d", NULL},
+    [KEY_AM_SNAPSHOTS_PER_MINUTE] = {
+        "alertmanager_snapshots_per_minute", K_UINT,
+        NUM_FIELD(am_snapshots_per_minute), 1, 600, false,
+        "an integer 1..600", NULL},
+    [KEY_AM_MAX_BYTES] = {"alertmanager_max_bytes", K_SIZE,
+                          NUM_FIELD(am_max_bytes), AM_MAX_BYTES_MIN,
+                          AM_MAX_BYTES_MAX, false,
+                          "a size from 1K to 16M", NULL},
 };
 
 /* Keys that go together: all three or none. */
@@ -210,6 +235,8 @@ typedef struct parser {
   unsigned seen[KEY_COUNT]; /* the line that set each key, 0 if none */
   size_t groups_cap;
   size_t n_group_hosts; /* over all groups */
+  size_t am_hosts_cap;
+  size_t n_am_host_hosts; /* over all alertmanager_host lines */
 } parser_t;
 
 static bool blank(char c) { return c == ' ' || c == '\t'; }
@@ -446,6 +473,11 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
   case K_SIZE:
     /* A number alone is bytes, as it always was here. */
     ok = tg_units_parse_size(v, 1, (uint64_t *)(void *)field, &why) == 0;
+    if (ok && k->max && (*(uint64_t *)(void *)field < (uint64_t)k->min ||
+                         *(uint64_t *)(void *)field > (uint64_t)k->max)) {
+      ok = false;
+      why = "out of range";
+    }
     break;
   case K_DURATION: {
     /* No unit goes without saying: a number alone is 0 or refused. */
@@ -498,8 +530,55 @@ static int check_group_name(parser_t *p, const char *key, const char *s,
   return 0;
 }
 
-/* group = NAME HOST [HOST ...]: checked whole, then stored in one block,
- * the host pointers first and their strings after them. */
+/* Room for one more of |n| |size|-byte entries in *|arr| (|*cap|). */
+static bool grow(void **arr, size_t *cap, size_t n, size_t size) {
+  if (n < *cap) return true;
+  size_t want = *cap ? *cap * 2 : 8;
+  void *grown = realloc(*arr, want * size);
+  if (!grown) return false;
+  *arr = grown;
+  *cap = want;
+  return true;
+}
+
+/* The blank-separated HOSTs of |words| (at least one), checked as |key|'s,
+ * then stored in one block, the host pointers first and their strings
+ * after them, into *|out| (*|n_out| hosts). |*total| counts the key's
+ * hosts over all its lines, at most TG_COLL_CONFIG_GROUP_HOSTS_MAX. */
+static int host_block(parser_t *p, const char *key, const char *words,
+                      size_t *total, const char ***out, size_t *n_out) {
+  size_t hosts = 0, bytes = 0, n = 0;
+  const char *rest = words;
+  for (const char *h; (h = next_word(&rest, &n)) != NULL;) {
+    if (n > TG_COLL_CONFIG_HOST_MAX || !all_graphic(h, n))
+      return bad_value(p, key, "hosts of 1 to 320 printable bytes", h, n);
+    hosts++;
+    bytes += n + 1;
+  }
+  if (hosts > TG_COLL_CONFIG_GROUP_HOSTS_MAX - *total)
+    return fail(p, p->line, "%s: expected at most %d hosts in all its lines",
+                key, TG_COLL_CONFIG_GROUP_HOSTS_MAX);
+  const char **block = malloc(hosts * sizeof(*block) + bytes);
+  if (!block) {
+    fail(p, p->line, "%s: out of memory", key);
+    return -ENOMEM;
+  }
+  char *text = (char *)(block + hosts);
+  rest = words;
+  for (size_t i = 0; i < hosts; i++) {
+    const char *h = next_word(&rest, &n);
+    memcpy(text, h, n);
+    text[n] = 0;
+    block[i] = text;
+    text += n + 1;
+  }
+  *total += hosts;
+  *out = block;
+  *n_out = hosts;
+  return 0;
+}
+
+/* group = NAME HOST [HOST ...]: checked whole, then stored. */
 static int add_group(parser_t *p, const char *v) {
   tg_coll_config_t *c = p->c;
   const char *rest = v;
@@ -520,46 +599,64 @@ static int add_group(parser_t *p, const char *v) {
   if (c->n_groups == TG_COLL_CONFIG_GROUPS_MAX)
     return fail(p, p->line, "group: expected at most %d groups",
                 TG_COLL_CONFIG_GROUPS_MAX);
-  size_t hosts = 0, bytes = 0;
-  rest = words;
-  for (const char *h; (h = next_word(&rest, &n)) != NULL;) {
-    if (n > TG_COLL_CONFIG_HOST_MAX || !all_graphic(h, n))
-      return bad_value(p, "group", "hosts of 1 to 320 printable bytes", h, n);
-    hosts++;
-    bytes += n + 1;
+  if (!grow((void **)&c->groups, &p->groups_cap, c->n_groups,
+            sizeof(*c->groups))) {
+    fail(p, p->line, "group: out of memory");
+    return -ENOMEM;
   }
-  if (hosts > TG_COLL_CONFIG_GROUP_HOSTS_MAX - p->n_group_hosts)
-    return fail(p, p->line, "group: expected at most %d hosts in all groups",
-                TG_COLL_CONFIG_GROUP_HOSTS_MAX);
-  if (c->n_groups == p->groups_cap) {
-    size_t want = p->groups_cap ? p->groups_cap * 2 : 8;
-    tg_coll_group_t *grown = realloc(c->groups, want * sizeof(*grown));
-    if (!grown) goto nomem;
-    c->groups = grown;
-    p->groups_cap = want;
-  }
-  const char **block = malloc(hosts * sizeof(*block) + bytes);
-  if (!block) goto nomem;
-  char *text = (char *)(block + hosts);
-  rest = words;
-  for (size_t i = 0; i < hosts; i++) {
-    const char *h = next_word(&rest, &n);
-    memcpy(text, h, n);
-    text[n] = 0;
-    block[i] = text;
-    text += n + 1;
-  }
-  tg_coll_group_t *g = &c->groups[c->n_groups++];
+  tg_coll_group_t *g = &c->groups[c->n_groups];
+  rv = host_block(p, "group", words, &p->n_group_hosts, &g->hosts,
+                  &g->n_hosts);
+  if (rv < 0) return rv;
+  c->n_groups++;
   memcpy(g->name, name, nn);
   g->name[nn] = 0;
   g->line = p->line;
-  g->n_hosts = hosts;
-  g->hosts = block;
-  p->n_group_hosts += hosts;
   return 0;
-nomem:
-  fail(p, p->line, "group: out of memory");
-  return -ENOMEM;
+}
+
+static const tg_coll_am_host_t *find_am_host(const tg_coll_config_t *c,
+                                             const char *value, size_t n) {
+  for (size_t i = 0; i < c->n_am_hosts; i++)
+    if (strlen(c->am_hosts[i].value) == n &&
+        !memcmp(c->am_hosts[i].value, value, n))
+      return &c->am_hosts[i];
+  return NULL;
+}
+
+/* alertmanager_host = VALUE HOST [HOST ...]. */
+static int add_am_host(parser_t *p, const char *v) {
+  static const char key[] = "alertmanager_host";
+  tg_coll_config_t *c = p->c;
+  const char *rest = v;
+  size_t vn = 0, n = 0;
+  const char *value = next_word(&rest, &vn);
+  const char *words = rest;
+  if (!value || !next_word(&rest, &n))
+    return bad_value(p, key, "VALUE HOST [HOST ...]", v, strlen(v));
+  if (vn > TG_COLL_CONFIG_HOST_MAX || !all_graphic(value, vn))
+    return bad_value(p, key, "a VALUE of 1 to 320 printable bytes", value, vn);
+  const tg_coll_am_host_t *dup = find_am_host(c, value, vn);
+  if (dup)
+    return fail(p, p->line, "%s: expected a new value, this one is mapped on "
+                            "line %u", key, dup->line);
+  if (c->n_am_hosts == TG_COLL_CONFIG_AM_HOSTS_MAX)
+    return fail(p, p->line, "%s: expected at most %d lines", key,
+                TG_COLL_CONFIG_AM_HOSTS_MAX);
+  if (!grow((void **)&c->am_hosts, &p->am_hosts_cap, c->n_am_hosts,
+            sizeof(*c->am_hosts))) {
+    fail(p, p->line, "%s: out of memory", key);
+    return -ENOMEM;
+  }
+  tg_coll_am_host_t *m = &c->am_hosts[c->n_am_hosts];
+  int rv = host_block(p, key, words, &p->n_am_host_hosts, &m->hosts,
+                      &m->n_hosts);
+  if (rv < 0) return rv;
+  c->n_am_hosts++;
+  memcpy(m->value, value, vn);
+  m->value[vn] = 0;
+  m->line = p->line;
+  return 0;
 }
 
 /* trigger = NAME [GROUP]: the group is looked up in finish(), since it
@@ -649,6 +746,7 @@ static int parse_line(parser_t *p, const char *s, size_t n) {
     if (!strcmp(key, KEYS[i].name)) return set_scalar(p, (key_id_t)i, value);
   if (!strcmp(key, "group")) return add_group(p, value);
   if (!strcmp(key, "trigger")) return add_trigger(p, value);
+  if (!strcmp(key, "alertmanager_host")) return add_am_host(p, value);
   warn_unknown(p, key);
   return 0;
 }
@@ -725,6 +823,11 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->reconnect_ms = 60 * MS_PER_S;
   c->dead_link_ms = 15 * MS_PER_S;
   snprintf(c->ui_url, sizeof(c->ui_url), DEFAULT_UI_URL);
+  snprintf(c->am_host_label, sizeof(c->am_host_label), "instance");
+  snprintf(c->am_group_label, sizeof(c->am_group_label), "tracegate_group");
+  c->am_repeat_window_ms = 3600LL * MS_PER_S;
+  c->am_snapshots_per_minute = 6;
+  c->am_max_bytes = 256u << 10;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,
@@ -806,6 +909,11 @@ void tg_coll_config_free(tg_coll_config_t *c) {
   free(c->groups);
   c->groups = NULL;
   c->n_groups = 0;
+  for (size_t i = 0; i < c->n_am_hosts; i++)
+    free((void *)c->am_hosts[i].hosts);
+  free(c->am_hosts);
+  c->am_hosts = NULL;
+  c->n_am_hosts = 0;
 }
 
 const tg_coll_group_t *tg_coll_config_group(const tg_coll_config_t *c,
@@ -820,4 +928,9 @@ bool tg_coll_config_group_has(const tg_coll_config_t *c, const char *group,
   for (size_t i = 0; g && i < g->n_hosts; i++)
     if (!strcmp(g->hosts[i], host)) return true;
   return false;
+}
+
+const tg_coll_am_host_t *tg_coll_config_am_host(const tg_coll_config_t *c,
+                                                const char *value) {
+  return find_am_host(c, value, strlen(value));
 }

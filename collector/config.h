@@ -73,6 +73,16 @@
  *     dead_link        DURATION, at least 1s, default 15s
  *     ui_url           http:// or https:// URL, at most 512 bytes, no
  *                      blanks, quotes or <>; default https://ui.perfetto.dev
+ *     alertmanager_host_label   NAME, default "instance": the alert label
+ *                      naming the host(s) an Alertmanager alert snapshots
+ *     alertmanager_group_label  NAME, default "tracegate_group": the alert
+ *                      label naming a group to snapshot instead
+ *     alertmanager_repeat_window  DURATION, 0 (off) to 30d, default 1h: an
+ *                      alert sent again for its group within it does not
+ *                      snapshot again
+ *     alertmanager_snapshots_per_minute  1..600, default 6: the webhook's
+ *     alertmanager_max_bytes  SIZE, 1K..16M, default 256K: a webhook
+ *                      payload above it is refused (413)
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -82,6 +92,10 @@
  *     trigger = NAME [GROUP]   NAME 1..128 bytes of [A-Za-z0-9._:-], each
  *               once, at most TG_COLL_CONFIG_TRIGGERS_MAX; GROUP is "all"
  *               (the default) or a group defined anywhere in the file
+ *     alertmanager_host = VALUE HOST [HOST ...]   the inventory hosts an
+ *               alert whose host label is VALUE (1..320 printable non-
+ *               blank bytes, each VALUE once) snapshots; HOSTs as group's;
+ *               at most TG_COLL_CONFIG_AM_HOSTS_MAX lines
  * - PATH: no control bytes, at most TG_COLL_CONFIG_PATH_MAX bytes once a
  *   relative one is resolved against the file's directory.
  *   NAME: 1..64 bytes of [A-Za-z0-9._-], not starting with '.'.
@@ -121,6 +135,7 @@
 #define TG_COLL_CONFIG_GROUP_HOSTS_MAX 4096 /* over all groups */
 #define TG_COLL_CONFIG_TRIGGER_MAX 128      /* a trigger's name */
 #define TG_COLL_CONFIG_TRIGGERS_MAX 64
+#define TG_COLL_CONFIG_AM_HOSTS_MAX 1024 /* alertmanager_host lines */
 
 /* The implicit group of every host in the inventory. */
 #define TG_COLL_CONFIG_GROUP_ALL "all"
@@ -133,6 +148,15 @@ typedef struct tg_coll_group {
    * also holds the strings, owned by the config. */
   const char **hosts;
 } tg_coll_group_t;
+
+/* alertmanager_host = VALUE HOST...: a host label's value mapped to
+ * inventory hosts. */
+typedef struct tg_coll_am_host {
+  char value[TG_COLL_CONFIG_HOST_MAX + 1];
+  unsigned line;
+  size_t n_hosts; /* >= 1 */
+  const char **hosts; /* as tg_coll_group_t's: one block, the config's */
+} tg_coll_am_host_t;
 
 typedef struct tg_coll_trigger {
   char name[TG_COLL_CONFIG_TRIGGER_MAX + 1];
@@ -193,6 +217,14 @@ typedef struct tg_coll_config {
   tg_coll_group_t *groups; /* |n_groups|, owned; NULL when none */
   size_t n_triggers;
   tg_coll_trigger_t triggers[TG_COLL_CONFIG_TRIGGERS_MAX];
+  /* The Alertmanager webhook (daemon/alertmanager.h). */
+  char am_host_label[TG_COLL_CONFIG_NAME_MAX + 1];
+  char am_group_label[TG_COLL_CONFIG_NAME_MAX + 1];
+  int64_t am_repeat_window_ms;       /* 0: every notification snapshots */
+  uint32_t am_snapshots_per_minute;  /* 1..600 */
+  uint64_t am_max_bytes;             /* 1K..16M */
+  size_t n_am_hosts;
+  tg_coll_am_host_t *am_hosts; /* |n_am_hosts|, owned; NULL when none */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates
@@ -243,5 +275,10 @@ const tg_coll_group_t *tg_coll_config_group(const tg_coll_config_t *c,
  * |group|: always for "all", never for a group |c| does not define. */
 bool tg_coll_config_group_has(const tg_coll_config_t *c, const char *group,
                               const char *host);
+
+/* The alertmanager_host line whose VALUE is |value| (exact bytes), or
+ * NULL. Points into |c|. */
+const tg_coll_am_host_t *tg_coll_config_am_host(const tg_coll_config_t *c,
+                                                const char *value);
 
 #endif /* TRACEGATE_COLLECTOR_CONFIG_H */

@@ -12,6 +12,7 @@
  *   GET  /api/v1/snapshots/ID/trace        the merged trace (download)
  *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
  *   POST /api/v1/snapshots/ID/pin?pinned=0|1
+ *   POST /api/v1/alertmanager              Alertmanager's webhook
  *   GET  /metrics                          Prometheus text format
  *   GET  /healthz
  *
@@ -374,6 +375,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
   tg_http_server_stats_t hs = {0};
   if (c->http) tg_http_server_stats(c->http, &hs);
   coll_metrics_http(o.f, &hs);
+  coll_alertmanager_metrics(c, o.f);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
 }
 
@@ -453,6 +455,8 @@ static const coll_route_t routes[] = {
      get_trace},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},
+    {COLL_ROUTE_POST, API "/alertmanager", TG_ROLE_RECORD, no_args,
+     coll_alertmanager_post},
 };
 
 const coll_route_t *coll_api_routes(size_t *n) {
@@ -571,7 +575,8 @@ int coll_api_start(coll_t *c) {
       .cert = g->https ? g->http_cert : NULL,
       .key = g->https ? g->http_key : NULL,
       .ca = g->https ? g->http_ca : NULL,
-      .max_body = 64 * 1024,
+      /* Alertmanager's payloads are the largest bodies taken. */
+      .max_body = g->am_max_bytes > 64 * 1024 ? g->am_max_bytes : 64 * 1024,
       .max_conns = g->http_max_conns,
       .max_conns_per_source = g->http_max_conns_per_source,
       /* Whole seconds, rounded up: the HTTP layer counts in seconds. */

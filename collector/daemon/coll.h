@@ -12,6 +12,8 @@
  *              schedule): the shell of trigger_policy.h (serving, folding,
  *              queueing, the budgets)
  *   api.c      the HTTP API, /metrics and the web page
+ *   alertmanager.c  Alertmanager's webhook: alerts to snapshots of the
+ *              hosts they name (alertmanager.h, its pure half)
  *   access.c   who may use it: the authz file and the CRL, SIGHUP
  *
  * Threads: everything runs on the loop thread; the store's fsync of a
@@ -25,9 +27,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "collector/config.h"
+#include "collector/daemon/alertmanager.h"
 #include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
 #include "common/buf.h"
@@ -158,6 +162,14 @@ typedef struct coll_api {
   size_t n_waiters;
 } coll_api_t;
 
+/* The Alertmanager webhook's state (alertmanager.c writes it). */
+typedef struct coll_am {
+  tg_am_seen_t *seen; /* the repeat window, made at the first payload */
+  uint64_t alerts[TG_AM_R_COUNT]; /* alerts, by what became of them */
+  uint64_t malformed;             /* payloads answered 400 */
+  uint64_t oversized;             /* payloads answered 413 here */
+} coll_am_t;
+
 struct coll {
   uv_loop_t *loop;
   tg_coll_config_t cfg;
@@ -202,6 +214,7 @@ struct coll {
   coll_counts_t counts;
   struct tg_http_server *http;
   coll_api_t api;
+  coll_am_t am;
   int ready_fd;     /* "ready PORT\n" once listening; 0: none */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
@@ -274,6 +287,13 @@ typedef struct coll_trigger_req {
   /* A CLONE_SNAPSHOT trigger of a host: the clone of |origin| carries it. */
   const char *producer_name;
   int32_t producer_uid;
+  /* The Alertmanager webhook's (alertmanager.c): its own budget. */
+  bool alertmanager;
+  /* When |n_hosts| > 0: exactly these hosts (borrowed for the call) in
+   * place of |group|'s. Such a trigger is served only by a snapshot of
+   * "all", and queued as one of "all" (the queue keeps no host list). */
+  coll_host_t *const *hosts;
+  size_t n_hosts;
 } coll_trigger_req_t;
 
 /* Called once the snapshot is in the store (or could not be): |id| 0
@@ -327,6 +347,18 @@ int coll_access_load(const tg_coll_config_t *g, struct tg_authz **authz,
 /* Reads them again and hands them to the HTTP layer, which ends the
  * connections they no longer allow; on an error the old ones stay. */
 void coll_access_reload(coll_t *c, const char *why);
+
+/* --- alertmanager.c ---------------------------------------------------- */
+
+struct tg_http_exchange;
+struct tg_http_request;
+/* POST /api/v1/alertmanager: Alertmanager's webhook (alertmanager.h).
+ * Its repeat window is made at the first call (c->am.seen) and kept
+ * until the process exits, as everything coll_t holds. */
+void coll_alertmanager_post(coll_t *c, struct tg_http_exchange *x,
+                            const struct tg_http_request *r, uint64_t id);
+/* Its counters in /metrics' text format, to |f|. */
+void coll_alertmanager_metrics(const coll_t *c, FILE *f);
 
 /* --- api.c, page.c ---------------------------------------------------- */
 

@@ -661,6 +661,15 @@ static uint64_t host_cap(const coll_t *c) {
   return ring * HOST_CAP_FACTOR + HOST_CAP_SLACK;
 }
 
+/* Whether |h| is one of |r|'s hosts: its list, else its group. */
+static bool takes(const coll_t *c, const coll_trigger_req_t *r,
+                  const coll_host_t *h) {
+  if (!r->n_hosts) return coll_host_in_group(c, h, r->group);
+  for (size_t i = 0; i < r->n_hosts; i++)
+    if (r->hosts[i] == h) return true;
+  return false;
+}
+
 int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
                     coll_snap_done_fn done, void *ctx, coll_snap_t **out,
                     uint64_t *id) {
@@ -670,7 +679,9 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   s->c = c;
   s->t0 = uv_hrtime();
   s->started_ms = uv_now(c->loop);
-  snprintf(s->group, sizeof(s->group), "%s", r->group);
+  /* A host list's snapshot covers no group's trigger: "(hosts)" is no
+   * group's name (names have no parentheses). */
+  snprintf(s->group, sizeof(s->group), "%s", r->n_hosts ? "(hosts)" : r->group);
   s->done = done;
   s->done_ctx = ctx;
   snprintf(s->trigger, sizeof(s->trigger), "%s", r->trigger);
@@ -680,7 +691,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   s->producer_uid = r->producer_uid;
   s->host_cap = host_cap(c);
   for (size_t i = 0; i < c->n; i++)
-    if (coll_host_in_group(c, c->hosts[i], r->group)) s->n++;
+    if (takes(c, r, c->hosts[i])) s->n++;
   s->hosts = calloc(s->n ? s->n : 1, sizeof(*s->hosts));
   tg_buf_init(&s->out, WRITE_CHUNK + (64u << 20));
   if (!s->hosts) {
@@ -710,7 +721,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   size_t k = 0;
   for (size_t i = 0; i < c->n; i++) {
     coll_host_t *h = c->hosts[i];
-    if (!coll_host_in_group(c, h, r->group)) continue;
+    if (!takes(c, r, h)) continue;
     snap_host_t *sh = &s->hosts[k];
     sh->s = s;
     sh->h = h;

@@ -25,6 +25,7 @@ static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx);
 
 static tg_trigger_origin_t origin_of(const coll_trigger_req_t *r) {
   if (r->from) return TG_TRIGGER_FROM_HOST;
+  if (r->alertmanager) return TG_TRIGGER_FROM_ALERTMANAGER;
   return strcmp(r->trigger, "schedule") ? TG_TRIGGER_FROM_OPERATOR
                                         : TG_TRIGGER_FROM_SCHEDULE;
 }
@@ -77,7 +78,8 @@ static void queue(coll_t *c, const coll_trigger_req_t *r) {
            r->reason ? r->reason : "");
   snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
            r->origin ? r->origin : "");
-  snprintf(c->queued_group, sizeof(c->queued_group), "%s", r->group);
+  snprintf(c->queued_group, sizeof(c->queued_group), "%s",
+           r->n_hosts ? TG_COLL_CONFIG_GROUP_ALL : r->group);
   snprintf(c->queued_producer, sizeof(c->queued_producer), "%s",
            r->producer_name ? r->producer_name : "");
   c->queued_producer_uid = r->producer_uid;
@@ -113,7 +115,9 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
       .own = own_budget(c, r),
       .hosts = r->from ? &c->budgets[TG_TRIGGER_BUDGET_HOSTS] : NULL,
   };
-  tg_trigger_t t = {.from = origin_of(r), .group = r->group};
+  /* A host list's trigger: "" is no group's name, so only a snapshot of
+   * "all" covers it, and folding widens the queued one to "all". */
+  tg_trigger_t t = {.from = origin_of(r), .group = r->n_hosts ? "" : r->group};
   tg_trigger_decision_t d = tg_trigger_decide(&st, &t, (int64_t)uv_now(c->loop));
   switch (d.verdict) {
     case TG_TRIGGER_SERVE:
@@ -233,6 +237,8 @@ void coll_trigger_start(coll_t *c) {
       c->cfg.operator_snapshots_per_minute;
   c->budgets[TG_TRIGGER_BUDGET_SCHEDULE].limit =
       c->cfg.schedule_snapshots_per_minute;
+  c->budgets[TG_TRIGGER_BUDGET_ALERTMANAGER].limit =
+      c->cfg.am_snapshots_per_minute;
   uv_timer_init(c->loop, &c->schedule);
   uv_timer_init(c->loop, &c->retention);
   c->schedule.data = c->retention.data = c;

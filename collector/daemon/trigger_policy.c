@@ -29,6 +29,7 @@ const char *tg_trigger_budget_name(tg_trigger_budget_id_t id) {
       [TG_TRIGGER_BUDGET_HOSTS] = "hosts",
       [TG_TRIGGER_BUDGET_OPERATOR] = "operator",
       [TG_TRIGGER_BUDGET_SCHEDULE] = "schedule",
+      [TG_TRIGGER_BUDGET_ALERTMANAGER] = "alertmanager",
   };
   return (unsigned)id < TG_TRIGGER_BUDGET_COUNT ? names[id] : "?";
 }
@@ -37,6 +38,7 @@ tg_trigger_budget_id_t tg_trigger_budget_of(tg_trigger_origin_t from) {
   switch (from) {
     case TG_TRIGGER_FROM_OPERATOR: return TG_TRIGGER_BUDGET_OPERATOR;
     case TG_TRIGGER_FROM_SCHEDULE: return TG_TRIGGER_BUDGET_SCHEDULE;
+    case TG_TRIGGER_FROM_ALERTMANAGER: return TG_TRIGGER_BUDGET_ALERTMANAGER;
     case TG_TRIGGER_FROM_HOST: break;
   }
   return TG_TRIGGER_BUDGET_HOST;

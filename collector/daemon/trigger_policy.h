@@ -10,14 +10,15 @@
  *    within coalesce_window, serves the trigger only if the trigger's
  *    data is certain to be in it: for a host's trigger, the clone of that
  *    host is still to be requested; for an operator's or the schedule's,
- *    no clone of it has been requested yet. Free.
+ *    no clone of it has been requested yet. Free. An Alertmanager
+ *    trigger is served as an operator's.
  * 2. fold: else, a snapshot queued (not begun, so none of its clones is
  *    requested) takes the trigger; its group widens to "all" if the
  *    trigger's differs. Free.
  * 3. refuse: else the trigger costs a snapshot, which its budget must
  *    have left in the current minute: a host's its own per-host budget,
  *    then all hosts' together; an operator's the operators' budget; the
- *    schedule's its own. Budgets are separate, so no origin can spend
+ *    schedule's and the Alertmanager webhook's their own. Budgets are separate, so no origin can spend
  *    another's.
  * 4. begin: else, below running_max snapshots under way, one begins now;
  * 5. queue: else it is queued, to begin when one under way ends.
@@ -38,6 +39,7 @@ typedef enum tg_trigger_origin {
   TG_TRIGGER_FROM_HOST,
   TG_TRIGGER_FROM_OPERATOR,
   TG_TRIGGER_FROM_SCHEDULE,
+  TG_TRIGGER_FROM_ALERTMANAGER, /* its webhook (alertmanager.h) */
 } tg_trigger_origin_t;
 
 /* Which budget refused (also the metric's label, tg_trigger_budget_name). */
@@ -46,6 +48,7 @@ typedef enum tg_trigger_budget_id {
   TG_TRIGGER_BUDGET_HOSTS,    /* all hosts' together */
   TG_TRIGGER_BUDGET_OPERATOR, /* operators' (HTTP, the CLI) */
   TG_TRIGGER_BUDGET_SCHEDULE, /* snapshot_every's */
+  TG_TRIGGER_BUDGET_ALERTMANAGER, /* the Alertmanager webhook's callers' */
   TG_TRIGGER_BUDGET_COUNT
 } tg_trigger_budget_id_t;
 
@@ -109,7 +112,7 @@ tg_trigger_decision_t tg_trigger_decide(const tg_trigger_state_t *st,
 uint32_t tg_trigger_left(const tg_trigger_budget_t *b, int64_t now_ms);
 /* Spends one snapshot of |b| at |now_ms|. */
 void tg_trigger_charge(tg_trigger_budget_t *b, int64_t now_ms);
-/* "host", "hosts", "operator", "schedule". */
+/* "host", "hosts", "operator", "schedule", "alertmanager". */
 const char *tg_trigger_budget_name(tg_trigger_budget_id_t id);
 /* The budget an origin spends (TG_TRIGGER_BUDGET_HOST for a host). */
 tg_trigger_budget_id_t tg_trigger_budget_of(tg_trigger_origin_t from);

@@ -18,7 +18,9 @@
  *   a listener beyond loopback, or authz, comes with https;
  * - groups and triggers are within their limits, named uniquely, "all" is
  *   never defined, hosts are 1..320 non-blank bytes, and every trigger's
- *   group is "all" or a defined one that holds its hosts.
+ *   group is "all" or a defined one that holds its hosts;
+ * - the alertmanager_* keys are within their ranges, and its host mappings
+ *   within their limits, each value once, hosts as groups' are.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -119,6 +121,30 @@ static void check_config(const tg_coll_config_t *c) {
     }
   }
   check(hosts <= TG_COLL_CONFIG_GROUP_HOSTS_MAX);
+  CHECK_STR(c, am_host_label);
+  CHECK_STR(c, am_group_label);
+  check(c->am_host_label[0] != '.' && c->am_group_label[0] != '.');
+  check(c->am_repeat_window_ms >= 0 &&
+        c->am_repeat_window_ms <= 30LL * 86400 * 1000);
+  check(c->am_snapshots_per_minute >= 1 && c->am_snapshots_per_minute <= 600);
+  check(c->am_max_bytes >= 1024 && c->am_max_bytes <= (16u << 20));
+  check(c->n_am_hosts <= TG_COLL_CONFIG_AM_HOSTS_MAX);
+  check(c->n_am_hosts == 0 || c->am_hosts);
+  hosts = 0;
+  for (size_t i = 0; i < c->n_am_hosts; i++) {
+    const tg_coll_am_host_t *m = &c->am_hosts[i];
+    CHECK_STR(m, value);
+    check(!strpbrk(m->value, " \t\r\n"));
+    check(tg_coll_config_am_host(c, m->value) == m); /* the first: unique */
+    check(m->n_hosts >= 1);
+    hosts += m->n_hosts;
+    for (size_t h = 0; h < m->n_hosts; h++) {
+      size_t n = strlen(m->hosts[h]);
+      check(n >= 1 && n <= TG_COLL_CONFIG_HOST_MAX);
+      check(!strpbrk(m->hosts[h], " \t\r\n"));
+    }
+  }
+  check(hosts <= TG_COLL_CONFIG_GROUP_HOSTS_MAX);
   check(c->n_triggers <= TG_COLL_CONFIG_TRIGGERS_MAX);
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
@@ -154,6 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(terminated(err, sizeof(err)));
     check(!strncmp(err, LABEL, strlen(LABEL)) && printable(err));
     check(c->groups == NULL && c->n_groups == 0);
+    check(c->am_hosts == NULL && c->n_am_hosts == 0);
     /* The catalog is never echoed: its two errors quote nothing. */
     const char *p = err + strlen(LABEL);
     if (*p == ':')

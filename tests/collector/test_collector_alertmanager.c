@@ -1,0 +1,1117 @@
+/* Alertmanager's webhook on the collector (collector/daemon/alertmanager.h,
+ * docs/collector.md "Alertmanager").
+ *
+ * The pure half first: the payload's parser (every field's type, the
+ * bounds, the reason cut to fit), host matching (a mapping, host:port, the
+ * host name, the reported hostname; exact bytes), the repeat window (its
+ * time, its bounds), the decision's order, the webhook's own trigger
+ * budget, and the config keys.
+ *
+ * Then the real thing: Debian's prometheus-alertmanager on loopback with
+ * a webhook_configs receiver pointing at the collector over mutual TLS,
+ * alerts posted to Alertmanager's /api/v2/alerts as Prometheus posts them:
+ * the snapshot holds the hosts the alert names, with its name as the
+ * trigger and its labels and annotations as the reason; Alertmanager's
+ * repeat does not snapshot again, a resolved alert snapshots nothing; a
+ * group label and a mapping name their hosts; malformed and oversized
+ * payloads posted directly are refused and change nothing. Skipped, saying
+ * so, when the binary is not installed (deploy/deps.sh installs it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "coll_e2e.h"
+#include "collector/catalog.h"
+#include "collector/config.h"
+#include "collector/daemon/alertmanager.h"
+#include "collector/daemon/trigger_policy.h"
+#include "test_proc.h"
+#include "test_wait.h"
+
+#define ALERTMANAGER_PATH "/usr/bin/prometheus-alertmanager"
+
+/* --- the pure half: the payload ------------------------------------------- */
+
+/* A payload of version 4 whose alerts are |alerts| (JSON text). */
+#define PAYLOAD(alerts)                                                     \
+  "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","          \
+  "\"groupKey\":\"{}:{alertname=\\\"RunQueue\\\"}\",\"truncatedAlerts\":0," \
+  "\"groupLabels\":{\"alertname\":\"RunQueue\"},\"commonLabels\":{},"       \
+  "\"commonAnnotations\":{},\"externalURL\":\"http://am:9093\","            \
+  "\"alerts\":[" alerts "]}"
+#define ALERT(status, labels, annotations)                                 \
+  "{\"status\":\"" status "\",\"labels\":{" labels "},"                   \
+  "\"annotations\":{" annotations "},\"startsAt\":\"2026-11-26T10:00:00Z\"," \
+  "\"endsAt\":\"0001-01-01T00:00:00Z\",\"generatorURL\":\"http://p\","      \
+  "\"fingerprint\":\"0123456789abcdef\"}"
+
+static int parse(const char *text, tg_am_payload_t *p, const char **why) {
+  return tg_am_parse((const uint8_t *)text, strlen(text), "instance",
+                     "tracegate_group", p, why);
+}
+
+static void am_parse_reads_a_webhook_payload(void **state) {
+  (void)state;
+  static const char body[] = PAYLOAD(
+      ALERT("firing", "\"alertname\":\"RunQueue\",\"instance\":\"db1:9100\","
+                      "\"severity\":\"page\"",
+            "\"summary\":\"run queue over 4\"") ","
+      ALERT("resolved", "\"alertname\":\"RunQueue\",\"tracegate_group\":\"db\"",
+            ""));
+  tg_am_payload_t p;
+  const char *why;
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_string_equal(p.receiver, "tg");
+  assert_string_equal(p.group_key, "{}:{alertname=\"RunQueue\"}");
+  assert_true(p.firing);
+  assert_int_equal(p.n_alerts, 2);
+  const tg_am_alert_t *a = &p.alerts[0];
+  assert_true(a->firing);
+  assert_string_equal(a->alertname, "RunQueue");
+  assert_string_equal(a->host, "db1:9100");
+  assert_null(a->group);
+  /* The labels sorted, whatever the order they came in. */
+  assert_string_equal(a->key, "{}:{alertname=\"RunQueue\"}\n"
+                              "{\"alertname\":\"RunQueue\",\"instance\":"
+                              "\"db1:9100\",\"severity\":\"page\"}");
+  assert_string_equal(a->reason,
+                      "{\"annotations\":{\"summary\":\"run queue over 4\"},"
+                      "\"labels\":{\"alertname\":\"RunQueue\",\"instance\":"
+                      "\"db1:9100\",\"severity\":\"page\"}}");
+  assert_false(p.alerts[1].firing);
+  assert_null(p.alerts[1].host);
+  assert_string_equal(p.alerts[1].group, "db");
+  tg_am_payload_free(&p);
+  tg_am_payload_free(&p); /* twice: harmless */
+}
+
+/* Every field the receiver reads, or that the format lists, is checked
+ * for its type; a payload that fails any check is refused whole. */
+static void am_parse_refuses_malformed_payloads(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "",
+      "{",
+      "[]",
+      "\"4\"",
+      "{\"version\":\"4\"}",
+      /* another version, or the right one as a number */
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"3\","
+      "\"groupKey\":\"k\",\"alerts\":[]}",
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":4,"
+      "\"groupKey\":\"k\",\"alerts\":[]}",
+      /* groupKey, receiver, status */
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"alerts\":[]}",
+      "{\"receiver\":1,\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"alerts\":[]}",
+      "{\"receiver\":\"tg\",\"status\":\"pending\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"alerts\":[]}",
+      /* alerts */
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"alerts\":{}}",
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\"}",
+      PAYLOAD("1"),
+      PAYLOAD("{\"status\":\"firing\"}"),
+      PAYLOAD(ALERT("pending", "\"alertname\":\"a\"", "")),
+      PAYLOAD(ALERT("firing", "\"alertname\":1", "")),
+      PAYLOAD(ALERT("firing", "\"alertname\":null", "")),
+      PAYLOAD(ALERT("firing", "\"alertname\":\"a\"", "\"summary\":[]")),
+      PAYLOAD("{\"status\":\"firing\",\"labels\":{},\"annotations\":[]}"),
+      PAYLOAD("{\"status\":\"firing\",\"labels\":{},\"startsAt\":0}"),
+      PAYLOAD("{\"status\":\"firing\",\"labels\":{},\"fingerprint\":{}}"),
+      /* a key twice: one label, two readings */
+      PAYLOAD(ALERT("firing", "\"alertname\":\"a\",\"alertname\":\"b\"", "")),
+      /* not UTF-8; a NUL inside a string */
+      PAYLOAD(ALERT("firing", "\"alertname\":\"\xff\"", "")),
+      PAYLOAD(ALERT("firing", "\"alertname\":\"a\\u0000b\"", "")),
+      /* the group's fields */
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"commonLabels\":{\"a\":2},\"alerts\":[]}",
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"externalURL\":false,\"alerts\":[]}",
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"truncatedAlerts\":-1,\"alerts\":[]}",
+      "{\"receiver\":\"tg\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"k\",\"truncatedAlerts\":\"0\",\"alerts\":[]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tg_am_payload_t p;
+    const char *why = NULL;
+    int rv = parse(bad[i], &p, &why);
+    if (rv != -EINVAL) fail_msg("payload %zu taken (%d): %s", i, rv, bad[i]);
+    assert_non_null(why);
+    assert_null(p.doc); /* nothing owned */
+    assert_null(p.alerts);
+  }
+}
+
+/* A buffer with "{PREFIX" then |n| entries made by |entry| (index),
+ * comma-separated, then "SUFFIX". */
+static char *repeat_json(const char *prefix, size_t n,
+                         void (*entry)(char *, size_t, size_t),
+                         const char *suffix) {
+  size_t cap = strlen(prefix) + strlen(suffix) + n * 128 + 1;
+  char *s = malloc(cap);
+  assert_non_null(s);
+  size_t k = (size_t)snprintf(s, cap, "%s", prefix);
+  for (size_t i = 0; i < n; i++) {
+    if (i) s[k++] = ',';
+    entry(s + k, cap - k, i);
+    k += strlen(s + k);
+  }
+  snprintf(s + k, cap - k, "%s", suffix);
+  return s;
+}
+
+static void an_alert(char *out, size_t cap, size_t i) {
+  snprintf(out, cap, "{\"status\":\"firing\",\"labels\":{\"alertname\":\"a%zu\"}}", i);
+}
+
+static void a_label(char *out, size_t cap, size_t i) {
+  snprintf(out, cap, "\"l%zu\":\"v\"", i);
+}
+
+/* TG_AM_ALERTS_MAX alerts and TG_AM_LABELS_MAX labels are taken, one
+ * more of either refuses the payload. */
+static void am_parse_bounds_alerts_and_labels(void **state) {
+  (void)state;
+  static const char head[] = "{\"receiver\":\"tg\",\"status\":\"firing\","
+                             "\"version\":\"4\",\"groupKey\":\"k\",\"alerts\":[";
+  for (size_t extra = 0; extra < 2; extra++) {
+    char *body = repeat_json(head, TG_AM_ALERTS_MAX + extra, an_alert, "]}");
+    tg_am_payload_t p;
+    const char *why;
+    assert_int_equal(parse(body, &p, &why), extra ? -EINVAL : 0);
+    if (!extra) assert_int_equal(p.n_alerts, TG_AM_ALERTS_MAX);
+    tg_am_payload_free(&p);
+    free(body);
+    char prefix[256];
+    snprintf(prefix, sizeof(prefix),
+             "%s{\"status\":\"firing\",\"labels\":{\"alertname\":\"x\",", head);
+    body = repeat_json(prefix, TG_AM_LABELS_MAX - 1 + extra, a_label, "}}]}");
+    assert_int_equal(parse(body, &p, &why), extra ? -EINVAL : 0);
+    tg_am_payload_free(&p);
+    free(body);
+  }
+}
+
+/* The reason fits the catalog's TG_COLL_REASON_MAX: annotations go
+ * first, then every label but alertname, then that too. */
+static void am_reason_is_cut_to_fit(void **state) {
+  (void)state;
+  char big[1200];
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = 0;
+  char body[8192];
+  tg_am_payload_t p;
+  const char *why;
+  /* A long annotation: the labels stay. */
+  snprintf(body, sizeof(body),
+           PAYLOAD("{\"status\":\"firing\",\"labels\":{\"alertname\":\"A\","
+                   "\"instance\":\"h:1\"},\"annotations\":{\"d\":\"%s\"}}"),
+           big);
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_string_equal(p.alerts[0].reason,
+                      "{\"cut\":true,\"labels\":{\"alertname\":\"A\","
+                      "\"instance\":\"h:1\"}}");
+  tg_am_payload_free(&p);
+  /* A long label: alertname alone. */
+  snprintf(body, sizeof(body),
+           PAYLOAD("{\"status\":\"firing\",\"labels\":{\"alertname\":\"A\","
+                   "\"instance\":\"%s\"}}"),
+           big);
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_string_equal(p.alerts[0].reason,
+                      "{\"cut\":true,\"labels\":{\"alertname\":\"A\"}}");
+  tg_am_payload_free(&p);
+  /* A long alertname: nothing but the cut. */
+  snprintf(body, sizeof(body),
+           PAYLOAD("{\"status\":\"firing\",\"labels\":{\"alertname\":\"%s\"}}"),
+           big);
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_string_equal(p.alerts[0].reason, "{\"cut\":true}");
+  tg_am_payload_free(&p);
+}
+
+/* --- the pure half: hosts, the window, the decision -------------------------- */
+
+static const tg_am_inv_t INV[] = {
+    {"db1.example:7467", "db1.example", ""},
+    {"db1.example:7468", "db1.example", "db1-b"},
+    {"10.0.0.5:7467", "10.0.0.5", "web1"},
+    {"[::1]:7467", "::1", ""},
+};
+#define N_INV (sizeof(INV) / sizeof(INV[0]))
+
+static void config_of(const char *text, tg_coll_config_t *c) {
+  char err[512];
+  int rv = tg_coll_config_parse(text, strlen(text), "t.conf", "/", c, NULL,
+                                NULL, err, sizeof(err));
+  if (rv) fail_msg("%s", err);
+}
+
+#define CONF_REQUIRED "hosts = h\ntrace_config = t\nstore = s\n"
+
+/* Which of INV |value| names, as a string of 0 and 1. */
+static const char *matched(const tg_coll_config_t *c, const char *value) {
+  static char out[N_INV + 1];
+  bool hit[N_INV];
+  size_t n = tg_am_match(c, value, INV, N_INV, hit);
+  size_t k = 0;
+  for (size_t i = 0; i < N_INV; i++) {
+    out[i] = hit[i] ? '1' : '0';
+    k += hit[i];
+  }
+  out[N_INV] = 0;
+  assert_int_equal(n, k);
+  return out;
+}
+
+static void am_hosts_match_by_mapping_spec_and_name(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  config_of(CONF_REQUIRED
+            "alertmanager_host = db-primary db1.example:7468\n"
+            "alertmanager_host = gone.example:9100 gone.example:7467\n"
+            "alertmanager_host = db1.example:9100 10.0.0.5:7467\n",
+            &c);
+  /* host:port as the inventory spells it: that host alone */
+  assert_string_equal(matched(&c, "db1.example:7467"), "1000");
+  /* the host name: every host of that name, whatever the port */
+  assert_string_equal(matched(&c, "db1.example:9101"), "1100");
+  assert_string_equal(matched(&c, "db1.example"), "1100");
+  /* the hostname a host reports */
+  assert_string_equal(matched(&c, "web1:9100"), "0010");
+  assert_string_equal(matched(&c, "db1-b"), "0100");
+  assert_string_equal(matched(&c, "[::1]:9100"), "0001");
+  /* a mapping is final: its hosts, nothing guessed beside them */
+  assert_string_equal(matched(&c, "db-primary"), "0100");
+  assert_string_equal(matched(&c, "db1.example:9100"), "0010");
+  assert_string_equal(matched(&c, "gone.example:9100"), "0000");
+  /* exact bytes */
+  assert_string_equal(matched(&c, "DB1.example:7467"), "0000");
+  assert_string_equal(matched(&c, "db1.example.:9100"), "0000");
+  assert_string_equal(matched(&c, ""), "0000");
+  assert_string_equal(matched(&c, ":9100"), "0000");
+  tg_coll_config_free(&c);
+}
+
+static void am_repeat_window_holds_for_its_time(void **state) {
+  (void)state;
+  tg_am_seen_t *s = tg_am_seen_new();
+  assert_non_null(s);
+  uint64_t id = 99;
+  assert_false(tg_am_seen_recent(s, "g\n{}", 1000, 3600000, &id));
+  assert_int_equal(tg_am_seen_note(s, "g\n{}", 1000, 7), 0);
+  assert_true(tg_am_seen_recent(s, "g\n{}", 1000 + 3600000 - 1, 3600000, &id));
+  assert_int_equal(id, 7);
+  assert_false(tg_am_seen_recent(s, "g\n{}", 1000 + 3600000, 3600000, &id));
+  assert_false(tg_am_seen_recent(s, "g\n{}", 999, 3600000, &id)); /* went back */
+  assert_false(tg_am_seen_recent(s, "g\n{ }", 1001, 3600000, &id));
+  assert_false(tg_am_seen_recent(s, "g", 1001, 3600000, &id));
+  /* noted again: from then on */
+  assert_int_equal(tg_am_seen_note(s, "g\n{}", 5000, 0), 0);
+  assert_int_equal(tg_am_seen_count(s), 1);
+  assert_true(tg_am_seen_recent(s, "g\n{}", 5000 + 3600000 - 1, 3600000, &id));
+  assert_int_equal(id, 0);
+  tg_am_seen_free(s);
+}
+
+/* TG_AM_SEEN_MAX entries and TG_AM_SEEN_BYTES of keys at most: the
+ * oldest go first. */
+static void am_repeat_window_is_bounded(void **state) {
+  (void)state;
+  tg_am_seen_t *s = tg_am_seen_new();
+  assert_non_null(s);
+  char key[32];
+  uint64_t id;
+  for (int i = 0; i <= TG_AM_SEEN_MAX; i++) {
+    snprintf(key, sizeof(key), "k%d", i);
+    assert_int_equal(tg_am_seen_note(s, key, i, (uint64_t)i + 1), 0);
+  }
+  assert_int_equal(tg_am_seen_count(s), TG_AM_SEEN_MAX);
+  assert_false(tg_am_seen_recent(s, "k0", TG_AM_SEEN_MAX, 1 << 30, &id));
+  assert_true(tg_am_seen_recent(s, "k1", TG_AM_SEEN_MAX, 1 << 30, &id));
+  assert_true(tg_am_seen_recent(s, "k4096", TG_AM_SEEN_MAX, 1 << 30, &id));
+  size_t big = TG_AM_SEEN_BYTES / 2;
+  char *k = malloc(TG_AM_SEEN_BYTES + 2);
+  assert_non_null(k);
+  memset(k, 'a', TG_AM_SEEN_BYTES + 1);
+  k[TG_AM_SEEN_BYTES + 1] = 0;
+  assert_int_equal(tg_am_seen_note(s, k, 10000, 1), -E2BIG);
+  k[big] = 0;
+  assert_int_equal(tg_am_seen_note(s, k, 10001, 1), 0);
+  k[0] = 'b';
+  assert_int_equal(tg_am_seen_note(s, k, 10002, 2), 0);
+  k[0] = 'c'; /* no room for three halves: the oldest half goes */
+  assert_int_equal(tg_am_seen_note(s, k, 10003, 3), 0);
+  assert_true(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
+  k[0] = 'a';
+  assert_false(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
+  k[0] = 'b';
+  assert_true(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
+  free(k);
+  tg_am_seen_free(s);
+}
+
+/* tg_am_decide on one alert of |labels| (and |status|). */
+static tg_am_verdict_t decide(const tg_coll_config_t *c, tg_am_seen_t *seen,
+                              const char *status, const char *labels,
+                              int64_t now, const char **group, uint64_t *id,
+                              char hits[N_INV + 1]) {
+  char body[4096];
+  snprintf(body, sizeof(body),
+           "{\"receiver\":\"tg\",\"status\":\"%s\",\"version\":\"4\","
+           "\"groupKey\":\"k\",\"alerts\":[{\"status\":\"%s\",\"labels\":{%s}}]}",
+           status, status, labels);
+  tg_am_payload_t p;
+  const char *why;
+  assert_int_equal(tg_am_parse((const uint8_t *)body, strlen(body),
+                               c->am_host_label, c->am_group_label, &p, &why),
+                   0);
+  bool hit[N_INV];
+  tg_am_verdict_t v =
+      tg_am_decide(&p.alerts[0], c, seen, now, INV, N_INV, hit, group, id);
+  for (size_t i = 0; i < N_INV; i++) hits[i] = v == TG_AM_HOSTS && hit[i] ? '1' : '0';
+  hits[N_INV] = 0;
+  if (v == TG_AM_GROUP && *group && strcmp(*group, "all")) {
+    /* the group's name outlives the payload only as the config's */
+    *group = tg_coll_config_group(c, *group)->name;
+  }
+  if (seen && (v == TG_AM_GROUP || v == TG_AM_HOSTS))
+    assert_int_equal(tg_am_seen_note(seen, p.alerts[0].key, now, 42), 0);
+  tg_am_payload_free(&p);
+  return v;
+}
+
+static void am_decide_in_its_order(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  config_of(CONF_REQUIRED "group = db db1.example:7467\n"
+                          "alertmanager_host_label = node\n"
+                          "alertmanager_group_label = team_group\n"
+                          "alertmanager_repeat_window = 1m\n",
+            &c);
+  tg_am_seen_t *seen = tg_am_seen_new();
+  const char *g;
+  uint64_t id;
+  char hits[N_INV + 1];
+  assert_int_equal(decide(&c, seen, "resolved", "\"alertname\":\"A\",\"node\":\"web1\"",
+                          0, &g, &id, hits), TG_AM_RESOLVED);
+  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"web1\"", 0, &g, &id, hits),
+                   TG_AM_NO_ALERTNAME);
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"\",\"node\":\"web1\"",
+                          0, &g, &id, hits), TG_AM_NO_ALERTNAME);
+  char labels[600];
+  char name[TG_COLL_TRIGGER_MAX + 2];
+  memset(name, 'n', sizeof(name) - 1);
+  name[sizeof(name) - 1] = 0;
+  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"web1\"", name);
+  assert_int_equal(decide(&c, seen, "firing", labels, 0, &g, &id, hits),
+                   TG_AM_NO_ALERTNAME);
+  name[TG_COLL_TRIGGER_MAX] = 0; /* at the bound: taken */
+  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"web1\"", name);
+  assert_int_equal(decide(&c, seen, "firing", labels, 0, &g, &id, hits), TG_AM_HOSTS);
+  /* The configured labels, not the defaults. */
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"instance\":\"web1\"",
+                          0, &g, &id, hits), TG_AM_NO_LABEL);
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"web1\"",
+                          0, &g, &id, hits), TG_AM_HOSTS);
+  assert_string_equal(hits, "0010");
+  /* The same alert again within the window: a repeat naming the first;
+   * after it, a snapshot again. */
+  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"web1\",\"alertname\":\"A\"",
+                          59999, &g, &id, hits), TG_AM_REPEAT);
+  assert_int_equal(id, 42);
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"web1\"",
+                          60000, &g, &id, hits), TG_AM_HOSTS);
+  /* The group label before the host label. */
+  assert_int_equal(decide(&c, seen, "firing",
+                          "\"alertname\":\"B\",\"node\":\"web1\",\"team_group\":\"db\"",
+                          0, &g, &id, hits), TG_AM_GROUP);
+  assert_string_equal(g, "db");
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"C\",\"team_group\":\"all\"",
+                          0, &g, &id, hits), TG_AM_GROUP);
+  assert_string_equal(g, "all");
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"D\",\"team_group\":\"Db\"",
+                          0, &g, &id, hits), TG_AM_NO_GROUP);
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"E\",\"node\":\"nowhere\"",
+                          0, &g, &id, hits), TG_AM_NO_HOST);
+  /* No window: every notification snapshots. */
+  c.am_repeat_window_ms = 0;
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"C\",\"team_group\":\"all\"",
+                          1, &g, &id, hits), TG_AM_GROUP);
+  tg_am_seen_free(seen);
+  tg_coll_config_free(&c);
+  /* Each result has its name. */
+  for (int r = 0; r < TG_AM_R_COUNT; r++)
+    assert_string_not_equal(tg_am_result_name((tg_am_result_t)r), "?");
+  assert_string_equal(tg_am_result_name(tg_am_result_of(TG_AM_REPEAT)), "repeat");
+}
+
+/* The webhook's caller is an origin of its own: its storm spends its own
+ * budget, never the operators'; a snapshot of "all" under way serves it
+ * before any clone is requested, one of a host list never does. */
+static void am_budget_is_its_own(void **state) {
+  (void)state;
+  tg_trigger_budget_t am = {.limit = 2}, op = {.limit = 6};
+  tg_trigger_state_t st = {.running_max = 4, .coalesce_window_ms = 10000};
+  tg_trigger_t t = {.from = TG_TRIGGER_FROM_ALERTMANAGER, .group = ""};
+  int64_t now = 1000000;
+  for (int i = 0; i < 2; i++) {
+    st.own = &am;
+    assert_int_equal(tg_trigger_decide(&st, &t, now).verdict, TG_TRIGGER_BEGIN);
+    tg_trigger_charge(&am, now);
+  }
+  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, now);
+  assert_int_equal(d.verdict, TG_TRIGGER_REFUSE);
+  assert_int_equal(d.budget, TG_TRIGGER_BUDGET_ALERTMANAGER);
+  assert_string_equal(tg_trigger_budget_name(d.budget), "alertmanager");
+  assert_int_equal(tg_trigger_budget_of(TG_TRIGGER_FROM_ALERTMANAGER),
+                   TG_TRIGGER_BUDGET_ALERTMANAGER);
+  tg_trigger_t op_t = {.from = TG_TRIGGER_FROM_OPERATOR, .group = "all"};
+  st.own = &op;
+  assert_int_equal(tg_trigger_decide(&st, &op_t, now).verdict, TG_TRIGGER_BEGIN);
+  /* Served: by "all" before its clones, not by a host list's snapshot. */
+  tg_trigger_snap_view_t running[2] = {
+      {.group = "(hosts)", .started_ms = now, .none_requested = true},
+      {.group = "all", .started_ms = now, .none_requested = true},
+  };
+  st.own = &am;
+  st.running = running;
+  st.n_running = 2;
+  d = tg_trigger_decide(&st, &t, now);
+  assert_int_equal(d.verdict, TG_TRIGGER_SERVE);
+  assert_int_equal(d.snap, 1);
+  running[1].none_requested = false;
+  assert_int_equal(tg_trigger_decide(&st, &t, now).verdict, TG_TRIGGER_REFUSE);
+}
+
+/* --- the config keys ----------------------------------------------------------- */
+
+static void am_config_keys_read_and_checked(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  config_of(CONF_REQUIRED, &c);
+  assert_string_equal(c.am_host_label, "instance");
+  assert_string_equal(c.am_group_label, "tracegate_group");
+  assert_int_equal(c.am_repeat_window_ms, 3600000);
+  assert_int_equal(c.am_snapshots_per_minute, 6);
+  assert_int_equal(c.am_max_bytes, 256 << 10);
+  assert_int_equal(c.n_am_hosts, 0);
+  tg_coll_config_free(&c);
+  config_of(CONF_REQUIRED "alertmanager_host_label = node\n"
+                          "alertmanager_group_label = g\n"
+                          "alertmanager_repeat_window = 0\n"
+                          "alertmanager_snapshots_per_minute = 600\n"
+                          "alertmanager_max_bytes = 16M\n"
+                          "alertmanager_host = db-1:9100 a:1 b:2\n",
+            &c);
+  assert_string_equal(c.am_host_label, "node");
+  assert_string_equal(c.am_group_label, "g");
+  assert_int_equal(c.am_repeat_window_ms, 0);
+  assert_int_equal(c.am_snapshots_per_minute, 600);
+  assert_int_equal(c.am_max_bytes, 16u << 20);
+  assert_int_equal(c.n_am_hosts, 1);
+  const tg_coll_am_host_t *m = tg_coll_config_am_host(&c, "db-1:9100");
+  assert_non_null(m);
+  assert_int_equal(m->line, 9);
+  assert_int_equal(m->n_hosts, 2);
+  assert_string_equal(m->hosts[1], "b:2");
+  assert_null(tg_coll_config_am_host(&c, "db-1"));
+  tg_coll_config_free(&c);
+  /* Each bad value refused on its line (4: after the required three). */
+  static const char *const bad[] = {
+      "alertmanager_repeat_window = 31d\n",
+      "alertmanager_repeat_window = 5\n",
+      "alertmanager_max_bytes = 1023\n",
+      "alertmanager_max_bytes = 17M\n",
+      "alertmanager_snapshots_per_minute = 0\n",
+      "alertmanager_host_label = a b\n",
+      "alertmanager_group_label = .g\n",
+      "alertmanager_host = lonely\n",
+      "alertmanager_host = v\x01 a:1\n",
+      "alertmanager_host = v a:1\nalertmanager_host = v b:1\n",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[256], err[512];
+    snprintf(text, sizeof(text), CONF_REQUIRED "%s", bad[i]);
+    int rv = tg_coll_config_parse(text, strlen(text), "t.conf", "/", &c, NULL,
+                                  NULL, err, sizeof(err));
+    assert_int_equal(rv, -EINVAL);
+    const char *want = strchr(bad[i], '\n')[1] ? "t.conf:5: alertmanager_"
+                                               : "t.conf:4: alertmanager_";
+    if (strncmp(err, want, strlen(want))) fail_msg("%s: %s", bad[i], err);
+    assert_int_equal(c.n_am_hosts, 0);
+    assert_null(c.am_hosts);
+  }
+}
+
+
+/* --- the real thing ------------------------------------------------------------ */
+
+/* A request by python3 (urllib) in a child: |method| to |url| with the
+ * body of file |body| (NULL: none), over HTTPS as |who| (pki/WHO.pem,
+ * the collector verified against pki/ca.pem) or plain HTTP (NULL). The
+ * answer's body goes to |out|; returns its status (0: no HTTP answer). */
+static int request(const char *url, const char *who, const char *method,
+                   const char *body, const char *out) {
+  static const char script[] =
+      "import ssl, sys, urllib.request, urllib.error\n"
+      "url, method, body, out, ca, cert, key = sys.argv[1:8]\n"
+      "ctx = None\n"
+      "if ca != '-':\n"
+      "    ctx = ssl.create_default_context(cafile=ca)\n"
+      "    ctx.load_cert_chain(cert, key)\n"
+      "data = open(body, 'rb').read() if body != '-' else None\n"
+      "req = urllib.request.Request(url, method=method)\n"
+      "if data is not None:\n"
+      "    # in pieces of 1000 bytes, each its own TLS record, as Go's TLS\n"
+      "    # (Alertmanager's) sends a request's first kilobytes\n"
+      "    req.data = [data[i:i + 1000] for i in range(0, len(data), 1000)]\n"
+      "    req.add_header('Content-Length', str(len(data)))\n"
+      "    req.add_header('Content-Type', 'application/json')\n"
+      "try:\n"
+      "    r = urllib.request.urlopen(req, timeout=30, context=ctx)\n"
+      "    code, text = r.status, r.read()\n"
+      "except urllib.error.HTTPError as e:\n"
+      "    code, text = e.code, e.read()\n"
+      "except Exception as e:  # no HTTP answer: status 0\n"
+      "    code, text = 0, str(e).encode()\n"
+      "open(out, 'wb').write(text)\n"
+      "open(out + '.status', 'w').write(str(code))\n";
+  char ca[256] = "-", cert[256] = "-", key[256] = "-", name[64];
+  if (who) {
+    snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+    snprintf(name, sizeof(name), "pki/%s.pem", who);
+    snprintf(cert, sizeof(cert), "%s", fleet_in_dir(name));
+    snprintf(name, sizeof(name), "pki/%s.key", who);
+    snprintf(key, sizeof(key), "%s", fleet_in_dir(name));
+  }
+  const char *argv[] = {"python3", "-c", script, url, method, body ? body : "-",
+                        out, ca, cert, key, NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = "/usr/bin/python3";
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  assert_true(pid > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, 60000)), 0);
+  char path[512], text[16] = "";
+  snprintf(path, sizeof(path), "%s.status", out);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof(text), f));
+  fclose(f);
+  return atoi(text);
+}
+
+/* The collector's API over HTTPS as |who|. */
+static int coll_req(const collector_t *c, const char *who, const char *method,
+                    const char *path, const char *body, const char *out) {
+  char url[512];
+  snprintf(url, sizeof(url), "https://127.0.0.1:%d%s", c->port, path);
+  return request(url, who, method, body, out);
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* A loopback port nobody listens on now. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+typedef struct alertmanager {
+  pid_t pid;
+  int port;
+} alertmanager_t;
+
+/* prometheus-alertmanager on loopback, its storage in the test's
+ * directory, no cluster, one webhook receiver: the collector's
+ * /api/v1/alertmanager over mutual TLS as "am". Groups by alert name and
+ * instance; short waits and intervals so that repeats come quickly. */
+static void alertmanager_start(alertmanager_t *am, const collector_t *c) {
+  char conf[4096], ca[256], cert[256], key[256];
+  snprintf(ca, sizeof(ca), "%s", fleet_in_dir("pki/ca.pem"));
+  snprintf(cert, sizeof(cert), "%s", fleet_in_dir("pki/am.pem"));
+  snprintf(key, sizeof(key), "%s", fleet_in_dir("pki/am.key"));
+  snprintf(conf, sizeof(conf),
+           "route:\n"
+           "  receiver: tracegate\n"
+           "  group_by: [alertname, instance]\n"
+           "  group_wait: 100ms\n"
+           "  group_interval: 500ms\n"
+           "  repeat_interval: 1s\n"
+           "receivers:\n"
+           "- name: tracegate\n"
+           "  webhook_configs:\n"
+           "  - url: https://127.0.0.1:%d/api/v1/alertmanager\n"
+           "    send_resolved: true\n"
+           "    http_config:\n"
+           "      tls_config:\n"
+           "        ca_file: %s\n"
+           "        cert_file: %s\n"
+           "        key_file: %s\n"
+           "        server_name: relay.test\n",
+           c->port, ca, cert, key);
+  char conf_path[256], storage[256], config_arg[300], storage_arg[300],
+      listen_arg[64];
+  snprintf(conf_path, sizeof(conf_path), "%s", fleet_in_dir("alertmanager.yml"));
+  write_text(conf_path, conf);
+  snprintf(storage, sizeof(storage), "%s", fleet_in_dir("alertmanager-data"));
+  am->port = free_port();
+  snprintf(config_arg, sizeof(config_arg), "--config.file=%s", conf_path);
+  snprintf(storage_arg, sizeof(storage_arg), "--storage.path=%s", storage);
+  snprintf(listen_arg, sizeof(listen_arg), "--web.listen-address=127.0.0.1:%d",
+           am->port);
+  const char *argv[] = {"prometheus-alertmanager", config_arg, storage_arg,
+                        listen_arg, "--cluster.listen-address=",
+                        "--log.level=debug", NULL};
+  int log = open(fleet_in_dir("alertmanager.log"),
+                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  assert_true(log >= 0);
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = ALERTMANAGER_PATH;
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  sp.stdout_fd = log;
+  sp.stderr_fd = log;
+  am->pid = tg_test_spawn(&sp);
+  close(log);
+  assert_true(am->pid > 0);
+  char url[128];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/-/ready", am->port);
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (request(url, NULL, "GET", NULL, fleet_in_dir("am-ready.txt")) != 200) {
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+}
+
+static void alertmanager_stop(alertmanager_t *am) {
+  int st = tg_test_stop(am->pid, SIGTERM, FLEET_WAIT_MS);
+  assert_int_equal(tg_test_exit_code(st), 0);
+  am->pid = 0;
+}
+
+/* Posts |alerts| (a JSON array) to Alertmanager's /api/v2/alerts, as
+ * Prometheus does. */
+static void alertmanager_post(const alertmanager_t *am, const char *alerts) {
+  char body[256], url[128];
+  snprintf(body, sizeof(body), "%s", fleet_in_dir("am-alerts.json"));
+  write_text(body, alerts);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v2/alerts", am->port);
+  assert_int_equal(request(url, NULL, "POST", body, fleet_in_dir("am-post.txt")),
+                   200);
+}
+
+/* The value of |series| ("name{label=\"v\"}") in the collector's
+ * /metrics; -1 when absent. */
+static long long coll_metric(const collector_t *c, const char *series) {
+  char out[256], line[512];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("metrics.txt"));
+  assert_int_equal(coll_req(c, "alice", "GET", "/metrics", NULL, out), 200);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  long long v = -1;
+  size_t n = strlen(series);
+  while (v < 0 && fgets(line, sizeof(line), f))
+    if (!strncmp(line, series, n) && line[n] == ' ') v = atoll(line + n + 1);
+  fclose(f);
+  return v;
+}
+
+/* Until |series| is at least |least|. */
+static void wait_coll_metric(const collector_t *c, const char *series,
+                             long long least) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  while (coll_metric(c, series) < least) {
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+}
+
+#define AM_ALERTS(result) \
+  "tracegate_collector_alertmanager_alerts_total{result=\"" result "\"}"
+#define AM_REFUSED(status) \
+  "tracegate_collector_alertmanager_payloads_refused_total{status=\"" status "\"}"
+
+/* How many rows the list answer |out| holds (each row has one "id"). */
+static size_t rows_of(const char *out) {
+  const char *list = tg_test_json(out, "snapshots");
+  assert_non_null(list);
+  size_t n = 0;
+  for (const char *p = list; (p = strstr(p, "\"id\": ")) != NULL; p++) n++;
+  return n;
+}
+
+/* The snapshot listed with |trigger| (it must be the only one), once
+ * stored, into |out|; returns its id (a static buffer). */
+static const char *stored_snapshot(const collector_t *c, const char *trigger,
+                                   const char *out) {
+  char path[256];
+  snprintf(path, sizeof(path), "/api/v1/snapshots?trigger=%s", trigger);
+  static char id[32];
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    assert_int_equal(coll_req(c, "alice", "GET", path, NULL, out), 200);
+    const char *v = rows_of(out) ? tg_test_json(out, "snapshots.0.state") : NULL;
+    if (v && strcmp(v, "\"pending\"") != 0) break;
+    if (tg_test_now_ms() >= end) collector_dump_log();
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(rows_of(out), 1);
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshots.0.id") + 1);
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  assert_int_equal(coll_req(c, "alice", "GET", path, NULL, out), 200);
+  return id;
+}
+
+/* How many snapshots the collector lists. */
+static size_t snapshots_listed(const collector_t *c) {
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("list.json"));
+  assert_int_equal(coll_req(c, "alice", "GET", "/api/v1/snapshots", NULL, out),
+                   200);
+  return rows_of(out);
+}
+
+/* "2026-11-26T10:00:00Z" for |t| seconds since the epoch. */
+static const char *rfc3339(time_t t) {
+  static char out[32];
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+static void alertmanager_snapshots_what_its_alerts_name(void **state) {
+  (void)state;
+  if (access(ALERTMANAGER_PATH, X_OK) != 0) {
+    print_message("skipped: " ALERTMANAGER_PATH " is not installed "
+                  "(Debian's prometheus-alertmanager; deploy/deps.sh)\n");
+    skip();
+  }
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki am"), 0);
+  assert_int_equal(tg_test_certs(fleet_in_dir(""), "client pki viewer --role observe"), 0);
+  write_text(fleet_in_dir("http-authz"), "alice record\nam record\nviewer observe\n");
+  fleet_host_t h[2];
+  collector_t c;
+  start_hosts(h, 2);
+  char extra[1024];
+  snprintf(extra, sizeof(extra),
+           "http_cert = pki/relay.test.pem\nhttp_key = pki/relay.test.key\n"
+           "http_ca = pki/ca.pem\nauthz = http-authz\n"
+           "group = second %s\n"
+           "alertmanager_host = db-1 %s\n"
+           "alertmanager_max_bytes = 8K\n",
+           h[1].spec, h[1].spec);
+  write_config(h, 2, extra);
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("answer.json"));
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) { /* both rings tracing */
+    assert_int_equal(coll_req(&c, "alice", "GET", "/api/v1/hosts", NULL, out), 200);
+    const char *a = tg_test_json(out, "hosts.0.state");
+    const char *b = tg_test_json(out, "hosts.1.state");
+    if (a && b && !strcmp(a, "\"tracing\"") && !strcmp(b, "\"tracing\"")) break;
+    assert_true(tg_test_now_ms() < end);
+    usleep(100 * 1000);
+  }
+  alertmanager_t am;
+  alertmanager_start(&am, &c);
+
+  /* A run-queue alert naming host A by its host:port: host A alone, the
+   * alert's name the trigger, its labels and annotations the reason. */
+  char alerts[1024], want[1024];
+  snprintf(alerts, sizeof(alerts),
+           "[{\"labels\":{\"alertname\":\"RunQueueHigh\",\"instance\":\"%s\","
+           "\"severity\":\"page\"},\"annotations\":{\"summary\":\"run queue "
+           "over 4\"}}]", h[0].spec);
+  alertmanager_post(&am, alerts);
+  fleet_ack_flush(&h[0].p); /* only host A is asked */
+  stored_snapshot(&c, "RunQueueHigh", out);
+  assert_json(out, "snapshot.state", "\"complete\"");
+  assert_json(out, "snapshot.trigger", "\"RunQueueHigh\"");
+  assert_json(out, "snapshot.hosts", "1");
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  assert_json(out, "hosts.0.host", want);
+  snprintf(want, sizeof(want),
+           "\"{\\\"annotations\\\":{\\\"summary\\\":\\\"run queue over 4\\\"},"
+           "\\\"labels\\\":{\\\"alertname\\\":\\\"RunQueueHigh\\\","
+           "\\\"instance\\\":\\\"%s\\\",\\\"severity\\\":\\\"page\\\"}}\"",
+           h[0].spec);
+  assert_json(out, "snapshot.reason", want);
+
+  /* Alertmanager sends the group again (repeat_interval): within the
+   * repeat window it snapshots nothing. */
+  wait_coll_metric(&c, AM_ALERTS("repeat"), 1);
+  assert_int_equal(snapshots_listed(&c), 1);
+
+  /* A mapping names host B (alertmanager_host = db-1), and a group label
+   * names the group holding host B alone. */
+  alertmanager_post(&am,
+                    "[{\"labels\":{\"alertname\":\"LatencyHigh\",\"instance\":"
+                    "\"db-1\"}},{\"labels\":{\"alertname\":\"DiskLatency\","
+                    "\"tracegate_group\":\"second\"}}]");
+  fleet_ack_flush(&h[1].p);
+  fleet_ack_flush(&h[1].p);
+  snprintf(want, sizeof(want), "\"%s\"", h[1].spec);
+  stored_snapshot(&c, "LatencyHigh", out);
+  assert_json(out, "snapshot.hosts", "1");
+  assert_json(out, "hosts.0.host", want);
+  stored_snapshot(&c, "DiskLatency", out);
+  assert_json(out, "snapshot.hosts", "1");
+  assert_json(out, "hosts.0.host", want);
+  assert_int_equal(snapshots_listed(&c), 3);
+
+  /* The run-queue alert resolved: Alertmanager says so, nothing is
+   * snapshotted. */
+  snprintf(alerts, sizeof(alerts),
+           "[{\"labels\":{\"alertname\":\"RunQueueHigh\",\"instance\":\"%s\","
+           "\"severity\":\"page\"},\"annotations\":{\"summary\":\"run queue "
+           "over 4\"},\"endsAt\":\"%s\"}]", h[0].spec, rfc3339(time(NULL) - 1));
+  alertmanager_post(&am, alerts);
+  wait_coll_metric(&c, AM_ALERTS("resolved"), 1);
+  assert_int_equal(snapshots_listed(&c), 3);
+  assert_int_equal(coll_metric(&c, AM_ALERTS("snapshot")), 3);
+  alertmanager_stop(&am);
+
+  /* Posted directly: malformed (400) and oversized (413) payloads change
+   * nothing; an observe identity may not trigger (403). */
+  const char *body = fleet_in_dir("direct.json");
+  char body_path[256];
+  snprintf(body_path, sizeof(body_path), "%s", body);
+  static const char *const malformed[] = {
+      "{",
+      "{\"version\":\"3\",\"groupKey\":\"k\",\"status\":\"firing\","
+      "\"receiver\":\"r\",\"alerts\":[]}",
+      "{\"version\":\"4\",\"groupKey\":\"k\",\"status\":\"firing\","
+      "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+      "{\"alertname\":\"X\",\"instance\":7}}]}",
+  };
+  for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+    write_text(body_path, malformed[i]);
+    assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                              body_path, out), 400);
+    assert_non_null(tg_test_json(out, "error"));
+  }
+  char *big = malloc(9000);
+  assert_non_null(big);
+  snprintf(big, 9000, "{\"version\":\"4\",\"groupKey\":\"k\",\"status\":"
+           "\"firing\",\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\","
+           "\"labels\":{\"alertname\":\"Big\",\"instance\":\"%s\"},"
+           "\"annotations\":{\"pad\":\"", h[0].spec);
+  size_t n = strlen(big);
+  memset(big + n, 'x', 9000 - n - 8);
+  snprintf(big + 9000 - 8, 8, "\"}}]}");
+  write_text(body_path, big);
+  free(big);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 413);
+  snprintf(alerts, sizeof(alerts),
+           "{\"version\":\"4\",\"groupKey\":\"k2\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+           "{\"alertname\":\"Viewer\",\"instance\":\"%s\"}}]}", h[0].spec);
+  write_text(body_path, alerts);
+  assert_int_equal(coll_req(&c, "viewer", "POST", "/api/v1/alertmanager",
+                            body_path, out), 403);
+  assert_int_equal(coll_metric(&c, AM_REFUSED("400")), 3);
+  assert_int_equal(coll_metric(&c, AM_REFUSED("413")), 1);
+  assert_int_equal(coll_metric(&c, AM_ALERTS("snapshot")), 3);
+  assert_int_equal(snapshots_listed(&c), 3);
+
+  /* The same payload as a record identity: answered per alert. */
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  assert_json(out, "receiver", "\"r\"");
+  assert_json(out, "alerts.0.alertname", "\"Viewer\"");
+  assert_json(out, "alerts.0.result", "\"snapshot\"");
+  snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
+  char want_list[sizeof(want) + 2];
+  snprintf(want_list, sizeof(want_list), "[%s]", want);
+  assert_string_equal(tg_test_json(out, "alerts.0.hosts"), want_list);
+  char snap[32];
+  snprintf(snap, sizeof(snap), "%s", tg_test_json(out, "alerts.0.id"));
+  fleet_ack_flush(&h[0].p);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  assert_json(out, "alerts.0.result", "\"repeat\"");
+  assert_json(out, "alerts.0.id", snap);
+  stored_snapshot(&c, "Viewer", out);
+  assert_int_equal(snapshots_listed(&c), 4);
+
+  /* Alerts that name nothing: each answered with why, none snapshotted. */
+  snprintf(alerts, sizeof(alerts),
+           "{\"version\":\"4\",\"groupKey\":\"k3\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":["
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"Nowhere\","
+           "\"instance\":\"nowhere.example:9100\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"NoGroup\","
+           "\"tracegate_group\":\"nosuch\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"Bare\"}},"
+           "{\"status\":\"firing\",\"labels\":{\"instance\":\"%s\"}},"
+           "{\"status\":\"resolved\",\"labels\":{\"alertname\":\"Done\","
+           "\"instance\":\"%s\"}}]}", h[0].spec, h[0].spec);
+  write_text(body_path, alerts);
+  assert_int_equal(coll_req(&c, "am", "POST", "/api/v1/alertmanager",
+                            body_path, out), 200);
+  static const char *const why[] = {"\"no_host\"", "\"no_group\"",
+                                    "\"no_label\"", "\"no_alertname\"",
+                                    "\"resolved\""};
+  for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
+    char key[32];
+    snprintf(key, sizeof(key), "alerts.%zu.result", i);
+    assert_json(out, key, why[i]);
+  }
+  assert_json(out, "alerts.3.alertname", "null");
+  assert_int_equal(coll_metric(&c, AM_ALERTS("no_host")), 1);
+  assert_int_equal(snapshots_listed(&c), 4);
+
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* Posts a payload of one firing alert |name| naming |instance|, in group
+ * |group_key|, to a plain-HTTP collector's webhook; the answer in |out|.
+ * Returns the status. */
+static int post_alert(const collector_t *c, const char *group_key,
+                      const char *name, const char *instance,
+                      const char *out) {
+  char body[1024], path[256], url[128];
+  snprintf(body, sizeof(body),
+           "{\"version\":\"4\",\"groupKey\":\"%s\",\"status\":\"firing\","
+           "\"receiver\":\"r\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+           "{\"alertname\":\"%s\",\"instance\":\"%s\"}}]}",
+           group_key, name, instance);
+  snprintf(path, sizeof(path), "%s", fleet_in_dir("storm-body.json"));
+  write_text(path, body);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/alertmanager", c->port);
+  return request(url, NULL, "POST", path, out);
+}
+
+/* An alert storm while the snapshots wait on the producers' flushes: four
+ * alerts naming host A begin four snapshots (COLL_RUNNING_MAX); the fifth,
+ * naming host B, is queued, as a snapshot of every host (the queue keeps
+ * no host list), and a sixth folds into it. Once all ran, the webhook's
+ * budget (5) refuses the next alert, and an operator's trigger is still
+ * taken from a budget of its own. */
+static void an_alert_storm_queues_and_spends_its_own_budget(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  write_config(h, 2, "alertmanager_snapshots_per_minute = 5\n"
+                     "clone_timeout = 90s\n");
+  /* The snapshots end when the test answers their flushes, not when the
+   * service gives up on them, however slow the storm. */
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
+  assert_non_null(f);
+  fputs("flush_timeout_ms: 60000\n", f);
+  assert_int_equal(fclose(f), 0);
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+  char out[256], key[16], want[128];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("storm.json"));
+  uint64_t flush[4];
+  for (int k = 0; k < 4; k++) {
+    snprintf(key, sizeof(key), "g%d", k);
+    assert_int_equal(post_alert(&c, key, "Storm", h[0].spec, out), 200);
+    assert_json(out, "alerts.0.result", "\"snapshot\"");
+    flush[k] = raw_producer_wait_flush(&h[0].p, h[0].p.last_flush_id, FLEET_WAIT_MS);
+    assert_true(flush[k] > 0);
+  }
+  assert_int_equal(post_alert(&c, "g4", "Queued", h[1].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"queued\"");
+  snprintf(want, sizeof(want), "[\"%s\"]", h[1].spec);
+  assert_string_equal(tg_test_json(out, "alerts.0.hosts"), want);
+  assert_int_equal(post_alert(&c, "g5", "Folded", h[1].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"queued\"");
+  for (int k = 0; k < 4; k++)
+    assert_int_equal(raw_producer_commit(&h[0].p, NULL, NULL, 0, flush[k]), 0);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p); /* the queued one */
+  char metrics[256];
+  snprintf(metrics, sizeof(metrics), "%s", fleet_in_dir("storm-metrics.txt"));
+  wait_metric(&c, "tracegate_collector_snapshots_total{outcome=\"complete\"} 5\n",
+              metrics);
+  /* The queued snapshot took every host. */
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?trigger=Queued", out), 200);
+  assert_json(out, "snapshots.0.hosts", "2");
+  assert_json(out, "snapshots.0.state", "\"complete\"");
+  /* The webhook's budget is spent (4 begun, 1 queued): refused, said so. */
+  assert_int_equal(post_alert(&c, "g6", "Refused", h[0].spec, out), 200);
+  assert_json(out, "alerts.0.result", "\"refused\"");
+  assert_json(out, "alerts.0.budget", "\"alertmanager\"");
+  /* The operators' budget is untouched. */
+  snapshot(&c, h, 2, fleet_in_dir("storm-op.json"));
+  wait_metric(&c, "tracegate_collector_triggers_capped_total{budget=\"alertmanager\"} 1\n",
+              metrics);
+  wait_metric(&c, "tracegate_collector_triggers_capped_total{budget=\"operator\"} 0\n",
+              metrics);
+  wait_metric(&c, "tracegate_collector_alertmanager_alerts_total{result=\"queued\"} 2\n",
+              metrics);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("am");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(am_parse_reads_a_webhook_payload),
+      cmocka_unit_test(am_parse_refuses_malformed_payloads),
+      cmocka_unit_test(am_parse_bounds_alerts_and_labels),
+      cmocka_unit_test(am_reason_is_cut_to_fit),
+      cmocka_unit_test(am_hosts_match_by_mapping_spec_and_name),
+      cmocka_unit_test(am_repeat_window_holds_for_its_time),
+      cmocka_unit_test(am_repeat_window_is_bounded),
+      cmocka_unit_test(am_decide_in_its_order),
+      cmocka_unit_test(am_budget_is_its_own),
+      cmocka_unit_test(am_config_keys_read_and_checked),
+      FLEET_TEST(alertmanager_snapshots_what_its_alerts_name),
+      FLEET_TEST(an_alert_storm_queues_and_spends_its_own_budget),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
