@@ -683,6 +683,11 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
    * answered 431 (on_request), and only one over twice closed. */
   ci.max_http_header_data2 = (unsigned)(2 * s->max_header);
   ci.max_http_header_pool2 = s->max_conns;
+  /* lws reads TLS into this buffer, one SSL_read a time the socket is
+   * readable: smaller than a TLS record (16 KiB of plaintext), it leaves
+   * the rest of a record inside OpenSSL, where no poll sees it, and a
+   * body sent in one large record stalls. A whole record fits. */
+  ci.pt_serv_buf_size = 32 * 1024;
   ci.uid = -1;
   ci.gid = -1;
   s->ctx = lws_create_context(&ci);

@@ -570,7 +570,9 @@ static void am_config_keys_read_and_checked(void **state) {
 /* A request by python3 (urllib) in a child: |method| to |url| with the
  * body of file |body| (NULL: none), over HTTPS as |who| (pki/WHO.pem,
  * the collector verified against pki/ca.pem) or plain HTTP (NULL). The
- * answer's body goes to |out|; returns its status (0: no HTTP answer). */
+ * answer's body goes to |out|; returns its status (0: no HTTP answer).
+ * The body goes in one write, so one TLS record of up to 16 KiB: the
+ * collector once stalled on a record larger than its read buffer. */
 static int request(const char *url, const char *who, const char *method,
                    const char *body, const char *out) {
   static const char script[] =
@@ -583,9 +585,7 @@ static int request(const char *url, const char *who, const char *method,
       "data = open(body, 'rb').read() if body != '-' else None\n"
       "req = urllib.request.Request(url, method=method)\n"
       "if data is not None:\n"
-      "    # in pieces of 1000 bytes, each its own TLS record, as Go's TLS\n"
-      "    # (Alertmanager's) sends a request's first kilobytes\n"
-      "    req.data = [data[i:i + 1000] for i in range(0, len(data), 1000)]\n"
+      "    req.data = data\n"
       "    req.add_header('Content-Length', str(len(data)))\n"
       "    req.add_header('Content-Type', 'application/json')\n"
       "try:\n"
