@@ -2,6 +2,7 @@
 #include "consumer/cli/json_out.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,27 +10,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/json.h"
 #include "consumer/cli/cli.h"
 
-/* |n| bytes at |p| as a base64 string (RFC 4648, padded). */
+/* |n| bytes at |p| as a base64 string (RFC 4648, padded), by libcrypto's
+ * encoder. EVP_EncodeBlock takes an int length: a bytes field of 1.5 GiB
+ * or more (none fits a trace packet) is refused. */
 static json_t *base64(const uint8_t *p, size_t n) {
-  static const char abc[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  if (n > (size_t)INT_MAX / 4 * 3) return NULL;
   size_t len = (n + 2) / 3 * 4;
-  char *out = malloc(len + 1);
+  unsigned char *out = malloc(len + 1);
   if (!out) return NULL;
-  char *o = out;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
-    if (i + 2 < n) v |= p[i + 2];
-    *o++ = abc[v >> 18 & 63];
-    *o++ = abc[v >> 12 & 63];
-    *o++ = i + 1 < n ? abc[v >> 6 & 63] : '=';
-    *o++ = i + 2 < n ? abc[v & 63] : '=';
-  }
-  json_t *j = json_stringn(out, len);
+  int w = EVP_EncodeBlock(out, p, (int)n);
+  json_t *j = w == (int)len ? json_stringn((const char *)out, len) : NULL;
   free(out);
   return j;
 }
