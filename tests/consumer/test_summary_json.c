@@ -17,6 +17,7 @@
 
 #include "consumer/cli/json_out.h"
 #include "consumer/cli/summary_json.h"
+#include "pb/common/data_source_descriptor.pb-c.h"
 #include "pb/common/trace_stats.pb-c.h"
 #include "pb/common/tracing_service_capabilities.pb-c.h"
 #include "test_proc.h"
@@ -138,9 +139,22 @@ static void protobuf_messages_come_out_whole(void **state) {
   caps.has_clone_session = true;
   caps.n_observable_events = 2;
   caps.observable_events = ev;
-  json_t *doc = json_pack("{s:o, s:o, s:o}", "stats", cli_json_pb(&st.base),
-                          "caps", cli_json_pb(&caps.base), "none",
-                          cli_json_pb(NULL));
+  /* Bytes fields in base64 (RFC 4648, padded): 1, 2 and 3 bytes. */
+  static const uint8_t raw[] = {0xfb, 0xff, 0x00};
+  Perfetto__Protos__DataSourceDescriptor dsd =
+      PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+  dsd.has_gpu_counter_descriptor = true;
+  dsd.gpu_counter_descriptor = (ProtobufCBinaryData){1, (uint8_t *)raw};
+  dsd.has_track_event_descriptor = true;
+  dsd.track_event_descriptor = (ProtobufCBinaryData){2, (uint8_t *)raw};
+  dsd.has_ftrace_descriptor = true;
+  dsd.ftrace_descriptor = (ProtobufCBinaryData){3, (uint8_t *)raw};
+  dsd.has_protovm_program = true;
+  dsd.protovm_program = (ProtobufCBinaryData){0, NULL};
+  json_t *doc = json_pack("{s:o, s:o, s:o, s:o}", "stats",
+                          cli_json_pb(&st.base), "caps",
+                          cli_json_pb(&caps.base), "none", cli_json_pb(NULL),
+                          "dsd", cli_json_pb(&dsd.base));
   assert_non_null(doc);
   assert_int_equal(cli_json_doc_write(path, doc, 0), 0);
   json_decref(doc);
@@ -156,6 +170,10 @@ static void protobuf_messages_come_out_whole(void **state) {
   assert_json(path, "caps.observable_events",
               "[\"TYPE_ALL_DATA_SOURCES_STARTED\", 12345]");
   assert_json(path, "none", "null");
+  assert_json(path, "dsd.gpu_counter_descriptor", "\"+w==\"");
+  assert_json(path, "dsd.track_event_descriptor", "\"+/8=\"");
+  assert_json(path, "dsd.ftrace_descriptor", "\"+/8A\"");
+  assert_json(path, "dsd.protovm_program", "\"\"");
   assert_int_equal(unlink(path), 0);
 }
 
