@@ -36,7 +36,7 @@ static tg_trigger_budget_t *own_budget(coll_t *c, const coll_trigger_req_t *r) {
 
 /* The snapshot is paid for from the trigger's budgets. */
 static void charge(coll_t *c, const coll_trigger_req_t *r) {
-  int64_t now = (int64_t)uv_now(c->loop);
+  int64_t now = coll_loop_ms(c);
   tg_trigger_charge(own_budget(c, r), now);
   if (r->from) tg_trigger_charge(&c->budgets[TG_TRIGGER_BUDGET_HOSTS], now);
 }
@@ -114,7 +114,7 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
       .hosts = r->from ? &c->budgets[TG_TRIGGER_BUDGET_HOSTS] : NULL,
   };
   tg_trigger_t t = {.from = origin_of(r), .group = r->group};
-  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, (int64_t)uv_now(c->loop));
+  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, coll_loop_ms(c));
   switch (d.verdict) {
     case TG_TRIGGER_SERVE:
       c->counts.triggers_coalesced++;
