@@ -126,6 +126,13 @@ static bool idle(coll_unit_t *u, void *arg) {
 
 void coll_unit_wait_idle(coll_unit_t *u) { coll_unit_wait(u, idle, NULL); }
 
+static bool freed(coll_unit_t *u, void *arg) {
+  (void)arg;
+  return tg_list_empty(&u->c.gone);
+}
+
+void coll_unit_wait_freed(coll_unit_t *u) { coll_unit_wait(u, freed, NULL); }
+
 void coll_unit_row(coll_unit_t *u, uint64_t id, tg_coll_snapshot_t *row,
                    tg_coll_host_t *hosts, size_t max, size_t *n_hosts) {
   assert_int_equal(tg_coll_store_get_with_hosts(u->c.store, id, row, hosts,

@@ -56,6 +56,9 @@ void coll_unit_run_for(coll_unit_t *u, int ms);
  * connection READY when |standby|). */
 void coll_unit_wait_host(coll_unit_t *u, const char *spec,
                          coll_host_state_t st, bool standby);
+/* Until every host removed from the inventory is freed (coll_t.gone
+ * empty). */
+void coll_unit_wait_freed(coll_unit_t *u);
 /* Until no snapshot is under way. */
 void coll_unit_wait_idle(coll_unit_t *u);
 /* The collector's host spelt |spec|, or NULL. */
