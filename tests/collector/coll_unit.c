@@ -126,6 +126,20 @@ static bool idle(coll_unit_t *u, void *arg) {
 
 void coll_unit_wait_idle(coll_unit_t *u) { coll_unit_wait(u, idle, NULL); }
 
+static bool flushed(coll_unit_t *u, void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < u->n_hosts; i++) {
+    raw_producer_t *p = &u->h[i].p;
+    uint64_t f = raw_producer_wait_flush(p, p->last_flush_id, 5);
+    if (f) assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, f), 0);
+  }
+  return u->c.n_running == 0 && !u->c.queued;
+}
+
+void coll_unit_flush_until_idle(coll_unit_t *u) {
+  coll_unit_wait(u, flushed, NULL);
+}
+
 static bool freed(coll_unit_t *u, void *arg) {
   (void)arg;
   return tg_list_empty(&u->c.gone);

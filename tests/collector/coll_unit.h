@@ -59,6 +59,9 @@ void coll_unit_wait_host(coll_unit_t *u, const char *spec,
 /* Until every host removed from the inventory is freed (coll_t.gone
  * empty). */
 void coll_unit_wait_freed(coll_unit_t *u);
+/* Answers every flush the hosts' producers are asked for, until no
+ * snapshot is under way or queued. */
+void coll_unit_flush_until_idle(coll_unit_t *u);
 /* Until no snapshot is under way. */
 void coll_unit_wait_idle(coll_unit_t *u);
 /* The collector's host spelt |spec|, or NULL. */

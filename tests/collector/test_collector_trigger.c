@@ -112,18 +112,6 @@ static void a_host_spends_its_own_budget_per_minute(void **state) {
   coll_unit_close(&u);
 }
 
-/* Answers every flush the hosts' producers were asked for, until none
- * comes for a while and no snapshot is under way. */
-static bool flushed(coll_unit_t *u, void *arg) {
-  (void)arg;
-  for (size_t i = 0; i < u->n_hosts; i++) {
-    raw_producer_t *p = &u->h[i].p;
-    uint64_t f = raw_producer_wait_flush(p, p->last_flush_id, 5);
-    if (f) assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, f), 0);
-  }
-  return u->c.n_running == 0 && !u->c.queued;
-}
-
 /* Operators' storm: the snapshots wait on the producers' flushes (which
  * the test holds), so 4 run at once (COLL_RUNNING_MAX), the 5th trigger
  * is queued, the next fold into it; once they ran, the operators' budget
@@ -146,7 +134,7 @@ static void operators_run_four_queue_one_fold_the_rest(void **state) {
   }
   assert_true(u.c.queued);
   assert_int_equal(k->triggers_coalesced, 5);
-  coll_unit_wait(&u, flushed, NULL);
+  coll_unit_flush_until_idle(&u);
   assert_int_equal(k->snapshots[TG_COLL_COMPLETE], 5);
   for (int i = 0; i < 4; i++) assert_complete(&u, ids[i]);
   assert_int_equal(operator_trigger(&u, &id), -EAGAIN);
@@ -154,7 +142,7 @@ static void operators_run_four_queue_one_fold_the_rest(void **state) {
   u.now_ms += 60000;
   assert_int_equal(operator_trigger(&u, &id), 0);
   assert_true(id != 0);
-  coll_unit_wait(&u, flushed, NULL);
+  coll_unit_flush_until_idle(&u);
   assert_int_equal(k->trigger_hits, 12);
   assert_int_equal(k->snapshots[TG_COLL_COMPLETE], 6);
   coll_unit_close(&u);
@@ -186,7 +174,7 @@ static void a_host_trigger_is_served_only_while_its_clone_is_to_come(void **stat
   assert_true(id != first);
   assert_int_equal(u.c.n_running, 2);
   assert_int_equal(u.c.counts.triggers_coalesced, 1);
-  coll_unit_wait(&u, flushed, NULL);
+  coll_unit_flush_until_idle(&u);
   assert_int_equal(u.c.counts.snapshots[TG_COLL_COMPLETE], 2);
   coll_unit_close(&u);
 }
