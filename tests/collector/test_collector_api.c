@@ -14,12 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/page_assets.h"
 #include "collector/http.h"
 #include "collector/snapshot_id.h"
 #include "test_proc.h"
@@ -242,12 +244,57 @@ static void metrics_and_hosts_say_what_the_daemon_counts(void **state) {
   down(&u);
 }
 
+/* The file the request wrote is |n| bytes of |want|. */
+static void assert_body(const char *path, const void *want, size_t n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  char *got = malloc(n + 1);
+  assert_non_null(got);
+  assert_int_equal(fread(got, 1, n + 1, f), n);
+  fclose(f);
+  assert_memory_equal(got, want, n);
+  free(got);
+}
+
+/* page.c over the listener: the page (at / and /index.html) rendered
+ * with the config's UI URL, its script and style byte for byte as
+ * embedded. */
+static void the_page_and_its_files_are_served_whole(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  collector_t c = up(&u);
+  char *page = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&page, &len);
+  assert_non_null(f);
+  assert_int_equal(coll_page_render(f, u.c.cfg.ui_url), 0);
+  assert_int_equal(fclose(f), 0);
+  static const char *const at[] = {"/", "/index.html"};
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(request(&u, &c, "GET", at[i], "page.html"), 200);
+    assert_int_equal(http_length(fleet_in_dir("page.html")), (long long)len);
+    assert_body(fleet_in_dir("page.html"), page, len);
+  }
+  free(page);
+  static const char *const files[] = {"app.js", "style.css"};
+  for (size_t i = 0; i < 2; i++) {
+    char path[32];
+    snprintf(path, sizeof(path), "/%s", files[i]);
+    const coll_page_asset_t *a = coll_page_asset(files[i]);
+    assert_non_null(a);
+    assert_int_equal(request(&u, &c, "GET", path, "asset"), 200);
+    assert_body(fleet_in_dir("asset"), a->bytes, a->len);
+  }
+  down(&u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_waiting_post_is_answered_once_stored),
       FLEET_TEST(a_waiter_of_the_queued_snapshot_gets_its_id),
       FLEET_TEST(a_waiter_is_answered_503_or_dropped),
       FLEET_TEST(metrics_and_hosts_say_what_the_daemon_counts),
+      FLEET_TEST(the_page_and_its_files_are_served_whole),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
