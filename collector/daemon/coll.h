@@ -322,7 +322,10 @@ bool coll_snap_under_way(const coll_t *c, uint64_t id);
  * (-EAGAIN), begun now or queued. Returns 0 and in *id the snapshot that
  * serves it (0 when queued or folded into the queued one), or an error. */
 int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id);
-/* The schedule (snapshot_every) and retention timers. */
+/* The budgets' limits from the config (the per-host ones are set as each
+ * host is added, hosts.c). */
+void coll_trigger_budgets(coll_t *c);
+/* The budgets, then the schedule (snapshot_every) and retention timers. */
 void coll_trigger_start(coll_t *c);
 void coll_trigger_stop(coll_t *c);
 /* Retention steps now (after a snapshot, and periodically). */

@@ -227,12 +227,16 @@ void coll_retain(coll_t *c) {
 
 static void on_retention(uv_timer_t *t) { coll_retain(t->data); }
 
-void coll_trigger_start(coll_t *c) {
+void coll_trigger_budgets(coll_t *c) {
   c->budgets[TG_TRIGGER_BUDGET_HOSTS].limit = c->cfg.max_snapshots_per_minute;
   c->budgets[TG_TRIGGER_BUDGET_OPERATOR].limit =
       c->cfg.operator_snapshots_per_minute;
   c->budgets[TG_TRIGGER_BUDGET_SCHEDULE].limit =
       c->cfg.schedule_snapshots_per_minute;
+}
+
+void coll_trigger_start(coll_t *c) {
+  coll_trigger_budgets(c);
   uv_timer_init(c->loop, &c->schedule);
   uv_timer_init(c->loop, &c->retention);
   c->schedule.data = c->retention.data = c;

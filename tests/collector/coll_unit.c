@@ -59,12 +59,8 @@ void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
   tg_list_init(&u->c.api.waiters);
   tg_coll_store_config_t sc = {.dir = u->c.cfg.store};
   assert_int_equal(tg_coll_store_open(&sc, &u->c.store, NULL), 0);
-  /* The budgets as coll_trigger_start() sets them, without its timers. */
-  u->c.budgets[TG_TRIGGER_BUDGET_HOSTS].limit = u->c.cfg.max_snapshots_per_minute;
-  u->c.budgets[TG_TRIGGER_BUDGET_OPERATOR].limit =
-      u->c.cfg.operator_snapshots_per_minute;
-  u->c.budgets[TG_TRIGGER_BUDGET_SCHEDULE].limit =
-      u->c.cfg.schedule_snapshots_per_minute;
+  /* coll_trigger_start()'s budgets, without its timers. */
+  coll_trigger_budgets(&u->c);
   if (start) assert_int_equal(coll_hosts_start(&u->c), 0);
   else tg_list_init(&u->c.gone);
 }
