@@ -39,6 +39,13 @@ void coll_unit_inventory(coll_unit_t *u, size_t n, const char *more) {
 void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
                     const char *more, bool start) {
   write_config(u->h, n_inventory, extra);
+  /* A store of its own per fixture: a test that failed half-way leaves
+   * its store locked, and the next test of the executable must not
+   * trip on it. */
+  static unsigned opened;
+  char store[32];
+  snprintf(store, sizeof(store), "store = store%u\n", ++opened);
+  edit_config("store = store\n", store);
   FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "a");
   assert_non_null(f);
   fprintf(f, "flush_timeout_ms: %u\n",
