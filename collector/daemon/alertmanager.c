@@ -147,7 +147,7 @@ static void snapshot(coll_t *c, const tg_am_alert_t *a, tg_am_verdict_t v,
   else
     TG_INFO("alertmanager: alert '%s' -> snapshot %016" PRIx64 " of group "
             "%s%s", name, id, group, id ? "" : " (queued)");
-  int noted = tg_am_seen_note(c->am.seen, a->key, (int64_t)uv_now(c->loop), id);
+  int noted = tg_am_seen_note(c->am.seen, a->key, coll_loop_ms(c), id);
   if (noted < 0)
     TG_WARN("alertmanager: alert '%s': not kept in the repeat window: %s",
             name, tg_strerror(noted));
@@ -195,7 +195,7 @@ void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
     const char *group;
     uint64_t earlier;
     tg_am_verdict_t v = tg_am_decide(a, &c->cfg, c->am.seen,
-                                     (int64_t)uv_now(c->loop), inv, c->n, hit,
+                                     coll_loop_ms(c), inv, c->n, hit,
                                      &group, &earlier);
     json_t *row = json_pack("{s:s?,s:s}", "alertname", a->alertname, "status",
                             a->firing ? "firing" : "resolved");

@@ -12,6 +12,7 @@
 
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
+#include "collector/daemon/coll_test.h"
 #include "client/session_cache.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
@@ -30,6 +31,16 @@ int64_t coll_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t coll_loop_ms(const coll_t *c) {
+  return c->clock ? c->clock(c->clock_ctx) : (int64_t)uv_now(c->loop);
+}
+
+void coll_set_clock_for_test(coll_t *c, int64_t (*now)(void *ctx),
+                             void *ctx) {
+  c->clock = now;
+  c->clock_ctx = ctx;
 }
 
 static int read_all(const char *path, tg_buf_t *out) {
@@ -146,7 +157,7 @@ out:
   return rv;
 }
 
-int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
+int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   c->loop = loop;
   c->cfg = *cfg;
   memset(cfg, 0, sizeof(*cfg));
@@ -182,6 +193,11 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
       .ca_setting = "`ca` (the collector's config)",
   };
   c->dialer = tg_remote_dialer(&c->env);
+  return 0;
+}
+
+int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
+  if (coll_prepare(c, loop, cfg) < 0) return -1;
   /* --check-config: the inventory is read, nothing started. */
   if (c->check_only) return coll_hosts_start(c);
 

@@ -215,6 +215,10 @@ struct coll {
   struct tg_http_server *http;
   coll_api_t api;
   coll_am_t am;
+  /* coll_loop_ms's source when set (coll_test.h: tests drive time), else
+   * the loop's. */
+  int64_t (*clock)(void *ctx);
+  void *clock_ctx;
   int ready_fd;     /* "ready PORT\n" once listening; 0: none */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
@@ -226,6 +230,11 @@ struct coll {
  * flight config, TLS, the inventory's shard, the store, the hosts' rings
  * started. Prints what is wrong to stderr and returns -1. */
 int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
+/* coll_start's first step: |cfg| moved in, the flight config checked and
+ * made, TLS and the dialer; nothing started, nothing on the loop yet. The
+ * daemon's modules can be driven from here (the unit tests do). Prints
+ * what is wrong to stderr and returns -1. */
+int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
 /* Stops the listener, the triggers and the restarts; the snapshots under
  * way are finished with what has come (coll_snap_cut); then the loop stops.
  * Nothing is torn down: the process exits, its connections with it, and
@@ -235,6 +244,11 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
 void coll_stop(coll_t *c);
 /* Epoch milliseconds (the catalog's times). */
 int64_t coll_now_ms(void);
+/* The daemon's monotonic milliseconds: the loop's time (uv_now, no
+ * syscall), unless a test set its own clock (coll_test.h). The trigger
+ * budgets and the coalescing window (trigger.c), a snapshot's start and
+ * its hosts' clone_timeout (snap.c) all read this one. */
+int64_t coll_loop_ms(const coll_t *c);
 /* --- hosts.c --------------------------------------------------------- */
 
 /* Reads the inventory's shard and starts every host's holder (with
@@ -328,7 +342,10 @@ bool coll_snap_under_way(const coll_t *c, uint64_t id);
  * (-EAGAIN), begun now or queued. Returns 0 and in *id the snapshot that
  * serves it (0 when queued or folded into the queued one), or an error. */
 int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id);
-/* The schedule (snapshot_every) and retention timers. */
+/* The budgets' limits from the config (the per-host ones are set as each
+ * host is added, hosts.c). */
+void coll_trigger_budgets(coll_t *c);
+/* The budgets, then the schedule (snapshot_every) and retention timers. */
 void coll_trigger_start(coll_t *c);
 void coll_trigger_stop(coll_t *c);
 /* Retention steps now (after a snapshot, and periodically). */

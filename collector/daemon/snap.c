@@ -91,7 +91,7 @@ typedef struct snap_host {
   uint64_t bytes, packets, loss, read_packets;
   uint64_t stored; /* bytes of the file that are this host's */
   uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
-  uint64_t heard_ms; /* loop time of its last answer (or of its start) */
+  int64_t heard_ms; /* coll_loop_ms of its last answer (or of its start) */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
 
@@ -115,7 +115,7 @@ struct coll_snap {
   int result;
   tg_coll_state_t state;
   uint64_t t0; /* uv_hrtime at the trigger */
-  uint64_t started_ms; /* loop time (uv_now) at the trigger */
+  int64_t started_ms; /* coll_loop_ms at the trigger */
   char group[65];
   char trigger[TG_COLL_TRIGGER_MAX + 1];
   char origin[TG_COLL_HOST_MAX + 1];
@@ -173,7 +173,7 @@ static void host_fail(snap_host_t *sh, const char *fmt, ...)
 static void host_close(snap_host_t *sh);
 
 /* The host answered: its clone_timeout starts again. */
-static void heard(snap_host_t *sh) { sh->heard_ms = uv_now(sh->s->c->loop); }
+static void heard(snap_host_t *sh) { sh->heard_ms = coll_loop_ms(sh->s->c); }
 
 static void host_fail(snap_host_t *sh, const char *fmt, ...) {
   if (!sh->failed && sh->st <= SH_CLONE) sh->s->cloned++;
@@ -606,7 +606,7 @@ static uint64_t tick_ms(const coll_t *c) {
 
 static void on_deadline(uv_timer_t *t) {
   coll_snap_t *s = t->data;
-  uint64_t now = uv_now(s->c->loop);
+  int64_t now = coll_loop_ms(s->c);
   if (now - s->started_ms >= SNAP_DEADLINE_MS) {
     char why[64];
     snprintf(why, sizeof(why), "not delivered within %d s",
@@ -614,13 +614,13 @@ static void on_deadline(uv_timer_t *t) {
     end_hosts(s, why);
     return;
   }
-  uint64_t limit = (uint64_t)s->c->cfg.clone_timeout_ms;
+  int64_t limit = s->c->cfg.clone_timeout_ms;
   for (size_t i = 0; i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
     if (sh->st == SH_SKIPPED || sh->st >= SH_CLOSING ||
         now - sh->heard_ms < limit)
       continue;
-    host_fail(sh, "no answer within clone_timeout (%" PRIu64 " ms) while %s",
+    host_fail(sh, "no answer within clone_timeout (%" PRId64 " ms) while %s",
               limit, step_name(sh->st));
   }
 }
@@ -635,7 +635,7 @@ void coll_snap_view(const coll_snap_t *s, const coll_host_t *from,
    * failed before its clone serves nothing. */
   *v = (tg_trigger_snap_view_t){
       .group = s->group,
-      .started_ms = (int64_t)s->started_ms,
+      .started_ms = s->started_ms,
       .none_requested = s->clones_sent == 0 && s->cloned < s->asked};
   if (!from || s->clones_sent >= s->asked) return;
   /* Still dialing: its CloneSession is not sent yet. */
@@ -678,7 +678,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   if (!s) return -ENOMEM;
   s->c = c;
   s->t0 = uv_hrtime();
-  s->started_ms = uv_now(c->loop);
+  s->started_ms = coll_loop_ms(c);
   /* A host list's snapshot covers no group's trigger: "(hosts)" is no
    * group's name (names have no parentheses). */
   snprintf(s->group, sizeof(s->group), "%s", r->n_hosts ? "(hosts)" : r->group);

@@ -37,7 +37,7 @@ static tg_trigger_budget_t *own_budget(coll_t *c, const coll_trigger_req_t *r) {
 
 /* The snapshot is paid for from the trigger's budgets. */
 static void charge(coll_t *c, const coll_trigger_req_t *r) {
-  int64_t now = (int64_t)uv_now(c->loop);
+  int64_t now = coll_loop_ms(c);
   tg_trigger_charge(own_budget(c, r), now);
   if (r->from) tg_trigger_charge(&c->budgets[TG_TRIGGER_BUDGET_HOSTS], now);
 }
@@ -118,7 +118,7 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   /* A host list's trigger: "" is no group's name, so only a snapshot of
    * "all" covers it, and folding widens the queued one to "all". */
   tg_trigger_t t = {.from = origin_of(r), .group = r->n_hosts ? "" : r->group};
-  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, (int64_t)uv_now(c->loop));
+  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, coll_loop_ms(c));
   switch (d.verdict) {
     case TG_TRIGGER_SERVE:
       c->counts.triggers_coalesced++;
@@ -231,7 +231,7 @@ void coll_retain(coll_t *c) {
 
 static void on_retention(uv_timer_t *t) { coll_retain(t->data); }
 
-void coll_trigger_start(coll_t *c) {
+void coll_trigger_budgets(coll_t *c) {
   c->budgets[TG_TRIGGER_BUDGET_HOSTS].limit = c->cfg.max_snapshots_per_minute;
   c->budgets[TG_TRIGGER_BUDGET_OPERATOR].limit =
       c->cfg.operator_snapshots_per_minute;
@@ -239,6 +239,10 @@ void coll_trigger_start(coll_t *c) {
       c->cfg.schedule_snapshots_per_minute;
   c->budgets[TG_TRIGGER_BUDGET_ALERTMANAGER].limit =
       c->cfg.am_snapshots_per_minute;
+}
+
+void coll_trigger_start(coll_t *c) {
+  coll_trigger_budgets(c);
   uv_timer_init(c->loop, &c->schedule);
   uv_timer_init(c->loop, &c->retention);
   c->schedule.data = c->retention.data = c;

@@ -1,0 +1,258 @@
+/* snap.c, one fleet snapshot, driven through coll_snap_begin() in the
+ * test's process (coll_unit.h): which hosts are asked (the group's, the
+ * tracing ones), what each host's failure says and costs the others (a
+ * host past its cap, a host silent for clone_timeout on the daemon's
+ * clock, a cut), the view the trigger policy gets, and the cap on
+ * snapshots under way. Outcomes are read from the store's rows.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll_unit.h"
+#include "test_proc.h"
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("collsnap");
+}
+
+/* What the done callback was told (the snapshot is freed after it). */
+typedef struct {
+  int calls;
+  uint64_t id;
+  int result;
+  tg_coll_state_t state;
+} done_t;
+
+static void on_done(coll_t *c, coll_snap_t *s, void *ctx) {
+  done_t *d = ctx;
+  d->calls++;
+  d->id = coll_snap_id(s);
+  d->result = coll_snap_result(s, &d->state);
+  /* Told once it is stored, and no longer under way. */
+  assert_false(coll_snap_under_way(c, d->id));
+}
+
+static uint64_t begin(coll_unit_t *u, const char *group, done_t *d) {
+  coll_trigger_req_t r = {.trigger = "operator", .reason = "unit",
+                          .origin = "", .group = group};
+  coll_snap_t *s;
+  uint64_t id = 0;
+  assert_int_equal(coll_snap_begin(&u->c, &r, on_done, d, &s, &id), 0);
+  assert_true(id != 0);
+  assert_int_equal(coll_snap_id(s), id);
+  assert_true(coll_snap_under_way(&u->c, id));
+  return id;
+}
+
+static void up(coll_unit_t *u, size_t n, const char *extra, const char *more) {
+  coll_unit_open(u, n, extra, more, true);
+  for (size_t i = 0; i < n; i++)
+    coll_unit_wait_host(u, u->h[i].spec, COLL_HOST_TRACING, true);
+}
+
+/* A snapshot of |group| begun and waited for: its row's state, its host
+ * rows in |hosts| (at most |max|, *n of them). */
+static tg_coll_state_t snap_stored(coll_unit_t *u, const char *group,
+                                   done_t *d, tg_coll_host_t *hosts,
+                                   size_t max, size_t *n) {
+  uint64_t id = begin(u, group, d);
+  coll_unit_wait_idle(u);
+  assert_int_equal(d->calls, 1);
+  assert_int_equal(d->id, id);
+  tg_coll_snapshot_t row;
+  coll_unit_row(u, id, &row, hosts, max, n);
+  return row.state;
+}
+
+/* The row's host spelt |spec| among |n|; fails when none. */
+static const tg_coll_host_t *row_host(const tg_coll_host_t *hosts, size_t n,
+                                      const char *spec) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(hosts[i].host, spec)) return &hosts[i];
+  fail_msg("no host row for %s", spec);
+  return NULL;
+}
+
+/* A group's snapshot asks its hosts only: the other host's standby
+ * connection is not even borrowed; the snapshot's done callback runs
+ * once, after the row is stored. */
+static void a_snapshot_clones_the_hosts_of_its_group_only(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 2);
+  char extra[128];
+  snprintf(extra, sizeof(extra), "group = first %s\n", u.h[0].spec);
+  up(&u, 2, extra, NULL);
+  done_t d = {0};
+  tg_coll_host_t hosts[2];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "first", &d, hosts, 2, &n),
+                   TG_COLL_COMPLETE);
+  assert_int_equal(coll_unit_host(&u, u.h[1].spec)->sb.st, COLL_SB_READY);
+  assert_int_equal(d.result, 0);
+  assert_int_equal(d.state, TG_COLL_COMPLETE);
+  assert_int_equal(n, 1);
+  assert_string_equal(hosts[0].host, u.h[0].spec);
+  assert_int_equal(hosts[0].outcome, TG_COLL_HOST_OK);
+  /* The standby lent for the clone is back, ready for the next. */
+  coll_unit_wait_host(&u, u.h[0].spec, COLL_HOST_TRACING, true);
+  assert_int_equal(u.c.counts.snapshots[TG_COLL_COMPLETE], 1);
+  coll_unit_close(&u);
+}
+
+/* A host of the inventory that does not trace (nothing listens there)
+ * is not asked: it fails in the row with its state, the others deliver,
+ * the snapshot is PARTIAL. */
+static void a_host_not_tracing_is_named_and_not_asked(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 2);
+  up(&u, 2, NULL, "127.0.0.1:1 name=relay.test\n");
+  done_t d = {0};
+  tg_coll_host_t hosts[3];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "all", &d, hosts, 3, &n), TG_COLL_PARTIAL);
+  assert_int_equal(n, 3);
+  const tg_coll_host_t *dead = row_host(hosts, n, "127.0.0.1:1");
+  assert_int_equal(dead->outcome, TG_COLL_HOST_FAILED);
+  assert_int_equal(dead->packets, 0);
+  assert_non_null(strstr(dead->error, "not tracing"));
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(row_host(hosts, n, u.h[i].spec)->outcome, TG_COLL_HOST_OK);
+  coll_unit_close(&u);
+}
+
+/* A host whose relay answers ReadBuffers without end passes the
+ * snapshot's per-host cap: it fails, named by the key, and the other
+ * host's data is stored (PARTIAL). */
+static void a_host_past_its_cap_fails_alone(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 2);
+  u.hostile = fleet_hostile_start(&u.h[0], TG_HOSTILE_ENDLESS_READ);
+  up(&u, 2, "snapshot_host_max_bytes = 256K\n", NULL);
+  done_t d = {0};
+  tg_coll_host_t hosts[2];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "all", &d, hosts, 2, &n), TG_COLL_PARTIAL);
+  const tg_coll_host_t *bad = row_host(hosts, n, u.h[0].spec);
+  assert_int_not_equal(bad->outcome, TG_COLL_HOST_OK);
+  assert_non_null(strstr(bad->error, "snapshot_host_max_bytes"));
+  assert_true(bad->bytes <= 256u << 10);
+  assert_int_equal(row_host(hosts, n, u.h[1].spec)->outcome, TG_COLL_HOST_OK);
+  coll_unit_close(&u);
+}
+
+static bool running(coll_unit_t *u, void *arg) {
+  (void)arg;
+  return u->c.n_running > 0;
+}
+
+/* Both hosts' producers hold the clone's flush (the ring's flush timeout
+ * is two minutes): the hosts are silent. On the daemon's clock, one
+ * millisecond short of clone_timeout nothing fails; past it both fail,
+ * named by the key, and the row is FAILED (no host delivered). The
+ * clone_timeout is longer than this test's waits: only the daemon's
+ * clock can make it pass. */
+static void clone_timeout_counts_on_the_daemons_clock(void **state) {
+  (void)state;
+  coll_unit_t u = {.flush_timeout_ms = 120000};
+  coll_unit_hosts(&u, 2);
+  up(&u, 2, "clone_timeout = 100s\n", NULL);
+  assert_true(u.c.cfg.clone_timeout_ms > FLEET_WAIT_MS);
+  done_t d = {0};
+  uint64_t id = begin(&u, "all", &d);
+  u.now_ms += 99999;
+  /* The deadline looks every second (a tenth of clone_timeout). */
+  coll_unit_run_for(&u, 1500);
+  assert_true(running(&u, NULL));
+  assert_int_equal(d.calls, 0);
+  u.now_ms += 2;
+  coll_unit_wait_idle(&u);
+  assert_int_equal(d.calls, 1);
+  tg_coll_snapshot_t row;
+  tg_coll_host_t hosts[2];
+  size_t n;
+  coll_unit_row(&u, id, &row, hosts, 2, &n);
+  assert_int_equal(row.state, TG_COLL_FAILED);
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(hosts[i].outcome, TG_COLL_HOST_FAILED);
+    assert_non_null(strstr(hosts[i].error, "clone_timeout"));
+  }
+  coll_unit_close(&u);
+}
+
+/* What the trigger policy sees: a snapshot whose clones wait on a dial
+ * has none requested and the origin's still to come; once the clones are
+ * sent, neither. At most COLL_RUNNING_MAX run at once (-EBUSY, nothing
+ * begun); a cut ends the hosts still at work, and the snapshots with
+ * them. */
+static void the_policy_sees_what_is_to_come_and_a_cut_ends_all(void **state) {
+  (void)state;
+  coll_unit_t u = {.flush_timeout_ms = 60000};
+  coll_unit_hosts(&u, 2);
+  up(&u, 2, "clone_timeout = 90s\n", NULL);
+  coll_host_t *a = coll_unit_host(&u, u.h[0].spec);
+  coll_host_t *b = coll_unit_host(&u, u.h[1].spec);
+  for (size_t i = 0; i < 2; i++) coll_standby_close(u.c.hosts[i]);
+  done_t d[COLL_RUNNING_MAX] = {{0}};
+  begin(&u, "all", &d[0]);
+  tg_trigger_snap_view_t v;
+  coll_snap_view(u.c.running[0], a, &v);
+  assert_string_equal(v.group, "all");
+  assert_int_equal(v.started_ms, u.now_ms);
+  assert_true(v.none_requested);
+  assert_true(v.origin_to_come);
+  /* Dialed, then CloneSession sent on each connection. */
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    coll_unit_run_for(&u, 20);
+    coll_snap_view(u.c.running[0], b, &v);
+    if (!v.none_requested && !v.origin_to_come) break;
+    assert_true(tg_test_now_ms() < end);
+  }
+  coll_snap_view(u.c.running[0], NULL, &v);
+  assert_false(v.origin_to_come); /* not a host's trigger */
+  for (size_t i = 1; i < COLL_RUNNING_MAX; i++) begin(&u, "all", &d[i]);
+  coll_trigger_req_t r = {.trigger = "operator", .origin = "", .group = "all"};
+  coll_snap_t *s;
+  uint64_t id = 0;
+  assert_int_equal(coll_snap_begin(&u.c, &r, on_done, NULL, &s, &id), -EBUSY);
+  assert_int_equal(id, 0);
+  assert_int_equal(u.c.n_running, COLL_RUNNING_MAX);
+  coll_snap_t *cut[COLL_RUNNING_MAX];
+  memcpy(cut, u.c.running, sizeof(cut));
+  for (size_t i = 0; i < COLL_RUNNING_MAX; i++) coll_snap_cut(cut[i]);
+  coll_unit_wait_idle(&u);
+  for (size_t i = 0; i < COLL_RUNNING_MAX; i++) {
+    assert_int_equal(d[i].calls, 1);
+    tg_coll_snapshot_t row;
+    tg_coll_host_t hosts[2];
+    size_t n;
+    coll_unit_row(&u, d[i].id, &row, hosts, 2, &n);
+    assert_int_equal(d[i].state, TG_COLL_FAILED);
+    assert_int_equal(row.state, TG_COLL_FAILED);
+    for (size_t j = 0; j < n; j++)
+      assert_non_null(strstr(hosts[j].error, "stopping"));
+  }
+  coll_unit_close(&u);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FLEET_TEST(a_snapshot_clones_the_hosts_of_its_group_only),
+      FLEET_TEST(a_host_not_tracing_is_named_and_not_asked),
+      FLEET_TEST(a_host_past_its_cap_fails_alone),
+      FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
+      FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
