@@ -123,7 +123,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
             h->ring_up ? "true" : "false", h->restarts, h->failures);
     cli_json_str(o.f, h->why);
     fputs(",\"hostname\":", o.f);
-    cli_json_str(o.f, h->fh && h->fh->has_info ? h->fh->hostname : "");
+    cli_json_str(o.f, h->fh && h->fh->report.has_info ? h->fh->report.hostname
+                                                    : "");
     fputc('}', o.f);
   }
   fputs("]}\n", o.f);
