@@ -331,8 +331,14 @@ static void connect_now(tg_fleet_host_t *h) {
   if (rv < 0) {
     h->e->cx.c = NULL;
     h->e->cx.conn = NULL;
-    if (tg_link_reconnecting(&h->e->link)) retry_later(h, err);
-    else tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", err);
+    if (!tg_link_reconnecting(&h->e->link)) {
+      tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", err);
+      return;
+    }
+    /* The attempt drops (there is nothing to release) before the next
+     * waits: link.h has no arrow from RECONNECTING to BACKOFF. */
+    tg_link_drop(&h->e->link, TG_LINK_DROP_ATTEMPT, err);
+    retry_later(h, err);
     return;
   }
   tg__fleet_prep_begin(h);
