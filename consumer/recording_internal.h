@@ -116,7 +116,7 @@ struct tg_recording {
   void *data;
   tg_rec_state_t state;     /* written only by tg__rec_set_state() */
   tg_rec_binding_t binding; /* written only by tg__rec_set_binding() */
-  tg_consumer_t *c;         /* borrowed; NULL exactly while UNBOUND */
+  tg_consumer_t *c;         /* borrowed; NULL while UNBOUND, and IDLE */
   unsigned bad_transitions; /* refused by the tables (a bug: logged) */
 
   tg__rec_opts_t o;

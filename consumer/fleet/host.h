@@ -13,6 +13,13 @@
  * the link (every transition through tg_link_set_state(), reported to
  * on_state), host_prep.c runs the preparation of each connection.
  *
+ * What the owner sees: the fields it sets (name, target, config, key...)
+ * and the report (tg_fleet_host_report_t), which the engine writes and
+ * the owner only reads; it stays valid after the end and the close. The
+ * engine's own state is private (h->e, host_internal.h), and what one
+ * connection owns is one struct there, reset as a whole when the next
+ * attempt begins.
+ *
  * Timers: one uv timer per host, armed for the link's next deadline
  * (tg_link_deadline(): connect guard, heartbeat, dead link, backoff) or
  * the end of a held clock burst's wait, whichever comes first. The
