@@ -724,7 +724,9 @@ bool tg_recording_ended(const tg_recording_t *r) {
 bool tg_recording_deadline_failed(const tg_recording_t *r) {
   return r->deadline_failed;
 }
-uint64_t tg_recording_reads(const tg_recording_t *r) { return r->rd.reads_done; }
+uint64_t tg_recording_reads(const tg_recording_t *r) {
+  return r->rd.reads_done;
+}
 
 void tg_recording_read_first_now(tg_recording_t *r) {
   if (!r->o.stream || r->rd.at_end_only || r->state != TG_REC_TRACING ||

@@ -93,8 +93,8 @@ static int replay_frame(tg_recording_t *r,
   static const uint8_t empty[1];
   const uint8_t *body = f->read_buffers_response.len
                             ? f->read_buffers_response.data : empty;
-  int rv = tg_slice_reassembler_feed(&rd->ra, body, f->read_buffers_response.len,
-                                     replay_packet, r);
+  int rv = tg_slice_reassembler_feed(
+      &rd->ra, body, f->read_buffers_response.len, replay_packet, r);
   if (rv) return rv;
   rd->rx_bytes += f->read_buffers_response.len;
   rd->replay_stats.bytes += f->read_buffers_response.len;
@@ -123,10 +123,11 @@ static void resume_done(tg_recording_t *r, then_fn then, const uint8_t *reply,
                         size_t len) {
   tg__rec_reader_t *rd = &r->rd;
   Perfetto__Protos__ResumeResponse *rr =
-      perfetto__protos__resume_response__unpack(NULL, len,
-                                                reply ? reply : (const uint8_t *)"");
+      perfetto__protos__resume_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
   if (!rr) {
-    tg__rec_fail(r, TG_EPROTO_DECODE, "the relay's Resume reply does not decode");
+    tg__rec_fail(r, TG_EPROTO_DECODE,
+                 "the relay's Resume reply does not decode");
     return;
   }
   bool again = rr->more, unknown = rr->unknown_key;
@@ -151,8 +152,8 @@ static void resume_done(tg_recording_t *r, then_fn then, const uint8_t *reply,
   }
   if (again) {
     int rv = send_resume(r, then);
-    if (rv < 0) tg__rec_fail(r, rv, "cannot resume the trace: %s",
-                             tg_strerror(rv));
+    if (rv < 0)
+      tg__rec_fail(r, rv, "cannot resume the trace: %s", tg_strerror(rv));
     return;
   }
   then(r); /* binds */
@@ -162,8 +163,9 @@ static void resume_done(tg_recording_t *r, then_fn then, const uint8_t *reply,
  * from the end: the relay sends it neither. */
 static int resume_part(tg_recording_t *r, const uint8_t *reply, size_t len) {
   tg__rec_reader_t *rd = &r->rd;
-  Perfetto__Protos__ResumeResponse *rr = perfetto__protos__resume_response__unpack(
-      NULL, len, reply ? reply : (const uint8_t *)"");
+  Perfetto__Protos__ResumeResponse *rr =
+      perfetto__protos__resume_response__unpack(
+          NULL, len, reply ? reply : (const uint8_t *)"");
   int rv = rr ? 0 : TG_EPROTO_DECODE;
   if (rr && rr->lost_frames) {
     rd->replay_stats.lost_frames += rr->lost_frames;

@@ -47,8 +47,10 @@ static void host_line(const fleet_host_t *h, int w) {
              h->core.report.attempts);
   else
     snprintf(state, sizeof(state), "%s", tg_fleet_host_state(&h->core));
-  fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
-          "%s\n", w, w, h->t->spec, state, by, h->core.report.packets, h->loss.total,
+  fprintf(stderr,
+          "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
+          "%s\n",
+          w, w, h->t->spec, state, by, h->core.report.packets, h->loss.total,
           h->core.report.reconnects ? "  (reconnected)" : "");
 }
 
@@ -186,7 +188,8 @@ size_t fleet_ui_summary(fleet_t *f) {
       quiet_bytes += h->core.report.bytes;
       quiet_packets += h->core.report.packets;
       quiet_refused += h->core.report.compression == TG_FLEET_COMP_REFUSED;
-      quiet_unsupported += h->core.report.compression == TG_FLEET_COMP_UNSUPPORTED;
+      quiet_unsupported +=
+          h->core.report.compression == TG_FLEET_COMP_UNSUPPORTED;
       continue;
     }
     char by[32];
@@ -214,19 +217,23 @@ size_t fleet_ui_summary(fleet_t *f) {
     if (h->core.report.reconnects) {
       char down[32];
       cli_format_ms(down, sizeof(down), h->core.report.down_ms);
-      fprintf(stderr, "      reconnected %u time%s (link down %s in all, from "
+      fprintf(stderr,
+              "      reconnected %u time%s (link down %s in all, from "
               "its last answer; last lost: %s); loss counters while "
-              "disconnected: +%" PRIu64 "\n", h->core.report.reconnects,
-              h->core.report.reconnects == 1 ? "" : "s", down, h->core.report.lost_why,
-              h->loss_while_down);
+              "disconnected: +%" PRIu64 "\n",
+              h->core.report.reconnects,
+              h->core.report.reconnects == 1 ? "" : "s", down,
+              h->core.report.lost_why, h->loss_while_down);
     }
     /* The service cannot count this one: its buffers gave the data away.
      * Only a read that did take data is named (see reads_lost). */
     if (h->core.report.reads_lost)
-      fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
+      fprintf(stderr,
+              "      %u read%s cut by a link loss had taken data out of "
               "the host's buffers that the relay could not send again: what "
               "did not arrive before the cut is lost\n",
-              h->core.report.reads_lost, h->core.report.reads_lost == 1 ? "" : "s");
+              h->core.report.reads_lost,
+              h->core.report.reads_lost == 1 ? "" : "s");
     if (h->merge.malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->merge.malformed);

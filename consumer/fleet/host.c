@@ -110,7 +110,8 @@ static void finish(tg_fleet_host_t *h) {
   if (cbs(h)->on_closing && cbs(h)->on_closing(h, failing) < 0 && !failing) {
     failing = true;
     h->report.failure = TG_FLEET_FAIL_WRITE;
-    snprintf(h->report.why, sizeof(h->report.why), "the trace could not be written to %s",
+    snprintf(h->report.why, sizeof(h->report.why),
+             "the trace could not be written to %s",
              h->out_name ? h->out_name : "its output");
   }
   tg_link_set_state(&h->e->link, failing ? TG_LINK_FAILED : TG_LINK_DONE,
@@ -130,7 +131,8 @@ static void finish(tg_fleet_host_t *h) {
 /* In CLOSING or FAILING: the connection goes, then finish(). */
 static void close_conn(tg_fleet_host_t *h) {
   if (h->e->cx.c) tg_consumer_close(h->e->cx.c);
-  else if (!h->e->cx.conn) finish(h); /* nothing open (a failed connect, a backoff) */
+  else if (!h->e->cx.conn)
+    finish(h); /* nothing open (a failed connect, a backoff) */
 }
 
 static void fail_why(tg_fleet_host_t *h) {
@@ -186,8 +188,9 @@ void tg__fleet_prep_failed(tg_fleet_host_t *h, int status, const char *msg) {
 static void retry_later(tg_fleet_host_t *h, const char *why) {
   /* Never an empty reason: say at least what was tried. */
   if (!why || !why[0])
-    why = h->report.conn_why[0] ? h->report.conn_why
-                         : "the connection closed before the session was back";
+    why = h->report.conn_why[0]
+              ? h->report.conn_why
+              : "the connection closed before the session was back";
   if (why != h->report.retry_why)
     snprintf(h->report.retry_why, sizeof(h->report.retry_why), "%.290s", why);
   if (tg_link_attempt_failed(&h->e->link, tg__fleet_now(h), why) < 0) {
@@ -290,7 +293,8 @@ static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
   if (msg[0] && !ours)
     snprintf(h->report.conn_why, sizeof(h->report.conn_why), "%s", msg);
   else if (!msg[0] && dropped)
-    snprintf(h->report.conn_why, sizeof(h->report.conn_why), "the connection closed");
+    snprintf(h->report.conn_why, sizeof(h->report.conn_why),
+             "the connection closed");
   tg_link_drop(&h->e->link, TG_LINK_DROP_PEER, h->report.conn_why);
   void *conn = h->e->cx.conn;
   h->e->cx.conn = NULL;
@@ -327,7 +331,8 @@ static void connect_now(tg_fleet_host_t *h) {
   report_link(h);
   arm(h);
   const tg_fleet_dialer_t *d = &h->fleet->dialer;
-  int rv = d->open(d->ctx, h, &conn_cbs, &h->e->cx.c, &h->e->cx.conn, err, sizeof(err));
+  int rv = d->open(d->ctx, h, &conn_cbs, &h->e->cx.c, &h->e->cx.conn, err,
+                   sizeof(err));
   if (rv < 0) {
     h->e->cx.c = NULL;
     h->e->cx.conn = NULL;
@@ -380,14 +385,15 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
    * service itself ended the session's connection and has dealt with the
    * session since. The refusal is then final. */
   const char *gone =
-      !status                ? NULL
-      : h->e->rebooted          ? "the host rebooted (its boot id changed)"
-      : h->e->service_restarted ? "the tracing service on the host was restarted "
-                               "(another process answers now)"
-      : h->e->cx.service_ended     ? "the tracing service closed its connection "
-                               "while tracing (stopped or restarted?) and no "
-                               "longer has it"
-                             : NULL;
+      !status          ? NULL
+      : h->e->rebooted ? "the host rebooted (its boot id changed)"
+      : h->e->service_restarted
+          ? "the tracing service on the host was restarted "
+            "(another process answers now)"
+      : h->e->cx.service_ended ? "the tracing service closed its connection "
+                                 "while tracing (stopped or restarted?) and no "
+                                 "longer has it"
+                               : NULL;
   if (gone) {
     tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s; %s",
                    gone, msg);
@@ -399,14 +405,15 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
     tg__fleet_prep_failed(h, TG_EREMOTE_FAILED, msg);
     return;
   }
-  uint64_t down = tg_link_resumed(&h->e->link, tg__fleet_now(h), h->e->cx.relay);
+  uint64_t down =
+      tg_link_resumed(&h->e->link, tg__fleet_now(h), h->e->cx.relay);
   tg_recording_release_reads(rec);
   char el[32];
   tg__fleet_format_ms(el, sizeof(el), down);
   const tg_fleet_dialer_t *d = &h->fleet->dialer;
-  tg__fleet_notice(h, TG_FLEET_INFO,
-                   "reconnected and re-attached the session after %s%s", el,
-                   h->e->cx.conn && d->resumed(h->e->cx.conn) ? " (TLS resumed)" : "");
+  tg__fleet_notice(
+      h, TG_FLEET_INFO, "reconnected and re-attached the session after %s%s",
+      el, h->e->cx.conn && d->resumed(h->e->cx.conn) ? " (TLS resumed)" : "");
   tg_rec_replay_stats_t rs;
   tg_recording_replay_stats(rec, &rs);
   if (rs.lost_frames)
@@ -437,7 +444,8 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
      * failure to write. */
     bool refused = h->e->write_err == TG_ETOO_MANY_SEQUENCES;
     if (h->e->write_err && !refused) h->report.failure = TG_FLEET_FAIL_WRITE;
-    else if (tg_recording_deadline_failed(rec)) h->report.failure = TG_FLEET_FAIL_DEADLINE;
+    else if (tg_recording_deadline_failed(rec))
+      h->report.failure = TG_FLEET_FAIL_DEADLINE;
     else h->report.failure = TG_FLEET_FAIL_SESSION;
     if (refused)
       snprintf(h->report.why, sizeof(h->report.why), "the host sent %s",
@@ -494,7 +502,8 @@ static void start_recording(tg_fleet_host_t *h) {
        * host's packets, and a first read would slow the burst's round
        * trips (each one bounds the estimate's error). */
       .hold_reads = h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE,
-      .stats_period_ms = o->stats_period_ms ? o->stats_period_ms : STATS_PERIOD_MS,
+      .stats_period_ms =
+          o->stats_period_ms ? o->stats_period_ms : STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->stop_after_ms,
   };
@@ -589,7 +598,8 @@ static void on_timer(uv_timer_t *t) {
 static void arm(tg_fleet_host_t *h) {
   if (uv_is_closing((uv_handle_t *)&h->e->timer)) return;
   uint64_t at = tg_link_deadline(&h->e->link);
-  if (h->e->cx.clock_due_ms && h->e->cx.clock_due_ms < at) at = h->e->cx.clock_due_ms;
+  if (h->e->cx.clock_due_ms && h->e->cx.clock_due_ms < at)
+    at = h->e->cx.clock_due_ms;
   if (at == TG_LINK_NEVER) {
     uv_timer_stop(&h->e->timer);
     return;

@@ -103,8 +103,8 @@ static void set_key(tg_fleet_host_t *h) {
     return;
   }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
-  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "SetSessionKey", buf,
-                            n, on_key_set, h);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "SetSessionKey",
+                            buf, n, on_key_set, h);
   if (rv < 0) {
     h->e->cx.key_set = false;
     prep_done(h, PREP_KEY);
@@ -188,7 +188,8 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
     clock_next(h);
     return;
   }
-  if (clock_parse(&h->e->cx.cur, reply, len)) tg_clock_sync_keep(&h->report.clock, &h->e->cx.cur);
+  if (clock_parse(&h->e->cx.cur, reply, len))
+    tg_clock_sync_keep(&h->report.clock, &h->e->cx.cur);
   h->e->cx.syncs++;
   clock_next(h);
 }
@@ -221,8 +222,8 @@ static void clock_next(tg_fleet_host_t *h) {
     return;
   }
   tg_clock_read(h->e->cx.cur.before);
-  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "ClockSync", NULL, 0,
-                            on_clock, h);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "ClockSync",
+                            NULL, 0, on_clock, h);
   if (rv < 0) {
     h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     clock_next(h);
@@ -233,8 +234,9 @@ static void clock_next(tg_fleet_host_t *h) {
  * long enough, on the connection it started on (a reconnection makes a
  * whole burst of its own). */
 bool tg_fleet_host_resume_clock(tg_fleet_host_t *h) {
-  if (h->e->cx.clock_hold != TG_FLEET_CLOCK_HELD || h->e->link.state != TG_LINK_UP ||
-      !h->e->cx.c || !tg_consumer_ready(h->e->cx.c))
+  if (h->e->cx.clock_hold != TG_FLEET_CLOCK_HELD ||
+      h->e->link.state != TG_LINK_UP || !h->e->cx.c ||
+      !tg_consumer_ready(h->e->cx.c))
     return false;
   h->e->cx.clock_hold = TG_FLEET_CLOCK_RESUMED;
   h->e->cx.clock_due_ms = 0;
@@ -270,7 +272,8 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   if (r && !h->report.has_info) {
     h->report.has_info = true;
     tg_printable(h->report.hostname, sizeof(h->report.hostname), r->hostname);
-    tg_printable(h->report.host_machine_id, sizeof(h->report.host_machine_id), r->machine_id);
+    tg_printable(h->report.host_machine_id, sizeof(h->report.host_machine_id),
+                 r->machine_id);
     tg_printable(h->report.kernel, sizeof(h->report.kernel), r->kernel);
     tg_printable(h->e->boot_id, sizeof(h->e->boot_id), r->boot_id);
     tg_printable(h->e->service_instance, sizeof(h->e->service_instance),
@@ -292,10 +295,10 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
       perfetto__protos__relay_host_info__free_unpacked(r, NULL);
       tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s",
                      h->e->rebooted ? "the host rebooted (its boot id changed) "
-                                   "and its tracing service is not running"
-                                 : "the tracing service on the host is not "
-                                   "running (it stopped, and its sessions "
-                                   "with it)");
+                                      "and its tracing service is not running"
+                                    : "the tracing service on the host is not "
+                                      "running (it stopped, and its sessions "
+                                      "with it)");
       return;
     }
   }
@@ -356,10 +359,11 @@ static bool ask_compression(tg_fleet_host_t *h) {
   r.window_log = zstd_window_log(h);
   uint8_t buf[64];
   size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
-  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "SetCompression",
-                            buf, n, on_compression, h);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE,
+                            "SetCompression", buf, n, on_compression, h);
   /* An older relay has no such method: it sends plain. */
-  if (rv == TG_ENOT_SUPPORTED) h->report.compression = TG_FLEET_COMP_UNSUPPORTED;
+  if (rv == TG_ENOT_SUPPORTED)
+    h->report.compression = TG_FLEET_COMP_UNSUPPORTED;
   else if (rv < 0) h->report.compression = TG_FLEET_COMP_UNKNOWN;
   return rv == 0;
 }
@@ -372,8 +376,8 @@ static void ask_host_info(tg_fleet_host_t *h) {
   bool want = tg_link_reconnecting(&h->e->link)
                   ? h->e->boot_id[0] != 0 || h->e->service_instance[0] != 0
                   : !h->report.has_info;
-  if (!want || tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "GetHostInfo",
-                                NULL, 0, on_host_info, h) < 0)
+  if (!want || tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE,
+                                "GetHostInfo", NULL, 0, on_host_info, h) < 0)
     prep_done(h, PREP_INFO);
 }
 
@@ -392,8 +396,9 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                        "loss");
     h->e->cx.relay = false;
     h->e->cx.key_set = false;
-    h->report.compression = h->fleet->o.compress_level ? TG_FLEET_COMP_UNSUPPORTED
-                                                : TG_FLEET_COMP_NOT_ASKED;
+    h->report.compression = h->fleet->o.compress_level
+                                ? TG_FLEET_COMP_UNSUPPORTED
+                                : TG_FLEET_COMP_NOT_ASKED;
     h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     prep_done(h, PREP_RELAY | PREP_COMPRESSION | PREP_INFO | PREP_KEY);
     clock_next(h);
@@ -404,10 +409,11 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   h->e->cx.relay = true;
-  h->e->cx.clock_hold = !tg_link_reconnecting(&h->e->link) && !h->report.clock.estimates &&
-                          h->fleet->n > TG_FLEET_DEFER_ABOVE_HOSTS
-                      ? TG_FLEET_CLOCK_HELD
-                      : TG_FLEET_CLOCK_FREE;
+  h->e->cx.clock_hold = !tg_link_reconnecting(&h->e->link) &&
+                                !h->report.clock.estimates &&
+                                h->fleet->n > TG_FLEET_DEFER_ABOVE_HOSTS
+                            ? TG_FLEET_CLOCK_HELD
+                            : TG_FLEET_CLOCK_FREE;
   tg_link_bound(&h->e->link);
   /* One flight, answered in this order: compression first, so that the
    * switch comes before the other answers; the first clock sample last. */

@@ -106,7 +106,8 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
  * ClockSnapshot of its clocks and a RemoteClockSync tying them to the
  * collector's. Once, before the host's first packet (on_described). */
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
-                           const tg_fleet_host_report_t *h, const char *fallback);
+                           const tg_fleet_host_report_t *h,
+                           const char *fallback);
 
 /* One more RemoteClockSync of |mh| from |h|'s current estimate
  * (h->clock.best); nothing when there is none (on_clock_estimate). */

@@ -22,7 +22,7 @@ typedef struct fixture {
   uv_loop_t loop;
   tg_fleet_t fleet;
   tg_fleet_host_t h;
-  unsigned opens;       /* dialer open calls */
+  unsigned opens;           /* dialer open calls */
   tg__fleet_conn_t at_open; /* the attempt's state when it dialled */
   char why_at_open[sizeof(((tg_fleet_host_report_t *)0)->conn_why)];
   bool finished, closed;
@@ -34,8 +34,9 @@ static void sink(void *ctx, tg_log_level_t level, const char *line) {
   if (level == TG_LOG_ERROR) ((fixture_t *)ctx)->errors++;
 }
 
-static int dial_open(void *ctx, tg_fleet_host_t *h, const tg_consumer_cbs_t *cbs,
-                     tg_consumer_t **c, void **conn, char *err, size_t n) {
+static int dial_open(void *ctx, tg_fleet_host_t *h,
+                     const tg_consumer_cbs_t *cbs, tg_consumer_t **c,
+                     void **conn, char *err, size_t n) {
   (void)cbs;
   (void)c;
   (void)conn;
@@ -88,13 +89,17 @@ static int setup(void **state) {
   fx->fleet = (tg_fleet_t){
       .loop = &fx->loop,
       .o = {.reconnect_ms = 60000, .dead_link_ms = 10000},
-      .dialer = {.open = dial_open, .release = dial_release,
-                 .resumed = dial_resumed, .zstd = dial_zstd, .ctx = fx},
+      .dialer = {.open = dial_open,
+                 .release = dial_release,
+                 .resumed = dial_resumed,
+                 .zstd = dial_zstd,
+                 .ctx = fx},
       .cbs = &host_cbs,
       .n = 1,
   };
   assert_int_equal(tg_fleet_init(&fx->fleet), 0);
-  assert_int_equal(tg_fleet_host_init(&fx->fleet, &fx->h, 0, "h0", NULL, fx), 0);
+  assert_int_equal(tg_fleet_host_init(&fx->fleet, &fx->h, 0, "h0", NULL, fx),
+                   0);
   tg_log_set_sink(sink, fx);
   *state = fx;
   return 0;
@@ -117,8 +122,7 @@ static int teardown(void **state) {
 
 static void run_until(fixture_t *fx, const unsigned *n, unsigned want) {
   uint64_t until = uv_now(&fx->loop) + WAIT_MS;
-  while (*n < want && uv_now(&fx->loop) < until)
-    uv_run(&fx->loop, UV_RUN_ONCE);
+  while (*n < want && uv_now(&fx->loop) < until) uv_run(&fx->loop, UV_RUN_ONCE);
   assert_true(*n >= want);
 }
 
@@ -179,7 +183,8 @@ static void a_reconnect_starts_from_a_clean_connection(void **state) {
 
 /* A first connection refused fails the host with the dialer's words; the
  * report says so, also once the engine is gone. */
-static void a_refused_first_connection_fails_and_the_report_stays(void **state) {
+static void
+a_refused_first_connection_fails_and_the_report_stays(void **state) {
   fixture_t *fx = *state;
   tg_fleet_host_t *h = &fx->h;
   tg_fleet_start(&fx->fleet);
@@ -199,8 +204,8 @@ static void a_refused_first_connection_fails_and_the_report_stays(void **state) 
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(a_reconnect_starts_from_a_clean_connection,
-                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_reconnect_starts_from_a_clean_connection, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_refused_first_connection_fails_and_the_report_stays, setup,
           teardown),

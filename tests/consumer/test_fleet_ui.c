@@ -64,7 +64,8 @@ static void failing_then_not_up_then_behind(void **state) {
   f->hosts[7].core.report.link_state = TG_LINK_CONNECTING;  /* not up */
   f->hosts[999].core.report.link_state = TG_LINK_FAILED;  /* failing */
   f->hosts[42].core.report.link_state = TG_LINK_FAILING;  /* failing */
-  f->hosts[43].core.report.link_state = TG_LINK_DONE;  /* finished: nothing to say */
+  /* finished: nothing to say */
+  f->hosts[43].core.report.link_state = TG_LINK_DONE;
   f->hosts[44].core.report.bytes = 6u << 20;  /* above half the median */
   size_t idx[CAP], total;
   size_t n = fleet_ui_pick(f, idx, CAP, &total);

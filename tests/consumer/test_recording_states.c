@@ -92,7 +92,8 @@ static void sink(void *ctx, tg_log_level_t level, const char *line) {
   if (level == TG_LOG_ERROR) s->errors++;
 }
 
-static void on_state(tg_recording_t *r, tg_rec_state_t from, tg_rec_state_t to) {
+static void on_state(tg_recording_t *r, tg_rec_state_t from,
+                     tg_rec_state_t to) {
   (void)from;
   (void)to;
   ((seen_t *)tg_recording_data(r))->changes++;
