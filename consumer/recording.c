@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "consumer/recording_internal.h"
 #include "tracegate/error.h"
 
@@ -28,34 +29,122 @@ bool tg__rec_is_over(const tg_recording_t *r) {
          r->state == TG_REC_FAILED;
 }
 
+#define S(x) (1u << TG_REC_##x)
+/* Each state's arrows out of it, but FAILED's (recording.h). */
+static const unsigned kNext[] = {
+    [TG_REC_IDLE] = S(ATTACHING) | S(STARTING),
+    [TG_REC_ATTACHING] = S(STARTING),
+    [TG_REC_STARTING] = S(TRACING) | S(DRAINING) | S(DETACHED) | S(FAILING),
+    [TG_REC_TRACING] = S(STOPPING) | S(DRAINING) | S(FAILING),
+    [TG_REC_STOPPING] = S(DRAINING) | S(FAILING),
+    [TG_REC_DRAINING] = S(STATS),
+    [TG_REC_STATS] = S(DONE),
+    [TG_REC_FAILING] = 0,
+    [TG_REC_DONE] = 0,
+    [TG_REC_DETACHED] = 0,
+    [TG_REC_FAILED] = 0,
+};
+#undef S
+
+static bool is_final(tg_rec_state_t s) {
+  return s == TG_REC_DONE || s == TG_REC_DETACHED || s == TG_REC_FAILED;
+}
+
+bool tg_rec_transition_ok(tg_rec_state_t from, tg_rec_state_t to) {
+  if ((unsigned)from > TG_REC_FAILED || (unsigned)to > TG_REC_FAILED ||
+      is_final(from))
+    return false;
+  return ((kNext[from] | 1u << TG_REC_FAILED) & (1u << to)) != 0;
+}
+
+#define B(x) (1u << TG_REC_##x)
+static const unsigned kNextBinding[] = {
+    [TG_REC_BOUND] = B(UNBOUND) | B(SYNCING),
+    [TG_REC_UNBOUND] = B(REATTACHING),
+    [TG_REC_REATTACHING] = B(RESUMING) | B(BOUND) | B(UNBOUND),
+    [TG_REC_RESUMING] = B(RESUMING_CUT) | B(BOUND) | B(UNBOUND),
+    [TG_REC_RESUMING_CUT] = B(RESUMING) | B(BOUND) | B(UNBOUND),
+    [TG_REC_SYNCING] = B(BOUND) | B(UNBOUND),
+};
+#undef B
+
+bool tg_rec_binding_ok(tg_rec_binding_t from, tg_rec_binding_t to) {
+  if ((unsigned)from > TG_REC_SYNCING || (unsigned)to > TG_REC_SYNCING)
+    return false;
+  return (kNextBinding[from] & (1u << to)) != 0;
+}
+
+/* A refused transition is the engine's bug: the state stays as it is (a
+ * recording that goes on in a state it can explain beats one in a state
+ * its table has no arrow to), and it shows in the error log and the
+ * count. */
+static void refuse(tg_recording_t *r, const char *what, const char *from,
+                   const char *to) {
+  r->bad_transitions++;
+  TG_ERROR("recording %p: %s %s -> %s is no transition of recording.h's: "
+           "refused", (void *)r, what, from, to);
+}
+
 void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
   tg_rec_state_t from = r->state;
   if (from == to) return;
+  if (!tg_rec_transition_ok(from, to)) {
+    refuse(r, "lifecycle", tg_recording_state_name(from),
+           tg_recording_state_name(to));
+    return;
+  }
   r->state = to;
+  TG_DEBUG("recording %p: %s -> %s", (void *)r, tg_recording_state_name(from),
+           tg_recording_state_name(to));
   if (r->cbs->on_state) r->cbs->on_state(r, from, to);
+}
+
+void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to) {
+  tg_rec_binding_t from = r->binding;
+  if (from == to) return;
+  if (!tg_rec_binding_ok(from, to)) {
+    refuse(r, "binding", tg_recording_binding_name(from),
+           tg_recording_binding_name(to));
+    return;
+  }
+  r->binding = to;
+  TG_DEBUG("recording %p: binding %s -> %s", (void *)r,
+           tg_recording_binding_name(from), tg_recording_binding_name(to));
+}
+
+static bool bound(const tg_recording_t *r) {
+  return r->binding == TG_REC_BOUND;
+}
+
+/* A session that may still run: enabled or attached, not ended. */
+static bool session_may_run(const tg_recording_t *r) {
+  return r->state == TG_REC_STARTING || r->state == TG_REC_TRACING ||
+         r->state == TG_REC_STOPPING;
 }
 
 static void maybe_release(tg_recording_t *r) {
   if (!r->freed || r->open_timers || r->inflight) return;
   if (r->attached_cfg)
     perfetto__protos__trace_config__free_unpacked(r->attached_cfg, NULL);
-  tg_slice_reassembler_free(&r->ra);
-  free(r->detach_key);
-  free(r->resume_key);
-  free(r->attach_key);
-  free(r->absent_cfg);
+  tg_slice_reassembler_free(&r->rd.ra);
+  free(r->o.detach_key);
+  free(r->o.resume_key);
+  free(r->o.attach_key);
+  free(r->o.absent_cfg);
   free(r);
 }
 
 /* One callback of a call on |c| ran: true if it is news for the
- * recording. Any reply on the current connection is a sign of life. */
+ * recording. Any reply on the current connection is a sign of life.
+ * FAILING waits for FreeBuffers alone (on_freed). */
 bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c) {
   r->inflight--;
   if (r->freed) {
     maybe_release(r);
     return false;
   }
-  if (c != r->c || tg__rec_is_over(r)) return false;
+  if (c != r->c || tg__rec_is_over(r) || r->state == TG_REC_FAILING)
+    return false;
   r->last_rx_ms = uv_now(r->loop);
   return true;
 }
@@ -95,6 +184,8 @@ void tg__rec_end(tg_recording_t *r, tg_rec_state_t state, int status,
   r->end_status = status;
   if (reason != r->reason) snprintf(r->reason, sizeof(r->reason), "%s", reason);
   tg__rec_set_state(r, state);
+  /* Refused (logged): the end is an end all the same. */
+  if (r->state != state) tg__rec_set_state(r, TG_REC_FAILED);
   uv_timer_start(&r->ender, on_ender, 0, 0);
 }
 
@@ -121,7 +212,7 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
     maybe_release(r);
     return;
   }
-  if (c == r->c && r->freeing)
+  if (c == r->c && r->state == TG_REC_FAILING)
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
 }
 
@@ -130,14 +221,14 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 static void on_guard(uv_timer_t *t) {
   tg_recording_t *r = t->data;
   char d[32], g[32], s[32];
-  if (r->freeing) { /* FreeBuffers unanswered: end anyway */
+  if (r->state == TG_REC_FAILING) { /* FreeBuffers unanswered: end anyway */
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
   }
-  if (r->deadline_hit && r->state == TG_REC_STOPPING) {
+  if (r->stop == TG__REC_STOP_DEADLINE && r->state == TG_REC_STOPPING) {
     format_ms(d, sizeof(d), r->duration_ms);
-    format_ms(g, sizeof(g), r->grace_ms);
-    format_ms(s, sizeof(s), r->deadline_stop_ms);
+    format_ms(g, sizeof(g), r->o.grace_ms);
+    format_ms(s, sizeof(s), r->o.deadline_stop_ms);
     r->deadline_failed = true;
     tg__rec_fail(r, -ETIMEDOUT, "the session did not end by its deadline "
                  "(duration %s + grace %s), and not within %s of being "
@@ -156,11 +247,11 @@ void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms) {
 static void disable_now(tg_recording_t *r);
 
 /* Past duration + grace: stop the session, and give it deadline_stop_ms
- * to end. Unbound, the rebind does it. */
+ * to end. Not bound, the rebind does it. */
 static void on_deadline(uv_timer_t *t) {
   tg_recording_t *r = t->data;
-  r->deadline_hit = true;
-  r->stop_wanted = true;
+  r->stop = TG__REC_STOP_DEADLINE;
+  if (!bound(r)) return;
   if (r->state == TG_REC_TRACING) {
     request_stop(r);
   } else if (r->state == TG_REC_STOPPING) {
@@ -168,7 +259,7 @@ static void on_deadline(uv_timer_t *t) {
   } else {
     return;
   }
-  tg__rec_arm_guard(r, r->deadline_stop_ms);
+  tg__rec_arm_guard(r, r->o.deadline_stop_ms);
 }
 
 static void on_stopper(uv_timer_t *t) { tg_recording_stop(t->data); }
@@ -199,18 +290,22 @@ static void on_stop_flushed(tg_consumer_t *c, void *ctx, int status,
   if (r->state == TG_REC_STOPPING) disable_now(r);
 }
 
-static void request_stop(tg_recording_t *r) {
-  r->stop_wanted = true;
-  if (r->state != TG_REC_TRACING || r->stop_sent) return;
-  r->stop_sent = true;
-  tg__rec_set_state(r, TG_REC_STOPPING);
+/* STOPPING on this connection: flush, then disable. */
+static void send_stop(tg_recording_t *r) {
   uv_timer_stop(&r->stopper);
-  tg__rec_arm_guard(r, r->guard_ms);
+  tg__rec_arm_guard(r, r->o.guard_ms);
   if (tg_consumer_flush(r->c, TG_REC_STOP_FLUSH_TIMEOUT_MS, on_stop_flushed,
                         r) == 0)
     r->inflight++;
   else
     disable_now(r);
+}
+
+static void request_stop(tg_recording_t *r) {
+  if (r->stop == TG__REC_STOP_NONE) r->stop = TG__REC_STOP_WANTED;
+  if (r->state != TG_REC_TRACING || !bound(r)) return;
+  tg__rec_set_state(r, TG_REC_STOPPING);
+  send_stop(r);
 }
 
 /* --- the session ended ---------------------------------------------------- */
@@ -219,8 +314,8 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
-    r->ended = true;
-    tg__rec_fail(r, status, "%s", msg);
+    /* The service ended it: there is no session to end. */
+    fail_now(r, false, status < 0 ? status : TG_EREMOTE_FAILED, msg);
     return;
   }
   if (r->state == TG_REC_DRAINING || r->state == TG_REC_STATS) return;
@@ -229,20 +324,24 @@ static void on_ended(tg_consumer_t *c, void *ctx, int status, const char *msg) {
 
 /* --- starting ------------------------------------------------------------- */
 
-static void begin_tracing(tg_recording_t *r, tg_rec_state_t state) {
-  tg__rec_set_state(r, TG_REC_TRACING);
-  if (r->stream && !r->reads_at_end) {
+/* Tracing begins, or goes on on a new connection (STOPPING: the stop is
+ * sent again there). */
+static void begin_tracing(tg_recording_t *r) {
+  bool stopping = r->state == TG_REC_STOPPING;
+  if (!stopping) tg__rec_set_state(r, TG_REC_TRACING);
+  if (r->o.stream && !r->rd.at_end_only) {
     tg__rec_pace_begin(r);
-    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->first_read_ms,
-                   r->read_period_ms);
+    uv_timer_start(&r->reader, tg__rec_on_read_timer, r->o.first_read_ms,
+                   r->o.read_period_ms);
   }
-  if (r->stats_period_ms)
-    uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->stats_period_ms,
-                   r->stats_period_ms);
-  if (state == TG_REC_STOPPING || r->stop_wanted) {
-    request_stop(r);
-    if (r->deadline_hit) tg__rec_arm_guard(r, r->deadline_stop_ms);
-  }
+  if (r->o.stats_period_ms)
+    uv_timer_start(&r->stats, tg__rec_on_stats_timer, r->o.stats_period_ms,
+                   r->o.stats_period_ms);
+  if (!stopping && r->stop == TG__REC_STOP_NONE) return;
+  if (stopping) send_stop(r);
+  else request_stop(r);
+  if (r->stop == TG__REC_STOP_DEADLINE)
+    tg__rec_arm_guard(r, r->o.deadline_stop_ms);
 }
 
 /* How long a START_TRACING trigger may keep the session waiting before
@@ -259,13 +358,13 @@ static uint64_t start_trigger_wait_ms(const Perfetto__Protos__TraceConfig *cfg) 
 /* The clocks that bound the session: -t on our side, and the deadline
  * (its duration after a start trigger's longest wait, then the grace). */
 static void start_clocks(tg_recording_t *r) {
-  if (r->stop_after_ms)
-    uv_timer_start(&r->stopper, on_stopper, r->stop_after_ms, 0);
-  uint64_t d = r->stop_after_ms ? r->stop_after_ms : r->duration_ms;
+  if (r->o.stop_after_ms)
+    uv_timer_start(&r->stopper, on_stopper, r->o.stop_after_ms, 0);
+  uint64_t d = r->o.stop_after_ms ? r->o.stop_after_ms : r->duration_ms;
   r->duration_ms = d;
   if (d)
     uv_timer_start(&r->deadline, on_deadline,
-                   r->start_wait_ms + d + r->grace_ms, 0);
+                   r->start_wait_ms + d + r->o.grace_ms, 0);
 }
 
 static void on_started(tg_consumer_t *c, void *ctx, int status, const char *msg) {
@@ -301,17 +400,16 @@ static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
   }
   r->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
   r->start_wait_ms = start_trigger_wait_ms(cfg);
-  r->deferred_start = cfg->has_deferred_start && cfg->deferred_start;
+  bool deferred_start = cfg->has_deferred_start && cfg->deferred_start;
   tg__rec_set_read_target(r, cfg);
   perfetto__protos__trace_config__free_unpacked(cfg, NULL);
   int rv = tg_consumer_enable_tracing(r->c, o->config, o->config_len, fd,
                                       on_ended, r);
   if (rv < 0) return rv;
   r->inflight++;
-  r->live = true;
   tg__rec_set_state(r, TG_REC_STARTING);
   /* Requests are handled in order: each of these sees the new session. */
-  if (r->deferred_start) {
+  if (deferred_start) {
     rv = tg_consumer_start_tracing(r->c, on_started, r);
     if (rv < 0) {
       tg__rec_fail(r, rv, "cannot start tracing: %s", tg_strerror(rv));
@@ -319,14 +417,14 @@ static int enable(tg_recording_t *r, const tg_recording_opts_t *o) {
     }
     r->inflight++;
   }
-  if (r->detach_key) {
-    rv = tg_consumer_detach(r->c, r->detach_key, on_detached, r);
+  if (r->o.detach_key) {
+    rv = tg_consumer_detach(r->c, r->o.detach_key, on_detached, r);
     if (rv < 0) tg__rec_fail(r, rv, "cannot detach: %s", tg_strerror(rv));
     else r->inflight++;
     return 0;
   }
   start_clocks(r);
-  begin_tracing(r, TG_REC_TRACING);
+  begin_tracing(r);
   return 0;
 }
 
@@ -343,23 +441,23 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
                         const char *msg, const uint8_t *config, size_t len) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
-  uint8_t *absent = r->absent_cfg;
-  r->absent_cfg = NULL;
+  uint8_t *absent = r->o.absent_cfg;
+  r->o.absent_cfg = NULL;
   if (status == TG_EREMOTE_FAILED && absent) {
     /* Nothing detached under the key: make the session. */
     tg_recording_opts_t o = {
-        .config = absent, .config_len = r->absent_cfg_len, .fd = -1};
+        .config = absent, .config_len = r->o.absent_cfg_len, .fd = -1};
     int rv = enable(r, &o);
     free(absent);
     if (rv < 0 && !tg__rec_is_over(r))
       tg__rec_fail(r, rv, "no session under '%s', and cannot enable one: %s",
-                   r->attach_key, tg_strerror(rv));
+                   r->o.attach_key, tg_strerror(rv));
     return;
   }
   free(absent);
   if (status) {
     tg__rec_fail(r, status, "cannot attach to the session '%s': %s",
-                 r->attach_key, msg);
+                 r->o.attach_key, msg);
     return;
   }
   r->attached_cfg = perfetto__protos__trace_config__unpack(NULL, len, config);
@@ -368,20 +466,20 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
                  "the service sent a TraceConfig that does not decode");
     return;
   }
-  r->live = true;
+  tg__rec_set_state(r, TG_REC_STARTING); /* the session is ours now */
   r->duration_ms = r->attached_cfg->has_duration_ms ? r->attached_cfg->duration_ms : 0;
   r->start_wait_ms = start_trigger_wait_ms(r->attached_cfg);
   tg__rec_set_read_target(r, r->attached_cfg);
   int want = r->cbs->on_attached ? r->cbs->on_attached(r, r->attached_cfg) : 0;
   if (tg__rec_is_over(r)) return;
   if (want < 0) {
-    tg__rec_fail(r, want, "cannot record the session '%s': %s", r->attach_key,
-         tg_strerror(want));
+    tg__rec_fail(r, want, "cannot record the session '%s': %s",
+                 r->o.attach_key, tg_strerror(want));
     return;
   }
   int rv;
   if (want > 0) { /* give it back rather than end it */
-    rv = tg_consumer_detach(c, r->attach_key, on_detached, r);
+    rv = tg_consumer_detach(c, r->o.attach_key, on_detached, r);
     if (rv == 0) {
       r->inflight++;
       return;
@@ -397,87 +495,93 @@ static void on_attached(tg_consumer_t *c, void *ctx, int status,
 }
 
 static void after_attach_sync(tg_recording_t *r) {
+  tg__rec_set_binding(r, TG_REC_BOUND);
   int rv = follow(r);
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session: %s", tg_strerror(rv));
     return;
   }
   start_clocks(r);
-  begin_tracing(r, TG_REC_TRACING);
+  begin_tracing(r);
+}
+
+/* Copies what the owner asked for (keys, the absent config, the
+ * periods with their defaults). Returns 0 or -ENOMEM. */
+static int take_opts(tg_recording_t *r, const tg_recording_opts_t *o) {
+  tg__rec_opts_t *k = &r->o;
+  if ((o->detach_key && !(k->detach_key = strdup(o->detach_key))) ||
+      (o->resume_key && !(k->resume_key = strdup(o->resume_key))) ||
+      (o->attach_key && !(k->attach_key = strdup(o->attach_key))))
+    return -ENOMEM;
+  if (o->attach_key && o->enable_if_absent && o->config && o->config_len) {
+    if (!(k->absent_cfg = malloc(o->config_len))) return -ENOMEM;
+    memcpy(k->absent_cfg, o->config, o->config_len);
+    k->absent_cfg_len = o->config_len;
+  }
+  k->stream = o->stream;
+  k->read_period_ms = o->read_period_ms ? o->read_period_ms
+                                        : TG_REC_DEFAULT_READ_PERIOD_MS;
+  k->first_read_ms = o->first_read_ms ? o->first_read_ms
+                                      : TG_REC_DEFAULT_FIRST_READ_MS;
+  if (!o->first_read_ms && k->first_read_ms > k->read_period_ms)
+    k->first_read_ms = k->read_period_ms;
+  k->stats_period_ms = o->stats_period_ms;
+  k->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
+  k->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
+                                            : TG_REC_DEFAULT_DEADLINE_STOP_MS;
+  k->grace_ms = o->grace_ms ? o->grace_ms : TG_REC_DEFAULT_GRACE_MS;
+  k->stop_after_ms = o->stop_after_ms;
+  k->replay = o->replay && k->resume_key;
+  return 0;
 }
 
 int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
                        const tg_recording_opts_t *o) {
   int fd = o->fd;
-  if (r->state != TG_REC_IDLE || !c || (o->stream && !r->cbs->on_packet) ||
-      (!o->attach_key && (!o->config || !o->config_len))) {
+  int rv = r->state != TG_REC_IDLE || !c ||
+                   (o->stream && !r->cbs->on_packet) ||
+                   (!o->attach_key && (!o->config || !o->config_len))
+               ? -EINVAL
+               : take_opts(r, o);
+  if (rv < 0) {
     if (fd >= 0) close(fd);
-    return -EINVAL;
-  }
-  if ((o->detach_key && !(r->detach_key = strdup(o->detach_key))) ||
-      (o->resume_key && !(r->resume_key = strdup(o->resume_key))) ||
-      (o->attach_key && !(r->attach_key = strdup(o->attach_key)))) {
-    if (fd >= 0) close(fd);
-    return -ENOMEM;
-  }
-  if (o->attach_key && o->enable_if_absent && o->config && o->config_len) {
-    if (!(r->absent_cfg = malloc(o->config_len))) {
-      if (fd >= 0) close(fd);
-      return -ENOMEM;
-    }
-    memcpy(r->absent_cfg, o->config, o->config_len);
-    r->absent_cfg_len = o->config_len;
+    return rv;
   }
   r->c = c;
-  r->stream = o->stream;
-  r->read_period_ms = o->read_period_ms ? o->read_period_ms
-                                        : TG_REC_DEFAULT_READ_PERIOD_MS;
-  r->first_read_ms = o->first_read_ms ? o->first_read_ms
-                                      : TG_REC_DEFAULT_FIRST_READ_MS;
-  if (!o->first_read_ms && r->first_read_ms > r->read_period_ms)
-    r->first_read_ms = r->read_period_ms;
-  r->stats_period_ms = o->stats_period_ms;
-  r->reads_held = o->hold_reads;
+  if (o->hold_reads) r->rd.read = TG__READ_HELD;
   tg__rec_set_read_target(r, NULL);
-  r->guard_ms = o->guard_ms ? o->guard_ms : TG_REC_DEFAULT_GUARD_MS;
-  r->deadline_stop_ms = o->deadline_stop_ms ? o->deadline_stop_ms
-                                            : TG_REC_DEFAULT_DEADLINE_STOP_MS;
-  r->grace_ms = o->grace_ms ? o->grace_ms : TG_REC_DEFAULT_GRACE_MS;
-  r->stop_after_ms = o->stop_after_ms;
-  r->replay = o->replay && r->resume_key;
   r->last_rx_ms = uv_now(r->loop);
   if (!o->attach_key) return enable(r, o);
   if (fd >= 0) close(fd); /* an attached session has its own output */
-  int rv = tg_consumer_attach(c, r->attach_key, on_attached, r);
+  rv = tg_consumer_attach(c, r->o.attach_key, on_attached, r);
   if (rv < 0) return rv;
   r->inflight++;
-  tg__rec_set_state(r, TG_REC_STARTING);
+  tg__rec_set_state(r, TG_REC_ATTACHING);
   return 0;
 }
 
 /* --- the owner's calls ---------------------------------------------------- */
 
 void tg_recording_set_stream(tg_recording_t *r, bool stream) {
-  r->stream = stream && r->cbs->on_packet;
+  r->o.stream = stream && r->cbs->on_packet;
 }
 
 void tg_recording_stop(tg_recording_t *r) {
   if (tg__rec_is_over(r)) return;
-  r->stop_wanted = true;
-  if (r->state == TG_REC_TRACING) request_stop(r);
+  request_stop(r);
 }
 
 static void fail_now(tg_recording_t *r, bool end_session, int status,
                      const char *reason) {
-  if (tg__rec_is_over(r) || r->freeing) return;
+  if (tg__rec_is_over(r) || r->state == TG_REC_FAILING) return;
   /* A session that may still run is ended rather than left behind: a
    * relay would detach it under our key, for nobody to take back. */
-  if (end_session && r->c && r->live && !r->ended &&
+  if (end_session && r->c && session_may_run(r) &&
       tg_consumer_free_buffers(r->c, on_freed, r) == 0) {
     r->inflight++;
-    r->freeing = true;
     r->end_status = status;
     snprintf(r->reason, sizeof(r->reason), "%s", reason);
+    tg__rec_set_state(r, TG_REC_FAILING);
     tg__rec_stop_timers(r);
     tg__rec_arm_guard(r, FREE_GUARD_MS);
     return;
@@ -490,29 +594,30 @@ void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason) 
 }
 
 bool tg_recording_resumable(const tg_recording_t *r) {
-  return r->resume_key && r->live && !r->ended && !tg__rec_is_over(r) && !r->freeing &&
-         (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
-          r->state == TG_REC_UNBOUND);
+  if (!r->o.resume_key) return false;
+  /* STARTING: attached, the session ours, not followed yet; what the lost
+   * link cut is taken up there. */
+  return r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
+         (r->state == TG_REC_STARTING && !bound(r));
 }
 
 void tg_recording_unbind(tg_recording_t *r) {
   if (tg__rec_is_over(r) || r->state == TG_REC_IDLE) return;
   r->c = NULL;
+  tg__rec_set_binding(r, TG_REC_UNBOUND);
   /* Its answer, if it ever comes, is no longer news (tg__rec_answer). */
-  if (r->reading) tg__rec_read_cut(r);
-  r->reading = r->stats_pending = r->stop_sent = r->stats_after_read = false;
-  if (r->freeing) {
+  if (r->rd.read == TG__READ_BUSY) {
+    tg__rec_read_cut(r);
+    r->rd.read = TG__READ_IDLE;
+  }
+  r->rd.stats = TG__STATS_IDLE;
+  if (r->state == TG_REC_FAILING) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
   }
-  if (r->state != TG_REC_UNBOUND)
-    r->resume_state = r->state == TG_REC_STOPPING || r->stop_wanted
-                          ? TG_REC_STOPPING
-                          : TG_REC_TRACING;
   uv_timer_stop(&r->reader);
   uv_timer_stop(&r->stats);
   uv_timer_stop(&r->guard);
-  tg__rec_set_state(r, TG_REC_UNBOUND);
 }
 
 static void after_resume(tg_recording_t *r);
@@ -524,6 +629,9 @@ static void on_reattached(tg_consumer_t *c, void *ctx, int status,
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c) || tg__rec_conn_going(status)) return;
   if (status) {
+    /* Not on this connection: the owner rebinds again, or fails. */
+    r->c = NULL;
+    tg__rec_set_binding(r, TG_REC_UNBOUND);
     if (r->cbs->on_rebound) r->cbs->on_rebound(r, status, msg);
     return;
   }
@@ -536,24 +644,28 @@ static void on_reattached(tg_consumer_t *c, void *ctx, int status,
 }
 
 static void after_resume(tg_recording_t *r) {
+  tg__rec_set_binding(r, TG_REC_BOUND);
   int rv = follow(r);
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot follow the session after re-attaching: %s",
-         tg_strerror(rv));
+                 tg_strerror(rv));
     return;
   }
-  begin_tracing(r, r->resume_state);
+  begin_tracing(r);
   if (r->cbs->on_rebound) r->cbs->on_rebound(r, 0, "");
   /* What was lost while away shows in the counters now. */
-  if (!tg__rec_is_over(r) && r->stats_period_ms) tg__rec_stats_now(r);
+  if (!tg__rec_is_over(r) && r->o.stats_period_ms) tg__rec_stats_now(r);
 }
 
 int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c) {
-  if (r->state != TG_REC_UNBOUND || !r->resume_key || !c) return -EINVAL;
-  int rv = tg_consumer_attach(c, r->resume_key, on_reattached, r);
+  if (tg__rec_is_over(r) || r->binding != TG_REC_UNBOUND ||
+      !r->o.resume_key || !c)
+    return -EINVAL;
+  int rv = tg_consumer_attach(c, r->o.resume_key, on_reattached, r);
   if (rv < 0) return rv;
   r->inflight++;
   r->c = c;
+  tg__rec_set_binding(r, TG_REC_REATTACHING);
   r->last_rx_ms = uv_now(r->loop);
   return 0;
 }
@@ -574,7 +686,9 @@ tg_recording_t *tg_recording_new(uv_loop_t *loop, const tg_recording_cbs_t *cbs,
   r->cbs = cbs;
   r->data = data;
   r->state = TG_REC_IDLE;
-  tg_slice_reassembler_init(&r->ra, TG_CONSUMER_DEFAULT_MAX_PACKET);
+  r->binding = TG_REC_BOUND; /* to the connection tg_recording_start gives */
+  r->rd.base_bytes = TG__REC_NO_BASE;
+  tg_slice_reassembler_init(&r->rd.ra, TG_CONSUMER_DEFAULT_MAX_PACKET);
   uv_timer_t *timers[N_TIMERS] = {&r->reader, &r->stats, &r->stopper,
                                   &r->deadline, &r->guard, &r->ender};
   for (size_t i = 0; i < N_TIMERS; i++) {
@@ -596,35 +710,47 @@ void tg_recording_free(tg_recording_t *r) {
 
 void *tg_recording_data(const tg_recording_t *r) { return r->data; }
 tg_rec_state_t tg_recording_state(const tg_recording_t *r) { return r->state; }
-bool tg_recording_ended(const tg_recording_t *r) { return r->ended; }
+tg_rec_binding_t tg_recording_binding(const tg_recording_t *r) {
+  return r->binding;
+}
+unsigned tg_recording_bad_transitions(const tg_recording_t *r) {
+  return r->bad_transitions;
+}
+/* The service said the session ended: its end is read, or was. */
+bool tg_recording_ended(const tg_recording_t *r) {
+  return r->state == TG_REC_DRAINING || r->state == TG_REC_STATS ||
+         r->state == TG_REC_DONE;
+}
 bool tg_recording_deadline_failed(const tg_recording_t *r) {
   return r->deadline_failed;
 }
-uint64_t tg_recording_reads(const tg_recording_t *r) { return r->reads_done; }
+uint64_t tg_recording_reads(const tg_recording_t *r) {
+  return r->rd.reads_done;
+}
 
 void tg_recording_read_first_now(tg_recording_t *r) {
-  if (!r->stream || r->reads_at_end || r->state != TG_REC_TRACING ||
-      r->reading || r->reads_done > 0)
+  if (!r->o.stream || r->rd.at_end_only || r->state != TG_REC_TRACING ||
+      !bound(r) || r->rd.read == TG__READ_BUSY || r->rd.reads_done > 0)
     return;
-  uv_timer_start(&r->reader, tg__rec_on_read_timer, 0, r->read_period_ms);
+  uv_timer_start(&r->reader, tg__rec_on_read_timer, 0, r->o.read_period_ms);
 }
 
 void tg_recording_release_reads(tg_recording_t *r) {
-  if (!r->reads_held) return;
-  r->reads_held = false;
-  if (!r->read_due) return;
-  r->read_due = false;
+  if (r->rd.read != TG__READ_HELD && r->rd.read != TG__READ_HELD_DUE) return;
+  bool due = r->rd.read == TG__READ_HELD_DUE;
+  r->rd.read = TG__READ_IDLE;
+  if (!due || !bound(r)) return;
   if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
       r->state == TG_REC_DRAINING)
     tg__rec_read_now(r);
 }
 unsigned tg_recording_reads_cut(const tg_recording_t *r) {
-  return r->reads_cut - r->reads_recovered;
+  return r->rd.reads_cut - r->rd.reads_recovered;
 }
 unsigned tg_recording_reads_lost(const tg_recording_t *r) {
   /* A cut read the replay made whole lost nothing. */
-  unsigned lost = r->reads_lost + (r->cut_open ? 1u : 0u);
-  return lost > r->reads_recovered ? lost - r->reads_recovered : 0;
+  unsigned lost = r->rd.reads_lost + (r->rd.cut != TG__CUT_NONE ? 1u : 0u);
+  return lost > r->rd.reads_recovered ? lost - r->rd.reads_recovered : 0;
 }
 
 const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r) {
@@ -632,19 +758,20 @@ const Perfetto__Protos__TraceConfig *tg_recording_config(const tg_recording_t *r
 }
 
 uint64_t tg_recording_waiting_ms(const tg_recording_t *r, uint64_t now_ms) {
-  if (!r->reading && !r->stats_pending) return 0;
+  if (r->rd.read != TG__READ_BUSY && r->rd.stats != TG__STATS_ASKED) return 0;
   return now_ms > r->last_rx_ms ? now_ms - r->last_rx_ms : 0;
 }
 
 const char *tg_recording_state_name(tg_rec_state_t s) {
   switch (s) {
     case TG_REC_IDLE: return "idle";
+    case TG_REC_ATTACHING:
     case TG_REC_STARTING: return "starting";
     case TG_REC_TRACING: return "tracing";
     case TG_REC_STOPPING: return "stopping";
     case TG_REC_DRAINING: return "reading the end";
     case TG_REC_STATS: return "statistics";
-    case TG_REC_UNBOUND: return "reconnecting";
+    case TG_REC_FAILING: return "failing";
     case TG_REC_DONE: return "done";
     case TG_REC_DETACHED: return "detached";
     case TG_REC_FAILED: return "FAILED";
@@ -652,7 +779,19 @@ const char *tg_recording_state_name(tg_rec_state_t s) {
   return "?";
 }
 
+const char *tg_recording_binding_name(tg_rec_binding_t b) {
+  switch (b) {
+    case TG_REC_BOUND: return "bound";
+    case TG_REC_UNBOUND: return "reconnecting";
+    case TG_REC_REATTACHING: return "re-attaching";
+    case TG_REC_RESUMING:
+    case TG_REC_RESUMING_CUT: return "resuming";
+    case TG_REC_SYNCING: return "syncing";
+  }
+  return "?";
+}
+
 void tg_recording_replay_stats(const tg_recording_t *r,
                                tg_rec_replay_stats_t *out) {
-  *out = r->replay_stats;
+  *out = r->rd.replay_stats;
 }

@@ -3,14 +3,21 @@
  * host of a fleet recording use it; what they add (the output file, the
  * terminal, connecting and reconnecting) stays with them.
  *
- *   STARTING --enable/attach--> TRACING --stop, duration, deadline-->
- *   STOPPING (flush, disable) --the session ended--> DRAINING (final reads,
- *   when streaming) --> STATS (final GetTraceStats) --> DONE
+ *   IDLE --enable--> STARTING --tracing--> TRACING --stop, duration,
+ *   deadline--> STOPPING (flush, disable) --the session ended--> DRAINING
+ *   (final reads, when streaming) --> STATS (final GetTraceStats) --> DONE
+ *   IDLE --attach--> ATTACHING --attached (or enabled instead)--> STARTING
  *
- * Any failure goes to FAILED; --detach ends in DETACHED once the service
- * keeps the session under its key. UNBOUND: the connection went away (see
- * tg_recording_unbind); tg_recording_rebind() re-attaches by key on a new
- * connection and goes back where it was.
+ * Any failure goes to FAILED, through FAILING when the session is ended
+ * first (FreeBuffers); --detach ends in DETACHED once the service keeps
+ * the session under its key. tg_rec_transition_ok() is the table.
+ *
+ * Apart from the lifecycle, the binding says where the recording stands
+ * with its connection: BOUND; UNBOUND when the connection went away (see
+ * tg_recording_unbind), the lifecycle staying where it was;
+ * tg_recording_rebind() re-attaches by key on a new connection
+ * (REATTACHING), gets what the lost link swallowed (RESUMING) and goes
+ * on where it was.
  *
  * The recording never opens, closes or frees a connection: it borrows the
  * one it is given. It reports to its owner through callbacks only; they
@@ -32,17 +39,49 @@
 typedef struct tg_recording tg_recording_t;
 
 typedef enum tg_rec_state {
-  TG_REC_IDLE,     /* not started yet */
-  TG_REC_STARTING, /* EnableTracing or Attach sent */
+  TG_REC_IDLE,      /* not started yet */
+  TG_REC_ATTACHING, /* Attach sent: no session of ours yet */
+  TG_REC_STARTING,  /* the session exists (enabled, or attached); tracing
+                     * not followed yet */
   TG_REC_TRACING,
   TG_REC_STOPPING, /* flush + disable sent, waiting for the end */
   TG_REC_DRAINING, /* tracing ended: final reads */
   TG_REC_STATS,    /* final GetTraceStats */
-  TG_REC_UNBOUND,  /* the connection is gone; waiting for a rebind */
+  TG_REC_FAILING,  /* FreeBuffers sent: the session ends, then FAILED */
   TG_REC_DONE,
   TG_REC_DETACHED, /* left running in the service under detach_key */
   TG_REC_FAILED,
 } tg_rec_state_t;
+
+/* The recording's connection. */
+typedef enum tg_rec_binding {
+  TG_REC_BOUND,       /* on its connection */
+  TG_REC_UNBOUND,     /* the connection is gone; waiting for a rebind */
+  TG_REC_REATTACHING, /* Attach by the resume key sent on a new connection */
+  TG_REC_RESUMING,    /* re-attached: Resume asks the relay for what the
+                       * lost link swallowed */
+  TG_REC_RESUMING_CUT, /* the same, and the next packet sent again lost its
+                        * start in the relay's window: it is dropped */
+  TG_REC_SYNCING,     /* attached: Resume adopts the relay's numbering */
+} tg_rec_binding_t;
+
+/* Whether the lifecycle has an arrow |from| -> |to|; written out:
+ *   IDLE      -> ATTACHING, STARTING      ATTACHING -> STARTING
+ *   STARTING  -> TRACING, DRAINING, DETACHED
+ *   TRACING   -> STOPPING, DRAINING       STOPPING  -> DRAINING
+ *   DRAINING  -> STATS                    STATS     -> DONE
+ *   FAILING   -> FAILED
+ * and every state but the final ones -> FAILED; STARTING, TRACING and
+ * STOPPING (a session that may still run) -> FAILING. DONE, DETACHED and
+ * FAILED are final. A state to itself is no transition. */
+bool tg_rec_transition_ok(tg_rec_state_t from, tg_rec_state_t to);
+/* Whether the binding has an arrow |from| -> |to|:
+ *   BOUND -> UNBOUND, SYNCING        UNBOUND -> REATTACHING
+ *   REATTACHING -> RESUMING, BOUND, UNBOUND
+ *   RESUMING -> RESUMING_CUT, BOUND, UNBOUND
+ *   RESUMING_CUT -> RESUMING, BOUND, UNBOUND
+ *   SYNCING -> BOUND, UNBOUND */
+bool tg_rec_binding_ok(tg_rec_binding_t from, tg_rec_binding_t to);
 
 /* Defaults of the options below when left 0. */
 #define TG_REC_DEFAULT_READ_PERIOD_MS 500
@@ -155,7 +194,7 @@ typedef struct tg_recording_cbs {
   void (*on_stats)(tg_recording_t *r, int status, const char *msg,
                    const Perfetto__Protos__TraceStats *st, bool final);
   /* tg_recording_rebind(): 0 once re-attached (the recording goes on),
-   * else why not (still UNBOUND: rebind again or fail it). Optional. */
+   * else why not (UNBOUND again: rebind again or fail it). Optional. */
   void (*on_rebound)(tg_recording_t *r, int status, const char *msg);
   /* The end: status 0 (DONE or DETACHED) or a negative error and
    * |reason| (a sentence, e.g. "cannot stop tracing: ..."). Required. */
@@ -179,7 +218,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
  * on_attached, once the session's config says where its trace goes. */
 void tg_recording_set_stream(tg_recording_t *r, bool stream);
 /* Stops tracing (flush, then DisableTracing); before tracing began or
- * while unbound, as soon as it can. */
+ * while not bound, as soon as it can. */
 void tg_recording_stop(tg_recording_t *r);
 /* Fails the recording with |reason| (on_end runs from the loop). With
  * |end_session| the session is ended first (FreeBuffers) rather than
@@ -187,9 +226,9 @@ void tg_recording_stop(tg_recording_t *r);
  * finds itself do the same. */
 void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason);
 /* The connection is going or gone (call it from its on_close at the
- * latest): forget it; calls in flight on it are ignored. The recording
- * goes UNBOUND, its deadline still running; the owner then rebinds it
- * (when tg_recording_resumable() said so before) or fails it. */
+ * latest): forget it; calls in flight on it are ignored. The binding
+ * goes UNBOUND, the lifecycle stays and the deadline runs on; the owner
+ * then rebinds it (when tg_recording_resumable() says so) or fails it. */
 void tg_recording_unbind(tg_recording_t *r);
 /* Re-attaches by the resume key on the bound connection |c|; on_rebound
  * says how it went. Returns 0, or a negative error (no callback). */
@@ -197,6 +236,10 @@ int tg_recording_rebind(tg_recording_t *r, tg_consumer_t *c);
 
 tg_rec_state_t tg_recording_state(const tg_recording_t *r);
 const char *tg_recording_state_name(tg_rec_state_t s);
+tg_rec_binding_t tg_recording_binding(const tg_recording_t *r);
+const char *tg_recording_binding_name(tg_rec_binding_t b);
+/* Transitions the tables refused: an engine bug, logged as an error. */
+unsigned tg_recording_bad_transitions(const tg_recording_t *r);
 /* Whether the service said the session ended. */
 bool tg_recording_ended(const tg_recording_t *r);
 /* Whether the recording failed because its session did not end by its

@@ -28,14 +28,14 @@ static uint64_t bytes_read_of(const Perfetto__Protos__TraceStats *st) {
 static void note_base(tg_recording_t *r, const Perfetto__Protos__TraceStats *st) {
   if (!st) return;
   uint64_t b = bytes_read_of(st);
-  if (r->cut_open) {
+  tg__rec_reader_t *rd = &r->rd;
+  if (rd->cut != TG__CUT_NONE) {
     /* Unchanged: the cut read never reached the service (or found the
      * buffers empty); nothing it could have carried is missing. */
-    r->cut_open = false;
-    if (!r->cut_base_known || b != r->cut_base) r->reads_lost++;
+    if (rd->cut == TG__CUT_OPEN_NO_BASE || b != rd->cut_base) rd->reads_lost++;
+    rd->cut = TG__CUT_NONE;
   }
-  r->base_bytes = b;
-  r->have_base = true;
+  rd->base_bytes = b;
 }
 
 static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
@@ -43,7 +43,7 @@ static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
                            const Perfetto__Protos__TraceStats *st) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->stats_pending = false;
+  r->rd.stats = TG__STATS_IDLE;
   if (tg__rec_conn_going(status)) return;
   if (status == 0) note_base(r, st);
   if (r->state != TG_REC_STATS) return;
@@ -54,7 +54,7 @@ static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
 
 void tg__rec_final_stats(tg_recording_t *r) {
   tg__rec_set_state(r, TG_REC_STATS);
-  if (r->stats_pending) return; /* on_tick_stats asks again */
+  if (r->rd.stats == TG__STATS_ASKED) return; /* on_tick_stats asks again */
   int rv = tg_consumer_get_trace_stats(r->c, on_final_stats, r);
   if (rv < 0) {
     if (r->cbs->on_stats) r->cbs->on_stats(r, rv, tg_strerror(rv), NULL, true);
@@ -62,14 +62,14 @@ void tg__rec_final_stats(tg_recording_t *r) {
     return;
   }
   r->inflight++;
-  r->stats_pending = true;
+  r->rd.stats = TG__STATS_ASKED;
 }
 
 static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
                           const char *msg, const Perfetto__Protos__TraceStats *st) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->stats_pending = false;
+  r->rd.stats = TG__STATS_IDLE;
   if (tg__rec_conn_going(status)) return;
   if (status == 0) note_base(r, st);
   if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, false);
@@ -77,15 +77,15 @@ static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
 }
 
 void tg__rec_stats_now(tg_recording_t *r) {
-  if (r->stats_pending || !r->c) return;
-  if (r->reading) { /* after the read: see note_base */
-    r->stats_after_read = true;
+  if (r->rd.stats == TG__STATS_ASKED || r->binding != TG_REC_BOUND) return;
+  if (r->rd.read == TG__READ_BUSY) { /* after the read: see note_base */
+    r->rd.stats = TG__STATS_AFTER_READ;
     return;
   }
   if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
-    if (!r->reading) r->last_rx_ms = uv_now(r->loop);
+    r->last_rx_ms = uv_now(r->loop);
     r->inflight++;
-    r->stats_pending = true;
+    r->rd.stats = TG__STATS_ASKED;
   } else if (r->cbs->on_stats) {
     r->cbs->on_stats(r, TG_ENOT_CONNECTED, "not connected", NULL, false);
   }
@@ -103,8 +103,8 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   if (r->freed || c != r->c || tg__rec_is_over(r)) return -ECANCELED;
   int rv = r->cbs->on_packet(r, p, n);
   if (rv < 0) return rv;
-  r->packets++;
-  r->read_bytes += n;
+  r->rd.packets++;
+  r->rd.read_bytes += n;
   return 0;
 }
 
@@ -127,7 +127,7 @@ void tg__rec_set_read_target(tg_recording_t *r,
                              const Perfetto__Protos__TraceConfig *cfg) {
   uint64_t target = TG_REC_READ_AGAIN_BYTES;
   /* Snapshots copy the buffers: reading them first would empty them. */
-  r->reads_at_end = tg_recording_clone_snapshot_mode(cfg);
+  r->rd.at_end_only = tg_recording_clone_snapshot_mode(cfg);
   for (size_t i = 0; cfg && i < cfg->n_buffers; i++) {
     if (!cfg->buffers[i]) continue;
     /* Reading a DISCARD buffer while tracing would free its room, and it
@@ -135,20 +135,20 @@ void tg__rec_set_read_target(tg_recording_t *r,
     if (cfg->buffers[i]->has_fill_policy &&
         cfg->buffers[i]->fill_policy ==
             PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD)
-      r->reads_at_end = true;
+      r->rd.at_end_only = true;
     if (!cfg->buffers[i]->has_size_kb) continue;
     /* A quarter of the smallest ring: read well before it wraps. */
     uint64_t quarter = (uint64_t)cfg->buffers[i]->size_kb * 1024u / 4u;
     if (quarter < target) target = quarter;
   }
-  r->read_target = target < TG_REC_MIN_READ_TARGET ? TG_REC_MIN_READ_TARGET
+  r->rd.read_target = target < TG_REC_MIN_READ_TARGET ? TG_REC_MIN_READ_TARGET
                                                     : target;
 }
 
 void tg__rec_pace_begin(tg_recording_t *r) {
   /* The first read brings what came since now: the first window. */
-  r->rate_since_ms = uv_now(r->loop);
-  r->rate_bytes = 0;
+  r->rd.rate_since_ms = uv_now(r->loop);
+  r->rd.rate_bytes = 0;
 }
 
 /* After a read while tracing. A read that brought the target means the
@@ -160,34 +160,35 @@ void tg__rec_pace_begin(tg_recording_t *r) {
  * comes when the target should be waiting again, at the rate the last
  * window of reads measured, and at the latest at the period. */
 static void pace_reads(tg_recording_t *r) {
+  tg__rec_reader_t *rd = &r->rd;
   uint64_t now = uv_now(r->loop);
-  r->rate_bytes += r->read_bytes;
-  uint64_t span = now - r->rate_since_ms;
+  rd->rate_bytes += rd->read_bytes;
+  uint64_t span = now - rd->rate_since_ms;
   if (span >= RATE_WINDOW_MS) {
-    r->rate_per_ms = (double)r->rate_bytes / (double)span;
-    r->rate_since_ms = now;
-    r->rate_bytes = 0;
+    rd->rate_per_ms = (double)rd->rate_bytes / (double)span;
+    rd->rate_since_ms = now;
+    rd->rate_bytes = 0;
   }
-  if (r->read_bytes >= r->read_target) {
+  if (rd->read_bytes >= rd->read_target) {
     tg__rec_read_now(r);
     return;
   }
-  uint64_t wait = r->read_period_ms;
-  if (r->rate_per_ms > 0) {
-    double due = (double)r->read_target / r->rate_per_ms;
+  uint64_t wait = r->o.read_period_ms;
+  if (rd->rate_per_ms > 0) {
+    double due = (double)rd->read_target / rd->rate_per_ms;
     if (due < (double)wait) wait = due < 1.0 ? 1 : (uint64_t)due;
   }
   /* The period's tick starts again from here: a slow source is read as
    * often as before. */
-  uv_timer_start(&r->reader, tg__rec_on_read_timer, wait, r->read_period_ms);
+  uv_timer_start(&r->reader, tg__rec_on_read_timer, wait, r->o.read_period_ms);
 }
 
 static void on_read_done(tg_consumer_t *c, void *ctx, int status,
                          const char *msg) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->reading = false;
-  r->reads_done++;
+  r->rd.read = TG__READ_IDLE;
+  r->rd.reads_done++;
   if (tg__rec_conn_going(status)) {
     tg__rec_read_cut(r);
     return;
@@ -198,8 +199,8 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
   }
   tg__rec_ack(r, r->state == TG_REC_DRAINING);
   if (r->state != TG_REC_DRAINING) {
-    if (r->stats_after_read || r->stats_period_ms) {
-      r->stats_after_read = false;
+    if (r->rd.stats == TG__STATS_AFTER_READ || r->o.stats_period_ms) {
+      if (r->rd.stats == TG__STATS_AFTER_READ) r->rd.stats = TG__STATS_IDLE;
       tg__rec_stats_now(r);
     }
     if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING)
@@ -207,7 +208,8 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
     return;
   }
   /* After the end, read until a read comes back empty. */
-  if (r->packets > r->packets_before_read && ++r->drain_reads < MAX_DRAIN_READS) {
+  if (r->rd.packets > r->rd.packets_before_read &&
+      ++r->rd.drain_reads < MAX_DRAIN_READS) {
     tg__rec_read_now(r);
     return;
   }
@@ -215,32 +217,36 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
 }
 
 void tg__rec_read_cut(tg_recording_t *r) {
-  r->reads_cut++;
-  if (r->cut_open) r->reads_lost++; /* the last one was never checked */
-  r->cut_open = true;
-  r->cut_base_known = r->have_base;
-  r->cut_base = r->base_bytes;
+  tg__rec_reader_t *rd = &r->rd;
+  rd->reads_cut++;
+  if (rd->cut != TG__CUT_NONE) rd->reads_lost++; /* never checked */
+  rd->cut = rd->base_bytes == TG__REC_NO_BASE ? TG__CUT_OPEN_NO_BASE
+                                              : TG__CUT_OPEN;
+  rd->cut_base = rd->base_bytes;
 }
 
 void tg__rec_read_now(tg_recording_t *r) {
-  if (r->reads_held) {
-    r->read_due = true; /* tg_recording_release_reads() reads */
+  tg__rec_reader_t *rd = &r->rd;
+  if (rd->read == TG__READ_HELD || rd->read == TG__READ_HELD_DUE) {
+    rd->read = TG__READ_HELD_DUE; /* tg_recording_release_reads() reads */
     return;
   }
-  if (r->reading || !r->c || !tg_consumer_ready(r->c)) return;
-  r->packets_before_read = r->packets;
-  r->read_bytes = 0;
-  int rv = tg_consumer_read_buffers_into(r->c, &r->ra, &r->rx_frames,
-                                         &r->rx_bytes, on_packet,
+  if (rd->read == TG__READ_BUSY || r->binding != TG_REC_BOUND ||
+      !tg_consumer_ready(r->c))
+    return;
+  rd->packets_before_read = rd->packets;
+  rd->read_bytes = 0;
+  int rv = tg_consumer_read_buffers_into(r->c, &rd->ra, &rd->rx_frames,
+                                         &rd->rx_bytes, on_packet,
                                          on_read_done, r);
   if (rv == TG_ENOT_CONNECTED) return; /* on_close is on its way */
   if (rv < 0) {
     tg__rec_fail(r, rv, "cannot read the trace: %s", tg_strerror(rv));
     return;
   }
-  if (!r->stats_pending) r->last_rx_ms = uv_now(r->loop);
+  if (rd->stats != TG__STATS_ASKED) r->last_rx_ms = uv_now(r->loop);
   r->inflight++;
-  r->reading = true;
+  rd->read = TG__READ_BUSY;
 }
 
 void tg__rec_on_read_timer(uv_timer_t *t) {
@@ -251,16 +257,15 @@ void tg__rec_on_read_timer(uv_timer_t *t) {
 /* --- the session ended: draining ------------------------------------------ */
 
 void tg__rec_drain(tg_recording_t *r) {
-  r->ended = true;
   tg__rec_stop_timers(r);
   tg__rec_set_state(r, TG_REC_DRAINING);
-  r->drain_reads = 0;
-  tg__rec_arm_guard(r, r->guard_ms);
-  if (!r->stream) {
+  r->rd.drain_reads = 0;
+  tg__rec_arm_guard(r, r->o.guard_ms);
+  if (!r->o.stream) {
     tg__rec_final_stats(r);
     return;
   }
-  if (!r->reading) tg__rec_read_now(r);
+  if (r->rd.read != TG__READ_BUSY) tg__rec_read_now(r);
   /* else: on_read_done sees DRAINING and goes on. */
 }
 

@@ -131,8 +131,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
                   "restarts", tg_json_u64(h->restarts),
                   "failures", tg_json_u64(h->failures),
                   "why", tg_json_text(h->why),
-                  "hostname", tg_json_text(h->fh && h->fh->has_info
-                                               ? h->fh->hostname : "")));
+                  "hostname", tg_json_text(h->fh && h->fh->report.has_info
+                                               ? h->fh->report.hostname : "")));
   }
   char shard[32];
   snprintf(shard, sizeof(shard), "%u/%u", c->cfg.shard_index,

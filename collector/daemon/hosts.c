@@ -71,12 +71,13 @@ const char *coll_host_state_name(coll_host_state_t st) {
 static coll_host_state_t rec_state(tg_rec_state_t rec) {
   switch (rec) {
     case TG_REC_IDLE: return COLL_HOST_IDLE;
+    case TG_REC_ATTACHING:
     case TG_REC_STARTING: return COLL_HOST_STARTING;
     case TG_REC_TRACING: return COLL_HOST_TRACING;
     case TG_REC_STOPPING: return COLL_HOST_STOPPING;
     case TG_REC_DRAINING: return COLL_HOST_DRAINING;
     case TG_REC_STATS: return COLL_HOST_STATS;
-    case TG_REC_UNBOUND: return COLL_HOST_RECONNECTING;
+    case TG_REC_FAILING: return COLL_HOST_FAILED;
     case TG_REC_DONE: return COLL_HOST_DONE;
     case TG_REC_DETACHED: return COLL_HOST_DETACHED;
     case TG_REC_FAILED: return COLL_HOST_FAILED;
@@ -121,10 +122,11 @@ static void on_notice(tg_fleet_host_t *fh, tg_fleet_notice_t kind,
 static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
   coll_host_t *h = of(fh);
   if (fh != h->fh) return;
+  const tg_recording_t *rec = tg_fleet_host_recording(fh);
   coll_host_state_t st = coll_host_state_of(
-      fh->link.state, fh->rec != NULL,
-      fh->rec ? tg_recording_state(fh->rec) : TG_REC_IDLE);
-  switch (fh->link.state) {
+      fh->report.link_state, rec != NULL,
+      rec ? tg_recording_state(rec) : TG_REC_IDLE);
+  switch (fh->report.link_state) {
     case TG_LINK_UP:
       set_state(h, st, "");
       /* Re-attached on a new connection: its triggers come there now. */
@@ -139,12 +141,13 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
     case TG_LINK_RESUMING:
       /* The state's "since" is the first loss, not each attempt. */
       if (h->state != COLL_HOST_RECONNECTING)
-        set_state(h, st, fh->lost_why[0] ? fh->lost_why : fh->conn_msg);
-      else if (fh->retry_why[0])
-        snprintf(h->why, sizeof(h->why), "%s", fh->retry_why);
+        set_state(h, st, fh->report.lost_why[0] ? fh->report.lost_why
+                                                : fh->report.conn_why);
+      else if (fh->report.retry_why[0])
+        snprintf(h->why, sizeof(h->why), "%s", fh->report.retry_why);
       break;
     case TG_LINK_FAILING:
-    case TG_LINK_FAILED: set_state(h, st, fh->why); break;
+    case TG_LINK_FAILED: set_state(h, st, fh->report.why); break;
     default: set_state(h, st, ""); break;
   }
 }
@@ -199,7 +202,7 @@ static void on_finished(tg_fleet_host_t *fh) {
   if (fh != h->fh) return;
   h->ring_up = false;
   h->finished = true;
-  set_state(h, COLL_HOST_FAILED, fh->why);
+  set_state(h, COLL_HOST_FAILED, fh->report.why);
   if (h->removed) {
     host_try_free(h);
     return;
@@ -208,14 +211,14 @@ static void on_finished(tg_fleet_host_t *fh) {
   h->failures++;
   /* A host that cannot be reached fails at every restart: said once, and
    * again only when the reason changes; /api/v1/hosts counts them all. */
-  if (strcmp(h->warned, fh->why) != 0) {
+  if (strcmp(h->warned, fh->report.why) != 0) {
     TG_WARN("host %s: %s; starting again every %d s (failure %" PRIu64
             "; said again when the reason changes)",
-            h->t.spec, fh->why, RESTART_MS / 1000, h->failures);
-    snprintf(h->warned, sizeof(h->warned), "%s", fh->why);
+            h->t.spec, fh->report.why, RESTART_MS / 1000, h->failures);
+    snprintf(h->warned, sizeof(h->warned), "%s", fh->report.why);
   } else {
     TG_DEBUG("host %s: %s; starting again in %d s (failure %" PRIu64 ")",
-             h->t.spec, fh->why, RESTART_MS / 1000, h->failures);
+             h->t.spec, fh->report.why, RESTART_MS / 1000, h->failures);
   }
   uv_timer_start(&h->restart, on_restart, RESTART_MS, 0);
 }
@@ -307,10 +310,7 @@ static void host_handle_closed(coll_host_t *h) {
 
 static void host_closed(uv_handle_t *t) { host_handle_closed(t->data); }
 
-static void holder_closed(uv_handle_t *t) {
-  tg_fleet_host_t *fh = t->data;
-  host_handle_closed(fh->data);
-}
+static void holder_closed(tg_fleet_host_t *fh) { host_handle_closed(fh->data); }
 
 /* A removed host goes once its holder finished and no snapshot holds it.
  * Its fleet forgets it first: the fleet's admission may look at its

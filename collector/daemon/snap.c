@@ -245,7 +245,8 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   if (sh->stored + n > s->host_cap) return over_cap(sh);
   if (!sh->preamble) {
     sh->preamble = true;
-    rv = tg_merge_host_preamble(&s->m, &sh->mh, sh->fh, sh->h->t.name);
+    rv = tg_merge_host_preamble(&s->m, &sh->mh, &sh->fh->report,
+                                sh->h->t.name);
   }
   if (rv == 0) {
     note_window(sh, p, n);
@@ -455,8 +456,8 @@ static void host_start(snap_host_t *sh) {
 /* --- the end --------------------------------------------------------------- */
 
 static int64_t host_real_ms(const tg_fleet_host_t *fh, uint64_t boot_ns) {
-  if (!fh || !fh->clock.estimates || !boot_ns) return 0;
-  const tg_clock_sample_t *b = &fh->clock.best;
+  if (!fh || !fh->report.clock.estimates || !boot_ns) return 0;
+  const tg_clock_sample_t *b = &fh->report.clock.best;
   int64_t real = (int64_t)b->remote[TG_CLK_REALTIME] +
                  ((int64_t)boot_ns - (int64_t)b->remote[TG_CLK_BOOTTIME]);
   return real / 1000000;

@@ -150,7 +150,8 @@ static void on_events(tg_consumer_t *cons, void *ctx, int status,
   (void)msg;
   (void)has_more;
   coll_host_t *h = ctx;
-  if (status || !ev || !ev->clone_trigger_hit || !h->fh || h->fh->c != cons)
+  if (status || !ev || !ev->clone_trigger_hit || !h->fh ||
+      tg_fleet_host_consumer(h->fh) != cons)
     return;
   const Perfetto__Protos__ObservableEvents__CloneTriggerHit *hit =
       ev->clone_trigger_hit;
@@ -190,10 +191,11 @@ static void on_events(tg_consumer_t *cons, void *ctx, int status,
 }
 
 void coll_watch_host(coll_t *c, coll_host_t *h) {
-  if (!c->cfg.n_triggers || !h->fh || !h->fh->c) return;
+  if (!c->cfg.n_triggers || !h->fh || !tg_fleet_host_consumer(h->fh)) return;
   Perfetto__Protos__ObservableEvents__Type t =
       PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT;
-  int rv = tg_consumer_observe_events(h->fh->c, &t, 1, on_events, h);
+  int rv = tg_consumer_observe_events(tg_fleet_host_consumer(h->fh), &t, 1,
+                                      on_events, h);
   if (rv < 0)
     TG_WARN("host %s: cannot watch its triggers: %s", h->t.spec,
            tg_strerror(rv));

@@ -282,28 +282,28 @@ static void write_summary(fleet_t *f, int code) {
     const fleet_host_t *h = &f->hosts[i];
     cli_summary_host_t *o = &hs[i];
     o->host = h->t->spec;
-    o->ok = h->core.link.state == TG_LINK_DONE;
+    o->ok = h->core.report.link_state == TG_LINK_DONE;
     o->reason = o->ok ? NULL
-                : h->core.why[0] ? h->core.why
+                : h->core.report.why[0] ? h->core.report.why
                 : f->aborting ? "aborted (a second interrupt)"
                               : NULL;
-    o->failure = tg_fleet_failure_name(h->core.failure);
+    o->failure = tg_fleet_failure_name(h->core.report.failure);
     if (!o->ok && !o->failure && f->aborting) o->failure = "stopped";
-    o->bytes = h->core.bytes;
-    o->packets = h->core.packets;
+    o->bytes = h->core.report.bytes;
+    o->packets = h->core.report.packets;
     o->loss = h->has_loss ? &h->loss : NULL;
-    o->reconnects = h->core.link.reconnects;
-    o->link_down_ms = h->core.link.down_ms;
-    o->reads_cut = h->core.reads_cut;
-    o->reads_lost = h->core.reads_lost;
-    o->clock_syncs = h->core.clock.estimates;
-    if (h->core.clock.estimates) {
+    o->reconnects = h->core.report.reconnects;
+    o->link_down_ms = h->core.report.down_ms;
+    o->reads_cut = h->core.report.reads_cut;
+    o->reads_lost = h->core.report.reads_lost;
+    o->clock_syncs = h->core.report.clock.estimates;
+    if (h->core.report.clock.estimates) {
       /* As the summary prints it. */
       o->has_clock = true;
       o->clock_offset_ns =
-          tg_clock_offset(&h->core.clock.best, &o->clock_uncertainty_ns);
+          tg_clock_offset(&h->core.report.clock.best, &o->clock_uncertainty_ns);
     }
-    o->compression = compression_name(h->core.compression);
+    o->compression = compression_name(h->core.report.compression);
     o->has_machine_id = f->mode == FLEET_OUT_MERGE;
     o->machine_id = h->merge.machine_id;
     o->path = f->mode != FLEET_OUT_MERGE && h->path && (o->ok || h->kept_partial)
@@ -327,8 +327,8 @@ static int commit_merged(fleet_t *f) {
   uint64_t packets = 0;
   size_t hosts = 0;
   for (size_t i = 0; i < f->n; i++) {
-    packets += f->hosts[i].core.packets;
-    hosts += f->hosts[i].core.packets > 0;
+    packets += f->hosts[i].core.report.packets;
+    hosts += f->hosts[i].core.report.packets > 0;
   }
   if (packets == 0) {
     fprintf(stderr, CLI_PROG ": no host sent any packet: nothing written to "

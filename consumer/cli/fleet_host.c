@@ -27,7 +27,7 @@ static void on_notice(tg_fleet_host_t *c, tg_fleet_notice_t kind,
 
 static void on_state(tg_fleet_host_t *c, tg_link_state_t from) {
   fleet_host_t *h = of(c);
-  tg_link_state_t to = c->link.state;
+  tg_link_state_t to = c->report.link_state;
   /* The service's loss while the link was down shows in the first stats
    * after re-attaching, compared with the last before the drop. */
   if (from == TG_LINK_UP && to == TG_LINK_DROPPING)
@@ -56,13 +56,14 @@ static void on_tracing(tg_fleet_host_t *c) { fleet_host_traced(of(c)->f); }
 static int on_described(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
   if (h->f->mode != FLEET_OUT_MERGE) return 0;
-  return tg_merge_host_preamble(&h->f->merge, &h->merge, c, h->t->host);
+  return tg_merge_host_preamble(&h->f->merge, &h->merge, &c->report,
+                                h->t->host);
 }
 
 static int on_clock_estimate(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
   if (h->f->mode != FLEET_OUT_MERGE) return 0;
-  return tg_merge_clock_sync(&h->f->merge, &h->merge, c);
+  return tg_merge_clock_sync(&h->f->merge, &h->merge, &c->report);
 }
 
 static int on_packet(tg_fleet_host_t *c, const uint8_t *p, size_t n) {

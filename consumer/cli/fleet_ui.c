@@ -41,15 +41,17 @@ void fleet_say(fleet_t *f, const char *fmt, ...) {
 
 static void host_line(const fleet_host_t *h, int w) {
   char by[32], state[96];
-  cli_format_bytes(by, sizeof(by), h->core.bytes);
-  if (tg_link_reconnecting(&h->core.link))
+  cli_format_bytes(by, sizeof(by), h->core.report.bytes);
+  if (tg_fleet_host_reconnecting(&h->core))
     snprintf(state, sizeof(state), "reconnecting (attempt %u)",
-             h->core.link.attempts);
+             h->core.report.attempts);
   else
     snprintf(state, sizeof(state), "%s", tg_fleet_host_state(&h->core));
-  fprintf(stderr, "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
-          "%s\n", w, w, h->t->spec, state, by, h->core.packets, h->loss.total,
-          h->core.link.reconnects ? "  (reconnected)" : "");
+  fprintf(stderr,
+          "\r\033[K  %-*.*s  %-26s %10s %9" PRIu64 " packets  loss %" PRIu64
+          "%s\n",
+          w, w, h->t->spec, state, by, h->core.report.packets, h->loss.total,
+          h->core.report.reconnects ? "  (reconnected)" : "");
 }
 
 void fleet_ui_draw(fleet_t *f) {
@@ -64,8 +66,8 @@ void fleet_ui_draw(fleet_t *f) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < f->n; i++) {
     tracing += tg_fleet_host_tracing(&f->hosts[i].core);
-    failed += f->hosts[i].core.link.state == TG_LINK_FAILED;
-    bytes += f->hosts[i].core.bytes;
+    failed += f->hosts[i].core.report.link_state == TG_LINK_FAILED;
+    bytes += f->hosts[i].core.report.bytes;
   }
   cli_format_bytes(by, sizeof(by), bytes);
   fprintf(stderr, "\r\033[K" CLI_PROG ": recording %s / %s, %zu host%s, %zu "
@@ -101,19 +103,19 @@ static void offset_note(const tg_clock_sample_t *s, char *out, size_t n) {
 }
 
 static void clock_note(const fleet_host_t *h, char *out, size_t n) {
-  if (!h->core.clock.estimates) {
+  if (!h->core.report.clock.estimates) {
     snprintf(out, n, "no clock sync");
     return;
   }
   char last[64], first[64];
-  offset_note(&h->core.clock.best, last, sizeof(last));
-  if (h->core.clock.estimates <= 1) {
+  offset_note(&h->core.report.clock.best, last, sizeof(last));
+  if (h->core.report.clock.estimates <= 1) {
     snprintf(out, n, "BOOTTIME offset %s", last);
     return;
   }
-  offset_note(&h->core.clock.first, first, sizeof(first));
+  offset_note(&h->core.report.clock.first, first, sizeof(first));
   snprintf(out, n, "BOOTTIME offset %s at the last of %u clock syncs (first "
-           "%s)", last, h->core.clock.estimates, first);
+           "%s)", last, h->core.report.clock.estimates, first);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -132,8 +134,8 @@ static void clock_summary(const fleet_t *f) {
   const char *worst = "";
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    if (!h->core.clock.estimates) continue;
-    uint64_t bound = tg_clock_rtt(&h->core.clock.first) / 2;
+    if (!h->core.report.clock.estimates) continue;
+    uint64_t bound = tg_clock_rtt(&h->core.report.clock.first) / 2;
     if (n == 0 || bound > worst_ns) {
       worst_ns = bound;
       worst = h->t->spec;
@@ -155,7 +157,7 @@ static void clock_summary(const fleet_t *f) {
 /* How the host's relay sent; NULL when no link was prepared. A refusal is
  * told apart from not asking: it is the relay operator's choice. */
 static const char *compression_note(const fleet_host_t *h) {
-  switch (h->core.compression) {
+  switch (h->core.report.compression) {
     case TG_FLEET_COMP_ZSTD: return "sent with zstd";
     case TG_FLEET_COMP_NOT_ASKED: return "sent plain (--compress none)";
     case TG_FLEET_COMP_REFUSED: return "sent plain (relay refused compression)";
@@ -176,64 +178,69 @@ size_t fleet_ui_summary(fleet_t *f) {
   uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
     const fleet_host_t *h = &f->hosts[i];
-    bool ok = h->core.link.state == TG_LINK_DONE;
+    bool ok = h->core.report.link_state == TG_LINK_DONE;
     failed += !ok;
     /* Many hosts: the ones that went as planned are counted, not listed. */
-    if (f->n > MAX_HOST_LINES && ok && !h->core.link.reconnects &&
-        !h->core.reads_lost && !h->merge.malformed &&
+    if (f->n > MAX_HOST_LINES && ok && !h->core.report.reconnects &&
+        !h->core.report.reads_lost && !h->merge.malformed &&
         (!h->has_loss || h->loss.n == 0)) {
       quiet++;
-      quiet_bytes += h->core.bytes;
-      quiet_packets += h->core.packets;
-      quiet_refused += h->core.compression == TG_FLEET_COMP_REFUSED;
-      quiet_unsupported += h->core.compression == TG_FLEET_COMP_UNSUPPORTED;
+      quiet_bytes += h->core.report.bytes;
+      quiet_packets += h->core.report.packets;
+      quiet_refused += h->core.report.compression == TG_FLEET_COMP_REFUSED;
+      quiet_unsupported +=
+          h->core.report.compression == TG_FLEET_COMP_UNSUPPORTED;
       continue;
     }
     char by[32];
-    cli_format_bytes(by, sizeof(by), h->core.bytes);
+    cli_format_bytes(by, sizeof(by), h->core.report.bytes);
     const char *how = compression_note(h);
     if (ok)
       fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets%s%s", h->t->spec, by,
-              h->core.packets, how ? ", " : "", how ? how : "");
+              h->core.report.packets, how ? ", " : "", how ? how : "");
     else
       fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
-              h->t->spec, h->core.why, by, h->core.packets);
+              h->t->spec, h->core.report.why, by, h->core.report.packets);
     if (f->mode == FLEET_OUT_MERGE)
       fprintf(stderr, "; machine %" PRIu32, h->merge.machine_id);
     else if (h->path && (ok || h->kept_partial))
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
     fputc('\n', stderr);
-    if (h->core.has_info || h->core.clock.estimates) {
+    if (h->core.report.has_info || h->core.report.clock.estimates) {
       char clk[200];
       clock_note(h, clk, sizeof(clk));
       fprintf(stderr, "      host %s%s%s, %s\n",
-              h->core.hostname[0] ? h->core.hostname : "?",
-              h->core.kernel[0] ? ", " : "", h->core.kernel, clk);
+              h->core.report.hostname[0] ? h->core.report.hostname : "?",
+              h->core.report.kernel[0] ? ", " : "", h->core.report.kernel, clk);
     }
-    if (h->core.link.reconnects) {
+    if (h->core.report.reconnects) {
       char down[32];
-      cli_format_ms(down, sizeof(down), h->core.link.down_ms);
-      fprintf(stderr, "      reconnected %u time%s (link down %s in all, from "
+      cli_format_ms(down, sizeof(down), h->core.report.down_ms);
+      fprintf(stderr,
+              "      reconnected %u time%s (link down %s in all, from "
               "its last answer; last lost: %s); loss counters while "
-              "disconnected: +%" PRIu64 "\n", h->core.link.reconnects,
-              h->core.link.reconnects == 1 ? "" : "s", down, h->core.lost_why,
-              h->loss_while_down);
+              "disconnected: +%" PRIu64 "\n",
+              h->core.report.reconnects,
+              h->core.report.reconnects == 1 ? "" : "s", down,
+              h->core.report.lost_why, h->loss_while_down);
     }
     /* The service cannot count this one: its buffers gave the data away.
      * Only a read that did take data is named (see reads_lost). */
-    if (h->core.reads_lost)
-      fprintf(stderr, "      %u read%s cut by a link loss had taken data out of "
+    if (h->core.report.reads_lost)
+      fprintf(stderr,
+              "      %u read%s cut by a link loss had taken data out of "
               "the host's buffers that the relay could not send again: what "
               "did not arrive before the cut is lost\n",
-              h->core.reads_lost, h->core.reads_lost == 1 ? "" : "s");
+              h->core.report.reads_lost,
+              h->core.report.reads_lost == 1 ? "" : "s");
     if (h->merge.malformed)
       fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
               "out of the merged trace\n", h->merge.malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
       fprintf(stderr, "      no data loss%s\n",
-              h->core.reads_lost ? " counted by the service" : "");
+              h->core.report.reads_lost ? " counted by the service" : "");
       continue;
     }
     fprintf(stderr, "      data loss:\n");
@@ -265,7 +272,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
             f->n == 1 ? "" : "s");
     for (size_t i = 0; i < f->n; i++)
-      if (f->hosts[i].core.link.state != TG_LINK_DONE)
+      if (f->hosts[i].core.report.link_state != TG_LINK_DONE)
         fprintf(stderr, " %s", f->hosts[i].t->spec);
     fputc('\n', stderr);
   }

@@ -19,13 +19,13 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* 0: failing, 1: link not up, 2: behind, 3: nothing to say. */
 static int urgency(const fleet_host_t *h, uint64_t median) {
-  tg_link_state_t s = h->core.link.state;
+  tg_link_state_t s = h->core.report.link_state;
   if (s == TG_LINK_FAILED || s == TG_LINK_FAILING) return 0;
   if (tg_link_starting(s) || s == TG_LINK_DROPPING ||
-      tg_link_reconnecting(&h->core.link))
+      tg_fleet_host_reconnecting(&h->core))
     return 1;
   if (s == TG_LINK_UP && median >= BEHIND_MIN_MEDIAN &&
-      (double)h->core.bytes < BEHIND_FRACTION * (double)median)
+      (double)h->core.report.bytes < BEHIND_FRACTION * (double)median)
     return 2;
   return 3;
 }
@@ -35,7 +35,8 @@ static uint64_t median_bytes(const fleet_t *f) {
   if (!b) return 0; /* then nobody is named as behind */
   size_t m = 0;
   for (size_t i = 0; i < f->n; i++)
-    if (f->hosts[i].core.link.state == TG_LINK_UP) b[m++] = f->hosts[i].core.bytes;
+    if (f->hosts[i].core.report.link_state == TG_LINK_UP)
+      b[m++] = f->hosts[i].core.report.bytes;
   uint64_t med = 0;
   if (m) {
     qsort(b, m, sizeof(*b), cmp_u64);

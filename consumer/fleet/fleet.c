@@ -27,13 +27,15 @@ void tg_fleet_start(tg_fleet_t *f) {
   size_t i;
   while (tg_fleet_admit_start(&f->admit, &i)) {
     tg_fleet_host_t *h = f->hosts[i];
-    if (!h || h->link.state != TG_LINK_CONNECTING) {
-      /* Not registered, or stopped before its turn: its place is free. */
+    if (!h || !h->e || h->report.link_state != TG_LINK_CONNECTING) {
+      /* Not registered, stopped before its turn, or without an engine
+       * (failed at its start): its place is free. */
       tg_fleet_slot_t none = TG_FLEET_SLOT_STARTING;
       tg_fleet_admit_release(&f->admit, &none);
+      if (h && !h->e) tg_fleet_host_start(h);
       continue;
     }
-    h->slot = TG_FLEET_SLOT_STARTING;
+    h->e->slot = TG_FLEET_SLOT_STARTING;
     tg_fleet_host_start(h);
   }
   f->starting = false;
@@ -50,7 +52,7 @@ static void burst_more(tg_fleet_t *f) {
       tg_fleet_admit_release(&f->admit, &slot);
       continue;
     }
-    h->slot = slot;
+    h->e->slot = slot;
   }
 }
 
@@ -60,18 +62,18 @@ static void burst_more(tg_fleet_t *f) {
  * burst of its own. */
 void tg__fleet_link_changed(tg_fleet_host_t *h, tg_link_state_t from) {
   tg_fleet_t *f = h->fleet;
-  if (h->slot == TG_FLEET_SLOT_STARTING && tg_link_starting(from) &&
-      !tg_link_starting(h->link.state))
-    tg_fleet_admit_release(&f->admit, &h->slot);
-  if (h->slot == TG_FLEET_SLOT_BURSTING && h->link.state != TG_LINK_UP) {
-    tg_fleet_admit_release(&f->admit, &h->slot);
+  if (h->e->slot == TG_FLEET_SLOT_STARTING && tg_link_starting(from) &&
+      !tg_link_starting(h->e->link.state))
+    tg_fleet_admit_release(&f->admit, &h->e->slot);
+  if (h->e->slot == TG_FLEET_SLOT_BURSTING && h->e->link.state != TG_LINK_UP) {
+    tg_fleet_admit_release(&f->admit, &h->e->slot);
     burst_more(f);
   }
 }
 
 void tg__fleet_burst_ended(tg_fleet_host_t *h) {
-  if (h->slot != TG_FLEET_SLOT_BURSTING) return;
-  tg_fleet_admit_release(&h->fleet->admit, &h->slot);
+  if (h->e->slot != TG_FLEET_SLOT_BURSTING) return;
+  tg_fleet_admit_release(&h->fleet->admit, &h->e->slot);
   burst_more(h->fleet);
 }
 

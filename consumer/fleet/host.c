@@ -57,35 +57,45 @@ void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
   cbs(h)->on_notice(h, kind, text);
 }
 
+/* The link's part of the report: after every event that moves it. */
+static void report_link(tg_fleet_host_t *h) {
+  const tg_link_t *l = &h->e->link;
+  h->report.link_state = l->state;
+  h->report.attempts = l->attempts;
+  h->report.reconnects = l->reconnects;
+  h->report.down_ms = l->down_ms;
+}
+
 /* Every change of the link (tg_link_set_state calls it): the owner hears
  * of it, and the new state's deadlines are armed. */
 static void on_link_state(tg_link_t *l, tg_link_state_t from, const char *why) {
   (void)why;
   tg_fleet_host_t *h = l->data;
+  report_link(h);
   tg__fleet_link_changed(h, from);
   if (cbs(h)->on_state) cbs(h)->on_state(h, from);
   arm(h);
 }
 
 static bool is_finished(const tg_fleet_host_t *h) {
-  return tg_link_finished(&h->link);
+  return tg_link_finished(&h->e->link);
 }
 
 static bool is_failing(const tg_fleet_host_t *h) {
-  return h->link.state == TG_LINK_FAILING;
+  return h->e->link.state == TG_LINK_FAILING;
 }
 
 /* The recording was started and has not ended yet. */
 static bool rec_active(const tg_fleet_host_t *h) {
-  if (!h->rec) return false;
-  tg_rec_state_t s = tg_recording_state(h->rec);
+  if (!h->e->rec) return false;
+  tg_rec_state_t s = tg_recording_state(h->e->rec);
   return s != TG_REC_IDLE && s != TG_REC_DONE && s != TG_REC_FAILED &&
          s != TG_REC_DETACHED;
 }
 
 static void settle_names(tg_fleet_host_t *h) {
-  if (h->names_settled) return;
-  h->names_settled = true;
+  if (h->e->names_settled) return;
+  h->e->names_settled = true;
   if (cbs(h)->on_names_settled) cbs(h)->on_names_settled(h);
 }
 
@@ -95,23 +105,24 @@ static void settle_names(tg_fleet_host_t *h) {
 static void finish(tg_fleet_host_t *h) {
   if (is_finished(h)) return;
   bool failing = is_failing(h);
-  h->clock_due_ms = 0;
-  tg_link_outage_end(&h->link, tg__fleet_now(h)); /* one that never ended */
+  h->e->cx.clock_due_ms = 0;
+  tg_link_outage_end(&h->e->link, tg__fleet_now(h)); /* one that never ended */
   if (cbs(h)->on_closing && cbs(h)->on_closing(h, failing) < 0 && !failing) {
     failing = true;
-    h->failure = TG_FLEET_FAIL_WRITE;
-    snprintf(h->why, sizeof(h->why), "the trace could not be written to %s",
+    h->report.failure = TG_FLEET_FAIL_WRITE;
+    snprintf(h->report.why, sizeof(h->report.why),
+             "the trace could not be written to %s",
              h->out_name ? h->out_name : "its output");
   }
-  tg_link_set_state(&h->link, failing ? TG_LINK_FAILED : TG_LINK_DONE,
-                    failing ? h->why : "the connection closed");
+  tg_link_set_state(&h->e->link, failing ? TG_LINK_FAILED : TG_LINK_DONE,
+                    failing ? h->report.why : "the connection closed");
   settle_names(h); /* never asked: the others wait on none */
-  if (h->rec) {
-    h->reads_cut = tg_recording_reads_cut(h->rec);
-    h->reads_lost = tg_recording_reads_lost(h->rec);
+  if (h->e->rec) {
+    h->report.reads_cut = tg_recording_reads_cut(h->e->rec);
+    h->report.reads_lost = tg_recording_reads_lost(h->e->rec);
   }
-  tg_recording_free(h->rec);
-  h->rec = NULL;
+  tg_recording_free(h->e->rec);
+  h->e->rec = NULL;
   tg_fleet_t *fleet = h->fleet;
   cbs(h)->on_finished(h);
   tg_fleet_start(fleet); /* its place, if it held one, is free */
@@ -119,15 +130,16 @@ static void finish(tg_fleet_host_t *h) {
 
 /* In CLOSING or FAILING: the connection goes, then finish(). */
 static void close_conn(tg_fleet_host_t *h) {
-  if (h->c) tg_consumer_close(h->c);
-  else if (!h->conn) finish(h); /* nothing open (a failed connect, a backoff) */
+  if (h->e->cx.c) tg_consumer_close(h->e->cx.c);
+  else if (!h->e->cx.conn)
+    finish(h); /* nothing open (a failed connect, a backoff) */
 }
 
 static void fail_why(tg_fleet_host_t *h) {
-  tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
+  tg_link_set_state(&h->e->link, TG_LINK_FAILING, h->report.why);
   /* The recording ends its session first; its on_end closes. */
   if (rec_active(h)) {
-    tg_recording_fail(h->rec, true, h->why);
+    tg_recording_fail(h->e->rec, true, h->report.why);
     return;
   }
   close_conn(h);
@@ -136,33 +148,33 @@ static void fail_why(tg_fleet_host_t *h) {
 void tg__fleet_fail(tg_fleet_host_t *h, tg_fleet_failure_t kind,
                     const char *fmt, ...) {
   if (is_finished(h) || is_failing(h)) return;
-  h->failure = kind;
+  h->report.failure = kind;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(h->why, sizeof(h->why), fmt, ap);
+  vsnprintf(h->report.why, sizeof(h->report.why), fmt, ap);
   va_end(ap);
   fail_why(h);
 }
 
 void tg__fleet_fail_write(tg_fleet_host_t *h, int err) {
-  if (!h->write_err) h->write_err = err;
+  if (!h->e->write_err) h->e->write_err = err;
   tg__fleet_fail(h, TG_FLEET_FAIL_WRITE, "cannot write %s: %s",
                  h->out_name ? h->out_name : "the trace", tg_strerror(err));
 }
 
 void tg__fleet_drop_attempt(tg_fleet_host_t *h, const char *why) {
-  if (h->link.state != TG_LINK_RECONNECTING &&
-      h->link.state != TG_LINK_RESUMING)
+  if (h->e->link.state != TG_LINK_RECONNECTING &&
+      h->e->link.state != TG_LINK_RESUMING)
     return; /* already going: on_remote_gone decides */
-  snprintf(h->retry_why, sizeof(h->retry_why), "%s", why);
-  tg_link_drop(&h->link, TG_LINK_DROP_ATTEMPT, h->retry_why);
-  if (h->c) tg_consumer_close(h->c);
+  snprintf(h->report.retry_why, sizeof(h->report.retry_why), "%s", why);
+  tg_link_drop(&h->e->link, TG_LINK_DROP_ATTEMPT, h->report.retry_why);
+  if (h->e->cx.c) tg_consumer_close(h->e->cx.c);
 }
 
 void tg__fleet_prep_failed(tg_fleet_host_t *h, int status, const char *msg) {
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return; /* on_close */
   if (!msg || !msg[0]) msg = tg_strerror(status);
-  if (tg_link_reconnecting(&h->link)) {
+  if (tg_link_reconnecting(&h->e->link)) {
     tg__fleet_drop_attempt(h, msg);
     return;
   }
@@ -176,11 +188,12 @@ void tg__fleet_prep_failed(tg_fleet_host_t *h, int status, const char *msg) {
 static void retry_later(tg_fleet_host_t *h, const char *why) {
   /* Never an empty reason: say at least what was tried. */
   if (!why || !why[0])
-    why = h->conn_msg[0] ? h->conn_msg
-                         : "the connection closed before the session was back";
-  if (why != h->retry_why)
-    snprintf(h->retry_why, sizeof(h->retry_why), "%.290s", why);
-  if (tg_link_attempt_failed(&h->link, tg__fleet_now(h), why) < 0) {
+    why = h->report.conn_why[0]
+              ? h->report.conn_why
+              : "the connection closed before the session was back";
+  if (why != h->report.retry_why)
+    snprintf(h->report.retry_why, sizeof(h->report.retry_why), "%.290s", why);
+  if (tg_link_attempt_failed(&h->e->link, tg__fleet_now(h), why) < 0) {
     char limit[32];
     tg__fleet_format_ms(limit, sizeof(limit), h->fleet->o.reconnect_ms);
     tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST,
@@ -192,14 +205,14 @@ static void retry_later(tg_fleet_host_t *h, const char *why) {
 }
 
 static bool can_resume(const tg_fleet_host_t *h) {
-  return h->fleet->o.reconnect_ms > 0 && h->key_set && h->rec &&
-         tg_recording_resumable(h->rec);
+  return h->fleet->o.reconnect_ms > 0 && h->e->cx.key_set && h->e->rec &&
+         tg_recording_resumable(h->e->rec);
 }
 
 static void link_lost(tg_fleet_host_t *h, const char *why) {
   if (!can_resume(h)) {
     bool started = rec_active(h);
-    if (started && tg_recording_ended(h->rec))
+    if (started && tg_recording_ended(h->e->rec))
       tg__fleet_fail(h, TG_FLEET_FAIL_LINK_LOST,
                      "lost the link after tracing ended; the rest of the "
                      "trace is lost (%s)", why);
@@ -215,8 +228,8 @@ static void link_lost(tg_fleet_host_t *h, const char *why) {
                      "lost the link (%s)", why);
     return;
   }
-  snprintf(h->lost_why, sizeof(h->lost_why), "%.290s", why);
-  tg_link_lost(&h->link, tg__fleet_now(h), why);
+  snprintf(h->report.lost_why, sizeof(h->report.lost_why), "%.290s", why);
+  tg_link_lost(&h->e->link, tg__fleet_now(h), why);
   tg__fleet_notice(h, TG_FLEET_INFO, "lost the link (%s); reconnecting", why);
 }
 
@@ -226,19 +239,19 @@ static void link_lost(tg_fleet_host_t *h, const char *why) {
 static void on_remote_gone(void *ctx, const char *detail) {
   tg_fleet_host_t *h = ctx;
   char why[700];
-  if (detail && detail[0] && !strstr(h->conn_msg, detail))
-    snprintf(why, sizeof(why), "%s: %s", h->conn_msg, detail);
+  if (detail && detail[0] && !strstr(h->report.conn_why, detail))
+    snprintf(why, sizeof(why), "%s: %s", h->report.conn_why, detail);
   else
-    snprintf(why, sizeof(why), "%s", h->conn_msg);
+    snprintf(why, sizeof(why), "%s", h->report.conn_why);
   if (is_finished(h)) return;
-  if (h->link.state == TG_LINK_CLOSING || is_failing(h)) {
+  if (h->e->link.state == TG_LINK_CLOSING || is_failing(h)) {
     finish(h);
     return;
   }
-  if (h->link.state != TG_LINK_DROPPING) return; /* not reached */
-  switch (h->link.drop) {
+  if (h->e->link.state != TG_LINK_DROPPING) return; /* not reached */
+  switch (h->e->link.drop) {
     case TG_LINK_DROP_ATTEMPT:
-      retry_later(h, h->retry_why);
+      retry_later(h, h->report.retry_why);
       return;
     case TG_LINK_DROP_DEAD: {
       char lim[32];
@@ -249,17 +262,17 @@ static void on_remote_gone(void *ctx, const char *detail) {
     case TG_LINK_DROP_PEER:
       break;
   }
-  if (!h->bound) {
+  if (!h->e->cx.bound) {
     /* Never reached the service: the transport's words say why best. */
-    const char *d = detail && detail[0] ? detail : h->conn_msg;
+    const char *d = detail && detail[0] ? detail : h->report.conn_why;
     if (!strncmp(d, "cannot connect: ", 16)) d += 16;
     snprintf(why, sizeof(why), "cannot connect: %s", d);
   }
-  if (tg_link_reconnecting(&h->link)) {
+  if (tg_link_reconnecting(&h->e->link)) {
     retry_later(h, why);
     return;
   }
-  if (!h->ever_connected) {
+  if (!h->e->ever_connected) {
     tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", why);
     return;
   }
@@ -269,21 +282,22 @@ static void on_remote_gone(void *ctx, const char *detail) {
 static void on_conn_close(tg_consumer_t *c, int status, const char *msg) {
   (void)status;
   tg_fleet_host_t *h = tg_consumer_data(c);
-  h->c = NULL;
+  h->e->cx.c = NULL;
   /* The consumer is freed after this: the recording lets go now. */
-  if (h->rec) tg_recording_unbind(h->rec);
+  if (h->e->rec) tg_recording_unbind(h->e->rec);
   /* A close we asked for keeps our reason (retry_why, the dead link). */
-  bool ours = h->link.state == TG_LINK_DROPPING &&
-              h->link.drop != TG_LINK_DROP_PEER;
-  bool dropped = h->link.state != TG_LINK_DROPPING &&
-                 h->link.state != TG_LINK_CLOSING && !is_failing(h);
+  bool ours = h->e->link.state == TG_LINK_DROPPING &&
+              h->e->link.drop != TG_LINK_DROP_PEER;
+  bool dropped = h->e->link.state != TG_LINK_DROPPING &&
+                 h->e->link.state != TG_LINK_CLOSING && !is_failing(h);
   if (msg[0] && !ours)
-    snprintf(h->conn_msg, sizeof(h->conn_msg), "%s", msg);
+    snprintf(h->report.conn_why, sizeof(h->report.conn_why), "%s", msg);
   else if (!msg[0] && dropped)
-    snprintf(h->conn_msg, sizeof(h->conn_msg), "the connection closed");
-  tg_link_drop(&h->link, TG_LINK_DROP_PEER, h->conn_msg);
-  void *conn = h->conn;
-  h->conn = NULL;
+    snprintf(h->report.conn_why, sizeof(h->report.conn_why),
+             "the connection closed");
+  tg_link_drop(&h->e->link, TG_LINK_DROP_PEER, h->report.conn_why);
+  void *conn = h->e->cx.conn;
+  h->e->cx.conn = NULL;
   /* on_remote_gone runs from the loop, after the transport is gone. */
   h->fleet->dialer.release(conn, on_remote_gone, h);
 }
@@ -293,11 +307,11 @@ static const tg_consumer_cbs_t conn_cbs = {.on_ready = tg__fleet_on_ready,
 
 /* The attempt (connecting and preparing) took longer than the guard. */
 static void guard_expired(tg_fleet_host_t *h) {
-  if (!h->c) return;
+  if (!h->e->cx.c) return;
   char why[64];
   snprintf(why, sizeof(why), "no answer within %u s",
-           (unsigned)(h->link.tm.connect_guard_ms / 1000));
-  if (tg_link_reconnecting(&h->link)) tg__fleet_drop_attempt(h, why);
+           (unsigned)(h->e->link.tm.connect_guard_ms / 1000));
+  if (tg_link_reconnecting(&h->e->link)) tg__fleet_drop_attempt(h, why);
   else tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "cannot connect: %s", why);
 }
 
@@ -305,23 +319,31 @@ static void guard_expired(tg_fleet_host_t *h) {
  * it; on_remote_gone then reconnects. */
 static void link_dead(tg_fleet_host_t *h, uint64_t now) {
   char el[32];
-  tg__fleet_format_ms(el, sizeof(el), now - h->link.heard_ms);
+  tg__fleet_format_ms(el, sizeof(el), now - h->e->link.heard_ms);
   tg__fleet_notice(h, TG_FLEET_INFO, "no answer for %s: the link is dead", el);
-  if (h->c) tg_consumer_close(h->c);
+  if (h->e->cx.c) tg_consumer_close(h->e->cx.c);
 }
 
 static void connect_now(tg_fleet_host_t *h) {
   char err[512];
-  tg__fleet_prep_reset(h);
-  tg_link_attempt_begin(&h->link, tg__fleet_now(h));
+  tg__fleet_conn_reset(h);
+  tg_link_attempt_begin(&h->e->link, tg__fleet_now(h));
+  report_link(h);
   arm(h);
   const tg_fleet_dialer_t *d = &h->fleet->dialer;
-  int rv = d->open(d->ctx, h, &conn_cbs, &h->c, &h->conn, err, sizeof(err));
+  int rv = d->open(d->ctx, h, &conn_cbs, &h->e->cx.c, &h->e->cx.conn, err,
+                   sizeof(err));
   if (rv < 0) {
-    h->c = NULL;
-    h->conn = NULL;
-    if (tg_link_reconnecting(&h->link)) retry_later(h, err);
-    else tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", err);
+    h->e->cx.c = NULL;
+    h->e->cx.conn = NULL;
+    if (!tg_link_reconnecting(&h->e->link)) {
+      tg__fleet_fail(h, TG_FLEET_FAIL_CONNECT, "%s", err);
+      return;
+    }
+    /* The attempt drops (there is nothing to release) before the next
+     * waits: link.h has no arrow from RECONNECTING to BACKOFF. */
+    tg_link_drop(&h->e->link, TG_LINK_DROP_ATTEMPT, err);
+    retry_later(h, err);
     return;
   }
   tg__fleet_prep_begin(h);
@@ -331,14 +353,14 @@ static void connect_now(tg_fleet_host_t *h) {
 
 static int on_rec_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   tg_fleet_host_t *h = tg_recording_data(rec);
-  tg_link_heard(&h->link, tg__fleet_now(h));
+  tg_link_heard(&h->e->link, tg__fleet_now(h));
   int rv = cbs(h)->on_packet(h, p, n);
   if (rv < 0) {
-    if (!h->write_err) h->write_err = rv;
+    if (!h->e->write_err) h->e->write_err = rv;
     return rv;
   }
-  h->packets++;
-  h->bytes += n;
+  h->report.packets++;
+  h->report.bytes += n;
   return 0;
 }
 
@@ -346,7 +368,7 @@ static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
                          const Perfetto__Protos__TraceStats *st, bool final) {
   tg_fleet_host_t *h = tg_recording_data(rec);
   if (status == 0) {
-    tg_link_heard(&h->link, tg__fleet_now(h));
+    tg_link_heard(&h->e->link, tg__fleet_now(h));
     tg_rec_replay_stats_t rs;
     tg_recording_replay_stats(rec, &rs);
     cbs(h)->on_stats(h, st, &rs);
@@ -363,14 +385,15 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
    * service itself ended the session's connection and has dealt with the
    * session since. The refusal is then final. */
   const char *gone =
-      !status                ? NULL
-      : h->rebooted          ? "the host rebooted (its boot id changed)"
-      : h->service_restarted ? "the tracing service on the host was restarted "
-                               "(another process answers now)"
-      : h->service_ended     ? "the tracing service closed its connection "
-                               "while tracing (stopped or restarted?) and no "
-                               "longer has it"
-                             : NULL;
+      !status          ? NULL
+      : h->e->rebooted ? "the host rebooted (its boot id changed)"
+      : h->e->service_restarted
+          ? "the tracing service on the host was restarted "
+            "(another process answers now)"
+      : h->e->cx.service_ended ? "the tracing service closed its connection "
+                                 "while tracing (stopped or restarted?) and no "
+                                 "longer has it"
+                               : NULL;
   if (gone) {
     tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s; %s",
                    gone, msg);
@@ -382,14 +405,15 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
     tg__fleet_prep_failed(h, TG_EREMOTE_FAILED, msg);
     return;
   }
-  uint64_t down = tg_link_resumed(&h->link, tg__fleet_now(h), h->relay);
+  uint64_t down =
+      tg_link_resumed(&h->e->link, tg__fleet_now(h), h->e->cx.relay);
   tg_recording_release_reads(rec);
   char el[32];
   tg__fleet_format_ms(el, sizeof(el), down);
   const tg_fleet_dialer_t *d = &h->fleet->dialer;
-  tg__fleet_notice(h, TG_FLEET_INFO,
-                   "reconnected and re-attached the session after %s%s", el,
-                   h->conn && d->resumed(h->conn) ? " (TLS resumed)" : "");
+  tg__fleet_notice(
+      h, TG_FLEET_INFO, "reconnected and re-attached the session after %s%s",
+      el, h->e->cx.conn && d->resumed(h->e->cx.conn) ? " (TLS resumed)" : "");
   tg_rec_replay_stats_t rs;
   tg_recording_replay_stats(rec, &rs);
   if (rs.lost_frames)
@@ -411,27 +435,28 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   tg_fleet_host_t *h = tg_recording_data(rec);
   if (is_finished(h)) return;
   if (tg_recording_state(rec) == TG_REC_DONE && !is_failing(h)) {
-    tg_link_set_state(&h->link, TG_LINK_CLOSING, "the recording ended");
+    tg_link_set_state(&h->e->link, TG_LINK_CLOSING, "the recording ended");
     close_conn(h);
     return;
   }
   if (!is_failing(h)) {
     /* The merge refusing what the host sent is the host's doing, not a
      * failure to write. */
-    bool refused = h->write_err == TG_ETOO_MANY_SEQUENCES;
-    if (h->write_err && !refused) h->failure = TG_FLEET_FAIL_WRITE;
-    else if (tg_recording_deadline_failed(rec)) h->failure = TG_FLEET_FAIL_DEADLINE;
-    else h->failure = TG_FLEET_FAIL_SESSION;
+    bool refused = h->e->write_err == TG_ETOO_MANY_SEQUENCES;
+    if (h->e->write_err && !refused) h->report.failure = TG_FLEET_FAIL_WRITE;
+    else if (tg_recording_deadline_failed(rec))
+      h->report.failure = TG_FLEET_FAIL_DEADLINE;
+    else h->report.failure = TG_FLEET_FAIL_SESSION;
     if (refused)
-      snprintf(h->why, sizeof(h->why), "the host sent %s",
-               tg_strerror(h->write_err));
-    else if (h->write_err)
-      snprintf(h->why, sizeof(h->why), "cannot write %s: %s",
+      snprintf(h->report.why, sizeof(h->report.why), "the host sent %s",
+               tg_strerror(h->e->write_err));
+    else if (h->e->write_err)
+      snprintf(h->report.why, sizeof(h->report.why), "cannot write %s: %s",
                h->out_name ? h->out_name : "the trace",
-               tg_strerror(h->write_err));
+               tg_strerror(h->e->write_err));
     else
-      snprintf(h->why, sizeof(h->why), "%s", reason);
-    tg_link_set_state(&h->link, TG_LINK_FAILING, h->why);
+      snprintf(h->report.why, sizeof(h->report.why), "%s", reason);
+    tg_link_set_state(&h->e->link, TG_LINK_FAILING, h->report.why);
   }
   close_conn(h);
 }
@@ -440,8 +465,8 @@ static void on_rec_state(tg_recording_t *rec, tg_rec_state_t from,
                          tg_rec_state_t to) {
   (void)from;
   tg_fleet_host_t *h = tg_recording_data(rec);
-  if (to != TG_REC_TRACING || h->has_traced) return;
-  h->has_traced = true;
+  if (to != TG_REC_TRACING || h->e->has_traced) return;
+  h->e->has_traced = true;
   h->fleet->traced++;
   tg__fleet_traced(h);
   if (cbs(h)->on_tracing) cbs(h)->on_tracing(h);
@@ -465,9 +490,9 @@ static void start_recording(tg_fleet_host_t *h) {
       /* h->key: the fleet's attach key, or the owner's for this host. */
       .attach_key = o->attach_key ? h->key : NULL,
       .enable_if_absent = o->enable_if_absent,
-      .resume_key = h->key_set ? h->key : NULL,
+      .resume_key = h->e->cx.key_set ? h->key : NULL,
       /* Through a relay with the key set: exactly once across reconnects. */
-      .replay = h->relay && h->key_set,
+      .replay = h->e->cx.relay && h->e->cx.key_set,
       .fd = -1,
       .stream = !o->hold,
       .first_read_ms = f->n > TG_FLEET_DEFER_ABOVE_HOSTS && f->traced + 1 < f->n
@@ -476,30 +501,31 @@ static void start_recording(tg_fleet_host_t *h) {
       /* Not before the estimate: a merged trace needs it ahead of the
        * host's packets, and a first read would slow the burst's round
        * trips (each one bounds the estimate's error). */
-      .hold_reads = h->clock_hold != TG_FLEET_CLOCK_FREE,
-      .stats_period_ms = o->stats_period_ms ? o->stats_period_ms : STATS_PERIOD_MS,
+      .hold_reads = h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE,
+      .stats_period_ms =
+          o->stats_period_ms ? o->stats_period_ms : STATS_PERIOD_MS,
       .grace_ms = o->grace_ms,
       .stop_after_ms = o->stop_after_ms,
   };
-  if (h->key_set && !h->key_shown) {
+  if (h->e->cx.key_set && !h->e->key_shown) {
     /* Told before the session exists: if the owner dies, it can be taken
      * back. */
-    h->key_shown = true;
+    h->e->key_shown = true;
     cbs(h)->on_key_ready(h);
   }
   uint64_t now = tg__fleet_now(h);
   /* The held burst goes on when the fleet traces, or after this long. */
-  if (h->clock_hold != TG_FLEET_CLOCK_FREE)
-    h->clock_due_ms = now + START_FIRST_READ_MS;
-  tg_link_up(&h->link, now, h->relay);
-  int rv = tg_recording_start(h->rec, h->c, &ro);
+  if (h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE)
+    h->e->cx.clock_due_ms = now + START_FIRST_READ_MS;
+  tg_link_up(&h->e->link, now, h->e->cx.relay);
+  int rv = tg_recording_start(h->e->rec, h->e->cx.c, &ro);
   if (rv < 0) {
     tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "cannot %s: %s",
                    o->attach_key ? "attach" : "enable tracing",
                    tg_strerror(rv));
     return;
   }
-  if (h->stop_requested || o->stop_at_start) tg_recording_stop(h->rec);
+  if (h->e->stop_requested || o->stop_at_start) tg_recording_stop(h->e->rec);
 }
 
 /* Every part is in: the owner gets the host's description (its first
@@ -507,15 +533,15 @@ static void start_recording(tg_fleet_host_t *h) {
  * reads, if a lost link had cut a held burst short: this connection made
  * a whole one). */
 void tg__fleet_after_prep(tg_fleet_host_t *h) {
-  if (h->clock_hold == TG_FLEET_CLOCK_FREE) {
+  if (h->e->cx.clock_hold == TG_FLEET_CLOCK_FREE) {
     int rv = tg__fleet_describe(h);
     if (rv < 0) {
       tg__fleet_fail_write(h, rv);
       return;
     }
   }
-  if (tg_link_reconnecting(&h->link)) {
-    int rv = tg_recording_rebind(h->rec, h->c);
+  if (tg_link_reconnecting(&h->e->link)) {
+    int rv = tg_recording_rebind(h->e->rec, h->e->cx.c);
     if (rv < 0) {
       char why[128];
       snprintf(why, sizeof(why), "cannot attach: %s", tg_strerror(rv));
@@ -524,7 +550,7 @@ void tg__fleet_after_prep(tg_fleet_host_t *h) {
     return;
   }
   settle_names(h);
-  if (h->stop_requested) {
+  if (h->e->stop_requested) {
     /* Stopped before this host started: nothing to record. */
     tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "stopped before tracing began");
     return;
@@ -539,16 +565,16 @@ void tg__fleet_after_prep(tg_fleet_host_t *h) {
 static void on_timer(uv_timer_t *t) {
   tg_fleet_host_t *h = t->data;
   uint64_t now = tg__fleet_now(h);
-  if (h->clock_due_ms && now >= h->clock_due_ms) {
-    h->clock_due_ms = 0;
+  if (h->e->cx.clock_due_ms && now >= h->e->cx.clock_due_ms) {
+    h->e->cx.clock_due_ms = 0;
     tg_fleet_host_resume_clock(h);
   }
   /* Without heartbeats, a read or stats call unanswered is the sign. */
   uint64_t waiting =
-      h->rec && h->c && tg_consumer_ready(h->c)
-          ? tg_recording_waiting_ms(h->rec, now)
+      h->e->rec && h->e->cx.c && tg_consumer_ready(h->e->cx.c)
+          ? tg_recording_waiting_ms(h->e->rec, now)
           : 0;
-  switch (tg_link_due(&h->link, now, waiting)) {
+  switch (tg_link_due(&h->e->link, now, waiting)) {
     case TG_LINK_DUE_NONE:
       break;
     case TG_LINK_DUE_HEARTBEAT:
@@ -570,30 +596,52 @@ static void on_timer(uv_timer_t *t) {
 /* Arms the timer for the link's next deadline or the clock's, whichever
  * comes first. */
 static void arm(tg_fleet_host_t *h) {
-  if (uv_is_closing((uv_handle_t *)&h->timer)) return;
-  uint64_t at = tg_link_deadline(&h->link);
-  if (h->clock_due_ms && h->clock_due_ms < at) at = h->clock_due_ms;
+  if (uv_is_closing((uv_handle_t *)&h->e->timer)) return;
+  uint64_t at = tg_link_deadline(&h->e->link);
+  if (h->e->cx.clock_due_ms && h->e->cx.clock_due_ms < at)
+    at = h->e->cx.clock_due_ms;
   if (at == TG_LINK_NEVER) {
-    uv_timer_stop(&h->timer);
+    uv_timer_stop(&h->e->timer);
     return;
   }
   uint64_t now = tg__fleet_now(h);
-  uv_timer_start(&h->timer, on_timer, at > now ? at - now : 0, 0);
+  uv_timer_start(&h->e->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
 /* --- the owner's calls ------------------------------------------------------------- */
 
+/* A host without an engine (out of memory at init) ends at its start, or
+ * when stopped: FAILED, told as any end is. */
+static void fail_without_engine(tg_fleet_host_t *h) {
+  if (h->report.link_state == TG_LINK_FAILED) return;
+  h->report.failure = TG_FLEET_FAIL_INTERNAL;
+  snprintf(h->report.why, sizeof(h->report.why), "out of memory");
+  h->report.link_state = TG_LINK_FAILED;
+  if (cbs(h)->on_closing) (void)cbs(h)->on_closing(h, true);
+  tg_fleet_t *fleet = h->fleet;
+  cbs(h)->on_finished(h);
+  tg_fleet_start(fleet);
+}
+
 void tg_fleet_host_stop(tg_fleet_host_t *h) {
-  h->stop_requested = true;
-  if (rec_active(h)) {
-    tg_recording_stop(h->rec); /* unbound: once re-attached */
+  if (!h->e) {
+    fail_without_engine(h);
     return;
   }
-  if (tg_link_starting(h->link.state))
+  h->e->stop_requested = true;
+  if (rec_active(h)) {
+    tg_recording_stop(h->e->rec); /* unbound: once re-attached */
+    return;
+  }
+  if (tg_link_starting(h->e->link.state))
     tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "stopped before tracing began");
 }
 
 void tg_fleet_host_abort(tg_fleet_host_t *h) {
+  if (!h->e) {
+    fail_without_engine(h);
+    return;
+  }
   tg__fleet_fail(h, TG_FLEET_FAIL_STOPPED, "aborted (Ctrl-C)");
 }
 
@@ -612,14 +660,14 @@ const char *tg_fleet_failure_name(tg_fleet_failure_t f) {
 }
 
 const char *tg_fleet_host_state(const tg_fleet_host_t *h) {
-  switch (h->link.state) {
+  const tg_recording_t *rec = tg_fleet_host_recording(h);
+  switch (h->report.link_state) {
     case TG_LINK_CONNECTING: return "connecting";
     case TG_LINK_PREPARING: return "preparing";
     case TG_LINK_UP:
-      return h->rec ? tg_recording_state_name(tg_recording_state(h->rec))
-                    : "tracing";
+      return rec ? tg_recording_state_name(tg_recording_state(rec)) : "tracing";
     case TG_LINK_DROPPING:
-      return tg_link_reconnecting(&h->link) ? "reconnecting" : "link lost";
+      return tg_fleet_host_reconnecting(h) ? "reconnecting" : "link lost";
     case TG_LINK_BACKOFF:
     case TG_LINK_RECONNECTING:
     case TG_LINK_RESUMING: return "reconnecting";
@@ -632,12 +680,28 @@ const char *tg_fleet_host_state(const tg_fleet_host_t *h) {
 }
 
 void tg_fleet_host_fleet_started(tg_fleet_host_t *h) {
-  if (h->rec) tg_recording_read_first_now(h->rec);
+  if (h->e && h->e->rec) tg_recording_read_first_now(h->e->rec);
+}
+
+tg_consumer_t *tg_fleet_host_consumer(const tg_fleet_host_t *h) {
+  return h->e ? h->e->cx.c : NULL;
+}
+
+const tg_recording_t *tg_fleet_host_recording(const tg_fleet_host_t *h) {
+  return h->e ? h->e->rec : NULL;
 }
 
 bool tg_fleet_host_tracing(const tg_fleet_host_t *h) {
-  return h->link.state == TG_LINK_UP && h->rec &&
-         tg_recording_state(h->rec) == TG_REC_TRACING;
+  const tg_recording_t *rec = tg_fleet_host_recording(h);
+  return h->report.link_state == TG_LINK_UP && rec &&
+         tg_recording_state(rec) == TG_REC_TRACING;
+}
+
+bool tg_fleet_host_reconnecting(const tg_fleet_host_t *h) {
+  if (h->e) return tg_link_reconnecting(&h->e->link);
+  /* Closed (or never had an engine): the report's state alone. */
+  tg_link_t l = {.state = h->report.link_state};
+  return tg_link_reconnecting(&l);
 }
 
 /* --- setup ---------------------------------------------------------------------------- */
@@ -669,24 +733,32 @@ int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
   h->target = target;
   h->data = data;
   if (fleet->hosts && index < fleet->n) fleet->hosts[index] = h;
-  uv_timer_init(fleet->loop, &h->timer);
-  h->timer.data = h;
-  tg_link_timing_t tm = {.dead_link_ms = fleet->o.dead_link_ms,
-                         .reconnect_ms = fleet->o.reconnect_ms,
-                         .heartbeat_max_ms = fleet->o.heartbeat_max_ms};
-  tg_link_init(&h->link, &tm, name, on_link_state, h);
-  tg_clock_sync_init(&h->clock, fleet->o.clock_sync_ms);
-  h->rec = tg_recording_new(fleet->loop, &rec_cbs, h);
   /* Attaching: the session is the one the key names. */
   if (fleet->o.attach_key)
     snprintf(h->key, sizeof(h->key), "%s", fleet->o.attach_key);
   else
     make_key(h);
-  return h->rec ? 0 : -ENOMEM;
+  tg_clock_sync_init(&h->report.clock, fleet->o.clock_sync_ms);
+  h->report.link_state = TG_LINK_CONNECTING;
+  if (!(h->e = calloc(1, sizeof(*h->e)))) return -ENOMEM;
+  h->e->h = h;
+  uv_timer_init(fleet->loop, &h->e->timer);
+  h->e->timer.data = h;
+  tg_link_timing_t tm = {.dead_link_ms = fleet->o.dead_link_ms,
+                         .reconnect_ms = fleet->o.reconnect_ms,
+                         .heartbeat_max_ms = fleet->o.heartbeat_max_ms};
+  tg_link_init(&h->e->link, &tm, name, on_link_state, h);
+  report_link(h);
+  h->e->rec = tg_recording_new(fleet->loop, &rec_cbs, h);
+  return h->e->rec ? 0 : -ENOMEM;
 }
 
 void tg_fleet_host_start(tg_fleet_host_t *h) {
-  if (!h->rec) {
+  if (!h->e) {
+    fail_without_engine(h);
+    return;
+  }
+  if (!h->e->rec) {
     tg__fleet_fail(h, TG_FLEET_FAIL_INTERNAL, "out of memory");
     return;
   }
@@ -695,8 +767,23 @@ void tg_fleet_host_start(tg_fleet_host_t *h) {
 
 void tg_fleet_host_close(tg_fleet_host_t *h) { tg_fleet_host_close_cb(h, NULL); }
 
-void tg_fleet_host_close_cb(tg_fleet_host_t *h, uv_close_cb cb) {
-  uv_close((uv_handle_t *)&h->timer, cb);
-  tg_recording_free(h->rec);
-  h->rec = NULL;
+/* The engine's last handle is closed: it goes, the report stays. */
+static void on_engine_closed(uv_handle_t *t) {
+  tg_fleet_host_t *h = t->data;
+  tg_fleet_host_closed_cb cb = h->e->closed;
+  free(h->e);
+  h->e = NULL;
+  if (cb) cb(h);
+}
+
+void tg_fleet_host_close_cb(tg_fleet_host_t *h, tg_fleet_host_closed_cb cb) {
+  if (!h->e) {
+    if (cb) cb(h);
+    return;
+  }
+  if (uv_is_closing((uv_handle_t *)&h->e->timer)) return; /* closed before */
+  h->e->closed = cb;
+  uv_close((uv_handle_t *)&h->e->timer, on_engine_closed);
+  tg_recording_free(h->e->rec);
+  h->e->rec = NULL;
 }

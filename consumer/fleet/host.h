@@ -13,6 +13,13 @@
  * the link (every transition through tg_link_set_state(), reported to
  * on_state), host_prep.c runs the preparation of each connection.
  *
+ * What the owner sees: the fields it sets (name, target, config, key...)
+ * and the report (tg_fleet_host_report_t), which the engine writes and
+ * the owner only reads; it stays valid after the end and the close. The
+ * engine's own state is private (h->e, host_internal.h), and what one
+ * connection owns is one struct there, reset as a whole when the next
+ * attempt begins.
+ *
  * Timers: one uv timer per host, armed for the link's next deadline
  * (tg_link_deadline(): connect guard, heartbeat, dead link, backoff) or
  * the end of a held clock burst's wait, whichever comes first. The
@@ -125,8 +132,8 @@ typedef struct tg_fleet_host_cbs {
    * call): a lost link, a re-attached session, a peer's refusal. */
   void (*on_notice)(tg_fleet_host_t *h, tg_fleet_notice_t kind,
                     const char *text);
-  /* Every change of the link, after it happened (h->link.state is the new
-   * state). Optional. */
+  /* Every change of the link, after it happened (h->report.link_state
+   * is the new state). Optional. */
   void (*on_state)(tg_fleet_host_t *h, tg_link_state_t from);
   /* The relay took h->key, before the session exists: told once, so that
    * a lost owner can take the session back (--attach KEY). */
@@ -141,10 +148,10 @@ typedef struct tg_fleet_host_cbs {
   /* The recording reached TRACING for the first time (counted in
    * tg_fleet_t.traced before the call). Optional. */
   void (*on_tracing)(tg_fleet_host_t *h);
-  /* The host is described (host info, h->clock's first estimate if any),
-   * once, before its first packet. */
+  /* The host is described (host info, h->report.clock's first estimate
+   * if any), once, before its first packet. */
   int (*on_described)(tg_fleet_host_t *h);
-  /* A later clock estimate (h->clock.best), after on_described. */
+  /* A later clock estimate (h->report.clock.best), after on_described. */
   int (*on_clock_estimate)(tg_fleet_host_t *h);
   /* One packet (borrowed for the call). Hot path: no allocation here. */
   int (*on_packet)(tg_fleet_host_t *h, const uint8_t *p, size_t n);
@@ -159,7 +166,8 @@ typedef struct tg_fleet_host_cbs {
    * or FAILED: the owner finishes the host's output. A negative return
    * turns DONE into FAILED ("the trace could not be written"). Optional. */
   int (*on_closing)(tg_fleet_host_t *h, bool failing);
-  /* DONE or FAILED (h->why says why). The host calls nothing after. */
+  /* DONE or FAILED (h->report.why says why). The host calls nothing
+   * after. */
   void (*on_finished)(tg_fleet_host_t *h);
 } tg_fleet_host_cbs_t;
 
@@ -225,94 +233,74 @@ void tg_fleet_start(tg_fleet_t *f);
 void tg_fleet_halt(tg_fleet_t *f);
 void tg_fleet_free(tg_fleet_t *f);
 
-struct tg_fleet_host {
-  tg_fleet_t *fleet;
-  size_t index;
-  const char *name;   /* for notices and logs; borrowed */
-  const void *target; /* the dialer's; borrowed */
-  const char *out_name; /* where its packets go, for "cannot write"; borrowed */
-  /* The owner's TraceConfig for this host alone (NULL: the fleet's);
-   * borrowed, set before tg_fleet_host_start(). */
-  const uint8_t *config;
-  size_t config_len;
-  void *data;         /* the owner's */
-  tg_fleet_slot_t slot; /* its place in an admission window (fleet.c) */
+/* What the owner reads of a host: written by the engine only, from its
+ * loop thread; complete and stable once the host finished (also after
+ * tg_fleet_host_close). */
+typedef struct tg_fleet_host_report {
+  /* The link (link.h): its state, connection attempts (of this connection
+   * or this outage), outages survived and their total length. */
+  tg_link_state_t link_state;
+  unsigned attempts;
+  unsigned reconnects;
+  uint64_t down_ms;
 
-  /* The link's state, its deadlines and reconnections (link.h); the one
-   * timer below is armed for tg_link_deadline() (and clock_due_ms). */
-  tg_link_t link;
-  uv_timer_t timer;
-  tg_recording_t *rec; /* the session; NULL once the host finished */
-
-  /* The current connection (NULL between connections). */
-  tg_consumer_t *c;
-  void *conn;          /* the dialer's */
-  bool relay;          /* TracegateRelay bound on this connection */
-  bool bound;          /* ConsumerPort bound on this connection */
-  bool ever_connected; /* ConsumerPort was bound once */
-  bool key_set;        /* the relay took the resume key */
-  /* The relay said, taking the key on this connection, that the key's
-   * session ended with the service's connection: a refused Attach is
-   * final (proto/tracegate/relay.proto, SetSessionKeyResponse). */
-  bool service_ended;
-  tg_fleet_compression_t compression;
-  unsigned prep_wait;  /* parts of preparing not answered (host_prep.c) */
-  char conn_msg[512];  /* why the connection closed */
-  char retry_why[300]; /* why the last reconnection attempt failed */
-
-  /* From GetHostInfo. */
+  /* From the first GetHostInfo. */
   bool has_info;
   char hostname[256];
   char host_machine_id[128];
-  /* The host's boot at the first GetHostInfo ("" if the relay said none),
-   * asked again after each reconnection: a new one means the host
-   * rebooted, and its sessions with it. */
-  char boot_id[64];
-  bool rebooted;
-  /* Likewise the tracing service's process behind the relay ("" if the
-   * relay did not say): another one means it was restarted, sessions
-   * lost, even where no relay remembers it (an --stdio relay over ssh
-   * lives as long as its connection; a relay restarted too). */
-  char service_instance[48];
-  bool service_restarted;
   char kernel[256];
   uint32_t num_cpus;
-
-  /* ClockSync: a burst of samples when a connection is prepared, then one
+  /* ClockSync: a burst of samples on every prepared connection, then one
    * per heartbeat; each estimate goes to on_described or
    * on_clock_estimate. */
-  unsigned syncs; /* samples of the current burst */
-  tg_clock_sample_t cur;
   tg_clock_sync_t clock;
-  bool described;
-  tg_fleet_clock_hold_t clock_hold;
-  uint64_t clock_due_ms; /* a held burst goes on by then anyway; 0: none */
-  tg_clock_sample_t hb_sample; /* the heartbeat's */
-  char lost_why[300];          /* why the link was last lost */
+  tg_fleet_compression_t compression;
 
+  /* What the host sent, and what link losses cost (reads_*: at the end). */
+  uint64_t bytes, packets;
+  unsigned reads_cut;  /* reads cut by a link loss (from the recording) */
+  unsigned reads_lost; /* of those, the ones that did carry data */
+
+  char conn_why[512];  /* why the last connection closed ("" before) */
+  char lost_why[300];  /* why the link was last lost */
+  char retry_why[300]; /* why the last reconnection attempt failed */
+  tg_fleet_failure_t failure; /* FAILING, FAILED: its kind */
+  char why[600];              /* FAILING, FAILED: why */
+} tg_fleet_host_report_t;
+
+/* The engine's own state: host_internal.h. */
+typedef struct tg__fleet_engine tg__fleet_engine_t;
+
+struct tg_fleet_host {
+  /* The owner's, set by tg_fleet_host_init() or before
+   * tg_fleet_host_start(); pointers borrowed for the host's life. */
+  tg_fleet_t *fleet;
+  size_t index;
+  const char *name;     /* for notices and logs */
+  const void *target;   /* the dialer's */
+  const char *out_name; /* where its packets go, for "cannot write" */
+  /* The owner's TraceConfig for this host alone (NULL: the fleet's). */
+  const uint8_t *config;
+  size_t config_len;
+  void *data;
   /* The resume key: random, or the fleet's attach_key; an owner may set
    * one of its own for this host after tg_fleet_host_init() (attach mode:
    * the host then attaches by it). */
   char key[TG_RELAY_SESSION_KEY_MAX + 1];
-  bool key_shown;
-  bool stop_requested;
-  bool has_traced;     /* its recording reached TRACING once */
-  bool names_settled;  /* on_names_settled was called */
 
-  /* What the host sent, and what link losses cost (their count and
-   * length: link). */
-  uint64_t bytes, packets;
-  int write_err;       /* the first error on_packet or a clock write returned */
-  unsigned reads_cut;  /* reads cut by a link loss (from the recording) */
-  unsigned reads_lost; /* of those, the ones that did carry data */
+  tg_fleet_host_report_t report; /* read only: the engine writes it */
 
-  char why[600]; /* FAILING, FAILED: why */
-  tg_fleet_failure_t failure; /* FAILING, FAILED: its kind */
+  /* Owned by the host; NULL when tg_fleet_host_init() ran out of memory
+   * (the host then fails at its start) and after tg_fleet_host_close()'s
+   * handles closed. */
+  tg__fleet_engine_t *e;
 };
 
-/* A host of |fleet| in CONNECTING, not started. |name|, |target| and
- * |fleet| are borrowed for the host's life. Returns 0 or -ENOMEM (then
- * tg_fleet_host_start() fails it). */
+/* A host of |fleet| in CONNECTING, not started, in memory the owner
+ * provides (and frees after tg_fleet_host_close's callback, or once its
+ * loop ran the close). |name|, |target| and |fleet| are borrowed for the
+ * host's life. Returns 0 or -ENOMEM (then tg_fleet_host_start() fails
+ * it: "out of memory"). */
 int tg_fleet_host_init(tg_fleet_t *fleet, tg_fleet_host_t *h, size_t index,
                        const char *name, const void *target, void *data);
 /* Opens the first connection. */
@@ -325,16 +313,27 @@ void tg_fleet_host_abort(tg_fleet_host_t *h);
 /* What the host is doing, in a word or two, for a progress display. */
 const char *tg_fleet_host_state(const tg_fleet_host_t *h);
 bool tg_fleet_host_tracing(const tg_fleet_host_t *h);
+/* Between a lost link and the session back (tg_link_reconnecting). */
+bool tg_fleet_host_reconnecting(const tg_fleet_host_t *h);
+/* The current connection's consumer (borrowed until its on_close: the
+ * owner may make calls of its own on it); NULL between connections. */
+tg_consumer_t *tg_fleet_host_consumer(const tg_fleet_host_t *h);
+/* The host's recording (borrowed; NULL before init, once finished or
+ * closed). */
+const tg_recording_t *tg_fleet_host_recording(const tg_fleet_host_t *h);
 /* Every host traces: a first read the start deferred comes now. */
 void tg_fleet_host_fleet_started(tg_fleet_host_t *h);
 /* The rest of |h|'s held clock burst begins. True when that burst is
  * under way after the call (false: none to take, not now, or it ended at
  * once; a reconnection takes a whole burst of its own). */
 bool tg_fleet_host_resume_clock(tg_fleet_host_t *h);
-/* Closes the host's handles (the loop then runs them out). */
+/* Closes the host's handles; the loop then runs them out and frees the
+ * engine (h->e). The report stays. */
 void tg_fleet_host_close(tg_fleet_host_t *h);
-/* The same, and |cb| runs from the loop once its last handle is closed
- * (the uv handle's data is |h|): then its memory may go. */
-void tg_fleet_host_close_cb(tg_fleet_host_t *h, uv_close_cb cb);
+/* The same, and |cb| runs from the loop once its last handle is closed:
+ * then the owner's memory may go. A host without an engine (out of memory
+ * at init) has no handle: |cb| runs at once. */
+typedef void (*tg_fleet_host_closed_cb)(tg_fleet_host_t *h);
+void tg_fleet_host_close_cb(tg_fleet_host_t *h, tg_fleet_host_closed_cb cb);
 
 #endif /* TRACEGATE_CONSUMER_FLEET_HOST_H */

@@ -11,16 +11,76 @@
 
 #define TG_FLEET_RELAY_SERVICE "TracegateRelay"
 
+/* What one connection attempt owns, from its start (connect_now) to the
+ * next attempt's: reset as a whole there (tg__fleet_conn_reset), so that
+ * nothing one connection learnt (a relay, a key the relay took, a
+ * service that ended) is taken for the next's. Between connections (a
+ * backoff) it still says what the last one was, for the decision that
+ * follows its release. */
+typedef struct tg__fleet_conn {
+  tg_consumer_t *c; /* NULL once its on_close ran */
+  void *conn;       /* the dialer's; NULL once handed to release() */
+  bool relay;       /* TracegateRelay bound on it */
+  bool bound;       /* ConsumerPort bound on it */
+  bool key_set;     /* the relay took the resume key */
+  /* The relay said, taking the key, that the key's session ended with
+   * the service's connection: a refused Attach is final
+   * (proto/tracegate/relay.proto, SetSessionKeyResponse). */
+  bool service_ended;
+  unsigned prep_wait; /* parts of preparing not answered (host_prep.c) */
+  /* Its clock burst: samples so far, the one in flight, the heartbeat's,
+   * and whether the burst is held for the fleet (and until when). */
+  unsigned syncs;
+  tg_clock_sample_t cur;
+  tg_clock_sample_t hb_sample;
+  tg_fleet_clock_hold_t clock_hold;
+  uint64_t clock_due_ms; /* a held burst goes on by then anyway; 0: none */
+} tg__fleet_conn_t;
+
+/* The engine's side of a host (host.h: the owner sees the report). */
+struct tg__fleet_engine {
+  tg_fleet_host_t *h;
+  /* The link's state, its deadlines and reconnections (link.h); the one
+   * timer below is armed for tg_link_deadline() (and cx.clock_due_ms). */
+  tg_link_t link;
+  uv_timer_t timer;
+  tg_recording_t *rec; /* the session; NULL once the host finished */
+  tg_fleet_slot_t slot; /* its place in an admission window (fleet.c) */
+  tg__fleet_conn_t cx;  /* the current (or last) connection */
+  tg_fleet_host_closed_cb closed; /* the owner's, at tg_fleet_host_close_cb */
+
+  bool ever_connected; /* ConsumerPort was bound once */
+  /* The host's boot at the first GetHostInfo ("" if the relay said none),
+   * asked again after each reconnection: a new one means the host
+   * rebooted, and its sessions with it. */
+  char boot_id[64];
+  bool rebooted;
+  /* Likewise the tracing service's process behind the relay ("" if the
+   * relay did not say): another one means it was restarted, sessions
+   * lost, even where no relay remembers it (an --stdio relay over ssh
+   * lives as long as its connection; a relay restarted too). */
+  char service_instance[48];
+  bool service_restarted;
+  bool described;      /* on_described was called */
+  bool key_shown;      /* on_key_ready was called */
+  bool stop_requested; /* the owner's tg_fleet_host_stop */
+  bool has_traced;     /* its recording reached TRACING once */
+  bool names_settled;  /* on_names_settled was called */
+  int write_err; /* the first error on_packet or a clock write returned */
+};
+
 static inline uint64_t tg__fleet_now(const tg_fleet_host_t *h) {
   return uv_now(h->fleet->loop);
 }
+
+
 
 /* Whether a reply on |c| is news for the host: a reply from an older link
  * is not, nor one that only says the link went (on_close deals with
  * that). */
 static inline bool tg__fleet_reply_is_news(const tg_fleet_host_t *h,
                                            const tg_consumer_t *c, int status) {
-  return h->c == c && status != TG_EPEER_CLOSED && status != -ECANCELED;
+  return h->e->cx.c == c && status != TG_EPEER_CLOSED && status != -ECANCELED;
 }
 
 /* --- fleet.c ----------------------------------------------------------------- */
@@ -56,8 +116,11 @@ void tg__fleet_format_ms(char *out, size_t n, uint64_t ms);
 
 /* --- host_prep.c --------------------------------------------------------------- */
 
-/* A new connection attempt: the preparation starts over. */
-void tg__fleet_prep_reset(tg_fleet_host_t *h);
+/* A new connection attempt (host_prep.c): its state (cx) starts empty,
+ * every part of preparing awaited (the last one's consumer and transport
+ * are gone by then); its account of why it closes and the clock burst
+ * start over too. */
+void tg__fleet_conn_reset(tg_fleet_host_t *h);
 /* The attempt's consumer is open: TracegateRelay is bound in the same
  * round trip as ConsumerPort. */
 void tg__fleet_prep_begin(tg_fleet_host_t *h);

@@ -6,6 +6,7 @@
  * to ConsumerPort); once all are in, host.c starts the session or gets
  * it back. A part that cannot be asked counts as answered.
  */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -44,23 +45,22 @@ static int zstd_window_log(const tg_fleet_host_t *h) {
 static void clock_next(tg_fleet_host_t *h);
 
 static void prep_done(tg_fleet_host_t *h, unsigned part) {
-  if (!(h->prep_wait & part)) return;
-  h->prep_wait &= ~part;
+  if (!(h->e->cx.prep_wait & part)) return;
+  h->e->cx.prep_wait &= ~part;
   /* Not on a connection that is closing: a part may count as answered
    * because its call could not go out. */
-  if (h->prep_wait == 0 && h->c && tg_consumer_ready(h->c) &&
-      h->link.state != TG_LINK_FAILING)
+  if (h->e->cx.prep_wait == 0 && h->e->cx.c && tg_consumer_ready(h->e->cx.c) &&
+      h->e->link.state != TG_LINK_FAILING)
     tg__fleet_after_prep(h);
 }
 
-void tg__fleet_prep_reset(tg_fleet_host_t *h) {
-  h->relay = h->bound = false;
-  h->syncs = 0;
-  h->clock_hold = TG_FLEET_CLOCK_FREE; /* on_relay_bound decides */
-  h->clock_due_ms = 0;
-  tg_clock_sync_restart(&h->clock);
-  h->conn_msg[0] = 0;
-  h->prep_wait = PREP_ALL;
+void tg__fleet_conn_reset(tg_fleet_host_t *h) {
+  assert(!h->e->cx.c && !h->e->cx.conn); /* the last one is released */
+  /* FREE: on_relay_bound decides whether the burst is held. */
+  h->e->cx = (tg__fleet_conn_t){.prep_wait = PREP_ALL,
+                                .clock_hold = TG_FLEET_CLOCK_FREE};
+  tg_clock_sync_restart(&h->report.clock);
+  h->report.conn_why[0] = 0;
 }
 
 /* --- the resume key ----------------------------------------------------------- */
@@ -69,23 +69,23 @@ static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
                        const uint8_t *reply, size_t len) {
   tg_fleet_host_t *h = ctx;
   if (!tg__fleet_reply_is_news(h, c, status)) return;
-  h->service_ended = false;
+  h->e->cx.service_ended = false;
   if (status) {
     /* Tracing works without; only resuming after a link loss does not. */
     tg__fleet_notice(h, TG_FLEET_WARNING, "the relay refused the resume key "
                      "(%s): a lost link will end this host's recording", msg);
-    h->key_set = false;
+    h->e->cx.key_set = false;
     prep_done(h, PREP_KEY);
     return;
   }
-  h->key_set = true;
+  h->e->cx.key_set = true;
   /* An older relay answers with nothing: the flag is then unknown (false),
    * and a refused Attach is tried again until the deadline. */
   Perfetto__Protos__SetSessionKeyResponse *r =
       perfetto__protos__set_session_key_response__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
   if (r) {
-    h->service_ended = r->has_ended_with_service && r->ended_with_service;
+    h->e->cx.service_ended = r->has_ended_with_service && r->ended_with_service;
     perfetto__protos__set_session_key_response__free_unpacked(r, NULL);
   }
   prep_done(h, PREP_KEY);
@@ -98,15 +98,15 @@ static void set_key(tg_fleet_host_t *h) {
   uint8_t buf[TG_RELAY_SESSION_KEY_MAX + 16];
   if (perfetto__protos__set_session_key_request__get_packed_size(&r) >
       sizeof(buf)) {
-    h->key_set = false; /* the owner bounds an attach key: not reached */
+    h->e->cx.key_set = false; /* the owner bounds an attach key: not reached */
     prep_done(h, PREP_KEY);
     return;
   }
   size_t n = perfetto__protos__set_session_key_request__pack(&r, buf);
-  int rv = tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "SetSessionKey", buf,
-                            n, on_key_set, h);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "SetSessionKey",
+                            buf, n, on_key_set, h);
   if (rv < 0) {
-    h->key_set = false;
+    h->e->cx.key_set = false;
     prep_done(h, PREP_KEY);
   }
 }
@@ -134,14 +134,14 @@ static bool clock_parse(tg_clock_sample_t *s, const uint8_t *reply,
  * on, told to the owner once the host is described (the description
  * carries the first). Returns 0 or the owner's write error. */
 static int clock_settle(tg_fleet_host_t *h) {
-  if (!tg_clock_sync_settle(&h->clock, tg__fleet_now(h))) return 0;
-  if (!h->described) return 0;
+  if (!tg_clock_sync_settle(&h->report.clock, tg__fleet_now(h))) return 0;
+  if (!h->e->described) return 0;
   return h->fleet->cbs->on_clock_estimate(h);
 }
 
 int tg__fleet_describe(tg_fleet_host_t *h) {
-  if (h->described) return 0;
-  h->described = true;
+  if (h->e->described) return 0;
+  h->e->described = true;
   return h->fleet->cbs->on_described(h);
 }
 
@@ -149,47 +149,48 @@ static void on_heartbeat(tg_consumer_t *c, void *ctx, int status,
                          const char *msg, const uint8_t *reply, size_t len) {
   (void)msg;
   tg_fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  tg_link_heartbeat_done(&h->link);
+  if (h->e->cx.c != c) return;
+  tg_link_heartbeat_done(&h->e->link);
   if (!tg__fleet_reply_is_news(h, c, status)) return;
   /* Any answer, even a refusal, says the link works. */
   uint64_t now = tg__fleet_now(h);
-  tg_link_heard(&h->link, now);
+  tg_link_heard(&h->e->link, now);
   if (status) return;
-  tg_clock_read(h->hb_sample.after);
-  if (clock_parse(&h->hb_sample, reply, len))
-    tg_clock_sync_keep(&h->clock, &h->hb_sample);
+  tg_clock_read(h->e->cx.hb_sample.after);
+  if (clock_parse(&h->e->cx.hb_sample, reply, len))
+    tg_clock_sync_keep(&h->report.clock, &h->e->cx.hb_sample);
   /* A held burst settles at its own end (clock_next). */
-  if (h->clock_hold != TG_FLEET_CLOCK_FREE ||
-      !tg_clock_sync_due(&h->clock, now))
+  if (h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE ||
+      !tg_clock_sync_due(&h->report.clock, now))
     return;
   int rv = clock_settle(h);
   if (rv < 0) tg__fleet_fail_write(h, rv);
 }
 
 void tg__fleet_send_heartbeat(tg_fleet_host_t *h) {
-  if (!h->c || !tg_consumer_ready(h->c)) return;
-  tg_clock_read(h->hb_sample.before);
-  if (tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "ClockSync", NULL, 0,
+  if (!h->e->cx.c || !tg_consumer_ready(h->e->cx.c)) return;
+  tg_clock_read(h->e->cx.hb_sample.before);
+  if (tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "ClockSync", NULL, 0,
                        on_heartbeat, h) == 0)
-    tg_link_heartbeat_sent(&h->link);
+    tg_link_heartbeat_sent(&h->e->link);
 }
 
 static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const uint8_t *reply, size_t len) {
   tg_fleet_host_t *h = ctx;
-  if (h->c != c) return;
-  tg_clock_read(h->cur.after);
+  if (h->e->cx.c != c) return;
+  tg_clock_read(h->e->cx.cur.after);
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
   if (status) {
     /* Recording works without; a merged trace just cannot align it. */
     tg__fleet_notice(h, TG_FLEET_WARNING, "no clock sync (%s)", msg);
-    h->syncs = CLOCK_SYNC_SAMPLES;
+    h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     clock_next(h);
     return;
   }
-  if (clock_parse(&h->cur, reply, len)) tg_clock_sync_keep(&h->clock, &h->cur);
-  h->syncs++;
+  if (clock_parse(&h->e->cx.cur, reply, len))
+    tg_clock_sync_keep(&h->report.clock, &h->e->cx.cur);
+  h->e->cx.syncs++;
   clock_next(h);
 }
 
@@ -198,14 +199,14 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
  * burst lets the preparation go on after its first sample and goes on
  * from tg_fleet_host_resume_clock(). */
 static void clock_next(tg_fleet_host_t *h) {
-  if (h->syncs >= CLOCK_SYNC_SAMPLES) {
-    bool was_held = h->clock_hold != TG_FLEET_CLOCK_FREE;
-    h->clock_hold = TG_FLEET_CLOCK_FREE;
+  if (h->e->cx.syncs >= CLOCK_SYNC_SAMPLES) {
+    bool was_held = h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE;
+    h->e->cx.clock_hold = TG_FLEET_CLOCK_FREE;
     int rv = clock_settle(h);
     /* Done while preparing (a reconnection, say): after_prep describes. */
-    if (rv == 0 && was_held && !(h->prep_wait & PREP_CLOCK)) {
+    if (rv == 0 && was_held && !(h->e->cx.prep_wait & PREP_CLOCK)) {
       rv = tg__fleet_describe(h);
-      if (h->rec) tg_recording_release_reads(h->rec);
+      if (h->e->rec) tg_recording_release_reads(h->e->rec);
       tg__fleet_burst_ended(h);
       if (h->fleet->cbs->on_burst_ended) h->fleet->cbs->on_burst_ended(h);
     }
@@ -216,15 +217,15 @@ static void clock_next(tg_fleet_host_t *h) {
     prep_done(h, PREP_CLOCK);
     return;
   }
-  if (h->clock_hold == TG_FLEET_CLOCK_HELD && h->syncs > 0) {
+  if (h->e->cx.clock_hold == TG_FLEET_CLOCK_HELD && h->e->cx.syncs > 0) {
     prep_done(h, PREP_CLOCK);
     return;
   }
-  tg_clock_read(h->cur.before);
-  int rv = tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "ClockSync", NULL, 0,
-                            on_clock, h);
+  tg_clock_read(h->e->cx.cur.before);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE, "ClockSync",
+                            NULL, 0, on_clock, h);
   if (rv < 0) {
-    h->syncs = CLOCK_SYNC_SAMPLES;
+    h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     clock_next(h);
   }
 }
@@ -233,14 +234,15 @@ static void clock_next(tg_fleet_host_t *h) {
  * long enough, on the connection it started on (a reconnection makes a
  * whole burst of its own). */
 bool tg_fleet_host_resume_clock(tg_fleet_host_t *h) {
-  if (h->clock_hold != TG_FLEET_CLOCK_HELD || h->link.state != TG_LINK_UP ||
-      !h->c || !tg_consumer_ready(h->c))
+  if (h->e->cx.clock_hold != TG_FLEET_CLOCK_HELD ||
+      h->e->link.state != TG_LINK_UP || !h->e->cx.c ||
+      !tg_consumer_ready(h->e->cx.c))
     return false;
-  h->clock_hold = TG_FLEET_CLOCK_RESUMED;
-  h->clock_due_ms = 0;
+  h->e->cx.clock_hold = TG_FLEET_CLOCK_RESUMED;
+  h->e->cx.clock_due_ms = 0;
   clock_next(h);
   /* It may have ended at once (a call that could not go out). */
-  return h->clock_hold != TG_FLEET_CLOCK_FREE;
+  return h->e->cx.clock_hold != TG_FLEET_CLOCK_FREE;
 }
 
 /* --- host info and compression ------------------------------------------------- */
@@ -259,7 +261,7 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   tg_fleet_host_t *h = ctx;
   if (!tg__fleet_reply_is_news(h, c, status)) return;
   if (status) {
-    if (!h->has_info)
+    if (!h->report.has_info)
       tg__fleet_notice(h, TG_FLEET_WARNING, "no host info (%s)", msg);
     prep_done(h, PREP_INFO);
     return;
@@ -267,23 +269,24 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   Perfetto__Protos__RelayHostInfo *r =
       perfetto__protos__relay_host_info__unpack(
           NULL, len, reply ? reply : (const uint8_t *)"");
-  if (r && !h->has_info) {
-    h->has_info = true;
-    tg_printable(h->hostname, sizeof(h->hostname), r->hostname);
-    tg_printable(h->host_machine_id, sizeof(h->host_machine_id), r->machine_id);
-    tg_printable(h->kernel, sizeof(h->kernel), r->kernel);
-    tg_printable(h->boot_id, sizeof(h->boot_id), r->boot_id);
-    tg_printable(h->service_instance, sizeof(h->service_instance),
+  if (r && !h->report.has_info) {
+    h->report.has_info = true;
+    tg_printable(h->report.hostname, sizeof(h->report.hostname), r->hostname);
+    tg_printable(h->report.host_machine_id, sizeof(h->report.host_machine_id),
+                 r->machine_id);
+    tg_printable(h->report.kernel, sizeof(h->report.kernel), r->kernel);
+    tg_printable(h->e->boot_id, sizeof(h->e->boot_id), r->boot_id);
+    tg_printable(h->e->service_instance, sizeof(h->e->service_instance),
                  r->service_instance);
-    h->num_cpus = r->has_num_cpus ? r->num_cpus : 0;
+    h->report.num_cpus = r->has_num_cpus ? r->num_cpus : 0;
   } else if (r) {
     /* Asked again after a reconnection: the same boot, or a reboot; the
      * same tracing service, or a restarted one. */
-    if (changed(h->boot_id, sizeof(h->boot_id), r->boot_id))
-      h->rebooted = true;
-    if (changed(h->service_instance, sizeof(h->service_instance),
+    if (changed(h->e->boot_id, sizeof(h->e->boot_id), r->boot_id))
+      h->e->rebooted = true;
+    if (changed(h->e->service_instance, sizeof(h->e->service_instance),
                 r->service_instance))
-      h->service_restarted = true;
+      h->e->service_restarted = true;
     /* Nothing listens on the service's socket: its sessions, ours among
      * them, went with it. The relay refuses ConsumerPort, so no re-attach
      * would come to say so: waiting for the reconnect deadline would only
@@ -291,11 +294,11 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
     if (r->has_service_down && r->service_down) {
       perfetto__protos__relay_host_info__free_unpacked(r, NULL);
       tg__fleet_fail(h, TG_FLEET_FAIL_SESSION, "the session is gone: %s",
-                     h->rebooted ? "the host rebooted (its boot id changed) "
-                                   "and its tracing service is not running"
-                                 : "the tracing service on the host is not "
-                                   "running (it stopped, and its sessions "
-                                   "with it)");
+                     h->e->rebooted ? "the host rebooted (its boot id changed) "
+                                      "and its tracing service is not running"
+                                    : "the tracing service on the host is not "
+                                      "running (it stopped, and its sessions "
+                                      "with it)");
       return;
     }
   }
@@ -310,8 +313,8 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   if (status) {
     /* The relay said no (its operator's --compress never, or an ask it
      * does not take): what it sends stays plain. */
-    h->compression = TG_FLEET_COMP_REFUSED;
-    if (!tg_link_reconnecting(&h->link))
+    h->report.compression = TG_FLEET_COMP_REFUSED;
+    if (!tg_link_reconnecting(&h->e->link))
       tg__fleet_notice(h, TG_FLEET_NOTE, "the relay sends uncompressed (%s)",
                        msg);
     prep_done(h, PREP_COMPRESSION);
@@ -330,13 +333,13 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
   }
   /* This reply was the last plain frame: inflate from the next one on. */
   int rv = tg_zstd_transport_start_decompress(
-      h->fleet->dialer.zstd(h->conn), zstd_window_log(h));
+      h->fleet->dialer.zstd(h->e->cx.conn), zstd_window_log(h));
   perfetto__protos__set_compression_response__free_unpacked(r, NULL);
   if (rv < 0) {
     tg__fleet_prep_failed(h, rv, "cannot start decompressing");
     return;
   }
-  h->compression = TG_FLEET_COMP_ZSTD;
+  h->report.compression = TG_FLEET_COMP_ZSTD;
   prep_done(h, PREP_COMPRESSION);
 }
 
@@ -345,7 +348,7 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
 static bool ask_compression(tg_fleet_host_t *h) {
   int level = h->fleet->o.compress_level;
   if (!level) {
-    h->compression = TG_FLEET_COMP_NOT_ASKED;
+    h->report.compression = TG_FLEET_COMP_NOT_ASKED;
     return false;
   }
   Perfetto__Protos__SetCompressionRequest r =
@@ -356,11 +359,12 @@ static bool ask_compression(tg_fleet_host_t *h) {
   r.window_log = zstd_window_log(h);
   uint8_t buf[64];
   size_t n = perfetto__protos__set_compression_request__pack(&r, buf);
-  int rv = tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "SetCompression",
-                            buf, n, on_compression, h);
+  int rv = tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE,
+                            "SetCompression", buf, n, on_compression, h);
   /* An older relay has no such method: it sends plain. */
-  if (rv == TG_ENOT_SUPPORTED) h->compression = TG_FLEET_COMP_UNSUPPORTED;
-  else if (rv < 0) h->compression = TG_FLEET_COMP_UNKNOWN;
+  if (rv == TG_ENOT_SUPPORTED)
+    h->report.compression = TG_FLEET_COMP_UNSUPPORTED;
+  else if (rv < 0) h->report.compression = TG_FLEET_COMP_UNKNOWN;
   return rv == 0;
 }
 
@@ -369,11 +373,11 @@ static bool ask_compression(tg_fleet_host_t *h) {
  * or a tracing service that was restarted, whose sessions are gone, from
  * a link that came back. */
 static void ask_host_info(tg_fleet_host_t *h) {
-  bool want = tg_link_reconnecting(&h->link)
-                  ? h->boot_id[0] != 0 || h->service_instance[0] != 0
-                  : !h->has_info;
-  if (!want || tg_consumer_call(h->c, TG_FLEET_RELAY_SERVICE, "GetHostInfo",
-                                NULL, 0, on_host_info, h) < 0)
+  bool want = tg_link_reconnecting(&h->e->link)
+                  ? h->e->boot_id[0] != 0 || h->e->service_instance[0] != 0
+                  : !h->report.has_info;
+  if (!want || tg_consumer_call(h->e->cx.c, TG_FLEET_RELAY_SERVICE,
+                                "GetHostInfo", NULL, 0, on_host_info, h) < 0)
     prep_done(h, PREP_INFO);
 }
 
@@ -383,18 +387,19 @@ static void ask_host_info(tg_fleet_host_t *h) {
 static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
                            const char *msg) {
   tg_fleet_host_t *h = ctx;
-  if (h->c != c) return;
+  if (h->e->cx.c != c) return;
   if (status == TG_EUNKNOWN_SERVICE) {
-    if (!tg_link_reconnecting(&h->link))
+    if (!tg_link_reconnecting(&h->e->link))
       tg__fleet_notice(h, TG_FLEET_WARNING, "the peer does not offer "
                        TG_FLEET_RELAY_SERVICE " (not a tracegate-relay?): no "
                        "host info, no clock alignment, no resume after a link "
                        "loss");
-    h->relay = false;
-    h->key_set = false;
-    h->compression = h->fleet->o.compress_level ? TG_FLEET_COMP_UNSUPPORTED
-                                                : TG_FLEET_COMP_NOT_ASKED;
-    h->syncs = CLOCK_SYNC_SAMPLES;
+    h->e->cx.relay = false;
+    h->e->cx.key_set = false;
+    h->report.compression = h->fleet->o.compress_level
+                                ? TG_FLEET_COMP_UNSUPPORTED
+                                : TG_FLEET_COMP_NOT_ASKED;
+    h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     prep_done(h, PREP_RELAY | PREP_COMPRESSION | PREP_INFO | PREP_KEY);
     clock_next(h);
     return;
@@ -403,12 +408,13 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
     tg__fleet_prep_failed(h, status, msg);
     return;
   }
-  h->relay = true;
-  h->clock_hold = !tg_link_reconnecting(&h->link) && !h->clock.estimates &&
-                          h->fleet->n > TG_FLEET_DEFER_ABOVE_HOSTS
-                      ? TG_FLEET_CLOCK_HELD
-                      : TG_FLEET_CLOCK_FREE;
-  tg_link_bound(&h->link);
+  h->e->cx.relay = true;
+  h->e->cx.clock_hold = !tg_link_reconnecting(&h->e->link) &&
+                                !h->report.clock.estimates &&
+                                h->fleet->n > TG_FLEET_DEFER_ABOVE_HOSTS
+                            ? TG_FLEET_CLOCK_HELD
+                            : TG_FLEET_CLOCK_FREE;
+  tg_link_bound(&h->e->link);
   /* One flight, answered in this order: compression first, so that the
    * switch comes before the other answers; the first clock sample last. */
   if (!ask_compression(h)) prep_done(h, PREP_COMPRESSION);
@@ -419,7 +425,7 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
 }
 
 void tg__fleet_prep_begin(tg_fleet_host_t *h) {
-  tg_consumer_t *c = h->c;
+  tg_consumer_t *c = h->e->cx.c;
   int rv =
       tg_consumer_bind_service(c, TG_FLEET_RELAY_SERVICE, on_relay_bound, h);
   if (rv < 0) on_relay_bound(c, h, TG_EUNKNOWN_SERVICE, "");
@@ -442,12 +448,12 @@ static void on_names_state(tg_consumer_t *c, void *ctx, int status,
 void tg__fleet_on_ready(tg_consumer_t *c, int status, const char *msg) {
   (void)msg;
   tg_fleet_host_t *h = tg_consumer_data(c);
-  if (status || h->c != c) return; /* on_close follows */
-  h->ever_connected = h->bound = true;
-  tg_link_bound(&h->link);
+  if (status || h->e->cx.c != c) return; /* on_close follows */
+  h->e->ever_connected = h->e->cx.bound = true;
+  tg_link_bound(&h->e->link);
   /* The host's registered data sources, before enabling. A failed query
    * (a role without QueryServiceState) only leaves the check out. */
-  if (!tg_link_reconnecting(&h->link) && !h->names_settled &&
+  if (!tg_link_reconnecting(&h->e->link) && !h->e->names_settled &&
       h->fleet->o.check_names &&
       tg_consumer_query_service_state(c, false, true, on_names_state, h) == 0) {
     prep_done(h, PREP_CONSUMER);

@@ -271,7 +271,8 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
 }
 
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
-                           const tg_fleet_host_t *h, const char *fallback) {
+                           const tg_fleet_host_report_t *h,
+                           const char *fallback) {
   uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
@@ -308,6 +309,6 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
 }
 
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
-                        const tg_fleet_host_t *h) {
+                        const tg_fleet_host_report_t *h) {
   return h->clock.estimates ? remote_clock_sync(m, mh, &h->clock.best) : 0;
 }

@@ -101,17 +101,18 @@ void tg_merge_self_read(tg_merge_self_t *self);
  * BOOTTIME the timeline, then its SystemInfo. */
 int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
 
-/* Host |mh|'s SystemInfo (from |h|'s host info; named |fallback| when
+/* Host |mh|'s SystemInfo (from the host's report |h|; named |fallback| when
  * the host did not say its name), then, if |h| has a clock estimate, a
  * ClockSnapshot of its clocks and a RemoteClockSync tying them to the
  * collector's. Once, before the host's first packet (on_described). */
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
-                           const tg_fleet_host_t *h, const char *fallback);
+                           const tg_fleet_host_report_t *h,
+                           const char *fallback);
 
 /* One more RemoteClockSync of |mh| from |h|'s current estimate
  * (h->clock.best); nothing when there is none (on_clock_estimate). */
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
-                        const tg_fleet_host_t *h);
+                        const tg_fleet_host_report_t *h);
 
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
  * and moved sequence id appended; the packets of a compressed_packets

@@ -69,12 +69,13 @@ static void up_the_recording_decides(void **state) {
   (void)state;
   static const coll_host_state_t want[] = {
       [TG_REC_IDLE] = COLL_HOST_IDLE,
+      [TG_REC_ATTACHING] = COLL_HOST_STARTING,
       [TG_REC_STARTING] = COLL_HOST_STARTING,
       [TG_REC_TRACING] = COLL_HOST_TRACING,
       [TG_REC_STOPPING] = COLL_HOST_STOPPING,
       [TG_REC_DRAINING] = COLL_HOST_DRAINING,
       [TG_REC_STATS] = COLL_HOST_STATS,
-      [TG_REC_UNBOUND] = COLL_HOST_RECONNECTING,
+      [TG_REC_FAILING] = COLL_HOST_FAILED,
       [TG_REC_DONE] = COLL_HOST_DONE,
       [TG_REC_DETACHED] = COLL_HOST_DETACHED,
       [TG_REC_FAILED] = COLL_HOST_FAILED,

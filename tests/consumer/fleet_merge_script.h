@@ -38,9 +38,9 @@ static const uint64_t script_self_clocks[TG_CLK_N] = {
 typedef struct merge_script_ops {
   int (*head)(void *ctx);
   /* |fallback|: the host's name when it did not say its own. */
-  int (*preamble)(void *ctx, size_t host, const tg_fleet_host_t *h,
+  int (*preamble)(void *ctx, size_t host, const tg_fleet_host_report_t *h,
                   const char *fallback);
-  int (*clock_sync)(void *ctx, size_t host, const tg_fleet_host_t *h);
+  int (*clock_sync)(void *ctx, size_t host, const tg_fleet_host_report_t *h);
   int (*packet)(void *ctx, size_t host, const uint8_t *p, size_t n);
 } merge_script_ops_t;
 
@@ -90,7 +90,7 @@ static inline void script_sample(tg_clock_sample_t *s, uint64_t base,
   }
 }
 
-static inline void script_hosts(tg_fleet_host_t h[SCRIPT_HOSTS]) {
+static inline void script_hosts(tg_fleet_host_report_t h[SCRIPT_HOSTS]) {
   memset(h, 0, SCRIPT_HOSTS * sizeof(*h));
   /* Described fully, one clock estimate. */
   h[0].has_info = true;
@@ -123,7 +123,7 @@ static inline void script_hosts(tg_fleet_host_t h[SCRIPT_HOSTS]) {
 static inline int merge_script_run(const merge_script_ops_t *ops, void *ctx) {
   static const char *const fallback[SCRIPT_HOSTS] = {
       "alpha.example", "beta.example", "gamma.example"};
-  tg_fleet_host_t h[SCRIPT_HOSTS];
+  tg_fleet_host_report_t h[SCRIPT_HOSTS];
   script_hosts(h);
   static uint8_t p[16384], trace[16384], big[3000];
   size_t n, tn;

@@ -89,13 +89,13 @@ static int op_head(void *ctx) {
   return tg_merge_head(&fx->m, &self);
 }
 
-static int op_preamble(void *ctx, size_t i, const tg_fleet_host_t *h,
+static int op_preamble(void *ctx, size_t i, const tg_fleet_host_report_t *h,
                        const char *fallback) {
   fixture_t *fx = ctx;
   return tg_merge_host_preamble(&fx->m, &fx->hosts[i], h, fallback);
 }
 
-static int op_clock_sync(void *ctx, size_t i, const tg_fleet_host_t *h) {
+static int op_clock_sync(void *ctx, size_t i, const tg_fleet_host_report_t *h) {
   fixture_t *fx = ctx;
   return tg_merge_clock_sync(&fx->m, &fx->hosts[i], h);
 }
@@ -139,7 +139,7 @@ static void sink_error_is_the_merge_error(void **state) {
   uint8_t p[64];
   size_t n = script_packet(p, sizeof(p), 1, NULL, NULL, 0);
   assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[1], p, n), -EIO);
-  tg_fleet_host_t h;
+  tg_fleet_host_report_t h;
   memset(&h, 0, sizeof(h));
   assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[1], &h, "b"),
                    -EIO);

@@ -24,8 +24,8 @@ static fleet_t *make_fleet(size_t n, uint64_t bytes_each) {
   f->n = n;
   for (size_t i = 0; i < n; i++) {
     f->hosts[i].core.index = i;
-    f->hosts[i].core.link.state = TG_LINK_UP;
-    f->hosts[i].core.bytes = bytes_each;
+    f->hosts[i].core.report.link_state = TG_LINK_UP;
+    f->hosts[i].core.report.bytes = bytes_each;
   }
   return f;
 }
@@ -38,7 +38,7 @@ static void free_fleet(fleet_t *f) {
 static void a_few_hosts_are_all_shown_in_order(void **state) {
   (void)state;
   fleet_t *f = make_fleet(5, 0);
-  f->hosts[3].core.link.state = TG_LINK_FAILED;
+  f->hosts[3].core.report.link_state = TG_LINK_FAILED;
   size_t idx[CAP], total;
   assert_int_equal(fleet_ui_pick(f, idx, CAP, &total), 5);
   assert_int_equal(total, 5);
@@ -58,14 +58,15 @@ static void a_healthy_big_fleet_names_nobody(void **state) {
 static void failing_then_not_up_then_behind(void **state) {
   (void)state;
   fleet_t *f = make_fleet(HOSTS, 10u << 20);
-  f->hosts[900].core.bytes = 1u << 20;  /* behind */
-  f->hosts[10].core.bytes = 1u << 20;  /* behind */
-  f->hosts[500].core.link.state = TG_LINK_RECONNECTING;  /* not up */
-  f->hosts[7].core.link.state = TG_LINK_CONNECTING;  /* not up */
-  f->hosts[999].core.link.state = TG_LINK_FAILED;  /* failing */
-  f->hosts[42].core.link.state = TG_LINK_FAILING;  /* failing */
-  f->hosts[43].core.link.state = TG_LINK_DONE;  /* finished: nothing to say */
-  f->hosts[44].core.bytes = 6u << 20;  /* above half the median */
+  f->hosts[900].core.report.bytes = 1u << 20;  /* behind */
+  f->hosts[10].core.report.bytes = 1u << 20;  /* behind */
+  f->hosts[500].core.report.link_state = TG_LINK_RECONNECTING;  /* not up */
+  f->hosts[7].core.report.link_state = TG_LINK_CONNECTING;  /* not up */
+  f->hosts[999].core.report.link_state = TG_LINK_FAILED;  /* failing */
+  f->hosts[42].core.report.link_state = TG_LINK_FAILING;  /* failing */
+  /* finished: nothing to say */
+  f->hosts[43].core.report.link_state = TG_LINK_DONE;
+  f->hosts[44].core.report.bytes = 6u << 20;  /* above half the median */
   size_t idx[CAP], total;
   size_t n = fleet_ui_pick(f, idx, CAP, &total);
   assert_int_equal(n, 6);
@@ -80,9 +81,9 @@ static void many_failing_hosts_are_capped_and_counted(void **state) {
   (void)state;
   fleet_t *f = make_fleet(HOSTS, 0);
   for (size_t i = 0; i < HOSTS; i += 2)
-    f->hosts[i].core.link.state = TG_LINK_FAILED;
+    f->hosts[i].core.report.link_state = TG_LINK_FAILED;
   for (size_t i = 1; i < HOSTS; i += 4)
-    f->hosts[i].core.link.state = TG_LINK_CONNECTING;
+    f->hosts[i].core.report.link_state = TG_LINK_CONNECTING;
   size_t idx[CAP], total;
   assert_int_equal(fleet_ui_pick(f, idx, CAP, &total), CAP);
   assert_int_equal(total, HOSTS / 2 + HOSTS / 4);
@@ -94,7 +95,7 @@ static void many_failing_hosts_are_capped_and_counted(void **state) {
 static void nobody_is_behind_before_data_flows(void **state) {
   (void)state;
   fleet_t *f = make_fleet(HOSTS, 0);
-  f->hosts[1].core.bytes = 4096;
+  f->hosts[1].core.report.bytes = 4096;
   size_t idx[CAP], total;
   assert_int_equal(fleet_ui_pick(f, idx, CAP, &total), 0);
   free_fleet(f);

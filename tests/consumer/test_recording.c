@@ -611,7 +611,9 @@ static void detach_attach_and_rebind_keep_every_packet(void **state) {
   /* B goes away with the session detached (as a relay does when its
    * client's link drops); the recording waits, unbound. */
   tg_recording_unbind(a.r);
-  assert_int_equal(tg_recording_state(a.r), TG_REC_UNBOUND);
+  assert_int_equal(tg_recording_binding(a.r), TG_REC_UNBOUND);
+  /* Its lifecycle stays where the connection left it. */
+  assert_int_equal(tg_recording_state(a.r), TG_REC_TRACING);
   bool detached = false;
   assert_int_equal(tg_consumer_detach(a.k.c, "rec-key", on_conn_detached, &detached), 0);
   assert_true(run_until(&a.loop, &detached, WAIT_MS));
@@ -624,6 +626,7 @@ static void detach_attach_and_rebind_keep_every_packet(void **state) {
   assert_int_equal(tg_recording_rebind(a.r, a.k.c), 0);
   assert_true(run_until(&a.loop, &a.s.rebound, WAIT_MS));
   assert_int_equal(a.s.rebound_status, 0);
+  assert_int_equal(tg_recording_binding(a.r), TG_REC_BOUND);
   assert_int_equal(tg_recording_state(a.r), TG_REC_STOPPING);
   ack_flush(&a.p);
   assert_true(run_until(&a.loop, &a.s.ended, WAIT_MS));
