@@ -63,7 +63,8 @@ static void inventory(const coll_t *c, tg_am_inv_t *inv) {
     inv[i] = (tg_am_inv_t){
         .spec = h->t.spec,
         .host = h->t.host,
-        .hostname = h->fh && h->fh->has_info ? h->fh->hostname : ""};
+        .hostname = h->fh && h->fh->report.has_info ? h->fh->report.hostname
+                                                    : ""};
   }
 }
 

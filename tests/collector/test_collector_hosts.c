@@ -138,13 +138,13 @@ static void an_unreachable_host_fails_and_starts_again(void **state) {
   assert_true(h->finished);
   assert_false(h->ring_up);
   assert_string_not_equal(h->why, "");
-  assert_string_equal(h->warned, h->fh->why);
+  assert_string_equal(h->warned, h->fh->report.why);
   assert_true(uv_is_active((uv_handle_t *)&h->restart));
   assert_int_equal(h->restarts, 0);
   assert_int_equal(h->sb.st, COLL_SB_NONE); /* no standby for it */
   coll_unit_wait(&u, failed_twice, h);
   assert_int_equal(h->restarts, 1);
-  assert_string_equal(h->warned, h->fh->why);
+  assert_string_equal(h->warned, h->fh->report.why);
   coll_unit_close(&u);
 }
 
