@@ -128,7 +128,7 @@ static const char about[] =
     "--key me.key\n";
 
 static int usage_error(const char *prog, const char *what) {
-  fprintf(stderr, "%s: %s (see --help)\n", prog, what);
+  fprintf(stderr, "%s: %s %s (see --help)\n", prog, TG_NOTE(USAGE), what);
   return CLI_EXIT_USAGE;
 }
 

@@ -117,12 +117,14 @@ Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
   memset(&w, 0, sizeof(w));
   int rv = tg_consumer_query_service_state(cc->c, false, true, on_state, &w);
   if (rv < 0) {
-    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n", tg_strerror(rv));
+    fprintf(stderr, CLI_PROG ": %s cannot query the service: %s\n",
+            TG_NOTE(QUERY_FAILED), tg_strerror(rv));
     return NULL;
   }
   cli_wait(cc, &w.done);
   if (!w.done || w.status) {
-    fprintf(stderr, CLI_PROG ": cannot query the service: %s\n",
+    fprintf(stderr, CLI_PROG ": %s cannot query the service: %s\n",
+            TG_NOTE(QUERY_FAILED),
             w.done ? w.msg : cc->close_msg);
     return NULL;
   }

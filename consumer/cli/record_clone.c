@@ -60,10 +60,11 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
 }
 
 /* Runs one call to its end; false (and says why) when it failed. */
-static bool finish_step(record_t *r, step_t *s, int rv, const char *what) {
+static bool finish_step(record_t *r, step_t *s, int rv, tg_notice_t code,
+                        const char *what) {
   if (rv == 0) cli_wait(&r->conn, &s->done);
   if (rv == 0 && s->done && s->status == 0) return true;
-  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
+  fprintf(stderr, CLI_PROG ": %s %s: %s\n", tg_notice_tag(code), what,
           rv < 0 ? tg_strerror(rv) : s->done ? s->msg : r->conn.close_msg);
   return false;
 }
@@ -86,13 +87,14 @@ int record_clone(record_t *r) {
   if (rv == 0 && cl.done && cl.status == TG_EREMOTE_FAILED && r->o.bugreport) {
     /* As perfetto_cmd: no session for a bugreport is no error, and
      * leaves no file (never an empty one). */
-    fprintf(stderr, CLI_PROG ": nothing saved for a bugreport: %s\n", cl.msg);
+    fprintf(stderr, CLI_PROG ": %s nothing saved for a bugreport: %s\n",
+            TG_NOTE(BUGREPORT_NOTHING), cl.msg);
     r->nothing_saved = true;
     return CLI_EXIT_OK;
   }
   char what[400];
   snprintf(what, sizeof(what), "cannot clone %s", which);
-  if (!finish_step(r, &cl, rv, what)) return CLI_EXIT_FAIL;
+  if (!finish_step(r, &cl, rv, TG_N_CLONE_FAILED, what)) return CLI_EXIT_FAIL;
   uint64_t t0 = cli_now_ms();
   read_ctx_t rc = {.r = r};
   bool ok = true;
@@ -101,10 +103,10 @@ int record_clone(record_t *r) {
     memset(&rc.step, 0, sizeof(rc.step));
     ok = finish_step(r, &rc.step,
                      tg_consumer_read_buffers(r->conn.c, on_packet, on_read_done, &rc),
-                     "cannot read the snapshot");
+                     TG_N_CLONE_FAILED, "cannot read the snapshot");
     if (ok && r->out.err) {
-      fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", r->o.out,
-              tg_strerror(r->out.err));
+      fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+              TG_NOTE(OUTPUT_UNWRITABLE), r->o.out, tg_strerror(r->out.err));
       ok = false;
     }
     if (rc.packets == before) break;
@@ -113,22 +115,22 @@ int record_clone(record_t *r) {
     memset(&rc.step, 0, sizeof(rc.step));
     /* The counters are the source session's at the time of the clone. */
     if (!finish_step(r, &rc.step, tg_consumer_get_trace_stats(r->conn.c, on_stats, &rc),
-                     "warning: no statistics of the snapshot"))
+                     TG_N_LOSS_UNKNOWN, "warning: no statistics of the snapshot"))
       memset(&r->loss, 0, sizeof(r->loss));
   }
   step_t fb = {0};
   /* Not fatal: the snapshot also ends when this connection closes. */
   finish_step(r, &fb, tg_consumer_free_buffers(r->conn.c, on_done, &fb),
-              "warning: cannot free the snapshot");
+              TG_N_SNAPSHOT_NOT_FREED, "warning: cannot free the snapshot");
   if (!ok) return CLI_EXIT_FAIL;
   r->has_out = false;
   if (cli_output_commit(&r->out) < 0) return CLI_EXIT_FAIL;
   char by[32], el[32];
   cli_format_bytes(by, sizeof(by), r->out.bytes);
   cli_format_ms(el, sizeof(el), cli_now_ms() - t0);
-  fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, a snapshot of %s "
-          "(it runs on), %s\n", r->o.out, by, (unsigned long long)r->out.packets,
-          which, el);
+  fprintf(stderr, CLI_PROG ": %s wrote %s: %s, %llu packets, a snapshot of %s "
+          "(it runs on), %s\n", TG_NOTE(SNAPSHOT_WRITTEN), r->o.out, by,
+          (unsigned long long)r->out.packets, which, el);
   cli_loss_print(stderr, &r->loss);
   return CLI_EXIT_OK;
 }
@@ -140,12 +142,14 @@ int record_bugreport_target_ok(const char *path) {
   if (lstat(path, &st) < 0) {
     if (errno == ENOENT) return 0;
     int err = -errno;
-    fprintf(stderr, CLI_PROG ": %s: %s\n", path, strerror(-err));
+    fprintf(stderr, CLI_PROG ": %s %s: %s\n", TG_NOTE(OUTPUT_UNWRITABLE), path,
+            strerror(-err));
     return err;
   }
   if (S_ISREG(st.st_mode) && st.st_uid == geteuid()) return 0;
-  fprintf(stderr, CLI_PROG ": %s exists and is not a regular file of yours "
-          "(a link, a FIFO, another user's): not written\n", path);
+  fprintf(stderr, CLI_PROG ": %s %s exists and is not a regular file of "
+          "yours (a link, a FIFO, another user's): not written\n",
+          TG_NOTE(OUTPUT_UNWRITABLE), path);
   return -EEXIST;
 }
 
@@ -190,9 +194,10 @@ static void on_br_state(tg_consumer_t *c, void *ctx, int status,
                            ? s->bugreport_filename
                            : "systrace.pftrace";
     if (!br_name_ok(name)) {
-      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": bugreport_filename "
+      fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ": bugreport_filename "
               "'%.64s' is not a plain file name (letters, digits, '.', '_', "
-              "'-'; at most %d, no leading '.'): not saved\n", s->id, name,
+              "'-'; at most %d, no leading '.'): not saved\n",
+              TG_NOTE(BUGREPORT_NAME_REFUSED), s->id, name,
               TG_BUGREPORT_NAME_MAX);
       q->err = q->err ? q->err : -EINVAL;
       continue;
@@ -255,7 +260,8 @@ static void br_files(br_pick_t *p, size_t n) {
 int record_save_all_for_bugreport(record_t *r, const char *dir) {
   br_query_t q = {0};
   int rv = tg_consumer_query_service_state(r->conn.c, true, false, on_br_state, &q);
-  if (!finish_step(r, &q.step, rv, "cannot list the tracing sessions")) {
+  if (!finish_step(r, &q.step, rv, TG_N_QUERY_FAILED,
+                   "cannot list the tracing sessions")) {
     free(q.picks);
     return CLI_EXIT_FAIL;
   }
@@ -266,8 +272,9 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
   }
   int code = q.err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   if (!q.n) {
-    fprintf(stderr, CLI_PROG ": no tracing session eligible for a bugreport "
-            "(started, bugreport_score > 0)\n");
+    fprintf(stderr, CLI_PROG ": %s no tracing session eligible for a "
+            "bugreport (started, bugreport_score > 0)\n",
+            TG_NOTE(BUGREPORT_NOTHING));
     free(q.picks);
     return code;
   }
@@ -277,14 +284,15 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     char path[4096 + sizeof(q.picks[i].file) + 2];
     int pn = snprintf(path, sizeof(path), "%s/%s", dir, q.picks[i].file);
     if (pn < 0 || (size_t)pn >= sizeof(path)) { /* a cut path names another file */
-      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": the bugreport "
+      fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ": the bugreport "
               "directory's path is too long (TMPDIR): not saved\n",
-              q.picks[i].id);
+              TG_NOTE(BUGREPORT_PATH_TOO_LONG), q.picks[i].id);
       code = CLI_EXIT_FAIL;
       continue;
     }
-    fprintf(stderr, CLI_PROG ": session %" PRIu64 ", bugreport_score %d, into "
-            "%s\n", q.picks[i].id, q.picks[i].score, path);
+    fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ", bugreport_score %d, "
+            "into %s\n", TG_NOTE(BUGREPORT_SAVING), q.picks[i].id,
+            q.picks[i].score, path);
     r->o.clone_id = q.picks[i].id;
     r->o.clone_name = NULL;
     r->o.clone_for_bugreport = true;

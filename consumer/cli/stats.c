@@ -52,10 +52,11 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
 }
 
 /* Runs one call to its end; prints "what: why" on failure. */
-static int finish_step(cli_conn_t *cc, step_t *s, int rv, const char *what) {
+static int finish_step(cli_conn_t *cc, step_t *s, int rv, tg_notice_t code,
+                       const char *what) {
   if (rv == 0) cli_wait(cc, &s->done);
   if (rv == 0 && s->done && s->status == 0) return 0;
-  fprintf(stderr, CLI_PROG ": %s: %s\n", what,
+  fprintf(stderr, CLI_PROG ": %s %s: %s\n", tg_notice_tag(code), what,
           rv < 0 ? tg_strerror(rv) : s->done ? s->msg : cc->close_msg);
   return -1;
 }
@@ -63,16 +64,16 @@ static int finish_step(cli_conn_t *cc, step_t *s, int rv, const char *what) {
 static int stats_of_detached(cli_conn_t *cc, const char *key, bool json) {
   step_t a = {0}, st = {.json_key = json ? key : NULL}, d = {0};
   if (finish_step(cc, &a, tg_consumer_attach(cc->c, key, on_attached, &a),
-                  "cannot attach to the session") < 0)
+                  TG_N_ATTACH_FAILED, "cannot attach to the session") < 0)
     return CLI_EXIT_FAIL;
   int code = CLI_EXIT_OK;
   if (!json) fprintf(stdout, "session '%s'\n\n", key);
   if (finish_step(cc, &st, tg_consumer_get_trace_stats(cc->c, on_stats, &st),
-                  "cannot get the statistics") < 0)
+                  TG_N_STATS_FAILED, "cannot get the statistics") < 0)
     code = CLI_EXIT_FAIL;
   /* Give the session back, or it ends when this connection closes. */
   if (finish_step(cc, &d, tg_consumer_detach(cc->c, key, on_done, &d),
-                  "cannot detach again (the session ends now)") < 0)
+                  TG_N_DETACH_FAILED, "cannot detach again (the session ends now)") < 0)
     code = CLI_EXIT_FAIL;
   return code;
 }
@@ -102,7 +103,8 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id,
   for (size_t i = 0; filter && i < st->n_tracing_sessions; i++)
     if (st->tracing_sessions[i]->id == id) found = true;
   if (!found) {
-    fprintf(stderr, CLI_PROG ": no tracing session %" PRIu64 "\n", id);
+    fprintf(stderr, CLI_PROG ": %s no tracing session %" PRIu64 "\n",
+            TG_NOTE(NO_SUCH_SESSION), id);
     code = CLI_EXIT_FAIL;
   } else if (json) {
     sessions_json(st, filter, id);

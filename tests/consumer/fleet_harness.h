@@ -37,6 +37,7 @@
 
 #include "fault_proxy.h"
 #include "hostile_relay.h"
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_service.h"
 
