@@ -221,7 +221,54 @@
   X(FLEET_TLS_HANDSHAKES, 2031, "tracegate",                                  \
     "summary: TLS handshakes, full and resumed from a saved session")         \
   X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
-    "summary: how many hosts failed, and which")
+    "summary: how many hosts failed, and which")                              \
+  X(RELAY_CONNECTED, 4001, "tracegate-relay",                                 \
+    "IDENTITY@ADDR: a client was admitted; its role (and whether TLS was "    \
+    "resumed) follow")                                                        \
+  X(RELAY_REFUSED, 4002, "tracegate-relay",                                   \
+    "IDENTITY@ADDR (- when unverified): a connection was refused; the "       \
+    "reason follows (the audit trail has it too)")                            \
+  X(RELAY_BUSY, 4003, "tracegate-relay",                                      \
+    "-@ADDR: a connection was refused: --max-conns connections are open")     \
+  X(RELAY_STALE_CLOSED, 4004, "tracegate-relay",                              \
+    "-@ADDR: a connection still unverified was closed to make room for a "    \
+    "newer one (--max-conns)")                                                \
+  X(RELAY_CLOSED, 4005, "tracegate-relay",                                    \
+    "IDENTITY@ADDR: an admitted connection closed; its age, reason and frame "\
+    "counts follow")                                                          \
+  X(RELAY_LINK_LOST, 4006, "tracegate-relay",                                 \
+    "IDENTITY@ADDR: the link was lost while a session traced: the relay "     \
+    "detaches it under the resume key that follows")                          \
+  X(RELAY_SESSION_DETACHED, 4007, "tracegate-relay",                          \
+    "IDENTITY@ADDR: the session was detached under the key that follows: a "  \
+    "new connection can take it back")                                        \
+  X(RELAY_DETACH_FAILED, 4008, "tracegate-relay",                             \
+    "IDENTITY@ADDR: the session could not be detached (the reason follows); " \
+    "it ended")                                                               \
+  X(RELAY_CALL_DENIED, 4009, "tracegate-relay",                               \
+    "IDENTITY@ADDR: a call was denied by the client's role; the method and "  \
+    "reason follow")                                                          \
+  X(RELAY_FRAME_DROPPED, 4010, "tracegate-relay",                             \
+    "IDENTITY@ADDR: a frame was dropped (garbage, or not for the client)")    \
+  X(RELAY_SHUTDOWN, 4011, "tracegate-relay",                                  \
+    "SIGTERM or SIGINT: the relay closes its connections and exits")          \
+  X(RELAY_RELOADED, 4012, "tracegate-relay",                                  \
+    "SIGHUP: the authorization file was reloaded; its identities counted")    \
+  X(RELAY_CRL_RELOADED, 4013, "tracegate-relay",                              \
+    "SIGHUP: the CRL was reloaded")                                           \
+  X(RELAY_RELOAD_FAILED, 4014, "tracegate-relay",                             \
+    "SIGHUP: a file did not load (authz, CRL, audit log): the previous one "  \
+    "stays; the reason follows")                                              \
+  X(RELAY_PAUSED_SERVICE, 4015, "tracegate-relay",                            \
+    "debug: the client's queue is past its high-water mark: the relay stops " \
+    "reading the service")                                                    \
+  X(RELAY_RESUMED_SERVICE, 4016, "tracegate-relay",                           \
+    "debug: the client's queue drained: the relay reads the service again")   \
+  X(RELAY_PAUSED_CLIENT, 4017, "tracegate-relay",                             \
+    "debug: the service's queue is past its high-water mark: the relay "      \
+    "stops reading the client")                                               \
+  X(RELAY_RESUMED_CLIENT, 4018, "tracegate-relay",                            \
+    "debug: the service's queue drained: the relay reads the client again")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

@@ -610,7 +610,7 @@ static void service_gone_is_not_no_data_loss(void **state) {
   assert_true(wait_cli(&c) >= 0);
   /* Whatever the outcome, it never claims what it cannot know: without
    * the final statistics there is no loss figure. */
-  if (tg_test_notice_count(c.err, TG_N_LOSS_UNKNOWN)) {
+  if (tg_test_notice_count(c.err, TG_N_LOSS_UNKNOWN, NULL)) {
     assert_no_notice(c.err, TG_N_NO_LOSS);
     assert_json(sum, "hosts.0.loss", "null");
   }

@@ -42,10 +42,10 @@ bool tg_test_notice_line(const char *text, tg_notice_t n, const char *data,
   return true;
 }
 
-size_t tg_test_notice_count(const char *text, tg_notice_t n) {
+size_t tg_test_notice_count(const char *text, tg_notice_t n, const char *data) {
   size_t k = 0;
   const char *at = text, *end;
-  while (next_line(&at, n, NULL, &end)) k++;
+  while (next_line(&at, n, data, &end)) k++;
   return k;
 }
 

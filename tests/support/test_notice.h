@@ -15,8 +15,8 @@
  * bytes, may be NULL). Returns true if there is one. */
 bool tg_test_notice_line(const char *text, tg_notice_t n, const char *data,
                          char *line, size_t cap);
-/* How many lines of |text| carry |n|'s tag. */
-size_t tg_test_notice_count(const char *text, tg_notice_t n);
+/* How many lines of |text| carry |n|'s tag (and |data|, unless NULL). */
+size_t tg_test_notice_count(const char *text, tg_notice_t n, const char *data);
 /* The last space-separated word of the first line carrying |n| (a path
  * that ends it), into |out|. Returns true if there is such a line. */
 bool tg_test_notice_last_word(const char *text, tg_notice_t n, char *out,
@@ -38,7 +38,7 @@ bool tg_test_wait_notice(const char *path, tg_notice_t n, const char *data,
 #define assert_notice(text, n) assert_notice_with(text, n, NULL)
 #define assert_no_notice(text, n)                                           \
   do {                                                                      \
-    if (tg_test_notice_count((text), (n)))                                  \
+    if (tg_test_notice_count((text), (n), NULL))                            \
       fail_msg("an unexpected %s line in:\n%s", tg_notice_tag(n), (text));  \
   } while (0)
 
