@@ -136,6 +136,51 @@
   X(BUGREPORT_SAVING, 1042, "tracegate",                                      \
     "--save-all-for-bugreport: a session is saved; its id, score and path "   \
     "follow")                                                                 \
+  X(BRIDGE_LISTENING, 1050, "tracegate",                                      \
+    "tracegate bridge listens; the ws:// address (with its port) follows")    \
+  X(BRIDGE_OPENED, 1051, "tracegate",                                         \
+    "bridge #N: a UI's WebSocket was taken; its peer, origin, path and "      \
+    "upstream follow")                                                        \
+  X(BRIDGE_TLS, 1052, "tracegate",                                            \
+    "bridge #N: the TLS session to a relay is up; the relay's identity and "  \
+    "the cipher suite follow")                                                \
+  X(BRIDGE_REFUSED, 1053, "tracegate",                                        \
+    "bridge: a request was refused before the upgrade; the peer, origin, "    \
+    "path, HTTP status and reason follow")                                    \
+  X(BRIDGE_CLOSED, 1054, "tracegate",                                         \
+    "bridge #N closed without a recorded reason; its counters follow "        \
+    "(ui_bytes= ui_frames= service_bytes= service_frames= ui_waits= "         \
+    "service_waits=)")                                                        \
+  X(BRIDGE_UI_CLOSED, 1055, "tracegate",                                      \
+    "bridge #N closed: the UI closed the WebSocket (its close code follows); "\
+    "then the counters")                                                      \
+  X(BRIDGE_UI_GONE, 1056, "tracegate",                                        \
+    "bridge #N closed: the WebSocket ended without a close from the UI")      \
+  X(BRIDGE_SERVICE_CLOSED, 1057, "tracegate",                                 \
+    "bridge #N closed: the service closed its connection")                    \
+  X(BRIDGE_SERVICE_FAILED, 1058, "tracegate",                                 \
+    "bridge #N closed: the service connection failed; the reason follows")    \
+  X(BRIDGE_RELAY_CLOSED, 1059, "tracegate",                                   \
+    "bridge #N closed: the relay closed its connection")                      \
+  X(BRIDGE_RELAY_FAILED, 1060, "tracegate",                                   \
+    "bridge #N closed: the relay connection failed; the reason follows")      \
+  X(BRIDGE_TEXT_MESSAGE, 1061, "tracegate",                                   \
+    "bridge #N closed: the UI sent a text message (the protocol is binary)")  \
+  X(BRIDGE_MESSAGE_TOO_BIG, 1062, "tracegate",                                \
+    "bridge #N closed: the UI sent a message or an IPC frame over the limit") \
+  X(BRIDGE_UNMASKED, 1063, "tracegate",                                       \
+    "bridge: a client frame without the mask bit (RFC 6455 5.1) closed the "  \
+    "connection before it reached the service")                               \
+  X(BRIDGE_BAD_REQUEST, 1064, "tracegate",                                    \
+    "bridge: a client's request head was too long or the upgrade came "       \
+    "before its end: closed")                                                 \
+  X(BRIDGE_BUSY, 1065, "tracegate",                                           \
+    "bridge: a client was refused: too many connections open")                \
+  X(BRIDGE_STOPPING, 1066, "tracegate",                                       \
+    "bridge #N closed: the bridge is stopping (SIGINT, SIGTERM)")             \
+  X(BRIDGE_FAILED, 1067, "tracegate",                                         \
+    "bridge #N closed on a local failure (out of memory, a write or a "       \
+    "forward that failed); the reason follows")                               \
   X(FLEET_RECONNECTED, 2001, "tracegate",                                     \
     "a host's link came back: the session was re-attached; the time down "    \
     "follows")                                                                \
