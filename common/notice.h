@@ -22,6 +22,8 @@
 #ifndef TRACEGATE_COMMON_NOTICE_H
 #define TRACEGATE_COMMON_NOTICE_H
 
+#include <stddef.h>
+
 /* X(NAME, number, program, meaning). Numbers are unique and never reused. */
 #define TG_NOTICE_MAP(X)                                                      \
   X(SERVICE_UNREACHABLE, 1001, "tracegate",                                   \
@@ -313,7 +315,22 @@
     "debug: the service's queue is past its high-water mark: the relay "      \
     "stops reading the client")                                               \
   X(RELAY_RESUMED_CLIENT, 4018, "tracegate-relay",                            \
-    "debug: the service's queue drained: the relay reads the client again")
+    "debug: the service's queue drained: the relay reads the client again")   \
+  X(SERVICE_CONFIG_REFUSED, 3001, "tracegated",                               \
+    "EnableTracing refused: the config is not valid; the field at fault "     \
+    "(buffers[0].size_kb, data_sources[1].config.target_buffer, ...) and "    \
+    "why follow, in the reply's error (tracegate shows it)")                  \
+  X(SERVICE_NO_RESOURCES, 3002, "tracegated",                                 \
+    "EnableTracing refused: the service is out of memory or buffer ids")      \
+  X(SERVICE_BUSY, 3003, "tracegated",                                         \
+    "EnableTracing refused: a session with that unique_session_name is "      \
+    "running, or the service's session limit is reached")                     \
+  X(SERVICE_SOCKET_IN_USE, 3004, "tracegated",                                \
+    "cannot listen: another service answers on the socket that follows; it "  \
+    "is left alone (exit 1)")                                                 \
+  X(SERVICE_LISTEN_FAILED, 3005, "tracegated",                                \
+    "cannot listen on the socket that follows (not a socket, no permission, " \
+    "...); the reason follows (exit 1)")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */
@@ -325,6 +342,11 @@ typedef enum tg_notice {
 /* "[TG-1003]": a static string, owned by the library. TG_N_NONE, or a
  * value not in the table, gives "[TG-0000]". */
 const char *tg_notice_tag(tg_notice_t n);
+
+/* Puts |n|'s tag and a space before the text in |buf| (|cap| bytes, a
+ * NUL-terminated string), cutting the text's end if it must: for a reason
+ * written by one module that another sends on. */
+void tg_notice_prefix(char *buf, size_t cap, tg_notice_t n);
 
 /* The tag of TG_N_|name|, for a format's "%s". */
 #define TG_NOTE(name) tg_notice_tag(TG_N_##name)

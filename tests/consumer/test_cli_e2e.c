@@ -566,7 +566,10 @@ static void bad_config_reports_line_and_column(void **state) {
   /* A config the service refuses: its own words. */
   write_file(cfg, "duration_ms: 1000\nbuffers { size_kb: 1 }\n");
   assert_int_not_equal(run_cli(&c, args), 0);
-  assert_notice_with(c.err, TG_N_SESSION_FAILED, "buffers[0].size_kb");
+  char line[512];
+  assert_true(tg_test_notice_line(c.err, TG_N_SESSION_FAILED,
+                                  "buffers[0].size_kb", line, sizeof(line)));
+  assert_non_null(strstr(line, TG_NOTE(SERVICE_CONFIG_REFUSED)));
   assert_false(exists(out));
   assert_json(sum, "hosts.0.failure", "\"session\"");
   unlink(sum);
