@@ -409,8 +409,8 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   else if (rs.frames)
     tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_RESENT,
                      "the relay sent again what the link "
-                     "loss took: %" PRIu64 " replies, %" PRIu64 " bytes in "
-                     "all so far", rs.frames, rs.bytes);
+                     "loss took (replies=%" PRIu64 " bytes=%" PRIu64
+                     ", in all so far)", rs.frames, rs.bytes);
 }
 
 static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
