@@ -269,6 +269,23 @@
     "summary: TLS handshakes, full and resumed from a saved session")         \
   X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
     "summary: how many hosts failed, and which")                              \
+  X(REMOTE_UNREACHABLE, 2038, "tracegate",                                    \
+    "query, stats or bridge with -H: cannot connect to the host that "        \
+    "follows; the reason (often with a relay's or TLS code) follows")         \
+  X(TLS_FAILED, 2033, "tracegate",                                            \
+    "the TLS handshake with a relay failed; the TLS library's reason "        \
+    "follows")                                                                \
+  X(TLS_CLIENT_CERT_REFUSED, 2034, "tracegate",                               \
+    "the relay did not accept this client's certificate (not signed by its "  \
+    "CA, revoked or expired)")                                                \
+  X(TLS_RELAY_NAME_MISMATCH, 2035, "tracegate",                               \
+    "the relay's certificate is not for the host name dialed "                \
+    "(--tls-server-name)")                                                    \
+  X(TLS_RELAY_CERT_EXPIRED, 2036, "tracegate",                                \
+    "the relay's certificate has expired")                                    \
+  X(TLS_RELAY_CA_MISMATCH, 2037, "tracegate",                                 \
+    "the relay's certificate is not signed by the CA given with --ca (or "    \
+    "the setting that follows)")                                              \
   X(RELAY_CONNECTED, 4001, "tracegate-relay",                                 \
     "IDENTITY@ADDR: a client was admitted; its role (and whether TLS was "    \
     "resumed) follow")                                                        \
@@ -316,6 +333,21 @@
     "stops reading the client")                                               \
   X(RELAY_RESUMED_CLIENT, 4018, "tracegate-relay",                            \
     "debug: the service's queue drained: the relay reads the client again")   \
+  X(RELAY_NOT_AUTHORIZED, 4019, "tracegate-relay",                            \
+    "told to the client, which shows it: its certificate's identity (that "   \
+    "follows) is not in the relay's authorization file")                      \
+  X(RELAY_NO_SERVICE, 4020, "tracegate-relay",                                \
+    "told to the client: the tracing service on the relay's host is not "     \
+    "reachable")                                                              \
+  X(RELAY_IDENTITY_LIMIT, 4021, "tracegate-relay",                            \
+    "told to the client: its identity already holds "                        \
+    "--max-conns-per-identity connections")                                   \
+  X(RELAY_SERVICE_GONE, 4022, "tracegate-relay",                              \
+    "told to the client: the tracing service closed the relay's connection "  \
+    "to it; the reason follows")                                              \
+  X(RELAY_SERVICE_CLOSED_EARLY, 4023, "tracegate-relay",                      \
+    "told to the client: the tracing service closed the connection before "   \
+    "answering (at its --max-consumers limit?)")                              \
   X(SERVICE_CONFIG_REFUSED, 3001, "tracegated",                               \
     "EnableTracing refused: the config is not valid; the field at fault "     \
     "(buffers[0].size_kb, data_sources[1].config.target_buffer, ...) and "    \

@@ -718,13 +718,15 @@ static void up_on_close(tg_transport_t *t, int status) {
              b->up_answered ? "" : " before answering",
              status && status != TG_EPEER_CLOSED ? ": " : "",
              status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");
-    char text[300];
+    char text[320];
     if (b->up_answered)
-      snprintf(text, sizeof(text), "relay: %s", why);
+      snprintf(text, sizeof(text), "%s relay: %s", TG_NOTE(RELAY_SERVICE_GONE),
+               why);
     else
-      snprintf(text, sizeof(text), "relay: the tracing service closed the "
+      snprintf(text, sizeof(text), "%s relay: the tracing service closed the "
                "connection before answering (at its --max-consumers limit? "
-               "tracegated's log on the relay's host says why)");
+               "tracegated's log on the relay's host says why)",
+               TG_NOTE(RELAY_SERVICE_CLOSED_EARLY));
     tell_and_close(b, why, text);
   }
   tg__bridge_maybe_free(b);

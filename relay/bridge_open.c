@@ -145,16 +145,17 @@ static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
 /* Refuses a verified client, first telling it why (|fmt|: words for the
  * client, naming nothing but itself) when it sends a request within
  * REFUSAL_LINGER_MS. */
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...) {
+static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
+                           const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
+                           const char *why, const char *fmt, ...) {
   say_refused(b, why);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
   va_end(ap);
+  tg_notice_prefix(b->refusal, sizeof(b->refusal), code);
   snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   b->state = B_REFUSING;
   uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_LINGER_MS, 0);
@@ -208,7 +209,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
              b->env->consumer_socket, tg_strerror(rv));
     /* refuse_telling() logs it; the client is told too, without the
      * socket's path (the relay's own business). */
-    refuse_telling(b, why, "relay: the tracing service on the relay's host is "
+    refuse_telling(b, TG_N_RELAY_NO_SERVICE, why,
+                   "relay: the tracing service on the relay's host is "
                    "not reachable (%s): is tracegated running?",
                    tg_strerror(rv));
     return;
@@ -264,7 +266,7 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     char why[TG_AUTHZ_IDENTITY_MAX + 64];
     snprintf(why, sizeof(why),
              "identity '%s' is not in the authorization file", id);
-    refuse_telling(b, why,
+    refuse_telling(b, TG_N_RELAY_NOT_AUTHORIZED, why,
                    "this relay does not authorize the identity of this "
                    "client certificate ('%s' is not in its authorization "
                    "file)", id);
@@ -277,7 +279,7 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     snprintf(why, sizeof(why),
              "identity '%s' already holds %zu connections "
              "(--max-conns-per-identity)", id, held);
-    refuse_telling(b, why,
+    refuse_telling(b, TG_N_RELAY_IDENTITY_LIMIT, why,
                    "relay: this client's identity ('%s') already holds %zu "
                    "connections to this relay, its limit "
                    "(--max-conns-per-identity): close one first", id, held);

@@ -119,7 +119,8 @@ static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
     cc->c = NULL;
     /* Whatever the attempt opened closes through the loop. */
     uv_run(loop, UV_RUN_DEFAULT);
-    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec, err);
+    fprintf(stderr, CLI_PROG ": %s cannot connect to %s: %s\n",
+            TG_NOTE(REMOTE_UNREACHABLE), t->spec, err);
     return -1;
   }
   cc->rt_pending = true;
@@ -128,7 +129,8 @@ static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
   }
   if (!cc->ready) {
     cli_disconnect(cc);
-    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec,
+    fprintf(stderr, CLI_PROG ": %s cannot connect to %s: %s\n",
+            TG_NOTE(REMOTE_UNREACHABLE), t->spec,
             cc->detail[0] ? cc->detail : cc->close_msg);
     return -1;
   }

@@ -144,8 +144,8 @@ static void start_snapshot(record_t *r,
   s->has_out = true;
   r->snapshots_running++;
   if (tg_consumer_connect(r->loop, r->o.socket, &snapshot_cbs, s, &s->c) < 0) {
-    fprintf(stderr, CLI_PROG ": snapshot %u: cannot connect to %s\n", s->index,
-            r->o.socket);
+    fprintf(stderr, CLI_PROG ": %s snapshot %u: cannot connect to %s\n",
+            TG_NOTE(SNAPSHOT_FAILED), s->index, r->o.socket);
     cli_output_discard(&s->out);
     r->snapshots_running--;
     free(s);
