@@ -362,7 +362,11 @@
     "is left alone (exit 1)")                                                 \
   X(SERVICE_LISTEN_FAILED, 3005, "tracegated",                                \
     "cannot listen on the socket that follows (not a socket, no permission, " \
-    "...); the reason follows (exit 1)")
+    "...); the reason follows (exit 1)")                                      \
+  X(SERVICE_DS_REFUSED, 3006, "tracegated",                                   \
+    "RegisterDataSource refused, in the reply's error: no name, a name "      \
+    "taken, too many data sources, or a descriptor over its limit (131029 "   \
+    "bytes, 1 MiB per producer)")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */
