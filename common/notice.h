@@ -17,7 +17,8 @@
  * the page is stale.
  *
  * Ranges: 1xxx tracegate (one host), 2xxx tracegate record -H (a fleet),
- * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector.
+ * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector, 6xxx
+ * tracegate-probes.
  */
 #ifndef TRACEGATE_COMMON_NOTICE_H
 #define TRACEGATE_COMMON_NOTICE_H
@@ -366,7 +367,16 @@
   X(SERVICE_DS_REFUSED, 3006, "tracegated",                                   \
     "RegisterDataSource refused, in the reply's error: no name, a name "      \
     "taken, too many data sources, or a descriptor over its limit (131029 "   \
-    "bytes, 1 MiB per producer)")
+    "bytes, 1 MiB per producer)")                                             \
+  X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
+    "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
+    "or the kernel has none); the instance and the reason follow")            \
+  X(PROBES_UNACTED_FIELDS, 6002, "tracegate-probes",                          \
+    "a data source's config sets fields tracegate-probes does not act on; "   \
+    "the data source, their number and names follow")                         \
+  X(PROBES_SOURCE_MISSING, 6003, "tracegate-probes",                          \
+    "linux.sys_stats: a source cannot be read (this kernel may not have it; " \
+    "it is skipped); the source and the reason follow")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

@@ -23,6 +23,7 @@ RANGES = {
     "tracegated": (3,),
     "tracegate-relay": (4,),
     "tracegate-collector": (5,),
+    "tracegate-probes": (6,),
 }
 
 ENTRY = re.compile(
@@ -56,7 +57,7 @@ Several lines may carry one code when they say the same thing (the
 single-host and the fleet recorder both stop on Ctrl-C with
 `[TG-1003]`). Codes are grouped by program: 1xxx `tracegate`, 2xxx
 `tracegate record -H` (a fleet), 3xxx `tracegated`, 4xxx
-`tracegate-relay`, 5xxx `tracegate-collector`.
+`tracegate-relay`, 5xxx `tracegate-collector`, 6xxx `tracegate-probes`.
 """
 
 
