@@ -3,6 +3,7 @@
 
     docs/gen-notices.py          rewrite docs/notices.md
     docs/gen-notices.py --check  exit 1 (with a diff) if it is stale
+    docs/gen-notices.py --self-test  the table's checks catch their cases
 
 Either way the table itself is checked: names and numbers unique, each
 number in its program's range (common/notice.h says which).
@@ -111,7 +112,29 @@ def render(entries):
     return "".join(lines)
 
 
+def self_test():
+    table = """#define TG_NOTICE_MAP(X) \\
+  X(A, 1001, "tracegate", "one " \\
+    "meaning")                      \\
+  X(B, 1001, "tracegate", "twice") \\
+  X(A, 4001, "tracegated", "wrong range") \\
+  X(C, 7001, "nobody", "")
+typedef enum"""
+    entries = parse(table)
+    errors = check(entries)
+    want = ["B: number 1001 used twice", "A: name used twice",
+            "A: 4001 is outside tracegated's range",
+            "C: unknown program 'nobody'", "C: no meaning"]
+    ok = (len(entries) == 4 and entries[0][3] == "one meaning"
+          and sorted(errors) == sorted(want))
+    if not ok:
+        print("gen-notices self-test: %r %r" % (entries, errors))
+    return 0 if ok else 1
+
+
 def main(argv):
+    if "--self-test" in argv[1:]:
+        return self_test()
     check_only = "--check" in argv[1:]
     with open(HEADER) as f:
         entries = parse(f.read())

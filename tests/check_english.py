@@ -19,10 +19,12 @@ fails when a file has more than its allowance, and says when an
 allowance can be lowered).
 
     tests/check_english.py [--list] [TESTS_DIR]
+    tests/check_english.py --self-test
 """
 import os
 import re
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOW = os.path.join(HERE, "check_english.allow")
@@ -77,7 +79,47 @@ def read_allow():
     return allow
 
 
+SELF_TEST_BAD = r'''
+  assert_non_null(strstr(c.err, "cannot connect to"));
+  fleet_cli_read_until(&c, "the link is "
+                       "dead", WAIT_MS);
+  tg_test_wait_file_text(f->rp.log, "session detached under key", 100);
+  expect_log(f, "SIGHUP: reloaded the CRL");
+'''
+SELF_TEST_GOOD = r'''
+  assert_notice_with(c.err, TG_N_SERVICE_UNREACHABLE, sock);
+  assert_non_null(strstr(c.err, "--time"));
+  assert_non_null(strstr(c.err, "'cli.dsx'"));
+  assert_null(strstr(c.err, "runtime error"));
+  assert_non_null(strstr(json, "no data loss"));
+  fleet_cli_read_until(&c, TG_NOTE(FLEET_LINK_DEAD), WAIT_MS);
+'''
+
+
+def self_test():
+    """The scan flags each English check of a program's output (also a
+    literal split over lines), and passes codes, data and other text."""
+    with tempfile.TemporaryDirectory() as d:
+        tests = os.path.join(d, "tests")
+        os.makedirs(os.path.join(tests, "x"))
+        with open(os.path.join(tests, "x", "bad.c"), "w") as f:
+            f.write(SELF_TEST_BAD)
+        with open(os.path.join(tests, "x", "good.c"), "w") as f:
+            f.write(SELF_TEST_GOOD)
+        found = scan(tests)
+    got = sorted(s for _, s in found.get("tests/x/bad.c", []))
+    want = sorted(["cannot connect to", "the link is dead",
+                   "session detached under key", "SIGHUP: reloaded the CRL"])
+    ok = got == want and "tests/x/good.c" not in found
+    if not ok:
+        print("check_english self-test: flagged %r, want %r; good.c: %r"
+              % (got, want, found.get("tests/x/good.c")))
+    return 0 if ok else 1
+
+
 def main(argv):
+    if "--self-test" in argv:
+        return self_test()
     args = [a for a in argv[1:] if not a.startswith("--")]
     tests_dir = os.path.abspath(args[0]) if args else HERE
     found = scan(tests_dir)
