@@ -242,8 +242,6 @@
   X(FLEET_HOST_FAILED, 2021, "tracegate",                                     \
     "summary: a host that failed (HOST: first); the reason, what was "        \
     "received, and a partial trace's path follow")                            \
-  X(FLEET_ZSTD, 2022, "tracegate",                                            \
-    "summary, under a host: its trace came compressed with zstd")             \
   X(FLEET_PLAIN_NOT_ASKED, 2023, "tracegate",                                 \
     "summary, under a host: its trace came plain: --compress none")           \
   X(FLEET_PLAIN_REFUSED, 2024, "tracegate",                                   \

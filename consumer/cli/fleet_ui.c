@@ -152,13 +152,14 @@ static void clock_summary(const fleet_t *f) {
   free(b);
 }
 
-/* How the host's relay sent, with its code; NULL when no link was
- * prepared. A refusal is told apart from not asking: it is the relay
+/* How the host's relay sent, with the code of a plain stream (TG_N_NONE:
+ * compressed, the usual case, said on the host's line); NULL when no link
+ * was prepared. A refusal is told apart from not asking: it is the relay
  * operator's choice. */
 static const char *compression_note(const fleet_host_t *h, tg_notice_t *code) {
+  *code = TG_N_NONE;
   switch (h->core.compression) {
     case TG_FLEET_COMP_ZSTD:
-      *code = TG_N_FLEET_ZSTD;
       return "sent with zstd";
     case TG_FLEET_COMP_NOT_ASKED:
       *code = TG_N_FLEET_PLAIN_NOT_ASKED;
@@ -203,8 +204,9 @@ size_t fleet_ui_summary(fleet_t *f) {
     tg_notice_t how_code = TG_N_NONE;
     const char *how = compression_note(h, &how_code);
     if (ok)
-      fprintf(stderr, "  %s: %s ok, %s, %" PRIu64 " packets", h->t->spec,
-              TG_NOTE(FLEET_HOST_OK), by, h->core.packets);
+      fprintf(stderr, "  %s: %s ok, %s, %" PRIu64 " packets%s%s", h->t->spec,
+              TG_NOTE(FLEET_HOST_OK), by, h->core.packets,
+              how && !how_code ? ", " : "", how && !how_code ? how : "");
     else
       fprintf(stderr, "  %s: %s FAILED: %s (%s, %" PRIu64 " packets received)",
               h->t->spec, TG_NOTE(FLEET_HOST_FAILED), h->core.why, by,
@@ -215,7 +217,7 @@ size_t fleet_ui_summary(fleet_t *f) {
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
     fputc('\n', stderr);
-    if (how)
+    if (ok && how && how_code)
       fprintf(stderr, "      %s %s\n", tg_notice_tag(how_code), how);
     if (h->core.has_info || h->core.clock.estimates) {
       char clk[200];
