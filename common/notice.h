@@ -18,7 +18,7 @@
  *
  * Ranges: 1xxx tracegate (one host), 2xxx tracegate record -H (a fleet),
  * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector, 6xxx
- * tracegate-probes.
+ * tracegate-probes, 7xxx the shared libraries (any program: TLS).
  */
 #ifndef TRACEGATE_COMMON_NOTICE_H
 #define TRACEGATE_COMMON_NOTICE_H
@@ -374,7 +374,17 @@
     "the data source, their number and names follow")                         \
   X(PROBES_SOURCE_MISSING, 6003, "tracegate-probes",                          \
     "linux.sys_stats: a source cannot be read (this kernel may not have it; " \
-    "it is skipped); the source and the reason follow")
+    "it is skipped); the source and the reason follow")                       \
+  X(TLS_CONFIG_INVALID, 7001, "any",                                          \
+    "the TLS configuration (--cert, --key, --ca, --crl or the config's "      \
+    "keys) is refused; the file and the reason follow")                       \
+  X(TLS_FILE_UNREADABLE, 7002, "any",                                         \
+    "a TLS file cannot be opened; its role (certificate, key, CA, CRL), path "\
+    "and the system's reason follow")                                         \
+  X(TLS_KEY_MISMATCH, 7003, "any",                                            \
+    "the key file does not match the certificate; both paths follow")         \
+  X(TLS_CRL_FOREIGN, 7004, "any",                                             \
+    "the CRL that follows is not issued by the configured CA")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

@@ -25,6 +25,7 @@ RANGES = {
     "tracegate-relay": (4,),
     "tracegate-collector": (5,),
     "tracegate-probes": (6,),
+    "any": (7,),
 }
 
 ENTRY = re.compile(
@@ -58,7 +59,8 @@ Several lines may carry one code when they say the same thing (the
 single-host and the fleet recorder both stop on Ctrl-C with
 `[TG-1003]`). Codes are grouped by program: 1xxx `tracegate`, 2xxx
 `tracegate record -H` (a fleet), 3xxx `tracegated`, 4xxx
-`tracegate-relay`, 5xxx `tracegate-collector`, 6xxx `tracegate-probes`.
+`tracegate-relay`, 5xxx `tracegate-collector`, 6xxx `tracegate-probes`,
+7xxx the libraries every program shares (TLS), listed under "any".
 """
 
 
@@ -104,8 +106,10 @@ def render(entries):
         rows.sort(key=lambda e: e[1])
         if not rows:
             continue
+        title = ("every program (shared libraries)" if prog == "any"
+                 else prog)
         lines.append("\n## %s\n\n| code | name | meaning |\n|---|---|---|\n"
-                     % prog)
+                     % title)
         for name, num, _, meaning in rows:
             lines.append("| `[TG-%d]` | %s | %s |\n"
                          % (num, name, meaning.replace("|", "\\|")))
