@@ -10,7 +10,10 @@
  * good and a retired code is never given to another meaning. A script
  * matches the code, and the data the line carries (a path, a host, a key),
  * never the words. Several lines may carry one code when they say the same
- * thing (the single-host and the fleet recorder both stop on Ctrl-C).
+ * thing (the single-host and the fleet recorder both stop on Ctrl-C). A
+ * reason passed on from another program or module keeps its own code
+ * inside the line: "tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
+ * this relay does not authorize ...".
  *
  * docs/notices.md lists every code with its meaning: docs/gen-notices.py
  * writes it from this table, and the test docs_notices_current fails when

@@ -57,7 +57,9 @@ machine-readable channels: the exit status, `--summary-json`,
 
 Several lines may carry one code when they say the same thing (the
 single-host and the fleet recorder both stop on Ctrl-C with
-`[TG-1003]`). Codes are grouped by program: 1xxx `tracegate`, 2xxx
+`[TG-1003]`). A reason passed on from another program keeps its own code
+inside the line: `tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
+this relay does not authorize ...` says that the relay refused. Codes are grouped by program: 1xxx `tracegate`, 2xxx
 `tracegate record -H` (a fleet), 3xxx `tracegated`, 4xxx
 `tracegate-relay`, 5xxx `tracegate-collector`, 6xxx `tracegate-probes`,
 7xxx the libraries every program shares (TLS), listed under "any".
