@@ -11,6 +11,7 @@
 #include <mbedtls/md.h>
 #include <mbedtls/pk.h>
 
+#include "common/notice.h"
 #include "common/read_file.h"
 #include "tracegate/error.h"
 
@@ -72,7 +73,8 @@ int tg_crl_parse_file(mbedtls_x509_crl *crl, const mbedtls_x509_crt *ca,
         issuer = k;
     if (!issuer)
       return tg__auth_fail(err, errlen, TG_EBAD_CONFIG,
-                           "CRL %s: not issued by the configured CA", path);
+                           "%s CRL %s: not issued by the configured CA",
+                           TG_NOTE(TLS_CRL_FOREIGN), path);
     if (!signed_by(c, issuer))
       return tg__auth_fail(err, errlen, TG_EBAD_CONFIG,
                            "CRL %s: not signed by the configured CA's key",

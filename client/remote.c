@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/notice.h"
 #include "client/prog.h"
 #include "client/remote.h"
 #include "client/session_cache.h"
@@ -525,26 +526,31 @@ int tg_remote_open(const tg_remote_env_t *env, const tg_target_t *t,
 static void plain_tls_failure(const char *raw, const char *ca_setting,
                               char *out, size_t n) {
   const char *sentence = NULL;
+  tg_notice_t code = TG_N_TLS_FAILED;
   if (strstr(raw, "(-0x7780)")) {
+    code = TG_N_TLS_CLIENT_CERT_REFUSED;
     /* MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE: the relay hung up on us. */
     sentence = "the relay did not accept this client certificate (give "
                "--cert/--key of a certificate signed by the relay's CA, "
                "not revoked or expired)";
   } else if (strstr(raw, "(-0x2700)")) {
     /* MBEDTLS_ERR_X509_CERT_VERIFY_FAILED: we refused the relay's. */
-    if (strstr(raw, "Common Name") || strstr(raw, "CN"))
+    if (strstr(raw, "Common Name") || strstr(raw, "CN")) {
+      code = TG_N_TLS_RELAY_NAME_MISMATCH;
       sentence = "the relay's certificate is not for this host name "
                  "(connect by the name in it, or give --tls-server-name)";
-    else if (strstr(raw, "expired"))
+    } else if (strstr(raw, "expired")) {
+      code = TG_N_TLS_RELAY_CERT_EXPIRED;
       sentence = "the relay's certificate has expired";
-    else {
+    } else {
       snprintf(out, n,
-               "the relay's certificate is not signed by the CA given with %s",
+               "%s the relay's certificate is not signed by the CA given "
+               "with %s", TG_NOTE(TLS_RELAY_CA_MISMATCH),
                ca_setting ? ca_setting : "--ca");
       return;
     }
   }
-  snprintf(out, n, "%s", sentence ? sentence : raw);
+  snprintf(out, n, "%s %s", tg_notice_tag(code), sentence ? sentence : raw);
 }
 
 static void on_report(uv_timer_t *t) {

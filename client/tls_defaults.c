@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "client/prog.h"
+#include "common/notice.h"
 #include "client/tls_defaults.h"
 
 #define ENV_CERT "TRACEGATE_CERT"
@@ -53,7 +54,8 @@ static int read_config(tg_client_tls_files_t *tf, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
     if (errno == ENOENT) return 0; /* no file: no defaults */
-    fprintf(stderr, TG_CLIENT_PROG ": cannot read %s: %s\n", path,
+    fprintf(stderr, TG_CLIENT_PROG ": %s cannot read %s: %s\n",
+            TG_NOTE(FLEET_OPTIONS_INVALID), path,
             strerror(errno));
     return -1;
   }
@@ -63,7 +65,8 @@ static int read_config(tg_client_tls_files_t *tf, const char *path) {
   while (rv == 0 && fgets(line, sizeof(line), f)) {
     lineno++;
     if (!strchr(line, '\n') && !feof(f)) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: line too long\n", path,
+      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: line too long\n",
+              TG_NOTE(FLEET_OPTIONS_INVALID), path,
               lineno);
       rv = -1;
       break;
@@ -74,8 +77,8 @@ static int read_config(tg_client_tls_files_t *tf, const char *path) {
     if (!*s) continue;
     char *eq = strchr(s, '=');
     if (!eq) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: not 'name = value'\n", path,
-              lineno);
+      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: not 'name = value'\n",
+              TG_NOTE(FLEET_OPTIONS_INVALID), path, lineno);
       rv = -1;
       break;
     }
@@ -85,7 +88,8 @@ static int read_config(tg_client_tls_files_t *tf, const char *path) {
              : !strcmp(name, "ca")   ? 2
              : !strcmp(name, "session_cache") ? 3 : -1;
     if (slot < 0 || !*val) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s:%u: %s\n", path, lineno,
+      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: %s\n",
+              TG_NOTE(FLEET_OPTIONS_INVALID), path, lineno,
               slot < 0 ? "unknown setting (cert, key, ca, session_cache)"
                        : "empty value");
       rv = -1;

@@ -63,11 +63,12 @@ void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
   if (b->authorized) {
     const tg_relay_filter_stats_t *st = &b->filter.stats;
     uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
-    TG_INFO("%s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
+    TG_INFO("%s %s@%s: closed after %" PRIu64 " s: %s (frames in %" PRIu64
             " out %" PRIu64 ", denied %" PRIu64 ", dropped %" PRIu64
             "; replay window: %" PRIu64 " replies kept compressed, %" PRIu64
             " in place, %" PRIu64 " copied)",
-            tg__bridge_who(b), b->addr, secs, b->close_why, st->client_frames,
+            TG_NOTE(RELAY_CLOSED), tg__bridge_who(b), b->addr, secs,
+            b->close_why, st->client_frames,
             st->upstream_frames, st->denied,
             st->undecodable + st->refused_kinds, b->replay_compressed,
             b->replay_adopted, b->replay_copied);
@@ -176,14 +177,18 @@ static void update_backpressure(tg_relay_bridge_t *b) {
   if (pause_up != b->up_paused) {
     b->up_paused = pause_up;
     tg_transport_pause_reading(&b->up.base, pause_up);
-    TG_DEBUG("%s@%s: %s reading the service (client output %zu bytes)",
+    TG_DEBUG("%s %s@%s: %s reading the service (client output %zu bytes)",
+             pause_up ? TG_NOTE(RELAY_PAUSED_SERVICE)
+                      : TG_NOTE(RELAY_RESUMED_SERVICE),
              tg__bridge_who(b), b->addr, pause_up ? "paused" : "resumed",
              tg_transport_pending(b->client));
   }
   if (pause_client != b->client_paused) {
     b->client_paused = pause_client;
     tg_transport_pause_reading(b->client, pause_client);
-    TG_DEBUG("%s@%s: %s reading the client (service output %zu bytes)",
+    TG_DEBUG("%s %s@%s: %s reading the client (service output %zu bytes)",
+             pause_client ? TG_NOTE(RELAY_PAUSED_CLIENT)
+                          : TG_NOTE(RELAY_RESUMED_CLIENT),
              tg__bridge_who(b), b->addr, pause_client ? "paused" : "resumed",
              b->up_open ? tg_transport_pending(&b->up.base) : 0);
   }
@@ -344,8 +349,10 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     const char *what = v->frame == TG_RELAY_FRAME_GARBAGE ? "dropped a frame"
                        : call                               ? "denied"
                                                             : "dropped";
-    TG_LOG(lvl, "%s@%s: %s %s (request %" PRIu64 "): %s", tg__bridge_who(b), b->addr,
-           what, v->method, v->request_id, v->reason);
+    TG_LOG(lvl, "%s %s@%s: %s %s (request %" PRIu64 "): %s",
+           call ? TG_NOTE(RELAY_CALL_DENIED) : TG_NOTE(RELAY_FRAME_DROPPED),
+           tg__bridge_who(b), b->addr, what, v->method, v->request_id,
+           v->reason);
   } else {
     TG_DEBUG("%s@%s: %s %s (request %" PRIu64 ")%s%s", tg__bridge_who(b), b->addr,
              v->action == TG_RELAY_REPLY ? "answered" : "forwarded",
@@ -575,8 +582,10 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
                         const char *why) {
   if (b->state != B_DETACHING) return;
   const char *outcome = detached ? "detached" : why;
-  TG_INFO("%s@%s: session %s under key '%s'", tg__bridge_who(b), b->addr, outcome,
-          b->detach_key);
+  TG_INFO("%s %s@%s: session %s under key '%s'",
+          detached ? TG_NOTE(RELAY_SESSION_DETACHED)
+                   : TG_NOTE(RELAY_DETACH_FAILED),
+          tg__bridge_who(b), b->addr, outcome, b->detach_key);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
                  detached ? "allow" : "deny",
                  "link dropped: session %s under key '%s'", outcome,
@@ -709,13 +718,15 @@ static void up_on_close(tg_transport_t *t, int status) {
              b->up_answered ? "" : " before answering",
              status && status != TG_EPEER_CLOSED ? ": " : "",
              status && status != TG_EPEER_CLOSED ? tg_strerror(status) : "");
-    char text[300];
+    char text[320];
     if (b->up_answered)
-      snprintf(text, sizeof(text), "relay: %s", why);
+      snprintf(text, sizeof(text), "%s relay: %s", TG_NOTE(RELAY_SERVICE_GONE),
+               why);
     else
-      snprintf(text, sizeof(text), "relay: the tracing service closed the "
+      snprintf(text, sizeof(text), "%s relay: the tracing service closed the "
                "connection before answering (at its --max-consumers limit? "
-               "tracegated's log on the relay's host says why)");
+               "tracegated's log on the relay's host says why)",
+               TG_NOTE(RELAY_SERVICE_CLOSED_EARLY));
     tell_and_close(b, why, text);
   }
   tg__bridge_maybe_free(b);
@@ -759,8 +770,9 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
       tg_transport_pause_reading(&b->up.base, false);
       uv_timer_start(&b->timer, on_detach_timeout, b->env->detach_timeout_ms,
                      0);
-      TG_INFO("%s@%s: link lost with a tracing session: detaching it under "
-              "key '%s'", tg__bridge_who(b), b->addr, b->detach_key);
+      TG_INFO("%s %s@%s: link lost with a tracing session: detaching it "
+              "under key '%s'", TG_NOTE(RELAY_LINK_LOST), tg__bridge_who(b),
+              b->addr, b->detach_key);
       return;
     }
   }

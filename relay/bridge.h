@@ -43,6 +43,7 @@
 #include "tls/session.h"
 #include "tls/transport.h"
 #include "common/list.h"
+#include "common/notice.h"
 
 typedef struct tg_relay_bridge tg_relay_bridge_t;
 
@@ -124,12 +125,12 @@ size_t tg_relay_bridge_live(const tg_relay_env_t *env);
 bool tg_relay_bridge_evict_unverified(tg_relay_env_t *env,
                                       uint64_t min_age_ms);
 
-/* Logs and audits a "connect deny" about the unverified peer at |addr|
- * within env->unverified_limit: past its burst, lines are counted and
- * their number said with the next line written. */
-void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
-                              const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Logs (with notice |code|) and audits a "connect deny" about the
+ * unverified peer at |addr| within env->unverified_limit: past its burst,
+ * lines are counted and their number said with the next line written. */
+void tg_relay_deny_unverified(tg_relay_env_t *env, tg_notice_t code,
+                              const char *addr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Bridges |in_fd|/|out_fd| (ownership passes) to the service as
  * |identity| with the record role (--stdio: ssh authenticated the user).

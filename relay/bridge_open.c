@@ -36,8 +36,8 @@ static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
   return true;
 }
 
-void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
-                              const char *fmt, ...) {
+void tg_relay_deny_unverified(tg_relay_env_t *env, tg_notice_t code,
+                              const char *addr, const char *fmt, ...) {
   if (!refusal_line_due(env, &env->unverified_limit, "unverified peers"))
     return;
   char why[512];
@@ -45,7 +45,7 @@ void tg_relay_deny_unverified(tg_relay_env_t *env, const char *addr,
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  TG_WARN("-@%s: connection refused: %s", addr, why);
+  TG_WARN("%s -@%s: connection refused: %s", tg_notice_tag(code), addr, why);
   tg_relay_audit(env->audit, NULL, addr, "connect", "deny", "%s", why);
 }
 
@@ -70,7 +70,8 @@ bool tg_relay_bridge_evict_unverified(tg_relay_env_t *env,
     uint64_t age = now - b->opened_ms;
     if (age < min_age_ms) return false;
     env->handshakes_evicted++;
-    tg_relay_deny_unverified(env, b->addr, "still unverified after %" PRIu64
+    tg_relay_deny_unverified(env, TG_N_RELAY_STALE_CLOSED, b->addr,
+                             "still unverified after %" PRIu64
                              " ms: closed for a newer connection "
                              "(--max-conns)", age);
     tg__bridge_close(b, TG_EDENIED, "closed for a newer connection");
@@ -130,7 +131,8 @@ static void say_refused(tg_relay_bridge_t *b, const char *why) {
   b->env->refused++;
   if (!refusal_line_due(b->env, &b->env->refused_limit, "verified clients"))
     return;
-  TG_WARN("%s@%s: connection refused: %s", tg__bridge_who(b), b->addr, why);
+  TG_WARN("%s %s@%s: connection refused: %s", TG_NOTE(RELAY_REFUSED),
+          tg__bridge_who(b), b->addr, why);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
                  why);
 }
@@ -143,16 +145,17 @@ static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
 /* Refuses a verified client, first telling it why (|fmt|: words for the
  * client, naming nothing but itself) when it sends a request within
  * REFUSAL_LINGER_MS. */
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void refuse_telling(tg_relay_bridge_t *b, const char *why,
-                           const char *fmt, ...) {
+static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
+                           const char *why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
+                           const char *why, const char *fmt, ...) {
   say_refused(b, why);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
   va_end(ap);
+  tg_notice_prefix(b->refusal, sizeof(b->refusal), code);
   snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   b->state = B_REFUSING;
   uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_LINGER_MS, 0);
@@ -206,7 +209,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
              b->env->consumer_socket, tg_strerror(rv));
     /* refuse_telling() logs it; the client is told too, without the
      * socket's path (the relay's own business). */
-    refuse_telling(b, why, "relay: the tracing service on the relay's host is "
+    refuse_telling(b, TG_N_RELAY_NO_SERVICE, why,
+                   "relay: the tracing service on the relay's host is "
                    "not reachable (%s): is tracegated running?",
                    tg_strerror(rv));
     return;
@@ -220,8 +224,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   const char *tls = !b->tls ? "" : tg_tls_chan_resumed(b->tls)
                                        ? ", TLS resumed"
                                        : ", TLS full handshake";
-  TG_INFO("%s@%s: connected with role %s%s", tg__bridge_who(b), b->addr,
-          tg_authz_role_name(role), tls);
+  TG_INFO("%s %s@%s: connected with role %s%s", TG_NOTE(RELAY_CONNECTED),
+          tg__bridge_who(b), b->addr, tg_authz_role_name(role), tls);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
                  "role %s%s", tg_authz_role_name(role), tls);
 }
@@ -245,7 +249,8 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     /* on_close follows. */
     const char *detail = tg_tls_chan_error(ch);
     b->env->refused++;
-    tg_relay_deny_unverified(b->env, b->addr, "TLS handshake failed: %s%s%s",
+    tg_relay_deny_unverified(b->env, TG_N_RELAY_REFUSED, b->addr,
+                             "TLS handshake failed: %s%s%s",
                              tg_strerror(status), detail[0] ? ": " : "",
                              detail);
     return;
@@ -261,7 +266,7 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     char why[TG_AUTHZ_IDENTITY_MAX + 64];
     snprintf(why, sizeof(why),
              "identity '%s' is not in the authorization file", id);
-    refuse_telling(b, why,
+    refuse_telling(b, TG_N_RELAY_NOT_AUTHORIZED, why,
                    "this relay does not authorize the identity of this "
                    "client certificate ('%s' is not in its authorization "
                    "file)", id);
@@ -274,7 +279,7 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     snprintf(why, sizeof(why),
              "identity '%s' already holds %zu connections "
              "(--max-conns-per-identity)", id, held);
-    refuse_telling(b, why,
+    refuse_telling(b, TG_N_RELAY_IDENTITY_LIMIT, why,
                    "relay: this client's identity ('%s') already holds %zu "
                    "connections to this relay, its limit "
                    "(--max-conns-per-identity): close one first", id, held);
@@ -348,7 +353,8 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   b->authorized = true;
   env->accepted++;
   start_filter(b);
-  TG_INFO("%s@stdio: connected with role record", b->identity);
+  TG_INFO("%s %s@stdio: connected with role record", TG_NOTE(RELAY_CONNECTED),
+          b->identity);
   tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
                  "role record (--stdio)");
   return 0;

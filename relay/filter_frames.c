@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pb/ipc/consumer_port.pb-c.h"
+#include "common/notice.h"
 #include "relay/filter_internal.h"
 #include "tracegate/error.h"
 
@@ -114,8 +115,8 @@ int tg__relay_deny(tg_relay_filter_t *f, tg_relay_verdict_t *v,
 int tg__relay_deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
                         bool drop_reply, const char *method, tg_buf_t *out) {
   char text[sizeof(v->reason) + 32];
-  snprintf(text, sizeof(text), "refused by the relay: %s",
-           v->reason[0] ? v->reason : "denied");
+  snprintf(text, sizeof(text), "%s refused by the relay: %s",
+           TG_NOTE(RELAY_CALL_DENIED), v->reason[0] ? v->reason : "denied");
   if (!strcmp(method, "EnableTracing")) {
     Perfetto__Protos__EnableTracingResponse r =
         PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;

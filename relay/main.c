@@ -74,8 +74,8 @@ static void on_idle(tg_relay_env_t *env) {
 static void stop(relay_t *r, const char *why) {
   if (r->stopping) return;
   r->stopping = true;
-  TG_INFO("%s: closing %zu connection(s) and shutting down", why,
-          r->env.n_bridges);
+  TG_INFO("%s %s: closing %zu connection(s) and shutting down",
+          TG_NOTE(RELAY_SHUTDOWN), why, r->env.n_bridges);
   if (r->listening) uv_close((uv_handle_t *)&r->listener, NULL);
   if (r->env.n_bridges == 0) close_signals(r);
   else tg_relay_bridge_close_all(&r->env, "the relay is shutting down");
@@ -87,25 +87,29 @@ static void reload(relay_t *r) {
     tg_authz_t *a = NULL;
     int rv = tg_authz_load(r->authz_path, &a, err, sizeof(err));
     if (rv < 0) {
-      TG_ERROR("SIGHUP: keeping the previous authorization table: %s", err);
+      TG_ERROR("%s SIGHUP: keeping the previous authorization table: %s",
+               TG_NOTE(RELAY_RELOAD_FAILED), err);
     } else {
       tg_authz_free(r->authz);
       r->authz = a;
       r->env.authz = a;
-      TG_INFO("SIGHUP: reloaded %s: %zu identit%s", r->authz_path,
+      TG_INFO("%s SIGHUP: reloaded %s: %zu identit%s", TG_NOTE(RELAY_RELOADED),
+              r->authz_path,
               tg_authz_count(a), tg_authz_count(a) == 1 ? "y" : "ies");
     }
   }
   if (r->tls && r->crl_path) {
     int rv = tg_tls_config_reload_crl(r->tls, NULL, err, sizeof(err));
     if (rv < 0)
-      TG_ERROR("SIGHUP: keeping the previous CRL: %s", err);
+      TG_ERROR("%s SIGHUP: keeping the previous CRL: %s",
+               TG_NOTE(RELAY_RELOAD_FAILED), err);
     else
-      TG_INFO("SIGHUP: reloaded the CRL %s", r->crl_path);
+      TG_INFO("%s SIGHUP: reloaded the CRL %s", TG_NOTE(RELAY_CRL_RELOADED),
+              r->crl_path);
   }
   if (tg_relay_audit_reopen(r->audit, err, sizeof(err)) < 0)
-    TG_ERROR("SIGHUP: cannot reopen the audit log, keeping the old one: %s",
-             err);
+    TG_ERROR("%s SIGHUP: cannot reopen the audit log, keeping the old one: %s",
+             TG_NOTE(RELAY_RELOAD_FAILED), err);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -130,7 +134,8 @@ static void refuse_busy(relay_t *r) {
       uv_tcp_getpeername(t, (struct sockaddr *)&ss, &sl) == 0)
     tg_net_sockaddr_format((struct sockaddr *)&ss, addr, sizeof(addr));
   r->refused_busy++;
-  tg_relay_deny_unverified(&r->env, addr, "too many connections (max %llu): "
+  tg_relay_deny_unverified(&r->env, TG_N_RELAY_BUSY, addr,
+                           "too many connections (max %llu): "
                            "%zu connections open (--max-conns)",
                            (unsigned long long)r->max_conns,
                            tg_relay_bridge_live(&r->env));

@@ -8,6 +8,7 @@
  * producer id comes from the connection, never from the request).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +16,7 @@
 
 #include "pb/ipc/producer_port.pb-c.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "service/ds_descriptor.h"
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
@@ -305,10 +307,15 @@ static tg_producer_t *ready_or_fail(tg_ipc_call_t call) {
   return p;
 }
 
+/* A refusal's reason goes out led by its code (common/notice.h). */
 static void register_ds_reply(tg_ipc_call_t call, const char *error) {
   Perfetto__Protos__RegisterDataSourceResponse r =
       PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
-  r.error = (char *)error;
+  char coded[256];
+  if (error) {
+    snprintf(coded, sizeof(coded), "%s %s", TG_NOTE(SERVICE_DS_REFUSED), error);
+    r.error = coded;
+  }
   tg_ipc_reply(&call, error == NULL, false, &r.base, -1);
 }
 

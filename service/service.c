@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/notice.h"
 #include "service/consumer_lease.h"
 #include "service/consumer_port.h"
 #include "service/producer_port.h"
@@ -32,7 +33,10 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                               &svc->producer_def, 1, svc->opt.max_producers,
                               &svc->producer_host);
   if (rv < 0) {
-    TG_ERROR("cannot listen on producer socket %s: %s", opt->producer_socket,
+    TG_ERROR("%s cannot listen on producer socket %s: %s",
+             rv == -EADDRINUSE ? TG_NOTE(SERVICE_SOCKET_IN_USE)
+                               : TG_NOTE(SERVICE_LISTEN_FAILED),
+             opt->producer_socket,
              rv == -EADDRINUSE ? "another service is running there"
                                : tg_strerror(rv));
     return rv;
@@ -43,7 +47,10 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
                           svc->consumer_defs, 2, svc->opt.max_consumers,
                           &svc->consumer_host);
   if (rv < 0) {
-    TG_ERROR("cannot listen on consumer socket %s: %s", opt->consumer_socket,
+    TG_ERROR("%s cannot listen on consumer socket %s: %s",
+             rv == -EADDRINUSE ? TG_NOTE(SERVICE_SOCKET_IN_USE)
+                               : TG_NOTE(SERVICE_LISTEN_FAILED),
+             opt->consumer_socket,
              rv == -EADDRINUSE ? "another service is running there"
                                : tg_strerror(rv));
     tg_ipc_host_close(svc->producer_host, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/notice.h"
 #include "service/producer_port.h"
 #include "service/producer_smb.h"
 #include "service/readout.h"
@@ -267,6 +268,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
       perfetto__protos__trace_config__unpack(NULL, cfg_len, cfg_bytes);
   if (!cfg) {
     snprintf(err, errlen, "trace_config: does not decode as a TraceConfig");
+    tg_notice_prefix(err, errlen, TG_N_SERVICE_CONFIG_REFUSED);
     if (write_fd >= 0) close(write_fd);
     return NULL;
   }
@@ -280,6 +282,10 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
                                              errlen)) < 0)
     tg__session_matchers_free(&matchers);
   if (rv < 0) {
+    tg_notice_prefix(err, errlen,
+                     rv == -ENOMEM  ? TG_N_SERVICE_NO_RESOURCES
+                     : rv == -EBUSY ? TG_N_SERVICE_BUSY
+                                    : TG_N_SERVICE_CONFIG_REFUSED);
     perfetto__protos__trace_config__free_unpacked(cfg, NULL);
     if (write_fd >= 0) close(write_fd);
     return NULL;
@@ -320,6 +326,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
     if (!s->buffers[i].tb) {
       snprintf(err, errlen, "buffers[%zu]: cannot allocate %u KiB", i,
                    b->size_kb);
+      tg_notice_prefix(err, errlen, TG_N_SERVICE_NO_RESOURCES);
       s->n_buffers = i;
       goto fail;
     }
@@ -328,6 +335,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
     if (!s->buffers[i].global_id) {
       snprintf(err, errlen, "buffers[%zu]: all 65535 buffer ids are in use",
                    i);
+      tg_notice_prefix(err, errlen, TG_N_SERVICE_NO_RESOURCES);
       goto fail;
     }
   }
@@ -343,6 +351,7 @@ tg_session_t *tg__session_create(tg_service_t *svc, const uint8_t *cfg_bytes,
 
 oom:
   snprintf(err, errlen, "out of memory");
+  tg_notice_prefix(err, errlen, TG_N_SERVICE_NO_RESOURCES);
 fail:
   if (write_fd >= 0) close(write_fd);
   if (s) {

@@ -37,6 +37,7 @@
 #include "auth/crl.h"
 #include "common/identity.h"
 #include "common/log.h"
+#include "common/notice.h"
 
 #define DEFAULT_IN_MAX (1024u * 1024)
 
@@ -197,6 +198,7 @@ static int check_readable(const char *what, const char *path, char *err,
   FILE *f = fopen(path, "rb");
   if (!f) {
     set_err(err, errlen, "%s %s: %s", what, path, strerror(errno));
+    tg_notice_prefix(err, errlen, TG_N_TLS_FILE_UNREADABLE);
     return TG_EBAD_CONFIG;
   }
   fclose(f);
@@ -265,6 +267,7 @@ static int load_identity(tg_tls_config_t *cfg, const tg_tls_opts_t *o,
   if (mbedtls_pk_check_pair(&cfg->own_cert.pk, &cfg->own_key) != 0) {
     set_err(err, errlen, "key %s does not match certificate %s", o->key_file,
             o->cert_file);
+    tg_notice_prefix(err, errlen, TG_N_TLS_KEY_MISMATCH);
     return TG_EBAD_CONFIG;
   }
 #if TG_TLS_LIBCRYPTO
@@ -385,7 +388,20 @@ static int export_keys(void *p, const unsigned char *ms,
 }
 #endif
 
+static int config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
+                      char *err, size_t errlen);
+
+/* Every refusal's reason leads with a code: its own where one was set,
+ * else the general one. */
 int tg_tls_config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
+                      char *err, size_t errlen) {
+  int rv = config_new(o, out, err, errlen);
+  if (rv < 0 && err && errlen && strncmp(err, "[TG-", 4) != 0)
+    tg_notice_prefix(err, errlen, TG_N_TLS_CONFIG_INVALID);
+  return rv;
+}
+
+static int config_new(const tg_tls_opts_t *o, tg_tls_config_t **out,
                       char *err, size_t errlen) {
   set_err(err, errlen, "%s", "");
   *out = NULL;

@@ -17,6 +17,7 @@
 #include "agent/probes/metatrace.h"
 #include "agent/probes/sampler.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "tracegate/agent.h"
 #include "tracegate/error.h"
 
@@ -268,8 +269,8 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   log_unsupported(k, &sl->cfg);
   int rv = tg_ftrace_session_start(&sl->cfg, &sl->sess);
   if (rv < 0) {
-    TG_ERROR(DS_NAME ": instance %u: cannot trace the kernel: %s%s", k,
-             tg_strerror(rv),
+    TG_ERROR("%s " DS_NAME ": instance %u: cannot trace the kernel: %s%s",
+             TG_NOTE(PROBES_FTRACE_UNAVAILABLE), k, tg_strerror(rv),
              rv == -EACCES || rv == -EPERM
                  ? " (tracefs needs root)"
                  : rv == -ENOENT ? " (no tracefs in this kernel)" : "");

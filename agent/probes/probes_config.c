@@ -12,6 +12,7 @@
 #include "config_fields/probes.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "tracegate/error.h"
 
 static uint32_t clamp_period(uint32_t ms, uint32_t min) {
@@ -216,6 +217,6 @@ void tg_probes_warn_unacted(const char *ds_name, const uint8_t *cfg,
   char names[512];
   size_t n = tg_probes_unacted_fields(ds_name, cfg, len, names, sizeof(names));
   if (n)
-    TG_WARN("%s: %zu config field(s) not acted on by tracegate-probes: %s",
-            ds_name, n, names);
+    TG_WARN("%s %s: %zu config field(s) not acted on by tracegate-probes: %s",
+            TG_NOTE(PROBES_UNACTED_FIELDS), ds_name, n, names);
 }

@@ -26,6 +26,7 @@
 #include "agent/probes/proc_stat.h"
 #include "agent/probes/sysfs_groups.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "tracegate/error.h"
 
 _Static_assert(sizeof(tg_sys_stats_cfg_t) <= TG_PROBE_CFG_MAX,
@@ -128,7 +129,8 @@ int tg__sys_stats_set_root(void *state, const char *root) {
 
 static void note_error(sys_stats_t *st, int g, int rv) {
   if (rv != st->last_err[g] && rv < 0)
-    TG_WARN("linux.sys_stats: %s: %s%s", group_names[g], tg_strerror(rv),
+    TG_WARN("%s linux.sys_stats: %s: %s%s", TG_NOTE(PROBES_SOURCE_MISSING),
+            group_names[g], tg_strerror(rv),
             rv == -ENOENT ? " (this kernel does not have it; skipped)" : "");
   st->last_err[g] = rv;
 }

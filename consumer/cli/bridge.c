@@ -92,8 +92,8 @@ static int run_bridge(const bridge_cfg_t *cfg, const tg_net_addr_t *at) {
     char shown[TG_NET_ADDR_STRLEN];
     tg_net_addr_format(&shown_at, shown, sizeof(shown));
     fprintf(stderr,
-            CLI_PROG " bridge: listening on ws://%s" BRIDGE_PATH
-            " (local service: %s)%s\n",
+            CLI_PROG " bridge: %s listening on ws://%s" BRIDGE_PATH
+            " (local service: %s)%s\n", TG_NOTE(BRIDGE_LISTENING),
             shown, cfg->consumer_socket,
             cfg->tls ? " and ws://.../traced/HOST (relays over TLS)" : "");
   }
@@ -128,7 +128,7 @@ static const char about[] =
     "--key me.key\n";
 
 static int usage_error(const char *prog, const char *what) {
-  fprintf(stderr, "%s: %s (see --help)\n", prog, what);
+  fprintf(stderr, "%s: %s %s (see --help)\n", prog, TG_NOTE(USAGE), what);
   return CLI_EXIT_USAGE;
 }
 

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "common/list.h"
+#include "common/notice.h"
 #include "consumer/cli/bridge_policy.h"
 #include "ipc/net_addr.h"
 
@@ -114,8 +115,9 @@ void tg__bridge_screen_lws_gone(bridge_server_t *s);
  * tells it what lws did, and asks it what lws cannot know. */
 /* "127.0.0.1:51234": the client, for the logs. Valid as long as |sc|. */
 const char *tg__bridge_screen_peer(const bridge_screen_t *sc);
-/* Why the screen closed the client, or NULL if it did not. */
-const char *tg__bridge_screen_why(const bridge_screen_t *sc);
+/* Why the screen closed the client (and its notice code into |code|), or
+ * NULL if it did not. */
+const char *tg__bridge_screen_why(const bridge_screen_t *sc, tg_notice_t *code);
 /* The connection bridged over it (NULL before the upgrade). Borrowed. */
 bridge_conn_t *tg__bridge_screen_conn(const bridge_screen_t *sc);
 void tg__bridge_screen_set_conn(bridge_screen_t *sc, bridge_conn_t *c);

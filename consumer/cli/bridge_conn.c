@@ -75,16 +75,18 @@ struct bridge_conn {
   uint64_t opened_ms;
   uint16_t close_code; /* sent to the UI when we close */
   char why[256];       /* the first reason the connection ended */
+  tg_notice_t why_code; /* its code, for the close line */
   char peer[TG_NET_ADDR_STRLEN], origin[128], path[320], upstream[320];
 };
 
 static void update_flow(bridge_conn_t *c);
 
 /* The first reason wins: what follows is its consequence. */
-static void set_why(bridge_conn_t *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void set_why(bridge_conn_t *c, const char *fmt, ...) {
+static void set_why(bridge_conn_t *c, tg_notice_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_why(bridge_conn_t *c, tg_notice_t code, const char *fmt, ...) {
   if (c->why[0]) return;
+  c->why_code = code;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->why, sizeof(c->why), fmt, ap);
@@ -110,12 +112,13 @@ static void set_state(bridge_conn_t *c, conn_state_t to, const char *why) {
 static void maybe_free(bridge_conn_t *c) {
   if (c->wsi || c->up) return;
   uint64_t secs = (uv_now(c->srv->loop) - c->opened_ms) / 1000;
-  TG_INFO("bridge #%" PRIu64 ": %s origin %s %s -> %s: closed after %" PRIu64
-          " s: %s (UI to service %" PRIu64 " bytes in %" PRIu64
-          " frames, service to UI %" PRIu64 " bytes in %" PRIu64
-          " frames; the UI waited %" PRIu64 " times for the service, the "
-          "service %" PRIu64 " times for the UI)",
-          c->id, c->peer, c->origin, c->path, c->upstream, secs,
+  /* The code says why it closed; the counters are name=value fields. */
+  TG_INFO("%s bridge #%" PRIu64 ": %s origin %s %s -> %s: closed after %" PRIu64
+          " s: %s (ui_bytes=%" PRIu64 " ui_frames=%" PRIu64
+          " service_bytes=%" PRIu64 " service_frames=%" PRIu64
+          " ui_waits=%" PRIu64 " service_waits=%" PRIu64 ")",
+          tg_notice_tag(c->why[0] ? c->why_code : TG_N_BRIDGE_CLOSED), c->id,
+          c->peer, c->origin, c->path, c->upstream, secs,
           c->why[0] ? c->why : "closed", c->bytes_in, c->frames_in,
           c->bytes_out, c->frames_out, c->rx_pauses, c->up_pauses);
   tg_list_t *it, *tmp;
@@ -147,10 +150,12 @@ static void conn_close(bridge_conn_t *c, uint16_t code) {
 
 /* Inside an lws callback of |c|'s WebSocket: the close starts at once.
  * Returns what the callback returns (-1: lws closes it). */
-static int ws_fail(bridge_conn_t *c, uint16_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int ws_fail(bridge_conn_t *c, uint16_t code, const char *fmt, ...) {
+static int ws_fail(bridge_conn_t *c, uint16_t code, tg_notice_t why_code,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int ws_fail(bridge_conn_t *c, uint16_t code, tg_notice_t why_code,
+                   const char *fmt, ...) {
   if (!c->why[0]) {
+    c->why_code = why_code;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->why, sizeof(c->why), fmt, ap);
@@ -170,7 +175,7 @@ static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
   if (!c->wsi || c->state != BC_OPEN) return 0;
   out_msg_t *m = malloc(sizeof(*m) + LWS_PRE + TG_IPC_FRAME_HEADER_SIZE + len);
   if (!m) {
-    set_why(c, "out of memory for a frame to the UI");
+    set_why(c, TG_N_BRIDGE_FAILED, "out of memory for a frame to the UI");
     conn_close(c, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION);
     return 1;
   }
@@ -196,16 +201,17 @@ static void up_on_close(tg_transport_t *t, int status) {
   if (c->kind == BRIDGE_REMOTE) {
     const char *err = tg_tls_chan_error(c->ch);
     if (status == 0 || status == TG_EPEER_CLOSED)
-      set_why(c, "the relay closed the connection");
+      set_why(c, TG_N_BRIDGE_RELAY_CLOSED, "the relay closed the connection");
     else
-      set_why(c, "the relay connection failed: %s",
+      set_why(c, TG_N_BRIDGE_RELAY_FAILED, "the relay connection failed: %s",
               err[0] ? err : tg_strerror(status));
     tg_tls_chan_free(c->ch);
     c->ch = NULL;
   } else if (status == 0 || status == TG_EPEER_CLOSED) {
-    set_why(c, "the service closed the connection");
+    set_why(c, TG_N_BRIDGE_SERVICE_CLOSED, "the service closed the connection");
   } else {
-    set_why(c, "the service connection failed: %s", tg_strerror(status));
+    set_why(c, TG_N_BRIDGE_SERVICE_FAILED, "the service connection failed: %s",
+            tg_strerror(status));
   }
   c->up = NULL;
   if (c->wsi && c->state == BC_OPEN) {
@@ -237,7 +243,7 @@ static int on_writeable(bridge_conn_t *c) {
     size_t len = m->len;
     free(m);
     if (n < 0 || (size_t)n < len) {
-      set_why(c, "cannot write to the UI");
+      set_why(c, TG_N_BRIDGE_FAILED, "cannot write to the UI");
       conn_close(c, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION);
       return -1;
     }
@@ -273,7 +279,7 @@ static int on_receive(bridge_conn_t *c, const uint8_t *in, size_t len) {
   if (c->state != BC_OPEN || !c->up) return 0; /* closing: dropped */
   if (!lws_frame_is_binary(c->wsi))
     return ws_fail(c, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE,
-                   "a text message (the consumer protocol is binary)");
+                   TG_N_BRIDGE_TEXT_MESSAGE, "a text message (the consumer protocol is binary)");
   if (lws_is_first_fragment(c->wsi)) c->msg_len = 0;
   /* What the frame's header announces counts at once: a peer that
    * announces 2^63 bytes is closed before it sends them. */
@@ -281,16 +287,19 @@ static int on_receive(bridge_conn_t *c, const uint8_t *in, size_t len) {
   if (len > MAX_MESSAGE - c->msg_len ||
       rest > MAX_MESSAGE - c->msg_len - len)
     return ws_fail(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
-                   "a message over %u bytes", MAX_MESSAGE);
+                   TG_N_BRIDGE_MESSAGE_TOO_BIG, "a message over %u bytes",
+                   MAX_MESSAGE);
   c->msg_len += len;
   c->bytes_in += len;
   int rv = tg_frame_decoder_feed(&c->dec, in, len, on_ui_frame, c);
   if (rv == TG_EFRAME_TOO_LARGE)
     return ws_fail(c, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
-                   "an IPC frame over %u bytes", TG_IPC_FRAME_BUFFER_SIZE);
+                   TG_N_BRIDGE_MESSAGE_TOO_BIG, "an IPC frame over %u bytes",
+                   TG_IPC_FRAME_BUFFER_SIZE);
   if (rv < 0)
     return ws_fail(c, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION,
-                   "cannot forward to %s: %s", c->upstream, tg_strerror(rv));
+                   TG_N_BRIDGE_FAILED, "cannot forward to %s: %s", c->upstream,
+                   tg_strerror(rv));
   update_flow(c);
   return 0;
 }
@@ -320,7 +329,8 @@ static void update_flow(bridge_conn_t *c) {
 static void on_tls_handshake(tg_tls_chan_t *ch, int status) {
   bridge_conn_t *c = tg_tls_chan_owner(ch);
   if (status == 0)
-    TG_INFO("bridge #%" PRIu64 ": TLS to %s: relay %s, %s", c->id,
+    TG_INFO("%s bridge #%" PRIu64 ": TLS to %s: relay %s, %s",
+            TG_NOTE(BRIDGE_TLS), c->id,
             c->upstream, tg_tls_chan_peer_identity(ch),
             tg_tls_chan_ciphersuite(ch));
 }
@@ -378,7 +388,8 @@ static const char *peer_of(const bridge_screen_t *sc) {
 
 static int refuse_upgrade(struct lws *wsi, const char *peer, const char *origin,
                           const char *path, unsigned status, const char *why) {
-  TG_WARN("bridge: %s origin %s %s refused (%u): %s", peer,
+  TG_WARN("%s bridge: %s origin %s %s refused (%u): %s", TG_NOTE(BRIDGE_REFUSED),
+          peer,
           origin[0] ? origin : "(none)", path, status, why);
   /* lws writes the status and the caller's return of 1 completes it. */
   if (lws_return_http_status(wsi, status, why)) return -1;
@@ -432,8 +443,8 @@ static int on_confirm_upgrade(bridge_server_t *s, struct lws *wsi,
   tg_list_insert_tail(&s->conns, &c->node);
   s->n_conns++;
   tg__bridge_screen_set_conn(sc, c);
-  TG_INFO("bridge #%" PRIu64 ": %s origin %s %s -> %s", c->id, peer, origin,
-          path, c->upstream);
+  TG_INFO("%s bridge #%" PRIu64 ": %s origin %s %s -> %s", TG_NOTE(BRIDGE_OPENED),
+          c->id, peer, origin, path, c->upstream);
   return 0;
 }
 
@@ -442,9 +453,10 @@ static int on_confirm_upgrade(bridge_server_t *s, struct lws *wsi,
 static void on_destroy(bridge_conn_t *c, bridge_screen_t *sc) {
   tg__bridge_screen_set_conn(sc, NULL);
   c->wsi = NULL;
-  const char *screened = tg__bridge_screen_why(sc);
-  if (screened) set_why(c, "%s", screened);
-  set_why(c, "the WebSocket ended without a close from the UI (a broken "
+  tg_notice_t screened_code = TG_N_NONE;
+  const char *screened = tg__bridge_screen_why(sc, &screened_code);
+  if (screened) set_why(c, screened_code, "%s", screened);
+  set_why(c, TG_N_BRIDGE_UI_GONE, "the WebSocket ended without a close from the UI (a broken "
              "connection, or a WebSocket protocol error)");
   conn_close(c, LWS_CLOSE_STATUS_NORMAL);
   maybe_free(c);
@@ -463,8 +475,8 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
       char path[320], raw[512];
       copy_hdr(wsi, WSI_TOKEN_GET_URI, raw, sizeof(raw));
       tg_printable(path, sizeof(path), raw);
-      TG_WARN("bridge: %s %s refused (404): not a WebSocket upgrade",
-              peer_of(sc), path);
+      TG_WARN("%s bridge: %s %s refused (404): not a WebSocket upgrade",
+              TG_NOTE(BRIDGE_REFUSED), peer_of(sc), path);
       lws_return_http_status(wsi, 404, "not a WebSocket upgrade");
       return -1;
     }
@@ -482,7 +494,8 @@ int tg__bridge_on_lws(struct lws *wsi, enum lws_callback_reasons reason,
         unsigned code = len >= 2 ? ((unsigned)((uint8_t *)in)[0] << 8) |
                                        ((uint8_t *)in)[1]
                                  : 1005;
-        set_why(c, "the UI closed the WebSocket (code %u)", code);
+        set_why(c, TG_N_BRIDGE_UI_CLOSED, "the UI closed the WebSocket (code %u)",
+                code);
       }
       return 0;
     case LWS_CALLBACK_WSI_DESTROY:
@@ -498,7 +511,7 @@ void tg__bridge_close_all(bridge_server_t *s) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &s->conns) {
     bridge_conn_t *c = TG_CONTAINER_OF(it, bridge_conn_t, node);
-    set_why(c, "the bridge is stopping");
+    set_why(c, TG_N_BRIDGE_STOPPING, "the bridge is stopping");
     conn_close(c, LWS_CLOSE_STATUS_GOINGAWAY);
   }
 }

@@ -106,6 +106,7 @@ struct bridge_screen {
   size_t held_len;
   char peer[TG_NET_ADDR_STRLEN];
   char why[256]; /* the screen's own reason for closing the client */
+  tg_notice_t why_code; /* its code */
 };
 
 static void update_reading(bridge_screen_t *sc);
@@ -169,17 +170,20 @@ static void end(bridge_screen_t *sc, const char *why) {
 
 /* The screen's verdict on the client. Before the upgrade nobody else
  * logs it; after, the connection's close line gives |why|. */
-static void fail(bridge_screen_t *sc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void fail(bridge_screen_t *sc, const char *fmt, ...) {
+static void fail(bridge_screen_t *sc, tg_notice_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(bridge_screen_t *sc, tg_notice_t code, const char *fmt, ...) {
   if (sc->state == SC_CLOSED) return;
   if (!sc->why[0]) {
+    sc->why_code = code;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(sc->why, sizeof(sc->why), fmt, ap);
     va_end(ap);
   }
-  if (!sc->conn) TG_WARN("bridge: %s closed: %s", sc->peer, sc->why);
+  if (!sc->conn)
+    TG_WARN("%s bridge: %s closed: %s", tg_notice_tag(sc->why_code), sc->peer,
+            sc->why);
   end(sc, sc->why);
 }
 
@@ -251,7 +255,7 @@ static void pump_write(bridge_screen_t *sc, pump_t *pm, const uint8_t *p,
   }
   if ((size_t)w == n) return;
   if (!pm->buf && !(pm->buf = malloc(BRIDGE_READ_SIZE))) {
-    fail(sc, "out of memory");
+    fail(sc, TG_N_BRIDGE_FAILED, "out of memory");
     return;
   }
   memcpy(pm->buf, p + w, n - (size_t)w);
@@ -267,7 +271,7 @@ static void pump_write(bridge_screen_t *sc, pump_t *pm, const uint8_t *p,
 
 static void unmasked(bridge_screen_t *sc) {
   const bridge_walk_t *w = &sc->walk;
-  fail(sc, "an unmasked frame from the client (opcode 0x%x, after %" PRIu64
+  fail(sc, TG_N_BRIDGE_UNMASKED, "an unmasked frame from the client (opcode 0x%x, after %" PRIu64
        " frames; RFC 6455 5.1: a client masks every frame)",
        (unsigned)(w->hdr[0] & 0x0f), w->frames);
 }
@@ -299,7 +303,7 @@ static void from_client(bridge_screen_t *sc, const uint8_t *p, size_t n) {
   if (sc->state != SC_HEAD) return; /* not read in the other states */
   size_t used;
   if (bridge_head_feed(&sc->head, p, n, MAX_HEAD, &used) < 0) {
-    fail(sc, "no end of the request head within %u bytes",
+    fail(sc, TG_N_BRIDGE_BAD_REQUEST, "no end of the request head within %u bytes",
          (unsigned)MAX_HEAD);
     return;
   }
@@ -307,7 +311,7 @@ static void from_client(bridge_screen_t *sc, const uint8_t *p, size_t n) {
     if (used < n) {
       sc->held = malloc(n - used);
       if (!sc->held) {
-        fail(sc, "out of memory");
+        fail(sc, TG_N_BRIDGE_FAILED, "out of memory");
         return;
       }
       memcpy(sc->held, p + used, n - used);
@@ -481,13 +485,13 @@ static void on_connection(uv_stream_t *server, int status) {
   if (uv_tcp_getpeername(&sc->tcp, (struct sockaddr *)&ss, &len) == 0)
     tg_net_sockaddr_format((struct sockaddr *)&ss, sc->peer, sizeof(sc->peer));
   if (s->n_screens > MAX_SCREENS) {
-    fail(sc, "%u connections open already", (unsigned)MAX_SCREENS);
+    fail(sc, TG_N_BRIDGE_BUSY, "%u connections open already", (unsigned)MAX_SCREENS);
     return;
   }
   uv_tcp_nodelay(&sc->tcp, 1); /* as lws sets on what it accepts */
   rv = adopt(sc);
   if (rv < 0) {
-    fail(sc, "libwebsockets did not take the connection: %s",
+    fail(sc, TG_N_BRIDGE_FAILED, "libwebsockets did not take the connection: %s",
          tg_strerror(rv));
     return;
   }
@@ -528,7 +532,8 @@ const char *tg__bridge_screen_peer(const bridge_screen_t *sc) {
   return sc->peer;
 }
 
-const char *tg__bridge_screen_why(const bridge_screen_t *sc) {
+const char *tg__bridge_screen_why(const bridge_screen_t *sc, tg_notice_t *code) {
+  *code = sc->why_code;
   return sc->why[0] ? sc->why : NULL;
 }
 
@@ -544,7 +549,7 @@ void tg__bridge_screen_established(bridge_screen_t *sc) {
   if (sc->state == SC_HEAD) {
     /* lws saw an end of the head where the screen saw none: nothing the
      * client sends can be checked, so it goes. */
-    fail(sc, "the WebSocket opened before the end of the request head");
+    fail(sc, TG_N_BRIDGE_BAD_REQUEST, "the WebSocket opened before the end of the request head");
     return;
   }
   if (sc->state != SC_HELD) return;

@@ -19,6 +19,7 @@
 #include "consumer/consumer.h"
 #include "common/buf.h"
 #include "common/flags.h"
+#include "common/notice.h"
 #include "common/printable.h"
 
 /* The exit statuses of every program (common/flags.h), and the CLI's own. */
@@ -290,10 +291,11 @@ void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out);
 void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
                         uint64_t bytes, uint64_t packets, uint64_t loss);
 void cli_progress_clear(FILE *tty);
-/* "tracegate: MSG" as a line of stderr; the caller erased its live
- * display (progress line, host table) first. */
-void cli_vsay(const char *fmt, va_list ap)
-    __attribute__((format(printf, 1, 0)));
+/* "tracegate: [TG-nnnn] MSG" as a line of stderr (without the code for
+ * TG_N_NONE); the caller erased its live display (progress line, host
+ * table) first. */
+void cli_vsay(tg_notice_t code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* Prints every non-zero loss counter, or "no data loss". */
 void cli_loss_print(FILE *out, const cli_loss_t *loss);
 /* The line saying how many counters the list had no room for, if any. */

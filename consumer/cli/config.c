@@ -43,7 +43,8 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
    * spaces is not empty: it decodes as an empty TraceConfig and goes to
    * the service, which takes it, as Perfetto's CLI and service do. */
   if (len == 0) {
-    fprintf(stderr, CLI_PROG ": %s: the TraceConfig is empty\n", name);
+    fprintf(stderr, CLI_PROG ": %s %s: the TraceConfig is empty\n",
+            TG_NOTE(CONFIG_INVALID), name);
     goto out;
   }
   const uint8_t *bytes = tg_buf_begin(&raw);
@@ -55,10 +56,12 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
     if (rv < 0) {
       /* The parser's message names the place; say it if it did not. */
       if (strncmp(err.msg, "line ", 5) == 0)
-        fprintf(stderr, CLI_PROG ": %s: %s\n", name, err.msg);
+        fprintf(stderr, CLI_PROG ": %s %s: %s\n", TG_NOTE(CONFIG_INVALID),
+                name, err.msg);
       else
-        fprintf(stderr, CLI_PROG ": %s: line %u, column %u: %s\n", name,
-                err.line, err.column, err.msg[0] ? err.msg : tg_strerror(rv));
+        fprintf(stderr, CLI_PROG ": %s %s: line %u, column %u: %s\n",
+                TG_NOTE(CONFIG_INVALID), name, err.line, err.column,
+                err.msg[0] ? err.msg : tg_strerror(rv));
       goto out;
     }
     /* Comments only: no bytes, which decode as an empty TraceConfig. */
@@ -69,7 +72,8 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
   cfg = perfetto__protos__trace_config__unpack(NULL, len, bytes);
   if (!cfg)
     fprintf(stderr,
-            CLI_PROG ": %s: does not decode as a TraceConfig%s\n", name,
+            CLI_PROG ": %s %s: does not decode as a TraceConfig%s\n",
+            TG_NOTE(CONFIG_INVALID), name,
             txt ? "" : " (for a text config, add --txt)");
 out:
   tg_buf_free(&raw);

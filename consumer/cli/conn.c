@@ -48,15 +48,16 @@ static const tg_consumer_cbs_t conn_cbs = {.on_ready = on_ready,
  * before answering (at its connection limit). A peer that answered but is
  * not a consumer socket needs no guess. The reason stays in close_msg for
  * the caller's summary. */
-static void cannot_connect(cli_conn_t *cc, const char *addr, const char *why,
-                           const char *hint) {
+static void cannot_connect(cli_conn_t *cc, tg_notice_t code, const char *addr,
+                           const char *why, const char *hint) {
   char reason[257]; /* |why| may be close_msg itself */
   snprintf(reason, sizeof(reason), "%s", why);
   _Static_assert(sizeof(cc->close_msg) > 48 + 200 + 256, "room for both");
   snprintf(cc->close_msg, sizeof(cc->close_msg),
            "cannot connect to the tracing service at %.200s: %s", addr,
            reason);
-  fprintf(stderr, CLI_PROG ": %s%s%s%s\n", cc->close_msg, hint ? " (" : "",
+  fprintf(stderr, CLI_PROG ": %s %s%s%s%s\n", tg_notice_tag(code),
+          cc->close_msg, hint ? " (" : "",
           hint ? hint : "", hint ? ")" : "");
 }
 
@@ -70,7 +71,8 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   int rv = tg_consumer_connect(loop, addr, &conn_cbs, cc, &cc->c);
   if (rv < 0) {
     cc->closed = true;
-    cannot_connect(cc, addr, tg_strerror(rv), "is tracegated running?");
+    cannot_connect(cc, TG_N_SERVICE_UNREACHABLE, addr, tg_strerror(rv),
+                   "is tracegated running?");
     return -1;
   }
   /* The bind either succeeds or closes the connection. */
@@ -78,8 +80,12 @@ int cli_connect(cli_conn_t *cc, uv_loop_t *loop, const char *addr) {
   }
   if (!cc->ready) {
     cli_disconnect(cc);
-    cannot_connect(cc, addr, cc->close_msg[0] ? cc->close_msg : "the bind failed",
-                   cc->bind_status == TG_EUNKNOWN_SERVICE
+    bool not_consumer = cc->bind_status == TG_EUNKNOWN_SERVICE;
+    cannot_connect(cc,
+                   not_consumer ? TG_N_NOT_A_CONSUMER_SOCKET
+                                : TG_N_SERVICE_CLOSED_EARLY,
+                   addr, cc->close_msg[0] ? cc->close_msg : "the bind failed",
+                   not_consumer
                        ? NULL
                        : "it closed the connection before answering: at its "
                          "--max-consumers limit? its log says why");
@@ -107,7 +113,8 @@ static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
     cc->c = NULL;
     /* Whatever the attempt opened closes through the loop. */
     uv_run(loop, UV_RUN_DEFAULT);
-    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec, err);
+    fprintf(stderr, CLI_PROG ": %s cannot connect to %s: %s\n",
+            TG_NOTE(REMOTE_UNREACHABLE), t->spec, err);
     return -1;
   }
   cc->rt_pending = true;
@@ -116,7 +123,8 @@ static int connect_remote(cli_conn_t *cc, uv_loop_t *loop,
   }
   if (!cc->ready) {
     cli_disconnect(cc);
-    fprintf(stderr, CLI_PROG ": cannot connect to %s: %s\n", t->spec,
+    fprintf(stderr, CLI_PROG ": %s cannot connect to %s: %s\n",
+            TG_NOTE(REMOTE_UNREACHABLE), t->spec,
             cc->detail[0] ? cc->detail : cc->close_msg);
     return -1;
   }

@@ -56,8 +56,8 @@ static int choose_mode(fleet_t *f) {
   bool dir_form = len && out[len - 1] == '/';
   if (f->o->merge) {
     if (dir_form || is_dir(out)) {
-      fprintf(stderr, CLI_PROG ": cannot write %s: it is a directory (--merge "
-              "writes one file)\n", out);
+      fprintf(stderr, CLI_PROG ": %s cannot write %s: it is a directory "
+              "(--merge writes one file)\n", TG_NOTE(OUTPUT_UNWRITABLE), out);
       return -1;
     }
     f->mode = FLEET_OUT_MERGE;
@@ -69,9 +69,9 @@ static int choose_mode(fleet_t *f) {
   }
   struct stat st;
   if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, CLI_PROG ": %s is a file: with several hosts, -o names a "
-            "directory (one trace per host), or give --merge for one trace\n",
-            out);
+    fprintf(stderr, CLI_PROG ": %s %s is a file: with several hosts, -o names "
+            "a directory (one trace per host), or give --merge for one trace\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), out);
     return -1;
   }
   f->mode = FLEET_OUT_DIR;
@@ -81,8 +81,8 @@ static int choose_mode(fleet_t *f) {
     fprintf(stderr, CLI_PROG ": created the directory %s: one trace per host "
             "(--merge writes one file)\n", out);
   if (rv < 0) {
-    fprintf(stderr, CLI_PROG ": cannot create the directory %s: %s\n", out,
-            tg_strerror(rv));
+    fprintf(stderr, CLI_PROG ": %s cannot create the directory %s: %s\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), out, tg_strerror(rv));
     return -1;
   }
   return 0;
@@ -105,7 +105,8 @@ static int open_outputs(fleet_t *f) {
     tg_merge_self_read(&self);
     int rv = tg_merge_head(&f->merge, &self);
     if (rv < 0) {
-      fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", f->out, tg_strerror(rv));
+      fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+              TG_NOTE(OUTPUT_UNWRITABLE), f->out, tg_strerror(rv));
       return -1;
     }
     return 0;
@@ -162,11 +163,12 @@ static int open_keys(fleet_t *f) {
   int rv = f->keys ? 0 : -errno;
   f->keys_path = path;
   if (rv == 0)
-    fleet_say(f, "resume keys of the %zu hosts go to %s, a line per host: "
+    fleet_say(f, TG_N_FLEET_KEYS_FILE, "resume keys of the %zu hosts go to %s, a line per host: "
               "HOST KEY (" CLI_PROG " record -H HOST --attach KEY)", f->n,
               path);
   else
-    fleet_say(f, "warning: cannot write the resume keys to %s: %s; a lost "
+    fleet_say(f, TG_N_FLEET_KEYS_UNWRITABLE,
+              "warning: cannot write the resume keys to %s: %s; a lost "
               "collector cannot take its sessions back", path,
               tg_strerror(rv));
   return rv;
@@ -174,7 +176,7 @@ static int open_keys(fleet_t *f) {
 
 void fleet_show_key(fleet_t *f, fleet_host_t *h) {
   if (f->n <= KEYS_ON_TERMINAL_MAX) {
-    fleet_say(f, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
+    fleet_say(f, TG_N_FLEET_RESUME_KEY, "%s: resume key %s (" CLI_PROG " record -H %s --attach %s)",
               h->t->spec, h->core.key, h->t->spec, h->core.key);
     return;
   }
@@ -195,7 +197,7 @@ void fleet_host_traced(fleet_t *f) {
     if (f->tls_counts.full + f->tls_counts.resumed)
       snprintf(tls, sizeof(tls), " (TLS: %" PRIu64 " full handshakes, %" PRIu64
                " resumed)", f->tls_counts.full, f->tls_counts.resumed);
-    fleet_say(f, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
+    fleet_say(f, TG_N_FLEET_ALL_TRACING, "all %zu hosts tracing, %s after the start%s", f->n, el, tls);
   }
 }
 
@@ -218,7 +220,7 @@ static void discard_all(fleet_t *f) {
 static void exit_now(fleet_t *f) {
   fleet_ui_clear(f);
   discard_all(f);
-  fprintf(stderr, CLI_PROG ": aborted\n");
+  fprintf(stderr, CLI_PROG ": %s aborted\n", TG_NOTE(ABORTED));
   fflush(stderr);
   _exit(CLI_EXIT_ABORTED);
 }
@@ -232,7 +234,7 @@ static void abort_all(fleet_t *f) {
   if (f->aborting) exit_now(f);
   f->aborting = true;
   tg_fleet_halt(&f->core);
-  fleet_say(f, "aborting: ending the sessions (Ctrl-C again to quit at once)");
+  fleet_say(f, TG_N_FLEET_ABORTING, "aborting: ending the sessions (Ctrl-C again to quit at once)");
   discard_all(f);
   uv_timer_start(&f->abort_timer, on_abort_timer, ABORT_GRACE_MS, 0);
   for (size_t i = 0; i < f->n; i++) tg_fleet_host_abort(&f->hosts[i].core);
@@ -245,7 +247,7 @@ static void on_sigint(uv_signal_t *s, int signum) {
     abort_all(f);
     return;
   }
-  fleet_say(f, "stopping the trace on every host (Ctrl-C again to abort)");
+  fleet_say(f, TG_N_STOPPING, "stopping the trace on every host (Ctrl-C again to abort)");
   tg_fleet_halt(&f->core); /* the hosts not started fail as stopped */
   for (size_t i = 0; i < f->n; i++) tg_fleet_host_stop(&f->hosts[i].core);
 }
@@ -331,8 +333,8 @@ static int commit_merged(fleet_t *f) {
     hosts += f->hosts[i].core.report.packets > 0;
   }
   if (packets == 0) {
-    fprintf(stderr, CLI_PROG ": no host sent any packet: nothing written to "
-            "%s\n", f->out);
+    fprintf(stderr, CLI_PROG ": %s no host sent any packet: nothing written "
+            "to %s\n", TG_NOTE(TRACE_EMPTY), f->out);
     cli_output_discard(&f->merged);
     f->has_merged = false;
     return -1;
@@ -342,8 +344,8 @@ static int commit_merged(fleet_t *f) {
   if (rv < 0) return -1;
   char by[32];
   cli_format_bytes(by, sizeof(by), f->merged.bytes);
-  fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets from %zu host%s\n",
-          f->out, by, (unsigned long long)f->merged.packets, hosts,
+  fprintf(stderr, CLI_PROG ": %s wrote %s: %s, %llu packets from %zu host%s\n",
+          TG_NOTE(TRACE_WRITTEN), f->out, by, (unsigned long long)f->merged.packets, hosts,
           hosts == 1 ? "" : "s");
   return 0;
 }
@@ -456,7 +458,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   uv_update_time(&loop);
   if (f->aborting) {
     discard_all(f);
-    fprintf(stderr, CLI_PROG ": aborted\n");
+    fprintf(stderr, CLI_PROG ": %s aborted\n", TG_NOTE(ABORTED));
     code = CLI_EXIT_ABORTED;
   } else {
     if (f->sessions_path[0])

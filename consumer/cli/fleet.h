@@ -128,10 +128,10 @@ void fleet_show_key(fleet_t *f, fleet_host_t *h);
 /* A host's recording started tracing for the first time (counted in
  * f->core.traced). */
 void fleet_host_traced(fleet_t *f);
-/* Prints "tracegate: " + the text on its own line, clearing the progress
- * lines first. */
-void fleet_say(fleet_t *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Prints "tracegate: [TG-nnnn] " + the text on its own line (no code for
+ * TG_N_NONE), clearing the progress lines first. */
+void fleet_say(fleet_t *f, tg_notice_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* --- fleet_names.c ------------------------------------------------------- */
 

@@ -22,7 +22,7 @@ static void on_notice(tg_fleet_host_t *c, tg_fleet_notice_t kind,
   const char *tag = kind == TG_FLEET_WARNING ? "warning: "
                     : kind == TG_FLEET_NOTE  ? "note: "
                                              : "";
-  fleet_say(h->f, "%s: %s%s", h->t->spec, tag, text);
+  fleet_say(h->f, TG_N_NONE, "%s: %s%s", h->t->spec, tag, text);
 }
 
 static void on_state(tg_fleet_host_t *c, tg_link_state_t from) {

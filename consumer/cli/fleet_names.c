@@ -94,11 +94,13 @@ static void say_name(fleet_t *f, size_t i) {
   tg_printable(shown, sizeof(shown), ds_name(f, i));
   const char *near = f->ds_near[i] ? f->ds_near[i] : "";
   if (lacking <= NAMES_LISTED)
-    fleet_say(f, "warning: the data source '%s' is not registered on %s%s "
+    fleet_say(f, TG_N_UNKNOWN_DATA_SOURCE,
+              "warning: the data source '%s' is not registered on %s%s "
               "(yet: it records nothing there unless a producer registers it)%s",
               shown, lacking == f->n && f->n > 1 ? "any host: " : "", hosts, near);
   else
-    fleet_say(f, "warning: the data source '%s' is not registered on %zu of "
+    fleet_say(f, TG_N_UNKNOWN_DATA_SOURCE,
+              "warning: the data source '%s' is not registered on %zu of "
               "%zu hosts (%s, ...) (yet: it records nothing there unless a "
               "producer registers it)%s", shown, lacking, f->n, hosts, near);
 }

@@ -31,11 +31,11 @@ void fleet_ui_clear(fleet_t *f) {
   f->lines_shown = 0;
 }
 
-void fleet_say(fleet_t *f, const char *fmt, ...) {
+void fleet_say(fleet_t *f, tg_notice_t code, const char *fmt, ...) {
   fleet_ui_clear(f);
   va_list ap;
   va_start(ap, fmt);
-  cli_vsay(fmt, ap);
+  cli_vsay(code, fmt, ap);
   va_end(ap);
 }
 
@@ -145,8 +145,8 @@ static void clock_summary(const fleet_t *f) {
   if (n) {
     qsort(b, n, sizeof(*b), cmp_u64);
     fprintf(stderr,
-            "  clocks at the start: aligned within +/- %.3f ms "
-            "(median), %.3f ms at worst (%s)",
+            "  %s clocks at the start: aligned within +/- %.3f ms "
+            "(median), %.3f ms at worst (%s)", TG_NOTE(FLEET_CLOCKS),
             (double)b[n / 2] / 1e6, (double)worst_ns / 1e6, worst);
     if (n < f->n) fprintf(stderr, "; %zu without", f->n - n);
     fputc('\n', stderr);
@@ -154,14 +154,24 @@ static void clock_summary(const fleet_t *f) {
   free(b);
 }
 
-/* How the host's relay sent; NULL when no link was prepared. A refusal is
- * told apart from not asking: it is the relay operator's choice. */
-static const char *compression_note(const fleet_host_t *h) {
+/* How the host's relay sent, with the code of a plain stream (TG_N_NONE:
+ * compressed, the usual case, said on the host's line); NULL when no link
+ * was prepared. A refusal is told apart from not asking: it is the relay
+ * operator's choice. */
+static const char *compression_note(const fleet_host_t *h, tg_notice_t *code) {
+  *code = TG_N_NONE;
   switch (h->core.report.compression) {
-    case TG_FLEET_COMP_ZSTD: return "sent with zstd";
-    case TG_FLEET_COMP_NOT_ASKED: return "sent plain (--compress none)";
-    case TG_FLEET_COMP_REFUSED: return "sent plain (relay refused compression)";
-    case TG_FLEET_COMP_UNSUPPORTED: return "sent plain (relay cannot compress)";
+    case TG_FLEET_COMP_ZSTD:
+      return "sent with zstd";
+    case TG_FLEET_COMP_NOT_ASKED:
+      *code = TG_N_FLEET_PLAIN_NOT_ASKED;
+      return "sent plain (--compress none)";
+    case TG_FLEET_COMP_REFUSED:
+      *code = TG_N_FLEET_PLAIN_REFUSED;
+      return "sent plain (relay refused compression)";
+    case TG_FLEET_COMP_UNSUPPORTED:
+      *code = TG_N_FLEET_PLAIN_UNSUPPORTED;
+      return "sent plain (relay cannot compress)";
     case TG_FLEET_COMP_UNKNOWN: break;
   }
   return NULL;
@@ -172,8 +182,8 @@ size_t fleet_ui_summary(fleet_t *f) {
   size_t failed = 0;
   char el[32];
   cli_format_ms(el, sizeof(el), uv_now(f->loop) - f->t0);
-  fprintf(stderr, CLI_PROG ": %zu host%s, %s:\n", f->n, f->n == 1 ? "" : "s",
-          el);
+  fprintf(stderr, CLI_PROG ": %s %zu host%s, %s:\n", TG_NOTE(FLEET_SUMMARY),
+          f->n, f->n == 1 ? "" : "s", el);
   size_t quiet = 0, quiet_refused = 0, quiet_unsupported = 0;
   uint64_t quiet_bytes = 0, quiet_packets = 0;
   for (size_t i = 0; i < f->n; i++) {
@@ -194,56 +204,60 @@ size_t fleet_ui_summary(fleet_t *f) {
     }
     char by[32];
     cli_format_bytes(by, sizeof(by), h->core.report.bytes);
-    const char *how = compression_note(h);
+    tg_notice_t how_code = TG_N_NONE;
+    const char *how = compression_note(h, &how_code);
     if (ok)
-      fprintf(stderr, "  %s: ok, %s, %" PRIu64 " packets%s%s", h->t->spec, by,
-              h->core.report.packets, how ? ", " : "", how ? how : "");
+      fprintf(stderr, "  %s: %s ok, %s, %" PRIu64 " packets%s%s", h->t->spec,
+              TG_NOTE(FLEET_HOST_OK), by, h->core.report.packets,
+              how && !how_code ? ", " : "", how && !how_code ? how : "");
     else
-      fprintf(stderr, "  %s: FAILED: %s (%s, %" PRIu64 " packets received)",
-              h->t->spec, h->core.report.why, by, h->core.report.packets);
+      fprintf(stderr, "  %s: %s FAILED: %s (%s, %" PRIu64 " packets received)",
+              h->t->spec, TG_NOTE(FLEET_HOST_FAILED), h->core.report.why, by,
+              h->core.report.packets);
     if (f->mode == FLEET_OUT_MERGE)
       fprintf(stderr, "; machine %" PRIu32, h->merge.machine_id);
     else if (h->path && (ok || h->kept_partial))
       fprintf(stderr, "; %s%s", h->kept_partial ? "partial trace in " : "",
               h->path);
     fputc('\n', stderr);
+    if (ok && how && how_code)
+      fprintf(stderr, "      %s %s\n", tg_notice_tag(how_code), how);
     if (h->core.report.has_info || h->core.report.clock.estimates) {
       char clk[200];
       clock_note(h, clk, sizeof(clk));
-      fprintf(stderr, "      host %s%s%s, %s\n",
+      fprintf(stderr, "      %s host %s%s%s, %s\n", TG_NOTE(FLEET_HOST_INFO),
               h->core.report.hostname[0] ? h->core.report.hostname : "?",
               h->core.report.kernel[0] ? ", " : "", h->core.report.kernel, clk);
     }
     if (h->core.report.reconnects) {
       char down[32];
       cli_format_ms(down, sizeof(down), h->core.report.down_ms);
-      fprintf(stderr,
-              "      reconnected %u time%s (link down %s in all, from "
-              "its last answer; last lost: %s); loss counters while "
-              "disconnected: +%" PRIu64 "\n",
+      fprintf(stderr, "      %s reconnected %u time%s (link down %s in all, "
+              "from its last answer; last lost: %s); loss counters while "
+              "disconnected: +%" PRIu64 "\n", TG_NOTE(FLEET_HOST_RECONNECTS),
               h->core.report.reconnects,
-              h->core.report.reconnects == 1 ? "" : "s", down,
-              h->core.report.lost_why, h->loss_while_down);
+              h->core.report.reconnects == 1 ? "" : "s", down, h->core.report.lost_why,
+              h->loss_while_down);
     }
     /* The service cannot count this one: its buffers gave the data away.
      * Only a read that did take data is named (see reads_lost). */
     if (h->core.report.reads_lost)
-      fprintf(stderr,
-              "      %u read%s cut by a link loss had taken data out of "
-              "the host's buffers that the relay could not send again: what "
-              "did not arrive before the cut is lost\n",
-              h->core.report.reads_lost,
+      fprintf(stderr, "      %s %u read%s cut by a link loss had taken data "
+              "out of the host's buffers that the relay could not send again: "
+              "what did not arrive before the cut is lost\n",
+              TG_NOTE(FLEET_READS_LOST), h->core.report.reads_lost,
               h->core.report.reads_lost == 1 ? "" : "s");
     if (h->merge.malformed)
-      fprintf(stderr, "      %" PRIu64 " packets that do not decode were left "
-              "out of the merged trace\n", h->merge.malformed);
+      fprintf(stderr, "      %s %" PRIu64 " packets that do not decode were "
+              "left out of the merged trace\n", TG_NOTE(FLEET_MALFORMED),
+              h->merge.malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
-      fprintf(stderr, "      no data loss%s\n",
+      fprintf(stderr, "      %s no data loss%s\n", TG_NOTE(NO_LOSS),
               h->core.report.reads_lost ? " counted by the service" : "");
       continue;
     }
-    fprintf(stderr, "      data loss:\n");
+    fprintf(stderr, "      %s data loss:\n", TG_NOTE(DATA_LOSS));
     for (size_t k = 0; k < h->loss.n; k++)
       fprintf(stderr, "        %-44s %" PRIu64 "\n", h->loss.items[k].name,
               h->loss.items[k].value);
@@ -252,8 +266,8 @@ size_t fleet_ui_summary(fleet_t *f) {
   if (quiet) {
     char by[32];
     cli_format_bytes(by, sizeof(by), quiet_bytes);
-    fprintf(stderr, "  %zu %shost%s: ok, no loss, no reconnection; %s, %" PRIu64
-            " packets in all", quiet, quiet == f->n ? "" : "other ",
+    fprintf(stderr, "  %s %zu %shost%s: ok, no loss, no reconnection; %s, "
+            "%" PRIu64 " packets in all", TG_NOTE(FLEET_QUIET_HOSTS), quiet, quiet == f->n ? "" : "other ",
             quiet == 1 ? "" : "s", by, quiet_packets);
     if (quiet_refused)
       fprintf(stderr, "; %zu sent plain (relay refused compression)",
@@ -265,12 +279,13 @@ size_t fleet_ui_summary(fleet_t *f) {
   }
   if (f->n > MAX_HOST_LINES) clock_summary(f);
   if (f->tls_counts.full + f->tls_counts.resumed)
-    fprintf(stderr, "  TLS handshakes: %" PRIu64 " full, %" PRIu64
-            " resumed from a saved session\n", f->tls_counts.full,
+    fprintf(stderr, "  %s TLS handshakes: %" PRIu64 " full, %" PRIu64
+            " resumed from a saved session\n", TG_NOTE(FLEET_TLS_HANDSHAKES),
+            f->tls_counts.full,
             f->tls_counts.resumed);
   if (failed) {
-    fprintf(stderr, CLI_PROG ": %zu of %zu host%s failed:", failed, f->n,
-            f->n == 1 ? "" : "s");
+    fprintf(stderr, CLI_PROG ": %s %zu of %zu host%s failed:",
+            TG_NOTE(FLEET_FAILED_HOSTS), failed, f->n, f->n == 1 ? "" : "s");
     for (size_t i = 0; i < f->n; i++)
       if (f->hosts[i].core.report.link_state != TG_LINK_DONE)
         fprintf(stderr, " %s", f->hosts[i].t->spec);

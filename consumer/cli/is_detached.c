@@ -27,8 +27,9 @@ static int after_attach(cli_sm_t *m, cli_sm_outcome_t o) {
 
 static int after_detach(cli_sm_t *m, cli_sm_outcome_t o) {
   if (o != CLI_SM_OK)
-    cli_sm_fail(m, CLI_EXIT_FAIL, "the session '%s' was there but could not "
-                "be detached again (it ends now)", (const char *)m->ctx);
+    cli_sm_fail(m, CLI_EXIT_FAIL, TG_N_NONE,
+                "the session '%s' was there but could not be detached again "
+                "(it ends now)", (const char *)m->ctx);
   return CLI_SM_END;
 }
 

@@ -123,7 +123,9 @@ static void on_fatal_signal(int sig) {
       continue;
     }
     if (stderr_is_tty) put("\r\033[K"); /* over a progress line */
-    put(CLI_PROG ": interrupted: the partial trace is in ");
+    put(CLI_PROG ": ");
+    put(tg_notice_tag(TG_N_PARTIAL_KEPT)); /* a static string: safe here */
+    put(" interrupted: the partial trace is in ");
     put(name);
     put("\n");
   }
@@ -171,7 +173,8 @@ static void unannounce(const cli_output_t *o) {
 }
 
 static int open_failed(cli_output_t *o, const char *path, int err) {
-  fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", path, tg_strerror(err));
+  fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+          TG_NOTE(OUTPUT_UNWRITABLE), path, tg_strerror(err));
   cli_output_discard(o);
   return -1;
 }
@@ -239,7 +242,8 @@ int cli_output_open(cli_output_t *o, const char *path) {
   if (rv < 0) return open_failed(o, path, rv);
   if (exists && S_ISDIR(st.st_mode)) {
     free(final);
-    fprintf(stderr, CLI_PROG ": cannot write %s: it is a directory\n", path);
+    fprintf(stderr, CLI_PROG ": %s cannot write %s: it is a directory\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), path);
     cli_output_discard(o);
     return -1;
   }
@@ -383,8 +387,8 @@ static void rename_to_final(cli_output_t *o, int *rv) {
   if (!o->tmp) return; /* written in place */
   unannounce(o);
   if (rename(o->tmp, o->final) < 0) {
-    fprintf(stderr, CLI_PROG ": cannot rename %s to %s: %s\n", o->tmp, o->final,
-            strerror(errno));
+    fprintf(stderr, CLI_PROG ": %s cannot rename %s to %s: %s\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), o->tmp, o->final, strerror(errno));
     *rv = -1;
     return;
   }
@@ -412,14 +416,14 @@ int cli_output_commit(cli_output_t *o) {
     if (err == 0 && o->scan_off != o->bytes)
       err = TG_EPROTO_DECODE; /* a truncated packet at the end */
     if (err) {
-      fprintf(stderr, CLI_PROG ": %s: the trace file is damaged (%s)\n",
-              o->path, tg_strerror(err));
+      fprintf(stderr, CLI_PROG ": %s %s: the trace file is damaged (%s)\n",
+              TG_NOTE(TRACE_DAMAGED), o->path, tg_strerror(err));
       rv = -1;
     }
   }
   if (rv == 0 && !o->err && o->packets == 0) {
-    fprintf(stderr, CLI_PROG ": the trace is empty: nothing written to %s\n",
-            o->path);
+    fprintf(stderr, CLI_PROG ": %s the trace is empty: nothing written to %s\n",
+            TG_NOTE(TRACE_EMPTY), o->path);
     rv = -1;
   }
   /* Pipes, terminals and devices cannot be synced (EINVAL): what
@@ -428,8 +432,8 @@ int cli_output_commit(cli_output_t *o) {
     o->err = -errno;
   if (rv == 0 && !o->err) o->err = close_checked(o);
   if (o->err) {
-    fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", o->path,
-            tg_strerror(o->err));
+    fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), o->path, tg_strerror(o->err));
     rv = -1;
   }
   if (rv == 0) rename_to_final(o, &rv);
@@ -446,7 +450,8 @@ void cli_output_keep_partial(cli_output_t *o) {
       int rv = 0;
       rename_to_final(o, &rv);
       if (rv == 0)
-        fprintf(stderr, CLI_PROG ": kept the partial trace (%llu packets) in %s\n",
+        fprintf(stderr, CLI_PROG ": %s kept the partial trace (%llu packets) "
+                "in %s\n", TG_NOTE(PARTIAL_KEPT),
                 (unsigned long long)o->packets, o->path);
     }
   }
@@ -460,7 +465,8 @@ void cli_output_abandon(cli_output_t *o) {
     struct stat st;
     if (fstat(o->fd, &st) == 0 && st.st_size > 0) {
       /* Left as it is, under its visible name. */
-      fprintf(stderr, CLI_PROG ": the partial trace is in %s\n", o->tmp);
+      fprintf(stderr, CLI_PROG ": %s the partial trace is in %s\n",
+              TG_NOTE(PARTIAL_KEPT), o->tmp);
       unannounce(o);
       free(o->tmp);
       o->tmp = NULL;

@@ -92,9 +92,9 @@ void cli_progress_print(FILE *tty, uint64_t elapsed_ms, uint64_t duration_ms,
   if (duration_ms) cli_format_ms(du, sizeof(du), duration_ms);
   else snprintf(du, sizeof(du), "until Ctrl-C");
   cli_format_bytes(by, sizeof(by), bytes);
-  fprintf(tty, "\r\033[K" CLI_PROG ": recording %s / %s, %s, %" PRIu64
+  fprintf(tty, "\r\033[K" CLI_PROG ": %s recording %s / %s, %s, %" PRIu64
           " packets, loss %" PRIu64,
-          el, du, by, packets, loss);
+          TG_NOTE(PROGRESS), el, du, by, packets, loss);
   fflush(tty);
 }
 
@@ -103,18 +103,19 @@ void cli_progress_clear(FILE *tty) {
   fflush(tty);
 }
 
-void cli_vsay(const char *fmt, va_list ap) {
+void cli_vsay(tg_notice_t code, const char *fmt, va_list ap) {
   fputs(CLI_PROG ": ", stderr);
+  if (code != TG_N_NONE) fprintf(stderr, "%s ", tg_notice_tag(code));
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
 }
 
 void cli_loss_print(FILE *out, const cli_loss_t *loss) {
   if (loss->n == 0) {
-    fprintf(out, CLI_PROG ": no data loss\n");
+    fprintf(out, CLI_PROG ": %s no data loss\n", TG_NOTE(NO_LOSS));
     return;
   }
-  fprintf(out, CLI_PROG ": data loss:\n");
+  fprintf(out, CLI_PROG ": %s data loss:\n", TG_NOTE(DATA_LOSS));
   for (size_t i = 0; i < loss->n; i++)
     fprintf(out, "  %-44s %" PRIu64 "\n", loss->items[i].name,
             loss->items[i].value);

@@ -114,7 +114,7 @@ static int send_query(cli_sm_t *m) {
 
 static const cli_sm_state_t query_states[] = {
     {"query", send_query, CLI_SM_END, CLI_SM_END, "cannot query the service",
-     CLI_EXIT_FAIL, NULL},
+     CLI_EXIT_FAIL, NULL, TG_N_QUERY_FAILED},
 };
 
 Perfetto__Protos__TracingServiceState *cli_query_state(cli_conn_t *cc) {
@@ -142,7 +142,7 @@ static int send_caps(cli_sm_t *m) {
 /* Not answered is no failure here: the caller says why in its output. */
 static const cli_sm_state_t caps_states[] = {
     {"capabilities", send_caps, CLI_SM_END, CLI_SM_END, NULL, CLI_EXIT_OK,
-     NULL},
+     NULL, TG_N_NONE},
 };
 
 /* QueryCapabilities, waited for. NULL with |why| filled when the service

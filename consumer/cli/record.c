@@ -175,7 +175,7 @@ static const char *bugreport_path(void) {
 }
 
 static int usage_error(const char *prog, const char *msg) {
-  fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
+  fprintf(stderr, "%s: %s %s (see --help)\n", prog, TG_NOTE(USAGE), msg);
   return CLI_EXIT_USAGE;
 }
 
@@ -627,9 +627,9 @@ static int record_remote(record_opts_t *o) {
     if (!cfg) goto out;
   }
   if (record_snapshot_mode(cfg)) {
-    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT works with "
-            "the local service (each snapshot is cloned over its socket), not "
-            "with -H\n");
+    fprintf(stderr, CLI_PROG " record: %s trigger_mode CLONE_SNAPSHOT works "
+            "with the local service (each snapshot is cloned over its socket), "
+            "not with -H\n", TG_NOTE(CLONE_SNAPSHOT_UNSUPPORTED));
     rc = CLI_EXIT_USAGE;
     goto out;
   }
@@ -681,8 +681,8 @@ int cli_record_main(int argc, char **argv) {
   }
   /* CLONE_SNAPSHOT: tracegate clones at each trigger, into OUT.N. */
   if (record_snapshot_mode(r->cfg) && (r->o.detach || r->out.direct)) {
-    fprintf(stderr, CLI_PROG " record: trigger_mode CLONE_SNAPSHOT: %s\n",
-            r->o.detach ? "the snapshots are taken by this command at each "
+    fprintf(stderr, CLI_PROG " record: %s trigger_mode CLONE_SNAPSHOT: %s\n",
+            TG_NOTE(CLONE_SNAPSHOT_UNSUPPORTED), r->o.detach ? "the snapshots are taken by this command at each "
                           "trigger: it cannot --detach"
                         : "each snapshot goes to OUT.N next to OUT: -o must "
                           "name a file");

@@ -103,9 +103,9 @@ static void say_missing(void *ctx, size_t index, const char *name,
   (void)ctx;
   (void)index;
   fprintf(stderr,
-          CLI_PROG ": warning: no producer has registered the data source "
+          CLI_PROG ": %s warning: no producer has registered the data source "
           "'%s' (yet: it records nothing unless one does)%s\n",
-          name, near);
+          TG_NOTE(UNKNOWN_DATA_SOURCE), name, near);
 }
 
 /* The fields of each probes data source's config the probes ignore. */
@@ -122,8 +122,9 @@ static void check_fields(const Perfetto__Protos__TraceConfig *cfg) {
     free(bytes);
     if (n)
       fprintf(stderr,
-              CLI_PROG ": warning: %s: tracegate-probes does not act on %zu "
-              "config field(s): %s\n", dsc->name, n, names);
+              CLI_PROG ": %s warning: %s: tracegate-probes does not act on "
+              "%zu config field(s): %s\n", TG_NOTE(UNACTED_FIELDS), dsc->name,
+              n, names);
   }
 }
 

@@ -70,11 +70,13 @@ static int after_clone(cli_sm_t *m, cli_sm_outcome_t o) {
       cl->r->o.bugreport) {
     /* As perfetto_cmd: no session for a bugreport is no error, and
      * leaves no file (never an empty one). */
-    fprintf(stderr, CLI_PROG ": nothing saved for a bugreport: %s\n", m->msg);
+    fprintf(stderr, CLI_PROG ": %s nothing saved for a bugreport: %s\n",
+            TG_NOTE(BUGREPORT_NOTHING), m->msg);
     cl->r->nothing_saved = cl->nothing = true;
     return CLI_SM_END;
   }
-  cli_sm_fail(m, CLI_EXIT_FAIL, "cannot clone %s", cl->which);
+  cli_sm_fail(m, CLI_EXIT_FAIL, TG_N_CLONE_FAILED, "cannot clone %s",
+              cl->which);
   return CLI_SM_END;
 }
 
@@ -89,7 +91,8 @@ static int after_read(cli_sm_t *m, cli_sm_outcome_t o) {
   clone_ctx_t *cl = m->ctx;
   if (o != CLI_SM_OK) return CLI_SM_TABLE;
   if (cl->r->out.err) {
-    fprintf(stderr, CLI_PROG ": cannot write %s: %s\n", cl->r->o.out,
+    fprintf(stderr, CLI_PROG ": %s cannot write %s: %s\n",
+            TG_NOTE(OUTPUT_UNWRITABLE), cl->r->o.out,
             tg_strerror(cl->r->out.err));
     m->code = CLI_EXIT_FAIL;
     return FREE;
@@ -120,12 +123,13 @@ static const cli_sm_state_t clone_states[] = {
     [CLONE] = {"clone", send_clone, READ, CLI_SM_END, NULL, CLI_EXIT_FAIL,
                after_clone},
     [READ] = {"read", send_read, STATS, FREE, "cannot read the snapshot",
-              CLI_EXIT_FAIL, after_read},
+              CLI_EXIT_FAIL, after_read, TG_N_CLONE_FAILED},
     [STATS] = {"stats", send_stats, FREE, FREE,
                "warning: no statistics of the snapshot", CLI_EXIT_OK,
-               after_stats},
+               after_stats, TG_N_LOSS_UNKNOWN},
     [FREE] = {"free", send_free, CLI_SM_END, CLI_SM_END,
-              "warning: cannot free the snapshot", CLI_EXIT_OK, NULL},
+              "warning: cannot free the snapshot", CLI_EXIT_OK, NULL,
+              TG_N_SNAPSHOT_NOT_FREED},
 };
 
 int record_clone(record_t *r) {
@@ -145,9 +149,9 @@ int record_clone(record_t *r) {
   char by[32], el[32];
   cli_format_bytes(by, sizeof(by), r->out.bytes);
   cli_format_ms(el, sizeof(el), cli_now_ms() - cl.t0);
-  fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, a snapshot of %s "
-          "(it runs on), %s\n", r->o.out, by, (unsigned long long)r->out.packets,
-          which, el);
+  fprintf(stderr, CLI_PROG ": %s wrote %s: %s, %llu packets, a snapshot of %s "
+          "(it runs on), %s\n", TG_NOTE(SNAPSHOT_WRITTEN), r->o.out, by,
+          (unsigned long long)r->out.packets, which, el);
   cli_loss_print(stderr, &r->loss);
   return CLI_EXIT_OK;
 }
@@ -159,12 +163,14 @@ int record_bugreport_target_ok(const char *path) {
   if (lstat(path, &st) < 0) {
     if (errno == ENOENT) return 0;
     int err = -errno;
-    fprintf(stderr, CLI_PROG ": %s: %s\n", path, strerror(-err));
+    fprintf(stderr, CLI_PROG ": %s %s: %s\n", TG_NOTE(OUTPUT_UNWRITABLE), path,
+            strerror(-err));
     return err;
   }
   if (S_ISREG(st.st_mode) && st.st_uid == geteuid()) return 0;
-  fprintf(stderr, CLI_PROG ": %s exists and is not a regular file of yours "
-          "(a link, a FIFO, another user's): not written\n", path);
+  fprintf(stderr, CLI_PROG ": %s %s exists and is not a regular file of "
+          "yours (a link, a FIFO, another user's): not written\n",
+          TG_NOTE(OUTPUT_UNWRITABLE), path);
   return -EEXIST;
 }
 
@@ -209,9 +215,10 @@ static void on_br_state(tg_consumer_t *c, void *ctx, int status,
                            ? s->bugreport_filename
                            : "systrace.pftrace";
     if (!br_name_ok(name)) {
-      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": bugreport_filename "
+      fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ": bugreport_filename "
               "'%.64s' is not a plain file name (letters, digits, '.', '_', "
-              "'-'; at most %d, no leading '.'): not saved\n", s->id, name,
+              "'-'; at most %d, no leading '.'): not saved\n",
+              TG_NOTE(BUGREPORT_NAME_REFUSED), s->id, name,
               TG_BUGREPORT_NAME_MAX);
       q->err = q->err ? q->err : -EINVAL;
       continue;
@@ -278,7 +285,8 @@ static int send_list(cli_sm_t *m) {
 
 static const cli_sm_state_t list_states[] = {
     {"list", send_list, CLI_SM_END, CLI_SM_END,
-     "cannot list the tracing sessions", CLI_EXIT_FAIL, NULL},
+     "cannot list the tracing sessions", CLI_EXIT_FAIL, NULL,
+     TG_N_QUERY_FAILED},
 };
 
 int record_save_all_for_bugreport(record_t *r, const char *dir) {
@@ -296,8 +304,9 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
   }
   int code = q.err ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   if (!q.n) {
-    fprintf(stderr, CLI_PROG ": no tracing session eligible for a bugreport "
-            "(started, bugreport_score > 0)\n");
+    fprintf(stderr, CLI_PROG ": %s no tracing session eligible for a "
+            "bugreport (started, bugreport_score > 0)\n",
+            TG_NOTE(BUGREPORT_NOTHING));
     free(q.picks);
     return code;
   }
@@ -307,14 +316,15 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     char path[4096 + sizeof(q.picks[i].file) + 2];
     int pn = snprintf(path, sizeof(path), "%s/%s", dir, q.picks[i].file);
     if (pn < 0 || (size_t)pn >= sizeof(path)) { /* a cut path names another file */
-      fprintf(stderr, CLI_PROG ": session %" PRIu64 ": the bugreport "
+      fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ": the bugreport "
               "directory's path is too long (TMPDIR): not saved\n",
-              q.picks[i].id);
+              TG_NOTE(BUGREPORT_PATH_TOO_LONG), q.picks[i].id);
       code = CLI_EXIT_FAIL;
       continue;
     }
-    fprintf(stderr, CLI_PROG ": session %" PRIu64 ", bugreport_score %d, into "
-            "%s\n", q.picks[i].id, q.picks[i].score, path);
+    fprintf(stderr, CLI_PROG ": %s session %" PRIu64 ", bugreport_score %d, "
+            "into %s\n", TG_NOTE(BUGREPORT_SAVING), q.picks[i].id,
+            q.picks[i].score, path);
     r->o.clone_id = q.picks[i].id;
     r->o.clone_name = NULL;
     r->o.clone_for_bugreport = true;

@@ -97,13 +97,13 @@ static void finish(record_t *r) {
   if (r->conn.c) tg_consumer_close(r->conn.c);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void fail(record_t *r, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4)))
+static void fail(record_t *r, tg_notice_t code, const char *fmt, ...) {
   if (r->finished) return;
   clear_progress(r);
   va_list ap;
   va_start(ap, fmt);
-  cli_vsay(fmt, ap);
+  cli_vsay(code, fmt, ap);
   va_end(ap);
   va_start(ap, fmt);
   vsnprintf(r->fail_why, sizeof(r->fail_why), fmt, ap);
@@ -132,7 +132,8 @@ static void on_stats(tg_recording_t *rec, int status, const char *msg,
     show_progress(r);
   } else if (status) {
     clear_progress(r);
-    fprintf(stderr, CLI_PROG ": warning: no final statistics: %s\n", msg);
+    fprintf(stderr, CLI_PROG ": %s warning: no final statistics: %s\n",
+            TG_NOTE(LOSS_UNKNOWN), msg);
     r->no_final_stats = true;
   } else {
     r->no_final_stats = false;
@@ -147,12 +148,13 @@ static int verify_watched(record_t *r) {
   int err = cli_output_scan(&r->out);
   if (err == 0 && r->out.scan_off != r->out.bytes) err = TG_EPROTO_DECODE;
   if (err) {
-    fprintf(stderr, CLI_PROG ": %s: the trace file is damaged (%s)\n", r->o.out,
-            tg_strerror(err));
+    fprintf(stderr, CLI_PROG ": %s %s: the trace file is damaged (%s)\n",
+            TG_NOTE(TRACE_DAMAGED), r->o.out, tg_strerror(err));
     return -1;
   }
   if (r->out.packets == 0) {
-    fprintf(stderr, CLI_PROG ": %s: the trace is empty\n", r->o.out);
+    fprintf(stderr, CLI_PROG ": %s %s: the trace is empty\n",
+            TG_NOTE(TRACE_EMPTY), r->o.out);
     return -1;
   }
   return 0;
@@ -201,22 +203,27 @@ static void complete(record_t *r) {
     cli_format_ms(el, sizeof(el), elapsed);
     /* An attached session ran before we came: our clock would lie. */
     if (checked && r->o.attach)
-      fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets (attached for "
-              "%s; the session ran since --detach)\n", r->o.out, by,
+      fprintf(stderr, CLI_PROG ": %s wrote %s: %s, %llu packets (attached "
+              "for %s; the session ran since --detach)\n",
+              TG_NOTE(TRACE_WRITTEN_ATTACHED), r->o.out, by,
               (unsigned long long)r->out.packets, el);
     else if (checked)
-      fprintf(stderr, CLI_PROG ": wrote %s: %s, %llu packets, %s\n", r->o.out,
-              by, (unsigned long long)r->out.packets, el);
+      fprintf(stderr, CLI_PROG ": %s wrote %s: %s, %llu packets, %s\n",
+              TG_NOTE(TRACE_WRITTEN), r->o.out, by,
+              (unsigned long long)r->out.packets, el);
     else
-      fprintf(stderr, CLI_PROG ": the session ended; the service wrote its "
-              "trace into the file given at --detach\n");
+      fprintf(stderr, CLI_PROG ": %s the session ended; the service wrote "
+              "its trace into the file given at --detach\n",
+              TG_NOTE(TRACE_WRITTEN_BY_SERVICE));
     r->exit_code = CLI_EXIT_OK;
   }
   /* Written, but with nothing traced: not a success. */
   if (record_trigger_never_fired(r)) r->exit_code = CLI_EXIT_FAIL;
-  fprintf(stderr, CLI_PROG ": the session ended: %s\n", kEnds[r->end].text);
+  fprintf(stderr, CLI_PROG ": %s the session ended: %s\n",
+          TG_NOTE(SESSION_ENDED), kEnds[r->end].text);
   if (r->no_final_stats)
-    fprintf(stderr, CLI_PROG ": data loss unknown (no final statistics)\n");
+    fprintf(stderr, CLI_PROG ": %s data loss unknown (no final statistics)\n",
+            TG_NOTE(LOSS_UNKNOWN));
   else
     cli_loss_print(stderr, &r->loss);
   finish(r);
@@ -227,15 +234,15 @@ static void detached(record_t *r) {
   if (r->has_out) {
     /* The service goes on writing into the file: give it its name now. */
     if (r->file_mode && cli_output_rename_now(&r->out) == 0)
-      fprintf(stderr, CLI_PROG ": the service writes the trace into %s\n",
-              r->o.out);
+      fprintf(stderr, CLI_PROG ": %s the service writes the trace into %s\n",
+              TG_NOTE(TRACE_WRITTEN_BY_SERVICE), r->o.out);
     cli_output_discard(&r->out);
     r->has_out = false;
   }
   fprintf(stderr,
-          CLI_PROG ": detached; the session runs on as '%s'. Take it back "
+          CLI_PROG ": %s detached; the session runs on as '%s'. Take it back "
           "with: " CLI_PROG " record --attach %s [--stop] [-o FILE]\n",
-          r->o.detach, r->o.detach);
+          TG_NOTE(DETACHED), r->o.detach, r->o.detach);
   printf("%s\n", r->o.detach);
   fflush(stdout);
   r->exit_code = CLI_EXIT_OK;
@@ -268,13 +275,16 @@ static void on_end(tg_recording_t *rec, int status, const char *reason) {
   r->deadline_failed = tg_recording_deadline_failed(rec);
   if (r->conn_lost) {
     r->end = RECORD_END_SERVICE_GONE;
-    fprintf(stderr, CLI_PROG ": the session ended: %s\n", kEnds[r->end].text);
+    fprintf(stderr, CLI_PROG ": %s the session ended: %s\n",
+            TG_NOTE(SESSION_ENDED), kEnds[r->end].text);
   }
   r->write_failed = r->has_out && r->out.err;
   if (r->write_failed)
-    fail(r, "cannot write %s: %s", r->o.out, tg_strerror(r->out.err));
+    fail(r, TG_N_OUTPUT_UNWRITABLE, "cannot write %s: %s", r->o.out,
+         tg_strerror(r->out.err));
   else
-    fail(r, "%s", reason);
+    fail(r, r->o.attach && !r->began ? TG_N_ATTACH_FAILED : TG_N_SESSION_FAILED,
+         "%s", reason);
 }
 
 static void on_state(tg_recording_t *rec, tg_rec_state_t from,
@@ -307,8 +317,9 @@ static int on_attached(tg_recording_t *rec,
   r->file_mode = cfg->has_write_into_file && cfg->write_into_file;
   r->duration_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
   if (!r->file_mode && !r->has_out) {
-    fprintf(stderr, CLI_PROG ": the session keeps its trace in the service's "
-            "buffers: give -o FILE to read it\n");
+    fprintf(stderr, CLI_PROG ": %s the session keeps its trace in the "
+            "service's buffers: give -o FILE to read it\n",
+            TG_NOTE(ATTACH_NEEDS_OUTPUT));
     return 1; /* give the session back rather than end it */
   }
   if (r->file_mode && r->has_out) {
@@ -347,13 +358,14 @@ static void on_sigint(uv_signal_t *s, int signum) {
   if (!r->end) r->end = signum == SIGTERM ? RECORD_END_SIGTERM : RECORD_END_SIGINT;
   if (++r->sigints > 1) {
     clear_progress(r);
-    fprintf(stderr, CLI_PROG ": aborted\n");
+    fprintf(stderr, CLI_PROG ": %s aborted\n", TG_NOTE(ABORTED));
     if (r->has_out && !r->watch_only) cli_output_abandon(&r->out);
     fflush(stderr);
     _exit(CLI_EXIT_ABORTED);
   }
   clear_progress(r);
-  fprintf(stderr, CLI_PROG ": stopping the trace (Ctrl-C again to abort)\n");
+  fprintf(stderr, CLI_PROG ": %s stopping the trace (Ctrl-C again to abort)\n",
+          TG_NOTE(STOPPING));
   tg_recording_stop(r->rec);
 }
 
@@ -373,7 +385,7 @@ static int prepare(record_t *r, tg_recording_opts_t *ro, tg_buf_t *bytes) {
     return 0;
   }
   if (cli_config_pack(r->cfg, bytes) < 0) {
-    fail(r, "out of memory");
+    fail(r, TG_N_SESSION_FAILED, "out of memory");
     return -1;
   }
   ro->config = tg_buf_begin(bytes);
@@ -383,7 +395,8 @@ static int prepare(record_t *r, tg_recording_opts_t *ro, tg_buf_t *bytes) {
   if (r->file_mode) {
     ro->fd = fcntl(r->out.fd, F_DUPFD_CLOEXEC, 0);
     if (ro->fd < 0) {
-      fail(r, "cannot pass %s to the service: %s", r->o.out, strerror(errno));
+      fail(r, TG_N_OUTPUT_UNWRITABLE, "cannot pass %s to the service: %s",
+           r->o.out, strerror(errno));
       return -1;
     }
     r->out.by_service = true;
@@ -403,7 +416,7 @@ void record_begin(record_t *r) {
   uv_signal_start(&r->sigterm, on_sigint, SIGTERM);
   r->rec = tg_recording_new(r->loop, &rec_cbs, r);
   if (!r->rec) {
-    fail(r, "out of memory");
+    fail(r, TG_N_SESSION_FAILED, "out of memory");
     return;
   }
   tg_recording_opts_t ro;
@@ -418,7 +431,8 @@ void record_begin(record_t *r) {
   int rv = tg_recording_start(r->rec, r->conn.c, &ro);
   tg_buf_free(&bytes);
   if (rv < 0) {
-    fail(r, "cannot %s: %s", r->o.attach ? "attach" : "enable tracing",
+    fail(r, r->o.attach ? TG_N_ATTACH_FAILED : TG_N_SESSION_FAILED,
+         "cannot %s: %s", r->o.attach ? "attach" : "enable tracing",
          tg_strerror(rv));
     return;
   }

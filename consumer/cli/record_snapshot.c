@@ -36,8 +36,8 @@ bool record_snapshot_mode(const Perfetto__Protos__TraceConfig *cfg) {
 }
 
 static void snap_fail(snapshot_t *s, const char *what, const char *msg) {
-  fprintf(stderr, CLI_PROG ": snapshot %u (trigger '%s'): %s: %s\n", s->index,
-          s->trigger, what, msg);
+  fprintf(stderr, CLI_PROG ": %s snapshot %u (trigger '%s'): %s: %s\n",
+          TG_NOTE(SNAPSHOT_FAILED), s->index, s->trigger, what, msg);
   s->ok = false;
   tg_consumer_close(s->c);
 }
@@ -49,8 +49,9 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
   if (s->has_out) {
     s->has_out = false;
     if (cli_output_commit(&s->out) == 0)
-      fprintf(stderr, CLI_PROG ": wrote snapshot %s (trigger '%s'): %llu packets; "
-              "the session runs on\n", s->path, s->trigger,
+      fprintf(stderr, CLI_PROG ": %s wrote snapshot %s (trigger '%s'): %llu "
+              "packets; the session runs on\n", TG_NOTE(SNAPSHOT_WRITTEN),
+              s->path, s->trigger,
               (unsigned long long)s->out.packets);
   }
   tg_consumer_close(s->c);
@@ -109,8 +110,8 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   snapshot_t *s = tg_consumer_data(c);
   if (status && s->ok)
-    fprintf(stderr, CLI_PROG ": snapshot %u (trigger '%s'): %s\n", s->index,
-            s->trigger, msg);
+    fprintf(stderr, CLI_PROG ": %s snapshot %u (trigger '%s'): %s\n",
+            TG_NOTE(SNAPSHOT_FAILED), s->index, s->trigger, msg);
   if (s->has_out) cli_output_discard(&s->out);
   s->r->snapshots_running--;
   free(s);
@@ -143,8 +144,8 @@ static void start_snapshot(record_t *r,
   s->has_out = true;
   r->snapshots_running++;
   if (tg_consumer_connect(r->loop, r->o.socket, &snapshot_cbs, s, &s->c) < 0) {
-    fprintf(stderr, CLI_PROG ": snapshot %u: cannot connect to %s\n", s->index,
-            r->o.socket);
+    fprintf(stderr, CLI_PROG ": %s snapshot %u: cannot connect to %s\n",
+            TG_NOTE(SNAPSHOT_FAILED), s->index, r->o.socket);
     cli_output_discard(&s->out);
     r->snapshots_running--;
     free(s);

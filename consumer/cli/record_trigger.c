@@ -91,8 +91,8 @@ void record_trigger_watch(record_t *r, const Perfetto__Protos__TraceConfig *cfg)
    * hears the pipe close. */
   r->trigger_wait = false;
   if (r->snapshot_watch)
-    fprintf(stderr, CLI_PROG ": warning: cannot watch for CLONE_SNAPSHOT "
-            "triggers: no snapshots will be taken\n");
+    fprintf(stderr, CLI_PROG ": %s warning: cannot watch for CLONE_SNAPSHOT "
+            "triggers: no snapshots will be taken\n", TG_NOTE(SNAPSHOT_FAILED));
   if (r->bg_fd >= 0) {
     close(r->bg_fd);
     r->bg_fd = -1;
@@ -108,8 +108,8 @@ bool record_trigger_progress(record_t *r) {
     cli_format_ms(t, sizeof(t), r->trigger_timeout_ms);
     snprintf(to, sizeof(to), ", timeout %s", t);
   }
-  fprintf(stderr, "\r\033[K" CLI_PROG ": waiting for trigger %s (%s%s)",
-          r->trigger_names, el, to);
+  fprintf(stderr, "\r\033[K" CLI_PROG ": %s waiting for trigger %s (%s%s)",
+          TG_NOTE(TRIGGER_WAITING), r->trigger_names, el, to);
   fflush(stderr);
   return true;
 }
@@ -118,8 +118,8 @@ bool record_trigger_never_fired(record_t *r) {
   if (!r->trigger_wait || r->trigger_fired) return false;
   char to[32] = "";
   if (r->trigger_timeout_ms) cli_format_ms(to, sizeof(to), r->trigger_timeout_ms);
-  fprintf(stderr, CLI_PROG ": the trigger never fired: no %s within %s; "
-          "nothing was traced\n", r->trigger_names,
+  fprintf(stderr, CLI_PROG ": %s the trigger never fired: no %s within %s; "
+          "nothing was traced\n", TG_NOTE(TRIGGER_NEVER_FIRED), r->trigger_names,
           to[0] ? to : "the session's life");
   return true;
 }

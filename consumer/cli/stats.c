@@ -65,12 +65,14 @@ static int send_detach(cli_sm_t *m) {
 
 static const cli_sm_state_t detached_states[] = {
     [ATTACH] = {"attach", send_attach, STATS, CLI_SM_END,
-                "cannot attach to the session", CLI_EXIT_FAIL, NULL},
+                "cannot attach to the session", CLI_EXIT_FAIL, NULL,
+                TG_N_ATTACH_FAILED},
     [STATS] = {"stats", send_stats, DETACH, DETACH,
-               "cannot get the statistics", CLI_EXIT_FAIL, NULL},
+               "cannot get the statistics", CLI_EXIT_FAIL, NULL,
+               TG_N_STATS_FAILED},
     [DETACH] = {"detach", send_detach, CLI_SM_END, CLI_SM_END,
                 "cannot detach again (the session ends now)", CLI_EXIT_FAIL,
-                NULL},
+                NULL, TG_N_DETACH_FAILED},
 };
 
 static int stats_of_detached(cli_conn_t *cc, const char *key, bool json) {
@@ -104,7 +106,8 @@ static int stats_of_service(cli_conn_t *cc, bool filter, uint64_t id,
   for (size_t i = 0; filter && i < st->n_tracing_sessions; i++)
     if (st->tracing_sessions[i]->id == id) found = true;
   if (!found) {
-    fprintf(stderr, CLI_PROG ": no tracing session %" PRIu64 "\n", id);
+    fprintf(stderr, CLI_PROG ": %s no tracing session %" PRIu64 "\n",
+            TG_NOTE(NO_SUCH_SESSION), id);
     code = CLI_EXIT_FAIL;
   } else if (json) {
     code = sessions_json(st, filter, id);

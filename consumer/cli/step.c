@@ -39,18 +39,22 @@ const char *cli_sm_why(const cli_sm_t *m) {
   return m->done ? m->msg : m->cc->close_msg;
 }
 
-static void say_failed(cli_sm_t *m, int code, const char *what) {
-  fprintf(stderr, CLI_PROG ": %s: %s\n", what, cli_sm_why(m));
+static void say_failed(cli_sm_t *m, int code, tg_notice_t notice,
+                       const char *what) {
+  bool coded = notice != TG_N_NONE;
+  fprintf(stderr, CLI_PROG ": %s%s%s: %s\n", coded ? tg_notice_tag(notice) : "",
+          coded ? " " : "", what, cli_sm_why(m));
   if (code != CLI_EXIT_OK) m->code = code;
 }
 
-void cli_sm_fail(cli_sm_t *m, int code, const char *fmt, ...) {
+void cli_sm_fail(cli_sm_t *m, int code, tg_notice_t notice, const char *fmt,
+                 ...) {
   char what[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
   va_end(ap);
-  say_failed(m, code, what);
+  say_failed(m, code, notice, what);
 }
 
 static const char *outcome_name(cli_sm_outcome_t o) {
@@ -77,7 +81,7 @@ static int step(cli_sm_t *m) {
   int next = st->decide ? st->decide(m, o) : CLI_SM_TABLE;
   if (next == CLI_SM_TABLE) {
     next = o == CLI_SM_OK ? st->on_ok : st->on_fail;
-    if (o != CLI_SM_OK && st->fail) say_failed(m, st->fail_code, st->fail);
+    if (o != CLI_SM_OK && st->fail) say_failed(m, st->fail_code, st->notice, st->fail);
   }
   TG_DEBUG("%s: %s -> %s%s%s", st->name, outcome_name(o),
            next == CLI_SM_END ? "end" : m->states[next].name,

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/notice.h"
 #include "consumer/cli/cli.h"
 
 /* How a state's request ended. */
@@ -46,6 +47,8 @@ typedef struct cli_sm_state {
    * that brought nothing new) and returns the next state, or CLI_SM_TABLE
    * for the table's choice (|fail| printed on failure). */
   int (*decide)(cli_sm_t *m, cli_sm_outcome_t outcome);
+  /* The code of |fail|'s line (common/notice.h); TG_N_NONE: none. */
+  tg_notice_t notice;
 } cli_sm_state_t;
 
 struct cli_sm {
@@ -81,7 +84,8 @@ const char *cli_sm_why(const cli_sm_t *m);
 
 /* For decide(): "tracegate: WHAT: why" on stderr, with |what| formatted,
  * and the exit code becomes |code| (CLI_EXIT_OK: unchanged). */
-void cli_sm_fail(cli_sm_t *m, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void cli_sm_fail(cli_sm_t *m, int code, tg_notice_t notice, const char *fmt,
+                 ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif /* TRACEGATE_CONSUMER_CLI_STEP_H */

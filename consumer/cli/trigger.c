@@ -114,8 +114,9 @@ static int activate(trigger_run_t *t) {
   int rv = tg_unix_transport_connect(&loop, &t->tr, t->socket);
   if (rv < 0) {
     fprintf(stderr,
-            CLI_PROG " trigger: cannot connect to the producer socket %s: %s "
-            "(is tracegated running?)\n", t->socket, tg_strerror(rv));
+            CLI_PROG " trigger: %s cannot connect to the producer socket %s: "
+            "%s (is tracegated running?)\n", TG_NOTE(TRIGGER_UNREACHABLE),
+            t->socket, tg_strerror(rv));
   } else {
     tg_ipc_client_init(&t->client, &t->tr.base, &client_cbs, t);
     rv = tg_ipc_client_bind(&t->client, "ProducerPort", on_bound, t);
@@ -129,7 +130,7 @@ static int activate(trigger_run_t *t) {
             t->why[0] ? t->why : "internal error: handles left open");
     return CLI_EXIT_FAIL;
   }
-  fprintf(stderr, CLI_PROG ": activated");
+  fprintf(stderr, CLI_PROG ": %s activated", TG_NOTE(TRIGGER_ACTIVATED));
   for (size_t i = 0; i < t->n; i++)
     fprintf(stderr, "%s '%s'", i ? "," : "", t->names[i]);
   fprintf(stderr, "\n");
@@ -168,15 +169,16 @@ int cli_trigger_main(int argc, char **argv) {
   if (rv == 1) {
     code = CLI_EXIT_OK;
   } else if (rv == 0 && n == 0) {
-    fprintf(stderr, "%s: give the names of the triggers to activate (see --help)\n",
-            prog);
+    fprintf(stderr, "%s: %s give the names of the triggers to activate (see "
+            "--help)\n", prog, TG_NOTE(USAGE));
   } else if (rv == 0 && n > MAX_TRIGGERS) {
-    fprintf(stderr, "%s: at most %d triggers at a time\n", prog, MAX_TRIGGERS);
+    fprintf(stderr, "%s: %s at most %d triggers at a time\n", prog,
+            TG_NOTE(USAGE), MAX_TRIGGERS);
   } else if (rv == 0) {
     for (size_t i = 0; i < n; i++) {
       if (!names[i][0] || strlen(names[i]) > MAX_TRIGGER_NAME) {
-        fprintf(stderr, "%s: a trigger name is 1 to %d bytes\n", prog,
-                MAX_TRIGGER_NAME);
+        fprintf(stderr, "%s: %s a trigger name is 1 to %d bytes\n", prog,
+                TG_NOTE(USAGE), MAX_TRIGGER_NAME);
         free(t);
         return CLI_EXIT_USAGE;
       }

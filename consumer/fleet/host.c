@@ -47,11 +47,12 @@ void tg__fleet_format_ms(char *out, size_t n, uint64_t ms) {
 }
 
 void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
-                      const char *fmt, ...) {
+                      tg_notice_t code, const char *fmt, ...) {
   char text[1024];
+  int n = snprintf(text, sizeof(text), "%s ", tg_notice_tag(code));
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
   va_end(ap);
   TG_INFO("fleet host %s: %s", h->name, text);
   cbs(h)->on_notice(h, kind, text);
@@ -230,7 +231,8 @@ static void link_lost(tg_fleet_host_t *h, const char *why) {
   }
   snprintf(h->report.lost_why, sizeof(h->report.lost_why), "%.290s", why);
   tg_link_lost(&h->e->link, tg__fleet_now(h), why);
-  tg__fleet_notice(h, TG_FLEET_INFO, "lost the link (%s); reconnecting", why);
+  tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_LINK_LOST,
+                   "lost the link (%s); reconnecting", why);
 }
 
 /* --- the connection closed ---------------------------------------------------- */
@@ -320,7 +322,8 @@ static void guard_expired(tg_fleet_host_t *h) {
 static void link_dead(tg_fleet_host_t *h, uint64_t now) {
   char el[32];
   tg__fleet_format_ms(el, sizeof(el), now - h->e->link.heard_ms);
-  tg__fleet_notice(h, TG_FLEET_INFO, "no answer for %s: the link is dead", el);
+  tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_LINK_DEAD,
+                   "no answer for %s: the link is dead", el);
   if (h->e->cx.c) tg_consumer_close(h->e->cx.c);
 }
 
@@ -373,7 +376,8 @@ static void on_rec_stats(tg_recording_t *rec, int status, const char *msg,
     tg_recording_replay_stats(rec, &rs);
     cbs(h)->on_stats(h, st, &rs);
   } else if (final) {
-    tg__fleet_notice(h, TG_FLEET_WARNING, "no final statistics: %s", msg);
+    tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_LOSS_UNKNOWN,
+                     "no final statistics: %s", msg);
   }
 }
 
@@ -411,23 +415,26 @@ static void on_rec_rebound(tg_recording_t *rec, int status, const char *msg) {
   char el[32];
   tg__fleet_format_ms(el, sizeof(el), down);
   const tg_fleet_dialer_t *d = &h->fleet->dialer;
-  tg__fleet_notice(
-      h, TG_FLEET_INFO, "reconnected and re-attached the session after %s%s",
-      el, h->e->cx.conn && d->resumed(h->e->cx.conn) ? " (TLS resumed)" : "");
+  tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_RECONNECTED,
+                   "reconnected and re-attached the session after %s%s", el,
+                   h->e->cx.conn && d->resumed(h->e->cx.conn) ? " (TLS resumed)" : "");
   tg_rec_replay_stats_t rs;
   tg_recording_replay_stats(rec, &rs);
   if (rs.lost_frames)
-    tg__fleet_notice(h, TG_FLEET_INFO, "the link loss took %" PRIu64
+    tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_TRANSIT_LOSS,
+                     "the link loss took %" PRIu64
                      " ReadBuffers replies (%" PRIu64 " bytes) that the "
                      "relay's replay window no longer held: lost, counted in "
                      "the summary", rs.lost_frames, rs.lost_bytes);
   else if (rs.relay_restarted)
-    tg__fleet_notice(h, TG_FLEET_INFO, "the relay was restarted: what it had "
+    tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_RELAY_RESTARTED,
+                     "the relay was restarted: what it had "
                      "not delivered when it went away cannot be sent again");
   else if (rs.frames)
-    tg__fleet_notice(h, TG_FLEET_INFO, "the relay sent again what the link "
-                     "loss took: %" PRIu64 " replies, %" PRIu64 " bytes in "
-                     "all so far", rs.frames, rs.bytes);
+    tg__fleet_notice(h, TG_FLEET_INFO, TG_N_FLEET_RESENT,
+                     "the relay sent again what the link "
+                     "loss took (replies=%" PRIu64 " bytes=%" PRIu64
+                     ", in all so far)", rs.frames, rs.bytes);
 }
 
 static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 
+#include "common/notice.h"
 #include "consumer/fleet/host.h"
 #include "tracegate/error.h"
 
@@ -93,10 +94,11 @@ void tg__fleet_burst_ended(tg_fleet_host_t *h);
 
 /* --- host.c ------------------------------------------------------------------ */
 
-/* Tells the owner (and the info log) one line about |h|. */
+/* Tells the owner (and the info log) one line about |h|, its text led by
+ * |code|'s tag (common/notice.h). */
 void tg__fleet_notice(tg_fleet_host_t *h, tg_fleet_notice_t kind,
-                      const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+                      tg_notice_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Ends |h| with an error of kind |kind| (FAILING; the session and
  * connection go). The first failure's kind and words stay. */
 void tg__fleet_fail(tg_fleet_host_t *h, tg_fleet_failure_t kind,

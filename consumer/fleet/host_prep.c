@@ -72,7 +72,8 @@ static void on_key_set(tg_consumer_t *c, void *ctx, int status, const char *msg,
   h->e->cx.service_ended = false;
   if (status) {
     /* Tracing works without; only resuming after a link loss does not. */
-    tg__fleet_notice(h, TG_FLEET_WARNING, "the relay refused the resume key "
+    tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_FLEET_KEY_REFUSED,
+                     "the relay refused the resume key "
                      "(%s): a lost link will end this host's recording", msg);
     h->e->cx.key_set = false;
     prep_done(h, PREP_KEY);
@@ -183,7 +184,8 @@ static void on_clock(tg_consumer_t *c, void *ctx, int status, const char *msg,
   if (status == TG_EPEER_CLOSED || status == -ECANCELED) return;
   if (status) {
     /* Recording works without; a merged trace just cannot align it. */
-    tg__fleet_notice(h, TG_FLEET_WARNING, "no clock sync (%s)", msg);
+    tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_FLEET_NO_CLOCK_SYNC,
+                     "no clock sync (%s)", msg);
     h->e->cx.syncs = CLOCK_SYNC_SAMPLES;
     clock_next(h);
     return;
@@ -262,7 +264,8 @@ static void on_host_info(tg_consumer_t *c, void *ctx, int status,
   if (!tg__fleet_reply_is_news(h, c, status)) return;
   if (status) {
     if (!h->report.has_info)
-      tg__fleet_notice(h, TG_FLEET_WARNING, "no host info (%s)", msg);
+      tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_FLEET_NO_HOST_INFO,
+                       "no host info (%s)", msg);
     prep_done(h, PREP_INFO);
     return;
   }
@@ -315,8 +318,8 @@ static void on_compression(tg_consumer_t *c, void *ctx, int status,
      * does not take): what it sends stays plain. */
     h->report.compression = TG_FLEET_COMP_REFUSED;
     if (!tg_link_reconnecting(&h->e->link))
-      tg__fleet_notice(h, TG_FLEET_NOTE, "the relay sends uncompressed (%s)",
-                       msg);
+      tg__fleet_notice(h, TG_FLEET_NOTE, TG_N_FLEET_PLAIN,
+                       "the relay sends uncompressed (%s)", msg);
     prep_done(h, PREP_COMPRESSION);
     return;
   }
@@ -390,7 +393,8 @@ static void on_relay_bound(tg_consumer_t *c, void *ctx, int status,
   if (h->e->cx.c != c) return;
   if (status == TG_EUNKNOWN_SERVICE) {
     if (!tg_link_reconnecting(&h->e->link))
-      tg__fleet_notice(h, TG_FLEET_WARNING, "the peer does not offer "
+      tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_FLEET_NOT_A_RELAY,
+                       "the peer does not offer "
                        TG_FLEET_RELAY_SERVICE " (not a tracegate-relay?): no "
                        "host info, no clock alignment, no resume after a link "
                        "loss");

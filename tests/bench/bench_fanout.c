@@ -45,6 +45,7 @@
 #include "tracegate/pb_wire.h"
 #include "bench_children.h"
 #include "bench_remote.h"
+#include "test_notice.h"
 #include "test_service.h"
 #include "tracegate/error.h"
 #include "common/log.h"
@@ -515,7 +516,7 @@ typedef struct cli_run {
 } cli_run_t;
 
 /* The CLI's "all N hosts tracing, ..." line. */
-#define TRACING_SAYS "hosts tracing, "
+#define TRACING_SAYS tg_notice_tag(TG_N_FLEET_ALL_TRACING)
 
 /* Reads the CLI's log for the first line with |needle|. */
 static bool find_line(const char *log, const char *needle, char *out,
@@ -612,7 +613,7 @@ static int run_fleet_cli(const char *dir, const group_t *g, unsigned ng,
   out->wall_s = (bench_now_ms() - t0) / 1e3;
   if (!out->tracing_line[0])
     find_line(log, TRACING_SAYS, out->tracing_line, sizeof(out->tracing_line));
-  find_line(log, "clocks at the start", out->clock_line,
+  find_line(log, tg_notice_tag(TG_N_FLEET_CLOCKS), out->clock_line,
             sizeof(out->clock_line));
   struct stat st;
   out->merged = stat(merged, &st) == 0 ? (uint64_t)st.st_size : 0;

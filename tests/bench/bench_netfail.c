@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "fault_proxy.h"
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_service.h"
 #include "test_wait.h"
@@ -198,14 +199,17 @@ static void read_through(uint64_t base, uint64_t n) {
     die("the link went quiet");
 }
 
-/* The CLI's running count: "... sent again ...: N replies, B bytes in all". */
+/* The CLI's running count of bytes sent again, the bytes= field of its
+ * last FLEET_RESENT line. */
 static uint64_t replayed_bytes(void) {
   const char *last = NULL;
-  for (const char *p = g_err; (p = strstr(p, "bytes in all so far")); p++) last = p;
+  const char *tag = tg_notice_tag(TG_N_FLEET_RESENT);
+  for (const char *p = g_err; (p = strstr(p, tag)); p++) last = p;
   if (!last) return 0;
-  const char *b = last;
-  while (b > g_err && b[-1] != ',') b--;
-  return strtoull(b, NULL, 10);
+  const char *b = strstr(last, " bytes=");
+  const char *e = strchr(last, '\n');
+  if (!b || (e && b > e)) return 0;
+  return strtoull(b + 7, NULL, 10);
 }
 
 typedef struct round {
@@ -273,8 +277,8 @@ int main(int argc, char **argv) {
       read_through(d0, chunk_bytes);
     }
     tg_fault_proxy_stall(g_px);
-    r[k].cli_ms = cli_until("the link is dead", (unsigned)k + 1) - t0;
-    r[k].relay_ms = log_until("link lost with a tracing session", (unsigned)k + 1) - t0;
+    r[k].cli_ms = cli_until(TG_NOTE(FLEET_LINK_DEAD), (unsigned)k + 1) - t0;
+    r[k].relay_ms = log_until(TG_NOTE(RELAY_LINK_LOST), (unsigned)k + 1) - t0;
     commit_chunk("during", (uint32_t)k * PER_CHUNK);
     int64_t left = t0 + part_ms - tg_test_now_ms();
     if (left > 0) sleep_ms(left);
@@ -284,11 +288,11 @@ int main(int argc, char **argv) {
     int64_t back = tg_test_now_ms();
     /* The re-attach comes first, then the replayed reply and the
      * partition's chunk through the new link. */
-    r[k].reattach_ms = cli_until("reconnected and re-attached", (unsigned)k + 1) - back;
+    r[k].reattach_ms = cli_until(TG_NOTE(FLEET_RECONNECTED), (unsigned)k + 1) - back;
     if (tg_fault_proxy_wait_down_bytes(g_px, base + 2 * chunk_bytes, STEP_MS) < 0)
       die("the data did not flow again");
     r[k].flow_ms = tg_test_now_ms() - back;
-    cli_until("bytes in all so far", (unsigned)k + 1);
+    cli_until(" so far)\n", (unsigned)k + 1);
     r[k].replayed = replayed_bytes() - replayed_before;
   }
   kill(g_cli, SIGINT);
@@ -307,7 +311,8 @@ int main(int argc, char **argv) {
   g_cli = 0;
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status))
     die("tracegate failed (status %d)", status);
-  bool lossless = strstr(g_err, "no data loss") && !strstr(g_err, "data loss:");
+  bool lossless = tg_test_notice_count(g_err, TG_N_NO_LOSS, NULL) &&
+                  !tg_test_notice_count(g_err, TG_N_DATA_LOSS, NULL);
 
   printf("bench_netfail: %d silent partitions of %d ms, each cut mid-read "
          "(a %llu-byte reply in flight); dead-link timeout %d s on both ends\n",

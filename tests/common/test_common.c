@@ -18,6 +18,7 @@
 #include "tracegate/error.h"
 #include "common/list.h"
 #include "common/log.h"
+#include "common/notice.h"
 
 static void strerror_covers_errno_and_project_codes(void **state) {
   (void)state;
@@ -28,6 +29,27 @@ static void strerror_covers_errno_and_project_codes(void **state) {
   assert_string_equal(tg_err_name(-ENOMEM), "ENOMEM");
   assert_string_equal(tg_strerror(-ENOENT), strerror(ENOENT));
   assert_string_equal(tg_strerror(-999999), "unknown error");
+}
+
+/* A tag is its table number; a prefix goes before the text and cuts its
+ * end, never the tag, and leaves a buffer too small for it alone. */
+static void notice_tags_and_prefixes(void **state) {
+  (void)state;
+  assert_string_equal(tg_notice_tag(TG_N_SERVICE_UNREACHABLE), "[TG-1001]");
+  assert_string_equal(tg_notice_tag(TG_N_TLS_CRL_FOREIGN), "[TG-7004]");
+  assert_string_equal(tg_notice_tag((tg_notice_t)999999), "[TG-0000]");
+  char buf[32] = "the reason";
+  tg_notice_prefix(buf, sizeof(buf), TG_N_STOPPING);
+  assert_string_equal(buf, "[TG-1003] the reason");
+  char cut[16] = "0123456789";
+  tg_notice_prefix(cut, sizeof(cut), TG_N_STOPPING);
+  assert_string_equal(cut, "[TG-1003] 01234"); /* 15 bytes and the NUL */
+  char tiny[8] = "abc";
+  tg_notice_prefix(tiny, sizeof(tiny), TG_N_STOPPING);
+  assert_string_equal(tiny, "abc");
+  char empty[16] = "";
+  tg_notice_prefix(empty, sizeof(empty), TG_N_ABORTED);
+  assert_string_equal(empty, "[TG-1004] ");
 }
 
 static void buf_grows_consumes_and_compacts(void **state) {
@@ -182,6 +204,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(strerror_covers_errno_and_project_codes),
       cmocka_unit_test(log_sink_swap_waits_for_lines_in_flight),
+      cmocka_unit_test(notice_tags_and_prefixes),
       cmocka_unit_test(buf_grows_consumes_and_compacts),
       cmocka_unit_test(buf_enforces_its_cap),
       cmocka_unit_test(list_insert_remove_iterate),

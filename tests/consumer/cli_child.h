@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "test_notice.h"
 #include "test_service.h"
 
 #define WAIT_MS 20000

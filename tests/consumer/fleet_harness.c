@@ -256,21 +256,35 @@ void fleet_cli_spawn(fleet_cli_t *c, const char *const *args) {
   c->err_fd = pe[0];
 }
 
+/* One more read of the CLI's stderr before |deadline|; fails the test
+ * past it or at the end of stderr, naming |what| it waited for. */
+static void read_more(fleet_cli_t *c, int64_t deadline, const char *what) {
+  int64_t left = deadline - tg_test_now_ms();
+  if (left <= 0) fail_msg("no '%s' from tracegate:\n%s", what, c->err);
+  struct pollfd p = {c->err_fd, POLLIN, 0};
+  if (poll(&p, 1, (int)left) <= 0) return;
+  ssize_t r = read(c->err_fd, c->err + c->n_err, sizeof(c->err) - 1 - c->n_err);
+  if (r <= 0) fail_msg("tracegate closed stderr before '%s':\n%s", what, c->err);
+  c->n_err += (size_t)r;
+  c->err[c->n_err] = 0;
+}
+
 const char *fleet_cli_read_until(fleet_cli_t *c, const char *needle,
                                  int64_t timeout_ms) {
   int64_t deadline = tg_test_now_ms() + timeout_ms;
   const char *at;
-  while (!(at = strstr(c->err, needle))) {
-    int64_t left = deadline - tg_test_now_ms();
-    if (left <= 0) fail_msg("no '%s' from tracegate:\n%s", needle, c->err);
-    struct pollfd p = {c->err_fd, POLLIN, 0};
-    if (poll(&p, 1, (int)left) <= 0) continue;
-    ssize_t r = read(c->err_fd, c->err + c->n_err, sizeof(c->err) - 1 - c->n_err);
-    if (r <= 0) fail_msg("tracegate closed stderr before '%s':\n%s", needle, c->err);
-    c->n_err += (size_t)r;
-    c->err[c->n_err] = 0;
-  }
+  while (!(at = strstr(c->err, needle))) read_more(c, deadline, needle);
   return at;
+}
+
+void fleet_cli_read_notice(fleet_cli_t *c, tg_notice_t n, char *line,
+                           size_t cap, int64_t timeout_ms) {
+  int64_t deadline = tg_test_now_ms() + timeout_ms;
+  const char *at;
+  /* Whole lines only: the tag's line may still be arriving. */
+  while (!(at = strstr(c->err, tg_notice_tag(n))) || !strchr(at, '\n'))
+    read_more(c, deadline, tg_notice_tag(n));
+  assert_true(tg_test_notice_line(c->err, n, NULL, line, cap));
 }
 
 int fleet_cli_wait(fleet_cli_t *c) {

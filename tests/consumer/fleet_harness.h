@@ -37,6 +37,7 @@
 
 #include "fault_proxy.h"
 #include "hostile_relay.h"
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_service.h"
 
@@ -168,6 +169,9 @@ void fleet_cli_spawn(fleet_cli_t *c, const char *const *args);
  * in c->err (valid until the next read into c). */
 const char *fleet_cli_read_until(fleet_cli_t *c, const char *needle,
                                  int64_t timeout_ms);
+/* The same until a whole line carries notice |n|; copies it into |line|. */
+void fleet_cli_read_notice(fleet_cli_t *c, tg_notice_t n, char *line,
+                           size_t cap, int64_t timeout_ms);
 /* Collects stderr until the child closes it, then reaps it, and prints
  * what it said. Returns the exit code (128 + the signal when killed by
  * one), or -1 (after killing it) past FLEET_WAIT_MS. A sanitizer report

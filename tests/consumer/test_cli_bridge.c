@@ -56,9 +56,12 @@ static void bridge_start(bridge_t *b, const char *sock,
   for (size_t i = 0; extra && extra[i]; i++) args[n++] = extra[i];
   args[n] = NULL;
   fleet_cli_spawn(&b->cli, args);
-  const char *at =
-      fleet_cli_read_until(&b->cli, "listening on ws://127.0.0.1:", WAIT_MS);
-  b->port = atoi(at + strlen("listening on ws://127.0.0.1:"));
+  char line[512];
+  fleet_cli_read_notice(&b->cli, TG_N_BRIDGE_LISTENING, line, sizeof(line),
+                        WAIT_MS);
+  const char *at = strstr(line, " ws://127.0.0.1:");
+  assert_non_null(at);
+  b->port = atoi(at + strlen(" ws://127.0.0.1:"));
   assert_true(b->port > 0);
 }
 
@@ -67,7 +70,7 @@ static void bridge_start(bridge_t *b, const char *sock,
 static void bridge_stop(bridge_t *b) {
   kill(b->cli.pid, SIGINT);
   assert_int_equal(fleet_cli_wait(&b->cli), 0);
-  for (const char *l = b->cli.err; (l = strstr(l, "bridge #")); l++) {
+  for (const char *l = b->cli.err; (l = strstr(l, " bridge #")); l++) {
     const char *e = strchr(l, '\n');
     print_message("  %.*s\n", (int)(e ? e - l : (ptrdiff_t)strlen(l)), l);
   }
@@ -593,11 +596,12 @@ static void local_start(local_t *l) {
   assert_true(ws_open(&l->ws, l->b.port, "/traced", UI_ORIGIN));
 }
 
-/* Closes the UI; |log_needle| is the bridge's account of its close. Returns
- * where it starts in the bridge's stderr (valid until the bridge stops). */
-static const char *local_close_ui(local_t *l, const char *log_needle) {
+/* Closes the UI; |why| is the code of the bridge's account of its close,
+ * whose line is copied into |line|. */
+static void local_close_ui(local_t *l, tg_notice_t why, char *line,
+                           size_t cap) {
   ws_close(&l->ws);
-  return fleet_cli_read_until(&l->b.cli, log_needle, WAIT_MS);
+  fleet_cli_read_notice(&l->b.cli, why, line, cap, WAIT_MS);
 }
 
 static void local_stop(local_t *l) {
@@ -613,9 +617,11 @@ static void bridge_records_the_local_service_over_traced(void **state) {
   assert_non_null(l);
   local_start(l);
   ui_record(&l->ws, &l->p, &(ui_run_t){"localpkt", 5, 30, 1024, 0});
-  local_close_ui(l, "the UI closed the WebSocket");
+  char line[1024];
+  local_close_ui(l, TG_N_BRIDGE_UI_CLOSED, line, sizeof(line));
   local_stop(l);
-  assert_non_null(strstr(l->b.cli.err, "origin " UI_ORIGIN " /traced -> "));
+  assert_notice_with(l->b.cli.err, TG_N_BRIDGE_OPENED,
+                     " origin " UI_ORIGIN " /traced -> ");
   free(l);
 }
 
@@ -630,9 +636,12 @@ static void bridge_holds_the_service_while_the_ui_lags(void **state) {
   /* 12 MiB: more than the loopback socket buffers and the high-water
    * mark together. */
   ui_record(&l->ws, &l->p, &(ui_run_t){"lagpkt", 3, 500, 16384, 3000});
-  const char *at = local_close_ui(l, "the service ");
+  char line[1024];
+  local_close_ui(l, TG_N_BRIDGE_UI_CLOSED, line, sizeof(line));
+  const char *at = strstr(line, " service_waits=");
+  assert_non_null(at);
   unsigned waits = 0;
-  assert_int_equal(sscanf(at, "the service %u times for the UI", &waits), 1);
+  assert_int_equal(sscanf(at, " service_waits=%u)", &waits), 1);
   assert_true(waits > 0);
   local_stop(l);
   free(l);
@@ -665,8 +674,10 @@ static void bridge_records_a_host_behind_its_relay(void **state) {
   assert_int_equal(upgrade_status(b.port, "/traced/127.0.0.1:1", UI_ORIGIN),
                    403);
   assert_int_equal(upgrade_status(b.port, "/traced/bad%20host", UI_ORIGIN), 403);
-  fleet_cli_read_until(&b.cli, "TLS to ", WAIT_MS);
-  fleet_cli_read_until(&b.cli, "host not in --hosts", WAIT_MS);
+  fleet_cli_read_until(&b.cli, TG_NOTE(BRIDGE_TLS), WAIT_MS);
+  fleet_cli_read_until(&b.cli, " /traced/127.0.0.1:1 refused (403)", WAIT_MS);
+  assert_notice_with(b.cli.err, TG_N_BRIDGE_REFUSED,
+                     " /traced/127.0.0.1:1 refused (403)");
   bridge_stop(&b);
   fleet_host_stop(&h);
 }
@@ -693,9 +704,16 @@ static void bridge_refuses_foreign_origins(void **state) {
                    101);
   assert_int_equal(upgrade_status(b.port, "/traced", "http://localhost:8080"),
                    101);
-  fleet_cli_read_until(&b.cli, "origin https://evil.example /traced refused "
-                       "(403)", WAIT_MS);
-  fleet_cli_read_until(&b.cli, "origin (none) /traced refused (403)", WAIT_MS);
+  /* Each refusal names the origin and the status. */
+  static const char *const origins[] = {" https://evil.example /traced ",
+                                        " (none) /traced "};
+  for (size_t i = 0; i < 2; i++) {
+    fleet_cli_read_until(&b.cli, origins[i], WAIT_MS);
+    char line[512];
+    assert_true(tg_test_notice_line(b.cli.err, TG_N_BRIDGE_REFUSED, origins[i],
+                                    line, sizeof(line)));
+    assert_non_null(strstr(line, " (403)"));
+  }
   bridge_stop(&b);
   assert_int_equal(test_service_stop(&ts), 0);
 }
@@ -762,16 +780,15 @@ static void bridge_closes_hostile_peers_and_goes_on(void **state) {
   assert_int_equal(upgrade(b.port, "/traced/127.0.0.1:1", UI_ORIGIN, &fd), 101);
   assert_true(closed_by_peer(fd));
   close(fd);
-  fleet_cli_read_until(&b.cli, "the relay connection failed", WAIT_MS);
+  fleet_cli_read_until(&b.cli, TG_NOTE(BRIDGE_RELAY_FAILED), WAIT_MS);
 
   /* And a well-behaved client now. */
   ws_client_t ws;
   assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
   ws_bind_consumer(&ws);
   ws_close(&ws);
-  fleet_cli_read_until(&b.cli, "a text message (the consumer protocol is "
-                       "binary)", WAIT_MS);
-  fleet_cli_read_until(&b.cli, "a message over", WAIT_MS);
+  fleet_cli_read_until(&b.cli, TG_NOTE(BRIDGE_TEXT_MESSAGE), WAIT_MS);
+  fleet_cli_read_until(&b.cli, TG_NOTE(BRIDGE_MESSAGE_TOO_BIG), WAIT_MS);
   bridge_stop(&b);
   assert_int_equal(test_service_stop(&ts), 0);
 }
@@ -856,20 +873,17 @@ static void bridge_closes_unmasked_frames_and_goes_on(void **state) {
   assert_true(ws_open(&ws, b.port, "/traced", UI_ORIGIN));
   ws_bind_consumer(&ws);
   ws_close(&ws);
-  fleet_cli_read_until(&b.cli, "an unmasked frame from the client (opcode "
-                       "0x9", WAIT_MS);
-  fleet_cli_read_until(&b.cli, "the UI closed the WebSocket", WAIT_MS);
+  fleet_cli_read_until(&b.cli, "(opcode 0x9", WAIT_MS);
+  assert_notice_with(b.cli.err, TG_N_BRIDGE_UNMASKED, "(opcode 0x9");
+  fleet_cli_read_until(&b.cli, TG_NOTE(BRIDGE_UI_CLOSED), WAIT_MS);
   bridge_stop(&b);
   /* Each of the five said why, and none got a whole IPC frame upstream
    * nor a byte back. */
-  static const char why[] = "an unmasked frame from the client";
-  unsigned k = 0;
-  for (const char *l = b.cli.err; (l = strstr(l, why)); l++, k++) {
-    const char *e = strchr(l, '\n');
-    const char *in0 = strstr(l, " bytes in 0 frames, service to UI 0 bytes");
-    if (!in0 || (e && in0 > e)) fail_msg("%.*s", (int)(e ? e - l : 200), l);
-  }
-  assert_int_equal(k, 5);
+  assert_int_equal(tg_test_notice_count(b.cli.err, TG_N_BRIDGE_UNMASKED, NULL),
+                   5);
+  assert_int_equal(tg_test_notice_count(b.cli.err, TG_N_BRIDGE_UNMASKED,
+                                        " ui_frames=0 service_bytes=0 "),
+                   5);
   assert_int_equal(test_service_stop(&ts), 0);
 }
 

@@ -61,10 +61,11 @@ enum { A, B, C };
  * C's are failures. */
 static const cli_sm_state_t states[] = {
     [A] = {"a", send_req, B, CLI_SM_END, "cannot a", CLI_EXIT_FAIL,
-           no_means_usage},
-    [B] = {"b", send_req, C, C, "warning: cannot b", CLI_EXIT_OK, NULL},
+           no_means_usage, TG_N_NONE},
+    [B] = {"b", send_req, C, C, "warning: cannot b", CLI_EXIT_OK, NULL,
+           TG_N_NONE},
     [C] = {"c", send_req, CLI_SM_END, CLI_SM_END, "cannot c", CLI_EXIT_FAIL,
-           NULL},
+           NULL, TG_N_QUERY_FAILED},
 };
 
 typedef struct fixture {

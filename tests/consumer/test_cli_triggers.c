@@ -143,14 +143,16 @@ static void trigger_command_starts_the_waiting_session(void **state) {
   char tty[16384] = "";
   size_t n = 0;
   /* Armed, not tracing: the line says what it waits for, not a duration. */
-  wait_tty(master, tty, sizeof(tty), &n, "waiting for trigger 'go'");
-  assert_null(strstr(tty, "recording"));
+  wait_tty(master, tty, sizeof(tty), &n, TG_NOTE(TRIGGER_WAITING));
+  wait_tty(master, tty, sizeof(tty), &n, "'go'");
+  assert_notice_with(tty, TG_N_TRIGGER_WAITING, "'go'");
+  assert_no_notice(tty, TG_N_PROGRESS);
   assert_false(p.started);
 
   child_t t;
   const char *targs[] = {"trigger", "--socket", ts->producer_sock, "go", NULL};
   assert_int_equal(run_cli(&t, targs), 0);
-  assert_non_null(strstr(t.err, "activated 'go'"));
+  assert_notice_with(t.err, TG_N_TRIGGER_ACTIVATED, "'go'");
   assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
   commit_packets(&p, 0, "started", 1, 4);
   ack_flush(&p); /* the duration's final flush */
@@ -185,9 +187,11 @@ static void trigger_timeout_says_it_never_fired(void **state) {
                         "-o", out, NULL};
   child_t c;
   assert_int_equal(run_cli(&c, args), 1);
-  assert_non_null(strstr(c.err, "the trigger never fired"));
-  assert_non_null(strstr(c.err, "'never' or 'nor-this'"));
-  assert_non_null(strstr(c.err, "0.3s"));
+  char line[512];
+  assert_true(tg_test_notice_line(c.err, TG_N_TRIGGER_NEVER_FIRED, "'never'",
+                                  line, sizeof(line)));
+  assert_non_null(strstr(line, "'nor-this'"));
+  assert_non_null(strstr(line, "0.3s"));
   unlink(out);
   unlink(cfg);
 }
@@ -197,10 +201,10 @@ static void trigger_command_refusals(void **state) {
   child_t c;
   const char *none[] = {"trigger", "--socket", ts->producer_sock, NULL};
   assert_int_equal(run_cli(&c, none), 2);
-  assert_non_null(strstr(c.err, "give the names"));
+  assert_notice(c.err, TG_N_USAGE);
   const char *nosvc[] = {"trigger", "--socket", out_in(ts, "no.sock"), "x", NULL};
   assert_int_equal(run_cli(&c, nosvc), 1);
-  assert_non_null(strstr(c.err, "cannot connect to the producer socket"));
+  assert_notice_with(c.err, TG_N_TRIGGER_UNREACHABLE, out_in(ts, "no.sock"));
   const char *help[] = {"help", "trigger", NULL};
   assert_int_equal(run_cli(&c, help), 0);
   assert_non_null(strstr(c.out, "trigger_perfetto"));
@@ -234,7 +238,7 @@ static void record_clone_writes_a_snapshot(void **state) {
   spawn_cli(&c, args);
   ack_flush(&p); /* the clone's flush */
   assert_int_equal(wait_cli(&c), 0);
-  assert_non_null(strstr(c.err, "a snapshot of session"));
+  assert_notice_with(c.err, TG_N_SNAPSHOT_WRITTEN, out);
   Perfetto__Protos__Trace *tr = load_trace(out);
   assert_int_equal(count_str(tr, "snap"), 5);
   perfetto__protos__trace__free_unpacked(tr, NULL);
@@ -256,8 +260,7 @@ static void record_clone_writes_a_snapshot(void **state) {
   const char *missing[] = {"record", "--socket", ts->consumer_sock, "--clone", "999999",
                            "-o", out, NULL};
   assert_int_equal(run_cli(&c, missing), 1);
-  assert_non_null(strstr(c.err, "cannot clone session 999999"));
-  assert_non_null(strstr(c.err, "not found"));
+  assert_notice_with(c.err, TG_N_CLONE_FAILED, " 999999");
   assert_false(exists(out));
   assert_no_temp(ts->dir);
   const char *mixed[] = {"record", "--socket", ts->consumer_sock, "--clone", id,
@@ -312,8 +315,8 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   ack_flush(&p); /* the clone's flush */
   char tty[16384] = "";
   size_t n = 0;
-  wait_tty(master, tty, sizeof(tty), &n, "wrote snapshot");
-  assert_non_null(strstr(tty, ".0 (trigger 'snap')"));
+  wait_tty(master, tty, sizeof(tty), &n, TG_NOTE(SNAPSHOT_WRITTEN));
+  assert_notice_with(tty, TG_N_SNAPSHOT_WRITTEN, ".0 (trigger 'snap')");
   assert_false(p.stopped);
 
   commit_packets(&p, 1, "post", 4, 2);
@@ -350,7 +353,7 @@ static void clone_snapshot_trigger_writes_numbered_snapshots(void **state) {
   const char *detach[] = {"record", "--socket", ts->consumer_sock, "-c", cfg, "--txt",
                           "--detach", "k", NULL};
   assert_int_equal(run_cli(&c, detach), 2);
-  assert_non_null(strstr(c.err, "CLONE_SNAPSHOT"));
+  assert_notice(c.err, TG_N_CLONE_SNAPSHOT_UNSUPPORTED);
   unlink(cfg);
   raw_producer_close(&p);
 }

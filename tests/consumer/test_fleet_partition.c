@@ -189,10 +189,10 @@ static int64_t cut_mid_read(host_t *h, tg_fault_proxy_t *px, const char *tag,
 /* Both ends find the dead link in time; the CLI's words and the relay's
  * log, measured from |t0|. */
 static void expect_found(fleet_cli_t *c, host_t *h, int64_t t0) {
-  fleet_cli_read_until(c, "the link is dead", FLEET_WAIT_MS);
+  fleet_cli_read_until(c, TG_NOTE(FLEET_LINK_DEAD), FLEET_WAIT_MS);
   int64_t cli_found = tg_test_now_ms() - t0;
   int64_t relay_found =
-      fleet_wait_log(h->f.relay.log, "link lost with a tracing session") - t0;
+      fleet_wait_log(h->f.relay.log, TG_NOTE(RELAY_LINK_LOST)) - t0;
   print_message("dead link found by the CLI after %lld ms, by the relay after "
                 "%lld ms\n", (long long)cli_found, (long long)relay_found);
   assert_true(cli_found <= DEAD_LINK_S * 1000 + DETECT_SLACK_MS);
@@ -233,7 +233,7 @@ static void partition(int64_t part_ms, bool compress, const char *name) {
   int64_t outage = tg_test_now_ms() - t0;
   tg_fault_proxy_resume(px);
   int64_t back = tg_test_now_ms();
-  fleet_cli_read_until(&c, "reconnected and re-attached", BACK_SLACK_MS + FLEET_WAIT_MS);
+  fleet_cli_read_until(&c, TG_NOTE(FLEET_RECONNECTED), BACK_SLACK_MS + FLEET_WAIT_MS);
   int64_t reattached = tg_test_now_ms();
   print_message("partition of %lld ms: re-attached %lld ms after the link came "
                 "back\n", (long long)outage, (long long)(reattached - back));
@@ -329,7 +329,7 @@ static void partition_past_the_buffer_counts_exactly_what_was_overwritten(void *
   enum { CHUNKS = 60 };
   for (uint32_t k = 0; k < CHUNKS; k++) commit_chunk(&h, "during", k * PER_CHUNK);
   tg_fault_proxy_resume(px);
-  fleet_cli_read_until(&c, "reconnected and re-attached", BACK_SLACK_MS + FLEET_WAIT_MS);
+  fleet_cli_read_until(&c, TG_NOTE(FLEET_RECONNECTED), BACK_SLACK_MS + FLEET_WAIT_MS);
   kill(c.pid, SIGINT);
   fleet_ack_flush(&h.f.p);
   assert_int_equal(fleet_cli_wait(&c), 0);
@@ -362,7 +362,7 @@ static void partition_past_the_buffer_counts_exactly_what_was_overwritten(void *
   assert_int_equal(said, lost_chunks);
   assert_int_equal(in_stats, lost_chunks);
   /* The human summary says there was loss too. */
-  assert_non_null(strstr(c.err, "data loss:"));
+  assert_notice(c.err, TG_N_DATA_LOSS);
   fleet_trace_free(&t);
   unlink(out);
   tg_fault_proxy_stop(px);

@@ -19,6 +19,7 @@
 #include "tls/dial.h"
 #include "tls/transport.h"
 #include "common/buf.h"
+#include "test_notice.h"
 
 #define STEP_MS 10000 /* bound of every awaited step */
 

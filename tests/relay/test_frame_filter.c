@@ -20,6 +20,7 @@
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "auth/authz.h"
+#include "common/notice.h"
 #include "relay/frame_filter.h"
 #include "relay/own_calls.h"
 #include "relay/relay_service.h"
@@ -240,7 +241,7 @@ static void expect_denied(fx_t *x, uint64_t id, const char *reason_part) {
    * tells the reason (issue 14.4). */
   char text[300];
   if (out_notice(x, text, sizeof(text))) {
-    assert_non_null(strstr(text, "refused by the relay: "));
+    assert_non_null(strstr(text, TG_NOTE(RELAY_CALL_DENIED)));
     assert_non_null(strstr(text, x->v.reason));
   }
   tg_ipc_frame_free(f);

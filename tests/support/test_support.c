@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_wait.h"
 
@@ -166,8 +167,48 @@ static void certs_run_tg_certs_in_the_directory(void **state) {
   assert_int_equal(tg_test_rm_rf(dir), 0);
 }
 
+/* Notices are found by code and data, on one line; the tag is the
+ * table's number; a log is waited on until the line with the data comes. */
+static void notices_are_found_by_code_and_data_on_one_line(void **state) {
+  (void)state;
+  assert_string_equal(tg_notice_tag(TG_N_STOPPING), "[TG-1003]");
+  assert_string_equal(tg_notice_tag(TG_N_NONE), "[TG-0000]");
+  assert_string_equal(tg_notice_tag((tg_notice_t)1), "[TG-0000]");
+  const char *text =
+      "tracegate: [TG-1011] cannot write /a/b: No space left on device\n"
+      "tracegate: [TG-1005] the partial trace is in /tmp/x.pftrace\n"
+      "tracegate: [TG-1011] cannot write /c: it is a directory";
+  char line[256], word[64];
+  assert_true(tg_test_notice_line(text, TG_N_OUTPUT_UNWRITABLE, "/c", line,
+                                  sizeof(line)));
+  assert_string_equal(line, "tracegate: [TG-1011] cannot write /c: it is a "
+                            "directory");
+  /* The data must be on the code's own line. */
+  assert_false(tg_test_notice_line(text, TG_N_PARTIAL_KEPT, "/a/b", NULL, 0));
+  assert_false(tg_test_notice_line(text, TG_N_STOPPING, NULL, NULL, 0));
+  assert_int_equal(tg_test_notice_count(text, TG_N_OUTPUT_UNWRITABLE, NULL), 2);
+  assert_int_equal(tg_test_notice_count(text, TG_N_OUTPUT_UNWRITABLE, "/a/"), 1);
+  assert_true(tg_test_notice_last_word(text, TG_N_PARTIAL_KEPT, word,
+                                       sizeof(word)));
+  assert_string_equal(word, "/tmp/x.pftrace");
+
+  char dir[64], path[96], script[400];
+  assert_int_equal(tg_test_mkdtemp(dir, sizeof(dir), "notice"), 0);
+  snprintf(path, sizeof(path), "%s/log", dir);
+  snprintf(script, sizeof(script),
+           "echo '[TG-4001] alice@1: connected' > %s; sleep 0.2; "
+           "echo '[TG-4001] bob@2: connected' >> %s", path, path);
+  pid_t pid = sh(script, -1);
+  assert_true(tg_test_wait_notice(path, TG_N_RELAY_CONNECTED, "bob@", 10000));
+  assert_int_equal(tg_test_reap(pid, 5000), 0);
+  assert_false(tg_test_wait_notice(path, TG_N_RELAY_CONNECTED, "eve@", 50));
+  assert_false(tg_test_wait_notice(path, TG_N_RELAY_CLOSED, NULL, 50));
+  assert_int_equal(tg_test_rm_rf(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(notices_are_found_by_code_and_data_on_one_line),
       cmocka_unit_test(exit_codes_and_exec_failures_are_reported),
       cmocka_unit_test(a_child_past_its_deadline_is_killed_and_reaped),
       cmocka_unit_test(the_teardown_kills_what_a_test_left_running),

@@ -1,0 +1,411 @@
+/* Notice codes: the stable names of what the programs tell a person.
+ *
+ * A line on stderr or in a log that a script (or a test) may need to
+ * recognise carries its code in brackets just before the sentence:
+ *
+ *   tracegate: [TG-1003] stopping the trace (Ctrl-C again to abort)
+ *   2026-11-26T10:00:00.000Z tracegate-relay info relay.c:88: [TG-4001] ...
+ *
+ * The sentence may be reworded at any time; a code keeps its meaning for
+ * good and a retired code is never given to another meaning. A script
+ * matches the code, and the data the line carries (a path, a host, a key),
+ * never the words. Several lines may carry one code when they say the same
+ * thing (the single-host and the fleet recorder both stop on Ctrl-C). A
+ * reason passed on from another program or module keeps its own code
+ * inside the line: "tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
+ * this relay does not authorize ...".
+ *
+ * docs/notices.md lists every code with its meaning: docs/gen-notices.py
+ * writes it from this table, and the test docs_notices_current fails when
+ * the page is stale.
+ *
+ * Ranges: 1xxx tracegate (one host), 2xxx tracegate record -H (a fleet),
+ * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector, 6xxx
+ * tracegate-probes, 7xxx the shared libraries (any program: TLS).
+ */
+#ifndef TRACEGATE_COMMON_NOTICE_H
+#define TRACEGATE_COMMON_NOTICE_H
+
+#include <stddef.h>
+
+/* X(NAME, number, program, meaning). Numbers are unique and never reused. */
+#define TG_NOTICE_MAP(X)                                                      \
+  X(SERVICE_UNREACHABLE, 1001, "tracegate",                                   \
+    "cannot connect to the tracing service's consumer socket; the address "   \
+    "and the reason follow")                                                  \
+  X(ATTACH_FAILED, 1002, "tracegate",                                         \
+    "cannot attach to a detached session; the key and the service's reason "  \
+    "follow")                                                                 \
+  X(STOPPING, 1003, "tracegate",                                              \
+    "the first Ctrl-C (or SIGTERM): the trace stops with a final flush; a "   \
+    "second Ctrl-C aborts")                                                   \
+  X(ABORTED, 1004, "tracegate",                                               \
+    "a second Ctrl-C: the program ends at once, without the final flush "     \
+    "(exit 130)")                                                             \
+  X(PARTIAL_KEPT, 1005, "tracegate",                                          \
+    "a trace cut short was kept; its path ends the line")                     \
+  X(NO_LOSS, 1006, "tracegate",                                               \
+    "the service's final statistics count no data lost")                      \
+  X(DATA_LOSS, 1007, "tracegate",                                             \
+    "the final statistics count data lost; one counter per following line")   \
+  X(LOSS_UNKNOWN, 1008, "tracegate",                                          \
+    "the final statistics did not arrive: whether data was lost is unknown")  \
+  X(CONFIG_INVALID, 1009, "tracegate",                                        \
+    "the trace config does not parse or decode; the file (with line and "     \
+    "column for a text config) and the reason follow")                        \
+  X(SESSION_FAILED, 1010, "tracegate",                                        \
+    "the session could not start or ended in failure; the reason follows "    \
+    "(when the service refused the config, with its own code and the field " \
+    "at fault)")                                                              \
+  X(OUTPUT_UNWRITABLE, 1011, "tracegate",                                     \
+    "the output cannot be written; the path and the reason follow")           \
+  X(NO_SUCH_SESSION, 1012, "tracegate",                                       \
+    "stats --session: the service has no session with that id")               \
+  X(TRACE_WRITTEN, 1013, "tracegate",                                         \
+    "the trace was written; the path, its size, packets and duration follow") \
+  X(TRACE_WRITTEN_ATTACHED, 1014, "tracegate",                                \
+    "the trace of a session attached to with --attach was written; the "      \
+    "duration given is the time attached, not the session's run time")        \
+  X(UNKNOWN_DATA_SOURCE, 1015, "tracegate",                                   \
+    "warning: a data source or field the config names is not known to the "   \
+    "service; the name (and the closest known names) follow")                 \
+  X(PROGRESS, 1016, "tracegate",                                              \
+    "the progress line redrawn on a terminal: time, bytes, packets, loss")    \
+  X(TRIGGER_UNREACHABLE, 1017, "tracegate",                                   \
+    "tracegate trigger cannot connect to the producer socket; the path and "  \
+    "the reason follow")                                                      \
+  X(TRIGGER_ACTIVATED, 1018, "tracegate",                                     \
+    "tracegate trigger: the service took the triggers; their names follow")   \
+  X(TRIGGER_NEVER_FIRED, 1019, "tracegate",                                   \
+    "a session waiting for a trigger ended without it (trigger_timeout_ms); " \
+    "the trigger names and the timeout follow")                               \
+  X(SNAPSHOT_WRITTEN, 1020, "tracegate",                                      \
+    "a snapshot (--clone, or a CLONE_SNAPSHOT trigger) was written; the "     \
+    "path, its size and the session follow")                                  \
+  X(CLONE_FAILED, 1021, "tracegate",                                          \
+    "the service cannot clone the session; the id and its reason follow")     \
+  X(CLONE_SNAPSHOT_UNSUPPORTED, 1022, "tracegate",                            \
+    "a CLONE_SNAPSHOT trigger_mode asked of a recording that cannot write "   \
+    "snapshots")                                                              \
+  X(USAGE, 1023, "tracegate",                                                 \
+    "the command line is refused before anything starts (exit 2)")            \
+  X(NOT_A_CONSUMER_SOCKET, 1024, "tracegate",                                 \
+    "the address answered, but not as a tracing service's consumer socket "   \
+    "(a producer socket?); the address follows")                              \
+  X(SERVICE_CLOSED_EARLY, 1025, "tracegate",                                  \
+    "the service took the connection and closed it before answering (at its " \
+    "--max-consumers limit?); the address follows")                           \
+  X(TRACE_EMPTY, 1026, "tracegate",                                           \
+    "the trace holds no packet: nothing was written; the path follows")       \
+  X(TRACE_DAMAGED, 1027, "tracegate",                                         \
+    "the trace file the service wrote does not hold whole packets; the path " \
+    "and the reason follow")                                                  \
+  X(TRACE_WRITTEN_BY_SERVICE, 1028, "tracegate",                              \
+    "the service writes (or wrote) the trace into the file given at "         \
+    "--detach (write_into_file)")                                             \
+  X(SESSION_ENDED, 1029, "tracegate",                                         \
+    "how the session ended (its duration, the service, Ctrl-C, SIGTERM, "     \
+    "--stop); --summary-json's hosts[].end has the token")                    \
+  X(DETACHED, 1030, "tracegate",                                              \
+    "--detach: the session runs on in the service under the key that "       \
+    "follows (also printed alone on stdout)")                                 \
+  X(ATTACH_NEEDS_OUTPUT, 1031, "tracegate",                                   \
+    "--attach without -o: the session keeps its trace in the service's "     \
+    "buffers and is given back")                                              \
+  X(STATS_FAILED, 1032, "tracegate",                                          \
+    "stats --attach: the session's statistics cannot be read; the reason "   \
+    "follows")                                                                \
+  X(DETACH_FAILED, 1033, "tracegate",                                         \
+    "the session cannot be detached again (it ends now); the reason follows") \
+  X(UNACTED_FIELDS, 1034, "tracegate",                                        \
+    "warning: tracegate-probes does not act on some fields of a data "        \
+    "source's config; the data source and the fields follow")                 \
+  X(SNAPSHOT_FAILED, 1035, "tracegate",                                       \
+    "a CLONE_SNAPSHOT trigger's snapshot failed (or cannot be watched for); " \
+    "the snapshot's number, the trigger and the reason follow")               \
+  X(TRIGGER_WAITING, 1036, "tracegate",                                       \
+    "the progress line of a session armed for a trigger: the trigger names, " \
+    "the time waited and the timeout")                                        \
+  X(SNAPSHOT_NOT_FREED, 1037, "tracegate",                                    \
+    "warning: the snapshot's buffers were not freed at once (they are when "  \
+    "the connection closes)")                                                 \
+  X(BUGREPORT_NOTHING, 1038, "tracegate",                                     \
+    "--save-for-bugreport: no session is eligible; nothing saved (exit 0)")   \
+  X(BUGREPORT_PATH_TOO_LONG, 1039, "tracegate",                               \
+    "--save-all-for-bugreport: the bugreport path is too long (TMPDIR); the " \
+    "session id follows")                                                     \
+  X(QUERY_FAILED, 1040, "tracegate",                                          \
+    "the service's state cannot be queried; the reason follows")              \
+  X(BUGREPORT_NAME_REFUSED, 1041, "tracegate",                                \
+    "--save-all-for-bugreport: a session's bugreport_filename is not a plain "\
+    "file name: that session is not saved")                                   \
+  X(BUGREPORT_SAVING, 1042, "tracegate",                                      \
+    "--save-all-for-bugreport: a session is saved; its id, score and path "   \
+    "follow")                                                                 \
+  X(BRIDGE_LISTENING, 1050, "tracegate",                                      \
+    "tracegate bridge listens; the ws:// address (with its port) follows")    \
+  X(BRIDGE_OPENED, 1051, "tracegate",                                         \
+    "bridge #N: a UI's WebSocket was taken; its peer, origin, path and "      \
+    "upstream follow")                                                        \
+  X(BRIDGE_TLS, 1052, "tracegate",                                            \
+    "bridge #N: the TLS session to a relay is up; the relay's identity and "  \
+    "the cipher suite follow")                                                \
+  X(BRIDGE_REFUSED, 1053, "tracegate",                                        \
+    "bridge: a request was refused before the upgrade; the peer, origin, "    \
+    "path, HTTP status and reason follow")                                    \
+  X(BRIDGE_CLOSED, 1054, "tracegate",                                         \
+    "bridge #N closed without a recorded reason; its counters follow "        \
+    "(ui_bytes= ui_frames= service_bytes= service_frames= ui_waits= "         \
+    "service_waits=)")                                                        \
+  X(BRIDGE_UI_CLOSED, 1055, "tracegate",                                      \
+    "bridge #N closed: the UI closed the WebSocket (its close code follows); "\
+    "then the counters")                                                      \
+  X(BRIDGE_UI_GONE, 1056, "tracegate",                                        \
+    "bridge #N closed: the WebSocket ended without a close from the UI")      \
+  X(BRIDGE_SERVICE_CLOSED, 1057, "tracegate",                                 \
+    "bridge #N closed: the service closed its connection")                    \
+  X(BRIDGE_SERVICE_FAILED, 1058, "tracegate",                                 \
+    "bridge #N closed: the service connection failed; the reason follows")    \
+  X(BRIDGE_RELAY_CLOSED, 1059, "tracegate",                                   \
+    "bridge #N closed: the relay closed its connection")                      \
+  X(BRIDGE_RELAY_FAILED, 1060, "tracegate",                                   \
+    "bridge #N closed: the relay connection failed; the reason follows")      \
+  X(BRIDGE_TEXT_MESSAGE, 1061, "tracegate",                                   \
+    "bridge #N closed: the UI sent a text message (the protocol is binary)")  \
+  X(BRIDGE_MESSAGE_TOO_BIG, 1062, "tracegate",                                \
+    "bridge #N closed: the UI sent a message or an IPC frame over the limit") \
+  X(BRIDGE_UNMASKED, 1063, "tracegate",                                       \
+    "bridge: a client frame without the mask bit (RFC 6455 5.1) closed the "  \
+    "connection before it reached the service")                               \
+  X(BRIDGE_BAD_REQUEST, 1064, "tracegate",                                    \
+    "bridge: a client's request head was too long or the upgrade came "       \
+    "before its end: closed")                                                 \
+  X(BRIDGE_BUSY, 1065, "tracegate",                                           \
+    "bridge: a client was refused: too many connections open")                \
+  X(BRIDGE_STOPPING, 1066, "tracegate",                                       \
+    "bridge #N closed: the bridge is stopping (SIGINT, SIGTERM)")             \
+  X(BRIDGE_FAILED, 1067, "tracegate",                                         \
+    "bridge #N closed on a local failure (out of memory, a write or a "       \
+    "forward that failed); the reason follows")                               \
+  X(FLEET_RECONNECTED, 2001, "tracegate",                                     \
+    "a host's link came back: the session was re-attached; the time down "    \
+    "follows")                                                                \
+  X(FLEET_RESENT, 2002, "tracegate",                                          \
+    "after a link loss the relay sent again what the loss took: nothing "     \
+    "lost in transit")                                                        \
+  X(FLEET_TRANSIT_LOSS, 2003, "tracegate",                                    \
+    "after a link loss part of what was in transit was no longer held by "    \
+    "the relay: lost, counted in the summary")                                \
+  X(FLEET_PLAIN, 2004, "tracegate",                                           \
+    "note: the relay refused compression: what it sends stays plain; the "    \
+    "reason follows")                                                         \
+  X(FLEET_CLOCKS, 2005, "tracegate",                                          \
+    "summary of many hosts: how closely their clocks were aligned at the "    \
+    "start (median, worst, and how many hosts had no clock sync)")            \
+  X(FLEET_OPTIONS_INVALID, 2006, "tracegate",                                 \
+    "the per-user TLS defaults file ($XDG_CONFIG_HOME/tracegate/config) "     \
+    "cannot be read or does not parse; FILE:LINE and the reason follow")      \
+  X(FLEET_KEYS_FILE, 2007, "tracegate",                                       \
+    "the hosts' resume keys go to a file, a line per host (HOST KEY); its "   \
+    "path follows")                                                           \
+  X(FLEET_KEYS_UNWRITABLE, 2008, "tracegate",                                 \
+    "warning: the resume keys file cannot be written; the path and the "      \
+    "reason follow")                                                          \
+  X(FLEET_RESUME_KEY, 2009, "tracegate",                                      \
+    "a host's resume key (for record -H HOST --attach KEY); the host and "    \
+    "the key follow")                                                         \
+  X(FLEET_ALL_TRACING, 2010, "tracegate",                                     \
+    "every host of the fleet is tracing; the time from the start follows")    \
+  X(FLEET_ABORTING, 2011, "tracegate",                                        \
+    "a second Ctrl-C with a fleet: the sessions are ended and nothing is "    \
+    "written; a third Ctrl-C quits at once")                                  \
+  X(FLEET_LINK_LOST, 2012, "tracegate",                                       \
+    "a host's link was lost; reconnecting (the reason follows)")              \
+  X(FLEET_LINK_DEAD, 2013, "tracegate",                                       \
+    "a host's link was silent past its deadline: closed as dead")             \
+  X(FLEET_RELAY_RESTARTED, 2014, "tracegate",                                 \
+    "after a link loss: the relay was restarted, what it had not delivered "  \
+    "cannot be sent again")                                                   \
+  X(FLEET_KEY_REFUSED, 2015, "tracegate",                                     \
+    "warning: the relay refused the resume key: a lost link will end this "   \
+    "host's recording")                                                       \
+  X(FLEET_NO_CLOCK_SYNC, 2016, "tracegate",                                   \
+    "warning: no clock sync with a host: a merged trace cannot align it")     \
+  X(FLEET_NO_HOST_INFO, 2017, "tracegate",                                    \
+    "warning: the host's relay gave no host info")                            \
+  X(FLEET_NOT_A_RELAY, 2018, "tracegate",                                     \
+    "warning: the peer is not a tracegate-relay: no host info, no clock "     \
+    "alignment, no resume after a link loss")                                 \
+  X(FLEET_SUMMARY, 2019, "tracegate",                                         \
+    "the end-of-run summary begins: the number of hosts and the time; a "     \
+    "line per host follows")                                                  \
+  X(FLEET_HOST_OK, 2020, "tracegate",                                         \
+    "summary: a host that recorded (HOST: first); bytes, packets and its "    \
+    "file or machine id follow")                                              \
+  X(FLEET_HOST_FAILED, 2021, "tracegate",                                     \
+    "summary: a host that failed (HOST: first); the reason, what was "        \
+    "received, and a partial trace's path follow")                            \
+  X(FLEET_PLAIN_NOT_ASKED, 2023, "tracegate",                                 \
+    "summary, under a host: its trace came plain: --compress none")           \
+  X(FLEET_PLAIN_REFUSED, 2024, "tracegate",                                   \
+    "summary, under a host: its trace came plain: the relay refused "         \
+    "compression (its --compress never)")                                     \
+  X(FLEET_PLAIN_UNSUPPORTED, 2025, "tracegate",                               \
+    "summary, under a host: its trace came plain: the peer cannot compress "  \
+    "(not a tracegate-relay, or an older one)")                               \
+  X(FLEET_HOST_INFO, 2026, "tracegate",                                       \
+    "summary, under a host: its host name, kernel and clock offset")          \
+  X(FLEET_HOST_RECONNECTS, 2027, "tracegate",                                 \
+    "summary, under a host: how often its link came back, the time down, "    \
+    "the last reason")                                                        \
+  X(FLEET_READS_LOST, 2028, "tracegate",                                      \
+    "summary, under a host: reads cut by a link loss whose data the relay "   \
+    "could not send again (lost)")                                            \
+  X(FLEET_MALFORMED, 2029, "tracegate",                                       \
+    "summary, under a host: packets left out of the merged trace because "    \
+    "they do not decode")                                                     \
+  X(FLEET_QUIET_HOSTS, 2030, "tracegate",                                     \
+    "summary of many hosts: those with no loss and no reconnection, counted " \
+    "on one line")                                                            \
+  X(FLEET_TLS_HANDSHAKES, 2031, "tracegate",                                  \
+    "summary: TLS handshakes, full and resumed from a saved session")         \
+  X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
+    "summary: how many hosts failed, and which")                              \
+  X(REMOTE_UNREACHABLE, 2038, "tracegate",                                    \
+    "query, stats or bridge with -H: cannot connect to the host that "        \
+    "follows; the reason (often with a relay's or TLS code) follows")         \
+  X(TLS_FAILED, 2033, "tracegate",                                            \
+    "the TLS handshake with a relay failed; the TLS library's reason "        \
+    "follows")                                                                \
+  X(TLS_CLIENT_CERT_REFUSED, 2034, "tracegate",                               \
+    "the relay did not accept this client's certificate (not signed by its "  \
+    "CA, revoked or expired)")                                                \
+  X(TLS_RELAY_NAME_MISMATCH, 2035, "tracegate",                               \
+    "the relay's certificate is not for the host name dialed "                \
+    "(--tls-server-name)")                                                    \
+  X(TLS_RELAY_CERT_EXPIRED, 2036, "tracegate",                                \
+    "the relay's certificate has expired")                                    \
+  X(TLS_RELAY_CA_MISMATCH, 2037, "tracegate",                                 \
+    "the relay's certificate is not signed by the CA given with --ca (or "    \
+    "the setting that follows)")                                              \
+  X(RELAY_CONNECTED, 4001, "tracegate-relay",                                 \
+    "IDENTITY@ADDR: a client was admitted; its role (and whether TLS was "    \
+    "resumed) follow")                                                        \
+  X(RELAY_REFUSED, 4002, "tracegate-relay",                                   \
+    "IDENTITY@ADDR (- when unverified): a connection was refused; the "       \
+    "reason follows (the audit trail has it too)")                            \
+  X(RELAY_BUSY, 4003, "tracegate-relay",                                      \
+    "-@ADDR: a connection was refused: --max-conns connections are open")     \
+  X(RELAY_STALE_CLOSED, 4004, "tracegate-relay",                              \
+    "-@ADDR: a connection still unverified was closed to make room for a "    \
+    "newer one (--max-conns)")                                                \
+  X(RELAY_CLOSED, 4005, "tracegate-relay",                                    \
+    "IDENTITY@ADDR: an admitted connection closed; its age, reason and frame "\
+    "counts follow")                                                          \
+  X(RELAY_LINK_LOST, 4006, "tracegate-relay",                                 \
+    "IDENTITY@ADDR: the link was lost while a session traced: the relay "     \
+    "detaches it under the resume key that follows")                          \
+  X(RELAY_SESSION_DETACHED, 4007, "tracegate-relay",                          \
+    "IDENTITY@ADDR: the session was detached under the key that follows: a "  \
+    "new connection can take it back")                                        \
+  X(RELAY_DETACH_FAILED, 4008, "tracegate-relay",                             \
+    "IDENTITY@ADDR: the session could not be detached (the reason follows); " \
+    "it ended")                                                               \
+  X(RELAY_CALL_DENIED, 4009, "tracegate-relay",                               \
+    "IDENTITY@ADDR: a call was denied by the client's role; the method and "  \
+    "reason follow")                                                          \
+  X(RELAY_FRAME_DROPPED, 4010, "tracegate-relay",                             \
+    "IDENTITY@ADDR: a frame was dropped (garbage, or not for the client)")    \
+  X(RELAY_SHUTDOWN, 4011, "tracegate-relay",                                  \
+    "SIGTERM or SIGINT: the relay closes its connections and exits")          \
+  X(RELAY_RELOADED, 4012, "tracegate-relay",                                  \
+    "SIGHUP: the authorization file was reloaded; its identities counted")    \
+  X(RELAY_CRL_RELOADED, 4013, "tracegate-relay",                              \
+    "SIGHUP: the CRL was reloaded")                                           \
+  X(RELAY_RELOAD_FAILED, 4014, "tracegate-relay",                             \
+    "SIGHUP: a file did not load (authz, CRL, audit log): the previous one "  \
+    "stays; the reason follows")                                              \
+  X(RELAY_PAUSED_SERVICE, 4015, "tracegate-relay",                            \
+    "debug: the client's queue is past its high-water mark: the relay stops " \
+    "reading the service")                                                    \
+  X(RELAY_RESUMED_SERVICE, 4016, "tracegate-relay",                           \
+    "debug: the client's queue drained: the relay reads the service again")   \
+  X(RELAY_PAUSED_CLIENT, 4017, "tracegate-relay",                             \
+    "debug: the service's queue is past its high-water mark: the relay "      \
+    "stops reading the client")                                               \
+  X(RELAY_RESUMED_CLIENT, 4018, "tracegate-relay",                            \
+    "debug: the service's queue drained: the relay reads the client again")   \
+  X(RELAY_NOT_AUTHORIZED, 4019, "tracegate-relay",                            \
+    "told to the client, which shows it: its certificate's identity (that "   \
+    "follows) is not in the relay's authorization file")                      \
+  X(RELAY_NO_SERVICE, 4020, "tracegate-relay",                                \
+    "told to the client: the tracing service on the relay's host is not "     \
+    "reachable")                                                              \
+  X(RELAY_IDENTITY_LIMIT, 4021, "tracegate-relay",                            \
+    "told to the client: its identity already holds "                        \
+    "--max-conns-per-identity connections")                                   \
+  X(RELAY_SERVICE_GONE, 4022, "tracegate-relay",                              \
+    "told to the client: the tracing service closed the relay's connection "  \
+    "to it; the reason follows")                                              \
+  X(RELAY_SERVICE_CLOSED_EARLY, 4023, "tracegate-relay",                      \
+    "told to the client: the tracing service closed the connection before "   \
+    "answering (at its --max-consumers limit?)")                              \
+  X(SERVICE_CONFIG_REFUSED, 3001, "tracegated",                               \
+    "EnableTracing refused: the config is not valid; the field at fault "     \
+    "(buffers[0].size_kb, data_sources[1].config.target_buffer, ...) and "    \
+    "why follow, in the reply's error (tracegate shows it)")                  \
+  X(SERVICE_NO_RESOURCES, 3002, "tracegated",                                 \
+    "EnableTracing refused: the service is out of memory or buffer ids")      \
+  X(SERVICE_BUSY, 3003, "tracegated",                                         \
+    "EnableTracing refused: a session with that unique_session_name is "      \
+    "running, or the service's session limit is reached")                     \
+  X(SERVICE_SOCKET_IN_USE, 3004, "tracegated",                                \
+    "cannot listen: another service answers on the socket that follows; it "  \
+    "is left alone (exit 1)")                                                 \
+  X(SERVICE_LISTEN_FAILED, 3005, "tracegated",                                \
+    "cannot listen on the socket that follows (not a socket, no permission, " \
+    "...); the reason follows (exit 1)")                                      \
+  X(SERVICE_DS_REFUSED, 3006, "tracegated",                                   \
+    "RegisterDataSource refused, in the reply's error: no name, a name "      \
+    "taken, too many data sources, or a descriptor over its limit (131029 "   \
+    "bytes, 1 MiB per producer)")                                             \
+  X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
+    "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
+    "or the kernel has none); the instance and the reason follow")            \
+  X(PROBES_UNACTED_FIELDS, 6002, "tracegate-probes",                          \
+    "a data source's config sets fields tracegate-probes does not act on; "   \
+    "the data source, their number and names follow")                         \
+  X(PROBES_SOURCE_MISSING, 6003, "tracegate-probes",                          \
+    "linux.sys_stats: a source cannot be read (this kernel may not have it; " \
+    "it is skipped); the source and the reason follow")                       \
+  X(TLS_CONFIG_INVALID, 7001, "any",                                          \
+    "the TLS configuration (--cert, --key, --ca, --crl or the config's "      \
+    "keys) is refused; the file and the reason follow")                       \
+  X(TLS_FILE_UNREADABLE, 7002, "any",                                         \
+    "a TLS file cannot be opened; its role (certificate, key, CA, CRL), path "\
+    "and the system's reason follow")                                         \
+  X(TLS_KEY_MISMATCH, 7003, "any",                                            \
+    "the key file does not match the certificate; both paths follow")         \
+  X(TLS_CRL_FOREIGN, 7004, "any",                                             \
+    "the CRL that follows is not issued by the configured CA")
+
+typedef enum tg_notice {
+  TG_N_NONE = 0, /* a line without a code */
+#define TG__NOTICE_ENUM(name, num, prog, meaning) TG_N_##name = (num),
+  TG_NOTICE_MAP(TG__NOTICE_ENUM)
+#undef TG__NOTICE_ENUM
+} tg_notice_t;
+
+/* "[TG-1003]": a static string, owned by the library. TG_N_NONE, or a
+ * value not in the table, gives "[TG-0000]". */
+const char *tg_notice_tag(tg_notice_t n);
+
+/* Puts |n|'s tag and a space before the text in |buf| (|cap| bytes, a
+ * NUL-terminated string), cutting the text's end if it must: for a reason
+ * written by one module that another sends on. */
+void tg_notice_prefix(char *buf, size_t cap, tg_notice_t n);
+
+/* The tag of TG_N_|name|, for a format's "%s". */
+#define TG_NOTE(name) tg_notice_tag(TG_N_##name)
+
+#endif /* TRACEGATE_COMMON_NOTICE_H */
