@@ -34,11 +34,16 @@ for f in bin/tracegated bin/tracegate-relay bin/tracegate-probes \
   lib/systemd/system/tracegated.service \
   lib/systemd/system/tracegate-relay.service \
   lib/systemd/system/tracegate-probes.service \
-  lib/sysusers.d/tracegate.conf lib/tmpfiles.d/tracegate.conf \
-  share/man/man1/tracegate.1; do
+  lib/sysusers.d/tracegate.conf lib/sysusers.d/tracegate-relay.conf \
+  lib/sysusers.d/tracegate-collector.conf \
+  lib/tmpfiles.d/tracegate-relay.conf lib/tmpfiles.d/tracegate-collector.conf \
+  share/man/man1/tracegate.1 share/man/man1/tracegated.1 \
+  share/man/man1/tracegate-relay.1 share/man/man1/tracegate-probes.1 \
+  share/man/man1/tracegate-collector.1 share/man/man1/tracegate-emit.1 \
+  share/man/man1/tg-certs.1; do
   [ -e "$ROOT$PREFIX/$f" ] || die "not installed: $PREFIX/$f"
 done
-for f in libtracegate-agent.so libtracegate-agent.so.0 \
+for f in libtracegate-agent.so libtracegate-agent.so.1 \
   pkgconfig/tracegate-agent.pc \
   cmake/tracegate-agent/tracegate-agentConfig.cmake \
   cmake/tracegate-agent/tracegate-agentConfigVersion.cmake; do
@@ -65,7 +70,7 @@ say "exports: $(wc -l <"$WORK/exports.got") symbols, all declared TG_EXPORT"
 run_app() { # NAME BINARY
   # The library must come from the DESTDIR, not from anywhere else.
   LD_LIBRARY_PATH=$ROOT$LIBDIR_FULL ldd "$2" >"$WORK/$1.ldd" 2>&1 || true
-  grep "libtracegate-agent.so.0 => $ROOT$LIBDIR_FULL/" "$WORK/$1.ldd" \
+  grep "libtracegate-agent.so.1 => $ROOT$LIBDIR_FULL/" "$WORK/$1.ldd" \
     >/dev/null || { cat "$WORK/$1.ldd"; die "$1 does not load the installed library"; }
   # A socket path under a directory that does not exist: nothing listens.
   if ! LD_LIBRARY_PATH=$ROOT$LIBDIR_FULL timeout 30 "$2" \
