@@ -202,7 +202,7 @@ clean:
 DEB_DIR := build/deb
 DEB_BUILD_OPTIONS ?= nocheck
 .PHONY: deb deb-test
-deb: deps
+deb:
 	@sh deploy/deps.sh deb
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_DIR)/tracegate
