@@ -9,26 +9,31 @@ without a warning (lintian rejects pages that warn).
 
 Exit 0: all good; 1: a failure, said on standard error.
 """
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 
-# Program -> how to run it, relative to the build (or source) tree.
-PROGRAMS = {
-    "tracegated": ("build", "service/tracegated"),
-    "tracegate-probes": ("build", "agent/probes/tracegate-probes"),
-    "tracegate-relay": ("build", "relay/tracegate-relay"),
-    "tracegate-collector": ("build", "collector/daemon/tracegate-collector"),
-    "tracegate-emit": ("build", "agent/emit/tracegate-emit"),
-    "tg-certs": ("src", "deploy/certs/tg-certs"),
-}
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 FLAG = re.compile(r"^  (--[a-z][a-z0-9-]*)", re.M)
 
 
 def main(build, src):
+    # Where each program is: docs/gen-commands.py's table; which have a
+    # generated page: docs/man/gen-man.py's.
+    where_is = load(os.path.join(src, "docs", "gen-commands.py"), "gen_commands").PROGRAMS
+    pages = load(os.path.join(src, "docs", "man", "gen-man.py"), "gen_man").PAGES
     bad = []
-    for prog, (where, rel) in PROGRAMS.items():
+    for prog in pages:
+        where, rel = where_is[prog]
         argv = ([os.path.join(build, rel)] if where == "build"
                 else ["sh", os.path.join(src, rel)]) + ["--help"]
         helptext = subprocess.run(argv, stdout=subprocess.PIPE,
@@ -57,7 +62,7 @@ def main(build, src):
         print("deploy_man_pages: FAILED:\n  " + "\n  ".join(bad), file=sys.stderr)
         return 1
     print("deploy_man_pages: %d pages, every --help flag listed, groff clean"
-          % len(PROGRAMS))
+          % len(pages))
     return 0
 
 
