@@ -7,7 +7,7 @@ as its installed unit says: ExecStart= with the unit's Environment= and
 EnvironmentFile=, as its User=/Group=/SupplementaryGroups= (setpriv), with
 its RuntimeDirectory=, StateDirectory=, LogsDirectory= and UMask=, and only
 if its ConditionPathExists= holds. Checked:
-  - the service units are enabled (tracegated's at once), the users exist,
+  - the four service units are enabled, the users exist,
     the relay's and the collector's /etc directories are private;
   - every program has a man page;
   - an app built against the installed -dev package, with pkg-config and
