@@ -53,7 +53,7 @@ import urllib.request
 
 PACKAGES = ["tracegate", "tracegated", "tracegate-relay", "tracegate-collector",
             "libtracegate-agent1", "libtracegate-agent-dev"]
-# Programs and the package that ships each (with its man page).
+# Every program the packages ship, each with its man page.
 PROGRAMS = ["tracegate", "tg-certs", "tracegate-emit", "tracegated",
             "tracegate-probes", "tracegate-relay", "tracegate-collector"]
 OURS = re.compile(r"tracegate|perfetto|tg-certs")
@@ -433,7 +433,7 @@ def configure_collector(ca, relay_port, http_port):
     open(d + "/collector.conf", "w").write(conf)
 
 
-def collector_snapshot(http_port, daemons):
+def collector_snapshot(http_port, relay_port, daemons):
     api = "http://127.0.0.1:%d/api/v1/hosts" % http_port
 
     def tracing():
@@ -449,12 +449,16 @@ def collector_snapshot(http_port, daemons):
          "127.0.0.1:%d" % http_port, "--reason", "deb_install", "--json", js,
          "--timeout", "60s"], timeout=90)
     snap = json.load(open(js))
+    if snap["snapshot"]["reason"] != "deb_install" or \
+            [h["host"] for h in snap["hosts"]] != ["127.0.0.1:%d" % relay_port]:
+        raise Failure("the snapshot is not the one asked for, of the relay: %s"
+                      % json.dumps(snap))
     files = glob.glob("/var/lib/tracegate-collector/snapshots/*")
     if not files:
         raise Failure("no snapshot file in /var/lib/tracegate-collector/snapshots")
     if not any(APP_EVENT in open(f, "rb").read() for f in files):
         raise Failure("the collector's snapshot lacks the app's events")
-    return snap, files
+    return snap["snapshot"]["id"], files
 
 
 def scenario(daemons):
@@ -500,8 +504,8 @@ def scenario(daemons):
     coll.start()
     wait_for("the collector's HTTP port", lambda: can_connect(http_port),
              procs=daemons)
-    snap, files = collector_snapshot(http_port, daemons)
-    say("collector snapshot stored: %s" % ", ".join(files))
+    snap_id, files = collector_snapshot(http_port, relay_port, daemons)
+    say("collector snapshot %s stored: %s" % (snap_id, ", ".join(files)))
 
     stats = stop_app(p1, o1, "app")
     say("app: %s" % json.dumps(stats))
