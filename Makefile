@@ -105,7 +105,7 @@ FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 test-asan: asan-build
 	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE 'long|deb'
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE '^(long|deb)$$'
 
 test-long: deps asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
