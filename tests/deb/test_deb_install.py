@@ -13,7 +13,8 @@ if its ConditionPathExists= holds. Checked:
   - an app built against the installed -dev package, with pkg-config and
     with find_package(tracegate-agent), loads the installed library and
     traces into the installed tracegated; the installed `tracegate record`
-    (as a member of group tracegate) gets its events;
+    (as a member of group tracegate) gets its events, and a user outside
+    the group cannot reach the consumer socket;
   - the relay does not start before it has a certificate; given certificates
     (made with the installed tg-certs, i.e. openssl) it starts from its
     installed unit and `tracegate record -H` records the app through it;
@@ -353,9 +354,17 @@ def stop_app(p, out, name):
 
 
 def record_local(tag):
-    """`tracegate record` as a member of group tracegate, not root."""
+    """`tracegate record` as a member of group tracegate, not root; a user
+    outside the group is refused by the consumer socket's mode."""
     nobody = pwd.getpwnam("nobody")
     tg = grp.getgrnam("tracegate").gr_gid
+    outsider = run(["setpriv", "--reuid=%d" % nobody.pw_uid,
+                    "--regid=%d" % nobody.pw_gid, "--clear-groups",
+                    "/usr/bin/tracegate", "query", "--socket",
+                    "/run/perfetto/traced-consumer.sock"], check=False, timeout=30)
+    if outsider.returncode != 1:
+        raise Failure("a user outside group tracegate: tracegate query exited %d, "
+                      "want 1 (refused):\n%s" % (outsider.returncode, outsider.stdout))
     outdir = os.path.join(WORK, "rec-" + tag)
     os.makedirs(outdir)
     os.chmod(outdir, 0o777)
