@@ -30,6 +30,13 @@
 #                 docs/conformance.md)
 #   make install  the release build, installed under PREFIX (default
 #                 /usr/local), into DESTDIR when given (staging, packaging)
+#   make deb      Debian packages (debian/, dpkg-buildpackage) into
+#                 build/deb, built from a copy of the tree, then lintian
+#                 on them (fails on any warning); the packages' tests are
+#                 make test's (DEB_BUILD_OPTIONS=nocheck unless given)
+#   make deb-test make deb, then install the packages on this machine,
+#                 run the installed daemons, purge them all and check
+#                 nothing is left (tests/deb; root; restores the machine)
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
@@ -99,7 +106,7 @@ FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 test-asan: asan-build
 	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE long
+	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE '^(long|deb)$$'
 
 test-long: deps asan-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -189,3 +196,27 @@ conformance:
 
 clean:
 	rm -rf build
+
+# Debian packages. dpkg-buildpackage writes into the parent of the tree it
+# builds, so it builds a copy under DEB_DIR: the packages, .changes and
+# .buildinfo land in DEB_DIR, and the worktree stays clean.
+DEB_DIR := build/deb
+DEB_BUILD_OPTIONS ?= nocheck
+.PHONY: deb deb-test
+deb:
+	@sh deploy/deps.sh deb
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_DIR)/tracegate
+	tar -c --exclude=./build --exclude=./.git --exclude='./obj-*' . | \
+	  tar -x -C $(DEB_DIR)/tracegate
+	cd $(DEB_DIR)/tracegate && DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" \
+	  dpkg-buildpackage -us -uc -b -j$(JOBS)
+	lintian --fail-on error,warning --display-level '>=warning' \
+	  $(DEB_DIR)/*.changes
+
+# The package test (label deb) is not in make test: it installs packages
+# on the machine. Its build directory is only configured: the test is a
+# script over DEB_DIR's packages.
+deb-test: deb
+	cmake -S . -B build/deb-test $(CMAKE_GEN) -DTG_BENCH=OFF -DTG_MAN=OFF
+	ctest --test-dir build/deb-test --output-on-failure -L deb

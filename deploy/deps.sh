@@ -10,7 +10,7 @@ set -eu
 
 PKGS="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
-libpcre2-dev libjansson-dev
+libpcre2-dev libjansson-dev groff-base
 zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
 libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl

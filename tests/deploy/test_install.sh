@@ -7,7 +7,7 @@
 # write events no session enables, shut down, and exit 0.
 #
 # Environment (set by tests/deploy/CMakeLists.txt):
-#   BUILD_DIR SRC_DIR WORK CMAKE CC GENERATOR PREFIX LIBDIR EXTRA_CFLAGS
+#   BUILD_DIR SRC_DIR WORK CMAKE CC GENERATOR PREFIX LIBDIR UNITDIR EXTRA_CFLAGS
 set -eu
 
 say() { echo "deploy_install_outside_app: $*"; }
@@ -20,6 +20,11 @@ case $LIBDIR in
   /*) LIBDIR_FULL=$LIBDIR ;;
   *) LIBDIR_FULL=$PREFIX/$LIBDIR ;;
 esac
+# The units' directory may be absolute (the Debian build: /lib/systemd/system).
+case $UNITDIR in
+  /*) UNITDIR_FULL=$UNITDIR ;;
+  *) UNITDIR_FULL=$PREFIX/$UNITDIR ;;
+esac
 
 # 1. Install. DESTDIR keeps everything under $ROOT.
 DESTDIR=$ROOT "$CMAKE" --install "$BUILD_DIR" >"$WORK/install.log" 2>&1 ||
@@ -31,22 +36,27 @@ for f in bin/tracegated bin/tracegate-relay bin/tracegate-probes \
   include/tracegate/export.h include/tracegate/error.h \
   include/tracegate/log_level.h \
   include/tracegate/pb_writer.h include/tracegate/pb_wire.h \
-  lib/systemd/system/tracegated.service \
-  lib/systemd/system/tracegate-relay.service \
-  lib/systemd/system/tracegate-probes.service \
-  lib/sysusers.d/tracegate.conf lib/tmpfiles.d/tracegate.conf \
-  share/man/man1/tracegate.1; do
+  lib/sysusers.d/tracegate.conf lib/sysusers.d/tracegate-relay.conf \
+  lib/sysusers.d/tracegate-collector.conf \
+  lib/tmpfiles.d/tracegate-relay.conf lib/tmpfiles.d/tracegate-collector.conf \
+  share/man/man1/tracegate.1 share/man/man1/tracegated.1 \
+  share/man/man1/tracegate-relay.1 share/man/man1/tracegate-probes.1 \
+  share/man/man1/tracegate-collector.1 share/man/man1/tracegate-emit.1 \
+  share/man/man1/tg-certs.1; do
   [ -e "$ROOT$PREFIX/$f" ] || die "not installed: $PREFIX/$f"
 done
-for f in libtracegate-agent.so libtracegate-agent.so.0 \
+for f in libtracegate-agent.so libtracegate-agent.so.1 \
   pkgconfig/tracegate-agent.pc \
   cmake/tracegate-agent/tracegate-agentConfig.cmake \
   cmake/tracegate-agent/tracegate-agentConfigVersion.cmake; do
   [ -e "$ROOT$LIBDIR_FULL/$f" ] || die "not installed: $LIBDIR_FULL/$f"
 done
+for u in tracegated tracegate-relay tracegate-probes tracegate-collector; do
+  [ -e "$ROOT$UNITDIR_FULL/$u.service" ] || die "not installed: $UNITDIR_FULL/$u.service"
+done
 # The units start what was installed, from where it was installed.
 grep -q "^ExecStart=$PREFIX/bin/tracegated " \
-  "$ROOT$PREFIX/lib/systemd/system/tracegated.service" ||
+  "$ROOT$UNITDIR_FULL/tracegated.service" ||
   die "tracegated.service does not start $PREFIX/bin/tracegated"
 say "installed into DESTDIR=$ROOT (prefix $PREFIX)"
 
@@ -65,11 +75,13 @@ say "exports: $(wc -l <"$WORK/exports.got") symbols, all declared TG_EXPORT"
 run_app() { # NAME BINARY
   # The library must come from the DESTDIR, not from anywhere else.
   LD_LIBRARY_PATH=$ROOT$LIBDIR_FULL ldd "$2" >"$WORK/$1.ldd" 2>&1 || true
-  grep "libtracegate-agent.so.0 => $ROOT$LIBDIR_FULL/" "$WORK/$1.ldd" \
+  grep "libtracegate-agent.so.1 => $ROOT$LIBDIR_FULL/" "$WORK/$1.ldd" \
     >/dev/null || { cat "$WORK/$1.ldd"; die "$1 does not load the installed library"; }
   # A socket path under a directory that does not exist: nothing listens.
+  # Under /tmp, not $WORK: a deep build directory (a package build's)
+  # would make it longer than a UNIX socket path may be.
   if ! LD_LIBRARY_PATH=$ROOT$LIBDIR_FULL timeout 30 "$2" \
-      "$WORK/no-such-dir/producer.sock" >"$WORK/$1.out" 2>&1; then
+      "$(mktemp -u /tmp/tg-no-such-dir.XXXXXX)/producer.sock" >"$WORK/$1.out" 2>&1; then
     cat "$WORK/$1.out"
     die "$1 did not exit 0"
   fi

@@ -65,7 +65,7 @@ for u in $UNITS; do
 done
 
 # The sysusers and tmpfiles snippets, applied to a scratch root: the users
-# exist afterwards, /etc/tracegate and the relay's key get their modes.
+# exist afterwards, /etc/tracegate-relay and the relay's key get their modes.
 # Needs root (tmpfiles changes owners); skipped otherwise.
 if [ "$(id -u)" != 0 ] || ! command -v systemd-sysusers >/dev/null 2>&1 ||
   ! command -v systemd-tmpfiles >/dev/null 2>&1; then
@@ -73,31 +73,33 @@ if [ "$(id -u)" != 0 ] || ! command -v systemd-sysusers >/dev/null 2>&1 ||
 else
   SYSROOT=$WORK/sysroot
   mkdir -p "$SYSROOT/etc"
-  systemd-sysusers --root="$SYSROOT" \
-    "$ROOT$PREFIX/lib/sysusers.d/tracegate.conf" >"$WORK/sysusers.log" 2>&1 ||
+  systemd-sysusers --root="$SYSROOT" "$ROOT$PREFIX/lib/sysusers.d/tracegate.conf" \
+    "$ROOT$PREFIX/lib/sysusers.d/tracegate-relay.conf" \
+    "$ROOT$PREFIX/lib/sysusers.d/tracegate-collector.conf" >"$WORK/sysusers.log" 2>&1 ||
     { cat "$WORK/sysusers.log"; die "systemd-sysusers"; }
   for u in tracegate tracegate-relay tracegate-collector; do
     grep -q "^$u:" "$SYSROOT/etc/passwd" || die "sysusers did not create user $u"
   done
   relay_gid=$(awk -F: '$1 == "tracegate-relay" { print $3 }' "$SYSROOT/etc/group")
-  mkdir -p "$SYSROOT/etc/tracegate"
-  : >"$SYSROOT/etc/tracegate/relay.key"
-  chmod 0644 "$SYSROOT/etc/tracegate/relay.key"
+  mkdir -p "$SYSROOT/etc/tracegate-relay"
+  : >"$SYSROOT/etc/tracegate-relay/relay.key"
+  chmod 0644 "$SYSROOT/etc/tracegate-relay/relay.key"
   systemd-tmpfiles --root="$SYSROOT" --create \
-    "$ROOT$PREFIX/lib/tmpfiles.d/tracegate.conf" >"$WORK/tmpfiles.log" 2>&1 ||
+    "$ROOT$PREFIX/lib/tmpfiles.d/tracegate-relay.conf" \
+    "$ROOT$PREFIX/lib/tmpfiles.d/tracegate-collector.conf" >"$WORK/tmpfiles.log" 2>&1 ||
     { cat "$WORK/tmpfiles.log"; die "systemd-tmpfiles"; }
   if [ -s "$WORK/tmpfiles.log" ]; then
     cat "$WORK/tmpfiles.log"
     die "systemd-tmpfiles complained"
   fi
-  got=$(stat -c '%a %u %g' "$SYSROOT/etc/tracegate" "$SYSROOT/etc/tracegate/relay.key" | tr '\n' ' ')
+  got=$(stat -c '%a %u %g' "$SYSROOT/etc/tracegate-relay" "$SYSROOT/etc/tracegate-relay/relay.key" | tr '\n' ' ')
   [ "$got" = "750 0 $relay_gid 640 0 $relay_gid " ] ||
-    die "/etc/tracegate and relay.key: got '$got', want 750/640 root:tracegate-relay ($relay_gid)"
+    die "/etc/tracegate-relay and relay.key: got '$got', want 750/640 root:tracegate-relay ($relay_gid)"
   coll_gid=$(awk -F: '$1 == "tracegate-collector" { print $3 }' "$SYSROOT/etc/group")
   got=$(stat -c '%a %u %g' "$SYSROOT/etc/tracegate-collector" | tr '\n' ' ')
   [ "$got" = "750 0 $coll_gid " ] ||
     die "/etc/tracegate-collector: got '$got', want 750 root:tracegate-collector ($coll_gid)"
-  say "sysusers.d and tmpfiles.d: users created, /etc/tracegate 0750 and relay.key 0640 root:tracegate-relay, /etc/tracegate-collector 0750 root:tracegate-collector"
+  say "sysusers.d and tmpfiles.d: users created, /etc/tracegate-relay 0750 and relay.key 0640 root:tracegate-relay, /etc/tracegate-collector 0750 root:tracegate-collector"
 fi
 
 cd /
