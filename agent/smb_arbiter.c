@@ -15,9 +15,11 @@
  *
  * Reserve. With opts.active_size, writers scan only the first
  * |active_pages| pages. Registration grows that prefix to the writers'
- * budget, a scan that finds nothing doubles it (one CAS from the size it
- * scanned, so a crowd of missing writers doubles it once), both up to the
- * whole SMB. The layout follows the writers' budget, not the prefix (see
+ * budget (up to opts.owed_max), a scan that finds nothing doubles it (one
+ * CAS from the size it scanned, so a crowd of missing writers doubles it
+ * once) up to the whole SMB: the pages past the writers' budget are for a
+ * service that falls behind, and stay untouched while it keeps up. The
+ * layout follows the writers' budget, not the prefix (see
  * smb_arbiter.h), so misses add chunks of the same size.
  *
  * Ordering rule of the batch: a patch must not reach the service before the
@@ -107,6 +109,7 @@ struct tg_arbiter {
   bool direct_patching;
   bool adaptive_layout;
   size_t initial_pages;      /* 0: a fixed SMB, every page active */
+  size_t owed_pages;         /* reserve: the writers' budget's cap */
   /* Pages writers may use: the SMB's first |active_pages|. Only grows. */
   _Atomic size_t active_pages;
   unsigned base_layout;      /* opts.layout, or the default for the page */
@@ -196,6 +199,10 @@ int tg_arbiter_new(const tg_arbiter_opts_t *opts, tg_arbiter_t **out) {
     active = opts->active_size / arb->smb.page_size;
     if (active == 0) active = 1;
     arb->initial_pages = active;
+    size_t owed = opts->owed_max ? opts->owed_max / arb->smb.page_size
+                                 : arb->smb.num_pages;
+    if (owed < active) owed = active;
+    arb->owed_pages = owed < arb->smb.num_pages ? owed : arb->smb.num_pages;
   }
   atomic_init(&arb->active_pages, active);
   atomic_init(&arb->refs, 1);
@@ -298,13 +305,13 @@ static void grow_to(tg_arbiter_t *arb, size_t pages) {
 }
 
 /* The pages a reserve owes its |nwriters| writers: their budget in pages,
- * at least the initial prefix, doubled from it, at most the SMB. */
+ * at least the initial prefix, doubled from it, at most |owed_pages|. */
 static size_t pages_for_writers(const tg_arbiter_t *arb, size_t nwriters) {
   size_t want = (nwriters * TG_ARBITER_WRITER_BUDGET + arb->smb.page_size - 1) /
                 arb->smb.page_size;
   size_t pages = arb->initial_pages;
-  while (pages < want && pages < arb->smb.num_pages) pages *= 2;
-  return pages < arb->smb.num_pages ? pages : arb->smb.num_pages;
+  while (pages < want && pages < arb->owed_pages) pages *= 2;
+  return pages < arb->owed_pages ? pages : arb->owed_pages;
 }
 
 /* Grows a reserve to what its writers are owed, then picks the largest
@@ -347,13 +354,19 @@ size_t tg_arbiter_active_size(const tg_arbiter_t *arb) {
   return active_pages(arb) * arb->smb.page_size;
 }
 
+/* Only the active pages: nobody touches the others (the agent hands out
+ * no chunk there, the service reads only pages that hold data, see
+ * tg__producer_scrape), and mincore() looks up every page it is given in
+ * the memfd's page cache, a cost that would grow with the reserve rather
+ * than with what is used. One call covers the largest SMB. */
 size_t tg_arbiter_resident_bytes(const tg_arbiter_t *arb) {
   long sys = sysconf(_SC_PAGESIZE);
   if (sys <= 0 || (uintptr_t)arb->smb.base % (size_t)sys) return 0;
-  unsigned char vec[4096];
+  unsigned char vec[TG_SMB_MAX_SIZE / 4096];
   size_t window = sizeof(vec) * (size_t)sys, bytes = 0;
-  for (size_t off = 0; off < arb->smb.size; off += window) {
-    size_t len = arb->smb.size - off < window ? arb->smb.size - off : window;
+  size_t size = tg_arbiter_active_size(arb);
+  for (size_t off = 0; off < size; off += window) {
+    size_t len = size - off < window ? size - off : window;
     if (mincore(arb->smb.base + off, len, vec) != 0) return 0;
     for (size_t i = 0; i < (len + (size_t)sys - 1) / (size_t)sys; i++)
       if (vec[i] & 1) bytes += (size_t)sys;

@@ -62,6 +62,14 @@ typedef struct tg_arbiter_opts {
    * and the memory goes back with the SMB. Pages past the prefix are never
    * touched, so they cost nothing (see tg_arbiter_resident_bytes()). */
   size_t active_size;
+  /* A reserve only: the most the writers' budget grows the active prefix
+   * to (0: the whole SMB). Past it the prefix grows only when a writer
+   * finds no free chunk, so the rest of a large reserve is room for a
+   * service that stalls, resident only while one does, and not memory
+   * every app with thousands of threads pays for while the service keeps
+   * up. The layout counts the pages owed up to this cap as well, so the
+   * pages a stall adds take the same chunks. */
+  size_t owed_max;
   /* Page layout for new pages (TG_PAGE_DIV_*); 0 adapts it to the number
    * of writers: chunks of about 4 KiB (DIV_1 up to 8 KiB pages, DIV_2 for
    * 16 KiB, DIV_4 for 32 KiB) while the SMB has at least
@@ -69,7 +77,7 @@ typedef struct tg_arbiter_opts {
    * registered writer, else the
    * smallest division that does (at most DIV_14). A fixed SMB counts all
    * its pages; a reserve counts the pages its writers are owed (their
-   * budget, at least |active_size|, at most the reserve), not what misses
+   * budget, at least |active_size|, at most |owed_max| and the reserve), not what misses
    * made it grow to: more SMB for the same writers means more chunks, not
    * larger ones (a large chunk per writer is mostly empty when idle
    * writers give theirs back). A page takes a new layout only once all its
@@ -198,10 +206,10 @@ size_t tg_arbiter_bytes_in_use(const tg_arbiter_t *arb);
 /* The pages writers may use now, in bytes: the whole SMB when it is fixed,
  * else the active prefix of the reserve. Any thread. */
 size_t tg_arbiter_active_size(const tg_arbiter_t *arb);
-/* Bytes of the SMB in memory (mincore() over the mapping: pages anyone
- * touched, the service included), or 0 when that cannot be told (a test's
- * malloc'ed SMB that is not page-aligned). One system call: for stats,
- * not for hot paths. */
+/* Bytes of the SMB in memory (mincore() over the active pages: pages
+ * anyone touched, the service included; the pages past them stay
+ * untouched), or 0 when that cannot be told (a test's malloc'ed SMB that
+ * is not page-aligned). One system call: for stats, not for hot paths. */
 size_t tg_arbiter_resident_bytes(const tg_arbiter_t *arb);
 
 /* --- agent-facing (agent's thread) --------------------------------------- */

@@ -53,6 +53,7 @@ int tg__smb_map(int fd_untrusted, const tg__smb_map_opts_t *opts,
       .stall_when_full = opts->stall_when_full,
       .direct_patching = opts->direct_patching,
       .active_size = opts->reserve ? TG_SMB_DEFAULT_SIZE : 0,
+      .owed_max = opts->reserve ? TG__SMB_OWED_MAX : 0,
       .wake = opts->wake,
       .wake_ctx = opts->wake_ctx,
   };

@@ -249,9 +249,15 @@ static inline tg_pbw_t *tg_trace_writer_begin_packet(tg_trace_writer_t *w) {
  * more) is dropped. Outside a packet it does nothing. */
 static inline void tg_trace_writer_end_packet(tg_trace_writer_t *w) {
   if (__builtin_expect(w->in_packet && !w->end_slow && !w->pbw.error, 1)) {
-    tg_pb_write_redundant_varint(
-        w->frag_size,
-        (uint32_t)(w->pbw.cur - w->frag_size - TG_PACKET_HEADER_SIZE));
+    uint32_t size =
+        (uint32_t)(w->pbw.cur - w->frag_size - TG_PACKET_HEADER_SIZE);
+    /* Every fragment is opened with size 0 (80 80 80 00) and its header
+     * is written again only here or by a drop (which leaves the fast
+     * path): under 128 bytes only the first byte differs. */
+    if (__builtin_expect(size < 0x80, 1))
+      w->frag_size[0] = (uint8_t)(size | 0x80);
+    else
+      tg_pb_write_redundant_varint(w->frag_size, size);
     w->in_packet = false;
     w->packets_written++;
     /* Open the next packet's fragment now (see |preopened|). */

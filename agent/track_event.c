@@ -414,9 +414,10 @@ static void write_counter_descriptor(tg_trace_writer_t *tw, const char *name) {
 
 /* The sequence state of slot |sl| (instance |inst|) when it is current:
  * made, and not cleared since. Else NULL: sequence() must run first. */
-static inline seq_state_t *current_sequence(const tg__writer_slot_t *sl,
+static inline seq_state_t *current_sequence(const tg_ds_t *ds,
+                                            const tg__writer_slot_t *sl,
                                             unsigned inst) {
-  uint32_t incr = atomic_load_explicit(&g_te_ds->inst[inst].incr_generation,
+  uint32_t incr = atomic_load_explicit(&ds->inst[inst].incr_generation,
                                        memory_order_acquire);
   if (__builtin_expect(!sl->user || sl->incr_fresh || sl->incr_seen != incr,
                        0))
@@ -462,11 +463,12 @@ typedef struct pending_intern {
  * room (else composed on the stack and appended); the track event is under
  * 128 bytes, so its length takes one byte. Returns false when the general
  * path must run. */
-static inline bool emit_fast(unsigned inst, const tg_category_t *cat,
-                             int type, const char *name, uint64_t ts) {
-  tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
+static inline bool emit_fast(tg_ds_t *ds, unsigned inst,
+                             const tg_category_t *cat, int type,
+                             const char *name, uint64_t ts) {
+  tg__writer_slot_t *sl = tg__ds_slot(ds, inst);
   if (!sl) return true; /* not active: nothing to do on any path */
-  seq_state_t *s = current_sequence(sl, inst);
+  seq_state_t *s = current_sequence(ds, sl, inst);
   if (!s) return false;
   uint32_t ci = intern_peek(s, K_CATEGORY, cat);
   uint32_t ni = name ? intern_peek(s, K_NAME, name) : 0;
@@ -513,7 +515,7 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
                      size_t n_args, int32_t tid, uint64_t ts) {
   tg__writer_slot_t *sl = tg__ds_slot(g_te_ds, inst);
   if (!sl) return;
-  seq_state_t *s = current_sequence(sl, inst);
+  seq_state_t *s = current_sequence(g_te_ds, sl, inst);
   if (!s && !(s = sequence(sl, inst, tid, ts))) return;
   pending_intern_t fresh[2 + 16];
   size_t n_fresh = 0;
@@ -604,18 +606,29 @@ static void emit_one(unsigned inst, tg_category_t *cat, int type,
   tg_trace_writer_end_packet(sl->w);
 }
 
+/* The calling thread's id, cached (gettid() is a system call); only the
+ * general path needs it (descriptors). */
+static int32_t cached_tid(void) {
+  if (__builtin_expect(!t_tid, 0)) t_tid = (int32_t)syscall(SYS_gettid);
+  return t_tid;
+}
+
 void tg__te_emit(tg_category_t *cat, int type, const char *name, int64_t value,
                  const tg_arg_t *args, size_t n_args) {
-  if (!g_te_ds) return;
-  if (n_args > 16) n_args = 16; /* bounded interning per event */
-  if (__builtin_expect(!t_tid, 0)) t_tid = (int32_t)syscall(SYS_gettid);
+  /* Read once: the event's bytes are written through uint8_t pointers,
+   * which may alias anything, so the compiler would reload a global
+   * after each store. */
+  tg_ds_t *ds = g_te_ds;
+  if (!ds) return;
   uint64_t ts = tg__clock_now();
   uint8_t mask = atomic_load_explicit(&cat->enabled, memory_order_relaxed) &
-                 tg_ds_enabled_mask(g_te_ds);
+                 tg_ds_enabled_mask(ds);
   bool simple = n_args == 0 && type != TG_TE_COUNTER;
   for (unsigned k = 0; mask; k++, mask >>= 1) {
     if (!(mask & 1u)) continue;
-    if (simple && emit_fast(k, cat, type, name, ts)) continue;
-    emit_one(k, cat, type, name, value, args, n_args, t_tid, ts);
+    if (simple && emit_fast(ds, k, cat, type, name, ts)) continue;
+    /* Bounded interning per event. */
+    emit_one(k, cat, type, name, value, args, n_args > 16 ? 16 : n_args,
+             cached_tid(), ts);
   }
 }

@@ -65,8 +65,9 @@ typedef void (*tg_agent_log_fn)(void *ctx, tg_log_level_t level,
                                 const char *msg);
 
 /* The SMB the agent asks for when the app gives no smb_size_hint: a
- * reserve it grows into as threads start writing (see smb_size_hint). */
-#define TG_AGENT_SMB_RESERVE (8u * 1024u * 1024u)
+ * reserve it grows into as threads start writing, and past 8 MiB only
+ * while the service falls behind (see smb_size_hint). tracegated's cap. */
+#define TG_AGENT_SMB_RESERVE (32u * 1024u * 1024u)
 
 typedef struct tg_agent_options {
   /* Producer socket: a path or "@abstract". NULL: $PERFETTO_PRODUCER_SOCK_NAME,
@@ -80,11 +81,13 @@ typedef struct tg_agent_options {
    * producer (TraceConfig.producers[].shm_size_kb).
    * 0 (recommended): the agent asks for a reserve of TG_AGENT_SMB_RESERVE
    * and uses only a prefix of it, 256 KiB at first, doubled when more
-   * threads write (4 KiB per writing thread) or when a thread finds it
-   * full, up to the whole reserve; it never shrinks while connected. The
-   * SMB is a memfd: pages never used cost no memory, so an app with few
-   * threads pays for about 256 KiB, one with thousands of threads for up
-   * to the reserve. (Perfetto's traced reads every page of the SMB when
+   * threads write (4 KiB per writing thread, up to 8 MiB) or when a
+   * thread finds it full (up to the whole reserve: room for about a
+   * second of 4096 threads' writes while the service cannot take them);
+   * it never shrinks while connected. The SMB is a memfd: pages never
+   * used cost no memory, so an app with few threads pays for about
+   * 256 KiB, one with thousands of threads for 8 MiB, and more only
+   * after the service fell behind. (Perfetto's traced reads every page of the SMB when
    * it scrapes, which makes the whole reserve resident.)
    * Non-zero: an SMB of that size (as the service grants it), all of it
    * usable from the start, never grown. */

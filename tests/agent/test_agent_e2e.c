@@ -648,6 +648,9 @@ static void many_threads_with_no_hint_lose_nothing(void **state) {
 #define CROWD_THREADS 4096u
 #define CROWD_PACKETS 12u
 #define CROWD_GAP_NS 5000000L
+/* The pages a reserve owes its writers stop at 8 MiB (agent/smb_map.h):
+ * 4096 writers are owed all of them. */
+#define CROWD_OWED_BYTES (8u * 1024u * 1024u)
 
 typedef struct crowd_ctx {
   pthread_barrier_t go, done;
@@ -669,36 +672,34 @@ static void *crowd_main(void *arg) {
   return NULL;
 }
 
-static void crowd_of_threads_loses_nothing_with_the_default_smb(
-    void **state) {
-  test_service_t *ts = *state;
-  recording_t r;
-  tg_agent_stats_t before, st;
-  begin_with_reserve(ts, &r, 32 * 1024, &before);
-
+/* Runs CROWD_THREADS threads of |fn| (a crowd_ctx_t each) with the
+ * service stopped (SIGSTOP) from before they write until they are all
+ * done; leaves it stopped, for the caller to SIGCONT. */
+static void crowd_write_while_stopped(const test_service_t *ts,
+                                      void *(*fn)(void *)) {
   crowd_ctx_t m = {0};
   pthread_barrier_init(&m.go, NULL, CROWD_THREADS + 1);
   pthread_barrier_init(&m.done, NULL, CROWD_THREADS);
-  pthread_t *th = spawn_threads(CROWD_THREADS, 64 * 1024, crowd_main, &m);
+  pthread_t *th = spawn_threads(CROWD_THREADS, 64 * 1024, fn, &m);
   assert_int_equal(kill(ts->pid, SIGSTOP), 0);
   pthread_barrier_wait(&m.go);
   join_threads(th, CROWD_THREADS);
-  assert_int_equal(kill(ts->pid, SIGCONT), 0);
   pthread_barrier_destroy(&m.go);
   pthread_barrier_destroy(&m.done);
-  tg_agent_get_stats(&st);
-  record_end(&r);
+}
 
-  /* Every thread's packets, each sequence in order, none marked lost
-   * (the service marks a sequence's first packet: not a loss). */
+/* Every one of the CROWD_THREADS threads' |packets| packets (str
+ * |fmt| with the thread's number), each sequence in order, none marked
+ * lost (the service marks a sequence's first packet: not a loss). */
+static void check_crowd(const recording_t *r, const char *fmt,
+                        uint32_t packets) {
   uint32_t *next = calloc(CROWD_THREADS, sizeof(*next));
   assert_non_null(next);
   size_t got = 0, marks = 0;
-  for (size_t i = 0; i < r.n; i++) {
-    const Perfetto__Protos__TracePacket *p = r.pk[i];
+  for (size_t i = 0; i < r->n; i++) {
+    const Perfetto__Protos__TracePacket *p = r->pk[i];
     unsigned id;
-    if (!is_test_packet(p) ||
-        sscanf(p->for_testing->str, "crowd%u:", &id) != 1)
+    if (!is_test_packet(p) || sscanf(p->for_testing->str, fmt, &id) != 1)
       continue;
     assert_true(id < CROWD_THREADS);
     assert_int_equal(p->for_testing->seq_value, next[id]);
@@ -709,12 +710,83 @@ static void crowd_of_threads_loses_nothing_with_the_default_smb(
     got++;
   }
   for (unsigned i = 0; i < CROWD_THREADS; i++)
-    assert_int_equal(next[i], CROWD_PACKETS);
+    assert_int_equal(next[i], packets);
   free(next);
-  assert_int_equal(st.packets_dropped - before.packets_dropped, 0);
   assert_int_equal(marks, 0);
-  assert_int_equal(got, (size_t)CROWD_THREADS * CROWD_PACKETS);
+  assert_int_equal(got, (size_t)CROWD_THREADS * packets);
+}
+
+static void crowd_of_threads_loses_nothing_with_the_default_smb(
+    void **state) {
+  test_service_t *ts = *state;
+  recording_t r;
+  tg_agent_stats_t before, st;
+  begin_with_reserve(ts, &r, 32 * 1024, &before);
+
+  crowd_write_while_stopped(ts, crowd_main);
+  assert_int_equal(kill(ts->pid, SIGCONT), 0);
+  tg_agent_get_stats(&st);
+  record_end(&r);
+
+  check_crowd(&r, "crowd%u:", CROWD_PACKETS);
+  assert_int_equal(st.packets_dropped - before.packets_dropped, 0);
   assert_int_equal(st.smb_size, TG_AGENT_SMB_RESERVE);
+  /* Their data fit the pages owed to the writers (8 MiB at most): the
+   * rest of the reserve, for a service that falls behind, was never
+   * touched. */
+  assert_int_equal(st.smb_active_size, CROWD_OWED_BYTES);
+  assert_true(st.smb_resident_bytes <= CROWD_OWED_BYTES);
+  record_free(&r);
+  tg_agent_shutdown();
+}
+
+/* Issue 62: the service takes nothing for as long as 4096 threads at
+ * 100 packets of 64 B a second take to write STALL_PACKETS each (half a
+ * second of them, ~16 MB, twice the pages owed to the writers): the
+ * agent's reserve takes it all, and the recording has every packet. The
+ * stall is the service stopped (SIGSTOP) while the threads write, so the
+ * outcome does not depend on the machine's speed. */
+#define STALL_PACKETS 50u
+
+static void *stall_main(void *arg) {
+  crowd_ctx_t *m = arg;
+  char str[64];
+  int n = snprintf(str, sizeof(str), "stall%u:",
+                   atomic_fetch_add(&m->next_id, 1));
+  memset(str + n, 'x', sizeof(str) - 1 - (size_t)n);
+  str[sizeof(str) - 1] = 0;
+  pthread_barrier_wait(&m->go);
+  for (uint32_t i = 0; i < STALL_PACKETS; i++)
+    TG_DS_TRACE(g_ds, inst, w) { write_test_packet(w, str, i); }
+  pthread_barrier_wait(&m->done);
+  return NULL;
+}
+
+static void crowd_loses_nothing_while_the_service_stalls(void **state) {
+  test_service_t *ts = *state;
+  recording_t r;
+  tg_agent_stats_t before, st;
+  begin_with_reserve(ts, &r, 48 * 1024, &before);
+
+  crowd_write_while_stopped(ts, stall_main);
+  /* The agent's counters are a snapshot its thread takes at each tick. */
+  int64_t until = tg_test_now_ms() + WAIT_MS;
+  do {
+    struct timespec tick = {0, 1000000L};
+    nanosleep(&tick, NULL);
+    tg_agent_get_stats(&st);
+  } while (st.smb_active_size <= CROWD_OWED_BYTES &&
+           tg_test_now_ms() < until);
+  assert_int_equal(kill(ts->pid, SIGCONT), 0);
+  size_t active = st.smb_active_size;
+  record_end(&r);
+  tg_agent_get_stats(&st);
+
+  check_crowd(&r, "stall%u:", STALL_PACKETS);
+  assert_int_equal(st.packets_dropped - before.packets_dropped, 0);
+  /* The stall took the reserve past the owed pages. */
+  assert_true(active > CROWD_OWED_BYTES);
+  assert_true(active <= TG_AGENT_SMB_RESERVE);
   record_free(&r);
   tg_agent_shutdown();
 }
@@ -773,6 +845,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           crowd_of_threads_loses_nothing_with_the_default_smb,
           test_service_setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          crowd_loses_nothing_while_the_service_stalls, test_service_setup,
+          teardown),
       cmocka_unit_test_setup_teardown(flush_commits_partial_chunks,
                                       test_service_setup, teardown),
       cmocka_unit_test_setup_teardown(

@@ -29,8 +29,10 @@
 #define MIB (1024u * 1024u)
 
 /* An arbiter over a fresh memfd of |size| bytes, as the agent maps the
- * service's SMB; |active| is opts.active_size (0: fixed). */
-static tg_arbiter_t *memfd_arbiter(size_t size, size_t active) {
+ * service's SMB; |active| is opts.active_size (0: fixed), |owed| is
+ * opts.owed_max. */
+static tg_arbiter_t *memfd_arbiter_owed(size_t size, size_t active,
+                                        size_t owed) {
   int fd = memfd_create("test-smb", MFD_CLOEXEC);
   assert_true(fd >= 0);
   assert_int_equal(ftruncate(fd, (off_t)size), 0);
@@ -42,10 +44,15 @@ static tg_arbiter_t *memfd_arbiter(size_t size, size_t active) {
       .smb_size = size,
       .page_size = PAGE,
       .active_size = active,
+      .owed_max = owed,
   };
   tg_arbiter_t *arb = NULL;
   assert_int_equal(tg_arbiter_new(&o, &arb), 0);
   return arb;
+}
+
+static tg_arbiter_t *memfd_arbiter(size_t size, size_t active) {
+  return memfd_arbiter_owed(size, active, 0);
 }
 
 /* Hands |c| back Complete and frees it as the service would after
@@ -57,6 +64,21 @@ static int return_and_free(tg_arbiter_t *arb, const tg_smb_chunk_t *c) {
   int rv = tg_smb_try_acquire_chunk_for_reading(smb, c->page_idx,
                                                 c->chunk_idx, &r);
   return rv < 0 ? rv : tg_smb_release_chunk_as_free(smb, &r);
+}
+
+/* Asks the kernel about every page of the whole mapping: the resident
+ * ones must form a prefix of the SMB, whose size is returned. */
+static size_t resident_prefix(tg_arbiter_t *arb) {
+  const tg_smb_t *smb = tg_arbiter_smb(arb);
+  size_t sys = (size_t)sysconf(_SC_PAGESIZE), pages = smb->size / sys;
+  unsigned char *v = malloc(pages);
+  assert_non_null(v);
+  assert_int_equal(mincore(smb->base, smb->size, v), 0);
+  size_t n = 0;
+  while (n < pages && (v[n] & 1)) n++;
+  for (size_t i = n; i < pages; i++) assert_int_equal(v[i] & 1, 0);
+  free(v);
+  return n * sys;
 }
 
 static void register_n(tg_arbiter_t *arb, unsigned n) {
@@ -125,6 +147,53 @@ static void a_full_prefix_doubles_up_to_the_reserve(void **state) {
   tg_arbiter_unref(arb);
 }
 
+/* Issue 62: the writers' budget grows the prefix only up to owed_max (as
+ * many pages and the same chunks as a reserve of that size would give
+ * them); the rest of the reserve stays untouched until writers find the
+ * owed pages full, i.e. while the service takes nothing, and then takes
+ * chunks of the same size, up to the whole SMB. */
+static void writers_are_owed_up_to_owed_max_and_misses_grow_past_it(
+    void **state) {
+  (void)state;
+  tg_arbiter_t *arb = memfd_arbiter_owed(4 * MIB, 256 * KIB, 1 * MIB);
+  tg_arbiter_t *small = memfd_arbiter(1 * MIB, 256 * KIB);
+  register_n(arb, 512); /* a budget of 2 MiB */
+  register_n(small, 512);
+  assert_int_equal(tg_arbiter_active_size(arb), 1 * MIB);
+  unsigned layout = tg_arbiter_layout(small);
+  assert_int_equal(tg_arbiter_layout(arb), layout);
+  assert_true(layout > TG_PAGE_DIV_1);
+  size_t per_page = tg_smb_layout_num_chunks(layout);
+  size_t csize = tg_smb_chunk_size(PAGE, layout);
+
+  /* Every chunk of the owed pages, none given back (a stopped service). */
+  tg_smb_chunk_t c;
+  uint32_t id = 0;
+  for (size_t i = 0; i < (1 * MIB / PAGE) * per_page; i++) {
+    assert_int_equal(tg_arbiter_chunk_get(arb, 1, id++, &c), 0);
+    assert_int_equal(c.layout, layout);
+  }
+  assert_int_equal(tg_arbiter_active_size(arb), 1 * MIB);
+  assert_int_equal(tg_arbiter_resident_bytes(arb), 1 * MIB);
+  assert_int_equal(resident_prefix(arb), 1 * MIB);
+  /* The next one grows it, and so on up to the reserve. */
+  size_t got = 0;
+  while (tg_arbiter_chunk_get(arb, 1, id++, &c) == 0) {
+    assert_int_equal(c.layout, layout);
+    assert_int_equal(c.size, csize);
+    got++;
+  }
+  assert_int_equal(got, (3 * MIB / PAGE) * per_page);
+  assert_int_equal(tg_arbiter_active_size(arb), 4 * MIB);
+  assert_int_equal(tg_arbiter_resident_bytes(arb), 4 * MIB);
+  assert_int_equal(resident_prefix(arb), 4 * MIB);
+  tg_arbiter_stats_t st;
+  tg_arbiter_get_stats(arb, &st);
+  assert_int_equal(st.chunk_misses, 1);
+  tg_arbiter_unref(arb);
+  tg_arbiter_unref(small);
+}
+
 /* Many chunk cycles by a few writers go round the SMB's pages: with a
  * reserve only round the active prefix, so the rest of the memfd is never
  * allocated. The fixed SMB alongside shows that the cycles do reach every
@@ -152,14 +221,7 @@ static void pages_past_the_active_prefix_stay_untouched(void **state) {
   assert_int_equal(tg_arbiter_resident_bytes(reserve), 256 * KIB);
   assert_int_equal(tg_arbiter_resident_bytes(fixed), 8 * MIB);
   /* The same from the kernel directly, page by page. */
-  const tg_smb_t *smb = tg_arbiter_smb(reserve);
-  size_t sys = (size_t)sysconf(_SC_PAGESIZE), pages = smb->size / sys;
-  unsigned char *v = malloc(pages);
-  assert_non_null(v);
-  assert_int_equal(mincore(smb->base, smb->size, v), 0);
-  for (size_t i = 0; i < pages; i++)
-    assert_int_equal(v[i] & 1, i * sys < 256 * KIB);
-  free(v);
+  assert_int_equal(resident_prefix(reserve), 256 * KIB);
   tg_arbiter_unref(reserve);
   tg_arbiter_unref(fixed);
 }
@@ -263,6 +325,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(active_prefix_grows_with_writers_up_to_the_reserve),
       cmocka_unit_test(a_full_prefix_doubles_up_to_the_reserve),
+      cmocka_unit_test(
+          writers_are_owed_up_to_owed_max_and_misses_grow_past_it),
       cmocka_unit_test(pages_past_the_active_prefix_stay_untouched),
       cmocka_unit_test(larger_pages_are_left_to_free_up_whole),
       cmocka_unit_test(writers_use_the_prefix_while_it_grows),
