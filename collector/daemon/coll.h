@@ -202,9 +202,17 @@ struct coll {
   char queued_trigger[TG_COLL_TRIGGER_MAX + 1];
   char queued_reason[TG_COLL_REASON_MAX + 1];
   char queued_origin[TG_COLL_HOST_MAX + 1];
-  char queued_group[65];
+  char queued_group[65]; /* "" while it is of a host list */
   char queued_producer[128];
   int32_t queued_producer_uid;
+  /* A queued snapshot of a host list (an Alertmanager alert's): its
+   * hosts' specs, |n_queued_hosts| NUL-terminated strings, each once, in
+   * |queued_hosts| (0: of |queued_group|). Specs, not coll_host_t
+   * pointers: an inventory reload may free a host while it waits; they
+   * are looked up when it begins. At most one per host of the inventory
+   * (trigger.c drops those no longer in it before it would hold more). */
+  tg_buf_t queued_hosts;
+  size_t n_queued_hosts;
   /* All hosts' together, the operators', the schedule's (the per-host
    * ones are in coll_host_t); indexed by tg_trigger_budget_id_t, the
    * HOST slot unused. */
@@ -305,7 +313,8 @@ typedef struct coll_trigger_req {
   bool alertmanager;
   /* When |n_hosts| > 0: exactly these hosts (borrowed for the call) in
    * place of |group|'s. Such a trigger is served only by a snapshot of
-   * "all", and queued as one of "all" (the queue keeps no host list). */
+   * "all" under way; queued, the queue keeps their specs (coll_t's
+   * queued_hosts), and a second host list folded into it adds its own. */
   coll_host_t *const *hosts;
   size_t n_hosts;
 } coll_trigger_req_t;

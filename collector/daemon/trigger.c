@@ -8,10 +8,15 @@
  * one serve costs a counter; one that costs a snapshot is paid from its
  * origin's budget, so a host firing thousands of triggers spends its own
  * budget and never an operator's or another host's.
+ *
+ * The queued snapshot of a host list keeps its hosts' specs (coll.h), not
+ * their coll_host_t: a reload may free a host while it waits, and a spec
+ * is looked up again when it begins.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collector/daemon/coll.h"
@@ -47,6 +52,120 @@ static int begin(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
   return coll_snap_begin(c, r, start_queued, NULL, &s, id);
 }
 
+/* --- the queued snapshot's host list -------------------------------------- */
+
+/* The queued spec after |p| (NULL: the first), or NULL past the last. */
+static const char *queued_next(const coll_t *c, const char *p) {
+  if (!c->n_queued_hosts) return NULL;
+  const char *first = (const char *)tg_buf_begin(&c->queued_hosts);
+  const char *end = first + tg_buf_size(&c->queued_hosts);
+  const char *next = p ? p + strlen(p) + 1 : first;
+  return next < end ? next : NULL;
+}
+
+static coll_host_t *host_of(const coll_t *c, const char *spec) {
+  for (size_t i = 0; i < c->n; i++)
+    if (!strcmp(c->hosts[i]->t.spec, spec)) return c->hosts[i];
+  return NULL;
+}
+
+/* Empty, its memory freed; bounded by its count (join_hosts), not by the
+ * buffer's cap. */
+static void queued_hosts_clear(coll_t *c) {
+  tg_buf_free(&c->queued_hosts);
+  tg_buf_init(&c->queued_hosts, 0);
+  c->n_queued_hosts = 0;
+}
+
+/* Keeps the queued specs that are in the inventory (their hosts into
+ * |found|, when not NULL, in the list's order); those a reload removed
+ * are dropped, and said. Returns how many are kept. */
+static size_t keep_present(coll_t *c, coll_host_t **found) {
+  if (!c->n_queued_hosts) return 0;
+  char trig[TG_COLL_TRIGGER_MAX + 1];
+  tg_printable(trig, sizeof(trig), c->queued_trigger);
+  char *base = (char *)tg_buf_begin(&c->queued_hosts);
+  size_t size = tg_buf_size(&c->queued_hosts), kept = 0, bytes = 0;
+  for (size_t at = 0; at < size;) {
+    char *spec = base + at;
+    size_t len = strlen(spec) + 1;
+    at += len; /* before the move below, which may overwrite |spec| */
+    coll_host_t *h = host_of(c, spec);
+    if (!h) {
+      TG_WARN("queued snapshot (%s): host %s left the inventory while it "
+              "waited: dropped from it", trig, spec);
+      continue;
+    }
+    if (found) found[kept] = h;
+    memmove(base + bytes, spec, len); /* bytes <= spec's offset */
+    bytes += len;
+    kept++;
+  }
+  c->queued_hosts.len = c->queued_hosts.off + bytes;
+  c->n_queued_hosts = kept;
+  return kept;
+}
+
+/* |r|'s hosts join the queued list, each once. The list holds at most
+ * one spec per inventory host: at that size, a new one means some spec
+ * left the inventory, and those are dropped first. */
+static int join_hosts(coll_t *c, const coll_trigger_req_t *r) {
+  for (size_t i = 0; i < r->n_hosts; i++) {
+    const char *spec = r->hosts[i]->t.spec;
+    bool has = false;
+    for (const char *p = queued_next(c, NULL); p && !has;
+         p = queued_next(c, p))
+      has = !strcmp(p, spec);
+    if (has) continue;
+    if (c->n_queued_hosts >= c->n) keep_present(c, NULL);
+    int rv = tg_buf_append(&c->queued_hosts, spec, strlen(spec) + 1);
+    if (rv < 0) return rv;
+    c->n_queued_hosts++;
+  }
+  return 0;
+}
+
+/* The queued snapshot becomes one of every host. */
+static void widen(coll_t *c) {
+  queued_hosts_clear(c);
+  snprintf(c->queued_group, sizeof(c->queued_group), "%s",
+           TG_COLL_CONFIG_GROUP_ALL);
+}
+
+/* |r|'s hosts join the queued snapshot's; out of memory, it takes every
+ * host, which still holds them. */
+static void join_or_widen(coll_t *c, const coll_trigger_req_t *r) {
+  int rv = join_hosts(c, r);
+  if (rv == 0) return;
+  char trig[TG_COLL_TRIGGER_MAX + 1];
+  tg_printable(trig, sizeof(trig), c->queued_trigger);
+  TG_WARN("queued snapshot (%s): its host list cannot grow (%s): it takes "
+          "every host", trig, tg_strerror(rv));
+  widen(c);
+}
+
+/* The queued host list's hosts (*hosts, the caller's to free; *n), its
+ * specs that left the inventory dropped. -ENXIO: none is left. */
+static int queued_hosts_take(coll_t *c, coll_host_t ***hosts, size_t *n) {
+  *hosts = calloc(c->n_queued_hosts, sizeof(**hosts));
+  if (!*hosts) return -ENOMEM;
+  *n = keep_present(c, *hosts);
+  if (*n) return 0;
+  free(*hosts);
+  *hosts = NULL;
+  return -ENXIO;
+}
+
+/* Whether each of |r|'s hosts is in |group|. */
+static bool all_in_group(const coll_t *c, const coll_trigger_req_t *r,
+                         const char *group) {
+  for (size_t i = 0; i < r->n_hosts; i++)
+    if (!coll_host_in_group(c, r->hosts[i], group)) return false;
+  return true;
+}
+
+/* --- the queued snapshot ---------------------------------------------------- */
+
 /* A snapshot ended: the queued one, if any, begins (it was paid for when
  * it was queued). */
 static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
@@ -60,15 +179,32 @@ static void start_queued(coll_t *c, coll_snap_t *ended, void *ctx) {
                           .group = c->queued_group,
                           .producer_name = c->queued_producer,
                           .producer_uid = c->queued_producer_uid};
+  char trig[TG_COLL_TRIGGER_MAX + 1];
+  tg_printable(trig, sizeof(trig), c->queued_trigger);
+  coll_host_t **hosts = NULL;
   uint64_t id;
-  int rv = begin(c, &r, &id);
-  if (rv < 0) {
-    TG_ERROR("queued snapshot (%s): %s", c->queued_trigger,
-           tg_strerror(rv));
-    coll_api_queued_failed(c, rv);
-  } else {
-    coll_api_queued_begun(c, id);
+  int rv = 0;
+  if (c->n_queued_hosts) {
+    rv = queued_hosts_take(c, &hosts, &r.n_hosts);
+    r.hosts = hosts;
+    queued_hosts_clear(c);
+    if (rv < 0) {
+      c->counts.snapshot_errors++;
+      TG_ERROR("queued snapshot (%s): %s", trig,
+               rv == -ENXIO ? "none of its hosts is in the inventory any "
+                              "more: not begun"
+                            : tg_strerror(rv));
+    }
   }
+  if (rv == 0) {
+    rv = begin(c, &r, &id);
+    if (rv < 0) TG_ERROR("queued snapshot (%s): %s", trig, tg_strerror(rv));
+  }
+  free(hosts);
+  if (rv < 0)
+    coll_api_queued_failed(c, rv);
+  else
+    coll_api_queued_begun(c, id);
 }
 
 static void queue(coll_t *c, const coll_trigger_req_t *r) {
@@ -79,10 +215,12 @@ static void queue(coll_t *c, const coll_trigger_req_t *r) {
   snprintf(c->queued_origin, sizeof(c->queued_origin), "%s",
            r->origin ? r->origin : "");
   snprintf(c->queued_group, sizeof(c->queued_group), "%s",
-           r->n_hosts ? TG_COLL_CONFIG_GROUP_ALL : r->group);
+           r->n_hosts ? "" : r->group);
   snprintf(c->queued_producer, sizeof(c->queued_producer), "%s",
            r->producer_name ? r->producer_name : "");
   c->queued_producer_uid = r->producer_uid;
+  queued_hosts_clear(c);
+  if (r->n_hosts) join_or_widen(c, r);
 }
 
 /* A storm costs a counter per trigger, not a log line: refusals are said
@@ -110,14 +248,20 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
       .n_running = c->n_running,
       .running_max = COLL_RUNNING_MAX,
       .queued = c->queued,
+      .queued_host_list = c->n_queued_hosts > 0,
       .queued_group = c->queued_group,
       .coalesce_window_ms = c->cfg.coalesce_window_ms,
       .own = own_budget(c, r),
       .hosts = r->from ? &c->budgets[TG_TRIGGER_BUDGET_HOSTS] : NULL,
   };
-  /* A host list's trigger: "" is no group's name, so only a snapshot of
-   * "all" covers it, and folding widens the queued one to "all". */
-  tg_trigger_t t = {.from = origin_of(r), .group = r->n_hosts ? "" : r->group};
+  bool list = r->n_hosts > 0;
+  tg_trigger_t t = {
+      .from = origin_of(r),
+      .group = list ? "" : r->group,
+      .host_list = list,
+      .in_queued_group = list && c->queued && !c->n_queued_hosts &&
+                         all_in_group(c, r, c->queued_group),
+  };
   tg_trigger_decision_t d = tg_trigger_decide(&st, &t, coll_loop_ms(c));
   switch (d.verdict) {
     case TG_TRIGGER_SERVE:
@@ -126,7 +270,8 @@ int coll_trigger(coll_t *c, const coll_trigger_req_t *r, uint64_t *id) {
       return 0;
     case TG_TRIGGER_FOLD:
       c->counts.triggers_coalesced++;
-      if (d.widen) snprintf(c->queued_group, sizeof(c->queued_group), "all");
+      if (d.widen) widen(c);
+      if (d.join) join_or_widen(c, r);
       return 0;
     case TG_TRIGGER_REFUSE:
       refused(c, r, d.budget);

@@ -69,7 +69,14 @@ tg_trigger_decision_t tg_trigger_decide(const tg_trigger_state_t *st,
   }
   if (st->queued) {
     d.verdict = TG_TRIGGER_FOLD;
-    d.widen = strcmp(st->queued_group, t->group) != 0;
+    if (st->queued_host_list) {
+      d.join = t->host_list;
+      d.widen = !t->host_list;
+    } else if (t->host_list) {
+      d.widen = !t->in_queued_group;
+    } else {
+      d.widen = strcmp(st->queued_group, t->group) != 0;
+    }
     return d;
   }
   if (!st->own || !tg_trigger_left(st->own, now_ms)) {

@@ -13,8 +13,10 @@
  *    no clone of it has been requested yet. Free. An Alertmanager
  *    trigger is served as an operator's.
  * 2. fold: else, a snapshot queued (not begun, so none of its clones is
- *    requested) takes the trigger; its group widens to "all" if the
- *    trigger's differs. Free.
+ *    requested) takes the trigger. A host list folded into a queued host
+ *    list joins it (the union); a host list folded into a queued group
+ *    holding all its hosts leaves it as it is; any other difference
+ *    widens the queued snapshot to "all". Free.
  * 3. refuse: else the trigger costs a snapshot, which its budget must
  *    have left in the current minute: a host's its own per-host budget,
  *    then all hosts' together; an operator's the operators' budget; the
@@ -75,7 +77,10 @@ typedef struct tg_trigger_state {
   size_t n_running;
   size_t running_max;  /* at least 1 */
   bool queued;         /* one snapshot queued */
-  const char *queued_group; /* borrowed: its group, when |queued| */
+  /* When |queued|: it is of a host list (|queued_group| unused), else
+   * of |queued_group| (borrowed). */
+  bool queued_host_list;
+  const char *queued_group;
   int64_t coalesce_window_ms;
   /* The trigger's budgets (borrowed): |own| is the origin host's, the
    * operators' or the schedule's; |hosts| all hosts' (host triggers
@@ -86,12 +91,18 @@ typedef struct tg_trigger_state {
 
 typedef struct tg_trigger {
   tg_trigger_origin_t from;
-  const char *group; /* borrowed: "all" or a group's name */
+  /* Borrowed: "all" or a group's name; "" for a host list, which is no
+   * group's name, so only a snapshot of "all" serves it. */
+  const char *group;
+  /* A host list's trigger; |in_queued_group|: each of its hosts is in
+   * the queued snapshot's group (the caller knows the groups). */
+  bool host_list;
+  bool in_queued_group;
 } tg_trigger_t;
 
 typedef enum tg_trigger_verdict {
   TG_TRIGGER_SERVE,  /* by running[snap] */
-  TG_TRIGGER_FOLD,   /* into the queued one (widen: its group becomes all) */
+  TG_TRIGGER_FOLD,   /* into the queued one (widen or join: see below) */
   TG_TRIGGER_REFUSE, /* over |budget| */
   TG_TRIGGER_BEGIN,
   TG_TRIGGER_QUEUE,
@@ -100,7 +111,11 @@ typedef enum tg_trigger_verdict {
 typedef struct tg_trigger_decision {
   tg_trigger_verdict_t verdict;
   size_t snap;                   /* SERVE */
-  bool widen;                    /* FOLD */
+  /* FOLD: the queued snapshot becomes one of "all" (|widen|), or the
+   * trigger's hosts join its host list (|join|); neither: it serves the
+   * trigger as it is. */
+  bool widen;
+  bool join;
   tg_trigger_budget_id_t budget; /* REFUSE */
 } tg_trigger_decision_t;
 

@@ -1028,8 +1028,8 @@ static int post_alert(const collector_t *c, const char *group_key,
 
 /* An alert storm while the snapshots wait on the producers' flushes: four
  * alerts naming host A begin four snapshots (COLL_RUNNING_MAX); the fifth,
- * naming host B, is queued, as a snapshot of every host (the queue keeps
- * no host list), and a sixth folds into it. Once all ran, the webhook's
+ * naming host B, is queued with B's name, and a sixth naming B folds into
+ * it: the queued snapshot holds B alone. Once all ran, the webhook's
  * budget (5) refuses the next alert, and an operator's trigger is still
  * taken from a budget of its own. */
 static void an_alert_storm_queues_and_spends_its_own_budget(void **state) {
@@ -1067,15 +1067,24 @@ static void an_alert_storm_queues_and_spends_its_own_budget(void **state) {
   assert_json(out, "alerts.0.result", "\"queued\"");
   for (int k = 0; k < 4; k++)
     assert_int_equal(raw_producer_commit(&h[0].p, NULL, NULL, 0, flush[k]), 0);
-  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p); /* the queued one */
+  fleet_ack_flush(&h[1].p); /* the queued one's, of B alone */
   char metrics[256];
   snprintf(metrics, sizeof(metrics), "%s", fleet_in_dir("storm-metrics.txt"));
   wait_metric(&c, "tracegate_collector_snapshots_total{outcome=\"complete\"} 5\n",
               metrics);
-  /* The queued snapshot took every host. */
+  /* The queued snapshot took the host its alerts named, once, alone. */
   assert_int_equal(http(&c, "GET", "/api/v1/snapshots?trigger=Queued", out), 200);
-  assert_json(out, "snapshots.0.hosts", "2");
+  assert_json(out, "snapshots.0.hosts", "1");
   assert_json(out, "snapshots.0.state", "\"complete\"");
+  const char *qid = tg_test_json(out, "snapshots.0.id");
+  assert_non_null(qid);
+  char path[96];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%.*s", (int)strlen(qid) - 2,
+           qid + 1);
+  assert_int_equal(http(&c, "GET", path, out), 200);
+  snprintf(want, sizeof(want), "\"%s\"", h[1].spec);
+  assert_json(out, "hosts.0.host", want);
+  assert_null(tg_test_json(out, "hosts.1"));
   /* The webhook's budget is spent (4 begun, 1 queued): refused, said so. */
   assert_int_equal(post_alert(&c, "g6", "Refused", h[0].spec, out), 200);
   assert_json(out, "alerts.0.result", "\"refused\"");

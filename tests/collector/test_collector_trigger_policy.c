@@ -283,6 +283,50 @@ static void queueing_is_paid_folding_is_not(void **state) {
                    TG_TRIGGER_FOLD);
 }
 
+/* What folding a trigger does to the queued snapshot, host lists among
+ * them: |queued_list| says the queued one is of a host list, else of
+ * |queued_group|; the trigger is of a host list (|in_group|: within the
+ * queued group) when |list|, else of |group|. */
+static tg_trigger_decision_t fold(bool queued_list, const char *queued_group,
+                                  bool list, bool in_group, const char *group) {
+  tg_trigger_budget_t op = {.limit = 6};
+  tg_trigger_state_t st = {.running_max = 4,
+                           .queued = true,
+                           .queued_host_list = queued_list,
+                           .queued_group = queued_group,
+                           .own = &op};
+  tg_trigger_t t = {.from = TG_TRIGGER_FROM_ALERTMANAGER,
+                    .group = list ? "" : group,
+                    .host_list = list,
+                    .in_queued_group = in_group};
+  tg_trigger_decision_t d = tg_trigger_decide(&st, &t, 1000000);
+  assert_int_equal(d.verdict, TG_TRIGGER_FOLD);
+  assert_false(d.widen && d.join);
+  return d;
+}
+
+static void a_host_list_joins_a_queued_list_and_widens_past_a_group(void **state) {
+  (void)state;
+  /* List into list: the union. */
+  assert_true(fold(true, "", true, false, NULL).join);
+  assert_false(fold(true, "", true, false, NULL).widen);
+  /* A group into a list: every host. */
+  assert_true(fold(true, "", false, false, "db").widen);
+  assert_true(fold(true, "", false, false, "all").widen);
+  assert_false(fold(true, "", false, false, "all").join);
+  /* A list into a group holding its hosts: the group as it is. */
+  tg_trigger_decision_t d = fold(false, "db", true, true, NULL);
+  assert_false(d.widen);
+  assert_false(d.join);
+  assert_false(fold(false, "all", true, true, NULL).widen);
+  /* A list into a group without all its hosts: every host. */
+  assert_true(fold(false, "db", true, false, NULL).widen);
+  assert_false(fold(false, "db", true, false, NULL).join);
+  /* Groups as before. */
+  assert_false(fold(false, "db", false, false, "db").widen);
+  assert_true(fold(false, "db", false, false, "web").widen);
+}
+
 static void budget_names_are_the_metric_labels(void **state) {
   (void)state;
   assert_string_equal(tg_trigger_budget_name(TG_TRIGGER_BUDGET_HOST), "host");
@@ -306,6 +350,7 @@ int main(void) {
       cmocka_unit_test(operators_and_the_schedule_have_their_own),
       cmocka_unit_test(a_budget_comes_back_each_minute),
       cmocka_unit_test(queueing_is_paid_folding_is_not),
+      cmocka_unit_test(a_host_list_joins_a_queued_list_and_widens_past_a_group),
       cmocka_unit_test(budget_names_are_the_metric_labels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
