@@ -251,8 +251,13 @@ void tg_ds_packet_end(tg_ds_t *ds, unsigned inst) {
 void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
   tg__writer_slot_t *s = existing_slot(ds, inst);
   if (!s) return;
-  if (s->w) tg_trace_writer_flush(s->w);
-  registry_wake(); /* commit what the flush returned */
+  if (!s->w) return;
+  tg_trace_writer_flush(s->w);
+  /* Commit what the flush returned, and chunks filled since the last
+   * commit. With nothing pending the agent's thread is not woken: a
+   * producer that flushes every round of an idle session would wake it
+   * for nothing. Its own write, so the relaxed load sees it. */
+  if (s->w->arb && tg_arbiter_commit_pending(s->w->arb)) registry_wake();
 }
 
 bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {

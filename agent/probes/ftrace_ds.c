@@ -86,9 +86,9 @@ struct tg_ftrace_ds {
 };
 
 /* Only publishes: resolving them is the sampler thread's work. */
-static void publish_pids(void *ctx, const int32_t *pids, size_t n) {
+static bool publish_pids(void *ctx, const int32_t *pids, size_t n) {
   pid_target_t *t = ctx;
-  tg_pid_feed_publish(t->feed, t->session_id, pids, n);
+  return tg_pid_feed_publish(t->feed, t->session_id, pids, n) > 0;
 }
 
 /* Asked once per drain: a session without an inode_file_map collects

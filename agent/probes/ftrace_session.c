@@ -52,6 +52,9 @@
  * sub-buffers (past it a page dense with inode fields may drop some,
  * counted). */
 #define INODE_PAGES 2
+/* Pids remembered as handed over: a host's live tasks, mostly; past it the
+ * set starts again. */
+#define HANDED_PIDS 8192u
 #define INODE_SET_MAX 65536u
 
 typedef struct name_list {
@@ -69,6 +72,10 @@ struct tg_ftrace_session {
   /* The pids of the pages since the last hand-over to pids_cb: room for
    * PID_PAGES pages, handed over early when one more might not fit. */
   tg_pid_set_t pids;
+  /* The pids handed over in the last TG_FTRACE_PIDS_AGAIN_DRAINS drains
+   * (|handed_drains| counts them): left out until it is cleared. */
+  tg_pid_set_t handed;
+  unsigned handed_drains;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -228,8 +235,9 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_ftrace_encoder_init(&s->enc, &s->table, cfg->compact_sched,
                                    s->layout.page_size)) < 0)
     goto fail;
-  if ((rv = tg_pid_set_init(&s->pids, PID_PAGES * tg_ftrace_pids_per_page(
-                                           s->layout.page_size))) < 0)
+  uint32_t pid_cap = PID_PAGES * tg_ftrace_pids_per_page(s->layout.page_size);
+  if ((rv = tg_pid_set_init(&s->pids, pid_cap)) < 0 ||
+      (rv = tg_pid_set_init(&s->handed, HANDED_PIDS)) < 0)
     goto fail;
   if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
@@ -273,6 +281,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   tg_ftrace_encoder_free(&s->enc);
   tg_printk_formats_free(&s->printk);
   tg_pid_set_free(&s->pids);
+  tg_pid_set_free(&s->handed);
   tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);
   list_free(&s->unknown);
@@ -300,8 +309,17 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
 
+/* Hands over the collected pids that were not handed over lately. The
+ * set is emptied after (its slots no longer match the kept pids). */
 static void hand_over_pids(tg_ftrace_session_t *s) {
-  if (s->pids.base.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.base.n);
+  size_t n = s->pids.base.n;
+  if (n) {
+    if (tg_pid_set_room(&s->handed) < n) tg_pid_set_clear(&s->handed);
+    n = tg_pid_set_add_new(&s->handed, s->pids.pids, n);
+    /* Nobody took them (no process_stats yet): hand them over again. */
+    if (n && !s->pids_cb(s->pids_ctx, s->pids.pids, n))
+      tg_pid_set_clear(&s->handed);
+  }
   s->st.pids_dropped += s->pids.base.dropped;
   tg_pid_set_clear(&s->pids);
 }
@@ -333,9 +351,9 @@ static tg_inode_set_t *inodes_for_drain(tg_ftrace_session_t *s,
   return &s->inodes;
 }
 
-static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
-                       unsigned cpu, const uint8_t *page, size_t len) {
-  tg_ftrace_bundle_result_t res;
+/* Hands over the pids and inodes collected so far when the sets might not
+ * hold one more page's. */
+static void make_room(tg_ftrace_session_t *s) {
   if (s->enc.pids &&
       tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
     hand_over_pids(s);
@@ -343,20 +361,56 @@ static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
       tg_inode_set_room(&s->inodes) <
           tg_ftrace_inodes_per_page(s->layout.page_size))
     hand_over_inodes(s);
-  tg_pbw_t *w = sink->begin(sink->ctx);
-  if (!w) return;
-  tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
-  tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, page, len, &res);
+}
+
+/* Ends the open bundle's packet, with the names of its kernel addresses:
+ * its events' indices resolve in it or earlier. */
+static void end_bundle(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
+                       tg_pbw_t *w, bool lost) {
+  tg_ftrace_bundle_end(&s->enc, w, lost);
   tg_pbw_end_nested(w);
-  /* In the same packet: its events' indices resolve in it or earlier. */
   if (s->ksyms)
     s->st.ksyms_written +=
         tg_ftrace_kaddrs_write_interned(&s->enc.kaddrs, s->ksyms, w);
   sink->end(sink->ctx);
-  s->st.events += res.events;
-  s->st.skipped += res.skipped;
-  s->st.lost_pages += res.lost_events;
-  s->st.corrupt_pages += res.corrupt;
+}
+
+/* The bundle being written: its packet's writer (NULL: none open) and
+ * whether its first page followed lost events. */
+typedef struct open_bundle {
+  tg_pbw_t *w;
+  bool lost;
+} open_bundle_t;
+
+/* Writes |n| pages of CPU |cpu| (s->page) into |b|'s bundle, and into as
+ * few more TracePackets { ftrace_events } as the bundle's rows allow: a
+ * new one begins when the rows of one more page might not fit, and at a
+ * page after lost events (the bundle's lost_events flag says so of its
+ * first page). |b|'s bundle stays open for the CPU's next pages. */
+static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
+                        unsigned cpu, size_t n, open_bundle_t *b) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *page = s->page + i * s->layout.page_size;
+    size_t len = s->page_len[i];
+    bool page_lost = tg_ftrace_page_lost_events(&s->layout, page, len);
+    if (b->w && (page_lost || !tg_ftrace_bundle_has_room(&s->enc))) {
+      end_bundle(s, sink, b->w, b->lost);
+      b->w = NULL;
+    }
+    make_room(s);
+    if (!b->w) {
+      if (!(b->w = sink->begin(sink->ctx))) return;
+      tg_pbw_begin_nested(b->w, PACKET_FTRACE_EVENTS);
+      tg_ftrace_bundle_begin(&s->enc, b->w, cpu);
+      b->lost = page_lost;
+    }
+    tg_ftrace_bundle_result_t res;
+    tg_ftrace_bundle_add_page(&s->enc, b->w, &s->layout, page, len, &res);
+    s->st.events += res.events;
+    s->st.skipped += res.skipped;
+    s->st.lost_pages += res.lost_events;
+    s->st.corrupt_pages += res.corrupt;
+  }
 }
 
 /* Reads the next page of CPU |c| into |buf|. Returns its length, 0 when
@@ -403,6 +457,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
+    open_bundle_t b = {NULL, false};
     while (!drained && k < max_pages && s->fds[c] >= 0) {
       /* Without a sink the pages are dropped: one buffer does. */
       size_t cap = sink ? BATCH_PAGES : 1, n = 0;
@@ -420,15 +475,20 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
           break;
         }
       }
-      for (size_t i = 0; sink && i < n; i++)
-        write_page(s, sink, c, s->page + i * s->layout.page_size,
-                   s->page_len[i]);
+      if (sink && n) write_pages(s, sink, c, n, &b);
       k += n;
     }
+    if (b.w) end_bundle(s, sink, b.w, b.lost);
     if (k >= max_pages) *more = true;
     total += k;
   }
-  if (s->enc.pids) hand_over_pids(s);
+  if (s->enc.pids) {
+    hand_over_pids(s);
+    if (++s->handed_drains >= TG_FTRACE_PIDS_AGAIN_DRAINS) {
+      s->handed_drains = 0;
+      tg_pid_set_clear(&s->handed);
+    }
+  }
   s->enc.pids = NULL;
   if (s->enc.inodes) hand_over_inodes(s);
   s->enc.inodes = NULL;

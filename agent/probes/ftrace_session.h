@@ -3,7 +3,8 @@
  * that turn their pages into TracePackets.
  *
  * Reads are non-blocking and take whole pages (one read(2) per page, never
- * one per event); each page becomes one TracePacket { ftrace_events }, with
+ * one per event); the pages of one CPU read in one drain become one
+ * TracePacket { ftrace_events } (or a few: ftrace_encode.h), with
  * the names of its new kernel address indices (interned_data) when the
  * session symbolizes. Those indices start again at 1 after every drain
  * (ftrace_kaddr.h). When an event writes a char pointer as its string,
@@ -27,8 +28,16 @@
 
 
 /* Receives the pids the records of written pages named (deduplicated,
- * never 0); |pids| is borrowed for the call. */
-typedef void (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
+ * never 0), leaving out those it took in the last
+ * TG_FTRACE_PIDS_AGAIN_DRAINS drains; |pids| is borrowed for the call.
+ * Returns whether anyone took them (false: they are handed over again
+ * next time). */
+typedef bool (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
+/* A pid handed over is left out of the hand-overs of this many drains
+ * (2 s at the default drain period): an idle host's steady tasks then do
+ * not wake linux.process_stats at every drain, and a pid a new process
+ * reused is still handed over within that window. */
+#define TG_FTRACE_PIDS_AGAIN_DRAINS 20
 
 /* Whether the next drain is to collect the (inode, device) pairs its
  * records name; |*skip_pid| may name a task whose records are left out. */

@@ -80,6 +80,11 @@ int main(int argc, char **argv) {
       /* linux.ftrace writes in bursts of up to a ring buffer page per CPU
        * per read; the default 256 KiB fills up between two commits. */
       .smb_size_hint = 4u << 20,
+      /* Every data source commits at the end of each of its rounds
+       * (tg_ds_flush_thread): the agent's own tick only takes back idle
+       * chunks, which these writers never leave behind, so it need not
+       * wake an idle host 100 times a second. */
+      .commit_period_ms = 1000,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
       .log_level = (tg_log_level_t)log_level,

@@ -74,6 +74,11 @@ static inline int tg_pid_set_has(const tg_pid_set_t *s, int32_t pid) {
  * (in their order). Returns how many. */
 size_t tg_pid_set_take(tg_pid_set_t *s, int32_t *out, size_t cap);
 
+/* Keeps in |pids| (in order, at its front) those of its |n| pids that
+ * were not members, and adds them; a pid past the capacity is kept but
+ * not added. Returns how many were kept. */
+size_t tg_pid_set_add_new(tg_pid_set_t *s, int32_t *pids, size_t n);
+
 static inline uint32_t tg_pid_set_room(const tg_pid_set_t *s) {
   return s->base.cap - s->base.n;
 }

@@ -102,6 +102,13 @@ typedef struct tg_agent_options {
    * (0: 5000). */
   uint32_t reconnect_min_ms;
   uint32_t reconnect_max_ms;
+  /* While a session runs, the agent's thread wakes every
+   * |commit_period_ms| (0: 10) to send the chunks writers finished and to
+   * take back those of writers idle for 100 ms. A producer whose writers
+   * end each burst with tg_ds_flush_thread (tracegate-probes) may lengthen
+   * it, so that an idle session does not wake the thread 100 times a
+   * second; many writers on a small SMB still shorten it to 1 ms. */
+  uint32_t commit_period_ms;
 } tg_agent_options_t;
 
 /* Starts the agent's thread, which connects in the background (and keeps

@@ -111,9 +111,10 @@ static uint64_t overruns(const tg_ftrace_session_t *s) {
 }
 
 /* The pids the encoder hands over, counted and dropped. */
-static void count_pids(void *ctx, const int32_t *pids, size_t n) {
+static bool count_pids(void *ctx, const int32_t *pids, size_t n) {
   (void)pids;
   *(uint64_t *)ctx += n;
+  return true;
 }
 
 static int phase(const char *label, bool compact, bool pids_too,
