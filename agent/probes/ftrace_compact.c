@@ -204,6 +204,10 @@ static uint8_t *put_compact(const tg_ftrace_compact_t *c,
   return p;
 }
 
+/* Bytes of varints gathered before they are appended, on the path that
+ * goes through the writer. */
+#define COLUMN_BLOCK 512
+
 static size_t compact_worst(const tg_ftrace_compact_t *c) {
   /* Keys are one byte (fields 1..12); sizes four. */
   return 1 + TG_PB_REDUNDANT_VARINT_SIZE +
@@ -229,13 +233,20 @@ void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   for (unsigned k = 0; k < N_COLUMNS; k++) {
     if (!cols[k].n) continue;
     tg_pbw_begin_nested(w, cols[k].field);
+    /* The varints in blocks: one append per block, not per value. */
+    uint8_t block[COLUMN_BLOCK + TG_PB_MAX_VARINT_SIZE + TG_FTRACE_PUT_SLACK];
+    size_t used = 0;
     uint64_t prev = 0;
     for (size_t i = 0; i < cols[k].n; i++) {
-      uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
       uint64_t v = column_value(&cols[k], i, prev);
       if (cols[k].type == COL_TS) prev = ((const uint64_t *)cols[k].v)[i];
-      tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, v) - tmp));
+      used = (size_t)(tg__ftrace_put_varint(block + used, v) - block);
+      if (used >= COLUMN_BLOCK) {
+        tg_pbw_append_raw(w, block, used);
+        used = 0;
+      }
     }
+    tg_pbw_append_raw(w, block, used);
     tg_pbw_end_nested(w);
   }
   tg_pbw_end_nested(w);

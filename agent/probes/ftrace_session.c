@@ -76,6 +76,7 @@ struct tg_ftrace_session {
    * (|handed_drains| counts them): left out until it is cleared. */
   tg_pid_set_t handed;
   unsigned handed_drains;
+  int32_t *fresh; /* the pids of a hand-over not handed lately */
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -88,6 +89,8 @@ struct tg_ftrace_session {
    * table writes one (empty otherwise, or when unreadable). */
   tg_printk_formats_t printk;
   bool no_generic;
+  bool throttle_rss;   /* the config's throttle_rss_stat */
+  bool rss_throttled;  /* the trigger is set: remove it at stop */
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
   uint8_t *page; /* BATCH_PAGES pages */
@@ -118,9 +121,48 @@ static uint64_t boottime_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int tg__ftrace_rss_throttle_on(const char *dir) {
+  char id[32];
+  long n = tg_tracefs_read(dir, "events/synthetic/rss_stat_throttled/id", id,
+                           sizeof(id));
+  if (n < 0) return (int)n;
+  return tg_tracefs_write(dir, "events/kmem/rss_stat/trigger",
+                          TG_FTRACE_RSS_TRIGGER);
+}
+
+int tg__ftrace_rss_throttle_off(const char *dir) {
+  return tg_tracefs_write(dir, "events/kmem/rss_stat/trigger",
+                          "!" TG_FTRACE_RSS_TRIGGER);
+}
+
+static int enable_event(void *ctx, const char *group, const char *name);
+
+/* kmem/rss_stat under throttle_rss_stat: its throttled synthetic event
+ * where the kernel has one (tg__ftrace_rss_throttle_on). Returns 1 when
+ * that was enabled instead, else 0 or -ENOMEM. */
+static int enable_throttled_rss(tg_ftrace_session_t *s) {
+  int rv = tg__ftrace_rss_throttle_on(s->dir);
+  if (rv < 0) {
+    TG_INFO("linux.ftrace: throttle_rss_stat: no rss_stat_throttled "
+            "synthetic event here (%s): kmem/rss_stat is recorded "
+            "unthrottled, as Perfetto's probes record it then",
+            tg_strerror(rv));
+    return 0;
+  }
+  s->rss_throttled = true;
+  rv = enable_event(s, "synthetic", "rss_stat_throttled");
+  return rv < 0 ? rv : 1;
+}
+
 /* Adds one event to the table and switches it on in the instance. */
 static int enable_event(void *ctx, const char *group, const char *name) {
   tg_ftrace_session_t *s = ctx;
+  if (s->throttle_rss && strcmp(group, "kmem") == 0 &&
+      strcmp(name, "rss_stat") == 0) {
+    if (s->rss_throttled) return 0; /* listed twice */
+    int rv = enable_throttled_rss(s);
+    if (rv != 0) return rv < 0 ? rv : 0;
+  }
   char rel[TG_TRACEFS_PATH_MAX];
   snprintf(rel, sizeof(rel), "events/%s/%s/format", group, name);
   long n = tg_tracefs_read(s->root, rel, s->text, FORMAT_MAX);
@@ -214,6 +256,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   tg_ftrace_session_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->no_generic = cfg->disable_generic_events;
+  s->throttle_rss = cfg->throttle_rss_stat;
   int rv;
   if ((rv = tg_tracefs_find(s->root)) < 0) goto fail;
   int stale = tg_tracefs_remove_stale(s->root);
@@ -239,6 +282,10 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_pid_set_init(&s->pids, pid_cap)) < 0 ||
       (rv = tg_pid_set_init(&s->handed, HANDED_PIDS)) < 0)
     goto fail;
+  if (!(s->fresh = malloc(pid_cap * sizeof(*s->fresh)))) {
+    rv = -ENOMEM;
+    goto fail;
+  }
   if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
     goto fail;
@@ -252,6 +299,12 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
       (rv = tg_tracefs_write(s->dir, "buffer_size_kb", kb)) < 0)
     goto fail;
   /* Packets are CLOCK_BOOTTIME; the events must be too. */
+  /* A reader polling the CPUs is woken when a buffer is this full. */
+  char pct[8];
+  snprintf(pct, sizeof(pct), "%d", TG_FTRACE_WAKE_PERCENT);
+  if ((rv = tg_tracefs_write(s->dir, "buffer_percent", pct)) < 0)
+    TG_WARN("linux.ftrace: cannot set buffer_percent (%s): bursts are read "
+            "at the drain period only", tg_strerror(rv));
   if ((rv = tg_tracefs_write(s->dir, "trace_clock", "boot")) < 0) {
     TG_ERROR("linux.ftrace: the kernel has no boot trace_clock: %s",
              tg_strerror(rv));
@@ -273,6 +326,9 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   for (unsigned c = 0; s->fds && c < s->n_cpus; c++)
     if (s->fds[c] >= 0) close(s->fds[c]);
   free(s->fds);
+  if (s->rss_throttled && tg__ftrace_rss_throttle_off(s->dir) < 0)
+    TG_WARN("linux.ftrace: cannot remove the rss_stat_throttled trigger of "
+            "%s", s->dir);
   if (s->created) {
     int rv = tg_tracefs_instance_remove(s->dir);
     if (rv < 0)
@@ -282,6 +338,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   tg_printk_formats_free(&s->printk);
   tg_pid_set_free(&s->pids);
   tg_pid_set_free(&s->handed);
+  free(s->fresh);
   tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);
   list_free(&s->unknown);
@@ -309,15 +366,15 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
 
-/* Hands over the collected pids that were not handed over lately. The
- * set is emptied after (its slots no longer match the kept pids). */
+/* Hands over the collected pids that were not handed over lately, and
+ * empties the set. */
 static void hand_over_pids(tg_ftrace_session_t *s) {
   size_t n = s->pids.base.n;
   if (n) {
     if (tg_pid_set_room(&s->handed) < n) tg_pid_set_clear(&s->handed);
-    n = tg_pid_set_add_new(&s->handed, s->pids.pids, n);
+    n = tg_pid_set_add_new(&s->handed, s->pids.pids, n, s->fresh);
     /* Nobody took them (no process_stats yet): hand them over again. */
-    if (n && !s->pids_cb(s->pids_ctx, s->pids.pids, n))
+    if (n && !s->pids_cb(s->pids_ctx, s->fresh, n))
       tg_pid_set_clear(&s->handed);
   }
   s->st.pids_dropped += s->pids.base.dropped;
@@ -543,6 +600,26 @@ void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
   }
   tg_pbw_end_nested(w);
   sink->end(sink->ctx);
+}
+
+size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out,
+                             size_t cap) {
+  size_t n = 0;
+  for (unsigned c = 0; c < s->n_cpus && n < cap; c++)
+    if (s->fds[c] >= 0) out[n++] = s->fds[c];
+  return n;
+}
+
+unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s) {
+  return s->n_cpus;
+}
+
+uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
+                                size_t pages, unsigned n_cpus) {
+  if (pages > n_cpus || wait_ms < period_ms) return period_ms;
+  uint32_t most = period_ms > TG_FTRACE_QUIET_WAIT_MS ? period_ms
+                                                      : TG_FTRACE_QUIET_WAIT_MS;
+  return wait_ms >= most / 2 ? most : 2 * wait_ms;
 }
 
 const tg_ftrace_session_stats_t *tg_ftrace_session_stats(

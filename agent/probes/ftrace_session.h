@@ -109,6 +109,46 @@ const char *tg_ftrace_session_dir(const tg_ftrace_session_t *s);
 /* Events the instance records. */
 size_t tg_ftrace_session_n_events(const tg_ftrace_session_t *s);
 
+/* The open trace_pipe_raw descriptors, up to |cap| into |out|: they poll
+ * readable once a CPU's buffer is TG_FTRACE_WAKE_PERCENT full. Returns
+ * how many. */
+size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out, size_t cap);
+/* The CPUs the session reads. */
+unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s);
+
+/* How full (percent) a CPU's buffer is when its descriptor polls readable
+ * (the instance's buffer_percent). */
+#define TG_FTRACE_WAKE_PERCENT 50
+/* The longest wait between drains of a quiet session (drain_period_ms if
+ * longer). */
+#define TG_FTRACE_QUIET_WAIT_MS 1000
+
+/* The wait before the next drain, after one that read |pages| pages of a
+ * session on |n_cpus| CPUs and followed a wait of |wait_ms| (0 at first):
+ * |period_ms| (drain_period_ms) after a busy drain, more than a page a
+ * CPU; after a quiet one, twice the last wait, up to
+ * TG_FTRACE_QUIET_WAIT_MS. A quiet host then wakes the reader once a
+ * second, not ten times, while a burst is read at the period from its
+ * second drain on, and its first within a half-full buffer (the
+ * descriptors poll readable then). */
+uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
+                                size_t pages, unsigned n_cpus);
+
+/* throttle_rss_stat, as Perfetto's probes do it: in the instance |dir|,
+ * a histogram trigger on kmem/rss_stat that emits the synthetic event
+ * rss_stat_throttled only when a process's counter crosses a 512 KiB
+ * boundary; the session then records that event instead of kmem/rss_stat.
+ * The synthetic event is the system's (tracefs synthetic_events, defined
+ * at boot as Android does); without it this returns -ENOENT and the
+ * session records kmem/rss_stat unthrottled, as Perfetto's probes then
+ * do. Returns 0 or -errno. */
+int tg__ftrace_rss_throttle_on(const char *dir);
+/* Removes that trigger. Returns 0 or -errno. */
+int tg__ftrace_rss_throttle_off(const char *dir);
+#define TG_FTRACE_RSS_TRIGGER                                          \
+  "hist:keys=mm_id,member:bucket=size/0x80000:onchange($bucket)" \
+  ".rss_stat_throttled(mm_id,curr,member,size)"
+
 /* Stops tracing, removes the instance, frees |s|. NULL is a no-op. */
 void tg_ftrace_session_stop(tg_ftrace_session_t *s);
 

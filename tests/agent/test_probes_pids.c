@@ -153,22 +153,23 @@ static void handed_pids_are_left_out_until_cleared(void **state) {
   tg_pid_set_t handed;
   assert_int_equal(tg_pid_set_init(&handed, 4), 0);
   int32_t first[] = {10, 0, 11, -3, 12};
-  assert_int_equal(tg_pid_set_add_new(&handed, first, 5), 3);
+  assert_int_equal(tg_pid_set_add_new(&handed, first, 5, first), 3);
   const int32_t want_first[] = {10, 11, 12};
   assert_memory_equal(first, want_first, sizeof(want_first));
-  int32_t again[] = {11, 13, 10, 14, 15};
-  assert_int_equal(tg_pid_set_add_new(&handed, again, 5), 3);
+  const int32_t again[] = {11, 13, 10, 14, 15};
+  int32_t out[5];
+  assert_int_equal(tg_pid_set_add_new(&handed, again, 5, out), 3);
   const int32_t want_again[] = {13, 14, 15};
-  assert_memory_equal(again, want_again, sizeof(want_again));
+  assert_memory_equal(out, want_again, sizeof(want_again));
   /* 15 found no room: not remembered, so it comes again. */
   assert_false(tg_pid_set_has(&handed, 15));
   assert_int_equal(handed.base.dropped, 0);
   int32_t third[] = {15, 12};
-  assert_int_equal(tg_pid_set_add_new(&handed, third, 2), 1);
-  assert_int_equal(third[0], 15);
+  assert_int_equal(tg_pid_set_add_new(&handed, third, 2, out), 1);
+  assert_int_equal(out[0], 15);
   tg_pid_set_clear(&handed);
   int32_t after[] = {10};
-  assert_int_equal(tg_pid_set_add_new(&handed, after, 1), 1);
+  assert_int_equal(tg_pid_set_add_new(&handed, after, 1, out), 1);
   tg_pid_set_free(&handed);
 }
 
