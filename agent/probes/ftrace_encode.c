@@ -419,13 +419,14 @@ static void write_generic_field(tg_pbw_t *w, tg_ftrace_encoder_t *e,
   tg_pbw_end_nested(w);
 }
 
-/* An event's two sizes, the FtraceEvent's at |ev| and its message's at
- * |msg| (each TG_PB_REDUNDANT_VARINT_SIZE bytes, back-filled), for the
- * bytes up to |end|: a size under 128 is rewritten in one byte and what
- * follows moved back, so that an event of a few fields takes 6 bytes less
- * (as Perfetto's probes write them); a larger one keeps its four. Both
- * paths end an event here, so their bytes stay the same. Returns the new
- * end. */
+/* An event's two sizes: the FtraceEvent's and its message's take one byte
+ * when under 128 (an event of a few fields then takes 6 bytes less, as
+ * Perfetto's probes write them) and TG_PB_REDUNDANT_VARINT_SIZE bytes
+ * otherwise. Both paths give the same bytes. */
+
+/* The general path's: the writer back-filled 4-byte sizes at |ev| and
+ * |msg|; those under 128 become one byte and what follows moves back.
+ * Returns the new end. */
 static uint8_t *shrink_event(uint8_t *ev, uint8_t *msg, uint8_t *end) {
   const uint32_t r = TG_PB_REDUNDANT_VARINT_SIZE;
   uint32_t n = (uint32_t)(end - msg) - r;
@@ -444,6 +445,29 @@ static uint8_t *shrink_event(uint8_t *ev, uint8_t *msg, uint8_t *end) {
   memmove(ev + 1, ev + r, n);
   *ev = (uint8_t)n;
   return end - (r - 1);
+}
+
+/* The plans': one byte was left for each size, at |ev| and |msg|; a size
+ * of 128 or more (rare: a long string or array) takes four, what follows
+ * moving on (the plan's room counts four). Returns the new end. */
+static inline uint8_t *fill_sizes(uint8_t *ev, uint8_t *msg, uint8_t *end) {
+  const uint32_t r = TG_PB_REDUNDANT_VARINT_SIZE;
+  uint32_t n = (uint32_t)(end - msg) - 1;
+  if (n < 128) {
+    *msg = (uint8_t)n;
+  } else {
+    memmove(msg + r, msg + 1, n);
+    tg_pb_write_redundant_varint(msg, n);
+    end += r - 1;
+  }
+  n = (uint32_t)(end - ev) - 1;
+  if (n < 128) {
+    *ev = (uint8_t)n;
+    return end;
+  }
+  memmove(ev + r, ev + 1, n);
+  tg_pb_write_redundant_varint(ev, n);
+  return end + (r - 1);
 }
 
 static void write_event(tg_pbw_t *w, tg_ftrace_encoder_t *e,
@@ -485,8 +509,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
                               uint64_t ts, tg__ftrace_ts_cache_t *tc,
                               const uint8_t *rec, uint32_t len) {
   *p++ = (uint8_t)TG_PB_TAG(BUNDLE_EVENT, TG_PB_WT_LEN);
-  uint8_t *event = p;
-  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  uint8_t *event = p++;
   *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_TIMESTAMP, TG_PB_WT_VARINT);
   p = tg__ftrace_put_ts(p, ts, tc);
   uint32_t pid;
@@ -494,8 +517,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
   *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_PID, TG_PB_WT_VARINT);
   p = tg__ftrace_put_varint(p, pid);
   p = tg__ftrace_put_tag(p, pl->msg_tag, pl->msg_tag_len);
-  uint8_t *msg = p;
-  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  uint8_t *msg = p++;
   for (const tg_ftrace_op_t *op = pl->ops, *end = op + pl->n_ops; op < end;
        op++) {
     if (op->cls == TG_FTRACE_OPC_SCALAR) {
@@ -533,7 +555,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
       p += n;
     }
   }
-  return shrink_event(event, msg, p);
+  return fill_sizes(event, msg, p);
 }
 
 /* --- pids --------------------------------------------------------------- */

@@ -61,7 +61,7 @@ static const char hrtimer_format[] =
 
 /* --- records ------------------------------------------------------------- */
 
-#define REC_MAX 128
+#define REC_MAX 256
 
 typedef struct sw {
   const char *prev;
@@ -107,7 +107,7 @@ static size_t freq_rec(uint8_t *out, uint32_t state, uint32_t cpu) {
 }
 
 static size_t print_rec(uint8_t *out, uint64_t ip, const char *text) {
-  uint8_t b[96] = {0};
+  uint8_t b[256] = {0};
   memcpy(b, &ip, 8);
   memcpy(b + 8, text, strlen(text) + 1);
   return event(out, ID_PRINT, 77, b, 8 + strlen(text) + 1);
@@ -435,6 +435,19 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     ref_str(r, 2, "hello marker\n", 64);
     ref_event_end(r);
 
+    /* Sizes of 128 or more keep four bytes: a message of 124 bytes in an
+     * event of more, then both over. */
+    for (size_t len = 110; len <= 150; len += 40) {
+      char text[160];
+      memset(text, 'm', len);
+      text[len] = 0;
+      rec_data(&p, 2, rec, print_rec(rec, 0xffffffff81234567, text));
+      ref_event(r, ts += 2, 77, 3);
+      tg_pbw_append_varint(&r->w, 1, 0xffffffff81234567);
+      ref_str(r, 2, text, sizeof(text));
+      ref_event_end(r);
+    }
+
     rec_data(&p, 3, rec, irq_rec(rec, -7, "acpi"));
     ref_event(r, ts += 3, 0, 36);
     tg_pbw_append_int(&r->w, 1, -7);
@@ -479,7 +492,7 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     rec_corrupt(&p);
     page_finish(&p, false);
     size_t n_ref = ref_end(r);
-    check_page(false, &p, r, n_ref, 9, 1, true);
+    check_page(false, &p, r, n_ref, 11, 1, true);
     free(r);
   }
 }
