@@ -76,7 +76,10 @@ struct tg_ftrace_session {
    * (|handed_drains| counts them): left out until it is cleared. */
   tg_pid_set_t handed;
   unsigned handed_drains;
-  int32_t *fresh; /* the pids of a hand-over not handed lately */
+  /* The drain's pids not handed over lately, handed over at its end (one
+   * wake of process_stats a drain): room for HANDED_PIDS. */
+  int32_t *fresh;
+  size_t n_fresh;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -282,7 +285,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_pid_set_init(&s->pids, pid_cap)) < 0 ||
       (rv = tg_pid_set_init(&s->handed, HANDED_PIDS)) < 0)
     goto fail;
-  if (!(s->fresh = malloc(pid_cap * sizeof(*s->fresh)))) {
+  if (!(s->fresh = malloc(HANDED_PIDS * sizeof(*s->fresh)))) {
     rv = -ENOMEM;
     goto fail;
   }
@@ -366,16 +369,27 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
 
-/* Hands over the collected pids that were not handed over lately, and
- * empties the set. */
-static void hand_over_pids(tg_ftrace_session_t *s) {
+/* Hands the drain's fresh pids over. */
+static void hand_over_fresh(tg_ftrace_session_t *s) {
+  /* Nobody took them (no process_stats yet): hand them over again. */
+  if (s->n_fresh && !s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh))
+    tg_pid_set_clear(&s->handed);
+  s->n_fresh = 0;
+}
+
+/* Moves the collected pids that were not handed over lately to the
+ * drain's fresh ones, and empties the set. Fresh pids are members of
+ * |handed| added since the last hand-over, so they fit in HANDED_PIDS
+ * while |handed| is not cleared under them. */
+static void collect_fresh(tg_ftrace_session_t *s) {
   size_t n = s->pids.base.n;
   if (n) {
-    if (tg_pid_set_room(&s->handed) < n) tg_pid_set_clear(&s->handed);
-    n = tg_pid_set_add_new(&s->handed, s->pids.pids, n, s->fresh);
-    /* Nobody took them (no process_stats yet): hand them over again. */
-    if (n && !s->pids_cb(s->pids_ctx, s->fresh, n))
+    if (tg_pid_set_room(&s->handed) < n) {
+      hand_over_fresh(s);
       tg_pid_set_clear(&s->handed);
+    }
+    s->n_fresh += tg_pid_set_add_new(&s->handed, s->pids.pids, n,
+                                     s->fresh + s->n_fresh);
   }
   s->st.pids_dropped += s->pids.base.dropped;
   tg_pid_set_clear(&s->pids);
@@ -408,12 +422,12 @@ static tg_inode_set_t *inodes_for_drain(tg_ftrace_session_t *s,
   return &s->inodes;
 }
 
-/* Hands over the pids and inodes collected so far when the sets might not
- * hold one more page's. */
+/* Moves the pids collected so far to the drain's fresh ones, and hands
+ * the inodes over, when the sets might not hold one more page's. */
 static void make_room(tg_ftrace_session_t *s) {
   if (s->enc.pids &&
       tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
-    hand_over_pids(s);
+    collect_fresh(s);
   if (s->enc.inodes && s->inodes.base.n &&
       tg_inode_set_room(&s->inodes) <
           tg_ftrace_inodes_per_page(s->layout.page_size))
@@ -540,7 +554,8 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
     total += k;
   }
   if (s->enc.pids) {
-    hand_over_pids(s);
+    collect_fresh(s);
+    hand_over_fresh(s);
     if (++s->handed_drains >= TG_FTRACE_PIDS_AGAIN_DRAINS) {
       s->handed_drains = 0;
       tg_pid_set_clear(&s->handed);

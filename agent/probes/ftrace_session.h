@@ -71,9 +71,9 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
                             tg_ftrace_session_t **out);
 
 /* Has drains with a sink hand the pids of their pages to |cb| (NULL: they
- * are not collected): at the end of each drain, and earlier when the
- * session's set might not hold one more page. |ctx| is borrowed for the
- * session's life. */
+ * are not collected): once at the end of each drain (earlier only when a
+ * drain names thousands of new ones). |ctx| is borrowed for the session's
+ * life. */
 void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
                                void *ctx);
 
