@@ -45,6 +45,11 @@
  * encoder's code and tables in cache across pages instead of having each
  * read(2) evict them (the kernel's read path is larger than the page). */
 #define BATCH_PAGES 16
+/* A bundle takes no more pages once it has written this much: a packet
+ * the buffer cannot keep whole (a DISCARD buffer filling up, a ring
+ * wrapping over its start) loses no more, while compact_sched's bundles
+ * still span tens of pages (about a quarter of a page each). */
+#define BUNDLE_BYTES (64u * 1024u)
 /* Pages' worth of pids the set holds; distinct pids are usually far fewer
  * than its worst case, so it rarely fills before the drain ends. */
 #define PID_PAGES 2
@@ -451,20 +456,23 @@ static void end_bundle(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
 typedef struct open_bundle {
   tg_pbw_t *w;
   bool lost;
+  uint64_t start; /* tg_pbw_written() when it began */
 } open_bundle_t;
 
 /* Writes |n| pages of CPU |cpu| (s->page) into |b|'s bundle, and into as
- * few more TracePackets { ftrace_events } as the bundle's rows allow: a
- * new one begins when the rows of one more page might not fit, and at a
- * page after lost events (the bundle's lost_events flag says so of its
- * first page). |b|'s bundle stays open for the CPU's next pages. */
+ * few more TracePackets { ftrace_events } as the bundle's bounds allow: a
+ * new one begins past BUNDLE_BYTES, when the rows of one more page might
+ * not fit, and at a page after lost events (the bundle's
+ * lost_events flag says so of its first page). |b|'s bundle stays open
+ * for the CPU's next pages. */
 static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
                         unsigned cpu, size_t n, open_bundle_t *b) {
   for (size_t i = 0; i < n; i++) {
     const uint8_t *page = s->page + i * s->layout.page_size;
     size_t len = s->page_len[i];
     bool page_lost = tg_ftrace_page_lost_events(&s->layout, page, len);
-    if (b->w && (page_lost || !tg_ftrace_bundle_has_room(&s->enc))) {
+    if (b->w && (page_lost || tg_pbw_written(b->w) - b->start >= BUNDLE_BYTES ||
+                 !tg_ftrace_bundle_has_room(&s->enc))) {
       end_bundle(s, sink, b->w, b->lost);
       b->w = NULL;
     }
@@ -474,6 +482,7 @@ static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
       tg_pbw_begin_nested(b->w, PACKET_FTRACE_EVENTS);
       tg_ftrace_bundle_begin(&s->enc, b->w, cpu);
       b->lost = page_lost;
+      b->start = tg_pbw_written(b->w);
     }
     tg_ftrace_bundle_result_t res;
     tg_ftrace_bundle_add_page(&s->enc, b->w, &s->layout, page, len, &res);
@@ -528,7 +537,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
-    open_bundle_t b = {NULL, false};
+    open_bundle_t b = {NULL, false, 0};
     while (!drained && k < max_pages && s->fds[c] >= 0) {
       /* Without a sink the pages are dropped: one buffer does. */
       size_t cap = sink ? BATCH_PAGES : 1, n = 0;

@@ -6,8 +6,8 @@
  * messages field by field through tg_pbw, as the general path does, so
  * the bytes must match exactly: field numbers, varint widths (negative
  * int64s in ten bytes, timestamps past 2^56), 4-byte nested sizes but for
- * an event's and its message's, one byte when under 128 (as Perfetto's
- * probes write them), interned comms. Pages mix every layout a plan reads
+ * an event's and its message's, one byte when under 128, and compact_sched's
+ * of the fewest bytes (as Perfetto's probes write them), interned comms. Pages mix every layout a plan reads
  * (scalars of each size and sign, char[16], __data_loc, a tail string, an
  * array), a generic event, a truncated record, an unknown one and a
  * corrupt one; and the writer is also run in small segments, where every
@@ -240,20 +240,22 @@ static uint32_t intern_index(const cs_ref_t *c, const char *comm) {
   return 0;
 }
 
-static void ref_packed(ref_t *r, uint32_t field, const uint64_t *v, size_t n) {
+/* compact_sched's fields have sizes of the fewest bytes. */
+static void ref_packed(tg_pbw_t *w, uint32_t field, const uint64_t *v,
+                       size_t n) {
   if (!n) return;
-  tg_pbw_begin_nested(&r->w, field);
-  for (size_t i = 0; i < n; i++) {
-    uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
-    tg_pbw_append_raw(&r->w, tmp, (size_t)(tg_pb_write_varint(tmp, v[i]) - tmp));
-  }
-  tg_pbw_end_nested(&r->w);
+  uint8_t buf[8 * TG_PB_MAX_VARINT_SIZE], *p = buf;
+  for (size_t i = 0; i < n; i++) p = tg_pb_write_varint(p, v[i]);
+  tg_pbw_append_bytes(w, field, buf, (size_t)(p - buf));
 }
 
 static void ref_compact(ref_t *r, const cs_ref_t *c) {
   uint64_t col[6][8];
-  tg_pbw_begin_nested(&r->w, 4);
-  for (size_t i = 0; i < c->n_intern; i++) ref_str(r, 5, c->intern[i], 16);
+  uint8_t body[1024];
+  tg_pbw_t b;
+  tg_pbw_init(&b, body, sizeof(body), NULL, NULL);
+  for (size_t i = 0; i < c->n_intern; i++)
+    tg_pbw_append_bytes(&b, 5, c->intern[i], strnlen(c->intern[i], 16));
   uint64_t prev = 0;
   for (size_t i = 0; i < c->n_sw; i++) {
     col[0][i] = c->sw_ts[i] - prev;
@@ -263,7 +265,7 @@ static void ref_compact(ref_t *r, const cs_ref_t *c) {
     col[3][i] = (uint64_t)(int64_t)c->sw_prio[i];
     col[4][i] = intern_index(c, c->sw_comm[i]);
   }
-  for (unsigned k = 0; k < 5; k++) ref_packed(r, 1 + k + (k == 4), col[k], c->n_sw);
+  for (unsigned k = 0; k < 5; k++) ref_packed(&b, 1 + k + (k == 4), col[k], c->n_sw);
   prev = 0;
   for (size_t i = 0; i < c->n_wk; i++) {
     col[0][i] = c->wk_ts[i] - prev;
@@ -274,8 +276,9 @@ static void ref_compact(ref_t *r, const cs_ref_t *c) {
     col[4][i] = intern_index(c, c->wk_comm[i]);
     col[5][i] = 5; /* common_flags, as event() writes them */
   }
-  for (unsigned k = 0; k < 6; k++) ref_packed(r, 7 + k, col[k], c->n_wk);
-  tg_pbw_end_nested(&r->w);
+  for (unsigned k = 0; k < 6; k++) ref_packed(&b, 7 + k, col[k], c->n_wk);
+  assert_int_equal(tg_pbw_error(&b), 0);
+  tg_pbw_append_bytes(&r->w, 4, body, (size_t)tg_pbw_written(&b));
 }
 
 /* --- the encoder --------------------------------------------------------- */
