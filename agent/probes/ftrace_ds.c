@@ -357,9 +357,11 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->unflushed = false;
     sl->flushed_ms = now;
   }
-  sl->wait_ms = tg_ftrace_next_wait_ms(sl->wait_ms, sl->cfg.drain_period_ms,
-                                       pages,
-                                       tg_ftrace_session_n_cpus(sl->sess));
+  sl->wait_ms = tg_ftrace_session_pollable(sl->sess)
+                    ? tg_ftrace_next_wait_ms(sl->wait_ms,
+                                             sl->cfg.drain_period_ms, pages,
+                                             tg_ftrace_session_n_cpus(sl->sess))
+                    : sl->cfg.drain_period_ms;
   sl->next_ms = more ? now : now + sl->wait_ms;
 }
 

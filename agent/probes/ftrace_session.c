@@ -97,6 +97,7 @@ struct tg_ftrace_session {
    * table writes one (empty otherwise, or when unreadable). */
   tg_printk_formats_t printk;
   bool no_generic;
+  bool pollable;       /* buffer_percent set: the CPUs may be polled */
   bool throttle_rss;   /* the config's throttle_rss_stat */
   bool rss_throttled;  /* the trigger is set: remove it at stop */
   unsigned n_cpus;
@@ -313,6 +314,8 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_tracefs_write(s->dir, "buffer_percent", pct)) < 0)
     TG_WARN("linux.ftrace: cannot set buffer_percent (%s): bursts are read "
             "at the drain period only", tg_strerror(rv));
+  /* Without it a descriptor polls readable at every event: not polled. */
+  s->pollable = rv == 0;
   if ((rv = tg_tracefs_write(s->dir, "trace_clock", "boot")) < 0) {
     TG_ERROR("linux.ftrace: the kernel has no boot trace_clock: %s",
              tg_strerror(rv));
@@ -629,9 +632,13 @@ void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
 size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out,
                              size_t cap) {
   size_t n = 0;
-  for (unsigned c = 0; c < s->n_cpus && n < cap; c++)
+  for (unsigned c = 0; s->pollable && c < s->n_cpus && n < cap; c++)
     if (s->fds[c] >= 0) out[n++] = s->fds[c];
   return n;
+}
+
+bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
+  return s->pollable;
 }
 
 unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s) {

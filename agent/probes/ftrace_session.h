@@ -110,9 +110,14 @@ const char *tg_ftrace_session_dir(const tg_ftrace_session_t *s);
 size_t tg_ftrace_session_n_events(const tg_ftrace_session_t *s);
 
 /* The open trace_pipe_raw descriptors, up to |cap| into |out|: they poll
- * readable once a CPU's buffer is TG_FTRACE_WAKE_PERCENT full. Returns
- * how many. */
+ * readable once a CPU's buffer is TG_FTRACE_WAKE_PERCENT full. None when
+ * the kernel took no buffer_percent (they would poll readable at every
+ * event). Returns how many. */
 size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out, size_t cap);
+/* Whether the descriptors can be polled (buffer_percent set): else a
+ * quiet session is still drained at its period, bursts being seen only
+ * then. */
+bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
 /* The CPUs the session reads. */
 unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s);
 
