@@ -182,7 +182,8 @@ void tg__commit_timer_update(void);
 void tg__commit_timer_stop(void);
 /* The current SMB is being abandoned: its counters join the past ones. */
 void tg__commit_retire_arbiter_stats(void);
-/* For tests: whether the periodic commit timer runs. Any thread. */
+/* Whether the periodic commit timer runs (tg_ds_flush_thread relies on it
+ * to send what a flush returned; tests read it). Any thread. */
 bool tg__agent_commit_timer_active(void);
 
 #endif /* TRACEGATE_AGENT_AGENT_INTERNAL_H */

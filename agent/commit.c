@@ -17,7 +17,7 @@
  * chunk of its own, mostly empty: the SMB would churn chunks (and fill)
  * and the service's ring would hold padding instead of history. The pass
  * reads a line of every writer, so it does not run at every tick. The tick is
- * COMMIT_PERIOD_MS while the SMB has chunks to spare for every writer,
+ * COMMIT_PERIOD_MS (or the app's commit_period_ms) while the SMB has chunks to spare for every writer,
  * and FAST_PERIOD_MS once writers outnumber half its default chunks: then
  * the chunks are small and the SMB's spare ones few, and a returned chunk
  * must reach the service (to be freed) without waiting a long tick. When
@@ -165,11 +165,17 @@ void tg__commit_all(uint64_t flush_id) {
 
 /* --- the periodic commit ------------------------------------------------- */
 
+/* The tick when writers are few: the app's, else COMMIT_PERIOD_MS. */
+static uint64_t normal_period_ms(void) {
+  uint32_t p = tg__agent.cfg.opts.commit_period_ms;
+  return p ? p : COMMIT_PERIOD_MS;
+}
+
 /* The tick for |arb|'s writer count (see the file comment). */
 static uint64_t period_ms(const tg_arbiter_t *arb) {
   if (arb && 2 * tg_arbiter_writer_count(arb) > tg_arbiter_base_chunks(arb))
     return FAST_PERIOD_MS;
-  return COMMIT_PERIOD_MS;
+  return normal_period_ms();
 }
 
 static void on_commit_timer(uv_timer_t *t) {
@@ -199,8 +205,8 @@ static void on_commit_timer(uv_timer_t *t) {
  * the acquire in tg__agent_commit_timer_active. */
 static void timer_start(void) {
   if (uv_is_active((uv_handle_t *)&cm->timer)) return;
-  uv_timer_start(&cm->timer, on_commit_timer, COMMIT_PERIOD_MS,
-                 COMMIT_PERIOD_MS);
+  uv_timer_start(&cm->timer, on_commit_timer, normal_period_ms(),
+                 normal_period_ms());
   atomic_store_explicit(&cm->timer_active, true, memory_order_release);
 }
 

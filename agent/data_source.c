@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "agent/data_source.h"
+#include "agent/agent_internal.h"
 
 _Atomic uint64_t tg__agent_packets_written;
 
@@ -251,8 +252,17 @@ void tg_ds_packet_end(tg_ds_t *ds, unsigned inst) {
 void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
   tg__writer_slot_t *s = existing_slot(ds, inst);
   if (!s) return;
-  if (s->w) tg_trace_writer_flush(s->w);
-  registry_wake(); /* commit what the flush returned */
+  if (!s->w) return;
+  tg_trace_writer_flush(s->w);
+  /* What the flush returned goes out with the agent's next commit: the
+   * periodic tick (commit_period_ms) while an instance runs, a Flush or a
+   * stop. The thread is woken only when no tick will come, and never
+   * with nothing pending: a producer that flushes every round would
+   * otherwise wake it as often as it runs itself. The pending flag is
+   * this thread's own write, so the relaxed load sees it. */
+  if (s->w->arb && tg_arbiter_commit_pending(s->w->arb) &&
+      !tg__agent_commit_timer_active())
+    registry_wake();
 }
 
 bool tg_ds_incremental_state_cleared(tg_ds_t *ds, unsigned inst) {

@@ -128,7 +128,8 @@ static void columns_of(const tg_ftrace_compact_t *c, column_t *col) {
 }
 
 /* Row |i|'s varint value; |prev| is the row before's timestamp. */
-static uint64_t column_value(const column_t *col, size_t i, uint64_t prev) {
+static inline uint64_t column_value(const column_t *col, size_t i,
+                                    uint64_t prev) {
   switch (col->type) {
     case COL_TS:
       return ((const uint64_t *)col->v)[i] - prev;
@@ -141,102 +142,61 @@ static uint64_t column_value(const column_t *col, size_t i, uint64_t prev) {
   }
 }
 
-/* The column's varints at |p| (room for 10 each plus
- * TG_FTRACE_PUT_SLACK); returns the end. One loop per type, so the type
- * is decided once per column, not per value. */
-static uint8_t *put_column(uint8_t *p, const column_t *col) {
-  size_t n = col->n;
-  switch (col->type) {
-    case COL_TS: {
-      const uint64_t *v = col->v;
-      uint64_t prev = 0;
-      for (size_t i = 0; i < n; i++) {
-        p = tg__ftrace_put_varint(p, v[i] - prev);
-        prev = v[i];
-      }
-      break;
-    }
-    case COL_I64: {
-      const int64_t *v = col->v;
-      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, (uint64_t)v[i]);
-      break;
-    }
-    case COL_I32: {
-      const int32_t *v = col->v;
-      for (size_t i = 0; i < n; i++)
-        p = tg__ftrace_put_varint(p, (uint64_t)(int64_t)v[i]);
-      break;
-    }
-    default: {
-      const uint32_t *v = col->v;
-      for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, v[i]);
-      break;
-    }
+/* The bytes of the column's varints. */
+static size_t column_size(const column_t *col) {
+  size_t n = 0;
+  uint64_t prev = 0;
+  for (size_t i = 0; i < col->n; i++) {
+    n += tg_pb_varint_size(column_value(col, i, prev));
+    if (col->type == COL_TS) prev = ((const uint64_t *)col->v)[i];
   }
-  return p;
+  return n;
 }
 
-/* The whole message at |p|, which has room for compact_worst() plus
- * TG_FTRACE_PUT_SLACK: the bytes of the writer path below, without its
- * per-field checks. Returns the end. */
-static uint8_t *put_compact(const tg_ftrace_compact_t *c,
-                            const column_t *cols, uint8_t *p) {
-  *p++ = (uint8_t)TG_PB_TAG(BUNDLE_COMPACT_SCHED, TG_PB_WT_LEN);
-  uint8_t *outer = p;
-  p += TG_PB_REDUNDANT_VARINT_SIZE;
-  for (size_t i = 0; i < c->n_comms; i++) {
-    *p++ = (uint8_t)TG_PB_TAG(CS_INTERN_TABLE, TG_PB_WT_LEN);
-    *p++ = c->comm_len[i];
-    memcpy(p, c->comms[i], TG_FTRACE_COMM_MAX);
-    p += c->comm_len[i];
-  }
-  for (unsigned k = 0; k < N_COLUMNS; k++) {
-    if (!cols[k].n) continue;
-    *p++ = (uint8_t)TG_PB_TAG(cols[k].field, TG_PB_WT_LEN);
-    uint8_t *size = p;
-    p += TG_PB_REDUNDANT_VARINT_SIZE;
-    p = put_column(p, &cols[k]);
-    tg_pb_write_redundant_varint(
-        size, (uint32_t)(p - size) - TG_PB_REDUNDANT_VARINT_SIZE);
-  }
-  tg_pb_write_redundant_varint(
-      outer, (uint32_t)(p - outer) - TG_PB_REDUNDANT_VARINT_SIZE);
-  return p;
+/* A key and the size |n| of the field after it. */
+static void append_len_key(tg_pbw_t *w, uint32_t field, size_t n) {
+  uint8_t head[2 * TG_PB_MAX_VARINT_SIZE];
+  uint8_t *p = tg_pb_write_varint(head, TG_PB_TAG(field, TG_PB_WT_LEN));
+  p = tg_pb_write_varint(p, n);
+  tg_pbw_append_raw(w, head, (size_t)(p - head));
 }
 
-static size_t compact_worst(const tg_ftrace_compact_t *c) {
-  /* Keys are one byte (fields 1..12); sizes four. */
-  return 1 + TG_PB_REDUNDANT_VARINT_SIZE +
-         c->n_comms * (2 + TG_FTRACE_COMM_MAX) +
-         N_COLUMNS * (1 + TG_PB_REDUNDANT_VARINT_SIZE) +
-         (5 * c->n_sw + 6 * c->n_wk) * TG_PB_MAX_VARINT_SIZE;
-}
+/* Bytes of varints gathered before they are appended. */
+#define COLUMN_BLOCK 512
 
+/* Every size is worked out before its field is written, so each takes
+ * the fewest bytes (as Perfetto's probes write the packed columns): a
+ * bundle spans many pages, and its columns rarely fit what is left of a
+ * chunk, so they go through the writer in blocks of varints anyway. */
 void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   if (!c->n_sw && !c->n_wk) return;
   column_t cols[N_COLUMNS];
   columns_of(c, cols);
-  /* Most of a bundle's cost is these columns: written in one go when the
-   * segment holds the worst case, else value by value through the
-   * writer, which splits them across segments. */
-  if ((size_t)(w->end - w->cur) >= compact_worst(c) + TG_FTRACE_PUT_SLACK) {
-    w->cur = put_compact(c, cols, w->cur);
-    return;
+  size_t sizes[N_COLUMNS], total = 0;
+  for (size_t i = 0; i < c->n_comms; i++) total += 2 + c->comm_len[i];
+  for (unsigned k = 0; k < N_COLUMNS; k++) {
+    if (!cols[k].n) continue;
+    sizes[k] = column_size(&cols[k]);
+    total += 1 + tg_pb_varint_size(sizes[k]) + sizes[k];
   }
-  tg_pbw_begin_nested(w, BUNDLE_COMPACT_SCHED);
+  append_len_key(w, BUNDLE_COMPACT_SCHED, total);
   for (size_t i = 0; i < c->n_comms; i++)
     tg_pbw_append_bytes(w, CS_INTERN_TABLE, c->comms[i], c->comm_len[i]);
   for (unsigned k = 0; k < N_COLUMNS; k++) {
     if (!cols[k].n) continue;
-    tg_pbw_begin_nested(w, cols[k].field);
+    append_len_key(w, cols[k].field, sizes[k]);
+    uint8_t block[COLUMN_BLOCK + TG_PB_MAX_VARINT_SIZE + TG_FTRACE_PUT_SLACK];
+    size_t used = 0;
     uint64_t prev = 0;
     for (size_t i = 0; i < cols[k].n; i++) {
-      uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
       uint64_t v = column_value(&cols[k], i, prev);
       if (cols[k].type == COL_TS) prev = ((const uint64_t *)cols[k].v)[i];
-      tg_pbw_append_raw(w, tmp, (size_t)(tg_pb_write_varint(tmp, v) - tmp));
+      used = (size_t)(tg__ftrace_put_varint(block + used, v) - block);
+      if (used >= COLUMN_BLOCK) {
+        tg_pbw_append_raw(w, block, used);
+        used = 0;
+      }
     }
-    tg_pbw_end_nested(w);
+    tg_pbw_append_raw(w, block, used);
   }
-  tg_pbw_end_nested(w);
 }

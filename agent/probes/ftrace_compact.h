@@ -1,10 +1,12 @@
-/* compact_sched: sched_switch and sched_waking records of one page as
- * FtraceEventBundle.CompactSched columns instead of FtraceEvent messages.
+/* compact_sched: sched_switch and sched_waking records of a bundle's pages
+ * as FtraceEventBundle.CompactSched columns instead of FtraceEvent
+ * messages.
  *
- * Rows collect while the page is walked; the columns are written after it
- * (delta-coded timestamps, packed varints, comms interned per bundle).
- * The buffers are sized for the densest page at init, so adding a row
- * allocates nothing.
+ * Rows collect while the bundle's pages are walked; the columns are
+ * written after the last (delta-coded timestamps, packed varints with
+ * sizes of the fewest bytes, comms interned per bundle). The buffers are
+ * sized at init for a number of rows (the encoder's
+ * TG_FTRACE_BUNDLE_ROWS), so adding a row allocates nothing.
  */
 #ifndef TRACEGATE_PROBES_FTRACE_COMPACT_H
 #define TRACEGATE_PROBES_FTRACE_COMPACT_H
@@ -54,7 +56,7 @@ typedef struct tg_ftrace_compact {
 /* Room for |cap| rows. Returns 0 or -ENOMEM. */
 int tg__ftrace_compact_init(tg_ftrace_compact_t *c, size_t cap);
 void tg__ftrace_compact_free(tg_ftrace_compact_t *c);
-/* Empties the rows and the intern table for the next page. */
+/* Empties the rows and the intern table for the next bundle. */
 void tg__ftrace_compact_reset(tg_ftrace_compact_t *c);
 /* Writes FtraceEventBundle.compact_sched, if there are rows. */
 void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w);

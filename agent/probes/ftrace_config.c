@@ -24,8 +24,6 @@ static void collect_unsupported(const Perfetto__Protos__FtraceConfig *c,
        "buffer_size_lower_bound");
   note(out, c->has_drain_buffer_percent, "drain_buffer_percent");
   note(out, c->print_filter != NULL, "print_filter");
-  note(out, c->has_throttle_rss_stat && c->throttle_rss_stat,
-       "throttle_rss_stat");
   note(out, c->has_denser_generic_event_encoding &&
                 c->denser_generic_event_encoding,
        "denser_generic_event_encoding");
@@ -76,6 +74,7 @@ int tg_ftrace_cfg_parse(const uint8_t *cfg, size_t len, tg_ftrace_cfg_t *out) {
     out->disable_generic_events =
         c->has_disable_generic_events && c->disable_generic_events;
     out->symbolize_ksyms = c->has_symbolize_ksyms && c->symbolize_ksyms;
+    out->throttle_rss_stat = c->has_throttle_rss_stat && c->throttle_rss_stat;
     out->ksyms_retain =
         c->has_ksyms_mem_policy &&
         c->ksyms_mem_policy ==

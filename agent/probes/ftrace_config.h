@@ -32,6 +32,9 @@ typedef struct tg_ftrace_cfg {
    * loaded after the session stops. */
   bool symbolize_ksyms;
   bool ksyms_retain;
+  /* throttle_rss_stat: record kmem/rss_stat through the kernel's
+   * rss_stat_throttled synthetic event where there is one. */
+  bool throttle_rss_stat;
   /* DataSourceConfig.tracing_session_id: the session whose
    * linux.process_stats resolves the pids of the records; 0: not said. */
   uint64_t tracing_session_id;

@@ -2,11 +2,14 @@
 #include "agent/probes/ftrace_ds.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/clock.h"
 #include "agent/probes/ftrace_config.h"
@@ -25,6 +28,11 @@
 /* Pages per CPU per round: bounds how long one busy CPU delays the others
  * (and the other sessions); a round that hits it is followed at once. */
 #define PAGES_PER_ROUND 64
+/* Descriptors the reader polls: its wake eventfd and the CPUs of the
+ * sessions (beyond it, a session's CPUs are read at its period only). */
+#define POLL_MAX 256
+/* The longest a round's pages stay in the writer's chunk (see run_slot). */
+#define COMMIT_EVERY_MS 1000
 /* How long stop and flush callbacks wait for the reader thread. */
 #define CALLBACK_WAIT_MS 5000
 /* TracePacket.timestamp and .ftrace_stats, FtraceStats fields. */
@@ -65,11 +73,16 @@ typedef struct slot {
   bool announced;   /* start stats (or the failure) written */
   uint64_t next_ms;
   uint64_t started_ms;
+  uint32_t wait_ms; /* the last wait between drains (ftrace_session.h) */
+  bool unflushed;   /* pages written since the last tg_ds_flush_thread */
+  uint64_t flushed_ms;
 } slot_t;
 
 struct tg_ftrace_ds {
   pthread_mutex_t mu;
-  pthread_cond_t cv;      /* wakes the thread; CLOCK_MONOTONIC */
+  /* Wakes the thread from its poll: written after a change made under
+   * the mutex, read by the thread before it looks at the changes. */
+  int wake_fd;
   pthread_cond_t done_cv; /* wakes waiting callbacks; CLOCK_MONOTONIC */
   bool quit, changed;
   bool running;
@@ -87,9 +100,9 @@ struct tg_ftrace_ds {
 };
 
 /* Only publishes: resolving them is the sampler thread's work. */
-static void publish_pids(void *ctx, const int32_t *pids, size_t n) {
+static bool publish_pids(void *ctx, const int32_t *pids, size_t n) {
   pid_target_t *t = ctx;
-  tg_pid_feed_publish(t->feed, t->session_id, pids, n);
+  return tg_pid_feed_publish(t->feed, t->session_id, pids, n) > 0;
 }
 
 /* Asked once per drain: a session without an inode_file_map collects
@@ -102,6 +115,13 @@ static bool want_inodes(void *ctx, int32_t *skip_pid) {
 static void publish_inodes(void *ctx, const tg_inode_key_t *keys, size_t n) {
   inode_target_t *t = ctx;
   tg_inode_feed_publish(t->feed, t->session_id, keys, n);
+}
+
+static void wake_thread(tg_ftrace_ds_t *f) {
+  uint64_t one = 1;
+  /* EAGAIN: the counter is already set, the thread will wake. */
+  while (write(f->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
 }
 
 static struct timespec deadline_in(uint64_t ms) {
@@ -128,7 +148,7 @@ static void on_start(void *ctx, unsigned inst, const uint8_t *cfg, size_t len) {
   if (rv == 0) sl->want_cfg = parsed;
   sl->want_gen++;
   f->changed = true;
-  pthread_cond_signal(&f->cv);
+  wake_thread(f);
   pthread_mutex_unlock(&f->mu);
 }
 
@@ -141,7 +161,7 @@ static void on_stop(void *ctx, unsigned inst) {
   sl->want_active = false;
   uint32_t gen = ++sl->want_gen;
   f->changed = true;
-  pthread_cond_signal(&f->cv);
+  wake_thread(f);
   /* The last pages and the end stats go out before on_stop returns: after
    * it, the agent drops this instance's packets. */
   struct timespec until = deadline_in(CALLBACK_WAIT_MS);
@@ -161,7 +181,7 @@ static void on_flush(void *ctx, unsigned inst) {
   slot_t *sl = &f->slots[inst];
   uint32_t req = ++sl->flush_req;
   f->changed = true;
-  pthread_cond_signal(&f->cv);
+  wake_thread(f);
   struct timespec until = deadline_in(CALLBACK_WAIT_MS);
   while (f->running && (int32_t)(sl->flush_done - req) < 0)
     if (pthread_cond_timedwait(&f->done_cv, &f->mu, &until) == ETIMEDOUT) break;
@@ -298,6 +318,7 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   sl->announced = false;
   sl->started_ms = now;
   sl->next_ms = now;
+  sl->wait_ms = 0;
 }
 
 static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
@@ -327,9 +348,22 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   uint64_t meta = tg_meta_begin();
   size_t pages = tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
   tg_meta_end(TG_META_FTRACE_DRAIN, meta);
-  /* Commit this round now rather than when the chunk fills up. */
-  if (pages) tg_ds_flush_thread(f->ds, k);
-  sl->next_ms = more ? now : now + sl->cfg.drain_period_ms;
+  /* Chunks that fill up are committed as they do; the rest of a round's
+   * pages at most every COMMIT_EVERY_MS, not at every drain (which would
+   * wake the agent's thread as often as this one), and at every flush and
+   * stop. */
+  if (pages) sl->unflushed = true;
+  if (sl->unflushed && now - sl->flushed_ms >= COMMIT_EVERY_MS) {
+    tg_ds_flush_thread(f->ds, k);
+    sl->unflushed = false;
+    sl->flushed_ms = now;
+  }
+  sl->wait_ms = tg_ftrace_session_pollable(sl->sess)
+                    ? tg_ftrace_next_wait_ms(sl->wait_ms,
+                                             sl->cfg.drain_period_ms, pages,
+                                             tg_ftrace_session_n_cpus(sl->sess))
+                    : sl->cfg.drain_period_ms;
+  sl->next_ms = more ? now : now + sl->wait_ms;
 }
 
 /* Under f->mu on entry and exit. */
@@ -363,12 +397,61 @@ static void serve_flushes(tg_ftrace_ds_t *f) {
     pthread_mutex_unlock(&f->mu);
     if (sl->active && sl->announced && sl->sess) {
       sl->next_ms = 0;
-      run_slot(f, k, tg_probes_now_ms());
+      uint64_t now = tg_probes_now_ms();
+      run_slot(f, k, now);
       tg_ds_flush_thread(f->ds, k);
+      sl->unflushed = false;
+      sl->flushed_ms = now;
     }
     pthread_mutex_lock(&f->mu);
     sl->flush_done = req;
     pthread_cond_broadcast(&f->done_cv);
+  }
+}
+
+/* The descriptors to wait on: the wake eventfd first, then the CPUs of
+ * every announced session, whose slot goes in |owner|. */
+static nfds_t poll_set(tg_ftrace_ds_t *f, struct pollfd *pfd, unsigned *owner,
+                       nfds_t cap) {
+  pfd[0] = (struct pollfd){.fd = f->wake_fd, .events = POLLIN};
+  nfds_t n = 1;
+  int fds[POLL_MAX];
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES && n < cap; k++) {
+    slot_t *sl = &f->slots[k];
+    if (!sl->active || !sl->announced || !sl->sess) continue;
+    size_t m = tg_ftrace_session_fds(sl->sess, fds, cap - n);
+    for (size_t i = 0; i < m; i++) {
+      owner[n] = k;
+      pfd[n++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    }
+  }
+  return n;
+}
+
+/* Sleeps until |next| (CLOCK_MONOTONIC ms; UINT64_MAX: no deadline), a
+ * callback's wake, or a session's CPU buffer filling up
+ * (TG_FTRACE_WAKE_PERCENT), whose slot is then due at once. */
+static void wait_for_work(tg_ftrace_ds_t *f, uint64_t next) {
+  struct pollfd pfd[POLL_MAX];
+  unsigned owner[POLL_MAX];
+  nfds_t n = poll_set(f, pfd, owner, POLL_MAX);
+  int timeout = -1;
+  if (next != UINT64_MAX) {
+    uint64_t now = tg_probes_now_ms();
+    timeout = next <= now ? 0 : next - now > INT32_MAX ? INT32_MAX
+                                                       : (int)(next - now);
+  }
+  if (poll(pfd, n, timeout) <= 0) return;
+  if (pfd[0].revents) {
+    uint64_t v;
+    while (read(f->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+    }
+  }
+  for (nfds_t i = 1; i < n; i++) {
+    if (!pfd[i].revents) continue;
+    slot_t *sl = &f->slots[owner[i]];
+    sl->next_ms = 0;
+    sl->wait_ms = 0; /* busy: back to the drain period */
   }
 }
 
@@ -392,15 +475,13 @@ static void *reader_main(void *arg) {
       if (sl->next_ms < next) next = sl->next_ms;
     }
 
+    /* A callback that changes something after this check also writes the
+     * eventfd, so the poll below returns at once. */
     pthread_mutex_lock(&f->mu);
     if (f->changed || f->quit) continue;
-    if (next == UINT64_MAX) {
-      pthread_cond_wait(&f->cv, &f->mu);
-    } else {
-      struct timespec ts = {.tv_sec = (time_t)(next / 1000),
-                            .tv_nsec = (long)(next % 1000) * 1000000L};
-      pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-    }
+    pthread_mutex_unlock(&f->mu);
+    wait_for_work(f, next);
+    pthread_mutex_lock(&f->mu);
   }
   pthread_mutex_unlock(&f->mu);
   return NULL;
@@ -423,10 +504,14 @@ int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_inode_feed_t *inodes,
   if (!f) return -ENOMEM;
   f->feed = feed;
   f->inodes = inodes;
+  if ((f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    int rv = -errno;
+    free(f);
+    return rv;
+  }
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&f->cv, &ca);
   pthread_cond_init(&f->done_cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&f->mu, NULL);
@@ -442,7 +527,7 @@ int tg_ftrace_ds_new(tg_pid_feed_t *feed, tg_inode_feed_t *inodes,
   *out = f;
   return 0;
 fail:
-  pthread_cond_destroy(&f->cv);
+  close(f->wake_fd);
   pthread_cond_destroy(&f->done_cv);
   pthread_mutex_destroy(&f->mu);
   free(f);
@@ -453,7 +538,7 @@ void tg_ftrace_ds_free(tg_ftrace_ds_t *f) {
   if (!f) return;
   pthread_mutex_lock(&f->mu);
   f->quit = true;
-  pthread_cond_signal(&f->cv);
+  wake_thread(f);
   pthread_mutex_unlock(&f->mu);
   pthread_join(f->thread, NULL);
   f->running = false;
@@ -466,7 +551,7 @@ void tg_ftrace_ds_free(tg_ftrace_ds_t *f) {
   }
   if (f->ksyms) tg_ksyms_free(f->ksyms);
   free(f->ksyms);
-  pthread_cond_destroy(&f->cv);
+  close(f->wake_fd);
   pthread_cond_destroy(&f->done_cv);
   pthread_mutex_destroy(&f->mu);
   free(f);

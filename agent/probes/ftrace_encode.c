@@ -419,15 +419,71 @@ static void write_generic_field(tg_pbw_t *w, tg_ftrace_encoder_t *e,
   tg_pbw_end_nested(w);
 }
 
+/* An event's two sizes: the FtraceEvent's and its message's take one byte
+ * when under 128 (an event of a few fields then takes 6 bytes less, as
+ * Perfetto's probes write them) and TG_PB_REDUNDANT_VARINT_SIZE bytes
+ * otherwise. Both paths give the same bytes. */
+
+/* The general path's: the writer back-filled 4-byte sizes at |ev| and
+ * |msg|; those under 128 become one byte and what follows moves back.
+ * Returns the new end. */
+static uint8_t *shrink_event(uint8_t *ev, uint8_t *msg, uint8_t *end) {
+  const uint32_t r = TG_PB_REDUNDANT_VARINT_SIZE;
+  uint32_t n = (uint32_t)(end - msg) - r;
+  if (n < 128) {
+    memmove(msg + 1, msg + r, n);
+    *msg = (uint8_t)n;
+    end -= r - 1;
+  } else {
+    tg_pb_write_redundant_varint(msg, n);
+  }
+  n = (uint32_t)(end - ev) - r;
+  if (n >= 128) {
+    tg_pb_write_redundant_varint(ev, n);
+    return end;
+  }
+  memmove(ev + 1, ev + r, n);
+  *ev = (uint8_t)n;
+  return end - (r - 1);
+}
+
+/* The plans': one byte was left for each size, at |ev| and |msg|; a size
+ * of 128 or more (rare: a long string or array) takes four, what follows
+ * moving on (the plan's room counts four). Returns the new end. */
+static inline uint8_t *fill_sizes(uint8_t *ev, uint8_t *msg, uint8_t *end) {
+  const uint32_t r = TG_PB_REDUNDANT_VARINT_SIZE;
+  uint32_t n = (uint32_t)(end - msg) - 1;
+  if (n < 128) {
+    *msg = (uint8_t)n;
+  } else {
+    memmove(msg + r, msg + 1, n);
+    tg_pb_write_redundant_varint(msg, n);
+    end += r - 1;
+  }
+  n = (uint32_t)(end - ev) - 1;
+  if (n < 128) {
+    *ev = (uint8_t)n;
+    return end;
+  }
+  memmove(ev + r, ev + 1, n);
+  tg_pb_write_redundant_varint(ev, n);
+  return end + (r - 1);
+}
+
 static void write_event(tg_pbw_t *w, tg_ftrace_encoder_t *e,
                         const tg_ftrace_event_desc_t *d, uint64_t ts,
                         const uint8_t *rec, uint32_t len) {
+  /* The sizes shrink only while the event lies in one segment: one that
+   * spans two has its sizes where the writer keeps them (a patch). */
+  const uint8_t *seg = w->seg_start;
   tg_pbw_begin_nested(w, BUNDLE_EVENT);
+  uint8_t *ev = w->cur - TG_PB_REDUNDANT_VARINT_SIZE;
   tg_pbw_append_varint(w, TG_FTRACE_EVENT_TIMESTAMP, ts);
   if ((uint32_t)d->pid_offset + 4 <= len)
     tg_pbw_append_varint(w, TG_FTRACE_EVENT_PID,
                          (uint32_t)read_uint(rec + d->pid_offset, 4));
   tg_pbw_begin_nested(w, d->proto_field);
+  uint8_t *msg = w->cur - TG_PB_REDUNDANT_VARINT_SIZE;
   if (d->proto_field == TG_FTRACE_EVENT_GENERIC) {
     tg_pbw_append_string(w, GENERIC_NAME, d->name);
     for (unsigned i = 0; i < d->n_out; i++)
@@ -439,6 +495,8 @@ static void write_event(tg_pbw_t *w, tg_ftrace_encoder_t *e,
   }
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
+  if (!tg_pbw_error(w) && w->seg_start == seg)
+    w->cur = shrink_event(ev, msg, w->cur);
 }
 
 /* --- plans (every record of a known event) ------------------------------ */
@@ -451,8 +509,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
                               uint64_t ts, tg__ftrace_ts_cache_t *tc,
                               const uint8_t *rec, uint32_t len) {
   *p++ = (uint8_t)TG_PB_TAG(BUNDLE_EVENT, TG_PB_WT_LEN);
-  uint8_t *event = p;
-  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  uint8_t *event = p++;
   *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_TIMESTAMP, TG_PB_WT_VARINT);
   p = tg__ftrace_put_ts(p, ts, tc);
   uint32_t pid;
@@ -460,8 +517,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
   *p++ = (uint8_t)TG_PB_TAG(TG_FTRACE_EVENT_PID, TG_PB_WT_VARINT);
   p = tg__ftrace_put_varint(p, pid);
   p = tg__ftrace_put_tag(p, pl->msg_tag, pl->msg_tag_len);
-  uint8_t *msg = p;
-  p += TG_PB_REDUNDANT_VARINT_SIZE;
+  uint8_t *msg = p++;
   for (const tg_ftrace_op_t *op = pl->ops, *end = op + pl->n_ops; op < end;
        op++) {
     if (op->cls == TG_FTRACE_OPC_SCALAR) {
@@ -499,10 +555,7 @@ static uint8_t *write_planned(const tg_ftrace_plan_t *pl, uint8_t *p,
       p += n;
     }
   }
-  tg__ftrace_put_size2(msg, (uint32_t)(p - msg) - TG_PB_REDUNDANT_VARINT_SIZE);
-  tg__ftrace_put_size2(event,
-                       (uint32_t)(p - event) - TG_PB_REDUNDANT_VARINT_SIZE);
-  return p;
+  return fill_sizes(event, msg, p);
 }
 
 /* --- pids --------------------------------------------------------------- */
@@ -558,8 +611,12 @@ int tg_ftrace_encoder_init(tg_ftrace_encoder_t *e, const tg_ftrace_table_t *tabl
   e->tail_cap = page_size;
   if (!(e->tail = malloc((size_t)page_size + TG_FTRACE_WORD_PAD)))
     return -ENOMEM;
-  /* The smallest record is 8 bytes (a header and one word). */
-  int rv = tg__ftrace_compact_init(&e->cs, page_size / 8 + 1);
+  /* The smallest record is 8 bytes (a header and one word): a page holds
+   * at most page_rows of them. A bundle holds several pages' rows. */
+  e->page_rows = page_size / 8 + 1;
+  uint32_t rows = e->page_rows > TG_FTRACE_BUNDLE_ROWS ? e->page_rows
+                                                       : TG_FTRACE_BUNDLE_ROWS;
+  int rv = tg__ftrace_compact_init(&e->cs, rows);
   if (rv == 0) rv = tg_ftrace_kaddrs_init(&e->kaddrs, TG_FTRACE_KADDRS_CAP);
   if (rv < 0) tg_ftrace_encoder_free(e);
   return rv;
@@ -574,19 +631,42 @@ void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e) {
 
 /* --- bundle -------------------------------------------------------------- */
 
-void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
-                             const tg_ftrace_page_layout_t *layout,
-                             const uint8_t *page_untrusted, size_t len,
-                             tg_ftrace_bundle_result_t *res) {
-  memset(res, 0, sizeof(*res));
+void tg_ftrace_bundle_begin(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                            uint32_t cpu) {
   tg_pbw_append_varint(w, BUNDLE_CPU, cpu);
+  tg__ftrace_compact_reset(&e->cs);
+}
+
+bool tg_ftrace_bundle_has_room(const tg_ftrace_encoder_t *e) {
+  return e->cs.cap - e->cs.n_sw - e->cs.n_wk >= e->page_rows;
+}
+
+void tg_ftrace_bundle_end(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                          bool lost_events) {
+  tg__ftrace_compact_write(&e->cs, w);
+  if (lost_events) tg_pbw_append_bool(w, BUNDLE_LOST_EVENTS, true);
+}
+
+bool tg_ftrace_page_lost_events(const tg_ftrace_page_layout_t *layout,
+                                const uint8_t *page_untrusted, size_t len) {
+  tg_ftrace_page_iter_t it;
+  tg_ftrace_page_header_t hdr;
+  return tg_ftrace_page_begin(layout, page_untrusted, len, &it, &hdr) == 0 &&
+         hdr.lost_events;
+}
+
+void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                               const tg_ftrace_page_layout_t *layout,
+                               const uint8_t *page_untrusted, size_t len,
+                               tg_ftrace_bundle_result_t *res) {
+  memset(res, 0, sizeof(*res));
   tg_ftrace_page_iter_t it;
   tg_ftrace_page_header_t hdr;
   if (tg_ftrace_page_begin(layout, page_untrusted, len, &it, &hdr) < 0) {
     res->corrupt = true;
     return;
   }
-  tg__ftrace_compact_reset(&e->cs);
+  res->lost_events = hdr.lost_events;
   /* Locals, not fields: the output bytes are written through uint8_t
    * pointers, which may alias anything, so fields would be reloaded after
    * every store. */
@@ -660,9 +740,13 @@ void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
   res->events = n_events;
   res->skipped = n_skipped;
   if (rv < 0) res->corrupt = true;
-  tg__ftrace_compact_write(&e->cs, w);
-  if (hdr.lost_events) {
-    res->lost_events = true;
-    tg_pbw_append_bool(w, BUNDLE_LOST_EVENTS, true);
-  }
+}
+
+void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
+                             const tg_ftrace_page_layout_t *layout,
+                             const uint8_t *page_untrusted, size_t len,
+                             tg_ftrace_bundle_result_t *res) {
+  tg_ftrace_bundle_begin(e, w, cpu);
+  tg_ftrace_bundle_add_page(e, w, layout, page_untrusted, len, res);
+  tg_ftrace_bundle_end(e, w, res->lost_events);
 }

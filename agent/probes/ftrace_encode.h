@@ -5,11 +5,13 @@
  * message for the events in ftrace_events.c, GenericFtraceEvent for the
  * rest, or the compact_sched columns for sched_switch and sched_waking.
  *
- * The encoder turns one ring buffer page into one bundle, straight into a
- * tg_pbw_t: known events through their field plans (ftrace_plan.h) with one
+ * The encoder turns ring buffer pages of one CPU into one bundle (several
+ * pages, as Perfetto's probes bundle a read's pages: the compact_sched
+ * columns and their comm intern table then span them all), straight into
+ * a tg_pbw_t: known events through their field plans (ftrace_plan.h) with one
  * room check per record, the rest field by field through the writer. Its
- * buffers (compact columns, the bundle's comm intern table) are sized for
- * the densest page at init, so encoding allocates nothing and makes no
+ * buffers (compact columns, the bundle's comm intern table) are sized at
+ * init for TG_FTRACE_BUNDLE_ROWS rows (at least the densest page's), so encoding allocates nothing and makes no
  * system call. Page bytes are untrusted (ftrace_page.h); a field that does
  * not fit in its record is left out. Kernel addresses (void * fields) are
  * written as indices of the encoder's kaddrs (ftrace_kaddr.h), in known and
@@ -96,10 +98,16 @@ void tg_ftrace_table_free(tg_ftrace_table_t *t);
  * encoding it needs printk_formats. */
 bool tg_ftrace_table_wants_strings(const tg_ftrace_table_t *t);
 
+/* compact_sched rows a bundle holds (as Perfetto's probes' compact
+ * buffers): some 40 pages of sched_switch and sched_waking records, for
+ * under 100 bytes of buffers a row. */
+#define TG_FTRACE_BUNDLE_ROWS 4096
+
 typedef struct tg_ftrace_encoder {
   const tg_ftrace_table_t *table;
   bool compact;
   tg_ftrace_compact_t cs;
+  uint32_t page_rows; /* the most records a page holds */
   /* A page's last record, copied with TG_FTRACE_WORD_PAD zero bytes after
    * it when the buffer ends too soon for word reads. */
   uint8_t *tail;
@@ -145,9 +153,27 @@ int tg_ftrace_encoder_init(tg_ftrace_encoder_t *e, const tg_ftrace_table_t *tabl
                            bool compact_sched, uint32_t page_size);
 void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e);
 
-/* Writes the fields of one FtraceEventBundle (cpu, event*, lost_events,
- * compact_sched) for the page into |w|; the caller wraps them in
- * TracePacket.ftrace_events. */
+/* A bundle's fields go into |w| (the caller wraps them in
+ * TracePacket.ftrace_events): begin writes the cpu, each page added writes
+ * its events (compact rows wait for the end), end writes compact_sched and
+ * lost_events. Add a page only while has_room says the rows of one more
+ * fit. lost_events belongs to a bundle's first page: a page whose header
+ * says events were lost before it (tg_ftrace_page_lost_events) begins a
+ * bundle. */
+void tg_ftrace_bundle_begin(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu);
+bool tg_ftrace_bundle_has_room(const tg_ftrace_encoder_t *e);
+void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                               const tg_ftrace_page_layout_t *layout,
+                               const uint8_t *page_untrusted, size_t len,
+                               tg_ftrace_bundle_result_t *res);
+void tg_ftrace_bundle_end(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                          bool lost_events);
+/* Whether the page's header says the kernel lost events before it (false
+ * for a page that does not parse). */
+bool tg_ftrace_page_lost_events(const tg_ftrace_page_layout_t *layout,
+                                const uint8_t *page_untrusted, size_t len);
+
+/* A bundle of the one page: begin, add_page, end. */
 void tg_ftrace_encode_bundle(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu,
                              const tg_ftrace_page_layout_t *layout,
                              const uint8_t *page_untrusted, size_t len,

@@ -164,6 +164,9 @@ static const tg_ftrace_known_event_t known[] = {
      * kernels add mm_id and curr; older ones have only member and size. */
     {"kmem", "rss_stat", 313,
      {{"member", 1, I}, {"size", 2, I}, {"curr", 3, U}, {"mm_id", 4, U}}},
+    /* throttle_rss_stat's synthetic event (ftrace_session.c). */
+    {"synthetic", "rss_stat_throttled", 359,
+     {{"curr", 1, U}, {"member", 2, I}, {"mm_id", 3, U}, {"size", 4, I}}},
     {"raw_syscalls", "sys_enter", 329,
      {{"id", 1, I}, {"args", 2, TG_FTRACE_PT_REPEATED_UINT}}},
     {"raw_syscalls", "sys_exit", 330, {{"id", 1, I}, {"ret", 2, I}}},

@@ -45,6 +45,11 @@
  * encoder's code and tables in cache across pages instead of having each
  * read(2) evict them (the kernel's read path is larger than the page). */
 #define BATCH_PAGES 16
+/* A bundle takes no more pages once it has written this much: a packet
+ * the buffer cannot keep whole (a DISCARD buffer filling up, a ring
+ * wrapping over its start) loses no more, while compact_sched's bundles
+ * still span tens of pages (about a quarter of a page each). */
+#define BUNDLE_BYTES (64u * 1024u)
 /* Pages' worth of pids the set holds; distinct pids are usually far fewer
  * than its worst case, so it rarely fills before the drain ends. */
 #define PID_PAGES 2
@@ -52,6 +57,9 @@
  * sub-buffers (past it a page dense with inode fields may drop some,
  * counted). */
 #define INODE_PAGES 2
+/* Pids remembered as handed over: a host's live tasks, mostly; past it the
+ * set starts again. */
+#define HANDED_PIDS 8192u
 #define INODE_SET_MAX 65536u
 
 typedef struct name_list {
@@ -69,6 +77,14 @@ struct tg_ftrace_session {
   /* The pids of the pages since the last hand-over to pids_cb: room for
    * PID_PAGES pages, handed over early when one more might not fit. */
   tg_pid_set_t pids;
+  /* The pids handed over in the last TG_FTRACE_PIDS_AGAIN_DRAINS drains
+   * (|handed_drains| counts them): left out until it is cleared. */
+  tg_pid_set_t handed;
+  unsigned handed_drains;
+  /* The drain's pids not handed over lately, handed over at its end (one
+   * wake of process_stats a drain): room for HANDED_PIDS. */
+  int32_t *fresh;
+  size_t n_fresh;
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -81,6 +97,9 @@ struct tg_ftrace_session {
    * table writes one (empty otherwise, or when unreadable). */
   tg_printk_formats_t printk;
   bool no_generic;
+  bool pollable;       /* buffer_percent set: the CPUs may be polled */
+  bool throttle_rss;   /* the config's throttle_rss_stat */
+  bool rss_throttled;  /* the trigger is set: remove it at stop */
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
   uint8_t *page; /* BATCH_PAGES pages */
@@ -111,9 +130,48 @@ static uint64_t boottime_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int tg__ftrace_rss_throttle_on(const char *dir) {
+  char id[32];
+  long n = tg_tracefs_read(dir, "events/synthetic/rss_stat_throttled/id", id,
+                           sizeof(id));
+  if (n < 0) return (int)n;
+  return tg_tracefs_write(dir, "events/kmem/rss_stat/trigger",
+                          TG_FTRACE_RSS_TRIGGER);
+}
+
+int tg__ftrace_rss_throttle_off(const char *dir) {
+  return tg_tracefs_write(dir, "events/kmem/rss_stat/trigger",
+                          "!" TG_FTRACE_RSS_TRIGGER);
+}
+
+static int enable_event(void *ctx, const char *group, const char *name);
+
+/* kmem/rss_stat under throttle_rss_stat: its throttled synthetic event
+ * where the kernel has one (tg__ftrace_rss_throttle_on). Returns 1 when
+ * that was enabled instead, else 0 or -ENOMEM. */
+static int enable_throttled_rss(tg_ftrace_session_t *s) {
+  int rv = tg__ftrace_rss_throttle_on(s->dir);
+  if (rv < 0) {
+    TG_INFO("linux.ftrace: throttle_rss_stat: no rss_stat_throttled "
+            "synthetic event here (%s): kmem/rss_stat is recorded "
+            "unthrottled, as Perfetto's probes record it then",
+            tg_strerror(rv));
+    return 0;
+  }
+  s->rss_throttled = true;
+  rv = enable_event(s, "synthetic", "rss_stat_throttled");
+  return rv < 0 ? rv : 1;
+}
+
 /* Adds one event to the table and switches it on in the instance. */
 static int enable_event(void *ctx, const char *group, const char *name) {
   tg_ftrace_session_t *s = ctx;
+  if (s->throttle_rss && strcmp(group, "kmem") == 0 &&
+      strcmp(name, "rss_stat") == 0) {
+    if (s->rss_throttled) return 0; /* listed twice */
+    int rv = enable_throttled_rss(s);
+    if (rv != 0) return rv < 0 ? rv : 0;
+  }
   char rel[TG_TRACEFS_PATH_MAX];
   snprintf(rel, sizeof(rel), "events/%s/%s/format", group, name);
   long n = tg_tracefs_read(s->root, rel, s->text, FORMAT_MAX);
@@ -207,6 +265,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   tg_ftrace_session_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->no_generic = cfg->disable_generic_events;
+  s->throttle_rss = cfg->throttle_rss_stat;
   int rv;
   if ((rv = tg_tracefs_find(s->root)) < 0) goto fail;
   int stale = tg_tracefs_remove_stale(s->root);
@@ -228,9 +287,14 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = tg_ftrace_encoder_init(&s->enc, &s->table, cfg->compact_sched,
                                    s->layout.page_size)) < 0)
     goto fail;
-  if ((rv = tg_pid_set_init(&s->pids, PID_PAGES * tg_ftrace_pids_per_page(
-                                           s->layout.page_size))) < 0)
+  uint32_t pid_cap = PID_PAGES * tg_ftrace_pids_per_page(s->layout.page_size);
+  if ((rv = tg_pid_set_init(&s->pids, pid_cap)) < 0 ||
+      (rv = tg_pid_set_init(&s->handed, HANDED_PIDS)) < 0)
     goto fail;
+  if (!(s->fresh = malloc(HANDED_PIDS * sizeof(*s->fresh)))) {
+    rv = -ENOMEM;
+    goto fail;
+  }
   if (!(s->page = malloc((size_t)s->layout.page_size * BATCH_PAGES))) {
     rv = -ENOMEM;
     goto fail;
@@ -244,6 +308,14 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
       (rv = tg_tracefs_write(s->dir, "buffer_size_kb", kb)) < 0)
     goto fail;
   /* Packets are CLOCK_BOOTTIME; the events must be too. */
+  /* A reader polling the CPUs is woken when a buffer is this full. */
+  char pct[8];
+  snprintf(pct, sizeof(pct), "%d", TG_FTRACE_WAKE_PERCENT);
+  if ((rv = tg_tracefs_write(s->dir, "buffer_percent", pct)) < 0)
+    TG_WARN("linux.ftrace: cannot set buffer_percent (%s): bursts are read "
+            "at the drain period only", tg_strerror(rv));
+  /* Without it a descriptor polls readable at every event: not polled. */
+  s->pollable = rv == 0;
   if ((rv = tg_tracefs_write(s->dir, "trace_clock", "boot")) < 0) {
     TG_ERROR("linux.ftrace: the kernel has no boot trace_clock: %s",
              tg_strerror(rv));
@@ -265,6 +337,9 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   for (unsigned c = 0; s->fds && c < s->n_cpus; c++)
     if (s->fds[c] >= 0) close(s->fds[c]);
   free(s->fds);
+  if (s->rss_throttled && tg__ftrace_rss_throttle_off(s->dir) < 0)
+    TG_WARN("linux.ftrace: cannot remove the rss_stat_throttled trigger of "
+            "%s", s->dir);
   if (s->created) {
     int rv = tg_tracefs_instance_remove(s->dir);
     if (rv < 0)
@@ -273,6 +348,8 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   tg_ftrace_encoder_free(&s->enc);
   tg_printk_formats_free(&s->printk);
   tg_pid_set_free(&s->pids);
+  tg_pid_set_free(&s->handed);
+  free(s->fresh);
   tg_inode_set_free(&s->inodes);
   tg_ftrace_table_free(&s->table);
   list_free(&s->unknown);
@@ -300,8 +377,28 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
   s->ksyms = ks;
 }
 
-static void hand_over_pids(tg_ftrace_session_t *s) {
-  if (s->pids.base.n) s->pids_cb(s->pids_ctx, s->pids.pids, s->pids.base.n);
+/* Hands the drain's fresh pids over. */
+static void hand_over_fresh(tg_ftrace_session_t *s) {
+  /* Nobody took them (no process_stats yet): hand them over again. */
+  if (s->n_fresh && !s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh))
+    tg_pid_set_clear(&s->handed);
+  s->n_fresh = 0;
+}
+
+/* Moves the collected pids that were not handed over lately to the
+ * drain's fresh ones, and empties the set. Fresh pids are members of
+ * |handed| added since the last hand-over, so they fit in HANDED_PIDS
+ * while |handed| is not cleared under them. */
+static void collect_fresh(tg_ftrace_session_t *s) {
+  size_t n = s->pids.base.n;
+  if (n) {
+    if (tg_pid_set_room(&s->handed) < n) {
+      hand_over_fresh(s);
+      tg_pid_set_clear(&s->handed);
+    }
+    s->n_fresh += tg_pid_set_add_new(&s->handed, s->pids.pids, n,
+                                     s->fresh + s->n_fresh);
+  }
   s->st.pids_dropped += s->pids.base.dropped;
   tg_pid_set_clear(&s->pids);
 }
@@ -333,30 +430,70 @@ static tg_inode_set_t *inodes_for_drain(tg_ftrace_session_t *s,
   return &s->inodes;
 }
 
-static void write_page(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
-                       unsigned cpu, const uint8_t *page, size_t len) {
-  tg_ftrace_bundle_result_t res;
+/* Moves the pids collected so far to the drain's fresh ones, and hands
+ * the inodes over, when the sets might not hold one more page's. */
+static void make_room(tg_ftrace_session_t *s) {
   if (s->enc.pids &&
       tg_pid_set_room(&s->pids) < tg_ftrace_pids_per_page(s->layout.page_size))
-    hand_over_pids(s);
+    collect_fresh(s);
   if (s->enc.inodes && s->inodes.base.n &&
       tg_inode_set_room(&s->inodes) <
           tg_ftrace_inodes_per_page(s->layout.page_size))
     hand_over_inodes(s);
-  tg_pbw_t *w = sink->begin(sink->ctx);
-  if (!w) return;
-  tg_pbw_begin_nested(w, PACKET_FTRACE_EVENTS);
-  tg_ftrace_encode_bundle(&s->enc, w, cpu, &s->layout, page, len, &res);
+}
+
+/* Ends the open bundle's packet, with the names of its kernel addresses:
+ * its events' indices resolve in it or earlier. */
+static void end_bundle(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
+                       tg_pbw_t *w, bool lost) {
+  tg_ftrace_bundle_end(&s->enc, w, lost);
   tg_pbw_end_nested(w);
-  /* In the same packet: its events' indices resolve in it or earlier. */
   if (s->ksyms)
     s->st.ksyms_written +=
         tg_ftrace_kaddrs_write_interned(&s->enc.kaddrs, s->ksyms, w);
   sink->end(sink->ctx);
-  s->st.events += res.events;
-  s->st.skipped += res.skipped;
-  s->st.lost_pages += res.lost_events;
-  s->st.corrupt_pages += res.corrupt;
+}
+
+/* The bundle being written: its packet's writer (NULL: none open) and
+ * whether its first page followed lost events. */
+typedef struct open_bundle {
+  tg_pbw_t *w;
+  bool lost;
+  uint64_t start; /* tg_pbw_written() when it began */
+} open_bundle_t;
+
+/* Writes |n| pages of CPU |cpu| (s->page) into |b|'s bundle, and into as
+ * few more TracePackets { ftrace_events } as the bundle's bounds allow: a
+ * new one begins past BUNDLE_BYTES, when the rows of one more page might
+ * not fit, and at a page after lost events (the bundle's
+ * lost_events flag says so of its first page). |b|'s bundle stays open
+ * for the CPU's next pages. */
+static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
+                        unsigned cpu, size_t n, open_bundle_t *b) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *page = s->page + i * s->layout.page_size;
+    size_t len = s->page_len[i];
+    bool page_lost = tg_ftrace_page_lost_events(&s->layout, page, len);
+    if (b->w && (page_lost || tg_pbw_written(b->w) - b->start >= BUNDLE_BYTES ||
+                 !tg_ftrace_bundle_has_room(&s->enc))) {
+      end_bundle(s, sink, b->w, b->lost);
+      b->w = NULL;
+    }
+    make_room(s);
+    if (!b->w) {
+      if (!(b->w = sink->begin(sink->ctx))) return;
+      tg_pbw_begin_nested(b->w, PACKET_FTRACE_EVENTS);
+      tg_ftrace_bundle_begin(&s->enc, b->w, cpu);
+      b->lost = page_lost;
+      b->start = tg_pbw_written(b->w);
+    }
+    tg_ftrace_bundle_result_t res;
+    tg_ftrace_bundle_add_page(&s->enc, b->w, &s->layout, page, len, &res);
+    s->st.events += res.events;
+    s->st.skipped += res.skipped;
+    s->st.lost_pages += res.lost_events;
+    s->st.corrupt_pages += res.corrupt;
+  }
 }
 
 /* Reads the next page of CPU |c| into |buf|. Returns its length, 0 when
@@ -403,6 +540,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
+    open_bundle_t b = {NULL, false, 0};
     while (!drained && k < max_pages && s->fds[c] >= 0) {
       /* Without a sink the pages are dropped: one buffer does. */
       size_t cap = sink ? BATCH_PAGES : 1, n = 0;
@@ -420,15 +558,21 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
           break;
         }
       }
-      for (size_t i = 0; sink && i < n; i++)
-        write_page(s, sink, c, s->page + i * s->layout.page_size,
-                   s->page_len[i]);
+      if (sink && n) write_pages(s, sink, c, n, &b);
       k += n;
     }
+    if (b.w) end_bundle(s, sink, b.w, b.lost);
     if (k >= max_pages) *more = true;
     total += k;
   }
-  if (s->enc.pids) hand_over_pids(s);
+  if (s->enc.pids) {
+    collect_fresh(s);
+    hand_over_fresh(s);
+    if (++s->handed_drains >= TG_FTRACE_PIDS_AGAIN_DRAINS) {
+      s->handed_drains = 0;
+      tg_pid_set_clear(&s->handed);
+    }
+  }
   s->enc.pids = NULL;
   if (s->enc.inodes) hand_over_inodes(s);
   s->enc.inodes = NULL;
@@ -483,6 +627,30 @@ void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
   }
   tg_pbw_end_nested(w);
   sink->end(sink->ctx);
+}
+
+size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out,
+                             size_t cap) {
+  size_t n = 0;
+  for (unsigned c = 0; s->pollable && c < s->n_cpus && n < cap; c++)
+    if (s->fds[c] >= 0) out[n++] = s->fds[c];
+  return n;
+}
+
+bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
+  return s->pollable;
+}
+
+unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s) {
+  return s->n_cpus;
+}
+
+uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
+                                size_t pages, unsigned n_cpus) {
+  if (pages > n_cpus || wait_ms < period_ms) return period_ms;
+  uint32_t most = period_ms > TG_FTRACE_QUIET_WAIT_MS ? period_ms
+                                                      : TG_FTRACE_QUIET_WAIT_MS;
+  return wait_ms >= most / 2 ? most : 2 * wait_ms;
 }
 
 const tg_ftrace_session_stats_t *tg_ftrace_session_stats(

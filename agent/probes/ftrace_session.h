@@ -3,7 +3,8 @@
  * that turn their pages into TracePackets.
  *
  * Reads are non-blocking and take whole pages (one read(2) per page, never
- * one per event); each page becomes one TracePacket { ftrace_events }, with
+ * one per event); the pages of one CPU read in one drain become one
+ * TracePacket { ftrace_events } (or a few: ftrace_encode.h), with
  * the names of its new kernel address indices (interned_data) when the
  * session symbolizes. Those indices start again at 1 after every drain
  * (ftrace_kaddr.h). When an event writes a char pointer as its string,
@@ -27,8 +28,16 @@
 
 
 /* Receives the pids the records of written pages named (deduplicated,
- * never 0); |pids| is borrowed for the call. */
-typedef void (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
+ * never 0), leaving out those it took in the last
+ * TG_FTRACE_PIDS_AGAIN_DRAINS drains; |pids| is borrowed for the call.
+ * Returns whether anyone took them (false: they are handed over again
+ * next time). */
+typedef bool (*tg_ftrace_pids_cb)(void *ctx, const int32_t *pids, size_t n);
+/* A pid handed over is left out of the hand-overs of this many drains
+ * (2 s at the default drain period): an idle host's steady tasks then do
+ * not wake linux.process_stats at every drain, and a pid a new process
+ * reused is still handed over within that window. */
+#define TG_FTRACE_PIDS_AGAIN_DRAINS 20
 
 /* Whether the next drain is to collect the (inode, device) pairs its
  * records name; |*skip_pid| may name a task whose records are left out. */
@@ -62,9 +71,9 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
                             tg_ftrace_session_t **out);
 
 /* Has drains with a sink hand the pids of their pages to |cb| (NULL: they
- * are not collected): at the end of each drain, and earlier when the
- * session's set might not hold one more page. |ctx| is borrowed for the
- * session's life. */
+ * are not collected): once at the end of each drain (earlier only when a
+ * drain names thousands of new ones). |ctx| is borrowed for the session's
+ * life. */
 void tg_ftrace_session_on_pids(tg_ftrace_session_t *s, tg_ftrace_pids_cb cb,
                                void *ctx);
 
@@ -99,6 +108,51 @@ const tg_ftrace_session_stats_t *tg_ftrace_session_stats(
 const char *tg_ftrace_session_dir(const tg_ftrace_session_t *s);
 /* Events the instance records. */
 size_t tg_ftrace_session_n_events(const tg_ftrace_session_t *s);
+
+/* The open trace_pipe_raw descriptors, up to |cap| into |out|: they poll
+ * readable once a CPU's buffer is TG_FTRACE_WAKE_PERCENT full. None when
+ * the kernel took no buffer_percent (they would poll readable at every
+ * event). Returns how many. */
+size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out, size_t cap);
+/* Whether the descriptors can be polled (buffer_percent set): else a
+ * quiet session is still drained at its period, bursts being seen only
+ * then. */
+bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
+/* The CPUs the session reads. */
+unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s);
+
+/* How full (percent) a CPU's buffer is when its descriptor polls readable
+ * (the instance's buffer_percent). */
+#define TG_FTRACE_WAKE_PERCENT 50
+/* The longest wait between drains of a quiet session (drain_period_ms if
+ * longer). */
+#define TG_FTRACE_QUIET_WAIT_MS 1000
+
+/* The wait before the next drain, after one that read |pages| pages of a
+ * session on |n_cpus| CPUs and followed a wait of |wait_ms| (0 at first):
+ * |period_ms| (drain_period_ms) after a busy drain, more than a page a
+ * CPU; after a quiet one, twice the last wait, up to
+ * TG_FTRACE_QUIET_WAIT_MS. A quiet host then wakes the reader once a
+ * second, not ten times, while a burst is read at the period from its
+ * second drain on, and its first within a half-full buffer (the
+ * descriptors poll readable then). */
+uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
+                                size_t pages, unsigned n_cpus);
+
+/* throttle_rss_stat, as Perfetto's probes do it: in the instance |dir|,
+ * a histogram trigger on kmem/rss_stat that emits the synthetic event
+ * rss_stat_throttled only when a process's counter crosses a 512 KiB
+ * boundary; the session then records that event instead of kmem/rss_stat.
+ * The synthetic event is the system's (tracefs synthetic_events, defined
+ * at boot as Android does); without it this returns -ENOENT and the
+ * session records kmem/rss_stat unthrottled, as Perfetto's probes then
+ * do. Returns 0 or -errno. */
+int tg__ftrace_rss_throttle_on(const char *dir);
+/* Removes that trigger. Returns 0 or -errno. */
+int tg__ftrace_rss_throttle_off(const char *dir);
+#define TG_FTRACE_RSS_TRIGGER                                          \
+  "hist:keys=mm_id,member:bucket=size/0x80000:onchange($bucket)" \
+  ".rss_stat_throttled(mm_id,curr,member,size)"
 
 /* Stops tracing, removes the instance, frees |s|. NULL is a no-op. */
 void tg_ftrace_session_stop(tg_ftrace_session_t *s);

@@ -22,6 +22,14 @@
 
 static void wake_sampler(void *ctx) { tg_sampler_wake(ctx); }
 
+/* linux.ftrace hands pids over once a drain: resolving them on its
+ * thread, as traced_probes does on its one thread, spares a wake of the
+ * sampler's (and of the agent's, for the sampler's commit) at every drain
+ * that names a new process. */
+static void resolve_pids_here(void *ctx) {
+  tg_sampler_run_wakes_here(ctx, &tg_process_stats_probe);
+}
+
 static const char about[] =
     "The system producer: data sources linux.sys_stats (/proc/meminfo, "
     "/proc/stat),\nlinux.process_stats (process tree, per-process "
@@ -55,15 +63,16 @@ int main(int argc, char **argv) {
   tg__tool_setup(PROG, log_level, &sigs);
 
   /* linux.ftrace hands the pids it sees to linux.process_stats of the
-   * same session through |feed|, and the inodes to linux.inode_file_map
-   * through |inodes|; both wake the sampler. The feeds outlive the data
+   * same session through |feed| (resolved on its own thread), and the
+   * inodes to linux.inode_file_map through |inodes| (which wakes the
+   * sampler). The feeds outlive the data
    * sources, and the sampler the ftrace thread. */
   tg_sampler_t *sampler = NULL;
   tg_pid_feed_t *feed = NULL;
   tg_inode_feed_t *inodes = NULL;
   tg_ftrace_ds_t *ftrace = NULL;
   if ((rv = tg_sampler_new(&sampler)) < 0 ||
-      (rv = tg_pid_feed_new(wake_sampler, sampler, &feed)) < 0 ||
+      (rv = tg_pid_feed_new(resolve_pids_here, sampler, &feed)) < 0 ||
       (rv = tg_inode_feed_new(wake_sampler, sampler, &inodes)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_sys_stats_probe, NULL)) < 0 ||
       (rv = tg_sampler_add(sampler, &tg_process_stats_probe, feed)) < 0 ||
@@ -84,6 +93,11 @@ int main(int argc, char **argv) {
       /* linux.ftrace writes in bursts of up to a ring buffer page per CPU
        * per read; the default 256 KiB fills up between two commits. */
       .smb_size_hint = 4u << 20,
+      /* Every data source commits at the end of each of its rounds
+       * (tg_ds_flush_thread): the agent's own tick only takes back idle
+       * chunks, which these writers never leave behind, so it need not
+       * wake an idle host 100 times a second. */
+      .commit_period_ms = 1000,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
       .log_level = (tg_log_level_t)log_level,

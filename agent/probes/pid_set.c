@@ -39,3 +39,16 @@ size_t tg_pid_set_take(tg_pid_set_t *s, int32_t *out, size_t cap) {
   s->last = 0;
   return n;
 }
+
+size_t tg_pid_set_add_new(tg_pid_set_t *s, const int32_t *pids, size_t n,
+                          int32_t *out) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    int32_t pid = pids[i];
+    if (pid <= 0 || tg_pid_set_has(s, pid)) continue;
+    tg_pid_set_add(s, pid);
+    out[m++] = pid;
+  }
+  s->base.dropped = 0; /* not a loss: the pid is handed over again */
+  return m;
+}

@@ -74,6 +74,12 @@ static inline int tg_pid_set_has(const tg_pid_set_t *s, int32_t pid) {
  * (in their order). Returns how many. */
 size_t tg_pid_set_take(tg_pid_set_t *s, int32_t *out, size_t cap);
 
+/* Copies to |out| (room for |n|; it may be |pids|) those of the |n| pids
+ * that were not members, in order, and adds them; a pid past the
+ * capacity is copied but not added. Returns how many were copied. */
+size_t tg_pid_set_add_new(tg_pid_set_t *s, const int32_t *pids, size_t n,
+                          int32_t *out);
+
 static inline uint32_t tg_pid_set_room(const tg_pid_set_t *s) {
   return s->base.cap - s->base.n;
 }

@@ -38,6 +38,11 @@ typedef struct source {
 } source_t;
 
 struct tg_sampler {
+  /* Held around everything that touches an instance's state (apply, its
+   * rounds, its wakes), by the sampler thread and by
+   * tg_sampler_run_wakes_here(). Lock order: mu, then run_mu, then the
+   * feeds' mutexes. */
+  pthread_mutex_t run_mu;
   pthread_mutex_t mu;
   pthread_cond_t cv;   /* CLOCK_MONOTONIC */
   bool quit;           /* under mu */
@@ -153,17 +158,21 @@ static void run_slot(source_t *src, unsigned k, uint64_t now) {
       return;
     }
     sl->enabled_seen = true;
+    /* What tg_sampler_run_wakes_here() passed over while it waited for
+     * the bit (a feed calls it only when its pending set was empty). */
+    if (src->ops->wake) src->ops->wake(sl->state, src->ds, k);
   }
   sl->next_ms = src->ops->tick(sl->state, src->ds, k, now);
   /* Commit this round now rather than when the chunk fills up. */
   tg_ds_flush_thread(src->ds, k);
 }
 
-/* The instances that ask to be woken, outside their schedule. */
-static void run_wakes(tg_sampler_t *s) {
+/* The instances that ask to be woken, outside their schedule: those of
+ * the source of |only| (NULL: every source). Under run_mu. */
+static void run_wakes(tg_sampler_t *s, const tg_probe_ops_t *only) {
   for (size_t i = 0; i < s->n_src; i++) {
     source_t *src = &s->src[i];
-    if (!src->ops->wake) continue;
+    if (!src->ops->wake || (only && src->ops != only)) continue;
     for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
       slot_t *sl = &src->slots[k];
       if (!sl->state || !sl->enabled_seen) continue;
@@ -190,15 +199,18 @@ static void *sampler_main(void *arg) {
     uint64_t now = tg_probes_now_ms();
     if (s->changed) {
       s->changed = false;
+      pthread_mutex_lock(&s->run_mu);
       for (size_t i = 0; i < s->n_src; i++)
         for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
           apply(&s->src[i], k, now);
+      pthread_mutex_unlock(&s->run_mu);
     }
     bool woken = s->woken;
     s->woken = false;
     pthread_mutex_unlock(&s->mu);
 
-    if (woken) run_wakes(s);
+    pthread_mutex_lock(&s->run_mu);
+    if (woken) run_wakes(s, NULL);
 
     uint64_t next = UINT64_MAX;
     for (size_t i = 0; i < s->n_src; i++) {
@@ -210,6 +222,7 @@ static void *sampler_main(void *arg) {
         if (sl->next_ms < next) next = sl->next_ms;
       }
     }
+    pthread_mutex_unlock(&s->run_mu);
 
     pthread_mutex_lock(&s->mu);
     if (!s->changed && !s->quit && !s->woken) wait_until(s, next);
@@ -229,8 +242,15 @@ int tg_sampler_new(tg_sampler_t **out) {
   pthread_cond_init(&s->cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->run_mu, NULL);
   *out = s;
   return 0;
+}
+
+void tg_sampler_run_wakes_here(tg_sampler_t *s, const tg_probe_ops_t *ops) {
+  pthread_mutex_lock(&s->run_mu);
+  run_wakes(s, ops);
+  pthread_mutex_unlock(&s->run_mu);
 }
 
 void tg_sampler_wake(tg_sampler_t *s) {
@@ -284,5 +304,6 @@ void tg_sampler_free(tg_sampler_t *s) {
   }
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->run_mu);
   free(s);
 }

@@ -5,8 +5,9 @@
  * they only record what changed (under a mutex) and wake the sampler. The
  * sampler thread owns every instance's state: it creates it when it sees
  * the start, runs the instance's rounds (reading /proc, writing packets),
- * and destroys it when it sees the stop. Nothing else touches that state,
- * so a stop can never free what a round is using.
+ * and destroys it when it sees the stop. Only tg_sampler_run_wakes_here()
+ * runs an instance elsewhere, under the same lock as all of that, so a
+ * stop can never free what a round is using.
  */
 #ifndef TRACEGATE_PROBES_SAMPLER_H
 #define TRACEGATE_PROBES_SAMPLER_H
@@ -66,6 +67,14 @@ int tg_sampler_add(tg_sampler_t *s, const tg_probe_ops_t *ops, void *ctx);
  * sampler takes under its own (the feeds' mutexes are: instances register
  * and unregister under it, so the feeds wake only after unlocking). */
 void tg_sampler_wake(tg_sampler_t *s);
+/* Runs ops->wake of the enabled instances of the source registered with
+ * |ops| on the calling thread now (its packets on this thread's writers,
+ * each flushed after), serialized with the sampler thread's work: for work
+ * another thread asks for often, where a wake of the sampler thread each
+ * time would cost more than the work (linux.process_stats resolving the
+ * pids each ftrace drain names). Never call it holding a lock the sampler
+ * takes (its own, the feeds'). */
+void tg_sampler_run_wakes_here(tg_sampler_t *s, const tg_probe_ops_t *ops);
 /* Starts the thread. Returns 0 or -errno. */
 int tg_sampler_start(tg_sampler_t *s);
 /* Stops and joins the thread (if started), destroys every instance's

@@ -127,7 +127,11 @@ static void show_progress(record_t *r) {
 static void on_stats(tg_recording_t *rec, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st, bool final) {
   record_t *r = tg_recording_data(rec);
-  if (status == 0) cli_loss_collect(st, &r->loss);
+  if (status == 0) {
+    cli_loss_collect(st, &r->loss);
+    /* The service's counters say nothing of the kernel's buffers. */
+    cli_ftrace_loss_add(&r->ftrace, &r->loss);
+  }
   if (!final) {
     show_progress(r);
   } else if (status) {
@@ -298,6 +302,7 @@ static void on_state(tg_recording_t *rec, tg_rec_state_t from,
 
 static int on_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   record_t *r = tg_recording_data(rec);
+  cli_ftrace_loss_scan(&r->ftrace, p, n);
   int rv = cli_output_packet(&r->out, p, n);
   /* Streamed (the service does not write the file): --size is ours to
    * keep. The session is stopped; what it still sends (its trace_stats)

@@ -105,6 +105,14 @@ typedef struct tg_agent_options {
    * (0: 5000). */
   uint32_t reconnect_min_ms;
   uint32_t reconnect_max_ms;
+  /* While a session runs, the agent's thread wakes every
+   * |commit_period_ms| (0: 10) to send the chunks writers finished and to
+   * take back those of writers idle for 100 ms. A producer whose writers
+   * end each burst with tg_ds_flush_thread (tracegate-probes) may lengthen
+   * it, so that an idle session does not wake the thread 100 times a
+   * second (what they flush then waits up to that long for the service);
+   * many writers on a small SMB still shorten it to 1 ms. */
+  uint32_t commit_period_ms;
 } tg_agent_options_t;
 
 /* Starts the agent's thread, which connects in the background (and keeps
@@ -244,8 +252,9 @@ static inline uint8_t tg_ds_enabled_mask(const tg_ds_t *ds) {
 TG_EXPORT tg_pbw_t *tg_ds_packet_begin(tg_ds_t *ds, unsigned inst);
 TG_EXPORT void tg_ds_packet_end(tg_ds_t *ds, unsigned inst);
 
-/* Commits the calling thread's partial chunk of instance |inst| now (e.g.
- * before the thread sleeps for long). */
+/* Returns the calling thread's partial chunk of instance |inst| now (e.g.
+ * before the thread sleeps for long); the agent sends it with its next
+ * commit, at most commit_period_ms later (or at a Flush or stop). */
 TG_EXPORT void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst);
 
 /* True once per incremental-state clear (and on a writer's first packet) for

@@ -5,12 +5,14 @@
  * with unchecked word stores. The reference below writes the same
  * messages field by field through tg_pbw, as the general path does, so
  * the bytes must match exactly: field numbers, varint widths (negative
- * int64s in ten bytes, timestamps past 2^56), 4-byte nested sizes,
- * interned comms. Pages mix every layout a plan reads (scalars of each
- * size and sign, char[16], __data_loc, a tail string, an array), a
- * generic event, a truncated record, an unknown one and a corrupt one;
- * and the writer is also run in small segments, where every record takes
- * the general path, which must give the same bytes again.
+ * int64s in ten bytes, timestamps past 2^56), 4-byte nested sizes but for
+ * an event's and its message's, one byte when under 128, and compact_sched's
+ * of the fewest bytes (as Perfetto's probes write them), interned comms. Pages mix every layout a plan reads
+ * (scalars of each size and sign, char[16], __data_loc, a tail string, an
+ * array), a generic event, a truncated record, an unknown one and a
+ * corrupt one; and the writer is also run in small segments, where every
+ * record takes the general path and an event split across segments keeps
+ * its 4-byte sizes: the same message again, once protobuf-c packs both.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -25,6 +27,7 @@
 #include "agent/probes/ftrace_encode.h"
 #include "agent/probes/ftrace_format.h"
 #include "ftrace_fixtures.h"
+#include "pb/trace/ftrace/ftrace_event_bundle.pb-c.h"
 #include "tracegate/pb_writer.h"
 
 /* --- formats ------------------------------------------------------------- */
@@ -58,7 +61,7 @@ static const char hrtimer_format[] =
 
 /* --- records ------------------------------------------------------------- */
 
-#define REC_MAX 128
+#define REC_MAX 256
 
 typedef struct sw {
   const char *prev;
@@ -104,7 +107,7 @@ static size_t freq_rec(uint8_t *out, uint32_t state, uint32_t cpu) {
 }
 
 static size_t print_rec(uint8_t *out, uint64_t ip, const char *text) {
-  uint8_t b[96] = {0};
+  uint8_t b[256] = {0};
   memcpy(b, &ip, 8);
   memcpy(b + 8, text, strlen(text) + 1);
   return event(out, ID_PRINT, 77, b, 8 + strlen(text) + 1);
@@ -152,6 +155,7 @@ static void rec_corrupt(page_t *p) {
 
 typedef struct ref {
   tg_pbw_t w;
+  uint8_t *ev_size, *msg_size; /* the open event's */
   uint8_t buf[OUT_MAX];
 } ref_t;
 
@@ -171,14 +175,31 @@ static size_t ref_end(ref_t *r) {
 /* FtraceEvent { timestamp, pid, <message field> { ... } }. */
 static void ref_event(ref_t *r, uint64_t ts, int32_t pid, uint32_t msg) {
   tg_pbw_begin_nested(&r->w, 2);
+  r->ev_size = r->w.cur - TG_PB_REDUNDANT_VARINT_SIZE;
   tg_pbw_append_varint(&r->w, 1, ts);
   tg_pbw_append_varint(&r->w, 2, (uint32_t)pid);
   tg_pbw_begin_nested(&r->w, msg);
+  r->msg_size = r->w.cur - TG_PB_REDUNDANT_VARINT_SIZE;
+}
+
+/* A 4-byte size at |size| of a message ending at |end| as one byte when
+ * it is under 128; returns the new end. */
+static uint8_t *one_byte_size(uint8_t *size, uint8_t *end) {
+  size_t n = (size_t)(end - size) - TG_PB_REDUNDANT_VARINT_SIZE;
+  if (n >= 128) return end;
+  memmove(size + 1, size + TG_PB_REDUNDANT_VARINT_SIZE, n);
+  *size = (uint8_t)n;
+  return end - (TG_PB_REDUNDANT_VARINT_SIZE - 1);
 }
 
 static void ref_event_end(ref_t *r) {
   tg_pbw_end_nested(&r->w);
+  r->w.cur = one_byte_size(r->msg_size, r->w.cur);
   tg_pbw_end_nested(&r->w);
+  /* The message's shrinking shrank the event: its size again. */
+  tg_pb_write_redundant_varint(
+      r->ev_size, (uint32_t)(r->w.cur - r->ev_size) - TG_PB_REDUNDANT_VARINT_SIZE);
+  r->w.cur = one_byte_size(r->ev_size, r->w.cur);
 }
 
 static void ref_str(ref_t *r, uint32_t field, const char *s, size_t max) {
@@ -219,20 +240,22 @@ static uint32_t intern_index(const cs_ref_t *c, const char *comm) {
   return 0;
 }
 
-static void ref_packed(ref_t *r, uint32_t field, const uint64_t *v, size_t n) {
+/* compact_sched's fields have sizes of the fewest bytes. */
+static void ref_packed(tg_pbw_t *w, uint32_t field, const uint64_t *v,
+                       size_t n) {
   if (!n) return;
-  tg_pbw_begin_nested(&r->w, field);
-  for (size_t i = 0; i < n; i++) {
-    uint8_t tmp[TG_PB_MAX_VARINT_SIZE];
-    tg_pbw_append_raw(&r->w, tmp, (size_t)(tg_pb_write_varint(tmp, v[i]) - tmp));
-  }
-  tg_pbw_end_nested(&r->w);
+  uint8_t buf[8 * TG_PB_MAX_VARINT_SIZE], *p = buf;
+  for (size_t i = 0; i < n; i++) p = tg_pb_write_varint(p, v[i]);
+  tg_pbw_append_bytes(w, field, buf, (size_t)(p - buf));
 }
 
 static void ref_compact(ref_t *r, const cs_ref_t *c) {
   uint64_t col[6][8];
-  tg_pbw_begin_nested(&r->w, 4);
-  for (size_t i = 0; i < c->n_intern; i++) ref_str(r, 5, c->intern[i], 16);
+  uint8_t body[1024];
+  tg_pbw_t b;
+  tg_pbw_init(&b, body, sizeof(body), NULL, NULL);
+  for (size_t i = 0; i < c->n_intern; i++)
+    tg_pbw_append_bytes(&b, 5, c->intern[i], strnlen(c->intern[i], 16));
   uint64_t prev = 0;
   for (size_t i = 0; i < c->n_sw; i++) {
     col[0][i] = c->sw_ts[i] - prev;
@@ -242,7 +265,7 @@ static void ref_compact(ref_t *r, const cs_ref_t *c) {
     col[3][i] = (uint64_t)(int64_t)c->sw_prio[i];
     col[4][i] = intern_index(c, c->sw_comm[i]);
   }
-  for (unsigned k = 0; k < 5; k++) ref_packed(r, 1 + k + (k == 4), col[k], c->n_sw);
+  for (unsigned k = 0; k < 5; k++) ref_packed(&b, 1 + k + (k == 4), col[k], c->n_sw);
   prev = 0;
   for (size_t i = 0; i < c->n_wk; i++) {
     col[0][i] = c->wk_ts[i] - prev;
@@ -253,8 +276,9 @@ static void ref_compact(ref_t *r, const cs_ref_t *c) {
     col[4][i] = intern_index(c, c->wk_comm[i]);
     col[5][i] = 5; /* common_flags, as event() writes them */
   }
-  for (unsigned k = 0; k < 6; k++) ref_packed(r, 7 + k, col[k], c->n_wk);
-  tg_pbw_end_nested(&r->w);
+  for (unsigned k = 0; k < 6; k++) ref_packed(&b, 7 + k, col[k], c->n_wk);
+  assert_int_equal(tg_pbw_error(&b), 0);
+  tg_pbw_append_bytes(&r->w, 4, body, (size_t)tg_pbw_written(&b));
 }
 
 /* --- the encoder --------------------------------------------------------- */
@@ -323,8 +347,24 @@ static void assert_same_bytes(const uint8_t *got, size_t n_got,
     fail_msg("bytes differ at %zu (got %zu bytes, want %zu)", i, n_got, n_want);
 }
 
-/* Checks |p| against the reference in one segment and in several sizes
- * of small ones. */
+/* The bundle in |buf| (TracePacket.ftrace_events with a 4-byte size, as
+ * encode() and ref_begin() write it) packed again by protobuf-c into
+ * |out|: every size minimal. Returns the length. */
+static size_t repacked(const uint8_t *buf, size_t n, uint8_t *out) {
+  const size_t head = 1 + TG_PB_REDUNDANT_VARINT_SIZE;
+  assert_true(n >= head && buf[0] == 0x0a);
+  Perfetto__Protos__FtraceEventBundle *b =
+      perfetto__protos__ftrace_event_bundle__unpack(NULL, n - head, buf + head);
+  assert_non_null(b);
+  size_t len = perfetto__protos__ftrace_event_bundle__get_packed_size(b);
+  assert_true(len <= OUT_MAX);
+  perfetto__protos__ftrace_event_bundle__pack(b, out);
+  perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+  return len;
+}
+
+/* Checks |p| against the reference: the same bytes in one segment; in
+ * several sizes of small ones, the same message. */
 static void check_page(bool compact, const page_t *p, const ref_t *r,
                        size_t n_ref, uint32_t events, uint32_t skipped,
                        bool corrupt) {
@@ -334,7 +374,14 @@ static void check_page(bool compact, const page_t *p, const ref_t *r,
     e->segment = segments[i];
     tg_ftrace_bundle_result_t res;
     size_t n = encode(e, p, &res);
-    assert_same_bytes(e->out, n, r->buf, n_ref);
+    if (!e->segment) {
+      assert_same_bytes(e->out, n, r->buf, n_ref);
+    } else {
+      static uint8_t got[OUT_MAX], want[OUT_MAX];
+      size_t n_got = repacked(e->out, n, got);
+      size_t n_want = repacked(r->buf, n_ref, want);
+      assert_same_bytes(got, n_got, want, n_want);
+    }
     assert_int_equal(res.events, events);
     assert_int_equal(res.skipped, skipped);
     assert_int_equal(res.corrupt, corrupt);
@@ -391,6 +438,19 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     ref_str(r, 2, "hello marker\n", 64);
     ref_event_end(r);
 
+    /* Sizes of 128 or more keep four bytes: a message of 124 bytes in an
+     * event of more, then both over. */
+    for (size_t len = 110; len <= 150; len += 40) {
+      char text[160];
+      memset(text, 'm', len);
+      text[len] = 0;
+      rec_data(&p, 2, rec, print_rec(rec, 0xffffffff81234567, text));
+      ref_event(r, ts += 2, 77, 3);
+      tg_pbw_append_varint(&r->w, 1, 0xffffffff81234567);
+      ref_str(r, 2, text, sizeof(text));
+      ref_event_end(r);
+    }
+
     rec_data(&p, 3, rec, irq_rec(rec, -7, "acpi"));
     ref_event(r, ts += 3, 0, 36);
     tg_pbw_append_int(&r->w, 1, -7);
@@ -435,7 +495,7 @@ static void plans_write_the_bytes_of_the_reference(void **state) {
     rec_corrupt(&p);
     page_finish(&p, false);
     size_t n_ref = ref_end(r);
-    check_page(false, &p, r, n_ref, 9, 1, true);
+    check_page(false, &p, r, n_ref, 11, 1, true);
     free(r);
   }
 }
@@ -496,6 +556,86 @@ static void compact_sched_writes_the_bytes_of_the_reference(void **state) {
   free(r);
 }
 
+/* A page of |n| sched_switch records (SW1, SW2 by turns) from |ts| on,
+ * 10 ns apart. */
+static void switch_page(page_t *p, uint64_t ts, int n) {
+  uint8_t rec[REC_MAX];
+  page_init(p, ts);
+  for (int i = 0; i < n; i++)
+    rec_data(p, i ? 10 : 0, rec, switch_rec(rec, 1, i % 2 ? &SW2 : &SW1));
+  page_finish(p, false);
+}
+
+/* Pages of one read share one bundle: one compact_sched whose comms are
+ * interned once and whose timestamps run on across the pages, smaller
+ * than a bundle per page; and the bundle takes pages only while the rows
+ * of one more fit. */
+static void pages_of_a_read_share_one_bundle(void **state) {
+  (void)state;
+  tg_ftrace_page_layout_t l;
+  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
+                                               strlen(header_page_fixture), &l),
+                   0);
+  enc_t *e = enc_new(true);
+  page_t *pages = calloc(3, sizeof(*pages));
+  assert_non_null(pages);
+  for (int i = 0; i < 3; i++) switch_page(&pages[i], 1000 + 1000 * (uint64_t)i, 20);
+
+  tg_pbw_t w;
+  tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_ftrace_bundle_begin(&e->enc, &w, 3);
+  for (int i = 0; i < 3; i++) {
+    assert_true(tg_ftrace_bundle_has_room(&e->enc));
+    tg_ftrace_bundle_result_t res;
+    tg_ftrace_bundle_add_page(&e->enc, &w, &l, pages[i].b, sizeof(pages[i].b),
+                              &res);
+    assert_int_equal(res.events, 20);
+  }
+  tg_ftrace_bundle_end(&e->enc, &w, false);
+  tg_pbw_end_nested(&w);
+  size_t one = (size_t)tg_pbw_written(&w);
+  const size_t head = 1 + TG_PB_REDUNDANT_VARINT_SIZE;
+  Perfetto__Protos__FtraceEventBundle *b =
+      perfetto__protos__ftrace_event_bundle__unpack(NULL, one - head,
+                                                    e->out + head);
+  assert_non_null(b);
+  assert_non_null(b->compact_sched);
+  Perfetto__Protos__FtraceEventBundle__CompactSched *cs = b->compact_sched;
+  assert_int_equal(cs->n_intern_table, 2);
+  assert_int_equal(cs->n_switch_timestamp, 60);
+  uint64_t t = 0;
+  for (size_t i = 0; i < cs->n_switch_timestamp; i++) {
+    t += cs->switch_timestamp[i];
+    assert_int_equal(t, 1000 + 1000 * (i / 20) + 10 * (i % 20));
+  }
+  perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+  size_t per_page = 0;
+  for (int i = 0; i < 3; i++) {
+    tg_ftrace_bundle_result_t res;
+    per_page += encode(e, &pages[i], &res);
+  }
+  assert_true(one < per_page);
+
+  /* Full pages of the smallest rows until the bundle says no more. */
+  tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL);
+  tg_ftrace_bundle_begin(&e->enc, &w, 3);
+  switch_page(&pages[0], 1000, 60);
+  int n = 0;
+  while (tg_ftrace_bundle_has_room(&e->enc)) {
+    tg_ftrace_bundle_result_t res;
+    tg_ftrace_bundle_add_page(&e->enc, &w, &l, pages[0].b, sizeof(pages[0].b),
+                              &res);
+    n++;
+    assert_true(n * 60 <= TG_FTRACE_BUNDLE_ROWS);
+    tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL); /* rows stay */
+  }
+  assert_true(n > 1);
+  enc_free(e);
+  free(pages);
+}
+
 /* A record that ends within a word of the buffer's end is read from a
  * padded copy: the same bytes, and nothing read past the buffer (ASan). */
 static void record_at_the_buffer_end_reads_nothing_past_it(void **state) {
@@ -540,6 +680,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(plans_write_the_bytes_of_the_reference),
       cmocka_unit_test(compact_sched_writes_the_bytes_of_the_reference),
+      cmocka_unit_test(pages_of_a_read_share_one_bundle),
       cmocka_unit_test(record_at_the_buffer_end_reads_nothing_past_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

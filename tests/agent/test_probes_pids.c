@@ -145,6 +145,34 @@ static void encoder_collects_record_pids_once(void **state) {
   tg_pid_set_free(&set);
 }
 
+/* A drain's pids less those handed over lately (ftrace_session.c): the
+ * new ones are kept in order and remembered; past the set's room they
+ * are still kept (handed over again next time), never lost. */
+static void handed_pids_are_left_out_until_cleared(void **state) {
+  (void)state;
+  tg_pid_set_t handed;
+  assert_int_equal(tg_pid_set_init(&handed, 4), 0);
+  int32_t first[] = {10, 0, 11, -3, 12};
+  assert_int_equal(tg_pid_set_add_new(&handed, first, 5, first), 3);
+  const int32_t want_first[] = {10, 11, 12};
+  assert_memory_equal(first, want_first, sizeof(want_first));
+  const int32_t again[] = {11, 13, 10, 14, 15};
+  int32_t out[5];
+  assert_int_equal(tg_pid_set_add_new(&handed, again, 5, out), 3);
+  const int32_t want_again[] = {13, 14, 15};
+  assert_memory_equal(out, want_again, sizeof(want_again));
+  /* 15 found no room: not remembered, so it comes again. */
+  assert_false(tg_pid_set_has(&handed, 15));
+  assert_int_equal(handed.base.dropped, 0);
+  int32_t third[] = {15, 12};
+  assert_int_equal(tg_pid_set_add_new(&handed, third, 2, out), 1);
+  assert_int_equal(out[0], 15);
+  tg_pid_set_clear(&handed);
+  int32_t after[] = {10};
+  assert_int_equal(tg_pid_set_add_new(&handed, after, 1, out), 1);
+  tg_pid_set_free(&handed);
+}
+
 static void encoder_collects_compact_columns_pids(void **state) {
   (void)state;
   page_t p;
@@ -544,6 +572,7 @@ static void process_stats_forgets_what_exited(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(encoder_collects_record_pids_once),
+      cmocka_unit_test(handed_pids_are_left_out_until_cleared),
       cmocka_unit_test(encoder_collects_compact_columns_pids),
       cmocka_unit_test(encoder_counts_pids_past_a_full_set),
       cmocka_unit_test(pid_set_clears_and_refills),

@@ -13,7 +13,9 @@
  * with protobuf-c; and the page is encoded twice, in one segment (plans,
  * compact_sched in one go) and in segments too small for either (every
  * record field by field through the writer), which must give the same
- * bytes.
+ * message: the same bytes once protobuf-c packs both (an event split
+ * across segments keeps its 4-byte sizes). A bundle of the page twice
+ * (two pages of one read) must decode too.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -48,11 +50,12 @@ static int refill(void *ctx, tg_pbw_t *w, size_t min_contiguous) {
   return 0;
 }
 
-/* Encodes the page as TracePacket.ftrace_events; returns the bytes
- * written, or 0 after a writer error. */
+/* Encodes the page |copies| times into one bundle as
+ * TracePacket.ftrace_events; returns the bytes written, or 0 after a
+ * writer error. */
 static size_t encode(tg_ftrace_encoder_t *enc, uint8_t *out, size_t segment,
                      const tg_ftrace_page_layout_t *layout,
-                     const uint8_t *page, size_t plen) {
+                     const uint8_t *page, size_t plen, int copies) {
   split_t split = {out, segment};
   tg_pbw_t w;
   if (segment)
@@ -60,10 +63,25 @@ static size_t encode(tg_ftrace_encoder_t *enc, uint8_t *out, size_t segment,
   else
     tg_pbw_init(&w, out, OUT_SIZE, NULL, NULL);
   tg_pbw_begin_nested(&w, 1);
-  tg_ftrace_bundle_result_t res;
-  tg_ftrace_encode_bundle(enc, &w, 0, layout, page, plen, &res);
+  tg_ftrace_bundle_result_t res = {0};
+  tg_ftrace_bundle_begin(enc, &w, 0);
+  for (int i = 0; i < copies && tg_ftrace_bundle_has_room(enc); i++)
+    tg_ftrace_bundle_add_page(enc, &w, layout, page, plen, &res);
+  tg_ftrace_bundle_end(enc, &w, res.lost_events);
   tg_pbw_end_nested(&w);
   return tg_pbw_error(&w) ? 0 : (size_t)tg_pbw_written(&w);
+}
+
+/* The packet in |buf| as protobuf-c packs it again (every size minimal)
+ * into |out|; its length, or 0 if it does not decode. */
+static size_t repacked(const uint8_t *buf, size_t n, uint8_t *out) {
+  Perfetto__Protos__TracePacket *p =
+      perfetto__protos__trace_packet__unpack(NULL, n, buf);
+  if (!p) return 0;
+  size_t len = perfetto__protos__trace_packet__get_packed_size(p);
+  if (len <= OUT_SIZE) perfetto__protos__trace_packet__pack(p, out);
+  perfetto__protos__trace_packet__free_unpacked(p, NULL);
+  return len <= OUT_SIZE ? len : 0;
 }
 
 static const char switch_format[] =
@@ -90,10 +108,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *fmt_text = malloc(flen ? flen : 1);
   size_t plen = size - 3 - flen;
   uint8_t *page = malloc(plen ? plen : 1);
-  static uint8_t *out, *out_split;
+  static uint8_t *out, *out_split, *re, *re_split;
   if (!out) out = malloc(OUT_SIZE);
   if (!out_split) out_split = malloc(OUT_SIZE);
-  if (!fmt_text || !page || !out || !out_split) goto done;
+  if (!re) re = malloc(OUT_SIZE);
+  if (!re_split) re_split = malloc(OUT_SIZE);
+  if (!fmt_text || !page || !out || !out_split || !re || !re_split) goto done;
   memcpy(fmt_text, data + 3, flen);
   memcpy(page, data + 3 + flen, plen);
 
@@ -110,14 +130,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   tg_ftrace_encoder_t enc;
   if (tg_ftrace_encoder_init(&enc, &table, compact, layout.page_size) == 0) {
-    size_t n = encode(&enc, out, 0, &layout, page, plen);
+    size_t n = encode(&enc, out, 0, &layout, page, plen, 1);
     if (n) {
-      Perfetto__Protos__TracePacket *p =
-          perfetto__protos__trace_packet__unpack(NULL, n, out);
-      if (!p) __builtin_trap();
-      perfetto__protos__trace_packet__free_unpacked(p, NULL);
-      size_t n_split = encode(&enc, out_split, segment, &layout, page, plen);
-      if (n_split != n || memcmp(out, out_split, n) != 0) __builtin_trap();
+      size_t r = repacked(out, n, re);
+      if (!r) __builtin_trap();
+      size_t n_split = encode(&enc, out_split, segment, &layout, page, plen, 1);
+      size_t r_split = n_split ? repacked(out_split, n_split, re_split) : 0;
+      if (r_split != r || memcmp(re, re_split, r) != 0) __builtin_trap();
+      n = encode(&enc, out, 0, &layout, page, plen, 2);
+      if (n && !repacked(out, n, re)) __builtin_trap();
     }
     tg_ftrace_encoder_free(&enc);
   }

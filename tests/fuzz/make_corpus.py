@@ -892,6 +892,26 @@ def write(target, files):
             f.write(data)
 
 
+# --- fuzz_cli_ftrace_loss ------------------------------------------------------
+
+def ftrace_stats(phase, overruns):
+    cpus = b"".join(f_len(2, f_varint(1, c) + f_varint(3, o))
+                    for c, o in enumerate(overruns))
+    return f_len(34, f_varint(1, phase) + cpus)
+
+
+def cli_ftrace_loss_corpus():
+    return {
+        "start": f_varint(8, 42) + ftrace_stats(1, [5, 7]),
+        "end": f_varint(8, 43) + ftrace_stats(2, [105, 57]),
+        "bundle_then_stats": f_len(1, f_varint(1, 0)) + ftrace_stats(2, [1]),
+        "redundant_sizes": f_len_redundant(34, f_varint(1, 2) +
+                                           f_len_redundant(2, f_varint(3, 9))),
+        "cut_short": ftrace_stats(2, [3])[:-2],
+        "no_phase": f_len(34, f_len(2, f_varint(3, 4))),
+    }
+
+
 def main():
     write("fuzz_frame_decoder", frame_corpus())
     write("fuzz_chunk_validator", chunk_corpus())
@@ -906,6 +926,7 @@ def main():
     write("fuzz_tls_ecdsa", tls_ecdsa_corpus())
     write("fuzz_units", units_corpus())
     write("fuzz_json_text", json_text_corpus())
+    write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     return 0
 
 
