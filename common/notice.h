@@ -369,6 +369,18 @@
     "RegisterDataSource refused, in the reply's error: no name, a name "      \
     "taken, too many data sources, or a descriptor over its limit (131029 "   \
     "bytes, 1 MiB per producer)")                                             \
+  X(SERVICE_HAS_SESSION, 3007, "tracegated",                                  \
+    "EnableTracing or CloneSession refused: this consumer connection "        \
+    "already has a tracing session (one per connection)")                     \
+  X(SERVICE_NO_SUCH_SESSION, 3008, "tracegated",                              \
+    "CloneSession refused: no session of this uid has that id or "            \
+    "unique_session_name (or it ended before the snapshot)")                  \
+  X(SERVICE_NO_BUGREPORT_SESSION, 3009, "tracegated",                         \
+    "CloneSession for a bugreport refused: no running session of this uid "   \
+    "has a bugreport_score above 0")                                          \
+  X(SERVICE_REQUEST_INVALID, 3010, "tracegated",                              \
+    "a consumer's request lacks what it needs (a config, a session "          \
+    "selector, an attached session); the field follows")                      \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
     "or the kernel has none); the instance and the reason follow")            \
@@ -404,6 +416,11 @@ const char *tg_notice_tag(tg_notice_t n);
  * NUL-terminated string), cutting the text's end if it must: for a reason
  * written by one module that another sends on. */
 void tg_notice_prefix(char *buf, size_t cap, tg_notice_t n);
+
+/* "|n|'s tag, a space, |text|" into |buf| (|cap| bytes, cut to fit);
+ * returns |buf| (or "" when |cap| is 0): a coded reason to send on. */
+const char *tg_notice_coded(char *buf, size_t cap, tg_notice_t n,
+                            const char *text);
 
 /* The tag of TG_N_|name|, for a format's "%s". */
 #define TG_NOTE(name) tg_notice_tag(TG_N_##name)
