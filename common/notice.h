@@ -15,6 +15,11 @@
  * inside the line: "tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
  * this relay does not authorize ...".
  *
+ * The relay's audit trail (relay/audit.h) gives each line's reason its
+ * code as a field of its own, just before the reason's words; a refusal a
+ * service sends a consumer (an EnableTracing or CloneSession error)
+ * carries its code before the words too, as the client shows it.
+ *
  * docs/notices.md lists every code with its meaning: docs/gen-notices.py
  * writes it from this table, and the test docs_notices_current fails when
  * the page is stale.
@@ -350,6 +355,52 @@
   X(RELAY_SERVICE_CLOSED_EARLY, 4023, "tracegate-relay",                      \
     "told to the client: the tracing service closed the connection before "   \
     "answering (at its --max-consumers limit?)")                              \
+  X(RELAY_CALL_ALLOWED, 4024, "tracegate-relay",                              \
+    "audit: a call allowed as asked; a note may follow (the resume key, "     \
+    "the compression level)")                                                 \
+  X(RELAY_KEY_SCOPED, 4025, "tracegate-relay",                                \
+    "audit: a Detach or Attach key was put under the caller's identity; "     \
+    "the key asked for and the key used follow")                              \
+  X(RELAY_SESSION_SCOPED, 4026, "tracegate-relay",                            \
+    "audit: a session's name or a clone's source was scoped to the "          \
+    "caller's identity; the session follows")                                 \
+  X(RELAY_ROLE_DENIES, 4027, "tracegate-relay",                               \
+    "audit: a call refused: the client's role does not allow the method; "    \
+    "the role and the method follow")                                         \
+  X(RELAY_REQUEST_MALFORMED, 4028, "tracegate-relay",                         \
+    "audit: a call or frame refused: it does not decode, names an unknown "   \
+    "method or service, or its arguments are not valid; why follows")         \
+  X(RELAY_REQUEST_ID_REFUSED, 4029, "tracegate-relay",                        \
+    "audit: a call refused: its request id is still in flight, or "           \
+    "reserved for the relay's own calls")                                     \
+  X(RELAY_TOO_MANY_CALLS, 4030, "tracegate-relay",                            \
+    "audit: a call refused: too many calls in flight on the connection")      \
+  X(RELAY_WRITE_INTO_FILE, 4031, "tracegate-relay",                           \
+    "audit: EnableTracing refused: write_into_file or output_path would "     \
+    "have the service write a file on the relay's host")                      \
+  X(RELAY_SESSION_REFUSED, 4032, "tracegate-relay",                           \
+    "audit: a call naming a session refused: the name is not valid, or "      \
+    "the session is not the caller's; why follows")                           \
+  X(RELAY_SERVICE_GARBAGE, 4033, "tracegate-relay",                           \
+    "audit: a frame from the service dropped: it does not decode, or "        \
+    "answers no call in flight")                                              \
+  X(RELAY_TLS_HANDSHAKE_FAILED, 4034, "tracegate-relay",                      \
+    "-@ADDR: a connection refused: the TLS handshake failed (no client "      \
+    "certificate, a foreign CA, expired, revoked, not TLS); the TLS "         \
+    "library's reason follows")                                               \
+  X(RELAY_AUDIT_SUPPRESSED, 4035, "tracegate-relay",                          \
+    "audit: lines of denials or of refused connections held back by the "     \
+    "rate limit; their number follows")                                       \
+  X(RELAY_CLIENT_CLOSED, 4036, "tracegate-relay",                             \
+    "audit: disconnect: the client closed the connection")                    \
+  X(RELAY_IDLE_CLOSED, 4037, "tracegate-relay",                               \
+    "audit: disconnect: the client's link was silent past its deadline")      \
+  X(RELAY_LEASE, 4038, "tracegate-relay",                                     \
+    "audit: the service's answer to the relay's disconnect lease (allow: "    \
+    "it keeps the session past a lost connection, for how long)")             \
+  X(RELAY_CALL_REFUSED, 4039, "tracegate-relay",                              \
+    "audit: a TracegateRelay call refused (no resume key set, nothing to "    \
+    "resume, host facts unavailable, ...); why follows")                      \
   X(SERVICE_CONFIG_REFUSED, 3001, "tracegated",                               \
     "EnableTracing refused: the config is not valid; the field at fault "     \
     "(buffers[0].size_kb, data_sources[1].config.target_buffer, ...) and "    \
