@@ -432,6 +432,21 @@
   X(SERVICE_REQUEST_INVALID, 3010, "tracegated",                              \
     "a consumer's request lacks what it needs (a config, a session "          \
     "selector, an attached session); the field follows")                      \
+  X(COLLECTOR_CONFIG_INVALID, 5001, "tracegate-collector",                    \
+    "the collector's config, or the trace config it names, is refused "       \
+    "(also by --check-config); FILE:LINE or the file, and why follow "        \
+    "(exit 1)")                                                               \
+  X(COLLECTOR_HOST_FAILING, 5002, "tracegate-collector",                      \
+    "warning: a host failed and is started again every few seconds; the "     \
+    "host, the reason and the failure count follow (said again only when "    \
+    "the reason changes)")                                                    \
+  X(COLLECTOR_HTTP_SOURCE_LIMIT, 5003, "tracegate-collector",                 \
+    "warning: an address holds max_conns_per_source connections to the "      \
+    "HTTP server: new ones from it are closed; the address and how many "     \
+    "follow")                                                                 \
+  X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
+    "warning: the HTTP server holds max_conns connections: new ones are "     \
+    "closed; how many, and the latest address, follow")                       \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
     "or the kernel has none); the instance and the reason follow")            \
