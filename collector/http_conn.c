@@ -189,7 +189,8 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
       source_name(src, name, sizeof(name));
       TG_WARN("%s http: %s has %u connections open, max_conns_per_source: "
               "%" PRIu64 " new one(s) from it closed since the last warning",
-              TG_NOTE(COLLECTOR_HTTP_SOURCE_LIMIT), name, src->n_conns, src->unwarned);
+              TG_NOTE(COLLECTOR_HTTP_SOURCE_LIMIT), name, src->n_conns,
+              src->unwarned);
       src->unwarned = 0;
       return 1;
     case REFUSE_MAX_CONNS:
@@ -199,7 +200,8 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
       source_name(&key, name, sizeof(name));
       TG_WARN("%s http: %u connections open, max_conns: %" PRIu64 " new one(s) "
               "closed since the last warning (the latest from %s)",
-              TG_NOTE(COLLECTOR_HTTP_MAX_CONNS), s->n_conns, s->max_conns_unwarned, name);
+              TG_NOTE(COLLECTOR_HTTP_MAX_CONNS), s->n_conns,
+              s->max_conns_unwarned, name);
       s->max_conns_unwarned = 0;
       return 1;
   }

@@ -333,7 +333,8 @@ static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
   if (n == 0) return;
   tg_relay_audit(b->env->audit, b->identity, b->addr, "denials", "suppressed",
-                 TG_N_RELAY_AUDIT_SUPPRESSED, "%" PRIu64 " more denials suppressed (at most %d lines a "
+                 TG_N_RELAY_AUDIT_SUPPRESSED,
+                 "%" PRIu64 " more denials suppressed (at most %d lines a "
                  "second after %d)", n, TG_AUDIT_DENIALS_PER_S,
                  TG_AUDIT_DENIAL_BURST);
 }

@@ -235,7 +235,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   TG_INFO("%s %s@%s: connected with role %s%s", TG_NOTE(RELAY_CONNECTED),
           tg__bridge_who(b), b->addr, tg_authz_role_name(role), tls);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
-                 TG_N_RELAY_CONNECTED, "role %s%s", tg_authz_role_name(role), tls);
+                 TG_N_RELAY_CONNECTED, "role %s%s", tg_authz_role_name(role),
+                 tls);
 }
 
 /* Connections |id| holds: admitted and not closing (a detaching one still

@@ -45,7 +45,8 @@ static call_outcome_t set_session_key(tg_relay_filter_t *f, bool drop,
     return CALL_REFUSE;
   }
   memcpy(f->session_key, key, strlen(key) + 1);
-  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED, "resume key '%s/%s'", f->identity, key);
+  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED,
+                "resume key '%s/%s'", f->identity, key);
   v->audit = true;
   v->effect.kind = TG_RELAY_EFFECT_SESSION_KEY_SET;
   v->effect.session_key.reply = !drop;
@@ -138,7 +139,8 @@ static call_outcome_t set_compression(tg_relay_filter_t *f, bool drop,
   v->effect.kind = TG_RELAY_EFFECT_START_COMPRESSION;
   v->effect.compression.level = level;
   v->effect.compression.window_log = window_log;
-  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED, "zstd level %d, window 2^%d", level, window_log);
+  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED,
+                "zstd level %d, window 2^%d", level, window_log);
   v->audit = true;
   return CALL_ANSWER;
 }
@@ -150,13 +152,15 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   bool drop = im->has_drop_reply && im->drop_reply;
   if (!name) {
     tg__relay_set_method(v, "TracegateRelay.?");
-    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED, "TracegateRelay has no method id %" PRIu32,
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "TracegateRelay has no method id %" PRIu32,
                   im->method_id);
     return tg__relay_deny(f, v, drop, NULL, out);
   }
   snprintf(v->method, sizeof(v->method), "TracegateRelay.%s", name);
   if (role == TG_ROLE_NONE) {
-    tg__relay_say(v, TG_N_RELAY_NOT_AUTHORIZED, "identity is not in the authorization file");
+    tg__relay_say(v, TG_N_RELAY_NOT_AUTHORIZED,
+                  "identity is not in the authorization file");
     return tg__relay_deny(f, v, drop, NULL, out);
   }
   const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;

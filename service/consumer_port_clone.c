@@ -131,8 +131,9 @@ static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
       (for_bugreport && !by_id && !by_name)) {
     src = tg__session_find_for_bugreport(svc, uid);
     if (!src)
-      *refusal = (clone_refusal_t){TG_N_SERVICE_NO_BUGREPORT_SESSION,
-                                   "No tracing sessions eligible for bugreport found"};
+      *refusal = (clone_refusal_t){
+          TG_N_SERVICE_NO_BUGREPORT_SESSION,
+          "No tracing sessions eligible for bugreport found"};
     return src;
   }
   if (by_name)
@@ -140,8 +141,9 @@ static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
   else if (by_id)
     src = tg__session_find(svc, req->session_id, NULL);
   else {
-    *refusal = (clone_refusal_t){TG_N_SERVICE_REQUEST_INVALID,
-                                 "session_id or unique_session_name: one is required"};
+    *refusal = (clone_refusal_t){
+        TG_N_SERVICE_REQUEST_INVALID,
+        "session_id or unique_session_name: one is required"};
     return NULL;
   }
   /* Someone else's session is as good as absent: its id says nothing. */
@@ -162,8 +164,9 @@ void tg__cport_clone_session(tg_consumer_conn_t *c, tg_ipc_call_t call,
   clone_refusal_t refusal = {TG_N_NONE, NULL};
   tg_session_t *src = NULL;
   if (c->session)
-    refusal = (clone_refusal_t){TG_N_SERVICE_HAS_SESSION,
-                                "this connection already has a tracing session"};
+    refusal = (clone_refusal_t){
+        TG_N_SERVICE_HAS_SESSION,
+        "this connection already has a tracing session"};
   else
     src = clone_source(svc, call, req, &refusal);
   tg__flush_call_t *fc = refusal.why ? NULL : calloc(1, sizeof(*fc));

@@ -61,8 +61,8 @@ static int load_flight(coll_t *c) {
   tg_buf_init(&wire, FLIGHT_CONFIG_MAX);
   int rv = read_all(path, &text);
   if (rv < 0) {
-    fprintf(stderr, COLL_PROG ": %s %s: %s\n", TG_NOTE(COLLECTOR_CONFIG_INVALID),
-            path, tg_strerror(rv));
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, tg_strerror(rv));
     goto out;
   }
   tg_pbtxt_error_t perr;
@@ -70,8 +70,8 @@ static int load_flight(coll_t *c) {
                       (const char *)tg_buf_begin(&text), tg_buf_size(&text),
                       &wire, &perr);
   if (rv < 0) {
-    fprintf(stderr, COLL_PROG ": %s %s: %s\n", TG_NOTE(COLLECTOR_CONFIG_INVALID),
-            path, perr.msg);
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, perr.msg);
     goto out;
   }
   Perfetto__Protos__TraceConfig *tc = perfetto__protos__trace_config__unpack(
@@ -98,8 +98,8 @@ static int load_flight(coll_t *c) {
     bad = "trigger_config: leave it out, the collector makes it from the "
           "config's trigger lines";
   if (bad) {
-    fprintf(stderr, COLL_PROG ": %s %s: %s\n", TG_NOTE(COLLECTOR_CONFIG_INVALID),
-            path, bad);
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, bad);
     perfetto__protos__trace_config__free_unpacked(tc, NULL);
     rv = -EINVAL;
     goto out;

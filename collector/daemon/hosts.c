@@ -215,7 +215,8 @@ static void on_finished(tg_fleet_host_t *fh) {
   if (strcmp(h->warned, fh->report.why) != 0) {
     TG_WARN("%s host %s: %s; starting again every %d s (failure %" PRIu64
             "; said again when the reason changes)",
-            TG_NOTE(COLLECTOR_HOST_FAILING), h->t.spec, fh->report.why, RESTART_MS / 1000, h->failures);
+            TG_NOTE(COLLECTOR_HOST_FAILING), h->t.spec, fh->report.why,
+            RESTART_MS / 1000, h->failures);
     snprintf(h->warned, sizeof(h->warned), "%s", fh->report.why);
   } else {
     TG_DEBUG("host %s: %s; starting again in %d s (failure %" PRIu64 ")",
