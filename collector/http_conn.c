@@ -14,6 +14,7 @@
 
 #include "collector/http_internal.h"
 #include "common/log.h"
+#include "common/notice.h"
 
 /* A refused connection is logged at most once per source (and once for
  * max_conns) per this interval; the counters count every one. */
@@ -186,9 +187,10 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
       src->unwarned++;
       if (!warn_due(s->loop, &src->warned_ms)) return 1;
       source_name(src, name, sizeof(name));
-      TG_WARN("http: %s has %u connections open, max_conns_per_source: "
+      TG_WARN("%s http: %s has %u connections open, max_conns_per_source: "
               "%" PRIu64 " new one(s) from it closed since the last warning",
-              name, src->n_conns, src->unwarned);
+              TG_NOTE(COLLECTOR_HTTP_SOURCE_LIMIT), name, src->n_conns,
+              src->unwarned);
       src->unwarned = 0;
       return 1;
     case REFUSE_MAX_CONNS:
@@ -196,9 +198,10 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
       s->max_conns_unwarned++;
       if (!warn_due(s->loop, &s->max_conns_warned_ms)) return 1;
       source_name(&key, name, sizeof(name));
-      TG_WARN("http: %u connections open, max_conns: %" PRIu64 " new one(s) "
+      TG_WARN("%s http: %u connections open, max_conns: %" PRIu64 " new one(s) "
               "closed since the last warning (the latest from %s)",
-              s->n_conns, s->max_conns_unwarned, name);
+              TG_NOTE(COLLECTOR_HTTP_MAX_CONNS), s->n_conns,
+              s->max_conns_unwarned, name);
       s->max_conns_unwarned = 0;
       return 1;
   }

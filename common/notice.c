@@ -1,6 +1,7 @@
 /* tg_notice_tag(): one table (TG_NOTICE_MAP) gives the codes. */
 #include "common/notice.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *tg_notice_tag(tg_notice_t n) {
@@ -27,4 +28,11 @@ void tg_notice_prefix(char *buf, size_t cap, tg_notice_t n) {
   memcpy(buf, tag, t - 1);
   buf[t - 1] = ' ';
   buf[t + len] = 0;
+}
+
+const char *tg_notice_coded(char *buf, size_t cap, tg_notice_t n,
+                            const char *text) {
+  if (cap == 0) return "";
+  snprintf(buf, cap, "%s %s", tg_notice_tag(n), text ? text : "");
+  return buf;
 }

@@ -15,6 +15,11 @@
  * inside the line: "tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
  * this relay does not authorize ...".
  *
+ * The relay's audit trail (relay/audit.h) gives each line's reason its
+ * code as a field of its own, just before the reason's words; a refusal a
+ * service sends a consumer (an EnableTracing or CloneSession error)
+ * carries its code before the words too, as the client shows it.
+ *
  * docs/notices.md lists every code with its meaning: docs/gen-notices.py
  * writes it from this table, and the test docs_notices_current fails when
  * the page is stale.
@@ -350,6 +355,52 @@
   X(RELAY_SERVICE_CLOSED_EARLY, 4023, "tracegate-relay",                      \
     "told to the client: the tracing service closed the connection before "   \
     "answering (at its --max-consumers limit?)")                              \
+  X(RELAY_CALL_ALLOWED, 4024, "tracegate-relay",                              \
+    "audit: a call allowed as asked; a note may follow (the resume key, "     \
+    "the compression level)")                                                 \
+  X(RELAY_KEY_SCOPED, 4025, "tracegate-relay",                                \
+    "audit: a Detach or Attach key was put under the caller's identity; "     \
+    "the key asked for and the key used follow")                              \
+  X(RELAY_SESSION_SCOPED, 4026, "tracegate-relay",                            \
+    "audit: a session's name or a clone's source was scoped to the "          \
+    "caller's identity; the session follows")                                 \
+  X(RELAY_ROLE_DENIES, 4027, "tracegate-relay",                               \
+    "audit: a call refused: the client's role does not allow the method; "    \
+    "the role and the method follow")                                         \
+  X(RELAY_REQUEST_MALFORMED, 4028, "tracegate-relay",                         \
+    "audit: a call or frame refused: it does not decode, names an unknown "   \
+    "method or service, or its arguments are not valid; why follows")         \
+  X(RELAY_REQUEST_ID_REFUSED, 4029, "tracegate-relay",                        \
+    "audit: a call refused: its request id is still in flight, or "           \
+    "reserved for the relay's own calls")                                     \
+  X(RELAY_TOO_MANY_CALLS, 4030, "tracegate-relay",                            \
+    "audit: a call refused: too many calls in flight on the connection")      \
+  X(RELAY_WRITE_INTO_FILE, 4031, "tracegate-relay",                           \
+    "audit: EnableTracing refused: write_into_file or output_path would "     \
+    "have the service write a file on the relay's host")                      \
+  X(RELAY_SESSION_REFUSED, 4032, "tracegate-relay",                           \
+    "audit: a call naming a session refused: the name is not valid, or "      \
+    "the session is not the caller's; why follows")                           \
+  X(RELAY_SERVICE_GARBAGE, 4033, "tracegate-relay",                           \
+    "audit: a frame from the service dropped: it does not decode, or "        \
+    "answers no call in flight")                                              \
+  X(RELAY_TLS_HANDSHAKE_FAILED, 4034, "tracegate-relay",                      \
+    "-@ADDR: a connection refused: the TLS handshake failed (no client "      \
+    "certificate, a foreign CA, expired, revoked, not TLS); the TLS "         \
+    "library's reason follows")                                               \
+  X(RELAY_AUDIT_SUPPRESSED, 4035, "tracegate-relay",                          \
+    "audit: lines of denials or of refused connections held back by the "     \
+    "rate limit; their number follows")                                       \
+  X(RELAY_CLIENT_CLOSED, 4036, "tracegate-relay",                             \
+    "audit: disconnect: the client closed the connection")                    \
+  X(RELAY_IDLE_CLOSED, 4037, "tracegate-relay",                               \
+    "audit: disconnect: the client's link was silent past its deadline")      \
+  X(RELAY_LEASE, 4038, "tracegate-relay",                                     \
+    "audit: the service's answer to the relay's disconnect lease (allow: "    \
+    "it keeps the session past a lost connection, for how long)")             \
+  X(RELAY_CALL_REFUSED, 4039, "tracegate-relay",                              \
+    "audit: a TracegateRelay call refused (no resume key set, nothing to "    \
+    "resume, host facts unavailable, ...); why follows")                      \
   X(SERVICE_CONFIG_REFUSED, 3001, "tracegated",                               \
     "EnableTracing refused: the config is not valid; the field at fault "     \
     "(buffers[0].size_kb, data_sources[1].config.target_buffer, ...) and "    \
@@ -369,6 +420,33 @@
     "RegisterDataSource refused, in the reply's error: no name, a name "      \
     "taken, too many data sources, or a descriptor over its limit (131029 "   \
     "bytes, 1 MiB per producer)")                                             \
+  X(SERVICE_HAS_SESSION, 3007, "tracegated",                                  \
+    "EnableTracing or CloneSession refused: this consumer connection "        \
+    "already has a tracing session (one per connection)")                     \
+  X(SERVICE_NO_SUCH_SESSION, 3008, "tracegated",                              \
+    "CloneSession refused: no session of this uid has that id or "            \
+    "unique_session_name (or it ended before the snapshot)")                  \
+  X(SERVICE_NO_BUGREPORT_SESSION, 3009, "tracegated",                         \
+    "CloneSession for a bugreport refused: no running session of this uid "   \
+    "has a bugreport_score above 0")                                          \
+  X(SERVICE_REQUEST_INVALID, 3010, "tracegated",                              \
+    "a consumer's request lacks what it needs (a config, a session "          \
+    "selector, an attached session); the field follows")                      \
+  X(COLLECTOR_CONFIG_INVALID, 5001, "tracegate-collector",                    \
+    "the collector's config, or the trace config it names, is refused "       \
+    "(also by --check-config); FILE:LINE or the file, and why follow "        \
+    "(exit 1)")                                                               \
+  X(COLLECTOR_HOST_FAILING, 5002, "tracegate-collector",                      \
+    "warning: a host failed and is started again every few seconds; the "     \
+    "host, the reason and the failure count follow (said again only when "    \
+    "the reason changes)")                                                    \
+  X(COLLECTOR_HTTP_SOURCE_LIMIT, 5003, "tracegate-collector",                 \
+    "warning: an address holds max_conns_per_source connections to the "      \
+    "HTTP server: new ones from it are closed; the address and how many "     \
+    "follow")                                                                 \
+  X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
+    "warning: the HTTP server holds max_conns connections: new ones are "     \
+    "closed; how many, and the latest address, follow")                       \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
     "or the kernel has none); the instance and the reason follow")            \
@@ -404,6 +482,11 @@ const char *tg_notice_tag(tg_notice_t n);
  * NUL-terminated string), cutting the text's end if it must: for a reason
  * written by one module that another sends on. */
 void tg_notice_prefix(char *buf, size_t cap, tg_notice_t n);
+
+/* "|n|'s tag, a space, |text|" into |buf| (|cap| bytes, cut to fit);
+ * returns |buf| (or "" when |cap| is 0): a coded reason to send on. */
+const char *tg_notice_coded(char *buf, size_t cap, tg_notice_t n,
+                            const char *text);
 
 /* The tag of TG_N_|name|, for a format's "%s". */
 #define TG_NOTE(name) tg_notice_tag(TG_N_##name)

@@ -55,6 +55,12 @@ sentence: `grep -F '[TG-1011]'`. For whole outcomes prefer the
 machine-readable channels: the exit status, `--summary-json`,
 `--json`, the collector's API and `/metrics`.
 
+The relay's audit trail gives each line's reason its code as a field of
+its own (`TIME IDENTITY ADDRESS WHAT VERDICT CODE REASON`,
+[security.md](security.md#audit-trail)); a refusal the tracing service
+sends a consumer carries its code before the words, as the client shows
+it.
+
 Several lines may carry one code when they say the same thing (the
 single-host and the fleet recorder both stop on Ctrl-C with
 `[TG-1003]`). A reason passed on from another program keeps its own code

@@ -99,7 +99,8 @@ static void word(char *dst, const char *src) {
 
 void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
                     const char *address, const char *what, const char *verdict,
-                    const char *fmt, ...) {
+                    tg_notice_t code, const char *fmt, ...) {
+  const char *tag = tg_notice_tag(code);
   char id[WORD_MAX], addr[WORD_MAX], w[WORD_MAX], vd[WORD_MAX];
   word(id, identity);
   word(addr, address);
@@ -113,23 +114,24 @@ void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
   for (char *p = reason; *p; p++)
     if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = ' ';
   if (a && a->syslog) {
-    syslog(LOG_NOTICE, "audit: %s %s %s %s %s", id, addr, w, vd, reason);
+    syslog(LOG_NOTICE, "audit: %s %s %s %s %s %s", id, addr, w, vd, tag,
+           reason);
     return;
   }
   if (!a || a->fd < 0) {
-    TG_INFO("audit: %s %s %s %s %s", id, addr, w, vd, reason);
+    TG_INFO("audit: %s %s %s %s %s %s", id, addr, w, vd, tag, reason);
     return;
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  char line[AUDIT_LINE_MAX + 5 * WORD_MAX];
+  char line[AUDIT_LINE_MAX + 6 * WORD_MAX];
   int n = snprintf(line, sizeof(line),
-                   "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s %s %s %s\n",
+                   "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s %s %s %s %s\n",
                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, id, addr, w, vd,
-                   reason);
+                   tag, reason);
   if (n < 0) return;
   size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
   line[len - 1] = '\n';

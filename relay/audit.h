@@ -1,14 +1,17 @@
 /* The relay's audit trail: one line per decision that matters.
  *
- *   TIME IDENTITY ADDRESS WHAT VERDICT REASON...
- *   2024-05-02T10:11:12.345Z bob 10.0.0.7:51234 EnableTracing deny role observe does not allow EnableTracing
- *   2024-05-02T10:11:12.001Z alice 10.0.0.5:40022 connect allow role record
- *   2024-05-02T10:13:40.870Z alice 10.0.0.5:40022 disconnect end peer closed the connection (...)
+ *   TIME IDENTITY ADDRESS WHAT VERDICT CODE REASON...
+ *   2024-05-02T10:11:12.345Z bob 10.0.0.7:51234 EnableTracing deny [TG-4027] role observe does not allow EnableTracing
+ *   2024-05-02T10:11:12.001Z alice 10.0.0.5:40022 connect allow [TG-4001] role record
+ *   2024-05-02T10:13:40.870Z alice 10.0.0.5:40022 disconnect end [TG-4036] the client closed the connection
  *
  * WHAT is a method name, or connect / disconnect for connections; VERDICT
- * is allow or deny (end for disconnects). Fields are single words with
- * anything unprintable or blank replaced, so a client-chosen string cannot
- * forge a field or a second line; REASON is the rest of the line.
+ * is allow or deny (end for disconnects, suppressed for a count of lines
+ * held back); CODE is the reason's notice code (common/notice.h), the
+ * field a script matches: REASON's words may change. Fields are single
+ * words with anything unprintable or blank replaced, so a client-chosen
+ * string cannot forge a field or a second line; REASON is the rest of the
+ * line.
  *
  * Lines go to a file (opened for append, one write() per line, reopened on
  * SIGHUP for log rotation), to syslog(3) (--stdio: the log is stderr, which
@@ -28,6 +31,7 @@
 #include <stdint.h>
 
 #include "common/line_limit.h"
+#include "common/notice.h"
 
 typedef struct tg_relay_audit tg_relay_audit_t;
 
@@ -43,10 +47,12 @@ int tg_relay_audit_open_syslog(const char *ident, tg_relay_audit_t **out);
 int tg_relay_audit_reopen(tg_relay_audit_t *a, char *err, size_t errlen);
 void tg_relay_audit_close(tg_relay_audit_t *a);
 
-/* Writes one line. |identity|, |address|, |what| NULL or "" print as "-". */
+/* Writes one line. |identity|, |address|, |what| NULL or "" print as "-";
+ * |code| is the reason's (TG_N_NONE prints as [TG-0000]). */
 void tg_relay_audit(tg_relay_audit_t *a, const char *identity,
                     const char *address, const char *what, const char *verdict,
-                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+                    tg_notice_t code, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* --- rate limit of denial lines, per connection --------------------------- */
 

@@ -74,7 +74,7 @@ void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
             b->replay_adopted, b->replay_copied);
     audit_suppressed(b, tg_relay_audit_limit_flush(&b->deny_limit));
     tg_relay_audit(b->env->audit, b->identity, b->addr, "disconnect", "end",
-                   "%s", b->close_why);
+                   b->close_code, "%s", b->close_why);
   }
   uv_close((uv_handle_t *)&b->timer, on_timer_closed);
 }
@@ -324,7 +324,7 @@ static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     TG_WARN("%s@%s: %s: %s", tg__bridge_who(b), b->addr, v->method, v->reason);
   if (v->audit)
     tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
-                   v->allowed ? "allow" : "deny", "%s", v->reason);
+                   v->allowed ? "allow" : "deny", v->code, "%s", v->reason);
   send_lease(b);
 }
 
@@ -333,6 +333,7 @@ static void lease_reply(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
 static void audit_suppressed(tg_relay_bridge_t *b, uint64_t n) {
   if (n == 0) return;
   tg_relay_audit(b->env->audit, b->identity, b->addr, "denials", "suppressed",
+                 TG_N_RELAY_AUDIT_SUPPRESSED,
                  "%" PRIu64 " more denials suppressed (at most %d lines a "
                  "second after %d)", n, TG_AUDIT_DENIALS_PER_S,
                  TG_AUDIT_DENIAL_BURST);
@@ -366,8 +367,11 @@ static void report(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
       return; /* counted, reported with the next line written */
     audit_suppressed(b, held);
   }
+  tg_notice_t code = v->code           ? v->code
+                     : v->allowed ? TG_N_RELAY_CALL_ALLOWED
+                                  : TG_N_RELAY_CALL_DENIED;
   tg_relay_audit(b->env->audit, b->identity, b->addr, v->method,
-                 v->allowed ? "allow" : "deny", "%s",
+                 v->allowed ? "allow" : "deny", code, "%s",
                  v->reason[0] ? v->reason : v->allowed ? "ok" : "denied");
 }
 
@@ -588,6 +592,8 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
           tg__bridge_who(b), b->addr, outcome, b->detach_key);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "Detach",
                  detached ? "allow" : "deny",
+                 detached ? TG_N_RELAY_SESSION_DETACHED
+                          : TG_N_RELAY_DETACH_FAILED,
                  "link dropped: session %s under key '%s'", outcome,
                  b->detach_key);
   b->state = B_CLOSING;
@@ -755,6 +761,10 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
    * string onto itself is undefined. */
   if (why != b->close_why)
     snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  if (b->close_code == TG_N_NONE)
+    b->close_code = status == TG_EPEER_CLOSED ? TG_N_RELAY_CLIENT_CLOSED
+                    : status == TG_ETIMEOUT   ? TG_N_RELAY_IDLE_CLOSED
+                                              : TG_N_RELAY_CLOSED;
   if (b->client_open) tg_transport_close(b->client, status);
   /* After the close, whose last flush and the compressor's remains went
    * to the segment: it holds every frame sent. */
@@ -783,6 +793,7 @@ void tg_relay_bridge_close_all(tg_relay_env_t *env, const char *why) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &env->bridges) {
     tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
+    if (b->close_code == TG_N_NONE) b->close_code = TG_N_RELAY_SHUTDOWN;
     tg__bridge_close(b, 0, why);
   }
 }

@@ -72,6 +72,9 @@ struct tg_relay_bridge {
   bool authorized; /* the connection got past the identity check */
 
   char close_why[420];
+  /* The code of |close_why| for the audit trail's disconnect line; set by
+   * the first close (TG_N_NONE until then). */
+  tg_notice_t close_code;
   char refusal[TG_AUTHZ_IDENTITY_MAX + 160]; /* for the client (B_REFUSING) */
   char detach_key[300];
   tg_replay_window_t *win; /* the session key's replay window, held */

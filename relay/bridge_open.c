@@ -19,9 +19,11 @@
 /* --- unverified peers -------------------------------------------------------- */
 
 /* Whether a refusal's lines fit |l|'s budget; when they do and earlier
- * ones were held back, says how many first ("refusals of |whom|"). */
+ * ones were held back, says how many first. |budget| names the budget in
+ * the audit line (budget=unverified or budget=verified, a token a script
+ * matches); |whom| says it in words. */
 static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
-                             const char *whom) {
+                             const char *budget, const char *whom) {
   uint64_t held = 0;
   if (!tg_relay_audit_limit_take(l, uv_now(env->loop), &held)) return false;
   if (held) {
@@ -29,16 +31,18 @@ static bool refusal_line_due(tg_relay_env_t *env, tg_relay_audit_limit_t *l,
             "most %d a second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
             TG_AUDIT_DENIAL_BURST);
     tg_relay_audit(env->audit, NULL, "-", "connect", "suppressed",
-                   "%" PRIu64 " more refusals of %s (at most %d lines a "
-                   "second after %d)", held, whom, TG_AUDIT_DENIALS_PER_S,
-                   TG_AUDIT_DENIAL_BURST);
+                   TG_N_RELAY_AUDIT_SUPPRESSED,
+                   "%" PRIu64 " more refusals of %s (budget=%s, at most %d "
+                   "lines a second after %d)", held, whom, budget,
+                   TG_AUDIT_DENIALS_PER_S, TG_AUDIT_DENIAL_BURST);
   }
   return true;
 }
 
 void tg_relay_deny_unverified(tg_relay_env_t *env, tg_notice_t code,
                               const char *addr, const char *fmt, ...) {
-  if (!refusal_line_due(env, &env->unverified_limit, "unverified peers"))
+  if (!refusal_line_due(env, &env->unverified_limit, "unverified",
+                        "unverified peers"))
     return;
   char why[512];
   va_list ap;
@@ -46,7 +50,7 @@ void tg_relay_deny_unverified(tg_relay_env_t *env, tg_notice_t code,
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
   TG_WARN("%s -@%s: connection refused: %s", tg_notice_tag(code), addr, why);
-  tg_relay_audit(env->audit, NULL, addr, "connect", "deny", "%s", why);
+  tg_relay_audit(env->audit, NULL, addr, "connect", "deny", code, "%s", why);
 }
 
 size_t tg_relay_bridge_live(const tg_relay_env_t *env) {
@@ -127,18 +131,21 @@ static void start_filter(tg_relay_bridge_t *b) {
 
 /* A verified client's connection refused: counted, and said in the log
  * and the audit trail within env->refused_limit. */
-static void say_refused(tg_relay_bridge_t *b, const char *why) {
+static void say_refused(tg_relay_bridge_t *b, tg_notice_t code,
+                        const char *why) {
   b->env->refused++;
-  if (!refusal_line_due(b->env, &b->env->refused_limit, "verified clients"))
+  if (!refusal_line_due(b->env, &b->env->refused_limit, "verified",
+                        "verified clients"))
     return;
   TG_WARN("%s %s@%s: connection refused: %s", TG_NOTE(RELAY_REFUSED),
           tg__bridge_who(b), b->addr, why);
-  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                 why);
+  tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "deny", code,
+                 "%s", why);
 }
 
-static void refuse(tg_relay_bridge_t *b, int status, const char *why) {
-  say_refused(b, why);
+static void refuse(tg_relay_bridge_t *b, tg_notice_t code, int status,
+                   const char *why) {
+  say_refused(b, code, why);
   tg__bridge_close(b, status, why);
 }
 
@@ -150,7 +157,7 @@ static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
     __attribute__((format(printf, 4, 5)));
 static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
                            const char *why, const char *fmt, ...) {
-  say_refused(b, why);
+  say_refused(b, code, why);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(b->refusal, sizeof(b->refusal), fmt, ap);
@@ -178,8 +185,9 @@ static void admit_without_service(tg_relay_bridge_t *b, tg_authz_role_t role,
   char why[300];
   snprintf(why, sizeof(why), "the tracing service is not running: cannot "
            "reach %.200s: %s", b->env->consumer_socket, tg_strerror(err));
-  say_refused(b, why);
+  say_refused(b, TG_N_RELAY_NO_SERVICE, why);
   snprintf(b->close_why, sizeof(b->close_why), "%s", why);
+  b->close_code = TG_N_RELAY_NO_SERVICE;
   /* For the client, without the socket's path (the relay's own business). */
   snprintf(b->refusal, sizeof(b->refusal), "relay: the tracing service on "
            "the relay's host is not running (%s): is tracegated running?",
@@ -227,7 +235,8 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
   TG_INFO("%s %s@%s: connected with role %s%s", TG_NOTE(RELAY_CONNECTED),
           tg__bridge_who(b), b->addr, tg_authz_role_name(role), tls);
   tg_relay_audit(b->env->audit, b->identity, b->addr, "connect", "allow",
-                 "role %s%s", tg_authz_role_name(role), tls);
+                 TG_N_RELAY_CONNECTED, "role %s%s", tg_authz_role_name(role),
+                 tls);
 }
 
 /* Connections |id| holds: admitted and not closing (a detaching one still
@@ -249,7 +258,7 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
     /* on_close follows. */
     const char *detail = tg_tls_chan_error(ch);
     b->env->refused++;
-    tg_relay_deny_unverified(b->env, TG_N_RELAY_REFUSED, b->addr,
+    tg_relay_deny_unverified(b->env, TG_N_RELAY_TLS_HANDSHAKE_FAILED, b->addr,
                              "TLS handshake failed: %s%s%s",
                              tg_strerror(status), detail[0] ? ": " : "",
                              detail);
@@ -258,7 +267,8 @@ static void on_handshake(tg_tls_chan_t *ch, int status) {
   const char *id = tg_tls_chan_peer_identity(ch);
   snprintf(b->identity, sizeof(b->identity), "%s", id ? id : "");
   if (!id) {
-    refuse(b, TG_EDENIED, "the client certificate names no usable identity");
+    refuse(b, TG_N_RELAY_NOT_AUTHORIZED, TG_EDENIED,
+           "the client certificate names no usable identity");
     return;
   }
   tg_authz_role_t role = tg_authz_role(b->env->authz, id);
@@ -344,8 +354,8 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
     snprintf(why, sizeof(why), "cannot reach the tracing service at %s: %s",
              env->consumer_socket, tg_strerror(rv));
     TG_ERROR("%s", why);
-    tg_relay_audit(env->audit, b->identity, b->addr, "connect", "deny", "%s",
-                   why);
+    tg_relay_audit(env->audit, b->identity, b->addr, "connect", "deny",
+                   TG_N_RELAY_NO_SERVICE, "%s", why);
     tg__bridge_close(b, rv, why);
     return rv;
   }
@@ -356,6 +366,6 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
   TG_INFO("%s %s@stdio: connected with role record", TG_NOTE(RELAY_CONNECTED),
           b->identity);
   tg_relay_audit(env->audit, b->identity, b->addr, "connect", "allow",
-                 "role record (--stdio)");
+                 TG_N_RELAY_CONNECTED, "role record (--stdio)");
   return 0;
 }

@@ -10,7 +10,9 @@
 #include "relay/filter_internal.h"
 #include "tracegate/error.h"
 
-void tg__relay_say(tg_relay_verdict_t *v, const char *fmt, ...) {
+void tg__relay_say(tg_relay_verdict_t *v, tg_notice_t code, const char *fmt,
+                   ...) {
+  v->code = code;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(v->reason, sizeof(v->reason), fmt, ap);

@@ -22,9 +22,9 @@
 
 /* --- the verdict's words (filter_frames.c) -------------------------------- */
 
-/* Sets |v->reason|, truncated. */
-void tg__relay_say(tg_relay_verdict_t *v, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Sets |v->code| and |v->reason| (truncated). */
+void tg__relay_say(tg_relay_verdict_t *v, tg_notice_t code, const char *fmt,
+                   ...) __attribute__((format(printf, 3, 4)));
 void tg__relay_set_method(tg_relay_verdict_t *v, const char *method);
 
 /* --- frames (filter_frames.c) ----------------------------------------------

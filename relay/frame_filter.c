@@ -108,7 +108,8 @@ static void session_left(tg_relay_filter_t *f) {
  * service answered first, its reply would be taken for the other's. Says
  * why; the caller refuses the call. */
 static void reused_id(tg_relay_filter_t *f, tg_relay_verdict_t *v) {
-  tg__relay_say(v, "request id %" PRIu64 " is still in flight: a reply "
+  tg__relay_say(v, TG_N_RELAY_REQUEST_ID_REFUSED,
+                "request id %" PRIu64 " is still in flight: a reply "
                 "must answer exactly one call", v->request_id);
   f->stats.in_flight_reused++;
 }
@@ -133,12 +134,14 @@ static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
   }
   if (name && !strcmp(name, CONSUMER_PORT)) {
     if (TG_RELAY_OWN_REQUEST_ID(v->request_id)) {
-      tg__relay_say(v, "request id %" PRIu64 " is reserved for the relay",
+      tg__relay_say(v, TG_N_RELAY_REQUEST_ID_REFUSED,
+                    "request id %" PRIu64 " is reserved for the relay",
                     v->request_id);
       return refuse_bind(f, v, out);
     }
     if (tg__relay_track(f, v->request_id, TG_TRACK_BIND_CONSUMER) < 0) {
-      tg__relay_say(v, "too many calls in flight (%d)",
+      tg__relay_say(v, TG_N_RELAY_TOO_MANY_CALLS,
+                    "too many calls in flight (%d)",
                     TG_RELAY_FILTER_MAX_TRACKED);
       return refuse_bind(f, v, out);
     }
@@ -159,7 +162,8 @@ static int on_bind(tg_relay_filter_t *f, const tg_ipc_frame_t *fr,
   for (; name && name[i] && i < sizeof(shown) - 1; i++)
     shown[i] = name[i] > 0x20 && name[i] < 0x7f ? name[i] : '?';
   shown[i] = 0;
-  tg__relay_say(v, "no service '%s' here (ConsumerPort and TracegateRelay "
+  tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                "no service '%s' here (ConsumerPort and TracegateRelay "
                 "are)", shown);
   return refuse_bind(f, v, out);
 }
@@ -193,7 +197,7 @@ static int check_enable(const uint8_t *args, size_t alen,
   bool path = c && c->output_path;
   perfetto__protos__enable_tracing_request__free_unpacked(req, NULL);
   if (!wif && !path) return 1;
-  tg__relay_say(v, "%s%s", write_into_file_refusal,
+  tg__relay_say(v, TG_N_RELAY_WRITE_INTO_FILE, "%s%s", write_into_file_refusal,
                 path && !wif ? " (output_path is set)" : "");
   reply->state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
   reply->disabled = 1;
@@ -213,7 +217,7 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
              : (ProtobufCMessage *)perfetto__protos__attach_request__unpack(
                    NULL, alen, args);
   if (!msg) {
-    tg__relay_say(v, "%sRequest does not decode",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED, "%sRequest does not decode",
                   detach ? "Detach" : "Attach");
     return -1;
   }
@@ -223,10 +227,11 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
   int rv = -1;
   char ns[TG_DETACH_KEY_MAX + 1];
   if (!tg_relay_key_valid(key, &why)) {
-    tg__relay_say(v, "%s", why);
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED, "%s", why);
   } else if ((size_t)snprintf(ns, sizeof(ns), "%s/%s", f->identity, key) >=
              sizeof(ns)) {
-    tg__relay_say(v, "identity and key longer than %d characters together",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "identity and key longer than %d characters together",
                   TG_DETACH_KEY_MAX);
   } else {
     char *old = key;
@@ -236,9 +241,11 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
     if (n <= cap) {
       protobuf_c_message_pack(msg, args_out);
       rv = (int)n;
-      tg__relay_say(v, "key '%s' namespaced as '%s'", old, ns);
+      tg__relay_say(v, TG_N_RELAY_KEY_SCOPED,
+                    "key '%s' namespaced as '%s'", old, ns);
     } else {
-      tg__relay_say(v, "%sRequest too large", detach ? "Detach" : "Attach");
+      tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                    "%sRequest too large", detach ? "Detach" : "Attach");
     }
     /* Put the unpacked string back before freeing. */
     if (detach) ((Perfetto__Protos__DetachRequest *)msg)->key = old;
@@ -261,21 +268,25 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   if (!name) {
     snprintf(v->method, sizeof(v->method), "ConsumerPort.#%" PRIu32,
              im->method_id);
-    tg__relay_say(v, "unknown method id %" PRIu32, im->method_id);
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "unknown method id %" PRIu32, im->method_id);
     return tg__relay_deny(f, v, drop, NULL, out);
   }
   tg__relay_set_method(v, name);
   if (TG_RELAY_OWN_REQUEST_ID(v->request_id)) {
     /* Its reply would pass for the reply to one of the relay's own calls. */
-    tg__relay_say(v, "request id %" PRIu64 " is reserved for the relay",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_ID_REFUSED,
+                  "request id %" PRIu64 " is reserved for the relay",
                   v->request_id);
     return tg__relay_deny_call(f, v, drop, name, out);
   }
   if (!tg_authz_allows(role, name)) {
     if (role == TG_ROLE_NONE)
-      tg__relay_say(v, "identity is not in the authorization file");
+      tg__relay_say(v, TG_N_RELAY_NOT_AUTHORIZED,
+                    "identity is not in the authorization file");
     else
-      tg__relay_say(v, "role %s does not allow %s", tg_authz_role_name(role),
+      tg__relay_say(v, TG_N_RELAY_ROLE_DENIES,
+                    "role %s does not allow %s", tg_authz_role_name(role),
                     name);
     return tg__relay_deny_call(f, v, drop, name, out);
   }
@@ -299,15 +310,19 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
       goto done;
     }
     if (ok < 0) {
-      tg__relay_say(v, "EnableTracingRequest does not decode");
+      tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                    "EnableTracingRequest does not decode");
       goto fail;
     }
     char fallback[64];
     snprintf(fallback, sizeof(fallback), "~relay-%s-%" PRIu32,
              f->session_tag[0] ? f->session_tag : "0", f->n_unnamed + 1);
     if (tg_relay_scope_enable(f->identity, fallback, args, alen, &scoped,
-                              v->reason, sizeof(v->reason)) < 0)
+                              v->reason, sizeof(v->reason)) < 0) {
+      v->code = TG_N_RELAY_SESSION_REFUSED;
       goto fail;
+    }
+    v->code = TG_N_RELAY_SESSION_SCOPED;
     f->n_unnamed++;
     args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
     alen = tg_buf_size(&scoped);
@@ -317,8 +332,11 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
                          ? f->n_owned
                          : TG_RELAY_FILTER_MAX_OWNED;
     if (tg_relay_scope_clone(f->identity, f->owned, n_owned, args, alen,
-                             &scoped, v->reason, sizeof(v->reason)) < 0)
+                             &scoped, v->reason, sizeof(v->reason)) < 0) {
+      v->code = TG_N_RELAY_SESSION_REFUSED;
       goto fail;
+    }
+    v->code = TG_N_RELAY_SESSION_SCOPED;
     args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
     alen = tg_buf_size(&scoped);
   } else if (!strcmp(name, "QueryServiceState")) {
@@ -336,7 +354,7 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   }
   /* With no reply coming there is nothing to follow. */
   if (!drop && tg__relay_track(f, v->request_id, kind) < 0) {
-    tg__relay_say(v, "too many calls in flight (%d)",
+    tg__relay_say(v, TG_N_RELAY_TOO_MANY_CALLS, "too many calls in flight (%d)",
                   TG_RELAY_FILTER_MAX_TRACKED);
     goto fail;
   }
@@ -379,7 +397,8 @@ static int on_invoke(tg_relay_filter_t *f, tg_authz_role_t role,
     return on_consumer_call(f, role, im, out, v);
   snprintf(v->method, sizeof(v->method), "service#%" PRIu32 ".#%" PRIu32,
            im->service_id, im->method_id);
-  tg__relay_say(v, "service id %" PRIu32 " is not bound on this connection",
+  tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                "service id %" PRIu32 " is not bound on this connection",
                 im->service_id);
   return tg__relay_deny(f, v, im->has_drop_reply && im->drop_reply, NULL, out);
 }
@@ -395,7 +414,8 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
     f->stats.undecodable++;
     v->frame = TG_RELAY_FRAME_GARBAGE;
     tg__relay_set_method(v, "-");
-    tg__relay_say(v, "a frame of %zu bytes does not decode as an IPCFrame",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "a frame of %zu bytes does not decode as an IPCFrame",
                   len);
     return 0;
   }
@@ -428,7 +448,8 @@ int tg_relay_filter_client(tg_relay_filter_t *f, tg_authz_role_t role,
   if (kind) {
     f->stats.refused_kinds++;
     tg__relay_set_method(v, kind);
-    tg__relay_say(v, "%s is not something a client may send",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "%s is not something a client may send",
                   strcmp(kind, "set_peer_identity")
                       ? kind
                       : "set_peer_identity (identity comes from the "
@@ -566,7 +587,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     f->stats.upstream_garbage++;
     v->frame = TG_RELAY_FRAME_GARBAGE;
     v->action = TG_RELAY_DROP;
-    tg__relay_say(v, "a frame of %zu bytes from the service does not decode",
+    tg__relay_say(v, TG_N_RELAY_SERVICE_GARBAGE,
+                  "a frame of %zu bytes from the service does not decode",
                   len);
     return 0;
   }
@@ -578,7 +600,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     f->stats.unmatched++;
     v->action = TG_RELAY_DROP;
     tg__relay_set_method(v, "reply");
-    tg__relay_say(v, "the service answered request %" PRIu64 ", which is "
+    tg__relay_say(v, TG_N_RELAY_SERVICE_GARBAGE,
+                  "the service answered request %" PRIu64 ", which is "
                   "not in flight", request_id);
     return 0;
   }
@@ -594,7 +617,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
     f->stats.unmatched++;
     v->action = TG_RELAY_DROP;
     tg__relay_set_method(v, "reply");
-    tg__relay_say(v, "the service answered request %" PRIu64 " (a method "
+    tg__relay_say(v, TG_N_RELAY_SERVICE_GARBAGE,
+                  "the service answered request %" PRIu64 " (a method "
                   "call) as a BindService", request_id);
     return 0;
   }
@@ -635,7 +659,8 @@ int tg_relay_filter_upstream(tg_relay_filter_t *f, const uint8_t *payload,
         f->stats.upstream_garbage++;
         v->frame = TG_RELAY_FRAME_GARBAGE;
         v->action = TG_RELAY_DROP;
-        tg__relay_say(v, "a QueryServiceState reply from the service does "
+        tg__relay_say(v, TG_N_RELAY_SERVICE_GARBAGE,
+                      "a QueryServiceState reply from the service does "
                       "not decode");
       }
       break;

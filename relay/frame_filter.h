@@ -66,6 +66,7 @@
 #include "auth/authz.h"
 #include "relay/relay_service.h"
 #include "common/buf.h"
+#include "common/notice.h"
 
 #define TG_RELAY_FILTER_MAX_METHODS 32
 #define TG_RELAY_FILTER_METHOD_NAME_MAX 48
@@ -179,8 +180,9 @@ typedef struct tg_relay_verdict {
   /* "EnableTracing", "BindService", "set_peer_identity", ... */
   char method[TG_RELAY_FILTER_METHOD_NAME_MAX + 16];
   /* Why it was denied or dropped, or what was rewritten; "" if nothing to
-   * say. */
+   * say. |code| names it for the audit trail (TG_N_NONE: nothing said). */
   char reason[256];
+  tg_notice_t code;
 } tg_relay_verdict_t;
 
 typedef struct tg_relay_filter_stats {

@@ -47,9 +47,11 @@ void tg__relay_lease_bind_reply(tg_relay_filter_t *f, const uint8_t *bind,
   if (r) protobuf_c_message_free_unpacked(&r->base, NULL);
   v->allowed = f->lease == TG_LEASE_BOUND;
   if (v->allowed)
-    tg__relay_say(v, "the service keeps sessions past a lost connection");
+    tg__relay_say(v, TG_N_RELAY_LEASE,
+                  "the service keeps sessions past a lost connection");
   else
-    tg__relay_say(v, "the service has no %s (Perfetto's traced?): a session "
+    tg__relay_say(v, TG_N_RELAY_LEASE,
+                  "the service has no %s (Perfetto's traced?): a session "
                   "survives its client's lost link (the relay detaches it) "
                   "but not a crash of the relay", TG_RELAY_LEASE_SERVICE);
 }
@@ -76,11 +78,13 @@ void tg__relay_lease_reply(tg_relay_filter_t *f, const uint8_t *reply,
       if (ff.id == 1 && ff.type == TG_PB_WT_VARINT) ms = ff.value;
   }
   if (success)
-    tg__relay_say(v, "the service keeps the session of key '%s/%s' for "
+    tg__relay_say(v, TG_N_RELAY_LEASE,
+                  "the service keeps the session of key '%s/%s' for "
                   "%" PRIu64 " ms if the relay goes away", f->identity,
                   f->lease_key, ms);
   else
-    tg__relay_say(v, "the service refused a disconnect lease for key "
+    tg__relay_say(v, TG_N_RELAY_LEASE,
+                  "the service refused a disconnect lease for key "
                   "'%s/%s': a crash of the relay would end the session",
                   f->identity, f->lease_key);
   if (!success) f->lease_key[0] = 0;

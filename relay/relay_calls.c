@@ -28,7 +28,7 @@ typedef enum call_outcome {
 /* A body built by relay_service.c: answered, or refused with why not. */
 static call_outcome_t built(int rv, tg_relay_verdict_t *v) {
   if (rv >= 0) return CALL_ANSWER;
-  tg__relay_say(v, "%s", tg_strerror(rv));
+  tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s", tg_strerror(rv));
   return CALL_REFUSE;
 }
 
@@ -40,12 +40,13 @@ static call_outcome_t set_session_key(tg_relay_filter_t *f, bool drop,
   if (tg_relay_service_parse_session_key(args, alen, key, sizeof(key),
                                          &why) < 0 ||
       strlen(f->identity) + 1 + strlen(key) > TG_DETACH_KEY_MAX) {
-    tg__relay_say(v, "%s",
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED, "%s",
                   why[0] ? why : "identity and key too long together");
     return CALL_REFUSE;
   }
   memcpy(f->session_key, key, strlen(key) + 1);
-  tg__relay_say(v, "resume key '%s/%s'", f->identity, key);
+  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED,
+                "resume key '%s/%s'", f->identity, key);
   v->audit = true;
   v->effect.kind = TG_RELAY_EFFECT_SESSION_KEY_SET;
   v->effect.session_key.reply = !drop;
@@ -95,7 +96,7 @@ static call_outcome_t replay_call(const tg_relay_filter_t *f,
   /* What Resume sends again is trace data: ReadBuffers' role. */
   bool may_read = tg_authz_allows(role, "ReadBuffers");
   if (!ok_args || !may_read || !f->session_key[0] || (resume && drop)) {
-    tg__relay_say(v, "%s",
+    tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s",
                   !ok_args             ? "the request does not decode"
                   : !may_read          ? "the role does not allow ReadBuffers"
                   : !f->session_key[0] ? "no session key on this connection"
@@ -109,7 +110,7 @@ static call_outcome_t replay_call(const tg_relay_filter_t *f,
     return CALL_ANSWER;
   }
   v->effect.kind = TG_RELAY_EFFECT_REPLAY_RESUME;
-  tg__relay_say(v, "resume after frame %" PRIu64, seq);
+  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED, "resume after frame %" PRIu64, seq);
   v->audit = true;
   return CALL_ANSWER_LATER;
 }
@@ -126,7 +127,7 @@ static call_outcome_t set_compression(tg_relay_filter_t *f, bool drop,
       tg_relay_service_compression(args, alen, &level, &window_log, body,
                                    &why) < 0) {
     /* Without a reply the client would never know when to switch. */
-    tg__relay_say(v, "%s",
+    tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s",
                   f->compress == TG_RELAY_COMPRESS_NEVER
                       ? "compression refused by this relay (--compress never)"
                   : drop                   ? "SetCompression wants its reply"
@@ -138,7 +139,8 @@ static call_outcome_t set_compression(tg_relay_filter_t *f, bool drop,
   v->effect.kind = TG_RELAY_EFFECT_START_COMPRESSION;
   v->effect.compression.level = level;
   v->effect.compression.window_log = window_log;
-  tg__relay_say(v, "zstd level %d, window 2^%d", level, window_log);
+  tg__relay_say(v, TG_N_RELAY_CALL_ALLOWED,
+                "zstd level %d, window 2^%d", level, window_log);
   v->audit = true;
   return CALL_ANSWER;
 }
@@ -150,13 +152,15 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   bool drop = im->has_drop_reply && im->drop_reply;
   if (!name) {
     tg__relay_set_method(v, "TracegateRelay.?");
-    tg__relay_say(v, "TracegateRelay has no method id %" PRIu32,
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "TracegateRelay has no method id %" PRIu32,
                   im->method_id);
     return tg__relay_deny(f, v, drop, NULL, out);
   }
   snprintf(v->method, sizeof(v->method), "TracegateRelay.%s", name);
   if (role == TG_ROLE_NONE) {
-    tg__relay_say(v, "identity is not in the authorization file");
+    tg__relay_say(v, TG_N_RELAY_NOT_AUTHORIZED,
+                  "identity is not in the authorization file");
     return tg__relay_deny(f, v, drop, NULL, out);
   }
   const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
@@ -172,7 +176,7 @@ int tg__relay_answer_call(tg_relay_filter_t *f, tg_authz_role_t role,
                                              f->service_down,
                                              &body), v);
       } else {
-        tg__relay_say(v, "host facts unavailable");
+        tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "host facts unavailable");
         o = CALL_REFUSE;
       }
       break;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/notice.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "service/consumer_port_internal.h"
 #include "service/session_flush.h"
@@ -30,22 +31,31 @@ static void clone_reply(tg_ipc_call_t call, const char *error,
   tg_ipc_reply(&call, true, false, &r.base, -1);
 }
 
+/* A refusal carries its code before the words, as EnableTracing's do:
+ * Perfetto's clients print the error as it comes. */
+static void clone_refuse(tg_ipc_call_t call, tg_notice_t n, const char *why) {
+  char coded[320];
+  clone_reply(call, tg_notice_coded(coded, sizeof(coded), n, why), NULL);
+}
+
 /* Takes the snapshot now; the source may have ended or gone meanwhile. */
 void tg__cport_clone_finish(tg_consumer_conn_t *c, tg__flush_call_t *fc) {
   tg_session_t *src = tg__session_find(c->svc, fc->clone_src, NULL);
   if (!src) {
-    clone_reply(fc->call, "the session ended before it could be cloned", NULL);
+    clone_refuse(fc->call, TG_N_SERVICE_NO_SUCH_SESSION,
+                 "the session ended before it could be cloned");
     return;
   }
   if (c->session) {
-    clone_reply(fc->call, "this connection already has a tracing session", NULL);
+    clone_refuse(fc->call, TG_N_SERVICE_HAS_SESSION,
+                 "this connection already has a tracing session");
     return;
   }
   char err[256] = "";
   tg_session_t *s = tg__session_clone(src, c->conn, fc->trigger.name ? &fc->trigger : NULL,
                                       fc->skip_trace_filter, err, sizeof(err));
   if (!s) {
-    clone_reply(fc->call, err, NULL);
+    clone_refuse(fc->call, TG_N_SERVICE_NO_RESOURCES, err);
     return;
   }
   /* Only a clone that succeeded answers the hit: one refused above leaves
@@ -98,10 +108,16 @@ static int clone_trigger_of(tg_session_t *src,
 /* Perfetto's kBugreportSessionId: "the session a bugreport takes". */
 #define BUGREPORT_SESSION_ID UINT64_MAX
 
+/* Why a CloneSession is refused: a code and its words. */
+typedef struct clone_refusal {
+  tg_notice_t code;
+  const char *why; /* NULL: not refused */
+} clone_refusal_t;
+
 /* The session a CloneSession names, or why there is none. */
 static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
                                   const Perfetto__Protos__CloneSessionRequest *req,
-                                  const char **refusal) {
+                                  clone_refusal_t *refusal) {
   bool by_id = req->selector_case ==
                PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
   bool by_name = req->selector_case ==
@@ -114,7 +130,10 @@ static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
   if ((by_id && req->session_id == BUGREPORT_SESSION_ID) ||
       (for_bugreport && !by_id && !by_name)) {
     src = tg__session_find_for_bugreport(svc, uid);
-    if (!src) *refusal = "No tracing sessions eligible for bugreport found";
+    if (!src)
+      *refusal = (clone_refusal_t){
+          TG_N_SERVICE_NO_BUGREPORT_SESSION,
+          "No tracing sessions eligible for bugreport found"};
     return src;
   }
   if (by_name)
@@ -122,12 +141,15 @@ static tg_session_t *clone_source(tg_service_t *svc, tg_ipc_call_t call,
   else if (by_id)
     src = tg__session_find(svc, req->session_id, NULL);
   else {
-    *refusal = "session_id or unique_session_name: one is required";
+    *refusal = (clone_refusal_t){
+        TG_N_SERVICE_REQUEST_INVALID,
+        "session_id or unique_session_name: one is required"};
     return NULL;
   }
   /* Someone else's session is as good as absent: its id says nothing. */
   if (!src || !tg__session_clone_allowed(src, uid)) {
-    *refusal = "tracing session not found";
+    *refusal = (clone_refusal_t){TG_N_SERVICE_NO_SUCH_SESSION,
+                                 "tracing session not found"};
     return NULL;
   }
   return src;
@@ -139,19 +161,21 @@ void tg__cport_clone_session(tg_consumer_conn_t *c, tg_ipc_call_t call,
                              const void *arg) {
   const Perfetto__Protos__CloneSessionRequest *req = arg;
   tg_service_t *svc = c->svc;
-  const char *refusal = NULL;
+  clone_refusal_t refusal = {TG_N_NONE, NULL};
   tg_session_t *src = NULL;
   if (c->session)
-    refusal = "this connection already has a tracing session";
+    refusal = (clone_refusal_t){
+        TG_N_SERVICE_HAS_SESSION,
+        "this connection already has a tracing session"};
   else
     src = clone_source(svc, call, req, &refusal);
-  tg__flush_call_t *fc = refusal ? NULL : calloc(1, sizeof(*fc));
-  if (!refusal && (!fc || clone_trigger_of(src, req, &fc->trigger) < 0))
-    refusal = "out of memory";
+  tg__flush_call_t *fc = refusal.why ? NULL : calloc(1, sizeof(*fc));
+  if (!refusal.why && (!fc || clone_trigger_of(src, req, &fc->trigger) < 0))
+    refusal = (clone_refusal_t){TG_N_SERVICE_NO_RESOURCES, "out of memory"};
   if (fc) fc->skip_trace_filter = req->has_skip_trace_filter && req->skip_trace_filter;
-  if (refusal) {
+  if (refusal.why) {
     if (fc) tg__flush_call_free(fc);
-    clone_reply(call, refusal, NULL);
+    clone_refuse(call, refusal.code, refusal.why);
     return;
   }
   fc->call = call;

@@ -11,6 +11,7 @@
 #include "pb/common/observable_events.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "service/consumer_port_internal.h"
 #include "service/session_flush.h"
 
@@ -141,7 +142,11 @@ static void on_freed(tg_session_t *s, void *ctx) {
   }
 }
 
-static void enable_reply_error(tg_ipc_call_t call, const char *error) {
+/* |error| NULL: a refusal already coded (tg__session_create's). */
+static void enable_reply_error(tg_ipc_call_t call, tg_notice_t n,
+                               const char *error) {
+  char coded[320];
+  if (n != TG_N_NONE) error = tg_notice_coded(coded, sizeof(coded), n, error);
   Perfetto__Protos__EnableTracingResponse r =
       PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
   r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
@@ -172,7 +177,8 @@ void tg__cport_enable_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
     /* After Attach: the consumer wants the end-of-tracing notification. */
     if (fd >= 0) close(fd);
     if (!c->session || enable_call_pending(svc, c->session)) {
-      enable_reply_error(call, "attach_notification_only: no attached session");
+      enable_reply_error(call, TG_N_SERVICE_REQUEST_INVALID,
+                         "attach_notification_only: no attached session");
       return;
     }
     c->has_enable_call = true;
@@ -181,12 +187,14 @@ void tg__cport_enable_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
     if (c->session->state == TG_SESSION_DISABLED) reply_disabled(c);
     return;
   }
-  const char *refusal = c->session ? "this connection already has a tracing session"
-                        : !req->has_config ? "trace_config: missing"
-                                          : NULL;
-  if (refusal) {
+  if (c->session || !req->has_config) {
     if (fd >= 0) close(fd);
-    enable_reply_error(call, refusal);
+    if (c->session)
+      enable_reply_error(call, TG_N_SERVICE_HAS_SESSION,
+                         "this connection already has a tracing session");
+    else
+      enable_reply_error(call, TG_N_SERVICE_REQUEST_INVALID,
+                         "trace_config: missing");
     return;
   }
   char err[512] = "";
@@ -205,7 +213,7 @@ void tg__cport_enable_tracing(tg_consumer_conn_t *c, tg_ipc_call_t call,
                                        call.conn, &obs, err, sizeof(err));
   if (!s) {
     TG_INFO("consumer pid %d: config refused: %s", (int)call.conn->chan.peer_pid, err);
-    enable_reply_error(call, err);
+    enable_reply_error(call, TG_N_NONE, err);
     return;
   }
   c->session = s;

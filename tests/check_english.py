@@ -8,8 +8,12 @@ tests/**/*.c for a string literal holding a phrase (two words) that is
 searched for in a program's stderr or log:
 
   strstr(c.err, "...")           strstr(err, "...")   strstr(tty, "...")
+  strstr(x->v.reason, "...")     strstr(w.last, "...") (a verdict, a log line)
   fleet_cli_read_until(c, "...") fleet_wait_log(path, "...")
-  tg_test_wait_file_text(log_or_err, "...")           wait_tty(..., "...")
+  tg_test_wait_file_text(log_or_err_or_audit, "...")  wait_tty(..., "...")
+  file_count(rp.audit_or_log, "...")
+  expect_audit(f, ...)  AUDIT(...)  expect_denied(x, ...)  log_lines(...)
+                                                      (any argument)
 
 A literal without a space between two words (a path, a flag, a field
 name, a quoted name) is data, not English, and passes; so do the
@@ -31,7 +35,8 @@ ALLOW = os.path.join(HERE, "check_english.allow")
 
 LIT = r'"(?:[^"\\]|\\.)*"(?:\s*"(?:[^"\\]|\\.)*")*'
 # A program's output: a child's stderr, a terminal, a log file.
-OUTPUT = r'(?:[\w.>-]*\berr\b|[\w.>-]*\.err|tty|rest|[\w.>-]*log\w*|stderr)'
+OUTPUT = (r'(?:[\w.>-]*\berr\b|[\w.>-]*\.err|tty|rest|[\w.>-]*log\w*|stderr'
+          r'|[\w.>-]*audit\w*|[\w.>-]*reason|[\w.>-]*\.last)')
 CALLS = [
     re.compile(r'strstr\(\s*' + OUTPUT + r'\s*,\s*(' + LIT + r')'),
     re.compile(r'fleet_cli_read_until\([^,]+,\s*(' + LIT + r')'),
@@ -39,7 +44,14 @@ CALLS = [
     re.compile(r'tg_test_wait_file_text\(\s*' + OUTPUT + r'\s*,\s*(' + LIT + r')'),
     re.compile(r'wait_tty\([^;]*?,\s*(' + LIT + r')\s*\)'),
     re.compile(r'expect_log\([^,]+,\s*(' + LIT + r')'),
+    re.compile(r'file_count\(\s*' + OUTPUT + r'\s*,\s*(' + LIT + r')'),
 ]
+# Calls whose every argument describes a program's output: the relay's
+# audit trail (its fields, its reason), a verdict's reason, the collector's
+# log.
+ARG_CALLS = re.compile(r'\b(?:expect_audit|audit_expect|AUDIT|expect_denied'
+                       r'|log_lines)'
+                       r'\(((?:[^;"]|' + LIT + r')*)\)\s*[;,)]')
 PHRASE = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")
 # What sanitizers and assert() print: not ours to code.
 FOREIGN = ("runtime error", "Sanitizer", "Assertion")
@@ -58,13 +70,17 @@ def scan(tests_dir):
             path = os.path.join(root, name)
             rel = os.path.relpath(path, os.path.dirname(tests_dir))
             text = open(path, errors="replace").read()
-            for rx in CALLS:
-                for m in rx.finditer(text):
-                    s = literal_text(m.group(1))
-                    if any(f in s for f in FOREIGN) or not PHRASE.search(s):
-                        continue
-                    line = text.count("\n", 0, m.start()) + 1
-                    found.setdefault(rel, []).append((line, s))
+            hits = [(m.start(), m.group(1)) for rx in CALLS
+                    for m in rx.finditer(text)]
+            hits += [(m.start(), lit.group(0))
+                     for m in ARG_CALLS.finditer(text)
+                     for lit in re.finditer(LIT, m.group(1))]
+            for at, lit in sorted(hits):
+                s = literal_text(lit)
+                if any(f in s for f in FOREIGN) or not PHRASE.search(s):
+                    continue
+                line = text.count("\n", 0, at) + 1
+                found.setdefault(rel, []).append((line, s))
     return found
 
 
@@ -85,6 +101,15 @@ SELF_TEST_BAD = r'''
                        "dead", WAIT_MS);
   tg_test_wait_file_text(f->rp.log, "session detached under key", 100);
   expect_log(f, "SIGHUP: reloaded the CRL");
+  expect_audit(f, "alice 127.0.0.1:", "connect allow role record");
+  expect_audit(f, "bob", "EnableTracing", "deny", TG_N_RELAY_ROLE_DENIES,
+               "role observe");
+  assert_true(tg_test_wait_file_text(f->rp.audit, "disconnect end", 1));
+  assert_int_equal(file_count(f->rp.audit, "connect deny"), 7);
+  expect_denied(x, 2, "not bound");
+  assert_non_null(strstr(x->v.reason, "still in flight"));
+  assert_non_null(strstr(w.last, "http: loopback has 1 connections open"));
+  assert_int_equal(log_lines(" warn ", "starting again"), 1);
 '''
 SELF_TEST_GOOD = r'''
   assert_notice_with(c.err, TG_N_SERVICE_UNREACHABLE, sock);
@@ -93,6 +118,12 @@ SELF_TEST_GOOD = r'''
   assert_null(strstr(c.err, "runtime error"));
   assert_non_null(strstr(json, "no data loss"));
   fleet_cli_read_until(&c, TG_NOTE(FLEET_LINK_DEAD), WAIT_MS);
+  expect_audit(f, "alice", "Detach", "allow", TG_N_RELAY_KEY_SCOPED, "'alice/k'");
+  assert_int_equal(audit_count(f->rp.audit, AUDIT(NULL, "connect", "deny")), 7);
+  expect_denied(x, 31, TG_N_RELAY_REQUEST_MALFORMED, "'/'");
+  assert_non_null(strstr(x->v.reason, "alice/k"));
+  assert_int_equal(log_lines(TG_N_COLLECTOR_HOST_FAILING, spec), 1);
+  assert_notice_with(w.last, TG_N_COLLECTOR_HTTP_SOURCE_LIMIT, " loopback ");
 '''
 
 
@@ -109,7 +140,12 @@ def self_test():
         found = scan(tests)
     got = sorted(s for _, s in found.get("tests/x/bad.c", []))
     want = sorted(["cannot connect to", "the link is dead",
-                   "session detached under key", "SIGHUP: reloaded the CRL"])
+                   "session detached under key", "SIGHUP: reloaded the CRL",
+                   "connect allow role record",
+                   "role observe", "disconnect end", "connect deny",
+                   "not bound", "still in flight",
+                   "http: loopback has 1 connections open",
+                   "starting again"])
     ok = got == want and "tests/x/good.c" not in found
     if not ok:
         print("check_english self-test: flagged %r, want %r; good.c: %r"

@@ -17,6 +17,7 @@
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "consumer/pbtxt.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
@@ -60,7 +61,8 @@ static int load_flight(coll_t *c) {
   tg_buf_init(&wire, FLIGHT_CONFIG_MAX);
   int rv = read_all(path, &text);
   if (rv < 0) {
-    fprintf(stderr, COLL_PROG ": %s: %s\n", path, tg_strerror(rv));
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, tg_strerror(rv));
     goto out;
   }
   tg_pbtxt_error_t perr;
@@ -68,13 +70,15 @@ static int load_flight(coll_t *c) {
                       (const char *)tg_buf_begin(&text), tg_buf_size(&text),
                       &wire, &perr);
   if (rv < 0) {
-    fprintf(stderr, COLL_PROG ": %s: %s\n", path, perr.msg);
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, perr.msg);
     goto out;
   }
   Perfetto__Protos__TraceConfig *tc = perfetto__protos__trace_config__unpack(
       NULL, tg_buf_size(&wire), tg_buf_begin(&wire));
   if (!tc) {
-    fprintf(stderr, COLL_PROG ": %s: does not encode\n", path);
+    fprintf(stderr, COLL_PROG ": %s %s: does not encode\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path);
     rv = -EINVAL;
     goto out;
   }
@@ -94,7 +98,8 @@ static int load_flight(coll_t *c) {
     bad = "trigger_config: leave it out, the collector makes it from the "
           "config's trigger lines";
   if (bad) {
-    fprintf(stderr, COLL_PROG ": %s: %s\n", path, bad);
+    fprintf(stderr, COLL_PROG ": %s %s: %s\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID), path, bad);
     perfetto__protos__trace_config__free_unpacked(tc, NULL);
     rv = -EINVAL;
     goto out;

@@ -33,6 +33,7 @@
 #include "collector/shard.h"
 #include "common/fnv1a.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
@@ -212,9 +213,10 @@ static void on_finished(tg_fleet_host_t *fh) {
   /* A host that cannot be reached fails at every restart: said once, and
    * again only when the reason changes; /api/v1/hosts counts them all. */
   if (strcmp(h->warned, fh->report.why) != 0) {
-    TG_WARN("host %s: %s; starting again every %d s (failure %" PRIu64
+    TG_WARN("%s host %s: %s; starting again every %d s (failure %" PRIu64
             "; said again when the reason changes)",
-            h->t.spec, fh->report.why, RESTART_MS / 1000, h->failures);
+            TG_NOTE(COLLECTOR_HOST_FAILING), h->t.spec, fh->report.why,
+            RESTART_MS / 1000, h->failures);
     snprintf(h->warned, sizeof(h->warned), "%s", fh->report.why);
   } else {
     TG_DEBUG("host %s: %s; starting again in %d s (failure %" PRIu64 ")",

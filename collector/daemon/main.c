@@ -11,6 +11,7 @@
 #include "collector/daemon/coll.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "common/notice.h"
 
 /* The process's one collector; static so that what it holds at exit is
  * reachable (the rings stay on the hosts: nothing to tear down). */
@@ -111,7 +112,8 @@ int main(int argc, char **argv) {
   tg_coll_config_t cfg;
   char err[1024] = "";
   if (tg_coll_config_load(config, &cfg, on_warning, NULL, err, sizeof(err)) < 0) {
-    fprintf(stderr, COLL_PROG ": %s\n", err);
+    fprintf(stderr, COLL_PROG ": %s %s\n", TG_NOTE(COLLECTOR_CONFIG_INVALID),
+            err);
     return TG_EXIT_FAIL;
   }
   if (shard && tg_coll_config_set_shard(&cfg, shard) < 0) {

@@ -50,6 +50,14 @@ static void notice_tags_and_prefixes(void **state) {
   char empty[16] = "";
   tg_notice_prefix(empty, sizeof(empty), TG_N_ABORTED);
   assert_string_equal(empty, "[TG-1004] ");
+  /* tg_notice_coded: the tag, a space and the text, cut to fit. */
+  char coded[16];
+  assert_ptr_equal(tg_notice_coded(coded, sizeof(coded), TG_N_STOPPING, "why"),
+                   coded);
+  assert_string_equal(coded, "[TG-1003] why");
+  tg_notice_coded(coded, sizeof(coded), TG_N_STOPPING, "0123456789");
+  assert_string_equal(coded, "[TG-1003] 01234");
+  assert_string_equal(tg_notice_coded(coded, 0, TG_N_STOPPING, "why"), "");
 }
 
 static void buf_grows_consumes_and_compacts(void **state) {

@@ -44,7 +44,16 @@
 #include "fleet_harness.h"
 #include "fleet_proxy.h"
 #include "fleet_trace.h"
+#include "common/notice.h"
 #include "test_proc.h"
+
+/* The audit line (in the relay's log) of |method| allowed for |code|:
+ * "METHOD allow [TG-NNNN]", relay/audit.h's fields. */
+static const char *allowed(char *buf, size_t cap, const char *method,
+                           tg_notice_t code) {
+  snprintf(buf, cap, "%s allow %s", method, tg_notice_tag(code));
+  return buf;
+}
 
 /* How many lines of |path| hold |needle| (0 if it cannot be read). */
 static size_t file_count(const char *path, const char *needle) {
@@ -101,7 +110,10 @@ static void relay_killed_and_restarted_loses_nothing(void **state) {
   assert_int_equal(raw_producer_wait_started(&p, FLEET_WAIT_MS), 0);
   /* The relay has asked tracegated to keep the session if it dies. */
   int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
-  while (file_count(fleet_in_dir("relay1.log"), "if the relay goes away") == 0) {
+  char lease[128];
+  allowed(lease, sizeof(lease), "TracegateConsumer.SetDisconnectLease",
+          TG_N_RELAY_LEASE);
+  while (file_count(fleet_in_dir("relay1.log"), lease) == 0) {
     assert_true(tg_test_now_ms() < deadline);
     usleep(20000);
   }
@@ -142,7 +154,7 @@ static void relay_killed_and_restarted_loses_nothing(void **state) {
   fleet_trace_free(&t);
   unlink(out);
   /* The new relay asked for the lease again (the CLI set its key again). */
-  assert_true(file_count(fleet_in_dir("relay2.log"), "if the relay goes away") > 0);
+  assert_true(file_count(fleet_in_dir("relay2.log"), lease) > 0);
 
   fleet_proxy_stop(&px);
   raw_producer_close(&p);
@@ -195,7 +207,10 @@ static void survive_stop(survive_t *s) {
 /* Waits until the relay's log shows |n| Resume calls. */
 static void wait_resumes(const char *log, size_t n) {
   int64_t deadline = tg_test_now_ms() + FLEET_WAIT_MS;
-  while (file_count(log, "TracegateRelay.Resume allow") < n) {
+  char resume[128];
+  allowed(resume, sizeof(resume), "TracegateRelay.Resume",
+          TG_N_RELAY_CALL_ALLOWED);
+  while (file_count(log, resume) < n) {
     assert_true(tg_test_now_ms() < deadline);
     usleep(20000);
   }

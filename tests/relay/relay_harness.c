@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_wait.h"
 #include "pb/ipc/consumer_port.pb-c.h"
@@ -106,36 +107,85 @@ size_t file_count(const char *path, const char *needle) {
   return n;
 }
 
-size_t file_lines_with(const char *path, const char *a, const char *b) {
-  char *s = slurp(path);
+/* --- the audit trail ------------------------------------------------------- */
+
+/* Whether the field at |*at| (up to a blank) is |want| (NULL: any); moves
+ * |*at| past it and the blank after it. */
+static bool field_is(const char **at, const char *want) {
+  const char *p = *at, *e = p + strcspn(p, " \n");
+  bool ok = !want || (strlen(want) == (size_t)(e - p) &&
+                      !memcmp(p, want, (size_t)(e - p)));
+  *at = *e == ' ' ? e + 1 : e;
+  return ok;
+}
+
+/* |line| (one line, NUL-terminated) matches |w|; *reason is its REASON. */
+static bool audit_line_is(const char *line, const audit_want_t *w,
+                          const char **reason) {
+  const char *at = line;
+  bool ok = field_is(&at, NULL) && field_is(&at, w->who) &&
+            field_is(&at, NULL) && field_is(&at, w->what) &&
+            field_is(&at, w->verdict) &&
+            field_is(&at, w->code ? tg_notice_tag(w->code) : NULL);
+  *reason = at;
+  return ok && (!w->data || strstr(at, w->data));
+}
+
+/* Calls each(line's REASON, ctx) for each line of |text| matching |w|;
+ * returns how many. */
+static size_t audit_each(const char *text, const audit_want_t *w,
+                         void (*each)(const char *reason, void *ctx),
+                         void *ctx) {
+  char *s = strdup(text ? text : "");
   size_t n = 0;
   for (char *line = s, *next; line && *line; line = next) {
     next = strchr(line, '\n');
     if (next) *next++ = 0;
-    if (strstr(line, a) && strstr(line, b)) n++;
+    const char *reason;
+    if (audit_line_is(line, w, &reason)) {
+      n++;
+      if (each) each(reason, ctx);
+    }
     if (!next) break;
   }
   free(s);
   return n;
 }
 
-uint64_t file_sum_after(const char *path, const char *marker,
-                        const char *also) {
+size_t audit_count(const char *path, audit_want_t w) {
+  char *s = slurp(path);
+  size_t n = audit_each(s, &w, NULL, NULL);
+  free(s);
+  return n;
+}
+
+static bool has_audit(const char *text, void *arg) {
+  return audit_each(text, arg, NULL, NULL) > 0;
+}
+
+bool audit_wait(const char *path, audit_want_t w, int timeout_ms) {
+  return tg_test_wait_file_until(path, has_audit, &w, timeout_ms);
+}
+
+void audit_expect(const relay_proc_t *rp, audit_want_t w) {
+  if (audit_wait(rp->audit, w, STEP_MS)) return;
+  relay_dump(rp);
+  fail_msg("no audit line: %s %s %s %s ... %s", w.who ? w.who : "*",
+           w.what ? w.what : "*", w.verdict ? w.verdict : "*",
+           w.code ? tg_notice_tag(w.code) : "*", w.data ? w.data : "");
+}
+
+static void add_count(const char *reason, void *ctx) {
+  char *end = NULL;
+  unsigned long long n = strtoull(reason, &end, 10);
+  if (end == reason) fail_msg("no count at the start of '%s'", reason);
+  *(uint64_t *)ctx += n;
+}
+
+uint64_t audit_sum(const char *path, audit_want_t w) {
   char *s = slurp(path);
   uint64_t sum = 0;
-  for (char *line = s, *next; line && *line; line = next) {
-    next = strchr(line, '\n');
-    if (next) *next++ = 0;
-    const char *at = strstr(line, marker);
-    if (at && strstr(line, also)) {
-      char *end = NULL;
-      unsigned long long n = strtoull(at + strlen(marker), &end, 10);
-      if (end == at + strlen(marker))
-        fail_msg("no count after '%s': %s", marker, line);
-      sum += n;
-    }
-    if (!next) break;
-  }
+  audit_each(s, &w, add_count, &sum);
   free(s);
   return sum;
 }

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "common/notice.h"
 #include "ipc/client.h"
 #include "ipc/pipe_transport.h"
 #include "tls/session.h"
@@ -70,13 +71,32 @@ void relay_dump(const relay_proc_t *rp);
 
 /* (To wait until a file holds some text: tg_test_wait_file_text.) */
 size_t file_count(const char *path, const char *needle);
-/* Lines of |path| that contain both |a| and |b|. */
-size_t file_lines_with(const char *path, const char *a, const char *b);
-/* The sum of the numbers that follow |marker| on the lines of |path| that
- * also contain |also| (the audit trail's "suppressed N more ..."). Fails
- * the test when such a line has no number there. */
-uint64_t file_sum_after(const char *path, const char *marker,
-                        const char *also);
+/* --- the audit trail ------------------------------------------------------- */
+
+/* What a line of the audit trail (relay/audit.h: TIME IDENTITY ADDRESS
+ * WHAT VERDICT CODE REASON) must hold: |who|, |what| and |verdict| equal
+ * to their fields (NULL: any), |code| the CODE field (TG_N_NONE: any),
+ * and |data| within REASON (NULL: any). */
+typedef struct audit_want {
+  const char *who, *what, *verdict;
+  tg_notice_t code;
+  const char *data;
+} audit_want_t;
+/* AUDIT(who, what, verdict, code, data): the fields left out match any. */
+#define AUDIT(...) AUDIT_(__VA_ARGS__, 0, 0, 0, 0, 0)
+#define AUDIT_(who, what, verdict, code, data, ...) \
+  ((audit_want_t){(who), (what), (verdict), (code), (data)})
+/* How many lines of the audit trail |path| match |w|. */
+size_t audit_count(const char *path, audit_want_t w);
+/* True once |path| has a line matching |w|, waiting up to |timeout_ms|. */
+bool audit_wait(const char *path, audit_want_t w, int timeout_ms);
+/* In a cmocka test: |rp|'s audit trail gets a line matching |w| within
+ * STEP_MS; prints the log and the trail when not. */
+void audit_expect(const relay_proc_t *rp, audit_want_t w);
+/* The sum of the counts that begin REASON on the lines matching |w| (the
+ * "suppressed" lines). Fails the test when such a line has no count. */
+uint64_t audit_sum(const char *path, audit_want_t w);
+
 /* Replaces |path| atomically (write + rename). Returns 0 or -1. */
 int file_replace(const char *path, const char *text);
 

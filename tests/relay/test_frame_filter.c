@@ -224,14 +224,19 @@ static void bind_consumer(fx_t *x) {
   assert_true(x->f.consumer_bound);
 }
 
-/* Expects a local InvokeMethodReply{success=false} to |id|. */
-static void expect_denied(fx_t *x, uint64_t id, const char *reason_part) {
+/* Expects a local InvokeMethodReply{success=false} to |id|, for the
+ * reason |code| (the audit trail's), whose words hold |data| (or NULL). */
+static void expect_denied(fx_t *x, uint64_t id, tg_notice_t code,
+                          const char *data) {
   assert_int_equal(x->v.action, TG_RELAY_REPLY);
   assert_int_equal(x->v.frame, TG_RELAY_FRAME_CALL);
   assert_false(x->v.allowed);
   assert_true(x->v.audit);
-  if (reason_part && !strstr(x->v.reason, reason_part))
-    fail_msg("'%s' not in '%s'", reason_part, x->v.reason);
+  if (x->v.code != code)
+    fail_msg("%s, not %s: %s", tg_notice_tag(x->v.code), tg_notice_tag(code),
+             x->v.reason);
+  if (data && !strstr(x->v.reason, data))
+    fail_msg("'%s' not in '%s'", data, x->v.reason);
   tg_ipc_frame_t *f = out_frame(x);
   assert_int_equal(f->request_id, id);
   assert_int_equal(f->msg_case,
@@ -275,7 +280,7 @@ static void filter_learns_consumer_port_from_the_bind_reply(void **state) {
   /* Calls before the table is known are refused. */
   client(x, TG_ROLE_RECORD,
          invoke_frame(2, CONSUMER_ID, 112, NULL, false, x->frame, 4096));
-  expect_denied(x, 2, "not bound");
+  expect_denied(x, 2, TG_N_RELAY_REQUEST_MALFORMED, NULL);
   upstream(x, bind_reply_frame(1, true, x->frame, 4096));
   assert_int_equal(x->v.action, TG_RELAY_FORWARD);
   assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
@@ -292,7 +297,7 @@ static void filter_learns_consumer_port_from_the_bind_reply(void **state) {
   assert_false(x->v.audit); /* chatty reads are not audited */
   client(x, TG_ROLE_OBSERVE, invoke_frame(4, CONSUMER_ID, 12, &q.base, false,
                                           x->frame, 4096));
-  expect_denied(x, 4, "unknown method id 12");
+  expect_denied(x, 4, TG_N_RELAY_REQUEST_MALFORMED, "12");
 }
 
 static void filter_answers_tracegate_relay_bind_locally(void **state) {
@@ -351,13 +356,13 @@ static void filter_applies_the_role_table(void **state) {
     client(x, TG_ROLE_NONE,
            invoke_frame(++id, CONSUMER_ID, mid(observe_ok[i]), NULL, false,
                         x->frame, 4096));
-    expect_denied(x, id, "not in the authorization file");
+    expect_denied(x, id, TG_N_RELAY_NOT_AUTHORIZED, NULL);
   }
   for (size_t i = 0; i < 7; i++) {
     client(x, TG_ROLE_OBSERVE,
            invoke_frame(++id, CONSUMER_ID, mid(record_only[i]), NULL, false,
                         x->frame, 4096));
-    expect_denied(x, id, "role observe does not allow");
+    expect_denied(x, id, TG_N_RELAY_ROLE_DENIES, "observe");
     assert_string_equal(x->v.method, record_only[i]);
     /* Only CloneSession's reply has an error field: the others' reason
      * comes in the notice before it. */
@@ -380,11 +385,11 @@ static void filter_applies_the_role_table(void **state) {
   client(x, TG_ROLE_RECORD, invoke_frame(++id, CONSUMER_ID,
                                          mid("SaveTraceForBugreport"), NULL,
                                          false, x->frame, 4096));
-  expect_denied(x, id, "record does not allow SaveTraceForBugreport");
+  expect_denied(x, id, TG_N_RELAY_ROLE_DENIES, "SaveTraceForBugreport");
   /* Unknown services. */
   client(x, TG_ROLE_RECORD,
          invoke_frame(++id, 3, 1, NULL, false, x->frame, 4096));
-  expect_denied(x, id, "service id 3");
+  expect_denied(x, id, TG_N_RELAY_REQUEST_MALFORMED, NULL);
   assert_int_equal(x->f.stats.denied, 4 + 7 + 2);
 }
 
@@ -415,7 +420,7 @@ static void filter_refuses_write_into_file(void **state) {
     client(x, TG_ROLE_RECORD, invoke_frame(20 + variant, CONSUMER_ID,
                                            mid("EnableTracing"), &req.base,
                                            false, x->frame, 4096));
-    expect_denied(x, 20 + variant, "write_into_file needs a file descriptor");
+    expect_denied(x, 20 + variant, TG_N_RELAY_WRITE_INTO_FILE, NULL);
     tg_ipc_frame_t *f = out_frame(x);
     const ProtobufCBinaryData *b = &f->msg_invoke_method_reply->reply_proto;
     Perfetto__Protos__EnableTracingResponse *r =
@@ -456,7 +461,7 @@ static void filter_refuses_write_into_file(void **state) {
   size_t n = pack_frame(&fr, frame, sizeof(frame));
   memcpy(x->frame, frame, n);
   client(x, TG_ROLE_RECORD, n);
-  expect_denied(x, 23, "does not decode");
+  expect_denied(x, 23, TG_N_RELAY_REQUEST_MALFORMED, NULL);
 }
 
 /* --- Detach / Attach keys --------------------------------------------------- */
@@ -491,13 +496,14 @@ static void filter_namespaces_detach_and_attach_keys(void **state) {
   char *k = forwarded_key(x, true);
   assert_string_equal(k, "alice/k");
   free(k);
+  assert_int_equal(x->v.code, TG_N_RELAY_KEY_SCOPED);
   assert_non_null(strstr(x->v.reason, "alice/k"));
 
   Perfetto__Protos__AttachRequest a = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
   a.key = "bob/k"; /* reaching into another namespace */
   client(x, TG_ROLE_RECORD, invoke_frame(31, CONSUMER_ID, mid("Attach"),
                                          &a.base, false, x->frame, 4096));
-  expect_denied(x, 31, "'/'");
+  expect_denied(x, 31, TG_N_RELAY_REQUEST_MALFORMED, "'/'");
   a.key = "k";
   client(x, TG_ROLE_RECORD, invoke_frame(32, CONSUMER_ID, mid("Attach"),
                                          &a.base, false, x->frame, 4096));
@@ -508,20 +514,20 @@ static void filter_namespaces_detach_and_attach_keys(void **state) {
   a.key = "";
   client(x, TG_ROLE_RECORD, invoke_frame(33, CONSUMER_ID, mid("Attach"),
                                          &a.base, false, x->frame, 4096));
-  expect_denied(x, 33, "empty");
+  expect_denied(x, 33, TG_N_RELAY_REQUEST_MALFORMED, NULL);
   a.key = NULL;
   client(x, TG_ROLE_RECORD, invoke_frame(34, CONSUMER_ID, mid("Attach"),
                                          &a.base, false, x->frame, 4096));
-  expect_denied(x, 34, "missing");
+  expect_denied(x, 34, TG_N_RELAY_REQUEST_MALFORMED, NULL);
   a.key = "with space";
   client(x, TG_ROLE_RECORD, invoke_frame(35, CONSUMER_ID, mid("Attach"),
                                          &a.base, false, x->frame, 4096));
-  expect_denied(x, 35, "printable");
+  expect_denied(x, 35, TG_N_RELAY_REQUEST_MALFORMED, NULL);
   /* Observers may not detach or attach at all. */
   a.key = "k";
   client(x, TG_ROLE_OBSERVE, invoke_frame(36, CONSUMER_ID, mid("Attach"),
                                           &a.base, false, x->frame, 4096));
-  expect_denied(x, 36, "observe");
+  expect_denied(x, 36, TG_N_RELAY_ROLE_DENIES, "observe");
 }
 
 /* --- frames a client may not send ------------------------------------------- */
@@ -670,11 +676,11 @@ static void filter_refuses_calls_beyond_the_tracking_table(void **state) {
   }
   client(x, TG_ROLE_RECORD, invoke_frame(200, CONSUMER_ID, mid("ReadBuffers"),
                                          NULL, false, x->frame, 4096));
-  expect_denied(x, 200, "too many calls in flight");
+  expect_denied(x, 200, TG_N_RELAY_TOO_MANY_CALLS, NULL);
   /* Every call with a reply to come is in flight... */
   client(x, TG_ROLE_RECORD, invoke_frame(201, CONSUMER_ID, mid("Flush"), NULL,
                                          false, x->frame, 4096));
-  expect_denied(x, 201, "too many calls in flight");
+  expect_denied(x, 201, TG_N_RELAY_TOO_MANY_CALLS, NULL);
   /* ...a call that wants no reply is not. */
   client(x, TG_ROLE_RECORD, invoke_frame(202, CONSUMER_ID, mid("Flush"), NULL,
                                          true, x->frame, 4096));
@@ -755,18 +761,18 @@ static void filter_refuses_a_call_whose_id_is_in_flight(void **state) {
     client(x, TG_ROLE_RECORD,
            invoke_frame(40, CONSUMER_ID, mid(reused[i]),
                         i == 3 ? &req.base : NULL, false, x->frame, 4096));
-    expect_denied(x, 40, "still in flight");
+    expect_denied(x, 40, TG_N_RELAY_REQUEST_ID_REFUSED, NULL);
   }
   /* The relay's own service and a bind: the same. */
   client(x, TG_ROLE_RECORD,
          invoke_frame(40, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
                       false, x->frame, 4096));
-  expect_denied(x, 40, "still in flight");
+  expect_denied(x, 40, TG_N_RELAY_REQUEST_ID_REFUSED, NULL);
   assert_string_equal(x->v.method, "TracegateRelay.ClockSync");
   client(x, TG_ROLE_RECORD, bind_frame(40, "ConsumerPort", x->frame, 4096));
   assert_int_equal(x->v.action, TG_RELAY_REPLY);
   assert_false(x->v.allowed);
-  assert_non_null(strstr(x->v.reason, "still in flight"));
+  assert_int_equal(x->v.code, TG_N_RELAY_REQUEST_ID_REFUSED);
   /* Also when no reply is wanted: the service might send one anyway. */
   client(x, TG_ROLE_RECORD, invoke_frame(40, CONSUMER_ID, mid("ReadBuffers"),
                                          NULL, true, x->frame, 4096));
@@ -884,11 +890,11 @@ static void filter_serves_host_info_and_clocks(void **state) {
 
   client(x, TG_ROLE_OBSERVE, invoke_frame(83, TG_RELAY_SERVICE_ID, 9, NULL,
                                           false, x->frame, 4096));
-  expect_denied(x, 83, "no method id 9");
+  expect_denied(x, 83, TG_N_RELAY_REQUEST_MALFORMED, "9");
   client(x, TG_ROLE_NONE,
          invoke_frame(84, TG_RELAY_SERVICE_ID, TG_RELAY_M_CLOCK_SYNC, NULL,
                       false, x->frame, 4096));
-  expect_denied(x, 84, "authorization file");
+  expect_denied(x, 84, TG_N_RELAY_NOT_AUTHORIZED, NULL);
 }
 
 /* A SetCompression a relay would grant: zstd level 1, 1 MiB window. */
@@ -921,7 +927,7 @@ static void filter_grants_compression_once_when_allowed(void **state) {
   assert_int_equal(x->f.stats.local, 1);
 
   client(x, TG_ROLE_OBSERVE, compression_frame(101, x->frame, 4096));
-  expect_denied(x, 101, "already on");
+  expect_denied(x, 101, TG_N_RELAY_CALL_REFUSED, NULL);
   assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
 }
 
@@ -932,7 +938,7 @@ static void filter_refuses_compression_when_the_relay_never_compresses(
   fx_t *x = *state;
   tg_relay_filter_set_compress(&x->f, TG_RELAY_COMPRESS_NEVER);
   client(x, TG_ROLE_RECORD, compression_frame(100, x->frame, 4096));
-  expect_denied(x, 100, "--compress never");
+  expect_denied(x, 100, TG_N_RELAY_CALL_REFUSED, "--compress");
   assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   assert_string_equal(x->v.method, "TracegateRelay.SetCompression");
   char text[300];
@@ -943,7 +949,7 @@ static void filter_refuses_compression_when_the_relay_never_compresses(
   assert_int_equal(x->f.stats.local, 0);
   /* Asked again: the same answer. */
   client(x, TG_ROLE_RECORD, compression_frame(101, x->frame, 4096));
-  expect_denied(x, 101, "--compress never");
+  expect_denied(x, 101, TG_N_RELAY_CALL_REFUSED, "--compress");
   assert_int_equal(x->v.effect.kind, TG_RELAY_EFFECT_NONE);
   /* The rest of TracegateRelay is still served. */
   client(x, TG_ROLE_RECORD,
@@ -967,7 +973,7 @@ static void filter_detaches_on_drop_only_with_key_and_session(void **state) {
   client(x, TG_ROLE_RECORD,
          invoke_frame(90, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
                       &sk.base, false, x->frame, 4096));
-  expect_denied(x, 90, "'/'");
+  expect_denied(x, 90, TG_N_RELAY_REQUEST_MALFORMED, "'/'");
   sk.key = "resume-1";
   client(x, TG_ROLE_OBSERVE,
          invoke_frame(91, TG_RELAY_SERVICE_ID, TG_RELAY_M_SET_SESSION_KEY,
@@ -1059,7 +1065,8 @@ static void filter_refuses_the_relays_detach_request_id(void **state) {
   client(x, TG_ROLE_RECORD,
          invoke_frame(TG_RELAY_DETACH_REQUEST_ID, CONSUMER_ID,
                       mid("ReadBuffers"), NULL, false, x->frame, 4096));
-  expect_denied(x, TG_RELAY_DETACH_REQUEST_ID, "reserved");
+  expect_denied(x, TG_RELAY_DETACH_REQUEST_ID,
+                TG_N_RELAY_REQUEST_ID_REFUSED, NULL);
   assert_int_equal(x->f.n_tracked, 0);
   /* Any other id is fine. */
   client(x, TG_ROLE_RECORD,

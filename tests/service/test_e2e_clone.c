@@ -21,6 +21,7 @@
 #include "pb/ipc/producer_port.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "pb/trace/trigger.pb-c.h"
+#include "test_notice.h"
 #include "test_proc.h"
 #include "test_service.h"
 
@@ -322,12 +323,12 @@ static void clone_by_name_and_refusals(void **state) {
   uint64_t id = only_session_id(&k);
 
   assert_int_equal(clone_wait(&k, clone_invoke(&k, id + 100, NULL, NULL), err, sizeof(err)), 0);
-  assert_non_null(strstr(err, "not found"));
+  assert_notice(err, TG_N_SERVICE_NO_SUCH_SESSION);
   assert_int_equal(clone_wait(&k, clone_invoke(&k, 0, "unnamed", NULL), err, sizeof(err)), 0);
-  assert_non_null(strstr(err, "not found"));
+  assert_notice(err, TG_N_SERVICE_NO_SUCH_SESSION);
   /* The session's own consumer already has a session. */
   assert_int_equal(clone_wait(&c, clone_invoke(&c, id, NULL, NULL), err, sizeof(err)), 0);
-  assert_non_null(strstr(err, "already has a tracing session"));
+  assert_notice(err, TG_N_SERVICE_HAS_SESSION);
 
   /* By name; the flush has no producer data to wait for beyond the ack. */
   int64_t rid = clone_invoke(&k, 0, "named", NULL);
@@ -681,7 +682,7 @@ static void clone_for_bugreport_takes_the_highest_score(void **state) {
   char err[256];
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
   assert_int_equal(clone_for_bugreport(&k, true, err, sizeof(err)), 0);
-  assert_string_equal(err, "No tracing sessions eligible for bugreport found");
+  assert_notice(err, TG_N_SERVICE_NO_BUGREPORT_SESSION);
 
   /* Scores 0 (never a bugreport's), 3 and 2. */
   const int32_t scores[3] = {0, 3, 2};
@@ -705,7 +706,7 @@ static void clone_for_bugreport_takes_the_highest_score(void **state) {
   assert_int_equal(raw_consumer_disable(&c[2], 5000), 0);
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
   assert_int_equal(clone_for_bugreport(&k, true, err, sizeof(err)), 0);
-  assert_string_equal(err, "No tracing sessions eligible for bugreport found");
+  assert_notice(err, TG_N_SERVICE_NO_BUGREPORT_SESSION);
   raw_consumer_close(&k);
   for (int i = 0; i < 3; i++) raw_consumer_close(&c[i]);
 }

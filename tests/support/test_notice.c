@@ -58,27 +58,29 @@ bool tg_test_notice_last_word(const char *text, tg_notice_t n, char *out,
   return true;
 }
 
-/* Whether the file |path| holds a line with |n| (and |data|). */
-static bool file_has(const char *path, tg_notice_t n, const char *data) {
+/* Whether has(the text of |path|, |arg|) holds (a missing file is
+ * empty). */
+static bool file_has(const char *path, bool (*has)(const char *, void *),
+                     void *arg) {
   static char buf[1 << 20];
   FILE *f = fopen(path, "r");
   size_t got = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
   if (f) fclose(f);
   buf[got] = 0;
-  return tg_test_notice_line(buf, n, data, NULL, 0);
+  return has(buf, arg);
 }
 
-bool tg_test_wait_notice(const char *path, tg_notice_t n, const char *data,
-                         int timeout_ms) {
+bool tg_test_wait_file_until(const char *path,
+                             bool (*has)(const char *text, void *arg),
+                             void *arg, int timeout_ms) {
   int64_t deadline = tg_test_now_ms() + timeout_ms;
-  /* The tag first (the file may not exist yet), then each change of the
-   * file until a line with the tag also holds |data|. */
-  if (!tg_test_wait_file_text(path, tg_notice_tag(n), timeout_ms)) return false;
+  /* The file first (it may not exist yet), then each change of it. */
+  if (!tg_test_wait_path(path, timeout_ms)) return false;
   int in = inotify_init1(IN_CLOEXEC);
   if (in < 0) return false;
   bool found = false;
   if (inotify_add_watch(in, path, IN_MODIFY) >= 0) {
-    while (!(found = file_has(path, n, data))) {
+    while (!(found = file_has(path, has, arg))) {
       int64_t left = deadline - tg_test_now_ms();
       struct pollfd p = {.fd = in, .events = POLLIN};
       if (left <= 0 || poll(&p, 1, (int)left) <= 0) break;
@@ -87,5 +89,21 @@ bool tg_test_wait_notice(const char *path, tg_notice_t n, const char *data,
     }
   }
   close(in);
-  return found || file_has(path, n, data);
+  return found || file_has(path, has, arg);
+}
+
+typedef struct notice_want {
+  tg_notice_t n;
+  const char *data;
+} notice_want_t;
+
+static bool has_notice(const char *text, void *arg) {
+  const notice_want_t *w = arg;
+  return tg_test_notice_line(text, w->n, w->data, NULL, 0);
+}
+
+bool tg_test_wait_notice(const char *path, tg_notice_t n, const char *data,
+                         int timeout_ms) {
+  notice_want_t w = {n, data};
+  return tg_test_wait_file_until(path, has_notice, &w, timeout_ms);
 }

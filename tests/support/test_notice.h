@@ -26,6 +26,13 @@ bool tg_test_notice_last_word(const char *text, tg_notice_t n, char *out,
 bool tg_test_wait_notice(const char *path, tg_notice_t n, const char *data,
                          int timeout_ms);
 
+/* True once has(text of |path|, |arg|) holds, reading the file again on
+ * each inotify event, up to |timeout_ms|: for a wait on a line that a
+ * notice code alone does not pick out (the relay's audit fields). */
+bool tg_test_wait_file_until(const char *path,
+                             bool (*has)(const char *text, void *arg),
+                             void *arg, int timeout_ms);
+
 /* In a cmocka test: |text| has a line with |n| (and |data|, or NULL);
  * prints |text| when not. */
 #define assert_notice_with(text, n, data)                                   \
