@@ -41,3 +41,8 @@ void cli_ftrace_loss_scan(cli_ftrace_loss_t *l, const uint8_t *packet,
     if (f.id == PACKET_FTRACE_STATS && f.type == TG_PB_WT_LEN)
       add_stats(l, f.data, f.size);
 }
+
+uint64_t cli_ftrace_loss_overrun(const cli_ftrace_loss_t *l) {
+  if (!l->ends || l->overrun_end <= l->overrun_start) return 0;
+  return l->overrun_end - l->overrun_start;
+}

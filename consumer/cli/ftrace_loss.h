@@ -17,4 +17,9 @@ typedef struct cli_ftrace_loss {
 void cli_ftrace_loss_scan(cli_ftrace_loss_t *l, const uint8_t *packet,
                           size_t n);
 
+/* The overrun between the start and end stats: 0 until end stats were
+ * seen (the loss is not known, nothing is claimed) or when the counters
+ * did not grow. */
+uint64_t cli_ftrace_loss_overrun(const cli_ftrace_loss_t *l);
+
 #endif /* TRACEGATE_CONSUMER_CLI_FTRACE_LOSS_H */
