@@ -68,7 +68,7 @@ static int on_clock_estimate(tg_fleet_host_t *c) {
 
 static int on_packet(tg_fleet_host_t *c, const uint8_t *p, size_t n) {
   fleet_host_t *h = of(c);
-  cli_ftrace_loss_scan(&h->ftrace, p, n);
+  tg_ftrace_loss_scan(&h->ftrace, p, n);
   return h->f->mode == FLEET_OUT_MERGE
              ? tg_merge_packet(&h->f->merge, &h->merge, p, n)
              : cli_output_packet(&h->own, p, n);

@@ -39,7 +39,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   (void)c;
   clone_ctx_t *cl = ((cli_sm_t *)ctx)->ctx;
   cl->packets++;
-  cli_ftrace_loss_scan(&cl->r->ftrace, p, n);
+  tg_ftrace_loss_scan(&cl->r->ftrace, p, n);
   return cli_output_packet(&cl->r->out, p, n);
 }
 
