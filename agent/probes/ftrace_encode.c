@@ -14,6 +14,7 @@
 #define BUNDLE_CPU 1
 #define BUNDLE_EVENT 2
 #define BUNDLE_LOST_EVENTS 3
+#define BUNDLE_PREVIOUS_END_TS 10 /* previous_bundle_end_timestamp */
 /* GenericFtraceEvent and its Field. */
 #define GENERIC_NAME 1
 #define GENERIC_FIELD 2
@@ -633,7 +634,16 @@ void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e) {
 
 void tg_ftrace_bundle_begin(tg_ftrace_encoder_t *e, tg_pbw_t *w,
                             uint32_t cpu) {
+  tg_ftrace_bundle_begin_after(e, w, cpu, 0);
+}
+
+void tg_ftrace_bundle_begin_after(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                                  uint32_t cpu, uint64_t previous_end_ts) {
   tg_pbw_append_varint(w, BUNDLE_CPU, cpu);
+  /* Absent before the CPU's first bundle, as Perfetto's probes leave it:
+   * trace processor then has no earlier point to trust on that CPU. */
+  if (previous_end_ts)
+    tg_pbw_append_varint(w, BUNDLE_PREVIOUS_END_TS, previous_end_ts);
   tg__ftrace_compact_reset(&e->cs);
 }
 
@@ -678,6 +688,7 @@ void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
   const int32_t inode_skip_pid = e->inode_skip_pid;
   const uint8_t *page_end = page_untrusted + len;
   uint32_t n_events = 0, n_skipped = 0;
+  uint64_t last_ts = 0;
   tg__ftrace_ts_cache_t tc;
   tg__ftrace_ts_cache_init(&tc);
   /* The writer's segment, as locals too; synced around the general path. */
@@ -701,6 +712,7 @@ void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
     }
     const tg_ftrace_event_desc_t *d = &events[idx - 1];
     n_events++;
+    last_ts = rec.ts; /* every record counted is written below */
     if (pids)
       collect_pids(pids, d, rec.data, rec.len, compact && d->compact.kind);
     if (inodes && d->n_ino_fields)
@@ -739,6 +751,7 @@ void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
   w->cur = cur;
   res->events = n_events;
   res->skipped = n_skipped;
+  res->last_ts = last_ts;
   if (rv < 0) res->corrupt = true;
 }
 

@@ -146,6 +146,9 @@ typedef struct tg_ftrace_bundle_result {
   uint32_t skipped; /* records of events not in the table */
   bool lost_events;
   bool corrupt;     /* the page or a record did not parse */
+  /* The timestamp of the page's last record written (full or compact);
+   * 0: none written. */
+  uint64_t last_ts;
 } tg_ftrace_bundle_result_t;
 
 /* |table| is borrowed for the encoder's life. Returns 0 or -ENOMEM. */
@@ -161,6 +164,12 @@ void tg_ftrace_encoder_free(tg_ftrace_encoder_t *e);
  * says events were lost before it (tg_ftrace_page_lost_events) begins a
  * bundle. */
 void tg_ftrace_bundle_begin(tg_ftrace_encoder_t *e, tg_pbw_t *w, uint32_t cpu);
+/* The same with the bundle's previous_bundle_end_timestamp: the last
+ * written record's timestamp (bundle_result.last_ts) of the CPU's previous
+ * bundle, which tells trace processor where the CPU's data is whole from
+ * after older bundles were lost. 0: none before, the field is left out. */
+void tg_ftrace_bundle_begin_after(tg_ftrace_encoder_t *e, tg_pbw_t *w,
+                                  uint32_t cpu, uint64_t previous_end_ts);
 bool tg_ftrace_bundle_has_room(const tg_ftrace_encoder_t *e);
 void tg_ftrace_bundle_add_page(tg_ftrace_encoder_t *e, tg_pbw_t *w,
                                const tg_ftrace_page_layout_t *layout,

@@ -102,6 +102,9 @@ struct tg_ftrace_session {
   bool rss_throttled;  /* the trigger is set: remove it at stop */
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
+  /* per CPU: the last written record's timestamp of its last bundle
+   * (previous_bundle_end_timestamp of its next), 0: none yet */
+  uint64_t *bundle_end;
   uint8_t *page; /* BATCH_PAGES pages */
   size_t page_len[BATCH_PAGES];
   char *text; /* FORMAT_MAX scratch for format files */
@@ -247,6 +250,8 @@ static void load_printk(tg_ftrace_session_t *s) {
 static int open_cpus(tg_ftrace_session_t *s) {
   long n = sysconf(_SC_NPROCESSORS_CONF);
   s->n_cpus = n > 0 && n < 4096 ? (unsigned)n : 1;
+  s->bundle_end = calloc(s->n_cpus, sizeof(*s->bundle_end));
+  if (!s->bundle_end) return -ENOMEM;
   s->fds = malloc(s->n_cpus * sizeof(*s->fds));
   if (!s->fds) return -ENOMEM;
   unsigned opened = 0;
@@ -337,6 +342,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   for (unsigned c = 0; s->fds && c < s->n_cpus; c++)
     if (s->fds[c] >= 0) close(s->fds[c]);
   free(s->fds);
+  free(s->bundle_end);
   if (s->rss_throttled && tg__ftrace_rss_throttle_off(s->dir) < 0)
     TG_WARN("linux.ftrace: cannot remove the rss_stat_throttled trigger of "
             "%s", s->dir);
@@ -442,25 +448,29 @@ static void make_room(tg_ftrace_session_t *s) {
     hand_over_inodes(s);
 }
 
-/* Ends the open bundle's packet, with the names of its kernel addresses:
- * its events' indices resolve in it or earlier. */
-static void end_bundle(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
-                       tg_pbw_t *w, bool lost) {
-  tg_ftrace_bundle_end(&s->enc, w, lost);
-  tg_pbw_end_nested(w);
-  if (s->ksyms)
-    s->st.ksyms_written +=
-        tg_ftrace_kaddrs_write_interned(&s->enc.kaddrs, s->ksyms, w);
-  sink->end(sink->ctx);
-}
-
 /* The bundle being written: its packet's writer (NULL: none open) and
  * whether its first page followed lost events. */
 typedef struct open_bundle {
   tg_pbw_t *w;
   bool lost;
-  uint64_t start; /* tg_pbw_written() when it began */
+  uint64_t start;   /* tg_pbw_written() when it began */
+  uint64_t last_ts; /* of its last record written, 0: none yet */
 } open_bundle_t;
+
+/* Ends CPU |cpu|'s open bundle's packet, with the names of its kernel
+ * addresses: its events' indices resolve in it or earlier. Its last
+ * record is where the CPU's next bundle says the previous one ended. */
+static void end_bundle(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
+                       unsigned cpu, open_bundle_t *b) {
+  tg_ftrace_bundle_end(&s->enc, b->w, b->lost);
+  tg_pbw_end_nested(b->w);
+  if (s->ksyms)
+    s->st.ksyms_written +=
+        tg_ftrace_kaddrs_write_interned(&s->enc.kaddrs, s->ksyms, b->w);
+  sink->end(sink->ctx);
+  b->w = NULL;
+  if (b->last_ts) s->bundle_end[cpu] = b->last_ts;
+}
 
 /* Writes |n| pages of CPU |cpu| (s->page) into |b|'s bundle, and into as
  * few more TracePackets { ftrace_events } as the bundle's bounds allow: a
@@ -476,16 +486,16 @@ static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
     bool page_lost = tg_ftrace_page_lost_events(&s->layout, page, len);
     if (b->w && (page_lost || tg_pbw_written(b->w) - b->start >= BUNDLE_BYTES ||
                  !tg_ftrace_bundle_has_room(&s->enc))) {
-      end_bundle(s, sink, b->w, b->lost);
-      b->w = NULL;
+      end_bundle(s, sink, cpu, b);
     }
     make_room(s);
     if (!b->w) {
       if (!(b->w = sink->begin(sink->ctx))) return;
       tg_pbw_begin_nested(b->w, PACKET_FTRACE_EVENTS);
-      tg_ftrace_bundle_begin(&s->enc, b->w, cpu);
+      tg_ftrace_bundle_begin_after(&s->enc, b->w, cpu, s->bundle_end[cpu]);
       b->lost = page_lost;
       b->start = tg_pbw_written(b->w);
+      b->last_ts = 0;
     }
     tg_ftrace_bundle_result_t res;
     tg_ftrace_bundle_add_page(&s->enc, b->w, &s->layout, page, len, &res);
@@ -493,6 +503,7 @@ static void write_pages(tg_ftrace_session_t *s, const tg_probes_sink_t *sink,
     s->st.skipped += res.skipped;
     s->st.lost_pages += res.lost_events;
     s->st.corrupt_pages += res.corrupt;
+    if (res.last_ts) b->last_ts = res.last_ts;
   }
 }
 
@@ -540,7 +551,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   for (unsigned c = 0; c < s->n_cpus; c++) {
     size_t k = 0;
     bool drained = false;
-    open_bundle_t b = {NULL, false, 0};
+    open_bundle_t b = {NULL, false, 0, 0};
     while (!drained && k < max_pages && s->fds[c] >= 0) {
       /* Without a sink the pages are dropped: one buffer does. */
       size_t cap = sink ? BATCH_PAGES : 1, n = 0;
@@ -561,7 +572,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
       if (sink && n) write_pages(s, sink, c, n, &b);
       k += n;
     }
-    if (b.w) end_bundle(s, sink, b.w, b.lost);
+    if (b.w) end_bundle(s, sink, c, &b);
     if (k >= max_pages) *more = true;
     total += k;
   }

@@ -35,6 +35,7 @@
 
 #include "collector/daemon/coll.h"
 #include "common/log.h"
+#include "client/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"
@@ -89,6 +90,7 @@ typedef struct snap_host {
   bool failed, preamble;
   tg_merge_host_t mh;
   uint64_t bytes, packets, loss, read_packets;
+  tg_ftrace_loss_t ftrace; /* the kernel's overruns its packets carry */
   uint64_t stored; /* bytes of the file that are this host's */
   uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
   int64_t heard_ms; /* coll_loop_ms of its last answer (or of its start) */
@@ -259,6 +261,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
     return -ECANCELED;
   }
   if (rv < 0) return rv;
+  tg_ftrace_loss_scan(&sh->ftrace, p, n);
   sh->packets++;
   sh->read_packets++;
   sh->bytes += n;
@@ -285,7 +288,8 @@ static void free_clone(snap_host_t *sh) {
 }
 
 /* What the ring lost before the clone: data its writers could not put
- * in (overwritten chunks are what a ring is for, not a loss). */
+ * in (overwritten chunks are what a ring is for, not a loss), and what
+ * the kernel's ftrace buffers overwrote before the probes read them. */
 static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
                      const Perfetto__Protos__TraceStats *st) {
   (void)c;
@@ -299,6 +303,7 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
       sh->loss += b->chunks_discarded + b->patches_failed + b->abi_violations +
                   b->trace_writer_packet_loss;
     }
+    sh->loss += tg_ftrace_loss_overrun(&sh->ftrace);
   }
   free_clone(sh);
 }

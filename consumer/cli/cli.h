@@ -15,7 +15,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "common/write_behind.h"
-#include "consumer/cli/ftrace_loss.h"
+#include "client/ftrace_loss.h"
 #include "client/tls_defaults.h"
 #include "consumer/consumer.h"
 #include "common/buf.h"
@@ -305,9 +305,9 @@ void cli_loss_print_omitted(FILE *out, const char *indent,
 /* A TraceStats as a table: a column per buffer, then the global counters. */
 void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
 
-/* Adds "ftrace_cpu_overrun" (the overrun between linux.ftrace's start and
- * end stats, ftrace_loss.h) to |out| when the end stats were seen and it
- * is not 0. */
-void cli_ftrace_loss_add(const cli_ftrace_loss_t *l, cli_loss_t *out);
+/* Adds "ftrace_cpu_overrun" (the overrun between linux.ftrace's start
+ * and end stats, client/ftrace_loss.h) to |out| when the end stats were
+ * seen and it is not 0. */
+void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
 
 #endif /* TRACEGATE_CONSUMER_CLI_CLI_H */

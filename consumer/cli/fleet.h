@@ -56,6 +56,7 @@ typedef struct fleet_host {
    * counted between the drop and the first stats after re-attaching. */
   cli_loss_t loss;
   bool has_loss;
+  tg_ftrace_loss_t ftrace; /* from the host's packets (ftrace_loss.h) */
   uint64_t loss_before_drop;
   bool recheck_loss;
   uint64_t loss_while_down;

@@ -68,6 +68,7 @@ static int on_clock_estimate(tg_fleet_host_t *c) {
 
 static int on_packet(tg_fleet_host_t *c, const uint8_t *p, size_t n) {
   fleet_host_t *h = of(c);
+  tg_ftrace_loss_scan(&h->ftrace, p, n);
   return h->f->mode == FLEET_OUT_MERGE
              ? tg_merge_packet(&h->f->merge, &h->merge, p, n)
              : cli_output_packet(&h->own, p, n);
@@ -91,6 +92,9 @@ static void on_stats(tg_fleet_host_t *c, const Perfetto__Protos__TraceStats *st,
                      const tg_rec_replay_stats_t *rs) {
   fleet_host_t *h = of(c);
   cli_loss_collect(st, &h->loss);
+  /* The service's counters say nothing of the kernel's buffers: the
+   * host's linux.ftrace stats in its packets do. */
+  cli_ftrace_loss_add(&h->ftrace, &h->loss);
   /* What a lost link took and the relay's window could not give back:
    * the service never saw it, so only the relay's count says it. */
   add_loss_item(&h->loss, "lost in transit: frames (relay replay window)",

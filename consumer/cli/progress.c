@@ -64,10 +64,8 @@ static void add_loss(cli_loss_t *out, const char *name, uint64_t v) {
   out->n++;
 }
 
-void cli_ftrace_loss_add(const cli_ftrace_loss_t *l, cli_loss_t *out) {
-  /* Without the end stats the loss is not known: nothing is claimed. */
-  if (!l->ends || l->overrun_end <= l->overrun_start) return;
-  add_loss(out, "ftrace_cpu_overrun", l->overrun_end - l->overrun_start);
+void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out) {
+  add_loss(out, "ftrace_cpu_overrun", tg_ftrace_loss_overrun(l));
 }
 
 void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out) {

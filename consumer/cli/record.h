@@ -87,7 +87,7 @@ typedef struct record {
   uint64_t t0;
   uint64_t duration_ms; /* for the progress line; 0 = open-ended */
   cli_loss_t loss;
-  cli_ftrace_loss_t ftrace; /* from the packets written */
+  tg_ftrace_loss_t ftrace; /* from the packets written */
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;

@@ -39,6 +39,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   (void)c;
   clone_ctx_t *cl = ((cli_sm_t *)ctx)->ctx;
   cl->packets++;
+  tg_ftrace_loss_scan(&cl->r->ftrace, p, n);
   return cli_output_packet(&cl->r->out, p, n);
 }
 
@@ -48,7 +49,11 @@ static void on_stats(tg_consumer_t *c, void *ctx, int status, const char *msg,
   cli_sm_t *m = ctx;
   cli_sm_reply(m, status, msg);
   clone_ctx_t *cl = m->ctx;
-  if (status == 0) cli_loss_collect(st, &cl->r->loss);
+  if (status == 0) {
+    cli_loss_collect(st, &cl->r->loss);
+    /* The service's counters say nothing of the kernel's buffers. */
+    cli_ftrace_loss_add(&cl->r->ftrace, &cl->r->loss);
+  }
 }
 
 static int send_clone(cli_sm_t *m) {
@@ -64,6 +69,7 @@ static int after_clone(cli_sm_t *m, cli_sm_outcome_t o) {
   clone_ctx_t *cl = m->ctx;
   if (o == CLI_SM_OK) {
     cl->t0 = cli_now_ms();
+    cl->r->began = true; /* the summary JSON lists its loss from here */
     return READ;
   }
   if (o == CLI_SM_REFUSED && m->status == TG_EREMOTE_FAILED &&
@@ -108,6 +114,8 @@ static int send_stats(cli_sm_t *m) {
 /* The counters are the source session's at the time of the clone. */
 static int after_stats(cli_sm_t *m, cli_sm_outcome_t o) {
   clone_ctx_t *cl = m->ctx;
+  /* Without them the loss is not known: the summary JSON says null. */
+  cl->r->no_final_stats = o != CLI_SM_OK;
   if (o != CLI_SM_OK) memset(&cl->r->loss, 0, sizeof(cl->r->loss));
   return CLI_SM_TABLE;
 }
@@ -330,6 +338,7 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
     r->o.clone_for_bugreport = true;
     r->o.out = path;
     memset(&r->loss, 0, sizeof(r->loss));
+    memset(&r->ftrace, 0, sizeof(r->ftrace));
     memset(&r->out, 0, sizeof(r->out));
     if (record_bugreport_target_ok(path) < 0 ||
         cli_output_open(&r->out, path) < 0) { /* says why */

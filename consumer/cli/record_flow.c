@@ -302,7 +302,7 @@ static void on_state(tg_recording_t *rec, tg_rec_state_t from,
 
 static int on_packet(tg_recording_t *rec, const uint8_t *p, size_t n) {
   record_t *r = tg_recording_data(rec);
-  cli_ftrace_loss_scan(&r->ftrace, p, n);
+  tg_ftrace_loss_scan(&r->ftrace, p, n);
   int rv = cli_output_packet(&r->out, p, n);
   /* Streamed (the service does not write the file): --size is ours to
    * keep. The session is stopped; what it still sends (its trace_stats)

@@ -636,6 +636,49 @@ static void pages_of_a_read_share_one_bundle(void **state) {
   free(pages);
 }
 
+/* Each bundle of a CPU says where its previous one ended: the timestamp
+ * of the last record that one wrote (compact or full), none in the
+ * first. */
+static void a_bundle_says_where_the_previous_ended(void **state) {
+  (void)state;
+  tg_ftrace_page_layout_t l;
+  assert_int_equal(tg_ftrace_header_page_parse(header_page_fixture,
+                                               strlen(header_page_fixture), &l),
+                   0);
+  page_t *page = calloc(1, sizeof(*page));
+  assert_non_null(page);
+  for (int compact = 0; compact < 2; compact++) {
+    enc_t *e = enc_new(compact);
+    uint64_t previous = 0;
+    for (int k = 0; k < 2; k++) {
+      /* 20 records, 10 ns apart, from 1000 + 5000 k */
+      switch_page(page, 1000 + 5000 * (uint64_t)k, 20);
+      tg_pbw_t w;
+      tg_pbw_init(&w, e->out, sizeof(e->out), NULL, NULL);
+      tg_pbw_begin_nested(&w, 1);
+      tg_ftrace_bundle_begin_after(&e->enc, &w, 3, previous);
+      tg_ftrace_bundle_result_t res;
+      tg_ftrace_bundle_add_page(&e->enc, &w, &l, page->b, sizeof(page->b),
+                                &res);
+      tg_ftrace_bundle_end(&e->enc, &w, false);
+      tg_pbw_end_nested(&w);
+      assert_int_equal(res.events, 20);
+      assert_int_equal(res.last_ts, 1000 + 5000 * (uint64_t)k + 190);
+      const size_t head = 1 + TG_PB_REDUNDANT_VARINT_SIZE;
+      Perfetto__Protos__FtraceEventBundle *b =
+          perfetto__protos__ftrace_event_bundle__unpack(
+              NULL, (size_t)tg_pbw_written(&w) - head, e->out + head);
+      assert_non_null(b);
+      assert_int_equal(b->has_previous_bundle_end_timestamp, k > 0);
+      if (k) assert_int_equal(b->previous_bundle_end_timestamp, 1190);
+      perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+      previous = res.last_ts;
+    }
+    enc_free(e);
+  }
+  free(page);
+}
+
 /* A record that ends within a word of the buffer's end is read from a
  * padded copy: the same bytes, and nothing read past the buffer (ASan). */
 static void record_at_the_buffer_end_reads_nothing_past_it(void **state) {
@@ -681,6 +724,7 @@ int main(void) {
       cmocka_unit_test(plans_write_the_bytes_of_the_reference),
       cmocka_unit_test(compact_sched_writes_the_bytes_of_the_reference),
       cmocka_unit_test(pages_of_a_read_share_one_bundle),
+      cmocka_unit_test(a_bundle_says_where_the_previous_ended),
       cmocka_unit_test(record_at_the_buffer_end_reads_nothing_past_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -130,6 +130,28 @@ static void a_host_not_tracing_is_named_and_not_asked(void **state) {
   coll_unit_close(&u);
 }
 
+/* A host's linux.ftrace stats (start, then end) say its kernel overwrote
+ * events: the row counts the overrun in the host's loss, as the CLI's
+ * summaries do, and in the daemon's host_loss. */
+static void ftrace_overruns_are_a_hosts_loss(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 1);
+  up(&u, 1, NULL, NULL);
+  assert_int_equal(raw_producer_wait_started(&u.h[0].p, FLEET_WAIT_MS), 0);
+  const uint64_t start[2] = {3, 4}, end[2] = {10, 24};
+  fleet_commit_ftrace_stats(&u.h[0].p, 0, start, end, 2);
+  done_t d = {0};
+  tg_coll_host_t hosts[1];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "all", &d, hosts, 1, &n), TG_COLL_COMPLETE);
+  assert_int_equal(n, 1);
+  assert_int_equal(hosts[0].outcome, TG_COLL_HOST_OK);
+  assert_int_equal(hosts[0].loss, 27);
+  assert_int_equal(u.c.counts.host_loss, 27);
+  coll_unit_close(&u);
+}
+
 /* A host whose relay answers ReadBuffers without end passes the
  * snapshot's per-host cap: it fails, named by the key, and the other
  * host's data is stored (PARTIAL). */
@@ -251,6 +273,7 @@ int main(void) {
       FLEET_TEST(a_snapshot_clones_the_hosts_of_its_group_only),
       FLEET_TEST(a_host_not_tracing_is_named_and_not_asked),
       FLEET_TEST(a_host_past_its_cap_fails_alone),
+      FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
   };

@@ -224,6 +224,21 @@ void fleet_commit_big(raw_producer_t *p, uint32_t chunk_id, const char *tag,
       raw_producer_commit_padded(p, chunk_id, tag, first, n, FLEET_BIG), 0);
 }
 
+void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
+                               const uint64_t *start, const uint64_t *end,
+                               size_t n_cpus) {
+  uint8_t pk[2][128];
+  const uint8_t *frags[2] = {pk[0], pk[1]};
+  const size_t lens[2] = {make_ftrace_stats_packet(pk[0], 1, start, n_cpus),
+                          make_ftrace_stats_packet(pk[1], 2, end, n_cpus)};
+  assert_true(lens[0] && lens[1]);
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_4, 1, chunk_id,
+                                            0, frags, lens, 2),
+                   0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
 void fleet_ack_flush(raw_producer_t *p) {
   uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, FLEET_WAIT_MS);
   assert_true(id > 0);

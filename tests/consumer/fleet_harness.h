@@ -146,6 +146,12 @@ void fleet_commit_packets(raw_producer_t *p, uint32_t chunk_id, const char *tag,
  * ("tag:" padded with 'x'), which needs a page of at least 32 KiB. */
 void fleet_commit_big(raw_producer_t *p, uint32_t chunk_id, const char *tag,
                       uint32_t first, unsigned n);
+/* linux.ftrace's start and end stats (make_ftrace_stats_packet) with
+ * these overruns of |n_cpus| CPUs (at most 4), in one chunk (page 0,
+ * chunk 0, writer 1, id |chunk_id|), committed. */
+void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
+                               const uint64_t *start, const uint64_t *end,
+                               size_t n_cpus);
 /* Waits for the next flush request and acknowledges it. */
 void fleet_ack_flush(raw_producer_t *p);
 

@@ -2,7 +2,7 @@
  * counter of a TraceStats counted in the total, the first 64 listed by
  * name, the rest counted as omitted, never dropped from the total; and
  * the kernel's ftrace overruns the trace's packets carry
- * (consumer/cli/ftrace_loss.c). */
+ * (client/ftrace_loss.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 
 #include "consumer/cli/cli.h"
 #include "pb/trace/trace_packet.pb-c.h"
+#include "test_service.h"
 
 #define N_BUFS 20
 
@@ -65,50 +66,25 @@ static void no_loss_is_nothing(void **state) {
   assert_int_equal(loss.total, 0);
 }
 
-/* A TracePacket { ftrace_stats { phase, cpu_stats { cpu, overrun }... } }
- * packed into |out|; its length. */
-static size_t stats_packet(uint8_t *out, int phase, const uint64_t *overrun,
-                           size_t n_cpus) {
-  Perfetto__Protos__FtraceCpuStats cs[4], *csp[4];
-  for (size_t i = 0; i < n_cpus; i++) {
-    perfetto__protos__ftrace_cpu_stats__init(&cs[i]);
-    cs[i].has_cpu = cs[i].has_overrun = 1;
-    cs[i].cpu = i;
-    cs[i].overrun = overrun[i];
-    csp[i] = &cs[i];
-  }
-  Perfetto__Protos__FtraceStats st = PERFETTO__PROTOS__FTRACE_STATS__INIT;
-  st.has_phase = 1;
-  st.phase = (Perfetto__Protos__FtraceStats__Phase)phase;
-  st.n_cpu_stats = n_cpus;
-  st.cpu_stats = csp;
-  Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-  p.has_timestamp = 1;
-  p.timestamp = 42;
-  p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS;
-  p.ftrace_stats = &st;
-  return perfetto__protos__trace_packet__pack(&p, out);
-}
-
 /* The overrun between linux.ftrace's start and end stats is listed as
  * ftrace_cpu_overrun and counted in the total; other packets and garbage
  * change nothing. */
 static void ftrace_overruns_are_a_loss(void **state) {
   (void)state;
-  cli_ftrace_loss_t fl = {0};
+  tg_ftrace_loss_t fl = {0};
   uint8_t pkt[256];
   const uint64_t start[2] = {5, 7}, end[2] = {105, 57};
-  cli_ftrace_loss_scan(&fl, pkt, stats_packet(pkt, 1, start, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, start, 2));
   const uint8_t other[] = {0x40, 0x2a, 0x0a, 0x00}; /* timestamp, an empty bundle */
-  cli_ftrace_loss_scan(&fl, other, sizeof(other));
+  tg_ftrace_loss_scan(&fl, other, sizeof(other));
   const uint8_t garbage[] = {0x92, 0x02, 0x7f, 0x01}; /* field 34 cut short */
-  cli_ftrace_loss_scan(&fl, garbage, sizeof(garbage));
+  tg_ftrace_loss_scan(&fl, garbage, sizeof(garbage));
   cli_loss_t loss;
   Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
   cli_loss_collect(&st, &loss);
   cli_ftrace_loss_add(&fl, &loss); /* no end stats yet: not known */
   assert_int_equal(loss.n, 0);
-  cli_ftrace_loss_scan(&fl, pkt, stats_packet(pkt, 2, end, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, end, 2));
   cli_loss_collect(&st, &loss);
   cli_ftrace_loss_add(&fl, &loss);
   assert_int_equal(loss.n, 1);
@@ -120,11 +96,11 @@ static void ftrace_overruns_are_a_loss(void **state) {
 /* No overrun between the two: no loss. */
 static void ftrace_without_overrun_is_no_loss(void **state) {
   (void)state;
-  cli_ftrace_loss_t fl = {0};
+  tg_ftrace_loss_t fl = {0};
   uint8_t pkt[256];
   const uint64_t same[2] = {3, 4};
-  cli_ftrace_loss_scan(&fl, pkt, stats_packet(pkt, 1, same, 2));
-  cli_ftrace_loss_scan(&fl, pkt, stats_packet(pkt, 2, same, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, same, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, same, 2));
   cli_loss_t loss;
   Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
   cli_loss_collect(&st, &loss);

@@ -253,6 +253,42 @@ static void check_merged(const char *path) {
   fleet_trace_free(&t);
 }
 
+/* Host 0's linux.ftrace stats (start, then end) say its kernel overwrote
+ * events; host 1 sends plain packets. The summary JSON lists the overrun
+ * as ftrace_cpu_overrun in host 0's loss, counted in its total, as a
+ * local recording does, and host 1 loses nothing. */
+static void ftrace_overruns_are_a_hosts_loss(void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) {
+    start_host(&hs[i], i);
+    connect_producer(&hs[i], 4, 64);
+  }
+  char merged[256], sum[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("overrun.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("overrun.json"));
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "-t", "0",
+                        "-b", "1mb", "--summary-json", sum, "fleet.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+  const uint64_t start[2] = {3, 4}, end[2] = {10, 24};
+  fleet_commit_ftrace_stats(&hs[0].p, 0, start, end, 2);
+  fleet_commit_packets(&hs[1].p, 0, "plain", 1, 3);
+  kill(c.pid, SIGINT);
+  for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
+  assert_int_equal(fleet_cli_wait(&c), 0);
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.0.loss.counters.ftrace_cpu_overrun", "27");
+  assert_json(sum, "hosts.0.loss.total", "27");
+  assert_json(sum, "hosts.1.outcome", "\"ok\"");
+  assert_json(sum, "hosts.1.loss.total", "0");
+  unlink(merged);
+  for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
+}
+
 static void three_hosts_merged_and_one_file_each(void **state) {
   (void)state;
   fleet_host_t hs[MAX_HOSTS];
@@ -1006,6 +1042,7 @@ int main(void) {
       FLEET_TEST(remote_record_through_one_relay_over_tls),
       FLEET_TEST(tls_files_from_the_environment_and_a_name_per_host),
       FLEET_TEST(three_hosts_merged_and_one_file_each),
+      FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),
       FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),

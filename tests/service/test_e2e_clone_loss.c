@@ -226,16 +226,83 @@ static void clean_clones_report_no_loss(void **state) {
   assert_int_equal(tg_test_exit_code(tg_test_stop(emit, SIGTERM, WAIT_MS)), 0);
 }
 
+/* A raw producer of "test.loss" (|p|, the caller closes it) and a session
+ * of it, started. Returns the CLI's pid. */
+static pid_t start_with_producer(const test_service_t *ts, raw_producer_t *p) {
+  assert_int_equal(raw_producer_connect(p, ts, "loss.producer", "test.loss", 4,
+                                        64, false),
+                   0);
+  pid_t rec = start_session(ts, "test.loss");
+  assert_int_equal(raw_producer_wait_started(p, WAIT_MS), 0);
+  return rec;
+}
+
+/* |k| whole packets as a chunk's payload: each behind its size, a
+ * redundant 4-byte varint as writers put it. Returns the bytes used. */
+static size_t chunk_payload(uint8_t *raw, size_t cap, const uint8_t *const *pk,
+                            const size_t *lens, size_t k) {
+  size_t n = 0;
+  for (size_t i = 0; i < k; i++) {
+    assert_true(lens[i] < (1u << 14) && n + 4 + lens[i] <= cap);
+    raw[n++] = (uint8_t)(0x80 | (lens[i] & 0x7F));
+    raw[n++] = (uint8_t)(0x80 | ((lens[i] >> 7) & 0x7F));
+    raw[n++] = 0x80;
+    raw[n++] = 0;
+    memcpy(raw + n, pk[i], lens[i]);
+    n += lens[i];
+  }
+  return n;
+}
+
+/* Commits |raw| as chunk 0 of page 0 (writer 1, |k| packets) and clones
+ * the session into |trace| with its summary JSON in |summary|, answering
+ * the flush the clone waits for. */
+static void commit_and_clone(const test_service_t *ts, raw_producer_t *p,
+                             const uint8_t *raw, size_t n, uint8_t k,
+                             const char *trace, const char *summary) {
+  assert_int_equal(raw_producer_write_chunk_raw(p, 0, 0, 1, 1, 0, k, 0, raw, n), 0);
+  const uint32_t pages[1] = {0}, chunks[1] = {0};
+  assert_int_equal(raw_producer_commit(p, pages, chunks, 1, 0), 0);
+  pid_t cl = spawn_clone(ts, trace, summary);
+  uint64_t flush = raw_producer_wait_flush(p, 0, WAIT_MS);
+  assert_true(flush != 0);
+  assert_int_equal(raw_producer_commit_ex(p, NULL, 0, NULL, 0, flush, false), 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, WAIT_MS)), 0);
+}
+
+/* A session whose linux.ftrace stats (start, then end) say the kernel
+ * overwrote events: the clone lists the overrun as ftrace_cpu_overrun in
+ * its summary JSON, counted in the loss total, as a plain recording does. */
+static void clone_reports_ftrace_overruns(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  pid_t rec = start_with_producer(ts, &p);
+
+  uint8_t pk[2][128];
+  const uint8_t *frags[2] = {pk[0], pk[1]};
+  const uint64_t start[2] = {3, 4}, end[2] = {10, 24};
+  size_t lens[2] = {make_ftrace_stats_packet(pk[0], 1, start, 2),
+                    make_ftrace_stats_packet(pk[1], 2, end, 2)};
+  uint8_t raw[512];
+  size_t n = chunk_payload(raw, sizeof(raw), frags, lens, 2);
+
+  char trace[160], summary[160];
+  snprintf(trace, sizeof(trace), "%s/ftrace.pftrace", ts->dir);
+  snprintf(summary, sizeof(summary), "%s/ftrace.json", ts->dir);
+  commit_and_clone(ts, &p, raw, n, 2, trace, summary);
+  assert_json(summary, "hosts.0.loss.counters.ftrace_cpu_overrun", "27");
+  assert_json(summary, "hosts.0.loss.total", "27");
+
+  assert_int_equal(tg_test_exit_code(tg_test_stop(rec, SIGTERM, WAIT_MS)), 0);
+  raw_producer_close(&p);
+}
+
 /* A writer whose packet was dropped (its drop marker) before the clone:
  * the clone reports it, and trace processor finds it. */
 static void clone_reports_a_writers_real_loss(void **state) {
   test_service_t *ts = *state;
   raw_producer_t p;
-  assert_int_equal(raw_producer_connect(&p, ts, "loss.producer", "test.loss", 4,
-                                        64, false),
-                   0);
-  pid_t rec = start_session(ts, "test.loss");
-  assert_int_equal(raw_producer_wait_started(&p, WAIT_MS), 0);
+  pid_t rec = start_with_producer(ts, &p);
 
   /* Chunk 0: two packets, then a packet the writer dropped. */
   uint8_t pk[2][64];
@@ -246,32 +313,16 @@ static void clone_reports_a_writers_real_loss(void **state) {
     frags[i] = pk[i];
   }
   uint8_t raw[256];
-  size_t n = 0;
-  for (int i = 0; i < 2; i++) {
-    raw[n++] = (uint8_t)(0x80 | (lens[i] & 0x7F));
-    raw[n++] = (uint8_t)(0x80 | ((lens[i] >> 7) & 0x7F));
-    raw[n++] = 0x80;
-    raw[n++] = 0;
-    memcpy(raw + n, frags[i], lens[i]);
-    n += lens[i];
-  }
+  size_t n = chunk_payload(raw, sizeof(raw), frags, lens, 2);
   const uint8_t drop[4] = {0xFF, 0xFF, 0xFF, 0x7F}; /* TG_PACKET_SIZE_DROP */
   memcpy(raw + n, drop, 4);
   n += 4;
-  assert_int_equal(raw_producer_write_chunk_raw(&p, 0, 0, 1, 1, 0, 3, 0, raw, n), 0);
-  const uint32_t pages[1] = {0}, chunks[1] = {0};
-  assert_int_equal(raw_producer_commit(&p, pages, chunks, 1, 0), 0);
 
   char trace[160], summary[160], tp_out[160];
   snprintf(trace, sizeof(trace), "%s/lossy.pftrace", ts->dir);
   snprintf(summary, sizeof(summary), "%s/lossy.json", ts->dir);
   snprintf(tp_out, sizeof(tp_out), "%s/tp-lossy.out", ts->dir);
-  pid_t cl = spawn_clone(ts, trace, summary);
-  /* The clone waits for the session's flush: answer it. */
-  uint64_t flush = raw_producer_wait_flush(&p, 0, WAIT_MS);
-  assert_true(flush != 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, flush, false), 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, WAIT_MS)), 0);
+  commit_and_clone(ts, &p, raw, n, 3, trace, summary);
   loss_t l = trace_loss(trace);
   assert_int_equal(l.packet_loss, 1);
   assert_int_equal(l.abi_violations, 0);
@@ -290,6 +341,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(clean_clones_report_no_loss,
                                       test_service_setup, test_service_teardown),
       cmocka_unit_test_setup_teardown(clone_reports_a_writers_real_loss,
+                                      test_service_setup, test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_reports_ftrace_overruns,
                                       test_service_setup, test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -470,6 +470,30 @@ int raw_producer_commit_padded(raw_producer_t *p, uint32_t chunk_id,
   return raw_producer_commit(p, &page, &chunk, 1, 0);
 }
 
+size_t make_ftrace_stats_packet(uint8_t *out, int phase,
+                                const uint64_t *overrun, size_t n_cpus) {
+  Perfetto__Protos__FtraceCpuStats cs[4], *csp[4];
+  if (n_cpus > 4) return 0;
+  for (size_t i = 0; i < n_cpus; i++) {
+    perfetto__protos__ftrace_cpu_stats__init(&cs[i]);
+    cs[i].has_cpu = cs[i].has_overrun = 1;
+    cs[i].cpu = i;
+    cs[i].overrun = overrun[i];
+    csp[i] = &cs[i];
+  }
+  Perfetto__Protos__FtraceStats st = PERFETTO__PROTOS__FTRACE_STATS__INIT;
+  st.has_phase = 1;
+  st.phase = (Perfetto__Protos__FtraceStats__Phase)phase;
+  st.n_cpu_stats = n_cpus;
+  st.cpu_stats = csp;
+  Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+  p.has_timestamp = 1;
+  p.timestamp = 42;
+  p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS;
+  p.ftrace_stats = &st;
+  return perfetto__protos__trace_packet__pack(&p, out);
+}
+
 size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v) {
   Perfetto__Protos__TestEvent ev = PERFETTO__PROTOS__TEST_EVENT__INIT;
   ev.str = (char *)s;

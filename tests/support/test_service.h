@@ -158,6 +158,12 @@ void raw_producer_close(raw_producer_t *p);
 
 /* Serialises a TracePacket with for_testing {str = s, seq_value = v}. */
 size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v);
+/* Serialises a TracePacket { timestamp, ftrace_stats { phase (1 start of
+ * trace, 2 end), cpu_stats { cpu i, overrun[i] } for i < n_cpus (at most
+ * 4) } } into |out| (at least 128 bytes). Returns its size, 0 if n_cpus
+ * is too many. */
+size_t make_ftrace_stats_packet(uint8_t *out, int phase,
+                                const uint64_t *overrun, size_t n_cpus);
 /* The producer packets (for_testing) among |pk|, in order; at most |max|. */
 size_t test_packets(Perfetto__Protos__TracePacket **pk, size_t n,
                     Perfetto__Protos__TracePacket **out, size_t max);

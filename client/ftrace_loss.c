@@ -5,7 +5,7 @@
  * are the service's and producers' bytes: the field is found with the
  * checked reader and decoded by protobuf-c (tests/fuzz/fuzz_cli_ftrace_loss).
  * See ftrace_loss.h. */
-#include "consumer/cli/ftrace_loss.h"
+#include "client/ftrace_loss.h"
 
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "tracegate/pb_wire.h"
@@ -13,7 +13,7 @@
 /* TracePacket.ftrace_stats */
 #define PACKET_FTRACE_STATS 34
 
-static void add_stats(cli_ftrace_loss_t *l, const uint8_t *p, size_t n) {
+static void add_stats(tg_ftrace_loss_t *l, const uint8_t *p, size_t n) {
   Perfetto__Protos__FtraceStats *st =
       perfetto__protos__ftrace_stats__unpack(NULL, n, p);
   if (!st) return;
@@ -32,12 +32,17 @@ static void add_stats(cli_ftrace_loss_t *l, const uint8_t *p, size_t n) {
   perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
 }
 
-void cli_ftrace_loss_scan(cli_ftrace_loss_t *l, const uint8_t *packet,
-                          size_t n) {
+void tg_ftrace_loss_scan(tg_ftrace_loss_t *l, const uint8_t *packet,
+                         size_t n) {
   tg_pb_reader_t r;
   tg_pb_field_t f;
   tg_pb_reader_init(&r, packet, n);
   while (tg_pb_reader_next(&r, &f) == 1)
     if (f.id == PACKET_FTRACE_STATS && f.type == TG_PB_WT_LEN)
       add_stats(l, f.data, f.size);
+}
+
+uint64_t tg_ftrace_loss_overrun(const tg_ftrace_loss_t *l) {
+  if (!l->ends || l->overrun_end <= l->overrun_start) return 0;
+  return l->overrun_end - l->overrun_start;
 }
