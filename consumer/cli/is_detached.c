@@ -35,9 +35,10 @@ static int after_detach(cli_sm_t *m, cli_sm_outcome_t o) {
 
 static const cli_sm_state_t states[] = {
     [ATTACH] = {"attach", send_attach, DETACH, CLI_SM_END,
-                "cannot ask the service", CLI_EXIT_FAIL, after_attach},
+                "cannot ask the service", CLI_EXIT_FAIL, after_attach,
+                TG_N_NONE},
     [DETACH] = {"detach", send_detach, CLI_SM_END, CLI_SM_END, NULL,
-                CLI_EXIT_FAIL, after_detach},
+                CLI_EXIT_FAIL, after_detach, TG_N_NONE},
 };
 
 static int ask(cli_conn_t *cc, void *arg) {

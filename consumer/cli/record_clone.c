@@ -129,7 +129,7 @@ static int send_free(cli_sm_t *m) {
  * also ends when this connection closes. */
 static const cli_sm_state_t clone_states[] = {
     [CLONE] = {"clone", send_clone, READ, CLI_SM_END, NULL, CLI_EXIT_FAIL,
-               after_clone},
+               after_clone, TG_N_NONE},
     [READ] = {"read", send_read, STATS, FREE, "cannot read the snapshot",
               CLI_EXIT_FAIL, after_read, TG_N_CLONE_FAILED},
     [STATS] = {"stats", send_stats, FREE, FREE,
