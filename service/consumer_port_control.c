@@ -23,41 +23,41 @@ static void send_event(tg_consumer_conn_t *c,
   tg_ipc_reply(&c->observe_call, true, true, &r.base, -1);
 }
 
-static void on_instance_state(tg_session_t *s, const tg_ds_instance_t *inst,
-                              void *ctx) {
-  tg_service_t *svc = ctx;
+/* Sends |ev| to every consumer observing |s| for the event type whose
+ * bit in ObserveEvents' mask is |bit|. The event is the same for all. */
+static void send_to_observers(tg_service_t *svc, const tg_session_t *s,
+                              unsigned bit,
+                              const Perfetto__Protos__ObservableEvents *ev) {
   tg_list_t *it, *tmp;
   tg_list_foreach_safe(it, tmp, &svc->consumers) {
     tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
-    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 1)))
-      continue;
-    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
-        PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
-    Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
-    ch.producer_name = inst->producer_name;
-    ch.data_source_name = inst->name;
-    ch.has_state = 1;
-    ch.state = inst->state == TG_DS_STARTED
-                   ? PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STARTED
-                   : PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STOPPED;
-    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-    ev.n_instance_state_changes = 1;
-    ev.instance_state_changes = &pch;
-    send_event(c, &ev);
+    if (c->observing && c->session == s && (c->observe_mask & (1u << bit)))
+      send_event(c, ev);
   }
 }
 
+static void on_instance_state(tg_session_t *s, const tg_ds_instance_t *inst,
+                              void *ctx) {
+  Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange ch =
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE_CHANGE__INIT;
+  Perfetto__Protos__ObservableEvents__DataSourceInstanceStateChange *pch = &ch;
+  ch.producer_name = inst->producer_name;
+  ch.data_source_name = inst->name;
+  ch.has_state = 1;
+  ch.state = inst->state == TG_DS_STARTED
+                 ? PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STARTED
+                 : PERFETTO__PROTOS__OBSERVABLE_EVENTS__DATA_SOURCE_INSTANCE_STATE__DATA_SOURCE_INSTANCE_STATE_STOPPED;
+  Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+  ev.n_instance_state_changes = 1;
+  ev.instance_state_changes = &pch;
+  send_to_observers(ctx, s, 1, &ev);
+}
+
 static void on_all_started(tg_session_t *s, void *ctx) {
-  tg_service_t *svc = ctx;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
-    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 2))) continue;
-    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-    ev.has_all_data_sources_started = 1;
-    ev.all_data_sources_started = 1;
-    send_event(c, &ev);
-  }
+  Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+  ev.has_all_data_sources_started = 1;
+  ev.all_data_sources_started = 1;
+  send_to_observers(ctx, s, 2, &ev);
 }
 
 /* Answers EnableTracing: tracing of |s| ended. */
@@ -109,23 +109,17 @@ static void on_flush_done(tg_session_t *s, int status, uint64_t cookie,
  * TYPE_CLONE_TRIGGER_HIT, is told to clone it (perfetto_cmd then does). */
 static void on_clone_trigger(tg_session_t *s, const tg_trigger_info_t *t,
                              void *ctx) {
-  tg_service_t *svc = ctx;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &svc->consumers) {
-    tg_consumer_conn_t *c = TG_CONTAINER_OF(it, tg_consumer_conn_t, node);
-    if (!c->observing || c->session != s || !(c->observe_mask & (1u << 4))) continue;
-    Perfetto__Protos__ObservableEvents__CloneTriggerHit hit =
-        PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
-    hit.has_tracing_session_id = 1;
-    hit.tracing_session_id = (int64_t)s->id;
-    hit.trigger_name = (char *)t->name;
-    hit.producer_name = (char *)t->producer_name;
-    hit.has_producer_uid = 1;
-    hit.producer_uid = (int32_t)t->producer_uid;
-    Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-    ev.clone_trigger_hit = &hit;
-    send_event(c, &ev);
-  }
+  Perfetto__Protos__ObservableEvents__CloneTriggerHit hit =
+      PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
+  hit.has_tracing_session_id = 1;
+  hit.tracing_session_id = (int64_t)s->id;
+  hit.trigger_name = (char *)t->name;
+  hit.producer_name = (char *)t->producer_name;
+  hit.has_producer_uid = 1;
+  hit.producer_uid = (int32_t)t->producer_uid;
+  Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+  ev.clone_trigger_hit = &hit;
+  send_to_observers(ctx, s, 4, &ev);
 }
 
 /* A ReadBuffers still in progress ends at its next drain (no session). */
