@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ struct tg_ftrace_session {
   bool no_generic;
   bool pollable;       /* buffer_percent set: the CPUs may be polled */
   bool throttle_rss;   /* the config's throttle_rss_stat */
+  bool copies_markers; /* copy_trace_marker set: the top level's writes */
+  bool holds_top;      /* counted in g_top.holders */
   bool rss_throttled;  /* the trigger is set: remove it at stop */
   unsigned n_cpus;
   int *fds; /* per CPU; -1: not readable */
@@ -149,6 +152,56 @@ int tg__ftrace_rss_throttle_off(const char *dir) {
 
 static int enable_event(void *ctx, const char *group, const char *name);
 
+/* Applications write their markers to the top level's trace_marker, and
+ * while the top level's tracing_on is 0 the kernel fails those writes
+ * (EBADF) although it copies them into the instances that ask. So a
+ * session that records them (copy_trace_marker) holds the top level's
+ * tracing_on at 1, as Perfetto's probes do for every session (and as its
+ * integration tests wait for). The last such session of this process puts
+ * it back to 0 only if this process turned it on: the top level's state
+ * is read once, at the first hold, and never relied on for recording. */
+static struct {
+  pthread_mutex_t mu;
+  unsigned holders;
+  bool turned_on;
+} g_top = {PTHREAD_MUTEX_INITIALIZER, 0, false};
+
+static void top_level_hold(tg_ftrace_session_t *s) {
+  pthread_mutex_lock(&g_top.mu);
+  if (g_top.holders++ == 0) {
+    char v[8];
+    long n = tg_tracefs_read(s->root, "tracing_on", v, sizeof(v));
+    int rv = n < 0 ? (int)n : 0;
+    if (rv == 0 && n > 0 && v[0] == '0') {
+      rv = tg_tracefs_write(s->root, "tracing_on", "1");
+      g_top.turned_on = rv == 0;
+      if (rv == 0)
+        TG_INFO("linux.ftrace: %s/tracing_on was 0: set to 1 while sessions "
+                "record applications' trace_marker writes", s->root);
+    }
+    if (rv < 0)
+      TG_WARN("linux.ftrace: cannot hold %s/tracing_on at 1 (%s): while it "
+              "is 0, applications' trace_marker writes fail (they are still "
+              "recorded)", s->root, tg_strerror(rv));
+  }
+  s->holds_top = true;
+  pthread_mutex_unlock(&g_top.mu);
+}
+
+static void top_level_release(tg_ftrace_session_t *s) {
+  if (!s->holds_top) return;
+  s->holds_top = false;
+  pthread_mutex_lock(&g_top.mu);
+  if (--g_top.holders == 0 && g_top.turned_on) {
+    g_top.turned_on = false;
+    int rv = tg_tracefs_write(s->root, "tracing_on", "0");
+    if (rv < 0)
+      TG_WARN("linux.ftrace: cannot put %s/tracing_on back to 0: %s", s->root,
+              tg_strerror(rv));
+  }
+  pthread_mutex_unlock(&g_top.mu);
+}
+
 /* kmem/rss_stat under throttle_rss_stat: its throttled synthetic event
  * where the kernel has one (tg__ftrace_rss_throttle_on). Returns 1 when
  * that was enabled instead, else 0 or -ENOMEM. */
@@ -194,8 +247,10 @@ static int enable_event(void *ctx, const char *group, const char *name) {
    * its trace_marker, and with copy_trace_marker also what is written to
    * the top-level one, where applications write. */
   if (strcmp(group, "ftrace") == 0) {
-    if (strcmp(name, "print") == 0 &&
-        (rv = tg_tracefs_write(s->dir, "options/copy_trace_marker", "1")) < 0)
+    if (strcmp(name, "print") != 0) return 0;
+    rv = tg_tracefs_write(s->dir, "options/copy_trace_marker", "1");
+    s->copies_markers = rv == 0;
+    if (rv < 0)
       TG_WARN("linux.ftrace: this kernel does not copy trace_marker writes to "
               "instances (%s): ftrace/print sees only the instance's own "
               "trace_marker", tg_strerror(rv));
@@ -330,6 +385,7 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   load_printk(s);
   if ((rv = open_cpus(s)) < 0) goto fail;
   if ((rv = tg_tracefs_write(s->dir, "tracing_on", "1")) < 0) goto fail;
+  if (s->copies_markers) top_level_hold(s);
   *out = s;
   return 0;
 fail:
@@ -339,6 +395,7 @@ fail:
 
 void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
   if (!s) return;
+  top_level_release(s);
   for (unsigned c = 0; s->fds && c < s->n_cpus; c++)
     if (s->fds[c] >= 0) close(s->fds[c]);
   free(s->fds);

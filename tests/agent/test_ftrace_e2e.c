@@ -40,9 +40,8 @@
 #define KID_COMM "tg-ftrace-kid"
 
 /* A child that renames itself KID_COMM, writes a marker into the
- * trace_marker of the tracefs instance |instance| (the session's own: the
- * top-level one fails while another tracer has left the top level's
- * tracing_on at 0) and exits; it is
+ * trace_marker of the tracefs directory |instance| (the session's own
+ * instance, or the top level where applications write) and exits; it is
  * switched in under that name from a running task, not from the idle task:
  * on the VMs this runs on, the kernel records no switch out of the idle
  * task, so a kid that only ever woke on an idle CPU left no switch into it
@@ -144,7 +143,8 @@ static size_t unrecorded_switch_outs(const e2e_packets_t *p) {
 typedef struct seen {
   size_t switches, chain_checked, unrecorded, wakings, generic, bundles, lost;
   uint64_t events_per_cpu[MAX_CPUS]; /* decoded, to match "read events" */
-  bool newtask, rename, exit, fork, marker, kid_switched_in;
+  size_t markers; /* the kid's, recorded */
+  bool newtask, rename, exit, fork, kid_switched_in;
 } seen_t;
 
 static void check_full(const e2e_packets_t *p, pid_t kid, uint64_t t0, uint64_t t1,
@@ -225,7 +225,7 @@ static void check_full(const e2e_packets_t *p, pid_t kid, uint64_t t0, uint64_t 
         case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT:
           if (e->print->buf && strstr(e->print->buf, marker) &&
               e->pid == (uint32_t)kid)
-            seen->marker = true;
+            seen->markers++;
           break;
         case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC:
           /* task/\* has events Perfetto has no message for, too. */
@@ -307,9 +307,25 @@ static void check_stats(const e2e_packets_t *p) {
 
 /* --- tests --------------------------------------------------------------- */
 
+/* The top level's tracing_on as the test found it ("" when untouched),
+ * put back by the teardown whether the test passed or not. */
+static char g_saved_tracing_on[8];
+
+static void top_level_tracing_on(char *out, size_t cap) {
+  long n = tg_tracefs_read(e2e_tracefs_root(), "tracing_on", out, cap);
+  assert_true(n > 0);
+  out[strcspn(out, "\n")] = 0;
+}
+
 /* Two sessions, full and compact, of one tracegate-probes record what the
- * kernel did meanwhile, consistently. */
-static void record_consistent_sched_events(test_service_t *ts) {
+ * kernel did meanwhile, consistently. The kid writes its marker to the top
+ * level's trace_marker when |top_level_marker|, else to the full
+ * session's instance: recorded once either way. The top level's
+ * tracing_on while the full session runs goes to |top_on| ("" if not
+ * wanted). */
+static void record_consistent_sched_events(test_service_t *ts,
+                                           bool top_level_marker,
+                                           char *top_on, size_t top_on_cap) {
   char err_path[160];
   pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
                                   "probes.err", false, 3);
@@ -335,7 +351,8 @@ static void record_consistent_sched_events(test_service_t *ts) {
   assert_int_equal(st->n_unknown_ftrace_events, 1);
   assert_string_equal(st->unknown_ftrace_events[0], "no_such_group/no_such_event");
 
-  pid_t kid = run_kid(a_dir);
+  if (top_on_cap) top_level_tracing_on(top_on, top_on_cap);
+  pid_t kid = run_kid(top_level_marker ? e2e_tracefs_root() : a_dir);
   e2e_flush(&a.c);
   e2e_flush(&b.c);
   assert_int_equal(raw_consumer_disable(&a.c, E2E_WAIT_MS), 0);
@@ -367,7 +384,7 @@ static void record_consistent_sched_events(test_service_t *ts) {
   assert_true(s.newtask);
   assert_true(s.fork);
   assert_true(s.rename);
-  assert_true(s.marker);
+  assert_int_equal(s.markers, 1);
   assert_true(s.exit);
   assert_true(s.kid_switched_in);
   check_stats(&a.got);
@@ -390,27 +407,22 @@ static void record_consistent_sched_events(test_service_t *ts) {
 
 static void ftrace_sessions_record_consistent_sched_events(void **state) {
   e2e_require_ftrace();
-  record_consistent_sched_events(*state);
-}
-
-/* The top level's tracing_on as the test found it ("" when untouched),
- * put back by the teardown whether the test passed or not. */
-static char g_saved_tracing_on[8];
-
-static void top_level_tracing_on(char *out, size_t cap) {
-  long n = tg_tracefs_read(e2e_tracefs_root(), "tracing_on", out, cap);
-  assert_true(n > 0);
-  out[strcspn(out, "\n")] = 0;
+  record_consistent_sched_events(*state, false, NULL, 0);
 }
 
 /* Another tracer (Perfetto's traced_probes, for one) may leave the top
  * level's tracing_on at 0: the probes trace in their own instances and
- * still record everything, and leave the top level as they found it. */
+ * still record everything; a session recording ftrace/print holds the top
+ * level on meanwhile, so that applications' markers written there do not
+ * fail (Perfetto's TestFtraceFlush waits for it and checks the write), and
+ * puts it back to 0 at its end. */
 static void ftrace_records_with_top_level_tracing_off(void **state) {
   e2e_require_ftrace();
   top_level_tracing_on(g_saved_tracing_on, sizeof(g_saved_tracing_on));
   assert_int_equal(tg_tracefs_write(e2e_tracefs_root(), "tracing_on", "0"), 0);
-  record_consistent_sched_events(*state);
+  char during[8];
+  record_consistent_sched_events(*state, true, during, sizeof(during));
+  assert_string_equal(during, "1");
   char now[8];
   top_level_tracing_on(now, sizeof(now));
   assert_string_equal(now, "0");

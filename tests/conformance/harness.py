@@ -325,8 +325,14 @@ class MachineState:
             if f == "set_event":
                 _write(path, "")  # O_TRUNC disables every event
                 for ev in before.split():
-                    with open(path, "a") as fa:
-                        fa.write(ev + "\n")
+                    # An event another tracer made (a synthetic one) may be
+                    # gone by now: said, not fatal to the rest.
+                    try:
+                        with open(path, "a") as fa:
+                            fa.write(ev + "\n")
+                    except OSError as e:
+                        undone.append("tracefs event %s not enabled again: %s"
+                                      % (ev, e))
             elif f == "trace_clock":
                 sel = [w[1:-1] for w in before.split() if w.startswith("[")]
                 if sel:
