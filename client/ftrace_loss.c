@@ -1,48 +1,89 @@
 /* What the kernel's ftrace ring buffers lost, from the packets of a trace:
- * each linux.ftrace instance writes a TracePacket.ftrace_stats at its start
- * and at its end, with every CPU's overrun (events the kernel overwrote
- * before the probes read them). The difference is the loss. The packets
- * are the service's and producers' bytes: the field is found with the
- * checked reader and decoded by protobuf-c (tests/fuzz/fuzz_cli_ftrace_loss).
- * See ftrace_loss.h. */
+ * each linux.ftrace instance writes a TracePacket.ftrace_stats pair
+ * (START, END) at every flush and at its stop, with every CPU's overrun
+ * (events the kernel overwrote before the probes read them): the START
+ * with the counters of its session's start, the END with those of the
+ * moment. The packets are the service's and producers' bytes: the fields
+ * are found with the checked reader and the stats decoded by protobuf-c
+ * (tests/fuzz/fuzz_cli_ftrace_loss). See ftrace_loss.h. */
 #include "client/ftrace_loss.h"
 
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "tracegate/pb_wire.h"
 
-/* TracePacket.ftrace_stats */
+/* TracePacket fields. */
+#define PACKET_TRUSTED_SEQ_ID 10
 #define PACKET_FTRACE_STATS 34
 
-static void add_stats(tg_ftrace_loss_t *l, const uint8_t *p, size_t n) {
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The table's entry of sequence |id|, added if there is room; NULL past
+ * it. */
+static tg_ftrace_loss_seq_t *find_seq(tg_ftrace_loss_t *l, uint32_t id) {
+  for (size_t i = 0; i < l->n_seqs; i++)
+    if (l->seqs[i].id == id) return &l->seqs[i];
+  if (l->n_seqs == TG_FTRACE_LOSS_MAX_SEQS) return NULL;
+  tg_ftrace_loss_seq_t *q = &l->seqs[l->n_seqs++];
+  *q = (tg_ftrace_loss_seq_t){.id = id};
+  return q;
+}
+
+static void add_stats(tg_ftrace_loss_t *l, uint32_t seq, const uint8_t *p,
+                      size_t n) {
   Perfetto__Protos__FtraceStats *st =
       perfetto__protos__ftrace_stats__unpack(NULL, n, p);
   if (!st) return;
+  bool start = st->has_phase &&
+               st->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__START_OF_TRACE;
+  bool end = st->has_phase &&
+             st->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__END_OF_TRACE;
   uint64_t overrun = 0;
   for (size_t i = 0; i < st->n_cpu_stats; i++)
-    if (st->cpu_stats[i]->has_overrun) overrun += st->cpu_stats[i]->overrun;
-  if (st->has_phase &&
-      st->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__START_OF_TRACE) {
-    l->overrun_start += overrun;
-    l->starts++;
-  } else if (st->has_phase &&
-             st->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__END_OF_TRACE) {
-    l->overrun_end += overrun;
-    l->ends++;
-  }
+    if (st->cpu_stats[i]->has_overrun)
+      overrun = add_sat(overrun, st->cpu_stats[i]->overrun);
   perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
+  if (!start && !end) return;
+  if (start) l->starts++;
+  else l->ends++;
+  tg_ftrace_loss_seq_t *q = find_seq(l, seq);
+  if (!q) {
+    l->untracked++;
+  } else if (start) {
+    q->has_start = true;
+    q->start = overrun;
+  } else {
+    /* An END with no START before it says nothing of the loss. */
+    q->loss = q->has_start && overrun > q->start ? overrun - q->start : 0;
+  }
 }
 
 void tg_ftrace_loss_scan(tg_ftrace_loss_t *l, const uint8_t *packet,
                          size_t n) {
   tg_pb_reader_t r;
   tg_pb_field_t f;
+  /* The service appends the sequence id after the producer's bytes: one
+   * pass finds it (the last one, as protobuf reads a repeated scalar),
+   * the next the stats. A packet without one is on sequence 0. */
+  uint32_t seq = 0;
+  bool has_stats = false;
+  tg_pb_reader_init(&r, packet, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id == PACKET_TRUSTED_SEQ_ID && f.type == TG_PB_WT_VARINT)
+      seq = (uint32_t)f.value;
+    else if (f.id == PACKET_FTRACE_STATS && f.type == TG_PB_WT_LEN)
+      has_stats = true;
+  }
+  if (!has_stats) return;
   tg_pb_reader_init(&r, packet, n);
   while (tg_pb_reader_next(&r, &f) == 1)
     if (f.id == PACKET_FTRACE_STATS && f.type == TG_PB_WT_LEN)
-      add_stats(l, f.data, f.size);
+      add_stats(l, seq, f.data, f.size);
 }
 
 uint64_t tg_ftrace_loss_overrun(const tg_ftrace_loss_t *l) {
-  if (!l->ends || l->overrun_end <= l->overrun_start) return 0;
-  return l->overrun_end - l->overrun_start;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < l->n_seqs; i++) sum = add_sat(sum, l->seqs[i].loss);
+  return sum;
 }

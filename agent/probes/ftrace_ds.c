@@ -162,7 +162,7 @@ static void on_stop(void *ctx, unsigned inst) {
   uint32_t gen = ++sl->want_gen;
   f->changed = true;
   wake_thread(f);
-  /* The last pages and the end stats go out before on_stop returns: after
+  /* The last pages and the stats go out before on_stop returns: after
    * it, the agent drops this instance's packets. */
   struct timespec until = deadline_in(CALLBACK_WAIT_MS);
   while (f->running && (int32_t)(sl->done_gen - gen) < 0)
@@ -248,6 +248,17 @@ static void ksyms_release(tg_ftrace_ds_t *f) {
   f->ksyms = NULL;
 }
 
+/* As traced_probes at every flush and at stop: the START stats again (the
+ * session's first counters) and an END with the current ones. A clone
+ * (which holds no stop) then carries the overruns up to its flush, and
+ * the last pair of any trace the whole session's; the periodic commit
+ * writes none, so a ring is not filled with them. */
+static void write_stats_pair(tg_ftrace_session_t *sess,
+                             const tg_probes_sink_t *sink) {
+  tg_ftrace_session_write_stats(sess, sink, TG_FTRACE_STATS_START);
+  tg_ftrace_session_write_stats(sess, sink, TG_FTRACE_STATS_END);
+}
+
 static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
   slot_t *sl = &f->slots[k];
   if (sl->sess) {
@@ -258,7 +269,7 @@ static void end_slot(tg_ftrace_ds_t *f, unsigned k) {
       /* Everything up to now, bounded in case the kernel keeps writing. */
       for (int i = 0; i < 64 && more; i++)
         tg_ftrace_session_drain(sl->sess, &sink, PAGES_PER_ROUND, &more);
-      tg_ftrace_session_write_stats(sl->sess, &sink, TG_FTRACE_STATS_END);
+      write_stats_pair(sl->sess, &sink);
       tg_ds_flush_thread(f->ds, k);
     }
     const tg_ftrace_session_stats_t *st = tg_ftrace_session_stats(sl->sess);
@@ -399,6 +410,9 @@ static void serve_flushes(tg_ftrace_ds_t *f) {
       sl->next_ms = 0;
       uint64_t now = tg_probes_now_ms();
       run_slot(f, k, now);
+      tg_probes_ds_target_t c = {f->ds, k};
+      tg_probes_sink_t sink = tg_probes_ds_sink(&c);
+      write_stats_pair(sl->sess, &sink);
       tg_ds_flush_thread(f->ds, k);
       sl->unflushed = false;
       sl->flushed_ms = now;

@@ -63,6 +63,12 @@
 #define HANDED_PIDS 8192u
 #define INODE_SET_MAX 65536u
 
+/* A CPU's per_cpu stats as read once; |ok| false: unreadable then. */
+typedef struct cpu_snap {
+  tg_ftrace_cpu_stats_t cs;
+  bool ok;
+} cpu_snap_t;
+
 typedef struct name_list {
   char **v;
   size_t n;
@@ -108,6 +114,9 @@ struct tg_ftrace_session {
   /* per CPU: the last written record's timestamp of its last bundle
    * (previous_bundle_end_timestamp of its next), 0: none yet */
   uint64_t *bundle_end;
+  /* per CPU: the counters as tracing began, written in every START stats
+   * so that each (START, END) pair spans the whole session */
+  cpu_snap_t *start_stats;
   uint8_t *page; /* BATCH_PAGES pages */
   size_t page_len[BATCH_PAGES];
   char *text; /* FORMAT_MAX scratch for format files */
@@ -302,11 +311,24 @@ static void load_printk(tg_ftrace_session_t *s) {
   s->enc.printk = &s->printk;
 }
 
+/* CPU |c|'s per_cpu stats into |out|; false when unreadable. */
+static bool read_cpu_stats(tg_ftrace_session_t *s, unsigned c,
+                           tg_ftrace_cpu_stats_t *out) {
+  char rel[64];
+  snprintf(rel, sizeof(rel), "per_cpu/cpu%u/stats", c);
+  long n = tg_tracefs_read(s->dir, rel, s->text, FORMAT_MAX);
+  if (n < 0) return false;
+  tg_ftrace_cpu_stats_parse(s->text, (size_t)n, out);
+  return true;
+}
+
 static int open_cpus(tg_ftrace_session_t *s) {
   long n = sysconf(_SC_NPROCESSORS_CONF);
   s->n_cpus = n > 0 && n < 4096 ? (unsigned)n : 1;
   s->bundle_end = calloc(s->n_cpus, sizeof(*s->bundle_end));
   if (!s->bundle_end) return -ENOMEM;
+  s->start_stats = calloc(s->n_cpus, sizeof(*s->start_stats));
+  if (!s->start_stats) return -ENOMEM;
   s->fds = malloc(s->n_cpus * sizeof(*s->fds));
   if (!s->fds) return -ENOMEM;
   unsigned opened = 0;
@@ -384,6 +406,8 @@ int tg_ftrace_session_start(const tg_ftrace_cfg_t *cfg,
   if ((rv = setup_events(s, cfg)) < 0) goto fail;
   load_printk(s);
   if ((rv = open_cpus(s)) < 0) goto fail;
+  for (unsigned c = 0; c < s->n_cpus; c++)
+    s->start_stats[c].ok = read_cpu_stats(s, c, &s->start_stats[c].cs);
   if ((rv = tg_tracefs_write(s->dir, "tracing_on", "1")) < 0) goto fail;
   if (s->copies_markers) top_level_hold(s);
   *out = s;
@@ -400,6 +424,7 @@ void tg_ftrace_session_stop(tg_ftrace_session_t *s) {
     if (s->fds[c] >= 0) close(s->fds[c]);
   free(s->fds);
   free(s->bundle_end);
+  free(s->start_stats);
   if (s->rss_throttled && tg__ftrace_rss_throttle_off(s->dir) < 0)
     TG_WARN("linux.ftrace: cannot remove the rss_stat_throttled trigger of "
             "%s", s->dir);
@@ -652,23 +677,18 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
   return total;
 }
 
-static void write_cpu_stats(tg_ftrace_session_t *s, tg_pbw_t *w, unsigned c) {
-  char rel[64];
-  snprintf(rel, sizeof(rel), "per_cpu/cpu%u/stats", c);
-  long n = tg_tracefs_read(s->dir, rel, s->text, FORMAT_MAX);
-  if (n < 0) return;
-  tg_ftrace_cpu_stats_t cs;
-  tg_ftrace_cpu_stats_parse(s->text, (size_t)n, &cs);
+static void write_cpu_stats(tg_pbw_t *w, unsigned c,
+                            const tg_ftrace_cpu_stats_t *cs) {
   tg_pbw_begin_nested(w, STATS_CPU_STATS);
   tg_pbw_append_varint(w, CPU_CPU, c);
-  tg_pbw_append_varint(w, CPU_ENTRIES, cs.entries);
-  tg_pbw_append_varint(w, CPU_OVERRUN, cs.overrun);
-  tg_pbw_append_varint(w, CPU_COMMIT_OVERRUN, cs.commit_overrun);
-  tg_pbw_append_varint(w, CPU_BYTES_READ, cs.bytes);
-  tg_pbw_append_double(w, CPU_OLDEST_TS, cs.oldest_event_ts);
-  tg_pbw_append_double(w, CPU_NOW_TS, cs.now_ts);
-  tg_pbw_append_varint(w, CPU_DROPPED, cs.dropped_events);
-  tg_pbw_append_varint(w, CPU_READ_EVENTS, cs.read_events);
+  tg_pbw_append_varint(w, CPU_ENTRIES, cs->entries);
+  tg_pbw_append_varint(w, CPU_OVERRUN, cs->overrun);
+  tg_pbw_append_varint(w, CPU_COMMIT_OVERRUN, cs->commit_overrun);
+  tg_pbw_append_varint(w, CPU_BYTES_READ, cs->bytes);
+  tg_pbw_append_double(w, CPU_OLDEST_TS, cs->oldest_event_ts);
+  tg_pbw_append_double(w, CPU_NOW_TS, cs->now_ts);
+  tg_pbw_append_varint(w, CPU_DROPPED, cs->dropped_events);
+  tg_pbw_append_varint(w, CPU_READ_EVENTS, cs->read_events);
   tg_pbw_end_nested(w);
 }
 
@@ -679,7 +699,14 @@ void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
   tg_pbw_append_varint(w, PACKET_TIMESTAMP, boottime_ns());
   tg_pbw_begin_nested(w, PACKET_FTRACE_STATS);
   tg_pbw_append_varint(w, STATS_PHASE, (uint64_t)phase);
-  for (unsigned c = 0; c < s->n_cpus; c++) write_cpu_stats(s, w, c);
+  for (unsigned c = 0; c < s->n_cpus; c++) {
+    tg_ftrace_cpu_stats_t now;
+    if (phase == TG_FTRACE_STATS_START) {
+      if (s->start_stats[c].ok) write_cpu_stats(w, c, &s->start_stats[c].cs);
+    } else if (read_cpu_stats(s, c, &now)) {
+      write_cpu_stats(w, c, &now);
+    }
+  }
   /* As traced_probes does: what symbolize_ksyms had to name addresses
    * with (none parsed tells a reader why the names are missing). */
   if (s->ksyms) {

@@ -98,7 +98,10 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
                                bool *more);
 
 /* One TracePacket { timestamp, ftrace_stats { phase, cpu_stats per CPU,
- * unknown/failed events (at the start) } }. */
+ * unknown/failed events (at the start) } }. A START always carries the
+ * CPUs' counters as tracing began (read once, at start), an END those of
+ * the moment: a reader takes the loss from the last END against the START
+ * before it, so a pair written at every flush spans the whole session. */
 void tg_ftrace_session_write_stats(tg_ftrace_session_t *s,
                                    const tg_probes_sink_t *sink, int phase);
 

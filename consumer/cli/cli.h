@@ -305,9 +305,9 @@ void cli_loss_print_omitted(FILE *out, const char *indent,
 /* A TraceStats as a table: a column per buffer, then the global counters. */
 void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
 
-/* Adds "ftrace_cpu_overrun" (the overrun between linux.ftrace's start
- * and end stats, client/ftrace_loss.h) to |out| when the end stats were
- * seen and it is not 0. */
+/* Adds "ftrace_cpu_overrun" (per sequence, the overrun between
+ * linux.ftrace's last end stats and the start before them,
+ * client/ftrace_loss.h) to |out| when it is not 0. */
 void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
 
 #endif /* TRACEGATE_CONSUMER_CLI_CLI_H */

@@ -267,7 +267,7 @@ static const Perfetto__Protos__FtraceStats *stats_of(
 
 const Perfetto__Protos__FtraceStats *e2e_find_stats(const e2e_packets_t *p,
                                                     int phase) {
-  for (size_t i = 0; i < p->n; i++) {
+  for (size_t i = p->n; i-- > 0;) {
     const Perfetto__Protos__FtraceStats *s = stats_of(p->pk[i]);
     if (s && (int)s->phase == phase) return s;
   }

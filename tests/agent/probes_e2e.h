@@ -129,7 +129,9 @@ void e2e_session_close(e2e_session_t *s);
 /* TracePacket.data is a oneof: a member is valid only for its case. */
 const Perfetto__Protos__FtraceEventBundle *e2e_bundle_of(
     const Perfetto__Protos__TracePacket *p);
-/* The first ftrace_stats of |p| with |phase| (1: start, 2: end), or NULL. */
+/* The last ftrace_stats of |p| with |phase| (1: start, 2: end), or NULL.
+ * linux.ftrace writes a pair at every flush and at stop, every START with
+ * the counters of its start: the last END covers the whole session. */
 const Perfetto__Protos__FtraceStats *e2e_find_stats(const e2e_packets_t *p,
                                                     int phase);
 

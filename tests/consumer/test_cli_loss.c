@@ -109,12 +109,33 @@ static void ftrace_without_overrun_is_no_loss(void **state) {
   assert_int_equal(loss.total, 0);
 }
 
+/* A clone's trace holds linux.ftrace's pair of every flush, the START the
+ * same each time: the loss listed is the last END's, not the pairs' sum. */
+static void ftrace_flush_pairs_count_once(void **state) {
+  (void)state;
+  tg_ftrace_loss_t fl = {0};
+  uint8_t pkt[256];
+  const uint64_t start[2] = {5, 7}, end1[2] = {25, 7}, end2[2] = {45, 17};
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, start, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, end1, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, start, 2));
+  tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, end2, 2));
+  cli_loss_t loss;
+  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+  cli_loss_collect(&st, &loss);
+  cli_ftrace_loss_add(&fl, &loss);
+  assert_int_equal(loss.n, 1);
+  assert_int_equal(loss.items[0].value, 50);
+  assert_int_equal(loss.total, 50);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_counter_is_in_the_total),
       cmocka_unit_test(no_loss_is_nothing),
       cmocka_unit_test(ftrace_overruns_are_a_loss),
       cmocka_unit_test(ftrace_without_overrun_is_no_loss),
+      cmocka_unit_test(ftrace_flush_pairs_count_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

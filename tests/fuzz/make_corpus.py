@@ -900,6 +900,18 @@ def ftrace_stats(phase, overruns):
     return f_len(34, f_varint(1, phase) + cpus)
 
 
+def stats_on(seq, phase, overruns):
+    """A Trace's packet (field 1): the stats, then the sequence id the
+    service appends."""
+    return f_len(1, ftrace_stats(phase, overruns) + f_varint(10, seq))
+
+
+def flush_pairs(seq, start, ends):
+    """linux.ftrace's pair at every flush: the same START each time."""
+    return b"".join(stats_on(seq, 1, start) + stats_on(seq, 2, e)
+                    for e in ends)
+
+
 def cli_ftrace_loss_corpus():
     return {
         "start": f_varint(8, 42) + ftrace_stats(1, [5, 7]),
@@ -909,6 +921,15 @@ def cli_ftrace_loss_corpus():
                                            f_len_redundant(2, f_varint(3, 9))),
         "cut_short": ftrace_stats(2, [3])[:-2],
         "no_phase": f_len(34, f_len(2, f_varint(3, 4))),
+        "pair_on_seq": flush_pairs(7, [5, 7], [[105, 57]]),
+        "flush_pairs": flush_pairs(7, [2, 3], [[12, 3], [22, 13], [32, 23]]),
+        "two_seqs": (stats_on(5, 1, [1, 1]) + stats_on(6, 1, [100, 200]) +
+                     stats_on(5, 2, [11, 1]) + stats_on(6, 2, [100, 240])),
+        "end_below_start": flush_pairs(4, [50, 50], [[10, 60]]),
+        "end_without_start": stats_on(9, 2, [3, 4]),
+        "huge_overruns": flush_pairs(2, [0], [[2**64 - 1, 2**64 - 1]]),
+        "seq_past_the_table": b"".join(flush_pairs(100 + s, [0], [[1]])
+                                       for s in range(17)),
     }
 
 

@@ -472,12 +472,18 @@ int raw_producer_commit_padded(raw_producer_t *p, uint32_t chunk_id,
 
 size_t make_ftrace_stats_packet(uint8_t *out, int phase,
                                 const uint64_t *overrun, size_t n_cpus) {
+  return make_ftrace_stats_packet_on(out, phase, 0, 0, overrun, n_cpus);
+}
+
+size_t make_ftrace_stats_packet_on(uint8_t *out, int phase, uint32_t seq,
+                                   uint32_t first_cpu, const uint64_t *overrun,
+                                   size_t n_cpus) {
   Perfetto__Protos__FtraceCpuStats cs[4], *csp[4];
   if (n_cpus > 4) return 0;
   for (size_t i = 0; i < n_cpus; i++) {
     perfetto__protos__ftrace_cpu_stats__init(&cs[i]);
     cs[i].has_cpu = cs[i].has_overrun = 1;
-    cs[i].cpu = i;
+    cs[i].cpu = first_cpu + (uint32_t)i;
     cs[i].overrun = overrun[i];
     csp[i] = &cs[i];
   }
@@ -491,6 +497,11 @@ size_t make_ftrace_stats_packet(uint8_t *out, int phase,
   p.timestamp = 42;
   p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS;
   p.ftrace_stats = &st;
+  if (seq) {
+    p.optional_trusted_packet_sequence_id_case =
+        PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+    p.trusted_packet_sequence_id = seq;
+  }
   return perfetto__protos__trace_packet__pack(&p, out);
 }
 

@@ -164,6 +164,11 @@ size_t make_test_packet(uint8_t *out, size_t cap, const char *s, uint32_t v);
  * is too many. */
 size_t make_ftrace_stats_packet(uint8_t *out, int phase,
                                 const uint64_t *overrun, size_t n_cpus);
+/* The same on packet sequence |seq| (trusted_packet_sequence_id; 0: not
+ * set) with cpu_stats { cpu first_cpu + i, overrun[i] }. */
+size_t make_ftrace_stats_packet_on(uint8_t *out, int phase, uint32_t seq,
+                                   uint32_t first_cpu, const uint64_t *overrun,
+                                   size_t n_cpus);
 /* The producer packets (for_testing) among |pk|, in order; at most |max|. */
 size_t test_packets(Perfetto__Protos__TracePacket **pk, size_t n,
                     Perfetto__Protos__TracePacket **out, size_t max);
