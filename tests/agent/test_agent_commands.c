@@ -104,18 +104,21 @@ static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
   reply_empty(call);
 }
 
+/* Adds |k| to |*count| (a field of |f|) and wakes its waiters. */
+static void fake_count(fake_t *f, size_t *count, size_t k) {
+  pthread_mutex_lock(&f->mu);
+  *count += k;
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
 static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *a,
                           size_t n) {
   fake_t *f = ctx;
   Perfetto__Protos__CommitDataRequest *r =
       perfetto__protos__commit_data_request__unpack(NULL, n, a);
-  if (r) {
-    pthread_mutex_lock(&f->mu);
-    f->n_chunks += r->n_chunks_to_move;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
-    perfetto__protos__commit_data_request__free_unpacked(r, NULL);
-  }
+  fake_count(f, &f->n_chunks, r ? r->n_chunks_to_move : 0);
+  if (r) perfetto__protos__commit_data_request__free_unpacked(r, NULL);
   reply_empty(call);
 }
 

@@ -721,30 +721,29 @@ static void record_at_the_buffer_end_reads_nothing_past_it(void **state) {
 
 /* --- compact_sched columns, written straight from rows ------------------- */
 
-/* Rows put into the columns directly (as tg__ftrace_compact_add would),
- * comms interned through the table. */
-static void compact_switch_row(tg_ftrace_compact_t *c, uint64_t ts,
-                               int64_t state, int32_t pid, int32_t prio,
-                               const char *comm) {
-  size_t i = c->n_sw++;
-  c->sw_ts[i] = ts;
-  c->sw_state[i] = state;
-  c->sw_pid[i] = pid;
-  c->sw_prio[i] = prio;
-  c->sw_comm[i] = tg__ftrace_compact_intern(c, (const uint8_t *)comm,
-                                            strlen(comm), false);
-}
-
-static void compact_waking_row(tg_ftrace_compact_t *c, uint64_t ts,
-                               int32_t pid, int32_t cpu, int32_t prio,
-                               const char *comm, uint32_t flags) {
+/* A row put into the columns directly (as tg__ftrace_compact_add would):
+ * a sched_switch's, |extra| its prev_state, or (|waking|) a
+ * sched_waking's, |extra| its target_cpu; the comm interned. */
+static void compact_row(tg_ftrace_compact_t *c, bool waking, uint64_t ts,
+                        int32_t pid, int32_t prio, int64_t extra,
+                        const char *comm, uint32_t flags) {
+  uint32_t k = tg__ftrace_compact_intern(c, (const uint8_t *)comm,
+                                         strlen(comm), false);
+  if (!waking) {
+    size_t i = c->n_sw++;
+    c->sw_ts[i] = ts;
+    c->sw_state[i] = extra;
+    c->sw_pid[i] = pid;
+    c->sw_prio[i] = prio;
+    c->sw_comm[i] = k;
+    return;
+  }
   size_t i = c->n_wk++;
   c->wk_ts[i] = ts;
   c->wk_pid[i] = pid;
-  c->wk_cpu[i] = cpu;
+  c->wk_cpu[i] = (int32_t)extra;
   c->wk_prio[i] = prio;
-  c->wk_comm[i] = tg__ftrace_compact_intern(c, (const uint8_t *)comm,
-                                            strlen(comm), false);
+  c->wk_comm[i] = k;
   c->wk_flags[i] = flags;
 }
 
@@ -781,11 +780,11 @@ static void encoder_compact_columns_keep_long_and_negative_values(
     tg_ftrace_compact_t c;
     assert_int_equal(tg__ftrace_compact_init(&c, 16), 0);
     for (int i = 0; i < N; i++) {
-      compact_switch_row(&c, ts[i], LONG_STATES[i], LONG_INTS[i],
-                         LONG_INTS[N - 1 - i], comms[i]);
-      compact_waking_row(&c, ts[N - 1 - i], LONG_INTS[N - 1 - i],
-                         LONG_INTS[i], -100 - i, comms[N - 1 - i],
-                         i ? UINT32_MAX >> i : UINT32_MAX);
+      compact_row(&c, false, ts[i], LONG_INTS[i], LONG_INTS[N - 1 - i],
+                  LONG_STATES[i], comms[i], 0);
+      compact_row(&c, true, ts[N - 1 - i], LONG_INTS[N - 1 - i], -100 - i,
+                  LONG_INTS[i], comms[N - 1 - i],
+                  i ? UINT32_MAX >> i : UINT32_MAX);
     }
     size_t n = compact_written(e, &c);
     Perfetto__Protos__FtraceEventBundle *b =
@@ -1043,12 +1042,11 @@ static void compact_ordinary_rows(tg_ftrace_compact_t *c) {
   for (int i = 0; i < 300; i++) {
     t += 700 + (uint64_t)(i * 37 % 5000);
     if (i % 3)
-      compact_switch_row(c, t, i % 4 == 0 ? 0 : i % 4 == 1 ? 1 : 0x400,
-                         i % 7 ? 1000 + i * 13 : 0, 120 - i % 3,
-                         comms[i % 5]);
+      compact_row(c, false, t, i % 7 ? 1000 + i * 13 : 0, 120 - i % 3,
+                  i % 4 == 0 ? 0 : i % 4 == 1 ? 1 : 0x400, comms[i % 5], 0);
     else
-      compact_waking_row(c, t, 2000 + i, i % 4, 120, comms[(i / 3) % 5],
-                         i % 2 ? 0x1 : 0x0);
+      compact_row(c, true, t, 2000 + i, 120, i % 4, comms[(i / 3) % 5],
+                  i % 2 ? 0x1 : 0x0);
   }
 }
 
