@@ -206,8 +206,16 @@ static void on_commit_timer(uv_timer_t *t) {
     cm->resident_due_ms = now + RESIDENT_PERIOD_MS;
   }
   snapshot_arbiter_stats(arb, false, true);
-  /* commit_on_flush: the tick after the last activity ends the run. */
-  if (!found && tg__agent.cfg.opts.commit_on_flush) tg__commit_timer_stop();
+  /* commit_on_flush: the tick after the last activity ends the run. A
+   * writer that flushed meanwhile and still saw the timer running left
+   * its chunk to a tick: it is looked for again after the stop (the
+   * fence pairs with the one in tg_ds_flush_thread: either the writer
+   * sees the timer stopped and wakes the agent, or this sees its chunk). */
+  if (!found && tg__agent.cfg.opts.commit_on_flush) {
+    tg__commit_timer_stop();
+    atomic_thread_fence(memory_order_seq_cst);
+    if (tg_arbiter_commit_pending(arb)) tg__commit_kick();
+  }
 }
 
 /* |timer_active| is stored with the timer's state so that other threads
