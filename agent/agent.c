@@ -82,10 +82,35 @@ static void begin_stop(void) {
   th->stopping = true;
   tg__commit_timer_stop();
   uv_timer_stop(&th->clock_timer);
+  atomic_store_explicit(&th->clock_active, false, memory_order_release);
   tg__connection_stop();
   /* The connection's close callback runs first (it was queued first);
    * then every handle, ours included, closes and uv_run returns. */
   uv_walk(&th->loop, close_walk, NULL);
+}
+
+static void on_clock_timer(uv_timer_t *t) {
+  (void)t;
+  tg__clock_calibrate();
+}
+
+/* Starts calibrating the TSC, once a reader asked for it (clock.h): a
+ * process that never reads the clock never wakes for it. The mirror flag
+ * is for tests; release pairs with the acquire in
+ * tg__agent_clock_timer_active. */
+static void clock_start(void) {
+  tg__agent_thread_t *th = &tg__agent.th;
+  if (!th->tsc_usable || uv_is_active((uv_handle_t *)&th->clock_timer))
+    return;
+  tg__clock_calibrate(); /* first sample; the line starts 50 ms later */
+  uv_timer_start(&th->clock_timer, on_clock_timer, CLOCK_FIRST_MS,
+                 CLOCK_PERIOD_MS);
+  atomic_store_explicit(&th->clock_active, true, memory_order_release);
+}
+
+bool tg__agent_clock_timer_active(void) {
+  return atomic_load_explicit(&tg__agent.th.clock_active,
+                              memory_order_acquire);
 }
 
 static void on_async(uv_async_t *a) {
@@ -94,16 +119,15 @@ static void on_async(uv_async_t *a) {
     begin_stop();
     return;
   }
+  /* Acquire pairs with the release in tg__clock_ask. */
+  if (atomic_load_explicit(&tg__clock.asked, memory_order_acquire))
+    clock_start();
   if (tg__connection_ready()) {
     tg__connection_register_data_sources();
     tg__commit_all(0);
+    tg__commit_kick();
     tg__triggers_send_pending();
   }
-}
-
-static void on_clock_timer(uv_timer_t *t) {
-  (void)t;
-  tg__clock_calibrate();
 }
 
 /* The agent's thread does batch work (commits, the service's commands)
@@ -135,10 +159,12 @@ static void *agent_thread(void *arg) {
   (void)arg;
   tg__agent_thread_t *th = &tg__agent.th;
   use_batch_policy();
-  if (tg__clock_tsc_usable()) {
-    tg__clock_calibrate(); /* first sample; the line starts 50 ms later */
-    uv_timer_start(&th->clock_timer, on_clock_timer, CLOCK_FIRST_MS,
-                   CLOCK_PERIOD_MS);
+  th->tsc_usable = tg__clock_tsc_usable();
+  if (th->tsc_usable) {
+    /* A read before tg_agent_init asked already (its wake found no
+     * agent); later ones wake on_async. */
+    if (atomic_load_explicit(&tg__clock.asked, memory_order_acquire))
+      clock_start();
   } else {
     /* Said once per process: each tg_agent_init would find the same. */
     static atomic_bool said;

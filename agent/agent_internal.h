@@ -49,7 +49,9 @@ typedef struct tg__agent_thread {
   _Atomic bool stop_requested;
   uv_loop_t loop;
   uv_async_t async;
-  uv_timer_t clock_timer;
+  uv_timer_t clock_timer; /* runs once a reader asked (clock.h) */
+  _Atomic bool clock_active; /* mirrors |clock_timer| for other threads */
+  bool tsc_usable;
   bool stopping; /* the loop is closing its handles */
 } tg__agent_thread_t;
 
@@ -124,6 +126,8 @@ extern tg__agent_t tg__agent;
  * hook of the arbiter and of the data-source registry. Any thread; cheap
  * when a wake is already pending. |ctx| is unused. */
 void tg__agent_wake(void *ctx);
+/* Whether the TSC calibration timer runs (tests read it). Any thread. */
+bool tg__agent_clock_timer_active(void);
 
 /* --- connection.c ----------------------------------------------------- */
 
@@ -174,10 +178,15 @@ void tg__commit_fini(void);
 /* Sends writer (un)registrations, then everything the writers queued,
  * the last CommitData carrying |flush_id| (0: none). */
 void tg__commit_all(uint64_t flush_id);
-/* Runs the periodic commit timer while any instance is started, and only
+/* Runs the periodic commit timer while any instance is started (with
+ * commit_on_flush: stops it when none is, starts nothing), and only
  * then: call after every instance start or stop. Each tick also takes
  * back the chunks of writers that went idle (trace_writer.h). */
 void tg__commit_timer_update(void);
+/* commit_on_flush: something was flushed or woke the agent; runs the
+ * periodic commit timer (if an instance is started) until a tick finds
+ * nothing to commit. Without commit_on_flush, nothing. */
+void tg__commit_kick(void);
 /* Shutdown: the timer stops for good. */
 void tg__commit_timer_stop(void);
 /* The current SMB is being abandoned: its counters join the past ones. */

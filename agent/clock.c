@@ -1,6 +1,8 @@
 /* Calibrating the TSC against CLOCK_BOOTTIME (see clock.h). */
 #include "agent/clock.h"
 
+#include "agent/agent_internal.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -106,7 +108,15 @@ void tg__clock_calibrate(void) {
 #endif
 }
 
+void tg__clock_ask(void) {
+  /* Release pairs with the agent thread's acquire in on_async and
+   * agent_thread; the exchange makes the wake happen once. */
+  if (!atomic_exchange_explicit(&tg__clock.asked, true, memory_order_release))
+    tg__agent_wake(NULL);
+}
+
 void tg__clock_reset(void) {
+  atomic_store_explicit(&tg__clock.asked, false, memory_order_relaxed);
   atomic_store_explicit(&tg__clock.seq, 0, memory_order_release);
   g_prev_tsc = g_prev_ns = 0;
 }

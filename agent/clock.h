@@ -11,6 +11,13 @@
  *
  * The calibration is a seqlock: readers retry if the agent's thread
  * changed it meanwhile (once a second, for a few nanoseconds).
+ *
+ * Calibrating wakes the agent's thread once a second, so it only starts
+ * once something reads this clock: the first read (clock_gettime, being
+ * uncalibrated) sets |asked| and wakes the agent's thread, which starts
+ * calibrating. A process that never reads it (tracegate-probes stamps its
+ * packets with CLOCK_BOOTTIME) never wakes for it. Later uncalibrated
+ * reads see |asked| set: one relaxed load, no system call.
  */
 #ifndef TRACEGATE_AGENT_CLOCK_H
 #define TRACEGATE_AGENT_CLOCK_H
@@ -28,6 +35,7 @@ typedef struct tg__clock_calib {
   _Atomic uint64_t base_tsc;
   _Atomic uint64_t base_ns;
   _Atomic uint64_t mult;     /* ns per TSC tick, << 32 */
+  _Atomic bool asked;        /* a reader wants calibration (tg__clock_ask) */
 } tg__clock_calib_t;
 
 extern tg__clock_calib_t tg__clock;
@@ -38,11 +46,20 @@ static inline uint64_t tg__clock_boottime(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Any thread, cold: sets |asked| and, the first time, wakes the agent's
+ * thread to start calibrating (if the agent runs; tg_agent_init looks at
+ * |asked| otherwise). */
+void tg__clock_ask(void);
+
 static inline uint64_t tg__clock_now(void) {
 #if defined(__x86_64__)
   for (;;) {
     uint32_t s1 = atomic_load_explicit(&tg__clock.seq, memory_order_acquire);
-    if (__builtin_expect(s1 == 0, 0)) break; /* not calibrated (yet) */
+    if (__builtin_expect(s1 == 0, 0)) { /* not calibrated (yet) */
+      if (!atomic_load_explicit(&tg__clock.asked, memory_order_relaxed))
+        tg__clock_ask();
+      break;
+    }
     uint64_t tsc = __rdtsc();
     uint64_t base_tsc =
         atomic_load_explicit(&tg__clock.base_tsc, memory_order_relaxed);
@@ -64,7 +81,7 @@ static inline uint64_t tg__clock_now(void) {
 bool tg__clock_tsc_usable(void);
 /* Agent's thread, about once a second (the first call only samples). */
 void tg__clock_calibrate(void);
-/* Back to clock_gettime (agent shutdown). */
+/* Back to clock_gettime, not asked for (agent shutdown). */
 void tg__clock_reset(void);
 
 #endif /* TRACEGATE_AGENT_CLOCK_H */

@@ -257,6 +257,7 @@ void tg__commands_on_async_command(tg_ipc_client_t *cl, void *ctx,
       for_each_listed_instance(cmd->flush->data_source_ids,
                                cmd->flush->n_data_source_ids, flush_one);
       tg__commit_all(cmd->flush->request_id);
+      tg__commit_kick();
       break;
     case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE:
       for_each_listed_instance(cmd->clear_incremental_state->data_source_ids,

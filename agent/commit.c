@@ -24,6 +24,10 @@
  * writers find the SMB nearly full (the arbiter's pressure flag), the
  * next commit first takes back the chunk of every writer between packets,
  * however recent its last one.
+ * With commit_on_flush (tg_agent_options_t) the tick does not run while
+ * a session is idle: a wake-up of the agent (a writer's
+ * tg_ds_flush_thread, the arbiter) or the service's Flush starts it, and
+ * the first tick that finds nothing to commit stops it.
  * Agent's thread only, except the counters and tg__agent_commit_timer_active.
  */
 #include "abi/ipc_frame.h"
@@ -182,14 +186,18 @@ static void on_commit_timer(uv_timer_t *t) {
   tg_arbiter_t *arb = tg__agent.session.arb;
   uint64_t period = period_ms(arb);
   if (uv_timer_get_repeat(t) != period) uv_timer_set_repeat(t, period);
-  if (!arb) return;
+  if (!arb) {
+    if (tg__agent.cfg.opts.commit_on_flush) tg__commit_timer_stop();
+    return;
+  }
   uint64_t now = uv_now(t->loop);
   if (now >= cm->idle_due_ms) {
     tg_trace_writers_reclaim_idle(arb, now_ns(),
                                   (uint64_t)IDLE_MS * 1000000u);
     cm->idle_due_ms = now + IDLE_SCAN_MS;
   }
-  if (tg_arbiter_commit_pending(arb)) tg__commit_all(0);
+  bool found = tg_arbiter_commit_pending(arb);
+  if (found) tg__commit_all(0);
   else send_writer_events(arb);
   /* Before the snapshot: a reader that sees this tick's counters sees a
    * resident size at most RESIDENT_PERIOD_MS older. */
@@ -198,6 +206,16 @@ static void on_commit_timer(uv_timer_t *t) {
     cm->resident_due_ms = now + RESIDENT_PERIOD_MS;
   }
   snapshot_arbiter_stats(arb, false, true);
+  /* commit_on_flush: the tick after the last activity ends the run. A
+   * writer that flushed meanwhile and still saw the timer running left
+   * its chunk to a tick: it is looked for again after the stop (the
+   * fence pairs with the one in tg_ds_flush_thread: either the writer
+   * sees the timer stopped and wakes the agent, or this sees its chunk). */
+  if (!found && tg__agent.cfg.opts.commit_on_flush) {
+    tg__commit_timer_stop();
+    atomic_thread_fence(memory_order_seq_cst);
+    if (tg_arbiter_commit_pending(arb)) tg__commit_kick();
+  }
 }
 
 /* |timer_active| is stored with the timer's state so that other threads
@@ -216,8 +234,13 @@ void tg__commit_timer_stop(void) {
 }
 
 void tg__commit_timer_update(void) {
-  if (tg__ds_any_started()) timer_start();
-  else tg__commit_timer_stop();
+  if (!tg__ds_any_started()) tg__commit_timer_stop();
+  else if (!tg__agent.cfg.opts.commit_on_flush) timer_start();
+}
+
+void tg__commit_kick(void) {
+  if (tg__agent.cfg.opts.commit_on_flush && tg__ds_any_started())
+    timer_start();
 }
 
 bool tg__agent_commit_timer_active(void) {

@@ -255,13 +255,17 @@ void tg_ds_flush_thread(tg_ds_t *ds, unsigned inst) {
   if (!s->w) return;
   tg_trace_writer_flush(s->w);
   /* What the flush returned goes out with the agent's next commit: the
-   * periodic tick (commit_period_ms) while an instance runs, a Flush or a
-   * stop. The thread is woken only when no tick will come, and never
-   * with nothing pending: a producer that flushes every round would
-   * otherwise wake it as often as it runs itself. The pending flag is
-   * this thread's own write, so the relaxed load sees it. */
-  if (s->w->arb && tg_arbiter_commit_pending(s->w->arb) &&
-      !tg__agent_commit_timer_active())
+   * periodic tick (commit_period_ms) while it runs, a Flush or a stop
+   * (with commit_on_flush the tick runs only after such a wake). The
+   * thread is woken only when no tick will come, and never with nothing
+   * pending: a producer that flushes every round would otherwise wake it
+   * as often as it runs itself. The pending flag is this thread's own
+   * write, so the relaxed load sees it. The fence pairs with the one
+   * after a commit_on_flush tick stops the timer (commit.c): that tick or
+   * this wake sends the chunk. */
+  if (!s->w->arb || !tg_arbiter_commit_pending(s->w->arb)) return;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!tg__agent_commit_timer_active())
     registry_wake();
 }
 

@@ -47,10 +47,11 @@ int tg__ftrace_compact_init(tg_ftrace_compact_t *c, size_t cap) {
   c->comm_len = calloc(cap, sizeof(*c->comm_len));
   c->comm_slot = calloc(cap, sizeof(*c->comm_slot));
   c->slots = calloc(n_slots, sizeof(*c->slots));
+  c->vals = calloc(cap, sizeof(*c->vals));
   if (!c->sw_ts || !c->sw_state || !c->sw_pid || !c->sw_prio || !c->sw_comm ||
       !c->wk_ts || !c->wk_pid || !c->wk_cpu || !c->wk_prio || !c->wk_comm ||
       !c->wk_flags || !c->comms || !c->comm_len || !c->comm_slot ||
-      !c->slots) {
+      !c->slots || !c->vals) {
     tg__ftrace_compact_free(c);
     return -ENOMEM;
   }
@@ -73,6 +74,7 @@ void tg__ftrace_compact_free(tg_ftrace_compact_t *c) {
   free(c->comm_len);
   free(c->comm_slot);
   free(c->slots);
+  free(c->vals);
   memset(c, 0, sizeof(*c));
 }
 
@@ -127,30 +129,39 @@ static void columns_of(const tg_ftrace_compact_t *c, column_t *col) {
   memcpy(col, cols, sizeof(cols));
 }
 
-/* Row |i|'s varint value; |prev| is the row before's timestamp. */
-static inline uint64_t column_value(const column_t *col, size_t i,
-                                    uint64_t prev) {
+/* The column's varint values into |out|, its bytes returned. One typed
+ * loop per column, not a switch per value: the compiler vectorises the
+ * conversions and the lengths (tg__ftrace_varint_len has no branch). */
+static size_t column_values(const column_t *col, uint64_t *out) {
+  size_t n = col->n, bytes = 0;
   switch (col->type) {
-    case COL_TS:
-      return ((const uint64_t *)col->v)[i] - prev;
-    case COL_I64:
-      return (uint64_t)((const int64_t *)col->v)[i];
-    case COL_I32:
-      return (uint64_t)(int64_t)((const int32_t *)col->v)[i];
-    default:
-      return ((const uint32_t *)col->v)[i];
+    case COL_TS: {
+      const uint64_t *v = col->v;
+      uint64_t prev = 0;
+      for (size_t i = 0; i < n; i++) {
+        out[i] = v[i] - prev;
+        prev = v[i];
+      }
+      break;
+    }
+    case COL_I64: {
+      const int64_t *v = col->v;
+      for (size_t i = 0; i < n; i++) out[i] = (uint64_t)v[i];
+      break;
+    }
+    case COL_I32: {
+      const int32_t *v = col->v;
+      for (size_t i = 0; i < n; i++) out[i] = (uint64_t)(int64_t)v[i];
+      break;
+    }
+    default: {
+      const uint32_t *v = col->v;
+      for (size_t i = 0; i < n; i++) out[i] = v[i];
+      break;
+    }
   }
-}
-
-/* The bytes of the column's varints. */
-static size_t column_size(const column_t *col) {
-  size_t n = 0;
-  uint64_t prev = 0;
-  for (size_t i = 0; i < col->n; i++) {
-    n += tg_pb_varint_size(column_value(col, i, prev));
-    if (col->type == COL_TS) prev = ((const uint64_t *)col->v)[i];
-  }
-  return n;
+  for (size_t i = 0; i < n; i++) bytes += tg__ftrace_varint_len(out[i]);
+  return bytes;
 }
 
 /* A key and the size |n| of the field after it. */
@@ -164,10 +175,34 @@ static void append_len_key(tg_pbw_t *w, uint32_t field, size_t n) {
 /* Bytes of varints gathered before they are appended. */
 #define COLUMN_BLOCK 512
 
+/* The |n| varints of |v|, |bytes| in all: straight into the writer's
+ * segment when they fit there with the word stores' slack (most
+ * columns), else gathered in blocks that the writer splits across
+ * segments. */
+static void append_varints(tg_pbw_t *w, const uint64_t *v, size_t n,
+                           size_t bytes) {
+  if ((size_t)(w->end - w->cur) >= bytes + TG_FTRACE_PUT_SLACK) {
+    uint8_t *p = w->cur;
+    for (size_t i = 0; i < n; i++) p = tg__ftrace_put_varint(p, v[i]);
+    w->cur = p;
+    return;
+  }
+  uint8_t block[COLUMN_BLOCK + TG_PB_MAX_VARINT_SIZE + TG_FTRACE_PUT_SLACK];
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    used = (size_t)(tg__ftrace_put_varint(block + used, v[i]) - block);
+    if (used >= COLUMN_BLOCK) {
+      tg_pbw_append_raw(w, block, used);
+      used = 0;
+    }
+  }
+  tg_pbw_append_raw(w, block, used);
+}
+
 /* Every size is worked out before its field is written, so each takes
- * the fewest bytes (as Perfetto's probes write the packed columns): a
- * bundle spans many pages, and its columns rarely fit what is left of a
- * chunk, so they go through the writer in blocks of varints anyway. */
+ * the fewest bytes (as Perfetto's probes write the packed columns): the
+ * values are worked out twice, once for the sizes and once to write
+ * them, which costs less than keeping every column's. */
 void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   if (!c->n_sw && !c->n_wk) return;
   column_t cols[N_COLUMNS];
@@ -176,7 +211,7 @@ void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   for (size_t i = 0; i < c->n_comms; i++) total += 2 + c->comm_len[i];
   for (unsigned k = 0; k < N_COLUMNS; k++) {
     if (!cols[k].n) continue;
-    sizes[k] = column_size(&cols[k]);
+    sizes[k] = column_values(&cols[k], c->vals);
     total += 1 + tg_pb_varint_size(sizes[k]) + sizes[k];
   }
   append_len_key(w, BUNDLE_COMPACT_SCHED, total);
@@ -185,18 +220,7 @@ void tg__ftrace_compact_write(tg_ftrace_compact_t *c, tg_pbw_t *w) {
   for (unsigned k = 0; k < N_COLUMNS; k++) {
     if (!cols[k].n) continue;
     append_len_key(w, cols[k].field, sizes[k]);
-    uint8_t block[COLUMN_BLOCK + TG_PB_MAX_VARINT_SIZE + TG_FTRACE_PUT_SLACK];
-    size_t used = 0;
-    uint64_t prev = 0;
-    for (size_t i = 0; i < cols[k].n; i++) {
-      uint64_t v = column_value(&cols[k], i, prev);
-      if (cols[k].type == COL_TS) prev = ((const uint64_t *)cols[k].v)[i];
-      used = (size_t)(tg__ftrace_put_varint(block + used, v) - block);
-      if (used >= COLUMN_BLOCK) {
-        tg_pbw_append_raw(w, block, used);
-        used = 0;
-      }
-    }
-    tg_pbw_append_raw(w, block, used);
+    column_values(&cols[k], c->vals);
+    append_varints(w, c->vals, cols[k].n, sizes[k]);
   }
 }

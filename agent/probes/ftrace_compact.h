@@ -51,6 +51,7 @@ typedef struct tg_ftrace_compact {
   size_t n_comms;
   uint32_t *slots;
   unsigned slot_shift; /* 64 - log2(slot count); more slots than 2 * cap */
+  uint64_t *vals; /* a column's varint values while it is written */
 } tg_ftrace_compact_t;
 
 /* Room for |cap| rows. Returns 0 or -ENOMEM. */

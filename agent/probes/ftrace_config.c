@@ -68,6 +68,8 @@ int tg_ftrace_cfg_parse(const uint8_t *cfg, size_t len, tg_ftrace_cfg_t *out) {
     out->drain_period_ms =
         clamp(c->drain_period_ms, TG_FTRACE_DEFAULT_DRAIN_MS,
               TG_FTRACE_MIN_DRAIN_MS, TG_FTRACE_MAX_DRAIN_MS);
+    /* 0 means "not set", as for Perfetto's probes. */
+    out->drain_period_asked = c->drain_period_ms != 0;
     /* As Perfetto's probes since v42: compact unless the config says no. */
     out->compact_sched = !(c->compact_sched && c->compact_sched->has_enabled &&
                            !c->compact_sched->enabled);

@@ -24,6 +24,9 @@ typedef struct tg_ftrace_cfg {
   size_t n_events;
   uint32_t buffer_size_kb;  /* per CPU */
   uint32_t drain_period_ms;
+  /* The config set drain_period_ms (non-zero): drain at that period, not
+   * at the reader's own cadence (tg_ftrace_drain_wait_ms). */
+  bool drain_period_asked;
   bool compact_sched;
   bool disable_generic_events;
   bool events_truncated;

@@ -73,7 +73,6 @@ typedef struct slot {
   bool announced;   /* start stats (or the failure) written */
   uint64_t next_ms;
   uint64_t started_ms;
-  uint32_t wait_ms; /* the last wait between drains (ftrace_session.h) */
   bool unflushed;   /* pages written since the last tg_ds_flush_thread */
   uint64_t flushed_ms;
 } slot_t;
@@ -329,7 +328,6 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   sl->announced = false;
   sl->started_ms = now;
   sl->next_ms = now;
-  sl->wait_ms = 0;
 }
 
 static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
@@ -369,12 +367,10 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->unflushed = false;
     sl->flushed_ms = now;
   }
-  sl->wait_ms = tg_ftrace_session_pollable(sl->sess)
-                    ? tg_ftrace_next_wait_ms(sl->wait_ms,
-                                             sl->cfg.drain_period_ms, pages,
-                                             tg_ftrace_session_n_cpus(sl->sess))
-                    : sl->cfg.drain_period_ms;
-  sl->next_ms = more ? now : now + sl->wait_ms;
+  uint32_t wait = tg_ftrace_drain_wait_ms(sl->cfg.drain_period_ms,
+                                          sl->cfg.drain_period_asked,
+                                          tg_ftrace_session_pollable(sl->sess));
+  sl->next_ms = more ? now : now + wait;
 }
 
 /* Under f->mu on entry and exit. */
@@ -463,9 +459,7 @@ static void wait_for_work(tg_ftrace_ds_t *f, uint64_t next) {
   }
   for (nfds_t i = 1; i < n; i++) {
     if (!pfd[i].revents) continue;
-    slot_t *sl = &f->slots[owner[i]];
-    sl->next_ms = 0;
-    sl->wait_ms = 0; /* busy: back to the drain period */
+    f->slots[owner[i]].next_ms = 0;
   }
 }
 

@@ -1,9 +1,9 @@
 /* The "linux.ftrace" data source of tracegate-probes.
  *
- * One thread reads for every session and every CPU, at each session's
- * drain period while its CPUs are busy and less often while they are
- * quiet (tg_ftrace_next_wait_ms), and at once when a CPU's buffer fills
- * up: it sleeps in poll(2) on the CPUs and an eventfd. The agent's
+ * One thread reads for every session and every CPU, at the drain period
+ * its config asked for, else once a second (tg_ftrace_drain_wait_ms), and
+ * at once when a CPU's buffer fills up: it sleeps in poll(2) on the CPUs
+ * and an eventfd. The agent's
  * callbacks only hand configs and stop/flush requests to it (under a
  * mutex, then the eventfd), then
  * wait, bounded, for stop and flush to be done: a stop's last pages and end

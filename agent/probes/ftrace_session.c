@@ -736,16 +736,9 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
   return s->pollable;
 }
 
-unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s) {
-  return s->n_cpus;
-}
-
-uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
-                                size_t pages, unsigned n_cpus) {
-  if (pages > n_cpus || wait_ms < period_ms) return period_ms;
-  uint32_t most = period_ms > TG_FTRACE_QUIET_WAIT_MS ? period_ms
-                                                      : TG_FTRACE_QUIET_WAIT_MS;
-  return wait_ms >= most / 2 ? most : 2 * wait_ms;
+uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
+                                 bool pollable) {
+  return period_asked || !pollable ? period_ms : TG_FTRACE_QUIET_WAIT_MS;
 }
 
 const tg_ftrace_session_stats_t *tg_ftrace_session_stats(

@@ -121,26 +121,24 @@ size_t tg_ftrace_session_fds(const tg_ftrace_session_t *s, int *out, size_t cap)
  * quiet session is still drained at its period, bursts being seen only
  * then. */
 bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
-/* The CPUs the session reads. */
-unsigned tg_ftrace_session_n_cpus(const tg_ftrace_session_t *s);
 
 /* How full (percent) a CPU's buffer is when its descriptor polls readable
  * (the instance's buffer_percent). */
 #define TG_FTRACE_WAKE_PERCENT 50
-/* The longest wait between drains of a quiet session (drain_period_ms if
- * longer). */
+/* The wait between drains of a session whose config left
+ * drain_period_ms unset and whose CPUs can be polled. */
 #define TG_FTRACE_QUIET_WAIT_MS 1000
 
-/* The wait before the next drain, after one that read |pages| pages of a
- * session on |n_cpus| CPUs and followed a wait of |wait_ms| (0 at first):
- * |period_ms| (drain_period_ms) after a busy drain, more than a page a
- * CPU; after a quiet one, twice the last wait, up to
- * TG_FTRACE_QUIET_WAIT_MS. A quiet host then wakes the reader once a
- * second, not ten times, while a burst is read at the period from its
- * second drain on, and its first within a half-full buffer (the
- * descriptors poll readable then). */
-uint32_t tg_ftrace_next_wait_ms(uint32_t wait_ms, uint32_t period_ms,
-                                size_t pages, unsigned n_cpus);
+/* The wait before a session's next drain. A config that asked for a
+ * drain period (|period_asked|) gets |period_ms|. Otherwise, with
+ * descriptors that poll readable at TG_FTRACE_WAKE_PERCENT (|pollable|),
+ * TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its buffer is
+ * that full, so the timer only collects what quiet CPUs trickle, and an
+ * idle host wakes the reader once a second. Without them, |period_ms|
+ * (the default drain period): nothing else would read a burst before it
+ * overwrites itself. */
+uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
+                                 bool pollable);
 
 /* throttle_rss_stat, as Perfetto's probes do it: in the instance |dir|,
  * a histogram trigger on kmem/rss_stat that emits the synthetic event

@@ -98,6 +98,8 @@ int main(int argc, char **argv) {
        * chunks, which these writers never leave behind, so it need not
        * wake an idle host 100 times a second. */
       .commit_period_ms = 1000,
+      /* Nor once a second: only after a round flushed something. */
+      .commit_on_flush = true,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
       .log_level = (tg_log_level_t)log_level,

@@ -113,6 +113,15 @@ typedef struct tg_agent_options {
    * second (what they flush then waits up to that long for the service);
    * many writers on a small SMB still shorten it to 1 ms. */
   uint32_t commit_period_ms;
+  /* false (default): the tick above runs while any instance is started.
+   * true, for producers whose writers end each burst with
+   * tg_ds_flush_thread (tracegate-probes): it runs only after activity,
+   * so that an idle session never wakes the agent's thread. A flush that
+   * left data to send (or the service's Flush, or a full SMB) wakes the
+   * agent, which commits and starts the tick; the first tick that finds
+   * nothing to commit stops it. Chunks a writer keeps without flushing
+   * wait for its next flush, another writer's, a Flush or the stop. */
+  bool commit_on_flush;
 } tg_agent_options_t;
 
 /* Starts the agent's thread, which connects in the background (and keeps

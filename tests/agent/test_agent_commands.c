@@ -4,9 +4,10 @@
  *
  * The fake service runs an IPC host on its own loop thread; the test thread
  * queues GetAsyncCommand replies for it and waits on what the agent sends
- * back (RegisterTraceWriter, NotifyDataSourceStopped). The agent's own
- * state is read only through tg__agent_commit_timer_active(), an internal
- * query for tests (agent/agent_internal.h). */
+ * back (RegisterTraceWriter, CommitData, NotifyDataSourceStopped). The
+ * agent's own state is read only through tg__agent_commit_timer_active()
+ * and tg__agent_clock_timer_active(), internal queries for tests
+ * (agent/agent_internal.h), and the calibration's seqlock (clock.h). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,7 +26,9 @@
 #include <cmocka.h>
 
 #include "agent/agent_internal.h"
+#include "agent/clock.h"
 #include "ipc/host.h"
+#include "pb/common/commit_data_request.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "tracegate/agent.h"
 
@@ -60,6 +63,7 @@ typedef struct fake {
   size_t n_writers;
   uint64_t stopped[MAX_SEEN];
   size_t n_stopped;
+  size_t n_chunks; /* chunks_to_move of every CommitData */
 } fake_t;
 
 static fake_t g_fake;
@@ -100,6 +104,24 @@ static void m_register_trace_writer(void *ctx, tg_ipc_call_t call,
   reply_empty(call);
 }
 
+/* Adds |k| to |*count| (a field of |f|) and wakes its waiters. */
+static void fake_count(fake_t *f, size_t *count, size_t k) {
+  pthread_mutex_lock(&f->mu);
+  *count += k;
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void m_commit_data(void *ctx, tg_ipc_call_t call, const uint8_t *a,
+                          size_t n) {
+  fake_t *f = ctx;
+  Perfetto__Protos__CommitDataRequest *r =
+      perfetto__protos__commit_data_request__unpack(NULL, n, a);
+  fake_count(f, &f->n_chunks, r ? r->n_chunks_to_move : 0);
+  if (r) perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+  reply_empty(call);
+}
+
 static void m_notify_stopped(void *ctx, tg_ipc_call_t call, const uint8_t *a,
                              size_t n) {
   fake_t *f = ctx;
@@ -127,7 +149,7 @@ static const tg_ipc_method_def_t producer_methods[] = {
     {"InitializeConnection", m_ok},
     {"RegisterDataSource", m_ok},
     {"UnregisterDataSource", m_ok},
-    {"CommitData", m_ok},
+    {"CommitData", m_commit_data},
     {"GetAsyncCommand", m_get_async_command},
     {"RegisterTraceWriter", m_register_trace_writer},
     {"UnregisterTraceWriter", m_ok},
@@ -336,10 +358,26 @@ static void test_log(void *ctx, tg_log_level_t level, const char *msg) {
   fprintf(stderr, "agent[%d]: %s\n", (int)level, msg);
 }
 
+/* Waits until |query|() returns |want|; false on timeout. */
+static bool wait_for(bool (*query)(void), bool want) {
+  struct timespec dl, now;
+  deadline(&dl);
+  for (;;) {
+    if (query() == want) return true;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec > dl.tv_sec) return false;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+}
+
+static bool clock_calibrated(void) {
+  return atomic_load_explicit(&tg__clock.seq, memory_order_acquire) != 0;
+}
+
 /* Starts the fake service and the agent, connected to it. The agent is a
  * process singleton: every test starts it and shuts it down again; the
  * data source stays registered. */
-static void start_both(fake_t *f) {
+static void start_agent(fake_t *f, bool commit_on_flush) {
   fake_start(f);
   if (!g_ds) {
     tg_ds_options_t o = {.name = DS_NAME, .cbs = {.on_start = on_start}};
@@ -355,10 +393,13 @@ static void start_both(fake_t *f) {
       .reconnect_max_ms = 200,
       .log = test_log,
       .log_level = TG_LOG_INFO,
+      .commit_on_flush = commit_on_flush,
   };
   assert_int_equal(tg_agent_init(&ao), 0);
   assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
 }
+
+static void start_both(fake_t *f) { start_agent(f, false); }
 
 static void stop_both(fake_t *f) {
   tg_agent_shutdown();
@@ -502,6 +543,67 @@ static void agent_commit_timer_stays_off_for_an_unknown_data_source(
   stop_both(f);
 }
 
+/* Calibrating the TSC wakes the agent's thread every second: it starts
+ * only once a track event reads the clock. The first read is
+ * clock_gettime(CLOCK_BOOTTIME) itself; once the agent's thread has
+ * calibrated, reads take the TSC path. */
+static void agent_calibrates_the_clock_only_once_it_is_read(void **state) {
+  (void)state;
+  fake_t *f = &g_fake;
+  start_both(f);
+  /* Connected: the thread is past its start, and did not calibrate. */
+  assert_false(tg__agent_clock_timer_active());
+  assert_false(clock_calibrated());
+
+  uint64_t before = tg__clock_boottime();
+  uint64_t t = tg__clock_now();
+  uint64_t after = tg__clock_boottime();
+  assert_true(before <= t && t <= after);
+  if (tg__clock_tsc_usable()) {
+    assert_true(wait_for(tg__agent_clock_timer_active, true));
+    assert_true(wait_for(clock_calibrated, true));
+  } else {
+    fprintf(stderr, "no invariant TSC: reads stay on clock_gettime\n");
+  }
+
+  stop_both(f);
+  assert_false(tg__agent_clock_timer_active());
+  assert_false(clock_calibrated());
+}
+
+/* commit_on_flush: a started session whose writers have flushed nothing
+ * never runs the periodic tick; a flush wakes the agent, whose commit
+ * carries the chunk to the service, and the tick stops again once it
+ * finds nothing to commit. */
+static void agent_commit_on_flush_ticks_only_after_flushes(void **state) {
+  (void)state;
+  fake_t *f = &g_fake;
+  start_agent(f, true);
+  send_setup_tracing(f, 64 * 1024, 4, true);
+  send_start(f, 1, 3);
+  assert_true(started_with_target(3));
+  /* on_start runs after the agent decided about the timer. */
+  assert_false(tg__agent_commit_timer_active());
+
+  int written = 0;
+  TG_DS_TRACE(g_ds, inst, w) {
+    tg_pbw_append_varint(w, 8, 42);
+    written++;
+  }
+  assert_int_equal(written, 1);
+  pthread_mutex_lock(&f->mu);
+  assert_int_equal(f->n_chunks, 0);
+  pthread_mutex_unlock(&f->mu);
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++)
+    tg_ds_flush_thread(g_ds, k);
+  assert_true(fake_wait(f, &f->n_chunks, 1));
+  assert_true(wait_for(tg__agent_commit_timer_active, false));
+
+  send_stop(f, 1);
+  assert_true(fake_wait(f, &f->n_stopped, 1));
+  stop_both(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(agent_ignores_target_buffer_above_16_bits),
@@ -510,6 +612,8 @@ int main(void) {
           agent_commit_timer_runs_only_while_an_instance_is_started),
       cmocka_unit_test(
           agent_commit_timer_stays_off_for_an_unknown_data_source),
+      cmocka_unit_test(agent_calibrates_the_clock_only_once_it_is_read),
+      cmocka_unit_test(agent_commit_on_flush_ticks_only_after_flushes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

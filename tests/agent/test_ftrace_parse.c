@@ -557,6 +557,7 @@ static void config_names_each_unsupported_field(void **state) {
   assert_string_equal(c.events[1], "irq/*");
   assert_int_equal(c.buffer_size_kb, TG_FTRACE_MAX_BUFFER_KB);
   assert_int_equal(c.drain_period_ms, 250);
+  assert_true(c.drain_period_asked);
   assert_true(c.compact_sched);
   /* symbolize_ksyms is acted on, not warned about. */
   assert_true(c.symbolize_ksyms);
@@ -573,6 +574,7 @@ static void config_names_each_unsupported_field(void **state) {
   assert_int_equal(c.n_events, 0);
   assert_int_equal(c.buffer_size_kb, TG_FTRACE_DEFAULT_BUFFER_KB);
   assert_int_equal(c.drain_period_ms, TG_FTRACE_DEFAULT_DRAIN_MS);
+  assert_false(c.drain_period_asked);
   tg_ftrace_cfg_free(&c);
   /* compact_sched: on unless the config turns it off, as Perfetto's
    * probes do since v42. */
@@ -583,6 +585,8 @@ static void config_names_each_unsupported_field(void **state) {
   len = perfetto__protos__data_source_config__pack(&dsc, buf);
   assert_int_equal(tg_ftrace_cfg_parse(buf, len, &c), 0);
   assert_true(c.compact_sched);
+  /* drain_period_ms unset: the reader's own cadence. */
+  assert_false(c.drain_period_asked);
   tg_ftrace_cfg_free(&c);
   cs.enabled = false;
   plain.compact_sched = &cs;

@@ -1,8 +1,8 @@
 /* A linux.ftrace session's rules that need no kernel: the drain cadence
- * (tg_ftrace_next_wait_ms: the drain period while CPUs are busy, waits
- * that double up to TG_FTRACE_QUIET_WAIT_MS while they are quiet, back to
- * the period at the first busy drain) and throttle_rss_stat's trigger,
- * against a directory laid out as an instance's. */
+ * (tg_ftrace_drain_wait_ms: the period the config asked for, else once a
+ * second with pollable CPUs, else the default period) and
+ * throttle_rss_stat's trigger, against a directory laid out as an
+ * instance's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -20,38 +20,18 @@
 
 #include "agent/probes/ftrace_session.h"
 
-/* More than a page a CPU: busy. */
-static void busy_drains_keep_the_period(void **state) {
+/* A period the config asked for is kept, whatever the descriptors; else
+ * a pollable session waits TG_FTRACE_QUIET_WAIT_MS (its CPUs wake the
+ * reader when busy), and one that cannot be polled keeps the default
+ * period, so a burst is still read before it overwrites itself. */
+static void drain_wait_follows_the_asked_period_or_the_poll(void **state) {
   (void)state;
-  assert_int_equal(tg_ftrace_next_wait_ms(0, 100, 3, 2), 100);
-  assert_int_equal(tg_ftrace_next_wait_ms(100, 100, 64, 2), 100);
-  assert_int_equal(tg_ftrace_next_wait_ms(800, 100, 3, 2), 100);
-}
-
-static void quiet_drains_double_the_wait_up_to_the_cap(void **state) {
-  (void)state;
-  uint32_t w = tg_ftrace_next_wait_ms(0, 100, 0, 2);
-  assert_int_equal(w, 100);
-  const uint32_t want[] = {200, 400, 800, TG_FTRACE_QUIET_WAIT_MS,
-                           TG_FTRACE_QUIET_WAIT_MS};
-  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-    /* A partly filled page a CPU is quiet too. */
-    w = tg_ftrace_next_wait_ms(w, 100, 2, 2);
-    assert_int_equal(w, want[i]);
-  }
-  assert_int_equal(tg_ftrace_next_wait_ms(w, 100, 5, 2), 100);
-}
-
-/* A period longer than the cap is kept, never shortened. */
-static void a_long_period_is_kept(void **state) {
-  (void)state;
-  assert_int_equal(tg_ftrace_next_wait_ms(0, 5000, 0, 2), 5000);
-  assert_int_equal(tg_ftrace_next_wait_ms(5000, 5000, 0, 2), 5000);
-  assert_int_equal(tg_ftrace_next_wait_ms(5000, 5000, 9, 2), 5000);
-  /* Odd periods end at the cap exactly. */
-  uint32_t w = 300;
-  for (int i = 0; i < 4; i++) w = tg_ftrace_next_wait_ms(w, 300, 0, 2);
-  assert_int_equal(w, TG_FTRACE_QUIET_WAIT_MS);
+  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true), 250);
+  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, false), 250);
+  assert_int_equal(tg_ftrace_drain_wait_ms(5000, true, true), 5000);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true),
+                   TG_FTRACE_QUIET_WAIT_MS);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, false), 100);
 }
 
 /* --- throttle_rss_stat ----------------------------------------------------- */
@@ -141,9 +121,7 @@ static void rss_throttle_without_the_synthetic_event_falls_back(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(busy_drains_keep_the_period),
-      cmocka_unit_test(quiet_drains_double_the_wait_up_to_the_cap),
-      cmocka_unit_test(a_long_period_is_kept),
+      cmocka_unit_test(drain_wait_follows_the_asked_period_or_the_poll),
       cmocka_unit_test(rss_throttle_sets_the_hist_trigger),
       cmocka_unit_test(rss_throttle_without_the_synthetic_event_falls_back),
   };

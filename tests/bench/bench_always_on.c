@@ -17,8 +17,13 @@
  *   probes' wake-ups (voluntary context switches of all its threads);
  * - storm: the workload, a context-switch storm (`perf bench sched
  *   messaging -g 10 -l 1500` when perf is on PATH, else pairs of
- *   processes ping-ponging a byte over pipes): its wall time, and the
- *   tracing CPU and probes' wake-ups over it.
+ *   processes ping-ponging a byte over pipes): its wall time, its context
+ *   switches (its processes', from getrusage of the reaped children), and
+ *   the tracing CPU and probes' wake-ups over it and the TAIL_S seconds
+ *   after it (the probes drain what the storm left in the kernel's
+ *   buffers on their own schedule); that CPU per thousand of the
+ *   workload's context switches (us/kcs) compares runs whose storms
+ *   differ.
  * The report gives each setup's median and spread (min-max), the
  * workload's slowdown against no tracing, and the goals of issue 62:
  * tracegate-probes' CPU at most traced_probes' idle and under the storm,
@@ -38,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +64,8 @@
 /* After the session starts: data sources set up, the start scan done. */
 #define WARMUP_S 3.0
 #define STOP_MS 10000
+/* Counted with the storm: what its records cost once it is over. */
+#define TAIL_S 2.0
 /* Our own storm when perf is missing: pairs x round trips. */
 #define PING_PAIRS 20
 #define PING_TRIPS 20000
@@ -80,9 +88,11 @@ static const char *const setup_names[N_SETUPS] = {"no tracing", "perfetto",
 
 /* One round's figures of one setup. */
 typedef struct sample {
-  double work_s;
+  double work_s, work_kcs; /* the workload's context switches / 1000 */
   double idle_cpu_ms, idle_probes_ms, idle_wakeups_s;
-  double storm_cpu_ms, storm_probes_ms, storm_wakeups_s;
+  /* Over the storm and the TAIL_S after it; tail_cpu_ms is that tail's. */
+  double storm_cpu_ms, storm_probes_ms, storm_wakeups_s, tail_cpu_ms;
+  double storm_us_kcs, storm_probes_us_kcs;
 } sample_t;
 
 typedef struct side_stack {
@@ -177,6 +187,13 @@ static void ping_pair(unsigned trips) {
   }
   if (child == 0) _exit(0);
   _exit(wait_status(child) == 0 ? 0 : 1);
+}
+
+/* Context switches of the children reaped so far (and of theirs). */
+static double children_csw(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_CHILDREN, &ru) != 0) return 0;
+  return (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
 }
 
 /* Runs the storm once; its wall time in seconds, or -1. */
@@ -293,18 +310,27 @@ static int run_setup(int setup, const char *bin, sample_t *out) {
   reading_t a = read_stack(&s);
   if (setup != SETUP_NONE) sleep_s(g_idle_s);
   reading_t b = read_stack(&s);
+  double csw0 = children_csw();
   out->work_s = run_workload();
+  out->work_kcs = (children_csw() - csw0) / 1000.0;
   reading_t c = read_stack(&s);
+  if (setup != SETUP_NONE) sleep_s(TAIL_S);
+  reading_t d = read_stack(&s);
   stack_stop(&s);
-  double idle_s = (b.t_ms - a.t_ms) / 1000.0, storm_s = (c.t_ms - b.t_ms) / 1000.0;
+  double idle_s = (b.t_ms - a.t_ms) / 1000.0, storm_s = (d.t_ms - b.t_ms) / 1000.0;
   out->idle_probes_ms = (b.probes_ns - a.probes_ns) / 1e6;
   out->idle_cpu_ms = out->idle_probes_ms + (b.service_ns - a.service_ns) / 1e6;
   out->idle_wakeups_s =
       idle_s > 0 ? (b.probes_wakeups - a.probes_wakeups) / idle_s : 0;
-  out->storm_probes_ms = (c.probes_ns - b.probes_ns) / 1e6;
-  out->storm_cpu_ms = out->storm_probes_ms + (c.service_ns - b.service_ns) / 1e6;
+  out->storm_probes_ms = (d.probes_ns - b.probes_ns) / 1e6;
+  out->storm_cpu_ms = out->storm_probes_ms + (d.service_ns - b.service_ns) / 1e6;
+  out->tail_cpu_ms = (d.probes_ns - c.probes_ns + d.service_ns - c.service_ns) / 1e6;
   out->storm_wakeups_s =
-      storm_s > 0 ? (c.probes_wakeups - b.probes_wakeups) / storm_s : 0;
+      storm_s > 0 ? (d.probes_wakeups - b.probes_wakeups) / storm_s : 0;
+  if (out->work_kcs > 0) {
+    out->storm_us_kcs = out->storm_cpu_ms * 1000.0 / out->work_kcs;
+    out->storm_probes_us_kcs = out->storm_probes_ms * 1000.0 / out->work_kcs;
+  }
   return out->work_s > 0 ? 0 : -1;
 }
 
@@ -355,7 +381,9 @@ static void usage(FILE *f) {
           "  without it), tracegated + tracegate-probes; each records the issue-62\n"
           "  config, idles IDLE_S seconds (1-120, default 10), then runs a\n"
           "  context-switch storm. Prints the storm's slowdown and each side's\n"
-          "  tracing CPU and probes' wake-ups, idle and under the storm. Root.\n",
+          "  tracing CPU and probes' wake-ups, idle and under the storm (and\n"
+          "  2 s after it), and the storm's CPU per 1000 of the workload's\n"
+          "  context switches. Root.\n",
           MAX_ROUNDS);
 }
 
@@ -404,19 +432,23 @@ int main(int argc, char **argv) {
       sample_t s;
       if (run_setup(setup, bin, &s) < 0) return 1;
       v[setup][n[setup]++] = s;
-      printf("  round %" PRIu64 " %-10s: storm %.2f s; tracing CPU idle %.1f ms, "
-             "storm %.1f ms; probes' wake-ups idle %.1f/s\n",
-             r + 1, setup_names[setup], s.work_s, s.idle_cpu_ms, s.storm_cpu_ms,
-             s.idle_wakeups_s);
+      printf("  round %" PRIu64 " %-10s: storm %.2f s, %.0f kcs; tracing CPU "
+             "idle %.1f ms, storm %.1f ms (%.1f of it after), %.1f us/kcs; "
+             "probes' wake-ups idle %.1f/s\n",
+             r + 1, setup_names[setup], s.work_s, s.work_kcs, s.idle_cpu_ms,
+             s.storm_cpu_ms, s.tail_cpu_ms, s.storm_us_kcs, s.idle_wakeups_s);
       fflush(stdout);
     }
   }
 
   printf("\nmedian (min-max) over %" PRIu64 " rounds; tracing CPU = service + "
-         "probes, all threads' run time\n", rounds);
-  printf("%-11s %-23s %-9s %-23s %-23s %-23s %-23s\n", "setup", "storm s",
-         "slowdown", "idle CPU ms", "idle probes wakeups/s", "storm CPU ms",
-         "storm probes ms");
+         "probes, all threads' run time; storm = the workload and %.0f s "
+         "after it; us/kcs = storm CPU per 1000 of the workload's context "
+         "switches\n", rounds, TAIL_S);
+  printf("%-11s %-23s %-9s %-23s %-23s %-23s %-23s %-23s %-23s\n", "setup",
+         "storm s", "slowdown", "idle CPU ms", "idle probes wakeups/s",
+         "storm CPU ms", "storm probes ms", "storm us/kcs",
+         "storm probes us/kcs");
   spread_t base = SPREAD(v[SETUP_NONE], n[SETUP_NONE], work_s);
   for (int k = 0; k < N_SETUPS; k++) {
     if (!n[k]) {
@@ -435,6 +467,8 @@ int main(int argc, char **argv) {
     print_spread("%.1f", SPREAD(v[k], n[k], idle_wakeups_s));
     print_spread("%.1f", SPREAD(v[k], n[k], storm_cpu_ms));
     print_spread("%.1f", SPREAD(v[k], n[k], storm_probes_ms));
+    print_spread("%.1f", SPREAD(v[k], n[k], storm_us_kcs));
+    print_spread("%.1f", SPREAD(v[k], n[k], storm_probes_us_kcs));
     printf("\n");
   }
   if (n[SETUP_PERFETTO] && n[SETUP_OURS]) {
@@ -446,6 +480,9 @@ int main(int argc, char **argv) {
     goal("probes' CPU under the storm <= traced_probes'",
          SPREAD(o, no, storm_probes_ms).med, SPREAD(p, np, storm_probes_ms).med,
          "ms");
+    goal("probes' CPU per 1000 storm csw <= traced_probes'",
+         SPREAD(o, no, storm_probes_us_kcs).med,
+         SPREAD(p, np, storm_probes_us_kcs).med, "us");
     goal("probes' wake-ups idle <= traced_probes'",
          SPREAD(o, no, idle_wakeups_s).med, SPREAD(p, np, idle_wakeups_s).med,
          "/s");
