@@ -242,6 +242,14 @@ out:
   return rv;
 }
 
+int tg_agent_set_commit_on_flush(bool on) {
+  pthread_mutex_lock(&g_life_mu);
+  int rv = tg__agent.th.running ? -EBUSY : 0;
+  if (rv == 0) tg__agent.commit_on_flush = on;
+  pthread_mutex_unlock(&g_life_mu);
+  return rv;
+}
+
 void tg_agent_shutdown(void) {
   tg__agent_thread_t *th = &tg__agent.th;
   pthread_mutex_lock(&g_life_mu);

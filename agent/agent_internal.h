@@ -111,6 +111,9 @@ typedef struct tg__agent_commit {
 
 typedef struct tg__agent {
   tg__agent_config_t cfg;
+  /* tg_agent_set_commit_on_flush's choice: written under the life lock
+   * while the agent does not run, read by its thread. */
+  bool commit_on_flush;
   tg__agent_thread_t th;
   tg__agent_link_t link;
   tg__agent_readiness_t readiness;

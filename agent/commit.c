@@ -24,7 +24,7 @@
  * writers find the SMB nearly full (the arbiter's pressure flag), the
  * next commit first takes back the chunk of every writer between packets,
  * however recent its last one.
- * With commit_on_flush (tg_agent_options_t) the tick does not run while
+ * With commit_on_flush (tg_agent_set_commit_on_flush) the tick does not run while
  * a session is idle: a wake-up of the agent (a writer's
  * tg_ds_flush_thread, the arbiter) or the service's Flush starts it, and
  * the first tick that finds nothing to commit stops it.
@@ -187,7 +187,7 @@ static void on_commit_timer(uv_timer_t *t) {
   uint64_t period = period_ms(arb);
   if (uv_timer_get_repeat(t) != period) uv_timer_set_repeat(t, period);
   if (!arb) {
-    if (tg__agent.cfg.opts.commit_on_flush) tg__commit_timer_stop();
+    if (tg__agent.commit_on_flush) tg__commit_timer_stop();
     return;
   }
   uint64_t now = uv_now(t->loop);
@@ -211,7 +211,7 @@ static void on_commit_timer(uv_timer_t *t) {
    * its chunk to a tick: it is looked for again after the stop (the
    * fence pairs with the one in tg_ds_flush_thread: either the writer
    * sees the timer stopped and wakes the agent, or this sees its chunk). */
-  if (!found && tg__agent.cfg.opts.commit_on_flush) {
+  if (!found && tg__agent.commit_on_flush) {
     tg__commit_timer_stop();
     atomic_thread_fence(memory_order_seq_cst);
     if (tg_arbiter_commit_pending(arb)) tg__commit_kick();
@@ -235,11 +235,11 @@ void tg__commit_timer_stop(void) {
 
 void tg__commit_timer_update(void) {
   if (!tg__ds_any_started()) tg__commit_timer_stop();
-  else if (!tg__agent.cfg.opts.commit_on_flush) timer_start();
+  else if (!tg__agent.commit_on_flush) timer_start();
 }
 
 void tg__commit_kick(void) {
-  if (tg__agent.cfg.opts.commit_on_flush && tg__ds_any_started())
+  if (tg__agent.commit_on_flush && tg__ds_any_started())
     timer_start();
 }
 

@@ -349,6 +349,10 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     tg_probes_ds_target_t c = {f->ds, k};
     tg_probes_sink_t sink = tg_probes_ds_sink(&c);
     tg_ftrace_session_write_stats(sl->sess, &sink, TG_FTRACE_STATS_START);
+    /* Sent now, as the failure above: with the agent's commit_on_flush a
+     * quiet instance would otherwise hold it until the first Flush, and a
+     * reader could not tell a started session from one still starting. */
+    tg_ds_flush_thread(f->ds, k);
   }
   if (!sl->sess) return;
   tg_probes_ds_target_t c = {f->ds, k};
@@ -369,7 +373,8 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
   }
   uint32_t wait = tg_ftrace_drain_wait_ms(sl->cfg.drain_period_ms,
                                           sl->cfg.drain_period_asked,
-                                          tg_ftrace_session_pollable(sl->sess));
+                                          tg_ftrace_session_pollable(sl->sess),
+                                          tg_ftrace_session_handed_new_pids(sl->sess));
   sl->next_ms = more ? now : now + wait;
 }
 

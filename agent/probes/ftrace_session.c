@@ -92,6 +92,7 @@ struct tg_ftrace_session {
    * wake of process_stats a drain): room for HANDED_PIDS. */
   int32_t *fresh;
   size_t n_fresh;
+  bool handed_new; /* the last drain's fresh pids were taken */
   tg_ftrace_pids_cb pids_cb;
   void *pids_ctx;
   /* The same for inodes; allocated at the first drain that wants them. */
@@ -468,8 +469,10 @@ void tg_ftrace_session_set_ksyms(tg_ftrace_session_t *s, const tg_ksyms_t *ks) {
 /* Hands the drain's fresh pids over. */
 static void hand_over_fresh(tg_ftrace_session_t *s) {
   /* Nobody took them (no process_stats yet): hand them over again. */
-  if (s->n_fresh && !s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh))
-    tg_pid_set_clear(&s->handed);
+  if (s->n_fresh) {
+    if (s->pids_cb(s->pids_ctx, s->fresh, s->n_fresh)) s->handed_new = true;
+    else tg_pid_set_clear(&s->handed);
+  }
   s->n_fresh = 0;
 }
 
@@ -628,6 +631,7 @@ size_t tg_ftrace_session_drain(tg_ftrace_session_t *s,
                                bool *more) {
   size_t total = 0;
   *more = false;
+  s->handed_new = false;
   s->enc.pids = sink && s->pids_cb ? &s->pids : NULL;
   s->enc.inodes = sink ? inodes_for_drain(s, &s->enc.inode_skip_pid) : NULL;
   for (unsigned c = 0; c < s->n_cpus; c++) {
@@ -737,8 +741,13 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s) {
 }
 
 uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
-                                 bool pollable) {
-  return period_asked || !pollable ? period_ms : TG_FTRACE_QUIET_WAIT_MS;
+                                 bool pollable, bool new_pids) {
+  return period_asked || !pollable || new_pids ? period_ms
+                                               : TG_FTRACE_QUIET_WAIT_MS;
+}
+
+bool tg_ftrace_session_handed_new_pids(const tg_ftrace_session_t *s) {
+  return s->handed_new;
 }
 
 const tg_ftrace_session_stats_t *tg_ftrace_session_stats(

@@ -130,15 +130,24 @@ bool tg_ftrace_session_pollable(const tg_ftrace_session_t *s);
 #define TG_FTRACE_QUIET_WAIT_MS 1000
 
 /* The wait before a session's next drain. A config that asked for a
- * drain period (|period_asked|) gets |period_ms|. Otherwise, with
- * descriptors that poll readable at TG_FTRACE_WAKE_PERCENT (|pollable|),
+ * drain period (|period_asked|) gets |period_ms|, as Perfetto's probes
+ * keep it. Otherwise, with descriptors that poll readable at
+ * TG_FTRACE_WAKE_PERCENT (|pollable|): |period_ms| (the default period,
+ * traced_probes' cadence) after a drain that handed linux.process_stats
+ * pids it had not been handed lately (|new_pids|), so that while processes
+ * come and go each is resolved in /proc while it still lives; else
  * TG_FTRACE_QUIET_WAIT_MS: a busy CPU is read as soon as its buffer is
  * that full, so the timer only collects what quiet CPUs trickle, and an
- * idle host wakes the reader once a second. Without them, |period_ms|
- * (the default drain period): nothing else would read a burst before it
- * overwrites itself. */
+ * idle host wakes the reader once a second. Without pollable descriptors,
+ * |period_ms|: nothing else would read a burst before it overwrites
+ * itself. */
 uint32_t tg_ftrace_drain_wait_ms(uint32_t period_ms, bool period_asked,
-                                 bool pollable);
+                                 bool pollable, bool new_pids);
+
+/* Whether the last drain handed over pids (tg_ftrace_session_on_pids)
+ * that were not handed over in the drains before it, and someone took
+ * them. */
+bool tg_ftrace_session_handed_new_pids(const tg_ftrace_session_t *s);
 
 /* throttle_rss_stat, as Perfetto's probes do it: in the instance |dir|,
  * a histogram trigger on kmem/rss_stat that emits the synthetic event

@@ -98,12 +98,13 @@ int main(int argc, char **argv) {
        * chunks, which these writers never leave behind, so it need not
        * wake an idle host 100 times a second. */
       .commit_period_ms = 1000,
-      /* Nor once a second: only after a round flushed something. */
-      .commit_on_flush = true,
       .log = tg__tool_agent_log,
       .log_ctx = (void *)PROG,
       .log_level = (tg_log_level_t)log_level,
   };
+  /* Nor once a second: only after a round flushed something. The agent
+   * does not run yet, so this cannot fail. */
+  (void)tg_agent_set_commit_on_flush(true);
   if ((rv = tg_agent_init(&opts)) < 0) {
     TG_ERROR("cannot start the agent: %s", tg_strerror(rv));
     tg_ftrace_ds_free(ftrace);

@@ -113,15 +113,6 @@ typedef struct tg_agent_options {
    * second (what they flush then waits up to that long for the service);
    * many writers on a small SMB still shorten it to 1 ms. */
   uint32_t commit_period_ms;
-  /* false (default): the tick above runs while any instance is started.
-   * true, for producers whose writers end each burst with
-   * tg_ds_flush_thread (tracegate-probes): it runs only after activity,
-   * so that an idle session never wakes the agent's thread. A flush that
-   * left data to send (or the service's Flush, or a full SMB) wakes the
-   * agent, which commits and starts the tick; the first tick that finds
-   * nothing to commit stops it. Chunks a writer keeps without flushing
-   * wait for its next flush, another writer's, a Flush or the stop. */
-  bool commit_on_flush;
 } tg_agent_options_t;
 
 /* Starts the agent's thread, which connects in the background (and keeps
@@ -129,6 +120,20 @@ typedef struct tg_agent_options {
  * Returns 0, -EALREADY if the agent is running, or a negative error
  * (-ENOMEM, thread creation failure). */
 TG_EXPORT int tg_agent_init(const tg_agent_options_t *opts);
+
+/* For producers whose writers end each burst with tg_ds_flush_thread
+ * (tracegate-probes). false (the default): the commit tick
+ * (commit_period_ms) runs while any instance is started. true: it runs
+ * only after activity, so that an idle session never wakes the agent's
+ * thread. A flush that left data to send (or the service's Flush, or a
+ * full SMB) wakes the agent, which commits and starts the tick; the first
+ * tick that finds nothing to commit stops it. Chunks a writer keeps
+ * without flushing wait for its next flush, another writer's, a Flush or
+ * the stop. Set before tg_agent_init; the choice holds for every later
+ * run. Returns 0, or -EBUSY while the agent runs (nothing changed). A
+ * function, not a field of tg_agent_options_t, so that the options' size
+ * stays the one apps built against an earlier header pass. */
+TG_EXPORT int tg_agent_set_commit_on_flush(bool on);
 
 /* Stops every instance (their on_stop callbacks run), disconnects, joins the
  * agent's thread and frees what it owns. Data source handles stay valid (a

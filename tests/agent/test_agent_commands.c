@@ -8,6 +8,7 @@
  * agent's own state is read only through tg__agent_commit_timer_active()
  * and tg__agent_clock_timer_active(), internal queries for tests
  * (agent/agent_internal.h), and the calibration's seqlock (clock.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -393,9 +394,11 @@ static void start_agent(fake_t *f, bool commit_on_flush) {
       .reconnect_max_ms = 200,
       .log = test_log,
       .log_level = TG_LOG_INFO,
-      .commit_on_flush = commit_on_flush,
   };
+  assert_int_equal(tg_agent_set_commit_on_flush(commit_on_flush), 0);
   assert_int_equal(tg_agent_init(&ao), 0);
+  /* The choice is made before the run: the agent refuses it meanwhile. */
+  assert_int_equal(tg_agent_set_commit_on_flush(!commit_on_flush), -EBUSY);
   assert_int_equal(tg_agent_wait_connected(WAIT_MS), 0);
 }
 

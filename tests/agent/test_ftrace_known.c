@@ -869,6 +869,19 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A session of |events| in a 1 MiB buffer per CPU. */
+static tg_ftrace_session_t *start_session(char **events, size_t n) {
+  tg_ftrace_cfg_t cfg = {
+      .events = events,
+      .n_events = n,
+      .buffer_size_kb = 1024,
+      .drain_period_ms = 10,
+  };
+  tg_ftrace_session_t *session = NULL;
+  assert_int_equal(tg_ftrace_session_start(&cfg, &session), 0);
+  return session;
+}
+
 /* Real records of the kernel, written by a session as their own
  * messages: an exec's __data_loc filename, softirq_raise, ext4's dev_t
  * (as stat(2)'s st_dev) and ino_t, cgroup's path. */
@@ -880,14 +893,8 @@ static void kernel_records_decode_as_their_messages(void **state) {
                     "ext4/ext4_sync_file_enter", "ext4/ext4_sync_file_exit",
                     "ext4/ext4_da_write_begin",  "cgroup/cgroup_mkdir",
                     "cgroup/cgroup_rmdir"};
-  tg_ftrace_cfg_t cfg = {
-      .events = events,
-      .n_events = sizeof(events) / sizeof(events[0]),
-      .buffer_size_kb = 1024,
-      .drain_period_ms = 10,
-  };
-  tg_ftrace_session_t *session = NULL;
-  assert_int_equal(tg_ftrace_session_start(&cfg, &session), 0);
+  tg_ftrace_session_t *session =
+      start_session(events, sizeof(events) / sizeof(events[0]));
   seen_t *s = calloc(1, sizeof(*s));
   assert_non_null(s);
   tg_probes_sink_t sink = {seen_begin, seen_end, s};
@@ -922,6 +929,63 @@ static void kernel_records_decode_as_their_messages(void **state) {
   free(s);
 }
 
+typedef struct pid_take {
+  bool take;  /* what the callback answers */
+  pid_t want; /* the pid looked for */
+  bool seen;  /* handed over */
+} pid_take_t;
+
+static bool take_pids(void *ctx, const int32_t *pids, size_t n) {
+  pid_take_t *t = ctx;
+  for (size_t i = 0; i < n; i++)
+    if (pids[i] == t->want) t->seen = true;
+  return t->take;
+}
+
+/* Drains until |t| saw its pid (bounded); whether the drain that handed
+ * it over said it handed new pids. */
+static bool drain_until_handed(tg_ftrace_session_t *session,
+                               const tg_probes_sink_t *sink, pid_take_t *t) {
+  double deadline = now_s() + 10;
+  while (now_s() < deadline) {
+    bool more = false;
+    tg_ftrace_session_drain(session, sink, 64, &more);
+    if (t->seen) return tg_ftrace_session_handed_new_pids(session);
+    if (!t->take) assert_false(tg_ftrace_session_handed_new_pids(session));
+    if (!more) usleep(10000);
+  }
+  fail_msg("pid %d never handed over", (int)t->want);
+  return false;
+}
+
+/* A drain says whether linux.process_stats took pids it had not been
+ * handed lately: the reader then drains at the default period, so that
+ * processes that come and go are resolved while they live
+ * (tg_ftrace_drain_wait_ms). Pids nobody took are not new ones: they are
+ * handed over again. */
+static void drains_say_when_they_handed_new_pids(void **state) {
+  (void)state;
+  require_ftrace();
+  if (access("/bin/true", X_OK) != 0) skip();
+  char *events[] = {"sched/sched_switch", "sched/sched_process_exec"};
+  tg_ftrace_session_t *session =
+      start_session(events, sizeof(events) / sizeof(events[0]));
+  seen_t *s = calloc(1, sizeof(*s));
+  assert_non_null(s);
+  tg_probes_sink_t sink = {seen_begin, seen_end, s};
+  pid_take_t t = {.take = false};
+  tg_ftrace_session_on_pids(session, take_pids, &t);
+
+  t.want = run_true();
+  assert_false(drain_until_handed(session, &sink, &t));
+  t = (pid_take_t){.take = true};
+  t.want = run_true();
+  assert_true(drain_until_handed(session, &sink, &t));
+
+  tg_ftrace_session_stop(session);
+  free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(known_table_matches_the_descriptors),
@@ -933,6 +997,7 @@ int main(void) {
       cmocka_unit_test(cgroup_events_decode_as_their_messages),
       cmocka_unit_test(kernel_formats_give_every_entry_field),
       cmocka_unit_test(kernel_records_decode_as_their_messages),
+      cmocka_unit_test(drains_say_when_they_handed_new_pids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

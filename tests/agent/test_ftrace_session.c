@@ -1,6 +1,7 @@
 /* A linux.ftrace session's rules that need no kernel: the drain cadence
  * (tg_ftrace_drain_wait_ms: the period the config asked for, else once a
- * second with pollable CPUs, else the default period) and
+ * second with pollable CPUs unless new processes showed up, else the
+ * default period) and
  * throttle_rss_stat's trigger, against a directory laid out as an
  * instance's. */
 #include <errno.h>
@@ -22,16 +23,21 @@
 
 /* A period the config asked for is kept, whatever the descriptors; else
  * a pollable session waits TG_FTRACE_QUIET_WAIT_MS (its CPUs wake the
- * reader when busy), and one that cannot be polled keeps the default
- * period, so a burst is still read before it overwrites itself. */
+ * reader when busy) unless its last drain named new processes, which are
+ * resolved at the default period while they live; one that cannot be
+ * polled keeps the default period, so a burst is still read before it
+ * overwrites itself. */
 static void drain_wait_follows_the_asked_period_or_the_poll(void **state) {
   (void)state;
-  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true), 250);
-  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, false), 250);
-  assert_int_equal(tg_ftrace_drain_wait_ms(5000, true, true), 5000);
-  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true),
+  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true, false), 250);
+  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, true, true), 250);
+  assert_int_equal(tg_ftrace_drain_wait_ms(250, true, false, false), 250);
+  assert_int_equal(tg_ftrace_drain_wait_ms(5000, true, true, false), 5000);
+  assert_int_equal(tg_ftrace_drain_wait_ms(5000, true, true, true), 5000);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, false),
                    TG_FTRACE_QUIET_WAIT_MS);
-  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, false), 100);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, true, true), 100);
+  assert_int_equal(tg_ftrace_drain_wait_ms(100, false, false, false), 100);
 }
 
 /* --- throttle_rss_stat ----------------------------------------------------- */
