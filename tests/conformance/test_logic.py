@@ -15,6 +15,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import configs  # noqa: E402
+import itests  # noqa: E402
 import run  # noqa: E402
 import tracecheck  # noqa: E402
 
@@ -28,6 +29,23 @@ def status(name, result, problems=()):
     with redirect_stdout(io.StringIO()):
         r.add(name, result, "ours", "theirs", problems=problems)
     return r.rows[0]["status"], r.failed() != []
+
+
+class ItestRetry(unittest.TestCase):
+    def test_a_pass_is_a_pass(self):
+        self.assertEqual(itests.settle("pass", None), ("pass", "pass"))
+
+    def test_a_failure_the_retry_does_not_repeat_passes_and_says_so(self):
+        self.assertEqual(itests.settle("fail", "pass"),
+                         ("pass", "pass on retry (first: fail)"))
+
+    def test_a_repeated_failure_fails(self):
+        self.assertEqual(itests.settle("crash", "fail"),
+                         ("fail", "crash; retry: fail"))
+
+    def test_a_setup_error_is_an_error_and_not_retried(self):
+        self.assertEqual(itests.settle("setup: no links", None),
+                         ("error", "setup: no links"))
 
 
 class RowStatus(unittest.TestCase):
