@@ -127,13 +127,16 @@ static double read_wakeups(FILE *f) {
   return 0;
 }
 
-/* |read| of /proc/PID/task/TID/|file|, summed over the threads of |pid|. */
+/* |read| of /proc/PID/task/TID/|file|, summed over the threads of |pid|;
+ * -1 when no thread of |pid| could be read (it is gone): a reading of 0
+ * would pass for a process that cost nothing. */
 static double sum_tasks(pid_t pid, const char *file, double (*read)(FILE *)) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
   DIR *d = opendir(path);
-  if (!d) return 0;
+  if (!d) return -1;
   double sum = 0;
+  bool any = false;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
@@ -142,23 +145,26 @@ static double sum_tasks(pid_t pid, const char *file, double (*read)(FILE *)) {
     FILE *f = fopen(p, "re");
     if (!f) continue;
     sum += read(f);
+    any = true;
     fclose(f);
   }
   closedir(d);
-  return sum;
+  return any ? sum : -1;
 }
 
 typedef struct reading {
   double service_ns, probes_ns, probes_wakeups, t_ms;
+  bool gone; /* the service or the probes could not be read */
 } reading_t;
 
 static reading_t read_stack(const side_stack_t *s) {
-  reading_t r = {0, 0, 0, bench_now_ms()};
+  reading_t r = {0, 0, 0, bench_now_ms(), false};
   if (s->service > 0) r.service_ns = sum_tasks(s->service, "schedstat", read_run_ns);
   if (s->probes > 0) {
     r.probes_ns = sum_tasks(s->probes, "schedstat", read_run_ns);
     r.probes_wakeups = sum_tasks(s->probes, "status", read_wakeups);
   }
+  r.gone = r.service_ns < 0 || r.probes_ns < 0 || r.probes_wakeups < 0;
   return r;
 }
 
@@ -316,6 +322,14 @@ static int run_setup(int setup, const char *bin, sample_t *out) {
   reading_t c = read_stack(&s);
   if (setup != SETUP_NONE) sleep_s(TAIL_S);
   reading_t d = read_stack(&s);
+  if (a.gone || b.gone || c.gone || d.gone) {
+    /* A service or probes that exited mid-round (see its log) would read
+     * as costing nothing: the round is not counted. */
+    fprintf(stderr, PROG ": the %s setup's service or probes exited during "
+            "the round (logs in %s)\n", setup_names[setup], s.dir);
+    stack_stop(&s);
+    return -1;
+  }
   stack_stop(&s);
   double idle_s = (b.t_ms - a.t_ms) / 1000.0, storm_s = (d.t_ms - b.t_ms) / 1000.0;
   out->idle_probes_ms = (b.probes_ns - a.probes_ns) / 1e6;
