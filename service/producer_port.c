@@ -579,6 +579,13 @@ static void m_unregister_trace_writer(void *ctx, tg_ipc_call_t call,
   if (req && req->has_trace_writer_id) {
     for (size_t i = 0; i < p->n_writers; i++) {
       if (p->writers[i].writer_id != req->trace_writer_id) continue;
+      /* Its id may come back for a writer that starts at chunk 0 again. */
+      uint32_t target = p->writers[i].target_buffer;
+      tg_session_t *s = tg__producer_allowed_session(p, target);
+      tg_trace_buffer_t *tb = s ? tg__session_buffer(s, target) : NULL;
+      if (tb)
+        tg_trace_buffer_writer_gone(tb, p->ident.producer_id,
+                                    (uint16_t)p->writers[i].writer_id);
       p->writers[i] = p->writers[--p->n_writers];
       ok = true;
       break;

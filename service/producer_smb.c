@@ -248,8 +248,8 @@ static void scrape_pages(tg_producer_t *p, tg_session_t *session,
       if (!s || (session && s != session)) continue;
       tg_trace_buffer_t *tb = tg__session_buffer(s, target);
       if (tb)
-        tg_trace_buffer_copy_chunk(tb, &p->ident, copy, c.size,
-                                   st == TG_CHUNK_COMPLETE);
+        tg_trace_buffer_scrape_chunk(tb, &p->ident, copy, c.size,
+                                     st == TG_CHUNK_COMPLETE);
     }
   }
 }

@@ -64,7 +64,11 @@
  * Scraped chunks. The last fragment of an incomplete chunk is never read,
  * even with its size set: the writer may be about to flag it as continuing
  * in the next chunk. Earlier fragments are read and remembered, so the
- * complete copy does not return them twice.
+ * complete copy does not return them twice. A flush also scrapes Complete
+ * chunks whose CommitData has not come yet; when the reader took such a
+ * copy whole before that CommitData (or the next flush's scrape) brings
+ * the same bytes again, the sequence remembers it (the last 64 chunk ids)
+ * and the copy is dropped: neither discarded (a loss) nor read twice.
  *
  * Losses. Writer drop markers, packets that can never complete after
  * producer_gone and packets whose slice table cannot grow
@@ -332,7 +336,7 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy,
     drop = true; /* the producer left it half-written */
   }
   uint16_t f = r->flags & (R_LIVE | R_NEEDS_PATCH | R_INCOMPLETE | R_FINAL |
-                           R_DROP_COUNTED | R_UNPATCHED);
+                           R_DROP_COUNTED | R_UNPATCHED | R_SCRAPED);
   if (final && (f & R_NEEDS_PATCH)) {
     /* Its patches will never come, and any of its bytes may be one that
      * was waiting for them: like Perfetto, which never reads a chunk that
@@ -482,10 +486,9 @@ static int discard(tg_trace_buffer_t *tb, seq_t *s, uint32_t id, int err) {
   return err;
 }
 
-int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
-                               const tg_producer_ident_t *producer,
-                               const uint8_t *chunk_untrusted, size_t size,
-                               bool complete) {
+static int copy_chunk(tg_trace_buffer_t *tb, const tg_producer_ident_t *producer,
+                      const uint8_t *chunk_untrusted, size_t size,
+                      bool complete, bool scraped) {
   if (size < TG_SMB_CHUNK_HEADER_SIZE) {
     tb->stats.abi_violations++;
     return TG_EABI_VIOLATION;
@@ -508,9 +511,11 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
   seq_t *flag = complete ? s : NULL;
   if (size > UINT32_MAX - 2 * sizeof(rec_t) || rec_size_for(size) > tb->size)
     return discard(tb, flag, id, TG_ENO_SPACE);
+  if (s->gone) s->has_scraped = false; /* another producer's chunks */
   s->gone = false; /* chunks again: the producer id was reused */
   uint16_t hflags = 0;
   if (!complete) hflags |= R_INCOMPLETE;
+  else if (scraped) hflags |= R_SCRAPED;
   if (tg_chunk_packets_flags(packets) & TG_CHUNK_NEEDS_PATCHING)
     hflags |= R_NEEDS_PATCH;
 
@@ -534,6 +539,12 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
     uint16_t nread = 0;
     if (s->resume && s->resume_id == id) {
       nread = s->resume_nread; /* see evict_head() */
+    } else if (complete && tg__tb_scraped_take(s, id, scraped)) {
+      /* A scraped copy of it was read whole: these are the same bytes
+       * again (a Complete chunk is no longer written), not a late chunk,
+       * so nothing is lost and nothing is read twice. */
+      tb->stats.chunks_rewritten++;
+      return 0;
     } else if (s->has_last && s->qlen && (int32_t)(id - s->last_id) <= 0) {
       return discard(tb, flag, id, TG_ENO_SPACE); /* the reader is past it */
     }
@@ -576,6 +587,26 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
   rec_shrink(tb, r, used);
   tg__tb_ready_add(tb, s);
   return rv;
+}
+
+int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
+                               const tg_producer_ident_t *producer,
+                               const uint8_t *chunk_untrusted, size_t size,
+                               bool complete) {
+  return copy_chunk(tb, producer, chunk_untrusted, size, complete, false);
+}
+
+int tg_trace_buffer_scrape_chunk(tg_trace_buffer_t *tb,
+                                 const tg_producer_ident_t *producer,
+                                 const uint8_t *chunk_untrusted, size_t size,
+                                 bool complete) {
+  return copy_chunk(tb, producer, chunk_untrusted, size, complete, true);
+}
+
+void tg_trace_buffer_writer_gone(tg_trace_buffer_t *tb, uint16_t producer_id,
+                                 uint16_t writer_id) {
+  int32_t si = seq_lookup(tb, (uint32_t)producer_id << 16 | writer_id);
+  if (si >= 0) tb->seqs[si].has_scraped = false;
 }
 
 int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,

@@ -123,6 +123,22 @@ int tg_trace_buffer_copy_chunk(tg_trace_buffer_t *tb,
                                const uint8_t *chunk_untrusted, size_t size,
                                bool complete);
 
+/* The same for a chunk scraped from the SMB (|complete|: it was Complete,
+ * its CommitData still to come; else BeingWritten). A Complete chunk
+ * whose scraped copy was read whole is not stored again when its
+ * CommitData (or another scrape) brings it: the reader has its packets,
+ * and it is neither a loss nor read twice (chunks_rewritten). */
+int tg_trace_buffer_scrape_chunk(tg_trace_buffer_t *tb,
+                                 const tg_producer_ident_t *producer,
+                                 const uint8_t *chunk_untrusted, size_t size,
+                                 bool complete);
+
+/* The producer unregistered writer |writer_id|: its id may come back for
+ * a new writer whose chunk ids start again, so what was read of its
+ * scraped chunks is forgotten. */
+void tg_trace_buffer_writer_gone(tg_trace_buffer_t *tb, uint16_t producer_id,
+                                 uint16_t writer_id);
+
 /* Applies 4-byte patches to a stored chunk. |offsets[i]| is from the start
  * of the chunk payload (after the 8-byte chunk header); each patch must lie
  * entirely within the chunk's payload. Returns 0 if the chunk was found and

@@ -26,6 +26,8 @@ enum rec_flags {
   R_DROP_COUNTED = 1u << 7, /* ... and was counted */
   R_BAD = 1u << 8,          /* the copy failed validation */
   R_UNPATCHED = 1u << 9,    /* producer gone before its patches: dropped */
+  R_SCRAPED = 1u << 10,     /* a scraped copy of a Complete chunk: its
+                             * CommitData is still to come */
 };
 
 typedef struct rec {
@@ -68,7 +70,12 @@ typedef struct seq {
   uint32_t resume_id;    /* evicted while scraped and read in part ... */
   uint16_t resume_nread; /* ... this many fragments */
   int32_t prev, next;    /* ready list, or free list (next) when unused */
-  bool used, has_last, has_lost, loss, gone, ready, resume;
+  /* Chunks read whole from a scraped copy (R_SCRAPED), whose CommitData
+   * (or another scrape) may still bring the same bytes: bit i of
+   * |scraped_read| is chunk |scraped_hi| - i (tg__tb_scraped_*). */
+  uint64_t scraped_read;
+  uint32_t scraped_hi;
+  bool used, has_last, has_lost, loss, gone, ready, resume, has_scraped;
 } seq_t;
 
 struct tg_trace_buffer {
@@ -130,5 +137,29 @@ int tg__tb_rec_analyze(tg_trace_buffer_t *tb, rec_t *r, bool new_copy,
 void tg__tb_rec_truncate(tg_trace_buffer_t *tb, rec_t *r);
 void tg__tb_release_read_records(tg_trace_buffer_t *tb);
 void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s);
+
+/* Chunk |id| of |s| was read whole from a scraped copy. */
+static inline void tg__tb_scraped_note(seq_t *s, uint32_t id) {
+  if (!s->has_scraped || (int32_t)(id - s->scraped_hi) > 0) {
+    uint32_t shift = s->has_scraped ? id - s->scraped_hi : 64u;
+    s->scraped_read = shift >= 64u ? 0 : s->scraped_read << shift;
+    s->scraped_hi = id;
+    s->has_scraped = true;
+  }
+  uint32_t d = s->scraped_hi - id;
+  if (d < 64u) s->scraped_read |= (uint64_t)1 << d;
+}
+
+/* Whether chunk |id| of |s| was read whole from a scraped copy; a copy
+ * that is not scraped (its CommitData: no other copy will come) also
+ * forgets it. */
+static inline bool tg__tb_scraped_take(seq_t *s, uint32_t id, bool scraped) {
+  uint32_t d = s->scraped_hi - id;
+  if (!s->has_scraped || (int32_t)d < 0 || d >= 64u ||
+      !(s->scraped_read >> d & 1u))
+    return false;
+  if (!scraped) s->scraped_read &= ~((uint64_t)1 << d);
+  return true;
+}
 
 #endif /* TRACEGATE_SERVICE_TRACE_BUFFER_INTERNAL_H */

@@ -54,6 +54,7 @@ static void seq_pop_read(tg_trace_buffer_t *tb, seq_t *s) {
     tb->stats.chunks_read++;
     tb->stats.bytes_read += r->chunk_size;
   }
+  if (r->flags & R_SCRAPED) tg__tb_scraped_note(s, e->id);
   s->has_last = true;
   s->last_id = e->id;
   tg__tb_q_erase(s, 0);
