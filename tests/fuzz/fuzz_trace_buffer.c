@@ -195,8 +195,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = build_chunk(&in, chunk, 4200, &written, &flags);
         tg_trace_buffer_stats_t before = *tg_trace_buffer_stats(tb);
         size_t used = tg_trace_buffer_used(tb);
-        int rv = tg_trace_buffer_copy_chunk(tb, producer_of(pc), chunk, len,
-                                            !(pc & 0x80));
+        /* 0x40 on a complete chunk: a flush's scrape of it, whose
+         * CommitData may come again later. */
+        bool complete = !(pc & 0x80);
+        int rv = complete && (pc & 0x40)
+                     ? tg_trace_buffer_scrape_chunk(tb, producer_of(pc), chunk,
+                                                    len, true)
+                     : tg_trace_buffer_copy_chunk(tb, producer_of(pc), chunk,
+                                                  len, complete);
         if (rv != 0 && rv != TG_EABI_VIOLATION && rv != TG_ENO_SPACE &&
             rv != -ENOMEM)
           __builtin_trap();
