@@ -24,8 +24,8 @@
  * writers find the SMB nearly full (the arbiter's pressure flag), the
  * next commit first takes back the chunk of every writer between packets,
  * however recent its last one.
- * With commit_on_flush (tg_agent_set_commit_on_flush) the tick does not run while
- * a session is idle: a wake-up of the agent (a writer's
+ * With commit_on_flush (tg_agent_set_commit_on_flush) the tick does not
+ * run while a session is idle: a wake-up of the agent (a writer's
  * tg_ds_flush_thread, the arbiter) or the service's Flush starts it, and
  * the first tick that finds nothing to commit stops it.
  * Agent's thread only, except the counters and tg__agent_commit_timer_active.

@@ -486,7 +486,8 @@ static int discard(tg_trace_buffer_t *tb, seq_t *s, uint32_t id, int err) {
   return err;
 }
 
-static int copy_chunk(tg_trace_buffer_t *tb, const tg_producer_ident_t *producer,
+static int copy_chunk(tg_trace_buffer_t *tb,
+                      const tg_producer_ident_t *producer,
                       const uint8_t *chunk_untrusted, size_t size,
                       bool complete, bool scraped) {
   if (size < TG_SMB_CHUNK_HEADER_SIZE) {
@@ -511,7 +512,7 @@ static int copy_chunk(tg_trace_buffer_t *tb, const tg_producer_ident_t *producer
   seq_t *flag = complete ? s : NULL;
   if (size > UINT32_MAX - 2 * sizeof(rec_t) || rec_size_for(size) > tb->size)
     return discard(tb, flag, id, TG_ENO_SPACE);
-  if (s->gone) s->has_scraped = false; /* another producer's chunks */
+  if (s->gone) s->scraped_read = 0; /* another producer's chunks */
   s->gone = false; /* chunks again: the producer id was reused */
   uint16_t hflags = 0;
   if (!complete) hflags |= R_INCOMPLETE;
@@ -606,7 +607,7 @@ int tg_trace_buffer_scrape_chunk(tg_trace_buffer_t *tb,
 void tg_trace_buffer_writer_gone(tg_trace_buffer_t *tb, uint16_t producer_id,
                                  uint16_t writer_id) {
   int32_t si = seq_lookup(tb, (uint32_t)producer_id << 16 | writer_id);
-  if (si >= 0) tb->seqs[si].has_scraped = false;
+  if (si >= 0) tb->seqs[si].scraped_read = 0;
 }
 
 int tg_trace_buffer_patch(tg_trace_buffer_t *tb, uint16_t producer_id,

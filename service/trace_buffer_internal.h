@@ -72,10 +72,11 @@ typedef struct seq {
   int32_t prev, next;    /* ready list, or free list (next) when unused */
   /* Chunks read whole from a scraped copy (R_SCRAPED), whose CommitData
    * (or another scrape) may still bring the same bytes: bit i of
-   * |scraped_read| is chunk |scraped_hi| - i (tg__tb_scraped_*). */
+   * |scraped_read| is chunk |scraped_hi| - i (tg__tb_scraped_*); 0: none,
+   * and |scraped_hi| means nothing. */
   uint64_t scraped_read;
   uint32_t scraped_hi;
-  bool used, has_last, has_lost, loss, gone, ready, resume, has_scraped;
+  bool used, has_last, has_lost, loss, gone, ready, resume;
 } seq_t;
 
 struct tg_trace_buffer {
@@ -140,11 +141,10 @@ void tg__tb_seq_free(tg_trace_buffer_t *tb, seq_t *s);
 
 /* Chunk |id| of |s| was read whole from a scraped copy. */
 static inline void tg__tb_scraped_note(seq_t *s, uint32_t id) {
-  if (!s->has_scraped || (int32_t)(id - s->scraped_hi) > 0) {
-    uint32_t shift = s->has_scraped ? id - s->scraped_hi : 64u;
+  if (!s->scraped_read || (int32_t)(id - s->scraped_hi) > 0) {
+    uint32_t shift = s->scraped_read ? id - s->scraped_hi : 64u;
     s->scraped_read = shift >= 64u ? 0 : s->scraped_read << shift;
     s->scraped_hi = id;
-    s->has_scraped = true;
   }
   uint32_t d = s->scraped_hi - id;
   if (d < 64u) s->scraped_read |= (uint64_t)1 << d;
@@ -155,8 +155,7 @@ static inline void tg__tb_scraped_note(seq_t *s, uint32_t id) {
  * forgets it. */
 static inline bool tg__tb_scraped_take(seq_t *s, uint32_t id, bool scraped) {
   uint32_t d = s->scraped_hi - id;
-  if (!s->has_scraped || (int32_t)d < 0 || d >= 64u ||
-      !(s->scraped_read >> d & 1u))
+  if ((int32_t)d < 0 || d >= 64u || !(s->scraped_read >> d & 1u))
     return false;
   if (!scraped) s->scraped_read &= ~((uint64_t)1 << d);
   return true;

@@ -113,6 +113,31 @@ static inline uint64_t tg__ftrace_compact_int(const tg_ftrace_op_t *op,
   return (x ^ op->sign) - op->sign;
 }
 
+/* Appends a row of values already read: a sched_switch's (|extra| its
+ * prev_state) or, |waking|, a sched_waking's (|extra| its target_cpu);
+ * |comm| interned. The caller has checked that there is room. */
+static inline void tg__ftrace_compact_put(tg_ftrace_compact_t *c, bool waking,
+                                          uint64_t ts, int32_t pid,
+                                          int32_t prio, int64_t extra,
+                                          uint32_t comm, uint32_t flags) {
+  if (!waking) {
+    size_t i = c->n_sw++;
+    c->sw_ts[i] = ts;
+    c->sw_state[i] = extra;
+    c->sw_pid[i] = pid;
+    c->sw_prio[i] = prio;
+    c->sw_comm[i] = comm;
+    return;
+  }
+  size_t i = c->n_wk++;
+  c->wk_ts[i] = ts;
+  c->wk_pid[i] = pid;
+  c->wk_cpu[i] = (int32_t)extra;
+  c->wk_prio[i] = prio;
+  c->wk_comm[i] = comm;
+  c->wk_flags[i] = flags;
+}
+
 /* Adds the record of |len| bytes as a row; false when a source field lies
  * outside it or the rows are full (then it is written as an event). Reads
  * its scalars as words: 8 bytes past the record must be readable. */
@@ -134,22 +159,11 @@ static inline bool tg__ftrace_compact_add(tg_ftrace_compact_t *c,
   uint64_t prio = tg__ftrace_compact_int(&src->prio, rec);
   uint64_t extra = tg__ftrace_compact_int(&src->extra, rec);
   uint32_t comm = tg__ftrace_compact_intern(c, s, n, whole);
-  if (src->kind == TG_FTRACE_COMPACT_SWITCH) {
-    size_t i = c->n_sw++;
-    c->sw_ts[i] = ts;
-    c->sw_state[i] = (int64_t)extra;
-    c->sw_pid[i] = (int32_t)pid;
-    c->sw_prio[i] = (int32_t)prio;
-    c->sw_comm[i] = comm;
-  } else {
-    size_t i = c->n_wk++;
-    c->wk_ts[i] = ts;
-    c->wk_pid[i] = (int32_t)pid;
-    c->wk_cpu[i] = (int32_t)extra;
-    c->wk_prio[i] = (int32_t)prio;
-    c->wk_comm[i] = comm;
-    c->wk_flags[i] = src->flags_offset < len ? rec[src->flags_offset] : 0;
-  }
+  bool waking = src->kind != TG_FTRACE_COMPACT_SWITCH;
+  uint32_t flags =
+      waking && src->flags_offset < len ? rec[src->flags_offset] : 0;
+  tg__ftrace_compact_put(c, waking, ts, (int32_t)pid, (int32_t)prio,
+                         (int64_t)extra, comm, flags);
   return true;
 }
 

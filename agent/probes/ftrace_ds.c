@@ -371,10 +371,10 @@ static void run_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     sl->unflushed = false;
     sl->flushed_ms = now;
   }
-  uint32_t wait = tg_ftrace_drain_wait_ms(sl->cfg.drain_period_ms,
-                                          sl->cfg.drain_period_asked,
-                                          tg_ftrace_session_pollable(sl->sess),
-                                          tg_ftrace_session_handed_new_pids(sl->sess));
+  uint32_t wait = tg_ftrace_drain_wait_ms(
+      sl->cfg.drain_period_ms, sl->cfg.drain_period_asked,
+      tg_ftrace_session_pollable(sl->sess),
+      tg_ftrace_session_handed_new_pids(sl->sess));
   sl->next_ms = more ? now : now + wait;
 }
 

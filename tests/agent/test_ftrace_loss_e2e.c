@@ -135,15 +135,20 @@ static uint64_t kernel_overrun(const char *dir) {
   return sum;
 }
 
-/* A linux.ftrace session named SESSION recording ftrace/print in a tiny
- * buffer per CPU, started (its START stats read). */
-static void begin_session(e2e_session_t *s, const test_service_t *ts) {
+/* tracegate-probes (its log in |err_path|) and a linux.ftrace session
+ * named SESSION recording ftrace/print in a tiny buffer per CPU, started
+ * (its START stats read). Returns the probes' pid. */
+static pid_t begin_session(test_service_t *ts, char *err_path, size_t cap,
+                           e2e_session_t *s) {
+  pid_t probes =
+      e2e_start_probes(ts, err_path, cap, "probes.err", false, 3);
   static char *events[] = {"ftrace/print"};
   e2e_session_config(s, events, 1, false);
   s->fc.buffer_size_kb = TINY_BUFFER_KB;
   s->sc.cfg.unique_session_name = SESSION;
   e2e_session_enable(s, ts);
   e2e_wait_started(s);
+  return probes;
 }
 
 /* Clones SESSION with the CLI into |name|.pftrace (and its summary JSON
@@ -183,10 +188,8 @@ static void ftrace_clean_clone_reports_no_overrun(void **state) {
   e2e_require_ftrace();
   test_service_t *ts = *state;
   char err_path[160];
-  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
-                                  "probes.err", false, 3);
   e2e_session_t s;
-  begin_session(&s, ts);
+  pid_t probes = begin_session(ts, err_path, sizeof(err_path), &s);
 
   trace_loss_t t;
   char summary[256];
@@ -209,10 +212,8 @@ static void ftrace_clone_then_stop_report_the_overrun_once(void **state) {
   e2e_require_ftrace();
   test_service_t *ts = *state;
   char err_path[160];
-  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
-                                  "probes.err", false, 3);
   e2e_session_t s;
-  begin_session(&s, ts);
+  pid_t probes = begin_session(ts, err_path, sizeof(err_path), &s);
   char dir[TG_TRACEFS_PATH_MAX];
   e2e_only_instance_of(probes, dir, sizeof(dir));
 

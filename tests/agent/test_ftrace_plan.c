@@ -721,30 +721,14 @@ static void record_at_the_buffer_end_reads_nothing_past_it(void **state) {
 
 /* --- compact_sched columns, written straight from rows ------------------- */
 
-/* A row put into the columns directly (as tg__ftrace_compact_add would):
- * a sched_switch's, |extra| its prev_state, or (|waking|) a
- * sched_waking's, |extra| its target_cpu; the comm interned. */
+/* A row as tg__ftrace_compact_add puts it: a sched_switch's, |extra| its
+ * prev_state, or (|waking|) a sched_waking's, |extra| its target_cpu. */
 static void compact_row(tg_ftrace_compact_t *c, bool waking, uint64_t ts,
                         int32_t pid, int32_t prio, int64_t extra,
                         const char *comm, uint32_t flags) {
   uint32_t k = tg__ftrace_compact_intern(c, (const uint8_t *)comm,
                                          strlen(comm), false);
-  if (!waking) {
-    size_t i = c->n_sw++;
-    c->sw_ts[i] = ts;
-    c->sw_state[i] = extra;
-    c->sw_pid[i] = pid;
-    c->sw_prio[i] = prio;
-    c->sw_comm[i] = k;
-    return;
-  }
-  size_t i = c->n_wk++;
-  c->wk_ts[i] = ts;
-  c->wk_pid[i] = pid;
-  c->wk_cpu[i] = (int32_t)extra;
-  c->wk_prio[i] = prio;
-  c->wk_comm[i] = k;
-  c->wk_flags[i] = flags;
+  tg__ftrace_compact_put(c, waking, ts, pid, prio, extra, k, flags);
 }
 
 /* Writes |c|'s columns into |e->out| (one segment, or refills of

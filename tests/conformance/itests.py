@@ -96,9 +96,9 @@ def run_one(h, tools, workdir, test, service, probes, links):
     return outcome
 
 
-def settle(first, again):
-    """(row result, ours text) of a test whose first run gave |first| and,
-    after a failure, a second run |again| (None: not run). Some of
+def settle(first, rerun):
+    """(row result, ours text) of a test whose first run gave |first|;
+    rerun() runs it once more, called only after a failure. Some of
     Perfetto's tests race their own steps against the machine's load:
     TriggerCloneSnapshot sends SIGTERM once the snapshot's file exists,
     and perfetto_cmd creates that file before it asks for the clone, so
@@ -109,10 +109,10 @@ def settle(first, again):
         return "pass", "pass"
     if first.startswith("setup:"):
         return "error", first
+    again = rerun()
     if again == "pass":
         return "pass", "pass on retry (first: %s)" % first
-    return "fail", first if again is None else "%s; retry: %s" % (first,
-                                                                   again)
+    return "fail", "%s; retry: %s" % (first, again)
 
 
 def check_dev_null():
@@ -138,11 +138,9 @@ def run(h, tools, work, only, results, links):
         for prefix, service, probes in OURS:
             wd = os.path.join(work, prefix, test)
             first = run_one(h, tools, wd, test, service, probes, links)
-            again = None
-            if first not in ("pass",) and not first.startswith("setup:"):
-                again = run_one(h, tools, os.path.join(wd, "retry"), test,
-                                service, probes, links)
-            result, ours = settle(first, again)
+            result, ours = settle(first, lambda: run_one(
+                h, tools, os.path.join(wd, "retry"), test, service, probes,
+                links))
             note = "" if first == "pass" else \
                 "log: " + os.path.join(wd, "test.log")
             results.add("%s/%s" % (prefix, test), result, ours, base, note)

@@ -31,20 +31,24 @@ def status(name, result, problems=()):
     return r.rows[0]["status"], r.failed() != []
 
 
+def no_rerun():
+    raise AssertionError("run again although it passed or could not run")
+
+
 class ItestRetry(unittest.TestCase):
     def test_a_pass_is_a_pass(self):
-        self.assertEqual(itests.settle("pass", None), ("pass", "pass"))
+        self.assertEqual(itests.settle("pass", no_rerun), ("pass", "pass"))
 
     def test_a_failure_the_retry_does_not_repeat_passes_and_says_so(self):
-        self.assertEqual(itests.settle("fail", "pass"),
+        self.assertEqual(itests.settle("fail", lambda: "pass"),
                          ("pass", "pass on retry (first: fail)"))
 
     def test_a_repeated_failure_fails(self):
-        self.assertEqual(itests.settle("crash", "fail"),
+        self.assertEqual(itests.settle("crash", lambda: "fail"),
                          ("fail", "crash; retry: fail"))
 
     def test_a_setup_error_is_an_error_and_not_retried(self):
-        self.assertEqual(itests.settle("setup: no links", None),
+        self.assertEqual(itests.settle("setup: no links", no_rerun),
                          ("error", "setup: no links"))
 
 

@@ -66,6 +66,13 @@ static void no_loss_is_nothing(void **state) {
   assert_int_equal(loss.total, 0);
 }
 
+/* The loss a trace with no service stats and |fl|'s ftrace stats lists. */
+static void ftrace_loss_only(const tg_ftrace_loss_t *fl, cli_loss_t *loss) {
+  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+  cli_loss_collect(&st, loss);
+  cli_ftrace_loss_add(fl, loss);
+}
+
 /* The overrun between linux.ftrace's start and end stats is listed as
  * ftrace_cpu_overrun and counted in the total; other packets and garbage
  * change nothing. */
@@ -80,13 +87,10 @@ static void ftrace_overruns_are_a_loss(void **state) {
   const uint8_t garbage[] = {0x92, 0x02, 0x7f, 0x01}; /* field 34 cut short */
   tg_ftrace_loss_scan(&fl, garbage, sizeof(garbage));
   cli_loss_t loss;
-  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-  cli_loss_collect(&st, &loss);
-  cli_ftrace_loss_add(&fl, &loss); /* no end stats yet: not known */
+  ftrace_loss_only(&fl, &loss); /* no end stats yet: not known */
   assert_int_equal(loss.n, 0);
   tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, end, 2));
-  cli_loss_collect(&st, &loss);
-  cli_ftrace_loss_add(&fl, &loss);
+  ftrace_loss_only(&fl, &loss);
   assert_int_equal(loss.n, 1);
   assert_string_equal(loss.items[0].name, "ftrace_cpu_overrun");
   assert_int_equal(loss.items[0].value, 150);
@@ -102,9 +106,7 @@ static void ftrace_without_overrun_is_no_loss(void **state) {
   tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, same, 2));
   tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, same, 2));
   cli_loss_t loss;
-  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-  cli_loss_collect(&st, &loss);
-  cli_ftrace_loss_add(&fl, &loss);
+  ftrace_loss_only(&fl, &loss);
   assert_int_equal(loss.n, 0);
   assert_int_equal(loss.total, 0);
 }
@@ -121,9 +123,7 @@ static void ftrace_flush_pairs_count_once(void **state) {
   tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 1, start, 2));
   tg_ftrace_loss_scan(&fl, pkt, make_ftrace_stats_packet(pkt, 2, end2, 2));
   cli_loss_t loss;
-  Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-  cli_loss_collect(&st, &loss);
-  cli_ftrace_loss_add(&fl, &loss);
+  ftrace_loss_only(&fl, &loss);
   assert_int_equal(loss.n, 1);
   assert_int_equal(loss.items[0].value, 50);
   assert_int_equal(loss.total, 50);

@@ -104,6 +104,12 @@ static int commit(tg_trace_buffer_t *tb, const tg_producer_ident_t *p,
   return tg_trace_buffer_copy_chunk(tb, p, c->b, c->len, complete);
 }
 
+/* A flush's scrape of |c|, Complete in the SMB, its CommitData to come. */
+static int scrape(tg_trace_buffer_t *tb, const tg_producer_ident_t *p,
+                  const chunk_t *c) {
+  return tg_trace_buffer_scrape_chunk(tb, p, c->b, c->len, true);
+}
+
 /* Commits and frees. */
 static int commit_free(tg_trace_buffer_t *tb, const tg_producer_ident_t *p,
                        chunk_t *c) {
@@ -803,15 +809,15 @@ static void scraped_complete_chunk_read_then_committed_is_not_lost_or_repeated(
   tg_trace_buffer_t *tb = tg_trace_buffer_new(65536, TG_FILL_RING_BUFFER);
   chunk_t *c0 = chunk_whole(0, 1, 0, 2, 50);
   chunk_t *c1 = chunk_whole(1, 1, 2, 2, 50);
-  assert_int_equal(tg_trace_buffer_scrape_chunk(tb, &kP1, c0->b, c0->len, true), 0);
-  assert_int_equal(tg_trace_buffer_scrape_chunk(tb, &kP1, c1->b, c1->len, true), 0);
+  assert_int_equal(scrape(tb, &kP1, c0), 0);
+  assert_int_equal(scrape(tb, &kP1, c1), 0);
   expect_packet(tb, 1, 0, 50, true);
   expect_packet(tb, 1, 1, 50, false);
   expect_packet(tb, 1, 2, 50, false);
   expect_packet(tb, 1, 3, 50, false);
   expect_nothing(tb);
   /* The next flush scrapes chunk 1 again, then the CommitData come. */
-  assert_int_equal(tg_trace_buffer_scrape_chunk(tb, &kP1, c1->b, c1->len, true), 0);
+  assert_int_equal(scrape(tb, &kP1, c1), 0);
   expect_nothing(tb);
   assert_int_equal(commit_free(tb, &kP1, c0), 0);
   assert_int_equal(commit_free(tb, &kP1, c1), 0);
@@ -827,7 +833,7 @@ static void scraped_complete_chunk_read_then_committed_is_not_lost_or_repeated(
   /* Writer 2: chunk 0 scraped and read, then the writer unregisters and
    * its id comes back for a new writer, whose chunk 0 is new. */
   c0 = chunk_whole(0, 2, 20, 1, 50);
-  assert_int_equal(tg_trace_buffer_scrape_chunk(tb, &kP1, c0->b, c0->len, true), 0);
+  assert_int_equal(scrape(tb, &kP1, c0), 0);
   expect_packet(tb, 2, 20, 50, true);
   free(c0);
   tg_trace_buffer_writer_gone(tb, kP1.producer_id, 2);
