@@ -66,7 +66,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_ds_descriptor fuzz_collector_id fuzz_collector_routes fuzz_collector_config \
                 fuzz_snapshot_json fuzz_bridge_policy fuzz_ws_screen \
                  fuzz_name_regex fuzz_units fuzz_json_text \
-                 fuzz_alertmanager fuzz_cli_ftrace_loss
+                 fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge
 
 .PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke bench conformance clean
@@ -103,8 +103,12 @@ test: deps test-asan test-tsan test-release test-mbedtls-only fuzz-smoke
 FTRACE_ENV := $(shell [ "$$(id -u)" = 0 ] && echo TG_REQUIRE_FTRACE=1)
 
 # Every test but the real-time long ones (label "long": make test-long).
+# With Perfetto's binaries beside the tree, the tests that import what they
+# wrote into Perfetto's trace processor do so (they skip it, saying so,
+# without them).
 test-asan: asan-build
-	$(FTRACE_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	$(FTRACE_ENV) PERFETTO_BIN="$(PERFETTO_BIN)" \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE '^(long|deb)$$'
 

@@ -69,8 +69,10 @@ static uint32_t collector_seq(const tg_merge_host_t *mh) {
  * TG_ETOO_MANY_SEQUENCES (the host's map is full), -ENOMEM. */
 static int merge_seq(tg_merge_t *m, tg_merge_host_t *mh, uint32_t orig,
                      uint32_t *out) {
+  /* 0 (no sequence) lands on the range's low id, which no other id takes:
+   * see TG_MERGE_SEQ_NONE. */
   if (orig < TG_MERGE_SEQ_COLLECTOR) {
-    *out = orig ? (mh->machine_id << TG_MERGE_SEQ_SHIFT) | orig : 0;
+    *out = (mh->machine_id << TG_MERGE_SEQ_SHIFT) | orig;
     return 0;
   }
   if (tg_u32_map_get(&mh->seqs, orig, out)) return 0;
@@ -134,32 +136,35 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   uint64_t orig = 0;
   const uint8_t *z = NULL;
   size_t zn = 0;
+  bool wrapper = false, bad_wrapper = false;
   int rv;
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
-    if (fld.id == PKT_COMPRESSED_PACKETS && fld.type == TG_PB_WT_LEN) {
+    if (fld.id == PKT_COMPRESSED_PACKETS) {
+      /* Trace processor takes any field 50 for a wrapper (the last one)
+       * and refuses the whole file when it does not inflate. */
+      wrapper = true;
+      bad_wrapper = fld.type != TG_PB_WT_LEN;
       z = fld.data;
       zn = fld.size;
     }
   }
   /* Compressed packets inside compressed packets: Perfetto never writes
    * them, and they would let a host nest inflation. */
-  if (rv < 0 || (z && inner)) {
+  if (rv < 0 || bad_wrapper || (wrapper && inner)) {
     /* It would make the whole merged file unreadable: leave it out. */
     mh->malformed++;
     return 0;
   }
-  if (z) return merge_compressed(m, mh, z, zn);
+  if (wrapper) return merge_compressed(m, mh, z, zn);
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
   uint8_t *t = tail;
   t = tg_pb_write_varint(t, TG_PB_TAG(PKT_MACHINE_ID, TG_PB_WT_VARINT));
   t = tg_pb_write_varint(t, mh->machine_id);
-  if (seq) {
-    t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
-    t = tg_pb_write_varint(t, seq);
-  }
+  t = tg_pb_write_varint(t, TG_PB_TAG(PKT_SEQ_ID, TG_PB_WT_VARINT));
+  t = tg_pb_write_varint(t, seq);
   return m->write(m->ctx, p, n, tail, (size_t)(t - tail));
 }
 

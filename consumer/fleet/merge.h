@@ -7,11 +7,12 @@
  *   [packet bytes as read ...][98: machine_id = k+1][10: sequence id]
  *
  * Protobuf's last-field-wins makes the appended values the packet's. The
- * sequence id is the packet's own moved into the host's range, or mapped
- * into the overflow range that all hosts share. The unit also makes the
- * packets the collector adds: its own ClockSnapshot and SystemInfo at the
- * head, per host a SystemInfo, ClockSnapshot and RemoteClockSync before
- * the host's first packet, and a RemoteClockSync per later estimate.
+ * sequence id is the packet's own moved into the host's range (none moves
+ * to TG_MERGE_SEQ_NONE of the range), or mapped into the overflow range
+ * that all hosts share. The unit also makes the packets the collector
+ * adds: its own ClockSnapshot and SystemInfo at the head, per host a
+ * SystemInfo, ClockSnapshot and RemoteClockSync before the host's first
+ * packet, and a RemoteClockSync per later estimate.
  *
  * Owns: the shared state (tg_merge_t: the overflow range, the buffer
  * compressed_packets inflate into) and, per host, tg_merge_host_t (its
@@ -40,6 +41,12 @@
 /* The low value of a host's range that the collector's own packets about
  * that host use; producer ids from here up are mapped. */
 #define TG_MERGE_SEQ_COLLECTOR ((1u << TG_MERGE_SEQ_SHIFT) - 1)
+/* The low value a host's packets without a sequence id (none, or 0) get.
+ * Perfetto's services give every packet one, so only a broken or hostile
+ * host sends such; left without one, a packet that asks for incremental
+ * state or a sequence-scoped clock makes trace processor refuse the whole
+ * file, every host's data with it. */
+#define TG_MERGE_SEQ_NONE 0u
 /* Mapped ids (producer ids too large for a range) come after this one. */
 #define TG_MERGE_SEQ_OVERFLOW_BASE 0xFFF00000u
 /* The collector's own packets (machine 0). */

@@ -11,6 +11,7 @@ small (< 1 KiB) hand-built wire bytes; each name says what it exercises.
 import os
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -933,6 +934,53 @@ def cli_ftrace_loss_corpus():
     }
 
 
+# --- fuzz_merge ------------------------------------------------------------------
+
+def mg(host, packet):
+    """One record: the host, the packet's length, its bytes."""
+    return bytes([host]) + struct.pack("<H", len(packet)) + packet
+
+
+def mg_packet(ts, seqs, extra=b""):
+    return f_varint(8, ts) + extra + b"".join(f_varint(10, s) for s in seqs)
+
+
+def mg_wrapper(packets, own_seq=77):
+    trace = b"".join(f_len(1, p) for p in packets)
+    # Level 0 (stored blocks): the same bytes from every zlib.
+    return f_len(50, zlib.compress(trace, 0)) + f_varint(10, own_seq)
+
+
+def merge_corpus():
+    return {
+        "in_range": mg(0, mg_packet(1, [5])) + mg(1, mg_packet(2, [5])),
+        "no_id": mg(2, mg_packet(3, [])),
+        "zero_id_needs_state": mg(0, mg_packet(4, [0], f_varint(13, 2))),
+        "seq_clock_no_id": mg(1, f_varint(8, 5) + f_varint(58, 64)),
+        "snapshot_seq_clock": mg(2, f_len(6, f_len(1, f_varint(1, 64) +
+                                                   f_varint(2, 5)))),
+        "id_fixed32": mg(0, f_fixed32(10, 0x100001) + f_varint(13, 2)),
+        "id_len": mg(1, f_len(10, b"x") + f_varint(13, 2)),
+        "repeated_ids": mg(0, mg_packet(5, [3, 7])),
+        "overflow": (mg(0, mg_packet(6, [0xFFFFF])) +
+                     mg(1, mg_packet(7, [0xFFFFF])) +
+                     mg(0, mg_packet(8, [0xFFFFF])) +
+                     mg(2, mg_packet(9, [0xFFFFFFFF]))),
+        "own_machine_id": mg(0, mg_packet(10, [4], f_varint(98, 3))),
+        "wrapper": mg(1, mg_wrapper([mg_packet(11, [9]),
+                                     mg_packet(12, [0xFFFFF]),
+                                     mg_packet(13, [])])),
+        "nested_wrapper": mg(2, mg_wrapper([mg_wrapper([mg_packet(14, [4])]),
+                                            mg_packet(15, [4])])),
+        "wrapper_not_zlib": mg(0, f_len(50, b"junk")),
+        "wrapper_not_len": (mg(1, mg_packet(16, [2], f_varint(50, 5))) +
+                            mg(2, mg_packet(17, [2], f_fixed32(50, 7))) +
+                            mg(0, mg_packet(18, [2], f_len(50, b"")))),
+        "does_not_decode": mg(0, b"\x40\xff\xff") + mg(2, b"\x0f\x01"),
+        "empty": mg(1, b""),
+    }
+
+
 def main():
     write("fuzz_frame_decoder", frame_corpus())
     write("fuzz_chunk_validator", chunk_corpus())
@@ -948,6 +996,7 @@ def main():
     write("fuzz_units", units_corpus())
     write("fuzz_json_text", json_text_corpus())
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
+    write("fuzz_merge", merge_corpus())
     return 0
 
 

@@ -1,0 +1,119 @@
+/* Fuzzes the fleet merge (consumer/fleet/merge.h), which takes every packet
+ * a remote host sends, compressed_packets wrappers included, into the one
+ * trace of the fleet that the CLI and the collector write.
+ *
+ * Input: records of [host: 1 byte, taken mod 3][length: 2 bytes, little
+ * endian][the packet's bytes], to the end of the input.
+ *
+ * Invariants (trap on violation):
+ * - tg_merge_packet() returns 0, TG_ETOO_MANY_SEQUENCES or -ENOMEM;
+ * - what it writes for a host is a packet that decodes whole, holds no
+ *   compressed_packets (they are opened and merged packet by packet), and
+ *   ends with exactly machine_id = host + 1 then a non-zero sequence id,
+ *   both varints;
+ * - that id is the packet's own moved into the host's range (a packet
+ *   without one: the range's TG_MERGE_SEQ_NONE), or one of the overflow
+ *   range that the same host's same id always gets and no other host's
+ *   id ever gets.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "consumer/fleet/merge.h"
+#include "tracegate/error.h"
+#include "tracegate/pb_wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define HOSTS 3
+#define PKT_SEQ_ID 10
+#define PKT_COMPRESSED_PACKETS 50
+#define PKT_MACHINE_ID 98
+
+/* Overflow ids handed out in one input: (host, the packet's id, the id it
+ * got). Linear search; inputs are short. */
+#define MAPPED_MAX 512
+static struct {
+  size_t host;
+  uint32_t orig, seq;
+} mapped[MAPPED_MAX];
+static size_t n_mapped;
+static size_t cur_host;
+
+static void check_overflow(uint32_t orig, uint32_t seq) {
+  for (size_t i = 0; i < n_mapped; i++) {
+    if (mapped[i].seq == seq && mapped[i].host != cur_host &&
+        seq != UINT32_MAX)
+      __builtin_trap(); /* another host's id */
+    if (mapped[i].host == cur_host && mapped[i].orig == orig) {
+      if (mapped[i].seq != seq) __builtin_trap(); /* not stable */
+      return;
+    }
+  }
+  if (n_mapped < MAPPED_MAX) {
+    mapped[n_mapped].host = cur_host;
+    mapped[n_mapped].orig = orig;
+    mapped[n_mapped].seq = seq;
+    n_mapped++;
+  }
+}
+
+static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
+                size_t tail_n) {
+  (void)ctx;
+  /* The packet as written: decodes whole, no wrapper, its own last id. */
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, p, n);
+  uint64_t orig = 0;
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
+    if (f.id == PKT_COMPRESSED_PACKETS) __builtin_trap();
+    if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) orig = f.value;
+  }
+  if (rv != 0) __builtin_trap();
+  /* The tail: machine id, then sequence id, nothing else. */
+  tg_pb_reader_init(&r, tail, tail_n);
+  if (tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_MACHINE_ID ||
+      f.type != TG_PB_WT_VARINT || f.value != cur_host + 1)
+    __builtin_trap();
+  if (tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_SEQ_ID ||
+      f.type != TG_PB_WT_VARINT || f.value == 0 || f.value > UINT32_MAX)
+    __builtin_trap();
+  if (tg_pb_reader_next(&r, &f) != 0) __builtin_trap();
+  uint32_t seq = (uint32_t)f.value, o = (uint32_t)orig;
+  uint32_t base = (uint32_t)(cur_host + 1) << TG_MERGE_SEQ_SHIFT;
+  if (o < TG_MERGE_SEQ_COLLECTOR) {
+    if (seq != (base | (o ? o : TG_MERGE_SEQ_NONE))) __builtin_trap();
+  } else {
+    if (seq <= TG_MERGE_SEQ_OVERFLOW_BASE) __builtin_trap();
+    check_overflow(o, seq);
+  }
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static tg_merge_t m;
+  tg_merge_host_t hosts[HOSTS];
+  tg_merge_init(&m, sink, NULL);
+  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_init(&hosts[i], i);
+  n_mapped = 0;
+  size_t at = 0;
+  while (size - at >= 3) {
+    cur_host = data[at] % HOSTS;
+    size_t len = (size_t)data[at + 1] | (size_t)data[at + 2] << 8;
+    at += 3;
+    if (len > size - at) len = size - at;
+    uint64_t before = hosts[cur_host].malformed;
+    int rv = tg_merge_packet(&m, &hosts[cur_host], data + at, len);
+    if (rv != 0 && rv != TG_ETOO_MANY_SEQUENCES && rv != -ENOMEM)
+      __builtin_trap();
+    if (hosts[cur_host].malformed < before) __builtin_trap();
+    at += len;
+  }
+  for (size_t i = 0; i < HOSTS; i++) tg_merge_host_free(&hosts[i]);
+  tg_merge_free(&m);
+  return 0;
+}
