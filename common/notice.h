@@ -268,7 +268,7 @@
     "could not send again (lost)")                                            \
   X(FLEET_MALFORMED, 2029, "tracegate",                                       \
     "summary, under a host: packets left out of the merged trace because "    \
-    "they do not decode")                                                     \
+    "they do not decode or trace processor cannot take them")                 \
   X(FLEET_QUIET_HOSTS, 2030, "tracegate",                                     \
     "summary of many hosts: those with no loss and no reconnection, counted " \
     "on one line")                                                            \

@@ -93,10 +93,11 @@ static const tg_ftrace_known_event_t known[] = {
      {{"work", 1, U}, {"function", 2, U}}},
     {"workqueue", "workqueue_execute_start", 58,
      {{"work", 1, U}, {"function", 2, U}}},
-    /* Older kernels have a workqueue pointer, not its name: left out. */
+    /* workqueue (3) is the workqueue's address in Perfetto's schema
+     * (uint64); recent kernels give its name (a __data_loc string), which
+     * traced_probes leaves out as it cannot be that field: so do we. */
     {"workqueue", "workqueue_queue_work", 59,
-     {{"work", 1, U}, {"function", 2, U}, {"workqueue", 3, S},
-      {"req_cpu", 4, I}, {"cpu", 5, I}}},
+     {{"work", 1, U}, {"function", 2, U}, {"req_cpu", 4, I}, {"cpu", 5, I}}},
     {"cgroup", "cgroup_attach_task", 67, CGROUP_TASK_FIELDS},
     {"cgroup", "cgroup_mkdir", 68, CGROUP_FIELDS},
     {"cgroup", "cgroup_remount", 69, CGROUP_ROOT_FIELDS},

@@ -248,8 +248,9 @@ size_t fleet_ui_summary(fleet_t *f) {
               TG_NOTE(FLEET_READS_LOST), h->core.report.reads_lost,
               h->core.report.reads_lost == 1 ? "" : "s");
     if (h->merge.malformed)
-      fprintf(stderr, "      %s %" PRIu64 " packets that do not decode were "
-              "left out of the merged trace\n", TG_NOTE(FLEET_MALFORMED),
+      fprintf(stderr, "      %s %" PRIu64 " packets that do not decode, or "
+              "that Perfetto's trace processor cannot take, were left out of "
+              "the merged trace\n", TG_NOTE(FLEET_MALFORMED),
               h->merge.malformed);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {

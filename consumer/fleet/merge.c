@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "abi/trace_schema.h"
 #include "consumer/fleet/merge.h"
 #include "consumer/packet_inflate.h"
 #include "pb/common/system_info.pb-c.h"
@@ -157,6 +158,12 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);
+  /* A field of another wire type than Perfetto's schema says: trace
+   * processor would read an integer out of a pointer (trace_schema.h). */
+  if (tg_trace_schema_check(p, n) != TG_TS_OK) {
+    mh->malformed++;
+    return 0;
+  }
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];

@@ -80,7 +80,9 @@ typedef struct tg_merge_host {
   /* Producer ids mapped into the overflow range: at most
    * TG_MERGE_HOST_MAX_SEQS. */
   tg_u32_map_t seqs;
-  uint64_t malformed;  /* packets left out for not decoding */
+  /* Packets left out: not decoding, or what trace processor cannot take
+   * (abi/trace_schema.h; docs/merge.md). */
+  uint64_t malformed;
 } tg_merge_host_t;
 
 /* The collector, as the head of the trace describes it. */
@@ -123,8 +125,9 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
 
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
  * and moved sequence id appended; the packets of a compressed_packets
- * wrapper one by one. A packet that does not decode would make the whole
- * trace unreadable: it is left out and counted in mh->malformed. A packet
+ * wrapper one by one. A packet that does not decode, or that trace
+ * processor would refuse the whole trace for or crash on
+ * (abi/trace_schema.h), is left out and counted in mh->malformed. A packet
  * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
  * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
  * that many is failed by the owner (leaving them out, or merging them

@@ -44,15 +44,20 @@ typedef struct merge_script_ops {
   int (*packet)(void *ctx, size_t host, const uint8_t *p, size_t n);
 } merge_script_ops_t;
 
-/* A packet: a timestamp (field 8), a payload (field 5, a string), then
- * the sequence ids in |seqs| (field 10, in order; |n_seqs| of them). */
+/* A packet: a timestamp (field 8), a payload (for_testing, field 900: a
+ * TestEvent with the text as its str, field 1), then the sequence ids in
+ * |seqs| (field 10, in order; |n_seqs| of them). */
 static inline size_t script_packet(uint8_t *buf, size_t cap, uint64_t ts,
                                    const char *payload, const uint32_t *seqs,
                                    size_t n_seqs) {
   tg_pbw_t w;
   tg_pbw_init(&w, buf, cap, NULL, NULL);
   tg_pbw_append_varint(&w, 8, ts);
-  if (payload) tg_pbw_append_string(&w, 5, payload);
+  if (payload) {
+    tg_pbw_begin_nested(&w, 900);
+    tg_pbw_append_string(&w, 1, payload);
+    tg_pbw_end_nested(&w);
+  }
   for (size_t i = 0; i < n_seqs; i++) tg_pbw_append_varint(&w, 10, seqs[i]);
   return tg_pbw_error(&w) ? 0 : (size_t)tg_pbw_written(&w);
 }

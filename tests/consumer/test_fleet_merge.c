@@ -233,30 +233,44 @@ static void a_host_past_its_mapped_sequences_is_refused(void **state) {
 
 /* --- packets without a sequence id ------------------------------------------ */
 
-/* A host's packets that carry no sequence id, or one of the wrong wire
- * type, each of which trace processor would refuse the whole file for
- * when the packet keeps no id of its own: it needs incremental state
- * (sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE), its timestamp is on a
- * sequence-scoped clock (timestamp_clock_id 64), or its ClockSnapshot
- * names one. */
+/* A host's packets that carry no sequence id, each of which trace
+ * processor would refuse the whole file for when the packet keeps no id
+ * of its own: it needs incremental state (sequence_flags =
+ * SEQ_NEEDS_INCREMENTAL_STATE), its timestamp is on a sequence-scoped
+ * clock (timestamp_clock_id 64), or its ClockSnapshot names one. */
 static const uint8_t needs_state[] = {0x40, 0xe8, 0x07, 0x68, 0x02};
 static const uint8_t seq_clock_ts[] = {0x40, 0xe8, 0x07, 0xd0, 0x03, 0x40};
 static const uint8_t seq_clock_snapshot[] = {
     0x32, 0x0c, 0x0a, 0x04, 0x08, 0x40, 0x10, 0x05,
     0x0a, 0x04, 0x08, 0x06, 0x10, 0x05};
 static const uint8_t zero_id[] = {0x50, 0x00, 0x68, 0x02};
-static const uint8_t fixed32_id[] = {0x55, 0x01, 0x00, 0x10, 0x00, 0x68, 0x02};
-static const uint8_t len_id[] = {0x52, 0x01, 'x', 0x68, 0x02};
-static const struct {
+typedef struct bytes {
   const uint8_t *p;
   size_t n;
-} seqless[] = {
-    {needs_state, sizeof(needs_state)},
-    {seq_clock_ts, sizeof(seq_clock_ts)},
-    {seq_clock_snapshot, sizeof(seq_clock_snapshot)},
-    {zero_id, sizeof(zero_id)},
-    {fixed32_id, sizeof(fixed32_id)},
-    {len_id, sizeof(len_id)},
+} bytes_t;
+#define BYTES(a) {a, sizeof(a)}
+static const bytes_t seqless[] = {
+    BYTES(needs_state), BYTES(seq_clock_ts), BYTES(seq_clock_snapshot),
+    BYTES(zero_id),
+};
+
+/* Fields of another wire type than Perfetto's schema gives them, which
+ * trace processor reads as integers made of a pointer's bits: the
+ * sequence id as fixed32 or length-delimited, the machine id
+ * length-delimited, and a VulkanMemoryEvent whose source (an enum) came
+ * length-delimited, which crashed trace processor v50.1 (SIGSEGV); a
+ * TrackEvent's type, two levels down, as fixed64. */
+static const uint8_t fixed32_id[] = {0x55, 0x01, 0x00, 0x10, 0x00, 0x68, 0x02};
+static const uint8_t len_id[] = {0x52, 0x01, 'x', 0x68, 0x02};
+static const uint8_t len_machine[] = {0x92, 0x06, 0x01, 'x'};
+static const uint8_t vulkan_len_source[] = {
+    0x40, 0xf7, 0x07, 0xf2, 0x03, 0x0e, 0x0a, 0x0c, 0x53, 0x5d, 0x33,
+    0x31, 0x36, 0xb8, 0xcc, 0x7d, 0x3c, 0x02, 0xb5, 0x02, 0x50, 0x01};
+static const uint8_t deep_fixed64[] = {
+    0x5a, 0x09, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x01};
+static const bytes_t wrong_wire[] = {
+    BYTES(fixed32_id), BYTES(len_id), BYTES(len_machine),
+    BYTES(vulkan_len_source), BYTES(deep_fixed64),
 };
 
 /* The last field of the packet the sink holds (one packet): a varint. */
@@ -291,6 +305,32 @@ static void a_packet_without_a_sequence_gets_its_hosts_own(void **state) {
     }
   assert_int_equal(fx->hosts[0].malformed + fx->hosts[1].malformed, 0);
   assert_int_equal(tg_u32_map_count(&fx->hosts[0].seqs), 0);
+}
+
+/* Left out and counted, where trace processor would have read a pointer;
+ * the same fields with their own wire types, and a repeated number
+ * packed, go through. */
+static void a_field_of_another_wire_type_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  for (size_t i = 0; i < sizeof(wrong_wire) / sizeof(wrong_wire[0]); i++)
+    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], wrong_wire[i].p,
+                                     wrong_wire[i].n), 0);
+  assert_int_equal(fx->sink.writes, 0);
+  assert_int_equal(fx->hosts[0].malformed,
+                   sizeof(wrong_wire) / sizeof(wrong_wire[0]));
+  /* machine_id as a varint; a TrackEvent's type as a varint; a
+   * TrackEvent's extra_counter_values (repeated int64) packed. */
+  static const uint8_t ok_machine[] = {0x90, 0x06, 0x07, 0x50, 0x01};
+  static const uint8_t ok_type[] = {0x5a, 0x02, 0x48, 0x01, 0x50, 0x01};
+  static const uint8_t ok_packed[] = {0x5a, 0x04, 0x62, 0x02, 0x01, 0x05,
+                                      0x50, 0x01};
+  const bytes_t ok[] = {BYTES(ok_machine), BYTES(ok_type), BYTES(ok_packed)};
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], ok[i].p,
+                                     ok[i].n), 0);
+  assert_int_equal(fx->sink.writes, sizeof(ok) / sizeof(ok[0]));
+  assert_int_equal(fx->hosts[0].malformed,
+                   sizeof(wrong_wire) / sizeof(wrong_wire[0]));
 }
 
 /* Field 50 of another wire type, or empty: trace processor takes any
@@ -390,6 +430,9 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   for (size_t i = 0; i < sizeof(seqless) / sizeof(seqless[0]); i++)
     assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[1], seqless[i].p,
                                      seqless[i].n), 0);
+  for (size_t i = 0; i < sizeof(wrong_wire) / sizeof(wrong_wire[0]); i++)
+    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[2], wrong_wire[i].p,
+                                     wrong_wire[i].n), 0);
   DIR *d = opendir(corpus);
   assert_non_null(d);
   size_t inputs = 0;
@@ -444,6 +487,8 @@ int main(void) {
           a_host_past_its_mapped_sequences_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_packet_without_a_sequence_gets_its_hosts_own, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_field_of_another_wire_type_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_wrapper_that_cannot_inflate_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(

@@ -978,7 +978,33 @@ def merge_corpus():
                             mg(0, mg_packet(18, [2], f_len(50, b"")))),
         "does_not_decode": mg(0, b"\x40\xff\xff") + mg(2, b"\x0f\x01"),
         "empty": mg(1, b""),
+        # Values trace processor v50.1 refuses the file for or crashes on
+        # (abi/trace_schema.c), each in a packet of its own.
+        "tp_values": b"".join(mg(i % 3, mg_packet(20 + i, [1], body))
+                              for i, body in enumerate(tp_value_cases())),
+        # Fields of another wire type than Perfetto's schema: the
+        # VulkanMemoryEvent's operation length-delimited (SIGSEGV), a
+        # TrackEvent's type as fixed64.
+        "tp_wire_types": (mg(0, mg_packet(40, [1], f_len(62, f_len(2, b"x"))))
+                          + mg(1, mg_packet(41, [1], f_len(11, f_fixed64(9, 1))))),
     }
+
+
+def tp_value_cases():
+    return [
+        f_len(34, f_len(2, f_varint(1, 0) + f_varint(3, 5))),  # no phase
+        f_len(34, f_varint(1, 2) + f_varint(9, 4)),  # parse errors
+        f_len(1, f_varint(1, 1024)),  # bundle cpu
+        f_len(1, f_varint(1, 0) + f_varint(5, 3)),  # ftrace_clock local
+        f_len(66, f_varint(1, 4096) + f_varint(2, 5)),  # perf_sample cpu
+        f_len(62, f_varint(2, 2**31)),  # vulkan operation
+        f_len(60, f_varint(1, 99) + f_varint(11, 4)),  # child_ordering
+        f_len(37, f_len(1, f_varint(1, 0) + f_len(2, b"x"))),  # iid 0
+        f_len(37, f_len(4, f_varint(4, 100))),  # mapping start > end
+        f_len(7, f_len(3, f_varint(1, 2**31))),  # cpu_stat cpu_id
+        f_len(111, f_len(1, b"x")),  # pixel modem token database
+        f_len(72, f_len(1, f_len(1, f_len(7, b"")))),  # extension descriptor
+    ]
 
 
 def main():

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Writes abi/trace_schema_table.inc: for every message reachable from
+TracePacket in Perfetto's trace proto, its fields' numbers and the wire
+type each must arrive with (abi/trace_schema.h says why).
+
+    python3 abi/trace_schema_gen.py ../shared/perfetto/protos/perfetto_trace.proto
+
+Only numbers leave the .proto: field numbers, wire kinds and message
+indices. Deterministic: the same .proto gives the same bytes.
+"""
+import re
+import sys
+
+SCALAR_KIND = {
+    "int32": "V", "int64": "V", "uint32": "V", "uint64": "V",
+    "sint32": "V", "sint64": "V", "bool": "V",
+    "fixed64": "F64", "sfixed64": "F64", "double": "F64",
+    "fixed32": "F32", "sfixed32": "F32", "float": "F32",
+    "string": "L", "bytes": "L",
+}
+ROOT = "perfetto.protos.TracePacket"
+# Messages abi/trace_schema.c holds value rules for: their indices are
+# named in the table.
+NAMED = ["TracePacket", "FtraceEventBundle", "FtraceStats", "PerfSample",
+         "VulkanMemoryEvent", "TrackDescriptor", "InternedString", "Mapping",
+         "SysStats.CpuTimes"]
+
+
+def tokens(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    return re.findall(r'[A-Za-z_][A-Za-z0-9_.]*|-?\d+|""|[{}=;\[\]<>,()]',
+                      text)
+
+
+class Parser:
+    def __init__(self, toks):
+        self.t = toks
+        self.i = 0
+        self.messages = {}  # full name -> [(label, type, number, scope)]
+        self.enums = set()
+
+    def peek(self):
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self, want=None):
+        tok = self.t[self.i]
+        if want is not None and tok != want:
+            raise SystemExit("expected %r at token %d, got %r" %
+                             (want, self.i, tok))
+        self.i += 1
+        return tok
+
+    def skip_statement(self):
+        depth = 0
+        while True:
+            tok = self.take()
+            if tok in "[(":
+                depth += 1
+            elif tok in "])":
+                depth -= 1
+            elif tok == ";" and depth == 0:
+                return
+            elif tok == "{" and depth == 0:
+                self.skip_block()
+                return
+
+    def skip_block(self):
+        depth = 1
+        while depth:
+            tok = self.take()
+            depth += tok == "{"
+            depth -= tok == "}"
+
+    def file(self, package):
+        while self.peek() is not None:
+            tok = self.peek()
+            if tok == "message":
+                self.message(package)
+            elif tok == "enum":
+                self.enum(package)
+            else:
+                self.skip_statement()
+
+    def enum(self, scope):
+        self.take("enum")
+        self.enums.add(scope + "." + self.take())
+        self.take("{")
+        self.skip_block()
+
+    def message(self, scope):
+        self.take("message")
+        name = scope + "." + self.take()
+        self.take("{")
+        fields = self.messages.setdefault(name, [])
+        self.body(name, fields, "}")
+
+    def body(self, name, fields, end):
+        while self.peek() != end:
+            tok = self.peek()
+            if tok == "message":
+                self.message(name)
+            elif tok == "enum":
+                self.enum(name)
+            elif tok == "oneof":
+                self.take()
+                self.take()
+                self.take("{")
+                self.body(name, fields, "}")
+            elif tok in ("option", "reserved", "extensions", "extend"):
+                self.skip_statement()
+            elif tok == ";":  # an empty statement ("};")
+                self.take()
+            else:
+                self.field(name, fields)
+        self.take(end)
+
+    def field(self, scope, fields):
+        label = "optional"
+        if self.peek() in ("optional", "repeated", "required"):
+            label = self.take()
+        typ = self.take()
+        if typ == "map":  # entries of a key and a value: not looked into
+            while self.take() != ">":
+                pass
+            typ = "bytes"
+        self.take()  # the field's name
+        self.take("=")
+        number = int(self.take())
+        packed = False
+        if self.peek() == "[":
+            opts = []
+            while self.peek() != "]":
+                opts.append(self.take())
+            self.take("]")
+            packed = "packed" in opts
+        self.take(";")
+        fields.append((label, typ, number, scope, packed))
+
+    def resolve(self, typ, scope):
+        """protobuf's scoping: the innermost scope outwards."""
+        if typ.startswith("."):
+            typ = typ[1:]
+            return typ if typ in self.messages or typ in self.enums else None
+        parts = scope.split(".")
+        while parts:
+            cand = ".".join(parts) + "." + typ
+            if cand in self.messages or cand in self.enums:
+                return cand
+            parts.pop()
+        return typ if typ in self.messages or typ in self.enums else None
+
+
+def wrapped(items):
+    """Initializer items, as many to a line as fit in 78 columns."""
+    lines, line = [], "   "
+    for item in items:
+        if len(line) + len(item) > 78:
+            lines.append(line)
+            line = "   "
+        line += item
+    lines.append(line)
+    return lines
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    text = open(sys.argv[1], encoding="utf-8").read()
+    m = re.search(r"^package\s+([A-Za-z0-9_.]+)\s*;", text, re.M)
+    p = Parser(tokens(text))
+    p.file(m.group(1))
+
+    order, index = [], {}
+
+    def visit(name):
+        if name in index:
+            return
+        index[name] = len(order)
+        order.append(name)
+        for label, typ, number, scope, packed in p.messages[name]:
+            if typ in SCALAR_KIND:
+                continue
+            full = p.resolve(typ, scope)
+            if full is None:
+                raise SystemExit("%s: unknown type %s" % (name, typ))
+            if full in p.messages:
+                visit(full)
+
+    visit(ROOT)
+    rows, spans = [], []
+    for name in order:
+        first = len(rows)
+        seen = {}
+        for label, typ, number, scope, packed in p.messages[name]:
+            if typ in SCALAR_KIND:
+                kind, child = SCALAR_KIND[typ], 0
+            else:
+                full = p.resolve(typ, scope)
+                if full in p.messages:
+                    kind, child = "M", index[full]
+                else:
+                    kind, child = "V", 0  # an enum
+            # A repeated number may come packed (one length-delimited run)
+            # or one by one, whatever the .proto says: parsers take both.
+            packable = label == "repeated" and kind in ("V", "F64", "F32")
+            if number in seen:
+                raise SystemExit("%s: field %d twice" % (name, number))
+            seen[number] = True
+            rows.append((number, kind, packable, child))
+        rows[first:] = sorted(rows[first:])
+        spans.append((first, len(rows) - first))
+    if len(order) > 65535:
+        raise SystemExit("too many messages for a 16-bit index")
+
+    # Dense: a slot per field number up to the message's highest, so the
+    # walk finds a field by indexing (the numbers are small: the highest
+    # in any message is under 1024).
+    slots, dense = [], []
+    for first, count in spans:
+        top = max([r[0] for r in rows[first:first + count]] or [0])
+        if top >= 1024:
+            raise SystemExit("a field number past 1023: not dense")
+        base = len(slots)
+        slots.extend([("NONE", 0)] * (top + 1))
+        for number, kind, packable, child in rows[first:first + count]:
+            slots[base + number] = (kind + ("_PACKABLE" if packable else ""),
+                                    child)
+        dense.append((base, top + 1))
+
+    out = []
+    out.append("/* Generated by abi/trace_schema_gen.py from Perfetto's trace "
+               "proto (%d\n * messages, %d fields). Never edited by hand. "
+               "*/" % (len(order), len(rows)))
+    out.append("#define TG_TS_N_MESSAGES %d" % len(order))
+    for short in NAMED:
+        out.append("#define TG_TS_MSG_%s %d" %
+                   (short.replace(".", "_"), index["perfetto.protos." + short]))
+    out.append("#define TG_TS_N_SLOTS %d" % len(slots))
+    out.append("static const tg_ts_slot_t tg_ts_slots[TG_TS_N_SLOTS] = {")
+    out.extend(wrapped(" {TG_TS_%s, %d}," % s for s in slots))
+    out.append("};")
+    out.append("static const tg_ts_message_t tg_ts_messages[TG_TS_N_MESSAGES]"
+               " = {")
+    out.extend(wrapped(" {%d, %d}," % d for d in dense))
+    out.append("};")
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+/* A TracePacket's wire types and values against Perfetto's trace proto
+ * (abi/trace_schema.h): what the packets of a trace carry passes, fields
+ * it does not know pass, a known field of another wire type at any depth
+ * is refused, nesting past the bound is refused, and each value rule
+ * refuses its value and takes its neighbour. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "abi/trace_schema.h"
+#include "tracegate/pb_wire.h"
+
+/* --- building packets ------------------------------------------------------- */
+
+typedef struct pkt {
+  uint8_t b[4096];
+  size_t n;
+} pkt_t;
+
+static void raw(pkt_t *p, const void *d, size_t n) {
+  assert_true(p->n + n <= sizeof(p->b));
+  memcpy(p->b + p->n, d, n);
+  p->n += n;
+}
+
+static void varint(pkt_t *p, uint64_t v) {
+  uint8_t t[TG_PB_MAX_VARINT_SIZE];
+  raw(p, t, (size_t)(tg_pb_write_varint(t, v) - t));
+}
+
+static void fv(pkt_t *p, uint32_t id, uint64_t v) {
+  varint(p, TG_PB_TAG(id, TG_PB_WT_VARINT));
+  varint(p, v);
+}
+
+static void fbytes(pkt_t *p, uint32_t id, const void *d, size_t n) {
+  varint(p, TG_PB_TAG(id, TG_PB_WT_LEN));
+  varint(p, n);
+  raw(p, d, n);
+}
+
+static void fmsg(pkt_t *p, uint32_t id, const pkt_t *inner) {
+  fbytes(p, id, inner->b, inner->n);
+}
+
+static void ffixed64(pkt_t *p, uint32_t id, uint64_t v) {
+  varint(p, TG_PB_TAG(id, TG_PB_WT_FIXED64));
+  uint8_t t[8];
+  for (int i = 0; i < 8; i++) t[i] = (uint8_t)(v >> (8 * i));
+  raw(p, t, 8);
+}
+
+static tg_trace_schema_verdict_t check(const pkt_t *p) {
+  return tg_trace_schema_check(p->b, p->n);
+}
+
+/* A packet holding |inner| under TracePacket field |id|. */
+static tg_trace_schema_verdict_t in_packet(uint32_t id, const pkt_t *inner) {
+  pkt_t p = {0};
+  fv(&p, 8, 1000);
+  fmsg(&p, id, inner);
+  fv(&p, 10, 1);
+  return check(&p);
+}
+
+/* --- what a trace carries --------------------------------------------------- */
+
+static void trace_packets_pass(void **state) {
+  (void)state;
+  /* A slice begin with an interned name, a debug annotation, counter
+   * values one by one and packed, on an incremental clock. */
+  pkt_t te = {0}, ann = {0}, names = {0}, interned = {0}, packed = {0}, p = {0};
+  fv(&te, 9, 1);
+  fv(&te, 10, 1);
+  fv(&te, 11, 1234);
+  fv(&ann, 1, 2);
+  fv(&ann, 4, (uint64_t)-5);
+  fmsg(&te, 4, &ann);
+  fv(&te, 12, 7);
+  varint(&packed, 9); /* two varints, packed */
+  varint(&packed, 300);
+  fmsg(&te, 12, &packed);
+  fv(&names, 1, 1);
+  fbytes(&names, 2, "slice", 5);
+  fmsg(&interned, 2, &names);
+  fv(&p, 8, 5);
+  fv(&p, 58, 64);
+  fmsg(&p, 11, &te);
+  fmsg(&p, 12, &interned);
+  fv(&p, 13, 2);
+  fv(&p, 10, 3);
+  assert_int_equal(check(&p), TG_TS_OK);
+
+  /* FtraceStats of both phases; a bundle on CPU 3 with each clock the
+   * reader takes. */
+  pkt_t cpu = {0}, fs = {0};
+  fv(&cpu, 1, 3);
+  fv(&cpu, 3, 17);
+  for (uint64_t phase = 1; phase <= 2; phase++) {
+    fs.n = 0;
+    fv(&fs, 1, phase);
+    fmsg(&fs, 2, &cpu);
+    assert_int_equal(in_packet(34, &fs), TG_TS_OK);
+  }
+  static const uint64_t clocks[] = {0, 2, 4};
+  for (size_t i = 0; i < 3; i++) {
+    pkt_t b = {0};
+    fv(&b, 1, 3);
+    fv(&b, 5, clocks[i]);
+    assert_int_equal(in_packet(1, &b), TG_TS_OK);
+  }
+  /* An empty packet, and fields the schema does not know. */
+  assert_int_equal(tg_trace_schema_check(NULL, 0), TG_TS_OK);
+  pkt_t unknown = {0};
+  fv(&unknown, 5000, 1);
+  fbytes(&unknown, 4999, "\xff\xff", 2);
+  assert_int_equal(check(&unknown), TG_TS_OK);
+}
+
+/* --- wire types and depth ----------------------------------------------------- */
+
+static void another_wire_type_is_refused_at_any_depth(void **state) {
+  (void)state;
+  pkt_t p = {0};
+  fbytes(&p, 8, "x", 1); /* timestamp */
+  assert_int_equal(check(&p), TG_TS_WIRE_TYPE);
+  pkt_t te = {0};
+  ffixed64(&te, 9, 1); /* TrackEvent.type */
+  assert_int_equal(in_packet(11, &te), TG_TS_WIRE_TYPE);
+  /* ClockSnapshot.clocks[].timestamp, two levels down. */
+  pkt_t clock = {0}, snap = {0};
+  fv(&clock, 1, 6);
+  fbytes(&clock, 2, "12345678", 8);
+  fmsg(&snap, 1, &clock);
+  assert_int_equal(in_packet(6, &snap), TG_TS_WIRE_TYPE);
+  /* A message field as a varint. */
+  pkt_t q = {0};
+  fv(&q, 11, 1);
+  assert_int_equal(check(&q), TG_TS_WIRE_TYPE);
+  /* Not protobuf at the top, or inside. */
+  static const uint8_t cut[] = {0x40, 0xff};
+  assert_int_equal(tg_trace_schema_check(cut, sizeof(cut)), TG_TS_MALFORMED);
+  pkt_t bad = {0};
+  fbytes(&bad, 11, cut, sizeof(cut));
+  assert_int_equal(check(&bad), TG_TS_MALFORMED);
+}
+
+/* Debug annotations nest in dict_entries (DebugAnnotation field 11):
+ * |levels| of them under a TrackEvent, under the packet. */
+static tg_trace_schema_verdict_t annotations_nested(size_t levels) {
+  static pkt_t a, b;
+  a.n = 0;
+  fv(&a, 1, 1);
+  for (size_t i = 1; i < levels; i++) {
+    b.n = 0;
+    fv(&b, 1, 1);
+    fmsg(&b, 11, &a);
+    a = b;
+  }
+  pkt_t te = {0};
+  fmsg(&te, 4, &a);
+  return in_packet(11, &te);
+}
+
+static void nesting_past_the_bound_is_refused(void **state) {
+  (void)state;
+  /* The packet and its TrackEvent are two levels. */
+  assert_int_equal(annotations_nested(TG_TRACE_SCHEMA_MAX_DEPTH - 2),
+                   TG_TS_OK);
+  assert_int_equal(annotations_nested(TG_TRACE_SCHEMA_MAX_DEPTH - 1),
+                   TG_TS_TOO_DEEP);
+}
+
+/* --- values ------------------------------------------------------------------- */
+
+typedef struct value_case {
+  uint32_t packet_field;         /* under TracePacket */
+  uint32_t field;                /* in that message (or in |sub| of it) */
+  uint32_t sub;                  /* 0, or the submessage's field */
+  uint64_t bad, good;
+} value_case_t;
+
+static const value_case_t value_cases[] = {
+    {1, 1, 0, 1024, 1023},          /* FtraceEventBundle.cpu */
+    {1, 5, 0, 3, 2},                /* FtraceEventBundle.ftrace_clock */
+    {34, 1, 0, 0, 1},               /* FtraceStats.phase */
+    {34, 1, 0, 3, 2},
+    {66, 1, 0, 4096, 4095},         /* PerfSample.cpu */
+    {62, 2, 0, 1u << 31, 5},        /* VulkanMemoryEvent.operation */
+    {62, 1, 0, 6, 0},               /* .source */
+    {62, 8, 0, 6, 5},               /* .allocation_scope */
+    {60, 11, 0, 4, 3},              /* TrackDescriptor.child_ordering */
+    {7, 1, 3, 4096, 4095},          /* SysStats.cpu_stat[].cpu_id */
+};
+
+static void each_value_rule_refuses_its_value_only(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof(value_cases) / sizeof(value_cases[0]); i++) {
+    const value_case_t *c = &value_cases[i];
+    for (int good = 0; good < 2; good++) {
+      pkt_t m = {0}, sub = {0};
+      uint64_t v = good ? c->good : c->bad;
+      if (c->sub) {
+        fv(&sub, c->field, v);
+        fmsg(&m, c->sub, &sub);
+      } else {
+        if (c->packet_field == 34 && c->field != 1) fv(&m, 1, 1);
+        fv(&m, c->field, v);
+      }
+      tg_trace_schema_verdict_t want = good ? TG_TS_OK : TG_TS_VALUE;
+      if (in_packet(c->packet_field, &m) != want)
+        fail_msg("case %zu (%s value %llu)", i, good ? "good" : "bad",
+                 (unsigned long long)v);
+    }
+  }
+  /* FtraceStats without a phase; with parse errors. */
+  pkt_t fs = {0};
+  fv(&fs, 4, 1);
+  assert_int_equal(in_packet(34, &fs), TG_TS_VALUE);
+  fv(&fs, 1, 2);
+  assert_int_equal(in_packet(34, &fs), TG_TS_OK);
+  fv(&fs, 9, 1);
+  assert_int_equal(in_packet(34, &fs), TG_TS_VALUE);
+  /* A string interned as 0 (ProfilePacket.strings); an empty one, or one
+   * with its id, passes. */
+  pkt_t s = {0}, pp = {0};
+  fbytes(&s, 2, "x", 1);
+  fmsg(&pp, 1, &s);
+  assert_int_equal(in_packet(37, &pp), TG_TS_VALUE);
+  s.n = pp.n = 0;
+  fv(&s, 1, 7);
+  fbytes(&s, 2, "x", 1);
+  fmsg(&pp, 1, &s);
+  assert_int_equal(in_packet(37, &pp), TG_TS_OK);
+  /* A mapping that ends before it starts. */
+  pkt_t map = {0};
+  fv(&map, 4, 100);
+  pp.n = 0;
+  fmsg(&pp, 4, &map);
+  assert_int_equal(in_packet(37, &pp), TG_TS_VALUE);
+  fv(&map, 5, 100);
+  pp.n = 0;
+  fmsg(&pp, 4, &map);
+  assert_int_equal(in_packet(37, &pp), TG_TS_OK);
+  /* pixel_modem_token_database and extension_descriptor, whatever they
+   * hold. */
+  pkt_t empty = {0};
+  assert_int_equal(in_packet(111, &empty), TG_TS_VALUE);
+  assert_int_equal(in_packet(72, &empty), TG_TS_VALUE);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(trace_packets_pass),
+      cmocka_unit_test(another_wire_type_is_refused_at_any_depth),
+      cmocka_unit_test(nesting_past_the_bound_is_refused),
+      cmocka_unit_test(each_value_rule_refuses_its_value_only),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
