@@ -66,8 +66,11 @@ static bool wire_ok(uint8_t kind, uint8_t type) {
 
 enum {
   NEED_PHASE = 1u << 0,  /* FtraceStats: no phase 1 or 2 seen yet */
-  HAS_STR = 1u << 1,     /* InternedString: a non-empty str */
-  HAS_IID = 1u << 2,     /* InternedString: a non-zero iid */
+  HAS_STR = 1u << 1,     /* InternedString: its last str is not empty */
+  HAS_IID = 1u << 2,     /* InternedString: its last iid is not 0 */
+  MONO_RAW = 1u << 3,    /* FtraceEventBundle: ftrace_clock is 4 */
+  HAS_RAW = 1u << 4,     /* ClockSnapshot: a clock 5 */
+  HAS_BOOT = 1u << 5,    /* ClockSnapshot: a clock 6 */
 };
 
 /* What a message's end is judged on. */
@@ -96,15 +99,28 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
        * the names of TrackEvent extension fields. */
       return fld->id != 111 && fld->id != 72;
     case TG_TS_MSG_SysStats_CpuTimes:
+    case TG_TS_MSG_SysStats_CpuIdleState:
       return fld->id != 1 || v < 4096; /* cpu_id: a CHECK past its CPUs */
+    case TG_TS_MSG_KernelWakelockData_Wakelock:
+      /* wakelock_type: an index past its enum crashed it (SIGSEGV) once
+       * a wakelock of the type was reported. */
+      return fld->id != 3 || v <= 2;
     case TG_TS_MSG_Mapping:
       if (fld->id == 4) st->start = v;
       if (fld->id == 5) st->end = v;
       return true;
     case TG_TS_MSG_FtraceEventBundle:
       if (fld->id == 1) return v < 1024; /* cpu: "greater than maximum" */
-      /* ftrace_clock: it parses boot (0), global (2) and mono_raw (4) */
-      if (fld->id == 5) return v == 0 || v == 2 || v == 4;
+      if (fld->id == 5) {
+        /* ftrace_clock: it parses boot (0), global (2) and mono_raw (4),
+         * the last with a ClockSnapshot before it (trace_schema.h). */
+        st->flags = (uint8_t)(v == 4 ? st->flags | MONO_RAW
+                                     : st->flags & ~MONO_RAW);
+        return v == 0 || v == 2 || v == 4;
+      }
+      return true;
+    case TG_TS_MSG_ClockSnapshot_Clock:
+      if (fld->id == 1) st->start = v; /* clock_id: the last counts */
       return true;
     case TG_TS_MSG_PerfSample:
       return fld->id != 1 || v < 4096; /* cpu: a CHECK past its CPUs */
@@ -124,25 +140,47 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
     case TG_TS_MSG_TrackDescriptor:
       return fld->id != 11 || v <= 3; /* child_ordering: a FATAL past it */
     case TG_TS_MSG_InternedString:
-      if (fld->id == 1 && v) st->flags |= HAS_IID;
-      if (fld->id == 2 && fld->size) st->flags |= HAS_STR;
+      /* The last of each counts, as it does for trace processor. */
+      if (fld->id == 1)
+        st->flags = (uint8_t)(v ? st->flags | HAS_IID : st->flags & ~HAS_IID);
+      if (fld->id == 2)
+        st->flags =
+            (uint8_t)(fld->size ? st->flags | HAS_STR : st->flags & ~HAS_STR);
       return true;
     default:
       return true;
   }
 }
 
-/* At the end of message |msg|: CHECKs fail on a string interned as 0 and
- * on a mapping that ends before it starts. */
-static bool end_ok(uint32_t msg, const frame_state_t *st) {
-  if (msg == TG_TS_MSG_FtraceStats) return !(st->flags & NEED_PHASE);
-  if (msg == TG_TS_MSG_InternedString)
-    return !(st->flags & HAS_STR) || (st->flags & HAS_IID);
-  if (msg == TG_TS_MSG_Mapping) return st->start <= st->end;
-  return true;
+/* At the end of message |msg| (its parent's state |up|, NULL for the
+ * packet): CHECKs fail on a string interned as 0 and on a mapping that
+ * ends before it starts; the clock facts are gathered. */
+static bool end_ok(uint32_t msg, const frame_state_t *st, frame_state_t *up,
+                   unsigned *clocks) {
+  switch (msg) {
+    case TG_TS_MSG_FtraceStats: return !(st->flags & NEED_PHASE);
+    case TG_TS_MSG_InternedString:
+      return !(st->flags & HAS_STR) || (st->flags & HAS_IID);
+    case TG_TS_MSG_Mapping: return st->start <= st->end;
+    case TG_TS_MSG_FtraceEventBundle:
+      /* Its events, compact_sched and timestamps are all converted. */
+      if (st->flags & MONO_RAW) *clocks |= TG_TS_NEEDS_MONO_RAW;
+      return true;
+    case TG_TS_MSG_ClockSnapshot_Clock:
+      if (up && st->start == 5) up->flags |= HAS_RAW;
+      if (up && st->start == 6) up->flags |= HAS_BOOT;
+      return true;
+    case TG_TS_MSG_ClockSnapshot:
+      if ((st->flags & (HAS_RAW | HAS_BOOT)) == (HAS_RAW | HAS_BOOT))
+        *clocks |= TG_TS_SYNCS_MONO_RAW;
+      return true;
+    default: return true;
+  }
 }
 
-tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n) {
+tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
+                                                unsigned *clocks) {
+  *clocks = 0;
   struct {
     tg_pb_reader_t r;
     uint32_t msg;
@@ -158,7 +196,9 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n) {
     if (rv < 0) return TG_TS_MALFORMED;
     if (rv == 0) {
       depth--;
-      if (!end_ok(stack[depth].msg, &stack[depth].st)) return TG_TS_VALUE;
+      if (!end_ok(stack[depth].msg, &stack[depth].st,
+                  depth ? &stack[depth - 1].st : NULL, clocks))
+        return TG_TS_VALUE;
       continue;
     }
     uint32_t msg = stack[depth - 1].msg;

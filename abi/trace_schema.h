@@ -41,7 +41,19 @@ typedef enum tg_trace_schema_verdict {
   TG_TS_VALUE,      /* a value trace processor refuses or crashes on */
 } tg_trace_schema_verdict_t;
 
-/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted). */
-tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n);
+/* What a packet says about its sequence's clocks, for the one check that
+ * needs the packets before it: trace processor refuses the whole trace at
+ * an ftrace bundle on MONOTONIC_RAW (ftrace_clock 4) when no ClockSnapshot
+ * of that machine has yet tied MONOTONIC_RAW (5) to BOOTTIME (6). The
+ * caller keeps, per host, whether it has seen one. */
+enum {
+  TG_TS_SYNCS_MONO_RAW = 1u << 0, /* a ClockSnapshot with clocks 5 and 6 */
+  TG_TS_NEEDS_MONO_RAW = 1u << 1, /* an ftrace bundle on MONOTONIC_RAW */
+};
+
+/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted). Sets
+ * *clocks to the TG_TS_*_MONO_RAW bits above (0 for none). */
+tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
+                                                unsigned *clocks);
 
 #endif /* TRACEGATE_ABI_TRACE_SCHEMA_H */

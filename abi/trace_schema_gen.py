@@ -23,7 +23,8 @@ ROOT = "perfetto.protos.TracePacket"
 # named in the table.
 NAMED = ["TracePacket", "FtraceEventBundle", "FtraceStats", "PerfSample",
          "VulkanMemoryEvent", "TrackDescriptor", "InternedString", "Mapping",
-         "SysStats.CpuTimes"]
+         "SysStats.CpuTimes", "SysStats.CpuIdleState",
+         "KernelWakelockData.Wakelock", "ClockSnapshot", "ClockSnapshot.Clock"]
 
 
 def tokens(text):

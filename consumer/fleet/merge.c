@@ -158,12 +158,18 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);
-  /* A field of another wire type than Perfetto's schema says: trace
-   * processor would read an integer out of a pointer (trace_schema.h). */
-  if (tg_trace_schema_check(p, n) != TG_TS_OK) {
+  /* What trace processor would refuse the file for or crash on
+   * (trace_schema.h): a field of another wire type than Perfetto's schema
+   * says, a value it cannot take, or an ftrace bundle on MONOTONIC_RAW
+   * before the host tied that clock to BOOTTIME. */
+  unsigned clocks;
+  if (tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
+      ((clocks & TG_TS_NEEDS_MONO_RAW) && !mh->mono_raw_synced &&
+       !(clocks & TG_TS_SYNCS_MONO_RAW))) {
     mh->malformed++;
     return 0;
   }
+  if (clocks & TG_TS_SYNCS_MONO_RAW) mh->mono_raw_synced = true;
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];

@@ -83,6 +83,9 @@ typedef struct tg_merge_host {
   /* Packets left out: not decoding, or what trace processor cannot take
    * (abi/trace_schema.h; docs/merge.md). */
   uint64_t malformed;
+  /* A ClockSnapshot of the host has tied MONOTONIC_RAW to BOOTTIME, so
+   * its ftrace bundles on MONOTONIC_RAW can be read. */
+  bool mono_raw_synced;
 } tg_merge_host_t;
 
 /* The collector, as the head of the trace describes it. */

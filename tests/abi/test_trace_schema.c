@@ -54,8 +54,10 @@ static void ffixed64(pkt_t *p, uint32_t id, uint64_t v) {
   raw(p, t, 8);
 }
 
+static unsigned last_clocks;
+
 static tg_trace_schema_verdict_t check(const pkt_t *p) {
-  return tg_trace_schema_check(p->b, p->n);
+  return tg_trace_schema_check(p->b, p->n, &last_clocks);
 }
 
 /* A packet holding |inner| under TracePacket field |id|. */
@@ -114,7 +116,7 @@ static void trace_packets_pass(void **state) {
     assert_int_equal(in_packet(1, &b), TG_TS_OK);
   }
   /* An empty packet, and fields the schema does not know. */
-  assert_int_equal(tg_trace_schema_check(NULL, 0), TG_TS_OK);
+  assert_int_equal(tg_trace_schema_check(NULL, 0, &last_clocks), TG_TS_OK);
   pkt_t unknown = {0};
   fv(&unknown, 5000, 1);
   fbytes(&unknown, 4999, "\xff\xff", 2);
@@ -143,7 +145,8 @@ static void another_wire_type_is_refused_at_any_depth(void **state) {
   assert_int_equal(check(&q), TG_TS_WIRE_TYPE);
   /* Not protobuf at the top, or inside. */
   static const uint8_t cut[] = {0x40, 0xff};
-  assert_int_equal(tg_trace_schema_check(cut, sizeof(cut)), TG_TS_MALFORMED);
+  assert_int_equal(tg_trace_schema_check(cut, sizeof(cut), &last_clocks),
+                   TG_TS_MALFORMED);
   pkt_t bad = {0};
   fbytes(&bad, 11, cut, sizeof(cut));
   assert_int_equal(check(&bad), TG_TS_MALFORMED);
@@ -195,6 +198,8 @@ static const value_case_t value_cases[] = {
     {62, 8, 0, 6, 5},               /* .allocation_scope */
     {60, 11, 0, 4, 3},              /* TrackDescriptor.child_ordering */
     {7, 1, 3, 4096, 4095},          /* SysStats.cpu_stat[].cpu_id */
+    {7, 1, 16, 1u << 31, 0},        /* SysStats.cpuidle_state[].cpu_id */
+    {115, 3, 1, 3, 2},              /* KernelWakelockData.wakelock[].type */
 };
 
 static void each_value_rule_refuses_its_value_only(void **state) {
@@ -236,6 +241,13 @@ static void each_value_rule_refuses_its_value_only(void **state) {
   fbytes(&s, 2, "x", 1);
   fmsg(&pp, 1, &s);
   assert_int_equal(in_packet(37, &pp), TG_TS_OK);
+  /* The last iid counts: 7 then 0 is 0. */
+  s.n = pp.n = 0;
+  fv(&s, 1, 7);
+  fv(&s, 1, 0);
+  fbytes(&s, 2, "x", 1);
+  fmsg(&pp, 1, &s);
+  assert_int_equal(in_packet(37, &pp), TG_TS_VALUE);
   /* A mapping that ends before it starts. */
   pkt_t map = {0};
   fv(&map, 4, 100);
@@ -253,12 +265,42 @@ static void each_value_rule_refuses_its_value_only(void **state) {
   assert_int_equal(in_packet(72, &empty), TG_TS_VALUE);
 }
 
+/* --- the clock facts -------------------------------------------------------- */
+
+static void mono_raw_bundles_and_snapshots_are_told(void **state) {
+  (void)state;
+  pkt_t ev = {0}, b = {0};
+  fv(&ev, 1, 1000);
+  fv(&b, 1, 0);
+  fv(&b, 5, 4);
+  assert_int_equal(in_packet(1, &b), TG_TS_OK);
+  assert_int_equal(last_clocks, TG_TS_NEEDS_MONO_RAW);
+  fmsg(&b, 2, &ev);
+  assert_int_equal(in_packet(1, &b), TG_TS_OK);
+  assert_int_equal(last_clocks, TG_TS_NEEDS_MONO_RAW);
+  fv(&b, 5, 0); /* the last clock counts: boot */
+  assert_int_equal(in_packet(1, &b), TG_TS_OK);
+  assert_int_equal(last_clocks, 0);
+  pkt_t raw = {0}, boot = {0}, snap = {0};
+  fv(&raw, 1, 5);
+  fv(&raw, 2, 10);
+  fv(&boot, 1, 6);
+  fv(&boot, 2, 20);
+  fmsg(&snap, 1, &raw);
+  assert_int_equal(in_packet(6, &snap), TG_TS_OK);
+  assert_int_equal(last_clocks, 0); /* MONOTONIC_RAW alone ties nothing */
+  fmsg(&snap, 1, &boot);
+  assert_int_equal(in_packet(6, &snap), TG_TS_OK);
+  assert_int_equal(last_clocks, TG_TS_SYNCS_MONO_RAW);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(trace_packets_pass),
       cmocka_unit_test(another_wire_type_is_refused_at_any_depth),
       cmocka_unit_test(nesting_past_the_bound_is_refused),
       cmocka_unit_test(each_value_rule_refuses_its_value_only),
+      cmocka_unit_test(mono_raw_bundles_and_snapshots_are_told),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -333,6 +333,34 @@ static void a_field_of_another_wire_type_is_left_out(void **state) {
                    sizeof(wrong_wire) / sizeof(wrong_wire[0]));
 }
 
+/* An ftrace bundle on MONOTONIC_RAW (ftrace_clock 4) is left
+ * out until the host's ClockSnapshot ties that clock to BOOTTIME: trace
+ * processor would refuse the file ("No path from clock 5 to 6"). Per
+ * host: another host's snapshot does not count. */
+static void a_mono_raw_bundle_waits_for_its_hosts_clocks(void **state) {
+  fixture_t *fx = *state;
+  static const uint8_t bundle[] = {0x40, 0x01, 0x0a, 0x08, 0x08, 0x00,
+                                   0x12, 0x02, 0x08, 0x05, 0x28, 0x04,
+                                   0x50, 0x01};
+  static const uint8_t snapshot[] = {0x40, 0x01, 0x32, 0x0c, 0x0a, 0x04,
+                                     0x08, 0x05, 0x10, 0x0a, 0x0a, 0x04,
+                                     0x08, 0x06, 0x10, 0x14, 0x50, 0x01};
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
+                                   sizeof(bundle)), 0);
+  assert_int_equal(fx->sink.writes, 0);
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[1], snapshot,
+                                   sizeof(snapshot)), 0);
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
+                                   sizeof(bundle)), 0);
+  assert_int_equal(fx->sink.writes, 1);
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], snapshot,
+                                   sizeof(snapshot)), 0);
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
+                                   sizeof(bundle)), 0);
+  assert_int_equal(fx->sink.writes, 3);
+  assert_int_equal(fx->hosts[0].malformed, 2);
+}
+
 /* Field 50 of another wire type, or empty: trace processor takes any
  * field 50 for a compressed_packets wrapper and refuses the whole file
  * when it does not inflate, so the packet is left out and counted. */
@@ -489,6 +517,8 @@ int main(void) {
           a_packet_without_a_sequence_gets_its_hosts_own, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_field_of_another_wire_type_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_mono_raw_bundle_waits_for_its_hosts_clocks, setup, teardown),
       cmocka_unit_test_setup_teardown(
           a_wrapper_that_cannot_inflate_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
