@@ -12,11 +12,9 @@ enum {
   TG_TS_V,       /* varint: integers, bools, enums */
   TG_TS_F64,     /* 8 bytes */
   TG_TS_F32,     /* 4 bytes */
-  TG_TS_L,       /* length-delimited, not looked into (strings, bytes) */
+  TG_TS_L,       /* length-delimited, not looked into: strings, bytes,
+                    and [packed = true] runs of numbers */
   TG_TS_M,       /* length-delimited, a message of the table */
-  TG_TS_V_PACKABLE,   /* repeated: varints, or packed into one run */
-  TG_TS_F64_PACKABLE,
-  TG_TS_F32_PACKABLE,
 };
 
 /* One field number of a message. */
@@ -47,12 +45,6 @@ static bool wire_ok(uint8_t kind, uint8_t type) {
     case TG_TS_F32: return type == TG_PB_WT_FIXED32;
     case TG_TS_L:
     case TG_TS_M: return type == TG_PB_WT_LEN;
-    case TG_TS_V_PACKABLE:
-      return type == TG_PB_WT_VARINT || type == TG_PB_WT_LEN;
-    case TG_TS_F64_PACKABLE:
-      return type == TG_PB_WT_FIXED64 || type == TG_PB_WT_LEN;
-    case TG_TS_F32_PACKABLE:
-      return type == TG_PB_WT_FIXED32 || type == TG_PB_WT_LEN;
     default: return false;
   }
 }
@@ -96,8 +88,10 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
        * recorded; without a header it is refused. extension_descriptor:
        * a FileDescriptorSet it checks as it loads it, refusing the trace
        * at the first flaw ("Extendee name is empty"); what it adds is
-       * the names of TrackEvent extension fields. */
-      return fld->id != 111 && fld->id != 72;
+       * the names of TrackEvent extension fields. frame_timeline_event:
+       * Android's SurfaceFlinger frames, whose enums index its tables
+       * unchecked (a jank severity past its enum: SIGSEGV). */
+      return fld->id != 111 && fld->id != 72 && fld->id != 76;
     case TG_TS_MSG_SysStats_CpuTimes:
     case TG_TS_MSG_SysStats_CpuIdleState:
       return fld->id != 1 || v < 4096; /* cpu_id: a CHECK past its CPUs */

@@ -13,7 +13,8 @@
  * message reachable from TracePacket, its fields' numbers, the wire type
  * each must have, and the message a nested field holds. Fields the table
  * does not know (newer ones, extensions) pass unread, as trace processor
- * skips them. A repeated number field may come packed or one by one.
+ * skips them. A repeated number field comes as its .proto declares it:
+ * packed into one run when [packed = true], one by one otherwise.
  *
  * On top of the wire types, a few values of the right type that trace
  * processor v50.1 refuses the trace for or crashes on (trace_schema.c,

@@ -203,13 +203,16 @@ def main():
                     kind, child = "M", index[full]
                 else:
                     kind, child = "V", 0  # an enum
-            # A repeated number may come packed (one length-delimited run)
-            # or one by one, whatever the .proto says: parsers take both.
-            packable = label == "repeated" and kind in ("V", "F64", "F32")
+            # Trace processor reads a field as its .proto declares it: a
+            # [packed = true] one only as one length-delimited run, any
+            # other repeated number one by one (a run there would read as
+            # a pointer's bits, as would a lone number in a packed one).
+            if packed and kind in ("V", "F64", "F32"):
+                kind = "L"
             if number in seen:
                 raise SystemExit("%s: field %d twice" % (name, number))
             seen[number] = True
-            rows.append((number, kind, packable, child))
+            rows.append((number, kind, child))
         rows[first:] = sorted(rows[first:])
         spans.append((first, len(rows) - first))
     if len(order) > 65535:
@@ -225,9 +228,8 @@ def main():
             raise SystemExit("a field number past 1023: not dense")
         base = len(slots)
         slots.extend([("NONE", 0)] * (top + 1))
-        for number, kind, packable, child in rows[first:first + count]:
-            slots[base + number] = (kind + ("_PACKABLE" if packable else ""),
-                                    child)
+        for number, kind, child in rows[first:first + count]:
+            slots[base + number] = (kind, child)
         dense.append((base, top + 1))
 
     out = []

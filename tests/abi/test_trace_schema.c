@@ -74,8 +74,8 @@ static tg_trace_schema_verdict_t in_packet(uint32_t id, const pkt_t *inner) {
 static void trace_packets_pass(void **state) {
   (void)state;
   /* A slice begin with an interned name, a debug annotation, counter
-   * values one by one and packed, on an incremental clock. */
-  pkt_t te = {0}, ann = {0}, names = {0}, interned = {0}, packed = {0}, p = {0};
+   * values (one by one, as declared), on an incremental clock. */
+  pkt_t te = {0}, ann = {0}, names = {0}, interned = {0}, p = {0};
   fv(&te, 9, 1);
   fv(&te, 10, 1);
   fv(&te, 11, 1234);
@@ -83,9 +83,7 @@ static void trace_packets_pass(void **state) {
   fv(&ann, 4, (uint64_t)-5);
   fmsg(&te, 4, &ann);
   fv(&te, 12, 7);
-  varint(&packed, 9); /* two varints, packed */
-  varint(&packed, 300);
-  fmsg(&te, 12, &packed);
+  fv(&te, 12, 300);
   fv(&names, 1, 1);
   fbytes(&names, 2, "slice", 5);
   fmsg(&interned, 2, &names);
@@ -115,6 +113,15 @@ static void trace_packets_pass(void **state) {
     fv(&b, 5, clocks[i]);
     assert_int_equal(in_packet(1, &b), TG_TS_OK);
   }
+  /* compact_sched's columns, declared [packed = true], as runs. */
+  pkt_t run = {0}, cs = {0}, bundle = {0};
+  varint(&run, 1000);
+  varint(&run, 20);
+  fmsg(&cs, 1, &run); /* switch_timestamp */
+  fmsg(&cs, 3, &run); /* switch_next_pid */
+  fv(&bundle, 1, 1);
+  fmsg(&bundle, 4, &cs);
+  assert_int_equal(in_packet(1, &bundle), TG_TS_OK);
   /* An empty packet, and fields the schema does not know. */
   assert_int_equal(tg_trace_schema_check(NULL, 0, &last_clocks), TG_TS_OK);
   pkt_t unknown = {0};
@@ -139,6 +146,16 @@ static void another_wire_type_is_refused_at_any_depth(void **state) {
   fbytes(&clock, 2, "12345678", 8);
   fmsg(&snap, 1, &clock);
   assert_int_equal(in_packet(6, &snap), TG_TS_WIRE_TYPE);
+  /* A repeated number as a run where the .proto does not declare it
+   * packed (TrackEvent.extra_counter_values), and a lone number where it
+   * does (CompactSched.switch_timestamp): each reads as a pointer. */
+  pkt_t run = {0}, te2 = {0}, cs = {0}, bundle = {0};
+  varint(&run, 9);
+  fmsg(&te2, 12, &run);
+  assert_int_equal(in_packet(11, &te2), TG_TS_WIRE_TYPE);
+  fv(&cs, 1, 1000);
+  fmsg(&bundle, 4, &cs);
+  assert_int_equal(in_packet(1, &bundle), TG_TS_WIRE_TYPE);
   /* A message field as a varint. */
   pkt_t q = {0};
   fv(&q, 11, 1);
@@ -263,6 +280,7 @@ static void each_value_rule_refuses_its_value_only(void **state) {
   pkt_t empty = {0};
   assert_int_equal(in_packet(111, &empty), TG_TS_VALUE);
   assert_int_equal(in_packet(72, &empty), TG_TS_VALUE);
+  assert_int_equal(in_packet(76, &empty), TG_TS_VALUE);
 }
 
 /* --- the clock facts -------------------------------------------------------- */

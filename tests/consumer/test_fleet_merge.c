@@ -268,9 +268,15 @@ static const uint8_t vulkan_len_source[] = {
     0x31, 0x36, 0xb8, 0xcc, 0x7d, 0x3c, 0x02, 0xb5, 0x02, 0x50, 0x01};
 static const uint8_t deep_fixed64[] = {
     0x5a, 0x09, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x01};
+/* GpuRenderStageEvent.render_subpass_index_mask, a repeated uint64 not
+ * declared packed, sent as a run: trace processor v50.1 aborted. */
+static const uint8_t gpu_mask_run[] = {
+    0x40, 0xf7, 0x12, 0xaa, 0x03, 0x10, 0x7a, 0x01, 0x03, 0x08, 0x3f,
+    0x7a, 0x09, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x03, 0x80, 0x01, 0x07,
+    0x50, 0x03};
 static const bytes_t wrong_wire[] = {
     BYTES(fixed32_id), BYTES(len_id), BYTES(len_machine),
-    BYTES(vulkan_len_source), BYTES(deep_fixed64),
+    BYTES(vulkan_len_source), BYTES(deep_fixed64), BYTES(gpu_mask_run),
 };
 
 /* The last field of the packet the sink holds (one packet): a varint. */
@@ -318,12 +324,12 @@ static void a_field_of_another_wire_type_is_left_out(void **state) {
   assert_int_equal(fx->sink.writes, 0);
   assert_int_equal(fx->hosts[0].malformed,
                    sizeof(wrong_wire) / sizeof(wrong_wire[0]));
-  /* machine_id as a varint; a TrackEvent's type as a varint; a
-   * TrackEvent's extra_counter_values (repeated int64) packed. */
+  /* machine_id as a varint; a TrackEvent's type as a varint; an ftrace
+   * bundle's compact_sched switch_timestamp ([packed = true]) as a run. */
   static const uint8_t ok_machine[] = {0x90, 0x06, 0x07, 0x50, 0x01};
   static const uint8_t ok_type[] = {0x5a, 0x02, 0x48, 0x01, 0x50, 0x01};
-  static const uint8_t ok_packed[] = {0x5a, 0x04, 0x62, 0x02, 0x01, 0x05,
-                                      0x50, 0x01};
+  static const uint8_t ok_packed[] = {0x0a, 0x08, 0x08, 0x01, 0x22, 0x04, 0x0a,
+                                      0x02, 0x01, 0x05, 0x50, 0x01};
   const bytes_t ok[] = {BYTES(ok_machine), BYTES(ok_type), BYTES(ok_packed)};
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
     assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], ok[i].p,
