@@ -81,7 +81,6 @@ static void frame_start(uint32_t msg, frame_state_t *st) {
 static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
                      frame_state_t *st) {
   uint64_t v = fld->value;
-  bool varint = fld->type == TG_PB_WT_VARINT;
   switch (msg) {
     case TG_TS_MSG_TracePacket:
       /* pixel_modem_token_database: prepended to a trace by hand, never
@@ -129,8 +128,7 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
     case TG_TS_MSG_VulkanMemoryEvent:
       /* source, operation, allocation_scope: an index past the enum
        * crashed it (SIGSEGV). */
-      return !(varint && (fld->id == 1 || fld->id == 2 || fld->id == 8)) ||
-             v <= 5;
+      return (fld->id != 1 && fld->id != 2 && fld->id != 8) || v <= 5;
     case TG_TS_MSG_TrackDescriptor:
       return fld->id != 11 || v <= 3; /* child_ordering: a FATAL past it */
     case TG_TS_MSG_InternedString:

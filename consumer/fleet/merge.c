@@ -137,38 +137,35 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   uint64_t orig = 0;
   const uint8_t *z = NULL;
   size_t zn = 0;
-  bool wrapper = false, bad_wrapper = false;
+  bool wrapper = false;
   int rv;
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
     if (fld.id == PKT_COMPRESSED_PACKETS) {
       /* Trace processor takes any field 50 for a wrapper (the last one)
-       * and refuses the whole file when it does not inflate. */
+       * and refuses the whole file when it does not inflate; the schema
+       * check below refuses one that is not length-delimited. */
       wrapper = true;
-      bad_wrapper = fld.type != TG_PB_WT_LEN;
       z = fld.data;
       zn = fld.size;
     }
   }
-  /* Compressed packets inside compressed packets: Perfetto never writes
-   * them, and they would let a host nest inflation. */
-  if (rv < 0 || bad_wrapper || (wrapper && inner)) {
-    /* It would make the whole merged file unreadable: leave it out. */
-    mh->malformed++;
-    return 0;
-  }
-  if (wrapper) return merge_compressed(m, mh, z, zn);
-  /* What trace processor would refuse the file for or crash on
+  /* Left out, as they would make the whole merged file unreadable: what
+   * does not decode; compressed packets inside compressed packets, which
+   * Perfetto never writes and which would let a host nest inflation; and
+   * what trace processor would refuse the file for or crash on
    * (trace_schema.h): a field of another wire type than Perfetto's schema
    * says, a value it cannot take, or an ftrace bundle on MONOTONIC_RAW
    * before the host tied that clock to BOOTTIME. */
   unsigned clocks;
-  if (tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
+  if (rv < 0 || (wrapper && inner) ||
+      tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
       ((clocks & TG_TS_NEEDS_MONO_RAW) && !mh->mono_raw_synced &&
        !(clocks & TG_TS_SYNCS_MONO_RAW))) {
     mh->malformed++;
     return 0;
   }
+  if (wrapper) return merge_compressed(m, mh, z, zn);
   if (clocks & TG_TS_SYNCS_MONO_RAW) mh->mono_raw_synced = true;
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;

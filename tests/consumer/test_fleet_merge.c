@@ -231,6 +231,12 @@ static void a_host_past_its_mapped_sequences_is_refused(void **state) {
   assert_int_equal(fx->hosts[0].malformed, 0);
 }
 
+/* Host |h| sends |n| bytes at |p|; the merge takes them (writing them or
+ * leaving them out). */
+static void host_sends(fixture_t *fx, size_t h, const uint8_t *p, size_t n) {
+  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[h], p, n), 0);
+}
+
 /* --- packets without a sequence id ------------------------------------------ */
 
 /* A host's packets that carry no sequence id, each of which trace
@@ -304,8 +310,7 @@ static void a_packet_without_a_sequence_gets_its_hosts_own(void **state) {
   for (size_t h = 0; h < 2; h++)
     for (size_t i = 0; i < sizeof(seqless) / sizeof(seqless[0]); i++) {
       tg_buf_reset(&fx->sink.out);
-      assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[h], seqless[i].p,
-                                       seqless[i].n), 0);
+      host_sends(fx, h, seqless[i].p, seqless[i].n);
       assert_last_field(fx, 10,
                         ((h + 1) << TG_MERGE_SEQ_SHIFT) | TG_MERGE_SEQ_NONE);
     }
@@ -319,8 +324,7 @@ static void a_packet_without_a_sequence_gets_its_hosts_own(void **state) {
 static void a_field_of_another_wire_type_is_left_out(void **state) {
   fixture_t *fx = *state;
   for (size_t i = 0; i < sizeof(wrong_wire) / sizeof(wrong_wire[0]); i++)
-    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], wrong_wire[i].p,
-                                     wrong_wire[i].n), 0);
+    host_sends(fx, 0, wrong_wire[i].p, wrong_wire[i].n);
   assert_int_equal(fx->sink.writes, 0);
   assert_int_equal(fx->hosts[0].malformed,
                    sizeof(wrong_wire) / sizeof(wrong_wire[0]));
@@ -332,8 +336,7 @@ static void a_field_of_another_wire_type_is_left_out(void **state) {
                                       0x02, 0x01, 0x05, 0x50, 0x01};
   const bytes_t ok[] = {BYTES(ok_machine), BYTES(ok_type), BYTES(ok_packed)};
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], ok[i].p,
-                                     ok[i].n), 0);
+    host_sends(fx, 0, ok[i].p, ok[i].n);
   assert_int_equal(fx->sink.writes, sizeof(ok) / sizeof(ok[0]));
   assert_int_equal(fx->hosts[0].malformed,
                    sizeof(wrong_wire) / sizeof(wrong_wire[0]));
@@ -351,18 +354,13 @@ static void a_mono_raw_bundle_waits_for_its_hosts_clocks(void **state) {
   static const uint8_t snapshot[] = {0x40, 0x01, 0x32, 0x0c, 0x0a, 0x04,
                                      0x08, 0x05, 0x10, 0x0a, 0x0a, 0x04,
                                      0x08, 0x06, 0x10, 0x14, 0x50, 0x01};
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
-                                   sizeof(bundle)), 0);
+  host_sends(fx, 0, bundle, sizeof(bundle));
   assert_int_equal(fx->sink.writes, 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[1], snapshot,
-                                   sizeof(snapshot)), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
-                                   sizeof(bundle)), 0);
+  host_sends(fx, 1, snapshot, sizeof(snapshot));
+  host_sends(fx, 0, bundle, sizeof(bundle));
   assert_int_equal(fx->sink.writes, 1);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], snapshot,
-                                   sizeof(snapshot)), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], bundle,
-                                   sizeof(bundle)), 0);
+  host_sends(fx, 0, snapshot, sizeof(snapshot));
+  host_sends(fx, 0, bundle, sizeof(bundle));
   assert_int_equal(fx->sink.writes, 3);
   assert_int_equal(fx->hosts[0].malformed, 2);
 }
@@ -376,12 +374,9 @@ static void a_wrapper_that_cannot_inflate_is_left_out(void **state) {
   static const uint8_t fixed50[] = {0x40, 0x01, 0x95, 0x03, 0x07,
                                     0x00, 0x00, 0x00, 0x50, 0x02};
   static const uint8_t empty50[] = {0x40, 0x01, 0x92, 0x03, 0x00, 0x50, 0x02};
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], varint50,
-                                   sizeof(varint50)), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], fixed50,
-                                   sizeof(fixed50)), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], empty50,
-                                   sizeof(empty50)), 0);
+  host_sends(fx, 0, varint50, sizeof(varint50));
+  host_sends(fx, 0, fixed50, sizeof(fixed50));
+  host_sends(fx, 0, empty50, sizeof(empty50));
   assert_int_equal(fx->sink.writes, 0);
   assert_int_equal(fx->hosts[0].malformed, 3);
 }
@@ -459,14 +454,11 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   if (!corpus || !*corpus) corpus = FUZZ_MERGE_CORPUS;
   uint8_t p[256];
   assert_int_equal(op_head(fx), 0);
-  assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], p,
-                                   evidence_packet(p, sizeof(p), 0)), 0);
+  host_sends(fx, 0, p, evidence_packet(p, sizeof(p), 0));
   for (size_t i = 0; i < sizeof(seqless) / sizeof(seqless[0]); i++)
-    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[1], seqless[i].p,
-                                     seqless[i].n), 0);
+    host_sends(fx, 1, seqless[i].p, seqless[i].n);
   for (size_t i = 0; i < sizeof(wrong_wire) / sizeof(wrong_wire[0]); i++)
-    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[2], wrong_wire[i].p,
-                                     wrong_wire[i].n), 0);
+    host_sends(fx, 2, wrong_wire[i].p, wrong_wire[i].n);
   DIR *d = opendir(corpus);
   assert_non_null(d);
   size_t inputs = 0;
@@ -481,8 +473,7 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   closedir(d);
   assert_true(inputs > 0);
   for (int which = 1; which < 3; which++)
-    assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[0], p,
-                                     evidence_packet(p, sizeof(p), which)), 0);
+    host_sends(fx, 0, p, evidence_packet(p, sizeof(p), which));
   char path[] = "/tmp/tg-merge-hostile-XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
