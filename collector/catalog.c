@@ -44,7 +44,9 @@ int tg__coll_check_finish(const tg_coll_finish_t *f) {
   for (size_t i = 0; i < f->n_hosts; i++) {
     const tg_coll_host_result_t *h = &f->hosts[i];
     if (!text_ok(h->host, 1, TG_COLL_HOST_MAX) ||
+        !text_ok(h->name, 0, TG_COLL_HOST_MAX) ||
         !text_ok(h->error, 0, TG_COLL_ERROR_MAX) ||
+        !text_ok(h->problems, 0, TG_COLL_PROBLEMS_MAX) ||
         (h->outcome != TG_COLL_HOST_OK && h->outcome != TG_COLL_HOST_FAILED &&
          h->outcome != TG_COLL_HOST_PARTIAL) ||
         !count_ok(h->bytes) || !count_ok(h->packets) || !count_ok(h->loss))

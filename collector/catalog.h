@@ -42,6 +42,9 @@
 /* A host as the fleet names it: a DNS name (253) and a ":port". */
 #define TG_COLL_HOST_MAX 320
 #define TG_COLL_ERROR_MAX 512
+/* A host's problems: a JSON array of objects (the snapshot's writer makes
+ * it with jansson; readers parse it back with common/json.h's bound). */
+#define TG_COLL_PROBLEMS_MAX 2048
 /* Most rows one list() returns; page on with before_id. */
 #define TG_COLL_LIST_MAX 1000
 
@@ -82,8 +85,15 @@ const char *tg_coll_host_outcome_name(tg_coll_host_outcome_t o);
  * Strings borrowed for the call. Times are Unix epoch milliseconds. */
 typedef struct tg_coll_host_result {
   const char *host; /* 1..TG_COLL_HOST_MAX bytes, unique in the snapshot */
+  /* NULL or 0..TG_COLL_HOST_MAX bytes: the name the operator gave the
+   * host (the inventory's name=), shown beside |host|. */
+  const char *name;
   tg_coll_host_outcome_t outcome;
   const char *error; /* NULL or 0..TG_COLL_ERROR_MAX bytes */
+  /* NULL, "" (none) or a JSON array of 0..TG_COLL_PROBLEMS_MAX bytes: what
+   * the host's part lacks beyond |error| (a data source that did not
+   * start, packets left out and why); the catalog stores it as given. */
+  const char *problems;
   uint64_t bytes, packets;
   uint64_t loss; /* the host's loss counters, summed */
   int64_t window_first_ms, window_last_ms; /* what its data covers */
@@ -92,8 +102,10 @@ typedef struct tg_coll_host_result {
 /* A host row as the catalog returns it: owns its text. */
 typedef struct tg_coll_host {
   char host[TG_COLL_HOST_MAX + 1];
+  char name[TG_COLL_HOST_MAX + 1];
   tg_coll_host_outcome_t outcome;
   char error[TG_COLL_ERROR_MAX + 1];
+  char problems[TG_COLL_PROBLEMS_MAX + 1]; /* "" or a JSON array */
   uint64_t bytes, packets, loss;
   int64_t window_first_ms, window_last_ms;
 } tg_coll_host_t;

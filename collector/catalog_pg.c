@@ -81,6 +81,11 @@ static const char *const migrations[TG_COLL_PG_SCHEMA] = {
     "ALTER TABLE snapshot_hosts DROP CONSTRAINT snapshot_hosts_outcome_check;"
     "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
     " CHECK (outcome IN (0, 1, 2));",
+    /* 2 -> 3: a host's name as the operator gave it, and its problems
+     * (catalog.h); rows from before have neither. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN name bytea NOT NULL DEFAULT '';"
+    "ALTER TABLE snapshot_hosts ADD COLUMN problems bytea NOT NULL"
+    " DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -116,9 +121,10 @@ static const stmt_def_t stmts[P_COUNT] = {
                   "iiiiiiiii", "ib"},
     [P_INSERT_HOST] = {"INSERT INTO snapshot_hosts (snapshot_id, host,"
                        " outcome, error, bytes, packets, loss,"
-                       " window_first_ms, window_last_ms)"
-                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                       "iyiyiiiii", ""},
+                       " window_first_ms, window_last_ms, name, problems)"
+                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
+                       " $11)",
+                       "iyiyiiiiiyy", ""},
     [P_FAIL] = {GUARDED("UPDATE snapshots SET state = 3, finished_ms = $2,"
                         " failure = $3 WHERE id = $1 AND state = 0"),
                 "iiy", "ib"},
@@ -148,10 +154,10 @@ static const stmt_def_t stmts[P_COUNT] = {
                SNAPSHOT_SHAPE},
     /* No row: no snapshot; one row of NULLs: a snapshot without hosts. */
     [P_HOSTS] = {"SELECT h.host, h.outcome, h.error, h.bytes, h.packets,"
-                 " h.loss, h.window_first_ms, h.window_last_ms"
-                 " FROM snapshots s LEFT JOIN snapshot_hosts h"
+                 " h.loss, h.window_first_ms, h.window_last_ms, h.name,"
+                 " h.problems FROM snapshots s LEFT JOIN snapshot_hosts h"
                  " ON h.snapshot_id = s.id WHERE s.id = $1 ORDER BY h.host",
-                 "i", "yiyiiiii"},
+                 "i", "yiyiiiiiyy"},
     [P_PIN] = {GUARDED("UPDATE snapshots SET pinned = ($2 <> 0)"
                        " WHERE id = $1"),
                "ii", "ib"},

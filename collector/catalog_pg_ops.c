@@ -90,6 +90,8 @@ static int insert_host(tg__coll_pg_t *c, uint64_t id,
   tg__coll_pg_arg_int(&a, (int64_t)h->loss);
   tg__coll_pg_arg_int(&a, h->window_first_ms);
   tg__coll_pg_arg_int(&a, h->window_last_ms);
+  tg__coll_pg_arg_text(&a, h->name, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_text(&a, h->problems, TG_COLL_PROBLEMS_MAX);
   PGresult *r;
   /* A host named twice breaks the primary key (-EINVAL): the caller's
    * mistake. */
@@ -252,6 +254,8 @@ static int hosts_result(PGresult *r, tg_coll_host_t *out, size_t cap,
       h->loss = col_u64(r, i, 5);
       h->window_first_ms = tg__coll_pg_int(r, i, 6);
       h->window_last_ms = tg__coll_pg_int(r, i, 7);
+      tg__coll_pg_text(r, i, 8, h->name, sizeof(h->name));
+      tg__coll_pg_text(r, i, 9, h->problems, sizeof(h->problems));
     }
     count++;
   }

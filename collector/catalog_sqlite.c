@@ -79,6 +79,11 @@ static const char *const migrations[TG_COLL_SQLITE_SCHEMA] = {
     "DROP TABLE snapshot_hosts;"
     "ALTER TABLE snapshot_hosts_v2 RENAME TO snapshot_hosts;"
     "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);",
+    /* 2 -> 3: a host's name as the operator gave it, and its problems
+     * (catalog.h); rows from before have neither. */
+    "ALTER TABLE snapshot_hosts ADD COLUMN name TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE snapshot_hosts ADD COLUMN problems TEXT NOT NULL"
+    " DEFAULT '';",
 };
 
 #define SNAPSHOT_COLS                                                    \
@@ -101,8 +106,8 @@ static const char *const sql[S_COUNT] = {
     [S_INSERT_HOST] =
         "INSERT INTO snapshot_hosts (snapshot_id, host,"
         " outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        " window_first_ms, window_last_ms, name, problems)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [S_FAIL] =
         "UPDATE snapshots SET state = 3, finished_ms = ?2,"
         " failure = ?3 WHERE id = ?1 AND state = 0",
@@ -121,7 +126,8 @@ static const char *const sql[S_COUNT] = {
     [S_GET] = "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE id = ?1",
     [S_HOSTS] =
         "SELECT host, outcome, error, bytes, packets, loss,"
-        " window_first_ms, window_last_ms FROM snapshot_hosts"
+        " window_first_ms, window_last_ms, name, problems"
+        " FROM snapshot_hosts"
         " WHERE snapshot_id = ?1 ORDER BY host",
     [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",
     [S_STATE] = "SELECT state FROM snapshots WHERE id = ?1",

@@ -70,14 +70,31 @@ json_t *coll_json_snapshot(const tg_coll_snapshot_t *s) {
       "origin", tg_json_text(s->origin), "failure", tg_json_text(s->failure));
 }
 
+/* A host row's problems as JSON: the array the collector stored, or an
+ * empty one for none. A catalog edited by hand may hold anything there:
+ * what does not parse as an array within the bound is shown as text. */
+static json_t *problems_json(const char *text) {
+  size_t len = strlen(text);
+  if (!len) return json_array();
+  int rv;
+  json_error_t err;
+  json_t *v = tg_json_load(text, len, 0, 16 * (TG_COLL_PROBLEMS_MAX + 1),
+                           &err, &rv);
+  if (v && json_is_array(v)) return v;
+  json_decref(v);
+  return tg_json_push(json_array(), tg_json_text(text));
+}
+
 json_t *coll_json_snap_hosts(const tg_coll_host_t *h, size_t n) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < n; i++)
     a = tg_json_push(
-        a, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:I}",
+        a, json_pack("{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
                      "host", tg_json_text(h[i].host),
+                     "name", tg_json_text(h[i].name),
                      "outcome", tg_coll_host_outcome_name(h[i].outcome),
                      "error", tg_json_text(h[i].error),
+                     "problems", problems_json(h[i].problems),
                      "bytes", tg_json_u64(h[i].bytes),
                      "packets", tg_json_u64(h[i].packets),
                      "loss", tg_json_u64(h[i].loss),

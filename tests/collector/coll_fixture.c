@@ -178,7 +178,9 @@ int coll_snapshot(tg_coll_store_t *s, const char *trigger,
         .outcome = failed    ? TG_COLL_HOST_FAILED
                    : partial ? TG_COLL_HOST_PARTIAL
                              : TG_COLL_HOST_OK,
+        .name = partial ? COLL_FX_PARTIAL_NAME : NULL,
         .error = failed ? "unreachable" : partial ? "link lost" : NULL,
+        .problems = partial ? COLL_FX_PARTIAL_PROBLEMS : NULL,
         .bytes = failed ? 0 : bytes,
         .packets = failed ? 0 : 10 + n,
         .loss = n,

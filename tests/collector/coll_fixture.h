@@ -83,10 +83,16 @@ struct coll_pg_server *coll_pg_group_server(void);
 /* Fills |buf| with |n| bytes made from |seed|. */
 void coll_fill(uint8_t *buf, size_t n, uint64_t seed);
 
+/* The name and problems coll_snapshot() gives a PARTIAL host. */
+#define COLL_FX_PARTIAL_NAME "the one cut short"
+#define COLL_FX_PARTIAL_PROBLEMS \
+  "[{\"kind\":\"data_source\",\"data_source\":\"linux.ftrace\"}]"
+
 /* Begins a snapshot with |trigger| (reason "r", origin "o"), writes |bytes|
  * bytes from |seed| in pieces, and finishes it with the hosts named in
  * |hosts| (NULL-terminated), each OK unless its name starts with '!'
- * (then FAILED) or '~' (then PARTIAL: failed part-way, with data).
+ * (then FAILED) or '~' (then PARTIAL: failed part-way, with data, named
+ * and with problems).
  * Returns 0 and *id, or the first error. */
 int coll_snapshot(tg_coll_store_t *s, const char *trigger,
                   const char *const *hosts, size_t bytes, uint64_t seed,

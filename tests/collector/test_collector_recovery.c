@@ -149,8 +149,9 @@ static void recovery_refuses_a_newer_schema_or_a_foreign_database(
 }
 
 /* A catalog left by a collector of schema 1 (a host's outcome 0 or 1
- * only) moves to 2 at open: its rows kept, a host cut short then recorded
- * as partial. */
+ * only, no name, no problems) moves to the current schema at open: its
+ * rows kept, a host cut short then recorded as partial, with its name and
+ * problems. */
 static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   coll_fixture_t *fx = *state;
   assert_int_equal(coll_fixture_open(fx), 0);
@@ -169,7 +170,9 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
              " window_first_ms INTEGER NOT NULL,"
              " window_last_ms INTEGER NOT NULL,"
              " PRIMARY KEY (snapshot_id, host)) WITHOUT ROWID;"
-             "INSERT INTO h1 SELECT * FROM snapshot_hosts;"
+             "INSERT INTO h1 SELECT snapshot_id, host, outcome, error,"
+             " bytes, packets, loss, window_first_ms, window_last_ms"
+             " FROM snapshot_hosts;"
              "DROP TABLE snapshot_hosts;"
              "ALTER TABLE h1 RENAME TO snapshot_hosts;"
              "CREATE INDEX snapshot_hosts_host ON snapshot_hosts (host);"
@@ -182,12 +185,16 @@ static void recovery_moves_schema_1_to_2_keeping_rows(void **state) {
   assert_int_equal(n, 2);
   assert_int_equal(h[0].outcome, TG_COLL_HOST_OK);
   assert_int_equal(h[1].outcome, TG_COLL_HOST_FAILED);
+  assert_string_equal(h[0].name, "");
+  assert_string_equal(h[0].problems, "");
   static const char *const after[] = {"~gamma", NULL};
   uint64_t id;
   assert_int_equal(coll_snapshot(fx->store, "t", after, 100, 2, &id), 0);
   assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 2, &n), 0);
   assert_int_equal(n, 1);
   assert_int_equal(h[0].outcome, TG_COLL_HOST_PARTIAL);
+  assert_string_equal(h[0].name, COLL_FX_PARTIAL_NAME);
+  assert_string_equal(h[0].problems, COLL_FX_PARTIAL_PROBLEMS);
 }
 
 static void recovery_migrates_an_empty_catalog_once(void **state) {

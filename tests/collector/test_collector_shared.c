@@ -480,12 +480,13 @@ static void pg_schema_is_created_once_and_versioned(void **state) {
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT count(*) FROM schema_version) <> 1 OR"
        " (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 2"
+       "  WHERE component = 'tracegate-collector') <> 3"
        " THEN RAISE EXCEPTION 'schema_version'; END IF; END $$");
 }
 
 /* A catalog left by a collector of schema 1 (a host's outcome 0 or 1
- * only) moves to 2 at open: its rows kept, a partial host then taken. */
+ * only, no name, no problems) moves to the current schema at open: its
+ * rows kept, a partial host then taken with its name and problems. */
 static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   coll_fixture_t *fx = coll_fx(state);
   tg_coll_catalog_t *cat;
@@ -496,6 +497,7 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
        " DROP CONSTRAINT snapshot_hosts_outcome_check;"
        "ALTER TABLE snapshot_hosts ADD CONSTRAINT snapshot_hosts_outcome_check"
        " CHECK (outcome IN (0, 1));"
+       "ALTER TABLE snapshot_hosts DROP COLUMN name, DROP COLUMN problems;"
        "UPDATE schema_version SET version = 1;"
        "INSERT INTO snapshots (member, state, started_ms, trigger, reason,"
        " origin) VALUES (0, 1, 1, 't', '', '');"
@@ -505,11 +507,12 @@ static void pg_schema_1_moves_to_2_keeping_rows(void **state) {
   tg_coll_catalog_close(cat);
   psql(fx->conninfo,
        "DO $$ BEGIN IF (SELECT version FROM schema_version"
-       "  WHERE component = 'tracegate-collector') <> 2 OR"
-       " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old') <> 1"
+       "  WHERE component = 'tracegate-collector') <> 3 OR"
+       " (SELECT count(*) FROM snapshot_hosts WHERE host = 'old'"
+       "  AND name = '' AND problems = '') <> 1"
        " THEN RAISE EXCEPTION 'migration'; END IF; END $$;"
-       "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0"
-       " FROM snapshots;");
+       "INSERT INTO snapshot_hosts SELECT id, 'new', 2, '', 0, 0, 0, 0, 0,"
+       " 'a name', '[]' FROM snapshots;");
 }
 
 static void pg_schema_newer_or_foreign_is_refused(void **state) {
@@ -520,7 +523,7 @@ static void pg_schema_newer_or_foreign_is_refused(void **state) {
   psql(fx->conninfo, "UPDATE schema_version SET version = 99");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat),
                    TG_ENOT_SUPPORTED);
-  psql(fx->conninfo, "UPDATE schema_version SET version = 1");
+  psql(fx->conninfo, "UPDATE schema_version SET version = 3");
   assert_int_equal(tg_coll_catalog_pg_open(fx->conninfo, 0, &cat), 0);
   tg_coll_catalog_close(cat);
 
