@@ -9,6 +9,13 @@
  * (--tls-server-name: then the request's Host is that name); an observe
  * identity is refused (exit 1, no reply written); a CA the collector's
  * certificate does not chain to is refused before any request.
+ *
+ * A person's browser: headless Chromium with alice's `tg-certs p12`
+ * bundle, set up as docs/collector.md says (browser_tls_check.py: its
+ * docstring says how, and how it leaves no system file changed), shows
+ * the page over HTTPS and pins a snapshot from it. Chromium, chromedriver
+ * and pk12util come from Debian (deploy/deps.sh installs them); without
+ * them this test fails and says so.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -18,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -30,6 +38,15 @@
 #ifndef TRACEGATE_CLI_PATH
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"
 #endif
+#ifndef TG_BROWSER_TLS_CHECK_PATH
+#error "TG_BROWSER_TLS_CHECK_PATH must name tests/collector/browser_tls_check.py"
+#endif
+
+#define CHROMIUM "/usr/bin/chromium"
+#define CHROMEDRIVER "/usr/bin/chromedriver"
+#define PK12UTIL "/usr/bin/pk12util"
+/* The script's own waits are bounded well inside this. */
+#define BROWSER_CHECK_MS 120000
 
 /* The collector's HTTPS keys: the relays' host certificate (relay.test,
  * IP 127.0.0.1) serves it too, clients of the fleet's CA. */
@@ -48,7 +65,16 @@ static int group_setup(void **state) {
   FILE *f = fopen(fleet_in_dir("http-authz"), "w");
   if (!f) return -1;
   fputs("alice record\nolive observe\n", f);
-  return fclose(f) == 0 ? 0 : -1;
+  if (fclose(f) != 0) return -1;
+  /* alice's browser bundle, its passphrase with a blank in it. */
+  f = fopen(fleet_in_dir("p12-pass"), "w");
+  if (!f) return -1;
+  fputs("correct horse\n", f);
+  if (fclose(f) != 0) return -1;
+  char args[300];
+  snprintf(args, sizeof(args), "p12 pki alice --pass-file %s",
+           fleet_in_dir("p12-pass"));
+  return tg_test_certs(fleet_in_dir(""), args) ? -1 : 0;
 }
 
 static void dump_file(const char *path) {
@@ -180,9 +206,56 @@ static void the_cli_snapshots_over_https(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* A person's browser with the tg-certs bundle: the page over HTTPS lists
+ * a snapshot taken through the API, and a POST from the page pins it. */
+static void a_browser_with_the_p12_bundle_uses_the_page(void **state) {
+  (void)state;
+  if (access(CHROMIUM, X_OK) != 0 || access(CHROMEDRIVER, X_OK) != 0 ||
+      access(PK12UTIL, X_OK) != 0)
+    fail_msg("%s, %s and %s are needed (Debian's chromium, chromium-driver "
+             "and libnss3-tools): run deploy/deps.sh, which installs them",
+             CHROMIUM, CHROMEDRIVER, PK12UTIL);
+  fleet_host_t h[2];
+  collector_t c;
+  https_fleet_up(h, &c, NULL);
+  char json[256];
+  snprintf(json, sizeof(json), "%s", fleet_in_dir("browser-snap.json"));
+  pid_t pid = http_spawn_as(&c, "alice", "POST", "/api/v1/snapshots?wait=1", json);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  assert_int_equal(http_wait(pid, json), 200);
+  assert_json(json, "snapshot.state", "\"complete\"");
+  char id[32];
+  snprintf(id, sizeof(id), "%.16s", tg_test_json(json, "snapshot.id") + 1);
+
+  char url[64], p12[256], pass[256], dir[256];
+  snprintf(url, sizeof(url), "https://127.0.0.1:%d", c.port);
+  snprintf(p12, sizeof(p12), "%s", fleet_in_dir("pki/alice.p12"));
+  snprintf(pass, sizeof(pass), "%s", fleet_in_dir("p12-pass"));
+  snprintf(dir, sizeof(dir), "%s", fleet_in_dir("browser-tls"));
+  assert_int_equal(mkdir(dir, 0700), 0);
+  const char *argv[] = {"python3", TG_BROWSER_TLS_CHECK_PATH,
+                        "--chromium", CHROMIUM, "--chromedriver", CHROMEDRIVER,
+                        "--url", url, "--p12", p12, "--pass-file", pass,
+                        "--issuer-cn", "tracegate CA pki", "--snapshot", id,
+                        "--dir", dir, NULL};
+  tg_test_spawn_t s = TG_TEST_SPAWN_INIT;
+  s.path = "/usr/bin/python3";
+  s.argv = argv;
+  s.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid = tg_test_spawn(&s);
+  assert_true(pid > 0);
+  int code = tg_test_exit_code(tg_test_reap(pid, BROWSER_CHECK_MS));
+  if (code != 0) collector_dump_log();
+  assert_int_equal(code, 0);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(the_cli_snapshots_over_https),
+      FLEET_TEST(a_browser_with_the_p12_bundle_uses_the_page),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
