@@ -551,9 +551,13 @@ void coll_api_queued_failed(coll_t *c, int err) {
 
 static void write_ready(coll_t *c) {
   if (c->ready_fd <= 0) return;
-  char line[32];
-  int n = snprintf(line, sizeof(line), "ready %u\n",
-                   (unsigned)tg_http_server_port(c->http));
+  char line[48];
+  int n = c->health
+              ? snprintf(line, sizeof(line), "ready %u health %u\n",
+                         (unsigned)tg_http_server_port(c->http),
+                         (unsigned)tg_http_server_port(c->health))
+              : snprintf(line, sizeof(line), "ready %u\n",
+                         (unsigned)tg_http_server_port(c->http));
   ssize_t w = write(c->ready_fd, line, (size_t)n);
   (void)w; /* a parent that went away is told nothing either way */
   close(c->ready_fd);
@@ -598,11 +602,13 @@ int coll_api_start(coll_t *c) {
   }
   TG_INFO("listening on %s://%s:%u/", g->https ? "https" : "http",
           g->listen_host, (unsigned)tg_http_server_port(c->http));
+  if (coll_health_start(c) < 0) return -1;
   write_ready(c);
   return 0;
 }
 
 void coll_api_stop(coll_t *c) {
+  coll_health_stop(c);
   if (c->http) tg_http_server_stop(c->http, NULL, NULL);
   c->http = NULL;
 }

@@ -16,6 +16,9 @@
  * the page over HTTPS and pins a snapshot from it. Chromium, chromedriver
  * and pk12util come from Debian (deploy/deps.sh installs them); without
  * them this test fails and says so.
+ *
+ * health_listen: probes without a certificate get /healthz on a plain
+ * port of its own and nothing else; the API's listener still refuses them.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -252,10 +255,48 @@ static void a_browser_with_the_p12_bundle_uses_the_page(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* health_listen: /healthz answered to a client without a certificate on
+ * a plain port of its own, and nothing else there (404, 405); the API's
+ * listener still refuses every client without one, /healthz included. */
+static void the_health_listener_needs_no_certificate(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  https_fleet_up(h, &c, "health_listen = 127.0.0.1:0\n");
+  assert_true(c.health_port > 0);
+  assert_int_not_equal(c.health_port, c.port);
+  collector_t health = {.pid = c.pid, .port = c.health_port};
+  char out[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("health.json"));
+  assert_int_equal(http(&health, "GET", "/healthz", out), 200);
+  assert_json(out, "status", "\"ok\"");
+  static const char *const others[] = {
+      "/", "/index.html", "/app.js", "/metrics", "/api/v1/hosts",
+      "/api/v1/snapshots", "/healthz/", "/healthz/../api/v1/hosts"};
+  for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+    assert_int_equal(http(&health, "GET", others[i], out), 404);
+  assert_int_equal(http(&health, "POST", "/api/v1/snapshots", out), 404);
+  assert_int_equal(http(&health, "POST", "/healthz", out), 405);
+
+  /* The API's listener: no certificate, no answer (the handshake is
+   * refused), whatever the path; with one, /healthz as ever. */
+  assert_int_equal(https_as(&c, "-", "GET", "/healthz", out), 0);
+  assert_int_equal(https_as(&c, "-", "GET", "/api/v1/hosts", out), 0);
+  assert_int_equal(http(&c, "GET", "/healthz", out), 0);
+  assert_int_equal(https_as(&c, "olive", "GET", "/healthz", out), 200);
+  /* The POST on the health port triggered nothing. */
+  assert_int_equal(https_as(&c, "alice", "GET", "/metrics", out), 200);
+  assert_true(tg_test_wait_file_text(out, "tracegate_collector_trigger_hits_total 0\n", 0));
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(the_cli_snapshots_over_https),
       FLEET_TEST(a_browser_with_the_p12_bundle_uses_the_page),
+      FLEET_TEST(the_health_listener_needs_no_certificate),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
