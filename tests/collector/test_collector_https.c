@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -89,6 +90,31 @@ static void dump_file(const char *path) {
   fclose(f);
 }
 
+/* Answers |p|'s next flush (the snapshot's clone) as fleet_ack_flush(),
+ * but a CLI |pid| that exits before any flush comes (its request refused:
+ * no snapshot began) fails the test at once with its stderr |err| and the
+ * collector's log, instead of after the flush's whole wait. */
+static void ack_flush_unless_exited(raw_producer_t *p, pid_t pid,
+                                    const char *err) {
+  int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+  for (;;) {
+    uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, 100);
+    if (id > 0) {
+      assert_int_equal(raw_producer_commit(p, NULL, NULL, 0, id), 0);
+      return;
+    }
+    siginfo_t si = {0};
+    /* WNOWAIT: the child stays to be reaped by the caller. */
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == pid) {
+      collector_dump_log();
+      dump_file(err);
+      fail_msg("tracegate snapshot exited before its snapshot began");
+    }
+    assert_true(tg_test_now_ms() < end);
+  }
+}
+
 typedef struct cli_tls {
   const char *who;         /* pki/WHO.pem and .key */
   const char *ca;          /* a path in the fleet directory */
@@ -122,7 +148,7 @@ static int cli_snapshot_https(const collector_t *c, fleet_host_t *hosts,
   pid_t pid = tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
   close(efd);
   assert_true(pid > 0);
-  for (size_t i = 0; i < n_ack; i++) fleet_ack_flush(&hosts[i].p);
+  for (size_t i = 0; i < n_ack; i++) ack_flush_unless_exited(&hosts[i].p, pid, err);
   return tg_test_exit_code(tg_test_reap(pid, 90000));
 }
 
