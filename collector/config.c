@@ -44,6 +44,7 @@ typedef enum kind {
   K_DURATION, /* int64_t: milliseconds */
   K_UINT,     /* uint32_t in min..max */
   K_LISTEN,   /* listen_host, listen_port, listen_ipv6, listen_loopback */
+  K_HEALTH,   /* health_host, health_port */
 } kind_t;
 
 /* The scalar keys, in the table's order. */
@@ -87,6 +88,7 @@ typedef enum key_id {
   KEY_AM_REPEAT_WINDOW,
   KEY_AM_SNAPSHOTS_PER_MINUTE,
   KEY_AM_MAX_BYTES,
+  KEY_HEALTH_LISTEN,
   KEY_COUNT
 } key_id_t;
 
@@ -216,6 +218,10 @@ static const key_def_t KEYS[KEY_COUNT] = {
                           NUM_FIELD(am_max_bytes), AM_MAX_BYTES_MIN,
                           AM_MAX_BYTES_MAX, false,
                           "a size from 1K to 16M", NULL},
+    [KEY_HEALTH_LISTEN] = {"health_listen", K_HEALTH, NUM_FIELD(health_port),
+                           0, 0, false,
+                           "HOST:PORT or [IPV6]:PORT with a port 0..65535",
+                           NULL},
 };
 
 /* Keys that go together: all three or none. */
@@ -398,7 +404,10 @@ static bool set_path(const parser_t *p, char *out, size_t cap,
   return w >= 0 && (size_t)w < cap;
 }
 
-static bool parse_listen(const char *v, tg_coll_config_t *c) {
+/* HOST:PORT or [IPV6]:PORT into |out| (no brackets; room for
+ * TG_COLL_CONFIG_LISTEN_HOST_MAX bytes), *port, *v6 and *loopback. */
+static bool parse_host_port(const char *v, char *out, uint16_t *port_out,
+                            bool *v6_out, bool *loopback_out) {
   const char *host, *colon;
   bool v6 = v[0] == '[';
   if (v6) {
@@ -433,11 +442,22 @@ static bool parse_listen(const char *v, tg_coll_config_t *c) {
   } else {
     return false;
   }
-  memcpy(c->listen_host, h, hn + 1);
-  c->listen_port = (uint16_t)port;
-  c->listen_ipv6 = v6;
-  c->listen_loopback = loopback;
+  memcpy(out, h, hn + 1);
+  *port_out = (uint16_t)port;
+  *v6_out = v6;
+  *loopback_out = loopback;
   return true;
+}
+
+static bool parse_listen(const char *v, tg_coll_config_t *c) {
+  return parse_host_port(v, c->listen_host, &c->listen_port, &c->listen_ipv6,
+                         &c->listen_loopback);
+}
+
+/* Any address: the health listener answers nothing but /healthz. */
+static bool parse_health(const char *v, tg_coll_config_t *c) {
+  bool v6, loopback;
+  return parse_host_port(v, c->health_host, &c->health_port, &v6, &loopback);
 }
 
 static int set_scalar(parser_t *p, key_id_t id, const char *v) {
@@ -496,6 +516,9 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
     break;
   case K_LISTEN:
     ok = parse_listen(v, p->c);
+    break;
+  case K_HEALTH:
+    ok = parse_health(v, p->c);
     break;
   }
   return ok ? 0 : bad_value_why(p, k->name, k->expect, v, strlen(v), why);
@@ -789,6 +812,10 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_AUTHZ],
                 "authz: expected http_cert, http_key and http_ca too "
                 "(authz is enforced over HTTPS)");
+  if (c->health_host[0] && c->health_port && c->health_port == c->listen_port &&
+      !strcasecmp(c->health_host, c->listen_host))
+    return fail(p, p->seen[KEY_HEALTH_LISTEN],
+                "health_listen: expected another address than listen's");
   if (p->seen[KEY_HTTP_CRL] && !c->https)
     return fail(p, p->seen[KEY_HTTP_CRL],
                 "http_crl: expected http_cert, http_key and http_ca too "

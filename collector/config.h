@@ -56,6 +56,10 @@
  *     authz            PATH: who may do what over HTTPS (the relay's authz
  *                      format); only with http_*. authz and http_crl are
  *                      read again on SIGHUP
+ *     health_listen    HOST:PORT or [IPV6]:PORT as listen, default none: a
+ *                      second listener, plain HTTP on any address, that
+ *                      answers GET /healthz and nothing else (probes that
+ *                      have no client certificate); not listen's address
  *     session_key      NAME, default "collector": the resume key of the
  *                      collector's ring sessions
  *     snapshot_every   DURATION, 0 (off, the default) or at least 1s (the
@@ -192,6 +196,9 @@ typedef struct tg_coll_config {
   char http_key[TG_COLL_CONFIG_PATH_MAX + 1];
   char http_ca[TG_COLL_CONFIG_PATH_MAX + 1];
   bool https; /* http_cert, http_key and http_ca are set */
+  /* health_listen: set when health_host[0] is not 0. */
+  char health_host[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1]; /* no brackets */
+  uint16_t health_port; /* 0: any free port */
   /* 0 (not set): the HTTP layer's default; else 1..65535, passed on as
    * tg_http_server_config_t.max_conns_per_source. */
   uint32_t http_max_conns_per_source;

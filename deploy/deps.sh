@@ -14,7 +14,7 @@ libpcre2-dev libjansson-dev groff-base
 zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
 libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl
-chromium chromium-driver prometheus-alertmanager"
+chromium chromium-driver libnss3-tools prometheus-alertmanager"
 [ "${1:-}" = bench ] && PKGS="$PKGS stunnel4 openssh-client openssh-server"
 [ "${1:-}" = deb ] && PKGS="$PKGS debhelper lintian dpkg-dev fakeroot"
 [ "${1:-}" = conformance ] && PKGS="$PKGS libprotobuf32 zlib1g util-linux"

@@ -383,8 +383,11 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
  * listener (a form, a no-cors fetch) or reach it under a name it controls
  * (DNS rebinding). So over plain HTTP the Host must be a loopback name
  * with this listener's port, and whatever the scheme an Origin, when
- * there is one, must be this listener's own (the web page's requests):
- * tools (python, curl, tracegate snapshot) send none. */
+ * there is one, must be this listener's own, scheme included (the web
+ * page's requests). A browser sends one with every POST; tools (python,
+ * curl, `tracegate snapshot`, consumer/cli/snapshot.c) send none, and a
+ * request without one is served: the CSRF it guards against needs a
+ * browser, and a browser says where its request comes from. */
 static bool host_ok(const coll_t *c, const char *host) {
   char name[300];
   const char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
@@ -548,9 +551,13 @@ void coll_api_queued_failed(coll_t *c, int err) {
 
 static void write_ready(coll_t *c) {
   if (c->ready_fd <= 0) return;
-  char line[32];
-  int n = snprintf(line, sizeof(line), "ready %u\n",
-                   (unsigned)tg_http_server_port(c->http));
+  char line[48];
+  int n = c->health
+              ? snprintf(line, sizeof(line), "ready %u health %u\n",
+                         (unsigned)tg_http_server_port(c->http),
+                         (unsigned)tg_http_server_port(c->health))
+              : snprintf(line, sizeof(line), "ready %u\n",
+                         (unsigned)tg_http_server_port(c->http));
   ssize_t w = write(c->ready_fd, line, (size_t)n);
   (void)w; /* a parent that went away is told nothing either way */
   close(c->ready_fd);
@@ -595,11 +602,13 @@ int coll_api_start(coll_t *c) {
   }
   TG_INFO("listening on %s://%s:%u/", g->https ? "https" : "http",
           g->listen_host, (unsigned)tg_http_server_port(c->http));
+  if (coll_health_start(c) < 0) return -1;
   write_ready(c);
   return 0;
 }
 
 void coll_api_stop(coll_t *c) {
+  coll_health_stop(c);
   if (c->http) tg_http_server_stop(c->http, NULL, NULL);
   c->http = NULL;
 }

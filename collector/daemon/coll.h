@@ -221,13 +221,16 @@ struct coll {
   uv_timer_t retention;
   coll_counts_t counts;
   struct tg_http_server *http;
+  struct tg_http_server *health; /* health.c; NULL without health_listen */
   coll_api_t api;
   coll_am_t am;
   /* coll_loop_ms's source when set (coll_test.h: tests drive time), else
    * the loop's. */
   int64_t (*clock)(void *ctx);
   void *clock_ctx;
-  int ready_fd;     /* "ready PORT\n" once listening; 0: none */
+  /* "ready PORT\n" once listening, "ready PORT health PORT\n" with
+   * health_listen; 0: none */
+  int ready_fd;
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
 };
@@ -395,6 +398,10 @@ void coll_asset_send(struct tg_http_exchange *x, const char *path);
 
 int coll_api_start(coll_t *c);
 void coll_api_stop(coll_t *c);
+/* health.c: health_listen's listener (none without it), started by
+ * coll_api_start and stopped by coll_api_stop. */
+int coll_health_start(coll_t *c);
+void coll_health_stop(coll_t *c);
 /* A snapshot ended: answers the requests waiting for it. */
 void coll_api_snapshot_done(coll_t *c, coll_snap_t *s);
 /* The queued snapshot began as |id|, or could not (|err|): the requests

@@ -90,8 +90,8 @@ int main(int argc, char **argv) {
        "wrong, and exit (0: all good)", 0, 0},
       {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
        "write \"ready PORT\\n\" to this fd once the HTTP listener is up "
-       "(PORT: its port, for listen = ...:0), then close it (0: none)", 0,
-       1024},
+       "(PORT: its port, for listen = ...:0; with health_listen \"ready PORT "
+       "health PORT\\n\"), then close it (0: none)", 0, 1024},
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
   };

@@ -256,7 +256,11 @@ static int post(const snap_opts_t *o, const collector_addr_t *a,
   i.port = a->net.port;
   i.path = path;
   i.host = o->server_name ? o->server_name : a->net.host;
-  i.origin = i.host;
+  /* No Origin: that header is a browser's statement of the page that
+   * made a request, which the collector checks against its own origin
+   * (api.c, origin_ok). A tool is no page, and lws would spell it
+   * "http://" over https:// too (refused as another site's). */
+  i.origin = NULL;
   i.method = "POST";
   i.protocol = protocols[0].name;
   i.alpn = "http/1.1";

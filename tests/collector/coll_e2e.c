@@ -109,6 +109,8 @@ void collector_start_args(collector_t *c, const char *const *extra) {
   close(p[0]);
   c->port = atoi(line + strlen("ready "));
   assert_true(c->port > 0);
+  const char *health = strstr(line, " health ");
+  c->health_port = health ? atoi(health + strlen(" health ")) : 0;
 }
 
 void collector_stop(collector_t *c) {

@@ -21,6 +21,7 @@
 typedef struct collector {
   pid_t pid;
   int port;
+  int health_port; /* health_listen's, from the ready line; 0: none */
 } collector_t;
 
 /* Starts tracegate-collector on fleet_in_dir("collector.conf"), its log

@@ -331,6 +331,8 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"listen = [::1:7468", "listen"},
       {"listen = bad_host:7468", "listen"},
       {"listen = -host:7468", "listen"},
+      {"health_listen = 127.0.0.1", "health_listen"},
+      {"health_listen = [::1]:70000", "health_listen"},
       {"session_key = .hidden", "session_key"},
       {"session_key = a/b", "session_key"},
       {"session_key = has space", "session_key"},
@@ -620,6 +622,27 @@ static void config_listen_beyond_loopback_needs_https(void **state) {
   }
 }
 
+/* health_listen: any address (it serves /healthz only), HTTPS or not;
+ * not listen's own address. */
+static void config_health_listen(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("", &c);
+  assert_string_equal(c.health_host, "");
+  tg_coll_config_free(&c);
+  expect_extra_ok("health_listen = 0.0.0.0:8080\n", &c);
+  assert_string_equal(c.health_host, "0.0.0.0");
+  assert_int_equal(c.health_port, 8080);
+  tg_coll_config_free(&c);
+  expect_extra_ok("listen = [::]:7468\nhttp_cert = c\nhttp_key = k\n"
+                  "http_ca = a\nhealth_listen = [::]:7469\n", &c);
+  assert_string_equal(c.health_host, "::");
+  assert_int_equal(c.health_port, 7469);
+  tg_coll_config_free(&c);
+  expect_extra_error("listen = 127.0.0.1:7468\nhealth_listen = 127.0.0.1:7468\n",
+                     5, "health_listen: expected another address");
+}
+
 static void config_key_triples_go_together(void **state) {
   (void)state;
   expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
@@ -896,6 +919,7 @@ int main(void) {
       cmocka_unit_test(config_resolves_relative_paths),
       cmocka_unit_test(config_listen_beyond_loopback_needs_https),
       cmocka_unit_test(config_key_triples_go_together),
+      cmocka_unit_test(config_health_listen),
       cmocka_unit_test(config_never_echoes_the_catalog),
       cmocka_unit_test(config_triggers_name_groups_defined_anywhere),
       cmocka_unit_test(config_reserves_group_all),
