@@ -749,6 +749,8 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     sh->fh = h->fh;
     tg_merge_host_init(&sh->mh, k);
     if (s->index && tg_coll_index_name(s->index, k, h->t.spec) < 0) {
+      TG_WARN("snapshot %016" PRIx64 ": host %s: cannot name it in the host "
+              "index: stored without one", s->id, h->t.spec);
       tg_coll_writer_set_index(s->w, NULL);
       tg_coll_index_builder_free(s->index);
       s->index = NULL;
