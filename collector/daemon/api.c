@@ -260,6 +260,12 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   tg_http_extent_t *ext = NULL;
   int ifd = -1;
   int rv = tg_coll_store_open_index(c->store, id, &ifd);
+  tg_coll_snapshot_t row;
+  /* Deleted since its file was opened: the index went with it. */
+  if (rv == -ENOENT && tg_coll_store_get(c->store, id, &row) == -ENOENT) {
+    json_error(x, 404, "no such snapshot, or it holds no trace");
+    goto out;
+  }
   if (rv == -ENOENT) {
     respond_json(x, 409, json_pack("{s:s, s:s}", "error",
                                    "this snapshot has no host index: only its "
