@@ -72,6 +72,7 @@ void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,
 void tg__http_x_free(tg_http_exchange_t *x) {
   tg_list_remove(&x->node);
   if (x->fd >= 0) close(x->fd);
+  free(x->ext);
   for (size_t i = 0; i < x->n_hdrs; i++) {
     free(x->hdr_names[i]);
     free(x->hdr_values[i]);

@@ -200,4 +200,18 @@ int tg_http_respond_file(tg_http_exchange_t *x, int status,
                          const char *content_type, int fd, uint64_t size,
                          const char *download_name);
 
+/* One byte range of a file. */
+typedef struct tg_http_extent {
+  uint64_t off, len;
+} tg_http_extent_t;
+
+/* As tg_http_respond_file(), but the body is the |n| ranges |ext| of |fd|
+ * one after another (copied; their lengths' sum is the Content-Length):
+ * one host's part of a snapshot. Each range must lie in the file; one the
+ * file turns out too short for ends the response early (logged). */
+int tg_http_respond_extents(tg_http_exchange_t *x, int status,
+                            const char *content_type, int fd,
+                            const tg_http_extent_t *ext, size_t n,
+                            const char *download_name);
+
 #endif /* TRACEGATE_COLLECTOR_HTTP_H */

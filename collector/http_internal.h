@@ -132,6 +132,11 @@ struct tg_http_exchange {
   bool headers_sent;
   uint8_t *resp;      /* tg_http_respond(): the body, owned */
   int fd;             /* tg_http_respond_file(): owned, or -1 */
+  /* tg_http_respond_extents(): the ranges of |fd| sent, owned (NULL: the
+   * file from offset 0), the one being sent and how far into it. */
+  tg_http_extent_t *ext;
+  size_t n_ext, ext_i;
+  uint64_t ext_pos;
   uint64_t resp_len;  /* bytes of body to send */
   uint64_t resp_off;  /* bytes sent */
   uint64_t answered_ms; /* uv_now() when answered: the minimum rate's start */

@@ -170,11 +170,30 @@ static bool download_name_ok(const char *s) {
 int tg_http_respond_file(tg_http_exchange_t *x, int status,
                          const char *content_type, int fd, uint64_t size,
                          const char *download_name) {
-  int rc = check_answer(x, status, content_type, size);
+  return tg_http_respond_extents(x, status, content_type, fd,
+                                 &(tg_http_extent_t){0, size}, 1,
+                                 download_name);
+}
+
+int tg_http_respond_extents(tg_http_exchange_t *x, int status,
+                            const char *content_type, int fd,
+                            const tg_http_extent_t *ext, size_t n,
+                            const char *download_name) {
+  uint64_t size = 0;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    if (ext[i].len > UINT64_MAX - size || ext[i].len > UINT64_MAX - ext[i].off)
+      rc = -EINVAL;
+    else
+      size += ext[i].len;
+  }
+  if (rc == 0) rc = check_answer(x, status, content_type, size);
   if (rc == 0 && (fd < 0 || (download_name && !download_name_ok(download_name))))
     rc = -EINVAL;
   char *ct = NULL, *disp = NULL;
+  tg_http_extent_t *copy = NULL;
   if (rc == 0 && content_type && !(ct = strdup(content_type))) rc = -ENOMEM;
+  if (rc == 0 && n && !(copy = malloc(n * sizeof(*copy)))) rc = -ENOMEM;
   if (rc == 0 && download_name) {
     static const char fmt[] = "attachment; filename=\"%s\"";
     size_t cap = sizeof(fmt) + strlen(download_name);
@@ -187,10 +206,16 @@ int tg_http_respond_file(tg_http_exchange_t *x, int status,
     if (fd >= 0) close(fd);
     free(ct);
     free(disp);
+    free(copy);
     return rc;
   }
+  if (n) memcpy(copy, ext, n * sizeof(*copy));
   x->fd = fd;
   x->is_file = true;
+  x->ext = copy;
+  x->n_ext = n;
+  x->ext_i = 0;
+  x->ext_pos = 0;
   x->content_type = ct;
   x->disposition = disp;
   x->resp_len = size;
@@ -251,19 +276,35 @@ static int write_headers(tg_http_exchange_t *x) {
   return 0;
 }
 
-/* Reads the next |n| bytes of the file into |dst|. */
+/* Reads the next |n| bytes of the body, from the file's ranges in turn,
+ * into |dst|. Chunks are read once each, in order: the range being read
+ * and the position in it are kept, not searched for. */
 static int read_file_chunk(tg_http_exchange_t *x, uint8_t *dst, size_t n) {
   size_t got = 0;
   while (got < n) {
-    ssize_t r = pread(x->fd, dst + got, n - got, (off_t)(x->resp_off + got));
+    if (x->ext_i >= x->n_ext) return -1; /* the lengths' sum is resp_len */
+    const tg_http_extent_t *e = &x->ext[x->ext_i];
+    uint64_t left = e->len - x->ext_pos;
+    if (!left) {
+      x->ext_i++;
+      continue;
+    }
+    size_t want = n - got < left ? n - got : (size_t)left;
+    uint64_t at = e->off + x->ext_pos;
+    ssize_t r = pread(x->fd, dst + got, want, (off_t)at);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       TG_WARN("http: %s %s: file read at %llu: %s", x->req.method,
-              x->req.path, (unsigned long long)(x->resp_off + got),
+              x->req.path, (unsigned long long)at,
               r < 0 ? strerror(errno) : "file shorter than announced");
       return -1;
     }
     got += (size_t)r;
+    x->ext_pos += (uint64_t)r;
+    if (x->ext_pos == e->len) {
+      x->ext_i++;
+      x->ext_pos = 0;
+    }
   }
   return 0;
 }

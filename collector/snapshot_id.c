@@ -37,20 +37,38 @@ void tg_coll_id_format(uint64_t id, char out[TG_COLL_ID_STRLEN]) {
   out[TG_COLL_ID_DIGITS] = 0;
 }
 
-void tg_coll_id_file_name(uint64_t id, int partial,
-                          char out[TG_COLL_FILE_NAME_MAX]) {
+static void name_of(uint64_t id, const char *suffix,
+                    char out[TG_COLL_FILE_NAME_MAX]) {
   tg_coll_id_format(id, out);
-  memcpy(
-      out + TG_COLL_ID_DIGITS,
-      partial ? TG_COLL_PARTIAL_SUFFIX : TG_COLL_FILE_SUFFIX,
-      partial ? sizeof(TG_COLL_PARTIAL_SUFFIX) : sizeof(TG_COLL_FILE_SUFFIX));
+  memcpy(out + TG_COLL_ID_DIGITS, suffix, strlen(suffix) + 1);
 }
 
-int tg_coll_id_parse_file_name(const char *name, int partial, uint64_t *id) {
-  const char *suffix = partial ? TG_COLL_PARTIAL_SUFFIX : TG_COLL_FILE_SUFFIX;
+static int parse_name(const char *name, const char *suffix, uint64_t *id) {
   size_t n = strlen(name);
   if (n != TG_COLL_ID_DIGITS + strlen(suffix) ||
       strcmp(name + TG_COLL_ID_DIGITS, suffix) != 0)
     return -EINVAL;
   return tg_coll_id_parse(name, TG_COLL_ID_DIGITS, id);
+}
+
+void tg_coll_id_file_name(uint64_t id, int partial,
+                          char out[TG_COLL_FILE_NAME_MAX]) {
+  name_of(id, partial ? TG_COLL_PARTIAL_SUFFIX : TG_COLL_FILE_SUFFIX, out);
+}
+
+int tg_coll_id_parse_file_name(const char *name, int partial, uint64_t *id) {
+  return parse_name(name, partial ? TG_COLL_PARTIAL_SUFFIX : TG_COLL_FILE_SUFFIX,
+                    id);
+}
+
+void tg_coll_id_index_name(uint64_t id, int partial,
+                           char out[TG_COLL_FILE_NAME_MAX]) {
+  name_of(id, partial ? TG_COLL_INDEX_PARTIAL_SUFFIX : TG_COLL_INDEX_SUFFIX,
+          out);
+}
+
+int tg_coll_id_parse_index_name(const char *name, int partial, uint64_t *id) {
+  return parse_name(name,
+                    partial ? TG_COLL_INDEX_PARTIAL_SUFFIX : TG_COLL_INDEX_SUFFIX,
+                    id);
 }

@@ -27,6 +27,13 @@
 #define TG_COLL_PARTIAL_SUFFIX ".pftrace.partial"
 #define TG_COLL_FILE_NAME_MAX \
   (TG_COLL_ID_DIGITS + sizeof(TG_COLL_PARTIAL_SUFFIX))
+/* The snapshot's host index (snap_index.h) beside its file: "<id>.index",
+ * "<id>.index.partial" while written. */
+#define TG_COLL_INDEX_SUFFIX ".index"
+#define TG_COLL_INDEX_PARTIAL_SUFFIX ".index.partial"
+_Static_assert(sizeof(TG_COLL_INDEX_PARTIAL_SUFFIX) <=
+                   sizeof(TG_COLL_PARTIAL_SUFFIX),
+               "index names fit a file name's room");
 
 /* Parses the |n| bytes at |text_untrusted| (no terminator needed). Returns
  * 0 and the value in *id, or -EINVAL (*id untouched) for anything but the
@@ -49,5 +56,11 @@ void tg_coll_id_file_name(uint64_t id, int partial,
 /* Parses a directory entry name: 0 and *id when |name| is exactly the
  * file name of a snapshot (partial or not, as asked), else -EINVAL. */
 int tg_coll_id_parse_file_name(const char *name, int partial, uint64_t *id);
+
+/* The same for the snapshot's index: "<id>.index" in snapshots/, or,
+ * |partial| set, "<id>.index.partial" in tmp/. */
+void tg_coll_id_index_name(uint64_t id, int partial,
+                           char out[TG_COLL_FILE_NAME_MAX]);
+int tg_coll_id_parse_index_name(const char *name, int partial, uint64_t *id);
 
 #endif /* TRACEGATE_COLLECTOR_SNAPSHOT_ID_H */

@@ -186,13 +186,23 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
   return 0;
 }
 
+int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_index_name(id, 0, name);
+  int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (f < 0) return -errno;
+  *fd = f;
+  return 0;
+}
+
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
   return s->cat->ops->set_pinned(s->cat, id, pinned);
 }
 
-/* The row goes first, committed: a crash before the unlink leaves an
- * orphan file, which the next open removes; the other order could leave a
+/* The row goes first, committed: a crash before the unlinks leaves an
+ * orphan file (or index), which the next open removes; the other order could leave a
  * live row without its file. Only the collector whose delete removed the
  * row unlinks: with a shared catalog, the others get -ENOENT first. */
 int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
@@ -205,6 +215,7 @@ int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
   if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
     TG_WARN("store: snapshot %s: unlink: %s (removed at the next open)", name,
             strerror(errno));
+  tg__coll_unlink_index(s, id);
   tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
   return 0;
 }

@@ -5,16 +5,19 @@
  *   <dir>/catalog.sqlite (-wal, -shm)  the default catalog
  *   <dir>/tmp/<id>.pftrace.partial     a snapshot being written
  *   <dir>/snapshots/<id>.pftrace       a finished snapshot (live row)
+ *   <dir>/snapshots/<id>.index         its host index (snap_index.h), if any
+ *   <dir>/tmp/<id>.index.partial       the index being written
  *
  * The protocol (docs/collector.md says why each step is where it is):
  *   begin:   PENDING row committed -> id returned -> tmp file created
- *   finish:  fsync(tmp) -> rename into snapshots/ -> fsync(snapshots/)
+ *   finish:  fsync(tmp) -> [index written, fsync, renamed into
+ *            snapshots/] -> rename into snapshots/ -> fsync(snapshots/)
  *            -> row COMPLETE/PARTIAL committed
- *   delete:  row deleted (committed) -> file unlinked
+ *   delete:  row deleted (committed) -> file unlinked -> index unlinked
  *   open:    PENDING rows nobody writes -> FAILED; files of tmp/ and
  *            snapshots/ whose row is neither live nor PENDING removed;
  *            live rows whose file is missing or of the wrong size ->
- *            FAILED (logged)
+ *            FAILED (logged); an index goes with its file
  * So no row points at a missing or partial file, no file outlives a
  * restart without its row, and an id once returned keeps its row (FAILED
  * if the snapshot could not be finished) until deleted.
@@ -40,6 +43,7 @@
 
 #include "collector/catalog.h"
 #include "collector/retention.h"
+#include "collector/snap_index.h"
 
 #define TG_COLL_CATALOG_FILE "catalog.sqlite"
 #define TG_COLL_LOCK_FILE "lock"
@@ -117,6 +121,12 @@ uint64_t tg_coll_writer_bytes(const tg_coll_writer_t *w);
 /* Appends |n| bytes of |p| (borrowed for the call). 0 or -errno; after an
  * error the writer refuses everything but abort (and finish, which fails). */
 int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n);
+/* The host index to write with the snapshot at finish (snap_index.h):
+ * borrowed until finish or abort; NULL (the default): none. A builder
+ * that gave up, or an index that cannot be written, leaves the snapshot
+ * without one (logged); the snapshot itself is stored all the same. */
+void tg_coll_writer_set_index(tg_coll_writer_t *w,
+                              const tg_coll_index_builder_t *b);
 /* fsync()s what was written. Optional (finish syncs if this was not
  * called); may run on another thread than the store's, not concurrently
  * with calls on the same writer. 0 or -errno. */
@@ -159,6 +169,11 @@ int tg_coll_store_get_with_hosts(tg_coll_store_t *s, uint64_t id,
  * caller's and stays readable even if the snapshot is deleted meanwhile.
  * -ENOENT: no such snapshot or it is not live. */
 int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
+
+/* Opens snapshot |id|'s host index read-only, the same way; -ENOENT when
+ * it has none. Whether it describes the file is the reader's to check
+ * (tg_coll_index_read against the file's size). */
+int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd);
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */

@@ -26,4 +26,8 @@ int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
  * (if it has one): delete and retention. */
 int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
 
+/* Unlinks |id|'s host index from snapshots/, if there is one (a failure
+ * is logged: recovery removes it at the next open). */
+void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id);
+
 #endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -89,6 +89,7 @@ static int check_file(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
            why);
   /* A file of the wrong size goes too: it has no live row now. */
   unlinkat(s->snap_fd, name, 0);
+  tg__coll_unlink_index(s, r->id);
   rec->lost++;
   return 0;
 }
@@ -144,17 +145,19 @@ static bool keep_written(tg_coll_store_t *s, const char *name,
                          tg_coll_recovery_t *rec) {
   (void)rec;
   uint64_t id;
-  return tg_coll_id_parse_file_name(name, 1, &id) == 0 &&
+  return (tg_coll_id_parse_file_name(name, 1, &id) == 0 ||
+          tg_coll_id_parse_index_name(name, 1, &id) == 0) &&
          row_keeps_file(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
-/* A file of snapshots/ stays if it is a live row's, or a PENDING one's
- * (renamed, not yet committed, by a running collector); names that are
- * not a snapshot's are not ours to remove. */
+/* A file of snapshots/ (trace or index) stays if it is a live row's, or
+ * a PENDING one's (renamed, not yet committed, by a running collector);
+ * names that are not a snapshot's are not ours to remove. */
 static bool keep_live(tg_coll_store_t *s, const char *name,
                       tg_coll_recovery_t *rec) {
   uint64_t id;
-  if (tg_coll_id_parse_file_name(name, 0, &id) != 0) {
+  if (tg_coll_id_parse_file_name(name, 0, &id) != 0 &&
+      tg_coll_id_parse_index_name(name, 0, &id) != 0) {
     TG_WARN("store: %s/%s is not a snapshot; left alone", TG_COLL_SNAPSHOT_DIR,
             name);
     rec->foreign++;

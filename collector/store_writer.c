@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "collector/catalog_check.h"
+#include "collector/snap_index.h"
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
 #include "common/fd_write.h"
@@ -31,6 +32,7 @@ struct tg_coll_writer {
   uint32_t crc; /* zlib crc32 of the bytes so far */
   int err;      /* the first write or sync failure; sticky */
   bool synced;  /* fsync()ed since the last write */
+  const tg_coll_index_builder_t *index; /* borrowed; NULL: none */
 };
 
 uint64_t tg_coll_writer_id(const tg_coll_writer_t *w) { return w->id; }
@@ -99,6 +101,11 @@ int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n) {
   return 0;
 }
 
+void tg_coll_writer_set_index(tg_coll_writer_t *w,
+                              const tg_coll_index_builder_t *b) {
+  w->index = b;
+}
+
 int tg_coll_writer_sync(tg_coll_writer_t *w) {
   if (w->err) return w->err;
   if (fsync(w->fd) != 0) return w->err = -errno;
@@ -121,6 +128,46 @@ static void unlink_partial(tg_coll_store_t *s, uint64_t id) {
             strerror(errno));
 }
 
+void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_index_name(id, 0, name);
+  if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
+    TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
+            strerror(errno));
+}
+
+/* The host index, written whole and synced under its tmp name, then
+ * renamed beside where the trace goes next: the directory's fsync after
+ * the trace's rename makes both names durable, and recovery removes an
+ * index whose snapshot did not become live. A snapshot without one is
+ * still stored (the whole trace serves); only its hosts' parts are
+ * refused, so a failure here is said and not fatal. */
+static void publish_index(tg_coll_store_t *s, tg_coll_writer_t *w) {
+  if (!w->index) return;
+  char tmp[TG_COLL_FILE_NAME_MAX], final[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_index_name(w->id, 1, tmp);
+  tg_coll_id_index_name(w->id, 0, final);
+  const char *why = tg_coll_index_why(w->index);
+  int err = 0;
+  if (why) goto fail;
+  int fd = openat(s->tmp_fd, tmp,
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    err = -errno;
+    goto fail;
+  }
+  err = tg_coll_index_write(w->index, fd, w->bytes);
+  if (!err && fsync(fd) != 0) err = -errno;
+  close(fd);
+  if (!err && renameat(s->tmp_fd, tmp, s->snap_fd, final) != 0) err = -errno;
+  if (!err) return;
+  unlinkat(s->tmp_fd, tmp, 0);
+fail:
+  TG_WARN("store: snapshot %016llx: stored without its host index (%s):"
+          " its hosts' parts cannot be served alone, the whole trace can",
+          (unsigned long long)w->id, why ? why : tg_strerror(err));
+}
+
 /* Moves the synced tmp file to its final name, durably. */
 static int publish(tg_coll_store_t *s, tg_coll_writer_t *w, char *why,
                    size_t cap) {
@@ -136,9 +183,11 @@ static int publish(tg_coll_store_t *s, tg_coll_writer_t *w, char *why,
   }
   close(w->fd);
   w->fd = -1;
+  publish_index(s, w);
   if (renameat(s->tmp_fd, tmp, s->snap_fd, final) != 0) {
     err = -errno;
     snprintf(why, cap, "rename: %s", strerror(errno));
+    tg__coll_unlink_index(s, w->id);
     return err;
   }
   tg__coll_step(s, TG_COLL_STEP_RENAMED, w->id);
@@ -149,6 +198,7 @@ static int publish(tg_coll_store_t *s, tg_coll_writer_t *w, char *why,
     snprintf(why, cap, "fsync of %s/: %s", TG_COLL_SNAPSHOT_DIR,
              strerror(errno));
     unlinkat(s->snap_fd, final, 0);
+    tg__coll_unlink_index(s, w->id);
     return err;
   }
   tg__coll_step(s, TG_COLL_STEP_DIR_SYNCED, w->id);
@@ -187,6 +237,7 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
       char final[TG_COLL_FILE_NAME_MAX];
       tg_coll_id_file_name(id, 0, final);
       unlinkat(s->snap_fd, final, 0);
+      tg__coll_unlink_index(s, id);
     }
     goto fail;
   }

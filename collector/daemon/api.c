@@ -9,7 +9,8 @@
  *   GET  /api/v1/hosts                     the shard's hosts and their state
  *   GET  /api/v1/snapshots?from=&to=&trigger=&host=&state=&before=&limit=
  *   GET  /api/v1/snapshots/ID              one snapshot and its hosts
- *   GET  /api/v1/snapshots/ID/trace        the merged trace (download)
+ *   GET  /api/v1/snapshots/ID/trace?host=H[,H2]  the merged trace
+ *                                          (download), or those hosts' part
  *   POST /api/v1/snapshots?reason=&group=&wait=1   trigger a snapshot
  *   POST /api/v1/snapshots/ID/pin?pinned=0|1
  *   POST /api/v1/alertmanager              Alertmanager's webhook
@@ -42,6 +43,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/daemon/routes.h"
 #include "collector/http.h"
+#include "collector/snap_index.h"
 #include "collector/snapshot_id.h"
 #include "common/decimal.h"
 #include "common/json.h"
@@ -222,9 +224,141 @@ static void get_snapshot(coll_t *c, tg_http_exchange_t *x,
   answer_row(c, x, id, false);
 }
 
+/* "tracegate-<id>-<host>.pftrace" (the host's bytes outside
+ * [A-Za-z0-9._-] as '_'), or "-<n>-hosts" for several. */
+static void part_name(char *out, size_t cap, const char *idt,
+                      const char *host, size_t n_hosts) {
+  if (n_hosts != 1) {
+    snprintf(out, cap, "tracegate-%s-%zu-hosts.pftrace", idt, n_hosts);
+    return;
+  }
+  char safe[TG_COLL_HOST_MAX + 1];
+  size_t k = 0;
+  for (; host[k] && k < TG_COLL_HOST_MAX; k++) {
+    char ch = host[k];
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
+    safe[k] = ok ? ch : '_';
+  }
+  safe[k] = 0;
+  snprintf(out, cap, "tracegate-%s-%s.pftrace", idt, safe);
+}
+
+/* ?host=H[,H2...]: those hosts' part of snapshot |id| (the file |fd| of
+ * |size| bytes, taken): the trace's head and their bytes, in file order,
+ * where the snapshot's host index says they are (collector/snap_index.h;
+ * docs/collector.md, "One host's part"). The cost is the index's host
+ * table and those hosts' extent lists, read on the loop, and their bytes,
+ * streamed: never a pass over the whole file. */
+static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                           const char *list, int fd, uint64_t size) {
+  char idt[TG_COLL_ID_STRLEN];
+  tg_coll_id_format(id, idt);
+  tg_coll_index_t ix = {0};
+  size_t *want = NULL, n = 0;
+  tg_coll_extent_t *plan = NULL;
+  tg_http_extent_t *ext = NULL;
+  int ifd = -1;
+  int rv = tg_coll_store_open_index(c->store, id, &ifd);
+  tg_coll_snapshot_t row;
+  /* Deleted since its file was opened: the index went with it. */
+  if (rv == -ENOENT && tg_coll_store_get(c->store, id, &row) == -ENOENT) {
+    json_error(x, 404, "no such snapshot, or it holds no trace");
+    goto out;
+  }
+  if (rv == -ENOENT) {
+    respond_json(x, 409, json_pack("{s:s, s:s}", "error",
+                                   "this snapshot has no host index: only its "
+                                   "whole trace can be downloaded", "id", idt));
+    goto out;
+  }
+  if (rv < 0) {
+    json_error(x, 503, tg_strerror(rv));
+    goto out;
+  }
+  rv = tg_coll_index_read(ifd, size, &ix);
+  if (rv < 0) {
+    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
+             rv == TG_EPARSE ? "it does not describe the trace (damaged or "
+                               "edited)" : tg_strerror(rv));
+    json_error(x, 500, rv == TG_EPARSE
+                           ? "this snapshot's host index is damaged (see the "
+                             "collector's log): only its whole trace can be "
+                             "downloaded"
+                           : tg_strerror(rv));
+    goto out;
+  }
+  want = calloc(ix.n_hosts, sizeof(*want));
+  if (!want) {
+    json_error(x, 500, "out of memory");
+    goto out;
+  }
+  const char *first = NULL;
+  for (const char *p = list;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len < 1 || len > TG_COLL_HOST_MAX) {
+      json_error(x, 400, "host: a comma-separated list of the snapshot's "
+                         "hosts (each 1 to 320 bytes)");
+      goto out;
+    }
+    size_t h;
+    if (tg_coll_index_find(&ix, p, len, &h) < 0) {
+      char name[TG_COLL_HOST_MAX + 1];
+      snprintf(name, sizeof(name), "%.*s", (int)len, p);
+      respond_json(x, 404, json_pack("{s:s, s:s, s:o}", "error",
+                                     "no such host in this snapshot", "id", idt,
+                                     "host", tg_json_text(name)));
+      goto out;
+    }
+    bool again = false;
+    for (size_t i = 0; i < n; i++) again |= want[i] == h;
+    if (!again) want[n++] = h;
+    if (!first) first = ix.hosts[h].name;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  size_t n_ext;
+  uint64_t bytes;
+  rv = tg_coll_index_plan(&ix, ifd, want, n, &plan, &n_ext, &bytes);
+  if (rv < 0) {
+    TG_ERROR("snapshot %s: its host index cannot be used: %s", idt,
+             rv == TG_EPARSE ? "an extent list does not describe the trace "
+                               "(damaged or edited)" : tg_strerror(rv));
+    json_error(x, 500, rv == TG_EPARSE
+                           ? "this snapshot's host index is damaged (see the "
+                             "collector's log): only its whole trace can be "
+                             "downloaded"
+                           : tg_strerror(rv));
+    goto out;
+  }
+  ext = malloc((n_ext ? n_ext : 1) * sizeof(*ext));
+  if (!ext) {
+    json_error(x, 500, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n_ext; i++)
+    ext[i] = (tg_http_extent_t){plan[i].off, plan[i].len};
+  char name[TG_COLL_HOST_MAX + 64];
+  part_name(name, sizeof(name), idt, first, n);
+  TG_DEBUG("snapshot %s: %zu host(s) of %zu: %zu extents, %" PRIu64
+           " of %" PRIu64 " bytes", idt, n, ix.n_hosts, n_ext, bytes, size);
+  rv = tg_http_respond_extents(x, 200, "application/octet-stream", fd, ext,
+                               n_ext, name);
+  fd = -1; /* the layer's, even on error */
+  if (rv < 0) json_error(x, 500, "cannot send the snapshot");
+out:
+  if (fd >= 0) close(fd);
+  if (ifd >= 0) close(ifd);
+  tg_coll_index_free(&ix);
+  free(want);
+  free(plan);
+  free(ext);
+}
+
 static void get_trace(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
-  (void)r;
+  const char *hosts = arg(r, "host");
   int fd;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
@@ -234,6 +368,7 @@ static void get_trace(coll_t *c, tg_http_exchange_t *x,
     close(fd);
     return json_error(x, 500, "cannot read the snapshot");
   }
+  if (hosts) return get_host_trace(c, x, id, hosts, fd, (uint64_t)st.st_size);
   char idt[TG_COLL_ID_STRLEN], name[64];
   tg_coll_id_format(id, idt);
   snprintf(name, sizeof(name), "tracegate-%s.pftrace", idt);
@@ -437,6 +572,7 @@ static const char *const list_args[] = {"from",  "to",      "limit", "before",
                                         "state", "trigger", "host",  NULL};
 static const char *const post_args[] = {"reason", "group", "wait", NULL};
 static const char *const pin_args[] = {"pinned", NULL};
+static const char *const trace_args[] = {"host", NULL};
 
 /* The page, its files and /metrics take no arguments but ignore them (a
  * browser's reload may add some); everything under /api/v1 checks its
@@ -454,7 +590,7 @@ static const coll_route_t routes[] = {
      post_snapshot},
     {COLL_ROUTE_GET, API "/snapshots/{id}", TG_ROLE_OBSERVE, no_args,
      get_snapshot},
-    {COLL_ROUTE_GET, API "/snapshots/{id}/trace", TG_ROLE_OBSERVE, no_args,
+    {COLL_ROUTE_GET, API "/snapshots/{id}/trace", TG_ROLE_OBSERVE, trace_args,
      get_trace},
     {COLL_ROUTE_POST, API "/snapshots/{id}/pin", TG_ROLE_RECORD, pin_args,
      post_pin},

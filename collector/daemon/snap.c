@@ -105,6 +105,9 @@ struct coll_snap {
   tg_buf_t out; /* framed packets not yet written */
   uint64_t framed; /* bytes ever put in |out|: a host's share is a difference */
   uint64_t host_cap; /* what one host may put into the file */
+  /* Where each host's bytes lie in the file (collector/snap_index.h),
+   * written with it; NULL: out of memory at the start, no index. */
+  tg_coll_index_builder_t *index;
   int write_err;
   snap_host_t *hosts;
   size_t n, asked, open, delivered;
@@ -255,6 +258,9 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
     rv = tg_merge_packet(&s->m, &sh->mh, p, n);
   }
   sh->stored += s->framed - before;
+  if (s->index)
+    tg_coll_index_add(s->index, (size_t)(sh - s->hosts), before,
+                      s->framed - before);
   if (rv == TG_ETOO_MANY_SEQUENCES) {
     host_fail(sh, "sent more than %u packet sequences, the most the merge "
               "maps for one host", TG_MERGE_HOST_MAX_SEQS);
@@ -499,6 +505,7 @@ static void snap_free(uv_handle_t *t) {
   }
   tg_merge_free(&s->m);
   tg_buf_free(&s->out);
+  tg_coll_index_builder_free(s->index);
   free(s->hosts);
   free(s);
 }
@@ -721,6 +728,13 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   tg_merge_self_t self;
   tg_merge_self_read(&self);
   rv = tg_merge_head(&s->m, &self);
+  if (s->n && (s->index = tg_coll_index_builder_new(s->n)) != NULL) {
+    tg_coll_index_head(s->index, s->framed);
+    tg_coll_writer_set_index(s->w, s->index);
+  } else if (s->n) {
+    TG_WARN("snapshot %016" PRIx64 ": out of memory for its host index: "
+            "stored without one", s->id);
+  }
   uv_timer_init(c->loop, &s->deadline);
   s->deadline.data = s;
   c->running[c->n_running++] = s;
@@ -734,6 +748,13 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     h->busy++; /* not freed under the snapshot, even if removed */
     sh->fh = h->fh;
     tg_merge_host_init(&sh->mh, k);
+    if (s->index && tg_coll_index_name(s->index, k, h->t.spec) < 0) {
+      TG_WARN("snapshot %016" PRIx64 ": host %s: cannot name it in the host "
+              "index: stored without one", s->id, h->t.spec);
+      tg_coll_writer_set_index(s->w, NULL);
+      tg_coll_index_builder_free(s->index);
+      s->index = NULL;
+    }
     k++;
     if (!h->fh || !h->ring_up || !tg_fleet_host_tracing(h->fh)) {
       sh->st = SH_SKIPPED;

@@ -1,6 +1,10 @@
 /* `tracegate snapshot --collector ADDR`: asks tracegate-collector for a
  * fleet snapshot (POST /api/v1/snapshots?wait=1, collector/daemon/api.c)
  * and waits until it is stored, then says what it came to.
+ * `tracegate snapshot get ID --collector ADDR [--host H[,H2]] --output
+ * FILE` downloads a stored snapshot's trace, or those hosts' part (GET
+ * /api/v1/snapshots/ID/trace?host=), into FILE: written under a
+ * temporary name and renamed when whole, so FILE is never half a trace.
  *
  * The HTTP client is libwebsockets' own (lws_client_connect_via_info, as
  * its minimal-http-client-post example), on an lws event loop of its own
@@ -12,7 +16,9 @@
  * terminal through tg_printable().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +30,7 @@
 #define HAVE_OPENSSL_VERIFY 1
 #endif
 
+#include "common/fd_write.h"
 #include "common/log.h"
 #include "consumer/cli/cli.h"
 #include "consumer/cli/json_out.h"
@@ -81,6 +88,10 @@ typedef struct req {
   uint64_t timeout_s;
   int status;  /* the HTTP status */
   tg_buf_t body; /* at most REPLY_MAX bytes */
+  /* get: a 200's body goes here instead (other answers to |body|). */
+  int out_fd;
+  uint64_t out_bytes;
+  const char *method;
   bool reached; /* connected: a failure after is not "cannot reach" */
   char why[512];
   char cert_why[160]; /* why OpenSSL refused the collector's certificate */
@@ -110,6 +121,17 @@ static bool ended(const req_t *r) {
 }
 
 static int append_body(req_t *r, const void *in, size_t len) {
+  if (r->out_fd >= 0 && r->status == 200) {
+    int err = tg_write_all(r->out_fd, in, len);
+    if (err == 0) {
+      r->out_bytes += len;
+      return 0;
+    }
+    char why[160];
+    snprintf(why, sizeof(why), "cannot write the trace: %s", strerror(-err));
+    set_state(r, REQ_FAILED, why);
+    return -1;
+  }
   int rv = tg_buf_append(&r->body, in, len);
   if (rv == 0) return 0;
   set_state(r, REQ_FAILED, rv == -ENOBUFS ? "its reply is over 4 MiB"
@@ -148,6 +170,7 @@ static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
       r->reached = true; /* connected (and TLS verified): the request goes */
       /* A POST without a body still says so: the collector reads a body
        * of Content-Length bytes. */
+      if (strcmp(r->method, "POST")) return 0;
       unsigned char **p = (unsigned char **)in, *end = *p + len;
       if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH,
                                        (const unsigned char *)"0", 1, p, end))
@@ -216,14 +239,15 @@ static const char *no_connection_why(const collector_addr_t *a) {
 
 typedef struct snap_opts {
   const char *collector, *reason, *group, *json, *server_name;
+  const char *host, *output; /* get */
   uint64_t timeout_s;
   tg_client_tls_files_t tls; /* session_cache unused */
 } snap_opts_t;
 
-/* Runs the POST to its end (r->state DONE or FAILED). Returns -1 if lws
- * could not even start (said why). */
-static int post(const snap_opts_t *o, const collector_addr_t *a,
-                const char *path, req_t *r) {
+/* Runs the request (r->method) to its end (r->state DONE or FAILED).
+ * Returns -1 if lws could not even start (said why). */
+static int request(const snap_opts_t *o, const collector_addr_t *a,
+                   const char *path, req_t *r) {
   lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
   struct lws_context_creation_info ci;
   memset(&ci, 0, sizeof(ci));
@@ -261,7 +285,7 @@ static int post(const snap_opts_t *o, const collector_addr_t *a,
    * (api.c, origin_ok). A tool is no page, and lws would spell it
    * "http://" over https:// too (refused as another site's). */
   i.origin = NULL;
-  i.method = "POST";
+  i.method = r->method;
   i.protocol = protocols[0].name;
   i.alpn = "http/1.1";
   /* The server's certificate is verified (chain and name): no
@@ -392,7 +416,8 @@ static const char about[] =
     "it is partial (some hosts failed), 1 when it failed, was refused (over\n"
     "the collector's operator_snapshots_per_minute, an unknown group, no\n"
     "record role) or the collector could not be reached, 2 for a bad command\n"
-    "line.\n"
+    "line. '" CLI_PROG " snapshot get ID' downloads a stored one, or some of\n"
+    "its hosts' part (see '" CLI_PROG " snapshot get --help').\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " snapshot --collector 127.0.0.1:7468 --reason 'slow login'\n"
@@ -447,7 +472,184 @@ static int check_usage(snap_opts_t *o, collector_addr_t *a) {
   return 0;
 }
 
+static void say_failed(const snap_opts_t *o, const req_t *r) {
+  char shown[300];
+  tg_printable(shown, sizeof(shown), o->collector);
+  if (r->reached)
+    fprintf(stderr, "%s: the request to the collector at %s failed: %s\n",
+            PROG, shown, r->why);
+  else
+    fprintf(stderr, "%s: cannot reach the collector at %s: %s\n", PROG, shown,
+            r->why);
+}
+
+/* --- snapshot get ----------------------------------------------------------- */
+
+#define GET_PROG CLI_PROG " snapshot get"
+/* What ?host= takes: the collector's hosts, 320 bytes each at most. */
+#define HOSTS_ARG_MAX (1024u * 321u)
+
+static const char get_about[] =
+    "Downloads a stored snapshot's merged trace, or with --host only those\n"
+    "hosts' part: the trace's head (the collector's clocks) and every packet\n"
+    "of the hosts named, a valid trace of its own, read through the index\n"
+    "written with the snapshot (GET /api/v1/snapshots/ID/trace?host=...).\n"
+    "ID is the snapshot's 16 hexadecimal digits; H is a host as the snapshot's\n"
+    "rows name it (its \"host\" field), several separated by commas. FILE is\n"
+    "written whole or not at all ('-': standard output). The exit status is 0\n"
+    "when the trace is written, 1 when the collector refused (no such\n"
+    "snapshot or host: its reason is printed) or could not be reached, 2 for\n"
+    "a bad command line.\n"
+    "\n"
+    "examples:\n"
+    "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
+    "\\\n      --host web1.example:7467 --output web1.pftrace\n";
+
+static bool id_ok(const char *id) {
+  if (strlen(id) != 16) return false;
+  for (const char *p = id; *p; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  return true;
+}
+
+/* The reply to a refused GET: its JSON "error", printed. */
+static void say_refused(const req_t *r) {
+  cli_snap_reply_t *s = malloc(sizeof(*s));
+  char err[128], why[600] = "no reason given";
+  size_t n = tg_buf_size(&r->body);
+  const char *text = n ? (const char *)tg_buf_begin(&r->body) : "";
+  if (s && cli_snap_parse(text, n, s, err, sizeof(err)) == 0 && s->error[0])
+    tg_printable(why, sizeof(why), s->error);
+  free(s);
+  fprintf(stderr, "%s: the collector refused (HTTP %d): %s\n", GET_PROG,
+          r->status, why);
+}
+
+static int snapshot_get(int argc, char **argv) {
+  snap_opts_t o;
+  memset(&o, 0, sizeof(o));
+  o.timeout_s = DEFAULT_TIMEOUT_S;
+  const tg_flag_t flags[] = {
+      {"collector", TG_FLAG_STRING, &o.collector, "ADDR",
+       "tracegate-collector's HTTP API: http://host:port, https://host:port "
+       "or host:port (http)", 0, 0},
+      {"host", TG_FLAG_STRING, &o.host, "H[,H2...]",
+       "only these hosts' part of the trace (default: the whole trace)", 0, 0},
+      {"output", TG_FLAG_STRING, &o.output, "FILE",
+       "-o: where the trace goes ('-': standard output)", 0, 0},
+      {"timeout", TG_FLAG_SECONDS, &o.timeout_s, "DURATION",
+       "give up (exit 1) when the download is not done by then", 1, 86400},
+      {"ca", TG_FLAG_STRING, &o.tls.ca, "FILE",
+       "https: CA (PEM) that must have signed the collector's certificate "
+       "(default: $TRACEGATE_CA, or ca in ~/.config/tracegate/config)", 0, 0},
+      {"cert", TG_FLAG_STRING, &o.tls.cert, "FILE",
+       "https: client certificate (PEM) presented to the collector (default: "
+       "$TRACEGATE_CERT, or cert in the config file)", 0, 0},
+      {"key", TG_FLAG_STRING, &o.tls.key, "FILE",
+       "https: its private key (PEM) (default: $TRACEGATE_KEY, or key in the "
+       "config file)", 0, 0},
+      {"tls-server-name", TG_FLAG_STRING, &o.server_name, "NAME",
+       "https: the name the collector's certificate must carry (default: the "
+       "host part of ADDR)", 0, 0},
+  };
+  char *pos[1];
+  size_t n_pos = 0;
+  int rv = cli_parse_flags(GET_PROG,
+                           "ID --collector ADDR [--host H[,H2...]] --output "
+                           "FILE\n         [--timeout DURATION] [--ca F --cert F "
+                           "--key F]",
+                           get_about, flags, sizeof(flags) / sizeof(flags[0]),
+                           argc, argv, pos, 1, &n_pos);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  collector_addr_t a;
+  if (n_pos != 1 || !id_ok(pos[0])) {
+    fprintf(stderr, "%s: ID (the snapshot's 16 lowercase hexadecimal digits) "
+            "is required (see --help)\n", GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
+  if (!o.output) {
+    fprintf(stderr, "%s: --output FILE is required (see --help)\n", GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
+  if (o.host && (!o.host[0] || strlen(o.host) > HOSTS_ARG_MAX)) {
+    fprintf(stderr, "%s: --host: 1 to %u bytes\n", GET_PROG, HOSTS_ARG_MAX);
+    return CLI_EXIT_USAGE;
+  }
+  if (check_usage(&o, &a) < 0) return CLI_EXIT_USAGE;
+
+  size_t cap = sizeof(API_PATH "//trace?host=") + 16 +
+               (o.host ? 3 * strlen(o.host) : 0) + 1;
+  char *path = malloc(cap);
+  if (!path) {
+    fprintf(stderr, "%s: out of memory\n", GET_PROG);
+    return CLI_EXIT_FAIL;
+  }
+  size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/trace", pos[0]);
+  if (o.host) {
+    len += (size_t)snprintf(path + len, cap - len, "?host=");
+    put_encoded(path, cap, &len, o.host);
+  }
+
+  /* Under a name of its own beside FILE, renamed when whole. */
+  bool to_stdout = !strcmp(o.output, "-");
+  char *tmp = NULL;
+  int fd = STDOUT_FILENO;
+  if (!to_stdout) {
+    size_t tn = strlen(o.output) + sizeof(".partial");
+    tmp = malloc(tn);
+    if (tmp) snprintf(tmp, tn, "%s.partial", o.output);
+    fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+      fprintf(stderr, "%s: cannot write %s: %s\n", GET_PROG,
+              tmp ? tmp : o.output, tmp ? strerror(errno) : "out of memory");
+      free(tmp);
+      free(path);
+      return CLI_EXIT_FAIL;
+    }
+  }
+  req_t r;
+  memset(&r, 0, sizeof(r));
+  r.out_fd = fd;
+  r.method = "GET";
+  tg_buf_init(&r.body, REPLY_MAX);
+  int code = CLI_EXIT_FAIL;
+  if (request(&o, &a, path, &r) == 0) {
+    if (r.state != REQ_DONE)
+      say_failed(&o, &r);
+    else if (r.status != 200)
+      say_refused(&r);
+    else
+      code = CLI_EXIT_OK;
+  }
+  if (!to_stdout) {
+    if (code == CLI_EXIT_OK && (fsync(fd) != 0 || close(fd) != 0)) {
+      fprintf(stderr, "%s: cannot write %s: %s\n", GET_PROG, tmp,
+              strerror(errno));
+      code = CLI_EXIT_FAIL;
+    } else if (code != CLI_EXIT_OK) {
+      close(fd);
+    }
+    if (code == CLI_EXIT_OK && rename(tmp, o.output) != 0) {
+      fprintf(stderr, "%s: cannot rename %s to %s: %s\n", GET_PROG, tmp,
+              o.output, strerror(errno));
+      code = CLI_EXIT_FAIL;
+    }
+    if (code != CLI_EXIT_OK) unlink(tmp);
+  }
+  if (code == CLI_EXIT_OK)
+    fprintf(stderr, CLI_PROG ": snapshot %s: %" PRIu64 " bytes%s written to "
+            "%s\n", pos[0], r.out_bytes, o.host ? " (the hosts' part)" : "",
+            to_stdout ? "standard output" : o.output);
+  tg_buf_free(&r.body);
+  free(tmp);
+  free(path);
+  return code;
+}
+
 int cli_snapshot_main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "get"))
+    return snapshot_get(argc - 1, argv + 1);
   snap_opts_t o;
   memset(&o, 0, sizeof(o));
   o.timeout_s = DEFAULT_TIMEOUT_S;
@@ -502,21 +704,15 @@ int cli_snapshot_main(int argc, char **argv) {
 
   req_t r;
   memset(&r, 0, sizeof(r));
+  r.out_fd = -1;
+  r.method = "POST";
   tg_buf_init(&r.body, REPLY_MAX);
   int code = CLI_EXIT_FAIL;
-  if (post(&o, &a, path, &r) == 0) {
-    if (r.state == REQ_DONE) {
+  if (request(&o, &a, path, &r) == 0) {
+    if (r.state == REQ_DONE)
       code = answer(&o, &r);
-    } else {
-      char shown[300];
-      tg_printable(shown, sizeof(shown), o.collector);
-      if (r.reached)
-        fprintf(stderr, "%s: the request to the collector at %s failed: %s\n", PROG,
-                shown, r.why);
-      else
-        fprintf(stderr, "%s: cannot reach the collector at %s: %s\n", PROG,
-                shown, r.why);
-    }
+    else
+      say_failed(&o, &r);
   }
   tg_buf_free(&r.body);
   return code;

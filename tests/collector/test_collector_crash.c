@@ -14,7 +14,8 @@
  * After each kill: the reopen found no live row without its whole file
  * (it would repair one, as after a hand edit); no PENDING row; every live
  * row's file holds exactly its
- * bytes (size and crc32); no file without a live row; tmp/ empty; every
+ * bytes (size and crc32) and has its host index, which describes it; no
+ * file or index without a live row; tmp/ empty; every
  * id the child reported as returned (before using it) still has a row,
  * unless the child reported it was deleting it.
  */
@@ -34,6 +35,7 @@
 #include <cmocka.h>
 
 #include "coll_fixture.h"
+#include "collector/snap_index.h"
 #include "collector/snapshot_id.h"
 
 #define ROUNDS_SQLITE 200
@@ -94,13 +96,27 @@ static void child_snapshot(child_t *c, tg_coll_store_t *s, uint64_t *ids,
   if (*n_ids < CHILD_OPS) ids[(*n_ids)++] = id;
   unsigned pieces = (unsigned)(next(c) % 6);
   uint8_t buf[4096];
+  /* Its host index, as the daemon feeds one: the first piece is the head,
+   * the others go to the hosts in turn. */
+  tg_coll_index_builder_t *ix = tg_coll_index_builder_new(3);
+  if (!ix || tg_coll_index_name(ix, 0, "a") || tg_coll_index_name(ix, 1, "b") ||
+      tg_coll_index_name(ix, 2, "c"))
+    _exit(8);
+  uint64_t off = 0;
   for (unsigned i = 0; i < pieces; i++) {
     size_t n = 1 + next(c) % sizeof(buf);
     coll_fill(buf, n, next(c));
     if (tg_coll_writer_write(w, buf, n)) _exit(5);
+    if (i == 0)
+      tg_coll_index_head(ix, n);
+    else
+      tg_coll_index_add(ix, i % 3, off, n);
+    off += n;
   }
+  tg_coll_writer_set_index(w, ix);
   if (next(c) % 10 == 0) {
     if (tg_coll_store_abort(s, w, "child aborts")) _exit(6);
+    tg_coll_index_builder_free(ix);
     return;
   }
   if (next(c) % 2) tg_coll_writer_sync(w);
@@ -110,6 +126,7 @@ static void child_snapshot(child_t *c, tg_coll_store_t *s, uint64_t *ids,
     h[i].outcome = next(c) % 4 ? TG_COLL_HOST_OK : TG_COLL_HOST_FAILED;
   tg_coll_result_t r = {.packets = pieces, .hosts = h, .n_hosts = 3};
   if (tg_coll_store_finish(s, w, &r)) _exit(7);
+  tg_coll_index_builder_free(ix);
 }
 
 /* Never returns. */
@@ -238,12 +255,22 @@ static void check_store(coll_fixture_t *fx, unsigned round, const tally_t *t) {
             " (%08x)",
             round, (unsigned long long)r->id, (unsigned long long)size, crc,
             (unsigned long long)r->bytes, r->crc32);
+      int ifd;
+      tg_coll_index_t ix;
+      if (tg_coll_store_open_index(fx->store, r->id, &ifd) != 0)
+        fail_msg("round %u: live %llu has no index", round,
+                 (unsigned long long)r->id);
+      if (tg_coll_index_read(ifd, size, &ix) != 0)
+        fail_msg("round %u: the index of %llu does not describe it", round,
+                 (unsigned long long)r->id);
+      tg_coll_index_free(&ix);
+      close(ifd);
     }
     if (n < TG_COLL_LIST_MAX) break;
     f.before_id = rows[n - 1].id;
   }
-  /* Every file is a live row's (each live row has its file, above). */
-  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), live);
+  /* Every file and index is a live row's (each live row has both, above). */
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), 2 * live);
   assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
   for (uint64_t id = 1; id < MAX_ID; id++)
     if ((t->id[id] & (RETURNED | REMOVING)) == RETURNED && !has_row[id])

@@ -185,7 +185,7 @@ static void *client_main(void *arg) {
 
 /* --- the server side ------------------------------------------------------ */
 
-enum mode { ANSWER_NOW, DEFER, DEFER_FOREVER, SEND_FILE, INJECT };
+enum mode { ANSWER_NOW, DEFER, DEFER_FOREVER, SEND_FILE, SEND_EXTENTS, INJECT };
 
 typedef struct fixture {
   uv_loop_t loop;
@@ -200,6 +200,8 @@ typedef struct fixture {
   tg_http_exchange_t *pending;
   int file_fd;
   uint64_t file_size;
+  const tg_http_extent_t *ext; /* SEND_EXTENTS: ranges of file_fd */
+  size_t n_ext;
   int inject_rc[3];
   /* The last request, copied. */
   char method[16], path[256], query[256], identity[128], ctype[64];
@@ -262,6 +264,14 @@ static void handler(void *ctx, tg_http_exchange_t *x,
       assert_int_equal(tg_http_respond_file(x, 200, "application/octet-stream",
                                             f->file_fd, f->file_size,
                                             "trace-1.pftrace"),
+                       0);
+      f->file_fd = -1;
+      break;
+    case SEND_EXTENTS:
+      assert_int_equal(tg_http_respond_extents(x, 200,
+                                               "application/octet-stream",
+                                               f->file_fd, f->ext, f->n_ext,
+                                               "part.pftrace"),
                        0);
       f->file_fd = -1;
       break;
@@ -555,6 +565,54 @@ static void http_file_arrives_byte_exact(void **state) {
   assert_non_null(body);
   assert_int_equal(c.resp_len - (size_t)((const uint8_t *)body - c.resp), size);
   assert_memory_equal(body, data, size);
+  free(data);
+  client_free(&c);
+  fixture_stop(&f);
+}
+
+/* Ranges of a file, one after another: empty ones skipped, ranges
+ * smaller and larger than the layer's chunk, one crossing chunks; the
+ * body is their bytes in order and Content-Length their sum. */
+static void http_extents_arrive_in_order(void **state) {
+  (void)state;
+  fixture_t f;
+  fixture_start(&f, false);
+  const size_t size = 1024 * 1024;
+  char path[] = "/tmp/tg-test-http-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  uint8_t *data = malloc(size);
+  for (size_t i = 0; i < size; i++) data[i] = (uint8_t)(i * 131 + (i >> 13));
+  assert_int_equal(write(fd, data, size), (ssize_t)size);
+  const tg_http_extent_t ext[] = {
+      {0, 100}, {500, 0}, {1000, 300000}, {400000, 1}, {400001, 0},
+      {600000, 424576}, {10, 5}};
+  size_t want_len = 0;
+  for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+    want_len += ext[i].len;
+  uint8_t *want = malloc(want_len);
+  for (size_t i = 0, k = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+    memcpy(want + k, data + ext[i].off, ext[i].len);
+    k += ext[i].len;
+  }
+  f.mode = SEND_EXTENTS;
+  f.file_fd = fd;
+  f.ext = ext;
+  f.n_ext = sizeof(ext) / sizeof(ext[0]);
+  client_t c = CLIENT("GET /api/snapshots/1/part HTTP/1.1\r\nHost: x\r\n"
+                      "Connection: close\r\n\r\n");
+  exchange(&f, &c);
+  assert_int_equal(f.file_fd, -1);
+  char hdr[64];
+  snprintf(hdr, sizeof(hdr), "content-length: %zu\r\n", want_len);
+  assert_true(has_header(&c, hdr));
+  const char *body = body_of(&c);
+  assert_non_null(body);
+  assert_int_equal(c.resp_len - (size_t)((const uint8_t *)body - c.resp),
+                   want_len);
+  assert_memory_equal(body, want, want_len);
+  free(want);
   free(data);
   client_free(&c);
   fixture_stop(&f);
@@ -1337,6 +1395,7 @@ int main(void) {
       cmocka_unit_test(http_deferred_response_arrives),
       cmocka_unit_test(http_client_reset_while_deferred_abandons_once),
       cmocka_unit_test(http_file_arrives_byte_exact),
+      cmocka_unit_test(http_extents_arrive_in_order),
       cmocka_unit_test(http_transfer_encoding_gets_400_unhandled),
       cmocka_unit_test(http_head_over_max_header_gets_431),
       cmocka_unit_test(http_path_reaches_the_handler_percent_decoded),

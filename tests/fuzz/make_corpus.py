@@ -893,6 +893,54 @@ def write(target, files):
             f.write(data)
 
 
+# --- fuzz_snap_index ----------------------------------------------------------
+
+def snap_index(trace, head, hosts, fix=True, header_extra=b""):
+    """An index file (collector/snap_index.h) of |hosts|: (name, [(off,
+    len)...]) pairs, with right checksums unless |fix| is False. The
+    control byte before it asks the harness to fix them again (bit 0)."""
+    table = b""
+    at = 48 + sum(20 + len(n) for n, _ in hosts)
+    lists = b""
+    for name, ext in hosts:
+        raw = b"".join(struct.pack("<QQ", o, n) for o, n in ext)
+        table += struct.pack("<HHIQI", len(name), 0, len(ext), at,
+                             zlib.crc32(raw) if fix else 0) + name
+        at += len(raw)
+        lists += raw
+    head_bytes = b"TGSIDX01" + struct.pack("<QQIIIII", trace, head, len(hosts),
+                                           len(table), zlib.crc32(table), 0, 0)
+    head_bytes += header_extra
+    head_bytes += struct.pack("<I", zlib.crc32(head_bytes) if fix else 0)
+    return head_bytes + table + lists
+
+
+def snap_index_corpus():
+    """Good indexes (one host, three interleaved, a host with no data),
+    then ones each check refuses: stale size, extents out of order,
+    touching, overlapping the head, past the trace, duplicate names,
+    checksums left wrong (control byte 0), a table cut short."""
+    three = [(b"a.example:7467", [(100, 100), (510, 90)]),
+             (b"b.example:7467", [(200, 300), (1000, 9000)]),
+             (b"ssh://u@c", [(500, 10), (600, 400)])]
+    return {
+        "one_host": b"\x01" + snap_index(200, 100, [(b"h", [(100, 100)])]),
+        "three_hosts": b"\x00" + snap_index(10000, 100, three),
+        "no_data_host": b"\x00" + snap_index(164, 64, [(b"a", [(64, 100)]),
+                                                       (b"b", [])]),
+        "stale_size": b"\x02" + snap_index(10000, 100, three),
+        "unordered": b"\x01" + snap_index(300, 10, [(b"h", [(200, 10), (20, 5)])]),
+        "touching": b"\x01" + snap_index(300, 10, [(b"h", [(10, 10), (20, 5)])]),
+        "in_head": b"\x01" + snap_index(300, 100, [(b"h", [(50, 100)])]),
+        "past_end": b"\x01" + snap_index(300, 10, [(b"h", [(290, 11)])]),
+        "dup_names": b"\x01" + snap_index(300, 10, [(b"h", [(10, 5)]),
+                                                    (b"h", [(20, 5)])]),
+        "bad_crc": b"\x00" + snap_index(200, 100, [(b"h", [(100, 100)])],
+                                        fix=False),
+        "short": b"\x01" + snap_index(10000, 100, three)[:80],
+    }
+
+
 # --- fuzz_cli_ftrace_loss ------------------------------------------------------
 
 def ftrace_stats(phase, overruns):
@@ -1023,6 +1071,7 @@ def main():
     write("fuzz_json_text", json_text_corpus())
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     write("fuzz_merge", merge_corpus())
+    write("fuzz_snap_index", snap_index_corpus())
     return 0
 
 
