@@ -26,6 +26,38 @@ Checks, each a separate assertion that names what differed:
      message from another origin is counted and changes nothing.
   4. console: no error in the browser's console (a CSP violation, an
      uncaught exception) but the favicon's 404.
+  5. layout, in a 1280x800 window: every column of every table (a
+     snapshot's detail's too) has its right edge within the window, no
+     column is squeezed to nothing, the page does not scroll sideways,
+     and a row's download link and Open button lie inside their cell.
+  6. cut: the partial snapshot's long reason is cut to its cell (wider
+     than it), its title and text are the API's whole reason, and a click
+     opens it whole (no longer cut) with the table still within the
+     window.
+  7. times: every time cell reads "YYYY-MM-DD hh:mm:ss ZONE" (ZONE "UTC"
+     or "+hh:mm"), uncut; Chromium runs with TZ=Asia/Kolkata, and the
+     complete snapshot's time is the API's started_ms in that zone,
+     "+05:30".
+  8. partial: under the partial snapshot's row, each host the API says
+     failed is named with its error (the API's text), and no other host;
+     the snapshot's detail lists every host with the API's outcome, a
+     window with its zone for a host with data, and a per-host download
+     (?host=) and Open for it, none for the failed host.
+  9. filters: state, trigger and host, set through the form, load the list
+     the API gives for the same arguments (the same ids, in order), a
+     filter matching nothing says so, and Clear lists everything again.
+ 10. ui-silent: with the stand-in answering no PING, "Open in Perfetto UI"
+     says so in #status (data-open="silent") within a bound, after the
+     stand-in saw PINGs, and offers the snapshot's download.
+ 11. ui-unreachable: with the stand-in's port closed, "Open" says so
+     (data-open="unreachable") within a bound, and the download it offers
+     saves the snapshot's bytes.
+ 12. console again: no error but the favicon's and those about the closed
+     UI's address.
+
+TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
+1280x800 (the partial snapshot's detail open) to PATH, for a person to
+look at.
 
 Protocol with the test (race-free: the UI port is known before the
 collector's config is written):
@@ -35,7 +67,9 @@ collector's config is written):
   - it then reads one JSON line on stdin (unless --url is given):
     {"url": "http://127.0.0.1:PORT", "snapshot": "<16 hex>",
      "trace": "<path of the API's download>", "hosts": ["<host>", ...],
-     "failed": "<16 hex>" (optional)}
+     "failed": "<16 hex>", "partial": "<16 hex>", "down": "<host>"}
+    (failed, partial and down optional: checks 6 to 9 need partial and
+    down, the host that failed in it)
   - it exits 0 when every check passed (printing what it checked), 1 on a
     failed check, 2 on a usage or setup error.
 
@@ -44,11 +78,14 @@ By hand: browser_check.py --ui-port 8099 --url http://127.0.0.1:8080 \\
 (with the collector's ui_url at http://127.0.0.1:8099/ui.html).
 """
 import argparse
+import base64
 import ctypes
+import datetime
 import hashlib
 import http.server
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -58,9 +95,14 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import zoneinfo
 
 PAGE_WAIT_S = 20       # each wait in the browser
+UI_SILENT_S = 40       # "Open" on a UI that never answers (the page's deadline is 10 s)
+SCREEN_W = 1280
+ZONE = "Asia/Kolkata"  # Chromium's TZ: an offset that is not whole hours
 DRIVER_START_S = 15    # chromedriver's "started successfully" line
 STDIN_WAIT_S = 120     # the test's JSON line
 HTTP_TIMEOUT_S = 30    # one WebDriver command
@@ -76,7 +118,7 @@ CHROMIUM_ARGS = [
     "--disable-domain-reliability", "--disable-client-side-phishing-detection",
     "--disable-features=Translate,OptimizationHints,MediaRouter",
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--window-size=1200,900",
+    "--window-size=1280,800",
 ]
 
 
@@ -131,11 +173,27 @@ window.addEventListener('message', async (e) => {
 """
 
 
+# A UI that loads but never answers: it counts the PINGs it hears.
+STAND_IN_SILENT = """<!doctype html>
+<html><head><meta charset="utf-8"><title>silent stand-in</title></head>
+<body data-pings="0"><p>a page that is not the Perfetto UI</p>
+<script>
+'use strict';
+window.addEventListener('message', (e) => {
+  if (e.data === 'PING') document.body.dataset.pings = String(Number(document.body.dataset.pings) + 1);
+});
+</script></body></html>
+"""
+
+
 class StandIn:
-    """The stand-in UI on 127.0.0.1:|port| (0: any), in a thread."""
+    """The stand-in UI on 127.0.0.1:|port| (0: any), in a thread; with
+    |silent| set, a page that never answers."""
 
     def __init__(self, port):
         self.trusted_origin = None  # set before the page may open it
+        self.silent = False
+        self.stopped = False
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -143,7 +201,8 @@ class StandIn:
                 if self.path.split("?")[0] != "/ui.html" or not outer.trusted_origin:
                     self.send_error(404)
                     return
-                body = (STAND_IN % json.dumps(outer.trusted_origin)).encode()
+                body = (STAND_IN_SILENT if outer.silent
+                        else STAND_IN % json.dumps(outer.trusted_origin)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -160,6 +219,10 @@ class StandIn:
         self.thread.start()
 
     def stop(self):
+        """Closes its port: a connection to it is then refused."""
+        if self.stopped:
+            return
+        self.stopped = True
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
@@ -179,9 +242,11 @@ class ChromeDriver:
     of its own (Chromium runs in it too)."""
 
     def __init__(self, path, log_path):
+        # Chromium inherits the zone the page's times are checked in.
+        env = dict(os.environ, TZ=ZONE)
         self.proc = subprocess.Popen(
             [path, "--port=0", "--log-path=" + log_path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
             stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=die_with_parent)
         self.port = None
@@ -315,16 +380,27 @@ def wait_for(what, probe, ready=bool, timeout=PAGE_WAIT_S):
 TABLE_JS = """
 const t = document.querySelector(arguments[0]);
 if (!t) return null;
-const head = Array.from(t.querySelectorAll('thead th'), (th) => th.textContent);
-return Array.from(t.querySelectorAll('tbody tr'), (tr) => {
-  const row = {'data-id': tr.dataset.id || null};
+const head = Array.from(t.querySelectorAll(':scope > thead th'), (th) => th.textContent);
+return Array.from(t.querySelectorAll(':scope > tbody > tr:not(.why):not(.detail)'), (tr) => {
+  const row = {'data-id': tr.dataset.id || null, 'data-host': tr.dataset.host || null};
   Array.from(tr.cells).forEach((td, i) => { row[head[i] || ('#' + i)] = td.textContent; });
   return row;
 });
 """
 
 
+def api_get(args, path):
+    return json.loads(http_get(args.url + path))
+
+
 def check_page(s, args):
+    if args.down:
+        # The API first: the page shows what it says when it loads.
+        def down(hosts):
+            return [h for h in hosts["hosts"]
+                    if h["host"] == args.down and h["state"] != "tracing" and h["why"]]
+        wait_for("page: the API says host %s is down, and why" % args.down,
+                 lambda: api_get(args, "/api/v1/hosts"), down)
     s.get(args.url + "/")
     wait_for("page: document.body.dataset.loaded === '1' (app.js ran and loaded the API)",
              lambda: s.js("return document.body && document.body.dataset.loaded === '1';"))
@@ -368,12 +444,16 @@ def check_page(s, args):
     check(len(hosts) == len(args.host),
           "page: #hosts has %d rows, want %d: %r" % (len(hosts), len(args.host), hosts))
     for want in args.host:
-        got = [h for h in hosts
-               if h.get("host") == want or (h.get("host") or "").startswith(want + " (")]
+        got = [h for h in hosts if h.get("data-host") == want]
         check(len(got) == 1, "page: #hosts lists host %s once: %r" % (want, hosts))
+        if want == args.down:
+            # Down since the partial snapshot: not tracing, and why.
+            check(got[0].get("state") != "tracing" and got[0].get("why"),
+                  "page: host %s (its relay killed) reads %r" % (want, got[0]))
+            continue
         check(got[0].get("state") == "tracing",
               "page: host %s's state is %r, not 'tracing'" % (want, got[0].get("state")))
-    return "page: / loaded, snapshot %s complete 2/2, hosts %s tracing" % (
+    return "page: / loaded, snapshot %s complete 2/2, hosts %s listed" % (
         args.snapshot, ", ".join(args.host))
 
 
@@ -441,11 +521,294 @@ def check_open_ui(s, args, ui_url, want_len, want_sha):
             "foreign-origin messages ignored" % (ui_url, want_len, got["title"]))
 
 
-def check_console(s):
+LAYOUT_JS = """
+const out = {inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
+             cols: [], inside: []};
+for (const sel of arguments[0]) {
+  for (const th of document.querySelectorAll(sel)) {
+    const r = th.getBoundingClientRect();
+    out.cols.push({table: sel, th: th.textContent, right: r.right, width: r.width});
+  }
+}
+for (const e of document.querySelectorAll(arguments[1])) {
+  const r = e.getBoundingClientRect(), c = e.closest('td').getBoundingClientRect();
+  out.inside.push({what: e.className + ' ' + e.textContent, right: r.right, cell: c.right,
+                   width: r.width});
+}
+return out;
+"""
+
+
+def check_layout(s, args, extra_tables=()):
+    tables = ["#snapshots > thead th", "#hosts > thead th"] + list(extra_tables)
+    got = s.js(LAYOUT_JS, tables, "#snapshots a.download, #snapshots button.open-ui, "
+               "#snapshots a.download-host, #snapshots button.open-host")
+    check(got["inner"] <= SCREEN_W,
+          "layout: the window is %r px wide, want at most %d" % (got["inner"], SCREEN_W))
+    check(got["scroll"] <= got["inner"],
+          "layout: the page is %r px wide in a %r px window" % (got["scroll"], got["inner"]))
+    for t in tables:
+        check(any(c["table"] == t for c in got["cols"]), "layout: no columns for %s" % t)
+    for c in got["cols"]:
+        check(c["right"] <= got["inner"] and c["width"] >= 24,
+              "layout: column %r of %s ends at %.0f px and is %.0f px wide (window %r)"
+              % (c["th"], c["table"], c["right"], c["width"], got["inner"]))
+    check(got["inside"], "layout: no download links or Open buttons")
+    for e in got["inside"]:
+        check(e["width"] > 0 and e["right"] <= e["cell"] + 0.5,
+              "layout: %r ends at %.0f px, past its cell's %.0f px"
+              % (e["what"], e["right"], e["cell"]))
+    ids = s.js("return Array.from(document.querySelectorAll('#snapshots button.toggle'),"
+               " (b) => [b.textContent, b.parentElement.scrollWidth, b.parentElement.clientWidth]);")
+    for text, sw, cw in ids:
+        check(sw <= cw, "layout: the id %r is cut: %r px in %r" % (text, sw, cw))
+    return "layout: %d columns of %d tables within %r px, %d links and buttons in their cells" % (
+        len(got["cols"]), len(tables), got["inner"], len(got["inside"]))
+
+
+CUT_JS = """
+const e = document.querySelector(arguments[0]);
+if (!e) return null;
+const t = document.querySelector('#snapshots').getBoundingClientRect();
+return {text: e.textContent, title: e.title, sw: e.scrollWidth, cw: e.clientWidth,
+        h: e.getBoundingClientRect().height, open: e.classList.contains('open'),
+        table: t.right};
+"""
+
+
+def check_cut(s, args):
+    reason = api_get(args, "/api/v1/snapshots/" + args.partial)["snapshot"]["reason"]
+    check(len(reason) > 200, "cut: the partial snapshot's reason is only %r" % reason)
+    sel = '#snapshots tr[data-id="%s"] td.reason .cut' % args.partial
+    before = s.js(CUT_JS, sel)
+    check(before, "cut: no %s" % sel)
+    check(before["sw"] > before["cw"],
+          "cut: the reason is not cut: %r px of text in %r px" % (before["sw"], before["cw"]))
+    check(before["title"] == reason and before["text"] == reason,
+          "cut: the reason's title %r / text %r is not the API's %r"
+          % (before["title"], before["text"], reason))
+    s.click(sel)
+    after = wait_for("cut: the reason opens whole on a click", lambda: s.js(CUT_JS, sel),
+                     lambda d: d and d["open"])
+    check(after["sw"] <= after["cw"] + 1 and after["h"] > before["h"],
+          "cut: opened, the reason is %r px of text in %r px, %r px high (was %r)"
+          % (after["sw"], after["cw"], after["h"], before["h"]))
+    check(after["table"] <= SCREEN_W,
+          "cut: opened, the reason widens the table to %r px" % after["table"])
+    s.click(sel)
+    wait_for("cut: a second click cuts it again", lambda: s.js(CUT_JS, sel),
+             lambda d: d and not d["open"])
+    return "cut: a %d-character reason cut in %d px, whole in its title and on a click" % (
+        len(reason), before["cw"])
+
+
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$")
+
+
+def check_times(s, args):
+    cells = s.js("return Array.from(document.querySelectorAll('td.time'), (td) => ("
+                 "{text: td.textContent, sw: td.scrollWidth, cw: td.clientWidth,"
+                 " id: td.parentElement.dataset.id || td.parentElement.dataset.host}));")
+    shown = [c for c in cells if c["text"]]
+    check(shown, "times: no time cells: %r" % cells)
+    for c in shown:
+        check(TIME_RE.match(c["text"]), "times: %r (row %s) does not end with its zone"
+              % (c["text"], c["id"]))
+        check(c["sw"] <= c["cw"], "times: %r (row %s) is cut: %r px in %r"
+              % (c["text"], c["id"], c["sw"], c["cw"]))
+    ms = api_get(args, "/api/v1/snapshots/" + args.snapshot)["snapshot"]["started_ms"]
+    want = datetime.datetime.fromtimestamp(ms / 1000, zoneinfo.ZoneInfo(ZONE)).strftime(
+        "%Y-%m-%d %H:%M:%S") + " +05:30"
+    got = [c["text"] for c in shown if c["id"] == args.snapshot]
+    check(got == [want], "times: snapshot %s's time reads %r, want [%r] (%s)"
+          % (args.snapshot, got, want, ZONE))
+    return "times: %d cells with their zone; %s in %s" % (len(shown), want, ZONE)
+
+
+PARTIAL_JS = """
+const id = arguments[0];
+const why = Array.from(document.querySelectorAll(
+    '#snapshots tr.why[data-of="' + id + '"] .host-why'), (d) => ({
+  host: d.dataset.host, text: d.textContent,
+  error: (d.querySelector('.cut.error') || {}).title || null}));
+const det = document.querySelector('#snapshots tr.detail[data-of="' + id + '"] table.snap-hosts');
+const hosts = det && Array.from(det.querySelectorAll(':scope > tbody > tr'), (tr) => ({
+  host: tr.dataset.host, outcome: tr.cells[1].textContent,
+  window: tr.querySelector('td.window').textContent,
+  download: (tr.querySelector('a.download-host') || {}).getAttribute
+      ? tr.querySelector('a.download-host').getAttribute('href') : null,
+  open: !!tr.querySelector('button.open-host')}));
+return {why: why, hosts: hosts};
+"""
+
+
+def check_partial(s, args):
+    d = api_get(args, "/api/v1/snapshots/" + args.partial)
+    failed = {h["host"]: h["error"] for h in d["hosts"] if h["outcome"] != "ok"}
+    check(list(failed) == [args.down] and failed[args.down],
+          "partial: the API's snapshot %s has failed hosts %r, want %s with an error"
+          % (args.partial, failed, args.down))
+    got = wait_for("partial: the row under snapshot %s names its failed host" % args.partial,
+                   lambda: s.js(PARTIAL_JS, args.partial), lambda g: g["why"])
+    check([w["host"] for w in got["why"]] == [args.down],
+          "partial: under snapshot %s the page names %r, want [%s]"
+          % (args.partial, got["why"], args.down))
+    check(got["why"][0]["error"] == failed[args.down]
+          and failed[args.down] in got["why"][0]["text"],
+          "partial: host %s's error on the page %r is not the API's %r"
+          % (args.down, got["why"][0], failed[args.down]))
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.partial)
+    got = wait_for("partial: snapshot %s's detail lists its hosts" % args.partial,
+                   lambda: s.js(PARTIAL_JS, args.partial), lambda g: g["hosts"])
+    by = {h["host"]: h for h in got["hosts"]}
+    check(sorted(by) == sorted(h["host"] for h in d["hosts"]),
+          "partial: the detail lists %r, the API %r" % (sorted(by), d["hosts"]))
+    for h in d["hosts"]:
+        row = by[h["host"]]
+        check(row["outcome"] == h["outcome"], "partial: host %s's outcome reads %r, the API's %r"
+              % (h["host"], row["outcome"], h["outcome"]))
+        if h["outcome"] == "failed":
+            check(not row["download"] and not row["open"],
+                  "partial: failed host %s offers its data: %r" % (h["host"], row))
+            continue
+        href = "/api/v1/snapshots/%s/trace?host=%s" % (args.partial,
+                                                       urllib.parse.quote(h["host"], safe=""))
+        check(row["download"] == href and row["open"],
+              "partial: host %s's download is %r (want %r), Open %r"
+              % (h["host"], row["download"], href, row["open"]))
+        check(re.search(r" (UTC|[+-]\d\d:\d\d) \+ ", row["window"]),
+              "partial: host %s's window %r lacks its zone" % (h["host"], row["window"]))
+    return "partial: snapshot %s names %s and why under its row; its detail lists %d hosts" % (
+        args.partial, args.down, len(d["hosts"]))
+
+
+def screenshot(s):
+    path = os.environ.get("TG_BROWSER_SCREENSHOT")
+    if not path:
+        return
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(s.cmd("GET", "/screenshot")))
+    print("browser_check: screenshot in %s" % path, flush=True)
+
+
+def page_ids(s):
+    return s.js("return Array.from(document.querySelectorAll("
+                "'#snapshots > tbody > tr[data-id]'), (tr) => tr.dataset.id);")
+
+
+def set_input(s, css, value):
+    e = s.find(css)
+    s.cmd("POST", "/element/%s/clear" % e, {})
+    if value:
+        s.cmd("POST", "/element/%s/value" % e, {"text": value})
+
+
+def check_filters(s, args):
+    seen = []
+    for trigger, host, state in [("", "", "partial"), ("nosuch", "", ""),
+                                 ("", args.down, ""), ("operator", "", "complete")]:
+        set_input(s, "#f-trigger", trigger)
+        set_input(s, "#f-host", host)
+        s.click('#f-state option[value="%s"]' % state)
+        s.click('#filters button[type="submit"]')
+        q = urllib.parse.urlencode([("limit", "100")] + [
+            (k, v) for k, v in (("trigger", trigger), ("host", host), ("state", state)) if v])
+        wait_for("filters: the page loads ?%s" % q,
+                 lambda: s.js("return document.body.dataset.filter;"), lambda f: f == q)
+        want = [x["id"] for x in api_get(args, "/api/v1/snapshots?" + q)["snapshots"]]
+        got = page_ids(s)
+        check(got == want, "filters: ?%s lists %r on the page, %r in the API" % (q, got, want))
+        empty = s.js("return !document.querySelector('#empty').hidden;")
+        check(empty == (not want), "filters: ?%s: 'no snapshot matches' shown %r for %d rows"
+              % (q, empty, len(want)))
+        seen.append("%s: %d" % (q, len(want)))
+    counts = [int(x.rsplit(" ", 1)[1]) for x in seen]
+    check(len(set(counts)) > 1, "filters: every filter listed as many rows: %r" % seen)
+    s.click("#f-clear")
+    wait_for("filters: Clear loads the whole list",
+             lambda: s.js("return document.body.dataset.filter;"), lambda f: f == "limit=100")
+    want = [x["id"] for x in api_get(args, "/api/v1/snapshots?limit=100")["snapshots"]]
+    check(page_ids(s) == want, "filters: cleared, the page lists %r, the API %r"
+          % (page_ids(s), want))
+    return "filters: " + "; ".join(seen) + "; Clear lists all %d" % len(want)
+
+
+STATUS_JS = """
+const st = document.querySelector('#status');
+const a = st.querySelector('a.fallback-download');
+return {open: st.dataset.open || null, text: st.textContent,
+        href: a ? a.getAttribute('href') : null};
+"""
+
+
+def open_ui_window(s, args):
+    """Clicks the snapshot's Open; returns (the page's handle, the new
+    window's)."""
+    page = s.cmd("GET", "/window")
+    before = set(s.handles())
+    s.click('#snapshots tr[data-id="%s"] button.open-ui' % args.snapshot)
+    new = wait_for("a new window after the click",
+                   lambda: [h for h in s.handles() if h not in before])
+    return page, new[0]
+
+
+def close_window(s, page, win):
+    s.cmd("POST", "/window", {"handle": win})
+    s.cmd("DELETE", "/window")
+    s.cmd("POST", "/window", {"handle": page})
+
+
+def check_ui_silent(s, args, stand_in):
+    stand_in.silent = True
+    start = time.monotonic()
+    page, win = open_ui_window(s, args)
+    got = wait_for("ui-silent: #status says the UI did not answer",
+                   lambda: s.js(STATUS_JS), lambda g: g["open"] == "silent",
+                   timeout=UI_SILENT_S)
+    took = time.monotonic() - start
+    href = "/api/v1/snapshots/%s/trace" % args.snapshot
+    check(got["href"] == href, "ui-silent: #status offers %r, want %r" % (got, href))
+    s.cmd("POST", "/window", {"handle": win})
+    pings = int(s.js("return document.body ? document.body.dataset.pings : '0';") or 0)
+    s.cmd("POST", "/window", {"handle": page})
+    check(pings >= 1, "ui-silent: the silent UI heard no PING")
+    close_window(s, page, win)
+    return "ui-silent: said after %.1f s (%d PINGs unanswered), download offered" % (took, pings)
+
+
+def check_ui_unreachable(s, args, stand_in, download_dir, want_len, want_sha):
+    stand_in.stop()
+    for n in os.listdir(download_dir):
+        os.remove(os.path.join(download_dir, n))
+    start = time.monotonic()
+    page, win = open_ui_window(s, args)
+    s.cmd("POST", "/window", {"handle": page})
+    got = wait_for("ui-unreachable: #status says the UI cannot be reached",
+                   lambda: s.js(STATUS_JS), lambda g: g["open"] == "unreachable")
+    took = time.monotonic() - start
+    href = "/api/v1/snapshots/%s/trace" % args.snapshot
+    check(got["href"] == href, "ui-unreachable: #status offers %r, want %r" % (got, href))
+    s.click("#status a.fallback-download")
+    name = "tracegate-%s.pftrace" % args.snapshot
+    names = wait_for("ui-unreachable: the offered download finishes",
+                     lambda: sorted(os.listdir(download_dir)),
+                     lambda ns: ns and not any(n.endswith(".crdownload") or n.startswith(".")
+                                               for n in ns))
+    check(names == [name], "ui-unreachable: the download saved %r, want [%r]" % (names, name))
+    path = os.path.join(download_dir, name)
+    check(os.path.getsize(path) == want_len and sha256_file(path) == want_sha,
+          "ui-unreachable: the offered download is not the snapshot's bytes")
+    close_window(s, page, win)
+    return "ui-unreachable: said after %.1f s; the offered download is the snapshot's %d bytes" % (
+        took, want_len)
+
+
+def check_console(s, allowed=()):
     """Both windows' console: no error (a CSP violation, an uncaught
     exception) but the favicon's 404, which neither server serves."""
     errors = [e.get("message") for e in s.browser_log()
-              if e.get("level") == "SEVERE" and "/favicon.ico " not in e.get("message", "")]
+              if e.get("level") == "SEVERE" and "/favicon.ico " not in e.get("message", "")
+              and not any(a in e.get("message", "") for a in allowed)]
     check(not errors, "console: errors in the browser: %r" % errors)
     return "console: no errors (CSP violations, exceptions)"
 
@@ -467,6 +830,8 @@ def read_job(args):
     args.url, args.snapshot, args.trace = job["url"], job["snapshot"], job["trace"]
     args.host = list(job.get("hosts", []))
     args.failed = job.get("failed")
+    args.partial = job.get("partial")
+    args.down = job.get("down")
 
 
 def main():
@@ -481,6 +846,8 @@ def main():
     ap.add_argument("--trace", help="that snapshot's file, as the API served it")
     ap.add_argument("--host", action="append", default=[], help="a host (repeat)")
     ap.add_argument("--failed", help="a failed snapshot's id (optional)")
+    ap.add_argument("--partial", help="a partial snapshot's id (optional)")
+    ap.add_argument("--down", help="the host that failed in it")
     args = ap.parse_args()
     for exe in (args.chromium, args.chromedriver):
         if not os.access(exe, os.X_OK):
@@ -522,6 +889,17 @@ def main():
         passed(check_download(session, args, download_dir, want_len, want_sha))
         passed(check_open_ui(session, args, ui_url, want_len, want_sha))
         passed(check_console(session))
+        passed(check_layout(session, args))
+        passed(check_times(session, args))
+        if args.partial and args.down:
+            passed(check_cut(session, args))
+            passed(check_partial(session, args))
+            passed(check_layout(session, args, ["table.snap-hosts > thead th"]))
+            screenshot(session)
+            passed(check_filters(session, args))
+        passed(check_ui_silent(session, args, stand_in))
+        passed(check_ui_unreachable(session, args, stand_in, download_dir, want_len, want_sha))
+        passed(check_console(session, allowed=["127.0.0.1:%d" % stand_in.port]))
     except CheckFailed as e:
         print("browser_check: FAILED: %s" % e, file=sys.stderr)
         if session:
