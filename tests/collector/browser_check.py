@@ -56,8 +56,9 @@ Checks, each a separate assertion that names what differed:
      UI's address.
 
 TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
-1280x800 (the partial snapshot's detail open) to PATH, for a person to
-look at.
+1280x800 (the partial snapshot's detail open) to PATH, and one with the
+unreachable UI's message to PATH with "-offline" before ".png", for a
+person to look at.
 
 Protocol with the test (race-free: the UI port is known before the
 collector's config is written):
@@ -682,10 +683,11 @@ def check_partial(s, args):
         args.partial, args.down, len(d["hosts"]))
 
 
-def screenshot(s):
+def screenshot(s, suffix=""):
     path = os.environ.get("TG_BROWSER_SCREENSHOT")
     if not path:
         return
+    path = path[:-4] + suffix + path[-4:] if suffix and path.endswith(".png") else path + suffix
     with open(path, "wb") as f:
         f.write(base64.b64decode(s.cmd("GET", "/screenshot")))
     print("browser_check: screenshot in %s" % path, flush=True)
@@ -794,6 +796,7 @@ def check_ui_unreachable(s, args, stand_in, download_dir, want_len, want_sha):
                      lambda: sorted(os.listdir(download_dir)),
                      lambda ns: ns and not any(n.endswith(".crdownload") or n.startswith(".")
                                                for n in ns))
+    screenshot(s, "-offline")
     check(names == [name], "ui-unreachable: the download saved %r, want [%r]" % (names, name))
     path = os.path.join(download_dir, name)
     check(os.path.getsize(path) == want_len and sha256_file(path) == want_sha,

@@ -446,7 +446,7 @@ function hostRow(x) {
   tr.dataset.host = x.host;
   const label = hostLabel(x);
   const hc = cell(tr, label + (x.hostname && x.hostname !== label ? ' (' + x.hostname + ')' : ''));
-  hc.title = x.host;
+  hc.title = [...new Set([x.name, x.host, x.hostname].filter((v) => v))].join(', ');
   const sc = cell(tr, x.state, x.state);
   if (x.restarts || x.failures)
     sc.title = (x.restarts || 0) + ' restarts, ' + (x.failures || 0) + ' failures';
@@ -490,6 +490,8 @@ async function load() {
   const [s, h] = await Promise.all([getJson('/api/v1/snapshots?' + listQuery()),
                                     getJson('/api/v1/hosts')]);
   if (gen !== loading) return; // a newer load (a filter changed) wins
+  const listed = new Set(s.snapshots.map((x) => x.id));
+  for (const id of view.details.keys()) if (!listed.has(id)) view.details.delete(id);
   const sb = $('#snapshots tbody');
   sb.replaceChildren(...s.snapshots.flatMap(snapshotRows));
   $('#empty').hidden = s.snapshots.length > 0;
