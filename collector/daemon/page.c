@@ -26,17 +26,18 @@
  * problems, a download and an Open per host), and filters the list by
  * trigger, host and state (the list's own arguments).
  *
- * The page is static; the only value put into it is the UI's URL, which
+ * The page is static; the only values put into it are the UI's URL, which
  * the config checked (http(s), no blanks, quotes or angle brackets) and
  * which is HTML-escaped here all the same, at the page's one
- * "{{ui_url}}". The script and the style are served apart so that the
+ * "{{ui_url}}", and at its one "{{ui_probe}}" whether the policy lets the
+ * page probe the UI ("1" or "0"). The script and the style are served apart so that the
  * Content-Security-Policy allows no inline script or style at all. Its
  * connect-src holds, beside 'self', the UI's origin alone, for the probe:
  * the operator chose that origin (the trace goes to it anyway), the
  * page's only script is ours, and a no-cors answer is opaque to it; an
  * origin that does not parse as a plain scheme://host[:port] is left
- * out, and the page then learns that the UI is missing from the deadline
- * only.
+ * out ("{{ui_probe}}" is then "0"), and the page learns that the UI is
+ * missing from the deadline only.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,6 +50,9 @@
 #include "common/log.h"
 
 #define UI_URL_MARK "{{ui_url}}"
+/* "1" when the policy's connect-src holds the UI's origin (the probe may
+ * run), else "0". */
+#define UI_PROBE_MARK "{{ui_probe}}"
 
 int coll_page_origin(char *out, size_t cap, const char *url) {
   size_t scheme = !strncmp(url, "https://", 8)  ? 8
@@ -115,15 +119,36 @@ static void html_escape(FILE *f, const char *s) {
   }
 }
 
+/* |mark| once in |html|: where, or NULL. */
+static const char *once(const char *html, const char *mark) {
+  const char *at = strstr(html, mark);
+  return at && !strstr(at + 1, mark) ? at : NULL;
+}
+
 int coll_page_render(FILE *f, const char *ui_url) {
   const coll_page_asset_t *a = coll_page_asset("index.html");
   const char *html = a ? (const char *)a->bytes : NULL;
-  const char *mark = html ? strstr(html, UI_URL_MARK) : NULL;
-  /* index.html is ours: test_collector_routes checks it has one mark. */
-  if (!mark || strstr(mark + 1, UI_URL_MARK)) return -1;
-  fwrite(html, 1, (size_t)(mark - html), f);
-  html_escape(f, ui_url);
-  fputs(mark + strlen(UI_URL_MARK), f);
+  /* index.html is ours: test_collector_routes checks it has each mark
+   * once. */
+  const char *url = html ? once(html, UI_URL_MARK) : NULL;
+  const char *probe = html ? once(html, UI_PROBE_MARK) : NULL;
+  if (!url || !probe) return -1;
+  char origin[TG_COLL_CONFIG_URL_MAX + 1];
+  const char *flag = coll_page_origin(origin, sizeof(origin), ui_url) == 0 ? "1" : "0";
+  const char *first = url < probe ? url : probe;
+  const char *second = url < probe ? probe : url;
+  const char *p = html;
+  for (const char *m = first; m; m = m == first ? second : NULL) {
+    fwrite(p, 1, (size_t)(m - p), f);
+    if (m == url) {
+      html_escape(f, ui_url);
+      p = m + strlen(UI_URL_MARK);
+    } else {
+      fputs(flag, f);
+      p = m + strlen(UI_PROBE_MARK);
+    }
+  }
+  fputs(p, f);
   return 0;
 }
 
@@ -138,7 +163,8 @@ void coll_page_send(coll_t *c, tg_http_exchange_t *x) {
   int rv = coll_page_render(f, c->cfg.ui_url);
   fclose(f);
   if (rv < 0) {
-    TG_ERROR("web page: the embedded index.html lacks its one " UI_URL_MARK);
+    TG_ERROR("web page: the embedded index.html lacks its one " UI_URL_MARK
+             " or " UI_PROBE_MARK);
     tg_http_respond(x, 500, NULL, NULL, 0);
     free(buf);
     return;

@@ -20,7 +20,9 @@ extern const size_t coll_page_n_assets;
 const coll_page_asset_t *coll_page_asset(const char *name);
 
 /* Writes the page (index.html) to |f| with |ui_url| HTML-escaped at its
- * mark. 0, or -1 when index.html does not have exactly one mark. */
+ * mark, and at the probe's mark "1" when coll_page_origin() takes
+ * |ui_url| (the CSP then lets the page probe it), else "0". 0, or -1
+ * when index.html does not have each mark exactly once. */
 int coll_page_render(FILE *f, const char *ui_url);
 
 /* The origin of |url| (an http(s) URL: ui_url) as a CSP source

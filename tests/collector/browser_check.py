@@ -46,13 +46,17 @@ Checks, each a separate assertion that names what differed:
   9. filters: state, trigger and host, set through the form, load the list
      the API gives for the same arguments (the same ids, in order), a
      filter matching nothing says so, and Clear lists everything again.
- 10. ui-silent: with the stand-in answering no PING, "Open in Perfetto UI"
+ 10. problems: a host's name and a data source's problem, as the API
+     gives them, rendered by the page's own functions in the hosts table
+     and in a snapshot's detail: the name shown for the host, the problem
+     with its code, data source and why, in red, cut in its cell.
+ 11. ui-silent: with the stand-in answering no PING, "Open in Perfetto UI"
      says so in #status (data-open="silent") within a bound, after the
      stand-in saw PINGs, and offers the snapshot's download.
- 11. ui-unreachable: with the stand-in's port closed, "Open" says so
+ 12. ui-unreachable: with the stand-in's port closed, "Open" says so
      (data-open="unreachable") within a bound, and the download it offers
      saves the snapshot's bytes.
- 12. console again: no error but the favicon's and those about the closed
+ 13. console again: no error but the favicon's and those about the closed
      UI's address.
 
 TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
@@ -411,6 +415,9 @@ def check_page(s, args):
                  "return td ? getComputedStyle(td).textAlign : null;")
     check(align == "right",
           "page: style.css not applied (a td.n cell's text-align is %r)" % (align,))
+    # The stand-in's URL is a plain origin: page.c lets the page probe it.
+    probe = s.js("return document.querySelector('#status').dataset.probe;")
+    check(probe == "1", "page: #status's data-probe is %r, want '1'" % (probe,))
     rows = s.js(TABLE_JS, "#snapshots")
     mine = [r for r in rows if r["data-id"] == args.snapshot]
     check(len(mine) == 1, "page: #snapshots lists snapshot %s once; rows: %r"
@@ -683,6 +690,61 @@ def check_partial(s, args):
         args.partial, args.down, len(d["hosts"]))
 
 
+# The fields other parts of the collector fill (a host's name, a data
+# source's problems) rendered from an answer shaped as the API's, in the
+# page's own functions (app.js is a classic script: its functions are the
+# window's), then removed.
+PROBLEMS_JS = """
+const why = arguments[0];
+const problem = {kind: 'data_source', data_source: 'linux.ftrace', code: 'TG-6004', why: why};
+const out = {};
+const tr = hostRow({host: '10.9.9.9:7001', name: 'db-7', hostname: 'db-7.example',
+                    state: 'tracing', since_ms: Date.now(), why: '', problems: [problem]});
+document.querySelector('#hosts tbody').appendChild(tr);
+const p = tr.querySelector('.problem');
+out.host = {label: tr.cells[0].textContent, text: p.textContent, title: p.title,
+            color: getComputedStyle(p).color, cut: p.scrollWidth > p.clientWidth,
+            right: tr.getBoundingClientRect().right};
+tr.remove();
+const det = document.createElement('tr');
+det.className = 'detail';
+const td = det.insertCell();
+td.colSpan = 9;
+document.querySelector('#snapshots tbody').appendChild(det);
+detailInto(td, {snapshot: {id: 'ffffffffffffff01', state: 'complete', started_ms: Date.now(),
+                           finished_ms: Date.now(), trigger: 'operator', reason: '', bytes: 10,
+                           packets: 1, crc32: 1, loss: 0},
+                hosts: [{host: '10.9.9.9:7001', name: 'db-7', outcome: 'ok', error: '',
+                         problems: [problem], bytes: 10, packets: 1, loss: 0,
+                         window_first_ms: Date.now() - 5000, window_last_ms: Date.now()}]});
+const row = td.querySelector('table.snap-hosts > tbody > tr');
+const q = row.querySelector('.problem');
+out.detail = {label: row.cells[0].textContent, text: q.textContent, title: q.title,
+              color: getComputedStyle(q).color, right: row.getBoundingClientRect().right};
+det.remove();
+return out;
+"""
+
+
+def check_problems(s):
+    why = ("cannot enable the ftrace events sched/sched_switch and sched/sched_wakeup: "
+           "tracefs is read-only in this unit's namespace (ProtectKernelTunables=yes); "
+           "the data source runs without them")
+    got = s.js(PROBLEMS_JS, why)
+    for where in ("host", "detail"):
+        g = got[where]
+        check(g["label"].startswith("db-7"), "problems: the %s row names the host %r, "
+              "want its name db-7" % (where, g["label"]))
+        check(g["text"] == g["title"] and "TG-6004" in g["text"]
+              and "linux.ftrace" in g["text"] and why in g["text"],
+              "problems: the %s row's problem reads %r (title %r)" % (where, g["text"], g["title"]))
+        check(g["color"] == "rgb(187, 0, 0)",
+              "problems: the %s row's problem is %s, not red" % (where, g["color"]))
+        check(g["right"] <= SCREEN_W, "problems: the %s row ends at %r px" % (where, g["right"]))
+    check(got["host"]["cut"], "problems: a long problem is not cut in the hosts table")
+    return "problems: a host's name and its data source's problem (code, source, why) in red, cut"
+
+
 def screenshot(s, suffix=""):
     path = os.environ.get("TG_BROWSER_SCREENSHOT")
     if not path:
@@ -900,6 +962,7 @@ def main():
             passed(check_layout(session, args, ["table.snap-hosts > thead th"]))
             screenshot(session)
             passed(check_filters(session, args))
+        passed(check_problems(session))
         passed(check_ui_silent(session, args, stand_in))
         passed(check_ui_unreachable(session, args, stand_in, download_dir, want_len, want_sha))
         passed(check_console(session, allowed=["127.0.0.1:%d" % stand_in.port]))

@@ -292,8 +292,8 @@ static void the_http_counters_are_in_metrics_text(void **state) {
   free(buf);
 }
 
-/* The page's files are embedded whole; the page has its one mark, and
- * the UI's URL goes in escaped. */
+/* The page's files are embedded whole; the page has its two marks, the
+ * UI's URL goes in escaped, and whether the page may probe it. */
 static void the_page_files_are_embedded(void **state) {
   (void)state;
   static const char *const names[] = {"index.html", "style.css", "app.js"};
@@ -314,6 +314,15 @@ static void the_page_files_are_embedded(void **state) {
   assert_non_null(strstr(buf, "<body data-ui=\"https://ui.example/a?b=1&amp;c="
                               "&quot;&#39;&lt;&gt;\">"));
   assert_null(strstr(buf, "{{"));
+  /* A plain origin (what follows it is the path's): the page may probe. */
+  assert_non_null(strstr(buf, " data-probe=\"1\">"));
+  free(buf);
+  /* A host a CSP source cannot spell: the page may not. */
+  f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  assert_int_equal(coll_page_render(f, "https://ui_example/"), 0);
+  assert_int_equal(fclose(f), 0);
+  assert_non_null(strstr(buf, " data-probe=\"0\">"));
   assert_non_null(strstr(buf, "<script src=\"/app.js\"></script>"));
   assert_non_null(strstr(buf, "href=\"/style.css\""));
   assert_null(strstr(buf, "<style")); /* the CSP allows no inline style */

@@ -155,6 +155,9 @@ function say(text, url, uiState) {
 // that it is not (or that the browser would not let this page reach it).
 // page.c puts the UI's origin in the policy's connect-src for this alone.
 async function probeUi(ui) {
+  // The policy does not name the UI's origin (page.c): a fetch would be
+  // refused whatever the UI's state.
+  if ($('#status').dataset.probe !== '1') return 'unknown';
   // An http: UI from an https: page is mixed content to fetch() but not
   // to a window: the probe could not tell.
   if (location.protocol === 'https:' && ui.startsWith('http:')) return 'unknown';
