@@ -232,20 +232,27 @@ async function openInUi(id, host) {
       warn('the Perfetto UI at ' + origin + ' cannot be reached from this browser ' +
            '(offline, or its address is wrong)', 'unreachable');
   });
+  // Nothing will go to the window when the trace does not come: it is
+  // closed, and the status says why.
+  const failed = (why) => {
+    end();
+    win.close();
+    status('download of ' + what + ' failed: ' + why, null, 'failed');
+  };
   let resp;
   try {
     resp = await fetch(url);
+    if (!resp.ok) {
+      let j = null;
+      try { j = await resp.json(); } catch (e) { /* no JSON reason */ }
+      failed('HTTP ' + resp.status + (j && j.error ? ': ' + j.error : ''));
+      return;
+    }
+    buffer = await resp.arrayBuffer();
   } catch (e) {
-    end();
-    status('download of ' + what + ' failed: ' + e.message, null, 'failed');
+    failed(e.message);
     return;
   }
-  if (!resp.ok) {
-    end();
-    status('download of ' + what + ' failed: HTTP ' + resp.status, null, 'failed');
-    return;
-  }
-  buffer = await resp.arrayBuffer();
   if (over) return;
   // PING from now on, and count the UI's time to answer from now: the
   // trace's download is not the UI's delay.
@@ -481,8 +488,14 @@ function applyFilters() {
   history.replaceState(null, '', hash ? '#' + hash : location.pathname);
   load().catch(showError);
 }
-function options(list, values) {
-  list.replaceChildren(...[...values].sort().map((v) => { const o = el('option'); o.value = v; return o; }));
+// A datalist's suggestions: [value, label] pairs, by value.
+function options(list, pairs) {
+  list.replaceChildren(...[...pairs].sort((a, b) => a[0].localeCompare(b[0])).map(([v, l]) => {
+    const o = el('option');
+    o.value = v;
+    if (l && l !== v) o.label = l;
+    return o;
+  }));
 }
 
 // --- loading ---------------------------------------------------------------------
@@ -500,8 +513,10 @@ async function load() {
   $('#empty').hidden = s.snapshots.length > 0;
   const hb = $('#hosts tbody');
   hb.replaceChildren(...h.hosts.map(hostRow));
-  options($('#triggers'), view.triggers);
-  options($('#host-specs'), new Set(h.hosts.map((x) => x.host)));
+  options($('#triggers'), [...view.triggers].map((t) => [t]));
+  // The list filters by the address a snapshot's hosts are spelt with;
+  // a host's name is the suggestion's label.
+  options($('#host-specs'), h.hosts.map((x) => [x.host, x.name]));
   document.body.dataset.loaded = '1';
   document.body.dataset.filter = listQuery();
 }
