@@ -536,6 +536,8 @@ def check_open_ui(s, args, ui_url, want_len, want_sha):
           "open-ui: a foreign-origin message changed the stand-in: %r -> %r" % (got, after))
     s.cmd("DELETE", "/window")
     s.cmd("POST", "/window", {"handle": page})
+    wait_for("open-ui: #status says the snapshot opened", lambda: s.js(
+        "return document.querySelector('#status').dataset.open;"), lambda o: o == "opened")
     return ("open-ui: PING/PONG with %s, then %d bytes, sha256 equal, title %r; "
             "foreign-origin messages ignored" % (ui_url, want_len, got["title"]))
 

@@ -285,12 +285,29 @@ async function getJson(path) {
   if (!j) throw new Error(path + ': the answer is not JSON');
   return j;
 }
+// At most DETAIL_FETCHES snapshot reads in flight: a list of many
+// partial snapshots reads each once (then from view.details), a few at a
+// time, well under the collector's connections per client.
+const DETAIL_FETCHES = 4;
+let detailsInFlight = 0;
+const detailsWaiting = [];
 async function detailOf(x) {
   const have = view.details.get(x.id);
   if (have) return have;
-  const d = await getJson('/api/v1/snapshots/' + x.id);
-  if (d.snapshot && d.snapshot.state !== 'pending') view.details.set(x.id, d);
-  return d;
+  if (detailsInFlight >= DETAIL_FETCHES)
+    await new Promise((go) => detailsWaiting.push(go));
+  detailsInFlight++;
+  try {
+    const again = view.details.get(x.id); // read while this one waited
+    if (again) return again;
+    const d = await getJson('/api/v1/snapshots/' + x.id);
+    if (d.snapshot && d.snapshot.state !== 'pending') view.details.set(x.id, d);
+    return d;
+  } finally {
+    detailsInFlight--;
+    const next = detailsWaiting.shift();
+    if (next) next();
+  }
 }
 // What a partial or failed snapshot's hosts say: each host that failed
 // (or failed part-way) and why, and each data source that failed.
