@@ -1,16 +1,15 @@
 /* The web page at /, its script at /app.js and its style at /style.css
  * (api.c routes them; the files are collector/daemon/page/, embedded at
  * build time: page_assets.h): the snapshots, newest first, with their
- * trigger, hosts, size and loss; the hosts and their state; a download link per snapshot, and "Open in
- * Perfetto UI", which fetches the trace and hands it to the UI through the
- * UI's documented postMessage handshake: open the UI's URL, send 'PING'
- * until it answers 'PONG', then send {perfetto: {buffer, title,
- * fileName}} to the UI's origin (never '*'). The UI's window keeps its
- * opener: the UI takes messages only from its opener (or the page that
- * frames it), so 'noopener' would leave it deaf (docs/security.md). A
- * failed snapshot's row says why (its failure text), with no hosts or
- * size to show.
- *
+ * trigger, hosts, size and loss; the hosts and their state; a download
+ * link per snapshot, and "Open in Perfetto UI", which fetches the trace
+ * and hands it to the UI through the UI's documented postMessage
+ * handshake: open the UI's URL, send 'PING' until it answers 'PONG', then
+ * send {perfetto: {buffer, title, fileName}} to the UI's origin (never
+ * '*'). The UI's window keeps its opener: the UI takes messages only from
+ * its opener (or the page that frames it), so 'noopener' would leave it
+ * deaf (docs/security.md). A failed snapshot's row says why (its failure
+ * text), with no hosts or size to show.
  *
  * When the UI is not there (a laptop offline, a self-hosted UI down), the
  * page says so within seconds and offers the download instead: a probe,
@@ -19,25 +18,27 @@
  * a deadline (app.js: openInUi). The handshake goes on meanwhile, so a
  * UI that answers late still gets the trace.
  *
- * Besides, the page shows times with their zone, cuts long texts (a
- * reason, an error) to their cell with the whole text on a click, names
- * under a partial snapshot's row each host that failed and why, opens a
- * snapshot's detail (its hosts, outcomes, windows, loss, data source
- * problems, a download and an Open per host), and filters the list by
- * trigger, host and state (the list's own arguments).
+ * Besides, the page fits a 1280 px screen (fixed column widths), shows
+ * times with their zone, cuts long texts (a reason, an error, a problem)
+ * to their cell with the whole text on a click, names under a partial
+ * snapshot's row each host that failed and why, opens a snapshot's
+ * detail (its hosts, outcomes, windows, loss, data source problems, a
+ * download and an Open per host), and filters the list by trigger, host
+ * and state (the list's own arguments).
  *
  * The page is static; the only values put into it are the UI's URL, which
  * the config checked (http(s), no blanks, quotes or angle brackets) and
  * which is HTML-escaped here all the same, at the page's one
- * "{{ui_url}}", and at its one "{{ui_probe}}" whether the policy lets the
- * page probe the UI ("1" or "0"). The script and the style are served apart so that the
- * Content-Security-Policy allows no inline script or style at all. Its
- * connect-src holds, beside 'self', the UI's origin alone, for the probe:
- * the operator chose that origin (the trace goes to it anyway), the
- * page's only script is ours, and a no-cors answer is opaque to it; an
- * origin that does not parse as a plain scheme://host[:port] is left
- * out ("{{ui_probe}}" is then "0"), and the page learns that the UI is
- * missing from the deadline only.
+ * "{{ui_url}}", and, at its one "{{ui_probe}}", whether the policy lets
+ * the page probe the UI ("1" or "0"). The script and the style are served
+ * apart so that the Content-Security-Policy allows no inline script or
+ * style at all. Its connect-src holds, beside 'self', the UI's origin
+ * alone, for the probe: the operator chose that origin (the trace goes to
+ * it anyway), the page's only script is ours, and a no-cors answer is
+ * opaque to it. An origin that does not parse as a plain
+ * scheme://host[:port] (nothing that could end a source or add a
+ * directive) is left out, "{{ui_probe}}" is then "0", and the page learns
+ * that the UI is missing from the deadline alone.
  */
 #include <stdbool.h>
 #include <stdio.h>
