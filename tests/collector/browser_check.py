@@ -26,6 +26,47 @@ Checks, each a separate assertion that names what differed:
      message from another origin is counted and changes nothing.
   4. console: no error in the browser's console (a CSP violation, an
      uncaught exception) but the favicon's 404.
+Checks 5 to 13 are in browser_screen.py.
+  5. layout, in a 1280x800 window: every column of every table (a
+     snapshot's detail's too) has its right edge within the window, no
+     column is squeezed to nothing, the page does not scroll sideways,
+     and a row's download link and Open button lie inside their cell.
+  6. cut: the partial snapshot's long reason is cut to its cell (wider
+     than it), its title and text are the API's whole reason, and a click
+     opens it whole (no longer cut) with the table still within the
+     window.
+  7. times: every time cell reads "YYYY-MM-DD hh:mm:ss ZONE" (ZONE "UTC"
+     or "+hh:mm"), uncut; Chromium runs with TZ=Asia/Kolkata, and the
+     complete snapshot's time is the API's started_ms in that zone,
+     "+05:30".
+  8. partial: under the partial snapshot's row, each host the API says
+     failed is named with its error (the API's text), and no other host;
+     the snapshot's detail lists every host with the API's outcome, a
+     window with its zone for a host with data, and a per-host download
+     (?host=) and Open for it, none for the failed host.
+  9. filters: state, trigger and host, set through the form, load the list
+     the API gives for the same arguments (the same ids, in order), a
+     filter matching nothing says so, and Clear lists everything again.
+  9b. per-host: where the API takes ?host=, the partial snapshot's detail's
+     download and Open for its host that has data give the API's bytes
+     for that host (said as not checked where the API refuses ?host=).
+ 10. problems: a host's name and a data source's problem, as the API
+     gives them, rendered by the page's own functions in the hosts table
+     and in a snapshot's detail: the name shown for the host, the problem
+     with its code, data source and why, in red, cut in its cell.
+ 11. ui-silent: with the stand-in answering no PING, "Open in Perfetto UI"
+     says so in #status (data-open="silent") within a bound, after the
+     stand-in saw PINGs, and offers the snapshot's download.
+ 12. ui-unreachable: with the stand-in's port closed, "Open" says so
+     (data-open="unreachable") within a bound, and the download it offers
+     saves the snapshot's bytes.
+ 13. console again: no error but the favicon's and those about the closed
+     UI's address.
+
+TG_BROWSER_SCREENSHOT=PATH in the environment saves a PNG of the page at
+1280x800 (the partial snapshot's detail open) to PATH, and one with the
+unreachable UI's message to PATH with "-offline" before ".png", for a
+person to look at.
 
 Protocol with the test (race-free: the UI port is known before the
 collector's config is written):
@@ -35,7 +76,9 @@ collector's config is written):
   - it then reads one JSON line on stdin (unless --url is given):
     {"url": "http://127.0.0.1:PORT", "snapshot": "<16 hex>",
      "trace": "<path of the API's download>", "hosts": ["<host>", ...],
-     "failed": "<16 hex>" (optional)}
+     "failed": "<16 hex>", "partial": "<16 hex>", "down": "<host>"}
+    (failed, partial and down optional: checks 6 to 9 need partial and
+    down, the host that failed in it)
   - it exits 0 when every check passed (printing what it checked), 1 on a
     failed check, 2 on a usage or setup error.
 
@@ -61,6 +104,7 @@ import urllib.error
 import urllib.request
 
 PAGE_WAIT_S = 20       # each wait in the browser
+ZONE = "Asia/Kolkata"  # Chromium's TZ: an offset that is not whole hours
 DRIVER_START_S = 15    # chromedriver's "started successfully" line
 STDIN_WAIT_S = 120     # the test's JSON line
 HTTP_TIMEOUT_S = 30    # one WebDriver command
@@ -76,7 +120,7 @@ CHROMIUM_ARGS = [
     "--disable-domain-reliability", "--disable-client-side-phishing-detection",
     "--disable-features=Translate,OptimizationHints,MediaRouter",
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--window-size=1200,900",
+    "--window-size=1280,800",
 ]
 
 
@@ -131,11 +175,27 @@ window.addEventListener('message', async (e) => {
 """
 
 
+# A UI that loads but never answers: it counts the PINGs it hears.
+STAND_IN_SILENT = """<!doctype html>
+<html><head><meta charset="utf-8"><title>silent stand-in</title></head>
+<body data-pings="0"><p>a page that is not the Perfetto UI</p>
+<script>
+'use strict';
+window.addEventListener('message', (e) => {
+  if (e.data === 'PING') document.body.dataset.pings = String(Number(document.body.dataset.pings) + 1);
+});
+</script></body></html>
+"""
+
+
 class StandIn:
-    """The stand-in UI on 127.0.0.1:|port| (0: any), in a thread."""
+    """The stand-in UI on 127.0.0.1:|port| (0: any), in a thread; with
+    |silent| set, a page that never answers."""
 
     def __init__(self, port):
         self.trusted_origin = None  # set before the page may open it
+        self.silent = False
+        self.stopped = False
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -143,7 +203,8 @@ class StandIn:
                 if self.path.split("?")[0] != "/ui.html" or not outer.trusted_origin:
                     self.send_error(404)
                     return
-                body = (STAND_IN % json.dumps(outer.trusted_origin)).encode()
+                body = (STAND_IN_SILENT if outer.silent
+                        else STAND_IN % json.dumps(outer.trusted_origin)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -160,6 +221,10 @@ class StandIn:
         self.thread.start()
 
     def stop(self):
+        """Closes its port: a connection to it is then refused."""
+        if self.stopped:
+            return
+        self.stopped = True
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
@@ -179,9 +244,11 @@ class ChromeDriver:
     of its own (Chromium runs in it too)."""
 
     def __init__(self, path, log_path):
+        # Chromium inherits the zone the page's times are checked in.
+        env = dict(os.environ, TZ=ZONE)
         self.proc = subprocess.Popen(
             [path, "--port=0", "--log-path=" + log_path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
             stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=die_with_parent)
         self.port = None
@@ -279,7 +346,15 @@ class Session:
         return self.cmd("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
 
     def click(self, css):
-        self.cmd("POST", "/element/%s/click" % self.find(css), {})
+        # The page rebuilds its tables every 10 s: an element found just
+        # before is then stale, and found again.
+        for attempt in range(3):
+            try:
+                self.cmd("POST", "/element/%s/click" % self.find(css), {})
+                return
+            except WebDriverError as e:
+                if "stale element" not in str(e) or attempt == 2:
+                    raise
 
     def handles(self):
         return self.cmd("GET", "/window/handles")
@@ -315,16 +390,27 @@ def wait_for(what, probe, ready=bool, timeout=PAGE_WAIT_S):
 TABLE_JS = """
 const t = document.querySelector(arguments[0]);
 if (!t) return null;
-const head = Array.from(t.querySelectorAll('thead th'), (th) => th.textContent);
-return Array.from(t.querySelectorAll('tbody tr'), (tr) => {
-  const row = {'data-id': tr.dataset.id || null};
+const head = Array.from(t.querySelectorAll(':scope > thead th'), (th) => th.textContent);
+return Array.from(t.querySelectorAll(':scope > tbody > tr:not(.why):not(.detail)'), (tr) => {
+  const row = {'data-id': tr.dataset.id || null, 'data-host': tr.dataset.host || null};
   Array.from(tr.cells).forEach((td, i) => { row[head[i] || ('#' + i)] = td.textContent; });
   return row;
 });
 """
 
 
+def api_get(args, path):
+    return json.loads(http_get(args.url + path))
+
+
 def check_page(s, args):
+    if args.down:
+        # The API first: the page shows what it says when it loads.
+        def down(hosts):
+            return [h for h in hosts["hosts"]
+                    if h["host"] == args.down and h["state"] != "tracing" and h["why"]]
+        wait_for("page: the API says host %s is down, and why" % args.down,
+                 lambda: api_get(args, "/api/v1/hosts"), down)
     s.get(args.url + "/")
     wait_for("page: document.body.dataset.loaded === '1' (app.js ran and loaded the API)",
              lambda: s.js("return document.body && document.body.dataset.loaded === '1';"))
@@ -334,6 +420,9 @@ def check_page(s, args):
                  "return td ? getComputedStyle(td).textAlign : null;")
     check(align == "right",
           "page: style.css not applied (a td.n cell's text-align is %r)" % (align,))
+    # The stand-in's URL is a plain origin: page.c lets the page probe it.
+    probe = s.js("return document.querySelector('#status').dataset.probe;")
+    check(probe == "1", "page: #status's data-probe is %r, want '1'" % (probe,))
     rows = s.js(TABLE_JS, "#snapshots")
     mine = [r for r in rows if r["data-id"] == args.snapshot]
     check(len(mine) == 1, "page: #snapshots lists snapshot %s once; rows: %r"
@@ -368,12 +457,16 @@ def check_page(s, args):
     check(len(hosts) == len(args.host),
           "page: #hosts has %d rows, want %d: %r" % (len(hosts), len(args.host), hosts))
     for want in args.host:
-        got = [h for h in hosts
-               if h.get("host") == want or (h.get("host") or "").startswith(want + " (")]
+        got = [h for h in hosts if h.get("data-host") == want]
         check(len(got) == 1, "page: #hosts lists host %s once: %r" % (want, hosts))
+        if want == args.down:
+            # Down since the partial snapshot: not tracing, and why.
+            check(got[0].get("state") != "tracing" and got[0].get("why"),
+                  "page: host %s (its relay killed) reads %r" % (want, got[0]))
+            continue
         check(got[0].get("state") == "tracing",
               "page: host %s's state is %r, not 'tracing'" % (want, got[0].get("state")))
-    return "page: / loaded, snapshot %s complete 2/2, hosts %s tracing" % (
+    return "page: / loaded, snapshot %s complete 2/2, hosts %s listed" % (
         args.snapshot, ", ".join(args.host))
 
 
@@ -437,15 +530,18 @@ def check_open_ui(s, args, ui_url, want_len, want_sha):
           "open-ui: a foreign-origin message changed the stand-in: %r -> %r" % (got, after))
     s.cmd("DELETE", "/window")
     s.cmd("POST", "/window", {"handle": page})
+    wait_for("open-ui: #status says the snapshot opened", lambda: s.js(
+        "return document.querySelector('#status').dataset.open;"), lambda o: o == "opened")
     return ("open-ui: PING/PONG with %s, then %d bytes, sha256 equal, title %r; "
             "foreign-origin messages ignored" % (ui_url, want_len, got["title"]))
 
 
-def check_console(s):
+def check_console(s, allowed=()):
     """Both windows' console: no error (a CSP violation, an uncaught
     exception) but the favicon's 404, which neither server serves."""
     errors = [e.get("message") for e in s.browser_log()
-              if e.get("level") == "SEVERE" and "/favicon.ico " not in e.get("message", "")]
+              if e.get("level") == "SEVERE" and "/favicon.ico " not in e.get("message", "")
+              and not any(a in e.get("message", "") for a in allowed)]
     check(not errors, "console: errors in the browser: %r" % errors)
     return "console: no errors (CSP violations, exceptions)"
 
@@ -467,9 +563,15 @@ def read_job(args):
     args.url, args.snapshot, args.trace = job["url"], job["snapshot"], job["trace"]
     args.host = list(job.get("hosts", []))
     args.failed = job.get("failed")
+    args.partial = job.get("partial")
+    args.down = job.get("down")
 
 
 def main():
+    # browser_screen imports this file's harness as "browser_check": the
+    # module running now, not a second copy with classes of its own.
+    sys.modules.setdefault("browser_check", sys.modules[__name__])
+    import browser_screen as screen
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--chromedriver", default="/usr/bin/chromedriver")
@@ -481,6 +583,8 @@ def main():
     ap.add_argument("--trace", help="that snapshot's file, as the API served it")
     ap.add_argument("--host", action="append", default=[], help="a host (repeat)")
     ap.add_argument("--failed", help="a failed snapshot's id (optional)")
+    ap.add_argument("--partial", help="a partial snapshot's id (optional)")
+    ap.add_argument("--down", help="the host that failed in it")
     args = ap.parse_args()
     for exe in (args.chromium, args.chromedriver):
         if not os.access(exe, os.X_OK):
@@ -522,6 +626,20 @@ def main():
         passed(check_download(session, args, download_dir, want_len, want_sha))
         passed(check_open_ui(session, args, ui_url, want_len, want_sha))
         passed(check_console(session))
+        passed(screen.check_layout(session, args))
+        passed(screen.check_times(session, args))
+        if args.partial and args.down:
+            passed(screen.check_cut(session, args))
+            passed(screen.check_partial(session, args))
+            passed(screen.check_layout(session, args, ["table.snap-hosts > thead th"]))
+            screen.screenshot(session)
+            passed(screen.check_filters(session, args))
+            passed(screen.check_per_host(session, args, download_dir))
+        passed(screen.check_problems(session))
+        passed(screen.check_ui_silent(session, args, stand_in))
+        passed(screen.check_ui_unreachable(session, args, stand_in, download_dir,
+                                           want_len, want_sha))
+        passed(check_console(session, allowed=["127.0.0.1:%d" % stand_in.port]))
     except CheckFailed as e:
         print("browser_check: FAILED: %s" % e, file=sys.stderr)
         if session:

@@ -2,11 +2,17 @@
  * operator sees and clicks, not only what the API answers. Two hosts and
  * the collector as in test_collector_e2e (coll_e2e.h), one operator
  * snapshot fetched through the API, one failed (the collector killed
- * under it), then browser_check.py (its docstring
- * says what it checks) drives Chromium through chromedriver: the page
- * lists the snapshot and the hosts, its download link gives the API's
- * bytes, and "Open in Perfetto UI" hands the same bytes to a stand-in UI
- * on a second origin through the UI's postMessage handshake.
+ * under it), one partial (a host's relay killed) with a long reason, then
+ * browser_check.py (its docstring says what it checks) drives Chromium
+ * through chromedriver in a 1280x800 window: the page lists the
+ * snapshots and the hosts, its download link gives the API's bytes, "Open
+ * in Perfetto UI" hands the same bytes to a stand-in UI on a second
+ * origin through the UI's postMessage handshake, every column fits the
+ * screen, the long reason is cut and opens whole, times carry their
+ * zone, the partial snapshot names its failed host and why, its detail
+ * lists its hosts, the filters change the list as the API's arguments
+ * do, and a UI that never answers or cannot be reached is said to be so
+ * within a bounded time, with the download offered instead.
  *
  * The stand-in's port must be in the collector's config before the
  * collector starts: the script binds it first and says "ui-port N" on a
@@ -18,6 +24,7 @@
  * having checked nothing.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,11 +87,13 @@ static void browser_check_start(browser_check_t *b) {
 /* Hands it the job; returns its exit code once it is done. */
 static int browser_check_run(browser_check_t *b, const collector_t *c,
                              const char *id, const char *failed,
-                             const char *trace, const fleet_host_t h[2]) {
+                             const char *partial, const char *trace,
+                             const fleet_host_t h[2]) {
   char url[64];
   snprintf(url, sizeof(url), "http://127.0.0.1:%d", c->port);
-  json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:[s, s]}", "url", url,
-                          "snapshot", id, "failed", failed, "trace", trace,
+  json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:[s, s]}", "url",
+                          url, "snapshot", id, "failed", failed, "partial",
+                          partial, "down", h[1].spec, "trace", trace,
                           "hosts", h[0].spec, h[1].spec);
   assert_non_null(job);
   FILE *f = fdopen(b->job_fd, "w");
@@ -93,6 +102,32 @@ static int browser_check_run(browser_check_t *b, const collector_t *c,
   json_decref(job);
   assert_int_equal(fclose(f), 0);
   return tg_test_exit_code(tg_test_reap(b->pid, BROWSER_CHECK_MS));
+}
+
+/* A reason as long as an alert's raw JSON: longer than any column of a
+ * laptop's screen, percent-encoded for the POST. */
+#define LONG_REASON                                                        \
+  "%7B%22alertname%22%3A%22HighTailLatency%22%2C%22instance%22%3A%22"     \
+  "checkout-7f9c.prod.example%3A9100%22%2C%22summary%22%3A%22p99%20"      \
+  "latency%20of%20%2Fapi%2Fcart%20above%202s%20for%205%20minutes%22%2C"  \
+  "%22runbook%22%3A%22https%3A%2F%2Frunbooks.example%2Flatency%23cart"   \
+  "-p99-above-budget-check-upstreams-first%22%7D"
+
+/* An operator's snapshot with LONG_REASON while host 1's relay is down:
+ * partial, host 1 failed. Returns the id (a static buffer). */
+static const char *partial_snapshot(const collector_t *c, fleet_host_t h[2],
+                                    const char *json) {
+  pid_t pid = http_spawn(c, "POST", "/api/v1/snapshots?wait=1&reason=" LONG_REASON,
+                         json);
+  fleet_ack_flush(&h[0].p);
+  assert_int_equal(http_wait(pid, json), 200);
+  assert_json(json, "snapshot.state", "\"partial\"");
+  assert_json(json, "snapshot.hosts_failed", "1");
+  static char id[32];
+  const char *v = tg_test_json(json, "snapshot.id");
+  assert_non_null(v);
+  snprintf(id, sizeof(id), "%.16s", v + 1);
+  return id;
 }
 
 static int group_setup(void **state) {
@@ -128,7 +163,13 @@ static void the_page_in_chromium_shows_downloads_and_opens_the_ui(void **state) 
   collector_start(&c);
   wait_hosts(&c, 2, "tracing");
 
-  int code = browser_check_run(&b, &c, id, failed, trace, h);
+  /* A partial one: host 1's relay killed. */
+  fleet_relay_stop(&h[1].relay, SIGKILL);
+  char partial[32];
+  snprintf(partial, sizeof(partial), "%s",
+           partial_snapshot(&c, h, fleet_in_dir("partial.json")));
+
+  int code = browser_check_run(&b, &c, id, failed, partial, trace, h);
   if (code != 0) collector_dump_log();
   assert_int_equal(code, 0);
 

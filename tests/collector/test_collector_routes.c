@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "collector/config.h"
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/page_assets.h"
 #include "collector/daemon/routes.h"
@@ -291,8 +292,8 @@ static void the_http_counters_are_in_metrics_text(void **state) {
   free(buf);
 }
 
-/* The page's files are embedded whole; the page has its one mark, and
- * the UI's URL goes in escaped. */
+/* The page's files are embedded whole; the page has its two marks, the
+ * UI's URL goes in escaped, and whether the page may probe it. */
 static void the_page_files_are_embedded(void **state) {
   (void)state;
   static const char *const names[] = {"index.html", "style.css", "app.js"};
@@ -313,10 +314,77 @@ static void the_page_files_are_embedded(void **state) {
   assert_non_null(strstr(buf, "<body data-ui=\"https://ui.example/a?b=1&amp;c="
                               "&quot;&#39;&lt;&gt;\">"));
   assert_null(strstr(buf, "{{"));
+  /* A plain origin (what follows it is the path's): the page may probe. */
+  assert_non_null(strstr(buf, " data-probe=\"1\">"));
+  free(buf);
+  /* A host a CSP source cannot spell: the page may not. */
+  f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  assert_int_equal(coll_page_render(f, "https://ui_example/"), 0);
+  assert_int_equal(fclose(f), 0);
+  assert_non_null(strstr(buf, " data-probe=\"0\">"));
   assert_non_null(strstr(buf, "<script src=\"/app.js\"></script>"));
   assert_non_null(strstr(buf, "href=\"/style.css\""));
   assert_null(strstr(buf, "<style")); /* the CSP allows no inline style */
   free(buf);
+}
+
+/* The CSP's connect-src gets the UI's origin, and only a plain one: a
+ * URL whose host or port could carry anything else into the policy is
+ * left out of it. */
+static void the_ui_origin_goes_into_connect_src_when_plain(void **state) {
+  (void)state;
+  static const struct {
+    const char *url, *origin; /* NULL: refused */
+  } cases[] = {
+      {"https://ui.perfetto.dev", "https://ui.perfetto.dev"},
+      {"https://ui.perfetto.dev/", "https://ui.perfetto.dev"},
+      {"http://127.0.0.1:8099/ui.html?x=1#y", "http://127.0.0.1:8099"},
+      {"https://user:pw@ui.example:443/p", "https://ui.example:443"},
+      {"https://a@b@ui.example/p", "https://ui.example"},
+      {"http://[::1]:9000/", "http://[::1]:9000"},
+      {"http://UI.Example\\path", "http://UI.Example"},
+      {"https://ui.example?q", "https://ui.example"},
+      {"ftp://ui.example/", NULL},
+      {"https://", NULL},
+      {"https:///p", NULL},
+      {"https://ui.example:/", NULL},
+      {"https://ui.example:1234567/", NULL},
+      {"https://ui.example:80x/", NULL},
+      {"https://ui;example/", NULL},
+      {"https://ui.example,x/", NULL},
+      {"https://[::1/", NULL},
+      {"https://[]/", NULL},
+      {"https://[::1]x/", NULL},
+      {"https://%75i.example/", NULL},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char o[128];
+    int rv = coll_page_origin(o, sizeof(o), cases[i].url);
+    if (!cases[i].origin) {
+      if (rv != -1) fail_msg("%s: origin %s, want refused", cases[i].url, o);
+      continue;
+    }
+    if (rv != 0) fail_msg("%s: refused, want %s", cases[i].url, cases[i].origin);
+    assert_string_equal(o, cases[i].origin);
+  }
+  char small[8];
+  assert_int_equal(coll_page_origin(small, sizeof(small), "https://ui.example"), -1);
+
+  char csp[COLL_PAGE_CSP_MAX];
+  coll_page_csp(csp, sizeof(csp), "http://127.0.0.1:8099/ui.html");
+  assert_non_null(strstr(csp, "; connect-src 'self' http://127.0.0.1:8099; "));
+  assert_non_null(strstr(csp, "script-src 'self'; style-src 'self';"));
+  coll_page_csp(csp, sizeof(csp), "https://ui;example/");
+  assert_non_null(strstr(csp, "; connect-src 'self'; "));
+  /* The longest ui_url the config takes fits. */
+  char url[TG_COLL_CONFIG_URL_MAX + 1];
+  memset(url, 'a', sizeof(url) - 1);
+  memcpy(url, "https://", 8);
+  url[sizeof(url) - 1] = '\0';
+  coll_page_csp(csp, sizeof(csp), url);
+  assert_non_null(strstr(csp, "form-action 'none'"));
+  assert_int_equal(strstr(csp, "connect-src 'self' https://aaa")[19 + 8 + 504], ';');
 }
 
 int main(void) {
@@ -329,6 +397,7 @@ int main(void) {
       cmocka_unit_test(a_snapshot_row_is_json_with_its_texts_escaped),
       cmocka_unit_test(the_http_counters_are_in_metrics_text),
       cmocka_unit_test(the_page_files_are_embedded),
+      cmocka_unit_test(the_ui_origin_goes_into_connect_src_when_plain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

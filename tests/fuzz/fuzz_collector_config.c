@@ -20,7 +20,11 @@
  *   never defined, hosts are 1..320 non-blank bytes, and every trigger's
  *   group is "all" or a defined one that holds its hosts;
  * - the alertmanager_* keys are within their ranges, and its host mappings
- *   within their limits, each value once, hosts as groups' are.
+ *   within their limits, each value once, hosts as groups' are;
+ * - the web page's Content-Security-Policy for the ui_url taken
+ *   (collector/daemon/page.c) has its eight directives, no more, and a
+ *   connect-src of 'self' and at most the UI's origin: an http(s) scheme
+ *   and host characters alone.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "collector/config.h"
+#include "collector/daemon/page_assets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -159,6 +164,30 @@ static void check_config(const tg_coll_config_t *c) {
   }
 }
 
+/* The page's policy for |ui_url|: nothing in the URL adds a directive
+ * or a source. */
+static void check_page_csp(const char *ui_url) {
+  char csp[COLL_PAGE_CSP_MAX];
+  coll_page_csp(csp, sizeof(csp), ui_url);
+  check(printable(csp) && !strchr(csp, ','));
+  size_t semis = 0;
+  for (const char *p = csp; *p; p++) semis += *p == ';';
+  check(semis == 7);
+  const char *cs = strstr(csp, "; connect-src 'self'");
+  check(cs != NULL);
+  cs += strlen("; connect-src 'self'");
+  size_t n = strcspn(cs, ";");
+  if (n) {
+    check(cs[0] == ' ' && (!strncmp(cs + 1, "http://", 7) || !strncmp(cs + 1, "https://", 8)));
+    const char *o = strstr(cs, "//") + 2;
+    for (; o < cs + n; o++)
+      check((*o >= 'a' && *o <= 'z') || (*o >= 'A' && *o <= 'Z') ||
+            (*o >= '0' && *o <= '9') || strchr(".-:[]", *o));
+  }
+  char origin[TG_COLL_CONFIG_URL_MAX + 1];
+  check((coll_page_origin(origin, sizeof(origin), ui_url) == 0) == (n != 0));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size ? size : 1);
   if (!text) return 0;
@@ -176,6 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rv == 0) {
     check(err[0] == 0);
     check_config(c);
+    check_page_csp(c->ui_url);
   } else {
     check(terminated(err, sizeof(err)));
     check(!strncmp(err, LABEL, strlen(LABEL)) && printable(err));

@@ -2,10 +2,31 @@
 // page's comment in page.c says what it does and why).
 'use strict';
 const $ = (s) => document.querySelector(s);
+
+// "Open in Perfetto UI": how long the UI's window has to answer PING
+// before the page says it did not, how long the reachability probe may
+// take, and when the page stops pinging altogether.
+const UI_ANSWER_MS = 10000;
+const UI_PROBE_MS = 4000;
+const UI_GIVE_UP_MS = 60000;
+const LIST_LIMIT = 100;
+
+const view = {
+  filters: {trigger: '', host: '', state: ''},
+  open: new Set(),      // snapshot ids whose detail is shown
+  opened: new Set(),    // keys of cut texts shown whole
+  details: new Map(),   // id -> GET /api/v1/snapshots/ID, once not pending
+  triggers: new Set(),  // seen, for the trigger filter's suggestions
+};
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
 function cell(tr, text, cls) {
-  const td = document.createElement('td');
-  td.textContent = text;
-  if (cls) td.className = cls;
+  const td = el('td', cls, text);
   tr.appendChild(td);
   return td;
 }
@@ -15,80 +36,527 @@ function size(b) {
   while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
   return (i ? b.toFixed(1) : b) + ' ' + u[i];
 }
-function when(ms) { return ms ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) : ''; }
-async function openInUi(id) {
+const pad = (n) => String(n).padStart(2, '0');
+// The browser's zone at that instant (daylight saving included): "UTC",
+// or the offset from it.
+function zone(d) {
+  const m = -d.getTimezoneOffset();
+  if (!m) return 'UTC';
+  const a = Math.abs(m);
+  return (m < 0 ? '-' : '+') + pad(Math.floor(a / 60)) + ':' + pad(a % 60);
+}
+function when(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+         pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + zone(d);
+}
+function span(ms) {
+  if (!(ms >= 0)) return '';
+  if (ms < 1000) return ms + ' ms';
+  const s = ms / 1000;
+  if (s < 120) return s.toFixed(1) + ' s';
+  const m = Math.floor(s / 60);
+  return m < 120 ? m + ' min ' + Math.round(s % 60) + ' s'
+                 : Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
+}
+// A time cell: local time with its zone; the UTC instant on hover.
+function timeCell(tr, ms) {
+  const td = cell(tr, when(ms), 'time');
+  if (ms) td.title = new Date(ms).toISOString();
+  return td;
+}
+// A text cut to one line; a click (or Enter) shows it whole, the title
+// shows it on hover. |key| keeps it open across the list's refreshes.
+function cut(text, key, cls) {
+  const s = el('span', 'cut' + (cls ? ' ' + cls : ''), text);
+  if (!text) return s;
+  s.title = text;
+  s.tabIndex = 0;
+  s.setAttribute('role', 'button');
+  const set = (open) => {
+    s.classList.toggle('open', open);
+    s.setAttribute('aria-expanded', String(open));
+    if (s.parentElement) s.parentElement.classList.toggle('opened', open);
+    if (key) { if (open) view.opened.add(key); else view.opened.delete(key); }
+  };
+  s.setAttribute('aria-expanded', 'false');
+  if (key && view.opened.has(key)) {
+    s.classList.add('open');
+    s.setAttribute('aria-expanded', 'true');
+    queueMicrotask(() => s.parentElement && s.parentElement.classList.add('opened'));
+  }
+  s.addEventListener('click', () => set(!s.classList.contains('open')));
+  s.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); set(!s.classList.contains('open')); }
+  });
+  return s;
+}
+function cutCell(tr, text, key, cls) {
+  const td = cell(tr, null, cls);
+  td.appendChild(cut(text, key));
+  return td;
+}
+// A host as people call it: its name when the collector knows one, else
+// the address the fleet spells.
+const hostLabel = (h) => h.name || h.host;
+function problemText(p) {
+  if (typeof p !== 'object' || p === null) return String(p);
+  const code = typeof p.code === 'number' ? 'TG-' + p.code : p.code;
+  const head = [code, p.data_source, p.kind && !p.data_source ? p.kind : '']
+      .filter((x) => x).join(' ');
+  return (head ? head + ': ' : '') + (p.why || '');
+}
+// A host's problems (a data source that failed to start, ...), in red,
+// each cut; nothing when the API gives none.
+function problemsInto(parent, problems, key) {
+  if (!Array.isArray(problems)) return;
+  problems.forEach((p, i) => parent.appendChild(cut(problemText(p), key + ':' + i, 'problem')));
+}
+
+function traceUrl(id, host) {
+  return '/api/v1/snapshots/' + id + '/trace' + (host ? '?host=' + encodeURIComponent(host) : '');
+}
+function downloadLink(id, host, cls) {
+  const a = el('a', cls, 'download');
+  a.href = traceUrl(id, host);
+  if (host) a.dataset.host = host;
+  return a;
+}
+function openButton(id, host, cls) {
+  const b = el('button', cls, host ? 'Open' : 'Open in Perfetto UI');
+  if (host) b.dataset.host = host;
+  b.title = 'Open ' + (host ? 'this host\'s part of ' : '') + 'snapshot ' + id +
+            ' in the Perfetto UI at ' + document.body.dataset.ui;
+  b.addEventListener('click', () => openInUi(id, host));
+  return b;
+}
+
+// --- #status, and "Open in Perfetto UI" ------------------------------------------
+
+// The latest "Open" owns #status; an older one's late news is dropped.
+let uiAttempt = 0;
+// #status: |text|, then a download link for |url| when given. Its
+// data-open says the outcome of the last "Open" for a script to read:
+// opening, opened, unreachable, silent, closed, blocked, failed.
+function say(text, url, uiState) {
+  const st = $('#status');
+  st.replaceChildren(document.createTextNode(text));
+  if (url) {
+    const a = el('a', 'fallback-download', 'download the trace instead');
+    a.href = url;
+    st.appendChild(a);
+  }
+  if (uiState) st.dataset.open = uiState; else delete st.dataset.open;
+}
+// Whether the UI's server answers at all: one GET of the UI's URL without
+// credentials, whose answer the page cannot read (no-cors) and does not
+// need: an answer of any kind means the server is there, a network error
+// that it is not (or that the browser would not let this page reach it).
+// page.c puts the UI's origin in the policy's connect-src for this alone.
+async function probeUi(ui) {
+  // The policy does not name the UI's origin (page.c): a fetch would be
+  // refused whatever the UI's state.
+  if ($('#status').dataset.probe !== '1') return 'unknown';
+  // An http: UI from an https: page is mixed content to fetch() but not
+  // to a window: the probe could not tell.
+  if (location.protocol === 'https:' && ui.startsWith('http:')) return 'unknown';
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), UI_PROBE_MS);
+  try {
+    await fetch(ui, {mode: 'no-cors', credentials: 'omit', cache: 'no-store',
+                     referrerPolicy: 'no-referrer', signal: ctl.signal});
+    return 'up';
+  } catch (e) {
+    return ctl.signal.aborted ? 'slow' : 'down';
+  } finally {
+    clearTimeout(t);
+  }
+}
+// The UI's postMessage handshake (page.c): open the UI, PING it until it
+// answers PONG, then hand it the trace. Meanwhile the probe and a
+// deadline tell the person within seconds when the UI is not there, with
+// the download offered instead; the handshake goes on until
+// UI_GIVE_UP_MS, so a slow UI that answers late still gets the trace.
+async function openInUi(id, host) {
+  const attempt = ++uiAttempt;
+  const mine = (fn) => (...a) => { if (attempt === uiAttempt) fn(...a); };
+  const status = mine(say);
   const ui = document.body.dataset.ui;
-  const origin = new URL(ui).origin;
+  const url = traceUrl(id, host);
+  const what = 'snapshot ' + id + (host ? ', host ' + host : '');
+  let origin;
+  try {
+    origin = new URL(ui).origin;
+  } catch (e) {
+    status('the Perfetto UI\'s address (ui_url) ' + ui + ' does not parse', url, 'failed');
+    return;
+  }
   const win = window.open(ui);
-  if (!win) { $('#status').textContent = 'the browser blocked the UI window'; return; }
-  const resp = await fetch('/api/v1/snapshots/' + id + '/trace');
-  if (!resp.ok) { $('#status').textContent = 'download failed: ' + resp.status; return; }
-  const buffer = await resp.arrayBuffer();
-  const ping = setInterval(() => win.postMessage('PING', origin), 50);
+  if (!win) {
+    status('the browser blocked the Perfetto UI\'s window (allow pop-ups for this page)', url, 'blocked');
+    return;
+  }
+  status('opening ' + what + ' in the Perfetto UI at ' + origin + '...', null, 'opening');
+  let buffer = null, answered = false, over = false, warned = false;
+  let ping = null;
+  const timers = [];
   const onMessage = (e) => {
     if (e.origin !== origin || e.source !== win || e.data !== 'PONG') return;
-    clearInterval(ping);
+    answered = true;
+    deliver();
+  };
+  const end = () => {
+    over = true;
+    if (ping) clearInterval(ping);
+    timers.forEach(clearTimeout);
     window.removeEventListener('message', onMessage);
-    win.postMessage({perfetto: {buffer: buffer, title: 'tracegate snapshot ' + id,
-                                fileName: 'tracegate-' + id + '.pftrace'}}, origin);
+  };
+  const deliver = () => {
+    if (over || !answered || !buffer) return;
+    end();
+    win.postMessage({perfetto: {buffer: buffer, title: 'tracegate ' + what,
+                                fileName: 'tracegate-' + id +
+                                    (host ? '-' + host.replace(/[^A-Za-z0-9.-]+/g, '_') : '') +
+                                    '.pftrace'}}, origin);
+    status(what + ' opened in the Perfetto UI at ' + origin, null, 'opened');
+  };
+  const warn = (text, uiState) => {
+    if (over || warned) return;
+    warned = true;
+    status(text, url, uiState);
   };
   window.addEventListener('message', onMessage);
-  setTimeout(() => clearInterval(ping), 60000);
-}
-async function load() {
-  const [s, h] = await Promise.all([
-    fetch('/api/v1/snapshots?limit=100').then((r) => r.json()),
-    fetch('/api/v1/hosts').then((r) => r.json())]);
-  const sb = $('#snapshots tbody');
-  sb.replaceChildren();
-  for (const x of s.snapshots) {
-    const tr = document.createElement('tr');
-    tr.dataset.id = x.id;
-    cell(tr, x.id);
-    cell(tr, when(x.started_ms));
-    cell(tr, x.trigger + (x.origin ? ' @ ' + x.origin : ''));
-    cell(tr, x.reason);
-    cell(tr, x.state + (x.pinned ? ' (pinned)' : ''), x.state);
-    const live = x.state === 'complete' || x.state === 'partial';
-    cell(tr, x.hosts ? (x.hosts - x.hosts_failed) + '/' + x.hosts : '', 'n');
-    cell(tr, live ? size(x.bytes) : '', 'n');
-    cell(tr, x.loss, 'n');
-    const td = cell(tr, '');
-    if (x.failure) { td.textContent = x.failure; td.className = 'failure'; }
-    if (live) {
-      const a = document.createElement('a');
-      a.href = '/api/v1/snapshots/' + x.id + '/trace';
-      a.textContent = 'download';
-      a.className = 'download';
-      td.appendChild(a);
-      td.appendChild(document.createTextNode(' '));
-      const b = document.createElement('button');
-      b.textContent = 'Open in Perfetto UI';
-      b.className = 'open-ui';
-      b.addEventListener('click', () => openInUi(x.id));
-      td.appendChild(b);
+  probeUi(ui).then((r) => {
+    if (r === 'down')
+      warn('the Perfetto UI at ' + origin + ' cannot be reached from this browser ' +
+           '(offline, or its address is wrong)', 'unreachable');
+  });
+  // Nothing will go to the window when the trace does not come: it is
+  // closed, and the status says why.
+  const failed = (why) => {
+    end();
+    win.close();
+    status('download of ' + what + ' failed: ' + why, null, 'failed');
+  };
+  let resp;
+  try {
+    resp = await fetch(url);
+    if (!resp.ok) {
+      let j = null;
+      try { j = await resp.json(); } catch (e) { /* no JSON reason */ }
+      failed('HTTP ' + resp.status + (j && j.error ? ': ' + j.error : ''));
+      return;
     }
-    sb.appendChild(tr);
+    buffer = await resp.arrayBuffer();
+  } catch (e) {
+    failed(e.message);
+    return;
   }
-  const hb = $('#hosts tbody');
-  hb.replaceChildren();
-  for (const x of h.hosts) {
-    const tr = document.createElement('tr');
-    cell(tr, x.host + (x.hostname && x.hostname !== x.host ? ' (' + x.hostname + ')' : ''));
-    cell(tr, x.state, x.state);
-    cell(tr, when(x.since_ms));
-    cell(tr, x.why);
-    hb.appendChild(tr);
-  }
-  document.body.dataset.loaded = '1';
+  if (over) return;
+  // PING from now on, and count the UI's time to answer from now: the
+  // trace's download is not the UI's delay.
+  timers.push(setTimeout(() => warn('the Perfetto UI at ' + origin + ' has not answered in ' +
+                                    UI_ANSWER_MS / 1000 + ' s (offline, or ui_url is not a ' +
+                                    'Perfetto UI?)', 'silent'), UI_ANSWER_MS));
+  timers.push(setTimeout(end, UI_GIVE_UP_MS));
+  ping = setInterval(() => {
+    if (win.closed) {
+      end();
+      status('the Perfetto UI\'s window was closed before it took ' + what, url, 'closed');
+      return;
+    }
+    win.postMessage('PING', origin);
+  }, 100);
 }
+
+// --- the snapshots and their detail ----------------------------------------------
+
+function listQuery() {
+  const q = new URLSearchParams({limit: String(LIST_LIMIT)});
+  for (const [k, v] of Object.entries(view.filters)) if (v) q.set(k, v);
+  return q.toString();
+}
+async function getJson(path) {
+  const r = await fetch(path);
+  let j = null;
+  try { j = await r.json(); } catch (e) { /* not JSON: said below */ }
+  if (!r.ok) throw new Error(path + ': HTTP ' + r.status + (j && j.error ? ': ' + j.error : ''));
+  if (!j) throw new Error(path + ': the answer is not JSON');
+  return j;
+}
+// At most DETAIL_FETCHES snapshot reads in flight: a list of many
+// partial snapshots reads each once (then from view.details), a few at a
+// time, well under the collector's connections per client.
+const DETAIL_FETCHES = 4;
+let detailsInFlight = 0;
+const detailsWaiting = [];
+async function detailOf(x) {
+  const have = view.details.get(x.id);
+  if (have) return have;
+  if (detailsInFlight >= DETAIL_FETCHES)
+    await new Promise((go) => detailsWaiting.push(go));
+  detailsInFlight++;
+  try {
+    const again = view.details.get(x.id); // read while this one waited
+    if (again) return again;
+    const d = await getJson('/api/v1/snapshots/' + x.id);
+    if (d.snapshot && d.snapshot.state !== 'pending') view.details.set(x.id, d);
+    return d;
+  } finally {
+    detailsInFlight--;
+    const next = detailsWaiting.shift();
+    if (next) next();
+  }
+}
+// What a partial or failed snapshot's hosts say: each host that failed
+// (or failed part-way) and why, and each data source that failed.
+function whyInto(td, d) {
+  td.replaceChildren();
+  const hosts = Array.isArray(d.hosts) ? d.hosts : [];
+  let n = 0;
+  for (const h of hosts) {
+    const bad = h.outcome && h.outcome !== 'ok';
+    const problems = Array.isArray(h.problems) ? h.problems : [];
+    if (!bad && !problems.length) continue;
+    const line = el('div', 'host-why');
+    line.dataset.host = h.host;
+    line.appendChild(el('b', null, hostLabel(h)));
+    line.appendChild(document.createTextNode(bad ? ' ' + h.outcome + ': ' : ': '));
+    if (bad) line.appendChild(cut(h.error || 'no reason recorded', 'why:' + d.snapshot.id + ':' + h.host, 'error'));
+    problemsInto(line, problems, 'wp:' + d.snapshot.id + ':' + h.host);
+    td.appendChild(line);
+    n++;
+  }
+  if (!n) td.appendChild(el('span', 'note', 'no host failed'));
+}
+function dlRow(dl, term, value) {
+  if (value === undefined || value === null || value === '') return;
+  dl.appendChild(el('dt', null, term));
+  const dd = el('dd');
+  if (value instanceof Node) dd.appendChild(value); else dd.textContent = String(value);
+  dl.appendChild(dd);
+}
+function detailInto(td, d) {
+  td.replaceChildren();
+  const s = d.snapshot || {};
+  const dl = el('dl');
+  dlRow(dl, 'started', when(s.started_ms));
+  dlRow(dl, 'finished', s.finished_ms ? when(s.finished_ms) + ' (' + span(s.finished_ms - s.started_ms) + ')' : '');
+  dlRow(dl, 'trigger', s.trigger + (s.origin ? ' @ ' + s.origin : ''));
+  if (s.reason) dlRow(dl, 'reason', el('span', 'whole', s.reason));
+  dlRow(dl, 'state', s.state + (s.pinned ? ' (pinned)' : ''));
+  if (s.failure) dlRow(dl, 'failure', el('span', 'whole failure', s.failure));
+  if (s.state === 'complete' || s.state === 'partial') {
+    dlRow(dl, 'size', size(s.bytes) + ', ' + s.packets + ' packets, crc32 ' +
+          (s.crc32 >>> 0).toString(16).padStart(8, '0'));
+  }
+  dlRow(dl, 'loss', s.loss);
+  td.appendChild(dl);
+  const hosts = Array.isArray(d.hosts) ? d.hosts : [];
+  if (!hosts.length) { td.appendChild(el('p', 'note', 'no host rows')); return; }
+  const t = el('table', 'snap-hosts');
+  const cg = el('colgroup');
+  for (const c of ['d-host', 'd-outcome', '', 'd-n', 'd-n', 'd-n', 'd-window', 'd-trace'])
+    cg.appendChild(el('col', c));
+  t.appendChild(cg);
+  const head = el('tr');
+  for (const [h, c] of [['host'], ['outcome'], ['error, problems'], ['size', 'n'], ['packets', 'n'],
+                        ['loss', 'n'], ['window'], ['trace']])
+    head.appendChild(el('th', c, h));
+  t.appendChild(el('thead')).appendChild(head);
+  const body = t.appendChild(el('tbody'));
+  for (const h of hosts) {
+    const tr = el('tr');
+    tr.dataset.host = h.host;
+    const hc = cell(tr, hostLabel(h));
+    hc.title = h.host;
+    cell(tr, h.outcome, h.outcome);
+    const why = cell(tr, null);
+    if (h.error) why.appendChild(cut(h.error, 'he:' + s.id + ':' + h.host, 'error'));
+    problemsInto(why, h.problems, 'hp:' + s.id + ':' + h.host);
+    const data = h.outcome !== 'failed';
+    cell(tr, data ? size(h.bytes) : '', 'n');
+    cell(tr, data ? h.packets : '', 'n');
+    cell(tr, h.loss, 'n' + (h.loss ? ' lossy' : ''));
+    const w = cell(tr, h.window_first_ms ? when(h.window_first_ms) + ' + ' +
+                       span(h.window_last_ms - h.window_first_ms) : '', 'window');
+    if (h.window_first_ms)
+      w.title = new Date(h.window_first_ms).toISOString() + ' .. ' +
+                new Date(h.window_last_ms).toISOString();
+    const tc = cell(tr, null);
+    if (data && (s.state === 'complete' || s.state === 'partial')) {
+      tc.appendChild(downloadLink(s.id, h.host, 'download-host'));
+      tc.appendChild(document.createTextNode(' '));
+      tc.appendChild(openButton(s.id, h.host, 'open-host'));
+    }
+    body.appendChild(tr);
+  }
+  td.appendChild(t);
+  if (d.hosts_truncated)
+    td.appendChild(el('p', 'note', 'only the first ' + hosts.length + ' hosts are shown'));
+}
+function fill(td, x, into) {
+  detailOf(x).then((d) => into(td, d)).catch((e) => {
+    td.replaceChildren(el('span', 'failure', String(e.message || e)));
+  });
+}
+// The detail goes under the snapshot's row and its failed hosts' row,
+// as snapshotRows() puts it.
+function toggleDetail(x, tr, button) {
+  let last = tr;
+  while (last.nextElementSibling && last.nextElementSibling.dataset.of === x.id)
+    last = last.nextElementSibling;
+  if (view.open.has(x.id)) {
+    view.open.delete(x.id);
+    if (last.classList.contains('detail')) last.remove();
+    button.setAttribute('aria-expanded', 'false');
+    return;
+  }
+  view.open.add(x.id);
+  button.setAttribute('aria-expanded', 'true');
+  last.after(detailRow(x));
+}
+function detailRow(x) {
+  const tr = el('tr', 'detail');
+  tr.dataset.of = x.id;
+  const td = cell(tr, 'loading...');
+  td.colSpan = 9;
+  fill(td, x, detailInto);
+  return tr;
+}
+function snapshotRows(x) {
+  view.triggers.add(x.trigger);
+  const rows = [];
+  const tr = el('tr', 'snapshot');
+  tr.dataset.id = x.id;
+  tr.dataset.state = x.state;
+  const idc = cell(tr, null);
+  const b = el('button', 'link toggle id', x.id);
+  b.setAttribute('aria-expanded', String(view.open.has(x.id)));
+  b.title = 'this snapshot\'s hosts, outcomes, windows, loss and problems';
+  b.addEventListener('click', () => toggleDetail(x, tr, b));
+  idc.appendChild(b);
+  timeCell(tr, x.started_ms);
+  cutCell(tr, x.trigger + (x.origin ? ' @ ' + x.origin : ''), 'trigger:' + x.id);
+  cutCell(tr, x.reason, 'reason:' + x.id, 'reason');
+  cell(tr, x.state + (x.pinned ? ' (pinned)' : ''), 'state ' + x.state);
+  const live = x.state === 'complete' || x.state === 'partial';
+  cell(tr, x.hosts ? (x.hosts - x.hosts_failed) + '/' + x.hosts : '', 'n' + (x.hosts_failed ? ' partial' : ''));
+  cell(tr, live ? size(x.bytes) : '', 'n');
+  cell(tr, x.loss, 'n' + (x.loss ? ' lossy' : ''));
+  const td = cell(tr, null, 'trace');
+  if (x.failure) td.appendChild(cut(x.failure, 'failure:' + x.id, 'failure'));
+  if (live) {
+    td.appendChild(downloadLink(x.id, null, 'download'));
+    td.appendChild(document.createTextNode(' '));
+    td.appendChild(openButton(x.id, null, 'open-ui'));
+  }
+  rows.push(tr);
+  // A snapshot that lost hosts names each one and why, under its row.
+  if (x.hosts_failed > 0) {
+    const why = el('tr', 'why');
+    why.dataset.of = x.id;
+    const wtd = cell(why, '...');
+    wtd.colSpan = 9;
+    fill(wtd, x, whyInto);
+    rows.push(why);
+  }
+  if (view.open.has(x.id)) rows.push(detailRow(x));
+  return rows;
+}
+
+// --- the hosts -------------------------------------------------------------------
+
+function hostRow(x) {
+  const tr = el('tr');
+  tr.dataset.host = x.host;
+  const label = hostLabel(x);
+  const hc = cell(tr, label + (x.hostname && x.hostname !== label ? ' (' + x.hostname + ')' : ''));
+  hc.title = [...new Set([x.name, x.host, x.hostname].filter((v) => v))].join(', ');
+  const sc = cell(tr, x.state, x.state);
+  if (x.restarts || x.failures)
+    sc.title = (x.restarts || 0) + ' restarts, ' + (x.failures || 0) + ' failures';
+  timeCell(tr, x.since_ms);
+  cutCell(tr, x.why, 'hwhy:' + x.host, x.state === 'tracing' ? '' : 'error');
+  const pc = cell(tr, null, 'problems');
+  problemsInto(pc, x.problems, 'hprob:' + x.host);
+  return tr;
+}
+
+// --- the filters -----------------------------------------------------------------
+
+// The filters live in the page's fragment (#trigger=..&host=..&state=..):
+// a filtered view can be bookmarked, and the page itself takes no query.
+function filtersFromHash() {
+  const q = new URLSearchParams(location.hash.slice(1));
+  for (const k of Object.keys(view.filters)) view.filters[k] = q.get(k) || '';
+  $('#f-trigger').value = view.filters.trigger;
+  $('#f-host').value = view.filters.host;
+  $('#f-state').value = view.filters.state;
+}
+function applyFilters() {
+  view.filters.trigger = $('#f-trigger').value.trim();
+  view.filters.host = $('#f-host').value.trim();
+  view.filters.state = $('#f-state').value;
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(view.filters)) if (v) q.set(k, v);
+  const hash = q.toString();
+  history.replaceState(null, '', hash ? '#' + hash : location.pathname);
+  load().catch(showError);
+}
+// A datalist's suggestions: [value, label] pairs, by value.
+function options(list, pairs) {
+  list.replaceChildren(...[...pairs].sort((a, b) => a[0].localeCompare(b[0])).map(([v, l]) => {
+    const o = el('option');
+    o.value = v;
+    if (l && l !== v) o.label = l;
+    return o;
+  }));
+}
+
+// --- loading ---------------------------------------------------------------------
+
+let loading = 0;
+async function load() {
+  const gen = ++loading;
+  const [s, h] = await Promise.all([getJson('/api/v1/snapshots?' + listQuery()),
+                                    getJson('/api/v1/hosts')]);
+  if (gen !== loading) return; // a newer load (a filter changed) wins
+  const listed = new Set(s.snapshots.map((x) => x.id));
+  for (const id of view.details.keys()) if (!listed.has(id)) view.details.delete(id);
+  const sb = $('#snapshots tbody');
+  sb.replaceChildren(...s.snapshots.flatMap(snapshotRows));
+  $('#empty').hidden = s.snapshots.length > 0;
+  const hb = $('#hosts tbody');
+  hb.replaceChildren(...h.hosts.map(hostRow));
+  options($('#triggers'), [...view.triggers].map((t) => [t]));
+  // The list filters by the address a snapshot's hosts are spelt with;
+  // a host's name is the suggestion's label.
+  options($('#host-specs'), h.hosts.map((x) => [x.host, x.name]));
+  document.body.dataset.loaded = '1';
+  document.body.dataset.filter = listQuery();
+}
+function showError(e) {
+  say(String(e.message || e));
+}
+
+$('#zone').textContent = 'times in ' + (Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time') +
+                         ' (' + zone(new Date()) + ')';
+$('#filters').addEventListener('submit', (e) => { e.preventDefault(); applyFilters(); });
+$('#f-state').addEventListener('change', applyFilters);
+$('#f-clear').addEventListener('click', () => {
+  $('#f-trigger').value = $('#f-host').value = $('#f-state').value = '';
+  applyFilters();
+});
+window.addEventListener('hashchange', () => { filtersFromHash(); load().catch(showError); });
 $('#snap').addEventListener('click', async () => {
-  $('#status').textContent = 'snapshotting...';
+  say('snapshotting...');
   const r = await fetch('/api/v1/snapshots?wait=1&reason=web+page', {method: 'POST'});
   const j = await r.json();
-  $('#status').textContent = r.ok ? 'snapshot ' + j.snapshot.id + ': ' + j.snapshot.state
-                                  : 'refused: ' + j.error;
-  load();
+  say(r.ok ? 'snapshot ' + j.snapshot.id + ': ' + j.snapshot.state : 'refused: ' + j.error);
+  load().catch(showError);
 });
-load().catch((e) => { $('#status').textContent = String(e); });
+filtersFromHash();
+load().catch(showError);
 setInterval(() => load().catch(() => {}), 10000);

@@ -1,0 +1,403 @@
+"""tracegate-collector's web page on a laptop's screen, and "Open in
+Perfetto UI" when the UI is not there: checks 5 to 13 of browser_check.py
+(its docstring lists them), which runs them in its WebDriver session
+with its harness (check, wait_for, the stand-in UI).
+
+Kept apart from browser_check.py so that each file stays about one
+thing: that one starts and drives the browser and checks what the page
+always did; this one what a person on a 1280 px screen sees.
+"""
+import base64
+import datetime
+import hashlib
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import zoneinfo
+
+from browser_check import (STAND_IN_JS, ZONE, CheckFailed, api_get, check,
+                           http_get, sha256_file, wait_for)
+
+UI_SILENT_S = 40       # "Open" on a UI that never answers (the page's deadline is 10 s)
+SCREEN_W = 1280
+
+
+LAYOUT_JS = """
+const out = {inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
+             cols: [], inside: []};
+for (const sel of arguments[0]) {
+  for (const th of document.querySelectorAll(sel)) {
+    const r = th.getBoundingClientRect();
+    out.cols.push({table: sel, th: th.textContent, right: r.right, width: r.width});
+  }
+}
+for (const e of document.querySelectorAll(arguments[1])) {
+  const r = e.getBoundingClientRect(), c = e.closest('td').getBoundingClientRect();
+  out.inside.push({what: e.className + ' ' + e.textContent, right: r.right, cell: c.right,
+                   width: r.width});
+}
+return out;
+"""
+
+
+def check_layout(s, args, extra_tables=()):
+    tables = ["#snapshots > thead th", "#hosts > thead th"] + list(extra_tables)
+    got = s.js(LAYOUT_JS, tables, "#snapshots a.download, #snapshots button.open-ui, "
+               "#snapshots a.download-host, #snapshots button.open-host")
+    check(got["inner"] <= SCREEN_W,
+          "layout: the window is %r px wide, want at most %d" % (got["inner"], SCREEN_W))
+    check(got["scroll"] <= got["inner"],
+          "layout: the page is %r px wide in a %r px window" % (got["scroll"], got["inner"]))
+    for t in tables:
+        check(any(c["table"] == t for c in got["cols"]), "layout: no columns for %s" % t)
+    for c in got["cols"]:
+        check(c["right"] <= got["inner"] and c["width"] >= 24,
+              "layout: column %r of %s ends at %.0f px and is %.0f px wide (window %r)"
+              % (c["th"], c["table"], c["right"], c["width"], got["inner"]))
+    check(got["inside"], "layout: no download links or Open buttons")
+    for e in got["inside"]:
+        check(e["width"] > 0 and e["right"] <= e["cell"] + 0.5,
+              "layout: %r ends at %.0f px, past its cell's %.0f px"
+              % (e["what"], e["right"], e["cell"]))
+    ids = s.js("return Array.from(document.querySelectorAll('#snapshots button.toggle'),"
+               " (b) => [b.textContent, b.parentElement.scrollWidth, b.parentElement.clientWidth]);")
+    for text, sw, cw in ids:
+        check(sw <= cw, "layout: the id %r is cut: %r px in %r" % (text, sw, cw))
+    return "layout: %d columns of %d tables within %r px, %d links and buttons in their cells" % (
+        len(got["cols"]), len(tables), got["inner"], len(got["inside"]))
+
+
+CUT_JS = """
+const e = document.querySelector(arguments[0]);
+if (!e) return null;
+const t = document.querySelector('#snapshots').getBoundingClientRect();
+return {text: e.textContent, title: e.title, sw: e.scrollWidth, cw: e.clientWidth,
+        h: e.getBoundingClientRect().height, open: e.classList.contains('open'),
+        table: t.right};
+"""
+
+
+def check_cut(s, args):
+    reason = api_get(args, "/api/v1/snapshots/" + args.partial)["snapshot"]["reason"]
+    check(len(reason) > 200, "cut: the partial snapshot's reason is only %r" % reason)
+    sel = '#snapshots tr[data-id="%s"] td.reason .cut' % args.partial
+    before = s.js(CUT_JS, sel)
+    check(before, "cut: no %s" % sel)
+    check(before["sw"] > before["cw"],
+          "cut: the reason is not cut: %r px of text in %r px" % (before["sw"], before["cw"]))
+    check(before["title"] == reason and before["text"] == reason,
+          "cut: the reason's title %r / text %r is not the API's %r"
+          % (before["title"], before["text"], reason))
+    s.click(sel)
+    after = wait_for("cut: the reason opens whole on a click", lambda: s.js(CUT_JS, sel),
+                     lambda d: d and d["open"])
+    check(after["sw"] <= after["cw"] + 1 and after["h"] > before["h"],
+          "cut: opened, the reason is %r px of text in %r px, %r px high (was %r)"
+          % (after["sw"], after["cw"], after["h"], before["h"]))
+    check(after["table"] <= SCREEN_W,
+          "cut: opened, the reason widens the table to %r px" % after["table"])
+    s.click(sel)
+    wait_for("cut: a second click cuts it again", lambda: s.js(CUT_JS, sel),
+             lambda d: d and not d["open"])
+    return "cut: a %d-character reason cut in %d px, whole in its title and on a click" % (
+        len(reason), before["cw"])
+
+
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$")
+
+
+def check_times(s, args):
+    cells = s.js("return Array.from(document.querySelectorAll('td.time'), (td) => ("
+                 "{text: td.textContent, sw: td.scrollWidth, cw: td.clientWidth,"
+                 " id: td.parentElement.dataset.id || td.parentElement.dataset.host}));")
+    shown = [c for c in cells if c["text"]]
+    check(shown, "times: no time cells: %r" % cells)
+    for c in shown:
+        check(TIME_RE.match(c["text"]), "times: %r (row %s) does not end with its zone"
+              % (c["text"], c["id"]))
+        check(c["sw"] <= c["cw"], "times: %r (row %s) is cut: %r px in %r"
+              % (c["text"], c["id"], c["sw"], c["cw"]))
+    ms = api_get(args, "/api/v1/snapshots/" + args.snapshot)["snapshot"]["started_ms"]
+    want = datetime.datetime.fromtimestamp(ms / 1000, zoneinfo.ZoneInfo(ZONE)).strftime(
+        "%Y-%m-%d %H:%M:%S") + " +05:30"
+    got = [c["text"] for c in shown if c["id"] == args.snapshot]
+    check(got == [want], "times: snapshot %s's time reads %r, want [%r] (%s)"
+          % (args.snapshot, got, want, ZONE))
+    return "times: %d cells with their zone; %s in %s" % (len(shown), want, ZONE)
+
+
+PARTIAL_JS = """
+const id = arguments[0];
+const why = Array.from(document.querySelectorAll(
+    '#snapshots tr.why[data-of="' + id + '"] .host-why'), (d) => ({
+  host: d.dataset.host, text: d.textContent,
+  error: (d.querySelector('.cut.error') || {}).title || null}));
+const det = document.querySelector('#snapshots tr.detail[data-of="' + id + '"] table.snap-hosts');
+const hosts = det && Array.from(det.querySelectorAll(':scope > tbody > tr'), (tr) => ({
+  host: tr.dataset.host, outcome: tr.cells[1].textContent,
+  window: tr.querySelector('td.window').textContent,
+  download: (tr.querySelector('a.download-host') || {}).getAttribute
+      ? tr.querySelector('a.download-host').getAttribute('href') : null,
+  open: !!tr.querySelector('button.open-host')}));
+return {why: why, hosts: hosts};
+"""
+
+
+def check_partial(s, args):
+    d = api_get(args, "/api/v1/snapshots/" + args.partial)
+    failed = {h["host"]: h["error"] for h in d["hosts"] if h["outcome"] != "ok"}
+    check(list(failed) == [args.down] and failed[args.down],
+          "partial: the API's snapshot %s has failed hosts %r, want %s with an error"
+          % (args.partial, failed, args.down))
+    got = wait_for("partial: the row under snapshot %s names its failed host" % args.partial,
+                   lambda: s.js(PARTIAL_JS, args.partial), lambda g: g["why"])
+    check([w["host"] for w in got["why"]] == [args.down],
+          "partial: under snapshot %s the page names %r, want [%s]"
+          % (args.partial, got["why"], args.down))
+    check(got["why"][0]["error"] == failed[args.down]
+          and failed[args.down] in got["why"][0]["text"],
+          "partial: host %s's error on the page %r is not the API's %r"
+          % (args.down, got["why"][0], failed[args.down]))
+    s.click('#snapshots tr[data-id="%s"] button.toggle' % args.partial)
+    got = wait_for("partial: snapshot %s's detail lists its hosts" % args.partial,
+                   lambda: s.js(PARTIAL_JS, args.partial), lambda g: g["hosts"])
+    by = {h["host"]: h for h in got["hosts"]}
+    check(sorted(by) == sorted(h["host"] for h in d["hosts"]),
+          "partial: the detail lists %r, the API %r" % (sorted(by), d["hosts"]))
+    for h in d["hosts"]:
+        row = by[h["host"]]
+        check(row["outcome"] == h["outcome"], "partial: host %s's outcome reads %r, the API's %r"
+              % (h["host"], row["outcome"], h["outcome"]))
+        if h["outcome"] == "failed":
+            check(not row["download"] and not row["open"],
+                  "partial: failed host %s offers its data: %r" % (h["host"], row))
+            continue
+        href = "/api/v1/snapshots/%s/trace?host=%s" % (args.partial,
+                                                       urllib.parse.quote(h["host"], safe=""))
+        check(row["download"] == href and row["open"],
+              "partial: host %s's download is %r (want %r), Open %r"
+              % (h["host"], row["download"], href, row["open"]))
+        check(re.search(r" (UTC|[+-]\d\d:\d\d) \+ ", row["window"]),
+              "partial: host %s's window %r lacks its zone" % (h["host"], row["window"]))
+    return "partial: snapshot %s names %s and why under its row; its detail lists %d hosts" % (
+        args.partial, args.down, len(d["hosts"]))
+
+
+# The fields other parts of the collector fill (a host's name, a data
+# source's problems) rendered from an answer shaped as the API's, in the
+# page's own functions (app.js is a classic script: its functions are the
+# window's), then removed.
+PROBLEMS_JS = """
+const why = arguments[0];
+const problem = {kind: 'data_source', data_source: 'linux.ftrace', code: 'TG-6004', why: why};
+const out = {};
+const tr = hostRow({host: '10.9.9.9:7001', name: 'db-7', hostname: 'db-7.example',
+                    state: 'tracing', since_ms: Date.now(), why: '', problems: [problem]});
+document.querySelector('#hosts tbody').appendChild(tr);
+const p = tr.querySelector('.problem');
+out.host = {label: tr.cells[0].textContent, text: p.textContent, title: p.title,
+            color: getComputedStyle(p).color, cut: p.scrollWidth > p.clientWidth,
+            right: tr.getBoundingClientRect().right};
+tr.remove();
+const det = document.createElement('tr');
+det.className = 'detail';
+const td = det.insertCell();
+td.colSpan = 9;
+document.querySelector('#snapshots tbody').appendChild(det);
+detailInto(td, {snapshot: {id: 'ffffffffffffff01', state: 'complete', started_ms: Date.now(),
+                           finished_ms: Date.now(), trigger: 'operator', reason: '', bytes: 10,
+                           packets: 1, crc32: 1, loss: 0},
+                hosts: [{host: '10.9.9.9:7001', name: 'db-7', outcome: 'ok', error: '',
+                         problems: [problem], bytes: 10, packets: 1, loss: 0,
+                         window_first_ms: Date.now() - 5000, window_last_ms: Date.now()}]});
+const row = td.querySelector('table.snap-hosts > tbody > tr');
+const q = row.querySelector('.problem');
+out.detail = {label: row.cells[0].textContent, text: q.textContent, title: q.title,
+              color: getComputedStyle(q).color, right: row.getBoundingClientRect().right};
+det.remove();
+return out;
+"""
+
+
+def check_problems(s):
+    why = ("cannot enable the ftrace events sched/sched_switch and sched/sched_wakeup: "
+           "tracefs is read-only in this unit's namespace (ProtectKernelTunables=yes); "
+           "the data source runs without them")
+    got = s.js(PROBLEMS_JS, why)
+    for where in ("host", "detail"):
+        g = got[where]
+        check(g["label"].startswith("db-7"), "problems: the %s row names the host %r, "
+              "want its name db-7" % (where, g["label"]))
+        check(g["text"] == g["title"] and "TG-6004" in g["text"]
+              and "linux.ftrace" in g["text"] and why in g["text"],
+              "problems: the %s row's problem reads %r (title %r)" % (where, g["text"], g["title"]))
+        check(g["color"] == "rgb(187, 0, 0)",
+              "problems: the %s row's problem is %s, not red" % (where, g["color"]))
+        check(g["right"] <= SCREEN_W, "problems: the %s row ends at %r px" % (where, g["right"]))
+    check(got["host"]["cut"], "problems: a long problem is not cut in the hosts table")
+    return "problems: a host's name and its data source's problem (code, source, why) in red, cut"
+
+
+def check_per_host(s, args, download_dir):
+    """The partial snapshot's detail (open since check_partial): a host's
+    download and Open give what the API's ?host= gives. Checked only where
+    the API takes ?host= (a 400 naming the argument says it does not)."""
+    d = api_get(args, "/api/v1/snapshots/" + args.partial)
+    host = [h["host"] for h in d["hosts"] if h["outcome"] != "failed"][0]
+    path = "/api/v1/snapshots/%s/trace?host=%s" % (args.partial, urllib.parse.quote(host, safe=""))
+    try:
+        want = http_get(args.url + path)
+    except urllib.error.HTTPError as e:
+        if e.code != 400:
+            raise CheckFailed("per-host: GET %s: HTTP %d" % (path, e.code))
+        return "per-host: not checked: the API answers ?host= with 400 (%s)" % (
+            e.read().decode(errors="replace"),)
+    want_sha = hashlib.sha256(want).hexdigest()
+    for n in os.listdir(download_dir):
+        os.remove(os.path.join(download_dir, n))
+    row = '#snapshots tr.detail[data-of="%s"] tr[data-host="%s"]' % (args.partial, host)
+    s.click(row + " a.download-host")
+    names = wait_for("per-host: host %s's download finishes" % host,
+                     lambda: sorted(os.listdir(download_dir)),
+                     lambda ns: ns and not any(n.endswith(".crdownload") or n.startswith(".")
+                                               for n in ns))
+    check(len(names) == 1 and sha256_file(os.path.join(download_dir, names[0])) == want_sha,
+          "per-host: host %s's download %r is not the API's %d bytes" % (host, names, len(want)))
+    page = s.cmd("GET", "/window")
+    before = set(s.handles())
+    s.click(row + " button.open-host")
+    new = wait_for("per-host: a new window after Open",
+                   lambda: [h for h in s.handles() if h not in before])
+    s.cmd("POST", "/window", {"handle": new[0]})
+    got = wait_for("per-host: the stand-in UI receives host %s's trace" % host,
+                   lambda: s.js(STAND_IN_JS), lambda g: g.get("sha256"))
+    check(got["sha256"] == want_sha and host in got["title"],
+          "per-host: the stand-in got %r, want host %s's %d bytes" % (got, host, len(want)))
+    s.cmd("DELETE", "/window")
+    s.cmd("POST", "/window", {"handle": page})
+    return "per-host: host %s's download and Open give the API's %d bytes" % (host, len(want))
+
+
+def screenshot(s, suffix=""):
+    path = os.environ.get("TG_BROWSER_SCREENSHOT")
+    if not path:
+        return
+    path = path[:-4] + suffix + path[-4:] if suffix and path.endswith(".png") else path + suffix
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(s.cmd("GET", "/screenshot")))
+    print("browser_check: screenshot in %s" % path, flush=True)
+
+
+def page_ids(s):
+    return s.js("return Array.from(document.querySelectorAll("
+                "'#snapshots > tbody > tr[data-id]'), (tr) => tr.dataset.id);")
+
+
+def set_input(s, css, value):
+    e = s.find(css)
+    s.cmd("POST", "/element/%s/clear" % e, {})
+    if value:
+        s.cmd("POST", "/element/%s/value" % e, {"text": value})
+
+
+def check_filters(s, args):
+    seen = []
+    for trigger, host, state in [("", "", "partial"), ("nosuch", "", ""),
+                                 ("", args.down, ""), ("operator", "", "complete")]:
+        set_input(s, "#f-trigger", trigger)
+        set_input(s, "#f-host", host)
+        s.click('#f-state option[value="%s"]' % state)
+        s.click('#filters button[type="submit"]')
+        q = urllib.parse.urlencode([("limit", "100")] + [
+            (k, v) for k, v in (("trigger", trigger), ("host", host), ("state", state)) if v])
+        wait_for("filters: the page loads ?%s" % q,
+                 lambda: s.js("return document.body.dataset.filter;"), lambda f: f == q)
+        want = [x["id"] for x in api_get(args, "/api/v1/snapshots?" + q)["snapshots"]]
+        got = page_ids(s)
+        check(got == want, "filters: ?%s lists %r on the page, %r in the API" % (q, got, want))
+        empty = s.js("return !document.querySelector('#empty').hidden;")
+        check(empty == (not want), "filters: ?%s: 'no snapshot matches' shown %r for %d rows"
+              % (q, empty, len(want)))
+        seen.append("%s: %d" % (q, len(want)))
+    counts = [int(x.rsplit(" ", 1)[1]) for x in seen]
+    check(len(set(counts)) > 1, "filters: every filter listed as many rows: %r" % seen)
+    s.click("#f-clear")
+    wait_for("filters: Clear loads the whole list",
+             lambda: s.js("return document.body.dataset.filter;"), lambda f: f == "limit=100")
+    want = [x["id"] for x in api_get(args, "/api/v1/snapshots?limit=100")["snapshots"]]
+    check(page_ids(s) == want, "filters: cleared, the page lists %r, the API %r"
+          % (page_ids(s), want))
+    return "filters: " + "; ".join(seen) + "; Clear lists all %d" % len(want)
+
+
+STATUS_JS = """
+const st = document.querySelector('#status');
+const a = st.querySelector('a.fallback-download');
+return {open: st.dataset.open || null, text: st.textContent,
+        href: a ? a.getAttribute('href') : null};
+"""
+
+
+def open_ui_window(s, args):
+    """Clicks the snapshot's Open; returns (the page's handle, the new
+    window's)."""
+    page = s.cmd("GET", "/window")
+    before = set(s.handles())
+    s.click('#snapshots tr[data-id="%s"] button.open-ui' % args.snapshot)
+    new = wait_for("a new window after the click",
+                   lambda: [h for h in s.handles() if h not in before])
+    return page, new[0]
+
+
+def close_window(s, page, win):
+    s.cmd("POST", "/window", {"handle": win})
+    s.cmd("DELETE", "/window")
+    s.cmd("POST", "/window", {"handle": page})
+
+
+def check_ui_silent(s, args, stand_in):
+    stand_in.silent = True
+    start = time.monotonic()
+    page, win = open_ui_window(s, args)
+    got = wait_for("ui-silent: #status says the UI did not answer",
+                   lambda: s.js(STATUS_JS), lambda g: g["open"] == "silent",
+                   timeout=UI_SILENT_S)
+    took = time.monotonic() - start
+    href = "/api/v1/snapshots/%s/trace" % args.snapshot
+    check(got["href"] == href, "ui-silent: #status offers %r, want %r" % (got, href))
+    s.cmd("POST", "/window", {"handle": win})
+    pings = int(s.js("return document.body ? document.body.dataset.pings : '0';") or 0)
+    s.cmd("POST", "/window", {"handle": page})
+    check(pings >= 1, "ui-silent: the silent UI heard no PING")
+    close_window(s, page, win)
+    return "ui-silent: said after %.1f s (%d PINGs unanswered), download offered" % (took, pings)
+
+
+def check_ui_unreachable(s, args, stand_in, download_dir, want_len, want_sha):
+    stand_in.stop()
+    for n in os.listdir(download_dir):
+        os.remove(os.path.join(download_dir, n))
+    start = time.monotonic()
+    page, win = open_ui_window(s, args)
+    s.cmd("POST", "/window", {"handle": page})
+    got = wait_for("ui-unreachable: #status says the UI cannot be reached",
+                   lambda: s.js(STATUS_JS), lambda g: g["open"] == "unreachable")
+    took = time.monotonic() - start
+    href = "/api/v1/snapshots/%s/trace" % args.snapshot
+    check(got["href"] == href, "ui-unreachable: #status offers %r, want %r" % (got, href))
+    s.click("#status a.fallback-download")
+    name = "tracegate-%s.pftrace" % args.snapshot
+    names = wait_for("ui-unreachable: the offered download finishes",
+                     lambda: sorted(os.listdir(download_dir)),
+                     lambda ns: ns and not any(n.endswith(".crdownload") or n.startswith(".")
+                                               for n in ns))
+    screenshot(s, "-offline")
+    check(names == [name], "ui-unreachable: the download saved %r, want [%r]" % (names, name))
+    path = os.path.join(download_dir, name)
+    check(os.path.getsize(path) == want_len and sha256_file(path) == want_sha,
+          "ui-unreachable: the offered download is not the snapshot's bytes")
+    close_window(s, page, win)
+    return "ui-unreachable: said after %.1f s; the offered download is the snapshot's %d bytes" % (
+        took, want_len)
