@@ -532,6 +532,7 @@ static void running_remove(coll_t *c, const coll_snap_t *s) {
 static void snap_state_end(snap_host_t *sh) {
   tg_merge_host_t *mh = &sh->mh;
   tg_merge_host_end(mh);
+  sh->s->c->counts.ring_edge_packets += mh->state_edge;
   if (mh->state_edge)
     TG_INFO("snapshot %016" PRIx64 ": host %s: %" PRIu64 " packets before "
             "their sequence's first clear of incremental state left out "

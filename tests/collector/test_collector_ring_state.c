@@ -20,6 +20,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,6 +189,25 @@ static void assert_tp_reads_both(const char *trace) {
   assert_true(s1 > 0 && s2 > 0 && c1 > 0 && c2 > 0);
 }
 
+/* The value of the series |name| (no labels) in the /metrics text at
+ * |path|; fails the test when it is not there. */
+static unsigned long long metric_value(const char *path, const char *name) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[512];
+  size_t n = strlen(name);
+  unsigned long long v = 0;
+  bool seen = false;
+  while (fgets(line, sizeof(line), f))
+    if (!strncmp(line, name, n) && line[n] == ' ') {
+      v = strtoull(line + n + 1, NULL, 10);
+      seen = true;
+    }
+  fclose(f);
+  if (!seen) fail_msg("%s: no %s", path, name);
+  return v;
+}
+
 static void stop_all(fleet_host_t h[2], collector_t *c, pid_t emit[2]) {
   for (size_t i = 0; i < 2; i++)
     assert_int_equal(tg_test_exit_code(tg_test_stop(emit[i], SIGTERM,
@@ -220,6 +240,11 @@ static void wrapped_rings_that_clear_read_whole(void **state) {
     assert_json(json, key, "0");
   }
   assert_tp_reads_both(trace);
+  /* The rings' oldest edge was left out, and counted apart from loss. */
+  const char *metrics = fleet_in_dir("metrics.txt");
+  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
+  assert_true(metric_value(metrics, "tracegate_collector_ring_edge_packets_total") >
+              0);
   stop_all(h, &c, emit);
 }
 
