@@ -6,7 +6,10 @@
  * host mapping more sequences than its bound is refused, not truncated,
  * and no host can send a packet that makes trace processor refuse the
  * whole file through its sequence id or a wrapper (with Perfetto's
- * binaries, trace processor itself reads the result). */
+ * binaries, trace processor itself reads the result); what trace
+ * processor would skip for want of incremental state is left out, counted
+ * as the ring's edge or lost, and trace processor skips nothing of what
+ * the merge wrote. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
