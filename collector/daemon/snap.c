@@ -527,14 +527,16 @@ static void running_remove(coll_t *c, const coll_snap_t *s) {
 
 /* The end of host |sh|'s packets for the merge (merge.h, state_edge and
  * state_lost): what its sequences left out before a clear that came
- * later is the ring's oldest edge, said in the log; what is lost makes
+ * later is the ring's oldest edge, counted apart; what is lost makes
  * the host PARTIAL (unless it failed), with the reason. */
 static void snap_state_end(snap_host_t *sh) {
   tg_merge_host_t *mh = &sh->mh;
   tg_merge_host_end(mh);
   sh->s->c->counts.ring_edge_packets += mh->state_edge;
+  /* Every host of every snapshot of a wrapped ring has one: at debug
+   * level, and summed in the metric. */
   if (mh->state_edge)
-    TG_INFO("snapshot %016" PRIx64 ": host %s: %" PRIu64 " packets before "
+    TG_DEBUG("snapshot %016" PRIx64 ": host %s: %" PRIu64 " packets before "
             "their sequence's first clear of incremental state left out "
             "(the ring's oldest edge)", sh->s->id, sh->h->t.spec,
             mh->state_edge);
