@@ -83,6 +83,7 @@ typedef enum key_id {
   KEY_DEAD_LINK,
   KEY_UI_URL,
   KEY_SNAPSHOT_HOST_MAX_BYTES,
+  KEY_RING_CLEAR_PERIOD,
   KEY_AM_HOST_LABEL,
   KEY_AM_GROUP_LABEL,
   KEY_AM_REPEAT_WINDOW,
@@ -200,6 +201,11 @@ static const key_def_t KEYS[KEY_COUNT] = {
                     NULL},
     [KEY_SNAPSHOT_HOST_MAX_BYTES] = SIZE_KEY("snapshot_host_max_bytes",
                                              snapshot_host_max_bytes),
+    [KEY_RING_CLEAR_PERIOD] = {"ring_clear_period", K_DURATION,
+                               NUM_FIELD(ring_clear_period_ms), 100,
+                               3600LL * MS_PER_S, true,
+                               "0 (off) or a duration from 100ms to 1h",
+                               NULL},
     [KEY_AM_HOST_LABEL] = {"alertmanager_host_label", K_NAME,
                            STR_FIELD(am_host_label), 0, 0, false, NAME_EXPECT,
                            NULL},
@@ -846,6 +852,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->operator_snapshots_per_minute = 6;
   c->schedule_snapshots_per_minute = 6;
   c->clone_timeout_ms = 8 * MS_PER_S;
+  c->ring_clear_period_ms = MS_PER_S;
   c->compress_level = 1;
   c->reconnect_ms = 60 * MS_PER_S;
   c->dead_link_ms = 15 * MS_PER_S;

@@ -36,6 +36,9 @@
  *     snapshot_host_max_bytes  SIZE, default 0 (derived from the flight
  *                      config's buffers: daemon/snap.c, HOST_CAP_FACTOR):
  *                      what one host may put into one snapshot
+ *     ring_clear_period  DURATION, 0 (off) or 100ms..1h, default 1s: a
+ *                      flight config without incremental_state_config
+ *                      gets one with this clear_period_ms (daemon/coll.c)
  *     listen           HOST:PORT or [IPV6]:PORT, port 0 (pick) to 65535,
  *                      default 127.0.0.1:7468
  *     http_cert, http_key, http_ca  PATH: HTTPS with client certificates;
@@ -188,6 +191,9 @@ typedef struct tg_coll_config {
   uint64_t retention_max_bytes; /* 0: no limit */
   int64_t retention_max_age_ms; /* 0: none */
   uint64_t snapshot_host_max_bytes; /* 0: from the ring's buffers */
+  /* incremental_state_config.clear_period_ms given to a flight config
+   * without one; 0: none given (100..3600000 otherwise). */
+  int64_t ring_clear_period_ms;
   char listen_host[TG_COLL_CONFIG_LISTEN_HOST_MAX + 1]; /* no brackets */
   uint16_t listen_port; /* 0: any free port */
   bool listen_ipv6;     /* listen_host is an IPv6 literal */

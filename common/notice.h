@@ -279,6 +279,14 @@
   X(REMOTE_UNREACHABLE, 2038, "tracegate",                                    \
     "query, stats or bridge with -H: cannot connect to the host that "        \
     "follows; the reason (often with a relay's or TLS code) follows")         \
+  X(FLEET_STATE_EDGE, 2048, "tracegate",                                      \
+    "summary, under a host: packets before their sequence's first clear of "  \
+    "incremental state were left out of the merged trace (the oldest edge "   \
+    "of a ring, not a loss); the count follows")                              \
+  X(FLEET_STATE_LOST, 2049, "tracegate",                                      \
+    "summary, under a host: packets that need incremental state their "       \
+    "sequence no longer has (no clear since, or lost data) were left out "    \
+    "of the merged trace and counted as loss; the count follows")             \
   X(TLS_FAILED, 2033, "tracegate",                                            \
     "the TLS handshake with a relay failed; the TLS library's reason "        \
     "follows")                                                                \
@@ -447,6 +455,15 @@
   X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
     "warning: the HTTP server holds max_conns connections: new ones are "     \
     "closed; how many, and the latest address, follow")                       \
+  X(COLLECTOR_RING_CLEAR_ADDED, 5020, "tracegate-collector",                  \
+    "the flight config has no incremental_state_config: the collector adds "  \
+    "one clearing the producers' incremental state every "                    \
+    "ring_clear_period, so that a ring that wraps keeps its sequences "       \
+    "readable; the period follows")                                           \
+  X(COLLECTOR_STATE_LOST, 5021, "tracegate-collector",                        \
+    "a snapshot's host: packets that need incremental state their ring no "   \
+    "longer holds (no clear since, or lost data) were left out and counted "  \
+    "as loss; the host is partial; the counts follow")                        \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
     "or the kernel has none); the instance and the reason follow")            \

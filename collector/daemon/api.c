@@ -487,9 +487,14 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           "rings in snapshots (chunks discarded, patches failed, ABI "
           "violations, writer packet loss, malformed packets).\n"
           "# TYPE tracegate_collector_host_loss_total counter\n"
-          "tracegate_collector_host_loss_total %" PRIu64 "\n",
+          "tracegate_collector_host_loss_total %" PRIu64 "\n"
+          "# HELP tracegate_collector_ring_edge_packets_total Packets left "
+          "out of snapshots before their sequence's first clear of "
+          "incremental state (the rings' oldest edge, not loss).\n"
+          "# TYPE tracegate_collector_ring_edge_packets_total counter\n"
+          "tracegate_collector_ring_edge_packets_total %" PRIu64 "\n",
           k->trigger_hits, k->triggers_coalesced, k->bytes_stored,
-          k->host_loss);
+          k->host_loss, k->ring_edge_packets);
   fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
         "by the budget that had nothing left.\n"
         "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);

@@ -104,6 +104,33 @@ static int load_flight(coll_t *c) {
     rv = -EINVAL;
     goto out;
   }
+  /* Producers' track events, interned names and the like need the
+   * sequence's first packets (incremental state), which a ring that wraps
+   * overwrites: trace processor then skips the rest of the sequence. A
+   * ring whose config has producers clear their state now and then keeps
+   * every sequence readable but for its oldest clear period (docs/
+   * collector.md, "Sizing"). */
+  Perfetto__Protos__TraceConfig__IncrementalStateConfig *isc =
+      tc->incremental_state_config;
+  if (c->cfg.ring_clear_period_ms > 0 &&
+      (!isc || !isc->has_clear_period_ms || !isc->clear_period_ms)) {
+    if (!isc) {
+      isc = calloc(1, sizeof(*isc));
+      if (!isc) {
+        perfetto__protos__trace_config__free_unpacked(tc, NULL);
+        rv = -ENOMEM;
+        goto out;
+      }
+      perfetto__protos__trace_config__incremental_state_config__init(isc);
+      tc->incremental_state_config = isc;
+    }
+    isc->has_clear_period_ms = true;
+    isc->clear_period_ms = (uint32_t)c->cfg.ring_clear_period_ms;
+    TG_INFO("%s %s: no incremental_state_config.clear_period_ms: the rings "
+            "clear their producers' incremental state every %" PRId64
+            " ms (ring_clear_period)", TG_NOTE(COLLECTOR_RING_CLEAR_ADDED),
+            path, c->cfg.ring_clear_period_ms);
+  }
   /* A clone waits for its producers' flush up to the ring's flush timeout
    * (Perfetto's default when unset): a clone_timeout not above it fails
    * healthy hosts whose producers are slow to flush. */

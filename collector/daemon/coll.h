@@ -148,6 +148,9 @@ typedef struct coll_counts {
   uint64_t snapshot_errors;    /* could not begin or finish in the store */
   uint64_t bytes_stored;       /* bytes of snapshots finished */
   uint64_t host_loss;          /* loss counters of hosts in snapshots */
+  /* Packets left out of snapshots before their sequence's first clear of
+   * incremental state (merge.h, state_edge): the rings' oldest edge. */
+  uint64_t ring_edge_packets;
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;

@@ -35,6 +35,7 @@
 
 #include "collector/daemon/coll.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "client/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
@@ -89,6 +90,9 @@ typedef struct snap_host {
   sh_state_t st;
   bool failed, preamble;
   tg_merge_host_t mh;
+  /* Its packets the merge left out for want of incremental state, lost
+   * (snap_state_end): the host's outcome is PARTIAL with the reason. */
+  bool state_partial;
   uint64_t bytes, packets, loss, read_packets;
   tg_ftrace_loss_t ftrace; /* the kernel's overruns its packets carry */
   uint64_t stored; /* bytes of the file that are this host's */
@@ -102,6 +106,7 @@ struct coll_snap {
   uint64_t id;
   tg_coll_writer_t *w;
   tg_merge_t m;
+  snap_host_t *cur; /* the host whose packet the merge is writing, if any */
   tg_buf_t out; /* framed packets not yet written */
   uint64_t framed; /* bytes ever put in |out|: a host's share is a difference */
   uint64_t host_cap; /* what one host may put into the file */
@@ -150,11 +155,17 @@ static int flush_out(coll_snap_t *s) {
   return s->write_err;
 }
 
-/* The merge's sink: Trace.packet (field 1) framing around both pieces. */
+static void note_window(snap_host_t *sh, const uint8_t *p, size_t n);
+
+/* The merge's sink: Trace.packet (field 1) framing around both pieces. A
+ * host's packet counts in its window only once the merge writes it: what
+ * it leaves out (a compressed wrapper's own bytes, what trace processor
+ * would skip) is not what the snapshot shows. */
 static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
                 size_t tail_n) {
   coll_snap_t *s = ctx;
   if (s->write_err) return s->write_err;
+  if (s->cur) note_window(s->cur, p, n);
   size_t len = n + tail_n;
   if (tg_buf_size(&s->out) + len + 16 > WRITE_CHUNK && flush_out(s) < 0)
     return s->write_err;
@@ -254,8 +265,9 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
                                 sh->h->t.name);
   }
   if (rv == 0) {
-    note_window(sh, p, n);
+    s->cur = sh;
     rv = tg_merge_packet(&s->m, &sh->mh, p, n);
+    s->cur = NULL;
   }
   sh->stored += s->framed - before;
   if (s->index)
@@ -520,21 +532,54 @@ static void running_remove(coll_t *c, const coll_snap_t *s) {
   }
 }
 
+/* The end of host |sh|'s packets for the merge (merge.h, state_edge and
+ * state_lost): what its sequences left out before a clear that came
+ * later is the ring's oldest edge, counted apart; what is lost makes
+ * the host PARTIAL (unless it failed), with the reason. */
+static void snap_state_end(snap_host_t *sh) {
+  tg_merge_host_t *mh = &sh->mh;
+  tg_merge_host_end(mh);
+  sh->s->c->counts.ring_edge_packets += mh->state_edge;
+  /* Every host of every snapshot of a wrapped ring has one: at debug
+   * level, and summed in the metric. */
+  if (mh->state_edge)
+    TG_DEBUG("snapshot %016" PRIx64 ": host %s: %" PRIu64 " packets before "
+            "their sequence's first clear of incremental state left out "
+            "(the ring's oldest edge)", sh->s->id, sh->h->t.spec,
+            mh->state_edge);
+  if (!mh->state_lost || sh->failed) return;
+  sh->state_partial = true;
+  char past[96] = "";
+  if (mh->state_untracked)
+    snprintf(past, sizeof(past), ", %" PRIu64 " of them on sequences past "
+             "the %u the merge follows", mh->state_untracked,
+             TG_MERGE_HOST_MAX_STATE_SEQS);
+  snprintf(sh->err, sizeof(sh->err), "%s %" PRIu64 " packets on %" PRIu32
+           " sequences need incremental state the ring no longer holds%s "
+           "(left out; the ring clears it too rarely, or lost data)",
+           TG_NOTE(COLLECTOR_STATE_LOST), mh->state_lost,
+           mh->state_lost_seqs, past);
+  TG_WARN("snapshot %016" PRIx64 ": host %s: %s", sh->s->id, sh->h->t.spec,
+          sh->err);
+}
+
 static void store_result(coll_snap_t *s) {
   coll_t *c = s->c;
   tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
   uint64_t packets = 0;
+  for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
   for (size_t i = 0; rs && i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
+    bool whole = !sh->failed && !sh->state_partial;
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
-        .outcome = !sh->failed     ? TG_COLL_HOST_OK
+        .outcome = whole         ? TG_COLL_HOST_OK
                    : sh->packets ? TG_COLL_HOST_PARTIAL
                                  : TG_COLL_HOST_FAILED,
-        .error = sh->failed ? sh->err : NULL,
+        .error = whole ? NULL : sh->err,
         .bytes = sh->bytes,
         .packets = sh->packets,
-        .loss = sh->loss + sh->mh.malformed,
+        .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost,
         .window_first_ms = host_real_ms(sh->fh, sh->first_ts),
         .window_last_ms = host_real_ms(sh->fh, sh->last_ts),
     };

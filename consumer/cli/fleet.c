@@ -454,6 +454,7 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   tg_log_set_sink(NULL, NULL);
   tg_log_set_level(TG_LOG_WARN);
   for (size_t i = 0; i < n; i++) tg_fleet_host_close(&f->hosts[i].core);
+  for (size_t i = 0; i < n; i++) fleet_host_merge_end(&f->hosts[i]);
 
   uv_update_time(&loop);
   if (f->aborting) {

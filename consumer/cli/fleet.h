@@ -161,6 +161,10 @@ void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,
 extern const tg_fleet_host_cbs_t fleet_host_cbs;
 /* Frees what the host holds (after the loop ended). */
 void fleet_host_free(fleet_host_t *h);
+/* The end of host |h|'s packets in a merge (merge.h, tg_merge_host_end):
+ * what its sequences lost for want of incremental state joins its loss
+ * list as "incremental_state_lost". Once, before the summary. */
+void fleet_host_merge_end(fleet_host_t *h);
 
 /* --- fleet_ui.c ---------------------------------------------------------- */
 

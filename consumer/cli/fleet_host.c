@@ -145,6 +145,14 @@ const tg_fleet_host_cbs_t fleet_host_cbs = {
     .on_finished = on_finished,
 };
 
+void fleet_host_merge_end(fleet_host_t *h) {
+  if (h->f->mode != FLEET_OUT_MERGE) return;
+  tg_merge_host_end(&h->merge);
+  /* Left out of the merged trace: counted with the host's loss, under a
+   * name of its own (docs/merge.md, "Incremental state"). */
+  add_loss_item(&h->loss, "incremental_state_lost", h->merge.state_lost);
+}
+
 /* --- setup ------------------------------------------------------------------------ */
 
 void fleet_host_init(fleet_t *f, fleet_host_t *h, size_t index,

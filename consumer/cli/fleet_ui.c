@@ -193,6 +193,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     /* Many hosts: the ones that went as planned are counted, not listed. */
     if (f->n > MAX_HOST_LINES && ok && !h->core.report.reconnects &&
         !h->core.report.reads_lost && !h->merge.malformed &&
+        !h->merge.state_lost &&
         (!h->has_loss || h->loss.n == 0)) {
       quiet++;
       quiet_bytes += h->core.report.bytes;
@@ -252,6 +253,17 @@ size_t fleet_ui_summary(fleet_t *f) {
               "that Perfetto's trace processor cannot take, were left out of "
               "the merged trace\n", TG_NOTE(FLEET_MALFORMED),
               h->merge.malformed);
+    if (h->merge.state_edge)
+      fprintf(stderr, "      %s %" PRIu64 " packets before their sequence's "
+              "first clear of incremental state were left out of the merged "
+              "trace (the oldest edge of the host's buffers, not a loss)\n",
+              TG_NOTE(FLEET_STATE_EDGE), h->merge.state_edge);
+    if (h->merge.state_lost)
+      fprintf(stderr, "      %s %" PRIu64 " packets on %" PRIu32 " sequences "
+              "need incremental state the host's buffers no longer hold: left "
+              "out of the merged trace, counted as loss\n",
+              TG_NOTE(FLEET_STATE_LOST), h->merge.state_lost,
+              h->merge.state_lost_seqs);
     if (!h->has_loss) continue;
     if (h->loss.n == 0) {
       fprintf(stderr, "      %s no data loss%s\n", TG_NOTE(NO_LOSS),

@@ -1,6 +1,7 @@
 /* The merged fleet trace; see merge.h and docs/merge.md. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -16,6 +17,9 @@
 /* TracePacket fields. */
 #define PKT_CLOCK_SNAPSHOT 6
 #define PKT_SEQ_ID 10
+#define PKT_SEQUENCE_FLAGS 13
+#define PKT_INCREMENTAL_STATE_CLEARED 41
+#define PKT_PREVIOUS_PACKET_DROPPED 42
 #define PKT_COMPRESSED_PACKETS 50 /* COMPRESSION_TYPE_DEFLATE */
 #define PKT_SYSTEM_INFO 45
 #define PKT_MACHINE_ID 98
@@ -40,6 +44,18 @@ static const uint32_t builtin_of[TG_CLK_N] = {BUILTIN_BOOTTIME, BUILTIN_MONOTONI
 
 #define SMALL_PACKET 4096
 
+/* TracePacket.SequenceFlags. */
+#define SEQ_INCREMENTAL_STATE_CLEARED 1u
+#define SEQ_NEEDS_INCREMENTAL_STATE 2u
+
+/* A followed sequence's incremental state (merge.h, istate). */
+typedef struct tg_merge_iseq {
+  uint64_t pending; /* left out before its first clear, kind not known yet */
+  bool valid;       /* as trace processor has it now */
+  bool cleared;     /* has had a clear in the host's part */
+  bool lost;        /* counted in state_lost_seqs */
+} tg_merge_iseq_t;
+
 /* --- the shared and per-host state -------------------------------------------- */
 
 void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx) {
@@ -56,9 +72,115 @@ void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
   memset(mh, 0, sizeof(*mh));
   mh->machine_id = (uint32_t)index + 1;
   tg_u32_map_init(&mh->seqs, TG_MERGE_HOST_MAX_SEQS);
+  tg_u32_map_init(&mh->istate, TG_MERGE_HOST_MAX_STATE_SEQS);
 }
 
-void tg_merge_host_free(tg_merge_host_t *mh) { tg_u32_map_free(&mh->seqs); }
+void tg_merge_host_free(tg_merge_host_t *mh) {
+  tg_u32_map_free(&mh->seqs);
+  tg_u32_map_free(&mh->istate);
+  free(mh->iseqs);
+  mh->iseqs = NULL;
+  mh->n_iseqs = mh->cap_iseqs = 0;
+  mh->last_iseq = 0;
+}
+
+/* --- incremental state ----------------------------------------------------------
+ *
+ * Trace processor (v50.1, ProtoTraceReader::ParsePacket) follows, per
+ * machine and sequence, whether the sequence's incremental state is valid:
+ * not at first; valid from a packet with incremental_state_cleared (41) or
+ * SEQ_INCREMENTAL_STATE_CLEARED in sequence_flags (13); not valid again
+ * from a packet with previous_packet_dropped (42) that does not clear. A
+ * packet with SEQ_NEEDS_INCREMENTAL_STATE while it is not valid is skipped
+ * (tokenizer_skipped_packets), unless it holds a ClockSnapshot or a
+ * RemoteClockSync, which are read before that check. The merge applies
+ * the same rule to the packets it writes, and leaves out those skipped. */
+
+/* |seq|'s slot, or NULL when it has none and |add| is false, the table is
+ * at its bound, or memory is short (*err = -ENOMEM). */
+static tg_merge_iseq_t *iseq_find(tg_merge_host_t *mh, uint32_t seq, bool add,
+                                  int *err) {
+  if (mh->last_iseq && mh->last_seq == seq) return &mh->iseqs[mh->last_iseq - 1];
+  uint32_t ix;
+  if (!tg_u32_map_get(&mh->istate, seq, &ix)) {
+    if (!add || mh->n_iseqs >= TG_MERGE_HOST_MAX_STATE_SEQS) return NULL;
+    if (mh->n_iseqs == mh->cap_iseqs) {
+      uint32_t cap = mh->cap_iseqs ? mh->cap_iseqs * 2 : 16;
+      if (cap > TG_MERGE_HOST_MAX_STATE_SEQS) cap = TG_MERGE_HOST_MAX_STATE_SEQS;
+      tg_merge_iseq_t *a = realloc(mh->iseqs, cap * sizeof(*a));
+      if (!a) {
+        *err = -ENOMEM;
+        return NULL;
+      }
+      mh->iseqs = a;
+      mh->cap_iseqs = cap;
+    }
+    ix = mh->n_iseqs;
+    int rv = tg_u32_map_put(&mh->istate, seq, ix);
+    if (rv < 0) {
+      if (rv == -ENOMEM) *err = rv;
+      return NULL;
+    }
+    mh->iseqs[ix] = (tg_merge_iseq_t){0};
+    mh->n_iseqs++;
+  }
+  mh->last_seq = seq;
+  mh->last_iseq = ix + 1;
+  return &mh->iseqs[ix];
+}
+
+static void iseq_lose(tg_merge_host_t *mh, tg_merge_iseq_t *q, uint64_t n) {
+  if (!n) return;
+  mh->state_lost += n;
+  if (!q->lost) {
+    q->lost = true;
+    mh->state_lost_seqs++;
+  }
+}
+
+/* Whether trace processor reads the packet of sequence |seq| whose fields
+ * 13, 41 and 42 are |flags|, |cleared| and |dropped|, after noting what
+ * the packet does to its sequence's state; |exempt|: it holds what is
+ * read before the check. 1: it does; 0: it is left out (counted); or
+ * -ENOMEM. */
+static int state_reads(tg_merge_host_t *mh, uint32_t seq, uint64_t flags,
+                       bool cleared, bool dropped, bool exempt) {
+  bool needs = (flags & SEQ_NEEDS_INCREMENTAL_STATE) && !exempt;
+  cleared = cleared || (flags & SEQ_INCREMENTAL_STATE_CLEARED);
+  if (!needs && !cleared && !dropped) return 1;
+  int err = 0;
+  /* A loss on a sequence without a slot leaves it as it is: not valid. */
+  tg_merge_iseq_t *q = iseq_find(mh, seq, needs || cleared, &err);
+  if (err) return err;
+  if (q && cleared) {
+    if (!q->cleared) mh->state_edge += q->pending;
+    q->pending = 0;
+    q->cleared = q->valid = true;
+  } else if (q && dropped) {
+    q->valid = false;
+  }
+  if (!needs) return 1;
+  if (!q) { /* past the bound: not followed */
+    mh->state_lost++;
+    mh->state_untracked++;
+    return 0;
+  }
+  if (q->valid) return 1;
+  if (q->cleared) iseq_lose(mh, q, 1);
+  else q->pending++;
+  return 0;
+}
+
+void tg_merge_host_end(tg_merge_host_t *mh) {
+  if (mh->ended) return;
+  mh->ended = true;
+  for (uint32_t i = 0; i < mh->n_iseqs; i++) {
+    tg_merge_iseq_t *q = &mh->iseqs[i];
+    if (q->cleared) continue;
+    iseq_lose(mh, q, q->pending);
+    q->pending = 0;
+  }
+}
 
 /* --- sequence ids ----------------------------------------------------------- */
 
@@ -134,13 +256,33 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   tg_pb_reader_t r;
   tg_pb_field_t fld;
   tg_pb_reader_init(&r, p, n);
-  uint64_t orig = 0;
+  uint64_t orig = 0, flags = 0;
   const uint8_t *z = NULL;
   size_t zn = 0;
-  bool wrapper = false;
+  bool wrapper = false, cleared = false, dropped = false, exempt = false;
   int rv;
+  /* Every field is looked at once here; those that matter are rare, so
+   * the switch costs a compare or two per field. */
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
-    if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
+    switch (fld.id) {
+      case PKT_SEQ_ID:
+        if (fld.type == TG_PB_WT_VARINT) orig = fld.value;
+        break;
+      case PKT_SEQUENCE_FLAGS:
+        if (fld.type == TG_PB_WT_VARINT) flags = fld.value;
+        break;
+      case PKT_INCREMENTAL_STATE_CLEARED:
+        if (fld.type == TG_PB_WT_VARINT) cleared = fld.value != 0;
+        break;
+      case PKT_PREVIOUS_PACKET_DROPPED:
+        if (fld.type == TG_PB_WT_VARINT) dropped = fld.value != 0;
+        break;
+      case PKT_CLOCK_SNAPSHOT:
+      case PKT_REMOTE_CLOCK_SYNC:
+        exempt = true;
+        break;
+      default: break;
+    }
     if (fld.id == PKT_COMPRESSED_PACKETS) {
       /* Trace processor takes any field 50 for a wrapper (the last one)
        * and refuses the whole file when it does not inflate; the schema
@@ -166,6 +308,9 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);
+  if ((rv = state_reads(mh, (uint32_t)orig, flags, cleared, dropped,
+                        exempt)) <= 0)
+    return rv;
   if (clocks & TG_TS_SYNCS_MONO_RAW) mh->mono_raw_synced = true;
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;

@@ -58,6 +58,12 @@
  * (grown at half load: 8192 slots of 8 bytes, 64 KiB) and its share of the
  * overflow range, which all hosts draw from, small whatever it sends. */
 #define TG_MERGE_HOST_MAX_SEQS 4096u
+/* Sequences of one host whose incremental state the merge follows (those
+ * with a packet that needs it or clears it). A service hands out a
+ * sequence per writer, and a ring holds the live writers' few; past the
+ * bound, a packet that needs the state on a sequence not followed is left
+ * out and counted lost, so that no host makes the table grow unbounded. */
+#define TG_MERGE_HOST_MAX_STATE_SEQS 4096u
 
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
@@ -86,6 +92,25 @@ typedef struct tg_merge_host {
   /* A ClockSnapshot of the host has tied MONOTONIC_RAW to BOOTTIME, so
    * its ftrace bundles on MONOTONIC_RAW can be read. */
   bool mono_raw_synced;
+  /* Incremental state, per sequence of the host as trace processor
+   * follows it (merge.c, "incremental state"; docs/merge.md): the
+   * sequences' slots (|istate| maps a producer id to its index in
+   * |iseqs|), the last one looked up. */
+  tg_u32_map_t istate;
+  struct tg_merge_iseq *iseqs;
+  uint32_t n_iseqs, cap_iseqs;
+  uint32_t last_seq, last_iseq; /* last_iseq: index + 1, 0 for none */
+  /* Packets left out because they need incremental state their sequence
+   * does not have, in two kinds, final once tg_merge_host_end() ran:
+   *   state_edge: before the sequence's first clear in the host's part,
+   *     which does come later (a ring's oldest edge: not lost);
+   *   state_lost: on a sequence that never clears in the part, after a
+   *     packet loss until the next clear, or on a sequence past
+   *     TG_MERGE_HOST_MAX_STATE_SEQS (state_untracked of them): lost.
+   * state_lost_seqs: the followed sequences with packets lost. */
+  uint64_t state_edge, state_lost, state_untracked;
+  uint32_t state_lost_seqs;
+  bool ended;
 } tg_merge_host_t;
 
 /* The collector, as the head of the trace describes it. */
@@ -134,8 +159,19 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
  * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
  * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
  * that many is failed by the owner (leaving them out, or merging them
- * into one, would hide it); so is -ENOMEM. */
+ * into one, would hide it); so is -ENOMEM.
+ *
+ * A packet that trace processor would skip for want of its sequence's
+ * incremental state (SEQ_NEEDS_INCREMENTAL_STATE before the sequence's
+ * first clear, or after a packet loss until the next one) is left out as
+ * well, so that the merged file has none it skips, and counted in
+ * mh->state_edge or mh->state_lost (see there). */
 int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                     size_t n);
+
+/* The end of host |mh|'s packets: what its sequences left out before a
+ * first clear that never came is lost (state_lost). Once; later packets
+ * of the host are not expected. */
+void tg_merge_host_end(tg_merge_host_t *mh);
 
 #endif /* TRACEGATE_CONSUMER_FLEET_MERGE_H */

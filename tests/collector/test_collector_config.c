@@ -244,6 +244,7 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.operator_snapshots_per_minute, 6);
   assert_int_equal(c.schedule_snapshots_per_minute, 6);
   assert_int_equal(c.clone_timeout_ms, 8000);
+  assert_int_equal(c.ring_clear_period_ms, 1000);
   assert_int_equal(c.compress_level, 1);
   assert_int_equal(c.reconnect_ms, 60000);
   assert_int_equal(c.dead_link_ms, 15000);
@@ -308,6 +309,8 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"clone_timeout = 0", "clone_timeout"},
       {"clone_timeout = 99ms", "clone_timeout"},
       {"clone_timeout = 121s", "clone_timeout"},
+      {"ring_clear_period = 99ms", "ring_clear_period"},
+      {"ring_clear_period = 61m", "ring_clear_period"},
       {"compress_level = 20", "compress_level"},
       {"compress_level = -1", "compress_level"},
       {"compress_level = 1.0", "compress_level"},
@@ -380,7 +383,8 @@ static void config_accepts_the_edges_of_each_range(void **state) {
                   "dead_link = 1000ms\ncoalesce_window = 0ms\nreconnect = 0\n"
                   "max_snapshots_per_minute = 1\ncompress_level = 0\n"
                   "http_max_conns_per_source = 1\nclone_timeout = 100ms\n"
-                  "host_snapshots_per_minute = 600\n",
+                  "host_snapshots_per_minute = 600\n"
+                  "ring_clear_period = 0\n",
                   &c);
   assert_int_equal(c.shard_index, 65535);
   assert_int_equal(c.shard_count, 65536);
@@ -393,6 +397,13 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   assert_int_equal(c.host_snapshots_per_minute, 600);
   assert_int_equal(c.compress_level, 0);
   assert_int_equal(c.http_max_conns_per_source, 1);
+  assert_int_equal(c.ring_clear_period_ms, 0);
+  tg_coll_config_free(&c);
+  expect_extra_ok("ring_clear_period = 100ms\n", &c);
+  assert_int_equal(c.ring_clear_period_ms, 100);
+  tg_coll_config_free(&c);
+  expect_extra_ok("ring_clear_period = 1h\n", &c);
+  assert_int_equal(c.ring_clear_period_ms, 3600000);
   tg_coll_config_free(&c);
 
   expect_extra_ok("retention_max_bytes = 16777215T\n"

@@ -28,8 +28,10 @@
 #include "fleet_proxy.h"
 #include "fleet_trace.h"
 #include "test_proc.h"
+#include "abi/smb.h"
 #include "consumer/fleet/merge.h"
 #include "tracegate/error.h"
+#include "tracegate/pb_writer.h"
 
 #define MAX_HOSTS 3
 
@@ -1037,6 +1039,72 @@ static void stuck_host_fails_at_its_deadline_and_the_other_finishes(void **state
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
+/* --- (h) packets that need incremental state their sequence lost ----------------------- */
+
+/* A test packet "tag" with |flags| in sequence_flags (13). */
+static size_t state_test_packet(uint8_t *buf, size_t cap, const char *tag,
+                                uint32_t flags) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 900); /* for_testing */
+  tg_pbw_append_string(&w, 1, tag);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 13, flags);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* record -H --merge leaves out what trace processor would skip for want
+ * of incremental state: a sequence that never clears (writer 1) is loss,
+ * counted in the summary's incremental_state_lost and said with
+ * [TG-2049]; what a sequence (writer 2) sent before its first clear is the
+ * edge, said with [TG-2048] and not counted as loss. */
+static void merge_counts_packets_whose_incremental_state_is_lost(void **state) {
+  (void)state;
+  fleet_host_t h;
+  start_host(&h, 8);
+  connect_producer(&h, 4, 64);
+  char out[256], sum[256];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("state.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("state.json"));
+  const char *args[] = {"record", "-H", h.spec, FLEET_TLS_ARGS, "-o", out,
+                        "--merge", "-t", "0", "-b", "1mb", "--summary-json",
+                        sum, "fleet.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  assert_int_equal(raw_producer_wait_started(&h.p, FLEET_WAIT_MS), 0);
+  uint8_t pk[5][64];
+  const size_t lost_lens[2] = {
+      state_test_packet(pk[0], sizeof(pk[0]), "lost", 2),
+      state_test_packet(pk[1], sizeof(pk[1]), "lost", 2)};
+  const size_t kept_lens[3] = {
+      state_test_packet(pk[2], sizeof(pk[2]), "edge", 2),
+      state_test_packet(pk[3], sizeof(pk[3]), "kept", 3),
+      state_test_packet(pk[4], sizeof(pk[4]), "kept", 2)};
+  const uint8_t *lost[2] = {pk[0], pk[1]}, *kept[3] = {pk[2], pk[3], pk[4]};
+  assert_int_equal(raw_producer_write_chunk(&h.p, 0, 0, TG_PAGE_DIV_4, 1, 0, 0,
+                                            lost, lost_lens, 2), 0);
+  assert_int_equal(raw_producer_write_chunk(&h.p, 0, 1, TG_PAGE_DIV_4, 2, 0, 0,
+                                            kept, kept_lens, 3), 0);
+  uint32_t pages[2] = {0, 0}, chunks[2] = {0, 1};
+  assert_int_equal(raw_producer_commit(&h.p, pages, chunks, 2, 0), 0);
+  kill(c.pid, SIGINT);
+  fleet_ack_flush(&h.p);
+  assert_int_equal(fleet_cli_wait(&c), 0);
+  assert_non_null(strstr(c.err, TG_NOTE(FLEET_STATE_LOST)));
+  assert_non_null(strstr(c.err, TG_NOTE(FLEET_STATE_EDGE)));
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.0.loss.counters.incremental_state_lost", "2");
+  fleet_trace_t t;
+  fleet_trace_load(out, &t);
+  assert_int_equal(fleet_trace_count_tag(&t, "kept"), 2);
+  assert_int_equal(fleet_trace_count_tag(&t, "lost"), 0);
+  assert_int_equal(fleet_trace_count_tag(&t, "edge"), 0);
+  fleet_trace_free(&t);
+  unlink(out);
+  fleet_host_stop(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(remote_record_through_one_relay_over_tls),
@@ -1058,6 +1126,7 @@ int main(void) {
       FLEET_TEST(ssh_transport_runs_the_relay_in_stdio_mode),
       FLEET_TEST(killed_cli_session_taken_back_with_attach_and_merge),
       FLEET_TEST(stuck_host_fails_at_its_deadline_and_the_other_finishes),
+      FLEET_TEST(merge_counts_packets_whose_incremental_state_is_lost),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

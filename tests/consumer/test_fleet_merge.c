@@ -6,7 +6,10 @@
  * host mapping more sequences than its bound is refused, not truncated,
  * and no host can send a packet that makes trace processor refuse the
  * whole file through its sequence id or a wrapper (with Perfetto's
- * binaries, trace processor itself reads the result). */
+ * binaries, trace processor itself reads the result); what trace
+ * processor would skip for want of incremental state is left out, counted
+ * as the ring's edge or lost, and trace processor skips nothing of what
+ * the merge wrote. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -304,11 +307,14 @@ static void assert_last_field(const fixture_t *fx, uint32_t id, uint64_t v) {
 
 /* Each gets the host's own no-sequence id, never 0: the host's packets
  * land on its machine's reader, and the file stays readable for the
- * other hosts. */
+ * other hosts. The sequence without an id clears its state first, so
+ * that the packet needing it is read. */
 static void a_packet_without_a_sequence_gets_its_hosts_own(void **state) {
   fixture_t *fx = *state;
+  static const uint8_t clears[] = {0x40, 0xe8, 0x07, 0x68, 0x01};
   for (size_t h = 0; h < 2; h++)
     for (size_t i = 0; i < sizeof(seqless) / sizeof(seqless[0]); i++) {
+      host_sends(fx, h, clears, sizeof(clears));
       tg_buf_reset(&fx->sink.out);
       host_sends(fx, h, seqless[i].p, seqless[i].n);
       assert_last_field(fx, 10,
@@ -437,6 +443,225 @@ static void merge_fuzz_input(fixture_t *fx, size_t h, const char *path) {
   }
 }
 
+/* --- incremental state ---------------------------------------------------------- */
+
+enum {
+  ST_NEEDS = 1u << 0,   /* sequence_flags SEQ_NEEDS_INCREMENTAL_STATE */
+  ST_CLEARS = 1u << 1,  /* sequence_flags SEQ_INCREMENTAL_STATE_CLEARED */
+  ST_FIELD41 = 1u << 2, /* incremental_state_cleared: true */
+  ST_DROPPED = 1u << 3, /* previous_packet_dropped: true */
+  ST_CLOCK = 1u << 4,   /* a ClockSnapshot */
+};
+
+/* A packet of sequence |seq| at |ts|: one that clears has a track (uuid
+ * 77) and the interned name "state"; one that needs the state an instant
+ * named by it on that track. */
+static size_t state_packet(uint8_t *buf, size_t cap, uint32_t seq,
+                           uint64_t ts, unsigned what) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_append_varint(&w, 8, ts);
+  if (what & ST_CLOCK) {
+    tg_pbw_begin_nested(&w, 6);
+    for (uint64_t id = 6; id >= 3; id -= 3) {
+      tg_pbw_begin_nested(&w, 1);
+      tg_pbw_append_varint(&w, 1, id);
+      tg_pbw_append_varint(&w, 2, ts);
+      tg_pbw_end_nested(&w);
+    }
+    tg_pbw_end_nested(&w);
+  }
+  if (what & (ST_CLEARS | ST_FIELD41)) {
+    tg_pbw_begin_nested(&w, 60); /* track_descriptor */
+    tg_pbw_append_varint(&w, 1, 77);
+    tg_pbw_append_string(&w, 2, "state track");
+    tg_pbw_end_nested(&w);
+    tg_pbw_begin_nested(&w, 12); /* interned_data */
+    tg_pbw_begin_nested(&w, 2);  /* event_names */
+    tg_pbw_append_varint(&w, 1, 1);
+    tg_pbw_append_string(&w, 2, "state");
+    tg_pbw_end_nested(&w);
+    tg_pbw_end_nested(&w);
+  }
+  if ((what & ST_NEEDS) && !(what & ST_CLOCK)) {
+    tg_pbw_begin_nested(&w, 11); /* track_event */
+    tg_pbw_append_varint(&w, 9, 3); /* TYPE_INSTANT */
+    tg_pbw_append_varint(&w, 10, 1); /* name_iid */
+    tg_pbw_append_varint(&w, 11, 77);
+    tg_pbw_end_nested(&w);
+  }
+  uint64_t flags = (what & ST_NEEDS ? 2u : 0) | (what & ST_CLEARS ? 1u : 0);
+  if (flags) tg_pbw_append_varint(&w, 13, flags);
+  if (what & ST_FIELD41) tg_pbw_append_varint(&w, 41, 1);
+  if (what & ST_DROPPED) tg_pbw_append_varint(&w, 42, 1);
+  tg_pbw_append_varint(&w, 10, seq);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Host |h| sends the packets |what[0..n)| on |seq|, at increasing times
+ * from |*ts|. */
+static void state_sends(fixture_t *fx, size_t h, uint32_t seq, uint64_t *ts,
+                        const unsigned *what, size_t n) {
+  uint8_t p[256];
+  for (size_t i = 0; i < n; i++) {
+    *ts += 1000;
+    host_sends(fx, h, p, state_packet(p, sizeof(p), seq, *ts, what[i]));
+  }
+}
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A ring's oldest edge: what comes before a sequence's first clear is
+ * left out, and counted as the edge once the clear came; not lost. */
+static void packets_before_a_later_clear_are_the_rings_edge(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned what[] = {ST_NEEDS, ST_NEEDS, ST_NEEDS,
+                                  ST_NEEDS | ST_CLEARS, ST_NEEDS, ST_NEEDS};
+  uint64_t ts = 0;
+  state_sends(fx, 0, 7, &ts, what, N_OF(what));
+  assert_int_equal(fx->sink.writes, 3);
+  tg_merge_host_end(&fx->hosts[0]);
+  assert_int_equal(fx->hosts[0].state_edge, 3);
+  assert_int_equal(fx->hosts[0].state_lost, 0);
+  assert_int_equal(fx->hosts[0].malformed, 0);
+}
+
+/* A sequence that never clears in the host's part: all it needed is lost,
+ * which only the end can tell. */
+static void a_sequence_that_never_clears_is_lost(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned what[] = {ST_NEEDS, ST_NEEDS, ST_NEEDS, ST_NEEDS};
+  uint64_t ts = 0;
+  state_sends(fx, 0, 8, &ts, what, N_OF(what));
+  state_sends(fx, 0, 9, &ts, what, 2);
+  assert_int_equal(fx->sink.writes, 0);
+  assert_int_equal(fx->hosts[0].state_lost, 0); /* not known yet */
+  tg_merge_host_end(&fx->hosts[0]);
+  tg_merge_host_end(&fx->hosts[0]); /* once */
+  assert_int_equal(fx->hosts[0].state_lost, 6);
+  assert_int_equal(fx->hosts[0].state_lost_seqs, 2);
+  assert_int_equal(fx->hosts[0].state_edge, 0);
+}
+
+/* After a packet loss the state is invalid until the next clear, which
+ * incremental_state_cleared (field 41) makes as well as the flag; what
+ * comes between is lost, whether the clear comes or not. */
+static void a_packet_loss_loses_what_needs_state_until_a_clear(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned what[] = {
+      ST_CLEARS, ST_NEEDS, ST_NEEDS | ST_DROPPED, ST_NEEDS,
+      ST_FIELD41 | ST_NEEDS, ST_NEEDS, ST_DROPPED, ST_NEEDS};
+  uint64_t ts = 0;
+  state_sends(fx, 0, 5, &ts, what, N_OF(what));
+  /* The clear, one before the loss, the field-41 clear and one after it,
+   * and the packet that says the loss. */
+  assert_int_equal(fx->sink.writes, 5);
+  assert_int_equal(fx->hosts[0].state_lost, 3);
+  tg_merge_host_end(&fx->hosts[0]);
+  assert_int_equal(fx->hosts[0].state_lost, 3);
+  assert_int_equal(fx->hosts[0].state_lost_seqs, 1);
+  assert_int_equal(fx->hosts[0].state_edge, 0);
+}
+
+/* What does not need incremental state passes on any sequence, and so
+ * does a ClockSnapshot that says it needs it (trace processor reads it
+ * before the check). Sequences are per host. */
+static void what_needs_no_state_passes(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned what[] = {0, ST_DROPPED, 0, ST_CLOCK | ST_NEEDS};
+  static const unsigned clear[] = {ST_CLEARS};
+  static const unsigned needs[] = {ST_NEEDS};
+  uint64_t ts = 0;
+  state_sends(fx, 0, 4, &ts, what, N_OF(what));
+  assert_int_equal(fx->sink.writes, N_OF(what));
+  state_sends(fx, 1, 4, &ts, clear, 1);
+  state_sends(fx, 0, 4, &ts, needs, 1);
+  assert_int_equal(fx->sink.writes, N_OF(what) + 1);
+  tg_merge_host_end(&fx->hosts[0]);
+  assert_int_equal(fx->hosts[0].state_lost, 1);
+  assert_int_equal(fx->hosts[1].state_lost + fx->hosts[1].state_edge, 0);
+  assert_int_equal(tg_u32_map_count(&fx->hosts[0].istate), 1);
+}
+
+/* The table of sequences is bounded per host: past it, a sequence is not
+ * followed and what it needs is lost, counted; the others go on. */
+static void sequences_past_the_bound_are_counted_lost(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned clear[] = {ST_CLEARS};
+  static const unsigned needs[] = {ST_NEEDS, ST_NEEDS};
+  uint64_t ts = 0;
+  for (uint32_t i = 0; i < TG_MERGE_HOST_MAX_STATE_SEQS; i++)
+    state_sends(fx, 0, 100 + i, &ts, clear, 1);
+  uint32_t past = 100 + TG_MERGE_HOST_MAX_STATE_SEQS;
+  size_t writes = fx->sink.writes;
+  state_sends(fx, 0, past, &ts, clear, 1); /* read: it needs nothing */
+  state_sends(fx, 0, past, &ts, needs, 2);
+  state_sends(fx, 0, 100, &ts, needs, 2);
+  assert_int_equal(fx->sink.writes, writes + 3);
+  assert_int_equal(fx->hosts[0].state_lost, 2);
+  assert_int_equal(fx->hosts[0].state_untracked, 2);
+  assert_int_equal(tg_u32_map_count(&fx->hosts[0].istate),
+                   TG_MERGE_HOST_MAX_STATE_SEQS);
+}
+
+/* Runs trace processor on the sink's file with |query|; its last line of
+ * output in |out|. False (with a message) when PERFETTO_BIN is not set. */
+static bool tp_query(const fixture_t *fx, const char *query, char *out,
+                     size_t cap) {
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !*bin) {
+    fprintf(stderr, "[ SKIPPED  ] the trace processor import: PERFETTO_BIN "
+                    "(the directory of Perfetto's binaries) is not set\n");
+    return false;
+  }
+  char path[] = "/tmp/tg-merge-state-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = tg_buf_size(&fx->sink.out);
+  assert_int_equal(write(fd, tg_buf_begin(&fx->sink.out), n), (ssize_t)n);
+  close(fd);
+  char cmd[1024], line[256];
+  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
+           "2>/dev/null", bin, query, path);
+  FILE *tp = popen(cmd, "r");
+  assert_non_null(tp);
+  out[0] = 0;
+  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
+  int status = pclose(tp);
+  unlink(path);
+  assert_int_equal(status, 0);
+  return true;
+}
+
+/* With Perfetto's binaries: trace processor skips none of what the merge
+ * wrote, and reads every instant the merge kept, on both machines. */
+static void trace_processor_skips_nothing_the_merge_kept(void **state) {
+  fixture_t *fx = *state;
+  static const unsigned a[] = {ST_NEEDS, ST_NEEDS, ST_CLEARS, ST_NEEDS,
+                               ST_NEEDS | ST_DROPPED, ST_NEEDS,
+                               ST_FIELD41, ST_NEEDS};
+  static const unsigned b[] = {ST_NEEDS, ST_NEEDS, ST_NEEDS};
+  assert_int_equal(op_head(fx), 0);
+  uint64_t ts = 0;
+  state_sends(fx, 0, 3, &ts, a, N_OF(a));
+  state_sends(fx, 1, 3, &ts, a, 4);
+  state_sends(fx, 1, 4, &ts, b, N_OF(b));
+  tg_merge_host_end(&fx->hosts[0]);
+  tg_merge_host_end(&fx->hosts[1]);
+  assert_int_equal(fx->hosts[0].state_edge, 2);
+  assert_int_equal(fx->hosts[0].state_lost, 2);
+  assert_int_equal(fx->hosts[1].state_edge, 2);
+  assert_int_equal(fx->hosts[1].state_lost, 3);
+  char out[256];
+  if (!tp_query(fx, "select (select ifnull(sum(value), 0) from stats where "
+                    "name = 'tokenizer_skipped_packets') || ':' || "
+                    "(select count(*) from slice where name = 'state')",
+                out, sizeof(out)))
+    return;
+  assert_string_equal(out, "\"0:3\"\n");
+}
+
 /* With Perfetto's binaries (PERFETTO_BIN): host 0's slice, merged beside
  * what hosts 1 and 2 send (the packets above without sequences, and every
  * input of the fuzz_merge corpus, or of the directory TG_MERGE_CORPUS
@@ -520,6 +745,18 @@ int main(void) {
           a_wrapper_that_cannot_inflate_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(
           trace_processor_reads_the_others_beside_them, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          packets_before_a_later_clear_are_the_rings_edge, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_sequence_that_never_clears_is_lost,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_packet_loss_loses_what_needs_state_until_a_clear, setup, teardown),
+      cmocka_unit_test_setup_teardown(what_needs_no_state_passes, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(
+          sequences_past_the_bound_are_counted_lost, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          trace_processor_skips_nothing_the_merge_kept, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

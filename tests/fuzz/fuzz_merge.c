@@ -14,7 +14,10 @@
  * - that id is the packet's own moved into the host's range (a packet
  *   without one: the range's TG_MERGE_SEQ_NONE), or one of the overflow
  *   range that the same host's same id always gets and no other host's
- *   id ever gets.
+ *   id ever gets;
+ * - what a host left out for want of incremental state (state_edge,
+ *   state_lost) only grows, its end moves what was waiting into lost, and
+ *   its table of sequences stays within TG_MERGE_HOST_MAX_STATE_SEQS.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -106,12 +109,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = (size_t)data[at + 1] | (size_t)data[at + 2] << 8;
     at += 3;
     if (len > size - at) len = size - at;
-    uint64_t before = hosts[cur_host].malformed;
+    const tg_merge_host_t *mh = &hosts[cur_host];
+    uint64_t before = mh->malformed, edge = mh->state_edge,
+             lost = mh->state_lost;
     int rv = tg_merge_packet(&m, &hosts[cur_host], data + at, len);
     if (rv != 0 && rv != TG_ETOO_MANY_SEQUENCES && rv != -ENOMEM)
       __builtin_trap();
-    if (hosts[cur_host].malformed < before) __builtin_trap();
+    if (mh->malformed < before || mh->state_edge < edge ||
+        mh->state_lost < lost || mh->n_iseqs > TG_MERGE_HOST_MAX_STATE_SEQS ||
+        tg_u32_map_count(&mh->istate) != mh->n_iseqs)
+      __builtin_trap();
     at += len;
+  }
+  for (size_t i = 0; i < HOSTS; i++) {
+    uint64_t left_out = hosts[i].state_edge + hosts[i].state_lost;
+    tg_merge_host_end(&hosts[i]);
+    if (hosts[i].state_edge + hosts[i].state_lost < left_out ||
+        hosts[i].state_lost_seqs > hosts[i].n_iseqs ||
+        (hosts[i].state_lost > hosts[i].state_untracked &&
+         !hosts[i].state_lost_seqs))
+      __builtin_trap();
   }
   for (size_t i = 0; i < HOSTS; i++) tg_merge_host_free(&hosts[i]);
   tg_merge_free(&m);
