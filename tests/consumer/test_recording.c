@@ -289,8 +289,16 @@ static void streams_stops_and_drains_a_whole_session(void **state) {
   assert_int_equal(b.s.final_stats, 1);
   assert_true(saw_state(&b.s, TG_REC_DRAINING));
   assert_true(saw_state(&b.s, TG_REC_STATS));
+  assert_true(saw_state(&b.s, TG_REC_FREEING));
   assert_int_equal(b.s.states[b.s.n_states - 1], TG_REC_DONE);
   assert_int_equal(tg_recording_reads_cut(b.r), 0);
+  /* The session was freed before DONE, its connection still open. */
+  raw_consumer_t rc;
+  assert_int_equal(raw_consumer_connect(&rc, *state), 0);
+  size_t np, nd, ns, nr;
+  assert_int_equal(raw_consumer_query_all(&rc, WAIT_MS, &np, &nd, &ns, &nr), 0);
+  assert_int_equal(ns, 0);
+  raw_consumer_close(&rc);
   bench_close(&b);
 }
 
