@@ -258,8 +258,9 @@ void tg__rec_free_at_end(tg_recording_t *r) {
     return;
   }
   r->inflight++;
-  tg__rec_set_state(r, TG_REC_FREEING);
+  /* Before the state: on_state may end the recording (an unbind). */
   tg__rec_arm_guard(r, FREE_GUARD_MS);
+  tg__rec_set_state(r, TG_REC_FREEING);
 }
 
 /* --- guards and the deadline ---------------------------------------------- */
