@@ -126,10 +126,16 @@ static bool read_clock(const uint8_t *p, size_t n, clock_read_t *c) {
   tg_pb_reader_init(&r, p, n);
   while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
     if (f.type != TG_PB_WT_VARINT) continue;
-    if (f.id == CLOCK_ID) c->id = (uint32_t)f.value;
-    else if (f.id == CLOCK_TIMESTAMP) c->ts = f.value, c->has_ts = true;
-    else if (f.id == CLOCK_IS_INCREMENTAL) c->incremental = tg_pb_reader_bool(&r);
-    else if (f.id == CLOCK_UNIT_MULTIPLIER_NS && f.value) c->mult = f.value;
+    if (f.id == CLOCK_ID) {
+      c->id = (uint32_t)f.value;
+    } else if (f.id == CLOCK_TIMESTAMP) {
+      c->ts = f.value;
+      c->has_ts = true;
+    } else if (f.id == CLOCK_IS_INCREMENTAL) {
+      c->incremental = tg_pb_reader_bool(&r);
+    } else if (f.id == CLOCK_UNIT_MULTIPLIER_NS && f.value) {
+      c->mult = f.value;
+    }
   }
   return rv == 0 && c->has_ts;
 }
@@ -195,21 +201,27 @@ int coll_window_packet(coll_window_t *w, const uint8_t *p, size_t n) {
   while ((rv = tg_pb_reader_next(&r, &f)) == 1) {
     if (f.type == TG_PB_WT_VARINT) {
       switch (f.id) {
-        case PKT_TIMESTAMP: ts = f.value, has_ts = true; break;
+        case PKT_TIMESTAMP:
+          ts = f.value;
+          has_ts = true;
+          break;
         case PKT_SEQ_ID: seq_id = (uint32_t)f.value; break;
         case PKT_SEQUENCE_FLAGS: flags = f.value; break;
         case PKT_INCREMENTAL_STATE_CLEARED:
           cleared = cleared || tg_pb_reader_bool(&r);
           break;
         case PKT_TIMESTAMP_CLOCK_ID:
-          clock = (uint32_t)f.value, has_clock = true;
+          clock = (uint32_t)f.value;
+          has_clock = true;
           break;
         default: break;
       }
     } else if (f.type == TG_PB_WT_LEN && f.id == PKT_DEFAULTS) {
-      defaults = f.data, defaults_n = f.size;
+      defaults = f.data;
+      defaults_n = f.size;
     } else if (f.type == TG_PB_WT_LEN && f.id == PKT_CLOCK_SNAPSHOT) {
-      snapshot = f.data, snapshot_n = f.size;
+      snapshot = f.data;
+      snapshot_n = f.size;
     }
   }
   if (rv < 0 || seq_id == SERVICE_SEQ) return 0;
