@@ -778,6 +778,9 @@ bool tg_recording_ended(const tg_recording_t *r) {
   return r->state == TG_REC_DRAINING || r->state == TG_REC_STATS ||
          r->state == TG_REC_FREEING || r->state == TG_REC_DONE;
 }
+const char *tg_recording_end_reason(const tg_recording_t *r) {
+  return tg__rec_is_over(r) ? r->reason : "";
+}
 bool tg_recording_deadline_failed(const tg_recording_t *r) {
   return r->deadline_failed;
 }

@@ -227,6 +227,9 @@ void tg_recording_set_stream(tg_recording_t *r, bool stream);
 /* Stops tracing (flush, then DisableTracing); before tracing began or
  * while not bound, as soon as it can. */
 void tg_recording_stop(tg_recording_t *r);
+/* Once over (DONE, DETACHED, FAILED, even before on_end ran): the
+ * reason on_end gets, "" when none; owned by |r|. */
+const char *tg_recording_end_reason(const tg_recording_t *r);
 /* Fails the recording with |reason| (on_end runs from the loop). With
  * |end_session| the session is ended first (FreeBuffers) rather than
  * left behind, where the connection still allows; failures the recording

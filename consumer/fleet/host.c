@@ -219,12 +219,10 @@ static void say_not_freed(tg_fleet_host_t *h, const char *reason) {
 
 static void link_lost(tg_fleet_host_t *h, const char *why) {
   if (h->e->rec && tg_recording_state(h->e->rec) == TG_REC_DONE) {
-    /* Lost while the session was being freed: the trace is whole. The
-     * transport is released: the host ends here (on_rec_end left it). */
-    char text[800];
-    snprintf(text, sizeof(text), "the trace is whole, but the link was lost "
-             "before the session was freed (%s)", why);
-    say_not_freed(h, text);
+    /* Lost as the recording ended (while its session was being freed):
+     * the trace is whole. The transport is released: the host ends here
+     * (on_rec_end left it). */
+    say_not_freed(h, tg_recording_end_reason(h->e->rec));
     tg_link_set_state(&h->e->link, TG_LINK_CLOSING, "the recording ended");
     finish(h);
     return;
