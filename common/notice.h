@@ -276,6 +276,9 @@
     "summary: TLS handshakes, full and resumed from a saved session")         \
   X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
     "summary: how many hosts failed, and which")                              \
+  X(FLEET_SESSION_NOT_FREED, 2039, "tracegate",                               \
+    "warning: a host's trace is whole but its session was not freed; the "    \
+    "host keeps it until its disconnect lease runs out (the reason follows)") \
   X(REMOTE_UNREACHABLE, 2038, "tracegate",                                    \
     "query, stats or bridge with -H: cannot connect to the host that "        \
     "follows; the reason (often with a relay's or TLS code) follows")         \

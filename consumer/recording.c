@@ -38,7 +38,8 @@ static const unsigned kNext[] = {
     [TG_REC_TRACING] = S(STOPPING) | S(DRAINING) | S(FAILING),
     [TG_REC_STOPPING] = S(DRAINING) | S(FAILING),
     [TG_REC_DRAINING] = S(STATS),
-    [TG_REC_STATS] = S(DONE),
+    [TG_REC_STATS] = S(FREEING) | S(DONE),
+    [TG_REC_FREEING] = S(DONE),
     [TG_REC_FAILING] = 0,
     [TG_REC_DONE] = 0,
     [TG_REC_DETACHED] = 0,
@@ -216,6 +217,52 @@ static void on_freed(tg_consumer_t *c, void *ctx, int status, const char *msg) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
 }
 
+/* --- the session freed at the end ------------------------------------------ */
+
+/* DONE, the session not freed: said to the owner in the reason. */
+static void done_not_freed(tg_recording_t *r, const char *fmt, ...) {
+  char why[400], reason[500];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  snprintf(reason, sizeof(reason), "the trace is whole, but the session "
+           "was not freed: %s", why);
+  TG_WARN("recording %p: %s", (void *)r, reason);
+  tg__rec_end(r, TG_REC_DONE, 0, reason);
+}
+
+static void on_freed_at_end(tg_consumer_t *c, void *ctx, int status,
+                            const char *msg) {
+  tg_recording_t *r = ctx;
+  if (!tg__rec_answer(r, c) || r->state != TG_REC_FREEING) return;
+  if (tg__rec_conn_going(status)) return; /* tg_recording_unbind ends it */
+  if (status) {
+    done_not_freed(r, "%s", msg && msg[0] ? msg : tg_strerror(status));
+    return;
+  }
+  tg__rec_end(r, TG_REC_DONE, 0, "");
+}
+
+/* The trace is whole: the session is freed now rather than left to the
+ * connection's end, which a relay holding a resume key, or tracegated
+ * under a disconnect lease, takes for a lost link: either keeps the
+ * session, buffers and all, for the lease (10 min by default). */
+void tg__rec_free_at_end(tg_recording_t *r) {
+  if (tg__rec_is_over(r) || r->state != TG_REC_STATS) return;
+  int rv = r->c && bound(r)
+               ? tg_consumer_free_buffers(r->c, on_freed_at_end, r)
+               : TG_ENOT_CONNECTED;
+  if (rv < 0) {
+    done_not_freed(r, "cannot send FreeBuffers: %s", tg_strerror(rv));
+    return;
+  }
+  r->inflight++;
+  /* Before the state: on_state may end the recording (an unbind). */
+  tg__rec_arm_guard(r, FREE_GUARD_MS);
+  tg__rec_set_state(r, TG_REC_FREEING);
+}
+
 /* --- guards and the deadline ---------------------------------------------- */
 
 static void on_guard(uv_timer_t *t) {
@@ -223,6 +270,11 @@ static void on_guard(uv_timer_t *t) {
   char d[32], g[32], s[32];
   if (r->state == TG_REC_FAILING) { /* FreeBuffers unanswered: end anyway */
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
+    return;
+  }
+  if (r->state == TG_REC_FREEING) { /* the trace is whole all the same */
+    format_ms(g, sizeof(g), FREE_GUARD_MS);
+    done_not_freed(r, "no answer to FreeBuffers within %s", g);
     return;
   }
   if (r->stop == TG__REC_STOP_DEADLINE && r->state == TG_REC_STOPPING) {
@@ -615,6 +667,11 @@ void tg_recording_unbind(tg_recording_t *r) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
   }
+  if (r->state == TG_REC_FREEING) {
+    done_not_freed(r, "the connection went before the service answered "
+                   "FreeBuffers");
+    return;
+  }
   uv_timer_stop(&r->reader);
   uv_timer_stop(&r->stats);
   uv_timer_stop(&r->guard);
@@ -719,7 +776,10 @@ unsigned tg_recording_bad_transitions(const tg_recording_t *r) {
 /* The service said the session ended: its end is read, or was. */
 bool tg_recording_ended(const tg_recording_t *r) {
   return r->state == TG_REC_DRAINING || r->state == TG_REC_STATS ||
-         r->state == TG_REC_DONE;
+         r->state == TG_REC_FREEING || r->state == TG_REC_DONE;
+}
+const char *tg_recording_end_reason(const tg_recording_t *r) {
+  return tg__rec_is_over(r) ? r->reason : "";
 }
 bool tg_recording_deadline_failed(const tg_recording_t *r) {
   return r->deadline_failed;
@@ -771,6 +831,7 @@ const char *tg_recording_state_name(tg_rec_state_t s) {
     case TG_REC_STOPPING: return "stopping";
     case TG_REC_DRAINING: return "reading the end";
     case TG_REC_STATS: return "statistics";
+    case TG_REC_FREEING: return "freeing the session";
     case TG_REC_FAILING: return "failing";
     case TG_REC_DONE: return "done";
     case TG_REC_DETACHED: return "detached";

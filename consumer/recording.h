@@ -5,7 +5,8 @@
  *
  *   IDLE --enable--> STARTING --tracing--> TRACING --stop, duration,
  *   deadline--> STOPPING (flush, disable) --the session ended--> DRAINING
- *   (final reads, when streaming) --> STATS (final GetTraceStats) --> DONE
+ *   (final reads, when streaming) --> STATS (final GetTraceStats) -->
+ *   FREEING (FreeBuffers) --> DONE
  *   IDLE --attach--> ATTACHING --attached (or enabled instead)--> STARTING
  *
  * Any failure goes to FAILED, through FAILING when the session is ended
@@ -47,6 +48,7 @@ typedef enum tg_rec_state {
   TG_REC_STOPPING, /* flush + disable sent, waiting for the end */
   TG_REC_DRAINING, /* tracing ended: final reads */
   TG_REC_STATS,    /* final GetTraceStats */
+  TG_REC_FREEING,  /* the trace is whole: FreeBuffers sent, then DONE */
   TG_REC_FAILING,  /* FreeBuffers sent: the session ends, then FAILED */
   TG_REC_DONE,
   TG_REC_DETACHED, /* left running in the service under detach_key */
@@ -69,7 +71,8 @@ typedef enum tg_rec_binding {
  *   IDLE      -> ATTACHING, STARTING      ATTACHING -> STARTING
  *   STARTING  -> TRACING, DRAINING, DETACHED
  *   TRACING   -> STOPPING, DRAINING       STOPPING  -> DRAINING
- *   DRAINING  -> STATS                    STATS     -> DONE
+ *   DRAINING  -> STATS                    STATS     -> FREEING, DONE
+ *   FREEING   -> DONE
  *   FAILING   -> FAILED
  * and every state but the final ones -> FAILED; STARTING, TRACING and
  * STOPPING (a session that may still run) -> FAILING. DONE, DETACHED and
@@ -197,7 +200,11 @@ typedef struct tg_recording_cbs {
    * else why not (UNBOUND again: rebind again or fail it). Optional. */
   void (*on_rebound)(tg_recording_t *r, int status, const char *msg);
   /* The end: status 0 (DONE or DETACHED) or a negative error and
-   * |reason| (a sentence, e.g. "cannot stop tracing: ..."). Required. */
+   * |reason| (a sentence, e.g. "cannot stop tracing: ..."). DONE with a
+   * |reason|: the trace is whole, but the session was not freed (the
+   * reason says why): a service that keeps sessions past their
+   * connection (a disconnect lease) holds it until the lease runs out.
+   * Required. */
   void (*on_end)(tg_recording_t *r, int status, const char *reason);
 } tg_recording_cbs_t;
 
@@ -220,6 +227,9 @@ void tg_recording_set_stream(tg_recording_t *r, bool stream);
 /* Stops tracing (flush, then DisableTracing); before tracing began or
  * while not bound, as soon as it can. */
 void tg_recording_stop(tg_recording_t *r);
+/* Once over (DONE, DETACHED, FAILED, even before on_end ran): the
+ * reason on_end gets, "" when none; owned by |r|. */
+const char *tg_recording_end_reason(const tg_recording_t *r);
 /* Fails the recording with |reason| (on_end runs from the loop). With
  * |end_session| the session is ended first (FreeBuffers) rather than
  * left behind, where the connection still allows; failures the recording
@@ -228,7 +238,9 @@ void tg_recording_fail(tg_recording_t *r, bool end_session, const char *reason);
 /* The connection is going or gone (call it from its on_close at the
  * latest): forget it; calls in flight on it are ignored. The binding
  * goes UNBOUND, the lifecycle stays and the deadline runs on; the owner
- * then rebinds it (when tg_recording_resumable() says so) or fails it. */
+ * then rebinds it (when tg_recording_resumable() says so) or fails it.
+ * In FREEING the trace is whole: it ends DONE, saying that the session
+ * was not freed; in FAILING it ends FAILED. */
 void tg_recording_unbind(tg_recording_t *r);
 /* Re-attaches by the resume key on the bound connection |c|; on_rebound
  * says how it went. Returns 0, or a negative error (no callback). */

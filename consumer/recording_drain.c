@@ -49,7 +49,7 @@ static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
   if (r->state != TG_REC_STATS) return;
   /* Without final statistics the trace is still whole. */
   if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, true);
-  tg__rec_end(r, TG_REC_DONE, 0, "");
+  tg__rec_free_at_end(r);
 }
 
 void tg__rec_final_stats(tg_recording_t *r) {
@@ -58,7 +58,7 @@ void tg__rec_final_stats(tg_recording_t *r) {
   int rv = tg_consumer_get_trace_stats(r->c, on_final_stats, r);
   if (rv < 0) {
     if (r->cbs->on_stats) r->cbs->on_stats(r, rv, tg_strerror(rv), NULL, true);
-    tg__rec_end(r, TG_REC_DONE, 0, "");
+    tg__rec_free_at_end(r);
     return;
   }
   r->inflight++;

@@ -177,6 +177,9 @@ void tg__rec_read_now(tg_recording_t *r);
  * dropped or was closed): counted, and checked after the rebind. */
 void tg__rec_read_cut(tg_recording_t *r);
 void tg__rec_final_stats(tg_recording_t *r);
+/* After the final statistics (STATS): FreeBuffers (FREEING), then DONE;
+ * DONE at once, saying why, when it cannot be sent (recording.c). */
+void tg__rec_free_at_end(tg_recording_t *r);
 void tg__rec_on_stats_timer(uv_timer_t *t);
 void tg__rec_on_read_timer(uv_timer_t *t);
 /* The session ended: final reads (when streaming), then final stats. */

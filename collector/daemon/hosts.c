@@ -78,6 +78,7 @@ static coll_host_state_t rec_state(tg_rec_state_t rec) {
     case TG_REC_STOPPING: return COLL_HOST_STOPPING;
     case TG_REC_DRAINING: return COLL_HOST_DRAINING;
     case TG_REC_STATS: return COLL_HOST_STATS;
+    case TG_REC_FREEING: return COLL_HOST_CLOSING;
     case TG_REC_FAILING: return COLL_HOST_FAILED;
     case TG_REC_DONE: return COLL_HOST_DONE;
     case TG_REC_DETACHED: return COLL_HOST_DETACHED;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "collector/daemon/coll.h"
+#include "collector/daemon/data_window.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ftrace_loss.h"
@@ -96,7 +97,7 @@ typedef struct snap_host {
   uint64_t bytes, packets, loss, read_packets;
   tg_ftrace_loss_t ftrace; /* the kernel's overruns its packets carry */
   uint64_t stored; /* bytes of the file that are this host's */
-  uint64_t first_ts, last_ts; /* host BOOTTIME of its packets, 0: none */
+  coll_window_t win; /* the time its data covers (data_window.h) */
   int64_t heard_ms; /* coll_loop_ms of its last answer (or of its start) */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
@@ -106,7 +107,6 @@ struct coll_snap {
   uint64_t id;
   tg_coll_writer_t *w;
   tg_merge_t m;
-  snap_host_t *cur; /* the host whose packet the merge is writing, if any */
   tg_buf_t out; /* framed packets not yet written */
   uint64_t framed; /* bytes ever put in |out|: a host's share is a difference */
   uint64_t host_cap; /* what one host may put into the file */
@@ -115,6 +115,7 @@ struct coll_snap {
   tg_coll_index_builder_t *index;
   int write_err;
   snap_host_t *hosts;
+  snap_host_t *merging; /* the host whose packet the merge is writing */
   size_t n, asked, open, delivered;
   size_t clones_sent; /* CloneSession requests written so far */
   size_t cloned;      /* hosts whose clone was taken, or that failed first */
@@ -155,8 +156,6 @@ static int flush_out(coll_snap_t *s) {
   return s->write_err;
 }
 
-static void note_window(snap_host_t *sh, const uint8_t *p, size_t n);
-
 /* The merge's sink: Trace.packet (field 1) framing around both pieces. A
  * host's packet counts in its window only once the merge writes it: what
  * it leaves out (a compressed wrapper's own bytes, what trace processor
@@ -165,7 +164,10 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
                 size_t tail_n) {
   coll_snap_t *s = ctx;
   if (s->write_err) return s->write_err;
-  if (s->cur) note_window(s->cur, p, n);
+  /* A host's packet (the merge appends its ids; its own packets have no
+   * tail), one by one out of a compressed_packets wrapper. */
+  if (tail_n && s->merging && coll_window_packet(&s->merging->win, p, n) < 0)
+    return -ENOMEM;
   size_t len = n + tail_n;
   if (tg_buf_size(&s->out) + len + 16 > WRITE_CHUNK && flush_out(s) < 0)
     return s->write_err;
@@ -225,23 +227,6 @@ static void standby_done(snap_host_t *sh) {
   maybe_finish(sh->s);
 }
 
-/* TracePacket.timestamp (8) when the packet has no timestamp_clock_id
- * (58): the trace's default clock, BOOTTIME. */
-static void note_window(snap_host_t *sh, const uint8_t *p, size_t n) {
-  tg_pb_reader_t r;
-  tg_pb_field_t f;
-  uint64_t ts = 0;
-  bool other_clock = false;
-  tg_pb_reader_init(&r, p, n);
-  while (tg_pb_reader_next(&r, &f) == 1) {
-    if (f.id == 8 && f.type == TG_PB_WT_VARINT) ts = f.value;
-    else if (f.id == 58) other_clock = true;
-  }
-  if (!ts || other_clock) return;
-  if (!sh->first_ts || ts < sh->first_ts) sh->first_ts = ts;
-  if (ts > sh->last_ts) sh->last_ts = ts;
-}
-
 /* The host passed the snapshot's cap: failed now, before its next packet
  * reaches the file. */
 static int over_cap(snap_host_t *sh) {
@@ -265,9 +250,9 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
                                 sh->h->t.name);
   }
   if (rv == 0) {
-    s->cur = sh;
+    s->merging = sh;
     rv = tg_merge_packet(&s->m, &sh->mh, p, n);
-    s->cur = NULL;
+    s->merging = NULL;
   }
   sh->stored += s->framed - before;
   if (s->index)
@@ -513,6 +498,7 @@ static void snap_free(uv_handle_t *t) {
   coll_snap_t *s = t->data;
   for (size_t i = 0; i < s->n; i++) {
     tg_merge_host_free(&s->hosts[i].mh);
+    coll_window_free(&s->hosts[i].win);
     coll_host_release(s->hosts[i].h);
   }
   tg_merge_free(&s->m);
@@ -580,8 +566,8 @@ static void store_result(coll_snap_t *s) {
         .bytes = sh->bytes,
         .packets = sh->packets,
         .loss = sh->loss + sh->mh.malformed + sh->mh.state_lost,
-        .window_first_ms = host_real_ms(sh->fh, sh->first_ts),
-        .window_last_ms = host_real_ms(sh->fh, sh->last_ts),
+        .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
+        .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
     };
     packets += sh->packets;
     c->counts.host_loss += rs[i].loss;
@@ -800,6 +786,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
       tg_coll_index_builder_free(s->index);
       s->index = NULL;
     }
+    coll_window_init(&sh->win);
     k++;
     if (!h->fh || !h->ring_up || !tg_fleet_host_tracing(h->fh)) {
       sh->st = SH_SKIPPED;

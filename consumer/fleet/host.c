@@ -210,7 +210,23 @@ static bool can_resume(const tg_fleet_host_t *h) {
          tg_recording_resumable(h->e->rec);
 }
 
+/* DONE with a reason: the trace is whole, the session was not freed. */
+static void say_not_freed(tg_fleet_host_t *h, const char *reason) {
+  if (reason && reason[0])
+    tg__fleet_notice(h, TG_FLEET_WARNING, TG_N_FLEET_SESSION_NOT_FREED, "%s",
+                     reason);
+}
+
 static void link_lost(tg_fleet_host_t *h, const char *why) {
+  if (h->e->rec && tg_recording_state(h->e->rec) == TG_REC_DONE) {
+    /* Lost as the recording ended (while its session was being freed):
+     * the trace is whole. The transport is released: the host ends here
+     * (on_rec_end left it). */
+    say_not_freed(h, tg_recording_end_reason(h->e->rec));
+    tg_link_set_state(&h->e->link, TG_LINK_CLOSING, "the recording ended");
+    finish(h);
+    return;
+  }
   if (!can_resume(h)) {
     bool started = rec_active(h);
     if (started && tg_recording_ended(h->e->rec))
@@ -442,6 +458,10 @@ static void on_rec_end(tg_recording_t *rec, int status, const char *reason) {
   tg_fleet_host_t *h = tg_recording_data(rec);
   if (is_finished(h)) return;
   if (tg_recording_state(rec) == TG_REC_DONE && !is_failing(h)) {
+    /* The connection went while the session was being freed: its
+     * release (on_remote_gone, link_lost) ends the host and says so. */
+    if (h->e->link.state == TG_LINK_DROPPING) return;
+    say_not_freed(h, reason);
     tg_link_set_state(&h->e->link, TG_LINK_CLOSING, "the recording ended");
     close_conn(h);
     return;

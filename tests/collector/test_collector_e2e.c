@@ -38,6 +38,8 @@
 #include "test_notice.h"
 #include "test_proc.h"
 #include "test_wait.h"
+#include "abi/smb.h"
+#include "tracegate/pb_wire.h"
 
 /* Every packet of |tag| carries machine |machine|. */
 static void assert_machine(const fleet_trace_t *t, const char *tag,
@@ -753,19 +755,16 @@ static void a_group_snapshots_only_its_hosts(void **state) {
   pid_t pid = http_spawn(&c, "POST", "/api/v1/snapshots?wait=1&group=first", out);
   fleet_ack_flush(&h[0].p); /* only host A is asked */
   assert_int_equal(http_wait(pid, out), 200);
-  int64_t after = wall_ms();
   assert_json(out, "snapshot.state", "\"complete\"");
   assert_json(out, "snapshot.hosts", "1");
   char want[96];
   snprintf(want, sizeof(want), "\"%s\"", h[0].spec);
   assert_json(out, "hosts.0.host", want);
-  /* The test packets carry no timestamp; the service's own packets
-   * (clock snapshots, stats) of the clone do: the window lies within the
-   * ring's life, up to the clone. */
-  long long first = atoll(tg_test_json(out, "hosts.0.window_first_ms"));
-  long long last = atoll(tg_test_json(out, "hosts.0.window_last_ms"));
-  assert_true(first > 0 && first <= last);
-  assert_true(last <= after + 1000); /* the estimate's error is ms, not s */
+  /* The test packets carry no timestamp, and the service's own packets
+   * (the clone's preamble, clock snapshots, stats) are not the ring's
+   * data: no window (window_is_the_time_of_the_rings_data has one). */
+  assert_json(out, "hosts.0.window_first_ms", "0");
+  assert_json(out, "hosts.0.window_last_ms", "0");
   char id[32];
   snprintf(id, sizeof(id), "%.16s", tg_test_json(out, "snapshot.id") + 1);
   const char *trace = fleet_in_dir("group.pftrace");
@@ -775,6 +774,98 @@ static void a_group_snapshots_only_its_hosts(void **state) {
   fleet_trace_assert_values(&t, "grpA", 1, 3);
   assert_int_equal(fleet_trace_count_tag(&t, "grpB"), 0);
   fleet_trace_free(&t);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* --- a host's window is its ring's data -------------------------------------- */
+
+typedef struct te_pkt {
+  uint8_t b[160];
+  size_t n;
+} te_pkt_t;
+
+static void te_varint(te_pkt_t *p, uint32_t field, uint64_t v) {
+  uint8_t *e = tg_pb_write_varint(p->b + p->n, TG_PB_TAG(field, TG_PB_WT_VARINT));
+  p->n = (size_t)(tg_pb_write_varint(e, v) - p->b);
+}
+
+static void te_nested(te_pkt_t *p, uint32_t field, const te_pkt_t *in) {
+  uint8_t *e = tg_pb_write_varint(p->b + p->n, TG_PB_TAG(field, TG_PB_WT_LEN));
+  e = tg_pb_write_varint(e, in->n);
+  memcpy(e, in->b, in->n);
+  p->n = (size_t)(e - p->b) + in->n;
+}
+
+static uint64_t boot_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What the agent writes for track events, in one chunk: the sequence
+ * cleared with its default clock the incremental 64, a ClockSnapshot at
+ * now (BOOTTIME and clock 64 read the same; its own time BOOTTIME, said),
+ * then two events 1 ms apart written as deltas (1000000 ns each): taken
+ * for BOOTTIME values they would be a millisecond after the boot. */
+static void commit_track_events(raw_producer_t *p) {
+  uint64_t t = boot_ns();
+  te_pkt_t pk[4] = {{.n = 0}};
+  te_pkt_t defaults = {.n = 0}, boot = {.n = 0}, inc = {.n = 0}, snap = {.n = 0};
+  te_varint(&defaults, 58, 64);
+  te_varint(&pk[0], 13, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
+  te_nested(&pk[0], 59, &defaults);
+  te_varint(&boot, 1, 6);
+  te_varint(&boot, 2, t);
+  te_varint(&inc, 1, 64);
+  te_varint(&inc, 2, t);
+  te_varint(&inc, 3, 1);
+  te_nested(&snap, 1, &boot);
+  te_nested(&snap, 1, &inc);
+  te_varint(&pk[1], 8, t);
+  te_varint(&pk[1], 58, 6);
+  te_nested(&pk[1], 6, &snap);
+  for (int i = 2; i < 4; i++) {
+    te_varint(&pk[i], 8, 1000000);
+    te_varint(&pk[i], 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+  }
+  const uint8_t *frags[4];
+  size_t lens[4];
+  for (int i = 0; i < 4; i++) frags[i] = pk[i].b, lens[i] = pk[i].n;
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_4, 1, 0, 0,
+                                            frags, lens, 4),
+                   0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
+/* Each host's window_first_ms / window_last_ms is the time of its ring's
+ * first and last data packet, in epoch ms: within the test's wall-clock
+ * bounds around the writes (not the host's boot, not the clone's own
+ * packets), and exactly the 2 ms the events span. */
+static void window_is_the_time_of_the_rings_data(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  int64_t before = wall_ms();
+  for (size_t i = 0; i < 2; i++) commit_track_events(&h[i].p);
+  int64_t written = wall_ms();
+  const char *out = fleet_in_dir("window.json");
+  snapshot(&c, h, 2, out);
+  assert_json(out, "snapshot.state", "\"complete\"");
+  for (size_t i = 0; i < 2; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "hosts.%zu.window_first_ms", i);
+    long long first = atoll(tg_test_json(out, key));
+    snprintf(key, sizeof(key), "hosts.%zu.window_last_ms", i);
+    long long last = atoll(tg_test_json(out, key));
+    /* The clock estimate's error is well under a second. */
+    assert_true(first >= before - 1000);
+    assert_true(last <= written + 1000);
+    assert_in_range(last - first, 1, 3); /* 2 ms, rounded either way */
+  }
   collector_stop(&c);
   fleet_host_stop(&h[0]);
   fleet_host_stop(&h[1]);
@@ -955,6 +1046,7 @@ int main(void) {
       FLEET_TEST(a_relay_of_another_ca_names_the_config_key),
       FLEET_TEST(the_schedule_snapshots_the_fleet),
       FLEET_TEST(a_group_snapshots_only_its_hosts),
+      FLEET_TEST(window_is_the_time_of_the_rings_data),
       FLEET_TEST(requests_of_other_sites_are_refused),
       FLEET_TEST(the_cli_asks_for_a_snapshot),
       FLEET_TEST(the_cli_refuses_a_bad_collector_address),

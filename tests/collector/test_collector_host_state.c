@@ -75,6 +75,7 @@ static void up_the_recording_decides(void **state) {
       [TG_REC_STOPPING] = COLL_HOST_STOPPING,
       [TG_REC_DRAINING] = COLL_HOST_DRAINING,
       [TG_REC_STATS] = COLL_HOST_STATS,
+      [TG_REC_FREEING] = COLL_HOST_CLOSING,
       [TG_REC_FAILING] = COLL_HOST_FAILED,
       [TG_REC_DONE] = COLL_HOST_DONE,
       [TG_REC_DETACHED] = COLL_HOST_DETACHED,

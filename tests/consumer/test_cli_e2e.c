@@ -317,6 +317,13 @@ static void sigint_stops_cleanly_and_keeps_the_file(void **state) {
   ack_flush(&p);
   assert_int_equal(wait_cli(&c), 0);
   assert_notice(c.err, TG_N_STOPPING);
+  /* Ended well: the session was freed before the CLI exited. */
+  raw_consumer_t rc;
+  assert_int_equal(raw_consumer_connect(&rc, ts), 0);
+  size_t np, nd, ns, nr;
+  assert_int_equal(raw_consumer_query_all(&rc, WAIT_MS, &np, &nd, &ns, &nr), 0);
+  assert_int_equal(ns, 0);
+  raw_consumer_close(&rc);
   trace_file_t t;
   read_trace(out, "sigint", &t);
   assert_int_equal(t.test_packets, 3);

@@ -243,6 +243,11 @@ static void record_clone_writes_a_snapshot(void **state) {
   assert_int_equal(count_str(tr, "snap"), 5);
   perfetto__protos__trace__free_unpacked(tr, NULL);
   unlink(out);
+  /* The clone was freed before the CLI exited: the source alone is left. */
+  q = raw_consumer_query(&rc, WAIT_MS);
+  assert_non_null(q);
+  assert_int_equal(q->service_state->n_tracing_sessions, 1);
+  perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
 
   /* By name, too; the session still runs and still holds its data. */
   const char *by_name[] = {"record", "--socket", ts->consumer_sock, "--clone-by-name",

@@ -58,6 +58,18 @@ static bool exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
+/* How many sessions |h|'s tracegated holds (QueryServiceState as root:
+ * every session, attached or detached, of any consumer). */
+static size_t host_sessions(const fleet_host_t *h) {
+  raw_consumer_t rc;
+  assert_int_equal(raw_consumer_connect(&rc, &h->ts), 0);
+  size_t producers, sources, sessions, replies;
+  assert_int_equal(raw_consumer_query_all(&rc, FLEET_WAIT_MS, &producers,
+                                          &sources, &sessions, &replies), 0);
+  raw_consumer_close(&rc);
+  return sessions;
+}
+
 static int group_setup(void **state) {
   (void)state;
   return fleet_dir_create("fleet");
@@ -344,6 +356,47 @@ static void three_hosts_merged_and_one_file_each(void **state) {
   }
   rmdir(dir);
   for (int i = 0; i < MAX_HOSTS; i++) fleet_host_stop(&hs[i]);
+}
+
+/* A recording that ended well frees every host's session before the CLI
+ * exits (FreeBuffers): nothing is left for the relay to detach under the
+ * resume key, or for tracegated to keep under its disconnect lease. */
+static void clean_end_leaves_no_session_on_any_host(void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) start_host(&hs[i], 8 + i);
+  char merged[256], sum[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("freed.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("freed.json"));
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "-t", "0",
+                        "-b", "1mb", "--summary-json", sum, "fleet.ds", NULL};
+  fleet_cli_t c;
+  for (int i = 0; i < 2; i++) connect_producer(&hs[i], 4, 64);
+  fleet_cli_spawn(&c, args);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+    fleet_commit_packets(&hs[i].p, 0, tags[i], 0, 3);
+    assert_int_equal(host_sessions(&hs[i]), 1); /* the recording's */
+  }
+  kill(c.pid, SIGINT);
+  for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
+  assert_int_equal(fleet_cli_wait(&c), 0);
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.1.outcome", "\"ok\"");
+  assert_null(strstr(c.err, TG_NOTE(FLEET_SESSION_NOT_FREED)));
+  /* Right after the end, on every host: no session, attached or not. */
+  for (int i = 0; i < 2; i++) assert_int_equal(host_sessions(&hs[i]), 0);
+  fleet_trace_t t;
+  fleet_trace_load(merged, &t);
+  fleet_trace_assert_values(&t, tags[0], 0, 3);
+  fleet_trace_assert_values(&t, tags[1], 0, 3);
+  fleet_trace_free(&t);
+  unlink(merged);
+  for (int i = 0; i < 2; i++) {
+    fleet_host_drop_producer(&hs[i]);
+    fleet_host_stop(&hs[i]);
+  }
 }
 
 /* --- (c) one host down ------------------------------------------------------------------------- */
@@ -955,6 +1008,8 @@ static void killed_cli_session_taken_back_with_attach_and_merge(void **state) {
   assert_int_equal(fleet_cli_wait(&c), 128 + SIGKILL);
   /* The relay keeps the session under the key once it saw the link go. */
   fleet_wait_log(fleet_in_dir("relay5.log"), TG_NOTE(RELAY_SESSION_DETACHED));
+  /* A link that broke keeps its session, to be taken back. */
+  assert_int_equal(host_sessions(&h), 1);
   fleet_commit_packets(&h.p, 0, "post", 0, 10);
 
   char sum[256];
@@ -975,6 +1030,8 @@ static void killed_cli_session_taken_back_with_attach_and_merge(void **state) {
   fleet_trace_assert_values(&t, "live", 0, 5);
   for (size_t i = 2; i < t.n; i++) assert_int_equal(t.pk[i]->machine_id, 1);
   fleet_trace_free(&t);
+  /* Taken back and ended well: freed. */
+  assert_int_equal(host_sessions(&h), 0);
   unlink(merged);
   unlink(out);
   /* The first run's temporary file is what it had read; not ours to check. */
@@ -1110,6 +1167,7 @@ int main(void) {
       FLEET_TEST(remote_record_through_one_relay_over_tls),
       FLEET_TEST(tls_files_from_the_environment_and_a_name_per_host),
       FLEET_TEST(three_hosts_merged_and_one_file_each),
+      FLEET_TEST(clean_end_leaves_no_session_on_any_host),
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),

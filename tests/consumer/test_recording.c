@@ -94,12 +94,14 @@ typedef struct seen {
   bool ended;
   int end_status;
   char reason[600];
+  bool unbind_when_freeing; /* the connection "goes" at FREEING */
 } seen_t;
 
 static void on_state(tg_recording_t *r, tg_rec_state_t from, tg_rec_state_t to) {
   (void)from;
   seen_t *s = tg_recording_data(r);
   if (s->n_states < MAX_SEEN) s->states[s->n_states++] = to;
+  if (to == TG_REC_FREEING && s->unbind_when_freeing) tg_recording_unbind(r);
 }
 
 static int on_packet(tg_recording_t *r, const uint8_t *p, size_t n) {
@@ -289,8 +291,38 @@ static void streams_stops_and_drains_a_whole_session(void **state) {
   assert_int_equal(b.s.final_stats, 1);
   assert_true(saw_state(&b.s, TG_REC_DRAINING));
   assert_true(saw_state(&b.s, TG_REC_STATS));
+  assert_true(saw_state(&b.s, TG_REC_FREEING));
   assert_int_equal(b.s.states[b.s.n_states - 1], TG_REC_DONE);
   assert_int_equal(tg_recording_reads_cut(b.r), 0);
+  /* The session was freed before DONE, its connection still open. */
+  raw_consumer_t rc;
+  assert_int_equal(raw_consumer_connect(&rc, *state), 0);
+  size_t np, nd, ns, nr;
+  assert_int_equal(raw_consumer_query_all(&rc, WAIT_MS, &np, &nd, &ns, &nr), 0);
+  assert_int_equal(ns, 0);
+  raw_consumer_close(&rc);
+  bench_close(&b);
+}
+
+/* The connection goes while the session is being freed: the trace is
+ * whole, so the recording is DONE all the same, and says the session was
+ * not freed (a service holding it under a lease keeps it). */
+static void connection_lost_while_freeing_is_done_not_freed(void **state) {
+  bench_t b;
+  bench_open(&b, *state, "rec.producer", false);
+  tg_recording_opts_t o = {.fd = -1, .stream = true, .read_period_ms = 20};
+  bench_config(&b, &o);
+  b.s.unbind_when_freeing = true;
+  assert_int_equal(tg_recording_start(b.r, b.k.c, &o), 0);
+  assert_int_equal(raw_producer_wait_started(&b.p, WAIT_MS), 0);
+  commit(&b.p, 0, "a", 1, 3);
+  tg_recording_stop(b.r);
+  ack_flush(&b.p);
+  assert_true(run_until(&b.loop, &b.s.ended, WAIT_MS));
+  assert_int_equal(b.s.end_status, 0);
+  assert_int_equal(tg_recording_state(b.r), TG_REC_DONE);
+  assert_true(b.s.reason[0]); /* DONE with a reason: not freed */
+  assert_int_equal(b.s.n_packets, 3);
   bench_close(&b);
 }
 
@@ -769,6 +801,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(streams_stops_and_drains_a_whole_session,
                                       test_service_setup,
                                       test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          connection_lost_while_freeing_is_done_not_freed, test_service_setup,
+          test_service_teardown),
       cmocka_unit_test_setup_teardown(
           reads_keep_pace_with_a_source_faster_than_the_period,
           test_service_setup, test_service_teardown),

@@ -29,6 +29,11 @@ static void the_lifecycle_table_is_recording_h_s(void **st) {
   assert_true(tg_rec_transition_ok(TG_REC_STOPPING, TG_REC_DRAINING));
   assert_true(tg_rec_transition_ok(TG_REC_DRAINING, TG_REC_STATS));
   assert_true(tg_rec_transition_ok(TG_REC_STATS, TG_REC_DONE));
+  /* A whole trace frees its session (FREEING) before DONE. */
+  assert_true(tg_rec_transition_ok(TG_REC_STATS, TG_REC_FREEING));
+  assert_true(tg_rec_transition_ok(TG_REC_FREEING, TG_REC_DONE));
+  assert_false(tg_rec_transition_ok(TG_REC_FREEING, TG_REC_TRACING));
+  assert_false(tg_rec_transition_ok(TG_REC_DRAINING, TG_REC_FREEING));
   assert_true(tg_rec_transition_ok(TG_REC_FAILING, TG_REC_FAILED));
   /* Ending a session that may still run goes through FAILING. */
   assert_true(tg_rec_transition_ok(TG_REC_STARTING, TG_REC_FAILING));

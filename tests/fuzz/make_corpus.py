@@ -1055,6 +1055,53 @@ def tp_value_cases():
     ]
 
 
+# --- fuzz_coll_window ------------------------------------------------------
+
+def cw(*packets):
+    """A Trace: each packet as field 1."""
+    return b"".join(f_len(1, p) for p in packets)
+
+
+def cw_snapshot(seq, t, inc_clock=64, boot=True):
+    clocks = b""
+    if boot:
+        clocks += f_len(1, f_varint(1, 6) + f_varint(2, t))
+    clocks += f_len(1, f_varint(1, inc_clock) + f_varint(2, t) + f_varint(3, 1))
+    return f_varint(8, t) + f_varint(58, 6) + f_varint(10, seq) + f_len(6, clocks)
+
+
+def cw_start(seq, t):
+    defaults = f_len(59, f_varint(58, 64))
+    return [f_varint(10, seq) + f_varint(13, 1) + defaults, cw_snapshot(seq, t)]
+
+
+def cw_event(seq, delta):
+    return f_varint(8, delta) + f_varint(10, seq) + f_varint(13, 2)
+
+
+def coll_window_corpus():
+    t = 5000000000000
+    return {
+        "boottime": cw(f_varint(8, t) + f_varint(10, 2),
+                       f_varint(8, t + 9) + f_varint(10, 3)),
+        "track_events": cw(*cw_start(7, t), cw_event(7, 1000), cw_event(7, 5)),
+        "never_cleared": cw(cw_event(9, 12), cw_event(9, 30)),
+        "service_seq": cw(f_varint(8, t) + f_varint(10, 1)),
+        "snapshot_without_boottime": cw(
+            f_varint(10, 4) + f_varint(13, 1) + f_len(59, f_varint(58, 64)),
+            cw_snapshot(4, t, boot=False), cw_event(4, 3)),
+        "multiplier": cw(
+            f_varint(10, 5) + f_varint(13, 1),
+            f_varint(10, 5) + f_len(6, f_len(1, f_varint(1, 6) + f_varint(2, t)) +
+                                    f_len(1, f_varint(1, 65) + f_varint(2, 10) +
+                                          f_varint(4, 1000))),
+            f_varint(8, 7) + f_varint(58, 65) + f_varint(10, 5)),
+        "overflow": cw(*cw_start(6, 2**64 - 2), cw_event(6, 2**63)),
+        "other_clock": cw(f_varint(8, t) + f_varint(58, 3) + f_varint(10, 8)),
+        "cut_short": cw(f_varint(8, t) + f_varint(10, 2))[:-1],
+    }
+
+
 def main():
     write("fuzz_frame_decoder", frame_corpus())
     write("fuzz_chunk_validator", chunk_corpus())
@@ -1072,6 +1119,7 @@ def main():
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     write("fuzz_merge", merge_corpus())
     write("fuzz_snap_index", snap_index_corpus())
+    write("fuzz_coll_window", coll_window_corpus())
     return 0
 
 
