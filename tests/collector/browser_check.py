@@ -104,6 +104,7 @@ import urllib.error
 import urllib.request
 
 PAGE_WAIT_S = 20       # each wait in the browser
+CLICK_WAIT_S = 10      # an element to click coming back after a redraw
 ZONE = "Asia/Kolkata"  # Chromium's TZ: an offset that is not whole hours
 DRIVER_START_S = 15    # chromedriver's "started successfully" line
 STDIN_WAIT_S = 120     # the test's JSON line
@@ -346,15 +347,20 @@ class Session:
         return self.cmd("POST", "/element", {"using": "css selector", "value": css})[ELEMENT_KEY]
 
     def click(self, css):
-        # The page rebuilds its tables every 10 s: an element found just
-        # before is then stale, and found again.
-        for attempt in range(3):
+        # The page rebuilds its tables every 10 s, a snapshot's detail once
+        # its answer is in: an element found just before is then stale, or
+        # for a moment not there at all; it is found again, for at most
+        # CLICK_WAIT_S.
+        deadline = time.monotonic() + CLICK_WAIT_S
+        while True:
             try:
                 self.cmd("POST", "/element/%s/click" % self.find(css), {})
                 return
             except WebDriverError as e:
-                if "stale element" not in str(e) or attempt == 2:
+                again = "stale element" in str(e) or "no such element" in str(e)
+                if not again or time.monotonic() > deadline:
                     raise
+                time.sleep(0.1)
 
     def handles(self):
         return self.cmd("GET", "/window/handles")
