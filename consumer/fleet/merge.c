@@ -20,6 +20,19 @@
 #define PKT_SYSTEM_INFO 45
 #define PKT_MACHINE_ID 98
 #define PKT_REMOTE_CLOCK_SYNC 107 /* Perfetto's RemoteClockSync */
+#define PKT_TIMESTAMP 8
+#define PKT_TRACK_EVENT 11
+#define PKT_SEQUENCE_FLAGS 13
+#define PKT_TRACK_DESCRIPTOR 60
+#define SEQ_INCREMENTAL_STATE_CLEARED 1
+/* TrackDescriptor and TrackEvent. */
+#define TD_UUID 1
+#define TD_NAME 2
+#define TD_PARENT_UUID 5
+#define TE_TYPE 9
+#define TE_TRACK_UUID 11
+#define TE_NAME 23
+#define TE_TYPE_INSTANT 3
 /* ClockSnapshot and its Clock. */
 #define CS_CLOCKS 1
 #define CS_PRIMARY_TRACE_CLOCK 2
@@ -129,6 +142,19 @@ int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   return merge_one(m, mh, p, n, false);
 }
 
+/* Whether the TrackDescriptor |d| (|n| bytes) gives a uuid of the range
+ * the hosts' names use; one that does not decode is the schema check's. */
+static bool names_reserved_track(const uint8_t *d, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, d, n);
+  while (tg_pb_reader_next(&r, &fld) == 1)
+    if (fld.id == TD_UUID && fld.type == TG_PB_WT_VARINT &&
+        TG_MERGE_NAME_UUID_RESERVED(fld.value))
+      return true;
+  return false;
+}
+
 static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                      size_t n, bool inner) {
   tg_pb_reader_t r;
@@ -139,8 +165,12 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   size_t zn = 0;
   bool wrapper = false;
   int rv;
+  bool reserved = false;
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     if (fld.id == PKT_SEQ_ID && fld.type == TG_PB_WT_VARINT) orig = fld.value;
+    if (fld.id == PKT_TRACK_DESCRIPTOR && fld.type == TG_PB_WT_LEN &&
+        names_reserved_track(fld.data, fld.size))
+      reserved = true;
     if (fld.id == PKT_COMPRESSED_PACKETS) {
       /* Trace processor takes any field 50 for a wrapper (the last one)
        * and refuses the whole file when it does not inflate; the schema
@@ -156,9 +186,10 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
    * what trace processor would refuse the file for or crash on
    * (trace_schema.h): a field of another wire type than Perfetto's schema
    * says, a value it cannot take, or an ftrace bundle on MONOTONIC_RAW
-   * before the host tied that clock to BOOTTIME. */
+   * before the host tied that clock to BOOTTIME. Left out too, as it
+   * would rename a host: a descriptor of the names' tracks. */
   unsigned clocks;
-  if (rv < 0 || (wrapper && inner) ||
+  if (rv < 0 || (wrapper && inner) || reserved ||
       tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
       ((clocks & TG_TS_NEEDS_MONO_RAW) && !mh->mono_raw_synced &&
        !(clocks & TG_TS_SYNCS_MONO_RAW))) {
@@ -265,6 +296,7 @@ void tg_merge_self_read(tg_merge_self_t *self) {
 int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
   /* protobuf-c's message fields are not const; packing only reads them. */
   tg_merge_self_t copy = *self;
+  m->head_boottime = self->clocks[TG_CLK_BOOTTIME];
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
   if (copy.has_uname) {
@@ -285,9 +317,57 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
   return rv;
 }
 
+/* The host's name where trace processor and the UI read one (see merge.h):
+ * a root track named |name| and, under it, a track with one instant at the
+ * host's clock sync, or at the head's time when its clocks are not tied
+ * to the collector's (its timestamps then go in as they are). A track
+ * event names no interned data, so the packet needs no incremental state;
+ * the first one clears the sequence's all the same, as Perfetto's writers
+ * do. */
+static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
+                       const tg_fleet_host_report_t *h, const char *name) {
+  size_t len = strnlen(name, TG_MERGE_NAME_MAX + 1);
+  if (len == 0 || len > TG_MERGE_NAME_MAX) return -EINVAL;
+  uint64_t root = TG_MERGE_NAME_UUID(mh->machine_id, 0);
+  uint64_t sync = TG_MERGE_NAME_UUID(mh->machine_id, 1);
+  uint32_t seq = collector_seq(mh);
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_begin_nested(&w, PKT_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(&w, TD_UUID, root);
+  tg_pbw_append_bytes(&w, TD_NAME, name, len);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  ids(&w, mh->machine_id, seq);
+  int rv = emit(m, &w, buf);
+  if (rv < 0) return rv;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_begin_nested(&w, PKT_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(&w, TD_UUID, sync);
+  tg_pbw_append_varint(&w, TD_PARENT_UUID, root);
+  tg_pbw_append_string(&w, TD_NAME, TG_MERGE_SYNC_TRACK);
+  tg_pbw_end_nested(&w);
+  ids(&w, mh->machine_id, seq);
+  if ((rv = emit(m, &w, buf)) < 0) return rv;
+  bool tied = h->clock.estimates > 0;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_append_varint(&w, PKT_TIMESTAMP,
+                       tied ? h->clock.best.remote[TG_CLK_BOOTTIME]
+                            : m->head_boottime);
+  tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
+  tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
+  tg_pbw_append_varint(&w, TE_TRACK_UUID, sync);
+  tg_pbw_append_string(&w, TE_NAME,
+                       tied ? TG_MERGE_SYNC_TIED : TG_MERGE_SYNC_UNTIED);
+  tg_pbw_end_nested(&w);
+  ids(&w, mh->machine_id, seq);
+  return emit(m, &w, buf);
+}
+
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
-                           const char *fallback) {
+                           const char *name) {
   uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
@@ -305,7 +385,7 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     si.utsname = &un;
   }
   snprintf(hostname, sizeof(hostname), "%s",
-           h->has_info && h->hostname[0] ? h->hostname : fallback);
+           h->has_info && h->hostname[0] ? h->hostname : name);
   si.tracegate_hostname = hostname;
   if (h->host_machine_id[0]) {
     snprintf(machine_id, sizeof(machine_id), "%s", h->host_machine_id);
@@ -320,6 +400,7 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
   if (rv == 0 && h->clock.estimates)
     rv = remote_clock_sync(m, mh, &h->clock.best);
+  if (rv == 0) rv = name_tracks(m, mh, h, name);
   return rv;
 }
 
