@@ -248,7 +248,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   if (!sh->preamble) {
     sh->preamble = true;
     rv = tg_merge_host_preamble(&s->m, &sh->mh, &sh->fh->report,
-                                sh->h->t.name);
+                                sh->h->t.label);
   }
   if (rv == 0) {
     note_window(sh, p, n);
@@ -521,6 +521,7 @@ static void store_result(coll_snap_t *s) {
     snap_host_t *sh = &s->hosts[i];
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
+        .name = sh->h->t.label,
         .outcome = !sh->failed     ? TG_COLL_HOST_OK
                    : sh->packets ? TG_COLL_HOST_PARTIAL
                                  : TG_COLL_HOST_FAILED,

@@ -51,6 +51,36 @@ static bool has_unknown_field(const Perfetto__Protos__TracePacket *pk, uint32_t 
   return false;
 }
 
+/* The name of the root track that |pk| describes, or NULL. */
+static const char *root_track_name(const Perfetto__Protos__TracePacket *pk) {
+  if (pk->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
+    return NULL;
+  const Perfetto__Protos__TrackDescriptor *d = pk->track_descriptor;
+  return d->has_parent_uuid ? NULL : d->name;
+}
+
+/* With Perfetto's binaries (PERFETTO_BIN): trace processor's answer to
+ * |sql| over the trace at |path|, its last line, into |out|; false (said
+ * on stderr) without them. */
+static bool tp_query(const char *path, const char *sql, char *out,
+                     size_t cap) {
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !*bin) {
+    fprintf(stderr, "[ SKIPPED  ] trace processor's reading: PERFETTO_BIN "
+                    "(the directory of Perfetto's binaries) is not set\n");
+    return false;
+  }
+  char cmd[2048], line[1024];
+  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
+           "2>/dev/null", bin, sql, path);
+  FILE *tp = popen(cmd, "r");
+  assert_non_null(tp);
+  out[0] = 0;
+  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
+  assert_int_equal(pclose(tp), 0);
+  return true;
+}
+
 static bool exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -196,8 +226,11 @@ static void record_three(fleet_host_t *hs, const char *const *args, int want_rc,
   for (int i = 0; i < MAX_HOSTS; i++) fleet_host_drop_producer(&hs[i]);
 }
 
-static void check_merged(const char *path) {
+/* |names|: each host's name (its -H spec), which names a root track of
+ * the host's machine. */
+static void check_merged(const char *path, const char *const *names) {
   fleet_trace_t t;
+  char root[MAX_HOSTS + 1][300] = {{0}};
   fleet_trace_load(path, &t);
   uint32_t mid_of[MAX_HOSTS] = {0};
   bool sysinfo[MAX_HOSTS + 1] = {0}, clock[MAX_HOSTS + 1] = {0},
@@ -237,12 +270,32 @@ static void check_merged(const char *path) {
         mid <= MAX_HOSTS)
       clock[mid] = true;
     if (has_unknown_field(pk, 107) && mid <= MAX_HOSTS) rcs[mid] = true;
+    const char *name = root_track_name(pk);
+    if (mid <= MAX_HOSTS && name) {
+      assert_string_equal(root[mid], ""); /* one per machine */
+      snprintf(root[mid], sizeof(root[mid]), "%s", name);
+    }
   }
   for (int k = 0; k < MAX_HOSTS; k++) {
     assert_int_equal(fleet_trace_count_tag(&t, tags[k]), 4 + (size_t)k);
     fleet_trace_assert_values(&t, tags[k], 100 * (uint32_t)k, 4 + (size_t)k);
     for (int j = 0; j < k; j++) assert_int_not_equal(mid_of[j], mid_of[k]);
+    assert_string_equal(root[mid_of[k]], names[k]);
   }
+  /* Trace processor has each host's name on its machine's root track. */
+  char want[1024] = "\"", got[1024];
+  for (uint32_t m = 1; m <= MAX_HOSTS; m++)
+    for (int k = 0; k < MAX_HOSTS; k++) {
+      if (mid_of[k] != m) continue;
+      size_t at = strlen(want);
+      snprintf(want + at, sizeof(want) - at, "%s%u=%s", m > 1 ? " " : "", m,
+               names[k]);
+    }
+  snprintf(want + strlen(want), sizeof(want) - strlen(want), "\"\n");
+  if (tp_query(path, "select group_concat(machine_id || '=' || name, ' ') "
+                     "from (select * from track where parent_id is null "
+                     "order by machine_id)", got, sizeof(got)))
+    assert_string_equal(got, want);
   /* The collector (machine 0) and every host have system info and clocks;
    * every host a RemoteClockSync (field 107) against the collector. */
   for (int m = 0; m <= MAX_HOSTS; m++) {
@@ -314,7 +367,8 @@ static void three_hosts_merged_and_one_file_each(void **state) {
     assert_json(sum, key, "0");
   }
   assert_null(tg_test_json(sum, "hosts.3")); /* three hosts, no more */
-  check_merged(merged);
+  const char *const names[MAX_HOSTS] = {hs[0].spec, hs[1].spec, hs[2].spec};
+  check_merged(merged, names);
   unlink(merged);
 
   /* -o DIR: one file per host, named after it, each with its own packets
