@@ -296,7 +296,6 @@ void tg_merge_self_read(tg_merge_self_t *self) {
 int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
   /* protobuf-c's message fields are not const; packing only reads them. */
   tg_merge_self_t copy = *self;
-  m->head_boottime = self->clocks[TG_CLK_BOOTTIME];
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
   if (copy.has_uname) {
@@ -317,19 +316,34 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
   return rv;
 }
 
+/* An instant on host |mh|'s "clock sync" track at the host's time of the
+ * clock sample |s| (its BOOTTIME, which the RemoteClockSync just written
+ * ties to the collector's). */
+static int sync_instant(tg_merge_t *m, const tg_merge_host_t *mh,
+                        const tg_clock_sample_t *s) {
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_append_varint(&w, PKT_TIMESTAMP, s->remote[TG_CLK_BOOTTIME]);
+  tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
+  tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
+  tg_pbw_append_varint(&w, TE_TRACK_UUID, TG_MERGE_NAME_UUID(mh->machine_id, 1));
+  tg_pbw_append_string(&w, TE_NAME, TG_MERGE_SYNC_INSTANT);
+  tg_pbw_end_nested(&w);
+  ids(&w, mh->machine_id, collector_seq(mh));
+  return emit(m, &w, buf);
+}
+
 /* The host's name where trace processor and the UI read one (see merge.h):
- * a root track named |name| and, under it, a track with one instant at the
- * host's clock sync, or at the head's time when its clocks are not tied
- * to the collector's (its timestamps then go in as they are). A track
- * event names no interned data, so the packet needs no incremental state;
- * the first one clears the sequence's all the same, as Perfetto's writers
- * do. */
+ * a root track named |name| and, under it, the "clock sync" track. Track
+ * events there name no interned data, so they need no incremental state;
+ * the first packet clears the sequence's all the same, as Perfetto's
+ * writers do. */
 static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
-                       const tg_fleet_host_report_t *h, const char *name) {
+                       const char *name) {
   size_t len = strnlen(name, TG_MERGE_NAME_MAX + 1);
   if (len == 0 || len > TG_MERGE_NAME_MAX) return -EINVAL;
   uint64_t root = TG_MERGE_NAME_UUID(mh->machine_id, 0);
-  uint64_t sync = TG_MERGE_NAME_UUID(mh->machine_id, 1);
   uint32_t seq = collector_seq(mh);
   uint8_t buf[SMALL_PACKET];
   tg_pbw_t w;
@@ -344,22 +358,9 @@ static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
   if (rv < 0) return rv;
   tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
   tg_pbw_begin_nested(&w, PKT_TRACK_DESCRIPTOR);
-  tg_pbw_append_varint(&w, TD_UUID, sync);
+  tg_pbw_append_varint(&w, TD_UUID, TG_MERGE_NAME_UUID(mh->machine_id, 1));
   tg_pbw_append_varint(&w, TD_PARENT_UUID, root);
   tg_pbw_append_string(&w, TD_NAME, TG_MERGE_SYNC_TRACK);
-  tg_pbw_end_nested(&w);
-  ids(&w, mh->machine_id, seq);
-  if ((rv = emit(m, &w, buf)) < 0) return rv;
-  bool tied = h->clock.estimates > 0;
-  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
-  tg_pbw_append_varint(&w, PKT_TIMESTAMP,
-                       tied ? h->clock.best.remote[TG_CLK_BOOTTIME]
-                            : m->head_boottime);
-  tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
-  tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
-  tg_pbw_append_varint(&w, TE_TRACK_UUID, sync);
-  tg_pbw_append_string(&w, TE_NAME,
-                       tied ? TG_MERGE_SYNC_TIED : TG_MERGE_SYNC_UNTIED);
   tg_pbw_end_nested(&w);
   ids(&w, mh->machine_id, seq);
   return emit(m, &w, buf);
@@ -400,11 +401,14 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
   if (rv == 0 && h->clock.estimates)
     rv = remote_clock_sync(m, mh, &h->clock.best);
-  if (rv == 0) rv = name_tracks(m, mh, h, name);
+  if (rv == 0) rv = name_tracks(m, mh, name);
+  if (rv == 0 && h->clock.estimates) rv = sync_instant(m, mh, &h->clock.best);
   return rv;
 }
 
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h) {
-  return h->clock.estimates ? remote_clock_sync(m, mh, &h->clock.best) : 0;
+  if (!h->clock.estimates) return 0;
+  int rv = remote_clock_sync(m, mh, &h->clock.best);
+  return rv < 0 ? rv : sync_instant(m, mh, &h->clock.best);
 }

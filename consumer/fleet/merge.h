@@ -21,7 +21,7 @@
  * UI labels a machine's tracks "(machine N)"), so the name goes on a root
  * track of the host's machine: trace processor's track table has it
  * (name, machine_id), and the UI draws it as a top-level group holding
- * the host's "clock sync" track. Those tracks are on the collector's
+ * the host's "clock sync" track (an instant per clock sync). Those tracks are on the collector's
  * sequence of that host, before any of the host's packets, with uuids
  * that TG_MERGE_NAME_UUID reserves (docs/merge.md "Host names").
  *
@@ -84,11 +84,11 @@
 #define TG_MERGE_NAME_UUID_RESERVED(u) \
   (((u) & ~0xFFFFull) == TG_MERGE_NAME_UUID_BASE)
 #define TG_MERGE_SYNC_TRACK "clock sync"
-/* The instant on it: the clocks were tied at the host's time of the
- * instant, or not at all (the host's timestamps go in as they are; the
- * instant is at the head's time). */
-#define TG_MERGE_SYNC_TIED "clocks tied"
-#define TG_MERGE_SYNC_UNTIED "clocks not tied"
+/* An instant on it per RemoteClockSync, at the host's time of the sample.
+ * A host whose clocks are never tied has none: any time given to it would
+ * be the collector's, on the host's clock, and could stretch the trace by
+ * the difference of their boot times once a later sync ties them. */
+#define TG_MERGE_SYNC_INSTANT "clocks tied"
 
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
@@ -104,7 +104,6 @@ typedef struct tg_merge {
   /* A host's compressed_packets, inflated so that the packets inside get
    * their ids too (consumer/packet_inflate.h). */
   tg_buf_t inflated;
-  uint64_t head_boottime; /* the collector's BOOTTIME in the head */
 } tg_merge_t;
 
 typedef struct tg_merge_host {
@@ -149,14 +148,16 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
  * |name| when the host did not say one), then, if |h| has a clock
  * estimate, a ClockSnapshot of its clocks and a RemoteClockSync tying them
  * to the collector's, then its name tracks named |name| (the operator's:
- * 1..TG_MERGE_NAME_MAX bytes, else -EINVAL). Once, before the host's first
- * packet (on_described). */
+ * 1..TG_MERGE_NAME_MAX bytes, else -EINVAL) and, with the estimate, the
+ * instant of that sync. Once, before the host's first packet
+ * (on_described). */
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *name);
 
 /* One more RemoteClockSync of |mh| from |h|'s current estimate
- * (h->clock.best); nothing when there is none (on_clock_estimate). */
+ * (h->clock.best), and its instant on the host's "clock sync" track;
+ * nothing when there is none (on_clock_estimate). */
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h);
 

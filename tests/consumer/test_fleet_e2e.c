@@ -282,7 +282,9 @@ static void check_merged(const char *path, const char *const *names) {
     for (int j = 0; j < k; j++) assert_int_not_equal(mid_of[j], mid_of[k]);
     assert_string_equal(root[mid_of[k]], names[k]);
   }
-  /* Trace processor has each host's name on its machine's root track. */
+  /* Trace processor has each host's name on its machine's root track.
+   * Its machine ids are rows in the order machines first appear; the
+   * trace's own id is the row's raw_id. */
   char want[1024] = "\"", got[1024];
   for (uint32_t m = 1; m <= MAX_HOSTS; m++)
     for (int k = 0; k < MAX_HOSTS; k++) {
@@ -292,9 +294,10 @@ static void check_merged(const char *path, const char *const *names) {
                names[k]);
     }
   snprintf(want + strlen(want), sizeof(want) - strlen(want), "\"\n");
-  if (tp_query(path, "select group_concat(machine_id || '=' || name, ' ') "
-                     "from (select * from track where parent_id is null "
-                     "order by machine_id)", got, sizeof(got)))
+  if (tp_query(path, "select group_concat(x, ' ') from (select m.raw_id "
+                     "|| '=' || t.name as x from track t join machine m on "
+                     "m.id = t.machine_id where t.parent_id is null order by "
+                     "m.raw_id)", got, sizeof(got)))
     assert_string_equal(got, want);
   /* The collector (machine 0) and every host have system info and clocks;
    * every host a RemoteClockSync (field 107) against the collector. */

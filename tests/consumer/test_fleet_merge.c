@@ -620,9 +620,10 @@ static void tp_answer(const char *bin, const char *path, const char *sql,
 /* With Perfetto's binaries (PERFETTO_BIN): in the recording's merged
  * trace, with a host's descriptor that would rename it, trace processor
  * has each host's name on the root track of its machine, and each host's
- * "clock sync" track under it; and the table the UI builds its tracks
- * from (viz.summary.track_event) has each name as a root with children
- * and no data, which the UI draws as a top-level group of that title. */
+ * "clock sync" track under it with an instant per clock sync; and the
+ * table the UI builds its tracks from (viz.summary.track_event) has each
+ * name as a root with children and no data, which the UI draws as a
+ * top-level group of that title. */
 static void trace_processor_has_each_hosts_name(void **state) {
   fixture_t *fx = *state;
   const char *bin = getenv("PERFETTO_BIN");
@@ -641,12 +642,12 @@ static void trace_processor_has_each_hosts_name(void **state) {
   size_t n = tg_buf_size(&fx->sink.out);
   assert_int_equal(write(fd, tg_buf_begin(&fx->sink.out), n), (ssize_t)n);
   close(fd);
-  char tracks[512], groups[512];
+  char tracks[512], groups[512], syncs[128];
   tp_answer(bin, path,
-            "select group_concat(r.machine_id || '=' || r.name || '/' || "
-            "c.name, ' ') as names from (select * from track where "
-            "parent_id is null order by machine_id) r join track c on "
-            "c.parent_id = r.id",
+            "select group_concat(x, ' ') as names from (select m.raw_id "
+            "|| '=' || r.name || '/' || c.name as x from track r join track "
+            "c on c.parent_id = r.id join machine m on m.id = r.machine_id "
+            "where r.parent_id is null order by m.raw_id)",
             tracks, sizeof(tracks));
   tp_answer(bin, path,
             "include perfetto module viz.summary.track_event; select "
@@ -654,11 +655,20 @@ static void trace_processor_has_each_hosts_name(void **state) {
             "_track_event_tracks_ordered_groups where parent_id is null and "
             "has_children = 1 and has_data = 0 order by name)",
             groups, sizeof(groups));
+  tp_answer(bin, path,
+            "select group_concat(x, ' ') as syncs from (select m.raw_id "
+            "|| ':' || count(s.id) as x from track t join machine m on m.id "
+            "= t.machine_id left join slice s on s.track_id = t.id where "
+            "t.name = 'clock sync' group by m.raw_id order by m.raw_id)",
+            syncs, sizeof(syncs));
   unlink(path);
   assert_string_equal(tracks, "\"1=alpha.example/clock sync 2=beta.example/"
                               "clock sync 3=gamma.example/clock sync\"\n");
   assert_string_equal(groups,
                       "\"alpha.example beta.example gamma.example\"\n");
+  /* An instant per clock sync: hosts 0 and 2 have one at the preamble
+   * and one later; host 1's clocks are never tied, so it has none. */
+  assert_string_equal(syncs, "\"1:2 2:0 3:2\"\n");
 }
 
 int main(void) {
