@@ -59,28 +59,6 @@ static const char *root_track_name(const Perfetto__Protos__TracePacket *pk) {
   return d->has_parent_uuid ? NULL : d->name;
 }
 
-/* With Perfetto's binaries (PERFETTO_BIN): trace processor's answer to
- * |sql| over the trace at |path|, its last line, into |out|; false (said
- * on stderr) without them. */
-static bool tp_query(const char *path, const char *sql, char *out,
-                     size_t cap) {
-  const char *bin = getenv("PERFETTO_BIN");
-  if (!bin || !*bin) {
-    fprintf(stderr, "[ SKIPPED  ] trace processor's reading: PERFETTO_BIN "
-                    "(the directory of Perfetto's binaries) is not set\n");
-    return false;
-  }
-  char cmd[2048], line[1024];
-  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
-           "2>/dev/null", bin, sql, path);
-  FILE *tp = popen(cmd, "r");
-  assert_non_null(tp);
-  out[0] = 0;
-  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
-  assert_int_equal(pclose(tp), 0);
-  return true;
-}
-
 static bool exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -294,11 +272,13 @@ static void check_merged(const char *path, const char *const *names) {
                names[k]);
     }
   snprintf(want + strlen(want), sizeof(want) - strlen(want), "\"\n");
-  if (tp_query(path, "select group_concat(x, ' ') from (select m.raw_id "
-                     "|| '=' || t.name as x from track t join machine m on "
-                     "m.id = t.machine_id where t.parent_id is null order by "
-                     "m.raw_id)", got, sizeof(got)))
-    assert_string_equal(got, want);
+  int tp = tg_test_tp_answer(
+      path, "select group_concat(x, ' ') from (select m.raw_id || '=' || "
+            "t.name as x from track t join machine m on m.id = t.machine_id "
+            "where t.parent_id is null order by m.raw_id)",
+      got, sizeof(got));
+  assert_true(tp >= 0);
+  if (tp) assert_string_equal(got, want);
   /* The collector (machine 0) and every host have system info and clocks;
    * every host a RemoteClockSync (field 107) against the collector. */
   for (int m = 0; m <= MAX_HOSTS; m++) {
