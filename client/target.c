@@ -127,7 +127,6 @@ static void name_take(const tg_target_t *list, size_t *slots, size_t cap,
   slots[i] = idx + 1;
 }
 
-/* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
 static int by_label(const void *a, const void *b, void *ctx) {
   const tg_target_t *list = ctx;
   size_t i = *(const size_t *)a, j = *(const size_t *)b;
@@ -177,6 +176,7 @@ static int label_all(tg_target_t *list, size_t n, size_t *order) {
   return 0;
 }
 
+/* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
 int tg_targets_name(tg_target_t *list, size_t n) {
   if (n == 0) return 0;
   size_t cap = 16;

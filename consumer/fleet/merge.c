@@ -327,7 +327,8 @@ static int sync_instant(tg_merge_t *m, const tg_merge_host_t *mh,
   tg_pbw_append_varint(&w, PKT_TIMESTAMP, s->remote[TG_CLK_BOOTTIME]);
   tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
   tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
-  tg_pbw_append_varint(&w, TE_TRACK_UUID, TG_MERGE_NAME_UUID(mh->machine_id, 1));
+  tg_pbw_append_varint(&w, TE_TRACK_UUID,
+                       TG_MERGE_NAME_UUID(mh->machine_id, 1));
   tg_pbw_append_string(&w, TE_NAME, TG_MERGE_SYNC_INSTANT);
   tg_pbw_end_nested(&w);
   ids(&w, mh->machine_id, collector_seq(mh));
@@ -335,14 +336,13 @@ static int sync_instant(tg_merge_t *m, const tg_merge_host_t *mh,
 }
 
 /* The host's name where trace processor and the UI read one (see merge.h):
- * a root track named |name| and, under it, the "clock sync" track. Track
+ * a root track named |name| (|len| bytes) and, under it, the "clock sync"
+ * track. Track
  * events there name no interned data, so they need no incremental state;
  * the first packet clears the sequence's all the same, as Perfetto's
  * writers do. */
 static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
-                       const char *name) {
-  size_t len = strnlen(name, TG_MERGE_NAME_MAX + 1);
-  if (len == 0 || len > TG_MERGE_NAME_MAX) return -EINVAL;
+                       const char *name, size_t len) {
   uint64_t root = TG_MERGE_NAME_UUID(mh->machine_id, 0);
   uint32_t seq = collector_seq(mh);
   uint8_t buf[SMALL_PACKET];
@@ -369,6 +369,8 @@ static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *name) {
+  size_t name_len = strnlen(name, TG_MERGE_NAME_MAX + 1);
+  if (name_len == 0 || name_len > TG_MERGE_NAME_MAX) return -EINVAL;
   uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
@@ -401,7 +403,7 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
   if (rv == 0 && h->clock.estimates)
     rv = remote_clock_sync(m, mh, &h->clock.best);
-  if (rv == 0) rv = name_tracks(m, mh, name);
+  if (rv == 0) rv = name_tracks(m, mh, name, name_len);
   if (rv == 0 && h->clock.estimates) rv = sync_instant(m, mh, &h->clock.best);
   return rv;
 }

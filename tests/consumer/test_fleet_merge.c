@@ -298,14 +298,20 @@ static void each_hosts_name_is_a_root_track_of_its_machine(void **state) {
     assert_int_equal(machine[i], i + 1);
     assert_string_equal(name[i], names[i]);
   }
-  /* No name, or one past the bound, is the caller's error. */
+  /* No name, or one past the bound, is the caller's error, found before
+   * anything is written. */
   char longer[TG_MERGE_NAME_MAX + 2];
   memset(longer, 'n', sizeof(longer) - 1);
   longer[sizeof(longer) - 1] = 0;
+  size_t written = fx->sink.writes;
   assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, ""),
                    -EINVAL);
   assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, longer),
                    -EINVAL);
+  assert_int_equal(fx->sink.writes, written);
+  longer[TG_MERGE_NAME_MAX] = 0; /* at the bound */
+  assert_int_equal(
+      tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, longer), 0);
 }
 
 /* A TrackDescriptor with the uuid |uuid| and the name "impostor". */
