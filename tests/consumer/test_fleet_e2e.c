@@ -348,6 +348,13 @@ static void three_hosts_merged_and_one_file_each(void **state) {
     assert_string_not_equal(tg_test_json(sum, key), "null");
     snprintf(key, sizeof(key), "hosts.%d.loss.total", k);
     assert_json(sum, key, "0");
+    /* Given by -H only, a host is named by its spec. */
+    char host[300];
+    snprintf(key, sizeof(key), "hosts.%d.host", k);
+    assert_non_null(tg_test_json(sum, key));
+    snprintf(host, sizeof(host), "%s", tg_test_json(sum, key));
+    snprintf(key, sizeof(key), "hosts.%d.name", k);
+    assert_json(sum, key, host);
   }
   assert_null(tg_test_json(sum, "hosts.3")); /* three hosts, no more */
   const char *const names[MAX_HOSTS] = {hs[0].spec, hs[1].spec, hs[2].spec};
