@@ -2,10 +2,12 @@
  * comment, blank lines are skipped. After a TLS target, "name=NAME" gives
  * the name that host's relay certificate must carry, so a fleet reached
  * by IP address, each host with its own certificate, records in one
- * command:
+ * command; "label=LABEL" after any target is the name the host is shown
+ * by (tg_targets_name), distinct from the certificate's:
  *
  *     10.0.0.5:7467  name=host5.example   # the relay on host5
- *     ssh://admin@db1
+ *     10.0.0.6:7467  name=host6.example label=db-primary
+ *     ssh://admin@db1  label=db1
  *
  * The text is the user's, but it may be anything (a wrong file): every
  * line is bounded, a NUL byte is refused, and the parser works on a
@@ -26,6 +28,7 @@
 #define MAX_HOSTS_LINE 1024
 #define MAX_HOSTS_FILE (4u << 20)
 #define NAME_OPT "name="
+#define LABEL_OPT "label="
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
@@ -42,6 +45,16 @@ static bool server_name_ok(const char *s) {
   return true;
 }
 
+/* What an operator names a host by: printable ASCII, no blank (which
+ * ends the word), 1..TG_TARGET_LABEL_MAX characters. */
+static bool label_ok(const char *s) {
+  size_t len = strlen(s);
+  if (len == 0 || len > TG_TARGET_LABEL_MAX) return false;
+  for (; *s; s++)
+    if ((unsigned char)*s <= ' ' || (unsigned char)*s > '~') return false;
+  return true;
+}
+
 /* One line (|line| NUL-terminated, comment removed): 1 if blank, 0 with
  * |t| filled, -EINVAL with why in |err|. Modifies |line|. */
 static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
@@ -51,7 +64,8 @@ static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
     while (blank(*p)) *p++ = 0;
     if (!*p) break;
     if (nw == sizeof(words) / sizeof(words[0])) {
-      snprintf(err, n, "too many words (HOST [name=SERVER_NAME])");
+      snprintf(err, n, "too many words (HOST [name=SERVER_NAME] "
+               "[label=LABEL])");
       return -EINVAL;
     }
     words[nw++] = p;
@@ -61,9 +75,23 @@ static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
   int rv = tg_target_parse(words[0], t, err, n);
   if (rv < 0) return rv;
   for (size_t i = 1; i < nw; i++) {
+    if (!strncmp(words[i], LABEL_OPT, strlen(LABEL_OPT))) {
+      const char *v = words[i] + strlen(LABEL_OPT);
+      if (t->given_label[0]) {
+        snprintf(err, n, "label= given twice");
+        return -EINVAL;
+      }
+      if (!label_ok(v)) {
+        snprintf(err, n, "'%.100s' is not a label (1 to %d printable ASCII "
+                 "characters)", v, TG_TARGET_LABEL_MAX);
+        return -EINVAL;
+      }
+      snprintf(t->given_label, sizeof(t->given_label), "%s", v);
+      continue;
+    }
     if (strncmp(words[i], NAME_OPT, strlen(NAME_OPT)) != 0) {
-      snprintf(err, n, "'%.100s': one host per line, then name=SERVER_NAME",
-               words[i]);
+      snprintf(err, n, "'%.100s': one host per line, then name=SERVER_NAME "
+               "or label=LABEL", words[i]);
       return -EINVAL;
     }
     const char *v = words[i] + strlen(NAME_OPT);

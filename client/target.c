@@ -127,6 +127,55 @@ static void name_take(const tg_target_t *list, size_t *slots, size_t cap,
   slots[i] = idx + 1;
 }
 
+static int by_label(const void *a, const void *b, void *ctx) {
+  const tg_target_t *list = ctx;
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  int c = strcmp(list[i].label, list[j].label);
+  return c ? c : i < j ? -1 : 1;
+}
+
+/* The label of each of the |n| targets (tg_targets_name), unique among
+ * them; |order| is room for n indices. */
+static int label_all(tg_target_t *list, size_t n, size_t *order) {
+  for (size_t i = 0; i < n; i++) {
+    tg_target_t *t = &list[i];
+    const char *l = t->given_label[0] ? t->given_label
+                    : t->server_name[0] && t->server_name[0] != '*'
+                        ? t->server_name
+                        : t->spec;
+    snprintf(t->label, sizeof(t->label), "%s", l);
+  }
+  /* Twice: a name= or spec that meets a label becomes the spec; specs
+   * differ (a target given twice is refused above), so only a label that
+   * is another target's spec still meets one the second time. */
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, n, sizeof(*order), by_label, list);
+    for (size_t run = 0; run < n;) {
+      size_t end = run + 1;
+      while (end < n &&
+             !strcmp(list[order[end]].label, list[order[run]].label))
+        end++;
+      size_t given = 0;
+      for (size_t k = run; end - run > 1 && k < end; k++) {
+        tg_target_t *t = &list[order[k]];
+        if (t->given_label[0]) {
+          if (++given > 1 || round == 1) {
+            fprintf(stderr,
+                    TG_CLIENT_PROG ": label=%s is %s\n", t->label,
+                    given > 1 ? "given to two hosts" : "another host's address");
+            return -1;
+          }
+        } else {
+          snprintf(t->label, sizeof(t->label), "%s", t->spec);
+        }
+      }
+      run = end;
+    }
+  }
+  return 0;
+}
+
 /* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
 int tg_targets_name(tg_target_t *list, size_t n) {
   if (n == 0) return 0;
@@ -189,8 +238,9 @@ int tg_targets_name(tg_target_t *list, size_t n) {
     }
     name_take(list, slots, cap, i);
   }
+  int rv = label_all(list, n, order);
   free(order);
   free(shared);
   free(slots);
-  return 0;
+  return rv;
 }

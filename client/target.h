@@ -22,6 +22,9 @@ typedef enum tg_target_kind {
   TG_TARGET_SSH,
 } tg_target_kind_t;
 
+/* A label= is 1..64 printable ASCII characters other than a space. */
+#define TG_TARGET_LABEL_MAX 64
+
 typedef struct tg_target {
   tg_target_kind_t kind;
   char spec[300];     /* as given: "relay.example:7467", "ssh://u@h:22" */
@@ -32,6 +35,10 @@ typedef struct tg_target {
   char name[128];     /* for file names and messages: see tg_targets_name */
   char server_name[254]; /* TLS: the name its relay's certificate carries
                             (a hosts file's name=); "": the default */
+  char given_label[TG_TARGET_LABEL_MAX + 1]; /* a hosts file's label=, or "" */
+  /* The host's name wherever it is shown (the merged trace, the
+   * collector's API and page): see tg_targets_name. */
+  char label[300];
 } tg_target_t;
 
 /* Parses "host:port", "host" (port 7467), "[v6]:port", "ssh://[user@]host
@@ -40,7 +47,8 @@ typedef struct tg_target {
 int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n);
 
 /* hosts_file.c. Appends the targets of a hosts file (one per line,
- * "HOST [name=SERVER_NAME]", '#' starts a comment, blank lines skipped) to
+ * "HOST [name=SERVER_NAME] [label=LABEL]", '#' starts a comment, blank
+ * lines skipped) to
  * |list| (grown with realloc; |*n| entries, at most |max|). Prints
  * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
 int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
@@ -54,8 +62,11 @@ int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
 
 /* Gives each target a file-name-safe |name|: the host, or host_port when
  * two targets share a host, with characters outside [A-Za-z0-9._-]
- * replaced by '_'. Returns -1 (after printing why) for a duplicate
- * target. */
+ * replaced by '_'; and its |label|, the name the operator knows it by: its
+ * label=, else its name= (unless a wildcard), else its spec as given. A
+ * name= or spec that another target's label also is gives way to the
+ * spec. Returns -1 (after printing why) for a duplicate target, a label=
+ * given twice, or a label= that is another target's spec. */
 int tg_targets_name(tg_target_t *list, size_t n);
 
 #endif /* TRACEGATE_CLIENT_TARGET_H */

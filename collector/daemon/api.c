@@ -126,8 +126,9 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
     const coll_host_t *h = c->hosts[i];
     hosts = tg_json_push(
         hosts,
-        json_pack("{s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o}",
+        json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o}",
                   "host", tg_json_text(h->t.spec),
+                  "name", tg_json_text(h->t.label),
                   "state", coll_host_state_name(h->state),
                   "since_ms", (json_int_t)h->since_ms, "ring", h->ring_up,
                   "restarts", tg_json_u64(h->restarts),

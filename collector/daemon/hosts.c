@@ -512,6 +512,9 @@ void coll_hosts_reload(coll_t *c, const char *why) {
     while (j < n && (seen[j] || !same_target(&h->t, &t[j]))) j++;
     if (j < n) {
       seen[j] = true;
+      /* A host kept may have been given another label= (or lost one). */
+      memcpy(h->t.given_label, t[j].given_label, sizeof(h->t.given_label));
+      memcpy(h->t.label, t[j].label, sizeof(h->t.label));
       c->hosts[kept++] = h;
     } else {
       host_remove(c, h);

@@ -247,7 +247,7 @@ static int on_packet(tg_consumer_t *c, void *ctx, const uint8_t *p, size_t n) {
   if (!sh->preamble) {
     sh->preamble = true;
     rv = tg_merge_host_preamble(&s->m, &sh->mh, &sh->fh->report,
-                                sh->h->t.name);
+                                sh->h->t.label);
   }
   if (rv == 0) {
     s->merging = sh;
@@ -559,6 +559,7 @@ static void store_result(coll_snap_t *s) {
     bool whole = !sh->failed && !sh->state_partial;
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
+        .name = sh->h->t.label,
         .outcome = whole         ? TG_COLL_HOST_OK
                    : sh->packets ? TG_COLL_HOST_PARTIAL
                                  : TG_COLL_HOST_FAILED,

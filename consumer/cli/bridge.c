@@ -152,7 +152,8 @@ int cli_bridge_main(int argc, char **argv) {
        "(\"http://localhost:8080\"); may be repeated", 0, 0},
       {"hosts", TG_FLAG_STRING, &ro->hosts_file, "FILE",
        "the hosts /traced/HOST may name, as record --hosts reads them (one "
-       "per line, \"HOST [name=SERVER_NAME]\"); without it, any host:port", 0,
+       "per line, \"HOST [name=SERVER_NAME] [label=LABEL]\"); without it, "
+       "any host:port", 0,
        0},
       CLI_TLS_FLAGS(ro),
   };

@@ -284,6 +284,7 @@ static void write_summary(fleet_t *f, int code) {
     const fleet_host_t *h = &f->hosts[i];
     cli_summary_host_t *o = &hs[i];
     o->host = h->t->spec;
+    o->name = h->t->label;
     o->ok = h->core.report.link_state == TG_LINK_DONE;
     o->reason = o->ok ? NULL
                 : h->core.report.why[0] ? h->core.report.why

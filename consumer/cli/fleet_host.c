@@ -57,7 +57,7 @@ static int on_described(tg_fleet_host_t *c) {
   fleet_host_t *h = of(c);
   if (h->f->mode != FLEET_OUT_MERGE) return 0;
   return tg_merge_host_preamble(&h->f->merge, &h->merge, &c->report,
-                                h->t->host);
+                                h->t->label);
 }
 
 static int on_clock_estimate(tg_fleet_host_t *c) {

@@ -122,9 +122,12 @@ static const char about[] =
     "comments): host[:port] is a tracegate-relay reached over mutual TLS\n"
     "(--ca verifies the relay, --cert/--key identify you; when connecting by\n"
     "IP address, --tls-server-name names the relay's certificate, or a hosts\n"
-    "file line's name=: '10.0.0.5:7467 name=host5.example'). --cert, --key\n"
-    "and --ca default to $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA, then\n"
-    "to ~/.config/tracegate/config ('cert = FILE', 'key = FILE', 'ca = FILE');\n"
+    "file line's name=: '10.0.0.5:7467 name=host5.example'). A host's name\n"
+    "in the merged trace is its hosts file label= ('label=db-primary'),\n"
+    "else its name= when no other host has it, else the host as given.\n"
+    "--cert, --key and --ca default to $TRACEGATE_CERT, $TRACEGATE_KEY,\n"
+    "$TRACEGATE_CA, then to ~/.config/tracegate/config ('cert = FILE',\n"
+    "'key = FILE', 'ca = FILE');\n"
     "ssh://[user@]host[:port] runs 'ssh host tracegate-relay --stdio' ($"
     TG_SSH_ENV "\n"
     "replaces ssh). Every host starts at once and streams over its\n"
@@ -207,8 +210,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "the service's consumer socket ('@name': abstract)", 0, 0},
       CLI_HOST_FLAG(&o->remote, CLI_HOST_HELP "; repeat for many"),
       {"hosts", TG_FLAG_STRING, &o->remote.hosts_file, "FILE",
-       "more hosts, one per line: HOST [name=SERVER_NAME] ('#' starts a "
-       "comment)", 0, 0},
+       "more hosts, one per line: HOST [name=SERVER_NAME] [label=LABEL] "
+       "('#' starts a comment)", 0, 0},
       CLI_TLS_FLAGS(&o->remote),
       CLI_SESSION_CACHE_FLAG(&o->remote),
       {"merge", TG_FLAG_BOOL, &o->merge, NULL,

@@ -33,9 +33,10 @@ static json_t *loss_json(const cli_loss_t *loss) {
  * on a NULL one, out of memory. */
 static json_t *host_json(const cli_summary_host_t *h) {
   return json_pack(
-      "{s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:I, s:I, s:I,"
-      " s:o, s:o, s:o, s:o, s:o}",
-      "host", tg_json_text(h->host), "outcome", h->ok ? "ok" : "failed",
+      "{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:I, s:I,"
+      " s:I, s:o, s:o, s:o, s:o, s:o}",
+      "host", tg_json_text(h->host), "name", tg_json_text(h->name),
+      "outcome", h->ok ? "ok" : "failed",
       "reason", tg_json_text(h->reason), "failure", tg_json_text(h->ok ? NULL : h->failure),
       "end", tg_json_text(h->end), "bytes", tg_json_u64(h->bytes),
       "packets", tg_json_u64(h->packets), "loss", loss_json(h->loss),

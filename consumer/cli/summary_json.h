@@ -23,6 +23,7 @@
  * the has_ flags off are written as null. */
 typedef struct cli_summary_host {
   const char *host;    /* "-H" spec, or "local" */
+  const char *name;    /* the host's name (tg_targets_name), or NULL */
   bool ok;
   const char *reason;  /* why it ended, or why it failed */
   const char *failure; /* a failure's kind, a token ("connect", ...); or NULL */

@@ -24,6 +24,19 @@
 #define PKT_SYSTEM_INFO 45
 #define PKT_MACHINE_ID 98
 #define PKT_REMOTE_CLOCK_SYNC 107 /* Perfetto's RemoteClockSync */
+#define PKT_TIMESTAMP 8
+#define PKT_TRACK_EVENT 11
+#define PKT_SEQUENCE_FLAGS 13
+#define PKT_TRACK_DESCRIPTOR 60
+#define SEQ_INCREMENTAL_STATE_CLEARED 1
+/* TrackDescriptor and TrackEvent. */
+#define TD_UUID 1
+#define TD_NAME 2
+#define TD_PARENT_UUID 5
+#define TE_TYPE 9
+#define TE_TRACK_UUID 11
+#define TE_NAME 23
+#define TE_TYPE_INSTANT 3
 /* ClockSnapshot and its Clock. */
 #define CS_CLOCKS 1
 #define CS_PRIMARY_TRACE_CLOCK 2
@@ -251,6 +264,19 @@ int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   return merge_one(m, mh, p, n, false);
 }
 
+/* Whether the TrackDescriptor |d| (|n| bytes) gives a uuid of the range
+ * the hosts' names use; one that does not decode is the schema check's. */
+static bool names_reserved_track(const uint8_t *d, size_t n) {
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, d, n);
+  while (tg_pb_reader_next(&r, &fld) == 1)
+    if (fld.id == TD_UUID && fld.type == TG_PB_WT_VARINT &&
+        TG_MERGE_NAME_UUID_RESERVED(fld.value))
+      return true;
+  return false;
+}
+
 static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                      size_t n, bool inner) {
   tg_pb_reader_t r;
@@ -263,6 +289,7 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
   int rv;
   /* Every field is looked at once here; those that matter are rare, so
    * the switch costs a compare or two per field. */
+  bool reserved = false;
   while ((rv = tg_pb_reader_next(&r, &fld)) == 1) {
     switch (fld.id) {
       case PKT_SEQ_ID:
@@ -281,6 +308,11 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
       case PKT_REMOTE_CLOCK_SYNC:
         exempt = true;
         break;
+      case PKT_TRACK_DESCRIPTOR:
+        if (fld.type == TG_PB_WT_LEN &&
+            names_reserved_track(fld.data, fld.size))
+          reserved = true;
+        break;
       default: break;
     }
     if (fld.id == PKT_COMPRESSED_PACKETS) {
@@ -298,9 +330,10 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
    * what trace processor would refuse the file for or crash on
    * (trace_schema.h): a field of another wire type than Perfetto's schema
    * says, a value it cannot take, or an ftrace bundle on MONOTONIC_RAW
-   * before the host tied that clock to BOOTTIME. */
+   * before the host tied that clock to BOOTTIME. Left out too, as it
+   * would rename a host: a descriptor of the names' tracks. */
   unsigned clocks;
-  if (rv < 0 || (wrapper && inner) ||
+  if (rv < 0 || (wrapper && inner) || reserved ||
       tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
       ((clocks & TG_TS_NEEDS_MONO_RAW) && !mh->mono_raw_synced &&
        !(clocks & TG_TS_SYNCS_MONO_RAW))) {
@@ -430,9 +463,61 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self) {
   return rv;
 }
 
+/* An instant on host |mh|'s "clock sync" track at the host's time of the
+ * clock sample |s| (its BOOTTIME, which the RemoteClockSync just written
+ * ties to the collector's). */
+static int sync_instant(tg_merge_t *m, const tg_merge_host_t *mh,
+                        const tg_clock_sample_t *s) {
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_append_varint(&w, PKT_TIMESTAMP, s->remote[TG_CLK_BOOTTIME]);
+  tg_pbw_begin_nested(&w, PKT_TRACK_EVENT);
+  tg_pbw_append_varint(&w, TE_TYPE, TE_TYPE_INSTANT);
+  tg_pbw_append_varint(&w, TE_TRACK_UUID,
+                       TG_MERGE_NAME_UUID(mh->machine_id, 1));
+  tg_pbw_append_string(&w, TE_NAME, TG_MERGE_SYNC_INSTANT);
+  tg_pbw_end_nested(&w);
+  ids(&w, mh->machine_id, collector_seq(mh));
+  return emit(m, &w, buf);
+}
+
+/* The host's name where trace processor and the UI read one (see merge.h):
+ * a root track named |name| (|len| bytes) and, under it, the "clock sync"
+ * track. Track
+ * events there name no interned data, so they need no incremental state;
+ * the first packet clears the sequence's all the same, as Perfetto's
+ * writers do. */
+static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
+                       const char *name, size_t len) {
+  uint64_t root = TG_MERGE_NAME_UUID(mh->machine_id, 0);
+  uint32_t seq = collector_seq(mh);
+  uint8_t buf[SMALL_PACKET];
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_begin_nested(&w, PKT_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(&w, TD_UUID, root);
+  tg_pbw_append_bytes(&w, TD_NAME, name, len);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+  ids(&w, mh->machine_id, seq);
+  int rv = emit(m, &w, buf);
+  if (rv < 0) return rv;
+  tg_pbw_init(&w, buf, sizeof(buf), NULL, NULL);
+  tg_pbw_begin_nested(&w, PKT_TRACK_DESCRIPTOR);
+  tg_pbw_append_varint(&w, TD_UUID, TG_MERGE_NAME_UUID(mh->machine_id, 1));
+  tg_pbw_append_varint(&w, TD_PARENT_UUID, root);
+  tg_pbw_append_string(&w, TD_NAME, TG_MERGE_SYNC_TRACK);
+  tg_pbw_end_nested(&w);
+  ids(&w, mh->machine_id, seq);
+  return emit(m, &w, buf);
+}
+
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
-                           const char *fallback) {
+                           const char *name) {
+  size_t name_len = strnlen(name, TG_MERGE_NAME_MAX + 1);
+  if (name_len == 0 || name_len > TG_MERGE_NAME_MAX) return -EINVAL;
   uint32_t seq = collector_seq(mh);
   Perfetto__Protos__SystemInfo si = PERFETTO__PROTOS__SYSTEM_INFO__INIT;
   Perfetto__Protos__Utsname un = PERFETTO__PROTOS__UTSNAME__INIT;
@@ -450,7 +535,7 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     si.utsname = &un;
   }
   snprintf(hostname, sizeof(hostname), "%s",
-           h->has_info && h->hostname[0] ? h->hostname : fallback);
+           h->has_info && h->hostname[0] ? h->hostname : name);
   si.tracegate_hostname = hostname;
   if (h->host_machine_id[0]) {
     snprintf(machine_id, sizeof(machine_id), "%s", h->host_machine_id);
@@ -465,10 +550,14 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
   if (rv == 0 && h->clock.estimates)
     rv = remote_clock_sync(m, mh, &h->clock.best);
+  if (rv == 0) rv = name_tracks(m, mh, name, name_len);
+  if (rv == 0 && h->clock.estimates) rv = sync_instant(m, mh, &h->clock.best);
   return rv;
 }
 
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h) {
-  return h->clock.estimates ? remote_clock_sync(m, mh, &h->clock.best) : 0;
+  if (!h->clock.estimates) return 0;
+  int rv = remote_clock_sync(m, mh, &h->clock.best);
+  return rv < 0 ? rv : sync_instant(m, mh, &h->clock.best);
 }

@@ -12,7 +12,18 @@
  * that all hosts share. The unit also makes the packets the collector
  * adds: its own ClockSnapshot and SystemInfo at the head, per host a
  * SystemInfo, ClockSnapshot and RemoteClockSync before the host's first
- * packet, and a RemoteClockSync per later estimate.
+ * packet, then the host's name (below), and a RemoteClockSync per later
+ * estimate.
+ *
+ * A host's name is the operator's (the inventory's label, or the -H spec:
+ * client/target.h), never what the host says of itself. Perfetto v50.1
+ * keeps no name for a machine (its machine table has an id only, and the
+ * UI labels a machine's tracks "(machine N)"), so the name goes on a root
+ * track of the host's machine: trace processor's track table has it
+ * (name, machine_id), and the UI draws it as a top-level group holding
+ * the host's "clock sync" track (an instant per clock sync). Those tracks are on the collector's
+ * sequence of that host, before any of the host's packets, with uuids
+ * that TG_MERGE_NAME_UUID reserves (docs/merge.md "Host names").
  *
  * Owns: the shared state (tg_merge_t: the overflow range, the buffer
  * compressed_packets inflate into) and, per host, tg_merge_host_t (its
@@ -64,6 +75,26 @@
  * bound, a packet that needs the state on a sequence not followed is left
  * out and counted lost, so that no host makes the table grow unbounded. */
 #define TG_MERGE_HOST_MAX_STATE_SEQS 4096u
+
+/* A host's name: 1..TG_MERGE_NAME_MAX bytes (what the catalog keeps of a
+ * host, TG_COLL_HOST_MAX). */
+#define TG_MERGE_NAME_MAX 320u
+/* The uuids of machine |mid|'s name track (k = 0) and the "clock sync"
+ * track under it (k = 1): "traceg" then 16 bits. Trace processor scopes
+ * uuids by machine and takes the last name a uuid's descriptors give, so
+ * a host's TrackDescriptor with a uuid of this range is left out: no host
+ * renames itself (a producer's random uuid falls in it once in 2^48). */
+#define TG_MERGE_NAME_UUID_BASE 0x7472616365670000ull
+#define TG_MERGE_NAME_UUID(mid, k) \
+  (TG_MERGE_NAME_UUID_BASE | ((uint64_t)(mid) << 1) | (uint64_t)(k))
+#define TG_MERGE_NAME_UUID_RESERVED(u) \
+  (((u) & ~0xFFFFull) == TG_MERGE_NAME_UUID_BASE)
+#define TG_MERGE_SYNC_TRACK "clock sync"
+/* An instant on it per RemoteClockSync, at the host's time of the sample.
+ * A host whose clocks are never tied has none: any time given to it would
+ * be the collector's, on the host's clock, and could stretch the trace by
+ * the difference of their boot times once a later sync ties them. */
+#define TG_MERGE_SYNC_INSTANT "clocks tied"
 
 /* The owner's sink: one TracePacket made of |n| bytes at |p| followed by
  * |tail_n| bytes at |tail| (more fields of the same packet; 0 and maybe
@@ -138,16 +169,20 @@ void tg_merge_self_read(tg_merge_self_t *self);
  * BOOTTIME the timeline, then its SystemInfo. */
 int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
 
-/* Host |mh|'s SystemInfo (from the host's report |h|; named |fallback| when
- * the host did not say its name), then, if |h| has a clock estimate, a
- * ClockSnapshot of its clocks and a RemoteClockSync tying them to the
- * collector's. Once, before the host's first packet (on_described). */
+/* Host |mh|'s SystemInfo (from the host's report |h|; its hostname is
+ * |name| when the host did not say one), then, if |h| has a clock
+ * estimate, a ClockSnapshot of its clocks and a RemoteClockSync tying them
+ * to the collector's, then its name tracks named |name| (the operator's:
+ * 1..TG_MERGE_NAME_MAX bytes, else -EINVAL) and, with the estimate, the
+ * instant of that sync. Once, before the host's first packet
+ * (on_described). */
 int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
-                           const char *fallback);
+                           const char *name);
 
 /* One more RemoteClockSync of |mh| from |h|'s current estimate
- * (h->clock.best); nothing when there is none (on_clock_estimate). */
+ * (h->clock.best), and its instant on the host's "clock sync" track;
+ * nothing when there is none (on_clock_estimate). */
 int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
                         const tg_fleet_host_report_t *h);
 
@@ -155,7 +190,8 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
  * and moved sequence id appended; the packets of a compressed_packets
  * wrapper one by one. A packet that does not decode, or that trace
  * processor would refuse the whole trace for or crash on
- * (abi/trace_schema.h), is left out and counted in mh->malformed. A packet
+ * (abi/trace_schema.h), or that describes a track of the reserved uuids
+ * (TG_MERGE_NAME_UUID), is left out and counted in mh->malformed. A packet
  * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
  * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
  * that many is failed by the owner (leaving them out, or merging them

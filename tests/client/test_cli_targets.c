@@ -3,7 +3,8 @@
  * targets share a host, sanitised for file names, numbered when two names
  * still meet; a target given twice is refused. Also at fleet size, where a
  * pairwise check was quadratic. And a hosts file's lines appended to the
- * -H targets (client/hosts_file.c, tg_hosts_parse). */
+ * -H targets (client/hosts_file.c, tg_hosts_parse), and each target's
+ * label: the name it is shown by. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -157,6 +158,78 @@ static void a_hosts_file_must_be_a_regular_file(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+/* A host's label (what the merged trace and the collector show it by):
+ * the hosts file's label=, else its name= unless a wildcard, else the
+ * spec as given; a name= that two hosts share gives way to their specs. */
+static void labels_from_label_name_or_spec(void **state) {
+  (void)state;
+  static const char text[] =
+      "10.0.0.5:7467 name=host5.example label=db-primary\n"
+      "10.0.0.6:7467 label=web-1 name=host6.example\n"
+      "10.0.0.7 name=host7.example\n"
+      "10.0.0.8 name=*.fleet.example\n"
+      "10.0.0.9 name=shared.example\n"
+      "10.0.0.10:7000 name=shared.example\n"
+      "ssh://admin@db1 label=db1\n"
+      "ssh://admin@db2\n";
+  tg_target_t *t = NULL;
+  size_t n = 0;
+  unsigned line = 0;
+  char err[256];
+  assert_int_equal(tg_hosts_parse(text, sizeof(text) - 1, &t, &n, 16, &line,
+                                  err, sizeof(err)),
+                   0);
+  assert_int_equal(n, 8);
+  assert_int_equal(tg_targets_name(t, n), 0);
+  static const char *const want[] = {
+      "db-primary", "web-1", "host7.example", "10.0.0.8",
+      "10.0.0.9",   "10.0.0.10:7000", "db1", "ssh://admin@db2"};
+  for (size_t i = 0; i < n; i++) assert_string_equal(t[i].label, want[i]);
+  /* The certificate's name stays what it was. */
+  assert_string_equal(t[0].server_name, "host5.example");
+  free(t);
+}
+
+/* A label= that is not printable ASCII, too long, given twice on a line,
+ * given to two hosts, or that is another host's spec, is refused. */
+static void refuses_a_bad_or_shared_label(void **state) {
+  (void)state;
+  static const char *const bad_lines[] = {
+      "a label=\n", "a label=x label=y\n", "a label=caf\xc3\xa9\n",
+      "a label=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
+      "a label=\x01\n"};
+  for (size_t i = 0; i < sizeof(bad_lines) / sizeof(bad_lines[0]); i++) {
+    tg_target_t *t = NULL;
+    size_t n = 0;
+    unsigned line = 0;
+    char err[256];
+    assert_int_equal(tg_hosts_parse(bad_lines[i], strlen(bad_lines[i]), &t, &n,
+                                    4, &line, err, sizeof(err)),
+                     -EINVAL);
+    free(t);
+  }
+  static const char *const shared[] = {"a label=x\nb label=x\n",
+                                       "a label=b:7467\nb:7467\n"};
+  for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++) {
+    tg_target_t *t = NULL;
+    size_t n = 0;
+    unsigned line = 0;
+    char err[256];
+    assert_int_equal(tg_hosts_parse(shared[i], strlen(shared[i]), &t, &n, 4,
+                                    &line, err, sizeof(err)),
+                     0);
+    assert_int_equal(tg_targets_name(t, n), -1);
+    free(t);
+  }
+  /* -H specs alone are their labels. */
+  tg_target_t h[2];
+  static const char *const specs[] = {"alpha.example", "ssh://u@alpha.example"};
+  parse_all(h, specs, 2);
+  assert_int_equal(tg_targets_name(h, 2), 0);
+  assert_string_equal(h[0].label, "alpha.example");
+  assert_string_equal(h[1].label, "ssh://u@alpha.example");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(names_alone_shared_and_sanitised),
@@ -164,6 +237,8 @@ int main(void) {
       cmocka_unit_test(names_a_big_fleet),
       cmocka_unit_test(a_hosts_file_appends_to_the_targets_given),
       cmocka_unit_test(a_hosts_file_must_be_a_regular_file),
+      cmocka_unit_test(labels_from_label_name_or_spec),
+      cmocka_unit_test(refuses_a_bad_or_shared_label),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * loop: a POST with wait=1 answered once its snapshot is stored, waiters
  * folded into the queued snapshot told its id when it begins (or 503 when
  * it cannot), a waiter whose client left forgotten, and what /metrics and
- * /api/v1/hosts say of the daemon's counters and hosts. Answers are read
- * as JSON and metric samples.
+ * /api/v1/hosts say of the daemon's counters and hosts, and the name the
+ * operator gave each host in /api/v1/hosts and a snapshot's hosts.
+ * Answers are read as JSON and metric samples.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -244,6 +245,71 @@ static void metrics_and_hosts_say_what_the_daemon_counts(void **state) {
   down(&u);
 }
 
+/* The index of the host |spec| in the "hosts" array of the JSON answer at
+ * |path| (|n| entries, at |prefix|: "hosts" or "snapshot.hosts"). */
+static size_t host_at(const char *path, const char *prefix, size_t n,
+                      const char *spec) {
+  char want[TG_COLL_HOST_MAX + 3];
+  snprintf(want, sizeof(want), "\"%s\"", spec);
+  for (size_t i = 0; i < n; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "%s.%zu.host", prefix, i);
+    const char *got = tg_test_json(path, key);
+    if (got && !strcmp(got, want)) return i;
+  }
+  fail_msg("host %s is not in %s", spec, path);
+  return n;
+}
+
+/* Each host's name, the operator's (hosts file: label=, else a name= no
+ * other host has, else the spec), in /api/v1/hosts and in each host of a
+ * stored snapshot (/api/v1/snapshots/ID), beside the spec and apart from
+ * the hostname the host reports. */
+static void hosts_and_snapshot_hosts_carry_the_operators_name(void **state) {
+  (void)state;
+  coll_unit_t u = {.flush_timeout_ms = 60000};
+  coll_unit_hosts(&u, 2);
+  char more[160];
+  snprintf(more, sizeof(more), "%s name=relay.test label=db-primary\n",
+           u.h[1].spec);
+  coll_unit_open(&u, 1, "clone_timeout = 90s\n", more, true);
+  for (size_t i = 0; i < 2; i++)
+    coll_unit_wait_host(&u, u.h[i].spec, COLL_HOST_TRACING, true);
+  assert_int_equal(coll_api_start(&u.c), 0);
+  collector_t c = {.pid = 0, .port = tg_http_server_port(u.c.http)};
+  static const char *const want[2] = {"\"relay.test\"", "\"db-primary\""};
+
+  const char *h = fleet_in_dir("hosts.json");
+  assert_int_equal(request(&u, &c, "GET", "/api/v1/hosts", "hosts.json"), 200);
+  for (size_t i = 0; i < 2; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "hosts.%zu.name",
+             host_at(h, "hosts", 2, u.h[i].spec));
+    assert_json(h, key, want[i]);
+  }
+
+  req_t q;
+  req_start(&q, &c, "POST", "/api/v1/snapshots?wait=1&reason=names",
+            "names.json");
+  wait_waiters(&u, 1);
+  coll_unit_flush_until_idle(&u);
+  assert_int_equal(req_wait(&u, &q), 200);
+  const char *id = tg_test_json(q.out, "snapshot.id");
+  assert_non_null(id);
+  char path[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%.*s", (int)strlen(id) - 2,
+           id + 1);
+  const char *snap = fleet_in_dir("snap.json");
+  assert_int_equal(request(&u, &c, "GET", path, "snap.json"), 200);
+  for (size_t i = 0; i < 2; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "hosts.%zu.name",
+             host_at(snap, "hosts", 2, u.h[i].spec));
+    assert_json(snap, key, want[i]);
+  }
+  down(&u);
+}
+
 /* The file the request wrote is |n| bytes of |want|. */
 static void assert_body(const char *path, const void *want, size_t n) {
   FILE *f = fopen(path, "rb");
@@ -295,6 +361,7 @@ int main(void) {
       FLEET_TEST(a_waiter_is_answered_503_or_dropped),
       FLEET_TEST(metrics_and_hosts_say_what_the_daemon_counts),
       FLEET_TEST(the_page_and_its_files_are_served_whole),
+      FLEET_TEST(hosts_and_snapshot_hosts_carry_the_operators_name),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -5,7 +5,9 @@
  *
  * What is asserted: every host's ring reaches "tracing"; an operator's
  * snapshot holds every host's packets (machine per host), its row is
- * complete and lists both hosts; a second snapshot holds what the rings
+ * complete and lists both hosts, each named in the row and on its
+ * machine's root track (with Perfetto's binaries, as trace processor
+ * reads it); a second snapshot holds what the rings
  * kept (older and newer packets); a collector killed with SIGKILL and
  * started again finds the same rings (the packets committed before the
  * kill are in the next snapshot) and a catalog without a pending row; a
@@ -27,6 +29,7 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
+#include "collector/catalog.h"
 
 #ifndef TRACEGATE_CLI_PATH
 #error "TRACEGATE_CLI_PATH must name the tracegate binary"
@@ -52,6 +55,56 @@ static void assert_machine(const fleet_trace_t *t, const char *tag,
     seen++;
   }
   assert_true(seen > 0);
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Each of the |n| hosts of the snapshot |json| (its "hosts") is named by
+ * its spec (all share name=relay.test, which gives way), in the snapshot's
+ * hosts and on the root track of its machine in the trace |t| (at
+ * |path|), as trace processor reads it too when PERFETTO_BIN is set. */
+static void assert_names(const char *json, const fleet_trace_t *t,
+                         const char *path, size_t n) {
+  char names[4][TG_COLL_HOST_MAX + 3];
+  assert_true(n <= 4);
+  for (size_t i = 0; i < n; i++) {
+    char key[32], host[TG_COLL_HOST_MAX + 3];
+    snprintf(key, sizeof(key), "hosts.%zu.host", i);
+    assert_non_null(tg_test_json(json, key));
+    snprintf(host, sizeof(host), "%s", tg_test_json(json, key));
+    snprintf(key, sizeof(key), "hosts.%zu.name", i);
+    assert_json(json, key, host);
+    /* The host's machine: its root track carries its name. */
+    host[strlen(host) - 1] = 0;
+    uint32_t mid = 0;
+    for (size_t k = 0; k < t->n; k++) {
+      const Perfetto__Protos__TracePacket *pk = t->pk[k];
+      if (pk->data_case ==
+              PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR &&
+          !pk->track_descriptor->has_parent_uuid &&
+          pk->track_descriptor->name &&
+          !strcmp(pk->track_descriptor->name, host + 1))
+        mid = pk->machine_id;
+    }
+    assert_true(mid > 0);
+    snprintf(names[i], sizeof(names[i]), "%s", host + 1);
+  }
+  /* Trace processor's answer is by name. */
+  qsort(names, n, sizeof(names[0]), by_name);
+  char want[1024] = "\"";
+  for (size_t i = 0; i < n; i++) {
+    size_t at = strlen(want);
+    snprintf(want + at, sizeof(want) - at, "%s%s", i ? " " : "", names[i]);
+  }
+  snprintf(want + strlen(want), sizeof(want) - strlen(want), "\"\n");
+  char got[512];
+  int tp = tg_test_tp_answer(
+      path, "select group_concat(name, ' ') from (select t.name from track "
+            "t join track c on c.parent_id = t.id where t.parent_id is null "
+            "and c.name = 'clock sync' order by t.name)",
+      got, sizeof(got));
+  assert_true(tp >= 0);
+  if (tp) assert_string_equal(got, want);
 }
 
 static int group_setup(void **state) {
@@ -99,6 +152,7 @@ static void operator_snapshots_and_a_killed_collector(void **state) {
   fleet_trace_assert_values(&t, "hostB", 1, 7);
   assert_machine(&t, "hostA", 1);
   assert_machine(&t, "hostB", 2);
+  assert_names(json, &t, trace, 2);
   fleet_trace_free(&t);
 
   /* The list shows it, newest first. */

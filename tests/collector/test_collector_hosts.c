@@ -62,9 +62,10 @@ static void every_host_traces_under_a_key_of_its_own(void **state) {
   coll_unit_close(&u);
 }
 
-/* A reload keeps a host that stays untouched (same holder, no restart),
- * starts a new one in a generation of its own, and removes one that left:
- * its ring ended, its memory freed once nothing holds it. */
+/* A reload keeps a host that stays untouched (same holder, no restart,
+ * its label as the new inventory gives it), starts a new one in a
+ * generation of its own, and removes one that left: its ring ended, its
+ * memory freed once nothing holds it. */
 static void a_reload_keeps_adds_and_removes(void **state) {
   (void)state;
   coll_unit_t u = {0};
@@ -74,6 +75,8 @@ static void a_reload_keeps_adds_and_removes(void **state) {
   coll_unit_wait_host(&u, u.h[0].spec, COLL_HOST_TRACING, false);
   coll_host_t *a = coll_unit_host(&u, u.h[0].spec);
   tg_fleet_host_t *a_holder = a->fh;
+  /* Its name= is its label while no other host has it. */
+  assert_string_equal(a->t.label, "relay.test");
 
   coll_unit_inventory(&u, 2, NULL);
   coll_hosts_reload(&u.c, "test");
@@ -83,6 +86,8 @@ static void a_reload_keeps_adds_and_removes(void **state) {
   assert_ptr_equal(a->fh, a_holder);
   assert_int_equal(a->restarts, 0);
   assert_int_equal(a->state, COLL_HOST_TRACING);
+  /* B has the same name=: both are labelled by their specs now. */
+  assert_string_equal(a->t.label, u.h[0].spec);
   coll_host_t *b = coll_unit_host(&u, u.h[1].spec);
   assert_non_null(b);
   assert_ptr_not_equal(b->gen, a->gen);

@@ -34,12 +34,14 @@ static const uint64_t script_self_clocks[TG_CLK_N] = {
     1000000000000ull, 2000000000000ull, 1700000000000000000ull};
 
 #define SCRIPT_HOSTS 3
+/* The hosts' names as the operator gave them. */
+#define SCRIPT_NAMES "alpha.example", "beta.example", "gamma.example"
 
 typedef struct merge_script_ops {
   int (*head)(void *ctx);
-  /* |fallback|: the host's name when it did not say its own. */
+  /* |name|: the host's name, as the operator gave it. */
   int (*preamble)(void *ctx, size_t host, const tg_fleet_host_report_t *h,
-                  const char *fallback);
+                  const char *name);
   int (*clock_sync)(void *ctx, size_t host, const tg_fleet_host_report_t *h);
   int (*packet)(void *ctx, size_t host, const uint8_t *p, size_t n);
 } merge_script_ops_t;
@@ -126,8 +128,7 @@ static inline void script_hosts(tg_fleet_host_report_t h[SCRIPT_HOSTS]) {
 
 /* Runs the recording through |ops|. Returns 0 or the first error. */
 static inline int merge_script_run(const merge_script_ops_t *ops, void *ctx) {
-  static const char *const fallback[SCRIPT_HOSTS] = {
-      "alpha.example", "beta.example", "gamma.example"};
+  static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
   tg_fleet_host_report_t h[SCRIPT_HOSTS];
   script_hosts(h);
   static uint8_t p[16384], trace[16384], big[3000];
@@ -135,7 +136,7 @@ static inline int merge_script_run(const merge_script_ops_t *ops, void *ctx) {
 
   SCRIPT_CALL(ops->head(ctx));
   for (size_t i = 0; i < SCRIPT_HOSTS; i++)
-    SCRIPT_CALL(ops->preamble(ctx, i, &h[i], fallback[i]));
+    SCRIPT_CALL(ops->preamble(ctx, i, &h[i], names[i]));
 
   /* Sequence ids, host 0: in range, absent, 0, repeated, overflow. */
   static const uint32_t ids[][2] = {{5, 0},       {0, 0},      {3, 7},

@@ -53,6 +53,14 @@ static bool has_unknown_field(const Perfetto__Protos__TracePacket *pk, uint32_t 
   return false;
 }
 
+/* The name of the root track that |pk| describes, or NULL. */
+static const char *root_track_name(const Perfetto__Protos__TracePacket *pk) {
+  if (pk->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
+    return NULL;
+  const Perfetto__Protos__TrackDescriptor *d = pk->track_descriptor;
+  return d->has_parent_uuid ? NULL : d->name;
+}
+
 static bool exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -210,8 +218,11 @@ static void record_three(fleet_host_t *hs, const char *const *args, int want_rc,
   for (int i = 0; i < MAX_HOSTS; i++) fleet_host_drop_producer(&hs[i]);
 }
 
-static void check_merged(const char *path) {
+/* |names|: each host's name (its -H spec), which names a root track of
+ * the host's machine. */
+static void check_merged(const char *path, const char *const *names) {
   fleet_trace_t t;
+  char root[MAX_HOSTS + 1][300] = {{0}};
   fleet_trace_load(path, &t);
   uint32_t mid_of[MAX_HOSTS] = {0};
   bool sysinfo[MAX_HOSTS + 1] = {0}, clock[MAX_HOSTS + 1] = {0},
@@ -251,12 +262,37 @@ static void check_merged(const char *path) {
         mid <= MAX_HOSTS)
       clock[mid] = true;
     if (has_unknown_field(pk, 107) && mid <= MAX_HOSTS) rcs[mid] = true;
+    const char *name = root_track_name(pk);
+    if (mid <= MAX_HOSTS && name) {
+      assert_string_equal(root[mid], ""); /* one per machine */
+      snprintf(root[mid], sizeof(root[mid]), "%s", name);
+    }
   }
   for (int k = 0; k < MAX_HOSTS; k++) {
     assert_int_equal(fleet_trace_count_tag(&t, tags[k]), 4 + (size_t)k);
     fleet_trace_assert_values(&t, tags[k], 100 * (uint32_t)k, 4 + (size_t)k);
     for (int j = 0; j < k; j++) assert_int_not_equal(mid_of[j], mid_of[k]);
+    assert_string_equal(root[mid_of[k]], names[k]);
   }
+  /* Trace processor has each host's name on its machine's root track.
+   * Its machine ids are rows in the order machines first appear; the
+   * trace's own id is the row's raw_id. */
+  char want[1024] = "\"", got[1024];
+  for (uint32_t m = 1; m <= MAX_HOSTS; m++)
+    for (int k = 0; k < MAX_HOSTS; k++) {
+      if (mid_of[k] != m) continue;
+      size_t at = strlen(want);
+      snprintf(want + at, sizeof(want) - at, "%s%u=%s", m > 1 ? " " : "", m,
+               names[k]);
+    }
+  snprintf(want + strlen(want), sizeof(want) - strlen(want), "\"\n");
+  int tp = tg_test_tp_answer(
+      path, "select group_concat(x, ' ') from (select m.raw_id || '=' || "
+            "t.name as x from track t join machine m on m.id = t.machine_id "
+            "where t.parent_id is null order by m.raw_id)",
+      got, sizeof(got));
+  assert_true(tp >= 0);
+  if (tp) assert_string_equal(got, want);
   /* The collector (machine 0) and every host have system info and clocks;
    * every host a RemoteClockSync (field 107) against the collector. */
   for (int m = 0; m <= MAX_HOSTS; m++) {
@@ -326,9 +362,17 @@ static void three_hosts_merged_and_one_file_each(void **state) {
     assert_string_not_equal(tg_test_json(sum, key), "null");
     snprintf(key, sizeof(key), "hosts.%d.loss.total", k);
     assert_json(sum, key, "0");
+    /* Given by -H only, a host is named by its spec. */
+    char host[300];
+    snprintf(key, sizeof(key), "hosts.%d.host", k);
+    assert_non_null(tg_test_json(sum, key));
+    snprintf(host, sizeof(host), "%s", tg_test_json(sum, key));
+    snprintf(key, sizeof(key), "hosts.%d.name", k);
+    assert_json(sum, key, host);
   }
   assert_null(tg_test_json(sum, "hosts.3")); /* three hosts, no more */
-  check_merged(merged);
+  const char *const names[MAX_HOSTS] = {hs[0].spec, hs[1].spec, hs[2].spec};
+  check_merged(merged, names);
   unlink(merged);
 
   /* -o DIR: one file per host, named after it, each with its own packets

@@ -240,6 +240,117 @@ static void host_sends(fixture_t *fx, size_t h, const uint8_t *p, size_t n) {
   assert_int_equal(tg_merge_packet(&fx->m, &fx->hosts[h], p, n), 0);
 }
 
+/* --- the hosts' names ------------------------------------------------------------ */
+
+/* The root tracks the merged trace describes: for each, its machine and
+ * name ("" when none), in the order written; returns how many. */
+static size_t root_tracks(const fixture_t *fx, uint32_t *machine,
+                          char (*name)[64], size_t max) {
+  const uint8_t *b = tg_buf_begin(&fx->sink.out);
+  size_t size = tg_buf_size(&fx->sink.out), found = 0;
+  tg_pb_reader_t tr;
+  tg_pb_field_t pkt;
+  tg_pb_reader_init(&tr, b, size);
+  while (tg_pb_reader_next(&tr, &pkt) == 1) {
+    tg_pb_reader_t r;
+    tg_pb_field_t f;
+    tg_pb_reader_init(&r, pkt.data, pkt.size);
+    const uint8_t *td = NULL;
+    size_t td_n = 0;
+    uint32_t mid = 0;
+    while (tg_pb_reader_next(&r, &f) == 1) {
+      if (f.id == 60) td = f.data, td_n = f.size;
+      if (f.id == 98) mid = (uint32_t)f.value;
+    }
+    if (!td) continue;
+    bool root = true;
+    char nm[64] = "";
+    tg_pb_reader_init(&r, td, td_n);
+    while (tg_pb_reader_next(&r, &f) == 1) {
+      if (f.id == 5) root = false;
+      if (f.id == 2) snprintf(nm, sizeof(nm), "%.*s", (int)f.size, f.data);
+    }
+    if (!root) continue;
+    assert_true(found < max);
+    machine[found] = mid;
+    snprintf(name[found], sizeof(name[found]), "%s", nm);
+    found++;
+  }
+  return found;
+}
+
+/* Each host's name, as the operator gave it, is the name of a root track
+ * of the host's machine, written before any of the host's packets; a host
+ * that calls itself by another host's name does not change it. */
+static void each_hosts_name_is_a_root_track_of_its_machine(void **state) {
+  fixture_t *fx = *state;
+  static const char *const names[SCRIPT_HOSTS] = {SCRIPT_NAMES};
+  assert_int_equal(op_head(fx), 0);
+  tg_fleet_host_report_t h;
+  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
+    memset(&h, 0, sizeof(h));
+    h.has_info = true;
+    snprintf(h.hostname, sizeof(h.hostname), "%s", names[(i + 1) % SCRIPT_HOSTS]);
+    assert_int_equal(
+        tg_merge_host_preamble(&fx->m, &fx->hosts[i], &h, names[i]), 0);
+  }
+  uint32_t machine[8];
+  char name[8][64];
+  assert_int_equal(root_tracks(fx, machine, name, 8), SCRIPT_HOSTS);
+  for (size_t i = 0; i < SCRIPT_HOSTS; i++) {
+    assert_int_equal(machine[i], i + 1);
+    assert_string_equal(name[i], names[i]);
+  }
+  /* No name, or one past the bound, is the caller's error, found before
+   * anything is written. */
+  char longer[TG_MERGE_NAME_MAX + 2];
+  memset(longer, 'n', sizeof(longer) - 1);
+  longer[sizeof(longer) - 1] = 0;
+  size_t written = fx->sink.writes;
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, ""),
+                   -EINVAL);
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, longer),
+                   -EINVAL);
+  assert_int_equal(fx->sink.writes, written);
+  longer[TG_MERGE_NAME_MAX] = 0; /* at the bound */
+  assert_int_equal(
+      tg_merge_host_preamble(&fx->m, &fx->hosts[0], &h, longer), 0);
+}
+
+/* A TrackDescriptor with the uuid |uuid| and the name "impostor". */
+static size_t descriptor(uint8_t *buf, size_t cap, uint64_t uuid) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 60);
+  tg_pbw_append_varint(&w, 1, uuid);
+  tg_pbw_append_string(&w, 2, "impostor");
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 1);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Trace processor takes the last name a machine's descriptors give a
+ * uuid: a host's descriptor of a name track's uuid (its own or another
+ * host's) is left out, one of any other uuid goes through. */
+static void a_hosts_descriptor_of_a_name_uuid_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[64];
+  for (uint32_t mid = 1; mid <= 2; mid++)
+    for (uint32_t k = 0; k < 2; k++) {
+      tg_buf_reset(&fx->sink.out);
+      host_sends(fx, 0, p, descriptor(p, sizeof(p), TG_MERGE_NAME_UUID(mid, k)));
+      assert_int_equal(tg_buf_size(&fx->sink.out), 0);
+    }
+  assert_int_equal(fx->hosts[0].malformed, 4);
+  host_sends(fx, 0, p,
+             descriptor(p, sizeof(p), TG_MERGE_NAME_UUID_BASE - 1));
+  host_sends(fx, 0, p,
+             descriptor(p, sizeof(p), TG_MERGE_NAME_UUID_BASE + 0x10000));
+  assert_int_equal(fx->hosts[0].malformed, 4);
+  assert_true(tg_buf_size(&fx->sink.out) > 0);
+}
+
 /* --- packets without a sequence id ------------------------------------------ */
 
 /* A host's packets that carry no sequence id, each of which trace
@@ -723,6 +834,74 @@ static void trace_processor_reads_the_others_beside_them(void **state) {
   assert_string_equal(out, "1\n");
 }
 
+/* Trace processor's answer to |sql| over the trace at |path|, its last
+ * line, into |out|. */
+static void tp_answer(const char *bin, const char *path, const char *sql,
+                      char *out, size_t cap) {
+  char cmd[2048], line[512];
+  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
+           "2>/dev/null", bin, sql, path);
+  FILE *tp = popen(cmd, "r");
+  assert_non_null(tp);
+  out[0] = 0;
+  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
+  assert_int_equal(pclose(tp), 0);
+}
+
+/* With Perfetto's binaries (PERFETTO_BIN): in the recording's merged
+ * trace, with a host's descriptor that would rename it, trace processor
+ * has each host's name on the root track of its machine, and each host's
+ * "clock sync" track under it with an instant per clock sync; and the
+ * table the UI builds its tracks from (viz.summary.track_event) has each
+ * name as a root with children and no data, which the UI draws as a
+ * top-level group of that title. */
+static void trace_processor_has_each_hosts_name(void **state) {
+  fixture_t *fx = *state;
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !*bin) {
+    fprintf(stderr, "[ SKIPPED  ] the hosts' names in trace processor: "
+                    "PERFETTO_BIN (the directory of Perfetto's binaries) is "
+                    "not set\n");
+    return;
+  }
+  assert_int_equal(merge_script_run(&unit_ops, fx), 0);
+  uint8_t p[64];
+  host_sends(fx, 1, p, descriptor(p, sizeof(p), TG_MERGE_NAME_UUID(2, 0)));
+  char path[] = "/tmp/tg-merge-names-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = tg_buf_size(&fx->sink.out);
+  assert_int_equal(write(fd, tg_buf_begin(&fx->sink.out), n), (ssize_t)n);
+  close(fd);
+  char tracks[512], groups[512], syncs[128];
+  tp_answer(bin, path,
+            "select group_concat(x, ' ') as names from (select m.raw_id "
+            "|| '=' || r.name || '/' || c.name as x from track r join track "
+            "c on c.parent_id = r.id join machine m on m.id = r.machine_id "
+            "where r.parent_id is null order by m.raw_id)",
+            tracks, sizeof(tracks));
+  tp_answer(bin, path,
+            "include perfetto module viz.summary.track_event; select "
+            "group_concat(name, ' ') as names from (select name from "
+            "_track_event_tracks_ordered_groups where parent_id is null and "
+            "has_children = 1 and has_data = 0 order by name)",
+            groups, sizeof(groups));
+  tp_answer(bin, path,
+            "select group_concat(x, ' ') as syncs from (select m.raw_id "
+            "|| ':' || count(s.id) as x from track t join machine m on m.id "
+            "= t.machine_id left join slice s on s.track_id = t.id where "
+            "t.name = 'clock sync' group by m.raw_id order by m.raw_id)",
+            syncs, sizeof(syncs));
+  unlink(path);
+  assert_string_equal(tracks, "\"1=alpha.example/clock sync 2=beta.example/"
+                              "clock sync 3=gamma.example/clock sync\"\n");
+  assert_string_equal(groups,
+                      "\"alpha.example beta.example gamma.example\"\n");
+  /* An instant per clock sync: hosts 0 and 2 have one at the preamble
+   * and one later; host 1's clocks are never tied, so it has none. */
+  assert_string_equal(syncs, "\"1:2 2:0 3:2\"\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -757,6 +936,12 @@ int main(void) {
           sequences_past_the_bound_are_counted_lost, setup, teardown),
       cmocka_unit_test_setup_teardown(
           trace_processor_skips_nothing_the_merge_kept, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          each_hosts_name_is_a_root_track_of_its_machine, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_hosts_descriptor_of_a_name_uuid_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(trace_processor_has_each_hosts_name,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

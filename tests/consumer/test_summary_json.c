@@ -48,7 +48,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   snprintf(loss.items[2].name, sizeof(loss.items[2].name), "lost \xff");
   loss.items[2].value = UINT64_MAX;
   cli_summary_host_t h[2] = {
-      {.host = "h\"1\\:1", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
+      {.host = "h\"1\\:1", .name = "db \xff", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
        .bytes = 10, .packets = 2, .loss = &loss, .reconnects = 3,
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
@@ -65,6 +65,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "elapsed_ms", "99");
   assert_json(path, "output", "null");
   assert_json(path, "hosts.0.host", "\"h\\\"1\\\\:1\"");
+  assert_json(path, "hosts.0.name", "\"db \\ufffd\"");
   assert_json(path, "hosts.0.outcome", "\"failed\"");
   /* Bytes that are not UTF-8 come back as U+FFFD (common/json.h). */
   assert_json(path, "hosts.0.reason",
@@ -86,6 +87,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   /* Well-formed UTF-8 is the text it spells (not its bytes as code
    * points); Python writes it back escaped. */
   assert_json(path, "hosts.1.host", "\"local-caf\\u00e9-\\u2713\"");
+  assert_json(path, "hosts.1.name", "null");
   assert_json(path, "hosts.1.outcome", "\"ok\"");
   assert_json(path, "hosts.1.bytes", "\"18446744073709551615\"");
   assert_json(path, "hosts.1.reason", "null");

@@ -13,7 +13,10 @@
  * - every target is TLS or ssh, its strings are NUL-terminated within
  *   their arrays, its host is not empty and does not start with '-';
  * - a server name is only set on a TLS target, and holds no blank;
- * - parsing the same text again gives the same targets.
+ * - a label= is printable ASCII without a blank;
+ * - parsing the same text again gives the same targets;
+ * - once named (tg_targets_name), every target's label is set and no two
+ *   are equal.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -39,8 +42,11 @@ static void check_target(const tg_target_t *t) {
   if (!terminated(t->spec, sizeof(t->spec)) || !terminated(t->host, sizeof(t->host)) ||
       !terminated(t->hostport, sizeof(t->hostport)) ||
       !terminated(t->user, sizeof(t->user)) ||
-      !terminated(t->server_name, sizeof(t->server_name)))
+      !terminated(t->server_name, sizeof(t->server_name)) ||
+      !terminated(t->given_label, sizeof(t->given_label)))
     __builtin_trap();
+  for (const char *l = t->given_label; *l; l++)
+    if ((unsigned char)*l <= ' ' || (unsigned char)*l > '~') __builtin_trap();
   if (!t->host[0] || t->host[0] == '-') __builtin_trap();
   if (t->server_name[0]) {
     if (t->kind != TG_TARGET_TLS) __builtin_trap();
@@ -76,8 +82,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (a[i].kind != b[i].kind || a[i].port != b[i].port ||
           strcmp(a[i].spec, b[i].spec) || strcmp(a[i].host, b[i].host) ||
           strcmp(a[i].hostport, b[i].hostport) || strcmp(a[i].user, b[i].user) ||
-          strcmp(a[i].server_name, b[i].server_name))
+          strcmp(a[i].server_name, b[i].server_name) ||
+          strcmp(a[i].given_label, b[i].given_label))
         __builtin_trap();
+    /* Named, each target has a label of its own (what the trace and the
+     * collector show it by). */
+    if (tg_targets_name(a, na) == 0)
+      for (size_t i = 0; i < na; i++) {
+        if (!a[i].label[0] || !terminated(a[i].label, sizeof(a[i].label)))
+          __builtin_trap();
+        for (size_t j = 0; j < i; j++)
+          if (!strcmp(a[i].label, a[j].label)) __builtin_trap();
+      }
   }
   free(a);
   free(b);

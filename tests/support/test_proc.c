@@ -287,6 +287,33 @@ const char *tg_test_json(const char *path, const char *key) {
   return tg_test_json_get(path, key, b, sizeof(bufs[0])) == 0 ? b : NULL;
 }
 
+int tg_test_tp_answer(const char *path, const char *sql, char *out,
+                      size_t cap) {
+  out[0] = 0;
+  const char *bin = getenv("PERFETTO_BIN");
+  if (!bin || !*bin) {
+    fprintf(stderr, "[ SKIPPED  ] trace processor's reading of %s: "
+                    "PERFETTO_BIN (the directory of Perfetto's binaries) is "
+                    "not set\n", path);
+    return 0;
+  }
+  char cmd[4096], line[1024];
+  snprintf(cmd, sizeof(cmd), "'%s/trace_processor_shell' -Q \"%s\" '%s' "
+           "2>/dev/null", bin, sql, path);
+  FILE *tp = popen(cmd, "r");
+  if (!tp) {
+    fprintf(stderr, "tp_answer: cannot run %s: %s\n", cmd, strerror(errno));
+    return -1;
+  }
+  while (fgets(line, sizeof(line), tp)) snprintf(out, cap, "%s", line);
+  int status = pclose(tp);
+  if (status != 0) {
+    fprintf(stderr, "tp_answer: %s: status %d\n", cmd, status);
+    return -1;
+  }
+  return 1;
+}
+
 int tg_test_become_nobody(void) {
   if (setgroups(0, NULL) != 0 || setgid(TG_TEST_NOBODY) != 0 ||
       setuid(TG_TEST_NOBODY) != 0)

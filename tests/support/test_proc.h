@@ -110,4 +110,12 @@ const char *tg_test_json(const char *path, const char *key);
     assert_string_equal(got_, (want));                 \
   } while (0)
 
+/* With Perfetto's binaries (PERFETTO_BIN, the directory of its
+ * trace_processor_shell): the last line of trace processor's answer to
+ * |sql| (no double quote in it) over the trace at |path| into |out|, and
+ * 1; -1 when it failed (said on stderr). Without them, 0, said on stderr
+ * as a skip. */
+int tg_test_tp_answer(const char *path, const char *sql, char *out,
+                      size_t cap);
+
 #endif /* TRACEGATE_TESTS_TEST_PROC_H */
