@@ -88,6 +88,9 @@ typedef struct record {
   uint64_t duration_ms; /* for the progress line; 0 = open-ended */
   cli_loss_t loss;
   tg_ftrace_loss_t ftrace; /* from the packets written */
+  /* Data sources that did not run as asked: none offered when the session
+   * was enabled (record_check.c), then what the trace's packets say. */
+  tg_ds_problems_t problems;
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;
