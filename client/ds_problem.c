@@ -101,6 +101,31 @@ void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l)
   }
 }
 
+static bool registered(const Perfetto__Protos__TracingServiceState *st,
+                       const char *name) {
+  for (size_t i = 0; i < st->n_data_sources; i++) {
+    const Perfetto__Protos__TracingServiceState__DataSource *d =
+        st->data_sources[i];
+    if (d && d->ds_descriptor && d->ds_descriptor->name &&
+        !strcmp(d->ds_descriptor->name, name))
+      return true;
+  }
+  return false;
+}
+
+void tg_ds_problems_not_offered(tg_ds_problems_t *ps,
+                                const Perfetto__Protos__TraceConfig *cfg,
+                                const Perfetto__Protos__TracingServiceState *st) {
+  for (size_t i = 0; i < cfg->n_data_sources; i++) {
+    const Perfetto__Protos__DataSourceConfig *dsc =
+        cfg->data_sources[i] ? cfg->data_sources[i]->config : NULL;
+    if (!dsc || !dsc->name || registered(st, dsc->name)) continue;
+    tg_ds_problems_add(ps, TG_DS_NOT_OFFERED, dsc->name, NULL,
+                       "no producer on the host offers it: it records "
+                       "nothing unless one registers it");
+  }
+}
+
 json_t *tg_ds_problem_json(const tg_ds_problem_t *p) {
   const char *tag = tg_notice_tag(tg_ds_reason_code(p->reason));
   char code[16];

@@ -31,6 +31,8 @@
 
 #include "client/ftrace_loss.h"
 #include "common/notice.h"
+#include "pb/config/trace_config.pb-c.h"
+#include "pb/common/tracing_service_state.pb-c.h"
 
 typedef enum tg_ds_reason {
   TG_DS_NOT_STARTED = 0, /* it did not start (linux.ftrace: no ring buffer) */
@@ -75,6 +77,13 @@ void tg_ds_problems_add(tg_ds_problems_t *ps, tg_ds_reason_t reason,
  * "not_started" (instances with no ring buffer) and one "events_refused"
  * (instances that run without some events). */
 void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l);
+
+/* Adds a "not_offered" problem for each data source of |cfg| that no
+ * producer registered in |st| (a host's QueryServiceState answer: its
+ * bytes are untrusted, but decoded). */
+void tg_ds_problems_not_offered(tg_ds_problems_t *ps,
+                                const Perfetto__Protos__TraceConfig *cfg,
+                                const Perfetto__Protos__TracingServiceState *st);
 
 /* One problem as a JSON object; NULL out of memory. */
 json_t *tg_ds_problem_json(const tg_ds_problem_t *p);

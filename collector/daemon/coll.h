@@ -36,6 +36,7 @@
 #include "collector/store.h"
 #include "common/buf.h"
 #include "common/list.h"
+#include "client/ds_problem.h"
 #include "client/remote.h"
 #include "consumer/fleet/host.h"
 
@@ -136,6 +137,11 @@ typedef struct coll_host {
   tg_list_t gone;       /* in coll_t.gone once removed */
   coll_standby_t sb;    /* standby.c */
   unsigned closing;     /* its handles being closed before it is freed */
+  /* Data sources its ring asked for that do not run (client/ds_problem.h):
+   * those its service did not offer when the holder connected (hosts.c),
+   * and what the last snapshot that read its ring found in the packets
+   * (snap.c). A new holder clears both; /api/v1/hosts shows them. */
+  tg_ds_problems_t not_offered, seen;
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -148,6 +154,8 @@ typedef struct coll_counts {
   uint64_t snapshot_errors;    /* could not begin or finish in the store */
   uint64_t bytes_stored;       /* bytes of snapshots finished */
   uint64_t host_loss;          /* loss counters of hosts in snapshots */
+  /* Data-source problems in snapshots' host rows, by reason. */
+  uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;

@@ -155,6 +155,20 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
 
 static void on_key_ready(tg_fleet_host_t *fh) { (void)fh; }
 
+/* The data sources the host's service registered, asked as the holder
+ * first connects, before its ring is enabled or attached: those of the
+ * flight config none offers do not run there. */
+static void on_service_state(tg_fleet_host_t *fh,
+                             const Perfetto__Protos__TracingServiceState *st) {
+  coll_host_t *h = of(fh);
+  h->not_offered = (tg_ds_problems_t){0};
+  tg_ds_problems_not_offered(&h->not_offered, h->c->flight, st);
+  char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
+  for (size_t i = 0; i < h->not_offered.n; i++)
+    TG_WARN("host %s: %s", h->t.spec,
+            tg_ds_problem_line(&h->not_offered.items[i], line, sizeof(line)));
+}
+
 static void on_tracing(tg_fleet_host_t *fh) {
   coll_host_t *h = of(fh);
   h->ring_up = true;
@@ -229,6 +243,7 @@ static const tg_fleet_host_cbs_t host_cbs = {
     .on_notice = on_notice,
     .on_state = on_state,
     .on_key_ready = on_key_ready,
+    .on_service_state = on_service_state,
     .on_tracing = on_tracing,
     .on_described = on_described,
     .on_clock_estimate = on_clock_estimate,
@@ -260,6 +275,8 @@ static int holder_new(coll_host_t *h) {
   }
   int rv = tg_fleet_host_init(&h->gen->fleet, fh, h->index, h->t.spec, &h->t, h);
   h->fh = fh;
+  /* Asked again by the new holder, seen again by the next snapshot. */
+  h->not_offered = h->seen = (tg_ds_problems_t){0};
   /* Attach mode: the host attaches by this key, else enables this. */
   snprintf(fh->key, sizeof(fh->key), "%s", h->key);
   fh->config = h->config;
@@ -415,7 +432,9 @@ static int add_hosts(coll_t *c, const tg_target_t *t, size_t n) {
             /* Idle links: a beat every 2.5 s (under the relay's 10 s
              * dead-link timeout by default), loss counters every 10 s. */
             .heartbeat_max_ms = HOLD_HEARTBEAT_MS,
-            .stats_period_ms = HOLD_STATS_MS},
+            .stats_period_ms = HOLD_STATS_MS,
+            /* Its data sources no producer offers (on_service_state). */
+            .check_names = true},
       .dialer = c->dialer,
       .cbs = &host_cbs,
       .n = n,
