@@ -325,9 +325,29 @@ static int summarize(const cli_snap_reply_t *s) {
     tg_printable(host, sizeof(host), s->failed[i].host);
     tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
                                                          : "failed");
-    fprintf(stderr, "  %s: %s%s\n", host, err,
-            s->failed[i].partial ? " (what it sent before is in the snapshot)"
-                                 : "");
+    const cli_snap_host_t *h = &s->failed[i];
+    /* A host PARTIAL for its data sources alone: its error is the first
+     * problem's line, said below with the others. */
+    char first[sizeof(h->problems[0]) + 8];
+    if (h->n_problems)
+      snprintf(first, sizeof(first), "[%s] %s: %s", h->problems[0].code,
+               h->problems[0].data_source, h->problems[0].why);
+    if (!h->n_problems || strcmp(first, h->error))
+      fprintf(stderr, "  %s: %s%s\n", host, err,
+              h->partial ? " (what it sent before is in the snapshot)" : "");
+    else
+      fprintf(stderr, "  %s: its data is in the snapshot, but not all that "
+              "was asked for:\n", host);
+    for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+      char code[32], ds[160], why[700];
+      tg_printable(code, sizeof(code), h->problems[k].code);
+      tg_printable(ds, sizeof(ds), h->problems[k].data_source);
+      tg_printable(why, sizeof(why), h->problems[k].why);
+      fprintf(stderr, "    [%s] %s: %s\n", code, ds, why);
+    }
+    if (h->n_problems > CLI_SNAP_MAX_PROBLEMS)
+      fprintf(stderr, "    ... and %zu more data source problems\n",
+              h->n_problems - CLI_SNAP_MAX_PROBLEMS);
   }
   if (s->n_failed > FAILED_LINES_MAX)
     fprintf(stderr, "  ... and %zu more failed hosts\n",

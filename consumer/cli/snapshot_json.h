@@ -28,10 +28,23 @@
  * text at its cap, takes a few MiB; docs/operations.md has the figures. */
 #define CLI_SNAP_MAX_TREE (64u << 20)
 
+/* A host's problems kept for the summary (its "problems" array: objects
+ * with "code", "data_source" and "why" strings, other keys ignored);
+ * the others are only counted. */
+#define CLI_SNAP_MAX_PROBLEMS 2
+
+typedef struct cli_snap_problem {
+  char code[16];
+  char data_source[72];
+  char why[320];
+} cli_snap_problem_t;
+
 typedef struct cli_snap_host {
   char host[256];
   char error[512];
   bool partial; /* outcome "partial": its data up to the failure is kept */
+  size_t n_problems; /* in its "problems"; the first ones in |problems| */
+  cli_snap_problem_t problems[CLI_SNAP_MAX_PROBLEMS];
 } cli_snap_host_t;
 
 typedef struct cli_snap_reply {

@@ -1,0 +1,118 @@
+/* A data source that does not run on one host is a visible failure in the
+ * collector, end to end: two hosts (tracegated, relay, a producer of
+ * "fleet.ds"), each with a real tracegate-probes, and a flight config
+ * that asks for linux.ftrace too. Host 0's probes run as nobody and
+ * cannot open tracefs: its linux.ftrace does not start. The snapshot is
+ * partial, host 0's row carries the problem (its code, its data source)
+ * in /api/v1/snapshots/ID, /api/v1/hosts shows it on host 0's ring, the
+ * metric counts it by reason, and host 1 is ok with no problem.
+ *
+ * Needs root and tracefs (probes_e2e.h's e2e_require_ftrace: skipped
+ * without them unless TG_REQUIRE_FTRACE is set).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "coll_e2e.h"
+#include "probes_e2e.h"
+#include "test_proc.h"
+#include "test_wait.h"
+
+static int group_setup(void **state) {
+  (void)state;
+  return fleet_dir_create("colldsf");
+}
+
+/* fleet.ds's producer and the probes' data sources, at least. */
+#define DATA_SOURCES 4
+
+static void a_host_whose_ftrace_cannot_start_makes_the_snapshot_partial(
+    void **state) {
+  (void)state;
+  e2e_require_ftrace();
+  fleet_host_t h[2];
+  start_hosts(h, 2);
+  /* nobody must reach host 0's producer socket. */
+  assert_int_equal(chmod(h[0].ts.dir, 0755), 0);
+  char err[2][160];
+  pid_t probes[2];
+  for (int i = 0; i < 2; i++)
+    probes[i] = e2e_start_probes(&h[i].ts, err[i], sizeof(err[i]),
+                                 "probes.err", i == 0, DATA_SOURCES);
+  write_config(h, 2, NULL);
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
+        "data_sources { config { name: \"fleet.ds\" } }\n"
+        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+        "  ftrace_events: \"ftrace/print\" } } }\n", f);
+  assert_int_equal(fclose(f), 0);
+  collector_t c;
+  collector_start(&c);
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 2, "tracing");
+
+  const char *posted = fleet_in_dir("dsfail-post.json");
+  char id[32];
+  snprintf(id, sizeof(id), "%s", snapshot(&c, h, 2, posted));
+  const char *row = fleet_in_dir("dsfail-row.json");
+  char path[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  assert_int_equal(http(&c, "GET", path, row), 200);
+  assert_json(row, "snapshot.state", "\"partial\"");
+  size_t bad = snapshot_host_row(row, h[0].spec, 2), good = 1 - bad;
+  char key[64];
+#define ROW(i, k) (snprintf(key, sizeof(key), "hosts.%zu.%s", (i), (k)), key)
+  assert_json(row, ROW(bad, "outcome"), "\"partial\"");
+  assert_json(row, ROW(bad, "problems.0.kind"), "\"data_source\"");
+  assert_json(row, ROW(bad, "problems.0.data_source"), "\"linux.ftrace\"");
+  assert_json(row, ROW(bad, "problems.0.code"), "\"TG-7010\"");
+  assert_json(row, ROW(bad, "problems.0.reason"), "\"not_started\"");
+  assert_json(row, ROW(bad, "problems.0.events"), "1");
+  const char *error = tg_test_json(row, ROW(bad, "error"));
+  assert_non_null(error);
+  assert_true(!strncmp(error, "\"[TG-7010] linux.ftrace: ", 25));
+  assert_true(tg_test_json(row, ROW(bad, "packets")) != NULL);
+  assert_json(row, ROW(good, "outcome"), "\"ok\"");
+  assert_json(row, ROW(good, "problems"), "[]");
+
+  const char *hosts = fleet_in_dir("dsfail-hosts.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", hosts), 200);
+  size_t ring = snapshot_host_row(hosts, h[0].spec, 2), other = 1 - ring;
+  assert_json(hosts, ROW(ring, "state"), "\"tracing\"");
+  assert_json(hosts, ROW(ring, "problems.0.code"), "\"TG-7010\"");
+  assert_json(hosts, ROW(ring, "problems.0.data_source"), "\"linux.ftrace\"");
+  assert_json(hosts, ROW(other, "problems"), "[]");
+#undef ROW
+
+  const char *metrics = fleet_in_dir("dsfail-metrics.txt");
+  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
+  assert_true(tg_test_wait_file_text(
+      metrics,
+      "tracegate_collector_data_source_failures_total{reason=\"not_started\"} 1\n",
+      1000));
+  assert_true(tg_test_wait_file_text(
+      metrics,
+      "tracegate_collector_data_source_failures_total{reason=\"not_offered\"} 0\n",
+      1000));
+
+  collector_stop(&c);
+  for (int i = 0; i < 2; i++) e2e_stop_probes(probes[i], err[i]);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      FLEET_TEST(a_host_whose_ftrace_cannot_start_makes_the_snapshot_partial),
+  };
+  return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
+}
