@@ -28,6 +28,22 @@ tg_notice_t tg_ds_reason_code(tg_ds_reason_t r) {
   return (unsigned)r < TG_DS_REASON_COUNT ? kReasons[r].code : TG_N_NONE;
 }
 
+bool tg_ds_reason_fails(tg_ds_reason_t r) {
+  return r == TG_DS_NOT_STARTED || r == TG_DS_EVENTS_REFUSED;
+}
+
+size_t tg_ds_problems_failures(const tg_ds_problems_t *ps,
+                               const tg_ds_problem_t **first) {
+  size_t n = 0;
+  if (first) *first = NULL;
+  for (size_t i = 0; i < ps->n; i++) {
+    if (!tg_ds_reason_fails(ps->items[i].reason)) continue;
+    if (first && !n) *first = &ps->items[i];
+    n++;
+  }
+  return n;
+}
+
 /* Control bytes from a host would reach a terminal or a log line as they
  * are: each becomes '?'. Bytes past 0x7f stay (JSON makes them valid). */
 static void tame(char *s) {

@@ -65,6 +65,18 @@ typedef struct tg_ds_problems {
 const char *tg_ds_reason_name(tg_ds_reason_t r);
 /* TG_N_DS_NOT_STARTED, ... */
 tg_notice_t tg_ds_reason_code(tg_ds_reason_t r);
+/* Whether a problem of reason |r| is a known failure: the trace shows the
+ * data source did not start, or runs without events it asked for. A data
+ * source no producer offered is not: the service starts it whenever one
+ * registers it later (an app started after the trace, a producer that
+ * runs on some hosts only), as Perfetto's CLI only warns of it. Failures
+ * set `tracegate record`'s exit status 4 and make a collector's host row
+ * partial; every problem is listed either way. */
+bool tg_ds_reason_fails(tg_ds_reason_t r);
+/* The problems of |ps| that are failures (tg_ds_reason_fails); the first
+ * in *first when not NULL (NULL if none). */
+size_t tg_ds_problems_failures(const tg_ds_problems_t *ps,
+                               const tg_ds_problem_t **first);
 
 /* Adds a problem: |data_source| (untrusted, cut) and the why from |fmt|
  * (cut). Past TG_DS_PROBLEMS_MAX it is counted in |omitted|. */

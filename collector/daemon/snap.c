@@ -517,8 +517,9 @@ static void running_remove(coll_t *c, const coll_snap_t *s) {
 /* |sh|'s data sources that did not run as asked: those its service did
  * not offer (hosts.c) and what its packets say (linux.ftrace's setup
  * errors), as the row's JSON array in |text| ("" for none), counted by
- * reason. A host that delivered is PARTIAL for them (its data is there,
- * not all that was asked for), its error the first in one line. */
+ * reason. A host that delivered is PARTIAL for the failures among them
+ * (tg_ds_reason_fails: its data is there, not all that was asked for),
+ * its error the first failure in one line. */
 static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
                           tg_coll_host_result_t *r) {
   coll_host_t *h = sh->h;
@@ -535,12 +536,16 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
   if (!ps.n) return;
   for (size_t i = 0; i < ps.n; i++) s->c->counts.ds_failures[ps.items[i].reason]++;
   if (tg_ds_problems_text(&ps, text, TG_COLL_PROBLEMS_MAX + 1) < 0) text[0] = 0;
+  const tg_ds_problem_t *first;
+  bool fails = tg_ds_problems_failures(&ps, &first) > 0;
   char line[TG_COLL_ERROR_MAX + 1];
-  tg_ds_problem_line(&ps.items[0], line, sizeof(line));
-  TG_WARN("snapshot %016" PRIx64 ": host %s: %s%s", s->id, h->t.spec, line,
-          ps.n + ps.omitted > 1 ? " (and more: see its row)" : "");
+  tg_ds_problem_line(fails ? first : &ps.items[0], line, sizeof(line));
+  /* What is not offered was warned about as the holder connected. */
+  if (fails)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s%s", s->id, h->t.spec, line,
+            ps.n + ps.omitted > 1 ? " (and more: see its row)" : "");
   r->problems = text;
-  if (sh->failed) return;
+  if (sh->failed || !fails) return;
   r->outcome = TG_COLL_HOST_PARTIAL;
   snprintf(sh->err, sizeof(sh->err), "%s", line);
   r->error = sh->err;

@@ -467,17 +467,17 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     if (f->sessions_path[0])
       (void)tg_session_cache_store(f->sessions, f->sessions_path,
                                    (uint64_t)time(NULL)); /* warns */
-    size_t with_problems = 0;
+    size_t with_failures = 0;
     for (size_t i = 0; i < n; i++) {
       fleet_host_t *h = &f->hosts[i];
       fleet_names_problems(f, i, &h->problems);
       tg_ds_problems_from_ftrace(&h->problems, &h->ftrace);
-      with_problems += h->problems.n || h->problems.omitted;
+      with_failures += tg_ds_problems_failures(&h->problems, NULL) > 0;
     }
     size_t failed = fleet_ui_summary(f);
     int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
     code = failed || merged_rv < 0 ? CLI_EXIT_FAIL
-           : with_problems        ? CLI_EXIT_DATA_SOURCE
+           : with_failures        ? CLI_EXIT_DATA_SOURCE
                                   : CLI_EXIT_OK;
   }
   if (f->o->summary_json) write_summary(f, code);

@@ -235,7 +235,7 @@ static void complete(record_t *r) {
    * a failure: its own status, once the trace is safe. */
   tg_ds_problems_from_ftrace(&r->problems, &r->ftrace);
   cli_ds_problems_print(stderr, NULL, "local", &r->problems);
-  if (r->exit_code == CLI_EXIT_OK && (r->problems.n || r->problems.omitted))
+  if (r->exit_code == CLI_EXIT_OK && tg_ds_problems_failures(&r->problems, NULL))
     r->exit_code = CLI_EXIT_DATA_SOURCE;
   finish(r);
 }

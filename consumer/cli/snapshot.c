@@ -326,13 +326,16 @@ static int summarize(const cli_snap_reply_t *s) {
     tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
                                                          : "failed");
     const cli_snap_host_t *h = &s->failed[i];
-    /* A host PARTIAL for its data sources alone: its error is the first
+    /* A host PARTIAL for its data sources alone: its error is one
      * problem's line, said below with the others. */
-    char first[sizeof(h->problems[0]) + 8];
-    if (h->n_problems)
-      snprintf(first, sizeof(first), "[%s] %s: %s", h->problems[0].code,
-               h->problems[0].data_source, h->problems[0].why);
-    if (!h->n_problems || strcmp(first, h->error))
+    bool only_sources = false;
+    for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+      char line[sizeof(h->problems[0]) + 8];
+      snprintf(line, sizeof(line), "[%s] %s: %s", h->problems[k].code,
+               h->problems[k].data_source, h->problems[k].why);
+      only_sources |= !strcmp(line, h->error);
+    }
+    if (!only_sources)
       fprintf(stderr, "  %s: %s%s\n", host, err,
               h->partial ? " (what it sent before is in the snapshot)" : "");
     else

@@ -258,6 +258,9 @@ static void every_event_failed_without_cpus_did_not_start(void **state) {
   tg_ds_problems_from_ftrace(&ps, &l);
   json_decref(only_problem(&ps, "TG-7010", "not_started", 2));
   assert_non_null(strstr(ps.items[0].why, "sched/sched_switch"));
+  const tg_ds_problem_t *first;
+  assert_int_equal(tg_ds_problems_failures(&ps, &first), 1);
+  assert_ptr_equal(first, &ps.items[0]);
 }
 
 /* An instance that runs (its CPUs' counters came) without an event the
@@ -330,6 +333,10 @@ static void problems_text_cuts_the_list(void **state) {
                        "no producer offers it (%d)", i);
   assert_int_equal(ps.n, TG_DS_PROBLEMS_MAX);
   assert_int_equal(ps.omitted, 2);
+  /* Not offered is listed, not a failure: a producer may register later. */
+  const tg_ds_problem_t *first;
+  assert_int_equal(tg_ds_problems_failures(&ps, &first), 0);
+  assert_null(first);
   char text[400];
   int kept = tg_ds_problems_text(&ps, text, sizeof(text));
   assert_true(kept > 0 && kept < TG_DS_PROBLEMS_MAX);
