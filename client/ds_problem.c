@@ -99,8 +99,8 @@ void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l)
     name_list(l, s.down_events + s.refused, names, sizeof(names));
     tg_ds_problems_add(
         ps, TG_DS_NOT_STARTED, FTRACE_DS, &s.down_events,
-        "did not start: no kernel ring buffer was opened and all %llu of "
-        "its events were refused; tracefs cannot be opened "
+        "did not start: no kernel ring buffer was opened, events refused: "
+        "%llu (all it asked for); tracefs cannot be opened "
         "(tracegate-probes needs root) or the kernel has none, the probes' "
         "log says which (%s)%s%s; events: %s",
         (unsigned long long)s.down_events, TG_NOTE(PROBES_FTRACE_UNAVAILABLE),
@@ -108,7 +108,7 @@ void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l)
   } else if (s.partial || s.atrace) {
     name_list(l, s.refused, names, sizeof(names));
     tg_ds_problems_add(ps, TG_DS_EVENTS_REFUSED, FTRACE_DS, &s.refused,
-                       "runs without %llu of the events it was asked for: "
+                       "runs without some of the events it asked for (%llu): "
                        "this kernel has no such event, or refused to enable "
                        "it%s%s; events: %s",
                        (unsigned long long)s.refused,

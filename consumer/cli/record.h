@@ -128,7 +128,9 @@ void record_background_started(record_t *r);
 void record_write_summary(record_t *r);
 
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
- * output open): snapshot, read, free, commit. Returns the exit code. */
+ * output open): snapshot, read, free, commit. Returns the exit code
+ * (CLI_EXIT_DATA_SOURCE when the snapshot shows a data source that did
+ * not start or runs without some events: r->problems). */
 int record_clone(record_t *r);
 /* --save-all-for-bugreport on the connected |r|: every started session
  * with a bugreport_score > 0, highest first, cloned for a bugreport into

@@ -154,8 +154,9 @@ static pid_t begin_session(test_service_t *ts, char *err_path, size_t cap,
 
 /* Clones SESSION with the CLI into |name|.pftrace (and its summary JSON
  * into |name|.json, whose path goes to |summary|) and reads the clone. */
-static void clone_session(const test_service_t *ts, const char *name,
-                          char *summary, size_t cap, trace_loss_t *t) {
+static void clone_session_rc(const test_service_t *ts, const char *name,
+                             char *summary, size_t cap, trace_loss_t *t,
+                             int want_rc) {
   char trace[256];
   snprintf(trace, sizeof(trace), "%s/%s.pftrace", ts->dir, name);
   snprintf(summary, cap, "%s/%s.json", ts->dir, name);
@@ -165,8 +166,13 @@ static void clone_session(const test_service_t *ts, const char *name,
   pid_t cl = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
                                TG_TEST_FD_INHERIT);
   assert_true(cl > 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), want_rc);
   file_loss(trace, t);
+}
+
+static void clone_session(const test_service_t *ts, const char *name,
+                          char *summary, size_t cap, trace_loss_t *t) {
+  clone_session_rc(ts, name, summary, cap, t, 0);
 }
 
 /* Floods the instance |dir| with markers while the probes (|probes|)
@@ -296,6 +302,33 @@ static void record_reports_ftrace_that_did_not_start(void **state) {
   e2e_stop_probes(probes, err_path);
 }
 
+/* A clone of a session whose linux.ftrace did not start says so too:
+ * the failure rewritten at the clone's flush is in it. */
+static void clone_reports_ftrace_that_did_not_start(void **state) {
+  e2e_require_ftrace();
+  test_service_t *ts = *state;
+  assert_int_equal(chmod(ts->dir, 0755), 0);
+  char err_path[160];
+  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
+                                  "probes-nobody.err", true, 3);
+  e2e_session_t s;
+  static char *events[] = {"ftrace/print"};
+  e2e_session_config(&s, events, 1, false);
+  s.sc.cfg.unique_session_name = SESSION;
+  e2e_session_enable(&s, ts);
+  e2e_wait_started(&s);
+  trace_loss_t t;
+  char summary[256];
+  clone_session_rc(ts, "refused-clone", summary, sizeof(summary), &t, 4);
+  assert_json(summary, "exit_code", "4");
+  assert_json(summary, "hosts.0.outcome", "\"ok\"");
+  assert_json(summary, "hosts.0.problems.0.code", "\"TG-7010\"");
+  assert_json(summary, "hosts.0.problems.0.events", "1");
+  assert_int_equal(raw_consumer_disable(&s.c, E2E_WAIT_MS), 0);
+  e2e_session_close(&s);
+  e2e_stop_probes(probes, err_path);
+}
+
 /* As root, with only events this kernel has: no problem, exit 0. */
 static void record_reports_no_problem_when_ftrace_runs(void **state) {
   e2e_require_ftrace();
@@ -331,6 +364,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           record_reports_no_problem_when_ftrace_runs, test_service_setup,
           test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_reports_ftrace_that_did_not_start,
+                                      test_service_setup,
+                                      test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
