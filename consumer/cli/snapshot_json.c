@@ -132,7 +132,12 @@ static int read_host(const reader_t *r, const json_t *h, long i,
     return -EINVAL;
   if (!has_outcome) return bad(r, "outcome", i, "missing");
   o->n_host_entries++;
-  if (!strcmp(outcome, "ok")) return 0;
+  if (!strcmp(outcome, "ok")) {
+    if (!row.n_problems) return 0;
+    if (o->n_noted < CLI_SNAP_MAX_NOTED) o->noted[o->n_noted] = row;
+    o->n_noted++;
+    return 0;
+  }
   row.partial = !strcmp(outcome, "partial");
   if (o->n_failed < CLI_SNAP_MAX_FAILED) o->failed[o->n_failed] = row;
   o->n_failed++;

@@ -22,6 +22,7 @@
 
 /* Failed hosts kept for the summary; the others are only counted. */
 #define CLI_SNAP_MAX_FAILED 64
+#define CLI_SNAP_MAX_NOTED 8
 #define CLI_SNAP_ID_LEN 16 /* hex digits */
 /* The memory the reply's parsed tree may take (common/json.h,
  * tg_json_load): the largest reply, a snapshot of 1024 hosts with every
@@ -58,6 +59,10 @@ typedef struct cli_snap_reply {
    * "ok" kept (up to CLI_SNAP_MAX_FAILED) in order. */
   size_t n_host_entries, n_failed;
   cli_snap_host_t failed[CLI_SNAP_MAX_FAILED];
+  /* Hosts "ok" whose problems are not failures (a data source no producer
+   * offered): counted, the first CLI_SNAP_MAX_NOTED kept. */
+  size_t n_noted;
+  cli_snap_host_t noted[CLI_SNAP_MAX_NOTED];
   /* {"error": "..."} of a refusal ("" if none). */
   char error[512];
 } cli_snap_reply_t;

@@ -5,11 +5,13 @@
  * cannot open tracefs: its linux.ftrace does not start. The snapshot is
  * partial, host 0's row carries the problem (its code, its data source)
  * in /api/v1/snapshots/ID, /api/v1/hosts shows it on host 0's ring, the
- * metric counts it by reason, and host 1 is ok with no problem.
+ * metric counts it by reason, and host 1 is ok with no problem;
+ * `tracegate snapshot` exits 3 naming the problem with its code.
  *
  * Needs root and tracefs (probes_e2e.h's e2e_require_ftrace: skipped
  * without them unless TG_REQUIRE_FTRACE is set).
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -24,6 +27,10 @@
 #include "probes_e2e.h"
 #include "test_proc.h"
 #include "test_wait.h"
+
+#ifndef TRACEGATE_CLI_PATH
+#error "TRACEGATE_CLI_PATH must name the tracegate binary"
+#endif
 
 static int group_setup(void **state) {
   (void)state;
@@ -103,6 +110,21 @@ static void a_host_whose_ftrace_cannot_start_makes_the_snapshot_partial(
       metrics,
       "tracegate_collector_data_source_failures_total{reason=\"not_offered\"} 0\n",
       1000));
+
+  /* The CLI's snapshot: partial (exit 3), the problem on its own line
+   * under the host, with its code. */
+  char addr[64];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", c.port);
+  const char *cli_err = fleet_in_dir("dsfail-cli.err");
+  const char *argv[] = {"snapshot", "--collector", addr, NULL};
+  int efd = open(cli_err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(efd >= 0);
+  pid_t cli = tg_test_spawn_cli(TRACEGATE_CLI_PATH, argv, TG_TEST_FD_DEVNULL, efd);
+  close(efd);
+  assert_true(cli > 0);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cli, FLEET_WAIT_MS)), 3);
+  assert_true(tg_test_wait_file_text(cli_err, "    [TG-7010] linux.ftrace: ", 1000));
 
   collector_stop(&c);
   for (int i = 0; i < 2; i++) e2e_stop_probes(probes[i], err[i]);

@@ -298,7 +298,8 @@ static void a_partial_host_is_marked(void **state) {
 }
 
 /* A host partial for its data sources: its problems are kept (the first
- * CLI_SNAP_MAX_PROBLEMS, the rest counted), extra keys ignored; a
+ * CLI_SNAP_MAX_PROBLEMS, the rest counted), extra keys ignored, an ok
+ * host's kept apart; a
  * problems field of the wrong shape names itself. */
 static void a_hosts_problems_are_read(void **state) {
   (void)state;
@@ -312,7 +313,8 @@ static void a_hosts_problems_are_read(void **state) {
            "{\"hosts\":[{\"host\":\"a:1\",\"outcome\":\"partial\","
            "\"error\":\"[TG-7010] linux.ftrace: did not start\","
            "\"problems\":[%s,%s,%s]},{\"host\":\"b:1\",\"outcome\":\"ok\","
-           "\"problems\":[]}]}", p1, p2, p2);
+           "\"problems\":[]},{\"host\":\"c:1\",\"outcome\":\"ok\","
+           "\"problems\":[%s]}]}", p1, p2, p2, p2);
   assert_int_equal(parse(text), 0);
   assert_int_equal(g_r.n_failed, 1);
   assert_int_equal(g_r.failed[0].n_problems, 3);
@@ -320,6 +322,11 @@ static void a_hosts_problems_are_read(void **state) {
   assert_string_equal(g_r.failed[0].problems[0].data_source, "linux.ftrace");
   assert_string_equal(g_r.failed[0].problems[0].why, "did not start");
   assert_string_equal(g_r.failed[0].problems[1].code, "TG-7012");
+  /* An ok host with a problem that is no failure is kept apart. */
+  assert_int_equal(g_r.n_noted, 1);
+  assert_string_equal(g_r.noted[0].host, "c:1");
+  assert_int_equal(g_r.noted[0].n_problems, 1);
+  assert_string_equal(g_r.noted[0].problems[0].data_source, "x.y");
   const char *bad[] = {
       "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":{}}]}",
       "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":[1]}]}",
