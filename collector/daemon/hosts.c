@@ -155,9 +155,9 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
 
 static void on_key_ready(tg_fleet_host_t *fh) { (void)fh; }
 
-/* The data sources the host's service registered, asked as the holder
- * first connects, before its ring is enabled or attached: those of the
- * flight config none offers do not run there. */
+/* The data sources the host's service registered, asked each time the
+ * holder connects, before its ring is enabled or attached again: those of
+ * the flight config none offers do not run there. */
 static void on_service_state(tg_fleet_host_t *fh,
                              const Perfetto__Protos__TracingServiceState *st) {
   coll_host_t *h = of(fh);
@@ -433,8 +433,10 @@ static int add_hosts(coll_t *c, const tg_target_t *t, size_t n) {
              * dead-link timeout by default), loss counters every 10 s. */
             .heartbeat_max_ms = HOLD_HEARTBEAT_MS,
             .stats_period_ms = HOLD_STATS_MS,
-            /* Its data sources no producer offers (on_service_state). */
-            .check_names = true},
+            /* Its data sources no producer offers (on_service_state), at
+             * every connection: a reconnection may find them offered. */
+            .check_names = true,
+            .check_names_always = true},
       .dialer = c->dialer,
       .cbs = &host_cbs,
       .n = n,
