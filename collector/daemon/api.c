@@ -119,9 +119,11 @@ static const char *arg(const tg_http_request_t *r, const char *name) {
 /* A host's ring's problems (coll.h): what its service does not offer,
  * then what its last snapshot found. */
 static json_t *ring_problems(const coll_host_t *h) {
-  json_t *a = tg_ds_problems_json(&h->not_offered);
-  for (size_t i = 0; a && i < h->seen.n; i++)
-    a = tg_json_push(a, tg_ds_problem_json(&h->seen.items[i]));
+  json_t *a = json_array();
+  const tg_ds_problems_t *lists[2] = {h->not_offered, h->seen};
+  for (size_t l = 0; l < 2; l++)
+    for (size_t i = 0; a && lists[l] && i < lists[l]->n; i++)
+      a = tg_json_push(a, tg_ds_problem_json(&lists[l]->items[i]));
   return a;
 }
 

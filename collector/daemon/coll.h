@@ -138,10 +138,11 @@ typedef struct coll_host {
   coll_standby_t sb;    /* standby.c */
   unsigned closing;     /* its handles being closed before it is freed */
   /* Data sources its ring asked for that do not run (client/ds_problem.h):
-   * those its service did not offer when the holder connected (hosts.c),
-   * and what the last snapshot that read its ring found in the packets
-   * (snap.c). A new holder clears both; /api/v1/hosts shows them. */
-  tg_ds_problems_t not_offered, seen;
+   * those its service did not offer when the holder last connected
+   * (hosts.c), and what the last snapshot that read its ring found in the
+   * packets (snap.c). NULL for none (most hosts: a few KiB each else); a
+   * new holder clears both; /api/v1/hosts shows them. Owned. */
+  tg_ds_problems_t *not_offered, *seen;
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -278,6 +279,10 @@ void coll_hosts_watch(coll_t *c);
 void coll_hosts_unwatch(coll_t *c);
 /* A removed host is freed if nothing holds it any more. */
 void coll_host_check_free(coll_host_t *h);
+/* *|slot| (a coll_host_t's not_offered or seen) becomes a copy of |ps|,
+ * or NULL when |ps| holds none (or memory ran out: said in the log). */
+void coll_host_set_problems(coll_host_t *h, tg_ds_problems_t **slot,
+                            const tg_ds_problems_t *ps);
 /* A snapshot lets go of |h| (it took it with h->busy++). */
 void coll_host_release(coll_host_t *h);
 /* Whether |h| is in |group| ("all": every host). */

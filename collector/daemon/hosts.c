@@ -161,12 +161,28 @@ static void on_key_ready(tg_fleet_host_t *fh) { (void)fh; }
 static void on_service_state(tg_fleet_host_t *fh,
                              const Perfetto__Protos__TracingServiceState *st) {
   coll_host_t *h = of(fh);
-  h->not_offered = (tg_ds_problems_t){0};
-  tg_ds_problems_not_offered(&h->not_offered, h->c->flight, st);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_not_offered(&ps, h->c->flight, st);
   char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
-  for (size_t i = 0; i < h->not_offered.n; i++)
+  for (size_t i = 0; i < ps.n; i++)
     TG_WARN("host %s: %s", h->t.spec,
-            tg_ds_problem_line(&h->not_offered.items[i], line, sizeof(line)));
+            tg_ds_problem_line(&ps.items[i], line, sizeof(line)));
+  coll_host_set_problems(h, &h->not_offered, &ps);
+}
+
+void coll_host_set_problems(coll_host_t *h, tg_ds_problems_t **slot,
+                            const tg_ds_problems_t *ps) {
+  if (!ps || (!ps->n && !ps->omitted)) {
+    free(*slot);
+    *slot = NULL;
+    return;
+  }
+  if (!*slot && !(*slot = malloc(sizeof(**slot)))) {
+    TG_WARN("host %s: out of memory: its data source problems are not "
+            "kept for /api/v1/hosts", h->t.spec);
+    return;
+  }
+  **slot = *ps;
 }
 
 static void on_tracing(tg_fleet_host_t *fh) {
@@ -276,7 +292,8 @@ static int holder_new(coll_host_t *h) {
   int rv = tg_fleet_host_init(&h->gen->fleet, fh, h->index, h->t.spec, &h->t, h);
   h->fh = fh;
   /* Asked again by the new holder, seen again by the next snapshot. */
-  h->not_offered = h->seen = (tg_ds_problems_t){0};
+  coll_host_set_problems(h, &h->not_offered, NULL);
+  coll_host_set_problems(h, &h->seen, NULL);
   /* Attach mode: the host attaches by this key, else enables this. */
   snprintf(fh->key, sizeof(fh->key), "%s", h->key);
   fh->config = h->config;
@@ -324,6 +341,8 @@ static void host_handle_closed(coll_host_t *h) {
   free(h->fh);
   free(h->old);
   free(h->config);
+  free(h->not_offered);
+  free(h->seen);
   free(h);
 }
 

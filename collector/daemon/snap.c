@@ -526,8 +526,9 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
   tg_ds_problems_t seen = {0};
   tg_ds_problems_from_ftrace(&seen, &sh->ftrace);
   /* A clone read at all says what the ring holds now. */
-  if (sh->packets) h->seen = seen;
-  tg_ds_problems_t ps = h->not_offered;
+  if (sh->packets) coll_host_set_problems(h, &h->seen, &seen);
+  tg_ds_problems_t ps = {0};
+  if (h->not_offered) ps = *h->not_offered;
   for (size_t i = 0; i < seen.n; i++) {
     const tg_ds_problem_t *p = &seen.items[i];
     if (ps.n < TG_DS_PROBLEMS_MAX) ps.items[ps.n++] = *p;
