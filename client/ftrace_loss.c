@@ -3,10 +3,15 @@
  * (START, END) at every flush and at its stop, with every CPU's overrun
  * (events the kernel overwrote before the probes read them): the START
  * with the counters of its session's start, the END with those of the
- * moment. The packets are the service's and producers' bytes: the fields
+ * moment. Its setup errors (events refused, atrace's errors) ride in
+ * the same message, in every stats packet that tracegate-probes writes
+ * and in the first one of traced_probes. The packets are the service's and producers' bytes: the fields
  * are found with the checked reader and the stats decoded by protobuf-c
  * (tests/fuzz/fuzz_cli_ftrace_loss). See ftrace_loss.h. */
 #include "client/ftrace_loss.h"
+
+#include <stdio.h>
+#include <string.h>
 
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "tracegate/pb_wire.h"
@@ -30,6 +35,37 @@ static tg_ftrace_loss_seq_t *find_seq(tg_ftrace_loss_t *l, uint32_t id) {
   return q;
 }
 
+static uint32_t max_u32(uint32_t a, size_t b) {
+  return b > a ? (b > UINT32_MAX ? UINT32_MAX : (uint32_t)b) : a;
+}
+
+/* Keeps |name| (untrusted: any bytes, any length; NULL for none) among
+ * the first distinct names, cut. */
+static void keep_name(tg_ftrace_loss_t *l, const char *name) {
+  if (!name || l->n_names == TG_FTRACE_SETUP_NAMES) return;
+  char cut[TG_FTRACE_SETUP_NAME_MAX + 1];
+  snprintf(cut, sizeof(cut), "%s", name);
+  for (size_t i = 0; i < l->n_names; i++)
+    if (!strcmp(l->names[i], cut)) return;
+  memcpy(l->names[l->n_names++], cut, sizeof(cut));
+}
+
+static void add_setup(tg_ftrace_loss_t *l, tg_ftrace_loss_seq_t *q,
+                      const Perfetto__Protos__FtraceStats *st) {
+  for (size_t i = 0; i < st->n_failed_ftrace_events; i++)
+    keep_name(l, st->failed_ftrace_events[i]);
+  for (size_t i = 0; i < st->n_unknown_ftrace_events; i++)
+    keep_name(l, st->unknown_ftrace_events[i]);
+  bool atrace = st->atrace_errors && st->atrace_errors[0];
+  if (atrace && !l->atrace[0])
+    snprintf(l->atrace, sizeof(l->atrace), "%s", st->atrace_errors);
+  if (!q) return;
+  q->failed = max_u32(q->failed, st->n_failed_ftrace_events);
+  q->unknown = max_u32(q->unknown, st->n_unknown_ftrace_events);
+  q->has_cpu_stats |= st->n_cpu_stats > 0;
+  q->atrace |= atrace;
+}
+
 static void add_stats(tg_ftrace_loss_t *l, uint32_t seq, const uint8_t *p,
                       size_t n) {
   Perfetto__Protos__FtraceStats *st =
@@ -43,11 +79,15 @@ static void add_stats(tg_ftrace_loss_t *l, uint32_t seq, const uint8_t *p,
   for (size_t i = 0; i < st->n_cpu_stats; i++)
     if (st->cpu_stats[i]->has_overrun)
       overrun = add_sat(overrun, st->cpu_stats[i]->overrun);
-  perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
-  if (!start && !end) return;
+  if (!start && !end) {
+    perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
+    return;
+  }
   if (start) l->starts++;
   else l->ends++;
   tg_ftrace_loss_seq_t *q = find_seq(l, seq);
+  add_setup(l, q, st);
+  perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
   if (!q) {
     l->untracked++;
   } else if (start) {
@@ -86,4 +126,21 @@ uint64_t tg_ftrace_loss_overrun(const tg_ftrace_loss_t *l) {
   uint64_t sum = 0;
   for (size_t i = 0; i < l->n_seqs; i++) sum = add_sat(sum, l->seqs[i].loss);
   return sum;
+}
+
+void tg_ftrace_setup_summary(const tg_ftrace_loss_t *l, tg_ftrace_setup_t *out) {
+  *out = (tg_ftrace_setup_t){0};
+  for (size_t i = 0; i < l->n_seqs; i++) {
+    const tg_ftrace_loss_seq_t *q = &l->seqs[i];
+    uint64_t refused = (uint64_t)q->failed + q->unknown;
+    out->atrace |= q->atrace;
+    if (!refused) continue;
+    if (!q->has_cpu_stats) {
+      out->down++;
+      out->down_events += refused;
+    } else {
+      out->partial++;
+      out->refused += refused;
+    }
+  }
 }

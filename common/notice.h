@@ -26,7 +26,8 @@
  *
  * Ranges: 1xxx tracegate (one host), 2xxx tracegate record -H (a fleet),
  * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector, 6xxx
- * tracegate-probes, 7xxx the shared libraries (any program: TLS).
+ * tracegate-probes, 7xxx the shared libraries (any program: TLS, a data
+ * source a host did not run).
  */
 #ifndef TRACEGATE_COMMON_NOTICE_H
 #define TRACEGATE_COMMON_NOTICE_H
@@ -485,7 +486,18 @@
   X(TLS_KEY_MISMATCH, 7003, "any",                                            \
     "the key file does not match the certificate; both paths follow")         \
   X(TLS_CRL_FOREIGN, 7004, "any",                                             \
-    "the CRL that follows is not issued by the configured CA")
+    "the CRL that follows is not issued by the configured CA")                \
+  X(DS_NOT_STARTED, 7010, "any",                                              \
+    "a data source a host was asked for did not start (linux.ftrace: no "     \
+    "kernel ring buffer opened, every event refused); the host, the data "    \
+    "source and why follow")                                                  \
+  X(DS_EVENTS_REFUSED, 7011, "any",                                           \
+    "a data source runs without some of the events it was asked for (the "    \
+    "kernel has none such, or refused to enable them); the host, the data "   \
+    "source, how many and their first names follow")                          \
+  X(DS_NOT_OFFERED, 7012, "any",                                              \
+    "no producer on the host offers a data source the config asks for: it "   \
+    "does not run; the host and the data source follow")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

@@ -417,6 +417,12 @@ static void serve_flushes(tg_ftrace_ds_t *f) {
       tg_ds_flush_thread(f->ds, k);
       sl->unflushed = false;
       sl->flushed_ms = now;
+    } else if (sl->active && sl->announced) {
+      /* The failure again, as the stats pair of a running instance: a
+       * ring that wrapped past the first still says the instance did
+       * not start, in every clone and at every flush. */
+      write_failure(f, k);
+      tg_ds_flush_thread(f->ds, k);
     }
     pthread_mutex_lock(&f->mu);
     sl->flush_done = req;

@@ -118,6 +118,17 @@ static const char *arg(const tg_http_request_t *r, const char *name) {
 
 /* --- routes ----------------------------------------------------------------------- */
 
+/* A host's ring's problems (coll.h): what its service does not offer,
+ * then what its last snapshot found. */
+static json_t *ring_problems(const coll_host_t *h) {
+  json_t *a = json_array();
+  const tg_ds_problems_t *lists[2] = {h->not_offered, h->seen};
+  for (size_t l = 0; l < 2; l++)
+    for (size_t i = 0; a && lists[l] && i < lists[l]->n; i++)
+      a = tg_json_push(a, tg_ds_problem_json(&lists[l]->items[i]));
+  return a;
+}
+
 static void get_hosts(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   (void)r, (void)id;
@@ -126,7 +137,7 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
     const coll_host_t *h = c->hosts[i];
     hosts = tg_json_push(
         hosts,
-        json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o}",
+        json_pack("{s:o, s:o, s:s, s:I, s:b, s:o, s:o, s:o, s:o, s:o}",
                   "host", tg_json_text(h->t.spec),
                   "name", tg_json_text(h->t.label),
                   "state", coll_host_state_name(h->state),
@@ -135,7 +146,8 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
                   "failures", tg_json_u64(h->failures),
                   "why", tg_json_text(h->why),
                   "hostname", tg_json_text(h->fh && h->fh->report.has_info
-                                               ? h->fh->report.hostname : "")));
+                                               ? h->fh->report.hostname : ""),
+                  "problems", ring_problems(h)));
   }
   char shard[32];
   snprintf(shard, sizeof(shard), "%u/%u", c->cfg.shard_index,
@@ -496,6 +508,14 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
           "tracegate_collector_ring_edge_packets_total %" PRIu64 "\n",
           k->trigger_hits, k->triggers_coalesced, k->bytes_stored,
           k->host_loss, k->ring_edge_packets);
+  fputs("# HELP tracegate_collector_data_source_failures_total Data sources "
+        "that did not run as asked, in snapshots' host rows, by reason "
+        "(client/ds_problem.h).\n"
+        "# TYPE tracegate_collector_data_source_failures_total counter\n", o.f);
+  for (int i = 0; i < TG_DS_REASON_COUNT; i++)
+    fprintf(o.f, "tracegate_collector_data_source_failures_total{reason=\"%s\"} "
+            "%" PRIu64 "\n", tg_ds_reason_name((tg_ds_reason_t)i),
+            k->ds_failures[i]);
   fputs("# HELP tracegate_collector_triggers_capped_total Triggers refused, "
         "by the budget that had nothing left.\n"
         "# TYPE tracegate_collector_triggers_capped_total counter\n", o.f);

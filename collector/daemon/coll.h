@@ -36,6 +36,7 @@
 #include "collector/store.h"
 #include "common/buf.h"
 #include "common/list.h"
+#include "client/ds_problem.h"
 #include "client/remote.h"
 #include "consumer/fleet/host.h"
 
@@ -136,6 +137,12 @@ typedef struct coll_host {
   tg_list_t gone;       /* in coll_t.gone once removed */
   coll_standby_t sb;    /* standby.c */
   unsigned closing;     /* its handles being closed before it is freed */
+  /* Data sources its ring asked for that do not run (client/ds_problem.h):
+   * those its service did not offer when the holder last connected
+   * (hosts.c), and what the last snapshot that read its ring found in the
+   * packets (snap.c). NULL for none (most hosts: a few KiB each else); a
+   * new holder clears both; /api/v1/hosts shows them. Owned. */
+  tg_ds_problems_t *not_offered, *seen;
 } coll_host_t;
 
 /* Snapshots and triggers, for /metrics (trigger.c, snap.c write them). */
@@ -151,6 +158,8 @@ typedef struct coll_counts {
   /* Packets left out of snapshots before their sequence's first clear of
    * incremental state (merge.h, state_edge): the rings' oldest edge. */
   uint64_t ring_edge_packets;
+  /* Data-source problems in snapshots' host rows, by reason. */
+  uint64_t ds_failures[TG_DS_REASON_COUNT];
   /* Snapshot durations (trigger to stored) by le bucket, in ms. */
   uint64_t dur_buckets[8];
   uint64_t dur_count;
@@ -276,6 +285,10 @@ void coll_hosts_watch(coll_t *c);
 void coll_hosts_unwatch(coll_t *c);
 /* A removed host is freed if nothing holds it any more. */
 void coll_host_check_free(coll_host_t *h);
+/* *|slot| (a coll_host_t's not_offered or seen) becomes a copy of |ps|,
+ * or NULL when |ps| holds none (or memory ran out: said in the log). */
+void coll_host_set_problems(coll_host_t *h, tg_ds_problems_t **slot,
+                            const tg_ds_problems_t *ps);
 /* A snapshot lets go of |h| (it took it with h->busy++). */
 void coll_host_release(coll_host_t *h);
 /* Whether |h| is in |group| ("all": every host). */

@@ -156,6 +156,36 @@ static void on_state(tg_fleet_host_t *fh, tg_link_state_t from) {
 
 static void on_key_ready(tg_fleet_host_t *fh) { (void)fh; }
 
+/* The data sources the host's service registered, asked each time the
+ * holder connects, before its ring is enabled or attached again: those of
+ * the flight config none offers do not run there. */
+static void on_service_state(tg_fleet_host_t *fh,
+                             const Perfetto__Protos__TracingServiceState *st) {
+  coll_host_t *h = of(fh);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_not_offered(&ps, h->c->flight, st);
+  char line[TG_DS_WHY_MAX + TG_DS_NAME_MAX + 32];
+  for (size_t i = 0; i < ps.n; i++)
+    TG_WARN("host %s: %s", h->t.spec,
+            tg_ds_problem_line(&ps.items[i], line, sizeof(line)));
+  coll_host_set_problems(h, &h->not_offered, &ps);
+}
+
+void coll_host_set_problems(coll_host_t *h, tg_ds_problems_t **slot,
+                            const tg_ds_problems_t *ps) {
+  if (!ps || (!ps->n && !ps->omitted)) {
+    free(*slot);
+    *slot = NULL;
+    return;
+  }
+  if (!*slot && !(*slot = malloc(sizeof(**slot)))) {
+    TG_WARN("host %s: out of memory: its data source problems are not "
+            "kept for /api/v1/hosts", h->t.spec);
+    return;
+  }
+  **slot = *ps;
+}
+
 static void on_tracing(tg_fleet_host_t *fh) {
   coll_host_t *h = of(fh);
   h->ring_up = true;
@@ -230,6 +260,7 @@ static const tg_fleet_host_cbs_t host_cbs = {
     .on_notice = on_notice,
     .on_state = on_state,
     .on_key_ready = on_key_ready,
+    .on_service_state = on_service_state,
     .on_tracing = on_tracing,
     .on_described = on_described,
     .on_clock_estimate = on_clock_estimate,
@@ -261,6 +292,9 @@ static int holder_new(coll_host_t *h) {
   }
   int rv = tg_fleet_host_init(&h->gen->fleet, fh, h->index, h->t.spec, &h->t, h);
   h->fh = fh;
+  /* Asked again by the new holder, seen again by the next snapshot. */
+  coll_host_set_problems(h, &h->not_offered, NULL);
+  coll_host_set_problems(h, &h->seen, NULL);
   /* Attach mode: the host attaches by this key, else enables this. */
   snprintf(fh->key, sizeof(fh->key), "%s", h->key);
   fh->config = h->config;
@@ -308,6 +342,8 @@ static void host_handle_closed(coll_host_t *h) {
   free(h->fh);
   free(h->old);
   free(h->config);
+  free(h->not_offered);
+  free(h->seen);
   free(h);
 }
 
@@ -416,7 +452,11 @@ static int add_hosts(coll_t *c, const tg_target_t *t, size_t n) {
             /* Idle links: a beat every 2.5 s (under the relay's 10 s
              * dead-link timeout by default), loss counters every 10 s. */
             .heartbeat_max_ms = HOLD_HEARTBEAT_MS,
-            .stats_period_ms = HOLD_STATS_MS},
+            .stats_period_ms = HOLD_STATS_MS,
+            /* Its data sources no producer offers (on_service_state), at
+             * every connection: a reconnection may find them offered. */
+            .check_names = true,
+            .check_names_always = true},
       .dialer = c->dialer,
       .cbs = &host_cbs,
       .n = n,

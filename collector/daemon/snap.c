@@ -37,6 +37,7 @@
 #include "collector/daemon/data_window.h"
 #include "common/log.h"
 #include "common/notice.h"
+#include "client/ds_problem.h"
 #include "client/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
@@ -549,9 +550,56 @@ static void snap_state_end(snap_host_t *sh) {
           sh->err);
 }
 
+/* |sh|'s data sources that did not run as asked: those its service did
+ * not offer (hosts.c) and what its packets say (linux.ftrace's setup
+ * errors), as the row's JSON array in |text| ("" for none), counted by
+ * reason. A host that delivered is PARTIAL for the failures among them
+ * (tg_ds_reason_fails: its data is there, not all that was asked for),
+ * its error the first failure in one line. */
+static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
+                          tg_coll_host_result_t *r) {
+  coll_host_t *h = sh->h;
+  tg_ds_problems_t seen = {0};
+  tg_ds_problems_from_ftrace(&seen, &sh->ftrace);
+  /* A clone read at all says what the ring holds now. */
+  if (sh->packets) coll_host_set_problems(h, &h->seen, &seen);
+  tg_ds_problems_t ps = {0};
+  if (h->not_offered) ps = *h->not_offered;
+  for (size_t i = 0; i < seen.n; i++) {
+    const tg_ds_problem_t *p = &seen.items[i];
+    if (ps.n < TG_DS_PROBLEMS_MAX) ps.items[ps.n++] = *p;
+    else ps.omitted++;
+  }
+  if (!ps.n) return;
+  for (size_t i = 0; i < ps.n; i++) s->c->counts.ds_failures[ps.items[i].reason]++;
+  if (tg_ds_problems_text(&ps, text, TG_COLL_PROBLEMS_MAX + 1) < 0) text[0] = 0;
+  const tg_ds_problem_t *first;
+  bool fails = tg_ds_problems_failures(&ps, &first) > 0;
+  char line[TG_COLL_ERROR_MAX + 1];
+  tg_ds_problem_line(fails ? first : &ps.items[0], line, sizeof(line));
+  /* What is not offered was warned about as the holder connected. */
+  if (fails)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s%s", s->id, h->t.spec, line,
+            ps.n + ps.omitted > 1 ? " (and more: see its row)" : "");
+  r->problems = text;
+  if (sh->failed || !fails) return;
+  r->outcome = TG_COLL_HOST_PARTIAL;
+  /* A host already PARTIAL for lost incremental state keeps that error;
+   * its problems say the rest. */
+  if (sh->state_partial) return;
+  snprintf(sh->err, sizeof(sh->err), "%s", line);
+  r->error = sh->err;
+}
+
 static void store_result(coll_snap_t *s) {
   coll_t *c = s->c;
   tg_coll_host_result_t *rs = calloc(s->n ? s->n : 1, sizeof(*rs));
+  char (*texts)[TG_COLL_PROBLEMS_MAX + 1] =
+      calloc(s->n ? s->n : 1, sizeof(*texts));
+  if (!texts) {
+    free(rs);
+    rs = NULL;
+  }
   uint64_t packets = 0;
   for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
   for (size_t i = 0; rs && i < s->n; i++) {
@@ -570,6 +618,7 @@ static void store_result(coll_snap_t *s) {
         .window_first_ms = host_real_ms(sh->fh, sh->win.first_ns),
         .window_last_ms = host_real_ms(sh->fh, sh->win.last_ns),
     };
+    if (sh->st != SH_SKIPPED) host_problems(s, sh, texts[i], &rs[i]);
     packets += sh->packets;
     c->counts.host_loss += rs[i].loss;
   }
@@ -598,6 +647,7 @@ static void store_result(coll_snap_t *s) {
   account(s, bytes);
   s->w = NULL;
   free(rs);
+  free(texts);
   TG_INFO("snapshot %016" PRIx64 " (%s): %s, %zu of %zu hosts, "
          "%" PRIu64 " packets, %" PRIu64 " bytes", s->id, s->trigger,
          s->result < 0 ? "not stored" : tg_coll_state_name(s->state),

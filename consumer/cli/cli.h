@@ -15,6 +15,7 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "common/write_behind.h"
+#include "client/ds_problem.h"
 #include "client/ftrace_loss.h"
 #include "client/tls_defaults.h"
 #include "consumer/consumer.h"
@@ -29,6 +30,10 @@
 #define CLI_EXIT_USAGE TG_EXIT_USAGE
 /* snapshot: the collector stored it, but some hosts failed. */
 #define CLI_EXIT_PARTIAL 3
+/* record: the trace was written, but a data source on a host did not run
+ * as asked (client/ds_problem.h): it did not start, runs without some of
+ * its events, or no producer offered it. */
+#define CLI_EXIT_DATA_SOURCE 4
 #define CLI_EXIT_ABORTED 130 /* a second Ctrl-C */
 
 /* Every message the CLI prints starts with this; so does --version. */
@@ -309,5 +314,11 @@ void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
  * linux.ftrace's last end stats and the start before them,
  * client/ftrace_loss.h) to |out| when it is not 0. */
 void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
+/* One line per problem of |ps| (client/ds_problem.h) to |out|, each
+ * "|indent|[TG-7010] |host|: linux.ftrace: did not start: ..." (|host|
+ * NULL: none; |indent| NULL: "tracegate: "), and one saying how many
+ * more were left out. */
+void cli_ds_problems_print(FILE *out, const char *indent, const char *host,
+                           const tg_ds_problems_t *ps);
 
 #endif /* TRACEGATE_CONSUMER_CLI_CLI_H */

@@ -312,10 +312,13 @@ static void write_summary(fleet_t *f, int code) {
     o->path = f->mode != FLEET_OUT_MERGE && h->path && (o->ok || h->kept_partial)
                   ? h->path
                   : NULL;
+    o->problems = &h->problems;
   }
   cli_summary_t s = {.exit_code = code,
                      .elapsed_ms = uv_now(f->loop) - f->t0,
-                     .output = f->mode == FLEET_OUT_MERGE && code == CLI_EXIT_OK
+                     .output = f->mode == FLEET_OUT_MERGE &&
+                                       (code == CLI_EXIT_OK ||
+                                        code == CLI_EXIT_DATA_SOURCE)
                                    ? f->out
                                    : NULL,
                      .hosts = hs,
@@ -466,9 +469,18 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     if (f->sessions_path[0])
       (void)tg_session_cache_store(f->sessions, f->sessions_path,
                                    (uint64_t)time(NULL)); /* warns */
+    size_t with_failures = 0;
+    for (size_t i = 0; i < n; i++) {
+      fleet_host_t *h = &f->hosts[i];
+      fleet_names_problems(f, i, &h->problems);
+      tg_ds_problems_from_ftrace(&h->problems, &h->ftrace);
+      with_failures += tg_ds_problems_failures(&h->problems, NULL) > 0;
+    }
     size_t failed = fleet_ui_summary(f);
     int merged_rv = f->mode == FLEET_OUT_MERGE ? commit_merged(f) : 0;
-    code = failed || merged_rv < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+    code = failed || merged_rv < 0 ? CLI_EXIT_FAIL
+           : with_failures        ? CLI_EXIT_DATA_SOURCE
+                                  : CLI_EXIT_OK;
   }
   if (f->o->summary_json) write_summary(f, code);
 out:
@@ -480,7 +492,8 @@ out:
   if (f->keys) {
     fclose(f->keys);
     /* Every session ended: nothing is left to take back. */
-    if (code == CLI_EXIT_OK) unlink(f->keys_path);
+    if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA_SOURCE)
+      unlink(f->keys_path);
   }
   free(f->keys_path);
   for (size_t i = 0; f->hosts && i < n; i++) fleet_host_free(&f->hosts[i]);

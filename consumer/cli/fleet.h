@@ -57,6 +57,9 @@ typedef struct fleet_host {
   cli_loss_t loss;
   bool has_loss;
   tg_ftrace_loss_t ftrace; /* from the host's packets (ftrace_loss.h) */
+  /* Its data sources that did not run as asked, made at the end from
+   * |ftrace| and fleet_names.c's answer (client/ds_problem.h). */
+  tg_ds_problems_t problems;
   uint64_t loss_before_drop;
   bool recheck_loss;
   uint64_t loss_while_down;
@@ -150,6 +153,9 @@ void fleet_names_record(fleet_t *f, fleet_host_t *h,
  * Once per host; the last host's call says the warnings. */
 void fleet_names_host(fleet_t *f, fleet_host_t *h,
                       const Perfetto__Protos__TracingServiceState *st);
+/* Adds to |ps| a "not_offered" problem per data source of the config
+ * that host |host| (its index) had not registered when it was asked. */
+void fleet_names_problems(const fleet_t *f, size_t host, tg_ds_problems_t *ps);
 void fleet_names_free(fleet_t *f);
 
 /* --- fleet_host.c -------------------------------------------------------- */

@@ -7,8 +7,9 @@
  * data source. Once every host has answered or failed, each missing name
  * is said once: the hosts that lack it, all of them when they are few,
  * else a count and the first few, so that a thousand hosts give one line
- * per name, not one per host. Only warnings: a producer may register
- * after the session started. */
+ * per name, not one per host. Warnings, and each host's summary names
+ * them as problems (client/ds_problem.h) for its exit status: a producer
+ * may still register after the session started. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,4 +122,19 @@ void fleet_names_host(fleet_t *f, fleet_host_t *h,
   if (++f->names_checked < f->n) return;
   for (size_t i = 0; i < n_ds(f); i++)
     if (first_of_its_name(f, i)) say_name(f, i);
+}
+
+void fleet_names_problems(const fleet_t *f, size_t host, tg_ds_problems_t *ps) {
+  size_t m = n_ds(f);
+  if (!f->ds_missing || host >= f->n) return;
+  for (size_t i = 0; i < m; i++) {
+    if (!f->ds_missing[host * m + i]) continue;
+    const Perfetto__Protos__DataSourceConfig *dsc =
+        f->pcfg->data_sources[i]->config;
+    tg_ds_problems_add(ps, TG_DS_NOT_OFFERED,
+                       dsc && dsc->name ? dsc->name : "?", NULL,
+                       "no producer on the host offered it when the session "
+                       "was prepared: it records nothing unless one "
+                       "registers it");
+  }
 }

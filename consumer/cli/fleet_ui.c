@@ -194,6 +194,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     if (f->n > MAX_HOST_LINES && ok && !h->core.report.reconnects &&
         !h->core.report.reads_lost && !h->merge.malformed &&
         !h->merge.state_lost &&
+        !h->problems.n && !h->problems.omitted &&
         (!h->has_loss || h->loss.n == 0)) {
       quiet++;
       quiet_bytes += h->core.report.bytes;
@@ -223,6 +224,7 @@ size_t fleet_ui_summary(fleet_t *f) {
     fputc('\n', stderr);
     if (ok && how && how_code)
       fprintf(stderr, "      %s %s\n", tg_notice_tag(how_code), how);
+    cli_ds_problems_print(stderr, "      ", NULL, &h->problems);
     if (h->core.report.has_info || h->core.report.clock.estimates) {
       char clk[200];
       clock_note(h, clk, sizeof(clk));

@@ -68,6 +68,21 @@ void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out) {
   add_loss(out, "ftrace_cpu_overrun", tg_ftrace_loss_overrun(l));
 }
 
+void cli_ds_problems_print(FILE *out, const char *indent, const char *host,
+                           const tg_ds_problems_t *ps) {
+  const char *pre = indent ? indent : CLI_PROG ": ";
+  for (size_t i = 0; i < ps->n; i++) {
+    const tg_ds_problem_t *p = &ps->items[i];
+    fprintf(out, "%s%s %s%s%s: %s\n", pre,
+            tg_notice_tag(tg_ds_reason_code(p->reason)), host ? host : "",
+            host ? ": " : "", p->data_source, p->why);
+  }
+  if (ps->omitted)
+    fprintf(out, "%s%s%s%llu more data source problem(s) not shown\n", pre,
+            host ? host : "", host ? ": " : "",
+            (unsigned long long)ps->omitted);
+}
+
 void cli_loss_collect(const Perfetto__Protos__TraceStats *st, cli_loss_t *out) {
   memset(out, 0, sizeof(*out));
   if (!st) return;

@@ -88,6 +88,9 @@ typedef struct record {
   uint64_t duration_ms; /* for the progress line; 0 = open-ended */
   cli_loss_t loss;
   tg_ftrace_loss_t ftrace; /* from the packets written */
+  /* Data sources that did not run as asked: none offered when the session
+   * was enabled (record_check.c), then what the trace's packets say. */
+  tg_ds_problems_t problems;
   unsigned sigints;
   bool keep_partial; /* on failure, keep what was recorded */
   int exit_code;
@@ -125,7 +128,9 @@ void record_background_started(record_t *r);
 void record_write_summary(record_t *r);
 
 /* record_clone.c: --clone / --clone-by-name on the connected |r| (its
- * output open): snapshot, read, free, commit. Returns the exit code. */
+ * output open): snapshot, read, free, commit. Returns the exit code
+ * (CLI_EXIT_DATA_SOURCE when the snapshot shows a data source that did
+ * not start or runs without some events: r->problems). */
 int record_clone(record_t *r);
 /* --save-all-for-bugreport on the connected |r|: every started session
  * with a bugreport_score > 0, highest first, cloned for a bugreport into

@@ -100,8 +100,11 @@ void record_missing_names(const Perfetto__Protos__TraceConfig *cfg,
 
 static void say_missing(void *ctx, size_t index, const char *name,
                         const char *near) {
-  (void)ctx;
+  record_t *r = ctx;
   (void)index;
+  tg_ds_problems_add(&r->problems, TG_DS_NOT_OFFERED, name, NULL,
+                     "no producer offered it when the session was enabled: "
+                     "it records nothing unless one registers it");
   fprintf(stderr,
           CLI_PROG ": %s warning: no producer has registered the data source "
           "'%s' (yet: it records nothing unless one does)%s\n",
@@ -133,6 +136,6 @@ void record_check_config(record_t *r) {
   check_fields(r->cfg);
   Perfetto__Protos__TracingServiceState *st = cli_query_state(&r->conn);
   if (!st) return; /* said why; the recording tells the rest */
-  record_missing_names(r->cfg, st, say_missing, NULL);
+  record_missing_names(r->cfg, st, say_missing, r);
   perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
 }

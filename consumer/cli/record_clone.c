@@ -161,7 +161,12 @@ int record_clone(record_t *r) {
           "(it runs on), %s\n", TG_NOTE(SNAPSHOT_WRITTEN), r->o.out, by,
           (unsigned long long)r->out.packets, which, el);
   cli_loss_print(stderr, &r->loss);
-  return CLI_EXIT_OK;
+  /* As a recording's end: the snapshot holds what ran. */
+  r->problems = (tg_ds_problems_t){0};
+  tg_ds_problems_from_ftrace(&r->problems, &r->ftrace);
+  cli_ds_problems_print(stderr, NULL, "local", &r->problems);
+  return tg_ds_problems_failures(&r->problems, NULL) ? CLI_EXIT_DATA_SOURCE
+                                                     : CLI_EXIT_OK;
 }
 
 /* --- --save-all-for-bugreport --------------------------------------------- */
@@ -346,7 +351,9 @@ int record_save_all_for_bugreport(record_t *r, const char *dir) {
       continue;
     }
     r->has_out = true;
-    if (record_clone(r) != CLI_EXIT_OK) code = CLI_EXIT_FAIL;
+    int rc = record_clone(r);
+    if (rc != CLI_EXIT_OK && rc != CLI_EXIT_DATA_SOURCE) code = CLI_EXIT_FAIL;
+    else if (rc == CLI_EXIT_DATA_SOURCE && code == CLI_EXIT_OK) code = rc;
     if (r->has_out) cli_output_discard(&r->out);
     r->has_out = false;
     if (r->conn.closed) { /* the rest cannot be cloned either */

@@ -55,7 +55,7 @@ static const char *failure_kind(const record_t *r) {
 }
 
 void record_write_summary(record_t *r) {
-  bool ok = r->exit_code == CLI_EXIT_OK;
+  bool ok = r->exit_code == CLI_EXIT_OK || r->exit_code == CLI_EXIT_DATA_SOURCE;
   const char *why = kEnds[r->end].text;
   if (!ok && r->fail_why[0]) why = r->fail_why;
   else if (!ok && !r->conn.established && r->conn.close_msg[0])
@@ -75,6 +75,7 @@ void record_write_summary(record_t *r) {
       .loss = r->no_final_stats || !r->began ? NULL : &r->loss,
       .path = ok && r->o.out && strcmp(r->o.out, "-") && !r->nothing_saved
                   ? r->o.out : NULL,
+      .problems = &r->problems,
   };
   cli_summary_t s = {.exit_code = r->exit_code,
                      .elapsed_ms = r->t0 ? cli_now_ms() - r->t0 : 0,
@@ -230,6 +231,12 @@ static void complete(record_t *r) {
             TG_NOTE(LOSS_UNKNOWN));
   else
     cli_loss_print(stderr, &r->loss);
+  /* A trace written without all it was asked for is not a success, nor
+   * a failure: its own status, once the trace is safe. */
+  tg_ds_problems_from_ftrace(&r->problems, &r->ftrace);
+  cli_ds_problems_print(stderr, NULL, "local", &r->problems);
+  if (r->exit_code == CLI_EXIT_OK && tg_ds_problems_failures(&r->problems, NULL))
+    r->exit_code = CLI_EXIT_DATA_SOURCE;
   finish(r);
 }
 

@@ -339,6 +339,20 @@ static int put_body(FILE *f, const void *arg) {
   return fwrite(tg_buf_begin(&r->body), 1, n, f) == n ? 0 : -EIO;
 }
 
+/* A host's problems (client/ds_problem.h), one line each. */
+static void print_problems(const cli_snap_host_t *h) {
+  for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+    char code[32], ds[160], why[700];
+    tg_printable(code, sizeof(code), h->problems[k].code);
+    tg_printable(ds, sizeof(ds), h->problems[k].data_source);
+    tg_printable(why, sizeof(why), h->problems[k].why);
+    fprintf(stderr, "    [%s] %s: %s\n", code, ds, why);
+  }
+  if (h->n_problems > CLI_SNAP_MAX_PROBLEMS)
+    fprintf(stderr, "    ... and %zu more data source problems\n",
+            h->n_problems - CLI_SNAP_MAX_PROBLEMS);
+}
+
 /* What the summary says of a 200 reply, and the exit status. */
 static int summarize(const cli_snap_reply_t *s) {
   char state[32], size[32];
@@ -353,10 +367,33 @@ static int summarize(const cli_snap_reply_t *s) {
     tg_printable(host, sizeof(host), s->failed[i].host);
     tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
                                                          : "failed");
-    fprintf(stderr, "  %s: %s%s\n", host, err,
-            s->failed[i].partial ? " (what it sent before is in the snapshot)"
-                                 : "");
+    const cli_snap_host_t *h = &s->failed[i];
+    /* A host PARTIAL for its data sources alone: its error is one
+     * problem's line, said below with the others. */
+    bool only_sources = false;
+    for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+      char line[sizeof(h->problems[0]) + 8];
+      snprintf(line, sizeof(line), "[%s] %s: %s", h->problems[k].code,
+               h->problems[k].data_source, h->problems[k].why);
+      only_sources |= !strcmp(line, h->error);
+    }
+    if (!only_sources)
+      fprintf(stderr, "  %s: %s%s\n", host, err,
+              h->partial ? " (what it sent before is in the snapshot)" : "");
+    else
+      fprintf(stderr, "  %s: its data is in the snapshot, but not all that "
+              "was asked for:\n", host);
+    print_problems(h);
   }
+  for (size_t i = 0; i < s->n_noted && i < CLI_SNAP_MAX_NOTED; i++) {
+    char host[300];
+    tg_printable(host, sizeof(host), s->noted[i].host);
+    fprintf(stderr, "  %s: ok, with:\n", host);
+    print_problems(&s->noted[i]);
+  }
+  if (s->n_noted > CLI_SNAP_MAX_NOTED)
+    fprintf(stderr, "  ... and %zu more hosts with data source problems\n",
+            s->n_noted - CLI_SNAP_MAX_NOTED);
   if (s->n_failed > FAILED_LINES_MAX)
     fprintf(stderr, "  ... and %zu more failed hosts\n",
             s->n_failed - FAILED_LINES_MAX);

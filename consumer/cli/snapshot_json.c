@@ -89,6 +89,32 @@ static int read_snapshot(const reader_t *r, const json_t *s, cli_snap_reply_t *o
   return 0;
 }
 
+/* h["problems"]: absent or an array of objects (client/ds_problem.h). */
+static int read_problems(const reader_t *r, const json_t *h, long i,
+                         cli_snap_host_t *row) {
+  const json_t *a = json_object_get(h, "problems");
+  if (!a) return 0;
+  if (!json_is_array(a)) return bad(r, "problems", i, "not an array");
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    const json_t *p = json_array_get(a, k);
+    if (!json_is_object(p))
+      return bad(r, "problems", i, "an entry that is not an object");
+    cli_snap_problem_t got;
+    memset(&got, 0, sizeof(got));
+    if (get_text(r, p, "code", "problems.code", i, false, got.code,
+                 sizeof(got.code), NULL) < 0 ||
+        get_text(r, p, "data_source", "problems.data_source", i, false,
+                 got.data_source, sizeof(got.data_source), NULL) < 0 ||
+        get_text(r, p, "why", "problems.why", i, false, got.why,
+                 sizeof(got.why), NULL) < 0)
+      return -EINVAL;
+    if (row->n_problems < CLI_SNAP_MAX_PROBLEMS)
+      row->problems[row->n_problems] = got;
+    row->n_problems++;
+  }
+  return 0;
+}
+
 static int read_host(const reader_t *r, const json_t *h, long i,
                      cli_snap_reply_t *o) {
   if (!json_is_object(h)) return bad(r, "hosts", -1, "an entry that is not an object");
@@ -101,11 +127,17 @@ static int read_host(const reader_t *r, const json_t *h, long i,
       get_text(r, h, "host", "host", i, false, row.host, sizeof(row.host),
                NULL) < 0 ||
       get_text(r, h, "error", "error", i, true, row.error, sizeof(row.error),
-               NULL) < 0)
+               NULL) < 0 ||
+      read_problems(r, h, i, &row) < 0)
     return -EINVAL;
   if (!has_outcome) return bad(r, "outcome", i, "missing");
   o->n_host_entries++;
-  if (!strcmp(outcome, "ok")) return 0;
+  if (!strcmp(outcome, "ok")) {
+    if (!row.n_problems) return 0;
+    if (o->n_noted < CLI_SNAP_MAX_NOTED) o->noted[o->n_noted] = row;
+    o->n_noted++;
+    return 0;
+  }
   row.partial = !strcmp(outcome, "partial");
   if (o->n_failed < CLI_SNAP_MAX_FAILED) o->failed[o->n_failed] = row;
   o->n_failed++;

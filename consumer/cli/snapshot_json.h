@@ -22,16 +22,30 @@
 
 /* Failed hosts kept for the summary; the others are only counted. */
 #define CLI_SNAP_MAX_FAILED 64
+#define CLI_SNAP_MAX_NOTED 8
 #define CLI_SNAP_ID_LEN 16 /* hex digits */
 /* The memory the reply's parsed tree may take (common/json.h,
  * tg_json_load): the largest reply, a snapshot of 1024 hosts with every
  * text at its cap, takes a few MiB; docs/operations.md has the figures. */
 #define CLI_SNAP_MAX_TREE (64u << 20)
 
+/* A host's problems kept for the summary (its "problems" array: objects
+ * with "code", "data_source" and "why" strings, other keys ignored);
+ * the others are only counted. */
+#define CLI_SNAP_MAX_PROBLEMS 2
+
+typedef struct cli_snap_problem {
+  char code[16];
+  char data_source[72];
+  char why[320];
+} cli_snap_problem_t;
+
 typedef struct cli_snap_host {
   char host[256];
   char error[512];
   bool partial; /* outcome "partial": its data up to the failure is kept */
+  size_t n_problems; /* in its "problems"; the first ones in |problems| */
+  cli_snap_problem_t problems[CLI_SNAP_MAX_PROBLEMS];
 } cli_snap_host_t;
 
 typedef struct cli_snap_reply {
@@ -45,6 +59,10 @@ typedef struct cli_snap_reply {
    * "ok" kept (up to CLI_SNAP_MAX_FAILED) in order. */
   size_t n_host_entries, n_failed;
   cli_snap_host_t failed[CLI_SNAP_MAX_FAILED];
+  /* Hosts "ok" whose problems are not failures (a data source no producer
+   * offered): counted, the first CLI_SNAP_MAX_NOTED kept. */
+  size_t n_noted;
+  cli_snap_host_t noted[CLI_SNAP_MAX_NOTED];
   /* {"error": "..."} of a refusal ("" if none). */
   char error[512];
 } cli_snap_reply_t;

@@ -34,7 +34,7 @@ static json_t *loss_json(const cli_loss_t *loss) {
 static json_t *host_json(const cli_summary_host_t *h) {
   return json_pack(
       "{s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:I, s:I,"
-      " s:I, s:o, s:o, s:o, s:o, s:o}",
+      " s:I, s:o, s:o, s:o, s:o, s:o, s:o}",
       "host", tg_json_text(h->host), "name", tg_json_text(h->name),
       "outcome", h->ok ? "ok" : "failed",
       "reason", tg_json_text(h->reason), "failure", tg_json_text(h->ok ? NULL : h->failure),
@@ -51,7 +51,8 @@ static json_t *host_json(const cli_summary_host_t *h) {
       h->has_clock ? tg_json_u64(h->clock_uncertainty_ns) : json_null(),
       "compression", tg_json_text(h->compression),
       "machine_id", h->has_machine_id ? json_integer(h->machine_id) : json_null(),
-      "path", tg_json_text(h->path));
+      "path", tg_json_text(h->path), "problems",
+      h->problems ? tg_ds_problems_json(h->problems) : json_array());
 }
 
 static json_t *summary_json(const cli_summary_t *s) {

@@ -139,7 +139,8 @@ typedef struct tg_fleet_host_cbs {
    * a lost owner can take the session back (--attach KEY). */
   void (*on_key_ready)(tg_fleet_host_t *h);
   /* The host's QueryServiceState answer (borrowed for the call), asked on
-   * the first connection when tg_fleet_opts_t.check_names. Optional. */
+   * the first connection when tg_fleet_opts_t.check_names, and on every
+   * reconnection too with check_names_always. Optional. */
   void (*on_service_state)(tg_fleet_host_t *h,
                            const Perfetto__Protos__TracingServiceState *st);
   /* No more answer will come for the names: the host is about to enable
@@ -188,6 +189,10 @@ typedef struct tg_fleet_opts {
   uint64_t stop_after_ms;  /* attach: stop after this long; 0: no */
   bool stop_at_start;      /* stop as soon as tracing starts */
   bool check_names;        /* ask for the registered data sources */
+  /* ... again at every reconnection (on_service_state each time), not
+   * only on the first connection: a holder that keeps a session for good
+   * follows what the host offers. */
+  bool check_names_always;
   uint64_t reconnect_ms;   /* 0: a lost link is not reconnected */
   uint64_t dead_link_ms;   /* a link silent this long is dead */
   uint64_t clock_sync_ms;  /* clock re-sync period */

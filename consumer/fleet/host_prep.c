@@ -457,8 +457,10 @@ void tg__fleet_on_ready(tg_consumer_t *c, int status, const char *msg) {
   tg_link_bound(&h->e->link);
   /* The host's registered data sources, before enabling. A failed query
    * (a role without QueryServiceState) only leaves the check out. */
-  if (!tg_link_reconnecting(&h->e->link) && !h->e->names_settled &&
-      h->fleet->o.check_names &&
+  bool ask = h->fleet->o.check_names &&
+             (h->fleet->o.check_names_always ||
+              (!tg_link_reconnecting(&h->e->link) && !h->e->names_settled));
+  if (ask &&
       tg_consumer_query_service_state(c, false, true, on_names_state, h) == 0) {
     prep_done(h, PREP_CONSUMER);
     return;

@@ -20,6 +20,7 @@
  * root on machines with tracefs): then they fail with the reason.
  */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -153,8 +154,9 @@ static pid_t begin_session(test_service_t *ts, char *err_path, size_t cap,
 
 /* Clones SESSION with the CLI into |name|.pftrace (and its summary JSON
  * into |name|.json, whose path goes to |summary|) and reads the clone. */
-static void clone_session(const test_service_t *ts, const char *name,
-                          char *summary, size_t cap, trace_loss_t *t) {
+static void clone_session_rc(const test_service_t *ts, const char *name,
+                             char *summary, size_t cap, trace_loss_t *t,
+                             int want_rc) {
   char trace[256];
   snprintf(trace, sizeof(trace), "%s/%s.pftrace", ts->dir, name);
   snprintf(summary, cap, "%s/%s.json", ts->dir, name);
@@ -164,8 +166,13 @@ static void clone_session(const test_service_t *ts, const char *name,
   pid_t cl = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
                                TG_TEST_FD_INHERIT);
   assert_true(cl > 0);
-  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), want_rc);
   file_loss(trace, t);
+}
+
+static void clone_session(const test_service_t *ts, const char *name,
+                          char *summary, size_t cap, trace_loss_t *t) {
+  clone_session_rc(ts, name, summary, cap, t, 0);
 }
 
 /* Floods the instance |dir| with markers while the probes (|probes|)
@@ -250,6 +257,99 @@ static void ftrace_clone_then_stop_report_the_overrun_once(void **state) {
   e2e_stop_probes(probes, err_path);
 }
 
+/* The probes cannot open tracefs (they run as nobody): linux.ftrace does
+ * not start, and `tracegate record` says so in its summary JSON, with
+ * the notice code, beside a data source no producer offers, and exits
+ * with the status of a trace written without all it asked for. */
+static void record_reports_ftrace_that_did_not_start(void **state) {
+  e2e_require_ftrace();
+  test_service_t *ts = *state;
+  /* nobody must reach the producer socket. */
+  assert_int_equal(chmod(ts->dir, 0755), 0);
+  char err_path[160];
+  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
+                                  "probes-nobody.err", true, 3);
+  char cfg[256], trace[256], summary[256];
+  snprintf(cfg, sizeof(cfg), "%s/refused.pbtxt", ts->dir);
+  snprintf(trace, sizeof(trace), "%s/refused.pftrace", ts->dir);
+  snprintf(summary, sizeof(summary), "%s/refused.json", ts->dir);
+  FILE *f = fopen(cfg, "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 1024 }\n"
+        "duration_ms: 500\n"
+        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+        "  ftrace_events: \"sched/sched_switch\"\n"
+        "  ftrace_events: \"sched/sched_waking\" } } }\n"
+        "data_sources { config { name: \"no.such.source\" } }\n", f);
+  assert_int_equal(fclose(f), 0);
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-c", cfg,
+                        "--txt", "-o", trace, "--summary-json", summary,
+                        NULL};
+  pid_t cl = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
+                               TG_TEST_FD_INHERIT);
+  assert_true(cl > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), 4);
+  assert_json(summary, "exit_code", "4");
+  assert_json(summary, "hosts.0.outcome", "\"ok\"");
+  assert_json(summary, "hosts.0.problems.0.kind", "\"data_source\"");
+  assert_json(summary, "hosts.0.problems.0.data_source", "\"no.such.source\"");
+  assert_json(summary, "hosts.0.problems.0.code", "\"TG-7012\"");
+  assert_json(summary, "hosts.0.problems.1.kind", "\"data_source\"");
+  assert_json(summary, "hosts.0.problems.1.data_source", "\"linux.ftrace\"");
+  assert_json(summary, "hosts.0.problems.1.code", "\"TG-7010\"");
+  assert_json(summary, "hosts.0.problems.1.reason", "\"not_started\"");
+  assert_json(summary, "hosts.0.problems.1.events", "2");
+  e2e_stop_probes(probes, err_path);
+}
+
+/* A clone of a session whose linux.ftrace did not start says so too:
+ * the failure rewritten at the clone's flush is in it. */
+static void clone_reports_ftrace_that_did_not_start(void **state) {
+  e2e_require_ftrace();
+  test_service_t *ts = *state;
+  assert_int_equal(chmod(ts->dir, 0755), 0);
+  char err_path[160];
+  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
+                                  "probes-nobody.err", true, 3);
+  e2e_session_t s;
+  static char *events[] = {"ftrace/print"};
+  e2e_session_config(&s, events, 1, false);
+  s.sc.cfg.unique_session_name = SESSION;
+  e2e_session_enable(&s, ts);
+  e2e_wait_started(&s);
+  trace_loss_t t;
+  char summary[256];
+  clone_session_rc(ts, "refused-clone", summary, sizeof(summary), &t, 4);
+  assert_json(summary, "exit_code", "4");
+  assert_json(summary, "hosts.0.outcome", "\"ok\"");
+  assert_json(summary, "hosts.0.problems.0.code", "\"TG-7010\"");
+  assert_json(summary, "hosts.0.problems.0.events", "1");
+  assert_int_equal(raw_consumer_disable(&s.c, E2E_WAIT_MS), 0);
+  e2e_session_close(&s);
+  e2e_stop_probes(probes, err_path);
+}
+
+/* As root, with only events this kernel has: no problem, exit 0. */
+static void record_reports_no_problem_when_ftrace_runs(void **state) {
+  e2e_require_ftrace();
+  test_service_t *ts = *state;
+  char err_path[160];
+  pid_t probes = e2e_start_probes(ts, err_path, sizeof(err_path),
+                                  "probes.err", false, 3);
+  char trace[256], summary[256];
+  snprintf(trace, sizeof(trace), "%s/fine.pftrace", ts->dir);
+  snprintf(summary, sizeof(summary), "%s/fine.json", ts->dir);
+  const char *args[] = {"record", "--socket", ts->consumer_sock, "-t", "500ms",
+                        "-o", trace, "--summary-json", summary,
+                        "linux.ftrace", NULL};
+  pid_t cl = tg_test_spawn_cli(TRACEGATE_CLI_PATH, args, TG_TEST_FD_DEVNULL,
+                               TG_TEST_FD_INHERIT);
+  assert_true(cl > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(cl, E2E_WAIT_MS)), 0);
+  assert_json(summary, "hosts.0.problems", "[]");
+  e2e_stop_probes(probes, err_path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(ftrace_clean_clone_reports_no_overrun,
@@ -258,6 +358,15 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           ftrace_clone_then_stop_report_the_overrun_once, test_service_setup,
           test_service_teardown),
+      cmocka_unit_test_setup_teardown(record_reports_ftrace_that_did_not_start,
+                                      test_service_setup,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(
+          record_reports_no_problem_when_ftrace_runs, test_service_setup,
+          test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_reports_ftrace_that_did_not_start,
+                                      test_service_setup,
+                                      test_service_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
  * stats.ftrace_cpu_overrun_delta summing to 50 in both (the sequences of
  * two_sequences_add_up name different CPUs, since trace_processor keys
  * these stats by CPU alone). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,11 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
+#include "client/ds_problem.h"
 #include "client/ftrace_loss.h"
+#include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "test_service.h"
 
 #define START 1
@@ -173,6 +178,178 @@ static void garbage_is_ignored(void **state) {
   assert_int_equal(tg_ftrace_loss_overrun(&l), 0);
 }
 
+/* --- setup errors (Perfetto's FtraceSetupErrors) ------------------------ */
+
+/* Scans a stats packet on |seq| with |n_cpus| CPUs' counters and these
+ * setup errors. */
+static void scan_setup(tg_ftrace_loss_t *l, int phase, uint32_t seq,
+                       size_t n_cpus, char **failed, size_t n_failed,
+                       char **unknown, size_t n_unknown, const char *atrace) {
+  Perfetto__Protos__FtraceStats st = PERFETTO__PROTOS__FTRACE_STATS__INIT;
+  Perfetto__Protos__FtraceCpuStats cpus[4], *cp[4];
+  assert_true(n_cpus <= 4);
+  for (size_t i = 0; i < n_cpus; i++) {
+    perfetto__protos__ftrace_cpu_stats__init(&cpus[i]);
+    cpus[i].has_cpu = true;
+    cpus[i].cpu = i;
+    cp[i] = &cpus[i];
+  }
+  st.has_phase = true;
+  st.phase = (Perfetto__Protos__FtraceStats__Phase)phase;
+  st.n_cpu_stats = n_cpus;
+  st.cpu_stats = cp;
+  st.n_failed_ftrace_events = n_failed;
+  st.failed_ftrace_events = failed;
+  st.n_unknown_ftrace_events = n_unknown;
+  st.unknown_ftrace_events = unknown;
+  st.atrace_errors = (char *)atrace;
+  size_t body = perfetto__protos__ftrace_stats__get_packed_size(&st);
+  static uint8_t pkt[1 << 16];
+  assert_true(body < sizeof(pkt) - 16);
+  size_t n = 0;
+  pkt[n++] = 0x92; /* TracePacket.ftrace_stats (34), length-delimited */
+  pkt[n++] = 0x02;
+  for (size_t v = body; ; v >>= 7) {
+    pkt[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if (v < 0x80) break;
+  }
+  n += perfetto__protos__ftrace_stats__pack(&st, pkt + n);
+  pkt[n++] = 0x50; /* trusted_packet_sequence_id */
+  pkt[n++] = (uint8_t)seq;
+  tg_ftrace_loss_scan(l, pkt, n);
+}
+
+/* The one problem of |ps| as JSON, checked for the shape every reader
+ * relies on; the caller frees it. */
+static json_t *only_problem(const tg_ds_problems_t *ps, const char *code,
+                            const char *reason, uint64_t events) {
+  assert_int_equal(ps->n, 1);
+  json_t *a = tg_ds_problems_json(ps);
+  assert_non_null(a);
+  assert_int_equal(json_array_size(a), 1);
+  json_t *p = json_array_get(a, 0);
+  assert_string_equal(json_string_value(json_object_get(p, "kind")),
+                      "data_source");
+  assert_string_equal(json_string_value(json_object_get(p, "data_source")),
+                      "linux.ftrace");
+  assert_string_equal(json_string_value(json_object_get(p, "code")), code);
+  assert_string_equal(json_string_value(json_object_get(p, "reason")), reason);
+  assert_non_null(json_string_value(json_object_get(p, "why")));
+  assert_int_equal(json_integer_value(json_object_get(p, "events")), events);
+  return a;
+}
+
+/* tracegate-probes that cannot open tracefs write each event as failed
+ * and no CPU counters, at the start and at every flush: one instance that
+ * did not start, counted once. */
+static void every_event_failed_without_cpus_did_not_start(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  char *failed[] = {"sched/sched_switch", "sched/sched_waking"};
+  for (int i = 0; i < 3; i++)
+    scan_setup(&l, START, 3, 0, failed, 2, NULL, 0, NULL);
+  tg_ftrace_setup_t su;
+  tg_ftrace_setup_summary(&l, &su);
+  assert_int_equal(su.down, 1);
+  assert_int_equal(su.down_events, 2);
+  assert_int_equal(su.partial, 0);
+  assert_int_equal(l.n_names, 2);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  json_decref(only_problem(&ps, "TG-7010", "not_started", 2));
+  assert_non_null(strstr(ps.items[0].why, "sched/sched_switch"));
+  const tg_ds_problem_t *first;
+  assert_int_equal(tg_ds_problems_failures(&ps, &first), 1);
+  assert_ptr_equal(first, &ps.items[0]);
+}
+
+/* An instance that runs (its CPUs' counters came) without an event the
+ * kernel does not have: its START and END both name it, counted once. */
+static void unknown_event_of_a_running_instance_is_refused(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  char *unknown[] = {"no_such_group/no_such_event"};
+  scan_setup(&l, START, 4, 2, NULL, 0, unknown, 1, NULL);
+  scan_setup(&l, END, 4, 2, NULL, 0, unknown, 1, NULL);
+  /* Another instance, clean. */
+  scan_setup(&l, START, 5, 2, NULL, 0, NULL, 0, NULL);
+  tg_ftrace_setup_t su;
+  tg_ftrace_setup_summary(&l, &su);
+  assert_int_equal(su.down, 0);
+  assert_int_equal(su.partial, 1);
+  assert_int_equal(su.refused, 1);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  json_decref(only_problem(&ps, "TG-7011", "events_refused", 1));
+}
+
+static void clean_start_has_no_problem(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  scan_setup(&l, START, 4, 2, NULL, 0, NULL, 0, NULL);
+  scan_setup(&l, END, 4, 2, NULL, 0, NULL, 0, "");
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  assert_int_equal(ps.n, 0);
+  char text[8];
+  assert_int_equal(tg_ds_problems_text(&ps, text, sizeof(text)), 0);
+  assert_string_equal(text, "[]");
+}
+
+/* A hostile host names many long events, with control bytes: a few
+ * names are kept, each cut, and the why holds none of those bytes. */
+static void names_kept_are_bounded(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  static char names[40][1000];
+  char *failed[40];
+  for (int i = 0; i < 40; i++) {
+    memset(names[i], 'a' + i % 26, sizeof(names[i]) - 1);
+    names[i][0] = 0x1b;
+    names[i][1] = (char)('0' + i / 26);
+    names[i][sizeof(names[i]) - 1] = 0;
+    failed[i] = names[i];
+  }
+  scan_setup(&l, START, 7, 0, failed, 40, NULL, 0, NULL);
+  scan_setup(&l, START, 7, 0, failed, 40, NULL, 0, NULL);
+  assert_int_equal(l.n_names, TG_FTRACE_SETUP_NAMES);
+  for (size_t i = 0; i < l.n_names; i++)
+    assert_int_equal(strlen(l.names[i]), TG_FTRACE_SETUP_NAME_MAX);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  assert_int_equal(ps.n, 1);
+  assert_int_equal(ps.items[0].events, 40);
+  assert_null(strchr(ps.items[0].why, 0x1b));
+  assert_true(strlen(ps.items[0].why) <= TG_DS_WHY_MAX);
+}
+
+/* The JSON text cuts the list, never the JSON: a prefix of whole
+ * problems that fits. */
+static void problems_text_cuts_the_list(void **state) {
+  (void)state;
+  tg_ds_problems_t ps = {0};
+  for (int i = 0; i < TG_DS_PROBLEMS_MAX + 2; i++)
+    tg_ds_problems_add(&ps, TG_DS_NOT_OFFERED, "some.source", NULL,
+                       "no producer offers it (%d)", i);
+  assert_int_equal(ps.n, TG_DS_PROBLEMS_MAX);
+  assert_int_equal(ps.omitted, 2);
+  /* Not offered is listed, not a failure: a producer may register later. */
+  const tg_ds_problem_t *first;
+  assert_int_equal(tg_ds_problems_failures(&ps, &first), 0);
+  assert_null(first);
+  char text[400];
+  int kept = tg_ds_problems_text(&ps, text, sizeof(text));
+  assert_true(kept > 0 && kept < TG_DS_PROBLEMS_MAX);
+  json_error_t err;
+  json_t *a = json_loads(text, 0, &err);
+  assert_non_null(a);
+  assert_int_equal(json_array_size(a), (size_t)kept);
+  assert_null(json_object_get(json_array_get(a, 0), "events"));
+  json_decref(a);
+  char tiny[2];
+  assert_int_equal(tg_ds_problems_text(&ps, tiny, sizeof(tiny)), -ENOSPC);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_stats_is_no_loss),
@@ -184,6 +361,11 @@ int main(void) {
       cmocka_unit_test(sums_saturate),
       cmocka_unit_test(sequences_past_the_table_are_untracked),
       cmocka_unit_test(garbage_is_ignored),
+      cmocka_unit_test(every_event_failed_without_cpus_did_not_start),
+      cmocka_unit_test(unknown_event_of_a_running_instance_is_refused),
+      cmocka_unit_test(clean_start_has_no_problem),
+      cmocka_unit_test(names_kept_are_bounded),
+      cmocka_unit_test(problems_text_cuts_the_list),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

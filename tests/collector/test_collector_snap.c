@@ -152,6 +152,41 @@ static void ftrace_overruns_are_a_hosts_loss(void **state) {
   coll_unit_close(&u);
 }
 
+/* One host's linux.ftrace did not start (its probes could not open
+ * tracefs): its row is PARTIAL with the problem and its code, the
+ * snapshot is PARTIAL, never COMPLETE; the other host is OK; the ring
+ * shows it and the reason is counted. */
+static void a_host_whose_ftrace_did_not_start_is_partial(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 2);
+  up(&u, 2, NULL, NULL);
+  assert_int_equal(raw_producer_wait_started(&u.h[0].p, FLEET_WAIT_MS), 0);
+  char *events[] = {"sched/sched_switch", "sched/sched_waking"};
+  fleet_commit_ftrace_failure(&u.h[0].p, 0, events, 2);
+  done_t d = {0};
+  tg_coll_host_t hosts[2];
+  size_t n;
+  assert_int_equal(snap_stored(&u, "all", &d, hosts, 2, &n), TG_COLL_PARTIAL);
+  const tg_coll_host_t *bad = row_host(hosts, n, u.h[0].spec);
+  assert_int_equal(bad->outcome, TG_COLL_HOST_PARTIAL);
+  assert_true(bad->packets > 0);
+  assert_true(!strncmp(bad->error, "[TG-7010] linux.ftrace: ", 24));
+  assert_non_null(strstr(bad->problems, "\"code\":\"TG-7010\""));
+  assert_non_null(strstr(bad->problems, "\"kind\":\"data_source\""));
+  assert_non_null(strstr(bad->problems, "\"events\":2"));
+  const tg_coll_host_t *good = row_host(hosts, n, u.h[1].spec);
+  assert_int_equal(good->outcome, TG_COLL_HOST_OK);
+  assert_string_equal(good->problems, "");
+  assert_int_equal(u.c.counts.ds_failures[TG_DS_NOT_STARTED], 1);
+  assert_int_equal(u.c.counts.ds_failures[TG_DS_EVENTS_REFUSED], 0);
+  const coll_host_t *h0 = coll_unit_host(&u, u.h[0].spec);
+  assert_non_null(h0->seen);
+  assert_int_equal(h0->seen->n, 1);
+  assert_null(coll_unit_host(&u, u.h[1].spec)->seen);
+  coll_unit_close(&u);
+}
+
 /* A host whose relay answers ReadBuffers without end passes the
  * snapshot's per-host cap: it fails, named by the key, and the other
  * host's data is stored (PARTIAL). */
@@ -274,6 +309,7 @@ int main(void) {
       FLEET_TEST(a_host_not_tracing_is_named_and_not_asked),
       FLEET_TEST(a_host_past_its_cap_fails_alone),
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
+      FLEET_TEST(a_host_whose_ftrace_did_not_start_is_partial),
       FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
   };

@@ -239,6 +239,29 @@ void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
   assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
 }
 
+void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
+                                 char **events, size_t n) {
+  Perfetto__Protos__FtraceStats st = PERFETTO__PROTOS__FTRACE_STATS__INIT;
+  st.has_phase = 1;
+  st.phase = PERFETTO__PROTOS__FTRACE_STATS__PHASE__START_OF_TRACE;
+  st.n_failed_ftrace_events = n;
+  st.failed_ftrace_events = events;
+  Perfetto__Protos__TracePacket tp = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+  tp.has_timestamp = 1;
+  tp.timestamp = 42;
+  tp.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS;
+  tp.ftrace_stats = &st;
+  uint8_t pk[512];
+  assert_true(perfetto__protos__trace_packet__get_packed_size(&tp) <= sizeof(pk));
+  const uint8_t *frags[1] = {pk};
+  const size_t lens[1] = {perfetto__protos__trace_packet__pack(&tp, pk)};
+  assert_int_equal(raw_producer_write_chunk(p, 0, 0, TG_PAGE_DIV_4, 1, chunk_id,
+                                            0, frags, lens, 1),
+                   0);
+  uint32_t page = 0, chunk = 0;
+  assert_int_equal(raw_producer_commit(p, &page, &chunk, 1, 0), 0);
+}
+
 void fleet_ack_flush(raw_producer_t *p) {
   uint64_t id = raw_producer_wait_flush(p, p->last_flush_id, FLEET_WAIT_MS);
   assert_true(id > 0);

@@ -152,6 +152,11 @@ void fleet_commit_big(raw_producer_t *p, uint32_t chunk_id, const char *tag,
 void fleet_commit_ftrace_stats(raw_producer_t *p, uint32_t chunk_id,
                                const uint64_t *start, const uint64_t *end,
                                size_t n_cpus);
+/* linux.ftrace's start stats as tracegate-probes write them when tracefs
+ * cannot be opened: |events| (|n| of them) failed, no CPU's counters; in
+ * one chunk (page 0, chunk 0, writer 1, id |chunk_id|), committed. */
+void fleet_commit_ftrace_failure(raw_producer_t *p, uint32_t chunk_id,
+                                 char **events, size_t n);
 /* Waits for the next flush request and acknowledges it. */
 void fleet_ack_flush(raw_producer_t *p);
 

@@ -297,6 +297,50 @@ static void a_partial_host_is_marked(void **state) {
   assert_false(g_r.failed[1].partial);
 }
 
+/* A host partial for its data sources: its problems are kept (the first
+ * CLI_SNAP_MAX_PROBLEMS, the rest counted), extra keys ignored, an ok
+ * host's kept apart; a
+ * problems field of the wrong shape names itself. */
+static void a_hosts_problems_are_read(void **state) {
+  (void)state;
+  const char *p1 = "{\"kind\":\"data_source\",\"data_source\":\"linux.ftrace\","
+                   "\"code\":\"TG-7010\",\"why\":\"did not start\","
+                   "\"reason\":\"not_started\",\"events\":2}";
+  const char *p2 = "{\"kind\":\"data_source\",\"data_source\":\"x.y\","
+                   "\"code\":\"TG-7012\",\"why\":\"not offered\"}";
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "{\"hosts\":[{\"host\":\"a:1\",\"outcome\":\"partial\","
+           "\"error\":\"[TG-7010] linux.ftrace: did not start\","
+           "\"problems\":[%s,%s,%s]},{\"host\":\"b:1\",\"outcome\":\"ok\","
+           "\"problems\":[]},{\"host\":\"c:1\",\"outcome\":\"ok\","
+           "\"problems\":[%s]}]}", p1, p2, p2, p2);
+  assert_int_equal(parse(text), 0);
+  assert_int_equal(g_r.n_failed, 1);
+  assert_int_equal(g_r.failed[0].n_problems, 3);
+  assert_string_equal(g_r.failed[0].problems[0].code, "TG-7010");
+  assert_string_equal(g_r.failed[0].problems[0].data_source, "linux.ftrace");
+  assert_string_equal(g_r.failed[0].problems[0].why, "did not start");
+  assert_string_equal(g_r.failed[0].problems[1].code, "TG-7012");
+  /* An ok host with a problem that is no failure is kept apart. */
+  assert_int_equal(g_r.n_noted, 1);
+  assert_string_equal(g_r.noted[0].host, "c:1");
+  assert_int_equal(g_r.noted[0].n_problems, 1);
+  assert_string_equal(g_r.noted[0].problems[0].data_source, "x.y");
+  const char *bad[] = {
+      "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":{}}]}",
+      "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":[1]}]}",
+      "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":"
+      "[{\"code\":7,\"data_source\":\"d\",\"why\":\"w\"}]}]}",
+      "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":"
+      "[{\"code\":\"c\",\"why\":\"w\",\"data_source\":null}]}]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(parse(bad[i]), -EINVAL);
+    assert_non_null(strstr(g_err, "problems"));
+  }
+}
+
 static void long_strings_are_cut_on_a_character(void **state) {
   (void)state;
   static char buf[8192];
@@ -417,6 +461,7 @@ int main(void) {
       cmocka_unit_test(escapes_are_decoded_to_utf8),
       cmocka_unit_test(text_that_is_not_utf8_reads_as_python_reads_it),
       cmocka_unit_test(a_partial_host_is_marked),
+      cmocka_unit_test(a_hosts_problems_are_read),
       cmocka_unit_test(long_strings_are_cut_on_a_character),
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),

@@ -339,6 +339,54 @@ static void ftrace_overruns_are_a_hosts_loss(void **state) {
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
+/* Host 0's linux.ftrace did not start (its stats name every event failed
+ * and no CPU, as tracegate-probes write them without tracefs); host 1 is
+ * fine. Both deliver: the run exits 4, host 0's summary lists the
+ * problem with its code, host 1 has none; a name no host offers is
+ * listed for both, and is no failure. */
+static void a_hosts_data_source_that_did_not_start_exits_4(void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) {
+    start_host(&hs[i], i);
+    connect_producer(&hs[i], 4, 64);
+  }
+  char merged[256], sum[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("dsfail.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("dsfail.json"));
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "-t", "0",
+                        "-b", "1mb", "--summary-json", sum, "fleet.ds",
+                        "no.such.source", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+  char *events[] = {"sched/sched_switch", "sched/sched_waking"};
+  fleet_commit_ftrace_failure(&hs[0].p, 0, events, 2);
+  fleet_commit_packets(&hs[1].p, 0, "plain", 1, 3);
+  kill(c.pid, SIGINT);
+  for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
+  assert_int_equal(fleet_cli_wait(&c), 4);
+  assert_notice_with(c.err, TG_N_DS_NOT_STARTED, " linux.ftrace: did not start");
+  assert_json(sum, "exit_code", "4");
+  char want[300];
+  snprintf(want, sizeof(want), "\"%s\"", merged); /* written: not a failure */
+  assert_json(sum, "output", want);
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.0.problems.0.code", "\"TG-7012\"");
+  assert_json(sum, "hosts.0.problems.0.data_source", "\"no.such.source\"");
+  assert_json(sum, "hosts.0.problems.1.kind", "\"data_source\"");
+  assert_json(sum, "hosts.0.problems.1.data_source", "\"linux.ftrace\"");
+  assert_json(sum, "hosts.0.problems.1.code", "\"TG-7010\"");
+  assert_json(sum, "hosts.0.problems.1.events", "2");
+  assert_json(sum, "hosts.1.outcome", "\"ok\"");
+  assert_json(sum, "hosts.1.problems.0.code", "\"TG-7012\"");
+  assert_null(tg_test_json(sum, "hosts.1.problems.1"));
+  unlink(merged);
+  for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
+}
+
 static void three_hosts_merged_and_one_file_each(void **state) {
   (void)state;
   fleet_host_t hs[MAX_HOSTS];
@@ -1213,6 +1261,7 @@ int main(void) {
       FLEET_TEST(three_hosts_merged_and_one_file_each),
       FLEET_TEST(clean_end_leaves_no_session_on_any_host),
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
+      FLEET_TEST(a_hosts_data_source_that_did_not_start_exits_4),
       FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),
       FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),

@@ -47,13 +47,20 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   loss.items[1].value = 4;
   snprintf(loss.items[2].name, sizeof(loss.items[2].name), "lost \xff");
   loss.items[2].value = UINT64_MAX;
+  /* A host's problem whose name and why hold control bytes and bytes
+   * that are not UTF-8. */
+  tg_ds_problems_t ps = {0};
+  const uint64_t refused = 3;
+  tg_ds_problems_add(&ps, TG_DS_EVENTS_REFUSED, "linux.\xff\x1b", &refused,
+                     "why \"%s\"", "x\xfe");
   cli_summary_host_t h[2] = {
       {.host = "h\"1\\:1", .name = "db \xff", .ok = false, .reason = "bad \xff\xfe\n\"bytes\"",
        .failure = "link_lost",
        .bytes = 10, .packets = 2, .loss = &loss, .reconnects = 3,
        .link_down_ms = 1500, .has_clock = true, .clock_offset_ns = -42,
        .clock_uncertainty_ns = 9, .compression = "zstd",
-       .has_machine_id = true, .machine_id = 5, .path = NULL},
+       .has_machine_id = true, .machine_id = 5, .path = NULL,
+       .problems = &ps},
       {.host = "local-caf\xc3\xa9-\xe2\x9c\x93", .ok = true, .bytes = UINT64_MAX,
        .failure = "ignored when ok"},
   };
@@ -84,6 +91,12 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.0.clock_uncertainty_ns", "9");
   assert_json(path, "hosts.0.machine_id", "5");
   assert_json(path, "hosts.0.path", "null");
+  assert_json(path, "hosts.0.problems.0.kind", "\"data_source\"");
+  assert_json(path, "hosts.0.problems.0.data_source", "\"linux.\\ufffd?\"");
+  assert_json(path, "hosts.0.problems.0.code", "\"TG-7011\"");
+  assert_json(path, "hosts.0.problems.0.reason", "\"events_refused\"");
+  assert_json(path, "hosts.0.problems.0.why", "\"why \\\"x\\ufffd\\\"\"");
+  assert_json(path, "hosts.0.problems.0.events", "3");
   /* Well-formed UTF-8 is the text it spells (not its bytes as code
    * points); Python writes it back escaped. */
   assert_json(path, "hosts.1.host", "\"local-caf\\u00e9-\\u2713\"");
@@ -96,6 +109,7 @@ static void hostile_text_comes_back_as_it_was(void **state) {
   assert_json(path, "hosts.1.clock_offset_ns", "null");
   assert_json(path, "hosts.1.compression", "null");
   assert_json(path, "hosts.1.machine_id", "null");
+  assert_json(path, "hosts.1.problems", "[]");
   /* Written again: replaced whole, nothing left beside it. */
   s.n_hosts = 0;
   assert_int_equal(cli_summary_json_write(path, &s), 0);

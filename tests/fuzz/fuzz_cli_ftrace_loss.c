@@ -7,11 +7,16 @@
  * Nothing may crash or read outside the input; the phases counted never
  * exceed the ftrace_stats fields the input could hold (each takes at
  * least two bytes, and no byte is in two of them); the table never holds
- * more than its sequences, and what it could not hold was counted.
+ * more than its sequences, and what it could not hold was counted. The
+ * setup errors' names kept stay within their bounds, the instances found
+ * down or partial are among the tracked sequences, and the problems they
+ * make (client/ds_problem.c) fit their JSON text with the list cut.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "client/ds_problem.h"
 #include "client/ftrace_loss.h"
 #include "tracegate/pb_wire.h"
 
@@ -31,5 +36,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (l.untracked > l.starts + l.ends) __builtin_trap();
   if (l.untracked && l.n_seqs < TG_FTRACE_LOSS_MAX_SEQS) __builtin_trap();
   (void)tg_ftrace_loss_overrun(&l);
+  if (l.n_names > TG_FTRACE_SETUP_NAMES) __builtin_trap();
+  for (size_t i = 0; i < l.n_names; i++)
+    if (strlen(l.names[i]) > TG_FTRACE_SETUP_NAME_MAX) __builtin_trap();
+  tg_ftrace_setup_t su;
+  tg_ftrace_setup_summary(&l, &su);
+  if (su.down + su.partial > l.n_seqs) __builtin_trap();
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  if (ps.n > 2) __builtin_trap();
+  char text[512];
+  int kept = tg_ds_problems_text(&ps, text, sizeof(text));
+  if (kept < 0 && kept != -12 /* ENOMEM */) __builtin_trap();
+  if (kept >= 0 && (size_t)kept > ps.n) __builtin_trap();
   return 0;
 }

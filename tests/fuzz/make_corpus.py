@@ -955,6 +955,17 @@ def stats_on(seq, phase, overruns):
     return f_len(1, ftrace_stats(phase, overruns) + f_varint(10, seq))
 
 
+def setup_on(seq, overruns, failed=(), unknown=(), atrace=None, phase=1):
+    """A stats packet with setup errors (FtraceStats fields 5 to 7)."""
+    cpus = b"".join(f_len(2, f_varint(1, c) + f_varint(3, o))
+                    for c, o in enumerate(overruns))
+    errs = ((f_len(5, atrace) if atrace is not None else b"") +
+            b"".join(f_len(6, u) for u in unknown) +
+            b"".join(f_len(7, f) for f in failed))
+    return f_len(1, f_len(34, f_varint(1, phase) + cpus + errs) +
+                 f_varint(10, seq))
+
+
 def flush_pairs(seq, start, ends):
     """linux.ftrace's pair at every flush: the same START each time."""
     return b"".join(stats_on(seq, 1, start) + stats_on(seq, 2, e)
@@ -979,6 +990,16 @@ def cli_ftrace_loss_corpus():
         "huge_overruns": flush_pairs(2, [0], [[2**64 - 1, 2**64 - 1]]),
         "seq_past_the_table": b"".join(flush_pairs(100 + s, [0], [[1]])
                                        for s in range(17)),
+        # Setup errors: an instance that never opened a ring buffer
+        # (every event failed, no CPU counters), one that runs without an
+        # unknown event, atrace's errors, and names past the kept bounds.
+        "not_started": setup_on(3, [], failed=[b"sched/sched_switch",
+                                               b"sched/sched_waking"]),
+        "unknown_event": setup_on(4, [1, 2], unknown=[b"no/such"]) +
+                         setup_on(4, [1, 2], unknown=[b"no/such"], phase=2),
+        "atrace_errors": setup_on(5, [0], atrace=b"atrace: no categories"),
+        "long_names": setup_on(6, [], failed=[bytes([65 + i]) * 120 + b"\x1b\xff"
+                                              for i in range(6)]),
     }
 
 
