@@ -31,9 +31,10 @@ sandboxing options are not reproduced. Checked:
     by trace_processor (select count(*) from sched) when PERFETTO_BIN
     names Perfetto's binaries;
   - two instances of the templates (tracegated@, tracegate-probes@,
-    tracegate-relay@: lab1 and lab2), each with its own sockets, config
-    directory and logs, run beside the host's units: each records its own
-    sched events, locally and through its own relay;
+    tracegate-relay@, tracegate-collector@: lab1 and lab2), each with its
+    own sockets, config directory, logs and store, run beside the host's
+    units: each records its own sched events, locally and through its own
+    relay, and its collector stores a snapshot of its relay;
   - the collector starts from its installed config once given its
     certificate and inventory, its ring on the relay traces, and `tracegate
     snapshot` stores a complete snapshot in /var/lib/tracegate-collector;
@@ -723,14 +724,18 @@ def configure_relay_instance(ca, inst, port):
 
 
 def remove_operator_files():
-    """The instances' option files the test wrote as an operator: no
-    package owns them, so purge leaves them, as it leaves any operator's
-    files. (Purge removes the files an instance's relay reads by name, as
-    the host's, and their emptied directories.)"""
+    """The instances' option files and collector configs the test wrote as
+    an operator: no package owns them, so purge leaves them, as it leaves
+    any operator's files. (Purge removes the certificates, keys and authz
+    an instance's relay or collector reads by name, as the host's, and
+    their emptied directories.)"""
     for inst in INSTANCES:
-        path = "/etc/tracegate/%s.env" % inst
-        if os.path.exists(path):
-            os.remove(path)
+        paths = ["/etc/tracegate/%s.env" % inst] + [
+            "/etc/tracegate-collector/%s/%s" % (inst, n)
+            for n in ("collector.conf", "hosts", "flight.pbtxt")]
+        for path in paths:
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def instances(ca, daemons):
@@ -756,6 +761,18 @@ def instances(ca, daemons):
         wait_for(inst + "'s relay port", lambda: can_connect(ports[inst]),
                  procs=daemons)
         wait_for_probes(sock, daemons)
+        http_port = free_port()
+        configure_collector(ca, ports[inst], http_port, inst)
+        coll = Daemon("tracegate-collector", inst)
+        daemons.append(coll)
+        coll.start()
+        wait_for(inst + "'s collector", lambda: can_connect(http_port),
+                 procs=daemons)
+        snap_id, files = collector_snapshot(
+            http_port, ports[inst], daemons,
+            "/var/lib/tracegate-collector-" + inst, want_app=False)
+        say("tracegate-collector@%s: snapshot %s of relay@%s stored: %s" % (
+            inst, snap_id, inst, ", ".join(files)))
     for inst in INSTANCES:
         sock = "/run/tracegate-%s/traced-consumer.sock" % inst
         check_sched(record_ftrace(sock, inst), "instance %s, locally" % inst)
@@ -763,7 +780,8 @@ def instances(ca, daemons):
         check_sched(record_remote(ca, ports[inst], "remote-" + inst, cfg),
                     "instance %s, through tracegate-relay@%s" % (inst, inst))
     for inst in INSTANCES:
-        for name in ("tracegate-relay", "tracegate-probes", "tracegated"):
+        for name in ("tracegate-collector", "tracegate-relay",
+                     "tracegate-probes", "tracegated"):
             d = next(x for x in daemons if x.name == "%s@%s" % (name, inst))
             d.stop()
             if d.proc.returncode != 0:
@@ -789,8 +807,19 @@ def record_remote(ca, port, tag="remote", config=None):
     return out
 
 
-def configure_collector(ca, relay_port, http_port):
+def configure_collector(ca, relay_port, http_port, inst=None):
+    """The host's collector, or an instance of tracegate-collector@ as an
+    operator makes one (docs/operations.md): its own directory under
+    /etc/tracegate-collector with a copy of the packaged config, its own
+    store and port."""
     d = "/etc/tracegate-collector"
+    if inst:
+        d += "/" + inst
+        os.mkdir(d)
+        os.chmod(d, 0o750)
+        os.chown(d, 0, grp.getgrnam("tracegate-collector").gr_gid)
+        for n in ("collector.conf", "hosts", "flight.pbtxt"):
+            install("/etc/tracegate-collector/" + n, os.path.join(d, n), 0o644)
     install(os.path.join(ca, "tracegate-collector.pem"), d + "/collector.pem", 0o644)
     install(os.path.join(ca, "tracegate-collector.key"), d + "/collector.key", 0o640,
             "tracegate-collector")
@@ -800,10 +829,24 @@ def configure_collector(ca, relay_port, http_port):
     conf = open(d + "/collector.conf").read()
     conf = re.sub(r"^listen = .*$", "listen = 127.0.0.1:%d" % http_port, conf,
                   flags=re.M)
+    if inst:
+        conf = re.sub(r"^store = .*$", "store = /var/lib/tracegate-collector-"
+                      + inst, conf, flags=re.M)
     open(d + "/collector.conf", "w").write(conf)
 
 
-def collector_snapshot(http_port, relay_port, daemons):
+def packet_kinds(path):
+    """The TracePacket fields (numbers) present in a trace."""
+    kinds = set()
+    with open(path, "rb") as f:
+        for field, wt, packet in pb_fields(f.read()):
+            if field == 1 and wt == 2:
+                kinds |= {pf for pf, _, _ in pb_fields(packet)}
+    return kinds
+
+
+def collector_snapshot(http_port, relay_port, daemons,
+                       store="/var/lib/tracegate-collector", want_app=True):
     api = "http://127.0.0.1:%d/api/v1/hosts" % http_port
 
     def tracing():
@@ -814,7 +857,7 @@ def collector_snapshot(http_port, relay_port, daemons):
             return False
         return len(hosts) == 1 and hosts[0]["state"] == "tracing"
     wait_for("the collector's ring on the relay to trace", tracing, 60, daemons)
-    js = os.path.join(WORK, "snapshot.json")
+    js = os.path.join(WORK, "snapshot-%d.json" % http_port)
     run(["/usr/bin/tracegate", "snapshot", "--collector",
          "127.0.0.1:%d" % http_port, "--reason", "deb_install", "--json", js,
          "--timeout", "60s"], timeout=90)
@@ -823,11 +866,15 @@ def collector_snapshot(http_port, relay_port, daemons):
             [h["host"] for h in snap["hosts"]] != ["127.0.0.1:%d" % relay_port]:
         raise Failure("the snapshot is not the one asked for, of the relay: %s"
                       % json.dumps(snap))
-    files = glob.glob("/var/lib/tracegate-collector/snapshots/*")
+    files = glob.glob(store + "/snapshots/*")
     if not files:
-        raise Failure("no snapshot file in /var/lib/tracegate-collector/snapshots")
-    if not any(APP_EVENT in open(f, "rb").read() for f in files):
+        raise Failure("no snapshot file in %s/snapshots" % store)
+    if want_app and not any(APP_EVENT in open(f, "rb").read() for f in files):
         raise Failure("the collector's snapshot lacks the app's events")
+    # The flight config's linux.process_stats scans every process as it
+    # starts, before any snapshot's flush: its process_tree (field 2).
+    if not all(2 in packet_kinds(f) for f in files):
+        raise Failure("%s: a snapshot lacks the probes' process tree" % store)
     return snap["snapshot"]["id"], files
 
 
