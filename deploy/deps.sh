@@ -11,8 +11,10 @@
 #                        skipped
 #   deps.sh conformance  the same, and the runtime of Perfetto's prebuilt
 #                        tools (tests/conformance)
-#   deps.sh deb          Debian's packaging tools and debian/control's
-#                        Build-Depends (apt-get build-dep, with the nocheck
+#   deps.sh deb          Debian's packaging tools (build-essential, which
+#                        Build-Depends leaves implicit, included) and
+#                        debian/control's Build-Depends (apt-get build-dep,
+#                        with the nocheck
 #                        profile when DEB_BUILD_OPTIONS has nocheck): what
 #                        `make deb` needs, none of the tests' packages
 set -eu
@@ -34,7 +36,7 @@ case "$mode" in
   "") PKGS="$BUILD $RUNTIME $TEST" ;;
   bench) PKGS="$BUILD $RUNTIME $TEST stunnel4 openssh-client openssh-server" ;;
   conformance) PKGS="$BUILD $RUNTIME $TEST libprotobuf32 zlib1g util-linux" ;;
-  deb) PKGS="debhelper lintian dpkg-dev fakeroot" ;;
+  deb) PKGS="build-essential debhelper lintian dpkg-dev fakeroot" ;;
   *) echo "deps: unknown set: $mode (none, bench, conformance or deb)" >&2
      exit 2 ;;
 esac
