@@ -14,9 +14,9 @@
 #   deps.sh deb          Debian's packaging tools (build-essential, which
 #                        Build-Depends leaves implicit, included) and
 #                        debian/control's Build-Depends (apt-get build-dep,
-#                        with the nocheck
-#                        profile when DEB_BUILD_OPTIONS has nocheck): what
-#                        `make deb` needs, none of the tests' packages
+#                        with the nocheck profile when DEB_BUILD_OPTIONS has
+#                        nocheck): what `make deb` needs, none of the tests'
+#                        packages
 set -eu
 
 # The build's compilers, tools and libraries.
