@@ -33,10 +33,14 @@
 #   make deb      Debian packages (debian/, dpkg-buildpackage) into
 #                 build/deb, built from a copy of the tree, then lintian
 #                 on them (fails on any warning); the packages' tests are
-#                 make test's (DEB_BUILD_OPTIONS=nocheck unless given)
+#                 make test's (DEB_BUILD_OPTIONS=nocheck unless given).
+#                 Installs only packaging's needs: debhelper, lintian and
+#                 debian/control's Build-Depends (deploy/deps.sh deb)
 #   make deb-test make deb, then install the packages on this machine,
-#                 run the installed daemons, purge them all and check
-#                 nothing is left (tests/deb; root; restores the machine)
+#                 run the installed daemons as their units say (kernel
+#                 tracing by the probes, two instances of the template
+#                 units), purge them all and check nothing is left
+#                 (tests/deb; root; restores the machine)
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
@@ -209,7 +213,7 @@ DEB_DIR := build/deb
 DEB_BUILD_OPTIONS ?= nocheck
 .PHONY: deb deb-test
 deb:
-	@sh deploy/deps.sh deb
+	@DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" sh deploy/deps.sh deb
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_DIR)/tracegate
 	tar -c --exclude=./build --exclude=./.git --exclude='./obj-*' . | \
@@ -220,8 +224,12 @@ deb:
 	  $(DEB_DIR)/*.changes
 
 # The package test (label deb) is not in make test: it installs packages
-# on the machine. Its build directory is only configured: the test is a
-# script over DEB_DIR's packages.
+# on the machine. Its build directory is only configured (with the tests'
+# dependencies: it is a test): the test is a script over DEB_DIR's
+# packages, which counts sched rows with trace_processor too when
+# PERFETTO_BIN is there.
 deb-test: deb
+	@sh deploy/deps.sh
 	cmake -S . -B build/deb-test $(CMAKE_GEN) -DTG_BENCH=OFF -DTG_MAN=OFF
-	ctest --test-dir build/deb-test --output-on-failure -L deb
+	PERFETTO_BIN="$(PERFETTO_BIN)" \
+	  ctest --test-dir build/deb-test --output-on-failure -L deb

@@ -1,23 +1,61 @@
 #!/bin/sh
-# Installs the Debian packages tracegate needs to build and test, and only
-# those that are missing. Used by `make` targets; safe to run repeatedly.
-# `deps.sh bench` adds the peer tools the benchmarks measure against
-# (stunnel4, ssh): without them their rows are skipped. `deps.sh
-# conformance` adds the runtime of Perfetto's prebuilt tools
-# (tests/conformance). `deps.sh deb` adds Debian's packaging tools
-# (`make deb`).
+# Installs the Debian packages a `make` target needs, and only those that
+# are missing. Safe to run repeatedly.
+#   deps.sh              what building and `make test` need: the build's
+#                        libraries and tools, what the programs run with,
+#                        and the tests' own (cmocka, PostgreSQL, clang for
+#                        the fuzzers, Chromium for the web page's tests,
+#                        Alertmanager)
+#   deps.sh bench        the same, and the peer tools the benchmarks measure
+#                        against (stunnel4, ssh): without them their rows are
+#                        skipped
+#   deps.sh conformance  the same, and the runtime of Perfetto's prebuilt
+#                        tools (tests/conformance)
+#   deps.sh deb          Debian's packaging tools (build-essential, which
+#                        Build-Depends leaves implicit, included) and
+#                        debian/control's Build-Depends (apt-get build-dep,
+#                        with the nocheck profile when DEB_BUILD_OPTIONS has
+#                        nocheck): what `make deb` needs, none of the tests'
+#                        packages
 set -eu
 
-PKGS="cmake ninja-build pkg-config gcc make python3
-libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
-libpcre2-dev libjansson-dev groff-base
-zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
-libwebsockets-dev libwebsockets-evlib-uv
-clang libclang-rt-14-dev openssl
+# The build's compilers, tools and libraries.
+BUILD="cmake ninja-build pkg-config gcc make python3
+libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev
+libpcre2-dev libjansson-dev zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev
+libpq-dev libwebsockets-dev"
+# What the programs run with: tg-certs runs openssl; the collector and
+# `tracegate bridge` load libwebsockets' libuv event loop.
+RUNTIME="openssl libwebsockets-evlib-uv"
+# make test's alone.
+TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager"
-[ "${1:-}" = bench ] && PKGS="$PKGS stunnel4 openssh-client openssh-server"
-[ "${1:-}" = deb ] && PKGS="$PKGS debhelper lintian dpkg-dev fakeroot"
-[ "${1:-}" = conformance ] && PKGS="$PKGS libprotobuf32 zlib1g util-linux"
+
+mode="${1:-}"
+case "$mode" in
+  "") PKGS="$BUILD $RUNTIME $TEST" ;;
+  bench) PKGS="$BUILD $RUNTIME $TEST stunnel4 openssh-client openssh-server" ;;
+  conformance) PKGS="$BUILD $RUNTIME $TEST libprotobuf32 zlib1g util-linux" ;;
+  deb) PKGS="build-essential debhelper lintian dpkg-dev fakeroot" ;;
+  *) echo "deps: unknown set: $mode (none, bench, conformance or deb)" >&2
+     exit 2 ;;
+esac
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+updated=""
+apt_update() {
+  [ -n "$updated" ] && return 0
+  if [ -n "$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then
+    echo "deps: need root (or sudo) to install: $1" >&2
+    exit 1
+  fi
+  $SUDO apt-get update -qq
+  updated=1
+}
+export DEBIAN_FRONTEND=noninteractive
 
 missing=""
 for p in $PKGS; do
@@ -25,18 +63,23 @@ for p in $PKGS; do
     missing="$missing $p"
   fi
 done
-[ -z "$missing" ] && exit 0
-
-echo "deps: installing:$missing"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 || {
-    echo "deps: need root (or sudo) to install:$missing" >&2
-    exit 1
-  }
-  SUDO="sudo"
+if [ -n "$missing" ]; then
+  echo "deps: installing:$missing"
+  apt_update "$missing"
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+
+# `make deb`: debian/control is the one list of what the package build
+# needs; dpkg-buildpackage checks it again.
+if [ "$mode" = deb ]; then
+  profile=""
+  case " ${DEB_BUILD_OPTIONS:-} " in *" nocheck "*) profile="-P nocheck" ;; esac
+  # shellcheck disable=SC2086
+  if ! dpkg-checkbuilddeps $profile debian/control >/dev/null 2>&1; then
+    echo "deps: installing debian/control's Build-Depends${profile:+ ($profile)}"
+    apt_update "debian/control's Build-Depends"
+    # shellcheck disable=SC2086
+    $SUDO apt-get build-dep -y -qq --no-install-recommends $profile ./
+  fi
+fi

@@ -302,7 +302,7 @@ static void begin_slot(tg_ftrace_ds_t *f, unsigned k, uint64_t now) {
     TG_ERROR("%s " DS_NAME ": instance %u: cannot trace the kernel: %s%s",
              TG_NOTE(PROBES_FTRACE_UNAVAILABLE), k, tg_strerror(rv),
              rv == -EACCES || rv == -EPERM
-                 ? " (tracefs needs root)"
+                 ? " (writing tracefs needs root or CAP_DAC_OVERRIDE)"
                  : rv == -ENOENT ? " (no tracefs in this kernel)" : "");
     sl->sess = NULL;
   } else {

@@ -79,6 +79,12 @@ void e2e_read_text(const char *path, char *out, size_t cap) {
 
 pid_t e2e_spawn_probes(const test_service_t *ts, const char *err_path,
                        bool drop_root) {
+  /* nobody runs a copy in ts->dir: the build tree may be root's alone. */
+  static char path[sizeof(ts->dir) + 64];
+  snprintf(path, sizeof(path), "%s", PROBES_PATH);
+  if (drop_root && tg_test_copy_program(PROBES_PATH, ts->dir, path,
+                                        sizeof(path)) != 0)
+    return -1;
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -88,8 +94,8 @@ pid_t e2e_spawn_probes(const test_service_t *ts, const char *err_path,
   if (fd >= 0) dup2(fd, STDERR_FILENO);
   if (drop_root && tg_test_become_nobody() != 0)
     _exit(126);
-  execl(PROBES_PATH, PROBES_PATH, "--socket", ts->producer_sock, "--log-level",
-        "info", (char *)NULL);
+  execl(path, path, "--socket", ts->producer_sock, "--log-level", "info",
+        (char *)NULL);
   _exit(127);
 }
 

@@ -53,8 +53,9 @@ void e2e_read_text(const char *path, char *out, size_t cap);
 /* --- tracegate-probes ---------------------------------------------------- */
 
 /* Runs tracegate-probes (PROBES_PATH, a definition of this library) on
- * |ts|'s producer socket at log level info, as nobody if |drop_root|, its
- * stderr into |err_path|. Returns the pid. */
+ * |ts|'s producer socket at log level info, its stderr into |err_path|. As
+ * nobody if |drop_root|: then from a copy in ts->dir, which the caller made
+ * reachable (0755). Returns the pid, or -1 (the copy failed). */
 pid_t e2e_spawn_probes(const test_service_t *ts, const char *err_path,
                        bool drop_root);
 /* e2e_spawn_probes with its stderr into ts->dir/|name| (the path written

@@ -4,9 +4,16 @@
 Installs the six packages with dpkg -i, then runs what they installed from
 where they installed it. systemd is not PID 1 here, so each daemon starts
 as its installed unit says: ExecStart= with the unit's Environment= and
-EnvironmentFile=, as its User=/Group=/SupplementaryGroups= (setpriv), with
-its RuntimeDirectory=, StateDirectory=, LogsDirectory= and UMask=, and only
-if its ConditionPathExists= holds. Checked:
+EnvironmentFile=, as its User=/Group=/SupplementaryGroups= or DynamicUser=
+(setpriv), with its AmbientCapabilities= and CapabilityBoundingSet= (all
+other capabilities dropped) and NoNewPrivileges, in a mount namespace of
+its own where ProtectKernelTunables= (/sys and /proc/sys read-only),
+ReadOnlyPaths=, ReadWritePaths= and InaccessiblePaths= hold, after the
+sys-kernel-tracing.mount it Wants= (tracefs mounted), with its
+RuntimeDirectory=, StateDirectory=, LogsDirectory= and UMask=, and only
+if its ConditionPathExists= holds; a template unit (X@.service) with its
+instance name for %i. ProtectSystem=, PrivateTmp= and the other
+sandboxing options are not reproduced. Checked:
   - the four service units are enabled, the users exist,
     the relay's and the collector's /etc directories are private;
   - every program has a man page;
@@ -18,6 +25,16 @@ if its ConditionPathExists= holds. Checked:
   - the relay does not start before it has a certificate; given certificates
     (made with the installed tg-certs, i.e. openssl) it starts from its
     installed unit and `tracegate record -H` records the app through it;
+  - the installed tracegate-probes, as its unit runs it (a dynamic user
+    with CAP_DAC_OVERRIDE alone), records sched events for a linux.ftrace
+    config: counted in the trace by a decoder of the trace format here, and
+    by trace_processor (select count(*) from sched) when PERFETTO_BIN
+    names Perfetto's binaries;
+  - two instances of the templates (tracegated@, tracegate-probes@,
+    tracegate-relay@, tracegate-collector@: lab1 and lab2), each with its
+    own sockets, config directory, logs and store, run beside the host's
+    units: each records its own sched events, locally and through its own
+    relay, and its collector stores a snapshot of its relay;
   - the collector starts from its installed config once given its
     certificate and inventory, its ring on the relay traces, and `tracegate
     snapshot` stores a complete snapshot in /var/lib/tracegate-collector;
@@ -33,7 +50,11 @@ The whole test runs in a mount namespace of its own with a fresh tmpfs on
 /run: the daemons' /run/perfetto cannot meet another tracegated of this
 machine, and the maintainer scripts see no running systemd (as here).
 
-Environment: DEB_DIR (the packages), SRC_DIR, WORK (scratch directory).
+Environment: DEB_DIR (the packages), SRC_DIR, WORK (scratch directory),
+PERFETTO_BIN (optional: trace_processor_shell's directory).
+What users other than root run or write (the apps, the recordings) lives
+in a directory of its own under /tmp: WORK may lie where only root can
+enter (a checkout under /root).
 Needs root. Exit 0: all good; 1: a failure, said on standard error.
 """
 import glob
@@ -51,6 +72,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import ctypes
 
 PACKAGES = ["tracegate", "tracegated", "tracegate-relay", "tracegate-collector",
             "libtracegate-agent1", "libtracegate-agent-dev"]
@@ -63,10 +85,20 @@ SCANNED = ["/etc", "/usr", "/var/lib", "/var/log", "/run"]
 DPKG_STATE = ("/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/", "/var/log/apt/")
 UNITDIR = "/lib/systemd/system"
 APP_EVENT = b"deb_installed_app_frame"
-# DynamicUser= of tracegate-probes: a uid from systemd's dynamic range.
+# DynamicUser= of tracegate-probes: a uid from systemd's dynamic range,
+# one per unit instance.
 DYNAMIC_UID = 61184
+INSTANCES = ("lab1", "lab2")
+# ProtectKernelTunables=yes: what it makes read-only that matters here.
+KERNEL_TUNABLES = ("/proc/sys", "/sys")
+FTRACE_CONFIG = """buffers { size_kb: 8192 fill_policy: RING_BUFFER }
+data_sources { config { name: "linux.ftrace" ftrace_config {
+  ftrace_events: "sched/sched_switch" ftrace_events: "sched/sched_waking" } } }
+duration_ms: 2000
+"""
 
 WORK = os.environ.get("WORK") or tempfile.mkdtemp(prefix="deb_install.")
+SHARED = None   # made in main(): /tmp/deb_install.shared.*, 0755
 SRC_DIR = os.environ.get("SRC_DIR", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 DEB_DIR = os.environ.get("DEB_DIR", os.path.join(SRC_DIR, "build", "deb"))
@@ -142,8 +174,9 @@ def can_connect(port):
 
 # --- systemd units, as systemd would run them --------------------------------
 
-def read_unit(name):
-    """{section: [(key, value)]}, continuation lines joined."""
+def read_unit(name, instance=None):
+    """{section: [(key, value)]}, continuation lines joined; %i replaced by
+    |instance| (a template unit's instance name)."""
     sections, cur, pending = {}, None, ""
     with open(os.path.join(UNITDIR, name)) as f:
         for raw in f:
@@ -159,12 +192,23 @@ def read_unit(name):
                 cur = sections.setdefault(s.strip("[]"), [])
             elif "=" in s:
                 k, v = s.split("=", 1)
+                if instance is not None:
+                    v = v.replace("%i", instance)
                 cur.append((k.strip(), v.strip()))
     return sections
 
 
 def values(unit, section, key):
     return [v for k, v in unit.get(section, []) if k == key]
+
+
+def words(unit, section, key):
+    """The space-separated words of every |key| line; an empty assignment
+    resets the list, as systemd's list settings do."""
+    out = []
+    for v in values(unit, section, key):
+        out = out + v.split() if v else []
+    return out
 
 
 def one(unit, section, key, default=None):
@@ -213,10 +257,50 @@ def condition_holds(unit):
                values(unit, "Unit", "ConditionPathExists"))
 
 
+def caps_of(unit, key):
+    """setpriv's spelling of a capability list setting: "-all,+dac_override"."""
+    return ",".join(["-all"] + ["+" + c.lower()[4:] for c in
+                                words(unit, "Service", key)])
+
+
+def sandbox_spec(unit):
+    """The unit's file-system sandbox, as --sandbox applies it: paths
+    whose "-" prefix says they may be missing lose it, missing ones go."""
+    def paths(key):
+        out = []
+        for p in words(unit, "Service", key):
+            optional = p.startswith("-")
+            p = p.lstrip("-+")
+            if os.path.exists(p):
+                out.append(p)
+            elif not optional:
+                raise Failure("%s=%s: no such path (systemd would refuse to "
+                              "start the unit)" % (key, p))
+        return out
+    ro = paths("ReadOnlyPaths")
+    if one(unit, "Service", "ProtectKernelTunables") == "yes":
+        ro += list(KERNEL_TUNABLES)
+    return {"ro": ro, "rw": paths("ReadWritePaths"),
+            "hidden": paths("InaccessiblePaths")}
+
+
+def ensure_wanted_mounts(unit):
+    """What systemd would have mounted for the unit: tracefs, when it wants
+    sys-kernel-tracing.mount (sysinit.target wants it too, on Debian)."""
+    wanted = words(unit, "Unit", "Wants") + words(unit, "Unit", "Requires")
+    if "sys-kernel-tracing.mount" not in wanted:
+        return
+    if os.path.isdir("/sys/kernel/tracing/instances"):
+        return
+    run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+
+
 class Daemon:
-    def __init__(self, name):
-        self.name = name
-        self.unit = read_unit(name + ".service")
+    def __init__(self, name, instance=None, dynamic_uid=DYNAMIC_UID):
+        self.name = name if instance is None else "%s@%s" % (name, instance)
+        self.unit = read_unit(name + (".service" if instance is None
+                                      else "@.service"), instance)
+        self.dynamic_uid = dynamic_uid
         self.proc = None
 
     def start(self):
@@ -224,12 +308,12 @@ class Daemon:
         if not condition_holds(u):
             raise Failure("%s: ConditionPathExists= does not hold" % self.name)
         if one(u, "Service", "DynamicUser") == "yes":
-            uid = gid = DYNAMIC_UID
+            uid = gid = self.dynamic_uid
         else:
             uid = pwd.getpwnam(one(u, "Service", "User")).pw_uid
             gid = grp.getgrnam(one(u, "Service", "Group")).gr_gid
-        groups = [grp.getgrnam(g).gr_gid for v in
-                  values(u, "Service", "SupplementaryGroups") for g in v.split()]
+        groups = [grp.getgrnam(g).gr_gid for g in
+                  words(u, "Service", "SupplementaryGroups")]
         for key, top in (("RuntimeDirectory", "/run"), ("StateDirectory", "/var/lib"),
                          ("LogsDirectory", "/var/log")):
             for d in values(u, "Service", key):
@@ -237,14 +321,26 @@ class Daemon:
                 os.makedirs(path, exist_ok=True)
                 os.chmod(path, int(one(u, "Service", key + "Mode", "0755"), 8))
                 os.chown(path, uid, gid)
+        ensure_wanted_mounts(u)
         argv = exec_argv(u, unit_env(u))
+        if one(u, "Service", "NoNewPrivileges") != "yes":
+            raise Failure("%s: NoNewPrivileges= is not yes" % self.name)
         priv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
                 "--groups=" + ",".join(map(str, groups)) if groups
-                else "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
+                else "--clear-groups",
+                "--inh-caps=" + caps_of(u, "AmbientCapabilities"),
+                "--ambient-caps=" + caps_of(u, "AmbientCapabilities"),
+                "--bounding-set=" + caps_of(u, "CapabilityBoundingSet"),
+                "--no-new-privs"]
+        # A mount namespace of its own, slave to ours (a later mount, as of
+        # tracefs, reaches it), where --sandbox applies the unit's paths.
+        sandbox = ["unshare", "--mount", "--propagation", "slave",
+                   sys.executable, os.path.abspath(__file__), "--sandbox",
+                   json.dumps(sandbox_spec(u)), "--"]
         umask = int(one(u, "Service", "UMask", "0022"), 8)
         self.log = open(os.path.join(WORK, self.name + ".log"), "w")
         say("start %s: %s" % (self.name, " ".join(argv)))
-        self.proc = subprocess.Popen(priv + argv, stdout=self.log,
+        self.proc = subprocess.Popen(sandbox + priv + argv, stdout=self.log,
                                      stderr=subprocess.STDOUT, cwd="/",
                                      preexec_fn=lambda: os.umask(umask))
 
@@ -270,6 +366,65 @@ class Daemon:
                 raise Failure("%s ignored SIGTERM for 20 s" % self.name)
         for d in values(self.unit, "Service", "RuntimeDirectory"):
             subprocess.run(["rm", "-rf", os.path.join("/run", d)])
+
+
+# --- a unit's file-system sandbox, in its own mount namespace -----------------
+
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC = 1, 32, 4096, 16384
+# Flags a read-only bind remount must keep (the kernel refuses to clear a
+# mount's nosuid, nodev, noexec or atime flags in a remount that omits them
+# when they are locked; keeping them is right in any case).
+KEEP = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024,
+        "nodiratime": 2048, "relatime": 1 << 21}
+
+
+def mount_points():
+    """{mount point: its per-mount flags}, from /proc/self/mountinfo."""
+    out = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[4].replace("\\040", " ")
+            flags = 0
+            for o in fields[5].split(","):
+                flags |= KEEP.get(o, 0)
+            out[point] = flags
+    return out
+
+
+def under(path, top):
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def sandbox_main(spec, argv):
+    """As systemd sets up ReadWritePaths=, ReadOnlyPaths= (recursively: every
+    mount below, but those below a read-write path) and InaccessiblePaths=,
+    then execs |argv|."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                           ctypes.c_ulong, ctypes.c_char_p]
+
+    def mount(src, target, fstype, flags, data=None):
+        enc = (lambda x: x.encode() if x is not None else None)
+        if libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
+            e = ctypes.get_errno()
+            sys.exit("sandbox: mount %s on %s: %s" % (src, target, os.strerror(e)))
+
+    for p in spec["rw"] + spec["ro"]:
+        if p not in mount_points():
+            mount(p, p, None, MS_BIND | MS_REC)
+    for top in spec["ro"]:
+        for point, flags in mount_points().items():
+            if not under(point, top) or any(under(point, w) and not
+                                             under(top, w) for w in spec["rw"]):
+                continue
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
+    for p in spec["hidden"]:
+        if os.path.isdir(p):
+            mount("tmpfs", p, "tmpfs", MS_RDONLY, "mode=000")
+        else:
+            mount("/dev/null", p, None, MS_BIND)
+    os.execvp(argv[0], argv)
 
 
 # --- the scenario ---------------------------------------------------------------
@@ -300,7 +455,7 @@ def check_installed_layout():
 def build_apps():
     """The app, built as a user of libtracegate-agent-dev builds it."""
     cflags = run(["pkg-config", "--cflags", "--libs", "tracegate-agent"]).stdout.split()
-    app = os.path.join(WORK, "traced_app")
+    app = os.path.join(SHARED, "traced_app")
     run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror",
          os.path.join(SRC_DIR, "tests/deb/traced_app.c"), "-o", app] + cflags)
     ldd = run(["ldd", app]).stdout
@@ -318,7 +473,9 @@ def build_apps():
                      cache, re.M):
         raise Failure("find_package(tracegate-agent) did not find the installed package")
     say("app built with pkg-config (%s) and with find_package" % " ".join(cflags))
-    return app, os.path.join(cm, "outside_app_cmake")
+    app_cmake = os.path.join(SHARED, "outside_app_cmake")
+    shutil.copy(os.path.join(cm, "outside_app_cmake"), app_cmake)
+    return app, app_cmake
 
 
 def start_app(app, name):
@@ -365,9 +522,7 @@ def record_local(tag):
     if outsider.returncode != 1:
         raise Failure("a user outside group tracegate: tracegate query exited %d, "
                       "want 1 (refused):\n%s" % (outsider.returncode, outsider.stdout))
-    outdir = os.path.join(WORK, "rec-" + tag)
-    os.makedirs(outdir)
-    os.chmod(outdir, 0o777)
+    outdir = shared_dir("rec-" + tag)
     trace = os.path.join(outdir, "trace.pftrace")
     run(["setpriv", "--reuid=%d" % nobody.pw_uid, "--regid=%d" % nobody.pw_gid,
          "--groups=%d" % tg, "/usr/bin/tracegate", "record", "--socket",
@@ -377,6 +532,145 @@ def record_local(tag):
     if APP_EVENT not in data:
         raise Failure("the local recording (%d bytes) lacks the app's events" % len(data))
     return len(data)
+
+
+def shared_dir(name):
+    """A directory under SHARED that nobody may write into."""
+    d = os.path.join(SHARED, name)
+    os.makedirs(d)
+    os.chmod(d, 0o777)
+    return d
+
+
+def pb_fields(buf):
+    """(field number, wire type, value) of one protobuf message: an int for
+    varints and fixed-width fields, bytes for length-delimited ones."""
+    i, n = 0, len(buf)
+
+    def varint():
+        nonlocal i
+        v, shift = 0, 0
+        while True:
+            if i >= n or shift > 63:
+                raise Failure("trace: truncated varint at byte %d" % i)
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while i < n:
+        key = varint()
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            yield field, wt, varint()
+        elif wt == 1 or wt == 5:
+            w = 8 if wt == 1 else 4
+            if i + w > n:
+                raise Failure("trace: truncated fixed field %d" % field)
+            yield field, wt, int.from_bytes(buf[i:i + w], "little")
+            i += w
+        elif wt == 2:
+            ln = varint()
+            if i + ln > n:
+                raise Failure("trace: field %d runs past its message" % field)
+            yield field, wt, buf[i:i + ln]
+            i += ln
+        else:
+            raise Failure("trace: wire type %d of field %d" % (wt, field))
+
+
+def count_varints(buf):
+    return sum(1 for b in buf if b < 0x80)
+
+
+def count_sched(path):
+    """(sched_switch, sched_waking) events of a trace: Trace.packet (1) ->
+    TracePacket.ftrace_events (1) -> FtraceEventBundle: each event (2)
+    with sched_switch (4) or sched_waking (20), and compact_sched (4):
+    switch_timestamp (1) and waking_timestamp (7), packed or not."""
+    switches = wakings = 0
+    with open(path, "rb") as f:
+        data = f.read()
+    for field, wt, packet in pb_fields(data):
+        if field != 1 or wt != 2:
+            continue
+        for pf, pwt, bundle in pb_fields(packet):
+            if pf != 1 or pwt != 2:
+                continue
+            for bf, bwt, v in pb_fields(bundle):
+                if bf == 2 and bwt == 2:
+                    kinds = {f for f, _, _ in pb_fields(v)}
+                    switches += 4 in kinds
+                    wakings += 20 in kinds
+                elif bf == 4 and bwt == 2:
+                    for cf, cwt, cv in pb_fields(v):
+                        k = (count_varints(cv) if cwt == 2 else 1)
+                        if cf == 1:
+                            switches += k
+                        elif cf == 7:
+                            wakings += k
+    return switches, wakings
+
+
+def tp_sched_rows(path):
+    """select count(*) from sched, by Perfetto's trace_processor; None
+    without PERFETTO_BIN."""
+    bin_dir = os.environ.get("PERFETTO_BIN")
+    if not bin_dir:
+        return None
+    tp = os.path.join(bin_dir, "trace_processor_shell")
+    p = run([tp, "-Q", "select count(*) as n from sched", path], timeout=120)
+    rows = [ln.strip() for ln in p.stdout.splitlines()]
+    if '"n"' not in rows or rows.index('"n"') + 1 >= len(rows):
+        raise Failure("trace_processor printed no count:\n" + p.stdout[-2000:])
+    return int(rows[rows.index('"n"') + 1])
+
+
+def check_sched(trace, where):
+    """The trace holds sched events of the probes; says how many."""
+    switches, wakings = count_sched(trace)
+    tp = tp_sched_rows(trace)
+    if switches == 0 or tp == 0:
+        raise Failure("%s: no sched events (sched_switch %d, sched_waking %d, "
+                      "trace_processor's sched rows %s)" % (where, switches,
+                                                             wakings, tp))
+    say("%s: %d sched_switch and %d sched_waking events%s" % (
+        where, switches, wakings,
+        "" if tp is None else ", %d rows in trace_processor's sched table" % tp))
+
+
+def record_ftrace(consumer_sock, tag):
+    """A linux.ftrace session through |consumer_sock|, recorded by a member
+    of group tracegate; the trace's path."""
+    nobody = pwd.getpwnam("nobody")
+    tg = grp.getgrnam("tracegate").gr_gid
+    outdir = shared_dir("ftrace-" + tag)
+    cfg = os.path.join(outdir, "ftrace.pbtxt")
+    with open(cfg, "w") as f:
+        f.write(FTRACE_CONFIG)
+    os.chmod(cfg, 0o644)
+    trace = os.path.join(outdir, "trace.pftrace")
+    run(["setpriv", "--reuid=%d" % nobody.pw_uid, "--regid=%d" % nobody.pw_gid,
+         "--groups=%d" % tg, "/usr/bin/tracegate", "record", "--socket",
+         consumer_sock, "-c", cfg, "--txt", "-o", trace], timeout=60)
+    return trace
+
+
+def has_data_source(consumer_sock, name):
+    p = run(["/usr/bin/tracegate", "query", "--socket", consumer_sock, "--json"],
+            check=False, timeout=30)
+    if p.returncode != 0:
+        return False
+    state = json.loads(p.stdout).get("service_state", {})
+    return any(d.get("ds_descriptor", {}).get("name") == name
+               for d in state.get("data_sources", []))
+
+
+def wait_for_probes(consumer_sock, daemons):
+    wait_for("tracegate-probes' linux.ftrace on " + consumer_sock,
+             lambda: has_data_source(consumer_sock, "linux.ftrace"),
+             procs=daemons)
 
 
 def make_certs():
@@ -413,23 +707,119 @@ def configure_relay(ca, port):
     open(env, "w").write(text)
 
 
-def record_remote(ca, port):
-    out = os.path.join(WORK, "remote.pftrace")
+def configure_relay_instance(ca, inst, port):
+    """What an operator does for tracegate-relay@INST (docs/operations.md):
+    its own directory under /etc/tracegate-relay and its own port."""
+    d = "/etc/tracegate-relay/" + inst
+    os.mkdir(d)
+    os.chmod(d, 0o750)
+    os.chown(d, 0, grp.getgrnam("tracegate-relay").gr_gid)
+    install(os.path.join(ca, "relay.test.pem"), d + "/relay.pem", 0o644)
+    install(os.path.join(ca, "relay.test.key"), d + "/relay.key", 0o640, "tracegate-relay")
+    install(os.path.join(ca, "ca.pem"), d + "/ca.pem", 0o644)
+    install(os.path.join(ca, "crl.pem"), d + "/crl.pem", 0o644)
+    install(os.path.join(ca, "authz"), d + "/authz", 0o640, "tracegate-relay")
+    with open("/etc/tracegate/%s.env" % inst, "w") as f:
+        f.write("TRACEGATE_RELAY_LISTEN=127.0.0.1:%d\n" % port)
+
+
+def remove_operator_files():
+    """The instances' option files and collector configs the test wrote as
+    an operator: no package owns them, so purge leaves them, as it leaves
+    any operator's files. (Purge removes the certificates, keys and authz
+    an instance's relay or collector reads by name, as the host's, and
+    their emptied directories.)"""
+    for inst in INSTANCES:
+        paths = ["/etc/tracegate/%s.env" % inst] + [
+            "/etc/tracegate-collector/%s/%s" % (inst, n)
+            for n in ("collector.conf", "hosts", "flight.pbtxt")]
+        for path in paths:
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def instances(ca, daemons):
+    """Two instances of the templates beside the host's units: each records
+    its own sched events, locally and through its own relay."""
+    ports = {}
+    for k, inst in enumerate(INSTANCES):
+        svc = Daemon("tracegated", inst)
+        daemons.append(svc)
+        svc.start()
+        sock = "/run/tracegate-%s/traced-consumer.sock" % inst
+        wait_for(inst + "'s sockets", lambda: all(os.path.exists(
+            "/run/tracegate-%s/traced-%s.sock" % (inst, s))
+            for s in ("producer", "consumer")), procs=daemons)
+        probes = Daemon("tracegate-probes", inst, DYNAMIC_UID + 1 + k)
+        daemons.append(probes)
+        probes.start()
+        ports[inst] = free_port()
+        configure_relay_instance(ca, inst, ports[inst])
+        relay = Daemon("tracegate-relay", inst)
+        daemons.append(relay)
+        relay.start()
+        wait_for(inst + "'s relay port", lambda: can_connect(ports[inst]),
+                 procs=daemons)
+        wait_for_probes(sock, daemons)
+        http_port = free_port()
+        configure_collector(ca, ports[inst], http_port, inst)
+        coll = Daemon("tracegate-collector", inst)
+        daemons.append(coll)
+        coll.start()
+        wait_for(inst + "'s collector", lambda: can_connect(http_port),
+                 procs=daemons)
+        snap_id, files = collector_snapshot(
+            http_port, ports[inst], daemons,
+            "/var/lib/tracegate-collector-" + inst, want_app=False)
+        say("tracegate-collector@%s: snapshot %s of relay@%s stored: %s" % (
+            inst, snap_id, inst, ", ".join(files)))
+    for inst in INSTANCES:
+        sock = "/run/tracegate-%s/traced-consumer.sock" % inst
+        check_sched(record_ftrace(sock, inst), "instance %s, locally" % inst)
+        cfg = os.path.join(SHARED, "ftrace-" + inst, "ftrace.pbtxt")
+        check_sched(record_remote(ca, ports[inst], "remote-" + inst, cfg),
+                    "instance %s, through tracegate-relay@%s" % (inst, inst))
+    for inst in INSTANCES:
+        for name in ("tracegate-collector", "tracegate-relay",
+                     "tracegate-probes", "tracegated"):
+            d = next(x for x in daemons if x.name == "%s@%s" % (name, inst))
+            d.stop()
+            if d.proc.returncode != 0:
+                raise Failure("%s exited %d on SIGTERM:\n%s" % (
+                    d.name, d.proc.returncode, d.tail()))
+            daemons.remove(d)
+
+
+def record_remote(ca, port, tag="remote", config=None):
+    """`tracegate record -H` through the relay on |port|: track_event (the
+    app's events checked), or the config file |config|. The trace's path."""
+    out = os.path.join(WORK, tag + ".pftrace")
+    what = ["-c", config, "--txt"] if config else ["-t", "2s", "track_event"]
     p = run(["/usr/bin/tracegate", "record", "-H", "127.0.0.1:%d" % port,
              "--tls-server-name", "relay.test",
              "--ca", os.path.join(ca, "ca.pem"),
              "--cert", os.path.join(ca, "deb-tester.pem"),
              "--key", os.path.join(ca, "deb-tester.key"),
-             "-t", "2s", "--merge", "-o", out, "--summary-json", "-",
-             "track_event"], timeout=60)
-    if APP_EVENT not in open(out, "rb").read():
+             "--merge", "-o", out, "--summary-json", "-"] + what, timeout=60)
+    if not config and APP_EVENT not in open(out, "rb").read():
         raise Failure("the recording through the relay lacks the app's events:\n"
                       + p.stdout)
-    return os.path.getsize(out)
+    return out
 
 
-def configure_collector(ca, relay_port, http_port):
+def configure_collector(ca, relay_port, http_port, inst=None):
+    """The host's collector, or an instance of tracegate-collector@ as an
+    operator makes one (docs/operations.md): its own directory under
+    /etc/tracegate-collector with a copy of the packaged config, its own
+    store and port."""
     d = "/etc/tracegate-collector"
+    if inst:
+        d += "/" + inst
+        os.mkdir(d)
+        os.chmod(d, 0o750)
+        os.chown(d, 0, grp.getgrnam("tracegate-collector").gr_gid)
+        for n in ("collector.conf", "hosts", "flight.pbtxt"):
+            install("/etc/tracegate-collector/" + n, os.path.join(d, n), 0o644)
     install(os.path.join(ca, "tracegate-collector.pem"), d + "/collector.pem", 0o644)
     install(os.path.join(ca, "tracegate-collector.key"), d + "/collector.key", 0o640,
             "tracegate-collector")
@@ -439,10 +829,24 @@ def configure_collector(ca, relay_port, http_port):
     conf = open(d + "/collector.conf").read()
     conf = re.sub(r"^listen = .*$", "listen = 127.0.0.1:%d" % http_port, conf,
                   flags=re.M)
+    if inst:
+        conf = re.sub(r"^store = .*$", "store = /var/lib/tracegate-collector-"
+                      + inst, conf, flags=re.M)
     open(d + "/collector.conf", "w").write(conf)
 
 
-def collector_snapshot(http_port, relay_port, daemons):
+def packet_kinds(path):
+    """The TracePacket fields (numbers) present in a trace."""
+    kinds = set()
+    with open(path, "rb") as f:
+        for field, wt, packet in pb_fields(f.read()):
+            if field == 1 and wt == 2:
+                kinds |= {pf for pf, _, _ in pb_fields(packet)}
+    return kinds
+
+
+def collector_snapshot(http_port, relay_port, daemons,
+                       store="/var/lib/tracegate-collector", want_app=True):
     api = "http://127.0.0.1:%d/api/v1/hosts" % http_port
 
     def tracing():
@@ -453,7 +857,7 @@ def collector_snapshot(http_port, relay_port, daemons):
             return False
         return len(hosts) == 1 and hosts[0]["state"] == "tracing"
     wait_for("the collector's ring on the relay to trace", tracing, 60, daemons)
-    js = os.path.join(WORK, "snapshot.json")
+    js = os.path.join(WORK, "snapshot-%d.json" % http_port)
     run(["/usr/bin/tracegate", "snapshot", "--collector",
          "127.0.0.1:%d" % http_port, "--reason", "deb_install", "--json", js,
          "--timeout", "60s"], timeout=90)
@@ -462,11 +866,15 @@ def collector_snapshot(http_port, relay_port, daemons):
             [h["host"] for h in snap["hosts"]] != ["127.0.0.1:%d" % relay_port]:
         raise Failure("the snapshot is not the one asked for, of the relay: %s"
                       % json.dumps(snap))
-    files = glob.glob("/var/lib/tracegate-collector/snapshots/*")
+    files = glob.glob(store + "/snapshots/*")
     if not files:
-        raise Failure("no snapshot file in /var/lib/tracegate-collector/snapshots")
-    if not any(APP_EVENT in open(f, "rb").read() for f in files):
+        raise Failure("no snapshot file in %s/snapshots" % store)
+    if want_app and not any(APP_EVENT in open(f, "rb").read() for f in files):
         raise Failure("the collector's snapshot lacks the app's events")
+    # The flight config's linux.process_stats scans every process as it
+    # starts, before any snapshot's flush: its process_tree (field 2).
+    if not all(2 in packet_kinds(f) for f in files):
+        raise Failure("%s: a snapshot lacks the probes' process tree" % store)
     return snap["snapshot"]["id"], files
 
 
@@ -491,6 +899,9 @@ def scenario(daemons):
     size = record_local("local")
     stop_app(p2, o2, "app_cmake")
     say("local recording of the installed app: %d bytes" % size)
+    wait_for_probes("/run/perfetto/traced-consumer.sock", daemons)
+    check_sched(record_ftrace("/run/perfetto/traced-consumer.sock", "host"),
+                "the host's tracegate-probes")
 
     relay = Daemon("tracegate-relay")
     if condition_holds(relay.unit):
@@ -502,7 +913,8 @@ def scenario(daemons):
     relay.start()
     wait_for("the relay's port", lambda: can_connect(relay_port), procs=daemons)
     say("recording through the installed relay: %d bytes" %
-        record_remote(ca, relay_port))
+        os.path.getsize(record_remote(ca, relay_port)))
+    instances(ca, daemons)
 
     coll = Daemon("tracegate-collector")
     if condition_holds(coll.unit):
@@ -527,6 +939,9 @@ def scenario(daemons):
 
 
 def main():
+    global SHARED
+    if sys.argv[1:2] == ["--sandbox"] and sys.argv[3:4] == ["--"]:
+        sandbox_main(json.loads(sys.argv[2]), sys.argv[4:])
     if os.geteuid() != 0:
         print("deb_install: FAILED: needs root (it installs packages)", file=sys.stderr)
         return 1
@@ -539,7 +954,8 @@ def main():
                               sys.executable] + sys.argv)
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
-    os.chmod(WORK, 0o755)   # the apps run as nobody from here
+    SHARED = tempfile.mkdtemp(prefix="deb_install.shared.")
+    os.chmod(SHARED, 0o755)   # the apps run as nobody from here
     debs = []
     for pkg in PACKAGES:
         found = glob.glob(os.path.join(DEB_DIR, "%s_*.deb" % pkg))
@@ -577,10 +993,13 @@ def main():
                 print("deb_install: FAILED: %s" % e, file=sys.stderr)
                 status = 1
         try:
+            remove_operator_files()
             purge_all()
-        except Failure as e:
+        except (Failure, OSError) as e:
             print("deb_install: FAILED: purge: %s" % e, file=sys.stderr)
             return 1
+        finally:
+            shutil.rmtree(SHARED, ignore_errors=True)
 
     left = sorted(p for p in scan() - before
                   if not p.startswith(DPKG_STATE) and (p in lists or OURS.search(p)))

@@ -1,6 +1,7 @@
 #!/bin/sh
 # deploy_systemd_verify: `systemd-analyze verify` and an offline
-# `systemd-analyze security` check on the installed systemd units, and the
+# `systemd-analyze security` check on the installed systemd units (the
+# templates X@.service as instance lab1: verify wants an instance), and the
 # sysusers.d/tmpfiles.d snippets applied to a scratch root.
 #
 # Skipped (exit 77) where systemd-analyze is missing. It needs no running
@@ -32,12 +33,16 @@ case $UNITDIR in
   *) SRC_UNITS=$ROOT$PREFIX/$UNITDIR ;;
 esac
 
-UNITS="tracegated.service tracegate-relay.service tracegate-probes.service tracegate-collector.service"
-for u in $UNITS; do
-  [ -f "$SRC_UNITS/$u" ] || die "$u not installed in $SRC_UNITS"
-  # Only the program paths of the install move into the DESTDIR.
-  sed "s|^\(Exec[A-Za-z]*=[-@:+!]*\)$PREFIX/|\1$ROOT$PREFIX/|" \
-    "$SRC_UNITS/$u" >"$WORK/units/$u"
+UNITS=""
+for name in tracegated tracegate-relay tracegate-probes tracegate-collector; do
+  for src in $name.service $name@.service; do
+    [ -f "$SRC_UNITS/$src" ] || die "$src not installed in $SRC_UNITS"
+    u=$(echo "$src" | sed 's/@\.service$/@lab1.service/')
+    UNITS="$UNITS $u"
+    # Only the program paths of the install move into the DESTDIR.
+    sed "s|^\(Exec[A-Za-z]*=[-@:+!]*\)$PREFIX/|\1$ROOT$PREFIX/|" \
+      "$SRC_UNITS/$src" >"$WORK/units/$u"
+  done
 done
 
 cd "$WORK/units"

@@ -314,6 +314,49 @@ int tg_test_tp_answer(const char *path, const char *sql, char *out,
   return 1;
 }
 
+int tg_test_copy_program(const char *src, const char *dir, char *out,
+                         size_t cap) {
+  const char *base = strrchr(src, '/');
+  base = base ? base + 1 : src;
+  int n = snprintf(out, cap, "%s/%s", dir, base);
+  if (n < 0 || (size_t)n >= cap) return -ENAMETOOLONG;
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -errno;
+  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  if (fd < 0) {
+    int err = -errno;
+    close(in);
+    return err;
+  }
+  int err = 0;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = read(in, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      err = -errno;
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t off = 0; off < r;) {
+      ssize_t w = write(fd, buf + off, (size_t)(r - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        err = -errno;
+        break;
+      }
+      off += w;
+    }
+    if (err) break;
+  }
+  close(in);
+  /* The umask may have taken bits from the mode open() was given. */
+  if (!err && fchmod(fd, 0755) != 0) err = -errno;
+  if (close(fd) != 0 && !err) err = -errno;
+  if (err) unlink(out);
+  return err;
+}
+
 int tg_test_become_nobody(void) {
   if (setgroups(0, NULL) != 0 || setgid(TG_TEST_NOBODY) != 0 ||
       setuid(TG_TEST_NOBODY) != 0)

@@ -82,6 +82,13 @@ int tg_test_rm_rf(const char *path);
 /* Becomes nobody (uid and gid TG_TEST_NOBODY, no supplementary groups):
  * for a forked child of a test running as root. Returns 0 or -errno. */
 int tg_test_become_nobody(void);
+/* Copies the program at |src| to |dir|/<its base name>, mode 0755, and
+ * writes that path into |out|: what a child that becomes nobody executes,
+ * since the build tree may lie where only root can enter (a checkout under
+ * /root, a mkdtemp directory). |dir| must be one nobody can reach. Returns
+ * 0 or -errno. */
+int tg_test_copy_program(const char *src, const char *dir, char *out,
+                         size_t cap);
 
 /* Runs deploy/certs/tg-certs in |dir| with |args|, words separated by
  * spaces ("client pki alice --role record"), its output discarded. Returns
