@@ -28,7 +28,6 @@
 #define PKT_TRACK_EVENT 11
 #define PKT_SEQUENCE_FLAGS 13
 #define PKT_TRACK_DESCRIPTOR 60
-#define SEQ_INCREMENTAL_STATE_CLEARED 1
 /* TrackDescriptor and TrackEvent. */
 #define TD_UUID 1
 #define TD_NAME 2
