@@ -469,8 +469,9 @@
     "longer holds (no clear since, or lost data) were left out and counted "  \
     "as loss; the host is partial; the counts follow")                        \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
-    "linux.ftrace: an instance cannot trace the kernel (tracefs needs root, " \
-    "or the kernel has none); the instance and the reason follow")            \
+    "linux.ftrace: an instance cannot trace the kernel (writing tracefs "     \
+    "needs root or CAP_DAC_OVERRIDE, or the kernel has none); the instance " \
+    "and the reason follow")                                                  \
   X(PROBES_UNACTED_FIELDS, 6002, "tracegate-probes",                          \
     "a data source's config sets fields tracegate-probes does not act on; "   \
     "the data source, their number and names follow")                         \
