@@ -106,10 +106,15 @@ static void snapshot(coll_t *c, const tg_am_alert_t *a, tg_am_verdict_t v,
     }
     for (size_t i = 0; i < c->n; i++) {
       if (!hit[i]) continue;
+      if (n_hosts < TG_AM_ANSWER_HOSTS_MAX)
+        json_array_append_new(list, json_string(c->hosts[i]->t.spec));
       hosts[n_hosts++] = c->hosts[i];
-      json_array_append_new(list, json_string(c->hosts[i]->t.spec));
     }
     json_object_set_new(row, "hosts", list);
+    if (n_hosts > TG_AM_ANSWER_HOSTS_MAX)
+      json_object_set_new(row, "hosts_more",
+                          json_integer((json_int_t)(n_hosts -
+                                                    TG_AM_ANSWER_HOSTS_MAX)));
   } else {
     json_object_set_new(row, "group", json_string(group));
   }

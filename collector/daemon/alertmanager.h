@@ -72,6 +72,10 @@
  * objects or arrays (40 to 75 times) is refused. */
 #define TG_AM_TREE_PER_BYTE 16u
 #define TG_AM_TREE_BASE (1u << 20)
+/* An answer's row lists at most this many of the hosts its alert named
+ * (then "hosts_more" counts the others), so that 1000 alerts naming a
+ * mapping of many hosts do not make an answer of a million names. */
+#define TG_AM_ANSWER_HOSTS_MAX 32
 /* An alert's identity in the repeat window: SHA-256 over the SHA-256 of
  * the groupKey, then the labels as JSON with sorted keys. */
 #define TG_AM_KEY_LEN 32

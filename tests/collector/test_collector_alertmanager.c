@@ -1294,6 +1294,36 @@ static void a_host_is_named_by_the_inventory_not_by_itself(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* An answer's row lists at most TG_AM_ANSWER_HOSTS_MAX hosts of those its
+ * alert named, and counts the others: an alert naming a mapping of 40
+ * hosts (none reachable: the row is written whatever the snapshot's
+ * fate) lists 32 and counts 8. */
+static void an_answer_lists_a_bounded_number_of_hosts(void **state) {
+  (void)state;
+  enum { N = TG_AM_ANSWER_HOSTS_MAX + 8 };
+  static fleet_host_t h[N];
+  char extra[1024] = "alertmanager_host = many";
+  for (size_t i = 0; i < N; i++) {
+    /* Loopback ports below 64 nobody listens on here: refused at once. */
+    snprintf(h[i].spec, sizeof(h[i].spec), "127.0.0.1:%zu", i + 2);
+    snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), " %s",
+             h[i].spec);
+  }
+  snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "\n");
+  write_config(h, N, extra);
+  collector_t c;
+  collector_start(&c);
+  char out[256], key[32];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("many.json"));
+  assert_int_equal(post_alert(&c, "many", "Many", "many", out), 200);
+  assert_json(out, "alerts.0.hosts_more", "8");
+  snprintf(key, sizeof(key), "alerts.0.hosts.%d", TG_AM_ANSWER_HOSTS_MAX - 1);
+  assert_non_null(tg_test_json(out, key));
+  snprintf(key, sizeof(key), "alerts.0.hosts.%d", TG_AM_ANSWER_HOSTS_MAX);
+  assert_null(tg_test_json(out, key));
+  collector_stop(&c);
+}
+
 /* The collector's resident memory, and its peak, may grow by this much
  * over 1000 payloads of the memory case. What a payload takes is about
  * 5 MiB (its tree, its answer) and nothing of it is kept but repeat-window
@@ -1320,7 +1350,8 @@ static uint64_t status_bytes(pid_t pid, const char *field) {
 }
 
 /* The memory case end to end, on the default plain-HTTP loopback
- * listener: AM_PAYLOADS payloads of 256 KiB (alertmanager_max_bytes'
+ * listener: a payload whose tree would pass its bound refused (413); then
+ * AM_PAYLOADS payloads of 256 KiB (alertmanager_max_bytes'
  * default), each a 228 KB groupKey and 1000 resolved alerts, all answered
  * 200, every alert counted, and the collector's VmRSS (what it kept) and
  * VmHWM (its peak while it read them) grown by at most AM_RSS_GROWTH_MAX. */
@@ -1359,6 +1390,22 @@ static void webhook_payloads_leave_memory_bounded(void **state) {
   free(payload);
   snprintf(port, sizeof(port), "%d", c.port);
   snprintf(count, sizeof(count), "%d", AM_PAYLOADS);
+  /* A payload whose tree would pass its bound: 413, counted with the
+   * payloads over alertmanager_max_bytes. */
+  char bomb_path[256], url[128];
+  snprintf(bomb_path, sizeof(bomb_path), "%s", fleet_in_dir("tree-bomb.json"));
+  char *bomb = malloc((256u << 10) + 1);
+  assert_non_null(bomb);
+  size_t k = (size_t)sprintf(bomb, "{\"receiver\":\"r\",\"status\":\"firing\","
+                                   "\"version\":\"4\",\"groupKey\":\"k\","
+                                   "\"alerts\":[],\"pad\":[{}");
+  while (k + 5 <= 256u << 10) k += (size_t)sprintf(bomb + k, ",{}");
+  sprintf(bomb + k, "]}");
+  write_text(bomb_path, bomb);
+  free(bomb);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/alertmanager", c.port);
+  assert_int_equal(request(url, NULL, "POST", bomb_path, out), 413);
+  assert_non_null(tg_test_json(out, "error"));
   uint64_t before = status_bytes(c.pid, "VmRSS");
   uint64_t peak_before = status_bytes(c.pid, "VmHWM");
   const char *argv[] = {"python3", "-c", script, port, body, count, out, NULL};
@@ -1385,6 +1432,8 @@ static void webhook_payloads_leave_memory_bounded(void **state) {
            "tracegate_collector_alertmanager_alerts_total{result=\"resolved\"} "
            "%d\n", AM_PAYLOADS * TG_AM_ALERTS_MAX);
   wait_metric(&c, status, metrics);
+  wait_metric(&c, "tracegate_collector_alertmanager_payloads_refused_total"
+                  "{status=\"413\"} 1\n", metrics);
   print_message("collector VmRSS %llu KiB before, %llu KiB after %d "
                 "payloads; VmHWM %llu KiB before, %llu KiB after\n",
                 (unsigned long long)(before >> 10),
@@ -1427,6 +1476,7 @@ int main(void) {
       FLEET_TEST(alertmanager_snapshots_what_its_alerts_name),
       FLEET_TEST(an_alert_storm_queues_and_spends_its_own_budget),
       FLEET_TEST(a_host_is_named_by_the_inventory_not_by_itself),
+      FLEET_TEST(an_answer_lists_a_bounded_number_of_hosts),
       FLEET_TEST(webhook_payloads_leave_memory_bounded),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
