@@ -15,7 +15,8 @@
  * "queued" (it begins when one under way ends; its id is not known yet),
  * "refused" (over "budget"), "error" (with "error"), or what
  * tg_am_verdict_name() says of an alert that snapshots nothing. A payload
- * over alertmanager_max_bytes is 413 and a malformed one 400, both before
+ * over alertmanager_max_bytes, or whose JSON tree would take more than its
+ * bound (alertmanager.h), is 413 and a malformed one 400, all before
  * anything is done.
  *
  * Only the route's record role (routes.h) may post here, as for every
@@ -60,11 +61,7 @@ static json_t *id_json(uint64_t id) {
 static void inventory(const coll_t *c, tg_am_inv_t *inv) {
   for (size_t i = 0; i < c->n; i++) {
     const coll_host_t *h = c->hosts[i];
-    inv[i] = (tg_am_inv_t){
-        .spec = h->t.spec,
-        .host = h->t.host,
-        .hostname = h->fh && h->fh->report.has_info ? h->fh->report.hostname
-                                                    : ""};
+    inv[i] = (tg_am_inv_t){.spec = h->t.spec, .host = h->t.host};
   }
 }
 
@@ -109,10 +106,15 @@ static void snapshot(coll_t *c, const tg_am_alert_t *a, tg_am_verdict_t v,
     }
     for (size_t i = 0; i < c->n; i++) {
       if (!hit[i]) continue;
+      if (n_hosts < TG_AM_ANSWER_HOSTS_MAX)
+        json_array_append_new(list, json_string(c->hosts[i]->t.spec));
       hosts[n_hosts++] = c->hosts[i];
-      json_array_append_new(list, json_string(c->hosts[i]->t.spec));
     }
     json_object_set_new(row, "hosts", list);
+    if (n_hosts > TG_AM_ANSWER_HOSTS_MAX)
+      json_object_set_new(row, "hosts_more",
+                          json_integer((json_int_t)(n_hosts -
+                                                    TG_AM_ANSWER_HOSTS_MAX)));
   } else {
     json_object_set_new(row, "group", json_string(group));
   }
@@ -148,10 +150,8 @@ static void snapshot(coll_t *c, const tg_am_alert_t *a, tg_am_verdict_t v,
   else
     TG_INFO("alertmanager: alert '%s' -> snapshot %016" PRIx64 " of group "
             "%s%s", name, id, group, id ? "" : " (queued)");
-  int noted = tg_am_seen_note(c->am.seen, a->key, coll_loop_ms(c), id);
-  if (noted < 0)
-    TG_WARN("alertmanager: alert '%s': not kept in the repeat window: %s",
-            name, tg_strerror(noted));
+  tg_am_seen_note(c->am.seen, a->key, coll_loop_ms(c),
+                  c->cfg.am_repeat_window_ms, id);
 }
 
 void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
@@ -170,6 +170,10 @@ void coll_alertmanager_post(coll_t *c, tg_http_exchange_t *x,
   int rv = tg_am_parse(r->body, r->body_len, c->cfg.am_host_label,
                        c->cfg.am_group_label, &p, &why);
   if (rv == -ENOMEM) return send_error(x, 503, why);
+  if (rv == -E2BIG) { /* its tree past the bound (alertmanager.h) */
+    c->am.oversized++;
+    return send_error(x, 413, why);
+  }
   if (rv < 0) {
     c->am.malformed++;
     return send_error(x, 400, why);
@@ -234,7 +238,7 @@ void coll_alertmanager_metrics(const coll_t *c, FILE *f) {
             PRIu64 "\n", tg_am_result_name((tg_am_result_t)r), c->am.alerts[r]);
   fprintf(f, "# HELP tracegate_collector_alertmanager_payloads_refused_total "
           "Webhook payloads refused whole: malformed (400), over "
-          "alertmanager_max_bytes (413).\n"
+          "alertmanager_max_bytes or its tree's bound (413).\n"
           "# TYPE tracegate_collector_alertmanager_payloads_refused_total "
           "counter\n"
           "tracegate_collector_alertmanager_payloads_refused_total{status="

@@ -23,6 +23,15 @@
  * the whole payload (400: nothing done). Fields not listed are ignored (a
  * newer Alertmanager may add some).
  *
+ * Memory. What a payload costs is bounded by its size, whoever sends it:
+ * jansson's tree of it by TG_AM_TREE_PER_BYTE times its size plus
+ * TG_AM_TREE_BASE (tg_json_load; past it the payload is refused whole,
+ * -E2BIG: 413), each alert's repeat key by a fixed-size digest, each
+ * reason by TG_COLL_REASON_MAX and by its alert's own text. Nothing of a
+ * payload outlives its request but the digests of the alerts that
+ * snapshotted, in the repeat window (TG_AM_SEEN_MAX of them, each for
+ * the window's time at most).
+ *
  * What an alert calls for (tg_am_decide), in order:
  *   resolved       its status is "resolved": nothing;
  *   no_alertname   no "alertname" label, or one empty or over
@@ -35,11 +44,15 @@
  *   hosts          else the host label's value names inventory hosts:
  *                  an alertmanager_host line whose VALUE it is (exactly),
  *                  else the host whose spec it is ("db1:7467"), else
- *                  every host whose name, or whose reported hostname, is
- *                  its host part ("db1" of "db1:9100"); no_host when it
- *                  names none of this collector's shard, no_label when
- *                  the alert has neither label.
- * Every comparison is of exact bytes.
+ *                  every host whose inventory name is its host part
+ *                  ("db1" of "db1:9100"); no_host when it names none of
+ *                  this collector's shard, no_label when the alert has
+ *                  neither label.
+ * Every comparison is of exact bytes, and only with what the operator
+ * wrote (the inventory, the alertmanager_host mappings): never with what
+ * a host says of itself (its reported hostname), which a host that is not
+ * db1 could set to "db1" to be snapshotted, and spoil the file, whenever
+ * db1 alerts.
  */
 #ifndef TRACEGATE_COLLECTOR_DAEMON_ALERTMANAGER_H
 #define TRACEGATE_COLLECTOR_DAEMON_ALERTMANAGER_H
@@ -52,10 +65,24 @@
 
 #define TG_AM_ALERTS_MAX 1000 /* alerts in one payload */
 #define TG_AM_LABELS_MAX 256  /* labels, and annotations, of one alert */
-/* The repeat window holds at most this many alerts, and this many bytes
- * of their keys; past either the oldest entry is forgotten first. */
+/* jansson's tree of a payload of N bytes may take TG_AM_TREE_PER_BYTE * N
+ * + TG_AM_TREE_BASE bytes (malloc_usable_size of every block). Alertmanager's
+ * own payloads take about 6 times their text; the base covers the fixed
+ * cost of 1000 small alerts (about 700 bytes each); a document of empty
+ * objects or arrays (40 to 75 times) is refused. */
+#define TG_AM_TREE_PER_BYTE 16u
+#define TG_AM_TREE_BASE (1u << 20)
+/* An answer's row lists at most this many of the hosts its alert named
+ * (then "hosts_more" counts the others), so that 1000 alerts naming a
+ * mapping of many hosts do not make an answer of a million names. */
+#define TG_AM_ANSWER_HOSTS_MAX 32
+/* An alert's identity in the repeat window: SHA-256 over the SHA-256 of
+ * the groupKey, then the labels as JSON with sorted keys. */
+#define TG_AM_KEY_LEN 32
+/* The repeat window holds at most this many alerts (a fixed table, about
+ * 200 KiB), each no longer than the window: an entry older is dropped
+ * when the next is noted, and when the table is full the oldest goes. */
 #define TG_AM_SEEN_MAX 4096
-#define TG_AM_SEEN_BYTES (8u << 20)
 
 typedef struct tg_am_alert {
   bool firing; /* status "firing" (else "resolved") */
@@ -63,13 +90,15 @@ typedef struct tg_am_alert {
   const char *alertname;
   const char *host;  /* the host label's (alertmanager_host_label) */
   const char *group; /* the group label's (alertmanager_group_label) */
-  /* The repeat window's identity: the groupKey, a newline, the labels as
-   * JSON with sorted keys. The payload's. */
-  char *key;
-  /* The snapshot's reason: {"labels":{..},"annotations":{..}} as JSON
-   * with sorted keys, at most TG_COLL_REASON_MAX bytes: when the whole
-   * does not fit, the annotations go ("cut":true), then the labels but
-   * alertname, then that too. The payload's. */
+  /* The repeat window's identity (TG_AM_KEY_LEN above): two alerts have
+   * the same key when they have the same groupKey and the same labels
+   * (SHA-256's collision resistance: no sender can make two that differ
+   * share one). */
+  uint8_t key[TG_AM_KEY_LEN];
+  /* A firing alert's snapshot reason: {"labels":{..},"annotations":{..}}
+   * as JSON with sorted keys, at most TG_COLL_REASON_MAX bytes: when the
+   * whole does not fit, the annotations go ("cut":true), then the labels
+   * but alertname, then that too. The payload's; NULL when resolved. */
   char *reason;
 } tg_am_alert_t;
 
@@ -85,7 +114,8 @@ typedef struct tg_am_payload {
 /* Parses the |len| bytes at |body_untrusted| (no NUL needed) into *out,
  * taking the labels named |host_label| and |group_label| (borrowed for the
  * call). 0, and the caller frees *out with tg_am_payload_free(); or
- * -EINVAL (malformed: |why|, static text, says what) or -ENOMEM, with
+ * -EINVAL (malformed: |why|, static text, says what), -E2BIG (its tree
+ * would take more than the bound above: |why| says so) or -ENOMEM, with
  * *out owning nothing. */
 int tg_am_parse(const uint8_t *body_untrusted, size_t len,
                 const char *host_label, const char *group_label,
@@ -93,11 +123,11 @@ int tg_am_parse(const uint8_t *body_untrusted, size_t len,
 /* NULL-safe; safe to call twice. */
 void tg_am_payload_free(tg_am_payload_t *p);
 
-/* One host of the collector's shard, as matching sees it (borrowed). */
+/* One host of the collector's shard, as matching sees it (borrowed):
+ * only what the operator wrote. */
 typedef struct tg_am_inv {
-  const char *spec;     /* as the inventory spells it: "db1.example:7467" */
-  const char *host;     /* its host part: "db1.example" */
-  const char *hostname; /* what the host reports (uname), "" if unknown */
+  const char *spec; /* as the inventory spells it: "db1.example:7467" */
+  const char *host; /* its host part: "db1.example" */
 } tg_am_inv_t;
 
 /* Which of |inv| (|n|) the host label's |value| names (above), as flags
@@ -114,13 +144,13 @@ void tg_am_seen_free(tg_am_seen_t *s); /* NULL-safe */
 /* Whether |key| was noted within |window_ms| before |now_ms| (an entry
  * from after |now_ms|, a clock that went back, is not): then *id is the
  * snapshot it was noted with (0: queued, its id unknown then). */
-bool tg_am_seen_recent(const tg_am_seen_t *s, const char *key, int64_t now_ms,
-                       int64_t window_ms, uint64_t *id);
+bool tg_am_seen_recent(const tg_am_seen_t *s, const uint8_t key[TG_AM_KEY_LEN],
+                       int64_t now_ms, int64_t window_ms, uint64_t *id);
 /* Notes that |key| snapshotted (|id|) at |now_ms|, in place of what was
- * noted of it before. 0; -E2BIG (a key over TG_AM_SEEN_BYTES: not noted)
- * or -ENOMEM. */
-int tg_am_seen_note(tg_am_seen_t *s, const char *key, int64_t now_ms,
-                    uint64_t id);
+ * noted of it before; first forgets every entry not recent at |now_ms|
+ * within |window_ms|, then, when the table is full, the oldest. */
+void tg_am_seen_note(tg_am_seen_t *s, const uint8_t key[TG_AM_KEY_LEN],
+                     int64_t now_ms, int64_t window_ms, uint64_t id);
 /* Entries held (for tests). */
 size_t tg_am_seen_count(const tg_am_seen_t *s);
 

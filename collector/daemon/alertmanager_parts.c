@@ -6,10 +6,12 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collector/catalog.h"
+#include "common/json.h"
 
 /* --- the payload ----------------------------------------------------------- */
 
@@ -70,20 +72,44 @@ static char *reason_of(const json_t *labels, const json_t *annotations) {
   return out;
 }
 
-/* groupKey "\n" labels, sorted. */
-static char *key_of(const char *group_key, const json_t *labels) {
-  char *text = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
-  if (!text) return NULL;
-  size_t g = strlen(group_key), t = strlen(text);
-  char *key = malloc(g + 1 + t + 1);
-  if (key) {
-    memcpy(key, group_key, g);
-    key[g] = '\n';
-    memcpy(key + g + 1, text, t + 1);
-  }
-  free(text);
-  return key;
+/* The digests of one parse: the groupKey's once, then each alert's key
+ * from it, so that a long groupKey is read once per payload, not once per
+ * alert. */
+typedef struct keyer {
+  EVP_MD_CTX *md;
+  uint8_t group[TG_AM_KEY_LEN];
+} keyer_t;
+
+static int digest_part(const char *buffer, size_t size, void *md) {
+  return EVP_DigestUpdate(md, buffer, size) == 1 ? 0 : -1;
 }
+
+/* SHA-256 of |group_key| into k->group. */
+static bool keyer_start(keyer_t *k, const char *group_key) {
+  k->md = EVP_MD_CTX_new();
+  unsigned int n = 0;
+  return k->md && EVP_DigestInit_ex(k->md, EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(k->md, group_key, strlen(group_key)) == 1 &&
+         EVP_DigestFinal_ex(k->md, k->group, &n) == 1 && n == TG_AM_KEY_LEN;
+}
+
+/* SHA-256(SHA-256(groupKey) || labels as compact JSON, sorted keys): the
+ * group's digest has a fixed length and JSON text delimits itself, so
+ * two different (groupKey, labels) give two different inputs. The labels
+ * are written into the digest as they are serialised, not copied. */
+static bool key_of(keyer_t *k, const json_t *labels,
+                   uint8_t key[TG_AM_KEY_LEN]) {
+  unsigned int n = 0;
+  return EVP_DigestInit_ex(k->md, EVP_sha256(), NULL) == 1 &&
+         EVP_DigestUpdate(k->md, k->group, sizeof(k->group)) == 1 &&
+         json_dump_callback(labels, digest_part, k->md,
+                            JSON_COMPACT | JSON_SORT_KEYS) == 0 &&
+         EVP_DigestFinal_ex(k->md, key, &n) == 1 && n == TG_AM_KEY_LEN;
+}
+
+/* The 413's text names the bound. */
+_Static_assert(TG_AM_TREE_PER_BYTE == 16 && TG_AM_TREE_BASE == 1u << 20,
+               "tg_am_parse's -E2BIG text names the tree's bound");
 
 static int bad(const char **why, const char *text) {
   *why = text;
@@ -91,9 +117,9 @@ static int bad(const char **why, const char *text) {
 }
 
 /* One alert of the array, checked, into *a. */
-static int parse_alert(const json_t *v, const char *group_key,
-                       const char *host_label, const char *group_label,
-                       tg_am_alert_t *a, const char **why) {
+static int parse_alert(const json_t *v, keyer_t *k, const char *host_label,
+                       const char *group_label, tg_am_alert_t *a,
+                       const char **why) {
   if (!json_is_object(v)) return bad(why, "alerts: an alert is not an object");
   int st = status_of(json_object_get(v, "status"));
   if (st < 0) return bad(why, "alert status: not \"firing\" or \"resolved\"");
@@ -113,9 +139,9 @@ static int parse_alert(const json_t *v, const char *group_key,
   a->alertname = label(labels, "alertname");
   a->host = label(labels, host_label);
   a->group = label(labels, group_label);
-  a->key = key_of(group_key, labels);
-  a->reason = reason_of(labels, annotations);
-  if (!a->key || !a->reason) {
+  /* Only a firing alert may snapshot, so only its reason is written. */
+  if (!key_of(k, labels, a->key) ||
+      (a->firing && !(a->reason = reason_of(labels, annotations)))) {
     *why = "out of memory";
     return -ENOMEM;
   }
@@ -128,13 +154,27 @@ int tg_am_parse(const uint8_t *body_untrusted, size_t len,
   memset(out, 0, sizeof(*out));
   *why = NULL;
   json_error_t err;
+  int rv;
   /* Duplicate keys refused: a label given twice would be read one way
    * here and maybe another in Alertmanager. */
-  json_t *doc = json_loadb((const char *)body_untrusted, len,
-                           JSON_REJECT_DUPLICATES, &err);
-  if (!doc) return bad(why, "not JSON (or a key twice, or not UTF-8)");
+  size_t max_tree = len > (SIZE_MAX - TG_AM_TREE_BASE) / TG_AM_TREE_PER_BYTE
+                        ? SIZE_MAX
+                        : len * TG_AM_TREE_PER_BYTE + TG_AM_TREE_BASE;
+  json_t *doc = tg_json_load((const char *)body_untrusted, len,
+                             JSON_REJECT_DUPLICATES, max_tree, &err, &rv);
+  if (!doc) {
+    if (rv == -E2BIG)
+      *why = "its JSON tree would take more than 16 times its size "
+             "plus 1 MiB";
+    else if (rv == -ENOMEM)
+      *why = "out of memory";
+    else
+      *why = "not JSON (or a key twice, or not UTF-8)";
+    return rv;
+  }
   out->doc = doc;
-  int rv = -EINVAL;
+  keyer_t k = {0};
+  rv = -EINVAL;
   if (!json_is_object(doc)) {
     *why = "not a JSON object";
     goto fail;
@@ -153,6 +193,11 @@ int tg_am_parse(const uint8_t *body_untrusted, size_t len,
     goto fail;
   }
   out->firing = st == 1;
+  if (!keyer_start(&k, out->group_key)) {
+    *why = "out of memory";
+    rv = -ENOMEM;
+    goto fail;
+  }
   if (!strings_ok(json_object_get(doc, "groupLabels"), TG_AM_LABELS_MAX) ||
       !strings_ok(json_object_get(doc, "commonLabels"), TG_AM_LABELS_MAX) ||
       !strings_ok(json_object_get(doc, "commonAnnotations"),
@@ -181,23 +226,22 @@ int tg_am_parse(const uint8_t *body_untrusted, size_t len,
   }
   for (size_t i = 0; i < n; i++) {
     out->n_alerts = i + 1; /* freed with the payload if it fails */
-    rv = parse_alert(json_array_get(alerts, i), out->group_key, host_label,
-                     group_label, &out->alerts[i], why);
+    rv = parse_alert(json_array_get(alerts, i), &k, host_label, group_label,
+                     &out->alerts[i], why);
     if (rv < 0) goto fail;
   }
   out->n_alerts = n;
+  EVP_MD_CTX_free(k.md);
   return 0;
 fail:
+  EVP_MD_CTX_free(k.md);
   tg_am_payload_free(out);
   return rv;
 }
 
 void tg_am_payload_free(tg_am_payload_t *p) {
   if (!p) return;
-  for (size_t i = 0; i < p->n_alerts; i++) {
-    free(p->alerts[i].key);
-    free(p->alerts[i].reason);
-  }
+  for (size_t i = 0; i < p->n_alerts; i++) free(p->alerts[i].reason);
   free(p->alerts);
   json_decref(p->doc);
   memset(p, 0, sizeof(*p));
@@ -244,18 +288,14 @@ size_t tg_am_match(const tg_coll_config_t *cfg, const char *value,
   char name[TG_COLL_CONFIG_HOST_MAX + 1];
   if (!host_part(value, name, sizeof(name)) || !name[0]) return 0;
   for (size_t i = 0; i < n; i++)
-    if (!strcmp(inv[i].host, name) ||
-        (inv[i].hostname[0] && !strcmp(inv[i].hostname, name)))
-      hit[i] = true, k++;
+    if (!strcmp(inv[i].host, name)) hit[i] = true, k++;
   return k;
 }
 
 /* --- the repeat window ------------------------------------------------------ */
 
 typedef struct seen_entry {
-  char *key;
-  size_t len;
-  uint64_t hash;
+  uint8_t key[TG_AM_KEY_LEN];
   int64_t at_ms;
   uint64_t id;
 } seen_entry_t;
@@ -263,81 +303,56 @@ typedef struct seen_entry {
 struct tg_am_seen {
   seen_entry_t e[TG_AM_SEEN_MAX];
   size_t n;
-  size_t bytes;
 };
 
-/* FNV-1a 64: a first look before the exact comparison. */
-static uint64_t hash_of(const char *s, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-static seen_entry_t *find(const tg_am_seen_t *s, const char *key) {
-  size_t len = strlen(key);
-  uint64_t h = hash_of(key, len);
-  for (size_t i = 0; i < s->n; i++) {
-    const seen_entry_t *e = &s->e[i];
-    if (e->hash == h && e->len == len && !memcmp(e->key, key, len))
-      return (seen_entry_t *)e;
-  }
+static seen_entry_t *find(const tg_am_seen_t *s,
+                          const uint8_t key[TG_AM_KEY_LEN]) {
+  for (size_t i = 0; i < s->n; i++)
+    if (!memcmp(s->e[i].key, key, TG_AM_KEY_LEN))
+      return (seen_entry_t *)&s->e[i];
   return NULL;
 }
 
-static void drop(tg_am_seen_t *s, size_t i) {
-  s->bytes -= s->e[i].len;
-  free(s->e[i].key);
-  s->e[i] = s->e[--s->n];
+/* Whether |e| still holds at |now_ms| within |window_ms|. */
+static bool recent(const seen_entry_t *e, int64_t now_ms, int64_t window_ms) {
+  return now_ms >= e->at_ms && now_ms - e->at_ms < window_ms;
 }
 
 tg_am_seen_t *tg_am_seen_new(void) { return calloc(1, sizeof(tg_am_seen_t)); }
 
-void tg_am_seen_free(tg_am_seen_t *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->n; i++) free(s->e[i].key);
-  free(s);
-}
+void tg_am_seen_free(tg_am_seen_t *s) { free(s); }
 
 size_t tg_am_seen_count(const tg_am_seen_t *s) { return s->n; }
 
-bool tg_am_seen_recent(const tg_am_seen_t *s, const char *key, int64_t now_ms,
-                       int64_t window_ms, uint64_t *id) {
+bool tg_am_seen_recent(const tg_am_seen_t *s, const uint8_t key[TG_AM_KEY_LEN],
+                       int64_t now_ms, int64_t window_ms, uint64_t *id) {
   const seen_entry_t *e = find(s, key);
-  if (!e || now_ms < e->at_ms || now_ms - e->at_ms >= window_ms) return false;
+  if (!e || !recent(e, now_ms, window_ms)) return false;
   *id = e->id;
   return true;
 }
 
-int tg_am_seen_note(tg_am_seen_t *s, const char *key, int64_t now_ms,
-                    uint64_t id) {
-  size_t len = strlen(key);
-  if (len > TG_AM_SEEN_BYTES) return -E2BIG;
+void tg_am_seen_note(tg_am_seen_t *s, const uint8_t key[TG_AM_KEY_LEN],
+                     int64_t now_ms, int64_t window_ms, uint64_t id) {
   seen_entry_t *e = find(s, key);
   if (e) {
     e->at_ms = now_ms;
     e->id = id;
-    return 0;
+    return;
   }
-  char *copy = malloc(len + 1);
-  if (!copy) return -ENOMEM;
-  memcpy(copy, key, len + 1);
-  /* Room: the oldest go first. */
-  while (s->n && (s->n == TG_AM_SEEN_MAX || s->bytes + len > TG_AM_SEEN_BYTES)) {
+  for (size_t i = 0; i < s->n;) /* what no longer holds goes */
+    if (!recent(&s->e[i], now_ms, window_ms)) s->e[i] = s->e[--s->n];
+    else i++;
+  if (s->n == TG_AM_SEEN_MAX) { /* then the oldest */
     size_t oldest = 0;
     for (size_t i = 1; i < s->n; i++)
       if (s->e[i].at_ms < s->e[oldest].at_ms) oldest = i;
-    drop(s, oldest);
+    s->e[oldest] = s->e[--s->n];
   }
-  s->e[s->n++] = (seen_entry_t){.key = copy,
-                                .len = len,
-                                .hash = hash_of(key, len),
-                                .at_ms = now_ms,
-                                .id = id};
-  s->bytes += len;
-  return 0;
+  seen_entry_t *n = &s->e[s->n++];
+  memcpy(n->key, key, TG_AM_KEY_LEN);
+  n->at_ms = now_ms;
+  n->id = id;
 }
 
 /* --- the decision ----------------------------------------------------------- */

@@ -2,10 +2,11 @@
  * docs/collector.md "Alertmanager").
  *
  * The pure half first: the payload's parser (every field's type, the
- * bounds, the reason cut to fit), host matching (a mapping, host:port, the
- * host name, the reported hostname; exact bytes), the repeat window (its
- * time, its bounds), the decision's order, the webhook's own trigger
- * budget, and the config keys.
+ * bounds, the reason cut to fit, the repeat key's digest, the tree's bound
+ * on a payload's memory), host matching (a mapping, host:port, the
+ * inventory's host name, never what a host reports; exact bytes), the
+ * repeat window (its time, its bounds), the decision's order, the
+ * webhook's own trigger budget, and the config keys.
  *
  * Then the real thing: Debian's prometheus-alertmanager on loopback with
  * a webhook_configs receiver pointing at the collector over mutual TLS,
@@ -16,6 +17,11 @@
  * group label and a mapping name their hosts; malformed and oversized
  * payloads posted directly are refused and change nothing. Skipped, saying
  * so, when the binary is not installed (deploy/deps.sh installs it).
+ *
+ * Then, posted directly to a collector: a host is not snapshotted by an
+ * alert naming the hostname it reports; and 1000 payloads of 256 KiB,
+ * each a 228 KB groupKey and 1000 resolved alerts, leave the collector's
+ * resident memory within its documented bound.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +40,7 @@
 #include <sys/socket.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "coll_e2e.h"
 #include "collector/catalog.h"
@@ -60,6 +67,25 @@
   "\"endsAt\":\"0001-01-01T00:00:00Z\",\"generatorURL\":\"http://p\","      \
   "\"fingerprint\":\"0123456789abcdef\"}"
 
+/* SHA-256 of |n| bytes at |in| into |out|. */
+static void sha256(const void *in, size_t n, uint8_t out[TG_AM_KEY_LEN]) {
+  unsigned int len = 0;
+  assert_int_equal(EVP_Digest(in, n, out, &len, EVP_sha256(), NULL), 1);
+  assert_int_equal(len, TG_AM_KEY_LEN);
+}
+
+/* The repeat key alertmanager.h defines, of |group_key| and |labels| (as
+ * compact JSON with sorted keys). */
+static void key_digest(const char *group_key, const char *labels,
+                       uint8_t out[TG_AM_KEY_LEN]) {
+  uint8_t in[TG_AM_KEY_LEN + 512];
+  size_t n = strlen(labels);
+  assert_true(n <= sizeof(in) - TG_AM_KEY_LEN);
+  sha256(group_key, strlen(group_key), in);
+  memcpy(in + TG_AM_KEY_LEN, labels, n);
+  sha256(in, TG_AM_KEY_LEN + n, out);
+}
+
 static int parse(const char *text, tg_am_payload_t *p, const char **why) {
   return tg_am_parse((const uint8_t *)text, strlen(text), "instance",
                      "tracegate_group", p, why);
@@ -85,10 +111,13 @@ static void am_parse_reads_a_webhook_payload(void **state) {
   assert_string_equal(a->alertname, "RunQueue");
   assert_string_equal(a->host, "db1:9100");
   assert_null(a->group);
-  /* The labels sorted, whatever the order they came in. */
-  assert_string_equal(a->key, "{}:{alertname=\"RunQueue\"}\n"
-                              "{\"alertname\":\"RunQueue\",\"instance\":"
-                              "\"db1:9100\",\"severity\":\"page\"}");
+  /* The key: the group's digest, then the labels sorted, whatever the
+   * order they came in, in one digest. */
+  uint8_t want[TG_AM_KEY_LEN];
+  key_digest("{}:{alertname=\"RunQueue\"}",
+             "{\"alertname\":\"RunQueue\",\"instance\":\"db1:9100\","
+             "\"severity\":\"page\"}", want);
+  assert_memory_equal(a->key, want, TG_AM_KEY_LEN);
   assert_string_equal(a->reason,
                       "{\"annotations\":{\"summary\":\"run queue over 4\"},"
                       "\"labels\":{\"alertname\":\"RunQueue\",\"instance\":"
@@ -96,8 +125,39 @@ static void am_parse_reads_a_webhook_payload(void **state) {
   assert_false(p.alerts[1].firing);
   assert_null(p.alerts[1].host);
   assert_string_equal(p.alerts[1].group, "db");
+  assert_null(p.alerts[1].reason); /* resolved: it snapshots nothing */
   tg_am_payload_free(&p);
   tg_am_payload_free(&p); /* twice: harmless */
+}
+
+/* The same labels in another order have the same key; another groupKey
+ * or another label value, another key. */
+static void am_keys_are_digests_of_group_and_labels(void **state) {
+  (void)state;
+  static const char *const bodies[] = {
+      "{\"receiver\":\"r\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"g\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+      "{\"b\":\"2\",\"a\":\"1\"}},{\"status\":\"resolved\",\"labels\":"
+      "{\"a\":\"1\",\"b\":\"2\"}},{\"status\":\"firing\",\"labels\":"
+      "{\"a\":\"1\",\"b\":\"3\"}}]}",
+      "{\"receiver\":\"r\",\"status\":\"firing\",\"version\":\"4\","
+      "\"groupKey\":\"h\",\"alerts\":[{\"status\":\"firing\",\"labels\":"
+      "{\"a\":\"1\",\"b\":\"2\"}}]}",
+  };
+  tg_am_payload_t p, q;
+  const char *why;
+  assert_int_equal(parse(bodies[0], &p, &why), 0);
+  assert_int_equal(parse(bodies[1], &q, &why), 0);
+  uint8_t want[TG_AM_KEY_LEN];
+  key_digest("g", "{\"a\":\"1\",\"b\":\"2\"}", want);
+  assert_memory_equal(p.alerts[0].key, want, TG_AM_KEY_LEN);
+  assert_memory_equal(p.alerts[1].key, want, TG_AM_KEY_LEN);
+  assert_memory_not_equal(p.alerts[2].key, want, TG_AM_KEY_LEN);
+  assert_memory_not_equal(q.alerts[0].key, want, TG_AM_KEY_LEN);
+  key_digest("h", "{\"a\":\"1\",\"b\":\"2\"}", want);
+  assert_memory_equal(q.alerts[0].key, want, TG_AM_KEY_LEN);
+  tg_am_payload_free(&p);
+  tg_am_payload_free(&q);
 }
 
 /* Every field the receiver reads, or that the format lists, is checked
@@ -250,13 +310,103 @@ static void am_reason_is_cut_to_fit(void **state) {
   tg_am_payload_free(&p);
 }
 
+/* The payload of the memory case: |size| bytes exactly, a groupKey of
+ * all but what 1000 resolved alerts with no labels take. Returns it
+ * (malloc'd, NUL-terminated). */
+static char *long_group_payload(size_t size) {
+  static const char head[] = "{\"receiver\":\"r\",\"status\":\"resolved\","
+                             "\"version\":\"4\",\"groupKey\":\"";
+  static const char alert[] = "{\"status\":\"resolved\",\"labels\":{}}";
+  size_t fixed = strlen(head) + strlen("\",\"alerts\":[]}") +
+                 TG_AM_ALERTS_MAX * strlen(alert) + TG_AM_ALERTS_MAX - 1;
+  assert_true(size > fixed);
+  char *s = malloc(size + 1);
+  assert_non_null(s);
+  size_t k = (size_t)sprintf(s, "%s", head);
+  memset(s + k, 'g', size - fixed);
+  k += size - fixed;
+  k += (size_t)sprintf(s + k, "\",\"alerts\":[");
+  for (size_t i = 0; i < TG_AM_ALERTS_MAX; i++)
+    k += (size_t)sprintf(s + k, "%s%s", i ? "," : "", alert);
+  k += (size_t)sprintf(s + k, "]}");
+  assert_int_equal(k, size);
+  return s;
+}
+
+/* One alert as Alertmanager writes it, about 450 bytes. */
+static void a_real_alert(char *out, size_t cap, size_t i) {
+  snprintf(out, cap,
+           "{\"status\":\"firing\",\"labels\":{\"alertname\":\"RunQueueHigh\","
+           "\"instance\":\"db%zu.example:9100\",\"job\":\"node\",\"severity\":"
+           "\"page\",\"tracegate\":\"snapshot\"},\"annotations\":{\"summary\":"
+           "\"run queue over 4 on db%zu\",\"description\":\"The run queue has "
+           "been over 4 for 5 minutes.\"},\"startsAt\":\"2026-11-26T10:00:00.000Z\","
+           "\"endsAt\":\"0001-01-01T00:00:00Z\",\"generatorURL\":\"http://"
+           "prometheus.example:9090/graph?g0.expr=node_load1+%%3E+4&g0.tab=1\","
+           "\"fingerprint\":\"0123456789abcdef\"}", i, i);
+}
+
+/* A payload's memory is bounded by its size: the 256 KiB of a 228 KB
+ * groupKey and 1000 resolved alerts is read with one digest per alert (no
+ * copy of the groupKey) and no reason; 1000 alerts as Alertmanager writes
+ * them fit the tree's bound; a document whose tree would pass it (empty
+ * objects, about 75 times their text) is refused whole, -E2BIG (413). */
+static void am_parse_bounds_its_memory(void **state) {
+  (void)state;
+  char *body = long_group_payload(256u << 10);
+  tg_am_payload_t p;
+  const char *why = NULL;
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_int_equal(p.n_alerts, TG_AM_ALERTS_MAX);
+  assert_true(strlen(p.group_key) > 228000);
+  for (size_t i = 0; i < p.n_alerts; i++) {
+    assert_null(p.alerts[i].reason);
+    assert_memory_equal(p.alerts[i].key, p.alerts[0].key, TG_AM_KEY_LEN);
+  }
+  tg_am_payload_free(&p);
+  free(body);
+
+  static const char head[] = "{\"receiver\":\"tg\",\"status\":\"firing\","
+                             "\"version\":\"4\",\"groupKey\":\"k\",\"alerts\":[";
+  size_t cap = sizeof(head) + TG_AM_ALERTS_MAX * 600 + 8, k = 0;
+  body = malloc(cap);
+  assert_non_null(body);
+  k += (size_t)snprintf(body, cap, "%s", head);
+  for (size_t i = 0; i < TG_AM_ALERTS_MAX; i++) {
+    if (i) body[k++] = ',';
+    a_real_alert(body + k, cap - k, i);
+    k += strlen(body + k);
+  }
+  snprintf(body + k, cap - k, "]}");
+  assert_int_equal(parse(body, &p, &why), 0);
+  assert_int_equal(p.n_alerts, TG_AM_ALERTS_MAX);
+  tg_am_payload_free(&p);
+  free(body);
+
+  static const char bomb_head[] = "{\"receiver\":\"tg\",\"status\":\"firing\","
+                                  "\"version\":\"4\",\"groupKey\":\"k\","
+                                  "\"alerts\":[],\"pad\":[{}";
+  size_t size = 256u << 10;
+  body = malloc(size + 1);
+  assert_non_null(body);
+  k = (size_t)sprintf(body, "%s", bomb_head);
+  while (k + 5 <= size) k += (size_t)sprintf(body + k, ",{}");
+  k += (size_t)sprintf(body + k, "]}");
+  why = NULL;
+  assert_int_equal(parse(body, &p, &why), -E2BIG);
+  assert_non_null(why);
+  assert_null(p.doc); /* nothing owned */
+  assert_null(p.alerts);
+  free(body);
+}
+
 /* --- the pure half: hosts, the window, the decision -------------------------- */
 
 static const tg_am_inv_t INV[] = {
-    {"db1.example:7467", "db1.example", ""},
-    {"db1.example:7468", "db1.example", "db1-b"},
-    {"10.0.0.5:7467", "10.0.0.5", "web1"},
-    {"[::1]:7467", "::1", ""},
+    {"db1.example:7467", "db1.example"},
+    {"db1.example:7468", "db1.example"},
+    {"10.0.0.5:7467", "10.0.0.5"},
+    {"[::1]:7467", "::1"},
 };
 #define N_INV (sizeof(INV) / sizeof(INV[0]))
 
@@ -297,9 +447,8 @@ static void am_hosts_match_by_mapping_spec_and_name(void **state) {
   /* the host name: every host of that name, whatever the port */
   assert_string_equal(matched(&c, "db1.example:9101"), "1100");
   assert_string_equal(matched(&c, "db1.example"), "1100");
-  /* the hostname a host reports */
-  assert_string_equal(matched(&c, "web1:9100"), "0010");
-  assert_string_equal(matched(&c, "db1-b"), "0100");
+  /* an address as the inventory spells it */
+  assert_string_equal(matched(&c, "10.0.0.5:9100"), "0010");
   assert_string_equal(matched(&c, "[::1]:9100"), "0001");
   /* a mapping is final: its hosts, nothing guessed beside them */
   assert_string_equal(matched(&c, "db-primary"), "0100");
@@ -313,61 +462,55 @@ static void am_hosts_match_by_mapping_spec_and_name(void **state) {
   tg_coll_config_free(&c);
 }
 
+/* A key of the window's, made of |i|. */
+static const uint8_t *key_n(uint8_t out[TG_AM_KEY_LEN], unsigned i) {
+  memset(out, 0, TG_AM_KEY_LEN);
+  memcpy(out + TG_AM_KEY_LEN - sizeof(i), &i, sizeof(i));
+  return out;
+}
+
 static void am_repeat_window_holds_for_its_time(void **state) {
   (void)state;
   tg_am_seen_t *s = tg_am_seen_new();
   assert_non_null(s);
+  uint8_t k[TG_AM_KEY_LEN];
   uint64_t id = 99;
-  assert_false(tg_am_seen_recent(s, "g\n{}", 1000, 3600000, &id));
-  assert_int_equal(tg_am_seen_note(s, "g\n{}", 1000, 7), 0);
-  assert_true(tg_am_seen_recent(s, "g\n{}", 1000 + 3600000 - 1, 3600000, &id));
+  const int64_t w = 3600000;
+  assert_false(tg_am_seen_recent(s, key_n(k, 1), 1000, w, &id));
+  tg_am_seen_note(s, key_n(k, 1), 1000, w, 7);
+  assert_true(tg_am_seen_recent(s, key_n(k, 1), 1000 + w - 1, w, &id));
   assert_int_equal(id, 7);
-  assert_false(tg_am_seen_recent(s, "g\n{}", 1000 + 3600000, 3600000, &id));
-  assert_false(tg_am_seen_recent(s, "g\n{}", 999, 3600000, &id)); /* went back */
-  assert_false(tg_am_seen_recent(s, "g\n{ }", 1001, 3600000, &id));
-  assert_false(tg_am_seen_recent(s, "g", 1001, 3600000, &id));
+  assert_false(tg_am_seen_recent(s, key_n(k, 1), 1000 + w, w, &id));
+  assert_false(tg_am_seen_recent(s, key_n(k, 1), 999, w, &id)); /* went back */
+  assert_false(tg_am_seen_recent(s, key_n(k, 2), 1001, w, &id));
   /* noted again: from then on */
-  assert_int_equal(tg_am_seen_note(s, "g\n{}", 5000, 0), 0);
+  tg_am_seen_note(s, key_n(k, 1), 5000, w, 0);
   assert_int_equal(tg_am_seen_count(s), 1);
-  assert_true(tg_am_seen_recent(s, "g\n{}", 5000 + 3600000 - 1, 3600000, &id));
+  assert_true(tg_am_seen_recent(s, key_n(k, 1), 5000 + w - 1, w, &id));
   assert_int_equal(id, 0);
   tg_am_seen_free(s);
 }
 
-/* TG_AM_SEEN_MAX entries and TG_AM_SEEN_BYTES of keys at most: the
- * oldest go first. */
+/* TG_AM_SEEN_MAX entries at most, the oldest going first; an entry past
+ * the window is forgotten when the next is noted. */
 static void am_repeat_window_is_bounded(void **state) {
   (void)state;
   tg_am_seen_t *s = tg_am_seen_new();
   assert_non_null(s);
-  char key[32];
+  uint8_t k[TG_AM_KEY_LEN];
   uint64_t id;
-  for (int i = 0; i <= TG_AM_SEEN_MAX; i++) {
-    snprintf(key, sizeof(key), "k%d", i);
-    assert_int_equal(tg_am_seen_note(s, key, i, (uint64_t)i + 1), 0);
-  }
+  const int64_t w = 1 << 30;
+  for (unsigned i = 0; i <= TG_AM_SEEN_MAX; i++)
+    tg_am_seen_note(s, key_n(k, i), i, w, (uint64_t)i + 1);
   assert_int_equal(tg_am_seen_count(s), TG_AM_SEEN_MAX);
-  assert_false(tg_am_seen_recent(s, "k0", TG_AM_SEEN_MAX, 1 << 30, &id));
-  assert_true(tg_am_seen_recent(s, "k1", TG_AM_SEEN_MAX, 1 << 30, &id));
-  assert_true(tg_am_seen_recent(s, "k4096", TG_AM_SEEN_MAX, 1 << 30, &id));
-  size_t big = TG_AM_SEEN_BYTES / 2;
-  char *k = malloc(TG_AM_SEEN_BYTES + 2);
-  assert_non_null(k);
-  memset(k, 'a', TG_AM_SEEN_BYTES + 1);
-  k[TG_AM_SEEN_BYTES + 1] = 0;
-  assert_int_equal(tg_am_seen_note(s, k, 10000, 1), -E2BIG);
-  k[big] = 0;
-  assert_int_equal(tg_am_seen_note(s, k, 10001, 1), 0);
-  k[0] = 'b';
-  assert_int_equal(tg_am_seen_note(s, k, 10002, 2), 0);
-  k[0] = 'c'; /* no room for three halves: the oldest half goes */
-  assert_int_equal(tg_am_seen_note(s, k, 10003, 3), 0);
-  assert_true(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
-  k[0] = 'a';
-  assert_false(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
-  k[0] = 'b';
-  assert_true(tg_am_seen_recent(s, k, 10004, 1 << 30, &id));
-  free(k);
+  assert_false(tg_am_seen_recent(s, key_n(k, 0), TG_AM_SEEN_MAX, w, &id));
+  assert_true(tg_am_seen_recent(s, key_n(k, 1), TG_AM_SEEN_MAX, w, &id));
+  assert_true(tg_am_seen_recent(s, key_n(k, TG_AM_SEEN_MAX), TG_AM_SEEN_MAX, w,
+                                &id));
+  assert_int_equal(id, TG_AM_SEEN_MAX + 1);
+  /* A window later, the next note leaves only itself. */
+  tg_am_seen_note(s, key_n(k, 1u << 20), (int64_t)TG_AM_SEEN_MAX + w, w, 1);
+  assert_int_equal(tg_am_seen_count(s), 1);
   tg_am_seen_free(s);
 }
 
@@ -396,7 +539,7 @@ static tg_am_verdict_t decide(const tg_coll_config_t *c, tg_am_seen_t *seen,
     *group = tg_coll_config_group(c, *group)->name;
   }
   if (seen && (v == TG_AM_GROUP || v == TG_AM_HOSTS))
-    assert_int_equal(tg_am_seen_note(seen, p.alerts[0].key, now, 42), 0);
+    tg_am_seen_note(seen, p.alerts[0].key, now, c->am_repeat_window_ms, 42);
   tg_am_payload_free(&p);
   return v;
 }
@@ -413,38 +556,38 @@ static void am_decide_in_its_order(void **state) {
   const char *g;
   uint64_t id;
   char hits[N_INV + 1];
-  assert_int_equal(decide(&c, seen, "resolved", "\"alertname\":\"A\",\"node\":\"web1\"",
+  assert_int_equal(decide(&c, seen, "resolved", "\"alertname\":\"A\",\"node\":\"10.0.0.5:9100\"",
                           0, &g, &id, hits), TG_AM_RESOLVED);
-  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"web1\"", 0, &g, &id, hits),
+  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"10.0.0.5:9100\"", 0, &g, &id, hits),
                    TG_AM_NO_ALERTNAME);
-  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"\",\"node\":\"web1\"",
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"\",\"node\":\"10.0.0.5:9100\"",
                           0, &g, &id, hits), TG_AM_NO_ALERTNAME);
   char labels[600];
   char name[TG_COLL_TRIGGER_MAX + 2];
   memset(name, 'n', sizeof(name) - 1);
   name[sizeof(name) - 1] = 0;
-  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"web1\"", name);
+  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"10.0.0.5:9100\"", name);
   assert_int_equal(decide(&c, seen, "firing", labels, 0, &g, &id, hits),
                    TG_AM_NO_ALERTNAME);
   name[TG_COLL_TRIGGER_MAX] = 0; /* at the bound: taken */
-  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"web1\"", name);
+  snprintf(labels, sizeof(labels), "\"alertname\":\"%s\",\"node\":\"10.0.0.5:9100\"", name);
   assert_int_equal(decide(&c, seen, "firing", labels, 0, &g, &id, hits), TG_AM_HOSTS);
   /* The configured labels, not the defaults. */
-  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"instance\":\"web1\"",
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"instance\":\"10.0.0.5:9100\"",
                           0, &g, &id, hits), TG_AM_NO_LABEL);
-  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"web1\"",
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"10.0.0.5:9100\"",
                           0, &g, &id, hits), TG_AM_HOSTS);
   assert_string_equal(hits, "0010");
   /* The same alert again within the window: a repeat naming the first;
    * after it, a snapshot again. */
-  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"web1\",\"alertname\":\"A\"",
+  assert_int_equal(decide(&c, seen, "firing", "\"node\":\"10.0.0.5:9100\",\"alertname\":\"A\"",
                           59999, &g, &id, hits), TG_AM_REPEAT);
   assert_int_equal(id, 42);
-  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"web1\"",
+  assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"A\",\"node\":\"10.0.0.5:9100\"",
                           60000, &g, &id, hits), TG_AM_HOSTS);
   /* The group label before the host label. */
   assert_int_equal(decide(&c, seen, "firing",
-                          "\"alertname\":\"B\",\"node\":\"web1\",\"team_group\":\"db\"",
+                          "\"alertname\":\"B\",\"node\":\"10.0.0.5:9100\",\"team_group\":\"db\"",
                           0, &g, &id, hits), TG_AM_GROUP);
   assert_string_equal(g, "db");
   assert_int_equal(decide(&c, seen, "firing", "\"alertname\":\"C\",\"team_group\":\"all\"",
@@ -1102,8 +1245,217 @@ static void an_alert_storm_queues_and_spends_its_own_budget(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* The JSON string at |key| of the answer in |path|, unquoted, into |out|
+ * (|cap|); fails the test when it is not a plain string. */
+static void json_string_at(const char *path, const char *key, char *out,
+                           size_t cap) {
+  const char *v = tg_test_json(path, key);
+  assert_non_null(v);
+  size_t n = strlen(v);
+  assert_true(n >= 2 && v[0] == '"' && v[n - 1] == '"' && n - 2 < cap);
+  assert_null(memchr(v + 1, '\\', n - 2));
+  memcpy(out, v + 1, n - 2);
+  out[n - 2] = 0;
+}
+
+/* Alerts name hosts by what the operator wrote. Both hosts report the
+ * machine's hostname: an alert naming it ("<hostname>:9100") snapshots
+ * neither (no_host), where it once snapshotted both; an alert naming a
+ * host as the inventory spells it snapshots that host alone. */
+static void a_host_is_named_by_the_inventory_not_by_itself(void **state) {
+  (void)state;
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, NULL);
+  char out[256], self[256], instance[300], want[128];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("self.json"));
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", out), 200);
+  json_string_at(out, "hosts.0.hostname", self, sizeof(self));
+  assert_true(self[0] != 0);
+  assert_string_not_equal(self, "127.0.0.1"); /* the inventory's host part */
+  snprintf(instance, sizeof(instance), "%s:9100", self);
+  assert_int_equal(post_alert(&c, "self", "SelfNamed", instance, out), 200);
+  assert_json(out, "alerts.0.result", "\"no_host\"");
+  assert_null(tg_test_json(out, "alerts.0.hosts"));
+  assert_int_equal(post_alert(&c, "inventory", "InventoryNamed", h[0].spec, out),
+                   200);
+  assert_json(out, "alerts.0.result", "\"snapshot\"");
+  snprintf(want, sizeof(want), "[\"%s\"]", h[0].spec);
+  assert_string_equal(tg_test_json(out, "alerts.0.hosts"), want);
+  fleet_ack_flush(&h[0].p);
+  char metrics[256];
+  snprintf(metrics, sizeof(metrics), "%s", fleet_in_dir("self-metrics.txt"));
+  wait_metric(&c, "tracegate_collector_snapshots_total{outcome=\"complete\"} 1\n",
+              metrics);
+  wait_metric(&c, "tracegate_collector_alertmanager_alerts_total{result=\"no_host\"} 1\n",
+              metrics);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* An answer's row lists at most TG_AM_ANSWER_HOSTS_MAX hosts of those its
+ * alert named, and counts the others: an alert naming a mapping of 40
+ * hosts (none reachable: the row is written whatever the snapshot's
+ * fate) lists 32 and counts 8. */
+static void an_answer_lists_a_bounded_number_of_hosts(void **state) {
+  (void)state;
+  enum { N = TG_AM_ANSWER_HOSTS_MAX + 8 };
+  static fleet_host_t h[N];
+  char extra[1024] = "alertmanager_host = many";
+  for (size_t i = 0; i < N; i++) {
+    /* Loopback ports below 64 nobody listens on here: refused at once. */
+    snprintf(h[i].spec, sizeof(h[i].spec), "127.0.0.1:%zu", i + 2);
+    snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), " %s",
+             h[i].spec);
+  }
+  snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "\n");
+  write_config(h, N, extra);
+  collector_t c;
+  collector_start(&c);
+  char out[256], key[32];
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("many.json"));
+  assert_int_equal(post_alert(&c, "many", "Many", "many", out), 200);
+  assert_json(out, "alerts.0.hosts_more", "8");
+  snprintf(key, sizeof(key), "alerts.0.hosts.%d", TG_AM_ANSWER_HOSTS_MAX - 1);
+  assert_non_null(tg_test_json(out, key));
+  snprintf(key, sizeof(key), "alerts.0.hosts.%d", TG_AM_ANSWER_HOSTS_MAX);
+  assert_null(tg_test_json(out, key));
+  collector_stop(&c);
+}
+
+/* The collector's resident memory, and its peak, may grow by this much
+ * over 1000 payloads of the memory case. What a payload takes is about
+ * 5 MiB (its tree, its answer) and nothing of it is kept but repeat-window
+ * entries; the rest of the margin is the allocator's (glibc's arenas,
+ * ASan's quarantine, size classes and shadow) and the rings' own traffic:
+ * a wide margin (the ASan build grew by 24 MiB), far below the 220 MiB
+ * one payload once took. */
+#define AM_RSS_GROWTH_MAX (64u << 20)
+#define AM_PAYLOADS 1000
+
+/* The |field| ("VmRSS", "VmHWM") of /proc/|pid|/status, in bytes. */
+static uint64_t status_bytes(pid_t pid, const char *field) {
+  char path[64], line[256], format[32];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  snprintf(format, sizeof(format), "%s: %%llu kB", field);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, format, &kb) == 1) break;
+  fclose(f);
+  assert_true(kb > 0);
+  return (uint64_t)kb * 1024;
+}
+
+/* The memory case end to end, on the default plain-HTTP loopback
+ * listener: a payload whose tree would pass its bound refused (413); then
+ * AM_PAYLOADS payloads of 256 KiB (alertmanager_max_bytes'
+ * default), each a 228 KB groupKey and 1000 resolved alerts, all answered
+ * 200, every alert counted, and the collector's VmRSS (what it kept) and
+ * VmHWM (its peak while it read them) grown by at most AM_RSS_GROWTH_MAX. */
+static void webhook_payloads_leave_memory_bounded(void **state) {
+  (void)state;
+  static const char script[] =
+      "import http.client, sys\n"
+      "port, body, n, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), "
+      "sys.argv[4]\n"
+      "data = open(body, 'rb').read()\n"
+      "ok, last, status = 0, b'', 0\n"
+      "for i in range(n):\n"
+      "    c = http.client.HTTPConnection('127.0.0.1', port, timeout=60)\n"
+      "    c.request('POST', '/api/v1/alertmanager', data,\n"
+      "              {'Content-Type': 'application/json'})\n"
+      "    r = c.getresponse()\n"
+      "    status, last = r.status, r.read()\n"
+      "    c.close()\n"
+      "    if status != 200:\n"
+      "        break\n"
+      "    ok += 1\n"
+      "open(out, 'wb').write(last)\n"
+      "open(out + '.status', 'w').write('%d %d' % (ok, status))\n";
+  fleet_host_t h[1];
+  collector_t c;
+  start_hosts(h, 1);
+  write_config(h, 1, NULL);
+  collector_start(&c);
+  assert_int_equal(raw_producer_wait_started(&h[0].p, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 1, "tracing");
+  char body[256], out[256], port[16], count[16], status[300], text[64] = "";
+  snprintf(body, sizeof(body), "%s", fleet_in_dir("long-group.json"));
+  snprintf(out, sizeof(out), "%s", fleet_in_dir("long-group-answer.json"));
+  char *payload = long_group_payload(256u << 10);
+  write_text(body, payload);
+  free(payload);
+  snprintf(port, sizeof(port), "%d", c.port);
+  snprintf(count, sizeof(count), "%d", AM_PAYLOADS);
+  /* A payload whose tree would pass its bound: 413, counted with the
+   * payloads over alertmanager_max_bytes. */
+  char bomb_path[256], url[128];
+  snprintf(bomb_path, sizeof(bomb_path), "%s", fleet_in_dir("tree-bomb.json"));
+  char *bomb = malloc((256u << 10) + 1);
+  assert_non_null(bomb);
+  size_t k = (size_t)sprintf(bomb, "{\"receiver\":\"r\",\"status\":\"firing\","
+                                   "\"version\":\"4\",\"groupKey\":\"k\","
+                                   "\"alerts\":[],\"pad\":[{}");
+  while (k + 5 <= 256u << 10) k += (size_t)sprintf(bomb + k, ",{}");
+  sprintf(bomb + k, "]}");
+  write_text(bomb_path, bomb);
+  free(bomb);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/alertmanager", c.port);
+  assert_int_equal(request(url, NULL, "POST", bomb_path, out), 413);
+  assert_non_null(tg_test_json(out, "error"));
+  uint64_t before = status_bytes(c.pid, "VmRSS");
+  uint64_t peak_before = status_bytes(c.pid, "VmHWM");
+  const char *argv[] = {"python3", "-c", script, port, body, count, out, NULL};
+  tg_test_spawn_t sp = TG_TEST_SPAWN_INIT;
+  sp.path = "/usr/bin/python3";
+  sp.argv = argv;
+  sp.stdin_fd = TG_TEST_FD_DEVNULL;
+  pid_t pid = tg_test_spawn(&sp);
+  assert_true(pid > 0);
+  assert_int_equal(tg_test_exit_code(tg_test_reap(pid, 280000)), 0);
+  uint64_t after = status_bytes(c.pid, "VmRSS");
+  uint64_t peak_after = status_bytes(c.pid, "VmHWM");
+  snprintf(status, sizeof(status), "%s.status", out);
+  FILE *f = fopen(status, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof(text), f));
+  fclose(f);
+  snprintf(status, sizeof(status), "%d 200", AM_PAYLOADS);
+  assert_string_equal(text, status);
+  assert_json(out, "alerts.999.result", "\"resolved\"");
+  char metrics[256];
+  snprintf(metrics, sizeof(metrics), "%s", fleet_in_dir("long-group-metrics.txt"));
+  snprintf(status, sizeof(status),
+           "tracegate_collector_alertmanager_alerts_total{result=\"resolved\"} "
+           "%d\n", AM_PAYLOADS * TG_AM_ALERTS_MAX);
+  wait_metric(&c, status, metrics);
+  wait_metric(&c, "tracegate_collector_alertmanager_payloads_refused_total"
+                  "{status=\"413\"} 1\n", metrics);
+  print_message("collector VmRSS %llu KiB before, %llu KiB after %d "
+                "payloads; VmHWM %llu KiB before, %llu KiB after\n",
+                (unsigned long long)(before >> 10),
+                (unsigned long long)(after >> 10), AM_PAYLOADS,
+                (unsigned long long)(peak_before >> 10),
+                (unsigned long long)(peak_after >> 10));
+  assert_true(after <= before + AM_RSS_GROWTH_MAX);
+  assert_true(peak_after <= peak_before + AM_RSS_GROWTH_MAX);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+}
+
 static int group_setup(void **state) {
   (void)state;
+  /* The collector's freed memory is not held back in ASan's quarantine
+   * (256 MiB by default), so that its resident size is its live memory
+   * (webhook_payloads_leave_memory_bounded). */
+  const char *asan = getenv("ASAN_OPTIONS");
+  char opts[512];
+  snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=16", asan ? asan : "",
+           asan && asan[0] ? ":" : "");
+  setenv("ASAN_OPTIONS", opts, 1);
   return fleet_dir_create("am");
 }
 
@@ -1113,6 +1465,8 @@ int main(void) {
       cmocka_unit_test(am_parse_refuses_malformed_payloads),
       cmocka_unit_test(am_parse_bounds_alerts_and_labels),
       cmocka_unit_test(am_reason_is_cut_to_fit),
+      cmocka_unit_test(am_keys_are_digests_of_group_and_labels),
+      cmocka_unit_test(am_parse_bounds_its_memory),
       cmocka_unit_test(am_hosts_match_by_mapping_spec_and_name),
       cmocka_unit_test(am_repeat_window_holds_for_its_time),
       cmocka_unit_test(am_repeat_window_is_bounded),
@@ -1121,6 +1475,9 @@ int main(void) {
       cmocka_unit_test(am_config_keys_read_and_checked),
       FLEET_TEST(alertmanager_snapshots_what_its_alerts_name),
       FLEET_TEST(an_alert_storm_queues_and_spends_its_own_budget),
+      FLEET_TEST(a_host_is_named_by_the_inventory_not_by_itself),
+      FLEET_TEST(an_answer_lists_a_bounded_number_of_hosts),
+      FLEET_TEST(webhook_payloads_leave_memory_bounded),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }
