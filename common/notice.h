@@ -458,6 +458,10 @@
   X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
     "warning: the HTTP server holds max_conns connections: new ones are "     \
     "closed; how many, and the latest address, follow")                       \
+  X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
+    "a snapshot's host read its clone slower than clone_min_rate over "       \
+    "clone_timeout and failed for that snapshot; what it sent before stays "  \
+    "(partial); the bytes, the span and the floor follow")                    \
   X(COLLECTOR_RING_CLEAR_ADDED, 5020, "tracegate-collector",                  \
     "the flight config has no incremental_state_config: the collector adds "  \
     "one clearing the producers' incremental state every "                    \
