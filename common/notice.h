@@ -276,6 +276,10 @@
     "summary: TLS handshakes, full and resumed from a saved session")         \
   X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
     "summary: how many hosts failed, and which")                              \
+  X(SNAPSHOT_REPLY_TOO_BIG, 2060, "tracegate",                                \
+    "snapshot (or snapshot get): the collector's reply is larger than the "   \
+    "most the command takes; the request failed (exit 1); the limit follows " \
+    "in MiB and in bytes")                                                    \
   X(FLEET_SESSION_NOT_FREED, 2039, "tracegate",                               \
     "warning: a host's trace is whole but its session was not freed; the "    \
     "host keeps it until its disconnect lease runs out (the reason follows)") \
