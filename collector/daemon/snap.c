@@ -23,9 +23,9 @@
  * (clone_min_rate, rate_floor.h): from the clone's answer on, over every
  * clone_timeout, at least that many bytes a second of packets. The same
  * tick samples each reader's count; a reader under the floor fails as a
- * silent one does (a silent reader is under any floor, and is told so),
- * so that a host that trickles costs the others clone_timeout, not the
- * whole snapshot's deadline.
+ * silent one does (a reader silent that long is under any floor but 0,
+ * and is told so), so that a host that trickles costs the others
+ * clone_timeout, not the whole snapshot's deadline.
  *
  * What one host may cost (docs/collector.md, "Sizing"): its share of the
  * file is at most the snapshot's per-host cap (snapshot_host_max_bytes,
@@ -652,8 +652,9 @@ static void end_hosts(coll_snap_t *s, const char *why) {
   }
 }
 
-/* How often the deadline timer looks for silent hosts: a tenth of
- * clone_timeout, so that a host fails within 1.1 times it. */
+/* How often the deadline timer looks for silent hosts and samples the
+ * readers' rates: a tenth of clone_timeout, so that a host fails within
+ * 1.1 times it. */
 static uint64_t tick_ms(const coll_t *c) {
   uint64_t t = (uint64_t)c->cfg.clone_timeout_ms / 10;
   return t < 10 ? 10 : t > 1000 ? 1000 : t;
@@ -661,9 +662,10 @@ static uint64_t tick_ms(const coll_t *c) {
 
 /* A reader's look at its rate (rate_floor.h): true when it was under
  * clone_min_rate over the last clone_timeout, and is failed for it. The
- * floor judges silence too: a window without a byte is under any floor,
- * and it is never judged later than the silence would be (the window
- * starts at the clone's answer, no later than the last). */
+ * floor judges silence too: a window without a byte is under any floor
+ * but 0, and a reader is judged no later than its silence would fail it
+ * (its window starts at the clone's answer, which is no later than its
+ * last answer). */
 static bool below_floor(snap_host_t *sh, int64_t now) {
   const tg_coll_config_t *cfg = &sh->s->c->cfg;
   coll_rate_verdict_t v = coll_rate_look(&sh->rate, now, sh->bytes,
