@@ -281,13 +281,13 @@ static void a_sequence_flood_fails_the_host_and_memory_stays_bounded(
 
 /* --- the rate floor ------------------------------------------------------------- */
 
-/* On the collector's real clock: its clone_timeout of 2 s is the
+/* On the collector's real clock: its clone_timeout of 6 s is the
  * window. A's ring is read, then its relay trickles; A fails with the
  * floor's code, partial with its ring's packets; B's are all stored. */
 static void a_trickle_fails_the_host_at_the_rate_floor(void **state) {
   (void)state;
   caps_fleet_t f;
-  caps_up(&f, TG_HOSTILE_TRICKLE, "clone_timeout = 2s\nclone_min_rate = 1M\n");
+  caps_up(&f, TG_HOSTILE_TRICKLE, "clone_timeout = 6s\nclone_min_rate = 1M\n");
   fleet_commit_packets(&f.h[0].p, 0, "hostA", 1, 5);
   fleet_commit_packets(&f.h[1].p, 0, "hostB", 1, 7);
   const char *json = fleet_in_dir("trickle.json");
