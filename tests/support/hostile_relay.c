@@ -245,12 +245,13 @@ static void forge_slice(conn_t *k, tg_pbw_t *w) {
 static bool forge_frame(conn_t *k) {
   tg_ipc_reply_writer_t rw;
   tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), k->flood_id, true, true);
-  if (k->flood_mode == TG_HOSTILE_TRICKLE) forge_packet(k, &rw.body);
-  while (k->flood_mode != TG_HOSTILE_TRICKLE &&
-         tg_pbw_written(&rw.body) < FORGE_FRAME_FILL && !tg_pbw_error(&rw.body)) {
+  /* A trickle's frame holds one packet; a flood's, FORGE_FRAME_FILL. */
+  bool one = k->flood_mode == TG_HOSTILE_TRICKLE;
+  do {
     if (k->flood_mode == TG_HOSTILE_ENDLESS_PACKET) forge_slice(k, &rw.body);
     else forge_packet(k, &rw.body);
-  }
+  } while (!one && tg_pbw_written(&rw.body) < FORGE_FRAME_FILL &&
+           !tg_pbw_error(&rw.body));
   size_t len;
   return tg_ipc_reply_end(&rw, &len) == 0 &&
          tg_tls_write(k->ds, k->frame, len) == 0;
