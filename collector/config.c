@@ -32,6 +32,9 @@
 #define MS_PER_S 1000
 #define AM_MAX_BYTES_MIN 1024
 #define AM_MAX_BYTES_MAX (16u << 20)
+/* clone_min_rate's most: a floor of 1G per second already fails a host
+ * on a 10 Gbit/s link; a higher one could fail every host. */
+#define CLONE_MIN_RATE_MAX (1ull << 30)
 
 typedef enum kind {
   K_PATH,     /* char[]: resolved against the base directory */
@@ -90,6 +93,7 @@ typedef enum key_id {
   KEY_AM_SNAPSHOTS_PER_MINUTE,
   KEY_AM_MAX_BYTES,
   KEY_HEALTH_LISTEN,
+  KEY_CLONE_MIN_RATE,
   KEY_COUNT
 } key_id_t;
 
@@ -228,6 +232,10 @@ static const key_def_t KEYS[KEY_COUNT] = {
                            0, 0, false,
                            "HOST:PORT or [IPV6]:PORT with a port 0..65535",
                            NULL},
+    [KEY_CLONE_MIN_RATE] = {"clone_min_rate", K_SIZE,
+                            NUM_FIELD(clone_min_rate), 0, CLONE_MIN_RATE_MAX,
+                            false, "a size per second from 0 (off) to 1G, "
+                            "like 64K or 1.5M", NULL},
 };
 
 /* Keys that go together: all three or none. */
@@ -852,6 +860,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->operator_snapshots_per_minute = 6;
   c->schedule_snapshots_per_minute = 6;
   c->clone_timeout_ms = 8 * MS_PER_S;
+  c->clone_min_rate = 8u << 10;
   c->ring_clear_period_ms = MS_PER_S;
   c->compress_level = 1;
   c->reconnect_ms = 60 * MS_PER_S;

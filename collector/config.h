@@ -75,6 +75,9 @@
  *     schedule_snapshots_per_minute  1..600, default 6: snapshot_every's
  *     clone_timeout    DURATION, 100ms..120s, default 8s: a host silent
  *                      this long during a snapshot fails for it
+ *     clone_min_rate   SIZE per second, 0 (off) to 1G, default 8K: a
+ *                      host reading its clone slower than that on average
+ *                      over clone_timeout fails for the snapshot
  *     compress_level   0..19, default 1 (0: relays do not compress)
  *     reconnect        DURATION, default 60s
  *     dead_link        DURATION, at least 1s, default 15s
@@ -222,6 +225,7 @@ typedef struct tg_coll_config {
   uint32_t operator_snapshots_per_minute; /* 1..600 */
   uint32_t schedule_snapshots_per_minute; /* 1..600 */
   int64_t clone_timeout_ms;               /* 100..120000 */
+  uint64_t clone_min_rate; /* bytes per second, 0 (off)..1G */
   uint32_t compress_level;           /* 0..19 */
   int64_t reconnect_ms;
   int64_t dead_link_ms; /* >= 1000 */

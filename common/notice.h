@@ -277,6 +277,10 @@
     "summary: TLS handshakes, full and resumed from a saved session")         \
   X(FLEET_FAILED_HOSTS, 2032, "tracegate",                                    \
     "summary: how many hosts failed, and which")                              \
+  X(SNAPSHOT_REPLY_TOO_BIG, 2060, "tracegate",                                \
+    "snapshot (or snapshot get): the collector's reply is larger than the "   \
+    "most the command takes; the request failed (exit 1); the limit follows " \
+    "in MiB and in bytes")                                                    \
   X(FLEET_SESSION_NOT_FREED, 2039, "tracegate",                               \
     "warning: a host's trace is whole but its session was not freed; the "    \
     "host keeps it until its disconnect lease runs out (the reason follows)") \
@@ -459,6 +463,10 @@
   X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
     "warning: the HTTP server holds max_conns connections: new ones are "     \
     "closed; how many, and the latest address, follow")                       \
+  X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
+    "a snapshot's host read its clone slower than clone_min_rate over "       \
+    "clone_timeout and failed for that snapshot; what it sent before stays "  \
+    "(partial); the bytes, the span and the floor follow")                    \
   X(COLLECTOR_RING_CLEAR_ADDED, 5020, "tracegate-collector",                  \
     "the flight config has no incremental_state_config: the collector adds "  \
     "one clearing the producers' incremental state every "                    \

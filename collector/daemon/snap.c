@@ -19,6 +19,14 @@
  * finished only once its transport is released, so the snapshot never
  * outlives a callback that could still reach it.
  *
+ * While it reads its clone, a host must also keep up a floor on its rate
+ * (clone_min_rate, rate_floor.h): from the clone's answer on, over every
+ * clone_timeout, at least that many bytes a second of packets. The same
+ * tick samples each reader's count; a reader under the floor fails as a
+ * silent one does (a reader silent that long is under any floor but 0,
+ * and is told so), so that a host that trickles costs the others
+ * clone_timeout, not the whole snapshot's deadline.
+ *
  * What one host may cost (docs/collector.md, "Sizing"): its share of the
  * file is at most the snapshot's per-host cap (snapshot_host_max_bytes,
  * else HOST_CAP_FACTOR times the ring's buffers), its packets at most
@@ -35,6 +43,7 @@
 
 #include "collector/daemon/coll.h"
 #include "collector/daemon/data_window.h"
+#include "collector/daemon/rate_floor.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
@@ -100,6 +109,7 @@ typedef struct snap_host {
   uint64_t stored; /* bytes of the file that are this host's */
   coll_window_t win; /* the time its data covers (data_window.h) */
   int64_t heard_ms; /* coll_loop_ms of its last answer (or of its start) */
+  coll_rate_t rate; /* its bytes over time since the clone's answer */
   char err[TG_COLL_ERROR_MAX + 1];
 } snap_host_t;
 
@@ -347,6 +357,7 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
     return;
   }
   sh->s->cloned++;
+  coll_rate_start(&sh->rate, sh->heard_ms, sh->bytes);
   /* No packet of the clone can be larger than its share of the file. */
   if (sh->s->host_cap < TG_CONSUMER_DEFAULT_MAX_PACKET)
     tg_consumer_set_max_packet(sh->c, (size_t)sh->s->host_cap);
@@ -692,11 +703,31 @@ static void end_hosts(coll_snap_t *s, const char *why) {
   }
 }
 
-/* How often the deadline timer looks for silent hosts: a tenth of
- * clone_timeout, so that a host fails within 1.1 times it. */
+/* How often the deadline timer looks for silent hosts and samples the
+ * readers' rates: a tenth of clone_timeout, so that a host fails within
+ * 1.1 times it. */
 static uint64_t tick_ms(const coll_t *c) {
   uint64_t t = (uint64_t)c->cfg.clone_timeout_ms / 10;
   return t < 10 ? 10 : t > 1000 ? 1000 : t;
+}
+
+/* A reader's look at its rate (rate_floor.h): true when it was under
+ * clone_min_rate over the last clone_timeout, and is failed for it. The
+ * floor judges silence too: a window without a byte is under any floor
+ * but 0, and a reader is judged no later than its silence would fail it
+ * (its window starts at the clone's answer, which is no later than its
+ * last answer). */
+static bool below_floor(snap_host_t *sh, int64_t now) {
+  const tg_coll_config_t *cfg = &sh->s->c->cfg;
+  coll_rate_verdict_t v = coll_rate_look(&sh->rate, now, sh->bytes,
+                                         cfg->clone_min_rate,
+                                         cfg->clone_timeout_ms);
+  if (!v.slow) return false;
+  host_fail(sh, "%s sent %" PRIu64 " bytes in the last %" PRId64 " ms of "
+            "reading its clone, under clone_min_rate (%" PRIu64 " bytes a "
+            "second over clone_timeout)", TG_NOTE(COLLECTOR_HOST_TOO_SLOW),
+            v.bytes, v.span_ms, cfg->clone_min_rate);
+  return true;
 }
 
 static void on_deadline(uv_timer_t *t) {
@@ -712,9 +743,9 @@ static void on_deadline(uv_timer_t *t) {
   int64_t limit = s->c->cfg.clone_timeout_ms;
   for (size_t i = 0; i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
-    if (sh->st == SH_SKIPPED || sh->st >= SH_CLOSING ||
-        now - sh->heard_ms < limit)
-      continue;
+    if (sh->st == SH_SKIPPED || sh->st >= SH_CLOSING) continue;
+    if (sh->st == SH_READ && below_floor(sh, now)) continue;
+    if (now - sh->heard_ms < limit) continue;
     host_fail(sh, "no answer within clone_timeout (%" PRId64 " ms) while %s",
               limit, step_name(sh->st));
   }

@@ -39,6 +39,12 @@
 /* Every message the CLI prints starts with this; so does --version. */
 #define CLI_PROG "tracegate"
 
+/* A limit's decimal literal as a string, for a help text that states it
+ * (CLI_STR(REASON_MAX) is "1024"): the text and the check read one
+ * constant. */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
+
 /* --- subcommands (one file each) --------------------------------------- */
 
 int cli_record_main(int argc, char **argv);

@@ -12,7 +12,9 @@
 #include "consumer/pbtxt.h"
 #include "tracegate/error.h"
 
-#define MAX_CONFIG_BYTES (16u << 20)
+/* A config file's most, in MiB (the refusal states it). */
+#define MAX_CONFIG_MIB 16
+#define MAX_CONFIG_BYTES ((size_t)MAX_CONFIG_MIB << 20)
 
 /* Reads the whole of |path| ("-": stdin) into |out|. */
 static int read_all(const char *path, tg_buf_t *out) {
@@ -32,7 +34,8 @@ Perfetto__Protos__TraceConfig *cli_config_load(const char *path, bool txt) {
   int rv = read_all(path, &raw);
   if (rv < 0) {
     fprintf(stderr, CLI_PROG ": cannot read the config %s: %s\n", name,
-            rv == -EFBIG ? "larger than 16 MiB" : tg_strerror(rv));
+            rv == -EFBIG ? "larger than " CLI_STR(MAX_CONFIG_MIB) " MiB"
+                         : tg_strerror(rv));
     goto out;
   }
   size_t len = tg_buf_size(&raw);

@@ -34,8 +34,11 @@ static const char synopsis[] =
     "         -o DIR | -o FILE [--merge] [-t DURATION] [-b SIZE]\n"
     "       " CLI_PROG " record -H HOST --attach KEY -o FILE [--merge] [--stop]";
 
-/* --compress: "none" -> 0, "zstd" -> 1, "zstd:N" -> N (1..19). Returns 0 or
- * -EINVAL. */
+/* zstd's highest level, the most --compress asks of a relay. */
+#define COMPRESS_LEVEL_MAX 19
+
+/* --compress: "none" -> 0, "zstd" -> 1, "zstd:N" -> N (1..
+ * COMPRESS_LEVEL_MAX). Returns 0 or -EINVAL. */
 static int cli_parse_compress(const char *s, int *level) {
   if (strcmp(s, "none") == 0 || strcmp(s, "zstd") == 0) {
     *level = s[0] == 'z';
@@ -43,10 +46,15 @@ static int cli_parse_compress(const char *s, int *level) {
   }
   if (strncmp(s, "zstd:", 5) != 0) return -EINVAL;
   uint64_t v;
-  if (tg_decimal_u64(s + 5, 19, &v) < 0 || v < 1) return -EINVAL;
+  if (tg_decimal_u64(s + 5, COMPRESS_LEVEL_MAX, &v) < 0 || v < 1)
+    return -EINVAL;
   *level = (int)v;
   return 0;
 }
+
+/* about[] states TG_REC_READ_AGAIN_BYTES in words. */
+_Static_assert(TG_REC_READ_AGAIN_BYTES == 1u << 20,
+               "record's --help says a read of 1 MiB");
 
 static const char about[] =
     "Records a trace from the tracing service into OUT, a Perfetto trace file\n"
@@ -85,8 +93,10 @@ static const char about[] =
     "The config is recorded as written. When it asks for write_into_file, a\n"
     "local service writes the trace into OUT itself (the file passed over\n"
     "the socket). Otherwise, or with --read-buffers, the trace is read over\n"
-    "the connection and written by " CLI_PROG ": 100ms after tracing\n"
-    "starts, then every 500ms, sooner as the source's rate needs (at once\n"
+    "the connection and written by " CLI_PROG ": "
+    CLI_STR(TG_REC_DEFAULT_FIRST_READ_MS) "ms after tracing\n"
+    "starts, then every " CLI_STR(TG_REC_DEFAULT_READ_PERIOD_MS) "ms, sooner "
+    "as the source's rate needs (at once\n"
     "again after a read of 1 MiB, or a quarter of the smallest buffer), so\n"
     "that a ring buffer loses nothing; a config with a DISCARD buffer is\n"
     "read once the session ended, as Perfetto does, so that DISCARD keeps\n"
@@ -232,7 +242,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "how long past its duration a session may take to end before it is "
        "stopped (default " DEFAULT_GRACE ")", 0, 0},
       {"compress", TG_FLAG_STRING, &o->compress, "MODE",
-       "with remote hosts: none, zstd or zstd:LEVEL (1-19) for what the "
+       "with remote hosts: none, zstd or zstd:LEVEL (1-"
+       CLI_STR(COMPRESS_LEVEL_MAX) ") for what the "
        "relay sends (default " DEFAULT_COMPRESS "; a relay without it sends "
        "plain)", 0, 0},
       {"dead-link-timeout", TG_FLAG_STRING, &o->dead_link, "DURATION",
@@ -405,7 +416,8 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   if (remote && o->attach && !o->out)
     return usage_error(prog, "-o OUT is required");
   if (remote && o->attach && strlen(o->attach) > TG_RELAY_SESSION_KEY_MAX)
-    return usage_error(prog, "--attach: a resume key is at most 128 characters");
+    return usage_error(prog, "--attach: a resume key is at most "
+                             CLI_STR(TG_RELAY_SESSION_KEY_MAX) " characters");
   if (!remote && (o->remote.tls.cert || o->remote.tls.key ||
                   o->remote.tls.ca || o->remote.server_name ||
                   o->remote.tls.session_cache ||
@@ -422,7 +434,7 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
                           &o->compress_level);
   if (rv < 0) {
     fprintf(stderr, "%s: --compress: '%s' is not none, zstd or zstd:LEVEL "
-            "with LEVEL 1..19\n", prog, o->compress);
+            "with LEVEL 1..%d\n", prog, o->compress, COMPRESS_LEVEL_MAX);
     return CLI_EXIT_USAGE;
   }
   if (cli_flag_duration_ms(prog, "grace", o->grace ? o->grace : DEFAULT_GRACE,

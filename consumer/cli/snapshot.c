@@ -11,9 +11,9 @@
  * that runs until the one request ends: this file never writes or parses
  * HTTP itself. Over https:// the collector's certificate must chain to
  * --ca and carry the collector's name; our certificate is --cert/--key.
- * The reply is bounded (REPLY_MAX) and so is the wait (--timeout); its
- * JSON is read by snapshot_json.c and every string from it reaches the
- * terminal through tg_printable().
+ * The reply is bounded (CLI_SNAP_REPLY_MAX) and so is the wait
+ * (--timeout); its JSON is read by snapshot_json.c and every string from
+ * it reaches the terminal through tg_printable().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,10 +38,6 @@
 #include "ipc/net_addr.h"
 
 #define PROG CLI_PROG " snapshot"
-/* The collector's largest answer: a snapshot of its at most 1024 hosts,
- * each row up to ~5.4 KB when every byte of a 320-byte host and a 512-byte
- * error is escaped (\u00XX), plus the snapshot itself. */
-#define REPLY_MAX (16u << 20)
 #define DEFAULT_TIMEOUT_S 300
 #define REASON_MAX 1024 /* what the collector takes (TG_COLL_REASON_MAX) */
 #define GROUP_MAX 128
@@ -87,7 +83,7 @@ typedef struct req {
   lws_sorted_usec_list_t deadline;
   uint64_t timeout_s;
   int status;  /* the HTTP status */
-  tg_buf_t body; /* at most REPLY_MAX bytes */
+  tg_buf_t body; /* at most CLI_SNAP_REPLY_MAX bytes */
   /* get: a 200's body goes here instead (other answers to |body|). */
   int out_fd;
   uint64_t out_bytes;
@@ -134,8 +130,11 @@ static int append_body(req_t *r, const void *in, size_t len) {
   }
   int rv = tg_buf_append(&r->body, in, len);
   if (rv == 0) return 0;
-  set_state(r, REQ_FAILED, rv == -ENOBUFS ? "its reply is over 4 MiB"
-                                          : "out of memory");
+  char why[128];
+  snprintf(why, sizeof(why), "%s its reply is over %u MiB (%u bytes), the "
+           "most this command takes", TG_NOTE(SNAPSHOT_REPLY_TOO_BIG),
+           CLI_SNAP_REPLY_MAX >> 20, CLI_SNAP_REPLY_MAX);
+  set_state(r, REQ_FAILED, rv == -ENOBUFS ? why : "out of memory");
   return -1;
 }
 
@@ -447,7 +446,8 @@ static const char about[] =
     "carry its name (--tls-server-name for an IP address), and this\n"
     "certificate's identity needs the record role in the collector's authz\n"
     "file. Standard error gets one line (the snapshot's id, state, hosts and\n"
-    "size) and one per failed host (the first 20); --json FILE gets the\n"
+    "size) and one per failed host (the first " CLI_STR(FAILED_LINES_MAX)
+    "); --json FILE gets the\n"
     "collector's reply as it came (\"-\": standard output), written only when it\n"
     "is a snapshot. The exit status is 0 when the snapshot is complete, 3 when\n"
     "it is partial (some hosts failed), 1 when it failed, was refused (over\n"
@@ -531,7 +531,8 @@ static const char get_about[] =
     "hosts' part: the trace's head (the collector's clocks) and every packet\n"
     "of the hosts named, a valid trace of its own, read through the index\n"
     "written with the snapshot (GET /api/v1/snapshots/ID/trace?host=...).\n"
-    "ID is the snapshot's 16 hexadecimal digits; H is a host as the snapshot's\n"
+    "ID is the snapshot's " CLI_STR(CLI_SNAP_ID_LEN) " hexadecimal digits; H "
+    "is a host as the snapshot's\n"
     "rows name it (its \"host\" field), several separated by commas. FILE is\n"
     "written whole or not at all ('-': standard output). The exit status is 0\n"
     "when the trace is written, 1 when the collector refused (no such\n"
@@ -543,7 +544,7 @@ static const char get_about[] =
     "\\\n      --host web1.example:7467 --output web1.pftrace\n";
 
 static bool id_ok(const char *id) {
-  if (strlen(id) != 16) return false;
+  if (strlen(id) != CLI_SNAP_ID_LEN) return false;
   for (const char *p = id; *p; p++)
     if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
   return true;
@@ -601,8 +602,8 @@ static int snapshot_get(int argc, char **argv) {
   if (rv < 0) return CLI_EXIT_USAGE;
   collector_addr_t a;
   if (n_pos != 1 || !id_ok(pos[0])) {
-    fprintf(stderr, "%s: ID (the snapshot's 16 lowercase hexadecimal digits) "
-            "is required (see --help)\n", GET_PROG);
+    fprintf(stderr, "%s: ID (the snapshot's %d lowercase hexadecimal digits) "
+            "is required (see --help)\n", GET_PROG, CLI_SNAP_ID_LEN);
     return CLI_EXIT_USAGE;
   }
   if (!o.output) {
@@ -615,7 +616,7 @@ static int snapshot_get(int argc, char **argv) {
   }
   if (check_usage(&o, &a) < 0) return CLI_EXIT_USAGE;
 
-  size_t cap = sizeof(API_PATH "//trace?host=") + 16 +
+  size_t cap = sizeof(API_PATH "//trace?host=") + CLI_SNAP_ID_LEN +
                (o.host ? 3 * strlen(o.host) : 0) + 1;
   char *path = malloc(cap);
   if (!path) {
@@ -649,7 +650,7 @@ static int snapshot_get(int argc, char **argv) {
   memset(&r, 0, sizeof(r));
   r.out_fd = fd;
   r.method = "GET";
-  tg_buf_init(&r.body, REPLY_MAX);
+  tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
   int code = CLI_EXIT_FAIL;
   if (request(&o, &a, path, &r) == 0) {
     if (r.state != REQ_DONE)
@@ -695,7 +696,8 @@ int cli_snapshot_main(int argc, char **argv) {
        "tracegate-collector's HTTP API: http://host:port, https://host:port "
        "or host:port (http)", 0, 0},
       {"reason", TG_FLAG_STRING, &o.reason, "TEXT",
-       "why, kept with the snapshot (at most 1024 bytes)", 0, 0},
+       "why, kept with the snapshot (at most " CLI_STR(REASON_MAX) " bytes)",
+       0, 0},
       {"group", TG_FLAG_STRING, &o.group, "G",
        "only the hosts of this group of the collector's config (default: all)",
        0, 0},
@@ -743,7 +745,7 @@ int cli_snapshot_main(int argc, char **argv) {
   memset(&r, 0, sizeof(r));
   r.out_fd = -1;
   r.method = "POST";
-  tg_buf_init(&r.body, REPLY_MAX);
+  tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
   int code = CLI_EXIT_FAIL;
   if (request(&o, &a, path, &r) == 0) {
     if (r.state == REQ_DONE)

@@ -24,6 +24,11 @@
 #define CLI_SNAP_MAX_FAILED 64
 #define CLI_SNAP_MAX_NOTED 8
 #define CLI_SNAP_ID_LEN 16 /* hex digits */
+/* The collector's largest answer `tracegate snapshot` takes: a snapshot
+ * of its at most 1024 hosts, each row up to ~5.4 KB when every byte of a
+ * 320-byte host and a 512-byte error is escaped (\u00XX), plus the
+ * snapshot itself. Past it the request fails ([TG-2060]). */
+#define CLI_SNAP_REPLY_MAX (16u << 20)
 /* The memory the reply's parsed tree may take (common/json.h,
  * tg_json_load): the largest reply, a snapshot of 1024 hosts with every
  * text at its cap, takes a few MiB; docs/operations.md has the figures. */

@@ -12,6 +12,10 @@
  *  - a packet that never ends fails that host at the same cap;
  *  - a flood of sequence ids fails that host at the merge's bound, and
  *    the collector's resident memory stays within a generous bound;
+ *  - a host that trickles (a small packet every 10 ms after its ring)
+ *    fails at clone_min_rate, partial with its ring's packets, the other
+ *    host's stored whole, within the test's HTTP wait (90 s: less than
+ *    the snapshot's 120 s deadline, which alone ended it before);
  *  - the store's disk full mid-snapshot (a small tmpfs, in a mount
  *    namespace of the test's own, root only) fails that snapshot, leaves
  *    no partial file, keeps the earlier one, and once space is back the
@@ -41,6 +45,7 @@
 #include "fleet_harness.h"
 #include "fleet_trace.h"
 #include "hostile_relay.h"
+#include "test_notice.h"
 #include "test_proc.h"
 
 /* Two hosts, the first behind a hostile relay in |mode|. */
@@ -274,6 +279,37 @@ static void a_sequence_flood_fails_the_host_and_memory_stays_bounded(
   caps_down(&f);
 }
 
+/* --- the rate floor ------------------------------------------------------------- */
+
+/* On the collector's real clock: its clone_timeout of 6 s is the
+ * window. A's ring is read, then its relay trickles; A fails with the
+ * floor's code, partial with its ring's packets; B's are all stored. */
+static void a_trickle_fails_the_host_at_the_rate_floor(void **state) {
+  (void)state;
+  caps_fleet_t f;
+  caps_up(&f, TG_HOSTILE_TRICKLE, "clone_timeout = 6s\nclone_min_rate = 1M\n");
+  fleet_commit_packets(&f.h[0].p, 0, "hostA", 1, 5);
+  fleet_commit_packets(&f.h[1].p, 0, "hostB", 1, 7);
+  const char *json = fleet_in_dir("trickle.json");
+  const char *id = caps_snapshot(&f, json);
+  int bad = one_host_failed(json, f.h[0].spec,
+                            tg_notice_tag(TG_N_COLLECTOR_HOST_TOO_SLOW));
+  assert_string_equal(host_field(json, bad, "outcome"), "\"partial\"");
+  assert_true(strtoull(host_field(json, bad, "bytes"), NULL, 10) > 0);
+  tg_hostile_stats_t st;
+  tg_hostile_relay_stats(f.hostile, &st);
+  assert_true(st.endless_reads >= 1);
+  assert_true(st.forged_packets > 0); /* it trickled, it was not silent */
+  const char *trace = fleet_in_dir("trickle.pftrace");
+  download(&f.c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "hostB", 1, 7);
+  fleet_trace_assert_values(&t, "hostA", 1, 5);
+  fleet_trace_free(&t);
+  caps_down(&f);
+}
+
 /* --- a full disk --------------------------------------------------------------- */
 
 /* Fills the file system of |dir| with |dir|/filler, but |keep| bytes. */
@@ -353,6 +389,7 @@ int main(void) {
       FLEET_TEST(an_endless_read_fails_the_host_at_its_cap),
       FLEET_TEST(an_endless_packet_fails_the_host_at_its_cap),
       FLEET_TEST(a_sequence_flood_fails_the_host_and_memory_stays_bounded),
+      FLEET_TEST(a_trickle_fails_the_host_at_the_rate_floor),
       FLEET_TEST(a_full_disk_fails_the_snapshot_and_keeps_the_others),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);

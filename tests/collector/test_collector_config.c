@@ -131,7 +131,8 @@ static void config_reads_every_key(void **state) {
       "group\t=\tweb\tssh://admin@web1   10.0.0.5:7467 \n"
       "trigger = oom db\n"
       "trigger = app.crash:v2\n"
-      "trigger = slow web\n";
+      "trigger = slow web\n"
+      "clone_min_rate = 1.5M\n";
   tg_coll_config_t c;
   assert_int_equal(parse(text, &c), 0);
   assert_int_equal(warned.n, 0);
@@ -170,6 +171,7 @@ static void config_reads_every_key(void **state) {
   assert_int_equal(c.operator_snapshots_per_minute, 12);
   assert_int_equal(c.schedule_snapshots_per_minute, 60);
   assert_int_equal(c.clone_timeout_ms, 2500);
+  assert_int_equal(c.clone_min_rate, 1536 * 1024);
   assert_int_equal(c.compress_level, 19);
   assert_int_equal(c.reconnect_ms, 300000);
   assert_int_equal(c.dead_link_ms, 20000);
@@ -244,6 +246,7 @@ static void config_defaults_fill_what_is_not_set(void **state) {
   assert_int_equal(c.operator_snapshots_per_minute, 6);
   assert_int_equal(c.schedule_snapshots_per_minute, 6);
   assert_int_equal(c.clone_timeout_ms, 8000);
+  assert_int_equal(c.clone_min_rate, 8 * 1024);
   assert_int_equal(c.ring_clear_period_ms, 1000);
   assert_int_equal(c.compress_level, 1);
   assert_int_equal(c.reconnect_ms, 60000);
@@ -309,6 +312,9 @@ static void config_refuses_bad_values_with_their_key_and_line(void **state) {
       {"clone_timeout = 0", "clone_timeout"},
       {"clone_timeout = 99ms", "clone_timeout"},
       {"clone_timeout = 121s", "clone_timeout"},
+      {"clone_min_rate = 1025M", "clone_min_rate"},
+      {"clone_min_rate = -1", "clone_min_rate"},
+      {"clone_min_rate = 1s", "clone_min_rate"},
       {"ring_clear_period = 99ms", "ring_clear_period"},
       {"ring_clear_period = 61m", "ring_clear_period"},
       {"compress_level = 20", "compress_level"},
@@ -384,8 +390,9 @@ static void config_accepts_the_edges_of_each_range(void **state) {
                   "max_snapshots_per_minute = 1\ncompress_level = 0\n"
                   "http_max_conns_per_source = 1\nclone_timeout = 100ms\n"
                   "host_snapshots_per_minute = 600\n"
-                  "ring_clear_period = 0\n",
+                  "ring_clear_period = 0\nclone_min_rate = 0\n",
                   &c);
+  assert_int_equal(c.clone_min_rate, 0);
   assert_int_equal(c.shard_index, 65535);
   assert_int_equal(c.shard_count, 65536);
   assert_int_equal(c.snapshot_every_ms, 1000);
@@ -404,6 +411,9 @@ static void config_accepts_the_edges_of_each_range(void **state) {
   tg_coll_config_free(&c);
   expect_extra_ok("ring_clear_period = 1h\n", &c);
   assert_int_equal(c.ring_clear_period_ms, 3600000);
+  tg_coll_config_free(&c);
+  expect_extra_ok("clone_min_rate = 1G\n", &c);
+  assert_int_equal(c.clone_min_rate, 1u << 30);
   tg_coll_config_free(&c);
 
   expect_extra_ok("retention_max_bytes = 16777215T\n"

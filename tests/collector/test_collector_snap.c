@@ -2,8 +2,9 @@
  * test's process (coll_unit.h): which hosts are asked (the group's, the
  * tracing ones), what each host's failure says and costs the others (a
  * host past its cap, a host silent for clone_timeout on the daemon's
- * clock, a cut), the view the trigger policy gets, and the cap on
- * snapshots under way. Outcomes are read from the store's rows.
+ * clock, a host that trickles under clone_min_rate, a cut), the view the
+ * trigger policy gets, and the cap on snapshots under way. Outcomes are
+ * read from the store's rows.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "coll_unit.h"
+#include "test_notice.h"
 #include "test_proc.h"
 
 static int group_setup(void **state) {
@@ -247,6 +249,66 @@ static void clone_timeout_counts_on_the_daemons_clock(void **state) {
   coll_unit_close(&u);
 }
 
+/* The trickler's read is made endless (its ring read whole, the trickle
+ * begun) and the other host's clone is read and freed: its standby
+ * connection, lent at the snapshot's start, is back. */
+static bool trickling(coll_unit_t *u, void *arg) {
+  const char *other = arg;
+  tg_hostile_stats_t st;
+  tg_hostile_relay_stats(u->hostile, &st);
+  return st.endless_reads > 0 && st.forged_packets > 0 &&
+         coll_unit_host(u, other)->sb.st == COLL_SB_READY;
+}
+
+/* Host A's relay, once A's ring is read, sends one small packet every
+ * 10 ms of real time, endlessly: never silent, far under the floor. All
+ * real waits happen with the daemon's clock still; then it moves a
+ * quarter of clone_timeout at a time. A fails with the rate's code once
+ * a clone_timeout has passed on the daemon's clock since its clone's
+ * answer, what it sent before kept (PARTIAL, its bytes counted); B's
+ * data is stored whole; the snapshot ends long before its 120 s
+ * deadline, which was all that ended it before the floor. */
+static void a_host_that_trickles_fails_at_the_rate_floor(void **state) {
+  (void)state;
+  coll_unit_t u = {0};
+  coll_unit_hosts(&u, 2);
+  u.hostile = fleet_hostile_start(&u.h[0], TG_HOSTILE_TRICKLE);
+  up(&u, 2, "clone_timeout = 1s\nclone_min_rate = 1M\n", NULL);
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(raw_producer_wait_started(&u.h[i].p, FLEET_WAIT_MS), 0);
+    fleet_commit_packets(&u.h[i].p, 0, i ? "fastB" : "slowA", 1, 3);
+  }
+  done_t d = {0};
+  const int64_t t0 = u.now_ms;
+  uint64_t id = begin(&u, "all", &d);
+  coll_unit_wait(&u, trickling, u.h[1].spec);
+  assert_true(running(&u, NULL));
+  while (running(&u, NULL)) {
+    /* Half the snapshot's deadline: the floor has long failed A. */
+    assert_true(u.now_ms - t0 < 60000);
+    u.now_ms += 250;
+    coll_unit_run_for(&u, 150);
+  }
+  /* Not judged before a whole clone_timeout since the clone's answer. */
+  assert_true(u.now_ms - t0 >= 1000);
+  coll_unit_wait_idle(&u);
+  assert_int_equal(d.calls, 1);
+  tg_coll_snapshot_t row;
+  tg_coll_host_t hosts[2];
+  size_t n;
+  coll_unit_row(&u, id, &row, hosts, 2, &n);
+  assert_int_equal(row.state, TG_COLL_PARTIAL);
+  const tg_coll_host_t *slow = row_host(hosts, n, u.h[0].spec);
+  assert_int_equal(slow->outcome, TG_COLL_HOST_PARTIAL);
+  assert_true(slow->packets >= 3);
+  assert_true(slow->bytes > 0);
+  assert_notice(slow->error, TG_N_COLLECTOR_HOST_TOO_SLOW);
+  const tg_coll_host_t *fast = row_host(hosts, n, u.h[1].spec);
+  assert_int_equal(fast->outcome, TG_COLL_HOST_OK);
+  assert_true(fast->packets >= 3);
+  coll_unit_close(&u);
+}
+
 /* What the trigger policy sees: a snapshot whose clones wait on a dial
  * has none requested and the origin's still to come; once the clones are
  * sent, neither. At most COLL_RUNNING_MAX run at once (-EBUSY, nothing
@@ -311,6 +373,7 @@ int main(void) {
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(a_host_whose_ftrace_did_not_start_is_partial),
       FLEET_TEST(clone_timeout_counts_on_the_daemons_clock),
+      FLEET_TEST(a_host_that_trickles_fails_at_the_rate_floor),
       FLEET_TEST(the_policy_sees_what_is_to_come_and_a_cut_ends_all),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);

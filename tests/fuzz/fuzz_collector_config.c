@@ -104,6 +104,7 @@ static void check_config(const tg_coll_config_t *c) {
   check(c->schedule_snapshots_per_minute >= 1 &&
         c->schedule_snapshots_per_minute <= 600);
   check(c->clone_timeout_ms >= 100 && c->clone_timeout_ms <= 120000);
+  check(c->clone_min_rate <= (1ull << 30));
   check(c->compress_level <= 19);
   CHECK_STR(c, ui_url);
   check(!strncmp(c->ui_url, "https://", 8) ||

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
@@ -80,6 +81,7 @@ typedef struct conn {
   tg_hostile_mode_t flood_mode;
   uint32_t next_seq, next_value;
   uint64_t next_ts;
+  int64_t next_trickle_ms; /* TRICKLE: when the next frame is due */
   char pad[TG_HOSTILE_ENDLESS_PAD]; /* an ENDLESS_READ packet's string */
   uint8_t frame[TG_IPC_FRAME_BUFFER_SIZE];
 } conn_t;
@@ -206,6 +208,12 @@ static void forge_packet(conn_t *k, tg_pbw_t *w) {
   tg_pbw_append_varint(w, PKT_TIMESTAMP, k->next_ts++);
   if (k->flood_mode == TG_HOSTILE_SEQ_FLOOD) {
     tg_pbw_append_varint(w, PKT_SEQ_ID, k->next_seq++);
+  } else if (k->flood_mode == TG_HOSTILE_TRICKLE) {
+    tg_pbw_append_varint(w, PKT_SEQ_ID, 1);
+    tg_pbw_begin_nested(w, PKT_FOR_TESTING);
+    tg_pbw_append_bytes(w, TEST_STR, "trickle", 7);
+    tg_pbw_append_varint(w, TEST_SEQ_VALUE, k->next_value++);
+    tg_pbw_end_nested(w);
   } else {
     tg_pbw_append_varint(w, PKT_SEQ_ID, 1);
     tg_pbw_begin_nested(w, PKT_FOR_TESTING);
@@ -232,14 +240,18 @@ static void forge_slice(conn_t *k, tg_pbw_t *w) {
   atomic_fetch_add(&k->h->forged_bytes, sizeof(k->pad));
 }
 
-/* The next frame of an endless stream, to the client. */
+/* The next frame of an endless stream, to the client: full, or of one
+ * packet when trickling. */
 static bool forge_frame(conn_t *k) {
   tg_ipc_reply_writer_t rw;
   tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), k->flood_id, true, true);
-  while (tg_pbw_written(&rw.body) < FORGE_FRAME_FILL && !tg_pbw_error(&rw.body)) {
+  /* A trickle's frame holds one packet; a flood's, FORGE_FRAME_FILL. */
+  bool one = k->flood_mode == TG_HOSTILE_TRICKLE;
+  do {
     if (k->flood_mode == TG_HOSTILE_ENDLESS_PACKET) forge_slice(k, &rw.body);
     else forge_packet(k, &rw.body);
-  }
+  } while (!one && tg_pbw_written(&rw.body) < FORGE_FRAME_FILL &&
+           !tg_pbw_error(&rw.body));
   size_t len;
   return tg_ipc_reply_end(&rw, &len) == 0 &&
          tg_tls_write(k->ds, k->frame, len) == 0;
@@ -333,6 +345,33 @@ static bool pump(conn_t *k, tg_tls_session_t *from, stream_t *s,
 
 /* --- a connection ----------------------------------------------------------- */
 
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Forges what is due: a flood while the client's TLS output has room; a
+ * trickle's frame when its time came. Returns false when the client is
+ * gone; *wait_ms: how long poll() may sleep before the next is due (-1:
+ * until a socket wakes it). */
+static bool forge_due(conn_t *k, int *wait_ms) {
+  *wait_ms = -1;
+  if (!k->flooding) return true;
+  if (k->flood_mode != TG_HOSTILE_TRICKLE) {
+    while (tg_buf_size(tg_tls_out(k->ds)) < FORGE_HIGH_WATER)
+      if (!forge_frame(k)) return false;
+    return true;
+  }
+  int64_t now = mono_ms();
+  if (now >= k->next_trickle_ms) {
+    if (!forge_frame(k)) return false;
+    k->next_trickle_ms = now + TG_HOSTILE_TRICKLE_MS;
+  }
+  *wait_ms = (int)(k->next_trickle_ms - now);
+  return true;
+}
+
 static int dial_relay(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET,
@@ -350,16 +389,17 @@ static void relay_loop(conn_t *k) {
       !pump(k, k->us, &k->down, relay_frame, k->ds))
     return;
   for (;;) {
-    while (k->flooding && tg_buf_size(tg_tls_out(k->ds)) < FORGE_HIGH_WATER)
-      if (!forge_frame(k)) return;
+    int wait_ms;
+    if (!forge_due(k, &wait_ms)) return;
     if (!flush_tls(k->ds, k->dfd) || !flush_tls(k->us, k->ufd)) return;
     /* Flooding: woken whenever the client can take more. */
-    bool down_full = tg_buf_size(tg_tls_out(k->ds)) > 0 || k->flooding;
+    bool flood = k->flooding && k->flood_mode != TG_HOSTILE_TRICKLE;
+    bool down_full = tg_buf_size(tg_tls_out(k->ds)) > 0 || flood;
     struct pollfd p[3] = {
         {k->dfd, (short)(POLLIN | (down_full ? POLLOUT : 0)), 0},
         {k->ufd, (short)(POLLIN | (tg_buf_size(tg_tls_out(k->us)) ? POLLOUT : 0)), 0},
         {k->h->stop[0], POLLIN, 0}};
-    if (poll(p, 3, -1) < 0) {
+    if (poll(p, 3, wait_ms) < 0) {
       if (errno == EINTR) continue;
       return;
     }

@@ -23,6 +23,9 @@
  *                 new trusted_packet_sequence_id (from 1 << 20 up)
  *   ENDLESS_PACKET  the same, the forged slices all of one packet that
  *                 never ends (no last_slice_for_packet)
+ *   TRICKLE       the same, but slowly: one frame of one small forged
+ *                 packet (about TG_HOSTILE_TRICKLE_BYTES) every
+ *                 TG_HOSTILE_TRICKLE_MS of real time, never a long silence
  *
  * The mode is read at each ReadBuffers request, so a test may switch it
  * between snapshots; streams already forged go on until their connection
@@ -48,12 +51,16 @@
 /* An ENDLESS_READ packet carries this many bytes of TestEvent.str
  * ("hostile:" then 'x's), and a few more. */
 #define TG_HOSTILE_ENDLESS_PAD 4000u
+/* A TRICKLE packet's size, at most, and the time between two. */
+#define TG_HOSTILE_TRICKLE_BYTES 40u
+#define TG_HOSTILE_TRICKLE_MS 10
 
 typedef enum tg_hostile_mode {
   TG_HOSTILE_PASS = 0,
   TG_HOSTILE_ENDLESS_READ,
   TG_HOSTILE_SEQ_FLOOD,
   TG_HOSTILE_ENDLESS_PACKET,
+  TG_HOSTILE_TRICKLE,
 } tg_hostile_mode_t;
 
 /* Paths are read during tg_hostile_relay_start() only. */
