@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """deb_install: the Debian packages of `make deb`, installed on this machine.
 
-Installs the six packages with dpkg -i, then runs what they installed from
-where they installed it. systemd is not PID 1 here, so each daemon starts
+Installs the six packages with apt-get, as docs/collector.md's first day
+and docs/operations.md say, then runs what they installed from where
+they installed it. systemd is not PID 1 here, so each daemon starts
 as its installed unit says: ExecStart= with the unit's Environment= and
 EnvironmentFile=, as its User=/Group=/SupplementaryGroups= or DynamicUser=
 (setpriv), with its AmbientCapabilities= and CapabilityBoundingSet= (all
@@ -954,8 +955,14 @@ class FirstDay:
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.home,
                     "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"}
 
-    def walk(self):
-        for n, block in enumerate(first_day_blocks(), 1):
+    def install(self):
+        """The section's first block: apt-get install of the four
+        packages."""
+        self.walk(0, 1)
+
+    def walk(self, first=1, end=None):
+        """The section's blocks [first, end)."""
+        for n, block in enumerate(first_day_blocks()[first:end], first + 1):
             seg = []
             for cmd in block + [None]:
                 unit = cmd and re.fullmatch(r"systemctl start (\S+)", cmd.strip())
@@ -1091,7 +1098,7 @@ class FirstDay:
         return check_store("/var/lib/tracegate-collector", True)
 
 
-def scenario(daemons):
+def scenario(daemons, day):
     check_installed_layout()
     app, app_cmake = build_apps()
 
@@ -1119,7 +1126,6 @@ def scenario(daemons):
     for unit in ("tracegate-relay", "tracegate-collector"):
         if condition_holds(Daemon(unit).unit):
             raise Failure("%s.service would start without a certificate" % unit)
-    day = FirstDay(daemons)
     move_relay(day.relay_port)
     day.walk()
     files = day.check()
@@ -1174,11 +1180,20 @@ def main():
     status = 0
     lists = set()
     try:
-        run(["dpkg", "-i"] + debs)
+        day = FirstDay(daemons)
+        day.install()
+        # The library and its -dev package, as operations.md installs them.
+        run(["apt-get", "install", "-y", "-q"] +
+            [d for d in debs if os.path.basename(d).startswith("libtracegate-agent")],
+            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        for pkg in PACKAGES:
+            q = run(["dpkg-query", "-W", "-f=${Status}", pkg], check=False)
+            if "ok installed" not in q.stdout:
+                raise Failure("%s is not installed: %s" % (pkg, q.stdout))
         say("installed: " + " ".join(os.path.basename(d) for d in debs))
         for pkg in PACKAGES:
             lists |= set(run(["dpkg", "-L", pkg]).stdout.split("\n"))
-        scenario(daemons)
+        scenario(daemons, day)
     except (Failure, OSError, ValueError, KeyError,
             subprocess.TimeoutExpired) as e:
         print("deb_install: FAILED: %s: %s" % (type(e).__name__, e), file=sys.stderr)
