@@ -1069,8 +1069,18 @@ class FirstDay:
             raise Failure("snapshot %s over HTTPS: want complete, %s and %s ok "
                           "with no problem: %s" % (snap_id, LABEL, LABEL2,
                                                    json.dumps(snap)))
-        say("first day: snapshot %s complete, hosts %s, no problem" % (
-            snap_id, ", ".join(names)))
+        listed = [r for r in self.api("/api/v1/snapshots")["snapshots"]
+                  if r["id"] == snap_id]
+        if len(listed) != 1 or listed[0]["state"] != "complete":
+            raise Failure("/api/v1/snapshots lists snapshot %s as %s, want it "
+                          "complete" % (snap_id, json.dumps(listed)))
+        url = "https://%s:%d/" % (SERVER_NAME, self.https_port)
+        with urllib.request.urlopen(url, context=self.context(), timeout=10) as r:
+            if not r.headers.get("Content-Type", "").startswith("text/html"):
+                raise Failure("GET / over HTTPS: Content-Type %s, want the page"
+                              % r.headers.get("Content-Type"))
+        say("first day: snapshot %s listed complete, hosts %s, no problem; "
+            "the page served over HTTPS" % (snap_id, ", ".join(names)))
 
         p = run(["openssl", "pkcs12", "-in", os.path.join(self.pki, OPERATOR + ".p12"),
                  "-passin", "file:" + os.path.join(self.pki, OPERATOR + ".pass"),
