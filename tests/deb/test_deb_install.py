@@ -30,12 +30,14 @@ sandboxing options are not reproduced. Checked:
     from the installed tg-certs, the relay and the collector started from
     their units, the collector over HTTPS with client certificates, an
     inventory with label= names (and a second line, web2, for the same
-    relay), health_listen; then read back as JSON and traces: the hosts
+    relay), health_listen, a trigger fired by `tracegate trigger` as an
+    app would; then read back as JSON and traces: the hosts
     tracing by name with no problem, a client without a certificate
     refused by HTTPS and served /healthz by health_listen alone, the
     snapshot `tracegate snapshot --collector https://...` stored complete
     with each host's name and problems [] (GET /api/v1/snapshots/ID with
-    the operator's certificate), the app's events and the probes'
+    the operator's certificate) and listed, the trigger's snapshot
+    stored complete, the page served, the app's events and the probes'
     process tree in the stored file, sched events from the packaged
     flight config's linux.ftrace in the downloaded snapshot and in one
     host's part (`tracegate snapshot get ID --host`), trace_processor's
@@ -900,6 +902,7 @@ LABEL = "web1"
 # A second inventory line for the same relay (another ring on it, another
 # host of the snapshot), so that one host's part has one host to leave out.
 LABEL2 = "web2"
+TRIGGER = "slow_request"
 
 
 def first_day_blocks():
@@ -1074,6 +1077,14 @@ class FirstDay:
         if len(listed) != 1 or listed[0]["state"] != "complete":
             raise Failure("/api/v1/snapshots lists snapshot %s as %s, want it "
                           "complete" % (snap_id, json.dumps(listed)))
+        # The app's trigger (tracegate trigger, the section's stand-in):
+        # a snapshot of its own, stored complete in its time.
+        def triggered():
+            rows = self.api("/api/v1/snapshots?trigger=" + TRIGGER)["snapshots"]
+            if any(r["state"] not in ("pending", "complete") for r in rows):
+                raise Failure("the trigger's snapshots: %s" % json.dumps(rows))
+            return rows and all(r["state"] == "complete" for r in rows)
+        wait_for("the trigger's snapshot to be stored", triggered, 90, self.daemons)
         url = "https://%s:%d/" % (SERVER_NAME, self.https_port)
         with urllib.request.urlopen(url, context=self.context(), timeout=10) as r:
             if not r.headers.get("Content-Type", "").startswith("text/html"):
@@ -1092,6 +1103,10 @@ class FirstDay:
 
         whole = os.path.join(self.home, "snapshot.pftrace")
         part = os.path.join(self.home, LABEL + ".pftrace")
+        stored = "/var/lib/tracegate-collector/snapshots/%s.pftrace" % snap_id
+        if open(whole, "rb").read() != open(stored, "rb").read():
+            raise Failure("tracegate snapshot get: %s is not the stored %s"
+                          % (whole, stored))
         check_sched(whole, "the first day's snapshot")
         check_sched(part, "the first day's snapshot, %s's part" % LABEL)
         named = "select count(*) as n from track where name = '%s'"
