@@ -29,7 +29,7 @@ libpq-dev libwebsockets-dev"
 RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
-chromium chromium-driver libnss3-tools prometheus-alertmanager"
+chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq"
 
 mode="${1:-}"
 case "$mode" in

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """deb_install: the Debian packages of `make deb`, installed on this machine.
 
-Installs the six packages with dpkg -i, then runs what they installed from
-where they installed it. systemd is not PID 1 here, so each daemon starts
+Installs the six packages with apt-get, as docs/collector.md's first day
+and docs/operations.md say, then runs what they installed from where
+they installed it. systemd is not PID 1 here, so each daemon starts
 as its installed unit says: ExecStart= with the unit's Environment= and
 EnvironmentFile=, as its User=/Group=/SupplementaryGroups= or DynamicUser=
 (setpriv), with its AmbientCapabilities= and CapabilityBoundingSet= (all
@@ -22,9 +23,27 @@ sandboxing options are not reproduced. Checked:
     traces into the installed tracegated; the installed `tracegate record`
     (as a member of group tracegate) gets its events, and a user outside
     the group cannot reach the consumer socket;
-  - the relay does not start before it has a certificate; given certificates
-    (made with the installed tg-certs, i.e. openssl) it starts from its
-    installed unit and `tracegate record -H` records the app through it;
+  - the relay and the collector do not start before they have a
+    certificate;
+  - docs/collector.md's "From apt-get install to a snapshot in the UI",
+    walked by running its commands as written (FirstDay): certificates
+    from the installed tg-certs, the relay and the collector started from
+    their units, the collector over HTTPS with client certificates, an
+    inventory with label= names (and a second line, web2, for the same
+    relay), health_listen, a trigger fired by `tracegate trigger` as an
+    app would; then read back as JSON and traces: the hosts
+    tracing by name with no problem, a client without a certificate
+    refused by HTTPS and served /healthz by health_listen alone, the
+    snapshot `tracegate snapshot --collector https://...` stored complete
+    with each host's name and problems [] (GET /api/v1/snapshots/ID with
+    the operator's certificate) and listed, the trigger's snapshot
+    stored complete, the page served, the app's events and the probes'
+    process tree in the stored file, sched events from the packaged
+    flight config's linux.ftrace in the downloaded snapshot and in one
+    host's part (`tracegate snapshot get ID --host`), trace_processor's
+    name track of each host in the whole and of web1 alone in its part,
+    and the `tg-certs p12` bundle read by openssl with its passphrase;
+  - `tracegate record -H` records the app through the relay;
   - the installed tracegate-probes, as its unit runs it (a dynamic user
     with CAP_DAC_OVERRIDE alone), records sched events for a linux.ftrace
     config: counted in the trace by a decoder of the trace format here, and
@@ -35,9 +54,6 @@ sandboxing options are not reproduced. Checked:
     own sockets, config directory, logs and store, run beside the host's
     units: each records its own sched events, locally and through its own
     relay, and its collector stores a snapshot of its relay;
-  - the collector starts from its installed config once given its
-    certificate and inventory, its ring on the relay traces, and `tracegate
-    snapshot` stores a complete snapshot in /var/lib/tracegate-collector;
   - `apt-get purge` of all six leaves no file behind: every path under /etc,
     /usr, /var/lib, /var/log and /run that was not there before and is
     ours (in a package's dpkg -L list, or named after one) is a failure.
@@ -67,10 +83,12 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import ctypes
 
@@ -616,11 +634,17 @@ def count_sched(path):
 def tp_sched_rows(path):
     """select count(*) from sched, by Perfetto's trace_processor; None
     without PERFETTO_BIN."""
+    return tp_count(path, "select count(*) as n from sched")
+
+
+def tp_count(path, query):
+    """The count |query| (one column, n) gives for a trace, by Perfetto's
+    trace_processor; None without PERFETTO_BIN."""
     bin_dir = os.environ.get("PERFETTO_BIN")
     if not bin_dir:
         return None
     tp = os.path.join(bin_dir, "trace_processor_shell")
-    p = run([tp, "-Q", "select count(*) as n from sched", path], timeout=120)
+    p = run([tp, "-Q", query, path], timeout=120)
     rows = [ln.strip() for ln in p.stdout.splitlines()]
     if '"n"' not in rows or rows.index('"n"') + 1 >= len(rows):
         raise Failure("trace_processor printed no count:\n" + p.stdout[-2000:])
@@ -673,16 +697,6 @@ def wait_for_probes(consumer_sock, daemons):
              procs=daemons)
 
 
-def make_certs():
-    ca = os.path.join(WORK, "ca")
-    tgc = "/usr/bin/tg-certs"
-    run([tgc, "ca", ca])
-    run([tgc, "host", ca, "relay.test"])
-    run([tgc, "client", ca, "deb-tester", "--role", "record"])
-    run([tgc, "client", ca, "tracegate-collector", "--role", "record"])
-    return ca
-
-
 def install(src, dst, mode, group="root"):
     with open(src, "rb") as f:
         data = f.read()
@@ -692,14 +706,9 @@ def install(src, dst, mode, group="root"):
     os.chown(dst, 0, grp.getgrnam(group).gr_gid)
 
 
-def configure_relay(ca, port):
-    d = "/etc/tracegate-relay"
-    install(os.path.join(ca, "relay.test.pem"), d + "/relay.pem", 0o644)
-    install(os.path.join(ca, "relay.test.key"), d + "/relay.key", 0o640, "tracegate-relay")
-    install(os.path.join(ca, "ca.pem"), d + "/ca.pem", 0o644)
-    install(os.path.join(ca, "crl.pem"), d + "/crl.pem", 0o644)
-    install(os.path.join(ca, "authz"), d + "/authz", 0o640, "tracegate-relay")
-    # The operator's way to move the listener: the env file the units read.
+def move_relay(port):
+    """The host's relay on |port| of loopback instead of 7467: the
+    operator's way to move the listener, the env file the units read."""
     env = "/etc/tracegate/tracegate.env"
     text = open(env).read()
     text = re.sub(r"^TRACEGATE_RELAY_LISTEN=.*$",
@@ -714,8 +723,9 @@ def configure_relay_instance(ca, inst, port):
     os.mkdir(d)
     os.chmod(d, 0o750)
     os.chown(d, 0, grp.getgrnam("tracegate-relay").gr_gid)
-    install(os.path.join(ca, "relay.test.pem"), d + "/relay.pem", 0o644)
-    install(os.path.join(ca, "relay.test.key"), d + "/relay.key", 0o640, "tracegate-relay")
+    install(os.path.join(ca, SERVER_NAME + ".pem"), d + "/relay.pem", 0o644)
+    install(os.path.join(ca, SERVER_NAME + ".key"), d + "/relay.key", 0o640,
+            "tracegate-relay")
     install(os.path.join(ca, "ca.pem"), d + "/ca.pem", 0o644)
     install(os.path.join(ca, "crl.pem"), d + "/crl.pem", 0o644)
     install(os.path.join(ca, "authz"), d + "/authz", 0o640, "tracegate-relay")
@@ -796,10 +806,10 @@ def record_remote(ca, port, tag="remote", config=None):
     out = os.path.join(WORK, tag + ".pftrace")
     what = ["-c", config, "--txt"] if config else ["-t", "2s", "track_event"]
     p = run(["/usr/bin/tracegate", "record", "-H", "127.0.0.1:%d" % port,
-             "--tls-server-name", "relay.test",
+             "--tls-server-name", SERVER_NAME,
              "--ca", os.path.join(ca, "ca.pem"),
-             "--cert", os.path.join(ca, "deb-tester.pem"),
-             "--key", os.path.join(ca, "deb-tester.key"),
+             "--cert", os.path.join(ca, OPERATOR + ".pem"),
+             "--key", os.path.join(ca, OPERATOR + ".key"),
              "--merge", "-o", out, "--summary-json", "-"] + what, timeout=60)
     if not config and APP_EVENT not in open(out, "rb").read():
         raise Failure("the recording through the relay lacks the app's events:\n"
@@ -807,31 +817,29 @@ def record_remote(ca, port, tag="remote", config=None):
     return out
 
 
-def configure_collector(ca, relay_port, http_port, inst=None):
-    """The host's collector, or an instance of tracegate-collector@ as an
-    operator makes one (docs/operations.md): its own directory under
-    /etc/tracegate-collector with a copy of the packaged config, its own
-    store and port."""
-    d = "/etc/tracegate-collector"
-    if inst:
-        d += "/" + inst
-        os.mkdir(d)
-        os.chmod(d, 0o750)
-        os.chown(d, 0, grp.getgrnam("tracegate-collector").gr_gid)
-        for n in ("collector.conf", "hosts", "flight.pbtxt"):
-            install("/etc/tracegate-collector/" + n, os.path.join(d, n), 0o644)
+def configure_collector(ca, relay_port, http_port, inst):
+    """An instance of tracegate-collector@ as an operator makes one
+    (docs/operations.md): its own directory under /etc/tracegate-collector
+    with the packaged config (plain HTTP on loopback), its own store and
+    port."""
+    d = "/etc/tracegate-collector/" + inst
+    os.mkdir(d)
+    os.chmod(d, 0o750)
+    os.chown(d, 0, grp.getgrnam("tracegate-collector").gr_gid)
+    for n in ("collector.conf", "hosts", "flight.pbtxt"):
+        install("/usr/share/doc/tracegate/examples/collector/" + n,
+                os.path.join(d, n), 0o644)
     install(os.path.join(ca, "tracegate-collector.pem"), d + "/collector.pem", 0o644)
     install(os.path.join(ca, "tracegate-collector.key"), d + "/collector.key", 0o640,
             "tracegate-collector")
     install(os.path.join(ca, "ca.pem"), d + "/ca.pem", 0o644)
     with open(d + "/hosts", "a") as f:
-        f.write("127.0.0.1:%d name=relay.test\n" % relay_port)
+        f.write("127.0.0.1:%d name=%s\n" % (relay_port, SERVER_NAME))
     conf = open(d + "/collector.conf").read()
     conf = re.sub(r"^listen = .*$", "listen = 127.0.0.1:%d" % http_port, conf,
                   flags=re.M)
-    if inst:
-        conf = re.sub(r"^store = .*$", "store = /var/lib/tracegate-collector-"
-                      + inst, conf, flags=re.M)
+    conf = re.sub(r"^store = .*$", "store = /var/lib/tracegate-collector-"
+                  + inst, conf, flags=re.M)
     open(d + "/collector.conf", "w").write(conf)
 
 
@@ -866,7 +874,13 @@ def collector_snapshot(http_port, relay_port, daemons,
             [h["host"] for h in snap["hosts"]] != ["127.0.0.1:%d" % relay_port]:
         raise Failure("the snapshot is not the one asked for, of the relay: %s"
                       % json.dumps(snap))
-    files = glob.glob(store + "/snapshots/*")
+    return snap["snapshot"]["id"], check_store(store, want_app)
+
+
+def check_store(store, want_app):
+    """The store's snapshot files: the app's events when it ran, the
+    probes' process tree in each; the files' names."""
+    files = glob.glob(store + "/snapshots/*.pftrace")
     if not files:
         raise Failure("no snapshot file in %s/snapshots" % store)
     if want_app and not any(APP_EVENT in open(f, "rb").read() for f in files):
@@ -875,10 +889,241 @@ def collector_snapshot(http_port, relay_port, daemons,
     # starts, before any snapshot's flush: its process_tree (field 2).
     if not all(2 in packet_kinds(f) for f in files):
         raise Failure("%s: a snapshot lacks the probes' process tree" % store)
-    return snap["snapshot"]["id"], files
+    return files
 
 
-def scenario(daemons):
+# --- docs/collector.md's first day, as written ------------------------------
+
+FIRST_DAY = "From apt-get install to a snapshot in the UI"
+# The names the section's commands give.
+SERVER_NAME = "localhost"
+OPERATOR = "alice"
+LABEL = "web1"
+# A second inventory line for the same relay (another ring on it, another
+# host of the snapshot), so that one host's part has one host to leave out.
+LABEL2 = "web2"
+TRIGGER = "slow_request"
+
+
+def first_day_blocks():
+    """The ```sh blocks of the section, each a list of commands
+    (continuation lines kept with theirs)."""
+    with open(os.path.join(SRC_DIR, "docs", "collector.md")) as f:
+        text = f.read()
+    head = "\n## %s\n" % FIRST_DAY
+    if head not in text:
+        raise Failure("docs/collector.md has no section \"%s\"" % FIRST_DAY)
+    start = text.index(head) + len(head)
+    end = text.find("\n## ", start)
+    blocks, cur, indent, pending = [], None, 0, ""
+    for line in text[start:None if end < 0 else end].split("\n"):
+        if cur is None:
+            if line.strip() == "```sh":
+                cur, indent = [], len(line) - len(line.lstrip())
+            continue
+        if line.strip() == "```":
+            blocks.append(cur)
+            cur = None
+            continue
+        line = line[indent:]
+        if line.endswith("\\"):
+            pending += line + "\n"
+            continue
+        cur.append(pending + line)
+        pending = ""
+    if len(blocks) < 6:
+        raise Failure("docs/collector.md's \"%s\" has %d sh blocks" % (
+            FIRST_DAY, len(blocks)))
+    return blocks
+
+
+class FirstDay:
+    """Runs the section's commands in order, as root, from a directory of
+    its own (HOME too, for ~/.config/tracegate/config): `make deb` is
+    skipped (make deb-test made the packages), ./build/deb/ is DEB_DIR,
+    ports 7467, 7468 and 7469 are free ones, and `systemctl start UNIT`
+    starts the unit as it says (Daemon), then waits until it serves.
+    Every other command runs in bash with -e, -u and pipefail, so a
+    command that fails (a check too) fails the test."""
+
+    def __init__(self, daemons):
+        self.daemons = daemons
+        self.home = os.path.join(WORK, "first-day")
+        os.makedirs(self.home)
+        self.pki = os.path.join(self.home, "pki")
+        self.relay_port, self.https_port, self.health_port = (
+            free_port(), free_port(), free_port())
+        self.ports = {"7467": self.relay_port, "7468": self.https_port,
+                      "7469": self.health_port}
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.home,
+                    "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"}
+
+    def install(self):
+        """The section's first block: apt-get install of the four
+        packages."""
+        self.walk(0, 1)
+
+    def walk(self, first=1, end=None):
+        """The section's blocks [first, end)."""
+        for n, block in enumerate(first_day_blocks()[first:end], first + 1):
+            seg = []
+            for cmd in block + [None]:
+                unit = cmd and re.fullmatch(r"systemctl start (\S+)", cmd.strip())
+                if cmd is None or unit:
+                    if seg:
+                        self.sh(n, seg)
+                    seg = []
+                    if unit:
+                        self.start(unit.group(1))
+                elif cmd.strip() != "make deb":
+                    seg.append(self.adapt(cmd))
+
+    def adapt(self, cmd):
+        cmd = cmd.replace("./build/deb/", DEB_DIR.rstrip("/") + "/")
+        return re.sub(r"\b(746[789])\b", lambda m: str(self.ports[m.group(1)]), cmd)
+
+    def sh(self, n, lines):
+        script = "\n".join(lines)
+        p = run(["bash", "-euo", "pipefail", "-c", script], cwd=self.home,
+                env=self.env, stdin=subprocess.DEVNULL, timeout=300, check=False)
+        if p.returncode != 0:
+            raise Failure("first day, block %d: exited %d:\n%s\n--- output:\n%s" % (
+                n, p.returncode, script, p.stdout[-4000:]))
+        out = p.stdout.strip()
+        say("first day, block %d: ok%s" % (n, (":\n  " + out.replace("\n", "\n  "))
+                                           if out and len(out) < 2000 else ""))
+
+    def start(self, name):
+        d = Daemon(name)
+        if name == "tracegate-collector":
+            # The second line, as an operator adds a host: the same relay
+            # by its address.
+            with open("/etc/tracegate-collector/hosts", "a") as f:
+                f.write("127.0.0.1:%d name=%s label=%s\n" % (
+                    self.relay_port, SERVER_NAME, LABEL2))
+        self.daemons.append(d)
+        d.start()
+        if name == "tracegate-relay":
+            wait_for("the relay's port", lambda: can_connect(self.relay_port),
+                     procs=self.daemons)
+        elif name == "tracegate-collector":
+            wait_for("the collector's HTTPS port",
+                     lambda: can_connect(self.https_port), procs=self.daemons)
+
+            def tracing():
+                try:
+                    hosts = self.api("/api/v1/hosts")["hosts"]
+                except OSError:
+                    return False
+                return len(hosts) == 2 and all(h["state"] == "tracing"
+                                               for h in hosts)
+            wait_for("the collector's rings to trace", tracing, 60, self.daemons)
+        else:
+            raise Failure("first day: no readiness known for " + name)
+
+    def context(self, with_cert=True):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.pem"))
+        if with_cert:
+            ctx.load_cert_chain(os.path.join(self.pki, OPERATOR + ".pem"),
+                                os.path.join(self.pki, OPERATOR + ".key"))
+        return ctx
+
+    def api(self, path):
+        url = "https://%s:%d%s" % (SERVER_NAME, self.https_port, path)
+        with urllib.request.urlopen(url, context=self.context(), timeout=10) as r:
+            return json.load(r)
+
+    def check(self):
+        """What the section says each step shows, read as JSON and
+        traces."""
+        hosts = self.api("/api/v1/hosts")["hosts"]
+        names = sorted(h["name"] for h in hosts)
+        if names != [LABEL, LABEL2] or any(h["problems"] for h in hosts):
+            raise Failure("/api/v1/hosts over HTTPS: want %s, no problems: %s"
+                          % ([LABEL, LABEL2], json.dumps(hosts)))
+        # A client without a certificate: refused by the HTTPS listener,
+        # served /healthz (and nothing else) by health_listen.
+        try:
+            urllib.request.urlopen("https://%s:%d/healthz" % (
+                SERVER_NAME, self.https_port), context=self.context(False),
+                timeout=10).read()
+            raise Failure("the HTTPS listener served a client without a certificate")
+        except OSError:
+            pass
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" %
+                                    self.health_port, timeout=10) as r:
+            if json.load(r) != {"status": "ok"}:
+                raise Failure("health_listen: /healthz is not ok")
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/api/v1/hosts" %
+                                   self.health_port, timeout=10).read()
+            raise Failure("health_listen served /api/v1/hosts")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise Failure("health_listen: /api/v1/hosts answered %d, want 404"
+                              % e.code)
+
+        snap_id = json.load(open(os.path.join(self.home, "snap.json")))["snapshot"]["id"]
+        snap = self.api("/api/v1/snapshots/" + snap_id)
+        got = sorted((h["name"], h["outcome"], json.dumps(h["problems"]))
+                     for h in snap["hosts"])
+        if snap["snapshot"]["state"] != "complete" or \
+                got != [(LABEL, "ok", "[]"), (LABEL2, "ok", "[]")]:
+            raise Failure("snapshot %s over HTTPS: want complete, %s and %s ok "
+                          "with no problem: %s" % (snap_id, LABEL, LABEL2,
+                                                   json.dumps(snap)))
+        listed = [r for r in self.api("/api/v1/snapshots")["snapshots"]
+                  if r["id"] == snap_id]
+        if len(listed) != 1 or listed[0]["state"] != "complete":
+            raise Failure("/api/v1/snapshots lists snapshot %s as %s, want it "
+                          "complete" % (snap_id, json.dumps(listed)))
+        # The app's trigger (tracegate trigger, the section's stand-in):
+        # a snapshot of its own, stored complete in its time.
+        def triggered():
+            rows = self.api("/api/v1/snapshots?trigger=" + TRIGGER)["snapshots"]
+            if any(r["state"] not in ("pending", "complete") for r in rows):
+                raise Failure("the trigger's snapshots: %s" % json.dumps(rows))
+            return rows and all(r["state"] == "complete" for r in rows)
+        wait_for("the trigger's snapshot to be stored", triggered, 90, self.daemons)
+        url = "https://%s:%d/" % (SERVER_NAME, self.https_port)
+        with urllib.request.urlopen(url, context=self.context(), timeout=10) as r:
+            if not r.headers.get("Content-Type", "").startswith("text/html"):
+                raise Failure("GET / over HTTPS: Content-Type %s, want the page"
+                              % r.headers.get("Content-Type"))
+        say("first day: snapshot %s listed complete, hosts %s, no problem; "
+            "the page served over HTTPS" % (snap_id, ", ".join(names)))
+
+        p = run(["openssl", "pkcs12", "-in", os.path.join(self.pki, OPERATOR + ".p12"),
+                 "-passin", "file:" + os.path.join(self.pki, OPERATOR + ".pass"),
+                 "-nodes"], check=False)
+        if p.returncode != 0 or "BEGIN CERTIFICATE" not in p.stdout or \
+                "PRIVATE KEY" not in p.stdout:
+            raise Failure("tg-certs p12: openssl cannot read the bundle with its "
+                          "passphrase:\n" + p.stdout[-2000:])
+
+        whole = os.path.join(self.home, "snapshot.pftrace")
+        part = os.path.join(self.home, LABEL + ".pftrace")
+        stored = "/var/lib/tracegate-collector/snapshots/%s.pftrace" % snap_id
+        if open(whole, "rb").read() != open(stored, "rb").read():
+            raise Failure("tracegate snapshot get: %s is not the stored %s"
+                          % (whole, stored))
+        check_sched(whole, "the first day's snapshot")
+        check_sched(part, "the first day's snapshot, %s's part" % LABEL)
+        named = "select count(*) as n from track where name = '%s'"
+        for path, want in ((whole, (LABEL, LABEL2)), (part, (LABEL,))):
+            for label in (LABEL, LABEL2):
+                n = tp_count(path, named % label)
+                if n is not None and (n > 0) != (label in want):
+                    raise Failure("%s: %d tracks named %s in trace_processor, "
+                                  "want %s" % (path, n, label,
+                                               "some" if label in want else "none"))
+        if tp_count(whole, named % LABEL) is not None:
+            say("first day: trace_processor names %s and %s in the snapshot, "
+                "%s alone in its part" % (LABEL, LABEL2, LABEL))
+        return check_store("/var/lib/tracegate-collector", True)
+
+
+def scenario(daemons, day):
     check_installed_layout()
     app, app_cmake = build_apps()
 
@@ -903,30 +1148,17 @@ def scenario(daemons):
     check_sched(record_ftrace("/run/perfetto/traced-consumer.sock", "host"),
                 "the host's tracegate-probes")
 
-    relay = Daemon("tracegate-relay")
-    if condition_holds(relay.unit):
-        raise Failure("tracegate-relay.service would start without a certificate")
-    ca = make_certs()
-    relay_port = free_port()
-    configure_relay(ca, relay_port)
-    daemons.append(relay)
-    relay.start()
-    wait_for("the relay's port", lambda: can_connect(relay_port), procs=daemons)
+    for unit in ("tracegate-relay", "tracegate-collector"):
+        if condition_holds(Daemon(unit).unit):
+            raise Failure("%s.service would start without a certificate" % unit)
+    move_relay(day.relay_port)
+    day.walk()
+    files = day.check()
+    say("first day walked: docs/collector.md's commands; stored: "
+        + ", ".join(files))
     say("recording through the installed relay: %d bytes" %
-        os.path.getsize(record_remote(ca, relay_port)))
-    instances(ca, daemons)
-
-    coll = Daemon("tracegate-collector")
-    if condition_holds(coll.unit):
-        raise Failure("tracegate-collector.service would start without a certificate")
-    http_port = free_port()
-    configure_collector(ca, relay_port, http_port)
-    daemons.append(coll)
-    coll.start()
-    wait_for("the collector's HTTP port", lambda: can_connect(http_port),
-             procs=daemons)
-    snap_id, files = collector_snapshot(http_port, relay_port, daemons)
-    say("collector snapshot %s stored: %s" % (snap_id, ", ".join(files)))
+        os.path.getsize(record_remote(day.pki, day.relay_port)))
+    instances(day.pki, daemons)
 
     stats = stop_app(p1, o1, "app")
     say("app: %s" % json.dumps(stats))
@@ -973,11 +1205,20 @@ def main():
     status = 0
     lists = set()
     try:
-        run(["dpkg", "-i"] + debs)
+        day = FirstDay(daemons)
+        day.install()
+        # The library and its -dev package, as operations.md installs them.
+        run(["apt-get", "install", "-y", "-q"] +
+            [d for d in debs if os.path.basename(d).startswith("libtracegate-agent")],
+            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        for pkg in PACKAGES:
+            q = run(["dpkg-query", "-W", "-f=${Status}", pkg], check=False)
+            if "ok installed" not in q.stdout:
+                raise Failure("%s is not installed: %s" % (pkg, q.stdout))
         say("installed: " + " ".join(os.path.basename(d) for d in debs))
         for pkg in PACKAGES:
             lists |= set(run(["dpkg", "-L", pkg]).stdout.split("\n"))
-        scenario(daemons)
+        scenario(daemons, day)
     except (Failure, OSError, ValueError, KeyError,
             subprocess.TimeoutExpired) as e:
         print("deb_install: FAILED: %s: %s" % (type(e).__name__, e), file=sys.stderr)
