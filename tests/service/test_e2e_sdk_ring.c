@@ -14,10 +14,12 @@
  *  2. it stops the app, waits until a probe producer of the same
  *     session (a raw producer whose data source handles clears) has been
  *     sent two clears since, so that the service has sent the stopped
- *     app at least one; stops the service, lets the app run until it has
- *     used some CPU (it reads the clear and writes, into its shared
- *     memory only: at most its size, SDK_SMB_KB, a 16th of the ring),
- *     stops the app again and lets the service read what it wrote;
+ *     app at least two; stops the service and lets the app run (its IPC
+ *     thread at a real-time priority reads the clears before its writing
+ *     thread writes on, and the writer then starts its next event with a
+ *     SEQ_INCREMENTAL_STATE_CLEARED packet) until the writer has run
+ *     APP_RUN_NS, into its shared memory only; stops the app again and
+ *     lets the service read what it wrote;
  *  3. it clones the session (the CLI, --clone-by-name) with the app
  *     stopped, so that what followed the clears is still in the ring.
  * Rounds go on until the clone holds two SEQ_INCREMENTAL_STATE_CLEARED
@@ -39,9 +41,11 @@
  *   and reads the same slices from it.
  * Every process the test started is stopped in its teardown, also when
  * it fails half-way (the stopped ones are continued first). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -69,24 +73,23 @@
 #endif
 
 #define SESSION "sdk_ring"
-#define RING_KB 1024u
-/* The app's shared memory: what it can write while the service is
- * stopped. The ring holds 16 rounds of it. */
-#define SDK_SMB_KB 64u
+#define RING_KB 4096u
+/* The app's shared memory: the most it can write while the service is
+ * stopped (a run is far shorter); the ring holds 16 of it. */
+#define SDK_SMB_KB 256u
 #define CLEAR_PERIOD_MS 100u
 /* A clone waits this long for the stopped app's flush. */
 #define FLUSH_TIMEOUT_MS 500u
 #define WRAPS 4u
-/* How long rounds (step 2 once, then a clone) go on. Most rounds leave
- * nothing new in the ring: the app's shared memory is still full when it
- * runs (it drops, and a clear it reads then is dropped with the packets
- * it re-emits), so a round succeeds only now and then; the ring keeps the
- * last 16 rounds' worth. */
+/* How long rounds (step 2 once, then a clone) may go on. A round can
+ * leave no clear in the ring: when the app's shared memory was full as it
+ * was stopped (it writes faster than the service reads), its writer drops
+ * what it writes, the clear's packets too, until it gets a chunk again,
+ * and marks the next packet previous_packet_dropped. The next round's
+ * clear is then written (seen: the second or third round). */
 #define ROUNDS_MS 200000
-/* CPU time (clock ticks) the app uses between its continue and its stop,
- * while the service is stopped: reading a clear and writing take far less
- * on any machine. */
-#define APP_RUN_TICKS 10
+/* CPU time of the app's writing thread in a run (step 2). */
+#define APP_RUN_NS 1000000ull
 #define WAIT_MS 60000
 #define PROBE_DS "tg.test.clear_probe"
 #define SEQ_CLEARED 1u
@@ -132,6 +135,8 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fixture_t *f = *state;
   int rv = 0;
+  struct sched_param sp = {.sched_priority = 0};
+  sched_setscheduler(0, SCHED_OTHER, &sp);
   if (f->clone.data) clone_free(&f->clone);
   if (f->app > 0) {
     tg_test_stop(f->app, SIGKILL, WAIT_MS);
@@ -168,25 +173,6 @@ static void signal_proc(pid_t pid, int sig) {
 static void service_pause(fixture_t *f, bool stop) {
   signal_proc(f->ts.pid, stop ? SIGSTOP : SIGCONT);
   f->service_stopped = stop;
-}
-
-/* utime + stime of |pid|, in clock ticks (/proc/PID/stat). */
-static unsigned long long cpu_ticks(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *fp = fopen(path, "r");
-  assert_non_null(fp);
-  size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
-  fclose(fp);
-  buf[n] = 0;
-  /* The fields after the command's closing parenthesis: state is the
-   * 3rd field of the line, utime the 14th, stime the 15th. */
-  const char *p = strrchr(buf, ')');
-  assert_non_null(p);
-  unsigned long long utime, stime;
-  assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
-                                 "%*u %llu %llu", &utime, &stime), 2);
-  return utime + stime;
 }
 
 /* The probe's data source: registered as handling incremental state
@@ -328,19 +314,88 @@ static void wait_clears(fixture_t *f, unsigned n) {
     fail_msg("the service sent no incremental state clear in %d ms", WAIT_MS);
 }
 
-/* Step 2, once: a clear for the stopped app, its run with the service
- * stopped, the app stopped again and the service going on. The app is
- * running on entry and stopped on return. */
+/* The app's thread named |comm| (its first one), or 0. */
+static pid_t app_thread(pid_t app, const char *comm) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)app);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  pid_t found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[320], name[32] = "";
+    snprintf(path, sizeof(path), "%s/%.32s/comm", dir, e->d_name);
+    FILE *fp = fopen(path, "r");
+    if (!fp) continue;
+    if (fgets(name, sizeof(name), fp)) name[strcspn(name, "\n")] = 0;
+    fclose(fp);
+    if (!strcmp(name, comm)) found = (pid_t)atoi(e->d_name);
+  }
+  closedir(d);
+  return found;
+}
+
+/* The CPU time thread |tid| of |pid| has run, in ns (schedstat). */
+static unsigned long long run_ns(pid_t pid, pid_t tid) {
+  char path[96];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  unsigned long long ns = 0;
+  assert_int_equal(fscanf(fp, "%llu", &ns), 1);
+  fclose(fp);
+  return ns;
+}
+
+static int set_fifo(pid_t tid, int prio) {
+  struct sched_param sp = {.sched_priority = prio};
+  return sched_setscheduler(tid, prio ? SCHED_FIFO : SCHED_OTHER, &sp);
+}
+
+/* The app's IPC thread (the SDK's "TracingMuxer", which reads the
+ * service's commands) gets a real-time priority, so that once continued
+ * it reads a pending clear before the writing thread writes on: the
+ * writer then starts its next event with the clear (a new
+ * SEQ_INCREMENTAL_STATE_CLEARED packet) at once, whatever the two
+ * threads' speeds. False (said) when the system refuses it. */
+static bool app_muxer_first(fixture_t *f) {
+  pid_t muxer = 0;
+  int64_t end = tg_test_now_ms() + WAIT_MS;
+  while (!(muxer = app_thread(f->app, "TracingMuxer")) && tg_test_now_ms() < end)
+    sleep_ms(10);
+  if (!muxer) fail_msg("ref_producer (pid %d) has no TracingMuxer thread", (int)f->app);
+  if (set_fifo(muxer, 1) < 0) {
+    fprintf(stderr, "[ SKIPPED  ] SCHED_FIFO for the app's TracingMuxer "
+                    "thread: %s\n", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+/* Step 2, once: a clear for the stopped app, a short run of it with the
+ * service stopped, the app stopped again and the service going on. The
+ * app is running or stopped on entry, stopped on return. The run ends
+ * once the app's writing thread ran APP_RUN_NS: long enough to write the
+ * clear and some events after it on any machine, short enough not to
+ * fill its shared memory (a writer that finds it full drops what it
+ * writes, a clear's packets too, until the service read it); the test
+ * runs at a higher real-time priority meanwhile, so that it ends the
+ * run in time. */
 static void clear_round(fixture_t *f) {
   signal_proc(f->app, SIGSTOP);
   wait_clears(f, 2);
   service_pause(f, true);
-  unsigned long long t0 = cpu_ticks(f->app);
+  unsigned long long r0 = run_ns(f->app, f->app);
+  assert_int_equal(set_fifo(0, 2), 0);
   signal_proc(f->app, SIGCONT);
   int64_t end = tg_test_now_ms() + WAIT_MS;
-  while (cpu_ticks(f->app) < t0 + APP_RUN_TICKS && tg_test_now_ms() < end)
-    sleep_ms(5);
+  while (run_ns(f->app, f->app) < r0 + APP_RUN_NS && tg_test_now_ms() < end) {
+    struct timespec t = {0, 100000};
+    nanosleep(&t, NULL);
+  }
   signal_proc(f->app, SIGSTOP);
+  assert_int_equal(set_fifo(0, 0), 0);
   service_pause(f, false);
 }
 
@@ -652,6 +707,7 @@ static void sdk_track_events_survive_a_wrapped_ring(void **state) {
   session_start(f);
   int64_t t_start = tg_test_now_ms();
   app_start(f);
+  if (!app_muxer_first(f)) skip();
   uint64_t t_wrap = wait_wraps(f);
 
   char trace[160];
