@@ -86,7 +86,7 @@
  * was stopped (it writes faster than the service reads), its writer drops
  * what it writes, the clear's packets too, until it gets a chunk again,
  * and marks the next packet previous_packet_dropped. The next round's
- * clear is then written (seen: the second or third round). */
+ * clear is then written (seen: the first or the second round). */
 #define ROUNDS_MS 200000
 /* CPU time of the app's writing thread in a run (step 2). */
 #define APP_RUN_NS 1000000ull
@@ -424,13 +424,13 @@ static void clone_load(const char *path, clone_trace_t *t) {
     assert_int_equal(fl.type, TG_PB_WT_LEN);
     if (t->n == cap) {
       cap = cap ? 2 * cap : 4096;
-      t->pk = realloc(t->pk, cap * sizeof(*t->pk));
-      assert_non_null(t->pk);
+      packet_t *grown = realloc(t->pk, cap * sizeof(*t->pk));
+      assert_non_null(grown);
+      t->pk = grown;
     }
     packet_t *p = &t->pk[t->n++];
     p->p = fl.data;
     p->n = fl.size;
-    p->pk = NULL;
     p->pk = perfetto__protos__trace_packet__unpack(NULL, fl.size, fl.data);
     assert_non_null(p->pk);
   }
