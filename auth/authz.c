@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "common/read_file.h"
 #include "tracegate/error.h"
 
@@ -28,32 +29,23 @@ struct tg_authz {
   size_t n;
 };
 
-/* Methods per role (ConsumerPort names, consumer_port.proto). */
-static const char *const observe_methods[] = {
-    "QueryServiceState", "QueryCapabilities", "GetTraceStats", "ObserveEvents",
+/* The least role each ConsumerPort method needs (its row's role). */
+static const struct {
+  const char *name;
+  tg_authz_role_t role;
+} kMethodRoles[] = {
+#define ROLE_ROW(id, Name, snake, role, traffic, refusal) \
+  {#Name, TG_ROLE_##role},
+    TG_CPORT_METHODS(ROLE_ROW)
+#undef ROLE_ROW
 };
-static const char *const record_methods[] = {
-    "EnableTracing", "StartTracing", "ChangeTraceConfig", "Flush",
-    "DisableTracing", "ReadBuffers", "FreeBuffers", "Detach",
-    "Attach", "CloneSession",
-};
-
-static bool in_list(const char *const *list, size_t n, const char *m) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(list[i], m)) return true;
-  return false;
-}
 
 bool tg_authz_allows(tg_authz_role_t role, const char *method) {
   if (!method) return false;
-  if (role >= TG_ROLE_OBSERVE &&
-      in_list(observe_methods,
-              sizeof(observe_methods) / sizeof(observe_methods[0]), method))
-    return true;
-  if (role >= TG_ROLE_RECORD &&
-      in_list(record_methods,
-              sizeof(record_methods) / sizeof(record_methods[0]), method))
-    return true;
+  for (size_t i = 0; i < sizeof(kMethodRoles) / sizeof(kMethodRoles[0]); i++)
+    if (!strcmp(kMethodRoles[i].name, method))
+      return kMethodRoles[i].role != TG_ROLE_NONE &&
+             role >= kMethodRoles[i].role;
   return false;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "abi/protocol_limits.h"
+#include "abi/consumer_port_methods.h"
 #include "tracegate/pb_wire.h"
 #include "consumer/consumer_internal.h"
 #include "pb/ipc/consumer_port.pb-c.h"
@@ -353,7 +354,7 @@ int tg_consumer_start_tracing(tg_consumer_t *c, tg_consumer_done_cb cb,
                               void *ctx) {
   Perfetto__Protos__StartTracingRequest r =
       PERFETTO__PROTOS__START_TRACING_REQUEST__INIT;
-  return simple_call(c, "StartTracing", &r.base, cb, ctx);
+  return simple_call(c, tg_cport_name(TG_CPORT_StartTracing), &r.base, cb, ctx);
 }
 
 int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
@@ -363,21 +364,22 @@ int tg_consumer_flush(tg_consumer_t *c, uint32_t timeout_ms,
     r.has_timeout_ms = 1;
     r.timeout_ms = timeout_ms;
   }
-  return simple_call(c, "Flush", &r.base, cb, ctx);
+  return simple_call(c, tg_cport_name(TG_CPORT_Flush), &r.base, cb, ctx);
 }
 
 int tg_consumer_disable_tracing(tg_consumer_t *c, tg_consumer_done_cb cb,
                                 void *ctx) {
   Perfetto__Protos__DisableTracingRequest r =
       PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
-  return simple_call(c, "DisableTracing", &r.base, cb, ctx);
+  return simple_call(c, tg_cport_name(TG_CPORT_DisableTracing), &r.base, cb,
+                     ctx);
 }
 
 int tg_consumer_free_buffers(tg_consumer_t *c, tg_consumer_done_cb cb,
                              void *ctx) {
   Perfetto__Protos__FreeBuffersRequest r =
       PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
-  return simple_call(c, "FreeBuffers", &r.base, cb, ctx);
+  return simple_call(c, tg_cport_name(TG_CPORT_FreeBuffers), &r.base, cb, ctx);
 }
 
 /* --- EnableTracing ----------------------------------------------------------- */
@@ -412,7 +414,8 @@ static int enable(tg_consumer_t *c, const uint8_t *config, size_t len,
     if (fd >= 0) close(fd);
     return -EBUSY;
   }
-  tg__call_t *call = tg__call_new(c, "EnableTracing", ctx, on_enable_reply);
+  tg__call_t *call = tg__call_new(c, tg_cport_name(TG_CPORT_EnableTracing),
+                                  ctx, on_enable_reply);
   /* EnableTracingRequest{trace_config = 1, attach_notification_only = 2},
    * written by hand: the config goes out exactly as given. */
   uint8_t *req = malloc(len + 2 * TG_PB_MAX_VARINT_SIZE + 4);
@@ -483,6 +486,6 @@ int tg_consumer_detach(tg_consumer_t *c, const char *key,
   if (!cb || !key || !key[0] || strlen(key) > TG_DETACH_KEY_MAX) return -EINVAL;
   Perfetto__Protos__DetachRequest r = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
   r.key = (char *)key;
-  return tg__call_msg(c, "Detach", on_detach_reply,
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_Detach), on_detach_reply,
                       (tg__call_cb_t){.done = cb}, ctx, &r.base);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "consumer/consumer_internal.h"
+#include "abi/consumer_port_methods.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
@@ -63,6 +64,6 @@ int tg_consumer_clone_session(tg_consumer_t *c,
     r.has_clone_trigger_trusted_producer_uid = 1;
     r.clone_trigger_trusted_producer_uid = args->clone_trigger_producer_uid;
   }
-  return tg__call_msg(c, "CloneSession", on_clone_reply,
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_CloneSession), on_clone_reply,
                       (tg__call_cb_t){.done = cb}, ctx, &r.base);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tracegate/pb_wire.h"
+#include "abi/consumer_port_methods.h"
 #include "consumer/consumer_internal.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
@@ -46,7 +47,7 @@ int tg_consumer_get_trace_stats(tg_consumer_t *c, tg_consumer_stats_cb cb,
   if (!cb) return -EINVAL;
   Perfetto__Protos__GetTraceStatsRequest r =
       PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
-  return tg__call_msg(c, "GetTraceStats", on_stats_reply,
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_GetTraceStats), on_stats_reply,
                       (tg__call_cb_t){.stats = cb}, ctx, &r.base);
 }
 
@@ -95,7 +96,7 @@ int tg_consumer_attach(tg_consumer_t *c, const char *key,
   if (!cb || !key || !key[0]) return -EINVAL;
   Perfetto__Protos__AttachRequest r = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
   r.key = (char *)key;
-  return tg__call_msg(c, "Attach", on_attach_reply,
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_Attach), on_attach_reply,
                       (tg__call_cb_t){.attach = cb}, ctx, &r.base);
 }
 
@@ -162,7 +163,8 @@ int tg_consumer_query_service_state(tg_consumer_t *c, bool sessions_only,
                                     bool merge, tg_consumer_state_cb cb,
                                     void *ctx) {
   if (!cb) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "QueryServiceState", ctx, on_state_reply);
+  tg__call_t *call = tg__call_new(
+      c, tg_cport_name(TG_CPORT_QueryServiceState), ctx, on_state_reply);
   if (!call) return -ENOMEM;
   call->cb.state = cb;
   call->merge = merge;
@@ -200,8 +202,9 @@ int tg_consumer_query_capabilities(tg_consumer_t *c, tg_consumer_caps_cb cb,
   if (!cb) return -EINVAL;
   Perfetto__Protos__QueryCapabilitiesRequest r =
       PERFETTO__PROTOS__QUERY_CAPABILITIES_REQUEST__INIT;
-  return tg__call_msg(c, "QueryCapabilities", on_caps_reply,
-                      (tg__call_cb_t){.caps = cb}, ctx, &r.base);
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_QueryCapabilities),
+                      on_caps_reply, (tg__call_cb_t){.caps = cb}, ctx,
+                      &r.base);
 }
 
 /* --- ObserveEvents -------------------------------------------------------------- */
@@ -230,6 +233,6 @@ int tg_consumer_observe_events(
       PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
   r.n_events_to_observe = n;
   r.events_to_observe = (Perfetto__Protos__ObservableEvents__Type *)types;
-  return tg__call_msg(c, "ObserveEvents", on_events_reply,
+  return tg__call_msg(c, tg_cport_name(TG_CPORT_ObserveEvents), on_events_reply,
                       (tg__call_cb_t){.events = cb}, ctx, &r.base);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "consumer/consumer_internal.h"
+#include "abi/consumer_port_methods.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "tracegate/error.h"
 
@@ -71,7 +72,8 @@ static void on_read_reply(tg__call_t *call, int status, bool has_more,
 int tg_consumer_read_buffers(tg_consumer_t *c, tg_consumer_packet_cb on_packet,
                              tg_consumer_done_cb on_done, void *ctx) {
   if (!on_packet || !on_done) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, on_read_reply);
+  tg__call_t *call = tg__call_new(c, tg_cport_name(TG_CPORT_ReadBuffers), ctx,
+                                  on_read_reply);
   if (!call) return -ENOMEM;
   call->cb.done = on_done;
   call->on_packet = on_packet;
@@ -86,7 +88,8 @@ int tg_consumer_read_buffers_into(tg_consumer_t *c, tg_slice_reassembler_t *ra,
                                   tg_consumer_packet_cb on_packet,
                                   tg_consumer_done_cb on_done, void *ctx) {
   if (!on_packet || !on_done || !ra) return -EINVAL;
-  tg__call_t *call = tg__call_new(c, "ReadBuffers", ctx, on_read_reply);
+  tg__call_t *call = tg__call_new(c, tg_cport_name(TG_CPORT_ReadBuffers), ctx,
+                                  on_read_reply);
   if (!call) return -ENOMEM;
   call->cb.done = on_done;
   call->on_packet = on_packet;

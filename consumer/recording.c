@@ -79,19 +79,20 @@ bool tg_rec_binding_ok(tg_rec_binding_t from, tg_rec_binding_t to) {
  * recording that goes on in a state it can explain beats one in a state
  * its table has no arrow to), and it shows in the error log and the
  * count. */
-static void refuse(tg_recording_t *r, const char *what, const char *from,
-                   const char *to) {
+void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
+                    const char *to) {
   r->bad_transitions++;
-  TG_ERROR("recording %p: %s %s -> %s is no transition of recording.h's: "
-           "refused", (void *)r, what, from, to);
+  TG_ERROR("recording %p: %s %s -> %s is no transition of its table "
+           "(recording.h, recording_internal.h): refused", (void *)r, what,
+           from, to);
 }
 
 void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to) {
   tg_rec_state_t from = r->state;
   if (from == to) return;
   if (!tg_rec_transition_ok(from, to)) {
-    refuse(r, "lifecycle", tg_recording_state_name(from),
-           tg_recording_state_name(to));
+    tg__rec_refuse(r, "lifecycle", tg_recording_state_name(from),
+                   tg_recording_state_name(to));
     return;
   }
   r->state = to;
@@ -104,8 +105,8 @@ void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to) {
   tg_rec_binding_t from = r->binding;
   if (from == to) return;
   if (!tg_rec_binding_ok(from, to)) {
-    refuse(r, "binding", tg_recording_binding_name(from),
-           tg_recording_binding_name(to));
+    tg__rec_refuse(r, "binding", tg_recording_binding_name(from),
+                   tg_recording_binding_name(to));
     return;
   }
   r->binding = to;
@@ -302,7 +303,7 @@ static void disable_now(tg_recording_t *r);
  * to end. Not bound, the rebind does it. */
 static void on_deadline(uv_timer_t *t) {
   tg_recording_t *r = t->data;
-  r->stop = TG__REC_STOP_DEADLINE;
+  tg__rec_set_stop(r, TG__REC_STOP_DEADLINE);
   if (!bound(r)) return;
   if (r->state == TG_REC_TRACING) {
     request_stop(r);
@@ -354,7 +355,7 @@ static void send_stop(tg_recording_t *r) {
 }
 
 static void request_stop(tg_recording_t *r) {
-  if (r->stop == TG__REC_STOP_NONE) r->stop = TG__REC_STOP_WANTED;
+  if (r->stop == TG__REC_STOP_NONE) tg__rec_set_stop(r, TG__REC_STOP_WANTED);
   if (r->state != TG_REC_TRACING || !bound(r)) return;
   tg__rec_set_state(r, TG_REC_STOPPING);
   send_stop(r);
@@ -600,7 +601,7 @@ int tg_recording_start(tg_recording_t *r, tg_consumer_t *c,
     return rv;
   }
   r->c = c;
-  if (o->hold_reads) r->rd.read = TG__READ_HELD;
+  if (o->hold_reads) tg__rec_set_read(r, TG__READ_HELD);
   tg__rec_set_read_target(r, NULL);
   r->last_rx_ms = uv_now(r->loop);
   if (!o->attach_key) return enable(r, o);
@@ -660,9 +661,9 @@ void tg_recording_unbind(tg_recording_t *r) {
   /* Its answer, if it ever comes, is no longer news (tg__rec_answer). */
   if (r->rd.read == TG__READ_BUSY) {
     tg__rec_read_cut(r);
-    r->rd.read = TG__READ_IDLE;
+    tg__rec_set_read(r, TG__READ_IDLE);
   }
-  r->rd.stats = TG__STATS_IDLE;
+  tg__rec_set_stats(r, TG__STATS_IDLE);
   if (r->state == TG_REC_FAILING) {
     tg__rec_end(r, TG_REC_FAILED, r->end_status, r->reason);
     return;
@@ -798,7 +799,7 @@ void tg_recording_read_first_now(tg_recording_t *r) {
 void tg_recording_release_reads(tg_recording_t *r) {
   if (r->rd.read != TG__READ_HELD && r->rd.read != TG__READ_HELD_DUE) return;
   bool due = r->rd.read == TG__READ_HELD_DUE;
-  r->rd.read = TG__READ_IDLE;
+  tg__rec_set_read(r, TG__READ_IDLE);
   if (!due || !bound(r)) return;
   if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING ||
       r->state == TG_REC_DRAINING)

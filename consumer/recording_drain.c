@@ -33,7 +33,7 @@ static void note_base(tg_recording_t *r, const Perfetto__Protos__TraceStats *st)
     /* Unchanged: the cut read never reached the service (or found the
      * buffers empty); nothing it could have carried is missing. */
     if (rd->cut == TG__CUT_OPEN_NO_BASE || b != rd->cut_base) rd->reads_lost++;
-    rd->cut = TG__CUT_NONE;
+    tg__rec_set_cut(r, TG__CUT_NONE);
   }
   rd->base_bytes = b;
 }
@@ -43,7 +43,7 @@ static void on_final_stats(tg_consumer_t *c, void *ctx, int status,
                            const Perfetto__Protos__TraceStats *st) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->rd.stats = TG__STATS_IDLE;
+  tg__rec_set_stats(r, TG__STATS_IDLE);
   if (tg__rec_conn_going(status)) return;
   if (status == 0) note_base(r, st);
   if (r->state != TG_REC_STATS) return;
@@ -62,14 +62,14 @@ void tg__rec_final_stats(tg_recording_t *r) {
     return;
   }
   r->inflight++;
-  r->rd.stats = TG__STATS_ASKED;
+  tg__rec_set_stats(r, TG__STATS_ASKED);
 }
 
 static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
                           const char *msg, const Perfetto__Protos__TraceStats *st) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->rd.stats = TG__STATS_IDLE;
+  tg__rec_set_stats(r, TG__STATS_IDLE);
   if (tg__rec_conn_going(status)) return;
   if (status == 0) note_base(r, st);
   if (r->cbs->on_stats) r->cbs->on_stats(r, status, msg, st, false);
@@ -79,13 +79,13 @@ static void on_tick_stats(tg_consumer_t *c, void *ctx, int status,
 void tg__rec_stats_now(tg_recording_t *r) {
   if (r->rd.stats == TG__STATS_ASKED || r->binding != TG_REC_BOUND) return;
   if (r->rd.read == TG__READ_BUSY) { /* after the read: see note_base */
-    r->rd.stats = TG__STATS_AFTER_READ;
+    tg__rec_set_stats(r, TG__STATS_AFTER_READ);
     return;
   }
   if (tg_consumer_get_trace_stats(r->c, on_tick_stats, r) == 0) {
     r->last_rx_ms = uv_now(r->loop);
     r->inflight++;
-    r->rd.stats = TG__STATS_ASKED;
+    tg__rec_set_stats(r, TG__STATS_ASKED);
   } else if (r->cbs->on_stats) {
     r->cbs->on_stats(r, TG_ENOT_CONNECTED, "not connected", NULL, false);
   }
@@ -187,7 +187,7 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
                          const char *msg) {
   tg_recording_t *r = ctx;
   if (!tg__rec_answer(r, c)) return;
-  r->rd.read = TG__READ_IDLE;
+  tg__rec_set_read(r, TG__READ_IDLE);
   r->rd.reads_done++;
   if (tg__rec_conn_going(status)) {
     tg__rec_read_cut(r);
@@ -200,7 +200,8 @@ static void on_read_done(tg_consumer_t *c, void *ctx, int status,
   tg__rec_ack(r, r->state == TG_REC_DRAINING);
   if (r->state != TG_REC_DRAINING) {
     if (r->rd.stats == TG__STATS_AFTER_READ || r->o.stats_period_ms) {
-      if (r->rd.stats == TG__STATS_AFTER_READ) r->rd.stats = TG__STATS_IDLE;
+      if (r->rd.stats == TG__STATS_AFTER_READ)
+        tg__rec_set_stats(r, TG__STATS_IDLE);
       tg__rec_stats_now(r);
     }
     if (r->state == TG_REC_TRACING || r->state == TG_REC_STOPPING)
@@ -220,15 +221,16 @@ void tg__rec_read_cut(tg_recording_t *r) {
   tg__rec_reader_t *rd = &r->rd;
   rd->reads_cut++;
   if (rd->cut != TG__CUT_NONE) rd->reads_lost++; /* never checked */
-  rd->cut = rd->base_bytes == TG__REC_NO_BASE ? TG__CUT_OPEN_NO_BASE
-                                              : TG__CUT_OPEN;
+  tg__rec_set_cut(r, rd->base_bytes == TG__REC_NO_BASE ? TG__CUT_OPEN_NO_BASE
+                                                     : TG__CUT_OPEN);
   rd->cut_base = rd->base_bytes;
 }
 
 void tg__rec_read_now(tg_recording_t *r) {
   tg__rec_reader_t *rd = &r->rd;
   if (rd->read == TG__READ_HELD || rd->read == TG__READ_HELD_DUE) {
-    rd->read = TG__READ_HELD_DUE; /* tg_recording_release_reads() reads */
+    /* tg_recording_release_reads() reads */
+    tg__rec_set_read(r, TG__READ_HELD_DUE);
     return;
   }
   if (rd->read == TG__READ_BUSY || r->binding != TG_REC_BOUND ||
@@ -246,7 +248,7 @@ void tg__rec_read_now(tg_recording_t *r) {
   }
   if (rd->stats != TG__STATS_ASKED) r->last_rx_ms = uv_now(r->loop);
   r->inflight++;
-  rd->read = TG__READ_BUSY;
+  tg__rec_set_read(r, TG__READ_BUSY);
 }
 
 void tg__rec_on_read_timer(uv_timer_t *t) {

@@ -10,8 +10,18 @@
  *    while it is not BOUND the lifecycle stays where the connection left
  *    it, and the rebind goes on from there.
  * The reader's own small states (a read in flight or held, a stats call
- * asked, a cut read to check) are enums of tg__rec_reader_t. The bools
- * that remain are options or facts, never "in the middle of". */
+ * asked, a cut read to check) are enums of tg__rec_reader_t, and why a
+ * stop is wanted is one more; each has one setter too, checked against
+ * its arrows (recording_substate.c):
+ *   read:  IDLE -> BUSY, HELD    BUSY -> IDLE
+ *          HELD -> HELD_DUE, IDLE    HELD_DUE -> IDLE
+ *   stats: IDLE -> AFTER_READ, ASKED    AFTER_READ -> ASKED, IDLE
+ *          ASKED -> IDLE
+ *   cut:   NONE -> OPEN, OPEN_NO_BASE    OPEN, OPEN_NO_BASE -> NONE
+ *   stop:  NONE -> WANTED, DEADLINE    WANTED -> DEADLINE (latched)
+ * Setting the current value again does nothing; any other arrow is
+ * refused as the lifecycle's are. The bools that remain are options or
+ * facts, never "in the middle of". */
 #ifndef TRACEGATE_CONSUMER_RECORDING_INTERNAL_H
 #define TRACEGATE_CONSUMER_RECORDING_INTERNAL_H
 
@@ -67,8 +77,8 @@ typedef enum tg__rec_cut {
 #define TG__REC_NO_BASE UINT64_MAX
 
 typedef struct tg__rec_reader {
-  tg__rec_read_t read;
-  tg__rec_stats_t stats;
+  tg__rec_read_t read;   /* written only by tg__rec_set_read() */
+  tg__rec_stats_t stats; /* written only by tg__rec_set_stats() */
   /* The config has a DISCARD buffer or takes snapshots: no reads while
    * tracing, only the drain's once the session ended
    * (tg__rec_set_read_target). */
@@ -83,7 +93,7 @@ typedef struct tg__rec_reader {
    * note_base). Stats are asked only while no read is in flight, and
    * after every read, so every answer is such a baseline. */
   uint64_t base_bytes; /* TG__REC_NO_BASE until answered */
-  tg__rec_cut_t cut;
+  tg__rec_cut_t cut; /* written only by tg__rec_set_cut() */
   uint64_t cut_base;
   unsigned reads_cut;  /* reads a lost connection cut */
   unsigned reads_lost; /* cut reads that did carry data (or may have) */
@@ -125,7 +135,7 @@ struct tg_recording {
   uint64_t duration_ms;
   uint64_t start_wait_ms;
   Perfetto__Protos__TraceConfig *attached_cfg;
-  tg__rec_stop_t stop;
+  tg__rec_stop_t stop; /* written only by tg__rec_set_stop() */
   bool deadline_failed; /* FAILED: the session did not end by its deadline */
 
   tg__rec_reader_t rd;
@@ -151,6 +161,11 @@ bool tg__rec_is_over(const tg_recording_t *r);
 void tg__rec_set_state(tg_recording_t *r, tg_rec_state_t to);
 /* The one binding transition, checked likewise (tg_rec_binding_ok). */
 void tg__rec_set_binding(tg_recording_t *r, tg_rec_binding_t to);
+/* A transition a table refused: counted (bad_transitions) and logged as
+ * an error; the caller leaves the state as it was. */
+void tg__rec_refuse(tg_recording_t *r, const char *what, const char *from,
+                    const char *to);
+
 /* One callback of a call on |c| ran: true if it is news for the
  * recording (counts the call done; may release a freed recording). */
 bool tg__rec_answer(tg_recording_t *r, tg_consumer_t *c);
@@ -163,6 +178,19 @@ void tg__rec_fail(tg_recording_t *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tg__rec_stop_timers(tg_recording_t *r);
 void tg__rec_arm_guard(tg_recording_t *r, uint64_t ms);
+
+/* --- recording_substate.c ------------------------------------------------- */
+
+/* The reader's sub-states and the stop's latch (the arrows above), each
+ * checked like tg__rec_set_state(); the check alone, for tests: */
+bool tg__rec_read_ok(tg__rec_read_t from, tg__rec_read_t to);
+bool tg__rec_stats_ok(tg__rec_stats_t from, tg__rec_stats_t to);
+bool tg__rec_cut_ok(tg__rec_cut_t from, tg__rec_cut_t to);
+bool tg__rec_stop_ok(tg__rec_stop_t from, tg__rec_stop_t to);
+void tg__rec_set_read(tg_recording_t *r, tg__rec_read_t to);
+void tg__rec_set_stats(tg_recording_t *r, tg__rec_stats_t to);
+void tg__rec_set_cut(tg_recording_t *r, tg__rec_cut_t to);
+void tg__rec_set_stop(tg_recording_t *r, tg__rec_stop_t to);
 
 /* --- recording_drain.c ---------------------------------------------------- */
 

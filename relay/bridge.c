@@ -4,6 +4,7 @@
 #include "relay/bridge.h"
 #include "relay/bridge_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -38,6 +39,25 @@ void tg_relay_env_init(tg_relay_env_t *env) {
   env->n_bridges = 0;
 }
 
+/* --- the state ------------------------------------------------------------- */
+
+void tg__bridge_set_state(tg_relay_bridge_t *b, enum bridge_state to,
+                          const char *why) {
+  enum bridge_state from = b->state;
+  if (from == to) return;
+  if (!tg__bridge_transition_ok(from, to)) {
+    b->env->bad_transitions++;
+    TG_ERROR("%s@%s: %s -> %s is no transition of bridge_state.h's (%s)",
+             tg__bridge_who(b), b->addr, tg__bridge_state_name(from),
+             tg__bridge_state_name(to), why && why[0] ? why : "-");
+    assert(!"a bridge transition bridge_state.h does not have");
+  }
+  b->state = to;
+  TG_DEBUG("%s@%s: %s -> %s: %s", tg__bridge_who(b), b->addr,
+           tg__bridge_state_name(from), tg__bridge_state_name(to),
+           why && why[0] ? why : "-");
+}
+
 /* --- freeing ---------------------------------------------------------------- */
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -57,9 +77,8 @@ static void on_timer_closed(uv_handle_t *h) {
 /* Frees the bridge once both transports are closed. The timer closes last:
  * its close callback runs after every earlier close callback. */
 void tg__bridge_maybe_free(tg_relay_bridge_t *b) {
-  if (b->client_open || b->up_open || b->timer_closing) return;
-  b->state = B_CLOSING;
-  b->timer_closing = true;
+  if (b->client_open || b->up_open || b->state == B_FREEING) return;
+  tg__bridge_set_state(b, B_FREEING, "both transports closed");
   if (b->authorized) {
     const tg_relay_filter_stats_t *st = &b->filter.stats;
     uint64_t secs = (uv_now(b->env->loop) - b->opened_ms) / 1000;
@@ -107,7 +126,7 @@ static void send_client_frames(tg_relay_bridge_t *b, const uint8_t *p,
                                            (size_t)p[2] << 16 | (size_t)p[3] << 24);
     if (n > len) n = len;
     send_client(b, p, n);
-    if (b->state != B_OPEN) return; /* a failed send closed the bridge */
+    if (!tg__bridge_serving(b)) return; /* a failed send closed it */
     p += n;
     len -= n;
   }
@@ -145,7 +164,7 @@ static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
 
 static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
   if (!b->up_open) {
-    if (b->no_service) answer_without_service(b, frame, len);
+    if (b->state == B_NO_SERVICE) answer_without_service(b, frame, len);
     return;
   }
   int rv = tg_transport_send(&b->up.base, frame, len, -1);
@@ -163,7 +182,7 @@ static void send_up(tg_relay_bridge_t *b, const uint8_t *frame, size_t len) {
 
 /* Reading one side stops while the other cannot take more. */
 static void update_backpressure(tg_relay_bridge_t *b) {
-  if (b->state != B_OPEN) return;
+  if (!tg__bridge_serving(b)) return;
   bool pause_up = tg_transport_congested(b->client);
   /* Bulk data stops coming once the client's queue passes its mark (plus
    * what one upstream read still delivers); beyond that margin the queue
@@ -173,7 +192,7 @@ static void update_backpressure(tg_relay_bridge_t *b) {
       (b->up_open && tg_transport_congested(&b->up.base)) ||
       tg_transport_pending(b->client) >
           tg__bridge_high_water(b) + 4 * TG_IPC_FRAME_BUFFER_SIZE;
-  if (!b->up_open) pause_up = false; /* no_service: nothing to pause */
+  if (!b->up_open) pause_up = false; /* B_NO_SERVICE: nothing to pause */
   if (pause_up != b->up_paused) {
     b->up_paused = pause_up;
     tg_transport_pause_reading(&b->up.base, pause_up);
@@ -197,7 +216,7 @@ static void update_backpressure(tg_relay_bridge_t *b) {
 /* The resume key changed or a lease call was answered: tell the service
  * what comes next (relay/own_calls.h, tg_relay_filter_lease_frames). */
 static void send_lease(tg_relay_bridge_t *b) {
-  if (b->state != B_OPEN || !b->up_open) return; /* no_service: no lease */
+  if (b->state != B_OPEN || !b->up_open) return; /* B_NO_SERVICE: none */
   tg_buf_reset(&b->up_out);
   int rv = tg_relay_filter_lease_frames(&b->filter, b->env->session_lease_ms,
                                         &b->up_out);
@@ -296,7 +315,7 @@ static bool answer_session_key(tg_relay_bridge_t *b, uint64_t request_id) {
     return false;
   }
   send_client_frames(b, tg_buf_begin(&b->out), tg_buf_size(&b->out));
-  return b->state == B_OPEN;
+  return tg__bridge_serving(b);
 }
 
 /* TracegateRelay.Resume: what followed the client's last frame, again,
@@ -431,7 +450,7 @@ static void tell_and_close(tg_relay_bridge_t *b, const char *why,
     snprintf(b->close_why, sizeof(b->close_why), "%s", why);
   /* From here on the client's frames are dropped (nothing takes them) and
    * the service's transport, if still open, closes with the bridge. */
-  b->state = B_REFUSING;
+  tg__bridge_set_state(b, B_REFUSING, why);
   b->refusal[0] = 0;
   if (b->client_open) {
     send_request_error(b, 0, text);
@@ -443,7 +462,7 @@ static void tell_and_close(tg_relay_bridge_t *b, const char *why,
 static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
                     uint8_t **orphan);
 
-/* no_service: the frames the filter meant for the service (|p|, |n|:
+/* B_NO_SERVICE: the frames the filter meant for the service (|p|, |n|:
  * length-prefixed) are answered as a service with nothing would answer
  * them, through the filter's way back like any answer of the service (it
  * maps the request ids back and keeps its books), each after a notice
@@ -461,7 +480,7 @@ static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
     goto out;
   }
   const uint8_t *cur = tg_buf_begin(&in), *end = cur + tg_buf_size(&in);
-  while (b->state == B_OPEN && end - cur >= 4) {
+  while (b->state == B_NO_SERVICE && end - cur >= 4) {
     uint32_t len = tg_pb_read_le32(cur);
     if (len > (size_t)(end - cur) - 4) break; /* built by the filter: whole */
     tg_ipc_frame_t *fr = tg_ipc_frame_unpack(cur + 4, len);
@@ -486,7 +505,7 @@ static void answer_without_service(tg_relay_bridge_t *b, const uint8_t *p,
       break;
     }
     send_request_error(b, 0, b->refusal);
-    if (b->state != B_OPEN) break; /* the send failed and closed it */
+    if (b->state != B_NO_SERVICE) break; /* the send failed and closed it */
     uint8_t *orphan = NULL;
     up_frame(b, tg_buf_begin(&reply) + 4, tg_buf_size(&reply) - 4, &orphan);
     free(orphan);
@@ -513,7 +532,7 @@ static void carry_out(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
     take_window(b);
     if (e->session_key.reply && !answer_session_key(b, v->request_id)) return;
     send_lease(b);
-  } else if (b->state != B_OPEN) {
+  } else if (!tg__bridge_serving(b)) {
     return; /* a failed send closed the bridge */
   } else if (e->kind == TG_RELAY_EFFECT_REPLAY_ACK) {
     if (b->win) tg_replay_ack(b->win, e->replay.seq);
@@ -536,7 +555,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
      * only when closing). */
     return b->state == B_REFUSING ? 0 : 1;
   }
-  if (b->state != B_OPEN) return 0;
+  if (!tg__bridge_serving(b)) return 0;
   tg_buf_reset(&b->out);
   tg_relay_verdict_t v;
   int rv = tg_relay_filter_client(&b->filter, current_role(b), payload, len,
@@ -550,7 +569,7 @@ static int client_on_frame(tg_transport_t *t, const uint8_t *payload,
   report(b, &v);
   carry_out(b, &v);
   update_backpressure(b);
-  return b->state == B_OPEN ? 0 : 1;
+  return tg__bridge_serving(b) ? 0 : 1;
 }
 
 static void client_on_drain(tg_transport_t *t) {
@@ -560,7 +579,7 @@ static void client_on_drain(tg_transport_t *t) {
 static void client_on_close(tg_transport_t *t, int status) {
   tg_relay_bridge_t *b = t->data;
   b->client_open = false;
-  if (b->state == B_HANDSHAKE || b->state == B_OPEN ||
+  if (b->state == B_HANDSHAKE || tg__bridge_serving(b) ||
       b->state == B_REFUSING) {
     char why[300];
     const char *detail = b->tls ? tg_tls_chan_error(b->tls) : "";
@@ -596,7 +615,7 @@ static void detach_done(tg_relay_bridge_t *b, bool detached,
                           : TG_N_RELAY_DETACH_FAILED,
                  "link dropped: session %s under key '%s'", outcome,
                  b->detach_key);
-  b->state = B_CLOSING;
+  tg__bridge_set_state(b, B_CLOSING, outcome);
   uv_timer_stop(&b->timer);
   if (b->up_open) tg_transport_close(&b->up.base, 0);
 }
@@ -629,7 +648,7 @@ static uint8_t *keep_for_replay(tg_relay_bridge_t *b, const uint8_t *payload,
 
 static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
                     uint8_t **orphan) {
-  if (b->state != B_OPEN && b->state != B_DETACHING) return 0;
+  if (!tg__bridge_serving(b) && b->state != B_DETACHING) return 0;
   tg_relay_verdict_t v;
   tg_buf_reset(&b->up_out);
   int rv = tg_relay_filter_upstream(&b->filter, payload, len, &b->up_out, &v);
@@ -644,21 +663,21 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     return 1;
   }
   if (v.effect.kind == TG_RELAY_EFFECT_OWN_LEASE_REPLY) {
-    if (b->state == B_OPEN) lease_reply(b, &v);
-    return b->state == B_OPEN || b->state == B_DETACHING ? 0 : 1;
+    if (tg__bridge_serving(b)) lease_reply(b, &v);
+    return tg__bridge_serving(b) || b->state == B_DETACHING ? 0 : 1;
   }
   /* Numbered and kept until acknowledged, also when the client is gone
    * already (B_DETACHING): those are exactly the frames it missed. */
   bool bulk = v.effect.kind == TG_RELAY_EFFECT_BULK;
   /* Forwarded as it is into the compressed stream: the window keeps what
    * the compressor makes of it, not a copy (relay/replay_window.h). */
-  bool compressed = bulk && b->win && b->zstd && b->state == B_OPEN &&
+  bool compressed = bulk && b->win && b->zstd && tg__bridge_serving(b) &&
                     !b->z.closing && len < TG_IPC_FRAME_MAX_PAYLOAD &&
                     v.action != TG_RELAY_DROP && tg_buf_size(&b->up_out) == 0;
   if (bulk && b->win &&
       !(compressed && keep_compressed(b, payload, len, &v.effect)))
     *orphan = keep_for_replay(b, payload, &v.effect);
-  if (b->state != B_OPEN) return 0; /* nobody to forward to */
+  if (!tg__bridge_serving(b)) return 0; /* nobody to forward to */
   if (v.action == TG_RELAY_DROP) {
     report(b, &v);
     return 0;
@@ -667,7 +686,7 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     /* Rewritten by the filter (sessions of other identities removed). */
     send_client(b, tg_buf_begin(&b->up_out), tg_buf_size(&b->up_out));
     update_backpressure(b);
-    return b->state == B_OPEN ? 0 : 1;
+    return tg__bridge_serving(b) ? 0 : 1;
   }
   /* Straight from the service's frame into the client's queue: one copy,
    * or none into the compressor (the upstream channel hands each payload
@@ -685,7 +704,7 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     tg_replay_seg_fail(b->win, b->seg);
   if (rv < 0) send_failed(b, rv);
   update_backpressure(b);
-  return b->state == B_OPEN ? 0 : 1;
+  return tg__bridge_serving(b) ? 0 : 1;
 }
 
 static int up_on_frame(tg_transport_t *t, const uint8_t *payload, size_t len) {
@@ -752,11 +771,17 @@ static void on_detach_timeout(uv_timer_t *t) {
 /* --- closing ---------------------------------------------------------------- */
 
 /* Idempotent. Closes the client, detaches a keyed session if there is one,
- * and closes the upstream (after the detach). */
+ * and closes the upstream (after the detach). The Detach is built before
+ * anything closes, so that the state goes straight to where it heads. */
 void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
-  if (b->state == B_DETACHING || b->state == B_CLOSING) return;
-  bool was_open = b->state == B_OPEN;
-  b->state = B_CLOSING;
+  if (b->state == B_DETACHING || tg__bridge_ending(b)) return;
+  bool detach = false;
+  if (tg__bridge_serving(b) && b->up_open) {
+    tg_buf_reset(&b->out);
+    detach = tg_relay_filter_detach_on_drop(&b->filter, &b->out, b->detach_key,
+                                            sizeof(b->detach_key)) == 1;
+  }
+  tg__bridge_set_state(b, detach ? B_DETACHING : B_CLOSING, why);
   /* The refusal timers close with the reason already kept: copying a
    * string onto itself is undefined. */
   if (why != b->close_why)
@@ -769,13 +794,9 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
   /* After the close, whose last flush and the compressor's remains went
    * to the segment: it holds every frame sent. */
   close_seg(b, false);
-  if (b->up_open && was_open) {
-    tg_buf_reset(&b->out);
-    int d = tg_relay_filter_detach_on_drop(&b->filter, &b->out, b->detach_key,
-                                           sizeof(b->detach_key));
-    if (d == 1 && tg_transport_send(&b->up.base, tg_buf_begin(&b->out),
-                                    tg_buf_size(&b->out), -1) == 0) {
-      b->state = B_DETACHING;
+  if (detach) {
+    if (tg_transport_send(&b->up.base, tg_buf_begin(&b->out),
+                          tg_buf_size(&b->out), -1) == 0) {
       /* Whatever the service still sends is read and dropped. */
       tg_transport_pause_reading(&b->up.base, false);
       uv_timer_start(&b->timer, on_detach_timeout, b->env->detach_timeout_ms,
@@ -785,6 +806,7 @@ void tg__bridge_close(tg_relay_bridge_t *b, int status, const char *why) {
               b->addr, b->detach_key);
       return;
     }
+    tg__bridge_set_state(b, B_CLOSING, "cannot send the Detach");
   }
   if (b->up_open) tg_transport_close(&b->up.base, 0);
 }

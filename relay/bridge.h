@@ -89,6 +89,8 @@ typedef struct tg_relay_env {
   tg_list_t bridges;
   size_t n_bridges;
   uint64_t accepted, refused, denied_calls;
+  /* State changes bridge_internal.h has no arrow for: a bug, logged. */
+  uint64_t bad_transitions;
   uint64_t handshakes_evicted; /* unverified, closed for newer ones */
   /* Lines about peers not verified (no identity: failed handshakes,
    * connections closed or refused for room) share one budget, so that a

@@ -11,6 +11,7 @@
 #include "ipc/pipe_transport.h"
 #include "ipc/unix_transport.h"
 #include "relay/bridge.h"
+#include "relay/bridge_state.h"
 #include "relay/frame_filter.h"
 #include "tls/compress_transport.h"
 
@@ -23,24 +24,22 @@
  * answered with the refusal), and how long its answer may take to leave. */
 #define REFUSAL_LINGER_MS 3000
 #define REFUSAL_FLUSH_MS 200
-/* How long a connection with no service behind it (no_service) is kept
+/* How long a connection with no service behind it (B_NO_SERVICE) is kept
  * for the relay's own calls: a client that lost its session learns from
  * GetHostInfo that the service is down. */
 #define NO_SERVICE_LINGER_MS 10000
 
-enum bridge_state {
-  B_HANDSHAKE, /* TLS handshake running; no upstream yet */
-  B_REFUSING,  /* verified but not authorized, or the service went away:
-                * telling the client why */
-  B_OPEN,      /* frames flow both ways */
-  B_DETACHING, /* client gone; waiting for the service to detach */
-  B_CLOSING,   /* waiting for handles to close */
-};
-
+/* The bools below are not states: each records what one handle or one
+ * side did, whatever the state. |client_open| and |up_open| follow each
+ * transport's own close callback, which come in either order in any
+ * state; |zstd|, |heartbeats| and |stdio| say how the client talks (from
+ * birth or from its request on); the paused pair mirrors each side's
+ * reading under backpressure; |authorized| and |up_answered| remember
+ * what happened, which the closing and its reason still need. */
 struct tg_relay_bridge {
   tg_relay_env_t *env;
   tg_list_t node;
-  enum bridge_state state;
+  enum bridge_state state; /* written only by tg__bridge_set_state() */
 
   tg_tls_chan_t *tls;       /* TLS mode */
   tg_pipe_transport_t pipe; /* --stdio mode */
@@ -55,16 +54,9 @@ struct tg_relay_bridge {
 
   tg_unix_transport_t up;
   bool up_open;
-  /* B_OPEN without an upstream: nothing listened on the service's socket
-   * when the client was admitted. The relay's own service answers; a bind
-   * of the service's is refused as a service with nothing would refuse
-   * it, after a notice saying why (|refusal|). Closes after
-   * NO_SERVICE_LINGER_MS. */
-  bool no_service;
   bool up_answered; /* the service sent a frame: it took the connection */
 
   uv_timer_t timer; /* bounds the drop-time Detach */
-  bool timer_closing;
 
   tg_relay_filter_t filter;
   char identity[TG_AUTHZ_IDENTITY_MAX + 1];
@@ -95,6 +87,23 @@ struct tg_relay_bridge {
 };
 
 /* bridge.c */
+
+/* The one transition: logs "who: from -> to: why" at debug level. One
+ * that tg__bridge_transition_ok() refuses is a bug of the bridge's: it
+ * asserts, and where asserts are compiled out it is logged as an error,
+ * counted (env->bad_transitions) and made all the same (the caller's next
+ * step expects it). Setting the current state again does nothing. */
+void tg__bridge_set_state(tg_relay_bridge_t *b, enum bridge_state to,
+                          const char *why);
+/* Frames flow between the client and a service: the real one (B_OPEN) or
+ * the relay's own stand-in (B_NO_SERVICE). */
+static inline bool tg__bridge_serving(const tg_relay_bridge_t *b) {
+  return b->state == B_OPEN || b->state == B_NO_SERVICE;
+}
+/* Going or gone: no longer counted among live connections. */
+static inline bool tg__bridge_ending(const tg_relay_bridge_t *b) {
+  return b->state == B_CLOSING || b->state == B_FREEING;
+}
 const char *tg__bridge_who(const tg_relay_bridge_t *b);
 size_t tg__bridge_high_water(const tg_relay_bridge_t *b);
 /* Frees |b| once every handle of it has closed. */

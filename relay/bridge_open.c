@@ -58,7 +58,7 @@ size_t tg_relay_bridge_live(const tg_relay_env_t *env) {
   for (const tg_list_t *it = env->bridges.next; it != &env->bridges;
        it = it->next) {
     const tg_relay_bridge_t *b = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
-    if (b->state != B_CLOSING) n++;
+    if (!tg__bridge_ending(b)) n++;
   }
   return n;
 }
@@ -90,6 +90,7 @@ static tg_relay_bridge_t *bridge_new(tg_relay_env_t *env) {
   tg_relay_bridge_t *b = calloc(1, sizeof(*b));
   if (!b) return NULL;
   b->env = env;
+  b->state = B_HANDSHAKE;
   tg_list_init(&b->node);
   tg_buf_init(&b->out, 0);
   tg_buf_init(&b->up_out, 0);
@@ -164,7 +165,7 @@ static void refuse_telling(tg_relay_bridge_t *b, tg_notice_t code,
   va_end(ap);
   tg_notice_prefix(b->refusal, sizeof(b->refusal), code);
   snprintf(b->close_why, sizeof(b->close_why), "%s", why);
-  b->state = B_REFUSING;
+  tg__bridge_set_state(b, B_REFUSING, why);
   uv_timer_start(&b->timer, tg__bridge_on_refusal_timer, REFUSAL_LINGER_MS, 0);
 }
 
@@ -178,7 +179,7 @@ static bool service_not_running(int err) {
  * relay's own service answers it (GetHostInfo says service_down, which a
  * client whose session was there takes as the session's end), a bind of
  * the tracing service's is refused with the reason (bridge_internal.h,
- * no_service), and the connection closes after NO_SERVICE_LINGER_MS.
+ * B_NO_SERVICE), and the connection closes after NO_SERVICE_LINGER_MS.
  * Counted, logged and audited as a refusal. */
 static void admit_without_service(tg_relay_bridge_t *b, tg_authz_role_t role,
                                   int err) {
@@ -192,8 +193,7 @@ static void admit_without_service(tg_relay_bridge_t *b, tg_authz_role_t role,
   snprintf(b->refusal, sizeof(b->refusal), "relay: the tracing service on "
            "the relay's host is not running (%s): is tracegated running?",
            tg_strerror(err));
-  b->no_service = true;
-  b->state = B_OPEN;
+  tg__bridge_set_state(b, B_NO_SERVICE, why);
   b->authorized = true;
   b->env->accepted++;
   b->opened_ms = uv_now(b->env->loop);
@@ -223,7 +223,7 @@ static void admit(tg_relay_bridge_t *b, tg_authz_role_t role) {
                    tg_strerror(rv));
     return;
   }
-  b->state = B_OPEN;
+  tg__bridge_set_state(b, B_OPEN, "admitted");
   b->authorized = true;
   b->env->accepted++;
   b->opened_ms = uv_now(b->env->loop);
@@ -246,7 +246,7 @@ static size_t identity_conns(const tg_relay_env_t *env, const char *id) {
   for (const tg_list_t *it = env->bridges.next; it != &env->bridges;
        it = it->next) {
     const tg_relay_bridge_t *o = TG_CONTAINER_OF(it, tg_relay_bridge_t, node);
-    if (o->authorized && o->state != B_CLOSING && !strcmp(o->identity, id))
+    if (o->authorized && !tg__bridge_ending(o) && !strcmp(o->identity, id))
       n++;
   }
   return n;
@@ -314,8 +314,7 @@ int tg_relay_bridge_accept(tg_relay_env_t *env, uv_stream_t *server,
     return rv;
   }
   b->client = tg_tls_chan_transport(b->tls);
-  b->client_open = true;
-  b->state = B_HANDSHAKE;
+  b->client_open = true; /* B_HANDSHAKE since bridge_new() */
   snprintf(b->addr, sizeof(b->addr), "%s", tg_tls_chan_peer_addr(b->tls));
   snprintf(b->close_why, sizeof(b->close_why), "closed");
   return 0;
@@ -359,7 +358,7 @@ int tg_relay_bridge_open_stdio(tg_relay_env_t *env, int in_fd, int out_fd,
     tg__bridge_close(b, rv, why);
     return rv;
   }
-  b->state = B_OPEN;
+  tg__bridge_set_state(b, B_OPEN, "admitted (--stdio)");
   b->authorized = true;
   env->accepted++;
   start_filter(b);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "common/notice.h"
 #include "relay/filter_internal.h"
@@ -111,15 +112,17 @@ int tg__relay_deny(tg_relay_filter_t *f, tg_relay_verdict_t *v,
 }
 
 /* The response carries the reason where the method has a field for one
- * (EnableTracing, CloneSession, SaveTraceForBugreport), so that a client
- * can print why. The reason names only the caller's own identity, role
- * and request. */
+ * (its row's refusal, abi/consumer_port_methods.h), so that a client can
+ * print why. The reason names only the caller's own identity, role and
+ * request. */
 int tg__relay_deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
                         bool drop_reply, const char *method, tg_buf_t *out) {
   char text[sizeof(v->reason) + 32];
   snprintf(text, sizeof(text), "%s refused by the relay: %s",
            TG_NOTE(RELAY_CALL_DENIED), v->reason[0] ? v->reason : "denied");
-  if (!strcmp(method, "EnableTracing")) {
+  const tg_cport_method_t *m = tg_cport_method_by_name(method);
+  switch (m ? m->refusal : TG_CPORT_REFUSE_NOTE) {
+  case TG_CPORT_REFUSE_DISABLED: {
     Perfetto__Protos__EnableTracingResponse r =
         PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
     r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
@@ -127,19 +130,22 @@ int tg__relay_deny_call(tg_relay_filter_t *f, tg_relay_verdict_t *v,
     r.error = text;
     return tg__relay_deny(f, v, drop_reply, &r.base, out);
   }
-  if (!strcmp(method, "CloneSession")) {
+  case TG_CPORT_REFUSE_ERROR: {
     Perfetto__Protos__CloneSessionResponse r =
         PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
     r.has_success = 1;
     r.error = text;
     return tg__relay_deny(f, v, drop_reply, &r.base, out);
   }
-  if (!strcmp(method, "SaveTraceForBugreport")) {
+  case TG_CPORT_REFUSE_MSG: {
     Perfetto__Protos__SaveTraceForBugreportResponse r =
         PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
     r.has_success = 1;
     r.msg = text;
     return tg__relay_deny(f, v, drop_reply, &r.base, out);
+  }
+  case TG_CPORT_REFUSE_NOTE:
+    break;
   }
   if (!drop_reply) {
     /* The reply has no field for the reason: a RequestError addressed to

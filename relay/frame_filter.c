@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "abi/ipc_frame.h"
 #include "tracegate/pb_wire.h"
 #include "pb/config/trace_config.pb-c.h"
@@ -255,9 +256,65 @@ static int namespace_key(const tg_relay_filter_t *f, bool detach,
   return rv;
 }
 
-static bool chatty(const char *method) {
-  return !strcmp(method, "ReadBuffers") || !strcmp(method, "GetTraceStats") ||
-         !strcmp(method, "QueryServiceState");
+/* A call's request on its way to the service, rewritten (|scoped|,
+ * |rewritten|) to scope it to the identity's sessions. */
+typedef struct call_args {
+  const uint8_t *p;
+  size_t len;
+  tg_buf_t scoped;
+  uint8_t rewritten[TG_DETACH_KEY_MAX + 64];
+} call_args_t;
+
+static const uint8_t kEmpty[1];
+
+/* EnableTracing, scoped to the identity. Returns 1 to forward, 0 when
+ * refused with its reply made (into |out|, the result in |*rv|), -1 when
+ * refused (|v| says why). */
+static int scope_enable(tg_relay_filter_t *f, call_args_t *a, bool drop,
+                        tg_buf_t *out, tg_relay_verdict_t *v, int *rv) {
+  Perfetto__Protos__EnableTracingResponse r =
+      PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+  int ok = check_enable(a->p, a->len, &r, v);
+  if (ok == 0) {
+    *rv = tg__relay_deny(f, v, drop, &r.base, out); /* |r| says why */
+    return 0;
+  }
+  if (ok < 0) {
+    tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
+                  "EnableTracingRequest does not decode");
+    return -1;
+  }
+  char fallback[64];
+  snprintf(fallback, sizeof(fallback), "~relay-%s-%" PRIu32,
+           f->session_tag[0] ? f->session_tag : "0", f->n_unnamed + 1);
+  if (tg_relay_scope_enable(f->identity, fallback, a->p, a->len, &a->scoped,
+                            v->reason, sizeof(v->reason)) < 0) {
+    v->code = TG_N_RELAY_SESSION_REFUSED;
+    return -1;
+  }
+  v->code = TG_N_RELAY_SESSION_SCOPED;
+  f->n_unnamed++;
+  a->p = tg_buf_size(&a->scoped) ? tg_buf_begin(&a->scoped) : kEmpty;
+  a->len = tg_buf_size(&a->scoped);
+  return 1;
+}
+
+/* CloneSession, of the identity's own sessions only: 1, or -1 (|v| says
+ * why). */
+static int scope_clone(tg_relay_filter_t *f, call_args_t *a,
+                       tg_relay_verdict_t *v) {
+  size_t n_owned = f->n_owned < TG_RELAY_FILTER_MAX_OWNED
+                       ? f->n_owned
+                       : TG_RELAY_FILTER_MAX_OWNED;
+  if (tg_relay_scope_clone(f->identity, f->owned, n_owned, a->p, a->len,
+                           &a->scoped, v->reason, sizeof(v->reason)) < 0) {
+    v->code = TG_N_RELAY_SESSION_REFUSED;
+    return -1;
+  }
+  v->code = TG_N_RELAY_SESSION_SCOPED;
+  a->p = tg_buf_size(&a->scoped) ? tg_buf_begin(&a->scoped) : kEmpty;
+  a->len = tg_buf_size(&a->scoped);
+  return 1;
 }
 
 static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
@@ -290,68 +347,50 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
                     name);
     return tg__relay_deny_call(f, v, drop, name, out);
   }
-  const uint8_t *args = im->has_args_proto ? im->args_proto.data : NULL;
-  size_t alen = im->has_args_proto ? im->args_proto.len : 0;
-  static const uint8_t empty[1];
-  if (!args) args = empty;
-
-  tg_relay_track_kind_t kind = TG_TRACK_OTHER;
-  uint8_t rewritten[TG_DETACH_KEY_MAX + 64];
-  /* Requests rewritten to scope them to the identity's sessions. */
-  tg_buf_t scoped;
-  tg_buf_init(&scoped, 0);
-  int rv;
-  if (!strcmp(name, "EnableTracing")) {
-    Perfetto__Protos__EnableTracingResponse r =
-        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
-    int ok = check_enable(args, alen, &r, v);
-    if (ok == 0) {
-      rv = tg__relay_deny(f, v, drop, &r.base, out); /* |r| says why */
-      goto done;
-    }
-    if (ok < 0) {
-      tg__relay_say(v, TG_N_RELAY_REQUEST_MALFORMED,
-                    "EnableTracingRequest does not decode");
-      goto fail;
-    }
-    char fallback[64];
-    snprintf(fallback, sizeof(fallback), "~relay-%s-%" PRIu32,
-             f->session_tag[0] ? f->session_tag : "0", f->n_unnamed + 1);
-    if (tg_relay_scope_enable(f->identity, fallback, args, alen, &scoped,
-                              v->reason, sizeof(v->reason)) < 0) {
-      v->code = TG_N_RELAY_SESSION_REFUSED;
-      goto fail;
-    }
-    v->code = TG_N_RELAY_SESSION_SCOPED;
-    f->n_unnamed++;
-    args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
-    alen = tg_buf_size(&scoped);
-    kind = TG_TRACK_ENABLE;
-  } else if (!strcmp(name, "CloneSession")) {
-    size_t n_owned = f->n_owned < TG_RELAY_FILTER_MAX_OWNED
-                         ? f->n_owned
-                         : TG_RELAY_FILTER_MAX_OWNED;
-    if (tg_relay_scope_clone(f->identity, f->owned, n_owned, args, alen,
-                             &scoped, v->reason, sizeof(v->reason)) < 0) {
-      v->code = TG_N_RELAY_SESSION_REFUSED;
-      goto fail;
-    }
-    v->code = TG_N_RELAY_SESSION_SCOPED;
-    args = tg_buf_size(&scoped) ? tg_buf_begin(&scoped) : empty;
-    alen = tg_buf_size(&scoped);
-  } else if (!strcmp(name, "QueryServiceState")) {
-    kind = TG_TRACK_QUERY_STATE;
-  } else if (!strcmp(name, "Detach") || !strcmp(name, "Attach")) {
-    bool detach = name[0] == 'D';
-    int n = namespace_key(f, detach, args, alen, rewritten, sizeof(rewritten),
-                          v);
-    if (n < 0) goto fail;
-    args = rewritten;
-    alen = (size_t)n;
-    kind = detach ? TG_TRACK_DETACH : TG_TRACK_ATTACH;
-  } else if (!strcmp(name, "ReadBuffers")) {
-    kind = TG_TRACK_READ_BUFFERS;
+  /* A method the role allows has a row (auth/authz.c reads the table). */
+  const tg_cport_method_t *m = tg_cport_method_by_name(name);
+  if (!m) {
+    tg__relay_say(v, TG_N_RELAY_ROLE_DENIES, "no role allows %s", name);
+    return tg__relay_deny_call(f, v, drop, name, out);
   }
+  call_args_t a = {.p = im->has_args_proto ? im->args_proto.data : NULL,
+                   .len = im->has_args_proto ? im->args_proto.len : 0};
+  if (!a.p) a.p = kEmpty;
+  tg_buf_init(&a.scoped, 0);
+  tg_relay_track_kind_t kind = TG_TRACK_OTHER;
+  int ok = 1, rv;
+  switch (m->id) {
+  case TG_CPORT_EnableTracing:
+    ok = scope_enable(f, &a, drop, out, v, &rv);
+    if (ok == 0) goto done;
+    kind = TG_TRACK_ENABLE;
+    break;
+  case TG_CPORT_CloneSession:
+    ok = scope_clone(f, &a, v);
+    break;
+  case TG_CPORT_QueryServiceState:
+    kind = TG_TRACK_QUERY_STATE;
+    break;
+  case TG_CPORT_Detach:
+  case TG_CPORT_Attach: {
+    bool detach = m->id == TG_CPORT_Detach;
+    int n = namespace_key(f, detach, a.p, a.len, a.rewritten,
+                          sizeof(a.rewritten), v);
+    ok = n < 0 ? -1 : 1;
+    if (n >= 0) {
+      a.p = a.rewritten;
+      a.len = (size_t)n;
+    }
+    kind = detach ? TG_TRACK_DETACH : TG_TRACK_ATTACH;
+    break;
+  }
+  case TG_CPORT_ReadBuffers:
+    kind = TG_TRACK_READ_BUFFERS;
+    break;
+  default:
+    break;
+  }
+  if (ok < 0) goto fail;
   /* With no reply coming there is nothing to follow. */
   if (!drop && tg__relay_track(f, v->request_id, kind) < 0) {
     tg__relay_say(v, TG_N_RELAY_TOO_MANY_CALLS, "too many calls in flight (%d)",
@@ -361,15 +400,15 @@ static int on_consumer_call(tg_relay_filter_t *f, tg_authz_role_t role,
   if (kind == TG_TRACK_ENABLE && !drop) f->session_active = true;
   v->action = TG_RELAY_FORWARD;
   v->allowed = true;
-  v->audit = !chatty(name);
+  v->audit = m->traffic == TG_CPORT_CONTROL; /* not what is polled or read */
   f->stats.forwarded++;
   rv = tg__relay_append_invoke(v->request_id, im->service_id, im->method_id,
-                               args, alen, drop, out);
+                               a.p, a.len, drop, out);
   goto done;
 fail:
   rv = tg__relay_deny_call(f, v, drop, name, out);
 done:
-  tg_buf_free(&scoped);
+  tg_buf_free(&a.scoped);
   return rv;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pb/ipc/consumer_port.pb-c.h"
+#include "abi/consumer_port_methods.h"
 #include "pb/tracegate/consumer_lease.pb-c.h"
 #include "relay/filter_internal.h"
 #include "tracegate/pb_wire.h"
@@ -132,7 +133,8 @@ int tg_relay_filter_detach_on_drop(tg_relay_filter_t *f, tg_buf_t *out,
                                    char *key, size_t keycap) {
   if (!f->session_active || !f->session_key[0] || !f->consumer_bound)
     return 0;
-  uint32_t mid = tg__relay_consumer_method_id(f, "Detach");
+  uint32_t mid =
+      tg__relay_consumer_method_id(f, tg_cport_name(TG_CPORT_Detach));
   if (mid == 0) return 0;
   char ns[TG_DETACH_KEY_MAX + 1];
   if (!namespaced_key(f, ns, sizeof(ns))) return 0;

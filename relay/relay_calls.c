@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "pb/tracegate/relay.pb-c.h"
 #include "relay/filter_internal.h"
 #include "tracegate/error.h"
@@ -94,7 +95,7 @@ static call_outcome_t replay_call(const tg_relay_filter_t *f,
     ok_args = req != NULL;
   }
   /* What Resume sends again is trace data: ReadBuffers' role. */
-  bool may_read = tg_authz_allows(role, "ReadBuffers");
+  bool may_read = tg_authz_allows(role, tg_cport_name(TG_CPORT_ReadBuffers));
   if (!ok_args || !may_read || !f->session_key[0] || (resume && drop)) {
     tg__relay_say(v, TG_N_RELAY_CALL_REFUSED, "%s",
                   !ok_args             ? "the request does not decode"

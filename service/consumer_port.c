@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi/consumer_port_methods.h"
 #include "abi/protocol_limits.h"
 #include "tracegate/pb_wire.h"
 #include "pb/ipc/consumer_port.pb-c.h"
@@ -308,24 +309,17 @@ CONSUMER_METHOD(ipc_read_buffers, tg__cport_read_buffers,
 CONSUMER_METHOD(ipc_clone_session, tg__cport_clone_session,
                 &perfetto__protos__clone_session_request__descriptor)
 
+/* Not supported: the host answers it with an explicit failure. */
+#define ipc_save_trace_for_bugreport NULL
+
+/* Each row's handler at its id (abi/consumer_port_methods.h): ipc_<snake>. */
 static const tg_ipc_method_def_t consumer_methods[] = {
-    {"EnableTracing", ipc_enable_tracing},
-    {"DisableTracing", ipc_disable_tracing},
-    {"ReadBuffers", ipc_read_buffers},
-    {"FreeBuffers", ipc_free_buffers},
-    {"Flush", ipc_flush},
-    {"StartTracing", ipc_start_tracing},
-    {"ChangeTraceConfig", ipc_change_trace_config},
-    {"Detach", ipc_detach},
-    {"Attach", ipc_attach},
-    {"GetTraceStats", ipc_get_trace_stats},
-    {"ObserveEvents", ipc_observe_events},
-    {"QueryServiceState", ipc_query_service_state},
-    {"QueryCapabilities", ipc_query_capabilities},
-    {"CloneSession", ipc_clone_session},
-    /* Not supported: the host answers it with an explicit failure. */
-    {"SaveTraceForBugreport", NULL},
+#define HANDLER(id, Name, snake, role, traffic, refusal) \
+  [(id) - 1] = {#Name, ipc_##snake},
+    TG_CPORT_METHODS(HANDLER)
+#undef HANDLER
 };
+#undef ipc_save_trace_for_bugreport
 
 void tg__consumer_port_bind(tg_service_t *svc, tg_ipc_service_def_t *def) {
   memset(def, 0, sizeof(*def));

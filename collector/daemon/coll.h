@@ -72,7 +72,8 @@ typedef enum coll_standby_state {
 
 struct snap_host;
 typedef struct coll_standby {
-  coll_standby_state_t st;
+  coll_standby_state_t st; /* written only by standby.c's set_state() */
+  unsigned bad_transitions; /* refused by its table (a bug: logged) */
   tg_consumer_t *c;
   void *conn;             /* the dialer's */
   uv_timer_t retry;
@@ -310,6 +311,10 @@ void coll_standby_give_back(coll_host_t *h);
 void coll_standby_close(coll_host_t *h);
 /* Whether nothing of it is left to wait for (freeing the host). */
 bool coll_standby_idle(const coll_host_t *h);
+/* Whether standby.c's diagram has an arrow |from| -> |to| (a state to
+ * itself is none). */
+bool coll_standby_transition_ok(coll_standby_state_t from,
+                                coll_standby_state_t to);
 
 /* --- snap.c ---------------------------------------------------------- */
 

@@ -9,7 +9,11 @@
  *
  *   NONE --want--> DIALING --bound--> READY --take--> BUSY --give back--> READY
  *   DIALING, READY, BUSY --closed (peer) / close--> CLOSING --released--> NONE
+ *
+ * Every change goes through set_state(), against that diagram's arrows
+ * (coll_standby_transition_ok).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 
@@ -20,6 +24,50 @@
 
 static coll_host_t *of(tg_consumer_t *c) { return tg_consumer_data(c); }
 
+#define S(x) (1u << COLL_SB_##x)
+/* Each state's arrows out of it (the diagram above). */
+static const unsigned kNext[] = {
+    [COLL_SB_NONE] = S(DIALING),
+    [COLL_SB_DIALING] = S(READY) | S(CLOSING),
+    [COLL_SB_READY] = S(BUSY) | S(CLOSING),
+    [COLL_SB_BUSY] = S(READY) | S(CLOSING),
+    [COLL_SB_CLOSING] = S(NONE),
+};
+#undef S
+
+bool coll_standby_transition_ok(coll_standby_state_t from,
+                                coll_standby_state_t to) {
+  if ((unsigned)from > COLL_SB_CLOSING || (unsigned)to > COLL_SB_CLOSING)
+    return false;
+  return (kNext[from] & (1u << to)) != 0;
+}
+
+static const char *state_name(coll_standby_state_t s) {
+  static const char *const names[] = {"none", "dialing", "ready", "busy",
+                                      "closing"};
+  return (unsigned)s <= COLL_SB_CLOSING ? names[s] : "?";
+}
+
+/* The one transition. One the diagram has no arrow for is a bug of this
+ * file's: it asserts, and where asserts are compiled out it is logged,
+ * counted (sb.bad_transitions) and made all the same (the caller's next
+ * step expects it). */
+static void set_state(coll_host_t *h, coll_standby_state_t to,
+                      const char *why) {
+  coll_standby_state_t from = h->sb.st;
+  if (from == to) return;
+  if (!coll_standby_transition_ok(from, to)) {
+    h->sb.bad_transitions++;
+    TG_ERROR("host %s: standby connection: %s -> %s is no transition of "
+             "standby.c's (%s)", h->t.spec, state_name(from), state_name(to),
+             why);
+    assert(!"a standby transition standby.c does not have");
+  }
+  h->sb.st = to;
+  TG_DEBUG("host %s: standby connection: %s -> %s: %s", h->t.spec,
+           state_name(from), state_name(to), why);
+}
+
 static void on_retry(uv_timer_t *t) { coll_standby_want(t->data); }
 
 static void on_ready(tg_consumer_t *c, int status, const char *msg) {
@@ -28,13 +76,13 @@ static void on_ready(tg_consumer_t *c, int status, const char *msg) {
     TG_DEBUG("host %s: standby connection: %s", h->t.spec, msg);
     return; /* on_close follows */
   }
-  if (h->sb.st == COLL_SB_DIALING) h->sb.st = COLL_SB_READY;
+  if (h->sb.st == COLL_SB_DIALING) set_state(h, COLL_SB_READY, "bound");
 }
 
 static void on_gone(void *ctx, const char *detail) {
   coll_host_t *h = ctx;
   struct snap_host *user = h->sb.user;
-  h->sb.st = COLL_SB_NONE;
+  set_state(h, COLL_SB_NONE, "released");
   h->sb.c = NULL;
   h->sb.conn = NULL;
   h->sb.user = NULL;
@@ -47,7 +95,7 @@ static void on_gone(void *ctx, const char *detail) {
 
 static void on_close(tg_consumer_t *c, int status, const char *msg) {
   coll_host_t *h = of(c);
-  h->sb.st = COLL_SB_CLOSING;
+  set_state(h, COLL_SB_CLOSING, msg && msg[0] ? msg : "closed");
   if (h->sb.user) coll_snap_standby_closed(h->sb.user, status, msg);
   h->c->dialer.release(h->sb.conn, on_gone, h);
 }
@@ -77,19 +125,19 @@ void coll_standby_want(coll_host_t *h) {
   tg_consumer_set_data(cons, h);
   h->sb.c = cons;
   h->sb.conn = conn;
-  h->sb.st = COLL_SB_DIALING;
+  set_state(h, COLL_SB_DIALING, "the host traces");
 }
 
 bool coll_standby_take(coll_host_t *h, struct snap_host *user) {
   if (h->sb.st != COLL_SB_READY || !tg_consumer_ready(h->sb.c)) return false;
-  h->sb.st = COLL_SB_BUSY;
+  set_state(h, COLL_SB_BUSY, "lent to a snapshot");
   h->sb.user = user;
   return true;
 }
 
 void coll_standby_give_back(coll_host_t *h) {
   if (h->sb.st != COLL_SB_BUSY) return;
-  h->sb.st = COLL_SB_READY;
+  set_state(h, COLL_SB_READY, "given back");
   h->sb.user = NULL;
   /* Removed meanwhile: nothing more will borrow it. */
   if (h->removed) coll_standby_close(h);

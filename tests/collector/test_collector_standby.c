@@ -53,6 +53,7 @@ static void a_ready_standby_is_lent_once_and_given_back(void **state) {
   coll_standby_give_back(h);
   assert_int_equal(h->sb.st, COLL_SB_READY);
   assert_ptr_equal(h->sb.c, cons);
+  assert_int_equal(h->sb.bad_transitions, 0);
   coll_unit_close(&u);
 }
 
@@ -114,12 +115,32 @@ static void a_host_not_tracing_gets_no_standby(void **state) {
   coll_unit_close(&u);
 }
 
+/* standby.c's diagram, arrow by arrow, and nothing else. */
+static void the_standby_table_is_standby_c_s(void **state) {
+  (void)state;
+  static const struct { coll_standby_state_t from, to; } arrows[] = {
+      {COLL_SB_NONE, COLL_SB_DIALING},    {COLL_SB_DIALING, COLL_SB_READY},
+      {COLL_SB_DIALING, COLL_SB_CLOSING}, {COLL_SB_READY, COLL_SB_BUSY},
+      {COLL_SB_READY, COLL_SB_CLOSING},   {COLL_SB_BUSY, COLL_SB_READY},
+      {COLL_SB_BUSY, COLL_SB_CLOSING},    {COLL_SB_CLOSING, COLL_SB_NONE},
+  };
+  for (int f = 0; f <= COLL_SB_CLOSING; f++)
+    for (int t = 0; t <= COLL_SB_CLOSING; t++) {
+      bool want = false;
+      for (size_t i = 0; i < sizeof(arrows) / sizeof(arrows[0]); i++)
+        want |= (int)arrows[i].from == f && (int)arrows[i].to == t;
+      assert_int_equal(coll_standby_transition_ok(f, t), want);
+    }
+  assert_false(coll_standby_transition_ok(COLL_SB_CLOSING + 1, COLL_SB_NONE));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_ready_standby_is_lent_once_and_given_back),
       FLEET_TEST(a_closed_standby_is_dialed_again),
       FLEET_TEST(a_removed_hosts_standby_closes_for_good),
       FLEET_TEST(a_host_not_tracing_gets_no_standby),
+      cmocka_unit_test(the_standby_table_is_standby_c_s),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

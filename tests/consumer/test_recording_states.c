@@ -1,6 +1,7 @@
-/* The recording's two state machines (consumer/recording.h): the
- * lifecycle's and the binding's tables as the header writes them out, and
- * a transition neither has is refused, counted and logged as an error,
+/* The recording's state machines (consumer/recording.h): the lifecycle's
+ * and the binding's tables as the header writes them out, the reader's
+ * sub-states' as recording_internal.h does, and
+ * a transition none has is refused, counted and logged as an error,
  * the state left as it was. No service: a recording that never starts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,14 +113,27 @@ static void on_end(tg_recording_t *r, int status, const char *reason) {
 
 static const tg_recording_cbs_t cbs = {.on_state = on_state, .on_end = on_end};
 
+/* A recording that never starts, its errors and changes told to |seen|. */
+static tg_recording_t *open_recording(uv_loop_t *loop, seen_t *seen) {
+  assert_int_equal(uv_loop_init(loop), 0);
+  tg_recording_t *r = tg_recording_new(loop, &cbs, seen);
+  assert_non_null(r);
+  tg_log_set_sink(sink, seen);
+  return r;
+}
+
+static void close_recording(uv_loop_t *loop, tg_recording_t *r) {
+  tg_log_set_sink(NULL, NULL);
+  tg_recording_free(r);
+  assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
 static void an_illegal_transition_is_refused_counted_and_logged(void **st) {
   (void)st;
   uv_loop_t loop;
-  assert_int_equal(uv_loop_init(&loop), 0);
   seen_t seen = {0};
-  tg_recording_t *r = tg_recording_new(&loop, &cbs, &seen);
-  assert_non_null(r);
-  tg_log_set_sink(sink, &seen);
+  tg_recording_t *r = open_recording(&loop, &seen);
 
   tg__rec_set_state(r, TG_REC_DONE); /* IDLE has no arrow to DONE */
   assert_int_equal(tg_recording_state(r), TG_REC_IDLE);
@@ -139,10 +153,76 @@ static void an_illegal_transition_is_refused_counted_and_logged(void **st) {
   assert_int_equal(tg_recording_bad_transitions(r), 2);
   assert_int_equal(seen.errors, 2);
 
-  tg_log_set_sink(NULL, NULL);
-  tg_recording_free(r);
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  close_recording(&loop, r);
+}
+
+/* The reader's sub-states and the stop's latch: recording_internal.h's
+ * arrows, and no other. */
+static void the_reader_tables_are_recording_internal_h_s(void **st) {
+  (void)st;
+  static const struct { int from, to; } read[] = {
+      {TG__READ_IDLE, TG__READ_BUSY},     {TG__READ_IDLE, TG__READ_HELD},
+      {TG__READ_BUSY, TG__READ_IDLE},     {TG__READ_HELD, TG__READ_HELD_DUE},
+      {TG__READ_HELD, TG__READ_IDLE},     {TG__READ_HELD_DUE, TG__READ_IDLE},
+  };
+  for (int f = 0; f <= TG__READ_HELD_DUE; f++)
+    for (int t = 0; t <= TG__READ_HELD_DUE; t++) {
+      bool want = false;
+      for (size_t i = 0; i < sizeof(read) / sizeof(read[0]); i++)
+        want |= read[i].from == f && read[i].to == t;
+      assert_int_equal(tg__rec_read_ok(f, t), want);
+    }
+  static const struct { int from, to; } stats[] = {
+      {TG__STATS_IDLE, TG__STATS_AFTER_READ}, {TG__STATS_IDLE, TG__STATS_ASKED},
+      {TG__STATS_AFTER_READ, TG__STATS_ASKED},
+      {TG__STATS_AFTER_READ, TG__STATS_IDLE}, {TG__STATS_ASKED, TG__STATS_IDLE},
+  };
+  for (int f = 0; f <= TG__STATS_ASKED; f++)
+    for (int t = 0; t <= TG__STATS_ASKED; t++) {
+      bool want = false;
+      for (size_t i = 0; i < sizeof(stats) / sizeof(stats[0]); i++)
+        want |= stats[i].from == f && stats[i].to == t;
+      assert_int_equal(tg__rec_stats_ok(f, t), want);
+    }
+  for (int f = 0; f <= TG__CUT_OPEN_NO_BASE; f++)
+    for (int t = 0; t <= TG__CUT_OPEN_NO_BASE; t++)
+      assert_int_equal(tg__rec_cut_ok(f, t),
+                       (f == TG__CUT_NONE) != (t == TG__CUT_NONE));
+  assert_true(tg__rec_stop_ok(TG__REC_STOP_NONE, TG__REC_STOP_WANTED));
+  assert_true(tg__rec_stop_ok(TG__REC_STOP_NONE, TG__REC_STOP_DEADLINE));
+  assert_true(tg__rec_stop_ok(TG__REC_STOP_WANTED, TG__REC_STOP_DEADLINE));
+  assert_false(tg__rec_stop_ok(TG__REC_STOP_DEADLINE, TG__REC_STOP_WANTED));
+  assert_false(tg__rec_stop_ok(TG__REC_STOP_WANTED, TG__REC_STOP_NONE));
+  assert_false(tg__rec_stop_ok(TG__REC_STOP_DEADLINE, TG__REC_STOP_NONE));
+  assert_false(tg__rec_read_ok(TG__READ_HELD_DUE + 1, TG__READ_IDLE));
+}
+
+static void an_illegal_reader_transition_is_refused_and_counted(void **st) {
+  (void)st;
+  uv_loop_t loop;
+  seen_t seen = {0};
+  tg_recording_t *r = open_recording(&loop, &seen);
+
+  tg__rec_set_read(r, TG__READ_HELD_DUE); /* IDLE has no arrow to it */
+  assert_int_equal(r->rd.read, TG__READ_IDLE);
+  tg__rec_set_stop(r, TG__REC_STOP_DEADLINE);
+  tg__rec_set_stop(r, TG__REC_STOP_WANTED); /* latched */
+  assert_int_equal(r->stop, TG__REC_STOP_DEADLINE);
+  assert_int_equal(tg_recording_bad_transitions(r), 2);
+  assert_int_equal(seen.errors, 2);
+
+  /* Legal ones are made and count nothing. */
+  tg__rec_set_read(r, TG__READ_BUSY);
+  tg__rec_set_stats(r, TG__STATS_AFTER_READ);
+  tg__rec_set_cut(r, TG__CUT_OPEN);
+  assert_int_equal(r->rd.read, TG__READ_BUSY);
+  assert_int_equal(r->rd.stats, TG__STATS_AFTER_READ);
+  assert_int_equal(r->rd.cut, TG__CUT_OPEN);
+  assert_int_equal(tg_recording_bad_transitions(r), 2);
+  assert_int_equal(seen.errors, 2);
+  assert_int_equal(seen.changes, 0); /* on_state is the lifecycle's */
+
+  close_recording(&loop, r);
 }
 
 int main(void) {
@@ -150,6 +230,8 @@ int main(void) {
       cmocka_unit_test(the_lifecycle_table_is_recording_h_s),
       cmocka_unit_test(the_binding_table_is_recording_h_s),
       cmocka_unit_test(an_illegal_transition_is_refused_counted_and_logged),
+      cmocka_unit_test(the_reader_tables_are_recording_internal_h_s),
+      cmocka_unit_test(an_illegal_reader_transition_is_refused_and_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
