@@ -42,19 +42,41 @@ typedef enum tg_trace_schema_verdict {
   TG_TS_VALUE,      /* a value trace processor refuses or crashes on */
 } tg_trace_schema_verdict_t;
 
-/* What a packet says about its sequence's clocks, for the one check that
- * needs the packets before it: trace processor refuses the whole trace at
- * an ftrace bundle on MONOTONIC_RAW (ftrace_clock 4) when no ClockSnapshot
- * of that machine has yet tied MONOTONIC_RAW (5) to BOOTTIME (6). The
- * caller keeps, per host, whether it has seen one. */
+/* What a packet says about clocks, gathered in the same walk, for the
+ * merge's clock model (consumer/fleet/clock_model.h), which judges across
+ * packets whether trace processor can place the packet's times. Only the
+ * packet's own ClockSnapshot (field 6) and ftrace bundle (field 1) count:
+ * ClockSnapshots nested elsewhere (RemoteClockSync) are not read here.
+ * Filled only as far as |flags| says; clocks from 64 up are not listed
+ * one by one. */
 enum {
-  TG_TS_SYNCS_MONO_RAW = 1u << 0, /* a ClockSnapshot with clocks 5 and 6 */
-  TG_TS_NEEDS_MONO_RAW = 1u << 1, /* an ftrace bundle on MONOTONIC_RAW */
+  TG_TS_SNAPSHOT = 1u << 0,      /* a ClockSnapshot */
+  TG_TS_SNAP_REJECTED = 1u << 1, /* one trace processor refuses whole: a
+                                    global clock is_incremental, a clock
+                                    named twice, a clock id from 128 */
+  TG_TS_SNAP_SEQ_CLOCK = 1u << 2, /* names a clock of 64..127 */
+  TG_TS_SNAP_PRIMARY = 1u << 3,  /* primary_trace_clock set (in .primary) */
+  TG_TS_BUNDLE = 1u << 4,        /* an ftrace bundle */
+  TG_TS_BUNDLE_SNAP = 1u << 5,   /* with ftrace_timestamp and boot_timestamp */
+  TG_TS_TWICE = 1u << 6,         /* field 1 or 6 more than once */
 };
 
-/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted). Sets
- * *clocks to the TG_TS_*_MONO_RAW bits above (0 for none). */
+typedef struct tg_ts_clocks {
+  unsigned flags;
+  /* ClockSnapshot: the clocks under 64 it names, which of them say a
+   * unit other than 1 ns or is_incremental, their timestamps (only the
+   * entries named are written), its primary_trace_clock. */
+  uint64_t ids, odd;
+  uint64_t ts[64];
+  uint64_t primary;
+  /* The bundle: ftrace_clock (0 when absent), and its own clock pair. */
+  uint64_t ftrace_clock;
+  uint64_t ftrace_ts, boot_ts;
+} tg_ts_clocks_t;
+
+/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted). Fills
+ * *clocks as above (flags 0 for a packet saying nothing of clocks). */
 tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
-                                                unsigned *clocks);
+                                                tg_ts_clocks_t *clocks);
 
 #endif /* TRACEGATE_ABI_TRACE_SCHEMA_H */

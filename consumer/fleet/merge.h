@@ -31,6 +31,7 @@
 
 #include "common/buf.h"
 #include "common/u32_map.h"
+#include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/host.h"
 
@@ -87,11 +88,11 @@ typedef struct tg_merge_host {
    * TG_MERGE_HOST_MAX_SEQS. */
   tg_u32_map_t seqs;
   /* Packets left out: not decoding, or what trace processor cannot take
-   * (abi/trace_schema.h; docs/merge.md). */
-  uint64_t malformed;
-  /* A ClockSnapshot of the host has tied MONOTONIC_RAW to BOOTTIME, so
-   * its ftrace bundles on MONOTONIC_RAW can be read. */
-  bool mono_raw_synced;
+   * (abi/trace_schema.h; docs/merge.md); clock_unplaced of them for
+   * times trace processor could not place (clock_model.h). */
+  uint64_t malformed, clock_unplaced;
+  /* The host's clocks as trace processor has them so far. */
+  tg_clock_model_t clock;
   /* Incremental state, per sequence of the host as trace processor
    * follows it (merge.c, "incremental state"; docs/merge.md): the
    * sequences' slots (|istate| maps a producer id to its index in
@@ -142,7 +143,7 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
  * the host did not say its name), then, if |h| has a clock estimate, a
  * ClockSnapshot of its clocks and a RemoteClockSync tying them to the
  * collector's. Once, before the host's first packet (on_described). */
-int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
+int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *fallback);
 

@@ -54,7 +54,7 @@ static void ffixed64(pkt_t *p, uint32_t id, uint64_t v) {
   raw(p, t, 8);
 }
 
-static unsigned last_clocks;
+static tg_ts_clocks_t last_clocks;
 
 static tg_trace_schema_verdict_t check(const pkt_t *p) {
   return tg_trace_schema_check(p->b, p->n, &last_clocks);
@@ -285,31 +285,66 @@ static void each_value_rule_refuses_its_value_only(void **state) {
 
 /* --- the clock facts -------------------------------------------------------- */
 
-static void mono_raw_bundles_and_snapshots_are_told(void **state) {
+static void the_packets_own_clocks_are_told(void **state) {
   (void)state;
   pkt_t ev = {0}, b = {0};
   fv(&ev, 1, 1000);
   fv(&b, 1, 0);
   fv(&b, 5, 4);
   assert_int_equal(in_packet(1, &b), TG_TS_OK);
-  assert_int_equal(last_clocks, TG_TS_NEEDS_MONO_RAW);
+  assert_int_equal(last_clocks.flags, TG_TS_BUNDLE);
+  assert_int_equal(last_clocks.ftrace_clock, 4);
   fmsg(&b, 2, &ev);
+  fv(&b, 6, 70);
+  fv(&b, 7, 80);
   assert_int_equal(in_packet(1, &b), TG_TS_OK);
-  assert_int_equal(last_clocks, TG_TS_NEEDS_MONO_RAW);
+  assert_int_equal(last_clocks.flags, TG_TS_BUNDLE | TG_TS_BUNDLE_SNAP);
+  assert_int_equal(last_clocks.ftrace_ts, 70);
+  assert_int_equal(last_clocks.boot_ts, 80);
   fv(&b, 5, 0); /* the last clock counts: boot */
   assert_int_equal(in_packet(1, &b), TG_TS_OK);
-  assert_int_equal(last_clocks, 0);
-  pkt_t raw = {0}, boot = {0}, snap = {0};
+  assert_int_equal(last_clocks.ftrace_clock, 0);
+  pkt_t raw = {0}, boot = {0}, snap = {0}, inc = {0}, seqc = {0};
   fv(&raw, 1, 5);
   fv(&raw, 2, 10);
   fv(&boot, 1, 6);
   fv(&boot, 2, 20);
   fmsg(&snap, 1, &raw);
-  assert_int_equal(in_packet(6, &snap), TG_TS_OK);
-  assert_int_equal(last_clocks, 0); /* MONOTONIC_RAW alone ties nothing */
   fmsg(&snap, 1, &boot);
   assert_int_equal(in_packet(6, &snap), TG_TS_OK);
-  assert_int_equal(last_clocks, TG_TS_SYNCS_MONO_RAW);
+  assert_int_equal(last_clocks.flags, TG_TS_SNAPSHOT);
+  assert_int_equal(last_clocks.ids, (1u << 5) | (1u << 6));
+  assert_int_equal(last_clocks.ts[5], 10);
+  assert_int_equal(last_clocks.ts[6], 20);
+  /* A global clock incremental: refused whole by trace processor. */
+  fv(&inc, 1, 1);
+  fv(&inc, 2, 30);
+  fv(&inc, 3, 1);
+  pkt_t snap2 = snap;
+  fmsg(&snap2, 1, &inc);
+  assert_int_equal(in_packet(6, &snap2), TG_TS_OK);
+  assert_int_equal(last_clocks.flags, TG_TS_SNAPSHOT | TG_TS_SNAP_REJECTED);
+  assert_int_equal(last_clocks.odd, 1u << 1);
+  /* A clock twice, and a sequence-scoped one incremental (allowed). */
+  pkt_t snap3 = snap;
+  fmsg(&snap3, 1, &raw);
+  assert_int_equal(in_packet(6, &snap3), TG_TS_OK);
+  assert_int_equal(last_clocks.flags, TG_TS_SNAPSHOT | TG_TS_SNAP_REJECTED);
+  fv(&seqc, 1, 64);
+  fv(&seqc, 3, 1);
+  pkt_t snap4 = snap;
+  fmsg(&snap4, 1, &seqc);
+  fv(&snap4, 2, 1);
+  assert_int_equal(in_packet(6, &snap4), TG_TS_OK);
+  assert_int_equal(last_clocks.flags, TG_TS_SNAPSHOT | TG_TS_SNAP_SEQ_CLOCK |
+                                          TG_TS_SNAP_PRIMARY);
+  assert_int_equal(last_clocks.primary, 1);
+  /* Two snapshots in one packet. */
+  pkt_t two = {0};
+  fmsg(&two, 6, &snap);
+  fmsg(&two, 6, &snap);
+  assert_int_equal(check(&two), TG_TS_OK);
+  assert_true(last_clocks.flags & TG_TS_TWICE);
 }
 
 int main(void) {
@@ -318,7 +353,7 @@ int main(void) {
       cmocka_unit_test(another_wire_type_is_refused_at_any_depth),
       cmocka_unit_test(nesting_past_the_bound_is_refused),
       cmocka_unit_test(each_value_rule_refuses_its_value_only),
-      cmocka_unit_test(mono_raw_bundles_and_snapshots_are_told),
+      cmocka_unit_test(the_packets_own_clocks_are_told),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
