@@ -3,6 +3,7 @@
 #include "abi/trace_schema.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "tracegate/pb_wire.h"
 
@@ -20,13 +21,20 @@ enum {
 /* One field number of a message. */
 typedef struct tg_ts_slot {
   uint8_t kind;
-  uint16_t child; /* the message of a TG_TS_M field */
+  uint8_t refused; /* not on the allowlist (screened messages only) */
+  uint16_t child;  /* the message of a TG_TS_M field */
 } tg_ts_slot_t;
 
 /* A message's slots: tg_ts_slots[first + number] for number < n. */
 typedef struct tg_ts_message {
   uint32_t first, n;
 } tg_ts_message_t;
+
+/* A screened message's field, by name. */
+typedef struct tg_ts_name {
+  const char *name;
+  uint32_t number;
+} tg_ts_name_t;
 
 #include "abi/trace_schema_table.inc"
 
@@ -229,9 +237,65 @@ static bool end_ok(uint32_t msg, const frame_state_t *st, frame_state_t *up,
   }
 }
 
+/* Whether field |id| of screened message |msg| is kept: on the list, or
+ * trusted by the operator (|allow|, may be NULL). */
+static bool kept(uint32_t msg, const tg_ts_slot_t *f, uint32_t id,
+                 const tg_ts_allow_t *allow) {
+  if (f && f->kind != TG_TS_NONE && !f->refused) return true;
+  if (!allow || !f || f->kind == TG_TS_NONE) return false;
+  const uint64_t *bits =
+      msg == TG_TS_MSG_TracePacket ? allow->packet : allow->interned;
+  return id < TG_TS_ALLOW_MAX && (bits[id / 64] >> (id % 64)) & 1;
+}
+
+int tg_trace_schema_allow(tg_ts_allow_t *allow, const char *names,
+                          char *bad, size_t bad_cap) {
+  memset(allow, 0, sizeof(*allow));
+  if (bad_cap) bad[0] = 0;
+  const char *at = names;
+  while (at && *at) {
+    const char *end = strchr(at, ',');
+    size_t len = end ? (size_t)(end - at) : strlen(at);
+    const char *name = at;
+    at = end ? end + 1 : NULL;
+    while (len && (*name == ' ' || *name == '\t')) name++, len--;
+    while (len && (name[len - 1] == ' ' || name[len - 1] == '\t')) len--;
+    if (!len) continue;
+    /* "interned_data.NAME" names a field of InternedData. */
+    static const char prefix[] = "interned_data.";
+    const tg_ts_name_t *table = tg_ts_names_TracePacket;
+    size_t count = sizeof(tg_ts_names_TracePacket) / sizeof(table[0]);
+    uint64_t *bits = allow->packet;
+    if (len > sizeof(prefix) - 1 &&
+        !strncmp(name, prefix, sizeof(prefix) - 1)) {
+      name += sizeof(prefix) - 1;
+      len -= sizeof(prefix) - 1;
+      table = tg_ts_names_InternedData;
+      count = sizeof(tg_ts_names_InternedData) / sizeof(table[0]);
+      bits = allow->interned;
+    }
+    size_t i;
+    for (i = 0; i < count; i++)
+      if (strlen(table[i].name) == len && !memcmp(table[i].name, name, len))
+        break;
+    if (i == count || table[i].number >= TG_TS_ALLOW_MAX) {
+      if (bad_cap) {
+        size_t k = len < bad_cap - 1 ? len : bad_cap - 1;
+        memcpy(bad, name, k);
+        bad[k] = 0;
+      }
+      return -1;
+    }
+    bits[table[i].number / 64] |= 1ull << (table[i].number % 64);
+  }
+  return 0;
+}
+
 tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
+                                                const tg_ts_allow_t *allow,
                                                 tg_ts_clocks_t *clocks) {
   clocks->flags = 0;
+  clocks->refused = 0;
   clocks->ids = clocks->odd = clocks->primary = 0;
   clocks->ftrace_clock = clocks->ftrace_ts = clocks->boot_ts = 0;
   struct {
@@ -256,6 +320,11 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
     }
     uint32_t msg = stack[depth - 1].msg;
     const tg_ts_slot_t *f = find(msg, fld.id);
+    if ((msg == TG_TS_MSG_TracePacket || msg == TG_TS_MSG_InternedData) &&
+        !kept(msg, f, fld.id, allow)) {
+      clocks->refused = fld.id;
+      return TG_TS_NOT_ALLOWED;
+    }
     if (!f || f->kind == TG_TS_NONE) continue; /* read by no one */
     if (!wire_ok(f->kind, fld.type)) return TG_TS_WIRE_TYPE;
     if (!value_ok(msg, &fld, &stack[depth - 1].st, clocks)) return TG_TS_VALUE;

@@ -68,6 +68,14 @@ void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx) {
 
 void tg_merge_free(tg_merge_t *m) { tg_buf_free(&m->inflated); }
 
+int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
+                          size_t bad_cap) {
+  tg_ts_allow_t allow;
+  if (tg_trace_schema_allow(&allow, names, bad, bad_cap) < 0) return -EINVAL;
+  m->allow = allow;
+  return 0;
+}
+
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
   memset(mh, 0, sizeof(*mh));
   mh->machine_id = (uint32_t)index + 1;
@@ -301,9 +309,16 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
    * says, or a value it cannot take; and times it could not place on the
    * host's timeline (clock_model.h). */
   tg_ts_clocks_t clocks;
-  if (rv < 0 || (wrapper && inner) ||
-      tg_trace_schema_check(p, n, &clocks) != TG_TS_OK) {
+  tg_trace_schema_verdict_t v =
+      rv < 0 || (wrapper && inner)
+          ? TG_TS_MALFORMED
+          : tg_trace_schema_check(p, n, &m->allow, &clocks);
+  if (v != TG_TS_OK) {
     mh->malformed++;
+    if (v == TG_TS_NOT_ALLOWED) {
+      mh->not_allowed++;
+      mh->not_allowed_field = clocks.refused;
+    }
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);

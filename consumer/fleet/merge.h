@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <sys/utsname.h>
 
+#include "abi/trace_schema.h"
 #include "common/buf.h"
 #include "common/u32_map.h"
 #include "consumer/fleet/clock_model.h"
@@ -80,6 +81,9 @@ typedef struct tg_merge {
   /* A host's compressed_packets, inflated so that the packets inside get
    * their ids too (consumer/packet_inflate.h). */
   tg_buf_t inflated;
+  /* Fields beyond the allowlist the operator trusts the producers with
+   * (tg_merge_allow_fields; none after init). */
+  tg_ts_allow_t allow;
 } tg_merge_t;
 
 typedef struct tg_merge_host {
@@ -91,6 +95,11 @@ typedef struct tg_merge_host {
    * (abi/trace_schema.h; docs/merge.md); clock_unplaced of them for
    * times trace processor could not place (clock_model.h). */
   uint64_t malformed, clock_unplaced;
+  /* Of malformed: packets with a field the allowlist does not keep
+   * (abi/trace_allowlist.txt), and the last such field's number (of
+   * TracePacket; 12 for one of InternedData). */
+  uint64_t not_allowed;
+  uint32_t not_allowed_field;
   /* The host's clocks as trace processor has them so far. */
   tg_clock_model_t clock;
   /* Incremental state, per sequence of the host as trace processor
@@ -126,6 +135,13 @@ typedef struct tg_merge_self {
 /* A merge writing through |write| with |ctx| (borrowed for its life). */
 void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx);
 void tg_merge_free(tg_merge_t *m);
+
+/* The operator trusts the producers with the fields |names| beyond the
+ * allowlist ("NAME[,NAME]": TracePacket field names of Perfetto's schema,
+ * "interned_data.NAME" for InternedData's; docs/merge.md). 0, or -EINVAL
+ * with the first name not known in |bad| and nothing changed. */
+int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
+                          size_t bad_cap);
 
 /* Host |index| (machine index + 1), with nothing mapped yet. */
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index);

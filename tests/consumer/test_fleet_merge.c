@@ -905,6 +905,104 @@ static void a_clock_that_goes_back_loses_its_path(void **state) {
   trace_processor_finds_the_evidence(fx);
 }
 
+/* --- the allowlist ------------------------------------------------------------- */
+
+/* A packet of host 1 on sequence 3 holding TracePacket field |field| with
+ * the |n| bytes |body|. */
+static size_t field_packet(uint8_t *buf, size_t cap, uint32_t field,
+                           const void *body, size_t n) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_append_varint(&w, 8, 1000000);
+  tg_pbw_append_bytes(&w, field, body, n);
+  tg_pbw_append_varint(&w, 10, 3);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Fields no Linux producer writes, where trace processor v50.1 crashed or
+ * ran out of memory (docs/merge.md): a ProtoLogViewerConfig and a
+ * ProtoLogMessage, a GpuRenderStageEvent with render_subpass_index_mask
+ * 0xffffffff and INT64_MAX, an InternedV8Isolate whose code range ends
+ * before it starts, a MemoryTrackerSnapshot; and a field Perfetto's
+ * schema does not have. Each is left out, counted as not allowed with the
+ * field's number, and the file imports with the good host's slice. */
+static void fields_off_the_allowlist_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256], b[128];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  tg_pbw_t w;
+  /* protolog_viewer_config{messages{message_id: 1, message: "%s"}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_append_string(&w, 2, "%s");
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 105, b, tg_pbw_written(&w)));
+  /* protolog_message{message_id: 1, str_param_iids: 7} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_append_varint(&w, 2, 7);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 104, b, tg_pbw_written(&w)));
+  /* gpu_render_stage_event{render_subpass_index_mask: [0xffffffff,
+   * INT64_MAX]} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_append_varint(&w, 15, 0xffffffffull);
+  tg_pbw_append_varint(&w, 15, (uint64_t)INT64_MAX);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 53, b, tg_pbw_written(&w)));
+  /* interned_data{v8_isolate{iid: 1, code_range{base_ip: 100, size:
+   * 2^64 - 1}}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 35);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_begin_nested(&w, 4);
+  tg_pbw_append_varint(&w, 1, 100);
+  tg_pbw_append_varint(&w, 2, UINT64_MAX);
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 12, b, tg_pbw_written(&w)));
+  /* memory_tracker_snapshot{process_memory_dumps{allocator_dumps{
+   * absolute_name: "x", id: 2^40}}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 3);
+  tg_pbw_begin_nested(&w, 2);
+  tg_pbw_append_string(&w, 1, "x");
+  tg_pbw_append_varint(&w, 3, 1ull << 40);
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 73, b, tg_pbw_written(&w)));
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 3000, "x", 1));
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(fx->hosts[1].not_allowed, 6);
+  assert_int_equal(fx->hosts[1].malformed, 6);
+  assert_int_equal(fx->hosts[1].not_allowed_field, 3000);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* An operator who trusts the producers with a field by name gets it; a
+ * name Perfetto's schema does not have is refused, and changes nothing. */
+static void a_trusted_field_is_kept(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[64];
+  char bad[32];
+  assert_int_equal(tg_merge_allow_fields(&fx->m, "android_log,no_such", bad,
+                                         sizeof(bad)),
+                   -EINVAL);
+  assert_string_equal(bad, "no_such");
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 39, "", 0));
+  assert_int_equal(fx->hosts[1].not_allowed, 1);
+  assert_int_equal(tg_merge_allow_fields(&fx->m, "android_log", bad,
+                                         sizeof(bad)),
+                   0);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 39, "", 0));
+  assert_int_equal(fx->sink.writes, writes + 1);
+  assert_int_equal(fx->hosts[1].not_allowed, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -947,6 +1045,10 @@ int main(void) {
           a_snapshot_moving_the_trace_clock_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(a_clock_that_goes_back_loses_its_path,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(fields_off_the_allowlist_are_left_out,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(a_trusted_field_is_kept, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) orig = f.value;
         if (f.id == PKT_COMPRESSED_PACKETS) cur_wrapper = true;
       }
-      cur_verdict = tg_trace_schema_check(data + at, len, &c) == TG_TS_OK
+      cur_verdict = tg_trace_schema_check(data + at, len, NULL, &c) == TG_TS_OK
                         ? tg_clock_model_check(&mh->clock, &c, (uint32_t)orig)
                         : TG_CLOCK_OK;
       if (c.flags & TG_TS_SNAP_PRIMARY && c.primary != 6 &&
