@@ -237,6 +237,27 @@ static bool end_ok(uint32_t msg, const frame_state_t *st, frame_state_t *up,
   }
 }
 
+/* The messages the walk does more than check wire types in: value rules,
+ * clock facts, the allowlist. Every other message (most fields of a
+ * trace: ftrace events, track events) skips those calls. */
+enum { RULES = 1, SCREENED = 2 };
+static const uint8_t rules_of[TG_TS_N_MESSAGES] = {
+    [TG_TS_MSG_TracePacket] = RULES | SCREENED,
+    [TG_TS_MSG_InternedData] = SCREENED,
+    [TG_TS_MSG_FtraceEventBundle] = RULES,
+    [TG_TS_MSG_FtraceStats] = RULES,
+    [TG_TS_MSG_PerfSample] = RULES,
+    [TG_TS_MSG_VulkanMemoryEvent] = RULES,
+    [TG_TS_MSG_TrackDescriptor] = RULES,
+    [TG_TS_MSG_InternedString] = RULES,
+    [TG_TS_MSG_Mapping] = RULES,
+    [TG_TS_MSG_SysStats_CpuTimes] = RULES,
+    [TG_TS_MSG_SysStats_CpuIdleState] = RULES,
+    [TG_TS_MSG_KernelWakelockData_Wakelock] = RULES,
+    [TG_TS_MSG_ClockSnapshot] = RULES,
+    [TG_TS_MSG_ClockSnapshot_Clock] = RULES,
+};
+
 /* Whether field |id| of screened message |msg| is kept: on the list, or
  * trusted by the operator (|allow|, may be NULL). */
 static bool kept(uint32_t msg, const tg_ts_slot_t *f, uint32_t id,
@@ -313,21 +334,23 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
     if (rv < 0) return TG_TS_MALFORMED;
     if (rv == 0) {
       depth--;
-      if (!end_ok(stack[depth].msg, &stack[depth].st,
+      if ((rules_of[stack[depth].msg] & RULES) &&
+          !end_ok(stack[depth].msg, &stack[depth].st,
                   depth ? &stack[depth - 1].st : NULL, clocks))
         return TG_TS_VALUE;
       continue;
     }
     uint32_t msg = stack[depth - 1].msg;
     const tg_ts_slot_t *f = find(msg, fld.id);
-    if ((msg == TG_TS_MSG_TracePacket || msg == TG_TS_MSG_InternedData) &&
-        !kept(msg, f, fld.id, allow)) {
+    uint8_t rules = rules_of[msg];
+    if ((rules & SCREENED) && !kept(msg, f, fld.id, allow)) {
       clocks->refused = fld.id;
       return TG_TS_NOT_ALLOWED;
     }
     if (!f || f->kind == TG_TS_NONE) continue; /* read by no one */
     if (!wire_ok(f->kind, fld.type)) return TG_TS_WIRE_TYPE;
-    if (!value_ok(msg, &fld, &stack[depth - 1].st, clocks)) return TG_TS_VALUE;
+    if ((rules & RULES) && !value_ok(msg, &fld, &stack[depth - 1].st, clocks))
+      return TG_TS_VALUE;
     if (f->kind != TG_TS_M) continue;
     if (depth == TG_TRACE_SCHEMA_MAX_DEPTH) return TG_TS_TOO_DEEP;
     tg_pb_reader_init(&stack[depth].r, fld.data, fld.size);
