@@ -768,8 +768,8 @@ static size_t clock_packet(uint8_t *buf, size_t cap, const uint32_t *ids,
   return (size_t)tg_pbw_written(&w);
 }
 
-/* Host 1's preamble, as for a relay that answered ClockSync. */
-static void preamble_with_clocks(fixture_t *fx) {
+/* Host |host|'s preamble, as for a relay that answered ClockSync. */
+static void host_preamble_with_clocks(fixture_t *fx, size_t host) {
   tg_fleet_host_report_t h;
   memset(&h, 0, sizeof(h));
   h.clock.estimates = 1;
@@ -778,7 +778,12 @@ static void preamble_with_clocks(fixture_t *fx) {
     h.clock.best.after[i] = 1000002000ull;
     h.clock.best.remote[i] = 2000000000ull;
   }
-  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[1], &h, "b"), 0);
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[host], &h, "b"),
+                   0);
+}
+
+static void preamble_with_clocks(fixture_t *fx) {
+  host_preamble_with_clocks(fx, 1);
 }
 
 /* The sink's file with host 0's slice before and after: trace processor
@@ -982,6 +987,47 @@ static void fields_off_the_allowlist_are_left_out(void **state) {
   trace_processor_finds_the_evidence(fx);
 }
 
+/* Host |host| sends every packet of the recording |name| (tests/abi/
+ * recorded/). */
+static void host_sends_recording(fixture_t *fx, size_t host,
+                                 const char *name) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", RECORDED_DIR, name);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  static uint8_t buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof(buf), f);
+  assert_true(feof(f));
+  fclose(f);
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, buf, n);
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &fld)) == 1)
+    host_sends(fx, host, fld.data, fld.size);
+  assert_int_equal(rv, 0);
+}
+
+/* Recordings of Linux producers, ours and Perfetto's (MONOTONIC_RAW
+ * ftrace among them), merged as two hosts: nothing is left out as
+ * malformed, off the allowlist or with times it could not place, and
+ * trace processor imports the file. */
+static void recordings_of_linux_producers_merge_whole(void **state) {
+  fixture_t *fx = *state;
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  host_preamble_with_clocks(fx, 1);
+  host_preamble_with_clocks(fx, 2);
+  host_sends_recording(fx, 1, "perfetto-v50.1.pftrace");
+  host_sends_recording(fx, 2, "tracegate.pftrace");
+  for (size_t h = 1; h < 3; h++) {
+    assert_int_equal(fx->hosts[h].malformed, 0);
+    assert_int_equal(fx->hosts[h].not_allowed, 0);
+    assert_int_equal(fx->hosts[h].clock_unplaced, 0);
+  }
+  trace_processor_finds_the_evidence(fx);
+}
+
 /* An operator who trusts the producers with a field by name gets it; a
  * name Perfetto's schema does not have is refused, and changes nothing. */
 static void a_trusted_field_is_kept(void **state) {
@@ -1049,6 +1095,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(a_trusted_field_is_kept, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(
+          recordings_of_linux_producers_merge_whole, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
