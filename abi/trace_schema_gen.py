@@ -10,6 +10,13 @@ trusts the producers with more (merge_allow_fields).
         ../shared/perfetto/protos/perfetto_trace.proto \
         abi/trace_allowlist.txt > abi/trace_schema_table.inc
 
+    python3 abi/trace_schema_gen.py --check abi/trace_allowlist.txt \
+        abi/trace_schema_table.inc
+
+checks that the table is what the list and the .proto give (the .proto:
+$PERFETTO_BIN/../protos/perfetto_trace.proto; without PERFETTO_BIN it
+says it skipped), so that a list edited without regenerating fails.
+
 Only numbers, and the screened messages' field names, leave the .proto.
 Deterministic: the same .proto and list give the same bytes. A path of
 the list that the .proto does not have is an error: the list follows the
@@ -196,7 +203,35 @@ def allowlist(path, p, package):
     return keep
 
 
+def check(list_path, table_path):
+    import io
+    import os
+    bin_dir = os.environ.get("PERFETTO_BIN")
+    if not bin_dir:
+        print("trace_schema_gen: skipped: PERFETTO_BIN (the directory of "
+              "Perfetto's binaries, beside its protos/) is not set")
+        return 0
+    proto = os.path.join(bin_dir, "..", "protos", "perfetto_trace.proto")
+    out = io.StringIO()
+    saved = sys.stdout
+    sys.argv = [sys.argv[0], proto, list_path]
+    sys.stdout = out
+    try:
+        main()
+    finally:
+        sys.stdout = saved
+    if out.getvalue() != open(table_path, encoding="utf-8").read():
+        print("trace_schema_gen: %s is not what %s and %s give: run\n"
+              "  python3 abi/trace_schema_gen.py %s %s > %s"
+              % (table_path, list_path, proto, proto, list_path, table_path))
+        return 1
+    print("trace_schema_gen: %s is current" % table_path)
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     text = open(sys.argv[1], encoding="utf-8").read()
