@@ -141,11 +141,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) orig = f.value;
         if (f.id == PKT_COMPRESSED_PACKETS) cur_wrapper = true;
       }
-      cur_verdict = tg_trace_schema_check(data + at, len, NULL, &c) == TG_TS_OK
+      bool screened = tg_trace_schema_check(data + at, len, NULL, &c) ==
+                      TG_TS_OK;
+      cur_verdict = screened
                         ? tg_clock_model_check(&mh->clock, &c, (uint32_t)orig)
                         : TG_CLOCK_OK;
-      if (c.flags & TG_TS_SNAP_PRIMARY && c.primary != 6 &&
-          cur_verdict == TG_CLOCK_OK && !(c.flags & TG_TS_TWICE))
+      if (screened && (c.flags & TG_TS_SNAP_PRIMARY) && c.primary != 6 &&
+          cur_verdict == TG_CLOCK_OK)
         __builtin_trap();
     }
     int rv = tg_merge_packet(&m, &hosts[cur_host], data + at, len);
