@@ -170,9 +170,11 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
 
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
  * and moved sequence id appended; the packets of a compressed_packets
- * wrapper one by one. A packet that does not decode, or that trace
- * processor would refuse the whole trace for or crash on
- * (abi/trace_schema.h), is left out and counted in mh->malformed. A packet
+ * wrapper one by one. A packet that does not decode, that holds a field
+ * off the allowlist (not_allowed), that trace processor would refuse the
+ * whole trace for or crash on (abi/trace_schema.h), or whose times it
+ * could not place (clock_unplaced, clock_model.h), is left out and
+ * counted in mh->malformed. A packet
  * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
  * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
  * that many is failed by the owner (leaving them out, or merging them
