@@ -3,6 +3,7 @@
 #include "abi/trace_schema.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "tracegate/pb_wire.h"
 
@@ -20,13 +21,20 @@ enum {
 /* One field number of a message. */
 typedef struct tg_ts_slot {
   uint8_t kind;
-  uint16_t child; /* the message of a TG_TS_M field */
+  uint8_t refused; /* not on the allowlist (screened messages only) */
+  uint16_t child;  /* the message of a TG_TS_M field */
 } tg_ts_slot_t;
 
 /* A message's slots: tg_ts_slots[first + number] for number < n. */
 typedef struct tg_ts_message {
   uint32_t first, n;
 } tg_ts_message_t;
+
+/* A screened message's field, by name. */
+typedef struct tg_ts_name {
+  const char *name;
+  uint32_t number;
+} tg_ts_name_t;
 
 #include "abi/trace_schema_table.inc"
 
@@ -60,29 +68,43 @@ enum {
   NEED_PHASE = 1u << 0,  /* FtraceStats: no phase 1 or 2 seen yet */
   HAS_STR = 1u << 1,     /* InternedString: its last str is not empty */
   HAS_IID = 1u << 2,     /* InternedString: its last iid is not 0 */
-  MONO_RAW = 1u << 3,    /* FtraceEventBundle: ftrace_clock is 4 */
-  HAS_RAW = 1u << 4,     /* ClockSnapshot: a clock 5 */
-  HAS_BOOT = 1u << 5,    /* ClockSnapshot: a clock 6 */
+  HAS_FTS = 1u << 3,     /* FtraceEventBundle: an ftrace_timestamp */
+  HAS_BOOTTS = 1u << 4,  /* FtraceEventBundle: a boot_timestamp */
+  CLK_INC = 1u << 3,     /* Clock: its last is_incremental is true */
+  CLK_UNIT = 1u << 4,    /* Clock: its last unit_multiplier_ns is not 1 */
+  SEEN_BUNDLE = 1u << 3, /* TracePacket: a field 1 seen */
+  SEEN_SNAP = 1u << 4,   /* TracePacket: a field 6 seen */
 };
 
 /* What a message's end is judged on. */
 typedef struct frame_state {
   uint8_t flags;
-  uint64_t start, end; /* Mapping: its last start and end (0 if none) */
+  bool top; /* the packet's own field (depth 1) */
+  uint64_t start, end; /* Mapping: its last start and end (0 if none);
+                          Clock: its id and timestamp; ClockSnapshot
+                          (start): the clocks of 64..127 it names */
 } frame_state_t;
 
-static void frame_start(uint32_t msg, frame_state_t *st) {
+static void frame_start(uint32_t msg, frame_state_t *st, bool top) {
   st->flags = msg == TG_TS_MSG_FtraceStats ? NEED_PHASE : 0;
+  st->top = top;
   st->start = st->end = 0;
 }
 
 /* The field |fld| of message |msg|, of the right wire type: false when its
  * value is one trace processor cannot take; |st| as above. */
 static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
-                     frame_state_t *st) {
+                     frame_state_t *st, tg_ts_clocks_t *clocks) {
   uint64_t v = fld->value;
   switch (msg) {
     case TG_TS_MSG_TracePacket:
+      /* Trace processor reads the last of each; the clock model reads
+       * one, so a packet with two is not judged but left out. */
+      if (fld->id == 1 || fld->id == 6) {
+        uint8_t bit = fld->id == 1 ? SEEN_BUNDLE : SEEN_SNAP;
+        if (st->flags & bit) clocks->flags |= TG_TS_TWICE;
+        st->flags |= bit;
+      }
       /* pixel_modem_token_database: prepended to a trace by hand, never
        * recorded; without a header it is refused. extension_descriptor:
        * a FileDescriptorSet it checks as it loads it, refusing the trace
@@ -106,14 +128,34 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
       if (fld->id == 1) return v < 1024; /* cpu: "greater than maximum" */
       if (fld->id == 5) {
         /* ftrace_clock: it parses boot (0), global (2) and mono_raw (4),
-         * the last with a ClockSnapshot before it (trace_schema.h). */
-        st->flags = (uint8_t)(v == 4 ? st->flags | MONO_RAW
-                                     : st->flags & ~MONO_RAW);
+         * the last two placed by the clock model (trace_schema.h). */
+        if (st->top) clocks->ftrace_clock = v;
         return v == 0 || v == 2 || v == 4;
+      }
+      if (st->top && fld->id == 6) {
+        clocks->ftrace_ts = v;
+        st->flags |= HAS_FTS;
+      }
+      if (st->top && fld->id == 7) {
+        clocks->boot_ts = v;
+        st->flags |= HAS_BOOTTS;
+      }
+      return true;
+    case TG_TS_MSG_ClockSnapshot:
+      if (st->top && fld->id == 2) {
+        clocks->primary = v;
+        clocks->flags |= TG_TS_SNAP_PRIMARY;
       }
       return true;
     case TG_TS_MSG_ClockSnapshot_Clock:
-      if (fld->id == 1) st->start = v; /* clock_id: the last counts */
+      /* The last of each counts. */
+      if (fld->id == 1) st->start = v;
+      if (fld->id == 2) st->end = v;
+      if (fld->id == 3)
+        st->flags = (uint8_t)(v ? st->flags | CLK_INC : st->flags & ~CLK_INC);
+      if (fld->id == 4)
+        st->flags =
+            (uint8_t)(v != 1 ? st->flags | CLK_UNIT : st->flags & ~CLK_UNIT);
       return true;
     case TG_TS_MSG_PerfSample:
       return fld->id != 1 || v < 4096; /* cpu: a CHECK past its CPUs */
@@ -144,35 +186,139 @@ static bool value_ok(uint32_t msg, const tg_pb_field_t *fld,
   }
 }
 
+/* A clock |st| of the packet's own ClockSnapshot |up|, as trace
+ * processor's ClockTracker::AddSnapshot takes it. */
+static void snapshot_clock(const frame_state_t *st, frame_state_t *up,
+                           tg_ts_clocks_t *c) {
+  uint64_t id = st->start;
+  if (id >= 128) {
+    /* Global clocks of the producer's own: the model follows builtin
+     * ones only, so such a snapshot ties nothing for it. */
+    c->flags |= TG_TS_SNAP_REJECTED;
+    return;
+  }
+  uint64_t bit = 1ull << (id & 63);
+  if (id >= 64) { /* sequence-scoped: incremental allowed */
+    c->flags |= TG_TS_SNAP_SEQ_CLOCK;
+    if (up->start & bit) c->flags |= TG_TS_SNAP_REJECTED; /* twice */
+    up->start |= bit;
+    return;
+  }
+  if (c->ids & bit) c->flags |= TG_TS_SNAP_REJECTED; /* twice */
+  if (st->flags & CLK_INC) c->flags |= TG_TS_SNAP_REJECTED;
+  if (st->flags & (CLK_INC | CLK_UNIT)) c->odd |= bit;
+  c->ids |= bit;
+  c->ts[id] = st->end;
+}
+
 /* At the end of message |msg| (its parent's state |up|, NULL for the
  * packet): CHECKs fail on a string interned as 0 and on a mapping that
  * ends before it starts; the clock facts are gathered. */
 static bool end_ok(uint32_t msg, const frame_state_t *st, frame_state_t *up,
-                   unsigned *clocks) {
+                   tg_ts_clocks_t *clocks) {
   switch (msg) {
     case TG_TS_MSG_FtraceStats: return !(st->flags & NEED_PHASE);
     case TG_TS_MSG_InternedString:
       return !(st->flags & HAS_STR) || (st->flags & HAS_IID);
     case TG_TS_MSG_Mapping: return st->start <= st->end;
     case TG_TS_MSG_FtraceEventBundle:
-      /* Its events, compact_sched and timestamps are all converted. */
-      if (st->flags & MONO_RAW) *clocks |= TG_TS_NEEDS_MONO_RAW;
+      if (!st->top) return true;
+      clocks->flags |= TG_TS_BUNDLE;
+      if ((st->flags & (HAS_FTS | HAS_BOOTTS)) == (HAS_FTS | HAS_BOOTTS))
+        clocks->flags |= TG_TS_BUNDLE_SNAP;
       return true;
     case TG_TS_MSG_ClockSnapshot_Clock:
-      if (up && st->start == 5) up->flags |= HAS_RAW;
-      if (up && st->start == 6) up->flags |= HAS_BOOT;
+      if (up && up->top) snapshot_clock(st, up, clocks);
       return true;
     case TG_TS_MSG_ClockSnapshot:
-      if ((st->flags & (HAS_RAW | HAS_BOOT)) == (HAS_RAW | HAS_BOOT))
-        *clocks |= TG_TS_SYNCS_MONO_RAW;
+      if (st->top) clocks->flags |= TG_TS_SNAPSHOT;
       return true;
     default: return true;
   }
 }
 
+/* The messages the walk does more than check wire types in: value rules,
+ * clock facts, the allowlist. Every other message (most fields of a
+ * trace: ftrace events, track events) skips those calls. */
+enum { RULES = 1, SCREENED = 2 };
+static const uint8_t rules_of[TG_TS_N_MESSAGES] = {
+    [TG_TS_MSG_TracePacket] = RULES | SCREENED,
+    [TG_TS_MSG_InternedData] = SCREENED,
+    [TG_TS_MSG_FtraceEventBundle] = RULES,
+    [TG_TS_MSG_FtraceStats] = RULES,
+    [TG_TS_MSG_PerfSample] = RULES,
+    [TG_TS_MSG_VulkanMemoryEvent] = RULES,
+    [TG_TS_MSG_TrackDescriptor] = RULES,
+    [TG_TS_MSG_InternedString] = RULES,
+    [TG_TS_MSG_Mapping] = RULES,
+    [TG_TS_MSG_SysStats_CpuTimes] = RULES,
+    [TG_TS_MSG_SysStats_CpuIdleState] = RULES,
+    [TG_TS_MSG_KernelWakelockData_Wakelock] = RULES,
+    [TG_TS_MSG_ClockSnapshot] = RULES,
+    [TG_TS_MSG_ClockSnapshot_Clock] = RULES,
+};
+
+/* Whether field |id| of screened message |msg| is kept: on the list, or
+ * trusted by the operator (|allow|, may be NULL). */
+static bool kept(uint32_t msg, const tg_ts_slot_t *f, uint32_t id,
+                 const tg_ts_allow_t *allow) {
+  if (f && f->kind != TG_TS_NONE && !f->refused) return true;
+  if (!allow || !f || f->kind == TG_TS_NONE) return false;
+  const uint64_t *bits =
+      msg == TG_TS_MSG_TracePacket ? allow->packet : allow->interned;
+  return id < TG_TS_ALLOW_MAX && (bits[id / 64] >> (id % 64)) & 1;
+}
+
+int tg_trace_schema_allow(tg_ts_allow_t *allow, const char *names,
+                          char *bad, size_t bad_cap) {
+  memset(allow, 0, sizeof(*allow));
+  if (bad_cap) bad[0] = 0;
+  const char *at = names;
+  while (at && *at) {
+    const char *end = strchr(at, ',');
+    size_t len = end ? (size_t)(end - at) : strlen(at);
+    const char *name = at;
+    at = end ? end + 1 : NULL;
+    while (len && (*name == ' ' || *name == '\t')) name++, len--;
+    while (len && (name[len - 1] == ' ' || name[len - 1] == '\t')) len--;
+    if (!len) continue;
+    /* "interned_data.NAME" names a field of InternedData. */
+    static const char prefix[] = "interned_data.";
+    const tg_ts_name_t *table = tg_ts_names_TracePacket;
+    size_t count = sizeof(tg_ts_names_TracePacket) / sizeof(table[0]);
+    uint64_t *bits = allow->packet;
+    if (len > sizeof(prefix) - 1 &&
+        !strncmp(name, prefix, sizeof(prefix) - 1)) {
+      name += sizeof(prefix) - 1;
+      len -= sizeof(prefix) - 1;
+      table = tg_ts_names_InternedData;
+      count = sizeof(tg_ts_names_InternedData) / sizeof(table[0]);
+      bits = allow->interned;
+    }
+    size_t i;
+    for (i = 0; i < count; i++)
+      if (strlen(table[i].name) == len && !memcmp(table[i].name, name, len))
+        break;
+    if (i == count || table[i].number >= TG_TS_ALLOW_MAX) {
+      if (bad_cap) {
+        size_t k = len < bad_cap - 1 ? len : bad_cap - 1;
+        memcpy(bad, name, k);
+        bad[k] = 0;
+      }
+      return -1;
+    }
+    bits[table[i].number / 64] |= 1ull << (table[i].number % 64);
+  }
+  return 0;
+}
+
 tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
-                                                unsigned *clocks) {
-  *clocks = 0;
+                                                const tg_ts_allow_t *allow,
+                                                tg_ts_clocks_t *clocks) {
+  clocks->flags = 0;
+  clocks->refused = 0;
+  clocks->ids = clocks->odd = clocks->primary = 0;
+  clocks->ftrace_clock = clocks->ftrace_ts = clocks->boot_ts = 0;
   struct {
     tg_pb_reader_t r;
     uint32_t msg;
@@ -181,28 +327,35 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
   size_t depth = 1;
   tg_pb_reader_init(&stack[0].r, p, n);
   stack[0].msg = ROOT;
-  frame_start(ROOT, &stack[0].st);
+  frame_start(ROOT, &stack[0].st, false);
   while (depth) {
     tg_pb_field_t fld;
     int rv = tg_pb_reader_next(&stack[depth - 1].r, &fld);
     if (rv < 0) return TG_TS_MALFORMED;
     if (rv == 0) {
       depth--;
-      if (!end_ok(stack[depth].msg, &stack[depth].st,
+      if ((rules_of[stack[depth].msg] & RULES) &&
+          !end_ok(stack[depth].msg, &stack[depth].st,
                   depth ? &stack[depth - 1].st : NULL, clocks))
         return TG_TS_VALUE;
       continue;
     }
     uint32_t msg = stack[depth - 1].msg;
     const tg_ts_slot_t *f = find(msg, fld.id);
+    uint8_t rules = rules_of[msg];
+    if ((rules & SCREENED) && !kept(msg, f, fld.id, allow)) {
+      clocks->refused = fld.id;
+      return TG_TS_NOT_ALLOWED;
+    }
     if (!f || f->kind == TG_TS_NONE) continue; /* read by no one */
     if (!wire_ok(f->kind, fld.type)) return TG_TS_WIRE_TYPE;
-    if (!value_ok(msg, &fld, &stack[depth - 1].st)) return TG_TS_VALUE;
+    if ((rules & RULES) && !value_ok(msg, &fld, &stack[depth - 1].st, clocks))
+      return TG_TS_VALUE;
     if (f->kind != TG_TS_M) continue;
     if (depth == TG_TRACE_SCHEMA_MAX_DEPTH) return TG_TS_TOO_DEEP;
     tg_pb_reader_init(&stack[depth].r, fld.data, fld.size);
     stack[depth].msg = f->child;
-    frame_start(f->child, &stack[depth].st);
+    frame_start(f->child, &stack[depth].st, depth == 1);
     depth++;
   }
   return TG_TS_OK;

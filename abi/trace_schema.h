@@ -11,9 +11,10 @@
  * The schema is a table of numbers (abi/trace_schema_table.inc, generated
  * by abi/trace_schema_gen.py from the .proto of Perfetto v50.1): for every
  * message reachable from TracePacket, its fields' numbers, the wire type
- * each must have, and the message a nested field holds. Fields the table
- * does not know (newer ones, extensions) pass unread, as trace processor
- * skips them. A repeated number field comes as its .proto declares it:
+ * each must have, and the message a nested field holds. Below the
+ * screened messages (below), fields the table does not know (newer ones,
+ * extensions) pass unread, as trace processor skips them. A repeated
+ * number field comes as its .proto declares it:
  * packed into one run when [packed = true], one by one otherwise.
  *
  * On top of the wire types, a few values of the right type that trace
@@ -28,6 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The screened messages: a field of TracePacket or InternedData that the
+ * allowlist (abi/trace_allowlist.txt, compiled into the table) does not
+ * keep, whether Perfetto's schema knows it or not, refuses the packet
+ * (TG_TS_NOT_ALLOWED), unless the operator trusts the producers with it
+ * (tg_ts_allow_t). Below them, a kept field's message is checked whole. */
+
 /* Nested messages deeper than this are refused: a legitimate trace nests
  * a few levels (debug annotations the most), and the walk's stack is
  * bounded by it. */
@@ -40,21 +47,65 @@ typedef enum tg_trace_schema_verdict {
   TG_TS_WIRE_TYPE,  /* a known field with another wire type */
   TG_TS_TOO_DEEP,   /* nesting past TG_TRACE_SCHEMA_MAX_DEPTH */
   TG_TS_VALUE,      /* a value trace processor refuses or crashes on */
+  TG_TS_NOT_ALLOWED, /* a field the allowlist does not keep */
 } tg_trace_schema_verdict_t;
 
-/* What a packet says about its sequence's clocks, for the one check that
- * needs the packets before it: trace processor refuses the whole trace at
- * an ftrace bundle on MONOTONIC_RAW (ftrace_clock 4) when no ClockSnapshot
- * of that machine has yet tied MONOTONIC_RAW (5) to BOOTTIME (6). The
- * caller keeps, per host, whether it has seen one. */
+/* Fields of the screened messages (TracePacket, InternedData) the
+ * operator trusts the producers with beyond the allowlist
+ * (abi/trace_allowlist.txt), by field number. */
+#define TG_TS_ALLOW_MAX 1024
+typedef struct tg_ts_allow {
+  uint64_t packet[TG_TS_ALLOW_MAX / 64];
+  uint64_t interned[TG_TS_ALLOW_MAX / 64];
+} tg_ts_allow_t;
+
+/* *allow from |names|: "NAME[,NAME]...", each a TracePacket field name of
+ * Perfetto's schema, or "interned_data.NAME" for a field of InternedData
+ * (spaces around a name are dropped; NULL or "" trusts nothing more). 0,
+ * or -1 with the first name not known in |bad| (cut to |bad_cap|). */
+int tg_trace_schema_allow(tg_ts_allow_t *allow, const char *names, char *bad,
+                          size_t bad_cap);
+
+/* What a packet says about clocks, gathered in the same walk, for the
+ * merge's clock model (consumer/fleet/clock_model.h), which judges across
+ * packets whether trace processor can place the packet's times. Only the
+ * packet's own ClockSnapshot (field 6) and ftrace bundle (field 1) count:
+ * ClockSnapshots nested elsewhere (RemoteClockSync) are not read here.
+ * Filled only as far as |flags| says; clocks from 64 up are not listed
+ * one by one. */
 enum {
-  TG_TS_SYNCS_MONO_RAW = 1u << 0, /* a ClockSnapshot with clocks 5 and 6 */
-  TG_TS_NEEDS_MONO_RAW = 1u << 1, /* an ftrace bundle on MONOTONIC_RAW */
+  TG_TS_SNAPSHOT = 1u << 0,      /* a ClockSnapshot */
+  TG_TS_SNAP_REJECTED = 1u << 1, /* one trace processor refuses whole: a
+                                    global clock is_incremental, a clock
+                                    named twice, a clock id from 128 */
+  TG_TS_SNAP_SEQ_CLOCK = 1u << 2, /* names a clock of 64..127 */
+  TG_TS_SNAP_PRIMARY = 1u << 3,  /* primary_trace_clock set (in .primary) */
+  TG_TS_BUNDLE = 1u << 4,        /* an ftrace bundle */
+  TG_TS_BUNDLE_SNAP = 1u << 5,   /* with ftrace_timestamp and boot_timestamp */
+  TG_TS_TWICE = 1u << 6,         /* field 1 or 6 more than once */
 };
 
-/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted). Sets
- * *clocks to the TG_TS_*_MONO_RAW bits above (0 for none). */
+typedef struct tg_ts_clocks {
+  unsigned flags;
+  /* ClockSnapshot: the clocks under 64 it names, which of them say a
+   * unit other than 1 ns or is_incremental, their timestamps (only the
+   * entries named are written), its primary_trace_clock. */
+  uint64_t ids, odd;
+  uint64_t ts[64];
+  uint64_t primary;
+  /* The bundle: ftrace_clock (0 when absent), and its own clock pair. */
+  uint64_t ftrace_clock;
+  uint64_t ftrace_ts, boot_ts;
+  /* TG_TS_NOT_ALLOWED: the number of the field refused (of TracePacket,
+   * or of InternedData under its field 12). */
+  uint32_t refused;
+} tg_ts_clocks_t;
+
+/* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted), with
+ * the fields |allow| trusts beyond the allowlist (NULL: none). Fills
+ * *clocks as above (flags 0 for a packet saying nothing of clocks). */
 tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
-                                                unsigned *clocks);
+                                                const tg_ts_allow_t *allow,
+                                                tg_ts_clocks_t *clocks);
 
 #endif /* TRACEGATE_ABI_TRACE_SCHEMA_H */

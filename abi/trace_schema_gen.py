@@ -1,12 +1,26 @@
 #!/usr/bin/env python3
 """Writes abi/trace_schema_table.inc: for every message reachable from
 TracePacket in Perfetto's trace proto, its fields' numbers and the wire
-type each must arrive with (abi/trace_schema.h says why).
+type each must arrive with (abi/trace_schema.h says why); for the
+screened messages (TracePacket, InternedData), which of their fields the
+allowlist keeps, and the names of their fields, by which an operator
+trusts the producers with more (merge_allow_fields).
 
-    python3 abi/trace_schema_gen.py ../shared/perfetto/protos/perfetto_trace.proto
+    python3 abi/trace_schema_gen.py \
+        ../shared/perfetto/protos/perfetto_trace.proto \
+        abi/trace_allowlist.txt > abi/trace_schema_table.inc
 
-Only numbers leave the .proto: field numbers, wire kinds and message
-indices. Deterministic: the same .proto gives the same bytes.
+    python3 abi/trace_schema_gen.py --check abi/trace_allowlist.txt \
+        abi/trace_schema_table.inc
+
+checks that the table is what the list and the .proto give (the .proto:
+$PERFETTO_BIN/../protos/perfetto_trace.proto; without PERFETTO_BIN it
+says it skipped), so that a list edited without regenerating fails.
+
+Only numbers, and the screened messages' field names, leave the .proto.
+Deterministic: the same .proto and list give the same bytes. A path of
+the list that the .proto does not have is an error: the list follows the
+schema it is generated with.
 """
 import re
 import sys
@@ -21,7 +35,8 @@ SCALAR_KIND = {
 ROOT = "perfetto.protos.TracePacket"
 # Messages abi/trace_schema.c holds value rules for: their indices are
 # named in the table.
-NAMED = ["TracePacket", "FtraceEventBundle", "FtraceStats", "PerfSample",
+SCREENED = ["TracePacket", "InternedData"]
+NAMED = ["TracePacket", "InternedData", "FtraceEventBundle", "FtraceStats", "PerfSample",
          "VulkanMemoryEvent", "TrackDescriptor", "InternedString", "Mapping",
          "SysStats.CpuTimes", "SysStats.CpuIdleState",
          "KernelWakelockData.Wakelock", "ClockSnapshot", "ClockSnapshot.Clock"]
@@ -41,6 +56,7 @@ class Parser:
         self.i = 0
         self.messages = {}  # full name -> [(label, type, number, scope)]
         self.enums = set()
+        self.names = {}  # (message, number) -> field name
 
     def peek(self):
         return self.t[self.i] if self.i < len(self.t) else None
@@ -126,7 +142,7 @@ class Parser:
             while self.take() != ">":
                 pass
             typ = "bytes"
-        self.take()  # the field's name
+        fname = self.take()
         self.take("=")
         number = int(self.take())
         packed = False
@@ -138,6 +154,7 @@ class Parser:
             packed = "packed" in opts
         self.take(";")
         fields.append((label, typ, number, scope, packed))
+        self.names[(scope, number)] = fname
 
     def resolve(self, typ, scope):
         """protobuf's scoping: the innermost scope outwards."""
@@ -165,13 +182,63 @@ def wrapped(items):
     return lines
 
 
+def allowlist(path, p, package):
+    """The list's paths as {message: {number}}; every screened message
+    has an entry."""
+    keep = {package + "." + short: set() for short in SCREENED}
+    for n, line in enumerate(open(path, encoding="utf-8"), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        msg, _, field = line.rpartition(".")
+        full = package + "." + msg
+        if full not in keep:
+            raise SystemExit("%s:%d: %s is not a screened message" %
+                             (path, n, msg))
+        nums = [num for (scope, num), name in p.names.items()
+                if scope == full and name == field]
+        if not nums:
+            raise SystemExit("%s:%d: %s has no field %s" % (path, n, msg, field))
+        keep[full].add(nums[0])
+    return keep
+
+
+def check(list_path, table_path):
+    import io
+    import os
+    bin_dir = os.environ.get("PERFETTO_BIN")
+    if not bin_dir:
+        print("trace_schema_gen: skipped: PERFETTO_BIN (the directory of "
+              "Perfetto's binaries, beside its protos/) is not set")
+        return 0
+    proto = os.path.join(bin_dir, "..", "protos", "perfetto_trace.proto")
+    out = io.StringIO()
+    saved = sys.stdout
+    sys.argv = [sys.argv[0], proto, list_path]
+    sys.stdout = out
+    try:
+        main()
+    finally:
+        sys.stdout = saved
+    if out.getvalue() != open(table_path, encoding="utf-8").read():
+        print("trace_schema_gen: %s is not what %s and %s give: run\n"
+              "  python3 abi/trace_schema_gen.py %s %s > %s"
+              % (table_path, list_path, proto, proto, list_path, table_path))
+        return 1
+    print("trace_schema_gen: %s is current" % table_path)
+    return 0
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 4 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     text = open(sys.argv[1], encoding="utf-8").read()
     m = re.search(r"^package\s+([A-Za-z0-9_.]+)\s*;", text, re.M)
     p = Parser(tokens(text))
     p.file(m.group(1))
+    keep = allowlist(sys.argv[2], p, m.group(1))
 
     order, index = [], {}
 
@@ -212,7 +279,8 @@ def main():
             if number in seen:
                 raise SystemExit("%s: field %d twice" % (name, number))
             seen[number] = True
-            rows.append((number, kind, child))
+            refused = name in keep and number not in keep[name]
+            rows.append((number, kind, child, refused))
         rows[first:] = sorted(rows[first:])
         spans.append((first, len(rows) - first))
     if len(order) > 65535:
@@ -227,9 +295,9 @@ def main():
         if top >= 1024:
             raise SystemExit("a field number past 1023: not dense")
         base = len(slots)
-        slots.extend([("NONE", 0)] * (top + 1))
-        for number, kind, child in rows[first:first + count]:
-            slots[base + number] = (kind, child)
+        slots.extend([("NONE", 0, 0)] * (top + 1))
+        for number, kind, child, refused in rows[first:first + count]:
+            slots[base + number] = (kind, int(refused), child)
         dense.append((base, top + 1))
 
     out = []
@@ -242,12 +310,21 @@ def main():
                    (short.replace(".", "_"), index["perfetto.protos." + short]))
     out.append("#define TG_TS_N_SLOTS %d" % len(slots))
     out.append("static const tg_ts_slot_t tg_ts_slots[TG_TS_N_SLOTS] = {")
-    out.extend(wrapped(" {TG_TS_%s, %d}," % s for s in slots))
+    out.extend(wrapped(" {TG_TS_%s, %d, %d}," % s for s in slots))
     out.append("};")
     out.append("static const tg_ts_message_t tg_ts_messages[TG_TS_N_MESSAGES]"
                " = {")
     out.extend(wrapped(" {%d, %d}," % d for d in dense))
     out.append("};")
+    # The screened messages' field names, for the operator's trust.
+    for short in SCREENED:
+        full = m.group(1) + "." + short
+        named = sorted((p.names[(full, num)], num)
+                       for (_, _, num, _, _) in p.messages[full])
+        ident = short.replace(".", "_")
+        out.append("static const tg_ts_name_t tg_ts_names_%s[] = {" % ident)
+        out.extend(wrapped(' {"%s", %d},' % nn for nn in named))
+        out.append("};")
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "abi/trace_schema.h"
 #include "collector/shard.h"
 #include "common/read_file.h"
 #include "common/units.h"
@@ -48,6 +49,7 @@ typedef enum kind {
   K_UINT,     /* uint32_t in min..max */
   K_LISTEN,   /* listen_host, listen_port, listen_ipv6, listen_loopback */
   K_HEALTH,   /* health_host, health_port */
+  K_FIELDS,   /* char[]: tg_trace_schema_allow() names */
 } kind_t;
 
 /* The scalar keys, in the table's order. */
@@ -94,6 +96,7 @@ typedef enum key_id {
   KEY_AM_MAX_BYTES,
   KEY_HEALTH_LISTEN,
   KEY_CLONE_MIN_RATE,
+  KEY_MERGE_ALLOW_FIELDS,
   KEY_COUNT
 } key_id_t;
 
@@ -199,6 +202,12 @@ static const key_def_t KEYS[KEY_COUNT] = {
                                    DURATION_EXPECT),
     [KEY_DEAD_LINK] = DURATION_KEY("dead_link", dead_link_ms, MS_PER_S, false,
                                    "a duration of at least 1s"),
+    [KEY_MERGE_ALLOW_FIELDS] = {"merge_allow_fields", K_FIELDS,
+                                STR_FIELD(merge_allow_fields), 0, 0, false,
+                                "TracePacket field names of Perfetto's "
+                                "schema, separated by commas "
+                                "(interned_data.NAME for InternedData's)",
+                                NULL},
     [KEY_UI_URL] = {"ui_url", K_URL, STR_FIELD(ui_url), 0, 0, false,
                     "an http:// or https:// URL of at most 512 bytes without "
                     "blanks, quotes or <>",
@@ -534,6 +543,13 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
   case K_HEALTH:
     ok = parse_health(v, p->c);
     break;
+  case K_FIELDS: {
+    tg_ts_allow_t allow;
+    char bad[64];
+    ok = tg_trace_schema_allow(&allow, v, bad, sizeof(bad)) == 0 &&
+         copy(field, k->cap, v);
+    break;
+  }
   }
   return ok ? 0 : bad_value_why(p, k->name, k->expect, v, strlen(v), why);
 }

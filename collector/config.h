@@ -83,6 +83,11 @@
  *     dead_link        DURATION, at least 1s, default 15s
  *     ui_url           http:// or https:// URL, at most 512 bytes, no
  *                      blanks, quotes or <>; default https://ui.perfetto.dev
+ *     merge_allow_fields  NAME[,NAME], at most 512 bytes, default none:
+ *                      TracePacket fields (interned_data.NAME: of
+ *                      InternedData) snapshots keep beyond the merge's
+ *                      allowlist; trusts every host's producers with the
+ *                      whole snapshot (docs/merge.md)
  *     alertmanager_host_label   NAME, default "instance": the alert label
  *                      naming the host(s) an Alertmanager alert snapshots
  *     alertmanager_group_label  NAME, default "tracegate_group": the alert
@@ -230,6 +235,8 @@ typedef struct tg_coll_config {
   int64_t reconnect_ms;
   int64_t dead_link_ms; /* >= 1000 */
   char ui_url[TG_COLL_CONFIG_URL_MAX + 1];
+  /* Fields the merge keeps beyond its allowlist ("": none). */
+  char merge_allow_fields[TG_COLL_CONFIG_URL_MAX + 1];
   size_t n_groups;
   tg_coll_group_t *groups; /* |n_groups|, owned; NULL when none */
   size_t n_triggers;

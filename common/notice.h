@@ -270,6 +270,13 @@
   X(FLEET_MALFORMED, 2029, "tracegate",                                       \
     "summary, under a host: packets left out of the merged trace because "    \
     "they do not decode or trace processor cannot take them")                 \
+  X(FLEET_NOT_ALLOWED, 2070, "tracegate",                                     \
+    "summary, under a host: of the packets left out, those with a field no "  \
+    "Linux producer writes (the merge's allowlist); how many and the last "   \
+    "field's number follow")                                                  \
+  X(FLEET_CLOCK_UNPLACED, 2071, "tracegate",                                  \
+    "summary, under a host: of the packets left out, those whose times "      \
+    "trace processor could not place on the host's clocks")                  \
   X(FLEET_QUIET_HOSTS, 2030, "tracegate",                                     \
     "summary of many hosts: those with no loss and no reconnection, counted " \
     "on one line")                                                            \
@@ -476,6 +483,14 @@
     "a snapshot's host: packets that need incremental state their ring no "   \
     "longer holds (no clear since, or lost data) were left out and counted "  \
     "as loss; the host is partial; the counts follow")                        \
+  X(COLLECTOR_NOT_ALLOWED, 5060, "tracegate-collector",                       \
+    "a snapshot's host: packets with a field no Linux producer writes (the "  \
+    "merge's allowlist; merge_allow_fields trusts more) were left out and "   \
+    "counted as loss; how many and the last field's number follow")          \
+  X(COLLECTOR_CLOCK_UNPLACED, 5061, "tracegate-collector",                    \
+    "a snapshot's host: packets whose times trace processor could not "       \
+    "place on the host's clocks were left out and counted as loss; how "     \
+    "many follow")                                                            \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (writing tracefs "     \
     "needs root or CAP_DAC_OVERRIDE, or the kernel has none); the instance " \

@@ -545,6 +545,17 @@ static void snap_state_end(snap_host_t *sh) {
             "their sequence's first clear of incremental state left out "
             "(the ring's oldest edge)", sh->s->id, sh->h->t.spec,
             mh->state_edge);
+  if (mh->not_allowed)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s %" PRIu64 " packets with a "
+            "field no Linux producer writes left out (the last: TracePacket "
+            "field %" PRIu32 "; merge_allow_fields keeps one by name)",
+            sh->s->id, sh->h->t.spec, TG_NOTE(COLLECTOR_NOT_ALLOWED),
+            mh->not_allowed, mh->not_allowed_field);
+  if (mh->clock_unplaced)
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s %" PRIu64 " packets whose "
+            "times trace processor could not place on the host's clocks "
+            "left out", sh->s->id, sh->h->t.spec,
+            TG_NOTE(COLLECTOR_CLOCK_UNPLACED), mh->clock_unplaced);
   if (!mh->state_lost || sh->failed) return;
   sh->state_partial = true;
   char past[96] = "";
@@ -838,6 +849,8 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
     return rv;
   }
   tg_merge_init(&s->m, sink, s);
+  /* Checked when the config was read: every name is known. */
+  (void)tg_merge_allow_fields(&s->m, c->cfg.merge_allow_fields, NULL, 0);
   tg_merge_self_t self;
   tg_merge_self_read(&self);
   rv = tg_merge_head(&s->m, &self);

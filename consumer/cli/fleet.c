@@ -402,6 +402,9 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
   f->core.cbs = &fleet_host_cbs;
   f->core.n = n;
   tg_merge_init(&f->merge, write_merged, &f->merged);
+  /* Checked with the flags: every name is known. */
+  if (o->merge_allow) (void)tg_merge_allow_fields(&f->merge, o->merge_allow,
+                                                  NULL, 0);
   f->tty = isatty(STDERR_FILENO);
   tg_buf_init(&f->cfg, 0);
   uv_loop_t loop;

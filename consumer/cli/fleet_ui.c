@@ -255,6 +255,16 @@ size_t fleet_ui_summary(fleet_t *f) {
               "that Perfetto's trace processor cannot take, were left out of "
               "the merged trace\n", TG_NOTE(FLEET_MALFORMED),
               h->merge.malformed);
+    if (h->merge.not_allowed)
+      fprintf(stderr, "      %s %" PRIu64 " of them hold a field no Linux "
+              "producer writes (the last: TracePacket field %" PRIu32 "; "
+              "--merge-allow-fields keeps one by name)\n",
+              TG_NOTE(FLEET_NOT_ALLOWED), h->merge.not_allowed,
+              h->merge.not_allowed_field);
+    if (h->merge.clock_unplaced)
+      fprintf(stderr, "      %s %" PRIu64 " of them have times trace "
+              "processor could not place on the host's clocks\n",
+              TG_NOTE(FLEET_CLOCK_UNPLACED), h->merge.clock_unplaced);
     if (h->merge.state_edge)
       fprintf(stderr, "      %s %" PRIu64 " packets before their sequence's "
               "first clear of incremental state were left out of the merged "

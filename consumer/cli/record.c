@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi/trace_schema.h"
 #include "common/decimal.h"
 #include "common/units.h"
 #include "consumer/cli/fleet.h"
@@ -235,6 +237,11 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
        "outcome, reason, bytes, packets, every loss counter, reconnections, "
        "link-down time, clock offset) into FILE, or - for standard output; "
        "the schema is in docs/commands.md", 0, 0},
+      {"merge-allow-fields", TG_FLAG_STRING, &o->merge_allow, "NAME[,NAME]",
+       "with --merge: also keep these TracePacket fields (interned_data.NAME "
+       "for InternedData's), which the merge leaves out as no Linux producer "
+       "writes them; this trusts every host's producers with the whole "
+       "trace (docs/merge.md)", 0, 0},
       {"reconnect-timeout", TG_FLAG_STRING, &o->reconnect, "DURATION",
        "how long to try to get a host back after its link dropped (default "
        DEFAULT_RECONNECT "; 0: do not)", 0, 0},
@@ -407,6 +414,18 @@ static int parse_args(record_opts_t *o, const char *prog, int argc,
   bool remote = o->remote.n_hosts || o->remote.hosts_file;
   if (o->merge && !remote)
     return usage_error(prog, "--merge is for remote hosts (-H, --hosts)");
+  if (o->merge_allow) {
+    tg_ts_allow_t allow;
+    char bad[64];
+    if (!o->merge)
+      return usage_error(prog, "--merge-allow-fields is for --merge");
+    if (tg_trace_schema_allow(&allow, o->merge_allow, bad, sizeof(bad)) < 0) {
+      fprintf(stderr, "%s: --merge-allow-fields: '%s' is not a field of "
+                      "Perfetto's TracePacket (or InternedData, as "
+                      "interned_data.NAME)\n", prog, bad);
+      return CLI_EXIT_USAGE;
+    }
+  }
   if (remote && o->detach)
     return usage_error(prog, "--detach works with the local service "
                              "(--socket), not with -H");

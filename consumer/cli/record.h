@@ -29,6 +29,9 @@ typedef struct record_opts {
   /* Remote hosts (-H, --hosts) and how to reach them. */
   cli_remote_opts_t remote;
   bool merge;
+  /* --merge-allow-fields: fields kept beyond the merge's allowlist
+   * (docs/merge.md, "Trusting the producers"); NULL: none. */
+  const char *merge_allow;
   const char *reconnect; /* --reconnect-timeout */
   uint64_t reconnect_ms; /* parsed; 0: never reconnect */
   const char *grace;     /* --grace */

@@ -80,11 +80,20 @@ void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx) {
 
 void tg_merge_free(tg_merge_t *m) { tg_buf_free(&m->inflated); }
 
+int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
+                          size_t bad_cap) {
+  tg_ts_allow_t allow;
+  if (tg_trace_schema_allow(&allow, names, bad, bad_cap) < 0) return -EINVAL;
+  m->allow = allow;
+  return 0;
+}
+
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index) {
   memset(mh, 0, sizeof(*mh));
   mh->machine_id = (uint32_t)index + 1;
   tg_u32_map_init(&mh->seqs, TG_MERGE_HOST_MAX_SEQS);
   tg_u32_map_init(&mh->istate, TG_MERGE_HOST_MAX_STATE_SEQS);
+  tg_clock_model_init(&mh->clock);
 }
 
 void tg_merge_host_free(tg_merge_host_t *mh) {
@@ -328,22 +337,33 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
    * Perfetto never writes and which would let a host nest inflation; and
    * what trace processor would refuse the file for or crash on
    * (trace_schema.h): a field of another wire type than Perfetto's schema
-   * says, a value it cannot take, or an ftrace bundle on MONOTONIC_RAW
-   * before the host tied that clock to BOOTTIME. Left out too, as it
-   * would rename a host: a descriptor of the names' tracks. */
-  unsigned clocks;
-  if (rv < 0 || (wrapper && inner) || reserved ||
-      tg_trace_schema_check(p, n, &clocks) != TG_TS_OK ||
-      ((clocks & TG_TS_NEEDS_MONO_RAW) && !mh->mono_raw_synced &&
-       !(clocks & TG_TS_SYNCS_MONO_RAW))) {
+   * says, or a value it cannot take; and times it could not place on the
+   * host's timeline (clock_model.h). Left out too, as it would rename a
+   * host: a descriptor of the names' tracks. */
+  tg_ts_clocks_t clocks;
+  tg_trace_schema_verdict_t v =
+      rv < 0 || (wrapper && inner) || reserved
+          ? TG_TS_MALFORMED
+          : tg_trace_schema_check(p, n, &m->allow, &clocks);
+  if (v != TG_TS_OK) {
     mh->malformed++;
+    if (v == TG_TS_NOT_ALLOWED) {
+      mh->not_allowed++;
+      mh->not_allowed_field = clocks.refused;
+    }
     return 0;
   }
   if (wrapper) return merge_compressed(m, mh, z, zn);
+  if (tg_clock_model_check(&mh->clock, &clocks, (uint32_t)orig) !=
+      TG_CLOCK_OK) {
+    mh->malformed++;
+    mh->clock_unplaced++;
+    return 0;
+  }
   if ((rv = state_reads(mh, (uint32_t)orig, flags, cleared, dropped,
                         exempt)) <= 0)
     return rv;
-  if (clocks & TG_TS_SYNCS_MONO_RAW) mh->mono_raw_synced = true;
+  tg_clock_model_apply(&mh->clock, &clocks, (uint32_t)orig);
   uint32_t seq;
   if ((rv = merge_seq(m, mh, (uint32_t)orig, &seq)) < 0) return rv;
   uint8_t tail[2 * (2 + TG_PB_MAX_VARINT_SIZE)];
@@ -512,7 +532,7 @@ static int name_tracks(tg_merge_t *m, const tg_merge_host_t *mh,
   return emit(m, &w, buf);
 }
 
-int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
+int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *name) {
   size_t name_len = strnlen(name, TG_MERGE_NAME_MAX + 1);
@@ -545,8 +565,10 @@ int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
     si.num_cpus = h->num_cpus;
   }
   int rv = system_info(m, mh->machine_id, seq, &si);
-  if (rv == 0 && h->clock.estimates)
+  if (rv == 0 && h->clock.estimates) {
     rv = clock_snapshot(m, mh->machine_id, seq, h->clock.best.remote);
+    if (rv == 0) tg_clock_model_preamble(&mh->clock, h->clock.best.remote);
+  }
   if (rv == 0 && h->clock.estimates)
     rv = remote_clock_sync(m, mh, &h->clock.best);
   if (rv == 0) rv = name_tracks(m, mh, name, name_len);

@@ -40,8 +40,10 @@
 #include <stdint.h>
 #include <sys/utsname.h>
 
+#include "abi/trace_schema.h"
 #include "common/buf.h"
 #include "common/u32_map.h"
+#include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/clock_sync.h"
 #include "consumer/fleet/host.h"
 
@@ -110,6 +112,9 @@ typedef struct tg_merge {
   /* A host's compressed_packets, inflated so that the packets inside get
    * their ids too (consumer/packet_inflate.h). */
   tg_buf_t inflated;
+  /* Fields beyond the allowlist the operator trusts the producers with
+   * (tg_merge_allow_fields; none after init). */
+  tg_ts_allow_t allow;
 } tg_merge_t;
 
 typedef struct tg_merge_host {
@@ -118,11 +123,16 @@ typedef struct tg_merge_host {
    * TG_MERGE_HOST_MAX_SEQS. */
   tg_u32_map_t seqs;
   /* Packets left out: not decoding, or what trace processor cannot take
-   * (abi/trace_schema.h; docs/merge.md). */
-  uint64_t malformed;
-  /* A ClockSnapshot of the host has tied MONOTONIC_RAW to BOOTTIME, so
-   * its ftrace bundles on MONOTONIC_RAW can be read. */
-  bool mono_raw_synced;
+   * (abi/trace_schema.h; docs/merge.md); clock_unplaced of them for
+   * times trace processor could not place (clock_model.h). */
+  uint64_t malformed, clock_unplaced;
+  /* Of malformed: packets with a field the allowlist does not keep
+   * (abi/trace_allowlist.txt), and the last such field's number (of
+   * TracePacket; 12 for one of InternedData). */
+  uint64_t not_allowed;
+  uint32_t not_allowed_field;
+  /* The host's clocks as trace processor has them so far. */
+  tg_clock_model_t clock;
   /* Incremental state, per sequence of the host as trace processor
    * follows it (merge.c, "incremental state"; docs/merge.md): the
    * sequences' slots (|istate| maps a producer id to its index in
@@ -157,6 +167,13 @@ typedef struct tg_merge_self {
 void tg_merge_init(tg_merge_t *m, tg_merge_write_cb write, void *ctx);
 void tg_merge_free(tg_merge_t *m);
 
+/* The operator trusts the producers with the fields |names| beyond the
+ * allowlist ("NAME[,NAME]": TracePacket field names of Perfetto's schema,
+ * "interned_data.NAME" for InternedData's; docs/merge.md). 0, or -EINVAL
+ * with the first name not known in |bad| and nothing changed. */
+int tg_merge_allow_fields(tg_merge_t *m, const char *names, char *bad,
+                          size_t bad_cap);
+
 /* Host |index| (machine index + 1), with nothing mapped yet. */
 void tg_merge_host_init(tg_merge_host_t *mh, size_t index);
 void tg_merge_host_free(tg_merge_host_t *mh);
@@ -176,7 +193,7 @@ int tg_merge_head(tg_merge_t *m, const tg_merge_self_t *self);
  * 1..TG_MERGE_NAME_MAX bytes, else -EINVAL) and, with the estimate, the
  * instant of that sync. Once, before the host's first packet
  * (on_described). */
-int tg_merge_host_preamble(tg_merge_t *m, const tg_merge_host_t *mh,
+int tg_merge_host_preamble(tg_merge_t *m, tg_merge_host_t *mh,
                            const tg_fleet_host_report_t *h,
                            const char *name);
 
@@ -188,10 +205,12 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
 
 /* One packet of host |mh| (|p|, |n| bytes, borrowed) with its machine id
  * and moved sequence id appended; the packets of a compressed_packets
- * wrapper one by one. A packet that does not decode, or that trace
- * processor would refuse the whole trace for or crash on
- * (abi/trace_schema.h), or that describes a track of the reserved uuids
- * (TG_MERGE_NAME_UUID), is left out and counted in mh->malformed. A packet
+ * wrapper one by one. A packet that does not decode, that holds a field
+ * off the allowlist (not_allowed), that trace processor would refuse the
+ * whole trace for or crash on (abi/trace_schema.h), whose times it could
+ * not place (clock_unplaced, clock_model.h), or that describes a track of
+ * the reserved uuids (TG_MERGE_NAME_UUID), is left out and counted in
+ * mh->malformed. A packet
  * whose sequence would be the host's (TG_MERGE_HOST_MAX_SEQS + 1)th mapped
  * one is not written and TG_ETOO_MANY_SEQUENCES returned: a host sending
  * that many is failed by the owner (leaving them out, or merging them

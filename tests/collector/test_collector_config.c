@@ -547,6 +547,20 @@ static void config_warns_of_unknown_keys_and_goes_on(void **state) {
   tg_coll_config_free(&c);
 }
 
+/* merge_allow_fields: field names of Perfetto's schema, kept as given;
+ * a name it does not have is refused with the key. */
+static void config_takes_merge_allow_fields(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("merge_allow_fields = android_log, "
+                  "interned_data.v8_isolate\n", &c);
+  assert_string_equal(c.merge_allow_fields,
+                      "android_log, interned_data.v8_isolate");
+  tg_coll_config_free(&c);
+  expect_extra_error("merge_allow_fields = android_log,no_such_field\n", 4,
+                     "merge_allow_fields: expected");
+}
+
 static void config_comments_need_a_blank_before_their_hash(void **state) {
   (void)state;
   tg_coll_config_t c;
@@ -949,6 +963,7 @@ int main(void) {
       cmocka_unit_test(config_refuses_a_fifo_without_blocking),
       cmocka_unit_test(config_truncates_errors_to_the_buffer),
       cmocka_unit_test(config_loads_a_file_relative_to_its_directory),
+      cmocka_unit_test(config_takes_merge_allow_fields),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

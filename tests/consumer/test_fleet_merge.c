@@ -902,6 +902,332 @@ static void trace_processor_has_each_hosts_name(void **state) {
   assert_string_equal(syncs, "\"1:2 2:0 3:2\"\n");
 }
 
+/* --- clocks across packets ------------------------------------------------------ */
+
+/* A packet of host 1 on sequence 3: an ftrace bundle on CPU 0 with the
+ * FtraceClock |clock| (-1: none), previous_bundle_end_timestamp 5000, and
+ * its own clock pair {ftrace_timestamp, boot_timestamp} when |fts|. */
+static size_t prev_bundle(uint8_t *buf, size_t cap, int clock, uint64_t fts) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 0);
+  if (clock >= 0) tg_pbw_append_varint(&w, 5, (uint64_t)clock);
+  if (fts) {
+    tg_pbw_append_varint(&w, 6, fts);
+    tg_pbw_append_varint(&w, 7, 3000000000ull);
+  }
+  tg_pbw_append_varint(&w, 10, 5000);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 3);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* A ClockSnapshot of host 1 on sequence 3: clocks |ids| (n of them) at
+ * |base| + i, the one at |incremental| (or none: -1) is_incremental, and
+ * primary_trace_clock |primary| (0: none). */
+static size_t clock_packet(uint8_t *buf, size_t cap, const uint32_t *ids,
+                           size_t n, uint64_t base, int incremental,
+                           uint32_t primary) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_begin_nested(&w, 6);
+  for (size_t i = 0; i < n; i++) {
+    tg_pbw_begin_nested(&w, 1);
+    tg_pbw_append_varint(&w, 1, ids[i]);
+    tg_pbw_append_varint(&w, 2, base + i);
+    if ((int)i == incremental) tg_pbw_append_varint(&w, 3, 1);
+    tg_pbw_end_nested(&w);
+  }
+  if (primary) tg_pbw_append_varint(&w, 2, primary);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 3);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Host |host|'s preamble, as for a relay that answered ClockSync. */
+static void host_preamble_with_clocks(fixture_t *fx, size_t host) {
+  tg_fleet_host_report_t h;
+  memset(&h, 0, sizeof(h));
+  h.clock.estimates = 1;
+  for (int i = 0; i < TG_CLK_N; i++) {
+    h.clock.best.before[i] = 1000000000ull;
+    h.clock.best.after[i] = 1000002000ull;
+    h.clock.best.remote[i] = 2000000000ull;
+  }
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[host], &h, "b"),
+                   0);
+}
+
+static void preamble_with_clocks(fixture_t *fx) {
+  host_preamble_with_clocks(fx, 1);
+}
+
+/* The sink's file with host 0's slice before and after: trace processor
+ * imports it and finds the slice (with Perfetto's binaries). */
+static void host0_evidence_reads(fixture_t *fx, int which) {
+  uint8_t p[256];
+  host_sends(fx, 0, p, evidence_packet(p, sizeof(p), which));
+}
+
+static void trace_processor_finds_the_evidence(fixture_t *fx) {
+  host0_evidence_reads(fx, 1);
+  host0_evidence_reads(fx, 2);
+  char out[256];
+  if (!tp_query(fx, "select count(*) from slice where name = 'evidence'", out,
+                sizeof(out)))
+    return;
+  assert_string_equal(out, "1\n");
+}
+
+/* ftrace_events{cpu: 0, ftrace_clock: GLOBAL,
+ * previous_bundle_end_timestamp: 5000} without its clock pair: trace
+ * processor converts the first bundle's timestamp of a CPU on the
+ * sequence's clock, which nothing tied ("No path from clock ... to 6"),
+ * and refused the file. Left out and counted; with its pair, it is
+ * written. */
+static void a_global_clock_bundle_without_its_pair_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 2, 0));
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  assert_int_equal(fx->hosts[1].malformed, 1);
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 2, 4000));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 2, 0));
+  assert_int_equal(fx->sink.writes, writes + 2);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* A ClockSnapshot naming MONOTONIC_RAW and BOOTTIME that also holds
+ * REALTIME as is_incremental: trace processor drops the whole snapshot,
+ * so the next MONOTONIC_RAW bundle has no path and refused the file.
+ * The snapshot itself is harmless and written; the bundle is left out.
+ * A clean snapshot of the same clocks then ties them. */
+static void a_snapshot_trace_processor_drops_ties_nothing(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  static const uint32_t bad[] = {5, 6, 1};
+  static const uint32_t good[] = {5, 6};
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, clock_packet(p, sizeof(p), bad, 3, 100, 2, 0));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
+  assert_int_equal(fx->sink.writes, writes + 1);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  host_sends(fx, 1, p, clock_packet(p, sizeof(p), good, 2, 200, -1, 0));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
+  assert_int_equal(fx->sink.writes, writes + 3);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* A relay that answered ClockSync with an error: no clock preamble. The
+ * host's ClockSnapshot{primary_trace_clock: REALTIME} would move its
+ * machine's timeline to REALTIME, and the boot-clock bundle after it
+ * refused the file ("No path from clock 6 to 1"). The snapshot is left
+ * out; the host's bundles on its boot clock stay, and the file imports
+ * without any clock estimate. */
+static void a_snapshot_moving_the_trace_clock_is_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  static const uint32_t ids[] = {6, 1};
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  tg_fleet_host_report_t h;
+  memset(&h, 0, sizeof(h));
+  assert_int_equal(tg_merge_host_preamble(&fx->m, &fx->hosts[1], &h, "b"), 0);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, clock_packet(p, sizeof(p), NULL, 0, 0, -1, 1));
+  host_sends(fx, 1, p, clock_packet(p, sizeof(p), ids, 2, 100, -1, 1));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), -1, 0));
+  assert_int_equal(fx->sink.writes, writes + 1);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 2);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* A snapshot in which a clock goes back: trace processor keeps no edge
+ * leaving it, so MONOTONIC_RAW stops having a path. */
+static void a_clock_that_goes_back_loses_its_path(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256];
+  static const uint32_t ids[] = {6, 5};
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, clock_packet(p, sizeof(p), ids, 2, 3000000000ull, -1, 6));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
+  assert_int_equal(fx->sink.writes, writes + 2);
+  /* BOOTTIME forward, MONOTONIC_RAW back. */
+  tg_pbw_t w;
+  tg_pbw_init(&w, p, sizeof(p), NULL, NULL);
+  tg_pbw_begin_nested(&w, 6);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 6);
+  tg_pbw_append_varint(&w, 2, 4000000000ull);
+  tg_pbw_end_nested(&w);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 5);
+  tg_pbw_append_varint(&w, 2, 7);
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  tg_pbw_append_varint(&w, 10, 3);
+  host_sends(fx, 1, p, (size_t)tg_pbw_written(&w));
+  host_sends(fx, 1, p, prev_bundle(p, sizeof(p), 4, 0));
+  assert_int_equal(fx->sink.writes, writes + 3);
+  assert_int_equal(fx->hosts[1].clock_unplaced, 1);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* --- the allowlist ------------------------------------------------------------- */
+
+/* A packet of host 1 on sequence 3 holding TracePacket field |field| with
+ * the |n| bytes |body|. */
+static size_t field_packet(uint8_t *buf, size_t cap, uint32_t field,
+                           const void *body, size_t n) {
+  tg_pbw_t w;
+  tg_pbw_init(&w, buf, cap, NULL, NULL);
+  tg_pbw_append_varint(&w, 8, 1000000);
+  tg_pbw_append_bytes(&w, field, body, n);
+  tg_pbw_append_varint(&w, 10, 3);
+  assert_int_equal(tg_pbw_error(&w), 0);
+  return (size_t)tg_pbw_written(&w);
+}
+
+/* Fields no Linux producer writes, where trace processor v50.1 crashed or
+ * ran out of memory (docs/merge.md): a ProtoLogViewerConfig and a
+ * ProtoLogMessage, a GpuRenderStageEvent with render_subpass_index_mask
+ * 0xffffffff and INT64_MAX, an InternedV8Isolate whose code range ends
+ * before it starts, a MemoryTrackerSnapshot; and a field Perfetto's
+ * schema does not have. Each is left out, counted as not allowed with the
+ * field's number, and the file imports with the good host's slice. */
+static void fields_off_the_allowlist_are_left_out(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[256], b[128];
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  preamble_with_clocks(fx);
+  size_t writes = fx->sink.writes;
+  tg_pbw_t w;
+  /* protolog_viewer_config{messages{message_id: 1, message: "%s"}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 1);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_append_string(&w, 2, "%s");
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 105, b, tg_pbw_written(&w)));
+  /* protolog_message{message_id: 1, str_param_iids: 7} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_append_varint(&w, 2, 7);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 104, b, tg_pbw_written(&w)));
+  /* gpu_render_stage_event{render_subpass_index_mask: [0xffffffff,
+   * INT64_MAX]} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_append_varint(&w, 15, 0xffffffffull);
+  tg_pbw_append_varint(&w, 15, (uint64_t)INT64_MAX);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 53, b, tg_pbw_written(&w)));
+  /* interned_data{v8_isolate{iid: 1, code_range{base_ip: 100, size:
+   * 2^64 - 1}}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 35);
+  tg_pbw_append_varint(&w, 1, 1);
+  tg_pbw_begin_nested(&w, 4);
+  tg_pbw_append_varint(&w, 1, 100);
+  tg_pbw_append_varint(&w, 2, UINT64_MAX);
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 12, b, tg_pbw_written(&w)));
+  /* memory_tracker_snapshot{process_memory_dumps{allocator_dumps{
+   * absolute_name: "x", id: 2^40}}} */
+  tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
+  tg_pbw_begin_nested(&w, 3);
+  tg_pbw_begin_nested(&w, 2);
+  tg_pbw_append_string(&w, 1, "x");
+  tg_pbw_append_varint(&w, 3, 1ull << 40);
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 73, b, tg_pbw_written(&w)));
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 3000, "x", 1));
+  assert_int_equal(fx->sink.writes, writes);
+  assert_int_equal(fx->hosts[1].not_allowed, 6);
+  assert_int_equal(fx->hosts[1].malformed, 6);
+  assert_int_equal(fx->hosts[1].not_allowed_field, 3000);
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* Host |host| sends every packet of the recording |name| (tests/abi/
+ * recorded/). */
+static void host_sends_recording(fixture_t *fx, size_t host,
+                                 const char *name) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", RECORDED_DIR, name);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  static uint8_t buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof(buf), f);
+  assert_true(feof(f));
+  fclose(f);
+  tg_pb_reader_t r;
+  tg_pb_field_t fld;
+  tg_pb_reader_init(&r, buf, n);
+  int rv;
+  while ((rv = tg_pb_reader_next(&r, &fld)) == 1)
+    host_sends(fx, host, fld.data, fld.size);
+  assert_int_equal(rv, 0);
+}
+
+/* Recordings of Linux producers, ours and Perfetto's (MONOTONIC_RAW
+ * ftrace among them), merged as two hosts: nothing is left out as
+ * malformed, off the allowlist or with times it could not place, and
+ * trace processor imports the file. */
+static void recordings_of_linux_producers_merge_whole(void **state) {
+  fixture_t *fx = *state;
+  assert_int_equal(op_head(fx), 0);
+  host0_evidence_reads(fx, 0);
+  host_preamble_with_clocks(fx, 1);
+  host_preamble_with_clocks(fx, 2);
+  host_sends_recording(fx, 1, "perfetto-v50.1.pftrace");
+  host_sends_recording(fx, 2, "tracegate.pftrace");
+  for (size_t h = 1; h < 3; h++) {
+    assert_int_equal(fx->hosts[h].malformed, 0);
+    assert_int_equal(fx->hosts[h].not_allowed, 0);
+    assert_int_equal(fx->hosts[h].clock_unplaced, 0);
+  }
+  trace_processor_finds_the_evidence(fx);
+}
+
+/* An operator who trusts the producers with a field by name gets it; a
+ * name Perfetto's schema does not have is refused, and changes nothing. */
+static void a_trusted_field_is_kept(void **state) {
+  fixture_t *fx = *state;
+  uint8_t p[64];
+  char bad[32];
+  assert_int_equal(tg_merge_allow_fields(&fx->m, "android_log,no_such", bad,
+                                         sizeof(bad)),
+                   -EINVAL);
+  assert_string_equal(bad, "no_such");
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 39, "", 0));
+  assert_int_equal(fx->hosts[1].not_allowed, 1);
+  assert_int_equal(tg_merge_allow_fields(&fx->m, "android_log", bad,
+                                         sizeof(bad)),
+                   0);
+  size_t writes = fx->sink.writes;
+  host_sends(fx, 1, p, field_packet(p, sizeof(p), 39, "", 0));
+  assert_int_equal(fx->sink.writes, writes + 1);
+  assert_int_equal(fx->hosts[1].not_allowed, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -942,6 +1268,20 @@ int main(void) {
           a_hosts_descriptor_of_a_name_uuid_is_left_out, setup, teardown),
       cmocka_unit_test_setup_teardown(trace_processor_has_each_hosts_name,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_global_clock_bundle_without_its_pair_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_snapshot_trace_processor_drops_ties_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          a_snapshot_moving_the_trace_clock_is_left_out, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_clock_that_goes_back_loses_its_path,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(fields_off_the_allowlist_are_left_out,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(a_trusted_field_is_kept, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(
+          recordings_of_linux_producers_merge_whole, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,13 +17,22 @@
  *   id ever gets;
  * - what a host left out for want of incremental state (state_edge,
  *   state_lost) only grows, its end moves what was waiting into lost, and
- *   its table of sequences stays within TG_MERGE_HOST_MAX_STATE_SEQS.
+ *   its table of sequences stays within TG_MERGE_HOST_MAX_STATE_SEQS;
+ * - what it left out for times trace processor could not place
+ *   (clock_unplaced) only grows, is part of malformed, and its clock
+ *   model stays within its bounds: no ftrace bundle on MONOTONIC_RAW or
+ *   the global clock is written unless the model had (or the bundle
+ *   brought) a path for it, and no ClockSnapshot moving the trace clock
+ *   off BOOTTIME is written.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "abi/trace_schema.h"
+#include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/merge.h"
 #include "tracegate/error.h"
 #include "tracegate/pb_wire.h"
@@ -44,6 +53,10 @@ static struct {
 } mapped[MAPPED_MAX];
 static size_t n_mapped;
 static size_t cur_host;
+static bool cur_wrapper;
+/* The verdict the model gave the packet being merged, before the merge
+ * noted it. */
+static tg_clock_verdict_t cur_verdict;
 
 static void check_overflow(uint32_t orig, uint32_t seq) {
   for (size_t i = 0; i < n_mapped; i++) {
@@ -77,6 +90,9 @@ static int sink(void *ctx, const uint8_t *p, size_t n, const uint8_t *tail,
     if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) orig = f.value;
   }
   if (rv != 0) __builtin_trap();
+  /* Written, so the model placed its times (unless it came out of a
+   * wrapper, whose packets are judged one by one). */
+  if (cur_verdict != TG_CLOCK_OK && !cur_wrapper) __builtin_trap();
   /* The tail: machine id, then sequence id, nothing else. */
   tg_pb_reader_init(&r, tail, tail_n);
   if (tg_pb_reader_next(&r, &f) != 1 || f.id != PKT_MACHINE_ID ||
@@ -111,9 +127,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (len > size - at) len = size - at;
     const tg_merge_host_t *mh = &hosts[cur_host];
     uint64_t before = mh->malformed, edge = mh->state_edge,
-             lost = mh->state_lost;
+             lost = mh->state_lost, unplaced = mh->clock_unplaced;
+    /* The model's verdict before the packet: a packet judged unplaceable
+     * may still be a wrapper whose packets are judged one by one. */
+    {
+      tg_ts_clocks_t c;
+      tg_pb_reader_t r;
+      tg_pb_field_t f;
+      uint64_t orig = 0;
+      tg_pb_reader_init(&r, data + at, len);
+      cur_wrapper = false;
+      while (tg_pb_reader_next(&r, &f) == 1) {
+        if (f.id == PKT_SEQ_ID && f.type == TG_PB_WT_VARINT) orig = f.value;
+        if (f.id == PKT_COMPRESSED_PACKETS) cur_wrapper = true;
+      }
+      bool screened = tg_trace_schema_check(data + at, len, NULL, &c) ==
+                      TG_TS_OK;
+      cur_verdict = screened
+                        ? tg_clock_model_check(&mh->clock, &c, (uint32_t)orig)
+                        : TG_CLOCK_OK;
+      if (screened && (c.flags & TG_TS_SNAP_PRIMARY) && c.primary != 6 &&
+          cur_verdict == TG_CLOCK_OK)
+        __builtin_trap();
+    }
     int rv = tg_merge_packet(&m, &hosts[cur_host], data + at, len);
     if (rv != 0 && rv != TG_ETOO_MANY_SEQUENCES && rv != -ENOMEM)
+      __builtin_trap();
+    if (mh->clock_unplaced < unplaced ||
+        mh->clock_unplaced - unplaced > mh->malformed - before ||
+        mh->clock.n_sets > TG_CLOCK_MODEL_SETS ||
+        mh->clock.n_ftrace > TG_CLOCK_MODEL_FTRACE_SEQS)
       __builtin_trap();
     if (mh->malformed < before || mh->state_edge < edge ||
         mh->state_lost < lost || mh->n_iseqs > TG_MERGE_HOST_MAX_STATE_SEQS ||

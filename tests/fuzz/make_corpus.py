@@ -1056,7 +1056,34 @@ def merge_corpus():
         # TrackEvent's type as fixed64.
         "tp_wire_types": (mg(0, mg_packet(40, [1], f_len(62, f_len(2, b"x"))))
                           + mg(1, mg_packet(41, [1], f_len(11, f_fixed64(9, 1))))),
+        # Clocks across packets (consumer/fleet/clock_model.h): a bundle on
+        # the global clock placed by its own pair, then one of another CPU
+        # without; the same after a ClockSnapshot naming the sequence's
+        # clock 64; a snapshot moving the trace clock to REALTIME, then a
+        # bundle on the boot clock with a previous bundle's end.
+        "clock-global-pair": (
+            mg(0, mg_bundle(f_varint(1, 0) + f_varint(5, 2) + f_varint(6, 100)
+                            + f_varint(7, 200) + f_varint(10, 5000)))
+            + mg(0, mg_bundle(f_varint(1, 1) + f_varint(5, 2)
+                              + f_varint(10, 5000)))),
+        "clock-global-seq-named": (
+            mg(0, f_len(6, mg_clock(64, 1, 1) + mg_clock(6, 1)) + f_varint(10, 3))
+            + mg(0, mg_bundle(f_varint(1, 0) + f_varint(5, 2) + f_varint(6, 100)
+                              + f_varint(7, 200) + f_varint(10, 5000)))),
+        "clock-primary-realtime": (
+            mg(0, f_len(6, f_varint(2, 1)) + f_varint(10, 3))
+            + mg(0, mg_bundle(f_varint(1, 0) + f_varint(10, 5000)))),
     }
+
+
+def mg_bundle(body):
+    """An ftrace bundle on sequence 3."""
+    return f_len(1, body) + f_varint(10, 3)
+
+
+def mg_clock(clock_id, ts, incremental=0):
+    c = f_varint(1, clock_id) + f_varint(2, ts)
+    return f_len(1, c + (f_varint(3, 1) if incremental else b""))
 
 
 def tp_value_cases():
