@@ -102,7 +102,7 @@ static uint64_t itab_get(itab_t *t, const void *key, size_t len, bool *is_new) {
   size_t j = h & (t->cap - 1);
   while (t->e[j].iid) {
     if (t->e[j].hash == h && t->e[j].len == len &&
-        memcmp(t->arena + t->e[j].off, key, len) == 0)
+        (len == 0 || memcmp(t->arena + t->e[j].off, key, len) == 0))
       return t->e[j].iid;
     j = (j + 1) & (t->cap - 1);
   }
