@@ -135,6 +135,20 @@ int tg_perf_maps_parse(const char *text, size_t len, bool exec_only,
     out->v[out->n++] = m;
   }
   if (!sorted) qsort(out->v, out->n, sizeof(*out->v), cmp_start);
+  /* The kernel's mappings are disjoint and never empty: a line that breaks
+   * that is not trusted (counted as bad), so that an address has at most
+   * one mapping. */
+  size_t k = 0;
+  for (size_t i = 0; i < out->n; i++) {
+    tg_perf_map_t *m = &out->v[i];
+    if (m->start == m->end || (k && m->start < out->v[k - 1].end)) {
+      free(m->path);
+      out->bad_lines++;
+      continue;
+    }
+    out->v[k++] = *m;
+  }
+  out->n = k;
   return (int)out->n;
 }
 

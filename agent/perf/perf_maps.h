@@ -37,8 +37,9 @@ typedef struct tg_perf_maps {
 } tg_perf_maps_t;
 
 /* Parses a whole maps file of |len| bytes into |out| (emptied first),
- * keeping only the executable mappings when |exec_only|. Returns the
- * number kept or -ENOMEM. */
+ * keeping only the executable mappings when |exec_only|, sorted by start.
+ * Empty mappings and those overlapping an earlier one are counted in
+ * |bad_lines| and dropped. Returns the number kept or -ENOMEM. */
 int tg_perf_maps_parse(const char *text, size_t len, bool exec_only,
                        tg_perf_maps_t *out);
 /* Reads /proc/|pid|/maps (or |path| when not NULL). Returns the number

@@ -1,10 +1,10 @@
 /* Fuzzes tracegate-perf's /proc/PID/maps parser (agent/perf/perf_maps.h):
  * the paths in it are any file name a process mapped.
  *
- * Every mapping kept must have start <= end, a NUL-terminated path shorter
+ * Every mapping kept must have start < end, a NUL-terminated path shorter
  * than TG_PERF_MAP_PATH_MAX, be executable when only those are asked for,
- * come sorted by start, and be found again by its start address when it is
- * not empty; kept plus bad lines must not exceed the lines given. Nothing
+ * come sorted and disjoint, and be found again by its first and last
+ * address; kept plus bad lines must not exceed the lines given. Nothing
  * may crash or leak.
  */
 #include <stddef.h>
@@ -26,14 +26,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((size_t)n != m.n || m.n + m.bad_lines > lines) abort();
     for (size_t i = 0; i < m.n; i++) {
       const tg_perf_map_t *p = &m.v[i];
-      if (p->start > p->end || strlen(p->path) >= TG_PERF_MAP_PATH_MAX)
+      if (p->start >= p->end || strlen(p->path) >= TG_PERF_MAP_PATH_MAX)
         abort();
       if (exec_only && !p->x) abort();
-      if (i && m.v[i - 1].start > p->start) abort();
-      if (p->start < p->end) {
-        const tg_perf_map_t *f = tg_perf_maps_find(&m, p->start);
-        if (!f || f->start > p->start || p->start >= f->end) abort();
-      }
+      if (i && m.v[i - 1].end > p->start) abort();
+      if (tg_perf_maps_find(&m, p->start) != p ||
+          tg_perf_maps_find(&m, p->end - 1) != p)
+        abort();
     }
     tg_perf_maps_free(&m);
   }

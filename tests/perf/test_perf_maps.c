@@ -111,6 +111,20 @@ static void unsorted_lines_are_sorted(void **state) {
   tg_perf_maps_free(&maps);
 }
 
+static void overlapping_and_empty_mappings_are_dropped(void **state) {
+  (void)state;
+  const char text[] = "1000-3000 r-xp 0 0:0 0 /a\n"
+                      "2000-4000 r-xp 0 0:0 0 /overlaps\n"
+                      "4000-4000 r-xp 0 0:0 0 /empty\n"
+                      "4000-5000 r-xp 0 0:0 0 /b\n";
+  tg_perf_maps_t maps = {0};
+  assert_int_equal(tg_perf_maps_parse(text, strlen(text), true, &maps), 2);
+  assert_int_equal(maps.bad_lines, 2);
+  assert_string_equal(tg_perf_maps_find(&maps, 0x2fff)->path, "/a");
+  assert_string_equal(tg_perf_maps_find(&maps, 0x4000)->path, "/b");
+  tg_perf_maps_free(&maps);
+}
+
 static void own_maps_hold_own_code(void **state) {
   (void)state;
   tg_perf_maps_t maps = {0};
@@ -131,6 +145,7 @@ int main(void) {
       cmocka_unit_test(malformed_lines_are_refused),
       cmocka_unit_test(a_file_keeps_executable_mappings_in_order),
       cmocka_unit_test(unsorted_lines_are_sorted),
+      cmocka_unit_test(overlapping_and_empty_mappings_are_dropped),
       cmocka_unit_test(own_maps_hold_own_code),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

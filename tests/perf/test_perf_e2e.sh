@@ -1,0 +1,221 @@
+#!/bin/sh
+# test_perf_e2e: tracegated + tracegate-perf + a workload with a known call
+# tree (main -> func_a -> func_b -> spin, and a second thread in
+# worker_spin, which makes system calls) built here with frame pointers, recorded with `tracegate
+# record` and a linux.perf config (cpu-clock, kernel frames, user frames by
+# frame pointer); then Perfetto's trace_processor (PERFETTO_BIN) must fill
+# perf_sample and stack_profile_* with no import error or data loss stat,
+# and its flame graph (linux.perf.samples) must hold the whole chain by
+# name, both threads, and the kernel's frames.
+#
+# The functions are not named a and b: trace_processor demangles frame
+# names, and "a" and "b" are the Itanium manglings of signed char and bool.
+#
+# Skipped (exit 77), with the reason, where perf_event_open is refused
+# (neither root nor CAP_PERFMON with perf_event_paranoid too high), where
+# no C compiler is found, and where PERFETTO_BIN is unset (after the
+# recording, which must still succeed).
+#
+# Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC
+set -eu
+
+say() { echo "test_perf_e2e: $*"; }
+die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
+PIDS=""
+cleanup() {
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  PIDS=""
+}
+trap cleanup EXIT
+
+command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+# --- may this process sample every CPU? ----------------------------------
+cat >"$WORK/can_perf.c" <<'C'
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof(a));
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.sample_freq = 10;
+  a.freq = 1;
+  a.disabled = 1;
+  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
+  if (fd < 0) {
+    printf("%s\n", strerror(errno));
+    return 1;
+  }
+  close((int)fd);
+  return 0;
+}
+C
+"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
+if ! why=$("$WORK/can_perf"); then
+  say "SKIPPED: perf_event_open(cpu-clock, all processes) refused: $why" \
+      "(perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u); needs root or CAP_PERFMON)"
+  exit 77
+fi
+
+# --- the workload ---------------------------------------------------------
+cat >"$WORK/work.c" <<'C'
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static volatile uint64_t sink;
+static double secs;
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+__attribute__((noinline)) void spin(void) {
+  double end = now() + secs;
+  while (now() < end)
+    for (int i = 0; i < 100000; i++) sink += (uint64_t)i;
+}
+__attribute__((noinline)) void func_b(void) { spin(); sink++; }
+__attribute__((noinline)) void func_a(void) { func_b(); sink++; }
+__attribute__((noinline)) void worker_spin(void) {
+  double end = now() + secs;
+  while (now() < end)
+    for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
+}
+static void *worker(void *x) { (void)x; worker_spin(); return NULL; }
+int main(int argc, char **argv) {
+  secs = argc > 1 ? atof(argv[1]) : 2;
+  pthread_t t;
+  pthread_create(&t, NULL, worker, NULL);
+  func_a();
+  pthread_join(t, NULL);
+  return 0;
+}
+C
+"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
+  die "cannot build the workload"
+
+# --- the service and the producer ------------------------------------------
+P=$WORK/p.sock
+C=$WORK/c.sock
+"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
+  >"$WORK/tracegated.log" 2>&1 &
+PIDS="$PIDS $!"
+i=0
+until [ -S "$C" ] && [ -S "$P" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
+done
+"$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
+PERF_PID=$!
+PIDS="$PERF_PID $PIDS"
+i=0
+until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+      grep -q '"name": "linux.perf"'; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
+done
+
+# --- record -----------------------------------------------------------------
+cat >"$WORK/perf.pbtxt" <<'CFG'
+buffers { size_kb: 16384 }
+duration_ms: 4000
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config {
+      timebase { frequency: 200 counter: SW_CPU_CLOCK }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        kernel_frames: true
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_read_period_ms: 50
+    }
+  }
+}
+CFG
+TRACE=$WORK/perf.pftrace
+"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/perf.pbtxt" \
+  --txt -o "$TRACE" 2>"$WORK/record.log" &
+REC_PID=$!
+i=0
+until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+      grep -q '"num_sessions_started": 1'; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "the recording did not start"; sleep 0.05
+done
+"$WORK/perfwork" 2 &
+WORK_PID=$!
+wait "$WORK_PID" || die "the workload failed"
+wait "$REC_PID" || die "tracegate record exited with $?: $(cat "$WORK/record.log")"
+grep -q 'TG-1006' "$WORK/record.log" ||
+  die "the recording reports a loss: $(cat "$WORK/record.log")"
+
+kill "$PERF_PID"
+wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
+PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
+cleanup
+if grep -q 'TG-800[12]' "$WORK/perf.log"; then
+  die "tracegate-perf refused the session: $(cat "$WORK/perf.log")"
+fi
+[ -s "$TRACE" ] || die "no trace written"
+
+# --- trace_processor ---------------------------------------------------------
+if [ -z "${PERFETTO_BIN:-}" ]; then
+  say "SKIPPED: PERFETTO_BIN not set: the trace was recorded but not checked by trace_processor"
+  exit 77
+fi
+TP=$PERFETTO_BIN/trace_processor_shell
+# The rows of the answer, without the header (and without the empty line
+# an INCLUDE statement answers).
+q() {
+  printf '%s\n' "$1" >"$WORK/q.sql"
+  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
+    tail -n +2 | tr -d '"'
+}
+
+samples=$(q "select count(*) from perf_sample s join thread t using(utid)
+             join process p using(upid) where p.pid > 0")
+[ "${samples:-0}" -gt 0 ] || die "perf_sample is empty"
+frames=$(q "select count(*) from stack_profile_frame")
+[ "${frames:-0}" -gt 0 ] || die "stack_profile_frame is empty"
+
+bad=$(q "select name || '=' || value from stats where value > 0 and
+         (severity in ('error', 'data_loss') or name like 'stackprofile%'
+          or name like 'perf_%' or name like 'tokenizer%')")
+[ -z "$bad" ] || die "trace_processor stats: $bad"
+
+# The flame graph: a node spin whose ancestors are func_b, func_a, main.
+chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+  select count(*) from linux_perf_samples_summary_tree s
+    join linux_perf_samples_summary_tree b on s.parent_id = b.id
+    join linux_perf_samples_summary_tree a on b.parent_id = a.id
+    join linux_perf_samples_summary_tree m on a.parent_id = m.id
+  where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
+    and m.name = 'main' and s.cumulative_count > 0")
+[ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
+worker=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+  select count(*) from linux_perf_samples_summary_tree where name = 'worker_spin'")
+[ "${worker:-0}" -gt 0 ] || die "the second thread's worker_spin is missing"
+threads=$(q "select count(distinct utid) from perf_sample join thread
+             using(utid) join process using(upid) where pid = $WORK_PID")
+[ "${threads:-0}" -eq 2 ] || die "samples of $threads threads of the workload, not 2"
+# The worker's system calls: kernel frames, named from kallsyms.
+kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mapping
+            m on f.mapping = m.id where m.name like '%kernel.kallsyms%'
+            and f.name is not null and f.name != ''")
+[ "${kernel:-0}" -gt 0 ] || die "no named kernel frame"
+# Mappings carry the workload's path and a build id.
+bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
+         and build_id is not null and build_id != ''")
+[ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+say "ok: $samples samples, $frames frames"
