@@ -129,6 +129,7 @@ done
 cat >"$WORK/perf.pbtxt" <<'CFG'
 buffers { size_kb: 16384 }
 duration_ms: 4000
+incremental_state_config { clear_period_ms: 300 }
 data_sources {
   config {
     name: "linux.perf"
@@ -160,13 +161,31 @@ wait "$REC_PID" || die "tracegate record exited with $?: $(cat "$WORK/record.log
 grep -q 'TG-1006' "$WORK/record.log" ||
   die "the recording reports a loss: $(cat "$WORK/record.log")"
 
+# Refusals are said, with their code, not recorded as empty sessions:
+# UNWIND_DWARF (no DWARF unwinder in this build) and a hardware counter
+# (this check only where the machine has no PMU for it).
+refused() {
+  printf 'buffers { size_kb: 1024 }\nduration_ms: 300\ndata_sources { config {\n  name: "linux.perf"\n  perf_event_config { %s }\n} }\n' \
+    "$1" >"$WORK/refused.pbtxt"
+  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/refused.pbtxt" \
+    --txt -o "$WORK/refused.pftrace" 2>>"$WORK/record.log" ||
+    die "tracegate record of a refused config failed"
+}
+refused 'callstack_sampling { user_frames: UNWIND_DWARF }'
+grep -q 'TG-8001.*UNWIND_DWARF' "$WORK/perf.log" ||
+  die "UNWIND_DWARF was not refused with TG-8001: $(cat "$WORK/perf.log")"
+if [ ! -e /sys/bus/event_source/devices/cpu ]; then
+  refused 'timebase { frequency: 10 counter: HW_CPU_CYCLES }'
+  grep -q 'TG-8002.*PMU' "$WORK/perf.log" ||
+    die "a hardware counter without a PMU was not refused with TG-8002"
+fi
+
 kill "$PERF_PID"
 wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
 PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
 cleanup
-if grep -q 'TG-800[12]' "$WORK/perf.log"; then
-  die "tracegate-perf refused the session: $(cat "$WORK/perf.log")"
-fi
+[ "$(grep -c 'TG-800[12]' "$WORK/perf.log")" -le 2 ] ||
+  die "tracegate-perf refused the main session: $(cat "$WORK/perf.log")"
 [ -s "$TRACE" ] || die "no trace written"
 
 # --- trace_processor ---------------------------------------------------------
