@@ -32,7 +32,7 @@ case $UNITDIR in
   *) SRC_UNITS=$ROOT$PREFIX/$UNITDIR ;;
 esac
 
-UNITS="tracegated.service tracegate-relay.service tracegate-probes.service tracegate-collector.service"
+UNITS="tracegated.service tracegate-relay.service tracegate-probes.service tracegate-collector.service tracegate-perf.service"
 for u in $UNITS; do
   [ -f "$SRC_UNITS/$u" ] || die "$u not installed in $SRC_UNITS"
   # Only the program paths of the install move into the DESTDIR.

@@ -183,6 +183,58 @@ fi
 kill "$PERF_PID"
 wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
 PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
+
+# --- as its unit runs it ------------------------------------------------------
+# A user of its own (nobody) with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYSLOG
+# only (deploy/systemd/tracegate-perf.service.in): the root workload's
+# frames are still named. Without CAP_PERFMON: refused, the capability
+# named (TG-8002).
+UNIT_TRACE=$WORK/unit.pftrace
+as_unit() { # $1: capabilities, $2: producer name
+  setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
+    --inh-caps="-all,$1" --ambient-caps="-all,$1" --bounding-set="-all,$1" \
+    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name "$2" \
+    >"$WORK/$2.log" 2>&1 &
+  UNIT_PID=$!
+  PIDS="$UNIT_PID $PIDS"
+  i=0
+  until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+        grep -q "\"name\": \"$2\""; do
+    i=$((i + 1)); [ $i -lt 200 ] || die "$2 did not connect: $(cat "$WORK/$2.log")"
+    sleep 0.05
+  done
+}
+stop_unit() {
+  kill "$UNIT_PID"
+  wait "$UNIT_PID" || die "tracegate-perf as nobody exited with $?"
+  PIDS=$(echo "$PIDS" | sed "s/\b$UNIT_PID\b//")
+}
+UNIT_CHECKED=no
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+  as_unit +perfmon,+sys_ptrace,+syslog perf-unit
+  sed 's/duration_ms: 4000/duration_ms: 2500/' "$WORK/perf.pbtxt" >"$WORK/unit.pbtxt"
+  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/unit.pbtxt" \
+    --txt -o "$UNIT_TRACE" 2>"$WORK/unit-record.log" &
+  REC_PID=$!
+  i=0
+  until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+        grep -q '"num_sessions_started": 1'; do
+    i=$((i + 1)); [ $i -lt 200 ] || die "the unit's recording did not start"; sleep 0.05
+  done
+  "$WORK/perfwork" 1 || die "the workload failed"
+  wait "$REC_PID" || die "tracegate record (unit) exited with $?"
+  stop_unit
+  ! grep -q 'TG-800' "$WORK/perf-unit.log" ||
+    die "tracegate-perf as its unit refused: $(cat "$WORK/perf-unit.log")"
+  as_unit +sys_ptrace,+syslog perf-noperfmon
+  refused ''
+  stop_unit
+  grep -q 'TG-8002.*CAP_PERFMON' "$WORK/perf-noperfmon.log" ||
+    die "without CAP_PERFMON: no TG-8002 naming it: $(cat "$WORK/perf-noperfmon.log")"
+  UNIT_CHECKED=yes
+else
+  say "the unit's privileges are not checked here (needs root and setpriv)"
+fi
 cleanup
 [ "$(grep -c 'TG-800[12]' "$WORK/perf.log")" -le 2 ] ||
   die "tracegate-perf refused the main session: $(cat "$WORK/perf.log")"
@@ -237,4 +289,12 @@ kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mappin
 bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
          and build_id is not null and build_id != ''")
 [ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+if [ "$UNIT_CHECKED" = yes ]; then
+  TRACE=$UNIT_TRACE
+  named=$(q "select count(*) from stack_profile_frame where name = 'func_b'")
+  [ "${named:-0}" -gt 0 ] || die "as its unit: the workload's frames are not named"
+  bad=$(q "select name || '=' || value from stats where value > 0 and
+           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
+  [ -z "$bad" ] || die "as its unit: trace_processor stats: $bad"
+fi
 say "ok: $samples samples, $frames frames"
