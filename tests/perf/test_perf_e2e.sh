@@ -180,6 +180,42 @@ if [ ! -e /sys/bus/event_source/devices/cpu ]; then
     die "a hardware counter without a PMU was not refused with TG-8002"
 fi
 
+# Ring loss: one page per CPU, read once a second, at 1000 Hz: the kernel
+# drops records, and says how many (PERF_RECORD_LOST), which reach the
+# trace as traced_perf writes them (kernel_records_lost) and the log at the
+# end (TG-8004).
+LOSS_TRACE=$WORK/loss.pftrace
+cat >"$WORK/loss.pbtxt" <<'CFG'
+buffers { size_kb: 4096 }
+duration_ms: 2000
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config {
+      timebase { frequency: 1000 counter: SW_CPU_CLOCK }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_pages: 1
+      ring_buffer_read_period_ms: 1000
+    }
+  }
+}
+CFG
+"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/loss.pbtxt" \
+  --txt -o "$LOSS_TRACE" 2>"$WORK/loss-record.log" &
+REC_PID=$!
+i=0
+until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+      grep -q '"num_sessions_started": 1'; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "the loss recording did not start"; sleep 0.05
+done
+"$WORK/perfwork" 1.5 || die "the workload failed"
+wait "$REC_PID" || die "tracegate record (loss) exited with $?"
+grep -q 'TG-8004' "$WORK/perf.log" ||
+  die "a one-page ring at 1000 Hz lost nothing, or did not say so: $(cat "$WORK/perf.log")"
+
 kill "$PERF_PID"
 wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
 PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
@@ -289,6 +325,9 @@ kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mappin
 bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
          and build_id is not null and build_id != ''")
 [ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+TRACE=$LOSS_TRACE
+lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")
+[ "${lost:-0}" -gt 0 ] || die "no perf_cpu_lost_records in the trace of a lossy ring"
 if [ "$UNIT_CHECKED" = yes ]; then
   TRACE=$UNIT_TRACE
   named=$(q "select count(*) from stack_profile_frame where name = 'func_b'")
