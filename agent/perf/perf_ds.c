@@ -306,7 +306,11 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
   for (size_t i = 0; i < c->n_cpus; i++) {
     cpu_ring_t *r = &s->rings[s->n_rings];
     rv = open_ring(s, (int)c->cpus[i], r);
-    if (rv == -ENODEV && !c->hardware) continue; /* an offline CPU */
+    if (rv == -ENODEV && !c->hardware) {
+      TG_WARN(DS_NAME ": instance %u: cpu %u is not online: not sampled", k,
+              c->cpus[i]);
+      continue;
+    }
     if (rv < 0) {
       TG_ERROR("%s " DS_NAME ": instance %u: cpu %u: perf_event_open: %s%s; "
                "nothing is recorded", TG_NOTE(PERF_OPEN_FAILED), k,
@@ -498,9 +502,9 @@ static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
   for (size_t i = 0; i < s->n_rings; i++) {
     cpu_ring_t *r = &s->rings[i];
     struct perf_event_mmap_page *meta = (void *)r->base;
-    long page = sysconf(_SC_PAGESIZE);
     tg_perf_ring_view_t v = {
-        .data = r->base + page,
+        /* The data area follows the one metadata page. */
+        .data = r->base + (r->map_len - r->data_size),
         .size = r->data_size,
         .head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE),
     };
