@@ -11,7 +11,7 @@ set -eu
 PKGS="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libcmocka-dev
 libpcre2-dev libjansson-dev groff-base
-zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql
+zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev libpq-dev postgresql libdw-dev
 libwebsockets-dev libwebsockets-evlib-uv
 clang libclang-rt-14-dev openssl
 chromium chromium-driver libnss3-tools prometheus-alertmanager"

@@ -20,8 +20,9 @@
 static const char about[] =
     "The CPU profiler producer: data source linux.perf (Perfetto's "
     "PerfEventConfig):\nsamples every CPU with a perf event (cpu-clock by "
-    "default), with kernel and\nuser callstacks (frame pointers), named on "
-    "the host from .symtab/.dynsym.\nNeeds CAP_PERFMON (CAP_SYS_ADMIN before "
+    "default), with kernel and\nuser callstacks (frame pointers, or DWARF "
+    "unwinding in builds with libdw),\nnamed on the host from "
+    ".symtab/.dynsym.\nNeeds CAP_PERFMON (CAP_SYS_ADMIN before "
     "Linux 5.8), CAP_SYS_PTRACE and\nCAP_SYSLOG, or root. SIGINT/SIGTERM stop "
     "it cleanly.\n";
 

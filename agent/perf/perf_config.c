@@ -55,6 +55,14 @@ static bool counter_attr(uint32_t counter, uint32_t *type, uint64_t *config) {
   return false;
 }
 
+bool tg_perf_cfg_dwarf_built(void) {
+#ifdef TG_PERF_HAVE_DWARF
+  return true;
+#else
+  return false;
+#endif
+}
+
 static void ignore(tg_perf_cfg_t *c, bool set, const char *name) {
   if (set && c->n_ignored < TG_PERF_MAX_IGNORED) c->ignored[c->n_ignored++] = name;
 }
@@ -190,10 +198,14 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
         out->user_frames = TG_PERF_USER_NONE;
         break;
       case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_DWARF:
-        out->refused =
-            "callstack_sampling.user_frames: UNWIND_DWARF is not supported "
-            "in this build (use UNWIND_FRAME_POINTER)";
-        return 0;
+        if (!tg_perf_cfg_dwarf_built()) {
+          out->refused =
+              "callstack_sampling.user_frames: UNWIND_DWARF is not supported "
+              "in this build (no libdw; use UNWIND_FRAME_POINTER)";
+          return 0;
+        }
+        out->user_frames = TG_PERF_USER_DWARF;
+        break;
       case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_FRAME_POINTER:
         out->user_frames = TG_PERF_USER_FRAME_POINTER;
         break;

@@ -7,8 +7,8 @@
  *
  * Fields that would change what is recorded and that this producer cannot
  * honour refuse the whole config (|refused| names the field): a tracepoint
- * or raw timebase, poll_period_ms, followers, UNWIND_DWARF (no DWARF
- * unwinder in this build), process sharding, additional_cmdline_count,
+ * or raw timebase, poll_period_ms, followers, UNWIND_DWARF in a build
+ * without libdw, process sharding, additional_cmdline_count,
  * target_installed_by. Tuning fields of traced_perf's unwinder that have
  * no meaning here are listed in |ignored|.
  */
@@ -28,11 +28,16 @@
 #define TG_PERF_MAX_IGNORED 8
 #define TG_PERF_MAX_TARGETS 64
 
-/* User frames: none, or by the kernel's frame-pointer walk. */
+/* User frames: none, by the kernel's frame-pointer walk, or by DWARF
+ * unwinding of a copy of the user stack (builds with libdw only). */
 typedef enum tg_perf_user_frames {
   TG_PERF_USER_NONE = 0,
   TG_PERF_USER_FRAME_POINTER = 1,
+  TG_PERF_USER_DWARF = 2,
 } tg_perf_user_frames_t;
+
+/* Whether this build unwinds DWARF (TG_PERF_HAVE_DWARF: libdw, x86-64). */
+bool tg_perf_cfg_dwarf_built(void);
 
 typedef struct tg_perf_cfg {
   uint64_t tracing_session_id;

@@ -20,6 +20,9 @@
 #include "agent/perf/perf_emit.h"
 #include "agent/perf/perf_procs.h"
 #include "agent/perf/perf_record.h"
+#ifdef TG_PERF_HAVE_DWARF
+#include "agent/perf/perf_unwind.h"
+#endif
 #include "agent/probes/ftrace_ksyms.h"
 #include "common/log.h"
 #include "common/notice.h"
@@ -48,15 +51,22 @@ typedef struct session {
   cpu_ring_t *rings;
   size_t n_rings;
   uint64_t sample_type;
+  uint32_t n_user_regs;
   tg_perf_emitter_t *emit;
   tg_perf_procs_t *procs;
   tg_ksyms_t *ksyms; /* with kernel frames */
+#ifdef TG_PERF_HAVE_DWARF
+  tg_perf_unwinder_t *unwinder; /* UNWIND_DWARF */
+  uint64_t regs[TG_PERF_MAX_USER_REGS];
+  uint64_t pcs[MAX_FRAMES];
+#endif
   uint8_t *scratch;  /* one record that wraps the ring's end */
   /* One sample's frames, leaf first as read, then root first. */
   tg_perf_emit_mapping_t maps[MAX_FRAMES];
   tg_perf_emit_frame_t frames[MAX_FRAMES];
   /* Counts for the end's log line. */
   uint64_t samples, lost, throttles, out_of_scope, no_frames, bad_records;
+  uint64_t unwound, unwind_failed; /* UNWIND_DWARF samples */
   bool force_clear; /* the tables failed: clear before the next packet */
 } session_t;
 
@@ -200,6 +210,9 @@ static void session_free(session_t *s) {
   free(s->rings);
   tg_perf_emitter_free(s->emit);
   tg_perf_procs_free(s->procs);
+#ifdef TG_PERF_HAVE_DWARF
+  tg_perf_unwinder_free(s->unwinder);
+#endif
   if (s->ksyms) {
     tg_ksyms_free(s->ksyms);
     free(s->ksyms);
@@ -240,7 +253,15 @@ static int open_ring(session_t *s, int cpu, cpu_ring_t *r) {
   a.sample_id_all = 1;
   if (c->callstacks) {
     a.exclude_callchain_kernel = !c->kernel_frames;
-    a.exclude_callchain_user = c->user_frames == TG_PERF_USER_NONE;
+    a.exclude_callchain_user = c->user_frames != TG_PERF_USER_FRAME_POINTER;
+#ifdef TG_PERF_HAVE_DWARF
+    if (c->user_frames == TG_PERF_USER_DWARF) {
+      /* The user registers and the top of the user stack, unwound here;
+       * the callchain keeps the kernel's frames. */
+      a.sample_regs_user = tg_perf_unwind_regs_mask();
+      a.sample_stack_user = TG_PERF_UNWIND_STACK_BYTES;
+    }
+#endif
     /* New executable mappings and execs: a process's maps are read again. */
     a.mmap = 1;
     a.mmap2 = 1;
@@ -293,6 +314,16 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
                    TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
                    TG_PERF_SAMPLE_PERIOD;
   if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
+#ifdef TG_PERF_HAVE_DWARF
+  if (c->callstacks && c->user_frames == TG_PERF_USER_DWARF) {
+    s->sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;
+    s->n_user_regs = tg_perf_unwind_n_regs();
+    if (!(s->unwinder = tg_perf_unwinder_new())) {
+      rv = -ENOMEM;
+      goto fail;
+    }
+  }
+#endif
   if (!c->n_cpus && (rv = online_cpus(&c->cpus, &c->n_cpus)) < 0) goto fail;
   s->emit = tg_perf_emitter_new(0);
   s->procs = tg_perf_procs_new(NULL, NULL);
@@ -424,6 +455,22 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
       first_in_ctx = false;
       n++;
     }
+#ifdef TG_PERF_HAVE_DWARF
+    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs) {
+      for (uint32_t i = 0; i < s->n_user_regs; i++)
+        s->regs[i] = tg_perf_user_reg_at(r, i);
+      int m = tg_perf_unwind(s->unwinder, pid, tid, s->regs, r->u.sample.stack,
+                             (size_t)r->u.sample.stack_dyn_size, s->pcs,
+                             MAX_FRAMES - n);
+      if (m < 0) s->unwind_failed++;
+      for (int i = 0; i < m; i++, n++) {
+        tg_perf_procs_frame(s->procs, pid, s->pcs[i], i > 0, &maps[n],
+                            &frames[n]);
+        frames[n].mapping = &maps[n];
+      }
+      if (m > 0) s->unwound++;
+    }
+#endif
     if (!n) {
       /* Idle and kernel threads without kernel frames asked for. */
       s->no_frames++;
@@ -460,10 +507,19 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
   s->samples++;
 }
 
+/* |pid|'s mappings changed (a new executable mapping, an exec). */
+static void forget(session_t *s, uint32_t pid) {
+  tg_perf_procs_invalidate(s->procs, pid);
+#ifdef TG_PERF_HAVE_DWARF
+  if (s->unwinder) tg_perf_unwinder_forget(s->unwinder, pid);
+#endif
+}
+
 static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
                    const uint8_t *rec, size_t len) {
   tg_perf_record_t r;
-  if (tg_perf_record_parse(rec, len, s->sample_type, true, &r) < 0) {
+  tg_perf_layout_t lay = {s->sample_type, true, s->n_user_regs};
+  if (tg_perf_record_parse(rec, len, &lay, &r) < 0) {
     s->bad_records++;
     return;
   }
@@ -483,12 +539,10 @@ static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
       s->throttles++;
       break;
     case TG_PERF_RECORD_MMAP2:
-      if (r.u.mmap2.prot & 4 /* PROT_EXEC */)
-        tg_perf_procs_invalidate(s->procs, r.u.mmap2.pid);
+      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid);
       break;
     case TG_PERF_RECORD_COMM:
-      if (r.misc & TG_PERF_MISC_COMM_EXEC)
-        tg_perf_procs_invalidate(s->procs, r.u.comm.pid);
+      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid);
       break;
     default:
       break;
@@ -535,13 +589,16 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
     }
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
     TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu out of scope, "
-            "%llu without frames, %llu unreadable records; %llu of %llu user "
+            "%llu without frames, %llu unreadable records, %llu unwound by "
+            "DWARF (%llu processes not reported); %llu of %llu user "
             "addresses named, %llu outside any mapping; %llu maps and %llu "
             "files read (%llu and %llu unreadable)", k,
             (unsigned long long)s->samples,
             (unsigned long long)s->out_of_scope,
             (unsigned long long)s->no_frames,
             (unsigned long long)s->bad_records,
+            (unsigned long long)s->unwound,
+            (unsigned long long)s->unwind_failed,
             (unsigned long long)ps->named_pcs,
             (unsigned long long)ps->resolved_pcs,
             (unsigned long long)ps->unknown_pcs,

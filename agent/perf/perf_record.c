@@ -75,7 +75,9 @@ static const char *rest_string(cur_t *c, size_t *len) {
   return s;
 }
 
-static void parse_sample(cur_t *c, uint64_t st, tg_perf_record_t *out) {
+static void parse_sample(cur_t *c, const tg_perf_layout_t *lay,
+                         tg_perf_record_t *out) {
+  uint64_t st = lay->sample_type;
   if (st & TG_PERF_SAMPLE_IP) out->u.sample.ip = get64(c);
   if (st & TG_PERF_SAMPLE_TID) {
     out->u.sample.pid = get32(c);
@@ -97,11 +99,41 @@ static void parse_sample(cur_t *c, uint64_t st, tg_perf_record_t *out) {
     out->u.sample.ips = c->p;
     c->p += nr * 8;
   }
+  if (st & TG_PERF_SAMPLE_REGS_USER) {
+    out->u.sample.regs_abi = get64(c);
+    if (!c->bad && out->u.sample.regs_abi) {
+      size_t n = lay->n_user_regs;
+      if (n > TG_PERF_MAX_USER_REGS || n > (size_t)(c->end - c->p) / 8) {
+        c->bad = true;
+        return;
+      }
+      out->u.sample.regs = c->p;
+      out->u.sample.n_regs = (uint32_t)n;
+      c->p += n * 8;
+    }
+  }
+  if (st & TG_PERF_SAMPLE_STACK_USER) {
+    uint64_t size = get64(c);
+    if (c->bad || size > (uint64_t)(c->end - c->p)) {
+      c->bad = true;
+      return;
+    }
+    out->u.sample.stack_size = size;
+    out->u.sample.stack = c->p;
+    c->p += size;
+    if (size) {
+      uint64_t dyn = get64(c);
+      /* The kernel never copies more than it reserved. */
+      out->u.sample.stack_dyn_size = dyn < size ? dyn : size;
+    }
+  }
 }
 
-int tg_perf_record_parse(const uint8_t *p, size_t len, uint64_t sample_type,
-                         bool sample_id_all, tg_perf_record_t *out) {
+int tg_perf_record_parse(const uint8_t *p, size_t len,
+                         const tg_perf_layout_t *lay, tg_perf_record_t *out) {
   memset(out, 0, sizeof(*out));
+  uint64_t sample_type = lay->sample_type;
+  bool sample_id_all = lay->sample_id_all;
   if (sample_type & ~(uint64_t)TG_PERF_SAMPLE_KNOWN) return -ENOTSUP;
   if (!p || len < TG_PERF_HEADER_SIZE) return -EBADMSG;
   cur_t c = {p, p + len, false};
@@ -113,7 +145,7 @@ int tg_perf_record_parse(const uint8_t *p, size_t len, uint64_t sample_type,
   bool trailer = sample_id_all && out->type != TG_PERF_RECORD_SAMPLE;
   switch (out->type) {
     case TG_PERF_RECORD_SAMPLE:
-      parse_sample(&c, sample_type, out);
+      parse_sample(&c, lay, out);
       break;
     case TG_PERF_RECORD_LOST:
       if (trailer) read_id(&c, sample_type, out);
@@ -178,6 +210,12 @@ int tg_perf_record_parse(const uint8_t *p, size_t len, uint64_t sample_type,
 uint64_t tg_perf_callchain_at(const tg_perf_record_t *r, size_t i) {
   uint64_t v = 0;
   if (i < r->u.sample.nr) memcpy(&v, r->u.sample.ips + i * 8, 8);
+  return v;
+}
+
+uint64_t tg_perf_user_reg_at(const tg_perf_record_t *r, size_t i) {
+  uint64_t v = 0;
+  if (i < r->u.sample.n_regs) memcpy(&v, r->u.sample.regs + i * 8, 8);
   return v;
 }
 

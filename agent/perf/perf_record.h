@@ -32,10 +32,15 @@
 #define TG_PERF_SAMPLE_CPU (1u << 7)
 #define TG_PERF_SAMPLE_PERIOD (1u << 8)
 #define TG_PERF_SAMPLE_CALLCHAIN (1u << 5)
+#define TG_PERF_SAMPLE_REGS_USER (1u << 12)
+#define TG_PERF_SAMPLE_STACK_USER (1u << 13)
 /* The only bits the parser knows the layout of. */
 #define TG_PERF_SAMPLE_KNOWN                                             \
   (TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID | TG_PERF_SAMPLE_TIME |         \
-   TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_PERIOD | TG_PERF_SAMPLE_CALLCHAIN)
+   TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_PERIOD | TG_PERF_SAMPLE_CALLCHAIN | \
+   TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER)
+/* perf_event_attr.sample_regs_user has at most 64 bits. */
+#define TG_PERF_MAX_USER_REGS 64
 
 /* header.misc */
 #define TG_PERF_MISC_CPUMODE_MASK 7u
@@ -77,6 +82,16 @@ typedef struct tg_perf_record {
       uint64_t period;
       uint64_t nr;          /* callchain entries, markers included */
       const uint8_t *ips;   /* |nr| u64 in host order, maybe unaligned */
+      /* REGS_USER: the user registers of sample_regs_user, lowest bit
+       * first, when |regs_abi| is not 0 (PERF_SAMPLE_REGS_ABI_NONE: a
+       * kernel thread). */
+      uint64_t regs_abi;
+      const uint8_t *regs; /* |n_regs| u64, maybe unaligned */
+      uint32_t n_regs;
+      /* STACK_USER: |stack_size| bytes copied from the user stack pointer
+       * up, of which the first |stack_dyn_size| are valid. */
+      uint64_t stack_size, stack_dyn_size;
+      const uint8_t *stack;
     } sample;
     struct {
       uint64_t id, lost;
@@ -103,17 +118,25 @@ typedef struct tg_perf_record {
   } u;
 } tg_perf_record_t;
 
+/* How the event was opened: what its records hold. */
+typedef struct tg_perf_layout {
+  uint64_t sample_type; /* bits outside TG_PERF_SAMPLE_KNOWN: -ENOTSUP */
+  bool sample_id_all;
+  uint32_t n_user_regs; /* bits set in sample_regs_user (REGS_USER) */
+} tg_perf_layout_t;
+
 /* Parses the record of |len| bytes at |p| (its header's size must be
- * |len|) as the kernel writes it for an event opened with |sample_type|
- * (bits outside TG_PERF_SAMPLE_KNOWN: -ENOTSUP) and |sample_id_all|.
+ * |len|) as the kernel writes it for an event opened as |lay| says.
  * Types other than SAMPLE, LOST, COMM, THROTTLE, UNTHROTTLE and MMAP2 are
  * returned with their header only. Returns 0, -EBADMSG (a length or count
  * that does not fit) or -ENOTSUP. */
-int tg_perf_record_parse(const uint8_t *p, size_t len, uint64_t sample_type,
-                         bool sample_id_all, tg_perf_record_t *out);
+int tg_perf_record_parse(const uint8_t *p, size_t len,
+                         const tg_perf_layout_t *lay, tg_perf_record_t *out);
 
 /* Entry |i| (< nr) of a parsed sample's callchain. */
 uint64_t tg_perf_callchain_at(const tg_perf_record_t *r, size_t i);
+/* User register |i| of a parsed sample (0 past |n_regs|). */
+uint64_t tg_perf_user_reg_at(const tg_perf_record_t *r, size_t i);
 
 /* --- the ring ------------------------------------------------------------ */
 

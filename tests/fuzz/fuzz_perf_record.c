@@ -2,7 +2,8 @@
  * (agent/perf/perf_record.h): the ring is the kernel's memory, shared with
  * whatever else maps the event, so its bytes are anything.
  *
- * Input: a control byte (bit 0: sample_id_all, bit 1: callchains), two
+ * Input: a control byte (bit 0: sample_id_all, bit 1: callchains, bit 2:
+ * user registers and stack, bits 3-7: half the number of registers), two
  * bytes of tail offset, then the ring's data area (its largest power-of-
  * two prefix). Every record the reader hands out must lie within the ring
  * (or the scratch copy) and be as long as its header says; every record
@@ -18,9 +19,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(const uint8_t *rec, size_t len, uint64_t st, bool id_all) {
+static void check(const uint8_t *rec, size_t len, const tg_perf_layout_t *lay) {
   tg_perf_record_t r;
-  if (tg_perf_record_parse(rec, len, st, id_all, &r) < 0) return;
+  if (tg_perf_record_parse(rec, len, lay, &r) < 0) return;
   const uint8_t *end = rec + len;
   switch (r.type) {
     case TG_PERF_RECORD_SAMPLE:
@@ -32,6 +33,15 @@ static void check(const uint8_t *rec, size_t len, uint64_t st, bool id_all) {
           x ^= tg_perf_callchain_at(&r, (size_t)i);
         (void)x;
       }
+      if (r.u.sample.n_regs &&
+          (r.u.sample.regs < rec || r.u.sample.n_regs != lay->n_user_regs ||
+           r.u.sample.n_regs > (size_t)(end - r.u.sample.regs) / 8))
+        abort();
+      if (r.u.sample.stack_size &&
+          (r.u.sample.stack < rec ||
+           r.u.sample.stack_size > (size_t)(end - r.u.sample.stack) ||
+           r.u.sample.stack_dyn_size > r.u.sample.stack_size))
+        abort();
       break;
     case TG_PERF_RECORD_MMAP2:
       if (r.u.mmap2.filename &&
@@ -57,15 +67,22 @@ static void check(const uint8_t *rec, size_t len, uint64_t st, bool id_all) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
-  bool id_all = data[0] & 1;
-  uint64_t st = TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID | TG_PERF_SAMPLE_TIME |
-                TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_PERIOD;
-  if (data[0] & 2) st |= TG_PERF_SAMPLE_CALLCHAIN;
+  tg_perf_layout_t lay = {
+      .sample_type = TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID |
+                     TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
+                     TG_PERF_SAMPLE_PERIOD,
+      .sample_id_all = data[0] & 1,
+      /* Bits 3 to 7 of the control byte: how many user registers. */
+      .n_user_regs = (uint32_t)(data[0] >> 3) * 2u,
+  };
+  if (data[0] & 2) lay.sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
+  if (data[0] & 4)
+    lay.sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;
   uint64_t tail = (uint64_t)data[1] | (uint64_t)data[2] << 8;
   const uint8_t *ring = data + 3;
   size_t n = size - 3;
   /* The record parser alone, on the whole input as one record. */
-  check(ring, n, st, id_all);
+  check(ring, n, &lay);
   uint64_t ring_size = 8;
   while (ring_size * 2 <= n) ring_size *= 2;
   if (n < 8) return 0;
@@ -90,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint16_t hdr_size;
     memcpy(&hdr_size, rec + 6, 2);
     if (len < TG_PERF_HEADER_SIZE || hdr_size != len) abort();
-    check(rec, len, st, id_all);
+    check(rec, len, &lay);
     if (++records > ring_size) abort(); /* each takes at least 8 bytes */
   }
   if (tail != v.head) abort();

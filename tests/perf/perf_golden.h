@@ -73,4 +73,22 @@ static const uint8_t golden_mmap2_build_id[] = {
     GID(100, 100, 5000000500ull, 0),
 };
 
+/* DWARF unwinding's layout: IP|TID|TIME|CPU|PERIOD|REGS_USER|STACK_USER
+ * with three user registers and 16 bytes of stack, 12 of them valid. */
+#define GOLDEN_DWARF_SAMPLE_TYPE \
+  (0x1u | 0x2u | 0x4u | 0x80u | 0x100u | (1u << 12) | (1u << 13))
+static const uint8_t golden_dwarf_sample[] = {
+    GHDR(9, 2, 112),
+    G64(0x401136),
+    G32(100), G32(100),
+    G64(6000000000ull),
+    G32(0), G32(0),
+    G64(10000),
+    G64(2),                          /* PERF_SAMPLE_REGS_ABI_64 */
+    G64(0x7ffc0000), G64(0x7ffb0000), G64(0x401136), /* bp, sp, ip */
+    G64(16),                         /* stack size */
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    G64(12),                         /* dyn_size */
+};
+
 #endif /* TRACEGATE_TESTS_PERF_PERF_GOLDEN_H */

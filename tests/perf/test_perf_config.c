@@ -181,13 +181,33 @@ static void follower(cfgs_t *c) {
 
 static void refused_fields_are_named(void **state) {
   (void)state;
-  assert_non_null(strstr(refusal(dwarf), "UNWIND_DWARF"));
+  if (tg_perf_cfg_dwarf_built())
+    assert_string_equal(refusal(dwarf), "");
+  else
+    assert_non_null(strstr(refusal(dwarf), "UNWIND_DWARF"));
   assert_non_null(strstr(refusal(tracepoint), "timebase.tracepoint"));
   assert_non_null(strstr(refusal(poll_period), "poll_period_ms"));
   assert_non_null(strstr(refusal(odd_pages), "ring_buffer_pages"));
   assert_non_null(strstr(refusal(shards), "process_shard_count"));
   assert_non_null(strstr(refusal(zero_period), "timebase"));
   assert_non_null(strstr(refusal(follower), "followers"));
+}
+
+static void dwarf_when_built_with_it(void **state) {
+  (void)state;
+  cfgs_t c;
+  cfgs_init(&c);
+  c.pc.callstack_sampling = &c.cs;
+  dwarf(&c);
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  if (tg_perf_cfg_dwarf_built()) {
+    assert_null(out.refused);
+    assert_int_equal(out.user_frames, TG_PERF_USER_DWARF);
+  } else {
+    assert_non_null(strstr(out.refused, "not supported in this build"));
+  }
+  tg_perf_cfg_free(&out);
 }
 
 static void ignored_fields_are_listed(void **state) {
@@ -246,6 +266,7 @@ int main(void) {
       cmocka_unit_test(traced_perf_defaults),
       cmocka_unit_test(timebase_and_callstacks),
       cmocka_unit_test(refused_fields_are_named),
+      cmocka_unit_test(dwarf_when_built_with_it),
       cmocka_unit_test(ignored_fields_are_listed),
       cmocka_unit_test(scope_by_pid_and_cmdline),
   };

@@ -16,13 +16,20 @@
 # no C compiler is found, and where PERFETTO_BIN is unset (after the
 # recording, which must still succeed).
 #
-# Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC
+# With PERF_DWARF=ON (a build with libdw), the workload is also built
+# without frame pointers and unwound with UNWIND_DWARF: the same chain, and
+# at least 90% of its samples unwound to main or the thread's function;
+# without, UNWIND_DWARF must be refused (TG-8001).
+#
+# Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC PERF_DWARF
 set -eu
 
 say() { echo "test_perf_e2e: $*"; }
 die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
 PIDS=""
 cleanup() {
+  # A workload still running ends once this file exists.
+  [ -d "${WORK:-}" ] && touch "$WORK/stop"
   for p in $PIDS; do kill "$p" 2>/dev/null || true; done
   for p in $PIDS; do wait "$p" 2>/dev/null || true; done
   PIDS=""
@@ -72,30 +79,23 @@ cat >"$WORK/work.c" <<'C'
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 static volatile uint64_t sink;
-static double secs;
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+static const char *stop; /* runs until this file exists */
 __attribute__((noinline)) void spin(void) {
-  double end = now() + secs;
-  while (now() < end)
-    for (int i = 0; i < 100000; i++) sink += (uint64_t)i;
+  while (access(stop, F_OK) != 0)
+    for (int i = 0; i < 10000000; i++) sink += (uint64_t)i;
 }
 __attribute__((noinline)) void func_b(void) { spin(); sink++; }
 __attribute__((noinline)) void func_a(void) { func_b(); sink++; }
 __attribute__((noinline)) void worker_spin(void) {
-  double end = now() + secs;
-  while (now() < end)
+  while (access(stop, F_OK) != 0)
     for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
 }
 static void *worker(void *x) { (void)x; worker_spin(); return NULL; }
 int main(int argc, char **argv) {
-  secs = argc > 1 ? atof(argv[1]) : 2;
+  if (argc != 2) return 2;
+  stop = argv[1];
   pthread_t t;
   pthread_create(&t, NULL, worker, NULL);
   func_a();
@@ -125,10 +125,24 @@ until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
   i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
 done
 
+# Records |$2| into |$3| (stderr into |$4|) while the workload |$1| runs:
+# started before the session and stopped after it, so that it runs for the
+# whole of it however long the producer takes to start sampling. Sets
+# WORKLOAD_PID.
+record_with() {
+  rm -f "$WORK/stop"
+  "$1" "$WORK/stop" &
+  WORKLOAD_PID=$!
+  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$2" --txt \
+    -o "$3" 2>"$4" || { touch "$WORK/stop"; die "tracegate record $2: $(cat "$4")"; }
+  touch "$WORK/stop"
+  wait "$WORKLOAD_PID" || die "the workload $1 failed"
+}
+
 # --- record -----------------------------------------------------------------
 cat >"$WORK/perf.pbtxt" <<'CFG'
 buffers { size_kb: 16384 }
-duration_ms: 4000
+duration_ms: 3000
 incremental_state_config { clear_period_ms: 300 }
 data_sources {
   config {
@@ -146,18 +160,8 @@ data_sources {
 }
 CFG
 TRACE=$WORK/perf.pftrace
-"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/perf.pbtxt" \
-  --txt -o "$TRACE" 2>"$WORK/record.log" &
-REC_PID=$!
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"num_sessions_started": 1'; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "the recording did not start"; sleep 0.05
-done
-"$WORK/perfwork" 2 &
-WORK_PID=$!
-wait "$WORK_PID" || die "the workload failed"
-wait "$REC_PID" || die "tracegate record exited with $?: $(cat "$WORK/record.log")"
+record_with "$WORK/perfwork" "$WORK/perf.pbtxt" "$TRACE" "$WORK/record.log"
+WORK_PID=$WORKLOAD_PID
 grep -q 'TG-1006' "$WORK/record.log" ||
   die "the recording reports a loss: $(cat "$WORK/record.log")"
 
@@ -171,9 +175,11 @@ refused() {
     --txt -o "$WORK/refused.pftrace" 2>>"$WORK/record.log" ||
     die "tracegate record of a refused config failed"
 }
-refused 'callstack_sampling { user_frames: UNWIND_DWARF }'
-grep -q 'TG-8001.*UNWIND_DWARF' "$WORK/perf.log" ||
-  die "UNWIND_DWARF was not refused with TG-8001: $(cat "$WORK/perf.log")"
+if [ "$PERF_DWARF" != ON ]; then
+  refused 'callstack_sampling { user_frames: UNWIND_DWARF }'
+  grep -q 'TG-8001.*UNWIND_DWARF' "$WORK/perf.log" ||
+    die "UNWIND_DWARF was not refused with TG-8001: $(cat "$WORK/perf.log")"
+fi
 if [ ! -e /sys/bus/event_source/devices/cpu ]; then
   refused 'timebase { frequency: 10 counter: HW_CPU_CYCLES }'
   grep -q 'TG-8002.*PMU' "$WORK/perf.log" ||
@@ -203,18 +209,22 @@ data_sources {
   }
 }
 CFG
-"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/loss.pbtxt" \
-  --txt -o "$LOSS_TRACE" 2>"$WORK/loss-record.log" &
-REC_PID=$!
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"num_sessions_started": 1'; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "the loss recording did not start"; sleep 0.05
-done
-"$WORK/perfwork" 1.5 || die "the workload failed"
-wait "$REC_PID" || die "tracegate record (loss) exited with $?"
+record_with "$WORK/perfwork" "$WORK/loss.pbtxt" "$LOSS_TRACE" "$WORK/loss-record.log"
 grep -q 'TG-8004' "$WORK/perf.log" ||
   die "a one-page ring at 1000 Hz lost nothing, or did not say so: $(cat "$WORK/perf.log")"
+
+# UNWIND_DWARF (builds with libdw): the same workload built without frame
+# pointers (-O2 -fomit-frame-pointer), unwound from the copied stacks.
+DWARF_TRACE=$WORK/dwarf.pftrace
+if [ "$PERF_DWARF" = ON ]; then
+  "$CC" -O2 -fomit-frame-pointer -pthread -o "$WORK/perfwork-nofp" "$WORK/work.c" ||
+    die "cannot build the workload without frame pointers"
+  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s/"perfwork"/"perfwork-nofp"/' \
+    "$WORK/perf.pbtxt" >"$WORK/dwarf.pbtxt"
+  record_with "$WORK/perfwork-nofp" "$WORK/dwarf.pbtxt" "$DWARF_TRACE" \
+    "$WORK/dwarf-record.log"
+  NOFP_PID=$WORKLOAD_PID
+fi
 
 kill "$PERF_PID"
 wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
@@ -248,17 +258,8 @@ stop_unit() {
 UNIT_CHECKED=no
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
   as_unit +perfmon,+sys_ptrace,+syslog perf-unit
-  sed 's/duration_ms: 4000/duration_ms: 2500/' "$WORK/perf.pbtxt" >"$WORK/unit.pbtxt"
-  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/unit.pbtxt" \
-    --txt -o "$UNIT_TRACE" 2>"$WORK/unit-record.log" &
-  REC_PID=$!
-  i=0
-  until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-        grep -q '"num_sessions_started": 1'; do
-    i=$((i + 1)); [ $i -lt 200 ] || die "the unit's recording did not start"; sleep 0.05
-  done
-  "$WORK/perfwork" 1 || die "the workload failed"
-  wait "$REC_PID" || die "tracegate record (unit) exited with $?"
+  sed 's/duration_ms: 3000/duration_ms: 2000/' "$WORK/perf.pbtxt" >"$WORK/unit.pbtxt"
+  record_with "$WORK/perfwork" "$WORK/unit.pbtxt" "$UNIT_TRACE" "$WORK/unit-record.log"
   stop_unit
   ! grep -q 'TG-800' "$WORK/perf-unit.log" ||
     die "tracegate-perf as its unit refused: $(cat "$WORK/perf-unit.log")"
@@ -325,6 +326,33 @@ kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mappin
 bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
          and build_id is not null and build_id != ''")
 [ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+if [ "$PERF_DWARF" = ON ]; then
+  TRACE=$DWARF_TRACE
+  chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+    select count(*) from linux_perf_samples_summary_tree s
+      join linux_perf_samples_summary_tree b on s.parent_id = b.id
+      join linux_perf_samples_summary_tree a on b.parent_id = a.id
+      join linux_perf_samples_summary_tree m on a.parent_id = m.id
+    where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
+      and m.name = 'main'")
+  [ "${chain:-0}" -gt 0 ] || die "DWARF: no spin <- func_b <- func_a <- main"
+  # Nearly every sample of the workload unwinds to main or the thread's
+  # function (a sample taken in the vDSO may stop at its leaf).
+  all=$(q "select count(*) from perf_sample join thread using(utid)
+           join process using(upid) where pid = $NOFP_PID")
+  deep=$(q "select count(*) from perf_sample s join thread using(utid)
+            join process using(upid) where pid = $NOFP_PID and exists (
+              select 1 from experimental_ancestor_stack_profile_callsite(s.callsite_id) a
+              join stack_profile_frame f on a.frame_id = f.id
+              where f.name in ('main', 'worker'))")
+  [ "${all:-0}" -gt 0 ] || die "DWARF: no sample of the workload"
+  [ $((deep * 100)) -ge $((all * 90)) ] ||
+    die "DWARF: only $deep of $all samples unwound to main or worker"
+  bad=$(q "select name || '=' || value from stats where value > 0 and
+           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
+  [ -z "$bad" ] || die "DWARF: trace_processor stats: $bad"
+  say "DWARF: $deep of $all samples unwound to main or worker"
+fi
 TRACE=$LOSS_TRACE
 lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")
 [ "${lost:-0}" -gt 0 ] || die "no perf_cpu_lost_records in the trace of a lossy ring"

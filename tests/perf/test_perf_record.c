@@ -15,11 +15,13 @@
 #include "agent/perf/perf_record.h"
 #include "perf_golden.h"
 
+static const tg_perf_layout_t golden_layout = {GOLDEN_SAMPLE_TYPE, true, 0};
+
 static void sample_has_every_field(void **state) {
   (void)state;
   tg_perf_record_t r;
   assert_int_equal(tg_perf_record_parse(golden_sample, sizeof(golden_sample),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_SAMPLE);
   assert_int_equal(r.misc & TG_PERF_MISC_CPUMODE_MASK, 2);
@@ -60,7 +62,7 @@ static void every_truncation_is_refused(void **state) {
       buf[6] = (uint8_t)n;
       buf[7] = 0;
       tg_perf_record_t r;
-      int rv = tg_perf_record_parse(buf, n, GOLDEN_SAMPLE_TYPE, true, &r);
+      int rv = tg_perf_record_parse(buf, n, &golden_layout, &r);
       /* COMM and MMAP2 strings may be cut to nothing but not their
        * fixed fields. */
       if (rv == 0) {
@@ -73,7 +75,7 @@ static void every_truncation_is_refused(void **state) {
     /* A size field that disagrees with the length. */
     tg_perf_record_t r;
     assert_int_equal(tg_perf_record_parse(recs[i].p, recs[i].n - 8,
-                                          GOLDEN_SAMPLE_TYPE, true, &r),
+                                          &golden_layout, &r),
                      -EBADMSG);
   }
 }
@@ -85,11 +87,11 @@ static void a_callchain_longer_than_the_record_is_refused(void **state) {
   buf[48] = 6; /* nr: one more than the record holds */
   tg_perf_record_t r;
   assert_int_equal(
-      tg_perf_record_parse(buf, sizeof(buf), GOLDEN_SAMPLE_TYPE, true, &r),
+      tg_perf_record_parse(buf, sizeof(buf), &golden_layout, &r),
       -EBADMSG);
   memset(buf + 48, 0xff, 8); /* nr = 2^64 - 1 */
   assert_int_equal(
-      tg_perf_record_parse(buf, sizeof(buf), GOLDEN_SAMPLE_TYPE, true, &r),
+      tg_perf_record_parse(buf, sizeof(buf), &golden_layout, &r),
       -EBADMSG);
 }
 
@@ -97,7 +99,7 @@ static void lost_throttle_and_comm(void **state) {
   (void)state;
   tg_perf_record_t r;
   assert_int_equal(tg_perf_record_parse(golden_lost, sizeof(golden_lost),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_LOST);
   assert_int_equal(r.u.lost.id, 7);
@@ -108,14 +110,14 @@ static void lost_throttle_and_comm(void **state) {
 
   assert_int_equal(tg_perf_record_parse(golden_throttle,
                                         sizeof(golden_throttle),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_THROTTLE);
   assert_int_equal(r.u.throttle.time, 5000000200ull);
   assert_int_equal(r.u.throttle.id, 7);
 
   assert_int_equal(tg_perf_record_parse(golden_comm, sizeof(golden_comm),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_COMM);
   assert_true(r.misc & TG_PERF_MISC_COMM_EXEC);
@@ -129,7 +131,7 @@ static void mmap2_in_both_layouts(void **state) {
   (void)state;
   tg_perf_record_t r;
   assert_int_equal(tg_perf_record_parse(golden_mmap2, sizeof(golden_mmap2),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_MMAP2);
   assert_int_equal(r.u.mmap2.pid, 100);
@@ -147,7 +149,7 @@ static void mmap2_in_both_layouts(void **state) {
 
   assert_int_equal(tg_perf_record_parse(golden_mmap2_build_id,
                                         sizeof(golden_mmap2_build_id),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.u.mmap2.build_id_size, 20);
   assert_int_equal(r.u.mmap2.build_id[0], 0xde);
@@ -161,26 +163,68 @@ static void mmap2_in_both_layouts(void **state) {
   memcpy(buf, golden_mmap2_build_id, sizeof(buf));
   buf[8 + 32] = 21;
   assert_int_equal(
-      tg_perf_record_parse(buf, sizeof(buf), GOLDEN_SAMPLE_TYPE, true, &r),
+      tg_perf_record_parse(buf, sizeof(buf), &golden_layout, &r),
       -EBADMSG);
+}
+
+static void user_registers_and_stack(void **state) {
+  (void)state;
+  const tg_perf_layout_t lay = {GOLDEN_DWARF_SAMPLE_TYPE, true, 3};
+  tg_perf_record_t r;
+  assert_int_equal(tg_perf_record_parse(golden_dwarf_sample,
+                                        sizeof(golden_dwarf_sample), &lay, &r),
+                   0);
+  assert_int_equal(r.u.sample.regs_abi, 2);
+  assert_int_equal(r.u.sample.n_regs, 3);
+  assert_int_equal(tg_perf_user_reg_at(&r, 0), 0x7ffc0000);
+  assert_int_equal(tg_perf_user_reg_at(&r, 1), 0x7ffb0000);
+  assert_int_equal(tg_perf_user_reg_at(&r, 2), 0x401136);
+  assert_int_equal(tg_perf_user_reg_at(&r, 3), 0); /* past n_regs */
+  assert_int_equal(r.u.sample.stack_size, 16);
+  assert_int_equal(r.u.sample.stack_dyn_size, 12);
+  assert_int_equal(r.u.sample.stack[0], 1);
+  assert_int_equal(r.u.sample.stack[15], 16);
+  /* More registers than the record holds. */
+  tg_perf_layout_t many = lay;
+  many.n_user_regs = 10;
+  assert_int_equal(tg_perf_record_parse(golden_dwarf_sample,
+                                        sizeof(golden_dwarf_sample), &many,
+                                        &r),
+                   -EBADMSG);
+  /* A stack size past the record. */
+  uint8_t buf[sizeof(golden_dwarf_sample)];
+  memcpy(buf, golden_dwarf_sample, sizeof(buf));
+  buf[80] = 200;
+  assert_int_equal(tg_perf_record_parse(buf, sizeof(buf), &lay, &r), -EBADMSG);
+  /* A dyn_size above the size is cut to it. */
+  memcpy(buf, golden_dwarf_sample, sizeof(buf));
+  buf[104] = 99;
+  assert_int_equal(tg_perf_record_parse(buf, sizeof(buf), &lay, &r), 0);
+  assert_int_equal(r.u.sample.stack_dyn_size, 16);
+  /* A kernel thread: ABI none, no registers follow; an empty stack. */
+  const uint8_t kthread[] = {GHDR(9, 1, 64), G64(1), G32(0), G32(0), G64(1),
+                             G32(0), G32(0), G64(1), G64(0), G64(0)};
+  assert_int_equal(tg_perf_record_parse(kthread, sizeof(kthread), &lay, &r), 0);
+  assert_int_equal(r.u.sample.n_regs, 0);
+  assert_int_equal(r.u.sample.stack_size, 0);
 }
 
 static void unknown_layouts_are_not_guessed(void **state) {
   (void)state;
   tg_perf_record_t r;
   /* A sample_type bit whose layout the parser does not know. */
+  tg_perf_layout_t other = golden_layout;
+  other.sample_type |= 1u << 3;
   assert_int_equal(tg_perf_record_parse(golden_sample, sizeof(golden_sample),
-                                        GOLDEN_SAMPLE_TYPE | (1u << 3), true,
-                                        &r),
+                                        &other, &r),
                    -ENOTSUP);
   /* A record type it does not read: its header only. */
   const uint8_t exit_rec[] = {GHDR(4, 0, 16), G64(0)};
   assert_int_equal(tg_perf_record_parse(exit_rec, sizeof(exit_rec),
-                                        GOLDEN_SAMPLE_TYPE, true, &r),
+                                        &golden_layout, &r),
                    0);
   assert_int_equal(r.type, TG_PERF_RECORD_EXIT);
-  assert_int_equal(tg_perf_record_parse(exit_rec, 7, GOLDEN_SAMPLE_TYPE, true,
-                                        &r),
+  assert_int_equal(tg_perf_record_parse(exit_rec, 7, &golden_layout, &r),
                    -EBADMSG);
 }
 
@@ -236,6 +280,7 @@ int main(void) {
       cmocka_unit_test(a_callchain_longer_than_the_record_is_refused),
       cmocka_unit_test(lost_throttle_and_comm),
       cmocka_unit_test(mmap2_in_both_layouts),
+      cmocka_unit_test(user_registers_and_stack),
       cmocka_unit_test(unknown_layouts_are_not_guessed),
       cmocka_unit_test(ring_records_wrap_the_end),
   };
