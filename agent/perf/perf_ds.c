@@ -247,6 +247,7 @@ static int open_ring(session_t *s, int cpu, cpu_ring_t *r) {
     a.sample_period = c->period;
   }
   a.sample_type = s->sample_type;
+  a.read_format = 0; /* the value alone, as the record parser reads it */
   a.disabled = 1;
   a.use_clockid = 1;
   a.clockid = c->clockid;
@@ -310,9 +311,12 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
   if (c->callstacks && c->user_frames_defaulted)
     TG_WARN("%s " DS_NAME ": instance %u: user frames by frame pointer",
             TG_NOTE(PERF_USER_FRAMES_DEFAULT), k);
+  /* READ, as traced_perf: the counter's running value per CPU is
+   * PerfSample.timebase_count, which trace_processor plots as the
+   * timebase's counter track. */
   s->sample_type = TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID |
                    TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
-                   TG_PERF_SAMPLE_PERIOD;
+                   TG_PERF_SAMPLE_READ;
   if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
 #ifdef TG_PERF_HAVE_DWARF
   if (c->callstacks && c->user_frames == TG_PERF_USER_DWARF) {
@@ -490,7 +494,7 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
       .pid = pid,
       .tid = tid,
       .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
-      .timebase_count = r->u.sample.period,
+      .timebase_count = r->u.sample.read_value,
       .frames = frames,
       .n_frames = n,
   };

@@ -89,6 +89,7 @@ static void parse_sample(cur_t *c, const tg_perf_layout_t *lay,
     (void)get32(c);
   }
   if (st & TG_PERF_SAMPLE_PERIOD) out->u.sample.period = get64(c);
+  if (st & TG_PERF_SAMPLE_READ) out->u.sample.read_value = get64(c);
   if (st & TG_PERF_SAMPLE_CALLCHAIN) {
     uint64_t nr = get64(c);
     if (c->bad || nr > (uint64_t)(c->end - c->p) / 8) {

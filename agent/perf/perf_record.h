@@ -31,14 +31,16 @@
 #define TG_PERF_SAMPLE_TIME (1u << 2)
 #define TG_PERF_SAMPLE_CPU (1u << 7)
 #define TG_PERF_SAMPLE_PERIOD (1u << 8)
+#define TG_PERF_SAMPLE_READ (1u << 4) /* with read_format 0: one u64 */
 #define TG_PERF_SAMPLE_CALLCHAIN (1u << 5)
 #define TG_PERF_SAMPLE_REGS_USER (1u << 12)
 #define TG_PERF_SAMPLE_STACK_USER (1u << 13)
 /* The only bits the parser knows the layout of. */
 #define TG_PERF_SAMPLE_KNOWN                                             \
   (TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID | TG_PERF_SAMPLE_TIME |         \
-   TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_PERIOD | TG_PERF_SAMPLE_CALLCHAIN | \
-   TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER)
+   TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_PERIOD | TG_PERF_SAMPLE_READ |     \
+   TG_PERF_SAMPLE_CALLCHAIN | TG_PERF_SAMPLE_REGS_USER |                   \
+   TG_PERF_SAMPLE_STACK_USER)
 /* perf_event_attr.sample_regs_user has at most 64 bits. */
 #define TG_PERF_MAX_USER_REGS 64
 
@@ -80,6 +82,7 @@ typedef struct tg_perf_record {
       uint64_t time;
       uint32_t cpu;
       uint64_t period;
+      uint64_t read_value; /* READ: the counter's value (read_format 0) */
       uint64_t nr;          /* callchain entries, markers included */
       const uint8_t *ips;   /* |nr| u64 in host order, maybe unaligned */
       /* REGS_USER: the user registers of sample_regs_user, lowest bit
@@ -120,7 +123,9 @@ typedef struct tg_perf_record {
 
 /* How the event was opened: what its records hold. */
 typedef struct tg_perf_layout {
-  uint64_t sample_type; /* bits outside TG_PERF_SAMPLE_KNOWN: -ENOTSUP */
+  /* Bits outside TG_PERF_SAMPLE_KNOWN: -ENOTSUP. READ is read as the
+   * event was opened with read_format 0 (the value alone). */
+  uint64_t sample_type;
   bool sample_id_all;
   uint32_t n_user_regs; /* bits set in sample_regs_user (REGS_USER) */
 } tg_perf_layout_t;

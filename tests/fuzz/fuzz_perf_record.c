@@ -3,7 +3,8 @@
  * whatever else maps the event, so its bytes are anything.
  *
  * Input: a control byte (bit 0: sample_id_all, bit 1: callchains, bit 2:
- * user registers and stack, bits 3-7: half the number of registers), two
+ * user registers and stack, bit 3: the counter's value, bits 4-7: half
+ * the number of registers), two
  * bytes of tail offset, then the ring's data area (its largest power-of-
  * two prefix). Every record the reader hands out must lie within the ring
  * (or the scratch copy) and be as long as its header says; every record
@@ -72,9 +73,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
                      TG_PERF_SAMPLE_PERIOD,
       .sample_id_all = data[0] & 1,
-      /* Bits 3 to 7 of the control byte: how many user registers. */
-      .n_user_regs = (uint32_t)(data[0] >> 3) * 2u,
+      /* Bits 4 to 7 of the control byte: half the user registers. */
+      .n_user_regs = (uint32_t)(data[0] >> 4) * 2u,
   };
+  if (data[0] & 8) lay.sample_type |= TG_PERF_SAMPLE_READ;
   if (data[0] & 2) lay.sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
   if (data[0] & 4)
     lay.sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;

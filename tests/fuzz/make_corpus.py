@@ -1148,7 +1148,7 @@ def perf_record_corpus():
                                        0x1000) + bytes([20, 0, 0, 0]) +
                            bytes(range(20)) + struct.pack("<II", 5, 2) +
                            b"/tmp/w\0\0")
-    # UNWIND_DWARF's samples: ctl bit 2, two registers (bits 3-7: 1).
+    # UNWIND_DWARF's samples: ctl bit 2, two registers (bits 4-7: 1).
     regs_stack = (struct.pack("<QIIQIIQ", 0x401136, 100, 100, 6000000000, 0,
                               0, 10000) +
                   struct.pack("<QQQ", 2, 0x7ffb0000, 0x401136) +
@@ -1157,9 +1157,11 @@ def perf_record_corpus():
     dwarf = pf_hdr(9, 2, 8 + len(regs_stack)) + regs_stack
     kthread = struct.pack("<QIIQIIQQQ", 1, 0, 0, 1, 0, 0, 1, 0, 0)
     return {
-        "dwarf_regs_stack": pf_ring([dwarf], ctl=1 | 4 | 1 << 3),
+        "dwarf_regs_stack": pf_ring([dwarf], ctl=1 | 4 | 1 << 4),
         "dwarf_kernel_thread": pf_ring([pf_hdr(9, 1, 8 + len(kthread)) +
-                                        kthread], ctl=1 | 4 | 1 << 3),
+                                        kthread], ctl=1 | 4 | 1 << 4),
+        "read_value": pf_ring([pf_hdr(9, 2, 48) + struct.pack(
+            "<QIIQIIQ", 0x401136, 7, 8, 99, 1, 0, 123456789)], ctl=1 | 8),
         "sample_callchain": pf_ring([sample]),
         "every_type": pf_ring([sample, lost, throttle, comm, mmap2]),
         "wraps_the_end": pf_ring([lost, comm, throttle], tail=100, size=256),

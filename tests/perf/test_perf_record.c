@@ -209,6 +209,21 @@ static void user_registers_and_stack(void **state) {
   assert_int_equal(r.u.sample.stack_size, 0);
 }
 
+static void read_value_as_timebase_count(void **state) {
+  (void)state;
+  /* IP|TID|TIME|CPU|READ: what tracegate-perf opens without callstacks. */
+  const tg_perf_layout_t lay = {0x1u | 0x2u | 0x4u | 0x80u | 0x10u, true, 0};
+  const uint8_t rec[] = {GHDR(9, 2, 48), G64(0x401136), G32(7), G32(8),
+                         G64(99), G32(1), G32(0), G64(123456789)};
+  tg_perf_record_t r;
+  assert_int_equal(tg_perf_record_parse(rec, sizeof(rec), &lay, &r), 0);
+  assert_int_equal(r.u.sample.read_value, 123456789);
+  assert_int_equal(r.u.sample.period, 0);
+  assert_int_equal(r.u.sample.cpu, 1);
+  assert_int_equal(tg_perf_record_parse(rec, sizeof(rec) - 8, &lay, &r),
+                   -EBADMSG);
+}
+
 static void unknown_layouts_are_not_guessed(void **state) {
   (void)state;
   tg_perf_record_t r;
@@ -281,6 +296,7 @@ int main(void) {
       cmocka_unit_test(lost_throttle_and_comm),
       cmocka_unit_test(mmap2_in_both_layouts),
       cmocka_unit_test(user_registers_and_stack),
+      cmocka_unit_test(read_value_as_timebase_count),
       cmocka_unit_test(unknown_layouts_are_not_guessed),
       cmocka_unit_test(ring_records_wrap_the_end),
   };
