@@ -375,12 +375,14 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
   }
   for (size_t i = 0; i < s->n_rings; i++)
     ioctl(s->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
+  static const char *const user_modes[] = {"none", "frame pointer", "DWARF"};
   TG_INFO(DS_NAME ": instance %u: %zu CPU(s), counter %u, %s %llu, "
-          "callstacks %s%s", k, s->n_rings, c->counter,
+          "callstacks %s (user frames: %s%s)", k, s->n_rings, c->counter,
           c->frequency ? "frequency" : "period",
           (unsigned long long)(c->frequency ? c->frequency : c->period),
           c->callstacks ? "on" : "off",
-          c->callstacks && c->kernel_frames ? " with kernel frames" : "");
+          c->callstacks ? user_modes[c->user_frames] : "none",
+          c->callstacks && c->kernel_frames ? ", kernel frames" : "");
   *out = s;
   return 0;
 fail:
