@@ -67,6 +67,7 @@ typedef struct session {
   /* Counts for the end's log line. */
   uint64_t samples, lost, throttles, out_of_scope, no_frames, bad_records;
   uint64_t unwound, unwind_failed; /* UNWIND_DWARF samples */
+  uint64_t skipped; /* processes whose maps could not be read */
   bool force_clear; /* the tables failed: clear before the next packet */
 } session_t;
 
@@ -419,6 +420,16 @@ static tg_pbw_t *begin(tg_perf_ds_t *d, unsigned k, session_t *s,
   return w;
 }
 
+static void skip_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
+                        const tg_perf_record_t *r, uint32_t reason) {
+  s->skipped++;
+  tg_pbw_t *w = begin(d, k, s, r->u.sample.time);
+  if (!w) return;
+  tg_perf_emit_skipped(w, r->u.sample.time, r->u.sample.cpu, r->u.sample.pid,
+                       r->u.sample.tid, reason);
+  tg_ds_packet_end(d->ds, k);
+}
+
 static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
                          const tg_perf_record_t *r) {
   const tg_perf_cfg_t *c = &s->cfg;
@@ -446,6 +457,13 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
         first_in_ctx = true;
         continue;
       }
+      if (!kernel && tg_perf_procs_load(s->procs, pid) < 0) {
+        /* As traced_perf when a process's /proc files cannot be read: a
+         * sample skipped at the read stage, counted by trace_processor
+         * (perf_samples_skipped). */
+        skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+        return;
+      }
       if (kernel) {
         if (!c->kernel_frames) continue;
         maps[n] = kernel_map;
@@ -462,6 +480,11 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
       n++;
     }
 #ifdef TG_PERF_HAVE_DWARF
+    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs &&
+        tg_perf_procs_load(s->procs, pid) < 0) {
+      skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+      return;
+    }
     if (s->unwinder && r->u.sample.n_regs == s->n_user_regs) {
       for (uint32_t i = 0; i < s->n_user_regs; i++)
         s->regs[i] = tg_perf_user_reg_at(r, i);
@@ -594,12 +617,13 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
       tg_ds_flush_thread(d->ds, k);
     }
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
-    TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu out of scope, "
-            "%llu without frames, %llu unreadable records, %llu unwound by "
+    TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu skipped (maps "
+            "unreadable), %llu out of scope, %llu without frames, %llu unreadable records, %llu unwound by "
             "DWARF (%llu processes not reported); %llu of %llu user "
             "addresses named, %llu outside any mapping; %llu maps and %llu "
             "files read (%llu and %llu unreadable)", k,
             (unsigned long long)s->samples,
+            (unsigned long long)s->skipped,
             (unsigned long long)s->out_of_scope,
             (unsigned long long)s->no_frames,
             (unsigned long long)s->bad_records,

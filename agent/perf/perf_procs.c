@@ -30,6 +30,7 @@ typedef struct proc {
   uint32_t pid;
   bool used;
   bool loaded, stale, reread;
+  int maps_error; /* the last read's error, 0 when it was read */
   bool argv0_read;
   char argv0[ARGV0_MAX];
   tg_perf_maps_t maps;
@@ -132,6 +133,7 @@ static void load_maps(tg_perf_procs_t *p, proc_t *pr) {
   int n = tg_perf_maps_read((int)pr->pid, path, true, &pr->maps);
   pr->loaded = true;
   pr->stale = false;
+  pr->maps_error = n < 0 ? n : 0;
   if (n < 0) {
     p->stats.maps_failed++;
     tg_perf_maps_free(&pr->maps);
@@ -215,6 +217,12 @@ static int file_of(tg_perf_procs_t *p, proc_t *pr, size_t mi) {
   }
   munmap(buf, (size_t)st.st_size);
   return idx;
+}
+
+int tg_perf_procs_load(tg_perf_procs_t *p, uint32_t pid) {
+  proc_t *pr = find(p, pid, true);
+  if (!pr->loaded || pr->stale) load_maps(p, pr);
+  return pr->maps_error;
 }
 
 void tg_perf_procs_frame(tg_perf_procs_t *p, uint32_t pid, uint64_t pc,

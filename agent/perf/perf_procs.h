@@ -45,6 +45,11 @@ void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid);
  * until the next call on |p|. */
 const char *tg_perf_procs_argv0(tg_perf_procs_t *p, uint32_t pid);
 
+/* Reads |pid|'s mappings unless they are known and current. Returns 0,
+ * or the read's -errno (-ENOENT: the process is gone; -EACCES: not
+ * allowed, no CAP_SYS_PTRACE): its user frames cannot be resolved. */
+int tg_perf_procs_load(tg_perf_procs_t *p, uint32_t pid);
+
 /* Fills |f| for user address |pc| of |pid|: its mapping (|*map| is
  * written and |f->mapping| points at it), rel_pc and function name (valid
  * until the next call on |p|). |return_addr|: |pc| is a return address

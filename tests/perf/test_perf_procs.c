@@ -70,6 +70,9 @@ static void own_function_is_named(void **state) {
   assert_int_equal(st->files_read, 1); /* the file is kept */
 
   assert_non_null(strstr(tg_perf_procs_argv0(p, pid), "test_perf_procs"));
+  assert_int_equal(tg_perf_procs_load(p, pid), 0);
+  /* A process that is gone (pids never reach 2^31 - 2). */
+  assert_int_equal(tg_perf_procs_load(p, 0x7ffffffe), -ENOENT);
   tg_perf_procs_free(p);
 }
 
