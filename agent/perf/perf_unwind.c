@@ -3,6 +3,9 @@
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,8 +53,33 @@ uint64_t tg_perf_unwind_regs_mask(void) {
 
 uint32_t tg_perf_unwind_n_regs(void) { return N_REGS; }
 
+/* The process whose Dwfl is being reported or walked: libdwfl opens a
+ * module's file lazily, during the walk, and its callback is not told
+ * whose. One reader thread per unwinder. */
+static _Thread_local uint32_t current_pid;
+
+/* A module's file as its process sees it (/proc/PID/root: a container's
+ * own file), else libdwfl's own search (the path here, the vDSO from the
+ * process's memory). */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
+                    Dwarf_Addr base, char **file_name, Elf **elfp) {
+  if (name && name[0] == '/' && current_pid) {
+    char path[PATH_MAX + 32];
+    int n = snprintf(path, sizeof(path), "/proc/%u/root%s", current_pid, name);
+    int fd = n > 0 && (size_t)n < sizeof(path)
+                 ? open(path, O_RDONLY | O_CLOEXEC)
+                 : -1;
+    if (fd >= 0) {
+      /* libdwfl owns both from here. */
+      if ((*file_name = strdup(path))) return fd;
+      close(fd);
+    }
+  }
+  return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = find_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
@@ -175,9 +203,11 @@ int tg_perf_unwind(tg_perf_unwinder_t *u, uint32_t pid, uint32_t tid,
                    size_t stack_len, uint64_t *pcs, size_t cap) {
   if (!cap || !regs) return 0;
   u->cur = (sample_t){tid, regs, stack, stack_len, regs[PR_SP]};
+  current_pid = pid;
   int err = 0;
   Dwfl *d = dwfl_of(u, pid, &err);
   if (!d) {
+    current_pid = 0;
     /* The leaf alone: it needs no unwinding. */
     pcs[0] = regs[PR_IP];
     return err == -ENOMEM ? err : 1;
@@ -187,6 +217,7 @@ int tg_perf_unwind(tg_perf_unwinder_t *u, uint32_t pid, uint32_t tid,
    * address above the copy, a module without CFI): what was walked until
    * then is the callstack. */
   (void)dwfl_getthread_frames(d, (pid_t)tid, on_frame, &w);
+  current_pid = 0;
   if (!w.n) pcs[w.n++] = regs[PR_IP];
   return (int)w.n;
 }
