@@ -27,7 +27,7 @@
  * Ranges: 1xxx tracegate (one host), 2xxx tracegate record -H (a fleet),
  * 3xxx tracegated, 4xxx tracegate-relay, 5xxx tracegate-collector, 6xxx
  * tracegate-probes, 7xxx the shared libraries (any program: TLS, a data
- * source a host did not run).
+ * source a host did not run), 8xxx tracegate-perf.
  */
 #ifndef TRACEGATE_COMMON_NOTICE_H
 #define TRACEGATE_COMMON_NOTICE_H
@@ -521,7 +521,25 @@
     "source, how many and their first names follow")                          \
   X(DS_NOT_OFFERED, 7012, "any",                                              \
     "no producer on the host offers a data source the config asks for: it "   \
-    "does not run; the host and the data source follow")
+    "does not run; the host and the data source follow")                      \
+  X(PERF_CONFIG_REFUSED, 8001, "tracegate-perf",                             \
+    "linux.perf: the PerfEventConfig asks for what this producer cannot "     \
+    "do; nothing is recorded for the session; the field and the reason "      \
+    "follow")                                                                 \
+  X(PERF_OPEN_FAILED, 8002, "tracegate-perf",                                 \
+    "linux.perf: perf_event_open refused the timebase (a hardware counter "   \
+    "this machine lacks, or a missing privilege: CAP_PERFMON, "               \
+    "perf_event_paranoid); nothing is recorded; the CPU and reason follow")   \
+  X(PERF_FIELDS_IGNORED, 8003, "tracegate-perf",                              \
+    "linux.perf: a PerfEventConfig field of traced_perf's unwinder has no "   \
+    "meaning here and is ignored; the field follows")                         \
+  X(PERF_DATA_LOSS, 8004, "tracegate-perf",                                   \
+    "linux.perf: at a session's end, records the kernel dropped (ring full) " \
+    "or throttled samples; the counts follow")                                \
+  X(PERF_USER_FRAMES_DEFAULT, 8005, "tracegate-perf",                         \
+    "linux.perf: callstack_sampling.user_frames is unset: user frames are "   \
+    "walked by frame pointer (traced_perf would unwind DWARF, which this "    \
+    "build does not)")
 
 typedef enum tg_notice {
   TG_N_NONE = 0, /* a line without a code */

@@ -23,7 +23,7 @@ set -eu
 BUILD="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev
 libpcre2-dev libjansson-dev zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev
-libpq-dev libwebsockets-dev"
+libpq-dev libwebsockets-dev libdw-dev"
 # What the programs run with: tg-certs runs openssl; the collector and
 # `tracegate bridge` load libwebsockets' libuv event loop.
 RUNTIME="openssl libwebsockets-evlib-uv"

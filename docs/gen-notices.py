@@ -26,6 +26,7 @@ RANGES = {
     "tracegate-collector": (5,),
     "tracegate-probes": (6,),
     "any": (7,),
+    "tracegate-perf": (8,),
 }
 
 ENTRY = re.compile(
@@ -68,7 +69,8 @@ inside the line: `tracegate: [TG-2038] cannot connect to h:1: [TG-4019]
 this relay does not authorize ...` says that the relay refused. Codes are grouped by program: 1xxx `tracegate`, 2xxx
 `tracegate record -H` (a fleet), 3xxx `tracegated`, 4xxx
 `tracegate-relay`, 5xxx `tracegate-collector`, 6xxx `tracegate-probes`,
-7xxx the libraries every program shares (TLS), listed under "any".
+7xxx the libraries every program shares (TLS), listed under "any", 8xxx
+`tracegate-perf`.
 """
 
 

@@ -55,6 +55,11 @@ PAGES = {
           "collector.pem exists)"),
          ("/var/lib/tracegate-collector", "the store and its SQLite catalog")],
         ["tracegate(1)", "tracegate-relay(1)", "tg-certs(1)"]),
+    "tracegate-perf": (
+        "CPU profiler producer for tracegated (linux.perf)",
+        [("/etc/tracegate/tracegate.env",
+          "TRACEGATE_PERF_OPTS: flags the unit adds")],
+        ["tracegated(1)", "tracegate(1)", "tracegate-probes(1)"]),
     "tracegate-emit": (
         "load generator producing into tracegated",
         [], ["tracegated(1)", "tracegate(1)"]),

@@ -93,10 +93,11 @@ import urllib.request
 import ctypes
 
 PACKAGES = ["tracegate", "tracegated", "tracegate-relay", "tracegate-collector",
-            "libtracegate-agent1", "libtracegate-agent-dev"]
+            "tracegate-perf", "libtracegate-agent1", "libtracegate-agent-dev"]
 # Every program the packages ship, each with its man page.
 PROGRAMS = ["tracegate", "tg-certs", "tracegate-emit", "tracegated",
-            "tracegate-probes", "tracegate-relay", "tracegate-collector"]
+            "tracegate-probes", "tracegate-relay", "tracegate-collector",
+            "tracegate-perf"]
 OURS = re.compile(r"tracegate|perfetto|tg-certs")
 SCANNED = ["/etc", "/usr", "/var/lib", "/var/log", "/run"]
 # Trees that change with any dpkg run, whoever's files they list.
@@ -452,7 +453,7 @@ def check_installed_layout():
         pwd.getpwnam(u)
     wants = "/etc/systemd/system/multi-user.target.wants/"
     for unit in ("tracegated", "tracegate-probes", "tracegate-relay",
-                 "tracegate-collector"):
+                 "tracegate-collector", "tracegate-perf"):
         if not os.path.islink(wants + unit + ".service"):
             raise Failure("%s.service is not enabled" % unit)
     for d, group in (("/etc/tracegate-relay", "tracegate-relay"),

@@ -34,8 +34,12 @@ case $UNITDIR in
 esac
 
 UNITS=""
-for name in tracegated tracegate-relay tracegate-probes tracegate-collector; do
-  for src in $name.service $name@.service; do
+for name in tracegated tracegate-relay tracegate-probes tracegate-collector \
+            tracegate-perf; do
+  # tracegate-perf has no template: one profiler per machine.
+  srcs="$name.service"
+  [ "$name" = tracegate-perf ] || srcs="$srcs $name@.service"
+  for src in $srcs; do
     [ -f "$SRC_UNITS/$src" ] || die "$src not installed in $SRC_UNITS"
     u=$(echo "$src" | sed 's/@\.service$/@lab1.service/')
     UNITS="$UNITS $u"

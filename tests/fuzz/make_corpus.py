@@ -1150,6 +1150,144 @@ def coll_window_corpus():
     }
 
 
+# --- fuzz_perf_record, fuzz_perf_maps, fuzz_perf_elf -------------------------
+
+def pf_hdr(rtype, misc, size):
+    return struct.pack("<IHH", rtype, misc, size)
+
+
+def pf_id(pid, tid, t, cpu):
+    return struct.pack("<IIQII", pid, tid, t, cpu, 0)
+
+
+def pf_sample(ips, misc=2):
+    body = struct.pack("<QIIQIIQQ", 0x401136, 100, 101, 5000000000, 1, 0,
+                       250000, len(ips))
+    body += b"".join(struct.pack("<Q", ip) for ip in ips)
+    return pf_hdr(9, misc, 8 + len(body)) + body
+
+
+def pf_with_id(rtype, misc, body):
+    body = body + pf_id(100, 100, 5000000100, 1)
+    return pf_hdr(rtype, misc, 8 + len(body)) + body
+
+
+def pf_ring(records, ctl=3, tail=0, size=None):
+    data = b"".join(records)
+    size = size or max(8, 1 << (len(data) - 1).bit_length())
+    data = data.ljust(size, b"\0")
+    # Rotate so that the records start at |tail| in the ring.
+    at = tail % size
+    data = data[size - at:] + data[:size - at]
+    return bytes([ctl]) + struct.pack("<H", tail) + data
+
+
+def perf_record_corpus():
+    kernel, user = 2**64 - 128, 2**64 - 512
+    sample = pf_sample([kernel, 0xffffffff81000010, user, 0x401136, 0x401180])
+    lost = pf_with_id(2, 0, struct.pack("<QQ", 7, 42))
+    throttle = pf_with_id(5, 0, struct.pack("<QQQ", 5000000200, 7, 7))
+    comm = pf_with_id(3, 1 << 13, struct.pack("<II", 100, 100) + b"work\0\0\0\0")
+    mmap2 = pf_with_id(10, 2, struct.pack("<IIQQQIIQQII", 100, 100, 0x400000,
+                                          0x2000, 0x1000, 8, 1, 1234, 1, 5, 2)
+                       + b"/tmp/w\0\0")
+    mmap2_bid = pf_with_id(10, 2 | 1 << 14,
+                           struct.pack("<IIQQQ", 100, 100, 0x400000, 0x2000,
+                                       0x1000) + bytes([20, 0, 0, 0]) +
+                           bytes(range(20)) + struct.pack("<II", 5, 2) +
+                           b"/tmp/w\0\0")
+    # UNWIND_DWARF's samples: ctl bit 2, two registers (bits 4-7: 1).
+    regs_stack = (struct.pack("<QIIQIIQ", 0x401136, 100, 100, 6000000000, 0,
+                              0, 10000) +
+                  struct.pack("<QQQ", 2, 0x7ffb0000, 0x401136) +
+                  struct.pack("<Q", 16) + bytes(range(1, 17)) +
+                  struct.pack("<Q", 12))
+    dwarf = pf_hdr(9, 2, 8 + len(regs_stack)) + regs_stack
+    kthread = struct.pack("<QIIQIIQQQ", 1, 0, 0, 1, 0, 0, 1, 0, 0)
+    return {
+        "dwarf_regs_stack": pf_ring([dwarf], ctl=1 | 4 | 1 << 4),
+        "dwarf_kernel_thread": pf_ring([pf_hdr(9, 1, 8 + len(kthread)) +
+                                        kthread], ctl=1 | 4 | 1 << 4),
+        "read_value": pf_ring([pf_hdr(9, 2, 48) + struct.pack(
+            "<QIIQIIQ", 0x401136, 7, 8, 99, 1, 0, 123456789)], ctl=1 | 8),
+        "sample_callchain": pf_ring([sample]),
+        "every_type": pf_ring([sample, lost, throttle, comm, mmap2]),
+        "wraps_the_end": pf_ring([lost, comm, throttle], tail=100, size=256),
+        "build_id_mmap2": pf_ring([mmap2_bid]),
+        "no_callchain": pf_ring([pf_sample([])[:-8]], ctl=1),
+        "nr_too_big": pf_ring([pf_sample([1, 2])[:-8]]),
+        "size_zero": pf_ring([pf_hdr(9, 0, 0) + b"\0" * 24]),
+        "no_sample_id_all": pf_ring([lost[:-24]], ctl=2),
+    }
+
+
+def perf_maps_corpus():
+    return {
+        "maps": (b"55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /tmp/w\n"
+                 b"55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 1234 /tmp/w\n"
+                 b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n"
+                 b"7f1000028000-7f100019d000 r-xp 00028000 fe:00 393267    "
+                 b"      /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+                 b"7ffd1000a000-7ffd1000c000 r-xp 00000000 00:00 0 [vdso]\n"),
+        "unsorted": (b"3000-4000 r-xp 0 0:0 0 /c\n1000-2000 r-xp 0 0:0 0 /a\n"
+                     b"2000-3000 r-xs 0 0:0 0 /b (deleted)"),
+        "malformed": (b"1-0 r-xp 0 0:0 0 /x\n11111111111111111-2 r-xp 0 0:0 0\n"
+                      b"1-2 rxxp 0 0:0 0\n1-2 r-xp 0 0-0 0\n1-2 r-xp 0 0:0 x\n"),
+        "path_with_nul": b"1000-2000 r-xp 0 0:0 0 /a\0b\n",
+        "empty_range": b"1000-1000 r-xp 0 0:0 0 /e\n",
+    }
+
+
+def pe_elf(notes_in_segment=True, cut=None):
+    """A 64-bit ELF of 616 bytes: two loads, a note, .symtab, .strtab."""
+    ehdr_size, ph, sh = 64, 56, 64
+    notes_at, symtab_at, strtab_at, shdrs_at = 232, 304, 400, 424
+    notes = (struct.pack("<III", 4, 16, 1) + b"GNU\0" + b"\0" * 16 +
+             struct.pack("<III", 4, 20, 3) + b"GNU\0" + bytes(range(20)))
+    strs = b"\0alpha\0beta\0gamma\0"
+    phnum = 3 if notes_in_segment else 2
+    e = bytearray(616)
+    e[0:16] = b"\x7fELF\x02\x01\x01" + b"\0" * 9
+    e[16:64] = struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, ehdr_size, shdrs_at,
+                           0, ehdr_size, ph, phnum, sh, 3, 0)
+    phdrs = [(1, 4, 0, 0, 0x1000, 0x1000),
+             (1, 5, 0x1000, 0x401000, 0x1000, 0x1000),
+             (4, 4, notes_at, notes_at, len(notes), 4)]
+    for i, (t, fl, off, va, sz, al) in enumerate(phdrs):
+        e[64 + i * ph:64 + (i + 1) * ph] = struct.pack(
+            "<IIQQQQQQ", t, fl, off, va, va, sz, sz, al)
+    e[notes_at:notes_at + len(notes)] = notes
+    syms = [(0, 0, 0, 0, 0), (1, 0x12, 1, 0x401000, 0x10),
+            (7, 0x12, 1, 0x401010, 0), (12, 0x11, 1, 0x401800, 8)]
+    for i, (n, info, shndx, val, size) in enumerate(syms):
+        e[symtab_at + i * 24:symtab_at + (i + 1) * 24] = struct.pack(
+            "<IBBHQQ", n, info, 0, shndx, val, size)
+    e[strtab_at:strtab_at + len(strs)] = strs
+    shdrs = [(0, 0, 0, 0, 0, 0) if notes_in_segment else
+             (7, notes_at, len(notes), 0, 4, 0),
+             (2, symtab_at, 4 * 24, 2, 8, 24),
+             (3, strtab_at, len(strs), 0, 1, 0)]
+    for i, (t, off, size, link, align, ent) in enumerate(shdrs):
+        e[shdrs_at + i * sh:shdrs_at + (i + 1) * sh] = struct.pack(
+            "<IIQQQQIIQQ", 0, t, 0, 0, off, size, link, 0, align, ent)
+    return bytes(e[:cut])
+
+
+def perf_elf_corpus():
+    bad_strtab = bytearray(pe_elf())
+    bad_strtab[304 + 24:304 + 28] = struct.pack("<I", 0x1000)
+    return {
+        "elf": pe_elf(),
+        "note_section": pe_elf(notes_in_segment=False),
+        "cut_in_notes": pe_elf(cut=260),
+        "cut_in_symtab": pe_elf(cut=350),
+        "name_past_strtab": bytes(bad_strtab),
+        "elf32": b"\x7fELF\x01\x01\x01" + b"\0" * 57,
+        "notes_align8": (b"\x01" + b"\0" * 3 + struct.pack("<III", 4, 8, 3) +
+                         b"GNU\0" + bytes(8)),
+    }
+
+
 def main():
     write("fuzz_frame_decoder", frame_corpus())
     write("fuzz_chunk_validator", chunk_corpus())
@@ -1168,6 +1306,9 @@ def main():
     write("fuzz_merge", merge_corpus())
     write("fuzz_snap_index", snap_index_corpus())
     write("fuzz_coll_window", coll_window_corpus())
+    write("fuzz_perf_record", perf_record_corpus())
+    write("fuzz_perf_maps", perf_maps_corpus())
+    write("fuzz_perf_elf", perf_elf_corpus())
     return 0
 
 

@@ -1,0 +1,820 @@
+/* "linux.perf": agent callbacks and the reader thread; see perf_ds.h. */
+#include "agent/perf/perf_ds.h"
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/clock.h"
+#include "agent/perf/perf_config.h"
+#include "agent/perf/perf_emit.h"
+#include "agent/perf/perf_procs.h"
+#include "agent/perf/perf_record.h"
+#ifdef TG_PERF_HAVE_DWARF
+#include "agent/perf/perf_unwind.h"
+#endif
+#include "agent/probes/ftrace_ksyms.h"
+#include "common/log.h"
+#include "common/notice.h"
+#include "tracegate/agent.h"
+#include "tracegate/error.h"
+
+#define DS_NAME "linux.perf"
+#define CALLBACK_WAIT_MS 5000
+#define COMMIT_EVERY_MS 1000
+#define MAX_CPUS 1024
+/* Frames kept of one callchain (the kernel's own cap is
+ * kernel.perf_event_max_stack, 127 by default). */
+#define MAX_FRAMES 512
+#define KALLSYMS_PATH "/proc/kallsyms"
+
+typedef struct cpu_ring {
+  int cpu;
+  int fd;
+  uint8_t *base; /* the metadata page, then the data area */
+  size_t map_len;
+  uint64_t data_size;
+} cpu_ring_t;
+
+typedef struct session {
+  tg_perf_cfg_t cfg;
+  cpu_ring_t *rings;
+  size_t n_rings;
+  uint64_t sample_type;
+  uint32_t n_user_regs;
+  tg_perf_emitter_t *emit;
+  tg_perf_procs_t *procs;
+  tg_ksyms_t *ksyms; /* with kernel frames */
+#ifdef TG_PERF_HAVE_DWARF
+  tg_perf_unwinder_t *unwinder; /* UNWIND_DWARF */
+  uint64_t regs[TG_PERF_MAX_USER_REGS];
+  uint64_t pcs[MAX_FRAMES];
+#endif
+  uint8_t *scratch;  /* one record that wraps the ring's end */
+  /* One sample's frames, leaf first as read, then root first. */
+  tg_perf_emit_mapping_t maps[MAX_FRAMES];
+  tg_perf_emit_frame_t frames[MAX_FRAMES];
+  /* Counts for the end's log line. */
+  uint64_t samples, lost, throttles, out_of_scope, no_frames, bad_records;
+  uint64_t unwound, unwind_failed; /* UNWIND_DWARF samples */
+  uint64_t skipped; /* processes whose maps could not be read */
+  bool force_clear; /* the tables failed: clear before the next packet */
+} session_t;
+
+typedef struct slot {
+  /* Under the mutex: written by the callbacks. */
+  uint32_t want_gen;
+  bool want_active;
+  uint8_t *want_cfg; /* the serialized DataSourceConfig */
+  size_t want_len;
+  uint32_t flush_req;
+  /* Under the mutex: written by the thread. */
+  uint32_t done_gen;
+  uint32_t flush_done;
+  /* The thread's own. */
+  uint32_t have_gen;
+  bool active;
+  bool announced;
+  session_t *sess; /* NULL: the start failed (logged) */
+  uint64_t next_ms, started_ms, flushed_ms;
+  bool unflushed;
+} slot_t;
+
+struct tg_perf_ds {
+  pthread_mutex_t mu;
+  int wake_fd;
+  pthread_cond_t done_cv; /* CLOCK_MONOTONIC */
+  bool quit, changed, running;
+  pthread_t thread;
+  tg_ds_t *ds;
+  slot_t slots[TG_DS_MAX_INSTANCES];
+};
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void wake_thread(tg_perf_ds_t *d) {
+  uint64_t one = 1;
+  while (write(d->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+static struct timespec deadline_in(uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000u;
+  ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  return ts;
+}
+
+/* --- agent thread -------------------------------------------------------- */
+
+static void wait_done(tg_perf_ds_t *d, const uint32_t *done, uint32_t want,
+                      unsigned inst, const char *what) {
+  struct timespec until = deadline_in(CALLBACK_WAIT_MS);
+  while (d->running && (int32_t)(*done - want) < 0)
+    if (pthread_cond_timedwait(&d->done_cv, &d->mu, &until) == ETIMEDOUT) {
+      TG_WARN(DS_NAME ": instance %u: %s not done in %d ms", inst, what,
+              CALLBACK_WAIT_MS);
+      break;
+    }
+}
+
+static void on_start(void *ctx, unsigned inst, const uint8_t *cfg, size_t len) {
+  tg_perf_ds_t *d = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  uint8_t *copy = malloc(len ? len : 1);
+  if (!copy) {
+    TG_ERROR(DS_NAME ": instance %u: no memory for its config", inst);
+    return;
+  }
+  if (len) memcpy(copy, cfg, len);
+  pthread_mutex_lock(&d->mu);
+  slot_t *sl = &d->slots[inst];
+  free(sl->want_cfg);
+  sl->want_cfg = copy;
+  sl->want_len = len;
+  sl->want_active = true;
+  sl->want_gen++;
+  d->changed = true;
+  wake_thread(d);
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void on_stop(void *ctx, unsigned inst) {
+  tg_perf_ds_t *d = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  pthread_mutex_lock(&d->mu);
+  slot_t *sl = &d->slots[inst];
+  free(sl->want_cfg);
+  sl->want_cfg = NULL;
+  sl->want_active = false;
+  uint32_t gen = ++sl->want_gen;
+  d->changed = true;
+  wake_thread(d);
+  /* The last samples go out before on_stop returns: after it, the agent
+   * drops this instance's packets. */
+  wait_done(d, &sl->done_gen, gen, inst, "stop");
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void on_flush(void *ctx, unsigned inst) {
+  tg_perf_ds_t *d = ctx;
+  if (inst >= TG_DS_MAX_INSTANCES) return;
+  pthread_mutex_lock(&d->mu);
+  slot_t *sl = &d->slots[inst];
+  uint32_t req = ++sl->flush_req;
+  d->changed = true;
+  wake_thread(d);
+  wait_done(d, &sl->flush_done, req, inst, "flush");
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* --- sessions ------------------------------------------------------------ */
+
+static int online_cpus(uint32_t **out, size_t *n) {
+  long m = sysconf(_SC_NPROCESSORS_CONF);
+  if (m <= 0) m = 1;
+  if (m > MAX_CPUS) m = MAX_CPUS;
+  uint32_t *v = malloc((size_t)m * sizeof(*v));
+  if (!v) return -ENOMEM;
+  for (long i = 0; i < m; i++) v[i] = (uint32_t)i;
+  *out = v;
+  *n = (size_t)m;
+  return 0;
+}
+
+static void close_ring(cpu_ring_t *r) {
+  if (r->base && r->base != MAP_FAILED) munmap(r->base, r->map_len);
+  if (r->fd >= 0) close(r->fd);
+  r->base = NULL;
+  r->fd = -1;
+}
+
+static void session_free(session_t *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_rings; i++) close_ring(&s->rings[i]);
+  free(s->rings);
+  tg_perf_emitter_free(s->emit);
+  tg_perf_procs_free(s->procs);
+#ifdef TG_PERF_HAVE_DWARF
+  tg_perf_unwinder_free(s->unwinder);
+#endif
+  if (s->ksyms) {
+    tg_ksyms_free(s->ksyms);
+    free(s->ksyms);
+  }
+  free(s->scratch);
+  tg_perf_cfg_free(&s->cfg);
+  free(s);
+}
+
+static const char *open_hint(int err, const tg_perf_cfg_t *c) {
+  if (err == -EACCES || err == -EPERM)
+    return " (needs CAP_PERFMON, or CAP_SYS_ADMIN before Linux 5.8, or "
+           "kernel.perf_event_paranoid low enough)";
+  if (c->hardware && (err == -ENOENT || err == -EOPNOTSUPP || err == -ENODEV))
+    return " (no hardware PMU counter here: use a software counter such as "
+           "SW_CPU_CLOCK)";
+  return "";
+}
+
+/* Opens the event and maps the ring of |cpu|. */
+static int open_ring(session_t *s, int cpu, cpu_ring_t *r) {
+  const tg_perf_cfg_t *c = &s->cfg;
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof(a));
+  a.size = sizeof(a);
+  a.type = c->attr_type;
+  a.config = c->attr_config;
+  if (c->frequency) {
+    a.freq = 1;
+    a.sample_freq = c->frequency;
+  } else {
+    a.sample_period = c->period;
+  }
+  a.sample_type = s->sample_type;
+  a.read_format = 0; /* the value alone, as the record parser reads it */
+  a.disabled = 1;
+  a.use_clockid = 1;
+  a.clockid = c->clockid;
+  a.sample_id_all = 1;
+  if (c->callstacks) {
+    a.exclude_callchain_kernel = !c->kernel_frames;
+    a.exclude_callchain_user = c->user_frames != TG_PERF_USER_FRAME_POINTER;
+#ifdef TG_PERF_HAVE_DWARF
+    if (c->user_frames == TG_PERF_USER_DWARF) {
+      /* The user registers and the top of the user stack, unwound here;
+       * the callchain keeps the kernel's frames. */
+      a.sample_regs_user = tg_perf_unwind_regs_mask();
+      a.sample_stack_user = TG_PERF_UNWIND_STACK_BYTES;
+    }
+#endif
+    /* New executable mappings and execs: a process's maps are read again. */
+    a.mmap = 1;
+    a.mmap2 = 1;
+    a.comm = 1;
+    a.comm_exec = 1;
+  }
+  r->cpu = cpu;
+  r->fd = (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1,
+                       PERF_FLAG_FD_CLOEXEC);
+  if (r->fd < 0) return -errno;
+  long page = sysconf(_SC_PAGESIZE);
+  r->data_size = (uint64_t)c->ring_pages * (uint64_t)page;
+  r->map_len = (size_t)r->data_size + (size_t)page;
+  r->base = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+  if (r->base == MAP_FAILED) {
+    int rv = -errno;
+    r->base = NULL;
+    close_ring(r);
+    return rv;
+  }
+  return 0;
+}
+
+static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
+                         session_t **out) {
+  *out = NULL;
+  session_t *s = calloc(1, sizeof(*s));
+  if (!s) return -ENOMEM;
+  int rv = tg_perf_cfg_parse(cfgb, len, &s->cfg);
+  if (rv < 0) {
+    TG_ERROR("%s " DS_NAME ": instance %u: the config does not decode: %s",
+             TG_NOTE(PERF_CONFIG_REFUSED), k, tg_strerror(rv));
+    free(s);
+    return rv;
+  }
+  tg_perf_cfg_t *c = &s->cfg;
+  if (c->refused) {
+    TG_ERROR("%s " DS_NAME ": instance %u: PerfEventConfig.%s; nothing is "
+             "recorded", TG_NOTE(PERF_CONFIG_REFUSED), k, c->refused);
+    session_free(s);
+    return -ENOTSUP;
+  }
+  for (size_t i = 0; i < c->n_ignored; i++)
+    TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig.%s is ignored",
+            TG_NOTE(PERF_FIELDS_IGNORED), k, c->ignored[i]);
+  if (c->callstacks && c->user_frames_defaulted)
+    TG_WARN("%s " DS_NAME ": instance %u: user frames by frame pointer",
+            TG_NOTE(PERF_USER_FRAMES_DEFAULT), k);
+  /* READ, as traced_perf: the counter's running value per CPU is
+   * PerfSample.timebase_count, which trace_processor plots as the
+   * timebase's counter track. */
+  s->sample_type = TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID |
+                   TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
+                   TG_PERF_SAMPLE_READ;
+  if (c->callstacks) s->sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
+#ifdef TG_PERF_HAVE_DWARF
+  if (c->callstacks && c->user_frames == TG_PERF_USER_DWARF) {
+    s->sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;
+    s->n_user_regs = tg_perf_unwind_n_regs();
+    if (!(s->unwinder = tg_perf_unwinder_new())) {
+      rv = -ENOMEM;
+      goto fail;
+    }
+  }
+#endif
+  if (!c->n_cpus && (rv = online_cpus(&c->cpus, &c->n_cpus)) < 0) goto fail;
+  s->emit = tg_perf_emitter_new(0);
+  s->procs = tg_perf_procs_new(NULL, NULL);
+  s->scratch = malloc(65536);
+  s->rings = calloc(c->n_cpus, sizeof(*s->rings));
+  if (!s->emit || !s->procs || !s->scratch || !s->rings) {
+    rv = -ENOMEM;
+    goto fail;
+  }
+  for (size_t i = 0; i < c->n_cpus; i++) s->rings[i].fd = -1;
+  for (size_t i = 0; i < c->n_cpus; i++) {
+    cpu_ring_t *r = &s->rings[s->n_rings];
+    rv = open_ring(s, (int)c->cpus[i], r);
+    if (rv == -ENODEV && !c->hardware) {
+      TG_WARN(DS_NAME ": instance %u: cpu %u is not online: not sampled", k,
+              c->cpus[i]);
+      continue;
+    }
+    if (rv < 0) {
+      TG_ERROR("%s " DS_NAME ": instance %u: cpu %u: perf_event_open: %s%s; "
+               "nothing is recorded", TG_NOTE(PERF_OPEN_FAILED), k,
+               c->cpus[i], tg_strerror(rv), open_hint(rv, c));
+      goto fail;
+    }
+    s->n_rings++;
+  }
+  if (!s->n_rings) {
+    rv = -ENODEV;
+    TG_ERROR("%s " DS_NAME ": instance %u: no CPU of the config is online",
+             TG_NOTE(PERF_OPEN_FAILED), k);
+    goto fail;
+  }
+  if (c->callstacks && c->kernel_frames) {
+    if (!(s->ksyms = malloc(sizeof(*s->ksyms)))) {
+      rv = -ENOMEM;
+      goto fail;
+    }
+    int n = tg_ksyms_load(s->ksyms, KALLSYMS_PATH);
+    if (n <= 0) {
+      if (n < 0) tg_ksyms_init(s->ksyms);
+      TG_WARN(DS_NAME ": instance %u: " KALLSYMS_PATH " gives no addresses "
+              "(%s): kernel frames are not named (CAP_SYSLOG, "
+              "kptr_restrict)", k, n < 0 ? tg_strerror(n) : "all read as 0");
+    }
+  }
+  for (size_t i = 0; i < s->n_rings; i++)
+    ioctl(s->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
+  static const char *const user_modes[] = {"none", "frame pointer", "DWARF"};
+  TG_INFO(DS_NAME ": instance %u: %zu CPU(s), counter %u, %s %llu, "
+          "callstacks %s (user frames: %s%s)", k, s->n_rings, c->counter,
+          c->frequency ? "frequency" : "period",
+          (unsigned long long)(c->frequency ? c->frequency : c->period),
+          c->callstacks ? "on" : "off",
+          c->callstacks ? user_modes[c->user_frames] : "none",
+          c->callstacks && c->kernel_frames ? ", kernel frames" : "");
+  *out = s;
+  return 0;
+fail:
+  session_free(s);
+  return rv;
+}
+
+/* --- writing ------------------------------------------------------------- */
+
+/* Begins a packet; first a defaults packet when the sequence's state was
+ * cleared (the writer's first packet included) or the interning tables
+ * must start over. The clear is only known once the writer exists, so
+ * the packet begun first carries the defaults. NULL: not writable now. */
+static tg_pbw_t *begin(tg_perf_ds_t *d, unsigned k, session_t *s,
+                       uint64_t ts) {
+  tg_pbw_t *w = tg_ds_packet_begin(d->ds, k);
+  if (!w) return NULL;
+  bool cleared = tg_ds_incremental_state_cleared(d->ds, k);
+  if (!cleared && !s->force_clear && !tg_perf_emitter_full(s->emit)) return w;
+  tg_perf_emitter_reset(s->emit);
+  const tg_perf_cfg_t *c = &s->cfg;
+  tg_perf_timebase_desc_t tb = {
+      .frequency = c->frequency,
+      .period = c->period,
+      .counter = c->counter,
+      .perf_clock = c->perf_clock,
+      .name = c->name,
+      .builtin_clock = c->builtin_clock,
+  };
+  tg_perf_emit_defaults(w, ts, &tb);
+  tg_ds_packet_end(d->ds, k);
+  w = tg_ds_packet_begin(d->ds, k);
+  s->force_clear = w == NULL;
+  return w;
+}
+
+static void skip_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
+                        const tg_perf_record_t *r, uint32_t reason) {
+  s->skipped++;
+  tg_pbw_t *w = begin(d, k, s, r->u.sample.time);
+  if (!w) return;
+  tg_perf_emit_skipped(w, r->u.sample.time, r->u.sample.cpu, r->u.sample.pid,
+                       r->u.sample.tid, reason);
+  tg_ds_packet_end(d->ds, k);
+}
+
+static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
+                         const tg_perf_record_t *r) {
+  const tg_perf_cfg_t *c = &s->cfg;
+  uint32_t pid = r->u.sample.pid, tid = r->u.sample.tid;
+  if (tg_perf_cfg_has_scope(c) &&
+      (pid == 0 ||
+       !tg_perf_cfg_in_scope(c, (int32_t)pid,
+                             (c->n_target_cmdline || c->n_exclude_cmdline)
+                                 ? tg_perf_procs_argv0(s->procs, pid)
+                                 : NULL))) {
+    s->out_of_scope++;
+    return;
+  }
+  tg_perf_emit_mapping_t *maps = s->maps;
+  tg_perf_emit_frame_t *frames = s->frames;
+  static const tg_perf_emit_mapping_t kernel_map = {
+      .start = 0, .end = UINT64_MAX, .path = "[kernel.kallsyms]"};
+  size_t n = 0;
+  if (c->callstacks) {
+    bool kernel = false, first_in_ctx = true;
+    for (uint64_t i = 0; i < r->u.sample.nr && n < MAX_FRAMES; i++) {
+      uint64_t ip = tg_perf_callchain_at(r, (size_t)i);
+      if (ip >= TG_PERF_CONTEXT_MAX) {
+        kernel = ip == TG_PERF_CONTEXT_KERNEL;
+        first_in_ctx = true;
+        continue;
+      }
+      if (!kernel && tg_perf_procs_load(s->procs, pid) < 0) {
+        /* As traced_perf when a process's /proc files cannot be read: a
+         * sample skipped at the read stage, counted by trace_processor
+         * (perf_samples_skipped). */
+        skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+        return;
+      }
+      if (kernel) {
+        if (!c->kernel_frames) continue;
+        maps[n] = kernel_map;
+        frames[n] = (tg_perf_emit_frame_t){.mapping = &maps[n], .rel_pc = ip};
+        if (s->ksyms)
+          frames[n].function =
+              tg_ksyms_lookup(s->ksyms, ip, &frames[n].function_len);
+      } else {
+        tg_perf_procs_frame(s->procs, pid, ip, !first_in_ctx, &maps[n],
+                            &frames[n]);
+        frames[n].mapping = &maps[n];
+      }
+      first_in_ctx = false;
+      n++;
+    }
+#ifdef TG_PERF_HAVE_DWARF
+    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs &&
+        tg_perf_procs_load(s->procs, pid) < 0) {
+      skip_sample(d, k, s, r, TG_PERF_SKIP_READ_STAGE);
+      return;
+    }
+    if (s->unwinder && r->u.sample.n_regs == s->n_user_regs) {
+      for (uint32_t i = 0; i < s->n_user_regs; i++)
+        s->regs[i] = tg_perf_user_reg_at(r, i);
+      int m = tg_perf_unwind(s->unwinder, pid, tid, s->regs, r->u.sample.stack,
+                             (size_t)r->u.sample.stack_dyn_size, s->pcs,
+                             MAX_FRAMES - n);
+      if (m < 0) s->unwind_failed++;
+      for (int i = 0; i < m; i++, n++) {
+        tg_perf_procs_frame(s->procs, pid, s->pcs[i], i > 0, &maps[n],
+                            &frames[n]);
+        frames[n].mapping = &maps[n];
+      }
+      if (m > 0) s->unwound++;
+    }
+#endif
+    if (!n) {
+      /* Idle and kernel threads without kernel frames asked for. */
+      s->no_frames++;
+      return;
+    }
+    /* The kernel lists the leaf first; Perfetto's callstacks the root.
+     * Each frame keeps pointing at its own mapping. */
+    for (size_t i = 0; i < n / 2; i++) {
+      tg_perf_emit_frame_t f = frames[i];
+      frames[i] = frames[n - 1 - i];
+      frames[n - 1 - i] = f;
+    }
+  }
+  tg_perf_emit_sample_t smp = {
+      .ts = r->u.sample.time,
+      .cpu = r->u.sample.cpu,
+      .pid = pid,
+      .tid = tid,
+      .cpu_mode = r->misc & TG_PERF_MISC_CPUMODE_MASK,
+      .timebase_count = r->u.sample.read_value,
+      .frames = frames,
+      .n_frames = n,
+  };
+  tg_pbw_t *w = begin(d, k, s, smp.ts);
+  if (!w) return;
+  int rv = tg_perf_emit_sample(s->emit, w, &smp);
+  tg_ds_packet_end(d->ds, k);
+  if (rv < 0) {
+    /* No memory for the tables: this sample is lost and the sequence
+     * starts over at the next one (reset, then a defaults packet). */
+    s->force_clear = true;
+    return;
+  }
+  s->samples++;
+}
+
+/* |pid|'s mappings changed (a new executable mapping, an exec). */
+static void forget(session_t *s, uint32_t pid) {
+  tg_perf_procs_invalidate(s->procs, pid);
+#ifdef TG_PERF_HAVE_DWARF
+  if (s->unwinder) tg_perf_unwinder_forget(s->unwinder, pid);
+#endif
+}
+
+static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
+                   const uint8_t *rec, size_t len) {
+  tg_perf_record_t r;
+  tg_perf_layout_t lay = {s->sample_type, true, s->n_user_regs};
+  if (tg_perf_record_parse(rec, len, &lay, &r) < 0) {
+    s->bad_records++;
+    return;
+  }
+  switch (r.type) {
+    case TG_PERF_RECORD_SAMPLE:
+      write_sample(d, k, s, &r);
+      break;
+    case TG_PERF_RECORD_LOST: {
+      s->lost += r.u.lost.lost;
+      tg_pbw_t *w = begin(d, k, s, r.id.time);
+      if (!w) break;
+      tg_perf_emit_lost(w, r.id.time, (uint32_t)cpu, r.u.lost.lost);
+      tg_ds_packet_end(d->ds, k);
+      break;
+    }
+    case TG_PERF_RECORD_THROTTLE:
+      s->throttles++;
+      break;
+    case TG_PERF_RECORD_MMAP2:
+      if (r.u.mmap2.prot & 4 /* PROT_EXEC */) forget(s, r.u.mmap2.pid);
+      break;
+    case TG_PERF_RECORD_COMM:
+      if (r.misc & TG_PERF_MISC_COMM_EXEC) forget(s, r.u.comm.pid);
+      break;
+    default:
+      break;
+  }
+}
+
+/* Reads what every CPU's ring holds now. Returns the records read. */
+static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
+  size_t n = 0;
+  tg_perf_procs_new_round(s->procs);
+  for (size_t i = 0; i < s->n_rings; i++) {
+    cpu_ring_t *r = &s->rings[i];
+    struct perf_event_mmap_page *meta = (void *)r->base;
+    tg_perf_ring_view_t v = {
+        /* The data area follows the one metadata page. */
+        .data = r->base + (r->map_len - r->data_size),
+        .size = r->data_size,
+        .head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE),
+    };
+    uint64_t tail = meta->data_tail;
+    const uint8_t *rec;
+    size_t len;
+    int rv;
+    while ((rv = tg_perf_ring_next(&v, &tail, s->scratch, 65536, &rec, &len)) ==
+           1) {
+      handle(d, k, s, r->cpu, rec, len);
+      n++;
+    }
+    if (rv < 0) s->bad_records++;
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  }
+  return n;
+}
+
+static void end_slot(tg_perf_ds_t *d, unsigned k) {
+  slot_t *sl = &d->slots[k];
+  session_t *s = sl->sess;
+  if (s) {
+    for (size_t i = 0; i < s->n_rings; i++)
+      ioctl(s->rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (sl->announced) {
+      drain(d, k, s);
+      tg_ds_flush_thread(d->ds, k);
+    }
+    const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
+    TG_INFO(DS_NAME ": instance %u: %llu samples written, %llu skipped (maps "
+            "unreadable), %llu out of scope, %llu without frames, %llu unreadable records, %llu unwound by "
+            "DWARF (%llu processes not reported); %llu of %llu user "
+            "addresses named, %llu outside any mapping; %llu maps and %llu "
+            "files read (%llu and %llu unreadable)", k,
+            (unsigned long long)s->samples,
+            (unsigned long long)s->skipped,
+            (unsigned long long)s->out_of_scope,
+            (unsigned long long)s->no_frames,
+            (unsigned long long)s->bad_records,
+            (unsigned long long)s->unwound,
+            (unsigned long long)s->unwind_failed,
+            (unsigned long long)ps->named_pcs,
+            (unsigned long long)ps->resolved_pcs,
+            (unsigned long long)ps->unknown_pcs,
+            (unsigned long long)ps->maps_reads,
+            (unsigned long long)ps->files_read,
+            (unsigned long long)ps->maps_failed,
+            (unsigned long long)ps->files_failed);
+    if (s->lost || s->throttles)
+      TG_WARN("%s " DS_NAME ": instance %u: %llu records lost in full rings, "
+              "%llu throttles by the kernel (kernel.perf_event_max_sample_rate)",
+              TG_NOTE(PERF_DATA_LOSS), k, (unsigned long long)s->lost,
+              (unsigned long long)s->throttles);
+    session_free(s);
+    sl->sess = NULL;
+  }
+  sl->active = false;
+}
+
+static void run_slot(tg_perf_ds_t *d, unsigned k, uint64_t now) {
+  slot_t *sl = &d->slots[k];
+  if (!sl->announced) {
+    /* Packets begun before the agent marks the instance enabled are
+     * dropped; the kernel keeps the samples meanwhile. */
+    if (!(tg_ds_enabled_mask(d->ds) & (1u << k))) {
+      sl->next_ms = now + (now - sl->started_ms < 1000 ? 2 : 50);
+      return;
+    }
+    sl->announced = true;
+  }
+  if (!sl->sess) {
+    sl->next_ms = UINT64_MAX;
+    return;
+  }
+  if (drain(d, k, sl->sess)) sl->unflushed = true;
+  if (sl->unflushed && now - sl->flushed_ms >= COMMIT_EVERY_MS) {
+    tg_ds_flush_thread(d->ds, k);
+    sl->unflushed = false;
+    sl->flushed_ms = now;
+  }
+  sl->next_ms = now + sl->sess->cfg.read_period_ms;
+}
+
+/* Under d->mu on entry and exit. */
+static void apply_changes(tg_perf_ds_t *d) {
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &d->slots[k];
+    if (sl->have_gen == sl->want_gen) continue;
+    uint32_t gen = sl->want_gen;
+    bool start = sl->want_active;
+    uint8_t *cfg = sl->want_cfg;
+    size_t len = sl->want_len;
+    sl->want_cfg = NULL;
+    pthread_mutex_unlock(&d->mu);
+    if (sl->active) end_slot(d, k);
+    sl->have_gen = gen;
+    if (start) {
+      session_start(cfg, len, k, &sl->sess);
+      sl->active = true;
+      sl->announced = false;
+      sl->started_ms = sl->flushed_ms = now_ms();
+      sl->next_ms = sl->started_ms;
+    }
+    free(cfg);
+    pthread_mutex_lock(&d->mu);
+    sl->done_gen = gen;
+    pthread_cond_broadcast(&d->done_cv);
+  }
+}
+
+/* Under d->mu on entry and exit. */
+static void serve_flushes(tg_perf_ds_t *d) {
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &d->slots[k];
+    if (sl->flush_done == sl->flush_req) continue;
+    uint32_t req = sl->flush_req;
+    pthread_mutex_unlock(&d->mu);
+    if (sl->active && sl->sess) {
+      uint64_t now = now_ms();
+      run_slot(d, k, now);
+      if (sl->announced) {
+        tg_ds_flush_thread(d->ds, k);
+        sl->unflushed = false;
+        sl->flushed_ms = now;
+      }
+    }
+    pthread_mutex_lock(&d->mu);
+    sl->flush_done = req;
+    pthread_cond_broadcast(&d->done_cv);
+  }
+}
+
+static void wait_for_work(tg_perf_ds_t *d, uint64_t next) {
+  struct pollfd pfd = {.fd = d->wake_fd, .events = POLLIN};
+  int timeout = -1;
+  if (next != UINT64_MAX) {
+    uint64_t now = now_ms();
+    timeout = next <= now ? 0 : next - now > INT32_MAX ? INT32_MAX
+                                                       : (int)(next - now);
+  }
+  if (poll(&pfd, 1, timeout) > 0 && pfd.revents) {
+    uint64_t v;
+    while (read(d->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+static void *reader_main(void *arg) {
+  tg_perf_ds_t *d = arg;
+  pthread_mutex_lock(&d->mu);
+  while (!d->quit) {
+    if (d->changed) {
+      d->changed = false;
+      apply_changes(d);
+      serve_flushes(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+    uint64_t next = UINT64_MAX;
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+      slot_t *sl = &d->slots[k];
+      if (!sl->active) continue;
+      uint64_t now = now_ms();
+      if (sl->next_ms <= now) run_slot(d, k, now);
+      if (sl->next_ms < next) next = sl->next_ms;
+    }
+    pthread_mutex_lock(&d->mu);
+    if (d->changed || d->quit) continue;
+    pthread_mutex_unlock(&d->mu);
+    wait_for_work(d, next);
+    pthread_mutex_lock(&d->mu);
+  }
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+/* --- lifecycle ----------------------------------------------------------- */
+
+int tg_perf_ds_new(tg_perf_ds_t **out) {
+  tg_perf_ds_t *d = calloc(1, sizeof(*d));
+  if (!d) return -ENOMEM;
+  if ((d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    int rv = -errno;
+    free(d);
+    return rv;
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&d->done_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&d->mu, NULL);
+  tg_ds_options_t o = {
+      .name = DS_NAME,
+      .handles_incremental_state_clear = true,
+      .cbs = {.on_start = on_start, .on_stop = on_stop, .on_flush = on_flush,
+              .ctx = d},
+  };
+  int rv = tg_ds_register(&o, &d->ds);
+  if (rv < 0) goto fail;
+  if ((rv = -pthread_create(&d->thread, NULL, reader_main, d)) < 0) goto fail;
+  d->running = true;
+  *out = d;
+  return 0;
+fail:
+  close(d->wake_fd);
+  pthread_cond_destroy(&d->done_cv);
+  pthread_mutex_destroy(&d->mu);
+  free(d);
+  return rv;
+}
+
+void tg_perf_ds_free(tg_perf_ds_t *d) {
+  if (!d) return;
+  pthread_mutex_lock(&d->mu);
+  d->quit = true;
+  wake_thread(d);
+  pthread_mutex_unlock(&d->mu);
+  pthread_join(d->thread, NULL);
+  d->running = false;
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    slot_t *sl = &d->slots[k];
+    session_free(sl->sess); /* the agent is gone: no packets */
+    sl->sess = NULL;
+    free(sl->want_cfg);
+  }
+  close(d->wake_fd);
+  pthread_cond_destroy(&d->done_cv);
+  pthread_mutex_destroy(&d->mu);
+  free(d);
+}

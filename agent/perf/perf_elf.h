@@ -1,0 +1,73 @@
+/* What tracegate-perf reads of an ELF file: its build id (from the notes),
+ * its loadable segments (to turn a file offset into the address a
+ * symbolizer knows, Perfetto's rel_pc), its load bias, and the function
+ * symbols of .symtab and .dynsym (to name frames on the host).
+ *
+ * Every parser here works on bytes the caller holds (a file mapped or
+ * read whole) and checks every offset, size and count against them:
+ * files are untrusted (a process may map anything), so a bad one yields
+ * -EBADMSG or fewer symbols, never a read out of bounds. Only 64-bit
+ * little-endian ELF is read (-ENOTSUP otherwise).
+ */
+#ifndef TRACEGATE_PERF_PERF_ELF_H
+#define TRACEGATE_PERF_PERF_ELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TG_ELF_BUILD_ID_MAX 64
+#define TG_ELF_LOADS_MAX 16
+/* Bounds of the symbol table kept per file. */
+#define TG_ELF_SYMS_MAX (1u << 20)
+#define TG_ELF_SYM_NAME_MAX 1024
+
+/* Finds the GNU build id (NT_GNU_BUILD_ID, owner "GNU") among the notes
+ * of |len| bytes at |notes| (a PT_NOTE segment or SHT_NOTE section whose
+ * entries are padded to |align|: 4 or 8; other values count as 4).
+ * Returns 1 with the id in |id| (|*id_len| bytes), 0 when the notes hold
+ * none, -EBADMSG when a note's sizes run past the end. */
+int tg_elf_notes_build_id(const uint8_t *notes, size_t len, uint64_t align,
+                          uint8_t id[TG_ELF_BUILD_ID_MAX], size_t *id_len);
+
+typedef struct tg_elf_load {
+  uint64_t offset, vaddr, filesz;
+  bool exec;
+} tg_elf_load_t;
+
+typedef struct tg_elf {
+  uint8_t build_id[TG_ELF_BUILD_ID_MAX];
+  size_t build_id_len; /* 0: none */
+  uint64_t load_bias;  /* p_vaddr - p_offset of the first executable load */
+  tg_elf_load_t loads[TG_ELF_LOADS_MAX];
+  size_t n_loads;
+} tg_elf_t;
+
+/* Parses the ELF header, program headers and notes of the file of |len|
+ * bytes at |buf|. Returns 0, -EBADMSG or -ENOTSUP. */
+int tg_elf_parse(const uint8_t *buf, size_t len, tg_elf_t *out);
+/* The address in the ELF's own terms of file offset |off|: through the
+ * load holding it, else |off| + load_bias. */
+uint64_t tg_elf_vaddr(const tg_elf_t *e, uint64_t off);
+
+typedef struct tg_elf_sym {
+  uint64_t addr, size;
+  uint32_t name; /* offset in the pool */
+} tg_elf_sym_t;
+
+typedef struct tg_elf_syms {
+  tg_elf_sym_t *v; /* sorted by addr */
+  size_t n;
+  char *pool;
+  size_t pool_len;
+} tg_elf_syms_t;
+
+/* Loads the function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of
+ * .symtab and .dynsym. Returns the number kept, -EBADMSG, -ENOTSUP or
+ * -ENOMEM. A file without symbols gives 0. */
+int tg_elf_syms_load(const uint8_t *buf, size_t len, tg_elf_syms_t *out);
+/* The name of the function holding |addr| (ELF address), or NULL. */
+const char *tg_elf_syms_find(const tg_elf_syms_t *s, uint64_t addr);
+void tg_elf_syms_free(tg_elf_syms_t *s);
+
+#endif /* TRACEGATE_PERF_PERF_ELF_H */

@@ -1,0 +1,223 @@
+/* DWARF unwinding with libdwfl: see perf_unwind.h. */
+#include "agent/perf/perf_unwind.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* x86-64: perf's register numbers (asm/perf_regs.h) of what DWARF needs,
+ * in the kernel's order (ascending bit), and their DWARF numbers. */
+enum {
+  PR_AX = 0, PR_BX, PR_CX, PR_DX, PR_SI, PR_DI, PR_BP, PR_SP, PR_IP,
+  PR_R8 = 16,
+};
+#define N_REGS 17 /* AX..IP (9) and R8..R15 (8) */
+#define IDX_R8 9  /* R8's index among the sample's registers */
+#define DWARF_REGS 17 /* rax..r15 (0-15) and the return address (16) */
+
+typedef struct sample {
+  uint32_t tid;
+  const uint64_t *regs;
+  const uint8_t *stack;
+  size_t stack_len;
+  uint64_t sp;
+} sample_t;
+
+typedef struct proc_dwfl {
+  uint32_t pid;
+  Dwfl *dwfl; /* NULL: slot free */
+} proc_dwfl_t;
+
+struct tg_perf_unwinder {
+  proc_dwfl_t procs[TG_PERF_UNWIND_PROCS];
+  size_t n;
+  sample_t cur; /* the sample being unwound: the callbacks' argument */
+};
+
+bool tg_perf_unwind_supported(void) {
+#if defined(__x86_64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+uint64_t tg_perf_unwind_regs_mask(void) {
+  return 0x1ffull | (0xffull << PR_R8);
+}
+
+uint32_t tg_perf_unwind_n_regs(void) { return N_REGS; }
+
+/* The process whose Dwfl is being reported or walked: libdwfl opens a
+ * module's file lazily, during the walk, and its callback is not told
+ * whose. One reader thread per unwinder. */
+static _Thread_local uint32_t current_pid;
+
+/* A module's file as its process sees it (/proc/PID/root: a container's
+ * own file), else libdwfl's own search (the path here, the vDSO from the
+ * process's memory). */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
+                    Dwarf_Addr base, char **file_name, Elf **elfp) {
+  if (name && name[0] == '/' && current_pid) {
+    char path[PATH_MAX + 32];
+    int n = snprintf(path, sizeof(path), "/proc/%u/root%s", current_pid, name);
+    int fd = n > 0 && (size_t)n < sizeof(path)
+                 ? open(path, O_RDONLY | O_CLOEXEC)
+                 : -1;
+    if (fd >= 0) {
+      /* libdwfl owns both from here. */
+      if ((*file_name = strdup(path))) return fd;
+      close(fd);
+    }
+  }
+  return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+}
+
+static const Dwfl_Callbacks proc_callbacks = {
+    .find_elf = find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+static pid_t next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp) {
+  (void)dwfl;
+  if (*thread_argp) return 0;
+  sample_t *s = dwfl_arg;
+  *thread_argp = s;
+  return (pid_t)s->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *dwfl_arg,
+                       void **thread_argp) {
+  (void)dwfl;
+  sample_t *s = dwfl_arg;
+  if ((uint32_t)tid != s->tid) return false;
+  *thread_argp = s;
+  return true;
+}
+
+/* Only the copied stack is readable: the process has run on since. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
+                        void *dwfl_arg) {
+  (void)dwfl;
+  sample_t *s = dwfl_arg;
+  if (addr < s->sp || addr - s->sp > s->stack_len ||
+      s->stack_len - (addr - s->sp) < sizeof(*result))
+    return false;
+  memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+  return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg) {
+  sample_t *s = thread_arg;
+  const uint64_t *r = s->regs;
+  Dwarf_Word d[DWARF_REGS - 1] = {
+      r[PR_AX], r[PR_DX], r[PR_CX], r[PR_BX], r[PR_SI], r[PR_DI],
+      r[PR_BP], r[PR_SP],
+  };
+  for (int i = 0; i < 8; i++) d[8 + i] = r[IDX_R8 + i];
+  if (!dwfl_thread_state_registers(thread, 0, DWARF_REGS - 1, d)) return false;
+  dwfl_thread_state_register_pc(thread, r[PR_IP]);
+  return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+    .next_thread = next_thread,
+    .get_thread = get_thread,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+};
+
+tg_perf_unwinder_t *tg_perf_unwinder_new(void) {
+  return calloc(1, sizeof(tg_perf_unwinder_t));
+}
+
+static void drop_all(tg_perf_unwinder_t *u) {
+  for (size_t i = 0; i < u->n; i++) dwfl_end(u->procs[i].dwfl);
+  u->n = 0;
+}
+
+void tg_perf_unwinder_free(tg_perf_unwinder_t *u) {
+  if (!u) return;
+  drop_all(u);
+  free(u);
+}
+
+void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid) {
+  for (size_t i = 0; i < u->n; i++)
+    if (u->procs[i].pid == pid) {
+      dwfl_end(u->procs[i].dwfl);
+      u->procs[i] = u->procs[--u->n];
+      return;
+    }
+}
+
+/* The process's Dwfl: its modules reported from /proc/PID/maps and its
+ * state attached to this unwinder's current sample. */
+static Dwfl *dwfl_of(tg_perf_unwinder_t *u, uint32_t pid, int *err) {
+  for (size_t i = 0; i < u->n; i++)
+    if (u->procs[i].pid == pid) return u->procs[i].dwfl;
+  if (u->n == TG_PERF_UNWIND_PROCS) drop_all(u);
+  Dwfl *d = dwfl_begin(&proc_callbacks);
+  if (!d) {
+    *err = -ENOMEM;
+    return NULL;
+  }
+  dwfl_report_begin(d);
+  int rv = dwfl_linux_proc_report(d, (pid_t)pid);
+  if (dwfl_report_end(d, NULL, NULL) != 0 || rv != 0) {
+    *err = rv > 0 ? -rv : -ESRCH;
+    dwfl_end(d);
+    return NULL;
+  }
+  if (!dwfl_attach_state(d, NULL, (pid_t)pid, &thread_callbacks, &u->cur)) {
+    *err = -ENOTSUP;
+    dwfl_end(d);
+    return NULL;
+  }
+  u->procs[u->n++] = (proc_dwfl_t){pid, d};
+  return d;
+}
+
+typedef struct walk {
+  uint64_t *pcs;
+  size_t n, cap;
+} walk_t;
+
+static int on_frame(Dwfl_Frame *state, void *arg) {
+  walk_t *w = arg;
+  Dwarf_Addr pc;
+  bool activation;
+  if (!dwfl_frame_pc(state, &pc, &activation) || pc == 0)
+    return DWARF_CB_ABORT;
+  w->pcs[w->n++] = pc;
+  return w->n < w->cap ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+int tg_perf_unwind(tg_perf_unwinder_t *u, uint32_t pid, uint32_t tid,
+                   const uint64_t *regs, const uint8_t *stack,
+                   size_t stack_len, uint64_t *pcs, size_t cap) {
+  if (!cap || !regs) return 0;
+  u->cur = (sample_t){tid, regs, stack, stack_len, regs[PR_SP]};
+  current_pid = pid;
+  int err = 0;
+  Dwfl *d = dwfl_of(u, pid, &err);
+  if (!d) {
+    current_pid = 0;
+    /* The leaf alone: it needs no unwinding. */
+    pcs[0] = regs[PR_IP];
+    return err == -ENOMEM ? err : 1;
+  }
+  walk_t w = {pcs, 0, cap};
+  /* It ends with -1 where the frames do (the stack's top, a return
+   * address above the copy, a module without CFI): what was walked until
+   * then is the callstack. */
+  (void)dwfl_getthread_frames(d, (pid_t)tid, on_frame, &w);
+  current_pid = 0;
+  if (!w.n) pcs[w.n++] = regs[PR_IP];
+  return (int)w.n;
+}

@@ -1,0 +1,367 @@
+#!/bin/sh
+# test_perf_e2e: tracegated + tracegate-perf + a workload with a known call
+# tree (main -> func_a -> func_b -> spin, and a second thread in
+# worker_spin, which makes system calls) built here with frame pointers, recorded with `tracegate
+# record` and a linux.perf config (cpu-clock, kernel frames, user frames by
+# frame pointer); then Perfetto's trace_processor (PERFETTO_BIN) must fill
+# perf_sample and stack_profile_* with no import error or data loss stat,
+# and its flame graph (linux.perf.samples) must hold the whole chain by
+# name, both threads, and the kernel's frames.
+#
+# The functions are not named a and b: trace_processor demangles frame
+# names, and "a" and "b" are the Itanium manglings of signed char and bool.
+#
+# Skipped (exit 77), with the reason, where perf_event_open is refused
+# (neither root nor CAP_PERFMON with perf_event_paranoid too high), where
+# no C compiler is found, and where PERFETTO_BIN is unset (after the
+# recording, which must still succeed).
+#
+# With PERF_DWARF=ON (a build with libdw), the workload is also built
+# without frame pointers and unwound with UNWIND_DWARF: the same chain, and
+# at least 90% of its samples unwound to main or the thread's function;
+# without, UNWIND_DWARF must be refused (TG-8001).
+#
+# Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC PERF_DWARF
+set -eu
+
+say() { echo "test_perf_e2e: $*"; }
+die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
+PIDS=""
+cleanup() {
+  # A workload still running ends once this file exists.
+  [ -d "${WORK:-}" ] && touch "$WORK/stop"
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  PIDS=""
+}
+trap cleanup EXIT
+
+command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+# --- may this process sample every CPU? ----------------------------------
+cat >"$WORK/can_perf.c" <<'C'
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof(a));
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.sample_freq = 10;
+  a.freq = 1;
+  a.disabled = 1;
+  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
+  if (fd < 0) {
+    printf("%s\n", strerror(errno));
+    return 1;
+  }
+  close((int)fd);
+  return 0;
+}
+C
+"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
+if ! why=$("$WORK/can_perf"); then
+  say "SKIPPED: perf_event_open(cpu-clock, all processes) refused: $why" \
+      "(perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u); needs root or CAP_PERFMON)"
+  exit 77
+fi
+
+# --- the workload ---------------------------------------------------------
+cat >"$WORK/work.c" <<'C'
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static volatile uint64_t sink;
+static const char *stop; /* runs until this file exists */
+__attribute__((noinline)) void spin(void) {
+  while (access(stop, F_OK) != 0)
+    for (int i = 0; i < 10000000; i++) sink += (uint64_t)i;
+}
+__attribute__((noinline)) void func_b(void) { spin(); sink++; }
+__attribute__((noinline)) void func_a(void) { func_b(); sink++; }
+__attribute__((noinline)) void worker_spin(void) {
+  while (access(stop, F_OK) != 0)
+    for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
+}
+static void *worker(void *x) { (void)x; worker_spin(); return NULL; }
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  stop = argv[1];
+  pthread_t t;
+  pthread_create(&t, NULL, worker, NULL);
+  func_a();
+  pthread_join(t, NULL);
+  return 0;
+}
+C
+"$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
+  die "cannot build the workload"
+
+# --- the service and the producer ------------------------------------------
+P=$WORK/p.sock
+C=$WORK/c.sock
+"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
+  >"$WORK/tracegated.log" 2>&1 &
+PIDS="$PIDS $!"
+i=0
+until [ -S "$C" ] && [ -S "$P" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
+done
+"$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
+PERF_PID=$!
+PIDS="$PERF_PID $PIDS"
+i=0
+until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+      grep -q '"name": "linux.perf"'; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
+done
+
+# Records |$2| into |$3| (stderr into |$4|) while the workload |$1| runs:
+# started before the session and stopped after it, so that it runs for the
+# whole of it however long the producer takes to start sampling. Sets
+# WORKLOAD_PID.
+record_with() {
+  rm -f "$WORK/stop"
+  "$1" "$WORK/stop" &
+  WORKLOAD_PID=$!
+  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$2" --txt \
+    -o "$3" 2>"$4" || { touch "$WORK/stop"; die "tracegate record $2: $(cat "$4")"; }
+  touch "$WORK/stop"
+  wait "$WORKLOAD_PID" || die "the workload $1 failed"
+}
+
+# --- record -----------------------------------------------------------------
+cat >"$WORK/perf.pbtxt" <<'CFG'
+buffers { size_kb: 16384 }
+duration_ms: 3000
+incremental_state_config { clear_period_ms: 300 }
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config {
+      timebase { frequency: 200 counter: SW_CPU_CLOCK }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        kernel_frames: true
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_read_period_ms: 50
+    }
+  }
+}
+CFG
+TRACE=$WORK/perf.pftrace
+record_with "$WORK/perfwork" "$WORK/perf.pbtxt" "$TRACE" "$WORK/record.log"
+WORK_PID=$WORKLOAD_PID
+grep -q 'TG-1006' "$WORK/record.log" ||
+  die "the recording reports a loss: $(cat "$WORK/record.log")"
+
+# Refusals are said, with their code, not recorded as empty sessions:
+# UNWIND_DWARF (no DWARF unwinder in this build) and a hardware counter
+# (this check only where the machine has no PMU for it).
+refused() {
+  printf 'buffers { size_kb: 1024 }\nduration_ms: 300\ndata_sources { config {\n  name: "linux.perf"\n  perf_event_config { %s }\n} }\n' \
+    "$1" >"$WORK/refused.pbtxt"
+  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/refused.pbtxt" \
+    --txt -o "$WORK/refused.pftrace" 2>>"$WORK/record.log" ||
+    die "tracegate record of a refused config failed"
+}
+if [ "$PERF_DWARF" != ON ]; then
+  refused 'callstack_sampling { user_frames: UNWIND_DWARF }'
+  grep -q 'TG-8001.*UNWIND_DWARF' "$WORK/perf.log" ||
+    die "UNWIND_DWARF was not refused with TG-8001: $(cat "$WORK/perf.log")"
+fi
+if [ ! -e /sys/bus/event_source/devices/cpu ]; then
+  refused 'timebase { frequency: 10 counter: HW_CPU_CYCLES }'
+  grep -q 'TG-8002.*PMU' "$WORK/perf.log" ||
+    die "a hardware counter without a PMU was not refused with TG-8002"
+fi
+
+# Ring loss: one page per CPU, read once a second, at 1000 Hz: the kernel
+# drops records, and says how many (PERF_RECORD_LOST), which reach the
+# trace as traced_perf writes them (kernel_records_lost) and the log at the
+# end (TG-8004).
+LOSS_TRACE=$WORK/loss.pftrace
+cat >"$WORK/loss.pbtxt" <<'CFG'
+buffers { size_kb: 4096 }
+duration_ms: 2000
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config {
+      timebase { frequency: 1000 counter: SW_CPU_CLOCK }
+      callstack_sampling {
+        scope { target_cmdline: "perfwork" }
+        user_frames: UNWIND_FRAME_POINTER
+      }
+      ring_buffer_pages: 1
+      ring_buffer_read_period_ms: 1000
+    }
+  }
+}
+CFG
+record_with "$WORK/perfwork" "$WORK/loss.pbtxt" "$LOSS_TRACE" "$WORK/loss-record.log"
+grep -q 'TG-8004' "$WORK/perf.log" ||
+  die "a one-page ring at 1000 Hz lost nothing, or did not say so: $(cat "$WORK/perf.log")"
+
+# UNWIND_DWARF (builds with libdw): the same workload built without frame
+# pointers (-O2 -fomit-frame-pointer), unwound from the copied stacks.
+DWARF_TRACE=$WORK/dwarf.pftrace
+if [ "$PERF_DWARF" = ON ]; then
+  "$CC" -O2 -fomit-frame-pointer -pthread -o "$WORK/perfwork-nofp" "$WORK/work.c" ||
+    die "cannot build the workload without frame pointers"
+  sed 's/UNWIND_FRAME_POINTER/UNWIND_DWARF/; s/"perfwork"/"perfwork-nofp"/' \
+    "$WORK/perf.pbtxt" >"$WORK/dwarf.pbtxt"
+  record_with "$WORK/perfwork-nofp" "$WORK/dwarf.pbtxt" "$DWARF_TRACE" \
+    "$WORK/dwarf-record.log"
+  NOFP_PID=$WORKLOAD_PID
+fi
+
+kill "$PERF_PID"
+wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
+PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
+
+# --- as its unit runs it ------------------------------------------------------
+# A user of its own (nobody) with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYSLOG
+# only (deploy/systemd/tracegate-perf.service.in): the root workload's
+# frames are still named. Without CAP_PERFMON: refused, the capability
+# named (TG-8002).
+UNIT_TRACE=$WORK/unit.pftrace
+as_unit() { # $1: capabilities, $2: producer name
+  setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
+    --inh-caps="-all,$1" --ambient-caps="-all,$1" --bounding-set="-all,$1" \
+    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name "$2" \
+    >"$WORK/$2.log" 2>&1 &
+  UNIT_PID=$!
+  PIDS="$UNIT_PID $PIDS"
+  i=0
+  until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+        grep -q "\"name\": \"$2\""; do
+    i=$((i + 1)); [ $i -lt 200 ] || die "$2 did not connect: $(cat "$WORK/$2.log")"
+    sleep 0.05
+  done
+}
+stop_unit() {
+  kill "$UNIT_PID"
+  wait "$UNIT_PID" || die "tracegate-perf as nobody exited with $?"
+  PIDS=$(echo "$PIDS" | sed "s/\b$UNIT_PID\b//")
+}
+UNIT_CHECKED=no
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+  as_unit +perfmon,+sys_ptrace,+syslog perf-unit
+  sed 's/duration_ms: 3000/duration_ms: 2000/' "$WORK/perf.pbtxt" >"$WORK/unit.pbtxt"
+  record_with "$WORK/perfwork" "$WORK/unit.pbtxt" "$UNIT_TRACE" "$WORK/unit-record.log"
+  stop_unit
+  ! grep -q 'TG-800' "$WORK/perf-unit.log" ||
+    die "tracegate-perf as its unit refused: $(cat "$WORK/perf-unit.log")"
+  as_unit +sys_ptrace,+syslog perf-noperfmon
+  refused ''
+  stop_unit
+  grep -q 'TG-8002.*CAP_PERFMON' "$WORK/perf-noperfmon.log" ||
+    die "without CAP_PERFMON: no TG-8002 naming it: $(cat "$WORK/perf-noperfmon.log")"
+  UNIT_CHECKED=yes
+else
+  say "the unit's privileges are not checked here (needs root and setpriv)"
+fi
+cleanup
+[ "$(grep -c 'TG-800[12]' "$WORK/perf.log")" -le 2 ] ||
+  die "tracegate-perf refused the main session: $(cat "$WORK/perf.log")"
+[ -s "$TRACE" ] || die "no trace written"
+
+# --- trace_processor ---------------------------------------------------------
+if [ -z "${PERFETTO_BIN:-}" ]; then
+  say "SKIPPED: PERFETTO_BIN not set: the trace was recorded but not checked by trace_processor"
+  exit 77
+fi
+TP=$PERFETTO_BIN/trace_processor_shell
+# The rows of the answer, without the header (and without the empty line
+# an INCLUDE statement answers).
+q() {
+  printf '%s\n' "$1" >"$WORK/q.sql"
+  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
+    tail -n +2 | tr -d '"'
+}
+
+samples=$(q "select count(*) from perf_sample s join thread t using(utid)
+             join process p using(upid) where p.pid > 0")
+[ "${samples:-0}" -gt 0 ] || die "perf_sample is empty"
+frames=$(q "select count(*) from stack_profile_frame")
+[ "${frames:-0}" -gt 0 ] || die "stack_profile_frame is empty"
+
+bad=$(q "select name || '=' || value from stats where value > 0 and
+         (severity in ('error', 'data_loss') or name like 'stackprofile%'
+          or name like 'perf_%' or name like 'tokenizer%')")
+[ -z "$bad" ] || die "trace_processor stats: $bad"
+
+# The flame graph: a node spin whose ancestors are func_b, func_a, main.
+chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+  select count(*) from linux_perf_samples_summary_tree s
+    join linux_perf_samples_summary_tree b on s.parent_id = b.id
+    join linux_perf_samples_summary_tree a on b.parent_id = a.id
+    join linux_perf_samples_summary_tree m on a.parent_id = m.id
+  where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
+    and m.name = 'main' and s.cumulative_count > 0")
+[ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
+worker=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+  select count(*) from linux_perf_samples_summary_tree where name = 'worker_spin'")
+[ "${worker:-0}" -gt 0 ] || die "the second thread's worker_spin is missing"
+threads=$(q "select count(distinct utid) from perf_sample join thread
+             using(utid) join process using(upid) where pid = $WORK_PID")
+[ "${threads:-0}" -eq 2 ] || die "samples of $threads threads of the workload, not 2"
+# The worker's system calls: kernel frames, named from kallsyms.
+kernel=$(q "select count(*) from stack_profile_frame f join stack_profile_mapping
+            m on f.mapping = m.id where m.name like '%kernel.kallsyms%'
+            and f.name is not null and f.name != ''")
+[ "${kernel:-0}" -gt 0 ] || die "no named kernel frame"
+# Mappings carry the workload's path and a build id.
+bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
+         and build_id is not null and build_id != ''")
+[ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
+if [ "$PERF_DWARF" = ON ]; then
+  TRACE=$DWARF_TRACE
+  chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
+    select count(*) from linux_perf_samples_summary_tree s
+      join linux_perf_samples_summary_tree b on s.parent_id = b.id
+      join linux_perf_samples_summary_tree a on b.parent_id = a.id
+      join linux_perf_samples_summary_tree m on a.parent_id = m.id
+    where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
+      and m.name = 'main'")
+  [ "${chain:-0}" -gt 0 ] || die "DWARF: no spin <- func_b <- func_a <- main"
+  # Nearly every sample of the workload unwinds to main or the thread's
+  # function (a sample taken in the vDSO may stop at its leaf).
+  all=$(q "select count(*) from perf_sample join thread using(utid)
+           join process using(upid) where pid = $NOFP_PID")
+  deep=$(q "select count(*) from perf_sample s join thread using(utid)
+            join process using(upid) where pid = $NOFP_PID and exists (
+              select 1 from experimental_ancestor_stack_profile_callsite(s.callsite_id) a
+              join stack_profile_frame f on a.frame_id = f.id
+              where f.name in ('main', 'worker'))")
+  [ "${all:-0}" -gt 0 ] || die "DWARF: no sample of the workload"
+  [ $((deep * 100)) -ge $((all * 90)) ] ||
+    die "DWARF: only $deep of $all samples unwound to main or worker"
+  bad=$(q "select name || '=' || value from stats where value > 0 and
+           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
+  [ -z "$bad" ] || die "DWARF: trace_processor stats: $bad"
+  say "DWARF: $deep of $all samples unwound to main or worker"
+fi
+TRACE=$LOSS_TRACE
+lost=$(q "select sum(value) from stats where name = 'perf_cpu_lost_records'")
+[ "${lost:-0}" -gt 0 ] || die "no perf_cpu_lost_records in the trace of a lossy ring"
+if [ "$UNIT_CHECKED" = yes ]; then
+  TRACE=$UNIT_TRACE
+  named=$(q "select count(*) from stack_profile_frame where name = 'func_b'")
+  [ "${named:-0}" -gt 0 ] || die "as its unit: the workload's frames are not named"
+  bad=$(q "select name || '=' || value from stats where value > 0 and
+           (severity in ('error', 'data_loss') or name like 'stackprofile%')")
+  [ -z "$bad" ] || die "as its unit: trace_processor stats: $bad"
+fi
+say "ok: $samples samples, $frames frames"

@@ -1,0 +1,206 @@
+/* The linux.perf packets (agent/perf/perf_emit.h) against golden bytes:
+ * the defaults packet, a sample with its interned data (build id, path
+ * components, mapping, function names, frames, callstack root first), the
+ * same sample again with nothing interned, everything again after a reset,
+ * the empty callstack's fixed iid, ring loss and a skipped sample. Nested
+ * sizes are the writer's 4-byte redundant varints (SZ). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/perf/perf_emit.h"
+
+#define SZ(n)                                                       \
+  (uint8_t)(((n)&0x7f) | 0x80), (uint8_t)((((n) >> 7) & 0x7f) | 0x80), \
+      (uint8_t)((((n) >> 14) & 0x7f) | 0x80), (uint8_t)((n) >> 21)
+
+typedef struct out {
+  uint8_t buf[4096];
+  tg_pbw_t w;
+} out_t;
+
+static void out_init(out_t *o) { tg_pbw_init(&o->w, o->buf, sizeof(o->buf), NULL, NULL); }
+
+static void expect(out_t *o, const uint8_t *want, size_t n) {
+  assert_int_equal(tg_pbw_error(&o->w), 0);
+  size_t got = (size_t)tg_pbw_written(&o->w);
+  if (got != n || memcmp(o->buf, want, n) != 0) {
+    for (size_t i = 0; i < got; i++) fprintf(stderr, "%02x ", o->buf[i]);
+    fprintf(stderr, "\n");
+  }
+  assert_int_equal(got, n);
+  assert_memory_equal(o->buf, want, n);
+}
+
+static void defaults_packet(void **state) {
+  (void)state;
+  out_t o;
+  out_init(&o);
+  tg_perf_timebase_desc_t tb = {.frequency = 100, .counter = 1,
+                                .builtin_clock = 6};
+  tg_perf_emit_defaults(&o.w, 1000, &tb);
+  static const uint8_t want[] = {
+      0x40, 0xe8, 0x07,             /* timestamp 1000 */
+      0x68, 0x01,                   /* SEQ_INCREMENTAL_STATE_CLEARED */
+      0xda, 0x03, SZ(17),           /* trace_packet_defaults */
+      0xd0, 0x03, 0x06,             /*   timestamp_clock_id BOOTTIME */
+      0x62, SZ(9),                  /*   perf_sample_defaults */
+      0x0a, SZ(4),                  /*     timebase */
+      0x10, 0x64, 0x20, 0x01,       /*       frequency 100, SW_CPU_CLOCK */
+  };
+  expect(&o, want, sizeof(want));
+
+  /* A period, a name and a clock. */
+  out_init(&o);
+  tb = (tg_perf_timebase_desc_t){.period = 5, .counter = 3, .name = "tb",
+                                 .perf_clock = 4, .builtin_clock = 6};
+  tg_perf_emit_defaults(&o.w, 1, &tb);
+  static const uint8_t want2[] = {
+      0x40, 0x01, 0x68, 0x01, 0xda, 0x03, SZ(23), 0xd0, 0x03, 0x06,
+      0x62, SZ(15), 0x0a, SZ(10),
+      0x08, 0x05, 0x20, 0x03, 0x52, 0x02, 't', 'b', 0x58, 0x04,
+  };
+  expect(&o, want2, sizeof(want2));
+}
+
+static const uint8_t build_id[] = {0xab, 0xcd};
+static const tg_perf_emit_mapping_t map_w = {
+    .start = 0x1000, .end = 0x2000, .build_id = build_id,
+    .build_id_len = 2, .path = "/bin/w"};
+static const tg_perf_emit_frame_t frames[] = {
+    {&map_w, 0x10, "main", 0},   /* root */
+    {&map_w, 0x20, "spinX", 4},  /* leaf: "spin", a name not NUL-ended */
+};
+static const tg_perf_emit_sample_t sample = {
+    .ts = 2000, .cpu = 1, .pid = 7, .tid = 8, .cpu_mode = 2,
+    .timebase_count = 10000, .frames = frames, .n_frames = 2};
+
+static const uint8_t sample_full[] = {
+    0x40, 0xd0, 0x0f,                 /* timestamp 2000 */
+    0x68, 0x02,                       /* SEQ_NEEDS_INCREMENTAL_STATE */
+    0x62, SZ(125),                    /* interned_data */
+    0x82, 0x01, SZ(6), 0x08, 0x01, 0x12, 0x02, 0xab, 0xcd, /* build_ids */
+    0x8a, 0x01, SZ(7), 0x08, 0x01, 0x12, 0x03, 'b', 'i', 'n', /* paths */
+    0x8a, 0x01, SZ(5), 0x08, 0x02, 0x12, 0x01, 'w',
+    0x9a, 0x01, SZ(20),               /* mappings */
+    0x08, 0x01, 0x10, 0x01, 0x18, 0x00, 0x20, 0x80, 0x20, 0x28, 0x80, 0x40,
+    0x30, 0x00, 0x38, 0x01, 0x38, 0x02, 0x40, 0x00,
+    0x2a, SZ(8), 0x08, 0x01, 0x12, 0x04, 'm', 'a', 'i', 'n', /* functions */
+    0x32, SZ(8), 0x08, 0x01, 0x10, 0x01, 0x18, 0x01, 0x20, 0x10, /* frames */
+    0x2a, SZ(8), 0x08, 0x02, 0x12, 0x04, 's', 'p', 'i', 'n',
+    0x32, SZ(8), 0x08, 0x02, 0x10, 0x02, 0x18, 0x01, 0x20, 0x20,
+    0x3a, SZ(6), 0x08, 0x02, 0x10, 0x01, 0x10, 0x02, /* callstack, root first */
+    0x92, 0x04, SZ(13),               /* perf_sample */
+    0x08, 0x01, 0x10, 0x07, 0x18, 0x08, 0x20, 0x02, 0x28, 0x02,
+    0x30, 0x90, 0x4e,
+};
+
+static const uint8_t sample_again[] = {
+    0x40, 0xd0, 0x0f, 0x68, 0x02, 0x92, 0x04, SZ(13),
+    0x08, 0x01, 0x10, 0x07, 0x18, 0x08, 0x20, 0x02, 0x28, 0x02,
+    0x30, 0x90, 0x4e,
+};
+
+static void a_sample_interns_once_per_clear(void **state) {
+  (void)state;
+  tg_perf_emitter_t *e = tg_perf_emitter_new(0);
+  assert_non_null(e);
+  out_t o;
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &sample), 0);
+  expect(&o, sample_full, sizeof(sample_full));
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &sample), 0);
+  expect(&o, sample_again, sizeof(sample_again));
+  /* After a clear, everything again with the same iids. */
+  tg_perf_emitter_reset(e);
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &sample), 0);
+  expect(&o, sample_full, sizeof(sample_full));
+  assert_false(tg_perf_emitter_full(e));
+  tg_perf_emitter_free(e);
+}
+
+static void the_empty_callstack_is_iid_1(void **state) {
+  (void)state;
+  tg_perf_emitter_t *e = tg_perf_emitter_new(0);
+  assert_non_null(e);
+  out_t o;
+  out_init(&o);
+  tg_perf_emit_sample_t s = sample;
+  s.n_frames = 0;
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &s), 0);
+  static const uint8_t want[] = {
+      0x40, 0xd0, 0x0f, 0x68, 0x02,
+      0x62, SZ(7), 0x3a, SZ(2), 0x08, 0x01, /* callstack 1, no frames */
+      0x92, 0x04, SZ(13),
+      0x08, 0x01, 0x10, 0x07, 0x18, 0x08, 0x20, 0x01, 0x28, 0x02,
+      0x30, 0x90, 0x4e,
+  };
+  expect(&o, want, sizeof(want));
+  /* Once only; and a real callstack after it still starts at 2. */
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &s), 0);
+  assert_int_equal(tg_pbw_written(&o.w), sizeof(want) - 12);
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &sample), 0);
+  expect(&o, sample_full, sizeof(sample_full));
+  tg_perf_emitter_free(e);
+}
+
+static void loss_and_skips(void **state) {
+  (void)state;
+  out_t o;
+  out_init(&o);
+  tg_perf_emit_lost(&o.w, 3, 1, 42);
+  static const uint8_t lost[] = {0x40, 0x03, 0x68, 0x02, 0x92, 0x04, SZ(5),
+                                 0x08, 0x01, 0x88, 0x01, 0x2a};
+  expect(&o, lost, sizeof(lost));
+  out_init(&o);
+  tg_perf_emit_skipped(&o.w, 3, 0, 7, 8, TG_PERF_SKIP_NOT_IN_SCOPE);
+  static const uint8_t skipped[] = {0x40, 0x03, 0x68, 0x02, 0x92, 0x04,
+                                    SZ(9), 0x08, 0x00, 0x10, 0x07, 0x18,
+                                    0x08, 0x90, 0x01, 0x04};
+  expect(&o, skipped, sizeof(skipped));
+}
+
+static void the_budget_says_when_to_clear(void **state) {
+  (void)state;
+  tg_perf_emitter_t *e = tg_perf_emitter_new(4096);
+  assert_non_null(e);
+  static uint8_t big[1 << 16];
+  tg_perf_emit_frame_t f = {&map_w, 0, NULL, 0};
+  tg_perf_emit_sample_t s = sample;
+  s.frames = &f;
+  s.n_frames = 1;
+  int i = 0;
+  while (!tg_perf_emitter_full(e)) {
+    assert_true(i < 1000);
+    tg_pbw_t w;
+    tg_pbw_init(&w, big, sizeof(big), NULL, NULL);
+    f.rel_pc = (uint64_t)i++;
+    assert_int_equal(tg_perf_emit_sample(e, &w, &s), 0);
+  }
+  assert_true(i > 10);
+  tg_perf_emitter_reset(e);
+  assert_false(tg_perf_emitter_full(e));
+  tg_perf_emitter_free(e);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(defaults_packet),
+      cmocka_unit_test(a_sample_interns_once_per_clear),
+      cmocka_unit_test(the_empty_callstack_is_iid_1),
+      cmocka_unit_test(loss_and_skips),
+      cmocka_unit_test(the_budget_says_when_to_clear),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
