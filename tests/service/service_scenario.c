@@ -30,7 +30,8 @@ void scenario_open(scenario_t *s, const test_service_t *ts,
     s->has_t = true;
   }
   assert_int_equal(raw_consumer_connect(&s->c, ts), 0);
-  simple_cfg_init(&s->sc, o.buffer_kb ? o.buffer_kb : 64, 1, o.ds);
+  simple_cfg_init(&s->sc, o.buffer_kb ? o.buffer_kb : 64,
+                  o.policy ? o.policy : 1, o.ds);
 }
 
 void trigger_cfg_init(trigger_cfg_t *t, simple_cfg_t *sc,
@@ -60,8 +61,10 @@ void scenario_enable(scenario_t *s) {
   assert_int_equal(raw_consumer_enable(&s->c, &s->sc.cfg, -1), 0);
 }
 
-void scenario_start(scenario_t *s) {
-  scenario_enable(s);
+void scenario_start(scenario_t *s) { scenario_start_into(s, -1); }
+
+void scenario_start_into(scenario_t *s, int fd) {
+  assert_int_equal(raw_consumer_enable(&s->c, &s->sc.cfg, fd), 0);
   assert_int_equal(raw_producer_wait_started(&s->p, STEP_MS), 0);
 }
 

@@ -19,6 +19,7 @@ typedef struct scenario_opts {
   const char *producer; /* the producer's name; NULL: "test.producer" */
   const char *ds;       /* its data source, and the config's */
   uint32_t buffer_kb;   /* the session's one buffer; 0: 64 */
+  int policy;           /* its fill policy: 1 RING_BUFFER, 2 DISCARD; 0: 1 */
   uint32_t page_kb;     /* SMB page hint; 0: 4 (with smb_kb 0: 64) */
   uint32_t smb_kb;
   bool trigger_producer; /* also "trigger.producer", no data source */
@@ -69,6 +70,8 @@ void scenario_trigger(scenario_t *s, scenario_trigger_mode_t mode,
 void scenario_enable(scenario_t *s);
 /* scenario_enable(), then the producer's StartDataSource. */
 void scenario_start(scenario_t *s);
+/* scenario_start() sending |fd| with EnableTracing (write_into_file). */
+void scenario_start_into(scenario_t *s, int fd);
 /* |n| test packets ("|str|", |first|, |first| + 1...) of writer 1 in
  * (page 0, chunk 0), committed; the commit acks flush |flush_id| when it
  * is not 0. */

@@ -292,7 +292,8 @@ static void clone_by_name_and_refusals(void **state) {
 
 static void stop_trigger_leaves_a_trigger_packet(void **state) {
   scenario_t s;
-  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_STOP_TRACING, "stop", 0);
   scenario_start(&s);
   assert_int_equal(scenario_fire(&s, "unrelated"), 1);
@@ -352,7 +353,8 @@ static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
   test_service_t *ts = *state;
   raw_consumer_t k;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "snap", 0);
   int64_t orid = observe_clone_hits(&s.c);
   scenario_start(&s);
@@ -399,7 +401,8 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   test_service_t *ts = *state;
   raw_consumer_t k1, k2, k3;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "t1", 0);
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger t2 =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
@@ -499,7 +502,8 @@ static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   test_service_t *ts = *state;
   raw_consumer_t k, k2;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "snap", 0);
   int64_t orid = observe_clone_hits(&s.c);
   scenario_start(&s);
@@ -625,7 +629,8 @@ static void a_trigger_storm_waits_for_a_bounded_number_of_clones(void **state) {
   test_service_t *ts = *state;
   raw_consumer_t k;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "storm.ds", .trigger_producer = true});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "storm.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "storm", 0);
   /* A second trigger, to tell the hits after the storm apart. */
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger after =

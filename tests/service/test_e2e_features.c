@@ -312,7 +312,8 @@ static void incremental_state_clear_period_reaches_producers_that_handle_it(
 
 static void start_trigger_starts_the_session(void **state) {
   scenario_t s;
-  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_START_TRACING, "go", 5000);
   scenario_enable(&s);
   assert_true(poll_until(&s.p, &s.p.setups, 1, 5000));
@@ -330,7 +331,8 @@ static void start_trigger_starts_the_session(void **state) {
 
 static void stop_trigger_ends_the_session(void **state) {
   scenario_t s;
-  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_STOP_TRACING, "stop", 0);
   s.trig.tr.has_stop_delay_ms = 1;
   s.trig.tr.stop_delay_ms = 0;
@@ -388,7 +390,8 @@ static void stop_trigger_timeout_ends_the_session_without_data(void **state) {
  * once it fires (Perfetto's StartTracingTrigger). */
 static void start_trigger_stop_delay_is_the_duration(void **state) {
   scenario_t s;
-  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_START_TRACING, "go", 60000);
   s.trig.tr.has_stop_delay_ms = 1;
   s.trig.tr.stop_delay_ms = 100;
@@ -409,7 +412,8 @@ static void start_trigger_stop_delay_is_the_duration(void **state) {
  * longer one does not put the stop off (Perfetto's StopTracingTrigger). */
 static void stop_trigger_keeps_the_first_delay(void **state) {
   scenario_t s;
-  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
   scenario_trigger(&s, SCENARIO_STOP_TRACING, "fast", 0);
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger slow =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
@@ -480,7 +484,9 @@ static bool has_event(const Perfetto__Protos__TracingServiceCapabilities *cap,
 static void query_capabilities_and_service_state_describe_the_service(void **state) {
   test_service_t *ts = *state;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.producer = "state.producer", .ds = "state.ds", .buffer_kb = 256});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.producer = "state.producer",
+                                  .ds = "state.ds", .buffer_kb = 256});
   scenario_start(&s);
 
   Perfetto__Protos__QueryCapabilitiesRequest qc =
@@ -547,8 +553,9 @@ static void read_out_fills_a_larger_send_buffer(void **state) {
   long wmem_default = read_sysctl("/proc/sys/net/core/wmem_default");
   assert_true(wmem_default > 0);
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "big.ds", .buffer_kb = 4096,
-                                          .page_kb = 32, .smb_kb = 256});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "big.ds", .buffer_kb = 4096,
+                                  .page_kb = 32, .smb_kb = 256});
   scenario_start(&s);
   /* 2 MiB of packets of 28 KiB, one per whole-page chunk. */
   enum { STR_LEN = 28 * 1024, PACKETS = 72 };
@@ -634,8 +641,9 @@ static unsigned read_replies_of(raw_consumer_t *c, const uint8_t *want, size_t l
 static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
   test_service_t *ts = *state;
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.ds = "big.ds", .buffer_kb = 1024,
-                                          .page_kb = 32, .smb_kb = 256});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "big.ds", .buffer_kb = 1024,
+                                  .page_kb = 32, .smb_kb = 256});
   scenario_start(&s);
   assert_int_equal(s.p.smb.page_size, 32768);
 
@@ -753,9 +761,9 @@ static void scrape_does_not_make_untouched_smb_pages_resident(void **state) {
   test_service_t *ts = *state;
   enum { FAR_PAGE = 1500 };
   scenario_t s;
-  scenario_open(&s, ts, (scenario_opts_t){.producer = "big", .ds = "scrape.ds",
-                                          .buffer_kb = 256, .page_kb = 4,
-                                          .smb_kb = 8192});
+  scenario_open(&s, ts,
+                (scenario_opts_t){.producer = "big", .ds = "scrape.ds",
+                                  .buffer_kb = 256, .page_kb = 4, .smb_kb = 8192});
   scenario_start(&s);
   assert_int_equal(s.p.smb_size, 8192 * 1024);
   assert_int_equal(raw_producer_register_writer(&s.p, 1), 0);
