@@ -1054,27 +1054,6 @@ static void http_caps_connections_per_source(void **state) {
   close(busy[1]);
 }
 
-/* 127.0.0.0/8 is one machine, where any user binds any of its addresses:
- * one source, whichever address a connection comes from. */
-static void http_loopback_addresses_are_one_source(void **state) {
-  (void)state;
-  fixture_t f;
-  tg_http_server_config_t cfg = {.host = "127.0.0.1",
-                                 .max_conns = 8,
-                                 .max_conns_per_source = 2,
-                                 .timeout_s = 60};
-  fixture_start_cfg(&f, &cfg);
-  uint16_t port = tg_http_server_port(f.srv);
-  int busy[2] = {busy_from(&f, "127.0.0.2", 1), busy_from(&f, "127.0.0.3", 2)};
-  assert_refused_from(&f, port, "127.0.0.4");
-  tg_http_server_stats_t st;
-  tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 1);
-  assert_int_equal(st.conns, 2);
-  fixture_stop(&f);
-  for (int i = 0; i < 2; i++) close(busy[i]);
-}
-
 /* Every slot held by connections that send nothing: a new client is still
  * served, in place of the one idle the longest. */
 static void http_full_listener_serves_new_client(void **state) {
@@ -1101,67 +1080,82 @@ static void http_full_listener_serves_new_client(void **state) {
   for (int i = 0; i < 3; i++) close(idle[i]);
 }
 
-static void http_caps_ipv6_source(void **state) {
-  (void)state;
+/* A connection-cap case: a server with these limits; connections from
+ * |busy| (in order), each in the middle of a request so that none is the
+ * idle one a newcomer replaces; then one from |newcomer|, which the server
+ * must close at once while the busy ones stay open; then its counts. Each
+ * case is a cmocka test of its own name. */
+typedef struct cap_case {
+  const char *name;
+  const char *host;
+  unsigned max_conns, max_conns_per_source;
+  const char *busy[3]; /* NULL ends */
+  const char *newcomer;
+  unsigned refused_per_source;
+  int refused_max_conns; /* -1: not checked */
+  int conns;             /* -1: not checked */
+} cap_case_t;
+
+static const cap_case_t CAP_CASES[] = {
+    /* 127.0.0.0/8 is one machine, where any user binds any of its
+     * addresses: one source, whichever address a connection comes from. */
+    {.name = "http_loopback_addresses_are_one_source",
+     .host = "127.0.0.1", .max_conns = 8, .max_conns_per_source = 2,
+     .busy = {"127.0.0.2", "127.0.0.3"}, .newcomer = "127.0.0.4",
+     .refused_per_source = 1, .refused_max_conns = -1, .conns = 2},
+    {.name = "http_caps_ipv6_source",
+     .host = "::1", .max_conns = 2, .max_conns_per_source = 1,
+     .busy = {"::1"}, .newcomer = "::1",
+     .refused_per_source = 1, .refused_max_conns = -1, .conns = 1},
+    /* Over max_conns it is max_conns: a source may then fill the listener,
+     * and the one connection after that is refused by the per-source cap
+     * (checked first), which unclamped would have let it through to
+     * max_conns. */
+    {.name = "http_per_source_cap_clamps_to_max_conns",
+     .host = "127.0.0.1", .max_conns = 2, .max_conns_per_source = 100,
+     .busy = {"127.0.0.3", "127.0.0.3"}, .newcomer = "127.0.0.4",
+     .refused_per_source = 1, .refused_max_conns = 0, .conns = -1},
+    /* Unset: a quarter of max_conns, here 1. */
+    {.name = "http_per_source_cap_defaults_to_a_quarter",
+     .host = "127.0.0.1", .max_conns = 7, .max_conns_per_source = 0,
+     .busy = {"127.0.0.3"}, .newcomer = "127.0.0.3",
+     .refused_per_source = 1, .refused_max_conns = -1, .conns = -1},
+};
+
+#define N_CAP_CASES (sizeof(CAP_CASES) / sizeof(CAP_CASES[0]))
+
+/* Whether this host can bind [::1] (a container may have no IPv6). */
+static bool have_ipv6_loopback(void) {
   int probe = socket(AF_INET6, SOCK_STREAM, 0);
   struct sockaddr_in6 a = {.sin6_family = AF_INET6,
                            .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-  bool have_v6 =
-      probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+  bool ok = probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
   if (probe >= 0) close(probe);
-  if (!have_v6) skip();
-  fixture_t f;
-  tg_http_server_config_t cfg = {.host = "::1",
-                                 .max_conns = 2,
-                                 .max_conns_per_source = 1,
-                                 .timeout_s = 60};
-  fixture_start_cfg(&f, &cfg);
-  uint16_t port = tg_http_server_port(f.srv);
-  int held = busy_from(&f, "::1", 1);
-  assert_refused_from(&f, port, "::1");
-  assert_false(peer_closed(&held));
-  tg_http_server_stats_t st;
-  tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 1);
-  assert_int_equal(st.conns, 1);
-  fixture_stop(&f);
-  close(held);
+  return ok;
 }
 
-static void http_per_source_cap_defaults_and_clamps(void **state) {
-  (void)state;
-  /* Over max_conns it is max_conns: a source may then fill the listener,
-   * and the one connection after that is refused by the per-source cap
-   * (checked first), which unclamped would have let it through to
-   * max_conns. */
+static void cap_case_run(void **state) {
+  const cap_case_t *k = *state;
+  if (strchr(k->host, ':') && !have_ipv6_loopback()) skip();
   fixture_t f;
-  tg_http_server_config_t cfg = {.host = "127.0.0.1",
-                                 .max_conns = 2,
-                                 .max_conns_per_source = 100,
+  tg_http_server_config_t cfg = {.host = k->host,
+                                 .max_conns = k->max_conns,
+                                 .max_conns_per_source = k->max_conns_per_source,
                                  .timeout_s = 60};
   fixture_start_cfg(&f, &cfg);
-  uint16_t port = tg_http_server_port(f.srv);
-  int held[2];
-  for (unsigned i = 0; i < 2; i++) held[i] = busy_from(&f, "127.0.0.3", i + 1);
-  assert_refused_from(&f, port, "127.0.0.4");
+  int held[3];
+  unsigned n = 0;
+  for (; n < 3 && k->busy[n]; n++) held[n] = busy_from(&f, k->busy[n], n + 1);
+  assert_refused_from(&f, tg_http_server_port(f.srv), k->newcomer);
+  for (unsigned i = 0; i < n; i++) assert_false(peer_closed(&held[i]));
   tg_http_server_stats_t st;
   tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 1);
-  assert_int_equal(st.refused_max_conns, 0);
+  assert_int_equal(st.refused_per_source, k->refused_per_source);
+  if (k->refused_max_conns >= 0)
+    assert_int_equal(st.refused_max_conns, k->refused_max_conns);
+  if (k->conns >= 0) assert_int_equal(st.conns, k->conns);
   fixture_stop(&f);
-  for (int i = 0; i < 2; i++) close(held[i]);
-
-  /* Unset: a quarter of max_conns, here 1. */
-  cfg.max_conns = 7;
-  cfg.max_conns_per_source = 0;
-  fixture_start_cfg(&f, &cfg);
-  port = tg_http_server_port(f.srv);
-  held[0] = busy_from(&f, "127.0.0.3", 1);
-  assert_refused_from(&f, port, "127.0.0.3");
-  tg_http_server_stats(f.srv, &st);
-  assert_int_equal(st.refused_per_source, 1);
-  fixture_stop(&f);
-  close(held[0]);
+  for (unsigned i = 0; i < n; i++) close(held[i]);
 }
 
 typedef struct warnings {
@@ -1389,23 +1383,24 @@ int main(void) {
       cmocka_unit_test(http_stop_abandons_deferred_and_loop_ends),
       cmocka_unit_test(http_start_refuses_half_tls_config),
       cmocka_unit_test(http_caps_connections_per_source),
-      cmocka_unit_test(http_caps_ipv6_source),
-      cmocka_unit_test(http_per_source_cap_defaults_and_clamps),
       cmocka_unit_test(http_per_source_refusals_warn_once_as_loopback),
-      cmocka_unit_test(http_loopback_addresses_are_one_source),
       cmocka_unit_test(http_full_listener_serves_new_client),
       cmocka_unit_test(http_start_refuses_per_source_out_of_range),
       cmocka_unit_test(https_handshakeless_connections_make_room),
       cmocka_unit_test(https_set_access_ends_removed_identities),
   };
   enum { N_OTHERS = sizeof(others) / sizeof(others[0]) };
-  struct CMUnitTest tests[N_HTTP_CASES + N_OTHERS];
+  struct CMUnitTest tests[N_HTTP_CASES + N_CAP_CASES + N_OTHERS];
+  size_t n = 0;
   for (size_t i = 0; i < N_HTTP_CASES; i++)
-    tests[i] = (struct CMUnitTest){.name = HTTP_CASES[i].name,
-                                   .test_func = http_case_run,
-                                   .initial_state = (void *)&HTTP_CASES[i]};
-  memcpy(tests + N_HTTP_CASES, others, sizeof(others));
-  return _cmocka_run_group_tests("test_collector_http", tests,
-                                 N_HTTP_CASES + N_OTHERS, certs_setup,
-                                 certs_teardown);
+    tests[n++] = (struct CMUnitTest){.name = HTTP_CASES[i].name,
+                                     .test_func = http_case_run,
+                                     .initial_state = (void *)&HTTP_CASES[i]};
+  for (size_t i = 0; i < N_CAP_CASES; i++)
+    tests[n++] = (struct CMUnitTest){.name = CAP_CASES[i].name,
+                                     .test_func = cap_case_run,
+                                     .initial_state = (void *)&CAP_CASES[i]};
+  memcpy(tests + n, others, sizeof(others));
+  return _cmocka_run_group_tests("test_collector_http", tests, n + N_OTHERS,
+                                 certs_setup, certs_teardown);
 }
