@@ -546,3 +546,81 @@ int rc_call(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
   call_free(&c);
   return rv;
 }
+
+/* --- the fixture ------------------------------------------------------------------ */
+
+relay_fx_t *relay_fx_start(void **state, const char *const *service_args) {
+  relay_fx_t *f = calloc(1, sizeof(*f));
+  if (!f) return NULL;
+  int rv = service_args ? test_service_start_with(&f->ts, service_args, STEP_MS)
+                        : test_service_start(&f->ts);
+  if (rv < 0) {
+    free(f);
+    return NULL;
+  }
+  loop_setup();
+  *state = f;
+  return f;
+}
+
+int relay_fx_setup_service(void **state) {
+  return relay_fx_start(state, NULL) ? 0 : -1;
+}
+
+int relay_fx_setup(void **state) {
+  relay_fx_t *f = relay_fx_start(state, NULL);
+  if (!f || relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
+  f->relay_up = true;
+  return 0;
+}
+
+int relay_fx_teardown(void **state) {
+  relay_fx_t *f = *state;
+  int rv = 0;
+  if (f->relay_up) {
+    int st = relay_stop(&f->rp);
+    /* A clean exit (no sanitizer report either) is part of the contract. */
+    if (st != f->want_relay_status) {
+      fprintf(stderr, "relay exit status %d\n", st);
+      rv = -1;
+    }
+  }
+  loop_teardown();
+  if (test_service_stop(&f->ts) != 0) rv = -1;
+  free(f);
+  return rv;
+}
+
+int relay_fx_group_setup(void **state) {
+  (void)state;
+  signal(SIGPIPE, SIG_IGN);
+  return certs_setup();
+}
+
+int relay_fx_group_teardown(void **state) {
+  (void)state;
+  certs_teardown();
+  return 0;
+}
+
+void relay_fx_connect(relay_fx_t *f, rc_t *rc, const char *name,
+                      tg_tls_config_t **cfg) {
+  *cfg = client_cfg("pki", name, "pki");
+  int hs = rc_connect(rc, f->rp.port, *cfg);
+  if (hs != 0) {
+    relay_dump(&f->rp);
+    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
+  }
+  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
+}
+
+void relay_fx_disconnect(rc_t *rc, tg_tls_config_t *cfg) {
+  rc_close(rc);
+  tg_tls_config_free(cfg);
+}
+
+int rc_key_call(rc_t *rc, const char *method, const char *key) {
+  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+  d.key = (char *)key; /* Detach and Attach requests have the same shape */
+  return rc_call(rc, rc->cp, method, &d.base, NULL, NULL);
+}

@@ -21,6 +21,7 @@
 #include "tls/transport.h"
 #include "common/buf.h"
 #include "test_notice.h"
+#include "test_service.h"
 
 #define STEP_MS 10000 /* bound of every awaited step */
 
@@ -161,5 +162,46 @@ int rc_start(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
 int rc_call(rc_t *rc, const tg_ipc_remote_service_t *svc, const char *method,
             const ProtobufCMessage *args,
             const ProtobufCMessageDescriptor *desc, ProtobufCMessage **reply);
+
+/* --- the fixture every end-to-end relay test starts from ---------------------
+ * A tracegated on temporary sockets, the loop, and (with relay_fx_setup)
+ * tracegate-relay in front of the service. The group's certificates come
+ * from relay_fx_group_setup. The teardown stops the relay and checks its
+ * exit status, closes the loop (uv_loop_close() == 0) and stops the
+ * service: a leaked handle or a dirty exit fails the test. */
+typedef struct relay_fx {
+  test_service_t ts;
+  relay_proc_t rp;
+  bool relay_up;         /* relay_stop in the teardown */
+  int want_relay_status; /* the teardown's check of the relay's exit */
+} relay_fx_t;
+
+/* The service (with |service_args|, NULL-terminated, may be NULL) and
+ * the loop; the test starts its relay itself (then sets relay_up). */
+relay_fx_t *relay_fx_start(void **state, const char *const *service_args);
+/* cmocka fixtures: the service and the loop; + the relay with no flags. */
+int relay_fx_setup_service(void **state);
+int relay_fx_setup(void **state);
+int relay_fx_teardown(void **state);
+/* A cmocka test on the fixture with its relay, and on the service alone. */
+#define RELAY_T(fn) \
+  cmocka_unit_test_setup_teardown(fn, relay_fx_setup, relay_fx_teardown)
+#define RELAY_TS(fn) \
+  cmocka_unit_test_setup_teardown(fn, relay_fx_setup_service, relay_fx_teardown)
+/* cmocka group fixtures: SIGPIPE ignored, certificates made and removed. */
+int relay_fx_group_setup(void **state);
+int relay_fx_group_teardown(void **state);
+
+/* Connects to |f|'s relay as pki client |name| and binds ConsumerPort;
+ * fails the test (with the relay's log) when it cannot. *cfg is the
+ * client's config, freed by relay_fx_disconnect. */
+void relay_fx_connect(relay_fx_t *f, rc_t *rc, const char *name,
+                      tg_tls_config_t **cfg);
+void relay_fx_disconnect(rc_t *rc, tg_tls_config_t *cfg);
+/* Detach or Attach (|method|) with |key| on ConsumerPort; the status. */
+int rc_key_call(rc_t *rc, const char *method, const char *key);
+
+/* |f|'s audit trail has a line matching AUDIT(...) within STEP_MS. */
+#define expect_audit(f, ...) audit_expect(&(f)->rp, AUDIT(__VA_ARGS__))
 
 #endif /* TRACEGATE_TESTS_RELAY_HARNESS_H */

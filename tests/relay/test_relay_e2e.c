@@ -32,46 +32,6 @@
 #include "tracegate/error.h"
 #include "pb/tracegate/relay.pb-c.h"
 
-typedef struct fx {
-  test_service_t ts;
-  relay_proc_t rp;
-  bool relay_up;
-  int want_relay_status; /* the teardown's check of the relay's exit */
-} fx_t;
-
-static int setup_service(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
-  if (!f || test_service_start(&f->ts) < 0) return -1;
-  loop_setup();
-  *state = f;
-  return 0;
-}
-
-static int setup(void **state) {
-  if (setup_service(state) < 0) return -1;
-  fx_t *f = *state;
-  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
-  f->relay_up = true;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx_t *f = *state;
-  int rv = 0;
-  if (f->relay_up) {
-    int st = relay_stop(&f->rp);
-    /* A clean exit (no sanitizer report either) is part of the contract. */
-    if (st != f->want_relay_status) {
-      fprintf(stderr, "relay exit status %d\n", st);
-      rv = -1;
-    }
-  }
-  loop_teardown();
-  if (test_service_stop(&f->ts) != 0) rv = -1;
-  free(f);
-  return rv;
-}
-
 /* The producer and the loop take turns: the producer's socket is waited on
  * (bounded) while the loop's I/O is served between the waits. */
 static bool pump_started(raw_producer_t *p) {
@@ -92,11 +52,8 @@ static uint64_t pump_flush(raw_producer_t *p, uint64_t after) {
   return p->last_flush_id > after ? p->last_flush_id : 0;
 }
 
-/* The relay's audit trail has a line matching AUDIT(...). */
-#define expect_audit(f, ...) audit_expect(&(f)->rp, AUDIT(__VA_ARGS__))
-
 /* The relay's log has a line with notice |n| holding |data| (or any). */
-static void expect_log(fx_t *f, tg_notice_t n, const char *data) {
+static void expect_log(relay_fx_t *f, tg_notice_t n, const char *data) {
   if (!tg_test_wait_notice(f->rp.log, n, data, STEP_MS)) {
     relay_dump(&f->rp);
     fail_msg("the relay log has no %s line%s%s", tg_notice_tag(n),
@@ -130,32 +87,16 @@ static size_t read_values(rc_t *rc, uint32_t *values, size_t max) {
   return n;
 }
 
-static void connect_as(fx_t *f, rc_t *rc, const char *name,
-                       tg_tls_config_t **cfg) {
-  *cfg = client_cfg("pki", name, "pki");
-  int hs = rc_connect(rc, f->rp.port, *cfg);
-  if (hs != 0) {
-    relay_dump(&f->rp);
-    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
-  }
-  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
-}
-
-static void disconnect(rc_t *rc, tg_tls_config_t *cfg) {
-  rc_close(rc);
-  tg_tls_config_free(cfg);
-}
-
 /* --- (1) recording through the relay ------------------------------------------ */
 
 static void relay_records_a_trace_over_tls(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
                                         "test.ds", 4, 64, false), 0);
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "alice", &cfg);
+  relay_fx_connect(f, &rc, "alice", &cfg);
   simple_cfg_t sc;
   call_t enable;
   start_enable(&rc, &sc, &enable);
@@ -192,7 +133,7 @@ static void relay_records_a_trace_over_tls(void **state) {
   perfetto__protos__enable_tracing_response__free_unpacked(er, NULL);
   call_free(&enable);
   assert_int_equal(simple_call(&rc, "FreeBuffers"), 0);
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   raw_producer_close(&p);
 
   expect_audit(f, "alice", "connect", "allow", TG_N_RELAY_CONNECTED, "record");
@@ -206,10 +147,10 @@ static void relay_records_a_trace_over_tls(void **state) {
 /* --- (2) an observer -------------------------------------------------------------- */
 
 static void relay_observer_may_query_but_not_record(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "bob", &cfg);
+  relay_fx_connect(f, &rc, "bob", &cfg);
   assert_int_equal(simple_call(&rc, "QueryServiceState"), 0);
   assert_int_equal(simple_call(&rc, "QueryCapabilities"), 0);
   simple_cfg_t sc;
@@ -223,7 +164,7 @@ static void relay_observer_may_query_but_not_record(void **state) {
                    TG_EREMOTE_FAILED);
   /* The connection is still good after a denial. */
   assert_int_equal(simple_call(&rc, "QueryServiceState"), 0);
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   expect_audit(f, "bob", "EnableTracing", "deny", TG_N_RELAY_ROLE_DENIES,
                "observe");
   expect_audit(f, "bob", "SaveTraceForBugreport", "deny",
@@ -256,7 +197,7 @@ static bool wait_eof(int fd, int ms) {
   }
 }
 
-static void expect_tls_refused(fx_t *f, const char *dir, const char *name,
+static void expect_tls_refused(relay_fx_t *f, const char *dir, const char *name,
                                const char *why) {
   tg_tls_config_t *cfg = client_cfg(dir, name, "pki");
   rc_t rc;
@@ -268,7 +209,7 @@ static void expect_tls_refused(fx_t *f, const char *dir, const char *name,
   expect_log(f, TG_N_RELAY_TLS_HANDSHAKE_FAILED, why);
 }
 
-static void expect_raw_refused(fx_t *f, const void *bytes, size_t len,
+static void expect_raw_refused(relay_fx_t *f, const void *bytes, size_t len,
                                const char *why) {
   int fd = tcp_connect(f->rp.port);
   assert_int_equal(send(fd, bytes, len, MSG_NOSIGNAL), (ssize_t)len);
@@ -279,7 +220,7 @@ static void expect_raw_refused(fx_t *f, const void *bytes, size_t len,
 }
 
 static void relay_refuses_and_logs_every_bad_client(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   expect_tls_refused(f, "pki", NULL, "missing");
   expect_tls_refused(f, "other", "eve", "not correctly signed");
   expect_tls_refused(f, "pki", "old", "expired");
@@ -317,7 +258,7 @@ static void tls_flush(int fd, tg_tls_session_t *s) {
 }
 
 static void relay_closes_on_oversized_frame(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
   tg_tls_session_t *s;
   assert_int_equal(tg_tls_session_new(cfg, "localhost", 0, &s), 0);
@@ -351,10 +292,10 @@ static void relay_closes_on_oversized_frame(void **state) {
 /* --- (5) write_into_file ---------------------------------------------------------------- */
 
 static void relay_refuses_write_into_file_with_a_reason(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "alice", &cfg);
+  relay_fx_connect(f, &rc, "alice", &cfg);
   simple_cfg_t sc;
   simple_cfg_init(&sc, 1024, 1, "test.ds");
   sc.cfg.has_write_into_file = 1;
@@ -382,44 +323,38 @@ static void relay_refuses_write_into_file_with_a_reason(void **state) {
   assert_true(run_until(call_done, &enable, STEP_MS));
   assert_int_equal(enable.status, 0);
   call_free(&enable);
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   expect_audit(f, "alice", "EnableTracing", "deny",
                TG_N_RELAY_WRITE_INTO_FILE);
 }
 
 /* --- (6) detach keys per identity ---------------------------------------------------------- */
 
-static int key_call(rc_t *rc, const char *method, const char *key) {
-  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
-  d.key = (char *)key; /* Detach and Attach requests have the same shape */
-  return rc_call(rc, rc->cp, method, &d.base, NULL, NULL);
-}
-
 static void relay_namespaces_detach_keys_by_identity(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
                                         "test.ds", 4, 64, false), 0);
   rc_t a1, c, a2;
   tg_tls_config_t *acfg, *ccfg, *acfg2;
-  connect_as(f, &a1, "alice", &acfg);
+  relay_fx_connect(f, &a1, "alice", &acfg);
   simple_cfg_t sc;
   call_t enable;
   start_enable(&a1, &sc, &enable);
   assert_true(pump_started(&p));
-  assert_int_equal(key_call(&a1, "Detach", "k"), 0);
+  assert_int_equal(rc_key_call(&a1, "Detach", "k"), 0);
 
   /* carol has the record role too, but "k" is alice's. */
-  connect_as(f, &c, "carol", &ccfg);
-  assert_int_equal(key_call(&c, "Attach", "k"), TG_EREMOTE_FAILED);
-  assert_int_equal(key_call(&c, "Attach", "alice/k"), TG_EREMOTE_FAILED);
-  disconnect(&c, ccfg);
+  relay_fx_connect(f, &c, "carol", &ccfg);
+  assert_int_equal(rc_key_call(&c, "Attach", "k"), TG_EREMOTE_FAILED);
+  assert_int_equal(rc_key_call(&c, "Attach", "alice/k"), TG_EREMOTE_FAILED);
+  relay_fx_disconnect(&c, ccfg);
 
-  connect_as(f, &a2, "alice", &acfg2);
-  assert_int_equal(key_call(&a2, "Attach", "k"), 0);
+  relay_fx_connect(f, &a2, "alice", &acfg2);
+  assert_int_equal(rc_key_call(&a2, "Attach", "k"), 0);
   assert_int_equal(simple_call(&a2, "DisableTracing"), 0);
-  disconnect(&a2, acfg2);
-  disconnect(&a1, acfg);
+  relay_fx_disconnect(&a2, acfg2);
+  relay_fx_disconnect(&a1, acfg);
   call_free(&enable);
   raw_producer_close(&p);
   expect_audit(f, "alice", "Detach", "allow", TG_N_RELAY_KEY_SCOPED, "'alice/k'");
@@ -432,13 +367,13 @@ static void relay_namespaces_detach_keys_by_identity(void **state) {
 /* --- (7) a dropped link with a resume key ---------------------------------------------------- */
 
 static void relay_keeps_a_keyed_session_when_the_link_drops(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   raw_producer_t p;
   assert_int_equal(raw_producer_connect(&p, &f->ts, "relay.producer",
                                         "test.ds", 4, 64, false), 0);
   rc_t a1, a2;
   tg_tls_config_t *cfg1, *cfg2;
-  connect_as(f, &a1, "alice", &cfg1);
+  relay_fx_connect(f, &a1, "alice", &cfg1);
   assert_int_equal(rc_bind(&a1, "TracegateRelay"), 0);
   Perfetto__Protos__SetSessionKeyRequest sk =
       PERFETTO__PROTOS__SET_SESSION_KEY_REQUEST__INIT;
@@ -468,15 +403,15 @@ static void relay_keeps_a_keyed_session_when_the_link_drops(void **state) {
   assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
 
   /* The link goes away while tracing. */
-  disconnect(&a1, cfg1);
+  relay_fx_disconnect(&a1, cfg1);
   call_free(&enable);
   expect_log(f, TG_N_RELAY_SESSION_DETACHED, "'alice/resume'");
   expect_audit(f, "alice", "Detach", "allow", TG_N_RELAY_SESSION_DETACHED,
                "'alice/resume'");
 
   /* A new connection picks the session up and reads what was written. */
-  connect_as(f, &a2, "alice", &cfg2);
-  assert_int_equal(key_call(&a2, "Attach", "resume"), 0);
+  relay_fx_connect(f, &a2, "alice", &cfg2);
+  assert_int_equal(rc_key_call(&a2, "Attach", "resume"), 0);
   Perfetto__Protos__EnableTracingRequest en =
       PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
   en.has_attach_notification_only = 1;
@@ -491,14 +426,14 @@ static void relay_keeps_a_keyed_session_when_the_link_drops(void **state) {
   assert_true(run_until(call_done, &notify, STEP_MS));
   assert_int_equal(notify.status, 0);
   call_free(&notify);
-  disconnect(&a2, cfg2);
+  relay_fx_disconnect(&a2, cfg2);
   raw_producer_close(&p);
 }
 
 /* --- (8) --stdio ------------------------------------------------------------------------------- */
 
 static void relay_stdio_bridges_a_pipe_pair(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   int to, from;
   assert_int_equal(relay_start_stdio(&f->rp, f->ts.consumer_sock, &to, &from), 0);
   f->relay_up = true;
@@ -549,10 +484,10 @@ static void enable_and_disable(rc_t *rc, int want) {
 }
 
 static void relay_reloads_roles_on_sighup_without_dropping(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "bob", &cfg);
+  relay_fx_connect(f, &rc, "bob", &cfg);
   enable_and_disable(&rc, TG_EREMOTE_FAILED);
 
   assert_int_equal(file_replace(f->rp.authz, "alice record\nbob record\n"), 0);
@@ -568,7 +503,7 @@ static void relay_reloads_roles_on_sighup_without_dropping(void **state) {
   enable_and_disable(&rc, 0); /* the good table stays */
 
   assert_false(rc.closed);
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   assert_int_equal(audit_count(f->rp.audit, AUDIT("bob", "connect", "allow")),
                    1);
   expect_audit(f, "bob", "EnableTracing", "deny", TG_N_RELAY_ROLE_DENIES,
@@ -580,17 +515,17 @@ static void relay_reloads_roles_on_sighup_without_dropping(void **state) {
 /* --- (10) SIGTERM ---------------------------------------------------------------------------------- */
 
 static void relay_exits_cleanly_on_sigterm(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t a, b;
   tg_tls_config_t *acfg, *bcfg;
-  connect_as(f, &a, "alice", &acfg);
-  connect_as(f, &b, "bob", &bcfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &b, "bob", &bcfg);
   kill(f->rp.pid, SIGTERM);
   assert_true(rc_wait_closed(&a, STEP_MS));
   assert_true(rc_wait_closed(&b, STEP_MS));
   assert_int_equal(relay_wait_exit(&f->rp, STEP_MS), 0);
-  disconnect(&a, acfg);
-  disconnect(&b, bcfg);
+  relay_fx_disconnect(&a, acfg);
+  relay_fx_disconnect(&b, bcfg);
   expect_log(f, TG_N_RELAY_SHUTDOWN, " 2 ");
   expect_audit(f, "alice", "disconnect", "end", TG_N_RELAY_SHUTDOWN);
   expect_audit(f, "bob", "disconnect", "end", TG_N_RELAY_SHUTDOWN);
@@ -599,22 +534,22 @@ static void relay_exits_cleanly_on_sigterm(void **state) {
 /* --- --max-conns ------------------------------------------------------------------------------------ */
 
 static void relay_refuses_connections_beyond_max_conns(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--max-conns", "1", NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
   f->relay_up = true;
   rc_t a, b;
   tg_tls_config_t *acfg, *bcfg;
-  connect_as(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
   bcfg = client_cfg("pki", "bob", "pki");
   /* Closed unanswered, the same whether our ClientHello was read or not. */
   assert_int_equal(rc_connect(&b, f->rp.port, bcfg), TG_EPEER_CLOSED);
-  disconnect(&b, bcfg);
+  relay_fx_disconnect(&b, bcfg);
   expect_log(f, TG_N_RELAY_BUSY, NULL);
   expect_audit(f, "-", "connect", "deny", TG_N_RELAY_BUSY);
   /* The first connection is unaffected. */
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&a, acfg);
 }
 
 /* One identity cannot take every slot: with --max-conns 4 (and so 2 per
@@ -622,33 +557,33 @@ static void relay_refuses_connections_beyond_max_conns(void **state) {
  * handshake and told why, orderly; carol still gets in, and alice again
  * once one of hers has closed. */
 static void relay_caps_the_connections_of_one_identity(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--max-conns", "4", NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
   f->relay_up = true;
   rc_t a1, a2, a3, c;
   tg_tls_config_t *a1cfg, *a2cfg, *ccfg;
-  connect_as(f, &a1, "alice", &a1cfg);
-  connect_as(f, &a2, "alice", &a2cfg);
+  relay_fx_connect(f, &a1, "alice", &a1cfg);
+  relay_fx_connect(f, &a2, "alice", &a2cfg);
   tg_tls_config_t *a3cfg = client_cfg("pki", "alice", "pki");
   assert_int_equal(rc_connect(&a3, f->rp.port, a3cfg), 0);
   assert_int_equal(rc_bind(&a3, "ConsumerPort"), TG_EUNKNOWN_SERVICE);
   assert_non_null(strstr(a3.bind_said, "--max-conns-per-identity"));
   assert_true(rc_wait_closed(&a3, STEP_MS));
   assert_int_equal(a3.close_status, TG_EPEER_CLOSED);
-  disconnect(&a3, a3cfg);
+  relay_fx_disconnect(&a3, a3cfg);
   expect_audit(f, "alice", "connect", "deny", TG_N_RELAY_IDENTITY_LIMIT);
   /* Another identity is not held back by alice's. */
-  connect_as(f, &c, "carol", &ccfg);
+  relay_fx_connect(f, &c, "carol", &ccfg);
   assert_int_equal(simple_call(&c, "QueryServiceState"), 0);
   /* One of alice's goes: she may open another. */
-  disconnect(&a1, a1cfg);
-  connect_as(f, &a1, "alice", &a1cfg);
+  relay_fx_disconnect(&a1, a1cfg);
+  relay_fx_connect(f, &a1, "alice", &a1cfg);
   assert_int_equal(simple_call(&a1, "QueryServiceState"), 0);
   assert_int_equal(simple_call(&a2, "QueryServiceState"), 0);
-  disconnect(&a1, a1cfg);
-  disconnect(&a2, a2cfg);
-  disconnect(&c, ccfg);
+  relay_fx_disconnect(&a1, a1cfg);
+  relay_fx_disconnect(&a2, a2cfg);
+  relay_fx_disconnect(&c, ccfg);
 }
 
 /* Peers without a certificate that hold connections open do not keep a
@@ -656,7 +591,7 @@ static void relay_caps_the_connections_of_one_identity(void **state) {
  * still unverified after --unverified-evict-ms. */
 static void relay_closes_stale_unverified_connections_for_a_client(
     void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--max-conns", "4", "--unverified-evict-ms", "100",
                          NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
@@ -667,7 +602,7 @@ static void relay_closes_stale_unverified_connections_for_a_client(
   usleep(300 * 1000);
   rc_t a;
   tg_tls_config_t *acfg;
-  connect_as(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
   /* The oldest went; the others are still open. */
   assert_true(wait_eof(idle[0], STEP_MS));
@@ -678,8 +613,8 @@ static void relay_closes_stale_unverified_connections_for_a_client(
    * stale unverified connections in the four slots, bob's closes one of
    * those, never alice's, the oldest. */
   for (int i = 0; i < 4; i++) close(idle[i]);
-  disconnect(&a, acfg);
-  connect_as(f, &a, "alice", &acfg);
+  relay_fx_disconnect(&a, acfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
   int fresh[3];
   for (int i = 0; i < 3; i++) fresh[i] = tcp_connect(f->rp.port);
   tg_tls_config_t *bcfg = client_cfg("pki", "bob", "pki");
@@ -687,16 +622,16 @@ static void relay_closes_stale_unverified_connections_for_a_client(
   usleep(300 * 1000); /* the three go stale */
   assert_int_equal(rc_connect(&b, f->rp.port, bcfg), 0);
   for (int i = 0; i < 3; i++) close(fresh[i]);
-  disconnect(&b, bcfg);
+  relay_fx_disconnect(&b, bcfg);
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&a, acfg);
 }
 
 /* A handshake younger than --unverified-evict-ms is not closed for room:
  * the new connection is refused instead. */
 static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
     void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms",
                          "600000", NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
@@ -705,7 +640,7 @@ static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
   tg_tls_config_t *acfg = client_cfg("pki", "alice", "pki");
   rc_t a;
   assert_int_not_equal(rc_connect(&a, f->rp.port, acfg), 0);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&a, acfg);
   assert_false(wait_eof(idle, 0));
   close(idle);
   expect_audit(f, "-", "connect", "deny", TG_N_RELAY_BUSY);
@@ -715,7 +650,7 @@ static void relay_keeps_young_handshakes_and_refuses_the_newcomer(
  * of "connect deny" lines with |deny|, fewer than |flood|, and
  * "connect suppressed" lines of |budget| that count the others, each
  * refusal once. */
-static void expect_budget_kept(fx_t *f, const char *budget, tg_notice_t deny,
+static void expect_budget_kept(relay_fx_t *f, const char *budget, tg_notice_t deny,
                                size_t flood) {
   audit_want_t held_lines = AUDIT(NULL, "connect", "suppressed",
                                   TG_N_RELAY_AUDIT_SUPPRESSED, budget);
@@ -731,14 +666,14 @@ static void expect_budget_kept(fx_t *f, const char *budget, tg_notice_t deny,
  * refused connections writes TG_AUDIT_DENIAL_BURST of them, then says how
  * many it held back. */
 static void relay_rate_limits_lines_about_unverified_peers(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--max-conns", "1", "--unverified-evict-ms", "0",
                          NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
   f->relay_up = true;
   rc_t a;
   tg_tls_config_t *acfg;
-  connect_as(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
   enum { FLOOD = 3 * TG_AUDIT_DENIAL_BURST };
   for (int i = 0; i < FLOOD; i++) {
     int fd = tcp_connect(f->rp.port);
@@ -753,7 +688,7 @@ static void relay_rate_limits_lines_about_unverified_peers(void **state) {
   close(fd);
   expect_budget_kept(f, "budget=unverified", TG_N_RELAY_BUSY, FLOOD);
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&a, acfg);
 }
 
 /* Refusals of verified clients have a budget of their own: a valid
@@ -761,7 +696,7 @@ static void relay_rate_limits_lines_about_unverified_peers(void **state) {
  * TG_AUDIT_DENIAL_BURST lines, then says how many it held back, and the
  * relay goes on serving the others. */
 static void relay_rate_limits_lines_about_refused_clients(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, NULL), 0);
   f->relay_up = true;
   tg_tls_config_t *dcfg = client_cfg("pki", "dave", "pki");
@@ -785,9 +720,9 @@ static void relay_rate_limits_lines_about_refused_clients(void **state) {
   expect_budget_kept(f, "budget=verified", TG_N_RELAY_NOT_AUTHORIZED, FLOOD);
   rc_t a;
   tg_tls_config_t *acfg;
-  connect_as(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
   assert_int_equal(simple_call(&a, "QueryServiceState"), 0);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&a, acfg);
 }
 
 /* --- backpressure ------------------------------------------------------------------------- */
@@ -798,7 +733,7 @@ static void relay_rate_limits_lines_about_refused_clients(void **state) {
 /* A client that stops reading makes the relay stop reading the service,
  * and everything arrives, in order, once it reads again. */
 static void relay_backpressure_pauses_and_resumes_without_loss(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--high-water-kb", "64", "--log-level", "debug",
                          NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
@@ -808,7 +743,7 @@ static void relay_backpressure_pauses_and_resumes_without_loss(void **state) {
                                         "test.ds", 32, 1024, false), 0);
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "alice", &cfg);
+  relay_fx_connect(f, &rc, "alice", &cfg);
   simple_cfg_t sc;
   simple_cfg_init(&sc, 32768, 1, "test.ds");
   Perfetto__Protos__EnableTracingRequest en =
@@ -858,22 +793,22 @@ static void relay_backpressure_pauses_and_resumes_without_loss(void **state) {
   assert_int_equal(simple_call(&rc, "DisableTracing"), 0);
   assert_true(run_until(call_done, &enable, STEP_MS));
   call_free(&enable);
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   raw_producer_close(&p);
 }
 
 /* --- idle timeout ----------------------------------------------------------------------------- */
 
 static void relay_closes_idle_connections(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--idle-timeout-ms", "300", NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
   f->relay_up = true;
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "alice", &cfg);
+  relay_fx_connect(f, &rc, "alice", &cfg);
   assert_true(rc_wait_closed(&rc, STEP_MS));
-  disconnect(&rc, cfg);
+  relay_fx_disconnect(&rc, cfg);
   expect_audit(f, "alice", "disconnect", "end", TG_N_RELAY_IDLE_CLOSED);
 }
 
@@ -886,14 +821,14 @@ static bool never(void *arg) {
  * heartbeats (TracegateRelay.ClockSync): one that sits quiet, as a plain
  * Perfetto consumer waiting for its trace does, keeps its connection. */
 static void relay_idle_limit_follows_the_heartbeat(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   const char *extra[] = {"--dead-link-timeout", "1", NULL};
   assert_int_equal(relay_start(&f->rp, f->ts.consumer_sock, extra), 0);
   f->relay_up = true;
   rc_t quiet, beat;
   tg_tls_config_t *cq, *cb;
-  connect_as(f, &quiet, "alice", &cq);
-  connect_as(f, &beat, "carol", &cb);
+  relay_fx_connect(f, &quiet, "alice", &cq);
+  relay_fx_connect(f, &beat, "carol", &cb);
   assert_int_equal(rc_bind(&beat, "TracegateRelay"), 0);
   ProtobufCMessage *m;
   assert_int_equal(rc_call(&beat, beat.relay, "ClockSync", NULL,
@@ -906,8 +841,8 @@ static void relay_idle_limit_follows_the_heartbeat(void **state) {
   /* ...the quiet one, silent as long and more, still gets answers. */
   run_until(never, NULL, 1500);
   assert_int_equal(simple_call(&quiet, "QueryServiceState"), 0);
-  disconnect(&quiet, cq);
-  disconnect(&beat, cb);
+  relay_fx_disconnect(&quiet, cq);
+  relay_fx_disconnect(&beat, cb);
   expect_audit(f, "carol", "disconnect", "end", TG_N_RELAY_IDLE_CLOSED);
 }
 
@@ -1007,45 +942,31 @@ static void relay_version_names_its_tls_paths(void **state) {
   assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-static int group_setup(void **state) {
-  (void)state;
-  signal(SIGPIPE, SIG_IGN);
-  return certs_setup();
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  certs_teardown();
-  return 0;
-}
-
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-#define TS(fn) cmocka_unit_test_setup_teardown(fn, setup_service, teardown)
-
 int main(void) {
   const struct CMUnitTest tests[] = {
-      T(relay_records_a_trace_over_tls),
-      T(relay_observer_may_query_but_not_record),
-      T(relay_refuses_and_logs_every_bad_client),
-      T(relay_closes_on_oversized_frame),
-      T(relay_refuses_write_into_file_with_a_reason),
-      T(relay_namespaces_detach_keys_by_identity),
-      T(relay_keeps_a_keyed_session_when_the_link_drops),
-      TS(relay_stdio_bridges_a_pipe_pair),
-      T(relay_reloads_roles_on_sighup_without_dropping),
-      T(relay_exits_cleanly_on_sigterm),
-      TS(relay_refuses_connections_beyond_max_conns),
-      TS(relay_caps_the_connections_of_one_identity),
-      TS(relay_closes_stale_unverified_connections_for_a_client),
-      TS(relay_keeps_young_handshakes_and_refuses_the_newcomer),
-      TS(relay_rate_limits_lines_about_unverified_peers),
-      TS(relay_rate_limits_lines_about_refused_clients),
-      TS(relay_backpressure_pauses_and_resumes_without_loss),
-      TS(relay_closes_idle_connections),
-      TS(relay_idle_limit_follows_the_heartbeat),
+      RELAY_T(relay_records_a_trace_over_tls),
+      RELAY_T(relay_observer_may_query_but_not_record),
+      RELAY_T(relay_refuses_and_logs_every_bad_client),
+      RELAY_T(relay_closes_on_oversized_frame),
+      RELAY_T(relay_refuses_write_into_file_with_a_reason),
+      RELAY_T(relay_namespaces_detach_keys_by_identity),
+      RELAY_T(relay_keeps_a_keyed_session_when_the_link_drops),
+      RELAY_TS(relay_stdio_bridges_a_pipe_pair),
+      RELAY_T(relay_reloads_roles_on_sighup_without_dropping),
+      RELAY_T(relay_exits_cleanly_on_sigterm),
+      RELAY_TS(relay_refuses_connections_beyond_max_conns),
+      RELAY_TS(relay_caps_the_connections_of_one_identity),
+      RELAY_TS(relay_closes_stale_unverified_connections_for_a_client),
+      RELAY_TS(relay_keeps_young_handshakes_and_refuses_the_newcomer),
+      RELAY_TS(relay_rate_limits_lines_about_unverified_peers),
+      RELAY_TS(relay_rate_limits_lines_about_refused_clients),
+      RELAY_TS(relay_backpressure_pauses_and_resumes_without_loss),
+      RELAY_TS(relay_closes_idle_connections),
+      RELAY_TS(relay_idle_limit_follows_the_heartbeat),
       cmocka_unit_test(relay_refuses_an_unknown_compress_mode),
       cmocka_unit_test(relay_flags_take_durations_and_sizes),
       cmocka_unit_test(relay_version_names_its_tls_paths),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, relay_fx_group_setup,
+                                relay_fx_group_teardown);
 }

@@ -30,53 +30,10 @@
 #include "test_service.h"
 #include "tracegate/error.h"
 
-typedef struct fx {
-  test_service_t ts;
-  relay_proc_t rp;
-  bool relay_up;
-} fx_t;
-
-static int setup_service(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
-  if (!f || test_service_start(&f->ts) < 0) return -1;
-  loop_setup();
-  *state = f;
-  return 0;
-}
-
-static int setup(void **state) {
-  if (setup_service(state) < 0) return -1;
-  fx_t *f = *state;
-  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
-  f->relay_up = true;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx_t *f = *state;
-  int rv = 0;
-  if (f->relay_up && relay_stop(&f->rp) != 0) rv = -1;
-  loop_teardown();
-  if (test_service_stop(&f->ts) != 0) rv = -1;
-  free(f);
-  return rv;
-}
-
 static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void connect_as(fx_t *f, rc_t *rc, const char *name,
-                       tg_tls_config_t **cfg) {
-  *cfg = client_cfg("pki", name, "pki");
-  int hs = rc_connect(rc, f->rp.port, *cfg);
-  if (hs != 0) {
-    relay_dump(&f->rp);
-    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
-  }
-  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
 }
 
 #define DENIED_CALLS 1000
@@ -92,10 +49,10 @@ static bool all_done(void *arg) {
  * lines, then a few a second, and every one held back is counted: lines
  * written + counts reported = calls denied. */
 static void relay_rate_limits_denial_lines_and_counts_the_rest(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t rc;
   tg_tls_config_t *cfg;
-  connect_as(f, &rc, "bob", &cfg);
+  relay_fx_connect(f, &rc, "bob", &cfg);
   call_t *calls = calloc(DENIED_CALLS, sizeof(*calls));
   assert_non_null(calls);
   int64_t t0 = now_ms();
@@ -136,7 +93,7 @@ static void relay_rate_limits_denial_lines_and_counts_the_rest(void **state) {
 /* --stdio without --audit-log: the relay's stderr is what ssh sends back
  * to the client, so no audit line may appear there (they go to syslog). */
 static void relay_stdio_keeps_audit_lines_off_stderr(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   int to, from;
   assert_int_equal(relay_start_stdio(&f->rp, f->ts.consumer_sock, &to, &from),
                    0);
@@ -229,7 +186,7 @@ static void expect_cli_says(const char *err, tg_notice_t why,
 
 /* `tracegate query` against the relay as |dir|/|name|, trusting
  * |ca_dir|/ca.pem; returns the exit code, stderr in |err|. */
-static int cli_query_as(fx_t *f, const char *dir, const char *name,
+static int cli_query_as(relay_fx_t *f, const char *dir, const char *name,
                         const char *ca_dir, char *err, size_t cap) {
   char hostport[32], cert[16], key[16];
   snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
@@ -245,7 +202,7 @@ static int cli_query_as(fx_t *f, const char *dir, const char *name,
 }
 
 static void cli_prints_why_the_relay_refused(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   static char err[16384];
   /* Allowed: the baseline. */
   assert_int_equal(cli_query_as(f, "pki", "alice", "pki", err, sizeof(err)),
@@ -270,7 +227,7 @@ static void cli_prints_why_the_relay_refused(void **state) {
 
 /* A call the role does not allow: the CLI says which rule refused it. */
 static void cli_prints_the_relays_reason_for_a_denied_call(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   static char err[16384];
   char hostport[32], out[192];
   snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
@@ -292,7 +249,7 @@ static void cli_prints_the_relays_reason_for_a_denied_call(void **state) {
  * and the CLI prints it with the failed call. */
 static void cli_prints_the_relays_reason_for_a_call_without_error_field(
     void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   static char err[16384];
   char hostport[32], out[192];
   snprintf(hostport, sizeof(hostport), "localhost:%d", f->rp.port);
@@ -323,12 +280,9 @@ static void expect_told(rc_t *rc, tg_notice_t why) {
 }
 
 static int setup_full_service(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
   const char *const args[] = {"--max-consumers", "1", NULL};
-  if (!f || test_service_start_with(&f->ts, args, STEP_MS) < 0) return -1;
-  loop_setup();
-  *state = f;
-  if (relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
+  relay_fx_t *f = relay_fx_start(state, args);
+  if (!f || relay_start(&f->rp, f->ts.consumer_sock, NULL) < 0) return -1;
   f->relay_up = true;
   return 0;
 }
@@ -338,7 +292,7 @@ static int setup_full_service(void **state) {
  * (no close_notify) and nothing else; now the relay says the service closed
  * before answering, naming the limit, and closes orderly. */
 static void relay_tells_the_client_a_full_service_closed_on_it(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   raw_conn_t holder; /* the service's one consumer slot, bound */
   assert_int_equal(raw_connect(&holder, f->ts.consumer_sock), 0);
   assert_int_equal(raw_bind(&holder, "ConsumerPort"), 0);
@@ -363,7 +317,7 @@ static void relay_tells_the_client_a_full_service_closed_on_it(void **state) {
 /* The service ends in the middle of a client's connection: the client is
  * told before its connection closes, orderly. */
 static void relay_tells_the_client_the_service_went_away(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
   rc_t rc = {0};
   assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
@@ -389,7 +343,7 @@ static Perfetto__Protos__RelayHostInfo *host_info(rc_t *rc) {
  * service: GetHostInfo says the service is down (a client whose session
  * was there learns it is gone), calls for the service fail. */
 static void relay_tells_the_client_no_service_listens(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   assert_true(WIFEXITED(test_service_terminate(&f->ts)));
   tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
   rc_t rc = {0};
@@ -412,7 +366,7 @@ static void relay_tells_the_client_no_service_listens(void **state) {
 
 /* With the service up, GetHostInfo does not say it is down. */
 static void relay_host_info_says_a_running_service_is_up(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   tg_tls_config_t *cfg = client_cfg("pki", "alice", "pki");
   rc_t rc = {0};
   assert_int_equal(rc_connect(&rc, f->rp.port, cfg), 0);
@@ -426,34 +380,20 @@ static void relay_host_info_says_a_running_service_is_up(void **state) {
   tg_tls_config_free(cfg);
 }
 
-static int group_setup(void **state) {
-  (void)state;
-  signal(SIGPIPE, SIG_IGN);
-  return certs_setup();
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  certs_teardown();
-  return 0;
-}
-
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-#define TS(fn) cmocka_unit_test_setup_teardown(fn, setup_service, teardown)
-
 int main(void) {
   const struct CMUnitTest tests[] = {
-      T(relay_rate_limits_denial_lines_and_counts_the_rest),
-      TS(relay_stdio_keeps_audit_lines_off_stderr),
-      T(cli_prints_why_the_relay_refused),
-      T(cli_prints_the_relays_reason_for_a_denied_call),
-      T(cli_prints_the_relays_reason_for_a_call_without_error_field),
+      RELAY_T(relay_rate_limits_denial_lines_and_counts_the_rest),
+      RELAY_TS(relay_stdio_keeps_audit_lines_off_stderr),
+      RELAY_T(cli_prints_why_the_relay_refused),
+      RELAY_T(cli_prints_the_relays_reason_for_a_denied_call),
+      RELAY_T(cli_prints_the_relays_reason_for_a_call_without_error_field),
       cmocka_unit_test_setup_teardown(
           relay_tells_the_client_a_full_service_closed_on_it,
-          setup_full_service, teardown),
-      T(relay_tells_the_client_the_service_went_away),
-      T(relay_tells_the_client_no_service_listens),
-      T(relay_host_info_says_a_running_service_is_up),
+          setup_full_service, relay_fx_teardown),
+      RELAY_T(relay_tells_the_client_the_service_went_away),
+      RELAY_T(relay_tells_the_client_no_service_listens),
+      RELAY_T(relay_host_info_says_a_running_service_is_up),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, relay_fx_group_setup,
+                                relay_fx_group_teardown);
 }

@@ -22,47 +22,6 @@
 #include "test_service.h"
 #include "tracegate/error.h"
 
-typedef struct fx {
-  test_service_t ts;
-  relay_proc_t rp;
-} fx_t;
-
-static int setup(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
-  if (!f || test_service_start(&f->ts) < 0) return -1;
-  loop_setup();
-  *state = f;
-  return relay_start(&f->rp, f->ts.consumer_sock, NULL);
-}
-
-static int teardown(void **state) {
-  fx_t *f = *state;
-  int rv = relay_stop(&f->rp) == 0 ? 0 : -1;
-  loop_teardown();
-  if (test_service_stop(&f->ts) != 0) rv = -1;
-  free(f);
-  return rv;
-}
-
-static void connect_as(fx_t *f, rc_t *rc, const char *name,
-                       tg_tls_config_t **cfg) {
-  *cfg = client_cfg("pki", name, "pki");
-  int hs = rc_connect(rc, f->rp.port, *cfg);
-  if (hs != 0) {
-    relay_dump(&f->rp);
-    fail_msg("%s: handshake %s: %s", name, tg_strerror(hs), rc->error);
-  }
-  assert_int_equal(rc_bind(rc, "ConsumerPort"), 0);
-}
-
-static void disconnect(rc_t *rc, tg_tls_config_t *cfg) {
-  rc_close(rc);
-  tg_tls_config_free(cfg);
-}
-
-/* The relay's audit trail has a line matching AUDIT(...). */
-#define expect_audit(f, ...) audit_expect(&(f)->rp, AUDIT(__VA_ARGS__))
-
 /* The sessions QueryServiceState shows |rc|: their count, and the id and
  * name of the first. */
 static size_t sessions_seen(rc_t *rc, uint64_t *id, char *name, size_t cap,
@@ -119,19 +78,13 @@ static int clone_by_name(rc_t *rc, const char *name) {
   return clone_call(rc, &r);
 }
 
-static int key_call(rc_t *rc, const char *method, const char *key) {
-  Perfetto__Protos__DetachRequest d = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
-  d.key = (char *)key; /* Detach and Attach requests have the same shape */
-  return rc_call(rc, rc->cp, method, &d.base, NULL, NULL);
-}
-
 static void relay_scopes_sessions_to_their_identity(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t a, c, b;
   tg_tls_config_t *acfg, *ccfg, *bcfg;
-  connect_as(f, &a, "alice", &acfg);
-  connect_as(f, &c, "carol", &ccfg);
-  connect_as(f, &b, "bob", &bcfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &c, "carol", &ccfg);
+  relay_fx_connect(f, &b, "bob", &bcfg);
 
   /* alice records "alpha" (the relay names it "alice/alpha"). */
   simple_cfg_t sc;
@@ -169,19 +122,19 @@ static void relay_scopes_sessions_to_their_identity(void **state) {
                    TG_EREMOTE_FAILED);
 
   /* alice parks it under a key; carol cannot attach to it. */
-  assert_int_equal(key_call(&a, "Detach", "k"), 0);
-  assert_int_equal(key_call(&c, "Attach", "k"), TG_EREMOTE_FAILED);
+  assert_int_equal(rc_key_call(&a, "Detach", "k"), 0);
+  assert_int_equal(rc_key_call(&c, "Attach", "k"), TG_EREMOTE_FAILED);
   assert_int_equal(rc_call(&c, c.cp, "GetTraceStats", NULL, NULL, NULL),
                    TG_EREMOTE_FAILED);
   assert_int_equal(sessions_seen(&c, NULL, NULL, 0, NULL), 0);
   /* alice, from the same or another connection, still can. */
-  assert_int_equal(key_call(&a, "Attach", "k"), 0);
+  assert_int_equal(rc_key_call(&a, "Attach", "k"), 0);
   assert_int_equal(rc_call(&a, a.cp, "GetTraceStats", NULL, NULL, NULL), 0);
   assert_int_equal(rc_call(&a, a.cp, "DisableTracing", NULL, NULL, NULL), 0);
 
-  disconnect(&b, bcfg);
-  disconnect(&c, ccfg);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&b, bcfg);
+  relay_fx_disconnect(&c, ccfg);
+  relay_fx_disconnect(&a, acfg);
   call_free(&enable);
 
   char id[64];
@@ -199,11 +152,11 @@ static void relay_scopes_sessions_to_their_identity(void **state) {
 /* A session the client did not name gets one of the relay's, under its
  * identity, so it is still the identity's own. */
 static void relay_names_unnamed_sessions_under_the_identity(void **state) {
-  fx_t *f = *state;
+  relay_fx_t *f = *state;
   rc_t a, c;
   tg_tls_config_t *acfg, *ccfg;
-  connect_as(f, &a, "alice", &acfg);
-  connect_as(f, &c, "carol", &ccfg);
+  relay_fx_connect(f, &a, "alice", &acfg);
+  relay_fx_connect(f, &c, "carol", &ccfg);
   simple_cfg_t sc;
   simple_cfg_init(&sc, 1024, 1, "test.ds");
   Perfetto__Protos__EnableTracingRequest en =
@@ -226,8 +179,8 @@ static void relay_names_unnamed_sessions_under_the_identity(void **state) {
   /* Each may clone its own by id (the service then says whether it can);
    * not the other's. */
   assert_int_equal(clone_by_id(&a, idc), TG_EREMOTE_FAILED);
-  disconnect(&c, ccfg);
-  disconnect(&a, acfg);
+  relay_fx_disconnect(&c, ccfg);
+  relay_fx_disconnect(&a, acfg);
   call_free(&ea);
   call_free(&ec);
   char id[64];
@@ -236,24 +189,11 @@ static void relay_names_unnamed_sessions_under_the_identity(void **state) {
                id);
 }
 
-static int group_setup(void **state) {
-  (void)state;
-  signal(SIGPIPE, SIG_IGN);
-  return certs_setup();
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  certs_teardown();
-  return 0;
-}
-
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-
 int main(void) {
   const struct CMUnitTest tests[] = {
-      T(relay_scopes_sessions_to_their_identity),
-      T(relay_names_unnamed_sessions_under_the_identity),
+      RELAY_T(relay_scopes_sessions_to_their_identity),
+      RELAY_T(relay_names_unnamed_sessions_under_the_identity),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, relay_fx_group_setup,
+                                relay_fx_group_teardown);
 }

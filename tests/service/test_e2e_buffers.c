@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tracegate/pb_wire.h"
+#include "service_scenario.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 
@@ -19,16 +20,6 @@
 #define LONG_STR \
   "0123456789012345678901234567890123456789012345678901234567890123456789012345678"
 #define PER_CHUNK 10
-
-static void start_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
-                          simple_cfg_t *sc, uint32_t kb, int policy,
-                          const char *ds) {
-  assert_int_equal(raw_producer_connect(p, ts, "test.producer", ds, 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, kb, policy, ds);
-  assert_int_equal(raw_consumer_enable(c, &sc->cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
-}
 
 /* Writes chunk |id| of writer 1 (PER_CHUNK packets, values id*PER_CHUNK...)
  * into page 0 chunk 0 and commits it; the service frees the chunk before it
@@ -45,18 +36,18 @@ static bool dropped_flag(const Perfetto__Protos__TracePacket *pk) {
 }
 
 static void ring_buffer_overwrites_oldest_and_flags_the_gap(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, 16, 1 /* RING_BUFFER */, "ring.ds");
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "ring.ds", .buffer_kb = 16,
+                                  .policy = 1 /* RING_BUFFER */});
+  scenario_start(&s);
 
   /* A first read drains chunk 0: nothing lost yet. The sequence's first
    * packet is flagged all the same, as Perfetto's are; the stats say that
    * nothing was lost. */
-  commit_chunk(&p, 0);
+  commit_chunk(&s.p, 0);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   Perfetto__Protos__TracePacket *tp[1024];
   size_t k = test_packets(out, n, tp, 1024);
@@ -66,7 +57,7 @@ static void ring_buffer_overwrites_oldest_and_flags_the_gap(void **state) {
     assert_int_equal(dropped_flag(tp[i]), i == 0);
   }
   free_packets(out, n);
-  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&c);
+  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&s.c);
   assert_non_null(gs);
   assert_non_null(gs->trace_stats);
   assert_int_equal(gs->trace_stats->buffer_stats[0]->chunks_overwritten, 0);
@@ -75,9 +66,9 @@ static void ring_buffer_overwrites_oldest_and_flags_the_gap(void **state) {
 
   /* 63 more chunks (~63 KiB) through a 16 KiB ring. */
   const uint32_t chunks = 64;
-  for (uint32_t id = 1; id < chunks; id++) commit_chunk(&p, id);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  out = raw_consumer_read(&c, &n);
+  for (uint32_t id = 1; id < chunks; id++) commit_chunk(&s.p, id);
+  scenario_stop(&s);
+  out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   k = test_packets(out, n, tp, 1024);
   assert_true(k > 0);
@@ -98,22 +89,21 @@ static void ring_buffer_overwrites_oldest_and_flags_the_gap(void **state) {
   assert_true(st->buffer_stats[0]->chunks_overwritten > 0);
   assert_int_equal(st->buffer_stats[0]->chunks_discarded, 0);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void discard_buffer_keeps_earliest_and_counts_dropped_chunks(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, 16, 2 /* DISCARD */, "discard.ds");
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "discard.ds", .buffer_kb = 16,
+                                  .policy = 2 /* DISCARD */});
+  scenario_start(&s);
 
   const uint32_t chunks = 64;
-  for (uint32_t id = 0; id < chunks; id++) commit_chunk(&p, id);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  for (uint32_t id = 0; id < chunks; id++) commit_chunk(&s.p, id);
+  scenario_stop(&s);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   Perfetto__Protos__TracePacket *tp[1024];
   size_t k = test_packets(out, n, tp, 1024);
@@ -131,8 +121,7 @@ static void discard_buffer_keeps_earliest_and_counts_dropped_chunks(void **state
   assert_int_equal(st->buffer_stats[0]->chunks_written + st->buffer_stats[0]->chunks_discarded,
                    chunks);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* A chunk as large as the buffer is kept: Perfetto's traced_probes writes
@@ -141,27 +130,24 @@ static void discard_buffer_keeps_earliest_and_counts_dropped_chunks(void **state
 static void a_chunk_the_size_of_the_buffer_is_kept(void **state) {
   test_service_t *ts = *state;
   for (int policy = 1; policy <= 2; policy++) {
-    raw_producer_t p;
-    raw_consumer_t c;
-    simple_cfg_t sc;
+    scenario_t s;
     const char *ds = policy == 1 ? "whole.ring.ds" : "whole.discard.ds";
-    assert_int_equal(raw_producer_connect(&p, ts, "whole.producer", ds, 32, 128,
-                                          false), 0);
-    assert_int_equal(raw_consumer_connect(&c, ts), 0);
-    simple_cfg_init(&sc, 32, policy, ds);
-    assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-    assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-    assert_int_equal(p.page_size_kb, 32);
+    scenario_open(&s, ts,
+                  (scenario_opts_t){.producer = "whole.producer", .ds = ds,
+                                    .buffer_kb = 32, .policy = policy,
+                                    .page_kb = 32, .smb_kb = 128});
+    scenario_start(&s);
+    assert_int_equal(s.p.page_size_kb, 32);
     /* One chunk in the whole 32 KiB page (TG_PAGE_DIV_1). */
     const uint8_t *frag[1] = {(const uint8_t *)"whole"};
     size_t len[1] = {5};
-    assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_1, 1, 0, 0,
+    assert_int_equal(raw_producer_write_chunk(&s.p, 0, 0, TG_PAGE_DIV_1, 1, 0, 0,
                                               frag, len, 1), 0);
     uint32_t page = 0, chunk = 0;
-    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
-    assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+    assert_int_equal(raw_producer_commit(&s.p, &page, &chunk, 1, 0), 0);
+    scenario_stop(&s);
     size_t n = 0;
-    Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+    Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
     assert_non_null(out);
     const Perfetto__Protos__TraceStats *st = find_trace_stats(out, n);
     assert_non_null(st);
@@ -170,17 +156,14 @@ static void a_chunk_the_size_of_the_buffer_is_kept(void **state) {
     assert_true(st->buffer_stats[0]->bytes_written >= 32 * 1024 - 64);
     assert_int_equal(st->buffer_stats[0]->buffer_size, 32 * 1024);
     free_packets(out, n);
-    raw_consumer_close(&c);
-    raw_producer_close(&p);
+    scenario_close(&s);
   }
 }
 
 static void fragmented_packet_is_reassembled_after_its_patch(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, 256, 1, "frag.ds");
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "frag.ds", .buffer_kb = 256});
+  scenario_start(&s);
 
   /* TracePacket { for_testing (900) = [size: 4 bytes, patched later]
    * TestEvent { str = 1500 x 'f', seq_value = 7 } }, written as the SDK does
@@ -205,29 +188,29 @@ static void fragmented_packet_is_reassembled_after_its_patch(void **state) {
   const size_t cut1 = 500, cut2 = 1300;
   const uint8_t *f1 = pkt, *f2 = pkt + cut1, *f3 = pkt + cut2;
   size_t l1 = cut1, l2 = cut2 - cut1, l3 = PKT_LEN - cut2;
-  assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_4, 1, 0,
+  assert_int_equal(raw_producer_write_chunk(&s.p, 0, 0, TG_PAGE_DIV_4, 1, 0,
                                             TG_CHUNK_LAST_PACKET_CONTINUES |
                                                 TG_CHUNK_NEEDS_PATCHING,
                                             &f1, &l1, 1), 0);
-  assert_int_equal(raw_producer_write_chunk(&p, 0, 1, TG_PAGE_DIV_4, 1, 1,
+  assert_int_equal(raw_producer_write_chunk(&s.p, 0, 1, TG_PAGE_DIV_4, 1, 1,
                                             TG_CHUNK_FIRST_PACKET_CONTINUES |
                                                 TG_CHUNK_LAST_PACKET_CONTINUES,
                                             &f2, &l2, 1), 0);
-  assert_int_equal(raw_producer_write_chunk(&p, 0, 2, TG_PAGE_DIV_4, 1, 2,
+  assert_int_equal(raw_producer_write_chunk(&s.p, 0, 2, TG_PAGE_DIV_4, 1, 2,
                                             TG_CHUNK_FIRST_PACKET_CONTINUES,
                                             &f3, &l3, 1), 0);
   /* And a whole packet after it on the same sequence. */
   uint8_t after[64];
   const uint8_t *f4 = after;
   size_t l4 = make_test_packet(after, sizeof(after), "after", 8);
-  assert_int_equal(raw_producer_write_chunk(&p, 0, 3, TG_PAGE_DIV_4, 1, 3, 0,
+  assert_int_equal(raw_producer_write_chunk(&s.p, 0, 3, TG_PAGE_DIV_4, 1, 3, 0,
                                             &f4, &l4, 1), 0);
   uint32_t pages[4] = {0, 0, 0, 0}, chunks[4] = {0, 1, 2, 3};
-  assert_int_equal(raw_producer_commit(&p, pages, chunks, 4, 0), 0);
+  assert_int_equal(raw_producer_commit(&s.p, pages, chunks, 4, 0), 0);
 
   /* Unpatched, the sequence stalls: nothing of it is readable. */
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   Perfetto__Protos__TracePacket *tp[8];
   assert_int_equal(test_packets(out, n, tp, 8), 0);
@@ -235,13 +218,13 @@ static void fragmented_packet_is_reassembled_after_its_patch(void **state) {
 
   /* The patch: offset from the chunk payload start, past the fragment's
    * own 4-byte size header and the 2-byte tag. */
-  raw_patch_t patch = {.target_buffer = p.target_buffer, .writer_id = 1,
+  raw_patch_t patch = {.target_buffer = s.p.target_buffer, .writer_id = 1,
                        .chunk_id = 0, .offset = 4 + 2, .has_more = false};
   tg_pb_write_redundant_varint(patch.data, EV_LEN);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, &patch, 1, 0, false), 0);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, &patch, 1, 0, false), 0);
 
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  out = raw_consumer_read(&c, &n);
+  scenario_stop(&s);
+  out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   assert_int_equal(test_packets(out, n, tp, 8), 2);
   assert_int_equal(tp[0]->for_testing->seq_value, 7);
@@ -253,14 +236,13 @@ static void fragmented_packet_is_reassembled_after_its_patch(void **state) {
   assert_int_equal(tp[0]->trusted_packet_sequence_id, tp[1]->trusted_packet_sequence_id);
   free_packets(out, n);
 
-  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&c);
+  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&s.c);
   assert_non_null(gs);
   assert_non_null(gs->trace_stats);
   assert_int_equal(gs->trace_stats->buffer_stats[0]->patches_succeeded, 1);
   assert_int_equal(gs->trace_stats->buffer_stats[0]->patches_failed, 0);
   perfetto__protos__get_trace_stats_response__free_unpacked(gs, NULL);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void concurrent_sessions_get_only_their_own_packets(void **state) {

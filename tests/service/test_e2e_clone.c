@@ -23,41 +23,8 @@
 #include "pb/trace/trigger.pb-c.h"
 #include "test_notice.h"
 #include "test_proc.h"
+#include "service_scenario.h"
 #include "test_service.h"
-
-typedef struct trigger_cfg {
-  Perfetto__Protos__TraceConfig__TriggerConfig tc;
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr, *trp;
-} trigger_cfg_t;
-
-static void trigger_cfg_init(trigger_cfg_t *t, simple_cfg_t *sc,
-                             Perfetto__Protos__TraceConfig__TriggerConfig__TriggerMode mode,
-                             const char *name) {
-  perfetto__protos__trace_config__trigger_config__init(&t->tc);
-  perfetto__protos__trace_config__trigger_config__trigger__init(&t->tr);
-  t->tr.name = (char *)name;
-  t->trp = &t->tr;
-  t->tc.has_trigger_mode = 1;
-  t->tc.trigger_mode = mode;
-  t->tc.n_triggers = 1;
-  t->tc.triggers = &t->trp;
-  sc->cfg.trigger_config = &t->tc;
-}
-
-/* A producer of data source |ds| (|p|), one that fires triggers (|t|), a
- * consumer (|c|), and a config for |ds| with trigger |name| in |mode|
- * (|sc|, |tc|), not enabled yet. */
-static void trigger_setup(test_service_t *ts, raw_producer_t *p, raw_producer_t *t,
-                          raw_consumer_t *c, simple_cfg_t *sc, trigger_cfg_t *tc,
-                          const char *ds,
-                          Perfetto__Protos__TraceConfig__TriggerConfig__TriggerMode mode,
-                          const char *name) {
-  assert_int_equal(raw_producer_connect(p, ts, "test.producer", ds, 4, 64, false), 0);
-  assert_int_equal(raw_producer_connect(t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, 64, 1, ds);
-  trigger_cfg_init(tc, sc, mode, name);
-}
 
 static int activate_triggers(raw_producer_t *p, char **names, size_t n) {
   Perfetto__Protos__ActivateTriggersRequest r =
@@ -65,30 +32,6 @@ static int activate_triggers(raw_producer_t *p, char **names, size_t n) {
   r.n_trigger_names = n;
   r.trigger_names = names;
   return raw_call(&p->conn, "ActivateTriggers", &r.base, -1, NULL, NULL, 5000);
-}
-
-static int activate_trigger(raw_producer_t *p, const char *name) {
-  char *names[1] = {(char *)name};
-  return activate_triggers(p, names, 1);
-}
-
-/* |n| test packets of writer 1 in (page 0, chunk 0), committed; the
- * commit acks flush |flush_id| when it is not 0. */
-static void commit_packets(raw_producer_t *p, uint32_t chunk_id, const char *str,
-                           uint32_t first, unsigned n, uint64_t flush_id) {
-  assert_int_equal(raw_producer_write_packets(p, 0, 0, 1, chunk_id, str, first, n), 0);
-  raw_move_t mv = {0, 0, p->target_buffer};
-  assert_int_equal(raw_producer_commit_ex(p, &mv, 1, NULL, 0, flush_id, false), 0);
-}
-
-/* How many for_testing packets carry |str|. */
-static size_t count_str(Perfetto__Protos__TracePacket **pk, size_t n, const char *str) {
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (pk[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING &&
-        pk[i]->for_testing->str && !strcmp(pk[i]->for_testing->str, str))
-      k++;
-  return k;
 }
 
 static size_t count_configs(Perfetto__Protos__TracePacket **pk, size_t n) {
@@ -250,24 +193,20 @@ static void free_buffers(raw_consumer_t *c) {
 
 static void clone_snapshots_a_running_session(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c, k;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "clone.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  raw_consumer_t k;
+  scenario_t s;
+  scenario_open(&s, ts, (scenario_opts_t){.ds = "clone.ds", .buffer_kb = 256});
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
-  simple_cfg_init(&sc, 256, 1, "clone.ds");
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
-  commit_packets(&p, 0, "before", 0, 5, 0);
+  scenario_start(&s);
+  assert_int_equal(raw_producer_register_writer(&s.p, 1), 0);
+  scenario_commit(&s, 0, "before", 0, 5, 0);
 
   /* The clone flushes the session first: what the producer commits in
    * answer is in the snapshot. */
   int64_t rid = clone_invoke(&k, only_session_id(&k), NULL, NULL);
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  commit_packets(&p, 1, "flushed", 0, 3, fid);
+  scenario_commit(&s, 1, "flushed", 0, 3, fid);
   int64_t uuid[2], in_trace[2] = {0, 0}, original[2] = {0, 0};
   assert_int_equal(clone_wait_uuid(&k, rid, NULL, 0, uuid), 1);
   /* Perfetto's reply names the clone's trace by its UUID (version 4). */
@@ -275,15 +214,15 @@ static void clone_snapshots_a_running_session(void **state) {
   assert_int_equal(((uint64_t)uuid[0] >> 12) & 0xf, 4);
 
   /* The original runs on: its producer was not stopped, and writes more. */
-  assert_false(p.stopped);
-  commit_packets(&p, 2, "after", 0, 4, 0);
+  assert_false(s.p.stopped);
+  scenario_commit(&s, 2, "after", 0, 4, 0);
 
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
   assert_non_null(out);
-  assert_int_equal(count_str(out, n, "before"), 5);
-  assert_int_equal(count_str(out, n, "flushed"), 3);
-  assert_int_equal(count_str(out, n, "after"), 0);
+  assert_int_equal(count_test_str(out, n, "before"), 5);
+  assert_int_equal(count_test_str(out, n, "flushed"), 3);
+  assert_int_equal(count_test_str(out, n, "after"), 0);
   assert_int_equal(count_configs(out, n), 1); /* a trace of its own */
   /* The snapshot's trace carries the UUID the reply gave. */
   assert_int_equal(trace_uuids(out, n, in_trace), 1);
@@ -292,34 +231,29 @@ static void clone_snapshots_a_running_session(void **state) {
   free_buffers(&k);
 
   /* Reading the snapshot took nothing from the original. */
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  out = raw_consumer_read(&c, &n);
+  scenario_stop(&s);
+  out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
-  assert_int_equal(count_str(out, n, "before"), 5);
-  assert_int_equal(count_str(out, n, "flushed"), 3);
-  assert_int_equal(count_str(out, n, "after"), 4);
+  assert_int_equal(count_test_str(out, n, "before"), 5);
+  assert_int_equal(count_test_str(out, n, "flushed"), 3);
+  assert_int_equal(count_test_str(out, n, "after"), 4);
   /* The original keeps a UUID of its own: two traces, two ids. */
   assert_int_equal(trace_uuids(out, n, original), 1);
   assert_false(original[0] == uuid[0] && original[1] == uuid[1]);
   free_packets(out, n);
   raw_consumer_close(&k);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void clone_by_name_and_refusals(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c, k;
-  simple_cfg_t sc;
+  raw_consumer_t k;
   char err[256];
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "clone.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  scenario_t s;
+  scenario_open(&s, ts, (scenario_opts_t){.ds = "clone.ds"});
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "clone.ds");
-  sc.cfg.unique_session_name = (char *)"named";
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  s.sc.cfg.unique_session_name = (char *)"named";
+  scenario_start(&s);
   uint64_t id = only_session_id(&k);
 
   assert_int_equal(clone_wait(&k, clone_invoke(&k, id + 100, NULL, NULL), err, sizeof(err)), 0);
@@ -327,62 +261,54 @@ static void clone_by_name_and_refusals(void **state) {
   assert_int_equal(clone_wait(&k, clone_invoke(&k, 0, "unnamed", NULL), err, sizeof(err)), 0);
   assert_notice(err, TG_N_SERVICE_NO_SUCH_SESSION);
   /* The session's own consumer already has a session. */
-  assert_int_equal(clone_wait(&c, clone_invoke(&c, id, NULL, NULL), err, sizeof(err)), 0);
+  assert_int_equal(clone_wait(&s.c, clone_invoke(&s.c, id, NULL, NULL), err, sizeof(err)), 0);
   assert_notice(err, TG_N_SERVICE_HAS_SESSION);
 
   /* By name; the flush has no producer data to wait for beyond the ack. */
   int64_t rid = clone_invoke(&k, 0, "named", NULL);
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  commit_packets(&p, 0, "snap", 0, 2, fid);
+  scenario_commit(&s, 0, "snap", 0, 2, fid);
   assert_int_equal(clone_wait(&k, rid, NULL, 0), 1);
   /* The snapshot does not hold the name: a new session may take it once
    * the original ends, and a second clone by name finds the original. */
   raw_consumer_t k2;
   assert_int_equal(raw_consumer_connect(&k2, ts), 0);
   rid = clone_invoke(&k2, 0, "named", NULL);
-  fid = clone_acked(&k2, &p, rid, fid);
+  fid = clone_acked(&k2, &s.p, rid, fid);
   /* A connection with a snapshot cannot clone again. */
   assert_int_equal(clone_wait(&k2, clone_invoke(&k2, id, NULL, NULL), err, sizeof(err)), 0);
 
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
   assert_non_null(out);
-  assert_int_equal(count_str(out, n, "snap"), 2);
+  assert_int_equal(count_test_str(out, n, "snap"), 2);
   free_packets(out, n);
   raw_consumer_close(&k2); /* a snapshot ends with its connection */
   raw_consumer_close(&k);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 static void stop_trigger_leaves_a_trigger_packet(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  trigger_setup(ts, &p, &t, &c, &sc, &tc, "trig.ds",
-                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
-                "stop");
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(activate_trigger(&t, "unrelated"), 1);
-  assert_int_equal(activate_trigger(&t, "stop"), 1);
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_STOP_TRACING, "stop", 0);
+  scenario_start(&s);
+  assert_int_equal(scenario_fire(&s, "unrelated"), 1);
+  assert_int_equal(scenario_fire(&s, "stop"), 1);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, NULL, 0, fid, false), 0);
+  scenario_wait_end(&s);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   assert_int_equal(count_triggers(out, n, "stop", "trigger.producer"), 1);
   assert_int_equal(count_triggers(out, n, "unrelated", "trigger.producer"), 0);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_close(&s);
 }
 
 /* Waits on the ObserveEvents stream |orid| for a clone_trigger_hit. */
@@ -425,49 +351,44 @@ static int64_t observe_clone_hits(raw_consumer_t *c) {
 
 static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c, k;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
-                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
-                "snap");
-  int64_t orid = observe_clone_hits(&c);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
-  commit_packets(&p, 0, "early", 0, 3, 0);
+  raw_consumer_t k;
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "snap", 0);
+  int64_t orid = observe_clone_hits(&s.c);
+  scenario_start(&s);
+  assert_int_equal(raw_producer_register_writer(&s.p, 1), 0);
+  scenario_commit(&s, 0, "early", 0, 3, 0);
 
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
   uint64_t id = only_session_id(&k);
-  assert_int_equal(activate_trigger(&t, "snap"), 1);
-  wait_clone_hit(&c, orid, id, "snap");
+  assert_int_equal(scenario_fire(&s, "snap"), 1);
+  wait_clone_hit(&s.c, orid, id, "snap");
   /* The session was neither stopped nor flushed by the trigger itself. */
-  assert_false(p.stopped);
+  assert_false(s.p.stopped);
 
   /* As perfetto_cmd does: a second connection clones, naming the trigger. */
   int64_t rid = clone_invoke(&k, id, NULL, "snap");
-  clone_acked(&k, &p, rid, 0);
+  clone_acked(&k, &s.p, rid, 0);
   size_t n = 0;
   Perfetto__Protos__TracePacket **out = raw_consumer_read(&k, &n);
   assert_non_null(out);
-  assert_int_equal(count_str(out, n, "early"), 3);
+  assert_int_equal(count_test_str(out, n, "early"), 3);
   assert_int_equal(count_triggers(out, n, "snap", "trigger.producer"), 1);
   free_packets(out, n);
   raw_consumer_close(&k);
 
   /* The original goes on and ends normally, its trigger recorded too. */
-  commit_packets(&p, 1, "late", 0, 2, 0);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  out = raw_consumer_read(&c, &n);
+  scenario_commit(&s, 1, "late", 0, 2, 0);
+  scenario_stop(&s);
+  out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
-  assert_int_equal(count_str(out, n, "early"), 3);
-  assert_int_equal(count_str(out, n, "late"), 2);
+  assert_int_equal(count_test_str(out, n, "early"), 3);
+  assert_int_equal(count_test_str(out, n, "late"), 2);
   assert_int_equal(count_triggers(out, n, "snap", "trigger.producer"), 1);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_close(&s);
 }
 
 /* Perfetto's MultipleTriggersCloneSnapshot, at the service: two triggers
@@ -478,42 +399,39 @@ static void clone_snapshot_trigger_asks_the_consumer_to_clone(void **state) {
  * t1's packet said, its stop_delay_ms included. */
 static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c, k1, k2, k3;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
-                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
-                "t1");
+  raw_consumer_t k1, k2, k3;
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "t1", 0);
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger t2 =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trs[2] = {&tc.tr, &t2};
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trs[2] = {&s.trig.tr, &t2};
   /* The service's timers run out in the order of their delays, however
    * late its loop runs: t2 clones first. */
-  tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 150;
+  s.trig.tr.has_stop_delay_ms = 1;
+  s.trig.tr.stop_delay_ms = 150;
   t2.name = (char *)"t2";
   t2.has_stop_delay_ms = 1;
   t2.stop_delay_ms = 50;
-  tc.tc.n_triggers = 2;
-  tc.tc.triggers = trs;
-  int64_t orid = observe_clone_hits(&c);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  s.trig.tc.n_triggers = 2;
+  s.trig.tc.triggers = trs;
+  int64_t orid = observe_clone_hits(&s.c);
+  scenario_start(&s);
   assert_int_equal(raw_consumer_connect(&k1, ts), 0);
   assert_int_equal(raw_consumer_connect(&k2, ts), 0);
   uint64_t id = only_session_id(&k1);
   char *names[2] = {(char *)"t1", (char *)"t2"};
-  assert_int_equal(activate_triggers(&t, names, 2), 1);
+  assert_int_equal(activate_triggers(&s.t, names, 2), 1);
 
   /* Clones as tracegate's CLI makes them: naming the trigger, without its
    * time, which the service then takes from the hit it told. */
-  wait_clone_hit(&c, orid, id, "t2");
+  wait_clone_hit(&s.c, orid, id, "t2");
   int64_t rid = clone_invoke(&k1, id, NULL, "t2");
-  uint64_t fid = clone_acked(&k1, &p, rid, 0);
-  wait_clone_hit(&c, orid, id, "t1");
+  uint64_t fid = clone_acked(&k1, &s.p, rid, 0);
+  wait_clone_hit(&s.c, orid, id, "t1");
   rid = clone_invoke(&k2, id, NULL, "t1");
-  fid = clone_acked(&k2, &p, rid, fid);
+  fid = clone_acked(&k2, &s.p, rid, fid);
 
   size_t n1 = 0, n2 = 0;
   Perfetto__Protos__TracePacket **s1 = raw_consumer_read(&k1, &n1);
@@ -555,7 +473,7 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   r.has_clone_trigger_delay_ms = 1;
   r.clone_trigger_delay_ms = 7;
   rid = raw_invoke(&k3.conn, "CloneSession", &r.base, -1, false);
-  fid = clone_acked(&k3, &p, rid, fid);
+  fid = clone_acked(&k3, &s.p, rid, fid);
   size_t n3 = 0;
   Perfetto__Protos__TracePacket **s3 = raw_consumer_read(&k3, &n3);
   assert_non_null(s3);
@@ -570,9 +488,7 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
   raw_consumer_close(&k3);
   raw_consumer_close(&k2);
   raw_consumer_close(&k1);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_close(&s);
 }
 
 /* A clone that fails leaves the trigger hit it named for the next one:
@@ -584,30 +500,27 @@ static void clone_snapshot_triggers_move_to_the_first_clone(void **state) {
  * hit's fields, which ours does not carry, into its request). */
 static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c, k, k2;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  trigger_setup(ts, &p, &t, &c, &sc, &tc, "snap.ds",
-                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
-                "snap");
-  int64_t orid = observe_clone_hits(&c);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  raw_consumer_t k, k2;
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "snap.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "snap", 0);
+  int64_t orid = observe_clone_hits(&s.c);
+  scenario_start(&s);
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
   assert_int_equal(raw_consumer_connect(&k2, ts), 0);
   uint64_t id = only_session_id(&k);
-  assert_int_equal(activate_trigger(&t, "snap"), 1);
-  wait_clone_hit(&c, orid, id, "snap");
+  assert_int_equal(scenario_fire(&s, "snap"), 1);
+  wait_clone_hit(&s.c, orid, id, "snap");
 
   int64_t rid1 = clone_invoke(&k, id, NULL, NULL);
   int64_t rid2 = clone_invoke(&k, id, NULL, "snap");
-  uint64_t f1 = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t f1 = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(f1 > 0);
-  uint64_t f2 = raw_producer_wait_flush(&p, f1, 5000);
+  uint64_t f2 = raw_producer_wait_flush(&s.p, f1, 5000);
   assert_true(f2 > f1);
   /* Acks are cumulative: the two clones finish in the order they came. */
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, f2, false), 0);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, NULL, 0, f2, false), 0);
   assert_int_equal(clone_wait(&k, rid1, NULL, 0), 1);
   char err[256];
   assert_int_equal(clone_wait(&k, rid2, err, sizeof(err)), 0);
@@ -622,7 +535,7 @@ static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   r.has_clone_trigger_boot_time_ns = 1;
   r.has_clone_trigger_delay_ms = 1;
   int64_t rid3 = raw_invoke(&k2.conn, "CloneSession", &r.base, -1, false);
-  clone_acked(&k2, &p, rid3, f2);
+  clone_acked(&k2, &s.p, rid3, f2);
   size_t n1 = 0, n2 = 0;
   Perfetto__Protos__TracePacket **s1 = raw_consumer_read(&k, &n1);
   Perfetto__Protos__TracePacket **s2 = raw_consumer_read(&k2, &n2);
@@ -640,9 +553,7 @@ static void a_failed_clone_leaves_the_trigger_hit(void **state) {
   free_packets(s2, n2);
   raw_consumer_close(&k2);
   raw_consumer_close(&k);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_close(&s);
 }
 
 /* A bugreport clone (session_id kBugreportSessionId, or for_bugreport
@@ -716,25 +627,22 @@ static void clone_for_bugreport_takes_the_highest_score(void **state) {
  * and once the waits ended a new trigger clones again. */
 static void a_trigger_storm_waits_for_a_bounded_number_of_clones(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c, k;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  trigger_setup(ts, &p, &t, &c, &sc, &tc, "storm.ds",
-                PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
-                "storm");
+  raw_consumer_t k;
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "storm.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_CLONE_SNAPSHOT, "storm", 0);
   /* A second trigger, to tell the hits after the storm apart. */
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger after =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
   after.name = "after";
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[] = {&tc.tr, &after};
-  tc.tc.n_triggers = 2;
-  tc.tc.triggers = both;
-  tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 100;
-  int64_t orid = observe_clone_hits(&c);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[] = {&s.trig.tr, &after};
+  s.trig.tc.n_triggers = 2;
+  s.trig.tc.triggers = both;
+  s.trig.tr.has_stop_delay_ms = 1;
+  s.trig.tr.stop_delay_ms = 100;
+  int64_t orid = observe_clone_hits(&s.c);
+  scenario_start(&s);
   assert_int_equal(raw_consumer_connect(&k, ts), 0);
   uint64_t id = only_session_id(&k);
   raw_consumer_close(&k);
@@ -742,15 +650,13 @@ static void a_trigger_storm_waits_for_a_bounded_number_of_clones(void **state) {
   enum { STORM = 40, WAITS = 16 };
   char *names[STORM];
   for (int i = 0; i < STORM; i++) names[i] = "storm";
-  assert_int_equal(activate_triggers(&t, names, STORM), 1);
-  for (int i = 0; i < WAITS; i++) wait_clone_hit(&c, orid, id, "storm");
+  assert_int_equal(activate_triggers(&s.t, names, STORM), 1);
+  for (int i = 0; i < WAITS; i++) wait_clone_hit(&s.c, orid, id, "storm");
   /* The next hit is the new trigger's, not a 17th of the storm's. */
-  assert_int_equal(activate_trigger(&t, "after"), 1);
-  wait_clone_hit(&c, orid, id, "after");
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  assert_int_equal(scenario_fire(&s, "after"), 1);
+  wait_clone_hit(&s.c, orid, id, "after");
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 int main(void) {

@@ -24,19 +24,11 @@
 #include "pb/common/tracing_service_state.pb-c.h"
 #include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
+#include "service_scenario.h"
 #include "test_service.h"
 #include "pb/trace/perfetto/tracing_service_event.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "common/buf.h"
-
-static void start_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
-                          simple_cfg_t *sc, const char *producer, const char *ds) {
-  assert_int_equal(raw_producer_connect(p, ts, producer, ds, 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, 256, 1, ds);
-  assert_int_equal(raw_consumer_enable(c, &sc->cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
-}
 
 /* A Sync round trip, then every command queued before its reply is
  * handled: afterwards |p| reflects everything the service had sent it by
@@ -73,15 +65,6 @@ static void register_ds(raw_producer_t *p, const char *name, bool handles_clear)
   assert_int_equal(raw_call(&p->conn, "RegisterDataSource", &r.base, -1, NULL, NULL, 5000), 1);
 }
 
-static int activate_trigger(raw_producer_t *p, const char *name) {
-  char *names[1] = {(char *)name};
-  Perfetto__Protos__ActivateTriggersRequest r =
-      PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-  r.n_trigger_names = 1;
-  r.trigger_names = names;
-  return raw_call(&p->conn, "ActivateTriggers", &r.base, -1, NULL, NULL, 5000);
-}
-
 /* |n| test packets into (page, chunk 0) of writer 1, committed. */
 static void commit_packets(raw_producer_t *p, uint32_t page, uint32_t chunk_id,
                            const char *str, uint32_t first, unsigned n) {
@@ -106,65 +89,34 @@ static size_t count_str(Perfetto__Protos__TracePacket **pk, size_t n, const char
   return k;
 }
 
-typedef struct trigger_cfg {
-  Perfetto__Protos__TraceConfig__TriggerConfig tc;
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr, *trp;
-} trigger_cfg_t;
-
-/* Puts a trigger config with one trigger |name| into |sc|. */
-static void trigger_cfg_init(trigger_cfg_t *t, simple_cfg_t *sc,
-                             Perfetto__Protos__TraceConfig__TriggerConfig__TriggerMode mode,
-                             const char *name, uint32_t timeout_ms) {
-  perfetto__protos__trace_config__trigger_config__init(&t->tc);
-  perfetto__protos__trace_config__trigger_config__trigger__init(&t->tr);
-  t->tr.name = (char *)name;
-  t->trp = &t->tr;
-  t->tc.has_trigger_mode = 1;
-  t->tc.trigger_mode = mode;
-  t->tc.n_triggers = 1;
-  t->tc.triggers = &t->trp;
-  if (timeout_ms) {
-    t->tc.has_trigger_timeout_ms = 1;
-    t->tc.trigger_timeout_ms = timeout_ms;
-  }
-  sc->cfg.trigger_config = &t->tc;
-}
-
 static void deferred_start_waits_for_start_tracing(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "deferred.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "deferred.ds");
-  sc.cfg.has_deferred_start = 1;
-  sc.cfg.deferred_start = 1;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "deferred.ds"});
+  s.sc.cfg.has_deferred_start = 1;
+  s.sc.cfg.deferred_start = 1;
+  scenario_enable(&s);
 
   /* Set up at once, but not started. */
-  assert_true(poll_until(&p, &p.setups, 1, 5000));
-  uint64_t setup_id = p.instance_id;
-  producer_barrier(&p);
-  assert_false(p.started);
-  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
+  assert_true(poll_until(&s.p, &s.p.setups, 1, 5000));
+  uint64_t setup_id = s.p.instance_id;
+  producer_barrier(&s.p);
+  assert_false(s.p.started);
+  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&s.c, 5000);
   assert_non_null(q);
   assert_int_equal(q->service_state->n_tracing_sessions, 1);
   assert_string_equal(q->service_state->tracing_sessions[0]->state, "CONFIGURED");
   perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
 
   Perfetto__Protos__StartTracingRequest st = PERFETTO__PROTOS__START_TRACING_REQUEST__INIT;
-  assert_int_equal(raw_call(&c.conn, "StartTracing", &st.base, -1, NULL, NULL, 5000), 1);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(p.instance_id, setup_id); /* the instance set up before */
-  assert_int_equal(p.setups, 1);
+  assert_int_equal(raw_call(&s.c.conn, "StartTracing", &st.base, -1, NULL, NULL, 5000), 1);
+  assert_int_equal(raw_producer_wait_started(&s.p, 5000), 0);
+  assert_int_equal(s.p.instance_id, setup_id); /* the instance set up before */
+  assert_int_equal(s.p.setups, 1);
 
   /* A started session cannot be started again. */
-  assert_int_equal(raw_call(&c.conn, "StartTracing", &st.base, -1, NULL, NULL, 5000), 0);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  assert_int_equal(raw_call(&s.c.conn, "StartTracing", &st.base, -1, NULL, NULL, 5000), 0);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 static void change_trace_config_adds_matching_producers(void **state) {
@@ -292,50 +244,37 @@ static void producer_name_patterns_past_the_limits_are_refused(void **state) {
                         "producer_name_regex_filter[4]: the config's producer "
                         "name patterns together cost more than 4096");
   /* The service is whole: a session with a pattern in the limits runs. */
-  raw_producer_t p;
-  raw_consumer_t c;
-  assert_int_equal(raw_producer_connect(&p, ts, "prod1", "re.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  scenario_t s;
+  scenario_open(&s, ts, (scenario_opts_t){.producer = "prod1", .ds = "re.ds"});
   char *ok[] = {"pro[a-z]{0,8}[0-9]"};
-  simple_cfg_init(&sc, 64, 1, "re.ds");
-  sc.ds.n_producer_name_regex_filter = 1;
-  sc.ds.producer_name_regex_filter = ok;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  s.sc.ds.n_producer_name_regex_filter = 1;
+  s.sc.ds.producer_name_regex_filter = ok;
+  scenario_start(&s);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 static void flush_period_sends_periodic_flushes(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "period.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "period.ds");
-  sc.cfg.has_flush_period_ms = 1;
-  sc.cfg.flush_period_ms = 100;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "period.ds"});
+  s.sc.cfg.has_flush_period_ms = 1;
+  s.sc.cfg.flush_period_ms = 100;
+  scenario_start(&s);
 
   /* Nobody asks for them: the period does. */
-  uint64_t first = raw_producer_wait_flush(&p, 0, 3000);
+  uint64_t first = raw_producer_wait_flush(&s.p, 0, 3000);
   assert_true(first > 0);
-  uint64_t second = raw_producer_wait_flush(&p, first, 3000);
+  uint64_t second = raw_producer_wait_flush(&s.p, first, 3000);
   assert_true(second > first);
   /* One ack answers both (acks are cumulative). */
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, second, false), 0);
-  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&c);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, NULL, 0, second, false), 0);
+  Perfetto__Protos__GetTraceStatsResponse *gs = raw_consumer_stats(&s.c);
   assert_non_null(gs);
   assert_true(gs->trace_stats->flushes_requested >= 2);
   assert_true(gs->trace_stats->flushes_succeeded >= 2);
   perfetto__protos__get_trace_stats_response__free_unpacked(gs, NULL);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 static void incremental_state_clear_period_reaches_producers_that_handle_it(
@@ -372,208 +311,128 @@ static void incremental_state_clear_period_reaches_producers_that_handle_it(
 }
 
 static void start_trigger_starts_the_session(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
-                   "go", 5000);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_true(poll_until(&p, &p.setups, 1, 5000));
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_START_TRACING, "go", 5000);
+  scenario_enable(&s);
+  assert_true(poll_until(&s.p, &s.p.setups, 1, 5000));
 
   /* Triggers are handled before ActivateTriggers answers. */
-  assert_int_equal(activate_trigger(&t, "not-go"), 1);
-  producer_barrier(&p);
-  assert_false(p.started);
-  assert_int_equal(activate_trigger(&t, "go"), 1);
-  producer_barrier(&p);
-  assert_true(p.started);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  assert_int_equal(scenario_fire(&s, "not-go"), 1);
+  producer_barrier(&s.p);
+  assert_false(s.p.started);
+  assert_int_equal(scenario_fire(&s, "go"), 1);
+  producer_barrier(&s.p);
+  assert_true(s.p.started);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 static void stop_trigger_ends_the_session(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
-                   "stop", 0);
-  tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 0;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_STOP_TRACING, "stop", 0);
+  s.trig.tr.has_stop_delay_ms = 1;
+  s.trig.tr.stop_delay_ms = 0;
+  scenario_start(&s);
 
-  assert_int_equal(activate_trigger(&t, "not-stop"), 1);
-  producer_barrier(&p);
-  assert_int_equal(p.last_flush_id, 0);
-  assert_false(p.stopped);
+  assert_int_equal(scenario_fire(&s, "not-stop"), 1);
+  producer_barrier(&s.p);
+  assert_int_equal(s.p.last_flush_id, 0);
+  assert_false(s.p.stopped);
 
   /* The stop begins with a final flush; the producer answers with data. */
-  assert_int_equal(activate_trigger(&t, "stop"), 1);
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_int_equal(scenario_fire(&s, "stop"), 1);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "last", 1, 3), 0);
-  raw_move_t mv = {0, 0, p.target_buffer};
-  assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
-  size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
-  assert_non_null(out);
-  assert_int_equal(count_str(out, n, "last", 1), 3);
-  free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_commit(&s, 0, "last", 1, 3, fid);
+  scenario_wait_end(&s);
+  assert_int_equal(raw_producer_wait_stopped(&s.p, 5000), 0);
+  scenario_read(&s);
+  assert_int_equal(scenario_count(&s, "last", 1), 3);
+  scenario_close(&s);
 }
 
 static void start_trigger_timeout_ends_the_session(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
-                   "go", 200);
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds"});
+  scenario_trigger(&s, SCENARIO_START_TRACING, "go", 200);
   int64_t t0 = tg_test_now_ms();
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  scenario_enable(&s);
+  scenario_wait_end(&s);
   assert_true(tg_test_now_ms() - t0 >= 180);
   /* Set up, never started, then stopped. */
-  assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
-  assert_int_equal(p.setups, 1);
-  assert_false(p.started);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  assert_int_equal(raw_producer_wait_stopped(&s.p, 5000), 0);
+  assert_int_equal(s.p.setups, 1);
+  assert_false(s.p.started);
+  scenario_close(&s);
 }
 
 /* STOP_TRACING with no trigger within trigger_timeout_ms: the session
  * ends by itself, and its trace holds no producer data (as Perfetto's). */
 static void stop_trigger_timeout_ends_the_session_without_data(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
-                   "stop", 200);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "early", 1, 3), 0);
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "trig.ds"});
+  scenario_trigger(&s, SCENARIO_STOP_TRACING, "stop", 200);
+  scenario_start(&s);
+  assert_int_equal(raw_producer_write_packets(&s.p, 0, 0, 1, 0, "early", 1, 3), 0);
   uint32_t page = 0, chunk = 0;
-  assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
-  assert_non_null(out);
-  assert_int_equal(count_str(out, n, "early", 1), 0);
-  free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  assert_int_equal(raw_producer_commit(&s.p, &page, &chunk, 1, 0), 0);
+  scenario_wait_end(&s);
+  scenario_read(&s);
+  assert_int_equal(scenario_count(&s, "early", 1), 0);
+  scenario_close(&s);
 }
 
 /* START_TRACING: the trigger's stop_delay_ms is the session's duration
  * once it fires (Perfetto's StartTracingTrigger). */
 static void start_trigger_stop_delay_is_the_duration(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING,
-                   "go", 60000);
-  tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 100;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(activate_trigger(&t, "go"), 1);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_START_TRACING, "go", 60000);
+  s.trig.tr.has_stop_delay_ms = 1;
+  s.trig.tr.stop_delay_ms = 100;
+  scenario_enable(&s);
+  assert_int_equal(scenario_fire(&s, "go"), 1);
+  assert_int_equal(raw_producer_wait_started(&s.p, 5000), 0);
   /* It stops by itself: the final flush, then the end. */
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "during", 1, 2), 0);
-  raw_move_t mv = {0, 0, p.target_buffer};
-  assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
-  assert_non_null(out);
-  assert_int_equal(count_str(out, n, "during", 1), 2);
-  free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  scenario_commit(&s, 0, "during", 1, 2, fid);
+  scenario_wait_end(&s);
+  scenario_read(&s);
+  assert_int_equal(scenario_count(&s, "during", 1), 2);
+  scenario_close(&s);
 }
 
 /* STOP_TRACING: the first trigger's delay holds; a later trigger with a
  * longer one does not put the stop off (Perfetto's StopTracingTrigger). */
 static void stop_trigger_keeps_the_first_delay(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p, t;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  trigger_cfg_t tc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "trig.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_producer_connect(&t, ts, "trigger.producer", NULL, 0, 0, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "trig.ds");
-  trigger_cfg_init(&tc, &sc,
-                   PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING,
-                   "fast", 0);
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "trig.ds", .trigger_producer = true});
+  scenario_trigger(&s, SCENARIO_STOP_TRACING, "fast", 0);
   Perfetto__Protos__TraceConfig__TriggerConfig__Trigger slow =
       PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
   slow.name = "slow";
   slow.has_stop_delay_ms = 1;
   slow.stop_delay_ms = 600000;
-  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[2] = {&tc.tr, &slow};
-  tc.tr.has_stop_delay_ms = 1;
-  tc.tr.stop_delay_ms = 100;
-  tc.tc.n_triggers = 2;
-  tc.tc.triggers = both;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(activate_trigger(&t, "fast"), 1);
-  assert_int_equal(activate_trigger(&t, "slow"), 1);
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *both[2] = {&s.trig.tr, &slow};
+  s.trig.tr.has_stop_delay_ms = 1;
+  s.trig.tr.stop_delay_ms = 100;
+  s.trig.tc.n_triggers = 2;
+  s.trig.tc.triggers = both;
+  scenario_start(&s);
+  assert_int_equal(scenario_fire(&s, "fast"), 1);
+  assert_int_equal(scenario_fire(&s, "slow"), 1);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-  raw_producer_close(&t);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, NULL, 0, fid, false), 0);
+  scenario_wait_end(&s);
+  scenario_close(&s);
 }
 
 static void update_data_source_changes_the_descriptor(void **state) {
@@ -624,15 +483,16 @@ static bool has_event(const Perfetto__Protos__TracingServiceCapabilities *cap,
 
 static void query_capabilities_and_service_state_describe_the_service(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, "state.producer", "state.ds");
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.producer = "state.producer",
+                                  .ds = "state.ds", .buffer_kb = 256});
+  scenario_start(&s);
 
   Perfetto__Protos__QueryCapabilitiesRequest qc =
       PERFETTO__PROTOS__QUERY_CAPABILITIES_REQUEST__INIT;
   ProtobufCMessage *m = NULL;
-  assert_int_equal(raw_call(&c.conn, "QueryCapabilities", &qc.base, -1,
+  assert_int_equal(raw_call(&s.c.conn, "QueryCapabilities", &qc.base, -1,
                             &perfetto__protos__query_capabilities_response__descriptor,
                             &m, 5000), 1);
   Perfetto__Protos__QueryCapabilitiesResponse *cr = (void *)m;
@@ -645,7 +505,7 @@ static void query_capabilities_and_service_state_describe_the_service(void **sta
                         PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED));
   perfetto__protos__query_capabilities_response__free_unpacked(cr, NULL);
 
-  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&c, 5000);
+  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&s.c, 5000);
   assert_non_null(q);
   const Perfetto__Protos__TracingServiceState *st = q->service_state;
   assert_non_null(st);
@@ -666,22 +526,8 @@ static void query_capabilities_and_service_state_describe_the_service(void **sta
   assert_int_equal(ses->num_data_sources, 1);
   assert_int_equal(st->num_sessions_started, 1);
   perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
-}
-
-/* A session of "big.ds" with a |buffer_kb| buffer, its producer on an SMB
- * of 32 KiB pages (256 KiB), started. */
-static void start_big_session(test_service_t *ts, raw_producer_t *p,
-                              raw_consumer_t *c, simple_cfg_t *sc,
-                              unsigned buffer_kb) {
-  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "big.ds", 32, 256, false),
-                   0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, buffer_kb, 1, "big.ds");
-  assert_int_equal(raw_consumer_enable(c, &sc->cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 /* A streaming read-out fills more than the default socket send buffer
@@ -706,10 +552,11 @@ static void read_out_fills_a_larger_send_buffer(void **state) {
   test_service_t *ts = *state;
   long wmem_default = read_sysctl("/proc/sys/net/core/wmem_default");
   assert_true(wmem_default > 0);
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_big_session(ts, &p, &c, &sc, 4096);
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "big.ds", .buffer_kb = 4096,
+                                  .page_kb = 32, .smb_kb = 256});
+  scenario_start(&s);
   /* 2 MiB of packets of 28 KiB, one per whole-page chunk. */
   enum { STR_LEN = 28 * 1024, PACKETS = 72 };
   char *str = malloc(STR_LEN + 1);
@@ -721,27 +568,26 @@ static void read_out_fills_a_larger_send_buffer(void **state) {
   for (uint32_t i = 0; i < PACKETS; i++) {
     const uint8_t *one = pkt;
     size_t len = make_test_packet(pkt, STR_LEN + 64, str, i);
-    assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_1, 1, i, 0,
+    assert_int_equal(raw_producer_write_chunk(&s.p, 0, 0, TG_PAGE_DIV_1, 1, i, 0,
                                               &one, &len, 1), 0);
     uint32_t page = 0, chunk = 0;
-    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+    assert_int_equal(raw_producer_commit(&s.p, &page, &chunk, 1, 0), 0);
   }
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  scenario_stop(&s);
   Perfetto__Protos__ReadBuffersRequest req = PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
-  assert_true(raw_invoke(&c.conn, "ReadBuffers", &req.base, -1, false) > 0);
+  assert_true(raw_invoke(&s.c.conn, "ReadBuffers", &req.base, -1, false) > 0);
   /* Not reading: the service fills the socket, then waits. */
   const long want = wmem_default * 3 / 2;
   int64_t deadline = tg_test_now_ms() + 5000;
   int queued = 0;
   while (queued <= want && tg_test_now_ms() < deadline) {
-    assert_int_equal(ioctl(c.conn.fd, FIONREAD, &queued), 0);
+    assert_int_equal(ioctl(s.c.conn.fd, FIONREAD, &queued), 0);
     if (queued <= want) usleep(2000); /* the kernel has no event for it */
   }
   assert_true(queued > want);
   free(pkt);
   free(str);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* ReadBuffers to the end, looking for the packet that begins with |want|:
@@ -794,11 +640,12 @@ static unsigned read_replies_of(raw_consumer_t *c, const uint8_t *want, size_t l
 
 static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_big_session(ts, &p, &c, &sc, 1024);
-  assert_int_equal(p.smb.page_size, 32768);
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "big.ds", .buffer_kb = 1024,
+                                  .page_kb = 32, .smb_kb = 256});
+  scenario_start(&s);
+  assert_int_equal(s.p.smb.page_size, 32768);
 
   enum { STR_LEN = 300 * 1024 };
   char *str = malloc(STR_LEN + 1);
@@ -813,7 +660,7 @@ static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
 
   /* One fragment per whole-page chunk, each committed before the next is
    * written into the same slot. */
-  const size_t room = tg_smb_chunk_size(p.smb.page_size, TG_PAGE_DIV_1) -
+  const size_t room = tg_smb_chunk_size(s.p.smb.page_size, TG_PAGE_DIV_1) -
                       TG_SMB_CHUNK_HEADER_SIZE - TG_PACKET_HEADER_SIZE;
   uint32_t chunk_id = 0;
   for (size_t off = 0; off < total; off += room, chunk_id++) {
@@ -821,18 +668,18 @@ static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
     size_t len = total - off < room ? total - off : room;
     unsigned flags = (off ? TG_CHUNK_FIRST_PACKET_CONTINUES : 0) |
                      (off + len < total ? TG_CHUNK_LAST_PACKET_CONTINUES : 0);
-    assert_int_equal(raw_producer_write_chunk(&p, 0, 0, TG_PAGE_DIV_1, 1, chunk_id, flags,
+    assert_int_equal(raw_producer_write_chunk(&s.p, 0, 0, TG_PAGE_DIV_1, 1, chunk_id, flags,
                                               &frag, &len, 1), 0);
     uint32_t page = 0, chunk = 0;
-    assert_int_equal(raw_producer_commit(&p, &page, &chunk, 1, 0), 0);
+    assert_int_equal(raw_producer_commit(&s.p, &page, &chunk, 1, 0), 0);
   }
   assert_true(chunk_id >= 10);
   /* And a small one after it on the same sequence. */
-  commit_packets(&p, 0, chunk_id, "after", 43, 1);
+  commit_packets(&s.p, 0, chunk_id, "after", 43, 1);
 
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  scenario_stop(&s);
   Perfetto__Protos__TracePacket *big = NULL;
-  unsigned replies = read_replies_of(&c, pkt, total, &big);
+  unsigned replies = read_replies_of(&s.c, pkt, total, &big);
   assert_true(replies >= 3); /* 300 KiB through frames of at most 128 KiB */
   assert_non_null(big);
   assert_int_equal(big->for_testing->seq_value, 42);
@@ -842,8 +689,7 @@ static void large_packet_is_sliced_across_read_buffers_replies(void **state) {
   perfetto__protos__trace_packet__free_unpacked(big, NULL);
   free(pkt);
   free(str);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void producer_config_sets_the_smb_size(void **state) {
@@ -914,17 +760,14 @@ static size_t smb_resident_pages(const raw_producer_t *p, bool *which,
 static void scrape_does_not_make_untouched_smb_pages_resident(void **state) {
   test_service_t *ts = *state;
   enum { FAR_PAGE = 1500 };
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "big", "scrape.ds", 4, 8192, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 256, 1, "scrape.ds");
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
-  assert_int_equal(p.smb_size, 8192 * 1024);
-  assert_int_equal(raw_producer_register_writer(&p, 1), 0);
-  assert_int_equal(raw_producer_register_writer(&p, 2), 0);
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.producer = "big", .ds = "scrape.ds",
+                                  .buffer_kb = 256, .page_kb = 4, .smb_kb = 8192});
+  scenario_start(&s);
+  assert_int_equal(s.p.smb_size, 8192 * 1024);
+  assert_int_equal(raw_producer_register_writer(&s.p, 1), 0);
+  assert_int_equal(raw_producer_register_writer(&s.p, 2), 0);
   /* One writer each, two packets each: a scraped chunk that is still being written keeps
    * its last packet back (it may be unfinished). */
   uint8_t pk[2][64];
@@ -935,36 +778,31 @@ static void scrape_does_not_make_untouched_smb_pages_resident(void **state) {
   for (uint32_t i = 0; i < 2; i++) {
     l[0] = make_test_packet(pk[0], sizeof(pk[0]), names[i], 0);
     l[1] = make_test_packet(pk[1], sizeof(pk[1]), names[i], 1);
-    assert_int_equal(raw_producer_write_chunk_ex(&p, pages[i], 0, TG_PAGE_DIV_1,
+    assert_int_equal(raw_producer_write_chunk_ex(&s.p, pages[i], 0, TG_PAGE_DIV_1,
                                                  (uint16_t)(1 + i), 0, 0, f, l,
                                                  2, false), 0);
   }
   bool res[FAR_PAGE + 1];
-  assert_int_equal(smb_resident_pages(&p, res, FAR_PAGE + 1), 2);
+  assert_int_equal(smb_resident_pages(&s.p, res, FAR_PAGE + 1), 2);
 
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
-  assert_non_null(out);
-  assert_int_equal(count_str(out, n, "near", 0), 1);
-  assert_int_equal(count_str(out, n, "far", 0), 1);
-  free_packets(out, n);
-  assert_int_equal(smb_resident_pages(&p, res, FAR_PAGE + 1), 2);
+  scenario_stop(&s);
+  scenario_read(&s);
+  assert_int_equal(scenario_count(&s, "near", 0), 1);
+  assert_int_equal(scenario_count(&s, "far", 0), 1);
+  assert_int_equal(smb_resident_pages(&s.p, res, FAR_PAGE + 1), 2);
   assert_true(res[2] && res[FAR_PAGE]);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void sync_marker_and_service_events_are_in_the_trace(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, "test.producer", "svc.ds");
-  commit_packets(&p, 0, 0, "data", 0, 2);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  scenario_t s;
+  scenario_open(&s, ts, (scenario_opts_t){.ds = "svc.ds", .buffer_kb = 256});
+  scenario_start(&s);
+  commit_packets(&s.p, 0, 0, "data", 0, 2);
+  scenario_stop(&s);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
 
   static const uint8_t marker[16] = {0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d, 0x42, 0xba,
@@ -1009,8 +847,7 @@ static void sync_marker_and_service_events_are_in_the_trace(void **state) {
   assert_int_equal(disabled, 1);
   assert_int_equal(data, 2);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* QueryServiceState with many producers gives every producer and data

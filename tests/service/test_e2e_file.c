@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "test_proc.h"
+#include "service_scenario.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "pb/trace/trace.pb-c.h"
@@ -48,22 +49,20 @@ static Perfetto__Protos__Trace *read_trace(int fd, size_t *size) {
   return t;
 }
 
-static void file_session(test_service_t *ts, raw_producer_t *p, raw_consumer_t *c,
-                         simple_cfg_t *sc, int fd, uint32_t period_ms,
-                         uint64_t max_size) {
-  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "file.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, 256, 1, "file.ds");
-  sc->cfg.has_write_into_file = 1;
-  sc->cfg.write_into_file = 1;
-  sc->cfg.has_file_write_period_ms = 1;
-  sc->cfg.file_write_period_ms = period_ms;
+/* A session of "file.ds" writing into |fd| every |period_ms| (up to
+ * |max_size| bytes when not 0), started. */
+static void file_session(scenario_t *s, test_service_t *ts, int fd,
+                         uint32_t period_ms, uint64_t max_size) {
+  scenario_open(s, ts, (scenario_opts_t){.ds = "file.ds", .buffer_kb = 256});
+  s->sc.cfg.has_write_into_file = 1;
+  s->sc.cfg.write_into_file = 1;
+  s->sc.cfg.has_file_write_period_ms = 1;
+  s->sc.cfg.file_write_period_ms = period_ms;
   if (max_size) {
-    sc->cfg.has_max_file_size_bytes = 1;
-    sc->cfg.max_file_size_bytes = max_size;
+    s->sc.cfg.has_max_file_size_bytes = 1;
+    s->sc.cfg.max_file_size_bytes = max_size;
   }
-  assert_int_equal(raw_consumer_enable(c, &sc->cfg, fd), 0);
-  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+  scenario_start_into(s, fd);
 }
 
 static void commit_packets(raw_producer_t *p, uint32_t chunk_id, uint32_t first,
@@ -93,14 +92,12 @@ static size_t check_trace(const Perfetto__Protos__Trace *t, uint32_t first,
 
 static void write_into_file_yields_a_decodable_trace(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
+  scenario_t s;
   int fd = temp_file(ts);
-  file_session(ts, &p, &c, &sc, fd, 100, 0);
-  commit_packets(&p, 0, 0, 5);
-  commit_packets(&p, 1, 5, 5);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  file_session(&s, ts, fd, 100, 0);
+  commit_packets(&s.p, 0, 0, 5);
+  commit_packets(&s.p, 1, 5, 5);
+  scenario_stop(&s);
 
   size_t size = 0;
   Perfetto__Protos__Trace *t = read_trace(fd, &size);
@@ -110,8 +107,7 @@ static void write_into_file_yields_a_decodable_trace(void **state) {
   assert_true(has_stats);
   perfetto__protos__trace__free_unpacked(t, NULL);
   close(fd);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* A session writing into a file, detached, that ends (its duration) has
@@ -119,32 +115,26 @@ static void write_into_file_yields_a_decodable_trace(void **state) {
  * (Perfetto's ReattachFailsAfterTimeout). */
 static void detached_file_session_is_freed_when_it_ends(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
+  scenario_t s;
   int fd = temp_file(ts);
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "file.ds", 4, 64,
-                                        false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 256, 1, "file.ds");
-  sc.cfg.has_write_into_file = 1;
-  sc.cfg.write_into_file = 1;
-  sc.cfg.has_file_write_period_ms = 1;
-  sc.cfg.file_write_period_ms = 100000;
-  sc.cfg.has_duration_ms = 1;
-  sc.cfg.duration_ms = 200;
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, fd), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  scenario_open(&s, ts, (scenario_opts_t){.ds = "file.ds", .buffer_kb = 256});
+  s.sc.cfg.has_write_into_file = 1;
+  s.sc.cfg.write_into_file = 1;
+  s.sc.cfg.has_file_write_period_ms = 1;
+  s.sc.cfg.file_write_period_ms = 100000;
+  s.sc.cfg.has_duration_ms = 1;
+  s.sc.cfg.duration_ms = 200;
+  scenario_start_into(&s, fd);
   Perfetto__Protos__DetachRequest det = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
   det.key = "key";
-  assert_int_equal(raw_call(&c.conn, "Detach", &det.base, -1, NULL, NULL, 5000), 1);
-  raw_consumer_close(&c);
-  commit_packets(&p, 0, 0, 5);
+  assert_int_equal(raw_call(&s.c.conn, "Detach", &det.base, -1, NULL, NULL, 5000), 1);
+  raw_consumer_close(&s.c);
+  commit_packets(&s.p, 0, 0, 5);
   /* The end: a final flush the producer answers. */
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
-  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
+  assert_int_equal(raw_producer_commit_ex(&s.p, NULL, 0, NULL, 0, fid, false), 0);
+  assert_int_equal(raw_producer_wait_stopped(&s.p, 5000), 0);
   /* Gone from the service once ended: looked for, not waited for. */
   raw_consumer_t q;
   assert_int_equal(raw_consumer_connect(&q, ts), 0);
@@ -169,22 +159,20 @@ static void detached_file_session_is_freed_when_it_ends(void **state) {
   assert_true(has_stats);
   perfetto__protos__trace__free_unpacked(t, NULL);
   close(fd);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void max_file_size_stops_the_session(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
+  scenario_t s;
   int fd = temp_file(ts);
   const uint64_t max = 8192;
-  file_session(ts, &p, &c, &sc, fd, 100, max);
+  file_session(&s, ts, fd, 100, max);
   /* ~18 KiB of packets: more than the file may hold. */
-  for (uint32_t id = 0; id < 20; id++) commit_packets(&p, id, id * 10, 10);
+  for (uint32_t id = 0; id < 20; id++) commit_packets(&s.p, id, id * 10, 10);
 
   /* No DisableTracing: the periodic write reaches the limit and ends it. */
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  scenario_wait_end(&s);
   size_t size = 0;
   Perfetto__Protos__Trace *t = read_trace(fd, &size);
   assert_true(size <= max);
@@ -195,19 +183,16 @@ static void max_file_size_stops_the_session(void **state) {
   assert_true(has_config);
   perfetto__protos__trace__free_unpacked(t, NULL);
   close(fd);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void sigterm_writes_out_the_file_of_a_running_session(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
+  scenario_t s;
   int fd = temp_file(ts);
   /* A period far beyond the test: only the shutdown writes the file. */
-  file_session(ts, &p, &c, &sc, fd, 600000, 0);
-  commit_packets(&p, 0, 0, 7);
+  file_session(&s, ts, fd, 600000, 0);
+  commit_packets(&s.p, 0, 0, 7);
 
   int status = test_service_terminate(ts);
   assert_true(WIFEXITED(status));
@@ -221,8 +206,7 @@ static void sigterm_writes_out_the_file_of_a_running_session(void **state) {
   assert_true(has_stats);
   perfetto__protos__trace__free_unpacked(t, NULL);
   close(fd);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* A file descriptor sent with a config that does not write into a file is
@@ -230,25 +214,21 @@ static void sigterm_writes_out_the_file_of_a_running_session(void **state) {
  * a pipe, whose read end sees EOF only when every copy is closed. */
 static void unused_file_descriptor_is_closed(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "test.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "test.ds"); /* no write_into_file */
+  scenario_t s;
+  scenario_open(&s, ts,
+                (scenario_opts_t){.ds = "test.ds"}); /* no write_into_file */
   int pfd[2];
   assert_int_equal(pipe(pfd), 0);
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, pfd[1]), 0);
+  assert_int_equal(raw_consumer_enable(&s.c, &s.sc.cfg, pfd[1]), 0);
   close(pfd[1]);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  assert_int_equal(raw_producer_wait_started(&s.p, 5000), 0);
   struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
   assert_int_equal(poll(&pl, 1, 5000), 1);
   char b;
   assert_int_equal(read(pfd[0], &b, 1), 0); /* EOF: no copy left open */
   close(pfd[0]);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_stop(&s);
+  scenario_close(&s);
 }
 
 /* COMPRESSION_TYPE_DEFLATE: every packet of the trace is a
@@ -262,33 +242,27 @@ static Perfetto__Protos__Trace *inflate_trace(const Perfetto__Protos__TracePacke
 }
 
 /* A DEFLATE session of "file.ds"; |fd| >= 0 writes into it. */
-static void deflate_session(test_service_t *ts, raw_producer_t *p,
-                            raw_consumer_t *c, simple_cfg_t *sc, int fd) {
-  assert_int_equal(raw_producer_connect(p, ts, "test.producer", "file.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(c, ts), 0);
-  simple_cfg_init(sc, 256, 1, "file.ds");
+static void deflate_session(scenario_t *s, test_service_t *ts, int fd) {
+  scenario_open(s, ts, (scenario_opts_t){.ds = "file.ds", .buffer_kb = 256});
   if (fd >= 0) {
-    sc->cfg.has_write_into_file = 1;
-    sc->cfg.write_into_file = 1;
-    sc->cfg.has_file_write_period_ms = 1;
-    sc->cfg.file_write_period_ms = 100;
+    s->sc.cfg.has_write_into_file = 1;
+    s->sc.cfg.write_into_file = 1;
+    s->sc.cfg.has_file_write_period_ms = 1;
+    s->sc.cfg.file_write_period_ms = 100;
   }
-  sc->cfg.has_compression_type = 1;
-  sc->cfg.compression_type =
+  s->sc.cfg.has_compression_type = 1;
+  s->sc.cfg.compression_type =
       PERFETTO__PROTOS__TRACE_CONFIG__COMPRESSION_TYPE__COMPRESSION_TYPE_DEFLATE;
-  assert_int_equal(raw_consumer_enable(c, &sc->cfg, fd), 0);
-  assert_int_equal(raw_producer_wait_started(p, 5000), 0);
+  scenario_start_into(s, fd);
 }
 
 static void deflate_compresses_the_file(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
+  scenario_t s;
   int fd = temp_file(ts);
-  deflate_session(ts, &p, &c, &sc, fd);
-  for (uint32_t id = 0; id < 8; id++) commit_packets(&p, id, id * 10, 10);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  deflate_session(&s, ts, fd);
+  for (uint32_t id = 0; id < 8; id++) commit_packets(&s.p, id, id * 10, 10);
+  scenario_stop(&s);
 
   size_t size = 0;
   Perfetto__Protos__Trace *file = read_trace(fd, &size);
@@ -305,20 +279,17 @@ static void deflate_compresses_the_file(void **state) {
   perfetto__protos__trace__free_unpacked(t, NULL);
   perfetto__protos__trace__free_unpacked(file, NULL);
   close(fd);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 static void deflate_compresses_the_stream(void **state) {
   test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  deflate_session(ts, &p, &c, &sc, -1);
-  for (uint32_t id = 0; id < 4; id++) commit_packets(&p, id, id * 10, 10);
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  scenario_t s;
+  deflate_session(&s, ts, -1);
+  for (uint32_t id = 0; id < 4; id++) commit_packets(&s.p, id, id * 10, 10);
+  scenario_stop(&s);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **pk = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(&s.c, &n);
   assert_non_null(pk);
   Perfetto__Protos__Trace *t =
       inflate_trace((const Perfetto__Protos__TracePacket *const *)pk, n);
@@ -328,8 +299,7 @@ static void deflate_compresses_the_stream(void **state) {
   assert_true(has_stats);
   perfetto__protos__trace__free_unpacked(t, NULL);
   free_packets(pk, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 int main(void) {

@@ -20,6 +20,7 @@
 #include "test_proc.h"
 #include "pb/common/observable_events.pb-c.h"
 #include "test_notice.h"
+#include "service_scenario.h"
 #include "test_service.h"
 #include "pb/trace/test_event.pb-c.h"
 
@@ -54,36 +55,33 @@ static size_t read_values(raw_consumer_t *c, uint32_t *values, size_t max) {
 }
 
 static void flush_times_out_without_ack_and_succeeds_with_one(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  start_session(ts, &p, &c, &sc, "flush.ds");
+  scenario_t s;
+  scenario_open(&s, *state,
+                (scenario_opts_t){.ds = "flush.ds", .buffer_kb = 256});
+  scenario_start(&s);
 
   /* The producer gets the Flush but never answers it. */
   int64_t t0 = tg_test_now_ms();
-  int64_t rid = invoke_flush(&c, 300);
-  assert_int_equal(raw_wait_reply(&c.conn, (uint64_t)rid, NULL, NULL, 5000), 0);
+  int64_t rid = invoke_flush(&s.c, 300);
+  assert_int_equal(raw_wait_reply(&s.c.conn, (uint64_t)rid, NULL, NULL, 5000), 0);
   int64_t took = tg_test_now_ms() - t0;
   assert_true(took >= 280);
   assert_true(took < 3000);
-  uint64_t first = raw_producer_wait_flush(&p, 0, 1000);
+  uint64_t first = raw_producer_wait_flush(&s.p, 0, 1000);
   assert_true(first > 0);
 
   /* This time it commits its data with the flush id: that is the ack. */
   t0 = tg_test_now_ms();
-  rid = invoke_flush(&c, 5000);
-  uint64_t second = raw_producer_wait_flush(&p, first, 5000);
+  rid = invoke_flush(&s.c, 5000);
+  uint64_t second = raw_producer_wait_flush(&s.p, first, 5000);
   assert_true(second > first);
-  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "flushed", 1, 3), 0);
-  raw_move_t mv = {0, 0, p.target_buffer};
-  assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, second, false), 0);
-  assert_int_equal(raw_wait_reply(&c.conn, (uint64_t)rid, NULL, NULL, 5000), 1);
+  scenario_commit(&s, 0, "flushed", 1, 3, second);
+  assert_int_equal(raw_wait_reply(&s.c.conn, (uint64_t)rid, NULL, NULL, 5000), 1);
   assert_true(tg_test_now_ms() - t0 < 3000); /* the ack, not the timeout */
 
-  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  scenario_stop(&s);
   size_t n = 0;
-  Perfetto__Protos__TracePacket **out = raw_consumer_read(&c, &n);
+  Perfetto__Protos__TracePacket **out = raw_consumer_read(&s.c, &n);
   assert_non_null(out);
   Perfetto__Protos__TracePacket *tp[8];
   assert_int_equal(test_packets(out, n, tp, 8), 3);
@@ -93,8 +91,7 @@ static void flush_times_out_without_ack_and_succeeds_with_one(void **state) {
   assert_int_equal(st->flushes_failed, 1);
   assert_int_equal(st->flushes_succeeded, 1);
   free_packets(out, n);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  scenario_close(&s);
 }
 
 /* Waits on an ObserveEvents stream for an instance of |ds| to stop. */
@@ -451,33 +448,24 @@ static void a_session_without_buffers_runs_and_ends(void **state) {
 }
 
 static void duration_ms_ends_the_session_by_itself(void **state) {
-  test_service_t *ts = *state;
-  raw_producer_t p;
-  raw_consumer_t c;
-  simple_cfg_t sc;
-  assert_int_equal(raw_producer_connect(&p, ts, "test.producer", "dur.ds", 4, 64, false), 0);
-  assert_int_equal(raw_consumer_connect(&c, ts), 0);
-  simple_cfg_init(&sc, 64, 1, "dur.ds");
-  sc.cfg.has_duration_ms = 1;
-  sc.cfg.duration_ms = 300;
+  scenario_t s;
+  scenario_open(&s, *state, (scenario_opts_t){.ds = "dur.ds"});
+  s.sc.cfg.has_duration_ms = 1;
+  s.sc.cfg.duration_ms = 300;
   int64_t t0 = tg_test_now_ms();
-  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
-  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  scenario_start(&s);
 
   /* At the end the service flushes: the producer answers with its data. */
-  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  uint64_t fid = raw_producer_wait_flush(&s.p, 0, 5000);
   assert_true(fid > 0);
   assert_true(tg_test_now_ms() - t0 >= 280);
-  assert_int_equal(raw_producer_write_packets(&p, 0, 0, 1, 0, "last", 1, 2), 0);
-  raw_move_t mv = {0, 0, p.target_buffer};
-  assert_int_equal(raw_producer_commit_ex(&p, &mv, 1, NULL, 0, fid, false), 0);
-  assert_int_equal(raw_consumer_wait_disabled(&c, 5000, NULL, 0), 1);
+  scenario_commit(&s, 0, "last", 1, 2, fid);
+  scenario_wait_end(&s);
   assert_true(tg_test_now_ms() - t0 < 3000);
-  assert_int_equal(raw_producer_wait_stopped(&p, 5000), 0);
+  assert_int_equal(raw_producer_wait_stopped(&s.p, 5000), 0);
   uint32_t values[4];
-  assert_int_equal(read_values(&c, values, 4), 2);
-  raw_consumer_close(&c);
-  raw_producer_close(&p);
+  assert_int_equal(read_values(&s.c, values, 4), 2);
+  scenario_close(&s);
 }
 
 /* One local user holding every producer slot does not keep another's
