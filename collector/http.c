@@ -399,7 +399,7 @@ static int on_writeable(struct lws *wsi, tg_http_conn_t *conn) {
   /* Sent or failed: the connection is free for the next request, or
    * closes (after a refusal the rest of the request is not read). */
   conn->x = NULL;
-  conn->idle_since_ms = uv_now(conn->srv->loop);
+  conn->idle_since_ms = tg_clock_ms(conn->srv->clock);
   tg__http_x_free(x);
   if (rc < 0 || refused) return -1;
   return lws_http_transaction_completed(wsi) ? -1 : 0;
@@ -638,6 +638,7 @@ int tg_http_server_start(uv_loop_t *loop, const tg_http_server_config_t *cfg,
   tg_http_server_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->loop = loop;
+  s->clock = cfg->clock ? cfg->clock : &tg_clock_monotonic;
   s->handler = handler;
   s->on_abandon = on_abandon;
   s->ctx_arg = ctx;

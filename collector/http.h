@@ -61,6 +61,7 @@
 
 #include "auth/authz.h"
 #include "auth/crl.h"
+#include "common/clock.h"
 
 typedef struct tg_http_server tg_http_server_t;
 /* One request and its response; opaque. */
@@ -114,6 +115,9 @@ typedef struct tg_http_server_config {
   /* Bytes per second a response must average after its first timeout_s;
    * 0: 4096. */
   uint64_t min_rate;
+  /* What the rates, ages and warning intervals read (common/clock.h);
+   * borrowed for the server's life. NULL: tg_clock_monotonic. */
+  const tg_clock_t *clock;
 } tg_http_server_config_t;
 
 /* Called once per complete request. |x| stays the owner's until it calls

@@ -133,7 +133,7 @@ static void evict(tg_http_server_t *s, tg_http_conn_t *victim,
   char name[INET6_ADDRSTRLEN];
   source_name(victim->src, name, sizeof(name));
   TG_DEBUG("http: %s: a connection from %s idle for %" PRIu64 " ms closed "
-           "for a new one", cap, name, uv_now(s->loop) - victim->idle_since_ms);
+           "for a new one", cap, name, tg_clock_ms(s->clock) - victim->idle_since_ms);
   s->evicted++;
   victim->evicted = true;
   victim->src->n_evicted++;
@@ -143,8 +143,8 @@ static void evict(tg_http_server_t *s, tg_http_conn_t *victim,
 
 /* Whether a warning is due for a refusal whose last warning was at
  * *warned_ms (0: never), and if so marks it given now. */
-static bool warn_due(uv_loop_t *loop, uint64_t *warned_ms) {
-  uint64_t now = uv_now(loop);
+static bool warn_due(const tg_clock_t *clock, uint64_t *warned_ms) {
+  uint64_t now = tg_clock_ms(clock);
   if (*warned_ms && now - *warned_ms < REFUSED_WARN_INTERVAL_MS) return false;
   *warned_ms = now ? now : 1;
   return true;
@@ -185,7 +185,7 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
       /* |src| is set: the address has max_per_source >= 1 open. */
       s->refused_per_source++;
       src->unwarned++;
-      if (!warn_due(s->loop, &src->warned_ms)) return 1;
+      if (!warn_due(s->clock, &src->warned_ms)) return 1;
       source_name(src, name, sizeof(name));
       TG_WARN("%s http: %s has %u connections open, max_conns_per_source: "
               "%" PRIu64 " new one(s) from it closed since the last warning",
@@ -196,7 +196,7 @@ int tg__http_on_accept(tg_http_server_t *s, int fd) {
     case REFUSE_MAX_CONNS:
       s->refused_max_conns++;
       s->max_conns_unwarned++;
-      if (!warn_due(s->loop, &s->max_conns_warned_ms)) return 1;
+      if (!warn_due(s->clock, &s->max_conns_warned_ms)) return 1;
       source_name(&key, name, sizeof(name));
       TG_WARN("%s http: %u connections open, max_conns: %" PRIu64 " new one(s) "
               "closed since the last warning (the latest from %s)",
@@ -226,7 +226,7 @@ void tg__http_on_instantiated(tg_http_server_t *s, struct lws *wsi) {
   conn->srv = s;
   conn->wsi = wsi;
   conn->src = src;
-  conn->idle_since_ms = uv_now(s->loop);
+  conn->idle_since_ms = tg_clock_ms(s->clock);
   tg_list_insert_tail(&s->conns, &conn->node);
   src->n_conns++;
   s->n_conns++;

@@ -35,7 +35,7 @@ typedef struct tg_http_source {
   uint8_t addr_len; /* 4 or 16; 0: never used */
   unsigned n_conns;
   unsigned n_evicted; /* of n_conns, closing to make room (not counted) */
-  uint64_t warned_ms; /* uv_now() of the last warning about it */
+  uint64_t warned_ms; /* server clock at the last warning about it */
   uint64_t unwarned;  /* refusals since that warning */
 } tg_http_source_t;
 
@@ -47,6 +47,7 @@ typedef enum tg_http_server_state {
 
 struct tg_http_server {
   uv_loop_t *loop;
+  const tg_clock_t *clock; /* never NULL */
   /* Written NULL by lws (info.pcontext) once its destruction is complete:
    * the only documented signal that lws has left the loop. */
   struct lws_context *ctx;
@@ -100,7 +101,7 @@ typedef struct tg_http_conn {
   tg_list_t node;        /* in srv->conns */
   tg_http_exchange_t *x; /* the current exchange, or NULL */
   tg_http_source_t *src; /* its address's slot, counting it */
-  uint64_t idle_since_ms; /* uv_now() when it last had no exchange */
+  uint64_t idle_since_ms; /* server clock when it last had no exchange */
   bool evicted; /* closing to make room: counted in src->n_evicted */
   /* HTTPS: the peer as of access_gen |judged_gen|. */
   tg_http_peer_t peer;
@@ -139,7 +140,7 @@ struct tg_http_exchange {
   uint64_t ext_pos;
   uint64_t resp_len;  /* bytes of body to send */
   uint64_t resp_off;  /* bytes sent */
-  uint64_t answered_ms; /* uv_now() when answered: the minimum rate's start */
+  uint64_t answered_ms; /* server clock when answered: min_rate's start */
 };
 
 void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,

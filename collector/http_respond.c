@@ -121,7 +121,7 @@ static int seconds_left(const tg_http_exchange_t *x) {
   uint64_t allowed_ms = (uint64_t)s->timeout_s * 1000 +
                         x->resp_off / s->min_rate * 1000 +
                         x->resp_off % s->min_rate * 1000 / s->min_rate;
-  uint64_t spent_ms = uv_now(s->loop) - x->answered_ms;
+  uint64_t spent_ms = tg_clock_ms(s->clock) - x->answered_ms;
   if (spent_ms >= allowed_ms) return 0;
   uint64_t left = (allowed_ms - spent_ms + 999) / 1000;
   return left > INT32_MAX ? INT32_MAX : (int)left;
@@ -130,7 +130,7 @@ static int seconds_left(const tg_http_exchange_t *x) {
 /* The exchange becomes the layer's: asks lws for a WRITEABLE. */
 static void start_answer(tg_http_exchange_t *x, int status) {
   x->status = status;
-  x->answered_ms = uv_now(x->srv->loop);
+  x->answered_ms = tg_clock_ms(x->srv->clock);
   tg__http_x_set(x, TG_HTTP_X_RESPONDING, "answered");
   /* From here a client that stops reading is a slow client: lws ends the
    * connection when its time is up (seconds_left()). */
@@ -335,7 +335,7 @@ static int write_chunk(tg_http_exchange_t *x) {
     TG_WARN("http: %s %s: the client reads slower than min_rate (%llu of "
             "%llu bytes taken in %llu ms): closed", x->req.method, x->req.path,
             (unsigned long long)x->resp_off, (unsigned long long)x->resp_len,
-            (unsigned long long)(uv_now(x->srv->loop) - x->answered_ms));
+            (unsigned long long)(tg_clock_ms(x->srv->clock) - x->answered_ms));
     return -1;
   }
   lws_set_timeout(x->wsi, PENDING_TIMEOUT_HTTP_CONTENT, secs);

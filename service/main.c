@@ -10,6 +10,7 @@
 
 #include "ipc/channel.h"
 #include "service/service.h"
+#include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
 
@@ -88,6 +89,7 @@ int main(int argc, char **argv) {
       .max_producers = max_producers,
       .max_consumers = max_consumers,
       .session_lease_ms = (uint32_t)session_lease_ms,
+      .clock = &tg_clock_monotonic,
   };
   if (tg_service_start(&service, loop, &opt) < 0) return TG_EXIT_FAIL;
   uv_signal_init(loop, &sig_int);

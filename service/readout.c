@@ -55,6 +55,8 @@ static const uint8_t sync_marker[16] = {0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d,
                                         0x42, 0xba, 0x81, 0xdc, 0x33, 0x32,
                                         0x6d, 0x57, 0xa0, 0x79};
 
+/* The machine's clock |c|, for what a trace carries (timestamps, a
+ * UUID's fallback entropy): data. What decides reads svc->opt.clock. */
 static uint64_t now_ns(clockid_t c) {
   struct timespec ts;
   clock_gettime(c, &ts);
@@ -190,7 +192,7 @@ static void queue_sync_marker(tg_session_t *s) {
   if (!p) return;
   tg_pbw_append_bytes(&w, PKT_SYNC_MARKER, sync_marker, sizeof(sync_marker));
   service_packet_end(s, &w, p);
-  s->readout.last_sync_marker_ns = now_ns(CLOCK_MONOTONIC);
+  s->readout.last_sync_marker_ns = tg_clock_ns(s->svc->opt.clock);
 }
 
 /* TraceUuid {msb = 1, lsb = 2}: the id a trace processor and a clone's
@@ -460,7 +462,8 @@ static int drain_buffers(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
  * final trace stats of a disabled session. */
 static int drain_plain(tg_session_t *s, tg_readout_emit_fn emit, void *ctx) {
   if (s->readout.preamble_done &&
-      now_ns(CLOCK_MONOTONIC) - s->readout.last_sync_marker_ns > SYNC_MARKER_PERIOD_NS)
+      tg_clock_ns(s->svc->opt.clock) - s->readout.last_sync_marker_ns >
+          SYNC_MARKER_PERIOD_NS)
     queue_sync_marker(s);
   queue_clock_snapshots(s);
   for (;;) {

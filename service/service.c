@@ -18,6 +18,7 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
   memset(svc, 0, sizeof(*svc));
   svc->loop = loop;
   svc->opt = *opt;
+  if (!svc->opt.clock) svc->opt.clock = &tg_clock_monotonic;
   if (!svc->opt.max_producers) svc->opt.max_producers = 1024;
   if (!svc->opt.max_consumers) svc->opt.max_consumers = 64;
   if (!svc->opt.session_lease_ms ||

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/list.h"
 #include "ipc/host.h"
 
@@ -59,6 +60,10 @@ typedef struct tg_service_options {
   /* Disconnect leases: what a client asking for 0 gets, and the most any
    * client gets (0: TG_SERVICE_DEFAULT_SESSION_LEASE_MS). */
   uint32_t session_lease_ms;
+  /* What the service's decisions read (common/clock.h): leases, the sync
+   * marker's period. Borrowed for the service's life; NULL:
+   * tg_clock_monotonic. */
+  const tg_clock_t *clock;
 } tg_service_options_t;
 
 struct tg_service {

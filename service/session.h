@@ -188,7 +188,8 @@ struct tg_session {
   uv_timer_t file_timer;   /* file_write_period_ms */
   uv_timer_t stop_timer;   /* data source stop timeout */
   uv_timer_t clear_timer;  /* incremental_state_config.clear_period_ms */
-  uv_timer_t lease_timer;  /* detached under a disconnect lease */
+  uv_timer_t lease_timer;  /* wakes tg__session_lease_left_ms's caller */
+  uint64_t lease_end_ms;   /* svc clock: a detached session's lease end */
   uv_timer_t clock_timer;  /* builtin_data_sources.snapshot_interval_ms */
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
@@ -251,6 +252,11 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
 /* Bounds the detachment of |s| (detached: tg__session_detach succeeded)
  * to |lease_ms|: freed then unless attached again. */
 void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms);
+/* The lease's decision, pure: what is left of |s|'s lease at |now_ms|
+ * (the service's clock), 0 when it has run out (free |s| now), or
+ * UINT64_MAX when no lease holds |s| (attached, never detached under one,
+ * or being freed). */
+uint64_t tg__session_lease_left_ms(const tg_session_t *s, uint64_t now_ms);
 /* |conn| closed: sessions it was attached to are detached from it. */
 void tg__session_consumer_gone(tg_service_t *svc, tg_ipc_host_conn_t *conn);
 

@@ -152,6 +152,7 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
       s->detach_key = NULL;
       s->consumer = conn;
       uv_timer_stop(&s->lease_timer);
+      s->lease_end_ms = 0;
       TG_INFO("session %llu attached", (unsigned long long)s->id);
       return s;
     }
@@ -159,10 +160,22 @@ tg_session_t *tg__session_attach(tg_service_t *svc, const char *key,
   return NULL;
 }
 
-static void on_lease_expired(uv_timer_t *t) {
+uint64_t tg__session_lease_left_ms(const tg_session_t *s, uint64_t now_ms) {
+  if (s->consumer || !s->detach_key || s->freeing || !s->lease_end_ms)
+    return UINT64_MAX;
+  return now_ms >= s->lease_end_ms ? 0 : s->lease_end_ms - now_ms;
+}
+
+/* The timer only wakes the decision: its loop time and the service's
+ * clock need not agree, so an early wake sleeps for what is left. */
+static void on_lease_timer(uv_timer_t *t) {
   tg_session_t *s = t->data;
-  /* Attach stops the timer; this is a last check, not the mechanism. */
-  if (s->consumer || !s->detach_key || s->freeing) return;
+  uint64_t left = tg__session_lease_left_ms(s, tg_clock_ms(s->svc->opt.clock));
+  if (left == UINT64_MAX) return;
+  if (left) {
+    uv_timer_start(&s->lease_timer, on_lease_timer, left, 0);
+    return;
+  }
   TG_INFO("session %llu: disconnect lease ran out with nobody attached; "
           "freeing it", (unsigned long long)s->id);
   tg__session_free(s);
@@ -170,7 +183,10 @@ static void on_lease_expired(uv_timer_t *t) {
 
 void tg__session_lease_start(tg_session_t *s, uint64_t lease_ms) {
   if (s->freeing || s->consumer || !s->detach_key) return;
-  uv_timer_start(&s->lease_timer, on_lease_expired, lease_ms, 0);
+  uint64_t now = tg_clock_ms(s->svc->opt.clock);
+  /* 0 is "no lease": a lease ending at the clock's origin ends at 1. */
+  s->lease_end_ms = now + lease_ms ? now + lease_ms : 1;
+  uv_timer_start(&s->lease_timer, on_lease_timer, lease_ms, 0);
   TG_INFO("session %llu kept for %llu ms under its disconnect lease",
           (unsigned long long)s->id, (unsigned long long)lease_ms);
 }

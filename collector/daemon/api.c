@@ -753,6 +753,7 @@ int coll_api_start(coll_t *c) {
       .min_rate = g->http_min_rate,
       .authz = authz,
       .crl = crl,
+      .clock = c->clock,
   };
   int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c, &c->http);
   if (rv < 0) {

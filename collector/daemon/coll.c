@@ -34,14 +34,19 @@ int64_t coll_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t coll_loop_ms(const coll_t *c) {
-  return c->clock ? c->clock(c->clock_ctx) : (int64_t)uv_now(c->loop);
+static uint64_t loop_clock_ms(const tg_clock_t *k) { return uv_now(k->ctx); }
+
+static uint64_t loop_clock_ns(const tg_clock_t *k) {
+  (void)k;
+  return uv_hrtime();
 }
 
-void coll_set_clock_for_test(coll_t *c, int64_t (*now)(void *ctx),
-                             void *ctx) {
-  c->clock = now;
-  c->clock_ctx = ctx;
+int64_t coll_loop_ms(const coll_t *c) { return (int64_t)tg_clock_ms(c->clock); }
+
+uint64_t coll_loop_ns(const coll_t *c) { return tg_clock_ns(c->clock); }
+
+void coll_set_clock_for_test(coll_t *c, const tg_clock_t *clock) {
+  c->clock = clock;
 }
 
 static int read_all(const char *path, tg_buf_t *out) {
@@ -191,6 +196,9 @@ out:
 
 int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   c->loop = loop;
+  c->loop_clock = (tg_clock_t){
+      .now_ms = loop_clock_ms, .now_ns = loop_clock_ns, .ctx = loop};
+  c->clock = &c->loop_clock;
   c->cfg = *cfg;
   memset(cfg, 0, sizeof(*cfg));
   if (load_flight(c) < 0) return -1;

@@ -35,6 +35,7 @@
 #include "collector/daemon/trigger_policy.h"
 #include "collector/store.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/list.h"
 #include "client/ds_problem.h"
 #include "client/remote.h"
@@ -237,10 +238,11 @@ struct coll {
   struct tg_http_server *health; /* health.c; NULL without health_listen */
   coll_api_t api;
   coll_am_t am;
-  /* coll_loop_ms's source when set (coll_test.h: tests drive time), else
-   * the loop's. */
-  int64_t (*clock)(void *ctx);
-  void *clock_ctx;
+  /* What the daemon's decisions read (common/clock.h): &loop_clock from
+   * coll_prepare, a simulated one in tests (coll_test.h). Handed to the
+   * HTTP servers too. */
+  const tg_clock_t *clock;
+  tg_clock_t loop_clock; /* uv_now / uv_hrtime of |loop| */
   /* "ready PORT\n" once listening, "ready PORT health PORT\n" with
    * health_listen; 0: none */
   int ready_fd;
@@ -268,11 +270,14 @@ int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
 void coll_stop(coll_t *c);
 /* Epoch milliseconds (the catalog's times). */
 int64_t coll_now_ms(void);
-/* The daemon's monotonic milliseconds: the loop's time (uv_now, no
- * syscall), unless a test set its own clock (coll_test.h). The trigger
- * budgets and the coalescing window (trigger.c), a snapshot's start and
- * its hosts' clone_timeout (snap.c) all read this one. */
+/* The daemon's monotonic milliseconds: c->clock, the loop's time
+ * (uv_now, no syscall) unless a test set its own clock (coll_test.h). The
+ * trigger budgets and the coalescing window (trigger.c), a snapshot's
+ * start, its hosts' clone_timeout and its duration (snap.c), the HTTP
+ * servers' rates and ages all read this one. */
 int64_t coll_loop_ms(const coll_t *c);
+/* The same clock in nanoseconds (uv_hrtime on the loop's). */
+uint64_t coll_loop_ns(const coll_t *c);
 /* --- hosts.c --------------------------------------------------------- */
 
 /* Reads the inventory's shard and starts every host's holder (with

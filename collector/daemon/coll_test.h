@@ -6,10 +6,11 @@
 #include <stdint.h>
 
 #include "collector/daemon/coll.h"
+#include "common/clock.h"
 
-/* For tests: coll_loop_ms(c) returns now(ctx) from here on (a simulated
- * clock the test moves), instead of the loop's time. |ctx| is borrowed
- * for as long as |c| runs. */
-void coll_set_clock_for_test(coll_t *c, int64_t (*now)(void *ctx), void *ctx);
+/* For tests: coll_loop_ms(c) and coll_loop_ns(c) read |clock| from here
+ * on (a simulated one the test moves, common/clock.h), instead of the
+ * loop's time. |clock| is borrowed for as long as |c| runs. */
+void coll_set_clock_for_test(coll_t *c, const tg_clock_t *clock);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_COLL_TEST_H */

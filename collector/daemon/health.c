@@ -57,6 +57,7 @@ int coll_health_start(coll_t *c) {
       .max_header = 4096,
       .max_conns = HEALTH_MAX_CONNS,
       .timeout_s = HEALTH_TIMEOUT_S,
+      .clock = c->clock,
   };
   int rv = tg_http_server_start(c->loop, &hc, handle, on_abandon, c,
                                 &c->health);

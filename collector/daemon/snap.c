@@ -136,7 +136,7 @@ struct coll_snap {
   bool finishing;
   int result;
   tg_coll_state_t state;
-  uint64_t t0; /* uv_hrtime at the trigger */
+  uint64_t t0; /* coll_loop_ns at the trigger */
   int64_t started_ms; /* coll_loop_ms at the trigger */
   char group[65];
   char trigger[TG_COLL_TRIGGER_MAX + 1];
@@ -365,7 +365,7 @@ static void on_cloned(tg_consumer_t *c, void *ctx, int status, const char *msg) 
    * snapshot's skew (bench_collector reads these). */
   TG_DEBUG("snapshot %016" PRIx64 ": host %s: cloned %.3f ms after the "
            "trigger", sh->s->id, sh->h->t.spec,
-           (double)(uv_hrtime() - sh->s->t0) / 1e6);
+           (double)(coll_loop_ns(sh->s->c) - sh->s->t0) / 1e6);
   sh->st = SH_READ;
   read_more(sh);
 }
@@ -402,7 +402,7 @@ static void send_clone(snap_host_t *sh, tg_consumer_t *c) {
   if (++s->clones_sent == s->asked)
     TG_DEBUG("snapshot %016" PRIx64 ": all %zu clones requested, %.3f ms "
              "after the trigger", s->id, s->asked,
-             (double)(uv_hrtime() - s->t0) / 1e6);
+             (double)(coll_loop_ns(s->c) - s->t0) / 1e6);
 }
 
 static void gone(snap_host_t *sh, const char *detail) {
@@ -499,7 +499,7 @@ static void account(coll_snap_t *s, uint64_t bytes) {
     k->snapshots[s->state]++;
     k->bytes_stored += s->state == TG_COLL_FAILED ? 0 : bytes;
   }
-  uint64_t ms = (uv_hrtime() - s->t0) / 1000000;
+  uint64_t ms = (coll_loop_ns(s->c) - s->t0) / 1000000;
   for (size_t i = 0; i < 8; i++)
     if (ms <= coll_dur_bounds_ms[i]) k->dur_buckets[i]++;
   k->dur_count++;
@@ -814,7 +814,7 @@ int coll_snap_begin(coll_t *c, const coll_trigger_req_t *r,
   coll_snap_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->c = c;
-  s->t0 = uv_hrtime();
+  s->t0 = coll_loop_ns(c);
   s->started_ms = coll_loop_ms(c);
   /* A host list's snapshot covers no group's trigger: "(hosts)" is no
    * group's name (names have no parentheses). */

@@ -19,7 +19,14 @@
  * at the epoch of the loop's own clock. */
 #define UNIT_CLOCK_START_MS 1000000
 
-static int64_t unit_clock(void *ctx) { return ((coll_unit_t *)ctx)->now_ms; }
+/* u->now_ms, which the tests move, as the daemon's clock. */
+static uint64_t unit_clock_ms(const tg_clock_t *k) {
+  return (uint64_t)((const coll_unit_t *)k->ctx)->now_ms;
+}
+
+static uint64_t unit_clock_ns(const tg_clock_t *k) {
+  return unit_clock_ms(k) * 1000000;
+}
 
 void coll_unit_hosts(coll_unit_t *u, size_t n) {
   assert_true(n <= COLL_UNIT_HOSTS_MAX);
@@ -62,7 +69,9 @@ void coll_unit_open(coll_unit_t *u, size_t n_inventory, const char *extra,
                           err, sizeof(err)) < 0)
     fail_msg("the config: %s", err);
   assert_int_equal(coll_prepare(&u->c, &u->loop, &cfg), 0);
-  coll_set_clock_for_test(&u->c, unit_clock, u);
+  u->clock = (tg_clock_t){
+      .now_ms = unit_clock_ms, .now_ns = unit_clock_ns, .ctx = u};
+  coll_set_clock_for_test(&u->c, &u->clock);
   tg_list_init(&u->c.api.waiters);
   tg_coll_store_config_t sc = {.dir = u->c.cfg.store};
   assert_int_equal(tg_coll_store_open(&sc, &u->c.store, NULL), 0);

@@ -27,6 +27,7 @@ typedef struct coll_unit {
   uv_loop_t loop;
   coll_t c;
   int64_t now_ms; /* the daemon's clock (coll_loop_ms) */
+  tg_clock_t clock; /* reads now_ms */
   /* The ring's flush_timeout_ms, set before coll_unit_open (0: 300): how
    * long a clone waits for producers that do not answer its flush. */
   uint32_t flush_timeout_ms;

@@ -124,23 +124,27 @@ static void the_triggers_become_the_rings_trigger_config(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
-static int64_t fixed(void *ctx) { return *(int64_t *)ctx; }
-
-/* The daemon's clock is the loop's, unless a test set its own. */
+/* The daemon's clock is the loop's (coll_prepare wires it), unless a
+ * test set its own. */
 static void the_daemons_clock_is_the_loops_unless_a_test_sets_one(void **state) {
   (void)state;
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
+  tg_coll_config_t cfg;
+  load(&cfg, RING DS, NULL);
   coll_t c;
   memset(&c, 0, sizeof(c));
-  c.loop = &loop;
+  assert_int_equal(coll_prepare(&c, &loop, &cfg), 0);
   uv_update_time(&loop);
   assert_int_equal(coll_loop_ms(&c), (int64_t)uv_now(&loop));
-  int64_t t = 123456789;
-  coll_set_clock_for_test(&c, fixed, &t);
+  tg_clock_sim_t t;
+  tg_clock_sim_init(&t, 123456789);
+  coll_set_clock_for_test(&c, &t.clock);
   assert_int_equal(coll_loop_ms(&c), 123456789);
-  t += 60000;
+  tg_clock_sim_advance_ms(&t, 60000);
   assert_int_equal(coll_loop_ms(&c), 123516789);
+  assert_int_equal(coll_loop_ns(&c), 123516789ull * 1000000);
+  unprepare(&c);
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 

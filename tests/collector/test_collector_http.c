@@ -31,6 +31,7 @@
 #include "auth/authz.h"
 #include "auth/crl.h"
 #include "collector/http.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "test_notice.h"
 #include "test_proc.h"
@@ -1080,6 +1081,63 @@ static void http_full_listener_serves_new_client(void **state) {
   for (int i = 0; i < 3; i++) close(idle[i]);
 }
 
+/* A keep-alive response read on |fd| as it comes, without blocking. */
+typedef struct {
+  int fd;
+  char buf[512];
+  size_t len;
+} reply_t;
+
+static bool reply_complete(void *arg) {
+  reply_t *r = arg;
+  ssize_t n = recv(r->fd, r->buf + r->len, sizeof(r->buf) - 1 - r->len,
+                   MSG_DONTWAIT);
+  if (n > 0) r->len += (size_t)n;
+  r->buf[r->len] = 0;
+  return strstr(r->buf, "\r\n\r\nhello\n") != NULL;
+}
+
+/* Which connection is idle the longest is the server's clock's to say
+ * (tg_http_server_config_t.clock), not the order they came in: A came
+ * first but finished a request after B and C came, so B (then C) is the
+ * one a newcomer replaces. On a simulated clock the ages are exact; on
+ * the real one all of this happens within a millisecond or two. */
+static void http_idle_age_is_read_on_the_servers_clock(void **state) {
+  (void)state;
+  fixture_t f;
+  tg_clock_sim_t clock;
+  tg_clock_sim_init(&clock, 1000000);
+  tg_http_server_config_t cfg = {.host = "127.0.0.1",
+                                 .max_conns = 3,
+                                 .max_conns_per_source = 3,
+                                 .timeout_s = 60,
+                                 .clock = &clock.clock};
+  fixture_start_cfg(&f, &cfg);
+  int fds[3];
+  open_idle(&f, "127.0.0.1", fds, 1);
+  tg_clock_sim_advance_ms(&clock, 10000);
+  for (unsigned i = 1; i < 3; i++) { /* B and C, counted in turn */
+    fds[i] = tcp_connect_from(tg_http_server_port(f.srv), "127.0.0.1");
+    assert_true(fds[i] >= 0);
+    assert_true(wait_conns(&f, i + 1));
+  }
+  tg_clock_sim_advance_ms(&clock, 10000);
+  static const char get[] = "GET /api/x HTTP/1.1\r\nHost: x\r\n\r\n";
+  assert_int_equal(write(fds[0], get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
+  reply_t r = {.fd = fds[0]};
+  assert_true(tg_test_run_loop_until(&f.loop, reply_complete, &r, WAIT_MS));
+  tg_clock_sim_advance_ms(&clock, 10000);
+  assert_true(get_from(&f, "127.0.0.1"));
+  assert_true(tg_test_run_loop_until(&f.loop, peer_closed, &fds[1], WAIT_MS));
+  assert_false(peer_closed(&fds[0]));
+  assert_false(peer_closed(&fds[2]));
+  tg_http_server_stats_t st;
+  tg_http_server_stats(f.srv, &st);
+  assert_int_equal(st.evicted, 1);
+  fixture_stop(&f);
+  for (int i = 0; i < 3; i++) close(fds[i]);
+}
+
 /* A connection-cap case: a server with these limits; connections from
  * |busy| (in order), each in the middle of a request so that none is the
  * idle one a newcomer replaces; then one from |newcomer|, which the server
@@ -1385,6 +1443,7 @@ int main(void) {
       cmocka_unit_test(http_caps_connections_per_source),
       cmocka_unit_test(http_per_source_refusals_warn_once_as_loopback),
       cmocka_unit_test(http_full_listener_serves_new_client),
+      cmocka_unit_test(http_idle_age_is_read_on_the_servers_clock),
       cmocka_unit_test(http_start_refuses_per_source_out_of_range),
       cmocka_unit_test(https_handshakeless_connections_make_room),
       cmocka_unit_test(https_set_access_ends_removed_identities),

@@ -220,7 +220,8 @@ static bool running(coll_unit_t *u, void *arg) {
  * millisecond short of clone_timeout nothing fails; past it both fail,
  * named by the key, and the row is FAILED (no host delivered). The
  * clone_timeout is longer than this test's waits: only the daemon's
- * clock can make it pass. */
+ * clock can make it pass. The snapshot's duration (the metrics'
+ * histogram) is measured on the same clock: past the last bound. */
 static void clone_timeout_counts_on_the_daemons_clock(void **state) {
   (void)state;
   coll_unit_t u = {.flush_timeout_ms = 120000};
@@ -246,6 +247,10 @@ static void clone_timeout_counts_on_the_daemons_clock(void **state) {
     assert_int_equal(hosts[i].outcome, TG_COLL_HOST_FAILED);
     assert_non_null(strstr(hosts[i].error, "clone_timeout"));
   }
+  const coll_counts_t *k = &u.c.counts;
+  assert_int_equal(k->dur_count, 1);
+  assert_int_equal(k->dur_buckets[7], 0); /* 60 s: not within it */
+  assert_true(k->dur_sum_s > 100.0 && k->dur_sum_s < 100.1);
   coll_unit_close(&u);
 }
 
