@@ -62,7 +62,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_trace_buffer fuzz_trace_filter fuzz_commit_data fuzz_pbtxt fuzz_relay_filter \
                 fuzz_proc_parsers \
                 fuzz_slice_reassembler fuzz_net_addr \
-                fuzz_authz fuzz_cert_identity fuzz_hosts_file fuzz_flags \
+                fuzz_authz fuzz_cert_identity fuzz_hosts_file fuzz_flags fuzz_config_text \
                 fuzz_ftrace_page fuzz_ksyms fuzz_printk_formats fuzz_mountinfo \
                 fuzz_zstd_stream \
                 fuzz_packet_inflate \

@@ -9,11 +9,22 @@
 #include <string.h>
 
 #include "abi/consumer_port_methods.h"
+#include "common/config_text.h"
 #include "common/read_file.h"
 #include "tracegate/error.h"
 
-/* A file larger than this is surely not an authorization file. */
-#define AUTHZ_FILE_MAX (4u * 1024 * 1024)
+/* A file larger than this is surely not an authorization file: room for
+ * several hundred thousand identities of the longest kind. */
+#define AUTHZ_FILE_MAX (16u * 1024 * 1024)
+
+/* A line holds one identity (at most TG_AUTHZ_IDENTITY_MAX bytes) and a
+ * role; the line count leaves room for a million identities. */
+static const tg_conf_limits_t kLimits = {
+    .file_max = AUTHZ_FILE_MAX,
+    .line_max = 4096,
+    .lines_max = 1u << 22,
+    .what = "an authorization file",
+};
 
 typedef struct authz_entry {
   char *identity;
@@ -84,21 +95,16 @@ int tg__auth_fail(char *err, size_t errlen, int rv, const char *fmt, ...) {
   return rv;
 }
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-/* Splits |line| (|n| bytes, no newline) into whitespace-separated words;
- * returns how many there were (at most |max| are recorded). */
-static size_t split_words(const char *line, size_t n, const char **w,
-                          size_t *wl, size_t max) {
-  size_t k = 0, i = 0;
-  while (i < n) {
-    while (i < n && is_space(line[i])) i++;
-    if (i == n) break;
-    size_t start = i;
-    while (i < n && !is_space(line[i])) i++;
+/* Splits |line| into blank-separated words; returns how many there were
+ * (at most |max| are recorded). */
+static size_t split_words(tg_conf_span_t line, const char **w, size_t *wl,
+                          size_t max) {
+  size_t k = 0;
+  tg_conf_span_t word;
+  while (tg_conf_word(&line, &word)) {
     if (k < max) {
-      w[k] = line + start;
-      wl[k] = i - start;
+      w[k] = word.s;
+      wl[k] = word.n;
     }
     k++;
   }
@@ -154,20 +160,17 @@ static const authz_entry_t *sort_and_find_repeat(tg_authz_t *a) {
   return rep;
 }
 
-/* One line (|n| bytes, no newline). Returns 0 for a blank or comment line,
- * 1 with |id|, |idlen| and |role| set, or TG_EPARSE with |err| written. */
-static int parse_line(const char *line, size_t n, const char *name,
-                      size_t lineno, const char **id, size_t *idlen,
-                      tg_authz_role_t *role, char *err, size_t errlen) {
-  /* Comments run to the end of the line. */
-  const char *hash = memchr(line, '#', n);
-  if (hash) n = (size_t)(hash - line);
+/* One line as the grammar gives it (comment cut, trimmed, not empty).
+ * Returns 1 with |id|, |idlen| and |role| set, or TG_EPARSE with |err|
+ * written. */
+static int parse_line(tg_conf_span_t line, const char *name, size_t lineno,
+                      const char **id, size_t *idlen, tg_authz_role_t *role,
+                      char *err, size_t errlen) {
   const char *w[3];
   size_t wl[3];
-  size_t k = split_words(line, n, w, wl, 3);
-  if (k == 0) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)line[i];
+  size_t k = split_words(line, w, wl, 3);
+  for (size_t i = 0; i < line.n; i++) {
+    unsigned char c = (unsigned char)line.s[i];
     if (c == 0 || (c < 0x20 && c != '\t' && c != '\r') || c >= 0x7f)
       return tg__auth_fail(err, errlen, TG_EPARSE,
                   "%s:%zu: byte 0x%02x is not printable ASCII", name, lineno,
@@ -198,26 +201,26 @@ int tg_authz_parse(const char *text, size_t len, const char *name,
   *out = NULL;
   tg_authz_t *a = calloc(1, sizeof(*a));
   if (!a) return tg__auth_fail(err, errlen, -ENOMEM, "%s: out of memory", name);
-  size_t cap = 0, lineno = 0, off = 0;
-  int rv = 0;
-  while (off < len && rv == 0) {
-    lineno++;
-    const char *line = text + off;
-    const char *nl = memchr(line, '\n', len - off);
-    size_t n = nl ? (size_t)(nl - line) : len - off;
-    off += n + (nl ? 1 : 0);
+  size_t cap = 0;
+  tg_conf_t r;
+  tg_conf_span_t line;
+  int rv = tg_conf_begin(&r, text, len, name, &kLimits, err, errlen);
+  while (rv == 0 && (rv = tg_conf_next(&r, &line)) == 1) {
     const char *id = NULL;
     size_t idlen = 0;
     tg_authz_role_t role = TG_ROLE_NONE;
-    rv = parse_line(line, n, name, lineno, &id, &idlen, &role, err, errlen);
+    rv = parse_line(line, name, r.line, &id, &idlen, &role, err, errlen);
     if (rv == 1) {
-      rv = add_entry(a, &cap, id, idlen, lineno, role);
+      rv = add_entry(a, &cap, id, idlen, r.line, role);
       if (rv < 0) {
         tg__auth_fail(err, errlen, rv, "%s: out of memory", name);
         goto out;
       }
     }
   }
+  /* What the grammar refuses (a long line, a NUL byte, too large) is a
+   * syntax error like any other. */
+  if (rv == -EINVAL || rv == -EFBIG) rv = TG_EPARSE;
   /* Two lines for one identity: which one wins would be a guess. Every
    * entry comes from above a syntax error, so a repeat is reported first. */
   const authz_entry_t *dup = sort_and_find_repeat(a);

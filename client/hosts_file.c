@@ -1,5 +1,6 @@
-/* Hosts files (record --hosts FILE): one target per line, '#' starts a
- * comment, blank lines are skipped. After a TLS target, "name=NAME" gives
+/* Hosts files (record --hosts FILE): one target per line, in the line
+ * grammar of common/config_text.h ('#' at the start or after a blank
+ * starts a comment, blank lines are skipped). After a TLS target, "name=NAME" gives
  * the name that host's relay certificate must carry, so a fleet reached
  * by IP address, each host with its own certificate, records in one
  * command; "label=LABEL" after any target is the name the host is shown
@@ -23,6 +24,7 @@
 
 #include "client/prog.h"
 #include "client/target.h"
+#include "common/config_text.h"
 #include "common/read_file.h"
 
 #define MAX_HOSTS_LINE 1024
@@ -30,7 +32,16 @@
 #define NAME_OPT "name="
 #define LABEL_OPT "label="
 
-static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+/* A line is what MAX_HOSTS_LINE holds with its NUL; a file of only
+ * short host lines stays far below the line count. */
+static const tg_conf_limits_t kLimits = {
+    .file_max = MAX_HOSTS_FILE,
+    .line_max = MAX_HOSTS_LINE - 1,
+    .lines_max = 1u << 20,
+    .what = "a hosts file",
+};
+
+static bool blank(char c) { return tg_conf_blank(c); }
 
 /* A DNS name as certificates carry it: letters, digits, '-' and '.', a
  * leading "*." for a wildcard; at most 253 characters. */
@@ -55,7 +66,7 @@ static bool label_ok(const char *s) {
   return true;
 }
 
-/* One line (|line| NUL-terminated, comment removed): 1 if blank, 0 with
+/* One line (|line| NUL-terminated, comment removed, not blank): 0 with
  * |t| filled, -EINVAL with why in |err|. Modifies |line|. */
 static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
   char *words[8];
@@ -71,7 +82,6 @@ static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
     words[nw++] = p;
     while (*p && !blank(*p)) p++;
   }
-  if (nw == 0) return 1;
   int rv = tg_target_parse(words[0], t, err, n);
   if (rv < 0) return rv;
   for (size_t i = 1; i < nw; i++) {
@@ -116,31 +126,19 @@ int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
                    size_t *n, size_t max, unsigned *lineno, char *err,
                    size_t errn) {
   *lineno = 0;
-  size_t off = 0;
   size_t cap = *n; /* what *list holds on entry is all we know of it */
-  while (off < len) {
-    ++*lineno;
-    const char *start = text + off;
-    const char *nl = memchr(start, '\n', len - off);
-    size_t ll = nl ? (size_t)(nl - start) : len - off;
-    off += ll + (nl ? 1 : 0);
-    if (ll >= MAX_HOSTS_LINE) {
-      snprintf(err, errn, "line too long (at most %d bytes)", MAX_HOSTS_LINE - 1);
-      return -EINVAL;
-    }
-    if (memchr(start, '\0', ll)) {
-      snprintf(err, errn, "a NUL byte (is this a hosts file?)");
-      return -EINVAL;
-    }
+  tg_conf_t r;
+  /* No label: the line goes back apart, the caller names the file. */
+  int rv = tg_conf_begin(&r, text, len, NULL, &kLimits, err, errn);
+  tg_conf_span_t span;
+  while (rv == 0 && (rv = tg_conf_next(&r, &span)) == 1) {
+    *lineno = r.line;
     char line[MAX_HOSTS_LINE];
-    memcpy(line, start, ll);
-    line[ll] = 0;
-    char *hash = strchr(line, '#');
-    if (hash) *hash = 0;
+    memcpy(line, span.s, span.n);
+    line[span.n] = 0;
     tg_target_t t;
-    int rv = parse_line(line, &t, err, errn);
+    rv = parse_line(line, &t, err, errn);
     if (rv < 0) return rv;
-    if (rv == 1) continue;
     if (*n >= max) {
       snprintf(err, errn, "more than %zu hosts", max);
       return -E2BIG;
@@ -160,7 +158,8 @@ int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
     }
     (*list)[(*n)++] = t;
   }
-  return 0;
+  *lineno = r.line;
+  return rv;
 }
 
 int tg_targets_load(const char *path, tg_target_t **list, size_t *n,

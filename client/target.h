@@ -53,9 +53,10 @@ int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n);
  * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
 int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
                     size_t max);
-/* The same over |len| bytes of text (no NUL needed): 0, or -EINVAL,
- * -E2BIG (more than |max|), -ENOMEM with why in |err| and the line in
- * *|lineno|. */
+/* The same over |len| bytes of text (no NUL needed), in the line grammar
+ * of common/config_text.h: 0, or -EINVAL, -E2BIG (more than |max|),
+ * -ENOMEM with why in |err| and the line in *|lineno|, or -EFBIG (over
+ * 4 MiB, *|lineno| 0). */
 int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
                    size_t *n, size_t max, unsigned *lineno, char *err,
                    size_t errn);

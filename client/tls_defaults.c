@@ -11,9 +11,9 @@
  *     ca   = /etc/tracegate/ca.pem
  *     session_cache = on
  *
- * One "name = value" a line, '#' comments, blank lines skipped; an
- * unknown name or a malformed line is an error naming the line (a typo
- * must not silently pick no file). */
+ * One "name = value" a line in the grammar of common/config_text.h; an
+ * unknown name, a name given twice or a malformed line is an error naming
+ * the line (a typo must not silently pick no file). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,7 +21,9 @@
 #include <string.h>
 
 #include "client/prog.h"
+#include "common/config_text.h"
 #include "common/notice.h"
+#include "common/read_file.h"
 #include "client/tls_defaults.h"
 
 #define ENV_CERT "TRACEGATE_CERT"
@@ -29,14 +31,15 @@
 #define ENV_CA "TRACEGATE_CA"
 #define ENV_SESSION_CACHE "TRACEGATE_SESSION_CACHE"
 
-static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+/* Four short settings: a file past these is not this file. */
+static const tg_conf_limits_t kLimits = {
+    .file_max = TG_CLIENT_TLS_CONFIG_FILE_MAX,
+    .line_max = TG_CLIENT_PATH_MAX + 64,
+    .lines_max = 4096,
+    .what = "a tracegate config file",
+};
 
-static char *trim(char *s) {
-  while (blank(*s)) s++;
-  char *e = s + strlen(s);
-  while (e > s && blank(e[-1])) *--e = 0;
-  return s;
-}
+static const char *const kNames[4] = {"cert", "key", "ca", "session_cache"};
 
 /* The config file's path into |out|; false when there is no home. */
 static bool config_path(char *out, size_t n) {
@@ -49,59 +52,62 @@ static bool config_path(char *out, size_t n) {
   return w > 0 && (size_t)w < n;
 }
 
-/* Reads the file's settings into |tf|'s slots that are still empty. */
-static int read_config(tg_client_tls_files_t *tf, const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return 0; /* no file: no defaults */
-    fprintf(stderr, TG_CLIENT_PROG ": %s cannot read %s: %s\n",
-            TG_NOTE(FLEET_OPTIONS_INVALID), path,
-            strerror(errno));
-    return -1;
-  }
-  char line[TG_CLIENT_PATH_MAX + 64];
-  unsigned lineno = 0;
-  int rv = 0;
-  while (rv == 0 && fgets(line, sizeof(line), f)) {
-    lineno++;
-    if (!strchr(line, '\n') && !feof(f)) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: line too long\n",
-              TG_NOTE(FLEET_OPTIONS_INVALID), path,
-              lineno);
-      rv = -1;
-      break;
-    }
-    char *hash = strchr(line, '#');
-    if (hash) *hash = 0;
-    char *s = trim(line);
-    if (!*s) continue;
-    char *eq = strchr(s, '=');
-    if (!eq) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: not 'name = value'\n",
-              TG_NOTE(FLEET_OPTIONS_INVALID), path, lineno);
-      rv = -1;
-      break;
-    }
-    *eq = 0;
-    char *name = trim(s), *val = trim(eq + 1);
-    int slot = !strcmp(name, "cert") ? 0 : !strcmp(name, "key") ? 1
-             : !strcmp(name, "ca")   ? 2
-             : !strcmp(name, "session_cache") ? 3 : -1;
-    if (slot < 0 || !*val) {
-      fprintf(stderr, TG_CLIENT_PROG ": %s %s:%u: %s\n",
-              TG_NOTE(FLEET_OPTIONS_INVALID), path, lineno,
-              slot < 0 ? "unknown setting (cert, key, ca, session_cache)"
-                       : "empty value");
-      rv = -1;
-      break;
-    }
+int tg_client_tls_config_parse(const char *text_untrusted, size_t len,
+                                const char *label, tg_client_tls_files_t *tf,
+                                char *err, size_t errn) {
+  tg_conf_t r;
+  int rv = tg_conf_begin(&r, text_untrusted, len, label, &kLimits, err, errn);
+  unsigned seen[4] = {0};
+  tg_conf_span_t line, name, val;
+  while (rv == 0 && (rv = tg_conf_next(&r, &line)) == 1) {
+    rv = tg_conf_key_value(&r, line, &name, &val);
+    if (rv < 0) break;
+    int slot = -1;
+    for (int i = 0; i < 4 && slot < 0; i++)
+      if (tg_conf_is(name, kNames[i])) slot = i;
+    if (slot < 0)
+      return tg_conf_fail(&r, r.line, -EINVAL,
+                          "unknown setting (cert, key, ca, session_cache)");
+    if (!val.n) return tg_conf_fail(&r, r.line, -EINVAL, "empty value");
+    if (seen[slot])
+      return tg_conf_fail(&r, r.line, -EINVAL,
+                          "%s: expected once, already set on line %u",
+                          kNames[slot], seen[slot]);
+    if (val.n >= sizeof(tf->file_vals[slot]))
+      return tg_conf_fail(&r, r.line, -EINVAL, "%s: longer than %zu bytes",
+                          kNames[slot], sizeof(tf->file_vals[slot]) - 1);
+    seen[slot] = r.line;
+    memcpy(tf->file_vals[slot], val.s, val.n);
+    tf->file_vals[slot][val.n] = 0;
     const char **dst = slot == 0 ? &tf->cert : slot == 1 ? &tf->key
                      : slot == 2 ? &tf->ca : &tf->session_cache;
-    snprintf(tf->file_vals[slot], sizeof(tf->file_vals[slot]), "%s", val);
     if (!*dst) *dst = tf->file_vals[slot];
   }
-  fclose(f);
   return rv;
+}
+
+/* Reads the file's settings into |tf|'s slots that are still empty. */
+static int read_config(tg_client_tls_files_t *tf, const char *path) {
+  char *text = NULL;
+  size_t len = 0;
+  int rv = tg_read_regular_file(path, kLimits.file_max, &text, &len);
+  if (rv == -ENOENT) return 0; /* no file: no defaults */
+  if (rv < 0) {
+    char why[96];
+    fprintf(stderr, TG_CLIENT_PROG ": %s cannot read %s: %s\n",
+            TG_NOTE(FLEET_OPTIONS_INVALID), path,
+            tg_read_file_why(why, sizeof(why), rv, kLimits.file_max));
+    return -1;
+  }
+  char err[TG_CLIENT_PATH_MAX + 256];
+  rv = tg_client_tls_config_parse(text, len, path, tf, err, sizeof(err));
+  free(text);
+  if (rv < 0) {
+    fprintf(stderr, TG_CLIENT_PROG ": %s %s\n", TG_NOTE(FLEET_OPTIONS_INVALID),
+            err);
+    return -1;
+  }
+  return 0;
 }
 
 int tg_client_tls_defaults(tg_client_tls_files_t *tf) {

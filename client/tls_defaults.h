@@ -7,6 +7,8 @@
 #ifndef TRACEGATE_CLIENT_TLS_DEFAULTS_H
 #define TRACEGATE_CLIENT_TLS_DEFAULTS_H
 
+#include <stddef.h>
+
 #define TG_CLIENT_PATH_MAX 1024
 
 /* The settings, each NULL until given. The pointers are borrowed: from
@@ -27,5 +29,18 @@ typedef struct tg_client_tls_files {
  * certificate and key come as a pair from one source. Returns -1 after
  * printing why the file is wrong; a missing file is no error. */
 int tg_client_tls_defaults(tg_client_tls_files_t *f);
+
+/* The config file's bytes at most. */
+#define TG_CLIENT_TLS_CONFIG_FILE_MAX (64u << 10)
+
+/* The config file's |len| bytes (no NUL needed; |label| names it in
+ * errors) into |f|'s file_vals, and into its cert, key, ca and
+ * session_cache that are still NULL. Returns 0, or -EINVAL / -EFBIG with
+ * "LABEL:LINE: why" in |err|: an unknown name, an empty value, a name
+ * given twice, a value that does not fit, or what common/config_text.h
+ * refuses. */
+int tg_client_tls_config_parse(const char *text_untrusted, size_t len,
+                                const char *label, tg_client_tls_files_t *f,
+                                char *err, size_t errn);
 
 #endif /* TRACEGATE_CLIENT_TLS_DEFAULTS_H */

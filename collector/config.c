@@ -22,11 +22,10 @@
 
 #include "abi/trace_schema.h"
 #include "collector/shard.h"
+#include "common/config_text.h"
 #include "common/read_file.h"
 #include "common/units.h"
 
-/* How much of a value or key an error or warning echoes. */
-#define ECHO_MAX 64
 #define DEFAULT_LISTEN_HOST "127.0.0.1"
 #define DEFAULT_LISTEN_PORT 7468
 #define DEFAULT_UI_URL "https://ui.perfetto.dev"
@@ -247,6 +246,15 @@ static const key_def_t KEYS[KEY_COUNT] = {
                             "like 64K or 1.5M", NULL},
 };
 
+/* The file's limits (config.h): a file of every key and of the most
+ * groups and triggers stays far below each. */
+static const tg_conf_limits_t kLimits = {
+    .file_max = TG_COLL_CONFIG_FILE_MAX,
+    .line_max = TG_COLL_CONFIG_LINE_MAX,
+    .lines_max = TG_COLL_CONFIG_LINES_MAX,
+    .what = "a configuration file",
+};
+
 /* Keys that go together: all three or none. */
 static const key_id_t TLS_KEYS[3] = {KEY_CA, KEY_CERT, KEY_KEY};
 static const key_id_t HTTPS_KEYS[3] = {KEY_HTTP_CERT, KEY_HTTP_KEY,
@@ -254,12 +262,10 @@ static const key_id_t HTTPS_KEYS[3] = {KEY_HTTP_CERT, KEY_HTTP_KEY,
 
 typedef struct parser {
   tg_coll_config_t *c;
-  const char *label;
+  tg_conf_t r; /* the lines, the label and the error buffer */
   const char *base_dir;
   tg_coll_config_warn_fn warn;
   void *warn_ctx;
-  char *err;
-  size_t errn;
   unsigned line;
   unsigned seen[KEY_COUNT]; /* the line that set each key, 0 if none */
   size_t groups_cap;
@@ -268,7 +274,6 @@ typedef struct parser {
   size_t n_am_host_hosts; /* over all alertmanager_host lines */
 } parser_t;
 
-static bool blank(char c) { return c == ' ' || c == '\t'; }
 static bool digit(char c) { return c >= '0' && c <= '9'; }
 static bool alnum(char c) {
   return digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -279,37 +284,24 @@ static bool name_char(char c) {
   return alnum(c) || c == '.' || c == '_' || c == '-';
 }
 
-/* |n| bytes of |s| into |out| for an error: at most ECHO_MAX of them,
- * anything but printable ASCII as '?' (a terminal obeys escapes). */
-static void shown(char out[ECHO_MAX + 1], const char *s, size_t n) {
-  if (n > ECHO_MAX) n = ECHO_MAX;
-  for (size_t i = 0; i < n; i++)
-    out[i] = s[i] >= ' ' && s[i] < 0x7f ? s[i] : '?';
-  out[n] = 0;
-}
-
 /* "FILE:LINE: " (or "FILE: " for line 0) and the text into the error
  * buffer. Returns -EINVAL, for the callers' convenience. */
 static int fail(parser_t *p, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(parser_t *p, unsigned line, const char *fmt, ...) {
-  if (p->errn == 0) return -EINVAL;
-  int w = line ? snprintf(p->err, p->errn, "%s:%u: ", p->label, line)
-               : snprintf(p->err, p->errn, "%s: ", p->label);
-  if (w < 0 || (size_t)w >= p->errn) return -EINVAL;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(p->err + w, p->errn - (size_t)w, fmt, ap);
+  int rv = tg_conf_vfail(&p->r, line, -EINVAL, fmt, ap);
   va_end(ap);
-  return -EINVAL;
+  return rv;
 }
 
 /* "KEY: expected WHAT, not 'VALUE'" on the current line, then ": WHY"
  * when the value's parser said why. */
 static int bad_value_why(parser_t *p, const char *key, const char *expect,
                          const char *v, size_t n, const char *why) {
-  char echo[ECHO_MAX + 1];
-  shown(echo, v, n);
+  char echo[TG_CONF_ECHO_MAX + 1];
+  tg_conf_echo(echo, v, n);
   return fail(p, p->line, "%s: expected %s, not '%s'%s%s", key, expect, echo,
               why ? ": " : "", why ? why : "");
 }
@@ -558,10 +550,10 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
  * moves past it. NULL when none is left. */
 static const char *next_word(const char **pp, size_t *n) {
   const char *s = *pp;
-  while (blank(*s)) s++;
+  while (tg_conf_blank(*s)) s++;
   if (!*s) return NULL;
   const char *e = s;
-  while (*e && !blank(*e)) e++;
+  while (*e && !tg_conf_blank(*e)) e++;
   *n = (size_t)(e - s);
   *pp = e;
   return s;
@@ -750,51 +742,27 @@ static int add_trigger(parser_t *p, const char *v) {
   return 0;
 }
 
-/* Cuts the comment off |s|: from a '#' that starts it or follows a blank.
- * Any other '#' is data (a password in a URI). */
-static void cut_comment(char *s) {
-  for (size_t i = 0; s[i]; i++) {
-    if (s[i] == '#' && (i == 0 || blank(s[i - 1]))) {
-      s[i] = 0;
-      return;
-    }
-  }
-}
-
-/* |s| without its leading and trailing blanks (the latter cut in place). */
-static char *trim(char *s) {
-  while (blank(*s)) s++;
-  size_t n = strlen(s);
-  while (n && blank(s[n - 1])) s[--n] = 0;
-  return s;
-}
-
 static void warn_unknown(parser_t *p, const char *key) {
   if (!p->warn) return;
-  char echo[ECHO_MAX + 1], msg[1024];
-  shown(echo, key, strlen(key));
-  snprintf(msg, sizeof(msg), "%s:%u: unknown key '%s' (ignored)", p->label,
-           p->line, echo);
+  char echo[TG_CONF_ECHO_MAX + 1], msg[1024];
+  tg_conf_echo(echo, key, strlen(key));
+  snprintf(msg, sizeof(msg), "%s:%u: unknown key '%s' (ignored)",
+           p->r.label, p->line, echo);
   p->warn(p->warn_ctx, msg);
 }
 
-/* One line of |n| bytes (no terminator, no NUL, n <= LINE_MAX). */
-static int parse_line(parser_t *p, const char *s, size_t n) {
-  char line[TG_COLL_CONFIG_LINE_MAX + 1];
-  memcpy(line, s, n);
-  line[n] = 0;
-  cut_comment(line);
-  char *eq = strchr(line, '=');
-  if (eq) *eq = 0;
-  char *key = trim(line);
-  if (!eq) {
-    if (!*key) return 0; /* blank or comment */
-    char echo[ECHO_MAX + 1];
-    shown(echo, key, strlen(key));
-    return fail(p, p->line, "expected key = value, not '%s'", echo);
-  }
-  char *value = trim(eq + 1);
-  if (!*key) return fail(p, p->line, "expected key = value, not '= ...'");
+/* One line as the grammar gives it (comment cut, trimmed, no NUL, at
+ * most LINE_MAX bytes): the key and the value copied out, NUL-terminated. */
+static int parse_line(parser_t *p, tg_conf_span_t text) {
+  tg_conf_span_t k, v;
+  int rv = tg_conf_key_value(&p->r, text, &k, &v);
+  if (rv < 0) return rv;
+  char line[TG_COLL_CONFIG_LINE_MAX + 2];
+  memcpy(line, k.s, k.n);
+  line[k.n] = 0;
+  memcpy(line + k.n + 1, v.s, v.n);
+  line[k.n + 1 + v.n] = 0;
+  const char *key = line, *value = line + k.n + 1;
   for (size_t i = 0; i < KEY_COUNT; i++)
     if (!strcmp(key, KEYS[i].name)) return set_scalar(p, (key_id_t)i, value);
   if (!strcmp(key, "group")) return add_group(p, value);
@@ -896,33 +864,18 @@ int tg_coll_config_parse(const char *text_untrusted, size_t len,
   tg_coll_config_defaults(out);
   if (errn) err[0] = 0;
   parser_t p = {.c = out,
-                .label = file_label ? file_label : "config",
                 .base_dir = base_dir,
                 .warn = warn,
-                .warn_ctx = warn_ctx,
-                .err = err,
-                .errn = errn};
-  if (len > TG_COLL_CONFIG_FILE_MAX) {
-    fail(&p, 0, "larger than %u bytes", TG_COLL_CONFIG_FILE_MAX);
-    return -EFBIG;
-  }
-  size_t off = 0;
-  if (len >= 3 && !memcmp(text_untrusted, "\xef\xbb\xbf", 3)) off = 3;
-  int rv = 0;
-  while (rv == 0 && off < len) {
-    p.line++;
-    const char *s = text_untrusted + off;
-    const char *nl = memchr(s, '\n', len - off);
-    size_t n = nl ? (size_t)(nl - s) : len - off;
-    off += n + (nl ? 1 : 0);
-    if (n && s[n - 1] == '\r') n--;
-    if (n > TG_COLL_CONFIG_LINE_MAX)
-      rv = fail(&p, p.line, "line longer than %d bytes",
-                TG_COLL_CONFIG_LINE_MAX);
-    else if (memchr(s, 0, n))
-      rv = fail(&p, p.line, "a NUL byte (is this a configuration file?)");
-    else
-      rv = parse_line(&p, s, n);
+                .warn_ctx = warn_ctx};
+  int rv = tg_conf_begin(&p.r, text_untrusted, len,
+                         file_label ? file_label : "config", &kLimits, err,
+                         errn);
+  if (rv < 0) return rv;
+  tg_conf_span_t line;
+  while ((rv = tg_conf_next(&p.r, &line)) == 1) {
+    p.line = p.r.line;
+    rv = parse_line(&p, line);
+    if (rv < 0) break;
   }
   if (rv == 0) rv = finish(&p);
   if (rv < 0) tg_coll_config_free(out);

@@ -14,13 +14,16 @@
  *     group        = db db1.example:7467 db2.example:7467
  *     trigger      = oom db
  *
- * - One `key = value` a line. Blank lines are skipped; a line whose first
- *   non-blank character is '#' is a comment; a '#' after a blank (space or
- *   tab) starts a trailing comment, any other '#' is part of the value (a
- *   password in a PostgreSQL URI). Keys and values are trimmed of blanks.
+ * - The lines follow common/config_text.h, the grammar every tracegate
+ *   config file shares. One `key = value` a line. Blank lines are skipped;
+ *   a line whose first non-blank character is '#' is a comment; a '#'
+ *   after a blank (space, tab or CR) starts a trailing comment, any other
+ *   '#' is part of the value (a password in a PostgreSQL URI). Keys and
+ *   values are trimmed of blanks; no quoting, no escapes.
  * - A line is at most TG_COLL_CONFIG_LINE_MAX bytes without its "\n" or
- *   "\r\n"; a file at most TG_COLL_CONFIG_FILE_MAX bytes (-EFBIG); a NUL
- *   byte is refused. A leading UTF-8 byte order mark is skipped.
+ *   "\r\n"; a file at most TG_COLL_CONFIG_FILE_MAX bytes (-EFBIG) and
+ *   TG_COLL_CONFIG_LINES_MAX lines; a NUL byte is refused. A leading UTF-8
+ *   byte order mark is skipped.
  * - Scalar keys, each at most once:
  *     hosts            PATH, required: the inventory (`record --hosts`)
  *     ca, cert, key    PATH: the collector's client identity toward the
@@ -139,6 +142,7 @@
 
 #define TG_COLL_CONFIG_FILE_MAX (1u << 20)
 #define TG_COLL_CONFIG_LINE_MAX 4096
+#define TG_COLL_CONFIG_LINES_MAX 65536
 #define TG_COLL_CONFIG_PATH_MAX 1024
 #define TG_COLL_CONFIG_CATALOG_MAX 1024
 #define TG_COLL_CONFIG_NAME_MAX 64 /* session_key, group names */

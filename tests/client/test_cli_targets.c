@@ -190,6 +190,39 @@ static void labels_from_label_name_or_spec(void **state) {
   free(t);
 }
 
+/* A hosts file in the shared line grammar (common/config_text.h): a BOM,
+ * CRLF, comments from a '#' at the start or after a blank; a '#' inside a
+ * word is the word's. Errors give the line apart, without the file. */
+static void a_hosts_file_reads_the_shared_grammar(void **state) {
+  (void)state;
+  static const char text[] = "\xef\xbb\xbf# fleet\r\n"
+                             "  a.example:7467\tlabel=db#1 # primary\r\n"
+                             "\n"
+                             "ssh://u@b.example  #label=x\n";
+  tg_target_t *t = NULL;
+  size_t n = 0;
+  unsigned line = 0;
+  char err[256];
+  assert_int_equal(tg_hosts_parse(text, sizeof(text) - 1, &t, &n, 4, &line,
+                                  err, sizeof(err)),
+                   0);
+  assert_int_equal(n, 2);
+  assert_string_equal(t[0].host, "a.example");
+  assert_string_equal(t[0].given_label, "db#1");
+  assert_string_equal(t[1].host, "b.example");
+  assert_string_equal(t[1].given_label, "");
+  free(t);
+  t = NULL;
+  n = 0;
+  static const char nul[] = "a.example\nb\0\n";
+  assert_int_equal(tg_hosts_parse(nul, sizeof(nul) - 1, &t, &n, 4, &line, err,
+                                  sizeof(err)),
+                   -EINVAL);
+  assert_int_equal(line, 2);
+  assert_string_equal(err, "a NUL byte (is this a hosts file?)");
+  free(t);
+}
+
 /* A label= that is not printable ASCII, too long, given twice on a line,
  * given to two hosts, or that is another host's spec, is refused. */
 static void refuses_a_bad_or_shared_label(void **state) {
@@ -239,6 +272,7 @@ int main(void) {
       cmocka_unit_test(a_hosts_file_must_be_a_regular_file),
       cmocka_unit_test(labels_from_label_name_or_spec),
       cmocka_unit_test(refuses_a_bad_or_shared_label),
+      cmocka_unit_test(a_hosts_file_reads_the_shared_grammar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,16 +20,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-/* Every line of a parsed file: its first word has its second word's role. */
+/* Every line of a parsed file: its first word has its second word's role.
+ * The lines as common/config_text.h reads them: a leading BOM skipped, a
+ * comment from a '#' at the start or after a blank. */
 static void check_lines(const tg_authz_t *a, const char *text, size_t len) {
-  size_t off = 0;
+  size_t off = len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3) ? 3 : 0;
   while (off < len) {
     const char *line = text + off;
     const char *nl = memchr(line, '\n', len - off);
     size_t n = nl ? (size_t)(nl - line) : len - off;
     off += n + (nl ? 1 : 0);
-    const char *hash = memchr(line, '#', n);
-    if (hash) n = (size_t)(hash - line);
+    for (size_t h = 0; h < n; h++)
+      if (line[h] == '#' && (h == 0 || blank(line[h - 1]))) {
+        n = h;
+        break;
+      }
     size_t i = 0;
     while (i < n && blank(line[i])) i++;
     if (i == n) continue;

@@ -7,8 +7,9 @@
  * past the end show up under ASan.
  *
  * Invariants (trap on violation):
- * - the result is 0, -EINVAL, -E2BIG or -ENOMEM; a failure leaves a
- *   NUL-terminated message and names a line within the text;
+ * - the result is 0, -EINVAL, -E2BIG, -ENOMEM or -EFBIG; a failure
+ *   leaves a NUL-terminated message and names a line within the text
+ *   (-EFBIG, the whole text: line 0);
  * - at most MAX_HOSTS targets;
  * - every target is TLS or ssh, its strings are NUL-terminated within
  *   their arrays, its host is not empty and does not start with '-';
@@ -59,10 +60,12 @@ static int parse(const char *text, size_t len, tg_target_t **list, size_t *n) {
   unsigned line = 0;
   memset(err, 'x', sizeof(err));
   int rv = tg_hosts_parse(text, len, list, n, MAX_HOSTS, &line, err, sizeof(err));
-  if (rv != 0 && rv != -EINVAL && rv != -E2BIG && rv != -ENOMEM) __builtin_trap();
+  if (rv != 0 && rv != -EINVAL && rv != -E2BIG && rv != -ENOMEM && rv != -EFBIG)
+    __builtin_trap();
   if (rv != 0) {
     if (!terminated(err, sizeof(err))) __builtin_trap();
-    if (line == 0 || line > count_lines((const uint8_t *)text, len)) __builtin_trap();
+    if ((line == 0) != (rv == -EFBIG) || line > count_lines((const uint8_t *)text, len))
+      __builtin_trap();
   }
   return rv;
 }

@@ -1285,6 +1285,37 @@ def perf_elf_corpus():
         "elf32": b"\x7fELF\x01\x01\x01" + b"\0" * 57,
         "notes_align8": (b"\x01" + b"\0" * 3 + struct.pack("<III", 4, 8, 3) +
                          b"GNU\0" + bytes(8)),
+
+
+def config_text(line_max, lines_max, text):
+    """fuzz_config_text input: [line_max][lines_max - 1][text]."""
+    return bytes([line_max, lines_max - 1]) + text
+
+
+def config_text_corpus():
+    collector = (b"# tracegate-collector\n"
+                 b"hosts = /etc/tracegate-collector/hosts\n"
+                 b"catalog = postgresql://u:p#w@db/tg   # '#' inside is data\n"
+                 b"group = db db1 db2\r\n"
+                 b"\n  trigger=oom db\n")
+    return {
+        "collector": config_text(200, 32, collector),
+        "bom_crlf": config_text(64, 8, b"\xef\xbb\xbfcert = a.pem\r\nkey=b\r\n"),
+        "words": config_text(80, 8, b"10.0.0.5:7467  name=h5.example # relay\n"
+                                    b"\tssh://admin@db1\tlabel=db1\n"),
+        "authz": config_text(80, 8, b"# identity role\nalice record\n bob observe\n"),
+        "no_equals": config_text(80, 8, b"just words\n"),
+        "empty_key": config_text(80, 8, b" = value\n"),
+        "empty_value": config_text(80, 8, b"ca =\nca = # none\n"),
+        "hash_data": config_text(80, 8, b"a=#b\nc = d#e#f\n#g\n"),
+        "long_line": config_text(8, 8, b"ok = 1\nkey = 123456789\n"),
+        "crlf_at_limit": config_text(5, 8, b"a = b\r\n"),
+        "nul": config_text(80, 8, b"a = b\nc\x00 = d\n"),
+        "nul_in_comment": config_text(80, 8, b"a = b # \x00\n"),
+        "too_many_lines": config_text(80, 3, b"a\n\n# c\nd\n"),
+        "last_line_no_newline": config_text(80, 2, b"a = b\nc = d"),
+        "too_large": config_text(80, 256, b"x = y\n" * 100),
+        "empty": config_text(0, 1, b""),
     }
 
 
@@ -1309,6 +1340,7 @@ def main():
     write("fuzz_perf_record", perf_record_corpus())
     write("fuzz_perf_maps", perf_maps_corpus())
     write("fuzz_perf_elf", perf_elf_corpus())
+    write("fuzz_config_text", config_text_corpus())
     return 0
 
 

@@ -35,6 +35,17 @@ static void authz_parses_lines_comments_and_blanks(void **state) {
   assert_int_equal(tg_authz_role(a, NULL), TG_ROLE_NONE);
   assert_int_equal(tg_authz_role(NULL, "alice"), TG_ROLE_NONE);
   tg_authz_free(a);
+  /* The shared line grammar (common/config_text.h): a BOM is skipped; a
+   * '#' inside a word is the word's, so it is checked as an identity. */
+  static const char bom[] = "\xef\xbb\xbf" "alice record\r\n";
+  assert_int_equal(tg_authz_parse(bom, sizeof(bom) - 1, "authz", &a, err,
+                                  sizeof(err)), 0);
+  assert_int_equal(tg_authz_role(a, "alice"), TG_ROLE_RECORD);
+  tg_authz_free(a);
+  static const char hash[] = "alice#x record\n";
+  assert_int_equal(tg_authz_parse(hash, sizeof(hash) - 1, "authz", &a, err,
+                                  sizeof(err)), TG_EPARSE);
+  assert_non_null(strstr(err, "authz:1: identity 'alice#x'"));
   /* Empty is valid: nobody is authorized. */
   assert_int_equal(tg_authz_parse("", 0, "authz", &a, err, sizeof(err)), 0);
   assert_int_equal(tg_authz_count(a), 0);
