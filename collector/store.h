@@ -43,6 +43,7 @@
 
 #include "collector/catalog.h"
 #include "collector/retention.h"
+#include "collector/s3_client.h"
 #include "collector/snap_index.h"
 
 #define TG_COLL_CATALOG_FILE "catalog.sqlite"
@@ -76,6 +77,16 @@ const char *tg_coll_step_name(tg_coll_step_t s);
  * for the crash tests, which stop the process there. */
 typedef void (*tg_coll_step_fn)(void *ctx, tg_coll_step_t step, uint64_t id);
 
+/* Snapshots in an S3 bucket rather than in <dir>/snapshots/ (store_s3.h
+ * says how; docs/collector.md, "Snapshots in a bucket"). <dir> still holds
+ * the lock, the SQLite catalog if that is the catalog, and tmp/. */
+typedef struct tg_coll_s3_config {
+  tg_s3_client_config_t client; /* strings copied at open */
+  const char *prefix;           /* "" (NULL) or "a/b/": no leading '/' */
+  size_t part_size;             /* 0: 8 MiB; TG_S3_PART_MIN..256 MiB */
+  unsigned queue_parts;         /* parts waiting for the bucket; 0: 2 */
+} tg_coll_s3_config_t;
+
 typedef struct tg_coll_store_config {
   const char *dir; /* created if missing (not its parents); copied */
   /* NULL: the SQLite catalog at <dir>/catalog.sqlite, owned by the store.
@@ -89,6 +100,7 @@ typedef struct tg_coll_store_config {
   void *clock_ctx;
   tg_coll_step_fn on_step; /* NULL: none */
   void *step_ctx;
+  const tg_coll_s3_config_t *s3; /* NULL: snapshots in <dir>; borrowed */
 } tg_coll_store_config_t;
 
 /* What open found and repaired. */
@@ -98,6 +110,7 @@ typedef struct tg_coll_recovery {
   uint32_t orphans_removed; /* files of snapshots/ without a live row */
   uint32_t lost;            /* live rows whose file was gone or short */
   uint32_t foreign;         /* names in snapshots/ that are not ours, kept */
+  uint32_t uploads_aborted; /* a bucket's interrupted multipart uploads */
 } tg_coll_recovery_t;
 
 /* Opens the store at cfg->dir, locking it against a second opener (-EBUSY;
