@@ -5,6 +5,7 @@
 #include "collector/s3_client.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,8 +79,15 @@ static int endpoint_host(const char *ep, char host[HOST_MAX]) {
   return 0;
 }
 
+/* libcurl's global state, once per process, before any handle. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_global;
+static void curl_init(void) { curl_global = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
 int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   *out = NULL;
+  pthread_once(&curl_once, curl_init);
+  if (curl_global != CURLE_OK) return -ENOMEM;
   if (!cfg || !cfg->endpoint || !cfg->region || !*cfg->region ||
       !valid_bucket(cfg->bucket) || !cfg->access_key || !*cfg->access_key ||
       !cfg->secret_key || !*cfg->secret_key)

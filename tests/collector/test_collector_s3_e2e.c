@@ -1,0 +1,217 @@
+/* tracegate-collector with `bucket` set, against a real Ceph gateway
+ * (coll_rgw.h) and the fleet harness's hosts: a snapshot stored in the
+ * bucket and read back through the API (/trace from the bucket), the
+ * collector SIGKILLed mid-snapshot then restarted (the row FAILED, the
+ * upload aborted, nothing visible), and, last, the gateway gone: the
+ * snapshot FAILED with its reason and the rings still tracing. One
+ * gateway for the executable; skips, saying so, without Ceph. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll_e2e.h"
+#include "coll_rgw.h"
+#include "fleet_trace.h"
+#include "test_proc.h"
+#include "collector/s3_client.h"
+
+#define BUCKET "tg-e2e"
+
+static coll_rgw_t gw;
+static bool skipped;
+
+static tg_s3_client_t *bucket_client(void) {
+  tg_s3_client_config_t cc = {
+      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
+      .access_key = gw.access_key, .secret_key = gw.secret_key,
+      .max_attempts = 2, .base_backoff_ms = 20,
+  };
+  tg_s3_client_t *c = NULL;
+  assert_int_equal(tg_s3_client_new(&cc, &c), 0);
+  return c;
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  int rc = coll_rgw_start(&gw);
+  if (rc == 1) {
+    fprintf(stderr, "test_collector_s3_e2e: Ceph (ceph-mon, ceph-osd, "
+                    "radosgw) is not installed: skipped (deploy/deps.sh "
+                    "installs it)\n");
+    skipped = true;
+    return 0;
+  }
+  if (rc) return rc;
+  tg_s3_client_config_t cc = {
+      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
+      .access_key = gw.access_key, .secret_key = gw.secret_key,
+  };
+  tg_s3_client_t *c = NULL;
+  if (tg_s3_client_new(&cc, &c) || tg_s3_bucket_create(c)) rc = -1;
+  tg_s3_client_free(c);
+  if (!rc) rc = fleet_dir_create("colls3");
+  return rc;
+}
+
+static int group_teardown(void **state) {
+  coll_rgw_stop(&gw);
+  if (!skipped) return fleet_dir_teardown(state);
+  return 0;
+}
+
+static const char *bucket_config(void) {
+  static char extra[1024];
+  snprintf(extra, sizeof extra,
+           "bucket = s3://" BUCKET "/fleet\n"
+           "s3_endpoint = %s\n"
+           "s3_credentials_file = %s\n",
+           gw.endpoint, gw.credentials);
+  return extra;
+}
+
+static int collect(void *ctx, const void *p, size_t n) {
+  FILE *f = ctx;
+  return fwrite(p, 1, n, f) == n ? 0 : -EIO;
+}
+
+static int count_upload(void *ctx, const tg_s3_upload_t *u) {
+  (void)u;
+  (*(unsigned *)ctx)++;
+  return 0;
+}
+
+/* Whether two files hold the same bytes. */
+static bool same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  while (same) {
+    int ca = fgetc(fa), cb = fgetc(fb);
+    if (ca != cb) same = false;
+    if (ca == EOF || cb == EOF) break;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  fleet_commit_packets(&h[0].p, 0, "s3A", 1, 5);
+  fleet_commit_packets(&h[1].p, 0, "s3B", 1, 7);
+  const char *json = fleet_in_dir("s3snap.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s", snapshot(&c, h, 2, json));
+  const char *trace = fleet_in_dir("s3.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "s3A", 1, 5);
+  fleet_trace_assert_values(&t, "s3B", 1, 7);
+  fleet_trace_free(&t);
+
+  /* The bytes the API served are the object's. */
+  tg_s3_client_t *b = bucket_client();
+  char key[128];
+  snprintf(key, sizeof key, "fleet/snapshots/%s.pftrace", id);
+  const char *obj = fleet_in_dir("s3.object");
+  FILE *f = fopen(obj, "wb");
+  assert_non_null(f);
+  assert_int_equal(tg_s3_get(b, key, 0, 0, collect, f), 0);
+  fclose(f);
+  assert_true(same_file(trace, obj));
+  unsigned n = 0;
+  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
+  assert_int_equal(n, 0);
+  tg_s3_client_free(b);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+static void a_collector_killed_mid_upload_aborts_it_at_restart(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  fleet_commit_packets(&h[0].p, 0, "killA", 1, 3);
+  fleet_commit_packets(&h[1].p, 0, "killB", 1, 3);
+  const char *json = fleet_in_dir("s3mid.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s",
+           snapshot_killed_under_way(&c, h, "mid", json));
+  tg_s3_client_t *b = bucket_client();
+  unsigned n = 0;
+  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
+  assert_true(n >= 1);
+
+  collector_start(&c);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s", id);
+  assert_int_equal(http(&c, "GET", path, json), 200);
+  assert_json(json, "snapshot.state", "\"failed\"");
+  n = 0;
+  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
+  assert_int_equal(n, 0);
+  char key[128];
+  snprintf(key, sizeof key, "fleet/snapshots/%s.pftrace", id);
+  assert_int_equal(tg_s3_head(b, key, NULL, NULL), -ENOENT);
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace", id);
+  assert_int_equal(http(&c, "GET", path, fleet_in_dir("s3mid.trace")), 404);
+  tg_s3_client_free(b);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* Last: it stops the gateway. */
+static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  const char *json = fleet_in_dir("s3gone.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", json),
+                   200);
+  char before[4096];
+  snprintf(before, sizeof before, "%s", tg_test_json(json, "snapshots"));
+  coll_rgw_stop(&gw);
+  /* The upload cannot begin: the snapshot is refused, its row FAILED
+   * with the reason; no snapshot became complete. */
+  int st = http(&c, "POST", "/api/v1/snapshots?reason=gone", json);
+  assert_true(st >= 500);
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", json),
+                   200);
+  assert_json(json, "snapshots", before);
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=failed", json),
+                   200);
+  assert_json(json, "snapshots.0.reason", "\"gone\"");
+  const char *why = tg_test_json(json, "snapshots.0.failure");
+  assert_non_null(why);
+  assert_true(strlen(why) > 2);
+  wait_hosts(&c, 2, "tracing");
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_snapshot_in_the_bucket_read_through_the_api),
+      cmocka_unit_test(a_collector_killed_mid_upload_aborts_it_at_restart),
+      cmocka_unit_test(the_bucket_gone_fails_the_snapshot_not_the_rings),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
