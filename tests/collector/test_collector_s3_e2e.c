@@ -120,6 +120,18 @@ static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
   fleet_trace_assert_values(&t, "s3B", 1, 7);
   fleet_trace_free(&t);
 
+  /* One host's part, through the host index object: that host's packets
+   * and not the other's. */
+  char path[1024];
+  const char *part = fleet_in_dir("s3a.pftrace");
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace?host=%s", id,
+           h[0].spec);
+  assert_int_equal(http(&c, "GET", path, part), 200);
+  fleet_trace_load(part, &t);
+  fleet_trace_assert_values(&t, "s3A", 1, 5);
+  fleet_trace_assert_values(&t, "s3B", 0, 0);
+  fleet_trace_free(&t);
+
   /* The bytes the API served are the object's. */
   tg_s3_client_t *b = bucket_client();
   char key[128];

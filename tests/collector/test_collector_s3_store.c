@@ -14,12 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cmocka.h>
 
+#include "coll_fixture.h"
+#include "coll_pg.h"
 #include "coll_rgw.h"
 #include "collector/s3_client.h"
 #include "collector/store.h"
@@ -350,6 +353,79 @@ static void delete_and_retention_remove_objects(void **state) {
   close(fd);
 }
 
+/* Two collectors on one PostgreSQL catalog and one bucket prefix, each
+ * with a working directory of its own: one's restart leaves the other's
+ * upload in flight alone; each serves and deletes the other's snapshots. */
+static void two_collectors_share_the_bucket(void **state) {
+  if (skipped) skip();
+  fx_t *f = *state;
+  if (!coll_pg_installed()) {
+    fprintf(stderr, "PostgreSQL is not installed: skipped\n");
+    skip();
+  }
+  coll_pg_server_t pg;
+  assert_int_equal(coll_pg_start(&pg), 0);
+  char conninfo[512];
+  assert_int_equal(coll_pg_createdb(&pg, conninfo, sizeof conninfo), 0);
+  tg_coll_catalog_t *ca = NULL, *cb = NULL;
+  assert_int_equal(coll_pg_catalog(conninfo, 0, &ca), 0);
+  assert_int_equal(coll_pg_catalog(conninfo, 1, &cb), 0);
+  char da[96], db[96];
+  snprintf(da, sizeof da, "%s/a", f->dir);
+  snprintf(db, sizeof db, "%s/b", f->dir);
+  tg_coll_store_config_t cfa = f->cfg, cfb = f->cfg;
+  cfa.dir = da;
+  cfa.catalog = ca;
+  cfb.dir = db;
+  cfb.catalog = cb;
+  tg_coll_store_t *a = NULL, *b = NULL;
+  tg_coll_recovery_t rec;
+  assert_int_equal(tg_coll_store_open(&cfa, &a, &rec), 0);
+  assert_int_equal(tg_coll_store_open(&cfb, &b, &rec), 0);
+
+  /* A writes: one part uploaded, the upload open. */
+  tg_coll_begin_t bg = {.trigger = "test"};
+  tg_coll_writer_t *w = NULL;
+  uint64_t id = 0;
+  assert_int_equal(tg_coll_store_begin(a, &bg, &w, &id), 0);
+  size_t n = TG_S3_PART_MIN + 777;
+  write_data(w, 11, n);
+  /* B restarts meanwhile: A's row is PENDING and A runs, so its upload
+   * stays. */
+  tg_coll_store_close(b);
+  assert_int_equal(tg_coll_store_open(&cfb, &b, &rec), 0);
+  assert_int_equal(rec.uploads_aborted, 0);
+  assert_int_equal(rec.interrupted, 0);
+  assert_int_equal(uploads(f), 1);
+
+  tg_coll_host_result_t h = {.host = "h1", .outcome = TG_COLL_HOST_OK,
+                             .bytes = n, .packets = 1};
+  tg_coll_result_t r = {.packets = 1, .hosts = &h, .n_hosts = 1};
+  assert_int_equal(tg_coll_store_finish(a, w, &r), 0);
+
+  /* B serves A's snapshot from the bucket, whole. */
+  tg_coll_snapshot_t row;
+  assert_int_equal(tg_coll_store_get(b, id, &row), 0);
+  assert_int_equal(row.state, TG_COLL_COMPLETE);
+  assert_int_equal(row.crc32, crc_of(11, n));
+  int fd = -1;
+  assert_int_equal(tg_coll_store_open_file(b, id, &fd), 0);
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_int_equal((uint64_t)st.st_size, n);
+  close(fd);
+  /* B deletes it: the object goes, A no longer serves it. */
+  assert_int_equal(tg_coll_store_delete(b, id), 0);
+  assert_int_equal(objects(f), 0);
+  assert_int_equal(tg_coll_store_open_file(a, id, &fd), -ENOENT);
+
+  tg_coll_store_close(a);
+  tg_coll_store_close(b);
+  tg_coll_catalog_close(ca);
+  tg_coll_catalog_close(cb);
+  coll_pg_stop(&pg);
+}
+
 /* Last: it stops the gateway. */
 static void bucket_gone_mid_snapshot(void **state) {
   if (skipped) skip();
@@ -383,6 +459,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(delete_and_retention_remove_objects,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(two_collectors_share_the_bucket, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(bucket_gone_mid_snapshot, setup,
                                       teardown),
   };
