@@ -99,6 +99,7 @@ typedef enum key_id {
   KEY_S3_ENDPOINT,
   KEY_S3_REGION,
   KEY_S3_CREDENTIALS_FILE,
+  KEY_S3_PRESIGN,
   KEY_COUNT
 } key_id_t;
 
@@ -252,6 +253,9 @@ static const key_def_t KEYS[KEY_COUNT] = {
                        NAME_EXPECT, NULL},
     [KEY_S3_CREDENTIALS_FILE] = PATH_KEY("s3_credentials_file",
                                          s3_credentials_file, NULL),
+    [KEY_S3_PRESIGN] = {"s3_presign", K_DURATION, NUM_FIELD(s3_presign_ms),
+                        MS_PER_S, 7LL * 24 * 3600 * MS_PER_S, true,
+                        "0 or a duration from 1s to 7d", NULL},
 };
 
 /* Keys that go together: all three or none. */
@@ -879,7 +883,7 @@ static int finish(parser_t *p) {
                 "http_crl: expected http_cert, http_key and http_ca too "
                 "(it revokes HTTPS client certificates)");
   static const key_id_t s3_keys[] = {KEY_S3_ENDPOINT, KEY_S3_REGION,
-                                     KEY_S3_CREDENTIALS_FILE};
+                                     KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN};
   for (size_t i = 0; i < sizeof s3_keys / sizeof s3_keys[0]; i++)
     if (p->seen[s3_keys[i]] && !p->seen[KEY_BUCKET])
       return fail(p, p->seen[s3_keys[i]], "%s: expected bucket too",

@@ -100,6 +100,9 @@
  *     s3_endpoint      http:// or https:// URL without a path, default
  *                      https://s3.REGION.amazonaws.com; only with bucket
  *     s3_region        NAME, default us-east-1; only with bucket
+ *     s3_presign       DURATION, 0 (off, the default) or 1s..7d: a whole
+ *                      snapshot's /trace redirects to a presigned URL of
+ *                      the object valid that long; only with bucket
  *     s3_credentials_file  PATH: AWS_ACCESS_KEY_ID=... and
  *                      AWS_SECRET_ACCESS_KEY=... lines, readable by its
  *                      owner alone; default: those environment variables;
@@ -261,6 +264,9 @@ typedef struct tg_coll_config {
   char s3_endpoint[TG_COLL_CONFIG_URL_MAX + 1];  /* "": AWS's, by region */
   char s3_region[TG_COLL_CONFIG_NAME_MAX + 1];   /* default us-east-1 */
   char s3_credentials_file[TG_COLL_CONFIG_PATH_MAX + 1]; /* "": env */
+  /* > 0: /trace of a whole snapshot redirects (302) to a presigned URL
+   * valid this long (1s..7d); 0: the collector serves the bytes. */
+  int64_t s3_presign_ms;
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

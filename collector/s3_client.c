@@ -553,6 +553,45 @@ int tg_s3_list(tg_s3_client_t *c, const char *prefix, tg_s3_object_fn fn,
   return rc;
 }
 
+int tg_s3_presign_get(tg_s3_client_t *c, const char *key, int64_t now_s,
+                      uint32_t expires_s, char *url, size_t cap) {
+  if (!valid_key(key)) return -EINVAL;
+  char date[TG_S3_AMZ_DATE_LEN + 1];
+  int rc = tg_s3_amz_date(now_s, date);
+  if (rc) return rc;
+  tg_buf_t path, u;
+  tg_buf_init(&path, 0);
+  tg_buf_init(&u, 0);
+  tg_s3_key_t k = {c->access_key, c->secret_key, c->region, "s3"};
+  tg_s3_pair_t h[] = {{"host", c->host}};
+  if ((rc = tg_buf_append(&path, "/", 1)) ||
+      (rc = tg_buf_append(&path, c->bucket, strlen(c->bucket))) ||
+      (rc = tg_buf_append(&path, "/", 1)) ||
+      (rc = tg_buf_append(&path, key, strlen(key))) ||
+      (rc = tg_buf_append(&path, "", 1)))
+    goto done;
+  tg_s3_request_t r = {.method = "GET",
+                       .path = (const char *)tg_buf_begin(&path),
+                       .headers = h,
+                       .n_headers = 1,
+                       .amz_date = date};
+  if ((rc = tg_buf_append(&u, c->endpoint, strlen(c->endpoint))) ||
+      (rc = tg_s3_uri_encode(&u, r.path, strlen(r.path), true)) ||
+      (rc = tg_buf_append(&u, "?", 1)) ||
+      (rc = tg_s3_presign(&k, &r, expires_s, &u)))
+    goto done;
+  if (tg_buf_size(&u) >= cap) {
+    rc = -ENAMETOOLONG;
+    goto done;
+  }
+  memcpy(url, tg_buf_begin(&u), tg_buf_size(&u));
+  url[tg_buf_size(&u)] = '\0';
+done:
+  tg_buf_free(&path);
+  tg_buf_free(&u);
+  return rc;
+}
+
 int tg_s3_mpu_create(tg_s3_client_t *c, const char *key,
                      char upload_id[TG_S3_UPLOAD_ID_MAX]) {
   if (!valid_key(key)) return -EINVAL;

@@ -108,6 +108,14 @@ typedef int (*tg_s3_object_fn)(void *ctx, const tg_s3_object_t *o);
 int tg_s3_list(tg_s3_client_t *c, const char *prefix, tg_s3_object_fn fn,
                void *ctx);
 
+/* A presigned GET URL of |key| (s3_sigv4.h, tg_s3_presign), signed at
+ * |now_s| for |expires_s| seconds (1..TG_S3_MAX_EXPIRES), into |url|
+ * (|cap| bytes). Whoever holds it reads the object without a key until it
+ * expires: give it only to who may read the snapshot. No request is
+ * made. 0, -EINVAL, -ENAMETOOLONG. */
+int tg_s3_presign_get(tg_s3_client_t *c, const char *key, int64_t now_s,
+                      uint32_t expires_s, char *url, size_t cap);
+
 /* Multipart uploads. A part but the last is at least TG_S3_PART_MIN. */
 int tg_s3_mpu_create(tg_s3_client_t *c, const char *key,
                      char upload_id[TG_S3_UPLOAD_ID_MAX]);

@@ -201,6 +201,17 @@ int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
   return 0;
 }
 
+int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
+                          char *url, size_t cap) {
+  if (!s->s3) return -EOPNOTSUPP;
+  tg_coll_snapshot_t snap;
+  int err = tg_coll_store_get(s, id, &snap);
+  if (err) return err;
+  if (!live(snap.state)) return -ENOENT;
+  return tg__coll_s3_presign(s, id, tg__coll_now(s) / 1000, expires_s, url,
+                             cap);
+}
+
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
   return s->cat->ops->set_pinned(s->cat, id, pinned);

@@ -188,6 +188,13 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
  * (tg_coll_index_read against the file's size). */
 int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd);
 
+/* A bucket's store: a presigned GET URL of live snapshot |id|'s trace,
+ * valid |expires_s| seconds from the store's clock, into |url| (|cap|
+ * bytes). -EOPNOTSUPP for a directory store; -ENOENT: no such snapshot
+ * or it is not live. Makes no request. */
+int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
+                          char *url, size_t cap);
+
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */
 int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id);

@@ -486,6 +486,13 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id) {
   }
 }
 
+int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
+                        uint32_t expires_s, char *url, size_t cap) {
+  char key[TG_S3_KEY_MAX + 1];
+  object_key(s->s3, id, false, key);
+  return tg_s3_presign_get(s->s3->c, key, now_s, expires_s, url, cap);
+}
+
 static int to_fd(void *ctx, const void *p, size_t n) {
   return tg_write_all(*(int *)ctx, p, n);
 }

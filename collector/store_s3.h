@@ -61,6 +61,10 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w);
 int tg__coll_s3_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
 /* Deletes |id|'s objects (failures logged: the next open removes them). */
 void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
+/* A presigned GET URL of |id|'s trace object (tg_s3_presign_get). */
+int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
+                        uint32_t expires_s, char *url, size_t cap);
+
 /* A read-only fd holding a copy of |id|'s trace (or index): an unnamed
  * file under tmp/, gone when closed. -ENOENT when there is none. */
 int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,

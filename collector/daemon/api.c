@@ -369,9 +369,32 @@ out:
   free(ext);
 }
 
+/* s3_presign: the whole trace from the bucket, the collector out of the
+ * path: 302 to a URL that reads the object until it expires. */
+static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+  char url[4096];
+  int64_t s = c->cfg.s3_presign_ms / 1000;
+  int rv = tg_coll_store_presign(c->store, id, (uint32_t)s, url, sizeof(url));
+  if (rv == -ENOENT) {
+    json_error(x, 404, "no such snapshot, or it holds no trace");
+    return true;
+  }
+  if (rv < 0) {
+    TG_WARN("snapshot %016" PRIx64 ": no presigned URL (%s): served by the "
+            "collector", id, tg_strerror(rv));
+    return false;
+  }
+  if (tg_http_add_header(x, "Location", url) < 0) return false;
+  respond_json(x, 302, json_pack("{s:s, s:I}", "url", url, "expires_s",
+                                 (json_int_t)s));
+  return true;
+}
+
 static void get_trace(coll_t *c, tg_http_exchange_t *x,
                       const tg_http_request_t *r, uint64_t id) {
   const char *hosts = arg(r, "host");
+  if (!hosts && c->cfg.s3_presign_ms > 0 && redirect_to_bucket(c, x, id))
+    return;
   int fd;
   int rv = tg_coll_store_open_file(c->store, id, &fd);
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");

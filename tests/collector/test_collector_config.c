@@ -932,8 +932,10 @@ static void config_bucket_and_its_keys(void **state) {
   expect_extra_ok("bucket = s3://tg-snaps/fleet/a\n"
                   "s3_endpoint = http://127.0.0.1:7480\n"
                   "s3_region = eu-west-1\n"
-                  "s3_credentials_file = s3.keys\n",
+                  "s3_credentials_file = s3.keys\n"
+                  "s3_presign = 15m\n",
                   &c);
+  assert_int_equal(c.s3_presign_ms, 15 * 60 * 1000);
   assert_string_equal(c.s3_bucket, "tg-snaps");
   assert_string_equal(c.s3_prefix, "fleet/a/");
   assert_string_equal(c.s3_endpoint, "http://127.0.0.1:7480");
@@ -959,7 +961,8 @@ static void config_bucket_and_its_keys(void **state) {
       "bucket = s3://ab\n",          "bucket = s3://Upper\n",
       "bucket = s3://b_c\n",         "bucket = s3://bkt//p\n",
       "bucket = s3://bkt/a//b\n",    "s3_region = us east\n",
-      "s3_endpoint = ftp://x\n",
+      "s3_endpoint = ftp://x\n",     "s3_presign = 8d\n",
+      "s3_presign = 500ms\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char key[32];
@@ -977,6 +980,7 @@ static void config_bucket_and_its_keys(void **state) {
   expect_extra_error("s3_region = eu-west-1\n", 4, "s3_region: expected bucket");
   expect_extra_error("s3_credentials_file = k\n", 4,
                      "s3_credentials_file: expected bucket");
+  expect_extra_error("s3_presign = 1m\n", 4, "s3_presign: expected bucket");
 }
 
 int main(void) {

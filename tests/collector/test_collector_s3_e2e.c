@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "coll_e2e.h"
 #include "coll_rgw.h"
@@ -187,6 +188,70 @@ static void a_collector_killed_mid_upload_aborts_it_at_restart(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+static size_t to_file(char *p, size_t size, size_t nmemb, void *ud) {
+  return fwrite(p, size, nmemb, ud) * size;
+}
+
+/* GET |url| without following redirects, the body into |out|; the status
+ * and, for a redirect, its Location into |loc|. */
+static long raw_get(const char *url, const char *out, char *loc, size_t cap) {
+  CURL *e = curl_easy_init();
+  assert_non_null(e);
+  FILE *f = fopen(out, "wb");
+  assert_non_null(f);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, to_file);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+  assert_int_equal(curl_easy_perform(e), CURLE_OK);
+  long st = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);
+  char *r = NULL;
+  curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &r);
+  if (loc) snprintf(loc, cap, "%s", r ? r : "");
+  curl_easy_cleanup(e);
+  fclose(f);
+  return st;
+}
+
+/* s3_presign: a whole trace's download goes to the bucket by a presigned
+ * URL, the collector out of the path; a host's part is still served. */
+static void presigned_downloads_skip_the_collector(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  char extra[1200];
+  snprintf(extra, sizeof extra, "%ss3_presign = 5m\n", bucket_config());
+  fleet_up(h, &c, extra);
+  fleet_commit_packets(&h[0].p, 0, "preA", 1, 4);
+  fleet_commit_packets(&h[1].p, 0, "preB", 1, 4);
+  const char *json = fleet_in_dir("s3pre.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s", snapshot(&c, h, 2, json));
+  char url[256], loc[4096];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/api/v1/snapshots/%s/trace",
+           c.port, id);
+  assert_int_equal(raw_get(url, fleet_in_dir("s3pre.302"), loc, sizeof loc),
+                   302);
+  assert_int_equal(strncmp(loc, gw.endpoint, strlen(gw.endpoint)), 0);
+  assert_non_null(strstr(loc, "X-Amz-Signature="));
+  const char *got = fleet_in_dir("s3pre.pftrace");
+  assert_int_equal(raw_get(loc, got, NULL, 0), 200);
+  fleet_trace_t t;
+  fleet_trace_load(got, &t);
+  fleet_trace_assert_values(&t, "preA", 1, 4);
+  fleet_trace_assert_values(&t, "preB", 1, 4);
+  fleet_trace_free(&t);
+  /* A host's part: the collector's, from the index. */
+  char path[1024];
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace?host=%s", id,
+           h[1].spec);
+  assert_int_equal(http(&c, "GET", path, fleet_in_dir("s3pre.b")), 200);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 /* Last: it stops the gateway. */
 static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   (void)state;
@@ -223,6 +288,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_snapshot_in_the_bucket_read_through_the_api),
       cmocka_unit_test(a_collector_killed_mid_upload_aborts_it_at_restart),
+      cmocka_unit_test(presigned_downloads_skip_the_collector),
       cmocka_unit_test(the_bucket_gone_fails_the_snapshot_not_the_rings),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

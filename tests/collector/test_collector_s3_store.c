@@ -222,6 +222,25 @@ static void stored_and_read_back(void **state) {
   close(fd);
   assert_int_equal(off, n);
 
+  /* A presigned URL of the object, made without a request; a directory
+   * store has none to give. */
+  char url[2048];
+  assert_int_equal(tg_coll_store_presign(f->store, id, 60, url, sizeof url), 0);
+  assert_int_equal(strncmp(url, gw.endpoint, strlen(gw.endpoint)), 0);
+  assert_non_null(strstr(url, "X-Amz-Expires=60&"));
+  assert_int_equal(tg_coll_store_presign(f->store, id + 100, 60, url,
+                                         sizeof url), -ENOENT);
+  assert_int_equal(tg_coll_store_presign(f->store, id, 60, url, 16),
+                   -ENAMETOOLONG);
+  char plain[96];
+  snprintf(plain, sizeof plain, "%s/plain", f->dir);
+  tg_coll_store_config_t pc = {.dir = plain};
+  tg_coll_store_t *ps = NULL;
+  assert_int_equal(tg_coll_store_open(&pc, &ps, NULL), 0);
+  assert_int_equal(tg_coll_store_presign(ps, 1, 60, url, sizeof url),
+                   -EOPNOTSUPP);
+  tg_coll_store_close(ps);
+
   /* An empty snapshot is an empty object. */
   uint64_t empty = snapshot(f, 1, 0);
   assert_int_equal(tg_coll_store_get(f->store, empty, &row), 0);
