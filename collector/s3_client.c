@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,17 @@ static int endpoint_host(const char *ep, char host[HOST_MAX]) {
   }
   memcpy(host, h, n + 1);
   return 0;
+}
+
+/* The process's counters (tg_s3_stats_t): writers' threads and the loop
+ * count into them at once. */
+static _Atomic uint64_t n_requests, n_retries, n_throttled, n_failures;
+
+void tg_s3_stats_get(tg_s3_stats_t *out) {
+  out->requests = atomic_load(&n_requests);
+  out->retries = atomic_load(&n_retries);
+  out->throttled = atomic_load(&n_throttled);
+  out->failures = atomic_load(&n_failures);
 }
 
 /* libcurl's global state, once per process, before any handle. */
@@ -395,6 +407,7 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     long st = 0;
     c->last_status = 0;
     c->last_code[0] = '\0';
+    atomic_fetch_add(&n_requests, 1);
     rc = attempt_once(c, r, &a, &st);
     tg_s3_xml_t x;
     x.code[0] = x.message[0] = '\0';
@@ -418,6 +431,7 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     if (rc == 0) return 0;
     bool last = !retry || i + 1 >= c->max_attempts;
     /* 404 is an answer, not a failure: callers decide what it means. */
+    if (last && rc != -ENOENT && rc != -EEXIST) atomic_fetch_add(&n_failures, 1);
     if (last && rc != -ENOENT && rc != -EEXIST)
       TG_WARN("%s s3: %s %s/%s failed: HTTP %d %s %s (%s)",
               TG_NOTE(COLLECTOR_S3_FAILED), r->method, c->bucket,
@@ -428,6 +442,8 @@ static int perform(tg_s3_client_t *c, req_t *r) {
             TG_NOTE(COLLECTOR_S3_RETRYING), r->method, c->bucket,
             r->key ? r->key : "", c->last_status, c->last_code,
             tg_strerror(rc), backoff);
+    atomic_fetch_add(&n_retries, 1);
+    if (rc == -EAGAIN) atomic_fetch_add(&n_throttled, 1);
     sleep_ms(backoff);
     backoff = backoff > BACKOFF_CAP_MS / 2 ? BACKOFF_CAP_MS : backoff * 2;
   }

@@ -71,6 +71,15 @@ void tg_s3_client_free(tg_s3_client_t *c);
 int tg_s3_last_status(const tg_s3_client_t *c);
 const char *tg_s3_last_code(const tg_s3_client_t *c);
 
+/* What every client of the process did since it started: for metrics. */
+typedef struct tg_s3_stats {
+  uint64_t requests;  /* attempts sent (or tried: a refused connection) */
+  uint64_t retries;   /* attempts made again after a 5xx or the transport */
+  uint64_t throttled; /* of those, after 503 SlowDown */
+  uint64_t failures;  /* requests failed after their retries ([TG-5080]) */
+} tg_s3_stats_t;
+void tg_s3_stats_get(tg_s3_stats_t *out);
+
 /* Creates the client's bucket; -EEXIST if this user already has it. */
 int tg_s3_bucket_create(tg_s3_client_t *c);
 

@@ -508,6 +508,28 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
             tg_coll_state_name((tg_coll_state_t)s), k->snapshots[s]);
   fprintf(o.f, "tracegate_collector_snapshots_total{outcome=\"error\"} %" PRIu64 "\n",
           k->snapshot_errors);
+  if (c->cfg.s3_bucket[0]) {
+    tg_s3_stats_t b;
+    tg_s3_stats_get(&b);
+    fprintf(o.f,
+            "# HELP tracegate_collector_bucket_requests_total Requests to "
+            "the snapshot bucket, retries included.\n"
+            "# TYPE tracegate_collector_bucket_requests_total counter\n"
+            "tracegate_collector_bucket_requests_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_retries_total Requests to the "
+            "bucket made again after a 5xx answer or a transport failure.\n"
+            "# TYPE tracegate_collector_bucket_retries_total counter\n"
+            "tracegate_collector_bucket_retries_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_throttled_total Retries after "
+            "503 SlowDown.\n"
+            "# TYPE tracegate_collector_bucket_throttled_total counter\n"
+            "tracegate_collector_bucket_throttled_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_failures_total Requests to "
+            "the bucket that failed after their retries.\n"
+            "# TYPE tracegate_collector_bucket_failures_total counter\n"
+            "tracegate_collector_bucket_failures_total %" PRIu64 "\n",
+            b.requests, b.retries, b.throttled, b.failures);
+  }
   fprintf(o.f,
           "# HELP tracegate_collector_trigger_hits_total Triggers received.\n"
           "# TYPE tracegate_collector_trigger_hits_total counter\n"

@@ -88,6 +88,21 @@ static int count_upload(void *ctx, const tg_s3_upload_t *u) {
   return 0;
 }
 
+/* The value of counter |name| in the collector's /metrics; -1: absent. */
+static long long metric(const collector_t *c, const char *name) {
+  const char *out = fleet_in_dir("s3.metrics");
+  assert_int_equal(http(c, "GET", "/metrics", out), 200);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  char line[512];
+  long long v = -1;
+  size_t n = strlen(name);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, name, n) == 0 && line[n] == ' ') v = atoll(line + n + 1);
+  fclose(f);
+  return v;
+}
+
 /* Whether two files hold the same bytes. */
 static bool same_file(const char *a, const char *b) {
   FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -132,6 +147,10 @@ static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
   fleet_trace_assert_values(&t, "s3A", 1, 5);
   fleet_trace_assert_values(&t, "s3B", 0, 0);
   fleet_trace_free(&t);
+
+  /* The bucket's requests counted, none failed. */
+  assert_true(metric(&c, "tracegate_collector_bucket_requests_total") > 0);
+  assert_int_equal(metric(&c, "tracegate_collector_bucket_failures_total"), 0);
 
   /* The bytes the API served are the object's. */
   tg_s3_client_t *b = bucket_client();
@@ -275,6 +294,8 @@ static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=failed", json),
                    200);
   assert_json(json, "snapshots.0.reason", "\"gone\"");
+  assert_true(metric(&c, "tracegate_collector_bucket_failures_total") >= 1);
+  assert_true(metric(&c, "tracegate_collector_bucket_retries_total") >= 1);
   const char *why = tg_test_json(json, "snapshots.0.failure");
   assert_non_null(why);
   assert_true(strlen(why) > 2);
