@@ -84,7 +84,8 @@ typedef struct tg_coll_s3_config {
   tg_s3_client_config_t client; /* strings copied at open */
   const char *prefix;           /* "" (NULL) or "a/b/": no leading '/' */
   size_t part_size;             /* 0: 8 MiB; TG_S3_PART_MIN..256 MiB */
-  unsigned queue_parts;         /* parts waiting for the bucket; 0: 2 */
+  /* Parts uploaded at once (by as many threads) or waiting; 1..16, 0: 4 */
+  unsigned queue_parts;
 } tg_coll_s3_config_t;
 
 typedef struct tg_coll_store_config {

@@ -25,7 +25,7 @@
 
 #define DEFAULT_PART (8u << 20)
 #define MAX_PART (256u << 20)
-#define DEFAULT_QUEUE 2u
+#define DEFAULT_QUEUE 4u
 #define MAX_QUEUE 16u
 #define SNAP_DIR "snapshots/"
 /* An index larger than this is not one the store wrote. */
@@ -110,62 +110,71 @@ static void object_key(const struct tg__coll_s3 *b, uint64_t id, bool index,
 typedef struct part_buf {
   uint8_t *p;
   size_t n;
+  unsigned part_no;
 } part_buf_t;
+
+/* The parts' ETags, in blocks that never move once made (uploaders write
+ * into them while the writer makes new ones). */
+#define BLOCK_PARTS 256u
+#define BLOCKS ((TG_S3_PARTS_MAX + BLOCK_PARTS - 1) / BLOCK_PARTS)
 
 struct tg__coll_s3_writer {
   tg_coll_store_t *store;
-  tg_s3_client_t *c; /* the writer's own: the uploader's, then seal's */
+  tg_s3_client_t *c; /* the writer's: begin, seal, discard */
   uint64_t id;
   char key[TG_S3_KEY_MAX + 1];
   char upload_id[TG_S3_UPLOAD_ID_MAX];
   size_t part_size;
   part_buf_t fill; /* being filled by write */
-  /* Parts waiting for the uploader, FIFO; guarded by mu. */
+  /* Parts waiting or being uploaded; guarded by mu. Up to qmax of them at
+   * once, uploaded in parallel by qmax threads, each with its client. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   part_buf_t queue[MAX_QUEUE];
-  unsigned qhead, qn, qmax;
+  unsigned qhead, qn, busy, qmax;
   bool stop;
   int err; /* the first upload failure; sticky */
-  pthread_t th;
-  bool th_running;
-  /* The uploader's alone while it runs; seal's after the join. */
-  tg_s3_part_t *parts;
-  size_t n_parts, cap_parts;
-  bool sealed;   /* the object exists (completed or PUT) */
-  bool indexed;  /* its index object exists */
+  pthread_t th[MAX_QUEUE];
+  tg_s3_client_t *tc[MAX_QUEUE];
+  unsigned n_threads;
+  unsigned n_parts; /* part numbers handed out (the writer's) */
+  tg_s3_part_t *blocks[BLOCKS];
+  bool sealed;    /* the object exists (completed or PUT) */
+  bool indexed;   /* its index object exists */
   bool uploading; /* the multipart upload is open */
 };
 
+typedef struct uploader_arg {
+  tg__coll_s3_writer_t *w;
+  unsigned i;
+} uploader_arg_t;
+
+static tg_s3_part_t *part_slot(tg__coll_s3_writer_t *w, unsigned part_no) {
+  return &w->blocks[(part_no - 1) / BLOCK_PARTS][(part_no - 1) % BLOCK_PARTS];
+}
+
 static void *uploader(void *arg) {
-  tg__coll_s3_writer_t *w = arg;
+  tg__coll_s3_writer_t *w = ((uploader_arg_t *)arg)->w;
+  tg_s3_client_t *c = w->tc[((uploader_arg_t *)arg)->i];
+  free(arg);
   pthread_mutex_lock(&w->mu);
   for (;;) {
     while (!w->qn && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
     if (!w->qn) break; /* stopped and drained */
     part_buf_t pb = w->queue[w->qhead];
-    int failed = w->err;
+    w->qhead = (w->qhead + 1) % w->qmax;
+    w->qn--;
+    w->busy++;
+    int err = w->err;
     pthread_mutex_unlock(&w->mu);
-    int err = failed;
-    if (!err && w->n_parts == w->cap_parts) {
-      size_t cap = w->cap_parts ? w->cap_parts * 2 : 16;
-      tg_s3_part_t *np = realloc(w->parts, cap * sizeof *np);
-      if (!np) err = -ENOMEM;
-      else w->parts = np, w->cap_parts = cap;
-    }
-    if (!err && w->n_parts >= TG_S3_PARTS_MAX) err = -EFBIG;
-    if (!err) {
-      tg_s3_part_t *pt = &w->parts[w->n_parts];
-      pt->part_no = (unsigned)w->n_parts + 1;
-      err = tg_s3_mpu_part(w->c, w->key, w->upload_id, pt->part_no, pb.p, pb.n,
+    tg_s3_part_t *pt = part_slot(w, pb.part_no);
+    if (!err)
+      err = tg_s3_mpu_part(c, w->key, w->upload_id, pb.part_no, pb.p, pb.n,
                            pt->etag);
-      if (!err) w->n_parts++;
-    }
     free(pb.p);
     pthread_mutex_lock(&w->mu);
     if (err && !w->err) w->err = err;
-    w->qhead = (w->qhead + 1) % w->qmax;
-    w->qn--;
+    w->busy--;
     pthread_cond_broadcast(&w->cv);
   }
   pthread_mutex_unlock(&w->mu);
@@ -185,11 +194,20 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   int err = tg_s3_client_new(&b->ccfg, &w->c);
+  for (unsigned i = 0; !err && i < w->qmax; i++)
+    err = tg_s3_client_new(&b->ccfg, &w->tc[i]);
   if (!err) err = tg_s3_mpu_create(w->c, w->key, w->upload_id);
-  if (!err) {
-    w->uploading = true;
-    err = -pthread_create(&w->th, NULL, uploader, w);
-    w->th_running = err == 0;
+  if (!err) w->uploading = true;
+  for (unsigned i = 0; !err && i < w->qmax; i++) {
+    uploader_arg_t *a = malloc(sizeof *a);
+    if (!a) {
+      err = -ENOMEM;
+      break;
+    }
+    *a = (uploader_arg_t){w, i};
+    err = -pthread_create(&w->th[i], NULL, uploader, a);
+    if (err) free(a);
+    else w->n_threads++;
   }
   if (err) {
     tg__coll_s3_discard(w);
@@ -200,14 +218,22 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   return 0;
 }
 
-/* Hands the filled buffer to the uploader, waiting for room. */
+/* Hands the filled buffer to the uploaders, waiting for room. */
 static int enqueue(tg__coll_s3_writer_t *w) {
+  if (w->n_parts >= TG_S3_PARTS_MAX) return -EFBIG;
+  unsigned no = w->n_parts + 1;
+  tg_s3_part_t **blk = &w->blocks[(no - 1) / BLOCK_PARTS];
+  if (!*blk && !(*blk = calloc(BLOCK_PARTS, sizeof **blk))) return -ENOMEM;
   pthread_mutex_lock(&w->mu);
-  while (w->qn == w->qmax && !w->err) pthread_cond_wait(&w->cv, &w->mu);
+  while (w->qn + w->busy >= w->qmax && !w->err)
+    pthread_cond_wait(&w->cv, &w->mu);
   int err = w->err;
   if (!err) {
+    w->fill.part_no = no;
+    (*blk)[(no - 1) % BLOCK_PARTS].part_no = no;
     w->queue[(w->qhead + w->qn) % w->qmax] = w->fill;
     w->qn++;
+    w->n_parts = no;
     w->fill = (part_buf_t){0};
     pthread_cond_broadcast(&w->cv);
   }
@@ -216,7 +242,7 @@ static int enqueue(tg__coll_s3_writer_t *w) {
 }
 
 int tg__coll_s3_write(tg__coll_s3_writer_t *w, const void *p, size_t n) {
-  if (w->sealed || !w->th_running) return -EINVAL;
+  if (w->sealed || !w->n_threads) return -EINVAL;
   pthread_mutex_lock(&w->mu);
   int err = w->err;
   pthread_mutex_unlock(&w->mu);
@@ -236,13 +262,13 @@ int tg__coll_s3_write(tg__coll_s3_writer_t *w, const void *p, size_t n) {
 }
 
 static int stop_uploader(tg__coll_s3_writer_t *w) {
-  if (!w->th_running) return 0;
+  if (!w->n_threads) return w->err;
   pthread_mutex_lock(&w->mu);
   w->stop = true;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  pthread_join(w->th, NULL);
-  w->th_running = false;
+  for (unsigned i = 0; i < w->n_threads; i++) pthread_join(w->th[i], NULL);
+  w->n_threads = 0;
   return w->err;
 }
 
@@ -294,8 +320,12 @@ int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
     w->uploading = false;
     if ((err = tg_s3_put(w->c, w->key, NULL, 0, true, NULL))) return err;
   } else {
-    err = tg_s3_mpu_complete(w->c, w->key, w->upload_id, w->parts, w->n_parts,
+    tg_s3_part_t *parts = malloc(w->n_parts * sizeof *parts);
+    if (!parts) return -ENOMEM;
+    for (unsigned i = 0; i < w->n_parts; i++) parts[i] = *part_slot(w, i + 1);
+    err = tg_s3_mpu_complete(w->c, w->key, w->upload_id, parts, w->n_parts,
                              NULL);
+    free(parts);
     if (err) return err;
     w->uploading = false;
   }
@@ -336,7 +366,8 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w) {
   stop_uploader(w);
   free(w->fill.p);
   for (unsigned i = 0; i < w->qn; i++) free(w->queue[(w->qhead + i) % w->qmax].p);
-  free(w->parts);
+  for (unsigned i = 0; i < BLOCKS; i++) free(w->blocks[i]);
+  for (unsigned i = 0; i < MAX_QUEUE; i++) tg_s3_client_free(w->tc[i]);
   tg_s3_client_free(w->c);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);

@@ -7,9 +7,10 @@
  *   <prefix>snapshots/<id>.index     its host index, if any
  *
  * A snapshot streams into a multipart upload of that key while it is
- * written (parts of part_size bytes, uploaded by a thread of the writer's
- * own, at most queue_parts of them waiting: memory is bounded by
- * (queue_parts + 1) * part_size per snapshot, never the whole snapshot).
+ * written (parts of part_size bytes, uploaded in parallel by queue_parts
+ * threads of the writer's own, at most queue_parts parts waiting or in
+ * flight: memory is bounded by (queue_parts + 1) * part_size per
+ * snapshot, never the whole snapshot).
  *
  *   begin:   PENDING row committed -> upload initiated -> id returned
  *   sync:    the last part uploaded -> the upload completed (the object
