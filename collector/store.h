@@ -196,6 +196,21 @@ int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd);
 int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                           char *url, size_t cap);
 
+/* A bucket's store: a copy of snapshot |id|'s trace (or its host index,
+ * |index|) made off the store's thread, so that a long download does not
+ * hold it. Made on the store's thread (a client and a tmp/ descriptor of
+ * its own, nothing of the store's after), run on any one thread, freed on
+ * either; the store may close meanwhile. -EOPNOTSUPP for a directory
+ * store. Whether the snapshot is live is the caller's to check first. */
+typedef struct tg_coll_fetch tg_coll_fetch_t;
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                            tg_coll_fetch_t **out);
+/* The object into an unnamed file under tmp/: 0 and *fd (the caller's,
+ * read-only use, at offset 0), -ENOENT (no such object), or the client's
+ * error. Blocks for the whole download. */
+int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
+void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
+
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */
 int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id);

@@ -528,6 +528,48 @@ static int to_fd(void *ctx, const void *p, size_t n) {
   return tg_write_all(*(int *)ctx, p, n);
 }
 
+struct tg_coll_fetch {
+  tg_s3_client_t *c;
+  int dir_fd; /* tmp/, dup()ed */
+  char key[TG_S3_KEY_MAX + 1];
+};
+
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                            tg_coll_fetch_t **out) {
+  if (!s->s3) return -EOPNOTSUPP;
+  tg_coll_fetch_t *f = calloc(1, sizeof *f);
+  if (!f) return -ENOMEM;
+  f->dir_fd = fcntl(s->tmp_fd, F_DUPFD_CLOEXEC, 0);
+  int err = f->dir_fd < 0 ? -errno : tg_s3_client_new(&s->s3->ccfg, &f->c);
+  if (err) {
+    tg_coll_fetch_free(f);
+    return err;
+  }
+  object_key(s->s3, id, index, f->key);
+  *out = f;
+  return 0;
+}
+
+int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd) {
+  int t = openat(f->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (t < 0) return -errno;
+  int err = tg_s3_get(f->c, f->key, 0, 0, to_fd, &t);
+  if (!err && lseek(t, 0, SEEK_SET) != 0) err = -errno;
+  if (err) {
+    close(t);
+    return err;
+  }
+  *fd = t;
+  return 0;
+}
+
+void tg_coll_fetch_free(tg_coll_fetch_t *f) {
+  if (!f) return;
+  tg_s3_client_free(f->c);
+  if (f->dir_fd >= 0) close(f->dir_fd);
+  free(f);
+}
+
 int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,
                             int *fd) {
   char key[TG_S3_KEY_MAX + 1];
