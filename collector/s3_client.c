@@ -174,6 +174,7 @@ typedef struct attempt {
   tg_buf_t err; /* a non-2xx answer's body */
   uint64_t delivered;
   int cb_rc;
+  bool transport; /* the request or its answer did not get through */
 } attempt_t;
 
 static bool ok_status(long st) { return st >= 200 && st < 300; }
@@ -371,9 +372,11 @@ static int attempt_once(tg_s3_client_t *c, req_t *r, attempt_t *a,
     goto done;
   }
   if (cc != CURLE_OK) {
-    /* An answer too large for its buffer is an answer we cannot read. */
-    rc = (cc == CURLE_WRITE_ERROR && st) ? -EIO : errno_of_curl(cc);
-    if (rc == -EIO && !st)
+    /* An answer too large for its buffer is an answer we cannot read, not
+     * a transport failure worth another attempt. */
+    a->transport = !(cc == CURLE_WRITE_ERROR && st);
+    rc = a->transport ? errno_of_curl(cc) : -EIO;
+    if (a->transport && rc == -EIO)
       TG_DEBUG("s3: %s %s: curl: %s", r->method, r->key ? r->key : "",
                curl_easy_strerror(cc));
     goto done;
@@ -423,8 +426,7 @@ static int perform(tg_s3_client_t *c, req_t *r) {
         retry = st >= 500;
       }
     } else {
-      retry = rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH ||
-              (rc == -EIO && st == 0);
+      retry = a.transport;
     }
     tg_buf_free(&a.err);
     if (a.delivered) retry = false; /* bytes already handed on */
