@@ -133,6 +133,7 @@ struct tg__coll_s3_writer {
   part_buf_t queue[MAX_QUEUE];
   unsigned qhead, qn, busy, qmax;
   bool stop;
+  bool initiated; /* uploader 0 tried to initiate the upload */
   int err; /* the first upload failure; sticky */
   pthread_t th[MAX_QUEUE];
   tg_s3_client_t *tc[MAX_QUEUE];
@@ -155,11 +156,28 @@ static tg_s3_part_t *part_slot(tg__coll_s3_writer_t *w, unsigned part_no) {
 
 static void *uploader(void *arg) {
   tg__coll_s3_writer_t *w = ((uploader_arg_t *)arg)->w;
-  tg_s3_client_t *c = w->tc[((uploader_arg_t *)arg)->i];
+  unsigned i = ((uploader_arg_t *)arg)->i;
+  tg_s3_client_t *c = w->tc[i];
   free(arg);
+  /* The upload is initiated here, off the store's thread: a bucket that
+   * is slow or gone fails the snapshot at its sync, never holds begin. */
+  if (i == 0) {
+    char id[TG_S3_UPLOAD_ID_MAX];
+    int err = tg_s3_mpu_create(c, w->key, id);
+    pthread_mutex_lock(&w->mu);
+    if (err && !w->err) w->err = err;
+    if (!err) {
+      memcpy(w->upload_id, id, sizeof id);
+      w->uploading = true;
+    }
+    w->initiated = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+  }
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->qn && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
+    while (!w->initiated || (!w->qn && !w->stop))
+      pthread_cond_wait(&w->cv, &w->mu);
     if (!w->qn) break; /* stopped and drained */
     part_buf_t pb = w->queue[w->qhead];
     w->qhead = (w->qhead + 1) % w->qmax;
@@ -196,8 +214,6 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   int err = tg_s3_client_new(&b->ccfg, &w->c);
   for (unsigned i = 0; !err && i < w->qmax; i++)
     err = tg_s3_client_new(&b->ccfg, &w->tc[i]);
-  if (!err) err = tg_s3_mpu_create(w->c, w->key, w->upload_id);
-  if (!err) w->uploading = true;
   for (unsigned i = 0; !err && i < w->qmax; i++) {
     uploader_arg_t *a = malloc(sizeof *a);
     if (!a) {

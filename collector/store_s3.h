@@ -12,7 +12,9 @@
  * flight: memory is bounded by (queue_parts + 1) * part_size per
  * snapshot, never the whole snapshot).
  *
- *   begin:   PENDING row committed -> upload initiated -> id returned
+ *   begin:   PENDING row committed -> id returned; the writer's first
+ *            uploader thread initiates the upload (a failure there fails
+ *            the snapshot at sync, never holds begin)
  *   sync:    the last part uploaded -> the upload completed (the object
  *            exists, no row says so) -> index PUT (If-None-Match: *) ->
  *            HEAD: the object's size is the bytes written

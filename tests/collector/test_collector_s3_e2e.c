@@ -183,11 +183,10 @@ static void a_collector_killed_mid_upload_aborts_it_at_restart(void **state) {
   char id[32];
   snprintf(id, sizeof id, "%s",
            snapshot_killed_under_way(&c, h, "mid", json));
+  /* Its upload may or may not have been initiated by then (a thread of
+   * the snapshot's does it): either way nothing of it stays. */
   tg_s3_client_t *b = bucket_client();
   unsigned n = 0;
-  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
-  assert_true(n >= 1);
-
   collector_start(&c);
   char path[64];
   snprintf(path, sizeof path, "/api/v1/snapshots/%s", id);
@@ -271,7 +270,8 @@ static void presigned_downloads_skip_the_collector(void **state) {
   fleet_host_stop(&h[1]);
 }
 
-/* Last: it stops the gateway. */
+/* Last: it stops the gateway mid-snapshot (after the collector started,
+ * before the snapshot's upload). */
 static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   (void)state;
   if (skipped) skip();
@@ -284,21 +284,25 @@ static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   char before[4096];
   snprintf(before, sizeof before, "%s", tg_test_json(json, "snapshots"));
   coll_rgw_stop(&gw);
-  /* The upload cannot begin: the snapshot is refused, its row FAILED
-   * with the reason; no snapshot became complete. */
-  int st = http(&c, "POST", "/api/v1/snapshots?reason=gone", json);
-  assert_true(st >= 500);
+  /* The hosts deliver; the bucket is gone: the snapshot is FAILED with
+   * the reason, and no snapshot became complete. */
+  fleet_commit_packets(&h[0].p, 0, "goneA", 1, 2);
+  fleet_commit_packets(&h[1].p, 0, "goneB", 1, 2);
+  pid_t pid = http_spawn(&c, "POST", "/api/v1/snapshots?wait=1&reason=gone",
+                         json);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  assert_int_equal(http_wait(pid, json), 200);
+  assert_json(json, "snapshot.state", "\"failed\"");
+  assert_json(json, "snapshot.reason", "\"gone\"");
+  const char *why = tg_test_json(json, "snapshot.failure");
+  assert_non_null(why);
+  assert_true(strlen(why) > 2);
   assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", json),
                    200);
   assert_json(json, "snapshots", before);
-  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=failed", json),
-                   200);
-  assert_json(json, "snapshots.0.reason", "\"gone\"");
   assert_true(metric(&c, "tracegate_collector_bucket_failures_total") >= 1);
   assert_true(metric(&c, "tracegate_collector_bucket_retries_total") >= 1);
-  const char *why = tg_test_json(json, "snapshots.0.failure");
-  assert_non_null(why);
-  assert_true(strlen(why) > 2);
+  /* The rings run on. */
   wait_hosts(&c, 2, "tracing");
   collector_stop(&c);
   fleet_host_stop(&h[0]);

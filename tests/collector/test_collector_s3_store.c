@@ -265,6 +265,9 @@ static void killed_mid_upload(void **state) {
   tg_coll_store_close(f->store);
   f->store = NULL;
 
+  /* One part in flight at most: the child's second part waits for the
+   * first to be uploaded, so the upload exists when it dies. */
+  f->s3.queue_parts = 1;
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
@@ -274,12 +277,12 @@ static void killed_mid_upload(void **state) {
     tg_coll_writer_t *w = NULL;
     uint64_t id;
     if (tg_coll_store_begin(s, &b, &w, &id)) _exit(3);
-    /* A part and a half: one part goes to the uploader. */
-    uint8_t *buf = malloc(TG_S3_PART_MIN + TG_S3_PART_MIN / 2);
+    /* Two parts and a half: the first uploaded, the second queued. */
+    size_t n = 2 * TG_S3_PART_MIN + TG_S3_PART_MIN / 2;
+    uint8_t *buf = malloc(n);
     if (!buf) _exit(4);
-    memset(buf, 0x5a, TG_S3_PART_MIN + TG_S3_PART_MIN / 2);
-    if (tg_coll_writer_write(w, buf, TG_S3_PART_MIN + TG_S3_PART_MIN / 2))
-      _exit(5);
+    memset(buf, 0x5a, n);
+    if (tg_coll_writer_write(w, buf, n)) _exit(5);
     raise(SIGKILL);
     _exit(6);
   }
