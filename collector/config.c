@@ -49,6 +49,7 @@ typedef enum kind {
   K_LISTEN,   /* listen_host, listen_port, listen_ipv6, listen_loopback */
   K_HEALTH,   /* health_host, health_port */
   K_FIELDS,   /* char[]: tg_trace_schema_allow() names */
+  K_BUCKET,   /* s3_bucket, s3_prefix: parse_bucket() */
 } kind_t;
 
 /* The scalar keys, in the table's order. */
@@ -96,6 +97,11 @@ typedef enum key_id {
   KEY_HEALTH_LISTEN,
   KEY_CLONE_MIN_RATE,
   KEY_MERGE_ALLOW_FIELDS,
+  KEY_BUCKET,
+  KEY_S3_ENDPOINT,
+  KEY_S3_REGION,
+  KEY_S3_CREDENTIALS_FILE,
+  KEY_S3_PRESIGN,
   KEY_COUNT
 } key_id_t;
 
@@ -244,6 +250,20 @@ static const key_def_t KEYS[KEY_COUNT] = {
                             NUM_FIELD(clone_min_rate), 0, CLONE_MIN_RATE_MAX,
                             false, "a size per second from 0 (off) to 1G, "
                             "like 64K or 1.5M", NULL},
+    [KEY_BUCKET] = {"bucket", K_BUCKET, NUM_FIELD(s3_bucket), 0, 0, false,
+                    "s3://BUCKET or s3://BUCKET/PREFIX (a bucket name of 3 "
+                    "to 63 bytes of [a-z0-9.-]; a prefix of printable bytes "
+                    "without blanks, not starting with '/')", NULL},
+    [KEY_S3_ENDPOINT] = {"s3_endpoint", K_URL, STR_FIELD(s3_endpoint), 0, 0,
+                         false, "an http:// or https:// URL without a path",
+                         NULL},
+    [KEY_S3_REGION] = {"s3_region", K_NAME, STR_FIELD(s3_region), 0, 0, false,
+                       NAME_EXPECT, NULL},
+    [KEY_S3_CREDENTIALS_FILE] = PATH_KEY("s3_credentials_file",
+                                         s3_credentials_file, NULL),
+    [KEY_S3_PRESIGN] = {"s3_presign", K_DURATION, NUM_FIELD(s3_presign_ms),
+                        MS_PER_S, 7LL * 24 * 3600 * MS_PER_S, true,
+                        "0 or a duration from 1s to 7d", NULL},
 };
 
 /* The file's limits (config.h): a file of every key and of the most
@@ -398,6 +418,31 @@ static bool url_ok(const char *v) {
          !strpbrk(v, "\"'`<>");
 }
 
+/* "s3://BUCKET[/PREFIX]": the bucket as S3 names them (lower case,
+ * digits, '.', '-'), the prefix kept with a '/' added at its end. */
+static bool parse_bucket(const char *v, tg_coll_config_t *c) {
+  if (strncmp(v, "s3://", 5) != 0) return false;
+  const char *b = v + 5, *slash = strchr(b, '/');
+  size_t bn = slash ? (size_t)(slash - b) : strlen(b);
+  if (bn < 3 || bn > TG_COLL_CONFIG_BUCKET_MAX) return false;
+  for (size_t i = 0; i < bn; i++)
+    if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') ||
+          b[i] == '.' || b[i] == '-'))
+      return false;
+  const char *pfx = slash ? slash + 1 : "";
+  size_t pn = strlen(pfx);
+  if (pn && (pfx[0] == '/' || !all_graphic(pfx, pn) || strstr(pfx, "//")))
+    return false;
+  bool add_slash = pn && pfx[pn - 1] != '/';
+  if (pn + add_slash > TG_COLL_CONFIG_PREFIX_MAX) return false;
+  memcpy(c->s3_bucket, b, bn);
+  c->s3_bucket[bn] = '\0';
+  memcpy(c->s3_prefix, pfx, pn);
+  if (add_slash) c->s3_prefix[pn++] = '/';
+  c->s3_prefix[pn] = '\0';
+  return true;
+}
+
 /* |v| into |out| (|cap| bytes) unless it does not fit. */
 static bool copy(char *out, size_t cap, const char *v) {
   size_t n = strlen(v);
@@ -542,6 +587,9 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
          copy(field, k->cap, v);
     break;
   }
+  case K_BUCKET:
+    ok = parse_bucket(v, p->c);
+    break;
   }
   return ok ? 0 : bad_value_why(p, k->name, k->expect, v, strlen(v), why);
 }
@@ -818,6 +866,15 @@ static int finish(parser_t *p) {
     return fail(p, p->seen[KEY_HTTP_CRL],
                 "http_crl: expected http_cert, http_key and http_ca too "
                 "(it revokes HTTPS client certificates)");
+  static const key_id_t s3_keys[] = {KEY_S3_ENDPOINT, KEY_S3_REGION,
+                                     KEY_S3_CREDENTIALS_FILE, KEY_S3_PRESIGN};
+  for (size_t i = 0; i < sizeof s3_keys / sizeof s3_keys[0]; i++)
+    if (p->seen[s3_keys[i]] && !p->seen[KEY_BUCKET])
+      return fail(p, p->seen[s3_keys[i]], "%s: expected bucket too",
+                  KEYS[s3_keys[i]].name);
+  if (p->seen[KEY_S3_ENDPOINT] && strchr(strstr(c->s3_endpoint, "//") + 2, '/'))
+    return fail(p, p->seen[KEY_S3_ENDPOINT],
+                "s3_endpoint: expected %s", KEYS[KEY_S3_ENDPOINT].expect);
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
     if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&
@@ -838,6 +895,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->listen_port = DEFAULT_LISTEN_PORT;
   c->listen_loopback = true;
   snprintf(c->session_key, sizeof(c->session_key), "collector");
+  snprintf(c->s3_region, sizeof(c->s3_region), "us-east-1");
   c->coalesce_window_ms = 10 * MS_PER_S;
   c->max_snapshots_per_minute = 6;
   c->host_snapshots_per_minute = 2;

@@ -101,6 +101,20 @@
  *     alertmanager_snapshots_per_minute  1..600, default 6: the webhook's
  *     alertmanager_max_bytes  SIZE, 1K..16M, default 256K: a webhook
  *                      payload above it is refused (413)
+ *     bucket           s3://BUCKET or s3://BUCKET/PREFIX: snapshots go to
+ *                      this S3 bucket under PREFIX/snapshots/ instead of
+ *                      into store's snapshots/ (store keeps the lock, the
+ *                      SQLite catalog if that is the catalog, and tmp/)
+ *     s3_endpoint      http:// or https:// URL without a path, default
+ *                      https://s3.REGION.amazonaws.com; only with bucket
+ *     s3_region        NAME, default us-east-1; only with bucket
+ *     s3_presign       DURATION, 0 (off, the default) or 1s..7d: a whole
+ *                      snapshot's /trace redirects to a presigned URL of
+ *                      the object valid that long; only with bucket
+ *     s3_credentials_file  PATH: AWS_ACCESS_KEY_ID=... and
+ *                      AWS_SECRET_ACCESS_KEY=... lines, readable by its
+ *                      owner alone; default: those environment variables;
+ *                      only with bucket
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -149,6 +163,8 @@
 #define TG_COLL_CONFIG_DNS_MAX 253
 #define TG_COLL_CONFIG_LISTEN_HOST_MAX 255
 #define TG_COLL_CONFIG_URL_MAX 512
+#define TG_COLL_CONFIG_BUCKET_MAX 63  /* S3: a bucket name's most */
+#define TG_COLL_CONFIG_PREFIX_MAX 512 /* bucket's prefix, its '/' included */
 #define TG_COLL_CONFIG_HOST_MAX 320 /* one host of a group */
 #define TG_COLL_CONFIG_GROUPS_MAX 256
 #define TG_COLL_CONFIG_GROUP_HOSTS_MAX 4096 /* over all groups */
@@ -253,6 +269,15 @@ typedef struct tg_coll_config {
   uint64_t am_max_bytes;             /* 1K..16M */
   size_t n_am_hosts;
   tg_coll_am_host_t *am_hosts; /* |n_am_hosts|, owned; NULL when none */
+  /* bucket: snapshots in S3 (collector/store_s3.h); "" when not set. */
+  char s3_bucket[TG_COLL_CONFIG_BUCKET_MAX + 1];
+  char s3_prefix[TG_COLL_CONFIG_PREFIX_MAX + 1]; /* "" or ending in '/' */
+  char s3_endpoint[TG_COLL_CONFIG_URL_MAX + 1];  /* "": AWS's, by region */
+  char s3_region[TG_COLL_CONFIG_NAME_MAX + 1];   /* default us-east-1 */
+  char s3_credentials_file[TG_COLL_CONFIG_PATH_MAX + 1]; /* "": env */
+  /* > 0: /trace of a whole snapshot redirects (302) to a presigned URL
+   * valid this long (1s..7d); 0: the collector serves the bytes. */
+  int64_t s3_presign_ms;
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

@@ -17,6 +17,7 @@
 #include "collector/catalog_sqlite.h"
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
+#include "collector/store_s3.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -122,6 +123,7 @@ int tg_coll_store_open(const tg_coll_store_config_t *cfg, tg_coll_store_t **out,
   }
   if ((err = open_catalog(s, cfg))) goto fail;
   s->cat->attached = true;
+  if (cfg->s3 && (err = tg__coll_s3_open(s, cfg->s3))) goto fail;
   tg_coll_recovery_t local;
   if ((err = tg__coll_recover(s, rec ? rec : &local))) goto fail;
   *out = s;
@@ -137,6 +139,7 @@ void tg_coll_store_close(tg_coll_store_t *s) {
   assert(s->writers == 0);
   if (s->cat) s->cat->attached = false;
   if (s->owns_cat) tg_coll_catalog_close(s->cat);
+  tg__coll_s3_close(s);
   close_fd(&s->snap_fd);
   close_fd(&s->tmp_fd);
   close_fd(&s->root_fd);
@@ -178,6 +181,7 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
   int err = tg_coll_store_get(s, id, &snap);
   if (err) return err;
   if (!live(snap.state)) return -ENOENT;
+  if (s->s3) return tg__coll_s3_open_object(s, id, false, fd);
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_file_name(id, 0, name);
   int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -188,12 +192,24 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd) {
 
 int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
+  if (s->s3) return tg__coll_s3_open_object(s, id, true, fd);
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_index_name(id, 0, name);
   int f = openat(s->snap_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (f < 0) return -errno;
   *fd = f;
   return 0;
+}
+
+int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
+                          char *url, size_t cap) {
+  if (!s->s3) return -EOPNOTSUPP;
+  tg_coll_snapshot_t snap;
+  int err = tg_coll_store_get(s, id, &snap);
+  if (err) return err;
+  if (!live(snap.state)) return -ENOENT;
+  return tg__coll_s3_presign(s, id, tg__coll_now(s) / 1000, expires_s, url,
+                             cap);
 }
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
@@ -210,6 +226,11 @@ int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned) {
   int err = s->cat->ops->remove(s->cat, id, unless_pinned);
   if (err) return err;
   tg__coll_step(s, TG_COLL_STEP_ROW_REMOVED, id);
+  if (s->s3) {
+    tg__coll_s3_remove(s, id);
+    tg__coll_step(s, TG_COLL_STEP_UNLINKED, id);
+    return 0;
+  }
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_file_name(id, 0, name);
   if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)

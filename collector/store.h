@@ -43,6 +43,7 @@
 
 #include "collector/catalog.h"
 #include "collector/retention.h"
+#include "collector/s3_client.h"
 #include "collector/snap_index.h"
 
 #define TG_COLL_CATALOG_FILE "catalog.sqlite"
@@ -76,6 +77,17 @@ const char *tg_coll_step_name(tg_coll_step_t s);
  * for the crash tests, which stop the process there. */
 typedef void (*tg_coll_step_fn)(void *ctx, tg_coll_step_t step, uint64_t id);
 
+/* Snapshots in an S3 bucket rather than in <dir>/snapshots/ (store_s3.h
+ * says how; docs/collector.md, "Snapshots in a bucket"). <dir> still holds
+ * the lock, the SQLite catalog if that is the catalog, and tmp/. */
+typedef struct tg_coll_s3_config {
+  tg_s3_client_config_t client; /* strings copied at open */
+  const char *prefix;           /* "" (NULL) or "a/b/": no leading '/' */
+  size_t part_size;             /* 0: 8 MiB; TG_S3_PART_MIN..256 MiB */
+  /* Parts uploaded at once (by as many threads) or waiting; 1..16, 0: 4 */
+  unsigned queue_parts;
+} tg_coll_s3_config_t;
+
 typedef struct tg_coll_store_config {
   const char *dir; /* created if missing (not its parents); copied */
   /* NULL: the SQLite catalog at <dir>/catalog.sqlite, owned by the store.
@@ -89,6 +101,7 @@ typedef struct tg_coll_store_config {
   void *clock_ctx;
   tg_coll_step_fn on_step; /* NULL: none */
   void *step_ctx;
+  const tg_coll_s3_config_t *s3; /* NULL: snapshots in <dir>; borrowed */
 } tg_coll_store_config_t;
 
 /* What open found and repaired. */
@@ -98,6 +111,7 @@ typedef struct tg_coll_recovery {
   uint32_t orphans_removed; /* files of snapshots/ without a live row */
   uint32_t lost;            /* live rows whose file was gone or short */
   uint32_t foreign;         /* names in snapshots/ that are not ours, kept */
+  uint32_t uploads_aborted; /* a bucket's interrupted multipart uploads */
 } tg_coll_recovery_t;
 
 /* Opens the store at cfg->dir, locking it against a second opener (-EBUSY;
@@ -174,6 +188,28 @@ int tg_coll_store_open_file(tg_coll_store_t *s, uint64_t id, int *fd);
  * it has none. Whether it describes the file is the reader's to check
  * (tg_coll_index_read against the file's size). */
 int tg_coll_store_open_index(tg_coll_store_t *s, uint64_t id, int *fd);
+
+/* A bucket's store: a presigned GET URL of live snapshot |id|'s trace,
+ * valid |expires_s| seconds from the store's clock, into |url| (|cap|
+ * bytes). -EOPNOTSUPP for a directory store; -ENOENT: no such snapshot
+ * or it is not live. Makes no request. */
+int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
+                          char *url, size_t cap);
+
+/* A bucket's store: a copy of snapshot |id|'s trace (or its host index,
+ * |index|) made off the store's thread, so that a long download does not
+ * hold it. Made on the store's thread (a client and a tmp/ descriptor of
+ * its own, nothing of the store's after), run on any one thread, freed on
+ * either; the store may close meanwhile. -EOPNOTSUPP for a directory
+ * store. Whether the snapshot is live is the caller's to check first. */
+typedef struct tg_coll_fetch tg_coll_fetch_t;
+int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
+                            tg_coll_fetch_t **out);
+/* The object into an unnamed file under tmp/: 0 and *fd (the caller's,
+ * read-only use, at offset 0), -ENOENT (no such object), or the client's
+ * error. Blocks for the whole download. */
+int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
+void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */

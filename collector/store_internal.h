@@ -16,6 +16,7 @@ struct tg_coll_store {
   tg_coll_step_fn on_step;
   void *step_ctx;
   unsigned writers; /* open writers: close asserts there are none */
+  struct tg__coll_s3 *s3; /* NULL: snapshots/ holds the snapshots */
 };
 
 int64_t tg__coll_now(tg_coll_store_t *s);
@@ -25,6 +26,15 @@ int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
 /* Deletes |id|'s row (not if pinned, when |unless_pinned|), then its file
  * (if it has one): delete and retention. */
 int tg__coll_remove(tg_coll_store_t *s, uint64_t id, bool unless_pinned);
+
+/* Whether |id|'s row is in one of |states| (a catalog error says yes:
+ * nothing is removed on a guess). */
+bool tg__coll_row_keeps(tg_coll_store_t *s, uint64_t id, unsigned states);
+/* Calls |fn| on every row in |states|, newest first, a page at a time. */
+int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
+                      int (*fn)(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
+                                tg_coll_recovery_t *rec),
+                      tg_coll_recovery_t *rec);
 
 /* Unlinks |id|'s host index from snapshots/, if there is one (a failure
  * is logged: recovery removes it at the next open). */

@@ -22,6 +22,7 @@
 
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
+#include "collector/store_s3.h"
 #include "common/log.h"
 #include "tracegate/error.h"
 
@@ -29,10 +30,10 @@
 
 /* Calls |fn| on every row in |states|, newest first, a page at a time.
  * |fn| may change the row's state: paging goes by id, not by state. */
-static int each_row(tg_coll_store_t *s, unsigned states,
-                    int (*fn)(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
-                              tg_coll_recovery_t *rec),
-                    tg_coll_recovery_t *rec) {
+int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
+                      int (*fn)(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
+                                tg_coll_recovery_t *rec),
+                      tg_coll_recovery_t *rec) {
   tg_coll_snapshot_t *page = calloc(PAGE, sizeof(*page));
   if (!page) return -ENOMEM;
   tg_coll_filter_t f = TG_COLL_FILTER_INIT;
@@ -133,7 +134,7 @@ static int sweep(tg_coll_store_t *s, int dfd,
  * catalog error keeps it too (the next open tries again) rather than risk
  * removing a live one; only a missing row or one in another state makes
  * the file garbage. */
-static bool row_keeps_file(tg_coll_store_t *s, uint64_t id, unsigned states) {
+bool tg__coll_row_keeps(tg_coll_store_t *s, uint64_t id, unsigned states) {
   tg_coll_snapshot_t r;
   int err = s->cat->ops->get(s->cat, id, &r);
   if (err) return err != -ENOENT;
@@ -147,7 +148,7 @@ static bool keep_written(tg_coll_store_t *s, const char *name,
   uint64_t id;
   return (tg_coll_id_parse_file_name(name, 1, &id) == 0 ||
           tg_coll_id_parse_index_name(name, 1, &id) == 0) &&
-         row_keeps_file(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));
+         tg__coll_row_keeps(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
 /* A file of snapshots/ (trace or index) stays if it is a live row's, or
@@ -163,7 +164,7 @@ static bool keep_live(tg_coll_store_t *s, const char *name,
     rec->foreign++;
     return true;
   }
-  return row_keeps_file(
+  return tg__coll_row_keeps(
       s, id, TG_COLL_LIVE_STATES | TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
@@ -173,14 +174,19 @@ int tg__coll_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
   if ((err = s->cat->ops->interrupt(s->cat,
                                     "interrupted: the collector restarted",
                                     tg__coll_now(s), &rec->interrupted)) ||
-      (err = sweep(s, s->tmp_fd, keep_written, &rec->tmp_removed, rec)) ||
-      (err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec)) ||
-      (err = each_row(s, TG_COLL_LIVE_STATES, check_file, rec)))
+      (err = sweep(s, s->tmp_fd, keep_written, &rec->tmp_removed, rec)))
     return err;
-  if (rec->interrupted || rec->tmp_removed || rec->orphans_removed || rec->lost)
+  if (s->s3)
+    err = tg__coll_s3_recover(s, rec);
+  else if (!(err = sweep(s, s->snap_fd, keep_live, &rec->orphans_removed, rec)))
+    err = tg__coll_each_row(s, TG_COLL_LIVE_STATES, check_file, rec);
+  if (err) return err;
+  if (rec->interrupted || rec->tmp_removed || rec->orphans_removed ||
+      rec->lost || rec->uploads_aborted)
     TG_INFO(
         "store: recovered: %u interrupted, %u tmp files and %u orphans"
-        " removed, %u lost",
-        rec->interrupted, rec->tmp_removed, rec->orphans_removed, rec->lost);
+        " removed, %u lost, %u uploads aborted",
+        rec->interrupted, rec->tmp_removed, rec->orphans_removed, rec->lost,
+        rec->uploads_aborted);
   return 0;
 }

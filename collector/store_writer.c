@@ -20,6 +20,7 @@
 #include "collector/snap_index.h"
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
+#include "collector/store_s3.h"
 #include "common/fd_write.h"
 #include "common/log.h"
 #include "tracegate/error.h"
@@ -33,6 +34,7 @@ struct tg_coll_writer {
   int err;      /* the first write or sync failure; sticky */
   bool synced;  /* fsync()ed since the last write */
   const tg_coll_index_builder_t *index; /* borrowed; NULL: none */
+  tg__coll_s3_writer_t *s3; /* a bucket's store: the upload, not fd */
 };
 
 uint64_t tg_coll_writer_id(const tg_coll_writer_t *w) { return w->id; }
@@ -61,6 +63,18 @@ int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
   }
   char name[TG_COLL_FILE_NAME_MAX];
   tg_coll_id_file_name(nid, 1, name);
+  if (s->s3) {
+    w->fd = -1;
+    if ((err = tg__coll_s3_begin(s, nid, &w->s3))) {
+      snprintf(why, sizeof(why), "cannot start its upload: %s",
+               tg_strerror(err));
+      TG_ERROR("store: snapshot %016llx: %s", (unsigned long long)nid, why);
+      fail_row(s, nid, why);
+      free(w);
+      return err;
+    }
+    goto created;
+  }
   /* O_EXCL: ids are never reused, so an existing file is a bug to see. */
   w->fd = openat(s->tmp_fd, name,
                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
@@ -72,6 +86,7 @@ int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
     free(w);
     return err;
   }
+created:
   w->store = s;
   w->id = nid;
   w->crc = (uint32_t)crc32(0L, Z_NULL, 0);
@@ -85,7 +100,7 @@ int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
 int tg_coll_writer_write(tg_coll_writer_t *w, const void *p, size_t n) {
   if (w->err) return w->err;
   if (n > (uint64_t)INT64_MAX - w->bytes) return w->err = -EFBIG;
-  int err = tg_write_all(w->fd, p, n);
+  int err = w->s3 ? tg__coll_s3_write(w->s3, p, n) : tg_write_all(w->fd, p, n);
   if (err) return w->err = err;
   /* crc32() takes a uInt length. */
   const unsigned char *b = p;
@@ -108,7 +123,12 @@ void tg_coll_writer_set_index(tg_coll_writer_t *w,
 
 int tg_coll_writer_sync(tg_coll_writer_t *w) {
   if (w->err) return w->err;
-  if (fsync(w->fd) != 0) return w->err = -errno;
+  if (w->s3) {
+    int err = tg__coll_s3_seal(w->s3, w->index, w->bytes);
+    if (err) return w->err = err;
+  } else if (fsync(w->fd) != 0) {
+    return w->err = -errno;
+  }
   w->synced = true;
   tg__coll_step(w->store, TG_COLL_STEP_SYNCED, w->id);
   return 0;
@@ -116,6 +136,7 @@ int tg_coll_writer_sync(tg_coll_writer_t *w) {
 
 static void release(tg_coll_store_t *s, tg_coll_writer_t *w) {
   if (w->fd >= 0) close(w->fd);
+  tg__coll_s3_free(w->s3);
   s->writers--;
   free(w);
 }
@@ -126,6 +147,12 @@ static void unlink_partial(tg_coll_store_t *s, uint64_t id) {
   if (unlinkat(s->tmp_fd, name, 0) != 0 && errno != ENOENT)
     TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
             strerror(errno));
+}
+
+/* Drops what a writer left: its tmp file, or its upload and objects. */
+static void drop(tg_coll_store_t *s, tg_coll_writer_t *w) {
+  if (w->s3) tg__coll_s3_discard(w->s3);
+  else unlink_partial(s, w->id);
 }
 
 void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
@@ -175,6 +202,17 @@ static int publish(tg_coll_store_t *s, tg_coll_writer_t *w, char *why,
   tg_coll_id_file_name(w->id, 1, tmp);
   tg_coll_id_file_name(w->id, 0, final);
   int err;
+  if (w->s3) {
+    /* Sealing completes the upload: the object (and its index) exist,
+     * whole, before the row says so. */
+    if (!w->synced && (err = tg_coll_writer_sync(w))) {
+      snprintf(why, cap, "upload: %s", tg_strerror(err));
+      return err;
+    }
+    tg__coll_step(s, TG_COLL_STEP_RENAMED, w->id);
+    tg__coll_step(s, TG_COLL_STEP_DIR_SYNCED, w->id);
+    return 0;
+  }
   /* Synced before the rename: after a power cut the final name must not
    * show a file whose blocks never reached the disk. */
   if (!w->synced && (err = tg_coll_writer_sync(w))) {
@@ -229,11 +267,13 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
   uint64_t loss;
   bool live = tg__coll_finish_state(&f, &n_failed, &loss) != TG_COLL_FAILED;
   if (live && (err = publish(s, w, why, sizeof(why)))) goto fail;
-  if (!live) unlink_partial(s, id); /* no host delivered: nothing to keep */
+  if (!live) drop(s, w); /* no host delivered: nothing to keep */
   f.finished_ms = tg__coll_now(s);
   if ((err = s->cat->ops->finish(s->cat, id, &f))) {
     snprintf(why, sizeof(why), "catalog: %s", tg_strerror(err));
-    if (live) {
+    if (live && w->s3) {
+      tg__coll_s3_discard(w->s3);
+    } else if (live) {
       char final[TG_COLL_FILE_NAME_MAX];
       tg_coll_id_file_name(id, 0, final);
       unlinkat(s->snap_fd, final, 0);
@@ -246,7 +286,7 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
   return 0;
 fail:
   TG_ERROR("store: snapshot %016llx failed: %s", (unsigned long long)id, why);
-  unlink_partial(s, id);
+  drop(s, w);
   fail_row(s, id, why);
   release(s, w);
   return err;
@@ -255,9 +295,9 @@ fail:
 int tg_coll_store_abort(tg_coll_store_t *s, tg_coll_writer_t *w,
                         const char *why) {
   uint64_t id = w->id;
-  close(w->fd);
+  if (w->fd >= 0) close(w->fd);
   w->fd = -1;
-  unlink_partial(s, id);
+  drop(s, w);
   int err = fail_row(s, id, why ? why : "aborted");
   if (!err) tg__coll_step(s, TG_COLL_STEP_ABORTED, id);
   release(s, w);

@@ -470,6 +470,13 @@
   X(COLLECTOR_HTTP_MAX_CONNS, 5004, "tracegate-collector",                    \
     "warning: the HTTP server holds max_conns connections: new ones are "     \
     "closed; how many, and the latest address, follow")                       \
+  X(COLLECTOR_S3_FAILED, 5080, "tracegate-collector",                        \
+    "a request to the snapshot bucket failed after its retries; the "        \
+    "method, the bucket and object, the HTTP status, S3's error code and "   \
+    "message follow")                                                        \
+  X(COLLECTOR_S3_RETRYING, 5081, "tracegate-collector",                      \
+    "the snapshot bucket throttled (503 SlowDown), failed (5xx) or could "   \
+    "not be reached; the request is retried after the delay that follows")   \
   X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
     "a snapshot's host read its clone slower than clone_min_rate over "       \
     "clone_timeout and failed for that snapshot; what it sent before stays "  \

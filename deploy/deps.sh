@@ -5,7 +5,8 @@
 #                        libraries and tools, what the programs run with,
 #                        and the tests' own (cmocka, PostgreSQL, clang for
 #                        the fuzzers, Chromium for the web page's tests,
-#                        Alertmanager)
+#                        Alertmanager, Ceph's monitor, OSD and S3 gateway
+#                        for the bucket store's tests)
 #   deps.sh bench        the same, and the peer tools the benchmarks measure
 #                        against (stunnel4, ssh): without them their rows are
 #                        skipped
@@ -23,13 +24,14 @@ set -eu
 BUILD="cmake ninja-build pkg-config gcc make python3
 libuv1-dev libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev
 libpcre2-dev libjansson-dev zlib1g-dev libzstd-dev libssl-dev libsqlite3-dev
-libpq-dev libwebsockets-dev libdw-dev"
+libpq-dev libwebsockets-dev libdw-dev libcurl4-openssl-dev libexpat1-dev"
 # What the programs run with: tg-certs runs openssl; the collector and
 # `tracegate bridge` load libwebsockets' libuv event loop.
 RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
-chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq"
+chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
+ceph-mon ceph-osd radosgw"
 
 mode="${1:-}"
 case "$mode" in

@@ -369,11 +369,31 @@ out:
   free(ext);
 }
 
-static void get_trace(coll_t *c, tg_http_exchange_t *x,
-                      const tg_http_request_t *r, uint64_t id) {
-  const char *hosts = arg(r, "host");
-  int fd;
-  int rv = tg_coll_store_open_file(c->store, id, &fd);
+/* s3_presign: the whole trace from the bucket, the collector out of the
+ * path: 302 to a URL that reads the object until it expires. */
+static bool redirect_to_bucket(coll_t *c, tg_http_exchange_t *x, uint64_t id) {
+  char url[4096];
+  int64_t s = c->cfg.s3_presign_ms / 1000;
+  int rv = tg_coll_store_presign(c->store, id, (uint32_t)s, url, sizeof(url));
+  if (rv == -ENOENT) {
+    json_error(x, 404, "no such snapshot, or it holds no trace");
+    return true;
+  }
+  if (rv < 0) {
+    TG_WARN("snapshot %016" PRIx64 ": no presigned URL (%s): served by the "
+            "collector", id, tg_strerror(rv));
+    return false;
+  }
+  if (tg_http_add_header(x, "Location", url) < 0) return false;
+  respond_json(x, 302, json_pack("{s:s, s:I}", "url", url, "expires_s",
+                                 (json_int_t)s));
+  return true;
+}
+
+/* The answer to /trace once the snapshot's file is at hand (|rv| how
+ * getting it went, |fd| it, taken). */
+static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                        const char *hosts, int rv, int fd) {
   if (rv == -ENOENT) return json_error(x, 404, "no such snapshot, or it holds no trace");
   if (rv < 0) return json_error(x, 503, tg_strerror(rv));
   struct stat st;
@@ -388,6 +408,77 @@ static void get_trace(coll_t *c, tg_http_exchange_t *x,
   if (tg_http_respond_file(x, 200, "application/octet-stream", fd,
                            (uint64_t)st.st_size, name) < 0)
     json_error(x, 500, "cannot send the snapshot");
+}
+
+/* A bucket's snapshot is downloaded on a worker thread (the loop goes on
+ * serving rings and requests), then served as a file is. */
+typedef struct fetch {
+  uv_work_t work;
+  tg_list_t node;
+  coll_t *c;
+  tg_http_exchange_t *x; /* NULL once abandoned */
+  uint64_t id;
+  char *hosts; /* ?host=, copied; NULL: the whole trace */
+  tg_coll_fetch_t *f;
+  int fd, rv;
+} fetch_t;
+
+static void fetch_work(uv_work_t *w) {
+  fetch_t *f = w->data;
+  f->rv = tg_coll_fetch_run(f->f, &f->fd);
+}
+
+static void fetch_done(uv_work_t *w, int status) {
+  fetch_t *f = w->data;
+  tg_list_remove(&f->node);
+  if (status && !f->rv) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    f->rv = status;
+  }
+  if (f->x) serve_trace(f->c, f->x, f->id, f->hosts, f->rv, f->fd);
+  else if (f->fd >= 0) close(f->fd);
+  tg_coll_fetch_free(f->f);
+  free(f->hosts);
+  free(f);
+}
+
+static void fetch_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
+                        const char *hosts) {
+  tg_coll_snapshot_t row;
+  int rv = tg_coll_store_get(c->store, id, &row);
+  if (rv == 0 && row.state != TG_COLL_COMPLETE && row.state != TG_COLL_PARTIAL)
+    rv = -ENOENT;
+  if (rv < 0) return serve_trace(c, x, id, hosts, rv, -1);
+  fetch_t *f = calloc(1, sizeof(*f));
+  if (!f || (hosts && !(f->hosts = strdup(hosts)))) {
+    if (f) free(f);
+    return json_error(x, 500, "out of memory");
+  }
+  f->c = c;
+  f->x = x;
+  f->id = id;
+  f->fd = -1;
+  f->work.data = f;
+  if ((rv = tg_coll_store_fetch_new(c->store, id, false, &f->f)) < 0 ||
+      (rv = uv_queue_work(c->loop, &f->work, fetch_work, fetch_done)) < 0) {
+    tg_coll_fetch_free(f->f);
+    free(f->hosts);
+    free(f);
+    return json_error(x, 503, tg_strerror(rv));
+  }
+  tg_list_insert_tail(&c->api.fetches, &f->node);
+}
+
+static void get_trace(coll_t *c, tg_http_exchange_t *x,
+                      const tg_http_request_t *r, uint64_t id) {
+  const char *hosts = arg(r, "host");
+  if (!hosts && c->cfg.s3_presign_ms > 0 && redirect_to_bucket(c, x, id))
+    return;
+  if (c->cfg.s3_bucket[0]) return fetch_trace(c, x, id, hosts);
+  int fd = -1;
+  int rv = tg_coll_store_open_file(c->store, id, &fd);
+  serve_trace(c, x, id, hosts, rv, fd);
 }
 
 static void answer_snapshot(coll_t *c, tg_http_exchange_t *x, uint64_t id,
@@ -485,6 +576,28 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
             tg_coll_state_name((tg_coll_state_t)s), k->snapshots[s]);
   fprintf(o.f, "tracegate_collector_snapshots_total{outcome=\"error\"} %" PRIu64 "\n",
           k->snapshot_errors);
+  if (c->cfg.s3_bucket[0]) {
+    tg_s3_stats_t b;
+    tg_s3_stats_get(&b);
+    fprintf(o.f,
+            "# HELP tracegate_collector_bucket_requests_total Requests to "
+            "the snapshot bucket, retries included.\n"
+            "# TYPE tracegate_collector_bucket_requests_total counter\n"
+            "tracegate_collector_bucket_requests_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_retries_total Requests to the "
+            "bucket made again after a 5xx answer or a transport failure.\n"
+            "# TYPE tracegate_collector_bucket_retries_total counter\n"
+            "tracegate_collector_bucket_retries_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_throttled_total Retries after "
+            "503 SlowDown.\n"
+            "# TYPE tracegate_collector_bucket_throttled_total counter\n"
+            "tracegate_collector_bucket_throttled_total %" PRIu64 "\n"
+            "# HELP tracegate_collector_bucket_failures_total Requests to "
+            "the bucket that failed after their retries.\n"
+            "# TYPE tracegate_collector_bucket_failures_total counter\n"
+            "tracegate_collector_bucket_failures_total %" PRIu64 "\n",
+            b.requests, b.retries, b.throttled, b.failures);
+  }
   fprintf(o.f,
           "# HELP tracegate_collector_trigger_hits_total Triggers received.\n"
           "# TYPE tracegate_collector_trigger_hits_total counter\n"
@@ -661,6 +774,11 @@ static void on_abandon(void *ctx, tg_http_exchange_t *x) {
     c->api.n_waiters--;
     free(w);
   }
+  /* A download under way is left to end; its answer is not sent. */
+  tg_list_foreach_safe(it, tmp, &c->api.fetches) {
+    fetch_t *f = TG_CONTAINER_OF(it, fetch_t, node);
+    if (f->x == x) f->x = NULL;
+  }
 }
 
 void coll_api_snapshot_done(coll_t *c, coll_snap_t *s) {
@@ -728,6 +846,7 @@ static void write_ready(coll_t *c) {
 
 int coll_api_start(coll_t *c) {
   tg_list_init(&c->api.waiters);
+  tg_list_init(&c->api.fetches);
   const tg_coll_config_t *g = &c->cfg;
   tg_authz_t *authz;
   tg_crl_t *crl;

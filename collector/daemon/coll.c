@@ -13,6 +13,7 @@
 #include "collector/catalog_pg.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/coll_test.h"
+#include "collector/s3_credentials.h"
 #include "client/session_cache.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
@@ -246,6 +247,37 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
       .retention = {.max_bytes = c->cfg.retention_max_bytes,
                     .max_age_ms = c->cfg.retention_max_age_ms},
   };
+  /* bucket: the keys from the file or the environment, copied by the
+   * store at open and wiped here after it. */
+  tg_s3_credentials_t keys;
+  tg_coll_s3_config_t s3;
+  char endpoint[TG_COLL_CONFIG_URL_MAX + 64];
+  memset(&keys, 0, sizeof keys);
+  if (c->cfg.s3_bucket[0]) {
+    char why[256];
+    if (tg_s3_credentials_load(c->cfg.s3_credentials_file, &keys, why,
+                               sizeof why) < 0) {
+      fprintf(stderr, COLL_PROG ": the bucket's credentials (%s): %s\n",
+              c->cfg.s3_credentials_file[0] ? c->cfg.s3_credentials_file
+                                            : "the environment",
+              why);
+      return -1;
+    }
+    if (c->cfg.s3_endpoint[0])
+      snprintf(endpoint, sizeof endpoint, "%s", c->cfg.s3_endpoint);
+    else
+      snprintf(endpoint, sizeof endpoint, "https://s3.%s.amazonaws.com",
+               c->cfg.s3_region);
+    s3 = (tg_coll_s3_config_t){
+        .client = {.endpoint = endpoint,
+                   .region = c->cfg.s3_region,
+                   .bucket = c->cfg.s3_bucket,
+                   .access_key = keys.access_key,
+                   .secret_key = keys.secret_key},
+        .prefix = c->cfg.s3_prefix,
+    };
+    sc.s3 = &s3;
+  }
   if (strcmp(c->cfg.catalog, "sqlite") != 0) {
     int rv = tg_coll_catalog_pg_open(c->cfg.catalog, c->cfg.shard_index,
                                      &c->shared);
@@ -258,16 +290,19 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   }
   tg_coll_recovery_t rec;
   int rv = tg_coll_store_open(&sc, &c->store, &rec);
+  tg_s3_credentials_clear(&keys);
   if (rv < 0) {
     fprintf(stderr, COLL_PROG ": the store %s: %s\n", c->cfg.store,
             tg_strerror(rv));
     return -1;
   }
-  if (rec.interrupted || rec.tmp_removed || rec.orphans_removed || rec.lost)
+  if (rec.interrupted || rec.tmp_removed || rec.orphans_removed || rec.lost ||
+      rec.uploads_aborted)
     TG_WARN(
            "store %s: repaired at start: %u snapshots interrupted, %u partial "
-           "files and %u orphans removed, %u lost", c->cfg.store,
-           rec.interrupted, rec.tmp_removed, rec.orphans_removed, rec.lost);
+           "files and %u orphans removed, %u lost, %u uploads aborted",
+           c->cfg.store, rec.interrupted, rec.tmp_removed,
+           rec.orphans_removed, rec.lost, rec.uploads_aborted);
 
   if (coll_hosts_start(c) < 0) return -1;
   TG_INFO("%zu of %zu hosts in shard %u/%u; rings under '%s'",

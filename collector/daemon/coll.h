@@ -174,6 +174,7 @@ extern const uint32_t coll_dur_bounds_ms[8];
 typedef struct coll_api {
   tg_list_t waiters; /* of api.c's waiter_t */
   size_t n_waiters;
+  tg_list_t fetches; /* of api.c's fetch_t: bucket downloads on workers */
 } coll_api_t;
 
 /* The Alertmanager webhook's state (alertmanager.c writes it). */

@@ -52,9 +52,16 @@
  *    packets: the route never looks inside them. The file was just
  *    written, so both read from the page cache.
  *
+ * With --store instead: the directory store and the bucket store side by
+ * side (bench_collector_store.c).
+ * 8. An MB megabyte snapshot stored in each (default 300): begin ->
+ *    finished, next to the goal of 1.5x the directory's for the bucket,
+ *    and the last byte -> listed, next to the goal of 1 s.
+ *
  * usage: bench_collector [HOSTS [RING_KB [IDLE_S]]]  (default 1000 1024 10)
  *        bench_collector --silent [HOSTS [RING_KB]]
  *        bench_collector --host-part [HOSTS [HOST_KB]]  (default 1000 2048)
+ *        bench_collector --store [MB]  (default 300)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -73,6 +80,7 @@
 #include <unistd.h>
 
 #include "bench_children.h"
+#include "bench_collector_store.h"
 #include "collector/snap_index.h"
 #include "collector/store.h"
 #include "common/json.h"
@@ -1114,7 +1122,12 @@ static void usage(FILE *f) {
           "  a synthetic snapshot of HOSTS hosts (default 1000) of HOST_KB KiB\n"
           "  each (64-65536, default 2048) written into a store with its host\n"
           "  index, then one host's part and the whole file downloaded from\n"
-          "  tracegate-collector; the part's time is printed next to its goal.\n",
+          "  tracegate-collector; the part's time is printed next to its goal.\n"
+          "usage: " PROG " --store [MB]\n"
+          "  an MB megabyte snapshot (1-4096, default 300) stored in a\n"
+          "  directory store and in a bucket on a Ceph gateway started here;\n"
+          "  each one's time to stored and its last byte to listed, next to\n"
+          "  their goals.\n",
           HOSTS_MAX, GROUP_HOSTS, SECOND_AFTER_MS);
 }
 
@@ -1124,6 +1137,16 @@ int main(int argc, char **argv) {
     return 0;
   }
   uint64_t hosts = 1000, ring_kb = 1024, idle_s = 10;
+  if (argc > 1 && !strcmp(argv[1], "--store")) {
+    uint64_t mb = 300;
+    if (argc > 3 ||
+        (argc > 2 && bench_parse_uint(PROG, "MB", argv[2], 1, 4096, &mb) < 0)) {
+      usage(stderr);
+      return 2;
+    }
+    bench_deadline(1800);
+    return bench_store_run(mb);
+  }
   if (argc > 1 && !strcmp(argv[1], "--host-part")) {
     uint64_t host_kb = 2048;
     if (argc > 4 ||

@@ -938,10 +938,70 @@ static void config_shard_can_be_set_from_a_command_line(void **state) {
   assert_int_equal(tg_coll_config_set_shard(&c, NULL), -EINVAL);
 }
 
+/* The bucket store's keys: the bucket and its prefix, the S3 ones only
+ * with a bucket. */
+static void config_bucket_and_its_keys(void **state) {
+  (void)state;
+  tg_coll_config_t c;
+  expect_extra_ok("bucket = s3://tg-snaps/fleet/a\n"
+                  "s3_endpoint = http://127.0.0.1:7480\n"
+                  "s3_region = eu-west-1\n"
+                  "s3_credentials_file = s3.keys\n"
+                  "s3_presign = 15m\n",
+                  &c);
+  assert_int_equal(c.s3_presign_ms, 15 * 60 * 1000);
+  assert_string_equal(c.s3_bucket, "tg-snaps");
+  assert_string_equal(c.s3_prefix, "fleet/a/");
+  assert_string_equal(c.s3_endpoint, "http://127.0.0.1:7480");
+  assert_string_equal(c.s3_region, "eu-west-1");
+  assert_string_equal(c.s3_credentials_file, "/etc/tg/s3.keys");
+  tg_coll_config_free(&c);
+  expect_extra_ok("bucket = s3://b.c-d\n", &c);
+  assert_string_equal(c.s3_bucket, "b.c-d");
+  assert_string_equal(c.s3_prefix, "");
+  assert_string_equal(c.s3_region, "us-east-1");
+  assert_string_equal(c.s3_endpoint, "");
+  tg_coll_config_free(&c);
+  expect_extra_ok("bucket = s3://bkt/p/\n", &c);
+  assert_string_equal(c.s3_prefix, "p/");
+  tg_coll_config_free(&c);
+  /* Not set: no bucket. */
+  expect_extra_ok("", &c);
+  assert_string_equal(c.s3_bucket, "");
+  tg_coll_config_free(&c);
+
+  static const char *const bad[] = {
+      "bucket = /var/lib/x\n",       "bucket = s3://\n",
+      "bucket = s3://ab\n",          "bucket = s3://Upper\n",
+      "bucket = s3://b_c\n",         "bucket = s3://bkt//p\n",
+      "bucket = s3://bkt/a//b\n",    "s3_region = us east\n",
+      "s3_endpoint = ftp://x\n",     "s3_presign = 8d\n",
+      "s3_presign = 500ms\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "%.*s: expected", (int)strcspn(bad[i], " "),
+             bad[i]);
+    char text[128];
+    snprintf(text, sizeof text, "bucket = s3://bkt\n%s", bad[i]);
+    /* A bad bucket on line 4 itself, the others on line 5. */
+    if (strncmp(bad[i], "bucket", 6) == 0) expect_extra_error(bad[i], 4, key);
+    else expect_extra_error(text, 5, key);
+  }
+  expect_extra_error("bucket = s3://bkt\ns3_endpoint = http://h:1/path\n", 5,
+                     "s3_endpoint: expected");
+  /* The S3 keys without a bucket. */
+  expect_extra_error("s3_region = eu-west-1\n", 4, "s3_region: expected bucket");
+  expect_extra_error("s3_credentials_file = k\n", 4,
+                     "s3_credentials_file: expected bucket");
+  expect_extra_error("s3_presign = 1m\n", 4, "s3_presign: expected bucket");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(config_shard_can_be_set_from_a_command_line),
       cmocka_unit_test(config_reads_every_key),
+      cmocka_unit_test(config_bucket_and_its_keys),
       cmocka_unit_test(config_defaults_fill_what_is_not_set),
       cmocka_unit_test(config_names_the_missing_required_keys),
       cmocka_unit_test(config_refuses_bad_values_with_their_key_and_line),

@@ -1285,6 +1285,7 @@ def perf_elf_corpus():
         "elf32": b"\x7fELF\x01\x01\x01" + b"\0" * 57,
         "notes_align8": (b"\x01" + b"\0" * 3 + struct.pack("<III", 4, 8, 3) +
                          b"GNU\0" + bytes(8)),
+    }
 
 
 def config_text(line_max, lines_max, text):

@@ -1,0 +1,76 @@
+/* The store's snapshots in an S3 bucket instead of snapshots/ (store.h,
+ * tg_coll_store_config_t.s3): the store's files become objects, its
+ * protocol keeps its order. Nothing outside collector/store*.c includes
+ * this.
+ *
+ *   <prefix>snapshots/<id>.pftrace   a finished snapshot (live row)
+ *   <prefix>snapshots/<id>.index     its host index, if any
+ *
+ * A snapshot streams into a multipart upload of that key while it is
+ * written (parts of part_size bytes, uploaded in parallel by queue_parts
+ * threads of the writer's own, at most queue_parts parts waiting or in
+ * flight: memory is bounded by (queue_parts + 1) * part_size per
+ * snapshot, never the whole snapshot).
+ *
+ *   begin:   PENDING row committed -> id returned; the writer's first
+ *            uploader thread initiates the upload (a failure there fails
+ *            the snapshot at sync, never holds begin)
+ *   sync:    the last part uploaded -> the upload completed (the object
+ *            exists, no row says so) -> index PUT (If-None-Match: *) ->
+ *            HEAD: the object's size is the bytes written
+ *   finish:  [sync] -> row COMPLETE/PARTIAL committed
+ *   abort, or finish failing: the upload aborted, or the objects deleted
+ *   delete:  row deleted (committed) -> objects deleted
+ *   open:    PENDING rows nobody writes -> FAILED; uploads under the
+ *            prefix whose row is not PENDING aborted; objects whose row is
+ *            neither live nor PENDING deleted; live rows whose object is
+ *            missing or of the wrong size -> FAILED
+ * So an object a reader can reach (through a live row) is whole, and
+ * whatever a kill leaves (an upload, an object without its row) is
+ * removed by the next open of a collector on the same catalog.
+ */
+#ifndef TRACEGATE_COLLECTOR_STORE_S3_H
+#define TRACEGATE_COLLECTOR_STORE_S3_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/store.h"
+
+typedef struct tg__coll_s3_writer tg__coll_s3_writer_t;
+
+/* Connects the store to its bucket (the store's own client, used on the
+ * store's thread). 0 or -errno. */
+int tg__coll_s3_open(tg_coll_store_t *s, const tg_coll_s3_config_t *cfg);
+void tg__coll_s3_close(tg_coll_store_t *s);
+
+/* Initiates snapshot |id|'s upload; its uploader thread started. */
+int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
+                      tg__coll_s3_writer_t **out);
+/* Queues |n| bytes; blocks while queue_parts parts wait for the bucket.
+ * The first upload failure is returned by this and every later call. */
+int tg__coll_s3_write(tg__coll_s3_writer_t *w, const void *p, size_t n);
+/* The sync step above; once it succeeded, further writes are -EINVAL.
+ * |index| may be NULL; |bytes| is what the writer counted. */
+int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
+                     const tg_coll_index_builder_t *index, uint64_t bytes);
+/* Removes what the writer put in the bucket (upload or objects). */
+void tg__coll_s3_discard(tg__coll_s3_writer_t *w);
+/* Frees the writer (its thread joined). */
+void tg__coll_s3_free(tg__coll_s3_writer_t *w);
+
+/* Recovery's bucket half (after the catalog's interrupt). */
+int tg__coll_s3_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);
+/* Deletes |id|'s objects (failures logged: the next open removes them). */
+void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id);
+/* A presigned GET URL of |id|'s trace object (tg_s3_presign_get). */
+int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
+                        uint32_t expires_s, char *url, size_t cap);
+
+/* A read-only fd holding a copy of |id|'s trace (or index): an unnamed
+ * file under tmp/, gone when closed. -ENOENT when there is none. */
+int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,
+                            int *fd);
+
+#endif /* TRACEGATE_COLLECTOR_STORE_S3_H */

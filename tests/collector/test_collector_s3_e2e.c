@@ -1,0 +1,320 @@
+/* tracegate-collector with `bucket` set, against a real Ceph gateway
+ * (coll_rgw.h) and the fleet harness's hosts: a snapshot stored in the
+ * bucket and read back through the API (/trace from the bucket), the
+ * collector SIGKILLed mid-snapshot then restarted (the row FAILED, the
+ * upload aborted, nothing visible), and, last, the gateway gone: the
+ * snapshot FAILED with its reason and the rings still tracing. One
+ * gateway for the executable; skips, saying so, without Ceph. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "coll_e2e.h"
+#include "coll_rgw.h"
+#include "fleet_trace.h"
+#include "test_proc.h"
+#include "collector/s3_client.h"
+
+#define BUCKET "tg-e2e"
+
+static coll_rgw_t gw;
+static bool skipped;
+
+static tg_s3_client_t *bucket_client(void) {
+  tg_s3_client_config_t cc = {
+      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
+      .access_key = gw.access_key, .secret_key = gw.secret_key,
+      .max_attempts = 2, .base_backoff_ms = 20,
+  };
+  tg_s3_client_t *c = NULL;
+  assert_int_equal(tg_s3_client_new(&cc, &c), 0);
+  return c;
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  int rc = coll_rgw_start(&gw);
+  if (rc == 1) {
+    fprintf(stderr, "test_collector_s3_e2e: Ceph (ceph-mon, ceph-osd, "
+                    "radosgw) is not installed: skipped (deploy/deps.sh "
+                    "installs it)\n");
+    skipped = true;
+    return 0;
+  }
+  if (rc) return rc;
+  tg_s3_client_config_t cc = {
+      .endpoint = gw.endpoint, .region = "us-east-1", .bucket = BUCKET,
+      .access_key = gw.access_key, .secret_key = gw.secret_key,
+  };
+  tg_s3_client_t *c = NULL;
+  if (tg_s3_client_new(&cc, &c) || tg_s3_bucket_create(c)) rc = -1;
+  tg_s3_client_free(c);
+  if (!rc) rc = fleet_dir_create("colls3");
+  return rc;
+}
+
+static int group_teardown(void **state) {
+  coll_rgw_stop(&gw);
+  if (!skipped) return fleet_dir_teardown(state);
+  return 0;
+}
+
+static const char *bucket_config(void) {
+  static char extra[1024];
+  snprintf(extra, sizeof extra,
+           "bucket = s3://" BUCKET "/fleet\n"
+           "s3_endpoint = %s\n"
+           "s3_credentials_file = %s\n",
+           gw.endpoint, gw.credentials);
+  return extra;
+}
+
+static int collect(void *ctx, const void *p, size_t n) {
+  FILE *f = ctx;
+  return fwrite(p, 1, n, f) == n ? 0 : -EIO;
+}
+
+static int count_upload(void *ctx, const tg_s3_upload_t *u) {
+  (void)u;
+  (*(unsigned *)ctx)++;
+  return 0;
+}
+
+/* The value of counter |name| in the collector's /metrics; -1: absent. */
+static long long metric(const collector_t *c, const char *name) {
+  const char *out = fleet_in_dir("s3.metrics");
+  assert_int_equal(http(c, "GET", "/metrics", out), 200);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  char line[512];
+  long long v = -1;
+  size_t n = strlen(name);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, name, n) == 0 && line[n] == ' ') v = atoll(line + n + 1);
+  fclose(f);
+  return v;
+}
+
+/* Whether two files hold the same bytes. */
+static bool same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  while (same) {
+    int ca = fgetc(fa), cb = fgetc(fb);
+    if (ca != cb) same = false;
+    if (ca == EOF || cb == EOF) break;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  fleet_commit_packets(&h[0].p, 0, "s3A", 1, 5);
+  fleet_commit_packets(&h[1].p, 0, "s3B", 1, 7);
+  const char *json = fleet_in_dir("s3snap.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s", snapshot(&c, h, 2, json));
+  const char *trace = fleet_in_dir("s3.pftrace");
+  download(&c, id, trace);
+  fleet_trace_t t;
+  fleet_trace_load(trace, &t);
+  fleet_trace_assert_values(&t, "s3A", 1, 5);
+  fleet_trace_assert_values(&t, "s3B", 1, 7);
+  fleet_trace_free(&t);
+
+  /* One host's part, through the host index object: that host's packets
+   * and not the other's. */
+  char path[1024];
+  const char *part = fleet_in_dir("s3a.pftrace");
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace?host=%s", id,
+           h[0].spec);
+  assert_int_equal(http(&c, "GET", path, part), 200);
+  fleet_trace_load(part, &t);
+  fleet_trace_assert_values(&t, "s3A", 1, 5);
+  fleet_trace_assert_values(&t, "s3B", 0, 0);
+  fleet_trace_free(&t);
+
+  /* The bucket's requests counted, none failed. */
+  assert_true(metric(&c, "tracegate_collector_bucket_requests_total") > 0);
+  assert_int_equal(metric(&c, "tracegate_collector_bucket_failures_total"), 0);
+
+  /* The bytes the API served are the object's. */
+  tg_s3_client_t *b = bucket_client();
+  char key[128];
+  snprintf(key, sizeof key, "fleet/snapshots/%s.pftrace", id);
+  const char *obj = fleet_in_dir("s3.object");
+  FILE *f = fopen(obj, "wb");
+  assert_non_null(f);
+  assert_int_equal(tg_s3_get(b, key, 0, 0, collect, f), 0);
+  fclose(f);
+  assert_true(same_file(trace, obj));
+  unsigned n = 0;
+  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
+  assert_int_equal(n, 0);
+  tg_s3_client_free(b);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+static void a_collector_killed_mid_upload_aborts_it_at_restart(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  fleet_commit_packets(&h[0].p, 0, "killA", 1, 3);
+  fleet_commit_packets(&h[1].p, 0, "killB", 1, 3);
+  const char *json = fleet_in_dir("s3mid.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s",
+           snapshot_killed_under_way(&c, h, "mid", json));
+  /* Its upload may or may not have been initiated by then (a thread of
+   * the snapshot's does it): either way nothing of it stays. */
+  tg_s3_client_t *b = bucket_client();
+  unsigned n = 0;
+  collector_start(&c);
+  char path[64];
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s", id);
+  assert_int_equal(http(&c, "GET", path, json), 200);
+  assert_json(json, "snapshot.state", "\"failed\"");
+  n = 0;
+  assert_int_equal(tg_s3_mpu_list(b, "fleet/", count_upload, &n), 0);
+  assert_int_equal(n, 0);
+  char key[128];
+  snprintf(key, sizeof key, "fleet/snapshots/%s.pftrace", id);
+  assert_int_equal(tg_s3_head(b, key, NULL, NULL), -ENOENT);
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace", id);
+  assert_int_equal(http(&c, "GET", path, fleet_in_dir("s3mid.trace")), 404);
+  tg_s3_client_free(b);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+static size_t to_file(char *p, size_t size, size_t nmemb, void *ud) {
+  return fwrite(p, size, nmemb, ud) * size;
+}
+
+/* GET |url| without following redirects, the body into |out|; the status
+ * and, for a redirect, its Location into |loc|. */
+static long raw_get(const char *url, const char *out, char *loc, size_t cap) {
+  CURL *e = curl_easy_init();
+  assert_non_null(e);
+  FILE *f = fopen(out, "wb");
+  assert_non_null(f);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, to_file);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+  assert_int_equal(curl_easy_perform(e), CURLE_OK);
+  long st = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st);
+  char *r = NULL;
+  curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &r);
+  if (loc) snprintf(loc, cap, "%s", r ? r : "");
+  curl_easy_cleanup(e);
+  fclose(f);
+  return st;
+}
+
+/* s3_presign: a whole trace's download goes to the bucket by a presigned
+ * URL, the collector out of the path; a host's part is still served. */
+static void presigned_downloads_skip_the_collector(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  char extra[1200];
+  snprintf(extra, sizeof extra, "%ss3_presign = 5m\n", bucket_config());
+  fleet_up(h, &c, extra);
+  fleet_commit_packets(&h[0].p, 0, "preA", 1, 4);
+  fleet_commit_packets(&h[1].p, 0, "preB", 1, 4);
+  const char *json = fleet_in_dir("s3pre.json");
+  char id[32];
+  snprintf(id, sizeof id, "%s", snapshot(&c, h, 2, json));
+  char url[256], loc[4096];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/api/v1/snapshots/%s/trace",
+           c.port, id);
+  assert_int_equal(raw_get(url, fleet_in_dir("s3pre.302"), loc, sizeof loc),
+                   302);
+  assert_int_equal(strncmp(loc, gw.endpoint, strlen(gw.endpoint)), 0);
+  assert_non_null(strstr(loc, "X-Amz-Signature="));
+  const char *got = fleet_in_dir("s3pre.pftrace");
+  assert_int_equal(raw_get(loc, got, NULL, 0), 200);
+  fleet_trace_t t;
+  fleet_trace_load(got, &t);
+  fleet_trace_assert_values(&t, "preA", 1, 4);
+  fleet_trace_assert_values(&t, "preB", 1, 4);
+  fleet_trace_free(&t);
+  /* A host's part: the collector's, from the index. */
+  char path[1024];
+  snprintf(path, sizeof path, "/api/v1/snapshots/%s/trace?host=%s", id,
+           h[1].spec);
+  assert_int_equal(http(&c, "GET", path, fleet_in_dir("s3pre.b")), 200);
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+/* Last: it stops the gateway mid-snapshot (after the collector started,
+ * before the snapshot's upload). */
+static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
+  (void)state;
+  if (skipped) skip();
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, bucket_config());
+  const char *json = fleet_in_dir("s3gone.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", json),
+                   200);
+  char before[4096];
+  snprintf(before, sizeof before, "%s", tg_test_json(json, "snapshots"));
+  coll_rgw_stop(&gw);
+  /* The hosts deliver; the bucket is gone: the snapshot is FAILED with
+   * the reason, and no snapshot became complete. */
+  fleet_commit_packets(&h[0].p, 0, "goneA", 1, 2);
+  fleet_commit_packets(&h[1].p, 0, "goneB", 1, 2);
+  pid_t pid = http_spawn(&c, "POST", "/api/v1/snapshots?wait=1&reason=gone",
+                         json);
+  for (size_t i = 0; i < 2; i++) fleet_ack_flush(&h[i].p);
+  assert_int_equal(http_wait(pid, json), 200);
+  assert_json(json, "snapshot.state", "\"failed\"");
+  assert_json(json, "snapshot.reason", "\"gone\"");
+  const char *why = tg_test_json(json, "snapshot.failure");
+  assert_non_null(why);
+  assert_true(strlen(why) > 2);
+  assert_int_equal(http(&c, "GET", "/api/v1/snapshots?state=complete", json),
+                   200);
+  assert_json(json, "snapshots", before);
+  assert_true(metric(&c, "tracegate_collector_bucket_failures_total") >= 1);
+  assert_true(metric(&c, "tracegate_collector_bucket_retries_total") >= 1);
+  /* The rings run on. */
+  wait_hosts(&c, 2, "tracing");
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_snapshot_in_the_bucket_read_through_the_api),
+      cmocka_unit_test(a_collector_killed_mid_upload_aborts_it_at_restart),
+      cmocka_unit_test(presigned_downloads_skip_the_collector),
+      cmocka_unit_test(the_bucket_gone_fails_the_snapshot_not_the_rings),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
