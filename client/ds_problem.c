@@ -123,9 +123,10 @@ void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l)
     bool perf = !strcmp(e->data_source, PERF_DS);
     tg_ds_problems_add(
         ps, TG_DS_NOT_STARTED, e->data_source, NULL,
-        "did not start: its producer %s did not acknowledge its start within "
-        "the service's start timeout (the trace's slow_starting_data_sources); "
-        "see the producer's log on the host%s%s%s%s%s",
+        "did not start: its producer %s did not confirm its start within the "
+        "service's start timeout or before the session ended (the trace's "
+        "slow_starting_data_sources); see the producer's log on the "
+        "host%s%s%s%s%s",
         e->producer[0] ? e->producer : "(unnamed)",
         perf ? " (tracegate-perf: " : "",
         perf ? TG_NOTE(PERF_CONFIG_REFUSED) : "",
