@@ -2,8 +2,8 @@
 /* A data source that confirms its start (will_notify_on_start) and never
  * does is named in the trace (TracingServiceEvent.slow_starting_data_sources,
  * as Perfetto's traced writes it): when the start timeout runs out, again
- * at each flush while it has not started, and when the session stops. One
- * that confirms is never named. */
+ * at each flush while it has not started, in a clone, and when the
+ * session stops. One that confirms is never named. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "pb/common/tracing_service_state.pb-c.h"
+#include "pb/ipc/consumer_port.pb-c.h"
 #include "pb/ipc/producer_port.pb-c.h"
 #include "test_proc.h"
 #include "test_service.h"
@@ -136,6 +138,52 @@ static void never_acked_start_is_reported_at_the_stop(void **state) {
   raw_producer_close(&p);
 }
 
+/* A clone of a session whose start timeout ran out (a collector's
+ * snapshot of its ring) carries the report, however long ago the
+ * session's own was written. */
+static void clone_carries_the_report(void **state) {
+  test_service_t *ts = *state;
+  raw_producer_t p;
+  raw_consumer_t c, k;
+  simple_cfg_t sc;
+  connect_notifying(&p, ts);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  assert_int_equal(raw_consumer_connect(&k, ts), 0);
+  simple_cfg_init(&sc, 256, 1, DS);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_int_equal(raw_producer_wait_started(&p, 5000), 0);
+  usleep(100 * 1000); /* past the 1 ms start timeout, as above */
+
+  Perfetto__Protos__QueryServiceStateResponse *q = raw_consumer_query(&k, 5000);
+  assert_non_null(q);
+  assert_non_null(q->service_state);
+  assert_int_equal(q->service_state->n_tracing_sessions, 1);
+  Perfetto__Protos__CloneSessionRequest r =
+      PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+  r.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+  r.session_id = q->service_state->tracing_sessions[0]->id;
+  perfetto__protos__query_service_state_response__free_unpacked(q, NULL);
+  int64_t rid = raw_invoke(&k.conn, "CloneSession", &r.base, -1, false);
+  assert_true(rid > 0);
+  /* The clone flushes first: the producer acks that flush. */
+  uint64_t fid = raw_producer_wait_flush(&p, 0, 5000);
+  assert_true(fid > 0);
+  assert_int_equal(raw_producer_commit_ex(&p, NULL, 0, NULL, 0, fid, false), 0);
+  ProtobufCMessage *m = NULL;
+  assert_int_equal(raw_wait_reply(&k.conn, (uint64_t)rid,
+                                  &perfetto__protos__clone_session_response__descriptor,
+                                  &m, 5000),
+                   1);
+  Perfetto__Protos__CloneSessionResponse *cr = (void *)m;
+  assert_true(cr && cr->has_success && cr->success);
+  protobuf_c_message_free_unpacked(m, NULL);
+  assert_int_equal(count_slow_start_events(&k), 1);
+  raw_consumer_close(&k);
+  assert_int_equal(raw_consumer_disable(&c, 5000), 0);
+  raw_consumer_close(&c);
+  raw_producer_close(&p);
+}
+
 static int setup_short_start_timeout(void **state) {
   test_service_t *ts = calloc(1, sizeof(*ts));
   const char *args[] = {"--ds-start-timeout-ms", "1", NULL};
@@ -150,6 +198,9 @@ static int setup_short_start_timeout(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(never_acked_start_is_in_the_trace,
+                                      setup_short_start_timeout,
+                                      test_service_teardown),
+      cmocka_unit_test_setup_teardown(clone_carries_the_report,
                                       setup_short_start_timeout,
                                       test_service_teardown),
       cmocka_unit_test_setup_teardown(acked_start_is_not_reported,
