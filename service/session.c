@@ -207,23 +207,28 @@ static uint32_t start_timeout_ms(const tg_session_t *s) {
  * acknowledged their start are named in the trace and the log; from now
  * on each flush names them again, so that a ring that wraps still holds
  * the report. */
-static void on_start_timeout(uv_timer_t *t) {
-  tg_session_t *s = t->data;
-  size_t n = tg__session_report_not_started(s, s);
-  if (!n) return;
-  s->start_overdue = true;
-  tg_list_t *it, *tmp;
-  tg_list_foreach_safe(it, tmp, &s->instances) {
+/* Logs each instance of |s| that has not started, |when|. */
+static void log_not_started(const tg_session_t *s, const char *when) {
+  const tg_list_t *it;
+  for (it = s->instances.next; it != &s->instances; it = it->next) {
     const tg_ds_instance_t *inst =
         TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
     if (not_started(inst))
       TG_WARN("%s session %llu: data source %s of producer %s did not "
-              "acknowledge its start within %u ms; its producer's log says "
-              "why", TG_NOTE(DS_NOT_STARTED), (unsigned long long)s->id,
+              "confirm its start %s; its producer's log says why",
+              TG_NOTE(DS_NOT_STARTED), (unsigned long long)s->id,
               inst->name ? inst->name : "?",
-              inst->producer_name ? inst->producer_name : "?",
-              start_timeout_ms(s));
+              inst->producer_name ? inst->producer_name : "?", when);
   }
+}
+
+static void on_start_timeout(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (!tg__session_report_not_started(s, s)) return;
+  s->start_overdue = true;
+  char when[48];
+  snprintf(when, sizeof(when), "within %u ms", start_timeout_ms(s));
+  log_not_started(s, when);
 }
 
 /* Unlinks |inst| from its producer (if still attached) and its session,
@@ -607,7 +612,8 @@ void tg__session_disable(tg_session_t *s) {
   /* An instance that did not start by the end never ran: said here too,
    * for sessions shorter than the start timeout. */
   uv_timer_stop(&s->start_timer);
-  tg__session_report_not_started(s, s);
+  if (tg__session_report_not_started(s, s))
+    log_not_started(s, "before the session stopped");
   tg__session_set_state(s, TG_SESSION_DISABLING, "stopping");
   tg__readout_clock_snapshot(s); /* Perfetto's, with tracing_disabled */
   uv_timer_stop(&s->clock_timer);

@@ -100,9 +100,10 @@ p = hit[0]
 assert p["kind"] == "data_source" and p["reason"] == "not_started", p
 assert p["code"] == "TG-7010", p
 PY
-grep -q 'linux.perf of producer .* did not acknowledge its start' "$WORK/tracegated.log" ||
-  grep -q 'TG-7010' "$WORK/record.log" ||
-  die "neither the service's log nor the summary names linux.perf"
+grep -q 'TG-7010.*linux\.perf' "$WORK/tracegated.log" ||
+  die "the service's log has no TG-7010 naming linux.perf: $(cat "$WORK/tracegated.log")"
+grep -q 'TG-7010.*linux\.perf' "$WORK/record.log" ||
+  die "the summary has no TG-7010 line naming linux.perf: $(cat "$WORK/record.log")"
 cleanup
 
 if [ -z "${PERFETTO_BIN:-}" ]; then
