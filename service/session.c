@@ -203,10 +203,6 @@ static uint32_t start_timeout_ms(const tg_session_t *s) {
   return s->svc->opt.ds_start_timeout_ms;
 }
 
-/* Perfetto's OnAllDataSourceStartedTimeout: the instances that have not
- * acknowledged their start are named in the trace and the log; from now
- * on each flush names them again, so that a ring that wraps still holds
- * the report. */
 /* Logs each instance of |s| that has not started, |when|. */
 static void log_not_started(const tg_session_t *s, const char *when) {
   const tg_list_t *it;
@@ -222,6 +218,10 @@ static void log_not_started(const tg_session_t *s, const char *when) {
   }
 }
 
+/* Perfetto's OnAllDataSourceStartedTimeout: the instances that have not
+ * acknowledged their start are named in the trace and the log; from now
+ * on each flush names them again, so that a ring that wraps still holds
+ * the report. */
 static void on_start_timeout(uv_timer_t *t) {
   tg_session_t *s = t->data;
   if (!tg__session_report_not_started(s, s)) return;
