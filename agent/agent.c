@@ -124,6 +124,7 @@ static void on_async(uv_async_t *a) {
     clock_start();
   if (tg__connection_ready()) {
     tg__connection_register_data_sources();
+    tg__connection_send_start_acks();
     tg__commit_all(0);
     tg__commit_kick();
     tg__triggers_send_pending();

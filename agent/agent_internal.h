@@ -142,6 +142,9 @@ bool tg__connection_ready(void);
 /* Sends RegisterDataSource for each data source not yet registered on
  * this connection. */
 void tg__connection_register_data_sources(void);
+/* Sends NotifyDataSourceStarted for each start tg_ds_notify_started()
+ * confirmed. Agent's thread, connected. */
+void tg__connection_send_start_acks(void);
 /* Shutdown: closes the connection (its close callback runs on the loop)
  * and stops reconnecting. */
 void tg__connection_stop(void);

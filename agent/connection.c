@@ -103,6 +103,8 @@ void tg__connection_register_data_sources(void) {
     d.has_will_notify_on_stop = d.will_notify_on_stop = true;
     d.has_handles_incremental_state_clear = true;
     d.handles_incremental_state_clear = ds->handles_incremental_state_clear;
+    d.has_will_notify_on_start = true;
+    d.will_notify_on_start = ds->will_notify_on_start;
     d.has_id = true;
     d.id = ds->idx + 1;
     Perfetto__Protos__RegisterDataSourceRequest r =
@@ -112,6 +114,19 @@ void tg__connection_register_data_sources(void) {
                         ds) == 0)
       ds->registered_with_service = true;
   }
+}
+
+void tg__connection_send_start_acks(void) {
+  uint64_t ids[16];
+  size_t n;
+  while ((n = tg__ds_take_start_acks(ids, 16)) > 0)
+    for (size_t i = 0; i < n; i++) {
+      Perfetto__Protos__NotifyDataSourceStartedRequest r =
+          PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_REQUEST__INIT;
+      r.has_data_source_id = true;
+      r.data_source_id = ids[i];
+      tg__conn_invoke("NotifyDataSourceStarted", &r.base, NULL, NULL);
+    }
 }
 
 /* --- lifecycle ----------------------------------------------------------- */

@@ -62,7 +62,13 @@ tg_ds_t *tg__ds_by_name(const char *name, size_t len) {
 }
 
 int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out) {
-  if (!opts || !opts->name || !opts->name[0] ||
+  return tg_ds_register_flags(opts, 0, out);
+}
+
+int tg_ds_register_flags(const tg_ds_options_t *opts, uint32_t flags,
+                         tg_ds_t **out) {
+  if ((flags & ~TG_DS_WILL_NOTIFY_ON_START) || !opts || !opts->name ||
+      !opts->name[0] ||
       strlen(opts->name) >= TG_DS_NAME_MAX || !out)
     return -EINVAL;
   pthread_mutex_lock(&registry.lock);
@@ -78,6 +84,7 @@ int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out) {
     ds->idx = (uint32_t)n;
     memcpy(ds->name, opts->name, strlen(opts->name) + 1);
     ds->handles_incremental_state_clear = opts->handles_incremental_state_clear;
+    ds->will_notify_on_start = flags & TG_DS_WILL_NOTIFY_ON_START;
     ds->cbs = opts->cbs;
     atomic_store_explicit(&registry.n, n + 1, memory_order_release);
     *out = ds;
@@ -126,11 +133,36 @@ void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst) {
   if (inst_started(in))
     atomic_fetch_add_explicit(&in->generation, 1, memory_order_release);
   in->in_use = false;
+  in->start_ack_pending = false;
   tg_arbiter_t *arb = in->arb;
   in->arb = NULL;
   in->instance_id = 0;
   pthread_mutex_unlock(&registry.lock);
   if (arb) tg_arbiter_unref(arb);
+}
+
+void tg_ds_notify_started(tg_ds_t *ds, unsigned inst) {
+  if (!ds || inst >= TG_DS_MAX_INSTANCES || !ds->will_notify_on_start) return;
+  pthread_mutex_lock(&registry.lock);
+  tg_ds_inst_t *in = &ds->inst[inst];
+  bool wake = in->in_use && inst_started(in) && !in->start_ack_pending;
+  if (wake) in->start_ack_pending = true;
+  pthread_mutex_unlock(&registry.lock);
+  if (wake) registry_wake();
+}
+
+size_t tg__ds_take_start_acks(uint64_t *ids, size_t max) {
+  size_t n = 0, count = tg__ds_count();
+  pthread_mutex_lock(&registry.lock);
+  for (size_t i = 0; i < count && n < max; i++)
+    for (unsigned k = 0; k < TG_DS_MAX_INSTANCES && n < max; k++) {
+      tg_ds_inst_t *in = &registry.ds[i].inst[k];
+      if (!in->start_ack_pending) continue;
+      in->start_ack_pending = false;
+      ids[n++] = in->instance_id;
+    }
+  pthread_mutex_unlock(&registry.lock);
+  return n;
 }
 
 void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst) {

@@ -31,6 +31,9 @@ typedef struct tg_ds_inst {
   /* Bumped by ClearIncrementalState. */
   _Atomic uint32_t incr_generation;
   bool in_use; /* set up or started */
+  /* tg_ds_notify_started() was called for the started instance; the
+   * agent's thread sends NotifyDataSourceStarted and clears it. */
+  bool start_ack_pending;
   uint64_t instance_id; /* the service's id */
   uint16_t target_buffer;
   tg_arbiter_t *arb; /* a reference while in use */
@@ -41,6 +44,7 @@ struct tg_ds {
   uint32_t idx;         /* slot in the registry */
   char name[TG_DS_NAME_MAX];
   bool handles_incremental_state_clear;
+  bool will_notify_on_start; /* TG_DS_WILL_NOTIFY_ON_START */
   tg_ds_callbacks_t cbs;
   /* Agent's thread only (connection.c): sent RegisterDataSource on the
    * current connection. */
@@ -73,6 +77,10 @@ void tg__ds_inst_setup(tg_ds_t *ds, unsigned inst, uint64_t instance_id,
 void tg__ds_inst_start(tg_ds_t *ds, unsigned inst);
 /* Stops and frees the slot (drops the arbiter reference). */
 void tg__ds_inst_stop(tg_ds_t *ds, unsigned inst);
+/* The service ids of started instances whose start tg_ds_notify_started()
+ * confirmed since the last call, at most |max| into |ids| (the rest stay
+ * for the next call). Agent's thread only. */
+size_t tg__ds_take_start_acks(uint64_t *ids, size_t max);
 void tg__ds_inst_clear_incremental(tg_ds_t *ds, unsigned inst);
 /* True while any instance of any data source is started. Agent's thread
  * only (the one that starts and stops them). */

@@ -10,6 +10,7 @@
 #include "common/json.h"
 
 #define FTRACE_DS "linux.ftrace"
+#define PERF_DS "linux.perf"
 
 static const struct {
   const char *name;
@@ -114,6 +115,28 @@ void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l)
                        (unsigned long long)s.refused,
                        s.atrace ? "; atrace: " : "", s.atrace ? l->atrace : "",
                        names);
+  }
+  for (size_t i = 0; i < l->n_not_started; i++) {
+    const tg_ds_not_started_t *e = &l->not_started[i];
+    /* linux.ftrace that opened no ring buffer is said above, with why. */
+    if (s.down && !strcmp(e->data_source, FTRACE_DS)) continue;
+    bool perf = !strcmp(e->data_source, PERF_DS);
+    tg_ds_problems_add(
+        ps, TG_DS_NOT_STARTED, e->data_source, NULL,
+        "did not start: its producer %s did not confirm its start within the "
+        "service's start timeout or before the session ended (the trace's "
+        "slow_starting_data_sources); see the producer's log on the "
+        "host%s%s%s%s%s",
+        e->producer[0] ? e->producer : "(unnamed)",
+        perf ? " (tracegate-perf: " : "",
+        perf ? TG_NOTE(PERF_CONFIG_REFUSED) : "",
+        perf ? " config refused, " : "", perf ? TG_NOTE(PERF_OPEN_FAILED) : "",
+        perf ? " perf_event_open refused, e.g. without CAP_PERFMON)" : "");
+  }
+  if (l->not_started_omitted) {
+    ps->omitted = ps->omitted > UINT64_MAX - l->not_started_omitted
+                      ? UINT64_MAX
+                      : ps->omitted + l->not_started_omitted;
   }
 }
 

@@ -87,7 +87,11 @@ void tg_ds_problems_add(tg_ds_problems_t *ps, tg_ds_reason_t reason,
 
 /* The problems linux.ftrace's setup errors in |l| show: at most one
  * "not_started" (instances with no ring buffer) and one "events_refused"
- * (instances that run without some events). */
+ * (instances that run without some events); then a "not_started" for each
+ * data source the host's service named as not started
+ * (slow_starting_data_sources: its producer did not acknowledge its
+ * start; linux.ftrace only when its stats did not already say so), and
+ * those past the scan's bound counted in |omitted|. */
 void tg_ds_problems_from_ftrace(tg_ds_problems_t *ps, const tg_ftrace_loss_t *l);
 
 /* Adds a "not_offered" problem for each data source of |cfg| that no

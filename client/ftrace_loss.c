@@ -19,6 +19,13 @@
 /* TracePacket fields. */
 #define PACKET_TRUSTED_SEQ_ID 10
 #define PACKET_FTRACE_STATS 34
+#define PACKET_SERVICE_EVENT 69
+/* TracingServiceEvent.slow_starting_data_sources, DataSources.data_source,
+ * DataSource.{producer_name, data_source_name}. */
+#define EVENT_SLOW_STARTING 7
+#define SOURCES_DATA_SOURCE 1
+#define SOURCE_PRODUCER 1
+#define SOURCE_NAME 2
 
 static uint64_t add_sat(uint64_t a, uint64_t b) {
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -99,6 +106,50 @@ static void add_stats(tg_ftrace_loss_t *l, uint32_t seq, const uint8_t *p,
   }
 }
 
+/* |p| (|n| bytes, untrusted) as a string cut to |cap| - 1 bytes. */
+static void copy_cut(char *out, size_t cap, const uint8_t *p, size_t n) {
+  if (n > cap - 1) n = cap - 1;
+  memcpy(out, p, n);
+  out[n] = 0;
+}
+
+static void keep_not_started(tg_ftrace_loss_t *l, const uint8_t *p, size_t n) {
+  tg_ds_not_started_t e = {{0}, {0}};
+  tg_pb_reader_t r;
+  tg_pb_field_t f;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.type != TG_PB_WT_LEN) continue;
+    if (f.id == SOURCE_PRODUCER)
+      copy_cut(e.producer, sizeof(e.producer), f.data, f.size);
+    else if (f.id == SOURCE_NAME)
+      copy_cut(e.data_source, sizeof(e.data_source), f.data, f.size);
+  }
+  for (size_t i = 0; i < l->n_not_started; i++)
+    if (!strcmp(l->not_started[i].producer, e.producer) &&
+        !strcmp(l->not_started[i].data_source, e.data_source))
+      return;
+  if (l->n_not_started == TG_FTRACE_NOT_STARTED_MAX) {
+    if (l->not_started_omitted < UINT64_MAX) l->not_started_omitted++;
+    return;
+  }
+  l->not_started[l->n_not_started++] = e;
+}
+
+/* A service event: the data sources it names as not started, if any. */
+static void add_service_event(tg_ftrace_loss_t *l, const uint8_t *p, size_t n) {
+  tg_pb_reader_t r, rs;
+  tg_pb_field_t f, fs;
+  tg_pb_reader_init(&r, p, n);
+  while (tg_pb_reader_next(&r, &f) == 1) {
+    if (f.id != EVENT_SLOW_STARTING || f.type != TG_PB_WT_LEN) continue;
+    tg_pb_reader_init(&rs, f.data, f.size);
+    while (tg_pb_reader_next(&rs, &fs) == 1)
+      if (fs.id == SOURCES_DATA_SOURCE && fs.type == TG_PB_WT_LEN)
+        keep_not_started(l, fs.data, fs.size);
+  }
+}
+
 void tg_ftrace_loss_scan(tg_ftrace_loss_t *l, const uint8_t *packet,
                          size_t n) {
   tg_pb_reader_t r;
@@ -114,6 +165,8 @@ void tg_ftrace_loss_scan(tg_ftrace_loss_t *l, const uint8_t *packet,
       seq = (uint32_t)f.value;
     else if (f.id == PACKET_FTRACE_STATS && f.type == TG_PB_WT_LEN)
       has_stats = true;
+    else if (f.id == PACKET_SERVICE_EVENT && f.type == TG_PB_WT_LEN)
+      add_service_event(l, f.data, f.size);
   }
   if (!has_stats) return;
   tg_pb_reader_init(&r, packet, n);

@@ -38,6 +38,17 @@ typedef struct tg_ftrace_loss_seq {
 #define TG_FTRACE_SETUP_NAMES 4
 #define TG_FTRACE_SETUP_NAME_MAX 64
 
+/* Data sources the host's service named as not started
+ * (TracingServiceEvent.slow_starting_data_sources: their producer did not
+ * acknowledge the start in time), each pair kept once, cut to
+ * TG_FTRACE_SETUP_NAME_MAX bytes; past TG_FTRACE_NOT_STARTED_MAX distinct
+ * pairs the rest are counted in |not_started_omitted|. */
+#define TG_FTRACE_NOT_STARTED_MAX 4
+typedef struct tg_ds_not_started {
+  char producer[TG_FTRACE_SETUP_NAME_MAX + 1];
+  char data_source[TG_FTRACE_SETUP_NAME_MAX + 1];
+} tg_ds_not_started_t;
+
 /* Zeroed to begin. */
 typedef struct tg_ftrace_loss {
   tg_ftrace_loss_seq_t seqs[TG_FTRACE_LOSS_MAX_SEQS];
@@ -52,9 +63,13 @@ typedef struct tg_ftrace_loss {
   size_t n_names;
   /* The first atrace error text, cut ("" if none). */
   char atrace[TG_FTRACE_SETUP_NAME_MAX + 1];
+  tg_ds_not_started_t not_started[TG_FTRACE_NOT_STARTED_MAX];
+  size_t n_not_started;
+  uint64_t not_started_omitted;
 } tg_ftrace_loss_t;
 
-/* Looks at one TracePacket's bytes (|packet|, borrowed, untrusted). */
+/* Looks at one TracePacket's bytes (|packet|, borrowed, untrusted): its
+ * FtraceStats and its TracingServiceEvent.slow_starting_data_sources. */
 void tg_ftrace_loss_scan(tg_ftrace_loss_t *l, const uint8_t *packet,
                          size_t n);
 

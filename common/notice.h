@@ -520,8 +520,9 @@
     "the CRL that follows is not issued by the configured CA")                \
   X(DS_NOT_STARTED, 7010, "any",                                              \
     "a data source a host was asked for did not start (linux.ftrace: no "     \
-    "kernel ring buffer opened, every event refused); the host, the data "    \
-    "source and why follow")                                                  \
+    "kernel ring buffer opened, every event refused; any data source whose "  \
+    "producer did not confirm its start: the service's "                      \
+    "slow_starting_data_sources); the host, the data source and why follow") \
   X(DS_EVENTS_REFUSED, 7011, "any",                                           \
     "a data source runs without some of the events it was asked for (the "    \
     "kernel has none such, or refused to enable them); the host, the data "   \

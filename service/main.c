@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
   unsigned producer_mode = 0666, consumer_mode = 0660;
   uint64_t max_producers = 1024, max_consumers = 64;
   uint64_t session_lease_ms = TG_SERVICE_DEFAULT_SESSION_LEASE_MS;
+  uint64_t ds_start_timeout_ms = TG_SERVICE_DEFAULT_START_TIMEOUT_MS;
   int log_level = TG_LOG_INFO;
   uint64_t ready_fd = 0;
   const tg_flag_t flags[] = {
@@ -58,6 +59,10 @@ int main(int argc, char **argv) {
        "Detach, when the consumer asked for a lease (a relay does): the "
        "default and the most a consumer gets (at most 24 h)",
        1, TG_SERVICE_MAX_SESSION_LEASE_MS},
+      {"ds-start-timeout-ms", TG_FLAG_MS, &ds_start_timeout_ms, "DURATION",
+       "how long a data source that confirms its start may take to do so "
+       "before the trace says it did not start (slow_starting_data_sources)",
+       1, TG_SERVICE_MAX_START_TIMEOUT_MS},
       {"log-level", TG_FLAG_LOG_LEVEL, &log_level, "LEVEL",
        "error, warn, info or debug", 0, 0},
       {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
@@ -90,6 +95,7 @@ int main(int argc, char **argv) {
       .max_consumers = max_consumers,
       .session_lease_ms = (uint32_t)session_lease_ms,
       .clock = &tg_clock_monotonic,
+      .ds_start_timeout_ms = (uint32_t)ds_start_timeout_ms,
   };
   if (tg_service_start(&service, loop, &opt) < 0) return TG_EXIT_FAIL;
   uv_signal_init(loop, &sig_int);

@@ -233,6 +233,29 @@ void tg__readout_service_event(tg_session_t *s, int event_field) {
   service_packet_end(s, &w, p);
 }
 
+void tg__readout_slow_starting(tg_session_t *s, const char *const *producers,
+                               const char *const *names, size_t n) {
+  size_t cap = 64;
+  for (size_t i = 0; i < n; i++)
+    cap += strlen(producers[i]) + strlen(names[i]) + 32;
+  tg_pbw_t w;
+  uint8_t *p = service_packet_begin(s, &w, cap);
+  if (!p) return;
+  /* TracingServiceEvent {slow_starting_data_sources = 7: DataSources
+   * {data_source = 1: {producer_name = 1, data_source_name = 2}}}. */
+  tg_pbw_begin_nested(&w, PKT_SERVICE_EVENT);
+  tg_pbw_begin_nested(&w, 7);
+  for (size_t i = 0; i < n; i++) {
+    tg_pbw_begin_nested(&w, 1);
+    tg_pbw_append_bytes(&w, 1, producers[i], strlen(producers[i]));
+    tg_pbw_append_bytes(&w, 2, names[i], strlen(names[i]));
+    tg_pbw_end_nested(&w);
+  }
+  tg_pbw_end_nested(&w);
+  tg_pbw_end_nested(&w);
+  service_packet_end(s, &w, p);
+}
+
 void tg__readout_trigger(tg_session_t *s, tg_readout_trigger_field_t field,
                          const tg_trigger_info_t *t) {
   size_t nlen = strlen(t->name);

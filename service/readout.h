@@ -68,6 +68,10 @@ void tg__readout_preamble(tg_session_t *s);
  * builtin_data_sources.disable_clock_snapshotting. */
 void tg__readout_clock_snapshot(tg_session_t *s);
 void tg__readout_service_event(tg_session_t *s, int event_field);
+/* TracingServiceEvent.slow_starting_data_sources naming |n| instances:
+ * |producers[i]|, |names[i]| (borrowed for the call). */
+void tg__readout_slow_starting(tg_session_t *s, const char *const *producers,
+                               const char *const *names, size_t n);
 /* Which TracePacket field a trigger packet fills: a trigger the session
  * received, or (a clone's) the trigger it was cloned for. */
 typedef enum tg_readout_trigger_field {

@@ -24,6 +24,9 @@ int tg_service_start(tg_service_t *svc, uv_loop_t *loop,
   if (!svc->opt.session_lease_ms ||
       svc->opt.session_lease_ms > TG_SERVICE_MAX_SESSION_LEASE_MS)
     svc->opt.session_lease_ms = TG_SERVICE_DEFAULT_SESSION_LEASE_MS;
+  if (!svc->opt.ds_start_timeout_ms ||
+      svc->opt.ds_start_timeout_ms > TG_SERVICE_MAX_START_TIMEOUT_MS)
+    svc->opt.ds_start_timeout_ms = TG_SERVICE_DEFAULT_START_TIMEOUT_MS;
   tg_list_init(&svc->producers);
   tg_list_init(&svc->sessions);
   tg_list_init(&svc->consumers);

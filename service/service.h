@@ -38,6 +38,13 @@
 #define TG_SERVICE_MAX_WRITERS_PER_PRODUCER 1024
 #define TG_SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000
 #define TG_SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000
+/* How long a data source instance that will_notify_on_start may take to
+ * acknowledge its start (NotifyDataSourceStarted) before the trace says
+ * it did not start (TracingServiceEvent.slow_starting_data_sources), as
+ * Perfetto's traced: the default (20 s) and the largest value
+ * --ds-start-timeout-ms may set. */
+#define TG_SERVICE_DEFAULT_START_TIMEOUT_MS 20000u
+#define TG_SERVICE_MAX_START_TIMEOUT_MS (10u * 60 * 1000)
 /* How long a session whose consumer connection died without Detach is
  * kept for a re-Attach, when the connection asked for it
  * (TracegateConsumer.SetDisconnectLease): the default, and the largest
@@ -64,6 +71,8 @@ typedef struct tg_service_options {
    * marker's period. Borrowed for the service's life; NULL:
    * tg_clock_monotonic. */
   const tg_clock_t *clock;
+  /* 0: TG_SERVICE_DEFAULT_START_TIMEOUT_MS. */
+  uint32_t ds_start_timeout_ms;
 } tg_service_options_t;
 
 struct tg_service {

@@ -113,6 +113,7 @@ void tg__session_timers_init(tg_session_t *s) {
   timer_init(s, &s->clear_timer);
   timer_init(s, &s->lease_timer);
   timer_init(s, &s->clock_timer);
+  timer_init(s, &s->start_timer);
 }
 
 /* --- instances ---------------------------------------------------------------- */
@@ -171,6 +172,63 @@ void tg__session_instance_started(tg_ds_instance_t *inst) {
   if (inst->state != TG_DS_STARTING) return;
   inst->state = TG_DS_STARTED;
   instance_state_changed(inst);
+}
+
+/* An instance of a started session that has not started: set up, or
+ * waiting for its producer's NotifyDataSourceStarted. */
+static bool not_started(const tg_ds_instance_t *inst) {
+  return inst->state == TG_DS_SETUP || inst->state == TG_DS_STARTING;
+}
+
+size_t tg__session_report_not_started(tg_session_t *s, tg_session_t *into) {
+  if (s->state != TG_SESSION_STARTED) return 0;
+  const char *producers[TG_SESSION_SLOW_START_LISTED];
+  const char *names[TG_SESSION_SLOW_START_LISTED];
+  size_t n = 0, listed = 0;
+  tg_list_t *it, *tmp;
+  tg_list_foreach_safe(it, tmp, &s->instances) {
+    tg_ds_instance_t *inst = TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
+    if (!not_started(inst)) continue;
+    n++;
+    if (listed == TG_SESSION_SLOW_START_LISTED) continue;
+    producers[listed] = inst->producer_name ? inst->producer_name : "";
+    names[listed] = inst->name ? inst->name : "";
+    listed++;
+  }
+  if (listed) tg__readout_slow_starting(into, producers, names, listed);
+  return n;
+}
+
+static uint32_t start_timeout_ms(const tg_session_t *s) {
+  return s->svc->opt.ds_start_timeout_ms;
+}
+
+/* Logs each instance of |s| that has not started, |when|. */
+static void log_not_started(const tg_session_t *s, const char *when) {
+  const tg_list_t *it;
+  for (it = s->instances.next; it != &s->instances; it = it->next) {
+    const tg_ds_instance_t *inst =
+        TG_CONTAINER_OF(it, tg_ds_instance_t, session_node);
+    if (not_started(inst))
+      TG_WARN("%s session %llu: data source %s of producer %s did not "
+              "confirm its start %s; its producer's log says why",
+              TG_NOTE(DS_NOT_STARTED), (unsigned long long)s->id,
+              inst->name ? inst->name : "?",
+              inst->producer_name ? inst->producer_name : "?", when);
+  }
+}
+
+/* Perfetto's OnAllDataSourceStartedTimeout: the instances that have not
+ * acknowledged their start are named in the trace and the log; from now
+ * on each flush names them again, so that a ring that wraps still holds
+ * the report. */
+static void on_start_timeout(uv_timer_t *t) {
+  tg_session_t *s = t->data;
+  if (!tg__session_report_not_started(s, s)) return;
+  s->start_overdue = true;
+  char when[48];
+  snprintf(when, sizeof(when), "within %u ms", start_timeout_ms(s));
+  log_not_started(s, when);
 }
 
 /* Unlinks |inst| from its producer (if still attached) and its session,
@@ -427,6 +485,7 @@ void tg__session_start(tg_session_t *s) {
   }
   /* STOP_TRACING and CLONE_SNAPSHOT wait for their trigger from here. */
   if (s->trigger_state == TG_TRIG_NONE) arm_trigger_timeout(s);
+  uv_timer_start(&s->start_timer, on_start_timeout, start_timeout_ms(s), 0);
   check_all_started(s);
   TG_INFO("session %llu started", (unsigned long long)s->id);
 }
@@ -550,6 +609,11 @@ void tg__session_instance_gone(tg_ds_instance_t *inst) {
 
 void tg__session_disable(tg_session_t *s) {
   if (s->state == TG_SESSION_DISABLING || s->state == TG_SESSION_DISABLED) return;
+  /* An instance that did not start by the end never ran: said here too,
+   * for sessions shorter than the start timeout. */
+  uv_timer_stop(&s->start_timer);
+  if (tg__session_report_not_started(s, s))
+    log_not_started(s, "before the session stopped");
   tg__session_set_state(s, TG_SESSION_DISABLING, "stopping");
   tg__readout_clock_snapshot(s); /* Perfetto's, with tracing_disabled */
   uv_timer_stop(&s->clock_timer);
@@ -761,5 +825,6 @@ void tg__session_free(tg_session_t *s) {
   uv_close((uv_handle_t *)&s->clear_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->lease_timer, on_timer_closed);
   uv_close((uv_handle_t *)&s->clock_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&s->start_timer, on_timer_closed);
   tg__session_triggers_close(s);
 }

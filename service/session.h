@@ -191,6 +191,10 @@ struct tg_session {
   uv_timer_t lease_timer;  /* wakes tg__session_lease_left_ms's caller */
   uint64_t lease_end_ms;   /* svc clock: a detached session's lease end */
   uv_timer_t clock_timer;  /* builtin_data_sources.snapshot_interval_ms */
+  uv_timer_t start_timer;  /* data source start timeout */
+  /* The start timeout ran out with an instance not started: the trace
+   * says so again at each flush until every instance runs. */
+  bool start_overdue;
   unsigned open_timers;    /* closing: free when 0 */
   bool freeing;
   /* A read-only snapshot made by CloneSession: DISABLED from birth, no
@@ -302,6 +306,13 @@ void tg__session_on_data_source_registered(tg_service_t *svc,
                                            const tg_registered_ds_t *ds);
 /* The producer of |inst| acked StartDataSource. */
 void tg__session_instance_started(tg_ds_instance_t *inst);
+/* Writes TracingServiceEvent.slow_starting_data_sources into |into|'s
+ * service packets (|into| is |s| or its clone), naming |s|'s instances
+ * that have not started (at most TG_SESSION_SLOW_START_LISTED, as
+ * Perfetto lists), when |s| started and has any. Returns how many have
+ * not started. */
+#define TG_SESSION_SLOW_START_LISTED 32
+size_t tg__session_report_not_started(tg_session_t *s, tg_session_t *into);
 /* The producer of |inst| acked StopDataSource, unregistered the data
  * source or went away: |inst| ends and is freed. */
 void tg__session_instance_gone(tg_ds_instance_t *inst);

@@ -83,6 +83,10 @@ tg_session_t *tg__session_clone(tg_session_t *src, tg_ipc_host_conn_t *conn,
   /* Never started: readable at once, as a session that ended. */
   tg__session_set_state(s, TG_SESSION_DISABLED, "a clone");
   tg__readout_preamble(s);
+  /* The source's report of instances that have not started, once its
+   * start timeout ran out: a snapshot of a ring says what the ring runs
+   * without, however long ago the ring's own report was written. */
+  if (src->start_overdue) tg__session_report_not_started(src, s);
   if (trigger) tg__readout_trigger(s, TG_READOUT_CLONE_SNAPSHOT_TRIGGER, trigger);
   /* As Perfetto: a CLONE_SNAPSHOT session snapshotted for hours would
    * otherwise repeat every old trigger in each snapshot. */

@@ -91,6 +91,8 @@ void tg__session_flush_start(tg_session_t *s, uint32_t timeout_ms,
   f->timer.data = f;
   tg_list_insert_tail(&s->flushes.pending, &f->node);
   tg__readout_service_event(s, 9 /* flush_started */);
+  if (s->start_overdue && !tg__session_report_not_started(s, s))
+    s->start_overdue = false;
 
   /* One Flush command per producer, naming its instances of this session. */
   tg_list_t *it, *tmp;

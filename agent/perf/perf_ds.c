@@ -685,7 +685,11 @@ static void apply_changes(tg_perf_ds_t *d) {
     if (sl->active) end_slot(d, k);
     sl->have_gen = gen;
     if (start) {
-      session_start(cfg, len, k, &sl->sess);
+      /* Only a session that opened confirms its start: one refused (its
+       * config, perf_event_open) is named in the trace as not started
+       * by the service, and logged here with its notice. */
+      if (session_start(cfg, len, k, &sl->sess) == 0)
+        tg_ds_notify_started(d->ds, k);
       sl->active = true;
       sl->announced = false;
       sl->started_ms = sl->flushed_ms = now_ms();
@@ -785,7 +789,7 @@ int tg_perf_ds_new(tg_perf_ds_t **out) {
       .cbs = {.on_start = on_start, .on_stop = on_stop, .on_flush = on_flush,
               .ctx = d},
   };
-  int rv = tg_ds_register(&o, &d->ds);
+  int rv = tg_ds_register_flags(&o, TG_DS_WILL_NOTIFY_ON_START, &d->ds);
   if (rv < 0) goto fail;
   if ((rv = -pthread_create(&d->thread, NULL, reader_main, d)) < 0) goto fail;
   d->running = true;

@@ -248,6 +248,22 @@ typedef struct tg_ds_options {
  * -EINVAL (no name, name too long), -EEXIST, -ENOSPC (TG_DS_MAX reached). */
 TG_EXPORT int tg_ds_register(const tg_ds_options_t *opts, tg_ds_t **out);
 
+/* Flags of tg_ds_register_flags. TG_DS_WILL_NOTIFY_ON_START: an instance
+ * counts as started for the service only once tg_ds_notify_started() says
+ * so (Perfetto's will_notify_on_start); one whose start never succeeds is
+ * named in the trace as not started (TracingServiceEvent
+ * .slow_starting_data_sources), so that a data source that cannot run is
+ * seen by whoever reads the trace, not only in the app's log. */
+#define TG_DS_WILL_NOTIFY_ON_START 1u
+/* tg_ds_register with |flags|; also -EINVAL for a flag it does not know. */
+TG_EXPORT int tg_ds_register_flags(const tg_ds_options_t *opts, uint32_t flags,
+                                   tg_ds_t **out);
+/* Instance |inst| of |ds|, registered with TG_DS_WILL_NOTIFY_ON_START,
+ * runs: the agent tells the service. Any thread, from on_start until
+ * on_stop; nothing for an instance that is not started or a data source
+ * registered without the flag. */
+TG_EXPORT void tg_ds_notify_started(tg_ds_t *ds, unsigned inst);
+
 /* The hot-path view of a data source: one bit per active instance. */
 struct tg_ds_hot {
   _Atomic uint8_t enabled_mask;

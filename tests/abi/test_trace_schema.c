@@ -128,6 +128,16 @@ static void trace_packets_pass(void **state) {
   fv(&bundle, 1, 1);
   fmsg(&bundle, 4, &cs);
   assert_int_equal(in_packet(1, &bundle), TG_TS_OK);
+  /* The service's report of data sources that did not start
+   * (TracingServiceEvent.slow_starting_data_sources): kept, so that a
+   * merged trace still says which data source of which host never ran. */
+  pkt_t one = {0}, sources = {0}, event = {0};
+  fbytes(&one, 1, "tracegate-perf", 14);
+  fbytes(&one, 2, "linux.perf", 10);
+  fmsg(&sources, 1, &one);
+  fmsg(&sources, 1, &one);
+  fmsg(&event, 7, &sources);
+  assert_int_equal(in_packet(69, &event), TG_TS_OK);
   /* An empty packet, and fields the schema does not know below a kept
    * one. */
   assert_int_equal(tg_trace_schema_check(NULL, 0, NULL, &last_clocks),

@@ -3,6 +3,7 @@
  *
  * The agent is a process singleton, so every test initialises it and
  * shuts it down again; data sources stay registered across tests. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -24,6 +25,7 @@
 
 #include "test_proc.h"
 #include "test_service.h"
+#include "pb/common/observable_events.pb-c.h"
 #include "pb/trace/test_event.pb-c.h"
 #include "tracegate/agent.h"
 #include "tracegate/track_event.h"
@@ -821,6 +823,106 @@ static void agent_thread_runs_as_batch_unless_the_app_chose(void **state) {
   tg_agent_shutdown();
 }
 
+/* --- start acks ----------------------------------------------------------- */
+
+#define ACK_DS_NAME "test.agent.ack"
+static tg_ds_t *g_ack_ds;
+static int g_ack_starts;
+static unsigned g_ack_inst;
+
+static void on_ack_start(void *ctx, unsigned inst, const uint8_t *c, size_t n) {
+  (void)ctx, (void)c, (void)n;
+  pthread_mutex_lock(&g_mu);
+  g_ack_inst = inst;
+  pthread_mutex_unlock(&g_mu);
+  bump(&g_ack_starts);
+}
+
+/* The slow_starting_data_sources events of |pk|, each naming this
+ * process's ACK_DS_NAME. */
+static size_t slow_start_events(Perfetto__Protos__TracePacket **pk, size_t n) {
+  size_t events = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (pk[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT ||
+        pk[i]->service_event->event_type_case !=
+            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_SLOW_STARTING_DATA_SOURCES)
+      continue;
+    const Perfetto__Protos__TracingServiceEvent__DataSources *d =
+        pk[i]->service_event->slow_starting_data_sources;
+    assert_int_equal(d->n_data_source, 1);
+    assert_string_equal(d->data_source[0]->producer_name, "agent-e2e");
+    assert_string_equal(d->data_source[0]->data_source_name, ACK_DS_NAME);
+    events++;
+  }
+  return events;
+}
+
+/* Records ACK_DS_NAME; with |ack|, the app confirms the start from this
+ * thread and the service sees every instance started before the stop.
+ * Returns the number of slow_starting_data_sources events. */
+static size_t record_ack_ds(const test_service_t *ts, bool ack) {
+  raw_consumer_t c;
+  simple_cfg_t sc;
+  int starts = counter_now(&g_ack_starts);
+  assert_int_equal(raw_consumer_connect(&c, ts), 0);
+  simple_cfg_init(&sc, 256, 2 /* DISCARD */, ACK_DS_NAME);
+  assert_int_equal(raw_consumer_enable(&c, &sc.cfg, -1), 0);
+  assert_true(wait_count(&g_ack_starts, starts + 1));
+  if (ack) {
+    Perfetto__Protos__ObserveEventsRequest oreq =
+        PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+    Perfetto__Protos__ObservableEvents__Type types[] = {
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED};
+    oreq.n_events_to_observe = 1;
+    oreq.events_to_observe = types;
+    int64_t rid = raw_invoke(&c.conn, "ObserveEvents", &oreq.base, -1, false);
+    assert_true(rid > 0);
+    pthread_mutex_lock(&g_mu);
+    unsigned inst = g_ack_inst;
+    pthread_mutex_unlock(&g_mu);
+    tg_ds_notify_started(g_ack_ds, inst);
+    tg_ds_notify_started(g_ack_ds, inst); /* once is enough; twice is harmless */
+    bool all = false;
+    while (!all) {
+      ProtobufCMessage *m = NULL;
+      assert_int_equal(raw_wait_reply(&c.conn, (uint64_t)rid,
+                                      &perfetto__protos__observe_events_response__descriptor,
+                                      &m, WAIT_MS),
+                       1);
+      Perfetto__Protos__ObserveEventsResponse *r = (void *)m;
+      all = r && r->events && r->events->all_data_sources_started;
+      if (m) protobuf_c_message_free_unpacked(m, NULL);
+    }
+  }
+  assert_int_equal(raw_consumer_disable(&c, WAIT_MS), 0);
+  size_t n = 0;
+  Perfetto__Protos__TracePacket **pk = raw_consumer_read(&c, &n);
+  assert_non_null(pk);
+  size_t events = slow_start_events(pk, n);
+  free_packets(pk, n);
+  raw_consumer_close(&c);
+  return events;
+}
+
+/* TG_DS_WILL_NOTIFY_ON_START: an instance the app confirms is started for
+ * the service; one it never confirms is named in the trace as not
+ * started. */
+static void start_is_confirmed_by_the_app(void **state) {
+  test_service_t *ts = *state;
+  if (!g_ack_ds) {
+    tg_ds_options_t o = {.name = ACK_DS_NAME, .cbs = {.on_start = on_ack_start}};
+    assert_int_equal(tg_ds_register_flags(&o, 0x80, &g_ack_ds), -EINVAL);
+    assert_int_equal(
+        tg_ds_register_flags(&o, TG_DS_WILL_NOTIFY_ON_START, &g_ack_ds), 0);
+  }
+  start_agent(ts, TG_AGENT_FULL_DROP, 0);
+  assert_int_equal(record_ack_ds(ts, true), 0);
+  assert_int_equal(record_ack_ds(ts, false), 1);
+  /* A data source registered without the flag: the call does nothing. */
+  tg_ds_notify_started(g_ds, 0);
+  tg_agent_shutdown();
+}
+
 static int teardown(void **state) {
   tg_agent_shutdown();
   return test_service_teardown(state);
@@ -853,6 +955,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           agent_thread_runs_as_batch_unless_the_app_chose, test_service_setup,
           teardown),
+      cmocka_unit_test_setup_teardown(start_is_confirmed_by_the_app,
+                                      test_service_setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
 #include "client/ds_problem.h"
 #include "client/ftrace_loss.h"
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
+#include "pb/trace/trace_packet.pb-c.h"
 #include "test_service.h"
 
 #define START 1
@@ -350,6 +351,118 @@ static void problems_text_cuts_the_list(void **state) {
   assert_int_equal(tg_ds_problems_text(&ps, tiny, sizeof(tiny)), -ENOSPC);
 }
 
+
+/* A service packet (sequence 1) whose TracingServiceEvent names |n|
+ * (producer, data source) pairs as slow_starting_data_sources, scanned. */
+static void scan_slow_start(tg_ftrace_loss_t *l, char *const *producers,
+                            char *const *names, size_t n) {
+  Perfetto__Protos__TracingServiceEvent__DataSources__DataSource e[16];
+  Perfetto__Protos__TracingServiceEvent__DataSources__DataSource *ep[16];
+  assert_true(n <= 16);
+  for (size_t i = 0; i < n; i++) {
+    perfetto__protos__tracing_service_event__data_sources__data_source__init(&e[i]);
+    e[i].producer_name = producers[i];
+    e[i].data_source_name = names[i];
+    ep[i] = &e[i];
+  }
+  Perfetto__Protos__TracingServiceEvent__DataSources ds =
+      PERFETTO__PROTOS__TRACING_SERVICE_EVENT__DATA_SOURCES__INIT;
+  ds.n_data_source = n;
+  ds.data_source = ep;
+  Perfetto__Protos__TracingServiceEvent ev =
+      PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+  ev.event_type_case =
+      PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_SLOW_STARTING_DATA_SOURCES;
+  ev.slow_starting_data_sources = &ds;
+  Perfetto__Protos__TracePacket tp = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+  tp.optional_trusted_packet_sequence_id_case =
+      PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+  tp.trusted_packet_sequence_id = 1;
+  tp.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT;
+  tp.service_event = &ev;
+  uint8_t buf[8192];
+  size_t len = perfetto__protos__trace_packet__get_packed_size(&tp);
+  assert_true(len <= sizeof(buf));
+  perfetto__protos__trace_packet__pack(&tp, buf);
+  tg_ftrace_loss_scan(l, buf, len);
+}
+
+/* tracegate-perf refused its session: the service names linux.perf at
+ * the start timeout, at a flush and at the stop; one problem. */
+static void slow_starting_data_source_did_not_start(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  char *producers[] = {"tracegate-perf"}, *names[] = {"linux.perf"};
+  for (int i = 0; i < 3; i++) scan_slow_start(&l, producers, names, 1);
+  assert_int_equal(l.n_not_started, 1);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  assert_int_equal(ps.n, 1);
+  json_t *a = tg_ds_problems_json(&ps);
+  assert_non_null(a);
+  json_t *p = json_array_get(a, 0);
+  assert_string_equal(json_string_value(json_object_get(p, "kind")),
+                      "data_source");
+  assert_string_equal(json_string_value(json_object_get(p, "data_source")),
+                      "linux.perf");
+  assert_string_equal(json_string_value(json_object_get(p, "code")), "TG-7010");
+  assert_string_equal(json_string_value(json_object_get(p, "reason")),
+                      "not_started");
+  assert_null(json_object_get(p, "events"));
+  json_decref(a);
+  assert_non_null(strstr(ps.items[0].why, "tracegate-perf"));
+  assert_non_null(strstr(ps.items[0].why, "TG-8002"));
+  assert_int_equal(tg_ds_problems_failures(&ps, NULL), 1);
+}
+
+/* A hostile host names many pairs, long, with control bytes: a few are
+ * kept, cut, and the rest counted as omitted problems. */
+static void not_started_names_are_bounded(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  char long_name[300];
+  memset(long_name, 'n', sizeof(long_name) - 1);
+  long_name[sizeof(long_name) - 1] = 0;
+  long_name[3] = '\n';
+  char names_buf[10][400];
+  char *producers[10], *names[10];
+  for (int i = 0; i < 10; i++) {
+    snprintf(names_buf[i], sizeof(names_buf[i]), "%d%s", i, long_name);
+    producers[i] = "p\x1b";
+    names[i] = names_buf[i];
+  }
+  scan_slow_start(&l, producers, names, 10);
+  scan_slow_start(&l, producers, names, 10);
+  assert_int_equal(l.n_not_started, TG_FTRACE_NOT_STARTED_MAX);
+  assert_int_equal(l.not_started_omitted, 2 * (10 - TG_FTRACE_NOT_STARTED_MAX));
+  for (size_t i = 0; i < l.n_not_started; i++)
+    assert_int_equal(strlen(l.not_started[i].data_source),
+                     TG_FTRACE_SETUP_NAME_MAX);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  assert_int_equal(ps.n, TG_FTRACE_NOT_STARTED_MAX);
+  assert_int_equal(ps.omitted, l.not_started_omitted);
+  for (size_t i = 0; i < ps.n; i++) {
+    for (const char *c = ps.items[i].why; *c; c++)
+      assert_true((unsigned char)*c >= 0x20 && *c != 0x7f);
+    for (const char *c = ps.items[i].data_source; *c; c++)
+      assert_true((unsigned char)*c >= 0x20 && *c != 0x7f);
+  }
+}
+
+/* linux.ftrace whose stats already say it did not start is said once. */
+static void ftrace_not_started_is_said_once(void **state) {
+  (void)state;
+  tg_ftrace_loss_t l = {0};
+  char *failed[] = {"sched/sched_switch"};
+  scan_setup(&l, START, 3, 0, failed, 1, NULL, 0, NULL);
+  char *producers[] = {"traced_probes"}, *names[] = {"linux.ftrace"};
+  scan_slow_start(&l, producers, names, 1);
+  tg_ds_problems_t ps = {0};
+  tg_ds_problems_from_ftrace(&ps, &l);
+  json_decref(only_problem(&ps, "TG-7010", "not_started", 1));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_stats_is_no_loss),
@@ -366,6 +479,9 @@ int main(void) {
       cmocka_unit_test(clean_start_has_no_problem),
       cmocka_unit_test(names_kept_are_bounded),
       cmocka_unit_test(problems_text_cuts_the_list),
+      cmocka_unit_test(slow_starting_data_source_did_not_start),
+      cmocka_unit_test(not_started_names_are_bounded),
+      cmocka_unit_test(ftrace_not_started_is_said_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@
  * metric counts it by reason, and host 1 is ok with no problem;
  * `tracegate snapshot` exits 3 naming the problem with its code. And a
  * data source no producer offers is listed, not a failure, until a
- * reconnection finds it offered.
+ * reconnection finds it offered. A data source whose producer never
+ * confirms its start (the service's slow_starting_data_sources) makes the
+ * snapshot partial too, as tracegate-perf without CAP_PERFMON would.
  *
  * The first needs root and tracefs (probes_e2e.h's e2e_require_ftrace:
  * skipped without them unless TG_REQUIRE_FTRACE is set).
@@ -27,6 +29,7 @@
 #include <cmocka.h>
 
 #include "coll_e2e.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "probes_e2e.h"
 #include "test_proc.h"
 #include "test_wait.h"
@@ -174,7 +177,10 @@ static void a_source_not_offered_is_listed_until_a_reconnect_finds_it(
   collector_start(&c);
   assert_int_equal(raw_producer_wait_started(&h[0].p, FLEET_WAIT_MS), 0);
   wait_hosts(&c, 1, "tracing");
-  const char *hosts = fleet_in_dir("late-hosts.json");
+  /* Its own copy: fleet_in_dir's buffers are reused (the relay's restart
+   * below takes several), and this path is written until the end. */
+  char hosts[256];
+  snprintf(hosts, sizeof(hosts), "%s", fleet_in_dir("late-hosts.json"));
   assert_int_equal(http(&c, "GET", "/api/v1/hosts", hosts), 200);
   assert_json(hosts, "hosts.0.problems.0.data_source", "\"late.ds\"");
   assert_json(hosts, "hosts.0.problems.0.code", "\"TG-7012\"");
@@ -213,10 +219,90 @@ static void a_source_not_offered_is_listed_until_a_reconnect_finds_it(
   fleet_host_stop(&h[0]);
 }
 
+/* A data source whose producer never confirms its start (as
+ * tracegate-perf does not when perf_event_open is refused): the host's
+ * service names it in the trace once its start timeout runs out (1 ms
+ * here), every clone of the ring carries that report, and the snapshot's
+ * row is partial with a not_started problem for it, as /api/v1/hosts and
+ * the metric say. */
+static void a_source_that_never_confirms_its_start_makes_the_snapshot_partial(
+    void **state) {
+  (void)state;
+  fleet_host_t h[1];
+  memset(h, 0, sizeof(h));
+  const char *args[] = {"--ds-start-timeout-ms", "1", NULL};
+  assert_int_equal(test_service_start_with(&h[0].ts, args, FLEET_WAIT_MS), 0);
+  fleet_host_start_relay(&h[0], fleet_in_dir("relay-slow.log"), NULL);
+  fleet_host_connect_producer(&h[0], "coll.producer", "fleet.ds", 4, 64, false);
+  /* slow.ds asks to confirm its start and never does; no_flush, so that a
+   * clone's flush does not wait for it. */
+  raw_producer_t slow;
+  assert_int_equal(raw_producer_connect(&slow, &h[0].ts, "slow.producer", NULL,
+                                        4, 64, false), 0);
+  Perfetto__Protos__DataSourceDescriptor d =
+      PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+  d.name = "slow.ds";
+  d.has_will_notify_on_start = d.will_notify_on_start = 1;
+  d.has_no_flush = d.no_flush = 1;
+  Perfetto__Protos__RegisterDataSourceRequest r =
+      PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+  r.data_source_descriptor = &d;
+  assert_int_equal(raw_call(&slow.conn, "RegisterDataSource", &r.base, -1,
+                            NULL, NULL, FLEET_WAIT_MS), 1);
+  write_config(h, 1, NULL);
+  FILE *f = fopen(fleet_in_dir("flight.pbtxt"), "w");
+  assert_non_null(f);
+  fputs("buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
+        "data_sources { config { name: \"fleet.ds\" } }\n"
+        "data_sources { config { name: \"slow.ds\" } }\n", f);
+  assert_int_equal(fclose(f), 0);
+  collector_t c;
+  collector_start(&c);
+  assert_int_equal(raw_producer_wait_started(&h[0].p, FLEET_WAIT_MS), 0);
+  assert_int_equal(raw_producer_wait_started(&slow, FLEET_WAIT_MS), 0);
+  wait_hosts(&c, 1, "tracing");
+  /* The 1 ms start timeout is due long before the snapshot's clone
+   * reaches the service's loop, which runs due timers first. */
+  usleep(100 * 1000);
+
+  const char *posted = fleet_in_dir("slow-post.json");
+  char id[32];
+  snprintf(id, sizeof(id), "%s", snapshot(&c, h, 1, posted));
+  const char *row = fleet_in_dir("slow-row.json");
+  char path[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  assert_int_equal(http(&c, "GET", path, row), 200);
+  assert_json(row, "snapshot.state", "\"partial\"");
+  assert_json(row, "hosts.0.outcome", "\"partial\"");
+  assert_json(row, "hosts.0.problems.0.kind", "\"data_source\"");
+  assert_json(row, "hosts.0.problems.0.data_source", "\"slow.ds\"");
+  assert_json(row, "hosts.0.problems.0.code", "\"TG-7010\"");
+  assert_json(row, "hosts.0.problems.0.reason", "\"not_started\"");
+  const char *error = tg_test_json(row, "hosts.0.error");
+  assert_non_null(error);
+  assert_true(!strncmp(error, "\"[TG-7010] slow.ds: ", 20));
+  const char *hosts = fleet_in_dir("slow-hosts.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/hosts", hosts), 200);
+  assert_json(hosts, "hosts.0.problems.0.data_source", "\"slow.ds\"");
+  assert_json(hosts, "hosts.0.problems.0.reason", "\"not_started\"");
+  const char *metrics = fleet_in_dir("slow-metrics.txt");
+  assert_int_equal(http(&c, "GET", "/metrics", metrics), 200);
+  assert_true(tg_test_wait_file_text(
+      metrics,
+      "tracegate_collector_data_source_failures_total{reason=\"not_started\"} 1\n",
+      1000));
+
+  collector_stop(&c);
+  raw_producer_close(&slow);
+  fleet_host_stop(&h[0]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(a_host_whose_ftrace_cannot_start_makes_the_snapshot_partial),
       FLEET_TEST(a_source_not_offered_is_listed_until_a_reconnect_finds_it),
+      FLEET_TEST(
+          a_source_that_never_confirms_its_start_makes_the_snapshot_partial),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

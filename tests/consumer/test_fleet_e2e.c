@@ -27,6 +27,7 @@
 #include "fleet_harness.h"
 #include "fleet_proxy.h"
 #include "fleet_trace.h"
+#include "pb/ipc/producer_port.pb-c.h"
 #include "test_proc.h"
 #include "abi/smb.h"
 #include "consumer/fleet/merge.h"
@@ -384,6 +385,66 @@ static void a_hosts_data_source_that_did_not_start_exits_4(void **state) {
   assert_json(sum, "hosts.1.problems.0.code", "\"TG-7012\"");
   assert_null(tg_test_json(sum, "hosts.1.problems.1"));
   unlink(merged);
+  for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
+}
+
+/* Host 0 has a producer of slow.ds that asks to confirm its start and
+ * never does (tracegate-perf refusing linux.perf): the host's service
+ * names it in the trace when the session stops, and `record -H` exits 4
+ * with host 0's not_started problem for it; host 1, which has no such
+ * producer, only lists it as not offered. */
+static void a_hosts_data_source_that_never_confirms_its_start_exits_4(
+    void **state) {
+  (void)state;
+  fleet_host_t hs[2];
+  for (int i = 0; i < 2; i++) {
+    start_host(&hs[i], i);
+    connect_producer(&hs[i], 4, 64);
+  }
+  raw_producer_t slow;
+  assert_int_equal(raw_producer_connect(&slow, &hs[0].ts, "slow.producer",
+                                        NULL, 4, 64, false), 0);
+  Perfetto__Protos__DataSourceDescriptor d =
+      PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+  d.name = "slow.ds";
+  d.has_will_notify_on_start = d.will_notify_on_start = 1;
+  d.has_no_flush = d.no_flush = 1; /* the stop's flush does not wait for it */
+  Perfetto__Protos__RegisterDataSourceRequest r =
+      PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+  r.data_source_descriptor = &d;
+  assert_int_equal(raw_call(&slow.conn, "RegisterDataSource", &r.base, -1,
+                            NULL, NULL, FLEET_WAIT_MS), 1);
+  char merged[256], sum[256];
+  snprintf(merged, sizeof(merged), "%s", fleet_in_dir("slow.pftrace"));
+  snprintf(sum, sizeof(sum), "%s", fleet_in_dir("slow.json"));
+  const char *args[] = {"record", "-H", hs[0].spec, "-H", hs[1].spec,
+                        FLEET_TLS_ARGS, "-o", merged, "--merge", "-t", "0",
+                        "-b", "1mb", "--summary-json", sum, "fleet.ds",
+                        "slow.ds", NULL};
+  fleet_cli_t c;
+  fleet_cli_spawn(&c, args);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(raw_producer_wait_started(&hs[i].p, FLEET_WAIT_MS), 0);
+  assert_int_equal(raw_producer_wait_started(&slow, FLEET_WAIT_MS), 0);
+  for (int i = 0; i < 2; i++)
+    fleet_commit_packets(&hs[i].p, 0, "plain", 1, 3);
+  kill(c.pid, SIGINT);
+  for (int i = 0; i < 2; i++) fleet_ack_flush(&hs[i].p);
+  assert_int_equal(fleet_cli_wait(&c), 4);
+  assert_notice_with(c.err, TG_N_DS_NOT_STARTED, " slow.ds: did not start");
+  assert_json(sum, "exit_code", "4");
+  assert_json(sum, "hosts.0.outcome", "\"ok\"");
+  assert_json(sum, "hosts.0.problems.0.kind", "\"data_source\"");
+  assert_json(sum, "hosts.0.problems.0.data_source", "\"slow.ds\"");
+  assert_json(sum, "hosts.0.problems.0.code", "\"TG-7010\"");
+  assert_json(sum, "hosts.0.problems.0.reason", "\"not_started\"");
+  assert_null(tg_test_json(sum, "hosts.0.problems.1"));
+  assert_json(sum, "hosts.1.outcome", "\"ok\"");
+  assert_json(sum, "hosts.1.problems.0.code", "\"TG-7012\"");
+  assert_json(sum, "hosts.1.problems.0.data_source", "\"slow.ds\"");
+  assert_null(tg_test_json(sum, "hosts.1.problems.1"));
+  unlink(merged);
+  raw_producer_close(&slow);
   for (int i = 0; i < 2; i++) fleet_host_stop(&hs[i]);
 }
 
@@ -1262,6 +1323,7 @@ int main(void) {
       FLEET_TEST(clean_end_leaves_no_session_on_any_host),
       FLEET_TEST(ftrace_overruns_are_a_hosts_loss),
       FLEET_TEST(a_hosts_data_source_that_did_not_start_exits_4),
+      FLEET_TEST(a_hosts_data_source_that_never_confirms_its_start_exits_4),
       FLEET_TEST(
           unregistered_names_said_once_with_the_hosts_lacking_them),
       FLEET_TEST(many_hosts_lacking_a_name_give_one_summary_line),

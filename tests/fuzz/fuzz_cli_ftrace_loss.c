@@ -10,7 +10,10 @@
  * more than its sequences, and what it could not hold was counted. The
  * setup errors' names kept stay within their bounds, the instances found
  * down or partial are among the tracked sequences, and the problems they
- * make (client/ds_problem.c) fit their JSON text with the list cut.
+ * make (client/ds_problem.c) fit their JSON text with the list cut. The
+ * data sources a service event names as not started
+ * (slow_starting_data_sources) are kept within their bounds, each pair
+ * once.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -39,12 +42,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (l.n_names > TG_FTRACE_SETUP_NAMES) __builtin_trap();
   for (size_t i = 0; i < l.n_names; i++)
     if (strlen(l.names[i]) > TG_FTRACE_SETUP_NAME_MAX) __builtin_trap();
+  if (l.n_not_started > TG_FTRACE_NOT_STARTED_MAX) __builtin_trap();
+  if (l.not_started_omitted && l.n_not_started < TG_FTRACE_NOT_STARTED_MAX)
+    __builtin_trap();
+  for (size_t i = 0; i < l.n_not_started; i++) {
+    if (strlen(l.not_started[i].producer) > TG_FTRACE_SETUP_NAME_MAX ||
+        strlen(l.not_started[i].data_source) > TG_FTRACE_SETUP_NAME_MAX)
+      __builtin_trap();
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(l.not_started[i].producer, l.not_started[j].producer) &&
+          !strcmp(l.not_started[i].data_source, l.not_started[j].data_source))
+        __builtin_trap();
+  }
   tg_ftrace_setup_t su;
   tg_ftrace_setup_summary(&l, &su);
   if (su.down + su.partial > l.n_seqs) __builtin_trap();
   tg_ds_problems_t ps = {0};
   tg_ds_problems_from_ftrace(&ps, &l);
-  if (ps.n > 2) __builtin_trap();
+  if (ps.n > 2 + l.n_not_started) __builtin_trap();
   char text[512];
   int kept = tg_ds_problems_text(&ps, text, sizeof(text));
   if (kept < 0 && kept != -12 /* ENOMEM */) __builtin_trap();

@@ -1000,7 +1000,31 @@ def cli_ftrace_loss_corpus():
         "atrace_errors": setup_on(5, [0], atrace=b"atrace: no categories"),
         "long_names": setup_on(6, [], failed=[bytes([65 + i]) * 120 + b"\x1b\xff"
                                               for i in range(6)]),
+        # The service's report of data sources whose producer did not
+        # acknowledge the start (TracingServiceEvent, field 7): once, as
+        # at every flush (the same pair again), many pairs with long
+        # names, and the linux.ftrace its stats already say did not start.
+        "slow_start": slow_start([(b"tracegate-perf", b"linux.perf")]),
+        "slow_start_every_flush": b"".join(
+            f_len(1, slow_start([(b"tracegate-perf", b"linux.perf")]))
+            for _ in range(3)),
+        "slow_start_many": f_len(1, slow_start(
+            [(b"p%d" % i + b"\x1b" * 30, b"ds.%d" % i + b"n" * 70)
+             for i in range(7)])),
+        "slow_start_and_ftrace": (
+            setup_on(3, [], failed=[b"sched/sched_switch"]) +
+            f_len(1, slow_start([(b"traced_probes", b"linux.ftrace")]))),
+        "slow_start_cut_short": slow_start([(b"tracegate-perf",
+                                             b"linux.perf")])[:-4],
     }
+
+
+def slow_start(pairs):
+    """A service packet: TracingServiceEvent.slow_starting_data_sources
+    naming each (producer, data source) of |pairs|."""
+    sources = b"".join(f_len(1, f_len(1, p) + f_len(2, d)) for p, d in pairs)
+    return (f_varint(8, 1000) + f_len(69, f_len(7, sources)) +
+            f_varint(10, 1))
 
 
 # --- fuzz_merge ------------------------------------------------------------------

@@ -167,13 +167,18 @@ grep -q 'TG-1006' "$WORK/record.log" ||
 
 # Refusals are said, with their code, not recorded as empty sessions:
 # UNWIND_DWARF (no DWARF unwinder in this build) and a hardware counter
-# (this check only where the machine has no PMU for it).
+# (this check only where the machine has no PMU for it). The producer does
+# not confirm the start: the recording exits 4, linux.perf not_started.
 refused() {
   printf 'buffers { size_kb: 1024 }\nduration_ms: 300\ndata_sources { config {\n  name: "linux.perf"\n  perf_event_config { %s }\n} }\n' \
     "$1" >"$WORK/refused.pbtxt"
+  st=0
   "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/refused.pbtxt" \
-    --txt -o "$WORK/refused.pftrace" 2>>"$WORK/record.log" ||
-    die "tracegate record of a refused config failed"
+    --txt -o "$WORK/refused.pftrace" --summary-json "$WORK/refused.json" \
+    2>>"$WORK/record.log" || st=$?
+  [ "$st" = 4 ] || die "tracegate record of a refused config exited $st, not 4"
+  grep -q '"reason": "not_started"' "$WORK/refused.json" ||
+    die "a refused config is not a not_started problem: $(cat "$WORK/refused.json")"
 }
 if [ "$PERF_DWARF" != ON ]; then
   refused 'callstack_sampling { user_frames: UNWIND_DWARF }'

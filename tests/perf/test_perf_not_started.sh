@@ -1,0 +1,125 @@
+#!/bin/sh
+# test_perf_not_started: tracegate-perf run as nobody without CAP_PERFMON
+# (as its unit would run with the capability left out) refuses the session
+# (TG-8002 in its log, naming CAP_PERFMON) and does not acknowledge its
+# start; tracegated names linux.perf in the trace
+# (TracingServiceEvent.slow_starting_data_sources), and `tracegate record`
+# exits 4 with a not_started problem for linux.perf in --summary-json.
+# With PERFETTO_BIN, trace_processor imports the trace without an error
+# and lists the data source in its metadata (slow_start_data_source).
+#
+# Skipped (exit 77), with the reason, when not root or without setpriv
+# (the capabilities cannot be dropped), and when tracegate-perf as nobody
+# would be allowed to sample anyway (perf_event_paranoid below 2 lets an
+# unprivileged user open cpu-clock on its own processes, not all CPUs, so
+# the session is still refused; only a kernel with paranoid -1 would
+# accept it).
+#
+# Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK
+set -eu
+
+say() { echo "test_perf_not_started: $*"; }
+die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
+PIDS=""
+SOCKS=""
+cleanup() {
+  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+  PIDS=""
+  [ -z "$SOCKS" ] || rm -rf "$SOCKS"
+  SOCKS=""
+}
+trap cleanup EXIT
+
+[ "$(id -u)" = 0 ] || { say "SKIPPED: not root: the capabilities cannot be dropped"; exit 77; }
+command -v setpriv >/dev/null 2>&1 || { say "SKIPPED: no setpriv"; exit 77; }
+paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)
+[ "$paranoid" != -1 ] || {
+  say "SKIPPED: perf_event_paranoid is -1: anyone may sample every CPU"; exit 77; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+# nobody must reach the binary and the producer socket, wherever the
+# checkout is (a directory only root can enter would make the producer fail
+# to start rather than refuse the session): both go to a directory of
+# their own under /tmp.
+SOCKS=$(mktemp -d /tmp/tg_perf_ns.XXXXXX)
+chmod 0755 "$SOCKS"
+BIN=$SOCKS
+cp "$BUILD_DIR/agent/perf/tracegate-perf" "$BIN/"
+chmod 0755 "$BIN/tracegate-perf"
+
+P=$SOCKS/p.sock
+C=$SOCKS/c.sock
+"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
+  >"$WORK/tracegated.log" 2>&1 &
+PIDS="$PIDS $!"
+i=0
+until [ -S "$C" ] && [ -S "$P" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
+done
+# As deploy/systemd/tracegate-perf.service.in, less CAP_PERFMON.
+CAPS=+sys_ptrace,+syslog
+setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
+  --inh-caps="-all,$CAPS" --ambient-caps="-all,$CAPS" --bounding-set="-all,$CAPS" \
+  "$BIN/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
+PIDS="$! $PIDS"
+i=0
+until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
+      grep -q '"name": "linux.perf"'; do
+  i=$((i + 1))
+  [ $i -lt 200 ] || die "linux.perf was not registered: $(cat "$WORK/perf.log")"
+  sleep 0.05
+done
+
+cat >"$WORK/perf.pbtxt" <<'CFG'
+buffers { size_kb: 1024 }
+duration_ms: 500
+data_sources {
+  config {
+    name: "linux.perf"
+    perf_event_config { timebase { frequency: 19 counter: SW_CPU_CLOCK } }
+  }
+}
+CFG
+TRACE=$WORK/perf.pftrace
+status=0
+"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/perf.pbtxt" --txt \
+  -o "$TRACE" --summary-json "$WORK/summary.json" 2>"$WORK/record.log" || status=$?
+[ "$status" = 4 ] || die "tracegate record exited $status, not 4: $(cat "$WORK/record.log")"
+grep -q 'TG-8002.*CAP_PERFMON' "$WORK/perf.log" ||
+  die "no TG-8002 naming CAP_PERFMON in the producer's log: $(cat "$WORK/perf.log")"
+python3 - "$WORK/summary.json" <<'PY' || die "summary: $(cat "$WORK/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["exit_code"] == 4, s["exit_code"]
+probs = [p for h in s["hosts"] for p in h["problems"]]
+hit = [p for p in probs if p["data_source"] == "linux.perf"]
+assert len(hit) == 1, probs
+p = hit[0]
+assert p["kind"] == "data_source" and p["reason"] == "not_started", p
+assert p["code"] == "TG-7010", p
+PY
+grep -q 'TG-7010.*linux\.perf' "$WORK/tracegated.log" ||
+  die "the service's log has no TG-7010 naming linux.perf: $(cat "$WORK/tracegated.log")"
+grep -q 'TG-7010.*linux\.perf' "$WORK/record.log" ||
+  die "the summary has no TG-7010 line naming linux.perf: $(cat "$WORK/record.log")"
+cleanup
+
+if [ -z "${PERFETTO_BIN:-}" ]; then
+  say "ok (trace_processor not run: PERFETTO_BIN unset)"
+  exit 0
+fi
+TP=$PERFETTO_BIN/trace_processor_shell
+q() {
+  printf '%s\n' "$1" >"$WORK/q.sql"
+  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
+    tail -n +2 | tr -d '"'
+}
+bad=$(q "select name || '=' || value from stats where value > 0 and
+         severity in ('error', 'data_loss')")
+[ -z "$bad" ] || die "trace_processor stats: $bad"
+slow=$(q "select count(*) from metadata where name = 'slow_start_data_source'
+          and str_value like '%linux.perf'")
+[ "${slow:-0}" -gt 0 ] || die "trace_processor's metadata has no slow_start_data_source for linux.perf"
+say "ok"
