@@ -121,23 +121,25 @@ void tg_sym_init(tg_sym_t *s) {
   tg_buf_init(&s->inflate, TG_PACKETS_INFLATE_MAX);
 }
 
+void tg_sym_module_free(tg_sym_module_t *m) {
+  for (size_t a = 0; a < m->n_addrs; a++) {
+    for (size_t l = 0; l < m->addrs[a].n_lines; l++) {
+      free(m->addrs[a].lines[l].function);
+      free(m->addrs[a].lines[l].file);
+    }
+    free(m->addrs[a].lines);
+  }
+  free(m->addrs);
+  free(m->pcs);
+  free(m->path);
+  free(m->debug_file);
+  memset(m, 0, sizeof(*m));
+}
+
 void tg_sym_free(tg_sym_t *s) {
   for (size_t i = 0; i < s->n_seqs; i++) seq_reset(&s->seqs[i]);
   free(s->seqs);
-  for (size_t i = 0; i < s->n_mods; i++) {
-    tg_sym_module_t *m = &s->mods[i];
-    for (size_t a = 0; a < m->n_addrs; a++) {
-      for (size_t l = 0; l < m->addrs[a].n_lines; l++) {
-        free(m->addrs[a].lines[l].function);
-        free(m->addrs[a].lines[l].file);
-      }
-      free(m->addrs[a].lines);
-    }
-    free(m->addrs);
-    free(m->pcs);
-    free(m->path);
-    free(m->debug_file);
-  }
+  for (size_t i = 0; i < s->n_mods; i++) tg_sym_module_free(&s->mods[i]);
   free(s->mods);
   tg_buf_free(&s->inflate);
   memset(s, 0, sizeof(*s));
@@ -210,7 +212,7 @@ static int module_get(tg_sym_t *s, uint32_t machine, const char *path,
   for (size_t i = 0; i < s->n_mods; i++) {
     const tg_sym_module_t *m = &s->mods[i];
     if (m->machine_id == machine && m->build_id_len == id_len &&
-        !memcmp(m->build_id, id, id_len) && !strcmp(m->path, path)) {
+        (!id_len || !memcmp(m->build_id, id, id_len)) && !strcmp(m->path, path)) {
       *idx = (uint32_t)i;
       return 0;
     }
@@ -227,7 +229,7 @@ static int module_get(tg_sym_t *s, uint32_t machine, const char *path,
   memset(m, 0, sizeof(*m));
   if (!(m->path = strdup(path))) return -ENOMEM;
   m->machine_id = machine;
-  memcpy(m->build_id, id, id_len);
+  if (id_len) memcpy(m->build_id, id, id_len);
   m->build_id_len = id_len;
   *idx = (uint32_t)s->n_mods++;
   return 0;

@@ -89,6 +89,8 @@ typedef struct tg_sym_opts {
 
 void tg_sym_init(tg_sym_t *s);
 void tg_sym_free(tg_sym_t *s);
+/* Frees what one module owns (tg_sym_free does it for its modules). */
+void tg_sym_module_free(tg_sym_module_t *m);
 
 /* Walks one TracePacket (its bytes without the Trace framing). Returns 0,
  * TG_EPARSE on a malformed packet, -E2BIG past a bound, -ENOMEM. */
