@@ -84,21 +84,20 @@ int cli_symbolize_main(int argc, char **argv) {
   tg_flag_list_t dir_list = {dirs, TG_SYM_MAX_DEBUG_DIRS - 1, &n_dirs};
   const tg_flag_t flags[] = {
       {"out", TG_FLAG_STRING, &out, "FILE",
-       "-o: the symbolized trace to write (not IN)", 0, 0},
+       "-o: the trace to write (not IN)", 0, 0},
       {"debug-dir", TG_FLAG_LIST, &dir_list, "DIR",
-       "look for DIR/.build-id/xx/yyyy.debug before /usr/lib/debug "
-       "(may be given many times)", 0, 0},
+       "a DIR/.build-id/ tree to try first (repeatable)", 0, 0},
       {"debuginfod", TG_FLAG_BOOL, &debuginfod, NULL,
-       "ask the debuginfod servers of DEBUGINFOD_URLS for modules found "
-       "nowhere else", 0, 0},
+       "ask the servers of DEBUGINFOD_URLS last", 0, 0},
       {"json", TG_FLAG_BOOL, &json, NULL,
        "write what was found as JSON to stdout", 0, 0},
   };
   char *pos[2];
   size_t n_pos = 0;
-  int rv = cli_parse_flags(prog, "IN -o OUT [--debug-dir DIR]... [--debuginfod] [--json]",
-                           about, flags, sizeof(flags) / sizeof(flags[0]), argc,
-                           argv, pos, 2, &n_pos);
+  int rv = cli_parse_flags(
+      prog, "IN -o OUT [--debug-dir DIR]... [--debuginfod]\n         [--json]",
+      about, flags, sizeof(flags) / sizeof(flags[0]), argc, argv, pos, 2,
+      &n_pos);
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   if (n_pos != 1 || !out) {

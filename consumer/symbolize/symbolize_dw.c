@@ -67,43 +67,46 @@ static bool file_matches(const char *path, const tg_sym_module_t *m,
 }
 
 /* libdebuginfod, opened at run time: Debian ships it apart (libdebuginfod1)
- * and a build without it still symbolizes from local files. */
+ * and a build without it still symbolizes from local files. Opened once
+ * and kept for the process: libcurl, under it, keeps global state that
+ * closing it would leak. */
 typedef struct dbgf {
-  void *lib;
+  bool tried, ok;
   void *(*begin)(void);
   int (*find)(void *, const unsigned char *, int, char **);
   void (*end)(void *);
 } dbgf_t;
 
-static bool dbgf_open(dbgf_t *d) {
-  memset(d, 0, sizeof(*d));
-  d->lib = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!d->lib) return false;
-  *(void **)&d->begin = dlsym(d->lib, "debuginfod_begin");
-  *(void **)&d->find = dlsym(d->lib, "debuginfod_find_debuginfo");
-  *(void **)&d->end = dlsym(d->lib, "debuginfod_end");
-  if (d->begin && d->find && d->end) return true;
-  dlclose(d->lib);
-  d->lib = NULL;
-  return false;
+static dbgf_t dbgf;
+
+static bool dbgf_open(void) {
+  if (dbgf.tried) return dbgf.ok;
+  dbgf.tried = true;
+  void *lib = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return false;
+  *(void **)&dbgf.begin = dlsym(lib, "debuginfod_begin");
+  *(void **)&dbgf.find = dlsym(lib, "debuginfod_find_debuginfo");
+  *(void **)&dbgf.end = dlsym(lib, "debuginfod_end");
+  dbgf.ok = dbgf.begin && dbgf.find && dbgf.end;
+  if (!dbgf.ok) dlclose(lib);
+  return dbgf.ok;
 }
 
 /* The file from debuginfod (its cache), or NULL. */
 static char *from_debuginfod(const tg_sym_module_t *m) {
-  dbgf_t d;
-  if (!dbgf_open(&d)) return NULL;
+  if (!dbgf_open()) return NULL;
   char *path = NULL;
-  void *c = d.begin();
+  void *c = dbgf.begin();
   if (c) {
-    int fd = d.find(c, m->build_id, (int)m->build_id_len, &path);
-    if (fd >= 0) close(fd);
-    else {
+    int fd = dbgf.find(c, m->build_id, (int)m->build_id_len, &path);
+    if (fd >= 0) {
+      close(fd);
+    } else {
       free(path);
       path = NULL;
     }
-    d.end(c);
+    dbgf.end(c);
   }
-  dlclose(d.lib);
   return path;
 }
 

@@ -177,6 +177,30 @@ assert s["frames"] > 0 and s["frames_named"] * 10 >= s["frames"] * 9, s
 print("test_perf_symbolize: symbolize named %d of %d frames of the workload"
       % (s["frames_named"], s["frames"]))
 PY
+# debuginfod, last in the order: a file:// server (libdebuginfod reads
+# URL/buildid/HEX/debuginfo) and a cache of the test's own. Without
+# DEBUGINFOD_URLS, --debuginfod is a usage error (2).
+rc=0
+env -u DEBUGINFOD_URLS "$T" symbolize "$TRACE" -o "$WORK/x.pftrace" --debuginfod \
+  2>/dev/null || rc=$?
+[ "$rc" -eq 2 ] || die "--debuginfod without DEBUGINFOD_URLS exited $rc, not 2"
+if ldconfig -p 2>/dev/null | grep -q 'libdebuginfod\.so\.1'; then
+  mkdir -p "$WORK/srv/buildid/$BID" "$WORK/cache"
+  cp "$DEBUG_FILE" "$WORK/srv/buildid/$BID/debuginfo"
+  DEBUGINFOD_URLS="file://$WORK/srv" DEBUGINFOD_CACHE_PATH="$WORK/cache" \
+    "$T" symbolize "$TRACE" -o "$WORK/dbgf.pftrace" --debuginfod --json \
+    >"$WORK/dbgf.json" 2>"$WORK/dbgf.err" ||
+    die "symbolize --debuginfod failed: $(cat "$WORK/dbgf.err")"
+  python3 - "$WORK/dbgf.json" <<'PY' || die "debuginfod did not give the workload's file"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+m = [m for m in doc["modules_detail"] if m["path"].endswith("/symwork")][0]
+assert m["source"] == "debuginfod" and m["frames_named"] == m["frames"], m
+PY
+else
+  say "debuginfod not checked: no libdebuginfod.so.1 on this machine"
+fi
+
 # OUT starts with IN, byte for byte.
 size=$(stat -c %s "$TRACE")
 cmp -n "$size" "$TRACE" "$WORK/sym.pftrace" || die "OUT does not start with IN"
