@@ -12,7 +12,10 @@
 # with no stackprofile_* stat (ModuleSymbols that match no mapping or
 # frame), and the flame graph must name the chain. The module's own file
 # (stripped, no .symtab) must not be taken for it, and a debug file whose
-# build id differs must be refused.
+# build id differs must be refused. debuginfod is checked through a
+# file:// server (libdebuginfod takes those), and a merged trace through
+# the same recording moved to machine 1: its ModuleSymbols must carry
+# machine_id 1, and machine 0's name none of its frames.
 #
 # Skipped (exit 77), with the reason, where perf_event_open is refused,
 # where no C compiler or objcopy is found, and where PERFETTO_BIN is unset
@@ -240,6 +243,55 @@ chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
   where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
     and m.name = 'main' and s.cumulative_count > 0")
 [ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
+# A merged trace: every packet on machine 1 (as the fleet merge appends
+# machine_id). The ModuleSymbols must carry machine 1 to match its
+# mappings: those of the single-host run (machine 0) match none there.
+python3 - "$WORK/perf.pftrace" "$WORK/m1.pftrace" <<'PY'
+import sys
+def rv(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1
+        v |= (c & 0x7f) << s; s += 7
+        if not c & 0x80:
+            return v, i
+def wv(v):
+    o = bytearray()
+    while v >= 0x80:
+        o.append(v & 0x7f | 0x80); v >>= 7
+    o.append(v)
+    return bytes(o)
+src = open(sys.argv[1], "rb").read()
+out = bytearray()
+i = 0
+while i < len(src):
+    tag, i = rv(src, i)
+    n, i = rv(src, i)
+    pkt = src[i:i + n] + wv(98 << 3) + wv(1)
+    i += n
+    out += wv(tag) + wv(len(pkt)) + pkt
+open(sys.argv[2], "wb").write(out)
+PY
+"$T" symbolize "$WORK/m1.pftrace" -o "$WORK/m1sym.pftrace" --debug-dir "$DBG" \
+  2>"$WORK/m1.err" || die "symbolize of the merged trace failed: $(cat "$WORK/m1.err")"
+TRACE=$WORK/m1sym.pftrace
+m1all=$(q "select count(*) from stack_profile_frame")
+m1named=$(q "select count(*) from stack_profile_frame f where exists (
+               select 1 from stack_profile_symbol s
+               where s.symbol_set_id = f.symbol_set_id and s.line_number > 0)")
+m1bad=$(q "select count(*) from stats where value > 0 and name like 'stackprofile%'")
+m1machine=$(q "select count(distinct p.machine_id) from perf_sample join thread
+               using(utid) join process p using(upid) where p.machine_id = 1")
+[ "${m1machine:-0}" -eq 1 ] || die "the merged trace's samples are not on machine 1"
+[ "${m1all:-0}" -gt 0 ] && [ "$m1named" -eq "$m1all" ] && [ "$m1bad" -eq 0 ] ||
+  die "machine 1: $m1named of $m1all frames named, $m1bad stackprofile stats"
+cat "$WORK/m1.pftrace" >"$WORK/mixed.pftrace"
+tail -c +$((size + 1)) "$WORK/sym.pftrace" >>"$WORK/mixed.pftrace"
+TRACE=$WORK/mixed.pftrace
+mixed=$(q "select count(*) from stack_profile_frame f where exists (
+             select 1 from stack_profile_symbol s where s.symbol_set_id = f.symbol_set_id)")
+[ "${mixed:-1}" -eq 0 ] || die "machine 0's symbols named machine 1's frames"
+
 # Before symbolization the stripped workload's frames had no such names.
 TRACE=$WORK/perf.pftrace
 before=$(q "select count(*) from stack_profile_frame where name in ('func_a', 'func_b', 'spin')")
