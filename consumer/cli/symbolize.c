@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/notice.h"
+#include "common/printable.h"
 #include "consumer/cli/cli.h"
 #include "consumer/symbolize/symbolize.h"
 #include "tracegate/error.h"
@@ -48,8 +49,8 @@ static int print_json(const tg_sym_t *s, const tg_sym_result_t *r) {
     for (size_t k = 0; k < m->build_id_len; k++)
       snprintf(hex + 2 * k, 3, "%02x", m->build_id[k]);
     hex[2 * m->build_id_len] = '\0';
-    json_t *o = json_pack("{s:i, s:o, s:s, s:I, s:I, s:s, s:o}", "machine_id",
-                          (int)m->machine_id, "path", tg_json_text(m->path),
+    json_t *o = json_pack("{s:I, s:o, s:s, s:I, s:I, s:s, s:o}", "machine_id",
+                          (json_int_t)m->machine_id, "path", tg_json_text(m->path),
                           "build_id", hex, "frames", (json_int_t)m->n_pcs,
                           "frames_named", (json_int_t)m->n_addrs, "source",
                           source_name(m->source), "debug_file",
@@ -84,7 +85,7 @@ int cli_symbolize_main(int argc, char **argv) {
   tg_flag_list_t dir_list = {dirs, TG_SYM_MAX_DEBUG_DIRS - 1, &n_dirs};
   const tg_flag_t flags[] = {
       {"out", TG_FLAG_STRING, &out, "FILE",
-       "-o: the trace to write (not IN)", 0, 0},
+       "-o: the trace to write (IN itself is replaced when whole)", 0, 0},
       {"debug-dir", TG_FLAG_LIST, &dir_list, "DIR",
        "a DIR/.build-id/ tree to try first (repeatable)", 0, 0},
       {"debuginfod", TG_FLAG_BOOL, &debuginfod, NULL,
@@ -102,10 +103,6 @@ int cli_symbolize_main(int argc, char **argv) {
   if (rv < 0) return CLI_EXIT_USAGE;
   if (n_pos != 1 || !out) {
     fprintf(stderr, "%s: needs one input trace and -o OUT (see --help)\n", prog);
-    return CLI_EXIT_USAGE;
-  }
-  if (!strcmp(pos[0], out)) {
-    fprintf(stderr, "%s: OUT must not be IN (%s)\n", prog, out);
     return CLI_EXIT_USAGE;
   }
   const char *urls = getenv("DEBUGINFOD_URLS");
@@ -140,9 +137,12 @@ int cli_symbolize_main(int argc, char **argv) {
             prog, r.frames_named, r.frames, r.frames_with_line,
             r.modules_found, r.modules);
     for (size_t i = 0; i < s.n_mods; i++)
-      if (s.mods[i].n_pcs && s.mods[i].source == TG_SYM_SRC_NONE)
+      if (s.mods[i].n_pcs && s.mods[i].source == TG_SYM_SRC_NONE) {
+        char shown[512];
+        tg_printable(shown, sizeof(shown), s.mods[i].path);
         fprintf(stderr, "%s: no debug file for %s (machine %u)\n", prog,
-                s.mods[i].path, s.mods[i].machine_id);
+                shown, s.mods[i].machine_id);
+      }
   }
   tg_sym_free(&s);
   return rv ? CLI_EXIT_FAIL : CLI_EXIT_OK;

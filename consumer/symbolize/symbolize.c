@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "consumer/packet_inflate.h"
@@ -291,6 +290,25 @@ static int seq_add_mapping(tg_sym_t *s, tg_sym_seq_t *q, uint32_t machine,
   return imap_put(&q->mappings, iid, mi);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Sorts and dedups |m|'s addresses; returns how many went. A sequence
+ * interns its frames again after each clear (every second in the
+ * collector's rings), so a long trace repeats them many times over. */
+static size_t compact(tg_sym_module_t *m) {
+  if (m->n_pcs < 2) return 0;
+  qsort(m->pcs, m->n_pcs, sizeof(*m->pcs), cmp_u64);
+  size_t k = 1;
+  for (size_t j = 1; j < m->n_pcs; j++)
+    if (m->pcs[j] != m->pcs[k - 1]) m->pcs[k++] = m->pcs[j];
+  size_t gone = m->n_pcs - k;
+  m->n_pcs = k;
+  return gone;
+}
+
 static int seq_add_frame(tg_sym_t *s, tg_sym_seq_t *q, const uint8_t *body,
                          size_t len) {
   uint64_t mapping = 0, rel_pc = 0;
@@ -311,14 +329,18 @@ static int seq_add_frame(tg_sym_t *s, tg_sym_seq_t *q, const uint8_t *body,
   if (!has_pc || !imap_get(&q->mappings, mapping, &mi)) return 0;
   tg_sym_module_t *m = &s->mods[mi];
   if (m->n_pcs && m->pcs[m->n_pcs - 1] == rel_pc) return 0;
-  if (s->n_pcs >= TG_SYM_MAX_PCS) return -E2BIG;
   if (m->n_pcs == m->cap_pcs) {
-    size_t cap = m->cap_pcs ? m->cap_pcs * 2 : 64;
-    uint64_t *g = realloc(m->pcs, cap * sizeof(*g));
-    if (!g) return -ENOMEM;
-    m->pcs = g;
-    m->cap_pcs = cap;
+    s->n_pcs -= compact(m);
+    /* Grown only when compacting freed less than half of it. */
+    if (!m->cap_pcs || m->n_pcs * 2 > m->cap_pcs) {
+      size_t cap = m->cap_pcs ? m->cap_pcs * 2 : 64;
+      uint64_t *g = realloc(m->pcs, cap * sizeof(*g));
+      if (!g) return -ENOMEM;
+      m->pcs = g;
+      m->cap_pcs = cap;
+    }
   }
+  if (s->n_pcs >= TG_SYM_MAX_PCS) return -E2BIG;
   m->pcs[m->n_pcs++] = rel_pc;
   s->n_pcs++;
   return 0;
@@ -435,21 +457,8 @@ int tg_sym_packet(tg_sym_t *s, const uint8_t *pkt, size_t len) {
   return packet(s, pkt, len, 0, 0);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 void tg_sym_finish_collect(tg_sym_t *s) {
-  for (size_t i = 0; i < s->n_mods; i++) {
-    tg_sym_module_t *m = &s->mods[i];
-    if (!m->n_pcs) continue;
-    qsort(m->pcs, m->n_pcs, sizeof(*m->pcs), cmp_u64);
-    size_t k = 1;
-    for (size_t j = 1; j < m->n_pcs; j++)
-      if (m->pcs[j] != m->pcs[k - 1]) m->pcs[k++] = m->pcs[j];
-    m->n_pcs = k;
-  }
+  for (size_t i = 0; i < s->n_mods; i++) s->n_pcs -= compact(&s->mods[i]);
 }
 
 int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
@@ -600,8 +609,10 @@ int tg_sym_file(tg_sym_t *s, const char *in, const char *out,
     close(ifd);
     return -ENOMEM;
   }
-  snprintf(tmp, tl, "%s.tmp.XXXXXX", out);
-  int ofd = mkostemp(tmp, O_CLOEXEC);
+  /* A name of this process's own next to OUT (so that rename() stays on
+   * one file system), created with the umask's mode as OUT would be. */
+  snprintf(tmp, tl, "%s.tmp.%ld", out, (long)getpid());
+  int ofd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (ofd < 0) {
     int e = -errno;
     snprintf(why, why_size, "cannot create %s: %s", tmp, strerror(-e));
@@ -609,15 +620,11 @@ int tg_sym_file(tg_sym_t *s, const char *in, const char *out,
     free(tmp);
     return e;
   }
-  /* mkostemp makes it 0600; a trace is as readable as a new file. */
-  mode_t mask = umask(0);
-  umask(mask);
   tg_buf_t b, syms;
   tg_buf_init(&b, TG_PACKETS_INFLATE_MAX + 64);
   tg_buf_init(&syms, 0);
-  int rv = fchmod(ofd, 0666 & ~mask) < 0 ? -errno : 0;
-  if (rv) snprintf(why, why_size, "cannot chmod %s: %s", tmp, strerror(-rv));
-  for (; !rv;) {
+  int rv = 0;
+  for (;;) {
     uint8_t *p = tg_buf_reserve(&b, 1 << 16);
     if (!p) {
       rv = -ENOMEM;

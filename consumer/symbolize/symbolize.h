@@ -28,7 +28,7 @@
 #define TG_SYM_MAX_BUILD_ID 64
 #define TG_SYM_MAX_PATH 4096
 #define TG_SYM_MAX_MODULES 65536u
-#define TG_SYM_MAX_PCS 4000000u       /* distinct rel_pc over all modules */
+#define TG_SYM_MAX_PCS 4000000u /* rel_pc kept over all modules */
 #define TG_SYM_MAX_SEQ_ENTRIES 1000000u /* interned entries per sequence */
 #define TG_SYM_MAX_SEQS 65536u
 #define TG_SYM_MAX_DEBUG_DIRS 16
@@ -74,7 +74,7 @@ typedef struct tg_sym {
   size_t n_mods, cap_mods;
   tg_sym_seq_t *seqs;
   size_t n_seqs, cap_seqs;
-  size_t n_pcs;           /* over all modules, before dedup */
+  size_t n_pcs;           /* kept over all modules */
   uint64_t packets;       /* packets walked (inner ones included) */
   uint64_t module_symbols_in; /* ModuleSymbols already in the input */
   tg_buf_t inflate;       /* compressed_packets */

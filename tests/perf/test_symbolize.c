@@ -308,11 +308,40 @@ static void test_lookup_order(void **state) {
   assert_int_equal(golden_fn(1), 4);
 }
 
+/* The same frames interned again and again (after each clear, in a long
+ * trace) keep the collector's memory at the distinct addresses. */
+static void test_collect_repeats(void **state) {
+  (void)state;
+  tg_sym_t s;
+  tg_sym_init(&s);
+  tg_buf_t in, m;
+  tg_buf_init(&in, 0);
+  tg_buf_init(&m, 0);
+  for (int round = 0; round < 2000; round++) {
+    pu(&m, 1, 5);
+    pb(&m, 7, "\x01", 1);
+    pm(&in, 19, &m);
+    istr(&in, 17, 1, "w", 1);
+    for (uint64_t f = 1; f <= 50; f++) frame(&in, f, 5, 0x10 * (f % 3 + 1));
+    feed(&s, 7, 0, 1, &in, 0);
+    tg_buf_reset(&in);
+  }
+  assert_int_equal(s.n_mods, 1);
+  assert_true(s.n_pcs <= 64);
+  tg_sym_finish_collect(&s);
+  assert_int_equal(s.mods[0].n_pcs, 3);
+  assert_int_equal(s.n_pcs, 3);
+  tg_buf_free(&in);
+  tg_buf_free(&m);
+  tg_sym_free(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_build_id_path),
       cmocka_unit_test(test_write_golden),
       cmocka_unit_test(test_collect),
+      cmocka_unit_test(test_collect_repeats),
       cmocka_unit_test(test_lookup_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
