@@ -51,9 +51,8 @@ static int run(const char *cmd, int argc, char **argv) {
 #ifdef TG_HAVE_SYMBOLIZE
     return cli_symbolize_main(argc, argv);
 #else
-    fprintf(stderr, CLI_PROG " symbolize: %s not supported in this build "
-                    "(built without libdw)\n",
-            tg_notice_tag(TG_N_NONE));
+    fprintf(stderr, CLI_PROG " symbolize: not supported in this build "
+                    "(built without libdw)\n");
     return CLI_EXIT_FAIL;
 #endif
   }
