@@ -50,6 +50,7 @@
 int cli_record_main(int argc, char **argv);
 int cli_query_main(int argc, char **argv);
 int cli_stats_main(int argc, char **argv);
+int cli_symbolize_main(int argc, char **argv);
 int cli_trigger_main(int argc, char **argv);
 int cli_snapshot_main(int argc, char **argv);
 int cli_bridge_main(int argc, char **argv);

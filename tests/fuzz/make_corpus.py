@@ -1312,6 +1312,73 @@ def perf_elf_corpus():
     }
 
 
+# --- fuzz_symbolize -------------------------------------------------------------
+
+def sym_len(field, data):
+    return tag(field, 2) + varint(len(data)) + data
+
+
+def sym_interned(build_ids=(), paths=(), mappings=(), frames=()):
+    """InternedData: build_ids (16), mapping_paths (17) as (iid, bytes),
+    mappings (19) as (iid, build iid, [path iids], packed), frames (6) as
+    (iid, mapping iid, rel_pc)."""
+    out = b""
+    for iid, s in build_ids:
+        out += sym_len(16, f_varint(1, iid) + sym_len(2, s))
+    for iid, s in paths:
+        out += sym_len(17, f_varint(1, iid) + sym_len(2, s))
+    for iid, bid, parts, packed in mappings:
+        m = f_varint(1, iid) + f_varint(2, bid)
+        if packed:
+            m += sym_len(7, b"".join(varint(p) for p in parts))
+        else:
+            m += b"".join(f_varint(7, p) for p in parts)
+        out += sym_len(19, m)
+    for iid, mapping, pc in frames:
+        out += sym_len(6, f_varint(1, iid) + f_varint(3, mapping) +
+                       f_varint(4, pc))
+    return out
+
+
+def sym_packet(seq, interned=b"", flags=0, machine=0, extra=b""):
+    p = f_varint(10, seq)
+    if flags:
+        p += f_varint(13, flags)
+    if interned:
+        p += sym_len(12, interned)
+    p += extra
+    if machine:
+        p += f_varint(98, machine)
+    return sym_len(1, p)
+
+
+def symbolize_corpus():
+    full = sym_interned(build_ids=[(1, bytes(range(20)))],
+                        paths=[(1, b"usr"), (2, b"bin"), (3, b"work")],
+                        mappings=[(4, 1, [1, 2, 3], False)],
+                        frames=[(1, 4, 0x1130), (2, 4, 0x1150), (3, 4, 0x1130)])
+    packed = sym_interned(paths=[(1, b"lib"), (2, b"libc.so.6")],
+                          mappings=[(9, 0, [1, 2], True)],
+                          frames=[(1, 9, 0x29d90)])
+    frames_first = (sym_len(6, f_varint(1, 1) + f_varint(3, 4) +
+                            f_varint(4, 0x10)) +
+                    sym_interned(paths=[(1, b"x")],
+                                 mappings=[(4, 0, [1], False)]))
+    return {
+        "one_module": sym_packet(7, full, flags=1),
+        "two_machines": (sym_packet(7, full, flags=1, machine=1) +
+                         sym_packet(7, full, flags=1, machine=2)),
+        "packed_paths": sym_packet(3, packed, flags=1),
+        "frames_first": sym_packet(3, frames_first),
+        "cleared_then_frame": (sym_packet(7, full, flags=1) +
+                               sym_packet(7, flags=1) +
+                               sym_packet(7, sym_interned(
+                                   frames=[(5, 4, 0x99)]))),
+        "module_symbols": sym_packet(1, extra=sym_len(61, sym_len(1, b"/x"))),
+        "truncated": sym_packet(7, full)[:-5],
+    }
+
+
 def config_text(line_max, lines_max, text):
     """fuzz_config_text input: [line_max][lines_max - 1][text]."""
     return bytes([line_max, lines_max - 1]) + text
@@ -1366,6 +1433,7 @@ def main():
     write("fuzz_perf_maps", perf_maps_corpus())
     write("fuzz_perf_elf", perf_elf_corpus())
     write("fuzz_config_text", config_text_corpus())
+    write("fuzz_symbolize", symbolize_corpus())
     return 0
 
 

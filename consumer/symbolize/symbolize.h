@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Symbolization of a Perfetto trace's frames from debug files (`tracegate
+ * symbolize`, docs/perf.md "Symbolization").
+ *
+ * The input is untrusted: every packet is walked with tg_pb_reader, and
+ * the tables it builds (per sequence of each machine: interned build ids,
+ * mapping paths, mappings) are bounded below. What it collects is, per
+ * module (machine id, mapping path as trace_processor names it, raw build
+ * id), the set of rel_pc its frames use. Each module's debug file is then
+ * found by build id and its addresses resolved with libdw to function,
+ * source file and line (inlined functions included, innermost first), and
+ * written as Perfetto's ModuleSymbols packets, appended to a copy of the
+ * input.
+ *
+ * Owns: the collector's tables and the modules (tg_sym_free). Must never:
+ * use a file whose build id differs from the mapping's, nor load the trace
+ * whole. Not thread-safe. */
+#ifndef TRACEGATE_CONSUMER_SYMBOLIZE_H
+#define TRACEGATE_CONSUMER_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+/* Bounds of what one trace may make the collector keep. */
+#define TG_SYM_MAX_BUILD_ID 64
+#define TG_SYM_MAX_PATH 4096
+#define TG_SYM_MAX_MODULES 65536u
+#define TG_SYM_MAX_PCS 4000000u /* rel_pc kept over all modules */
+#define TG_SYM_MAX_SEQ_ENTRIES 1000000u /* interned entries per sequence */
+#define TG_SYM_MAX_SEQS 65536u
+#define TG_SYM_MAX_DEBUG_DIRS 16
+/* Addresses per ModuleSymbols packet: a module with more gets several. */
+#define TG_SYM_ADDRS_PER_PACKET 2048u
+
+typedef struct tg_sym_line {
+  char *function; /* NULL when unknown */
+  char *file;     /* NULL when unknown */
+  uint32_t line;  /* 0 when unknown */
+} tg_sym_line_t;
+
+typedef struct tg_sym_addr {
+  uint64_t rel_pc;
+  tg_sym_line_t *lines; /* innermost inlined function first */
+  size_t n_lines;
+} tg_sym_addr_t;
+
+typedef enum tg_sym_source {
+  TG_SYM_SRC_NONE = 0,  /* no file found: the module keeps its names */
+  TG_SYM_SRC_BUILD_ID,  /* DIR/.build-id/xx/yyyy.debug */
+  TG_SYM_SRC_MODULE,    /* the mapping's own file (same build id) */
+  TG_SYM_SRC_DEBUGINFOD,
+} tg_sym_source_t;
+
+typedef struct tg_sym_module {
+  uint32_t machine_id; /* 0: the trace's host (or a single-host trace) */
+  char *path;          /* "/" + each path component, as trace_processor */
+  uint8_t build_id[TG_SYM_MAX_BUILD_ID];
+  size_t build_id_len;
+  uint64_t *pcs; /* sorted and unique after tg_sym_finish_collect */
+  size_t n_pcs, cap_pcs;
+  tg_sym_addr_t *addrs; /* resolved, with at least one line each */
+  size_t n_addrs;
+  tg_sym_source_t source;
+  char *debug_file; /* where its names come from */
+} tg_sym_module_t;
+
+typedef struct tg_sym_seq tg_sym_seq_t;
+
+typedef struct tg_sym {
+  tg_sym_module_t *mods;
+  size_t n_mods, cap_mods;
+  tg_sym_seq_t *seqs;
+  size_t n_seqs, cap_seqs;
+  size_t n_pcs;           /* kept over all modules */
+  uint64_t packets;       /* packets walked (inner ones included) */
+  uint64_t module_symbols_in; /* ModuleSymbols already in the input */
+  tg_buf_t inflate;       /* compressed_packets */
+} tg_sym_t;
+
+typedef struct tg_sym_opts {
+  const char *debug_dirs[TG_SYM_MAX_DEBUG_DIRS]; /* tried in order */
+  size_t n_debug_dirs;
+  bool module_files; /* try the mapping's own file */
+  bool debuginfod;   /* ask debuginfod (libdebuginfod, DEBUGINFOD_URLS) */
+} tg_sym_opts_t;
+
+void tg_sym_init(tg_sym_t *s);
+void tg_sym_free(tg_sym_t *s);
+/* Frees what one module owns (tg_sym_free does it for its modules). */
+void tg_sym_module_free(tg_sym_module_t *m);
+
+/* Walks one TracePacket (its bytes without the Trace framing). Returns 0,
+ * TG_EPARSE on a malformed packet, -E2BIG past a bound, -ENOMEM. */
+int tg_sym_packet(tg_sym_t *s, const uint8_t *pkt, size_t len);
+
+/* Sorts and dedups each module's addresses; call once after the last
+ * packet. */
+void tg_sym_finish_collect(tg_sym_t *s);
+
+/* "DIR/.build-id/xx/yyyy.debug" for |id| (lower-case hex, the first byte
+ * naming the directory) into |out|. Returns 0, or -EINVAL for an id
+ * shorter than 2 bytes, -ENAMETOOLONG when |out| is too small. */
+int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
+                         char *out, size_t out_size);
+
+/* Finds |m|'s debug file (opts order: each debug dir by build id, the
+ * module's own file, debuginfod) and resolves its addresses. Returns 0
+ * (m->source says whether a file was found), -ENOMEM. */
+int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o);
+
+/* Appends to |out| the Trace-framed ModuleSymbols packets of |m|
+ * (TG_SYM_ADDRS_PER_PACKET addresses each; none when it has no address
+ * resolved), machine_id set when not 0. Returns 0 or -ENOMEM. */
+int tg_sym_write_module(const tg_sym_module_t *m, tg_buf_t *out);
+
+typedef struct tg_sym_result {
+  uint64_t packets;
+  size_t modules, modules_found, frames, frames_named, frames_with_line;
+} tg_sym_result_t;
+
+/* The whole of `tracegate symbolize`: reads |in| in chunks, writes it to
+ * |out| (a new file, written under a temporary name and renamed) followed
+ * by the ModuleSymbols packets. |s| holds the modules afterwards (for the
+ * caller's report). Returns 0, a negative errno of the files, TG_EPARSE
+ * for a damaged trace; |why| says what failed. */
+int tg_sym_file(tg_sym_t *s, const char *in, const char *out,
+                const tg_sym_opts_t *o, tg_sym_result_t *res, char *why,
+                size_t why_size);
+
+#endif /* TRACEGATE_CONSUMER_SYMBOLIZE_H */
