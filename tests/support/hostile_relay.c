@@ -291,43 +291,25 @@ static bool send_reply(conn_t *k, tg_ipc_reply_writer_t *rw) {
          tg_tls_write(k->ds, k->frame, len) == 0;
 }
 
-/* A reply to ReadBuffers in INJECT mode: passed, except that the last
- * one says more follows; then the test's packets, each whole in one
- * slice, in frames of about FORGE_FRAME_FILL; then an empty last reply.
- * A client reads a clone until a read brings nothing: the packets go
- * once per connection for each set given, or the reads would not end. */
-static bool inject(conn_t *k, const tg_ipc_reply_view_t *v, const uint8_t *p,
-                   size_t n) {
+/* The test's packets, each whole in one slice, in reply frames of about
+ * FORGE_FRAME_FILL to request |id|, all saying more follows. */
+static bool send_injected(conn_t *k, uint64_t id) {
   tg_hostile_relay_t *h = k->h;
-  pthread_mutex_lock(&h->inject_mu);
-  bool due = !v->has_more && k->inject_gen != h->inject_gen;
-  pthread_mutex_unlock(&h->inject_mu);
-  if (!due)
-    return tg_tls_write(k->ds, p - TG_IPC_FRAME_HEADER_SIZE,
-                        n + TG_IPC_FRAME_HEADER_SIZE) == 0;
   tg_ipc_reply_writer_t rw;
-  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id,
-                     v->success, true);
-  if (v->reply_proto_len)
-    tg_pbw_append_raw(&rw.body, v->reply_proto, v->reply_proto_len);
-  if (!send_reply(k, &rw)) return false;
-  bool ok = true;
+  bool ok = true, empty = true;
   uint64_t sent = 0;
   pthread_mutex_lock(&h->inject_mu);
   k->inject_gen = h->inject_gen;
   const uint8_t *at = tg_buf_begin(&h->inject);
   const uint8_t *end = at + tg_buf_size(&h->inject);
-  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id, true,
-                     true);
-  bool empty = true;
+  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), id, true, true);
   while (ok && end - at >= 4) {
     uint32_t len = (uint32_t)at[0] | (uint32_t)at[1] << 8 |
                    (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
     at += 4;
     if (!empty && tg_pbw_written(&rw.body) + len > FORGE_FRAME_FILL) {
       ok = send_reply(k, &rw);
-      tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id,
-                         true, true);
+      tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), id, true, true);
     }
     tg_pbw_begin_nested(&rw.body, RB_SLICES);
     tg_pbw_append_bytes(&rw.body, SLICE_DATA, at, len);
@@ -340,9 +322,35 @@ static bool inject(conn_t *k, const tg_ipc_reply_view_t *v, const uint8_t *p,
   pthread_mutex_unlock(&h->inject_mu);
   if (ok && !empty) ok = send_reply(k, &rw);
   atomic_fetch_add(&h->injected, sent);
+  return ok;
+}
+
+/* A reply to ReadBuffers in an INJECT mode. The test's packets go once
+ * per connection for each set given (a client reads a clone until a read
+ * brings nothing, so a read that always brought them would never end):
+ * INJECT_FIRST sends them before the first reply of a read, which then
+ * goes as it came; INJECT after the last, which then says more follows,
+ * and an empty last reply ends the read. */
+static bool inject(conn_t *k, tg_hostile_mode_t mode,
+                   const tg_ipc_reply_view_t *v, const uint8_t *p, size_t n) {
+  tg_hostile_relay_t *h = k->h;
+  bool first = mode == TG_HOSTILE_INJECT_FIRST;
+  pthread_mutex_lock(&h->inject_mu);
+  bool due = (first || !v->has_more) && k->inject_gen != h->inject_gen;
+  pthread_mutex_unlock(&h->inject_mu);
+  if (due && first && !send_injected(k, v->request_id)) return false;
+  if (!due || first)
+    return tg_tls_write(k->ds, p - TG_IPC_FRAME_HEADER_SIZE,
+                        n + TG_IPC_FRAME_HEADER_SIZE) == 0;
+  tg_ipc_reply_writer_t rw;
+  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id,
+                     v->success, true);
+  if (v->reply_proto_len)
+    tg_pbw_append_raw(&rw.body, v->reply_proto, v->reply_proto_len);
+  if (!send_reply(k, &rw) || !send_injected(k, v->request_id)) return false;
   tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id, true,
                      false);
-  return ok && send_reply(k, &rw);
+  return send_reply(k, &rw);
 }
 
 /* |p|, |n|: one frame's payload, its length header just before it. */
@@ -350,9 +358,10 @@ static bool relay_frame(conn_t *k, const uint8_t *p, size_t n) {
   tg_ipc_reply_view_t v;
   if (tg_ipc_frame_read_reply(p, n, &v) == 1) {
     req_t *r = find_req(k, v.request_id);
-    if (r && !r->bind && r->mode == TG_HOSTILE_INJECT &&
+    if (r && !r->bind &&
+        (r->mode == TG_HOSTILE_INJECT || r->mode == TG_HOSTILE_INJECT_FIRST) &&
         !strcmp(r->name, "ReadBuffers"))
-      return inject(k, &v, p, n);
+      return inject(k, r->mode, &v, p, n);
     if (r && !r->bind && r->mode != TG_HOSTILE_PASS &&
         !strcmp(r->name, "ReadBuffers"))
       return endless(k, r, &v);

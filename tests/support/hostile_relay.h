@@ -32,6 +32,8 @@
  *                 once per connection for each set given (a client reads
  *                 a clone until a read brings nothing): a host whose
  *                 producers or relay write exactly those bytes
+ *   INJECT_FIRST  the same, the packets before the relay's first one (and
+ *                 so before the service's own ClockSnapshot)
  *
  * Apart from the mode, tg_hostile_relay_set_clock_sync_error() makes every
  * TracegateRelay.ClockSync reply a refusal (success false, no body): a
@@ -72,6 +74,7 @@ typedef enum tg_hostile_mode {
   TG_HOSTILE_ENDLESS_PACKET,
   TG_HOSTILE_TRICKLE,
   TG_HOSTILE_INJECT,
+  TG_HOSTILE_INJECT_FIRST,
 } tg_hostile_mode_t;
 
 /* Paths are read during tg_hostile_relay_start() only. */
