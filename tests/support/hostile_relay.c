@@ -81,6 +81,7 @@ typedef struct conn {
   tg_hostile_mode_t flood_mode;
   uint32_t next_seq, next_value;
   uint64_t next_ts;
+  uint64_t inject_gen; /* the INJECT packets this connection sent */
   int64_t next_trickle_ms; /* TRICKLE: when the next frame is due */
   char pad[TG_HOSTILE_ENDLESS_PAD]; /* an ENDLESS_READ packet's string */
   uint8_t frame[TG_IPC_FRAME_BUFFER_SIZE];
@@ -95,6 +96,12 @@ struct tg_hostile_relay {
   char server_name[256];
   atomic_int mode;
   atomic_ullong accepted, endless_reads, forged_packets, forged_bytes;
+  atomic_ullong injected, clock_refused;
+  atomic_bool clock_sync_error;
+  /* INJECT's packets, [u32 length, little endian][the packet] each. */
+  pthread_mutex_t inject_mu;
+  tg_buf_t inject;
+  uint64_t inject_gen; /* how many times they were given */
   conn_t *conns[MAX_CONNS]; /* the accept thread's, then the stop's */
 };
 
@@ -277,14 +284,95 @@ static bool endless(conn_t *k, const req_t *r, const tg_ipc_reply_view_t *v) {
   return true;
 }
 
+/* Writes the reply frame in k->frame (of |rw|) to the client. */
+static bool send_reply(conn_t *k, tg_ipc_reply_writer_t *rw) {
+  size_t len;
+  return tg_ipc_reply_end(rw, &len) == 0 &&
+         tg_tls_write(k->ds, k->frame, len) == 0;
+}
+
+/* The test's packets, each whole in one slice, in reply frames of about
+ * FORGE_FRAME_FILL to request |id|, all saying more follows. */
+static bool send_injected(conn_t *k, uint64_t id) {
+  tg_hostile_relay_t *h = k->h;
+  tg_ipc_reply_writer_t rw;
+  bool ok = true, empty = true;
+  uint64_t sent = 0;
+  pthread_mutex_lock(&h->inject_mu);
+  k->inject_gen = h->inject_gen;
+  const uint8_t *at = tg_buf_begin(&h->inject);
+  const uint8_t *end = at + tg_buf_size(&h->inject);
+  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), id, true, true);
+  while (ok && end - at >= 4) {
+    uint32_t len = (uint32_t)at[0] | (uint32_t)at[1] << 8 |
+                   (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
+    at += 4;
+    if (!empty && tg_pbw_written(&rw.body) + len > FORGE_FRAME_FILL) {
+      ok = send_reply(k, &rw);
+      tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), id, true, true);
+    }
+    tg_pbw_begin_nested(&rw.body, RB_SLICES);
+    tg_pbw_append_bytes(&rw.body, SLICE_DATA, at, len);
+    tg_pbw_append_bool(&rw.body, SLICE_LAST, true);
+    tg_pbw_end_nested(&rw.body);
+    empty = false;
+    at += len;
+    sent++;
+  }
+  pthread_mutex_unlock(&h->inject_mu);
+  if (ok && !empty) ok = send_reply(k, &rw);
+  atomic_fetch_add(&h->injected, sent);
+  return ok;
+}
+
+/* A reply to ReadBuffers in an INJECT mode. The test's packets go once
+ * per connection for each set given (a client reads a clone until a read
+ * brings nothing, so a read that always brought them would never end):
+ * INJECT_FIRST sends them before the first reply of a read, which then
+ * goes as it came; INJECT after the last, which then says more follows,
+ * and an empty last reply ends the read. */
+static bool inject(conn_t *k, tg_hostile_mode_t mode,
+                   const tg_ipc_reply_view_t *v, const uint8_t *p, size_t n) {
+  tg_hostile_relay_t *h = k->h;
+  bool first = mode == TG_HOSTILE_INJECT_FIRST;
+  pthread_mutex_lock(&h->inject_mu);
+  bool due = (first || !v->has_more) && k->inject_gen != h->inject_gen;
+  pthread_mutex_unlock(&h->inject_mu);
+  if (due && first && !send_injected(k, v->request_id)) return false;
+  if (!due || first)
+    return tg_tls_write(k->ds, p - TG_IPC_FRAME_HEADER_SIZE,
+                        n + TG_IPC_FRAME_HEADER_SIZE) == 0;
+  tg_ipc_reply_writer_t rw;
+  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id,
+                     v->success, true);
+  if (v->reply_proto_len)
+    tg_pbw_append_raw(&rw.body, v->reply_proto, v->reply_proto_len);
+  if (!send_reply(k, &rw) || !send_injected(k, v->request_id)) return false;
+  tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v->request_id, true,
+                     false);
+  return send_reply(k, &rw);
+}
+
 /* |p|, |n|: one frame's payload, its length header just before it. */
 static bool relay_frame(conn_t *k, const uint8_t *p, size_t n) {
   tg_ipc_reply_view_t v;
   if (tg_ipc_frame_read_reply(p, n, &v) == 1) {
     req_t *r = find_req(k, v.request_id);
+    if (r && !r->bind &&
+        (r->mode == TG_HOSTILE_INJECT || r->mode == TG_HOSTILE_INJECT_FIRST) &&
+        !strcmp(r->name, "ReadBuffers"))
+      return inject(k, r->mode, &v, p, n);
     if (r && !r->bind && r->mode != TG_HOSTILE_PASS &&
         !strcmp(r->name, "ReadBuffers"))
       return endless(k, r, &v);
+    if (r && !r->bind && !strcmp(r->name, "ClockSync") &&
+        atomic_load(&k->h->clock_sync_error)) {
+      tg_ipc_reply_writer_t rw;
+      tg_ipc_reply_begin(&rw, k->frame, sizeof(k->frame), v.request_id,
+                         false, false);
+      atomic_fetch_add(&k->h->clock_refused, 1);
+      return send_reply(k, &rw);
+    }
     /* The relay compresses what follows its yes (docs/protocol.md). */
     if (k->compress_req && v.request_id == k->compress_req && v.success)
       k->down.opaque = true;
@@ -508,6 +596,8 @@ int tg_hostile_relay_start(const tg_hostile_opts_t *o, tg_hostile_relay_t **out,
   tg_hostile_relay_t *h = calloc(1, sizeof(*h));
   if (!h) return -ENOMEM;
   h->listen_fd = h->stop[0] = h->stop[1] = -1;
+  pthread_mutex_init(&h->inject_mu, NULL);
+  tg_buf_init(&h->inject, 0);
   h->target_port = o->target_port;
   snprintf(h->server_name, sizeof(h->server_name), "%s", o->server_name);
   atomic_store(&h->mode, (int)o->mode);
@@ -542,6 +632,8 @@ fail:
   if (h->stop[1] >= 0) close(h->stop[1]);
   tg_tls_config_free(h->client_cfg);
   tg_tls_config_free(h->server_cfg);
+  tg_buf_free(&h->inject);
+  pthread_mutex_destroy(&h->inject_mu);
   free(h);
   return rv;
 }
@@ -561,6 +653,8 @@ void tg_hostile_relay_stop(tg_hostile_relay_t *h) {
   close(h->stop[1]);
   tg_tls_config_free(h->client_cfg);
   tg_tls_config_free(h->server_cfg);
+  tg_buf_free(&h->inject);
+  pthread_mutex_destroy(&h->inject_mu);
   free(h);
 }
 
@@ -575,4 +669,39 @@ void tg_hostile_relay_stats(tg_hostile_relay_t *h, tg_hostile_stats_t *st) {
   st->endless_reads = atomic_load(&h->endless_reads);
   st->forged_packets = atomic_load(&h->forged_packets);
   st->forged_bytes = atomic_load(&h->forged_bytes);
+  st->injected = atomic_load(&h->injected);
+  st->clock_refused = atomic_load(&h->clock_refused);
+}
+
+int tg_hostile_relay_set_packets(tg_hostile_relay_t *h,
+                                 const uint8_t *const *pkts,
+                                 const size_t *lens, size_t n) {
+  tg_buf_t b;
+  tg_buf_init(&b, 0);
+  for (size_t i = 0; i < n; i++) {
+    if (lens[i] > TG_HOSTILE_INJECT_MAX) {
+      tg_buf_free(&b);
+      return -EMSGSIZE;
+    }
+    uint8_t *at = tg_buf_reserve(&b, 4 + lens[i]);
+    if (!at) {
+      tg_buf_free(&b);
+      return -ENOMEM;
+    }
+    uint32_t len = (uint32_t)lens[i];
+    for (int j = 0; j < 4; j++) at[j] = (uint8_t)(len >> (8 * j));
+    if (len) memcpy(at + 4, pkts[i], len);
+    tg_buf_commit(&b, 4 + lens[i]);
+  }
+  pthread_mutex_lock(&h->inject_mu);
+  tg_buf_t old = h->inject;
+  h->inject = b;
+  h->inject_gen++;
+  pthread_mutex_unlock(&h->inject_mu);
+  tg_buf_free(&old);
+  return 0;
+}
+
+void tg_hostile_relay_set_clock_sync_error(tg_hostile_relay_t *h, bool on) {
+  atomic_store(&h->clock_sync_error, on);
 }

@@ -26,7 +26,18 @@
  *   TRICKLE       the same, but slowly: one frame of one small forged
  *                 packet (about TG_HOSTILE_TRICKLE_BYTES) every
  *                 TG_HOSTILE_TRICKLE_MS of real time, never a long silence
+ *   INJECT        a ReadBuffers stream ends as the relay's does, but after
+ *                 its last packet come the packets the test gave
+ *                 (tg_hostile_relay_set_packets), each whole in one slice,
+ *                 once per connection for each set given (a client reads
+ *                 a clone until a read brings nothing): a host whose
+ *                 producers or relay write exactly those bytes
+ *   INJECT_FIRST  the same, the packets before the relay's first one (and
+ *                 so before the service's own ClockSnapshot)
  *
+ * Apart from the mode, tg_hostile_relay_set_clock_sync_error() makes every
+ * TracegateRelay.ClockSync reply a refusal (success false, no body): a
+ * relay that gives the client no clock estimate.
  * The mode is read at each ReadBuffers request, so a test may switch it
  * between snapshots; streams already forged go on until their connection
  * closes.
@@ -45,6 +56,7 @@
 #ifndef TRACEGATE_TESTS_SUPPORT_HOSTILE_RELAY_H
 #define TRACEGATE_TESTS_SUPPORT_HOSTILE_RELAY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +73,8 @@ typedef enum tg_hostile_mode {
   TG_HOSTILE_SEQ_FLOOD,
   TG_HOSTILE_ENDLESS_PACKET,
   TG_HOSTILE_TRICKLE,
+  TG_HOSTILE_INJECT,
+  TG_HOSTILE_INJECT_FIRST,
 } tg_hostile_mode_t;
 
 /* Paths are read during tg_hostile_relay_start() only. */
@@ -90,12 +104,26 @@ int tg_hostile_relay_port(const tg_hostile_relay_t *h);
 /* From the next ReadBuffers request on. */
 void tg_hostile_relay_set_mode(tg_hostile_relay_t *h, tg_hostile_mode_t m);
 
+/* The packets INJECT streams end with: |n| TracePackets, |pkts[i]| of
+ * |lens[i]| bytes each, copied. Replaces what was given before; streams
+ * already ending take the old ones. Returns 0 or -ENOMEM (nothing
+ * changed); each packet must fit an IPC frame with room to spare
+ * (-EMSGSIZE past TG_HOSTILE_INJECT_MAX). */
+#define TG_HOSTILE_INJECT_MAX (64u * 1024)
+int tg_hostile_relay_set_packets(tg_hostile_relay_t *h,
+                                 const uint8_t *const *pkts,
+                                 const size_t *lens, size_t n);
+/* From the next ClockSync reply on: refused (|on|) or passed. */
+void tg_hostile_relay_set_clock_sync_error(tg_hostile_relay_t *h, bool on);
+
 /* Counters, read at any time. */
 typedef struct tg_hostile_stats {
   uint64_t accepted;       /* client connections forwarded to the relay */
   uint64_t endless_reads;  /* ReadBuffers streams made endless */
   uint64_t forged_packets; /* packets made up and sent */
   uint64_t forged_bytes;   /* their bytes */
+  uint64_t injected;       /* INJECT packets sent */
+  uint64_t clock_refused;  /* ClockSync replies made refusals */
 } tg_hostile_stats_t;
 void tg_hostile_relay_stats(tg_hostile_relay_t *h, tg_hostile_stats_t *st);
 
