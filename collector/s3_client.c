@@ -38,6 +38,7 @@ struct tg_s3_client {
   unsigned max_attempts, base_backoff_ms, timeout_ms, connect_timeout_ms;
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
+  bool unsigned_parts; /* tg_s3_payload_t resolved */
   int last_status;
   char last_code[TG_S3_XML_CODE_MAX];
 };
@@ -102,7 +103,8 @@ int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   if (curl_global != CURLE_OK) return -ENOMEM;
   if (!cfg || !cfg->endpoint || !cfg->region || !*cfg->region ||
       !valid_bucket(cfg->bucket) || !cfg->access_key || !*cfg->access_key ||
-      !cfg->secret_key || !*cfg->secret_key)
+      !cfg->secret_key || !*cfg->secret_key ||
+      cfg->payload > TG_S3_PAYLOAD_UNSIGNED)
     return -EINVAL;
   tg_s3_client_t *c = calloc(1, sizeof *c);
   if (!c) return -ENOMEM;
@@ -127,6 +129,10 @@ int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 120000;
   c->connect_timeout_ms =
       cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+  c->unsigned_parts =
+      cfg->payload == TG_S3_PAYLOAD_UNSIGNED ||
+      (cfg->payload == TG_S3_PAYLOAD_AUTO &&
+       strncmp(cfg->endpoint, "https://", 8) == 0);
   c->now_s = cfg->now_s;
   c->clock_ctx = cfg->clock_ctx;
   *out = c;
@@ -165,6 +171,7 @@ typedef struct req {
   char *etag;       /* the ETag header, when not NULL */
   uint64_t content_length;
   bool head;
+  bool unsigned_payload; /* x-amz-content-sha256: UNSIGNED-PAYLOAD */
 } req_t;
 
 /* The state of one attempt, for libcurl's callbacks. */
@@ -260,7 +267,9 @@ static int attempt_once(tg_s3_client_t *c, req_t *r, attempt_t *a,
   int rc = tg_s3_amz_date(now_s(c), date);
   if (rc) return rc;
   char hash[TG_S3_SHA256_HEX_LEN + 1];
-  if (r->body_len) tg_s3_sha256_hex(r->body, r->body_len, hash);
+  if (r->unsigned_payload)
+    snprintf(hash, sizeof hash, "%s", TG_S3_UNSIGNED_PAYLOAD);
+  else if (r->body_len) tg_s3_sha256_hex(r->body, r->body_len, hash);
   else memcpy(hash, EMPTY_SHA256, sizeof hash);
 
   tg_s3_pair_t h[TG_S3_MAX_HEADERS];
@@ -641,7 +650,8 @@ int tg_s3_mpu_part(tg_s3_client_t *c, const char *key, const char *upload_id,
   snprintf(num, sizeof num, "%u", part_no);
   tg_s3_pair_t p[] = {{"partNumber", num}, {"uploadId", upload_id}};
   req_t r = {.method = "PUT", .key = key, .params = p, .n_params = 2,
-             .body = body, .body_len = n, .etag = etag};
+             .body = body, .body_len = n, .etag = etag,
+             .unsigned_payload = c->unsigned_parts};
   int rc = perform(c, &r);
   if (!rc && !etag[0]) rc = -EIO; /* a part without an ETag cannot be named */
   return rc;

@@ -44,6 +44,18 @@
 
 typedef struct tg_s3_client tg_s3_client_t;
 
+/* What a part upload's x-amz-content-sha256 carries. The SHA-256 of the
+ * payload is signed, so a body altered on its way is refused; it costs a
+ * pass over the bytes here and another in the gateway, which checks it.
+ * Over HTTPS, TLS already protects the bytes, and AWS's own SDKs then
+ * send UNSIGNED-PAYLOAD: so does AUTO. Other requests (index, XML) are
+ * small and always signed with their payload. */
+typedef enum tg_s3_payload {
+  TG_S3_PAYLOAD_AUTO = 0, /* unsigned over https://, signed over http:// */
+  TG_S3_PAYLOAD_SIGNED,
+  TG_S3_PAYLOAD_UNSIGNED,
+} tg_s3_payload_t;
+
 typedef struct tg_s3_client_config {
   /* "http://127.0.0.1:7480" or "https://s3.eu-west-1.amazonaws.com": a
    * scheme, a host, an optional port, no path. Copied. */
@@ -57,6 +69,7 @@ typedef struct tg_s3_client_config {
   unsigned timeout_ms;       /* one request's whole time; 0: 120000 */
   unsigned connect_timeout_ms; /* 0: 5000 */
   const char *ca_file;       /* NULL: the system's CAs (https) */
+  tg_s3_payload_t payload;   /* parts' payload hash (above) */
   /* Seconds since the epoch for x-amz-date; NULL: time(). */
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
