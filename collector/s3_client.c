@@ -85,11 +85,51 @@ static int endpoint_host(const char *ep, char host[HOST_MAX]) {
  * count into them at once. */
 static _Atomic uint64_t n_requests, n_retries, n_throttled, n_failures;
 
+/* The health and the last failure (tg_s3_stats_t), under status_mu. */
+static pthread_mutex_t status_mu = PTHREAD_MUTEX_INITIALIZER;
+static tg_s3_stats_t health;
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void tg_s3_stats_get(tg_s3_stats_t *out) {
+  pthread_mutex_lock(&status_mu);
+  *out = health;
+  pthread_mutex_unlock(&status_mu);
   out->requests = atomic_load(&n_requests);
   out->retries = atomic_load(&n_retries);
   out->throttled = atomic_load(&n_throttled);
   out->failures = atomic_load(&n_failures);
+}
+
+const char *tg_s3_health_name(tg_s3_health_t h) {
+  switch (h) {
+  case TG_S3_OK: return "ok";
+  case TG_S3_RETRYING: return "retrying";
+  case TG_S3_FAILING: return "failing";
+  }
+  return "?";
+}
+
+/* Records how a request ended (|h|) and, unless OK, its failure. */
+static void status_note(tg_s3_health_t h, const char *method, int http,
+                        const char *code, int rc) {
+  int64_t now = wall_ms();
+  pthread_mutex_lock(&status_mu);
+  if (health.health != h || !health.since_ms) health.since_ms = now;
+  health.health = h;
+  if (h != TG_S3_OK) {
+    health.error_ms = now;
+    health.error_status = http;
+    snprintf(health.error_method, sizeof health.error_method, "%s", method);
+    snprintf(health.error_code, sizeof health.error_code, "%s", code);
+    snprintf(health.error_text, sizeof health.error_text, "%s",
+             tg_strerror(rc));
+  }
+  pthread_mutex_unlock(&status_mu);
 }
 
 /* libcurl's global state, once per process, before any handle. */
@@ -439,8 +479,13 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     }
     tg_buf_free(&a.err);
     if (a.delivered) retry = false; /* bytes already handed on */
-    if (rc == 0) return 0;
     bool last = !retry || i + 1 >= c->max_attempts;
+    if (rc == 0 || rc == -ENOENT || rc == -EEXIST)
+      status_note(TG_S3_OK, r->method, 0, "", 0);
+    else
+      status_note(last ? TG_S3_FAILING : TG_S3_RETRYING, r->method,
+                  c->last_status, c->last_code, rc);
+    if (rc == 0) return 0;
     /* 404 is an answer, not a failure: callers decide what it means. */
     if (last && rc != -ENOENT && rc != -EEXIST) atomic_fetch_add(&n_failures, 1);
     if (last && rc != -ENOENT && rc != -EEXIST)

@@ -3,7 +3,8 @@
  * bucket and read back through the API (/trace from the bucket), the
  * collector SIGKILLed mid-snapshot then restarted (the row FAILED, the
  * upload aborted, nothing visible), and, last, the gateway gone: the
- * snapshot FAILED with its reason and the rings still tracing. One
+ * snapshot FAILED with its reason, /api/v1/store saying "failing" with
+ * the last error, and the rings still tracing. One
  * gateway for the executable; skips, saying so, without Ceph. */
 #include <errno.h>
 #include <setjmp.h>
@@ -151,6 +152,13 @@ static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
   /* The bucket's requests counted, none failed. */
   assert_true(metric(&c, "tracegate_collector_bucket_requests_total") > 0);
   assert_int_equal(metric(&c, "tracegate_collector_bucket_failures_total"), 0);
+  /* The API's store status: the bucket, answering. */
+  const char *st = fleet_in_dir("s3store.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/store", st), 200);
+  assert_json(st, "kind", "\"bucket\"");
+  assert_json(st, "bucket", "\"s3://" BUCKET "/fleet/\"");
+  assert_json(st, "state", "\"ok\"");
+  assert_json(st, "failures", "0");
 
   /* The bytes the API served are the object's. */
   tg_s3_client_t *b = bucket_client();
@@ -302,6 +310,18 @@ static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   assert_json(json, "snapshots", before);
   assert_true(metric(&c, "tracegate_collector_bucket_failures_total") >= 1);
   assert_true(metric(&c, "tracegate_collector_bucket_retries_total") >= 1);
+  /* The API says so: failing since the first failed attempt, the last
+   * error a transport one (no HTTP status), with its method. */
+  const char *st = fleet_in_dir("s3gone-store.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/store", st), 200);
+  assert_json(st, "state", "\"failing\"");
+  assert_json(st, "last_error.status", "0");
+  assert_non_null(tg_test_json(st, "last_error.method"));
+  assert_true(strlen(tg_test_json(st, "last_error.error")) > 2);
+  assert_true(atoll(tg_test_json(st, "since_ms")) > 0);
+  assert_true(atoll(tg_test_json(st, "last_error.at_ms")) >=
+              atoll(tg_test_json(st, "since_ms")));
+  assert_true(atoll(tg_test_json(st, "retries")) >= 1);
   /* The rings run on. */
   wait_hosts(&c, 2, "tracing");
   collector_stop(&c);
