@@ -38,6 +38,7 @@ struct tg_s3_client {
   unsigned max_attempts, base_backoff_ms, timeout_ms, connect_timeout_ms;
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
+  bool unsigned_parts; /* tg_s3_payload_t resolved */
   int last_status;
   char last_code[TG_S3_XML_CODE_MAX];
 };
@@ -84,11 +85,51 @@ static int endpoint_host(const char *ep, char host[HOST_MAX]) {
  * count into them at once. */
 static _Atomic uint64_t n_requests, n_retries, n_throttled, n_failures;
 
+/* The health and the last failure (tg_s3_stats_t), under status_mu. */
+static pthread_mutex_t status_mu = PTHREAD_MUTEX_INITIALIZER;
+static tg_s3_stats_t health;
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void tg_s3_stats_get(tg_s3_stats_t *out) {
+  pthread_mutex_lock(&status_mu);
+  *out = health;
+  pthread_mutex_unlock(&status_mu);
   out->requests = atomic_load(&n_requests);
   out->retries = atomic_load(&n_retries);
   out->throttled = atomic_load(&n_throttled);
   out->failures = atomic_load(&n_failures);
+}
+
+const char *tg_s3_health_name(tg_s3_health_t h) {
+  switch (h) {
+  case TG_S3_OK: return "ok";
+  case TG_S3_RETRYING: return "retrying";
+  case TG_S3_FAILING: return "failing";
+  }
+  return "?";
+}
+
+/* Records how a request ended (|h|) and, unless OK, its failure. */
+static void status_note(tg_s3_health_t h, const char *method, int http,
+                        const char *code, int rc) {
+  int64_t now = wall_ms();
+  pthread_mutex_lock(&status_mu);
+  if (health.health != h || !health.since_ms) health.since_ms = now;
+  health.health = h;
+  if (h != TG_S3_OK) {
+    health.error_ms = now;
+    health.error_status = http;
+    snprintf(health.error_method, sizeof health.error_method, "%s", method);
+    snprintf(health.error_code, sizeof health.error_code, "%s", code);
+    snprintf(health.error_text, sizeof health.error_text, "%s",
+             tg_strerror(rc));
+  }
+  pthread_mutex_unlock(&status_mu);
 }
 
 /* libcurl's global state, once per process, before any handle. */
@@ -102,7 +143,8 @@ int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   if (curl_global != CURLE_OK) return -ENOMEM;
   if (!cfg || !cfg->endpoint || !cfg->region || !*cfg->region ||
       !valid_bucket(cfg->bucket) || !cfg->access_key || !*cfg->access_key ||
-      !cfg->secret_key || !*cfg->secret_key)
+      !cfg->secret_key || !*cfg->secret_key ||
+      cfg->payload > TG_S3_PAYLOAD_UNSIGNED)
     return -EINVAL;
   tg_s3_client_t *c = calloc(1, sizeof *c);
   if (!c) return -ENOMEM;
@@ -127,6 +169,10 @@ int tg_s3_client_new(const tg_s3_client_config_t *cfg, tg_s3_client_t **out) {
   c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 120000;
   c->connect_timeout_ms =
       cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+  c->unsigned_parts =
+      cfg->payload == TG_S3_PAYLOAD_UNSIGNED ||
+      (cfg->payload == TG_S3_PAYLOAD_AUTO &&
+       strncmp(cfg->endpoint, "https://", 8) == 0);
   c->now_s = cfg->now_s;
   c->clock_ctx = cfg->clock_ctx;
   *out = c;
@@ -165,6 +211,7 @@ typedef struct req {
   char *etag;       /* the ETag header, when not NULL */
   uint64_t content_length;
   bool head;
+  bool unsigned_payload; /* x-amz-content-sha256: UNSIGNED-PAYLOAD */
 } req_t;
 
 /* The state of one attempt, for libcurl's callbacks. */
@@ -260,7 +307,9 @@ static int attempt_once(tg_s3_client_t *c, req_t *r, attempt_t *a,
   int rc = tg_s3_amz_date(now_s(c), date);
   if (rc) return rc;
   char hash[TG_S3_SHA256_HEX_LEN + 1];
-  if (r->body_len) tg_s3_sha256_hex(r->body, r->body_len, hash);
+  if (r->unsigned_payload)
+    snprintf(hash, sizeof hash, "%s", TG_S3_UNSIGNED_PAYLOAD);
+  else if (r->body_len) tg_s3_sha256_hex(r->body, r->body_len, hash);
   else memcpy(hash, EMPTY_SHA256, sizeof hash);
 
   tg_s3_pair_t h[TG_S3_MAX_HEADERS];
@@ -430,8 +479,13 @@ static int perform(tg_s3_client_t *c, req_t *r) {
     }
     tg_buf_free(&a.err);
     if (a.delivered) retry = false; /* bytes already handed on */
-    if (rc == 0) return 0;
     bool last = !retry || i + 1 >= c->max_attempts;
+    if (rc == 0 || rc == -ENOENT || rc == -EEXIST)
+      status_note(TG_S3_OK, r->method, 0, "", 0);
+    else
+      status_note(last ? TG_S3_FAILING : TG_S3_RETRYING, r->method,
+                  c->last_status, c->last_code, rc);
+    if (rc == 0) return 0;
     /* 404 is an answer, not a failure: callers decide what it means. */
     if (last && rc != -ENOENT && rc != -EEXIST) atomic_fetch_add(&n_failures, 1);
     if (last && rc != -ENOENT && rc != -EEXIST)
@@ -641,7 +695,8 @@ int tg_s3_mpu_part(tg_s3_client_t *c, const char *key, const char *upload_id,
   snprintf(num, sizeof num, "%u", part_no);
   tg_s3_pair_t p[] = {{"partNumber", num}, {"uploadId", upload_id}};
   req_t r = {.method = "PUT", .key = key, .params = p, .n_params = 2,
-             .body = body, .body_len = n, .etag = etag};
+             .body = body, .body_len = n, .etag = etag,
+             .unsigned_payload = c->unsigned_parts};
   int rc = perform(c, &r);
   if (!rc && !etag[0]) rc = -EIO; /* a part without an ETag cannot be named */
   return rc;

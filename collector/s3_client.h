@@ -44,6 +44,18 @@
 
 typedef struct tg_s3_client tg_s3_client_t;
 
+/* What a part upload's x-amz-content-sha256 carries. The SHA-256 of the
+ * payload is signed, so a body altered on its way is refused; it costs a
+ * pass over the bytes here and another in the gateway, which checks it.
+ * Over HTTPS, TLS already protects the bytes, and AWS's own SDKs then
+ * send UNSIGNED-PAYLOAD: so does AUTO. Other requests (index, XML) are
+ * small and always signed with their payload. */
+typedef enum tg_s3_payload {
+  TG_S3_PAYLOAD_AUTO = 0, /* unsigned over https://, signed over http:// */
+  TG_S3_PAYLOAD_SIGNED,
+  TG_S3_PAYLOAD_UNSIGNED,
+} tg_s3_payload_t;
+
 typedef struct tg_s3_client_config {
   /* "http://127.0.0.1:7480" or "https://s3.eu-west-1.amazonaws.com": a
    * scheme, a host, an optional port, no path. Copied. */
@@ -57,6 +69,7 @@ typedef struct tg_s3_client_config {
   unsigned timeout_ms;       /* one request's whole time; 0: 120000 */
   unsigned connect_timeout_ms; /* 0: 5000 */
   const char *ca_file;       /* NULL: the system's CAs (https) */
+  tg_s3_payload_t payload;   /* parts' payload hash (above) */
   /* Seconds since the epoch for x-amz-date; NULL: time(). */
   int64_t (*now_s)(void *ctx);
   void *clock_ctx;
@@ -71,14 +84,39 @@ void tg_s3_client_free(tg_s3_client_t *c);
 int tg_s3_last_status(const tg_s3_client_t *c);
 const char *tg_s3_last_code(const tg_s3_client_t *c);
 
-/* What every client of the process did since it started: for metrics. */
+/* How the bucket answered the process's last request that ended or was
+ * retried: OK (an answer, 404 and 412 included), RETRYING (an attempt
+ * failed with a 5xx or in the transport and is being made again) or
+ * FAILING (a request failed after its retries, or was refused). */
+typedef enum tg_s3_health {
+  TG_S3_OK = 0,
+  TG_S3_RETRYING,
+  TG_S3_FAILING,
+} tg_s3_health_t;
+
+#define TG_S3_STATUS_TEXT 96
+
+/* What every client of the process did since it started: for metrics, the
+ * API and the page. */
 typedef struct tg_s3_stats {
   uint64_t requests;  /* attempts sent (or tried: a refused connection) */
   uint64_t retries;   /* attempts made again after a 5xx or the transport */
   uint64_t throttled; /* of those, after 503 SlowDown */
   uint64_t failures;  /* requests failed after their retries ([TG-5080]) */
+  tg_s3_health_t health;
+  /* Epoch ms (CLOCK_REALTIME): when |health| last changed (0: never). */
+  int64_t since_ms;
+  /* The last failed attempt (0 and "": none since the process started):
+   * when, its method, its HTTP status (0: the transport), S3's error
+   * code and the error's text. No key, no signature. */
+  int64_t error_ms;
+  int error_status;
+  char error_method[8];
+  char error_code[TG_S3_STATUS_TEXT];
+  char error_text[TG_S3_STATUS_TEXT];
 } tg_s3_stats_t;
 void tg_s3_stats_get(tg_s3_stats_t *out);
+const char *tg_s3_health_name(tg_s3_health_t h);
 
 /* Creates the client's bucket; -EEXIST if this user already has it. */
 int tg_s3_bucket_create(tg_s3_client_t *c);

@@ -7,6 +7,7 @@
  *   GET  /                                 the web page (page.c)
  *   GET  /app.js, /style.css               its script and style
  *   GET  /api/v1/hosts                     the shard's hosts and their state
+ *   GET  /api/v1/store                     the snapshot store and its health
  *   GET  /api/v1/snapshots?from=&to=&trigger=&host=&state=&before=&limit=
  *   GET  /api/v1/snapshots/ID              one snapshot and its hosts
  *   GET  /api/v1/snapshots/ID/trace?host=H[,H2]  the merged trace
@@ -155,6 +156,38 @@ static void get_hosts(coll_t *c, tg_http_exchange_t *x,
   respond_json(x, 200, json_pack("{s:s, s:o, s:o}", "shard", shard,
                                  "inventory", tg_json_u64(c->inventory),
                                  "hosts", hosts));
+}
+
+/* Where snapshots go and, for a bucket, how it answered of late
+ * (tg_s3_stats_t): the page shows a bucket that is not "ok". */
+static void get_store(coll_t *c, tg_http_exchange_t *x,
+                      const tg_http_request_t *r, uint64_t id) {
+  (void)r, (void)id;
+  if (!c->cfg.s3_bucket[0]) {
+    respond_json(x, 200, json_pack("{s:s, s:s}", "kind", "directory",
+                                   "state", "ok"));
+    return;
+  }
+  tg_s3_stats_t b;
+  tg_s3_stats_get(&b);
+  char url[sizeof c->cfg.s3_bucket + sizeof c->cfg.s3_prefix + 8];
+  snprintf(url, sizeof url, "s3://%s/%s", c->cfg.s3_bucket, c->cfg.s3_prefix);
+  json_t *err = json_null();
+  if (b.error_ms)
+    err = json_pack("{s:I, s:s, s:i, s:o, s:o}", "at_ms", (json_int_t)b.error_ms,
+                    "method", b.error_method, "status", b.error_status,
+                    "code", tg_json_text(b.error_code),
+                    "error", tg_json_text(b.error_text));
+  respond_json(x, 200,
+               json_pack("{s:s, s:o, s:s, s:I, s:o, s:o, s:o, s:o, s:o}",
+                         "kind", "bucket", "bucket",
+                         tg_json_text(url), "state",
+                         tg_s3_health_name(b.health), "since_ms",
+                         (json_int_t)b.since_ms, "requests",
+                         tg_json_u64(b.requests), "retries",
+                         tg_json_u64(b.retries), "throttled",
+                         tg_json_u64(b.throttled), "failures",
+                         tg_json_u64(b.failures), "last_error", err));
 }
 
 static void list_snapshots(coll_t *c, tg_http_exchange_t *x,
@@ -724,6 +757,7 @@ static const coll_route_t routes[] = {
     {COLL_ROUTE_GET, "/healthz", TG_ROLE_OBSERVE, NULL, route_healthz},
     {COLL_ROUTE_GET, "/metrics", TG_ROLE_OBSERVE, NULL, get_metrics},
     {COLL_ROUTE_GET, API "/hosts", TG_ROLE_OBSERVE, no_args, get_hosts},
+    {COLL_ROUTE_GET, API "/store", TG_ROLE_OBSERVE, no_args, get_store},
     {COLL_ROUTE_GET, API "/snapshots", TG_ROLE_OBSERVE, list_args, list_snapshots},
     {COLL_ROUTE_POST, API "/snapshots", TG_ROLE_RECORD, post_args,
      post_snapshot},

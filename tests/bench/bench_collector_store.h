@@ -5,8 +5,9 @@
 
 #include <stdint.h>
 
-/* Writes an |mb| MB snapshot into each store, prints the figures; 0, or
+/* Writes an |mb| MB snapshot into each store (the bucket's in parts of
+ * |part_mb| MiB sent by |uploaders| threads), prints the figures; 0, or
  * 1 when a store (or the gateway) failed. */
-int bench_store_run(uint64_t mb);
+int bench_store_run(uint64_t mb, unsigned part_mb, unsigned uploaders);
 
 #endif /* TRACEGATE_TESTS_BENCH_COLLECTOR_STORE_H */

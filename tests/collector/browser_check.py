@@ -54,6 +54,10 @@ Checks 5 to 13 are in browser_screen.py.
      gives them, rendered by the page's own functions in the hosts table
      and in a snapshot's detail: the name shown for the host, the problem
      with its code, data source and why, in red, cut in its cell.
+ 10b. store: the bucket's line (#store, /api/v1/store) rendered by the
+     page's storeLine(): hidden for a directory store, shown in red with
+     the state, the method, the HTTP status and S3's code for a failing
+     bucket, hidden again once it answers.
  11. ui-silent: with the stand-in answering no PING, "Open in Perfetto UI"
      says so in #status (data-open="silent") within a bound, after the
      stand-in saw PINGs, and offers the snapshot's download.
@@ -642,6 +646,7 @@ def main():
             passed(screen.check_filters(session, args))
             passed(screen.check_per_host(session, args, download_dir))
         passed(screen.check_problems(session))
+        passed(screen.check_store(session))
         passed(screen.check_ui_silent(session, args, stand_in))
         passed(screen.check_ui_unreachable(session, args, stand_in, download_dir,
                                            want_len, want_sha))

@@ -246,6 +246,40 @@ def check_problems(s):
     return "problems: a host's name and its data source's problem (code, source, why) in red, cut"
 
 
+# The bucket's line, rendered by the page's own storeLine(): absent for
+# this collector's directory store, red and saying what failed for a
+# bucket that fails, gone again once it answers.
+STORE_JS = """
+const p = document.querySelector('#store');
+const out = {dir: {hidden: p.hidden}};
+storeLine({kind: 'bucket', bucket: 's3://tg/fleet/', state: 'failing', since_ms: Date.now() - 60000,
+           requests: 9, retries: 4, throttled: 4, failures: 1,
+           last_error: {at_ms: Date.now(), method: 'PUT', status: 503, code: 'SlowDown',
+                        error: 'Resource temporarily unavailable'}});
+const r = p.getBoundingClientRect();
+out.failing = {hidden: p.hidden, text: p.textContent, color: getComputedStyle(p).color,
+               right: r.right, state: p.dataset.state};
+storeLine({kind: 'bucket', bucket: 's3://tg/fleet/', state: 'ok', since_ms: Date.now(),
+           requests: 10, retries: 4, throttled: 4, failures: 1, last_error: null});
+out.ok = {hidden: p.hidden};
+return out;
+"""
+
+
+def check_store(s):
+    got = s.js(STORE_JS)
+    check(got["dir"]["hidden"], "store: a directory store shows the bucket's line")
+    f = got["failing"]
+    check(not f["hidden"] and f["state"] == "failing",
+          "store: a failing bucket's line is hidden (state %r)" % f["state"])
+    for want in ("s3://tg/fleet/", "failing", "PUT", "HTTP 503 SlowDown", "4 retries"):
+        check(want in f["text"], "store: the line %r does not say %r" % (f["text"], want))
+    check(f["color"] == "rgb(187, 0, 0)", "store: the line is %s, not red" % f["color"])
+    check(f["right"] <= SCREEN_W, "store: the line ends at %r px" % f["right"])
+    check(got["ok"]["hidden"], "store: the line stays once the bucket answers")
+    return "store: no bucket line for a directory; a failing bucket's line in red; gone when ok"
+
+
 def check_per_host(s, args, download_dir):
     """The partial snapshot's detail (open since check_partial): a host's
     download and Open give what the API's ?host= gives. Checked only where

@@ -46,6 +46,7 @@ static void every_documented_route_is_found(void **state) {
       {"GET", "/healthz", "/healthz", 0},
       {"HEAD", "/metrics", "/metrics", 0},
       {"GET", "/api/v1/hosts", "/api/v1/hosts", 0},
+      {"GET", "/api/v1/store", "/api/v1/store", 0},
       {"GET", "/api/v1/snapshots", "/api/v1/snapshots", 0},
       {"POST", "/api/v1/snapshots", "/api/v1/snapshots", 0},
       {"GET", "/api/v1/snapshots/" ID1, "/api/v1/snapshots/{id}", 1},

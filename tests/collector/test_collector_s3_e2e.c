@@ -2,9 +2,11 @@
  * (coll_rgw.h) and the fleet harness's hosts: a snapshot stored in the
  * bucket and read back through the API (/trace from the bucket), the
  * collector SIGKILLed mid-snapshot then restarted (the row FAILED, the
- * upload aborted, nothing visible), and, last, the gateway gone: the
- * snapshot FAILED with its reason and the rings still tracing. One
- * gateway for the executable; skips, saying so, without Ceph. */
+ * upload aborted, nothing visible), two collectors on one PostgreSQL
+ * catalog and the bucket serving each other's snapshots, and, last, the
+ * gateway gone: the snapshot FAILED with its reason, /api/v1/store saying
+ * "failing" with the last error, and the rings still tracing. One gateway
+ * for the executable; skips, saying so, without Ceph. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,15 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
 
 #include "coll_e2e.h"
+#include "coll_pg.h"
 #include "coll_rgw.h"
 #include "fleet_trace.h"
 #include "test_proc.h"
 #include "collector/s3_client.h"
+#include "collector/shard.h"
 
 #define BUCKET "tg-e2e"
 
@@ -151,6 +156,13 @@ static void a_snapshot_in_the_bucket_read_through_the_api(void **state) {
   /* The bucket's requests counted, none failed. */
   assert_true(metric(&c, "tracegate_collector_bucket_requests_total") > 0);
   assert_int_equal(metric(&c, "tracegate_collector_bucket_failures_total"), 0);
+  /* The API's store status: the bucket, answering. */
+  const char *st = fleet_in_dir("s3store.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/store", st), 200);
+  assert_json(st, "kind", "\"bucket\"");
+  assert_json(st, "bucket", "\"s3://" BUCKET "/fleet/\"");
+  assert_json(st, "state", "\"ok\"");
+  assert_json(st, "failures", "0");
 
   /* The bytes the API served are the object's. */
   tg_s3_client_t *b = bucket_client();
@@ -272,6 +284,132 @@ static void presigned_downloads_skip_the_collector(void **state) {
 
 /* Last: it stops the gateway mid-snapshot (after the collector started,
  * before the snapshot's upload). */
+/* Two collectors, shards of one inventory, on one PostgreSQL catalog and
+ * one bucket, each with its own empty working directory (no shared file
+ * system): either lists both snapshots and serves the other's trace,
+ * byte for byte what its writer serves, out of the bucket. */
+static void two_collectors_one_catalog_one_bucket(void **state) {
+  (void)state;
+  if (skipped) skip();
+  assert_true(coll_pg_installed()); /* deploy/deps.sh installs postgresql */
+  coll_pg_server_t pg = {0};
+  assert_int_equal(coll_pg_start(&pg), 0);
+  char uri[512], extra[2048];
+  assert_int_equal(coll_pg_createdb(&pg, uri, sizeof uri), 0);
+  snprintf(extra, sizeof extra,
+           "catalog = %s\n"
+           "bucket = s3://" BUCKET "/shared\n"
+           "s3_endpoint = %s\n"
+           "s3_credentials_file = %s\n",
+           uri, gw.endpoint, gw.credentials);
+  enum { N = 4 };
+  fleet_host_t h[N];
+  start_hosts(h, N);
+  write_config(h, N, extra);
+  collector_t c[2];
+  const char *shard0[] = {"--shard", "0/2", NULL};
+  const char *shard1[] = {"--shard", "1/2", NULL};
+  collector_start_args(&c[0], shard0);
+  /* The second one's working directory is another, empty one. */
+  const char *conf = fleet_in_dir("collector.conf");
+  FILE *f = fopen(conf, "r");
+  assert_non_null(f);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  char *at = strstr(text, "store = store\n");
+  assert_non_null(at);
+  f = fopen(conf, "w");
+  assert_non_null(f);
+  fprintf(f, "%.*sstore = store-b\n%s", (int)(at - text), text,
+          at + strlen("store = store\n"));
+  fclose(f);
+  collector_start_args(&c[1], shard1);
+
+  char tag[N][16];
+  for (size_t i = 0; i < N; i++) {
+    assert_int_equal(raw_producer_wait_started(&h[i].p, FLEET_WAIT_MS), 0);
+    snprintf(tag[i], sizeof tag[i], "bk%zu", i);
+    fleet_commit_packets(&h[i].p, 0, tag[i], 1, 3);
+  }
+  /* Each collector's hosts are tracing before its snapshot. */
+  const char *json = fleet_in_dir("bk-hosts.json");
+  for (uint32_t k = 0; k < 2; k++) {
+    int64_t end = tg_test_now_ms() + FLEET_WAIT_MS;
+    size_t mine = 0;
+    for (size_t i = 0; i < N; i++)
+      mine += tg_coll_shard_of(h[i].spec, strlen(h[i].spec), 2) == k;
+    for (;;) {
+      assert_int_equal(http(&c[k], "GET", "/api/v1/hosts", json), 200);
+      size_t tracing = 0;
+      for (size_t i = 0; i < mine; i++) {
+        char key[48];
+        snprintf(key, sizeof key, "hosts.%zu.state", i);
+        const char *st = tg_test_json(json, key);
+        tracing += st && strcmp(st, "\"tracing\"") == 0;
+      }
+      if (tracing == mine) break;
+      assert_true(tg_test_now_ms() < end);
+      usleep(100 * 1000);
+    }
+  }
+  char ids[2][32];
+  bool live[2];
+  for (uint32_t k = 0; k < 2; k++) {
+    char out[64];
+    snprintf(out, sizeof out, "bk-snap%u.json", k);
+    const char *path = fleet_in_dir(out);
+    pid_t pid = http_spawn(&c[k], "POST", "/api/v1/snapshots?wait=1", path);
+    size_t mine = 0;
+    for (size_t i = 0; i < N; i++)
+      if (tg_coll_shard_of(h[i].spec, strlen(h[i].spec), 2) == k) {
+        fleet_ack_flush(&h[i].p);
+        mine++;
+      }
+    assert_int_equal(http_wait(pid, path), 200);
+    snprintf(ids[k], sizeof ids[k], "%.16s",
+             tg_test_json(path, "snapshot.id") + 1);
+    live[k] = mine > 0;
+    assert_json(path, "snapshot.state", mine ? "\"complete\"" : "\"failed\"");
+  }
+  assert_string_not_equal(ids[0], ids[1]);
+  assert_true(live[0] || live[1]);
+
+  for (uint32_t k = 0; k < 2; k++) {
+    uint32_t other = 1 - k;
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/snapshots/%s", ids[other]);
+    const char *mine_json = fleet_in_dir("bk-own.json");
+    const char *theirs_json = fleet_in_dir("bk-other.json");
+    assert_int_equal(http(&c[other], "GET", path, mine_json), 200);
+    assert_int_equal(http(&c[k], "GET", path, theirs_json), 200);
+    assert_string_equal(tg_test_json(mine_json, "snapshot.bytes"),
+                        tg_test_json(theirs_json, "snapshot.bytes"));
+    assert_string_equal(tg_test_json(mine_json, "hosts"),
+                        tg_test_json(theirs_json, "hosts"));
+    if (!live[other]) continue;
+    const char *own = fleet_in_dir("bk-own.pftrace");
+    const char *got = fleet_in_dir("bk-other.pftrace");
+    download(&c[other], ids[other], own);
+    download(&c[k], ids[other], got);
+    assert_true(same_file(own, got));
+    fleet_trace_t t;
+    fleet_trace_load(got, &t);
+    for (size_t i = 0; i < N; i++) {
+      if (tg_coll_shard_of(h[i].spec, strlen(h[i].spec), 2) == other)
+        fleet_trace_assert_values(&t, tag[i], 1, 3);
+      else
+        assert_int_equal(fleet_trace_count_tag(&t, tag[i]), 0);
+    }
+    fleet_trace_free(&t);
+  }
+  collector_stop(&c[0]);
+  collector_stop(&c[1]);
+  for (size_t i = 0; i < N; i++) fleet_host_stop(&h[i]);
+  coll_pg_stop(&pg);
+}
+
 static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   (void)state;
   if (skipped) skip();
@@ -302,6 +440,18 @@ static void the_bucket_gone_fails_the_snapshot_not_the_rings(void **state) {
   assert_json(json, "snapshots", before);
   assert_true(metric(&c, "tracegate_collector_bucket_failures_total") >= 1);
   assert_true(metric(&c, "tracegate_collector_bucket_retries_total") >= 1);
+  /* The API says so: failing since the first failed attempt, the last
+   * error a transport one (no HTTP status), with its method. */
+  const char *st = fleet_in_dir("s3gone-store.json");
+  assert_int_equal(http(&c, "GET", "/api/v1/store", st), 200);
+  assert_json(st, "state", "\"failing\"");
+  assert_json(st, "last_error.status", "0");
+  assert_non_null(tg_test_json(st, "last_error.method"));
+  assert_true(strlen(tg_test_json(st, "last_error.error")) > 2);
+  assert_true(atoll(tg_test_json(st, "since_ms")) > 0);
+  assert_true(atoll(tg_test_json(st, "last_error.at_ms")) >=
+              atoll(tg_test_json(st, "since_ms")));
+  assert_true(atoll(tg_test_json(st, "retries")) >= 1);
   /* The rings run on. */
   wait_hosts(&c, 2, "tracing");
   collector_stop(&c);
@@ -314,6 +464,7 @@ int main(void) {
       cmocka_unit_test(a_snapshot_in_the_bucket_read_through_the_api),
       cmocka_unit_test(a_collector_killed_mid_upload_aborts_it_at_restart),
       cmocka_unit_test(presigned_downloads_skip_the_collector),
+      cmocka_unit_test(two_collectors_one_catalog_one_bucket),
       cmocka_unit_test(the_bucket_gone_fails_the_snapshot_not_the_rings),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

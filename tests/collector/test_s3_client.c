@@ -45,8 +45,8 @@ static int group_teardown(void **state) {
 }
 
 /* A client of a fresh bucket. */
-static tg_s3_client_t *client_with(const char *secret, const char *endpoint,
-                                   bool create) {
+static tg_s3_client_t *client_payload(const char *secret, const char *endpoint,
+                                      bool create, tg_s3_payload_t payload) {
   char bucket[32];
   snprintf(bucket, sizeof bucket, "tg-test-%u", ++buckets);
   tg_s3_client_config_t cfg = {
@@ -58,11 +58,17 @@ static tg_s3_client_t *client_with(const char *secret, const char *endpoint,
       .max_attempts = 3,
       .base_backoff_ms = 20,
       .timeout_ms = 30000,
+      .payload = payload,
   };
   tg_s3_client_t *c = NULL;
   assert_int_equal(tg_s3_client_new(&cfg, &c), 0);
   if (create) assert_int_equal(tg_s3_bucket_create(c), 0);
   return c;
+}
+
+static tg_s3_client_t *client_with(const char *secret, const char *endpoint,
+                                   bool create) {
+  return client_payload(secret, endpoint, create, TG_S3_PAYLOAD_AUTO);
 }
 
 static tg_s3_client_t *client(void) { return client_with(NULL, NULL, true); }
@@ -275,6 +281,44 @@ static void multipart_complete_and_abort(void **state) {
   tg_s3_client_free(c);
 }
 
+/* Parts sent with UNSIGNED-PAYLOAD (what AUTO does over https) make the
+ * same object; the request itself is still signed, so a wrong secret is
+ * still refused. */
+static void unsigned_payload_parts(void **state) {
+  (void)state;
+  if (skipped) skip();
+  tg_s3_client_t *c = client_payload(NULL, NULL, true, TG_S3_PAYLOAD_UNSIGNED);
+  size_t n1 = TG_S3_PART_MIN, n2 = 4321;
+  uint8_t *data = malloc(n1 + n2);
+  assert_non_null(data);
+  for (size_t i = 0; i < n1 + n2; i++) data[i] = (uint8_t)(i * 7 + (i >> 9));
+  const char *key = "snap/unsigned";
+  char id[TG_S3_UPLOAD_ID_MAX];
+  assert_int_equal(tg_s3_mpu_create(c, key, id), 0);
+  tg_s3_part_t parts[2] = {{.part_no = 1}, {.part_no = 2}};
+  assert_int_equal(tg_s3_mpu_part(c, key, id, 1, data, n1, parts[0].etag), 0);
+  assert_int_equal(tg_s3_mpu_part(c, key, id, 2, data + n1, n2, parts[1].etag),
+                   0);
+  assert_int_equal(tg_s3_mpu_complete(c, key, id, parts, 2, NULL), 0);
+  expect_object(c, key, data, n1 + n2);
+
+  char bad[160];
+  snprintf(bad, sizeof bad, "%sX", gw.secret_key);
+  tg_s3_client_t *w = client_payload(bad, NULL, false, TG_S3_PAYLOAD_UNSIGNED);
+  assert_int_equal(tg_s3_mpu_part(w, key, id, 1, data, 10, parts[0].etag),
+                   -EACCES);
+  tg_s3_client_free(w);
+
+  tg_s3_client_config_t cfg = {.endpoint = gw.endpoint, .region = "us-east-1",
+                               .bucket = "tg-test-x", .access_key = "a",
+                               .secret_key = "s",
+                               .payload = (tg_s3_payload_t)7};
+  tg_s3_client_t *none = NULL;
+  assert_int_equal(tg_s3_client_new(&cfg, &none), -EINVAL);
+  free(data);
+  tg_s3_client_free(c);
+}
+
 static void wrong_secret_refused(void **state) {
   (void)state;
   if (skipped) skip();
@@ -377,6 +421,7 @@ int main(void) {
       cmocka_unit_test(ranges),
       cmocka_unit_test(awkward_keys_and_prefixes),
       cmocka_unit_test(multipart_complete_and_abort),
+      cmocka_unit_test(unsigned_payload_parts),
       cmocka_unit_test(wrong_secret_refused),
       cmocka_unit_test(gateway_gone),
       cmocka_unit_test(presigned_get),

@@ -517,12 +517,29 @@ function options(list, pairs) {
 
 // --- loading ---------------------------------------------------------------------
 
+// The snapshot bucket's line (/api/v1/store): shown while the bucket
+// retries or fails, hidden while it answers and for a directory store.
+function storeLine(st) {
+  const p = $('#store');
+  p.dataset.state = st.state;
+  p.hidden = st.state === 'ok';
+  if (p.hidden) return;
+  const e = st.last_error;
+  let text = 'snapshot bucket ' + st.bucket + ': ' + st.state + ' since ' + when(st.since_ms);
+  if (e) text += '; last error ' + when(e.at_ms) + ': ' + e.method + ' ' +
+                 (e.status ? 'HTTP ' + e.status + (e.code ? ' ' + e.code : '') : 'no answer') +
+                 ' (' + e.error + ')';
+  text += '; ' + st.retries + ' retries, ' + st.failures + ' failed requests';
+  p.textContent = text;
+}
+
 let loading = 0;
 async function load() {
   const gen = ++loading;
-  const [s, h] = await Promise.all([getJson('/api/v1/snapshots?' + listQuery()),
-                                    getJson('/api/v1/hosts')]);
+  const [s, h, st] = await Promise.all([getJson('/api/v1/snapshots?' + listQuery()),
+                                        getJson('/api/v1/hosts'), getJson('/api/v1/store')]);
   if (gen !== loading) return; // a newer load (a filter changed) wins
+  storeLine(st);
   const listed = new Set(s.snapshots.map((x) => x.id));
   for (const id of view.details.keys()) if (!listed.has(id)) view.details.delete(id);
   const sb = $('#snapshots tbody');
