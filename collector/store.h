@@ -112,6 +112,7 @@ typedef struct tg_coll_recovery {
   uint32_t lost;            /* live rows whose file was gone or short */
   uint32_t foreign;         /* names in snapshots/ that are not ours, kept */
   uint32_t uploads_aborted; /* a bucket's interrupted multipart uploads */
+  uint32_t unrowed_kept;    /* a bucket's objects with no row at all, kept */
 } tg_coll_recovery_t;
 
 /* Opens the store at cfg->dir, locking it against a second opener (-EBUSY;

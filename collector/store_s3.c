@@ -21,6 +21,7 @@
 #include "collector/store_internal.h"
 #include "common/fd_write.h"
 #include "common/log.h"
+#include "common/notice.h"
 #include "tracegate/error.h"
 
 #define DEFAULT_PART (8u << 20)
@@ -455,8 +456,16 @@ static int on_upload(void *ctx, const tg_s3_upload_t *u) {
   return collect(sw, u->key, u->upload_id);
 }
 
+/* Objects without any row named one by one in the log; past that, only
+ * counted. */
+#define UNROWED_NAMED 8
+
 /* An object stays if its row is live, or PENDING (completed by a running
- * collector, not yet committed). */
+ * collector, not yet committed); one whose row is FAILED is garbage. One
+ * with no row at all stays too: a catalog that was lost, or replaced by an
+ * empty one, must not cost the bucket its snapshots (the bucket is the
+ * durable part), so what no row names is the operator's to judge, never
+ * this sweep's. */
 static int on_object(void *ctx, const tg_s3_object_t *o) {
   sweep_t *sw = ctx;
   uint64_t id;
@@ -466,9 +475,18 @@ static int on_object(void *ctx, const tg_s3_object_t *o) {
     sw->rec->foreign++;
     return 0;
   }
-  if (tg__coll_row_keeps(sw->s, id,
-                         TG_COLL_LIVE_STATES |
-                             TG_COLL_STATE_BIT(TG_COLL_PENDING)))
+  tg_coll_snapshot_t r;
+  int err = sw->s->cat->ops->get(sw->s->cat, id, &r);
+  if (err == -ENOENT) {
+    if (sw->rec->unrowed_kept++ < UNROWED_NAMED)
+      TG_WARN("%s store: %s in the bucket has no row in the catalog; kept",
+              TG_NOTE(COLLECTOR_BUCKET_UNROWED), o->key);
+    return 0;
+  }
+  /* A catalog error keeps it too: the next open tries again. */
+  if (err) return 0;
+  if (TG_COLL_STATE_BIT(r.state) &
+      (TG_COLL_LIVE_STATES | TG_COLL_STATE_BIT(TG_COLL_PENDING)))
     return 0;
   return collect(sw, o->key, NULL);
 }

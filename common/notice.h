@@ -477,6 +477,10 @@
   X(COLLECTOR_S3_RETRYING, 5081, "tracegate-collector",                      \
     "the snapshot bucket throttled (503 SlowDown), failed (5xx) or could "   \
     "not be reached; the request is retried after the delay that follows")   \
+  X(COLLECTOR_BUCKET_UNROWED, 5082, "tracegate-collector",                   \
+    "a snapshot object in the bucket has no row in the catalog (a lost or "  \
+    "new catalog, or a delete cut short): kept, never removed at open; the " \
+    "object follows (the first eight, then a count)")                        \
   X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
     "a snapshot's host read its clone slower than clone_min_rate over "       \
     "clone_timeout and failed for that snapshot; what it sent before stays "  \

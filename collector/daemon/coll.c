@@ -303,6 +303,10 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
            "files and %u orphans removed, %u lost, %u uploads aborted",
            c->cfg.store, rec.interrupted, rec.tmp_removed,
            rec.orphans_removed, rec.lost, rec.uploads_aborted);
+  if (rec.unrowed_kept)
+    TG_WARN("%s store %s: %u objects in the bucket have no row in the "
+            "catalog; kept", TG_NOTE(COLLECTOR_BUCKET_UNROWED), c->cfg.store,
+            rec.unrowed_kept);
 
   if (coll_hosts_start(c) < 0) return -1;
   TG_INFO("%zu of %zu hosts in shard %u/%u; rings under '%s'",
