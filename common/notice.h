@@ -290,6 +290,20 @@
     "summary, under a host: packets that need incremental state their "       \
     "sequence no longer has (no clear since, or lost data) were left out "    \
     "of the merged trace and counted as loss; the count follows")             \
+  X(SNAPSHOT_IMPORTS, 2080, "tracegate",                                      \
+    "snapshot check: the stored snapshot's whole trace imports into the "     \
+    "trace processor named; the snapshot's id follows")                       \
+  X(SNAPSHOT_DOES_NOT_IMPORT, 2081, "tracegate",                              \
+    "snapshot check: the trace processor named cannot import the stored "     \
+    "snapshot's whole trace; how it failed and its error follow, then each "  \
+    "host's part is checked")                                                 \
+  X(SNAPSHOT_PART_FAILS, 2082, "tracegate",                                   \
+    "snapshot check: this host's part of the snapshot (the head and its "     \
+    "packets) does not import alone; the host, how it failed and the trace "  \
+    "processor's error follow")                                               \
+  X(SNAPSHOT_NO_HOST_FAILS, 2083, "tracegate",                                \
+    "snapshot check: the whole trace fails but every host's part imports "    \
+    "alone (exit 4)")                                                         \
   X(TLS_FAILED, 2033, "tracegate",                                            \
     "the TLS handshake with a relay failed; the TLS library's reason "        \
     "follows")                                                                \
