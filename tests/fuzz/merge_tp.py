@@ -293,6 +293,16 @@ class Generator:
         skip = {"trusted_packet_sequence_id", "machine_id", "sequence_flags",
                 "timestamp", "compressed_packets"}
         self.data_fields = [f for f in packet if f.name not in skip]
+        # What Linux producers write, and what ties packets together
+        # (clocks, tracks, interning): drawn a third of the time, so that
+        # packets meet the state others left.
+        hot = {"clock_snapshot", "ftrace_events", "track_event",
+               "track_descriptor", "process_tree", "process_stats",
+               "sys_stats", "perf_sample", "system_info", "trace_stats",
+               "ftrace_stats", "remote_clock_sync", "profile_packet",
+               "streaming_profile_packet", "module_symbols", "cpu_info",
+               "service_event", "trace_config", "packages_list"}
+        self.hot_fields = [f for f in packet if f.name in hot]
 
     def int_value(self, f):
         r = self.r
@@ -376,7 +386,8 @@ class Generator:
                 out += key(8, 0) + varint(self.ts)
             if r.random() < 0.15:
                 out += key(58, 0) + varint(r.choice([1, 2, 3, 4, 5, 6, 64, 128, 200]))
-            f = r.choice(self.data_fields)
+            f = r.choice(self.hot_fields if r.random() < 0.35
+                         else self.data_fields)
             out += self.value(f, 0)
             if seq not in started or r.random() < 0.1:
                 started.add(seq)
