@@ -90,6 +90,12 @@
  *     alertmanager_snapshots_per_minute  1..600, default 6: the webhook's
  *     alertmanager_max_bytes  SIZE, 1K..16M, default 256K: a webhook
  *                      payload above it is refused (413)
+ *     check_trace_processor  PATH, default none (off): Perfetto's
+ *                      trace_processor_shell, run on each stored snapshot
+ *                      and, when it fails, on each host's part
+ *     check_timeout    DURATION, 1s..1h, default 10m: one import's deadline
+ *     check_memory     SIZE, 64M..1T, default 4G: one import's address
+ *                      space (RLIMIT_AS)
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -238,6 +244,11 @@ typedef struct tg_coll_config {
   uint64_t am_max_bytes;             /* 1K..16M */
   size_t n_am_hosts;
   tg_coll_am_host_t *am_hosts; /* |n_am_hosts|, owned; NULL when none */
+  /* The import check of each stored snapshot (daemon/import_check.h):
+   * off while the path is "". */
+  char check_trace_processor[TG_COLL_CONFIG_PATH_MAX + 1];
+  int64_t check_timeout_ms; /* 1s..1h */
+  uint64_t check_memory;    /* RLIMIT_AS of one import: 64M..1T */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

@@ -11,30 +11,22 @@
  * (each file deleted after its import), and name the hosts whose part
  * fails with trace processor's own words.
  *
- * The trace processor runs as a child in a process group of its own,
- * under an address-space limit (setrlimit RLIMIT_AS: a hostile part can
- * ask for gigabytes) and a wall-clock deadline after which the group is
- * killed; no core files. Its standard error is read, bounded, for the
- * one line that says why; its standard output is discarded.
+ * Each import is common/tp_import.h's: a child under an address-space
+ * limit (a hostile part can ask for gigabytes) and a deadline.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "consumer/cli/cli.h"
 #include "common/json.h"
+#include "common/tp_import.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/cli/snapshot_json.h"
 #include "consumer/cli/snapshot_req.h"
@@ -43,247 +35,19 @@
 #define DEFAULT_TIMEOUT_S 300
 #define DEFAULT_IMPORT_TIMEOUT_S 600
 #define DEFAULT_IMPORT_MEMORY (8ull << 30)
-/* What is kept of trace processor's standard error: its error comes
- * after the progress lines, and a longer output is a crash's dump. */
-#define STDERR_KEEP (64u << 10)
-#define WHY_MAX 400
 /* The exit status when the whole trace fails and no host's part alone
  * does: the fault is in how the parts meet, or the head's. */
 #define CHECK_EXIT_NO_HOST 4
 
-/* --- one import ---------------------------------------------------------------- */
-
-typedef enum failure {
-  F_NONE,    /* imported */
-  F_ERROR,   /* trace processor refused the file (exit status not 0) */
-  F_CRASH,   /* killed by a signal */
-  F_TIMEOUT, /* no end within --import-timeout: killed */
-  F_MEMORY,  /* ran out of its --import-memory */
-  F_NOT_RUN, /* could not be started: the check itself fails */
-} failure_t;
-
-static const char *failure_name(failure_t f) {
-  switch (f) {
-    case F_NONE: return "none";
-    case F_ERROR: return "error";
-    case F_CRASH: return "crash";
-    case F_TIMEOUT: return "timeout";
-    case F_MEMORY: return "memory";
-    case F_NOT_RUN: return "not_run";
-  }
-  return "?";
-}
-
-typedef struct verdict {
-  failure_t failure;
-  char why[WHY_MAX + 64]; /* printable; "" when it imported */
-} verdict_t;
+/* --- downloads ----------------------------------------------------------------- */
 
 typedef struct tp_opts {
-  const char *path;      /* execvp()'s: a name is looked up on PATH */
+  const char *path; /* a path, or a name looked up on PATH */
   uint64_t timeout_s;
-  uint64_t memory;       /* RLIMIT_AS bytes; 0: none */
+  uint64_t memory; /* RLIMIT_AS bytes; 0: none */
 } tp_opts_t;
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* The line of trace processor's standard error that says why: the file
- * refused ("Could not read trace file (path: P): WHY": WHY alone, so that
- * a part's verdict does not carry our temporary path), a failed check or
- * an uncaught exception, else the last line that is not progress. */
-static void why_of(const char *err, size_t n, char *why, size_t cap) {
-  const char *best = NULL, *last = NULL;
-  size_t best_n = 0, last_n = 0;
-  int best_rank = 0;
-  for (size_t at = 0; at < n;) {
-    size_t end = at;
-    while (end < n && err[end] != '\n' && err[end] != '\r') end++;
-    const char *l = err + at;
-    size_t ln = end - at;
-    at = end + 1;
-    while (ln > 0 && (l[ln - 1] == ' ' || l[ln - 1] == '\t')) ln--;
-    if (!ln) continue;
-    static const char loading[] = "Loading trace";
-    /* Progress ("Loading trace: 1.00 MB") may share a line with the
-     * error that follows it: what comes after the figure is kept. */
-    if (ln >= sizeof(loading) - 1 && !memcmp(l, loading, sizeof(loading) - 1)) {
-      const char *mb = memmem(l, ln, " MB", 3);
-      if (!mb) continue;
-      size_t skip = (size_t)(mb + 3 - l);
-      l += skip;
-      ln -= skip;
-      if (!ln) continue;
-    }
-    last = l;
-    last_n = ln;
-    int rank = 0;
-    static const char refused[] = "Could not read trace file";
-    const char *r = memmem(l, ln, refused, sizeof(refused) - 1);
-    if (r) {
-      rank = 3;
-      const char *colon = memmem(r, ln - (size_t)(r - l), "): ", 3);
-      if (colon) {
-        ln -= (size_t)(colon + 3 - l);
-        l = colon + 3;
-      }
-    } else if (memmem(l, ln, "Check failed", 12) ||
-               memmem(l, ln, "terminate called", 16) ||
-               memmem(l, ln, "FATAL", 5)) {
-      rank = 2;
-    }
-    if (rank > best_rank) {
-      best = l;
-      best_n = ln;
-      best_rank = rank;
-    }
-  }
-  if (!best) {
-    best = last;
-    best_n = last_n;
-  }
-  char raw[WHY_MAX];
-  if (best_n >= sizeof(raw)) best_n = sizeof(raw) - 1;
-  if (best) memcpy(raw, best, best_n);
-  raw[best ? best_n : 0] = 0;
-  tg_printable(why, cap, raw[0] ? raw : "no reason given");
-}
-
-static bool said_out_of_memory(const char *err, size_t n) {
-  return memmem(err, n, "bad_alloc", 9) ||
-         memmem(err, n, "Cannot allocate memory", 22) ||
-         memmem(err, n, "out of memory", 13);
-}
-
-/* In the child: limits, descriptors, exec. Never returns. */
-static void exec_tp(const tp_opts_t *tp, const char *trace, int err_fd) {
-  setpgid(0, 0);
-  struct rlimit core = {0, 0};
-  setrlimit(RLIMIT_CORE, &core);
-  if (tp->memory) {
-    struct rlimit as = {(rlim_t)tp->memory, (rlim_t)tp->memory};
-    setrlimit(RLIMIT_AS, &as);
-  }
-  int null = open("/dev/null", O_RDWR);
-  if (null >= 0) {
-    dup2(null, STDIN_FILENO);
-    dup2(null, STDOUT_FILENO);
-  }
-  dup2(err_fd, STDERR_FILENO);
-  char *argv[] = {(char *)tp->path, "-Q", "select 1", (char *)trace, NULL};
-  execvp(tp->path, argv);
-  dprintf(STDERR_FILENO, "tracegate: cannot run %s: %s\n", tp->path,
-          strerror(errno));
-  _exit(127);
-}
-
-/* Imports |trace| into |tp|: the verdict. */
-static void import(const tp_opts_t *tp, const char *trace, verdict_t *v) {
-  memset(v, 0, sizeof(*v));
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) {
-    v->failure = F_NOT_RUN;
-    snprintf(v->why, sizeof(v->why), "cannot make a pipe: %s", strerror(errno));
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    v->failure = F_NOT_RUN;
-    snprintf(v->why, sizeof(v->why), "cannot fork: %s", strerror(errno));
-    return;
-  }
-  if (pid == 0) exec_tp(tp, trace, p[1]);
-  close(p[1]);
-  setpgid(pid, pid); /* also the child's: whichever runs first */
-  char *err = malloc(STDERR_KEEP);
-  size_t n = 0;
-  uint64_t deadline = now_ms() + tp->timeout_s * 1000u;
-  bool timed_out = false, open_ = true;
-  int status = 0;
-  for (;;) {
-    uint64_t t = now_ms();
-    if (t >= deadline) {
-      timed_out = true;
-      break;
-    }
-    if (open_) {
-      struct pollfd pf = {p[0], POLLIN, 0};
-      uint64_t left = deadline - t;
-      int rv = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
-      if (rv < 0 && errno != EINTR) break;
-      if (rv > 0) {
-        char buf[4096];
-        ssize_t got = read(p[0], buf, sizeof(buf));
-        if (got > 0 && err) {
-          size_t keep = STDERR_KEEP - n < (size_t)got ? STDERR_KEEP - n
-                                                      : (size_t)got;
-          memcpy(err + n, buf, keep);
-          n += keep;
-        } else if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
-          open_ = false;
-        }
-      }
-    } else {
-      struct timespec nap = {0, 20 * 1000000L};
-      nanosleep(&nap, NULL);
-    }
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-  }
-  /* What it wrote before it ended, still in the pipe. */
-  while (!timed_out && open_ && err && n < STDERR_KEEP) {
-    struct pollfd pf = {p[0], POLLIN, 0};
-    if (poll(&pf, 1, 0) <= 0) break;
-    ssize_t got = read(p[0], err + n, STDERR_KEEP - n);
-    if (got <= 0) break;
-    n += (size_t)got;
-  }
-  if (timed_out) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  } else {
-    /* Its descendants, if any, go with it. */
-    kill(-pid, SIGKILL);
-  }
-  close(p[0]);
-  const char *text = err ? err : "";
-  if (timed_out) {
-    v->failure = F_TIMEOUT;
-    snprintf(v->why, sizeof(v->why), "no end within --import-timeout (%" PRIu64
-             " s): killed", tp->timeout_s);
-  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    v->failure = F_NONE;
-  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 &&
-             memmem(text, n, "tracegate: cannot run", 21)) {
-    v->failure = F_NOT_RUN;
-    why_of(text, n, v->why, sizeof(v->why));
-  } else {
-    char line[WHY_MAX];
-    why_of(text, n, line, sizeof(line));
-    if (said_out_of_memory(text, n)) {
-      v->failure = F_MEMORY;
-      snprintf(v->why, sizeof(v->why), "out of memory (--import-memory): %s",
-               line);
-    } else if (WIFSIGNALED(status)) {
-      v->failure = F_CRASH;
-      snprintf(v->why, sizeof(v->why), "killed by signal %d (%s): %s",
-               WTERMSIG(status), strsignal(WTERMSIG(status)), line);
-    } else {
-      v->failure = F_ERROR;
-      snprintf(v->why, sizeof(v->why), "%s", line);
-    }
-  }
-  free(err);
-}
-
-/* --- downloads ----------------------------------------------------------------- */
+typedef tg_tp_verdict_t verdict_t;
 
 typedef struct check {
   snap_opts_t o;
@@ -351,7 +115,10 @@ static int check_one(const check_t *c, const char *host, verdict_t *v) {
   snprintf(file, sizeof(file), "%s/%s.pftrace", c->dir, host ? "part" : "whole");
   int rv = fetch(c, path, file, NULL);
   free(path);
-  if (rv == 0) import(&c->tp, file, v);
+  if (rv == 0) {
+    tg_tp_limits_t lim = {c->tp.timeout_s * 1000u, c->tp.memory};
+    tg_tp_import(c->tp.path, file, &lim, v);
+  }
   unlink(file);
   return rv;
 }
@@ -366,9 +133,9 @@ typedef struct host_verdict {
 static json_t *verdict_json(const verdict_t *v) {
   json_t *o = json_object();
   if (!o) return NULL;
-  json_object_set_new(o, "imports", json_boolean(v->failure == F_NONE));
-  if (v->failure != F_NONE) {
-    json_object_set_new(o, "failure", json_string(failure_name(v->failure)));
+  json_object_set_new(o, "imports", json_boolean(v->failure == TG_TP_OK));
+  if (v->failure != TG_TP_OK) {
+    json_object_set_new(o, "failure", json_string(tg_tp_failure_name(v->failure)));
     json_object_set_new(o, "why", tg_json_text(v->why));
   }
   return o;
@@ -391,7 +158,7 @@ static json_t *report_json(const check_t *c, const verdict_t *whole,
     json_t *h = verdict_json(&hv[i].v);
     if (!h) continue;
     json_object_set_new(h, "host", tg_json_text(hv[i].host));
-    if (hv[i].v.failure != F_NONE) {
+    if (hv[i].v.failure != TG_TP_OK) {
       json_t *p = json_object();
       json_object_set_new(p, "kind", json_string("import"));
       char code[16];
@@ -475,13 +242,13 @@ static int run(check_t *c) {
     goto out;
   }
   if (check_one(c, NULL, &whole) < 0) goto out;
-  if (whole.failure == F_NOT_RUN) {
+  if (whole.failure == TG_TP_NOT_RUN) {
     fprintf(stderr, "%s: %s\n", CHECK_PROG, whole.why);
     goto out;
   }
   char sid[CLI_SNAP_ID_LEN + 1];
   snprintf(sid, sizeof(sid), "%s", c->id);
-  if (whole.failure == F_NONE) {
+  if (whole.failure == TG_TP_OK) {
     fprintf(stderr, "%s: %s snapshot %s: trace processor imports it\n",
             CLI_PROG, tg_notice_tag(TG_N_SNAPSHOT_IMPORTS), sid);
     code = CLI_EXIT_OK;
@@ -489,21 +256,21 @@ static int run(check_t *c) {
     fprintf(stderr, "%s: %s snapshot %s: trace processor cannot import it "
             "(%s): %s; checking its %zu hosts' parts\n", CLI_PROG,
             tg_notice_tag(TG_N_SNAPSHOT_DOES_NOT_IMPORT), sid,
-            failure_name(whole.failure), whole.why, n);
+            tg_tp_failure_name(whole.failure), whole.why, n);
     parts = true;
     for (size_t i = 0; i < n; i++) {
       hv[i].host = names[i];
       if (check_one(c, names[i], &hv[i].v) < 0) goto out;
-      if (hv[i].v.failure == F_NOT_RUN) {
+      if (hv[i].v.failure == TG_TP_NOT_RUN) {
         fprintf(stderr, "%s: %s\n", CHECK_PROG, hv[i].v.why);
         goto out;
       }
-      if (hv[i].v.failure == F_NONE) continue;
+      if (hv[i].v.failure == TG_TP_OK) continue;
       char host[CLI_SNAP_HOST_MAX + 1];
       tg_printable(host, sizeof(host), names[i]);
       fprintf(stderr, "%s: %s snapshot %s host %s: its part fails (%s): %s\n",
               CLI_PROG, tg_notice_tag(TG_N_SNAPSHOT_PART_FAILS), sid, host,
-              failure_name(hv[i].v.failure), hv[i].v.why);
+              tg_tp_failure_name(hv[i].v.failure), hv[i].v.why);
       failing++;
     }
     if (failing) {
