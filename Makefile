@@ -75,7 +75,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_snapshot_json fuzz_bridge_policy fuzz_ws_screen \
                  fuzz_name_regex fuzz_units fuzz_json_text \
                  fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge \
-                 fuzz_coll_window
+                 fuzz_coll_window fuzz_tp_why
 
 .PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
         test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,7 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
     return;
   }
   setpgid(pid, pid); /* also the child's: whichever runs first */
+  if (lim->running_pid) atomic_store(lim->running_pid, (int)pid);
   size_t n = 0;
   uint64_t deadline = now_ms() + lim->timeout_ms;
   bool timed_out = false, open_ = true;
@@ -203,7 +205,12 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
       struct timespec nap = {0, 20 * 1000000L};
       nanosleep(&nap, NULL);
     }
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    /* Exited, not reaped (WNOWAIT): the pid stays ours until the end. */
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == pid)
+      break;
   }
   /* What it wrote before it ended, still in the pipe. */
   while (!timed_out && open_ && n < STDERR_KEEP) {
@@ -215,9 +222,9 @@ void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
   }
   /* The group: whatever it started goes with it. */
   kill(-pid, SIGKILL);
-  if (timed_out) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
+  if (timed_out) kill(pid, SIGKILL);
+  if (lim->running_pid) atomic_store(lim->running_pid, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   close(p[0]);
   char line[LINE_MAX_], raw[TG_TP_WHY_MAX];

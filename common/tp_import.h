@@ -17,6 +17,7 @@
 #ifndef TRACEGATE_COMMON_TP_IMPORT_H
 #define TRACEGATE_COMMON_TP_IMPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ typedef struct tg_tp_verdict {
 typedef struct tg_tp_limits {
   uint64_t timeout_ms; /* > 0 */
   uint64_t memory;     /* RLIMIT_AS bytes; 0: none */
+  /* NULL, or where the child's pid (its process group's id) is kept while
+   * it runs: set after the fork, 0 again before the child is reaped, so
+   * that another thread may kill(-pid, SIGKILL) it (a stopping daemon)
+   * without hitting a reused pid. */
+  _Atomic int *running_pid;
 } tg_tp_limits_t;
 
 /* Imports |trace| into |tp| (a path, or a name looked up on PATH). Always

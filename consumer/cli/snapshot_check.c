@@ -116,7 +116,8 @@ static int check_one(const check_t *c, const char *host, verdict_t *v) {
   int rv = fetch(c, path, file, NULL);
   free(path);
   if (rv == 0) {
-    tg_tp_limits_t lim = {c->tp.timeout_s * 1000u, c->tp.memory};
+    tg_tp_limits_t lim = {.timeout_ms = c->tp.timeout_s * 1000u,
+                          .memory = c->tp.memory};
     tg_tp_import(c->tp.path, file, &lim, v);
   }
   unlink(file);

@@ -10,6 +10,10 @@
  * fails whole, and the check names that host and only it, with trace
  * processor's error, as a problem {kind, code, why} (exit 3); a trace
  * processor that cannot be started is exit 1, a bad id exit 2.
+ *
+ * The collector's own check (check_trace_processor), with a stand-in for
+ * trace processor that refuses what holds one host's marker: the problem
+ * lands in that host's row alone, as the API shows it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -174,6 +178,23 @@ static void spoil_host(const char *id, const char *spec, const uint8_t *bad,
   tg_coll_index_free(&ix);
 }
 
+/* Until the collector's log holds |text| (bounded). */
+static void wait_log(const char *text) {
+  for (int i = 0; i < 600; i++) {
+    FILE *f = fopen(fleet_in_dir("collector.log"), "r");
+    if (f) {
+      static char buf[1 << 20];
+      size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      if (strstr(buf, text)) return;
+    }
+    usleep(100 * 1000);
+  }
+  collector_dump_log();
+  fail_msg("the collector's log never said '%s'", text);
+}
+
 static void check_names_the_host_that_fails(void **state) {
   (void)state;
   const char *bin = getenv("PERFETTO_BIN");
@@ -186,7 +207,10 @@ static void check_names_the_host_that_fails(void **state) {
   snprintf(tp, sizeof(tp), "%s/trace_processor_shell", bin);
   fleet_host_t h[2];
   collector_t c;
-  fleet_up(h, &c, NULL);
+  /* The collector checks it too, with Perfetto's trace processor. */
+  char extra[1100];
+  snprintf(extra, sizeof(extra), "check_trace_processor = %s\n", tp);
+  fleet_up(h, &c, extra);
   fleet_commit_packets(&h[0].p, 0, "hostA", 1, 5);
   fleet_commit_packets(&h[1].p, 0, "hostB", 1, 7);
   const char *json = fleet_in_dir("snap.json");
@@ -199,6 +223,10 @@ static void check_names_the_host_that_fails(void **state) {
   snprintf(out, sizeof(out), "%s", fleet_in_dir("check.json"));
   snprintf(err, sizeof(err), "%s", fleet_in_dir("check.err"));
 
+  /* The collector's verdict: it imports (its log, by code and id). */
+  char said[64];
+  snprintf(said, sizeof(said), "[TG-5073] snapshot %s", id);
+  wait_log(said);
   /* A good snapshot imports whole: the parts are not downloaded. */
   const char *args[] = {"--trace-processor", tp, "--json", out, NULL};
   assert_int_equal(cli_check(&c, id, args, err), 0);
@@ -252,9 +280,82 @@ static void check_names_the_host_that_fails(void **state) {
   fleet_host_stop(&h[1]);
 }
 
+/* Writes an executable stand-in for trace_processor_shell to |path|: it
+ * refuses, as trace processor words it, any file that holds |marker|, and
+ * imports the rest. */
+static void fake_tp(const char *path, const char *marker) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\n"
+             "if grep -q '%s' \"$3\"; then\n"
+             "  printf 'Loading trace: 0.00 MBCould not read trace file "
+             "(path: %%s): refused for %s\\n' \"$3\" >&2; exit 1\n"
+             "fi\n"
+             "exit 0\n", marker, marker);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* GET /api/v1/snapshots/ID into |out| until host |spec|'s problems are
+ * not empty (the check runs after the snapshot is stored); its row's
+ * index. */
+static size_t wait_problems(const collector_t *c, const char *id,
+                            const char *spec, const char *out) {
+  char path[128], key[64];
+  snprintf(path, sizeof(path), "/api/v1/snapshots/%s", id);
+  for (int i = 0; i < 600; i++) {
+    assert_int_equal(http(c, "GET", path, out), 200);
+    size_t row = snapshot_host_row(out, spec, 2);
+    snprintf(key, sizeof(key), "hosts.%zu.problems", row);
+    const char *got = tg_test_json(out, key);
+    if (got && strcmp(got, "[]") && strcmp(got, "null")) return row;
+    usleep(100 * 1000);
+  }
+  fail_msg("host %s of snapshot %s got no problem", spec, id);
+  return 0;
+}
+
+/* check_trace_processor: the collector imports each stored snapshot and,
+ * when it fails, each host's part, and records the problem in the row of
+ * the host whose part fails (and only there), for the API and the page. */
+static void the_collector_records_the_host_that_fails(void **state) {
+  (void)state;
+  char tp[512], extra[700];
+  snprintf(tp, sizeof(tp), "%s", fleet_in_dir("fake_tp.sh"));
+  fake_tp(tp, "spoilB");
+  snprintf(extra, sizeof(extra), "check_trace_processor = %s\n"
+           "check_timeout = 60s\ncheck_memory = 1G\n", tp);
+  fleet_host_t h[2];
+  collector_t c;
+  fleet_up(h, &c, extra);
+  fleet_commit_packets(&h[0].p, 0, "goodA", 1, 5);
+  fleet_commit_packets(&h[1].p, 0, "spoilB", 1, 7);
+  const char *json = fleet_in_dir("snap.json");
+  char id[32], b[320], key[64];
+  snprintf(id, sizeof(id), "%s", snapshot(&c, h, 2, json));
+  assert_json(json, "snapshot.state", "\"complete\"");
+  snprintf(b, sizeof(b), "%s", h[1].spec);
+  const char *got = fleet_in_dir("got.json");
+  size_t rb = wait_problems(&c, id, b, got);
+  snprintf(key, sizeof(key), "hosts.%zu.problems.0.kind", rb);
+  assert_json(got, key, "\"import\"");
+  snprintf(key, sizeof(key), "hosts.%zu.problems.0.code", rb);
+  assert_json(got, key, "\"TG-5070\"");
+  snprintf(key, sizeof(key), "hosts.%zu.problems.0.why", rb);
+  assert_json(got, key, "\"trace processor: refused for spoilB\"");
+  snprintf(key, sizeof(key), "hosts.%zu.problems", 1 - rb);
+  assert_json(got, key, "[]");
+  /* The state is the hosts' delivery's: the check adds a problem only. */
+  assert_json(got, "snapshot.state", "\"complete\"");
+  collector_stop(&c);
+  fleet_host_stop(&h[0]);
+  fleet_host_stop(&h[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FLEET_TEST(check_names_the_host_that_fails),
+      FLEET_TEST(the_collector_records_the_host_that_fails),
   };
   return cmocka_run_group_tests(tests, group_setup, fleet_dir_teardown);
 }

@@ -51,7 +51,7 @@ static tg_tp_verdict_t run(const char *body, uint64_t timeout_ms,
   char name[32];
   snprintf(name, sizeof(name), "tp%u", k++);
   script(name, body, tp, sizeof(tp));
-  tg_tp_limits_t lim = {timeout_ms, memory};
+  tg_tp_limits_t lim = {.timeout_ms = timeout_ms, .memory = memory};
   tg_tp_verdict_t v;
   tg_tp_import(tp, "/tmp/some/trace.pftrace", &lim, &v);
   return v;
@@ -131,7 +131,7 @@ static void the_memory_limit_is_the_childs(void **state) {
 
 static void a_missing_program_is_not_run(void **state) {
   (void)state;
-  tg_tp_limits_t lim = {1000, 0};
+  tg_tp_limits_t lim = {.timeout_ms = 1000};
   tg_tp_verdict_t v;
   tg_tp_import("/nonexistent/trace_processor_shell", "/x", &lim, &v);
   assert_int_equal(v.failure, TG_TP_NOT_RUN);
