@@ -433,7 +433,10 @@ def parse_records(b):
 
 class Runner:
     def __init__(self, args, work):
-        self.harness = args.harness
+        # A copy: a rebuild of the tree during a long run must not pull
+        # the binary from under it.
+        self.harness = os.path.join(work, "merge_tp_harness")
+        shutil.copy2(args.harness, self.harness)
         self.tp = os.path.join(args.perfetto_bin, "trace_processor_shell")
         self.timeout = args.tp_timeout
         self.memory = args.tp_memory
