@@ -660,8 +660,13 @@ def job(args, proto, work):
     os.makedirs(args.out, exist_ok=True)
     deadline = time.monotonic() + args.seconds
     rounds, found_known, new = 0, 0, {}
+    said = time.monotonic()
     while time.monotonic() < deadline:
         rounds += 1
+        if time.monotonic() - said >= 60:
+            said = time.monotonic()
+            print("fuzz-merge-tp: %d rounds, %d imports, %d known, %d new" % (
+                rounds, runner.runs, found_known, len(new)), flush=True)
         data = records(gen.run())
         c, l = runner.run(data)
         if not c:
