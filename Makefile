@@ -18,6 +18,12 @@
 #                 "long": partitions of 2 and 10 minutes through a real
 #                 relay), on the ASan build; about 15 minutes
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
+#   make fuzz-merge-tp  packets built from Perfetto's schema, merged beside
+#                 a good host, imported into Perfetto's trace processor,
+#                 for FUZZ_MERGE_TP_SECONDS (default 600); a new finding is
+#                 cut down, saved to build/fuzz-merge-tp and fails the run
+#                 (tests/fuzz/merge_tp.py, docs/merge.md); without
+#                 Perfetto's binaries (PERFETTO_BIN) it says so and exits 0
 #   make build    a plain optimised build in build/release
 #   make bench    build and run the benchmarks (release build)
 #   make conformance  Perfetto's own tools against tracegate: its integration
@@ -45,6 +51,8 @@
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_MERGE_TP_SECONDS ?= 600
+FUZZ_MERGE_TP_ARGS ?=
 CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
 ASAN_DIR := build/asan
@@ -72,10 +80,12 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                  fuzz_name_regex fuzz_units fuzz_json_text \
                  fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge \
                  fuzz_coll_window fuzz_perf_record fuzz_perf_maps fuzz_perf_elf fuzz_symbolize \
-                 fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials
+                 fuzz_s3_xml fuzz_s3_sigv4 fuzz_s3_credentials \
+                 fuzz_tp_why
 
 .PHONY: all deps build demo collector-demo install test test-asan test-tsan test-release \
-        test-mbedtls-only test-long fuzz fuzz-smoke bench conformance clean
+        test-mbedtls-only test-long fuzz fuzz-smoke fuzz-merge-tp bench \
+        conformance clean
 
 all: build
 
@@ -177,6 +187,19 @@ fuzz-smoke: FORCE_FUZZ_BUILD
 
 fuzz: FORCE_FUZZ_BUILD
 	$(call run_fuzzers,$(FUZZ_SECONDS))
+
+# On the ASan build (the harness alone is built): the merge under the
+# sanitizers, trace processor as Perfetto ships it. Findings already in
+# tests/fuzz/corpus/fuzz_merge (their signature) are counted, not failed.
+fuzz-merge-tp:
+	@if [ -z "$(PERFETTO_BIN)" ] || [ ! -x "$(PERFETTO_BIN)/trace_processor_shell" ]; then \
+	  echo "fuzz-merge-tp: skipped: no Perfetto binaries (PERFETTO_BIN)"; exit 0; fi; \
+	cmake -S . -B $(ASAN_DIR) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTG_SANITIZE=ON -DTG_BENCH=ON -DTG_WERROR=ON >/dev/null && \
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target merge_tp_harness && \
+	python3 tests/fuzz/merge_tp.py --harness $(ASAN_DIR)/tests/fuzz/merge_tp_harness \
+	  --perfetto-bin "$(PERFETTO_BIN)" --seconds $(FUZZ_MERGE_TP_SECONDS) \
+	  --out build/fuzz-merge-tp $(FUZZ_MERGE_TP_ARGS)
 
 .PHONY: FORCE_FUZZ_BUILD
 FORCE_FUZZ_BUILD: deps

@@ -212,6 +212,13 @@ typedef struct tg_coll_catalog_ops {
                         tg_coll_snapshot_t *out, tg_coll_host_t *hosts,
                         size_t cap, size_t *n);
   int (*set_pinned)(tg_coll_catalog_t *cat, uint64_t id, bool pinned);
+  /* Host |host|'s problems in snapshot |id| (any state but PENDING)
+   * become |problems|: "" or a JSON array of 0..TG_COLL_PROBLEMS_MAX
+   * bytes, stored as given (what a check after the finish found:
+   * collector/daemon/import_check.c). -ENOENT: no such snapshot or host;
+   * -EINVAL: |problems| too long, or the snapshot is PENDING. */
+  int (*set_problems)(tg_coll_catalog_t *cat, uint64_t id, const char *host,
+                      const char *problems);
   /* Deletes the row and its hosts (any state but PENDING: -EBUSY; with
    * |unless_pinned|, a pinned row too: what retention asks, so that a pin
    * committed since its view is honoured). */

@@ -161,6 +161,16 @@ static const stmt_def_t stmts[P_COUNT] = {
     [P_PIN] = {GUARDED("UPDATE snapshots SET pinned = ($2 <> 0)"
                        " WHERE id = $1"),
                "ii", "ib"},
+    /* Counts the host row changed; the second column says whether the
+     * snapshot is there and finished. */
+    [P_SET_PROBLEMS] = {"WITH w AS (UPDATE snapshot_hosts SET problems = $3"
+                        " WHERE snapshot_id = $1 AND host = $2"
+                        " AND EXISTS (SELECT 1 FROM snapshots WHERE id = $1"
+                        " AND state <> 0) RETURNING 1)"
+                        " SELECT (SELECT count(*) FROM w),"
+                        " EXISTS (SELECT 1 FROM snapshots WHERE id = $1"
+                        " AND state = 0)",
+                        "iyy", "ib"},
     [P_REMOVE] = {GUARDED("DELETE FROM snapshots WHERE id = $1"
                           " AND state <> 0"),
                   "i", "ib"},
@@ -178,7 +188,8 @@ static const char *stmt_name(tg__coll_pg_stmt_t s) {
   static const char *const names[P_COUNT] = {
       "tg_insert",    "tg_finish", "tg_insert_host", "tg_fail",
       "tg_interrupt", "tg_lose",   "tg_list",        "tg_get",
-      "tg_hosts",     "tg_pin",    "tg_remove",      "tg_remove_unpinned",
+      "tg_hosts",     "tg_pin",    "tg_set_problems", "tg_remove",
+      "tg_remove_unpinned",
       "tg_retention"};
   return names[s];
 }

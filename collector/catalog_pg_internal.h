@@ -22,6 +22,7 @@ typedef enum {
   P_GET,
   P_HOSTS,
   P_PIN,
+  P_SET_PROBLEMS,
   P_REMOVE,
   P_REMOVE_UNPINNED,
   P_RETENTION,

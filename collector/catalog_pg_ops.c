@@ -311,6 +311,23 @@ static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
   return guarded(c, P_PIN, &a, 0, "pin");
 }
 
+static int op_set_problems(tg_coll_catalog_t *cat, uint64_t id,
+                           const char *host, const char *problems) {
+  tg__coll_pg_t *c = pg(cat);
+  if (!host || strnlen(host, TG_COLL_HOST_MAX + 1) > TG_COLL_HOST_MAX ||
+      (problems && strnlen(problems, TG_COLL_PROBLEMS_MAX + 1) >
+                       TG_COLL_PROBLEMS_MAX))
+    return -EINVAL;
+  int err = tg__coll_pg_ready(c);
+  if (err) return err;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  tg__coll_pg_arg_text(&a, host, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_text(&a, problems, TG_COLL_PROBLEMS_MAX);
+  /* guarded()'s second column here: the snapshot is PENDING. */
+  return guarded(c, P_SET_PROBLEMS, &a, -EINVAL, "set problems");
+}
+
 static int op_remove(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned) {
   tg__coll_pg_t *c = pg(cat);
   int err = tg__coll_pg_ready(c);
@@ -361,6 +378,7 @@ const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .hosts = op_hosts,
     .get_with_hosts = op_get_with_hosts,
     .set_pinned = op_set_pinned,
+    .set_problems = op_set_problems,
     .remove = op_remove,
     .retention_view = op_retention_view,
 };

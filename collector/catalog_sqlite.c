@@ -130,6 +130,10 @@ static const char *const sql[S_COUNT] = {
         " FROM snapshot_hosts"
         " WHERE snapshot_id = ?1 ORDER BY host",
     [S_PIN] = "UPDATE snapshots SET pinned = ?2 WHERE id = ?1",
+    [S_SET_PROBLEMS] =
+        "UPDATE snapshot_hosts SET problems = ?3 WHERE snapshot_id = ?1"
+        " AND host = ?2 AND EXISTS (SELECT 1 FROM snapshots"
+        " WHERE id = ?1 AND state <> 0)",
     [S_STATE] = "SELECT state FROM snapshots WHERE id = ?1",
     [S_REMOVE] = "DELETE FROM snapshots WHERE id = ?1 AND state <> 0",
     [S_REMOVE_UNPINNED] =

@@ -22,6 +22,7 @@ typedef enum {
   S_GET,
   S_HOSTS,
   S_PIN,
+  S_SET_PROBLEMS,
   S_STATE,
   S_REMOVE,
   S_REMOVE_UNPINNED,

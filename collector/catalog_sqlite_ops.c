@@ -254,6 +254,32 @@ static int op_set_pinned(tg_coll_catalog_t *cat, uint64_t id, bool pinned) {
   return write_one(c, st, id, 0, "pin");
 }
 
+static int op_set_problems(tg_coll_catalog_t *cat, uint64_t id,
+                           const char *host, const char *problems) {
+  tg__coll_sqlite_t *c = sq(cat);
+  if (!host || strnlen(host, TG_COLL_HOST_MAX + 1) > TG_COLL_HOST_MAX ||
+      (problems && strnlen(problems, TG_COLL_PROBLEMS_MAX + 1) >
+                       TG_COLL_PROBLEMS_MAX))
+    return -EINVAL;
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_SET_PROBLEMS);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  bind_text(st, 2, host);
+  bind_text(st, 3, problems);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tg__coll_sqlite_err(c, rc, "set problems");
+  if (sqlite3_changes(c->db) == 1) return 0;
+  /* No such host, or the snapshot is missing or PENDING. */
+  st = tg__coll_sqlite_stmt(c, S_STATE);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  rc = sqlite3_step(st);
+  int pending = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return tg__coll_sqlite_err(c, rc, "state");
+  return pending ? -EINVAL : -ENOENT;
+}
+
 static int op_remove(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned) {
   tg__coll_sqlite_t *c = sq(cat);
   sqlite3_stmt *st =
@@ -314,6 +340,7 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .hosts = op_hosts,
     .get_with_hosts = op_get_with_hosts,
     .set_pinned = op_set_pinned,
+    .set_problems = op_set_problems,
     .remove = op_remove,
     .retention_view = op_retention_view,
 };

@@ -102,6 +102,9 @@ typedef enum key_id {
   KEY_S3_REGION,
   KEY_S3_CREDENTIALS_FILE,
   KEY_S3_PRESIGN,
+  KEY_CHECK_TRACE_PROCESSOR,
+  KEY_CHECK_TIMEOUT,
+  KEY_CHECK_MEMORY,
   KEY_COUNT
 } key_id_t;
 
@@ -264,6 +267,15 @@ static const key_def_t KEYS[KEY_COUNT] = {
     [KEY_S3_PRESIGN] = {"s3_presign", K_DURATION, NUM_FIELD(s3_presign_ms),
                         MS_PER_S, 7LL * 24 * 3600 * MS_PER_S, true,
                         "0 or a duration from 1s to 7d", NULL},
+    [KEY_CHECK_TRACE_PROCESSOR] = PATH_KEY("check_trace_processor",
+                                           check_trace_processor, NULL),
+    [KEY_CHECK_TIMEOUT] = {"check_timeout", K_DURATION,
+                           NUM_FIELD(check_timeout_ms), MS_PER_S,
+                           3600LL * MS_PER_S, false,
+                           "a duration from 1s to 1h", NULL},
+    [KEY_CHECK_MEMORY] = {"check_memory", K_SIZE, NUM_FIELD(check_memory),
+                          64u << 20, 1ull << 40, false,
+                          "a size from 64M to 1T", NULL},
 };
 
 /* The file's limits (config.h): a file of every key and of the most
@@ -913,6 +925,8 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->am_repeat_window_ms = 3600LL * MS_PER_S;
   c->am_snapshots_per_minute = 6;
   c->am_max_bytes = 256u << 10;
+  c->check_timeout_ms = 600LL * MS_PER_S;
+  c->check_memory = 4ull << 30;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

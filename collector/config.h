@@ -115,6 +115,12 @@
  *                      AWS_SECRET_ACCESS_KEY=... lines, readable by its
  *                      owner alone; default: those environment variables;
  *                      only with bucket
+ *     check_trace_processor  PATH, default none (off): Perfetto's
+ *                      trace_processor_shell, run on each stored snapshot
+ *                      and, when it fails, on each host's part
+ *     check_timeout    DURATION, 1s..1h, default 10m: one import's deadline
+ *     check_memory     SIZE, 64M..1T, default 4G: one import's address
+ *                      space (RLIMIT_AS)
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -278,6 +284,11 @@ typedef struct tg_coll_config {
   /* > 0: /trace of a whole snapshot redirects (302) to a presigned URL
    * valid this long (1s..7d); 0: the collector serves the bytes. */
   int64_t s3_presign_ms;
+  /* The import check of each stored snapshot (daemon/import_check.h):
+   * off while the path is "". */
+  char check_trace_processor[TG_COLL_CONFIG_PATH_MAX + 1];
+  int64_t check_timeout_ms; /* 1s..1h */
+  uint64_t check_memory;    /* RLIMIT_AS of one import: 64M..1T */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

@@ -217,6 +217,12 @@ int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
   return s->cat->ops->set_pinned(s->cat, id, pinned);
 }
 
+int tg_coll_store_set_problems(tg_coll_store_t *s, uint64_t id,
+                               const char *host, const char *problems) {
+  if (!tg_coll_id_valid(id)) return -ENOENT;
+  return s->cat->ops->set_problems(s->cat, id, host, problems);
+}
+
 /* The row goes first, committed: a crash before the unlinks leaves an
  * orphan file (or index), which the next open removes; the other order could leave a
  * live row without its file. Only the collector whose delete removed the

@@ -213,6 +213,10 @@ int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
 void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
+/* Host |host|'s problems in a finished snapshot replaced by |problems|
+ * (the catalog's set_problems: "" or a JSON array). */
+int tg_coll_store_set_problems(tg_coll_store_t *s, uint64_t id,
+                               const char *host, const char *problems);
 /* Deletes a snapshot in any state but PENDING (-EBUSY): row, then file. */
 int tg_coll_store_delete(tg_coll_store_t *s, uint64_t id);
 

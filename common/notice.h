@@ -302,6 +302,20 @@
     "summary, under a host: packets that need incremental state their "       \
     "sequence no longer has (no clear since, or lost data) were left out "    \
     "of the merged trace and counted as loss; the count follows")             \
+  X(SNAPSHOT_IMPORTS, 2080, "tracegate",                                      \
+    "snapshot check: the stored snapshot's whole trace imports into the "     \
+    "trace processor named; the snapshot's id follows")                       \
+  X(SNAPSHOT_DOES_NOT_IMPORT, 2081, "tracegate",                              \
+    "snapshot check: the trace processor named cannot import the stored "     \
+    "snapshot's whole trace; how it failed and its error follow, then each "  \
+    "host's part is checked")                                                 \
+  X(SNAPSHOT_PART_FAILS, 2082, "tracegate",                                   \
+    "snapshot check: this host's part of the snapshot (the head and its "     \
+    "packets) does not import alone; the host, how it failed and the trace "  \
+    "processor's error follow")                                               \
+  X(SNAPSHOT_NO_HOST_FAILS, 2083, "tracegate",                                \
+    "snapshot check: the whole trace fails but every host's part imports "    \
+    "alone (exit 4)")                                                         \
   X(TLS_FAILED, 2033, "tracegate",                                            \
     "the TLS handshake with a relay failed; the TLS library's reason "        \
     "follows")                                                                \
@@ -455,6 +469,22 @@
   X(SERVICE_REQUEST_INVALID, 3010, "tracegated",                              \
     "a consumer's request lacks what it needs (a config, a session "          \
     "selector, an attached session); the field follows")                      \
+  X(COLLECTOR_PART_NO_IMPORT, 5070, "tracegate-collector",                   \
+    "warning: check_trace_processor: a host's part of a stored snapshot "     \
+    "does not import into trace processor; the snapshot, the host, how it "   \
+    "failed and trace processor's error follow (also the host row's problem "  \
+    "with this code)")                                                        \
+  X(COLLECTOR_NO_PART_FAILS, 5071, "tracegate-collector",                     \
+    "warning: check_trace_processor: a stored snapshot does not import "      \
+    "whole, yet every host's part imports alone; the snapshot and the error " \
+    "follow")                                                                 \
+  X(COLLECTOR_CHECK_NOT_MADE, 5072, "tracegate-collector",                    \
+    "warning: check_trace_processor: a stored snapshot's import check could " \
+    "not be made (trace processor not startable, no host index, the queue "   \
+    "full); the snapshot and why follow")                                     \
+  X(COLLECTOR_SNAPSHOT_IMPORTS, 5073, "tracegate-collector",                  \
+    "check_trace_processor: a stored snapshot imports into trace processor; " \
+    "its id follows")                                                         \
   X(COLLECTOR_CONFIG_INVALID, 5001, "tracegate-collector",                    \
     "the collector's config, or the trace config it names, is refused "       \
     "(also by --check-config); FILE:LINE or the file, and why follow "        \

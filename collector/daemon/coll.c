@@ -14,6 +14,7 @@
 #include "collector/daemon/coll.h"
 #include "collector/daemon/coll_test.h"
 #include "collector/s3_credentials.h"
+#include "collector/daemon/import_check.h"
 #include "client/session_cache.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
@@ -323,6 +324,7 @@ void coll_stop(coll_t *c) {
   TG_INFO("stopping: the rings stay on the hosts under '%s'",
           c->cfg.session_key);
   coll_api_stop(c);
+  coll_import_check_stop(c);
   coll_trigger_stop(c);
   coll_hosts_unwatch(c);
   for (size_t i = 0; i < c->n; i++) uv_timer_stop(&c->hosts[i]->restart);

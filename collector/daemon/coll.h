@@ -247,6 +247,7 @@ struct coll {
   /* "ready PORT\n" once listening, "ready PORT health PORT\n" with
    * health_listen; 0: none */
   int ready_fd;
+  struct coll_icheck *icheck; /* import_check.c; NULL until first used */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
 };

@@ -35,22 +35,19 @@
 #include "consumer/cli/cli.h"
 #include "consumer/cli/json_out.h"
 #include "consumer/cli/snapshot_json.h"
+#include "consumer/cli/snapshot_req.h"
 #include "ipc/net_addr.h"
 
 #define PROG CLI_PROG " snapshot"
 #define DEFAULT_TIMEOUT_S 300
 #define REASON_MAX 1024 /* what the collector takes (TG_COLL_REASON_MAX) */
 #define GROUP_MAX 128
-#define API_PATH "/api/v1/snapshots"
+#define API_PATH CLI_SNAP_API_PATH
+#define REPLY_MAX CLI_SNAP_REPLY_MAX
 /* Failed hosts named one per line; the rest are in --json. */
 #define FAILED_LINES_MAX 20
 
 /* --- the collector's address ---------------------------------------------------- */
-
-typedef struct collector_addr {
-  bool https;
-  tg_net_addr_t net;
-} collector_addr_t;
 
 /* "http://host:port", "https://host:port" or "host:port" (http): nothing
  * else (no path, no user, no default port). */
@@ -68,30 +65,6 @@ static int parse_addr(const char *s, collector_addr_t *a) {
 }
 
 /* --- the request -------------------------------------------------------------- */
-
-typedef enum req_state {
-  REQ_CONNECTING, /* until lws says the reply's headers are in */
-  REQ_READING,    /* the reply's body */
-  REQ_DONE,       /* the whole reply is in */
-  REQ_FAILED,     /* |why| says what */
-} req_state_t;
-
-typedef struct req {
-  req_state_t state;
-  struct lws_context *ctx;
-  struct lws *wsi; /* NULL once lws closed it */
-  lws_sorted_usec_list_t deadline;
-  uint64_t timeout_s;
-  int status;  /* the HTTP status */
-  tg_buf_t body; /* at most CLI_SNAP_REPLY_MAX bytes */
-  /* get: a 200's body goes here instead (other answers to |body|). */
-  int out_fd;
-  uint64_t out_bytes;
-  const char *method;
-  bool reached; /* connected: a failure after is not "cannot reach" */
-  char why[512];
-  char cert_why[160]; /* why OpenSSL refused the collector's certificate */
-} req_t;
 
 static const char *state_name(req_state_t s) {
   switch (s) {
@@ -236,17 +209,10 @@ static const char *no_connection_why(const collector_addr_t *a) {
   return rv ? gai_strerror(rv) : "cannot connect";
 }
 
-typedef struct snap_opts {
-  const char *collector, *reason, *group, *json, *server_name;
-  const char *host, *output; /* get */
-  uint64_t timeout_s;
-  tg_client_tls_files_t tls; /* session_cache unused */
-} snap_opts_t;
-
 /* Runs the request (r->method) to its end (r->state DONE or FAILED).
  * Returns -1 if lws could not even start (said why). */
-static int request(const snap_opts_t *o, const collector_addr_t *a,
-                   const char *path, req_t *r) {
+int cli_snap_request(const snap_opts_t *o, const collector_addr_t *a,
+                     const char *path, req_t *r) {
   lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
   struct lws_context_creation_info ci;
   memset(&ci, 0, sizeof(ci));
@@ -312,7 +278,7 @@ static int request(const snap_opts_t *o, const collector_addr_t *a,
 /* --- the request's URL -------------------------------------------------------- */
 
 /* Appends |s| percent-encoded (RFC 3986: all but the unreserved bytes). */
-static void put_encoded(char *out, size_t cap, size_t *len, const char *s) {
+void cli_snap_put_encoded(char *out, size_t cap, size_t *len, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -454,7 +420,9 @@ static const char about[] =
     "the collector's operator_snapshots_per_minute, an unknown group, no\n"
     "record role) or the collector could not be reached, 2 for a bad command\n"
     "line. '" CLI_PROG " snapshot get ID' downloads a stored one, or some of\n"
-    "its hosts' part (see '" CLI_PROG " snapshot get --help').\n"
+    "its hosts' part (see '" CLI_PROG " snapshot get --help'); '" CLI_PROG "\n"
+    "snapshot check ID' says whether it imports into Perfetto's trace\n"
+    "processor, and if not, whose part fails.\n"
     "\n"
     "examples:\n"
     "  " CLI_PROG " snapshot --collector 127.0.0.1:7468 --reason 'slow login'\n"
@@ -462,31 +430,32 @@ static const char about[] =
     "--group web \\\n"
     "      --json snap.json --ca ca.pem --cert me.pem --key me.key\n";
 
-static int check_usage(snap_opts_t *o, collector_addr_t *a) {
+int cli_snap_check_usage(const char *prog, snap_opts_t *o,
+                         collector_addr_t *a) {
   if (!o->collector) {
-    fprintf(stderr, "%s: --collector ADDR is required (see --help)\n", PROG);
+    fprintf(stderr, "%s: --collector ADDR is required (see --help)\n", prog);
     return -1;
   }
   if (parse_addr(o->collector, a) < 0) {
     char shown[300];
     tg_printable(shown, sizeof(shown), o->collector);
     fprintf(stderr, "%s: --collector: '%s' is not http://host:port, "
-            "https://host:port or host:port\n", PROG, shown);
+            "https://host:port or host:port\n", prog, shown);
     return -1;
   }
   if (o->reason && strlen(o->reason) > REASON_MAX) {
-    fprintf(stderr, "%s: --reason: at most %d bytes\n", PROG, REASON_MAX);
+    fprintf(stderr, "%s: --reason: at most %d bytes\n", prog, REASON_MAX);
     return -1;
   }
   if (o->group && (!o->group[0] || strlen(o->group) > GROUP_MAX)) {
-    fprintf(stderr, "%s: --group: 1 to %d bytes\n", PROG, GROUP_MAX);
+    fprintf(stderr, "%s: --group: 1 to %d bytes\n", prog, GROUP_MAX);
     return -1;
   }
   bool tls_flags = o->tls.ca || o->tls.cert || o->tls.key || o->server_name;
   if (!a->https) {
     if (tls_flags) {
       fprintf(stderr, "%s: --ca, --cert, --key and --tls-server-name are for "
-              "an https:// collector\n", PROG);
+              "an https:// collector\n", prog);
       return -1;
     }
     return 0;
@@ -495,13 +464,13 @@ static int check_usage(snap_opts_t *o, collector_addr_t *a) {
   if (!o->tls.ca || !o->tls.cert || !o->tls.key) {
     fprintf(stderr, "%s: an https:// collector needs --ca, --cert and --key "
             "(or $TRACEGATE_CA, $TRACEGATE_CERT, $TRACEGATE_KEY, or the config "
-            "file)\n", PROG);
+            "file)\n", prog);
     return -1;
   }
   const char *files[] = {o->tls.ca, o->tls.cert, o->tls.key};
   for (size_t k = 0; k < 3; k++) {
     if (access(files[k], R_OK) < 0) {
-      fprintf(stderr, "%s: cannot read %s: %s\n", PROG, files[k],
+      fprintf(stderr, "%s: cannot read %s: %s\n", prog, files[k],
               strerror(errno));
       return -1;
     }
@@ -509,14 +478,15 @@ static int check_usage(snap_opts_t *o, collector_addr_t *a) {
   return 0;
 }
 
-static void say_failed(const snap_opts_t *o, const req_t *r) {
+void cli_snap_say_failed(const char *prog, const snap_opts_t *o,
+                         const req_t *r) {
   char shown[300];
   tg_printable(shown, sizeof(shown), o->collector);
   if (r->reached)
     fprintf(stderr, "%s: the request to the collector at %s failed: %s\n",
-            PROG, shown, r->why);
+            prog, shown, r->why);
   else
-    fprintf(stderr, "%s: cannot reach the collector at %s: %s\n", PROG, shown,
+    fprintf(stderr, "%s: cannot reach the collector at %s: %s\n", prog, shown,
             r->why);
 }
 
@@ -543,7 +513,7 @@ static const char get_about[] =
     "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
     "\\\n      --host web1.example:7467 --output web1.pftrace\n";
 
-static bool id_ok(const char *id) {
+bool cli_snap_id_ok(const char *id) {
   if (strlen(id) != CLI_SNAP_ID_LEN) return false;
   for (const char *p = id; *p; p++)
     if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
@@ -551,7 +521,7 @@ static bool id_ok(const char *id) {
 }
 
 /* The reply to a refused GET: its JSON "error", printed. */
-static void say_refused(const req_t *r) {
+void cli_snap_say_refused(const char *prog, const req_t *r) {
   cli_snap_reply_t *s = malloc(sizeof(*s));
   char err[128], why[600] = "no reason given";
   size_t n = tg_buf_size(&r->body);
@@ -559,7 +529,7 @@ static void say_refused(const req_t *r) {
   if (s && cli_snap_parse(text, n, s, err, sizeof(err)) == 0 && s->error[0])
     tg_printable(why, sizeof(why), s->error);
   free(s);
-  fprintf(stderr, "%s: the collector refused (HTTP %d): %s\n", GET_PROG,
+  fprintf(stderr, "%s: the collector refused (HTTP %d): %s\n", prog,
           r->status, why);
 }
 
@@ -601,7 +571,7 @@ static int snapshot_get(int argc, char **argv) {
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   collector_addr_t a;
-  if (n_pos != 1 || !id_ok(pos[0])) {
+  if (n_pos != 1 || !cli_snap_id_ok(pos[0])) {
     fprintf(stderr, "%s: ID (the snapshot's %d lowercase hexadecimal digits) "
             "is required (see --help)\n", GET_PROG, CLI_SNAP_ID_LEN);
     return CLI_EXIT_USAGE;
@@ -614,7 +584,7 @@ static int snapshot_get(int argc, char **argv) {
     fprintf(stderr, "%s: --host: 1 to %u bytes\n", GET_PROG, HOSTS_ARG_MAX);
     return CLI_EXIT_USAGE;
   }
-  if (check_usage(&o, &a) < 0) return CLI_EXIT_USAGE;
+  if (cli_snap_check_usage(GET_PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
 
   size_t cap = sizeof(API_PATH "//trace?host=") + CLI_SNAP_ID_LEN +
                (o.host ? 3 * strlen(o.host) : 0) + 1;
@@ -626,7 +596,7 @@ static int snapshot_get(int argc, char **argv) {
   size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/trace", pos[0]);
   if (o.host) {
     len += (size_t)snprintf(path + len, cap - len, "?host=");
-    put_encoded(path, cap, &len, o.host);
+    cli_snap_put_encoded(path, cap, &len, o.host);
   }
 
   /* Under a name of its own beside FILE, renamed when whole. */
@@ -652,11 +622,11 @@ static int snapshot_get(int argc, char **argv) {
   r.method = "GET";
   tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
   int code = CLI_EXIT_FAIL;
-  if (request(&o, &a, path, &r) == 0) {
+  if (cli_snap_request(&o, &a, path, &r) == 0) {
     if (r.state != REQ_DONE)
-      say_failed(&o, &r);
+      cli_snap_say_failed(GET_PROG, &o, &r);
     else if (r.status != 200)
-      say_refused(&r);
+      cli_snap_say_refused(GET_PROG, &r);
     else
       code = CLI_EXIT_OK;
   }
@@ -688,6 +658,8 @@ static int snapshot_get(int argc, char **argv) {
 int cli_snapshot_main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "get"))
     return snapshot_get(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "check"))
+    return cli_snapshot_check(argc - 1, argv + 1);
   snap_opts_t o;
   memset(&o, 0, sizeof(o));
   o.timeout_s = DEFAULT_TIMEOUT_S;
@@ -727,18 +699,18 @@ int cli_snapshot_main(int argc, char **argv) {
   if (rv == 1) return CLI_EXIT_OK;
   if (rv < 0) return CLI_EXIT_USAGE;
   collector_addr_t a;
-  if (check_usage(&o, &a) < 0) return CLI_EXIT_USAGE;
+  if (cli_snap_check_usage(PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
 
   /* Every byte of reason and group may become 3: room for the worst. */
   char path[sizeof(API_PATH "?wait=1&reason=&group=") + 3 * (REASON_MAX + GROUP_MAX)];
   size_t len = (size_t)snprintf(path, sizeof(path), API_PATH "?wait=1");
   if (o.reason) {
     len += (size_t)snprintf(path + len, sizeof(path) - len, "&reason=");
-    put_encoded(path, sizeof(path), &len, o.reason);
+    cli_snap_put_encoded(path, sizeof(path), &len, o.reason);
   }
   if (o.group) {
     len += (size_t)snprintf(path + len, sizeof(path) - len, "&group=");
-    put_encoded(path, sizeof(path), &len, o.group);
+    cli_snap_put_encoded(path, sizeof(path), &len, o.group);
   }
 
   req_t r;
@@ -747,11 +719,11 @@ int cli_snapshot_main(int argc, char **argv) {
   r.method = "POST";
   tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
   int code = CLI_EXIT_FAIL;
-  if (request(&o, &a, path, &r) == 0) {
+  if (cli_snap_request(&o, &a, path, &r) == 0) {
     if (r.state == REQ_DONE)
       code = answer(&o, &r);
     else
-      say_failed(&o, &r);
+      cli_snap_say_failed(PROG, &o, &r);
   }
   tg_buf_free(&r.body);
   return code;

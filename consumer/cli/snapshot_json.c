@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -177,4 +178,70 @@ int cli_snap_parse(const char *json_untrusted, size_t len, cli_snap_reply_t *out
   json_decref(root);
   if (rv < 0) memset(out, 0, sizeof(*out));
   return rv;
+}
+
+void cli_snap_names_free(char **names, size_t n) {
+  if (!names) return;
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
+static int read_names(const reader_t *r, const json_t *root, char **names,
+                      size_t *n) {
+  if (!json_is_object(root)) return bad(r, "reply", -1, "not a JSON object");
+  const json_t *hosts = json_object_get(root, "hosts");
+  if (!hosts) return bad(r, "hosts", -1, "missing");
+  if (!json_is_array(hosts)) return bad(r, "hosts", -1, "not an array");
+  if (json_array_size(hosts) > CLI_SNAP_MAX_HOSTS)
+    return bad(r, "hosts", -1, "more entries than a snapshot has hosts");
+  for (size_t i = 0; i < json_array_size(hosts); i++) {
+    const json_t *h = json_array_get(hosts, i);
+    if (!json_is_object(h))
+      return bad(r, "hosts", -1, "an entry that is not an object");
+    const json_t *v = json_object_get(h, "host");
+    if (!v) return bad(r, "host", (long)i, "missing");
+    if (!json_is_string(v)) return bad(r, "host", (long)i, "not a string");
+    size_t len = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (len == 0 || len > CLI_SNAP_HOST_MAX || memchr(s, 0, len))
+      return bad(r, "host", (long)i, "not 1 to 320 bytes of text");
+    for (size_t k = 0; k < *n; k++)
+      if (!strcmp(names[k], s)) return bad(r, "host", (long)i, "named twice");
+    names[*n] = strdup(s);
+    if (!names[*n]) return -ENOMEM;
+    (*n)++;
+  }
+  return 0;
+}
+
+int cli_snap_host_names(const char *json_untrusted, size_t len, char ***names,
+                        size_t *n, char *err, size_t err_cap) {
+  *names = NULL;
+  *n = 0;
+  if (err_cap > 0) err[0] = 0;
+  reader_t r = {err, err_cap};
+  json_error_t je;
+  int rv;
+  json_t *root = tg_json_load(json_untrusted, len, JSON_REJECT_DUPLICATES,
+                              CLI_SNAP_MAX_TREE, &je, &rv);
+  if (!root) {
+    if (err_cap > 0 && rv == -E2BIG)
+      snprintf(err, err_cap, "its JSON takes more than %u MiB to hold",
+               CLI_SNAP_MAX_TREE >> 20);
+    else if (err_cap > 0)
+      snprintf(err, err_cap, "byte %d: %s", je.position, je.text);
+    return rv;
+  }
+  char **out = calloc(CLI_SNAP_MAX_HOSTS, sizeof(*out));
+  size_t got = 0;
+  rv = out ? read_names(&r, root, out, &got) : -ENOMEM;
+  json_decref(root);
+  if (rv < 0) {
+    if (rv == -ENOMEM && err_cap > 0) snprintf(err, err_cap, "out of memory");
+    cli_snap_names_free(out, got);
+    return rv;
+  }
+  *names = out;
+  *n = got;
+  return 0;
 }

@@ -83,4 +83,18 @@ typedef struct cli_snap_reply {
 int cli_snap_parse(const char *json_untrusted, size_t len, cli_snap_reply_t *out,
                    char *err, size_t err_cap);
 
+/* `tracegate snapshot check`: the "host" of every entry of the reply's
+ * "hosts" array (GET /api/v1/snapshots/ID), in order, whole: each a
+ * string of 1..CLI_SNAP_HOST_MAX bytes (the collector's host specs) with
+ * no NUL, at most CLI_SNAP_MAX_HOSTS of them, no name twice. 0 with
+ * *names (free with cli_snap_names_free) and *n; -EINVAL with why in
+ * |err| (as cli_snap_parse: not JSON, no "hosts" array, an entry without
+ * a valid host); -E2BIG past CLI_SNAP_MAX_TREE; -ENOMEM. *names is NULL
+ * and *n 0 on failure. */
+#define CLI_SNAP_HOST_MAX 320u
+#define CLI_SNAP_MAX_HOSTS 1024u
+int cli_snap_host_names(const char *json_untrusted, size_t len, char ***names,
+                        size_t *n, char *err, size_t err_cap);
+void cli_snap_names_free(char **names, size_t n); /* NULL-safe */
+
 #endif /* TRACEGATE_CONSUMER_CLI_SNAPSHOT_JSON_H */

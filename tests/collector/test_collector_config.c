@@ -678,6 +678,29 @@ static void config_health_listen(void **state) {
                      5, "health_listen: expected another address");
 }
 
+/* The import check's keys: off by default, each value within its range. */
+static void config_check_trace_processor(void **state) {
+  (void)state;
+  tg_coll_config_t *c = malloc(sizeof(*c));
+  assert_non_null(c);
+  expect_extra_ok("", c);
+  assert_string_equal(c->check_trace_processor, "");
+  assert_int_equal(c->check_timeout_ms, 600000);
+  assert_int_equal(c->check_memory, 4ull << 30);
+  tg_coll_config_free(c);
+  expect_extra_ok("check_trace_processor = /opt/perfetto/trace_processor_shell\n"
+                  "check_timeout = 90s\ncheck_memory = 2G\n", c);
+  assert_string_equal(c->check_trace_processor,
+                      "/opt/perfetto/trace_processor_shell");
+  assert_int_equal(c->check_timeout_ms, 90000);
+  assert_int_equal(c->check_memory, 2ull << 30);
+  tg_coll_config_free(c);
+  free(c);
+  expect_extra_error("check_timeout = 500ms\n", 4, "check_timeout: expected");
+  expect_extra_error("check_timeout = 2h\n", 4, "check_timeout: expected");
+  expect_extra_error("check_memory = 1M\n", 4, "check_memory: expected");
+}
+
 static void config_key_triples_go_together(void **state) {
   (void)state;
   expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
@@ -1015,6 +1038,7 @@ int main(void) {
       cmocka_unit_test(config_listen_beyond_loopback_needs_https),
       cmocka_unit_test(config_key_triples_go_together),
       cmocka_unit_test(config_health_listen),
+      cmocka_unit_test(config_check_trace_processor),
       cmocka_unit_test(config_never_echoes_the_catalog),
       cmocka_unit_test(config_triggers_name_groups_defined_anywhere),
       cmocka_unit_test(config_reserves_group_all),

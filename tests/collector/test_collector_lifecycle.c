@@ -266,6 +266,44 @@ static void lifecycle_pin_and_delete(void **state) {
   assert_int_equal(tg_coll_store_pin(fx->store, 0, true), -ENOENT);
 }
 
+/* A check after the finish (collector/daemon/import_check.c) sets one
+ * host's problems; the others keep theirs. Only a finished snapshot's
+ * known host can be set. */
+static void lifecycle_problems_set_after_the_finish(void **state) {
+  coll_fixture_t *fx = coll_fx(state);
+  uint64_t id;
+  assert_int_equal(coll_snapshot(fx->store, "t", two_ok, 100, 9, &id), 0);
+  static const char p[] =
+      "[{\"kind\":\"import\",\"code\":\"TG-5070\",\"why\":\"x'); --\"}]";
+  assert_int_equal(tg_coll_store_set_problems(fx->store, id, "beta", p), 0);
+  tg_coll_host_t h[2];
+  size_t n;
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 2, &n), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(h[0].host, "alpha");
+  assert_string_equal(h[0].problems, "");
+  assert_string_equal(h[1].problems, p);
+  assert_int_equal(tg_coll_store_set_problems(fx->store, id, "beta", ""), 0);
+  assert_int_equal(tg_coll_store_hosts(fx->store, id, h, 2, &n), 0);
+  assert_string_equal(h[1].problems, "");
+  assert_int_equal(tg_coll_store_set_problems(fx->store, id, "gamma", p),
+                   -ENOENT);
+  assert_int_equal(tg_coll_store_set_problems(fx->store, id + 1000, "beta", p),
+                   -ENOENT);
+  static char big[TG_COLL_PROBLEMS_MAX + 2];
+  memset(big, 'x', sizeof(big) - 1);
+  assert_int_equal(tg_coll_store_set_problems(fx->store, id, "beta", big),
+                   -EINVAL);
+  /* A snapshot being written has no host rows to set yet. */
+  tg_coll_begin_t b = {.trigger = "manual"};
+  tg_coll_writer_t *w;
+  uint64_t pending;
+  assert_int_equal(tg_coll_store_begin(fx->store, &b, &w, &pending), 0);
+  assert_int_equal(tg_coll_store_set_problems(fx->store, pending, "beta", p),
+                   -EINVAL);
+  assert_int_equal(tg_coll_store_abort(fx->store, w, "done"), 0);
+}
+
 static void lifecycle_sql_in_text_is_stored_verbatim(void **state) {
   coll_fixture_t *fx = coll_fx(state);
   static const char *const hostile[] = {
@@ -370,6 +408,9 @@ static void lifecycle_store_dir_may_be_a_symlink(void **state) {
             coll_teardown),                                                    \
         cmocka_unit_test_setup_teardown(lifecycle_pin_and_delete, setup_open,  \
                                         coll_teardown),                        \
+        cmocka_unit_test_setup_teardown(                                       \
+            lifecycle_problems_set_after_the_finish, setup_open,               \
+            coll_teardown),                                                    \
         cmocka_unit_test_setup_teardown(                                       \
             lifecycle_sql_in_text_is_stored_verbatim, setup_open,              \
             coll_teardown),                                                    \

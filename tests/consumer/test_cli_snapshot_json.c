@@ -449,6 +449,47 @@ static void the_tree_of_a_reply_is_bounded(void **state) {
   free(big);
 }
 
+/* snapshot check's list of hosts: every entry's "host", whole and in
+ * order; a reply without the list, an entry without a valid host, a host
+ * twice or past 320 bytes, is refused naming the field. */
+static void host_names_are_every_entrys_host(void **state) {
+  (void)state;
+  char **names = NULL, err[128];
+  size_t n = 99;
+  assert_int_equal(cli_snap_host_names(partial, strlen(partial), &names, &n,
+                                       err, sizeof(err)), 0);
+  assert_true(n >= 2);
+  for (size_t i = 0; i < n; i++) assert_true(names[i][0] != 0);
+  cli_snap_names_free(names, n);
+  static const char *const bad[] = {
+      "{}", "{\"hosts\":{}}", "{\"hosts\":[1]}", "{\"hosts\":[{}]}",
+      "{\"hosts\":[{\"host\":\"\"}]}", "{\"hosts\":[{\"host\":7}]}",
+      "{\"hosts\":[{\"host\":\"a\\u0000b\"}]}",
+      "{\"hosts\":[{\"host\":\"a\"},{\"host\":\"a\"}]}", "[", "",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    names = (char **)1;
+    n = 7;
+    assert_int_equal(cli_snap_host_names(bad[i], strlen(bad[i]), &names, &n,
+                                         err, sizeof(err)), -EINVAL);
+    assert_null(names);
+    assert_int_equal(n, 0);
+    assert_true(err[0] != 0);
+  }
+  char big[400 + 32];
+  memset(big, 0, sizeof(big));
+  snprintf(big, sizeof(big), "{\"hosts\":[{\"host\":\"%0321d\"}]}", 0);
+  assert_int_equal(cli_snap_host_names(big, strlen(big), &names, &n, err,
+                                       sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "hosts[0].host"));
+  snprintf(big, sizeof(big), "{\"hosts\":[{\"host\":\"%0320d\"}]}", 0);
+  assert_int_equal(cli_snap_host_names(big, strlen(big), &names, &n, err,
+                                       sizeof(err)), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(strlen(names[0]), 320);
+  cli_snap_names_free(names, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_collectors_reply_gives_its_fields),
@@ -466,6 +507,7 @@ int main(void) {
       cmocka_unit_test(wrong_shapes_are_refused),
       cmocka_unit_test(failed_hosts_past_the_bound_are_counted),
       cmocka_unit_test(the_tree_of_a_reply_is_bounded),
+      cmocka_unit_test(host_names_are_every_entrys_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

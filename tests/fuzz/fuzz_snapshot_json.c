@@ -15,7 +15,9 @@
  * - a snapshot has an id of exactly 16 lower-case hex digits;
  * - the failed hosts are among the entries, at most CLI_SNAP_MAX_FAILED
  *   of them kept;
- * - parsing the same text again gives the same reply.
+ * - parsing the same text again gives the same reply;
+ * - cli_snap_host_names (snapshot check's list of hosts) returns 0 with
+ *   1..CLI_SNAP_HOST_MAX-byte names, none twice, or an error with none.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -77,6 +79,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (cli_snap_parse(text, size, b, err, sizeof(err)) != 0) __builtin_trap();
     if (memcmp(a, b, sizeof(*a)) != 0) __builtin_trap();
   }
+  char **names = NULL;
+  size_t n = 0;
+  rv = cli_snap_host_names(text, size, &names, &n, err, sizeof(err));
+  if (rv != 0 && rv != -EINVAL && rv != -E2BIG && rv != -ENOMEM) __builtin_trap();
+  if (!terminated(err, sizeof(err))) __builtin_trap();
+  if (rv != 0 && (names || n)) __builtin_trap();
+  if (n > CLI_SNAP_MAX_HOSTS) __builtin_trap();
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(names[i]);
+    if (!len || len > CLI_SNAP_HOST_MAX) __builtin_trap();
+    for (size_t k = 0; k < i; k++)
+      if (!strcmp(names[i], names[k])) __builtin_trap();
+  }
+  cli_snap_names_free(names, n);
 out:
   free(a);
   free(b);

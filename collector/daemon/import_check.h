@@ -1,0 +1,31 @@
+/* The collector's own check of each stored snapshot (check_trace_processor
+ * in the config; off by default): Perfetto's trace processor imports the
+ * whole trace, and when it fails each host's part alone, and the hosts
+ * whose part fails get a problem {"kind": "import", "code": "TG-5070",
+ * "why": trace processor's error} in their row (the API and the page show
+ * it). docs/collector.md, "Checking each snapshot".
+ *
+ * One check at a time, on a thread of libuv's pool (an import blocks its
+ * thread for up to check_timeout); the others wait in a bounded queue
+ * (COLL_ICHECK_QUEUE: past it the newest is dropped, logged). Each import
+ * is a child under check_memory and check_timeout (common/tp_import.h).
+ * The loop thread alone touches the store: it opens the snapshot's file
+ * and index before the work, and writes the verdicts after.
+ */
+#ifndef TRACEGATE_COLLECTOR_DAEMON_IMPORT_CHECK_H
+#define TRACEGATE_COLLECTOR_DAEMON_IMPORT_CHECK_H
+
+#include <stdint.h>
+
+#include "collector/daemon/coll.h"
+
+#define COLL_ICHECK_QUEUE 64
+
+/* Snapshot |id| was stored live (complete or partial): check it when
+ * check_trace_processor is set; nothing otherwise. */
+void coll_import_check_queue(coll_t *c, uint64_t id);
+/* The daemon stops: the import under way is killed (its process group),
+ * the queue forgotten. */
+void coll_import_check_stop(coll_t *c);
+
+#endif /* TRACEGATE_COLLECTOR_DAEMON_IMPORT_CHECK_H */

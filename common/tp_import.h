@@ -1,0 +1,66 @@
+/* One import of a trace file into Perfetto's trace processor
+ * (trace_processor_shell), as a child under limits, and its verdict:
+ * `tracegate snapshot check` (consumer/cli/snapshot_check.c) and the
+ * collector's check of each stored snapshot (collector/daemon/
+ * import_check.c) both ask it whether a file, or one host's part of it,
+ * imports.
+ *
+ * The child runs `TP -Q "select 1" TRACE` in a process group of its own,
+ * with no core files, standard input and output on /dev/null, under an
+ * address-space limit (setrlimit RLIMIT_AS: a hostile file can make trace
+ * processor ask for gigabytes) and a wall-clock deadline after which the
+ * group is killed. Its standard error is read, bounded, for the one line
+ * that says why. Between fork and exec the child calls only
+ * async-signal-safe functions, so a threaded caller may use it from any
+ * thread; it blocks that thread until the import ends.
+ */
+#ifndef TRACEGATE_COMMON_TP_IMPORT_H
+#define TRACEGATE_COMMON_TP_IMPORT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tg_tp_failure {
+  TG_TP_OK,      /* imported */
+  TG_TP_ERROR,   /* trace processor refused the file (exit status not 0) */
+  TG_TP_CRASH,   /* killed by a signal */
+  TG_TP_TIMEOUT, /* no end by the deadline: killed */
+  TG_TP_MEMORY,  /* ran out of its address space (bad_alloc) */
+  TG_TP_NOT_RUN, /* could not be started: no verdict on the file */
+} tg_tp_failure_t;
+
+/* "ok", "error", "crash", "timeout", "memory", "not_run". */
+const char *tg_tp_failure_name(tg_tp_failure_t f);
+
+#define TG_TP_WHY_MAX 464
+
+typedef struct tg_tp_verdict {
+  tg_tp_failure_t failure;
+  /* Printable (tg_printable), "" when it imported: trace processor's
+   * error line ("Could not read trace file (path: P): WHY" gives WHY
+   * alone, so a verdict does not carry the caller's temporary path), or
+   * the signal and the line, or the limit that was hit. */
+  char why[TG_TP_WHY_MAX];
+} tg_tp_verdict_t;
+
+typedef struct tg_tp_limits {
+  uint64_t timeout_ms; /* > 0 */
+  uint64_t memory;     /* RLIMIT_AS bytes; 0: none */
+  /* NULL, or where the child's pid (its process group's id) is kept while
+   * it runs: set after the fork, 0 again before the child is reaped, so
+   * that another thread may kill(-pid, SIGKILL) it (a stopping daemon)
+   * without hitting a reused pid. */
+  _Atomic int *running_pid;
+} tg_tp_limits_t;
+
+/* Imports |trace| into |tp| (a path, or a name looked up on PATH). Always
+ * fills *v. */
+void tg_tp_import(const char *tp, const char *trace, const tg_tp_limits_t *lim,
+                  tg_tp_verdict_t *v);
+
+/* The line of trace processor's standard error (|n| bytes) that says why,
+ * printable, into |why| (|cap| > 0). Exposed for its test. */
+void tg_tp_why_of(const char *err, size_t n, char *why, size_t cap);
+
+#endif /* TRACEGATE_COMMON_TP_IMPORT_H */
