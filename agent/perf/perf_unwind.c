@@ -78,9 +78,25 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
   return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
 }
 
+/* No separate debug file: the unwinder reads the CFI of the file itself
+ * (.eh_frame, and .debug_frame when the file has one). libdwfl asks for
+ * .debug_frame whenever .eh_frame ends the walk, which every sample's
+ * outermost frame does; with a debug file found by build id (Debian's
+ * -dbgsym packages, libc6-dbg), that would open it and inflate its
+ * compressed DWARF sections once per process's Dwfl, for no frame more.
+ * Names from debug files are the symbolizer's work, not the reader's. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                        Dwarf_Addr base, const char *file_name,
+                        const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name) {
+  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+  (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+  return -1;
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = no_debuginfo,
 };
 
 static pid_t next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp) {
