@@ -3,11 +3,16 @@
 # finds matches what Linux's own `perf record -g` finds in the same run.
 #
 # A workload with a known call tree (main -> func_a -> func_b -> spin, and a
-# second thread worker -> worker_spin, which makes system calls), built with
-# frame pointers, runs once; tracegate-perf (through tracegated and
-# `tracegate record`, UNWIND_FRAME_POINTER, target_pid) and `perf record -g
-# -p PID` sample it at the same time, both with cpu-clock at the same
-# frequency. Both files are imported by trace_processor (PERFETTO_BIN) into
+# second thread worker -> worker_spin), built with frame pointers, runs
+# once; tracegate-perf (through tracegated and `tracegate record`,
+# UNWIND_FRAME_POINTER, target_pid) and `perf record -g -a` sample it at
+# the same time, both with cpu-clock per CPU at the same frequency.
+#
+# Both threads compute in their own functions: a thread making system
+# calls through libc's syscall() (no frame pointer) loses its caller from
+# frame-pointer stacks, and how its samples then split between the caller
+# and its caller's caller differed between the two tools by up to 10
+# points from run to run (docs/perf.md). Both files are imported by trace_processor (PERFETTO_BIN) into
 # the same tables (perf_sample, stack_profile_*). trace_processor does not
 # name the frames of a perf.data file, so the frames of both are named the
 # same way: by their rel_pc against the workload's symbol table (nm).
@@ -95,7 +100,6 @@ cat >"$WORK/work.c" <<'C'
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 static volatile uint64_t sink;
 static const char *stop;
@@ -107,7 +111,7 @@ __attribute__((noinline)) void func_b(void) { spin(); sink++; }
 __attribute__((noinline)) void func_a(void) { func_b(); sink++; }
 __attribute__((noinline)) void worker_spin(void) {
   while (access(stop, F_OK) != 0)
-    for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
+    for (int i = 0; i < 10000000; i++) sink += (uint64_t)i * 3;
 }
 __attribute__((noinline)) void *worker(void *x) {
   (void)x;
@@ -222,7 +226,7 @@ data_sources {
 CFG
   # perf first: it attaches to the running threads at once; its window
   # holds tracegate-perf's.
-  "$PERF" record -q -g --sample-cpu -e cpu-clock -F $FREQ -p "$WORK_PID" \
+  "$PERF" record -q -g --sample-cpu -e cpu-clock -F $FREQ -a \
     -o "$WORK/perf.data" >"$WORK/perf-record.log" 2>&1 &
   PERF_REC=$!
   PIDS="$PIDS $PERF_REC"
