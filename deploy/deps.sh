@@ -31,7 +31,7 @@ RUNTIME="openssl libwebsockets-evlib-uv"
 # make test's alone.
 TEST="libcmocka-dev groff-base postgresql clang libclang-rt-14-dev
 chromium chromium-driver libnss3-tools prometheus-alertmanager curl jq
-ceph-mon ceph-osd radosgw"
+ceph-mon ceph-osd radosgw linux-perf"
 
 mode="${1:-}"
 case "$mode" in

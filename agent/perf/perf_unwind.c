@@ -31,11 +31,13 @@ typedef struct sample {
 typedef struct proc_dwfl {
   uint32_t pid;
   Dwfl *dwfl; /* NULL: slot free */
+  uint64_t used; /* the unwinder's clock at this Dwfl's last use */
 } proc_dwfl_t;
 
 struct tg_perf_unwinder {
   proc_dwfl_t procs[TG_PERF_UNWIND_PROCS];
   size_t n;
+  uint64_t clock; /* counts lookups */
   sample_t cur; /* the sample being unwound: the callbacks' argument */
 };
 
@@ -78,9 +80,25 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
   return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
 }
 
+/* No separate debug file: the unwinder reads the CFI of the file itself
+ * (.eh_frame, and .debug_frame when the file has one). libdwfl asks for
+ * .debug_frame whenever .eh_frame ends the walk, which every sample's
+ * outermost frame does; with a debug file found by build id (Debian's
+ * -dbgsym packages, libc6-dbg), that would open it and inflate its
+ * compressed DWARF sections once per process's Dwfl, for no frame more.
+ * Names from debug files are the symbolizer's work, not the reader's. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                        Dwarf_Addr base, const char *file_name,
+                        const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name) {
+  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+  (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+  return -1;
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = no_debuginfo,
 };
 
 static pid_t next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp) {
@@ -159,9 +177,21 @@ void tg_perf_unwinder_forget(tg_perf_unwinder_t *u, uint32_t pid) {
 /* The process's Dwfl: its modules reported from /proc/PID/maps and its
  * state attached to this unwinder's current sample. */
 static Dwfl *dwfl_of(tg_perf_unwinder_t *u, uint32_t pid, int *err) {
+  u->clock++;
   for (size_t i = 0; i < u->n; i++)
-    if (u->procs[i].pid == pid) return u->procs[i].dwfl;
-  if (u->n == TG_PERF_UNWIND_PROCS) drop_all(u);
+    if (u->procs[i].pid == pid) {
+      u->procs[i].used = u->clock;
+      return u->procs[i].dwfl;
+    }
+  /* Full: the least recently used goes, so that the busy processes keep
+   * theirs while short-lived ones (a build's compilers) come and go. */
+  if (u->n == TG_PERF_UNWIND_PROCS) {
+    size_t old = 0;
+    for (size_t i = 1; i < u->n; i++)
+      if (u->procs[i].used < u->procs[old].used) old = i;
+    dwfl_end(u->procs[old].dwfl);
+    u->procs[old] = u->procs[--u->n];
+  }
   Dwfl *d = dwfl_begin(&proc_callbacks);
   if (!d) {
     *err = -ENOMEM;
@@ -179,7 +209,7 @@ static Dwfl *dwfl_of(tg_perf_unwinder_t *u, uint32_t pid, int *err) {
     dwfl_end(d);
     return NULL;
   }
-  u->procs[u->n++] = (proc_dwfl_t){pid, d};
+  u->procs[u->n++] = (proc_dwfl_t){pid, d, u->clock};
   return d;
 }
 

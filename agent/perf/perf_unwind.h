@@ -9,7 +9,9 @@
  * container's own file; CAP_SYS_PTRACE for other users'), else by path.
  * One Dwfl per process, kept across samples (its modules are read once)
  * and forgotten when the kernel reports a new executable mapping or an
- * exec; at most TG_PERF_UNWIND_PROCS of them, past which all are dropped.
+ * exec; at most TG_PERF_UNWIND_PROCS of them, past which the least
+ * recently used is dropped. Each Dwfl maps its process's files anew, so
+ * the cap bounds the resident pages of mapped files too.
  * Memory reads outside the copied stack fail: a frame whose return
  * address lies above the copy ends the walk there.
  *
@@ -22,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TG_PERF_UNWIND_PROCS 64
+#define TG_PERF_UNWIND_PROCS 32
 /* Bytes of user stack the kernel copies into each sample. */
 #define TG_PERF_UNWIND_STACK_BYTES 16384
 
