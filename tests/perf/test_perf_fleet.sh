@@ -193,6 +193,29 @@ done
   -o "$WORK/fleet.pftrace" --summary-json "$WORK/fleet.json" \
   2>"$WORK/fleet.record.log" || die "tracegate record -H a -H b --merge"
 
+if [ -n "${PERFETTO_BIN:-}" ]; then
+  TP=$PERFETTO_BIN/trace_processor_shell
+  # The rows of the answer to $1 on trace $2, without the header.
+  q() {
+    printf '%s\n' "$1" >"$WORK/q.sql"
+    "$TP" -q "$WORK/q.sql" "$2" 2>"$WORK/tp.err" | sed '/^$/d' | tail -n +2 | tr -d '"'
+  }
+fi
+# Whether the rings in trace $1 wrapped (tracegated wrote more than the
+# buffer holds) and each host's samples span more than one
+# incremental-state clear (1 s), so that the samples after a clear decode,
+# not only the first ones. Prints the spans.
+wrapped() {
+  wrap=$(q "select count(*) from stats w join stats z on z.idx = w.idx
+            where w.name = 'traced_buf_bytes_written'
+              and z.name = 'traced_buf_buffer_size' and w.value > z.value" "$1")
+  spans=$(q "select m.raw_id || ':' || ((max(s.ts) - min(s.ts)) / 1000000) from perf_sample s
+             join thread t using(utid) join machine m on m.id = t.machine_id
+             group by m.raw_id order by m.raw_id" "$1" | tr '\n' ' ')
+  echo "wrapped $wrap, spans (machine:ms) $spans"
+  [ "${wrap:-0}" -gt 0 ] && [ "$(echo "$spans" | grep -oE '[12]:[0-9]{4,}' | wc -l)" -eq 2 ]
+}
+
 # --- the collector: linux.perf at 19 Hz in its rings ------------------------------
 printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$A" "$B" >"$WORK/hosts.txt"
 # A small ring (16 KiB) that wraps within the wait below at 19 Hz on two
@@ -225,6 +248,8 @@ store = store
 listen = 127.0.0.1:0
 session_key = perf-fleet
 coalesce_window = 0s
+max_snapshots_per_minute = 100
+operator_snapshots_per_minute = 100
 CONF
 "$BUILD_DIR/collector/daemon/tracegate-collector" --config "$WORK/collector.conf" \
   --ready-fd 3 3>"$WORK/collector.ready" >"$WORK/collector.log" 2>&1 &
@@ -237,15 +262,26 @@ until [ "$(curl -sf "$API/hosts" | grep -o '"state": *"tracing"' | wc -l)" -eq 2
   i=$((i + 1)); [ $i -lt 600 ] || die "the collector's hosts do not trace: $(curl -s "$API/hosts")"
   sleep 0.05
 done
-sleep 8 # the rings wrap (19 Hz on each host's two threads)
-curl -sf -X POST "$API/snapshots?reason=perf&wait=1" -o "$WORK/snap.json" ||
-  die "the snapshot request failed"
-SNAP_ID=$(sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' "$WORK/snap.json" | head -n 1)
-[ -n "$SNAP_ID" ] || die "no snapshot id in $(cat "$WORK/snap.json")"
-grep -q '"state": *"complete"' "$WORK/snap.json" ||
-  die "the snapshot is not complete: $(cat "$WORK/snap.json")"
-curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/snap.pftrace" ||
-  die "cannot fetch the snapshot's trace"
+# Snapshots until the rings wrapped (every 3 s, at most 20): how long
+# that takes depends on how much CPU the workloads get. Without
+# trace_processor, one snapshot after 8 s.
+n=0
+while :; do
+  n=$((n + 1))
+  if [ -n "${PERFETTO_BIN:-}" ]; then sleep 3; else sleep 8; fi
+  curl -sf -X POST "$API/snapshots?reason=perf&wait=1" -o "$WORK/snap.json" ||
+    die "the snapshot request failed"
+  SNAP_ID=$(sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' "$WORK/snap.json" | head -n 1)
+  [ -n "$SNAP_ID" ] || die "no snapshot id in $(cat "$WORK/snap.json")"
+  grep -q '"state": *"complete"' "$WORK/snap.json" ||
+    die "the snapshot is not complete: $(cat "$WORK/snap.json")"
+  curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/snap.pftrace" ||
+    die "cannot fetch the snapshot's trace"
+  [ -n "${PERFETTO_BIN:-}" ] || break
+  if got=$(wrapped "$WORK/snap.pftrace"); then say "snapshot $n: $got"; break; fi
+  say "snapshot $n: $got"
+  [ $n -lt 20 ] || die "the rings did not wrap, or the samples span less than 1 s"
+done
 kill "$COLL_PID"
 wait "$COLL_PID" || die "the collector exited with $?"
 PIDS=$(echo "$PIDS" | sed "s/\b$COLL_PID\b//")
@@ -264,12 +300,6 @@ if [ -z "${PERFETTO_BIN:-}" ]; then
   say "SKIPPED: PERFETTO_BIN not set: the traces were recorded but not checked by trace_processor"
   exit 77
 fi
-TP=$PERFETTO_BIN/trace_processor_shell
-# The rows of the answer to $1 on trace $2, without the header.
-q() {
-  printf '%s\n' "$1" >"$WORK/q.sql"
-  "$TP" -q "$WORK/q.sql" "$2" 2>"$WORK/tp.err" | sed '/^$/d' | tail -n +2 | tr -d '"'
-}
 # No import error, data loss, perf or stack profile stat, no tokenizer skip.
 clean() {
   bad=$(q "select name || '=' || value from stats where value > 0 and
@@ -297,32 +327,20 @@ flame() {
      where f.name is not null and mp.name like '%/perfwork-$3'
      group by f.name order by count(distinct anc.sid) desc, f.name" "$1"
 }
-WANT="func_a func_b main spin worker worker_spin"
-# $1: flame() output. Prints its lines of functions that hold at least 4%
-# as many samples as its first (a lone sample in a PLT stub, named after
-# the symbol before it, is noise), in its order.
-kept() { echo "$1" | awk 'NR == 1 { max = $2 } $2 * 25 >= max'; }
-# Their names, sorted, on one line.
-names() { kept "$1" | cut -d' ' -f1 | sort | tr '\n' ' ' | sed 's/ $//'; }
+# The workload's functions: the main thread's chain and the worker's.
+TOP="func_a func_b main spin worker"
+# $1: flame() output. Prints the names of its first five functions, sorted.
+top() { echo "$1" | head -n 5 | cut -d' ' -f1 | sort | tr '\n' ' ' | sed 's/ $//'; }
+# Prints the functions of flame() output $1 that hold at least 4% as many
+# samples as its first and are missing from flame() output $2: a function
+# one recording sampled often, the other never. (A lone sample in a PLT
+# stub, named after the symbol before it, is noise on either side.)
+missing() {
+  echo "$1" | awk 'NR == 1 { max = $2 } $2 * 25 >= max { print $1 }' |
+    while read -r f; do echo "$2" | grep -q "^$f " || printf '%s ' "$f"; done
+}
 
 for t in single-a single-b fleet snap; do clean "$WORK/$t.pftrace"; done
-# The rings wrapped (tracegated wrote more than the buffer holds) and what
-# is left decodes (clean above: no tokenizer_skipped_packets, no stack
-# profile error).
-wrap=$(q "select count(*) from stats w join stats z on z.idx = w.idx
-          where w.name = 'traced_buf_bytes_written'
-            and z.name = 'traced_buf_buffer_size' and w.value > z.value" "$WORK/snap.pftrace")
-[ "${wrap:-0}" -gt 0 ] || die "the rings did not wrap"
-# Each host's ring samples span more than one incremental-state clear
-# (1 s): the samples after every clear decode, not only the first ones.
-for raw in 1 2; do
-  span=$(q "select (max(s.ts) - min(s.ts)) / 1000000 from perf_sample s
-            join thread t using(utid) join machine m on m.id = t.machine_id
-            where m.raw_id = $raw" "$WORK/snap.pftrace")
-  say "snap: machine $raw's samples span $span ms"
-  [ "${span:-0}" -gt 1000 ] || die "snap: machine $raw's samples span $span ms"
-done
-
 # Each host's samples on its own machine: machine 0 holds none.
 for t in fleet snap; do
   rows=$(q "select coalesce(m.raw_id, -1) || ' ' || count(*) from perf_sample s
@@ -347,19 +365,20 @@ for h in a b; do
   say "host $h alone: $(echo "$one" | tr '\n' ',')"
   say "host $h merged: $(echo "$merged" | tr '\n' ',')"
   say "host $h ring: $(echo "$ring" | tr '\n' ',')"
-  [ "$(names "$one")" = "$WANT" ] || die "host $h alone: functions $(names "$one")"
-  [ "$(names "$merged")" = "$WANT" ] || die "host $h merged: functions $(names "$merged")"
-  # The order of the top functions, within sampling noise: the two
-  # threads are both busy, so main (with its chain func_a, func_b, spin,
-  # as many samples each) and worker may come in either order, but they
-  # are the top five in both, and worker_spin (mostly in the kernel's
-  # getppid) comes last in both.
-  top() { echo "$1" | head -n 5 | cut -d' ' -f1 | sort | tr '\n' ' '; }
-  [ "$(top "$one")" = "$(top "$merged")" ] ||
-    die "host $h: top functions $(top "$merged") merged, $(top "$one") alone"
-  last1=$(kept "$one" | tail -n 1 | cut -d' ' -f1)
-  lastm=$(kept "$merged" | tail -n 1 | cut -d' ' -f1)
-  [ "$last1" = "$lastm" ] || die "host $h: last function $lastm merged, $last1 alone"
+  # The same top functions, within sampling noise: the two threads are
+  # both busy, so main (with its chain, as many samples each) and worker
+  # may come in either order, but they are the first five in both, and
+  # worker_spin is sampled in both; no function sampled often in one is
+  # missing from the other.
+  [ "$(top "$one")" = "$TOP" ] || die "host $h alone: top functions $(top "$one")"
+  [ "$(top "$merged")" = "$TOP" ] || die "host $h merged: top functions $(top "$merged")"
+  for t in "$one" "$merged"; do
+    echo "$t" | grep -q '^worker_spin ' || die "host $h: worker_spin not sampled"
+  done
+  m=$(missing "$one" "$merged")
+  [ -z "$m" ] || die "host $h: $m sampled alone, not merged"
+  m=$(missing "$merged" "$one")
+  [ -z "$m" ] || die "host $h: $m sampled merged, not alone"
   # The ring: at 19 Hz fewer samples, the main thread's chain complete.
   for f in main func_a func_b spin; do
     echo "$ring" | grep -q "^$f " || die "host $h ring: no $f"
