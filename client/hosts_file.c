@@ -82,6 +82,10 @@ static int parse_line(char *line, tg_target_t *t, char *err, size_t n) {
     words[nw++] = p;
     while (*p && !blank(*p)) p++;
   }
+  if (nw == 0) { /* the caller skips blank lines: never, but say so */
+    snprintf(err, n, "no host on the line");
+    return -EINVAL;
+  }
   int rv = tg_target_parse(words[0], t, err, n);
   if (rv < 0) return rv;
   for (size_t i = 1; i < nw; i++) {
