@@ -1208,9 +1208,12 @@ def main():
     try:
         day = FirstDay(daemons)
         day.install()
-        # The library and its -dev package, as operations.md installs them.
+        # The library and its -dev package, and the profiler's package, as
+        # operations.md installs them.
         run(["apt-get", "install", "-y", "-q"] +
-            [d for d in debs if os.path.basename(d).startswith("libtracegate-agent")],
+            [d for d in debs
+             if os.path.basename(d).startswith(("libtracegate-agent",
+                                                "tracegate-perf_"))],
             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         for pkg in PACKAGES:
             q = run(["dpkg-query", "-W", "-f=${Status}", pkg], check=False)
