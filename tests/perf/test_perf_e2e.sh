@@ -24,106 +24,19 @@
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC PERF_DWARF
 set -eu
 
-say() { echo "test_perf_e2e: $*"; }
-die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
-PIDS=""
-cleanup() {
-  # A workload still running ends once this file exists.
-  [ -d "${WORK:-}" ] && touch "$WORK/stop"
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  PIDS=""
-}
-trap cleanup EXIT
+PERF_TEST=test_perf_e2e
+. "$(dirname "$0")/perf_lib.sh"
 
-command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
-rm -rf "$WORK"
-mkdir -p "$WORK"
+need_cc
+fresh_work
+skip_unless_can_perf "; needs root or CAP_PERFMON"
 
-# --- may this process sample every CPU? ----------------------------------
-cat >"$WORK/can_perf.c" <<'C'
-#include <errno.h>
-#include <linux/perf_event.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(void) {
-  struct perf_event_attr a;
-  memset(&a, 0, sizeof(a));
-  a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_CPU_CLOCK;
-  a.sample_freq = 10;
-  a.freq = 1;
-  a.disabled = 1;
-  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
-  if (fd < 0) {
-    printf("%s\n", strerror(errno));
-    return 1;
-  }
-  close((int)fd);
-  return 0;
-}
-C
-"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
-if ! why=$("$WORK/can_perf"); then
-  say "SKIPPED: perf_event_open(cpu-clock, all processes) refused: $why" \
-      "(perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u); needs root or CAP_PERFMON)"
-  exit 77
-fi
-
-# --- the workload ---------------------------------------------------------
-cat >"$WORK/work.c" <<'C'
-#include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-static volatile uint64_t sink;
-static const char *stop; /* runs until this file exists */
-__attribute__((noinline)) void spin(void) {
-  while (access(stop, F_OK) != 0)
-    for (int i = 0; i < 10000000; i++) sink += (uint64_t)i;
-}
-__attribute__((noinline)) void func_b(void) { spin(); sink++; }
-__attribute__((noinline)) void func_a(void) { func_b(); sink++; }
-__attribute__((noinline)) void worker_spin(void) {
-  while (access(stop, F_OK) != 0)
-    for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
-}
-static void *worker(void *x) { (void)x; worker_spin(); return NULL; }
-int main(int argc, char **argv) {
-  if (argc != 2) return 2;
-  stop = argv[1];
-  pthread_t t;
-  pthread_create(&t, NULL, worker, NULL);
-  func_a();
-  pthread_join(t, NULL);
-  return 0;
-}
-C
+write_workload "$WORK/work.c"
 "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork" "$WORK/work.c" ||
   die "cannot build the workload"
 
 # --- the service and the producer ------------------------------------------
-P=$WORK/p.sock
-C=$WORK/c.sock
-"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
-  >"$WORK/tracegated.log" 2>&1 &
-PIDS="$PIDS $!"
-i=0
-until [ -S "$C" ] && [ -S "$P" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
-done
-"$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
-PERF_PID=$!
-PIDS="$PERF_PID $PIDS"
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"name": "linux.perf"'; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
-done
+start_local
 
 # Records |$2| into |$3| (stderr into |$4|) while the workload |$1| runs:
 # started before the session and stopped after it, so that it runs for the
@@ -133,7 +46,7 @@ record_with() {
   rm -f "$WORK/stop"
   "$1" "$WORK/stop" &
   WORKLOAD_PID=$!
-  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$2" --txt \
+  "$TGCLI" record --socket "$C" -c "$2" --txt \
     -o "$3" 2>"$4" || { touch "$WORK/stop"; die "tracegate record $2: $(cat "$4")"; }
   touch "$WORK/stop"
   wait "$WORKLOAD_PID" || die "the workload $1 failed"
@@ -173,7 +86,7 @@ refused() {
   printf 'buffers { size_kb: 1024 }\nduration_ms: 300\ndata_sources { config {\n  name: "linux.perf"\n  perf_event_config { %s }\n} }\n' \
     "$1" >"$WORK/refused.pbtxt"
   st=0
-  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/refused.pbtxt" \
+  "$TGCLI" record --socket "$C" -c "$WORK/refused.pbtxt" \
     --txt -o "$WORK/refused.pftrace" --summary-json "$WORK/refused.json" \
     2>>"$WORK/record.log" || st=$?
   [ "$st" = 4 ] || die "tracegate record of a refused config exited $st, not 4"
@@ -231,9 +144,7 @@ if [ "$PERF_DWARF" = ON ]; then
   NOFP_PID=$WORKLOAD_PID
 fi
 
-kill "$PERF_PID"
-wait "$PERF_PID" || die "tracegate-perf exited with $?: $(cat "$WORK/perf.log")"
-PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
+stop_clean "$PERF_PID" tracegate-perf "$WORK/perf.log"
 
 # --- as its unit runs it ------------------------------------------------------
 # A user of its own (nobody) with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYSLOG
@@ -242,24 +153,12 @@ PIDS=$(echo "$PIDS" | sed "s/\b$PERF_PID\b//")
 # named (TG-8002).
 UNIT_TRACE=$WORK/unit.pftrace
 as_unit() { # $1: capabilities, $2: producer name
-  setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
-    --inh-caps="-all,$1" --ambient-caps="-all,$1" --bounding-set="-all,$1" \
-    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name "$2" \
-    >"$WORK/$2.log" 2>&1 &
-  UNIT_PID=$!
-  PIDS="$UNIT_PID $PIDS"
-  i=0
-  until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-        grep -q "\"name\": \"$2\""; do
-    i=$((i + 1)); [ $i -lt 200 ] || die "$2 did not connect: $(cat "$WORK/$2.log")"
-    sleep 0.05
-  done
+  start_as_nobody "$1" "$WORK/$2.log" \
+    "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" --name "$2"
+  UNIT_PID=$NOBODY_PID
+  wait_registered "$C" "$2" "$2 did not connect" "$WORK/$2.log"
 }
-stop_unit() {
-  kill "$UNIT_PID"
-  wait "$UNIT_PID" || die "tracegate-perf as nobody exited with $?"
-  PIDS=$(echo "$PIDS" | sed "s/\b$UNIT_PID\b//")
-}
+stop_unit() { stop_clean "$UNIT_PID" "tracegate-perf as nobody"; }
 UNIT_CHECKED=no
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
   as_unit +perfmon,+sys_ptrace,+syslog perf-unit
@@ -283,18 +182,7 @@ cleanup
 [ -s "$TRACE" ] || die "no trace written"
 
 # --- trace_processor ---------------------------------------------------------
-if [ -z "${PERFETTO_BIN:-}" ]; then
-  say "SKIPPED: PERFETTO_BIN not set: the trace was recorded but not checked by trace_processor"
-  exit 77
-fi
-TP=$PERFETTO_BIN/trace_processor_shell
-# The rows of the answer, without the header (and without the empty line
-# an INCLUDE statement answers).
-q() {
-  printf '%s\n' "$1" >"$WORK/q.sql"
-  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
-    tail -n +2 | tr -d '"'
-}
+need_tp "the trace was recorded but not checked by trace_processor"
 
 samples=$(q "select count(*) from perf_sample s join thread t using(utid)
              join process p using(upid) where p.pid > 0")
@@ -302,19 +190,11 @@ samples=$(q "select count(*) from perf_sample s join thread t using(utid)
 frames=$(q "select count(*) from stack_profile_frame")
 [ "${frames:-0}" -gt 0 ] || die "stack_profile_frame is empty"
 
-bad=$(q "select name || '=' || value from stats where value > 0 and
-         (severity in ('error', 'data_loss') or name like 'stackprofile%'
-          or name like 'perf_%' or name like 'tokenizer%')")
+bad=$(bad_stats "$TRACE")
 [ -z "$bad" ] || die "trace_processor stats: $bad"
 
 # The flame graph: a node spin whose ancestors are func_b, func_a, main.
-chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
-  select count(*) from linux_perf_samples_summary_tree s
-    join linux_perf_samples_summary_tree b on s.parent_id = b.id
-    join linux_perf_samples_summary_tree a on b.parent_id = a.id
-    join linux_perf_samples_summary_tree m on a.parent_id = m.id
-  where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
-    and m.name = 'main' and s.cumulative_count > 0")
+chain=$(chain_count "and s.cumulative_count > 0")
 [ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
 worker=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
   select count(*) from linux_perf_samples_summary_tree where name = 'worker_spin'")
@@ -333,13 +213,7 @@ bid=$(q "select count(*) from stack_profile_mapping where name like '%/perfwork'
 [ "${bid:-0}" -gt 0 ] || die "the workload's mapping has no build id"
 if [ "$PERF_DWARF" = ON ]; then
   TRACE=$DWARF_TRACE
-  chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
-    select count(*) from linux_perf_samples_summary_tree s
-      join linux_perf_samples_summary_tree b on s.parent_id = b.id
-      join linux_perf_samples_summary_tree a on b.parent_id = a.id
-      join linux_perf_samples_summary_tree m on a.parent_id = m.id
-    where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
-      and m.name = 'main'")
+  chain=$(chain_count)
   [ "${chain:-0}" -gt 0 ] || die "DWARF: no spin <- func_b <- func_a <- main"
   # Nearly every sample of the workload unwinds to main or the thread's
   # function (a sample taken in the vDSO may stop at its leaf).

@@ -23,87 +23,28 @@
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR SRC_DIR WORK CC
 set -eu
 
-say() { echo "test_perf_fleet: $*"; }
-PIDS=""
-cleanup() {
-  [ -d "${WORK:-}" ] && touch "$WORK/stop"
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  PIDS=""
-}
+PERF_TEST=test_perf_fleet
+. "$(dirname "$0")/perf_lib.sh"
+# Every log's tail with the failure: the hosts' logs are many.
 die() {
   say "FAILED: $*"
   for f in "$WORK"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
   say "files kept in $WORK"; cleanup; exit 1
 }
-trap cleanup EXIT
 
-command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
-rm -rf "$WORK"
-mkdir -p "$WORK"
-TG=$BUILD_DIR/consumer/tracegate
+need_cc
+fresh_work
+TG=$TGCLI
 
 # --- may this process sample every CPU, in a PID namespace? ------------------
-cat >"$WORK/can_perf.c" <<'C'
-#include <errno.h>
-#include <linux/perf_event.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(void) {
-  struct perf_event_attr a;
-  memset(&a, 0, sizeof(a));
-  a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_CPU_CLOCK;
-  a.sample_freq = 10;
-  a.freq = 1;
-  a.disabled = 1;
-  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
-  if (fd < 0) {
-    printf("%s\n", strerror(errno));
-    return 1;
-  }
-  close((int)fd);
-  return 0;
-}
-C
-"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
+build_can_perf
 if ! why=$(unshare --pid --fork --mount-proc "$WORK/can_perf" 2>&1); then
   say "SKIPPED: perf_event_open(cpu-clock, all processes) in a PID namespace refused: $why (uid $(id -u))"
   exit 77
 fi
 
 # --- the workloads: one source, a binary of its own per host ---------------
-cat >"$WORK/work.c" <<'C'
-#include <pthread.h>
-#include <stdint.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-static volatile uint64_t sink;
-static const char *stop; /* runs until this file exists */
-__attribute__((noinline)) void spin(void) {
-  while (access(stop, F_OK) != 0)
-    for (int i = 0; i < 10000000; i++) sink += (uint64_t)i;
-}
-__attribute__((noinline)) void func_b(void) { spin(); sink++; }
-__attribute__((noinline)) void func_a(void) { func_b(); sink++; }
-__attribute__((noinline)) void worker_spin(void) {
-  while (access(stop, F_OK) != 0)
-    for (int i = 0; i < 1000; i++) sink += (uint64_t)syscall(SYS_getppid);
-}
-static void *worker(void *x) { (void)x; worker_spin(); return NULL; }
-int main(int argc, char **argv) {
-  if (argc != 2) return 2;
-  stop = argv[1];
-  pthread_t t;
-  pthread_create(&t, NULL, worker, NULL);
-  func_a();
-  pthread_join(t, NULL);
-  return 0;
-}
-C
+write_workload "$WORK/work.c"
 "$CC" -O1 -fno-omit-frame-pointer -pthread -o "$WORK/perfwork-a" "$WORK/work.c" ||
   die "cannot build the workload"
 cp "$WORK/perfwork-a" "$WORK/perfwork-b"
@@ -129,13 +70,8 @@ ready_port() {
 # tracegate-perf and workload perfwork-$1. Sets PORT_$1.
 host_start() {
   h=$1
-  "$BUILD_DIR/service/tracegated" --producer-socket "$WORK/$h.p.sock" \
-    --consumer-socket "$WORK/$h.c.sock" >"$WORK/$h.tracegated.log" 2>&1 &
-  PIDS="$PIDS $!"
-  i=0
-  until [ -S "$WORK/$h.c.sock" ] && [ -S "$WORK/$h.p.sock" ]; do
-    i=$((i + 1)); [ $i -lt 200 ] || die "tracegated $h did not listen"; sleep 0.05
-  done
+  start_tracegated "$WORK/$h.p.sock" "$WORK/$h.c.sock" "$WORK/$h.tracegated.log" \
+    "tracegated $h"
   "$BUILD_DIR/relay/tracegate-relay" --listen 127.0.0.1:0 \
     --consumer-socket "$WORK/$h.c.sock" --cert "$WORK/pki/relay.test.pem" \
     --key "$WORK/pki/relay.test.key" --ca "$WORK/pki/ca.pem" \
@@ -152,10 +88,7 @@ host_start() {
      p=\$!; trap 'kill \$p; wait \$p; exit \$?' TERM; wait \$p" \
     >"$WORK/$h.perf.log" 2>&1 &
   eval "NS_$h=$!"
-  i=0
-  until "$TG" query --json --socket "$WORK/$h.c.sock" | grep -q '"name": "linux.perf"'; do
-    i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered on $h"; sleep 0.05
-  done
+  wait_registered "$WORK/$h.c.sock" linux.perf "linux.perf was not registered on $h"
 }
 host_start a
 host_start b
@@ -193,14 +126,7 @@ done
   -o "$WORK/fleet.pftrace" --summary-json "$WORK/fleet.json" \
   2>"$WORK/fleet.record.log" || die "tracegate record -H a -H b --merge"
 
-if [ -n "${PERFETTO_BIN:-}" ]; then
-  TP=$PERFETTO_BIN/trace_processor_shell
-  # The rows of the answer to $1 on trace $2, without the header.
-  q() {
-    printf '%s\n' "$1" >"$WORK/q.sql"
-    "$TP" -q "$WORK/q.sql" "$2" 2>"$WORK/tp.err" | sed '/^$/d' | tail -n +2 | tr -d '"'
-  }
-fi
+[ -z "${PERFETTO_BIN:-}" ] || TP=$PERFETTO_BIN/trace_processor_shell
 # Whether the rings in trace $1 wrapped (tracegated wrote more than the
 # buffer holds) and each host's samples span more than one
 # incremental-state clear (1 s), so that the samples after a clear decode,
@@ -282,9 +208,7 @@ while :; do
   say "snapshot $n: $got"
   [ $n -lt 20 ] || die "the rings did not wrap, or the samples span less than 1 s"
 done
-kill "$COLL_PID"
-wait "$COLL_PID" || die "the collector exited with $?"
-PIDS=$(echo "$PIDS" | sed "s/\b$COLL_PID\b//")
+stop_clean "$COLL_PID" "the collector"
 # Each host's tracegate-perf, through its namespace's init, must stop
 # cleanly (status 0).
 touch "$WORK/stop"
@@ -296,15 +220,10 @@ for h in a b; do
 done
 cleanup
 
-if [ -z "${PERFETTO_BIN:-}" ]; then
-  say "SKIPPED: PERFETTO_BIN not set: the traces were recorded but not checked by trace_processor"
-  exit 77
-fi
+need_tp "the traces were recorded but not checked by trace_processor"
 # No import error, data loss, perf or stack profile stat, no tokenizer skip.
 clean() {
-  bad=$(q "select name || '=' || value from stats where value > 0 and
-           (severity in ('error', 'data_loss') or name like 'stackprofile%'
-            or name like 'perf_%' or name like 'tokenizer%')" "$1")
+  bad=$(bad_stats "$1")
   [ -z "$bad" ] || die "trace_processor stats of $1: $bad"
 }
 # The flame graph of the samples of machine $2 (raw_id; NULL: a single

@@ -18,18 +18,8 @@
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK
 set -eu
 
-say() { echo "test_perf_not_started: $*"; }
-die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
-PIDS=""
-SOCKS=""
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  PIDS=""
-  [ -z "$SOCKS" ] || rm -rf "$SOCKS"
-  SOCKS=""
-}
-trap cleanup EXIT
+PERF_TEST=test_perf_not_started
+. "$(dirname "$0")/perf_lib.sh"
 
 [ "$(id -u)" = 0 ] || { say "SKIPPED: not root: the capabilities cannot be dropped"; exit 77; }
 command -v setpriv >/dev/null 2>&1 || { say "SKIPPED: no setpriv"; exit 77; }
@@ -37,8 +27,7 @@ paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)
 [ "$paranoid" != -1 ] || {
   say "SKIPPED: perf_event_paranoid is -1: anyone may sample every CPU"; exit 77; }
 
-rm -rf "$WORK"
-mkdir -p "$WORK"
+fresh_work
 # nobody must reach the binary and the producer socket, wherever the
 # checkout is (a directory only root can enter would make the producer fail
 # to start rather than refuse the session): both go to a directory of
@@ -51,26 +40,10 @@ chmod 0755 "$BIN/tracegate-perf"
 
 P=$SOCKS/p.sock
 C=$SOCKS/c.sock
-"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
-  >"$WORK/tracegated.log" 2>&1 &
-PIDS="$PIDS $!"
-i=0
-until [ -S "$C" ] && [ -S "$P" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
-done
+start_tracegated "$P" "$C" "$WORK/tracegated.log" tracegated
 # As deploy/systemd/tracegate-perf.service.in, less CAP_PERFMON.
-CAPS=+sys_ptrace,+syslog
-setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \
-  --inh-caps="-all,$CAPS" --ambient-caps="-all,$CAPS" --bounding-set="-all,$CAPS" \
-  "$BIN/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
-PIDS="$! $PIDS"
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"name": "linux.perf"'; do
-  i=$((i + 1))
-  [ $i -lt 200 ] || die "linux.perf was not registered: $(cat "$WORK/perf.log")"
-  sleep 0.05
-done
+start_as_nobody +sys_ptrace,+syslog "$WORK/perf.log" "$BIN/tracegate-perf" --socket "$P"
+wait_registered "$C" linux.perf "linux.perf was not registered" "$WORK/perf.log"
 
 cat >"$WORK/perf.pbtxt" <<'CFG'
 buffers { size_kb: 1024 }
@@ -84,7 +57,7 @@ data_sources {
 CFG
 TRACE=$WORK/perf.pftrace
 status=0
-"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/perf.pbtxt" --txt \
+"$TGCLI" record --socket "$C" -c "$WORK/perf.pbtxt" --txt \
   -o "$TRACE" --summary-json "$WORK/summary.json" 2>"$WORK/record.log" || status=$?
 [ "$status" = 4 ] || die "tracegate record exited $status, not 4: $(cat "$WORK/record.log")"
 grep -q 'TG-8002.*CAP_PERFMON' "$WORK/perf.log" ||
@@ -111,11 +84,6 @@ if [ -z "${PERFETTO_BIN:-}" ]; then
   exit 0
 fi
 TP=$PERFETTO_BIN/trace_processor_shell
-q() {
-  printf '%s\n' "$1" >"$WORK/q.sql"
-  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
-    tail -n +2 | tr -d '"'
-}
 bad=$(q "select name || '=' || value from stats where value > 0 and
          severity in ('error', 'data_loss')")
 [ -z "$bad" ] || die "trace_processor stats: $bad"

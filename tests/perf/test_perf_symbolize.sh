@@ -24,55 +24,15 @@
 # Environment (set by tests/perf/CMakeLists.txt): BUILD_DIR WORK CC
 set -eu
 
-say() { echo "test_perf_symbolize: $*"; }
-die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
-PIDS=""
-cleanup() {
-  [ -d "${WORK:-}" ] && touch "$WORK/stop"
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  PIDS=""
-}
-trap cleanup EXIT
+PERF_TEST=test_perf_symbolize
+. "$(dirname "$0")/perf_lib.sh"
 
-command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
+need_cc
 for t in objcopy strip readelf; do
   command -v $t >/dev/null 2>&1 || { say "SKIPPED: no $t"; exit 77; }
 done
-rm -rf "$WORK"
-mkdir -p "$WORK"
-
-cat >"$WORK/can_perf.c" <<'C'
-#include <errno.h>
-#include <linux/perf_event.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(void) {
-  struct perf_event_attr a;
-  memset(&a, 0, sizeof(a));
-  a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_CPU_CLOCK;
-  a.sample_freq = 10;
-  a.freq = 1;
-  a.disabled = 1;
-  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
-  if (fd < 0) {
-    printf("%s\n", strerror(errno));
-    return 1;
-  }
-  close((int)fd);
-  return 0;
-}
-C
-"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
-if ! why=$("$WORK/can_perf"); then
-  say "SKIPPED: perf_event_open(cpu-clock, all processes) refused: $why" \
-      "(perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u); needs root or CAP_PERFMON)"
-  exit 77
-fi
+fresh_work
+skip_unless_can_perf "; needs root or CAP_PERFMON"
 
 # --- the workload, its debug file apart -----------------------------------
 cat >"$WORK/work.c" <<'C'
@@ -112,22 +72,7 @@ mkdir -p "$(dirname "$OTHER/.build-id/${DEBUG_FILE#"$DBG"/.build-id/}")"
 objcopy --only-keep-debug "$WORK/other.bin" "$OTHER/.build-id/${DEBUG_FILE#"$DBG"/.build-id/}"
 
 # --- record -------------------------------------------------------------------
-P=$WORK/p.sock
-C=$WORK/c.sock
-"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
-  >"$WORK/tracegated.log" 2>&1 &
-PIDS="$PIDS $!"
-i=0
-until [ -S "$C" ] && [ -S "$P" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
-done
-"$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
-PIDS="$! $PIDS"
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"name": "linux.perf"'; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
-done
+start_local
 cat >"$WORK/perf.pbtxt" <<'CFG'
 buffers { size_kb: 16384 }
 duration_ms: 3000
@@ -149,14 +94,14 @@ TRACE=$WORK/perf.pftrace
 rm -f "$WORK/stop"
 "$WORK/symwork" "$WORK/stop" &
 WL=$!
-"$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/perf.pbtxt" --txt \
+"$TGCLI" record --socket "$C" -c "$WORK/perf.pbtxt" --txt \
   -o "$TRACE" 2>"$WORK/record.log" || die "tracegate record: $(cat "$WORK/record.log")"
 touch "$WORK/stop"
 wait "$WL" || die "the workload failed"
 cleanup
 
 # --- symbolize ------------------------------------------------------------------
-T=$BUILD_DIR/consumer/tracegate
+T=$TGCLI
 # Without the debug tree: the stripped module's own file has no names, so
 # the workload's module is found nowhere.
 "$T" symbolize "$TRACE" -o "$WORK/none.pftrace" --json >"$WORK/none.json" ||
@@ -224,17 +169,8 @@ cmp -n "$size" "$TRACE" "$WORK/sym.pftrace" || die "OUT does not start with IN"
 [ "$(stat -c %s "$WORK/sym.pftrace")" -gt "$size" ] || die "nothing appended"
 
 # --- trace_processor --------------------------------------------------------------
-if [ -z "${PERFETTO_BIN:-}" ]; then
-  say "SKIPPED: PERFETTO_BIN not set: the symbolized trace was not checked by trace_processor"
-  exit 77
-fi
-TP=$PERFETTO_BIN/trace_processor_shell
+need_tp "the symbolized trace was not checked by trace_processor"
 TRACE=$WORK/sym.pftrace
-q() {
-  printf '%s\n' "$1" >"$WORK/q.sql"
-  "$TP" -q "$WORK/q.sql" "$TRACE" 2>"$WORK/tp.err" | sed '/^$/d' |
-    tail -n +2 | tr -d '"'
-}
 bad=$(q "select name || '=' || value from stats where value > 0 and
          (severity in ('error', 'data_loss') or name like 'stackprofile%'
           or name like 'symbolization%')")
@@ -249,13 +185,7 @@ named=$(q "select count(*) from stack_profile_frame f join stack_profile_mapping
 [ "${all:-0}" -gt 0 ] || die "no frame of the workload"
 say "trace_processor: $named of $all frames of the workload named with function, file and line"
 [ $((named * 100)) -ge $((all * 90)) ] || die "only $named of $all frames named"
-chain=$(q "INCLUDE PERFETTO MODULE linux.perf.samples;
-  select count(*) from linux_perf_samples_summary_tree s
-    join linux_perf_samples_summary_tree b on s.parent_id = b.id
-    join linux_perf_samples_summary_tree a on b.parent_id = a.id
-    join linux_perf_samples_summary_tree m on a.parent_id = m.id
-  where s.name = 'spin' and b.name = 'func_b' and a.name = 'func_a'
-    and m.name = 'main' and s.cumulative_count > 0")
+chain=$(chain_count "and s.cumulative_count > 0")
 [ "${chain:-0}" -gt 0 ] || die "no spin <- func_b <- func_a <- main in the flame graph"
 # A merged trace: every packet on machine 1 (as the fleet merge appends
 # machine_id). The ModuleSymbols must carry machine 1 to match its

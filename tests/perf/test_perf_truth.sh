@@ -36,18 +36,10 @@ MIN_SAMPLES=1000
 TOL=5
 FREQ=199
 
-say() { echo "test_perf_truth: $*"; }
-die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }
-PIDS=""
-cleanup() {
-  [ -d "${WORK:-}" ] && touch "$WORK/stop"
-  for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-  for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-  PIDS=""
-}
-trap cleanup EXIT
+PERF_TEST=test_perf_truth
+. "$(dirname "$0")/perf_lib.sh"
 
-command -v "$CC" >/dev/null 2>&1 || { say "SKIPPED: no C compiler ($CC)"; exit 77; }
+need_cc
 command -v nm >/dev/null 2>&1 || { say "SKIPPED: no nm (binutils)"; exit 77; }
 PERF=$(command -v perf 2>/dev/null) ||
   { say "SKIPPED: no perf on PATH (Debian's linux-perf)"; exit 77; }
@@ -55,45 +47,9 @@ PERF=$(command -v perf 2>/dev/null) ||
 # running kernel.
 "$PERF" --version >/dev/null 2>&1 ||
   { say "SKIPPED: perf does not run with this kernel: $("$PERF" --version 2>&1 | head -1)"; exit 77; }
-if [ -z "${PERFETTO_BIN:-}" ]; then
-  say "SKIPPED: PERFETTO_BIN not set: nothing can import both recordings"
-  exit 77
-fi
-TP=$PERFETTO_BIN/trace_processor_shell
-rm -rf "$WORK"
-mkdir -p "$WORK"
-
-cat >"$WORK/can_perf.c" <<'C'
-#include <errno.h>
-#include <linux/perf_event.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(void) {
-  struct perf_event_attr a;
-  memset(&a, 0, sizeof(a));
-  a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_CPU_CLOCK;
-  a.sample_freq = 10;
-  a.freq = 1;
-  a.disabled = 1;
-  long fd = syscall(SYS_perf_event_open, &a, -1, 0, -1, 0);
-  if (fd < 0) {
-    printf("%s\n", strerror(errno));
-    return 1;
-  }
-  close((int)fd);
-  return 0;
-}
-C
-"$CC" -o "$WORK/can_perf" "$WORK/can_perf.c" || die "cannot build the probe"
-if ! why=$("$WORK/can_perf"); then
-  say "SKIPPED: perf_event_open(cpu-clock, all processes) refused: $why" \
-      "(perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u))"
-  exit 77
-fi
+need_tp "nothing can import both recordings"
+fresh_work
+skip_unless_can_perf ""
 
 # --- the workload (runs until $1 exists) -----------------------------------
 cat >"$WORK/work.c" <<'C'
@@ -138,30 +94,7 @@ nm -t d --defined-only "$WORK/truthwork" |
   awk '$2 ~ /^[tT]$/ { print $1 + 0, $3 }' | sort -n >"$WORK/syms"
 
 # --- the service and the producer ------------------------------------------
-P=$WORK/p.sock
-C=$WORK/c.sock
-"$BUILD_DIR/service/tracegated" --producer-socket "$P" --consumer-socket "$C" \
-  >"$WORK/tracegated.log" 2>&1 &
-PIDS="$PIDS $!"
-i=0
-until [ -S "$C" ] && [ -S "$P" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "tracegated did not listen"; sleep 0.05
-done
-"$BUILD_DIR/agent/perf/tracegate-perf" --socket "$P" >"$WORK/perf.log" 2>&1 &
-PIDS="$! $PIDS"
-i=0
-until "$BUILD_DIR/consumer/tracegate" query --json --socket "$C" |
-      grep -q '"name": "linux.perf"'; do
-  i=$((i + 1)); [ $i -lt 200 ] || die "linux.perf was not registered"; sleep 0.05
-done
-
-# --- trace_processor ----------------------------------------------------------
-# Rows of the answer to $1 about the file $2, without the header.
-q() {
-  printf '%s\n' "$1" >"$WORK/q.sql"
-  "$TP" -q "$WORK/q.sql" "$2" 2>"$WORK/tp.err" | sed '/^$/d' | tail -n +2 |
-    tr -d '"' || die "trace_processor on $2: $(cat "$WORK/tp.err")"
-}
+start_local
 
 # Per function of the workload, the self and inclusive share (in percent)
 # of the samples of the process $2 in the file $1, as "name self incl"
@@ -230,7 +163,7 @@ CFG
     -o "$WORK/perf.data" >"$WORK/perf-record.log" 2>&1 &
   PERF_REC=$!
   PIDS="$PIDS $PERF_REC"
-  "$BUILD_DIR/consumer/tracegate" record --socket "$C" -c "$WORK/tg.pbtxt" \
+  "$TGCLI" record --socket "$C" -c "$WORK/tg.pbtxt" \
     --txt -o "$WORK/tg.pftrace" 2>"$WORK/record.log" ||
     die "tracegate record: $(cat "$WORK/record.log")"
   kill -INT "$PERF_REC"
@@ -255,9 +188,7 @@ CFG
 done
 
 # --- compare ----------------------------------------------------------------------
-bad=$(q "select name || '=' || value from stats where value > 0 and
-         (severity in ('error', 'data_loss') or name like 'stackprofile%'
-          or name like 'perf_%' or name like 'tokenizer%')" "$WORK/tg.pftrace")
+bad=$(bad_stats "$WORK/tg.pftrace")
 [ -z "$bad" ] || die "trace_processor stats of tracegate's trace: $bad"
 
 printf '%-12s %8s %8s %6s   %8s %8s %6s\n' function "self:tg" perf diff \
