@@ -24,8 +24,12 @@ void tg_buf_init(tg_buf_t *b, size_t max);
 void tg_buf_free(tg_buf_t *b);
 
 static inline size_t tg_buf_size(const tg_buf_t *b) { return b->len - b->off; }
+/* Never NULL: a buffer that never held a byte has no storage, and
+ * NULL + 0 (or memcpy from NULL) is undefined, so it points at an empty
+ * byte of its own; there are tg_buf_size() == 0 bytes to read there. */
 static inline uint8_t *tg_buf_begin(const tg_buf_t *b) {
-  return b->data + b->off;
+  static uint8_t empty;
+  return b->data ? b->data + b->off : &empty;
 }
 
 /* Makes room for |n| more bytes after the valid ones and returns a pointer to
