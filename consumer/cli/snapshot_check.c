@@ -323,18 +323,7 @@ int cli_snapshot_check(int argc, char **argv) {
        "write the verdicts as JSON to FILE ('-': standard output)", 0, 0},
       {"timeout", TG_FLAG_SECONDS, &c.o.timeout_s, "DURATION",
        "give up (exit 1) when one download is not done by then", 1, 86400},
-      {"ca", TG_FLAG_STRING, &c.o.tls.ca, "FILE",
-       "https: CA (PEM) that must have signed the collector's certificate "
-       "(default: $TRACEGATE_CA, or ca in ~/.config/tracegate/config)", 0, 0},
-      {"cert", TG_FLAG_STRING, &c.o.tls.cert, "FILE",
-       "https: client certificate (PEM) presented to the collector (default: "
-       "$TRACEGATE_CERT, or cert in the config file)", 0, 0},
-      {"key", TG_FLAG_STRING, &c.o.tls.key, "FILE",
-       "https: its private key (PEM) (default: $TRACEGATE_KEY, or key in the "
-       "config file)", 0, 0},
-      {"tls-server-name", TG_FLAG_STRING, &c.o.server_name, "NAME",
-       "https: the name the collector's certificate must carry (default: the "
-       "host part of ADDR)", 0, 0},
+      CLI_SNAP_TLS_FLAGS(c.o),
   };
   char *pos[1];
   size_t n_pos = 0;

@@ -55,6 +55,22 @@ typedef struct snap_opts {
   tg_client_tls_files_t tls; /* session_cache unused */
 } snap_opts_t;
 
+/* The TLS flags every `tracegate snapshot` command takes, as rows of its
+ * tg_flag_t table, filling |opts| (a snap_opts_t). */
+#define CLI_SNAP_TLS_FLAGS(opts)                                               \
+  {"ca", TG_FLAG_STRING, &(opts).tls.ca, "FILE",                               \
+   "https: CA (PEM) that must have signed the collector's certificate "        \
+   "(default: $TRACEGATE_CA, or ca in ~/.config/tracegate/config)", 0, 0},    \
+  {"cert", TG_FLAG_STRING, &(opts).tls.cert, "FILE",                           \
+   "https: client certificate (PEM) presented to the collector (default: "    \
+   "$TRACEGATE_CERT, or cert in the config file)", 0, 0},                     \
+  {"key", TG_FLAG_STRING, &(opts).tls.key, "FILE",                             \
+   "https: its private key (PEM) (default: $TRACEGATE_KEY, or key in the "    \
+   "config file)", 0, 0},                                                      \
+  {"tls-server-name", TG_FLAG_STRING, &(opts).server_name, "NAME",             \
+   "https: the name the collector's certificate must carry (default: the "    \
+   "host part of ADDR)", 0, 0}
+
 /* Checks --collector (parsed into *a) and the TLS flags, saying what is
  * wrong as |prog|. 0 or -1. */
 int cli_snap_check_usage(const char *prog, snap_opts_t *o, collector_addr_t *a);
