@@ -1,6 +1,6 @@
 /* One import of a trace file into Perfetto's trace processor
  * (trace_processor_shell), as a child under limits, and its verdict:
- * `tracegate snapshot check` (consumer/cli/snapshot_check.c) and the
+ * `tracegate snapshot check` (cli/snapshot_check.c) and the
  * collector's check of each stored snapshot (collector/daemon/
  * import_check.c) both ask it whether a file, or one host's part of it,
  * imports.

@@ -41,7 +41,7 @@ TABLE = re.compile(r"<!-- perfetto-flags -->\n(?P<rows>.*?)<!-- end perfetto-fla
 # Program name -> path under the build directory (or the source tree).
 PROGRAMS = {
     "tracegated": ("build", "service/tracegated"),
-    "tracegate": ("build", "consumer/tracegate"),
+    "tracegate": ("build", "cli/tracegate"),
     "tracegate-relay": ("build", "relay/tracegate-relay"),
     "tracegate-collector": ("build", "collector/daemon/tracegate-collector"),
     "tracegate-probes": ("build", "agent/probes/tracegate-probes"),

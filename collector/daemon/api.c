@@ -692,7 +692,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
  * with this listener's port, and whatever the scheme an Origin, when
  * there is one, must be this listener's own, scheme included (the web
  * page's requests). A browser sends one with every POST; tools (python,
- * curl, `tracegate snapshot`, consumer/cli/snapshot.c) send none, and a
+ * curl, `tracegate snapshot`, cli/snapshot.c) send none, and a
  * request without one is served: the CSRF it guards against needs a
  * browser, and a browser says where its request comes from. */
 static bool host_ok(const coll_t *c, const char *host) {

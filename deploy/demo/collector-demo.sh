@@ -23,7 +23,7 @@ TOP=$(cd "$HERE/../.." && pwd)
 TRACEGATED=$BUILD/service/tracegated
 EMIT=$BUILD/agent/emit/tracegate-emit
 RELAY=$BUILD/relay/tracegate-relay
-CLI=$BUILD/consumer/tracegate
+CLI=$BUILD/cli/tracegate
 COLLECTOR=$BUILD/collector/daemon/tracegate-collector
 for b in "$TRACEGATED" "$EMIT" "$RELAY" "$CLI" "$COLLECTOR"; do
   [ -x "$b" ] || { echo "collector-demo: $b is missing (build first)" >&2; exit 1; }

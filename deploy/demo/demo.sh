@@ -21,7 +21,7 @@ TRACEGATED=$BUILD/service/tracegated
 PROBES=$BUILD/agent/probes/tracegate-probes
 EMIT=$BUILD/agent/emit/tracegate-emit
 RELAY=$BUILD/relay/tracegate-relay
-CLI=$BUILD/consumer/tracegate
+CLI=$BUILD/cli/tracegate
 for b in "$TRACEGATED" "$PROBES" "$EMIT" "$RELAY" "$CLI"; do
   [ -x "$b" ] || { echo "demo: $b is missing (build first)" >&2; exit 1; }
 done

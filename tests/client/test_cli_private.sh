@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_cli_private: no source outside consumer/cli/ includes one of its
+# test_cli_private: no source outside cli/ includes one of its
 # headers, so the CLI's private code never becomes another program's
 # library (client/ is where the CLI, its bridge and the collector meet).
 # Tests are exempt: tests/consumer and tests/fuzz test the CLI's own
@@ -15,14 +15,14 @@ cd "$SRC"
 # Build trees may sit inside the source tree (build/asan): skipped, as is
 # git's own directory.
 found=$(find . \( -name .git -o \( -type d -name 'build*' \) -o -path ./tests \
-                  -o -path ./consumer/cli \) -prune -o \
+                  -o -path ./cli \) -prune -o \
              -type f \( -name '*.c' -o -name '*.h' \) -print |
         sed 's|^\./||' | sort |
-        xargs grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"consumer/cli/' |
+        xargs grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"cli/' |
         sed 's/:[[:space:]]*#[[:space:]]*include[[:space:]]*/:#include /' ||
         true)
 if [ -n "$found" ]; then
-  echo "test_cli_private: FAILED: consumer/cli/ headers included outside the CLI:"
+  echo "test_cli_private: FAILED: cli/ headers included outside the CLI:"
   echo "$found"
   exit 1
 fi

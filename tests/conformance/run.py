@@ -54,7 +54,7 @@ class Tools:
         self.tracegated = os.path.join(b, "service", "tracegated")
         self.probes = os.path.join(b, "agent", "probes", "tracegate-probes")
         self.emit = os.path.join(b, "agent", "emit", "tracegate-emit")
-        self.cli = os.path.join(b, "consumer", "tracegate")
+        self.cli = os.path.join(b, "cli", "tracegate")
         self.relay = os.path.join(b, "relay", "tracegate-relay")
         self.collector = os.path.join(b, "collector", "daemon",
                                       "tracegate-collector")

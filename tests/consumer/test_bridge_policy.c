@@ -1,5 +1,5 @@
 /* The verdict of `tracegate bridge` on a WebSocket upgrade
- * (consumer/cli/bridge_policy.c): paths, origins compared exactly, and
+ * (cli/bridge_policy.c): paths, origins compared exactly, and
  * which HOST a /traced/HOST may name. Pure: no bridge runs here. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/bridge_policy.h"
+#include "cli/bridge_policy.h"
 
 /* Any non-NULL pointer: the policy only checks that TLS is configured. */
 static tg_tls_config_t *const some_tls = (tg_tls_config_t *)&some_tls;

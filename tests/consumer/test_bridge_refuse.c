@@ -30,7 +30,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/bridge_test.h"
+#include "cli/bridge_test.h"
 #include "test_wait.h"
 #include "ws_frame.h"
 

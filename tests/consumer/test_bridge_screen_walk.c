@@ -1,5 +1,5 @@
 /* What `tracegate bridge`'s screen checks of a client's bytes
- * (consumer/cli/bridge_screen_walk.c): the end of the HTTP request head
+ * (cli/bridge_screen_walk.c): the end of the HTTP request head
  * and the MASK bit of every frame header, over streams cut everywhere
  * and fed one byte at a time. Pure: no bridge runs here (the bridge end
  * to end is test_cli_bridge.c). */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/bridge_screen_walk.h"
+#include "cli/bridge_screen_walk.h"
 #include "ws_frame.h"
 
 /* Masked frames of every length encoding: 0, 5 and 125 bytes (7-bit),

@@ -1,4 +1,4 @@
-/* The CLI's loss counters (consumer/cli/progress.c): every non-zero loss
+/* The CLI's loss counters (cli/progress.c): every non-zero loss
  * counter of a TraceStats counted in the total, the first 64 listed by
  * name, the rest counted as omitted, never dropped from the total; and
  * the kernel's ftrace overruns the trace's packets carry
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/cli.h"
+#include "cli/cli.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "test_service.h"
 

@@ -1,4 +1,4 @@
-/* The CLI's trace file (consumer/cli/output.c): counting the packets that a
+/* The CLI's trace file (cli/output.c): counting the packets that a
  * service writes into it (write_into_file), which the CLI scans for its
  * progress line and checks before it names the file; and the packets the
  * CLI writes itself, every one whole and in order.
@@ -23,7 +23,7 @@
 
 #include "test_proc.h"
 #include "tracegate/pb_wire.h"
-#include "consumer/cli/cli.h"
+#include "cli/cli.h"
 #include "tracegate/error.h"
 
 typedef struct fixture {

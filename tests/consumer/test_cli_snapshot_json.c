@@ -1,5 +1,5 @@
 /* The collector's snapshot reply as `tracegate snapshot` reads it
- * (consumer/cli/snapshot_json.h): the collector's own replies give their
+ * (cli/snapshot_json.h): the collector's own replies give their
  * fields; hostile text (cut anywhere, nested past jansson's bound, numbers
  * past 64 bits, escapes of every kind, keys twice, fields of the wrong
  * type, named) is refused or kept within its buffers, never read past its
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "common/json.h"
-#include "consumer/cli/snapshot_json.h"
+#include "cli/snapshot_json.h"
 #include "test_proc.h"
 
 static cli_snap_reply_t g_r;

@@ -21,7 +21,7 @@
 
 #include "cli_child.h"
 #include "common/flags.h"
-#include "consumer/cli/snapshot_json.h"
+#include "cli/snapshot_json.h"
 
 /* A snapshot the CLI's summary takes; the pad fills the body to size. */
 #define REPLY_HEAD                                                         \

@@ -1,4 +1,4 @@
-/* consumer/cli/step.c: the CLI's request/reply state machines. The
+/* cli/step.c: the CLI's request/reply state machines. The
  * "service" here is a timer on the loop answering each request as a
  * script says, a turn later (as a connection's callbacks come); a request
  * the script leaves unanswered with nothing else on the loop is a
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "consumer/cli/step.h"
+#include "cli/step.h"
 #include "tracegate/error.h"
 
 /* What the service does with a request. */

@@ -1,4 +1,4 @@
-/* The progress display of a big fleet (consumer/cli/fleet_ui_pick.c): with
+/* The progress display of a big fleet (cli/fleet_ui_pick.c): with
  * a thousand hosts it names the few an operator must look at, most urgent
  * first, and stays a fixed number of lines high; with a few hosts it names
  * every one of them in order. */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/fleet.h"
+#include "cli/fleet.h"
 
 #define HOSTS 1000
 #define CAP 20

@@ -1,4 +1,4 @@
-/* The CLI's JSON (consumer/cli/json_out.h, summary_json.h): whatever bytes
+/* The CLI's JSON (cli/json_out.h, summary_json.h): whatever bytes
  * a host's name, a reason or a loss counter's name hold, the output is
  * valid JSON (read back by Python's json module) with those values, bytes
  * that are not UTF-8 as U+FFFD, counts above INT64_MAX as strings; absent
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "consumer/cli/json_out.h"
-#include "consumer/cli/summary_json.h"
+#include "cli/json_out.h"
+#include "cli/summary_json.h"
 #include "pb/common/data_source_descriptor.pb-c.h"
 #include "pb/common/trace_stats.pb-c.h"
 #include "pb/common/tracing_service_capabilities.pb-c.h"

@@ -1,5 +1,5 @@
 /* Fuzzes `tracegate bridge`'s verdict on a WebSocket upgrade
- * (consumer/cli/bridge_policy.c, bridge_decide): the path and the Origin
+ * (cli/bridge_policy.c, bridge_decide): the path and the Origin
  * header come from any web page the user visits.
  *
  * Input: one byte of configuration (bit 0: TLS configured; bit 1: a
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "consumer/cli/bridge_policy.h"
+#include "cli/bridge_policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* Fuzzes the reader of tracegate-collector's snapshot reply
- * (consumer/cli/snapshot_json.c, cli_snap_parse: jansson and the typed
+ * (cli/snapshot_json.c, cli_snap_parse: jansson and the typed
  * accessors on its tree): `tracegate snapshot` parses whatever the
  * collector's address answered.
  *
@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "consumer/cli/snapshot_json.h"
+#include "cli/snapshot_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

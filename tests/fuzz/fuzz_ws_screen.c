@@ -1,5 +1,5 @@
 /* Fuzzes what `tracegate bridge` checks of a client's bytes before
- * libwebsockets sees them (consumer/cli/bridge_screen_walk.c): the end of
+ * libwebsockets sees them (cli/bridge_screen_walk.c): the end of
  * the HTTP request head, then the MASK bit of every WebSocket frame
  * header. Any local web page can make a browser send such bytes, and any
  * local process can send them raw.
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "consumer/cli/bridge_screen_walk.h"
+#include "cli/bridge_screen_walk.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

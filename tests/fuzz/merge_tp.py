@@ -497,7 +497,7 @@ def last_line(text):
 
 def why_of(err):
     """The line of trace processor's stderr that says why (as
-    consumer/cli/snapshot_check.c picks it)."""
+    cli/snapshot_check.c picks it)."""
     best, rank, last = None, 0, None
     for line in re.split(r"[\r\n]", err):
         line = line.strip()

@@ -7,7 +7,7 @@
 # goes into PIDS, so that cleanup (run on EXIT and by die) stops them all.
 # Skips exit 77 with the reason on stdout.
 
-TGCLI=$BUILD_DIR/consumer/tracegate
+TGCLI=$BUILD_DIR/cli/tracegate
 
 say() { echo "$PERF_TEST: $*"; }
 die() { say "FAILED: $*"; say "files kept in $WORK"; cleanup; exit 1; }

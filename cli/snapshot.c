@@ -1,0 +1,708 @@
+/* `tracegate snapshot --collector ADDR`: asks tracegate-collector for a
+ * fleet snapshot (POST /api/v1/snapshots?wait=1, collector/daemon/api.c)
+ * and waits until it is stored, then says what it came to.
+ * `tracegate snapshot get ID --collector ADDR [--host H[,H2]] --output
+ * FILE` downloads a stored snapshot's trace, or those hosts' part (GET
+ * /api/v1/snapshots/ID/trace?host=), into FILE: written under a
+ * temporary name and renamed when whole, so FILE is never half a trace.
+ *
+ * The HTTP client is libwebsockets' own (lws_client_connect_via_info, as
+ * its minimal-http-client-post example), on an lws event loop of its own
+ * that runs until the one request ends: this file never writes or parses
+ * HTTP itself. Over https:// the collector's certificate must chain to
+ * --ca and carry the collector's name; our certificate is --cert/--key.
+ * The reply is bounded (CLI_SNAP_REPLY_MAX) and so is the wait
+ * (--timeout); its JSON is read by snapshot_json.c and every string from
+ * it reaches the terminal through tg_printable().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+#include <netdb.h>
+#if defined(LWS_OPENSSL_SUPPORT) && !defined(LWS_WITH_MBEDTLS)
+#include <openssl/x509.h>
+#define HAVE_OPENSSL_VERIFY 1
+#endif
+
+#include "common/fd_write.h"
+#include "common/log.h"
+#include "cli/cli.h"
+#include "cli/json_out.h"
+#include "cli/snapshot_json.h"
+#include "cli/snapshot_req.h"
+#include "ipc/net_addr.h"
+
+#define PROG CLI_PROG " snapshot"
+#define DEFAULT_TIMEOUT_S 300
+#define REASON_MAX 1024 /* what the collector takes (TG_COLL_REASON_MAX) */
+#define GROUP_MAX 128
+#define API_PATH CLI_SNAP_API_PATH
+#define REPLY_MAX CLI_SNAP_REPLY_MAX
+/* Failed hosts named one per line; the rest are in --json. */
+#define FAILED_LINES_MAX 20
+
+/* --- the collector's address ---------------------------------------------------- */
+
+/* "http://host:port", "https://host:port" or "host:port" (http): nothing
+ * else (no path, no user, no default port). */
+static int parse_addr(const char *s, collector_addr_t *a) {
+  memset(a, 0, sizeof(*a));
+  if (!strncmp(s, "https://", 8)) {
+    a->https = true;
+    s += 8;
+  } else if (!strncmp(s, "http://", 7)) {
+    s += 7;
+  } else if (strstr(s, "://")) {
+    return -EINVAL;
+  }
+  return tg_net_addr_parse(s, 0, 0, &a->net);
+}
+
+/* --- the request -------------------------------------------------------------- */
+
+static const char *state_name(req_state_t s) {
+  switch (s) {
+    case REQ_CONNECTING: return "connecting";
+    case REQ_READING: return "reading";
+    case REQ_DONE: return "done";
+    case REQ_FAILED: return "failed";
+  }
+  return "?";
+}
+
+/* Every transition, once: a request that ended stays ended. */
+static void set_state(req_t *r, req_state_t to, const char *why) {
+  if (r->state == REQ_DONE || r->state == REQ_FAILED) return;
+  TG_DEBUG("snapshot request: %s -> %s (%s)", state_name(r->state),
+           state_name(to), why);
+  if (to == REQ_FAILED) tg_printable(r->why, sizeof(r->why), why);
+  r->state = to;
+}
+
+static bool ended(const req_t *r) {
+  return r->state == REQ_DONE || r->state == REQ_FAILED;
+}
+
+static int append_body(req_t *r, const void *in, size_t len) {
+  if (r->out_fd >= 0 && r->status == 200) {
+    int err = tg_write_all(r->out_fd, in, len);
+    if (err == 0) {
+      r->out_bytes += len;
+      return 0;
+    }
+    char why[160];
+    snprintf(why, sizeof(why), "cannot write the trace: %s", strerror(-err));
+    set_state(r, REQ_FAILED, why);
+    return -1;
+  }
+  int rv = tg_buf_append(&r->body, in, len);
+  if (rv == 0) return 0;
+  char why[128];
+  snprintf(why, sizeof(why), "%s its reply is over %u MiB (%u bytes), the "
+           "most this command takes", TG_NOTE(SNAPSHOT_REPLY_TOO_BIG),
+           CLI_SNAP_REPLY_MAX >> 20, CLI_SNAP_REPLY_MAX);
+  set_state(r, REQ_FAILED, rv == -ENOBUFS ? why : "out of memory");
+  return -1;
+}
+
+static int on_lws(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                  void *in, size_t len) {
+  req_t *r = lws_context_user(lws_get_context(wsi));
+  switch (reason) {
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+      if (r->cert_why[0]) {
+        /* lws's own words for it are OpenSSL's last error: often none. */
+        char why[200];
+        snprintf(why, sizeof(why), "its certificate: %s", r->cert_why);
+        set_state(r, REQ_FAILED, why);
+      }
+      set_state(r, REQ_FAILED, in ? (const char *)in : "connection failed");
+      r->wsi = NULL;
+      return 0;
+#ifdef HAVE_OPENSSL_VERIFY
+    case LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION:
+      /* Only listens: 0 leaves OpenSSL's verdict (|len|: preverify_ok). */
+      if (!len && !r->cert_why[0]) {
+        int e = X509_STORE_CTX_get_error((X509_STORE_CTX *)user);
+        bool name = e == X509_V_ERR_HOSTNAME_MISMATCH ||
+                    e == X509_V_ERR_IP_ADDRESS_MISMATCH;
+        snprintf(r->cert_why, sizeof(r->cert_why), "%s%s",
+                 X509_verify_cert_error_string(e),
+                 name ? " (the name it carries: --tls-server-name)" : "");
+      }
+      return 0;
+#endif
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+      r->reached = true; /* connected (and TLS verified): the request goes */
+      /* A POST without a body still says so: the collector reads a body
+       * of Content-Length bytes. */
+      if (strcmp(r->method, "POST")) return 0;
+      unsigned char **p = (unsigned char **)in, *end = *p + len;
+      if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH,
+                                       (const unsigned char *)"0", 1, p, end))
+        return -1;
+      return 0;
+    }
+    case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
+      r->status = (int)lws_http_client_http_response(wsi);
+      set_state(r, REQ_READING, "headers in");
+      return 0;
+    case LWS_CALLBACK_RECEIVE_CLIENT_HTTP_READ:
+      return append_body(r, in, len);
+    case LWS_CALLBACK_RECEIVE_CLIENT_HTTP: {
+      char buf[LWS_PRE + 4096], *p = buf + LWS_PRE;
+      int n = (int)sizeof(buf) - LWS_PRE;
+      /* Calls back RECEIVE_CLIENT_HTTP_READ with what came. */
+      return lws_http_client_read(wsi, &p, &n) < 0 ? -1 : 0;
+    }
+    case LWS_CALLBACK_COMPLETED_CLIENT_HTTP:
+      /* The connection stays for lws to close with the context. */
+      set_state(r, REQ_DONE, "reply complete");
+      return 0;
+    case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+      if (wsi == r->wsi) r->wsi = NULL;
+      set_state(r, REQ_FAILED, "the collector closed the connection before "
+                "its reply was complete");
+      return 0;
+    default:
+      break;
+  }
+  return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+    {"tracegate-snapshot", on_lws, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void on_deadline(lws_sorted_usec_list_t *sul) {
+  req_t *r = lws_container_of(sul, req_t, deadline);
+  char why[64];
+  snprintf(why, sizeof(why), "no reply within --timeout (%" PRIu64 " s)",
+           r->timeout_s);
+  set_state(r, REQ_FAILED, why);
+  /* lws's documented way to close a connection from outside its
+   * callbacks; its close callback comes on the next service. */
+  if (r->wsi) lws_set_timeout(r->wsi, PENDING_TIMEOUT_USER_REASON_BASE,
+                              LWS_TO_KILL_ASYNC);
+}
+
+/* lws's own warnings: the failure it leads to is said anyway. */
+static void lws_log_emit(int level, const char *line) {
+  size_t n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+  TG_DEBUG("lws%s: %.*s", (level & LLL_ERR) ? " error" : "", (int)n, line);
+}
+
+/* Why lws gave up on a connection without saying: a name that does not
+ * resolve is the usual cause, and getaddrinfo() can say so. */
+static const char *no_connection_why(const collector_addr_t *a) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+  int rv = getaddrinfo(a->net.host, NULL, &hints, &res);
+  if (res) freeaddrinfo(res);
+  return rv ? gai_strerror(rv) : "cannot connect";
+}
+
+/* Runs the request (r->method) to its end (r->state DONE or FAILED).
+ * Returns -1 if lws could not even start (said why). */
+int cli_snap_request(const snap_opts_t *o, const collector_addr_t *a,
+                     const char *path, req_t *r) {
+  lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+  struct lws_context_creation_info ci;
+  memset(&ci, 0, sizeof(ci));
+  ci.port = CONTEXT_PORT_NO_LISTEN;
+  ci.protocols = protocols;
+  ci.user = r;
+  ci.fd_limit_per_thread = 4; /* one connection, lws's own, spare */
+  /* lws's own timeouts for a reply must not beat --timeout. */
+  ci.timeout_secs = (unsigned)o->timeout_s + 5;
+  ci.connect_timeout_secs = (unsigned)o->timeout_s;
+  if (a->https) {
+    ci.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
+                 LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
+    ci.client_ssl_ca_filepath = o->tls.ca;
+    ci.client_ssl_cert_filepath = o->tls.cert;
+    ci.client_ssl_private_key_filepath = o->tls.key;
+  }
+  r->ctx = lws_create_context(&ci);
+  if (!r->ctx) {
+    fprintf(stderr, "%s: %s\n", PROG,
+            a->https ? "cannot set up TLS with --ca, --cert and --key (are "
+                       "they PEM files, the key that of the certificate?)"
+                     : "cannot start libwebsockets");
+    return -1;
+  }
+  struct lws_client_connect_info i;
+  memset(&i, 0, sizeof(i));
+  i.context = r->ctx;
+  i.address = a->net.host;
+  i.port = a->net.port;
+  i.path = path;
+  i.host = o->server_name ? o->server_name : a->net.host;
+  /* No Origin: that header is a browser's statement of the page that
+   * made a request, which the collector checks against its own origin
+   * (api.c, origin_ok). A tool is no page, and lws would spell it
+   * "http://" over https:// too (refused as another site's). */
+  i.origin = NULL;
+  i.method = r->method;
+  i.protocol = protocols[0].name;
+  i.alpn = "http/1.1";
+  /* The server's certificate is verified (chain and name): no
+   * LCCSCF_ALLOW_* here. A redirect is an answer of its own. */
+  i.ssl_connection = LCCSCF_HTTP_NO_FOLLOW_REDIRECT |
+                     (a->https ? LCCSCF_USE_SSL : 0);
+  i.pwsi = &r->wsi;
+  r->timeout_s = o->timeout_s;
+  lws_sul_schedule(r->ctx, 0, &r->deadline, on_deadline,
+                   (lws_usec_t)o->timeout_s * LWS_USEC_PER_SEC);
+  if (!lws_client_connect_via_info(&i)) {
+    r->wsi = NULL;
+    set_state(r, REQ_FAILED, no_connection_why(a));
+  }
+  while (!ended(r))
+    if (lws_service(r->ctx, 0) < 0) break;
+  lws_sul_cancel(&r->deadline);
+  /* Closes what is still open (a connection the deadline cut). */
+  lws_context_destroy(r->ctx);
+  r->ctx = NULL;
+  if (!ended(r)) set_state(r, REQ_FAILED, "the event loop failed");
+  return 0;
+}
+
+/* --- the request's URL -------------------------------------------------------- */
+
+/* Appends |s| percent-encoded (RFC 3986: all but the unreserved bytes). */
+void cli_snap_put_encoded(char *out, size_t cap, size_t *len, const char *s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                 (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+                 *p == '_' || *p == '~';
+    if (*len + 4 > cap) return; /* the caller sized |out| for the worst */
+    if (plain) {
+      out[(*len)++] = (char)*p;
+    } else {
+      out[(*len)++] = '%';
+      out[(*len)++] = hex[*p >> 4];
+      out[(*len)++] = hex[*p & 15];
+    }
+  }
+  out[*len] = 0;
+}
+
+/* --- the answer --------------------------------------------------------------- */
+
+static int put_body(FILE *f, const void *arg) {
+  const req_t *r = arg;
+  size_t n = tg_buf_size(&r->body);
+  return fwrite(tg_buf_begin(&r->body), 1, n, f) == n ? 0 : -EIO;
+}
+
+/* A host's problems (client/ds_problem.h), one line each. */
+static void print_problems(const cli_snap_host_t *h) {
+  for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+    char code[32], ds[160], why[700];
+    tg_printable(code, sizeof(code), h->problems[k].code);
+    tg_printable(ds, sizeof(ds), h->problems[k].data_source);
+    tg_printable(why, sizeof(why), h->problems[k].why);
+    fprintf(stderr, "    [%s] %s: %s\n", code, ds, why);
+  }
+  if (h->n_problems > CLI_SNAP_MAX_PROBLEMS)
+    fprintf(stderr, "    ... and %zu more data source problems\n",
+            h->n_problems - CLI_SNAP_MAX_PROBLEMS);
+}
+
+/* What the summary says of a 200 reply, and the exit status. */
+static int summarize(const cli_snap_reply_t *s) {
+  char state[32], size[32];
+  tg_printable(state, sizeof(state), s->state);
+  cli_format_bytes(size, sizeof(size), s->bytes);
+  uint64_t ok = s->hosts >= s->hosts_failed ? s->hosts - s->hosts_failed : 0;
+  fprintf(stderr, CLI_PROG ": snapshot %s: %s, %" PRIu64 " of %" PRIu64
+          " hosts, %s\n", s->id, state, ok, s->hosts, size);
+  for (size_t i = 0; i < s->n_failed && i < CLI_SNAP_MAX_FAILED &&
+                     i < FAILED_LINES_MAX; i++) {
+    char host[300], err[600];
+    tg_printable(host, sizeof(host), s->failed[i].host);
+    tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
+                                                         : "failed");
+    const cli_snap_host_t *h = &s->failed[i];
+    /* A host PARTIAL for its data sources alone: its error is one
+     * problem's line, said below with the others. */
+    bool only_sources = false;
+    for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+      char line[sizeof(h->problems[0]) + 8];
+      snprintf(line, sizeof(line), "[%s] %s: %s", h->problems[k].code,
+               h->problems[k].data_source, h->problems[k].why);
+      only_sources |= !strcmp(line, h->error);
+    }
+    if (!only_sources)
+      fprintf(stderr, "  %s: %s%s\n", host, err,
+              h->partial ? " (what it sent before is in the snapshot)" : "");
+    else
+      fprintf(stderr, "  %s: its data is in the snapshot, but not all that "
+              "was asked for:\n", host);
+    print_problems(h);
+  }
+  for (size_t i = 0; i < s->n_noted && i < CLI_SNAP_MAX_NOTED; i++) {
+    char host[300];
+    tg_printable(host, sizeof(host), s->noted[i].host);
+    fprintf(stderr, "  %s: ok, with:\n", host);
+    print_problems(&s->noted[i]);
+  }
+  if (s->n_noted > CLI_SNAP_MAX_NOTED)
+    fprintf(stderr, "  ... and %zu more hosts with data source problems\n",
+            s->n_noted - CLI_SNAP_MAX_NOTED);
+  if (s->n_failed > FAILED_LINES_MAX)
+    fprintf(stderr, "  ... and %zu more failed hosts\n",
+            s->n_failed - FAILED_LINES_MAX);
+  if (!strcmp(s->state, "complete")) return CLI_EXIT_OK;
+  if (!strcmp(s->state, "partial")) return CLI_EXIT_PARTIAL;
+  return CLI_EXIT_FAIL;
+}
+
+static int answer(const snap_opts_t *o, const req_t *r) {
+  cli_snap_reply_t *s = malloc(sizeof(*s));
+  if (!s) {
+    fprintf(stderr, "%s: out of memory\n", PROG);
+    return CLI_EXIT_FAIL;
+  }
+  char err[128];
+  size_t n = tg_buf_size(&r->body);
+  const char *text = n ? (const char *)tg_buf_begin(&r->body) : "";
+  bool json_ok = cli_snap_parse(text, n, s, err, sizeof(err)) == 0;
+  int code = CLI_EXIT_FAIL;
+  if (r->status != 200) {
+    char why[600];
+    tg_printable(why, sizeof(why), json_ok && s->error[0] ? s->error
+                                   : "no reason given");
+    fprintf(stderr, "%s: the collector refused (HTTP %d): %s\n", PROG,
+            r->status, why);
+  } else if (!json_ok || !s->has_snapshot || !s->state[0]) {
+    fprintf(stderr, "%s: the collector's reply is not a snapshot: %s\n", PROG,
+            json_ok ? "no snapshot.id or snapshot.state" : err);
+  } else {
+    code = summarize(s);
+    if (o->json) {
+      int rv = cli_json_file_write(o->json, put_body, r);
+      if (rv < 0) {
+        fprintf(stderr, "%s: --json %s: %s\n", PROG, o->json, strerror(-rv));
+        code = CLI_EXIT_FAIL;
+      }
+    }
+  }
+  free(s);
+  return code;
+}
+
+/* --- the command -------------------------------------------------------------- */
+
+static const char about[] =
+    "Asks tracegate-collector for a snapshot of its fleet (what every host's\n"
+    "ring holds, merged into one trace in the collector's store) and waits\n"
+    "until it is stored: POST /api/v1/snapshots?wait=1 with --reason and\n"
+    "--group. ADDR is http://host:port, https://host:port or host:port (http).\n"
+    "Over https:// the collector's certificate must be signed by --ca and\n"
+    "carry its name (--tls-server-name for an IP address), and this\n"
+    "certificate's identity needs the record role in the collector's authz\n"
+    "file. Standard error gets one line (the snapshot's id, state, hosts and\n"
+    "size) and one per failed host (the first " CLI_STR(FAILED_LINES_MAX)
+    "); --json FILE gets the\n"
+    "collector's reply as it came (\"-\": standard output), written only when it\n"
+    "is a snapshot. The exit status is 0 when the snapshot is complete, 3 when\n"
+    "it is partial (some hosts failed), 1 when it failed, was refused (over\n"
+    "the collector's operator_snapshots_per_minute, an unknown group, no\n"
+    "record role) or the collector could not be reached, 2 for a bad command\n"
+    "line. '" CLI_PROG " snapshot get ID' downloads a stored one, or some of\n"
+    "its hosts' part (see '" CLI_PROG " snapshot get --help'); '" CLI_PROG "\n"
+    "snapshot check ID' says whether it imports into Perfetto's trace\n"
+    "processor, and if not, whose part fails.\n"
+    "\n"
+    "examples:\n"
+    "  " CLI_PROG " snapshot --collector 127.0.0.1:7468 --reason 'slow login'\n"
+    "  " CLI_PROG " snapshot --collector https://collector.example:7468 "
+    "--group web \\\n"
+    "      --json snap.json --ca ca.pem --cert me.pem --key me.key\n";
+
+int cli_snap_check_usage(const char *prog, snap_opts_t *o,
+                         collector_addr_t *a) {
+  if (!o->collector) {
+    fprintf(stderr, "%s: --collector ADDR is required (see --help)\n", prog);
+    return -1;
+  }
+  if (parse_addr(o->collector, a) < 0) {
+    char shown[300];
+    tg_printable(shown, sizeof(shown), o->collector);
+    fprintf(stderr, "%s: --collector: '%s' is not http://host:port, "
+            "https://host:port or host:port\n", prog, shown);
+    return -1;
+  }
+  if (o->reason && strlen(o->reason) > REASON_MAX) {
+    fprintf(stderr, "%s: --reason: at most %d bytes\n", prog, REASON_MAX);
+    return -1;
+  }
+  if (o->group && (!o->group[0] || strlen(o->group) > GROUP_MAX)) {
+    fprintf(stderr, "%s: --group: 1 to %d bytes\n", prog, GROUP_MAX);
+    return -1;
+  }
+  bool tls_flags = o->tls.ca || o->tls.cert || o->tls.key || o->server_name;
+  if (!a->https) {
+    if (tls_flags) {
+      fprintf(stderr, "%s: --ca, --cert, --key and --tls-server-name are for "
+              "an https:// collector\n", prog);
+      return -1;
+    }
+    return 0;
+  }
+  if (tg_client_tls_defaults(&o->tls) < 0) return -1;
+  if (!o->tls.ca || !o->tls.cert || !o->tls.key) {
+    fprintf(stderr, "%s: an https:// collector needs --ca, --cert and --key "
+            "(or $TRACEGATE_CA, $TRACEGATE_CERT, $TRACEGATE_KEY, or the config "
+            "file)\n", prog);
+    return -1;
+  }
+  const char *files[] = {o->tls.ca, o->tls.cert, o->tls.key};
+  for (size_t k = 0; k < 3; k++) {
+    if (access(files[k], R_OK) < 0) {
+      fprintf(stderr, "%s: cannot read %s: %s\n", prog, files[k],
+              strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void cli_snap_say_failed(const char *prog, const snap_opts_t *o,
+                         const req_t *r) {
+  char shown[300];
+  tg_printable(shown, sizeof(shown), o->collector);
+  if (r->reached)
+    fprintf(stderr, "%s: the request to the collector at %s failed: %s\n",
+            prog, shown, r->why);
+  else
+    fprintf(stderr, "%s: cannot reach the collector at %s: %s\n", prog, shown,
+            r->why);
+}
+
+/* --- snapshot get ----------------------------------------------------------- */
+
+#define GET_PROG CLI_PROG " snapshot get"
+/* What ?host= takes: the collector's hosts, 320 bytes each at most. */
+#define HOSTS_ARG_MAX (1024u * 321u)
+
+static const char get_about[] =
+    "Downloads a stored snapshot's merged trace, or with --host only those\n"
+    "hosts' part: the trace's head (the collector's clocks) and every packet\n"
+    "of the hosts named, a valid trace of its own, read through the index\n"
+    "written with the snapshot (GET /api/v1/snapshots/ID/trace?host=...).\n"
+    "ID is the snapshot's " CLI_STR(CLI_SNAP_ID_LEN) " hexadecimal digits; H "
+    "is a host as the snapshot's\n"
+    "rows name it (its \"host\" field), several separated by commas. FILE is\n"
+    "written whole or not at all ('-': standard output). The exit status is 0\n"
+    "when the trace is written, 1 when the collector refused (no such\n"
+    "snapshot or host: its reason is printed) or could not be reached, 2 for\n"
+    "a bad command line.\n"
+    "\n"
+    "examples:\n"
+    "  " CLI_PROG " snapshot get 000000000000002a --collector 127.0.0.1:7468 "
+    "\\\n      --host web1.example:7467 --output web1.pftrace\n";
+
+bool cli_snap_id_ok(const char *id) {
+  if (strlen(id) != CLI_SNAP_ID_LEN) return false;
+  for (const char *p = id; *p; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
+  return true;
+}
+
+/* The reply to a refused GET: its JSON "error", printed. */
+void cli_snap_say_refused(const char *prog, const req_t *r) {
+  cli_snap_reply_t *s = malloc(sizeof(*s));
+  char err[128], why[600] = "no reason given";
+  size_t n = tg_buf_size(&r->body);
+  const char *text = n ? (const char *)tg_buf_begin(&r->body) : "";
+  if (s && cli_snap_parse(text, n, s, err, sizeof(err)) == 0 && s->error[0])
+    tg_printable(why, sizeof(why), s->error);
+  free(s);
+  fprintf(stderr, "%s: the collector refused (HTTP %d): %s\n", prog,
+          r->status, why);
+}
+
+static int snapshot_get(int argc, char **argv) {
+  snap_opts_t o;
+  memset(&o, 0, sizeof(o));
+  o.timeout_s = DEFAULT_TIMEOUT_S;
+  const tg_flag_t flags[] = {
+      {"collector", TG_FLAG_STRING, &o.collector, "ADDR",
+       "tracegate-collector's HTTP API: http://host:port, https://host:port "
+       "or host:port (http)", 0, 0},
+      {"host", TG_FLAG_STRING, &o.host, "H[,H2...]",
+       "only these hosts' part of the trace (default: the whole trace)", 0, 0},
+      {"output", TG_FLAG_STRING, &o.output, "FILE",
+       "-o: where the trace goes ('-': standard output)", 0, 0},
+      {"timeout", TG_FLAG_SECONDS, &o.timeout_s, "DURATION",
+       "give up (exit 1) when the download is not done by then", 1, 86400},
+      CLI_SNAP_TLS_FLAGS(o),
+  };
+  char *pos[1];
+  size_t n_pos = 0;
+  int rv = cli_parse_flags(GET_PROG,
+                           "ID --collector ADDR [--host H[,H2...]] --output "
+                           "FILE\n         [--timeout DURATION] [--ca F --cert F "
+                           "--key F]",
+                           get_about, flags, sizeof(flags) / sizeof(flags[0]),
+                           argc, argv, pos, 1, &n_pos);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  collector_addr_t a;
+  if (n_pos != 1 || !cli_snap_id_ok(pos[0])) {
+    fprintf(stderr, "%s: ID (the snapshot's %d lowercase hexadecimal digits) "
+            "is required (see --help)\n", GET_PROG, CLI_SNAP_ID_LEN);
+    return CLI_EXIT_USAGE;
+  }
+  if (!o.output) {
+    fprintf(stderr, "%s: --output FILE is required (see --help)\n", GET_PROG);
+    return CLI_EXIT_USAGE;
+  }
+  if (o.host && (!o.host[0] || strlen(o.host) > HOSTS_ARG_MAX)) {
+    fprintf(stderr, "%s: --host: 1 to %u bytes\n", GET_PROG, HOSTS_ARG_MAX);
+    return CLI_EXIT_USAGE;
+  }
+  if (cli_snap_check_usage(GET_PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
+
+  size_t cap = sizeof(API_PATH "//trace?host=") + CLI_SNAP_ID_LEN +
+               (o.host ? 3 * strlen(o.host) : 0) + 1;
+  char *path = malloc(cap);
+  if (!path) {
+    fprintf(stderr, "%s: out of memory\n", GET_PROG);
+    return CLI_EXIT_FAIL;
+  }
+  size_t len = (size_t)snprintf(path, cap, API_PATH "/%s/trace", pos[0]);
+  if (o.host) {
+    len += (size_t)snprintf(path + len, cap - len, "?host=");
+    cli_snap_put_encoded(path, cap, &len, o.host);
+  }
+
+  /* Under a name of its own beside FILE, renamed when whole. */
+  bool to_stdout = !strcmp(o.output, "-");
+  char *tmp = NULL;
+  int fd = STDOUT_FILENO;
+  if (!to_stdout) {
+    size_t tn = strlen(o.output) + sizeof(".partial");
+    tmp = malloc(tn);
+    if (tmp) snprintf(tmp, tn, "%s.partial", o.output);
+    fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+      fprintf(stderr, "%s: cannot write %s: %s\n", GET_PROG,
+              tmp ? tmp : o.output, tmp ? strerror(errno) : "out of memory");
+      free(tmp);
+      free(path);
+      return CLI_EXIT_FAIL;
+    }
+  }
+  req_t r;
+  memset(&r, 0, sizeof(r));
+  r.out_fd = fd;
+  r.method = "GET";
+  tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
+  int code = CLI_EXIT_FAIL;
+  if (cli_snap_request(&o, &a, path, &r) == 0) {
+    if (r.state != REQ_DONE)
+      cli_snap_say_failed(GET_PROG, &o, &r);
+    else if (r.status != 200)
+      cli_snap_say_refused(GET_PROG, &r);
+    else
+      code = CLI_EXIT_OK;
+  }
+  if (!to_stdout) {
+    if (code == CLI_EXIT_OK && (fsync(fd) != 0 || close(fd) != 0)) {
+      fprintf(stderr, "%s: cannot write %s: %s\n", GET_PROG, tmp,
+              strerror(errno));
+      code = CLI_EXIT_FAIL;
+    } else if (code != CLI_EXIT_OK) {
+      close(fd);
+    }
+    if (code == CLI_EXIT_OK && rename(tmp, o.output) != 0) {
+      fprintf(stderr, "%s: cannot rename %s to %s: %s\n", GET_PROG, tmp,
+              o.output, strerror(errno));
+      code = CLI_EXIT_FAIL;
+    }
+    if (code != CLI_EXIT_OK) unlink(tmp);
+  }
+  if (code == CLI_EXIT_OK)
+    fprintf(stderr, CLI_PROG ": snapshot %s: %" PRIu64 " bytes%s written to "
+            "%s\n", pos[0], r.out_bytes, o.host ? " (the hosts' part)" : "",
+            to_stdout ? "standard output" : o.output);
+  tg_buf_free(&r.body);
+  free(tmp);
+  free(path);
+  return code;
+}
+
+int cli_snapshot_main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "get"))
+    return snapshot_get(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "check"))
+    return cli_snapshot_check(argc - 1, argv + 1);
+  snap_opts_t o;
+  memset(&o, 0, sizeof(o));
+  o.timeout_s = DEFAULT_TIMEOUT_S;
+  const tg_flag_t flags[] = {
+      {"collector", TG_FLAG_STRING, &o.collector, "ADDR",
+       "tracegate-collector's HTTP API: http://host:port, https://host:port "
+       "or host:port (http)", 0, 0},
+      {"reason", TG_FLAG_STRING, &o.reason, "TEXT",
+       "why, kept with the snapshot (at most " CLI_STR(REASON_MAX) " bytes)",
+       0, 0},
+      {"group", TG_FLAG_STRING, &o.group, "G",
+       "only the hosts of this group of the collector's config (default: all)",
+       0, 0},
+      {"json", TG_FLAG_STRING, &o.json, "FILE",
+       "write the collector's JSON reply to FILE ('-': standard output)", 0, 0},
+      {"timeout", TG_FLAG_SECONDS, &o.timeout_s, "DURATION",
+       "give up (exit 1) when the snapshot is not stored by then", 1, 86400},
+      CLI_SNAP_TLS_FLAGS(o),
+  };
+  int rv = cli_parse_flags(PROG,
+                           "--collector ADDR [--reason TEXT] [--group G] "
+                           "[--json FILE]\n         [--timeout DURATION] "
+                           "[--ca F --cert F --key F]",
+                           about, flags, sizeof(flags) / sizeof(flags[0]), argc,
+                           argv, NULL, 0, NULL);
+  if (rv == 1) return CLI_EXIT_OK;
+  if (rv < 0) return CLI_EXIT_USAGE;
+  collector_addr_t a;
+  if (cli_snap_check_usage(PROG, &o, &a) < 0) return CLI_EXIT_USAGE;
+
+  /* Every byte of reason and group may become 3: room for the worst. */
+  char path[sizeof(API_PATH "?wait=1&reason=&group=") + 3 * (REASON_MAX + GROUP_MAX)];
+  size_t len = (size_t)snprintf(path, sizeof(path), API_PATH "?wait=1");
+  if (o.reason) {
+    len += (size_t)snprintf(path + len, sizeof(path) - len, "&reason=");
+    cli_snap_put_encoded(path, sizeof(path), &len, o.reason);
+  }
+  if (o.group) {
+    len += (size_t)snprintf(path + len, sizeof(path) - len, "&group=");
+    cli_snap_put_encoded(path, sizeof(path), &len, o.group);
+  }
+
+  req_t r;
+  memset(&r, 0, sizeof(r));
+  r.out_fd = -1;
+  r.method = "POST";
+  tg_buf_init(&r.body, CLI_SNAP_REPLY_MAX);
+  int code = CLI_EXIT_FAIL;
+  if (cli_snap_request(&o, &a, path, &r) == 0) {
+    if (r.state == REQ_DONE)
+      code = answer(&o, &r);
+    else
+      cli_snap_say_failed(PROG, &o, &r);
+  }
+  tg_buf_free(&r.body);
+  return code;
+}
