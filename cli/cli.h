@@ -16,7 +16,7 @@
 #include "pb/config/trace_config.pb-c.h"
 #include "common/write_behind.h"
 #include "client/ds_problem.h"
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "client/tls_defaults.h"
 #include "consumer/consumer.h"
 #include "common/buf.h"
@@ -319,7 +319,7 @@ void cli_stats_print(FILE *out, const Perfetto__Protos__TraceStats *st);
 
 /* Adds "ftrace_cpu_overrun" (per sequence, the overrun between
  * linux.ftrace's last end stats and the start before them,
- * client/ftrace_loss.h) to |out| when it is not 0. */
+ * consumer/fleet/ftrace_loss.h) to |out| when it is not 0. */
 void cli_ftrace_loss_add(const tg_ftrace_loss_t *l, cli_loss_t *out);
 /* One line per problem of |ps| (client/ds_problem.h) to |out|, each
  * "|indent|[TG-7010] |host|: linux.ftrace: did not start: ..." (|host|

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "common/decimal.h"
 #include "common/units.h"
 #include "cli/fleet.h"

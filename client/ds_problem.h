@@ -15,7 +15,7 @@
  * "events" only when events were refused. Later kinds may add keys.
  *
  * The facts come from the trace itself (linux.ftrace's setup errors,
- * client/ftrace_loss.h) and from what the host's service says it offers
+ * consumer/fleet/ftrace_loss.h) and from what the host's service says it offers
  * (QueryServiceState): both work with Perfetto's own traced and
  * traced_probes behind a host. Text from a host is kept as its bytes cut
  * to bounds, control bytes made '?'; JSON makes it valid (common/json.h).
@@ -29,7 +29,7 @@
 
 #include <jansson.h>
 
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "common/notice.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "pb/common/tracing_service_state.pb-c.h"

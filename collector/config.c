@@ -20,7 +20,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "collector/shard.h"
 #include "common/config_text.h"
 #include "common/read_file.h"

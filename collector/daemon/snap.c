@@ -48,7 +48,7 @@
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
 #include "tracegate/error.h"

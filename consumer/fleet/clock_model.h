@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 
 /* Sequences of one host whose ftrace bundles on the global clock are
  * followed (traced_probes and tracegate-probes write ftrace on one

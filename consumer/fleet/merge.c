@@ -6,7 +6,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "consumer/fleet/merge.h"
 #include "consumer/packet_inflate.h"
 #include "pb/common/system_info.pb-c.h"

@@ -40,7 +40,7 @@
 #include <stdint.h>
 #include <sys/utsname.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "common/buf.h"
 #include "common/u32_map.h"
 #include "consumer/fleet/clock_model.h"
@@ -123,11 +123,11 @@ typedef struct tg_merge_host {
    * TG_MERGE_HOST_MAX_SEQS. */
   tg_u32_map_t seqs;
   /* Packets left out: not decoding, or what trace processor cannot take
-   * (abi/trace_schema.h; docs/merge.md); clock_unplaced of them for
+   * (consumer/fleet/trace_schema.h; docs/merge.md); clock_unplaced of them for
    * times trace processor could not place (clock_model.h). */
   uint64_t malformed, clock_unplaced;
   /* Of malformed: packets with a field the allowlist does not keep
-   * (abi/trace_allowlist.txt), and the last such field's number (of
+   * (consumer/fleet/trace_allowlist.txt), and the last such field's number (of
    * TracePacket; 12 for one of InternedData). */
   uint64_t not_allowed;
   uint32_t not_allowed_field;
@@ -207,7 +207,7 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
  * and moved sequence id appended; the packets of a compressed_packets
  * wrapper one by one. A packet that does not decode, that holds a field
  * off the allowlist (not_allowed), that trace processor would refuse the
- * whole trace for or crash on (abi/trace_schema.h), whose times it could
+ * whole trace for or crash on (consumer/fleet/trace_schema.h), whose times it could
  * not place (clock_unplaced, clock_model.h), or that describes a track of
  * the reserved uuids (TG_MERGE_NAME_UUID), is left out and counted in
  * mh->malformed. A packet

@@ -113,7 +113,7 @@ static inline void tg_pb_reader_init(tg_pb_reader_t *r, const uint8_t *p,
  * at the clean end of input, -1 on malformed input (truncation, a tag or a
  * length prefix longer than 5 bytes, field id 0, groups, unknown wire
  * types, lengths past the end). Inline: the schema walk of every packet a
- * merge takes (abi/trace_schema.h) calls it once a field. */
+ * merge takes (consumer/fleet/trace_schema.h) calls it once a field. */
 static inline int tg_pb_reader_next(tg_pb_reader_t *r, tg_pb_field_t *f) {
   if (r->cur >= r->end) return 0;
   uint64_t tag;

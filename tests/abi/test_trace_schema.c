@@ -1,5 +1,5 @@
 /* A TracePacket's wire types and values against Perfetto's trace proto
- * (abi/trace_schema.h): what the packets of a trace carry passes, fields
+ * (consumer/fleet/trace_schema.h): what the packets of a trace carry passes, fields
  * it does not know pass, a known field of another wire type at any depth
  * is refused, nesting past the bound is refused, and each value rule
  * refuses its value and takes its neighbour. */
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "tracegate/pb_wire.h"
 
 /* --- building packets ------------------------------------------------------- */

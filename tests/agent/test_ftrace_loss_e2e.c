@@ -2,7 +2,7 @@
  * tracegate-probes, and clones of a running session taken by the CLI
  * (`tracegate record --clone-by-name`). The probes write the START stats
  * (the counters of the session's start) and an END at every flush and at
- * stop, and client/ftrace_loss.c takes each sequence's last END against
+ * stop, and consumer/fleet/ftrace_loss.c takes each sequence's last END against
  * its START, so:
  *   - a clone of a session whose kernel buffers overran carries that
  *     overrun (it holds no stop), as our loss counter and the CLI's
@@ -34,7 +34,7 @@
 #include <cmocka.h>
 
 #include "agent/probes/ftrace_tracefs.h"
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "probes_e2e.h"
 #include "test_proc.h"
 #include "tracegate/pb_wire.h"
@@ -50,7 +50,7 @@
 
 /* What a trace's packets say of linux.ftrace's overruns. */
 typedef struct trace_loss {
-  tg_ftrace_loss_t counted; /* by client/ftrace_loss.c */
+  tg_ftrace_loss_t counted; /* by consumer/fleet/ftrace_loss.c */
   /* Read here from the decoded packets: the last END's overruns minus
    * those of the START before it, all on one sequence. */
   uint64_t start, end;

@@ -1,5 +1,5 @@
 /* The kernel's ftrace overruns a trace's packets carry
- * (client/ftrace_loss.c): per packet sequence, the last END's overruns
+ * (consumer/fleet/ftrace_loss.c): per packet sequence, the last END's overruns
  * minus the START before it, summed over sequences.
  *
  * The numbers of last_pair_counts_not_their_sum and
@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "client/ds_problem.h"
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "pb/trace/ftrace/ftrace_stats.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "test_service.h"

@@ -2,7 +2,7 @@
  * counter of a TraceStats counted in the total, the first 64 listed by
  * name, the rest counted as omitted, never dropped from the total; and
  * the kernel's ftrace overruns the trace's packets carry
- * (client/ftrace_loss.c). */
+ * (consumer/fleet/ftrace_loss.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* Fuzzes the look for linux.ftrace's stats in each recorded packet
- * (client/ftrace_loss.c): a TracePacket's untrusted bytes. The input is
+ * (consumer/fleet/ftrace_loss.c): a TracePacket's untrusted bytes. The input is
  * scanned as one packet, then read as a Trace whose field 1 entries are
  * scanned as the packets that follow it, so that one input holds START
  * and END pairs on several sequences.
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "client/ds_problem.h"
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 #include "tracegate/pb_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

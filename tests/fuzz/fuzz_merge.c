@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 #include "consumer/fleet/clock_model.h"
 #include "consumer/fleet/merge.h"
 #include "tracegate/error.h"

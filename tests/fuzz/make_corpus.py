@@ -1072,7 +1072,7 @@ def merge_corpus():
         "does_not_decode": mg(0, b"\x40\xff\xff") + mg(2, b"\x0f\x01"),
         "empty": mg(1, b""),
         # Values trace processor v50.1 refuses the file for or crashes on
-        # (abi/trace_schema.c), each in a packet of its own.
+        # (consumer/fleet/trace_schema.c), each in a packet of its own.
         "tp_values": b"".join(mg(i % 3, mg_packet(20 + i, [1], body))
                               for i, body in enumerate(tp_value_cases())),
         # Fields of another wire type than Perfetto's schema: the

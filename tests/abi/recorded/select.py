@@ -17,7 +17,7 @@ import sys
 
 def load_gen():
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "..", "abi", "trace_schema_gen.py")
+    path = os.path.join(here, "..", "..", "..", "consumer", "fleet", "trace_schema_gen.py")
     spec = importlib.util.spec_from_file_location("gen", path)
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)

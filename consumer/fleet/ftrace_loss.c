@@ -8,7 +8,7 @@
  * and in the first one of traced_probes. The packets are the service's and producers' bytes: the fields
  * are found with the checked reader and the stats decoded by protobuf-c
  * (tests/fuzz/fuzz_cli_ftrace_loss). See ftrace_loss.h. */
-#include "client/ftrace_loss.h"
+#include "consumer/fleet/ftrace_loss.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* A TracePacket's wire types against Perfetto's trace proto; see
  * trace_schema.h. */
-#include "abi/trace_schema.h"
+#include "consumer/fleet/trace_schema.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -36,7 +36,7 @@ typedef struct tg_ts_name {
   uint32_t number;
 } tg_ts_name_t;
 
-#include "abi/trace_schema_table.inc"
+#include "consumer/fleet/trace_schema_table.inc"
 
 /* The table's index of TracePacket: the generator visits it first. */
 #define ROOT 0u

@@ -8,8 +8,8 @@
  * packet of that kind would cost the others their data. This check lets
  * the merge leave such packets out.
  *
- * The schema is a table of numbers (abi/trace_schema_table.inc, generated
- * by abi/trace_schema_gen.py from the .proto of Perfetto v50.1): for every
+ * The schema is a table of numbers (consumer/fleet/trace_schema_table.inc, generated
+ * by consumer/fleet/trace_schema_gen.py from the .proto of Perfetto v50.1): for every
  * message reachable from TracePacket, its fields' numbers, the wire type
  * each must have, and the message a nested field holds. Below the
  * screened messages (below), fields the table does not know (newer ones,
@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 /* The screened messages: a field of TracePacket or InternedData that the
- * allowlist (abi/trace_allowlist.txt, compiled into the table) does not
+ * allowlist (consumer/fleet/trace_allowlist.txt, compiled into the table) does not
  * keep, whether Perfetto's schema knows it or not, refuses the packet
  * (TG_TS_NOT_ALLOWED), unless the operator trusts the producers with it
  * (tg_ts_allow_t). Below them, a kept field's message is checked whole. */
@@ -52,7 +52,7 @@ typedef enum tg_trace_schema_verdict {
 
 /* Fields of the screened messages (TracePacket, InternedData) the
  * operator trusts the producers with beyond the allowlist
- * (abi/trace_allowlist.txt), by field number. */
+ * (consumer/fleet/trace_allowlist.txt), by field number. */
 #define TG_TS_ALLOW_MAX 1024
 typedef struct tg_ts_allow {
   uint64_t packet[TG_TS_ALLOW_MAX / 64];
