@@ -4,9 +4,12 @@
  * v50.1 refuse a merged file, crash or run out of memory (docs/merge.md,
  * "What the merge writes"); host B's producer wrote a track and a slice.
  * For each case the snapshot is stored, B's row is OK with all its
- * packets, A's row counts what was left out in its loss and the
- * collector's log names the reason by its notice code; and (PERFETTO_BIN)
- * trace processor imports the stored file and has B's track and slice.
+ * packets, A's row counts what was left out in its loss, and where the
+ * merge names the reason, A's row's problems hold it (its notice code,
+ * the packets left out, the last refused field's message and number), A
+ * and the snapshot are partial and the collector's log names it; and
+ * (PERFETTO_BIN) trace processor imports the stored file and has B's
+ * track and slice.
  *
  * The cases: the ftrace bundle with previous_bundle_end_timestamp and no
  * ftrace_timestamp; a ClockSnapshot with an is_incremental global clock
