@@ -42,6 +42,7 @@
 #include <jansson.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/api_parts.h"
 #include "common/log.h"
 #include "test_notice.h"
 #include "test_proc.h"
@@ -396,14 +397,17 @@ static const char *str_of(const json_t *o, const char *key) {
   return v ? v : "";
 }
 
-/* Host A's row's problems (|text|, the catalog's JSON) hold one of kind
- * "merge" with |reason|'s code and |lost| packets, and for TG-5060 the
- * message and field of |last|; with TG_N_NONE, none of kind "merge". */
-static void merge_problem_is(const char *name, const char *text,
+/* Host A's row as /api/v1/snapshots/ID shows it (|bad|, from the
+ * catalog): its problems hold one of kind "merge" with |reason|'s code
+ * and |lost| packets, and for TG-5060 the message and field of |last|;
+ * with TG_N_NONE, none of kind "merge". */
+static void merge_problem_is(const char *name, const tg_coll_host_t *bad,
                              tg_notice_t reason, uint64_t lost,
                              const refused_t *last) {
-  json_error_t je;
-  json_t *a = text[0] ? json_loads(text, 0, &je) : json_array();
+  json_t *rows = coll_json_snap_hosts(bad, 1);
+  assert_non_null(rows);
+  json_t *a = json_object_get(json_array_get(rows, 0), "problems");
+  const char *text = bad->problems;
   if (!json_is_array(a)) fail_msg("%s: problems not a JSON array: %s", name, text);
   char code[16];
   snprintf(code, sizeof(code), "TG-%d", (int)reason);
@@ -417,7 +421,7 @@ static void merge_problem_is(const char *name, const char *text,
   }
   if (reason == TG_N_NONE) {
     if (merge_kind) fail_msg("%s: a merge problem in %s", name, text);
-    json_decref(a);
+    json_decref(rows);
     return;
   }
   if (!found) fail_msg("%s: no %s problem in %s", name, code, text);
@@ -439,7 +443,7 @@ static void merge_problem_is(const char *name, const char *text,
     else
       assert_null(fname);
   }
-  json_decref(a);
+  json_decref(rows);
 }
 
 /* One snapshot with host A ending its read with |c|'s packets; the
@@ -489,7 +493,7 @@ static void snapshot_case(coll_unit_t *u, const hostile_case_t *c,
              bad->loss, lost);
   /* What the merge left out for a reason it names: A's problem, and A
    * partial (its data is in the file, less those), so the snapshot is. */
-  merge_problem_is(c->name, bad->problems, reason, lost, last);
+  merge_problem_is(c->name, bad, reason, lost, last);
   bool named = reason != TG_N_NONE && lost;
   assert_int_equal(bad->outcome,
                    named ? TG_COLL_HOST_PARTIAL : TG_COLL_HOST_OK);
