@@ -255,12 +255,14 @@ size_t fleet_ui_summary(fleet_t *f) {
               "that Perfetto's trace processor cannot take, were left out of "
               "the merged trace\n", TG_NOTE(FLEET_MALFORMED),
               h->merge.malformed);
-    if (h->merge.not_allowed)
+    if (h->merge.not_allowed) {
+      char field[96];
       fprintf(stderr, "      %s %" PRIu64 " of them hold a field no Linux "
-              "producer writes (the last: TracePacket field %" PRIu32 "; "
-              "--merge-allow-fields keeps one by name)\n",
+              "producer writes (the last: %s; --merge-allow-fields keeps one "
+              "by name)\n",
               TG_NOTE(FLEET_NOT_ALLOWED), h->merge.not_allowed,
-              h->merge.not_allowed_field);
+              tg_merge_refused_field(&h->merge, field, sizeof(field)));
+    }
     if (h->merge.clock_unplaced)
       fprintf(stderr, "      %s %" PRIu64 " of them have times trace "
               "processor could not place on the host's clocks\n",

@@ -304,17 +304,24 @@ static int put_body(FILE *f, const void *arg) {
   return fwrite(tg_buf_begin(&r->body), 1, n, f) == n ? 0 : -EIO;
 }
 
-/* A host's problems (client/ds_problem.h), one line each. */
+/* What a problem is about: its data source, else its kind ("merge":
+ * packets the merge left out, consumer/fleet/merge_problem.h). */
+static const char *problem_head(const cli_snap_problem_t *p) {
+  return p->data_source[0] ? p->data_source : p->kind;
+}
+
+/* A host's problems (client/ds_problem.h, consumer/fleet/merge_problem.h), one
+ * line each. */
 static void print_problems(const cli_snap_host_t *h) {
   for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
-    char code[32], ds[160], why[700];
+    char code[32], head[160], why[700];
     tg_printable(code, sizeof(code), h->problems[k].code);
-    tg_printable(ds, sizeof(ds), h->problems[k].data_source);
+    tg_printable(head, sizeof(head), problem_head(&h->problems[k]));
     tg_printable(why, sizeof(why), h->problems[k].why);
-    fprintf(stderr, "    [%s] %s: %s\n", code, ds, why);
+    fprintf(stderr, "    [%s] %s: %s\n", code, head, why);
   }
   if (h->n_problems > CLI_SNAP_MAX_PROBLEMS)
-    fprintf(stderr, "    ... and %zu more data source problems\n",
+    fprintf(stderr, "    ... and %zu more problems\n",
             h->n_problems - CLI_SNAP_MAX_PROBLEMS);
 }
 
@@ -333,21 +340,29 @@ static int summarize(const cli_snap_reply_t *s) {
     tg_printable(err, sizeof(err), s->failed[i].error[0] ? s->failed[i].error
                                                          : "failed");
     const cli_snap_host_t *h = &s->failed[i];
-    /* A host PARTIAL for its data sources alone: its error is one
-     * problem's line, said below with the others. */
-    bool only_sources = false;
+    /* A host PARTIAL for its problems alone (a data source that did not
+     * run, packets the merge left out): its error is one problem's line,
+     * said below with the others. */
+    const cli_snap_problem_t *said = NULL;
     for (size_t k = 0; k < h->n_problems && k < CLI_SNAP_MAX_PROBLEMS; k++) {
+      const cli_snap_problem_t *p = &h->problems[k];
       char line[sizeof(h->problems[0]) + 8];
-      snprintf(line, sizeof(line), "[%s] %s: %s", h->problems[k].code,
-               h->problems[k].data_source, h->problems[k].why);
-      only_sources |= !strcmp(line, h->error);
+      if (p->data_source[0])
+        snprintf(line, sizeof(line), "[%s] %s: %s", p->code, p->data_source,
+                 p->why);
+      else
+        snprintf(line, sizeof(line), "[%s] %s", p->code, p->why);
+      if (!said && !strcmp(line, h->error)) said = p;
     }
-    if (!only_sources)
+    if (!said)
       fprintf(stderr, "  %s: %s%s\n", host, err,
               h->partial ? " (what it sent before is in the snapshot)" : "");
-    else
+    else if (said->data_source[0])
       fprintf(stderr, "  %s: its data is in the snapshot, but not all that "
               "was asked for:\n", host);
+    else
+      fprintf(stderr, "  %s: its data is in the snapshot, less what the "
+              "merge left out:\n", host);
     print_problems(h);
   }
   for (size_t i = 0; i < s->n_noted && i < CLI_SNAP_MAX_NOTED; i++) {
@@ -357,7 +372,7 @@ static int summarize(const cli_snap_reply_t *s) {
     print_problems(&s->noted[i]);
   }
   if (s->n_noted > CLI_SNAP_MAX_NOTED)
-    fprintf(stderr, "  ... and %zu more hosts with data source problems\n",
+    fprintf(stderr, "  ... and %zu more hosts with problems\n",
             s->n_noted - CLI_SNAP_MAX_NOTED);
   if (s->n_failed > FAILED_LINES_MAX)
     fprintf(stderr, "  ... and %zu more failed hosts\n",

@@ -104,6 +104,8 @@ static int read_problems(const reader_t *r, const json_t *h, long i,
     memset(&got, 0, sizeof(got));
     if (get_text(r, p, "code", "problems.code", i, false, got.code,
                  sizeof(got.code), NULL) < 0 ||
+        get_text(r, p, "kind", "problems.kind", i, false, got.kind,
+                 sizeof(got.kind), NULL) < 0 ||
         get_text(r, p, "data_source", "problems.data_source", i, false,
                  got.data_source, sizeof(got.data_source), NULL) < 0 ||
         get_text(r, p, "why", "problems.why", i, false, got.why,

@@ -35,12 +35,13 @@
 #define CLI_SNAP_MAX_TREE (64u << 20)
 
 /* A host's problems kept for the summary (its "problems" array: objects
- * with "code", "data_source" and "why" strings, other keys ignored);
- * the others are only counted. */
+ * with "code", "kind", "data_source" and "why" strings, other keys
+ * ignored); the others are only counted. */
 #define CLI_SNAP_MAX_PROBLEMS 2
 
 typedef struct cli_snap_problem {
   char code[16];
+  char kind[24]; /* "data_source", "merge", "import", ... */
   char data_source[72];
   char why[320];
 } cli_snap_problem_t;

@@ -186,13 +186,21 @@ json_t *tg_ds_problems_json(const tg_ds_problems_t *ps) {
 }
 
 int tg_ds_problems_text(const tg_ds_problems_t *ps, char *out, size_t cap) {
+  return tg_problems_text(NULL, ps, out, cap);
+}
+
+int tg_problems_text(json_t *lead, const tg_ds_problems_t *ps, char *out,
+                     size_t cap) {
   if (cap < 3) return -ENOSPC;
+  size_t n_lead = json_array_size(lead); /* 0 for NULL */
   /* The longest prefix of the list that fits: the list is cut, never the
    * JSON. */
-  for (size_t keep = ps->n + 1; keep-- > 0;) {
+  for (size_t keep = n_lead + ps->n + 1; keep-- > 0;) {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < keep; i++)
-      a = tg_json_push(a, tg_ds_problem_json(&ps->items[i]));
+    for (size_t i = 0; a && i < keep && i < n_lead; i++)
+      a = tg_json_push(a, json_incref(json_array_get(lead, i)));
+    for (size_t i = n_lead; a && i < keep; i++)
+      a = tg_json_push(a, tg_ds_problem_json(&ps->items[i - n_lead]));
     if (!a) return -ENOMEM;
     char *text = json_dumps(a, JSON_COMPACT);
     json_decref(a);

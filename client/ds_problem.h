@@ -12,7 +12,8 @@
  * "kind" is "data_source" for all of these; "code" is the notice code of
  * the reason (common/notice.h); "reason" the same as a token (the label
  * of the collector's tracegate_collector_data_source_failures_total);
- * "events" only when events were refused. Later kinds may add keys.
+ * "events" only when events were refused. Later kinds may add keys;
+ * "merge" (consumer/fleet/merge_problem.h) is another kind of the same list.
  *
  * The facts come from the trace itself (linux.ftrace's setup errors,
  * consumer/fleet/ftrace_loss.h) and from what the host's service says it offers
@@ -111,6 +112,10 @@ json_t *tg_ds_problems_json(const tg_ds_problems_t *ps);
  * Returns how many are in it, or -ENOSPC when not even "[]" fits, or
  * -ENOMEM. */
 int tg_ds_problems_text(const tg_ds_problems_t *ps, char *out, size_t cap);
+/* The same, with the problems of other kinds in |lead| (a JSON array of
+ * objects, borrowed; NULL for none: consumer/fleet/merge_problem.h's) first. */
+int tg_problems_text(json_t *lead, const tg_ds_problems_t *ps, char *out,
+                     size_t cap);
 
 /* "[TG-7010] linux.ftrace: did not start: ..." for a log or a summary
  * line, in |buf| (|cap| bytes, cut to fit). Returns |buf|. */

@@ -273,7 +273,7 @@
   X(FLEET_NOT_ALLOWED, 2070, "tracegate",                                     \
     "summary, under a host: of the packets left out, those with a field no "  \
     "Linux producer writes (the merge's allowlist); how many and the last "   \
-    "field's number follow")                                                  \
+    "field (its message and number) follow")                                  \
   X(FLEET_CLOCK_UNPLACED, 2071, "tracegate",                                  \
     "summary, under a host: of the packets left out, those whose times "      \
     "trace processor could not place on the host's clocks")                  \
@@ -527,11 +527,12 @@
   X(COLLECTOR_NOT_ALLOWED, 5060, "tracegate-collector",                       \
     "a snapshot's host: packets with a field no Linux producer writes (the "  \
     "merge's allowlist; merge_allow_fields trusts more) were left out and "   \
-    "counted as loss; how many and the last field's number follow")          \
+    "counted as loss; the host is partial; how many and the last field "      \
+    "(its message and number) follow")                                        \
   X(COLLECTOR_CLOCK_UNPLACED, 5061, "tracegate-collector",                    \
     "a snapshot's host: packets whose times trace processor could not "       \
-    "place on the host's clocks were left out and counted as loss; how "     \
-    "many follow")                                                            \
+    "place on the host's clocks were left out and counted as loss; the "     \
+    "host is partial; how many follow")                                       \
   X(PROBES_FTRACE_UNAVAILABLE, 6001, "tracegate-probes",                      \
     "linux.ftrace: an instance cannot trace the kernel (writing tracefs "     \
     "needs root or CAP_DAC_OVERRIDE, or the kernel has none); the instance " \

@@ -45,9 +45,11 @@
 #include "collector/daemon/data_window.h"
 #include "collector/daemon/rate_floor.h"
 #include "collector/daemon/import_check.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
+#include "consumer/fleet/merge_problem.h"
 #include "consumer/fleet/ftrace_loss.h"
 #include "consumer/fleet/merge.h"
 #include "pb/config/trace_config.pb-c.h"
@@ -102,9 +104,12 @@ typedef struct snap_host {
   sh_state_t st;
   bool failed, preamble;
   tg_merge_host_t mh;
-  /* Its packets the merge left out for want of incremental state, lost
-   * (snap_state_end): the host's outcome is PARTIAL with the reason. */
-  bool state_partial;
+  /* What the merge left out of its packets for a reason it names
+   * (snap_state_end; consumer/fleet/merge_problem.h): the host's outcome is
+   * PARTIAL (merge_partial) with the first as its error, each in its
+   * problems. */
+  tg_merge_left_outs_t left;
+  bool merge_partial;
   uint64_t bytes, packets, loss, read_packets;
   tg_ftrace_loss_t ftrace; /* the kernel's overruns its packets carry */
   uint64_t stored; /* bytes of the file that are this host's */
@@ -533,8 +538,12 @@ static void running_remove(coll_t *c, const coll_snap_t *s) {
 
 /* The end of host |sh|'s packets for the merge (merge.h, state_edge and
  * state_lost): what its sequences left out before a clear that came
- * later is the ring's oldest edge, counted apart; what is lost makes
- * the host PARTIAL (unless it failed), with the reason. */
+ * later is the ring's oldest edge, counted apart. What the merge left
+ * out for a reason it names (state lost, off the allowlist, times it
+ * could not place: consumer/fleet/merge_problem.h) is in the host's loss already
+ * (the merge's malformed and state_lost counts); it makes the host
+ * PARTIAL (unless it failed), the first reason its error, each one a
+ * problem of its row (host_problems) and a line of the log. */
 static void snap_state_end(snap_host_t *sh) {
   tg_merge_host_t *mh = &sh->mh;
   tg_merge_host_end(mh);
@@ -546,36 +555,26 @@ static void snap_state_end(snap_host_t *sh) {
             "their sequence's first clear of incremental state left out "
             "(the ring's oldest edge)", sh->s->id, sh->h->t.spec,
             mh->state_edge);
-  if (mh->not_allowed)
-    TG_WARN("snapshot %016" PRIx64 ": host %s: %s %" PRIu64 " packets with a "
-            "field no Linux producer writes left out (the last: TracePacket "
-            "field %" PRIu32 "; merge_allow_fields keeps one by name)",
-            sh->s->id, sh->h->t.spec, TG_NOTE(COLLECTOR_NOT_ALLOWED),
-            mh->not_allowed, mh->not_allowed_field);
-  if (mh->clock_unplaced)
-    TG_WARN("snapshot %016" PRIx64 ": host %s: %s %" PRIu64 " packets whose "
-            "times trace processor could not place on the host's clocks "
-            "left out", sh->s->id, sh->h->t.spec,
-            TG_NOTE(COLLECTOR_CLOCK_UNPLACED), mh->clock_unplaced);
-  if (!mh->state_lost || sh->failed) return;
-  sh->state_partial = true;
-  char past[96] = "";
-  if (mh->state_untracked)
-    snprintf(past, sizeof(past), ", %" PRIu64 " of them on sequences past "
-             "the %u the merge follows", mh->state_untracked,
-             TG_MERGE_HOST_MAX_STATE_SEQS);
-  snprintf(sh->err, sizeof(sh->err), "%s %" PRIu64 " packets on %" PRIu32
-           " sequences need incremental state the ring no longer holds%s "
-           "(left out; the ring clears it too rarely, or lost data)",
-           TG_NOTE(COLLECTOR_STATE_LOST), mh->state_lost,
-           mh->state_lost_seqs, past);
-  TG_WARN("snapshot %016" PRIx64 ": host %s: %s", sh->s->id, sh->h->t.spec,
-          sh->err);
+  tg_merge_left_outs(mh, &sh->left);
+  for (size_t i = 0; i < sh->left.n; i++) {
+    const tg_merge_left_out_t *l = &sh->left.items[i];
+    char line[TG_MERGE_LEFT_WHY_MAX + 32];
+    tg_merge_left_out_line(l, line, sizeof(line));
+    TG_WARN("snapshot %016" PRIx64 ": host %s: %s%s", sh->s->id,
+            sh->h->t.spec, line,
+            l->reason == TG_MERGE_LEFT_NOT_ALLOWED
+                ? "; merge_allow_fields keeps one by name"
+                : "");
+    if (i || sh->failed) continue;
+    sh->merge_partial = true;
+    snprintf(sh->err, sizeof(sh->err), "%s", line);
+  }
 }
 
-/* |sh|'s data sources that did not run as asked: those its service did
- * not offer (hosts.c) and what its packets say (linux.ftrace's setup
- * errors), as the row's JSON array in |text| ("" for none), counted by
+/* |sh|'s problems as the row's JSON array in |text| ("" for none): what
+ * the merge left out of it (snap_state_end), then its data sources that
+ * did not run as asked: those its service did not offer (hosts.c) and
+ * what its packets say (linux.ftrace's setup errors), counted by
  * reason. A host that delivered is PARTIAL for the failures among them
  * (tg_ds_reason_fails: its data is there, not all that was asked for),
  * its error the first failure in one line. */
@@ -593,9 +592,18 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
     if (ps.n < TG_DS_PROBLEMS_MAX) ps.items[ps.n++] = *p;
     else ps.omitted++;
   }
+  if (!ps.n && !sh->left.n) return;
+  /* The merge's first: they explain the host's loss, and a few fit
+   * whatever the data sources' take. */
+  json_t *left = json_array();
+  for (size_t i = 0; left && i < sh->left.n; i++)
+    left = tg_json_push(left, tg_merge_left_out_json(&sh->left.items[i]));
+  if (!left || tg_problems_text(left, &ps, text, TG_COLL_PROBLEMS_MAX + 1) < 0)
+    text[0] = 0;
+  json_decref(left);
+  r->problems = text;
   if (!ps.n) return;
   for (size_t i = 0; i < ps.n; i++) s->c->counts.ds_failures[ps.items[i].reason]++;
-  if (tg_ds_problems_text(&ps, text, TG_COLL_PROBLEMS_MAX + 1) < 0) text[0] = 0;
   const tg_ds_problem_t *first;
   bool fails = tg_ds_problems_failures(&ps, &first) > 0;
   char line[TG_COLL_ERROR_MAX + 1];
@@ -604,12 +612,11 @@ static void host_problems(coll_snap_t *s, snap_host_t *sh, char *text,
   if (fails)
     TG_WARN("snapshot %016" PRIx64 ": host %s: %s%s", s->id, h->t.spec, line,
             ps.n + ps.omitted > 1 ? " (and more: see its row)" : "");
-  r->problems = text;
   if (sh->failed || !fails) return;
   r->outcome = TG_COLL_HOST_PARTIAL;
-  /* A host already PARTIAL for lost incremental state keeps that error;
+  /* A host already PARTIAL for what the merge left out keeps that error;
    * its problems say the rest. */
-  if (sh->state_partial) return;
+  if (sh->merge_partial) return;
   snprintf(sh->err, sizeof(sh->err), "%s", line);
   r->error = sh->err;
 }
@@ -627,7 +634,7 @@ static void store_result(coll_snap_t *s) {
   for (size_t i = 0; i < s->n; i++) snap_state_end(&s->hosts[i]);
   for (size_t i = 0; rs && i < s->n; i++) {
     snap_host_t *sh = &s->hosts[i];
-    bool whole = !sh->failed && !sh->state_partial;
+    bool whole = !sh->failed && !sh->merge_partial;
     rs[i] = (tg_coll_host_result_t){
         .host = sh->h->t.spec,
         .name = sh->h->t.label,

@@ -1,5 +1,6 @@
 /* The merged fleet trace; see merge.h and docs/merge.md. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,20 @@ static int state_reads(tg_merge_host_t *mh, uint32_t seq, uint64_t flags,
   return 0;
 }
 
+const char *tg_merge_refused_field(const tg_merge_host_t *mh, char *buf,
+                                   size_t cap) {
+  if (!cap) return buf;
+  buf[0] = 0;
+  if (!mh->not_allowed) return buf;
+  const char *name =
+      tg_trace_schema_field_name(mh->not_allowed_in, mh->not_allowed_field);
+  snprintf(buf, cap, "%s.%" PRIu32 "%s%s%s",
+           tg_trace_schema_message_name(mh->not_allowed_in),
+           mh->not_allowed_field, name ? " (" : "", name ? name : "",
+           name ? ")" : "");
+  return buf;
+}
+
 void tg_merge_host_end(tg_merge_host_t *mh) {
   if (mh->ended) return;
   mh->ended = true;
@@ -350,6 +365,7 @@ static int merge_one(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
     if (v == TG_TS_NOT_ALLOWED) {
       mh->not_allowed++;
       mh->not_allowed_field = clocks.refused;
+      mh->not_allowed_in = clocks.refused_in;
     }
     return 0;
   }

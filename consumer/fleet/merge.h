@@ -127,10 +127,11 @@ typedef struct tg_merge_host {
    * times trace processor could not place (clock_model.h). */
   uint64_t malformed, clock_unplaced;
   /* Of malformed: packets with a field the allowlist does not keep
-   * (consumer/fleet/trace_allowlist.txt), and the last such field's number (of
-   * TracePacket; 12 for one of InternedData). */
+   * (consumer/fleet/trace_allowlist.txt), and the last such field: its number and
+   * the screened message it is a field of (not_allowed_in, named by
+   * tg_trace_schema_message_name: TracePacket, or InternedData). */
   uint64_t not_allowed;
-  uint32_t not_allowed_field;
+  uint32_t not_allowed_field, not_allowed_in;
   /* The host's clocks as trace processor has them so far. */
   tg_clock_model_t clock;
   /* Incremental state, per sequence of the host as trace processor
@@ -223,6 +224,13 @@ int tg_merge_clock_sync(tg_merge_t *m, const tg_merge_host_t *mh,
  * mh->state_edge or mh->state_lost (see there). */
 int tg_merge_packet(tg_merge_t *m, tg_merge_host_t *mh, const uint8_t *p,
                     size_t n);
+
+/* The last field of |mh| the allowlist refused, as "MESSAGE.NUMBER",
+ * then " (NAME)" when Perfetto's schema names it: "InternedData.35
+ * (v8_isolate)", "TracePacket.3000"; "" while none was. In |buf| (|cap|
+ * bytes, cut to fit); returns |buf|. No allocation. */
+const char *tg_merge_refused_field(const tg_merge_host_t *mh, char *buf,
+                                   size_t cap);
 
 /* The end of host |mh|'s packets: what its sequences left out before a
  * first clear that never came is lost (state_lost). Once; later packets

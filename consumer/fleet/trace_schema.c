@@ -269,6 +269,35 @@ static bool kept(uint32_t msg, const tg_ts_slot_t *f, uint32_t id,
   return id < TG_TS_ALLOW_MAX && (bits[id / 64] >> (id % 64)) & 1;
 }
 
+/* The screened messages by name, with their fields' names. */
+static const struct {
+  uint32_t msg;
+  const char *name;
+  const tg_ts_name_t *fields;
+  size_t n_fields;
+} kScreened[] = {
+    {TG_TS_MSG_TracePacket, "TracePacket", tg_ts_names_TracePacket,
+     sizeof(tg_ts_names_TracePacket) / sizeof(tg_ts_names_TracePacket[0])},
+    {TG_TS_MSG_InternedData, "InternedData", tg_ts_names_InternedData,
+     sizeof(tg_ts_names_InternedData) / sizeof(tg_ts_names_InternedData[0])},
+};
+#define N_SCREENED (sizeof(kScreened) / sizeof(kScreened[0]))
+
+const char *tg_trace_schema_message_name(uint32_t msg) {
+  for (size_t i = 0; i < N_SCREENED; i++)
+    if (kScreened[i].msg == msg) return kScreened[i].name;
+  return "?";
+}
+
+const char *tg_trace_schema_field_name(uint32_t msg, uint32_t id) {
+  for (size_t i = 0; i < N_SCREENED; i++) {
+    if (kScreened[i].msg != msg) continue;
+    for (size_t k = 0; k < kScreened[i].n_fields; k++)
+      if (kScreened[i].fields[k].number == id) return kScreened[i].fields[k].name;
+  }
+  return NULL;
+}
+
 int tg_trace_schema_allow(tg_ts_allow_t *allow, const char *names,
                           char *bad, size_t bad_cap) {
   memset(allow, 0, sizeof(*allow));
@@ -316,7 +345,7 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
                                                 const tg_ts_allow_t *allow,
                                                 tg_ts_clocks_t *clocks) {
   clocks->flags = 0;
-  clocks->refused = 0;
+  clocks->refused = clocks->refused_in = 0;
   clocks->ids = clocks->odd = clocks->primary = 0;
   clocks->ftrace_clock = clocks->ftrace_ts = clocks->boot_ts = 0;
   struct {
@@ -345,6 +374,7 @@ tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
     uint8_t rules = rules_of[msg];
     if ((rules & SCREENED) && !kept(msg, f, fld.id, allow)) {
       clocks->refused = fld.id;
+      clocks->refused_in = msg;
       return TG_TS_NOT_ALLOWED;
     }
     if (!f || f->kind == TG_TS_NONE) continue; /* read by no one */

@@ -96,9 +96,10 @@ typedef struct tg_ts_clocks {
   /* The bundle: ftrace_clock (0 when absent), and its own clock pair. */
   uint64_t ftrace_clock;
   uint64_t ftrace_ts, boot_ts;
-  /* TG_TS_NOT_ALLOWED: the number of the field refused (of TracePacket,
-   * or of InternedData under its field 12). */
-  uint32_t refused;
+  /* TG_TS_NOT_ALLOWED: the number of the field refused, and the screened
+   * message it is a field of (refused_in, for tg_trace_schema_message_name:
+   * TracePacket, or InternedData under its field 12). */
+  uint32_t refused, refused_in;
 } tg_ts_clocks_t;
 
 /* Checks the TracePacket at |p| (|n| bytes, borrowed, untrusted), with
@@ -107,5 +108,14 @@ typedef struct tg_ts_clocks {
 tg_trace_schema_verdict_t tg_trace_schema_check(const uint8_t *p, size_t n,
                                                 const tg_ts_allow_t *allow,
                                                 tg_ts_clocks_t *clocks);
+
+/* The name of screened message |msg| (a refused_in): "TracePacket",
+ * "InternedData"; "?" for any other number. Static. */
+const char *tg_trace_schema_message_name(uint32_t msg);
+
+/* The name Perfetto's schema gives field |id| of screened message |msg|
+ * ("v8_isolate" for InternedData's 35), NULL when it has none (a field
+ * newer than the schema, or not a screened message). Static. */
+const char *tg_trace_schema_field_name(uint32_t msg, uint32_t id);
 
 #endif /* TRACEGATE_ABI_TRACE_SCHEMA_H */

@@ -316,13 +316,26 @@ static void the_allowlist_keeps_what_it_lists(void **state) {
   for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
     assert_int_equal(in_packet(refused[i], &empty), TG_TS_NOT_ALLOWED);
     assert_int_equal(last_clocks.refused, refused[i]);
+    assert_string_equal(tg_trace_schema_message_name(last_clocks.refused_in),
+                        "TracePacket");
   }
-  /* InternedData.v8_isolate (35), under a kept interned_data. */
+  assert_string_equal(tg_trace_schema_field_name(last_clocks.refused_in, 104),
+                      "protolog_message");
+  /* InternedData.v8_isolate (35), under a kept interned_data: named as a
+   * field of InternedData, the message the screen refused it in. */
   pkt_t iso = {0}, interned = {0};
   fv(&iso, 1, 1);
   fmsg(&interned, 35, &iso);
   assert_int_equal(in_packet(12, &interned), TG_TS_NOT_ALLOWED);
   assert_int_equal(last_clocks.refused, 35);
+  assert_string_equal(tg_trace_schema_message_name(last_clocks.refused_in),
+                      "InternedData");
+  assert_string_equal(tg_trace_schema_field_name(last_clocks.refused_in, 35),
+                      "v8_isolate");
+  /* A number the schema does not name; no screened message. */
+  assert_null(tg_trace_schema_field_name(last_clocks.refused_in, 3000));
+  assert_null(tg_trace_schema_field_name(UINT32_MAX, 35));
+  assert_string_equal(tg_trace_schema_message_name(UINT32_MAX), "?");
   /* Trusted by name. */
   tg_ts_allow_t allow;
   char bad[32];

@@ -4,9 +4,12 @@
  * v50.1 refuse a merged file, crash or run out of memory (docs/merge.md,
  * "What the merge writes"); host B's producer wrote a track and a slice.
  * For each case the snapshot is stored, B's row is OK with all its
- * packets, A's row counts what was left out in its loss and the
- * collector's log names the reason by its notice code; and (PERFETTO_BIN)
- * trace processor imports the stored file and has B's track and slice.
+ * packets, A's row counts what was left out in its loss, and where the
+ * merge names the reason, A's row's problems hold it (its notice code,
+ * the packets left out, the last refused field's message and number), A
+ * and the snapshot are partial and the collector's log names it; and
+ * (PERFETTO_BIN) trace processor imports the stored file and has B's
+ * track and slice.
  *
  * The cases: the ftrace bundle with previous_bundle_end_timestamp and no
  * ftrace_timestamp; a ClockSnapshot with an is_incremental global clock
@@ -36,8 +39,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "coll_unit.h"
+#include "collector/daemon/api_parts.h"
 #include "common/log.h"
 #include "test_notice.h"
 #include "test_proc.h"
@@ -239,6 +244,24 @@ static void v8_isolate_case(hostile_case_t *c) {
   pb_v(p, PKT_SEQ_ID, 3);
 }
 
+/* The interned isolate of v8_isolate_case alone: the field refused is
+ * InternedData's, under a TracePacket.interned_data the list keeps. */
+static void v8_interned_case(hostile_case_t *c) {
+  v8_isolate_case(c);
+  c->n = 1;
+  c->name = "v8-interned-isolate";
+}
+
+/* A TracePacket field Perfetto's schema does not have. */
+#define PKT_UNKNOWN 3000
+static void unknown_field_case(hostile_case_t *c) {
+  c->name = "unknown-field";
+  pb_t *p = next_pkt(c);
+  pb_v(p, PKT_TIMESTAMP, boot_ns());
+  pb_s(p, PKT_UNKNOWN, "x", 1);
+  pb_v(p, PKT_SEQ_ID, 3);
+}
+
 /* 38 bytes: two memory nodes whose edges make a cycle (trace processor:
  * std::bad_alloc, after gigabytes). */
 static void memory_tracker_case(hostile_case_t *c) {
@@ -360,12 +383,78 @@ static void up(coll_unit_t *u, tg_hostile_mode_t mode, bool clock_sync_error) {
   commit_good(&u->h[1].p);
 }
 
+/* The last field the allowlist refused, as host A's problem names it:
+ * |message| NULL when the case expects no TG-5060. */
+typedef struct refused {
+  const char *message;
+  uint32_t field;
+  const char *field_name; /* NULL: the schema names none */
+} refused_t;
+
+/* |o|[|key|] as a string, "" when it is none. */
+static const char *str_of(const json_t *o, const char *key) {
+  const char *v = json_string_value(json_object_get(o, key));
+  return v ? v : "";
+}
+
+/* Host A's row as /api/v1/snapshots/ID shows it (|bad|, from the
+ * catalog): its problems hold one of kind "merge" with |reason|'s code
+ * and |lost| packets, and for TG-5060 the message and field of |last|;
+ * with TG_N_NONE, none of kind "merge". */
+static void merge_problem_is(const char *name, const tg_coll_host_t *bad,
+                             tg_notice_t reason, uint64_t lost,
+                             const refused_t *last) {
+  json_t *rows = coll_json_snap_hosts(bad, 1);
+  assert_non_null(rows);
+  json_t *a = json_object_get(json_array_get(rows, 0), "problems");
+  const char *text = bad->problems;
+  if (!json_is_array(a)) fail_msg("%s: problems not a JSON array: %s", name, text);
+  char code[16];
+  snprintf(code, sizeof(code), "TG-%d", (int)reason);
+  const json_t *found = NULL;
+  size_t merge_kind = 0;
+  for (size_t i = 0; i < json_array_size(a); i++) {
+    const json_t *p = json_array_get(a, i);
+    if (strcmp(str_of(p, "kind"), "merge")) continue;
+    merge_kind++;
+    if (!strcmp(str_of(p, "code"), code)) found = p;
+  }
+  if (reason == TG_N_NONE) {
+    if (merge_kind) fail_msg("%s: a merge problem in %s", name, text);
+    json_decref(rows);
+    return;
+  }
+  if (!found) fail_msg("%s: no %s problem in %s", name, code, text);
+  assert_int_equal(merge_kind, 1); /* one reason a case */
+  assert_int_equal(json_integer_value(json_object_get(found, "packets")), lost);
+  assert_non_null(json_string_value(json_object_get(found, "why")));
+  const char *token = reason == TG_N_COLLECTOR_NOT_ALLOWED ? "not_allowed"
+                                                           : "clock_unplaced";
+  assert_string_equal(json_string_value(json_object_get(found, "reason")),
+                      token);
+  if (reason == TG_N_COLLECTOR_NOT_ALLOWED && last && last->message) {
+    assert_string_equal(json_string_value(json_object_get(found, "message")),
+                        last->message);
+    assert_int_equal(json_integer_value(json_object_get(found, "field")),
+                     last->field);
+    const json_t *fname = json_object_get(found, "field_name");
+    if (last->field_name)
+      assert_string_equal(json_string_value(fname), last->field_name);
+    else
+      assert_null(fname);
+  }
+  json_decref(rows);
+}
+
 /* One snapshot with host A ending its read with |c|'s packets; the
  * checks of this file's comment. |lost|: how many of them the merge
- * leaves out; |reason|: the notice the collector logs for them (TG_N_NONE:
- * the screen's malformed count, which has no line of its own). */
+ * leaves out; |reason|: the notice the collector logs for them and names
+ * in A's problems, which then make A partial (TG_N_NONE: the screen's
+ * malformed count, which has no line or problem of its own); |last|: for
+ * TG-5060, the field A's problem names (NULL: not checked). */
 static void snapshot_case(coll_unit_t *u, const hostile_case_t *c,
-                          uint64_t lost, tg_notice_t reason) {
+                          uint64_t lost, tg_notice_t reason,
+                          const refused_t *last) {
   const uint8_t *pkts[CASE_PKTS_MAX];
   size_t lens[CASE_PKTS_MAX];
   for (size_t i = 0; i < c->n; i++) {
@@ -392,17 +481,24 @@ static void snapshot_case(coll_unit_t *u, const hostile_case_t *c,
   size_t n;
   coll_unit_row(u, id, &row, hosts, 2, &n);
   assert_int_equal(n, 2);
-  assert_int_equal(row.state, TG_COLL_COMPLETE);
   const tg_coll_host_t *bad = row_host(hosts, n, u->h[0].spec);
   const tg_coll_host_t *good = row_host(hosts, n, u->h[1].spec);
   assert_int_equal(good->outcome, TG_COLL_HOST_OK);
   assert_int_equal(good->loss, 0);
+  assert_string_equal(good->problems, "");
   assert_true(good->packets >= GOOD_PACKETS);
-  assert_int_not_equal(bad->outcome, TG_COLL_HOST_FAILED);
   assert_true(bad->packets >= 3); /* its own test packets */
   if (bad->loss != lost)
     fail_msg("%s: host A's loss is %" PRIu64 ", not %" PRIu64, c->name,
              bad->loss, lost);
+  /* What the merge left out for a reason it names: A's problem, and A
+   * partial (its data is in the file, less those), so the snapshot is. */
+  merge_problem_is(c->name, bad, reason, lost, last);
+  bool named = reason != TG_N_NONE && lost;
+  assert_int_equal(bad->outcome,
+                   named ? TG_COLL_HOST_PARTIAL : TG_COLL_HOST_OK);
+  assert_int_equal(row.state, named ? TG_COLL_PARTIAL : TG_COLL_COMPLETE);
+  if (named) assert_non_null(strstr(bad->error, tg_notice_tag(reason)));
   if (reason != TG_N_NONE) {
     static char seen[sizeof(log_text)];
     pthread_mutex_lock(&log_mu);
@@ -481,15 +577,27 @@ static void each_case_spoils_only_its_host(void **state) {
   for (size_t i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
     memset(&c, 0, sizeof(c));
     corpus_case(&c, corpus[i].file);
-    snapshot_case(&u, &c, corpus[i].lost, corpus[i].reason);
+    snapshot_case(&u, &c, corpus[i].lost, corpus[i].reason, NULL);
   }
-  /* Every packet of these is off the allowlist. */
-  static void (*const made[])(hostile_case_t *) = {
-      protolog_case, gpu_mask_case, v8_isolate_case, memory_tracker_case};
+  /* Every packet of these is off the allowlist; A's problem names the
+   * last one's field by the message it is a field of. */
+  static const struct {
+    void (*make)(hostile_case_t *);
+    refused_t last;
+  } made[] = {
+      {protolog_case, {"TracePacket", PKT_PROTOLOG_MESSAGE, "protolog_message"}},
+      {gpu_mask_case,
+       {"TracePacket", PKT_GPU_RENDER_STAGE, "gpu_render_stage_event"}},
+      {v8_isolate_case, {"TracePacket", PKT_V8_JS_CODE, "v8_js_code"}},
+      {v8_interned_case, {"InternedData", 35, "v8_isolate"}},
+      {memory_tracker_case,
+       {"TracePacket", PKT_MEMORY_TRACKER, "memory_tracker_snapshot"}},
+      {unknown_field_case, {"TracePacket", PKT_UNKNOWN, NULL}},
+  };
   for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
     memset(&c, 0, sizeof(c));
-    made[i](&c);
-    snapshot_case(&u, &c, c.n, TG_N_COLLECTOR_NOT_ALLOWED);
+    made[i].make(&c);
+    snapshot_case(&u, &c, c.n, TG_N_COLLECTOR_NOT_ALLOWED, &made[i].last);
   }
   coll_unit_close(&u);
 }
@@ -508,7 +616,7 @@ static void a_host_without_clock_sync_spoils_only_itself(void **state) {
   memset(&c, 0, sizeof(c));
   realtime_primary_case(&c);
   /* The snapshot is left out; the bundle, on BOOTTIME again, is kept. */
-  snapshot_case(&u, &c, 1, TG_N_COLLECTOR_CLOCK_UNPLACED);
+  snapshot_case(&u, &c, 1, TG_N_COLLECTOR_CLOCK_UNPLACED, NULL);
   /* The clock cases again, on a host with no estimate and before its
    * service's ClockSnapshot: each leaves out its one bundle. */
   static const struct {
@@ -525,7 +633,7 @@ static void a_host_without_clock_sync_spoils_only_itself(void **state) {
   for (size_t i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
     memset(&c, 0, sizeof(c));
     corpus_case(&c, corpus[i].file);
-    snapshot_case(&u, &c, corpus[i].lost, corpus[i].reason);
+    snapshot_case(&u, &c, corpus[i].lost, corpus[i].reason, NULL);
   }
   tg_hostile_stats_t st;
   tg_hostile_relay_stats(u.hostile, &st);

@@ -298,7 +298,8 @@ static void a_partial_host_is_marked(void **state) {
 }
 
 /* A host partial for its data sources: its problems are kept (the first
- * CLI_SNAP_MAX_PROBLEMS, the rest counted), extra keys ignored, an ok
+ * CLI_SNAP_MAX_PROBLEMS, the rest counted), with their kind (a merge's
+ * has no data source), extra keys ignored, an ok
  * host's kept apart; a
  * problems field of the wrong shape names itself. */
 static void a_hosts_problems_are_read(void **state) {
@@ -327,6 +328,20 @@ static void a_hosts_problems_are_read(void **state) {
   assert_string_equal(g_r.noted[0].host, "c:1");
   assert_int_equal(g_r.noted[0].n_problems, 1);
   assert_string_equal(g_r.noted[0].problems[0].data_source, "x.y");
+  assert_string_equal(g_r.noted[0].problems[0].kind, "data_source");
+  /* Packets the merge left out: a problem of its own kind, no data
+   * source. */
+  assert_int_equal(
+      parse("{\"hosts\":[{\"host\":\"a:1\",\"outcome\":\"partial\","
+            "\"error\":\"[TG-5060] 1 packet ...\",\"problems\":[{\"kind\":"
+            "\"merge\",\"code\":\"TG-5060\",\"reason\":\"not_allowed\","
+            "\"packets\":1,\"message\":\"InternedData\",\"field\":35,"
+            "\"why\":\"1 packet ...\"}]}]}"),
+      0);
+  assert_int_equal(g_r.failed[0].n_problems, 1);
+  assert_string_equal(g_r.failed[0].problems[0].kind, "merge");
+  assert_string_equal(g_r.failed[0].problems[0].code, "TG-5060");
+  assert_string_equal(g_r.failed[0].problems[0].data_source, "");
   const char *bad[] = {
       "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":{}}]}",
       "{\"hosts\":[{\"host\":\"a\",\"outcome\":\"partial\",\"problems\":[1]}]}",

@@ -1110,7 +1110,8 @@ static size_t field_packet(uint8_t *buf, size_t cap, uint32_t field,
  * 0xffffffff and INT64_MAX, an InternedV8Isolate whose code range ends
  * before it starts, a MemoryTrackerSnapshot; and a field Perfetto's
  * schema does not have. Each is left out, counted as not allowed with the
- * field's number, and the file imports with the good host's slice. */
+ * field's message and number, and the file imports with the good host's
+ * slice. */
 static void fields_off_the_allowlist_are_left_out(void **state) {
   fixture_t *fx = *state;
   uint8_t p[256], b[128];
@@ -1148,6 +1149,13 @@ static void fields_off_the_allowlist_are_left_out(void **state) {
   tg_pbw_end_nested(&w);
   tg_pbw_end_nested(&w);
   host_sends(fx, 1, p, field_packet(p, sizeof(p), 12, b, tg_pbw_written(&w)));
+  /* Named as a field of InternedData, the message the screen refused it
+   * in, not of TracePacket. */
+  char field[96];
+  assert_int_equal(fx->hosts[1].not_allowed_field, 35);
+  assert_string_equal(tg_merge_refused_field(&fx->hosts[1], field,
+                                             sizeof(field)),
+                      "InternedData.35 (v8_isolate)");
   /* memory_tracker_snapshot{process_memory_dumps{allocator_dumps{
    * absolute_name: "x", id: 2^40}}} */
   tg_pbw_init(&w, b, sizeof(b), NULL, NULL);
@@ -1163,6 +1171,13 @@ static void fields_off_the_allowlist_are_left_out(void **state) {
   assert_int_equal(fx->hosts[1].not_allowed, 6);
   assert_int_equal(fx->hosts[1].malformed, 6);
   assert_int_equal(fx->hosts[1].not_allowed_field, 3000);
+  /* A number Perfetto's schema does not name: the number alone. */
+  assert_string_equal(tg_merge_refused_field(&fx->hosts[1], field,
+                                             sizeof(field)),
+                      "TracePacket.3000");
+  /* Cut to fit, never past the buffer. */
+  assert_string_equal(tg_merge_refused_field(&fx->hosts[1], field, 6),
+                      "Trace");
   trace_processor_finds_the_evidence(fx);
 }
 

@@ -1,0 +1,99 @@
+/* What the merge left out of a host's part: see merge_problem.h. */
+#include "consumer/fleet/merge_problem.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "consumer/fleet/trace_schema.h"
+#include "common/json.h"
+
+static const struct {
+  const char *name;
+  tg_notice_t code;
+} kReasons[TG_MERGE_LEFT_REASON_COUNT] = {
+    [TG_MERGE_LEFT_STATE_LOST] = {"state_lost", TG_N_COLLECTOR_STATE_LOST},
+    [TG_MERGE_LEFT_NOT_ALLOWED] = {"not_allowed", TG_N_COLLECTOR_NOT_ALLOWED},
+    [TG_MERGE_LEFT_CLOCK_UNPLACED] = {"clock_unplaced",
+                                      TG_N_COLLECTOR_CLOCK_UNPLACED},
+};
+
+const char *tg_merge_left_reason_name(tg_merge_left_reason_t r) {
+  return (unsigned)r < TG_MERGE_LEFT_REASON_COUNT ? kReasons[r].name : "?";
+}
+
+tg_notice_t tg_merge_left_reason_code(tg_merge_left_reason_t r) {
+  return (unsigned)r < TG_MERGE_LEFT_REASON_COUNT ? kReasons[r].code
+                                                  : TG_N_NONE;
+}
+
+static tg_merge_left_out_t *add(tg_merge_left_outs_t *out,
+                                tg_merge_left_reason_t r, uint64_t packets) {
+  tg_merge_left_out_t *l = &out->items[out->n++];
+  memset(l, 0, sizeof(*l));
+  l->reason = r;
+  l->packets = packets;
+  return l;
+}
+
+void tg_merge_left_outs(const tg_merge_host_t *mh, tg_merge_left_outs_t *out) {
+  out->n = 0;
+  if (mh->state_lost) {
+    tg_merge_left_out_t *l = add(out, TG_MERGE_LEFT_STATE_LOST, mh->state_lost);
+    char past[96] = "";
+    if (mh->state_untracked)
+      snprintf(past, sizeof(past), ", %" PRIu64 " of them on sequences past "
+               "the %u the merge follows", mh->state_untracked,
+               TG_MERGE_HOST_MAX_STATE_SEQS);
+    snprintf(l->why, sizeof(l->why), "%" PRIu64 " packets on %" PRIu32
+             " sequences need incremental state the ring no longer holds%s "
+             "(left out; the ring clears it too rarely, or lost data)",
+             mh->state_lost, mh->state_lost_seqs, past);
+  }
+  if (mh->not_allowed) {
+    tg_merge_left_out_t *l =
+        add(out, TG_MERGE_LEFT_NOT_ALLOWED, mh->not_allowed);
+    l->message = tg_trace_schema_message_name(mh->not_allowed_in);
+    l->field = mh->not_allowed_field;
+    l->field_name =
+        tg_trace_schema_field_name(mh->not_allowed_in, mh->not_allowed_field);
+    char field[96];
+    snprintf(l->why, sizeof(l->why), "%" PRIu64 " packet%s with a field no "
+             "Linux producer writes left out; the last: %s", mh->not_allowed,
+             mh->not_allowed == 1 ? "" : "s",
+             tg_merge_refused_field(mh, field, sizeof(field)));
+  }
+  if (mh->clock_unplaced) {
+    tg_merge_left_out_t *l =
+        add(out, TG_MERGE_LEFT_CLOCK_UNPLACED, mh->clock_unplaced);
+    snprintf(l->why, sizeof(l->why), "%" PRIu64 " packet%s whose times trace "
+             "processor could not place on the host's clocks left out",
+             mh->clock_unplaced, mh->clock_unplaced == 1 ? "" : "s");
+  }
+}
+
+json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l) {
+  const char *tag = tg_notice_tag(tg_merge_left_reason_code(l->reason));
+  char code[16];
+  /* "[TG-5060]" -> "TG-5060" */
+  snprintf(code, sizeof(code), "%.*s", (int)strlen(tag) - 2, tag + 1);
+  json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "kind", "merge", "code",
+                        code, "reason", tg_merge_left_reason_name(l->reason),
+                        "packets", tg_json_u64(l->packets), "why",
+                        tg_json_text(l->why));
+  if (o && l->reason == TG_MERGE_LEFT_NOT_ALLOWED) {
+    o = tg_json_put(o, "message", json_string(l->message));
+    o = tg_json_put(o, "field", json_integer(l->field));
+    if (l->field_name)
+      o = tg_json_put(o, "field_name", json_string(l->field_name));
+  }
+  return o;
+}
+
+const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,
+                                   size_t cap) {
+  if (!cap) return "";
+  snprintf(buf, cap, "%s %s",
+           tg_notice_tag(tg_merge_left_reason_code(l->reason)), l->why);
+  return buf;
+}

@@ -1,0 +1,78 @@
+/* What the merge left out of one host's part for a reason it names, as
+ * problems of the host: the collector's snapshot rows (beside the data
+ * sources of client/ds_problem.h, in the same "problems" array) and its
+ * log. As JSON, each is
+ *
+ *   {"kind": "merge", "code": "TG-5060", "reason": "not_allowed",
+ *    "packets": 3, "message": "InternedData", "field": 35,
+ *    "field_name": "v8_isolate", "why": "..."}
+ *
+ * "reason" is a stable token, "code" the notice code of the same reason
+ * (common/notice.h): "state_lost" (TG-5021: packets that need
+ * incremental state their sequence no longer has), "not_allowed"
+ * (TG-5060: a field the merge's allowlist does not keep; "message" and
+ * "field" name the last one refused, "field_name" when Perfetto's schema
+ * has one) and "clock_unplaced" (TG-5061: times trace processor could not
+ * place on the host's clocks). "packets" counts the packets left out for
+ * the reason; each of them is in the host's loss too (merge.h: the
+ * merge's malformed and state_lost counts). The packets the screen
+ * leaves out for another reason (not decoding, a wire type, a value rule)
+ * count in the loss alone.
+ */
+#ifndef TRACEGATE_FLEET_MERGE_PROBLEM_H
+#define TRACEGATE_FLEET_MERGE_PROBLEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/notice.h"
+#include "consumer/fleet/merge.h"
+
+typedef enum tg_merge_left_reason {
+  TG_MERGE_LEFT_STATE_LOST = 0,
+  TG_MERGE_LEFT_NOT_ALLOWED,
+  TG_MERGE_LEFT_CLOCK_UNPLACED,
+  TG_MERGE_LEFT_REASON_COUNT
+} tg_merge_left_reason_t;
+
+/* "[TG-5060] 3 packets with a field ..." fits a host row's error. */
+#define TG_MERGE_LEFT_WHY_MAX 400
+
+typedef struct tg_merge_left_out {
+  tg_merge_left_reason_t reason;
+  uint64_t packets;
+  /* not_allowed: the last field refused. |message| and |field_name| are
+   * static (consumer/fleet/trace_schema.h); |field_name| NULL when the schema has
+   * none. */
+  const char *message;
+  uint32_t field;
+  const char *field_name;
+  char why[TG_MERGE_LEFT_WHY_MAX + 1];
+} tg_merge_left_out_t;
+
+typedef struct tg_merge_left_outs {
+  tg_merge_left_out_t items[TG_MERGE_LEFT_REASON_COUNT];
+  size_t n;
+} tg_merge_left_outs_t;
+
+/* "state_lost", "not_allowed", "clock_unplaced"; "?" out of range. */
+const char *tg_merge_left_reason_name(tg_merge_left_reason_t r);
+/* TG_N_COLLECTOR_STATE_LOST, ...; TG_N_NONE out of range. */
+tg_notice_t tg_merge_left_reason_code(tg_merge_left_reason_t r);
+
+/* The reasons |mh| left packets out for, in the order above, each with
+ * its count (none: n == 0). Read once tg_merge_host_end() ran, so that
+ * state_lost is final. */
+void tg_merge_left_outs(const tg_merge_host_t *mh, tg_merge_left_outs_t *out);
+
+/* One as a JSON object (above); NULL out of memory. */
+json_t *tg_merge_left_out_json(const tg_merge_left_out_t *l);
+
+/* "[TG-5060] 3 packets ..." for a row's error or a log line, in |buf|
+ * (|cap| bytes, cut to fit). Returns |buf|. */
+const char *tg_merge_left_out_line(const tg_merge_left_out_t *l, char *buf,
+                                   size_t cap);
+
+#endif /* TRACEGATE_FLEET_MERGE_PROBLEM_H */
