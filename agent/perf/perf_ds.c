@@ -23,7 +23,7 @@
 #ifdef TG_PERF_HAVE_DWARF
 #include "agent/perf/perf_unwind.h"
 #endif
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/agent.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/probes/proc_read.h"
-#include "agent/probes/text.h"
+#include "agent/sys/proc_read.h"
+#include "agent/sys/text.h"
 #include "tracegate/error.h"
 
 /* TracePacket and CpuInfo (proto/trace/system_info/cpu_info.proto). */

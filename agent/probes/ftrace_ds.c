@@ -14,7 +14,7 @@
 #include "agent/clock.h"
 #include "agent/probes/ftrace_config.h"
 #include "agent/probes/ftrace_kaddr.h"
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "agent/probes/ftrace_session.h"
 #include "agent/probes/ftrace_tracefs.h"
 #include "agent/probes/metatrace.h"

@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "tracegate/pb_writer.h"
 
 /* Distinct addresses between two resets (one drain). */

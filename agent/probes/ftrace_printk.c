@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "agent/probes/ftrace_tracefs.h"
-#include "agent/probes/proc_read.h"
-#include "agent/probes/text.h"
+#include "agent/sys/proc_read.h"
+#include "agent/sys/text.h"
 
 /* The file is read this much at a time. */
 #define READ_CHUNK 16384

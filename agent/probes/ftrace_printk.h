@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/probes/addr_strs.h"
-#include "agent/probes/text.h"
+#include "agent/sys/addr_strs.h"
+#include "agent/sys/text.h"
 
 /* Longer lines are skipped whole (real ones are below 200 bytes). */
 #define TG_PRINTK_LINE_MAX 2048

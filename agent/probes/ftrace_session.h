@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "agent/probes/ftrace_config.h"
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "agent/probes/inode_set.h"
 #include "agent/probes/probes_sink.h"
 #include "tracegate/pb_writer.h"

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "agent/probes/text.h"
+#include "agent/sys/text.h"
 #include "pb/common/sys_stats_counters.pb-c.h"
 #include "tracegate/error.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "common/buf.h"
 
 /* Real lines have 7 to 10 fields; optional fields are few. */

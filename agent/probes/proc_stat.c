@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/probes/text.h"
+#include "agent/sys/text.h"
 #include "tracegate/error.h"
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem,

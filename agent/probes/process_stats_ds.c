@@ -33,7 +33,7 @@
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "agent/probes/process_stats.h"
 #include "tracegate/error.h"
 #include "common/log.h"

@@ -22,7 +22,7 @@
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "agent/probes/proc_stat.h"
 #include "agent/probes/sysfs_groups.h"
 #include "common/log.h"

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "agent/probes/text.h"
+#include "agent/sys/text.h"
 #include "tracegate/error.h"
 
 static bool is_space(char c) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "tracegate/error.h"

@@ -17,7 +17,7 @@
 #include "agent/probes/ftrace_encode.h"
 #include "agent/probes/ftrace_format.h"
 #include "agent/probes/ftrace_kaddr.h"
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "ftrace_fixtures.h"
 #include "pb/trace/trace_packet.pb-c.h"
 #include "tracegate/pb_writer.h"

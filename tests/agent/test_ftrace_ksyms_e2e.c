@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "agent/probes/ftrace_kaddr.h"
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 #include "agent/probes/ftrace_tracefs.h"
 #include "probes_e2e.h"
 #include "test_proc.h"

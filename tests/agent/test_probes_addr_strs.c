@@ -1,4 +1,4 @@
-/* The probes' address-keyed string table (agent/probes/addr_strs.h), under
+/* The probes' address-keyed string table (agent/sys/addr_strs.h), under
  * kallsyms and printk_formats: the first added of an address is kept,
  * entries past the caps are counted, a search finds the greatest address at
  * or below a key, finishing shrinks the storage without changing what it
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "agent/probes/addr_strs.h"
+#include "agent/sys/addr_strs.h"
 
 /* Small first sizes, so that a few entries already grow the storage. */
 static const tg__addr_strs_caps_t small = {

@@ -18,7 +18,7 @@
 #include "agent/probes/probes_config.h"
 #include "agent/probes/probes_packets.h"
 #include "agent/probes/proc_pid.h"
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "config_fields/probes.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "pb/trace/trace_packet.pb-c.h"

@@ -1,4 +1,4 @@
-/* The probes' streamed text (agent/probes/text.h, proc_read.h): whole lines
+/* The probes' streamed text (agent/sys/text.h, proc_read.h): whole lines
  * out of pieces cut anywhere, lines past the cap skipped whole, callback
  * errors, and files read in chunks. Every scenario compares the lines seen
  * with those of the text parsed whole. */
@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "agent/probes/proc_read.h"
-#include "agent/probes/text.h"
+#include "agent/sys/proc_read.h"
+#include "agent/sys/text.h"
 
 /* What the callback saw, as "[line]" per line and "<n>" per line too long,
  * so one string comparison checks order, content and boundaries. */

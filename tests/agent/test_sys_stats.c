@@ -20,7 +20,7 @@
 
 #include "agent/probes/probes.h"
 #include "agent/probes/probes_config.h"
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 #include "agent/probes/sys_stats.h"
 #include "agent/probes/sysfs_files.h"
 #include "agent/probes/sysfs_groups.h"

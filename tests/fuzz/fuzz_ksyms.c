@@ -1,4 +1,4 @@
-/* Fuzzes linux.ftrace's /proc/kallsyms parser (agent/probes/ftrace_ksyms.h):
+/* Fuzzes linux.ftrace's /proc/kallsyms parser (agent/sys/ftrace_ksyms.h):
  * the text is the kernel's, or anything.
  *
  * Input: [chunk size][text]. The text is parsed whole and again in pieces
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,8 +11,8 @@
  * lookup accepts as a match, belong to the owners: this table never reads
  * text or does I/O.
  */
-#ifndef TRACEGATE_PROBES_ADDR_STRS_H
-#define TRACEGATE_PROBES_ADDR_STRS_H
+#ifndef TRACEGATE_AGENT_SYS_ADDR_STRS_H
+#define TRACEGATE_AGENT_SYS_ADDR_STRS_H
 
 #include <assert.h>
 #include <stdbool.h>
@@ -87,4 +87,4 @@ size_t tg__addr_strs_mem(const tg__addr_strs_t *t);
  * tests that parse a file whole and in pieces. */
 bool tg__addr_strs_equal(const tg__addr_strs_t *a, const tg__addr_strs_t *b);
 
-#endif /* TRACEGATE_PROBES_ADDR_STRS_H */
+#endif /* TRACEGATE_AGENT_SYS_ADDR_STRS_H */

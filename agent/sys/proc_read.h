@@ -4,8 +4,8 @@
  * Processes come and go while we read: -ENOENT and -ESRCH mean "it
  * vanished" and callers skip it quietly.
  */
-#ifndef TRACEGATE_PROBES_PROC_READ_H
-#define TRACEGATE_PROBES_PROC_READ_H
+#ifndef TRACEGATE_AGENT_SYS_PROC_READ_H
+#define TRACEGATE_AGENT_SYS_PROC_READ_H
 
 #include <errno.h>
 #include <stddef.h>
@@ -45,4 +45,4 @@ static inline int tg_proc_vanished(int err) {
   return err == -ENOENT || err == -ESRCH;
 }
 
-#endif /* TRACEGATE_PROBES_PROC_READ_H */
+#endif /* TRACEGATE_AGENT_SYS_PROC_READ_H */

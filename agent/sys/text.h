@@ -4,8 +4,8 @@
  * exits mid-read, a buffer cap is hit), so nothing here assumes a NUL
  * terminator or a final newline: every pointer stays inside [p, end).
  */
-#ifndef TRACEGATE_PROBES_TEXT_H
-#define TRACEGATE_PROBES_TEXT_H
+#ifndef TRACEGATE_AGENT_SYS_TEXT_H
+#define TRACEGATE_AGENT_SYS_TEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -109,4 +109,4 @@ static inline bool tg__word_is(const char *w, size_t n, const char *lit) {
   return lit[i] == '\0';
 }
 
-#endif /* TRACEGATE_PROBES_TEXT_H */
+#endif /* TRACEGATE_AGENT_SYS_TEXT_H */

@@ -1,5 +1,5 @@
 /* Line and number scanning for /proc text; see text.h. */
-#include "agent/probes/text.h"
+#include "agent/sys/text.h"
 
 #include <errno.h>
 #include <string.h>

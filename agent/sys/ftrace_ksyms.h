@@ -1,5 +1,6 @@
 /* The kernel's function symbols, from /proc/kallsyms: which function an
- * address lies in, for FtraceConfig.symbolize_ksyms.
+ * address lies in, for FtraceConfig.symbolize_ksyms (tracegate-probes) and
+ * the kernel frames of linux.perf samples (tracegate-perf).
  *
  * kallsyms lines read "<hex address> <type> <name>[\t[module]]". Only text
  * symbols (type t or T) with a non-zero address are kept: the rest are data,
@@ -14,15 +15,15 @@
  * never per line. After tg_ksyms_finish the symbols are sorted by address,
  * one per address (the first listed), and read only.
  */
-#ifndef TRACEGATE_PROBES_FTRACE_KSYMS_H
-#define TRACEGATE_PROBES_FTRACE_KSYMS_H
+#ifndef TRACEGATE_AGENT_SYS_FTRACE_KSYMS_H
+#define TRACEGATE_AGENT_SYS_FTRACE_KSYMS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/probes/addr_strs.h"
-#include "agent/probes/text.h"
+#include "agent/sys/addr_strs.h"
+#include "agent/sys/text.h"
 
 /* Longer lines are skipped whole (real ones are below 300 bytes). */
 #define TG_KSYMS_LINE_MAX 512
@@ -67,4 +68,4 @@ const char *tg_ksyms_lookup(const tg_ksyms_t *k, uint64_t addr, size_t *len);
 /* Bytes held. */
 size_t tg_ksyms_mem(const tg_ksyms_t *k);
 
-#endif /* TRACEGATE_PROBES_FTRACE_KSYMS_H */
+#endif /* TRACEGATE_AGENT_SYS_FTRACE_KSYMS_H */

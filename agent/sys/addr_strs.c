@@ -1,5 +1,5 @@
 /* The address-keyed string table; see addr_strs.h. */
-#include "agent/probes/addr_strs.h"
+#include "agent/sys/addr_strs.h"
 
 #include <errno.h>
 #include <stdlib.h>

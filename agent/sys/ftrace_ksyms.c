@@ -1,10 +1,10 @@
 /* kallsyms parsing and address lookup; see ftrace_ksyms.h. */
-#include "agent/probes/ftrace_ksyms.h"
+#include "agent/sys/ftrace_ksyms.h"
 
 #include <string.h>
 
-#include "agent/probes/proc_read.h"
-#include "agent/probes/text.h"
+#include "agent/sys/proc_read.h"
+#include "agent/sys/text.h"
 
 /* /proc/kallsyms is read this much at a time. */
 #define READ_CHUNK 65536

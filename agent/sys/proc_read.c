@@ -1,5 +1,5 @@
 /* /proc file and directory reading; see proc_read.h. */
-#include "agent/probes/proc_read.h"
+#include "agent/sys/proc_read.h"
 
 #include <dirent.h>
 #include <errno.h>
