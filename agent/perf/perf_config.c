@@ -283,8 +283,7 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
                      "no callstack_sampling (nor all_cpus)";
       return 0;
     }
-    if (!out->poll_period_ms && p->has_ring_buffer_read_period_ms &&
-      p->ring_buffer_read_period_ms) {
+    if (p->has_ring_buffer_read_period_ms && p->ring_buffer_read_period_ms) {
       out->refused = "timebase.poll_period_ms: counter-only polling takes "
                      "no ring_buffer_read_period_ms";
       return 0;
@@ -296,7 +295,25 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
     out->refused = "timebase: a period of 0 samples nothing";
     return 0;
   }
-  switch (out->perf_clock) {
+  /* The kernel stamps samples of events outside its software PMU
+   * (tracepoints, PMU counters) only with an NMI-safe clock: BOOTTIME and
+   * REALTIME are refused (EINVAL) for them. Unset, such a timebase gets
+   * MONOTONIC_RAW, traced_perf's default; set, the refusal is said here. */
+  bool nmi_safe_only = !out->poll_period_ms && tbe->attr_type != ATTR_SOFTWARE;
+  if (nmi_safe_only &&
+      (out->perf_clock ==
+           PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME ||
+       out->perf_clock ==
+           PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_REALTIME)) {
+    out->refused = "timebase.timestamp_clock: the kernel stamps a "
+                   "tracepoint, raw or hardware timebase only with "
+                   "PERF_CLOCK_MONOTONIC or PERF_CLOCK_MONOTONIC_RAW";
+    return 0;
+  }
+  uint32_t clock = out->perf_clock;
+  if (!clock && nmi_safe_only)
+    clock = PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_MONOTONIC_RAW;
+  switch (clock) {
     case 0:
     case PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME:
       out->clockid = CLOCK_BOOTTIME;
