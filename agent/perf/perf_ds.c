@@ -651,8 +651,10 @@ static void forget(session_t *s, uint32_t pid) {
 static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
                    const uint8_t *rec, size_t len) {
   tg_perf_record_t r;
-  tg_perf_layout_t lay = {s->sample_type, true, s->n_user_regs,
-                          s->cfg.n_followers > 0};
+  tg_perf_layout_t lay = {.sample_type = s->sample_type,
+                          .sample_id_all = true,
+                          .n_user_regs = s->n_user_regs,
+                          .read_group = s->cfg.n_followers > 0};
   if (tg_perf_record_parse(rec, len, &lay, &r) < 0) {
     s->bad_records++;
     return;
