@@ -245,7 +245,8 @@ static const char *open_hint(int err, const tg_perf_event_t *ev) {
 /* What failed while opening a CPU's events, for the log. */
 typedef struct open_fail {
   const tg_perf_event_t *event; /* NULL: the ring's mapping */
-  const char *what;             /* "perf_event_open", "filter", "mmap" */
+  const char *what; /* the call: perf_event_open, the filter's, mmap */
+  bool filter;      /* the tracepoint filter was refused */
 } open_fail_t;
 
 static int perf_open(struct perf_event_attr *a, int cpu, int group_fd) {
@@ -275,23 +276,23 @@ static int open_ring(session_t *s, int cpu, cpu_ring_t *r, open_fail_t *why) {
   }
 #endif
   r->cpu = cpu;
-  *why = (open_fail_t){&c->timebase, "perf_event_open"};
+  *why = (open_fail_t){&c->timebase, "perf_event_open", false};
   int rv = perf_open(&a, cpu, -1);
   if (rv < 0) return rv;
   r->fd = rv;
-  why->what = "PERF_EVENT_IOC_SET_FILTER";
+  *why = (open_fail_t){&c->timebase, "PERF_EVENT_IOC_SET_FILTER", true};
   if ((rv = set_filter(r->fd, &c->timebase)) < 0) goto fail;
   for (size_t i = 0; i < c->n_followers; i++) {
     struct perf_event_attr fa;
     tg_perf_attr_follower(c, i, &a, &fa);
-    *why = (open_fail_t){&c->followers[i], "perf_event_open"};
+    *why = (open_fail_t){&c->followers[i], "perf_event_open", false};
     if ((rv = perf_open(&fa, cpu, r->fd)) < 0) goto fail;
     r->follower_fd[r->n_followers++] = rv;
-    why->what = "PERF_EVENT_IOC_SET_FILTER";
+    *why = (open_fail_t){&c->followers[i], "PERF_EVENT_IOC_SET_FILTER", true};
     if ((rv = set_filter(rv, &c->followers[i])) < 0) goto fail;
   }
   if (c->poll_period_ms) return 0;
-  *why = (open_fail_t){NULL, "mmap"};
+  *why = (open_fail_t){NULL, "mmap", false};
   long page = sysconf(_SC_PAGESIZE);
   r->data_size = (uint64_t)c->ring_pages * (uint64_t)page;
   r->map_len = (size_t)r->data_size + (size_t)page;
@@ -415,9 +416,7 @@ static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
               c->cpus[i]);
       continue;
     }
-    if (rv < 0 && why.event && why.event->kind == TG_PERF_EVENT_TRACEPOINT &&
-        why.event->tp_filter && rv == -EINVAL &&
-        why.what[0] == 'P') {
+    if (rv == -EINVAL && why.filter) {
       TG_ERROR("%s " DS_NAME ": instance %u: PerfEventConfig tracepoint "
                "\"%s\": the kernel refuses its filter \"%s\"; nothing is "
                "recorded", TG_NOTE(PERF_CONFIG_REFUSED), k, why.event->tp_name,

@@ -10,8 +10,9 @@
 #               one of P (the kernel applied the filter), a cpu of the
 #               machine, ts in order on each CPU, callstacks through the
 #               kernel's scheduler; the counter track named after the
-#               tracepoint. An unknown tracepoint is refused (TG-8001,
-#               named) and the recording says linux.perf did not start.
+#               tracepoint. An unknown tracepoint, and a filter the
+#               kernel refuses, are refused (TG-8001, named) and the
+#               recording says linux.perf did not start.
 #   followers   a cpu-clock timebase with context-switches and page-faults
 #               followers read as one group: their counter tracks
 #               (perf_counter_track, is_timebase 0) with counter rows.
@@ -153,6 +154,15 @@ CFG
     die "an unknown tracepoint is not a not_started problem: $(cat "$WORK/unknown.json")"
   grep -q 'TG-8001.*sched:no_such_event' "$WORK/perf.log" ||
     die "an unknown tracepoint was not refused with TG-8001 and its name: $(cat "$WORK/perf.log")"
+  # A filter the kernel refuses: the same, naming the tracepoint.
+  sed 's/name: "sched:no_such_event"/name: "sched:sched_switch" filter: "no_such_field =="/' \
+    "$WORK/unknown.pbtxt" >"$WORK/badfilter.pbtxt"
+  st=0
+  "$TGCLI" record --socket "$C" -c "$WORK/badfilter.pbtxt" --txt \
+    -o "$WORK/badfilter.pftrace" 2>"$WORK/badfilter.log" || st=$?
+  [ "$st" = 4 ] || die "a refused filter: tracegate record exited $st, not 4"
+  grep -q 'TG-8001.*sched:sched_switch' "$WORK/perf.log" ||
+    die "a refused filter was not refused with TG-8001 and the tracepoint: $(cat "$WORK/perf.log")"
 else
   say "tracepoint part skipped: no sched:sched_switch in tracefs"
 fi
