@@ -349,7 +349,10 @@ static int resolve_tracepoints(tg_perf_cfg_t *c, unsigned k) {
            tp ? tp : "?",
            rv == -ENOENT && bad ? "no such tracepoint in tracefs (events/)"
            : rv == -ENOENT      ? "tracefs is not mounted"
-                                : tg_strerror(rv));
+           : rv == -EACCES || rv == -EPERM
+               ? "tracefs refuses to be read (its events/*/id files need "
+                 "CAP_DAC_READ_SEARCH or tracefs' gid= mount option)"
+               : tg_strerror(rv));
   return -ENOTSUP;
 }
 
