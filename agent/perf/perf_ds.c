@@ -26,7 +26,6 @@
 #include "agent/perf/perf_unwind.h"
 #endif
 #include "agent/probes/ftrace_ksyms.h"
-#include "agent/probes/ftrace_tracefs.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "tracegate/agent.h"
@@ -332,9 +331,9 @@ static uint32_t choose_shard(const tg_perf_ds_t *d, const tg_perf_cfg_t *c) {
 /* A tracepoint that cannot be resolved refuses the config, naming it. */
 static int resolve_tracepoints(tg_perf_cfg_t *c, unsigned k) {
   if (!tg_perf_cfg_has_tracepoints(c)) return 0;
-  char root[TG_TRACEFS_PATH_MAX];
+  char root[256];
   const tg_perf_event_t *bad = NULL;
-  int rv = tg_tracefs_find_mounted(root);
+  int rv = tg_perf_tracefs_root(root, sizeof(root));
   if (rv == 0) rv = tg_perf_cfg_resolve(c, root, &bad);
   if (rv == 0) return 0;
   const char *tp = bad ? bad->tp_name : NULL;
