@@ -297,17 +297,21 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
   }
   /* The kernel stamps samples of events outside its software PMU
    * (tracepoints, PMU counters) only with an NMI-safe clock: BOOTTIME and
-   * REALTIME are refused (EINVAL) for them. Unset, such a timebase gets
-   * MONOTONIC_RAW, traced_perf's default; set, the refusal is said here. */
-  bool nmi_safe_only = !out->poll_period_ms && tbe->attr_type != ATTR_SOFTWARE;
+   * REALTIME are refused (EINVAL) for them, and a group's followers take
+   * the leader's clock. Unset, such a group gets MONOTONIC_RAW,
+   * traced_perf's default; set, the refusal is said here. */
+  bool nmi_safe_only = tbe->attr_type != ATTR_SOFTWARE;
+  for (size_t i = 0; i < out->n_followers; i++)
+    if (out->followers[i].attr_type != ATTR_SOFTWARE) nmi_safe_only = true;
+  if (out->poll_period_ms) nmi_safe_only = false; /* no stamps asked */
   if (nmi_safe_only &&
       (out->perf_clock ==
            PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME ||
        out->perf_clock ==
            PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_REALTIME)) {
     out->refused = "timebase.timestamp_clock: the kernel stamps a "
-                   "tracepoint, raw or hardware timebase only with "
-                   "PERF_CLOCK_MONOTONIC or PERF_CLOCK_MONOTONIC_RAW";
+                   "tracepoint, raw or hardware timebase or follower only "
+                   "with PERF_CLOCK_MONOTONIC or PERF_CLOCK_MONOTONIC_RAW";
     return 0;
   }
   uint32_t clock = out->perf_clock;

@@ -391,6 +391,9 @@ static void raw_timebase_and_followers_to_attrs(void **state) {
   assert_int_equal(fa.sample_type, SAMPLE_TYPE);
   assert_int_equal(fa.use_clockid, 1);
   assert_int_equal(fa.clockid, a.clockid);
+  /* A tracepoint follower: the group on MONOTONIC_RAW (not BOOTTIME,
+   * which the kernel refuses for it), even under a software leader. */
+  assert_int_equal(a.clockid, CLOCK_MONOTONIC_RAW);
   tg_perf_attr_follower(&out, 1, &a, &fa);
   assert_int_equal(fa.type, PERF_TYPE_TRACEPOINT);
   assert_int_equal(fa.config, 316);

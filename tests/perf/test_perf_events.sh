@@ -13,9 +13,10 @@
 #               tracepoint. An unknown tracepoint, and a filter the
 #               kernel refuses, are refused (TG-8001, named) and the
 #               recording says linux.perf did not start.
-#   followers   a cpu-clock timebase with context-switches and page-faults
-#               followers read as one group: their counter tracks
-#               (perf_counter_track, is_timebase 0) with counter rows.
+#   followers   a cpu-clock timebase with context-switches, page-faults
+#               and (with tracefs) sched:sched_switch followers read as
+#               one group: their counter tracks (perf_counter_track,
+#               is_timebase 0) with counter rows.
 #   polling     timebase.poll_period_ms with a follower and no callstacks:
 #               the counters read every period, a counter track per CPU
 #               for each, rows on every one.
@@ -173,7 +174,15 @@ fi
 # --- followers ------------------------------------------------------------------
 run_workload "$WORK/perfwork"
 WORKLOAD=$LAST
-cat >"$WORK/follow.pbtxt" <<'CFG'
+# With tracefs, a tracepoint follower too: the group then runs on
+# MONOTONIC_RAW (the kernel refuses BOOTTIME for a tracepoint).
+TP_FOLLOWER=
+FOLLOWER_TRACKS="cpu-clock context-switches faults"
+if [ -r $TRACEFS/events/sched/sched_switch/id ]; then
+  TP_FOLLOWER='followers { tracepoint { name: "sched:sched_switch" } name: "switches" }'
+  FOLLOWER_TRACKS="$FOLLOWER_TRACKS switches"
+fi
+cat >"$WORK/follow.pbtxt" <<CFG
 buffers { size_kb: 16384 }
 duration_ms: 1500
 data_sources {
@@ -183,6 +192,7 @@ data_sources {
       timebase { frequency: 200 counter: SW_CPU_CLOCK }
       followers { counter: SW_CONTEXT_SWITCHES }
       followers { counter: SW_PAGE_FAULTS name: "faults" }
+      $TP_FOLLOWER
       callstack_sampling {
         scope { target_cmdline: "perfwork" }
         user_frames: UNWIND_FRAME_POINTER
@@ -197,7 +207,7 @@ record "$WORK/follow.pbtxt" "$TRACE" "$WORK/follow.log"
 stop_workloads "$WORKLOAD"
 n=$(q "select count(*) from perf_sample")
 [ "$n" -gt 10 ] || die "followers: $n samples"
-for name in cpu-clock context-switches faults; do
+for name in $FOLLOWER_TRACKS; do
   tb=1
   [ "$name" = cpu-clock ] || tb=0
   rows=$(q "select count(*) from counter c join perf_counter_track t
@@ -209,7 +219,7 @@ switches=$(q "select cast(sum(c.value) as int) from counter c join perf_counter_
 [ "$switches" -gt 0 ] || die "followers: context-switches counted nothing"
 bad=$(bad_stats)
 [ -z "$bad" ] || die "followers: trace_processor stats: $bad"
-say "followers: $n samples, context-switches and faults tracks"
+say "followers: $n samples, tracks: $FOLLOWER_TRACKS"
 
 # --- counter-only polling ---------------------------------------------------------
 cat >"$WORK/poll.pbtxt" <<'CFG'
