@@ -570,9 +570,10 @@
     "do; nothing is recorded for the session; the field and the reason "      \
     "follow")                                                                 \
   X(PERF_OPEN_FAILED, 8002, "tracegate-perf",                                 \
-    "linux.perf: perf_event_open refused the timebase (a hardware counter "   \
-    "this machine lacks, or a missing privilege: CAP_PERFMON, "               \
-    "perf_event_paranoid); nothing is recorded; the CPU and reason follow")   \
+    "linux.perf: perf_event_open refused the timebase or a follower (a "      \
+    "hardware counter this machine lacks, or a missing privilege: "           \
+    "CAP_PERFMON, perf_event_paranoid); nothing is recorded; the CPU, the "   \
+    "event and the reason follow")                                            \
   X(PERF_FIELDS_IGNORED, 8003, "tracegate-perf",                              \
     "linux.perf: a PerfEventConfig field of traced_perf's unwinder has no "   \
     "meaning here and is ignored; the field follows")                         \

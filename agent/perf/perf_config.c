@@ -13,6 +13,9 @@
 /* perf_event_attr.type */
 #define ATTR_HARDWARE 0
 #define ATTR_SOFTWARE 1
+#define ATTR_TRACEPOINT 2
+#define ATTR_HW_CACHE 3
+#define ATTR_RAW 4
 /* BuiltinClock */
 #define BUILTIN_REALTIME 1
 #define BUILTIN_MONOTONIC 3
@@ -108,20 +111,135 @@ static int parse_scope(tg_perf_cfg_t *out, const int32_t *tp, size_t ntp,
   return 0;
 }
 
+/* One part of a tracepoint name: non-empty, of the characters tracefs
+ * names groups and events with, and not a path step ("." or ".."), so
+ * that it cannot leave events/ when it becomes a path. */
+static bool tp_part_ok(const char *p, size_t n) {
+  if (!n || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char ch = p[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+          (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
+      return false;
+  }
+  return true;
+}
+
+/* "group:name" or "group/name" (traced_perf takes both). */
+static bool tracepoint_name_ok(const char *s) {
+  size_t n = strnlen(s, 256);
+  const char *sep = strpbrk(s, ":/");
+  if (n > 255 || !sep) return false;
+  return tp_part_ok(s, (size_t)(sep - s)) &&
+         tp_part_ok(sep + 1, n - (size_t)(sep + 1 - s));
+}
+
+static int set_tracepoint(tg_perf_event_t *ev,
+                          const Perfetto__Protos__PerfEvents__Tracepoint *tp,
+                          tg_perf_cfg_t *out, const char *what) {
+  ev->kind = TG_PERF_EVENT_TRACEPOINT;
+  ev->attr_type = ATTR_TRACEPOINT;
+  const char *name = tp && tp->name ? tp->name : "";
+  if (!tracepoint_name_ok(name)) {
+    out->refused = what;
+    return 0;
+  }
+  if (!(ev->tp_name = strdup(name))) return -ENOMEM;
+  if (tp->filter && tp->filter[0] && !(ev->tp_filter = strdup(tp->filter)))
+    return -ENOMEM;
+  return 0;
+}
+
+static void set_raw(tg_perf_event_t *ev,
+                    const Perfetto__Protos__PerfEvents__RawEvent *raw) {
+  ev->kind = TG_PERF_EVENT_RAW;
+  if (!raw) return;
+  ev->attr_type = raw->type;
+  ev->attr_config = raw->config;
+  ev->attr_config1 = raw->config1;
+  ev->attr_config2 = raw->config2;
+  ev->exclude_user = raw->has_exclude_user && raw->exclude_user;
+  ev->exclude_kernel = raw->has_exclude_kernel && raw->exclude_kernel;
+  ev->exclude_hv = raw->has_exclude_hv && raw->exclude_hv;
+  ev->hardware = raw->type == ATTR_HARDWARE || raw->type == ATTR_HW_CACHE ||
+                 raw->type == ATTR_RAW;
+}
+
+static bool set_counter(tg_perf_event_t *ev, uint32_t counter) {
+  ev->kind = TG_PERF_EVENT_COUNTER;
+  ev->counter = counter;
+  if (!counter_attr(counter, &ev->attr_type, &ev->attr_config)) return false;
+  ev->hardware = ev->attr_type == ATTR_HARDWARE;
+  return true;
+}
+
+static int parse_followers(const Perfetto__Protos__PerfEventConfig *p,
+                           tg_perf_cfg_t *out) {
+  if (p->n_followers > TG_PERF_MAX_FOLLOWERS) {
+    out->refused = "followers: more than 16";
+    return 0;
+  }
+  for (size_t i = 0; i < p->n_followers; i++) {
+    const Perfetto__Protos__FollowerEvent *f = p->followers[i];
+    tg_perf_event_t *ev = &out->followers[i];
+    out->n_followers = i + 1;
+    if (!f) {
+      out->refused = "followers: an empty follower";
+      return 0;
+    }
+    if (f->name && !(ev->name = strdup(f->name))) return -ENOMEM;
+    int rv;
+    switch (f->event_case) {
+      case PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_COUNTER:
+        if (!set_counter(ev, (uint32_t)f->counter)) {
+          out->refused = "followers.counter: unknown counter";
+          return 0;
+        }
+        break;
+      case PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_TRACEPOINT:
+        if ((rv = set_tracepoint(ev, f->tracepoint, out,
+                                 "followers.tracepoint.name: not "
+                                 "\"group:name\" or \"group/name\"")) < 0)
+          return rv;
+        if (out->refused) return 0;
+        break;
+      case PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_RAW_EVENT:
+        set_raw(ev, f->raw_event);
+        break;
+      default:
+        /* As traced_perf: an event left unset is the CPU timer. */
+        set_counter(ev, PERFETTO__PROTOS__PERF_EVENTS__COUNTER__SW_CPU_CLOCK);
+        break;
+    }
+  }
+  return 0;
+}
+
 static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
                       tg_perf_cfg_t *out) {
   const Perfetto__Protos__PerfEvents__Timebase *tb = p->timebase;
+  tg_perf_event_t *tbe = &out->timebase;
+  int rv;
+  set_counter(tbe, out->counter);
   if (tb) {
     switch (tb->event_case) {
       case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER:
-        out->counter = (uint32_t)tb->counter;
+        if (!set_counter(tbe, (uint32_t)tb->counter)) {
+          out->refused = "timebase.counter: unknown counter";
+          return 0;
+        }
         break;
       case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_TRACEPOINT:
-        out->refused = "timebase.tracepoint: not supported by tracegate-perf";
-        return 0;
+        if ((rv = set_tracepoint(tbe, tb->tracepoint, out,
+                                 "timebase.tracepoint.name: not "
+                                 "\"group:name\" or \"group/name\"")) < 0)
+          return rv;
+        if (out->refused) return 0;
+        break;
       case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT:
-        out->refused = "timebase.raw_event: not supported by tracegate-perf";
-        return 0;
+        set_raw(tbe, tb->raw_event);
+        break;
       default:
         break;
     }
@@ -134,10 +252,17 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
         out->period = tb->period;
         break;
       case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_POLL_PERIOD_MS:
-        out->refused =
-            "timebase.poll_period_ms (counter-only polling): not supported "
-            "by tracegate-perf";
-        return 0;
+        if (!tb->poll_period_ms) {
+          out->refused = "timebase.poll_period_ms: 0 reads nothing";
+          return 0;
+        }
+        out->poll_period_ms =
+            tb->poll_period_ms < TG_PERF_MIN_POLL_PERIOD_MS
+                ? TG_PERF_MIN_POLL_PERIOD_MS
+            : tb->poll_period_ms > TG_PERF_MAX_POLL_PERIOD_MS
+                ? TG_PERF_MAX_POLL_PERIOD_MS
+                : tb->poll_period_ms;
+        break;
       default:
         break;
     }
@@ -146,16 +271,53 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
   } else if (p->has_sampling_frequency && p->sampling_frequency) {
     out->frequency = p->sampling_frequency;
   }
-  if (!out->frequency && !out->period) {
+  out->counter = tbe->counter;
+  out->attr_type = tbe->attr_type;
+  out->attr_config = tbe->attr_config;
+  out->hardware = tbe->hardware;
+  if ((rv = parse_followers(p, out)) < 0 || out->refused) return rv;
+  if (out->poll_period_ms) {
+    /* traced_perf refuses these with polling: nothing samples. */
+    if (p->callstack_sampling || (p->has_all_cpus && p->all_cpus)) {
+      out->refused = "timebase.poll_period_ms: counter-only polling takes "
+                     "no callstack_sampling (nor all_cpus)";
+      return 0;
+    }
+    if (p->has_ring_buffer_read_period_ms && p->ring_buffer_read_period_ms) {
+      out->refused = "timebase.poll_period_ms: counter-only polling takes "
+                     "no ring_buffer_read_period_ms";
+      return 0;
+    }
+    out->frequency = out->period = 0;
+    out->read_period_ms = out->poll_period_ms;
+  }
+  if (!out->poll_period_ms && !out->frequency && !out->period) {
     out->refused = "timebase: a period of 0 samples nothing";
     return 0;
   }
-  if (!counter_attr(out->counter, &out->attr_type, &out->attr_config)) {
-    out->refused = "timebase.counter: unknown counter";
+  /* The kernel stamps samples of events outside its software PMU
+   * (tracepoints, PMU counters) only with an NMI-safe clock: BOOTTIME and
+   * REALTIME are refused (EINVAL) for them, and a group's followers take
+   * the leader's clock. Unset, such a group gets MONOTONIC_RAW,
+   * traced_perf's default; set, the refusal is said here. */
+  bool nmi_safe_only = tbe->attr_type != ATTR_SOFTWARE;
+  for (size_t i = 0; i < out->n_followers; i++)
+    if (out->followers[i].attr_type != ATTR_SOFTWARE) nmi_safe_only = true;
+  if (out->poll_period_ms) nmi_safe_only = false; /* no stamps asked */
+  if (nmi_safe_only &&
+      (out->perf_clock ==
+           PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME ||
+       out->perf_clock ==
+           PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_REALTIME)) {
+    out->refused = "timebase.timestamp_clock: the kernel stamps a "
+                   "tracepoint, raw or hardware timebase or follower only "
+                   "with PERF_CLOCK_MONOTONIC or PERF_CLOCK_MONOTONIC_RAW";
     return 0;
   }
-  out->hardware = out->attr_type == ATTR_HARDWARE;
-  switch (out->perf_clock) {
+  uint32_t clock = out->perf_clock;
+  if (!clock && nmi_safe_only)
+    clock = PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_MONOTONIC_RAW;
+  switch (clock) {
     case 0:
     case PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME:
       out->clockid = CLOCK_BOOTTIME;
@@ -177,15 +339,16 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
       out->refused = "timebase.timestamp_clock: unknown clock";
       return 0;
   }
-  if (p->n_followers) {
-    out->refused = "followers: not supported by tracegate-perf";
-    return 0;
+  if (out->poll_period_ms) {
+    /* Readings are stamped here, not by the kernel: on the boot clock, as
+     * traced_perf's. */
+    out->clockid = CLOCK_BOOTTIME;
+    out->builtin_clock = BUILTIN_BOOTTIME;
   }
   if (p->n_target_installed_by) {
     out->refused = "target_installed_by: Android only";
     return 0;
   }
-  int rv;
   const Perfetto__Protos__PerfEventConfig__CallstackSampling *cs =
       p->callstack_sampling;
   bool legacy = p->has_all_cpus && p->all_cpus;
@@ -221,11 +384,8 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
                        "tracegate-perf";
         return 0;
       }
-      if (sc->has_process_shard_count && sc->process_shard_count > 1) {
-        out->refused = "scope.process_shard_count: not supported by "
-                       "tracegate-perf";
-        return 0;
-      }
+      if (sc->has_process_shard_count)
+        out->shard_count = sc->process_shard_count;
       if ((rv = parse_scope(out, sc->target_pid, sc->n_target_pid,
                             sc->target_cmdline, sc->n_target_cmdline,
                             sc->exclude_pid, sc->n_exclude_pid,
@@ -263,7 +423,8 @@ static int parse_perf(const Perfetto__Protos__PerfEventConfig *p,
     }
     out->ring_pages = n;
   }
-  if (p->has_ring_buffer_read_period_ms && p->ring_buffer_read_period_ms) {
+  if (!out->poll_period_ms && p->has_ring_buffer_read_period_ms &&
+      p->ring_buffer_read_period_ms) {
     uint32_t v = p->ring_buffer_read_period_ms;
     out->read_period_ms = v < TG_PERF_MIN_READ_PERIOD_MS
                               ? TG_PERF_MIN_READ_PERIOD_MS
@@ -286,6 +447,7 @@ int tg_perf_cfg_parse(const uint8_t *cfg, size_t len, tg_perf_cfg_t *out) {
   out->frequency = TG_PERF_DEFAULT_FREQUENCY;
   out->ring_pages = TG_PERF_DEFAULT_RING_PAGES;
   out->read_period_ms = TG_PERF_DEFAULT_READ_PERIOD_MS;
+  set_counter(&out->timebase, out->counter);
   Perfetto__Protos__DataSourceConfig *dsc =
       perfetto__protos__data_source_config__unpack(
           NULL, len, cfg ? cfg : (const uint8_t *)"");
@@ -307,7 +469,15 @@ int tg_perf_cfg_parse(const uint8_t *cfg, size_t len, tg_perf_cfg_t *out) {
   return rv;
 }
 
+static void event_free(tg_perf_event_t *ev) {
+  free(ev->tp_name);
+  free(ev->tp_filter);
+  free(ev->name);
+}
+
 void tg_perf_cfg_free(tg_perf_cfg_t *c) {
+  event_free(&c->timebase);
+  for (size_t i = 0; i < c->n_followers; i++) event_free(&c->followers[i]);
   for (size_t i = 0; i < c->n_target_cmdline; i++) free(c->target_cmdline[i]);
   for (size_t i = 0; i < c->n_exclude_cmdline; i++) free(c->exclude_cmdline[i]);
   free(c->cpus);
@@ -334,7 +504,14 @@ static bool has_pid(const int32_t *v, size_t n, int32_t pid) {
 
 bool tg_perf_cfg_has_scope(const tg_perf_cfg_t *c) {
   return c->n_target_pid || c->n_target_cmdline || c->n_exclude_pid ||
-         c->n_exclude_cmdline;
+         c->n_exclude_cmdline || c->shard_count;
+}
+
+bool tg_perf_cfg_has_tracepoints(const tg_perf_cfg_t *c) {
+  if (c->timebase.kind == TG_PERF_EVENT_TRACEPOINT) return true;
+  for (size_t i = 0; i < c->n_followers; i++)
+    if (c->followers[i].kind == TG_PERF_EVENT_TRACEPOINT) return true;
+  return false;
 }
 
 bool tg_perf_cfg_in_scope(const tg_perf_cfg_t *c, int32_t pid,
@@ -342,7 +519,10 @@ bool tg_perf_cfg_in_scope(const tg_perf_cfg_t *c, int32_t pid,
   if (has_pid(c->exclude_pid, c->n_exclude_pid, pid) ||
       matches(c->exclude_cmdline, c->n_exclude_cmdline, cmdline))
     return false;
-  if (!c->n_target_pid && !c->n_target_cmdline) return true;
-  return has_pid(c->target_pid, c->n_target_pid, pid) ||
-         matches(c->target_cmdline, c->n_target_cmdline, cmdline);
+  if (has_pid(c->target_pid, c->n_target_pid, pid) ||
+      matches(c->target_cmdline, c->n_target_cmdline, cmdline))
+    return true;
+  if (c->shard_count)
+    return (uint32_t)pid % c->shard_count == c->chosen_shard;
+  return !c->n_target_pid && !c->n_target_cmdline;
 }

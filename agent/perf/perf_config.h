@@ -5,12 +5,21 @@
  * the legacy all_cpus is), user frames by frame pointer, kernel frames
  * when asked.
  *
+ * The timebase and each follower is a counter, a tracepoint (resolved to
+ * its id when the session opens its events, see perf_events.h) or a raw
+ * perf_event_attr type/config. Followers are read with the leader as one
+ * group (PERF_FORMAT_GROUP). With timebase.poll_period_ms the counters are
+ * not sampled but read every period (traced_perf's polling mode, `perf
+ * stat -I`), which excludes callstack_sampling, ring_buffer_read_period_ms
+ * and all_cpus, as in traced_perf. scope.process_shard_count N > 1 keeps
+ * the processes whose pid % N is the shard chosen for the session.
+ *
  * Fields that would change what is recorded and that this producer cannot
- * honour refuse the whole config (|refused| names the field): a tracepoint
- * or raw timebase, poll_period_ms, followers, UNWIND_DWARF in a build
- * without libdw, process sharding, additional_cmdline_count,
- * target_installed_by. Tuning fields of traced_perf's unwinder that have
- * no meaning here are listed in |ignored|.
+ * honour refuse the whole config (|refused| names the field): UNWIND_DWARF
+ * in a build without libdw, additional_cmdline_count, target_installed_by,
+ * a malformed tracepoint name, more than TG_PERF_MAX_FOLLOWERS followers.
+ * Tuning fields of traced_perf's unwinder that have no meaning here are
+ * listed in |ignored|.
  */
 #ifndef TRACEGATE_PERF_PERF_CONFIG_H
 #define TRACEGATE_PERF_PERF_CONFIG_H
@@ -27,6 +36,10 @@
 #define TG_PERF_MAX_READ_PERIOD_MS 10000
 #define TG_PERF_MAX_IGNORED 8
 #define TG_PERF_MAX_TARGETS 64
+/* Followers of one timebase (the kernel reads a group in one call). */
+#define TG_PERF_MAX_FOLLOWERS 16
+#define TG_PERF_MIN_POLL_PERIOD_MS 1
+#define TG_PERF_MAX_POLL_PERIOD_MS 60000
 
 /* User frames: none, by the kernel's frame-pointer walk, or by DWARF
  * unwinding of a copy of the user stack (builds with libdw only). */
@@ -35,6 +48,27 @@ typedef enum tg_perf_user_frames {
   TG_PERF_USER_FRAME_POINTER = 1,
   TG_PERF_USER_DWARF = 2,
 } tg_perf_user_frames_t;
+
+/* What an event (the timebase or a follower) is. */
+typedef enum tg_perf_event_kind {
+  TG_PERF_EVENT_COUNTER = 0,    /* PerfEvents.Counter */
+  TG_PERF_EVENT_TRACEPOINT = 1, /* events/<group>/<name>/id in tracefs */
+  TG_PERF_EVENT_RAW = 2,        /* PerfEvents.RawEvent */
+} tg_perf_event_kind_t;
+
+/* One event as perf_event_open(2) takes it. A tracepoint's |attr_config|
+ * is its id, 0 until resolved (tg_perf_event_resolve, perf_events.h). */
+typedef struct tg_perf_event {
+  tg_perf_event_kind_t kind;
+  uint32_t counter; /* PerfEvents.Counter (COUNTER), else 0 */
+  uint32_t attr_type;
+  uint64_t attr_config, attr_config1, attr_config2;
+  bool exclude_user, exclude_kernel, exclude_hv; /* RawEvent's */
+  bool hardware; /* a PMU counter: this machine may not have it */
+  char *tp_name;   /* TRACEPOINT: "group:name" or "group/name" as given */
+  char *tp_filter; /* TRACEPOINT: PERF_EVENT_IOC_SET_FILTER text; NULL */
+  char *name;      /* FollowerEvent.name; NULL when unset */
+} tg_perf_event_t;
 
 /* Whether this build unwinds DWARF (TG_PERF_HAVE_DWARF: libdw, x86-64). */
 bool tg_perf_cfg_dwarf_built(void);
@@ -52,6 +86,18 @@ typedef struct tg_perf_cfg {
   int clockid;            /* the clock the kernel stamps samples with */
   uint32_t builtin_clock; /* the trace's BuiltinClock of that clock */
   char *name;             /* Timebase.name, NULL when unset */
+  /* The timebase as an event: |counter|, |attr_type|, |attr_config| and
+   * |hardware| above are its fields too, kept for the counter case. */
+  tg_perf_event_t timebase;
+  tg_perf_event_t followers[TG_PERF_MAX_FOLLOWERS];
+  size_t n_followers;
+  /* Counter-only polling: read every |poll_period_ms| (0: sampling). */
+  uint32_t poll_period_ms;
+  /* scope.process_shard_count (0 or 1: no sharding), and the shard kept:
+   * chosen by the caller once per tracing session (random, as traced_perf
+   * does), < shard_count. */
+  uint32_t shard_count;
+  uint32_t chosen_shard;
   /* Callstacks. */
   bool callstacks;
   bool kernel_frames;
@@ -84,10 +130,16 @@ void tg_perf_cfg_free(tg_perf_cfg_t *c);
 
 /* Whether a process is in the config's scope: |cmdline| is its argv[0]
  * (NULL when unknown). A pattern with a '/' is matched (fnmatch) against
- * the whole argv[0], one without against its last component. */
+ * the whole argv[0], one without against its last component. Exclusions
+ * first, then the target lists; a process neither names is in when there
+ * are no target lists and no sharding, else when sharding is on and
+ * pid % shard_count is |chosen_shard| (traced_perf's order). */
 bool tg_perf_cfg_in_scope(const tg_perf_cfg_t *c, int32_t pid,
                           const char *cmdline);
-/* Whether the scope names any process (a cmdline to read per pid). */
+/* Whether the scope names any process (a cmdline to read per pid) or
+ * shards them. */
 bool tg_perf_cfg_has_scope(const tg_perf_cfg_t *c);
+/* Whether the timebase or a follower is a tracepoint. */
+bool tg_perf_cfg_has_tracepoints(const tg_perf_cfg_t *c);
 
 #endif /* TRACEGATE_PERF_PERF_CONFIG_H */

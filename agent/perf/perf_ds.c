@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "agent/clock.h"
 #include "agent/perf/perf_config.h"
 #include "agent/perf/perf_emit.h"
+#include "agent/perf/perf_events.h"
 #include "agent/perf/perf_procs.h"
 #include "agent/perf/perf_record.h"
 #ifdef TG_PERF_HAVE_DWARF
@@ -40,10 +42,12 @@
 
 typedef struct cpu_ring {
   int cpu;
-  int fd;
-  uint8_t *base; /* the metadata page, then the data area */
+  int fd; /* the timebase: the group's leader */
+  uint8_t *base; /* the metadata page, then the data area; NULL: polling */
   size_t map_len;
   uint64_t data_size;
+  int follower_fd[TG_PERF_MAX_FOLLOWERS];
+  size_t n_followers; /* opened */
 } cpu_ring_t;
 
 typedef struct session {
@@ -67,6 +71,8 @@ typedef struct session {
   /* Counts for the end's log line. */
   uint64_t samples, lost, throttles, out_of_scope, no_frames, bad_records;
   uint64_t unwound, unwind_failed; /* UNWIND_DWARF samples */
+  uint64_t polls, poll_failed; /* counter-only polling: group reads */
+  uint64_t follower_counts[TG_PERF_MAX_FOLLOWERS]; /* one sample's */
   uint64_t skipped; /* processes whose maps could not be read */
   bool force_clear; /* the tables failed: clear before the next packet */
 } session_t;
@@ -199,6 +205,8 @@ static int online_cpus(uint32_t **out, size_t *n) {
 }
 
 static void close_ring(cpu_ring_t *r) {
+  for (size_t i = 0; i < r->n_followers; i++) close(r->follower_fd[i]);
+  r->n_followers = 0;
   if (r->base && r->base != MAP_FAILED) munmap(r->base, r->map_len);
   if (r->fd >= 0) close(r->fd);
   r->base = NULL;
@@ -223,72 +231,132 @@ static void session_free(session_t *s) {
   free(s);
 }
 
-static const char *open_hint(int err, const tg_perf_cfg_t *c) {
+static const char *open_hint(int err, const tg_perf_event_t *ev) {
   if (err == -EACCES || err == -EPERM)
     return " (needs CAP_PERFMON, or CAP_SYS_ADMIN before Linux 5.8, or "
            "kernel.perf_event_paranoid low enough)";
-  if (c->hardware && (err == -ENOENT || err == -EOPNOTSUPP || err == -ENODEV))
+  if (ev->hardware && (err == -ENOENT || err == -EOPNOTSUPP || err == -ENODEV))
     return " (no hardware PMU counter here: use a software counter such as "
            "SW_CPU_CLOCK)";
   return "";
 }
 
-/* Opens the event and maps the ring of |cpu|. */
-static int open_ring(session_t *s, int cpu, cpu_ring_t *r) {
+/* What failed while opening a CPU's events, for the log. */
+typedef struct open_fail {
+  const tg_perf_event_t *event; /* NULL: the ring's mapping */
+  const char *what; /* the call: perf_event_open, the filter's, mmap */
+  bool filter;      /* the tracepoint filter was refused */
+} open_fail_t;
+
+static int perf_open(struct perf_event_attr *a, int cpu, int group_fd) {
+  int fd = (int)syscall(SYS_perf_event_open, a, -1, cpu, group_fd,
+                        PERF_FLAG_FD_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+/* A tracepoint's filter, as `perf record --filter` sets it. */
+static int set_filter(int fd, const tg_perf_event_t *ev) {
+  if (ev->kind != TG_PERF_EVENT_TRACEPOINT || !ev->tp_filter) return 0;
+  return ioctl(fd, PERF_EVENT_IOC_SET_FILTER, ev->tp_filter) < 0 ? -errno : 0;
+}
+
+/* Opens the timebase of |cpu| and its followers (one group), and maps the
+ * leader's ring (not when polling: nothing samples). */
+static int open_ring(session_t *s, int cpu, cpu_ring_t *r, open_fail_t *why) {
   const tg_perf_cfg_t *c = &s->cfg;
   struct perf_event_attr a;
-  memset(&a, 0, sizeof(a));
-  a.size = sizeof(a);
-  a.type = c->attr_type;
-  a.config = c->attr_config;
-  if (c->frequency) {
-    a.freq = 1;
-    a.sample_freq = c->frequency;
-  } else {
-    a.sample_period = c->period;
-  }
-  a.sample_type = s->sample_type;
-  a.read_format = 0; /* the value alone, as the record parser reads it */
-  a.disabled = 1;
-  a.use_clockid = 1;
-  a.clockid = c->clockid;
-  a.sample_id_all = 1;
-  if (c->callstacks) {
-    a.exclude_callchain_kernel = !c->kernel_frames;
-    a.exclude_callchain_user = c->user_frames != TG_PERF_USER_FRAME_POINTER;
+  tg_perf_attr_leader(c, s->sample_type, &a);
 #ifdef TG_PERF_HAVE_DWARF
-    if (c->user_frames == TG_PERF_USER_DWARF) {
-      /* The user registers and the top of the user stack, unwound here;
-       * the callchain keeps the kernel's frames. */
-      a.sample_regs_user = tg_perf_unwind_regs_mask();
-      a.sample_stack_user = TG_PERF_UNWIND_STACK_BYTES;
-    }
-#endif
-    /* New executable mappings and execs: a process's maps are read again. */
-    a.mmap = 1;
-    a.mmap2 = 1;
-    a.comm = 1;
-    a.comm_exec = 1;
+  if (c->callstacks && c->user_frames == TG_PERF_USER_DWARF) {
+    /* The user registers and the top of the user stack, unwound here;
+     * the callchain keeps the kernel's frames. */
+    a.sample_regs_user = tg_perf_unwind_regs_mask();
+    a.sample_stack_user = TG_PERF_UNWIND_STACK_BYTES;
   }
+#endif
   r->cpu = cpu;
-  r->fd = (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1,
-                       PERF_FLAG_FD_CLOEXEC);
-  if (r->fd < 0) return -errno;
+  *why = (open_fail_t){&c->timebase, "perf_event_open", false};
+  int rv = perf_open(&a, cpu, -1);
+  if (rv < 0) return rv;
+  r->fd = rv;
+  *why = (open_fail_t){&c->timebase, "PERF_EVENT_IOC_SET_FILTER", true};
+  if ((rv = set_filter(r->fd, &c->timebase)) < 0) goto fail;
+  for (size_t i = 0; i < c->n_followers; i++) {
+    struct perf_event_attr fa;
+    tg_perf_attr_follower(c, i, &a, &fa);
+    *why = (open_fail_t){&c->followers[i], "perf_event_open", false};
+    if ((rv = perf_open(&fa, cpu, r->fd)) < 0) goto fail;
+    r->follower_fd[r->n_followers++] = rv;
+    *why = (open_fail_t){&c->followers[i], "PERF_EVENT_IOC_SET_FILTER", true};
+    if ((rv = set_filter(rv, &c->followers[i])) < 0) goto fail;
+  }
+  if (c->poll_period_ms) return 0;
+  *why = (open_fail_t){NULL, "mmap", false};
   long page = sysconf(_SC_PAGESIZE);
   r->data_size = (uint64_t)c->ring_pages * (uint64_t)page;
   r->map_len = (size_t)r->data_size + (size_t)page;
   r->base = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
   if (r->base == MAP_FAILED) {
-    int rv = -errno;
+    rv = -errno;
     r->base = NULL;
-    close_ring(r);
-    return rv;
+    goto fail;
   }
   return 0;
+fail:
+  close_ring(r);
+  return rv;
 }
 
-static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
-                         session_t **out) {
+/* The process shard of a session: the one already chosen for another
+ * instance of the same tracing session and shard count, else a random one
+ * (traced_perf chooses once per tracing session). */
+static uint32_t choose_shard(const tg_perf_ds_t *d, const tg_perf_cfg_t *c) {
+  for (unsigned k = 0; k < TG_DS_MAX_INSTANCES; k++) {
+    const session_t *o = d->slots[k].sess;
+    if (o && o->cfg.tracing_session_id == c->tracing_session_id &&
+        o->cfg.shard_count == c->shard_count)
+      return o->cfg.chosen_shard;
+  }
+  uint32_t v;
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+    /* The entropy pool is not ready yet (early boot): any value spreads
+     * the choice as well, the nanoseconds of the clock will do. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = (uint32_t)ts.tv_nsec;
+  }
+  return v % c->shard_count;
+}
+
+/* A tracepoint that cannot be resolved refuses the config, naming it. */
+static int resolve_tracepoints(tg_perf_cfg_t *c, unsigned k) {
+  if (!tg_perf_cfg_has_tracepoints(c)) return 0;
+  char root[256];
+  const tg_perf_event_t *bad = NULL;
+  int rv = tg_perf_tracefs_root(root, sizeof(root));
+  if (rv == 0) rv = tg_perf_cfg_resolve(c, root, &bad);
+  if (rv == 0) return 0;
+  const char *tp = bad ? bad->tp_name : NULL;
+  if (!tp) {
+    for (size_t i = 0; !tp && i <= c->n_followers; i++) {
+      const tg_perf_event_t *ev = i ? &c->followers[i - 1] : &c->timebase;
+      if (ev->kind == TG_PERF_EVENT_TRACEPOINT) tp = ev->tp_name;
+    }
+  }
+  TG_ERROR("%s " DS_NAME ": instance %u: PerfEventConfig tracepoint \"%s\": "
+           "%s; nothing is recorded", TG_NOTE(PERF_CONFIG_REFUSED), k,
+           tp ? tp : "?",
+           rv == -ENOENT && bad ? "no such tracepoint in tracefs (events/)"
+           : rv == -ENOENT      ? "tracefs is not mounted"
+           : rv == -EACCES || rv == -EPERM
+               ? "tracefs refuses to be read (its events/*/id files need "
+                 "CAP_DAC_READ_SEARCH or tracefs' gid= mount option)"
+               : tg_strerror(rv));
+  return -ENOTSUP;
+}
+
+static int session_start(tg_perf_ds_t *d, const uint8_t *cfgb, size_t len,
+                         unsigned k, session_t **out) {
   *out = NULL;
   session_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
@@ -306,6 +374,8 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
     session_free(s);
     return -ENOTSUP;
   }
+  if ((rv = resolve_tracepoints(c, k)) < 0) goto fail;
+  if (c->shard_count) c->chosen_shard = choose_shard(d, c);
   for (size_t i = 0; i < c->n_ignored; i++)
     TG_WARN("%s " DS_NAME ": instance %u: PerfEventConfig.%s is ignored",
             TG_NOTE(PERF_FIELDS_IGNORED), k, c->ignored[i]);
@@ -341,16 +411,28 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
   for (size_t i = 0; i < c->n_cpus; i++) s->rings[i].fd = -1;
   for (size_t i = 0; i < c->n_cpus; i++) {
     cpu_ring_t *r = &s->rings[s->n_rings];
-    rv = open_ring(s, (int)c->cpus[i], r);
-    if (rv == -ENODEV && !c->hardware) {
+    open_fail_t why;
+    rv = open_ring(s, (int)c->cpus[i], r, &why);
+    if (rv == -ENODEV && !c->hardware && why.event == &c->timebase) {
       TG_WARN(DS_NAME ": instance %u: cpu %u is not online: not sampled", k,
               c->cpus[i]);
       continue;
     }
+    if (rv == -EINVAL && why.filter) {
+      TG_ERROR("%s " DS_NAME ": instance %u: PerfEventConfig tracepoint "
+               "\"%s\": the kernel refuses its filter \"%s\"; nothing is "
+               "recorded", TG_NOTE(PERF_CONFIG_REFUSED), k, why.event->tp_name,
+               why.event->tp_filter);
+      goto fail;
+    }
     if (rv < 0) {
-      TG_ERROR("%s " DS_NAME ": instance %u: cpu %u: perf_event_open: %s%s; "
+      const char *ev_name = !why.event                  ? "the ring"
+                            : why.event == &c->timebase ? "the timebase"
+                                                        : "a follower";
+      TG_ERROR("%s " DS_NAME ": instance %u: cpu %u: %s of %s: %s%s; "
                "nothing is recorded", TG_NOTE(PERF_OPEN_FAILED), k,
-               c->cpus[i], tg_strerror(rv), open_hint(rv, c));
+               c->cpus[i], why.what, ev_name, tg_strerror(rv),
+               why.event ? open_hint(rv, why.event) : "");
       goto fail;
     }
     s->n_rings++;
@@ -377,10 +459,22 @@ static int session_start(const uint8_t *cfgb, size_t len, unsigned k,
   for (size_t i = 0; i < s->n_rings; i++)
     ioctl(s->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
   static const char *const user_modes[] = {"none", "frame pointer", "DWARF"};
-  TG_INFO(DS_NAME ": instance %u: %zu CPU(s), counter %u, %s %llu, "
-          "callstacks %s (user frames: %s%s)", k, s->n_rings, c->counter,
-          c->frequency ? "frequency" : "period",
-          (unsigned long long)(c->frequency ? c->frequency : c->period),
+  TG_INFO(DS_NAME ": instance %u: %zu CPU(s), %s %u/%#llx%s%s, %zu "
+          "follower(s), %s %llu, shard %u of %u, callstacks %s (user "
+          "frames: %s%s)", k, s->n_rings,
+          c->timebase.kind == TG_PERF_EVENT_TRACEPOINT ? "tracepoint"
+          : c->timebase.kind == TG_PERF_EVENT_RAW      ? "raw event"
+                                                       : "counter",
+          c->timebase.attr_type, (unsigned long long)c->timebase.attr_config,
+          c->timebase.tp_name ? " " : "",
+          c->timebase.tp_name ? c->timebase.tp_name : "", c->n_followers,
+          c->poll_period_ms ? "polled every ms"
+          : c->frequency    ? "frequency"
+                            : "period",
+          (unsigned long long)(c->poll_period_ms ? c->poll_period_ms
+                               : c->frequency    ? c->frequency
+                                                 : c->period),
+          c->chosen_shard, c->shard_count,
           c->callstacks ? "on" : "off",
           c->callstacks ? user_modes[c->user_frames] : "none",
           c->callstacks && c->kernel_frames ? ", kernel frames" : "");
@@ -412,6 +506,12 @@ static tg_pbw_t *begin(tg_perf_ds_t *d, unsigned k, session_t *s,
       .perf_clock = c->perf_clock,
       .name = c->name,
       .builtin_clock = c->builtin_clock,
+      .event = &c->timebase,
+      .poll_period_ms = c->poll_period_ms,
+      .followers = c->followers,
+      .n_followers = c->n_followers,
+      .shard_count = c->shard_count,
+      .chosen_shard = c->chosen_shard,
   };
   tg_perf_emit_defaults(w, ts, &tb);
   tg_ds_packet_end(d->ds, k);
@@ -513,7 +613,12 @@ static void write_sample(tg_perf_ds_t *d, unsigned k, session_t *s,
       frames[n - 1 - i] = f;
     }
   }
+  size_t nf = 0;
+  for (; nf < c->n_followers && nf + 1 < r->u.sample.read_nr; nf++)
+    s->follower_counts[nf] = tg_perf_read_value_at(r, nf + 1);
   tg_perf_emit_sample_t smp = {
+      .follower_counts = s->follower_counts,
+      .n_follower_counts = nf,
       .ts = r->u.sample.time,
       .cpu = r->u.sample.cpu,
       .pid = pid,
@@ -547,7 +652,10 @@ static void forget(session_t *s, uint32_t pid) {
 static void handle(tg_perf_ds_t *d, unsigned k, session_t *s, int cpu,
                    const uint8_t *rec, size_t len) {
   tg_perf_record_t r;
-  tg_perf_layout_t lay = {s->sample_type, true, s->n_user_regs};
+  tg_perf_layout_t lay = {.sample_type = s->sample_type,
+                          .sample_id_all = true,
+                          .n_user_regs = s->n_user_regs,
+                          .read_group = s->cfg.n_followers > 0};
   if (tg_perf_record_parse(rec, len, &lay, &r) < 0) {
     s->bad_records++;
     return;
@@ -606,6 +714,42 @@ static size_t drain(tg_perf_ds_t *d, unsigned k, session_t *s) {
   return n;
 }
 
+/* Counter-only polling: one reading of every CPU's group, stamped now on
+ * the boot clock. Returns the readings written. */
+static size_t poll_counts(tg_perf_ds_t *d, unsigned k, session_t *s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->n_rings; i++) {
+    cpu_ring_t *r = &s->rings[i];
+    uint64_t buf[2 + TG_PERF_MAX_FOLLOWERS], v[1 + TG_PERF_MAX_FOLLOWERS];
+    ssize_t got;
+    while ((got = read(r->fd, buf, sizeof(buf))) < 0 && errno == EINTR) {
+    }
+    size_t m = 0;
+    if (got < 0 ||
+        tg_perf_group_read_parse((const uint8_t *)buf, (size_t)got, v,
+                                 1 + TG_PERF_MAX_FOLLOWERS, &m) < 0 ||
+        m == 0) {
+      s->poll_failed++;
+      continue;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    tg_pbw_t *w = begin(d, k, s, now);
+    if (!w) continue;
+    tg_perf_emit_counts(w, now, (uint32_t)r->cpu, v[0], v + 1, m - 1);
+    tg_ds_packet_end(d->ds, k);
+    s->polls++;
+    n++;
+  }
+  return n;
+}
+
+/* What the session's CPUs hold now: their rings, or a polled reading. */
+static size_t read_cpus(tg_perf_ds_t *d, unsigned k, session_t *s) {
+  return s->cfg.poll_period_ms ? poll_counts(d, k, s) : drain(d, k, s);
+}
+
 static void end_slot(tg_perf_ds_t *d, unsigned k) {
   slot_t *sl = &d->slots[k];
   session_t *s = sl->sess;
@@ -613,7 +757,7 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
     for (size_t i = 0; i < s->n_rings; i++)
       ioctl(s->rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
     if (sl->announced) {
-      drain(d, k, s);
+      read_cpus(d, k, s);
       tg_ds_flush_thread(d->ds, k);
     }
     const tg_perf_procs_stats_t *ps = tg_perf_procs_stats(s->procs);
@@ -636,6 +780,10 @@ static void end_slot(tg_perf_ds_t *d, unsigned k) {
             (unsigned long long)ps->files_read,
             (unsigned long long)ps->maps_failed,
             (unsigned long long)ps->files_failed);
+    if (s->cfg.poll_period_ms)
+      TG_INFO(DS_NAME ": instance %u: %llu counter readings written, %llu "
+              "unreadable", k, (unsigned long long)s->polls,
+              (unsigned long long)s->poll_failed);
     if (s->lost || s->throttles)
       TG_WARN("%s " DS_NAME ": instance %u: %llu records lost in full rings, "
               "%llu throttles by the kernel (kernel.perf_event_max_sample_rate)",
@@ -662,7 +810,7 @@ static void run_slot(tg_perf_ds_t *d, unsigned k, uint64_t now) {
     sl->next_ms = UINT64_MAX;
     return;
   }
-  if (drain(d, k, sl->sess)) sl->unflushed = true;
+  if (read_cpus(d, k, sl->sess)) sl->unflushed = true;
   if (sl->unflushed && now - sl->flushed_ms >= COMMIT_EVERY_MS) {
     tg_ds_flush_thread(d->ds, k);
     sl->unflushed = false;
@@ -688,7 +836,7 @@ static void apply_changes(tg_perf_ds_t *d) {
       /* Only a session that opened confirms its start: one refused (its
        * config, perf_event_open) is named in the trace as not started
        * by the service, and logged here with its notice. */
-      if (session_start(cfg, len, k, &sl->sess) == 0)
+      if (session_start(d, cfg, len, k, &sl->sess) == 0)
         tg_ds_notify_started(d->ds, k);
       sl->active = true;
       sl->announced = false;

@@ -16,11 +16,28 @@
 #define DEF_TIMESTAMP_CLOCK_ID 58
 #define DEF_PERF_SAMPLE_DEFAULTS 12
 #define PSD_TIMEBASE 1
+#define PSD_SHARD_COUNT 2
+#define PSD_CHOSEN_SHARD 3
+#define PSD_FOLLOWERS 4
 #define TB_PERIOD 1
 #define TB_FREQUENCY 2
+#define TB_TRACEPOINT 3
 #define TB_COUNTER 4
+#define TB_RAW_EVENT 5
+#define TB_POLL_PERIOD_MS 6
 #define TB_NAME 10
 #define TB_TIMESTAMP_CLOCK 11
+/* FollowerEvent, PerfEvents.Tracepoint, PerfEvents.RawEvent */
+#define FE_COUNTER 1
+#define FE_TRACEPOINT 2
+#define FE_RAW_EVENT 3
+#define FE_NAME 4
+#define TP_NAME 1
+#define TP_FILTER 2
+#define RAW_TYPE 1
+#define RAW_CONFIG 2
+#define RAW_CONFIG1 3
+#define RAW_CONFIG2 4
 /* PerfSample */
 #define PS_CPU 1
 #define PS_PID 2
@@ -28,6 +45,7 @@
 #define PS_CALLSTACK_IID 4
 #define PS_CPU_MODE 5
 #define PS_TIMEBASE_COUNT 6
+#define PS_FOLLOWER_COUNTS 7
 #define PS_KERNEL_RECORDS_LOST 17
 #define PS_SKIPPED_REASON 18
 
@@ -157,6 +175,30 @@ bool tg_perf_emitter_full(const tg_perf_emitter_t *e) {
   return used > e->budget;
 }
 
+/* The event of a Timebase or FollowerEvent (their field numbers differ). */
+static void put_event(tg_pbw_t *w, const tg_perf_event_t *ev, uint32_t f_counter,
+                      uint32_t f_tracepoint, uint32_t f_raw) {
+  switch (ev->kind) {
+    case TG_PERF_EVENT_TRACEPOINT:
+      tg_pbw_begin_nested(w, f_tracepoint);
+      tg_pbw_append_string(w, TP_NAME, ev->tp_name ? ev->tp_name : "");
+      if (ev->tp_filter) tg_pbw_append_string(w, TP_FILTER, ev->tp_filter);
+      tg_pbw_end_nested(w);
+      break;
+    case TG_PERF_EVENT_RAW:
+      tg_pbw_begin_nested(w, f_raw);
+      tg_pbw_append_varint(w, RAW_TYPE, ev->attr_type);
+      tg_pbw_append_varint(w, RAW_CONFIG, ev->attr_config);
+      tg_pbw_append_varint(w, RAW_CONFIG1, ev->attr_config1);
+      tg_pbw_append_varint(w, RAW_CONFIG2, ev->attr_config2);
+      tg_pbw_end_nested(w);
+      break;
+    default:
+      tg_pbw_append_varint(w, f_counter, ev->counter);
+      break;
+  }
+}
+
 void tg_perf_emit_defaults(tg_pbw_t *w, uint64_t ts,
                            const tg_perf_timebase_desc_t *tb) {
   tg_pbw_append_varint(w, TG_PERF_PKT_TIMESTAMP, ts);
@@ -166,14 +208,30 @@ void tg_perf_emit_defaults(tg_pbw_t *w, uint64_t ts,
   tg_pbw_append_varint(w, DEF_TIMESTAMP_CLOCK_ID, tb->builtin_clock);
   tg_pbw_begin_nested(w, DEF_PERF_SAMPLE_DEFAULTS);
   tg_pbw_begin_nested(w, PSD_TIMEBASE);
-  if (tb->frequency)
+  if (tb->poll_period_ms)
+    tg_pbw_append_varint(w, TB_POLL_PERIOD_MS, tb->poll_period_ms);
+  else if (tb->frequency)
     tg_pbw_append_varint(w, TB_FREQUENCY, tb->frequency);
   else
     tg_pbw_append_varint(w, TB_PERIOD, tb->period);
-  tg_pbw_append_varint(w, TB_COUNTER, tb->counter);
+  if (tb->event)
+    put_event(w, tb->event, TB_COUNTER, TB_TRACEPOINT, TB_RAW_EVENT);
+  else
+    tg_pbw_append_varint(w, TB_COUNTER, tb->counter);
   if (tb->name) tg_pbw_append_string(w, TB_NAME, tb->name);
   if (tb->perf_clock) tg_pbw_append_varint(w, TB_TIMESTAMP_CLOCK, tb->perf_clock);
   tg_pbw_end_nested(w);
+  if (tb->shard_count) {
+    tg_pbw_append_varint(w, PSD_SHARD_COUNT, tb->shard_count);
+    tg_pbw_append_varint(w, PSD_CHOSEN_SHARD, tb->chosen_shard);
+  }
+  for (size_t i = 0; i < tb->n_followers; i++) {
+    const tg_perf_event_t *f = &tb->followers[i];
+    tg_pbw_begin_nested(w, PSD_FOLLOWERS);
+    put_event(w, f, FE_COUNTER, FE_TRACEPOINT, FE_RAW_EVENT);
+    if (f->name) tg_pbw_append_string(w, FE_NAME, f->name);
+    tg_pbw_end_nested(w);
+  }
   tg_pbw_end_nested(w);
   tg_pbw_end_nested(w);
 }
@@ -319,8 +377,25 @@ int tg_perf_emit_sample(tg_perf_emitter_t *e, tg_pbw_t *w,
   tg_pbw_append_varint(w, PS_CALLSTACK_IID, cs);
   tg_pbw_append_varint(w, PS_CPU_MODE, s->cpu_mode);
   tg_pbw_append_varint(w, PS_TIMEBASE_COUNT, s->timebase_count);
+  /* Repeated, not packed: as Perfetto's writer (pbzero) emits them. */
+  for (size_t i = 0; i < s->n_follower_counts; i++)
+    tg_pbw_append_varint(w, PS_FOLLOWER_COUNTS, s->follower_counts[i]);
   tg_pbw_end_nested(w);
   return 0;
+}
+
+void tg_perf_emit_counts(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
+                         uint64_t timebase_count, const uint64_t *followers,
+                         size_t n_followers) {
+  tg_pbw_append_varint(w, TG_PERF_PKT_TIMESTAMP, ts);
+  tg_pbw_append_varint(w, TG_PERF_PKT_SEQUENCE_FLAGS,
+                       TG_PERF_SEQ_NEEDS_INCREMENTAL_STATE);
+  tg_pbw_begin_nested(w, TG_PERF_PKT_PERF_SAMPLE);
+  tg_pbw_append_varint(w, PS_CPU, cpu);
+  tg_pbw_append_varint(w, PS_TIMEBASE_COUNT, timebase_count);
+  for (size_t i = 0; i < n_followers; i++)
+    tg_pbw_append_varint(w, PS_FOLLOWER_COUNTS, followers[i]);
+  tg_pbw_end_nested(w);
 }
 
 void tg_perf_emit_lost(tg_pbw_t *w, uint64_t ts, uint32_t cpu, uint64_t lost) {

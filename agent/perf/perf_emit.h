@@ -5,12 +5,15 @@
  *   - after every incremental-state clear, a defaults packet:
  *     sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED and
  *     trace_packet_defaults { timestamp_clock_id, perf_sample_defaults {
- *     timebase } };
+ *     timebase, followers, process_shard_count, chosen_process_shard } };
  *   - a sample: timestamp, sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE,
  *     interned_data with what the sample uses that the sequence has not
  *     seen since its last clear (build_ids, mapping_paths, function_names,
  *     mappings, frames, callstacks), and perf_sample { cpu, pid, tid,
- *     callstack_iid, cpu_mode, timebase_count };
+ *     callstack_iid, cpu_mode, timebase_count, follower_counts };
+ *   - a polled reading (counter-only polling): perf_sample { cpu,
+ *     timebase_count, follower_counts } with no process, as traced_perf
+ *     writes them;
  *   - ring loss: perf_sample { cpu, kernel_records_lost } (no pid), which
  *     trace_processor counts as perf_cpu_lost_records of that CPU;
  *   - a sample read but not written: perf_sample { cpu, pid, tid,
@@ -32,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/perf/perf_config.h"
 #include "tracegate/pb_writer.h"
 
 /* TracePacket fields and flags. */
@@ -51,12 +55,20 @@
 
 /* What the defaults packet says of the timebase (PerfEvents.Timebase). */
 typedef struct tg_perf_timebase_desc {
-  uint64_t frequency;   /* 0: |period| */
+  uint64_t frequency;   /* 0: |period| (or |poll_period_ms|) */
   uint64_t period;
-  uint32_t counter;     /* PerfEvents.Counter */
+  uint32_t counter;     /* PerfEvents.Counter (with |event| NULL) */
   uint32_t perf_clock;  /* PerfEvents.PerfClock; 0: not written */
   const char *name;     /* NULL: not written */
   uint32_t builtin_clock; /* TracePacketDefaults.timestamp_clock_id */
+  /* The timebase's event (a tracepoint or raw event is written as such;
+   * trace_processor names the counter track after it); NULL: |counter|. */
+  const tg_perf_event_t *event;
+  uint32_t poll_period_ms; /* written instead of frequency/period when set */
+  const tg_perf_event_t *followers; /* PerfSampleDefaults.followers */
+  size_t n_followers;
+  uint32_t shard_count; /* 0: no sharding, nothing written */
+  uint32_t chosen_shard;
 } tg_perf_timebase_desc_t;
 
 typedef struct tg_perf_emit_mapping {
@@ -78,6 +90,8 @@ typedef struct tg_perf_emit_sample {
   uint32_t cpu, pid, tid;
   uint32_t cpu_mode; /* Profiling.CpuMode: header.misc's cpumode */
   uint64_t timebase_count;
+  const uint64_t *follower_counts; /* one per follower, in config order */
+  size_t n_follower_counts;
   const tg_perf_emit_frame_t *frames; /* root first */
   size_t n_frames;
 } tg_perf_emit_sample_t;
@@ -102,6 +116,10 @@ void tg_perf_emit_defaults(tg_pbw_t *w, uint64_t ts,
  * was written into |w|'s interned data then: the caller resets). */
 int tg_perf_emit_sample(tg_perf_emitter_t *e, tg_pbw_t *w,
                         const tg_perf_emit_sample_t *s);
+/* A polled reading of one CPU's group (no process, no callstack). */
+void tg_perf_emit_counts(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
+                         uint64_t timebase_count, const uint64_t *followers,
+                         size_t n_followers);
 void tg_perf_emit_lost(tg_pbw_t *w, uint64_t ts, uint32_t cpu, uint64_t lost);
 void tg_perf_emit_skipped(tg_pbw_t *w, uint64_t ts, uint32_t cpu,
                           uint32_t pid, uint32_t tid, uint32_t reason);

@@ -34,6 +34,10 @@ typedef struct proc {
   bool argv0_read;
   char argv0[ARGV0_MAX];
   tg_perf_maps_t maps;
+  /* The maps before the last read of this round: the frames of the sample
+   * being written may still point at their paths (a pc outside every
+   * mapping rereads them mid-sample). Freed at the next round. */
+  tg_perf_maps_t prev;
   int *file_of; /* per mapping: index in files, FILE_UNSET or FILE_NONE */
 } proc_t;
 
@@ -48,6 +52,7 @@ struct tg_perf_procs {
 
 static void proc_clear(proc_t *pr) {
   tg_perf_maps_free(&pr->maps);
+  tg_perf_maps_free(&pr->prev);
   free(pr->file_of);
   memset(pr, 0, sizeof(*pr));
 }
@@ -113,7 +118,10 @@ static proc_t *find(tg_perf_procs_t *p, uint32_t pid, bool create) {
 }
 
 void tg_perf_procs_new_round(tg_perf_procs_t *p) {
-  for (size_t i = 0; i < PID_SLOTS; i++) p->slots[i].reread = false;
+  for (size_t i = 0; i < PID_SLOTS; i++) {
+    p->slots[i].reread = false;
+    tg_perf_maps_free(&p->slots[i].prev);
+  }
 }
 
 void tg_perf_procs_invalidate(tg_perf_procs_t *p, uint32_t pid) {
@@ -129,6 +137,9 @@ static void load_maps(tg_perf_procs_t *p, proc_t *pr) {
   snprintf(path, sizeof(path), p->maps_fmt, (int)pr->pid);
   free(pr->file_of);
   pr->file_of = NULL;
+  tg_perf_maps_free(&pr->prev);
+  pr->prev = pr->maps;
+  memset(&pr->maps, 0, sizeof(pr->maps));
   p->stats.maps_reads++;
   int n = tg_perf_maps_read((int)pr->pid, path, true, &pr->maps);
   pr->loaded = true;

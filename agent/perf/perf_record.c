@@ -89,7 +89,19 @@ static void parse_sample(cur_t *c, const tg_perf_layout_t *lay,
     (void)get32(c);
   }
   if (st & TG_PERF_SAMPLE_PERIOD) out->u.sample.period = get64(c);
-  if (st & TG_PERF_SAMPLE_READ) out->u.sample.read_value = get64(c);
+  if ((st & TG_PERF_SAMPLE_READ) && lay->read_group) {
+    uint64_t nr = get64(c);
+    if (c->bad || nr > (uint64_t)(c->end - c->p) / 8) {
+      c->bad = true;
+      return;
+    }
+    out->u.sample.read_nr = nr;
+    out->u.sample.read_values = c->p;
+    if (nr) memcpy(&out->u.sample.read_value, c->p, 8);
+    c->p += nr * 8;
+  } else if (st & TG_PERF_SAMPLE_READ) {
+    out->u.sample.read_value = get64(c);
+  }
   if (st & TG_PERF_SAMPLE_CALLCHAIN) {
     uint64_t nr = get64(c);
     if (c->bad || nr > (uint64_t)(c->end - c->p) / 8) {
@@ -212,6 +224,25 @@ uint64_t tg_perf_callchain_at(const tg_perf_record_t *r, size_t i) {
   uint64_t v = 0;
   if (i < r->u.sample.nr) memcpy(&v, r->u.sample.ips + i * 8, 8);
   return v;
+}
+
+uint64_t tg_perf_read_value_at(const tg_perf_record_t *r, size_t i) {
+  uint64_t v = 0;
+  if (i < r->u.sample.read_nr) memcpy(&v, r->u.sample.read_values + i * 8, 8);
+  return v;
+}
+
+int tg_perf_group_read_parse(const uint8_t *buf, size_t len, uint64_t *values,
+                             size_t cap, size_t *n) {
+  *n = 0;
+  uint64_t nr;
+  if (!buf || len < 8) return -EBADMSG;
+  memcpy(&nr, buf, 8);
+  if (nr > (len - 8) / 8) return -EBADMSG;
+  size_t m = nr < cap ? (size_t)nr : cap;
+  if (m) memcpy(values, buf + 8, m * 8);
+  *n = m;
+  return 0;
 }
 
 uint64_t tg_perf_user_reg_at(const tg_perf_record_t *r, size_t i) {

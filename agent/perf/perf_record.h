@@ -82,7 +82,11 @@ typedef struct tg_perf_record {
       uint64_t time;
       uint32_t cpu;
       uint64_t period;
-      uint64_t read_value; /* READ: the counter's value (read_format 0) */
+      uint64_t read_value; /* READ: the counter's (the leader's) value */
+      /* READ of a group (layout read_group): |read_nr| values, the
+       * leader's first, then each follower's in the order opened. */
+      uint64_t read_nr;
+      const uint8_t *read_values; /* |read_nr| u64, maybe unaligned */
       uint64_t nr;          /* callchain entries, markers included */
       const uint8_t *ips;   /* |nr| u64 in host order, maybe unaligned */
       /* REGS_USER: the user registers of sample_regs_user, lowest bit
@@ -128,6 +132,9 @@ typedef struct tg_perf_layout {
   uint64_t sample_type;
   bool sample_id_all;
   uint32_t n_user_regs; /* bits set in sample_regs_user (REGS_USER) */
+  /* READ is a group's (read_format PERF_FORMAT_GROUP alone): u64 nr, then
+   * nr u64 values. */
+  bool read_group;
 } tg_perf_layout_t;
 
 /* Parses the record of |len| bytes at |p| (its header's size must be
@@ -140,6 +147,16 @@ int tg_perf_record_parse(const uint8_t *p, size_t len,
 
 /* Entry |i| (< nr) of a parsed sample's callchain. */
 uint64_t tg_perf_callchain_at(const tg_perf_record_t *r, size_t i);
+/* Value |i| of a parsed sample's group READ (0 past |read_nr|). */
+uint64_t tg_perf_read_value_at(const tg_perf_record_t *r, size_t i);
+
+/* What read(2) of a group leader opened with read_format
+ * PERF_FORMAT_GROUP returns: u64 nr, then nr u64 values. Copies at most
+ * |cap| of them into |values| and sets |*n| to how many. Returns 0, or
+ * -EBADMSG when |len| does not hold what nr says. */
+int tg_perf_group_read_parse(const uint8_t *buf, size_t len, uint64_t *values,
+                             size_t cap, size_t *n);
+
 /* User register |i| of a parsed sample (0 past |n_regs|). */
 uint64_t tg_perf_user_reg_at(const tg_perf_record_t *r, size_t i);
 

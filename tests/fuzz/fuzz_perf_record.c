@@ -5,8 +5,9 @@
  * Input: a control byte (bit 0: sample_id_all, bit 1: callchains, bit 2:
  * user registers and stack, bit 3: the counter's value, bits 4-7: half
  * the number of registers), two
- * bytes of tail offset, then the ring's data area (its largest power-of-
- * two prefix). Every record the reader hands out must lie within the ring
+ * bytes of tail offset (little-endian; the top bit of the second says the
+ * counter's value is a group's, PERF_FORMAT_GROUP), then the ring's data
+ * area (its largest power-of-two prefix). Every record the reader hands out must lie within the ring
  * (or the scratch copy) and be as long as its header says; every record
  * parsed must keep its callchain, strings and build id inside itself;
  * the reader must end at head. Nothing may crash.
@@ -32,6 +33,15 @@ static void check(const uint8_t *rec, size_t len, const tg_perf_layout_t *lay) {
         uint64_t x = 0;
         for (uint64_t i = 0; i < r.u.sample.nr; i++)
           x ^= tg_perf_callchain_at(&r, (size_t)i);
+        (void)x;
+      }
+      if (r.u.sample.read_nr) {
+        if (!lay->read_group || r.u.sample.read_values < rec ||
+            r.u.sample.read_nr > (size_t)(end - r.u.sample.read_values) / 8)
+          abort();
+        uint64_t x = 0;
+        for (uint64_t i = 0; i < r.u.sample.read_nr; i++)
+          x ^= tg_perf_read_value_at(&r, (size_t)i);
         (void)x;
       }
       if (r.u.sample.n_regs &&
@@ -80,7 +90,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (data[0] & 2) lay.sample_type |= TG_PERF_SAMPLE_CALLCHAIN;
   if (data[0] & 4)
     lay.sample_type |= TG_PERF_SAMPLE_REGS_USER | TG_PERF_SAMPLE_STACK_USER;
-  uint64_t tail = (uint64_t)data[1] | (uint64_t)data[2] << 8;
+  lay.read_group = (data[2] & 0x80) != 0;
+  uint64_t tail = (uint64_t)data[1] | (uint64_t)(data[2] & 0x7f) << 8;
+  /* read(2) of a polled group leader, the whole input as its answer. */
+  uint64_t values[8];
+  size_t nv;
+  if (tg_perf_group_read_parse(data + 3, size - 3, values, 8, &nv) == 0 &&
+      nv > 8)
+    abort();
   const uint8_t *ring = data + 3;
   size_t n = size - 3;
   /* The record parser alone, on the whole input as one record. */

@@ -1234,6 +1234,11 @@ def perf_record_corpus():
                                         kthread], ctl=1 | 4 | 1 << 4),
         "read_value": pf_ring([pf_hdr(9, 2, 48) + struct.pack(
             "<QIIQIIQ", 0x401136, 7, 8, 99, 1, 0, 123456789)], ctl=1 | 8),
+        # A group's READ (tail's top bit): nr 3, leader then followers.
+        "read_group": pf_ring([pf_hdr(9, 2, 80) + struct.pack(
+            "<QIIQIIQQQQQ", 0x401136, 7, 8, 99, 1, 0, 250000, 3, 1000, 20,
+            30)],
+            ctl=1 | 8, tail=0x8000),
         "sample_callchain": pf_ring([sample]),
         "every_type": pf_ring([sample, lost, throttle, comm, mmap2]),
         "wraps_the_end": pf_ring([lost, comm, throttle], tail=100, size=256),
@@ -1242,6 +1247,43 @@ def perf_record_corpus():
         "nr_too_big": pf_ring([pf_sample([1, 2])[:-8]]),
         "size_zero": pf_ring([pf_hdr(9, 0, 0) + b"\0" * 24]),
         "no_sample_id_all": pf_ring([lost[:-24]], ctl=2),
+    }
+
+
+def perf_config_corpus():
+    """DataSourceConfig { perf_event_config (111) { ... } }."""
+    def ds(pec):
+        return f_len(1, b"linux.perf") + f_len(111, pec)
+
+    def timebase(*fields):
+        return f_len(15, b"".join(fields))
+
+    def tracepoint(name, filt=None):
+        return f_len(1, name) + (f_len(2, filt) if filt is not None else b"")
+
+    def raw(t, config, c1=0, c2=0):
+        return (f_varint(1, t) + f_varint(2, config) + f_varint(3, c1) +
+                f_varint(4, c2))
+
+    callstacks = f_len(16, f_varint(2, 1) + f_varint(3, 3))
+    return {
+        "tracepoint_timebase": ds(
+            timebase(f_varint(1, 1), f_len(3, tracepoint(
+                b"sched:sched_switch", b"prev_pid > 0"))) + callstacks),
+        "tracepoint_bad_names": ds(
+            timebase(f_varint(1, 1), f_len(3, tracepoint(b"sched/../x")))),
+        "raw_timebase": ds(timebase(f_varint(2, 99), f_len(5, raw(1, 3, 7, 9)),
+                                    f_varint(11, 4))),
+        "followers": ds(timebase(f_varint(2, 200), f_varint(4, 1)) +
+                        f_len(19, f_varint(1, 4)) +
+                        f_len(19, f_len(2, tracepoint(b"sched/sched_wakeup"))
+                              + f_len(4, b"wakeups")) +
+                        f_len(19, f_len(3, raw(1, 2))) + callstacks),
+        "polling": ds(timebase(f_varint(6, 100), f_varint(4, 1)) +
+                      f_len(19, f_varint(1, 4))),
+        "polling_with_callstacks": ds(timebase(f_varint(6, 100)) + callstacks),
+        "shards": ds(f_len(16, f_len(1, f_varint(6, 2) + f_varint(1, 7) +
+                                     f_varint(3, 8)) + f_varint(3, 3))),
     }
 
 
@@ -1430,6 +1472,7 @@ def main():
     write("fuzz_snap_index", snap_index_corpus())
     write("fuzz_coll_window", coll_window_corpus())
     write("fuzz_perf_record", perf_record_corpus())
+    write("fuzz_perf_config", perf_config_corpus())
     write("fuzz_perf_maps", perf_maps_corpus())
     write("fuzz_perf_elf", perf_elf_corpus())
     write("fuzz_config_text", config_text_corpus())

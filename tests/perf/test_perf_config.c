@@ -1,18 +1,26 @@
 /* PerfEventConfig (agent/perf/perf_config.h): traced_perf's defaults, the
  * timebase and callstack fields honoured, every field refused with its
- * name (UNWIND_DWARF first), the ignored ones listed, and the scope. */
+ * name (UNWIND_DWARF first), the ignored ones listed, and the scope; and
+ * golden configs to the perf_event_attr of the leader and its followers
+ * (agent/perf/perf_events.h): tracepoint, raw, followers, polling,
+ * sharding, and a tracepoint's id read from a tracefs tree. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include "agent/perf/perf_config.h"
+#include "agent/perf/perf_events.h"
 #include "pb/config/data_source_config.pb-c.h"
 #include "tracegate/error.h"
 
@@ -179,18 +187,295 @@ static void follower(cfgs_t *c) {
   c->pc.followers = followers;
 }
 
+static void poll_alone(cfgs_t *c) {
+  poll_period(c);
+  c->pc.callstack_sampling = NULL;
+}
+static void poll_with_callstacks(cfgs_t *c) {
+  poll_period(c);
+  c->pc.callstack_sampling = &c->cs;
+}
+static void poll_with_read_period(cfgs_t *c) {
+  poll_alone(c);
+  c->pc.has_ring_buffer_read_period_ms = true;
+  c->pc.ring_buffer_read_period_ms = 5;
+}
+static Perfetto__Protos__FollowerEvent *many[TG_PERF_MAX_FOLLOWERS + 1];
+static void too_many_followers(cfgs_t *c) {
+  for (size_t i = 0; i < TG_PERF_MAX_FOLLOWERS + 1; i++) many[i] = &follower_msg;
+  perfetto__protos__follower_event__init(&follower_msg);
+  c->pc.n_followers = TG_PERF_MAX_FOLLOWERS + 1;
+  c->pc.followers = many;
+}
+static void bad_tracepoint_name(cfgs_t *c) {
+  tracepoint(c);
+  tp_msg.name = "sched:../../x";
+}
+static void bare_tracepoint_name(cfgs_t *c) {
+  tracepoint(c);
+  tp_msg.name = "sched_switch";
+}
+
 static void refused_fields_are_named(void **state) {
   (void)state;
   if (tg_perf_cfg_dwarf_built())
     assert_string_equal(refusal(dwarf), "");
   else
     assert_non_null(strstr(refusal(dwarf), "UNWIND_DWARF"));
-  assert_non_null(strstr(refusal(tracepoint), "timebase.tracepoint"));
-  assert_non_null(strstr(refusal(poll_period), "poll_period_ms"));
+  /* Honoured now: a tracepoint timebase, polling, shards, a follower. */
+  tp_msg.name = NULL;
+  assert_non_null(strstr(refusal(tracepoint), "timebase.tracepoint.name"));
+  assert_string_equal(refusal(poll_alone), "");
+  assert_string_equal(refusal(shards), "");
+  assert_string_equal(refusal(follower), "");
   assert_non_null(strstr(refusal(odd_pages), "ring_buffer_pages"));
-  assert_non_null(strstr(refusal(shards), "process_shard_count"));
   assert_non_null(strstr(refusal(zero_period), "timebase"));
-  assert_non_null(strstr(refusal(follower), "followers"));
+  /* As traced_perf: polling samples nothing, so no callstacks. */
+  assert_non_null(strstr(refusal(poll_with_callstacks), "callstack_sampling"));
+  assert_non_null(
+      strstr(refusal(poll_with_read_period), "ring_buffer_read_period_ms"));
+  assert_non_null(strstr(refusal(too_many_followers), "followers"));
+  assert_non_null(strstr(refusal(bad_tracepoint_name), "tracepoint.name"));
+  assert_non_null(strstr(refusal(bare_tracepoint_name), "tracepoint.name"));
+}
+
+/* A tracefs tree of one event, sched:sched_switch with id 316. */
+static char tracefs[64];
+static void make_tracefs(void) {
+  strcpy(tracefs, "/tmp/tg_perf_tracefs_XXXXXX");
+  assert_non_null(mkdtemp(tracefs));
+  char p[256];
+  snprintf(p, sizeof(p), "%s/events", tracefs);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof(p), "%s/events/sched", tracefs);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof(p), "%s/events/sched/sched_switch", tracefs);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof(p), "%s/events/sched/sched_switch/id", tracefs);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fputs("316\n", f);
+  fclose(f);
+}
+static void remove_tracefs(void) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/events/sched/sched_switch/id", tracefs);
+  unlink(p);
+  snprintf(p, sizeof(p), "%s/events/sched/sched_switch", tracefs);
+  rmdir(p);
+  snprintf(p, sizeof(p), "%s/events/sched", tracefs);
+  rmdir(p);
+  snprintf(p, sizeof(p), "%s/events", tracefs);
+  rmdir(p);
+  rmdir(tracefs);
+}
+
+#define SAMPLE_TYPE 0x1b7u /* IP TID TIME READ CALLCHAIN CPU */
+
+static void tracepoint_timebase_to_attrs(void **state) {
+  (void)state;
+  make_tracefs();
+  cfgs_t c;
+  cfgs_init(&c);
+  c.pc.timebase = &c.tb;
+  tracepoint(&c);
+  tp_msg.name = "sched/sched_switch";
+  tp_msg.filter = "prev_pid > 0";
+  c.tb.interval_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_PERIOD;
+  c.tb.period = 1;
+  c.pc.callstack_sampling = &c.cs;
+  c.cs.has_kernel_frames = true;
+  c.cs.kernel_frames = true;
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_null(out.refused);
+  assert_int_equal(out.timebase.kind, TG_PERF_EVENT_TRACEPOINT);
+  assert_string_equal(out.timebase.tp_name, "sched/sched_switch");
+  assert_string_equal(out.timebase.tp_filter, "prev_pid > 0");
+  assert_true(tg_perf_cfg_has_tracepoints(&out));
+  const tg_perf_event_t *bad;
+  assert_int_equal(tg_perf_cfg_resolve(&out, tracefs, &bad), 0);
+  assert_int_equal(out.timebase.attr_config, 316);
+  struct perf_event_attr a;
+  tg_perf_attr_leader(&out, SAMPLE_TYPE, &a);
+  assert_int_equal(a.type, PERF_TYPE_TRACEPOINT);
+  assert_int_equal(a.config, 316);
+  assert_int_equal(a.freq, 0);
+  assert_int_equal(a.sample_period, 1);
+  assert_int_equal(a.sample_type, SAMPLE_TYPE);
+  assert_int_equal(a.read_format, 0); /* no followers: the value alone */
+  assert_int_equal(a.disabled, 1);
+  assert_int_equal(a.use_clockid, 1);
+  /* Not BOOTTIME: the kernel refuses it for tracepoints (not NMI-safe);
+   * traced_perf's default. */
+  assert_int_equal(a.clockid, CLOCK_MONOTONIC_RAW);
+  assert_int_equal(out.builtin_clock, 4);
+  assert_int_equal(a.exclude_callchain_kernel, 0);
+  assert_int_equal(a.mmap2, 1);
+  tg_perf_cfg_free(&out);
+
+  /* Asked for, BOOTTIME is refused with the reason. */
+  c.tb.has_timestamp_clock = true;
+  c.tb.timestamp_clock =
+      PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_BOOTTIME;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_non_null(out.refused);
+  assert_non_null(strstr(out.refused, "timestamp_clock"));
+  tg_perf_cfg_free(&out);
+  c.tb.has_timestamp_clock = false;
+
+  /* "group:name" too; an unknown one says so. */
+  tp_msg.name = "sched:sched_nothing";
+  assert_int_equal(parse(&c, &out), 0);
+  assert_null(out.refused);
+  assert_int_equal(tg_perf_cfg_resolve(&out, tracefs, &bad), -ENOENT);
+  assert_ptr_equal(bad, &out.timebase);
+  tg_perf_cfg_free(&out);
+  remove_tracefs();
+}
+
+static void raw_timebase_and_followers_to_attrs(void **state) {
+  (void)state;
+  make_tracefs();
+  cfgs_t c;
+  cfgs_init(&c);
+  c.pc.timebase = &c.tb;
+  Perfetto__Protos__PerfEvents__RawEvent raw;
+  perfetto__protos__perf_events__raw_event__init(&raw);
+  raw.has_type = true, raw.type = 1; /* PERF_TYPE_SOFTWARE */
+  raw.has_config = true, raw.config = 3; /* context switches */
+  raw.has_config1 = true, raw.config1 = 7;
+  raw.has_config2 = true, raw.config2 = 9;
+  c.tb.event_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT;
+  c.tb.raw_event = &raw;
+  c.tb.interval_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY;
+  c.tb.frequency = 99;
+  Perfetto__Protos__FollowerEvent f[3], *fp[3] = {&f[0], &f[1], &f[2]};
+  Perfetto__Protos__PerfEvents__Tracepoint ftp;
+  for (int i = 0; i < 3; i++) perfetto__protos__follower_event__init(&f[i]);
+  perfetto__protos__perf_events__tracepoint__init(&ftp);
+  f[0].event_case = PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_COUNTER;
+  f[0].counter = PERFETTO__PROTOS__PERF_EVENTS__COUNTER__SW_PAGE_FAULTS;
+  f[0].name = "faults";
+  f[1].event_case = PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_TRACEPOINT;
+  f[1].tracepoint = &ftp;
+  ftp.name = "sched:sched_switch";
+  f[2].event_case = PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_RAW_EVENT;
+  f[2].raw_event = &raw;
+  c.pc.n_followers = 3;
+  c.pc.followers = fp;
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_null(out.refused);
+  assert_int_equal(out.timebase.kind, TG_PERF_EVENT_RAW);
+  assert_false(out.timebase.hardware);
+  assert_int_equal(out.n_followers, 3);
+  assert_string_equal(out.followers[0].name, "faults");
+  const tg_perf_event_t *bad;
+  assert_int_equal(tg_perf_cfg_resolve(&out, tracefs, &bad), 0);
+  assert_int_equal(out.followers[1].attr_config, 316);
+  struct perf_event_attr a, fa;
+  tg_perf_attr_leader(&out, SAMPLE_TYPE, &a);
+  assert_int_equal(a.type, 1);
+  assert_int_equal(a.config, 3);
+  assert_int_equal(a.config1, 7);
+  assert_int_equal(a.config2, 9);
+  assert_int_equal(a.freq, 1);
+  assert_int_equal(a.sample_freq, 99);
+  assert_int_equal(a.read_format, PERF_FORMAT_GROUP);
+  tg_perf_attr_follower(&out, 0, &a, &fa);
+  assert_int_equal(fa.type, PERF_TYPE_SOFTWARE);
+  assert_int_equal(fa.config, PERF_COUNT_SW_PAGE_FAULTS);
+  assert_int_equal(fa.disabled, 0);
+  assert_int_equal(fa.sample_period, 0); /* counts, never samples */
+  assert_int_equal(fa.sample_type, SAMPLE_TYPE);
+  assert_int_equal(fa.use_clockid, 1);
+  assert_int_equal(fa.clockid, a.clockid);
+  /* A tracepoint follower: the group on MONOTONIC_RAW (not BOOTTIME,
+   * which the kernel refuses for it), even under a software leader. */
+  assert_int_equal(a.clockid, CLOCK_MONOTONIC_RAW);
+  tg_perf_attr_follower(&out, 1, &a, &fa);
+  assert_int_equal(fa.type, PERF_TYPE_TRACEPOINT);
+  assert_int_equal(fa.config, 316);
+  tg_perf_attr_follower(&out, 2, &a, &fa);
+  assert_int_equal(fa.config1, 7);
+  tg_perf_cfg_free(&out);
+  remove_tracefs();
+}
+
+static void polling_to_attrs(void **state) {
+  (void)state;
+  cfgs_t c;
+  cfgs_init(&c);
+  c.pc.timebase = &c.tb;
+  poll_period(&c);
+  c.tb.poll_period_ms = 250;
+  c.tb.has_timestamp_clock = true;
+  c.tb.timestamp_clock = PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__PERF_CLOCK_MONOTONIC;
+  follower(&c);
+  follower_msg.event_case = PERFETTO__PROTOS__FOLLOWER_EVENT__EVENT_COUNTER;
+  follower_msg.counter = PERFETTO__PROTOS__PERF_EVENTS__COUNTER__SW_CONTEXT_SWITCHES;
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_null(out.refused);
+  assert_int_equal(out.poll_period_ms, 250);
+  assert_int_equal(out.read_period_ms, 250);
+  assert_int_equal(out.frequency, 0);
+  assert_int_equal(out.period, 0);
+  /* Readings are stamped by the producer on the boot clock. */
+  assert_int_equal(out.clockid, CLOCK_BOOTTIME);
+  assert_int_equal(out.builtin_clock, 6);
+  struct perf_event_attr a, fa;
+  tg_perf_attr_leader(&out, SAMPLE_TYPE, &a);
+  assert_int_equal(a.type, PERF_TYPE_SOFTWARE);
+  assert_int_equal(a.config, PERF_COUNT_SW_CPU_CLOCK);
+  assert_int_equal(a.sample_period, 0);
+  assert_int_equal(a.freq, 0);
+  assert_int_equal(a.sample_type, 0);
+  assert_int_equal(a.read_format, PERF_FORMAT_GROUP);
+  assert_int_equal(a.disabled, 1);
+  tg_perf_attr_follower(&out, 0, &a, &fa);
+  assert_int_equal(fa.config, PERF_COUNT_SW_CONTEXT_SWITCHES);
+  assert_int_equal(fa.disabled, 0);
+  tg_perf_cfg_free(&out);
+  /* Alone too: the group format even for one counter. */
+  c.pc.n_followers = 0;
+  assert_int_equal(parse(&c, &out), 0);
+  tg_perf_attr_leader(&out, SAMPLE_TYPE, &a);
+  assert_int_equal(a.read_format, PERF_FORMAT_GROUP);
+  tg_perf_cfg_free(&out);
+}
+
+static void shards_keep_one_pid_class(void **state) {
+  (void)state;
+  cfgs_t c;
+  cfgs_init(&c);
+  c.pc.callstack_sampling = &c.cs;
+  shards(&c);
+  c.sc.process_shard_count = 2;
+  tg_perf_cfg_t out;
+  assert_int_equal(parse(&c, &out), 0);
+  assert_null(out.refused);
+  assert_int_equal(out.shard_count, 2);
+  assert_true(tg_perf_cfg_has_scope(&out));
+  out.chosen_shard = 1;
+  assert_true(tg_perf_cfg_in_scope(&out, 101, NULL));
+  assert_false(tg_perf_cfg_in_scope(&out, 100, NULL));
+  out.chosen_shard = 0;
+  assert_false(tg_perf_cfg_in_scope(&out, 101, NULL));
+  assert_true(tg_perf_cfg_in_scope(&out, 100, NULL));
+  tg_perf_cfg_free(&out);
+  /* Explicit targets and exclusions still count, as in traced_perf. */
+  int32_t tp[] = {7}, ep[] = {8};
+  c.sc.n_target_pid = 1, c.sc.target_pid = tp;
+  c.sc.n_exclude_pid = 1, c.sc.exclude_pid = ep;
+  assert_int_equal(parse(&c, &out), 0);
+  out.chosen_shard = 0;
+  assert_true(tg_perf_cfg_in_scope(&out, 7, NULL));  /* a target, odd */
+  assert_false(tg_perf_cfg_in_scope(&out, 8, NULL)); /* excluded, even */
+  assert_true(tg_perf_cfg_in_scope(&out, 10, NULL)); /* the shard */
+  assert_false(tg_perf_cfg_in_scope(&out, 9, NULL));
+  tg_perf_cfg_free(&out);
 }
 
 static void dwarf_when_built_with_it(void **state) {
@@ -269,6 +554,10 @@ int main(void) {
       cmocka_unit_test(dwarf_when_built_with_it),
       cmocka_unit_test(ignored_fields_are_listed),
       cmocka_unit_test(scope_by_pid_and_cmdline),
+      cmocka_unit_test(tracepoint_timebase_to_attrs),
+      cmocka_unit_test(raw_timebase_and_followers_to_attrs),
+      cmocka_unit_test(polling_to_attrs),
+      cmocka_unit_test(shards_keep_one_pid_class),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,9 @@
  * the defaults packet, a sample with its interned data (build id, path
  * components, mapping, function names, frames, callstack root first), the
  * same sample again with nothing interned, everything again after a reset,
- * the empty callstack's fixed iid, ring loss and a skipped sample. Nested
+ * the empty callstack's fixed iid, ring loss and a skipped sample; a
+ * tracepoint timebase with followers and a process shard in the defaults,
+ * follower counts in a sample, a polled reading. Nested
  * sizes are the writer's 4-byte redundant varints (SZ). */
 #include <errno.h>
 #include <setjmp.h>
@@ -171,6 +173,76 @@ static void loss_and_skips(void **state) {
   expect(&o, skipped, sizeof(skipped));
 }
 
+static void followers_tracepoints_and_shards(void **state) {
+  (void)state;
+  out_t o;
+  out_init(&o);
+  tg_perf_event_t tp = {.kind = TG_PERF_EVENT_TRACEPOINT, .tp_name = "s:x",
+                        .tp_filter = "f"};
+  tg_perf_event_t fl[2] = {
+      {.kind = TG_PERF_EVENT_COUNTER, .counter = 4},
+      {.kind = TG_PERF_EVENT_RAW, .attr_type = 1, .attr_config = 3,
+       .name = "r"},
+  };
+  tg_perf_timebase_desc_t tb = {.period = 1, .builtin_clock = 4,
+                                .event = &tp, .followers = fl,
+                                .n_followers = 2, .shard_count = 2,
+                                .chosen_shard = 1};
+  tg_perf_emit_defaults(&o.w, 1, &tb);
+  static const uint8_t want[] = {
+      0x40, 0x01, 0x68, 0x01,
+      0xda, 0x03, SZ(60),             /* trace_packet_defaults */
+      0xd0, 0x03, 0x04,               /*   MONOTONIC_RAW */
+      0x62, SZ(52),                   /*   perf_sample_defaults */
+      0x0a, SZ(15), 0x08, 0x01,       /*     timebase: period 1 */
+      0x1a, SZ(8),                    /*       tracepoint */
+      0x0a, 0x03, 's', ':', 'x', 0x12, 0x01, 'f',
+      0x10, 0x02, 0x18, 0x01,         /*     shard count 2, chosen 1 */
+      0x22, SZ(2), 0x08, 0x04,        /*     follower: context switches */
+      0x22, SZ(16), 0x1a, SZ(8),      /*     follower: raw 1/3, "r" */
+      0x08, 0x01, 0x10, 0x03, 0x18, 0x00, 0x20, 0x00, 0x22, 0x01, 'r',
+  };
+  expect(&o, want, sizeof(want));
+
+  /* A sample's follower counts, repeated (not packed). */
+  tg_perf_emitter_t *e = tg_perf_emitter_new(0);
+  assert_non_null(e);
+  uint64_t counts[] = {5, 6};
+  tg_perf_emit_sample_t smp = sample;
+  smp.follower_counts = counts;
+  smp.n_follower_counts = 2;
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &sample), 0);
+  out_init(&o);
+  assert_int_equal(tg_perf_emit_sample(e, &o.w, &smp), 0);
+  static const uint8_t again[] = {
+      0x40, 0xd0, 0x0f, 0x68, 0x02, 0x92, 0x04, SZ(17),
+      0x08, 0x01, 0x10, 0x07, 0x18, 0x08, 0x20, 0x02, 0x28, 0x02,
+      0x30, 0x90, 0x4e, 0x38, 0x05, 0x38, 0x06,
+  };
+  expect(&o, again, sizeof(again));
+  tg_perf_emitter_free(e);
+
+  /* A polled reading: no process, no callstack. */
+  out_init(&o);
+  tg_perf_emit_counts(&o.w, 5, 1, 300, counts, 2);
+  static const uint8_t polled[] = {0x40, 0x05, 0x68, 0x02, 0x92, 0x04, SZ(9),
+                                   0x08, 0x01, 0x30, 0xac, 0x02,
+                                   0x38, 0x05, 0x38, 0x06};
+  expect(&o, polled, sizeof(polled));
+
+  /* Polling in the defaults: poll_period_ms, not a frequency. */
+  out_init(&o);
+  tg_perf_timebase_desc_t pb = {.poll_period_ms = 100, .frequency = 10,
+                                .counter = 1, .builtin_clock = 6};
+  tg_perf_emit_defaults(&o.w, 1, &pb);
+  static const uint8_t pwant[] = {
+      0x40, 0x01, 0x68, 0x01, 0xda, 0x03, SZ(17), 0xd0, 0x03, 0x06,
+      0x62, SZ(9), 0x0a, SZ(4), 0x30, 0x64, 0x20, 0x01,
+  };
+  expect(&o, pwant, sizeof(pwant));
+}
+
 static void the_budget_says_when_to_clear(void **state) {
   (void)state;
   tg_perf_emitter_t *e = tg_perf_emitter_new(4096);
@@ -200,6 +272,7 @@ int main(void) {
       cmocka_unit_test(a_sample_interns_once_per_clear),
       cmocka_unit_test(the_empty_callstack_is_iid_1),
       cmocka_unit_test(loss_and_skips),
+      cmocka_unit_test(followers_tracepoints_and_shards),
       cmocka_unit_test(the_budget_says_when_to_clear),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

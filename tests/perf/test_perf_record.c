@@ -1,7 +1,8 @@
 /* The perf ring record parser and ring reader (agent/perf/perf_record.h)
  * against golden records (perf_golden.h): every field of SAMPLE with a
  * callchain, LOST, THROTTLE, COMM and MMAP2 (both layouts); every
- * truncation refused; records that wrap the ring's end. */
+ * truncation refused; records that wrap the ring's end; a group's READ
+ * (leader and followers) in a sample and from read(2). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +16,8 @@
 #include "agent/perf/perf_record.h"
 #include "perf_golden.h"
 
-static const tg_perf_layout_t golden_layout = {GOLDEN_SAMPLE_TYPE, true, 0};
+static const tg_perf_layout_t golden_layout = {
+    .sample_type = GOLDEN_SAMPLE_TYPE, .sample_id_all = true};
 
 static void sample_has_every_field(void **state) {
   (void)state;
@@ -169,7 +171,8 @@ static void mmap2_in_both_layouts(void **state) {
 
 static void user_registers_and_stack(void **state) {
   (void)state;
-  const tg_perf_layout_t lay = {GOLDEN_DWARF_SAMPLE_TYPE, true, 3};
+  const tg_perf_layout_t lay = {.sample_type = GOLDEN_DWARF_SAMPLE_TYPE,
+                                .sample_id_all = true, .n_user_regs = 3};
   tg_perf_record_t r;
   assert_int_equal(tg_perf_record_parse(golden_dwarf_sample,
                                         sizeof(golden_dwarf_sample), &lay, &r),
@@ -212,7 +215,8 @@ static void user_registers_and_stack(void **state) {
 static void read_value_as_timebase_count(void **state) {
   (void)state;
   /* IP|TID|TIME|CPU|READ: what tracegate-perf opens without callstacks. */
-  const tg_perf_layout_t lay = {0x1u | 0x2u | 0x4u | 0x80u | 0x10u, true, 0};
+  const tg_perf_layout_t lay = {
+      .sample_type = 0x1u | 0x2u | 0x4u | 0x80u | 0x10u, .sample_id_all = true};
   const uint8_t rec[] = {GHDR(9, 2, 48), G64(0x401136), G32(7), G32(8),
                          G64(99), G32(1), G32(0), G64(123456789)};
   tg_perf_record_t r;
@@ -222,6 +226,44 @@ static void read_value_as_timebase_count(void **state) {
   assert_int_equal(r.u.sample.cpu, 1);
   assert_int_equal(tg_perf_record_parse(rec, sizeof(rec) - 8, &lay, &r),
                    -EBADMSG);
+}
+
+static void group_read_has_every_member(void **state) {
+  (void)state;
+  /* TID|TIME|READ with read_format PERF_FORMAT_GROUP: nr, then values. */
+  const tg_perf_layout_t lay = {.sample_type = 0x2u | 0x4u | 0x10u,
+                                .sample_id_all = true, .read_group = true};
+  const uint8_t rec[] = {GHDR(9, 2, 56), G32(7), G32(8), G64(99), G64(3),
+                         G64(1000), G64(20), G64(30)};
+  tg_perf_record_t r;
+  assert_int_equal(tg_perf_record_parse(rec, sizeof(rec), &lay, &r), 0);
+  assert_int_equal(r.u.sample.read_nr, 3);
+  assert_int_equal(r.u.sample.read_value, 1000);
+  assert_int_equal(tg_perf_read_value_at(&r, 0), 1000);
+  assert_int_equal(tg_perf_read_value_at(&r, 2), 30);
+  assert_int_equal(tg_perf_read_value_at(&r, 3), 0);
+  /* nr past the record, and a record cut short. */
+  uint8_t bad[sizeof(rec)];
+  memcpy(bad, rec, sizeof(rec));
+  bad[24] = 4;
+  assert_int_equal(tg_perf_record_parse(bad, sizeof(bad), &lay, &r), -EBADMSG);
+  bad[24] = 0xff, bad[31] = 0xff; /* a huge nr: no overflow */
+  assert_int_equal(tg_perf_record_parse(bad, sizeof(bad), &lay, &r), -EBADMSG);
+
+  /* read(2) of a polled leader: the same group format, alone. */
+  const uint8_t polled[] = {G64(2), G64(5), G64(6)};
+  uint64_t v[4];
+  size_t n;
+  assert_int_equal(tg_perf_group_read_parse(polled, sizeof(polled), v, 4, &n),
+                   0);
+  assert_int_equal(n, 2);
+  assert_int_equal(v[0], 5);
+  assert_int_equal(v[1], 6);
+  assert_int_equal(tg_perf_group_read_parse(polled, sizeof(polled), v, 1, &n),
+                   0);
+  assert_int_equal(n, 1);
+  assert_int_equal(tg_perf_group_read_parse(polled, 16, v, 4, &n), -EBADMSG);
+  assert_int_equal(tg_perf_group_read_parse(polled, 7, v, 4, &n), -EBADMSG);
 }
 
 static void unknown_layouts_are_not_guessed(void **state) {
@@ -297,6 +339,7 @@ int main(void) {
       cmocka_unit_test(mmap2_in_both_layouts),
       cmocka_unit_test(user_registers_and_stack),
       cmocka_unit_test(read_value_as_timebase_count),
+      cmocka_unit_test(group_read_has_every_member),
       cmocka_unit_test(unknown_layouts_are_not_guessed),
       cmocka_unit_test(ring_records_wrap_the_end),
   };

@@ -112,10 +112,12 @@ static void chain_of_a_spinning_child(void **state) {
   tg_perf_ring_view_t v = {base + page, (uint64_t)PAGES * (uint64_t)page,
                            __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE)};
   tg_perf_layout_t lay = {
-      TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID | TG_PERF_SAMPLE_TIME |
-          TG_PERF_SAMPLE_CPU | TG_PERF_SAMPLE_READ | TG_PERF_SAMPLE_REGS_USER |
-          TG_PERF_SAMPLE_STACK_USER,
-      true, tg_perf_unwind_n_regs()};
+      .sample_type = TG_PERF_SAMPLE_IP | TG_PERF_SAMPLE_TID |
+                     TG_PERF_SAMPLE_TIME | TG_PERF_SAMPLE_CPU |
+                     TG_PERF_SAMPLE_READ | TG_PERF_SAMPLE_REGS_USER |
+                     TG_PERF_SAMPLE_STACK_USER,
+      .sample_id_all = true,
+      .n_user_regs = tg_perf_unwind_n_regs()};
   uint64_t tail = meta->data_tail;
   const uint8_t *rec;
   size_t rlen;
