@@ -187,7 +187,7 @@ static void write_symbols(sym_job_t *j) {
       work_fail(j, -ENOMEM, "out of memory");
       goto out;
     }
-  tg_coll_index_head(b, 0);
+  if (b) tg_coll_index_head(b, 0);
   for (size_t i = 0; i < s->n_mods; i++)
     order[i] = (mod_ref_t){machine_of(&s->mods[i], n_hosts), i};
   qsort(order, s->n_mods, sizeof(*order), by_machine);
@@ -226,7 +226,7 @@ out:
 
 static void do_work(uv_work_t *w) {
   sym_job_t *j = w->data;
-  char what[400];
+  char what[400] = "";
   /* A debug directory the operator named and that cannot be read would
    * leave frames unnamed without a word: it fails the symbolization. */
   for (size_t i = 0; i < j->n_dirs; i++) {
@@ -250,15 +250,12 @@ static void do_work(uv_work_t *w) {
   if (j->ifd >= 0 && tg_coll_index_read(j->ifd, (uint64_t)st.st_size, &j->ix))
     tg_coll_index_free(&j->ix);
   int err = tg_sym_collect_fd(&j->s, j->fd, -1, &j->o, what, sizeof(what));
-  if (err) {
-    work_fail(j, err, what);
-    return;
-  }
-  err = tg_sym_resolve_all(&j->s, &j->o, &j->res);
+  if (!err) err = tg_sym_resolve_all(&j->s, &j->o, &j->res);
   if (err) {
     work_fail(j, err, err == -ETIMEDOUT   ? "out of time (symbolize_timeout)"
                       : err == -ECANCELED ? "the collector stops"
-                                          : "out of memory");
+                      : err == -ENOMEM    ? "out of memory"
+                                          : what);
     return;
   }
   write_symbols(j);
