@@ -3,16 +3,20 @@
 # test_collector_symbolize: the collector's `symbolize` names the frames
 # of its snapshots from debug files found by build id.
 #
-# One host on loopback (tracegated, a tracegate-relay over TLS and
-# tracegate-perf) samples a stripped workload (main -> func_a -> func_b ->
+# Two hosts on loopback (each a tracegated, a tracegate-relay over TLS and
+# a tracegate-perf) sample a stripped workload (main -> func_a -> func_b ->
 # spin, built with -g, its debug info split into DBG/.build-id/xx/yyyy.debug)
-# in the collector's ring. Three collectors take a snapshot of it in turn:
+# in the collector's rings; both see the one workload process, so both
+# machines of a snapshot have its frames. Three collectors take a
+# snapshot of them in turn:
 #  - symbolize = local with symbolize_debug_dir = DBG: the snapshot is
 #    listed complete, its symbols come after (the API's "symbols" says
-#    done), and the whole trace and the host's part (?host=) both hold
-#    them: trace_processor (PERFETTO_BIN) gives the workload's frames of
-#    the host's machine a function, source file and line
-#    (stack_profile_symbol), with no stackprofile_* stat;
+#    done), and the whole trace and each host's part (?host=) hold them:
+#    trace_processor (PERFETTO_BIN) gives the workload's frames a
+#    function, source file and line (stack_profile_symbol), with no
+#    stackprofile_* stat (which a ModuleSymbols of a machine the part
+#    does not hold would raise), each part's samples on its host's
+#    machine alone;
 #  - symbolize off: the download is the stored file, byte for byte, and
 #    names no frame from debug files;
 #  - symbolize = local with a debug directory that cannot be read: the
@@ -91,15 +95,27 @@ ready_port() {
 rm -f "$WORK/stop"
 "$WORK/symwork" "$WORK/stop" &
 PIDS="$PIDS $!"
-start_local
-"$BUILD_DIR/relay/tracegate-relay" --listen 127.0.0.1:0 \
-  --consumer-socket "$C" --cert "$WORK/pki/relay.test.pem" \
-  --key "$WORK/pki/relay.test.key" --ca "$WORK/pki/ca.pem" \
-  --authz "$WORK/pki/authz" --ready-fd 3 3>"$WORK/relay.ready" \
-  2>"$WORK/relay.log" &
-PIDS="$PIDS $!"
-HOST=127.0.0.1:$(ready_port "$WORK/relay.ready")
-printf '%s name=relay.test label=a\n' "$HOST" >"$WORK/hosts.txt"
+# Host $1: tracegated, its relay and its tracegate-perf. Sets HOST_$1.
+host_start() {
+  h=$1
+  start_tracegated "$WORK/$h.p.sock" "$WORK/$h.c.sock" "$WORK/$h.tracegated.log" \
+    "tracegated $h"
+  "$BUILD_DIR/agent/perf/tracegate-perf" --socket "$WORK/$h.p.sock" \
+    --name "perf-$h" >"$WORK/$h.perf.log" 2>&1 &
+  PIDS="$PIDS $!"
+  wait_registered "$WORK/$h.c.sock" linux.perf "linux.perf was not registered on $h"
+  "$BUILD_DIR/relay/tracegate-relay" --listen 127.0.0.1:0 \
+    --consumer-socket "$WORK/$h.c.sock" --cert "$WORK/pki/relay.test.pem" \
+    --key "$WORK/pki/relay.test.key" --ca "$WORK/pki/ca.pem" \
+    --authz "$WORK/pki/authz" --ready-fd 3 3>"$WORK/$h.relay.ready" \
+    2>"$WORK/$h.relay.log" &
+  PIDS="$PIDS $!"
+  eval "HOST_$h=127.0.0.1:$(ready_port "$WORK/$h.relay.ready")"
+}
+host_start a
+host_start b
+printf '%s name=relay.test label=a\n%s name=relay.test label=b\n' "$HOST_a" \
+  "$HOST_b" >"$WORK/hosts.txt"
 cat >"$WORK/flight.pbtxt" <<'CFG'
 buffers { size_kb: 1024 fill_policy: RING_BUFFER }
 data_sources {
@@ -143,8 +159,8 @@ CONF
   PIDS="$COLL_PID $PIDS"
   API=http://127.0.0.1:$(ready_port "$WORK/$name.ready")/api/v1
   i=0
-  until curl -sf "$API/hosts" | grep -q '"state": *"tracing"'; do
-    i=$((i + 1)); [ $i -lt 600 ] || die "$name: the host does not trace: $(curl -s "$API/hosts")"
+  until [ "$(curl -sf "$API/hosts" | grep -o '"state": *"tracing"' | wc -l)" -eq 2 ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || die "$name: the hosts do not trace: $(curl -s "$API/hosts")"
     sleep 0.05
   done
   # Samples in the ring: tracegate-perf reads its rings every 50 ms.
@@ -189,8 +205,10 @@ assert all(h["problems"] == [] for h in d["hosts"]), d["hosts"]
 print("test_collector_symbolize: %d of %d frames named" % (s["frames_named"], s["frames"]))
 PY
 curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/on.pftrace" || die "GET the trace"
-curl -sf "$API/snapshots/$SNAP_ID/trace?host=$HOST" -o "$WORK/on-host.pftrace" ||
-  die "GET the host's part"
+curl -sf "$API/snapshots/$SNAP_ID/trace?host=$HOST_a" -o "$WORK/on-a.pftrace" ||
+  die "GET host a's part"
+curl -sf "$API/snapshots/$SNAP_ID/trace?host=$HOST_b" -o "$WORK/on-b.pftrace" ||
+  die "GET host b's part"
 size=$(wc -c <"$(stored on)")
 sym=$(wc -c <"$WORK/store-on/snapshots/$SNAP_ID.symbols")
 [ "$(wc -c <"$WORK/on.pftrace")" -eq $((size + sym)) ] ||
@@ -222,14 +240,15 @@ d = json.load(open(sys.argv[1]))
 s = d["symbols"]
 assert s["state"] == "failed" and "no-such-dir" in s["why"], s
 assert d["snapshot"]["state"] == "complete", d
-(h,) = d["hosts"]
-assert h["outcome"] == "ok", h
-assert [p["code"] for p in h["problems"] if p["kind"] == "symbolize"] == ["TG-5095"], h
+assert len(d["hosts"]) == 2, d["hosts"]
+for h in d["hosts"]:
+    assert h["outcome"] == "ok", h
+    assert [p["code"] for p in h["problems"] if p["kind"] == "symbolize"] == ["TG-5095"], h
 PY
 curl -sf "$API/snapshots/$SNAP_ID/trace" -o "$WORK/bad.pftrace" || die "GET the trace"
 cmp "$(stored bad)" "$WORK/bad.pftrace" || die "a failed symbolization: the download is not the stored file"
-curl -sf "$API/snapshots/$SNAP_ID/trace?host=$HOST" -o "$WORK/bad-host.pftrace" ||
-  die "a failed symbolization: GET the host's part"
+curl -sf "$API/snapshots/$SNAP_ID/trace?host=$HOST_a" -o "$WORK/bad-a.pftrace" ||
+  die "a failed symbolization: GET a host's part"
 curl -sf "${API%/api/v1}/metrics" | grep -q '^tracegate_collector_symbolized_total{outcome="failed"} 1$' ||
   die "the metrics do not count the failure"
 grep -q 'TG-5095.*no-such-dir' "$WORK/bad.log" || die "the failure is not in the log"
@@ -238,10 +257,9 @@ cleanup
 
 need_tp "the snapshots were taken but not checked by trace_processor"
 # The workload's frames in trace $1, and how many of them have a symbol
-# with a source file and a line. Its mappings are the host's machine's
-# alone (its samples are, below), and trace_processor applies a
-# ModuleSymbols only to the mappings of its packet's machine (else a
-# stackprofile_* stat, which bad_stats refuses).
+# with a source file and a line. trace_processor applies a ModuleSymbols
+# only to the mappings of its packet's machine (one of a machine the trace
+# does not hold is a stackprofile_* stat, which bad_stats refuses).
 named() {
   q "select count(distinct f.id) || ' ' || count(distinct case when s.source_file
        like '%work.c' and s.line_number > 0 then f.id end) as n
@@ -250,32 +268,43 @@ named() {
      left join stack_profile_symbol s on s.symbol_set_id = f.symbol_set_id
      where mp.name like '%/symwork'" "$1"
 }
-# Samples of trace $1 not on the host's machine (raw_id 1), and on it.
+# Samples of trace $1 on machine raw_id $2, and on any other.
 machines() {
-  q "select sum(coalesce(m.raw_id, 0) != 1) || ' ' || sum(m.raw_id = 1) as n
+  q "select sum(m.raw_id = $2) || ' ' || sum(coalesce(m.raw_id, 0) != $2) as n
      from perf_sample p join thread t using(utid)
      left join machine m on m.id = t.machine_id" "$1"
 }
-for t in on on-host off bad; do
+for t in on on-a on-b off bad bad-a; do
   bad=$(bad_stats "$WORK/$t.pftrace")
   [ -z "$bad" ] || die "trace_processor stats of $t: $bad"
 done
-for t in on on-host off bad; do
-  set -- $(machines "$WORK/$t.pftrace")
-  [ "$1" -eq 0 ] && [ "$2" -gt 0 ] || die "$t: $1 samples off the host's machine, $2 on it"
+# Each host's part holds its machine's samples alone; the whole traces
+# both machines'.
+for t in on-a:1 on-b:2 bad-a:1; do
+  set -- $(machines "$WORK/${t%:*}.pftrace" "${t#*:}")
+  [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
+    die "${t%:*}: $1 samples on machine ${t#*:}, $2 on others"
 done
-for t in on on-host; do
+for t in on off bad; do
+  for m in 1 2; do
+    set -- $(machines "$WORK/$t.pftrace" $m)
+    [ "$1" -gt 0 ] || die "$t: no samples on machine $m"
+  done
+done
+for t in on on-a on-b; do
   set -- $(named "$WORK/$t.pftrace")
   say "$t: $2 of the workload's $1 frames named with file and line"
   [ "$1" -gt 0 ] && [ $(($2 * 10)) -ge $(($1 * 9)) ] ||
     die "$t: $2 of $1 frames named with file and line"
 done
-for t in off bad; do
+for t in off bad bad-a; do
   set -- $(named "$WORK/$t.pftrace")
   [ "$1" -gt 0 ] && [ "$2" -eq 0 ] || die "$t: $2 of $1 frames named from debug files"
 done
-names=$(q "select distinct s.name from stack_profile_symbol s order by 1" "$WORK/on-host.pftrace" | tr '\n' ' ')
-for f in main func_a func_b spin; do
-  echo " $names" | grep -q " $f " || die "the host's part names no $f: $names"
+for t in on-a on-b; do
+  names=$(q "select distinct s.name from stack_profile_symbol s order by 1" "$WORK/$t.pftrace" | tr '\n' ' ')
+  for f in main func_a func_b spin; do
+    echo " $names" | grep -q " $f " || die "$t names no $f: $names"
+  done
 done
 say "ok"
