@@ -19,6 +19,7 @@
 #    machine alone;
 #  - symbolize off: the download is the stored file, byte for byte, and
 #    names no frame from debug files;
+#  - symbolize = debuginfod: refused at start without DEBUGINFOD_URLS;
 #  - symbolize = local with a debug directory that cannot be read: the
 #    snapshot stays complete and downloads whole, the failure is in the
 #    API ("failed" and why), in the host's row (a problem of code TG-5095)
@@ -188,6 +189,26 @@ symbols_settled() {
 
 # The stored file of snapshot SNAP_ID of collector $1.
 stored() { echo "$WORK/store-$1/snapshots/$SNAP_ID.pftrace"; }
+
+# --- symbolize = debuginfod needs DEBUGINFOD_URLS --------------------------------
+cat >"$WORK/dbgf.conf" <<CONF
+hosts = hosts.txt
+ca = pki/ca.pem
+cert = pki/alice.pem
+key = pki/alice.key
+tls_server_name = relay.test
+trace_config = flight.pbtxt
+store = store-dbgf
+symbolize = debuginfod
+CONF
+rc=0
+env -u DEBUGINFOD_URLS "$BUILD_DIR/collector/daemon/tracegate-collector" \
+  --config "$WORK/dbgf.conf" --check-config >/dev/null 2>"$WORK/dbgf.err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q 'TG-5001' "$WORK/dbgf.err" ||
+  die "symbolize = debuginfod without DEBUGINFOD_URLS: exit $rc, $(cat "$WORK/dbgf.err")"
+DEBUGINFOD_URLS="file://$WORK/nowhere" "$BUILD_DIR/collector/daemon/tracegate-collector" \
+  --config "$WORK/dbgf.conf" --check-config >/dev/null 2>"$WORK/dbgf.err" ||
+  die "symbolize = debuginfod with DEBUGINFOD_URLS refused: $(cat "$WORK/dbgf.err")"
 
 # --- symbolize = local -----------------------------------------------------------
 snapshot on "symbolize = local
