@@ -336,7 +336,6 @@ static int add_symbols(uint64_t id, int sfd, int sifd,
     n_plan = 0;
     goto out;
   }
-  if (rv > 0) rv = 0;
   if (n_plan) {
     tg_http_extent_t *g = realloc(*ext, (*n_ext + n_plan) * sizeof(*g));
     if (!g) {
@@ -449,7 +448,8 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     if (sifd >= 0) close(sifd);
     if (rv < 0) {
       close(sfd);
-      json_error(x, 500, "out of memory");
+      json_error(x, 500, rv == -ENOMEM ? "out of memory"
+                                       : "cannot read the snapshot's symbols");
       goto out;
     }
   }

@@ -261,9 +261,9 @@ static void do_work(uv_work_t *w) {
   write_symbols(j);
   if (j->err) return;
   if (fsync(j->sfd) != 0 || (j->with_index && fsync(j->sifd) != 0)) {
-    snprintf(what, sizeof(what), "cannot write the symbols: %s",
-             strerror(errno));
-    work_fail(j, -errno, what);
+    int e = errno;
+    snprintf(what, sizeof(what), "cannot write the symbols: %s", strerror(e));
+    work_fail(j, -e, what);
   }
 }
 
