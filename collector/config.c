@@ -50,6 +50,7 @@ typedef enum kind {
   K_HEALTH,   /* health_host, health_port */
   K_FIELDS,   /* char[]: tg_trace_schema_allow() names */
   K_BUCKET,   /* s3_bucket, s3_prefix: parse_bucket() */
+  K_SYMBOLIZE, /* uint32_t: tg_coll_symbolize_t */
 } kind_t;
 
 /* The scalar keys, in the table's order. */
@@ -105,6 +106,8 @@ typedef enum key_id {
   KEY_CHECK_TRACE_PROCESSOR,
   KEY_CHECK_TIMEOUT,
   KEY_CHECK_MEMORY,
+  KEY_SYMBOLIZE,
+  KEY_SYMBOLIZE_TIMEOUT,
   KEY_COUNT
 } key_id_t;
 
@@ -276,6 +279,12 @@ static const key_def_t KEYS[KEY_COUNT] = {
     [KEY_CHECK_MEMORY] = {"check_memory", K_SIZE, NUM_FIELD(check_memory),
                           64u << 20, 1ull << 40, false,
                           "a size from 64M to 1T", NULL},
+    [KEY_SYMBOLIZE] = {"symbolize", K_SYMBOLIZE, NUM_FIELD(symbolize), 0, 0,
+                       false, "off, local or debuginfod", NULL},
+    [KEY_SYMBOLIZE_TIMEOUT] = {"symbolize_timeout", K_DURATION,
+                               NUM_FIELD(symbolize_timeout_ms), MS_PER_S,
+                               3600LL * MS_PER_S, false,
+                               "a duration from 1s to 1h", NULL},
 };
 
 /* The file's limits (config.h): a file of every key and of the most
@@ -304,6 +313,7 @@ typedef struct parser {
   size_t n_group_hosts; /* over all groups */
   size_t am_hosts_cap;
   size_t n_am_host_hosts; /* over all alertmanager_host lines */
+  unsigned debug_dir_line; /* the first symbolize_debug_dir's, 0 if none */
 } parser_t;
 
 static bool digit(char c) { return c >= '0' && c <= '9'; }
@@ -599,6 +609,17 @@ static int set_scalar(parser_t *p, key_id_t id, const char *v) {
          copy(field, k->cap, v);
     break;
   }
+  case K_SYMBOLIZE:
+    ok = true;
+    if (!strcmp(v, "off"))
+      p->c->symbolize = TG_COLL_SYMBOLIZE_OFF;
+    else if (!strcmp(v, "local"))
+      p->c->symbolize = TG_COLL_SYMBOLIZE_LOCAL;
+    else if (!strcmp(v, "debuginfod"))
+      p->c->symbolize = TG_COLL_SYMBOLIZE_DEBUGINFOD;
+    else
+      ok = false;
+    break;
   case K_BUCKET:
     ok = parse_bucket(v, p->c);
     break;
@@ -766,6 +787,19 @@ static int add_am_host(parser_t *p, const char *v) {
 
 /* trigger = NAME [GROUP]: the group is looked up in finish(), since it
  * may be defined further down. */
+static int add_debug_dir(parser_t *p, const char *v) {
+  tg_coll_config_t *c = p->c;
+  if (c->n_symbolize_debug_dirs == TG_COLL_CONFIG_DEBUG_DIRS_MAX)
+    return fail(p, p->line, "symbolize_debug_dir: expected at most %d lines",
+                TG_COLL_CONFIG_DEBUG_DIRS_MAX);
+  char *out = c->symbolize_debug_dirs[c->n_symbolize_debug_dirs];
+  if (!set_path(p, out, sizeof(c->symbolize_debug_dirs[0]), v))
+    return bad_value(p, "symbolize_debug_dir", "a path", v, strlen(v));
+  if (!p->debug_dir_line) p->debug_dir_line = p->line;
+  c->n_symbolize_debug_dirs++;
+  return 0;
+}
+
 static int add_trigger(parser_t *p, const char *v) {
   tg_coll_config_t *c = p->c;
   const char *rest = v;
@@ -828,6 +862,7 @@ static int parse_line(parser_t *p, tg_conf_span_t text) {
   if (!strcmp(key, "group")) return add_group(p, value);
   if (!strcmp(key, "trigger")) return add_trigger(p, value);
   if (!strcmp(key, "alertmanager_host")) return add_am_host(p, value);
+  if (!strcmp(key, "symbolize_debug_dir")) return add_debug_dir(p, value);
   warn_unknown(p, key);
   return 0;
 }
@@ -887,6 +922,22 @@ static int finish(parser_t *p) {
   if (p->seen[KEY_S3_ENDPOINT] && strchr(strstr(c->s3_endpoint, "//") + 2, '/'))
     return fail(p, p->seen[KEY_S3_ENDPOINT],
                 "s3_endpoint: expected %s", KEYS[KEY_S3_ENDPOINT].expect);
+  /* A bucket's objects are written once: symbols would be objects of
+   * their own that every download assembles (docs/collector.md, "Symbols
+   * of each snapshot"), which the presigned URLs cannot give. */
+  if (c->symbolize != TG_COLL_SYMBOLIZE_OFF && p->seen[KEY_BUCKET])
+    return fail(p, p->seen[KEY_SYMBOLIZE],
+                "symbolize: expected off with bucket (a bucket's snapshots "
+                "are not symbolized: run `tracegate symbolize` on a "
+                "downloaded one)");
+  if (c->symbolize == TG_COLL_SYMBOLIZE_OFF) {
+    unsigned l = p->debug_dir_line ? p->debug_dir_line
+                                   : p->seen[KEY_SYMBOLIZE_TIMEOUT];
+    if (l)
+      return fail(p, l, "%s: expected symbolize = local or debuginfod too",
+                  p->debug_dir_line ? "symbolize_debug_dir"
+                                    : "symbolize_timeout");
+  }
   for (size_t i = 0; i < c->n_triggers; i++) {
     const tg_coll_trigger_t *t = &c->triggers[i];
     if (strcmp(t->group, TG_COLL_CONFIG_GROUP_ALL) != 0 &&
@@ -927,6 +978,7 @@ void tg_coll_config_defaults(tg_coll_config_t *c) {
   c->am_max_bytes = 256u << 10;
   c->check_timeout_ms = 600LL * MS_PER_S;
   c->check_memory = 4ull << 30;
+  c->symbolize_timeout_ms = 600LL * MS_PER_S;
 }
 
 int tg_coll_config_parse(const char *text_untrusted, size_t len,

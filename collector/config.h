@@ -121,6 +121,13 @@
  *     check_timeout    DURATION, 1s..1h, default 10m: one import's deadline
  *     check_memory     SIZE, 64M..1T, default 4G: one import's address
  *                      space (RLIMIT_AS)
+ *     symbolize        off (the default), local or debuginfod: each
+ *                      stored snapshot's frames named from debug files
+ *                      found by build id (`tracegate symbolize`'s lookup;
+ *                      debuginfod: then DEBUGINFOD_URLS' servers, which the
+ *                      daemon's environment must name); not with bucket
+ *     symbolize_timeout  DURATION, 1s..1h, default 10m: one snapshot's
+ *                      symbolization; only with symbolize
  * - Repeatable keys:
  *     group   = NAME HOST [HOST ...]   at most TG_COLL_CONFIG_GROUPS_MAX
  *               groups and TG_COLL_CONFIG_GROUP_HOSTS_MAX hosts over all
@@ -134,6 +141,10 @@
  *               alert whose host label is VALUE (1..320 printable non-
  *               blank bytes, each VALUE once) snapshots; HOSTs as group's;
  *               at most TG_COLL_CONFIG_AM_HOSTS_MAX lines
+ *     symbolize_debug_dir = PATH   a DIR/.build-id/ tree tried before
+ *               /usr/lib/debug, in the file's order (`tracegate symbolize
+ *               --debug-dir`); at most TG_COLL_CONFIG_DEBUG_DIRS_MAX;
+ *               only with symbolize
  * - PATH: no control bytes, at most TG_COLL_CONFIG_PATH_MAX bytes once a
  *   relative one is resolved against the file's directory.
  *   NAME: 1..64 bytes of [A-Za-z0-9._-], not starting with '.'.
@@ -177,6 +188,14 @@
 #define TG_COLL_CONFIG_TRIGGER_MAX 128      /* a trigger's name */
 #define TG_COLL_CONFIG_TRIGGERS_MAX 64
 #define TG_COLL_CONFIG_AM_HOSTS_MAX 1024 /* alertmanager_host lines */
+#define TG_COLL_CONFIG_DEBUG_DIRS_MAX 8 /* symbolize_debug_dir lines */
+
+/* symbolize's values. */
+typedef enum tg_coll_symbolize {
+  TG_COLL_SYMBOLIZE_OFF = 0,
+  TG_COLL_SYMBOLIZE_LOCAL,      /* debug dirs, /usr/lib/debug, the module */
+  TG_COLL_SYMBOLIZE_DEBUGINFOD, /* and then debuginfod */
+} tg_coll_symbolize_t;
 
 /* The implicit group of every host in the inventory. */
 #define TG_COLL_CONFIG_GROUP_ALL "all"
@@ -289,6 +308,12 @@ typedef struct tg_coll_config {
   char check_trace_processor[TG_COLL_CONFIG_PATH_MAX + 1];
   int64_t check_timeout_ms; /* 1s..1h */
   uint64_t check_memory;    /* RLIMIT_AS of one import: 64M..1T */
+  /* Symbols of each stored snapshot (daemon/symbols.h). */
+  uint32_t symbolize; /* tg_coll_symbolize_t */
+  char symbolize_debug_dirs[TG_COLL_CONFIG_DEBUG_DIRS_MAX]
+                           [TG_COLL_CONFIG_PATH_MAX + 1];
+  size_t n_symbolize_debug_dirs;
+  int64_t symbolize_timeout_ms; /* 1s..1h */
 } tg_coll_config_t;
 
 /* Sets every field of |c| to its default (required paths ""); allocates

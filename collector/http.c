@@ -72,6 +72,7 @@ void tg__http_x_set(tg_http_exchange_t *x, tg_http_x_state_t to,
 void tg__http_x_free(tg_http_exchange_t *x) {
   tg_list_remove(&x->node);
   if (x->fd >= 0) close(x->fd);
+  if (x->fd2 >= 0) close(x->fd2);
   free(x->ext);
   for (size_t i = 0; i < x->n_hdrs; i++) {
     free(x->hdr_names[i]);
@@ -160,6 +161,7 @@ static tg_http_exchange_t *x_new(tg_http_conn_t *conn, int method,
   x->srv = srv;
   x->wsi = wsi;
   x->fd = -1;
+  x->fd2 = -1;
   x->strings = s;
   x->args = args;
   tg_list_init(&x->node);

@@ -204,9 +204,10 @@ int tg_http_respond_file(tg_http_exchange_t *x, int status,
                          const char *content_type, int fd, uint64_t size,
                          const char *download_name);
 
-/* One byte range of a file. */
+/* One byte range of a file (of the second file when |second|). */
 typedef struct tg_http_extent {
   uint64_t off, len;
+  bool second;
 } tg_http_extent_t;
 
 /* As tg_http_respond_file(), but the body is the |n| ranges |ext| of |fd|
@@ -217,5 +218,11 @@ int tg_http_respond_extents(tg_http_exchange_t *x, int status,
                             const char *content_type, int fd,
                             const tg_http_extent_t *ext, size_t n,
                             const char *download_name);
+/* The same from two files: the ranges with |second| set are |fd2|'s
+ * (taken too; -1 when none is). A snapshot and its symbols. */
+int tg_http_respond_extents2(tg_http_exchange_t *x, int status,
+                             const char *content_type, int fd, int fd2,
+                             const tg_http_extent_t *ext, size_t n,
+                             const char *download_name);
 
 #endif /* TRACEGATE_COLLECTOR_HTTP_H */

@@ -133,6 +133,7 @@ struct tg_http_exchange {
   bool headers_sent;
   uint8_t *resp;      /* tg_http_respond(): the body, owned */
   int fd;             /* tg_http_respond_file(): owned, or -1 */
+  int fd2;            /* tg_http_respond_extents2()'s second: owned, or -1 */
   /* tg_http_respond_extents(): the ranges of |fd| sent, owned (NULL: the
    * file from offset 0), the one being sent and how far into it. */
   tg_http_extent_t *ext;

@@ -171,7 +171,7 @@ int tg_http_respond_file(tg_http_exchange_t *x, int status,
                          const char *content_type, int fd, uint64_t size,
                          const char *download_name) {
   return tg_http_respond_extents(x, status, content_type, fd,
-                                 &(tg_http_extent_t){0, size}, 1,
+                                 &(tg_http_extent_t){0, size, false}, 1,
                                  download_name);
 }
 
@@ -179,10 +179,19 @@ int tg_http_respond_extents(tg_http_exchange_t *x, int status,
                             const char *content_type, int fd,
                             const tg_http_extent_t *ext, size_t n,
                             const char *download_name) {
+  return tg_http_respond_extents2(x, status, content_type, fd, -1, ext, n,
+                                  download_name);
+}
+
+int tg_http_respond_extents2(tg_http_exchange_t *x, int status,
+                             const char *content_type, int fd, int fd2,
+                             const tg_http_extent_t *ext, size_t n,
+                             const char *download_name) {
   uint64_t size = 0;
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
-    if (ext[i].len > UINT64_MAX - size || ext[i].len > UINT64_MAX - ext[i].off)
+    if (ext[i].len > UINT64_MAX - size || ext[i].len > UINT64_MAX - ext[i].off ||
+        (ext[i].second && fd2 < 0))
       rc = -EINVAL;
     else
       size += ext[i].len;
@@ -204,6 +213,7 @@ int tg_http_respond_extents(tg_http_exchange_t *x, int status,
   }
   if (rc < 0) {
     if (fd >= 0) close(fd);
+    if (fd2 >= 0) close(fd2);
     free(ct);
     free(disp);
     free(copy);
@@ -211,6 +221,7 @@ int tg_http_respond_extents(tg_http_exchange_t *x, int status,
   }
   if (n) memcpy(copy, ext, n * sizeof(*copy));
   x->fd = fd;
+  x->fd2 = fd2;
   x->is_file = true;
   x->ext = copy;
   x->n_ext = n;
@@ -291,7 +302,7 @@ static int read_file_chunk(tg_http_exchange_t *x, uint8_t *dst, size_t n) {
     }
     size_t want = n - got < left ? n - got : (size_t)left;
     uint64_t at = e->off + x->ext_pos;
-    ssize_t r = pread(x->fd, dst + got, want, (off_t)at);
+    ssize_t r = pread(e->second ? x->fd2 : x->fd, dst + got, want, (off_t)at);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       TG_WARN("http: %s %s: file read at %llu: %s", x->req.method,

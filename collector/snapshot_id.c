@@ -72,3 +72,28 @@ int tg_coll_id_parse_index_name(const char *name, int partial, uint64_t *id) {
                     partial ? TG_COLL_INDEX_PARTIAL_SUFFIX : TG_COLL_INDEX_SUFFIX,
                     id);
 }
+
+void tg_coll_id_symbols_name(uint64_t id, int partial,
+                             char out[TG_COLL_FILE_NAME_MAX]) {
+  name_of(id,
+          partial ? TG_COLL_SYMBOLS_PARTIAL_SUFFIX : TG_COLL_SYMBOLS_SUFFIX,
+          out);
+}
+
+int tg_coll_id_parse_symbols_name(const char *name, int partial, uint64_t *id) {
+  return parse_name(
+      name, partial ? TG_COLL_SYMBOLS_PARTIAL_SUFFIX : TG_COLL_SYMBOLS_SUFFIX,
+      id);
+}
+
+void tg_coll_id_symidx_name(uint64_t id, int partial,
+                            char out[TG_COLL_FILE_NAME_MAX]) {
+  name_of(id, partial ? TG_COLL_SYMIDX_PARTIAL_SUFFIX : TG_COLL_SYMIDX_SUFFIX,
+          out);
+}
+
+int tg_coll_id_parse_symidx_name(const char *name, int partial, uint64_t *id) {
+  return parse_name(
+      name, partial ? TG_COLL_SYMIDX_PARTIAL_SUFFIX : TG_COLL_SYMIDX_SUFFIX,
+      id);
+}

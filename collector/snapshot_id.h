@@ -34,6 +34,19 @@
 _Static_assert(sizeof(TG_COLL_INDEX_PARTIAL_SUFFIX) <=
                    sizeof(TG_COLL_PARTIAL_SUFFIX),
                "index names fit a file name's room");
+/* Its symbols (the collector's `symbolize`, docs/collector.md): the
+ * ModuleSymbols packets "<id>.symbols" and their host index "<id>.symidx"
+ * (snap_index.h's format over the symbols file), ".partial" in tmp/ while
+ * written. */
+#define TG_COLL_SYMBOLS_SUFFIX ".symbols"
+#define TG_COLL_SYMBOLS_PARTIAL_SUFFIX ".symbols.partial"
+#define TG_COLL_SYMIDX_SUFFIX ".symidx"
+#define TG_COLL_SYMIDX_PARTIAL_SUFFIX ".symidx.partial"
+_Static_assert(sizeof(TG_COLL_SYMBOLS_PARTIAL_SUFFIX) <=
+                       sizeof(TG_COLL_PARTIAL_SUFFIX) &&
+                   sizeof(TG_COLL_SYMIDX_PARTIAL_SUFFIX) <=
+                       sizeof(TG_COLL_PARTIAL_SUFFIX),
+               "symbols names fit a file name's room");
 
 /* Parses the |n| bytes at |text_untrusted| (no terminator needed). Returns
  * 0 and the value in *id, or -EINVAL (*id untouched) for anything but the
@@ -62,5 +75,14 @@ int tg_coll_id_parse_file_name(const char *name, int partial, uint64_t *id);
 void tg_coll_id_index_name(uint64_t id, int partial,
                            char out[TG_COLL_FILE_NAME_MAX]);
 int tg_coll_id_parse_index_name(const char *name, int partial, uint64_t *id);
+
+/* The same for its symbols ("<id>.symbols") and their index
+ * ("<id>.symidx"). */
+void tg_coll_id_symbols_name(uint64_t id, int partial,
+                             char out[TG_COLL_FILE_NAME_MAX]);
+int tg_coll_id_parse_symbols_name(const char *name, int partial, uint64_t *id);
+void tg_coll_id_symidx_name(uint64_t id, int partial,
+                            char out[TG_COLL_FILE_NAME_MAX]);
+int tg_coll_id_parse_symidx_name(const char *name, int partial, uint64_t *id);
 
 #endif /* TRACEGATE_COLLECTOR_SNAPSHOT_ID_H */

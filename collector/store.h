@@ -7,6 +7,7 @@
  *   <dir>/snapshots/<id>.pftrace       a finished snapshot (live row)
  *   <dir>/snapshots/<id>.index         its host index (snap_index.h), if any
  *   <dir>/tmp/<id>.index.partial       the index being written
+ *   <dir>/snapshots/<id>.symbols, .symidx  its symbols, if symbolized
  *
  * The protocol (docs/collector.md says why each step is where it is):
  *   begin:   PENDING row committed -> id returned -> tmp file created
@@ -211,6 +212,31 @@ int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
  * error. Blocks for the whole download. */
 int tg_coll_fetch_run(tg_coll_fetch_t *f, int *fd);
 void tg_coll_fetch_free(tg_coll_fetch_t *f); /* NULL-safe */
+
+/* Symbols beside a live snapshot (the collector's `symbolize`,
+ * docs/collector.md "Symbols"): "<id>.symbols" (ModuleSymbols packets, a
+ * trace to append to the snapshot's) and "<id>.symidx" (their host index,
+ * snap_index.h's format over the symbols file). A directory store only
+ * (-EOPNOTSUPP for a bucket's). The trace, its index and its row are not
+ * changed; delete, retention and recovery remove the symbols with the
+ * snapshot.
+ *
+ * begin: creates both under tmp/ (on the store's thread): 0 and the two
+ * fds (read-write, the caller's to write, fsync and close, on any thread);
+ * -ENOENT when the snapshot is not live. commit (the store's thread, the
+ * files synced and closed): renames them into snapshots/ (the index only
+ * when |with_index|; else an older one goes) and syncs the directory;
+ * -ENOENT when the snapshot went meanwhile (the files removed); on any
+ * error nothing of them is left. abort: removes them from tmp/. */
+int tg_coll_store_symbols_begin(tg_coll_store_t *s, uint64_t id, int *fd,
+                                int *ifd);
+int tg_coll_store_symbols_commit(tg_coll_store_t *s, uint64_t id,
+                                 bool with_index);
+void tg_coll_store_symbols_abort(tg_coll_store_t *s, uint64_t id);
+/* Opens snapshot |id|'s symbols read-only: 0, *fd and *ifd (-1 when they
+ * have no index); -ENOENT when it has none (or is in a bucket). */
+int tg_coll_store_open_symbols(tg_coll_store_t *s, uint64_t id, int *fd,
+                               int *ifd);
 
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned);
 /* Host |host|'s problems in a finished snapshot replaced by |problems|

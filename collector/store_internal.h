@@ -39,5 +39,7 @@ int tg__coll_each_row(tg_coll_store_t *s, unsigned states,
 /* Unlinks |id|'s host index from snapshots/, if there is one (a failure
  * is logged: recovery removes it at the next open). */
 void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id);
+/* The same for its symbols and their index (store_symbols.c). */
+void tg__coll_unlink_symbols(tg_coll_store_t *s, uint64_t id);
 
 #endif /* TRACEGATE_COLLECTOR_STORE_INTERNAL_H */

@@ -146,19 +146,26 @@ static bool keep_written(tg_coll_store_t *s, const char *name,
                          tg_coll_recovery_t *rec) {
   (void)rec;
   uint64_t id;
+  /* Symbols are written for live rows: at open none of this collector's
+   * is, but with a shared catalog another collector's may be. */
+  if (tg_coll_id_parse_symbols_name(name, 1, &id) == 0 ||
+      tg_coll_id_parse_symidx_name(name, 1, &id) == 0)
+    return s->cat->ops->shared && tg__coll_row_keeps(s, id, TG_COLL_LIVE_STATES);
   return (tg_coll_id_parse_file_name(name, 1, &id) == 0 ||
           tg_coll_id_parse_index_name(name, 1, &id) == 0) &&
          tg__coll_row_keeps(s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING));
 }
 
-/* A file of snapshots/ (trace or index) stays if it is a live row's, or
+/* A file of snapshots/ (trace, index or symbols) stays if it is a live row's, or
  * a PENDING one's (renamed, not yet committed, by a running collector);
  * names that are not a snapshot's are not ours to remove. */
 static bool keep_live(tg_coll_store_t *s, const char *name,
                       tg_coll_recovery_t *rec) {
   uint64_t id;
   if (tg_coll_id_parse_file_name(name, 0, &id) != 0 &&
-      tg_coll_id_parse_index_name(name, 0, &id) != 0) {
+      tg_coll_id_parse_index_name(name, 0, &id) != 0 &&
+      tg_coll_id_parse_symbols_name(name, 0, &id) != 0 &&
+      tg_coll_id_parse_symidx_name(name, 0, &id) != 0) {
     TG_WARN("store: %s/%s is not a snapshot; left alone", TG_COLL_SNAPSHOT_DIR,
             name);
     rec->foreign++;

@@ -161,6 +161,7 @@ void tg__coll_unlink_index(tg_coll_store_t *s, uint64_t id) {
   if (unlinkat(s->snap_fd, name, 0) != 0 && errno != ENOENT)
     TG_WARN("store: %s: unlink: %s (removed at the next open)", name,
             strerror(errno));
+  tg__coll_unlink_symbols(s, id);
 }
 
 /* The host index, written whole and synced under its tmp name, then

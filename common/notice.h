@@ -485,6 +485,15 @@
   X(COLLECTOR_SNAPSHOT_IMPORTS, 5073, "tracegate-collector",                  \
     "check_trace_processor: a stored snapshot imports into trace processor; " \
     "its id follows")                                                         \
+  X(COLLECTOR_SYMBOLIZED, 5094, "tracegate-collector",                       \
+    "symbolize: a stored snapshot's symbols are stored beside it (served "    \
+    "with its trace and its hosts' parts); the frames named and the modules " \
+    "found follow")                                                           \
+  X(COLLECTOR_SYMBOLIZE_FAILED, 5095, "tracegate-collector",                  \
+    "warning: symbolize: a stored snapshot could not be symbolized (a "       \
+    "debug directory unreadable, a damaged trace, symbolize_timeout, the "    \
+    "queue full, the store); it stays as stored, its frames unnamed; the "    \
+    "snapshot and why follow (also its hosts' rows' problem with this code)") \
   X(COLLECTOR_CONFIG_INVALID, 5001, "tracegate-collector",                    \
     "the collector's config, or the trace config it names, is refused "       \
     "(also by --check-config); FILE:LINE or the file, and why follow "        \

@@ -43,6 +43,7 @@
 #include "collector/daemon/api_parts.h"
 #include "collector/daemon/coll.h"
 #include "collector/daemon/routes.h"
+#include "collector/daemon/symbols.h"
 #include "collector/http.h"
 #include "collector/snap_index.h"
 #include "collector/snapshot_id.h"
@@ -257,9 +258,10 @@ static void answer_row(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   }
   bool truncated = n > cap;
   if (truncated) n = cap;
-  json_t *doc = json_pack("{s:o, s:o, s:b}", "snapshot", coll_json_snapshot(&s),
-                          "hosts", coll_json_snap_hosts(hosts, n),
-                          "hosts_truncated", truncated);
+  json_t *doc = json_pack("{s:o, s:o, s:b, s:o}", "snapshot",
+                          coll_json_snapshot(&s), "hosts",
+                          coll_json_snap_hosts(hosts, n), "hosts_truncated",
+                          truncated, "symbols", coll_symbols_json(c, id));
   free(hosts);
   respond_json(x, 200, doc);
 }
@@ -296,6 +298,61 @@ static void part_name(char *out, size_t cap, const char *idt,
  * docs/collector.md, "One host's part"). The cost is the index's host
  * table and those hosts' extent lists, read on the loop, and their bytes,
  * streamed: never a pass over the whole file. */
+/* The extents of the symbols file |sfd| that go with |hosts| (names of
+ * the trace's index), through the symbols' own index |sifd|: appended to
+ * *ext (second file). Symbols without a usable index are left out of the
+ * part (logged): the part is still the hosts' whole trace, unnamed. */
+static int add_symbols(uint64_t id, int sfd, int sifd,
+                       const tg_coll_index_t *ix, const size_t *want, size_t n,
+                       tg_http_extent_t **ext, size_t *n_ext) {
+  struct stat st;
+  tg_coll_index_t six = {0};
+  size_t *sw = NULL, k = 0;
+  tg_coll_extent_t *plan = NULL;
+  size_t n_plan = 0;
+  uint64_t bytes;
+  int rv = 0;
+  if (sifd < 0 || fstat(sfd, &st) != 0 ||
+      tg_coll_index_read(sifd, (uint64_t)st.st_size, &six) != 0) {
+    TG_WARN("snapshot %016" PRIx64 ": its symbols have no usable host index: "
+            "its host parts are served without them", id);
+    goto out;
+  }
+  if (!(sw = calloc(n ? n : 1, sizeof(*sw)))) {
+    rv = -ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *name = ix->hosts[want[i]].name;
+    if (tg_coll_index_find(&six, name, strlen(name), &sw[k]) == 0) k++;
+  }
+  if (k && (rv = tg_coll_index_plan(&six, sifd, sw, k, &plan, &n_plan,
+                                    &bytes)) < 0) {
+    if (rv == TG_EPARSE) {
+      TG_WARN("snapshot %016" PRIx64 ": its symbols' host index does not "
+              "describe them: its host parts are served without them", id);
+      rv = 0;
+    }
+    n_plan = 0;
+    goto out;
+  }
+  if (n_plan) {
+    tg_http_extent_t *g = realloc(*ext, (*n_ext + n_plan) * sizeof(*g));
+    if (!g) {
+      rv = -ENOMEM;
+      goto out;
+    }
+    *ext = g;
+    for (size_t i = 0; i < n_plan; i++)
+      g[(*n_ext)++] = (tg_http_extent_t){plan[i].off, plan[i].len, true};
+  }
+out:
+  tg_coll_index_free(&six);
+  free(sw);
+  free(plan);
+  return rv;
+}
+
 static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
                            const char *list, int fd, uint64_t size) {
   char idt[TG_COLL_ID_STRLEN];
@@ -384,13 +441,24 @@ static void get_host_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
     goto out;
   }
   for (size_t i = 0; i < n_ext; i++)
-    ext[i] = (tg_http_extent_t){plan[i].off, plan[i].len};
+    ext[i] = (tg_http_extent_t){plan[i].off, plan[i].len, false};
+  int sfd = -1, sifd = -1;
+  if (tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) == 0) {
+    rv = add_symbols(id, sfd, sifd, &ix, want, n, &ext, &n_ext);
+    if (sifd >= 0) close(sifd);
+    if (rv < 0) {
+      close(sfd);
+      json_error(x, 500, rv == -ENOMEM ? "out of memory"
+                                       : "cannot read the snapshot's symbols");
+      goto out;
+    }
+  }
   char name[TG_COLL_HOST_MAX + 64];
   part_name(name, sizeof(name), idt, first, n);
   TG_DEBUG("snapshot %s: %zu host(s) of %zu: %zu extents, %" PRIu64
            " of %" PRIu64 " bytes", idt, n, ix.n_hosts, n_ext, bytes, size);
-  rv = tg_http_respond_extents(x, 200, "application/octet-stream", fd, ext,
-                               n_ext, name);
+  rv = tg_http_respond_extents2(x, 200, "application/octet-stream", fd, sfd,
+                                ext, n_ext, name);
   fd = -1; /* the layer's, even on error */
   if (rv < 0) json_error(x, 500, "cannot send the snapshot");
 out:
@@ -438,8 +506,23 @@ static void serve_trace(coll_t *c, tg_http_exchange_t *x, uint64_t id,
   char idt[TG_COLL_ID_STRLEN], name[64];
   tg_coll_id_format(id, idt);
   snprintf(name, sizeof(name), "tracegate-%s.pftrace", idt);
-  if (tg_http_respond_file(x, 200, "application/octet-stream", fd,
-                           (uint64_t)st.st_size, name) < 0)
+  /* The trace, then its symbols when it has some: ModuleSymbols come
+   * after the frames they name. */
+  tg_http_extent_t ext[2] = {{0, (uint64_t)st.st_size, false}};
+  size_t n_ext = 1;
+  int sfd = -1, sifd = -1;
+  struct stat sst;
+  if (tg_coll_store_open_symbols(c->store, id, &sfd, &sifd) == 0) {
+    if (sifd >= 0) close(sifd);
+    if (fstat(sfd, &sst) == 0 && sst.st_size > 0) {
+      ext[n_ext++] = (tg_http_extent_t){0, (uint64_t)sst.st_size, true};
+    } else {
+      close(sfd);
+      sfd = -1;
+    }
+  }
+  if (tg_http_respond_extents2(x, 200, "application/octet-stream", fd, sfd,
+                               ext, n_ext, name) < 0)
     json_error(x, 500, "cannot send the snapshot");
 }
 
@@ -683,6 +766,7 @@ static void get_metrics(coll_t *c, tg_http_exchange_t *x,
   if (c->http) tg_http_server_stats(c->http, &hs);
   coll_metrics_http(o.f, &hs);
   coll_alertmanager_metrics(c, o.f);
+  coll_symbols_metrics(c, o.f);
   out_send(&o, x, 200, "text/plain; version=0.0.4");
 }
 

@@ -15,6 +15,7 @@
 #include "collector/daemon/coll_test.h"
 #include "collector/s3_credentials.h"
 #include "collector/daemon/import_check.h"
+#include "collector/daemon/symbols.h"
 #include "client/session_cache.h"
 #include "collector/shard.h"
 #include "common/fnv1a.h"
@@ -240,6 +241,7 @@ int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
 
 int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   if (coll_prepare(c, loop, cfg) < 0) return -1;
+  if (coll_symbols_check(c) < 0) return -1;
   /* --check-config: the inventory is read, nothing started. */
   if (c->check_only) return coll_hosts_start(c);
 
@@ -325,6 +327,7 @@ void coll_stop(coll_t *c) {
           c->cfg.session_key);
   coll_api_stop(c);
   coll_import_check_stop(c);
+  coll_symbols_stop(c);
   coll_trigger_stop(c);
   coll_hosts_unwatch(c);
   for (size_t i = 0; i < c->n; i++) uv_timer_stop(&c->hosts[i]->restart);

@@ -248,6 +248,7 @@ struct coll {
    * health_listen; 0: none */
   int ready_fd;
   struct coll_icheck *icheck; /* import_check.c; NULL until first used */
+  struct coll_symbols *symbols; /* symbols.c; NULL until first used */
   bool check_only;  /* --check-config: set up nothing that runs */
   bool stopping;
 };

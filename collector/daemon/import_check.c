@@ -172,10 +172,7 @@ static void do_work(uv_work_t *w) {
 
 /* --- the verdicts (the loop) ------------------------------------------------- */
 
-/* |existing| (a row's problems: "" or a JSON array) with |p| appended, as
- * text of at most TG_COLL_PROBLEMS_MAX bytes (malloc'ed), or NULL. A row
- * whose problems do not parse is replaced by the one problem. */
-static char *with_problem(const char *existing, const json_t *p) {
+char *coll_problem_append(const char *existing, const json_t *p) {
   json_error_t je;
   int rv;
   json_t *arr = existing[0] ? tg_json_load(existing, strlen(existing), 0,
@@ -211,7 +208,7 @@ static void record_host(coll_t *c, uint64_t id, const char *host,
     why[cap] = 0;
     json_t *p = json_pack("{s:s, s:s, s:o}", "kind", "import", "code", code,
                           "why", tg_json_text(why));
-    text = p ? with_problem(existing, p) : NULL;
+    text = p ? coll_problem_append(existing, p) : NULL;
     json_decref(p);
     if (!cap) break;
   }

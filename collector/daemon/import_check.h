@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "collector/daemon/coll.h"
 
 #define COLL_ICHECK_QUEUE 64
@@ -27,5 +29,11 @@ void coll_import_check_queue(coll_t *c, uint64_t id);
 /* The daemon stops: the import under way is killed (its process group),
  * the queue forgotten. */
 void coll_import_check_stop(coll_t *c);
+
+/* |existing| (a host row's problems: "" or a JSON array) with |p|
+ * appended, as text of at most TG_COLL_PROBLEMS_MAX bytes (malloc'ed), or
+ * NULL. A row whose problems do not parse is replaced by the one problem.
+ * The import check's and the symbolization's (symbols.h). */
+char *coll_problem_append(const char *existing, const json_t *p);
 
 #endif /* TRACEGATE_COLLECTOR_DAEMON_IMPORT_CHECK_H */

@@ -46,6 +46,7 @@
 #include "collector/daemon/rate_floor.h"
 #include "collector/daemon/import_check.h"
 #include "common/json.h"
+#include "collector/daemon/symbols.h"
 #include "common/log.h"
 #include "common/notice.h"
 #include "client/ds_problem.h"
@@ -673,8 +674,10 @@ static void store_result(coll_snap_t *s) {
     s->state = TG_COLL_FAILED;
     if (s->result == 0 && tg_coll_store_get(c->store, s->id, &row) == 0)
       s->state = row.state;
-    if (s->state == TG_COLL_COMPLETE || s->state == TG_COLL_PARTIAL)
+    if (s->state == TG_COLL_COMPLETE || s->state == TG_COLL_PARTIAL) {
       coll_import_check_queue(c, s->id);
+      coll_symbols_queue(c, s->id);
+    }
   }
   account(s, bytes);
   s->w = NULL;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "consumer/packet_inflate.h"
@@ -593,6 +594,82 @@ static int walk_buffered(tg_sym_t *s, tg_buf_t *b, bool at_eof) {
   }
 }
 
+int tg_sym_should_stop(const tg_sym_opts_t *o) {
+  if (o->cancel && atomic_load_explicit(o->cancel, memory_order_relaxed))
+    return -ECANCELED;
+  if (!o->deadline_ns) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return now >= o->deadline_ns ? -ETIMEDOUT : 0;
+}
+
+int tg_sym_collect_fd(tg_sym_t *s, int fd, int copy_fd, const tg_sym_opts_t *o,
+                      char *why, size_t why_size) {
+  tg_buf_t b;
+  tg_buf_init(&b, TG_PACKETS_INFLATE_MAX + 64);
+  int rv = 0;
+  for (;;) {
+    if ((rv = tg_sym_should_stop(o))) {
+      snprintf(why, why_size, "%s", rv == -ETIMEDOUT ? "out of time"
+                                                     : "stopped");
+      break;
+    }
+    uint8_t *p = tg_buf_reserve(&b, 1 << 16);
+    if (!p) {
+      rv = -ENOMEM;
+      snprintf(why, why_size, "out of memory");
+      break;
+    }
+    ssize_t n = read(fd, p, 1 << 16);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      rv = -errno;
+      snprintf(why, why_size, "cannot read the trace: %s", strerror(-rv));
+      break;
+    }
+    if (copy_fd >= 0 && (rv = write_all(copy_fd, p, (size_t)n))) {
+      snprintf(why, why_size, "cannot write the copy: %s", strerror(-rv));
+      break;
+    }
+    tg_buf_commit(&b, (size_t)n);
+    if ((rv = walk_buffered(s, &b, n == 0))) {
+      snprintf(why, why_size, "the trace is damaged or too large (%s)",
+               rv == -ENOMEM ? "out of memory" : tg_strerror(rv));
+      break;
+    }
+    if (n == 0) break;
+  }
+  tg_buf_free(&b);
+  if (!rv) tg_sym_finish_collect(s);
+  return rv;
+}
+
+int tg_sym_resolve_all(tg_sym_t *s, const tg_sym_opts_t *o,
+                       tg_sym_result_t *res) {
+  memset(res, 0, sizeof(*res));
+  res->packets = s->packets;
+  res->modules = s->n_mods;
+  int rv = 0;
+  for (size_t i = 0; i < s->n_mods && !rv; i++) {
+    tg_sym_module_t *m = &s->mods[i];
+    res->frames += m->n_pcs;
+    if (!m->n_pcs) continue;
+    rv = tg_sym_resolve(m, o);
+    if (m->source != TG_SYM_SRC_NONE) res->modules_found++;
+    for (size_t a = 0; a < m->n_addrs; a++) {
+      bool named = false, line = false;
+      for (size_t l = 0; l < m->addrs[a].n_lines; l++) {
+        named = named || m->addrs[a].lines[l].function;
+        line = line || m->addrs[a].lines[l].line;
+      }
+      res->frames_named += named;
+      res->frames_with_line += named && line;
+    }
+  }
+  return rv;
+}
+
 int tg_sym_file(tg_sym_t *s, const char *in, const char *out,
                 const tg_sym_opts_t *o, tg_sym_result_t *res, char *why,
                 size_t why_size) {
@@ -620,61 +697,19 @@ int tg_sym_file(tg_sym_t *s, const char *in, const char *out,
     free(tmp);
     return e;
   }
-  tg_buf_t b, syms;
-  tg_buf_init(&b, TG_PACKETS_INFLATE_MAX + 64);
+  char what[400] = "";
+  int rv = tg_sym_collect_fd(s, ifd, ofd, o, what, sizeof(what));
+  if (rv) snprintf(why, why_size, "%s: %s", in, what);
+  tg_buf_t syms;
   tg_buf_init(&syms, 0);
-  int rv = 0;
-  for (;;) {
-    uint8_t *p = tg_buf_reserve(&b, 1 << 16);
-    if (!p) {
-      rv = -ENOMEM;
-      break;
-    }
-    ssize_t n = read(ifd, p, 1 << 16);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      rv = -errno;
-      snprintf(why, why_size, "cannot read %s: %s", in, strerror(-rv));
-      break;
-    }
-    if ((rv = write_all(ofd, p, (size_t)n))) {
+  if (!rv && (rv = tg_sym_resolve_all(s, o, res)) == -ENOMEM)
+    snprintf(why, why_size, "out of memory");
+  for (size_t i = 0; i < s->n_mods && !rv; i++) {
+    tg_buf_reset(&syms);
+    if ((rv = tg_sym_write_module(&s->mods[i], &syms)) == -ENOMEM)
+      snprintf(why, why_size, "out of memory");
+    else if ((rv = write_all(ofd, tg_buf_begin(&syms), tg_buf_size(&syms))))
       snprintf(why, why_size, "cannot write %s: %s", tmp, strerror(-rv));
-      break;
-    }
-    tg_buf_commit(&b, (size_t)n);
-    if ((rv = walk_buffered(s, &b, n == 0))) {
-      snprintf(why, why_size, "%s: the trace is damaged or too large (%s)",
-               in, tg_strerror(rv));
-      break;
-    }
-    if (n == 0) break;
-  }
-  tg_buf_free(&b);
-  if (!rv) {
-    tg_sym_finish_collect(s);
-    res->packets = s->packets;
-    res->modules = s->n_mods;
-    for (size_t i = 0; i < s->n_mods && !rv; i++) {
-      tg_sym_module_t *m = &s->mods[i];
-      res->frames += m->n_pcs;
-      if (!m->n_pcs) continue;
-      if ((rv = tg_sym_resolve(m, o))) break;
-      if (m->source != TG_SYM_SRC_NONE) res->modules_found++;
-      for (size_t a = 0; a < m->n_addrs; a++) {
-        bool named = false, line = false;
-        for (size_t l = 0; l < m->addrs[a].n_lines; l++) {
-          named = named || m->addrs[a].lines[l].function;
-          line = line || m->addrs[a].lines[l].line;
-        }
-        res->frames_named += named;
-        res->frames_with_line += named && line;
-      }
-      tg_buf_reset(&syms);
-      if (!rv) rv = tg_sym_write_module(m, &syms);
-      if (!rv && (rv = write_all(ofd, tg_buf_begin(&syms), tg_buf_size(&syms))))
-        snprintf(why, why_size, "cannot write %s: %s", tmp, strerror(-rv));
-    }
-    if (rv == -ENOMEM) snprintf(why, why_size, "out of memory");
   }
   tg_buf_free(&syms);
   close(ifd);

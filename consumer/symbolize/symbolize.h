@@ -18,6 +18,7 @@
 #ifndef TRACEGATE_CONSUMER_SYMBOLIZE_H
 #define TRACEGATE_CONSUMER_SYMBOLIZE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,6 +86,12 @@ typedef struct tg_sym_opts {
   size_t n_debug_dirs;
   bool module_files; /* try the mapping's own file */
   bool debuginfod;   /* ask debuginfod (libdebuginfod, DEBUGINFOD_URLS) */
+  /* 0: none. Else CLOCK_MONOTONIC nanoseconds past which the walk and the
+   * resolution stop with -ETIMEDOUT (checked between reads, modules and
+   * every 256 addresses; one debuginfod request is not cut short). */
+  uint64_t deadline_ns;
+  /* NULL, or a flag another thread sets to stop them (-ECANCELED). */
+  const _Atomic bool *cancel;
 } tg_sym_opts_t;
 
 void tg_sym_init(tg_sym_t *s);
@@ -108,7 +115,8 @@ int tg_sym_build_id_path(const char *dir, const uint8_t *id, size_t len,
 
 /* Finds |m|'s debug file (opts order: each debug dir by build id, the
  * module's own file, debuginfod) and resolves its addresses. Returns 0
- * (m->source says whether a file was found), -ENOMEM. */
+ * (m->source says whether a file was found), -ENOMEM, -ETIMEDOUT /
+ * -ECANCELED (|o|: the addresses resolved so far are kept). */
 int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o);
 
 /* Appends to |out| the Trace-framed ModuleSymbols packets of |m|
@@ -120,6 +128,24 @@ typedef struct tg_sym_result {
   uint64_t packets;
   size_t modules, modules_found, frames, frames_named, frames_with_line;
 } tg_sym_result_t;
+
+/* 0, or -ETIMEDOUT / -ECANCELED when |o| says to stop now. */
+int tg_sym_should_stop(const tg_sym_opts_t *o);
+
+/* Walks the trace read from |fd| (from its current position to its end,
+ * in 64 KiB pieces), copying each piece to |copy_fd| unless it is -1, and
+ * files every frame's rel_pc under its module (tg_sym_finish_collect
+ * included). Returns 0, TG_EPARSE or -E2BIG (a damaged or too large
+ * trace), -ETIMEDOUT / -ECANCELED (|o|), -ENOMEM, a negative errno of
+ * the files; |why| says what failed. */
+int tg_sym_collect_fd(tg_sym_t *s, int fd, int copy_fd, const tg_sym_opts_t *o,
+                      char *why, size_t why_size);
+
+/* Resolves every module of |s| that has addresses (tg_sym_resolve) and
+ * counts what was found into |res|. Returns 0, -ENOMEM, -ETIMEDOUT /
+ * -ECANCELED (|o|). */
+int tg_sym_resolve_all(tg_sym_t *s, const tg_sym_opts_t *o,
+                       tg_sym_result_t *res);
 
 /* The whole of `tracegate symbolize`: reads |in| in chunks, writes it to
  * |out| (a new file, written under a temporary name and renamed) followed

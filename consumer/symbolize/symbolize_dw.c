@@ -214,6 +214,8 @@ static int resolve_addr(Dwfl_Module *mod, Dwarf_Addr addr, tg_sym_addr_t *out) {
 
 int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
   m->source = TG_SYM_SRC_NONE;
+  int stop = tg_sym_should_stop(o);
+  if (stop) return stop;
   char *path = find_file(m, o, &m->source);
   if (!path) return 0;
   m->debug_file = path;
@@ -232,6 +234,7 @@ int tg_sym_resolve(tg_sym_module_t *m, const tg_sym_opts_t *o) {
   m->addrs = calloc(m->n_pcs ? m->n_pcs : 1, sizeof(*m->addrs));
   if (!m->addrs) rv = -ENOMEM;
   for (size_t i = 0; i < m->n_pcs && !rv; i++) {
+    if ((i & 255) == 255 && (rv = tg_sym_should_stop(o))) break;
     tg_sym_addr_t *a = &m->addrs[m->n_addrs];
     a->rel_pc = m->pcs[i];
     rv = resolve_addr(mod, m->pcs[i] + bias, a);

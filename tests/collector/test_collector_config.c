@@ -701,6 +701,51 @@ static void config_check_trace_processor(void **state) {
   expect_extra_error("check_memory = 1M\n", 4, "check_memory: expected");
 }
 
+/* symbolize and its keys: off by default; the debug dirs in the file's
+ * order, relative ones against its directory, at most eight; the other
+ * keys only with symbolize on; never with a bucket. */
+static void config_symbolize(void **state) {
+  (void)state;
+  tg_coll_config_t *c = malloc(sizeof(*c));
+  assert_non_null(c);
+  expect_extra_ok("", c);
+  assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_OFF);
+  assert_int_equal(c->n_symbolize_debug_dirs, 0);
+  assert_int_equal(c->symbolize_timeout_ms, 600000);
+  tg_coll_config_free(c);
+  expect_extra_ok("symbolize = local\nsymbolize_debug_dir = /srv/dbg\n"
+                  "symbolize_debug_dir = dbg\nsymbolize_timeout = 90s\n", c);
+  assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_LOCAL);
+  assert_int_equal(c->n_symbolize_debug_dirs, 2);
+  assert_string_equal(c->symbolize_debug_dirs[0], "/srv/dbg");
+  assert_string_equal(c->symbolize_debug_dirs[1], "/etc/tg/dbg");
+  assert_int_equal(c->symbolize_timeout_ms, 90000);
+  tg_coll_config_free(c);
+  expect_extra_ok("symbolize = debuginfod\n", c);
+  assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_DEBUGINFOD);
+  tg_coll_config_free(c);
+  expect_extra_ok("symbolize = off\n", c);
+  assert_int_equal(c->symbolize, TG_COLL_SYMBOLIZE_OFF);
+  tg_coll_config_free(c);
+  char nine[512] = "symbolize = local\n";
+  for (int i = 0; i < 9; i++)
+    strcat(nine, "symbolize_debug_dir = /d\n");
+  expect_extra_error(nine, 13, "symbolize_debug_dir: expected at most 8");
+  free(c);
+  expect_extra_error("symbolize = on\n", 4, "symbolize: expected off, local");
+  expect_extra_error("symbolize_debug_dir = /d\n", 4,
+                     "symbolize_debug_dir: expected symbolize = local");
+  expect_extra_error("symbolize_timeout = 1m\n", 4,
+                     "symbolize_timeout: expected symbolize = local");
+  expect_extra_error("symbolize = local\nsymbolize_timeout = 500ms\n", 5,
+                     "symbolize_timeout: expected");
+  expect_extra_error("symbolize = local\nsymbolize_timeout = 2h\n", 5,
+                     "symbolize_timeout: expected");
+  expect_extra_error("symbolize = local\nbucket = s3://bkt\n", 4,
+                     "symbolize: expected off with bucket");
+}
+
+
 static void config_key_triples_go_together(void **state) {
   (void)state;
   expect_extra_error("\ncert = c\nca = a\n", 5, "cert: expected");
@@ -1039,6 +1084,7 @@ int main(void) {
       cmocka_unit_test(config_key_triples_go_together),
       cmocka_unit_test(config_health_listen),
       cmocka_unit_test(config_check_trace_processor),
+      cmocka_unit_test(config_symbolize),
       cmocka_unit_test(config_never_echoes_the_catalog),
       cmocka_unit_test(config_triggers_name_groups_defined_anywhere),
       cmocka_unit_test(config_reserves_group_all),

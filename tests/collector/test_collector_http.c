@@ -795,8 +795,9 @@ static void http_extents_arrive_in_order(void **state) {
   for (size_t i = 0; i < size; i++) data[i] = (uint8_t)(i * 131 + (i >> 13));
   assert_int_equal(write(fd, data, size), (ssize_t)size);
   const tg_http_extent_t ext[] = {
-      {0, 100}, {500, 0}, {1000, 300000}, {400000, 1}, {400001, 0},
-      {600000, 424576}, {10, 5}};
+      {0, 100, false},         {500, 0, false},    {1000, 300000, false},
+      {400000, 1, false},      {400001, 0, false}, {600000, 424576, false},
+      {10, 5, false}};
   size_t want_len = 0;
   for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
     want_len += ext[i].len;

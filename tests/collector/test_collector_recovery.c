@@ -125,6 +125,68 @@ static void recovery_repairs_a_hand_edited_directory(void **state) {
                    0);
 }
 
+/* A snapshot's symbols (store.h, tg_coll_store_symbols_*): stored beside
+ * it, opened, refused for a snapshot that is not live, removed with it by
+ * delete, and at open when written (tmp/) or left without a live row. */
+static void symbols_live_and_die_with_their_snapshot(void **state) {
+  coll_fixture_t *fx = *state;
+  assert_int_equal(coll_fixture_open(fx), 0);
+  uint64_t a, b;
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 100, 1, &a), 0);
+  assert_int_equal(coll_snapshot(fx->store, "t", hosts, 100, 2, &b), 0);
+  int fd, ifd;
+  assert_int_equal(tg_coll_store_open_symbols(fx->store, a, &fd, &ifd),
+                   -ENOENT);
+  assert_int_equal(tg_coll_store_symbols_begin(fx->store, 999, &fd, &ifd),
+                   -ENOENT);
+  /* a: symbols and their index stored. */
+  assert_int_equal(tg_coll_store_symbols_begin(fx->store, a, &fd, &ifd), 0);
+  assert_int_equal(write(fd, "syms", 4), 4);
+  assert_int_equal(write(ifd, "idx", 3), 3);
+  close(fd);
+  close(ifd);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 2);
+  assert_int_equal(tg_coll_store_symbols_commit(fx->store, a, true), 0);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+  assert_int_equal(tg_coll_store_open_symbols(fx->store, a, &fd, &ifd), 0);
+  char buf[8];
+  assert_int_equal(read(fd, buf, sizeof(buf)), 4);
+  assert_memory_equal(buf, "syms", 4);
+  assert_true(ifd >= 0);
+  close(fd);
+  close(ifd);
+  /* b: begun, then b deleted before the commit: nothing of it stays. */
+  assert_int_equal(tg_coll_store_symbols_begin(fx->store, b, &fd, &ifd), 0);
+  close(fd);
+  close(ifd);
+  assert_int_equal(tg_coll_store_delete(fx->store, b), 0);
+  assert_int_equal(tg_coll_store_symbols_commit(fx->store, b, false), -ENOENT);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_TMP_DIR), 0);
+  /* a's trace, index and symbols (the fixture's snapshots have no
+   * index): then delete takes all. */
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), 3);
+  coll_fixture_close(fx);
+
+  /* At open: a partial of a live row (this collector's, interrupted) and
+   * symbols of a row that is gone are removed; a's are kept. */
+  char name[TG_COLL_FILE_NAME_MAX];
+  tg_coll_id_symbols_name(a, 1, name);
+  put_file(fx->dir, TG_COLL_TMP_DIR, name, "x");
+  tg_coll_id_symidx_name(a, 1, name);
+  put_file(fx->dir, TG_COLL_TMP_DIR, name, "x");
+  tg_coll_id_symbols_name(b, 0, name);
+  put_file(fx->dir, TG_COLL_SNAPSHOT_DIR, name, "x");
+  tg_coll_id_symidx_name(b, 0, name);
+  put_file(fx->dir, TG_COLL_SNAPSHOT_DIR, name, "x");
+  assert_int_equal(coll_fixture_open(fx), 0);
+  assert_int_equal(fx->rec.tmp_removed, 2);
+  assert_int_equal(fx->rec.orphans_removed, 2);
+  assert_int_equal(fx->rec.foreign, 0);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), 3);
+  assert_int_equal(tg_coll_store_delete(fx->store, a), 0);
+  assert_int_equal(coll_count_entries(fx->dir, TG_COLL_SNAPSHOT_DIR), 0);
+}
+
 static void set_pragma(coll_fixture_t *fx, const char *pragma) {
   char path[512];
   snprintf(path, sizeof(path), "%s/%s", fx->dir, TG_COLL_CATALOG_FILE);
@@ -275,6 +337,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(recovery_moves_schema_1_to_2_keeping_rows,
                                       coll_setup, coll_teardown),
       cmocka_unit_test_setup_teardown(catalog_files_have_the_snapshots_mode,
+                                      coll_setup, coll_teardown),
+      cmocka_unit_test_setup_teardown(symbols_live_and_die_with_their_snapshot,
                                       coll_setup, coll_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

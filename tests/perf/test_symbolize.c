@@ -336,8 +336,46 @@ static void test_collect_repeats(void **state) {
   tg_sym_free(&s);
 }
 
+/* A deadline past, or the cancel flag set, stops the walk of a trace and
+ * the resolution of a module with their own codes (the collector's
+ * symbolize_timeout and its stop), before any work. */
+static void test_deadline_and_cancel(void **state) {
+  (void)state;
+  char path[] = "/tmp/tg_sym_trace_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  tg_sym_t s;
+  tg_sym_init(&s);
+  char why[128];
+  tg_sym_opts_t o = {.deadline_ns = 1};
+  assert_int_equal(tg_sym_should_stop(&o), -ETIMEDOUT);
+  assert_int_equal(tg_sym_collect_fd(&s, fd, -1, &o, why, sizeof(why)),
+                   -ETIMEDOUT);
+  _Atomic bool stop = true;
+  tg_sym_opts_t c = {.cancel = &stop};
+  assert_int_equal(tg_sym_collect_fd(&s, fd, -1, &c, why, sizeof(why)),
+                   -ECANCELED);
+  /* No deadline, not cancelled: an empty trace walks to its end. */
+  stop = false;
+  assert_int_equal(tg_sym_should_stop(&c), 0);
+  assert_int_equal(tg_sym_collect_fd(&s, fd, -1, &c, why, sizeof(why)), 0);
+  close(fd);
+  if (!access("/proc/self/exe", R_OK)) {
+    char self[4096];
+    tg_sym_module_t m;
+    self_module(&m, self, sizeof(self));
+    tg_sym_opts_t r = {.module_files = true, .deadline_ns = 1};
+    assert_int_equal(tg_sym_resolve(&m, &r), -ETIMEDOUT);
+    assert_int_equal(m.n_addrs, 0);
+    tg_sym_module_free(&m);
+  }
+  tg_sym_free(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_deadline_and_cancel),
       cmocka_unit_test(test_build_id_path),
       cmocka_unit_test(test_write_golden),
       cmocka_unit_test(test_collect),

@@ -1,0 +1,489 @@
+/* Each stored snapshot's symbols: see symbols.h.
+ *
+ * A job: the loop opens the snapshot's trace and host index and creates
+ * the symbols' two files under tmp/ (store.h); a pool thread walks the
+ * trace once (consumer/symbolize: every frame's rel_pc filed under its
+ * module, per machine), finds each module's debug file by build id,
+ * resolves its addresses with libdw, and writes the ModuleSymbols packets
+ * grouped by host (machine k + 1 is the host index's host k) with their
+ * own host index; the loop then renames them in beside the trace, or
+ * reports why not. */
+#include "collector/daemon/symbols.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/daemon/import_check.h"
+#include "collector/snap_index.h"
+#include "collector/store.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/notice.h"
+#include "tracegate/error.h"
+#ifdef TG_HAVE_SYMBOLIZE
+#include "common/fd_write.h"
+#include "consumer/symbolize/symbolize.h"
+#endif
+
+typedef enum sym_state {
+  SYM_WAITING,
+  SYM_RUNNING,
+  SYM_DONE,
+  SYM_FAILED,
+} sym_state_t;
+
+static const char *const STATE_NAMES[] = {"waiting", "running", "done",
+                                          "failed"};
+
+/* What the API says of a snapshot symbolized (or waiting) lately. */
+typedef struct sym_entry {
+  uint64_t id; /* 0: a free slot */
+  sym_state_t state;
+  char why[256];
+  uint64_t bytes;
+  size_t modules, modules_found, frames, frames_named, frames_with_line;
+} sym_entry_t;
+
+typedef struct sym_job sym_job_t;
+
+struct coll_symbols {
+  uint64_t queue[COLL_SYMBOLS_QUEUE];
+  size_t head, n;
+  sym_job_t *running;
+  _Atomic bool stop;
+  sym_entry_t kept[COLL_SYMBOLS_KEPT];
+  size_t next_kept; /* the slot the next new entry takes */
+  uint64_t stored, failed;
+};
+
+static sym_entry_t *entry_find(struct coll_symbols *q, uint64_t id) {
+  for (size_t i = 0; i < COLL_SYMBOLS_KEPT; i++)
+    if (q->kept[i].id == id) return &q->kept[i];
+  return NULL;
+}
+
+/* A new entry for |id|, over the oldest when all are taken. */
+static sym_entry_t *entry_new(struct coll_symbols *q, uint64_t id) {
+  sym_entry_t *e = entry_find(q, id);
+  if (!e) {
+    e = &q->kept[q->next_kept];
+    q->next_kept = (q->next_kept + 1) % COLL_SYMBOLS_KEPT;
+  }
+  memset(e, 0, sizeof(*e));
+  e->id = id;
+  return e;
+}
+
+/* The failure of snapshot |id|'s symbolization: said, counted, kept for
+ * the API and added to each of its hosts that delivered as a problem. */
+static void record_failure(coll_t *c, uint64_t id, const char *why) {
+  struct coll_symbols *q = c->symbols;
+  q->failed++;
+  sym_entry_t *e = entry_new(q, id);
+  e->state = SYM_FAILED;
+  snprintf(e->why, sizeof(e->why), "%s", why);
+  TG_WARN("%s snapshot %016" PRIx64 ": not symbolized: %s (it stays as "
+          "stored, its frames unnamed)", TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED),
+          id, why);
+  size_t n_rows = 0;
+  tg_coll_host_t *rows = NULL;
+  if (tg_coll_store_hosts(c->store, id, NULL, 0, &n_rows) == 0 && n_rows)
+    rows = calloc(n_rows, sizeof(*rows));
+  if (!rows || tg_coll_store_hosts(c->store, id, rows, n_rows, &n_rows) != 0)
+    n_rows = 0;
+  char code[16];
+  snprintf(code, sizeof(code), "TG-%d", (int)TG_N_COLLECTOR_SYMBOLIZE_FAILED);
+  for (size_t i = 0; i < n_rows; i++) {
+    if (rows[i].outcome == TG_COLL_HOST_FAILED) continue;
+    char w[sizeof(e->why) + 16];
+    snprintf(w, sizeof(w), "not symbolized: %s", why);
+    char *text = NULL;
+    /* The why is cut until the row's problems fit their column. */
+    for (size_t cap = strlen(w); !text; cap /= 2) {
+      w[cap] = 0;
+      json_t *p = json_pack("{s:s, s:s, s:o}", "kind", "symbolize", "code",
+                            code, "why", tg_json_text(w));
+      text = p ? coll_problem_append(rows[i].problems, p) : NULL;
+      json_decref(p);
+      if (!cap) break;
+    }
+    int err = text ? tg_coll_store_set_problems(c->store, id, rows[i].host,
+                                                text)
+                   : -E2BIG;
+    if (err)
+      TG_WARN("snapshot %016" PRIx64 ": host %s: cannot record that it is "
+              "not symbolized: %s", id, rows[i].host, tg_strerror(err));
+    free(text);
+  }
+  free(rows);
+}
+
+#ifdef TG_HAVE_SYMBOLIZE
+
+struct sym_job {
+  uv_work_t work;
+  coll_t *c;
+  uint64_t id;
+  int fd, ifd;   /* the trace and its host index (-1: none) */
+  int sfd, sifd; /* the symbols and their index, under tmp/ */
+  tg_sym_opts_t o;
+  const char *dirs[TG_COLL_CONFIG_DEBUG_DIRS_MAX]; /* the configured ones */
+  size_t n_dirs;
+  /* The work's results. */
+  int err;       /* 0: the files are written and synced */
+  char why[400]; /* what failed, with err */
+  bool with_index;
+  uint64_t bytes;
+  tg_sym_result_t res;
+  tg_sym_t s;
+  tg_coll_index_t ix;
+};
+
+/* --- the work (a pool thread: no store, no loop) ----------------------------- */
+
+static void work_fail(sym_job_t *j, int err, const char *what) {
+  j->err = err ? err : -EIO;
+  snprintf(j->why, sizeof(j->why), "%s", what);
+}
+
+static uint32_t machine_of(const tg_sym_module_t *m, size_t n_hosts) {
+  return m->machine_id >= 1 && m->machine_id <= n_hosts ? m->machine_id
+                                                        : UINT32_MAX;
+}
+
+typedef struct mod_ref {
+  uint32_t machine; /* machine_of() */
+  size_t i;         /* in s->mods */
+} mod_ref_t;
+
+/* Modules by host (machine), those of no host last; stable by index. */
+static int by_machine(const void *a, const void *b) {
+  const mod_ref_t *x = a, *y = b;
+  if (x->machine != y->machine) return x->machine < y->machine ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The ModuleSymbols packets into j->sfd, each host's together, and their
+ * host index into j->sifd when the trace has one. */
+static void write_symbols(sym_job_t *j) {
+  tg_sym_t *s = &j->s;
+  size_t n_hosts = j->ix.n_hosts;
+  mod_ref_t *order = malloc((s->n_mods ? s->n_mods : 1) * sizeof(*order));
+  tg_coll_index_builder_t *b =
+      n_hosts ? tg_coll_index_builder_new(n_hosts) : NULL;
+  if (!order || (n_hosts && !b)) {
+    work_fail(j, -ENOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t h = 0; h < n_hosts; h++)
+    if (tg_coll_index_name(b, h, j->ix.hosts[h].name) < 0) {
+      work_fail(j, -ENOMEM, "out of memory");
+      goto out;
+    }
+  if (b) tg_coll_index_head(b, 0);
+  for (size_t i = 0; i < s->n_mods; i++)
+    order[i] = (mod_ref_t){machine_of(&s->mods[i], n_hosts), i};
+  qsort(order, s->n_mods, sizeof(*order), by_machine);
+  tg_buf_t buf;
+  tg_buf_init(&buf, 0);
+  for (size_t k = 0; k < s->n_mods && !j->err; k++) {
+    const tg_sym_module_t *m = &s->mods[order[k].i];
+    tg_buf_reset(&buf);
+    int err = tg_sym_write_module(m, &buf);
+    if (!err) err = tg_write_all(j->sfd, tg_buf_begin(&buf), tg_buf_size(&buf));
+    if (err) {
+      work_fail(j, err, err == -ENOMEM ? "out of memory"
+                                       : "cannot write the symbols");
+      break;
+    }
+    uint32_t mid = order[k].machine;
+    if (b && mid != UINT32_MAX && tg_buf_size(&buf))
+      tg_coll_index_add(b, mid - 1, j->bytes, tg_buf_size(&buf));
+    j->bytes += tg_buf_size(&buf);
+  }
+  tg_buf_free(&buf);
+  if (j->err || !b) goto out;
+  /* A builder that gave up leaves the symbols without an index: served
+   * with the whole trace, not with host parts. */
+  if (tg_coll_index_why(b)) goto out;
+  int err = tg_coll_index_write(b, j->sifd, j->bytes);
+  if (err) {
+    work_fail(j, err, "cannot write the symbols' host index");
+    goto out;
+  }
+  j->with_index = true;
+out:
+  tg_coll_index_builder_free(b);
+  free(order);
+}
+
+static void do_work(uv_work_t *w) {
+  sym_job_t *j = w->data;
+  char what[400] = "";
+  /* A debug directory the operator named and that cannot be read would
+   * leave frames unnamed without a word: it fails the symbolization. */
+  for (size_t i = 0; i < j->n_dirs; i++) {
+    int d = open(j->dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0) {
+      int e = errno;
+      snprintf(what, sizeof(what), "symbolize_debug_dir %s cannot be read: %s",
+               j->dirs[i], strerror(e));
+      work_fail(j, -e, what);
+      return;
+    }
+    close(d);
+  }
+  struct stat st;
+  if (fstat(j->fd, &st) != 0) {
+    work_fail(j, -errno, "cannot stat the snapshot");
+    return;
+  }
+  /* Without a usable host index the symbols are stored all the same, for
+   * the whole trace (its host parts are refused anyway). */
+  if (j->ifd >= 0 && tg_coll_index_read(j->ifd, (uint64_t)st.st_size, &j->ix))
+    tg_coll_index_free(&j->ix);
+  int err = tg_sym_collect_fd(&j->s, j->fd, -1, &j->o, what, sizeof(what));
+  if (!err) err = tg_sym_resolve_all(&j->s, &j->o, &j->res);
+  if (err) {
+    work_fail(j, err, err == -ETIMEDOUT   ? "out of time (symbolize_timeout)"
+                      : err == -ECANCELED ? "the collector stops"
+                      : err == -ENOMEM    ? "out of memory"
+                                          : what);
+    return;
+  }
+  write_symbols(j);
+  if (j->err) return;
+  if (fsync(j->sfd) != 0 || (j->with_index && fsync(j->sifd) != 0)) {
+    int e = errno;
+    snprintf(what, sizeof(what), "cannot write the symbols: %s", strerror(e));
+    work_fail(j, -e, what);
+  }
+}
+
+/* --- the results (the loop) -------------------------------------------------- */
+
+static void job_free(sym_job_t *j) {
+  if (j->fd >= 0) close(j->fd);
+  if (j->ifd >= 0) close(j->ifd);
+  if (j->sfd >= 0) close(j->sfd);
+  if (j->sifd >= 0) close(j->sifd);
+  tg_sym_free(&j->s);
+  tg_coll_index_free(&j->ix);
+  free(j);
+}
+
+static void start_next(coll_t *c);
+
+static void after_work(uv_work_t *w, int status) {
+  sym_job_t *j = w->data;
+  coll_t *c = j->c;
+  struct coll_symbols *q = c->symbols;
+  q->running = NULL;
+  close(j->sfd);
+  close(j->sifd);
+  j->sfd = j->sifd = -1;
+  if (status && !j->err) work_fail(j, status, "no worker");
+  if (c->stopping) {
+    tg_coll_store_symbols_abort(c->store, j->id);
+    job_free(j);
+    return;
+  }
+  int err = j->err;
+  if (err) tg_coll_store_symbols_abort(c->store, j->id);
+  else if ((err = tg_coll_store_symbols_commit(c->store, j->id, j->with_index)))
+    snprintf(j->why, sizeof(j->why), "cannot store the symbols: %s",
+             tg_strerror(err));
+  sym_entry_t *e = entry_find(q, j->id);
+  if (err == -ENOENT && !j->err) {
+    TG_INFO("snapshot %016" PRIx64 ": deleted during its symbolization",
+            j->id);
+    if (e) e->id = 0;
+  } else if (err) {
+    record_failure(c, j->id, j->why);
+  } else {
+    q->stored++;
+    e = entry_new(q, j->id);
+    e->state = SYM_DONE;
+    e->bytes = j->bytes;
+    e->modules = j->res.modules;
+    e->modules_found = j->res.modules_found;
+    e->frames = j->res.frames;
+    e->frames_named = j->res.frames_named;
+    e->frames_with_line = j->res.frames_with_line;
+    TG_INFO("%s snapshot %016" PRIx64 ": symbolized: %zu of %zu frames "
+            "named (%zu with a line), %zu of %zu modules found, %" PRIu64
+            " bytes of symbols%s", TG_NOTE(COLLECTOR_SYMBOLIZED), j->id,
+            j->res.frames_named, j->res.frames, j->res.frames_with_line,
+            j->res.modules_found, j->res.modules, j->bytes,
+            j->with_index ? "" : " (no host index: with the whole trace only)");
+  }
+  job_free(j);
+  start_next(c);
+}
+
+static void start_next(coll_t *c) {
+  struct coll_symbols *q = c->symbols;
+  while (!q->running && q->n) {
+    uint64_t id = q->queue[q->head];
+    q->head = (q->head + 1) % COLL_SYMBOLS_QUEUE;
+    q->n--;
+    sym_job_t *j = calloc(1, sizeof(*j));
+    if (!j) {
+      record_failure(c, id, "out of memory");
+      continue;
+    }
+    j->c = c;
+    j->id = id;
+    j->fd = j->ifd = j->sfd = j->sifd = -1;
+    tg_sym_init(&j->s);
+    int err = tg_coll_store_open_file(c->store, id, &j->fd);
+    if (err == -ENOENT) {
+      /* Deleted (retention) before its turn: nothing to name. */
+      sym_entry_t *e = entry_find(q, id);
+      if (e) e->id = 0;
+      job_free(j);
+      continue;
+    }
+    if (!err) err = tg_coll_store_symbols_begin(c->store, id, &j->sfd, &j->sifd);
+    if (err) {
+      char why[128];
+      snprintf(why, sizeof(why), "cannot begin: %s", tg_strerror(err));
+      record_failure(c, id, why);
+      job_free(j);
+      continue;
+    }
+    if (tg_coll_store_open_index(c->store, id, &j->ifd) != 0) j->ifd = -1;
+    const tg_coll_config_t *cfg = &c->cfg;
+    for (size_t i = 0; i < cfg->n_symbolize_debug_dirs; i++) {
+      j->dirs[i] = cfg->symbolize_debug_dirs[i];
+      j->o.debug_dirs[j->o.n_debug_dirs++] = cfg->symbolize_debug_dirs[i];
+    }
+    j->n_dirs = cfg->n_symbolize_debug_dirs;
+    j->o.debug_dirs[j->o.n_debug_dirs++] = "/usr/lib/debug";
+    j->o.module_files = true;
+    j->o.debuginfod = cfg->symbolize == TG_COLL_SYMBOLIZE_DEBUGINFOD;
+    j->o.cancel = &q->stop;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    j->o.deadline_ns = (uint64_t)ts.tv_sec * 1000000000u +
+                       (uint64_t)ts.tv_nsec +
+                       (uint64_t)cfg->symbolize_timeout_ms * 1000000u;
+    j->work.data = j;
+    entry_new(q, id)->state = SYM_RUNNING;
+    q->running = j;
+    if (uv_queue_work(c->loop, &j->work, do_work, after_work) != 0) {
+      q->running = NULL;
+      tg_coll_store_symbols_abort(c->store, id);
+      record_failure(c, id, "no worker");
+      job_free(j);
+    }
+  }
+}
+
+bool coll_symbols_supported(void) { return true; }
+
+#else /* !TG_HAVE_SYMBOLIZE */
+
+static void start_next(coll_t *c) { (void)c; }
+bool coll_symbols_supported(void) { return false; }
+
+#endif
+
+_Static_assert(TG_COLL_CONFIG_DEBUG_DIRS_MAX < 16,
+               "the configured debug dirs and /usr/lib/debug fit the "
+               "symbolizer's TG_SYM_MAX_DEBUG_DIRS");
+
+int coll_symbols_check(const coll_t *c) {
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF) return 0;
+  if (!coll_symbols_supported()) {
+    fprintf(stderr, COLL_PROG ": %s symbolize: this build has no symbolizer "
+            "(built without elfutils' libdw): set symbolize = off\n",
+            TG_NOTE(COLLECTOR_CONFIG_INVALID));
+    return -1;
+  }
+  const char *urls = getenv("DEBUGINFOD_URLS");
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_DEBUGINFOD && !(urls && urls[0])) {
+    fprintf(stderr, COLL_PROG ": %s symbolize = debuginfod needs the servers "
+            "in DEBUGINFOD_URLS (the daemon's environment: Environment= in "
+            "its unit)\n", TG_NOTE(COLLECTOR_CONFIG_INVALID));
+    return -1;
+  }
+  return 0;
+}
+
+void coll_symbols_queue(coll_t *c, uint64_t id) {
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF || c->stopping) return;
+  if (!c->symbols && !(c->symbols = calloc(1, sizeof(*c->symbols)))) {
+    TG_WARN("%s snapshot %016" PRIx64 ": not symbolized: out of memory",
+            TG_NOTE(COLLECTOR_SYMBOLIZE_FAILED), id);
+    return;
+  }
+  struct coll_symbols *q = c->symbols;
+  if (q->n == COLL_SYMBOLS_QUEUE) {
+    char why[96];
+    snprintf(why, sizeof(why), "%d snapshots already wait for theirs",
+             COLL_SYMBOLS_QUEUE);
+    record_failure(c, id, why);
+    return;
+  }
+  q->queue[(q->head + q->n) % COLL_SYMBOLS_QUEUE] = id;
+  q->n++;
+  entry_new(q, id)->state = SYM_WAITING;
+  start_next(c);
+}
+
+void coll_symbols_stop(coll_t *c) {
+  struct coll_symbols *q = c->symbols;
+  if (!q) return;
+  q->n = 0;
+  atomic_store(&q->stop, true);
+}
+
+json_t *coll_symbols_json(coll_t *c, uint64_t id) {
+  if (c->cfg.symbolize == TG_COLL_SYMBOLIZE_OFF)
+    return json_pack("{s:s}", "state", "off");
+  const sym_entry_t *e = c->symbols ? entry_find(c->symbols, id) : NULL;
+  if (!e) {
+    /* Symbolized before this start, or never (not live, or stored
+     * before symbolize was on). */
+    int fd, ifd;
+    bool stored = tg_coll_store_open_symbols(c->store, id, &fd, &ifd) == 0;
+    if (stored) {
+      close(fd);
+      if (ifd >= 0) close(ifd);
+    }
+    return json_pack("{s:s}", "state", stored ? "done" : "none");
+  }
+  if (e->state == SYM_FAILED)
+    return json_pack("{s:s, s:o}", "state", "failed", "why",
+                     tg_json_text(e->why));
+  if (e->state != SYM_DONE)
+    return json_pack("{s:s}", "state", STATE_NAMES[e->state]);
+  return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "state", "done",
+                   "bytes", (json_int_t)e->bytes, "modules",
+                   (json_int_t)e->modules, "modules_found",
+                   (json_int_t)e->modules_found, "frames",
+                   (json_int_t)e->frames, "frames_named",
+                   (json_int_t)e->frames_named, "frames_with_line",
+                   (json_int_t)e->frames_with_line);
+}
+
+void coll_symbols_metrics(const coll_t *c, FILE *f) {
+  const struct coll_symbols *q = c->symbols;
+  fprintf(f,
+          "# HELP tracegate_collector_symbolized_total Snapshots whose "
+          "symbols were stored (symbolize), by outcome.\n"
+          "# TYPE tracegate_collector_symbolized_total counter\n"
+          "tracegate_collector_symbolized_total{outcome=\"stored\"} %" PRIu64
+          "\n"
+          "tracegate_collector_symbolized_total{outcome=\"failed\"} %" PRIu64
+          "\n",
+          q ? q->stored : 0, q ? q->failed : 0);
+}
