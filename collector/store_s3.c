@@ -183,7 +183,19 @@ static void *uploader(void *arg) {
    * is slow or gone fails the snapshot at its sync, never holds begin. */
   if (i == 0) {
     char id[TG_S3_UPLOAD_ID_MAX];
-    int err = tg_s3_mpu_create(c, w->key, id);
+    /* An object already at the key is another snapshot's (a catalog
+     * whose ids fell behind the bucket's: lost, and not rebuilt): a
+     * completed upload would replace it, so the snapshot fails instead. */
+    int err = tg_s3_head(c, w->key, NULL, NULL);
+    if (err == 0) {
+      TG_ERROR("store: %s is already in the bucket: the catalog's ids are"
+               " behind the bucket's (tracegate-collector --rebuild-catalog"
+               " makes it again from the bucket); this snapshot fails",
+               w->key);
+      err = -EEXIST;
+    } else if (err == -ENOENT) {
+      err = tg_s3_mpu_create(c, w->key, id);
+    }
     pthread_mutex_lock(&w->mu);
     if (err && !w->err) w->err = err;
     if (!err) {

@@ -397,7 +397,8 @@ static void orphans_and_foreign_objects_at_open(void **state) {
 
 /* The sidecar is written (If-None-Match: *) before the row commits: one
  * already at the snapshot's key (another writer's) fails the snapshot,
- * and nothing of it stays but the other writer's object. */
+ * and nothing of it stays but the other writer's object; so does a trace
+ * already at its key, which is never replaced. */
 static void a_sidecar_already_there_fails_the_snapshot(void **state) {
   if (skipped) skip();
   fx_t *f = *state;
@@ -427,6 +428,21 @@ static void a_sidecar_already_there_fails_the_snapshot(void **state) {
   assert_int_equal(tg_s3_get(f->c, key, 0, 0, to_text, &t), 0);
   assert_string_equal(t.p, "{}");
   free(t.p);
+
+  /* A trace already at the next id's key (a catalog behind the bucket):
+   * the snapshot fails before its upload, the object stays whole. */
+  object_key(f, id + 1, trace, sizeof trace);
+  assert_int_equal(tg_s3_put(f->c, trace, "old", 3, true, NULL), 0);
+  assert_int_equal(tg_coll_store_begin(f->store, &b, &w, &id), 0);
+  write_data(w, 3, 100);
+  assert_int_equal(tg_coll_store_finish(f->store, w, &r), -EEXIST);
+  assert_int_equal(tg_coll_store_get(f->store, id, &row), 0);
+  assert_int_equal(row.state, TG_COLL_FAILED);
+  t = (text_t){0};
+  assert_int_equal(tg_s3_get(f->c, trace, 0, 0, to_text, &t), 0);
+  assert_string_equal(t.p, "old");
+  free(t.p);
+  assert_int_equal(uploads(f), 0);
 }
 
 static void delete_and_retention_remove_objects(void **state) {
