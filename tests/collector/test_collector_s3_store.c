@@ -393,6 +393,10 @@ static void orphans_and_foreign_objects_at_open(void **state) {
   tg_coll_snapshot_t row;
   assert_int_equal(tg_coll_store_get(f->store, id, &row), 0);
   assert_int_equal(row.state, TG_COLL_FAILED);
+  /* Its sidecar goes with it: a FAILED row keeps no object. */
+  meta_key(f, id, key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  assert_int_equal(objects(f), 1); /* the foreign one */
 }
 
 /* The sidecar is written (If-None-Match: *) before the row commits: one
