@@ -75,7 +75,7 @@ FUZZ_TARGETS := fuzz_frame_decoder fuzz_chunk_validator fuzz_pb_reader \
                 fuzz_zstd_stream \
                 fuzz_packet_inflate \
                 fuzz_session_cache fuzz_tls_record fuzz_tls_ecdsa \
-                fuzz_ds_descriptor fuzz_collector_id fuzz_snap_index fuzz_collector_routes fuzz_collector_config \
+                fuzz_ds_descriptor fuzz_collector_id fuzz_snap_index fuzz_snap_meta fuzz_collector_routes fuzz_collector_config \
                 fuzz_snapshot_json fuzz_bridge_policy fuzz_ws_screen \
                  fuzz_name_regex fuzz_units fuzz_json_text \
                  fuzz_alertmanager fuzz_cli_ftrace_loss fuzz_merge \

@@ -105,3 +105,17 @@ int tg__coll_retention_add(tg_coll_retention_view_t *v, size_t *cap,
   v->rows[v->n++] = *r;
   return 0;
 }
+
+int tg__coll_check_insert(const tg_coll_insert_t *r, tg_coll_state_t *state,
+                          uint32_t *n_failed, uint64_t *loss) {
+  int err;
+  if (!r || r->id == 0 || r->id > (uint64_t)INT64_MAX ||
+      !text_ok(r->failure, 0, TG_COLL_ERROR_MAX))
+    return -EINVAL;
+  if ((err = tg__coll_check_begin(r->begin)) ||
+      (err = tg__coll_check_finish(r->finish)))
+    return err;
+  *state = tg__coll_finish_state(r->finish, n_failed, loss);
+  if (r->failure) *state = TG_COLL_FAILED;
+  return 0;
+}

@@ -169,6 +169,23 @@ typedef struct tg_coll_retention_view {
   size_t n;
 } tg_coll_retention_view_t;
 
+/* A whole row as insert_at() writes it: what a rebuild of a lost catalog
+ * read from a snapshot's sidecar in the bucket (snap_meta.h). Borrowed
+ * for the call. */
+typedef struct tg_coll_insert {
+  uint64_t id; /* 1..TG_COLL_ID_MAX */
+  const tg_coll_begin_t *begin;
+  int64_t started_ms;
+  /* bytes, crc32, packets, hosts, finished_ms: the state is the one
+   * finish() would give them (all hosts OK: COMPLETE, ...). */
+  const tg_coll_finish_t *finish;
+  bool pinned;
+  /* NULL: that state. Else the row is FAILED with this reason
+   * (TG_COLL_ERROR_MAX bytes at most), bytes and crc32 0, its hosts kept:
+   * what lose() leaves. */
+  const char *failure;
+} tg_coll_insert_t;
+
 typedef struct tg_coll_catalog tg_coll_catalog_t;
 
 /* An implementation's operations. Every one returns 0 or a negative code
@@ -224,6 +241,15 @@ typedef struct tg_coll_catalog_ops {
    * committed since its view is honoured). */
   int (*remove)(tg_coll_catalog_t *cat, uint64_t id, bool unless_pinned);
   int (*retention_view)(tg_coll_catalog_t *cat, tg_coll_retention_view_t *v);
+  /* Inserts the row (and its hosts) at r->id, in one transaction, and
+   * keeps the catalog's id allocation ahead of it: a later begin() gets a
+   * higher id. -EEXIST: a row has that id (nothing changed); -EINVAL: an
+   * id out of range, text over its cap, a host twice. */
+  int (*insert_at)(tg_coll_catalog_t *cat, const tg_coll_insert_t *r);
+  /* Makes every later begin() return an id above |id| (which may have no
+   * row: a bucket's object whose sidecar could not be read); an
+   * allocation already past it stays. */
+  int (*reserve)(tg_coll_catalog_t *cat, uint64_t id);
 } tg_coll_catalog_ops_t;
 
 /* The base every implementation embeds first. */

@@ -15,6 +15,10 @@ int tg__coll_check_finish(const tg_coll_finish_t *f);
 tg_coll_state_t tg__coll_finish_state(const tg_coll_finish_t *f,
                                       uint32_t *n_failed, uint64_t *loss);
 bool tg__coll_filter_ok(const tg_coll_filter_t *f);
+/* 0, or -EINVAL: an id out of range, what check_begin or check_finish
+ * refuse, a failure over TG_COLL_ERROR_MAX. *state gets the row's state. */
+int tg__coll_check_insert(const tg_coll_insert_t *r, tg_coll_state_t *state,
+                          uint32_t *n_failed, uint64_t *loss);
 /* A host outcome read back from a database: an unknown value is FAILED
  * (it claims no data). */
 tg_coll_host_outcome_t tg__coll_host_outcome_of(int64_t v);

@@ -182,6 +182,23 @@ static const stmt_def_t stmts[P_COUNT] = {
                      " THEN bytes ELSE 0 END, pinned, state = 0"
                      " FROM snapshots ORDER BY started_ms, id",
                      "", "iiibb"},
+    /* A rebuild's row at its id (the identity column takes one given
+     * with OVERRIDING SYSTEM VALUE); no row back: the id is taken. */
+    [P_INSERT_AT] = {"INSERT INTO snapshots (id, member, state, pinned,"
+                     " started_ms, finished_ms, trigger, reason, origin,"
+                     " failure, bytes, crc32, packets, loss, n_hosts,"
+                     " n_hosts_failed) OVERRIDING SYSTEM VALUE VALUES ($1,"
+                     " $2, $3, $4 <> 0, $5, $6, $7, $8, $9, $10, $11, $12,"
+                     " $13, $14, $15, $16) ON CONFLICT (id) DO NOTHING"
+                     " RETURNING id",
+                     "iiiiiiyyyyiiiiii", "i"},
+    /* The id allocation past $1. Run with the table locked against
+     * begin()'s INSERT (which takes its lock before its nextval), so no
+     * nextval runs between these two and setval never moves it back. */
+    [P_RESERVE] = {"SELECT setval(pg_get_serial_sequence('snapshots', 'id'),"
+                   " GREATEST($1, nextval(pg_get_serial_sequence("
+                   "'snapshots', 'id'))))",
+                   "i", "i"},
 };
 
 static const char *stmt_name(tg__coll_pg_stmt_t s) {
@@ -190,7 +207,7 @@ static const char *stmt_name(tg__coll_pg_stmt_t s) {
       "tg_interrupt", "tg_lose",   "tg_list",        "tg_get",
       "tg_hosts",     "tg_pin",    "tg_set_problems", "tg_remove",
       "tg_remove_unpinned",
-      "tg_retention"};
+      "tg_retention", "tg_insert_at", "tg_reserve"};
   return names[s];
 }
 

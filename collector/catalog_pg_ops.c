@@ -364,6 +364,79 @@ static int op_retention_view(tg_coll_catalog_t *cat,
   return err;
 }
 
+/* Blocks begin()'s INSERT (ROW EXCLUSIVE) until the transaction ends;
+ * readers go on. */
+#define LOCK_SNAPSHOTS "LOCK TABLE snapshots IN EXCLUSIVE MODE"
+
+static int reserve_locked(tg__coll_pg_t *c, uint64_t id) {
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)id);
+  PGresult *r;
+  int err = tg__coll_pg_run(c, P_RESERVE, &a, &r, "reserve");
+  if (!err) PQclear(r);
+  return err;
+}
+
+static int op_insert_at(tg_coll_catalog_t *cat, const tg_coll_insert_t *r) {
+  tg__coll_pg_t *c = pg(cat);
+  tg_coll_state_t state;
+  uint32_t n_failed;
+  uint64_t loss;
+  int err = tg__coll_check_insert(r, &state, &n_failed, &loss);
+  if (err || (err = tg__coll_pg_ready(c))) return err;
+  bool live = state != TG_COLL_FAILED;
+  const tg_coll_finish_t *f = r->finish;
+  tg__coll_pg_args_t a = {0};
+  tg__coll_pg_arg_int(&a, (int64_t)r->id);
+  tg__coll_pg_arg_int(&a, c->member);
+  tg__coll_pg_arg_int(&a, (int64_t)state);
+  tg__coll_pg_arg_int(&a, r->pinned ? 1 : 0);
+  tg__coll_pg_arg_int(&a, r->started_ms);
+  tg__coll_pg_arg_int(&a, f->finished_ms);
+  tg__coll_pg_arg_text(&a, r->begin->trigger, TG_COLL_TRIGGER_MAX);
+  tg__coll_pg_arg_text(&a, r->begin->reason, TG_COLL_REASON_MAX);
+  tg__coll_pg_arg_text(&a, r->begin->origin, TG_COLL_HOST_MAX);
+  tg__coll_pg_arg_text(&a, r->failure, TG_COLL_ERROR_MAX);
+  tg__coll_pg_arg_int(&a, live ? (int64_t)f->bytes : 0);
+  tg__coll_pg_arg_int(&a, live ? (int64_t)f->crc32 : 0);
+  tg__coll_pg_arg_int(&a, (int64_t)f->packets);
+  tg__coll_pg_arg_int(&a, (int64_t)loss);
+  tg__coll_pg_arg_int(&a, (int64_t)f->n_hosts);
+  tg__coll_pg_arg_int(&a, (int64_t)n_failed);
+  if ((err = tg__coll_pg_tx(c, "BEGIN", "insert at"))) return err;
+  if ((err = tg__coll_pg_tx(c, LOCK_SNAPSHOTS, "insert at"))) goto fail;
+  PGresult *res;
+  if ((err = tg__coll_pg_run(c, P_INSERT_AT, &a, &res, "insert at")))
+    goto fail;
+  int rows = PQntuples(res);
+  PQclear(res);
+  if (rows != 1) {
+    err = -EEXIST;
+    goto fail;
+  }
+  for (size_t i = 0; i < f->n_hosts; i++)
+    if ((err = insert_host(c, r->id, &f->hosts[i]))) goto fail;
+  if ((err = reserve_locked(c, r->id))) goto fail;
+  if ((err = tg__coll_pg_tx(c, "COMMIT", "insert at"))) goto fail;
+  return 0;
+fail:
+  if (PQstatus(c->conn) == CONNECTION_OK) PQclear(PQexec(c->conn, "ROLLBACK"));
+  return err;
+}
+
+static int op_reserve(tg_coll_catalog_t *cat, uint64_t id) {
+  tg__coll_pg_t *c = pg(cat);
+  if (id == 0 || id > (uint64_t)INT64_MAX) return -EINVAL;
+  int err = tg__coll_pg_ready(c);
+  if (err || (err = tg__coll_pg_tx(c, "BEGIN", "reserve"))) return err;
+  if (!(err = tg__coll_pg_tx(c, LOCK_SNAPSHOTS, "reserve")) &&
+      !(err = reserve_locked(c, id)) &&
+      !(err = tg__coll_pg_tx(c, "COMMIT", "reserve")))
+    return 0;
+  if (PQstatus(c->conn) == CONNECTION_OK) PQclear(PQexec(c->conn, "ROLLBACK"));
+  return err;
+}
+
 const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .name = "postgresql",
     .shared = true,
@@ -381,4 +454,6 @@ const tg_coll_catalog_ops_t tg__coll_pg_ops = {
     .set_problems = op_set_problems,
     .remove = op_remove,
     .retention_view = op_retention_view,
+    .insert_at = op_insert_at,
+    .reserve = op_reserve,
 };

@@ -148,6 +148,23 @@ static const char *const sql[S_COUNT] = {
         "SELECT id, started_ms, CASE WHEN state IN (1, 2) THEN bytes"
         " ELSE 0 END, pinned, state = 0 FROM snapshots"
         " ORDER BY started_ms, id",
+    /* A rebuild's row at its id. AUTOINCREMENT keeps sqlite_sequence at
+     * the largest id ever inserted, explicit ones included, so a later
+     * begin() gets a higher one. */
+    [S_INSERT_AT] =
+        "INSERT INTO snapshots (id, state, pinned, started_ms, finished_ms,"
+        " trigger, reason, origin, failure, bytes, crc32, packets, loss,"
+        " n_hosts, n_hosts_failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+        " ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    /* The allocation past an id with no row (sqlite.org/autoinc.html:
+     * sqlite_sequence is an ordinary table to update). */
+    [S_RESERVE_UPDATE] =
+        "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'snapshots'"
+        " AND seq < ?1",
+    [S_RESERVE_INSERT] =
+        "INSERT INTO sqlite_sequence (name, seq) SELECT 'snapshots', ?1"
+        " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"
+        " WHERE name = 'snapshots')",
 };
 
 int tg__coll_sqlite_err(tg__coll_sqlite_t *c, int rc, const char *what) {

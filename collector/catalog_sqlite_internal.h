@@ -28,6 +28,9 @@ typedef enum {
   S_REMOVE_UNPINNED,
   S_INTERRUPT,
   S_RETENTION,
+  S_INSERT_AT,
+  S_RESERVE_UPDATE,
+  S_RESERVE_INSERT,
   S_COUNT
 } tg__coll_stmt_t;
 

@@ -327,6 +327,70 @@ static int op_retention_view(tg_coll_catalog_t *cat,
   return err;
 }
 
+static int op_insert_at(tg_coll_catalog_t *cat, const tg_coll_insert_t *r) {
+  tg__coll_sqlite_t *c = sq(cat);
+  tg_coll_state_t state;
+  uint32_t n_failed;
+  uint64_t loss;
+  int err = tg__coll_check_insert(r, &state, &n_failed, &loss);
+  if (err) return err;
+  bool live = state != TG_COLL_FAILED;
+  const tg_coll_finish_t *f = r->finish;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_BEGIN, "insert at"))) return err;
+  /* Asked first, in the write transaction: a duplicate is told apart
+   * from the other constraints a bad row breaks. */
+  if ((err = why_unchanged(c, r->id, -EEXIST)) != -ENOENT) {
+    if (!err) err = -EIO;
+    goto fail;
+  }
+  sqlite3_stmt *st = tg__coll_sqlite_stmt(c, S_INSERT_AT);
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)r->id);
+  sqlite3_bind_int(st, 2, (int)state);
+  sqlite3_bind_int(st, 3, r->pinned ? 1 : 0);
+  sqlite3_bind_int64(st, 4, r->started_ms);
+  sqlite3_bind_int64(st, 5, f->finished_ms);
+  bind_text(st, 6, r->begin->trigger);
+  bind_text(st, 7, r->begin->reason);
+  bind_text(st, 8, r->begin->origin);
+  bind_text(st, 9, r->failure);
+  sqlite3_bind_int64(st, 10, live ? (sqlite3_int64)f->bytes : 0);
+  sqlite3_bind_int64(st, 11, live ? (sqlite3_int64)f->crc32 : 0);
+  sqlite3_bind_int64(st, 12, (sqlite3_int64)f->packets);
+  sqlite3_bind_int64(st, 13, (sqlite3_int64)loss);
+  sqlite3_bind_int64(st, 14, (sqlite3_int64)f->n_hosts);
+  sqlite3_bind_int64(st, 15, (sqlite3_int64)n_failed);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    err = tg__coll_sqlite_err(c, rc, "insert at");
+    goto fail;
+  }
+  for (size_t i = 0; i < f->n_hosts; i++)
+    if ((err = insert_host(c, r->id, &f->hosts[i]))) goto fail;
+  if ((err = tg__coll_sqlite_exec(c, S_TX_COMMIT, "insert at"))) goto fail;
+  return 0;
+fail:
+  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "insert at rollback");
+  return err;
+}
+
+static int op_reserve(tg_coll_catalog_t *cat, uint64_t id) {
+  tg__coll_sqlite_t *c = sq(cat);
+  if (id == 0 || id > (uint64_t)INT64_MAX) return -EINVAL;
+  int err = tg__coll_sqlite_exec(c, S_TX_BEGIN, "reserve");
+  if (err) return err;
+  static const tg__coll_stmt_t steps[] = {S_RESERVE_UPDATE, S_RESERVE_INSERT};
+  for (size_t i = 0; !err && i < sizeof(steps) / sizeof(steps[0]); i++) {
+    sqlite3_stmt *st = tg__coll_sqlite_stmt(c, steps[i]);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+    err = tg__coll_sqlite_exec(c, steps[i], "reserve");
+  }
+  if (!err && !(err = tg__coll_sqlite_exec(c, S_TX_COMMIT, "reserve")))
+    return 0;
+  tg__coll_sqlite_exec(c, S_TX_ROLLBACK, "reserve rollback");
+  return err;
+}
+
 const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .name = "sqlite",
     .close = tg__coll_sqlite_close,
@@ -343,4 +407,6 @@ const tg_coll_catalog_ops_t tg__coll_sqlite_ops = {
     .set_problems = op_set_problems,
     .remove = op_remove,
     .retention_view = op_retention_view,
+    .insert_at = op_insert_at,
+    .reserve = op_reserve,
 };

@@ -212,15 +212,20 @@ int tg_coll_store_presign(tg_coll_store_t *s, uint64_t id, uint32_t expires_s,
                              cap);
 }
 
+/* After a row's change, its sidecar in the bucket says it too. */
 int tg_coll_store_pin(tg_coll_store_t *s, uint64_t id, bool pinned) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
-  return s->cat->ops->set_pinned(s->cat, id, pinned);
+  int err = s->cat->ops->set_pinned(s->cat, id, pinned);
+  if (!err && s->s3) tg__coll_s3_refresh_meta(s, id);
+  return err;
 }
 
 int tg_coll_store_set_problems(tg_coll_store_t *s, uint64_t id,
                                const char *host, const char *problems) {
   if (!tg_coll_id_valid(id)) return -ENOENT;
-  return s->cat->ops->set_problems(s->cat, id, host, problems);
+  int err = s->cat->ops->set_problems(s->cat, id, host, problems);
+  if (!err && s->s3) tg__coll_s3_refresh_meta(s, id);
+  return err;
 }
 
 /* The row goes first, committed: a crash before the unlinks leaves an

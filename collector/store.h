@@ -260,4 +260,43 @@ typedef struct tg_coll_retained {
  * be NULL. */
 int tg_coll_store_retain(tg_coll_store_t *s, tg_coll_retained_t *out);
 
+/* Rebuilding a lost catalog from a bucket store's sidecars (snap_meta.h;
+ * docs/collector.md, "Rebuilding the catalog from the bucket"). What
+ * happened to one snapshot of the bucket: */
+typedef enum tg_coll_rebuilt {
+  TG_COLL_REBUILT_INSERTED,  /* its row inserted from its sidecar */
+  TG_COLL_REBUILT_FAILED,    /* its row inserted FAILED (why says) */
+  TG_COLL_REBUILT_PRESENT,   /* a row had its id already: left alone */
+  TG_COLL_REBUILT_REFUSED,   /* its sidecar refused (why says): no row */
+  TG_COLL_REBUILT_NO_SIDECAR /* a trace without a sidecar: no row */
+} tg_coll_rebuilt_t;
+
+/* "inserted", "failed", "present", "refused", "no_sidecar". */
+const char *tg_coll_rebuilt_name(tg_coll_rebuilt_t r);
+
+/* Called once per snapshot, in id order: the |i|th (from 1) of |total|;
+ * |why| is "" unless FAILED or REFUSED. Borrowed for the call. */
+typedef void (*tg_coll_rebuild_fn)(void *ctx, uint64_t i, uint64_t total,
+                                   uint64_t id, tg_coll_rebuilt_t what,
+                                   const char *why);
+
+typedef struct tg_coll_rebuild {
+  uint64_t total;      /* snapshots in the bucket (a trace or a sidecar) */
+  uint64_t count[TG_COLL_REBUILT_NO_SIDECAR + 1]; /* by tg_coll_rebuilt_t */
+  uint64_t max_id;     /* the highest snapshot id in the bucket; 0: none */
+  uint64_t bytes_read; /* of traces, read to check their crc32 */
+} tg_coll_rebuild_t;
+
+/* Lists the bucket under the store's prefix and inserts, at its id, the
+ * row of every snapshot whose sidecar parses and whose trace object is
+ * the sidecar's (size and ETag by HEAD, crc32 by reading it whole); one
+ * whose trace is missing or another gets a FAILED row saying why. Then
+ * the catalog's allocation goes past the highest id in the bucket. Ids
+ * with a row are left alone, so a second run inserts nothing. Returns 0
+ * with *out filled (also on error: what was done), -EOPNOTSUPP for a
+ * directory store, or the first catalog or bucket error that stopped it
+ * (what was inserted stays; run it again). */
+int tg_coll_store_rebuild(tg_coll_store_t *s, tg_coll_rebuild_fn fn,
+                          void *ctx, tg_coll_rebuild_t *out);
+
 #endif /* TRACEGATE_COLLECTOR_STORE_H */

@@ -17,6 +17,7 @@
 
 #include "collector/s3_client.h"
 #include "collector/snap_index.h"
+#include "collector/snap_meta.h"
 #include "collector/snapshot_id.h"
 #include "collector/store_internal.h"
 #include "common/fd_write.h"
@@ -97,14 +98,30 @@ void tg__coll_s3_close(tg_coll_store_t *s) {
   s->s3 = NULL;
 }
 
-/* "<prefix>snapshots/<id>.pftrace" (or .index) into |out|. */
-static void object_key(const struct tg__coll_s3 *b, uint64_t id, bool index,
-                       char out[TG_S3_KEY_MAX + 1]) {
+/* "<prefix>snapshots/<id>.pftrace" (or .index, .meta) into |out|. */
+static void object_key(const struct tg__coll_s3 *b, uint64_t id,
+                       tg__coll_obj_t kind, char out[TG_S3_KEY_MAX + 1]) {
   char name[TG_COLL_FILE_NAME_MAX];
-  if (index) tg_coll_id_index_name(id, 0, name);
-  else tg_coll_id_file_name(id, 0, name);
+  if (kind == TG__COLL_OBJ_INDEX) {
+    tg_coll_id_index_name(id, 0, name);
+  } else {
+    char idtext[TG_COLL_ID_STRLEN];
+    tg_coll_id_format(id, idtext);
+    snprintf(name, sizeof name, "%s%s", idtext,
+             kind == TG__COLL_OBJ_META ? TG_COLL_META_SUFFIX
+                                       : TG_COLL_FILE_SUFFIX);
+  }
   snprintf(out, TG_S3_KEY_MAX + 1, "%s" SNAP_DIR "%s", b->prefix, name);
 }
+
+void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
+                     char out[TG_S3_KEY_MAX + 1]) {
+  object_key(s->s3, id, kind, out);
+}
+
+tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s) { return s->s3->c; }
+
+const char *tg__coll_s3_prefix(tg_coll_store_t *s) { return s->s3->prefix; }
 
 /* --- the writer ------------------------------------------------------- */
 
@@ -125,6 +142,7 @@ struct tg__coll_s3_writer {
   uint64_t id;
   char key[TG_S3_KEY_MAX + 1];
   char upload_id[TG_S3_UPLOAD_ID_MAX];
+  char etag[TG_S3_ETAG_MAX]; /* the sealed object's, from its HEAD */
   size_t part_size;
   part_buf_t fill; /* being filled by write */
   /* Parts waiting or being uploaded; guarded by mu. Up to qmax of them at
@@ -143,6 +161,7 @@ struct tg__coll_s3_writer {
   tg_s3_part_t *blocks[BLOCKS];
   bool sealed;    /* the object exists (completed or PUT) */
   bool indexed;   /* its index object exists */
+  bool meta;      /* its sidecar exists */
   bool uploading; /* the multipart upload is open */
 };
 
@@ -164,7 +183,19 @@ static void *uploader(void *arg) {
    * is slow or gone fails the snapshot at its sync, never holds begin. */
   if (i == 0) {
     char id[TG_S3_UPLOAD_ID_MAX];
-    int err = tg_s3_mpu_create(c, w->key, id);
+    /* An object already at the key is another snapshot's (a catalog
+     * whose ids fell behind the bucket's: lost, and not rebuilt): a
+     * completed upload would replace it, so the snapshot fails instead. */
+    int err = tg_s3_head(c, w->key, NULL, NULL);
+    if (err == 0) {
+      TG_ERROR("store: %s is already in the bucket: the catalog's ids are"
+               " behind the bucket's (tracegate-collector --rebuild-catalog"
+               " makes it again from the bucket); this snapshot fails",
+               w->key);
+      err = -EEXIST;
+    } else if (err == -ENOENT) {
+      err = tg_s3_mpu_create(c, w->key, id);
+    }
     pthread_mutex_lock(&w->mu);
     if (err && !w->err) w->err = err;
     if (!err) {
@@ -209,7 +240,7 @@ int tg__coll_s3_begin(tg_coll_store_t *s, uint64_t id,
   w->id = id;
   w->part_size = b->part_size;
   w->qmax = b->queue_parts;
-  object_key(b, id, false, w->key);
+  object_key(b, id, TG__COLL_OBJ_TRACE, w->key);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   int err = tg_s3_client_new(&b->ccfg, &w->c);
@@ -310,7 +341,7 @@ static int put_index(tg__coll_s3_writer_t *w,
   if (!err && pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) err = -EIO;
   close(fd);
   char key[TG_S3_KEY_MAX + 1];
-  object_key(w->store->s3, w->id, true, key);
+  object_key(w->store->s3, w->id, TG__COLL_OBJ_INDEX, key);
   if (!err) err = tg_s3_put(w->c, key, buf, (size_t)st.st_size, true, NULL);
   free(buf);
   if (!err) w->indexed = true;
@@ -348,7 +379,7 @@ int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
   }
   w->sealed = true;
   uint64_t size = 0;
-  if ((err = tg_s3_head(w->c, w->key, &size, NULL))) return err;
+  if ((err = tg_s3_head(w->c, w->key, &size, w->etag))) return err;
   if (size != bytes) {
     TG_ERROR("store: snapshot %016llx: the bucket holds %llu bytes of the %llu"
              " written", (unsigned long long)w->id, (unsigned long long)size,
@@ -357,6 +388,88 @@ int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
   }
   if (index) put_index(w, index, bytes);
   return 0;
+}
+
+int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, tg_coll_meta_in_t *in) {
+  if (!w->sealed) return -EINVAL;
+  in->etag = w->etag;
+  in->index = w->indexed;
+  char *text = NULL;
+  size_t n = 0;
+  int err = tg_coll_meta_format(in, &text, &n);
+  char key[TG_S3_KEY_MAX + 1];
+  object_key(w->store->s3, w->id, TG__COLL_OBJ_META, key);
+  /* If-None-Match: a sidecar already there is another writer's (ids are
+   * never reused by one catalog): refused, never overwritten. */
+  if (!err) err = tg_s3_put(w->c, key, text, n, true, NULL);
+  free(text);
+  if (!err) w->meta = true;
+  return err;
+}
+
+/* The row and its hosts, read whole (the host count first). */
+static int read_row(tg_coll_store_t *s, uint64_t id, tg_coll_snapshot_t *row,
+                    tg_coll_host_t **hosts, size_t *n) {
+  size_t cap = 0;
+  *hosts = NULL;
+  for (int tries = 0; tries < 4; tries++) {
+    int err = s->cat->ops->get_with_hosts(s->cat, id, row, *hosts, cap, n);
+    if (err || *n <= cap) return err;
+    free(*hosts);
+    cap = *n;
+    if (!(*hosts = calloc(cap, sizeof(**hosts)))) return -ENOMEM;
+  }
+  return -EBUSY; /* its hosts kept changing */
+}
+
+void tg__coll_s3_refresh_meta(tg_coll_store_t *s, uint64_t id) {
+  tg_coll_snapshot_t row;
+  tg_coll_host_t *hosts = NULL;
+  tg_coll_host_result_t *res = NULL;
+  char *text = NULL;
+  size_t n = 0, len = 0;
+  char key[TG_S3_KEY_MAX + 1], etag[TG_S3_ETAG_MAX] = "";
+  object_key(s->s3, id, TG__COLL_OBJ_META, key);
+  int err = read_row(s, id, &row, &hosts, &n);
+  if (err == -ENOENT ||
+      (!err && !(TG_COLL_STATE_BIT(row.state) & TG_COLL_LIVE_STATES)))
+    goto out; /* no sidecar to keep */
+  if (!err && n && !(res = calloc(n, sizeof(*res)))) err = -ENOMEM;
+  for (size_t i = 0; !err && i < n; i++)
+    res[i] = (tg_coll_host_result_t){
+        .host = hosts[i].host, .name = hosts[i].name,
+        .outcome = hosts[i].outcome, .error = hosts[i].error,
+        .problems = hosts[i].problems, .bytes = hosts[i].bytes,
+        .packets = hosts[i].packets, .loss = hosts[i].loss,
+        .window_first_ms = hosts[i].window_first_ms,
+        .window_last_ms = hosts[i].window_last_ms};
+  /* What the sidecar said of its objects stays: the trace's ETag and
+   * whether an index was stored are not in the row. */
+  char trace[TG_S3_KEY_MAX + 1], index[TG_S3_KEY_MAX + 1];
+  object_key(s->s3, id, TG__COLL_OBJ_TRACE, trace);
+  object_key(s->s3, id, TG__COLL_OBJ_INDEX, index);
+  if (!err) err = tg_s3_head(s->s3->c, trace, NULL, etag);
+  int ierr = err ? 0 : tg_s3_head(s->s3->c, index, NULL, NULL);
+  if (ierr && ierr != -ENOENT) err = ierr;
+  if (!err) {
+    tg_coll_begin_t b = {row.trigger, row.reason, row.origin};
+    tg_coll_finish_t f = {.bytes = row.bytes, .crc32 = row.crc32,
+                          .packets = row.packets, .hosts = res,
+                          .n_hosts = n, .finished_ms = row.finished_ms};
+    tg_coll_meta_in_t in = {.id = id, .pinned = row.pinned,
+                            .started_ms = row.started_ms, .begin = &b,
+                            .finish = &f, .etag = etag, .index = ierr == 0};
+    err = tg_coll_meta_format(&in, &text, &len);
+  }
+  if (!err) err = tg_s3_put(s->s3->c, key, text, len, false, NULL);
+  if (err)
+    TG_WARN("store: %s: not written again (%s): a catalog rebuilt from the"
+            " bucket would miss this row's last pin or problems",
+            key, tg_strerror(err));
+out:
+  free(text);
+  free(res);
+  free(hosts);
 }
 
 void tg__coll_s3_discard(tg__coll_s3_writer_t *w) {
@@ -369,10 +482,15 @@ void tg__coll_s3_discard(tg__coll_s3_writer_t *w) {
   if (w->sealed && (err = tg_s3_delete(w->c, w->key)) == 0) w->sealed = false;
   if (w->indexed) {
     char key[TG_S3_KEY_MAX + 1];
-    object_key(w->store->s3, w->id, true, key);
+    object_key(w->store->s3, w->id, TG__COLL_OBJ_INDEX, key);
     if ((err = tg_s3_delete(w->c, key)) == 0) w->indexed = false;
   }
-  if (w->uploading || w->sealed || w->indexed)
+  if (w->meta) {
+    char key[TG_S3_KEY_MAX + 1];
+    object_key(w->store->s3, w->id, TG__COLL_OBJ_META, key);
+    if ((err = tg_s3_delete(w->c, key)) == 0) w->meta = false;
+  }
+  if (w->uploading || w->sealed || w->indexed || w->meta)
     TG_WARN("store: snapshot %016llx: its upload or objects stay in the bucket"
             " until the next start removes them: %s",
             (unsigned long long)w->id, tg_strerror(err));
@@ -393,24 +511,36 @@ void tg__coll_s3_free(tg__coll_s3_writer_t *w) {
 
 /* --- recovery, delete, reads ----------------------------------------- */
 
-/* The id of a key under <prefix>snapshots/: 0 and *id, *index; -1 for a
+/* The id of a key under <prefix>snapshots/: 0 and *id, *kind; -1 for a
  * key that is not a snapshot's. */
 static int parse_key(const struct tg__coll_s3 *b, const char *key,
-                     uint64_t *id, bool *index) {
+                     uint64_t *id, tg__coll_obj_t *kind) {
   size_t pl = strlen(b->prefix);
   if (strncmp(key, b->prefix, pl) != 0 ||
       strncmp(key + pl, SNAP_DIR, strlen(SNAP_DIR)) != 0)
     return -1;
   const char *name = key + pl + strlen(SNAP_DIR);
   if (tg_coll_id_parse_file_name(name, 0, id) == 0) {
-    *index = false;
+    *kind = TG__COLL_OBJ_TRACE;
     return 0;
   }
   if (tg_coll_id_parse_index_name(name, 0, id) == 0) {
-    *index = true;
+    *kind = TG__COLL_OBJ_INDEX;
+    return 0;
+  }
+  size_t n = strlen(name);
+  if (n == TG_COLL_ID_DIGITS + strlen(TG_COLL_META_SUFFIX) &&
+      !strcmp(name + TG_COLL_ID_DIGITS, TG_COLL_META_SUFFIX) &&
+      tg_coll_id_parse(name, TG_COLL_ID_DIGITS, id) == 0) {
+    *kind = TG__COLL_OBJ_META;
     return 0;
   }
   return -1;
+}
+
+int tg__coll_s3_parse_key(tg_coll_store_t *s, const char *key, uint64_t *id,
+                          tg__coll_obj_t *kind) {
+  return parse_key(s->s3, key, id, kind);
 }
 
 typedef struct sweep {
@@ -448,8 +578,9 @@ static int collect(sweep_t *sw, const char *key, const char *upload_id) {
 static int on_upload(void *ctx, const tg_s3_upload_t *u) {
   sweep_t *sw = ctx;
   uint64_t id;
-  bool index;
-  if (parse_key(sw->s->s3, u->key, &id, &index) != 0 || index)
+  tg__coll_obj_t kind;
+  if (parse_key(sw->s->s3, u->key, &id, &kind) != 0 ||
+      kind != TG__COLL_OBJ_TRACE)
     return 0; /* not a snapshot's: not ours to abort */
   if (tg__coll_row_keeps(sw->s, id, TG_COLL_STATE_BIT(TG_COLL_PENDING)))
     return 0;
@@ -469,8 +600,8 @@ static int on_upload(void *ctx, const tg_s3_upload_t *u) {
 static int on_object(void *ctx, const tg_s3_object_t *o) {
   sweep_t *sw = ctx;
   uint64_t id;
-  bool index;
-  if (parse_key(sw->s->s3, o->key, &id, &index) != 0) {
+  tg__coll_obj_t kind;
+  if (parse_key(sw->s->s3, o->key, &id, &kind) != 0) {
     TG_WARN("store: %s in the bucket is not a snapshot; left alone", o->key);
     sw->rec->foreign++;
     return 0;
@@ -494,7 +625,7 @@ static int on_object(void *ctx, const tg_s3_object_t *o) {
 static int check_object(tg_coll_store_t *s, const tg_coll_snapshot_t *r,
                         tg_coll_recovery_t *rec) {
   char key[TG_S3_KEY_MAX + 1];
-  object_key(s->s3, r->id, false, key);
+  object_key(s->s3, r->id, TG__COLL_OBJ_TRACE, key);
   uint64_t size = 0;
   int err = tg_s3_head(s->s3->c, key, &size, NULL);
   const char *why = NULL;
@@ -542,8 +673,10 @@ int tg__coll_s3_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec) {
 
 void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id) {
   char key[TG_S3_KEY_MAX + 1];
-  for (int index = 0; index < 2; index++) {
-    object_key(s->s3, id, index, key);
+  static const tg__coll_obj_t kinds[] = {
+      TG__COLL_OBJ_TRACE, TG__COLL_OBJ_INDEX, TG__COLL_OBJ_META};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+    object_key(s->s3, id, kinds[i], key);
     int err = tg_s3_delete(s->s3->c, key);
     if (err)
       TG_WARN("store: %s: delete: %s (removed at the next open)", key,
@@ -554,7 +687,7 @@ void tg__coll_s3_remove(tg_coll_store_t *s, uint64_t id) {
 int tg__coll_s3_presign(tg_coll_store_t *s, uint64_t id, int64_t now_s,
                         uint32_t expires_s, char *url, size_t cap) {
   char key[TG_S3_KEY_MAX + 1];
-  object_key(s->s3, id, false, key);
+  object_key(s->s3, id, TG__COLL_OBJ_TRACE, key);
   return tg_s3_presign_get(s->s3->c, key, now_s, expires_s, url, cap);
 }
 
@@ -579,7 +712,8 @@ int tg_coll_store_fetch_new(tg_coll_store_t *s, uint64_t id, bool index,
     tg_coll_fetch_free(f);
     return err;
   }
-  object_key(s->s3, id, index, f->key);
+  object_key(s->s3, id, index ? TG__COLL_OBJ_INDEX : TG__COLL_OBJ_TRACE,
+             f->key);
   *out = f;
   return 0;
 }
@@ -607,7 +741,7 @@ void tg_coll_fetch_free(tg_coll_fetch_t *f) {
 int tg__coll_s3_open_object(tg_coll_store_t *s, uint64_t id, bool index,
                             int *fd) {
   char key[TG_S3_KEY_MAX + 1];
-  object_key(s->s3, id, index, key);
+  object_key(s->s3, id, index ? TG__COLL_OBJ_INDEX : TG__COLL_OBJ_TRACE, key);
   int f = openat(s->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (f < 0) return -errno;
   int err = tg_s3_get(s->s3->c, key, 0, 0, to_fd, &f);

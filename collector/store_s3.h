@@ -5,6 +5,7 @@
  *
  *   <prefix>snapshots/<id>.pftrace   a finished snapshot (live row)
  *   <prefix>snapshots/<id>.index     its host index, if any
+ *   <prefix>snapshots/<id>.meta      its sidecar: the row (snap_meta.h)
  *
  * A snapshot streams into a multipart upload of that key while it is
  * written (parts of part_size bytes, uploaded in parallel by queue_parts
@@ -18,7 +19,8 @@
  *   sync:    the last part uploaded -> the upload completed (the object
  *            exists, no row says so) -> index PUT (If-None-Match: *) ->
  *            HEAD: the object's size is the bytes written
- *   finish:  [sync] -> row COMPLETE/PARTIAL committed
+ *   finish:  [sync] -> sidecar PUT (If-None-Match: *) -> row
+ *            COMPLETE/PARTIAL committed
  *   abort, or finish failing: the upload aborted, or the objects deleted
  *   delete:  row deleted (committed) -> objects deleted
  *   open:    PENDING rows nobody writes -> FAILED; uploads under the
@@ -36,9 +38,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/snap_meta.h"
 #include "collector/store.h"
 
 typedef struct tg__coll_s3_writer tg__coll_s3_writer_t;
+
+/* A snapshot's objects: its trace, its host index, its sidecar. */
+typedef enum tg__coll_obj {
+  TG__COLL_OBJ_TRACE = 0,
+  TG__COLL_OBJ_INDEX = 1,
+  TG__COLL_OBJ_META = 2,
+} tg__coll_obj_t;
 
 /* Connects the store to its bucket (the store's own client, used on the
  * store's thread). 0 or -errno. */
@@ -55,10 +65,29 @@ int tg__coll_s3_write(tg__coll_s3_writer_t *w, const void *p, size_t n);
  * |index| may be NULL; |bytes| is what the writer counted. */
 int tg__coll_s3_seal(tg__coll_s3_writer_t *w,
                      const tg_coll_index_builder_t *index, uint64_t bytes);
+/* The sidecar (snap_meta.h) of a sealed snapshot, PUT with
+ * If-None-Match: * before its row is committed; |in|'s etag and index are
+ * set from the writer's. 0, -EEXIST (a sidecar is there), the client's
+ * error. */
+int tg__coll_s3_put_meta(tg__coll_s3_writer_t *w, tg_coll_meta_in_t *in);
+/* Writes live snapshot |id|'s sidecar again from its row (after a pin or
+ * a host's problems changed it): unconditional, last writer wins; a
+ * failure is logged, the row stands. */
+void tg__coll_s3_refresh_meta(tg_coll_store_t *s, uint64_t id);
 /* Removes what the writer put in the bucket (upload or objects). */
 void tg__coll_s3_discard(tg__coll_s3_writer_t *w);
 /* Frees the writer (its thread joined). */
 void tg__coll_s3_free(tg__coll_s3_writer_t *w);
+
+/* The rebuild's view of the bucket (store_rebuild.c): the store's
+ * client, prefix ("" or ending in '/'), keys and their parse (0 and
+ * *id, *kind; -1: not a snapshot's key). */
+tg_s3_client_t *tg__coll_s3_client(tg_coll_store_t *s);
+const char *tg__coll_s3_prefix(tg_coll_store_t *s);
+void tg__coll_s3_key(tg_coll_store_t *s, uint64_t id, tg__coll_obj_t kind,
+                     char out[TG_S3_KEY_MAX + 1]);
+int tg__coll_s3_parse_key(tg_coll_store_t *s, const char *key, uint64_t *id,
+                          tg__coll_obj_t *kind);
 
 /* Recovery's bucket half (after the catalog's interrupt). */
 int tg__coll_s3_recover(tg_coll_store_t *s, tg_coll_recovery_t *rec);

@@ -35,6 +35,9 @@ struct tg_coll_writer {
   bool synced;  /* fsync()ed since the last write */
   const tg_coll_index_builder_t *index; /* borrowed; NULL: none */
   tg__coll_s3_writer_t *s3; /* a bucket's store: the upload, not fd */
+  /* A bucket's store: what begin recorded, for the sidecar. */
+  int64_t started_ms;
+  char *trigger, *reason, *origin;
 };
 
 uint64_t tg_coll_writer_id(const tg_coll_writer_t *w) { return w->id; }
@@ -51,8 +54,9 @@ static int fail_row(tg_coll_store_t *s, uint64_t id, const char *why) {
 int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
                         tg_coll_writer_t **out, uint64_t *id) {
   uint64_t nid;
+  int64_t started_ms = tg__coll_now(s);
   /* The row first, committed: from here on the id cannot be lost. */
-  int err = s->cat->ops->begin(s->cat, b, tg__coll_now(s), &nid);
+  int err = s->cat->ops->begin(s->cat, b, started_ms, &nid);
   if (err) return err;
   tg__coll_step(s, TG_COLL_STEP_BEGUN, nid);
   char why[128];
@@ -65,11 +69,19 @@ int tg_coll_store_begin(tg_coll_store_t *s, const tg_coll_begin_t *b,
   tg_coll_id_file_name(nid, 1, name);
   if (s->s3) {
     w->fd = -1;
-    if ((err = tg__coll_s3_begin(s, nid, &w->s3))) {
+    w->started_ms = started_ms;
+    w->trigger = strdup(b->trigger);
+    w->reason = strdup(b->reason ? b->reason : "");
+    w->origin = strdup(b->origin ? b->origin : "");
+    if (!w->trigger || !w->reason || !w->origin) err = -ENOMEM;
+    if (err || (err = tg__coll_s3_begin(s, nid, &w->s3))) {
       snprintf(why, sizeof(why), "cannot start its upload: %s",
                tg_strerror(err));
       TG_ERROR("store: snapshot %016llx: %s", (unsigned long long)nid, why);
       fail_row(s, nid, why);
+      free(w->trigger);
+      free(w->reason);
+      free(w->origin);
       free(w);
       return err;
     }
@@ -138,6 +150,9 @@ static void release(tg_coll_store_t *s, tg_coll_writer_t *w) {
   if (w->fd >= 0) close(w->fd);
   tg__coll_s3_free(w->s3);
   s->writers--;
+  free(w->trigger);
+  free(w->reason);
+  free(w->origin);
   free(w);
 }
 
@@ -270,6 +285,17 @@ int tg_coll_store_finish(tg_coll_store_t *s, tg_coll_writer_t *w,
   if (live && (err = publish(s, w, why, sizeof(why)))) goto fail;
   if (!live) drop(s, w); /* no host delivered: nothing to keep */
   f.finished_ms = tg__coll_now(s);
+  /* A bucket's sidecar before the row: a live row never lacks one, so
+   * the catalog can be made again from the bucket (snap_meta.h). */
+  if (live && w->s3) {
+    tg_coll_begin_t b = {w->trigger, w->reason, w->origin};
+    tg_coll_meta_in_t in = {.id = id, .started_ms = w->started_ms,
+                            .begin = &b, .finish = &f};
+    if ((err = tg__coll_s3_put_meta(w->s3, &in))) {
+      snprintf(why, sizeof(why), "sidecar: %s", tg_strerror(err));
+      goto fail;
+    }
+  }
   if ((err = s->cat->ops->finish(s->cat, id, &f))) {
     snprintf(why, sizeof(why), "catalog: %s", tg_strerror(err));
     if (live && w->s3) {

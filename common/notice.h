@@ -520,6 +520,15 @@
     "a snapshot object in the bucket has no row in the catalog (a lost or "  \
     "new catalog, or a delete cut short): kept, never removed at open; the " \
     "object follows (the first eight, then a count)")                        \
+  X(COLLECTOR_REBUILD_REFUSED, 5086, "tracegate-collector",                  \
+    "rebuilding the catalog: a snapshot's sidecar could not be read or "     \
+    "does not describe its object (missing, another size, ETag or crc32); "  \
+    "the id and why follow; its row is FAILED, or absent when the sidecar "  \
+    "itself was refused")                                                    \
+  X(COLLECTOR_REBUILD_NO_SIDECAR, 5087, "tracegate-collector",               \
+    "rebuilding the catalog: a snapshot object in the bucket has no "        \
+    "sidecar (stored before sidecars were written): no row is made for it, " \
+    "the object is kept and its id is never handed out again")               \
   X(COLLECTOR_HOST_TOO_SLOW, 5050, "tracegate-collector",                     \
     "a snapshot's host read its clone slower than clone_min_rate over "       \
     "clone_timeout and failed for that snapshot; what it sent before stays "  \

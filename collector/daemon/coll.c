@@ -239,12 +239,7 @@ int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
   return 0;
 }
 
-int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
-  if (coll_prepare(c, loop, cfg) < 0) return -1;
-  if (coll_symbols_check(c) < 0) return -1;
-  /* --check-config: the inventory is read, nothing started. */
-  if (c->check_only) return coll_hosts_start(c);
-
+int coll_store_open(coll_t *c) {
   tg_coll_store_config_t sc = {
       .dir = c->cfg.store,
       .retention = {.max_bytes = c->cfg.retention_max_bytes,
@@ -310,7 +305,15 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
     TG_WARN("%s store %s: %u objects in the bucket have no row in the "
             "catalog; kept", TG_NOTE(COLLECTOR_BUCKET_UNROWED), c->cfg.store,
             rec.unrowed_kept);
+  return 0;
+}
 
+int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg) {
+  if (coll_prepare(c, loop, cfg) < 0) return -1;
+  if (coll_symbols_check(c) < 0) return -1;
+  /* --check-config: the inventory is read, nothing started. */
+  if (c->check_only) return coll_hosts_start(c);
+  if (coll_store_open(c) < 0) return -1;
   if (coll_hosts_start(c) < 0) return -1;
   TG_INFO("%zu of %zu hosts in shard %u/%u; rings under '%s'",
          c->n, c->inventory, c->cfg.shard_index, c->cfg.shard_count,

@@ -264,6 +264,16 @@ int coll_start(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
  * daemon's modules can be driven from here (the unit tests do). Prints
  * what is wrong to stderr and returns -1. */
 int coll_prepare(coll_t *c, uv_loop_t *loop, tg_coll_config_t *cfg);
+/* coll_start's store: c->cfg's catalog (SQLite in the store directory,
+ * or PostgreSQL: c->shared) and store, recovered (store.h). Prints what
+ * is wrong to stderr and returns -1. */
+int coll_store_open(coll_t *c);
+/* --rebuild-catalog (rebuild.c): |cfg| moved in; the store opened, the
+ * catalog rebuilt from the bucket's sidecars, progress on stderr, one
+ * JSON line of what was done on stdout. Returns the exit status: 0 every
+ * snapshot in the bucket has its row as its sidecar says, 3 done but
+ * some were refused, failed or had no sidecar, 1 could not run. */
+int coll_rebuild(coll_t *c, tg_coll_config_t *cfg);
 /* Stops the listener, the triggers and the restarts; the snapshots under
  * way are finished with what has come (coll_snap_cut); then the loop stops.
  * Nothing is torn down: the process exits, its connections with it, and

@@ -65,19 +65,29 @@ static const char about[] =
       "The config file's keys, the HTTP API and the metrics: docs/collector.md.\n"
       "  tracegate-collector --config /etc/tracegate-collector/collector.conf\n"
       "  tracegate-collector --config collector.conf --check-config\n"
+      "  tracegate-collector --config collector.conf --rebuild-catalog\n"
       "\n"
       "SIGHUP, or a change of the inventory file, reads the inventory again:\n"
       "hosts that stay are not touched, new ones start, removed ones have\n"
       "their ring ended. SIGHUP also reads authz and http_crl again: HTTPS\n"
       "connections they no longer allow end.\n"
       "\n"
-      "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed),\n"
-      "1 could not start (config, store, TLS, listener), 2 usage.\n";
+      "--rebuild-catalog makes a lost catalog again from the bucket's\n"
+      "sidecars (docs/collector.md, \"Rebuilding the catalog from the\n"
+      "bucket\"), with no collector running on it; progress on stderr, one\n"
+      "JSON line of what was done on stdout. Running it again inserts\n"
+      "nothing new.\n"
+      "\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT (or --check-config passed, or\n"
+      "--rebuild-catalog gave every snapshot its row), 1 could not start\n"
+      "(config, store, TLS, listener), 2 usage, 3 --rebuild-catalog done but\n"
+      "some snapshots were refused, failed or had no sidecar (the JSON line\n"
+      "names them).\n";
 
 int main(int argc, char **argv) {
   const char *config = NULL, *shard = NULL;
   int log_level = TG_LOG_INFO;
-  bool check = false;
+  bool check = false, rebuild = false;
   uint64_t ready_fd = 0;
   const tg_flag_t flags[] = {
       {"config", TG_FLAG_STRING, &config, "FILE",
@@ -88,6 +98,10 @@ int main(int argc, char **argv) {
       {"check-config", TG_FLAG_BOOL, &check, NULL,
        "read the config, the inventory and the flight config, say what is "
        "wrong, and exit (0: all good)", 0, 0},
+      {"rebuild-catalog", TG_FLAG_BOOL, &rebuild, NULL,
+       "make the catalog again from the bucket's snapshot sidecars, print "
+       "a JSON summary, and exit (no collector may run on the catalog)", 0,
+       0},
       {"ready-fd", TG_FLAG_UINT, &ready_fd, "FD",
        "write \"ready PORT\\n\" to this fd once the HTTP listener is up "
        "(PORT: its port, for listen = ...:0; with health_listen \"ready PORT "
@@ -122,6 +136,7 @@ int main(int argc, char **argv) {
     tg_coll_config_free(&cfg);
     return TG_EXIT_USAGE;
   }
+  if (rebuild) return coll_rebuild(&coll, &cfg);
   coll.ready_fd = (int)ready_fd;
   coll.check_only = check;
   uv_loop_t *loop = uv_default_loop();

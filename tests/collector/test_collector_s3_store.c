@@ -25,6 +25,7 @@
 #include "coll_pg.h"
 #include "coll_rgw.h"
 #include "collector/s3_client.h"
+#include "collector/snap_meta.h"
 #include "collector/store.h"
 
 #define BUCKET "tg-store"
@@ -163,6 +164,38 @@ static void object_key(fx_t *f, uint64_t id, char *out, size_t cap) {
            (unsigned long long)id);
 }
 
+static void meta_key(fx_t *f, uint64_t id, char *out, size_t cap) {
+  snprintf(out, cap, "%ssnapshots/%016llx.meta", f->prefix,
+           (unsigned long long)id);
+}
+
+typedef struct text {
+  char *p;
+  size_t n;
+} text_t;
+
+static int to_text(void *ctx, const void *p, size_t n) {
+  text_t *t = ctx;
+  char *q = realloc(t->p, t->n + n + 1);
+  if (!q) return -ENOMEM;
+  memcpy(q + t->n, p, n);
+  t->p = q;
+  t->n += n;
+  q[t->n] = '\0';
+  return 0;
+}
+
+/* Snapshot |id|'s sidecar, parsed, into *m (free with tg_coll_meta_free). */
+static void read_meta(fx_t *f, uint64_t id, tg_coll_meta_t *m) {
+  char key[128], why[256];
+  meta_key(f, id, key, sizeof key);
+  text_t t = {0};
+  assert_int_equal(tg_s3_get(f->c, key, 0, 0, to_text, &t), 0);
+  int err = tg_coll_meta_parse(t.p, t.n, m, why, sizeof why);
+  if (err) fail_msg("%s: %s", key, why);
+  free(t.p);
+}
+
 static int count_upload(void *ctx, const tg_s3_upload_t *u) {
   (void)u;
   (*(unsigned *)ctx)++;
@@ -207,6 +240,29 @@ static void stored_and_read_back(void **state) {
   assert_int_equal(size, n);
   assert_non_null(strstr(etag, "-3\""));
   assert_int_equal(uploads(f), 0);
+  /* Its sidecar says what its row says, and the object's ETag. */
+  tg_coll_meta_t m;
+  read_meta(f, id, &m);
+  assert_int_equal(m.id, id);
+  assert_int_equal(m.state, TG_COLL_COMPLETE);
+  assert_int_equal(m.bytes, row.bytes);
+  assert_int_equal(m.crc32, row.crc32);
+  assert_int_equal(m.started_ms, row.started_ms);
+  assert_int_equal(m.finished_ms, row.finished_ms);
+  assert_string_equal(m.trigger, "test");
+  assert_string_equal(m.reason, "s3");
+  assert_string_equal(m.origin, "h1");
+  assert_string_equal(m.etag, etag);
+  assert_false(m.pinned);
+  assert_int_equal(m.n_hosts, 1);
+  assert_string_equal(m.hosts[0].host, "h1");
+  tg_coll_meta_free(&m);
+  /* A pin is written into it too. */
+  assert_int_equal(tg_coll_store_pin(f->store, id, true), 0);
+  read_meta(f, id, &m);
+  assert_true(m.pinned);
+  assert_string_equal(m.etag, etag);
+  tg_coll_meta_free(&m);
 
   int fd = -1;
   assert_int_equal(tg_coll_store_open_file(f->store, id, &fd), 0);
@@ -295,8 +351,9 @@ static void killed_mid_upload(void **state) {
   assert_int_equal(f->rec.interrupted, 1);
   assert_int_equal(f->rec.uploads_aborted, 1);
   assert_int_equal(uploads(f), 0);
-  /* Only the finished snapshot's object is there, and its row is live. */
-  assert_int_equal(objects(f), 1);
+  /* Only the finished snapshot's objects are there (its trace and its
+   * sidecar), and its row is live. */
+  assert_int_equal(objects(f), 2);
   tg_coll_snapshot_t rows[4];
   size_t n = 0;
   tg_coll_filter_t all = TG_COLL_FILTER_INIT;
@@ -336,6 +393,60 @@ static void orphans_and_foreign_objects_at_open(void **state) {
   tg_coll_snapshot_t row;
   assert_int_equal(tg_coll_store_get(f->store, id, &row), 0);
   assert_int_equal(row.state, TG_COLL_FAILED);
+  /* Its sidecar goes with it: a FAILED row keeps no object. */
+  meta_key(f, id, key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  assert_int_equal(objects(f), 1); /* the foreign one */
+}
+
+/* The sidecar is written (If-None-Match: *) before the row commits: one
+ * already at the snapshot's key (another writer's) fails the snapshot,
+ * and nothing of it stays but the other writer's object; so does a trace
+ * already at its key, which is never replaced. */
+static void a_sidecar_already_there_fails_the_snapshot(void **state) {
+  if (skipped) skip();
+  fx_t *f = *state;
+  open_store(f);
+  uint64_t first = snapshot(f, 1, 100);
+  char key[128];
+  meta_key(f, first + 1, key, sizeof key);
+  assert_int_equal(tg_s3_put(f->c, key, "{}", 2, true, NULL), 0);
+  tg_coll_begin_t b = {.trigger = "test"};
+  tg_coll_writer_t *w = NULL;
+  uint64_t id = 0;
+  assert_int_equal(tg_coll_store_begin(f->store, &b, &w, &id), 0);
+  assert_int_equal(id, first + 1);
+  write_data(w, 2, 100);
+  tg_coll_host_result_t h = {.host = "h1", .outcome = TG_COLL_HOST_OK,
+                             .bytes = 100, .packets = 1};
+  tg_coll_result_t r = {.packets = 1, .hosts = &h, .n_hosts = 1};
+  assert_int_equal(tg_coll_store_finish(f->store, w, &r), -EEXIST);
+  tg_coll_snapshot_t row;
+  assert_int_equal(tg_coll_store_get(f->store, id, &row), 0);
+  assert_int_equal(row.state, TG_COLL_FAILED);
+  assert_non_null(strstr(row.failure, "sidecar"));
+  char trace[128];
+  object_key(f, id, trace, sizeof trace);
+  assert_int_equal(tg_s3_head(f->c, trace, NULL, NULL), -ENOENT);
+  text_t t = {0};
+  assert_int_equal(tg_s3_get(f->c, key, 0, 0, to_text, &t), 0);
+  assert_string_equal(t.p, "{}");
+  free(t.p);
+
+  /* A trace already at the next id's key (a catalog behind the bucket):
+   * the snapshot fails before its upload, the object stays whole. */
+  object_key(f, id + 1, trace, sizeof trace);
+  assert_int_equal(tg_s3_put(f->c, trace, "old", 3, true, NULL), 0);
+  assert_int_equal(tg_coll_store_begin(f->store, &b, &w, &id), 0);
+  write_data(w, 3, 100);
+  assert_int_equal(tg_coll_store_finish(f->store, w, &r), -EEXIST);
+  assert_int_equal(tg_coll_store_get(f->store, id, &row), 0);
+  assert_int_equal(row.state, TG_COLL_FAILED);
+  t = (text_t){0};
+  assert_int_equal(tg_s3_get(f->c, trace, 0, 0, to_text, &t), 0);
+  assert_string_equal(t.p, "old");
+  free(t.p);
+  assert_int_equal(uploads(f), 0);
 }
 
 static void delete_and_retention_remove_objects(void **state) {
@@ -346,7 +457,7 @@ static void delete_and_retention_remove_objects(void **state) {
   uint64_t a = snapshot(f, 1, 1000);
   uint64_t b = snapshot(f, 2, 1000);
   uint64_t c = snapshot(f, 3, 1000);
-  assert_int_equal(objects(f), 3);
+  assert_int_equal(objects(f), 6); /* traces and sidecars */
   /* Over max_bytes: retention deletes one (which one is the policy's,
    * retention.h), and its object goes with its row. */
   tg_coll_retained_t r;
@@ -365,13 +476,15 @@ static void delete_and_retention_remove_objects(void **state) {
   char key[128];
   object_key(f, gone, key, sizeof key);
   assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
-  assert_int_equal(objects(f), 2);
+  meta_key(f, gone, key, sizeof key);
+  assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
+  assert_int_equal(objects(f), 4);
   /* A delete takes the object with the row. */
   uint64_t del = rem[0], left = rem[1];
   assert_int_equal(tg_coll_store_delete(f->store, del), 0);
   object_key(f, del, key, sizeof key);
   assert_int_equal(tg_s3_head(f->c, key, NULL, NULL), -ENOENT);
-  assert_int_equal(objects(f), 1);
+  assert_int_equal(objects(f), 2);
   int fd = -1;
   assert_int_equal(tg_coll_store_open_file(f->store, del, &fd), -ENOENT);
   assert_int_equal(tg_coll_store_open_file(f->store, left, &fd), 0);
@@ -486,6 +599,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(two_collectors_share_the_bucket, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(
+          a_sidecar_already_there_fails_the_snapshot, setup, teardown),
       cmocka_unit_test_setup_teardown(bucket_gone_mid_snapshot, setup,
                                       teardown),
   };

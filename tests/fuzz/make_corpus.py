@@ -941,6 +941,56 @@ def snap_index_corpus():
     }
 
 
+# --- fuzz_snap_meta -------------------------------------------------------------
+
+def snap_meta_corpus():
+    """A sidecar (collector/snap_meta.h) of a partial snapshot, one of a
+    complete one, a host failed part-way, non-ASCII text; then ones the
+    parser refuses: a count over 64 bits' signed range, a state the
+    hosts do not give, an id not the object's, a duplicate key, text cut
+    short, nothing."""
+    import json
+    base = {"format": "tracegate-snapshot-meta", "version": 1,
+            "id": "000000000000002a",
+            "object": "snapshots/000000000000002a.pftrace",
+            "state": "partial", "pinned": True, "started_ms": 42,
+            "finished_ms": 99, "trigger": "oom", "reason": "why",
+            "origin": "o", "bytes": 600, "crc32": 4277009102,
+            "etag": "\"e-1\"", "index": True, "packets": 6, "loss": 5,
+            "n_hosts_failed": 1,
+            "hosts": [{"host": "alpha:7000", "name": "a", "outcome": "ok",
+                       "error": "", "problems": "", "bytes": 600,
+                       "packets": 6, "loss": 2, "window_first_ms": -10,
+                       "window_last_ms": 20},
+                      {"host": "beta:7000", "name": "", "outcome": "failed",
+                       "error": "gone", "problems": "[]", "bytes": 0,
+                       "packets": 0, "loss": 3, "window_first_ms": 0,
+                       "window_last_ms": 0}]}
+
+    def text(obj):
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+    def edit(**kv):
+        c = json.loads(json.dumps(base))
+        c.update(kv)
+        return c
+    partial_host = edit()
+    partial_host["hosts"][1]["outcome"] = "partial"
+    return {
+        "partial": text(base),
+        "complete": text(edit(state="complete", hosts=base["hosts"][:1],
+                              loss=2, n_hosts_failed=0)),
+        "partial_host": text(partial_host),
+        "utf8": text(edit(reason="caf\u00e9 \ufffd")),
+        "big_bytes": text(edit(bytes="18446744073709551615")),
+        "state_wrong": text(edit(state="complete")),
+        "id_not_object": text(edit(id="000000000000002b")),
+        "dup_key": b'{"version":1,"version":1}',
+        "truncated": text(base)[:200],
+        "empty": b"",
+    }
+
+
 # --- fuzz_cli_ftrace_loss ------------------------------------------------------
 
 def ftrace_stats(phase, overruns):
@@ -1470,6 +1520,7 @@ def main():
     write("fuzz_cli_ftrace_loss", cli_ftrace_loss_corpus())
     write("fuzz_merge", merge_corpus())
     write("fuzz_snap_index", snap_index_corpus())
+    write("fuzz_snap_meta", snap_meta_corpus())
     write("fuzz_coll_window", coll_window_corpus())
     write("fuzz_perf_record", perf_record_corpus())
     write("fuzz_perf_config", perf_config_corpus())
