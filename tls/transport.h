@@ -27,12 +27,13 @@
  *
  * Output: two plaintext queues, encrypted lazily when the socket can take
  * more (one uv_write in flight, up to ~256 KiB of records per write).
- * Control frames (tg_tls_chan_send_priority, or tg_transport_send_frame()
- * with TG_FRAME_CONTROL; TG_FRAME_BARRIER is tg_tls_chan_send_barrier and
- * TG_FRAME_BULK send()'s queue) go out before bulk frames
+ * Control frames (tg_tls_chan_send_priority) go out before bulk frames
  * that are queued but not yet encrypted; bulk frames keep their order and
  * are never split by a control frame. Frames may be queued before the
- * handshake completes; they are sent after it.
+ * handshake completes; they are sent after it. Through the transport
+ * interface, tg_transport_send_frame()'s TG_FRAME_CONTROL is the control
+ * queue, TG_FRAME_BARRIER tg_tls_chan_send_barrier() and TG_FRAME_BULK
+ * send()'s bulk queue.
  *
  * Input: reading stops while paused (tg_transport_pause_reading); frames
  * already decrypted in the current batch (at most 256 KiB) are still
