@@ -185,21 +185,29 @@ int cli_bridge_main(int argc, char **argv) {
     }
   }
   code = CLI_EXIT_FAIL;
-  if (tg_client_tls_defaults(&ro->tls) < 0) goto out;
+  char why[TG_CLIENT_TLS_ERR_MAX];
+  if (tg_client_tls_defaults(&ro->tls, why, sizeof(why)) < 0) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
+    goto out;
+  }
   if (ro->hosts_file && !ro->tls.ca) {
     fprintf(stderr, "%s: --hosts needs --ca (the CA that signed the relays' "
             "certificates), --cert and --key\n", prog);
     goto out;
   }
-  if (ro->tls.ca &&
-      tg_client_tls_load(ro->tls.cert, ro->tls.key, ro->tls.ca, &cfg.tls) < 0)
+  if (ro->tls.ca && tg_client_tls_load(ro->tls.cert, ro->tls.key, ro->tls.ca,
+                                       &cfg.tls, why, sizeof(why)) < 0) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
     goto out;
+  }
   cfg.server_name = ro->server_name;
   if (ro->hosts_file) {
-    if (tg_targets_load(ro->hosts_file, &cfg.hosts, &cfg.n_hosts, MAX_HOSTS) <
-            0 ||
-        tg_targets_name(cfg.hosts, cfg.n_hosts) < 0)
+    if (tg_targets_load(ro->hosts_file, &cfg.hosts, &cfg.n_hosts, MAX_HOSTS,
+                        why, sizeof(why)) < 0 ||
+        tg_targets_name(cfg.hosts, cfg.n_hosts, why, sizeof(why)) < 0) {
+      fprintf(stderr, CLI_PROG ": %s\n", why);
       goto out;
+    }
     if (!cfg.hosts) { /* an empty file allows no host */
       cfg.hosts = calloc(1, sizeof(*cfg.hosts));
       if (!cfg.hosts) goto out;

@@ -152,10 +152,16 @@ int cli_connect_any(cli_conn_t *cc, uv_loop_t *loop, const char *addr,
     tg_client_tls_files_t *full = malloc(sizeof(*full));
     if (!full) return -1;
     *full = ro->tls;
-    int rv = tg_client_tls_defaults(full);
-    if (rv == 0) rv = tg_client_tls_load(full->cert, full->key, full->ca, tls);
+    char why[TG_CLIENT_TLS_ERR_MAX];
+    int rv = tg_client_tls_defaults(full, why, sizeof(why));
+    if (rv == 0)
+      rv = tg_client_tls_load(full->cert, full->key, full->ca, tls, why,
+                              sizeof(why));
     free(full);
-    if (rv < 0) return -1;
+    if (rv < 0) {
+      fprintf(stderr, CLI_PROG ": %s\n", why);
+      return -1;
+    }
   }
   tg_remote_env_t env = {.loop = loop, .tls = *tls,
                          .server_name = ro->server_name};

@@ -371,12 +371,15 @@ static int open_sessions(fleet_t *f, tg_tls_config_t *tls) {
   if (!on) f->sessions_path[0] = 0;
   uint8_t own[TG_TLS_FINGERPRINT_SIZE], ca[TG_TLS_FINGERPRINT_SIZE];
   tg_tls_config_fingerprints(tls, own, ca);
+  char warn[TG_SC_WARN_MAX];
   if (tg_session_cache_new(own, ca, &f->sessions) < 0 ||
       (on && tg_session_cache_load(f->sessions, f->sessions_path,
-                                   (uint64_t)time(NULL)) < 0)) {
+                                   (uint64_t)time(NULL), warn,
+                                   sizeof(warn)) < 0)) {
     fprintf(stderr, CLI_PROG " record: out of memory\n");
     return -1;
   }
+  if (on && warn[0]) fprintf(stderr, CLI_PROG ": warning: %s\n", warn);
   f->env.sessions = f->sessions;
   return 0;
 }
@@ -469,9 +472,11 @@ int fleet_record(const record_opts_t *o, Perfetto__Protos__TraceConfig *cfg,
     fprintf(stderr, CLI_PROG ": %s aborted\n", TG_NOTE(ABORTED));
     code = CLI_EXIT_ABORTED;
   } else {
-    if (f->sessions_path[0])
-      (void)tg_session_cache_store(f->sessions, f->sessions_path,
-                                   (uint64_t)time(NULL)); /* warns */
+    char why[TG_SC_WARN_MAX];
+    if (f->sessions_path[0] &&
+        tg_session_cache_store(f->sessions, f->sessions_path,
+                               (uint64_t)time(NULL), why, sizeof(why)) < 0)
+      fprintf(stderr, CLI_PROG ": warning: %s\n", why);
     size_t with_failures = 0;
     for (size_t i = 0; i < n; i++) {
       fleet_host_t *h = &f->hosts[i];

@@ -634,9 +634,13 @@ static int record_remote(record_opts_t *o) {
     }
     n++;
   }
+  char why[TG_CLIENT_TLS_ERR_MAX];
   if (o->remote.hosts_file &&
-      tg_targets_load(o->remote.hosts_file, &targets, &n, FLEET_MAX_HOSTS) < 0)
+      tg_targets_load(o->remote.hosts_file, &targets, &n, FLEET_MAX_HOSTS, why,
+                      sizeof(why)) < 0) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
     goto out;
+  }
   if (n == 0) {
     fprintf(stderr, CLI_PROG " record: %s lists no hosts\n", o->remote.hosts_file);
     goto out;
@@ -645,7 +649,10 @@ static int record_remote(record_opts_t *o) {
     fprintf(stderr, CLI_PROG " record: at most %d hosts\n", FLEET_MAX_HOSTS);
     goto out;
   }
-  if (tg_targets_name(targets, n) < 0) goto out;
+  if (tg_targets_name(targets, n, why, sizeof(why)) < 0) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
+    goto out;
+  }
   if (n > 1 && !o->merge && !o->attach && looks_like_a_trace_file(o->out)) {
     fprintf(stderr, CLI_PROG " record: -o %s names a trace file, but %zu hosts "
             "without --merge write one trace each into a directory: give "
@@ -656,10 +663,13 @@ static int record_remote(record_opts_t *o) {
   bool need_tls = false;
   for (size_t i = 0; i < n; i++) need_tls |= targets[i].kind == TG_TARGET_TLS;
   /* The flags, else the environment or the config file. */
-  if (need_tls && (tg_client_tls_defaults(&o->remote.tls) < 0 ||
-                   tg_client_tls_load(o->remote.tls.cert, o->remote.tls.key,
-                                      o->remote.tls.ca, &tls) < 0))
+  if (need_tls &&
+      (tg_client_tls_defaults(&o->remote.tls, why, sizeof(why)) < 0 ||
+       tg_client_tls_load(o->remote.tls.cert, o->remote.tls.key,
+                          o->remote.tls.ca, &tls, why, sizeof(why)) < 0)) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
     goto out;
+  }
   if (!o->attach) {
     cfg = make_config(o);
     if (!cfg) goto out;

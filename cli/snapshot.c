@@ -475,7 +475,11 @@ int cli_snap_check_usage(const char *prog, snap_opts_t *o,
     }
     return 0;
   }
-  if (tg_client_tls_defaults(&o->tls) < 0) return -1;
+  char why[TG_CLIENT_TLS_ERR_MAX];
+  if (tg_client_tls_defaults(&o->tls, why, sizeof(why)) < 0) {
+    fprintf(stderr, CLI_PROG ": %s\n", why);
+    return -1;
+  }
   if (!o->tls.ca || !o->tls.cert || !o->tls.key) {
     fprintf(stderr, "%s: an https:// collector needs --ca, --cert and --key "
             "(or $TRACEGATE_CA, $TRACEGATE_CERT, $TRACEGATE_KEY, or the config "

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client/prog.h"
 #include "client/target.h"
 #include "common/config_text.h"
 #include "common/read_file.h"
@@ -167,23 +166,20 @@ int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
 }
 
 int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
-                    size_t max) {
+                    size_t max, char *err, size_t errn) {
   char *text = NULL;
   size_t len = 0;
   int rv = tg_read_regular_file(path, MAX_HOSTS_FILE, &text, &len);
   if (rv < 0) {
     char why[96];
-    fprintf(stderr, TG_CLIENT_PROG ": cannot read the hosts file %s: %s\n",
-            path, tg_read_file_why(why, sizeof(why), rv, MAX_HOSTS_FILE));
-    return -1;
+    snprintf(err, errn, "cannot read the hosts file %s: %s", path,
+             tg_read_file_why(why, sizeof(why), rv, MAX_HOSTS_FILE));
+    return rv;
   }
-  char err[400];
+  char why[400];
   unsigned line = 0;
-  rv = tg_hosts_parse(text, len, list, n, max, &line, err, sizeof(err));
+  rv = tg_hosts_parse(text, len, list, n, max, &line, why, sizeof(why));
   free(text);
-  if (rv < 0) {
-    fprintf(stderr, TG_CLIENT_PROG ": %s:%u: %s\n", path, line, err);
-    return -1;
-  }
-  return 0;
+  if (rv < 0) snprintf(err, errn, "%s:%u: %s", path, line, why);
+  return rv < 0 ? rv : 0;
 }

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "common/notice.h"
-#include "client/prog.h"
 #include "client/remote.h"
 #include "client/session_cache.h"
 #include "common/printable.h"
@@ -144,24 +143,22 @@ static tg_remote_t *remote_new(uv_loop_t *loop, tg_target_kind_t kind) {
 /* --- TLS ----------------------------------------------------------------- */
 
 int tg_client_tls_load(const char *cert, const char *key, const char *ca,
-                       tg_tls_config_t **out) {
+                       tg_tls_config_t **out, char *err, size_t errn) {
   if (!ca) {
-    fprintf(stderr, TG_CLIENT_PROG ": --ca FILE is required for -H host:port "
-            "(the CA that signed the relays' certificates)\n");
-    return -1;
+    snprintf(err, errn, "--ca FILE is required for -H host:port (the CA "
+             "that signed the relays' certificates)");
+    return -EINVAL;
   }
   if (!cert != !key) {
-    fprintf(stderr, TG_CLIENT_PROG ": --cert and --key go together\n");
-    return -1;
+    snprintf(err, errn, "--cert and --key go together");
+    return -EINVAL;
   }
   tg_tls_opts_t o = {.server = false, .cert_file = cert, .key_file = key,
                      .ca_file = ca};
-  char err[512] = "";
-  if (tg_tls_config_new(&o, out, err, sizeof(err)) < 0) {
-    fprintf(stderr, TG_CLIENT_PROG ": TLS: %s\n", err);
-    return -1;
-  }
-  return 0;
+  char why[512] = "";
+  int rv = tg_tls_config_new(&o, out, why, sizeof(why));
+  if (rv < 0) snprintf(err, errn, "TLS: %s", why);
+  return rv < 0 ? rv : 0;
 }
 
 /* IPCFrame.msg_request_error = 7 {error = 1}; the field reader skips

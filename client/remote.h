@@ -49,9 +49,11 @@ typedef struct tg_remote_tls_counts {
   uint64_t full, resumed;
 } tg_remote_tls_counts_t;
 
-/* Loads the client TLS configuration. Prints why and returns -1. */
+/* Loads the client TLS configuration (|ca| required; |cert| and |key|
+ * both or neither, named by the CLI's flags in the messages). Returns 0,
+ * or -EINVAL or tg_tls_config_new()'s error with why in |err|. */
 int tg_client_tls_load(const char *cert, const char *key, const char *ca,
-                       tg_tls_config_t **out);
+                       tg_tls_config_t **out, char *err, size_t errn);
 
 typedef struct tg_remote tg_remote_t;
 

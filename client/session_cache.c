@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client/prog.h"
 #include "common/fd_write.h"
 #include "common/fnv1a.h"
 
@@ -345,19 +344,19 @@ int tg_session_cache_resolve(const char *setting, char *path, size_t n) {
   return w > 0 && (size_t)w < n ? 1 : -EINVAL;
 }
 
-static void warn_ignored(const char *path, const char *why) {
-  fprintf(stderr,
-          TG_CLIENT_PROG ": warning: session cache %s %s: ignoring it (full "
-          "TLS handshakes this time; it is rewritten at the end)\n",
-          path, why);
+static void warn_ignored(char *warn, size_t warnn, const char *path,
+                         const char *why) {
+  snprintf(warn, warnn, "session cache %s %s: ignoring it (full TLS "
+           "handshakes this time; it is rewritten at the end)", path, why);
 }
 
 int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
-                          uint64_t now) {
+                          uint64_t now, char *warn, size_t warnn) {
   clear(sc);
+  if (warnn) warn[0] = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
-    if (errno != ENOENT) warn_ignored(path, strerror(errno));
+    if (errno != ENOENT) warn_ignored(warn, warnn, path, strerror(errno));
     return 0;
   }
   struct stat st;
@@ -369,7 +368,7 @@ int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
   else if ((uint64_t)st.st_size > TG_SC_MAX_FILE) why = "is too large";
   if (why) {
     close(fd);
-    warn_ignored(path, why);
+    warn_ignored(warn, warnn, path, why);
     return 0;
   }
   size_t size = (size_t)st.st_size, got = 0;
@@ -387,10 +386,10 @@ int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
   close(fd);
   int rv = 0;
   if (got != size) {
-    warn_ignored(path, "changed while it was read");
+    warn_ignored(warn, warnn, path, "changed while it was read");
   } else {
     rv = tg_session_cache_parse(sc, buf, size, now);
-    if (rv == -EINVAL) warn_ignored(path, "is truncated or corrupt");
+    if (rv == -EINVAL) warn_ignored(warn, warnn, path, "is truncated or corrupt");
     if (rv == -EINVAL || rv == -ENOSPC) rv = 0;
   }
   explicit_bzero(buf, size);
@@ -418,7 +417,7 @@ static int make_dir_of(const char *path) {
 }
 
 int tg_session_cache_store(const tg_session_cache_t *sc, const char *path,
-                           uint64_t now) {
+                           uint64_t now, char *err, size_t errn) {
   tg_buf_t b;
   tg_buf_init(&b, 0);
   int rv = tg_session_cache_serialize(sc, now, &b);
@@ -449,8 +448,8 @@ int tg_session_cache_store(const tg_session_cache_t *sc, const char *path,
   if (rv) unlink(tmp);
 out:
   if (rv)
-    fprintf(stderr, TG_CLIENT_PROG ": warning: cannot write the session "
-            "cache %s: %s\n", path, strerror(-rv));
+    snprintf(err, errn, "cannot write the session cache %s: %s", path,
+             strerror(-rv));
   if (b.data) explicit_bzero(b.data, b.cap);
   tg_buf_free(&b);
   return rv;

@@ -89,17 +89,22 @@ size_t tg_session_cache_count(const tg_session_cache_t *sc);
  * that file. Anything else, or no home for "on": -EINVAL. */
 int tg_session_cache_resolve(const char *setting, char *path, size_t n);
 
+/* The size of a warning about a cache file, a path of up to 1 KiB
+ * included (longer ones are cut). */
+#define TG_SC_WARN_MAX 1536
+
 /* Reads |path| into |sc| at |now|. A missing file is no error; any other
  * problem (not a regular file of ours with mode 0600 or stricter, too
- * large, unreadable, malformed) prints one warning to stderr and leaves
- * the cache empty. Returns 0, or -ENOMEM. */
+ * large, unreadable, malformed) leaves the cache empty and says why in
+ * |warn|, for the caller to warn with; else |warn| is "". Returns 0, or
+ * -ENOMEM. */
 int tg_session_cache_load(tg_session_cache_t *sc, const char *path,
-                          uint64_t now);
+                          uint64_t now, char *warn, size_t warnn);
 
 /* Writes the entries alive at |now| to |path| atomically (its directory
  * made 0700 when missing, the file 0600), or removes the file when none is
- * left. Returns 0 or a -errno after printing a warning. */
+ * left. Returns 0, or a -errno with why in |err|. */
 int tg_session_cache_store(const tg_session_cache_t *sc, const char *path,
-                           uint64_t now);
+                           uint64_t now, char *err, size_t errn);
 
 #endif /* TRACEGATE_CLIENT_SESSION_CACHE_H */

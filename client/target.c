@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/prog.h"
 #include "client/target.h"
 #include "common/fnv1a.h"
 #include "ipc/net_addr.h"
@@ -136,7 +135,8 @@ static int by_label(const void *a, const void *b, void *ctx) {
 
 /* The label of each of the |n| targets (tg_targets_name), unique among
  * them; |order| is room for n indices. */
-static int label_all(tg_target_t *list, size_t n, size_t *order) {
+static int label_all(tg_target_t *list, size_t n, size_t *order, char *err,
+                     size_t errn) {
   for (size_t i = 0; i < n; i++) {
     tg_target_t *t = &list[i];
     const char *l = t->given_label[0] ? t->given_label
@@ -161,10 +161,9 @@ static int label_all(tg_target_t *list, size_t n, size_t *order) {
         tg_target_t *t = &list[order[k]];
         if (t->given_label[0]) {
           if (++given > 1 || round == 1) {
-            fprintf(stderr,
-                    TG_CLIENT_PROG ": label=%s is %s\n", t->label,
-                    given > 1 ? "given to two hosts" : "another host's address");
-            return -1;
+            snprintf(err, errn, "label=%s is %s", t->label,
+                     given > 1 ? "given to two hosts" : "another host's address");
+            return -EINVAL;
           }
         } else {
           snprintf(t->label, sizeof(t->label), "%s", t->spec);
@@ -177,7 +176,7 @@ static int label_all(tg_target_t *list, size_t n, size_t *order) {
 }
 
 /* Sorting and hashing, not every pair: a fleet has thousands of hosts. */
-int tg_targets_name(tg_target_t *list, size_t n) {
+int tg_targets_name(tg_target_t *list, size_t n, char *err, size_t errn) {
   if (n == 0) return 0;
   size_t cap = 16;
   while (cap < 2 * n) cap *= 2;
@@ -185,12 +184,11 @@ int tg_targets_name(tg_target_t *list, size_t n) {
   bool *shared = calloc(n, sizeof(*shared));
   size_t *slots = calloc(cap, sizeof(*slots));
   if (!order || !shared || !slots) {
-    fprintf(stderr, TG_CLIENT_PROG ": out of memory naming %zu hosts\n",
-            n);
+    snprintf(err, errn, "out of memory naming %zu hosts", n);
     free(order);
     free(shared);
     free(slots);
-    return -1;
+    return -ENOMEM;
   }
   for (size_t i = 0; i < n; i++) order[i] = i;
   qsort_r(order, n, sizeof(*order), by_target, list);
@@ -211,12 +209,11 @@ int tg_targets_name(tg_target_t *list, size_t n) {
     run = end;
   }
   if (dup < n) {
-    fprintf(stderr, TG_CLIENT_PROG ": host %s is given twice\n",
-            list[dup].spec);
+    snprintf(err, errn, "host %s is given twice", list[dup].spec);
     free(order);
     free(shared);
     free(slots);
-    return -1;
+    return -EINVAL;
   }
   for (size_t i = 0; i < n; i++) {
     char raw[400];
@@ -238,7 +235,7 @@ int tg_targets_name(tg_target_t *list, size_t n) {
     }
     name_take(list, slots, cap, i);
   }
-  int rv = label_all(list, n, order);
+  int rv = label_all(list, n, order, err, errn);
   free(order);
   free(shared);
   free(slots);

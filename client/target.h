@@ -48,11 +48,13 @@ int tg_target_parse(const char *spec, tg_target_t *t, char *err, size_t n);
 
 /* hosts_file.c. Appends the targets of a hosts file (one per line,
  * "HOST [name=SERVER_NAME] [label=LABEL]", '#' starts a comment, blank
- * lines skipped) to
- * |list| (grown with realloc; |*n| entries, at most |max|). Prints
- * "FILE:LINE: why" and returns -1 on the first bad line or I/O error. */
+ * lines skipped) to |list| (grown with realloc; |*n| entries, at most
+ * |max|). Returns 0, or on the first bad line or a failed read a negative
+ * error as tg_hosts_parse() or tg_read_regular_file() (common/read_file.h)
+ * give it, with "FILE:LINE: why" or "cannot read the hosts file FILE: why"
+ * in |err|. */
 int tg_targets_load(const char *path, tg_target_t **list, size_t *n,
-                    size_t max);
+                    size_t max, char *err, size_t errn);
 /* The same over |len| bytes of text (no NUL needed), in the line grammar
  * of common/config_text.h: 0, or -EINVAL, -E2BIG (more than |max|),
  * -ENOMEM with why in |err| and the line in *|lineno|, or -EFBIG (over
@@ -66,8 +68,9 @@ int tg_hosts_parse(const char *text, size_t len, tg_target_t **list,
  * replaced by '_'; and its |label|, the name the operator knows it by: its
  * label=, else its name= (unless a wildcard), else its spec as given. A
  * name= or spec that another target's label also is gives way to the
- * spec. Returns -1 (after printing why) for a duplicate target, a label=
- * given twice, or a label= that is another target's spec. */
-int tg_targets_name(tg_target_t *list, size_t n);
+ * spec. Returns 0, or with why in |err| -EINVAL for a duplicate target, a
+ * label= given twice, or a label= that is another target's spec, -ENOMEM
+ * for no memory. */
+int tg_targets_name(tg_target_t *list, size_t n, char *err, size_t errn);
 
 #endif /* TRACEGATE_CLIENT_TARGET_H */

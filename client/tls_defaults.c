@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/prog.h"
 #include "common/config_text.h"
 #include "common/notice.h"
 #include "common/read_file.h"
@@ -87,30 +86,29 @@ int tg_client_tls_config_parse(const char *text_untrusted, size_t len,
 }
 
 /* Reads the file's settings into |tf|'s slots that are still empty. */
-static int read_config(tg_client_tls_files_t *tf, const char *path) {
+static int read_config(tg_client_tls_files_t *tf, const char *path, char *err,
+                       size_t errn) {
   char *text = NULL;
   size_t len = 0;
   int rv = tg_read_regular_file(path, kLimits.file_max, &text, &len);
   if (rv == -ENOENT) return 0; /* no file: no defaults */
   if (rv < 0) {
     char why[96];
-    fprintf(stderr, TG_CLIENT_PROG ": %s cannot read %s: %s\n",
-            TG_NOTE(FLEET_OPTIONS_INVALID), path,
-            tg_read_file_why(why, sizeof(why), rv, kLimits.file_max));
-    return -1;
+    snprintf(err, errn, "%s cannot read %s: %s",
+             TG_NOTE(FLEET_OPTIONS_INVALID), path,
+             tg_read_file_why(why, sizeof(why), rv, kLimits.file_max));
+    return rv;
   }
-  char err[TG_CLIENT_PATH_MAX + 256];
-  rv = tg_client_tls_config_parse(text, len, path, tf, err, sizeof(err));
+  char why[TG_CLIENT_PATH_MAX + 256];
+  rv = tg_client_tls_config_parse(text, len, path, tf, why, sizeof(why));
   free(text);
-  if (rv < 0) {
-    fprintf(stderr, TG_CLIENT_PROG ": %s %s\n", TG_NOTE(FLEET_OPTIONS_INVALID),
-            err);
-    return -1;
-  }
-  return 0;
+  if (rv < 0)
+    snprintf(err, errn, "%s %s", TG_NOTE(FLEET_OPTIONS_INVALID), why);
+  return rv < 0 ? rv : 0;
 }
 
-int tg_client_tls_defaults(tg_client_tls_files_t *tf) {
+int tg_client_tls_defaults(tg_client_tls_files_t *tf, char *err,
+                           size_t errn) {
   /* --cert and --key go together: a pair is taken from one place only,
    * or a flag's certificate would meet another source's key. */
   bool pair_given = tf->cert || tf->key;
@@ -128,7 +126,8 @@ int tg_client_tls_defaults(tg_client_tls_files_t *tf) {
   if (!config_path(path, sizeof(path))) return 0;
   tg_client_tls_files_t file;
   memset(&file, 0, sizeof(file));
-  if (read_config(&file, path) < 0) return -1;
+  int rv = read_config(&file, path, err, errn);
+  if (rv < 0) return rv;
   if (!pair_given && (file.cert || file.key)) {
     if (file.cert) {
       memcpy(tf->file_vals[0], file.file_vals[0], sizeof(tf->file_vals[0]));

@@ -22,13 +22,19 @@ typedef struct tg_client_tls_files {
   char file_vals[4][TG_CLIENT_PATH_MAX];
 } tg_client_tls_files_t;
 
+/* The size of a message about the config file, its path included. */
+#define TG_CLIENT_TLS_ERR_MAX (TG_CLIENT_PATH_MAX + 320)
+
 /* Fills |f|'s cert, key, ca and session_cache that are still NULL from
  * $TRACEGATE_CERT, $TRACEGATE_KEY, $TRACEGATE_CA,
  * $TRACEGATE_SESSION_CACHE, then the per-user config file ("cert = PATH",
  * "key = PATH", "ca = PATH", "session_cache = on|off|PATH" lines). The
- * certificate and key come as a pair from one source. Returns -1 after
- * printing why the file is wrong; a missing file is no error. */
-int tg_client_tls_defaults(tg_client_tls_files_t *f);
+ * certificate and key come as a pair from one source. Returns 0 (a
+ * missing file is no error), or when the file cannot be read or is wrong
+ * the error of tg_read_regular_file() or tg_client_tls_config_parse(),
+ * with why in |err| (TG_CLIENT_TLS_ERR_MAX holds it whole), its notice
+ * code first. */
+int tg_client_tls_defaults(tg_client_tls_files_t *f, char *err, size_t errn);
 
 /* The config file's bytes at most. */
 #define TG_CLIENT_TLS_CONFIG_FILE_MAX (64u << 10)

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "abi/ipc_frame.h"
-#include "ipc/pipe_transport.h"
 #include "ipc/unix_transport.h"
 #include "relay/frame_filter.h"
 #include "relay/own_calls.h"
@@ -110,9 +109,7 @@ static void send_failed(tg_relay_bridge_t *b, int rv) {
 /* A reply made here: a control frame, ahead of queued bulk data. */
 static void send_client(tg_relay_bridge_t *b, const uint8_t *frame,
                         size_t len) {
-  int rv = b->zstd  ? tg_zstd_transport_send_plain(&b->z, frame, len)
-           : b->tls ? tg_tls_chan_send_priority(b->tls, frame, len)
-                    : tg_transport_send(b->client, frame, len, -1);
+  int rv = tg_transport_send_frame(b->client, frame, len, TG_FRAME_CONTROL);
   if (rv < 0) send_failed(b, rv);
 }
 
@@ -132,18 +129,13 @@ static void send_client_frames(tg_relay_bridge_t *b, const uint8_t *p,
   }
 }
 
-static int tls_priority_payload(void *ctx, const uint8_t *payload, size_t len) {
-  return tg_tls_chan_send_payload(ctx, payload, len, true);
-}
-
 /* The grant of SetCompression goes out behind everything sent before it
  * and ahead of everything after, replies made here included (a pipelining
  * client reads plain up to it); from the next frame on, what goes to the
  * client is compressed (control replies as plain frames beside it). */
 static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
                               size_t len, int level, int window_log) {
-  int rv = b->tls ? tg_tls_chan_send_barrier(b->tls, grant, len)
-                  : tg_transport_send(b->client, grant, len, -1);
+  int rv = tg_transport_send_frame(b->client, grant, len, TG_FRAME_BARRIER);
   if (rv < 0) {
     send_failed(b, rv);
     return;
@@ -153,7 +145,6 @@ static void start_compression(tg_relay_bridge_t *b, const uint8_t *grant,
   b->z.base.data = b;
   b->client = &b->z.base;
   b->zstd = true;
-  if (b->tls) tg_zstd_transport_set_priority(&b->z, tls_priority_payload, b->tls);
   rv = tg_zstd_transport_start_compress(&b->z, level, window_log);
   if (rv < 0)
     tg__bridge_close(b, rv, "cannot start compression: the client expects it");
@@ -539,9 +530,11 @@ static void carry_out(tg_relay_bridge_t *b, const tg_relay_verdict_t *v) {
   } else if (e->kind == TG_RELAY_EFFECT_REPLAY_RESUME) {
     resume(b, v);
   } else if (e->kind == TG_RELAY_EFFECT_HEARTBEAT && !b->heartbeats &&
-             b->tls && b->env->heartbeat_idle_ms) {
+             b->env->heartbeat_idle_ms) {
+    /* A transport without an idle timeout (the pipes of --stdio) learns
+     * of a dead link from its own end. */
     b->heartbeats = true;
-    tg_tls_chan_set_idle_timeout(b->tls, b->env->heartbeat_idle_ms);
+    (void)tg_transport_set_idle_timeout(b->client, b->env->heartbeat_idle_ms);
   }
 }
 
@@ -582,7 +575,7 @@ static void client_on_close(tg_transport_t *t, int status) {
   if (b->state == B_HANDSHAKE || tg__bridge_serving(b) ||
       b->state == B_REFUSING) {
     char why[300];
-    const char *detail = b->tls ? tg_tls_chan_error(b->tls) : "";
+    const char *detail = tg_transport_error(t);
     snprintf(why, sizeof(why), "%s%s%s",
              status == TG_EPEER_CLOSED ? "the client closed the connection"
                                        : tg_strerror(status),
@@ -646,6 +639,10 @@ static uint8_t *keep_for_replay(tg_relay_bridge_t *b, const uint8_t *payload,
   return NULL;
 }
 
+/* One frame of the service's (or of the relay's stand-in for it): its
+ * |len| bytes of |payload| lie just behind their 4-byte length, as the
+ * upstream channel hands every payload (ipc/channel.h) and as
+ * answer_without_service() builds its own, so that it is forwarded whole. */
 static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
                     uint8_t **orphan) {
   if (!tg__bridge_serving(b) && b->state != B_DETACHING) return 0;
@@ -689,16 +686,11 @@ static int up_frame(tg_relay_bridge_t *b, const uint8_t *payload, size_t len,
     return tg__bridge_serving(b) ? 0 : 1;
   }
   /* Straight from the service's frame into the client's queue: one copy,
-   * or none into the compressor (the upstream channel hands each payload
-   * just behind its length, ipc/channel.h). */
-  if (b->zstd && bulk)
-    rv = tg_zstd_transport_send_frame(&b->z,
-                                      payload - TG_IPC_FRAME_HEADER_SIZE,
-                                      len + TG_IPC_FRAME_HEADER_SIZE);
-  else
-    rv = b->zstd  ? tg_zstd_transport_send_payload(&b->z, payload, len, true)
-         : b->tls ? tg_tls_chan_send_payload(b->tls, payload, len, !bulk)
-                  : tg_pipe_transport_send_payload(&b->pipe, payload, len);
+   * or none into the compressor. Whole, as it came: |payload| lies just
+   * behind its length (up_frame's contract). */
+  rv = tg_transport_send_frame(b->client, payload - TG_IPC_FRAME_HEADER_SIZE,
+                               len + TG_IPC_FRAME_HEADER_SIZE,
+                               bulk ? TG_FRAME_BULK : TG_FRAME_CONTROL);
   /* A frame the compressor did not take whole is not in the segment. */
   if (compressed && b->seg && seg_pos(b) != b->seg_frame_end)
     tg_replay_seg_fail(b->win, b->seg);

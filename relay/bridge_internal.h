@@ -41,12 +41,17 @@ struct tg_relay_bridge {
   tg_list_t node;
   enum bridge_state state; /* written only by tg__bridge_set_state() */
 
-  tg_tls_chan_t *tls;       /* TLS mode */
-  tg_pipe_transport_t pipe; /* --stdio mode */
+  /* The client's link, made once by the accept (bridge_open.c): a TLS
+   * channel (owned, freed with the bridge; the admission reads its peer)
+   * or, with --stdio, a pipe transport. */
+  tg_tls_chan_t *tls;
+  tg_pipe_transport_t pipe;
+  /* The client's transport, set by the accept: the link, or |z| over it
+   * once the client asked for compression (TracegateRelay.SetCompression).
+   * Everything the bridge sends to, reads from and asks of the client
+   * goes through its ops (ipc/transport.h), whatever the link is. */
   tg_transport_t *client;
   bool client_open; /* its on_close has not run yet */
-  /* Once the client asked for compression (TracegateRelay.SetCompression),
-   * |client| is |z|, which decorates the TLS or pipe transport. */
   tg_zstd_transport_t z;
   bool zstd;
   bool heartbeats; /* the client called ClockSync: dead-link idle timeout */

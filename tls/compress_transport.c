@@ -200,9 +200,10 @@ static int zt_send(tg_transport_t *base, const uint8_t *frame, size_t len,
   return 0;
 }
 
-/* Queues [len + 1][kind 0][payload]: one copy of a small control frame. */
+/* Queues [len + 1][kind 0][payload] on the inner transport as |cls|:
+ * one copy of a small control frame. */
 static int send_plain_payload(tg_zstd_transport_t *t, const uint8_t *payload,
-                              size_t len) {
+                              size_t len, tg_frame_class_t cls) {
   uint8_t stack[512];
   size_t n = HDR + len;
   uint8_t *f = n <= sizeof(stack) ? stack : malloc(n);
@@ -214,10 +215,7 @@ static int send_plain_payload(tg_zstd_transport_t *t, const uint8_t *payload,
   f[3] = (uint8_t)(plen >> 24);
   f[4] = KIND_PLAIN;
   memcpy(f + HDR, payload, len);
-  int rv = t->priority_send
-               ? t->priority_send(t->priority_ctx, f + TG_IPC_FRAME_HEADER_SIZE,
-                                  len + 1)
-               : tg_transport_send(t->inner, f, n, -1);
+  int rv = tg_transport_send_frame(t->inner, f, n, cls);
   if (f != stack) free(f);
   t->bytes_out += n;
   return rv;
@@ -228,7 +226,7 @@ int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
                                    bool plain) {
   if (t->closing) return -EPIPE;
   if (!t->cctx || len + 1 > TG_IPC_FRAME_MAX_PAYLOAD) return -EINVAL;
-  if (plain) return send_plain_payload(t, payload, len);
+  if (plain) return send_plain_payload(t, payload, len, TG_FRAME_CONTROL);
   uint8_t hdr[TG_IPC_FRAME_HEADER_SIZE] = {(uint8_t)len, (uint8_t)(len >> 8),
                                            (uint8_t)(len >> 16),
                                            (uint8_t)(len >> 24)};
@@ -302,14 +300,6 @@ void tg_zstd_transport_drain_tap(tg_zstd_transport_t *t) {
   }
   t->tap = NULL;
   t->tap_ctx = NULL;
-}
-
-void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
-                                    int (*fn)(void *ctx, const uint8_t *payload,
-                                              size_t len),
-                                    void *ctx) {
-  t->priority_send = fn;
-  t->priority_ctx = ctx;
 }
 
 /* --- receiving end ------------------------------------------------------------ */
@@ -553,6 +543,37 @@ static void zt_pause_reading(tg_transport_t *base, bool paused) {
   tg_transport_pause_reading(t->inner, paused);
 }
 
+/* Once compressing: bulk frames into the stream, control frames plain
+ * beside it (the inner transport may let them overtake queued blocks), a
+ * barrier plain behind everything the stream holds. */
+static int zt_send_frame(tg_transport_t *base, const uint8_t *frame,
+                         size_t len, tg_frame_class_t cls) {
+  tg_zstd_transport_t *t = (tg_zstd_transport_t *)base;
+  if (t->closing) return -EPIPE;
+  if (!t->cctx) return tg_transport_send_frame(t->inner, frame, len, cls);
+  if (cls == TG_FRAME_BULK) return tg_zstd_transport_send_frame(t, frame, len);
+  if (len < TG_IPC_FRAME_HEADER_SIZE ||
+      len - TG_IPC_FRAME_HEADER_SIZE + 1 > TG_IPC_FRAME_MAX_PAYLOAD ||
+      tg_pb_read_le32(frame) != len - TG_IPC_FRAME_HEADER_SIZE)
+    return -EINVAL;
+  if (cls == TG_FRAME_BARRIER) {
+    int rv = flush(t);
+    if (rv < 0) return rv;
+  }
+  return send_plain_payload(t, frame + TG_IPC_FRAME_HEADER_SIZE,
+                            len - TG_IPC_FRAME_HEADER_SIZE, cls);
+}
+
+static void zt_set_idle_timeout(tg_transport_t *base, uint32_t ms) {
+  tg_zstd_transport_t *t = (tg_zstd_transport_t *)base;
+  (void)tg_transport_set_idle_timeout(t->inner, ms);
+}
+
+static const char *zt_error(const tg_transport_t *base) {
+  const tg_zstd_transport_t *t = (const tg_zstd_transport_t *)base;
+  return tg_transport_error(t->inner);
+}
+
 static const tg_transport_ops_t ops = {
     .send = zt_send,
     .take_fd = zt_take_fd,
@@ -560,6 +581,9 @@ static const tg_transport_ops_t ops = {
     .pending = zt_pending,
     .pause_reading = zt_pause_reading,
     .close = zt_close,
+    .send_frame = zt_send_frame,
+    .set_idle_timeout = zt_set_idle_timeout,
+    .error = zt_error,
 };
 
 int tg_zstd_transport_init(uv_loop_t *loop, tg_zstd_transport_t *t,

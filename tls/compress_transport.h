@@ -96,8 +96,6 @@ typedef struct tg_zstd_transport {
   uint64_t whole_in; /* zstd frames inflated in one call */
   tg_frame_decoder_t dec;
   int close_status;
-  int (*priority_send)(void *ctx, const uint8_t *payload, size_t len);
-  void *priority_ctx;
   /* The sending end's tap (set_tap): each compressed byte as zstd makes
    * it, before any framing. */
   void (*tap)(void *ctx, const uint8_t *z, size_t n);
@@ -124,9 +122,14 @@ int tg_zstd_transport_start_compress(tg_zstd_transport_t *t, int level,
 /* Sending end, once compressing: queues one frame given as its payload
  * (an IPCFrame of at most TG_IPC_FRAME_MAX_PAYLOAD - 1 bytes), either into
  * the compressed stream or, with |plain|, as a plain frame (kind 0) outside
- * it, through the priority hook when one is set (e.g. the TLS transport's
- * priority queue), else the inner transport's send. Returns as send(),
- * -EINVAL before compression started or for an oversized payload. */
+ * it, a TG_FRAME_CONTROL frame of the inner transport (TLS's priority
+ * queue). Returns as send(), -EINVAL before compression started or for an
+ * oversized payload.
+ *
+ * Through the transport interface, send_frame() picks for the sender:
+ * TG_FRAME_BULK into the stream (send_frame() below), TG_FRAME_CONTROL
+ * plain, TG_FRAME_BARRIER plain after flushing the stream, and before
+ * compression starts each class as the inner transport sends it. */
 int tg_zstd_transport_send_payload(tg_zstd_transport_t *t,
                                    const uint8_t *payload, size_t len,
                                    bool plain);
@@ -139,12 +142,6 @@ int tg_zstd_transport_send_plain(tg_zstd_transport_t *t, const uint8_t *frame,
  * place. Returns as send_payload(). */
 int tg_zstd_transport_send_frame(tg_zstd_transport_t *t, const uint8_t *frame,
                                  size_t len);
-/* The queue plain frames jump: |fn| queues one frame given as its payload
- * ahead of queued bulk data. |ctx| is borrowed until on_close. */
-void tg_zstd_transport_set_priority(tg_zstd_transport_t *t,
-                                    int (*fn)(void *ctx, const uint8_t *payload,
-                                              size_t len),
-                                    void *ctx);
 
 /* Sending end: |fn| sees every compressed byte of the stream from now on,
  * as zstd produces it (blocks and their framing aside), the last ones when

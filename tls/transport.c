@@ -681,6 +681,28 @@ static void t_close(tg_transport_t *t, int status) {
   chan_close((tg_tls_chan_t *)t, status);
 }
 
+static int t_send_frame(tg_transport_t *t, const uint8_t *frame, size_t len,
+                        tg_frame_class_t cls) {
+  tg_tls_chan_t *ch = (tg_tls_chan_t *)t;
+  switch (cls) {
+  case TG_FRAME_CONTROL:
+    return tg_tls_chan_send_priority(ch, frame, len);
+  case TG_FRAME_BARRIER:
+    return tg_tls_chan_send_barrier(ch, frame, len);
+  case TG_FRAME_BULK:
+    break;
+  }
+  return queue_frame(ch, &ch->bulk, frame, len);
+}
+
+static void t_set_idle_timeout(tg_transport_t *t, uint32_t ms) {
+  tg_tls_chan_set_idle_timeout((tg_tls_chan_t *)t, ms);
+}
+
+static const char *t_error(const tg_transport_t *t) {
+  return tg_tls_chan_error((const tg_tls_chan_t *)t);
+}
+
 static const tg_transport_ops_t chan_ops = {
     .send = t_send,
     .take_fd = t_take_fd,
@@ -688,6 +710,9 @@ static const tg_transport_ops_t chan_ops = {
     .pending = t_pending,
     .pause_reading = t_pause_reading,
     .close = t_close,
+    .send_frame = t_send_frame,
+    .set_idle_timeout = t_set_idle_timeout,
+    .error = t_error,
 };
 
 int tg__tls_chan_new(uv_loop_t *loop, tg_tls_config_t *cfg,

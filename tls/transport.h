@@ -30,7 +30,10 @@
  * Control frames (tg_tls_chan_send_priority) go out before bulk frames
  * that are queued but not yet encrypted; bulk frames keep their order and
  * are never split by a control frame. Frames may be queued before the
- * handshake completes; they are sent after it.
+ * handshake completes; they are sent after it. Through the transport
+ * interface, tg_transport_send_frame()'s TG_FRAME_CONTROL is the control
+ * queue, TG_FRAME_BARRIER tg_tls_chan_send_barrier() and TG_FRAME_BULK
+ * send()'s bulk queue.
  *
  * Input: reading stops while paused (tg_transport_pause_reading); frames
  * already decrypted in the current batch (at most 256 KiB) are still

@@ -42,6 +42,8 @@
 #define HOLD_HEARTBEAT_MS 2500
 #define HOLD_STATS_MS 10000
 #define MAX_INVENTORY 100000
+/* A message about the inventory: its path, a line number and why. */
+#define INVENTORY_ERR_MAX 1536
 /* Edits come in bursts (write, rename, chmod): read once it settles. */
 #define RELOAD_SETTLE_MS 300
 
@@ -392,15 +394,17 @@ static bool same_target(const tg_target_t *a, const tg_target_t *b) {
   return !strcmp(a->spec, b->spec) && !strcmp(a->server_name, b->server_name);
 }
 
-/* The inventory's hosts of this shard, named (tg_targets_name). */
+/* The inventory's hosts of this shard, named (tg_targets_name); why not
+ * in |err|. */
 static int read_inventory(coll_t *c, tg_target_t **out, size_t *n_out,
-                          size_t *inventory) {
+                          size_t *inventory, char *err, size_t errn) {
   tg_target_t *all = NULL;
   size_t n = 0;
-  if (tg_targets_load(c->cfg.hosts, &all, &n, MAX_INVENTORY) < 0 ||
-      tg_targets_name(all, n) < 0) {
+  int rv = tg_targets_load(c->cfg.hosts, &all, &n, MAX_INVENTORY, err, errn);
+  if (rv == 0) rv = tg_targets_name(all, n, err, errn);
+  if (rv < 0) {
     free(all);
-    return -1;
+    return rv;
   }
   *inventory = n;
   tg_coll_shard_t sh = {.index = c->cfg.shard_index,
@@ -501,7 +505,11 @@ int coll_hosts_start(coll_t *c) {
   tg_list_init(&c->gone);
   tg_target_t *t;
   size_t n;
-  if (read_inventory(c, &t, &n, &c->inventory) < 0) return -1;
+  char err[INVENTORY_ERR_MAX];
+  if (read_inventory(c, &t, &n, &c->inventory, err, sizeof(err)) < 0) {
+    fprintf(stderr, COLL_PROG ": %s\n", err);
+    return -1;
+  }
   for (size_t i = 0; i < n; i++)
     if (t[i].kind == TG_TARGET_TLS && !c->tls) {
       fprintf(stderr, COLL_PROG ": %s: a TLS host needs ca, cert and key in "
@@ -532,9 +540,10 @@ void coll_hosts_reload(coll_t *c, const char *why) {
   if (c->stopping) return;
   tg_target_t *t;
   size_t n, inventory;
-  if (read_inventory(c, &t, &n, &inventory) < 0) {
-    TG_WARN("inventory %s (%s): not read again (see above); the hosts stay "
-            "as they were", c->cfg.hosts, why);
+  char err[INVENTORY_ERR_MAX];
+  if (read_inventory(c, &t, &n, &inventory, err, sizeof(err)) < 0) {
+    TG_WARN("inventory %s (%s): not read again: %s; the hosts stay as they "
+            "were", c->cfg.hosts, why, err);
     return;
   }
   /* Keep, or remove (compacting the array). */

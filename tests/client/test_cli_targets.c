@@ -21,6 +21,14 @@
 
 #include "client/target.h"
 
+/* Why the last tg_targets_name() refused, as the caller gets it. */
+static char g_why[512];
+
+static int name_all(tg_target_t *t, size_t n) {
+  g_why[0] = 0;
+  return tg_targets_name(t, n, g_why, sizeof(g_why));
+}
+
 static void parse_all(tg_target_t *t, const char *const *specs, size_t n) {
   for (size_t i = 0; i < n; i++) {
     char err[256];
@@ -37,7 +45,7 @@ static void names_alone_shared_and_sanitised(void **state) {
   enum { N = sizeof(specs) / sizeof(specs[0]) };
   tg_target_t t[N];
   parse_all(t, specs, N);
-  assert_int_equal(tg_targets_name(t, N), 0);
+  assert_int_equal(name_all(t, N), 0);
   assert_string_equal(t[0].name, "alpha.example");
   assert_string_equal(t[1].name, "beta.example_7000");
   assert_string_equal(t[2].name, "beta.example_7001");
@@ -53,12 +61,13 @@ static void refuses_a_target_given_twice(void **state) {
                                       "a.example:3", "b.example:2"};
   tg_target_t t[4];
   parse_all(t, specs, 4);
-  assert_int_equal(tg_targets_name(t, 4), -1);
+  assert_int_equal(name_all(t, 4), -EINVAL);
+  assert_non_null(strstr(g_why, "b.example:2")); /* the one given twice */
   /* Another port, or ssh to the same host, is another target. */
   static const char *const ok[] = {"a.example:1", "a.example:2",
                                    "ssh://a.example:1"};
   parse_all(t, ok, 3);
-  assert_int_equal(tg_targets_name(t, 3), 0);
+  assert_int_equal(name_all(t, 3), 0);
 }
 
 /* 5000 hosts: each named, every name distinct; then the same list with
@@ -74,13 +83,14 @@ static void names_a_big_fleet(void **state) {
              7000 + i / 2500);
     assert_int_equal(tg_target_parse(spec, &t[i], err, sizeof(err)), 0);
   }
-  assert_int_equal(tg_targets_name(t, N), 0);
+  assert_int_equal(name_all(t, N), 0);
   assert_string_equal(t[0].name, "host0.example_7000");
   assert_string_equal(t[N - 1].name, "host2499.example_7001");
   for (size_t i = 1; i < N; i++)
     assert_int_not_equal(strcmp(t[i].name, t[i - 1].name), 0);
   t[N] = t[1234];
-  assert_int_equal(tg_targets_name(t, N + 1), -1);
+  assert_int_equal(name_all(t, N + 1), -EINVAL);
+  assert_non_null(strstr(g_why, t[N].spec));
   free(t);
 }
 
@@ -143,15 +153,16 @@ static void a_hosts_file_must_be_a_regular_file(void **state) {
   tg_target_t *t = NULL;
   size_t n = 0;
   alarm(10);
-  int rv = tg_targets_load(path, &t, &n, 16);
+  char err[256];
+  int rv = tg_targets_load(path, &t, &n, 16, err, sizeof(err));
   int w = open(path, O_RDWR | O_CLOEXEC);
   assert_true(w >= 0);
-  int rv_open = tg_targets_load(path, &t, &n, 16);
+  int rv_open = tg_targets_load(path, &t, &n, 16, err, sizeof(err));
   alarm(0);
   close(w);
-  assert_int_equal(rv, -1);
-  assert_int_equal(rv_open, -1);
-  assert_int_equal(tg_targets_load(dir, &t, &n, 16), -1);
+  assert_int_equal(rv, -EINVAL);
+  assert_int_equal(rv_open, -EINVAL);
+  assert_int_equal(tg_targets_load(dir, &t, &n, 16, err, sizeof(err)), -EINVAL);
   assert_int_equal(n, 0);
   free(t);
   assert_int_equal(unlink(path), 0);
@@ -180,7 +191,7 @@ static void labels_from_label_name_or_spec(void **state) {
                                   err, sizeof(err)),
                    0);
   assert_int_equal(n, 8);
-  assert_int_equal(tg_targets_name(t, n), 0);
+  assert_int_equal(name_all(t, n), 0);
   static const char *const want[] = {
       "db-primary", "web-1", "host7.example", "10.0.0.8",
       "10.0.0.9",   "10.0.0.10:7000", "db1", "ssh://admin@db2"};
@@ -251,14 +262,15 @@ static void refuses_a_bad_or_shared_label(void **state) {
     assert_int_equal(tg_hosts_parse(shared[i], strlen(shared[i]), &t, &n, 4,
                                     &line, err, sizeof(err)),
                      0);
-    assert_int_equal(tg_targets_name(t, n), -1);
+    assert_int_equal(name_all(t, n), -EINVAL);
+    assert_non_null(strstr(g_why, "label="));
     free(t);
   }
   /* -H specs alone are their labels. */
   tg_target_t h[2];
   static const char *const specs[] = {"alpha.example", "ssh://u@alpha.example"};
   parse_all(h, specs, 2);
-  assert_int_equal(tg_targets_name(h, 2), 0);
+  assert_int_equal(name_all(h, 2), 0);
   assert_string_equal(h[0].label, "alpha.example");
   assert_string_equal(h[1].label, "ssh://u@alpha.example");
 }

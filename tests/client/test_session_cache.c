@@ -42,6 +42,22 @@ static char *file(const char *name) {
   return p;
 }
 
+/* The warning of the last load(), as the caller gets it ("" for none). */
+static char g_warn[TG_SC_WARN_MAX];
+
+static int load(tg_session_cache_t *sc, const char *path, uint64_t now) {
+  return tg_session_cache_load(sc, path, now, g_warn, sizeof(g_warn));
+}
+
+/* A failed store says why. */
+static int store(const tg_session_cache_t *sc, const char *path,
+                 uint64_t now) {
+  char err[TG_SC_WARN_MAX] = "";
+  int rv = tg_session_cache_store(sc, path, now, err, sizeof(err));
+  if (rv < 0) assert_non_null(strstr(err, path));
+  return rv;
+}
+
 static tg_session_cache_t *cache(const uint8_t *own, const uint8_t *ca) {
   tg_session_cache_t *sc;
   assert_int_equal(tg_session_cache_new(own, ca, &sc), 0);
@@ -72,13 +88,13 @@ static void session_cache_keys_by_host_name_identity_and_ca(void **state) {
   assert_false(has(alice, "h1:7468", "relay.test", NOW));
   assert_false(has(alice, "h1:7467", "other.test", NOW));
   /* Through the file: another identity or CA never sees alice's entry. */
-  assert_int_equal(tg_session_cache_store(alice, file("s"), NOW), 0);
+  assert_int_equal(store(alice, file("s"), NOW), 0);
   tg_session_cache_t *bob = cache(FP_BOB, FP_CA);
   tg_session_cache_t *other_ca = cache(FP_ALICE, FP_OTHER_CA);
   tg_session_cache_t *again = cache(FP_ALICE, FP_CA);
-  assert_int_equal(tg_session_cache_load(bob, file("s"), NOW), 0);
-  assert_int_equal(tg_session_cache_load(other_ca, file("s"), NOW), 0);
-  assert_int_equal(tg_session_cache_load(again, file("s"), NOW), 0);
+  assert_int_equal(load(bob, file("s"), NOW), 0);
+  assert_int_equal(load(other_ca, file("s"), NOW), 0);
+  assert_int_equal(load(again, file("s"), NOW), 0);
   assert_false(has(bob, "h1:7467", "relay.test", NOW));
   assert_false(has(other_ca, "h1:7467", "relay.test", NOW));
   size_t len;
@@ -90,8 +106,8 @@ static void session_cache_keys_by_host_name_identity_and_ca(void **state) {
   assert_int_equal(tg_session_cache_put(bob, "h1:7467", "relay.test", SESSION,
                                         4, NOW + 60),
                    0);
-  assert_int_equal(tg_session_cache_store(bob, file("s"), NOW), 0);
-  assert_int_equal(tg_session_cache_load(again, file("s"), NOW), 0);
+  assert_int_equal(store(bob, file("s"), NOW), 0);
+  assert_int_equal(load(again, file("s"), NOW), 0);
   assert_int_equal(tg_session_cache_count(again), 2);
   assert_int_equal(tg_session_cache_get(again, "h1:7467", "relay.test", NOW, &len) != NULL, 1);
   assert_int_equal(len, sizeof(SESSION));
@@ -114,11 +130,11 @@ static void session_cache_never_offers_an_expired_entry(void **state) {
                                         NOW + TG_SC_MAX_LIFETIME_S + 30), 0);
   assert_false(has(sc, "h:2", "n", NOW));
   /* Expired entries are not written, and an empty cache leaves no file. */
-  assert_int_equal(tg_session_cache_store(sc, file("s"), NOW + 20), 0);
+  assert_int_equal(store(sc, file("s"), NOW + 20), 0);
   assert_int_equal(access(file("s"), F_OK), -1);
-  assert_int_equal(tg_session_cache_store(sc, file("s"), NOW), 0);
+  assert_int_equal(store(sc, file("s"), NOW), 0);
   tg_session_cache_t *back = cache(FP_ALICE, FP_CA);
-  assert_int_equal(tg_session_cache_load(back, file("s"), NOW + 11), 0);
+  assert_int_equal(load(back, file("s"), NOW + 11), 0);
   assert_int_equal(tg_session_cache_count(back), 0);
   tg_session_cache_free(sc);
   tg_session_cache_free(back);
@@ -140,7 +156,7 @@ static void session_cache_file_is_0600_in_a_0700_directory(void **state) {
   assert_int_equal(tg_session_cache_resolve("yes", path, sizeof(path)), -EINVAL);
   assert_int_equal(tg_session_cache_resolve("on", path, sizeof(path)), 1);
   umask(022);
-  assert_int_equal(tg_session_cache_store(sc, path, NOW), 0);
+  assert_int_equal(store(sc, path, NOW), 0);
   struct stat st;
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
@@ -155,11 +171,13 @@ static void session_cache_file_is_0600_in_a_0700_directory(void **state) {
   /* A file others may read is not trusted (nor its sessions offered). */
   assert_int_equal(chmod(path, 0644), 0);
   tg_session_cache_t *back = cache(FP_ALICE, FP_CA);
-  assert_int_equal(tg_session_cache_load(back, path, NOW), 0);
+  assert_int_equal(load(back, path, NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 0);
+  assert_non_null(strstr(g_warn, path));
   assert_int_equal(chmod(path, 0600), 0);
-  assert_int_equal(tg_session_cache_load(back, path, NOW), 0);
+  assert_int_equal(load(back, path, NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 1);
+  assert_string_equal(g_warn, "");
   unsetenv("XDG_CACHE_HOME");
   tg_session_cache_free(sc);
   tg_session_cache_free(back);
@@ -195,10 +213,11 @@ static void session_cache_survives_corrupt_truncated_and_oversized_files(
   assert_int_equal(tg_session_cache_parse(back, bad, 12, NOW), -EINVAL);
   /* Through files: one warning each, no sessions, no crash. */
   write_bytes(file("trunc"), good, n / 2, 0600);
-  assert_int_equal(tg_session_cache_load(back, file("trunc"), NOW), 0);
+  assert_int_equal(load(back, file("trunc"), NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 0);
+  assert_non_null(strstr(g_warn, file("trunc")));
   write_bytes(file("junk"), "not a cache at all", 18, 0600);
-  assert_int_equal(tg_session_cache_load(back, file("junk"), NOW), 0);
+  assert_int_equal(load(back, file("junk"), NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 0);
   FILE *f = fopen(file("big"), "wb");
   assert_non_null(f);
@@ -207,15 +226,18 @@ static void session_cache_survives_corrupt_truncated_and_oversized_files(
   assert_int_equal(fputc(0, f), 0);
   assert_int_equal(fclose(f), 0);
   assert_int_equal(chmod(file("big"), 0600), 0);
-  assert_int_equal(tg_session_cache_load(back, file("big"), NOW), 0);
+  assert_int_equal(load(back, file("big"), NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 0);
+  assert_non_null(strstr(g_warn, file("big")));
   /* A directory, a missing file: no sessions. */
-  assert_int_equal(tg_session_cache_load(back, g_dir, NOW), 0);
-  assert_int_equal(tg_session_cache_load(back, file("missing"), NOW), 0);
+  assert_int_equal(load(back, g_dir, NOW), 0);
+  assert_non_null(strstr(g_warn, g_dir));
+  assert_int_equal(load(back, file("missing"), NOW), 0);
+  assert_string_equal(g_warn, "");
   assert_int_equal(tg_session_cache_count(back), 0);
   /* And the good bytes still load. */
   write_bytes(file("good"), good, n, 0600);
-  assert_int_equal(tg_session_cache_load(back, file("good"), NOW), 0);
+  assert_int_equal(load(back, file("good"), NOW), 0);
   assert_int_equal(tg_session_cache_count(back), 2);
   free(good);
   tg_session_cache_free(sc);
@@ -245,9 +267,9 @@ static void session_cache_holds_a_fleet(void **state) {
     snprintf(hp, sizeof(hp), "10.0.%u.%u:7467", i / 250, i % 250);
     tg_session_cache_forget(sc, hp, "relay.test");
   }
-  assert_int_equal(tg_session_cache_store(sc, file("fleet"), NOW), 0);
+  assert_int_equal(store(sc, file("fleet"), NOW), 0);
   tg_session_cache_t *again = cache(FP_ALICE, FP_CA);
-  assert_int_equal(tg_session_cache_load(again, file("fleet"), NOW), 0);
+  assert_int_equal(load(again, file("fleet"), NOW), 0);
   for (unsigned i = 0; i < N; i++) {
     snprintf(hp, sizeof(hp), "10.0.%u.%u:7467", i / 250, i % 250);
     for (int k = 0; k < 2; k++) {

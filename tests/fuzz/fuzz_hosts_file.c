@@ -17,7 +17,7 @@
  * - a label= is printable ASCII without a blank;
  * - parsing the same text again gives the same targets;
  * - once named (tg_targets_name), every target's label is set and no two
- *   are equal.
+ *   are equal; a refusal to name them leaves a message.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -89,8 +89,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           strcmp(a[i].given_label, b[i].given_label))
         __builtin_trap();
     /* Named, each target has a label of its own (what the trace and the
-     * collector show it by). */
-    if (tg_targets_name(a, na) == 0)
+     * collector show it by); refused, the caller is told why. */
+    char why[400] = "";
+    int named = tg_targets_name(a, na, why, sizeof(why));
+    if (named < 0 && (!why[0] || !terminated(why, sizeof(why))))
+      __builtin_trap();
+    if (named == 0)
       for (size_t i = 0; i < na; i++) {
         if (!a[i].label[0] || !terminated(a[i].label, sizeof(a[i].label)))
           __builtin_trap();

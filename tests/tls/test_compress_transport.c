@@ -331,6 +331,53 @@ static void plain_frames_pass_beside_the_stream(void **state) {
   pair_close(&loop, &p);
 }
 
+/* Through the transport interface (tg_transport_send_frame): before
+ * compression each class goes to the inner transport as it is; once
+ * compressing, bulk frames go into the stream and a barrier goes out
+ * plain behind all of them (the stream is flushed first: a plain frame
+ * would otherwise leave ahead of what zstd still holds), so frames sent
+ * bulk, barrier, bulk arrive in exactly that order. */
+static void a_barrier_follows_the_stream_sent_before_it(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  pair_t p;
+  pair_open(&loop, &p, true, true);
+  static uint8_t buf[TG_IPC_FRAME_BUFFER_SIZE];
+  uint32_t seq = 0;
+  for (; seq < 3; seq++) {
+    size_t n = make_frame(buf + 4, seq, 80);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    assert_int_equal(tg_transport_send_frame(&p.tx.z.base, buf, 4 + n,
+                                             (tg_frame_class_t)seq),
+                     0);
+  }
+  memcpy(buf, &(uint32_t){sizeof(ANSWER) - 1}, 4);
+  memcpy(buf + 4, ANSWER, sizeof(ANSWER) - 1);
+  assert_int_equal(tg_transport_send_frame(&p.tx.z.base, buf,
+                                           4 + sizeof(ANSWER) - 1,
+                                           TG_FRAME_BARRIER),
+                   0);
+  assert_int_equal(tg_zstd_transport_start_compress(&p.tx.z, 1, 20), 0);
+  for (; seq < 400; seq++) {
+    size_t n = make_frame(buf + 4, seq, seq % 50 ? 100 + seq : 20000);
+    memcpy(buf, &(uint32_t){(uint32_t)n}, 4);
+    tg_frame_class_t cls = seq % 100 == 99 ? TG_FRAME_BARRIER : TG_FRAME_BULK;
+    assert_int_equal(tg_transport_send_frame(&p.tx.z.base, buf, 4 + n, cls), 0);
+  }
+  /* A frame whose length prefix lies is refused. */
+  memcpy(buf, &(uint32_t){7}, 4);
+  assert_int_equal(tg_transport_send_frame(&p.tx.z.base, buf, 4 + 8,
+                                           TG_FRAME_BARRIER),
+                   -EINVAL);
+  p.want = 400;
+  assert_true(run_until(&loop, got_all, &p));
+  assert_false(p.rx.closed);
+  assert_int_equal(p.rx.frames, 400);
+  assert_true(p.rx.order_ok);
+  pair_close(&loop, &p);
+}
+
 static void bad_parameters_are_refused(void **state) {
   (void)state;
   uv_loop_t loop;
@@ -717,6 +764,7 @@ int main(void) {
       cmocka_unit_test(frames_cross_the_switch_whole_and_in_order),
       cmocka_unit_test(hostile_streams_close_the_receiver),
       cmocka_unit_test(plain_frames_pass_beside_the_stream),
+      cmocka_unit_test(a_barrier_follows_the_stream_sent_before_it),
       cmocka_unit_test(bad_parameters_are_refused),
       cmocka_unit_test(an_end_inflating_inside_another_keeps_its_own_scratch),
       cmocka_unit_test(bulk_frames_are_assembled_in_place),
