@@ -20,7 +20,9 @@
  * tg_clone_read_transition_ok() spells out below. A transition it refuses
  * is a bug (the engine's or its caller's, such as a second start): it is
  * not made, it is counted (tg_clone_read_bad_transitions) and logged as an
- * error, as the recording's tables do (recording.h).
+ * error, as the recording's tables do (recording.h): a library in a
+ * daemon does not abort it for a caller's slip, and goes on in a state
+ * its table explains.
  *
  * Time: the caller's clock (common/clock.h). The engine notes when its
  * connection last answered (any reply, any packet); tg_clone_read_check(),
@@ -157,9 +159,10 @@ int tg_clone_read_start(tg_clone_read_t *e, tg_consumer_t *c,
                         const tg_consumer_clone_args_t *args);
 
 /* The caller ends the clone (its connection goes, the caller failed it):
- * a clone read whole (STATS, FREEING) ends DONE, any other live one
- * FAILED with |status| and |msg|. No callback; later replies are ignored.
- * Nothing when over. Returns the state it ended in. */
+ * a clone read whole (STATS, FREEING, no failure noted on the way) ends
+ * DONE, any other live one FAILED with |status| and |msg| (unless a
+ * failure came first). No callback; later replies are ignored. Nothing
+ * when over. Returns the state it ended in. */
 tg_clone_state_t tg_clone_read_cancel(tg_clone_read_t *e, int status,
                                       const char *msg);
 
